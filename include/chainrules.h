@@ -1,0 +1,28 @@
+/**
+ * @file chainrules.h
+ * @brief Umbrella header: includes every chainrules module.
+ *
+ * chainrules is the ChainRules differentiation system in C11: tangent types and their
+ * algebra, projection, rules (frule / rrule with pullbacks), rule testing with finite
+ * differences, and AD engines over the rules.
+ *
+ * Thread-safety contract:
+ * - There is no mutable global state except the built-in rule tables, indexed once.
+ * - A cr_ctx, the arenas made from it and everything allocated in them are
+ *   thread-confined: one thread at a time.
+ * - Type descriptors and function objects are immutable after creation and may be shared.
+ */
+#ifndef CR_CHAINRULES_H
+#define CR_CHAINRULES_H
+
+#include "chainrules/arena.h"
+#include "chainrules/array.h"
+#include "chainrules/common.h"
+#include "chainrules/ctx.h"
+#include "chainrules/project.h"
+#include "chainrules/status.h"
+#include "chainrules/tangent.h"
+#include "chainrules/value.h"
+#include "chainrules/version.h"
+
+#endif /* CR_CHAINRULES_H */

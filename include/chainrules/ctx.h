@@ -1,0 +1,126 @@
+/**
+ * @file ctx.h
+ * @brief The context: allocator hook, last error, debug mode.
+ *
+ * A context owns the allocation hook every library allocation goes through (and which
+ * tests use for fault injection), the code and message of the last error, and the debug
+ * switch. It is thread-confined: use one context per thread.
+ *
+ * @code
+ * cr_ctx *ctx;
+ * if (cr_ctx_new(NULL, &ctx) != CR_OK) return 1;      // default allocator
+ * ...
+ * if (st != CR_OK) fprintf(stderr, "%s\n", cr_ctx_errmsg(ctx));
+ * cr_ctx_free(ctx);
+ * @endcode
+ */
+#ifndef CR_CTX_H
+#define CR_CTX_H
+
+#include "common.h"
+#include "status.h"
+
+CR_BEGIN_DECLS
+
+/**
+ * Allocation hook, Lua's `lua_Alloc` contract.
+ *
+ * - `new_size > 0`: allocate (`ptr == NULL`) or resize `ptr` (of `old_size` bytes) to
+ *   `new_size` bytes; return the block, or NULL on failure (then `ptr` is untouched).
+ * - `new_size == 0`: free `ptr` (which may be NULL) and return NULL.
+ *
+ * The returned memory must be aligned for any object (`max_align_t`).
+ */
+typedef void *(*cr_realloc_fn)(void *env, void *ptr, size_t old_size, size_t new_size);
+
+/** Opaque context. Create with cr_ctx_new(), release with cr_ctx_free(). */
+typedef struct cr_ctx cr_ctx;
+
+/** Parameters for cr_ctx_new(). Zero-initialised means defaults. */
+typedef struct cr_ctx_params {
+    uint32_t struct_size;   /**< sizeof(cr_ctx_params), or 0 for the current size. */
+    cr_realloc_fn realloc_fn; /**< Allocation hook; NULL selects the C library's. */
+    void *alloc_env;        /**< Passed as `env` to realloc_fn. */
+    bool debug;             /**< Start in debug mode (see cr_ctx_set_debug()). */
+} cr_ctx_params;
+
+/**
+ * Create a context.
+ * @param[in]  params NULL for defaults.
+ * @param[out] out    the new context; caller owns it, release with cr_ctx_free().
+ *                    Set to NULL on failure.
+ * @return CR_OK; CR_EINVAL if out is NULL or params->struct_size is larger than this
+ *         library knows; CR_ENOMEM if the hook failed.
+ * @note Thread-safe; the context itself is thread-confined.
+ */
+CR_API cr_status cr_ctx_new(const cr_ctx_params *params, cr_ctx **out);
+
+/**
+ * Release a context. Arenas created from it must be freed first.
+ * @param[in] ctx may be NULL.
+ */
+CR_API void cr_ctx_free(cr_ctx *ctx);
+
+/**
+ * The status of the last error recorded on the context, or CR_OK.
+ * @param[in] ctx may be NULL (gives CR_EMISUSE).
+ */
+CR_API cr_status cr_ctx_errcode(const cr_ctx *ctx);
+
+/**
+ * The message of the last error: names the function, the signature and, in debug mode,
+ * the chain of pullbacks that led there.
+ * @param[in] ctx may be NULL.
+ * @return a string owned by the context, valid until the next call that records an error
+ *         or cr_ctx_clear_error(); "" when there is no error. Never NULL.
+ */
+CR_API const char *cr_ctx_errmsg(const cr_ctx *ctx);
+
+/**
+ * Forget the last error.
+ * @param[in] ctx may be NULL.
+ */
+CR_API void cr_ctx_clear_error(cr_ctx *ctx);
+
+/**
+ * Record an error on the context, with a printf-style message. Rule authors use it to
+ * explain a failing status; it returns `status` so that it can end a function:
+ * `return cr_ctx_error(ctx, CR_EDOMAIN, "mylog: x = %g < 0", x);`
+ * @param[in] ctx    may be NULL (then only `status` is returned).
+ * @param[in] status the status to record.
+ * @param[in] fmt    printf format; the message is truncated to 511 bytes.
+ * @return status.
+ */
+CR_API cr_status cr_ctx_error(cr_ctx *ctx, cr_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/**
+ * Switch debug mode on or off. In debug mode the library makes extra checks (add!!
+ * returned its destination, a tangent's kind fits its projected primal) and error
+ * messages carry the chain of pullback names.
+ * @param[in] ctx may be NULL (no effect).
+ */
+CR_API void cr_ctx_set_debug(cr_ctx *ctx, bool on);
+
+/** Whether debug mode is on. @param[in] ctx may be NULL (gives false). */
+CR_API bool cr_ctx_debug(const cr_ctx *ctx);
+
+/**
+ * Allocate `size` bytes through the context's hook (for objects that outlive arenas).
+ * @return the block, or NULL with CR_ENOMEM recorded on ctx. Release with cr_ctx_dealloc().
+ */
+CR_API void *cr_ctx_alloc(cr_ctx *ctx, size_t size);
+
+/**
+ * Release a block from cr_ctx_alloc().
+ * @param[in] ptr  may be NULL.
+ * @param[in] size the size it was allocated with.
+ */
+CR_API void cr_ctx_dealloc(cr_ctx *ctx, void *ptr, size_t size);
+
+CR_END_DECLS
+
+#endif /* CR_CTX_H */

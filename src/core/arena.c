@@ -1,0 +1,294 @@
+/*
+ * Bump-allocation arenas (ggml's context, minus the aborts): a chain of blocks that is
+ * never realloc'ed, or one fixed caller buffer. Reset rewinds and keeps the blocks;
+ * deferred cleanups run last-in first-out at reset, rewind and free.
+ */
+#include <string.h>
+
+#include "core_impl.h"
+
+#define DEFAULT_BLOCK_SIZE ((size_t)64 * 1024)
+
+typedef struct block {
+    struct block *next;
+    size_t size; /* usable bytes after the header */
+    bool owned;  /* false for the caller's fixed buffer */
+} block;
+
+/* The header is padded so that block data starts CR_ARENA_ALIGN-aligned. */
+#define HEADER_SIZE (((sizeof(block) + CR_ARENA_ALIGN - 1) / CR_ARENA_ALIGN) * CR_ARENA_ALIGN)
+
+typedef struct defer_node {
+    struct defer_node *prev;
+    void (*fn)(void *env);
+    void *env;
+} defer_node;
+
+struct cr_arena {
+    cr_ctx *ctx;
+    block *first;
+    block *cur;
+    size_t used;       /* bytes used in cur */
+    size_t total;      /* bytes used in blocks before cur */
+    size_t next_size;  /* size of the next block to allocate */
+    bool fixed;        /* caller buffer: never grows */
+    block fixed_block; /* descriptor of the caller buffer */
+    unsigned char *fixed_data;
+    defer_node *defers;
+    size_t ndefer;
+};
+
+static unsigned char *block_data(cr_arena *a, block *b)
+{
+    if (b == &a->fixed_block)
+        return a->fixed_data;
+    return (unsigned char *)b + HEADER_SIZE;
+}
+
+cr_status cr_arena_new(cr_ctx *ctx, const cr_arena_params *params, cr_arena **out)
+{
+    if (out == NULL)
+        return cr_ctx_error(ctx, CR_EINVAL, "cr_arena_new: out is NULL");
+    *out = NULL;
+    if (ctx == NULL)
+        return CR_EINVAL;
+    cr_arena_params p = {0};
+    if (params != NULL) {
+        size_t n = params->struct_size == 0 ? sizeof p : params->struct_size;
+        if (n > sizeof p)
+            return cr_ctx_error(ctx, CR_EINVAL, "cr_arena_new: unknown struct_size %zu", n);
+        memcpy(&p, params, n);
+    }
+    if (p.buffer != NULL && p.buffer_size == 0)
+        return cr_ctx_error(ctx, CR_EINVAL, "cr_arena_new: buffer given with size 0");
+    cr_arena *a = cr__alloc(ctx, sizeof *a);
+    if (a == NULL)
+        return CR_ENOMEM;
+    memset(a, 0, sizeof *a);
+    a->ctx = ctx;
+    a->next_size = p.block_size != 0 ? p.block_size : DEFAULT_BLOCK_SIZE;
+    if (p.buffer != NULL) {
+        /* Align the start of the caller buffer ourselves. */
+        uintptr_t base = (uintptr_t)p.buffer;
+        uintptr_t aligned = (base + CR_ARENA_ALIGN - 1) & ~(uintptr_t)(CR_ARENA_ALIGN - 1);
+        size_t skip = (size_t)(aligned - base);
+        a->fixed = true;
+        a->fixed_data = (unsigned char *)aligned;
+        a->fixed_block.size = p.buffer_size > skip ? p.buffer_size - skip : 0;
+        a->fixed_block.owned = false;
+        a->first = a->cur = &a->fixed_block;
+    }
+    *out = a;
+    return CR_OK;
+}
+
+static void run_defers(cr_arena *a, size_t keep)
+{
+    while (a->ndefer > keep) {
+        defer_node *d = a->defers;
+        a->defers = d->prev;
+        a->ndefer--;
+        d->fn(d->env);
+    }
+}
+
+void cr_arena_free(cr_arena *arena)
+{
+    if (arena == NULL)
+        return;
+    run_defers(arena, 0);
+    block *b = arena->first;
+    while (b != NULL) {
+        block *next = b->next;
+        if (b->owned)
+            cr__free(arena->ctx, b, HEADER_SIZE + b->size);
+        b = next;
+    }
+    cr__free(arena->ctx, arena, sizeof *arena);
+}
+
+void cr_arena_reset(cr_arena *arena)
+{
+    if (arena == NULL)
+        return;
+    run_defers(arena, 0);
+    arena->cur = arena->first;
+    arena->used = 0;
+    arena->total = 0;
+}
+
+/* Offset at which an object of `align` fits in block b after `used` bytes. */
+static size_t align_up(size_t used, size_t align)
+{
+    return (used + align - 1) & ~(align - 1);
+}
+
+static bool fits(const block *b, size_t used, size_t size, size_t align, size_t *off)
+{
+    if (b == NULL)
+        return false;
+    size_t o = align_up(used, align);
+    if (o > b->size || size > b->size - o)
+        return false;
+    *off = o;
+    return true;
+}
+
+void *cr_arena_alloc(cr_arena *arena, size_t size, size_t align)
+{
+    if (arena == NULL)
+        return NULL;
+    if (align == 0)
+        align = CR_ARENA_ALIGN;
+    if (align > CR_ARENA_ALIGN || (align & (align - 1)) != 0) {
+        cr_ctx_error(arena->ctx, CR_EINVAL, "cr_arena_alloc: alignment %zu not supported", align);
+        return NULL;
+    }
+    if (size == 0)
+        size = 1;
+    size_t off;
+    if (fits(arena->cur, arena->used, size, align, &off)) {
+        arena->used = off + size;
+        return block_data(arena, arena->cur) + off;
+    }
+    if (arena->fixed) {
+        cr_ctx_error(arena->ctx, CR_EARENA,
+                     "arena buffer of %zu bytes is full (request of %zu bytes)",
+                     arena->fixed_block.size, size);
+        return NULL;
+    }
+    /* Move on to the next kept block if it is large enough, else insert a new one. */
+    block *cur = arena->cur;
+    block *next = cur != NULL ? cur->next : arena->first;
+    if (next != NULL && fits(next, 0, size, align, &off)) {
+        arena->total += cur != NULL ? arena->used : 0;
+        arena->cur = next;
+        arena->used = off + size;
+        return block_data(arena, next) + off;
+    }
+    if (size > SIZE_MAX - HEADER_SIZE - CR_ARENA_ALIGN) {
+        cr_ctx_error(arena->ctx, CR_EOVERFLOW, "cr_arena_alloc: %zu bytes overflows", size);
+        return NULL;
+    }
+    size_t bsize = arena->next_size;
+    while (bsize < size) {
+        if (bsize > SIZE_MAX / 2 - HEADER_SIZE) {
+            bsize = size;
+            break;
+        }
+        bsize *= 2;
+    }
+    block *b = cr__alloc(arena->ctx, HEADER_SIZE + bsize);
+    if (b == NULL)
+        return NULL;
+    b->size = bsize;
+    b->owned = true;
+    b->next = next;
+    if (cur != NULL) {
+        cur->next = b;
+        arena->total += arena->used;
+    } else {
+        arena->first = b;
+    }
+    arena->cur = b;
+    if (arena->next_size <= SIZE_MAX / 4)
+        arena->next_size = bsize * 2;
+    arena->used = size;
+    return block_data(arena, b);
+}
+
+void *cr_arena_calloc(cr_arena *arena, size_t count, size_t size, size_t align)
+{
+    size_t n;
+    if (!cr__mul_size(count, size, &n)) {
+        if (arena != NULL)
+            cr_ctx_error(arena->ctx, CR_EOVERFLOW, "cr_arena_calloc: %zu x %zu overflows",
+                         count, size);
+        return NULL;
+    }
+    void *p = cr_arena_alloc(arena, n, align);
+    if (p != NULL)
+        memset(p, 0, n);
+    return p;
+}
+
+char *cr_arena_strdup(cr_arena *arena, const char *s)
+{
+    if (s == NULL)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    char *p = cr_arena_alloc(arena, n, 1);
+    if (p != NULL)
+        memcpy(p, s, n);
+    return p;
+}
+
+cr_status cr_arena_defer(cr_arena *arena, void (*fn)(void *env), void *env)
+{
+    if (fn == NULL)
+        return arena != NULL ? cr_ctx_error(arena->ctx, CR_EINVAL, "cr_arena_defer: fn is NULL")
+                             : CR_EINVAL;
+    if (arena == NULL) {
+        fn(env);
+        return CR_EINVAL;
+    }
+    defer_node *d = cr_arena_alloc(arena, sizeof *d, _Alignof(defer_node));
+    if (d == NULL) {
+        fn(env);
+        return cr_ctx_errcode(arena->ctx);
+    }
+    d->fn = fn;
+    d->env = env;
+    d->prev = arena->defers;
+    arena->defers = d;
+    arena->ndefer++;
+    return CR_OK;
+}
+
+cr_ctx *cr_arena_ctx(const cr_arena *arena)
+{
+    return arena == NULL ? NULL : arena->ctx;
+}
+
+size_t cr_arena_used(const cr_arena *arena)
+{
+    return arena == NULL ? 0 : arena->total + arena->used;
+}
+
+size_t cr_arena_capacity(const cr_arena *arena)
+{
+    size_t n = 0;
+    if (arena == NULL)
+        return 0;
+    for (const block *b = arena->first; b != NULL; b = b->next)
+        n += b->size;
+    return n;
+}
+
+cr_arena_mark cr_arena_get_mark(const cr_arena *arena)
+{
+    cr_arena_mark m = {0};
+    if (arena != NULL) {
+        m.block = arena->cur;
+        m.used = arena->used;
+        m.total = arena->total;
+        m.ndefer = arena->ndefer;
+    }
+    return m;
+}
+
+void cr_arena_rewind(cr_arena *arena, cr_arena_mark mark)
+{
+    if (arena == NULL)
+        return;
+    run_defers(arena, mark.ndefer);
+    if (mark.block == NULL) {
+        arena->cur = arena->first;
+        arena->used = 0;
+        arena->total = 0;
+        return;
+    }
+    arena->cur = mark.block;
+    arena->used = mark.used;
+    arena->total = mark.total;
+}

@@ -1,0 +1,158 @@
+/*
+ * The context: allocation hook, last error and debug switch; status names and messages
+ * generated from CR_STATUS_MAP; the library version.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <chainrules/version.h>
+
+#include "core_impl.h"
+
+const char *cr_status_name(cr_status status)
+{
+    switch (status) {
+#define CR__STATUS_NAME(name, value, msg)                                                  \
+    case name:                                                                             \
+        return #name;
+        CR_STATUS_MAP(CR__STATUS_NAME)
+#undef CR__STATUS_NAME
+    }
+    return "CR_UNKNOWN";
+}
+
+const char *cr_status_str(cr_status status)
+{
+    switch (status) {
+#define CR__STATUS_STR(name, value, msg)                                                   \
+    case name:                                                                             \
+        return msg;
+        CR_STATUS_MAP(CR__STATUS_STR)
+#undef CR__STATUS_STR
+    }
+    return "unknown status";
+}
+
+int cr_version_number(void)
+{
+    return CR_VERSION_NUMBER;
+}
+
+const char *cr_version_string(void)
+{
+    return CR_VERSION_STRING;
+}
+
+static void *default_realloc(void *env, void *ptr, size_t old_size, size_t new_size)
+{
+    (void)env;
+    (void)old_size;
+    if (new_size == 0) {
+        free(ptr);
+        return NULL;
+    }
+    return realloc(ptr, new_size);
+}
+
+void *cr__alloc(cr_ctx *ctx, size_t size)
+{
+    void *p = ctx->realloc_fn(ctx->alloc_env, NULL, 0, size == 0 ? 1 : size);
+    if (p == NULL)
+        cr_ctx_error(ctx, CR_ENOMEM, "out of memory allocating %zu bytes", size);
+    return p;
+}
+
+void cr__free(cr_ctx *ctx, void *ptr, size_t size)
+{
+    if (ptr != NULL)
+        ctx->realloc_fn(ctx->alloc_env, ptr, size == 0 ? 1 : size, 0);
+}
+
+cr_status cr_ctx_new(const cr_ctx_params *params, cr_ctx **out)
+{
+    if (out == NULL)
+        return CR_EINVAL;
+    *out = NULL;
+    cr_ctx_params p = {0};
+    if (params != NULL) {
+        size_t n = params->struct_size == 0 ? sizeof p : params->struct_size;
+        if (n > sizeof p)
+            return CR_EINVAL;
+        memcpy(&p, params, n);
+    }
+    cr_realloc_fn fn = p.realloc_fn != NULL ? p.realloc_fn : default_realloc;
+    cr_ctx *ctx = fn(p.alloc_env, NULL, 0, sizeof *ctx);
+    if (ctx == NULL)
+        return CR_ENOMEM;
+    memset(ctx, 0, sizeof *ctx);
+    ctx->realloc_fn = fn;
+    ctx->alloc_env = p.alloc_env;
+    ctx->debug = p.debug;
+    *out = ctx;
+    return CR_OK;
+}
+
+void cr_ctx_free(cr_ctx *ctx)
+{
+    if (ctx == NULL)
+        return;
+    ctx->realloc_fn(ctx->alloc_env, ctx, sizeof *ctx, 0);
+}
+
+cr_status cr_ctx_errcode(const cr_ctx *ctx)
+{
+    return ctx == NULL ? CR_EMISUSE : ctx->errcode;
+}
+
+const char *cr_ctx_errmsg(const cr_ctx *ctx)
+{
+    return ctx == NULL ? "" : ctx->errmsg;
+}
+
+void cr_ctx_clear_error(cr_ctx *ctx)
+{
+    if (ctx == NULL)
+        return;
+    ctx->errcode = CR_OK;
+    ctx->errmsg[0] = '\0';
+}
+
+cr_status cr_ctx_error(cr_ctx *ctx, cr_status status, const char *fmt, ...)
+{
+    if (ctx == NULL)
+        return status;
+    ctx->errcode = status;
+    if (fmt == NULL) {
+        snprintf(ctx->errmsg, sizeof ctx->errmsg, "%s", cr_status_str(status));
+        return status;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->errmsg, sizeof ctx->errmsg, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+void cr_ctx_set_debug(cr_ctx *ctx, bool on)
+{
+    if (ctx != NULL)
+        ctx->debug = on;
+}
+
+bool cr_ctx_debug(const cr_ctx *ctx)
+{
+    return ctx != NULL && ctx->debug;
+}
+
+void *cr_ctx_alloc(cr_ctx *ctx, size_t size)
+{
+    return ctx == NULL ? NULL : cr__alloc(ctx, size);
+}
+
+void cr_ctx_dealloc(cr_ctx *ctx, void *ptr, size_t size)
+{
+    if (ctx != NULL)
+        cr__free(ctx, ptr, size);
+}

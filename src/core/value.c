@@ -1,0 +1,137 @@
+/*
+ * Primal values and struct/tuple type descriptors.
+ */
+#include <string.h>
+
+#include "core_impl.h"
+
+cr_value cr_value_f64(double x)
+{
+    cr_value v = {.kind = CR_KIND_F64, .u.f64 = x};
+    return v;
+}
+
+cr_value cr_value_f32(float x)
+{
+    cr_value v = {.kind = CR_KIND_F32, .u.f32 = x};
+    return v;
+}
+
+cr_value cr_value_c128(cr_complex z)
+{
+    cr_value v = {.kind = CR_KIND_C128, .u.c128 = z};
+    return v;
+}
+
+cr_value cr_value_i64(int64_t i)
+{
+    cr_value v = {.kind = CR_KIND_I64, .u.i64 = i};
+    return v;
+}
+
+cr_value cr_value_bool(bool b)
+{
+    cr_value v = {.kind = CR_KIND_BOOL, .u.b = b};
+    return v;
+}
+
+cr_value cr_value_array(cr_array *arr)
+{
+    cr_value v = {.kind = CR_KIND_ARRAY, .u.arr = arr};
+    return v;
+}
+
+cr_value cr_value_struct(const cr_type *type, void *ptr)
+{
+    cr_value v = {.kind = CR_KIND_STRUCT};
+    v.u.obj.type = type;
+    v.u.obj.ptr = ptr;
+    return v;
+}
+
+const char *cr_kind_name(cr_kind kind)
+{
+    switch (kind) {
+    case CR_KIND_NOTHING:
+        return "nothing";
+    case CR_KIND_F64:
+        return "f64";
+    case CR_KIND_F32:
+        return "f32";
+    case CR_KIND_C128:
+        return "c128";
+    case CR_KIND_I64:
+        return "i64";
+    case CR_KIND_I32:
+        return "i32";
+    case CR_KIND_BOOL:
+        return "bool";
+    case CR_KIND_ARRAY:
+        return "array";
+    case CR_KIND_STRUCT:
+        return "struct";
+    case CR_KIND_FUNC:
+        return "function";
+    }
+    return "?";
+}
+
+cr_status cr_type_field_value(const cr_type *type, void *obj, size_t i, cr_value *out)
+{
+    if (type == NULL || obj == NULL || out == NULL || i >= type->nfields)
+        return CR_EINVAL;
+    const cr_field *f = &type->fields[i];
+    unsigned char *p = (unsigned char *)obj + f->offset;
+    memset(out, 0, sizeof *out);
+    out->kind = f->kind;
+    switch (f->kind) {
+    case CR_KIND_F64:
+        memcpy(&out->u.f64, p, sizeof(double));
+        break;
+    case CR_KIND_F32:
+        memcpy(&out->u.f32, p, sizeof(float));
+        break;
+    case CR_KIND_C128:
+        memcpy(&out->u.c128, p, sizeof(cr_complex));
+        break;
+    case CR_KIND_I64:
+        memcpy(&out->u.i64, p, sizeof(int64_t));
+        break;
+    case CR_KIND_I32: {
+        int v;
+        memcpy(&v, p, sizeof v);
+        out->u.i64 = v;
+        break;
+    }
+    case CR_KIND_BOOL:
+        memcpy(&out->u.b, p, sizeof(bool));
+        break;
+    case CR_KIND_ARRAY:
+        out->u.arr = (cr_array *)(void *)p;
+        break;
+    case CR_KIND_STRUCT:
+        if (f->type == NULL)
+            return CR_EINVAL;
+        out->u.obj.type = f->type;
+        out->u.obj.ptr = p;
+        break;
+    case CR_KIND_FUNC:
+        memcpy(&out->u.fn, p, sizeof out->u.fn);
+        break;
+    case CR_KIND_NOTHING:
+        break;
+    default:
+        return CR_EINVAL;
+    }
+    return CR_OK;
+}
+
+ptrdiff_t cr_type_field_index(const cr_type *type, const char *name)
+{
+    if (type == NULL || name == NULL)
+        return -1;
+    for (size_t i = 0; i < type->nfields; i++)
+        if (type->fields[i].name != NULL && strcmp(type->fields[i].name, name) == 0)
+            return (ptrdiff_t)i;
+    return -1;
+}
