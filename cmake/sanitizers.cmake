@@ -1,0 +1,27 @@
+# CR_SANITIZE = "address;undefined" | "address" | "undefined" | "thread" | "memory" | ""
+# (libuv's ASAN/UBSAN/TSAN/MSAN options). Applies to every target of the build, so the
+# library, the tests and the tools are all instrumented. "memory" needs clang.
+if(CR_SANITIZE)
+  set(cr_san_known address undefined thread memory leak)
+  foreach(s IN LISTS CR_SANITIZE)
+    if(NOT s IN_LIST cr_san_known)
+      message(FATAL_ERROR "CR_SANITIZE: unknown sanitizer '${s}' (known: ${cr_san_known})")
+    endif()
+  endforeach()
+  if("thread" IN_LIST CR_SANITIZE AND "address" IN_LIST CR_SANITIZE)
+    message(FATAL_ERROR "CR_SANITIZE: thread and address cannot be combined")
+  endif()
+  if("memory" IN_LIST CR_SANITIZE AND NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "CR_SANITIZE=memory needs clang (CC=clang)")
+  endif()
+  if(CR_VALGRIND)
+    message(FATAL_ERROR "CR_SANITIZE and CR_VALGRIND cannot be combined")
+  endif()
+  string(REPLACE ";" "," cr_san_list "${CR_SANITIZE}")
+  add_compile_options(-fsanitize=${cr_san_list} -fno-omit-frame-pointer
+                      -fno-sanitize-recover=all)
+  if("memory" IN_LIST CR_SANITIZE)
+    add_compile_options(-fsanitize-memory-track-origins)
+  endif()
+  add_link_options(-fsanitize=${cr_san_list})
+endif()

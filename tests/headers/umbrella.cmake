@@ -1,0 +1,22 @@
+# Checks that the umbrella header includes every module header (STYLE.md §3).
+# cmake -DUMBRELLA=<include/chainrules.h> -DDIRS=<dir>[,<dir>...] -P umbrella.cmake
+# DIRS are the directories holding chainrules/*.h (the source tree's and the build's).
+file(READ "${UMBRELLA}" text)
+string(REPLACE "," ";" dirs "${DIRS}")
+set(missing "")
+foreach(d IN LISTS dirs)
+  file(GLOB hs "${d}/*.h")
+  foreach(h IN LISTS hs)
+    get_filename_component(name "${h}" NAME)
+    string(REPLACE "." "\\." pat "${name}")
+    if(NOT text MATCHES "#[ \t]*include[ \t]*[<\"]chainrules/${pat}[>\"]")
+      list(APPEND missing "chainrules/${name}")
+    endif()
+  endforeach()
+endforeach()
+if(missing)
+  list(REMOVE_DUPLICATES missing)
+  string(REPLACE ";" ", " missing "${missing}")
+  message(FATAL_ERROR "${UMBRELLA} does not include: ${missing}")
+endif()
+message(STATUS "umbrella header includes every chainrules/*.h")

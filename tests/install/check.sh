@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Install check (ggml examples/test-cmake): installs chainrules into temporary prefixes and
+# builds tests/install/consumer.c against them, through pkg-config and through
+# find_package(chainrules CONFIG), then runs both programs.
+#   1. static: the already built tree (--build) is installed as it is;
+#   2. shared: a small separate build of the library alone (BUILD_SHARED_LIBS=ON), whose
+#      exported symbols are checked too (the public cr_* API only, nothing internal).
+# Usage: check.sh --source DIR --build DIR --work DIR --cc CC --cmake CMAKE --version X.Y.Z
+#                 [--jobs N] [-- extra cmake arguments for the shared build]
+set -euo pipefail
+
+jobs=2
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --source) src=$2; shift 2 ;;
+        --build) build=$2; shift 2 ;;
+        --work) work=$2; shift 2 ;;
+        --cc) cc=$2; shift 2 ;;
+        --cmake) cmake=$2; shift 2 ;;
+        --version) version=$2; shift 2 ;;
+        --jobs) jobs=$2; shift 2 ;;
+        --) shift; break ;;
+        *) echo "check.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+: "${src:?--source missing}" "${build:?--build missing}" "${work:?--work missing}"
+: "${cc:?--cc missing}" "${cmake:?--cmake missing}" "${version:?--version missing}"
+shared_args=("$@")
+
+step() { printf '== install check: %s\n' "$*"; }
+fail() { printf 'install check FAILED: %s\n' "$*" >&2; exit 1; }
+# Runs a command quietly; prints its output only when it fails.
+quiet() {
+    local log="$work/last.log"
+    if ! "$@" >"$log" 2>&1; then
+        cat "$log" >&2
+        fail "$*"
+    fi
+}
+
+# Start from empty prefixes; the shared build tree is kept so that reruns are incremental.
+mkdir -p "$work"
+find "$work" -mindepth 1 -maxdepth 1 ! -name shared-build -exec rm -rf {} +
+
+# check_prefix <kind> <prefix> <pkg-config flags...>; sets consumers to the two programs.
+check_prefix() {
+    local kind=$1 prefix=$2
+    shift 2
+    local pc
+    pc=$(find "$prefix" -name chainrules.pc -print -quit)
+    [ -n "$pc" ] || fail "$kind: no chainrules.pc under $prefix"
+    [ -f "$prefix/include/chainrules.h" ] || fail "$kind: include/chainrules.h not installed"
+    [ -f "$prefix/include/chainrules/version.h" ] || fail "$kind: generated version.h not installed"
+    if find "$prefix/include" -name '*_impl.h' | grep -q .; then
+        fail "$kind: private src/ headers were installed"
+    fi
+    find "$prefix" -name chainrules-config.cmake | grep -q . ||
+        fail "$kind: chainrules-config.cmake not installed"
+
+    # pkg-config, from the .pc file alone.
+    local pcdir libdir
+    pcdir=$(dirname "$pc")
+    export PKG_CONFIG_PATH="$pcdir"
+    pkg-config --print-errors --exists chainrules || fail "$kind: pkg-config cannot use $pc"
+    local pcver
+    pcver=$(pkg-config --modversion chainrules)
+    [ "$pcver" = "$version" ] || fail "$kind: pkg-config version $pcver, expected $version"
+    libdir=$(pkg-config --variable=libdir chainrules)
+    local cflags libs
+    cflags=$(pkg-config --cflags chainrules)
+    libs=$(pkg-config "$@" --libs chainrules)
+    step "$kind: pkg-config --cflags --libs $*: $cflags $libs"
+    # shellcheck disable=SC2086 # word splitting of the flags is wanted
+    quiet "$cc" -std=c11 -Wall -Wextra -pedantic -Werror $cflags \
+        "$src/tests/install/consumer.c" -o "$work/consumer-pc-$kind" $libs
+    LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$work/consumer-pc-$kind" ||
+        fail "$kind: the pkg-config consumer failed"
+    unset PKG_CONFIG_PATH
+
+    # CMake package.
+    step "$kind: find_package(chainrules $version CONFIG)"
+    quiet "$cmake" -S "$src/tests/install" -B "$work/consumer-cmake-$kind" \
+        -DCMAKE_C_COMPILER="$cc" -DCMAKE_PREFIX_PATH="$prefix" \
+        -DCR_EXPECTED_VERSION="$version" -DCMAKE_BUILD_TYPE=Release
+    quiet "$cmake" --build "$work/consumer-cmake-$kind"
+    "$work/consumer-cmake-$kind/consumer" || fail "$kind: the CMake consumer failed"
+    consumers=("$work/consumer-pc-$kind" "$work/consumer-cmake-$kind/consumer")
+}
+
+# 1. Static library: the tree that was built and tested.
+step "static: cmake --install $build"
+quiet "$cmake" --install "$build" --prefix "$work/static"
+find "$work/static" -name 'libchainrules.a' | grep -q . || fail "static: libchainrules.a not installed"
+check_prefix static "$work/static" --static
+
+# 2. Shared library: a build of the library alone.
+step "shared: configure and build with BUILD_SHARED_LIBS=ON"
+quiet "$cmake" -S "$src" -B "$work/shared-build" "${shared_args[@]}" \
+    -DCMAKE_C_COMPILER="$cc" -DBUILD_SHARED_LIBS=ON -DCR_BUILD_TESTS=OFF \
+    -DCR_BUILD_EXAMPLES=OFF -DCR_BUILD_TOOLS=OFF -DCR_BUILD_BENCH=OFF
+quiet "$cmake" --build "$work/shared-build" -j "$jobs"
+quiet "$cmake" --install "$work/shared-build" --prefix "$work/shared"
+so=$(find "$work/shared" -name 'libchainrules.so.*' -type f -print -quit)
+[ -n "$so" ] || fail "shared: libchainrules.so not installed"
+
+# Only the public API is exported: cr_* symbols, none of the internal cr__* ones.
+exported=$(nm -D --defined-only "$so" | awk '$2 ~ /^[TDRBVW]$/ { print $3 }' | sort)
+echo "$exported" | grep -qx 'cr_version_number' || fail "shared: cr_version_number not exported"
+bad=$(echo "$exported" | grep -v '^cr_' | grep -v '^_' || true)
+internal=$(echo "$exported" | grep '^cr__' || true)
+[ -z "$bad" ] || fail "shared: symbols outside the cr_ namespace exported: $(tr '\n' ' ' <<<"$bad")"
+[ -z "$internal" ] || fail "shared: internal symbols exported: $(tr '\n' ' ' <<<"$internal")"
+step "shared: $(echo "$exported" | wc -l) symbols exported from $(basename "$so"), all cr_*"
+
+check_prefix shared "$work/shared"
+for exe in "${consumers[@]}"; do
+    readelf -d "$exe" | grep -q 'NEEDED.*libchainrules\.so' ||
+        fail "shared: $exe does not link libchainrules.so"
+done
+step "shared: both consumers link libchainrules.so"
+step "OK"

@@ -1,0 +1,54 @@
+#!/bin/sh
+# Checks that the Debian packages chainrules needs to build and test are installed.
+#
+#   tools/deps.sh [extra-package...]
+#
+# Silent when everything is there. When something is missing: as root, runs
+# `apt-get update` once and `apt-get install -y` of the missing packages; otherwise prints
+# the exact `sudo apt-get install -y ...` line and exits with status 1.
+# Extra packages (for instance valgrind, clang-format) are checked the same way; the
+# Makefile passes them for the targets that need them.
+# On a system without dpkg-query (not Debian-like) it says so and checks nothing.
+set -eu
+
+# cmake, compilers, pkg-config; cmocka (unit tests); OpenBLAS (CBLAS) and LAPACKE
+# (linear-algebra rules); MPFR (high-precision references) and cJSON (reports) for tools/;
+# g++ for the C++ header checks; doxygen for the API reference.
+required="cmake make gcc g++ pkg-config libcmocka-dev libopenblas-dev liblapacke-dev \
+libmpfr-dev libcjson-dev doxygen"
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+    echo "deps.sh: dpkg-query not found (not a Debian-based system): not checking packages." >&2
+    echo "deps.sh: needed: $required $*" >&2
+    exit 0
+fi
+
+missing=""
+for pkg in $required "$@"; do
+    status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+    case "$status" in
+        *" installed") ;;
+        *) missing="$missing $pkg" ;;
+    esac
+done
+[ -z "$missing" ] && exit 0
+missing=${missing# }
+
+if [ "$(id -u)" -eq 0 ]; then
+    echo "deps.sh: installing missing packages: $missing"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    # shellcheck disable=SC2086 # one word per package
+    apt-get install -y -qq --no-install-recommends $missing
+    exit 0
+fi
+
+cat >&2 <<MSG
+deps.sh: missing Debian packages: $missing
+Install them with:
+
+    sudo apt-get install -y $missing
+
+then run the command again.
+MSG
+exit 1
