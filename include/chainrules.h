@@ -20,6 +20,8 @@
 #include "chainrules/common.h"
 #include "chainrules/ctx.h"
 #include "chainrules/project.h"
+#include "chainrules/rule.h"
+#include "chainrules/rules_math.h"
 #include "chainrules/status.h"
 #include "chainrules/tangent.h"
 #include "chainrules/value.h"

@@ -3,7 +3,9 @@
  * @brief Status codes returned by every fallible chainrules call.
  *
  * The codes, their names and their messages come from one X-macro, `CR_STATUS_MAP`, so
- * they cannot drift apart. `CR_OK` is 0; every error is positive. Details of the last
+ * they cannot drift apart. `CR_OK` is 0; every error is positive. `CR_NOTHING` (-1) is
+ * not an error: it is what cr_frule() and cr_rrule() return when no rule applies (Julia's
+ * `nothing`), so that the caller differentiates the function itself; no error is recorded. Details of the last
  * error (which function, which signature, which pullback) live on the context: see
  * cr_ctx_errmsg().
  *
@@ -24,6 +26,7 @@ CR_BEGIN_DECLS
  * The status map: X(name, value, message). Append only; values never change.
  */
 #define CR_STATUS_MAP(X)                                                                   \
+    X(CR_NOTHING, -1, "no rule: the AD should differentiate the function itself")          \
     X(CR_OK, 0, "success")                                                                 \
     X(CR_ENOMEM, 1, "out of memory")                                                       \
     X(CR_EINVAL, 2, "invalid argument")                                                    \

@@ -39,7 +39,8 @@ typedef enum cr_kind {
     CR_KIND_BOOL = 6,    /**< bool */
     CR_KIND_ARRAY = 7,   /**< cr_array (a field of this kind holds a cr_array by value) */
     CR_KIND_STRUCT = 8,  /**< C struct or tuple described by a cr_type */
-    CR_KIND_FUNC = 9     /**< function object (see rule.h) */
+    CR_KIND_FUNC = 9     /**< function object (see rule.h); a field of this kind holds a
+                              `const cr_function *` */
 } cr_kind;
 
 struct cr_type;
@@ -75,7 +76,10 @@ typedef struct cr_value {
             const cr_type *type;  /**< Descriptor. */
             void *ptr;            /**< The C struct; borrowed, never written by rules. */
         } obj;                    /**< CR_KIND_STRUCT */
-        const struct cr_function *fn; /**< CR_KIND_FUNC */
+        struct {
+            const struct cr_function *fn; /**< Identity, name, arity, primal. */
+            void *self;                   /**< Functor fields (of fn->self_type), or NULL. */
+        } func;                           /**< CR_KIND_FUNC */
     } u; /**< Payload. */
 } cr_value;
 
@@ -93,6 +97,12 @@ CR_API cr_value cr_value_bool(bool b);
 CR_API cr_value cr_value_array(cr_array *arr);
 /** A struct value (borrows ptr, described by type). */
 CR_API cr_value cr_value_struct(const cr_type *type, void *ptr);
+
+/**
+ * A function value: `fn` called with the fields `self` (a struct of fn->self_type, for
+ * closures and functors) or NULL for a plain function. Both are borrowed.
+ */
+CR_API cr_value cr_value_function(const struct cr_function *fn, void *self);
 
 /** Name of a kind ("f64", "array", ...). */
 CR_API const char *cr_kind_name(cr_kind kind);

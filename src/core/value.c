@@ -49,6 +49,14 @@ cr_value cr_value_struct(const cr_type *type, void *ptr)
     return v;
 }
 
+cr_value cr_value_function(const struct cr_function *fn, void *self)
+{
+    cr_value v = {.kind = CR_KIND_FUNC};
+    v.u.func.fn = fn;
+    v.u.func.self = self;
+    return v;
+}
+
 const char *cr_kind_name(cr_kind kind)
 {
     switch (kind) {
@@ -116,7 +124,8 @@ cr_status cr_type_field_value(const cr_type *type, void *obj, size_t i, cr_value
         out->u.obj.ptr = p;
         break;
     case CR_KIND_FUNC:
-        memcpy(&out->u.fn, p, sizeof out->u.fn);
+        memcpy(&out->u.func.fn, p, sizeof out->u.func.fn);
+        out->u.func.self = NULL;
         break;
     case CR_KIND_NOTHING:
         break;

@@ -1,0 +1,58 @@
+/*
+ * Private declarations of the rule layer: registry entries, the built-in table hooks and
+ * the generic rule implementations shared by rule families.
+ */
+#ifndef CR_RULES_IMPL_H
+#define CR_RULES_IMPL_H
+
+#include <chainrules/rule.h>
+#include <chainrules/scalar_rule.h>
+
+#include "../core/core_impl.h"
+
+enum {
+    E_NO_FRULE = 1u,
+    E_NO_RRULE = 2u,
+    E_NONDIFF = 4u
+};
+
+typedef struct cr__entry {
+    cr_rule_def def; /* def.args points to args below */
+    cr_argspec args[CR_SIG_MAX_ARGS];
+    uint32_t flags;  /* E_* */
+    uint32_t next;   /* next entry of the same function in this registry, index + 1 */
+} cr__entry;
+
+struct cr_registry {
+    cr_ctx *ctx;                /* NULL for the built-in registry */
+    const cr_registry *parent;
+    bool frozen;
+    cr__entry *entries;
+    size_t n, cap;
+    uint32_t *buckets;          /* head entry index + 1 per bucket */
+    size_t nbuckets;            /* power of two */
+};
+
+/* A built-in rule family: called once, at indexing, to add its rules. */
+typedef cr_status (*cr__family_fn)(cr_registry *reg);
+
+/* The families (src/rulesets), listed in src/rules/builtin.c. */
+CR_INTERNAL cr_status cr__family_basic(cr_registry *reg);
+
+/* Generic implementations for non-differentiable declarations. */
+CR_INTERNAL cr_status cr__nondiff_frule(const cr_config *cfg, cr_arena *arena,
+                                        const cr_tangent *dargs, const cr_value *f,
+                                        const cr_value *args, size_t nargs, cr_value *y,
+                                        cr_tangent *dy, const void *udata);
+CR_INTERNAL cr_status cr__nondiff_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                                        const cr_value *args, size_t nargs, cr_value *y,
+                                        cr_pullback *pb, const void *udata);
+
+/* Name of a function value for messages. */
+CR_INTERNAL const char *cr__fname(const cr_value *f);
+
+/* "name(kind, kind, ...)" of an actual call, into buf. */
+CR_INTERNAL void cr__call_str(const cr_value *f, const cr_value *args, size_t nargs, char *buf,
+                              size_t size);
+
+#endif /* CR_RULES_IMPL_H */

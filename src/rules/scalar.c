@@ -1,0 +1,417 @@
+/*
+ * The generic frule, rrule and primal of scalar-table rows (the @scalar_rule analogue):
+ * pick the element type (f32 < f64 < c128), evaluate the row once for value and
+ * partials, keep the partials in the pullback's arena environment.
+ * Complex convention: frule multiplies by f'(z), the pullback by conj(f'(z)).
+ */
+#include <string.h>
+
+#include "rules_impl.h"
+
+typedef enum { ST_F32 = 0, ST_F64 = 1, ST_C128 = 2 } stype;
+
+/* Tuple descriptors for multi-output rows: (T, T), (T, T, T), (T, T, T, T). */
+#define TUPLE_FIELDS(T, K)                                                                 \
+    {                                                                                      \
+        {NULL, 0 * sizeof(T), K, NULL}, {NULL, 1 * sizeof(T), K, NULL},                    \
+            {NULL, 2 * sizeof(T), K, NULL}, {NULL, 3 * sizeof(T), K, NULL},                \
+    }
+static const cr_field k_tf32[4] = TUPLE_FIELDS(float, CR_KIND_F32);
+static const cr_field k_tf64[4] = TUPLE_FIELDS(double, CR_KIND_F64);
+static const cr_field k_tc128[4] = TUPLE_FIELDS(cr_complex, CR_KIND_C128);
+static const cr_type k_tuples[3][3] = {
+    {{"tuple(f32,f32)", 2 * sizeof(float), 2, k_tf32},
+     {"tuple(f32,f32,f32)", 3 * sizeof(float), 3, k_tf32},
+     {"tuple(f32,f32,f32,f32)", 4 * sizeof(float), 4, k_tf32}},
+    {{"tuple(f64,f64)", 2 * sizeof(double), 2, k_tf64},
+     {"tuple(f64,f64,f64)", 3 * sizeof(double), 3, k_tf64},
+     {"tuple(f64,f64,f64,f64)", 4 * sizeof(double), 4, k_tf64}},
+    {{"tuple(c128,c128)", 2 * sizeof(cr_complex), 2, k_tc128},
+     {"tuple(c128,c128,c128)", 3 * sizeof(cr_complex), 3, k_tc128},
+     {"tuple(c128,c128,c128,c128)", 4 * sizeof(cr_complex), 4, k_tc128}},
+};
+
+static const size_t k_size[3] = {sizeof(float), sizeof(double), sizeof(cr_complex)};
+
+static cr_status pick_type(cr_arena *arena, const cr_scalar_rule *row, const cr_value *args,
+                           size_t nargs, stype *t)
+{
+    if (nargs != row->nin)
+        return CR__FAIL(arena, CR_EINVAL, "%s takes %u arguments, %zu given", row->name,
+                        (unsigned)row->nin, nargs);
+    bool c = false, d = false;
+    for (size_t j = 0; j < nargs; j++) {
+        switch (args[j].kind) {
+        case CR_KIND_C128:
+            c = true;
+            break;
+        case CR_KIND_F64:
+        case CR_KIND_I64:
+        case CR_KIND_I32:
+        case CR_KIND_BOOL:
+            d = true;
+            break;
+        case CR_KIND_F32:
+            break;
+        default:
+            return CR__FAIL(arena, CR_EINVAL, "%s: argument %zu is a %s, not a number",
+                            row->name, j + 1, cr_kind_name(args[j].kind));
+        }
+    }
+    if (c) {
+        if (row->c128 == NULL)
+            return CR__FAIL(arena, CR_EDOMAIN, "%s is defined for real arguments only",
+                            row->name);
+        *t = ST_C128;
+    } else if (d || row->f32 == NULL) {
+        *t = ST_F64;
+    } else {
+        *t = ST_F32;
+    }
+    return CR_OK;
+}
+
+static cr_complex value_as_complex(const cr_value *v)
+{
+    switch (v->kind) {
+    case CR_KIND_F64:
+        return v->u.f64;
+    case CR_KIND_F32:
+        return (double)v->u.f32;
+    case CR_KIND_C128:
+        return v->u.c128;
+    case CR_KIND_I64:
+    case CR_KIND_I32:
+        return (double)v->u.i64;
+    case CR_KIND_BOOL:
+        return v->u.b ? 1.0 : 0.0;
+    default:
+        return 0.0;
+    }
+}
+
+/* Evaluate the row: Y (nout) and D (nout*nin) in the storage of type t. */
+static void eval_row(const cr_scalar_rule *row, stype t, const cr_value *args, void *Y, void *D)
+{
+    size_t n = row->nin;
+    switch (t) {
+    case ST_F32: {
+        float x[CR_SCALAR_MAX_IN];
+        for (size_t j = 0; j < n; j++)
+            x[j] = (float)creal(value_as_complex(&args[j]));
+        row->f32(x, Y, D);
+        break;
+    }
+    case ST_F64: {
+        double x[CR_SCALAR_MAX_IN];
+        for (size_t j = 0; j < n; j++)
+            x[j] = args[j].kind == CR_KIND_F64 ? args[j].u.f64 : creal(value_as_complex(&args[j]));
+        row->f64(x, Y, D);
+        break;
+    }
+    case ST_C128: {
+        cr_complex x[CR_SCALAR_MAX_IN];
+        for (size_t j = 0; j < n; j++)
+            x[j] = value_as_complex(&args[j]);
+        row->c128(x, Y, D);
+        break;
+    }
+    }
+}
+
+static cr_complex load(stype t, const void *p, size_t i)
+{
+    switch (t) {
+    case ST_F32:
+        return (double)((const float *)p)[i];
+    case ST_F64:
+        return ((const double *)p)[i];
+    default:
+        return ((const cr_complex *)p)[i];
+    }
+}
+
+static cr_value scalar_value(stype t, cr_complex v)
+{
+    switch (t) {
+    case ST_F32:
+        return cr_value_f32((float)creal(v));
+    case ST_F64:
+        return cr_value_f64(creal(v));
+    default:
+        return cr_value_c128(v);
+    }
+}
+
+static cr_tangent scalar_tangent(stype t, cr_complex v)
+{
+    switch (t) {
+    case ST_F32:
+        return cr_tangent_f32((float)creal(v));
+    case ST_F64:
+        return cr_tangent_f64(creal(v));
+    default:
+        return cr_tangent_c128(v);
+    }
+}
+
+/* The output value: a scalar, or a tuple allocated in the arena. */
+static cr_status make_output(cr_arena *arena, const cr_scalar_rule *row, stype t, const void *Y,
+                             cr_value *y)
+{
+    if (row->nout == 1) {
+        *y = scalar_value(t, load(t, Y, 0));
+        return CR_OK;
+    }
+    size_t bytes = row->nout * k_size[t];
+    void *mem = cr_arena_alloc(arena, bytes, 0);
+    if (mem == NULL)
+        return CR__ALLOC_STATUS(arena);
+    memcpy(mem, Y, bytes);
+    *y = cr_value_struct(&k_tuples[t][row->nout - 2], mem);
+    return CR_OK;
+}
+
+/* The scalar carried by tangent t (unthunked); false (with an error) when it is not one. */
+static cr_status tangent_scalar(cr_arena *arena, const char *who, cr_tangent t, cr_complex *v,
+                                bool *nonzero)
+{
+    cr_status st = cr_tangent_unthunk(t, &t);
+    if (st != CR_OK)
+        return st;
+    *nonzero = true;
+    switch ((cr_tag)t.tag) {
+    case CR_TAN_ZERO:
+    case CR_TAN_NONE:
+    case CR_TAN_ABSENT:
+        *nonzero = false;
+        *v = 0.0;
+        return CR_OK;
+    case CR_TAN_F64:
+        *v = t.u.f64;
+        return CR_OK;
+    case CR_TAN_F32:
+        *v = (double)t.u.f32;
+        return CR_OK;
+    case CR_TAN_C128:
+        *v = t.u.c128;
+        return CR_OK;
+    case CR_TAN_NOTIMPL:
+        return CR__FAIL(arena, CR_EUNIMPL, "%s: tangent is NotImplemented (%s:%d: %s)", who,
+                        t.u.ni->file, t.u.ni->line, t.u.ni->msg);
+    default:
+        return CR__FAIL(arena, CR_ETANGENT, "%s: expected a scalar tangent, got %s", who,
+                        cr_tag_name((cr_tag)t.tag));
+    }
+}
+
+/* ---- frule ----------------------------------------------------------------------------- */
+
+static cr_status scalar_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                              const cr_value *f, const cr_value *args, size_t nargs,
+                              cr_value *y, cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    const cr_scalar_rule *row = udata;
+    stype t;
+    cr_status st = pick_type(arena, row, args, nargs, &t);
+    if (st != CR_OK)
+        return st;
+    cr_complex Yc[CR_SCALAR_MAX_OUT], Dc[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+    eval_row(row, t, args, Yc, Dc);
+    size_t nin = row->nin, nout = row->nout;
+    cr_complex xd[CR_SCALAR_MAX_IN];
+    bool nz[CR_SCALAR_MAX_IN], any = false;
+    for (size_t j = 0; j < nin; j++) {
+        st = tangent_scalar(arena, row->name, dargs[j + 1], &xd[j], &nz[j]);
+        if (st != CR_OK)
+            return st;
+        if (args[j].kind == CR_KIND_I64 || args[j].kind == CR_KIND_I32 ||
+            args[j].kind == CR_KIND_BOOL)
+            nz[j] = false;
+        any = any || nz[j];
+    }
+    st = make_output(arena, row, t, Yc, y);
+    if (st != CR_OK)
+        return st;
+    cr_tangent outs[CR_SCALAR_MAX_OUT];
+    for (size_t i = 0; i < nout; i++) {
+        if (!any) {
+            outs[i] = cr_tangent_zero();
+            continue;
+        }
+        cr_complex acc = 0.0;
+        for (size_t j = 0; j < nin; j++)
+            if (nz[j])
+                acc += load(t, Dc, i * nin + j) * xd[j];
+        outs[i] = scalar_tangent(t, acc);
+    }
+    if (nout == 1) {
+        *dy = outs[0];
+        return CR_OK;
+    }
+    return cr_tangent_struct(arena, &k_tuples[t][nout - 2], NULL, outs, nout, dy);
+}
+
+/* ---- rrule and its pullback ------------------------------------------------------------ */
+
+typedef struct scalar_env {
+    const cr_scalar_rule *row;
+    uint8_t type;
+    uint8_t kinds[CR_SCALAR_MAX_IN]; /* argument kinds, for projection */
+    /* partials follow, nout*nin elements of the type, aligned for cr_complex */
+} scalar_env;
+
+#define ENV_HEADER (((sizeof(scalar_env) + 15) / 16) * 16)
+
+static cr_status scalar_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
+                                 cr_arena *arena, void *env)
+{
+    const scalar_env *e = env;
+    const cr_scalar_rule *row = e->row;
+    const void *D = (const unsigned char *)env + ENV_HEADER;
+    size_t nin = row->nin, nout = row->nout;
+    stype t = (stype)e->type;
+    (void)nx;
+    /* The common case: one real input and output, a real cotangent. */
+    if (nin == 1 && nout == 1 && t == ST_F64 && dy->tag == CR_TAN_F64) {
+        dx[0] = cr_tangent_none();
+        dx[1] = e->kinds[0] == CR_KIND_F64 ? cr_tangent_f64(((const double *)D)[0] * dy->u.f64)
+                                           : cr_tangent_none();
+        if (e->kinds[0] == CR_KIND_F32)
+            dx[1] = cr_tangent_f32((float)(((const double *)D)[0] * dy->u.f64));
+        return CR_OK;
+    }
+    cr_complex g[CR_SCALAR_MAX_OUT];
+    bool gnz[CR_SCALAR_MAX_OUT], any = false;
+    cr_tangent d;
+    cr_status st = cr_tangent_unthunk(*dy, &d);
+    if (st != CR_OK)
+        return st;
+    if (nout > 1 && d.tag != CR_TAN_STRUCT && !cr_tangent_is_zero(d))
+        return CR__FAIL(arena, CR_ETANGENT,
+                        "%s: the output is a tuple, its cotangent must be a structural tangent "
+                        "(got %s)",
+                        row->pullback_name, cr_tag_name((cr_tag)d.tag));
+    for (size_t i = 0; i < nout; i++) {
+        cr_tangent ti = nout == 1 ? d : cr_tangent_field(d, i);
+        st = tangent_scalar(arena, row->pullback_name, ti, &g[i], &gnz[i]);
+        if (st != CR_OK)
+            return st;
+        any = any || gnz[i];
+    }
+    dx[0] = cr_tangent_none();
+    for (size_t j = 0; j < nin; j++) {
+        cr_kind k = (cr_kind)e->kinds[j];
+        if (k == CR_KIND_I64 || k == CR_KIND_I32 || k == CR_KIND_BOOL) {
+            dx[j + 1] = cr_tangent_none();
+            continue;
+        }
+        if (!any) {
+            dx[j + 1] = cr_tangent_zero();
+            continue;
+        }
+        cr_complex acc = 0.0;
+        for (size_t i = 0; i < nout; i++)
+            if (gnz[i])
+                acc += conj(load(t, D, i * nin + j)) * g[i];
+        /* ProjectTo the argument: a real argument drops the imaginary part. */
+        if (k == CR_KIND_F64)
+            dx[j + 1] = cr_tangent_f64(creal(acc));
+        else if (k == CR_KIND_F32)
+            dx[j + 1] = cr_tangent_f32((float)creal(acc));
+        else
+            dx[j + 1] = cr_tangent_c128(acc);
+    }
+    return CR_OK;
+}
+
+static cr_status scalar_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                              const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    const cr_scalar_rule *row = udata;
+    stype t;
+    cr_status st = pick_type(arena, row, args, nargs, &t);
+    if (st != CR_OK)
+        return st;
+    size_t nd = (size_t)row->nout * row->nin;
+    unsigned char *env = cr_arena_alloc(arena, ENV_HEADER + nd * k_size[t], 16);
+    if (env == NULL)
+        return CR__ALLOC_STATUS(arena);
+    scalar_env *e = (scalar_env *)(void *)env;
+    e->row = row;
+    e->type = (uint8_t)t;
+    for (size_t j = 0; j < nargs; j++)
+        e->kinds[j] = (uint8_t)args[j].kind;
+    unsigned char Y[CR_SCALAR_MAX_OUT * sizeof(cr_complex)];
+    eval_row(row, t, args, Y, env + ENV_HEADER);
+    st = make_output(arena, row, t, Y, y);
+    if (st != CR_OK)
+        return st;
+    pb->fn = scalar_pullback;
+    pb->env = env;
+    pb->name = row->pullback_name;
+    pb->nx = nargs + 1;
+    return CR_OK;
+}
+
+cr_status cr_scalar_primal(cr_arena *arena, const cr_value *f, const cr_value *args,
+                           size_t nargs, cr_value *out)
+{
+    const cr_scalar_rule *row = cr_scalar_rule_of(f->u.func.fn);
+    if (row == NULL)
+        return CR__FAIL(arena, CR_EINVAL, "%s is not a scalar-table function", cr__fname(f));
+    stype t;
+    cr_status st = pick_type(arena, row, args, nargs, &t);
+    if (st != CR_OK)
+        return st;
+    cr_complex Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+    eval_row(row, t, args, Y, D);
+    return make_output(arena, row, t, Y, out);
+}
+
+const cr_scalar_rule *cr_scalar_rule_of(const cr_function *fn)
+{
+    if (fn == NULL || !(fn->flags & CR_FN_SCALAR_ROW))
+        return NULL;
+    return fn->udata;
+}
+
+void cr_scalar_partials_f64(const cr_scalar_rule *row, const double *x, double *Y, double *D)
+{
+    row->f64(x, Y, D);
+}
+
+cr_status cr_scalar_partials_c128(const cr_scalar_rule *row, const cr_complex *x, cr_complex *Y,
+                                  cr_complex *D)
+{
+    if (row->c128 == NULL)
+        return CR_EDOMAIN;
+    row->c128(x, Y, D);
+    return CR_OK;
+}
+
+cr_status cr_scalar_rule_register(cr_registry *reg, const cr_function *fn,
+                                  const cr_scalar_rule *row)
+{
+    if (reg == NULL || fn == NULL || row == NULL || row->f64 == NULL || row->nin == 0 ||
+        row->nin > CR_SCALAR_MAX_IN || row->nout == 0 || row->nout > CR_SCALAR_MAX_OUT)
+        return reg != NULL ? cr_ctx_error(reg->ctx, CR_EINVAL, "invalid scalar rule row")
+                           : CR_EINVAL;
+    cr_argspec args[CR_SCALAR_MAX_IN];
+    for (size_t j = 0; j < row->nin; j++)
+        args[j] = row->c128 != NULL ? CR_ARG_NUMBER : CR_ARG_REAL;
+    cr_rule_def d = {0};
+    d.fn = fn;
+    d.nargs = row->nin;
+    d.args = args;
+    d.frule = scalar_frule;
+    d.rrule = scalar_rrule;
+    d.udata = row;
+    d.test = &row->test;
+    return cr_registry_add(reg, &d);
+}
