@@ -101,7 +101,11 @@ CR_API cr_array cr_array_matrix(double *data, size_t rows, size_t cols);
 
 /**
  * Allocate a zero-filled contiguous row-major array in an arena, flagged writable.
- * @param[out] out descriptor and data live in the arena until its reset or free.
+ * @param[in]  arena where descriptor and data live (until its reset or free).
+ * @param[in]  dtype element type.
+ * @param[in]  ndim  number of dimensions (<= CR_ARRAY_MAX_DIMS).
+ * @param[in]  shape ndim extents.
+ * @param[out] out   the new array.
  * @return CR_OK, CR_EINVAL, CR_EOVERFLOW, CR_ENOMEM, CR_EARENA.
  */
 CR_API cr_status cr_array_new(cr_arena *arena, cr_dtype dtype, size_t ndim, const size_t *shape,

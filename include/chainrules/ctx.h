@@ -102,6 +102,7 @@ CR_API cr_status cr_ctx_error(cr_ctx *ctx, cr_status status, const char *fmt, ..
  * returned its destination, a tangent's kind fits its projected primal) and error
  * messages carry the chain of pullback names.
  * @param[in] ctx may be NULL (no effect).
+ * @param[in] on  true to switch debug mode on.
  */
 CR_API void cr_ctx_set_debug(cr_ctx *ctx, bool on);
 
@@ -116,6 +117,7 @@ CR_API void *cr_ctx_alloc(cr_ctx *ctx, size_t size);
 
 /**
  * Release a block from cr_ctx_alloc().
+ * @param[in] ctx  the context it was allocated from; may be NULL (no effect).
  * @param[in] ptr  may be NULL.
  * @param[in] size the size it was allocated with.
  */

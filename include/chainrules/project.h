@@ -39,6 +39,7 @@ typedef struct cr_project cr_project;
 
 /**
  * Build the projector of a primal value.
+ * @param[in]  arena  where the projector lives; errors are recorded on its context.
  * @param[in]  primal read now, not kept (array shapes and struct layouts are copied).
  * @param[out] out    valid until the arena's reset or free.
  * @return CR_OK; CR_EINVAL (NULL arguments, inconsistent descriptors); allocation statuses.

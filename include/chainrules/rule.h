@@ -106,8 +106,11 @@ typedef struct cr_pullback {
  * set to ZeroTangent without calling it (pullbacks are linear). On failure, in debug mode,
  * the pullback's name is appended to the context's message, so nested failures read as a
  * chain of pullback names.
+ * @param[in]  arena where the cotangents are allocated; errors go to its context.
+ * @param[in]  pb the pullback (from cr_rrule()).
  * @param[in]  dy the output cotangent.
- * @param[out] dx nx cotangents; must equal pb->nx.
+ * @param[out] dx nx cotangents.
+ * @param[in]  nx number of cotangents; must equal pb->nx.
  * @return CR_OK; CR_EINVAL (NULL, nx mismatch); the pullback's status.
  */
 CR_API cr_status cr_pullback_call(cr_arena *arena, const cr_pullback *pb, const cr_tangent *dy,
@@ -185,8 +188,11 @@ typedef cr_status (*cr_rrule_fn)(const cr_config *cfg, cr_arena *arena, const cr
  * frule((Δself, Δargs...), f, args...): find the most specific frule for the argument
  * kinds and the configuration's capabilities, and run it.
  * @param[in]  cfg   NULL: no capabilities, built-in registry.
+ * @param[in]  arena where outputs, tangents and pullback environments are allocated.
  * @param[in]  dargs nargs + 1 tangents, Δself first.
  * @param[in]  f     a CR_KIND_FUNC value.
+ * @param[in]  args  the nargs arguments.
+ * @param[in]  nargs number of arguments.
  * @param[out] y     the output Ω.
  * @param[out] dy    its tangent ΔΩ (a structural tangent for a tuple output).
  * @return CR_OK; CR_NOTHING when no frule applies (nothing written, no error recorded);
@@ -322,6 +328,8 @@ CR_API cr_status cr_registry_builtin_status(void);
  * Create a user registry over `parent` (NULL: the built-ins). Lookups see its rules and
  * its parent's; the most specific match wins, and a signature registered in the child
  * overrides the same signature in the parent.
+ * @param[in]  ctx    allocations and errors; must outlive the registry.
+ * @param[in]  parent the registry below, or NULL for the built-ins; must outlive it.
  * @param[out] out caller owns; release with cr_registry_free() (after its children).
  * @return CR_OK, CR_EINVAL, CR_ENOMEM.
  */

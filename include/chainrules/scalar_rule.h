@@ -16,7 +16,8 @@
  * derivative of a holomorphic function (no conj): the rrule conjugates.
  *
  * @code
- * #include <chainrules/scalar_rule.h>   // includes <tgmath.h>: only in files defining rows
+ * #include <tgmath.h>                  // the rows' bodies are type-generic
+ * #include <chainrules/scalar_rule.h>
  *
  * // sinh(x): Ω = sinh(x), ∂Ω/∂x = cosh(x)
  * CR_SCALAR_EVALS(my_sinh, 1, 1, Y[0] = sinh(x[0]), D[0] = cosh(x[0]))
@@ -32,7 +33,8 @@
  * not holomorphic (abs, angle, conj, real, imag) cannot be rows for complex arguments:
  * write their complex rules by hand.
  *
- * This header includes <tgmath.h> in C; include it only where rows are defined.
+ * Include <tgmath.h> in the C file that defines rows (this header does not, so that it
+ * does not change the meaning of math calls elsewhere).
  */
 #ifndef CR_SCALAR_RULE_H
 #define CR_SCALAR_RULE_H
@@ -40,10 +42,6 @@
 #include "common.h"
 #include "rule.h"
 #include "status.h"
-
-#ifndef __cplusplus
-#include <tgmath.h>
-#endif
 
 CR_BEGIN_DECLS
 
@@ -74,7 +72,7 @@ typedef struct cr_scalar_rule {
     cr_rule_test test;           /**< Test registration: sampling box and hard points. */
 } cr_scalar_rule;
 
-/** Defines NAME##_f64, NAME##_f32, NAME##_c128 and the source strings of a row. */
+/** Defines the functions NAME_f64, NAME_f32, NAME_c128 and the source strings of a row. */
 #define CR_SCALAR_EVALS(NAME, NIN, NOUT, PRIMAL, ...)                                      \
     CR__SCALAR_EVAL(NAME##_f64, double, NIN, NOUT, PRIMAL, __VA_ARGS__)                    \
     CR__SCALAR_EVAL_F32(NAME##_f32, NIN, NOUT, PRIMAL, __VA_ARGS__)                        \
@@ -151,6 +149,7 @@ CR_API cr_status cr_scalar_rule_register(cr_registry *reg, const cr_function *fn
 
 /**
  * derivatives_given_output for double arguments: Y = f(x) and D[i*nin + j] = ∂Y[i]/∂x[j].
+ * @param[in]  row  the row.
  * @param[in]  x    row->nin inputs.
  * @param[out] Y    row->nout outputs.
  * @param[out] D    nout*nin partials.

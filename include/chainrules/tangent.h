@@ -87,9 +87,9 @@ typedef struct cr_tangent {
 typedef cr_status (*cr_thunk_fn)(cr_arena *arena, cr_tangent *out, void *env);
 
 /**
- * An InplaceableThunk's `add!`: accumulate the thunk's value into `dest` in place
- * (`dest .+= value`). dest is a writable dense array of the thunk value's shape and of a
- * dtype that can hold it (complex only if dest is complex).
+ * An InplaceableThunk's add! function: accumulate the thunk's value into dest in place
+ * (dest += value, element by element). dest is a writable array of the thunk value's
+ * shape and of a dtype that can hold it (complex only if dest is complex).
  */
 typedef cr_status (*cr_thunk_add_fn)(cr_arena *arena, cr_array *dest, void *env);
 
@@ -143,8 +143,12 @@ CR_API cr_tangent cr_tangent_struct_empty(const cr_type *type);
  * A structural tangent for `type` with the named fields set (`Tangent{P}(; a = da)`);
  * fields not named are absent. For tuples (NULL field names) pass names = NULL and
  * n == type->nfields values in order.
+ * @param[in] arena  where the field array is allocated.
+ * @param[in] type   the primal type.
  * @param[in] names  n field names, or NULL for positional.
  * @param[in] values n tangents (copied).
+ * @param[in] n      number of fields given.
+ * @param[out] out   the structural tangent.
  * @return CR_OK; CR_EINVAL for an unknown or repeated name or n > nfields; allocation errors.
  */
 CR_API cr_status cr_tangent_struct(cr_arena *arena, const cr_type *type, const char *const *names,
@@ -173,7 +177,11 @@ CR_API cr_status cr_tangent_canonicalize(cr_arena *arena, cr_tangent t, cr_tange
 
 /**
  * A memoised Thunk: `fn(arena, out, env)` runs at the first unthunk, never again.
- * @param[in] name shown in messages; static or arena storage.
+ * @param[in] arena where the thunk and its value live.
+ * @param[in] fn    the computation.
+ * @param[in] env   its environment (arena memory, or outliving the thunk).
+ * @param[in] name  shown in messages; static or arena storage.
+ * @param[out] out  the thunk tangent.
  * @return CR_OK or an allocation status.
  */
 CR_API cr_status cr_tangent_thunk(cr_arena *arena, cr_thunk_fn fn, void *env, const char *name,

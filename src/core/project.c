@@ -85,7 +85,7 @@ cr_status cr_project_new(cr_arena *arena, const cr_value *primal, cr_project **o
     if (out == NULL || primal == NULL)
         return CR__FAIL(arena, CR_EINVAL, "cr_project_new: NULL argument");
     *out = NULL;
-    cr_project *p;
+    cr_project *p = NULL;
     cr_status st = build(arena, primal, &p);
     if (st == CR_OK)
         *out = p;
@@ -370,7 +370,7 @@ cr_status cr_project_apply(cr_arena *arena, const cr_project *p, cr_tangent dx, 
 cr_status cr_project_tangent(cr_arena *arena, const cr_value *primal, cr_tangent dx,
                              cr_tangent *out)
 {
-    cr_project *p;
+    cr_project *p = NULL;
     cr_status st = cr_project_new(arena, primal, &p);
     if (st != CR_OK)
         return st;

@@ -5,6 +5,8 @@
 #ifndef CR_RULES_IMPL_H
 #define CR_RULES_IMPL_H
 
+#include <tgmath.h>
+
 #include <chainrules/rule.h>
 #include <chainrules/scalar_rule.h>
 
