@@ -127,9 +127,8 @@ static bool sig_matches(const cr_rule_def *d, const cr_value *args, size_t n)
     if (!arity_ok(d, n))
         return false;
     for (size_t i = 0; i < n; i++) {
-        cr_argspec m;
-        spec_at(d, i, n, &m);
-        if (!value_matches(&args[i], m))
+        cr_argspec m = {0, NULL};
+        if (!spec_at(d, i, n, &m) || !value_matches(&args[i], m))
             return false;
     }
     return true;

@@ -63,13 +63,10 @@ cr_status cr_pullback_call(cr_arena *arena, const cr_pullback *pb, const cr_tang
     if (nx != pb->nx)
         return CR__FAIL(arena, CR_EINVAL, "pullback %s returns %zu cotangents, %zu expected",
                         pb->name, pb->nx, nx);
-    if (dy->tag == CR_TAN_ZERO || dy->tag == CR_TAN_NONE) {
-        for (size_t i = 0; i < nx; i++)
-            dx[i] = cr_tangent_zero();
-        return CR_OK;
-    }
     for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_zero();
+        dx[i] = (cr_tangent){.tag = CR_TAN_ZERO};
+    if (dy->tag == CR_TAN_ZERO || dy->tag == CR_TAN_NONE)
+        return CR_OK;
     cr_status st = pb->fn(dy, dx, nx, arena, pb->env);
     if (st != CR_OK) {
         if (cr_ctx_errcode(cr_arena_ctx(arena)) != st)

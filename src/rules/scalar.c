@@ -131,15 +131,32 @@ static cr_complex load(stype t, const void *p, size_t i)
     }
 }
 
+/* Inline constructors: the exported cr_tangent_* / cr_value_* live in another file and
+ * this is the hot path of every scalar rule. */
+static inline cr_tangent tan_f64(double x)
+{
+    return (cr_tangent){.tag = CR_TAN_F64, .u.f64 = x};
+}
+
+static inline cr_tangent tan_none(void)
+{
+    return (cr_tangent){.tag = CR_TAN_NONE};
+}
+
+static inline cr_tangent tan_zero(void)
+{
+    return (cr_tangent){.tag = CR_TAN_ZERO};
+}
+
 static cr_value scalar_value(stype t, cr_complex v)
 {
     switch (t) {
     case ST_F32:
-        return cr_value_f32((float)creal(v));
+        return (cr_value){.kind = CR_KIND_F32, .u.f32 = (float)creal(v)};
     case ST_F64:
-        return cr_value_f64(creal(v));
+        return (cr_value){.kind = CR_KIND_F64, .u.f64 = creal(v)};
     default:
-        return cr_value_c128(v);
+        return (cr_value){.kind = CR_KIND_C128, .u.c128 = v};
     }
 }
 
@@ -147,11 +164,11 @@ static cr_tangent scalar_tangent(stype t, cr_complex v)
 {
     switch (t) {
     case ST_F32:
-        return cr_tangent_f32((float)creal(v));
+        return (cr_tangent){.tag = CR_TAN_F32, .u.f32 = (float)creal(v)};
     case ST_F64:
-        return cr_tangent_f64(creal(v));
+        return tan_f64(creal(v));
     default:
-        return cr_tangent_c128(v);
+        return (cr_tangent){.tag = CR_TAN_C128, .u.c128 = v};
     }
 }
 
@@ -160,7 +177,10 @@ static cr_status make_output(cr_arena *arena, const cr_scalar_rule *row, stype t
                              cr_value *y)
 {
     if (row->nout == 1) {
-        *y = scalar_value(t, load(t, Y, 0));
+        if (t == ST_F64)
+            *y = (cr_value){.kind = CR_KIND_F64, .u.f64 = *(const double *)Y};
+        else
+            *y = scalar_value(t, load(t, Y, 0));
         return CR_OK;
     }
     size_t bytes = row->nout * k_size[t];
@@ -214,7 +234,7 @@ static cr_status scalar_frule(const cr_config *cfg, cr_arena *arena, const cr_ta
     (void)cfg;
     (void)f;
     const cr_scalar_rule *row = udata;
-    stype t;
+    stype t = ST_F64;
     cr_status st = pick_type(arena, row, args, nargs, &t);
     if (st != CR_OK)
         return st;
@@ -275,12 +295,10 @@ static cr_status scalar_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
     stype t = (stype)e->type;
     (void)nx;
     /* The common case: one real input and output, a real cotangent. */
-    if (nin == 1 && nout == 1 && t == ST_F64 && dy->tag == CR_TAN_F64) {
-        dx[0] = cr_tangent_none();
-        dx[1] = e->kinds[0] == CR_KIND_F64 ? cr_tangent_f64(((const double *)D)[0] * dy->u.f64)
-                                           : cr_tangent_none();
-        if (e->kinds[0] == CR_KIND_F32)
-            dx[1] = cr_tangent_f32((float)(((const double *)D)[0] * dy->u.f64));
+    if (nin == 1 && nout == 1 && t == ST_F64 && dy->tag == CR_TAN_F64 &&
+        e->kinds[0] == CR_KIND_F64) {
+        dx[0] = tan_none();
+        dx[1] = tan_f64(((const double *)D)[0] * dy->u.f64);
         return CR_OK;
     }
     cr_complex g[CR_SCALAR_MAX_OUT];
@@ -301,15 +319,15 @@ static cr_status scalar_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
             return st;
         any = any || gnz[i];
     }
-    dx[0] = cr_tangent_none();
+    dx[0] = tan_none();
     for (size_t j = 0; j < nin; j++) {
         cr_kind k = (cr_kind)e->kinds[j];
         if (k == CR_KIND_I64 || k == CR_KIND_I32 || k == CR_KIND_BOOL) {
-            dx[j + 1] = cr_tangent_none();
+            dx[j + 1] = tan_none();
             continue;
         }
         if (!any) {
-            dx[j + 1] = cr_tangent_zero();
+            dx[j + 1] = tan_zero();
             continue;
         }
         cr_complex acc = 0.0;
@@ -318,7 +336,7 @@ static cr_status scalar_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
                 acc += conj(load(t, D, i * nin + j)) * g[i];
         /* ProjectTo the argument: a real argument drops the imaginary part. */
         if (k == CR_KIND_F64)
-            dx[j + 1] = cr_tangent_f64(creal(acc));
+            dx[j + 1] = tan_f64(creal(acc));
         else if (k == CR_KIND_F32)
             dx[j + 1] = cr_tangent_f32((float)creal(acc));
         else
@@ -334,10 +352,12 @@ static cr_status scalar_rrule(const cr_config *cfg, cr_arena *arena, const cr_va
     (void)cfg;
     (void)f;
     const cr_scalar_rule *row = udata;
-    stype t;
+    stype t = ST_F64;
     cr_status st = pick_type(arena, row, args, nargs, &t);
     if (st != CR_OK)
         return st;
+    if (nargs > CR_SCALAR_MAX_IN)
+        return CR_EINVAL;
     size_t nd = (size_t)row->nout * row->nin;
     unsigned char *env = cr_arena_alloc(arena, ENV_HEADER + nd * k_size[t], 16);
     if (env == NULL)
@@ -365,7 +385,7 @@ cr_status cr_scalar_primal(cr_arena *arena, const cr_value *f, const cr_value *a
     const cr_scalar_rule *row = cr_scalar_rule_of(f->u.func.fn);
     if (row == NULL)
         return CR__FAIL(arena, CR_EINVAL, "%s is not a scalar-table function", cr__fname(f));
-    stype t;
+    stype t = ST_F64;
     cr_status st = pick_type(arena, row, args, nargs, &t);
     if (st != CR_OK)
         return st;
