@@ -648,6 +648,9 @@ static pthread_once_t k_builtin_once = PTHREAD_ONCE_INIT;
 
 static const cr__family_fn k_families[] = {
     cr__family_basic,
+    cr__family_math,
+    cr__family_complex,
+    cr__family_special,
 };
 
 static void builtin_init(void)

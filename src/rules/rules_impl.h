@@ -40,6 +40,9 @@ typedef cr_status (*cr__family_fn)(cr_registry *reg);
 
 /* The families (src/rulesets), listed in src/rules/builtin.c. */
 CR_INTERNAL cr_status cr__family_basic(cr_registry *reg);
+CR_INTERNAL cr_status cr__family_math(cr_registry *reg);    /* src/rulesets/math.c */
+CR_INTERNAL cr_status cr__family_complex(cr_registry *reg); /* src/rulesets/complex.c */
+CR_INTERNAL cr_status cr__family_special(cr_registry *reg); /* src/rulesets/special.c */
 
 /* Generic implementations for non-differentiable declarations. */
 CR_INTERNAL cr_status cr__nondiff_frule(const cr_config *cfg, cr_arena *arena,
