@@ -19,6 +19,7 @@
 #include "chainrules/array.h"
 #include "chainrules/common.h"
 #include "chainrules/ctx.h"
+#include "chainrules/fd.h"
 #include "chainrules/project.h"
 #include "chainrules/rule.h"
 #include "chainrules/rules_math.h"
