@@ -570,7 +570,10 @@ static cr_status accum_ithunk(cr_arena *arena, cr_tangent x, cr_thunk *th, cr_ta
 cr_status cr_tangent_accum(cr_arena *arena, cr_tangent x, cr_tangent y, cr_tangent *out)
 {
     if (cr_tangent_is_inplaceable_destination(x)) {
-        if (y.tag == CR_TAN_THUNK && y.u.thunk->add != NULL && y.u.thunk->state != 2)
+        /* add! functions write dense storage: a structured x (a Diagonal stores only n
+         * entries) gets the thunk's value instead, so add! cannot write past it. */
+        if (y.tag == CR_TAN_THUNK && y.u.thunk->add != NULL && y.u.thunk->state != 2 &&
+            x.u.arr->structure == CR_MAT_DENSE)
             return accum_ithunk(arena, x, y.u.thunk, out);
         if (y.tag == CR_TAN_THUNK) {
             cr_status st = cr_tangent_unthunk(y, &y);

@@ -271,6 +271,34 @@ static cr_status project_array(cr_arena *arena, const cr_project *p, const cr_ar
     return CR_OK;
 }
 
+/* Whether a projection returned its input itself (same tag, same value or object). */
+static bool same_tangent(cr_tangent a, cr_tangent b)
+{
+    if (a.tag != b.tag)
+        return false;
+    switch ((cr_tag)a.tag) {
+    case CR_TAN_F64:
+        return memcmp(&a.u.f64, &b.u.f64, sizeof a.u.f64) == 0;
+    case CR_TAN_F32:
+        return memcmp(&a.u.f32, &b.u.f32, sizeof a.u.f32) == 0;
+    case CR_TAN_C128:
+        return memcmp(&a.u.c128, &b.u.c128, sizeof a.u.c128) == 0;
+    case CR_TAN_ARRAY:
+        return a.u.arr == b.u.arr;
+    case CR_TAN_STRUCT:
+        return a.u.s.type == b.u.s.type && a.u.s.fields == b.u.s.fields;
+    case CR_TAN_THUNK:
+        return a.u.thunk == b.u.thunk;
+    case CR_TAN_NOTIMPL:
+        return a.u.ni == b.u.ni;
+    case CR_TAN_ZERO:
+    case CR_TAN_NONE:
+    case CR_TAN_ABSENT:
+        return true;
+    }
+    return false;
+}
+
 cr_status cr_project_apply(cr_arena *arena, const cr_project *p, cr_tangent dx, cr_tangent *out)
 {
     if (p == NULL || out == NULL)
@@ -346,9 +374,11 @@ cr_status cr_project_apply(cr_arena *arena, const cr_project *p, cr_tangent dx, 
             return CR_OK;
         }
         size_t n = p->type->nfields;
+        cr_arena_mark m = cr_arena_get_mark(arena);
         cr_tangent *f = cr_arena_alloc(arena, (n ? n : 1) * sizeof *f, _Alignof(cr_tangent));
         if (f == NULL)
             return CR__ALLOC_STATUS(arena);
+        bool changed = false;
         for (size_t i = 0; i < n; i++) {
             if (dx.u.s.fields[i].tag == CR_TAN_ABSENT) {
                 f[i] = dx.u.s.fields[i];
@@ -357,6 +387,14 @@ cr_status cr_project_apply(cr_arena *arena, const cr_project *p, cr_tangent dx, 
             cr_status st = cr_project_apply(arena, p->fields[i], dx.u.s.fields[i], &f[i]);
             if (st != CR_OK)
                 return st;
+            changed = changed || !same_tangent(f[i], dx.u.s.fields[i]);
+        }
+        if (!changed) {
+            /* Every field already fitted: return dx itself, not a copy (project.h). Only
+             * f was allocated since the mark (unchanged fields allocate nothing). */
+            cr_arena_rewind(arena, m);
+            *out = dx;
+            return CR_OK;
         }
         *out = dx;
         out->u.s.fields = f;

@@ -243,10 +243,47 @@ const char *cr_tag_name(cr_tag tag)
     return "?";
 }
 
+/* Whether distinct stored elements of a are distinct memory, so that `a .+= y` cannot
+ * add twice into one place (a zero stride, as in a broadcast view, or overlapping
+ * strides). A sufficient test: with the dimensions sorted by |stride|, each stride must
+ * step past everything the smaller ones reach. Uncertain cases answer false, as
+ * accumulation.jl asks. */
+static bool storage_is_disjoint(const cr_array *a)
+{
+    size_t ext[CR_ARRAY_MAX_DIMS], str[CR_ARRAY_MAX_DIMS];
+    size_t nd = 0;
+    size_t ndim = a->structure == CR_MAT_DIAGONAL ? 1 : a->ndim;
+    if (cr_array_numel(a) == 0)
+        return true;
+    for (size_t d = 0; d < ndim; d++) {
+        if (a->shape[d] <= 1)
+            continue;
+        ptrdiff_t s = a->strides[d];
+        ext[nd] = a->shape[d];
+        str[nd] = s < 0 ? (size_t)0 - (size_t)s : (size_t)s;
+        nd++;
+    }
+    for (size_t i = 1; i < nd; i++)
+        for (size_t j = i; j > 0 && str[j - 1] > str[j]; j--) {
+            size_t ts = str[j], te = ext[j];
+            str[j] = str[j - 1];
+            ext[j] = ext[j - 1];
+            str[j - 1] = ts;
+            ext[j - 1] = te;
+        }
+    size_t span = 0; /* largest offset the smaller dimensions reach */
+    for (size_t i = 0; i < nd; i++) {
+        if (str[i] <= span)
+            return false;
+        span += str[i] * (ext[i] - 1);
+    }
+    return true;
+}
+
 bool cr_tangent_is_inplaceable_destination(cr_tangent t)
 {
     return t.tag == CR_TAN_ARRAY && t.u.arr != NULL && (t.u.arr->flags & CR_ARRAY_WRITABLE) &&
-           cr_dtype_is_float((cr_dtype)t.u.arr->dtype);
+           cr_dtype_is_float((cr_dtype)t.u.arr->dtype) && storage_is_disjoint(t.u.arr);
 }
 
 static cr_status unthunk_one(cr_thunk *th, cr_tangent *out)
@@ -265,6 +302,10 @@ static cr_status unthunk_one(cr_thunk *th, cr_tangent *out)
     th->state = THUNK_RUNNING;
     cr_tangent v = cr_tangent_zero();
     cr_status st = th->fn(th->arena, &v, th->env);
+    /* A value that is itself a thunk is resolved while this one is still running, so a
+     * cycle of thunks is reported as CR_EMISUSE instead of looping forever. */
+    while (st == CR_OK && v.tag == CR_TAN_THUNK)
+        st = unthunk_one(v.u.thunk, &v);
     if (st != CR_OK) {
         th->state = THUNK_FAILED;
         th->status = st;
