@@ -7,7 +7,8 @@
  *
  * - real primals keep their precision (an f32 primal gets an f32 tangent) and drop the
  *   imaginary part of a complex tangent; complex primals accept real tangents;
- * - integer and bool primals (and integer/bool arrays, function objects) give NoTangent;
+ * - integer and bool primals (and integer/bool arrays, function objects) give NoTangent,
+ *   whatever the tangent, ZeroTangent included (they are not perturbable);
  * - arrays: the tangent is reshaped to the primal's shape (same element count) and
  *   converted to its element type; Diagonal keeps the diagonal of a dense tangent,
  *   Symmetric symmetrises ((dx + dxᵀ)/2), Hermitian takes (dx + dxᴴ)/2,
@@ -48,8 +49,8 @@ CR_API cr_status cr_project_new(cr_arena *arena, const cr_value *primal, cr_proj
 
 /**
  * Project a tangent. A tangent that already fits is returned as it is (no copy).
- * @return CR_OK; CR_ETANGENT (a tangent that cannot be projected, e.g. an array onto a
- *         scalar or a struct of another type); CR_ESHAPE (element counts differ);
+ * @return CR_OK; CR_ETANGENT (a tangent that cannot be projected, e.g. an array of several
+ *         elements onto a scalar, or a struct of another type); CR_ESHAPE (element counts differ);
  *         allocation statuses.
  */
 CR_API cr_status cr_project_apply(cr_arena *arena, const cr_project *p, cr_tangent dx,

@@ -278,7 +278,9 @@ CR_API cr_status cr_tangent_dot(cr_arena *arena, cr_tangent x, cr_tangent y, cr_
  * `add!!(x, y)`: x + y, mutating x's buffer in place when x is an inplaceable
  * destination and y fits in it (same shape; complex only if x is; a structured x only
  * takes the same structure). Otherwise out of place, like cr_tangent_add(). An
- * InplaceableThunk y is added with its `add!` (never evaluated) when x is inplaceable.
+ * InplaceableThunk y is added with its add! function (never evaluated) when x is a dense
+ * inplaceable destination; a structured destination (Diagonal, triangular, ...) gets the
+ * evaluated value added instead, since add! writes a dense array.
  * In place, out->u.arr == x.u.arr. Structural tangents accumulate field by field.
  * In debug mode, checks that an in-place add! left the destination in place.
  * @return as cr_tangent_add().
