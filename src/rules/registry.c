@@ -152,6 +152,9 @@ static bool at_least_as_specific(const cr_rule_def *a, const cr_rule_def *b, siz
         return false;
     if ((a->caps & b->caps) != b->caps)
         return false;
+    if (a->variadic && b->variadic && a->nargs < b->nargs)
+        return false; /* a accepts shorter calls than b: (f64...) is less specific than
+                         (f64, f64...), although they agree at every common arity */
     if (a->variadic && !b->variadic && sig_subset(b, a, n) && a->caps == b->caps)
         return false; /* equal signatures: the fixed-arity one is more specific */
     return true;

@@ -134,7 +134,7 @@ cr_status cr_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *darg
 /* Debug mode: a pullback wrapper that checks each cotangent against its projection. */
 typedef struct checked_env {
     cr_pullback inner;
-    const cr_value *f;
+    const cr_function *fn; /* not the caller's cr_value: it may be gone by now */
     size_t nargs;
     cr_project **proj; /* nargs projectors */
 } checked_env;
@@ -143,16 +143,19 @@ static cr_status checked_pullback(const cr_tangent *dy, cr_tangent *dx, size_t n
                                   cr_arena *arena, void *env)
 {
     checked_env *e = env;
-    cr_status st = cr_pullback_call(arena, &e->inner, dy, dx, nx);
+    /* Called through cr_pullback_call() on the wrapper, which checked nx, skipped zero
+     * cotangents and names the pullback on failure: call the inner function directly, so
+     * that a failure is named once in the chain. */
+    cr_status st = e->inner.fn(dy, dx, nx, arena, e->inner.env);
     if (st != CR_OK)
         return st;
-    const cr_function *fn = e->f->u.func.fn;
+    const cr_function *fn = e->fn;
     if (fn->self_type == NULL && dx[0].tag != CR_TAN_NONE && dx[0].tag != CR_TAN_ZERO)
         return CR__FAIL(arena, CR_ETANGENT,
                         "pullback %s returned a %s for self, but %s has no fields "
                         "(expected NoTangent)",
                         e->inner.name, cr_tag_name((cr_tag)dx[0].tag), fn->name);
-    for (size_t i = 0; i < e->nargs; i++)
+    for (size_t i = 0; i < e->nargs && i + 1 < nx; i++)
         if (!cr_project_fits(e->proj[i], dx[i + 1]))
             return CR__FAIL(arena, CR_ETANGENT,
                             "pullback %s returned a %s cotangent for argument %zu of %s, "
@@ -168,7 +171,7 @@ static cr_status wrap_checked(cr_arena *arena, const cr_value *f, const cr_value
     if (e == NULL)
         return CR__ALLOC_STATUS(arena);
     e->inner = *pb;
-    e->f = f;
+    e->fn = f->u.func.fn;
     e->nargs = nargs;
     e->proj = cr_arena_alloc(arena, (nargs ? nargs : 1) * sizeof *e->proj, _Alignof(cr_project *));
     if (e->proj == NULL)
@@ -192,6 +195,7 @@ cr_status cr_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
     cr_status st = lookup(cfg, arena, CR_MODE_RRULE, f, args, nargs, &m);
     if (st != CR_OK)
         return st;
+    *pb = (cr_pullback){NULL, NULL, NULL, 0}; /* a rule may leave nx to us */
     st = m.def->rrule(cfg, arena, f, args, nargs, y, pb, m.def->udata);
     if (st != CR_OK)
         return st;

@@ -39,19 +39,23 @@ static cr_status pick_type(cr_arena *arena, const cr_scalar_rule *row, const cr_
     if (nargs != row->nin)
         return CR__FAIL(arena, CR_EINVAL, "%s takes %u arguments, %zu given", row->name,
                         (unsigned)row->nin, nargs);
-    bool c = false, d = false;
+    /* Julia's promotion: integers and bools join any float type (Float32 * Int is
+     * Float32); only integers and bools alone compute in f64. */
+    bool c = false, d = false, s = false;
     for (size_t j = 0; j < nargs; j++) {
         switch (args[j].kind) {
         case CR_KIND_C128:
             c = true;
             break;
         case CR_KIND_F64:
+            d = true;
+            break;
         case CR_KIND_I64:
         case CR_KIND_I32:
         case CR_KIND_BOOL:
-            d = true;
             break;
         case CR_KIND_F32:
+            s = true;
             break;
         default:
             return CR__FAIL(arena, CR_EINVAL, "%s: argument %zu is a %s, not a number",
@@ -63,7 +67,7 @@ static cr_status pick_type(cr_arena *arena, const cr_scalar_rule *row, const cr_
             return CR__FAIL(arena, CR_EDOMAIN, "%s is defined for real arguments only",
                             row->name);
         *t = ST_C128;
-    } else if (d || row->f32 == NULL) {
+    } else if (d || !s || row->f32 == NULL) {
         *t = ST_F64;
     } else {
         *t = ST_F32;
