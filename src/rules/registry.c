@@ -589,7 +589,7 @@ cr_status cr_registry_non_differentiable(cr_registry *reg, const cr_function *fn
 
 /* ---- Lookup ---------------------------------------------------------------------------- */
 
-#define MAX_CANDIDATES 32
+#define MAX_CANDIDATES 64
 
 cr_status cr_registry_lookup(const cr_registry *reg, const cr_config *cfg, cr_rule_mode mode,
                              const cr_value *f, const cr_value *args, size_t nargs,
@@ -613,8 +613,9 @@ cr_status cr_registry_lookup(const cr_registry *reg, const cr_config *cfg, cr_ru
                 if ((modes_of(e) & (uint32_t)mode) == 0 || (int)tier(&e->def) != t ||
                     (e->def.caps & caps) != e->def.caps || !sig_matches(&e->def, args, nargs))
                     continue;
-                if (nc < MAX_CANDIDATES)
-                    cand[nc++] = e;
+                if (nc == MAX_CANDIDATES)
+                    return CR_EMISUSE; /* more matching rules than dispatch can rank */
+                cand[nc++] = e;
             }
     }
     if (nc == 0)

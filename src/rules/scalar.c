@@ -259,12 +259,13 @@ static cr_status scalar_frule(const cr_config *cfg, cr_arena *arena, const cr_ta
     st = make_output(arena, row, t, Yc, y);
     if (st != CR_OK)
         return st;
+    if (!any) {
+        /* Every input tangent is zero: so is the output, tuple or not (no allocation). */
+        *dy = tan_zero();
+        return CR_OK;
+    }
     cr_tangent outs[CR_SCALAR_MAX_OUT];
     for (size_t i = 0; i < nout; i++) {
-        if (!any) {
-            outs[i] = cr_tangent_zero();
-            continue;
-        }
         cr_complex acc = 0.0;
         for (size_t j = 0; j < nin; j++)
             if (nz[j])
