@@ -22,6 +22,7 @@
 #include "chainrules/fd.h"
 #include "chainrules/project.h"
 #include "chainrules/rule.h"
+#include "chainrules/rules_complex.h"
 #include "chainrules/rules_math.h"
 #include "chainrules/scalar_rule.h"
 #include "chainrules/status.h"

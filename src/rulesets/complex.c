@@ -1,10 +1,864 @@
 /*
- * The complex rule family (being filled in; registers no rule yet).
+ * The <complex.h> rule family. Holomorphic functions are complex rows (value and f'(z)
+ * written once; frule multiplies by f'(z), the pullback by conj(f'(z))); cabs, carg, conj,
+ * creal, cimag, cproj and abs2 are written by hand from their real Jacobian. Arguments
+ * convert to double complex as in C. Branch cuts and signed zeros follow C99 Annex G.
  */
+#include <stdint.h>
+#include <string.h>
+
+#include <chainrules/rules_complex.h>
+
 #include "../rules/rules_impl.h"
+
+/* ---- Helpers ----------------------------------------------------------------------------- */
+
+/* re + i·im with the signs of zero kept (CMPLX is missing on some compilers, and re + im*I
+ * turns -0 into +0). */
+static inline cr_complex mkc(double re, double im)
+{
+    double parts[2] = {re, im};
+    cr_complex z;
+    memcpy(&z, parts, sizeof z);
+    return z;
+}
+
+/* 1 - z and 1 + z, exact in the signs of zero: clang computes `1 - z` as (1 + 0i) - z,
+ * which loses the sign of a zero imaginary part, and the sign chooses the branch. */
+static inline cr_complex one_minus(cr_complex z)
+{
+    return mkc(1.0 - creal(z), -cimag(z));
+}
+
+static inline cr_complex one_plus(cr_complex z)
+{
+    return mkc(1.0 + creal(z), cimag(z));
+}
+
+/* i·z, exactly. */
+static inline cr_complex times_i(cr_complex z)
+{
+    return mkc(-cimag(z), creal(z));
+}
+
+static bool is_int_kind(cr_kind k)
+{
+    return k == CR_KIND_I64 || k == CR_KIND_I32 || k == CR_KIND_BOOL;
+}
+
+/* An argument converted to double complex, as C converts it; CR_EINVAL for non-numbers. */
+static cr_status arg_complex(cr_arena *arena, const char *name, const cr_value *v, size_t j,
+                             cr_complex *z)
+{
+    switch (v->kind) {
+    case CR_KIND_C128:
+        *z = v->u.c128;
+        return CR_OK;
+    case CR_KIND_F64:
+        *z = mkc(v->u.f64, 0.0);
+        return CR_OK;
+    case CR_KIND_F32:
+        *z = mkc((double)v->u.f32, 0.0);
+        return CR_OK;
+    case CR_KIND_I64:
+    case CR_KIND_I32:
+        *z = mkc((double)v->u.i64, 0.0);
+        return CR_OK;
+    case CR_KIND_BOOL:
+        *z = mkc(v->u.b ? 1.0 : 0.0, 0.0);
+        return CR_OK;
+    default:
+        return CR__FAIL(arena, CR_EINVAL, "%s: argument %zu is a %s, not a number", name, j + 1,
+                        cr_kind_name(v->kind));
+    }
+}
+
+/* The number carried by a scalar tangent (unthunked); *nonzero is false for the zeros. */
+static cr_status tangent_number(cr_arena *arena, const char *who, cr_tangent t, cr_complex *v,
+                                bool *nonzero)
+{
+    cr_status st = cr_tangent_unthunk(t, &t);
+    if (st != CR_OK)
+        return st;
+    *nonzero = true;
+    switch ((cr_tag)t.tag) {
+    case CR_TAN_ZERO:
+    case CR_TAN_NONE:
+    case CR_TAN_ABSENT:
+        *nonzero = false;
+        *v = 0.0;
+        return CR_OK;
+    case CR_TAN_F64:
+        *v = mkc(t.u.f64, 0.0);
+        return CR_OK;
+    case CR_TAN_F32:
+        *v = mkc((double)t.u.f32, 0.0);
+        return CR_OK;
+    case CR_TAN_C128:
+        *v = t.u.c128;
+        return CR_OK;
+    case CR_TAN_NOTIMPL:
+        return CR__FAIL(arena, CR_EUNIMPL, "%s: tangent is NotImplemented (%s:%d: %s)", who,
+                        t.u.ni->file, t.u.ni->line, t.u.ni->msg);
+    default:
+        return CR__FAIL(arena, CR_ETANGENT, "%s: expected a scalar tangent, got %s", who,
+                        cr_tag_name((cr_tag)t.tag));
+    }
+}
+
+/* The tangent of argument j for the frule: zero for integers (NoTangent primal). */
+static cr_status arg_tangent(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                             const cr_value *args, size_t j, cr_complex *v, bool *nonzero)
+{
+    cr_status st = tangent_number(arena, who, dargs[j + 1], v, nonzero);
+    if (st == CR_OK && is_int_kind(args[j].kind)) {
+        *nonzero = false;
+        *v = 0.0;
+    }
+    return st;
+}
+
+/* ProjectTo the argument's kind: a real argument keeps the real part of its cotangent. */
+static cr_tangent project_to(uint8_t kind, cr_complex g)
+{
+    switch ((cr_kind)kind) {
+    case CR_KIND_C128:
+        return cr_tangent_c128(g);
+    case CR_KIND_F64:
+        return cr_tangent_f64(creal(g));
+    case CR_KIND_F32:
+        return cr_tangent_f32((float)creal(g));
+    default:
+        return cr_tangent_none();
+    }
+}
+
+/* ---- Test registration: sampling boxes that keep away from cuts and poles --------------- */
+
+/* Where a function's derivative is not continuous (or does not exist). */
+enum cut {
+    CUT_NONE,         /* entire */
+    CUT_NEG_REAL,     /* clog, csqrt, cpow in z, carg: re z <= 0, im z = 0 */
+    CUT_REAL_OUTSIDE, /* casin, cacos, catanh: |re z| >= 1, im z = 0 */
+    CUT_IMAG_OUTSIDE, /* catan, casinh: |im z| >= 1, re z = 0 */
+    CUT_REAL_BELOW,   /* cacosh: re z <= 1, im z = 0 */
+    CUT_POLES_REAL,   /* ctan: poles at pi/2 + k pi */
+    CUT_POLES_IMAG,   /* ctanh: poles at i (pi/2 + k pi) */
+    CUT_ORIGIN        /* cinv, cabs: z = 0 */
+};
+
+#define SAMPLE_MARGIN 0.2
+#define SAMPLE_HALF_PI 1.5707963267948966
+
+static double sample_uniform(uint64_t *rng, double lo, double hi)
+{
+    /* splitmix64 */
+    uint64_t s = (*rng += 0x9E3779B97F4A7C15u);
+    s = (s ^ (s >> 30)) * 0xBF58476D1CE4E5B9u;
+    s = (s ^ (s >> 27)) * 0x94D049BB133111EBu;
+    s ^= s >> 31;
+    return lo + (hi - lo) * ((double)(s >> 11) * 0x1.0p-53);
+}
+
+/* Distance from pi/2 + k pi (the poles of tan on the real axis). */
+static double pole_distance(double t)
+{
+    double u = fmod(fabs(t) - SAMPLE_HALF_PI, 2 * SAMPLE_HALF_PI);
+    return fmin(fabs(u), 2 * SAMPLE_HALF_PI - fabs(u));
+}
+
+static bool near_cut(enum cut c, cr_complex z)
+{
+    double x = creal(z), y = cimag(z), m = SAMPLE_MARGIN;
+    switch (c) {
+    case CUT_NONE:
+        return false;
+    case CUT_NEG_REAL:
+        return fabs(y) < m && x < m;
+    case CUT_REAL_OUTSIDE:
+        return fabs(y) < m && fabs(x) > 1 - m;
+    case CUT_IMAG_OUTSIDE:
+        return fabs(x) < m && fabs(y) > 1 - m;
+    case CUT_REAL_BELOW:
+        return fabs(y) < m && x < 1 + m;
+    case CUT_POLES_REAL:
+        return fabs(y) < m && pole_distance(x) < m;
+    case CUT_POLES_IMAG:
+        return fabs(x) < m && pole_distance(y) < m;
+    case CUT_ORIGIN:
+        return cabs(z) < m;
+    }
+    return false;
+}
+
+/* Complex arguments in [-2, 2] + [-2, 2]i; the first keeps away from the cut (env). */
+static cr_status complex_sample(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                                void *env)
+{
+    (void)arena;
+    enum cut c = (enum cut)(uintptr_t)env;
+    for (size_t j = 0; j < nargs; j++) {
+        cr_complex z;
+        do {
+            z = mkc(sample_uniform(rng, -2, 2), sample_uniform(rng, -2, 2));
+        } while (j == 0 && near_cut(c, z));
+        args[j] = cr_value_c128(z);
+    }
+    return CR_OK;
+}
+
+#define SAMPLER(CUT) {.sample = complex_sample, .env = (void *)(uintptr_t)(CUT)}
+
+static const cr_rule_test k_test_none = SAMPLER(CUT_NONE);
+static const cr_rule_test k_test_neg_real = SAMPLER(CUT_NEG_REAL);
+static const cr_rule_test k_test_real_outside = SAMPLER(CUT_REAL_OUTSIDE);
+static const cr_rule_test k_test_imag_outside = SAMPLER(CUT_IMAG_OUTSIDE);
+static const cr_rule_test k_test_real_below = SAMPLER(CUT_REAL_BELOW);
+static const cr_rule_test k_test_poles_real = SAMPLER(CUT_POLES_REAL);
+static const cr_rule_test k_test_poles_imag = SAMPLER(CUT_POLES_IMAG);
+static const cr_rule_test k_test_origin = SAMPLER(CUT_ORIGIN);
+
+/* ---- Complex rows: holomorphic functions ------------------------------------------------ */
+
+/* A complex row: the value Y[0] = f(x...) and, when D is not NULL, the holomorphic
+ * partials D[j] = ∂f/∂x[j] (not conjugated: the pullback conjugates). */
+typedef void (*crow_eval)(const cr_complex *x, cr_complex *Y, cr_complex *D);
+
+typedef struct crow {
+    const char *name;
+    size_t nin;
+    crow_eval eval;
+    const char *pullback_name;
+} crow;
+
+#define CROW_MAX_IN 2
+
+static cr_status crow_args(cr_arena *arena, const crow *row, const cr_value *args, size_t nargs,
+                           cr_complex *x)
+{
+    if (nargs != row->nin)
+        return CR__FAIL(arena, CR_EINVAL, "%s takes %zu arguments, %zu given", row->name,
+                        row->nin, nargs);
+    for (size_t j = 0; j < nargs; j++) {
+        cr_status st = arg_complex(arena, row->name, &args[j], j, &x[j]);
+        if (st != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+static cr_status crow_primal(cr_arena *arena, const cr_value *f, const cr_value *args,
+                             size_t nargs, cr_value *out)
+{
+    const crow *row = f->u.func.fn->udata;
+    cr_complex x[CROW_MAX_IN], y;
+    cr_status st = crow_args(arena, row, args, nargs, x);
+    if (st != CR_OK)
+        return st;
+    row->eval(x, &y, NULL);
+    *out = cr_value_c128(y);
+    return CR_OK;
+}
+
+static cr_status crow_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                            cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    const crow *row = udata;
+    cr_complex x[CROW_MAX_IN], Y, D[CROW_MAX_IN], acc = 0.0;
+    cr_status st = crow_args(arena, row, args, nargs, x);
+    if (st != CR_OK)
+        return st;
+    bool any = false;
+    cr_complex xd[CROW_MAX_IN];
+    bool nz[CROW_MAX_IN];
+    for (size_t j = 0; j < nargs; j++) {
+        st = arg_tangent(arena, row->name, dargs, args, j, &xd[j], &nz[j]);
+        if (st != CR_OK)
+            return st;
+        any = any || nz[j];
+    }
+    row->eval(x, &Y, D);
+    for (size_t j = 0; j < nargs; j++)
+        if (nz[j])
+            acc += D[j] * xd[j];
+    *y = cr_value_c128(Y);
+    *dy = any ? cr_tangent_c128(acc) : cr_tangent_zero();
+    return CR_OK;
+}
+
+typedef struct crow_env {
+    const crow *row;
+    uint8_t kinds[CROW_MAX_IN];
+    cr_complex D[CROW_MAX_IN];
+} crow_env;
+
+/* Jᵀ·ȳ for a holomorphic f: conj(∂f/∂x[j])·ȳ, projected onto argument j. */
+static cr_status crow_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                               void *env)
+{
+    const crow_env *e = env;
+    cr_complex g;
+    bool nz;
+    cr_status st = tangent_number(arena, e->row->pullback_name, *dy, &g, &nz);
+    if (st != CR_OK)
+        return st;
+    dx[0] = cr_tangent_none();
+    for (size_t j = 0; j + 1 < nx; j++)
+        dx[j + 1] = is_int_kind((cr_kind)e->kinds[j]) ? cr_tangent_none()
+                    : nz ? project_to(e->kinds[j], conj(e->D[j]) * g)
+                         : cr_tangent_zero();
+    return CR_OK;
+}
+
+static cr_status crow_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                            const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    const crow *row = udata;
+    cr_complex x[CROW_MAX_IN], Y;
+    cr_status st = crow_args(arena, row, args, nargs, x);
+    if (st != CR_OK)
+        return st;
+    crow_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(crow_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    e->row = row;
+    for (size_t j = 0; j < nargs; j++)
+        e->kinds[j] = (uint8_t)args[j].kind;
+    row->eval(x, &Y, e->D);
+    *y = cr_value_c128(Y);
+    pb->fn = crow_pullback;
+    pb->env = e;
+    pb->name = row->pullback_name;
+    pb->nx = nargs + 1;
+    return CR_OK;
+}
+
+/* Defines the row NAME (C name STR, NIN complex inputs x[j]): PRIMAL sets Y[0], PARTIALS
+ * set D[j]; exports cr_fn_NAME. */
+#define COMPLEX_ROW(NAME, NIN, PRIMAL, PARTIALS)                                           \
+    static void NAME##_eval(const cr_complex *x, cr_complex *Y, cr_complex *D)             \
+    {                                                                                      \
+        PRIMAL;                                                                            \
+        if (D != NULL) {                                                                   \
+            PARTIALS;                                                                      \
+        }                                                                                  \
+    }                                                                                      \
+    static const crow NAME##_row = {#NAME, NIN, NAME##_eval, #NAME "_pullback"};           \
+    static const cr_function NAME##_function = {                                           \
+        .name = #NAME, .arity = NIN, .primal = crow_primal, .udata = &NAME##_row};         \
+    const cr_value cr_fn_##NAME = {.kind = CR_KIND_FUNC, .u.func = {&NAME##_function, NULL}};
+
+/* Trigonometric. tan' = 1 + tan² cancels to nothing when |im z| is large (tan z -> ±i);
+ * 1/cos² keeps full relative accuracy there and is the same function. */
+COMPLEX_ROW(csin, 1, Y[0] = csin(x[0]), D[0] = ccos(x[0]))
+COMPLEX_ROW(ccos, 1, Y[0] = ccos(x[0]), D[0] = -csin(x[0]))
+COMPLEX_ROW(ctan, 1, Y[0] = ctan(x[0]), cr_complex c = ccos(x[0]); D[0] = 1 / (c * c))
+
+/* Inverse trigonometric. 1 - z² is written (1 - z)(1 + z): exact factors near the branch
+ * points ±1 (no cancellation), and on the cuts |re z| > 1 the product carries the sign of
+ * the zero imaginary part into csqrt, so the derivative is the one from the side C's
+ * casin takes there. catan's 1 + z² is (z - i)(z + i), exact near ±i. */
+COMPLEX_ROW(casin, 1, Y[0] = casin(x[0]),
+            D[0] = 1 / csqrt(one_minus(x[0]) * one_plus(x[0])))
+COMPLEX_ROW(cacos, 1, Y[0] = cacos(x[0]),
+            D[0] = -1 / csqrt(one_minus(x[0]) * one_plus(x[0])))
+COMPLEX_ROW(catan, 1, Y[0] = catan(x[0]),
+            D[0] = 1 / ((x[0] - mkc(0.0, 1.0)) * (x[0] + mkc(0.0, 1.0))))
+
+/* Hyperbolic; tanh' = 1/cosh² for the same reason as tan. */
+COMPLEX_ROW(csinh, 1, Y[0] = csinh(x[0]), D[0] = ccosh(x[0]))
+COMPLEX_ROW(ccosh, 1, Y[0] = ccosh(x[0]), D[0] = csinh(x[0]))
+COMPLEX_ROW(ctanh, 1, Y[0] = ctanh(x[0]), cr_complex c = ccosh(x[0]); D[0] = 1 / (c * c))
+
+/* Inverse hyperbolic. casinh(z) = -i casin(iz) (C99's definition, signed zeros included),
+ * so casinh'(z) = casin'(iz) with iz formed exactly. cacosh' is 1/(sqrt(z-1) sqrt(z+1)),
+ * the product of two principal roots (not sqrt(z² - 1), which has the wrong sign on half
+ * the plane). */
+COMPLEX_ROW(casinh, 1, Y[0] = casinh(x[0]), cr_complex w = times_i(x[0]);
+            D[0] = 1 / csqrt(one_minus(w) * one_plus(w)))
+COMPLEX_ROW(cacosh, 1, Y[0] = cacosh(x[0]),
+            D[0] = 1 / (csqrt(mkc(creal(x[0]) - 1.0, cimag(x[0]))) *
+                        csqrt(mkc(creal(x[0]) + 1.0, cimag(x[0])))))
+COMPLEX_ROW(catanh, 1, Y[0] = catanh(x[0]), D[0] = 1 / (one_minus(x[0]) * one_plus(x[0])))
+
+/* Exponential, logarithm, roots, powers. */
+COMPLEX_ROW(cexp, 1, Y[0] = cexp(x[0]), D[0] = Y[0])
+COMPLEX_ROW(clog, 1, Y[0] = clog(x[0]), D[0] = 1 / x[0])
+COMPLEX_ROW(csqrt, 1, Y[0] = csqrt(x[0]), D[0] = 1 / (2 * Y[0]))
+COMPLEX_ROW(cinv, 1, Y[0] = 1 / x[0], D[0] = -(Y[0] * Y[0]))
+
+/* cpow(z, w) = exp(w log z): ∂/∂z = w z^(w-1) = wΩ/z on the same branch as Ω, and
+ * ∂/∂w = Ω log z. At z = 0 the limits are used where they exist (ChainRules' _pow_grad_x
+ * and _pow_grad_p for real arguments). */
+static cr_complex cpow_dz(cr_complex z, cr_complex w, cr_complex y)
+{
+    if (z != 0)
+        return w * y / z;
+    if (w == 1)
+        return 1.0;
+    return creal(w) > 1 ? 0.0 : (double)NAN;
+}
+
+static cr_complex cpow_dw(cr_complex z, cr_complex w, cr_complex y)
+{
+    if (z != 0)
+        return y * clog(z);
+    return creal(w) > 0 ? 0.0 : (double)NAN;
+}
+
+COMPLEX_ROW(cpow, 2, Y[0] = cpow(x[0], x[1]),
+            D[0] = cpow_dz(x[0], x[1], Y[0]); D[1] = cpow_dw(x[0], x[1], Y[0]))
+
+static const struct {
+    const cr_function *fn;
+    const cr_rule_test *test;
+} k_rows[] = {
+    {&csin_function, &k_test_none},          {&ccos_function, &k_test_none},
+    {&ctan_function, &k_test_poles_real},    {&casin_function, &k_test_real_outside},
+    {&cacos_function, &k_test_real_outside}, {&catan_function, &k_test_imag_outside},
+    {&csinh_function, &k_test_none},         {&ccosh_function, &k_test_none},
+    {&ctanh_function, &k_test_poles_imag},   {&casinh_function, &k_test_imag_outside},
+    {&cacosh_function, &k_test_real_below},  {&catanh_function, &k_test_real_outside},
+    {&cexp_function, &k_test_none},          {&clog_function, &k_test_neg_real},
+    {&csqrt_function, &k_test_neg_real},     {&cinv_function, &k_test_origin},
+    {&cpow_function, &k_test_neg_real},
+};
+
+/* ---- Non-holomorphic functions ----------------------------------------------------------- */
+
+/* Each is derived from its real Jacobian J (z = x + iy seen as (x, y)): the frule is J·ż,
+ * the pullback Jᵀ·ȳ. A real output's cotangent contributes through its real part only. */
+
+typedef struct z_env {
+    cr_complex z;
+    uint8_t kind;
+} z_env;
+
+/* The single argument as a complex number, and (for rrules) its saved copy. */
+static cr_status one_arg(cr_arena *arena, const char *name, const cr_value *args, size_t nargs,
+                         cr_complex *z)
+{
+    if (nargs != 1)
+        return CR__FAIL(arena, CR_EINVAL, "%s takes 1 argument, %zu given", name, nargs);
+    return arg_complex(arena, name, &args[0], 0, z);
+}
+
+static cr_status save_arg(cr_arena *arena, const cr_value *args, cr_complex z, z_env **out)
+{
+    z_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(z_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    e->z = z;
+    e->kind = (uint8_t)args[0].kind;
+    *out = e;
+    return CR_OK;
+}
+
+/* The cotangent of a real output: its real part (Jᵀ has one column). */
+static cr_status real_cotangent(cr_arena *arena, const char *who, const cr_tangent *dy,
+                                double *g, bool *nz)
+{
+    cr_complex c;
+    cr_status st = tangent_number(arena, who, *dy, &c, nz);
+    *g = creal(c);
+    return st;
+}
+
+/* z/|z|, zero at 0 (ChainRules: the denominator 0 is replaced by 1). */
+static cr_complex unit_of(cr_complex z, double r)
+{
+    return r == 0 ? 0.0 : z / r;
+}
+
+/* Common frule prologue: the argument, its tangent, and the number of outputs written. */
+#define FRULE_PROLOGUE(NAME)                                                               \
+    (void)cfg;                                                                             \
+    (void)f;                                                                               \
+    (void)udata;                                                                           \
+    cr_complex z, zd;                                                                      \
+    bool nz;                                                                               \
+    cr_status st = one_arg(arena, NAME, args, nargs, &z);                                  \
+    if (st != CR_OK)                                                                       \
+        return st;                                                                         \
+    st = arg_tangent(arena, NAME, dargs, args, 0, &zd, &nz);                               \
+    if (st != CR_OK)                                                                       \
+        return st;
+
+#define RRULE_BODY(NAME, PULLBACK, VALUE)                                                  \
+    (void)cfg;                                                                             \
+    (void)f;                                                                               \
+    (void)udata;                                                                           \
+    cr_complex z;                                                                          \
+    z_env *e;                                                                              \
+    cr_status st = one_arg(arena, NAME, args, nargs, &z);                                  \
+    if (st != CR_OK)                                                                       \
+        return st;                                                                         \
+    st = save_arg(arena, args, z, &e);                                                     \
+    if (st != CR_OK)                                                                       \
+        return st;                                                                         \
+    *y = (VALUE);                                                                          \
+    pb->fn = PULLBACK;                                                                     \
+    pb->env = e;                                                                           \
+    pb->name = #PULLBACK;                                                                  \
+    pb->nx = 2;                                                                            \
+    return CR_OK;
+
+/* Primal of a hand-written function: its value function applied to the argument. */
+#define HAND_PRIMAL(NAME, VALUE)                                                           \
+    static cr_status NAME##_primal(cr_arena *arena, const cr_value *f, const cr_value *args, \
+                                   size_t nargs, cr_value *out)                            \
+    {                                                                                      \
+        (void)f;                                                                           \
+        cr_complex z;                                                                      \
+        cr_status st = one_arg(arena, #NAME, args, nargs, &z);                             \
+        if (st != CR_OK)                                                                   \
+            return st;                                                                     \
+        *out = (VALUE);                                                                    \
+        return CR_OK;                                                                      \
+    }                                                                                      \
+    static const cr_function NAME##_function = {                                           \
+        .name = #NAME, .arity = 1, .primal = NAME##_primal};                               \
+    const cr_value cr_fn_##NAME = {.kind = CR_KIND_FUNC, .u.func = {&NAME##_function, NULL}};
+
+/* -- cabs: J = [x, y]/r; frule re(conj(z)ż)/r; pullback z re(ȳ)/r; zero at z = 0. -- */
+
+HAND_PRIMAL(cabs, cr_value_f64(cabs(z)))
+
+static cr_status cabs_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                            cr_tangent *dy, const void *udata)
+{
+    FRULE_PROLOGUE("cabs")
+    double r = cabs(z);
+    *y = cr_value_f64(r);
+    *dy = nz ? cr_tangent_f64(creal(conj(unit_of(z, r)) * zd)) : cr_tangent_zero();
+    return CR_OK;
+}
+
+static cr_status cabs_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                               void *env)
+{
+    (void)nx;
+    const z_env *e = env;
+    double g;
+    bool nz;
+    cr_status st = real_cotangent(arena, "cabs_pullback", dy, &g, &nz);
+    if (st != CR_OK)
+        return st;
+    dx[0] = cr_tangent_none();
+    dx[1] = is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
+            : nz                          ? project_to(e->kind, unit_of(e->z, cabs(e->z)) * g)
+                                          : cr_tangent_zero();
+    return CR_OK;
+}
+
+static cr_status cabs_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                            const void *udata)
+{
+    RRULE_BODY("cabs", cabs_pullback, cr_value_f64(cabs(z)))
+}
+
+/* -- carg: θ = atan2(y, x); J = [-y, x]/r²; frule im(conj(z)ż)/r²; pullback i z re(ȳ)/r².
+ * Computed as (z/r)/r so that r² neither overflows nor underflows; zero at z = 0. -- */
+
+HAND_PRIMAL(carg, cr_value_f64(carg(z)))
+
+/* i z / r², or 0 where ChainRules takes 0 (z = 0) or the limit is 0 (z infinite). */
+static cr_complex carg_grad(cr_complex z)
+{
+    double r = cabs(z);
+    if (r == 0 || isinf(r))
+        return 0.0;
+    return times_i(z / r) / r;
+}
+
+static cr_status carg_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                            cr_tangent *dy, const void *udata)
+{
+    FRULE_PROLOGUE("carg")
+    *y = cr_value_f64(carg(z));
+    /* J·ż = <grad, ż> in R²: re(conj(grad)·ż). */
+    *dy = nz ? cr_tangent_f64(creal(conj(carg_grad(z)) * zd)) : cr_tangent_zero();
+    return CR_OK;
+}
+
+static cr_status carg_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                               void *env)
+{
+    (void)nx;
+    const z_env *e = env;
+    double g;
+    bool nz;
+    cr_status st = real_cotangent(arena, "carg_pullback", dy, &g, &nz);
+    if (st != CR_OK)
+        return st;
+    dx[0] = cr_tangent_none();
+    dx[1] = is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
+            : nz                          ? project_to(e->kind, carg_grad(e->z) * g)
+                                          : cr_tangent_zero();
+    return CR_OK;
+}
+
+static cr_status carg_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                            const void *udata)
+{
+    RRULE_BODY("carg", carg_pullback, cr_value_f64(carg(z)))
+}
+
+/* -- conj: J = diag(1, -1); frule conj(ż); pullback conj(ȳ). -- */
+
+HAND_PRIMAL(conj, cr_value_c128(conj(z)))
+
+static cr_status conj_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                            cr_tangent *dy, const void *udata)
+{
+    FRULE_PROLOGUE("conj")
+    *y = cr_value_c128(conj(z));
+    *dy = nz ? cr_tangent_c128(conj(zd)) : cr_tangent_zero();
+    return CR_OK;
+}
+
+static cr_status conj_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                               void *env)
+{
+    (void)nx;
+    const z_env *e = env;
+    cr_complex g;
+    bool nz;
+    cr_status st = tangent_number(arena, "conj_pullback", *dy, &g, &nz);
+    if (st != CR_OK)
+        return st;
+    dx[0] = cr_tangent_none();
+    dx[1] = is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
+            : nz                          ? project_to(e->kind, conj(g))
+                                          : cr_tangent_zero();
+    return CR_OK;
+}
+
+static cr_status conj_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                            const void *udata)
+{
+    RRULE_BODY("conj", conj_pullback, cr_value_c128(conj(z)))
+}
+
+/* -- creal: J = [1, 0]; frule re ż; pullback re ȳ (+ 0i). -- */
+
+HAND_PRIMAL(creal, cr_value_f64(creal(z)))
+
+static cr_status creal_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                             cr_tangent *dy, const void *udata)
+{
+    FRULE_PROLOGUE("creal")
+    *y = cr_value_f64(creal(z));
+    *dy = nz ? cr_tangent_f64(creal(zd)) : cr_tangent_zero();
+    return CR_OK;
+}
+
+static cr_status creal_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
+                                cr_arena *arena, void *env)
+{
+    (void)nx;
+    const z_env *e = env;
+    double g;
+    bool nz;
+    cr_status st = real_cotangent(arena, "creal_pullback", dy, &g, &nz);
+    if (st != CR_OK)
+        return st;
+    dx[0] = cr_tangent_none();
+    dx[1] = is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
+            : nz                          ? project_to(e->kind, mkc(g, 0.0))
+                                          : cr_tangent_zero();
+    return CR_OK;
+}
+
+static cr_status creal_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                             const void *udata)
+{
+    RRULE_BODY("creal", creal_pullback, cr_value_f64(creal(z)))
+}
+
+/* -- cimag: J = [0, 1]; frule im ż; pullback i re ȳ. -- */
+
+HAND_PRIMAL(cimag, cr_value_f64(cimag(z)))
+
+static cr_status cimag_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                             cr_tangent *dy, const void *udata)
+{
+    FRULE_PROLOGUE("cimag")
+    *y = cr_value_f64(cimag(z));
+    *dy = nz ? cr_tangent_f64(cimag(zd)) : cr_tangent_zero();
+    return CR_OK;
+}
+
+static cr_status cimag_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
+                                cr_arena *arena, void *env)
+{
+    (void)nx;
+    const z_env *e = env;
+    double g;
+    bool nz;
+    cr_status st = real_cotangent(arena, "cimag_pullback", dy, &g, &nz);
+    if (st != CR_OK)
+        return st;
+    dx[0] = cr_tangent_none();
+    dx[1] = is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
+            : nz                          ? project_to(e->kind, mkc(0.0, g))
+                                          : cr_tangent_zero();
+    return CR_OK;
+}
+
+static cr_status cimag_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                             const void *udata)
+{
+    RRULE_BODY("cimag", cimag_pullback, cr_value_f64(cimag(z)))
+}
+
+/* -- cproj: J = I for finite z; 0 when z has an infinite part (cproj is then constant). -- */
+
+HAND_PRIMAL(cproj, cr_value_c128(cproj(z)))
+
+static bool is_infinite(cr_complex z)
+{
+    return isinf(creal(z)) || isinf(cimag(z));
+}
+
+static cr_status cproj_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                             cr_tangent *dy, const void *udata)
+{
+    FRULE_PROLOGUE("cproj")
+    *y = cr_value_c128(cproj(z));
+    *dy = nz && !is_infinite(z) ? cr_tangent_c128(zd) : cr_tangent_zero();
+    return CR_OK;
+}
+
+static cr_status cproj_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
+                                cr_arena *arena, void *env)
+{
+    (void)nx;
+    const z_env *e = env;
+    cr_complex g;
+    bool nz;
+    cr_status st = tangent_number(arena, "cproj_pullback", *dy, &g, &nz);
+    if (st != CR_OK)
+        return st;
+    dx[0] = cr_tangent_none();
+    dx[1] = is_int_kind((cr_kind)e->kind)  ? cr_tangent_none()
+            : nz && !is_infinite(e->z)     ? project_to(e->kind, g)
+                                           : cr_tangent_zero();
+    return CR_OK;
+}
+
+static cr_status cproj_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                             const void *udata)
+{
+    RRULE_BODY("cproj", cproj_pullback, cr_value_c128(cproj(z)))
+}
+
+/* -- abs2: x² + y²; J = 2[x, y]; frule 2 re(conj(z)ż); pullback 2 z re(ȳ). -- */
+
+static double abs2_of(cr_complex z)
+{
+    return creal(z) * creal(z) + cimag(z) * cimag(z);
+}
+
+HAND_PRIMAL(abs2, cr_value_f64(abs2_of(z)))
+
+static cr_status abs2_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                            cr_tangent *dy, const void *udata)
+{
+    FRULE_PROLOGUE("abs2")
+    *y = cr_value_f64(abs2_of(z));
+    *dy = nz ? cr_tangent_f64(2 * creal(conj(z) * zd)) : cr_tangent_zero();
+    return CR_OK;
+}
+
+static cr_status abs2_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                               void *env)
+{
+    (void)nx;
+    const z_env *e = env;
+    double g;
+    bool nz;
+    cr_status st = real_cotangent(arena, "abs2_pullback", dy, &g, &nz);
+    if (st != CR_OK)
+        return st;
+    dx[0] = cr_tangent_none();
+    dx[1] = is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
+            : nz                          ? project_to(e->kind, 2 * g * e->z)
+                                          : cr_tangent_zero();
+    return CR_OK;
+}
+
+static cr_status abs2_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                            const void *udata)
+{
+    RRULE_BODY("abs2", abs2_pullback, cr_value_f64(abs2_of(z)))
+}
+
+static const struct {
+    const cr_function *fn;
+    cr_frule_fn frule;
+    cr_rrule_fn rrule;
+    const cr_rule_test *test;
+} k_hand[] = {
+    {&cabs_function, cabs_frule, cabs_rrule, &k_test_origin},
+    {&carg_function, carg_frule, carg_rrule, &k_test_neg_real},
+    {&conj_function, conj_frule, conj_rrule, &k_test_none},
+    {&creal_function, creal_frule, creal_rrule, &k_test_none},
+    {&cimag_function, cimag_frule, cimag_rrule, &k_test_none},
+    {&cproj_function, cproj_frule, cproj_rrule, &k_test_none},
+    {&abs2_function, abs2_frule, abs2_rrule, &k_test_none},
+};
+
+/* ---- Registration ------------------------------------------------------------------------ */
 
 cr_status cr__family_complex(cr_registry *reg)
 {
-    (void)reg;
+    const cr_argspec number2[2] = {CR_ARG_NUMBER, CR_ARG_NUMBER};
+    for (size_t i = 0; i < sizeof k_rows / sizeof k_rows[0]; i++) {
+        const cr_function *fn = k_rows[i].fn;
+        cr_rule_def d = {0};
+        d.fn = fn;
+        d.nargs = (size_t)fn->arity;
+        d.args = number2;
+        d.frule = crow_frule;
+        d.rrule = crow_rrule;
+        d.udata = fn->udata;
+        d.test = k_rows[i].test;
+        cr_status st = cr_registry_add(reg, &d);
+        if (st != CR_OK)
+            return st;
+    }
+    for (size_t i = 0; i < sizeof k_hand / sizeof k_hand[0]; i++) {
+        cr_rule_def d = {0};
+        d.fn = k_hand[i].fn;
+        d.nargs = 1;
+        d.args = number2;
+        d.frule = k_hand[i].frule;
+        d.rrule = k_hand[i].rrule;
+        d.test = k_hand[i].test;
+        cr_status st = cr_registry_add(reg, &d);
+        if (st != CR_OK)
+            return st;
+    }
     return CR_OK;
 }
