@@ -18,37 +18,11 @@
 
 #include <chainrules.h>
 
-/* C11's CMPLX, which some C libraries do not define for every compiler (glibc and clang
- * before 12): the layout of a complex is two doubles, real part first. */
-#ifndef CMPLX
-static cr_complex cmplx_(double re, double im)
-{
-    double parts[2] = {re, im};
-    cr_complex z;
-    memcpy(&z, parts, sizeof z);
-    return z;
-}
-#define CMPLX(x, y) cmplx_((double)(x), (double)(y))
-#endif
+#define CR_TEST_OWN_FIXTURE
+#include "test_util.h"
 
-#define ASSERT_DBL(got, want)                                               \
-    do {                                                                    \
-        double got_ = (got), want_ = (want);                                \
-        if (!(got_ == want_)) {                                             \
-            print_error("%s = %.17g, expected %.17g\n", #got, got_, want_); \
-            fail();                                                         \
-        }                                                                   \
-    } while (0)
 
-#define ASSERT_CPLX(got, re, im)                                                        \
-    do {                                                                                \
-        cr_complex gz_ = (got);                                                         \
-        if (!(creal(gz_) == (re) && cimag(gz_) == (im))) {                              \
-            print_error("%s = %.17g%+.17gi, expected %.17g%+.17gi\n", #got, creal(gz_), \
-                        cimag(gz_), (double)(re), (double)(im));                        \
-            fail();                                                                     \
-        }                                                                               \
-    } while (0)
+
 
 /* ---- fixture: a context with a counting hook, and an arena ---------------------------- */
 

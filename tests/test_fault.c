@@ -16,18 +16,9 @@
 
 #include <chainrules.h>
 
-/* C11's CMPLX, which some C libraries do not define for every compiler (glibc and clang
- * before 12): the layout of a complex is two doubles, real part first. */
-#ifndef CMPLX
-static cr_complex cmplx_(double re, double im)
-{
-    double parts[2] = {re, im};
-    cr_complex z;
-    memcpy(&z, parts, sizeof z);
-    return z;
-}
-#define CMPLX(x, y) cmplx_((double)(x), (double)(y))
-#endif
+#define CR_TEST_OWN_FIXTURE
+#include "test_util.h"
+
 
 /* ---- the fault-injecting, leak-tracking hook ------------------------------------------ */
 

@@ -17,61 +17,11 @@
 
 #include <chainrules.h>
 
-/* C11's CMPLX, which some C libraries do not define for every compiler (glibc and clang
- * before 12): the layout of a complex is two doubles, real part first. */
-#ifndef CMPLX
-static cr_complex cmplx_(double re, double im)
-{
-    double parts[2] = {re, im};
-    cr_complex z;
-    memcpy(&z, parts, sizeof z);
-    return z;
-}
-#define CMPLX(x, y) cmplx_((double)(x), (double)(y))
-#endif
+#include "test_util.h"
 
-#define ASSERT_DBL(got, want)                                               \
-    do {                                                                    \
-        double got_ = (got), want_ = (want);                                \
-        if (!(got_ == want_)) {                                             \
-            print_error("%s = %.17g, expected %.17g\n", #got, got_, want_); \
-            fail();                                                         \
-        }                                                                   \
-    } while (0)
 
-#define ASSERT_CPLX(got, re, im)                                                        \
-    do {                                                                                \
-        cr_complex gz_ = (got);                                                         \
-        if (!(creal(gz_) == (re) && cimag(gz_) == (im))) {                              \
-            print_error("%s = %.17g%+.17gi, expected %.17g%+.17gi\n", #got, creal(gz_), \
-                        cimag(gz_), (double)(re), (double)(im));                        \
-            fail();                                                                     \
-        }                                                                               \
-    } while (0)
 
-typedef struct fixture {
-    cr_ctx *ctx;
-    cr_arena *arena;
-} fixture;
 
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    if (f == NULL || cr_ctx_new(NULL, &f->ctx) != CR_OK ||
-        cr_arena_new(f->ctx, NULL, &f->arena) != CR_OK)
-        return -1;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    cr_arena_free(f->arena);
-    cr_ctx_free(f->ctx);
-    free(f);
-    return 0;
-}
 
 /* Project dx onto primal v, expecting success. */
 static cr_tangent proj(fixture *f, cr_value v, cr_tangent dx)
@@ -689,7 +639,7 @@ static void test_fits(void **state)
 
 int main(void)
 {
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, fixture_setup, fixture_teardown)
     const struct CMUnitTest tests[] = {
         T(test_f64_primal),
         T(test_f32_primal),

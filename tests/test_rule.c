@@ -22,31 +22,10 @@
 
 #include <chainrules.h>
 
+#include "test_util.h"
+
 /* ---- Fixture and helpers ---------------------------------------------------------------- */
 
-typedef struct fixture {
-    cr_ctx *ctx;
-    cr_arena *arena;
-} fixture;
-
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    if (f == NULL || cr_ctx_new(NULL, &f->ctx) != CR_OK ||
-        cr_arena_new(f->ctx, NULL, &f->arena) != CR_OK)
-        return -1;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    cr_arena_free(f->arena);
-    cr_ctx_free(f->ctx);
-    free(f);
-    return 0;
-}
 
 #define FD_H 1e-6
 #define FD_RTOL 1e-7
@@ -1022,19 +1001,19 @@ static void test_user_scalar_row(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_function_call, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_builtin_unary, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_builtin_binary, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_chained_rrules, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_nothing, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_sincos, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_thunk_cotangent_scalar, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_int_args, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_f32_args, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_complex_convention, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_complex_binary, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_functor, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_user_scalar_row, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_function_call, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_builtin_unary, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_builtin_binary, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_chained_rrules, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_nothing, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_sincos, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_thunk_cotangent_scalar, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_int_args, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_f32_args, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_complex_convention, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_complex_binary, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_functor, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_user_scalar_row, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
