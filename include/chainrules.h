@@ -27,7 +27,13 @@
 #include "chainrules/scalar_rule.h"
 #include "chainrules/status.h"
 #include "chainrules/tangent.h"
+#include "chainrules/testing.h"
 #include "chainrules/value.h"
 #include "chainrules/version.h"
+
+/* The cmocka assertion for rule tests needs cmocka: opt in. */
+#if defined(CR_WITH_CMOCKA)
+#include "chainrules/testing_cmocka.h"
+#endif
 
 #endif /* CR_CHAINRULES_H */

@@ -1,0 +1,1301 @@
+/*
+ * test_frule, test_rrule, the frule/rrule dot-product test and test_scalar: call a rule,
+ * compare with finite differences of the primal through the flattening (flatten.c), and
+ * record every check in a report. ChainRulesTestUtils' testers.jl and check_result.jl
+ * list the checks; nothing here prints.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "testing_impl.h"
+
+#define DEFAULT_SEED 0x5EEDC0DE2024ull
+
+/* ---- Setup -------------------------------------------------------------------------- */
+
+static void load_opts(const cr_test_opts *in, cr_test_opts *out)
+{
+    memset(out, 0, sizeof *out);
+    if (in == NULL)
+        return;
+    size_t n =
+        in->struct_size == 0 || in->struct_size > sizeof *out ? sizeof *out : in->struct_size;
+    memcpy(out, in, n);
+    out->struct_size = (uint32_t)sizeof *out;
+}
+
+cr_status cr__tester_init(cr__tester *t, cr_arena *arena, const cr_test_opts *opts,
+                          const cr_value *vals, size_t nargs, cr_test_report *rep)
+{
+    memset(t, 0, sizeof *t);
+    t->arena = arena;
+    t->rep = rep;
+    t->nargs = nargs;
+    load_opts(opts, &t->o);
+    bool f32 = false;
+    for (size_t i = 0; vals != NULL && i <= nargs; i++)
+        f32 = f32 || cr__test_has_f32(&vals[i]);
+    double dflt = f32 ? CR_TEST_F32_TOL : CR_TEST_DEFAULT_TOL;
+    t->rtol = t->o.rtol > 0 ? t->o.rtol : dflt;
+    t->atol = t->o.atol > 0 ? t->o.atol : dflt;
+    t->marginal = t->o.marginal >= 1 ? t->o.marginal : CR_TEST_DEFAULT_MARGINAL;
+    if (t->o.fdm != NULL)
+        t->fdm = *t->o.fdm;
+    else if (cr_fdm_central(5, 1, &t->fdm) != CR_OK)
+        return CR_EINVAL;
+    memset(&t->fdo, 0, sizeof t->fdo);
+    if (t->o.fd_opts != NULL) {
+        size_t n = t->o.fd_opts->struct_size == 0 || t->o.fd_opts->struct_size > sizeof t->fdo
+                       ? sizeof t->fdo
+                       : t->o.fd_opts->struct_size;
+        memcpy(&t->fdo, t->o.fd_opts, n);
+    }
+    t->fdo.struct_size = (uint32_t)sizeof t->fdo;
+    if (f32) {
+        /* f32 values are rounded to FLT_EPSILON, 2^29 times the round-off of a double:
+         * the step must grow accordingly. */
+        double factor = (double)FLT_EPSILON / DBL_EPSILON;
+        if (t->fdo.factor < factor)
+            t->fdo.factor = factor;
+    }
+    t->rng = t->o.seed != 0 ? t->o.seed : DEFAULT_SEED;
+    return CR_OK;
+}
+
+/* ---- Calling the rules --------------------------------------------------------------- */
+
+static bool is_alloc_error(cr_status st)
+{
+    return st == CR_ENOMEM || st == CR_EARENA || st == CR_EOVERFLOW;
+}
+
+static cr_status call_frule(cr__tester *t, const cr_value *vals, const cr_tangent *dargs,
+                            cr_value *y, cr_tangent *dy)
+{
+    memset(y, 0, sizeof *y);
+    *dy = cr_tangent_zero();
+    if (t->def != NULL) {
+        if (t->def->frule == NULL)
+            return CR_NOTHING;
+        return t->def->frule(t->o.cfg, t->arena, dargs, &vals[0], vals + 1, t->nargs, y, dy,
+                             t->def->udata);
+    }
+    return cr_frule(t->o.cfg, t->arena, dargs, &vals[0], vals + 1, t->nargs, y, dy);
+}
+
+static cr_status call_rrule(cr__tester *t, const cr_value *vals, cr_value *y, cr_pullback *pb)
+{
+    memset(y, 0, sizeof *y);
+    memset(pb, 0, sizeof *pb);
+    if (t->def != NULL) {
+        if (t->def->rrule == NULL)
+            return CR_NOTHING;
+        cr_status st =
+            t->def->rrule(t->o.cfg, t->arena, &vals[0], vals + 1, t->nargs, y, pb, t->def->udata);
+        if (st == CR_OK && pb->nx == 0)
+            pb->nx = t->nargs + 1;
+        return st;
+    }
+    return cr_rrule(t->o.cfg, t->arena, &vals[0], vals + 1, t->nargs, y, pb);
+}
+
+cr_status cr__eval_primal(cr__tester *t, const cr_value *vals, cr_value *y)
+{
+    const cr_function *fn = vals[0].u.func.fn;
+    if (fn != NULL && fn->primal != NULL)
+        return cr_function_call(t->arena, &vals[0], vals + 1, t->nargs, y);
+    cr_pullback pb;
+    cr_status st = call_rrule(t, vals, y, &pb);
+    if (st != CR_NOTHING)
+        return st;
+    size_t nv = t->nargs + 1;
+    cr_tangent *z = cr_arena_calloc(t->arena, nv, sizeof *z, _Alignof(cr_tangent));
+    if (z == NULL)
+        return CR__ALLOC_STATUS(t->arena);
+    cr_tangent dy;
+    st = call_frule(t, vals, z, y, &dy);
+    return st == CR_NOTHING ? CR_ENORULE : st;
+}
+
+/* ---- Labels ------------------------------------------------------------------------- */
+
+static void arg_label(const cr_value *vals, size_t i, char *buf, size_t size)
+{
+    const cr_value *v = &vals[i];
+    char kind[48];
+    if (v->kind == CR_KIND_ARRAY && v->u.arr != NULL) {
+        const cr_array *a = v->u.arr;
+        snprintf(kind, sizeof kind, "%s%s array",
+                 a->structure != CR_MAT_DENSE ? cr_matstruct_name((cr_matstruct)a->structure) : "",
+                 a->structure != CR_MAT_DENSE ? " " : "");
+        size_t l = strlen(kind);
+        snprintf(kind + l, sizeof kind - l, " of %s", cr_dtype_name((cr_dtype)a->dtype));
+    } else if (v->kind == CR_KIND_STRUCT && v->u.obj.type != NULL && v->u.obj.type->name != NULL) {
+        snprintf(kind, sizeof kind, "%s", v->u.obj.type->name);
+    } else {
+        snprintf(kind, sizeof kind, "%s", cr_kind_name(v->kind));
+    }
+    if (i == 0)
+        snprintf(buf, size, "self (%s)",
+                 v->u.func.fn != NULL && v->u.func.fn->name ? v->u.func.fn->name : "?");
+    else
+        snprintf(buf, size, "argument %zu (%s)", i, kind);
+}
+
+/* "name(kind, kind, ...)" of a call. */
+static void call_sig(const cr_value *vals, size_t nargs, char *buf, size_t size)
+{
+    cr_argspec specs[CR_SIG_MAX_ARGS];
+    size_t n = nargs < CR_SIG_MAX_ARGS ? nargs : CR_SIG_MAX_ARGS;
+    for (size_t i = 0; i < n; i++)
+        specs[i] = cr_argspec_of(&vals[i + 1]);
+    const cr_function *fn = vals[0].u.func.fn;
+    cr_signature_str(fn != NULL && fn->name != NULL ? fn->name : "?", specs, n, nargs > n, buf,
+                     size);
+}
+
+static const char *ctx_msg(cr__tester *t)
+{
+    return cr_ctx_errmsg(cr_arena_ctx(t->arena));
+}
+
+/* Note a check: where = label + check. */
+#define NOTE(t, v, ratio, check, ...)                                 \
+    do {                                                              \
+        char where_[320];                                             \
+        snprintf(where_, sizeof where_, "%s%s", (t)->label, (check)); \
+        cr__test_note((t)->rep, (v), (ratio), where_, __VA_ARGS__);   \
+    } while (0)
+
+static cr_verdict verdict_of(const cr__tester *t, double ratio)
+{
+    if (ratio <= 1.0)
+        return CR_VERDICT_PASS;
+    if (ratio <= t->marginal)
+        return CR_VERDICT_MARGINAL;
+    return CR_VERDICT_FAIL;
+}
+
+/* A rule or pullback returned an error: BROKEN for CR_EUNIMPL, FAIL otherwise. Returns the
+ * status the tester should return (allocation errors end the test). */
+static cr_status rule_error(cr__tester *t, const char *check, const char *what, cr_status st)
+{
+    if (is_alloc_error(st))
+        return st;
+    if (st == CR_EUNIMPL)
+        NOTE(t, CR_VERDICT_BROKEN, 0, check, "%s is not implemented (CR_EUNIMPL): %s", what,
+             ctx_msg(t));
+    else
+        NOTE(t, CR_VERDICT_FAIL, HUGE_VAL, check, "%s failed with %s: %s", what, cr_status_name(st),
+             ctx_msg(t));
+    return CR_OK;
+}
+
+/* ---- Comparisons -------------------------------------------------------------------- */
+
+static double *alloc_doubles(cr__tester *t, size_t n)
+{
+    return cr_arena_calloc(t->arena, n ? n : 1, sizeof(double), _Alignof(double));
+}
+
+/* Compares components a (the rule's) and b (the reference) of template tmpl; err (may be
+ * NULL) adds per-component allowances, err_all one for every component. Notes one check. */
+static void compare_comps(cr__tester *t, const char *check, const cr_value *tmpl, const double *a,
+                          const double *b, const double *err, double err_all, size_t n, double imag,
+                          double rtol, double atol)
+{
+    double worst = 0, wa = 0, wb = 0, wtol = 0, max_abs = 0, max_rel = 0;
+    size_t wk = SIZE_MAX;
+    double amax = 0;
+    for (size_t k = 0; k < n; k++) {
+        double e = fabs(a[k] - b[k]);
+        double s = fmax(fabs(a[k]), fabs(b[k]));
+        amax = fmax(amax, s);
+        double tol = fmax(atol, rtol * s);
+        double fe = err != NULL ? fabs(err[k]) : err_all;
+        if (isfinite(fe))
+            tol = fmax(tol, fe);
+        double ratio = isnan(e) ? HUGE_VAL : (tol > 0 ? e / tol : (e > 0 ? HUGE_VAL : 0));
+        if (isfinite(e)) {
+            max_abs = fmax(max_abs, e);
+            if (s > atol) /* not for components that are zero up to atol */
+                max_rel = fmax(max_rel, e / s);
+        } else {
+            max_abs = max_rel = HUGE_VAL;
+        }
+        if (wk == SIZE_MAX || ratio > worst) {
+            worst = ratio;
+            wk = k;
+            wa = a[k];
+            wb = b[k];
+            wtol = tol;
+        }
+    }
+    cr__test_errors(t->rep, max_abs, max_rel);
+    double itol = fmax(atol, rtol * amax);
+    double iratio = itol > 0 ? imag / itol : (imag > 0 ? HUGE_VAL : 0);
+    if (iratio > worst && iratio > 1) {
+        NOTE(t, verdict_of(t, iratio), iratio, check,
+             "an imaginary part of %.3g in the tangent of a real value (missing projection or "
+             "real part)",
+             imag);
+        return;
+    }
+    if (wk == SIZE_MAX || worst <= 1.0) {
+        NOTE(t, CR_VERDICT_PASS, worst, check, "%s", "");
+        return;
+    }
+    char where[160], name[96];
+    cr__test_comp_name(tmpl, wk, name, sizeof name);
+    if (name[0] != '\0')
+        snprintf(where, sizeof where, "%s, component %s", check, name);
+    else
+        snprintf(where, sizeof where, "%s", check);
+    NOTE(t, verdict_of(t, worst), worst, where,
+         "rule gives %.17g, expected %.17g (error %.3g, tolerance %.3g)", wa, wb, fabs(wa - wb),
+         wtol);
+}
+
+/* Compares tangent ad with the reference ref (tangents of tmpl) in logical components. */
+static cr_status compare_tangents(cr__tester *t, const char *check, const cr_value *tmpl,
+                                  cr_tangent ad, cr_tangent ref, const double *err, double err_all,
+                                  double rtol, double atol)
+{
+    size_t n = cr__test_ncomps(tmpl);
+    double *a = alloc_doubles(t, n), *b = alloc_doubles(t, n);
+    if (a == NULL || b == NULL)
+        return CR__ALLOC_STATUS(t->arena);
+    char msg[200];
+    double imag = 0;
+    cr_status st = cr__test_expand(tmpl, ad, a, n, &imag, msg, sizeof msg);
+    if (st == CR_EUNIMPL) {
+        NOTE(t, CR_VERDICT_BROKEN, 0, check, "NotImplemented%s%s", msg[0] ? ": " : "", msg);
+        return CR_OK;
+    }
+    if (is_alloc_error(st))
+        return st;
+    if (st != CR_OK) {
+        NOTE(t, CR_VERDICT_FAIL, HUGE_VAL, check, "the rule's tangent does not fit the value: %s",
+             msg[0] ? msg : cr_status_str(st));
+        return CR_OK;
+    }
+    st = cr__test_expand(tmpl, ref, b, n, NULL, msg, sizeof msg);
+    if (st == CR_EUNIMPL) {
+        NOTE(t, CR_VERDICT_BROKEN, 0, check, "NotImplemented reference%s%s", msg[0] ? ": " : "",
+             msg);
+        return CR_OK;
+    }
+    if (st != CR_OK)
+        return st;
+    compare_comps(t, check, tmpl, a, b, err, err_all, n, imag, rtol, atol);
+    return CR_OK;
+}
+
+/* The primal check: the rule's output y against the primal's y0. */
+static cr_status compare_values(cr__tester *t, const char *check, const cr_value *y,
+                                const cr_value *y0)
+{
+    size_t n = cr__test_ncomps(y0), n1 = cr__test_ncomps(y);
+    if (n != n1 || cr__test_hash_discrete(y) != cr__test_hash_discrete(y0)) {
+        NOTE(t, CR_VERDICT_FAIL, HUGE_VAL, check,
+             "the rule's output (%s, %zu real components) differs in kind, shape or integer "
+             "parts from the primal's (%s, %zu)",
+             cr_kind_name(y->kind), n1, cr_kind_name(y0->kind), n);
+        return CR_OK;
+    }
+    double *a = alloc_doubles(t, n), *b = alloc_doubles(t, n);
+    if (a == NULL || b == NULL)
+        return CR__ALLOC_STATUS(t->arena);
+    if (cr__test_expand_value(y, a, n) != CR_OK || cr__test_expand_value(y0, b, n) != CR_OK) {
+        NOTE(t, CR_VERDICT_FAIL, HUGE_VAL, check, "%s", "the output cannot be read");
+        return CR_OK;
+    }
+    compare_comps(t, check, y0, a, b, NULL, 0, n, 0, t->rtol, t->atol);
+    return CR_OK;
+}
+
+/* add!!(copy(acc), val) == acc + val (accumulation first, so an InplaceableThunk's add!
+ * is exercised before anything evaluates it). */
+static cr_status check_accum(cr__tester *t, const char *check, const cr_value *tmpl, cr_tangent acc,
+                             cr_tangent val)
+{
+    if (acc.tag == CR_TAN_NONE)
+        return CR_OK;
+    if (val.tag == CR_TAN_NOTIMPL) {
+        NOTE(t, CR_VERDICT_BROKEN, 0, check, "NotImplemented: %s",
+             val.u.ni && val.u.ni->msg ? val.u.ni->msg : "");
+        return CR_OK;
+    }
+    cr_tangent copy, r1, r2;
+    cr_status st = cr_tangent_copy(t->arena, acc, &copy);
+    if (st != CR_OK)
+        return st;
+    st = cr_tangent_accum(t->arena, copy, val, &r1);
+    if (st == CR_OK)
+        st = cr_tangent_add(t->arena, acc, val, &r2);
+    if (st != CR_OK) {
+        if (is_alloc_error(st))
+            return st;
+        NOTE(t, st == CR_EUNIMPL ? CR_VERDICT_BROKEN : CR_VERDICT_FAIL,
+             st == CR_EUNIMPL ? 0 : HUGE_VAL, check, "add!! or + failed with %s: %s",
+             cr_status_name(st), ctx_msg(t));
+        return CR_OK;
+    }
+    return compare_tangents(t, check, tmpl, r1, r2, NULL, 0, t->rtol, t->atol);
+}
+
+/* ---- Mutation ----------------------------------------------------------------------- */
+
+static void hash_values(const cr_value *vals, size_t nv, uint64_t *h)
+{
+    for (size_t i = 0; i < nv; i++)
+        h[i] = cr__test_hash_value(&vals[i], 0);
+}
+
+/* One check: the values still hash to h (and the tangents to ht when given). */
+static void check_unmutated(cr__tester *t, const char *check, const char *by, const cr_value *vals,
+                            size_t nv, const uint64_t *h, const cr_tangent *tans, size_t nt,
+                            const uint64_t *ht, const char *tan_what)
+{
+    for (size_t i = 0; i < nv; i++)
+        if (cr__test_hash_value(&vals[i], 0) != h[i]) {
+            char lab[96];
+            arg_label(vals, i, lab, sizeof lab);
+            NOTE(t, CR_VERDICT_FAIL, HUGE_VAL, check, "%s mutated its input %s", by, lab);
+            return;
+        }
+    for (size_t i = 0; i < nt; i++)
+        if (cr__test_hash_tangent(tans[i], 0) != ht[i]) {
+            char lab[96];
+            if (nt == 1)
+                snprintf(lab, sizeof lab, "%s", tan_what);
+            else {
+                char a[80];
+                arg_label(vals, i, a, sizeof a);
+                snprintf(lab, sizeof lab, "%s of %s", tan_what, a);
+            }
+            NOTE(t, CR_VERDICT_FAIL, HUGE_VAL, check, "%s mutated its input %s", by, lab);
+            return;
+        }
+    NOTE(t, CR_VERDICT_PASS, 0, check, "%s", "");
+}
+
+/* ---- Finite differences ------------------------------------------------------------- */
+
+typedef struct fd_env {
+    cr__tester *t;
+    const cr_value *vals;
+    const bool *perturbed;
+    const size_t *off, *nc;
+    cr_value *work;
+    size_t m;
+} fd_env;
+
+static cr_status fd_fn(const double *x, size_t n, double *y, size_t m, void *env)
+{
+    fd_env *e = env;
+    cr__tester *t = e->t;
+    (void)n;
+    cr_arena_mark mark = cr_arena_get_mark(t->arena);
+    cr_status st = CR_OK;
+    for (size_t i = 0; i <= t->nargs && st == CR_OK; i++) {
+        if (e->perturbed[i])
+            st = cr_test_unflatten(t->arena, &e->vals[i], x + e->off[i], e->nc[i], &e->work[i]);
+        else
+            e->work[i] = e->vals[i];
+    }
+    cr_value out;
+    if (st == CR_OK)
+        st = cr__eval_primal(t, e->work, &out);
+    if (st == CR_OK)
+        st = cr_test_flat_size(&out) == m ? cr_test_flatten(&out, y, m) : CR_ESHAPE;
+    cr_arena_rewind(t->arena, mark);
+    return st;
+}
+
+/* Flattens the perturbed values into x; sets off/nc; returns the total in *n. */
+static cr_status fd_setup(cr__tester *t, const cr_value *vals, const bool *perturbed, fd_env *e,
+                          double **x, size_t *n)
+{
+    size_t nv = t->nargs + 1;
+    size_t *off = cr_arena_calloc(t->arena, nv, sizeof *off, _Alignof(size_t));
+    size_t *nc = cr_arena_calloc(t->arena, nv, sizeof *nc, _Alignof(size_t));
+    cr_value *work = cr_arena_calloc(t->arena, nv, sizeof *work, _Alignof(cr_value));
+    if (off == NULL || nc == NULL || work == NULL)
+        return CR__ALLOC_STATUS(t->arena);
+    size_t total = 0;
+    for (size_t i = 0; i < nv; i++) {
+        off[i] = total;
+        nc[i] = perturbed[i] ? cr_test_flat_size(&vals[i]) : 0;
+        total += nc[i];
+    }
+    double *xs = alloc_doubles(t, total);
+    if (xs == NULL)
+        return CR__ALLOC_STATUS(t->arena);
+    for (size_t i = 0; i < nv; i++)
+        if (perturbed[i] && cr_test_flatten(&vals[i], xs + off[i], nc[i]) != CR_OK)
+            return CR_EINVAL;
+    e->t = t;
+    e->vals = vals;
+    e->perturbed = perturbed;
+    e->off = off;
+    e->nc = nc;
+    e->work = work;
+    *x = xs;
+    *n = total;
+    return CR_OK;
+}
+
+/* The distances (in the parameter t) tried when finite differences leave the domain. */
+static const double k_ranges[] = {0.0, 0.1, 1e-3};
+
+static cr_status fd_jvp(cr__tester *t, fd_env *e, const double *x, size_t n, const double *v,
+                        double *jv, double *err)
+{
+    double vmax = 0;
+    for (size_t i = 0; i < n; i++)
+        vmax = fmax(vmax, fabs(v[i]));
+    cr_status st = CR_EDOMAIN;
+    for (size_t r = 0; r < sizeof k_ranges / sizeof k_ranges[0] && st == CR_EDOMAIN; r++) {
+        cr_fd_opts fo = t->fdo;
+        if (k_ranges[r] > 0 && vmax > 0) {
+            double range = k_ranges[r] / vmax;
+            fo.max_range = fo.max_range > 0 ? fmin(fo.max_range, range) : range;
+            if (fo.step * (t->fdm.p) > fo.max_range)
+                fo.step = 0;
+        }
+        st = cr_fd_jvp(&t->fdm, &fo, fd_fn, e, x, n, v, e->m, t->arena, jv, err);
+    }
+    return st;
+}
+
+static cr_status fd_jtvp(cr__tester *t, fd_env *e, const double *x, size_t n, const double *ybar,
+                         double *jtv, double *err)
+{
+    cr_status st = CR_EDOMAIN;
+    for (size_t r = 0; r < sizeof k_ranges / sizeof k_ranges[0] && st == CR_EDOMAIN; r++) {
+        cr_fd_opts fo = t->fdo;
+        if (k_ranges[r] > 0) {
+            fo.max_range = fo.max_range > 0 ? fmin(fo.max_range, k_ranges[r]) : k_ranges[r];
+            if (fo.step * (t->fdm.p) > fo.max_range)
+                fo.step = 0;
+        }
+        st = cr_fd_jtvp(&t->fdm, &fo, fd_fn, e, x, n, ybar, e->m, t->arena, jtv, err);
+    }
+    return st;
+}
+
+/* ---- test_frule --------------------------------------------------------------------- */
+
+static bool primal_ok(cr__tester *t, const cr_value *vals, cr_value *y0, cr_status *st)
+{
+    *st = cr__eval_primal(t, vals, y0);
+    if (*st != CR_OK)
+        return false;
+    if (!cr__test_is_finite(y0)) {
+        *st = CR_EDOMAIN;
+        return false;
+    }
+    return true;
+}
+
+cr_status cr__run_frule(cr__tester *t, const cr_value *vals, const cr_tangent *dargs,
+                        const cr_tangent *acc)
+{
+    size_t nv = t->nargs + 1;
+    uint64_t *h = cr_arena_alloc(t->arena, 2 * nv * sizeof *h, _Alignof(uint64_t));
+    if (h == NULL)
+        return CR__ALLOC_STATUS(t->arena);
+    uint64_t *ht = h + nv;
+    hash_values(vals, nv, h);
+    for (size_t i = 0; i < nv; i++)
+        ht[i] = cr__test_hash_tangent(dargs[i], 0);
+
+    cr_value y0;
+    cr_status st;
+    if (!primal_ok(t, vals, &y0, &st))
+        return st;
+    /* The input tangents must fit their values (and a NotImplemented one cannot be used). */
+    for (size_t i = 0; i < nv; i++) {
+        size_t nc = cr_test_flat_size(&vals[i]);
+        double *tmp = alloc_doubles(t, nc);
+        if (tmp == NULL)
+            return CR__ALLOC_STATUS(t->arena);
+        char msg[200];
+        double imag = 0;
+        size_t ncomp = cr__test_ncomps(&vals[i]);
+        double *comps = alloc_doubles(t, ncomp);
+        if (comps == NULL)
+            return CR__ALLOC_STATUS(t->arena);
+        st = cr__test_expand(&vals[i], dargs[i], comps, ncomp, &imag, msg, sizeof msg);
+        if (st == CR_OK && imag > 0)
+            snprintf(msg, sizeof msg, "a complex tangent for a real value");
+        if (st != CR_OK || imag > 0) {
+            char lab[96];
+            arg_label(vals, i, lab, sizeof lab);
+            NOTE(t, CR_VERDICT_FAIL, HUGE_VAL, "frule: input tangents",
+                 "the input tangent of %s does not fit it: %s", lab,
+                 msg[0] ? msg : cr_status_name(st));
+            return is_alloc_error(st) ? st : CR_EINVAL;
+        }
+    }
+
+    cr_value y;
+    cr_tangent dy;
+    st = call_frule(t, vals, dargs, &y, &dy);
+    if (st == CR_NOTHING) {
+        char sig[160];
+        call_sig(vals, t->nargs, sig, sizeof sig);
+        NOTE(t, CR_VERDICT_FAIL, HUGE_VAL, "frule", "no frule applies to %s", sig);
+        return CR_ENORULE;
+    }
+    if (st != CR_OK)
+        return rule_error(t, "frule", "the frule", st);
+    check_unmutated(t, "frule: inputs not mutated", "the frule", vals, nv, h, dargs, nv, ht,
+                    "tangent");
+
+    st = compare_values(t, "frule: primal value", &y, &y0);
+    if (st != CR_OK)
+        return st;
+
+    cr_tangent a;
+    if (acc != NULL) {
+        a = *acc;
+    } else {
+        st = cr_rand_tangent(t->arena, &t->rng, &y0, &a);
+        if (st != CR_OK)
+            return st;
+    }
+    st = check_accum(t, "frule: add!! of the output tangent", &y0, a, dy);
+    if (st != CR_OK)
+        return st;
+
+    /* Finite differences: d/dt flatten(f(x + t ẋ)) over the arguments whose tangent is not
+     * NoTangent. */
+    bool *pert = cr_arena_calloc(t->arena, nv, sizeof *pert, _Alignof(bool));
+    if (pert == NULL)
+        return CR__ALLOC_STATUS(t->arena);
+    for (size_t i = 0; i < nv; i++)
+        pert[i] = dargs[i].tag != CR_TAN_NONE && cr_test_flat_size(&vals[i]) > 0;
+    fd_env e;
+    double *x;
+    size_t n;
+    st = fd_setup(t, vals, pert, &e, &x, &n);
+    if (st != CR_OK)
+        return st;
+    e.m = cr_test_flat_size(&y0);
+    cr_tangent ref = cr_tangent_zero();
+    double err = 0;
+    if (n > 0 && e.m > 0) {
+        double *v = alloc_doubles(t, n), *jv = alloc_doubles(t, e.m);
+        if (v == NULL || jv == NULL)
+            return CR__ALLOC_STATUS(t->arena);
+        for (size_t i = 0; i < nv; i++)
+            if (pert[i] &&
+                cr_test_tangent_flatten(&vals[i], dargs[i], v + e.off[i], e.nc[i]) != CR_OK)
+                return CR_EINVAL; /* checked above */
+        st = fd_jvp(t, &e, x, n, v, jv, &err);
+        if (st != CR_OK)
+            return st;
+        st = cr_test_tangent_unflatten(t->arena, &y0, jv, e.m, &ref);
+        if (st != CR_OK)
+            return st;
+    }
+    return compare_tangents(t, "frule: tangent of the output (vs finite differences)", &y0, dy, ref,
+                            NULL, err, t->rtol, t->atol);
+}
+
+/* ---- test_rrule --------------------------------------------------------------------- */
+
+typedef struct seed_env {
+    cr_tangent seed;
+} seed_env;
+
+static cr_status seed_thunk(cr_arena *arena, cr_tangent *out, void *env)
+{
+    (void)arena;
+    *out = ((seed_env *)env)->seed;
+    return CR_OK;
+}
+
+static bool tangent_is_zero_like(cr_tangent t)
+{
+    return t.tag == CR_TAN_ZERO || t.tag == CR_TAN_NONE;
+}
+
+cr_status cr__run_rrule(cr__tester *t, const cr_value *vals, const cr_tangent *ybar,
+                        const cr_tangent *accs)
+{
+    size_t nv = t->nargs + 1;
+    uint64_t *h = cr_arena_alloc(t->arena, nv * sizeof *h, _Alignof(uint64_t));
+    if (h == NULL)
+        return CR__ALLOC_STATUS(t->arena);
+    hash_values(vals, nv, h);
+
+    cr_value y0;
+    cr_status st;
+    if (!primal_ok(t, vals, &y0, &st))
+        return st;
+
+    cr_value y;
+    cr_pullback pb;
+    st = call_rrule(t, vals, &y, &pb);
+    if (st == CR_NOTHING) {
+        char sig[160];
+        call_sig(vals, t->nargs, sig, sizeof sig);
+        NOTE(t, CR_VERDICT_FAIL, HUGE_VAL, "rrule", "no rrule applies to %s", sig);
+        return CR_ENORULE;
+    }
+    if (st != CR_OK)
+        return rule_error(t, "rrule", "the rrule", st);
+    st = compare_values(t, "rrule: primal value", &y, &y0);
+    if (st != CR_OK)
+        return st;
+
+    cr_tangent yb;
+    if (ybar != NULL) {
+        yb = *ybar;
+    } else {
+        st = cr_rand_tangent(t->arena, &t->rng, &y0, &yb);
+        if (st != CR_OK)
+            return st;
+    }
+    uint64_t hy = cr__test_hash_tangent(yb, 0);
+
+    if (pb.nx != nv) {
+        NOTE(t, CR_VERDICT_FAIL, HUGE_VAL, "rrule: number of cotangents",
+             "the pullback %s returns %zu cotangents, expected %zu (one for self and one per "
+             "argument)",
+             pb.name ? pb.name : "(unnamed)", pb.nx, nv);
+        return CR_OK;
+    }
+    NOTE(t, CR_VERDICT_PASS, 0, "rrule: number of cotangents", "%s", "");
+    cr_tangent *dx = cr_arena_calloc(t->arena, 2 * nv, sizeof *dx, _Alignof(cr_tangent));
+    cr_tangent *acc = cr_arena_calloc(t->arena, nv, sizeof *acc, _Alignof(cr_tangent));
+    if (dx == NULL || acc == NULL)
+        return CR__ALLOC_STATUS(t->arena);
+    cr_tangent *dx2 = dx + nv;
+    st = cr_pullback_call(t->arena, &pb, &yb, dx, nv);
+    if (st != CR_OK)
+        return rule_error(t, "rrule: pullback", "the pullback", st);
+    check_unmutated(t, "rrule: inputs not mutated", "the rrule or its pullback", vals, nv, h, &yb,
+                    1, &hy, "seed (output cotangent)");
+
+    for (size_t i = 0; i < nv; i++) {
+        if (accs != NULL) {
+            acc[i] = accs[i];
+        } else {
+            st = cr_rand_tangent(t->arena, &t->rng, &vals[i], &acc[i]);
+            if (st != CR_OK)
+                return st;
+        }
+    }
+
+    /* Per argument: NoTangent for what cannot be perturbed; accumulation for the rest. */
+    bool *pert = cr_arena_calloc(t->arena, nv, sizeof *pert, _Alignof(bool));
+    if (pert == NULL)
+        return CR__ALLOC_STATUS(t->arena);
+    for (size_t i = 0; i < nv; i++) {
+        char lab[96], check[160];
+        arg_label(vals, i, lab, sizeof lab);
+        size_t nc = cr_test_flat_size(&vals[i]);
+        if (acc[i].tag == CR_TAN_NONE) {
+            if (nc > 0 || tangent_is_zero_like(yb))
+                continue; /* perturbable but not tested; or the engine answered for a zero */
+            snprintf(check, sizeof check, "rrule: cotangent of %s (not perturbable)", lab);
+            switch ((cr_tag)dx[i].tag) {
+            case CR_TAN_NONE:
+                NOTE(t, CR_VERDICT_PASS, 0, check, "%s", "");
+                break;
+            case CR_TAN_ZERO:
+                NOTE(t, CR_VERDICT_FAIL, HUGE_VAL, check,
+                     "the pullback should use NoTangent rather than ZeroTangent for "
+                     "non-perturbable arguments");
+                break;
+            case CR_TAN_NOTIMPL:
+                NOTE(t, CR_VERDICT_BROKEN, 0, check,
+                     "NotImplemented for an argument that cannot be perturbed (NoTangent would "
+                     "be right)");
+                break;
+            default:
+                NOTE(t, CR_VERDICT_FAIL, HUGE_VAL, check,
+                     "a %s cotangent for an argument that cannot be perturbed (expected "
+                     "NoTangent)",
+                     cr_tag_name((cr_tag)dx[i].tag));
+                break;
+            }
+            continue;
+        }
+        pert[i] = nc > 0;
+        snprintf(check, sizeof check, "rrule: add!! into the accumulator of %s", lab);
+        st = check_accum(t, check, &vals[i], acc[i], dx[i]);
+        if (st != CR_OK)
+            return st;
+    }
+
+    /* A thunked seed gives the same cotangents. */
+    if (!(t->o.flags & CR_TEST_NO_THUNK_CHECK) && !tangent_is_zero_like(yb)) {
+        seed_env *se = cr_arena_alloc(t->arena, sizeof *se, _Alignof(seed_env));
+        if (se == NULL)
+            return CR__ALLOC_STATUS(t->arena);
+        se->seed = yb;
+        cr_tangent th;
+        st = cr_tangent_thunk(t->arena, seed_thunk, se, "seed_thunk", &th);
+        if (st != CR_OK)
+            return st;
+        st = cr_pullback_call(t->arena, &pb, &th, dx2, nv);
+        if (st != CR_OK) {
+            st = rule_error(t, "rrule: pulling back a thunked seed", "the pullback", st);
+            if (st != CR_OK)
+                return st;
+        } else {
+            for (size_t i = 0; i < nv; i++) {
+                char lab[96], check[200];
+                arg_label(vals, i, lab, sizeof lab);
+                snprintf(check, sizeof check, "rrule: pulling back a thunked seed, cotangent of %s",
+                         lab);
+                bool n1 = dx[i].tag == CR_TAN_NONE, n2 = dx2[i].tag == CR_TAN_NONE;
+                bool i1 = dx[i].tag == CR_TAN_NOTIMPL, i2 = dx2[i].tag == CR_TAN_NOTIMPL;
+                if (n1 != n2 || i1 != i2) {
+                    NOTE(t, CR_VERDICT_FAIL, HUGE_VAL, check,
+                         "%s with the seed, %s with the thunked seed",
+                         cr_tag_name((cr_tag)dx[i].tag), cr_tag_name((cr_tag)dx2[i].tag));
+                    continue;
+                }
+                if (n1 || i1) {
+                    NOTE(t, CR_VERDICT_PASS, 0, check, "%s", "");
+                    continue;
+                }
+                st = compare_tangents(t, check, &vals[i], dx2[i], dx[i], NULL, 0, t->rtol, t->atol);
+                if (st != CR_OK)
+                    return st;
+            }
+        }
+    }
+
+    /* Finite differences: J' ȳ in coordinates, converted to natural cotangents. */
+    fd_env e;
+    double *x;
+    size_t n;
+    st = fd_setup(t, vals, pert, &e, &x, &n);
+    if (st != CR_OK)
+        return st;
+    if (n == 0)
+        return CR_OK;
+    e.m = cr_test_flat_size(&y0);
+    double *jtv = alloc_doubles(t, n), *err = alloc_doubles(t, n);
+    if (jtv == NULL || err == NULL)
+        return CR__ALLOC_STATUS(t->arena);
+    if (e.m > 0) {
+        double *yc = alloc_doubles(t, e.m);
+        if (yc == NULL)
+            return CR__ALLOC_STATUS(t->arena);
+        st = cr_test_cotangent_flatten(&y0, yb, yc, e.m);
+        if (st != CR_OK) {
+            NOTE(t, CR_VERDICT_FAIL, HUGE_VAL, "rrule: seed",
+                 "the seed (output cotangent) does not fit the output (%s)", cr_status_name(st));
+            return CR_EINVAL;
+        }
+        st = fd_jtvp(t, &e, x, n, yc, jtv, err);
+        if (st != CR_OK)
+            return st;
+    }
+    for (size_t i = 0; i < nv; i++) {
+        if (!pert[i])
+            continue;
+        size_t nc = e.nc[i];
+        double *w = alloc_doubles(t, nc), *c = jtv + e.off[i], *ce = err + e.off[i];
+        if (w == NULL)
+            return CR__ALLOC_STATUS(t->arena);
+        cr__test_weights(&vals[i], w, nc);
+        for (size_t k = 0; k < nc; k++) {
+            c[k] /= w[k];
+            ce[k] /= w[k];
+        }
+        cr_tangent ref, reft;
+        st = cr_test_tangent_unflatten(t->arena, &vals[i], c, nc, &ref);
+        if (st == CR_OK)
+            st = cr_test_tangent_unflatten(t->arena, &vals[i], ce, nc, &reft);
+        if (st != CR_OK)
+            return st;
+        size_t ncomp = cr__test_ncomps(&vals[i]);
+        double *ec = alloc_doubles(t, ncomp);
+        if (ec == NULL)
+            return CR__ALLOC_STATUS(t->arena);
+        st = cr__test_expand(&vals[i], reft, ec, ncomp, NULL, NULL, 0);
+        if (st != CR_OK)
+            return st;
+        char lab[96], check[200];
+        arg_label(vals, i, lab, sizeof lab);
+        snprintf(check, sizeof check, "rrule: cotangent of %s (vs finite differences)", lab);
+        st = compare_tangents(t, check, &vals[i], dx[i], ref, ec, 0, t->rtol, t->atol);
+        if (st != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+/* ---- The dot-product test ----------------------------------------------------------- */
+
+/* <a, b> over logical components, with Σ|a_k b_k| as its scale. */
+static cr_status dot_comps(cr__tester *t, const cr_value *tmpl, cr_tangent a, cr_tangent b,
+                           double *dot, double *scale)
+{
+    size_t n = cr__test_ncomps(tmpl);
+    double *x = alloc_doubles(t, n), *y = alloc_doubles(t, n);
+    if (x == NULL || y == NULL)
+        return CR__ALLOC_STATUS(t->arena);
+    cr_status st = cr__test_expand(tmpl, a, x, n, NULL, NULL, 0);
+    if (st == CR_OK)
+        st = cr__test_expand(tmpl, b, y, n, NULL, NULL, 0);
+    if (st != CR_OK)
+        return st;
+    for (size_t k = 0; k < n; k++) {
+        *dot += x[k] * y[k];
+        *scale += fabs(x[k] * y[k]);
+    }
+    return CR_OK;
+}
+
+cr_status cr__run_consistency(cr__tester *t, const cr_value *vals, const cr_tangent *dargs,
+                              const cr_tangent *ybar)
+{
+    static const char check[] = "frule/rrule agreement: <ȳ, J ẋ> = <Jᵀ ȳ, ẋ>";
+    size_t nv = t->nargs + 1;
+    cr_value y0;
+    cr_status st;
+    if (!primal_ok(t, vals, &y0, &st))
+        return st;
+    cr_tangent *xd = cr_arena_calloc(t->arena, 2 * nv, sizeof *xd, _Alignof(cr_tangent));
+    if (xd == NULL)
+        return CR__ALLOC_STATUS(t->arena);
+    cr_tangent *dx = xd + nv;
+    for (size_t i = 0; i < nv; i++) {
+        if (dargs != NULL) {
+            xd[i] = dargs[i];
+        } else {
+            st = cr_rand_tangent(t->arena, &t->rng, &vals[i], &xd[i]);
+            if (st != CR_OK)
+                return st;
+        }
+    }
+    cr_tangent yb;
+    if (ybar != NULL) {
+        yb = *ybar;
+    } else {
+        st = cr_rand_tangent(t->arena, &t->rng, &y0, &yb);
+        if (st != CR_OK)
+            return st;
+    }
+    cr_value y1, y2;
+    cr_tangent dy;
+    st = call_frule(t, vals, xd, &y1, &dy);
+    if (st == CR_NOTHING)
+        return CR_OK; /* nothing to compare */
+    if (st != CR_OK)
+        return rule_error(t, check, "the frule", st);
+    cr_pullback pb;
+    st = call_rrule(t, vals, &y2, &pb);
+    if (st == CR_NOTHING)
+        return CR_OK;
+    if (st != CR_OK)
+        return rule_error(t, check, "the rrule", st);
+    if (pb.nx != nv)
+        return CR_OK; /* reported by test_rrule */
+    st = cr_pullback_call(t->arena, &pb, &yb, dx, nv);
+    if (st != CR_OK)
+        return rule_error(t, check, "the pullback", st);
+
+    double lhs = 0, ls = 0, rhs = 0, rs = 0;
+    st = dot_comps(t, &y0, yb, dy, &lhs, &ls);
+    for (size_t i = 0; i < nv && st == CR_OK; i++)
+        if (xd[i].tag != CR_TAN_NONE)
+            st = dot_comps(t, &vals[i], dx[i], xd[i], &rhs, &rs);
+    if (st == CR_EUNIMPL) {
+        NOTE(t, CR_VERDICT_BROKEN, 0, check, "%s", "a tangent or cotangent is NotImplemented");
+        return CR_OK;
+    }
+    if (is_alloc_error(st))
+        return st;
+    if (st != CR_OK) {
+        NOTE(t, CR_VERDICT_FAIL, HUGE_VAL, check,
+             "a tangent or cotangent does not fit its value (%s)", cr_status_name(st));
+        return CR_OK;
+    }
+    double e = fabs(lhs - rhs), s = fmax(ls, rs);
+    double tol = fmax(t->atol, t->rtol * s);
+    double ratio = isnan(e) ? HUGE_VAL : (tol > 0 ? e / tol : (e > 0 ? HUGE_VAL : 0));
+    cr__test_errors(t->rep, isfinite(e) ? e : HUGE_VAL, s > t->atol ? e / s : 0);
+    if (ratio <= 1) {
+        NOTE(t, CR_VERDICT_PASS, ratio, check, "%s", "");
+        return CR_OK;
+    }
+    NOTE(t, verdict_of(t, ratio), ratio, check,
+         "<ȳ, frule(ẋ)> = %.17g but Σ <pullback(ȳ)ᵢ, ẋᵢ> = %.17g (error %.3g, tolerance "
+         "%.3g): the frule and the rrule disagree",
+         lhs, rhs, e, tol);
+    return CR_OK;
+}
+
+/* ---- test_scalar -------------------------------------------------------------------- */
+
+static bool scalar_kind(cr_kind k)
+{
+    return k == CR_KIND_F64 || k == CR_KIND_F32 || k == CR_KIND_C128 || k == CR_KIND_I64 ||
+           k == CR_KIND_I32 || k == CR_KIND_BOOL;
+}
+
+static bool float_kind(cr_kind k)
+{
+    return k == CR_KIND_F64 || k == CR_KIND_F32 || k == CR_KIND_C128;
+}
+
+/* A unit tangent (1 or i) of kind k. */
+static cr_tangent unit_of(cr_kind k, bool imag)
+{
+    if (k == CR_KIND_C128)
+        return cr_tangent_c128(imag ? (cr_complex)I : (cr_complex)1.0);
+    if (k == CR_KIND_F32)
+        return cr_tangent_f32(1.0f);
+    return cr_tangent_f64(1.0);
+}
+
+/* The frule's input tangents for a unit in argument j: ZeroTangent for the other floats,
+ * NoTangent for what cannot be perturbed. */
+static void unit_dargs(const cr_value *vals, size_t nv, size_t j, cr_tangent u, cr_tangent *d)
+{
+    for (size_t i = 0; i < nv; i++) {
+        if (cr_test_flat_size(&vals[i]) == 0)
+            d[i] = cr_tangent_none();
+        else
+            d[i] = i == j ? u : cr_tangent_zero();
+    }
+}
+
+/* One-output seed: u for output component i, ZeroTangent for the others. */
+static cr_status unit_seed(cr_arena *arena, const cr_value *y, size_t i, cr_tangent u,
+                           cr_tangent *out)
+{
+    if (y->kind != CR_KIND_STRUCT) {
+        *out = u;
+        return CR_OK;
+    }
+    const cr_type *type = y->u.obj.type;
+    cr_tangent *f =
+        cr_arena_calloc(arena, type->nfields ? type->nfields : 1, sizeof *f, _Alignof(cr_tangent));
+    if (f == NULL)
+        return CR__ALLOC_STATUS(arena);
+    f[i] = u;
+    *out = cr_tangent_struct_empty(type);
+    out->u.s.fields = f;
+    return CR_OK;
+}
+
+#define MAX_SCALAR_OUTPUTS 8
+
+cr_status cr__run_scalar(cr__tester *t, const cr_value *vals)
+{
+    size_t nv = t->nargs + 1;
+    cr_value y0;
+    cr_status st;
+    if (!primal_ok(t, vals, &y0, &st))
+        return st;
+    /* The outputs: a scalar, or the fields of a tuple of scalars. */
+    size_t nout = 1;
+    cr_kind okind[MAX_SCALAR_OUTPUTS];
+    if (y0.kind == CR_KIND_STRUCT) {
+        const cr_type *type = y0.u.obj.type;
+        if (type == NULL || type->nfields > MAX_SCALAR_OUTPUTS)
+            return CR_EINVAL;
+        nout = type->nfields;
+        for (size_t i = 0; i < nout; i++) {
+            if (!scalar_kind(type->fields[i].kind))
+                return CR_EINVAL;
+            okind[i] = type->fields[i].kind;
+        }
+    } else if (scalar_kind(y0.kind)) {
+        okind[0] = y0.kind;
+    } else {
+        return CR_EINVAL;
+    }
+
+    cr_tangent *d = cr_arena_calloc(t->arena, 2 * nv, sizeof *d, _Alignof(cr_tangent));
+    if (d == NULL)
+        return CR__ALLOC_STATUS(t->arena);
+    cr_tangent *d2 = d + nv;
+
+    /* Forward mode, one unit tangent at a time. */
+    for (size_t j = 1; j < nv && !t->no_frule; j++) {
+        if (!float_kind(vals[j].kind))
+            continue;
+        for (int im = 0; im <= (vals[j].kind == CR_KIND_C128); im++) {
+            snprintf(t->label, sizeof t->label, "ẋ%zu = %s; ", j, im ? "i" : "1");
+            unit_dargs(vals, nv, j, unit_of(vals[j].kind, im != 0), d);
+            st = cr__run_frule(t, vals, d, NULL);
+            if (st != CR_OK)
+                goto out;
+        }
+        if (vals[j].kind == CR_KIND_C128) {
+            /* A real tangent 1 and the complex 1 + 0i give the same tangent. */
+            t->label[0] = '\0';
+            char check[120];
+            snprintf(check, sizeof check, "frule: real tangent 1 vs complex 1+0i for argument %zu",
+                     j);
+            cr_value ya, yb;
+            cr_tangent da, db;
+            unit_dargs(vals, nv, j, cr_tangent_f64(1.0), d);
+            unit_dargs(vals, nv, j, cr_tangent_c128(1.0), d2);
+            st = call_frule(t, vals, d, &ya, &da);
+            if (st == CR_OK)
+                st = call_frule(t, vals, d2, &yb, &db);
+            if (st == CR_OK)
+                st = compare_tangents(t, check, &y0, da, db, NULL, 0, t->rtol, t->atol);
+            else if (st != CR_NOTHING)
+                st = rule_error(t, check, "the frule", st);
+            else
+                st = CR_OK;
+            if (st != CR_OK)
+                goto out;
+        }
+    }
+
+    /* Reverse mode, one unit seed at a time. */
+    for (size_t i = 0; i < nout && !t->no_rrule; i++) {
+        if (!float_kind(okind[i]))
+            continue;
+        for (int im = 0; im <= (okind[i] == CR_KIND_C128); im++) {
+            cr_tangent seed;
+            st = unit_seed(t->arena, &y0, i, unit_of(okind[i], im != 0), &seed);
+            if (st != CR_OK)
+                goto out;
+            if (nout > 1)
+                snprintf(t->label, sizeof t->label, "ȳ.%zu = %s; ", i + 1, im ? "i" : "1");
+            else
+                snprintf(t->label, sizeof t->label, "ȳ = %s; ", im ? "i" : "1");
+            st = cr__run_rrule(t, vals, &seed, NULL);
+            if (st != CR_OK)
+                goto out;
+        }
+        if (okind[i] == CR_KIND_C128) {
+            t->label[0] = '\0';
+            char check[120];
+            snprintf(check, sizeof check,
+                     "rrule: real seed 1 vs complex 1+0i for output component %zu", i + 1);
+            cr_tangent sa, sb;
+            st = unit_seed(t->arena, &y0, i, cr_tangent_f64(1.0), &sa);
+            if (st == CR_OK)
+                st = unit_seed(t->arena, &y0, i, cr_tangent_c128(1.0), &sb);
+            if (st != CR_OK)
+                goto out;
+            cr_value y;
+            cr_pullback pb;
+            st = call_rrule(t, vals, &y, &pb);
+            if (st == CR_OK && pb.nx == nv) {
+                st = cr_pullback_call(t->arena, &pb, &sa, d, nv);
+                if (st == CR_OK)
+                    st = cr_pullback_call(t->arena, &pb, &sb, d2, nv);
+                for (size_t k = 0; k < nv && st == CR_OK; k++) {
+                    if (d[k].tag == CR_TAN_NONE && d2[k].tag == CR_TAN_NONE)
+                        continue;
+                    st = compare_tangents(t, check, &vals[k], d[k], d2[k], NULL, 0, t->rtol,
+                                          t->atol);
+                }
+                if (st != CR_OK && !is_alloc_error(st))
+                    st = rule_error(t, check, "the pullback", st);
+            } else if (st != CR_OK && st != CR_NOTHING) {
+                st = rule_error(t, check, "the rrule", st);
+            } else {
+                st = CR_OK;
+            }
+            if (st != CR_OK)
+                goto out;
+        }
+    }
+
+    t->label[0] = '\0';
+    if (!t->no_frule && !t->no_rrule)
+        st = cr__run_consistency(t, vals, NULL, NULL);
+out:
+    t->label[0] = '\0';
+    return st;
+}
+
+/* ---- Non-differentiable declarations ------------------------------------------------ */
+
+cr_status cr__run_nondiff(cr__tester *t, const cr_value *vals)
+{
+    size_t nv = t->nargs + 1;
+    cr_value y0;
+    cr_status st;
+    if (!primal_ok(t, vals, &y0, &st))
+        return st;
+    cr_tangent *d = cr_arena_calloc(t->arena, nv, sizeof *d, _Alignof(cr_tangent));
+    if (d == NULL)
+        return CR__ALLOC_STATUS(t->arena);
+    for (size_t i = 0; i < nv; i++) {
+        st = cr_rand_tangent(t->arena, &t->rng, &vals[i], &d[i]);
+        if (st != CR_OK)
+            return st;
+    }
+    cr_value y;
+    cr_tangent dy;
+    st = call_frule(t, vals, d, &y, &dy);
+    if (st == CR_OK) {
+        st = compare_values(t, "frule: primal value", &y, &y0);
+        if (st != CR_OK)
+            return st;
+        if (dy.tag == CR_TAN_NONE)
+            NOTE(t, CR_VERDICT_PASS, 0, "frule: NoTangent output", "%s", "");
+        else
+            NOTE(t, CR_VERDICT_FAIL, HUGE_VAL, "frule: NoTangent output",
+                 "a non-differentiable function's frule gave a %s tangent",
+                 cr_tag_name((cr_tag)dy.tag));
+    } else if (st != CR_NOTHING) {
+        st = rule_error(t, "frule", "the frule", st);
+        if (st != CR_OK)
+            return st;
+    }
+    cr_pullback pb;
+    st = call_rrule(t, vals, &y, &pb);
+    if (st == CR_NOTHING)
+        return CR_OK;
+    if (st != CR_OK)
+        return rule_error(t, "rrule", "the rrule", st);
+    st = compare_values(t, "rrule: primal value", &y, &y0);
+    if (st != CR_OK)
+        return st;
+    if (pb.nx != nv) {
+        NOTE(t, CR_VERDICT_FAIL, HUGE_VAL, "rrule: number of cotangents",
+             "the pullback returns %zu cotangents, expected %zu", pb.nx, nv);
+        return CR_OK;
+    }
+    cr_tangent seed, *dx = cr_arena_calloc(t->arena, nv, sizeof *dx, _Alignof(cr_tangent));
+    if (dx == NULL)
+        return CR__ALLOC_STATUS(t->arena);
+    st = cr_rand_tangent(t->arena, &t->rng, &y0, &seed);
+    if (st != CR_OK)
+        return st;
+    if (tangent_is_zero_like(seed))
+        seed = cr_tangent_f64(1.0); /* make the pullback run: it ignores its seed */
+    st = pb.fn(&seed, dx, nv, t->arena, pb.env);
+    if (st != CR_OK)
+        return rule_error(t, "rrule: pullback", "the pullback", st);
+    for (size_t i = 0; i < nv; i++) {
+        char lab[96], check[160];
+        arg_label(vals, i, lab, sizeof lab);
+        snprintf(check, sizeof check, "rrule: NoTangent for %s", lab);
+        if (dx[i].tag == CR_TAN_NONE)
+            NOTE(t, CR_VERDICT_PASS, 0, check, "%s", "");
+        else
+            NOTE(t, CR_VERDICT_FAIL, HUGE_VAL, check,
+                 "a non-differentiable function's pullback gave a %s cotangent",
+                 cr_tag_name((cr_tag)dx[i].tag));
+    }
+    return CR_OK;
+}
+
+/* ---- Public entry points ------------------------------------------------------------ */
+
+typedef enum { T_FRULE, T_RRULE, T_CONSISTENCY, T_SCALAR } test_kind;
+
+static cr_status run_public(cr_arena *scratch, const cr_test_opts *opts, const cr_value *f,
+                            const cr_value *args, size_t nargs, cr_test_report *out, test_kind kind)
+{
+    if (out != NULL)
+        cr_test_report_init(out);
+    if (scratch == NULL || f == NULL || out == NULL || (nargs > 0 && args == NULL) ||
+        f->kind != CR_KIND_FUNC || f->u.func.fn == NULL) {
+        if (out != NULL)
+            cr__test_note(out, CR_VERDICT_FAIL, HUGE_VAL, "setup", "%s",
+                          "invalid arguments: need a scratch arena, a function value and a "
+                          "report");
+        return CR_EINVAL;
+    }
+    out->npoints = 1;
+    cr_arena_mark mark = cr_arena_get_mark(scratch);
+    cr_status st = CR_OK;
+    size_t nv = nargs + 1;
+    cr_value *vals = cr_arena_alloc(scratch, nv * sizeof *vals, _Alignof(cr_value));
+    if (vals == NULL) {
+        st = CR__ALLOC_STATUS(scratch);
+        goto done;
+    }
+    vals[0] = *f;
+    if (nargs > 0)
+        memcpy(vals + 1, args, nargs * sizeof *vals);
+    cr__tester t;
+    st = cr__tester_init(&t, scratch, opts, vals, nargs, out);
+    if (st != CR_OK)
+        goto done;
+    switch (kind) {
+    case T_FRULE: {
+        cr_tangent *d = cr_arena_calloc(scratch, nv, sizeof *d, _Alignof(cr_tangent));
+        if (d == NULL) {
+            st = CR__ALLOC_STATUS(scratch);
+            break;
+        }
+        for (size_t i = 0; i < nv && st == CR_OK; i++) {
+            if (t.o.input_tangents != NULL)
+                d[i] = t.o.input_tangents[i];
+            else
+                st = cr_rand_tangent(scratch, &t.rng, &vals[i], &d[i]);
+        }
+        if (st == CR_OK)
+            st = cr__run_frule(&t, vals, d, t.o.output_tangent);
+        break;
+    }
+    case T_RRULE:
+        st = cr__run_rrule(&t, vals, t.o.output_tangent, t.o.input_tangents);
+        break;
+    case T_CONSISTENCY:
+        st = cr__run_consistency(&t, vals, t.o.input_tangents, t.o.output_tangent);
+        break;
+    case T_SCALAR:
+        for (size_t i = 0; i < nargs; i++)
+            if (!scalar_kind(args[i].kind)) {
+                cr__test_note(out, CR_VERDICT_FAIL, HUGE_VAL, "setup",
+                              "test_scalar: argument %zu is a %s, not a scalar", i + 1,
+                              cr_kind_name(args[i].kind));
+                st = CR_EINVAL;
+                goto done;
+            }
+        st = cr__run_scalar(&t, vals);
+        if (st == CR_EINVAL && out->nchecks == 0)
+            cr__test_note(out, CR_VERDICT_FAIL, HUGE_VAL, "setup", "%s",
+                          "test_scalar: the output is not a scalar or a tuple of scalars");
+        break;
+    }
+    if (st == CR_EDOMAIN)
+        cr__test_note(out, CR_VERDICT_FAIL, HUGE_VAL, "setup", "%s",
+                      "could not test: the primal is not finite at this point, or finite "
+                      "differences could not stay in its domain");
+done:
+    cr_arena_rewind(scratch, mark);
+    return st;
+}
+
+cr_status cr_test_frule(cr_arena *scratch, const cr_test_opts *opts, const cr_value *f,
+                        const cr_value *args, size_t nargs, cr_test_report *out)
+{
+    return run_public(scratch, opts, f, args, nargs, out, T_FRULE);
+}
+
+cr_status cr_test_rrule(cr_arena *scratch, const cr_test_opts *opts, const cr_value *f,
+                        const cr_value *args, size_t nargs, cr_test_report *out)
+{
+    return run_public(scratch, opts, f, args, nargs, out, T_RRULE);
+}
+
+cr_status cr_test_consistency(cr_arena *scratch, const cr_test_opts *opts, const cr_value *f,
+                              const cr_value *args, size_t nargs, cr_test_report *out)
+{
+    return run_public(scratch, opts, f, args, nargs, out, T_CONSISTENCY);
+}
+
+cr_status cr_test_scalar(cr_arena *scratch, const cr_test_opts *opts, const cr_value *f,
+                         const cr_value *args, size_t nargs, cr_test_report *out)
+{
+    return run_public(scratch, opts, f, args, nargs, out, T_SCALAR);
+}
