@@ -23,6 +23,7 @@
 #include "chainrules/project.h"
 #include "chainrules/rule.h"
 #include "chainrules/rules_complex.h"
+#include "chainrules/rules_special.h"
 #include "chainrules/rules_math.h"
 #include "chainrules/scalar_rule.h"
 #include "chainrules/status.h"
