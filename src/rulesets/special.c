@@ -513,8 +513,11 @@ double cr_sf_beta(double a, double b)
 {
     if (isnan(a) || isnan(b))
         return NAN_D;
-    if (a > 0 && b > 0 && a + b < 170)
-        return tgamma(a) * tgamma(b) / tgamma(a + b);
+    /* Small arguments: the Gamma ratio (a few ulps). Otherwise exp(log B): tgamma loses
+     * up to 1e-14 at arguments of tens, while the error of exp(log B) is |log B| ulps, of
+     * the order of B's own condition number. */
+    if (a > 0 && b > 0 && a < 10 && b < 10)
+        return tgamma(fmin(a, b)) * (tgamma(fmax(a, b)) / tgamma(a + b));
     int s;
     double l = logabsbeta(a, b, &s);
     return s * exp(l);

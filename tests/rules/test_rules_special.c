@@ -1,9 +1,10 @@
 /*
  * Tests of the special-function rule family (rules_special.h): the primals against
  * tabulated values (computed to 60 digits with an arbitrary-precision library, each with
- * the tolerance the function is documented to meet), and every rule's frule and pullback
- * against finite differences of the primal (chainrules/fd.h), never against the
- * derivative formulas the rules use. Also: integer orders get NoTangent, gamma_inc's
+ * the tolerance the function is documented to meet) and, when the build has MPFR
+ * (CR_HAVE_MPFR), against 256-bit MPFR values over each function's range. Every rule's
+ * frule and pullback against finite differences of the primal (chainrules/fd.h), never
+ * against the derivative formulas the rules use. Also: integer orders get NoTangent, gamma_inc's
  * order gets a NotImplemented tangent (not an error), float arguments keep float.
  */
 #include <math.h>
@@ -313,6 +314,242 @@ static void test_primal_special_values(void **state)
     assert_true(fabs(p + q - 1) < 1e-15);
 }
 
+/* ---- Primals against MPFR (when the build has it) ------------------------------------------ */
+
+#ifdef CR_HAVE_MPFR
+#include <mpfr.h>
+
+/* 256 bits: far more than needed for the correctly rounded double of any value here. */
+#define MP_PREC 256
+
+/* A reference: y = f(a, b) to MP_PREC bits. */
+typedef void (*mp_fn)(mpfr_t y, double a, double b);
+
+static void mp_digamma(mpfr_t y, double a, double b)
+{
+    (void)b;
+    mpfr_set_d(y, a, MPFR_RNDN);
+    mpfr_digamma(y, y, MPFR_RNDN);
+}
+
+/* erf(y) = a, solved by Newton's method at 256 bits from the double result (quadratic
+ * convergence from 1e-16: three steps reach 1e-64 and beyond). */
+static void mp_erfinv_like(mpfr_t y, double a, bool complement, double start)
+{
+    mpfr_t f, d, t;
+    mpfr_inits2(MP_PREC, f, d, t, (mpfr_ptr)0);
+    mpfr_set_d(y, start, MPFR_RNDN);
+    for (int it = 0; it < 3; it++) {
+        if (complement)
+            mpfr_erfc(f, y, MPFR_RNDN);
+        else
+            mpfr_erf(f, y, MPFR_RNDN);
+        mpfr_sub_d(f, f, a, MPFR_RNDN);
+        /* f' = ±2/sqrt(pi) exp(-y²) */
+        mpfr_sqr(t, y, MPFR_RNDN);
+        mpfr_neg(t, t, MPFR_RNDN);
+        mpfr_exp(d, t, MPFR_RNDN);
+        mpfr_const_pi(t, MPFR_RNDN);
+        mpfr_sqrt(t, t, MPFR_RNDN);
+        mpfr_div(d, d, t, MPFR_RNDN);
+        mpfr_mul_ui(d, d, 2, MPFR_RNDN);
+        if (complement)
+            mpfr_neg(d, d, MPFR_RNDN);
+        mpfr_div(f, f, d, MPFR_RNDN);
+        mpfr_sub(y, y, f, MPFR_RNDN);
+    }
+    mpfr_clears(f, d, t, (mpfr_ptr)0);
+}
+
+static void mp_erfinv(mpfr_t y, double a, double b)
+{
+    (void)b;
+    mp_erfinv_like(y, a, false, cr_sf_erfinv(a));
+}
+
+static void mp_erfcinv(mpfr_t y, double a, double b)
+{
+    (void)b;
+    mp_erfinv_like(y, a, true, cr_sf_erfcinv(a));
+}
+
+static void mp_erfcx(mpfr_t y, double a, double b)
+{
+    (void)b;
+    mpfr_t t;
+    mpfr_init2(t, MP_PREC);
+    mpfr_set_d(t, a, MPFR_RNDN);
+    mpfr_erfc(y, t, MPFR_RNDN);
+    mpfr_sqr(t, t, MPFR_RNDN);
+    mpfr_exp(t, t, MPFR_RNDN);
+    mpfr_mul(y, y, t, MPFR_RNDN);
+    mpfr_clear(t);
+}
+
+static void mp_logerfc(mpfr_t y, double a, double b)
+{
+    (void)b;
+    mpfr_set_d(y, a, MPFR_RNDN);
+    mpfr_erfc(y, y, MPFR_RNDN);
+    mpfr_log(y, y, MPFR_RNDN);
+}
+
+static void mp_beta(mpfr_t y, double a, double b)
+{
+    mpfr_t t;
+    mpfr_init2(t, MP_PREC);
+    mpfr_set_d(y, a, MPFR_RNDN);
+    mpfr_set_d(t, b, MPFR_RNDN);
+    mpfr_beta(y, y, t, MPFR_RNDN);
+    mpfr_clear(t);
+}
+
+static void mp_logbeta(mpfr_t y, double a, double b)
+{
+    mp_beta(y, a, b);
+    mpfr_abs(y, y, MPFR_RNDN);
+    mpfr_log(y, y, MPFR_RNDN);
+}
+
+static void mp_loggamma(mpfr_t y, double a, double b)
+{
+    (void)b;
+    mpfr_set_d(y, a, MPFR_RNDN);
+    mpfr_lngamma(y, y, MPFR_RNDN);
+}
+
+/* Q(a, x) = Gamma(a, x) / Gamma(a); P = 1 - Q (at 256 bits, exact enough for P > 1e-60). */
+static void mp_gamma_q(mpfr_t y, double a, double x)
+{
+    mpfr_t t, u;
+    mpfr_inits2(MP_PREC, t, u, (mpfr_ptr)0);
+    mpfr_set_d(t, a, MPFR_RNDN);
+    mpfr_set_d(u, x, MPFR_RNDN);
+    mpfr_gamma_inc(y, t, u, MPFR_RNDN);
+    mpfr_gamma(t, t, MPFR_RNDN);
+    mpfr_div(y, y, t, MPFR_RNDN);
+    mpfr_clears(t, u, (mpfr_ptr)0);
+}
+
+static void mp_gamma_p(mpfr_t y, double a, double x)
+{
+    mp_gamma_q(y, a, x);
+    mpfr_ui_sub(y, 1, y, MPFR_RNDN);
+}
+
+/* E1(x) = -Ei(-x) (mpfr_eint of a negative argument is -E1 of its opposite). */
+static void mp_expint(mpfr_t y, double a, double b)
+{
+    (void)b;
+    mpfr_set_d(y, -a, MPFR_RNDN);
+    mpfr_eint(y, y, MPFR_RNDN);
+    mpfr_neg(y, y, MPFR_RNDN);
+}
+
+static void mp_j0(mpfr_t y, double a, double b)
+{
+    (void)b;
+    mpfr_set_d(y, a, MPFR_RNDN);
+    mpfr_j0(y, y, MPFR_RNDN);
+}
+
+static void mp_y1(mpfr_t y, double a, double b)
+{
+    (void)b;
+    mpfr_set_d(y, a, MPFR_RNDN);
+    mpfr_y1(y, y, MPFR_RNDN);
+}
+
+static void mp_jn(mpfr_t y, double a, double b)
+{
+    mpfr_set_d(y, b, MPFR_RNDN);
+    mpfr_jn(y, (long)a, y, MPFR_RNDN);
+}
+
+static void mp_yn(mpfr_t y, double a, double b)
+{
+    mpfr_set_d(y, b, MPFR_RNDN);
+    mpfr_yn(y, (long)a, y, MPFR_RNDN);
+}
+
+/* Deterministic points: uniform in [lo, hi], or log-uniform when log_scale. */
+static double sweep_point(uint64_t *s, double lo, double hi, bool log_scale)
+{
+    *s = *s * 6364136223846793005u + 1442695040888963407u;
+    double u = (double)(*s >> 11) * 0x1.0p-53;
+    return log_scale ? exp(log(lo) + u * (log(hi) - log(lo))) : lo + u * (hi - lo);
+}
+
+typedef struct sweep {
+    const char *fn;   /* name for eval_named */
+    mp_fn ref;
+    double lo[2], hi[2];
+    bool log_scale[2];
+    int int_first;    /* the first argument is an integer order */
+    double rtol;      /* bound on |v - r| / max(|r|, floor) */
+    double floor;     /* where absolute error takes over (zeros of the function) */
+    int npoints;      /* 0: 150 */
+} sweep;
+
+static void test_primals_mpfr(void **state)
+{
+    (void)state;
+    static const sweep sweeps[] = {
+        {"digamma", mp_digamma, {1e-6, 0}, {1e6, 0}, {true, false}, 0, 6e-15, 0, 0},
+        {"digamma", mp_digamma, {1.2, 0}, {1.7, 0}, {false, false}, 0, 6e-15, 0, 0},
+        {"digamma", mp_digamma, {-20, 0}, {0, 0}, {false, false}, 0, 4e-15, 1, 0},
+        {"erfinv", mp_erfinv, {-1, 0}, {1, 0}, {false, false}, 0, 6e-16, 0, 0},
+        {"erfcinv", mp_erfcinv, {1e-300, 0}, {2, 0}, {true, false}, 0, 6e-16, 0, 0},
+        {"erfcx", mp_erfcx, {-26, 0}, {40, 0}, {false, false}, 0, 6e-16, 0, 0},
+        {"erfcx", mp_erfcx, {1e-3, 0}, {1e8, 0}, {true, false}, 0, 6e-16, 0, 0},
+        {"logerfc", mp_logerfc, {-10, 0}, {40, 0}, {false, false}, 0, 6e-16, 0, 0},
+        {"beta", mp_beta, {0.01, 0.01}, {60, 60}, {true, true}, 0, 2e-14, 0, 0},
+        {"logbeta", mp_logbeta, {1e-3, 1e-3}, {1e5, 1e5}, {true, true}, 0, 4e-15, 1, 0},
+        {"loggamma", mp_loggamma, {1e-6, 0}, {1e6, 0}, {true, false}, 0, 6e-16, 1, 0},
+        {"gamma_inc_q", mp_gamma_q, {0.05, 0.01}, {60, 80}, {true, true}, 0, 3e-14, 0, 50},
+        {"gamma_inc_p", mp_gamma_p, {0.05, 0.01}, {60, 80}, {true, true}, 0, 3e-14, 1e-60, 50},
+        {"expint", mp_expint, {1e-8, 0}, {700, 0}, {true, false}, 0, 3e-15, 0, 0},
+        {"j0", mp_j0, {-60, 0}, {60, 0}, {false, false}, 0, 2e-15, 0.05, 0},
+        {"y1", mp_y1, {0.01, 0}, {60, 0}, {true, false}, 0, 2e-15, 0.05, 0},
+        {"jn", mp_jn, {-4, 0.01}, {12, 40}, {false, false}, 1, 4e-14, 0.05, 0},
+        {"yn", mp_yn, {0, 0.5}, {12, 40}, {false, false}, 1, 4e-14, 0.05, 0},
+    };
+    mpfr_t r;
+    mpfr_init2(r, MP_PREC);
+    int bad = 0;
+    for (size_t i = 0; i < NELEM(sweeps); i++) {
+        const sweep *sw = &sweeps[i];
+        uint64_t seed = 12345 + i;
+        double worst = 0, wa = 0, wb = 0;
+        for (int k = 0; k < (sw->npoints ? sw->npoints : 150); k++) {
+            double a = sweep_point(&seed, sw->lo[0], sw->hi[0], sw->log_scale[0]);
+            double b = sweep_point(&seed, sw->lo[1], sw->hi[1], sw->log_scale[1]);
+            if (sw->int_first)
+                a = nearbyint(a);
+            sw->ref(r, a, b);
+            double want = mpfr_get_d(r, MPFR_RNDN);
+            if (!strcmp(sw->fn, "gamma_inc_p") && fabs(want) < sw->floor)
+                continue; /* 1 - Q at 256 bits is not a reference below that */
+            double v = eval_named(sw->fn, a, b);
+            double floor = strcmp(sw->fn, "gamma_inc_p") ? sw->floor : 0;
+            double e = v == want ? 0 : fabs(v - want) / fmax(fabs(want), floor);
+            if (!(e <= worst)) {
+                worst = e;
+                wa = a;
+                wb = b;
+            }
+        }
+        print_message("MPFR %-12s max error %.3g at (%.17g, %.17g) [bound %.3g]\n", sw->fn, worst,
+                      wa, wb, sw->rtol);
+        if (!(worst <= sw->rtol))
+            bad++;
+    }
+    mpfr_clear(r);
+    mpfr_free_cache();
+    assert_int_equal(bad, 0);
+}
+#endif /* CR_HAVE_MPFR */
+
 /* ---- Derivatives against finite differences ---------------------------------------------- */
 
 /* A real function of one variable for the FD engine: the primal in argument k, the other
@@ -511,7 +748,7 @@ static void check_order(fixture *fx, const cr_value *f, double (*prim)(int, doub
                         const char *name, int n, double x, double range)
 {
     fd_env e = {.kind = 2, .fo = prim, .n = n, .args = {0, x}};
-    double tol[2] = {0, 0}, d[2] = {NAN, 0};
+    double tol[2] = {0, 0}, d[2] = {(double)NAN, 0};
     d[1] = fd_partial(&e, 1, range, &tol[1]);
     cr_value args[2] = {cr_value_i64(n), cr_value_f64(x)};
     char what[100];
@@ -691,6 +928,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_primals_tabulated),
         cmocka_unit_test(test_primal_special_values),
+#ifdef CR_HAVE_MPFR
+        cmocka_unit_test(test_primals_mpfr),
+#endif
         cmocka_unit_test_setup_teardown(test_digamma_family, setup, teardown),
         cmocka_unit_test_setup_teardown(test_error_functions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_expint, setup, teardown),
