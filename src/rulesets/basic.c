@@ -1,7 +1,8 @@
 /*
- * Basic scalar rules: arithmetic operators, sin, cos, exp, log, sqrt, asin, sincos, and
- * ignore_derivatives. Each function is one row of the scalar-rule table; the frule, rrule,
- * partials and test registration all come from that row.
+ * Basic scalar rules: the arithmetic operators and Julia Base's arithmetic extras (inv,
+ * sign, muladd, identity, clamp, min, max, x^2, x^3, evalpoly), and
+ * ignore_derivatives. Each function but evalpoly is one row of the scalar-rule table; the
+ * frule, rrule, partials and test registration all come from that row.
  */
 #include <chainrules/rules_math.h>
 
@@ -12,85 +13,430 @@
     static const cr_function NAME##_function = CR_SCALAR_FUNCTION(STR, NAME##_row, NIN);   \
     const cr_value cr_fn_##NAME = {.kind = CR_KIND_FUNC, .u.func = {&NAME##_function, NULL}};
 
+/* Number of points of a hard-point array of NIN coordinates each. */
+#define NPTS(PTS, NIN) (sizeof(PTS) / sizeof(PTS)[0] / (NIN))
+
+/* The test registration of row NAME from NAME_lo, NAME_hi and NAME_pts (see math.c). */
+#define TESTREG(NAME)                                                                      \
+    .test = {.lo = NAME##_lo,                                                              \
+             .hi = NAME##_hi,                                                              \
+             .npoints = sizeof NAME##_pts / sizeof NAME##_pts[0] / NAME##_nin,             \
+             .points = NAME##_pts}
+
+static const double k_box2_lo[] = {-3, -3}, k_box2_hi[] = {3, 3};
+
 /* x + y: ∂/∂x = 1, ∂/∂y = 1 */
+static const double add_pts[] = {1e-300, -1e-300};
 CR_SCALAR_EVALS(add, 2, 1, Y[0] = x[0] + x[1], D[0] = 1; D[1] = 1)
-static const cr_scalar_rule add_row = CR_SCALAR_ROW(add);
+static const cr_scalar_rule add_row = CR_SCALAR_ROW_EX(
+    add, .test = {.lo = k_box2_lo, .hi = k_box2_hi, .npoints = NPTS(add_pts, 2), .points = add_pts});
 DEFINE_FN(add, "+", 2)
 
 /* x - y: ∂/∂x = 1, ∂/∂y = -1 */
+static const double sub_pts[] = {1e-300, 1e-300};
 CR_SCALAR_EVALS(sub, 2, 1, Y[0] = x[0] - x[1], D[0] = 1; D[1] = -1)
-static const cr_scalar_rule sub_row = CR_SCALAR_ROW(sub);
+static const cr_scalar_rule sub_row = CR_SCALAR_ROW_EX(
+    sub, .test = {.lo = k_box2_lo, .hi = k_box2_hi, .npoints = NPTS(sub_pts, 2), .points = sub_pts});
 DEFINE_FN(sub, "-", 2)
 
 /* x * y: ∂/∂x = y, ∂/∂y = x */
+static const double mul_pts[] = {1e-300, 1e300};
 CR_SCALAR_EVALS(mul, 2, 1, Y[0] = x[0] * x[1], D[0] = x[1]; D[1] = x[0])
-static const cr_scalar_rule mul_row = CR_SCALAR_ROW(mul);
+static const cr_scalar_rule mul_row = CR_SCALAR_ROW_EX(
+    mul, .test = {.lo = k_box2_lo, .hi = k_box2_hi, .npoints = NPTS(mul_pts, 2), .points = mul_pts});
 DEFINE_FN(mul, "*", 2)
 
 /* x / y: ∂/∂x = 1/y, ∂/∂y = -Ω/y */
+static const double div_lo[] = {-3, 0.2}, div_hi[] = {3, 3};
+static const double div_pts[] = {1e-300, 1e300, 1, -3};
 CR_SCALAR_EVALS(div, 2, 1, Y[0] = x[0] / x[1], D[0] = 1 / x[1]; D[1] = -Y[0] / x[1])
-static const cr_scalar_rule div_row = CR_SCALAR_ROW(div);
+static const cr_scalar_rule div_row =
+    CR_SCALAR_ROW_EX(div, TESTREG(div), .notes = "y != 0");
 DEFINE_FN(div, "/", 2)
 
 /* -x: ∂/∂x = -1 */
+static const double k_box1_lo[] = {-3}, k_box1_hi[] = {3};
+static const double neg_pts[] = {1e300, -1e-300};
 CR_SCALAR_EVALS(neg, 1, 1, Y[0] = -x[0], D[0] = -1)
-static const cr_scalar_rule neg_row = CR_SCALAR_ROW(neg);
+static const cr_scalar_rule neg_row = CR_SCALAR_ROW_EX(
+    neg, .test = {.lo = k_box1_lo, .hi = k_box1_hi, .npoints = NPTS(neg_pts, 1), .points = neg_pts});
 DEFINE_FN(neg, "neg", 1)
 
-/* sin(x): cos(x) */
-CR_SCALAR_EVALS(sin, 1, 1, Y[0] = sin(x[0]), D[0] = cos(x[0]))
-static const cr_scalar_rule sin_row = CR_SCALAR_ROW(sin);
-DEFINE_FN(sin, "sin", 1)
+/* identity(x) = x: 1 */
+static const double identity_pts[] = {1e300, -1e-300};
+CR_SCALAR_EVALS(identity, 1, 1, Y[0] = x[0], D[0] = 1)
+static const cr_scalar_rule identity_row = CR_SCALAR_ROW_EX(
+    identity, .test = {.lo = k_box1_lo, .hi = k_box1_hi, .npoints = NPTS(identity_pts, 1), .points = identity_pts});
+DEFINE_FN(identity, "identity", 1)
 
-/* cos(x): -sin(x) */
-CR_SCALAR_EVALS(cos, 1, 1, Y[0] = cos(x[0]), D[0] = -sin(x[0]))
-static const cr_scalar_rule cos_row = CR_SCALAR_ROW(cos);
-DEFINE_FN(cos, "cos", 1)
+/* inv(x) = 1/x: -Ω² */
+static const double inv_lo[] = {0.2}, inv_hi[] = {3};
+static const double inv_pts[] = {-1e150, 1e300, -3};
+CR_SCALAR_EVALS(inv, 1, 1, Y[0] = 1 / x[0], D[0] = -(Y[0] * Y[0]))
+static const cr_scalar_rule inv_row =
+    CR_SCALAR_ROW_EX(inv, TESTREG(inv), .notes = "x != 0");
+DEFINE_FN(inv, "inv", 1)
 
-/* exp(x): Ω */
-CR_SCALAR_EVALS(exp, 1, 1, Y[0] = exp(x[0]), D[0] = Y[0])
-static const cr_scalar_rule exp_row = CR_SCALAR_ROW(exp);
-DEFINE_FN(exp, "exp", 1)
+/* square(x) = x^2 (Julia's literal x^2): 2x */
+static const double square_pts[] = {1e150, -1e-150, 3};
+CR_SCALAR_EVALS(square, 1, 1, Y[0] = x[0] * x[0], D[0] = 2 * x[0])
+static const cr_scalar_rule square_row = CR_SCALAR_ROW_EX(
+    square, .test = {.lo = k_box1_lo, .hi = k_box1_hi, .npoints = NPTS(square_pts, 1), .points = square_pts},
+    .notes = "Julia's x^2 (Base.literal_pow)");
+DEFINE_FN(square, "square", 1)
 
-/* log(x): 1/x (domain x > 0 for real x) */
-static const double k_pos_lo[] = {0.05}, k_pos_hi[] = {4.0};
-CR_SCALAR_EVALS(log, 1, 1, Y[0] = log(x[0]), D[0] = 1 / x[0])
-static const cr_scalar_rule log_row =
-    CR_SCALAR_ROW_EX(log, .test = {.lo = k_pos_lo, .hi = k_pos_hi}, .notes = "x > 0");
-DEFINE_FN(log, "log", 1)
+/* cube(x) = x^3 (Julia's literal x^3): 3x² */
+static const double cube_pts[] = {1e100, -1e-100, 3};
+CR_SCALAR_EVALS(cube, 1, 1, T x2_ = x[0] * x[0]; Y[0] = x2_ * x[0], D[0] = 3 * (x[0] * x[0]))
+static const cr_scalar_rule cube_row = CR_SCALAR_ROW_EX(
+    cube, .test = {.lo = k_box1_lo, .hi = k_box1_hi, .npoints = NPTS(cube_pts, 1), .points = cube_pts},
+    .notes = "Julia's x^3 (Base.literal_pow)");
+DEFINE_FN(cube, "cube", 1)
 
-/* sqrt(x): 1/(2Ω); +inf at x = +0 */
-CR_SCALAR_EVALS(sqrt, 1, 1, Y[0] = sqrt(x[0]), D[0] = 1 / (2 * Y[0]))
-static const cr_scalar_rule sqrt_row =
-    CR_SCALAR_ROW_EX(sqrt, .test = {.lo = k_pos_lo, .hi = k_pos_hi},
-                  .notes = "x >= 0; the derivative at +0 is +inf");
-DEFINE_FN(sqrt, "sqrt", 1)
+/* sign(x) (Julia: ±1, ±0 at ±0, NaN at NaN): 0, also at 0 (ChainRules) */
+static const double sign_lo[] = {0.2}, sign_hi[] = {3};
+static const double sign_pts[] = {-2, -1e300};
+CR_SCALAR_EVALS_REAL(sign, 1, 1, Y[0] = x[0] > 0 ? 1 : x[0] < 0 ? -1 : x[0], D[0] = 0)
+static const cr_scalar_rule sign_row = CR_SCALAR_ROW_REAL_EX(
+    sign, TESTREG(sign), .notes = "derivative 0 everywhere, the jump at 0 included (ChainRules)");
+DEFINE_FN(sign, "sign", 1)
 
-/* asin(x): 1/sqrt((1-x)(1+x)); the product form keeps accuracy near |x| = 1 where
- * 1 - x*x cancels. */
-static const double k_unit_lo[] = {-0.99}, k_unit_hi[] = {0.99};
-CR_SCALAR_EVALS(asin, 1, 1, Y[0] = asin(x[0]), D[0] = 1 / sqrt((1 - x[0]) * (1 + x[0])))
-static const cr_scalar_rule asin_row =
-    CR_SCALAR_ROW_EX(asin, .test = {.lo = k_unit_lo, .hi = k_unit_hi},
-                  .notes = "-1 < x < 1 for real x");
-DEFINE_FN(asin, "asin", 1)
+/* muladd(x, y, z) = xy + z: (y, x, 1) */
+static const double k_box3_lo[] = {-3, -3, -3}, k_box3_hi[] = {3, 3, 3};
+static const double muladd_pts[] = {1e-300, 1e-300, 1e-310};
+CR_SCALAR_EVALS(muladd, 3, 1, Y[0] = x[0] * x[1] + x[2], D[0] = x[1]; D[1] = x[0]; D[2] = 1)
+static const cr_scalar_rule muladd_row = CR_SCALAR_ROW_EX(
+    muladd, .test = {.lo = k_box3_lo, .hi = k_box3_hi, .npoints = NPTS(muladd_pts, 3), .points = muladd_pts});
+DEFINE_FN(muladd, "muladd", 3)
 
-/* sincos(x) = (sin x, cos x): partials (cos x, -sin x) */
-CR_SCALAR_EVALS(sincos, 1, 2, Y[0] = sin(x[0]); Y[1] = cos(x[0]), D[0] = Y[1]; D[1] = -Y[0])
-static const cr_scalar_rule sincos_row = CR_SCALAR_ROW(sincos);
-DEFINE_FN(sincos, "sincos", 1)
+/* clamp(x, lo, hi) (Julia): (1, 0, 0) inside, (0, 1, 0) below lo, (0, 0, 1) above hi; at
+ * x == lo or x == hi the derivative goes to x (ChainRules) */
+static const double clamp_lo[] = {-1, -3, 2}, clamp_hi[] = {1, -2, 3};
+static const double clamp_pts[] = {-2.5, -2, 2, 2.5, -2, 2, 1e-300, -1, 1};
+CR_SCALAR_EVALS_REAL(clamp, 3, 1, Y[0] = x[0] > x[2] ? x[2] : x[0] < x[1] ? x[1] : x[0],
+                     D[1] = x[0] < x[1]; D[2] = x[2] < x[0]; D[0] = !(D[1] != 0 || D[2] != 0))
+static const cr_scalar_rule clamp_row = CR_SCALAR_ROW_REAL_EX(
+    clamp, TESTREG(clamp),
+    .notes = "at x == lo or x == hi the derivative goes to x: (1, 0, 0) (ChainRules)");
+DEFINE_FN(clamp, "clamp", 3)
+
+/* max(x, y) (Julia: NaN if either is NaN, max(-0.0, 0.0) = 0.0): (x > y, !(x > y)) */
+static const double max_lo[] = {0.5, -2}, max_hi[] = {2, 0};
+static const double max_pts[] = {1, 2, 3, -1};
+CR_SCALAR_EVALS_REAL(max, 2, 1,
+                     Y[0] = isnan(x[0]) || isnan(x[1]) ? x[0] + x[1]
+                            : (x[1] > x[0] || (signbit(x[1]) == 0 && signbit(x[0]) != 0))
+                                ? x[1]
+                                : x[0],
+                     D[0] = x[0] > x[1]; D[1] = !(x[0] > x[1]))
+static const cr_scalar_rule max_row = CR_SCALAR_ROW_REAL_EX(
+    max, TESTREG(max),
+    .notes = "tie x == y: (0, 1) (ChainRules); NaN arguments give NaN and the partials of the "
+             "comparison, (0, 1)");
+DEFINE_FN(max, "max", 2)
+
+/* min(x, y) (Julia: NaN if either is NaN, min(-0.0, 0.0) = -0.0): (!(x > y), x > y) */
+static const double min_lo[] = {-2, 0.5}, min_hi[] = {0, 2};
+static const double min_pts[] = {1, 2, 3, -1, -1e300, 1e300};
+CR_SCALAR_EVALS_REAL(min, 2, 1,
+                     Y[0] = isnan(x[0]) || isnan(x[1]) ? x[0] + x[1]
+                            : (x[1] < x[0] || (signbit(x[1]) != 0 && signbit(x[0]) == 0))
+                                ? x[1]
+                                : x[0],
+                     D[0] = !(x[0] > x[1]); D[1] = x[0] > x[1])
+static const cr_scalar_rule min_row = CR_SCALAR_ROW_REAL_EX(
+    min, TESTREG(min),
+    .notes = "tie x == y: (1, 0) (ChainRules); NaN arguments give NaN and the partials of the "
+             "comparison, (1, 0)");
+DEFINE_FN(min, "min", 2)
 
 const cr_value cr_fn_ignore_derivatives = {
     .kind = CR_KIND_FUNC, .u.func = {&cr_function_ignore_derivatives, NULL}};
+
+/* ---- evalpoly(x, c0, c1, ..., c_{n-1}) = c0 + c1 x + ... + c_{n-1} x^(n-1) ---------------- */
+
+/*
+ * Julia's evalpoly(x, (c0, c1, ...)), with the coefficients as trailing arguments. Horner's
+ * scheme gives p(x) and p'(x) together; ∂/∂c_i = x^i. Arguments promote as in rows
+ * (f32 < f64 < c128; integers join any float type and get NoTangent); for complex
+ * arguments the pullback multiplies by the conjugates (holomorphic in every argument).
+ */
+typedef enum { EP_F32, EP_F64, EP_C128 } ep_type;
+
+static bool ep_promote(const cr_value *args, size_t n, ep_type *t)
+{
+    bool c = false, d = false, s = false;
+    for (size_t i = 0; i < n; i++) {
+        switch (args[i].kind) {
+        case CR_KIND_C128:
+            c = true;
+            break;
+        case CR_KIND_F64:
+            d = true;
+            break;
+        case CR_KIND_F32:
+            s = true;
+            break;
+        case CR_KIND_I64:
+        case CR_KIND_I32:
+        case CR_KIND_BOOL:
+            break;
+        default:
+            return false;
+        }
+    }
+    *t = c ? EP_C128 : (s && !d) ? EP_F32 : EP_F64;
+    return true;
+}
+
+static cr_complex ep_value(const cr_value *v)
+{
+    switch (v->kind) {
+    case CR_KIND_F64:
+        return v->u.f64;
+    case CR_KIND_F32:
+        return (double)v->u.f32;
+    case CR_KIND_C128:
+        return v->u.c128;
+    case CR_KIND_I64:
+    case CR_KIND_I32:
+        return (double)v->u.i64;
+    case CR_KIND_BOOL:
+        return v->u.b ? 1.0 : 0.0;
+    default:
+        return 0.0;
+    }
+}
+
+/* p(x) and p'(x) by Horner's scheme, in the arithmetic of type t. */
+static void ep_horner(ep_type t, const cr_value *args, size_t n, cr_complex *p, cr_complex *dp)
+{
+    const cr_value *c = args + 1;
+    size_t m = n - 1;
+    switch (t) {
+    case EP_F32: {
+        float x = (float)creal(ep_value(&args[0])), y = (float)creal(ep_value(&c[m - 1])), d = 0;
+        for (size_t i = m - 1; i-- > 0;) {
+            d = d * x + y;
+            y = y * x + (float)creal(ep_value(&c[i]));
+        }
+        *p = (double)y;
+        *dp = (double)d;
+        break;
+    }
+    case EP_F64: {
+        double x = creal(ep_value(&args[0])), y = creal(ep_value(&c[m - 1])), d = 0;
+        for (size_t i = m - 1; i-- > 0;) {
+            d = d * x + y;
+            y = y * x + creal(ep_value(&c[i]));
+        }
+        *p = y;
+        *dp = d;
+        break;
+    }
+    case EP_C128: {
+        cr_complex x = ep_value(&args[0]), y = ep_value(&c[m - 1]), d = 0;
+        for (size_t i = m - 1; i-- > 0;) {
+            d = d * x + y;
+            y = y * x + ep_value(&c[i]);
+        }
+        *p = y;
+        *dp = d;
+        break;
+    }
+    }
+}
+
+static cr_value ep_result(ep_type t, cr_complex v)
+{
+    switch (t) {
+    case EP_F32:
+        return cr_value_f32((float)creal(v));
+    case EP_F64:
+        return cr_value_f64(creal(v));
+    default:
+        return cr_value_c128(v);
+    }
+}
+
+static cr_tangent ep_tangent(ep_type t, cr_complex v)
+{
+    switch (t) {
+    case EP_F32:
+        return cr_tangent_f32((float)creal(v));
+    case EP_F64:
+        return cr_tangent_f64(creal(v));
+    default:
+        return cr_tangent_c128(v);
+    }
+}
+
+/* A scalar tangent as a complex number (zeros as 0), or an error. */
+static cr_status ep_tangent_value(cr_arena *arena, const char *who, cr_tangent t, cr_complex *v)
+{
+    cr_status st = cr_tangent_unthunk(t, &t);
+    if (st != CR_OK)
+        return st;
+    switch ((cr_tag)t.tag) {
+    case CR_TAN_ZERO:
+    case CR_TAN_NONE:
+    case CR_TAN_ABSENT:
+        *v = 0;
+        return CR_OK;
+    case CR_TAN_F64:
+        *v = t.u.f64;
+        return CR_OK;
+    case CR_TAN_F32:
+        *v = (double)t.u.f32;
+        return CR_OK;
+    case CR_TAN_C128:
+        *v = t.u.c128;
+        return CR_OK;
+    default:
+        return CR__FAIL(arena, CR_ETANGENT, "%s: expected a scalar tangent, got %s", who,
+                        cr_tag_name((cr_tag)t.tag));
+    }
+}
+
+/* The cotangent v projected on an argument of kind k. */
+static cr_tangent ep_project(cr_kind k, cr_complex v)
+{
+    switch (k) {
+    case CR_KIND_F64:
+        return cr_tangent_f64(creal(v));
+    case CR_KIND_F32:
+        return cr_tangent_f32((float)creal(v));
+    case CR_KIND_C128:
+        return cr_tangent_c128(v);
+    default:
+        return cr_tangent_none();
+    }
+}
+
+static cr_status evalpoly_primal(cr_arena *arena, const cr_value *f, const cr_value *args,
+                                 size_t nargs, cr_value *out)
+{
+    (void)f;
+    ep_type t;
+    if (nargs < 2 || !ep_promote(args, nargs, &t))
+        return CR__FAIL(arena, CR_EINVAL,
+                        "evalpoly takes a number x and one or more number coefficients");
+    cr_complex p, dp;
+    ep_horner(t, args, nargs, &p, &dp);
+    *out = ep_result(t, p);
+    return CR_OK;
+}
+
+static const cr_function evalpoly_function = {
+    .name = "evalpoly", .arity = -1, .primal = evalpoly_primal};
+const cr_value cr_fn_evalpoly = {.kind = CR_KIND_FUNC, .u.func = {&evalpoly_function, NULL}};
+
+/* frule: Δy = p'(x) Δx + sum_i x^i Δc_i (the second sum by Horner's scheme too). */
+static cr_status evalpoly_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                                const cr_value *f, const cr_value *args, size_t nargs,
+                                cr_value *y, cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)udata;
+    cr_status st = evalpoly_primal(arena, f, args, nargs, y);
+    if (st != CR_OK)
+        return st;
+    ep_type t;
+    ep_promote(args, nargs, &t);
+    cr_complex p, dp, x = ep_value(&args[0]), acc = 0, dx;
+    ep_horner(t, args, nargs, &p, &dp);
+    for (size_t i = nargs; i-- > 1;) {
+        cr_complex dc;
+        st = ep_tangent_value(arena, "evalpoly", dargs[i + 1], &dc);
+        if (st != CR_OK)
+            return st;
+        if (args[i].kind == CR_KIND_I64 || args[i].kind == CR_KIND_I32 ||
+            args[i].kind == CR_KIND_BOOL)
+            dc = 0;
+        acc = acc * x + dc;
+    }
+    st = ep_tangent_value(arena, "evalpoly", dargs[1], &dx);
+    if (st != CR_OK)
+        return st;
+    if (args[0].kind == CR_KIND_I64 || args[0].kind == CR_KIND_I32 || args[0].kind == CR_KIND_BOOL)
+        dx = 0;
+    /* A zero Δx contributes nothing, even where p'(x) is infinite. */
+    *dy = ep_tangent(t, dx == 0 ? acc : dp * dx + acc);
+    return CR_OK;
+}
+
+typedef struct evalpoly_env {
+    size_t nargs;
+    cr_complex x, dp;
+    /* nargs argument kinds follow */
+} evalpoly_env;
+
+static cr_status evalpoly_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
+                                   cr_arena *arena, void *env)
+{
+    (void)nx;
+    const evalpoly_env *e = env;
+    const cr_kind *kinds = (const cr_kind *)(const void *)(e + 1);
+    cr_complex g;
+    cr_status st = ep_tangent_value(arena, "evalpoly_pullback", *dy, &g);
+    if (st != CR_OK)
+        return st;
+    dx[0] = cr_tangent_none();
+    dx[1] = ep_project(kinds[0], conj(e->dp) * g);
+    cr_complex xi = 1; /* conj(x)^i */
+    for (size_t i = 1; i < e->nargs; i++) {
+        dx[i + 1] = ep_project(kinds[i], xi * g);
+        xi *= conj(e->x);
+    }
+    return CR_OK;
+}
+
+static cr_status evalpoly_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                                const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                                const void *udata)
+{
+    (void)cfg;
+    (void)udata;
+    cr_status st = evalpoly_primal(arena, f, args, nargs, y);
+    if (st != CR_OK)
+        return st;
+    evalpoly_env *e =
+        cr_arena_alloc(arena, sizeof *e + nargs * sizeof(cr_kind), _Alignof(evalpoly_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    ep_type t;
+    ep_promote(args, nargs, &t);
+    cr_complex p;
+    ep_horner(t, args, nargs, &p, &e->dp);
+    e->nargs = nargs;
+    e->x = ep_value(&args[0]);
+    cr_kind *kinds = (cr_kind *)(void *)(e + 1);
+    for (size_t i = 0; i < nargs; i++)
+        kinds[i] = args[i].kind;
+    *pb = (cr_pullback){evalpoly_pullback, e, "evalpoly_pullback", nargs + 1};
+    return CR_OK;
+}
+
+/* Test registration of the variadic rule: as many coordinates as matchers (x, c0, c1). */
+static const double evalpoly_lo[] = {-2, -3, -3}, evalpoly_hi[] = {2, 3, 3};
+static const double evalpoly_pts[] = {-0.5, 1e-300, -1};
+static const cr_rule_test evalpoly_test = {
+    .npoints = NPTS(evalpoly_pts, 3), .points = evalpoly_pts, .lo = evalpoly_lo, .hi = evalpoly_hi};
+
+/* ---- Registration ------------------------------------------------------------------------ */
 
 static const struct {
     const cr_function *fn;
     const cr_scalar_rule *row;
 } k_rows[] = {
-    {&add_function, &add_row},   {&sub_function, &sub_row},   {&mul_function, &mul_row},
-    {&div_function, &div_row},   {&neg_function, &neg_row},   {&sin_function, &sin_row},
-    {&cos_function, &cos_row},   {&exp_function, &exp_row},   {&log_function, &log_row},
-    {&sqrt_function, &sqrt_row}, {&asin_function, &asin_row}, {&sincos_function, &sincos_row},
+    {&add_function, &add_row},       {&sub_function, &sub_row},
+    {&mul_function, &mul_row},       {&div_function, &div_row},
+    {&neg_function, &neg_row},       {&identity_function, &identity_row},
+    {&inv_function, &inv_row},       {&square_function, &square_row},
+    {&cube_function, &cube_row},     {&sign_function, &sign_row},
+    {&muladd_function, &muladd_row},
+    {&clamp_function, &clamp_row},   {&max_function, &max_row},
+    {&min_function, &min_row},
 };
 
 cr_status cr__family_basic(cr_registry *reg)
@@ -100,6 +446,22 @@ cr_status cr__family_basic(cr_registry *reg)
         if (st != CR_OK)
             return st;
     }
+    /* evalpoly(x, c0, c1...): at least one coefficient (the last matcher repeats). */
+    static const cr_argspec num3[3] = {
+        {CR_M_F64 | CR_M_F32 | CR_M_INT | CR_M_BOOL | CR_M_C128, NULL},
+        {CR_M_F64 | CR_M_F32 | CR_M_INT | CR_M_BOOL | CR_M_C128, NULL},
+        {CR_M_F64 | CR_M_F32 | CR_M_INT | CR_M_BOOL | CR_M_C128, NULL}};
+    cr_rule_def d = {0};
+    d.fn = &evalpoly_function;
+    d.nargs = 3;
+    d.args = num3;
+    d.variadic = true;
+    d.frule = evalpoly_frule;
+    d.rrule = evalpoly_rrule;
+    d.test = &evalpoly_test;
+    cr_status st = cr_registry_add(reg, &d);
+    if (st != CR_OK)
+        return st;
     static const cr_argspec any1[1] = {{0x1FFFu, NULL}};
     return cr_registry_non_differentiable(reg, &cr_function_ignore_derivatives, any1, 1, false);
 }
