@@ -629,9 +629,9 @@ static double gamma_q_cf(double a, double x)
     return gamma_prefix(a, x) / cf_backward(x + 1 - a, gamma_cf_an, a, 32);
 }
 
-/* Q(a, x) for a < 1 and x < 2 without forming 1 - P (DiDonato and Morris 1986, sec. 3):
+/* Q(a, x) for a < 1 and x <= 1 without forming 1 - P (DiDonato and Morris 1986, sec. 3):
  * Q = -expm1(a ln x - lnGamma(1 + a)) - x^a/Gamma(1 + a) · a · sum_(n>=1) (-x)^n/(n!(a+n)),
- * two terms of the same sign for x <= 1 and mild cancellation up to x = 2. */
+ * two terms of the same sign for x <= 1 (they cancel beyond). */
 static double gamma_q_small_a(double a, double x)
 {
     double lg = lgamma1p(a);
@@ -659,10 +659,14 @@ void cr_sf_gamma_inc(double a, double x, double *p, double *q)
     } else if (x == INF) {
         P = 1;
         Q = 0;
-    } else if (a < 1 && x < 2) {
+    } else if (a < 1 && x <= 1) {
         /* both directly: P small where Q is not and the converse */
         P = gamma_p_series(a, x);
         Q = gamma_q_small_a(a, x);
+    } else if (a < 1) {
+        /* x > 1: Q <= e^-1 by the continued fraction, P = 1 - Q >= 0.63 */
+        Q = gamma_q_cf(a, x);
+        P = 1 - Q;
     } else if (x < a + 1) {
         P = gamma_p_series(a, x);
         Q = 1 - P;
