@@ -1,0 +1,111 @@
+/**
+ * @file engine.h
+ * @brief The AD engine's configuration: which rules it uses, what it records for user
+ *        functions, and the RuleConfig it gives to rules (rrule_via_ad, frule_via_ad).
+ *
+ * What the engine does with a call f(args...) on a tape (cr_tape_call()), in order
+ * (Mooncake's build_rrule):
+ *
+ * 1. f is declared zero-adjoint (cr_engine_zero_adjoint(), Mooncake's `@zero_adjoint`) or
+ *    has a non-differentiable rule: f runs, its results are constants.
+ * 2. f has a rule for these argument kinds (Mooncake's `is_primitive`): the rule is used
+ *    and nothing inside f is recorded. Rules come from the engine's registry, which falls
+ *    back to the built-ins; cr_engine_from_rrule() adds a rule written in the generic
+ *    rrule form (ChainRules' `rrule`), used as it is (Mooncake's `@from_rrule`).
+ * 3. f has an implementation written against the tape API (cr_engine_overlay(), Mooncake's
+ *    `@mooncake_overlay`): it is run on the tape and its operations are recorded. An overlay
+ *    is seen only by the AD: f's primal (used everywhere else) may be a plain C function
+ *    the engine cannot look into.
+ * 4. Otherwise: CR_ENORULE, naming f and the argument kinds.
+ *
+ * The engine's RuleConfig has CR_CAP_REVERSE and CR_CAP_FORWARD: a rule that needs to
+ * differentiate a function it was given (map, sum(f, x), foldl, broadcast of a user
+ * function) calls cr_rrule_via_ad() / cr_frule_via_ad(), and the engine records that
+ * function on a sub-tape in the rule's arena, by the same four steps.
+ *
+ * @code
+ * static cr_status my_f_ad(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m,
+ *                          void *env) { y[0] = cr_mul(t, x[0], cr_sin(t, x[0])); return CR_OK; }
+ * static const cr_function my_f = {.name = "my_f", .arity = 1, .primal = my_f_primal};
+ * cr_engine *eng;
+ * cr_engine_new(ctx, NULL, &eng);
+ * cr_engine_overlay(eng, &my_f, my_f_ad, 1, NULL);
+ * cr_tape_new(ctx, &(cr_tape_params){.engine = eng}, &t);
+ * cr_value f = cr_value_function(&my_f, NULL);
+ * cr_var y = cr_tape_call1(t, &f, &x, 1);       // records x * sin(x)
+ * @endcode
+ *
+ * @note An engine is filled by one thread, then only read: any number of tapes, on any
+ *       threads, may use it once it is no longer modified.
+ */
+#ifndef CR_ENGINE_H
+#define CR_ENGINE_H
+
+#include "common.h"
+#include "ctx.h"
+#include "rule.h"
+#include "status.h"
+#include "tape.h"
+
+CR_BEGIN_DECLS
+
+/**
+ * Create an engine.
+ * @param[in]  ctx      allocations and errors; must outlive the engine.
+ * @param[in]  registry the rules to use (falls back to the built-ins); NULL: built-ins
+ *                      only. Borrowed: must outlive the engine.
+ * @param[out] out      caller owns; release with cr_engine_free() after the tapes using it.
+ * @return CR_OK; CR_EINVAL; CR_ENOMEM.
+ */
+CR_API cr_status cr_engine_new(cr_ctx *ctx, const cr_registry *registry, cr_engine **out);
+
+/** Release an engine. @param[in] eng may be NULL. */
+CR_API void cr_engine_free(cr_engine *eng);
+
+/**
+ * The implementation the AD records for fn (an overlay: only the AD sees it). Used when
+ * fn has no rule for the arguments. Replaces an earlier overlay of fn.
+ * @param[in] eng  the engine.
+ * @param[in] fn   the function's identity; must outlive the engine.
+ * @param[in] impl its implementation against the tape API.
+ * @param[in] nout number of results impl produces.
+ * @param[in] env  passed to impl (borrowed).
+ * @return CR_OK; CR_EINVAL (NULL, nout 0); CR_ENOMEM.
+ */
+CR_API cr_status cr_engine_overlay(cr_engine *eng, const cr_function *fn, cr_ad_fn impl,
+                                   size_t nout, void *env);
+
+/**
+ * Declare fn zero-adjoint: its results are constants to the AD (no derivative flows
+ * through them, nothing is recorded). fn must have a primal or an overlay.
+ * @return CR_OK; CR_EINVAL; CR_ENOMEM.
+ */
+CR_API cr_status cr_engine_zero_adjoint(cr_engine *eng, const cr_function *fn);
+
+/**
+ * Use a rule written in the generic form (cr_rule_def: frule and/or rrule) for its
+ * function and signature, as it is: the function becomes a primitive for those argument
+ * kinds. The rule goes into a registry the engine owns (over the one it was given).
+ * @return as cr_registry_add().
+ */
+CR_API cr_status cr_engine_from_rrule(cr_engine *eng, const cr_rule_def *def);
+
+/**
+ * Whether the engine treats f(args...) as a primitive (it has a rule for these argument
+ * kinds, or a zero-adjoint declaration), Mooncake's is_primitive.
+ * @param[in] eng may be NULL (built-in rules).
+ */
+CR_API bool cr_engine_is_primitive(const cr_engine *eng, const cr_value *f, const cr_value *args,
+                                   size_t nargs);
+
+/**
+ * The engine's RuleConfig: CR_CAP_REVERSE | CR_CAP_FORWARD, its registry, and the
+ * rrule_via_ad / frule_via_ad callbacks.
+ * @param[in] eng may be NULL: the configuration of tapes without an engine.
+ * @return a configuration owned by the engine (static for NULL).
+ */
+CR_API const cr_config *cr_engine_config(const cr_engine *eng);
+
+CR_END_DECLS
+
+#endif /* CR_ENGINE_H */

@@ -1,0 +1,340 @@
+/**
+ * @file tape.h
+ * @brief The reverse-mode engine: a tape that records calls through the rules, and
+ *        gradients, vector-Jacobian products, Jacobians, Jacobian-vector products and
+ *        Hessian-vector products computed from it.
+ *
+ * A scalar variable is a `cr_var` (a value, its index on the tape and the tape's id),
+ * passed by value. Every operation on variables computes its value and records what the
+ * reverse sweep needs: for a scalar-table function (sin, *, ...) the row is evaluated
+ * once for the value and the partials, and the tape stores the operand indices and the
+ * partials, nothing else (no closure, no dispatch lookup, no allocation per operation).
+ * Other functions go through their rrule, looked up once per call, and the tape keeps the
+ * pullback (its environment lives in the tape's arena).
+ *
+ * @code
+ * // foo(x) = asin(0.2 + sin(x)), and its derivative at x = 3
+ * cr_tape *t;
+ * cr_tape_new(ctx, NULL, &t);
+ * cr_var x = cr_tape_input(t, 3.0);
+ * cr_var y = cr_asin(t, cr_add(t, cr_const(0.2), cr_sin(t, x)));
+ * double dx;
+ * if (cr_tape_gradient(t, y, &x, 1, &dx) != CR_OK)     // the tape's error is sticky:
+ *     fprintf(stderr, "%s\n", cr_tape_errmsg(t));       // one check after recording
+ * cr_tape_reset(t);          // record again, reusing the memory
+ * cr_tape_free(t);
+ * @endcode
+ *
+ * Tape or thread-local tape: every operation takes the tape first; NULL means the thread's
+ * current tape (cr_tape_set_current()).
+ *
+ * Errors are sticky (SQLite's mallocFailed): after the first failure every operation
+ * returns a NaN constant and records nothing, and the sweeps return the failure, so a
+ * whole function can be recorded and checked once. The message is kept on the tape
+ * (cr_tape_errmsg()) and recorded on the context.
+ *
+ * Memory: records live in chunks carved from the tape's arena (caller buffer or growable
+ * blocks); cr_tape_reset() rewinds and keeps them, so recording the same function again
+ * allocates nothing. Sweeps take their workspace (one double per variable, more for
+ * second order) from the same arena and give it back before returning.
+ *
+ * @note A tape is thread-confined. Each thread records on its own tape.
+ */
+#ifndef CR_TAPE_H
+#define CR_TAPE_H
+
+#include "arena.h"
+#include "common.h"
+#include "ctx.h"
+#include "rule.h"
+#include "status.h"
+#include "value.h"
+
+CR_BEGIN_DECLS
+
+/** Opaque tape. Create with cr_tape_new(), release with cr_tape_free(). */
+typedef struct cr_tape cr_tape;
+
+/** Opaque engine configuration (rules, user functions); see engine.h. */
+typedef struct cr_engine cr_engine;
+
+/**
+ * A scalar variable: its value, its index on the tape and the tape's id. Passed by value.
+ * A constant (cr_const()) has index CR_VAR_CONST; it belongs to no tape and no gradient
+ * flows through it.
+ */
+typedef struct cr_var {
+    double v;      /**< The value. */
+    uint32_t idx;  /**< Index on the tape, or CR_VAR_CONST. */
+    uint32_t tape; /**< Id of the recording it belongs to (changes at each reset). */
+} cr_var;
+
+/** The index of constants. */
+#define CR_VAR_CONST UINT32_MAX
+
+/** Most variables one recording may hold (indices are 30 bits in the records). */
+#define CR_TAPE_MAX_VARS ((size_t)1 << 30)
+
+/** A constant: a value the derivatives do not flow through. */
+static inline cr_var cr_const(double v)
+{
+    cr_var c;
+    c.v = v;
+    c.idx = CR_VAR_CONST;
+    c.tape = 0;
+    return c;
+}
+
+/** Whether x is a constant. */
+static inline bool cr_var_is_const(cr_var x)
+{
+    return x.idx == CR_VAR_CONST;
+}
+
+/** Tape flags (cr_tape_params.flags). */
+enum {
+    /** Records can also be swept forwards: cr_tape_jvp() (8 more bytes per record). */
+    CR_TAPE_FORWARD = 1u,
+    /** Records also keep each operation's second derivatives: cr_tape_hvp(),
+     *  cr_tape_hessian(). Implies CR_TAPE_FORWARD. */
+    CR_TAPE_SECOND_ORDER = 2u
+};
+
+/** Parameters for cr_tape_new(). Zero-initialised means defaults. */
+typedef struct cr_tape_params {
+    uint32_t struct_size;     /**< sizeof(cr_tape_params), or 0. */
+    uint32_t flags;           /**< CR_TAPE_* flags. */
+    void *buffer;             /**< Caller storage for records, pullbacks and sweep workspace
+                                   (fixed capacity: CR_EARENA when full), or NULL. */
+    size_t buffer_size;       /**< Its size in bytes. */
+    size_t block_size;        /**< First arena block of a growable tape; 0: 64 KiB. */
+    const cr_engine *engine;  /**< Rules and user functions (engine.h); NULL: the built-in
+                                   rules. Must outlive the tape. */
+} cr_tape_params;
+
+/**
+ * Create a tape.
+ * @param[in]  ctx    allocation hook and errors; must outlive the tape.
+ * @param[in]  params NULL for defaults (growable, first order, built-in rules).
+ * @param[out] out    caller owns; release with cr_tape_free(). NULL on failure.
+ * @return CR_OK; CR_EINVAL (NULL ctx/out, buffer without size, unknown flags or
+ *         struct_size); CR_ENOMEM.
+ */
+CR_API cr_status cr_tape_new(cr_ctx *ctx, const cr_tape_params *params, cr_tape **out);
+
+/** Release a tape and everything recorded on it. @param[in] t may be NULL. */
+CR_API void cr_tape_free(cr_tape *t);
+
+/**
+ * Forget the recording, keep the memory, clear the error. Variables of the old
+ * recording become foreign (using one is a CR_ETAPE error).
+ * @param[in] t may be NULL.
+ */
+CR_API void cr_tape_reset(cr_tape *t);
+
+/** The tape's sticky status: CR_OK, or the first failure since the last reset. */
+CR_API cr_status cr_tape_status(const cr_tape *t);
+
+/** The message of the tape's failure ("" when none); owned by the tape. Never NULL. */
+CR_API const char *cr_tape_errmsg(const cr_tape *t);
+
+/**
+ * Forget the failure and accept operations again (the records made before it stay).
+ * @param[in] t may be NULL.
+ */
+CR_API void cr_tape_clear_error(cr_tape *t);
+
+/** The context of a tape. */
+CR_API cr_ctx *cr_tape_ctx(const cr_tape *t);
+
+/** The tape's arena (rules called by the tape allocate there); valid until cr_tape_free(). */
+CR_API cr_arena *cr_tape_arena(cr_tape *t);
+
+/** The rule configuration the tape looks rules up with (its engine's). */
+CR_API const cr_config *cr_tape_config(const cr_tape *t);
+
+/** Sizes of a recording, from cr_tape_stats(). */
+typedef struct cr_tape_stats {
+    size_t nvars;        /**< Variables (inputs and results). */
+    size_t ninputs;      /**< Inputs (cr_tape_input()). */
+    size_t nrecords;     /**< Operations recorded (including inputs). */
+    size_t record_bytes; /**< Bytes of records (operand indices, partials, pullbacks' slots). */
+    size_t arena_bytes;  /**< Bytes the tape's arena holds (records, pullback environments). */
+} cr_tape_stats;
+
+/** Sizes of the current recording. @return CR_OK; CR_EINVAL for NULL. */
+CR_API cr_status cr_tape_stats_get(const cr_tape *t, cr_tape_stats *out);
+
+/**
+ * Bytes a scalar operation takes at most on a first-order tape (a two-operand operation:
+ * one header word and two partials), for sizing caller buffers.
+ */
+CR_API size_t cr_tape_node_overhead(void);
+
+/* ---- The thread's current tape --------------------------------------------------------- */
+
+/**
+ * Make t the calling thread's current tape (the one operations use when given NULL).
+ * @param[in] t a tape, or NULL to unset.
+ * @return the previous current tape (to restore it afterwards).
+ */
+CR_API cr_tape *cr_tape_set_current(cr_tape *t);
+
+/** The calling thread's current tape, or NULL. */
+CR_API cr_tape *cr_tape_current(void);
+
+/* ---- Variables and operations ---------------------------------------------------------- */
+
+/**
+ * A new input variable with value v.
+ * @param[in] t the tape (NULL: the current tape).
+ * @return the variable; a NaN constant when the tape has failed (CR_ENOMEM, CR_EARENA,
+ *         CR_EOVERFLOW past CR_TAPE_MAX_VARS).
+ */
+CR_API cr_var cr_tape_input(cr_tape *t, double v);
+
+/**
+ * n new input variables with values x.
+ * @return the tape's status (the variables are NaN constants on failure).
+ */
+CR_API cr_status cr_tape_inputs(cr_tape *t, const double *x, size_t n, cr_var *out);
+
+/** a + b. Operations take the tape first (NULL: current); on failure they give NaN. */
+CR_API cr_var cr_add(cr_tape *t, cr_var a, cr_var b);
+/** a - b */
+CR_API cr_var cr_sub(cr_tape *t, cr_var a, cr_var b);
+/** a * b */
+CR_API cr_var cr_mul(cr_tape *t, cr_var a, cr_var b);
+/** a / b */
+CR_API cr_var cr_div(cr_tape *t, cr_var a, cr_var b);
+/** -a */
+CR_API cr_var cr_neg(cr_tape *t, cr_var a);
+/** sin(a) */
+CR_API cr_var cr_sin(cr_tape *t, cr_var a);
+/** cos(a) */
+CR_API cr_var cr_cos(cr_tape *t, cr_var a);
+/** exp(a) */
+CR_API cr_var cr_exp(cr_tape *t, cr_var a);
+/** log(a) */
+CR_API cr_var cr_log(cr_tape *t, cr_var a);
+/** sqrt(a) */
+CR_API cr_var cr_sqrt(cr_tape *t, cr_var a);
+/** asin(a) */
+CR_API cr_var cr_asin(cr_tape *t, cr_var a);
+
+/**
+ * f(args...) for any function value, recorded. In order:
+ *  - a zero-adjoint declaration (engine.h) or a non-differentiable rule: the primal is
+ *    called and the outputs are constants;
+ *  - a scalar-table function (and no user rule overriding it): the row gives value and
+ *    partials in one evaluation, recorded compactly (one record per output);
+ *  - an rrule (looked up once, with the tape's configuration): the pullback is kept on
+ *    the tape (Mooncake's is_primitive);
+ *  - an implementation registered with the engine (cr_engine_overlay()): it is called
+ *    with this tape, so its operations are recorded inside;
+ *  - otherwise CR_ENORULE, naming the function and the argument kinds.
+ * @param[in]  t     the tape (NULL: the current tape).
+ * @param[in]  f     a function value.
+ * @param[in]  args  nargs variables or constants.
+ * @param[in]  nargs number of arguments.
+ * @param[out] out   nout results (a tuple result gives one variable per element).
+ * @param[in]  nout  number of results expected.
+ * @return the tape's status: CR_OK; CR_ENORULE; CR_ETAPE (a variable from another tape or
+ *         recording); CR_EINVAL (f not a function, nout does not match the result);
+ *         CR_EUNIMPL (a result the scalar tape cannot hold, a rule without second order
+ *         on a CR_TAPE_SECOND_ORDER tape); the rule's status; CR_ENOMEM, CR_EARENA.
+ */
+CR_API cr_status cr_tape_call(cr_tape *t, const cr_value *f, const cr_var *args, size_t nargs,
+                              cr_var *out, size_t nout);
+
+/** cr_tape_call() for one result, returned (a NaN constant on failure). */
+CR_API cr_var cr_tape_call1(cr_tape *t, const cr_value *f, const cr_var *args, size_t nargs);
+
+/* ---- User functions ------------------------------------------------------------------------ */
+
+/**
+ * A function written against the engine: compute the m outputs y from the n inputs x with
+ * the operations above on tape t.
+ * @return CR_OK or an error (usually cr_tape_status(t)).
+ */
+typedef cr_status (*cr_ad_fn)(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m,
+                              void *env);
+
+/**
+ * Reset t, make n inputs with values x and record f on them.
+ * @param[out] xs n input variables (may be NULL).
+ * @param[out] ys m output variables.
+ * @return CR_OK; f's status; the tape's status.
+ */
+CR_API cr_status cr_tape_record(cr_tape *t, cr_ad_fn f, void *env, const double *x, size_t n,
+                                cr_var *xs, cr_var *ys, size_t m);
+
+/**
+ * value_and_gradient: reset t, record f (one output) at x, and sweep.
+ * @param[out] y    f(x) (may be NULL).
+ * @param[out] grad n partial derivatives.
+ * @return as cr_tape_record() and cr_tape_gradient(). Allocates nothing once t has held
+ *         a recording of this size.
+ */
+CR_API cr_status cr_tape_value_and_gradient(cr_tape *t, cr_ad_fn f, void *env, const double *x,
+                                            size_t n, double *y, double *grad);
+
+/* ---- Sweeps ---------------------------------------------------------------------------- */
+
+/**
+ * The gradient of y with respect to the variables xs (a reverse sweep seeded with 1).
+ * A constant in xs gets 0.
+ * @return CR_OK; the tape's sticky failure; CR_ETAPE (y or an x from another recording);
+ *         CR_EINVAL (NULL); a pullback's status; CR_ENOMEM / CR_EARENA (workspace).
+ */
+CR_API cr_status cr_tape_gradient(cr_tape *t, cr_var y, const cr_var *xs, size_t n, double *grad);
+
+/**
+ * Vector-Jacobian product: xbar = sum_i ybar[i] * d ys[i] / d xs (one reverse sweep).
+ * @return as cr_tape_gradient(); CR_EDOMAIN when a seed is not finite.
+ */
+CR_API cr_status cr_tape_vjp(cr_tape *t, const cr_var *ys, const double *ybar, size_t m,
+                             const cr_var *xs, size_t n, double *xbar);
+
+/**
+ * The m x n Jacobian (row-major, jac[i*n + j] = d ys[i] / d xs[j]), one reverse sweep per
+ * output.
+ * @return as cr_tape_gradient().
+ */
+CR_API cr_status cr_tape_jacobian(cr_tape *t, const cr_var *ys, size_t m, const cr_var *xs,
+                                  size_t n, double *jac);
+
+/**
+ * Jacobian-vector product: ydot = d ys / d xs · xdot (one forward sweep over the records).
+ * The tape needs CR_TAPE_FORWARD (or CR_TAPE_SECOND_ORDER).
+ * @return as cr_tape_gradient(); CR_EMISUSE without CR_TAPE_FORWARD; CR_EDOMAIN for a
+ *         non-finite xdot; CR_EUNIMPL when a recorded rrule has no forward form.
+ */
+CR_API cr_status cr_tape_jvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t n,
+                             const cr_var *ys, size_t m, double *ydot);
+
+/**
+ * Hessian-vector product of y with respect to xs: hv = H v, and optionally the gradient.
+ * Forward-over-reverse on the recording: a forward sweep carries the tangents along v,
+ * then one reverse sweep carries adjoints and their tangents (each record's second
+ * derivatives were kept when it was recorded). Needs CR_TAPE_SECOND_ORDER. The recording
+ * is reused: any number of directions, no re-recording.
+ * @param[in]  v    n direction components (finite).
+ * @param[out] hv   n results.
+ * @param[out] grad n gradient components, or NULL.
+ * @return as cr_tape_gradient(); CR_EMISUSE without CR_TAPE_SECOND_ORDER; CR_EDOMAIN for a
+ *         non-finite v.
+ */
+CR_API cr_status cr_tape_hvp(cr_tape *t, cr_var y, const cr_var *xs, size_t n, const double *v,
+                             double *hv, double *grad);
+
+/**
+ * The full n x n Hessian of y (row-major), by Hessian-vector products with the unit
+ * vectors, several directions per sweep. For small n.
+ * @return as cr_tape_hvp().
+ */
+CR_API cr_status cr_tape_hessian(cr_tape *t, cr_var y, const cr_var *xs, size_t n, double *H);
+
+CR_END_DECLS
+
+#endif /* CR_TAPE_H */

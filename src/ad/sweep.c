@@ -1,0 +1,729 @@
+/*
+ * The tape's sweeps: reverse (gradients, vector-Jacobian products, Jacobians), forward
+ * (Jacobian-vector products) and second order (Hessian-vector products: a forward sweep of
+ * tangents, then a reverse sweep of adjoints and their tangents). The record layout is
+ * described in tape_impl.h.
+ */
+#include <string.h>
+
+#include "tape_impl.h"
+
+#if defined(__GNUC__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE inline
+#endif
+
+/* Operand j of an n-ary record whose packed operands start at ops. */
+static inline uint32_t nary_op(const cr__word *ops, size_t j)
+{
+    uint64_t w = ops[j / 2].u;
+    return (uint32_t)((j & 1) ? (w >> 32) : (w & 0xFFFFFFFFu));
+}
+
+/* The cotangent of a GENERIC record's results: one f64, or a tuple of them. */
+static cr_status generic_dy(cr_arena *arena, const cr__gen_node *nd, const double *g,
+                            cr_tangent *dy, bool *zero)
+{
+    *zero = true;
+    for (size_t o = 0; o < nd->nout; o++)
+        if (g[o] != 0.0)
+            *zero = false;
+    if (nd->nout == 1) {
+        *dy = cr_tangent_f64(g[0]);
+        return CR_OK;
+    }
+    cr_tangent f[CR__MAX_TUPLE];
+    for (size_t o = 0; o < nd->nout; o++)
+        f[o] = cr_tangent_f64(g[o]);
+    return cr_tangent_struct(arena, nd->tuple, NULL, f, nd->nout, dy);
+}
+
+/* Call a GENERIC record's pullback with the results' cotangents g and add what it gives
+ * to the arguments' adjoints. */
+static cr_status generic_pull(cr_tape *t, const cr__gen_node *nd, const double *g, double *adj)
+{
+    cr_arena *arena = t->arena;
+    cr_tangent dy;
+    bool zero;
+    cr_status st = generic_dy(arena, nd, g, &dy, &zero);
+    if (st != CR_OK || zero)
+        return st;
+    size_t nx = (size_t)nd->nargs + 1;
+    cr_tangent dxs[9], *dx = dxs;
+    if (nx > 9) {
+        dx = cr_arena_alloc(arena, nx * sizeof *dx, _Alignof(cr_tangent));
+        if (dx == NULL)
+            return CR__ALLOC_STATUS(arena);
+    }
+    st = cr_pullback_call(arena, &nd->pb, &dy, dx, nx);
+    for (size_t j = 0; j < nd->nargs && st == CR_OK; j++)
+        if (nd->args[j] != CR_VAR_CONST)
+            st = cr__accum_real(arena, nd->pb.name, dx[j + 1], &adj[nd->args[j]]);
+    return st;
+}
+
+static cr_status generic_failed(cr_tape *t, const cr__gen_node *nd, cr_status st)
+{
+    const char *msg = cr_ctx_errmsg(t->ctx);
+    return cr__tape_fail(t, st, "pullback %s (of %s) failed: %s", nd->pb.name, nd->fname,
+                         msg[0] != '\0' ? msg : cr_status_str(st));
+}
+
+cr_status cr__sweep_reverse(cr_tape *t, double *adj, size_t top)
+{
+    size_t i = t->nvars;
+    const size_t pre = t->pre;
+    for (cr__chunk *c = t->chunk; c != NULL; c = c->prev) {
+        const cr__word *p = c == t->chunk ? t->cur : c->end;
+        const cr__word *base = c->base;
+        /* Records of variables at or above top cannot reach the seeds. */
+        while (p > base && i > top) {
+            uint64_t h = p[-1].u;
+            if (i - rec_vars(h) < top)
+                break;
+            i -= rec_vars(h);
+            p -= rec_words(h) + pre;
+        }
+        while (p > base) {
+            uint64_t h = p[-1].u;
+            uint32_t a = hdr_a(h);
+            switch (hdr_kind(h)) {
+            case K_INPUT:
+                i--;
+                p -= 1 + pre;
+                break;
+            case K_UNARY: {
+                double g = adj[--i];
+                adj[a] += p[-2].d * g;
+                p -= 2 + pre;
+                break;
+            }
+            case K_UNARY2: {
+                double g = adj[--i];
+                adj[a] += p[-2].d * g;
+                p -= 3 + pre;
+                break;
+            }
+            case K_BINARY:
+            case K_MUL: {
+                double g = adj[--i];
+                adj[a] += p[-3].d * g;
+                adj[hdr_b(h)] += p[-2].d * g;
+                p -= 3 + pre;
+                break;
+            }
+            case K_BINARY2: {
+                double g = adj[--i];
+                adj[a] += p[-3].d * g;
+                adj[hdr_b(h)] += p[-2].d * g;
+                p -= 6 + pre;
+                break;
+            }
+            case K_ADD: {
+                double g = adj[--i];
+                adj[a] += g;
+                adj[hdr_b(h)] += g;
+                p -= 1 + pre;
+                break;
+            }
+            case K_SUB: {
+                double g = adj[--i];
+                adj[a] += g;
+                adj[hdr_b(h)] -= g;
+                p -= 1 + pre;
+                break;
+            }
+            case K_COPY:
+                adj[a] += adj[--i];
+                p -= 1 + pre;
+                break;
+            case K_NEG:
+                adj[a] -= adj[--i];
+                p -= 1 + pre;
+                break;
+            case K_NARY:
+            case K_NARY2: {
+                double g = adj[--i];
+                size_t k = a, nops = (k + 1) / 2;
+                const cr__word *ops = p - 1 - nops, *pp = ops - k;
+                for (size_t j = 0; j < k; j++)
+                    adj[nary_op(ops, j)] += pp[j].d * g;
+                p -= rec_words(h) + pre;
+                break;
+            }
+            case K_GENERIC: {
+                const cr__gen_node *nd = p[-2].p;
+                i -= nd->nout;
+                cr_status st = generic_pull(t, nd, &adj[i], adj);
+                if (st != CR_OK)
+                    return generic_failed(t, nd, st);
+                p -= 2 + pre;
+                break;
+            }
+            default:
+                return cr__tape_fail(t, CR_EINVAL, "tape: corrupt record (kind %u)",
+                                     hdr_kind(h));
+            }
+        }
+    }
+    return CR_OK;
+}
+
+/* The Jacobian of a GENERIC record's results in its arguments, by calling the (linear)
+ * pullback once per result: J[o * nargs + j]. */
+static cr_status generic_jacobian(cr_tape *t, const cr__gen_node *nd, double *J)
+{
+    cr_arena *arena = t->arena;
+    size_t nx = (size_t)nd->nargs + 1;
+    cr_tangent dxs[9], *dx = dxs;
+    if (nx > 9) {
+        dx = cr_arena_alloc(arena, nx * sizeof *dx, _Alignof(cr_tangent));
+        if (dx == NULL)
+            return CR__ALLOC_STATUS(arena);
+    }
+    for (size_t o = 0; o < nd->nout; o++) {
+        double g[CR__MAX_TUPLE] = {0};
+        g[o] = 1.0;
+        cr_tangent dy;
+        bool zero;
+        cr_status st = generic_dy(arena, nd, g, &dy, &zero);
+        if (st == CR_OK)
+            st = cr_pullback_call(arena, &nd->pb, &dy, dx, nx);
+        for (size_t j = 0; j < nd->nargs && st == CR_OK; j++) {
+            J[o * nd->nargs + j] = 0.0;
+            st = cr__accum_real(arena, nd->pb.name, dx[j + 1], &J[o * nd->nargs + j]);
+        }
+        if (st != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+cr_status cr__sweep_forward(cr_tape *t, double *tan, size_t k, size_t top)
+{
+    size_t i = 0;
+    for (cr__chunk *c = t->first; c != NULL && i < top; c = c->next) {
+        const cr__word *p = c->base;
+        const cr__word *end = c == t->chunk ? t->cur : c->end;
+        while (p < end && i < top) {
+            uint64_t h = p[0].u;
+            const cr__word *pl = p + 1; /* payload */
+            size_t a = hdr_a(h), b = hdr_b(h);
+            double *ti = tan + i * k;
+            const double *ta = tan + a * k, *tb = tan + b * k;
+            switch (hdr_kind(h)) {
+            case K_INPUT:
+                break;
+            case K_UNARY:
+                for (size_t d = 0; d < k; d++)
+                    ti[d] += pl[0].d * ta[d];
+                break;
+            case K_UNARY2:
+                for (size_t d = 0; d < k; d++)
+                    ti[d] += pl[1].d * ta[d];
+                break;
+            case K_BINARY:
+            case K_MUL:
+                for (size_t d = 0; d < k; d++)
+                    ti[d] += pl[0].d * ta[d] + pl[1].d * tb[d];
+                break;
+            case K_BINARY2:
+                for (size_t d = 0; d < k; d++)
+                    ti[d] += pl[3].d * ta[d] + pl[4].d * tb[d];
+                break;
+            case K_ADD:
+                for (size_t d = 0; d < k; d++)
+                    ti[d] += ta[d] + tb[d];
+                break;
+            case K_SUB:
+                for (size_t d = 0; d < k; d++)
+                    ti[d] += ta[d] - tb[d];
+                break;
+            case K_COPY:
+                for (size_t d = 0; d < k; d++)
+                    ti[d] += ta[d];
+                break;
+            case K_NEG:
+                for (size_t d = 0; d < k; d++)
+                    ti[d] -= ta[d];
+                break;
+            case K_NARY:
+            case K_NARY2: {
+                size_t n = a, ntri = hdr_kind(h) == K_NARY2 ? n * (n + 1) / 2 : 0;
+                const cr__word *pp = pl + ntri, *ops = pp + n;
+                for (size_t j = 0; j < n; j++) {
+                    const double *tj = tan + (size_t)nary_op(ops, j) * k;
+                    for (size_t d = 0; d < k; d++)
+                        ti[d] += pp[j].d * tj[d];
+                }
+                break;
+            }
+            case K_GENERIC: {
+                const cr__gen_node *nd = pl[0].p;
+                cr_arena_mark mk = cr_arena_get_mark(t->arena);
+                double *J = cr_arena_alloc(t->arena,
+                                           (size_t)nd->nout * (nd->nargs ? nd->nargs : 1) *
+                                               sizeof *J,
+                                           _Alignof(double));
+                cr_status st = J == NULL ? CR__ALLOC_STATUS(t->arena) : generic_jacobian(t, nd, J);
+                if (st != CR_OK) {
+                    cr_arena_rewind(t->arena, mk);
+                    return generic_failed(t, nd, st);
+                }
+                for (size_t o = 0; o < nd->nout; o++)
+                    for (size_t j = 0; j < nd->nargs; j++) {
+                        if (nd->args[j] == CR_VAR_CONST)
+                            continue;
+                        const double *tj = tan + (size_t)nd->args[j] * k;
+                        double Jo = J[o * nd->nargs + j];
+                        for (size_t d = 0; d < k; d++)
+                            ti[o * k + d] += Jo * tj[d];
+                    }
+                cr_arena_rewind(t->arena, mk);
+                break;
+            }
+            default:
+                return cr__tape_fail(t, CR_EINVAL, "tape: corrupt record (kind %u)",
+                                     hdr_kind(h));
+            }
+            i += rec_vars(h);
+            p += 1 + rec_words(h);
+        }
+    }
+    return CR_OK;
+}
+
+/*
+ * The second-order reverse sweep (forward-over-reverse): with the tangents tan of every
+ * variable along k directions (from cr__sweep_forward), propagate the adjoints adj and
+ * their directional derivatives adjd. For a record r = f(x) with partials p and Hessian H:
+ *     adj[x_j]  += p_j g
+ *     adjd[x_j] += p_j gd + g * sum_l H_jl tan[x_l]
+ * Second-order tapes hold no GENERIC records (refused when recording).
+ */
+static ALWAYS_INLINE cr_status sweep_second_k(cr_tape *t, double *adj, double *adjd,
+                                              const double *tan, size_t k, size_t top)
+{
+    size_t i = t->nvars;
+    for (cr__chunk *c = t->chunk; c != NULL; c = c->prev) {
+        const cr__word *p = c == t->chunk ? t->cur : c->end;
+        const cr__word *base = c->base;
+        while (p > base && i > top) {
+            uint64_t h = p[-1].u;
+            i -= rec_vars(h);
+            p -= rec_words(h) + 1;
+        }
+        while (p > base) {
+            uint64_t h = p[-1].u;
+            size_t a = hdr_a(h), b = hdr_b(h);
+            unsigned kind = hdr_kind(h);
+            if (kind == K_GENERIC)
+                return cr__tape_fail(t, CR_EINVAL, "tape: pullback record on a second-order tape");
+            i--;
+            double g = adj[i];
+            const double *gd = adjd + i * k;
+            const double *ta = tan + a * k, *tb = tan + b * k;
+            double *da = adjd + a * k, *db = adjd + b * k;
+            switch (kind) {
+            case K_INPUT:
+                break;
+            case K_UNARY: {
+                double p0 = p[-2].d;
+                adj[a] += p0 * g;
+                for (size_t d = 0; d < k; d++)
+                    da[d] += p0 * gd[d];
+                break;
+            }
+            case K_UNARY2: {
+                double p0 = p[-2].d, h00 = p[-3].d * g;
+                adj[a] += p0 * g;
+                for (size_t d = 0; d < k; d++)
+                    da[d] += p0 * gd[d] + h00 * ta[d];
+                break;
+            }
+            case K_BINARY: {
+                double p0 = p[-3].d, p1 = p[-2].d;
+                adj[a] += p0 * g;
+                adj[b] += p1 * g;
+                for (size_t d = 0; d < k; d++) {
+                    da[d] += p0 * gd[d];
+                    db[d] += p1 * gd[d];
+                }
+                break;
+            }
+            case K_MUL: {
+                double p0 = p[-3].d, p1 = p[-2].d;
+                adj[a] += p0 * g;
+                adj[b] += p1 * g;
+                for (size_t d = 0; d < k; d++) {
+                    double ta_d = ta[d], tb_d = tb[d];
+                    da[d] += p0 * gd[d] + g * tb_d;
+                    db[d] += p1 * gd[d] + g * ta_d;
+                }
+                break;
+            }
+            case K_BINARY2: {
+                double p0 = p[-3].d, p1 = p[-2].d;
+                double h00 = p[-6].d * g, h01 = p[-5].d * g, h11 = p[-4].d * g;
+                adj[a] += p0 * g;
+                adj[b] += p1 * g;
+                for (size_t d = 0; d < k; d++) {
+                    double ta_d = ta[d], tb_d = tb[d];
+                    da[d] += p0 * gd[d] + h00 * ta_d + h01 * tb_d;
+                    db[d] += p1 * gd[d] + h01 * ta_d + h11 * tb_d;
+                }
+                break;
+            }
+            case K_ADD:
+                adj[a] += g;
+                adj[b] += g;
+                for (size_t d = 0; d < k; d++) {
+                    da[d] += gd[d];
+                    db[d] += gd[d];
+                }
+                break;
+            case K_SUB:
+                adj[a] += g;
+                adj[b] -= g;
+                for (size_t d = 0; d < k; d++) {
+                    da[d] += gd[d];
+                    db[d] -= gd[d];
+                }
+                break;
+            case K_COPY:
+                adj[a] += g;
+                for (size_t d = 0; d < k; d++)
+                    da[d] += gd[d];
+                break;
+            case K_NEG:
+                adj[a] -= g;
+                for (size_t d = 0; d < k; d++)
+                    da[d] -= gd[d];
+                break;
+            case K_NARY:
+            case K_NARY2: {
+                size_t n = a, nops = (n + 1) / 2;
+                const cr__word *ops = p - 1 - nops, *pp = ops - n;
+                for (size_t j = 0; j < n; j++) {
+                    size_t xj = nary_op(ops, j);
+                    adj[xj] += pp[j].d * g;
+                    for (size_t d = 0; d < k; d++)
+                        adjd[xj * k + d] += pp[j].d * gd[d];
+                }
+                if (kind == K_NARY2) {
+                    /* the upper triangle, row by row */
+                    const cr__word *tri = pp - n * (n + 1) / 2;
+                    size_t q = 0;
+                    for (size_t j = 0; j < n; j++)
+                        for (size_t l = j; l < n; l++, q++) {
+                            double hjl = tri[q].d * g;
+                            size_t xj = nary_op(ops, j), xl = nary_op(ops, l);
+                            for (size_t d = 0; d < k; d++) {
+                                adjd[xj * k + d] += hjl * tan[xl * k + d];
+                                if (l != j)
+                                    adjd[xl * k + d] += hjl * tan[xj * k + d];
+                            }
+                        }
+                }
+                break;
+            }
+            default:
+                return cr__tape_fail(t, CR_EINVAL, "tape: corrupt record (kind %u)", kind);
+            }
+            p -= rec_words(h) + 1;
+        }
+    }
+    return CR_OK;
+}
+
+static cr_status sweep_second_1(cr_tape *t, double *adj, double *adjd, const double *tan,
+                                size_t top)
+{
+    return sweep_second_k(t, adj, adjd, tan, 1, top);
+}
+
+static cr_status sweep_second_n(cr_tape *t, double *adj, double *adjd, const double *tan,
+                                size_t k, size_t top)
+{
+    return sweep_second_k(t, adj, adjd, tan, k, top);
+}
+
+/* ---- Public sweeps ----------------------------------------------------------------------- */
+
+/* Check that x is a constant or a variable of t's current recording. */
+static cr_status check_var(cr_tape *t, const char *who, cr_var x, const char *role, size_t j)
+{
+    if (x.idx == CR_VAR_CONST)
+        return CR_OK;
+    if (x.tape != t->id || x.idx >= t->nvars)
+        return cr_ctx_error(t->ctx, CR_ETAPE,
+                            "%s: %s %zu (variable %u) belongs to another tape, or to this tape "
+                            "before its last reset",
+                            who, role, j, (unsigned)x.idx);
+    return CR_OK;
+}
+
+static cr_status check_vars(cr_tape *t, const char *who, const cr_var *v, size_t n,
+                            const char *role)
+{
+    for (size_t j = 0; j < n; j++) {
+        cr_status st = check_var(t, who, v[j], role, j);
+        if (st != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+static cr_status check_finite(cr_tape *t, const char *who, const double *v, size_t n,
+                              const char *what)
+{
+    for (size_t j = 0; j < n; j++)
+        if (!isfinite(v[j]))
+            return cr_ctx_error(t->ctx, CR_EDOMAIN, "%s: %s %zu is %g, not a finite number", who,
+                                what, j, v[j]);
+    return CR_OK;
+}
+
+/* Workspace of n doubles (zeroed) from the tape's arena. */
+static double *workspace(cr_tape *t, size_t n, cr_status *st)
+{
+    double *w = cr_arena_calloc(t->arena, n ? n : 1, sizeof(double), _Alignof(double));
+    if (w == NULL)
+        *st = cr__tape_fail(t, CR__ALLOC_STATUS(t->arena),
+                            "tape: no room for a sweep workspace of %zu doubles", n);
+    return w;
+}
+
+static size_t top_of(const cr_var *v, size_t n)
+{
+    size_t top = 0;
+    for (size_t j = 0; j < n; j++)
+        if (v[j].idx != CR_VAR_CONST && (size_t)v[j].idx + 1 > top)
+            top = (size_t)v[j].idx + 1;
+    return top;
+}
+
+static void gather(const double *w, size_t top, const cr_var *xs, size_t n, size_t stride,
+                   size_t d, double *out)
+{
+    for (size_t j = 0; j < n; j++)
+        out[j] = xs[j].idx == CR_VAR_CONST || xs[j].idx >= top
+                     ? 0.0
+                     : w[(size_t)xs[j].idx * stride + d];
+}
+
+static cr_status sweep_entry(cr_tape *t, const char *who)
+{
+    if (t == NULL)
+        return CR_EINVAL;
+    if (t->status != CR_OK)
+        return t->status;
+    (void)who;
+    return CR_OK;
+}
+
+cr_status cr_tape_vjp(cr_tape *t, const cr_var *ys, const double *ybar, size_t m,
+                      const cr_var *xs, size_t n, double *xbar)
+{
+    const char *who = "cr_tape_vjp";
+    cr_status st = sweep_entry(t, who);
+    if (st != CR_OK)
+        return st;
+    if ((m > 0 && (ys == NULL || ybar == NULL)) || (n > 0 && (xs == NULL || xbar == NULL)))
+        return cr_ctx_error(t->ctx, CR_EINVAL, "%s: NULL outputs, seeds or inputs", who);
+    if ((st = check_vars(t, who, ys, m, "output")) != CR_OK ||
+        (st = check_vars(t, who, xs, n, "input")) != CR_OK ||
+        (st = check_finite(t, who, ybar, m, "seed")) != CR_OK)
+        return st;
+    size_t top = top_of(ys, m);
+    cr_arena_mark mk = cr_arena_get_mark(t->arena);
+    double *adj = workspace(t, top, &st);
+    if (adj == NULL)
+        return st;
+    for (size_t i = 0; i < m; i++)
+        if (ys[i].idx != CR_VAR_CONST)
+            adj[ys[i].idx] += ybar[i];
+    st = cr__sweep_reverse(t, adj, top);
+    if (st == CR_OK)
+        gather(adj, top, xs, n, 1, 0, xbar);
+    cr_arena_rewind(t->arena, mk);
+    return st;
+}
+
+cr_status cr_tape_gradient(cr_tape *t, cr_var y, const cr_var *xs, size_t n, double *grad)
+{
+    static const double one = 1.0;
+    return cr_tape_vjp(t, &y, &one, 1, xs, n, grad);
+}
+
+cr_status cr_tape_jacobian(cr_tape *t, const cr_var *ys, size_t m, const cr_var *xs, size_t n,
+                           double *jac)
+{
+    const char *who = "cr_tape_jacobian";
+    cr_status st = sweep_entry(t, who);
+    if (st != CR_OK)
+        return st;
+    if ((m > 0 && ys == NULL) || (n > 0 && xs == NULL) || (m * n > 0 && jac == NULL))
+        return cr_ctx_error(t->ctx, CR_EINVAL, "%s: NULL outputs, inputs or result", who);
+    if ((st = check_vars(t, who, ys, m, "output")) != CR_OK ||
+        (st = check_vars(t, who, xs, n, "input")) != CR_OK)
+        return st;
+    size_t top = top_of(ys, m);
+    cr_arena_mark mk = cr_arena_get_mark(t->arena);
+    double *adj = workspace(t, top, &st);
+    if (adj == NULL)
+        return st;
+    for (size_t i = 0; i < m && st == CR_OK; i++) {
+        if (ys[i].idx == CR_VAR_CONST) {
+            memset(jac + i * n, 0, n * sizeof *jac);
+            continue;
+        }
+        size_t ti = (size_t)ys[i].idx + 1;
+        memset(adj, 0, ti * sizeof *adj);
+        adj[ys[i].idx] = 1.0;
+        st = cr__sweep_reverse(t, adj, ti);
+        if (st == CR_OK)
+            gather(adj, ti, xs, n, 1, 0, jac + i * n);
+    }
+    cr_arena_rewind(t->arena, mk);
+    return st;
+}
+
+cr_status cr_tape_jvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t n,
+                      const cr_var *ys, size_t m, double *ydot)
+{
+    const char *who = "cr_tape_jvp";
+    cr_status st = sweep_entry(t, who);
+    if (st != CR_OK)
+        return st;
+    if (!(t->flags & CR_TAPE_FORWARD))
+        return cr_ctx_error(t->ctx, CR_EMISUSE,
+                            "%s: the tape was not created with CR_TAPE_FORWARD", who);
+    if ((n > 0 && (xs == NULL || xdot == NULL)) || (m > 0 && (ys == NULL || ydot == NULL)))
+        return cr_ctx_error(t->ctx, CR_EINVAL, "%s: NULL inputs, tangents or outputs", who);
+    if ((st = check_vars(t, who, xs, n, "input")) != CR_OK ||
+        (st = check_vars(t, who, ys, m, "output")) != CR_OK ||
+        (st = check_finite(t, who, xdot, n, "tangent")) != CR_OK)
+        return st;
+    size_t top = top_of(ys, m);
+    cr_arena_mark mk = cr_arena_get_mark(t->arena);
+    double *tan = workspace(t, top, &st);
+    if (tan == NULL)
+        return st;
+    for (size_t j = 0; j < n; j++)
+        if (xs[j].idx != CR_VAR_CONST && xs[j].idx < top)
+            tan[xs[j].idx] += xdot[j];
+    st = cr__sweep_forward(t, tan, 1, top);
+    if (st == CR_OK)
+        gather(tan, top, ys, m, 1, 0, ydot);
+    cr_arena_rewind(t->arena, mk);
+    return st;
+}
+
+/* Directions per second-order sweep in cr_tape_hessian(). */
+#define HESS_CHUNK 8
+
+static cr_status second_order(cr_tape *t, const char *who, cr_var y, const cr_var *xs, size_t n,
+                              const double *v, double *hv, double *grad, double *H)
+{
+    cr_status st = sweep_entry(t, who);
+    if (st != CR_OK)
+        return st;
+    if (!(t->flags & CR_TAPE_SECOND_ORDER))
+        return cr_ctx_error(t->ctx, CR_EMISUSE,
+                            "%s: the tape was not created with CR_TAPE_SECOND_ORDER", who);
+    if (n > 0 && (xs == NULL || (H == NULL && (v == NULL || hv == NULL))))
+        return cr_ctx_error(t->ctx, CR_EINVAL, "%s: NULL inputs, direction or result", who);
+    if ((st = check_var(t, who, y, "output", 0)) != CR_OK ||
+        (st = check_vars(t, who, xs, n, "input")) != CR_OK ||
+        (v != NULL && (st = check_finite(t, who, v, n, "direction")) != CR_OK))
+        return st;
+    if (y.idx == CR_VAR_CONST) {
+        for (size_t j = 0; j < n; j++) {
+            if (hv != NULL)
+                hv[j] = 0.0;
+            if (grad != NULL)
+                grad[j] = 0.0;
+            for (size_t l = 0; l < n && H != NULL; l++)
+                H[j * n + l] = 0.0;
+        }
+        return CR_OK;
+    }
+    size_t top = (size_t)y.idx + 1;
+    size_t k = H != NULL ? (n < HESS_CHUNK ? (n ? n : 1) : HESS_CHUNK) : 1;
+    cr_arena_mark mk = cr_arena_get_mark(t->arena);
+    double *adj = workspace(t, top, &st), *tan = NULL, *adjd = NULL;
+    if (adj != NULL)
+        tan = workspace(t, top * k, &st);
+    if (tan != NULL)
+        adjd = workspace(t, top * k, &st);
+    if (adjd == NULL) {
+        cr_arena_rewind(t->arena, mk);
+        return st;
+    }
+    if (H == NULL) {
+        for (size_t j = 0; j < n; j++)
+            if (xs[j].idx != CR_VAR_CONST)
+                tan[xs[j].idx] += v[j];
+        st = cr__sweep_forward(t, tan, 1, top);
+        adj[y.idx] = 1.0;
+        if (st == CR_OK)
+            st = sweep_second_1(t, adj, adjd, tan, top);
+        if (st == CR_OK) {
+            gather(adjd, top, xs, n, 1, 0, hv);
+            if (grad != NULL)
+                gather(adj, top, xs, n, 1, 0, grad);
+        }
+    } else {
+        for (size_t c0 = 0; c0 < n && st == CR_OK; c0 += k) {
+            size_t kk = n - c0 < k ? n - c0 : k;
+            memset(tan, 0, top * k * sizeof *tan);
+            memset(adjd, 0, top * k * sizeof *adjd);
+            memset(adj, 0, top * sizeof *adj);
+            for (size_t d = 0; d < kk; d++)
+                if (xs[c0 + d].idx != CR_VAR_CONST)
+                    tan[(size_t)xs[c0 + d].idx * k + d] += 1.0;
+            st = cr__sweep_forward(t, tan, k, top);
+            adj[y.idx] = 1.0;
+            if (st == CR_OK)
+                st = sweep_second_n(t, adj, adjd, tan, k, top);
+            for (size_t d = 0; d < kk && st == CR_OK; d++) {
+                double col[1];
+                for (size_t j = 0; j < n; j++) {
+                    gather(adjd, top, &xs[j], 1, k, d, col);
+                    H[j * n + c0 + d] = col[0];
+                }
+            }
+        }
+    }
+    cr_arena_rewind(t->arena, mk);
+    return st;
+}
+
+cr_status cr_tape_hvp(cr_tape *t, cr_var y, const cr_var *xs, size_t n, const double *v,
+                      double *hv, double *grad)
+{
+    return second_order(t, "cr_tape_hvp", y, xs, n, v, hv, grad, NULL);
+}
+
+cr_status cr_tape_hessian(cr_tape *t, cr_var y, const cr_var *xs, size_t n, double *H)
+{
+    return second_order(t, "cr_tape_hessian", y, xs, n, NULL, NULL, NULL, H);
+}
+
+cr_status cr_tape_value_and_gradient(cr_tape *t, cr_ad_fn f, void *env, const double *x,
+                                     size_t n, double *y, double *grad)
+{
+    if (t == NULL)
+        return CR_EINVAL;
+    if (n > 0 && grad == NULL)
+        return cr_ctx_error(t->ctx, CR_EINVAL, "cr_tape_value_and_gradient: grad is NULL");
+    cr_var out, *xs = NULL;
+    cr_status st = cr__tape_record(t, f, env, x, n, &xs, &out, 1);
+    if (st != CR_OK)
+        return st;
+    if (y != NULL)
+        *y = out.v;
+    return cr_tape_gradient(t, out, xs, n, grad);
+}

@@ -1,0 +1,1122 @@
+/*
+ * The reverse tape: recording. Scalar-table functions are evaluated once for value and
+ * partials and recorded as compact records (no closure, no lookup, no allocation per
+ * operation); other functions go through their rrule and the tape keeps the pullback.
+ * The record layout is described in tape_impl.h; the sweeps are in sweep.c.
+ */
+#include <float.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <chainrules/rules_math.h>
+
+#include "tape_impl.h"
+
+#define FIRST_CHUNK_WORDS ((size_t)1024)
+#define MAX_CHUNK_WORDS ((size_t)1 << 20)
+/* The largest record: an n-ary second-order record of CR_SCALAR_MAX_IN operands
+ * (leading header, Hessian triangle, partials, packed operands, header). */
+#define MAX_RECORD_WORDS                                                                   \
+    (2 + CR_SCALAR_MAX_IN * (CR_SCALAR_MAX_IN + 1) / 2 + CR_SCALAR_MAX_IN +                \
+     (CR_SCALAR_MAX_IN + 1) / 2)
+
+/* Tape ids: one per recording, so that variables of another tape, or of this tape before
+ * a reset, are recognised. The counter is the library's only mutable global besides the
+ * built-in rule table and the thread's current tape; it hands out numbers and nothing
+ * else depends on its order. */
+static atomic_uint g_next_id = 1;
+
+static uint32_t new_id(void)
+{
+    uint32_t id;
+    do
+        id = (uint32_t)atomic_fetch_add_explicit(&g_next_id, 1u, memory_order_relaxed);
+    while (id == 0);
+    return id;
+}
+
+static _Thread_local cr_tape *g_current;
+
+cr_tape *cr_tape_set_current(cr_tape *t)
+{
+    cr_tape *old = g_current;
+    g_current = t;
+    return old;
+}
+
+cr_tape *cr_tape_current(void)
+{
+    return g_current;
+}
+
+static inline cr_var nan_const(void)
+{
+    return cr_const(NAN);
+}
+
+/* ---- Errors ---------------------------------------------------------------------------- */
+
+cr_status cr__tape_fail(cr_tape *t, cr_status st, const char *fmt, ...)
+{
+    if (t->status != CR_OK)
+        return t->status; /* the first failure wins */
+    t->status = st;
+    t->slow = 1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->errmsg, sizeof t->errmsg, fmt, ap);
+    va_end(ap);
+    cr_ctx_error(t->ctx, st, "%s", t->errmsg);
+    return st;
+}
+
+/* A failure reported by a rule or the arena: its message is on the context already. */
+static cr_status fail_from_ctx(cr_tape *t, cr_status st, const char *what)
+{
+    const char *msg = cr_ctx_errmsg(t->ctx);
+    if (cr_ctx_errcode(t->ctx) == st && msg[0] != '\0')
+        return cr__tape_fail(t, st, "%s: %s", what, msg);
+    return cr__tape_fail(t, st, "%s: %s", what, cr_status_str(st));
+}
+
+cr_status cr_tape_status(const cr_tape *t)
+{
+    return t == NULL ? CR_EINVAL : t->status;
+}
+
+const char *cr_tape_errmsg(const cr_tape *t)
+{
+    return t == NULL ? "" : t->errmsg;
+}
+
+void cr_tape_clear_error(cr_tape *t)
+{
+    if (t == NULL)
+        return;
+    t->status = CR_OK;
+    t->slow = (t->flags & CR_TAPE_SECOND_ORDER) != 0;
+    t->errmsg[0] = '\0';
+}
+
+/* ---- Creation ------------------------------------------------------------------------- */
+
+static void tape_init(cr_tape *t, cr_ctx *ctx, cr_arena *arena, bool own, const cr_engine *eng,
+                      uint32_t flags)
+{
+    memset(t, 0, sizeof *t);
+    t->ctx = ctx;
+    t->arena = arena;
+    t->own_arena = own;
+    t->engine = eng;
+    t->config = cr_engine_config(eng);
+    if (flags & CR_TAPE_SECOND_ORDER)
+        flags |= CR_TAPE_FORWARD;
+    t->flags = flags;
+    t->pre = (flags & CR_TAPE_FORWARD) ? 1u : 0u;
+    t->slow = (flags & CR_TAPE_SECOND_ORDER) != 0;
+    t->first_words = FIRST_CHUNK_WORDS;
+    t->next_words = FIRST_CHUNK_WORDS;
+    t->cur = t->lim = &t->dummy;
+    t->id = new_id();
+}
+
+cr_status cr_tape_new(cr_ctx *ctx, const cr_tape_params *params, cr_tape **out)
+{
+    if (out == NULL)
+        return cr_ctx_error(ctx, CR_EINVAL, "cr_tape_new: out is NULL");
+    *out = NULL;
+    if (ctx == NULL)
+        return CR_EINVAL;
+    cr_tape_params p = {0};
+    if (params != NULL) {
+        size_t n = params->struct_size == 0 ? sizeof p : params->struct_size;
+        if (n > sizeof p)
+            return cr_ctx_error(ctx, CR_EINVAL, "cr_tape_new: unknown struct_size %zu", n);
+        memcpy(&p, params, n);
+    }
+    if (p.flags & ~(uint32_t)(CR_TAPE_FORWARD | CR_TAPE_SECOND_ORDER))
+        return cr_ctx_error(ctx, CR_EINVAL, "cr_tape_new: unknown flags 0x%x", p.flags);
+    cr_arena *arena;
+    cr_arena_params ap = {.struct_size = sizeof ap,
+                          .buffer = p.buffer,
+                          .buffer_size = p.buffer_size,
+                          .block_size = p.block_size};
+    cr_status st = cr_arena_new(ctx, &ap, &arena);
+    if (st != CR_OK)
+        return st;
+    cr_tape *t = cr_ctx_alloc(ctx, sizeof *t);
+    if (t == NULL) {
+        cr_arena_free(arena);
+        return CR_ENOMEM;
+    }
+    tape_init(t, ctx, arena, true, p.engine, p.flags);
+    *out = t;
+    return CR_OK;
+}
+
+cr_status cr__tape_new_in(cr_arena *arena, const cr_engine *eng, uint32_t flags, cr_tape **out)
+{
+    cr_tape *t = cr_arena_alloc(arena, sizeof *t, _Alignof(cr_tape));
+    if (t == NULL)
+        return CR__ALLOC_STATUS(arena);
+    tape_init(t, cr_arena_ctx(arena), arena, false, eng, flags);
+    *out = t;
+    return CR_OK;
+}
+
+void cr_tape_free(cr_tape *t)
+{
+    if (t == NULL)
+        return;
+    if (g_current == t)
+        g_current = NULL;
+    if (t->own_arena) {
+        cr_arena_free(t->arena);
+        cr_ctx_dealloc(t->ctx, t, sizeof *t);
+    }
+}
+
+void cr_tape_reset(cr_tape *t)
+{
+    if (t == NULL)
+        return;
+    if (t->own_arena)
+        cr_arena_reset(t->arena);
+    t->chunk = NULL;
+    t->first = NULL;
+    t->cur = t->lim = &t->dummy;
+    t->nvars = 0;
+    t->ninputs = 0;
+    t->record_words = 0;
+    t->next_words = t->first_words;
+    t->status = CR_OK;
+    t->slow = (t->flags & CR_TAPE_SECOND_ORDER) != 0;
+    t->errmsg[0] = '\0';
+    t->id = new_id();
+}
+
+cr_ctx *cr_tape_ctx(const cr_tape *t)
+{
+    return t == NULL ? NULL : t->ctx;
+}
+
+cr_arena *cr_tape_arena(cr_tape *t)
+{
+    return t == NULL ? NULL : t->arena;
+}
+
+const cr_config *cr_tape_config(const cr_tape *t)
+{
+    return t == NULL ? cr_engine_config(NULL) : t->config;
+}
+
+cr_status cr_tape_stats_get(const cr_tape *t, cr_tape_stats *out)
+{
+    if (t == NULL || out == NULL)
+        return CR_EINVAL;
+    size_t words = t->record_words;
+    if (t->chunk != NULL)
+        words += (size_t)(t->cur - t->chunk->base);
+    out->nvars = t->nvars;
+    out->ninputs = t->ninputs;
+    size_t nrec = 0;
+    for (const cr__chunk *c = t->chunk; c != NULL; c = c->prev) {
+        const cr__word *p = c == t->chunk ? t->cur : c->end;
+        while (p > c->base) {
+            p -= rec_words(p[-1].u) + t->pre;
+            nrec++;
+        }
+    }
+    out->nrecords = nrec;
+    out->record_bytes = words * sizeof(cr__word);
+    out->arena_bytes = cr_arena_capacity(t->arena);
+    return CR_OK;
+}
+
+size_t cr_tape_node_overhead(void)
+{
+    return 3 * sizeof(cr__word);
+}
+
+/* ---- The record stream ------------------------------------------------------------------ */
+
+#if defined(__GNUC__)
+#define NOINLINE __attribute__((noinline))
+#else
+#define NOINLINE
+#endif
+
+/* Start a new chunk with room for at least `need` words. */
+static NOINLINE cr_status grow(cr_tape *t, size_t need)
+{
+    if (t->status != CR_OK)
+        return t->status;
+    size_t words = t->next_words;
+    if (words < need)
+        words = need;
+    /* Each record takes at least one word and makes one variable (GENERIC records check
+     * their own count), so a chunk of `words` words cannot pass the variable limit. */
+    size_t left = CR_TAPE_MAX_VARS - 1 - t->nvars;
+    if (words > left)
+        words = left;
+    if (words < need)
+        return cr__tape_fail(t, CR_EOVERFLOW, "tape: more than %zu variables in one recording",
+                             CR_TAPE_MAX_VARS - 1);
+    cr__chunk *c = NULL;
+    for (;;) {
+        c = cr_arena_alloc(t->arena, sizeof(cr__chunk) + words * sizeof(cr__word),
+                           _Alignof(cr__word) > _Alignof(cr__chunk) ? _Alignof(cr__word)
+                                                                    : _Alignof(cr__chunk));
+        if (c != NULL)
+            break;
+        cr_status st = CR__ALLOC_STATUS(t->arena);
+        /* A caller buffer may still hold a smaller chunk. */
+        if (st != CR_EARENA || words / 2 < need + 64)
+            return fail_from_ctx(t, st == CR_OK ? CR_ENOMEM : st, "tape: no room for records");
+        words /= 2;
+    }
+    if (t->chunk != NULL) {
+        t->chunk->end = t->cur;
+        t->record_words += (size_t)(t->cur - t->chunk->base);
+    }
+    c->prev = t->chunk;
+    c->next = NULL;
+    if (t->chunk != NULL)
+        t->chunk->next = c;
+    else
+        t->first = c;
+    c->base = (cr__word *)(void *)(c + 1);
+    c->end = c->base;
+    t->chunk = c;
+    t->cur = c->base;
+    t->lim = c->base + words;
+    if (t->next_words < MAX_CHUNK_WORDS)
+        t->next_words *= 2;
+    return CR_OK;
+}
+
+static inline bool room(const cr_tape *t, size_t need)
+{
+    return (size_t)(t->lim - t->cur) >= need;
+}
+
+static inline cr_var new_var(cr_tape *t, double v)
+{
+    cr_var r;
+    r.v = v;
+    r.idx = t->nvars++;
+    r.tape = t->id;
+    return r;
+}
+
+/* A record with no payload. */
+static cr_var emit0(cr_tape *t, double y, unsigned kind, uint32_t a, uint32_t b)
+{
+    if (!room(t, 1 + t->pre) && grow(t, 1 + t->pre) != CR_OK)
+        return nan_const();
+    uint64_t h = hdr_make(kind, a, b);
+    cr__word *w = t->cur;
+    if (t->pre)
+        (w++)->u = h;
+    (w++)->u = h;
+    t->cur = w;
+    return new_var(t, y);
+}
+
+/* A linear record of one operand with partial p (first order, or zero Hessian). */
+static inline cr_var emit_unary(cr_tape *t, double y, double p, uint32_t a)
+{
+    if (p == 1.0)
+        return emit0(t, y, K_COPY, a, 0);
+    if (p == -1.0)
+        return emit0(t, y, K_NEG, a, 0);
+    if (!room(t, 2 + t->pre) && grow(t, 2 + t->pre) != CR_OK)
+        return nan_const();
+    uint64_t h = hdr_make(K_UNARY, a, 0);
+    cr__word *w = t->cur;
+    if (t->pre)
+        (w++)->u = h;
+    (w++)->d = p;
+    (w++)->u = h;
+    t->cur = w;
+    return new_var(t, y);
+}
+
+/* A record of two operands with partials p0, p1 and no second derivatives, or the MUL
+ * kind (Hessian (0 1; 1 0)) on a second-order tape. */
+static inline cr_var emit_binary(cr_tape *t, double y, double p0, double p1, uint32_t a,
+                                 uint32_t b, unsigned kind)
+{
+    if (kind == K_BINARY && p0 == 1.0) {
+        if (p1 == 1.0)
+            return emit0(t, y, K_ADD, a, b);
+        if (p1 == -1.0)
+            return emit0(t, y, K_SUB, a, b);
+    }
+    if (!room(t, 3 + t->pre) && grow(t, 3 + t->pre) != CR_OK)
+        return nan_const();
+    uint64_t h = hdr_make(kind, a, b);
+    cr__word *w = t->cur;
+    if (t->pre)
+        (w++)->u = h;
+    (w++)->d = p0;
+    (w++)->d = p1;
+    (w++)->u = h;
+    t->cur = w;
+    return new_var(t, y);
+}
+
+/*
+ * The general record of k variable operands (indices vi) with partials p and, when H is
+ * not NULL, the k x k Hessian H (row-major, symmetric) of the result in those operands.
+ * Picks the compact kinds when the values allow.
+ */
+static cr_var emit_general(cr_tape *t, double y, size_t k, const uint32_t *vi, const double *p,
+                           const double *H)
+{
+    double pm[CR_SCALAR_MAX_IN], Hm[CR_SCALAR_MAX_IN * CR_SCALAR_MAX_IN];
+    uint32_t vm[CR_SCALAR_MAX_IN];
+    /* An operand that appears twice (x * x) is one operand whose partial is the sum, and
+     * whose second derivative sums the block. */
+    size_t m = 0;
+    size_t map[CR_SCALAR_MAX_IN];
+    for (size_t j = 0; j < k; j++) {
+        size_t r = m;
+        for (size_t q = 0; q < m; q++)
+            if (vm[q] == vi[j])
+                r = q;
+        if (r == m) {
+            vm[m] = vi[j];
+            pm[m] = 0.0;
+            m++;
+        }
+        map[j] = r;
+        pm[r] += p[j];
+    }
+    bool second = H != NULL;
+    bool linear = true;
+    if (second) {
+        for (size_t q = 0; q < m * m; q++)
+            Hm[q] = 0.0;
+        for (size_t j = 0; j < k; j++)
+            for (size_t l = 0; l < k; l++)
+                Hm[map[j] * m + map[l]] += H[j * k + l];
+        for (size_t q = 0; q < m * m; q++)
+            if (Hm[q] != 0.0)
+                linear = false;
+    }
+    if (m == 1) {
+        if (linear)
+            return emit_unary(t, y, pm[0], vm[0]);
+        if (!room(t, 3 + t->pre) && grow(t, 3 + t->pre) != CR_OK)
+            return nan_const();
+        uint64_t h = hdr_make(K_UNARY2, vm[0], 0);
+        cr__word *w = t->cur;
+        if (t->pre)
+            (w++)->u = h;
+        (w++)->d = Hm[0];
+        (w++)->d = pm[0];
+        (w++)->u = h;
+        t->cur = w;
+        return new_var(t, y);
+    }
+    if (m == 2) {
+        if (linear)
+            return emit_binary(t, y, pm[0], pm[1], vm[0], vm[1], K_BINARY);
+        if (Hm[0] == 0.0 && Hm[3] == 0.0 && Hm[1] == 1.0 && Hm[2] == 1.0)
+            return emit_binary(t, y, pm[0], pm[1], vm[0], vm[1], K_MUL);
+        if (!room(t, 6 + t->pre) && grow(t, 6 + t->pre) != CR_OK)
+            return nan_const();
+        uint64_t h = hdr_make(K_BINARY2, vm[0], vm[1]);
+        cr__word *w = t->cur;
+        if (t->pre)
+            (w++)->u = h;
+        (w++)->d = Hm[0];
+        (w++)->d = 0.5 * (Hm[1] + Hm[2]);
+        (w++)->d = Hm[3];
+        (w++)->d = pm[0];
+        (w++)->d = pm[1];
+        (w++)->u = h;
+        t->cur = w;
+        return new_var(t, y);
+    }
+    /* n-ary: [Hessian triangle][partials][operands, two per word][header] */
+    size_t nops = (m + 1) / 2, ntri = linear ? 0 : m * (m + 1) / 2;
+    size_t need = t->pre + ntri + m + nops + 1;
+    if (!room(t, need) && grow(t, need) != CR_OK)
+        return nan_const();
+    unsigned kind = linear ? K_NARY : K_NARY2;
+    uint64_t h = hdr_make(kind, (uint32_t)m, 0);
+    cr__word *w = t->cur;
+    if (t->pre)
+        (w++)->u = h;
+    for (size_t j = 0; j < m && !linear; j++)
+        for (size_t l = j; l < m; l++)
+            (w++)->d = 0.5 * (Hm[j * m + l] + Hm[l * m + j]);
+    for (size_t j = 0; j < m; j++)
+        (w++)->d = pm[j];
+    for (size_t j = 0; j < m; j += 2)
+        (w++)->u = (uint64_t)vm[j] | (j + 1 < m ? (uint64_t)vm[j + 1] << 32 : 0);
+    (w++)->u = h;
+    t->cur = w;
+    return new_var(t, y);
+}
+
+/* ---- Second derivatives of a row -------------------------------------------------------- */
+
+static cr_complex mk_complex(double re, double im)
+{
+    double parts[2] = {re, im};
+    cr_complex z;
+    memcpy(&z, parts, sizeof z);
+    return z;
+}
+
+/*
+ * H[(o*nin + j)*nin + l] = d^2 Y_o / dx_j dx_l of a row at x, whose partials there are D.
+ *
+ * Rows with a complex instantiation: the complex step. The partials are holomorphic, so
+ * D(x + i h e_l) = D(x) + i h dD/dx_l + O(h^2): the imaginary part divided by h is the
+ * second derivative with no cancellation at all, exact to rounding for h = 1e-20 |x_l|.
+ *
+ * Real-only rows: central differences of the partials with the step cbrt(eps) max(1, |x|)
+ * (about ten significant digits). Where the partials jump within one step (a kink: abs,
+ * max, relu near 0), the one-sided difference of smaller magnitude is used, which is
+ * exact for piecewise-linear functions.
+ */
+static void row_hessian(const cr_scalar_rule *row, const double *x, const double *D, double *H)
+{
+    size_t nin = row->nin, nout = row->nout;
+    if (row->c128 != NULL) {
+        for (size_t l = 0; l < nin; l++) {
+            cr_complex z[CR_SCALAR_MAX_IN], Yc[CR_SCALAR_MAX_OUT];
+            cr_complex Dc[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+            double h = 1e-20 * fmax(fabs(x[l]), 1e-200);
+            for (size_t j = 0; j < nin; j++)
+                z[j] = mk_complex(x[j], j == l ? h : 0.0);
+            row->c128(z, Yc, Dc);
+            for (size_t o = 0; o < nout; o++)
+                for (size_t j = 0; j < nin; j++)
+                    H[(o * nin + j) * nin + l] = cimag(Dc[o * nin + j]) / h;
+        }
+    } else {
+        const double step = cbrt(DBL_EPSILON);
+        for (size_t l = 0; l < nin; l++) {
+            double xp[CR_SCALAR_MAX_IN], xm[CR_SCALAR_MAX_IN], Y2[CR_SCALAR_MAX_OUT];
+            double Dp[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN], Dm[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+            double h = step * fmax(1.0, fabs(x[l]));
+            memcpy(xp, x, nin * sizeof *x);
+            memcpy(xm, x, nin * sizeof *x);
+            xp[l] = x[l] + h;
+            xm[l] = x[l] - h;
+            double hp = xp[l] - x[l], hm = x[l] - xm[l]; /* the steps actually taken */
+            row->f64(xp, Y2, Dp);
+            row->f64(xm, Y2, Dm);
+            for (size_t o = 0; o < nout; o++)
+                for (size_t j = 0; j < nin; j++) {
+                    size_t q = o * nin + j;
+                    double f = (Dp[q] - D[q]) / hp, b = (D[q] - Dm[q]) / hm;
+                    double second = fabs(Dp[q] - 2 * D[q] + Dm[q]);
+                    double v;
+                    if (second > 1e-3 * (fabs(Dp[q]) + fabs(Dm[q])) && second > 0)
+                        v = fabs(f) < fabs(b) ? f : b;
+                    else
+                        v = (Dp[q] - Dm[q]) / (hp + hm);
+                    H[q * nin + l] = v;
+                }
+        }
+    }
+}
+
+/* ---- Operations on scalar rows ---------------------------------------------------------- */
+
+static cr_var foreign(cr_tape *t, const char *fname, cr_var x)
+{
+    cr__tape_fail(t, CR_ETAPE,
+                  "%s: variable %u belongs to another tape, or to this tape before its last "
+                  "reset (tape id %u, this recording is %u)",
+                  fname, (unsigned)x.idx, (unsigned)x.tape, (unsigned)t->id);
+    return nan_const();
+}
+
+/*
+ * Record a row's results for arguments args (nin of them), whose values were evaluated:
+ * Y (nout) and D (nout x nin). Constants are dropped from the records.
+ */
+static cr_status record_evaluated(cr_tape *t, const char *fname, const cr_scalar_rule *row,
+                                  const cr_var *args, const double *x, const double *Y,
+                                  const double *D, cr_var *out)
+{
+    size_t nin = row->nin, nout = row->nout;
+    uint32_t vi[CR_SCALAR_MAX_IN];
+    size_t slot[CR_SCALAR_MAX_IN], k = 0;
+    for (size_t j = 0; j < nin; j++) {
+        if (args[j].idx == CR_VAR_CONST)
+            continue;
+        if (args[j].tape != t->id) {
+            foreign(t, fname, args[j]);
+            return t->status;
+        }
+        vi[k] = args[j].idx;
+        slot[k] = j;
+        k++;
+    }
+    if (k == 0) {
+        for (size_t o = 0; o < nout; o++)
+            out[o] = cr_const(Y[o]);
+        return CR_OK;
+    }
+    double Hfull[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN * CR_SCALAR_MAX_IN];
+    bool second = (t->flags & CR_TAPE_SECOND_ORDER) != 0;
+    if (second)
+        row_hessian(row, x, D, Hfull);
+    for (size_t o = 0; o < nout; o++) {
+        double p[CR_SCALAR_MAX_IN], H[CR_SCALAR_MAX_IN * CR_SCALAR_MAX_IN];
+        for (size_t j = 0; j < k; j++) {
+            p[j] = D[o * nin + slot[j]];
+            for (size_t l = 0; l < k && second; l++)
+                H[j * k + l] = Hfull[(o * nin + slot[j]) * nin + slot[l]];
+        }
+        if (!second && k == 1)
+            out[o] = emit_unary(t, Y[o], p[0], vi[0]);
+        else if (!second && k == 2 && vi[0] != vi[1])
+            out[o] = emit_binary(t, Y[o], p[0], p[1], vi[0], vi[1], K_BINARY);
+        else
+            out[o] = emit_general(t, Y[o], k, vi, p, second ? H : NULL);
+    }
+    return t->status;
+}
+
+/* The row of a built-in function value (set by the scalar-rule table). */
+static inline const cr_scalar_rule *row_of(const cr_value *f)
+{
+    return (const cr_scalar_rule *)f->u.func.fn->udata;
+}
+
+static inline cr_tape *tape_or_current(cr_tape *t)
+{
+    return t != NULL ? t : g_current;
+}
+
+/* The rare paths of a one-argument operation: no tape given (the current one), a failed
+ * tape, a constant or foreign argument, a second-order tape. */
+static NOINLINE cr_var op1_slow(cr_tape *t, const cr_value *f, cr_var a, const double *Y,
+                                const double *D)
+{
+    if ((t = tape_or_current(t)) == NULL || t->status != CR_OK)
+        return nan_const();
+    if (a.idx == CR_VAR_CONST)
+        return cr_const(Y[0]);
+    if (a.tape != t->id)
+        return foreign(t, f->u.func.fn->name, a);
+    cr_var r;
+    if (record_evaluated(t, f->u.func.fn->name, row_of(f), &a, &a.v, Y, D, &r) != CR_OK)
+        return nan_const();
+    return r;
+}
+
+/*
+ * One-argument scalar operation: the hot path. The row gives value and partial in one
+ * evaluation; a variable of this recording on a first-order tape is then one record.
+ */
+static inline cr_var op1(cr_tape *t, const cr_value *f, cr_var a)
+{
+    double x = a.v, Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+    row_of(f)->f64(&x, Y, D);
+    if (t != NULL && t->slow == 0 && a.tape == t->id)
+        return emit_unary(t, Y[0], D[0], a.idx);
+    return op1_slow(t, f, a, Y, D);
+}
+
+/* The rare paths of a two-argument operation (see op1_slow). */
+static NOINLINE cr_var op2_slow(cr_tape *t, const cr_value *f, cr_var a, cr_var b,
+                                const double *x, const double *Y, const double *D)
+{
+    if ((t = tape_or_current(t)) == NULL || t->status != CR_OK)
+        return nan_const();
+    if (a.idx == CR_VAR_CONST && b.idx == CR_VAR_CONST)
+        return cr_const(Y[0]);
+    cr_var args[2] = {a, b}, r;
+    if (record_evaluated(t, f->u.func.fn->name, row_of(f), args, x, Y, D, &r) != CR_OK)
+        return nan_const();
+    return r;
+}
+
+/* Two-argument scalar operation: the hot path (two variables, or a variable and a
+ * constant, of this recording on a first-order tape). */
+static inline cr_var op2(cr_tape *t, const cr_value *f, cr_var a, cr_var b)
+{
+    double x[2], Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+    x[0] = a.v;
+    x[1] = b.v;
+    row_of(f)->f64(x, Y, D);
+    if (t != NULL && t->slow == 0) {
+        uint32_t id = t->id;
+        if (a.tape == id) {
+            if (b.tape == id) {
+                if (a.idx != b.idx)
+                    return emit_binary(t, Y[0], D[0], D[1], a.idx, b.idx, K_BINARY);
+                /* x op x: one operand, the partials add up */
+                return emit_unary(t, Y[0], D[0] + D[1], a.idx);
+            }
+            if (b.idx == CR_VAR_CONST)
+                return emit_unary(t, Y[0], D[0], a.idx);
+        } else if (a.idx == CR_VAR_CONST && b.tape == id) {
+            return emit_unary(t, Y[0], D[1], b.idx);
+        }
+    }
+    return op2_slow(t, f, a, b, x, Y, D);
+}
+
+cr_var cr_add(cr_tape *t, cr_var a, cr_var b)
+{
+    return op2(t, &cr_fn_add, a, b);
+}
+
+cr_var cr_sub(cr_tape *t, cr_var a, cr_var b)
+{
+    return op2(t, &cr_fn_sub, a, b);
+}
+
+cr_var cr_mul(cr_tape *t, cr_var a, cr_var b)
+{
+    return op2(t, &cr_fn_mul, a, b);
+}
+
+cr_var cr_div(cr_tape *t, cr_var a, cr_var b)
+{
+    return op2(t, &cr_fn_div, a, b);
+}
+
+cr_var cr_neg(cr_tape *t, cr_var a)
+{
+    return op1(t, &cr_fn_neg, a);
+}
+
+cr_var cr_sin(cr_tape *t, cr_var a)
+{
+    return op1(t, &cr_fn_sin, a);
+}
+
+cr_var cr_cos(cr_tape *t, cr_var a)
+{
+    return op1(t, &cr_fn_cos, a);
+}
+
+cr_var cr_exp(cr_tape *t, cr_var a)
+{
+    return op1(t, &cr_fn_exp, a);
+}
+
+cr_var cr_log(cr_tape *t, cr_var a)
+{
+    return op1(t, &cr_fn_log, a);
+}
+
+cr_var cr_sqrt(cr_tape *t, cr_var a)
+{
+    return op1(t, &cr_fn_sqrt, a);
+}
+
+cr_var cr_asin(cr_tape *t, cr_var a)
+{
+    return op1(t, &cr_fn_asin, a);
+}
+
+cr_var cr_tape_input(cr_tape *t, double v)
+{
+    if ((t = tape_or_current(t)) == NULL || t->status != CR_OK)
+        return nan_const();
+    cr_var r = emit0(t, v, K_INPUT, 0, 0);
+    if (r.idx != CR_VAR_CONST)
+        t->ninputs++;
+    return r;
+}
+
+cr_status cr_tape_inputs(cr_tape *t, const double *x, size_t n, cr_var *out)
+{
+    if ((t = tape_or_current(t)) == NULL)
+        return CR_EMISUSE;
+    if (n > 0 && (x == NULL || out == NULL))
+        return cr__tape_fail(t, CR_EINVAL, "cr_tape_inputs: NULL x or out");
+    for (size_t j = 0; j < n; j++)
+        out[j] = cr_tape_input(t, x[j]);
+    return t->status;
+}
+
+/* ---- Generic calls ---------------------------------------------------------------------- */
+
+static const cr_field k_tuple_fields[CR__MAX_TUPLE] = {
+    {NULL, 0 * sizeof(double), CR_KIND_F64, NULL}, {NULL, 1 * sizeof(double), CR_KIND_F64, NULL},
+    {NULL, 2 * sizeof(double), CR_KIND_F64, NULL}, {NULL, 3 * sizeof(double), CR_KIND_F64, NULL},
+    {NULL, 4 * sizeof(double), CR_KIND_F64, NULL}, {NULL, 5 * sizeof(double), CR_KIND_F64, NULL},
+    {NULL, 6 * sizeof(double), CR_KIND_F64, NULL}, {NULL, 7 * sizeof(double), CR_KIND_F64, NULL},
+};
+static const cr_type k_tuples[CR__MAX_TUPLE - 1] = {
+    {"tuple(f64,f64)", 2 * sizeof(double), 2, k_tuple_fields},
+    {"tuple(f64 x 3)", 3 * sizeof(double), 3, k_tuple_fields},
+    {"tuple(f64 x 4)", 4 * sizeof(double), 4, k_tuple_fields},
+    {"tuple(f64 x 5)", 5 * sizeof(double), 5, k_tuple_fields},
+    {"tuple(f64 x 6)", 6 * sizeof(double), 6, k_tuple_fields},
+    {"tuple(f64 x 7)", 7 * sizeof(double), 7, k_tuple_fields},
+    {"tuple(f64 x 8)", 8 * sizeof(double), 8, k_tuple_fields},
+};
+
+const cr_type *cr__tuple_f64(size_t n)
+{
+    return n >= 2 && n <= CR__MAX_TUPLE ? &k_tuples[n - 2] : NULL;
+}
+
+cr_status cr__accum_real(cr_arena *arena, const char *who, cr_tangent t, double *acc)
+{
+    if (t.tag == CR_TAN_THUNK) {
+        cr_status st = cr_tangent_unthunk(t, &t);
+        if (st != CR_OK)
+            return st;
+    }
+    switch ((cr_tag)t.tag) {
+    case CR_TAN_ZERO:
+    case CR_TAN_NONE:
+    case CR_TAN_ABSENT:
+        return CR_OK;
+    case CR_TAN_F64:
+        *acc += t.u.f64;
+        return CR_OK;
+    case CR_TAN_F32:
+        *acc += (double)t.u.f32;
+        return CR_OK;
+    case CR_TAN_C128:
+        *acc += creal(t.u.c128); /* ProjectTo a real argument */
+        return CR_OK;
+    case CR_TAN_NOTIMPL:
+        return CR__FAIL(arena, CR_EUNIMPL, "%s: cotangent is NotImplemented (%s:%d: %s)", who,
+                        t.u.ni->file, t.u.ni->line, t.u.ni->msg);
+    default:
+        return CR__FAIL(arena, CR_ETANGENT, "%s: expected a scalar cotangent, got %s", who,
+                        cr_tag_name((cr_tag)t.tag));
+    }
+}
+
+/* The scalar results of a value: one double, or the elements of a tuple of numbers. */
+static cr_status unpack_result(cr_tape *t, const char *fname, const cr_value *y, double *vals,
+                               size_t cap, size_t *k, bool *constant)
+{
+    *constant = false;
+    switch (y->kind) {
+    case CR_KIND_F64:
+        vals[0] = y->u.f64;
+        *k = 1;
+        return CR_OK;
+    case CR_KIND_F32:
+        vals[0] = (double)y->u.f32;
+        *k = 1;
+        return CR_OK;
+    case CR_KIND_I64:
+    case CR_KIND_I32:
+        vals[0] = (double)y->u.i64;
+        *k = 1;
+        *constant = true;
+        return CR_OK;
+    case CR_KIND_BOOL:
+        vals[0] = y->u.b ? 1.0 : 0.0;
+        *k = 1;
+        *constant = true;
+        return CR_OK;
+    case CR_KIND_STRUCT: {
+        const cr_type *ty = y->u.obj.type;
+        if (ty->nfields > cap)
+            break;
+        for (size_t i = 0; i < ty->nfields; i++) {
+            const unsigned char *p = (const unsigned char *)y->u.obj.ptr + ty->fields[i].offset;
+            if (ty->fields[i].kind == CR_KIND_F64) {
+                memcpy(&vals[i], p, sizeof(double));
+            } else if (ty->fields[i].kind == CR_KIND_F32) {
+                float f;
+                memcpy(&f, p, sizeof f);
+                vals[i] = (double)f;
+            } else {
+                return cr__tape_fail(t, CR_EUNIMPL,
+                                     "%s returns a %s whose field %zu is a %s: the scalar tape "
+                                     "holds real results only",
+                                     fname, ty->name, i, cr_kind_name(ty->fields[i].kind));
+            }
+        }
+        *k = ty->nfields;
+        return CR_OK;
+    }
+    default:
+        break;
+    }
+    return cr__tape_fail(t, CR_EUNIMPL,
+                         "%s returns a %s: the scalar tape holds real results (and tuples of "
+                         "up to %d of them) only",
+                         fname, cr_kind_name(y->kind), CR__MAX_TUPLE);
+}
+
+static cr_status check_nout(cr_tape *t, const char *fname, size_t k, size_t nout, size_t *got)
+{
+    if (got != NULL) {
+        *got = k;
+        if (k <= nout)
+            return CR_OK;
+    } else if (k == nout) {
+        return CR_OK;
+    }
+    return cr__tape_fail(t, CR_EINVAL, "%s gives %zu results, %zu expected", fname, k, nout);
+}
+
+/* Call f with its primal (or its overlay on constants): the results are constants. */
+static cr_status call_constant(cr_tape *t, const cr_value *f, const cr__impl *im,
+                               const cr_var *args, const cr_value *vals, size_t nargs,
+                               cr_var *out, size_t nout, size_t *got)
+{
+    const cr_function *fn = f->u.func.fn;
+    const cr_scalar_rule *row = cr_scalar_rule_of(fn);
+    if (row != NULL && row->nin == nargs) {
+        double x[CR_SCALAR_MAX_IN], Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+        for (size_t j = 0; j < nargs; j++)
+            x[j] = args[j].v;
+        row->f64(x, Y, D);
+        if (check_nout(t, fn->name, row->nout, nout, got) != CR_OK)
+            return t->status;
+        for (size_t o = 0; o < row->nout; o++)
+            out[o] = cr_const(Y[o]);
+        return CR_OK;
+    }
+    if (fn->primal != NULL) {
+        cr_value y;
+        cr_status st = cr_function_call(t->arena, f, vals, nargs, &y);
+        if (st != CR_OK)
+            return fail_from_ctx(t, st, fn->name);
+        double yv[CR__MAX_TUPLE];
+        size_t k = 0;
+        bool c;
+        if (unpack_result(t, fn->name, &y, yv, CR__MAX_TUPLE, &k, &c) != CR_OK ||
+            check_nout(t, fn->name, k, nout, got) != CR_OK)
+            return t->status;
+        for (size_t o = 0; o < k; o++)
+            out[o] = cr_const(yv[o]);
+        return CR_OK;
+    }
+    if (im != NULL && im->impl != NULL) {
+        /* The overlay on constants records nothing. */
+        cr_var cargs[16];
+        if (nargs > 16 || check_nout(t, fn->name, im->nout, nout, got) != CR_OK)
+            return t->status != CR_OK ? t->status
+                                      : cr__tape_fail(t, CR_EINVAL, "%s: too many arguments",
+                                                      fn->name);
+        for (size_t j = 0; j < nargs; j++)
+            cargs[j] = cr_const(args[j].v);
+        cr_status st = im->impl(t, cargs, nargs, out, im->nout, im->env);
+        if (st != CR_OK)
+            return cr__tape_fail(t, st, "%s (zero-adjoint overlay) failed: %s", fn->name,
+                                 cr_status_str(st));
+        for (size_t o = 0; o < im->nout; o++)
+            out[o] = cr_const(out[o].v);
+        return t->status;
+    }
+    return cr__tape_fail(t, CR_EINVAL, "%s is zero-adjoint but has no primal to call", fn->name);
+}
+
+/* Record f's rrule: the pullback is kept in a GENERIC record. */
+static cr_status record_rrule(cr_tape *t, const cr_value *f, const cr_var *args,
+                              const cr_value *vals, size_t nargs, cr_var *out, size_t nout,
+                              size_t *got)
+{
+    const cr_function *fn = f->u.func.fn;
+    if (t->flags & CR_TAPE_SECOND_ORDER)
+        return cr__tape_fail(t, CR_EUNIMPL,
+                             "%s: its rrule's pullback has no second-order form; a "
+                             "second-order tape records scalar-table functions and "
+                             "implementations written against the tape",
+                             fn->name);
+    cr_value y;
+    cr_pullback pb;
+    cr_status st = cr_rrule(t->config, t->arena, f, vals, nargs, &y, &pb);
+    if (st != CR_OK)
+        return fail_from_ctx(t, st == CR_NOTHING ? CR_ENORULE : st, fn->name);
+    double yv[CR__MAX_TUPLE];
+    size_t k = 0;
+    bool constant;
+    if (unpack_result(t, fn->name, &y, yv, CR__MAX_TUPLE, &k, &constant) != CR_OK ||
+        check_nout(t, fn->name, k, nout, got) != CR_OK)
+        return t->status;
+    if (constant) {
+        out[0] = cr_const(yv[0]);
+        return CR_OK;
+    }
+    if (t->nvars + k + 1 >= CR_TAPE_MAX_VARS)
+        return cr__tape_fail(t, CR_EOVERFLOW, "tape: more than %zu variables in one recording",
+                             CR_TAPE_MAX_VARS - 1);
+    cr__gen_node *node = cr_arena_alloc(t->arena, sizeof *node, _Alignof(cr__gen_node));
+    uint32_t *ai = cr_arena_alloc(t->arena, (nargs ? nargs : 1) * sizeof *ai, _Alignof(uint32_t));
+    if (node == NULL || ai == NULL)
+        return fail_from_ctx(t, CR__ALLOC_STATUS(t->arena), fn->name);
+    for (size_t j = 0; j < nargs; j++)
+        ai[j] = args[j].idx;
+    node->pb = pb;
+    node->nargs = (uint32_t)nargs;
+    node->nout = (uint32_t)k;
+    node->args = ai;
+    node->tuple = k > 1 ? cr__tuple_f64(k) : NULL;
+    node->fname = fn->name;
+    if (!room(t, 2 + t->pre) && grow(t, 2 + t->pre) != CR_OK)
+        return t->status;
+    uint64_t h = hdr_make(K_GENERIC, (uint32_t)k, 0);
+    cr__word *w = t->cur;
+    if (t->pre)
+        (w++)->u = h;
+    (w++)->p = node;
+    (w++)->u = h;
+    t->cur = w;
+    for (size_t o = 0; o < k; o++) {
+        out[o].v = yv[o];
+        out[o].idx = t->nvars++;
+        out[o].tape = t->id;
+    }
+    return CR_OK;
+}
+
+static cr_status record_row(cr_tape *t, const char *fname, const cr_scalar_rule *row,
+                            const cr_var *args, size_t nargs, cr_var *out, size_t nout,
+                            size_t *got)
+{
+    if (nargs != row->nin)
+        return cr__tape_fail(t, CR_EINVAL, "%s takes %u arguments, %zu given", fname,
+                             (unsigned)row->nin, nargs);
+    if (check_nout(t, fname, row->nout, nout, got) != CR_OK)
+        return t->status;
+    double x[CR_SCALAR_MAX_IN], Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+    for (size_t j = 0; j < nargs; j++)
+        x[j] = args[j].v;
+    row->f64(x, Y, D);
+    return record_evaluated(t, fname, row, args, x, Y, D, out);
+}
+
+#define MAX_GENERIC_ARGS 64
+
+cr_status cr__tape_call_any(cr_tape *t, const cr_value *f, const cr_var *args, size_t nargs,
+                            cr_var *out, size_t nout, size_t *got)
+{
+    if ((t = tape_or_current(t)) == NULL)
+        return CR_EMISUSE;
+    for (size_t o = 0; o < nout && out != NULL; o++)
+        out[o] = nan_const();
+    if (t->status != CR_OK)
+        return t->status;
+    if (f == NULL || f->kind != CR_KIND_FUNC || f->u.func.fn == NULL)
+        return cr__tape_fail(t, CR_EINVAL, "cr_tape_call: f is not a function value");
+    if ((nargs > 0 && args == NULL) || out == NULL || nout == 0)
+        return cr__tape_fail(t, CR_EINVAL, "cr_tape_call(%s): NULL arguments or no results",
+                             cr__fname(f));
+    if (nargs > MAX_GENERIC_ARGS)
+        return cr__tape_fail(t, CR_EINVAL, "cr_tape_call(%s): more than %d arguments",
+                             cr__fname(f), MAX_GENERIC_ARGS);
+    const cr_function *fn = f->u.func.fn;
+    bool all_const = true;
+    for (size_t j = 0; j < nargs; j++) {
+        if (args[j].idx == CR_VAR_CONST)
+            continue;
+        all_const = false;
+        if (args[j].tape != t->id) {
+            foreign(t, fn->name, args[j]);
+            return t->status;
+        }
+    }
+    const cr__impl *im = t->engine != NULL ? cr__engine_find(t->engine, fn) : NULL;
+    const cr_scalar_rule *row = cr_scalar_rule_of(fn);
+    /* Built-in rules only: a row is its own rule, no lookup needed. */
+    if (row != NULL && t->config->registry == NULL && (im == NULL || im->kind != CR__IMPL_ZERO))
+        return record_row(t, fn->name, row, args, nargs, out, nout, got);
+    cr_value vals[MAX_GENERIC_ARGS];
+    for (size_t j = 0; j < nargs; j++)
+        vals[j] = cr_value_f64(args[j].v);
+    if ((im != NULL && im->kind == CR__IMPL_ZERO) || all_const)
+        if (im != NULL || fn->primal != NULL || row != NULL)
+            return call_constant(t, f, im, args, vals, nargs, out, nout, got);
+    cr_rule_match m;
+    cr_status st = cr_registry_lookup(t->config->registry, t->config, CR_MODE_RRULE, f, vals,
+                                      nargs, &m);
+    if (st == CR_EMISUSE) {
+        char sig[256];
+        cr__call_str(f, vals, nargs, sig, sizeof sig);
+        return cr__tape_fail(t, CR_EMISUSE, "rrule for %s is ambiguous: several rules match",
+                             sig);
+    }
+    if (st == CR_OK && !m.opted_out && m.def != NULL) {
+        if (row != NULL && m.def->udata == row)
+            return record_row(t, fn->name, row, args, nargs, out, nout, got);
+        if (m.def->rrule == cr__nondiff_rrule)
+            return call_constant(t, f, im, args, vals, nargs, out, nout, got);
+        if (m.def->rrule != NULL)
+            return record_rrule(t, f, args, vals, nargs, out, nout, got);
+    }
+    if (im != NULL && im->kind == CR__IMPL_OVERLAY) {
+        size_t k = im->nout;
+        if (check_nout(t, fn->name, k, nout, got) != CR_OK)
+            return t->status;
+        st = im->impl(t, args, nargs, out, k, im->env);
+        if (st != CR_OK && t->status == CR_OK)
+            return cr__tape_fail(t, st, "%s (overlay) failed: %s", fn->name, cr_status_str(st));
+        return t->status;
+    }
+    if (row != NULL) /* an opted-out row: the row itself is still the function */
+        return record_row(t, fn->name, row, args, nargs, out, nout, got);
+    char sig[256];
+    cr__call_str(f, vals, nargs, sig, sizeof sig);
+    return cr__tape_fail(t, CR_ENORULE,
+                         "no rrule for %s and no implementation to record (register a rule, "
+                         "or an overlay with cr_engine_overlay())",
+                         sig);
+}
+
+cr_status cr_tape_call(cr_tape *t, const cr_value *f, const cr_var *args, size_t nargs,
+                       cr_var *out, size_t nout)
+{
+    return cr__tape_call_any(t, f, args, nargs, out, nout, NULL);
+}
+
+cr_var cr_tape_call1(cr_tape *t, const cr_value *f, const cr_var *args, size_t nargs)
+{
+    cr_var r = nan_const();
+    cr__tape_call_any(t, f, args, nargs, &r, 1, NULL);
+    return r;
+}
+
+/* ---- Recording user functions ------------------------------------------------------------ */
+
+cr_status cr__tape_record(cr_tape *t, cr_ad_fn f, void *env, const double *x, size_t n,
+                          cr_var **xs, cr_var *ys, size_t m)
+{
+    if (t == NULL)
+        return CR_EINVAL;
+    if (f == NULL || (n > 0 && x == NULL) || (m > 0 && ys == NULL))
+        return cr_ctx_error(t->ctx, CR_EINVAL, "cr_tape_record: NULL function or buffers");
+    cr_tape_reset(t);
+    cr_var *in = *xs;
+    if (in == NULL) {
+        /* Scratch for the input variables, gone at the next reset. */
+        in = cr_arena_alloc(t->arena, (n ? n : 1) * sizeof *in, _Alignof(cr_var));
+        if (in == NULL)
+            return fail_from_ctx(t, CR__ALLOC_STATUS(t->arena), "cr_tape_record");
+        *xs = in;
+    }
+    cr_status st = cr_tape_inputs(t, x, n, in);
+    if (st == CR_OK) {
+        for (size_t i = 0; i < m; i++)
+            ys[i] = nan_const();
+        st = f(t, in, n, ys, m, env);
+    }
+    if (st != CR_OK && t->status == CR_OK)
+        return cr__tape_fail(t, st, "the recorded function failed: %s", cr_status_str(st));
+    return t->status != CR_OK ? t->status : st;
+}
+
+cr_status cr_tape_record(cr_tape *t, cr_ad_fn f, void *env, const double *x, size_t n,
+                         cr_var *xs, cr_var *ys, size_t m)
+{
+    cr_var *in = xs;
+    return cr__tape_record(t, f, env, x, n, &in, ys, m);
+}

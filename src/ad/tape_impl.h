@@ -1,0 +1,237 @@
+/*
+ * Private layout of the tape: the record stream, the record kinds and the helpers shared
+ * by the recording (tape.c), the sweeps (sweep.c) and the engine (engine.c).
+ */
+#ifndef CR_TAPE_IMPL_H
+#define CR_TAPE_IMPL_H
+
+#include <chainrules/engine.h>
+#include <chainrules/tape.h>
+
+#include "../rules/rules_impl.h"
+
+/*
+ * Records. The stream is a sequence of 8-byte words in chunks carved from the tape's
+ * arena. A record is its payload followed by a header word:
+ *
+ *     [payload ...][header]            header = a | b << 30 | kind << 60
+ *
+ * a and b are operand indices (30 bits each). The reverse sweep reads a header, learns
+ * the record's size from its kind and the tape's flags, and steps back over it. Record i
+ * (counting variables, not words) produces variable i, so no result index is stored; a
+ * record with several results (a pullback with a tuple output) produces consecutive
+ * variables, the last one named by its position.
+ *
+ * A tape with CR_TAPE_FORWARD also puts a copy of the header in front of each record, so
+ * that forward sweeps can step over records too. A CR_TAPE_SECOND_ORDER tape puts the
+ * operation's second derivatives (upper triangle of its Hessian) first in the payload
+ * of the kinds that have them.
+ *
+ *   kind      payload (first order)          meaning (g = adjoint of the result)
+ *   INPUT     -                              an input: nothing flows back
+ *   UNARY     p                              a += p g
+ *   BINARY    p0 p1                          a += p0 g, b += p1 g
+ *   ADD       -                              a += g,  b += g   (partials were 1, 1)
+ *   SUB       -                              a += g,  b -= g   (partials were 1, -1)
+ *   COPY      -                              a += g            (partial was 1)
+ *   NEG       -                              a -= g            (partial was -1)
+ *   NARY      p[k] ops[ceil(k/2)]            a = k operands, packed two per word
+ *   GENERIC   node*                          a pullback (see gen_node), nout results
+ *   UNARY2    h p                            second-order tape: a nonlinear unary record
+ *   BINARY2   h00 h01 h11 p0 p1              second-order tape: a nonlinear binary record
+ *   MUL       p0 p1                          second-order tape: Hessian (0 1; 1 0)
+ *   NARY2     h[k(k+1)/2] p[k] ops           second-order tape: nonlinear n-ary record
+ *
+ * The compact kinds (ADD, SUB, COPY, NEG, MUL, linear UNARY/BINARY) are chosen from the
+ * values the row computed (partials that are exactly 1 or -1, Hessians that are zero),
+ * not from knowing which function it was: every derivative still comes from its row.
+ */
+enum {
+    K_INPUT = 0,
+    K_UNARY = 1,
+    K_BINARY = 2,
+    K_ADD = 3,
+    K_SUB = 4,
+    K_COPY = 5,
+    K_NEG = 6,
+    K_NARY = 7,
+    K_GENERIC = 8,
+    K_UNARY2 = 9,
+    K_BINARY2 = 10,
+    K_MUL = 11,
+    K_NARY2 = 12
+};
+
+typedef union cr__word {
+    double d;
+    uint64_t u;
+    void *p;
+} cr__word;
+
+#define IDX_MASK ((uint64_t)0x3FFFFFFF)
+
+static inline uint64_t hdr_make(unsigned kind, uint32_t a, uint32_t b)
+{
+    return (uint64_t)a | ((uint64_t)b << 30) | ((uint64_t)kind << 60);
+}
+static inline unsigned hdr_kind(uint64_t h)
+{
+    return (unsigned)(h >> 60);
+}
+static inline uint32_t hdr_a(uint64_t h)
+{
+    return (uint32_t)(h & IDX_MASK);
+}
+static inline uint32_t hdr_b(uint64_t h)
+{
+    return (uint32_t)((h >> 30) & IDX_MASK);
+}
+
+/* Words of a record after its leading header (payload and trailing header). */
+static inline size_t rec_words(uint64_t h)
+{
+    size_t k;
+    switch (hdr_kind(h)) {
+    case K_UNARY:
+    case K_GENERIC:
+        return 2;
+    case K_BINARY:
+    case K_MUL:
+    case K_UNARY2:
+        return 3;
+    case K_BINARY2:
+        return 6;
+    case K_NARY:
+        k = hdr_a(h);
+        return 1 + k + (k + 1) / 2;
+    case K_NARY2:
+        k = hdr_a(h);
+        return 1 + k + (k + 1) / 2 + k * (k + 1) / 2;
+    default: /* INPUT, ADD, SUB, COPY, NEG */
+        return 1;
+    }
+}
+
+/* Variables a record makes. */
+static inline size_t rec_vars(uint64_t h)
+{
+    return hdr_kind(h) == K_GENERIC ? hdr_a(h) : 1;
+}
+
+/* A chunk of the record stream. */
+typedef struct cr__chunk {
+    struct cr__chunk *prev;
+    struct cr__chunk *next;
+    cr__word *base; /* first word */
+    cr__word *end;  /* one past the last used word (set when the chunk is left) */
+} cr__chunk;
+
+/* A recorded pullback (kind GENERIC). */
+typedef struct cr__gen_node {
+    cr_pullback pb;
+    uint32_t nargs;
+    uint32_t nout;
+    uint32_t *args;       /* variable index per argument, CR_VAR_CONST for constants */
+    const cr_type *tuple; /* output tuple type when nout > 1 */
+    const char *fname;    /* function name, for messages */
+} cr__gen_node;
+
+#define CR__TAPE_MSG 512
+
+struct cr_tape {
+    /* Hot fields first: the write cursor and what every operation checks. */
+    cr__word *cur; /* next free word */
+    cr__word *lim; /* end of the current chunk */
+    uint32_t id;   /* id of the current recording, never 0 */
+    uint32_t nvars;
+    cr_status status;
+    uint32_t flags;   /* CR_TAPE_* */
+    unsigned pre;     /* words of leading header: 1 on forward tapes, else 0 */
+    cr__chunk *chunk; /* current chunk, or NULL */
+    cr__chunk *first; /* first chunk, or NULL */
+    cr_ctx *ctx;
+    cr_arena *arena;
+    bool own_arena;
+    const cr_engine *engine;
+    const cr_config *config;
+    size_t next_words;  /* size of the next chunk */
+    size_t first_words; /* size of the first chunk */
+    uint32_t slow;       /* nonzero: operations take the slow path (failed, second order) */
+    size_t ninputs;
+    size_t record_words; /* words in chunks before the current one */
+    cr__word dummy;      /* cur and lim point here before the first chunk */
+    char errmsg[CR__TAPE_MSG];
+};
+
+/* ---- Engine (engine.c) ------------------------------------------------------------------ */
+
+enum { CR__IMPL_OVERLAY = 1, CR__IMPL_ZERO = 2 };
+
+typedef struct cr__impl {
+    const cr_function *fn;
+    int kind; /* CR__IMPL_* */
+    cr_ad_fn impl;
+    void *env;
+    size_t nout;
+} cr__impl;
+
+struct cr_engine {
+    cr_ctx *ctx;
+    const cr_registry *registry; /* lookups: own registry, or the caller's, or NULL */
+    cr_registry *own;            /* created by cr_engine_from_rrule */
+    cr_config config;
+    cr__impl *impls;
+    size_t nimpls, cap;
+};
+
+/* The engine's entry for fn, or NULL. */
+CR_INTERNAL const cr__impl *cr__engine_find(const cr_engine *eng, const cr_function *fn);
+
+/* The configuration of tapes without an engine: built-in rules, both via_ad callbacks. */
+CR_INTERNAL const cr_config *cr__default_config(void);
+
+/* ---- Tape internals (tape.c) ------------------------------------------------------------ */
+
+/* Record the failure (first one wins) on the tape and its context; returns the status. */
+CR_INTERNAL cr_status cr__tape_fail(cr_tape *t, cr_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* A tape whose records and struct live in `arena` (borrowed: never reset or freed by the
+ * tape); used by rrule_via_ad / frule_via_ad. */
+CR_INTERNAL cr_status cr__tape_new_in(cr_arena *arena, const cr_engine *eng, uint32_t flags,
+                                      cr_tape **out);
+
+/* cr_tape_call, also reporting how many results f produced (nout is the capacity of
+ * out; *got receives the count). */
+CR_INTERNAL cr_status cr__tape_call_any(cr_tape *t, const cr_value *f, const cr_var *args,
+                                        size_t nargs, cr_var *out, size_t nout, size_t *got);
+
+/* cr_tape_record(); when *xs is NULL the input variables are put in the tape's arena
+ * (until the next reset) and *xs points to them. */
+CR_INTERNAL cr_status cr__tape_record(cr_tape *t, cr_ad_fn f, void *env, const double *x,
+                                      size_t n, cr_var **xs, cr_var *ys, size_t m);
+
+/* The f64 tuple type with n elements (2 <= n <= CR__MAX_TUPLE). */
+#define CR__MAX_TUPLE 8
+CR_INTERNAL const cr_type *cr__tuple_f64(size_t n);
+
+/* Accumulate a cotangent into a double (f64, f32, zeros, thunks; complex keeps the real
+ * part, the projection onto a real argument). */
+CR_INTERNAL cr_status cr__accum_real(cr_arena *arena, const char *who, cr_tangent t, double *acc);
+
+/* ---- Sweeps (sweep.c) ------------------------------------------------------------------- */
+
+/* Reverse sweep over the records of variables below `top`: adj holds `top` doubles,
+ * seeded; on return it holds the adjoints. Scratch comes from the tape's arena (the
+ * caller rewinds it). */
+CR_INTERNAL cr_status cr__sweep_reverse(cr_tape *t, double *adj, size_t top);
+
+/* Forward sweep over the records of variables below `top`, k directions: tan holds
+ * top * k doubles, zero except the seeds, which are added to the tangent each record
+ * computes (a seed is a perturbation injected at that variable). */
+CR_INTERNAL cr_status cr__sweep_forward(cr_tape *t, double *tan, size_t k, size_t top);
+
+#endif /* CR_TAPE_IMPL_H */
