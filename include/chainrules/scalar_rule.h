@@ -77,13 +77,13 @@ typedef struct cr_scalar_rule {
     CR__SCALAR_EVAL(NAME##_f64, double, NIN, NOUT, PRIMAL, __VA_ARGS__)                    \
     CR__SCALAR_EVAL_F32(NAME##_f32, NIN, NOUT, PRIMAL, __VA_ARGS__)                        \
     CR__SCALAR_EVAL(NAME##_c128, cr_complex, NIN, NOUT, PRIMAL, __VA_ARGS__)               \
-    CR__SCALAR_SRC(NAME, NIN, NOUT, PRIMAL, __VA_ARGS__)
+    CR__SCALAR_SRC(NAME, NIN, NOUT, #PRIMAL, #__VA_ARGS__)
 
 /** Like CR_SCALAR_EVALS for real-only rows (no complex instantiation). */
 #define CR_SCALAR_EVALS_REAL(NAME, NIN, NOUT, PRIMAL, ...)                                 \
     CR__SCALAR_EVAL(NAME##_f64, double, NIN, NOUT, PRIMAL, __VA_ARGS__)                    \
     CR__SCALAR_EVAL_F32(NAME##_f32, NIN, NOUT, PRIMAL, __VA_ARGS__)                        \
-    CR__SCALAR_SRC(NAME, NIN, NOUT, PRIMAL, __VA_ARGS__)
+    CR__SCALAR_SRC(NAME, NIN, NOUT, #PRIMAL, #__VA_ARGS__)
 
 /** The row of CR_SCALAR_EVALS(NAME, ...). */
 #define CR_SCALAR_ROW(NAME) {CR__ROW_BASE(NAME), .c128 = NAME##_c128}
@@ -121,10 +121,12 @@ typedef struct cr_scalar_rule {
 #define CR__SCALAR_EVAL_F32(FN, NIN, NOUT, PRIMAL, ...)                                    \
     CR__SCALAR_EVAL(FN, float, NIN, NOUT, PRIMAL, __VA_ARGS__)
 #endif
-#define CR__SCALAR_SRC(NAME, NIN, NOUT, PRIMAL, ...)                                        \
+/* The sources are stringified by the public macros, before their arguments are expanded
+ * (<tgmath.h>'s sin is a macro), and passed here as strings. */
+#define CR__SCALAR_SRC(NAME, NIN, NOUT, PRIMAL_STR, PARTIALS_STR)                          \
     enum { NAME##_nin = (NIN), NAME##_nout = (NOUT) };                                     \
-    static const char NAME##_primal_src[] = #PRIMAL;                                       \
-    static const char NAME##_partials_src[] = #__VA_ARGS__;
+    static const char NAME##_primal_src[] = PRIMAL_STR;                                    \
+    static const char NAME##_partials_src[] = PARTIALS_STR;
 #define CR__ROW_BASE(NAME)                                                                 \
     .name = #NAME, .nin = NAME##_nin, .nout = NAME##_nout, .f64 = NAME##_f64,              \
     .f32 = NAME##_f32, .primal_src = NAME##_primal_src, .partials_src = NAME##_partials_src, \
