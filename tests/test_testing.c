@@ -1155,6 +1155,59 @@ static void test_explicit_tangents_and_errors(void **state)
     assert_int_equal(cr_arena_used(f->arena), 0);
 }
 
+/* ---- Points finite differences cannot test -------------------------------------------- */
+
+/* tan, with a pole at pi/2. */
+CR_SCALAR_EVALS(mytan, 1, 1, Y[0] = tan(x[0]), D[0] = 1 + Y[0] * Y[0])
+static const double k_tan_pts[] = {1e300, 1.5707963267948966, 0.5};
+static const cr_scalar_rule mytan_row =
+    CR_SCALAR_ROW_EX(mytan, .test = {.npoints = 3, .points = k_tan_pts});
+static const cr_function mytan_fn = CR_SCALAR_FUNCTION("mytan", mytan_row, 1);
+
+/* |x|, with a kink at 0. */
+CR_SCALAR_EVALS_REAL(myabs, 1, 1, Y[0] = fabs(x[0]), D[0] = x[0] < 0 ? -1 : 1)
+static const cr_scalar_rule myabs_row = CR_SCALAR_ROW_REAL(myabs);
+static const cr_function myabs_fn = CR_SCALAR_FUNCTION("myabs", myabs_row, 1);
+
+static void test_untestable_points_are_skipped(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(cr_scalar_rule_register(f->reg, &mytan_fn, &mytan_row), CR_OK);
+    assert_int_equal(cr_scalar_rule_register(f->reg, &myabs_fn, &myabs_row), CR_OK);
+    cr_value tanv = cr_value_function(&mytan_fn, NULL), absv = cr_value_function(&myabs_fn, NULL);
+    cr_test_report r;
+    /* No step can be resolved at 1e300: not testable (neither passed nor failed). */
+    cr_value big = cr_value_f64(1e300);
+    assert_int_equal(cr_test_rrule(f->arena, &f->opts, &tanv, &big, 1, &r), CR_EDOMAIN);
+    assert_contains(r.message, "magnitude");
+    /* A pole inside the stencil: not testable either. */
+    cr_value pole = cr_value_f64(1.5707963267948966);
+    assert_int_equal(cr_test_frule(f->arena, &f->opts, &tanv, &pole, 1, &r), CR_EDOMAIN);
+    assert_contains(r.message, "pole");
+    /* Finite differences never cross zero in a non-zero coordinate: |x| at ±1e-300. */
+    cr_value tiny[2] = {cr_value_f64(1e-300), cr_value_f64(-1e-300)};
+    for (int i = 0; i < 2; i++) {
+        CR_ASSERT_RULE_TEST(cr_test_scalar(f->arena, &f->opts, &absv, &tiny[i], 1, &r), r);
+        assert_int_equal(r.verdict, CR_VERDICT_PASS);
+    }
+    /* Nor at a subnormal, where no step stays on one side. */
+    cr_value sub = cr_value_f64(4.9406564584124654e-324);
+    assert_int_equal(cr_test_rrule(f->arena, &f->opts, &absv, &sub, 1, &r), CR_EDOMAIN);
+    assert_contains(r.message, "side of zero");
+    /* A registration: the hard points are skipped and said why, the rest is tested. */
+    size_t n = cr_registry_size(f->reg);
+    cr_rule_info info;
+    assert_int_equal(cr_registry_get(f->reg, n - 2, &info), CR_OK);
+    assert_ptr_equal(info.fn, &mytan_fn);
+    cr_test_opts o = {0};
+    o.flags = CR_TEST_F64_ONLY;
+    CR_ASSERT_RULE_TEST(cr_test_rule_registration(f->arena, &o, &info, &r), r);
+    assert_int_equal(r.verdict, CR_VERDICT_PASS);
+    assert_int_equal(r.nskipped, 2);
+    assert_contains(r.skip_note, "at (1.0000000000000001e+300)");
+    assert_true(r.npoints >= 3);
+}
+
 /* ---- Flattening ------------------------------------------------------------------------- */
 
 static void test_flatten_sizes_and_round_trip(void **state)
@@ -1473,7 +1526,7 @@ static void test_registrations_and_completeness(void **state)
     assert_int_equal(cr_registry_get(f->reg, 1, &info), CR_OK);
     assert_int_equal(cr_test_rule_registration(f->arena, NULL, &info, &r), CR_OK);
     CR_ASSERT_RULE_FAILS(r);
-    assert_contains(r.message, "at ((array");
+    assert_contains(r.message, "at (f64 array 4)");
 
     /* Scalar rows: box, hard points, variants. The wrong partial is caught there too. */
     assert_int_equal(cr_scalar_rule_register(f->reg, &badmul_fn, &badmul_row), CR_OK);
@@ -1526,12 +1579,11 @@ static void test_check_main(void **state)
          help[] = "--help", bogus[] = "--bogus", filter[] = "--filter", sq[] = "sq",
          list[] = "--list";
     char *argv_ok[] = {prog, quiet, points, one, NULL};
-    /* The built-ins (under the user registry) pass. */
-    assert_int_equal(cr_check_main(4, argv_ok, NULL), 0);
-    /* A user registry with good rules passes; one with a wrong rule fails. */
+    /* Listing the built-ins succeeds (checking them is the chainrules-check test). */
+    char *argv_list_builtin[] = {prog, list, NULL};
+    assert_int_equal(cr_check_main(2, argv_list_builtin, NULL), 0);
+    /* A user registry's own rules: good ones pass; a wrong one fails the run. */
     add_sq(f, &k_sq_good_fn, &k_sq_good);
-    static const cr_rule_test dflt = {0};
-    (void)dflt;
     assert_int_equal(cr_check_main(4, argv_ok, f->reg), 0);
     assert_int_equal(cr_scalar_rule_register(f->reg, &badmul_fn, &badmul_row), CR_OK);
     assert_int_equal(cr_check_main(4, argv_ok, f->reg), 1);
@@ -1566,6 +1618,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_functor_self, setup, teardown),
         cmocka_unit_test_setup_teardown(test_builtins_pass, setup, teardown),
         cmocka_unit_test_setup_teardown(test_explicit_tangents_and_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_untestable_points_are_skipped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flatten_sizes_and_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rand_tangent, setup, teardown),
         cmocka_unit_test(test_reports),

@@ -110,21 +110,25 @@ typedef enum cr_verdict {
  * check (the first of the worst verdict, the largest error among failures).
  */
 typedef struct cr_test_report {
-    cr_verdict verdict; /**< The worst verdict of any check (PASS when none ran). */
-    double max_abs_err; /**< Largest |ad - fd| of any numerical comparison. */
-    double max_rel_err; /**< Largest |ad - fd| / max(|ad|, |fd|). */
-    double worst_ratio; /**< Largest error / tolerance (1 is the edge of PASS). */
-    char where[160];    /**< Which check, argument and component, e.g. "rrule: cotangent
-                             of argument 2 (f64), component re". */
-    char message[512];  /**< What went wrong (or "" when everything passed). */
-    size_t nchecks;     /**< Checks made. */
-    size_t npassed;     /**< Checks that passed. */
-    size_t nmarginal;   /**< Checks that were marginal. */
-    size_t nfailed;     /**< Checks that failed. */
-    size_t nbroken;     /**< Checks that met a NotImplemented tangent. */
-    size_t npoints;     /**< Points tested (registration tests; 1 for the others). */
-    size_t nskipped;    /**< Points skipped: outside the domain (non-finite primal) or
-                             where finite differences could not stay in the domain. */
+    cr_verdict verdict;  /**< The worst verdict of any check (PASS when none ran). */
+    double max_abs_err;  /**< Largest |ad - fd| of any numerical comparison. */
+    double max_rel_err;  /**< Largest |ad - fd| / max(|ad|, |fd|). */
+    double worst_ratio;  /**< Largest error / tolerance (1 is the edge of PASS). */
+    char where[160];     /**< Which check, argument and component, e.g. "rrule: cotangent
+                              of argument 2 (f64), component re". */
+    char message[512];   /**< What went wrong (or "" when everything passed). */
+    size_t nchecks;      /**< Checks made. */
+    size_t npassed;      /**< Checks that passed. */
+    size_t nmarginal;    /**< Checks that were marginal. */
+    size_t nfailed;      /**< Checks that failed. */
+    size_t nbroken;      /**< Checks that met a NotImplemented tangent. */
+    size_t npoints;      /**< Points tested (registration tests; 1 for the others). */
+    size_t nskipped;     /**< Points skipped because finite differences cannot test them:
+                              the primal is not finite, finite differences leave the
+                              domain, cross a pole, or cannot resolve a step at the
+                              arguments' magnitude (see docs/testing-rules.md). */
+    char skip_note[160]; /**< Why the first skipped point was skipped, and where ("" when
+                              none was). */
 } cr_test_report;
 
 /** Options of the testers. Zero-initialised means defaults. */

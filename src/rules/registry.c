@@ -655,6 +655,8 @@ static const cr__family_fn k_families[] = {
     cr__family_math,
     cr__family_complex,
     cr__family_special,
+    cr__family_array,
+    cr__family_linalg,
 };
 
 static void builtin_init(void)

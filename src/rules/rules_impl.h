@@ -43,6 +43,8 @@ CR_INTERNAL cr_status cr__family_basic(cr_registry *reg);
 CR_INTERNAL cr_status cr__family_math(cr_registry *reg);    /* src/rulesets/math.c */
 CR_INTERNAL cr_status cr__family_complex(cr_registry *reg); /* src/rulesets/complex.c */
 CR_INTERNAL cr_status cr__family_special(cr_registry *reg); /* src/rulesets/special.c */
+CR_INTERNAL cr_status cr__family_array(cr_registry *reg);   /* src/rulesets/array.c */
+CR_INTERNAL cr_status cr__family_linalg(cr_registry *reg);  /* src/rulesets/linalg.c */
 
 /* Generic implementations for non-differentiable declarations. */
 CR_INTERNAL cr_status cr__nondiff_frule(const cr_config *cfg, cr_arena *arena,

@@ -261,6 +261,9 @@ int cr_check_main(int argc, char **argv, const cr_registry *reg)
             printf("%-8s %s: %s\n",
                    r->st == CR_OK || r->st == CR_ENOCAP ? cr_verdict_name(r->rep.verdict) : "ERROR",
                    sig, r->st == CR_ENOCAP ? r->rep.message : line);
+            if (r->rep.nskipped > 0)
+                printf("         %zu point%s skipped, first %s\n", r->rep.nskipped,
+                       r->rep.nskipped == 1 ? "" : "s", r->rep.skip_note);
         }
     }
     if (a.progress) {

@@ -156,6 +156,56 @@ static bool variant_ok(const cr_rule_info *rule, variant v, const double *x, con
     return true;
 }
 
+/* The arguments of a point as text, e.g. "0.5, 1+2i". */
+static void point_str(const cr_value *args, size_t nargs, char *at, size_t size)
+{
+    size_t len = 0;
+    at[0] = '\0';
+    for (size_t j = 0; j < nargs && len < size; j++) {
+        const cr_value *a = &args[j];
+        const char *sep = j ? ", " : "";
+        int m;
+        switch (a->kind) {
+        case CR_KIND_F64:
+            m = snprintf(at + len, size - len, "%s%.17g", sep, a->u.f64);
+            break;
+        case CR_KIND_F32:
+            m = snprintf(at + len, size - len, "%s%.9gf", sep, (double)a->u.f32);
+            break;
+        case CR_KIND_C128:
+            m = snprintf(at + len, size - len, "%s%.17g%+.17gi", sep, creal(a->u.c128),
+                         cimag(a->u.c128));
+            break;
+        case CR_KIND_I64:
+        case CR_KIND_I32:
+            m = snprintf(at + len, size - len, "%s%lld", sep, (long long)a->u.i64);
+            break;
+        case CR_KIND_ARRAY: {
+            const cr_array *arr = a->u.arr;
+            m = snprintf(at + len, size - len, "%s%s array", sep,
+                         arr != NULL ? cr_dtype_name((cr_dtype)arr->dtype) : "NULL");
+            for (size_t d = 0; arr != NULL && d < arr->ndim && m > 0 && len + (size_t)m < size;
+                 d++) {
+                int k = snprintf(at + len + (size_t)m, size - len - (size_t)m, "%s%zu",
+                                 d ? "x" : " ", arr->shape[d]);
+                if (k > 0)
+                    m += k;
+            }
+            break;
+        }
+        default:
+            m = snprintf(at + len, size - len, "%s(%s)", sep, cr_kind_name(a->kind));
+            break;
+        }
+        if (m > 0)
+            len += (size_t)m;
+        if (len >= size) {
+            at[size - 1] = '\0';
+            return;
+        }
+    }
+}
+
 /* Runs one variant at point x (imaginary parts xi for complex variants). */
 static void run_point(point_ctx *p, const cr_value *f, const cr_value *args)
 {
@@ -235,42 +285,17 @@ static void run_point(point_ctx *p, const cr_value *f, const cr_value *args)
     }
     if (st == CR_EDOMAIN) {
         p->out->nskipped++;
+        if (p->out->skip_note[0] == '\0') {
+            char at[120];
+            point_str(args, nargs, at, sizeof at);
+            snprintf(p->out->skip_note, sizeof p->out->skip_note, "at (%s): %s", at,
+                     t.skip_why != NULL ? t.skip_why : "outside the domain");
+        }
     } else {
         if (r.verdict != CR_VERDICT_PASS) {
-            /* Say where: the point and its argument kinds. */
+            /* Say where: the point. */
             char at[200], msg[sizeof r.message];
-            size_t len = 0;
-            for (size_t j = 0; j < nargs && len < sizeof at; j++) {
-                const cr_value *a = &args[j];
-                int m;
-                switch (a->kind) {
-                case CR_KIND_F64:
-                    m = snprintf(at + len, sizeof at - len, "%s%.17g", j ? ", " : "", a->u.f64);
-                    break;
-                case CR_KIND_F32:
-                    m = snprintf(at + len, sizeof at - len, "%s%.9gf", j ? ", " : "",
-                                 (double)a->u.f32);
-                    break;
-                case CR_KIND_C128:
-                    m = snprintf(at + len, sizeof at - len, "%s%.17g%+.17gi", j ? ", " : "",
-                                 creal(a->u.c128), cimag(a->u.c128));
-                    break;
-                case CR_KIND_I64:
-                case CR_KIND_I32:
-                    m = snprintf(at + len, sizeof at - len, "%s%lld", j ? ", " : "",
-                                 (long long)a->u.i64);
-                    break;
-                default:
-                    m = snprintf(at + len, sizeof at - len, "%s(%s)", j ? ", " : "",
-                                 cr_kind_name(a->kind));
-                    break;
-                }
-                if (m > 0)
-                    len += (size_t)m;
-            }
-            if (len >= sizeof at)
-                len = sizeof at - 1;
-            at[len] = '\0';
+            point_str(args, nargs, at, sizeof at);
             memcpy(msg, r.message, sizeof msg);
             snprintf(r.message, sizeof r.message, "at (%s): %.300s", at, msg);
         }

@@ -136,6 +136,8 @@ void cr_test_report_merge(cr_test_report *dst, const cr_test_report *src)
     dst->nbroken += src->nbroken;
     dst->npoints += src->npoints;
     dst->nskipped += src->nskipped;
+    if (dst->skip_note[0] == '\0')
+        memcpy(dst->skip_note, src->skip_note, sizeof dst->skip_note);
 }
 
 size_t cr_test_report_format(const cr_test_report *r, char *buf, size_t size)

@@ -84,6 +84,7 @@ typedef struct cr__tester {
     uint64_t rng;
     cr_test_report *rep;
     bool no_frule, no_rrule; /* the rule under test has no frule / no rrule: skip */
+    const char *skip_why;    /* why the last CR_EDOMAIN (point not testable) was returned */
     char label[96];          /* prefix of every `where`, e.g. "x1 = i; " */
 } cr__tester;
 

@@ -1,0 +1,189 @@
+/**
+ * @file rules_array.h
+ * @brief Array rules: shapes, reductions, indexing, broadcasting and the ML array
+ *        functions, as function values with frules and rrules.
+ *
+ * Each `cr_fn_NAME` is a `const cr_value` of kind CR_KIND_FUNC; call it through
+ * cr_function_call(), cr_frule() or cr_rrule(). Conventions (docs/rules-arrays.md):
+ *
+ * - **Element types**: f64, f32 and c128 arrays (complex float is not supported). Mixed
+ *   arguments promote as Julia does (f32 < f64 < c128). f32 work is done in double and
+ *   rounded to f32 on output; cotangents are projected onto their arguments (an f32
+ *   argument gets f32, a real argument never a complex cotangent, a Diagonal argument a
+ *   Diagonal cotangent).
+ * - **Row-major, 0-based**: dimensions and indices count from 0; `dims` arguments are an
+ *   integer (one dimension) or an i64 array (several). Reductions over `dims` keep the
+ *   reduced dimensions with extent 1, as Julia's do.
+ * - **Integer arguments** (dims, indices, shapes) are CR_KIND_I64 values or i64 arrays;
+ *   their cotangent is NoTangent.
+ * - **Outputs** are new arena arrays, except the view-returning functions (reshape,
+ *   transpose, permutedims, view), which return descriptors of the argument's memory
+ *   when its layout allows it, without the CR_ARRAY_WRITABLE flag.
+ * - **Pullbacks** keep references to the arguments (no copies, like Julia's closures):
+ *   keep them alive and unmodified until the pullback and the thunks it returned have
+ *   run. Cotangents of large arguments are InplaceableThunks where a cheaper in-place
+ *   add! exists (getindex scatters into the accumulator; prod accumulates without
+ *   allocating).
+ *
+ * @code
+ * double w[6] = {1, 2, 3, 4, 5, 6};
+ * cr_array W = cr_array_matrix(w, 2, 3);
+ * cr_value args[2] = {cr_value_array(&W), cr_value_i64(1)}, y;   // sum(W; dims=1)
+ * cr_pullback pb;
+ * cr_rrule(NULL, arena, &cr_fn_sum, args, 2, &y, &pb);           // y: 2x1 {6, 15}
+ * @endcode
+ *
+ * @note The function values are immutable and may be shared between threads.
+ */
+#ifndef CR_RULES_ARRAY_H
+#define CR_RULES_ARRAY_H
+
+#include "common.h"
+#include "value.h"
+
+CR_BEGIN_DECLS
+
+/* ---- Index ranges -------------------------------------------------------------------- */
+
+/**
+ * A range of indices for getindex and view: start, start + step, ... while before `stop`
+ * (half-open, as Python's range; step may be negative, never 0). Pass it as
+ * `cr_value_struct(&cr_range_type, &r)`.
+ */
+typedef struct cr_range {
+    int64_t start; /**< First index (0-based). */
+    int64_t stop;  /**< One past the last index (in the direction of step). */
+    int64_t step;  /**< Step; 0 is an error. */
+} cr_range;
+
+/** The type descriptor of cr_range (three i64 fields: start, stop, step). */
+CR_API extern const cr_type cr_range_type;
+
+/** The colon `:` (all indices of a dimension): a value of kind CR_KIND_NOTHING. */
+CR_API extern const cr_value cr_colon;
+
+/* ---- Shapes ------------------------------------------------------------------------- */
+
+/**
+ * `reshape(A, shape)`: the elements of A in row-major order, with the extents of the i64
+ * array `shape` (or an integer: a vector). A view of A when A is dense and contiguous.
+ * Pullback: the cotangent reshaped back.
+ */
+CR_API extern const cr_value cr_fn_reshape;
+
+/**
+ * `transpose(A)`: a matrix transposed (a vector becomes a 1 x n matrix). A view with
+ * swapped strides for dense, diagonal, symmetric and triangular A (Upper becomes Lower);
+ * a copy for complex Hermitian A. Pullback: the cotangent transposed.
+ */
+CR_API extern const cr_value cr_fn_transpose;
+
+/**
+ * `adjoint(A)` (A'): the conjugate transpose; for real A, transpose(A). A complex
+ * Hermitian A is returned as it is; other complex arrays are copied.
+ */
+CR_API extern const cr_value cr_fn_adjoint;
+
+/**
+ * `permutedims(A, perm)`: dimension k of the result is dimension perm[k] of A (perm is an
+ * i64 array, a permutation of 0..ndim-1). A strided view of dense A.
+ */
+CR_API extern const cr_value cr_fn_permutedims;
+
+/* ---- Reductions ---------------------------------------------------------------------- */
+
+/**
+ * `sum(A)` (a scalar of A's element type) and `sum(A, dims)` (an array with the reduced
+ * dimensions of extent 1). Pullback: the cotangent broadcast back to A's shape.
+ */
+CR_API extern const cr_value cr_fn_sum;
+
+/** `mean(A)`, `mean(A, dims)`: sum divided by the number of reduced elements. */
+CR_API extern const cr_value cr_fn_mean;
+
+/**
+ * `prod(A)`, `prod(A, dims)`. The pullback never divides by zero: with one zero among the
+ * reduced elements only its cotangent is nonzero (the product of the others); with two
+ * or more zeros every cotangent of that slice is zero (ChainRules' ∇prod).
+ */
+CR_API extern const cr_value cr_fn_prod;
+
+/**
+ * `cumsum(A, dim)` and `cumsum(v)` for a vector: running sums along a dimension.
+ * Pullback: reversed running sums of the cotangent.
+ */
+CR_API extern const cr_value cr_fn_cumsum;
+
+/**
+ * `maximum(A)`, `maximum(A, dims)` of a real array. **Ties**: the cotangent goes to the
+ * first maximal element in row-major order (the element findmax returns), as in
+ * ChainRules; a NaN counts as the maximum (it propagates).
+ */
+CR_API extern const cr_value cr_fn_maximum;
+
+/** `minimum(A)`, `minimum(A, dims)`: as cr_fn_maximum, with the first minimal element. */
+CR_API extern const cr_value cr_fn_minimum;
+
+/**
+ * `findmax(A)`: the tuple (maximum, row-major linear index as i64); `findmax(A, dims)`:
+ * the tuple (array of maxima, i64 array of linear indices into A), reduced dimensions of
+ * extent 1. Ties: the first index. The index has NoTangent; the cotangent of the maximum
+ * goes to A at the index.
+ */
+CR_API extern const cr_value cr_fn_findmax;
+
+/** `findmin(A)`, `findmin(A, dims)`: as cr_fn_findmax for minima. */
+CR_API extern const cr_value cr_fn_findmin;
+
+/* ---- Indexing ------------------------------------------------------------------------ */
+
+/**
+ * `getindex(A, I...)` (A[I...]), a copy. With one index per dimension, each index is an
+ * integer (the dimension is dropped), a cr_range, an i64 array of indices (repeats
+ * allowed), a bool mask of that dimension's extent, or cr_colon. With a single index into
+ * an array of several dimensions, the index is linear (row-major) or a bool mask of A's
+ * shape (the selected elements, in row-major order, as a vector). Indices are 0-based and
+ * checked (CR_EINVAL when out of bounds). Pullback: the cotangent scatter-added into a
+ * zero array of A's shape; repeated indices accumulate. It is an InplaceableThunk whose
+ * add! scatters straight into the accumulator.
+ */
+CR_API extern const cr_value cr_fn_getindex;
+
+/**
+ * `view(A, I...)`: as cr_fn_getindex, but for integers, ranges and colons the result is a
+ * strided view of A's memory (no copy, not writable); other indices give a copy.
+ */
+CR_API extern const cr_value cr_fn_view;
+
+/* ---- Broadcasting and ML functions ------------------------------------------------------ */
+
+/**
+ * `broadcast(f, x...)` (f.(x...)): the scalar function f applied elementwise over arrays
+ * and scalars whose shapes broadcast (NumPy's rule for row-major arrays: trailing
+ * dimensions are aligned and an extent of 1 stretches). f must be a scalar-table function
+ * (rules_math.h) with one output, or any function with scalar rules (then the pullback
+ * keeps one pullback per element). For table functions the rrule stores only the partial
+ * derivatives (one array per perturbable argument), and the pullback multiplies and sums
+ * over the broadcast dimensions (unbroadcast). `+`, `-`, `*`, `/` and `^` with the
+ * integer exponent 2 are fused: nothing is stored but references to the arguments.
+ */
+CR_API extern const cr_value cr_fn_broadcast;
+
+/**
+ * `softmax(x)` over all elements, `softmax(x, dims)` along dims: exp(x - max) normalised.
+ * The maximum is subtracted first, so large inputs do not overflow. Real arrays.
+ */
+CR_API extern const cr_value cr_fn_softmax;
+
+/** `logsoftmax(x)`, `logsoftmax(x, dims)`: x - logsumexp(x, dims), computed shifted. */
+CR_API extern const cr_value cr_fn_logsoftmax;
+
+/**
+ * `logsumexp(x)` (a scalar), `logsumexp(x, dims)`: log(sum(exp(x))) computed as
+ * max + log(sum(exp(x - max))). Pullback: softmax times the cotangent.
+ */
+CR_API extern const cr_value cr_fn_logsumexp;
+
+CR_END_DECLS
+
+#endif /* CR_RULES_ARRAY_H */

@@ -1,0 +1,887 @@
+/*
+ * Broadcasting: broadcast(f, x...) applies a scalar function elementwise over arrays and
+ * scalars of broadcasting shapes (NumPy's trailing alignment). Scalar-table functions are
+ * evaluated through their row: the rrule keeps one array of partial derivatives per
+ * perturbable argument (never a per-element pullback), and the pullback multiplies by the
+ * cotangent and sums over the broadcast dimensions (unbroadcast) in one pass. + - * / and
+ * ^2 are fused (no partials stored). Other functions fall back to one scalar rrule per
+ * element.
+ */
+#include "array_impl.h"
+
+#include <chainrules/rules_math.h>
+
+#define BC_MAX_IN CR_SCALAR_MAX_IN
+
+/* Fused operations (no partials stored). */
+typedef enum { FU_NONE, FU_ADD, FU_SUB, FU_MUL, FU_DIV, FU_SQUARE } fused_op;
+
+/* A parsed broadcast. */
+typedef struct bc {
+    const cr_function *fn;
+    const cr_scalar_rule *row;     /* NULL: no row (fallback) */
+    size_t n;                      /* number of arguments after f */
+    const cr_value *args;          /* args + 1 */
+    const cr_array *in[BC_MAX_IN]; /* arguments in the work dtype (0-d for scalars) */
+    bool diff[BC_MAX_IN];          /* perturbable */
+    cr_dtype dt;                   /* output dtype */
+    cr_dtype wdt;
+    size_t ndim;
+    size_t shape[CR_ARRAY_MAX_DIMS];
+    fused_op fused;
+} bc;
+
+static bool same_fn(const cr_function *fn, const cr_value *v)
+{
+    return v->kind == CR_KIND_FUNC && v->u.func.fn == fn;
+}
+
+/* Whether fn is the built-in function called name (found by name, so that this family
+ * does not depend on which rule family defines it). */
+static bool is_builtin(const cr_function *fn, const char *name)
+{
+    return fn != NULL && strcmp(fn->name, name) == 0 &&
+           cr_registry_find(cr_registry_builtin(), name) == fn;
+}
+
+static cr_status bc_parse(cr_arena *arena, const cr_value *args, size_t nargs, bool want_fused,
+                          bc *b)
+{
+    memset(b, 0, sizeof *b);
+    if (nargs < 2 || args[0].kind != CR_KIND_FUNC || args[0].u.func.fn == NULL)
+        return CR__FAIL(arena, CR_EINVAL, "broadcast: takes a function and at least one argument");
+    b->fn = args[0].u.func.fn;
+    b->row = cr_scalar_rule_of(b->fn);
+    b->n = nargs - 1;
+    b->args = args + 1;
+    if (b->n > BC_MAX_IN)
+        return CR__FAIL(arena, CR_EINVAL, "broadcast: at most %d arguments", BC_MAX_IN);
+    if (b->row != NULL && (b->row->nin != b->n || b->row->nout != 1))
+        return CR__FAIL(arena, CR_EINVAL,
+                        "broadcast: %s takes %u arguments and has %u outputs (one output "
+                        "needed), %zu given",
+                        b->fn->name, (unsigned)b->row->nin, (unsigned)b->row->nout, b->n);
+    cr_dtype dt = (cr_dtype)0;
+    const cr_array *shapes[BC_MAX_IN] = {NULL};
+    for (size_t j = 0; j < b->n; j++) {
+        const cr_value *v = &b->args[j];
+        bool num = v->kind == CR_KIND_F64 || v->kind == CR_KIND_F32 || v->kind == CR_KIND_C128 ||
+                   v->kind == CR_KIND_I64 || v->kind == CR_KIND_I32 || v->kind == CR_KIND_BOOL;
+        if (!num && (v->kind != CR_KIND_ARRAY || v->u.arr == NULL))
+            return CR__FAIL(arena, CR_EINVAL,
+                            "broadcast: argument %zu is a %s, not a number or an array", j + 2,
+                            cr_kind_name(v->kind));
+        dt = cr__promote(dt, cr__value_dtype(v));
+        b->diff[j] = cr__is_diff(v);
+        if (v->kind == CR_KIND_ARRAY)
+            shapes[j] = v->u.arr;
+    }
+    b->dt = dt == 0 ? CR_DT_F64 : dt;
+    b->wdt = cr__work(b->dt);
+    if (b->row != NULL && b->wdt == CR_DT_C128 && b->row->c128 == NULL)
+        return CR__FAIL(arena, CR_EDOMAIN, "broadcast: %s is defined for real arguments only",
+                        b->fn->name);
+    cr_status st = cr__bc_shape(arena, "broadcast", shapes, b->n, &b->ndim, b->shape);
+    if (st != CR_OK)
+        return st;
+    for (size_t j = 0; j < b->n; j++) {
+        const cr_value *v = &b->args[j];
+        if (v->kind == CR_KIND_ARRAY) {
+            st = cr__strided(arena, v->u.arr, b->wdt, &b->in[j]);
+        } else {
+            cr_array *s;
+            st = cr__scalar_array(arena, b->wdt, cr__scalar_of(v), &s);
+            b->in[j] = s;
+        }
+        if (st != CR_OK)
+            return st;
+    }
+    if (want_fused && b->row != NULL) {
+        if (b->n == 2 && same_fn(b->fn, &cr_fn_add))
+            b->fused = FU_ADD;
+        else if (b->n == 2 && same_fn(b->fn, &cr_fn_sub))
+            b->fused = FU_SUB;
+        else if (b->n == 2 && same_fn(b->fn, &cr_fn_mul))
+            b->fused = FU_MUL;
+        else if (b->n == 2 && same_fn(b->fn, &cr_fn_div))
+            b->fused = FU_DIV;
+        else if (b->n == 1 && is_builtin(b->fn, "square"))
+            b->fused = FU_SQUARE;
+        else if (b->n == 2 && is_builtin(b->fn, "pow") &&
+                 (b->args[1].kind == CR_KIND_I64 || b->args[1].kind == CR_KIND_I32) &&
+                 b->args[1].u.i64 == 2)
+            b->fused = FU_SQUARE;
+    }
+    return CR_OK;
+}
+
+/* ---- Row evaluation ------------------------------------------------------------------ */
+
+/* Arrays of the loop: 0 y, 1..n inputs, then n partials (rrule) or n tangents and the
+ * output tangent (frule). */
+typedef struct row_ctx {
+    const bc *b;
+    void *y;
+    const void *x[BC_MAX_IN];
+    void *D[BC_MAX_IN];        /* NULL: not stored */
+    const void *dx[BC_MAX_IN]; /* frule tangents, NULL for zero */
+    void *dy;
+    size_t idx_D, idx_dx, idx_dy;
+} row_ctx;
+
+static void row_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, void *vctx)
+{
+    row_ctx *c = vctx;
+    const bc *b = c->b;
+    size_t nin = b->n;
+    for (size_t i = 0; i < n; i++) {
+        ptrdiff_t oy = off[0] + (ptrdiff_t)i * step[0];
+        if (b->wdt == CR_DT_C128) {
+            cr_complex x[BC_MAX_IN], Y[1], D[BC_MAX_IN];
+            for (size_t j = 0; j < nin; j++)
+                x[j] = ((const cr_complex *)c->x[j])[off[1 + j] + (ptrdiff_t)i * step[1 + j]];
+            b->row->c128(x, Y, D);
+            ((cr_complex *)c->y)[oy] = Y[0];
+            cr_complex t = 0;
+            for (size_t j = 0; j < nin; j++) {
+                if (c->D[j] != NULL)
+                    ((cr_complex *)c->D[j])[oy] = D[j];
+                if (c->dx[j] != NULL)
+                    t += D[j] *
+                         ((const cr_complex *)
+                              c->dx[j])[off[c->idx_dx + j] + (ptrdiff_t)i * step[c->idx_dx + j]];
+            }
+            if (c->dy != NULL)
+                ((cr_complex *)c->dy)[oy] = t;
+        } else {
+            double x[BC_MAX_IN], Y[1], D[BC_MAX_IN];
+            for (size_t j = 0; j < nin; j++)
+                x[j] = ((const double *)c->x[j])[off[1 + j] + (ptrdiff_t)i * step[1 + j]];
+            b->row->f64(x, Y, D);
+            ((double *)c->y)[oy] = Y[0];
+            double t = 0;
+            for (size_t j = 0; j < nin; j++) {
+                if (c->D[j] != NULL)
+                    ((double *)c->D[j])[oy] = D[j];
+                if (c->dx[j] != NULL)
+                    t += D[j] *
+                         ((const double *)
+                              c->dx[j])[off[c->idx_dx + j] + (ptrdiff_t)i * step[c->idx_dx + j]];
+            }
+            if (c->dy != NULL)
+                ((double *)c->dy)[oy] = t;
+        }
+    }
+}
+
+/* Evaluate the row over the broadcast shape: y, the partials D[j] for perturbable
+ * arguments when store_D, and the frule's dy when dxs is given. */
+static cr_status row_eval(cr_arena *arena, const bc *b, bool store_D, const cr_array *const *dxs,
+                          cr_array **y, cr_array **D, cr_array **dy)
+{
+    cr_status st = cr__new(arena, b->wdt, b->ndim, b->shape, false, y);
+    if (st != CR_OK)
+        return st;
+    row_ctx c;
+    memset(&c, 0, sizeof c);
+    c.b = b;
+    c.y = (*y)->data;
+    cr__nd nd;
+    cr__nd_init(&nd, b->ndim, b->shape);
+    cr__nd_add(&nd, *y);
+    for (size_t j = 0; j < b->n; j++) {
+        cr__nd_add(&nd, b->in[j]);
+        c.x[j] = b->in[j]->data;
+        D[j] = NULL;
+        if (store_D && b->diff[j]) {
+            st = cr__new(arena, b->wdt, b->ndim, b->shape, false, &D[j]);
+            if (st != CR_OK)
+                return st;
+            c.D[j] = D[j]->data;
+        }
+    }
+    if (dxs != NULL) {
+        c.idx_dx = nd.narr;
+        bool any = false;
+        for (size_t j = 0; j < b->n; j++) {
+            const cr_array *t = dxs[j] != NULL ? dxs[j] : b->in[j];
+            cr__nd_add(&nd, t);
+            c.dx[j] = dxs[j] != NULL ? dxs[j]->data : NULL;
+            any = any || dxs[j] != NULL;
+        }
+        if (any) {
+            st = cr__new(arena, b->wdt, b->ndim, b->shape, false, dy);
+            if (st != CR_OK)
+                return st;
+            c.dy = (*dy)->data;
+        } else {
+            *dy = NULL;
+        }
+    }
+    cr__nd_run(&nd, row_inner, &c);
+    return CR_OK;
+}
+
+/* ---- Fused forward ---------------------------------------------------------------------- */
+
+typedef struct fused_ctx {
+    fused_op op;
+    bool cplx;
+    void *y;
+    const void *a, *b;
+} fused_ctx;
+
+static void fused_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, void *vctx)
+{
+    fused_ctx *c = vctx;
+    if (c->cplx) {
+        cr_complex *y = (cr_complex *)c->y + off[0];
+        const cr_complex *a = (const cr_complex *)c->a + off[1];
+        const cr_complex *b = c->b != NULL ? (const cr_complex *)c->b + off[2] : NULL;
+        for (size_t i = 0; i < n; i++) {
+            cr_complex x = a[(ptrdiff_t)i * step[1]];
+            cr_complex z = b != NULL ? b[(ptrdiff_t)i * step[2]] : 0;
+            cr_complex r = c->op == FU_ADD   ? x + z
+                           : c->op == FU_SUB ? x - z
+                           : c->op == FU_MUL ? x * z
+                           : c->op == FU_DIV ? x / z
+                                             : x * x;
+            y[(ptrdiff_t)i * step[0]] = r;
+        }
+        return;
+    }
+    double *y = (double *)c->y + off[0];
+    const double *a = (const double *)c->a + off[1];
+    const double *b = c->b != NULL ? (const double *)c->b + off[2] : NULL;
+    ptrdiff_t sy = step[0], sa = step[1], sb = c->b != NULL ? step[2] : 0;
+    switch (c->op) {
+    case FU_ADD:
+        for (size_t i = 0; i < n; i++)
+            y[(ptrdiff_t)i * sy] = a[(ptrdiff_t)i * sa] + b[(ptrdiff_t)i * sb];
+        break;
+    case FU_SUB:
+        for (size_t i = 0; i < n; i++)
+            y[(ptrdiff_t)i * sy] = a[(ptrdiff_t)i * sa] - b[(ptrdiff_t)i * sb];
+        break;
+    case FU_MUL:
+        for (size_t i = 0; i < n; i++)
+            y[(ptrdiff_t)i * sy] = a[(ptrdiff_t)i * sa] * b[(ptrdiff_t)i * sb];
+        break;
+    case FU_DIV:
+        for (size_t i = 0; i < n; i++)
+            y[(ptrdiff_t)i * sy] = a[(ptrdiff_t)i * sa] / b[(ptrdiff_t)i * sb];
+        break;
+    default:
+        for (size_t i = 0; i < n; i++)
+            y[(ptrdiff_t)i * sy] = a[(ptrdiff_t)i * sa] * a[(ptrdiff_t)i * sa];
+        break;
+    }
+}
+
+static cr_status fused_eval(cr_arena *arena, const bc *b, cr_array **y)
+{
+    cr_status st = cr__new(arena, b->wdt, b->ndim, b->shape, false, y);
+    if (st != CR_OK)
+        return st;
+    cr__nd nd;
+    cr__nd_init(&nd, b->ndim, b->shape);
+    cr__nd_add(&nd, *y);
+    cr__nd_add(&nd, b->in[0]);
+    bool two = b->fused != FU_SQUARE;
+    if (two)
+        cr__nd_add(&nd, b->in[1]);
+    fused_ctx c = {b->fused, b->wdt == CR_DT_C128, (*y)->data, b->in[0]->data,
+                   two ? b->in[1]->data : NULL};
+    cr__nd_run(&nd, fused_inner, &c);
+    return CR_OK;
+}
+
+/* ---- Pullback ------------------------------------------------------------------------- */
+
+/* How the cotangent of argument j is formed from ȳ, elementwise, before unbroadcasting. */
+typedef enum {
+    CO_ONE,  /* ȳ */
+    CO_NEG,  /* -ȳ */
+    CO_D,    /* conj(D) ȳ (a stored partial) */
+    CO_MUL,  /* conj(other) ȳ */
+    CO_DIV1, /* ȳ / conj(b) */
+    CO_DIV2, /* -conj(y / b) ȳ */
+    CO_SQ    /* 2 conj(x) ȳ */
+} co_kind;
+
+typedef struct co_ctx {
+    co_kind kind;
+    bool cplx;
+    void *acc;
+    const void *g, *p, *q;
+} co_ctx;
+
+/* Arrays: 0 acc (argument-shaped, stride 0 on broadcast dimensions), 1 ȳ, 2 p, 3 q. */
+static void co_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, void *vctx)
+{
+    co_ctx *c = vctx;
+    for (size_t i = 0; i < n; i++) {
+        ptrdiff_t oa = off[0] + (ptrdiff_t)i * step[0], og = off[1] + (ptrdiff_t)i * step[1],
+                  op = off[2] + (ptrdiff_t)i * step[2], oq = off[3] + (ptrdiff_t)i * step[3];
+        if (c->cplx) {
+            cr_complex g = ((const cr_complex *)c->g)[og], r;
+            const cr_complex *p = c->p, *q = c->q;
+            switch (c->kind) {
+            case CO_ONE:
+                r = g;
+                break;
+            case CO_NEG:
+                r = -g;
+                break;
+            case CO_D:
+            case CO_MUL:
+                r = conj(p[op]) * g;
+                break;
+            case CO_DIV1:
+                r = g / conj(p[op]);
+                break;
+            case CO_DIV2:
+                r = -conj(q[oq] / p[op]) * g;
+                break;
+            default:
+                r = 2 * conj(p[op]) * g;
+                break;
+            }
+            ((cr_complex *)c->acc)[oa] += r;
+        } else {
+            double g = ((const double *)c->g)[og], r;
+            const double *p = c->p, *q = c->q;
+            switch (c->kind) {
+            case CO_ONE:
+                r = g;
+                break;
+            case CO_NEG:
+                r = -g;
+                break;
+            case CO_D:
+            case CO_MUL:
+                r = p[op] * g;
+                break;
+            case CO_DIV1:
+                r = g / p[op];
+                break;
+            case CO_DIV2:
+                r = -(q[oq] / p[op]) * g;
+                break;
+            default:
+                r = 2 * p[op] * g;
+                break;
+            }
+            ((double *)c->acc)[oa] += r;
+        }
+    }
+}
+
+typedef struct bc_env {
+    bc b;
+    cr_project *proj[BC_MAX_IN];
+    const cr_array *D[BC_MAX_IN]; /* stored partials */
+    const cr_array *y;            /* work output (division) */
+} bc_env;
+
+typedef struct bc_thunk {
+    const bc_env *e;
+    const cr_array *g;
+    size_t j;
+} bc_thunk;
+
+/* The unprojected cotangent of argument j (work dtype, the argument's shape; 0-d for a
+ * scalar). When it would be ȳ itself (an argument of the output's shape through + or -),
+ * *alias is set and ȳ is returned without a copy. */
+static cr_status bc_cotangent(cr_arena *arena, const bc_env *e, const cr_array *g, size_t j,
+                              cr_array **out, bool *alias)
+{
+    const bc *b = &e->b;
+    const cr_array *in = b->in[j];
+    co_kind kind = CO_D;
+    const cr_array *p = e->D[j], *q = NULL;
+    switch (b->fused) {
+    case FU_ADD:
+        kind = CO_ONE;
+        break;
+    case FU_SUB:
+        kind = j == 0 ? CO_ONE : CO_NEG;
+        break;
+    case FU_MUL:
+        kind = CO_MUL;
+        p = b->in[1 - j];
+        break;
+    case FU_DIV:
+        kind = j == 0 ? CO_DIV1 : CO_DIV2;
+        p = b->in[1];
+        q = e->y;
+        break;
+    case FU_SQUARE:
+        kind = CO_SQ;
+        p = b->in[0];
+        break;
+    case FU_NONE:
+        break;
+    }
+    *alias = false;
+    bool full = in->ndim == b->ndim && cr_array_same_shape(in, g);
+    if (kind == CO_ONE && full) {
+        *alias = true;
+        *out = (cr_array *)g;
+        return CR_OK;
+    }
+    cr_array *acc;
+    cr_status st = cr__new(arena, b->wdt, in->ndim, in->shape, true, &acc);
+    if (st != CR_OK)
+        return st;
+    cr__nd nd;
+    cr__nd_init(&nd, b->ndim, b->shape);
+    cr__nd_add(&nd, acc);
+    cr__nd_add(&nd, g);
+    cr__nd_add(&nd, p != NULL ? p : g);
+    cr__nd_add(&nd, q != NULL ? q : g);
+    co_ctx c = {kind,    b->wdt == CR_DT_C128,       acc->data,
+                g->data, p != NULL ? p->data : NULL, q != NULL ? q->data : NULL};
+    cr__nd_run(&nd, co_inner, &c);
+    *out = acc;
+    return CR_OK;
+}
+
+/* The projected cotangent of argument j: an array, or a scalar for a scalar argument. */
+static cr_status bc_give(cr_arena *arena, const bc_env *e, const cr_array *g, size_t j,
+                         cr_tangent *out)
+{
+    cr_array *raw;
+    bool alias;
+    cr_status st = bc_cotangent(arena, e, g, j, &raw, &alias);
+    if (st != CR_OK)
+        return st;
+    const cr_value *v = &e->b.args[j];
+    if (v->kind != CR_KIND_ARRAY) {
+        cr_tangent t = cr__scalar_tangent(e->b.wdt, cr__load(raw, 0));
+        return cr_project_apply(arena, e->proj[j], t, out);
+    }
+    return alias ? cr__give_alias(arena, e->proj[j], raw, out)
+                 : cr__give(arena, e->proj[j], raw, out);
+}
+
+static cr_status bc_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
+{
+    bc_thunk *t = env;
+    return bc_give(arena, t->e, t->g, t->j, out);
+}
+
+static cr_status bc_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                             void *env)
+{
+    bc_env *e = env;
+    const bc *b = &e->b;
+    for (size_t i = 0; i < nx; i++)
+        dx[i] = cr_tangent_none();
+    const cr_array *g;
+    cr_status st = cr__tan_array(arena, "broadcast_pullback", *dy, b->ndim, b->shape, b->wdt, &g);
+    if (st != CR_OK)
+        return st;
+    size_t ndiff = 0;
+    for (size_t j = 0; j < b->n; j++)
+        ndiff += b->diff[j];
+    for (size_t j = 0; j < b->n; j++) {
+        if (!b->diff[j])
+            continue;
+        if (g == NULL) {
+            dx[j + 2] = cr_tangent_zero();
+            continue;
+        }
+        if (ndiff == 1) {
+            st = bc_give(arena, e, g, j, &dx[j + 2]);
+        } else {
+            /* Several cotangents: each is a thunk (a loss may need only some of them). */
+            bc_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(bc_thunk));
+            if (t == NULL)
+                return CR__ALLOC_STATUS(arena);
+            *t = (bc_thunk){e, g, j};
+            st = cr__thunk(arena, bc_thunk_fn, NULL, t, "broadcast_pullback_thunk", &dx[j + 2]);
+        }
+        if (st != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+/* ---- Fallback: functions without a scalar row --------------------------------------- */
+
+/* The scalar value of element k (row-major over the broadcast shape) of argument j. */
+static cr_value elem_value(const bc *b, size_t j, const size_t *idx)
+{
+    const cr_value *v = &b->args[j];
+    if (v->kind != CR_KIND_ARRAY)
+        return *v;
+    const cr_array *a = v->u.arr;
+    size_t lead = b->ndim - a->ndim, lin = 0;
+    for (size_t d = 0; d < a->ndim; d++)
+        lin = lin * a->shape[d] + (a->shape[d] == 1 ? 0 : idx[lead + d]);
+    cr_complex z = cr_array_get_linear(a, lin);
+    switch ((cr_dtype)a->dtype) {
+    case CR_DT_F32:
+        return cr_value_f32((float)creal(z));
+    case CR_DT_C128:
+        return cr_value_c128(z);
+    case CR_DT_I64:
+        return cr_value_i64((int64_t)creal(z));
+    case CR_DT_BOOL:
+        return cr_value_bool(creal(z) != 0);
+    default:
+        return cr_value_f64(creal(z));
+    }
+}
+
+static void next_index(const bc *b, size_t *idx)
+{
+    for (size_t d = b->ndim; d-- > 0;) {
+        if (++idx[d] < b->shape[d])
+            return;
+        idx[d] = 0;
+    }
+}
+
+typedef struct fb_env {
+    bc b;
+    cr_project *proj[BC_MAX_IN];
+    cr_pullback *pbs; /* one per element */
+    size_t m;
+} fb_env;
+
+/* Run f elementwise (rrule, frule, or plain call), gathering outputs into a work array. */
+static cr_status fb_eval(const cr_config *cfg, cr_arena *arena, const cr_value *f, const bc *b,
+                         cr_pullback *pbs, const cr_array *const *dxs, cr_array **y, cr_array **dy,
+                         cr_dtype *out_dt)
+{
+    size_t m = 1, idx[CR_ARRAY_MAX_DIMS] = {0};
+    for (size_t d = 0; d < b->ndim; d++)
+        m *= b->shape[d];
+    cr_complex *ys = cr_arena_alloc(arena, (m ? m : 1) * sizeof *ys, _Alignof(cr_complex));
+    cr_complex *dys =
+        dxs != NULL ? cr_arena_alloc(arena, (m ? m : 1) * sizeof *dys, _Alignof(cr_complex)) : NULL;
+    if (ys == NULL || (dxs != NULL && dys == NULL))
+        return CR__ALLOC_STATUS(arena);
+    cr_dtype odt = (cr_dtype)0;
+    for (size_t k = 0; k < m; k++, next_index(b, idx)) {
+        cr_value sargs[BC_MAX_IN], yv;
+        for (size_t j = 0; j < b->n; j++)
+            sargs[j] = elem_value(b, j, idx);
+        cr_status st;
+        if (dxs != NULL) {
+            cr_tangent td[BC_MAX_IN + 1], tdy;
+            td[0] = cr_tangent_none();
+            for (size_t j = 0; j < b->n; j++) {
+                td[j + 1] = cr_tangent_zero();
+                if (dxs[j] != NULL) {
+                    size_t lead = b->ndim - dxs[j]->ndim, lin = 0;
+                    for (size_t d = 0; d < dxs[j]->ndim; d++)
+                        lin = lin * dxs[j]->shape[d] + (dxs[j]->shape[d] == 1 ? 0 : idx[lead + d]);
+                    td[j + 1] = cr__scalar_tangent(b->wdt, cr__load(dxs[j], (ptrdiff_t)lin));
+                }
+            }
+            st = cr_frule(cfg, arena, td, f, sargs, b->n, &yv, &tdy);
+            if (st == CR_OK) {
+                cr_complex v;
+                bool nz;
+                st = cr__tan_scalar(arena, "broadcast", tdy, &v, &nz);
+                dys[k] = v;
+            }
+        } else if (pbs != NULL) {
+            st = cr_rrule(cfg, arena, f, sargs, b->n, &yv, &pbs[k]);
+        } else {
+            st = cr_function_call(arena, f, sargs, b->n, &yv);
+        }
+        if (st == CR_NOTHING)
+            return CR__FAIL(arena, CR_ENORULE, "broadcast: no rule for %s at element %zu",
+                            b->fn->name, k);
+        if (st != CR_OK)
+            return st;
+        cr_dtype vd = cr__value_dtype(&yv);
+        if (vd == 0)
+            return CR__FAIL(arena, CR_EINVAL, "broadcast: %s returned a %s, not a number",
+                            b->fn->name, cr_kind_name(yv.kind));
+        odt = cr__promote(odt, vd);
+        ys[k] = cr__scalar_of(&yv);
+    }
+    *out_dt = odt == 0 ? CR_DT_F64 : odt;
+    cr_dtype w = cr__work(*out_dt);
+    cr_array *r;
+    cr_status st = cr__new(arena, w, b->ndim, b->shape, false, &r);
+    if (st != CR_OK)
+        return st;
+    for (size_t k = 0; k < m; k++)
+        cr__store(r, (ptrdiff_t)k, ys[k]);
+    r->flags = CR_ARRAY_WRITABLE;
+    *y = r;
+    if (dxs != NULL) {
+        st = cr__new(arena, w, b->ndim, b->shape, false, dy);
+        if (st != CR_OK)
+            return st;
+        for (size_t k = 0; k < m; k++)
+            cr__store(*dy, (ptrdiff_t)k, dys[k]);
+    }
+    return CR_OK;
+}
+
+/* Pullback of the fallback: each element's pullback, summed into argument-shaped
+ * accumulators. */
+static cr_status fb_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                             void *env)
+{
+    fb_env *e = env;
+    const bc *b = &e->b;
+    for (size_t i = 0; i < nx; i++)
+        dx[i] = cr_tangent_none();
+    const cr_array *g;
+    cr_status st =
+        cr__tan_array(arena, "broadcast_pullback", *dy, b->ndim, b->shape, CR_DT_C128, &g);
+    if (st != CR_OK)
+        return st;
+    cr_array *acc[BC_MAX_IN] = {NULL};
+    for (size_t j = 0; j < b->n; j++) {
+        if (!b->diff[j])
+            continue;
+        const cr_array *in = b->in[j];
+        st = cr__new(arena, CR_DT_C128, in->ndim, in->shape, true, &acc[j]);
+        if (st != CR_OK)
+            return st;
+    }
+    if (g != NULL) {
+        size_t idx[CR_ARRAY_MAX_DIMS] = {0};
+        for (size_t k = 0; k < e->m; k++, next_index(b, idx)) {
+            cr_tangent gk = cr_tangent_c128(((const cr_complex *)g->data)[k]), d[BC_MAX_IN + 1];
+            if (b->wdt != CR_DT_C128 && e->pbs[k].fn != NULL)
+                gk = cr_tangent_f64(creal(((const cr_complex *)g->data)[k]));
+            st = cr_pullback_call(arena, &e->pbs[k], &gk, d, b->n + 1);
+            if (st != CR_OK)
+                return st;
+            for (size_t j = 0; j < b->n; j++) {
+                if (acc[j] == NULL)
+                    continue;
+                cr_complex v;
+                bool nz;
+                st = cr__tan_scalar(arena, "broadcast_pullback", d[j + 1], &v, &nz);
+                if (st != CR_OK)
+                    return st;
+                const cr_array *a = acc[j];
+                size_t lead = b->ndim - a->ndim, lin = 0;
+                for (size_t dd = 0; dd < a->ndim; dd++)
+                    lin = lin * a->shape[dd] + (a->shape[dd] == 1 ? 0 : idx[lead + dd]);
+                ((cr_complex *)acc[j]->data)[lin] += v;
+            }
+        }
+    }
+    for (size_t j = 0; j < b->n; j++) {
+        if (acc[j] == NULL)
+            continue;
+        if (g == NULL) {
+            dx[j + 2] = cr_tangent_zero();
+            continue;
+        }
+        cr_tangent t = b->args[j].kind == CR_KIND_ARRAY
+                           ? cr_tangent_array(acc[j])
+                           : cr_tangent_c128(((cr_complex *)acc[j]->data)[0]);
+        st = cr_project_apply(arena, e->proj[j], t, &dx[j + 2]);
+        if (st != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+/* ---- The rules ------------------------------------------------------------------------ */
+
+static cr_status bc_output(cr_arena *arena, const bc *b, const cr_array *w, cr_dtype dt,
+                           cr_value *y)
+{
+    cr_array *o;
+    cr_status st = cr__cast(arena, w, dt, &o);
+    if (st == CR_OK)
+        *y = cr_value_array(o);
+    return st;
+    (void)b;
+}
+
+/* broadcast(f, x...): y_i = f(x_i...); x̄_j = unbroadcast(conj(∂f/∂x_j) ⊙ ȳ). */
+static cr_status broadcast_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                                 const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                                 const void *udata)
+{
+    (void)f;
+    bool primal = udata == CR__PRIMAL_ONLY;
+    bc b;
+    cr_status st = bc_parse(arena, args, nargs, true, &b);
+    if (st != CR_OK)
+        return st;
+    if (b.row == NULL) {
+        fb_env *e = NULL;
+        cr_pullback *pbs = NULL;
+        size_t m = 1;
+        for (size_t d = 0; d < b.ndim; d++)
+            m *= b.shape[d];
+        if (!primal) {
+            e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(fb_env));
+            pbs = cr_arena_calloc(arena, m ? m : 1, sizeof *pbs, _Alignof(cr_pullback));
+            if (e == NULL || pbs == NULL)
+                return CR__ALLOC_STATUS(arena);
+        }
+        cr_array *w;
+        cr_dtype odt;
+        st = fb_eval(cfg, arena, &args[0], &b, pbs, NULL, &w, NULL, &odt);
+        if (st == CR_OK)
+            st = bc_output(arena, &b, w, odt, y);
+        if (st != CR_OK || primal)
+            return st;
+        e->b = b;
+        e->pbs = pbs;
+        e->m = m;
+        for (size_t j = 0; j < b.n && st == CR_OK; j++)
+            st = cr_project_new(arena, &b.args[j], &e->proj[j]);
+        if (st != CR_OK)
+            return st;
+        *pb = (cr_pullback){fb_pullback, e, "broadcast_pullback", nargs + 1};
+        return CR_OK;
+    }
+    cr_array *w, *D[BC_MAX_IN] = {NULL};
+    if (b.fused != FU_NONE)
+        st = fused_eval(arena, &b, &w);
+    else
+        st = row_eval(arena, &b, !primal, NULL, &w, D, NULL);
+    if (st == CR_OK)
+        st = bc_output(arena, &b, w, b.dt, y);
+    if (st != CR_OK || primal)
+        return st;
+    bc_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(bc_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    e->b = b;
+    e->y = w;
+    for (size_t j = 0; j < b.n; j++) {
+        e->D[j] = D[j];
+        st = cr_project_new(arena, &b.args[j], &e->proj[j]);
+        if (st != CR_OK)
+            return st;
+    }
+    *pb = (cr_pullback){bc_pullback, e, "broadcast_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(broadcast, "broadcast", -1)
+
+/* frule: ẏ_i = Σ_j ∂f/∂x_j ẋ_j (broadcast), from the row's partials. */
+static cr_status broadcast_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                                 const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                                 cr_tangent *dy, const void *udata)
+{
+    (void)f;
+    (void)udata;
+    bc b;
+    cr_status st = bc_parse(arena, args, nargs, false, &b);
+    if (st != CR_OK)
+        return st;
+    const cr_array *dxs[BC_MAX_IN] = {NULL};
+    bool any = false;
+    for (size_t j = 0; j < b.n; j++) {
+        if (!b.diff[j])
+            continue;
+        const cr_value *v = &b.args[j];
+        if (v->kind == CR_KIND_ARRAY) {
+            st = cr__tan_array(arena, "broadcast", dargs[j + 2], v->u.arr->ndim, v->u.arr->shape,
+                               b.wdt, &dxs[j]);
+        } else {
+            cr_complex t;
+            bool nz;
+            st = cr__tan_scalar(arena, "broadcast", dargs[j + 2], &t, &nz);
+            if (st == CR_OK && nz) {
+                cr_array *s;
+                st = cr__scalar_array(arena, b.wdt, t, &s);
+                dxs[j] = s;
+            }
+        }
+        if (st != CR_OK)
+            return st;
+        any = any || dxs[j] != NULL;
+    }
+    cr_array *w, *D[BC_MAX_IN], *t = NULL;
+    cr_dtype odt = b.dt;
+    if (b.row == NULL)
+        st = fb_eval(cfg, arena, &args[0], &b, NULL, dxs, &w, &t, &odt);
+    else
+        st = row_eval(arena, &b, false, dxs, &w, D, &t);
+    if (st == CR_OK)
+        st = bc_output(arena, &b, w, odt, y);
+    if (st != CR_OK)
+        return st;
+    if (!any || t == NULL) {
+        *dy = cr_tangent_zero();
+        return CR_OK;
+    }
+    return cr_project_tangent(arena, y, cr_tangent_array(t), dy);
+}
+
+/* ---- Test registration --------------------------------------------------------------- */
+
+/* f.(x) with a one-argument function, or f.(x, y) with shapes that broadcast. */
+static cr_status sample_broadcast(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                                  void *env)
+{
+    (void)env;
+    static const size_t s34[2] = {3, 4}, s4[1] = {4}, s31[2] = {3, 1};
+    cr_dtype dt = cr__rng_dtype(rng);
+    cr_array *A, *B;
+    cr_status st;
+    if (nargs == 2) {
+        /* sin, exp, and tanh or square when their families provide them. */
+        static const char *const names[4] = {"sin", "exp", "tanh", "square"};
+        const cr_function *fn =
+            cr_registry_find(cr_registry_builtin(), names[cr__rng_below(rng, 4)]);
+        args[0] = fn != NULL ? cr_value_function(fn, NULL) : cr_fn_sin;
+        st = cr__rand_array(arena, rng, dt, 2, s34, -1.5, 1.5, &A);
+        if (st == CR_OK)
+            args[1] = cr_value_array(A);
+        return st;
+    }
+    static const cr_value *const f2[4] = {&cr_fn_add, &cr_fn_sub, &cr_fn_mul, &cr_fn_div};
+    size_t k = cr__rng_below(rng, 5);
+    const cr_function *hypot_fn = cr_registry_find(cr_registry_builtin(), "hypot");
+    if (k == 4 && hypot_fn != NULL) {
+        /* A row that is not fused: its partials are stored. */
+        if (dt == CR_DT_C128)
+            dt = CR_DT_F64;
+        args[0] = cr_value_function(hypot_fn, NULL);
+    } else {
+        args[0] = *f2[k % 4];
+    }
+    size_t shape_k = cr__rng_below(rng, 3);
+    st = cr__rand_array(arena, rng, dt, 2, s34, 0.5, 2.0, &A);
+    if (st != CR_OK)
+        return st;
+    args[1] = cr_value_array(A);
+    if (shape_k == 2) {
+        args[2] = dt == CR_DT_C128 ? cr_value_c128(cr__c(1.25, -0.5)) : cr_value_f64(1.25);
+        return CR_OK;
+    }
+    st =
+        cr__rand_array(arena, rng, dt, shape_k == 0 ? 1 : 2, shape_k == 0 ? s4 : s31, 0.5, 2.0, &B);
+    if (st == CR_OK)
+        args[2] = cr_value_array(B);
+    return st;
+}
+
+static const cr_rule_test k_test_broadcast = {.sample = sample_broadcast};
+
+cr_status cr__array_register_broadcast(cr_registry *reg)
+{
+    static const cr_argspec a[3] = {
+        {CR_M_FUNC, NULL},
+        {CR__M_FARRAY | CR_M_A_INT | CR_M_A_BOOL | CR__M_NUM, NULL},
+        {CR__M_FARRAY | CR_M_A_INT | CR_M_A_BOOL | CR__M_NUM, NULL},
+    };
+    cr_status st = cr__add_rule(reg, &broadcast_function, a, 2, false, broadcast_frule,
+                                broadcast_rrule, &k_test_broadcast);
+    if (st == CR_OK)
+        st = cr__add_rule(reg, &broadcast_function, a, 3, true, broadcast_frule, broadcast_rrule,
+                          &k_test_broadcast);
+    return st;
+}

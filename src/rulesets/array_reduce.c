@@ -1,0 +1,1332 @@
+/*
+ * Reductions: sum, mean, prod, cumsum, maximum, minimum, findmax, findmin, over all
+ * elements or along dims (reduced dimensions kept with extent 1). Pullbacks that produce
+ * an array of the argument's size return InplaceableThunks whose add! writes into the
+ * accumulator without materialising the cotangent.
+ */
+#include <math.h>
+
+#include "array_impl.h"
+
+/* A parsed reduction: the argument, the output shape (A's, reduced dimensions 1). */
+typedef struct red {
+    const cr_array *A;
+    const cr_array *Aw; /* A in the work dtype, any strides */
+    bool all;           /* no dims: the output is a scalar */
+    bool mask[CR_ARRAY_MAX_DIMS];
+    size_t ndim;
+    size_t oshape[CR_ARRAY_MAX_DIMS];
+    size_t count; /* elements per slice */
+    cr_dtype wdt;
+} red;
+
+static cr_status red_parse(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                           size_t max_args, bool real_only, red *r)
+{
+    memset(r, 0, sizeof *r);
+    cr_status st = cr__nargs(arena, who, nargs, 1, max_args);
+    if (st == CR_OK)
+        st = cr__array_arg(arena, who, args, nargs, 0, &r->A);
+    if (st != CR_OK)
+        return st;
+    const cr_array *A = r->A;
+    if (!cr_dtype_is_float((cr_dtype)A->dtype) || (real_only && A->dtype == CR_DT_C128))
+        return CR__FAIL(arena, CR_EINVAL, "%s: expected an array of %s, got %s", who,
+                        real_only ? "f64 or f32" : "f64, f32 or c128",
+                        cr_dtype_name((cr_dtype)A->dtype));
+    r->ndim = A->ndim;
+    r->wdt = cr__work((cr_dtype)A->dtype);
+    r->all = nargs == 1;
+    if (r->all) {
+        for (size_t d = 0; d < r->ndim; d++)
+            r->mask[d] = true;
+    } else {
+        st = cr__dims_arg(arena, who, &args[1], r->ndim, r->mask);
+        if (st != CR_OK)
+            return st;
+    }
+    r->count = 1;
+    for (size_t d = 0; d < r->ndim; d++) {
+        r->oshape[d] = r->mask[d] ? 1 : A->shape[d];
+        if (r->mask[d])
+            r->count *= A->shape[d];
+    }
+    return cr__strided(arena, A, r->wdt, &r->Aw);
+}
+
+/* The output value from the work array w of shape oshape. */
+static cr_status red_output(cr_arena *arena, const red *r, const cr_array *w, cr_value *y)
+{
+    if (r->all) {
+        *y = cr__scalar_value((cr_dtype)r->A->dtype, cr__load(w, 0));
+        return CR_OK;
+    }
+    cr_array *o;
+    cr_status st = cr__cast(arena, w, (cr_dtype)r->A->dtype, &o);
+    if (st == CR_OK)
+        *y = cr_value_array(o);
+    return st;
+}
+
+/* The cotangent (or tangent) of the output, as a work array of shape oshape (0-d for a
+ * scalar output); NULL when zero. */
+static cr_status red_cot(cr_arena *arena, const char *who, const red *r, cr_tangent dy,
+                         const cr_array **g)
+{
+    if (!r->all)
+        return cr__tan_array(arena, who, dy, r->ndim, r->oshape, r->wdt, g);
+    cr_complex v;
+    bool nz;
+    *g = NULL;
+    cr_status st = cr__tan_scalar(arena, who, dy, &v, &nz);
+    if (st != CR_OK || !nz)
+        return st;
+    cr_array *a;
+    st = cr__scalar_array(arena, r->wdt, v, &a);
+    *g = a;
+    return st;
+}
+
+/* The environment of the reduction pullbacks. */
+typedef struct red_env {
+    red r;
+    cr_project *pA;
+    cr_complex scale;   /* sum, mean */
+    const cr_array *y;  /* prod: the output (work dtype, oshape) */
+    const int64_t *idx; /* maximum...: linear indices into A (oshape) */
+    size_t dim;         /* cumsum */
+} red_env;
+
+static cr_status red_env_new(cr_arena *arena, const red *r, const cr_value *args, red_env **out)
+{
+    red_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(red_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    e->r = *r;
+    *out = e;
+    return cr_project_new(arena, &args[0], &e->pA);
+}
+
+/* The thunk of a reduction pullback: the environment and the canonical cotangent. */
+typedef struct red_thunk {
+    const red_env *e;
+    const cr_array *g;
+} red_thunk;
+
+static cr_status red_thunk_new(cr_arena *arena, const red_env *e, const cr_array *g, cr_thunk_fn fn,
+                               cr_thunk_add_fn add, const char *name, cr_tangent *out)
+{
+    red_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(red_thunk));
+    if (t == NULL)
+        return CR__ALLOC_STATUS(arena);
+    t->e = e;
+    t->g = g;
+    return cr__thunk(arena, fn, add, t, name, out);
+}
+
+/* ---- sum and mean ------------------------------------------------------------------------ */
+
+/* Ā = scale * broadcast(Ȳ) */
+static cr_status sum_thunk(cr_arena *arena, cr_tangent *out, void *env)
+{
+    red_thunk *t = env;
+    const red *r = &t->e->r;
+    cr_array *dx;
+    cr_status st = cr__new_like(arena, r->wdt, r->A, false, &dx);
+    if (st != CR_OK)
+        return st;
+    cr__broadcast_into(dx, t->g, t->e->scale);
+    return cr__give(arena, t->e->pA, dx, out);
+}
+
+static cr_status sum_add(cr_arena *arena, cr_array *dest, void *env)
+{
+    red_thunk *t = env;
+    if (cr__dest_ok(dest, t->e->r.wdt, t->e->r.A)) {
+        cr__broadcast_axpy(dest, t->g, t->e->scale);
+        return CR_OK;
+    }
+    cr_tangent v;
+    cr_status st = sum_thunk(arena, &v, env);
+    return st != CR_OK ? st : cr__add_into(arena, dest, v);
+}
+
+static cr_status sum_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                              void *env)
+{
+    red_env *e = env;
+    const cr_array *g;
+    cr_status st = red_cot(arena, "sum_pullback", &e->r, *dy, &g);
+    for (size_t i = 0; i < nx; i++)
+        dx[i] = cr_tangent_none();
+    if (st != CR_OK)
+        return st;
+    if (g == NULL) {
+        dx[1] = cr_tangent_zero();
+        return CR_OK;
+    }
+    return red_thunk_new(arena, e, g, sum_thunk, sum_add, "sum_pullback_thunk", &dx[1]);
+}
+
+static cr_status sum_mean_rrule(cr_arena *arena, const char *who, const cr_value *args,
+                                size_t nargs, cr_value *y, cr_pullback *pb, const void *udata,
+                                bool mean)
+{
+    red r;
+    cr_status st = red_parse(arena, who, args, nargs, 2, false, &r);
+    if (st != CR_OK)
+        return st;
+    cr_array *w;
+    st = cr__unbroadcast(arena, r.Aw, r.ndim, r.oshape, &w);
+    if (st != CR_OK)
+        return st;
+    double scale = mean ? 1.0 / (double)r.count : 1.0;
+    if (mean)
+        cr__scal(scale, w);
+    st = red_output(arena, &r, w, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
+    red_env *e;
+    st = red_env_new(arena, &r, args, &e);
+    if (st != CR_OK)
+        return st;
+    e->scale = scale;
+    *pb = (cr_pullback){sum_pullback, e, mean ? "mean_pullback" : "sum_pullback", nargs + 1};
+    return CR_OK;
+}
+
+/* sum(A; dims): Ā = broadcast(Ȳ) to A's shape. */
+static cr_status sum_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                           const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                           const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    return sum_mean_rrule(arena, "sum", args, nargs, y, pb, udata, false);
+}
+CR__ARRAY_FN(sum, "sum", -1)
+
+/* mean(A; dims) = sum(A; dims) / n: Ā = broadcast(Ȳ) / n. */
+static cr_status mean_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                            const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    return sum_mean_rrule(arena, "mean", args, nargs, y, pb, udata, true);
+}
+CR__ARRAY_FN(mean, "mean", -1)
+
+/* ---- prod ------------------------------------------------------------------------------ */
+
+typedef struct prod_ctx {
+    bool cplx;
+    int mode;      /* 0: forward product; 1: zero counts; 2: ∂ (pullback write); 3: ∂ (add!);
+                      4: frule dy += ∂ dx */
+    void *o;       /* output / accumulator of oshape */
+    const void *x; /* A */
+    double *nz;    /* zero counts (oshape) */
+    void *pnz;     /* products of the nonzero elements (oshape) */
+    const void *y; /* the product (oshape) */
+    const void *g; /* cotangent (oshape) or tangent (A shape, mode 4) */
+    void *dx;      /* A-shaped result */
+} prod_ctx;
+
+/* Arrays of the loop: 0 o-mapped, 1 x, 2 A-shaped (dx or the frule's tangent). */
+static void prod_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, void *vctx)
+{
+    prod_ctx *c = vctx;
+    for (size_t i = 0; i < n; i++) {
+        ptrdiff_t io = off[0] + (ptrdiff_t)i * step[0], ix = off[1] + (ptrdiff_t)i * step[1],
+                  id = off[2] + (ptrdiff_t)i * step[2];
+        cr_complex x = c->cplx ? ((const cr_complex *)c->x)[ix] : ((const double *)c->x)[ix];
+        if (c->mode == 0) {
+            if (c->cplx)
+                ((cr_complex *)c->o)[io] *= x;
+            else
+                ((double *)c->o)[io] *= creal(x);
+            continue;
+        }
+        if (c->mode == 1) {
+            if (x == 0)
+                c->nz[io] += 1;
+            else if (c->cplx)
+                ((cr_complex *)c->pnz)[io] *= x;
+            else
+                ((double *)c->pnz)[io] *= creal(x);
+            continue;
+        }
+        /* ∂y/∂x without dividing by zero (ChainRules' ∇prod). */
+        cr_complex p = 0;
+        double z = c->nz[io];
+        if (z == 0) {
+            cr_complex y = c->cplx ? ((const cr_complex *)c->y)[io] : ((const double *)c->y)[io];
+            p = y / x;
+        } else if (z == 1 && x == 0) {
+            p = c->cplx ? ((const cr_complex *)c->pnz)[io] : ((const double *)c->pnz)[io];
+        }
+        if (c->mode == 4) {
+            cr_complex t = c->cplx ? ((const cr_complex *)c->g)[id] : ((const double *)c->g)[id];
+            if (c->cplx)
+                ((cr_complex *)c->o)[io] += p * t;
+            else
+                ((double *)c->o)[io] += creal(p * t);
+            continue;
+        }
+        cr_complex g = c->cplx ? ((const cr_complex *)c->g)[io] : ((const double *)c->g)[io];
+        cr_complex d = conj(p) * g;
+        if (c->cplx) {
+            cr_complex *dst = (cr_complex *)c->dx + id;
+            *dst = c->mode == 3 ? *dst + d : d;
+        } else {
+            double *dst = (double *)c->dx + id;
+            *dst = c->mode == 3 ? *dst + creal(d) : creal(d);
+        }
+    }
+}
+
+/* Loop over A's shape: o-mapped array, x, and an A-shaped array (strides of `a3`). */
+static void prod_run(const red *r, prod_ctx *c, const cr_array *omap, const cr_array *a3)
+{
+    cr__nd nd;
+    cr__nd_init(&nd, r->ndim, r->A->shape);
+    cr__nd_add(&nd, omap);
+    cr__nd_add(&nd, r->Aw);
+    cr__nd_add(&nd, a3 != NULL ? a3 : r->Aw);
+    cr__nd_run(&nd, prod_inner, c);
+}
+
+static cr_status fill_ones(cr_arena *arena, const red *r, cr_array **out)
+{
+    cr_status st = cr__new(arena, r->wdt, r->ndim, r->oshape, false, out);
+    if (st != CR_OK)
+        return st;
+    size_t n = cr_array_numel(*out);
+    for (size_t i = 0; i < n; i++)
+        cr__store(*out, (ptrdiff_t)i, 1.0);
+    return CR_OK;
+}
+
+/* Zero counts and products of the nonzero elements of each slice. */
+static cr_status prod_counts(cr_arena *arena, const red *r, prod_ctx *c)
+{
+    cr_array *nz, *pnz;
+    cr_status st = cr__new(arena, CR_DT_F64, r->ndim, r->oshape, true, &nz);
+    if (st == CR_OK)
+        st = fill_ones(arena, r, &pnz);
+    if (st != CR_OK)
+        return st;
+    c->mode = 1;
+    c->nz = nz->data;
+    c->pnz = pnz->data;
+    prod_run(r, c, nz, NULL);
+    return CR_OK;
+}
+
+static cr_status prod_fill(cr_arena *arena, red_thunk *t, cr_array *dx, bool add)
+{
+    const red *r = &t->e->r;
+    prod_ctx c = {r->wdt == CR_DT_C128, 1,          NULL,    r->Aw->data, NULL, NULL,
+                  t->e->y->data,        t->g->data, dx->data};
+    cr_status st = prod_counts(arena, r, &c);
+    if (st != CR_OK)
+        return st;
+    c.mode = add ? 3 : 2;
+    cr_array omap;
+    cr_array_view_init(&omap, t->e->y->data, r->wdt, r->ndim, r->oshape, NULL);
+    prod_run(r, &c, &omap, dx);
+    return CR_OK;
+}
+
+static cr_status prod_thunk(cr_arena *arena, cr_tangent *out, void *env)
+{
+    red_thunk *t = env;
+    cr_array *dx;
+    cr_status st = cr__new_like(arena, t->e->r.wdt, t->e->r.A, false, &dx);
+    if (st == CR_OK)
+        st = prod_fill(arena, t, dx, false);
+    return st != CR_OK ? st : cr__give(arena, t->e->pA, dx, out);
+}
+
+static cr_status prod_add(cr_arena *arena, cr_array *dest, void *env)
+{
+    red_thunk *t = env;
+    if (cr__dest_ok(dest, t->e->r.wdt, t->e->r.A))
+        return prod_fill(arena, t, dest, true);
+    cr_tangent v;
+    cr_status st = prod_thunk(arena, &v, env);
+    return st != CR_OK ? st : cr__add_into(arena, dest, v);
+}
+
+static cr_status prod_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                               void *env)
+{
+    red_env *e = env;
+    const cr_array *g;
+    cr_status st = red_cot(arena, "prod_pullback", &e->r, *dy, &g);
+    for (size_t i = 0; i < nx; i++)
+        dx[i] = cr_tangent_none();
+    if (st != CR_OK)
+        return st;
+    if (g == NULL) {
+        dx[1] = cr_tangent_zero();
+        return CR_OK;
+    }
+    return red_thunk_new(arena, e, g, prod_thunk, prod_add, "prod_pullback_thunk", &dx[1]);
+}
+
+static cr_status prod_forward(cr_arena *arena, const red *r, cr_array **w)
+{
+    cr_status st = fill_ones(arena, r, w);
+    if (st != CR_OK)
+        return st;
+    prod_ctx c = {r->wdt == CR_DT_C128, 0, (*w)->data, r->Aw->data, NULL, NULL, NULL, NULL, NULL};
+    prod_run(r, &c, *w, NULL);
+    return CR_OK;
+}
+
+/* prod(A; dims): ∂y/∂x_i = Π_{j≠i} x_j over the slice; Ā_i = conj(∂y/∂x_i) Ȳ. */
+static cr_status prod_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                            const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    red r;
+    cr_status st = red_parse(arena, "prod", args, nargs, 2, false, &r);
+    cr_array *w = NULL;
+    if (st == CR_OK)
+        st = prod_forward(arena, &r, &w);
+    if (st == CR_OK)
+        st = red_output(arena, &r, w, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
+    red_env *e;
+    st = red_env_new(arena, &r, args, &e);
+    if (st != CR_OK)
+        return st;
+    e->y = w;
+    *pb = (cr_pullback){prod_pullback, e, "prod_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(prod, "prod", -1)
+
+/* frule of prod: Ẏ = Σ_i (∂y/∂x_i) Ẋ_i over each slice, with the same zero-safe partials. */
+static cr_status prod_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                            cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    red r;
+    cr_status st = red_parse(arena, "prod", args, nargs, 2, false, &r);
+    cr_array *w = NULL;
+    if (st == CR_OK)
+        st = prod_forward(arena, &r, &w);
+    if (st == CR_OK)
+        st = red_output(arena, &r, w, y);
+    const cr_array *dA = NULL;
+    if (st == CR_OK)
+        st = cr__dx_array(arena, "prod", dargs, args, 0, r.wdt, &dA);
+    if (st != CR_OK)
+        return st;
+    if (dA == NULL) {
+        *dy = cr_tangent_zero();
+        return CR_OK;
+    }
+    cr_array *o;
+    st = cr__new(arena, r.wdt, r.ndim, r.oshape, true, &o);
+    if (st != CR_OK)
+        return st;
+    prod_ctx c = {r.wdt == CR_DT_C128, 1, o->data, r.Aw->data, NULL, NULL, w->data, dA->data, NULL};
+    st = prod_counts(arena, &r, &c);
+    if (st != CR_OK)
+        return st;
+    c.mode = 4;
+    prod_run(&r, &c, o, dA);
+    cr_value yo;
+    st = red_output(arena, &r, o, &yo);
+    if (st != CR_OK)
+        return st;
+    *dy = yo.kind == CR_KIND_ARRAY ? cr_tangent_array(yo.u.arr)
+                                   : cr__scalar_tangent(cr__value_dtype(&yo), cr__scalar_of(&yo));
+    return CR_OK;
+}
+
+/* ---- cumsum ---------------------------------------------------------------------------- */
+
+typedef struct line_ctx {
+    bool cplx;
+    bool reverse;
+    size_t len;
+    ptrdiff_t s_src, s_dst; /* strides along the line */
+    const void *src;
+    void *dst;
+} line_ctx;
+
+/* Running sums along a line: forward dst[k] = Σ_{j<=k} src[j]; reverse Σ_{j>=k}. */
+static void cumsum_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, void *vctx)
+{
+    line_ctx *c = vctx;
+    for (size_t i = 0; i < n; i++) {
+        ptrdiff_t os = off[0] + (ptrdiff_t)i * step[0], od = off[1] + (ptrdiff_t)i * step[1];
+        if (c->cplx) {
+            const cr_complex *s = (const cr_complex *)c->src + os;
+            cr_complex *d = (cr_complex *)c->dst + od, acc = 0;
+            for (size_t k = 0; k < c->len; k++) {
+                size_t kk = c->reverse ? c->len - 1 - k : k;
+                acc += s[(ptrdiff_t)kk * c->s_src];
+                d[(ptrdiff_t)kk * c->s_dst] = acc;
+            }
+        } else {
+            const double *s = (const double *)c->src + os;
+            double *d = (double *)c->dst + od, acc = 0;
+            for (size_t k = 0; k < c->len; k++) {
+                size_t kk = c->reverse ? c->len - 1 - k : k;
+                acc += s[(ptrdiff_t)kk * c->s_src];
+                d[(ptrdiff_t)kk * c->s_dst] = acc;
+            }
+        }
+    }
+}
+
+/* dst = cumsum(src) along dim (src any strides, dst contiguous of the same shape). */
+static void cumsum_run(const cr_array *src, cr_array *dst, size_t dim, bool reverse)
+{
+    size_t shape[CR_ARRAY_MAX_DIMS];
+    for (size_t d = 0; d < src->ndim; d++)
+        shape[d] = d == dim ? 1 : src->shape[d];
+    cr__nd nd;
+    cr__nd_init(&nd, src->ndim, shape);
+    cr__nd_add_strides(&nd, src->strides);
+    cr__nd_add_strides(&nd, dst->strides);
+    line_ctx c = {src->dtype == CR_DT_C128, reverse,   src->shape[dim], src->strides[dim],
+                  dst->strides[dim],        src->data, dst->data};
+    cr__nd_run(&nd, cumsum_inner, &c);
+}
+
+static cr_status cumsum_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                 void *env)
+{
+    red_env *e = env;
+    const cr_array *A = e->r.A;
+    const cr_array *g;
+    cr_status st = cr__tan_array(arena, "cumsum_pullback", *dy, A->ndim, A->shape, e->r.wdt, &g);
+    for (size_t i = 0; i < nx; i++)
+        dx[i] = cr_tangent_none();
+    if (st != CR_OK)
+        return st;
+    if (g == NULL) {
+        dx[1] = cr_tangent_zero();
+        return CR_OK;
+    }
+    cr_array *r;
+    st = cr__new_like(arena, e->r.wdt, A, false, &r);
+    if (st != CR_OK)
+        return st;
+    cumsum_run(g, r, e->dim, true);
+    return cr__give(arena, e->pA, r, &dx[1]);
+}
+
+/* cumsum(A, dim): Y_k = Σ_{j<=k} A_j along dim; Ā_k = Σ_{j>=k} Ȳ_j. */
+static cr_status cumsum_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                              const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    red r;
+    cr_status st = red_parse(arena, "cumsum", args, nargs, 2, false, &r);
+    if (st != CR_OK)
+        return st;
+    const cr_array *A = r.A;
+    size_t dim = 0;
+    if (nargs == 1) {
+        if (A->ndim != 1)
+            return CR__FAIL(arena, CR_EINVAL,
+                            "cumsum: give the dimension for an array of %u dimensions",
+                            (unsigned)A->ndim);
+    } else {
+        int64_t d;
+        st = cr__int_arg(arena, "cumsum", &args[1], &d);
+        if (st != CR_OK)
+            return st;
+        if (d < 0 || (size_t)d >= A->ndim)
+            return CR__FAIL(arena, CR_EINVAL, "cumsum: dimension %lld out of range", (long long)d);
+        dim = (size_t)d;
+    }
+    cr_array *w, *o;
+    st = cr__new_like(arena, r.wdt, A, false, &w);
+    if (st != CR_OK)
+        return st;
+    if (cr_array_numel(A) > 0)
+        cumsum_run(r.Aw, w, dim, false);
+    st = cr__cast(arena, w, (cr_dtype)A->dtype, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
+    red_env *e;
+    st = red_env_new(arena, &r, args, &e);
+    if (st != CR_OK)
+        return st;
+    e->dim = dim;
+    *pb = (cr_pullback){cumsum_pullback, e, "cumsum_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(cumsum, "cumsum", -1)
+
+/* ---- maximum, minimum, findmax, findmin --------------------------------------------------- */
+
+typedef struct ext_ctx {
+    bool max;
+    const double *x;
+    double *best;
+    int64_t *idx;
+} ext_ctx;
+
+/* Arrays: 0 x (work), 1 best/idx (o-mapped), 2 linear index (row-major strides of A). The
+ * loop visits elements in row-major order and replaces only on strict improvement, so
+ * ties go to the first index; a NaN beats any number (it propagates, as in Julia). */
+static void ext_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, void *vctx)
+{
+    ext_ctx *c = vctx;
+    for (size_t i = 0; i < n; i++) {
+        double v = c->x[off[0] + (ptrdiff_t)i * step[0]];
+        ptrdiff_t o = off[1] + (ptrdiff_t)i * step[1];
+        int64_t lin = (int64_t)(off[2] + (ptrdiff_t)i * step[2]);
+        double b = c->best[o];
+        bool take =
+            c->idx[o] < 0 || (isnan(v) && !isnan(b)) || (!isnan(b) && (c->max ? v > b : v < b));
+        if (take) {
+            c->best[o] = v;
+            c->idx[o] = lin;
+        }
+    }
+}
+
+/* Tuples of findmax: (value, index) and (values, indices). */
+typedef struct fm_f64 {
+    double v;
+    int64_t i;
+} fm_f64;
+typedef struct fm_f32 {
+    float v;
+    int64_t i;
+} fm_f32;
+typedef struct fm_arr {
+    cr_array v;
+    cr_array i;
+} fm_arr;
+static const cr_field k_fm_f64_fields[2] = {{NULL, offsetof(fm_f64, v), CR_KIND_F64, NULL},
+                                            {NULL, offsetof(fm_f64, i), CR_KIND_I64, NULL}};
+static const cr_field k_fm_f32_fields[2] = {{NULL, offsetof(fm_f32, v), CR_KIND_F32, NULL},
+                                            {NULL, offsetof(fm_f32, i), CR_KIND_I64, NULL}};
+static const cr_field k_fm_arr_fields[2] = {{NULL, offsetof(fm_arr, v), CR_KIND_ARRAY, NULL},
+                                            {NULL, offsetof(fm_arr, i), CR_KIND_ARRAY, NULL}};
+static const cr_type k_fm_f64 = {"tuple(f64,i64)", sizeof(fm_f64), 2, k_fm_f64_fields};
+static const cr_type k_fm_f32 = {"tuple(f32,i64)", sizeof(fm_f32), 2, k_fm_f32_fields};
+static const cr_type k_fm_arr = {"tuple(array,array)", sizeof(fm_arr), 2, k_fm_arr_fields};
+
+typedef enum { EXT_MAXIMUM, EXT_MINIMUM, EXT_FINDMAX, EXT_FINDMIN } ext_kind;
+static const char *const k_ext_names[4] = {"maximum", "minimum", "findmax", "findmin"};
+static const char *const k_ext_pb_names[4] = {"maximum_pullback", "minimum_pullback",
+                                              "findmax_pullback", "findmin_pullback"};
+
+/* Forward: values (work, oshape) and linear indices. */
+static cr_status ext_forward(cr_arena *arena, const red *r, bool max, cr_array **best,
+                             cr_array **idx)
+{
+    if (r->count == 0)
+        return CR__FAIL(arena, CR_EINVAL, "%s: reducing over an empty dimension",
+                        max ? "maximum" : "minimum");
+    cr_status st = cr__new(arena, CR_DT_F64, r->ndim, r->oshape, false, best);
+    if (st == CR_OK)
+        st = cr__new(arena, CR_DT_I64, r->ndim, r->oshape, false, idx);
+    if (st != CR_OK)
+        return st;
+    size_t n = cr_array_numel(*idx);
+    for (size_t i = 0; i < n; i++)
+        ((int64_t *)(*idx)->data)[i] = -1;
+    ptrdiff_t lin[CR_ARRAY_MAX_DIMS];
+    cr__row_major(r->ndim, r->A->shape, lin);
+    cr__nd nd;
+    cr__nd_init(&nd, r->ndim, r->A->shape);
+    cr__nd_add(&nd, r->Aw);
+    cr__nd_add(&nd, *best);
+    cr__nd_add_strides(&nd, lin);
+    ext_ctx c = {max, r->Aw->data, (*best)->data, (*idx)->data};
+    cr__nd_run(&nd, ext_inner, &c);
+    return CR_OK;
+}
+
+static cr_status ext_output(cr_arena *arena, const red *r, ext_kind k, cr_array *best,
+                            cr_array *idx, cr_value *y)
+{
+    cr_value v;
+    cr_status st = red_output(arena, r, best, &v);
+    if (st != CR_OK || k == EXT_MAXIMUM || k == EXT_MINIMUM) {
+        *y = v;
+        return st;
+    }
+    if (r->all) {
+        if (r->A->dtype == CR_DT_F32) {
+            fm_f32 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(fm_f32));
+            if (t == NULL)
+                return CR__ALLOC_STATUS(arena);
+            *t = (fm_f32){v.u.f32, ((int64_t *)idx->data)[0]};
+            *y = cr_value_struct(&k_fm_f32, t);
+        } else {
+            fm_f64 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(fm_f64));
+            if (t == NULL)
+                return CR__ALLOC_STATUS(arena);
+            *t = (fm_f64){v.u.f64, ((int64_t *)idx->data)[0]};
+            *y = cr_value_struct(&k_fm_f64, t);
+        }
+        return CR_OK;
+    }
+    fm_arr *t = cr_arena_alloc(arena, sizeof *t, _Alignof(fm_arr));
+    if (t == NULL)
+        return CR__ALLOC_STATUS(arena);
+    t->v = *v.u.arr;
+    t->i = *idx;
+    t->i.flags = 0;
+    *y = cr_value_struct(&k_fm_arr, t);
+    return CR_OK;
+}
+
+/* Scatter: dx[idx[o]] (+)= g[o]. */
+static void ext_scatter(const red_env *e, const cr_array *g, cr_array *dx)
+{
+    size_t n = 1;
+    for (size_t d = 0; d < e->r.ndim; d++)
+        n *= e->r.oshape[d];
+    if (g->ndim == 0)
+        n = 1;
+    for (size_t o = 0; o < n; o++) {
+        int64_t i = e->idx[o];
+        if (dx->dtype == CR_DT_C128)
+            ((cr_complex *)dx->data)[i] += ((const cr_complex *)g->data)[o];
+        else
+            ((double *)dx->data)[i] += ((const double *)g->data)[o];
+    }
+}
+
+static cr_status ext_thunk(cr_arena *arena, cr_tangent *out, void *env)
+{
+    red_thunk *t = env;
+    cr_array *dx;
+    cr_status st = cr__new_like(arena, t->e->r.wdt, t->e->r.A, true, &dx);
+    if (st != CR_OK)
+        return st;
+    ext_scatter(t->e, t->g, dx);
+    return cr__give(arena, t->e->pA, dx, out);
+}
+
+static cr_status ext_add(cr_arena *arena, cr_array *dest, void *env)
+{
+    red_thunk *t = env;
+    if (cr__dest_ok(dest, t->e->r.wdt, t->e->r.A)) {
+        ext_scatter(t->e, t->g, dest);
+        return CR_OK;
+    }
+    cr_tangent v;
+    cr_status st = ext_thunk(arena, &v, env);
+    return st != CR_OK ? st : cr__add_into(arena, dest, v);
+}
+
+/* The value part of the output cotangent (field 0 of a findmax tuple). */
+static cr_status ext_value_cot(cr_arena *arena, const char *who, bool tuple, cr_tangent dy,
+                               cr_tangent *out)
+{
+    if (!tuple) {
+        *out = dy;
+        return CR_OK;
+    }
+    cr_status st = cr_tangent_unthunk(dy, &dy);
+    if (st != CR_OK)
+        return st;
+    if (cr_tangent_is_zero(dy)) {
+        *out = cr_tangent_zero();
+        return CR_OK;
+    }
+    if (dy.tag != CR_TAN_STRUCT)
+        return CR__FAIL(arena, CR_ETANGENT,
+                        "%s: the output is a tuple, its cotangent must be a structural tangent "
+                        "(got %s)",
+                        who, cr_tag_name((cr_tag)dy.tag));
+    *out = cr_tangent_field(dy, 0);
+    return CR_OK;
+}
+
+typedef struct ext_env {
+    red_env base;
+    ext_kind kind;
+} ext_env;
+
+/* Ā = zeros with Ȳ scattered at the extremal indices. */
+static cr_status ext_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                              void *env)
+{
+    ext_env *e = env;
+    const char *who = k_ext_pb_names[e->kind];
+    for (size_t i = 0; i < nx; i++)
+        dx[i] = cr_tangent_none();
+    cr_tangent dv;
+    cr_status st = ext_value_cot(arena, who, e->kind >= EXT_FINDMAX, *dy, &dv);
+    const cr_array *g = NULL;
+    if (st == CR_OK)
+        st = red_cot(arena, who, &e->base.r, dv, &g);
+    if (st != CR_OK)
+        return st;
+    if (g == NULL) {
+        dx[1] = cr_tangent_zero();
+        return CR_OK;
+    }
+    return red_thunk_new(arena, &e->base, g, ext_thunk, ext_add, "extremum_pullback_thunk", &dx[1]);
+}
+
+static cr_status ext_rrule(cr_arena *arena, ext_kind k, const cr_value *args, size_t nargs,
+                           cr_value *y, cr_pullback *pb, const void *udata)
+{
+    red r;
+    cr_status st = red_parse(arena, k_ext_names[k], args, nargs, 2, true, &r);
+    cr_array *best = NULL, *idx = NULL;
+    bool max = k == EXT_MAXIMUM || k == EXT_FINDMAX;
+    if (st == CR_OK)
+        st = ext_forward(arena, &r, max, &best, &idx);
+    if (st == CR_OK)
+        st = ext_output(arena, &r, k, best, idx, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
+    ext_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(ext_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    e->base.r = r;
+    e->base.idx = idx->data;
+    e->kind = k;
+    st = cr_project_new(arena, &args[0], &e->base.pA);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){ext_pullback, e, k_ext_pb_names[k], nargs + 1};
+    return CR_OK;
+}
+
+/* frule: Ẏ = Ẋ at the extremal indices. */
+static cr_status ext_frule(cr_arena *arena, ext_kind k, const cr_tangent *dargs,
+                           const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
+{
+    red r;
+    cr_status st = red_parse(arena, k_ext_names[k], args, nargs, 2, true, &r);
+    cr_array *best = NULL, *idx = NULL;
+    bool max = k == EXT_MAXIMUM || k == EXT_FINDMAX;
+    if (st == CR_OK)
+        st = ext_forward(arena, &r, max, &best, &idx);
+    if (st == CR_OK)
+        st = ext_output(arena, &r, k, best, idx, y);
+    const cr_array *dA = NULL;
+    if (st == CR_OK)
+        st = cr__dx_array(arena, k_ext_names[k], dargs, args, 0, r.wdt, &dA);
+    if (st != CR_OK)
+        return st;
+    cr_tangent dv = cr_tangent_zero();
+    if (dA != NULL) {
+        cr_array *o;
+        st = cr__new(arena, r.wdt, r.ndim, r.oshape, false, &o);
+        if (st != CR_OK)
+            return st;
+        size_t n = cr_array_numel(o);
+        for (size_t i = 0; i < n; i++)
+            ((double *)o->data)[i] = ((const double *)dA->data)[((int64_t *)idx->data)[i]];
+        cr_value vo;
+        st = red_output(arena, &r, o, &vo);
+        if (st != CR_OK)
+            return st;
+        dv = vo.kind == CR_KIND_ARRAY
+                 ? cr_tangent_array(vo.u.arr)
+                 : cr__scalar_tangent(cr__value_dtype(&vo), cr__scalar_of(&vo));
+    }
+    if (k == EXT_MAXIMUM || k == EXT_MINIMUM || cr_tangent_is_zero(dv)) {
+        *dy = dv;
+        return CR_OK;
+    }
+    cr_tangent fields[2] = {dv, cr_tangent_none()};
+    return cr_tangent_struct(arena, y->u.obj.type, NULL, fields, 2, dy);
+}
+
+#define EXT_RULES(NAME, KIND)                                                                     \
+    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,       \
+                                  const cr_value *args, size_t nargs, cr_value *y,                \
+                                  cr_pullback *pb, const void *udata)                             \
+    {                                                                                             \
+        (void)cfg;                                                                                \
+        (void)f;                                                                                  \
+        return ext_rrule(arena, KIND, args, nargs, y, pb, udata);                                 \
+    }                                                                                             \
+    static cr_status NAME##_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, \
+                                  const cr_value *f, const cr_value *args, size_t nargs,          \
+                                  cr_value *y, cr_tangent *dy, const void *udata)                 \
+    {                                                                                             \
+        (void)cfg;                                                                                \
+        (void)f;                                                                                  \
+        (void)udata;                                                                              \
+        return ext_frule(arena, KIND, dargs, args, nargs, y, dy);                                 \
+    }                                                                                             \
+    CR__ARRAY_FN(NAME, #NAME, -1)
+
+EXT_RULES(maximum, EXT_MAXIMUM)
+EXT_RULES(minimum, EXT_MINIMUM)
+EXT_RULES(findmax, EXT_FINDMAX)
+EXT_RULES(findmin, EXT_FINDMIN)
+
+/* ---- softmax, logsoftmax, logsumexp ------------------------------------------------------ */
+
+typedef enum {
+    SM_MAX,        /* o1 = max(o1, x) */
+    SM_SUMEXP,     /* o2 += exp(x - shift(o1)) */
+    SM_SOFTMAX,    /* out = exp(x - shift(o1)) / o2 */
+    SM_LOGSOFTMAX, /* out = x - shift(o1) - log(o2) */
+    SM_DOT,        /* o1 += x * b */
+    SM_SUM,        /* o1 += x */
+    SM_EXPDOT,     /* o1 += exp(x) * b */
+    SM_SOFTMAX_D,  /* out = x * (b - o1)          (x = y) */
+    SM_LOGSM_D,    /* out = b - exp(x) * o1       (x = y) */
+    SM_LOGSM_F,    /* out = b - o1 */
+    SM_LSE_D       /* out = o2 * exp(x - o1)      (o1 = lse, o2 = cotangent) */
+} sm_mode;
+
+typedef struct sm_ctx {
+    sm_mode mode;
+    const double *x;
+    double *o1, *o2;
+    double *out;
+    const double *b;
+} sm_ctx;
+
+/* The shift of a slice: its maximum when finite (so exp never overflows), else 0. */
+static double sm_shift(double m)
+{
+    return isfinite(m) ? m : 0.0;
+}
+
+/* Arrays: 0 x (A strides), 1 slice-mapped (o1, o2 share it), 2 out (A shape, contiguous),
+ * 3 b (A shape, contiguous). */
+static void sm_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, void *vctx)
+{
+    sm_ctx *c = vctx;
+    for (size_t i = 0; i < n; i++) {
+        double x = c->x[off[0] + (ptrdiff_t)i * step[0]];
+        ptrdiff_t o = off[1] + (ptrdiff_t)i * step[1];
+        ptrdiff_t k = off[2] + (ptrdiff_t)i * step[2], kb = off[3] + (ptrdiff_t)i * step[3];
+        switch (c->mode) {
+        case SM_MAX:
+            if (x > c->o1[o] || isnan(x))
+                c->o1[o] = isnan(c->o1[o]) ? c->o1[o] : x;
+            break;
+        case SM_SUMEXP:
+            c->o2[o] += exp(x - sm_shift(c->o1[o]));
+            break;
+        case SM_SOFTMAX:
+            c->out[k] = exp(x - sm_shift(c->o1[o])) / c->o2[o];
+            break;
+        case SM_LOGSOFTMAX:
+            c->out[k] = x - sm_shift(c->o1[o]) - log(c->o2[o]);
+            break;
+        case SM_DOT:
+            c->o1[o] += x * c->b[kb];
+            break;
+        case SM_SUM:
+            c->o1[o] += x;
+            break;
+        case SM_EXPDOT:
+            c->o1[o] += exp(x) * c->b[kb];
+            break;
+        case SM_SOFTMAX_D:
+            c->out[k] = x * (c->b[kb] - c->o1[o]);
+            break;
+        case SM_LOGSM_D:
+            c->out[k] = c->b[kb] - exp(x) * c->o1[o];
+            break;
+        case SM_LSE_D:
+            c->out[k] = c->o2[o] * exp(x - c->o1[o]);
+            break;
+        case SM_LOGSM_F:
+            c->out[k] = c->b[kb] - c->o1[o];
+            break;
+        }
+    }
+}
+
+/* Run a mode over A's shape: x (strides of xa), slice array, out and b (contiguous). */
+static void sm_run(const red *r, sm_ctx *c, const cr_array *xa, const cr_array *slice)
+{
+    ptrdiff_t contig[CR_ARRAY_MAX_DIMS];
+    cr__row_major(r->ndim, r->A->shape, contig);
+    cr__nd nd;
+    cr__nd_init(&nd, r->ndim, r->A->shape);
+    cr__nd_add_strides(&nd, xa->strides);
+    cr__nd_add(&nd, slice);
+    cr__nd_add_strides(&nd, contig);
+    cr__nd_add_strides(&nd, contig);
+    c->x = xa->data;
+    cr__nd_run(&nd, sm_inner, c);
+}
+
+typedef enum { SMF_SOFTMAX, SMF_LOGSOFTMAX, SMF_LOGSUMEXP } sm_fn;
+static const char *const k_sm_names[3] = {"softmax", "logsoftmax", "logsumexp"};
+static const char *const k_sm_pb_names[3] = {"softmax_pullback", "logsoftmax_pullback",
+                                             "logsumexp_pullback"};
+
+/* A new slice-shaped f64 array filled with v. */
+static cr_status slice_fill(cr_arena *arena, const red *r, double v, cr_array **out)
+{
+    cr_status st = cr__new(arena, CR_DT_F64, r->ndim, r->oshape, false, out);
+    if (st != CR_OK)
+        return st;
+    size_t n = cr_array_numel(*out);
+    for (size_t i = 0; i < n; i++)
+        ((double *)(*out)->data)[i] = v;
+    return CR_OK;
+}
+
+/* Forward: y (work): softmax or logsoftmax of A's shape, or logsumexp of the slice shape. */
+static cr_status sm_forward(cr_arena *arena, const red *r, sm_fn fn, cr_array **y)
+{
+    cr_array *m, *s;
+    cr_status st = slice_fill(arena, r, -HUGE_VAL, &m);
+    if (st == CR_OK)
+        st = slice_fill(arena, r, 0.0, &s);
+    if (st != CR_OK)
+        return st;
+    sm_ctx c = {SM_MAX, NULL, m->data, s->data, NULL, NULL};
+    sm_run(r, &c, r->Aw, m);
+    c.mode = SM_SUMEXP;
+    sm_run(r, &c, r->Aw, m);
+    if (fn == SMF_LOGSUMEXP) {
+        size_t n = cr_array_numel(m);
+        double *mv = m->data, *sv = s->data;
+        for (size_t i = 0; i < n; i++)
+            mv[i] = sm_shift(mv[i]) + log(sv[i]);
+        *y = m;
+        return CR_OK;
+    }
+    st = cr__new_like(arena, CR_DT_F64, r->A, false, y);
+    if (st != CR_OK)
+        return st;
+    c.mode = fn == SMF_SOFTMAX ? SM_SOFTMAX : SM_LOGSOFTMAX;
+    c.out = (*y)->data;
+    sm_run(r, &c, r->Aw, m);
+    return CR_OK;
+}
+
+typedef struct sm_env {
+    red r;
+    cr_project *pA;
+    sm_fn fn;
+    const cr_array *y; /* work output */
+} sm_env;
+
+/* softmax: Ā = y ⊙ (Ȳ - Σ(Ȳ ⊙ y)); logsoftmax: Ā = Ȳ - exp(y) ⊙ ΣȲ;
+ * logsumexp: Ā = Ȳ ⊙ exp(x - y). Sums over each slice. */
+static cr_status sm_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                             void *env)
+{
+    sm_env *e = env;
+    const red *r = &e->r;
+    for (size_t i = 0; i < nx; i++)
+        dx[i] = cr_tangent_none();
+    const cr_array *g;
+    cr_status st = e->fn == SMF_LOGSUMEXP ? red_cot(arena, k_sm_pb_names[e->fn], r, *dy, &g)
+                                          : cr__tan_array(arena, k_sm_pb_names[e->fn], *dy, r->ndim,
+                                                          r->A->shape, CR_DT_F64, &g);
+    if (st != CR_OK)
+        return st;
+    if (g == NULL) {
+        dx[1] = cr_tangent_zero();
+        return CR_OK;
+    }
+    cr_array *out;
+    st = cr__new_like(arena, CR_DT_F64, r->A, false, &out);
+    if (st != CR_OK)
+        return st;
+    sm_ctx c = {SM_DOT, NULL, NULL, NULL, out->data, g->data};
+    if (e->fn == SMF_LOGSUMEXP) {
+        cr_array yv;
+        cr_array_view_init(&yv, e->y->data, CR_DT_F64, r->ndim, r->oshape, NULL);
+        c.mode = SM_LSE_D;
+        c.o1 = yv.data;
+        c.o2 = (double *)g->data;
+        c.b = NULL;
+        sm_run(r, &c, r->Aw, &yv);
+    } else {
+        cr_array *acc;
+        st = slice_fill(arena, r, 0.0, &acc);
+        if (st != CR_OK)
+            return st;
+        c.o1 = acc->data;
+        c.mode = e->fn == SMF_SOFTMAX ? SM_DOT : SM_SUM;
+        sm_run(r, &c, e->fn == SMF_SOFTMAX ? e->y : g, acc);
+        c.mode = e->fn == SMF_SOFTMAX ? SM_SOFTMAX_D : SM_LOGSM_D;
+        sm_run(r, &c, e->y, acc);
+    }
+    return cr__give(arena, e->pA, out, &dx[1]);
+}
+
+static cr_status sm_value(cr_arena *arena, const red *r, sm_fn fn, const cr_array *w, cr_value *y)
+{
+    if (fn == SMF_LOGSUMEXP)
+        return red_output(arena, r, w, y);
+    cr_array *o;
+    cr_status st = cr__cast(arena, w, (cr_dtype)r->A->dtype, &o);
+    if (st == CR_OK)
+        *y = cr_value_array(o);
+    return st;
+}
+
+static cr_status sm_rrule(cr_arena *arena, sm_fn fn, const cr_value *args, size_t nargs,
+                          cr_value *y, cr_pullback *pb, const void *udata)
+{
+    red r;
+    cr_status st = red_parse(arena, k_sm_names[fn], args, nargs, 2, true, &r);
+    cr_array *w = NULL;
+    if (st == CR_OK)
+        st = sm_forward(arena, &r, fn, &w);
+    if (st == CR_OK)
+        st = sm_value(arena, &r, fn, w, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
+    sm_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(sm_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    e->r = r;
+    e->fn = fn;
+    e->y = w;
+    st = cr_project_new(arena, &args[0], &e->pA);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){sm_pullback, e, k_sm_pb_names[fn], nargs + 1};
+    return CR_OK;
+}
+
+/* softmax: Ẏ = y ⊙ (Ẋ - Σ(y ⊙ Ẋ)); logsoftmax: Ẏ = Ẋ - Σ(exp(y) ⊙ Ẋ);
+ * logsumexp: Ẏ = Σ exp(x - y) ⊙ Ẋ (= Σ softmax ⊙ Ẋ). */
+static cr_status sm_frule(cr_arena *arena, sm_fn fn, const cr_tangent *dargs, const cr_value *args,
+                          size_t nargs, cr_value *y, cr_tangent *dy)
+{
+    red r;
+    cr_status st = red_parse(arena, k_sm_names[fn], args, nargs, 2, true, &r);
+    cr_array *w = NULL;
+    if (st == CR_OK)
+        st = sm_forward(arena, &r, fn, &w);
+    if (st == CR_OK)
+        st = sm_value(arena, &r, fn, w, y);
+    const cr_array *dA = NULL;
+    if (st == CR_OK)
+        st = cr__dx_array(arena, k_sm_names[fn], dargs, args, 0, CR_DT_F64, &dA);
+    if (st != CR_OK)
+        return st;
+    if (dA == NULL) {
+        *dy = cr_tangent_zero();
+        return CR_OK;
+    }
+    cr_array *acc, *out = NULL;
+    st = slice_fill(arena, &r, 0.0, &acc);
+    if (st != CR_OK)
+        return st;
+    sm_ctx c = {SM_DOT, NULL, acc->data, NULL, NULL, dA->data};
+    cr_value v;
+    if (fn == SMF_LOGSUMEXP) {
+        /* exp(x - y) dx summed: the softmax weights, shifted by the output itself. */
+        cr_array *ls;
+        st = cr__new_like(arena, CR_DT_F64, r.A, false, &ls);
+        if (st != CR_OK)
+            return st;
+        sm_ctx c2 = {SM_LSE_D, NULL, w->data, NULL, ls->data, NULL};
+        cr_array *ones;
+        st = slice_fill(arena, &r, 1.0, &ones);
+        if (st != CR_OK)
+            return st;
+        c2.o2 = ones->data;
+        sm_run(&r, &c2, r.Aw, w);
+        c.mode = SM_DOT;
+        sm_run(&r, &c, ls, acc);
+        st = red_output(arena, &r, acc, &v);
+    } else {
+        st = cr__new_like(arena, CR_DT_F64, r.A, false, &out);
+        if (st != CR_OK)
+            return st;
+        c.mode = fn == SMF_SOFTMAX ? SM_DOT : SM_EXPDOT;
+        sm_run(&r, &c, w, acc);
+        c.out = out->data;
+        c.mode = fn == SMF_SOFTMAX ? SM_SOFTMAX_D : SM_LOGSM_F;
+        sm_run(&r, &c, w, acc);
+        st = sm_value(arena, &r, SMF_SOFTMAX, out, &v);
+    }
+    if (st != CR_OK)
+        return st;
+    *dy = v.kind == CR_KIND_ARRAY ? cr_tangent_array(v.u.arr)
+                                  : cr__scalar_tangent(cr__value_dtype(&v), cr__scalar_of(&v));
+    return CR_OK;
+}
+
+#define SM_RULES(NAME, FN)                                                                        \
+    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,       \
+                                  const cr_value *args, size_t nargs, cr_value *y,                \
+                                  cr_pullback *pb, const void *udata)                             \
+    {                                                                                             \
+        (void)cfg;                                                                                \
+        (void)f;                                                                                  \
+        return sm_rrule(arena, FN, args, nargs, y, pb, udata);                                    \
+    }                                                                                             \
+    static cr_status NAME##_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, \
+                                  const cr_value *f, const cr_value *args, size_t nargs,          \
+                                  cr_value *y, cr_tangent *dy, const void *udata)                 \
+    {                                                                                             \
+        (void)cfg;                                                                                \
+        (void)f;                                                                                  \
+        (void)udata;                                                                              \
+        return sm_frule(arena, FN, dargs, args, nargs, y, dy);                                    \
+    }                                                                                             \
+    CR__ARRAY_FN(NAME, #NAME, -1)
+
+SM_RULES(softmax, SMF_SOFTMAX)
+SM_RULES(logsoftmax, SMF_LOGSOFTMAX)
+SM_RULES(logsumexp, SMF_LOGSUMEXP)
+
+/* ---- Test registrations ---------------------------------------------------------------- */
+
+typedef struct red_sample_opts {
+    bool dims; /* a second argument: dims */
+    bool real_only;
+    bool zeros;   /* sometimes plant zeros (prod) */
+    bool one_dim; /* dims is one integer (cumsum) */
+} red_sample_opts;
+
+static cr_status sample_red(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs, void *env)
+{
+    (void)nargs;
+    const red_sample_opts *o = env;
+    static const size_t shapes[3][3] = {{5, 0, 0}, {3, 4, 0}, {2, 3, 4}};
+    size_t k = cr__rng_below(rng, 3), nd = k + 1;
+    cr_dtype dt = cr__rng_dtype(rng);
+    if (o->real_only && dt == CR_DT_C128)
+        dt = CR_DT_F64;
+    cr_array *A;
+    double lo = o->zeros ? 0.5 : -2.0, hi = o->zeros ? 1.5 : 2.0;
+    cr_status st = cr__rand_array(arena, rng, dt, nd, shapes[k], lo, hi, &A);
+    if (st != CR_OK)
+        return st;
+    size_t n = cr_array_numel(A);
+    if (o->real_only) {
+        /* Distinct values at least 1/8 apart, so that finite differences never cross a
+         * tie (where maximum and findmax have a kink). */
+        for (size_t i = 0; i < n; i++) {
+            size_t j = cr__rng_below(rng, i + 1);
+            double vi = ((double)i - (double)n / 2) / 4 + cr__rng_unif(rng, 0, 0.125);
+            if (j != i)
+                cr__store(A, (ptrdiff_t)i, cr__load(A, (ptrdiff_t)j));
+            cr__store(A, (ptrdiff_t)j, vi);
+        }
+    }
+    if (o->zeros) {
+        /* Random signs, and one or two zeros two times out of three. */
+        for (size_t i = 0; i < n; i++)
+            if (cr__rng_below(rng, 2))
+                cr__store(A, (ptrdiff_t)i, -cr__load(A, (ptrdiff_t)i));
+        size_t nz = cr__rng_below(rng, 3);
+        for (size_t z = 0; z < nz; z++)
+            cr__store(A, (ptrdiff_t)cr__rng_below(rng, n), 0.0);
+    }
+    args[0] = cr_value_array(A);
+    if (!o->dims)
+        return CR_OK;
+    if (o->one_dim || cr__rng_below(rng, 2)) {
+        args[1] = cr_value_i64((int64_t)cr__rng_below(rng, nd));
+        return CR_OK;
+    }
+    int64_t dims[2] = {0, (int64_t)nd - 1};
+    cr_array *D;
+    st = cr__i64_array(arena, nd > 1 ? 2 : 1, dims, &D);
+    if (st == CR_OK)
+        args[1] = cr_value_array(D);
+    return st;
+}
+
+static cr_status sample_vector(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                               void *env)
+{
+    (void)nargs;
+    (void)env;
+    size_t n = 2 + cr__rng_below(rng, 5);
+    cr_array *A;
+    cr_status st = cr__rand_array(arena, rng, cr__rng_dtype(rng), 1, &n, -2, 2, &A);
+    if (st == CR_OK)
+        args[0] = cr_value_array(A);
+    return st;
+}
+
+static const red_sample_opts k_so_all = {false, false, false, false};
+static const red_sample_opts k_so_dims = {true, false, false, false};
+static const red_sample_opts k_so_real = {false, true, false, false};
+static const red_sample_opts k_so_real_dims = {true, true, false, false};
+static const red_sample_opts k_so_prod = {false, false, true, false};
+static const red_sample_opts k_so_prod_dims = {true, false, true, false};
+static const red_sample_opts k_so_one_dim = {true, false, false, true};
+
+static const cr_rule_test k_t_all = {.sample = sample_red, .env = (void *)&k_so_all};
+static const cr_rule_test k_t_dims = {.sample = sample_red, .env = (void *)&k_so_dims};
+static const cr_rule_test k_t_real = {.sample = sample_red, .env = (void *)&k_so_real};
+static const cr_rule_test k_t_real_dims = {.sample = sample_red, .env = (void *)&k_so_real_dims};
+static const cr_rule_test k_t_prod = {.sample = sample_red, .env = (void *)&k_so_prod};
+static const cr_rule_test k_t_prod_dims = {.sample = sample_red, .env = (void *)&k_so_prod_dims};
+static const cr_rule_test k_t_cumsum = {.sample = sample_red, .env = (void *)&k_so_one_dim};
+static const cr_rule_test k_t_vector = {.sample = sample_vector};
+
+cr_status cr__array_register_reduce(cr_registry *reg)
+{
+    static const cr_argspec f1[1] = {{CR__M_FARRAY, NULL}};
+    static const cr_argspec f2[2] = {{CR__M_FARRAY, NULL}, {CR_M_INT | CR_M_A_INT, NULL}};
+    static const cr_argspec fi[2] = {{CR__M_FARRAY, NULL}, {CR_M_INT, NULL}};
+    static const cr_argspec r1[1] = {{CR__M_RARRAY, NULL}};
+    static const cr_argspec r2[2] = {{CR__M_RARRAY, NULL}, {CR_M_INT | CR_M_A_INT, NULL}};
+    static const struct {
+        const cr_function *fn;
+        const cr_argspec *args;
+        size_t n;
+        cr_frule_fn frule;
+        cr_rrule_fn rrule;
+        const cr_rule_test *test;
+    } k[] = {
+        {&sum_function, f1, 1, cr__linear_frule, sum_rrule, &k_t_all},
+        {&sum_function, f2, 2, cr__linear_frule, sum_rrule, &k_t_dims},
+        {&mean_function, f1, 1, cr__linear_frule, mean_rrule, &k_t_all},
+        {&mean_function, f2, 2, cr__linear_frule, mean_rrule, &k_t_dims},
+        {&prod_function, f1, 1, prod_frule, prod_rrule, &k_t_prod},
+        {&prod_function, f2, 2, prod_frule, prod_rrule, &k_t_prod_dims},
+        {&cumsum_function, f1, 1, cr__linear_frule, cumsum_rrule, &k_t_vector},
+        {&cumsum_function, fi, 2, cr__linear_frule, cumsum_rrule, &k_t_cumsum},
+        {&maximum_function, r1, 1, maximum_frule, maximum_rrule, &k_t_real},
+        {&maximum_function, r2, 2, maximum_frule, maximum_rrule, &k_t_real_dims},
+        {&minimum_function, r1, 1, minimum_frule, minimum_rrule, &k_t_real},
+        {&minimum_function, r2, 2, minimum_frule, minimum_rrule, &k_t_real_dims},
+        {&findmax_function, r1, 1, findmax_frule, findmax_rrule, &k_t_real},
+        {&findmax_function, r2, 2, findmax_frule, findmax_rrule, &k_t_real_dims},
+        {&findmin_function, r1, 1, findmin_frule, findmin_rrule, &k_t_real},
+        {&findmin_function, r2, 2, findmin_frule, findmin_rrule, &k_t_real_dims},
+        {&softmax_function, r1, 1, softmax_frule, softmax_rrule, &k_t_real},
+        {&softmax_function, r2, 2, softmax_frule, softmax_rrule, &k_t_real_dims},
+        {&logsoftmax_function, r1, 1, logsoftmax_frule, logsoftmax_rrule, &k_t_real},
+        {&logsoftmax_function, r2, 2, logsoftmax_frule, logsoftmax_rrule, &k_t_real_dims},
+        {&logsumexp_function, r1, 1, logsumexp_frule, logsumexp_rrule, &k_t_real},
+        {&logsumexp_function, r2, 2, logsumexp_frule, logsumexp_rrule, &k_t_real_dims},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        cr_status st =
+            cr__add_rule(reg, k[i].fn, k[i].args, k[i].n, false, k[i].frule, k[i].rrule, k[i].test);
+        if (st != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}

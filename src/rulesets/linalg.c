@@ -1,0 +1,1018 @@
+/*
+ * The linear-algebra rule family: its registration (cr__family_linalg, which also calls
+ * the LAPACK rules of linalg_lapack.c) and the BLAS-level rules: dot (2 and 3 arguments),
+ * matmul (gemm/gemv), gemm (alpha A B + beta C) and tr. The matrix cotangents of matmul
+ * and gemm are InplaceableThunks whose add! runs gemm with beta = 1 into the accumulator.
+ */
+#include "array_impl.h"
+
+cr_status cr__family_linalg(cr_registry *reg)
+{
+    cr_status st = cr__linalg_register_blas(reg);
+    if (st == CR_OK)
+        st = cr__linalg_register_lapack(reg);
+    return st;
+}
+
+/* ---- Products: shared pieces ------------------------------------------------------------ */
+
+/* A product operand: the argument, its gemm view and whether it is perturbable. */
+typedef struct operand {
+    const cr_array *a;
+    cr__mat m;
+    bool diff;
+} operand;
+
+/* The cotangent of an operand of a product: X̄ = s * op(L) op(R), projected. */
+typedef struct prod_thunk {
+    const cr_array *like; /* the argument */
+    cr_project *p;
+    cr_dtype wdt;
+    cr__mat L, R;
+    cr_complex s;
+} prod_thunk;
+
+static cr_status prod_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
+{
+    prod_thunk *t = env;
+    cr_array *r;
+    cr_status st = cr__new_like(arena, t->wdt, t->like, false, &r);
+    if (st != CR_OK)
+        return st;
+    cr__gemm(t->wdt, &t->L, &t->R, t->s, 0.0, r->data, cr__mat_cols(&t->R));
+    return cr__give(arena, t->p, r, out);
+}
+
+/* add!: dest += s * op(L) op(R) with gemm's beta = 1, no temporary. */
+static cr_status prod_thunk_add(cr_arena *arena, cr_array *dest, void *env)
+{
+    prod_thunk *t = env;
+    if (cr__dest_ok(dest, t->wdt, t->like)) {
+        cr__gemm(t->wdt, &t->L, &t->R, t->s, 1.0, dest->data, cr__mat_cols(&t->R));
+        return CR_OK;
+    }
+    cr_tangent v;
+    cr_status st = prod_thunk_fn(arena, &v, env);
+    return st != CR_OK ? st : cr__add_into(arena, dest, v);
+}
+
+static cr_status prod_thunk_new(cr_arena *arena, const cr_array *like, cr_project *p, cr_dtype wdt,
+                                const cr__mat *L, const cr__mat *R, cr_complex s, cr_tangent *out)
+{
+    prod_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(prod_thunk));
+    if (t == NULL)
+        return CR__ALLOC_STATUS(arena);
+    *t = (prod_thunk){like, p, wdt, *L, *R, s};
+    return cr__thunk(arena, prod_thunk_fn, prod_thunk_add, t, "product_pullback_thunk", out);
+}
+
+/* The shapes of A B: A 2-d (m, k) or 1-d (a row of k: the result is 1-d), B 2-d (k, n) or
+ * 1-d (a column: the result is 1-d). */
+static cr_status product_shape(cr_arena *arena, const char *who, const cr_array *A,
+                               const cr_array *B, size_t *ndim, size_t *shape)
+{
+    if ((A->ndim != 1 && A->ndim != 2) || (B->ndim != 1 && B->ndim != 2) ||
+        (A->ndim == 1 && B->ndim == 1))
+        return CR__FAIL(arena, CR_ESHAPE,
+                        "%s: expected matrix-matrix, matrix-vector or vector-matrix operands "
+                        "(got %u and %u dimensions; use dot for two vectors)",
+                        who, (unsigned)A->ndim, (unsigned)B->ndim);
+    size_t k1 = A->shape[A->ndim - 1], k2 = B->shape[0];
+    if (k1 != k2) {
+        char s1[96], s2[96];
+        return CR__FAIL(arena, CR_ESHAPE, "%s: shapes %s and %s do not conform", who,
+                        cr__shape_str(A, s1, sizeof s1), cr__shape_str(B, s2, sizeof s2));
+    }
+    if (A->ndim == 1) {
+        *ndim = 1;
+        shape[0] = B->shape[1];
+    } else if (B->ndim == 1) {
+        *ndim = 1;
+        shape[0] = A->shape[0];
+    } else {
+        *ndim = 2;
+        shape[0] = A->shape[0];
+        shape[1] = B->shape[1];
+    }
+    return CR_OK;
+}
+
+/* The output cotangent of a product as a gemm operand (m x n). */
+static cr_status cot_mat(cr_arena *arena, const char *who, cr_tangent dy, const cr_array *A,
+                         size_t ndim, const size_t *shape, cr_dtype wdt, const cr_array **g,
+                         cr__mat *gm)
+{
+    cr_status st = cr__tan_array(arena, who, dy, ndim, shape, wdt, g);
+    if (st != CR_OK || *g == NULL)
+        return st;
+    return cr__as_mat(arena, *g, wdt, A->ndim == 1, gm);
+}
+
+/* ---- matmul ---------------------------------------------------------------------------- */
+
+typedef struct matmul_env {
+    operand A, B;
+    cr_project *pA, *pB;
+    cr_dtype wdt;
+    size_t ndim;
+    size_t shape[2];
+} matmul_env;
+
+/* Ā = Ȳ Bᴴ, B̄ = Aᴴ Ȳ (thunks; add! accumulates with gemm). */
+static cr_status matmul_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                 void *env)
+{
+    matmul_env *e = env;
+    for (size_t i = 0; i < nx; i++)
+        dx[i] = cr_tangent_none();
+    const cr_array *g;
+    cr__mat G;
+    cr_status st =
+        cot_mat(arena, "matmul_pullback", *dy, e->A.a, e->ndim, e->shape, e->wdt, &g, &G);
+    if (st != CR_OK)
+        return st;
+    if (g == NULL) {
+        dx[1] = e->A.diff ? cr_tangent_zero() : cr_tangent_none();
+        dx[2] = e->B.diff ? cr_tangent_zero() : cr_tangent_none();
+        return CR_OK;
+    }
+    if (e->A.diff) {
+        cr__mat Bh;
+        st = cr__mat_adj(arena, e->wdt, &e->B.m, &Bh);
+        if (st == CR_OK)
+            st = prod_thunk_new(arena, e->A.a, e->pA, e->wdt, &G, &Bh, 1.0, &dx[1]);
+        if (st != CR_OK)
+            return st;
+    }
+    if (e->B.diff) {
+        cr__mat Ah;
+        st = cr__mat_adj(arena, e->wdt, &e->A.m, &Ah);
+        if (st == CR_OK)
+            st = prod_thunk_new(arena, e->B.a, e->pB, e->wdt, &Ah, &G, 1.0, &dx[2]);
+        if (st != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+/* Parse and compute Y = A B (work dtype). */
+static cr_status matmul_forward(cr_arena *arena, const char *who, const cr_value *args,
+                                size_t nargs, matmul_env *e, cr_dtype *dt, cr_array **w)
+{
+    const cr_array *A, *B;
+    cr_status st = cr__nargs(arena, who, nargs, 2, 2);
+    if (st == CR_OK)
+        st = cr__array_arg(arena, who, args, nargs, 0, &A);
+    if (st == CR_OK)
+        st = cr__array_arg(arena, who, args, nargs, 1, &B);
+    if (st == CR_OK)
+        st = product_shape(arena, who, A, B, &e->ndim, e->shape);
+    if (st != CR_OK)
+        return st;
+    cr_dtype d = cr__promote(cr__value_dtype(&args[0]), cr__value_dtype(&args[1]));
+    *dt = d == 0 ? CR_DT_F64 : d;
+    e->wdt = cr__work(*dt);
+    e->A = (operand){A, {0}, cr__is_diff(&args[0])};
+    e->B = (operand){B, {0}, cr__is_diff(&args[1])};
+    st = cr__as_mat(arena, A, e->wdt, true, &e->A.m);
+    if (st == CR_OK)
+        st = cr__as_mat(arena, B, e->wdt, false, &e->B.m);
+    if (st == CR_OK)
+        st = cr__new(arena, e->wdt, e->ndim, e->shape, false, w);
+    if (st != CR_OK)
+        return st;
+    cr__gemm(e->wdt, &e->A.m, &e->B.m, 1.0, 0.0, (*w)->data, cr__mat_cols(&e->B.m));
+    return CR_OK;
+}
+
+/* matmul(A, B) = A B. */
+static cr_status matmul_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                              const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    matmul_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(matmul_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr_dtype dt;
+    cr_array *w, *o;
+    cr_status st = matmul_forward(arena, "matmul", args, nargs, e, &dt, &w);
+    if (st == CR_OK)
+        st = cr__cast(arena, w, dt, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
+    st = cr_project_new(arena, &args[0], &e->pA);
+    if (st == CR_OK)
+        st = cr_project_new(arena, &args[1], &e->pB);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){matmul_pullback, e, "matmul_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(matmul, "matmul", 2)
+
+/* frule: Ẏ = Ȧ B + A Ḃ. */
+static cr_status matmul_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                              const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                              cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    matmul_env e;
+    memset(&e, 0, sizeof e);
+    cr_dtype dt;
+    cr_array *w, *o;
+    cr_status st = matmul_forward(arena, "matmul", args, nargs, &e, &dt, &w);
+    if (st == CR_OK)
+        st = cr__cast(arena, w, dt, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    const cr_array *dA, *dB;
+    st = cr__dx_array(arena, "matmul", dargs, args, 0, e.wdt, &dA);
+    if (st == CR_OK)
+        st = cr__dx_array(arena, "matmul", dargs, args, 1, e.wdt, &dB);
+    if (st != CR_OK)
+        return st;
+    if (dA == NULL && dB == NULL) {
+        *dy = cr_tangent_zero();
+        return CR_OK;
+    }
+    cr_array *t;
+    st = cr__new(arena, e.wdt, e.ndim, e.shape, false, &t);
+    if (st != CR_OK)
+        return st;
+    cr_complex beta = 0.0;
+    size_t ldc = cr__mat_cols(&e.B.m);
+    if (dA != NULL) {
+        cr__mat m;
+        st = cr__as_mat(arena, dA, e.wdt, true, &m);
+        if (st != CR_OK)
+            return st;
+        cr__gemm(e.wdt, &m, &e.B.m, 1.0, beta, t->data, ldc);
+        beta = 1.0;
+    }
+    if (dB != NULL) {
+        cr__mat m;
+        st = cr__as_mat(arena, dB, e.wdt, false, &m);
+        if (st != CR_OK)
+            return st;
+        cr__gemm(e.wdt, &e.A.m, &m, 1.0, beta, t->data, ldc);
+    }
+    return cr_project_tangent(arena, y, cr_tangent_array(t), dy);
+}
+
+/* ---- gemm: alpha A B + beta C ------------------------------------------------------------ */
+
+typedef struct gemm_env {
+    matmul_env mm;     /* A, B, shapes */
+    const cr_array *P; /* A B (work) */
+    const cr_array *C; /* C (work, contiguous) */
+    cr_complex alpha, beta;
+    bool d_alpha, d_beta, d_C;
+    cr_project *p_alpha, *p_beta, *pC;
+    const cr_array *Carg;
+} gemm_env;
+
+static cr_status gemm_forward(cr_arena *arena, const cr_value *args, size_t nargs, gemm_env *e,
+                              cr_dtype *dt, cr_array **w)
+{
+    cr_status st = cr__nargs(arena, "gemm", nargs, 5, 5);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < 5; i += 3) {
+        const cr_value *v = &args[i];
+        bool num = v->kind == CR_KIND_F64 || v->kind == CR_KIND_F32 || v->kind == CR_KIND_C128 ||
+                   v->kind == CR_KIND_I64 || v->kind == CR_KIND_I32 || v->kind == CR_KIND_BOOL;
+        if (!num)
+            return CR__FAIL(arena, CR_EINVAL, "gemm: argument %zu (%s) must be a number", i + 1,
+                            i == 0 ? "alpha" : "beta");
+    }
+    const cr_array *C;
+    st = cr__array_arg(arena, "gemm", args, nargs, 4, &C);
+    if (st != CR_OK)
+        return st;
+    cr_value ab[2] = {args[1], args[2]};
+    cr_array *P;
+    cr_dtype pdt;
+    st = matmul_forward(arena, "gemm", ab, 2, &e->mm, &pdt, &P);
+    if (st != CR_OK)
+        return st;
+    if (C->ndim != e->mm.ndim || C->shape[0] != e->mm.shape[0] ||
+        (C->ndim == 2 && C->shape[1] != e->mm.shape[1])) {
+        char s1[96];
+        return CR__FAIL(arena, CR_ESHAPE, "gemm: C has shape %s, A B does not",
+                        cr__shape_str(C, s1, sizeof s1));
+    }
+    cr_dtype d = cr__promote(cr__promote(pdt, cr__value_dtype(&args[0])),
+                             cr__promote(cr__value_dtype(&args[3]), cr__value_dtype(&args[4])));
+    *dt = d;
+    cr_dtype wdt = cr__work(d);
+    if (wdt != e->mm.wdt) {
+        /* A complex alpha, beta or C with real A and B: redo the product in complex. */
+        const cr_array *Pc;
+        st = cr__dense(arena, P, wdt, &Pc);
+        if (st != CR_OK)
+            return st;
+        P = (cr_array *)Pc;
+        st = cr__as_mat(arena, e->mm.A.a, wdt, true, &e->mm.A.m);
+        if (st == CR_OK)
+            st = cr__as_mat(arena, e->mm.B.a, wdt, false, &e->mm.B.m);
+        if (st != CR_OK)
+            return st;
+        e->mm.wdt = wdt;
+    }
+    const cr_array *Cw;
+    st = cr__dense(arena, C, wdt, &Cw);
+    if (st != CR_OK)
+        return st;
+    e->P = P;
+    e->C = Cw;
+    e->Carg = C;
+    e->alpha = cr__scalar_of(&args[0]);
+    e->beta = cr__scalar_of(&args[3]);
+    e->d_alpha = cr__is_diff(&args[0]);
+    e->d_beta = cr__is_diff(&args[3]);
+    e->d_C = cr__is_diff(&args[4]);
+    st = cr__new_like(arena, wdt, Cw, false, w);
+    if (st != CR_OK)
+        return st;
+    size_t n = cr_array_numel(Cw);
+    if (wdt == CR_DT_C128) {
+        const cr_complex *p = P->data, *c = Cw->data;
+        cr_complex *y = (*w)->data;
+        for (size_t i = 0; i < n; i++)
+            y[i] = e->alpha * p[i] + (e->beta == 0 ? 0 : e->beta * c[i]);
+    } else {
+        const double *p = P->data, *c = Cw->data;
+        double *y = (*w)->data, a = creal(e->alpha), b = creal(e->beta);
+        for (size_t i = 0; i < n; i++)
+            y[i] = a * p[i] + (b == 0 ? 0 : b * c[i]);
+    }
+    return CR_OK;
+}
+
+/* ᾱ = <A B, Ȳ>, Ā = conj(α) Ȳ Bᴴ, B̄ = conj(α) Aᴴ Ȳ, β̄ = <C, Ȳ>, C̄ = conj(β) Ȳ. */
+static cr_status gemm_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                               void *env)
+{
+    gemm_env *e = env;
+    matmul_env *m = &e->mm;
+    for (size_t i = 0; i < nx; i++)
+        dx[i] = cr_tangent_none();
+    const cr_array *g;
+    cr__mat G;
+    cr_status st = cot_mat(arena, "gemm_pullback", *dy, m->A.a, m->ndim, m->shape, m->wdt, &g, &G);
+    if (st != CR_OK || g == NULL) {
+        dx[1] = e->d_alpha ? cr_tangent_zero() : cr_tangent_none();
+        dx[2] = m->A.diff ? cr_tangent_zero() : cr_tangent_none();
+        dx[3] = m->B.diff ? cr_tangent_zero() : cr_tangent_none();
+        dx[4] = e->d_beta ? cr_tangent_zero() : cr_tangent_none();
+        dx[5] = e->d_C ? cr_tangent_zero() : cr_tangent_none();
+        return st;
+    }
+    size_t n = cr_array_numel(g);
+    if (e->d_alpha) {
+        cr_complex a = cr__dotc(m->wdt, n, e->P->data, g->data);
+        st = cr_project_apply(arena, e->p_alpha, cr__scalar_tangent(m->wdt, a), &dx[1]);
+        if (st != CR_OK)
+            return st;
+    }
+    if (e->d_beta) {
+        cr_complex b = cr__dotc(m->wdt, n, e->C->data, g->data);
+        st = cr_project_apply(arena, e->p_beta, cr__scalar_tangent(m->wdt, b), &dx[4]);
+        if (st != CR_OK)
+            return st;
+    }
+    if (m->A.diff) {
+        cr__mat Bh;
+        st = cr__mat_adj(arena, m->wdt, &m->B.m, &Bh);
+        if (st == CR_OK)
+            st = prod_thunk_new(arena, m->A.a, m->pA, m->wdt, &G, &Bh, conj(e->alpha), &dx[2]);
+        if (st != CR_OK)
+            return st;
+    }
+    if (m->B.diff) {
+        cr__mat Ah;
+        st = cr__mat_adj(arena, m->wdt, &m->A.m, &Ah);
+        if (st == CR_OK)
+            st = prod_thunk_new(arena, m->B.a, m->pB, m->wdt, &Ah, &G, conj(e->alpha), &dx[3]);
+        if (st != CR_OK)
+            return st;
+    }
+    if (e->d_C) {
+        cr_array *c;
+        st = cr__new_like(arena, m->wdt, g, false, &c);
+        if (st != CR_OK)
+            return st;
+        cr__broadcast_into(c, g, conj(e->beta));
+        st = cr__give(arena, e->pC, c, &dx[5]);
+    }
+    return st;
+}
+
+static cr_status gemm_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                            const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    gemm_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(gemm_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr_dtype dt;
+    cr_array *w, *o;
+    cr_status st = gemm_forward(arena, args, nargs, e, &dt, &w);
+    if (st == CR_OK)
+        st = cr__cast(arena, w, dt, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
+    cr_project **p;
+    st = cr__projectors(arena, args, nargs, &p);
+    if (st != CR_OK)
+        return st;
+    e->p_alpha = p[0];
+    e->mm.pA = p[1];
+    e->mm.pB = p[2];
+    e->p_beta = p[3];
+    e->pC = p[4];
+    *pb = (cr_pullback){gemm_pullback, e, "gemm_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(gemm, "gemm", 5)
+
+/* frule: Ẏ = α̇ A B + α (Ȧ B + A Ḃ) + β̇ C + β Ċ. */
+static cr_status gemm_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                            cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    gemm_env e;
+    memset(&e, 0, sizeof e);
+    cr_dtype dt;
+    cr_array *w, *o;
+    cr_status st = gemm_forward(arena, args, nargs, &e, &dt, &w);
+    if (st == CR_OK)
+        st = cr__cast(arena, w, dt, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    cr_dtype wdt = e.mm.wdt;
+    cr_complex da = 0, db = 0;
+    bool nza = false, nzb = false;
+    if (e.d_alpha)
+        st = cr__tan_scalar(arena, "gemm", dargs[1], &da, &nza);
+    if (st == CR_OK && e.d_beta)
+        st = cr__tan_scalar(arena, "gemm", dargs[4], &db, &nzb);
+    const cr_array *dA = NULL, *dB = NULL, *dC = NULL;
+    if (st == CR_OK)
+        st = cr__dx_array(arena, "gemm", dargs, args, 1, wdt, &dA);
+    if (st == CR_OK)
+        st = cr__dx_array(arena, "gemm", dargs, args, 2, wdt, &dB);
+    if (st == CR_OK)
+        st = cr__dx_array(arena, "gemm", dargs, args, 4, wdt, &dC);
+    if (st != CR_OK)
+        return st;
+    if (!nza && !nzb && dA == NULL && dB == NULL && dC == NULL) {
+        *dy = cr_tangent_zero();
+        return CR_OK;
+    }
+    cr_array *t;
+    st = cr__new_like(arena, wdt, e.C, true, &t);
+    if (st != CR_OK)
+        return st;
+    size_t ldc = cr__mat_cols(&e.mm.B.m);
+    if (dA != NULL) {
+        cr__mat m;
+        st = cr__as_mat(arena, dA, wdt, true, &m);
+        if (st != CR_OK)
+            return st;
+        cr__gemm(wdt, &m, &e.mm.B.m, e.alpha, 1.0, t->data, ldc);
+    }
+    if (dB != NULL) {
+        cr__mat m;
+        st = cr__as_mat(arena, dB, wdt, false, &m);
+        if (st != CR_OK)
+            return st;
+        cr__gemm(wdt, &e.mm.A.m, &m, e.alpha, 1.0, t->data, ldc);
+    }
+    if (nza)
+        cr__axpy(da, e.P, t);
+    if (nzb)
+        cr__axpy(db, e.C, t);
+    if (dC != NULL)
+        cr__axpy(e.beta, dC, t);
+    return cr_project_tangent(arena, y, cr_tangent_array(t), dy);
+}
+
+/* ---- dot ------------------------------------------------------------------------------ */
+
+typedef struct dot_env {
+    const cr_value *args;         /* not kept: copied below */
+    const cr_array *x, *A, *y;    /* work, contiguous (A may be NULL) */
+    const cr_array *xa, *Aa, *ya; /* the arguments */
+    const cr_array *Ay;           /* A y (3 arguments) */
+    cr_project *px, *pA, *py;
+    bool dx, dA, dy;
+    cr_dtype wdt;
+} dot_env;
+
+/* dot(x, y): x̄ = y conj(ȳ), ȳ_y = x ȳ; dot(x, A, y): x̄ = A y conj(ȳ), Ā = ȳ x yᴴ,
+ * ȳ_y = ȳ Aᴴ x. */
+typedef struct dot_thunk {
+    const dot_env *e;
+    cr_complex g;
+    int which; /* 0 x, 1 A, 2 y */
+} dot_thunk;
+
+static cr_status dot_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
+{
+    dot_thunk *t = env;
+    const dot_env *e = t->e;
+    cr_dtype wdt = e->wdt;
+    const cr_array *like = t->which == 0 ? e->xa : t->which == 1 ? e->Aa : e->ya;
+    cr_project *p = t->which == 0 ? e->px : t->which == 1 ? e->pA : e->py;
+    cr_array *r;
+    cr_status st = cr__new_like(arena, wdt, like, false, &r);
+    if (st != CR_OK)
+        return st;
+    size_t n = cr_array_numel(r);
+    if (e->A == NULL) {
+        /* x̄ = conj(ȳ) y, ȳ_y = ȳ x (elementwise, in the arguments' shapes). */
+        const cr_array *src = t->which == 0 ? e->y : e->x;
+        cr_complex s = t->which == 0 ? conj(t->g) : t->g;
+        for (size_t i = 0; i < n; i++)
+            cr__store(r, (ptrdiff_t)i, s * cr__load(src, (ptrdiff_t)i));
+    } else if (t->which == 0) {
+        for (size_t i = 0; i < n; i++)
+            cr__store(r, (ptrdiff_t)i, conj(t->g) * cr__load(e->Ay, (ptrdiff_t)i));
+    } else if (t->which == 1) {
+        size_t m = e->x->shape[0], k = e->y->shape[0];
+        for (size_t i = 0; i < m; i++)
+            for (size_t j = 0; j < k; j++)
+                cr__store(r, (ptrdiff_t)(i * k + j),
+                          t->g * cr__load(e->x, (ptrdiff_t)i) * conj(cr__load(e->y, (ptrdiff_t)j)));
+    } else {
+        cr__mat Am, Ah, xm;
+        st = cr__as_mat(arena, e->A, wdt, false, &Am);
+        if (st == CR_OK)
+            st = cr__mat_adj(arena, wdt, &Am, &Ah);
+        if (st == CR_OK)
+            st = cr__as_mat(arena, e->x, wdt, false, &xm);
+        if (st != CR_OK)
+            return st;
+        cr__gemm(wdt, &Ah, &xm, t->g, 0.0, r->data, 1);
+    }
+    return cr__give(arena, p, r, out);
+}
+
+static cr_status dot_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                              void *env)
+{
+    dot_env *e = env;
+    for (size_t i = 0; i < nx; i++)
+        dx[i] = cr_tangent_none();
+    cr_complex g;
+    bool nz;
+    cr_status st = cr__tan_scalar(arena, "dot_pullback", *dy, &g, &nz);
+    if (st != CR_OK)
+        return st;
+    bool diffs[3] = {e->dx, e->dA, e->dy};
+    size_t slot = 1;
+    for (int which = 0; which < 3; which++) {
+        if (which == 1 && e->A == NULL)
+            continue;
+        if (!diffs[which]) {
+            slot++;
+            continue;
+        }
+        if (!nz) {
+            dx[slot++] = cr_tangent_zero();
+            continue;
+        }
+        dot_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(dot_thunk));
+        if (t == NULL)
+            return CR__ALLOC_STATUS(arena);
+        *t = (dot_thunk){e, g, which};
+        st = cr__thunk(arena, dot_thunk_fn, NULL, t, "dot_pullback_thunk", &dx[slot++]);
+        if (st != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+static cr_status dot_forward(cr_arena *arena, const cr_value *args, size_t nargs, dot_env *e,
+                             cr_dtype *dt, cr_complex *val)
+{
+    cr_status st = cr__nargs(arena, "dot", nargs, 2, 3);
+    const cr_array *x, *y, *A = NULL;
+    if (st == CR_OK)
+        st = cr__array_arg(arena, "dot", args, nargs, 0, &x);
+    if (st == CR_OK)
+        st = cr__array_arg(arena, "dot", args, nargs, nargs - 1, &y);
+    if (st == CR_OK && nargs == 3)
+        st = cr__array_arg(arena, "dot", args, nargs, 1, &A);
+    if (st != CR_OK)
+        return st;
+    cr_dtype d = (cr_dtype)0;
+    for (size_t i = 0; i < nargs; i++)
+        d = cr__promote(d, cr__value_dtype(&args[i]));
+    *dt = d == 0 ? CR_DT_F64 : d;
+    e->wdt = cr__work(*dt);
+    e->xa = x;
+    e->ya = y;
+    e->Aa = A;
+    e->dx = cr__is_diff(&args[0]);
+    e->dy = cr__is_diff(&args[nargs - 1]);
+    e->dA = nargs == 3 && cr__is_diff(&args[1]);
+    st = cr__dense(arena, x, e->wdt, &e->x);
+    if (st == CR_OK)
+        st = cr__dense(arena, y, e->wdt, &e->y);
+    if (st != CR_OK)
+        return st;
+    if (A == NULL) {
+        if (cr_array_numel(x) != cr_array_numel(y))
+            return CR__FAIL(arena, CR_ESHAPE, "dot: %zu and %zu elements", cr_array_numel(x),
+                            cr_array_numel(y));
+        *val = cr__dotc(e->wdt, cr_array_numel(x), e->x->data, e->y->data);
+        return CR_OK;
+    }
+    if (x->ndim != 1 || y->ndim != 1 || A->ndim != 2 || A->shape[0] != x->shape[0] ||
+        A->shape[1] != y->shape[0])
+        return CR__FAIL(arena, CR_ESHAPE,
+                        "dot(x, A, y): x of length m, A m x n, y of length n expected");
+    st = cr__dense(arena, A, e->wdt, &e->A);
+    cr_array *Ay;
+    if (st == CR_OK)
+        st = cr__new(arena, e->wdt, 1, x->shape, false, &Ay);
+    cr__mat Am, ym;
+    if (st == CR_OK)
+        st = cr__as_mat(arena, e->A, e->wdt, false, &Am);
+    if (st == CR_OK)
+        st = cr__as_mat(arena, e->y, e->wdt, false, &ym);
+    if (st != CR_OK)
+        return st;
+    cr__gemm(e->wdt, &Am, &ym, 1.0, 0.0, Ay->data, 1);
+    e->Ay = Ay;
+    *val = cr__dotc(e->wdt, x->shape[0], e->x->data, Ay->data);
+    return CR_OK;
+}
+
+static cr_status dot_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                           const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                           const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    dot_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(dot_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr_dtype dt;
+    cr_complex v;
+    cr_status st = dot_forward(arena, args, nargs, e, &dt, &v);
+    if (st != CR_OK)
+        return st;
+    *y = cr__scalar_value(dt, v);
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
+    st = cr_project_new(arena, &args[0], &e->px);
+    if (st == CR_OK)
+        st = cr_project_new(arena, &args[nargs - 1], &e->py);
+    if (st == CR_OK && nargs == 3)
+        st = cr_project_new(arena, &args[1], &e->pA);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){dot_pullback, e, "dot_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(dot, "dot", -1)
+
+/* frule: dot(ẋ, y) + dot(x, ẏ); with A: ẋᴴ A y + xᴴ Ȧ y + xᴴ A ẏ. */
+static cr_status dot_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                           const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                           cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    dot_env e;
+    memset(&e, 0, sizeof e);
+    cr_dtype dt;
+    cr_complex v;
+    cr_status st = dot_forward(arena, args, nargs, &e, &dt, &v);
+    if (st != CR_OK)
+        return st;
+    *y = cr__scalar_value(dt, v);
+    const cr_array *tx, *ty, *tA = NULL;
+    st = cr__dx_array(arena, "dot", dargs, args, 0, e.wdt, &tx);
+    if (st == CR_OK)
+        st = cr__dx_array(arena, "dot", dargs, args, nargs - 1, e.wdt, &ty);
+    if (st == CR_OK && nargs == 3)
+        st = cr__dx_array(arena, "dot", dargs, args, 1, e.wdt, &tA);
+    if (st != CR_OK)
+        return st;
+    if (tx == NULL && ty == NULL && tA == NULL) {
+        *dy = cr_tangent_zero();
+        return CR_OK;
+    }
+    cr_complex t = 0;
+    if (nargs == 2) {
+        size_t n = cr_array_numel(e.x);
+        if (tx != NULL)
+            t += cr__dotc(e.wdt, n, tx->data, e.y->data);
+        if (ty != NULL)
+            t += cr__dotc(e.wdt, n, e.x->data, ty->data);
+    } else {
+        size_t m = e.x->shape[0], k = e.y->shape[0];
+        if (tx != NULL)
+            t += cr__dotc(e.wdt, m, tx->data, e.Ay->data);
+        for (size_t i = 0; i < m && (tA != NULL || ty != NULL); i++) {
+            cr_complex xi = conj(cr__load(e.x, (ptrdiff_t)i)), acc = 0;
+            for (size_t j = 0; j < k; j++) {
+                if (tA != NULL)
+                    acc += cr__load(tA, (ptrdiff_t)(i * k + j)) * cr__load(e.y, (ptrdiff_t)j);
+                if (ty != NULL)
+                    acc += cr__load(e.A, (ptrdiff_t)(i * k + j)) * cr__load(ty, (ptrdiff_t)j);
+            }
+            t += xi * acc;
+        }
+    }
+    *dy = cr__scalar_tangent(dt, t);
+    return CR_OK;
+}
+
+/* ---- tr -------------------------------------------------------------------------------- */
+
+typedef struct tr_env {
+    const cr_array *A;
+    cr_project *pA;
+    cr_dtype wdt;
+} tr_env;
+
+typedef struct tr_thunk {
+    const tr_env *e;
+    cr_complex g;
+} tr_thunk;
+
+/* Ā = ȳ I, built as a Diagonal (n entries) and projected. */
+static cr_status tr_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
+{
+    tr_thunk *t = env;
+    size_t n = t->e->A->shape[0];
+    cr_array *d;
+    cr_status st = cr__new(arena, t->e->wdt, 1, &n, false, &d);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < n; i++)
+        cr__store(d, (ptrdiff_t)i, t->g);
+    d->ndim = 2;
+    d->shape[1] = n;
+    d->strides[0] = 1;
+    d->strides[1] = 0;
+    d->structure = CR_MAT_DIAGONAL;
+    return cr__give(arena, t->e->pA, d, out);
+}
+
+/* add!: the diagonal of dest += ȳ. */
+static cr_status tr_thunk_add(cr_arena *arena, cr_array *dest, void *env)
+{
+    tr_thunk *t = env;
+    if (cr__dest_ok(dest, t->e->wdt, t->e->A)) {
+        size_t n = t->e->A->shape[0];
+        for (size_t i = 0; i < n; i++)
+            cr__store(dest, (ptrdiff_t)(i * n + i), cr__load(dest, (ptrdiff_t)(i * n + i)) + t->g);
+        return CR_OK;
+    }
+    cr_tangent v;
+    cr_status st = tr_thunk_fn(arena, &v, env);
+    return st != CR_OK ? st : cr__add_into(arena, dest, v);
+}
+
+static cr_status tr_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                             void *env)
+{
+    (void)nx;
+    tr_env *e = env;
+    dx[0] = cr_tangent_none();
+    cr_complex g;
+    bool nz;
+    cr_status st = cr__tan_scalar(arena, "tr_pullback", *dy, &g, &nz);
+    if (st != CR_OK || !nz) {
+        dx[1] = cr_tangent_zero();
+        return st;
+    }
+    tr_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(tr_thunk));
+    if (t == NULL)
+        return CR__ALLOC_STATUS(arena);
+    *t = (tr_thunk){e, g};
+    return cr__thunk(arena, tr_thunk_fn, tr_thunk_add, t, "tr_pullback_thunk", &dx[1]);
+}
+
+/* tr(A) = Σ A_ii: Ā = ȳ I. */
+static cr_status tr_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                          const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                          const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    const cr_array *A;
+    cr_status st = cr__nargs(arena, "tr", nargs, 1, 1);
+    if (st == CR_OK)
+        st = cr__array_arg(arena, "tr", args, nargs, 0, &A);
+    if (st != CR_OK)
+        return st;
+    if (A->ndim != 2 || A->shape[0] != A->shape[1] || !cr_dtype_is_float((cr_dtype)A->dtype))
+        return CR__FAIL(arena, CR_ESHAPE, "tr: expected a square float matrix");
+    size_t n = A->shape[0];
+    cr_complex s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += cr_array_get_linear(A, i * n + i);
+    *y = cr__scalar_value((cr_dtype)A->dtype, s);
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
+    tr_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(tr_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    e->A = A;
+    e->wdt = cr__work((cr_dtype)A->dtype);
+    st = cr_project_new(arena, &args[0], &e->pA);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){tr_pullback, e, "tr_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(tr, "tr", 1)
+
+/* ---- Test registrations ---------------------------------------------------------------- */
+
+/* A random matrix of the shape, sometimes stored transposed (a strided view). */
+static cr_status rand_mat(cr_arena *arena, uint64_t *rng, cr_dtype dt, size_t ndim, size_t r,
+                          size_t c, cr_array **out)
+{
+    size_t shape[2] = {r, c};
+    if (ndim == 1)
+        return cr__rand_array(arena, rng, dt, 1, shape, -1.5, 1.5, out);
+    bool transposed = cr__rng_below(rng, 3) == 0;
+    size_t s[2] = {transposed ? c : r, transposed ? r : c};
+    cr_status st = cr__rand_array(arena, rng, dt, 2, s, -1.5, 1.5, out);
+    if (st != CR_OK || !transposed)
+        return st;
+    (*out)->shape[0] = r;
+    (*out)->shape[1] = c;
+    (*out)->strides[0] = 1;
+    (*out)->strides[1] = (ptrdiff_t)r;
+    return CR_OK;
+}
+
+static cr_status sample_matmul(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                               void *env)
+{
+    (void)env;
+    size_t k = cr__rng_below(rng, 5);
+    cr_dtype da = cr__rng_dtype(rng), db = cr__rng_below(rng, 2) ? da : cr__rng_dtype(rng);
+    cr_array *A, *B;
+    size_t off = nargs == 5 ? 1 : 0;
+    cr_status st;
+    switch (k) {
+    case 0: /* matrix-vector */
+        st = rand_mat(arena, rng, da, 2, 3, 4, &A);
+        if (st == CR_OK)
+            st = rand_mat(arena, rng, db, 1, 4, 1, &B);
+        break;
+    case 1: /* vector-matrix */
+        st = rand_mat(arena, rng, da, 1, 3, 1, &A);
+        if (st == CR_OK)
+            st = rand_mat(arena, rng, db, 2, 3, 2, &B);
+        break;
+    case 2: /* a structured left operand */
+        st = rand_mat(arena, rng, da, 2, 3, 3, &A);
+        if (st == CR_OK) {
+            static const cr_matstruct s[3] = {CR_MAT_UPPER, CR_MAT_SYMMETRIC, CR_MAT_DIAGONAL};
+            A->structure = (uint8_t)s[cr__rng_below(rng, 3)];
+            if (A->structure == CR_MAT_SYMMETRIC && da == CR_DT_C128)
+                A->structure = CR_MAT_HERMITIAN;
+            if (A->structure == CR_MAT_DIAGONAL) {
+                A->strides[0] = A->strides[0] + A->strides[1];
+                A->strides[1] = 0;
+            }
+            st = rand_mat(arena, rng, db, 2, 3, 2, &B);
+        }
+        break;
+    default:
+        st = rand_mat(arena, rng, da, 2, 3, 4, &A);
+        if (st == CR_OK)
+            st = rand_mat(arena, rng, db, 2, 4, 2, &B);
+        break;
+    }
+    if (st != CR_OK)
+        return st;
+    args[off] = cr_value_array(A);
+    args[off + 1] = cr_value_array(B);
+    if (nargs != 5)
+        return CR_OK;
+    /* gemm(alpha, A, B, beta, C) */
+    size_t cshape[2] = {A->ndim == 1 ? B->shape[1] : A->shape[0], B->ndim == 2 ? B->shape[1] : 1};
+    size_t cnd = A->ndim == 1 || B->ndim == 1 ? 1 : 2;
+    cr_array *C;
+    st = cr__rand_array(arena, rng, cr__rng_dtype(rng), cnd, cshape, -1, 1, &C);
+    if (st != CR_OK)
+        return st;
+    args[0] = cr__rng_below(rng, 4) == 0 ? cr_value_c128(cr__c(0.5, 0.25))
+                                         : cr_value_f64(cr__rng_unif(rng, 0.5, 1.5));
+    args[3] = cr__rng_below(rng, 4) == 0 ? cr_value_i64(2) : cr_value_f64(-0.75);
+    args[4] = cr_value_array(C);
+    return CR_OK;
+}
+
+static cr_status sample_dot(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs, void *env)
+{
+    (void)env;
+    cr_dtype dx = cr__rng_dtype(rng), dy = cr__rng_below(rng, 2) ? dx : cr__rng_dtype(rng);
+    cr_array *x, *y, *A;
+    size_t m = 3, n = 4, s2[2] = {2, 3};
+    cr_status st;
+    if (nargs == 2) {
+        bool mat = cr__rng_below(rng, 2) != 0;
+        st = cr__rand_array(arena, rng, dx, mat ? 2 : 1, mat ? s2 : &n, -1.5, 1.5, &x);
+        if (st == CR_OK)
+            st = cr__rand_array(arena, rng, dy, mat ? 2 : 1, mat ? s2 : &n, -1.5, 1.5, &y);
+        if (st != CR_OK)
+            return st;
+        args[0] = cr_value_array(x);
+        args[1] = cr_value_array(y);
+        return CR_OK;
+    }
+    st = cr__rand_array(arena, rng, dx, 1, &m, -1.5, 1.5, &x);
+    if (st == CR_OK)
+        st = rand_mat(arena, rng, cr__rng_dtype(rng), 2, m, n, &A);
+    if (st == CR_OK)
+        st = cr__rand_array(arena, rng, dy, 1, &n, -1.5, 1.5, &y);
+    if (st != CR_OK)
+        return st;
+    args[0] = cr_value_array(x);
+    args[1] = cr_value_array(A);
+    args[2] = cr_value_array(y);
+    return CR_OK;
+}
+
+static cr_status sample_square(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                               void *env)
+{
+    (void)env;
+    (void)nargs;
+    cr_dtype dt = cr__rng_dtype(rng);
+    cr_array *A;
+    cr_status st = rand_mat(arena, rng, dt, 2, 3, 3, &A);
+    if (st != CR_OK)
+        return st;
+    size_t k = cr__rng_below(rng, 4);
+    if (k == 1)
+        A->structure = CR_MAT_LOWER;
+    if (k == 2) {
+        A->structure = CR_MAT_DIAGONAL;
+        A->strides[0] = A->strides[0] + A->strides[1];
+        A->strides[1] = 0;
+    }
+    args[0] = cr_value_array(A);
+    return CR_OK;
+}
+
+static const cr_rule_test k_test_matmul = {.sample = sample_matmul};
+static const cr_rule_test k_test_dot = {.sample = sample_dot};
+static const cr_rule_test k_test_square = {.sample = sample_square};
+
+cr_status cr__linalg_register_blas(cr_registry *reg)
+{
+    static const cr_argspec a2[2] = {{CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL}};
+    static const cr_argspec a3[3] = {
+        {CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL}};
+    static const cr_argspec a1[1] = {{CR__M_FARRAY, NULL}};
+    static const cr_argspec g5[5] = {{CR__M_NUM, NULL},
+                                     {CR__M_FARRAY, NULL},
+                                     {CR__M_FARRAY, NULL},
+                                     {CR__M_NUM, NULL},
+                                     {CR__M_FARRAY, NULL}};
+    cr_status st = cr__add_rule(reg, &matmul_function, a2, 2, false, matmul_frule, matmul_rrule,
+                                &k_test_matmul);
+    if (st == CR_OK)
+        st =
+            cr__add_rule(reg, &gemm_function, g5, 5, false, gemm_frule, gemm_rrule, &k_test_matmul);
+    if (st == CR_OK)
+        st = cr__add_rule(reg, &dot_function, a2, 2, false, dot_frule, dot_rrule, &k_test_dot);
+    if (st == CR_OK)
+        st = cr__add_rule(reg, &dot_function, a3, 3, false, dot_frule, dot_rrule, &k_test_dot);
+    if (st == CR_OK)
+        st = cr__add_rule(reg, &tr_function, a1, 1, false, cr__linear_frule, tr_rrule,
+                          &k_test_square);
+    return st;
+}
