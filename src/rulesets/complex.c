@@ -494,8 +494,8 @@ static cr_complex unit_of(cr_complex z, double r)
     (void)cfg;                                                                             \
     (void)f;                                                                               \
     (void)udata;                                                                           \
-    cr_complex z;                                                                          \
-    z_env *e;                                                                              \
+    cr_complex z = 0;                                                                      \
+    z_env *e = NULL;                                                                       \
     cr_status st = one_arg(arena, NAME, args, nargs, &z);                                  \
     if (st != CR_OK)                                                                       \
         return st;                                                                         \
