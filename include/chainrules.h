@@ -19,6 +19,7 @@
 #include "chainrules/array.h"
 #include "chainrules/common.h"
 #include "chainrules/ctx.h"
+#include "chainrules/dual.h"
 #include "chainrules/engine.h"
 #include "chainrules/fd.h"
 #include "chainrules/project.h"

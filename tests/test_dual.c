@@ -1,0 +1,303 @@
+/*
+ * Tests of forward mode: dual numbers (one and several directions), derivative, jvp and
+ * Jacobians by chunks, checked against central finite differences of the same functions
+ * in plain C; cr_dual_call through rows, frules and frule_via_ad; and the forward sweep of
+ * a CR_TAPE_FORWARD tape, which must agree with the duals.
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "test_util.h"
+
+#define FD_RTOL 1e-8
+
+static void assert_close_(double a, double b, double rtol, const char *what, const char *file,
+                          int line)
+{
+    if (!(fabs(a - b) <= rtol * fmax(1.0, fabs(b)))) {
+        print_error("%s: %.17g != %.17g (rtol %g)\n", what, a, b, rtol);
+        _fail(file, line);
+    }
+}
+#define assert_close(a, b, rtol) assert_close_((a), (b), (rtol), #a " ~ " #b, __FILE__, __LINE__)
+
+static void assert_contains_(const char *s, const char *sub, const char *file, int line)
+{
+    if (s == NULL || strstr(s, sub) == NULL) {
+        print_error("\"%s\" does not contain \"%s\"\n", s ? s : "(null)", sub);
+        _fail(file, line);
+    }
+}
+#define assert_contains(s, sub) assert_contains_((s), (sub), __FILE__, __LINE__)
+
+/* foo(x) = asin(0.2 + sin(x)) */
+static cr_status foo_fd(double x, double *y, void *env)
+{
+    (void)env;
+    *y = asin(0.2 + sin(x));
+    return CR_OK;
+}
+
+static cr_status foo_dual(const cr_dual *x, size_t n, cr_dual *y, size_t m, void *env)
+{
+    (void)n;
+    (void)m;
+    (void)env;
+    y[0] = cr_dual_asin(cr_dual_add(cr_dual_const(0.2), cr_dual_sin(x[0])));
+    return CR_OK;
+}
+
+/* w: R^N -> R^2, w0 = sum_i sin(x_i) x_{i+1}, w1 = sqrt(sum_i x_i^2) / (1 + exp(x_0)) */
+enum { WN = 19 };
+
+static cr_status w_fd(const double *x, size_t n, double *y, size_t m, void *env)
+{
+    (void)m;
+    (void)env;
+    double s = 0, q = 0;
+    for (size_t i = 0; i + 1 < n; i++)
+        s += sin(x[i]) * x[i + 1];
+    for (size_t i = 0; i < n; i++)
+        q += x[i] * x[i];
+    y[0] = s;
+    y[1] = sqrt(q) / (1.0 + exp(x[0]));
+    return CR_OK;
+}
+
+static cr_status w_dual(const cr_dual *x, size_t n, cr_dual *y, size_t m, void *env)
+{
+    (void)m;
+    (void)env;
+    cr_dual s = cr_dual_const(0.0), q = cr_dual_const(0.0);
+    for (size_t i = 0; i + 1 < n; i++)
+        s = cr_dual_add(s, cr_dual_mul(cr_dual_sin(x[i]), x[i + 1]));
+    for (size_t i = 0; i < n; i++)
+        q = cr_dual_add(q, cr_dual_mul(x[i], x[i]));
+    y[0] = s;
+    y[1] = cr_dual_div(cr_dual_sqrt(q), cr_dual_add(cr_dual_const(1.0), cr_dual_exp(x[0])));
+    return CR_OK;
+}
+
+/* The same function against the tape. */
+static cr_status w_tape(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
+{
+    (void)m;
+    (void)env;
+    cr_var s = cr_const(0.0), q = cr_const(0.0);
+    for (size_t i = 0; i + 1 < n; i++)
+        s = cr_add(t, s, cr_mul(t, cr_sin(t, x[i]), x[i + 1]));
+    for (size_t i = 0; i < n; i++)
+        q = cr_add(t, q, cr_mul(t, x[i], x[i]));
+    y[0] = s;
+    y[1] = cr_div(t, cr_sqrt(t, q), cr_add(t, cr_const(1.0), cr_exp(t, x[0])));
+    return cr_tape_status(t);
+}
+
+static void w_point(double *x)
+{
+    for (size_t i = 0; i < WN; i++)
+        x[i] = 0.3 + 0.8 * sin(1.3 * (double)i + 0.4);
+}
+
+static void test_constructors(void **state)
+{
+    (void)state;
+    cr_dual c = cr_dual_const(2.5);
+    assert_true(c.v == 2.5 && c.n == 0);
+    for (size_t k = 0; k < CR_DUAL_MAX_CHUNK; k++)
+        assert_true(c.d[k] == 0.0);
+    cr_dual v = cr_dual_var(1.0, 3);
+    assert_int_equal(v.n, 4);
+    assert_true(v.d[3] == 1.0 && v.d[0] == 0.0 && v.d[7] == 0.0);
+    assert_int_equal(cr_dual_var(1.0, CR_DUAL_MAX_CHUNK).n, 0); /* out of range: constant */
+    double d[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    cr_dual m = cr_dual_make(0.0, d, 10);
+    assert_int_equal(m.n, CR_DUAL_MAX_CHUNK);
+    assert_true(m.d[7] == 8.0);
+    /* Operations on constants stay constants. */
+    cr_dual e = cr_dual_exp(cr_dual_mul(c, c));
+    assert_int_equal(e.n, 0);
+    assert_close(e.v, exp(6.25), 1e-15);
+}
+
+static void test_derivative(void **state)
+{
+    (void)state;
+    cr_fdm m;
+    assert_int_equal(cr_fdm_central(5, 1, &m), CR_OK);
+    const double pts[] = {3.0, -0.7, 0.1, 2.6};
+    for (size_t i = 0; i < 4; i++) {
+        double y, dy, fd;
+        assert_int_equal(cr_dual_derivative(foo_dual, NULL, pts[i], &y, &dy), CR_OK);
+        assert_int_equal(cr_fd_derivative(&m, NULL, foo_fd, NULL, pts[i], &fd, NULL), CR_OK);
+        assert_close(y, asin(0.2 + sin(pts[i])), 1e-15);
+        assert_close(dy, fd, FD_RTOL);
+    }
+    assert_int_equal(cr_dual_derivative(NULL, NULL, 1.0, NULL, NULL), CR_EINVAL);
+}
+
+static void test_jacobian_chunks(void **state)
+{
+    fixture *f = *state;
+    double x[WN], J[2 * WN], fd[2 * WN], y[2], yfd[2];
+    w_point(x);
+    /* WN = 19 columns: three chunks of 8, 8 and 3 directions. */
+    assert_int_equal(cr_dual_jacobian(w_dual, NULL, x, WN, 2, f->arena, y, J), CR_OK);
+    cr_fdm m;
+    assert_int_equal(cr_fdm_central(5, 1, &m), CR_OK);
+    assert_int_equal(cr_fd_jacobian(&m, NULL, w_fd, NULL, x, WN, 2, f->arena, fd, NULL), CR_OK);
+    w_fd(x, WN, yfd, 2, NULL);
+    assert_close(y[0], yfd[0], 1e-14);
+    assert_close(y[1], yfd[1], 1e-14);
+    for (size_t i = 0; i < 2 * WN; i++)
+        assert_close(J[i], fd[i], FD_RTOL);
+    /* Without scratch, 19 + 2 duals fit on the stack. */
+    assert_int_equal(cr_dual_jacobian(w_dual, NULL, x, WN, 2, NULL, NULL, J), CR_OK);
+    assert_close(J[5], fd[5], FD_RTOL);
+}
+
+static void test_jvp_dual_and_tape(void **state)
+{
+    fixture *f = *state;
+    double x[WN], v[WN], jv[2], jv_tape[2], fd[2];
+    w_point(x);
+    for (size_t i = 0; i < WN; i++)
+        v[i] = cos(0.7 * (double)i);
+    assert_int_equal(cr_dual_jvp(w_dual, NULL, x, WN, v, 2, f->arena, NULL, jv), CR_OK);
+    cr_fdm m;
+    assert_int_equal(cr_fdm_central(5, 1, &m), CR_OK);
+    assert_int_equal(cr_fd_jvp(&m, NULL, w_fd, NULL, x, WN, v, 2, f->arena, fd, NULL), CR_OK);
+    assert_close(jv[0], fd[0], FD_RTOL);
+    assert_close(jv[1], fd[1], FD_RTOL);
+    /* The forward sweep of a tape gives the same numbers. */
+    cr_tape *t;
+    cr_tape_params p = {.struct_size = sizeof p, .flags = CR_TAPE_FORWARD};
+    assert_int_equal(cr_tape_new(f->ctx, &p, &t), CR_OK);
+    cr_var xs[WN], ys[2];
+    assert_int_equal(cr_tape_record(t, w_tape, NULL, x, WN, xs, ys, 2), CR_OK);
+    assert_int_equal(cr_tape_jvp(t, xs, v, WN, ys, 2, jv_tape), CR_OK);
+    assert_close(jv_tape[0], jv[0], 1e-14);
+    assert_close(jv_tape[1], jv[1], 1e-14);
+    /* A first-order tape has no forward sweep. */
+    cr_tape *r;
+    assert_int_equal(cr_tape_new(f->ctx, NULL, &r), CR_OK);
+    cr_var rx[WN], ry[2];
+    assert_int_equal(cr_tape_record(r, w_tape, NULL, x, WN, rx, ry, 2), CR_OK);
+    assert_int_equal(cr_tape_jvp(r, rx, v, WN, ry, 2, jv_tape), CR_EMISUSE);
+    assert_contains(cr_ctx_errmsg(f->ctx), "CR_TAPE_FORWARD");
+    /* Non-finite directions */
+    v[3] = NAN;
+    assert_int_equal(cr_dual_jvp(w_dual, NULL, x, WN, v, 2, f->arena, NULL, jv), CR_EDOMAIN);
+    assert_int_equal(cr_tape_jvp(t, xs, v, WN, ys, 2, jv_tape), CR_EDOMAIN);
+    cr_tape_free(t);
+    cr_tape_free(r);
+}
+
+/* A user function with an frule only: cube(x) = x^3, frule written in the generic form. */
+static cr_status cube_primal(cr_arena *arena, const cr_value *fv, const cr_value *args,
+                             size_t nargs, cr_value *out)
+{
+    (void)arena;
+    (void)fv;
+    (void)nargs;
+    double x = args[0].u.f64;
+    *out = cr_value_f64(x * x * x);
+    return CR_OK;
+}
+static const cr_function cube_fn = {.name = "cube", .arity = 1, .primal = cube_primal};
+
+/* d cube = 3 x^2 dx */
+static cr_status cube_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                            const cr_value *fv, const cr_value *args, size_t nargs, cr_value *y,
+                            cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)udata;
+    cr_status st = cube_primal(arena, fv, args, nargs, y);
+    double x = args[0].u.f64, dx = 0.0;
+    if (dargs[1].tag == CR_TAN_F64)
+        dx = dargs[1].u.f64;
+    *dy = cr_tangent_f64(3.0 * x * x * dx);
+    return st;
+}
+
+/* A user function the engine records through an overlay: wave(x) = x sin(x). */
+static cr_status wave_primal(cr_arena *arena, const cr_value *fv, const cr_value *args,
+                             size_t nargs, cr_value *out)
+{
+    (void)arena;
+    (void)fv;
+    (void)nargs;
+    *out = cr_value_f64(args[0].u.f64 * sin(args[0].u.f64));
+    return CR_OK;
+}
+static const cr_function wave_fn = {.name = "wave", .arity = 1, .primal = wave_primal};
+
+static cr_status wave_ad(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
+{
+    (void)n;
+    (void)m;
+    (void)env;
+    y[0] = cr_mul(t, x[0], cr_sin(t, x[0]));
+    return cr_tape_status(t);
+}
+
+static void test_dual_call(void **state)
+{
+    fixture *f = *state;
+    /* A row with two results: sincos, all directions in one evaluation. */
+    double d[3] = {1.0, 2.0, -0.5};
+    cr_dual x = cr_dual_make(0.9, d, 3), sc[2];
+    assert_int_equal(cr_dual_call(NULL, NULL, &cr_fn_sincos, &x, 1, sc, 2), CR_OK);
+    for (size_t k = 0; k < 3; k++) {
+        assert_close(sc[0].d[k], cos(0.9) * d[k], 1e-15);
+        assert_close(sc[1].d[k], -sin(0.9) * d[k], 1e-15);
+    }
+    assert_int_equal(cr_dual_call(NULL, NULL, &cr_fn_sincos, &x, 1, sc, 1), CR_EINVAL);
+
+    /* A user frule, in a user registry: one call per direction. */
+    cr_registry *reg;
+    assert_int_equal(cr_registry_new(f->ctx, NULL, &reg), CR_OK);
+    static const cr_argspec a1[1] = {{CR_M_F64, NULL}};
+    cr_rule_def def = {.struct_size = sizeof def, .fn = &cube_fn, .nargs = 1, .args = a1,
+                       .frule = cube_frule};
+    assert_int_equal(cr_registry_add(reg, &def), CR_OK);
+    cr_config cfg = {.struct_size = sizeof cfg, .registry = reg};
+    cr_value cube = cr_value_function(&cube_fn, NULL);
+    cr_dual y;
+    assert_int_equal(cr_dual_call(&cfg, f->arena, &cube, &x, 1, &y, 1), CR_OK);
+    assert_close(y.v, 0.729, 1e-15);
+    for (size_t k = 0; k < 3; k++)
+        assert_close(y.d[k], 3 * 0.81 * d[k], 1e-15);
+    /* The built-in rows still work with a registry (looked up, then the row's rule). */
+    cr_dual s;
+    assert_int_equal(cr_dual_call(&cfg, f->arena, &cr_fn_sin, &x, 1, &s, 1), CR_OK);
+    assert_close(s.d[1], cos(0.9) * 2.0, 1e-15);
+
+    /* No frule and no forward capability: CR_ENORULE naming the signature. */
+    cr_value wave = cr_value_function(&wave_fn, NULL);
+    assert_int_equal(cr_dual_call(NULL, f->arena, &wave, &x, 1, &y, 1), CR_ENORULE);
+    assert_contains(cr_ctx_errmsg(f->ctx), "wave(f64)");
+    /* With an engine that has an overlay for it: frule_via_ad records it. */
+    cr_engine *eng;
+    assert_int_equal(cr_engine_new(f->ctx, NULL, &eng), CR_OK);
+    assert_int_equal(cr_engine_overlay(eng, &wave_fn, wave_ad, 1, NULL), CR_OK);
+    assert_int_equal(cr_dual_call(cr_engine_config(eng), f->arena, &wave, &x, 1, &y, 1), CR_OK);
+    assert_close(y.v, 0.9 * sin(0.9), 1e-15);
+    for (size_t k = 0; k < 3; k++)
+        assert_close(y.d[k], (sin(0.9) + 0.9 * cos(0.9)) * d[k], 1e-14);
+    cr_engine_free(eng);
+    cr_registry_free(reg);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_constructors),
+        cmocka_unit_test(test_derivative),
+        cmocka_unit_test_setup_teardown(test_jacobian_chunks, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_jvp_dual_and_tape, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_dual_call, fixture_setup, fixture_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
