@@ -339,8 +339,8 @@ static cr_status crow_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
     return CR_OK;
 }
 
-/* Defines the row NAME (C name STR, NIN complex inputs x[j]): PRIMAL sets Y[0], PARTIALS
- * set D[j]; exports cr_fn_NAME. */
+/* Defines the row of the C function NAME with NIN complex inputs x[j]: PRIMAL sets Y[0],
+ * PARTIALS set D[j] (skipped when D is NULL, for the primal alone); exports cr_fn_NAME. */
 #define COMPLEX_ROW(NAME, NIN, PRIMAL, PARTIALS)                                           \
     static void NAME##_eval(const cr_complex *x, cr_complex *Y, cr_complex *D)             \
     {                                                                                      \
