@@ -56,7 +56,7 @@
  *     cr_status st = cr_test_rrule(scratch, NULL, &cr_fn_sin, &x, 1, &r);
  *     char line[800];
  *     cr_test_report_format(&r, line, sizeof line);
- *     puts(line);   // "PASS: 9 checks (9 passed), max abs err 1.1e-16, max rel err 1.5e-16"
+ *     puts(line);   // "PASS: 8 checks (8 passed), max abs err 5.3e-14, max rel err 8.2e-14"
  *     cr_arena_free(scratch);
  *     cr_ctx_free(ctx);
  *     return st != CR_OK || r.verdict == CR_VERDICT_FAIL;
