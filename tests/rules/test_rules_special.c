@@ -488,7 +488,7 @@ typedef struct sweep {
     int int_first;    /* the first argument is an integer order */
     double rtol;      /* bound on |v - r| / max(|r|, floor) */
     double floor;     /* where absolute error takes over (zeros of the function) */
-    int npoints;      /* 0: 150 */
+    int npoints;      /* 0: 100 */
 } sweep;
 
 static void test_primals_mpfr(void **state)
@@ -521,7 +521,7 @@ static void test_primals_mpfr(void **state)
         const sweep *sw = &sweeps[i];
         uint64_t seed = 12345 + i;
         double worst = 0, wa = 0, wb = 0;
-        for (int k = 0; k < (sw->npoints ? sw->npoints : 150); k++) {
+        for (int k = 0; k < (sw->npoints ? sw->npoints : 100); k++) {
             double a = sweep_point(&seed, sw->lo[0], sw->hi[0], sw->log_scale[0]);
             double b = sweep_point(&seed, sw->lo[1], sw->hi[1], sw->log_scale[1]);
             if (sw->int_first)
