@@ -1,0 +1,577 @@
+/*
+ * Tests of the engine's configuration on the tape: overlays (Mooncake's worked example:
+ * scale(x) = 2x overlaid with 3x), user functions recorded inside, rules making a function
+ * a primitive (is_primitive; the rule wins over an overlay), rules taken in the generic
+ * rrule form (one and two results), zero-adjoint and non-differentiable declarations,
+ * failing pullbacks, rrule_via_ad / frule_via_ad, and a higher-order rule (a functor
+ * applying a user function twice) that needs them. Gradients are checked against central
+ * differences of the same functions in plain C.
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "test_util.h"
+
+#define FD_RTOL 1e-8
+
+static void assert_close_(double a, double b, double rtol, const char *what, const char *file,
+                          int line)
+{
+    if (!(fabs(a - b) <= rtol * fmax(1.0, fabs(b)))) {
+        print_error("%s: %.17g != %.17g (rtol %g)\n", what, a, b, rtol);
+        _fail(file, line);
+    }
+}
+#define assert_close(a, b, rtol) assert_close_((a), (b), (rtol), #a " ~ " #b, __FILE__, __LINE__)
+
+static void assert_contains_(const char *s, const char *sub, const char *file, int line)
+{
+    if (s == NULL || strstr(s, sub) == NULL) {
+        print_error("\"%s\" does not contain \"%s\"\n", s ? s : "(null)", sub);
+        _fail(file, line);
+    }
+}
+#define assert_contains(s, sub) assert_contains_((s), (sub), __FILE__, __LINE__)
+
+static double fd1(cr_fd_fn f, void *env, double x)
+{
+    cr_fdm m;
+    double d = NAN;
+    if (cr_fdm_central(5, 1, &m) != CR_OK || cr_fd_derivative(&m, NULL, f, env, x, &d, NULL) != CR_OK)
+        return NAN;
+    return d;
+}
+
+static const cr_argspec k_f64_1[1] = {{CR_M_F64, NULL}};
+static const cr_argspec k_f64_2[2] = {{CR_M_F64, NULL}, {CR_M_F64, NULL}};
+
+/* ---- Mooncake's overlay example ------------------------------------------------------------ */
+
+static cr_status scale_primal(cr_arena *arena, const cr_value *fv, const cr_value *args,
+                              size_t nargs, cr_value *out)
+{
+    (void)arena;
+    (void)fv;
+    (void)nargs;
+    *out = cr_value_f64(2 * args[0].u.f64);
+    return CR_OK;
+}
+static const cr_function scale_fn = {.name = "scale", .arity = 1, .primal = scale_primal};
+
+static cr_status scale_overlay(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m,
+                               void *env)
+{
+    (void)n;
+    (void)m;
+    int *calls = env;
+    if (calls != NULL)
+        (*calls)++;
+    y[0] = cr_mul(t, cr_const(3.0), x[0]);
+    return cr_tape_status(t);
+}
+
+static void test_overlay(void **state)
+{
+    fixture *f = *state;
+    cr_engine *eng;
+    assert_int_equal(cr_engine_new(f->ctx, NULL, &eng), CR_OK);
+    int calls = 0;
+    assert_int_equal(cr_engine_overlay(eng, &scale_fn, scale_overlay, 1, &calls), CR_OK);
+    cr_tape *t;
+    cr_tape_params p = {.struct_size = sizeof p, .engine = eng};
+    assert_int_equal(cr_tape_new(f->ctx, &p, &t), CR_OK);
+    cr_value scale = cr_value_function(&scale_fn, NULL);
+    cr_var x = cr_tape_input(t, 5.0);
+    cr_var y = cr_tape_call1(t, &scale, &x, 1);
+    /* (15.0, 3.0): the AD sees the overlay. */
+    assert_close(y.v, 15.0, 0);
+    double g;
+    assert_int_equal(cr_tape_gradient(t, y, &x, 1, &g), CR_OK);
+    assert_close(g, 3.0, 0);
+    assert_int_equal(calls, 1);
+    assert_false(cr_engine_is_primitive(eng, &scale, &(cr_value){.kind = CR_KIND_F64}, 1));
+    /* Outside the AD the primal is unchanged. */
+    cr_value yv, xv = cr_value_f64(5.0);
+    assert_int_equal(cr_function_call(f->arena, &scale, &xv, 1, &yv), CR_OK);
+    assert_close(yv.u.f64, 10.0, 0);
+    /* Wrong result count for an overlay */
+    cr_var two[2];
+    assert_int_equal(cr_tape_call(t, &scale, &x, 1, two, 2), CR_EINVAL);
+    assert_contains(cr_tape_errmsg(t), "scale gives 1 results, 2 expected");
+    cr_tape_reset(t);
+    assert_int_equal(cr_engine_overlay(eng, &scale_fn, scale_overlay, 0, NULL), CR_EINVAL);
+    cr_tape_free(t);
+    cr_engine_free(eng);
+}
+
+/* ---- A rule makes a function a primitive ---------------------------------------------------- */
+
+/* hyp(x, y) = sqrt(x^2 + y^2): an rrule written in the generic form */
+static double hyp_c(double x, double y)
+{
+    return sqrt(x * x + y * y);
+}
+
+static cr_status hyp_primal(cr_arena *arena, const cr_value *fv, const cr_value *args,
+                            size_t nargs, cr_value *out)
+{
+    (void)arena;
+    (void)fv;
+    (void)nargs;
+    *out = cr_value_f64(hyp_c(args[0].u.f64, args[1].u.f64));
+    return CR_OK;
+}
+static const cr_function hyp_fn = {.name = "hyp", .arity = 2, .primal = hyp_primal};
+
+typedef struct hyp_env {
+    double x, y, r;
+} hyp_env;
+
+/* d hyp = (x dx + y dy) / r */
+static cr_status hyp_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                              void *env)
+{
+    (void)nx;
+    (void)arena;
+    const hyp_env *e = env;
+    double g = dy->u.f64;
+    dx[0] = cr_tangent_none();
+    dx[1] = cr_tangent_f64(g * e->x / e->r);
+    dx[2] = cr_tangent_f64(g * e->y / e->r);
+    return CR_OK;
+}
+
+static cr_status hyp_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *fv,
+                           const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                           const void *udata)
+{
+    (void)cfg;
+    (void)udata;
+    hyp_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(hyp_env));
+    if (e == NULL)
+        return CR_ENOMEM;
+    cr_status st = hyp_primal(arena, fv, args, nargs, y);
+    e->x = args[0].u.f64;
+    e->y = args[1].u.f64;
+    e->r = y->u.f64;
+    *pb = (cr_pullback){hyp_pullback, e, "hyp_pullback", 3};
+    return st;
+}
+
+static cr_status hyp_overlay(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m,
+                             void *env)
+{
+    (void)n;
+    (void)m;
+    int *calls = env;
+    (*calls)++;
+    y[0] = cr_sqrt(t, cr_add(t, cr_mul(t, x[0], x[0]), cr_mul(t, x[1], x[1])));
+    return cr_tape_status(t);
+}
+
+static cr_status hyp_of_x(double x, double *y, void *env)
+{
+    (void)env;
+    *y = sin(hyp_c(x, 0.5 * x + 1.0));
+    return CR_OK;
+}
+
+static void test_primitive_rule(void **state)
+{
+    fixture *f = *state;
+    cr_engine *eng;
+    assert_int_equal(cr_engine_new(f->ctx, NULL, &eng), CR_OK);
+    int calls = 0;
+    assert_int_equal(cr_engine_overlay(eng, &hyp_fn, hyp_overlay, 1, &calls), CR_OK);
+    cr_value hyp = cr_value_function(&hyp_fn, NULL);
+    cr_value two[2] = {cr_value_f64(1), cr_value_f64(2)};
+    assert_false(cr_engine_is_primitive(eng, &hyp, two, 2));
+    cr_rule_def def = {.struct_size = sizeof def, .fn = &hyp_fn, .nargs = 2, .args = k_f64_2,
+                       .rrule = hyp_rrule};
+    assert_int_equal(cr_engine_from_rrule(eng, &def), CR_OK);
+    assert_true(cr_engine_is_primitive(eng, &hyp, two, 2));
+    assert_true(cr_engine_is_primitive(eng, &cr_fn_sin, two, 1));
+    assert_false(cr_engine_is_primitive(NULL, &hyp, two, 2));
+
+    cr_tape *t;
+    cr_tape_params p = {.struct_size = sizeof p, .engine = eng};
+    assert_int_equal(cr_tape_new(f->ctx, &p, &t), CR_OK);
+    const double pts[] = {0.3, -1.7, 2.2};
+    for (size_t i = 0; i < 3; i++) {
+        cr_tape_reset(t);
+        cr_var x = cr_tape_input(t, pts[i]);
+        cr_var args[2] = {x, cr_add(t, cr_mul(t, cr_const(0.5), x), cr_const(1.0))};
+        cr_var y = cr_sin(t, cr_tape_call1(t, &hyp, args, 2));
+        double g;
+        assert_int_equal(cr_tape_gradient(t, y, &x, 1, &g), CR_OK);
+        assert_close(g, fd1(hyp_of_x, NULL, pts[i]), FD_RTOL);
+    }
+    assert_int_equal(calls, 0); /* the rule, not the overlay */
+
+    /* The forward sweep goes through the pullback too (its Jacobian, one call per result). */
+    cr_tape *fw;
+    p.flags = CR_TAPE_FORWARD;
+    assert_int_equal(cr_tape_new(f->ctx, &p, &fw), CR_OK);
+    cr_var x = cr_tape_input(fw, 0.8);
+    cr_var args[2] = {x, cr_add(fw, cr_mul(fw, cr_const(0.5), x), cr_const(1.0))};
+    cr_var y = cr_sin(fw, cr_tape_call1(fw, &hyp, args, 2));
+    double one = 1.0, jv;
+    assert_int_equal(cr_tape_jvp(fw, &x, &one, 1, &y, 1, &jv), CR_OK);
+    assert_close(jv, fd1(hyp_of_x, NULL, 0.8), FD_RTOL);
+    cr_tape_free(fw);
+    cr_tape_free(t);
+    cr_engine_free(eng);
+}
+
+/* polar(x, y) = (r, theta): a rule with a tuple result and a structural cotangent */
+static cr_status polar_primal(cr_arena *arena, const cr_value *fv, const cr_value *args,
+                              size_t nargs, cr_value *out);
+static const cr_field polar_fields[2] = {{NULL, 0, CR_KIND_F64, NULL},
+                                         {NULL, sizeof(double), CR_KIND_F64, NULL}};
+static const cr_type polar_type = {"tuple(r,theta)", 2 * sizeof(double), 2, polar_fields};
+
+static cr_status polar_primal(cr_arena *arena, const cr_value *fv, const cr_value *args,
+                              size_t nargs, cr_value *out)
+{
+    (void)fv;
+    (void)nargs;
+    double *rt = cr_arena_alloc(arena, 2 * sizeof *rt, _Alignof(double));
+    if (rt == NULL)
+        return CR_ENOMEM;
+    double x = args[0].u.f64, y = args[1].u.f64;
+    rt[0] = sqrt(x * x + y * y);
+    rt[1] = atan2(y, x);
+    *out = cr_value_struct(&polar_type, rt);
+    return CR_OK;
+}
+static const cr_function polar_fn = {.name = "polar", .arity = 2, .primal = polar_primal};
+
+typedef struct polar_env {
+    double x, y;
+} polar_env;
+
+/* dr = (x dx + y dy)/r, dtheta = (x dy - y dx)/r^2 */
+static cr_status polar_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                void *env)
+{
+    (void)nx;
+    (void)arena;
+    const polar_env *e = env;
+    cr_tangent tr = cr_tangent_field(*dy, 0), tt = cr_tangent_field(*dy, 1);
+    double gr = tr.tag == CR_TAN_F64 ? tr.u.f64 : 0.0, gt = tt.tag == CR_TAN_F64 ? tt.u.f64 : 0.0;
+    double r2 = e->x * e->x + e->y * e->y, r = sqrt(r2);
+    dx[0] = cr_tangent_none();
+    dx[1] = cr_tangent_f64(gr * e->x / r - gt * e->y / r2);
+    dx[2] = cr_tangent_f64(gr * e->y / r + gt * e->x / r2);
+    return CR_OK;
+}
+
+static cr_status polar_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *fv,
+                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                             const void *udata)
+{
+    (void)cfg;
+    (void)udata;
+    polar_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(polar_env));
+    if (e == NULL)
+        return CR_ENOMEM;
+    e->x = args[0].u.f64;
+    e->y = args[1].u.f64;
+    *pb = (cr_pullback){polar_pullback, e, "polar_pullback", 3};
+    return polar_primal(arena, fv, args, nargs, y);
+}
+
+/* r * cos(theta) + theta^2 as a function of (x, y) */
+static cr_status polar_fd(const double *x, size_t n, double *y, size_t m, void *env)
+{
+    (void)n;
+    (void)m;
+    (void)env;
+    double r = sqrt(x[0] * x[0] + x[1] * x[1]), th = atan2(x[1], x[0]);
+    y[0] = r * cos(th) + th * th;
+    return CR_OK;
+}
+
+static void test_tuple_rule(void **state)
+{
+    fixture *f = *state;
+    cr_engine *eng;
+    assert_int_equal(cr_engine_new(f->ctx, NULL, &eng), CR_OK);
+    cr_rule_def def = {.struct_size = sizeof def, .fn = &polar_fn, .nargs = 2, .args = k_f64_2,
+                       .rrule = polar_rrule};
+    assert_int_equal(cr_engine_from_rrule(eng, &def), CR_OK);
+    cr_tape *t;
+    cr_tape_params p = {.struct_size = sizeof p, .engine = eng};
+    assert_int_equal(cr_tape_new(f->ctx, &p, &t), CR_OK);
+    const double x0[2] = {0.6, -1.1};
+    cr_var x[2], rt[2];
+    assert_int_equal(cr_tape_inputs(t, x0, 2, x), CR_OK);
+    cr_value polar = cr_value_function(&polar_fn, NULL);
+    assert_int_equal(cr_tape_call(t, &polar, x, 2, rt, 2), CR_OK);
+    cr_var y = cr_add(t, cr_mul(t, rt[0], cr_cos(t, rt[1])), cr_mul(t, rt[1], rt[1]));
+    double g[2], fd[2];
+    assert_int_equal(cr_tape_gradient(t, y, x, 2, g), CR_OK);
+    cr_fdm m;
+    assert_int_equal(cr_fdm_central(5, 1, &m), CR_OK);
+    assert_int_equal(cr_fd_jacobian(&m, NULL, polar_fd, NULL, x0, 2, 1, f->arena, fd, NULL), CR_OK);
+    assert_close(g[0], fd[0], FD_RTOL);
+    assert_close(g[1], fd[1], FD_RTOL);
+    /* Only theta used: r's cotangent is zero; a constant argument gets nothing. */
+    cr_tape_reset(t);
+    cr_var a[2] = {cr_tape_input(t, 0.6), cr_const(-1.1)};
+    assert_int_equal(cr_tape_call(t, &polar, a, 2, rt, 2), CR_OK);
+    double gt;
+    assert_int_equal(cr_tape_gradient(t, rt[1], a, 1, &gt), CR_OK);
+    assert_close(gt, 1.1 / (0.36 + 1.21), 1e-14);
+    cr_tape_free(t);
+    cr_engine_free(eng);
+}
+
+/* ---- Zero adjoint, non-differentiable, failing pullbacks ------------------------------------ */
+
+static int g_counted;
+static cr_status count_primal(cr_arena *arena, const cr_value *fv, const cr_value *args,
+                              size_t nargs, cr_value *out)
+{
+    (void)arena;
+    (void)fv;
+    (void)nargs;
+    g_counted++;
+    *out = cr_value_f64(floor(args[0].u.f64));
+    return CR_OK;
+}
+static const cr_function count_fn = {.name = "count", .arity = 1, .primal = count_primal};
+static const cr_function round_fn = {.name = "myround", .arity = 1, .primal = count_primal};
+
+static cr_status bad_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                              void *env)
+{
+    (void)dy;
+    (void)dx;
+    (void)nx;
+    (void)env;
+    return cr_ctx_error(cr_arena_ctx(arena), CR_EDOMAIN, "bad: derivative undefined here");
+}
+
+static cr_status bad_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *fv,
+                           const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                           const void *udata)
+{
+    (void)cfg;
+    (void)udata;
+    *pb = (cr_pullback){bad_pullback, NULL, "bad_pullback", 2};
+    return count_primal(arena, fv, args, nargs, y);
+}
+static const cr_function bad_fn = {.name = "bad", .arity = 1, .primal = count_primal};
+
+static void test_zero_adjoint_and_failures(void **state)
+{
+    fixture *f = *state;
+    cr_registry *reg;
+    assert_int_equal(cr_registry_new(f->ctx, NULL, &reg), CR_OK);
+    assert_int_equal(cr_registry_non_differentiable(reg, &round_fn, k_f64_1, 1, false), CR_OK);
+    cr_engine *eng;
+    assert_int_equal(cr_engine_new(f->ctx, reg, &eng), CR_OK);
+    assert_int_equal(cr_engine_zero_adjoint(eng, &count_fn), CR_OK);
+    cr_rule_def def = {.struct_size = sizeof def, .fn = &bad_fn, .nargs = 1, .args = k_f64_1,
+                       .rrule = bad_rrule};
+    assert_int_equal(cr_engine_from_rrule(eng, &def), CR_OK);
+    cr_tape *t;
+    cr_tape_params p = {.struct_size = sizeof p, .engine = eng};
+    assert_int_equal(cr_tape_new(f->ctx, &p, &t), CR_OK);
+    cr_value count = cr_value_function(&count_fn, NULL), rnd = cr_value_function(&round_fn, NULL);
+    cr_var x = cr_tape_input(t, 2.7);
+    cr_tape_stats before, after;
+    cr_tape_stats_get(t, &before);
+    g_counted = 0;
+    cr_var c = cr_tape_call1(t, &count, &x, 1);
+    cr_var r = cr_tape_call1(t, &rnd, &x, 1);
+    cr_tape_stats_get(t, &after);
+    assert_int_equal(g_counted, 2);
+    assert_true(cr_var_is_const(c) && cr_var_is_const(r));
+    assert_close(c.v, 2.0, 0);
+    assert_int_equal(before.nrecords, after.nrecords); /* nothing recorded */
+    assert_true(cr_engine_is_primitive(eng, &count, &(cr_value){.kind = CR_KIND_F64}, 1));
+    cr_var y = cr_add(t, cr_mul(t, c, x), r); /* 2 x + 2 */
+    double g;
+    assert_int_equal(cr_tape_gradient(t, y, &x, 1, &g), CR_OK);
+    assert_close(g, 2.0, 0);
+
+    /* A failing pullback stops the sweep, fails the tape and names the pullback. */
+    cr_value bad = cr_value_function(&bad_fn, NULL);
+    cr_var b = cr_tape_call1(t, &bad, &x, 1);
+    assert_int_equal(cr_tape_status(t), CR_OK);
+    assert_int_equal(cr_tape_gradient(t, cr_mul(t, b, x), &x, 1, &g), CR_EDOMAIN);
+    assert_int_equal(cr_tape_status(t), CR_EDOMAIN);
+    assert_contains(cr_tape_errmsg(t), "bad_pullback");
+    assert_contains(cr_tape_errmsg(t), "derivative undefined");
+    cr_tape_free(t);
+    cr_engine_free(eng);
+    cr_registry_free(reg);
+}
+
+/* ---- rrule_via_ad, frule_via_ad and a higher-order rule ------------------------------------ */
+
+/* wave(x) = x sin(x), known to the engine only through its overlay */
+static cr_status wave_primal(cr_arena *arena, const cr_value *fv, const cr_value *args,
+                             size_t nargs, cr_value *out)
+{
+    (void)arena;
+    (void)fv;
+    (void)nargs;
+    *out = cr_value_f64(args[0].u.f64 * sin(args[0].u.f64));
+    return CR_OK;
+}
+static const cr_function wave_fn = {.name = "wave", .arity = 1, .primal = wave_primal};
+
+static cr_status wave_ad(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
+{
+    (void)n;
+    (void)m;
+    (void)env;
+    y[0] = cr_mul(t, x[0], cr_sin(t, x[0]));
+    return cr_tape_status(t);
+}
+
+static cr_status wave_wave(double x, double *y, void *env)
+{
+    (void)env;
+    double w = x * sin(x);
+    *y = w * sin(w);
+    return CR_OK;
+}
+
+/* twice_g: a functor whose field g is a function; twice_g(x) = g(g(x)). Its rrule needs
+ * CR_CAP_REVERSE: it differentiates g with rrule_via_ad, as ChainRules' map rules do. */
+typedef struct twice_self {
+    const cr_function *g;
+} twice_self;
+static const cr_field twice_fields[1] = {{"g", offsetof(twice_self, g), CR_KIND_FUNC, NULL}};
+static const cr_type twice_type = {"twice_g", sizeof(twice_self), 1, twice_fields};
+static const cr_function twice_fn = {.name = "twice_g", .arity = 1, .self_type = &twice_type};
+
+typedef struct twice_env {
+    cr_pullback inner, outer;
+} twice_env;
+
+static cr_status twice_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                void *env)
+{
+    (void)nx;
+    twice_env *e = env;
+    cr_tangent d2[2], d1[2];
+    cr_status st = cr_pullback_call(arena, &e->outer, dy, d2, 2);
+    if (st == CR_OK)
+        st = cr_pullback_call(arena, &e->inner, &d2[1], d1, 2);
+    dx[0] = cr_tangent_zero(); /* the field g is a function: nothing to differentiate */
+    dx[1] = d1[1];
+    return st;
+}
+
+static cr_status twice_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *fv,
+                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                             const void *udata)
+{
+    (void)nargs;
+    (void)udata;
+    const twice_self *self = fv->u.func.self;
+    cr_value g = cr_value_function(self->g, NULL), mid;
+    twice_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(twice_env));
+    if (e == NULL)
+        return CR_ENOMEM;
+    cr_status st = cr_rrule_via_ad(cfg, arena, &g, args, 1, &mid, &e->inner);
+    if (st == CR_OK)
+        st = cr_rrule_via_ad(cfg, arena, &g, &mid, 1, y, &e->outer);
+    *pb = (cr_pullback){twice_pullback, e, "twice_g_pullback", 2};
+    return st;
+}
+
+static void test_via_ad(void **state)
+{
+    fixture *f = *state;
+    cr_engine *eng;
+    assert_int_equal(cr_engine_new(f->ctx, NULL, &eng), CR_OK);
+    assert_int_equal(cr_engine_overlay(eng, &wave_fn, wave_ad, 1, NULL), CR_OK);
+    const cr_config *cfg = cr_engine_config(eng);
+    assert_true(cfg->caps & CR_CAP_REVERSE);
+    assert_true(cfg->caps & CR_CAP_FORWARD);
+    cr_value wave = cr_value_function(&wave_fn, NULL);
+
+    /* rrule_via_ad records wave on a sub-tape; its pullback sweeps it. */
+    cr_value x = cr_value_f64(0.7), y;
+    cr_pullback pb;
+    assert_int_equal(cr_rrule_via_ad(cfg, f->arena, &wave, &x, 1, &y, &pb), CR_OK);
+    assert_close(y.u.f64, 0.7 * sin(0.7), 1e-15);
+    cr_tangent dy = cr_tangent_f64(2.0), dx[2];
+    assert_int_equal(cr_pullback_call(f->arena, &pb, &dy, dx, 2), CR_OK);
+    assert_int_equal(dx[0].tag, CR_TAN_NONE);
+    assert_close(dx[1].u.f64, 2.0 * (sin(0.7) + 0.7 * cos(0.7)), 1e-14);
+    /* Called again (pullbacks are linear and reusable). */
+    dy = cr_tangent_f64(1.0);
+    assert_int_equal(cr_pullback_call(f->arena, &pb, &dy, dx, 2), CR_OK);
+    assert_close(dx[1].u.f64, sin(0.7) + 0.7 * cos(0.7), 1e-14);
+    /* An f32 argument gets an f32 cotangent; an integer argument NoTangent. */
+    cr_value xf = cr_value_f32(0.5f), yf;
+    assert_int_equal(cr_rrule_via_ad(cfg, f->arena, &wave, &xf, 1, &yf, &pb), CR_OK);
+    assert_int_equal(cr_pullback_call(f->arena, &pb, &dy, dx, 2), CR_OK);
+    assert_int_equal(dx[1].tag, CR_TAN_F32);
+
+    /* frule_via_ad: a forward sweep of the sub-tape. */
+    cr_tangent dargs[2] = {cr_tangent_zero(), cr_tangent_f64(3.0)}, dyf;
+    assert_int_equal(cr_frule_via_ad(cfg, f->arena, dargs, &wave, &x, 1, &y, &dyf), CR_OK);
+    assert_close(dyf.u.f64, 3.0 * (sin(0.7) + 0.7 * cos(0.7)), 1e-14);
+
+    /* A primitive goes to its own rule. */
+    assert_int_equal(cr_rrule_via_ad(cfg, f->arena, &cr_fn_exp, &x, 1, &y, &pb), CR_OK);
+    assert_int_equal(cr_pullback_call(f->arena, &pb, &dy, dx, 2), CR_OK);
+    assert_close(dx[1].u.f64, exp(0.7), 1e-15);
+
+    /* Without the engine, wave cannot be differentiated. */
+    assert_int_equal(cr_rrule_via_ad(cr_engine_config(NULL), f->arena, &wave, &x, 1, &y, &pb),
+                     CR_ENORULE);
+    assert_contains(cr_ctx_errmsg(f->ctx), "wave(f64)");
+    /* A configuration without reverse mode */
+    assert_int_equal(cr_rrule_via_ad(NULL, f->arena, &wave, &x, 1, &y, &pb), CR_ENOCAP);
+
+    /* The higher-order rule on a tape: twice_g with g = wave. */
+    static const cr_argspec any1[1] = {{CR_M_F64, NULL}};
+    cr_rule_def def = {.struct_size = sizeof def, .fn = &twice_fn, .nargs = 1, .args = any1,
+                       .caps = CR_CAP_REVERSE, .rrule = twice_rrule};
+    assert_int_equal(cr_engine_from_rrule(eng, &def), CR_OK);
+    twice_self self = {&wave_fn};
+    cr_value tw = cr_value_function(&twice_fn, &self);
+    cr_tape *t;
+    cr_tape_params p = {.struct_size = sizeof p, .engine = eng};
+    assert_int_equal(cr_tape_new(f->ctx, &p, &t), CR_OK);
+    const double pts[] = {0.7, -1.3, 2.1};
+    for (size_t i = 0; i < 3; i++) {
+        cr_tape_reset(t);
+        cr_var v = cr_tape_input(t, pts[i]);
+        cr_var w = cr_tape_call1(t, &tw, &v, 1);
+        double wv;
+        wave_wave(pts[i], &wv, NULL);
+        assert_close(w.v, wv, 1e-14);
+        double g;
+        assert_int_equal(cr_tape_gradient(t, w, &v, 1, &g), CR_OK);
+        assert_close(g, fd1(wave_wave, NULL, pts[i]), FD_RTOL);
+    }
+    /* A configuration without CR_CAP_REVERSE does not see the rule. */
+    cr_config nocap = *cfg;
+    nocap.caps = 0;
+    assert_int_equal(cr_rrule(&nocap, f->arena, &tw, &x, 1, &y, &pb), CR_NOTHING);
+    cr_tape_free(t);
+    cr_engine_free(eng);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_overlay, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_primitive_rule, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_tuple_rule, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_zero_adjoint_and_failures, fixture_setup,
+                                        fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_via_ad, fixture_setup, fixture_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
