@@ -320,8 +320,8 @@ int main(int argc, char **argv)
         return 2;
     }
     if (fn->arity >= 0 && (size_t)fn->arity != nargs) {
-        fprintf(stderr, "chainrules-eval: %s takes %d argument%s, %zu given\n", fn->name,
-                fn->arity, fn->arity == 1 ? "" : "s", nargs);
+        fprintf(stderr, "chainrules-eval: %s takes %d argument%s, %zu given\n", fn->name, fn->arity,
+                fn->arity == 1 ? "" : "s", nargs);
         return 2;
     }
     cr_value args[MAX_ARGS];

@@ -54,7 +54,8 @@ static void puts_(buf *b, const char *s)
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
-static void printf_(buf *b, const char *fmt, ...)
+static void
+printf_(buf *b, const char *fmt, ...)
 {
     char tmp[2048];
     va_list ap;
@@ -150,6 +151,17 @@ static void put_points(buf *b, const cr_rule_test *t, size_t n)
     }
 }
 
+/* Whether every argument of the rule may be a scalar (a number, an integer, a bool): the
+ * rules of this page, not the array and linear-algebra families'. */
+static bool scalar_signature(const cr_rule_info *info)
+{
+    const uint32_t scalars = CR_M_F64 | CR_M_F32 | CR_M_C128 | CR_M_INT | CR_M_BOOL;
+    for (size_t j = 0; j < info->nargs; j++)
+        if ((info->args[j].mask & scalars) == 0)
+            return false;
+    return info->nargs > 0;
+}
+
 static void generate(buf *b)
 {
     const cr_registry *reg = cr_registry_builtin();
@@ -188,10 +200,10 @@ static void generate(buf *b)
     printf_(b, "\n%zu rows.\n", nrows);
 
     puts_(b, "\n## Hand-written rules\n\n");
-    puts_(b, "Rules written as a frule and an rrule with a named pullback (tuple outputs with an "
-             "integer, variadic signatures, non-holomorphic complex functions, special "
-             "functions). Their derivatives and conventions are documented where they are "
-             "defined (rules_math.h, rules_complex.h, rules_special.h).\n\n");
+    puts_(b, "Rules with scalar arguments written as a frule and an rrule with a named pullback "
+             "(tuple outputs with an integer, variadic signatures, non-holomorphic complex "
+             "functions, special functions). Their derivatives and conventions are documented "
+             "where they are defined (rules_math.h, rules_complex.h, rules_special.h).\n\n");
     puts_(b, "| signature | frule | rrule | sampling box | hard points |\n");
     puts_(b, "|---|---|---|---|---|\n");
     size_t nhand = 0;
@@ -201,7 +213,7 @@ static void generate(buf *b)
             continue;
         const cr_scalar_rule *row = cr_scalar_rule_of(info.fn);
         if (info.non_differentiable || info.no_frule || info.no_rrule ||
-            (row != NULL && !info.variadic && info.def->udata == row))
+            (row != NULL && !info.variadic && info.def->udata == row) || !scalar_signature(&info))
             continue;
         nhand++;
         cr_signature_str(info.fn->name, info.args, info.nargs, info.variadic, sig, sizeof sig);
@@ -225,7 +237,8 @@ static void generate(buf *b)
     size_t nnd = 0;
     for (size_t i = 0; i < n; i++) {
         cr_rule_info info;
-        if (cr_registry_get(reg, i, &info) != CR_OK || !info.non_differentiable)
+        if (cr_registry_get(reg, i, &info) != CR_OK || !info.non_differentiable ||
+            !scalar_signature(&info))
             continue;
         cr_signature_str(info.fn->name, info.args, info.nargs, info.variadic, sig, sizeof sig);
         printf_(b, "%s`%s`", nnd ? ", " : "", sig);

@@ -9,49 +9,51 @@
 #include "../rules/rules_impl.h"
 
 /* Declares the cr_function of a row and its exported function value cr_fn_NAME. */
-#define DEFINE_FN(NAME, STR, NIN)                                                          \
-    static const cr_function NAME##_function = CR_SCALAR_FUNCTION(STR, NAME##_row, NIN);   \
+#define DEFINE_FN(NAME, STR, NIN)                                                        \
+    static const cr_function NAME##_function = CR_SCALAR_FUNCTION(STR, NAME##_row, NIN); \
     const cr_value cr_fn_##NAME = {.kind = CR_KIND_FUNC, .u.func = {&NAME##_function, NULL}};
 
 /* Number of points of a hard-point array of NIN coordinates each. */
 #define NPTS(PTS, NIN) (sizeof(PTS) / sizeof(PTS)[0] / (NIN))
 
 /* The test registration of row NAME from NAME_lo, NAME_hi and NAME_pts (see math.c). */
-#define TESTREG(NAME)                                                                      \
-    .test = {.lo = NAME##_lo,                                                              \
-             .hi = NAME##_hi,                                                              \
-             .npoints = sizeof NAME##_pts / sizeof NAME##_pts[0] / NAME##_nin,             \
+#define TESTREG(NAME)                                                          \
+    .test = {.lo = NAME##_lo,                                                  \
+             .hi = NAME##_hi,                                                  \
+             .npoints = sizeof NAME##_pts / sizeof NAME##_pts[0] / NAME##_nin, \
              .points = NAME##_pts}
 
 static const double k_box2_lo[] = {-3, -3}, k_box2_hi[] = {3, 3};
 
 /* x + y: ∂/∂x = 1, ∂/∂y = 1 */
-static const double add_pts[] = {1e-300, -1e-300};
+static const double add_pts[] = {1e-300, -1e-300, 1e300, 1e300};
 CR_SCALAR_EVALS(add, 2, 1, Y[0] = x[0] + x[1], D[0] = 1; D[1] = 1)
 static const cr_scalar_rule add_row = CR_SCALAR_ROW_EX(
-    add, .test = {.lo = k_box2_lo, .hi = k_box2_hi, .npoints = NPTS(add_pts, 2), .points = add_pts});
+    add,
+    .test = {.lo = k_box2_lo, .hi = k_box2_hi, .npoints = NPTS(add_pts, 2), .points = add_pts});
 DEFINE_FN(add, "+", 2)
 
 /* x - y: ∂/∂x = 1, ∂/∂y = -1 */
-static const double sub_pts[] = {1e-300, 1e-300};
+static const double sub_pts[] = {1e-300, 1e-300, 1e300, -1e300};
 CR_SCALAR_EVALS(sub, 2, 1, Y[0] = x[0] - x[1], D[0] = 1; D[1] = -1)
 static const cr_scalar_rule sub_row = CR_SCALAR_ROW_EX(
-    sub, .test = {.lo = k_box2_lo, .hi = k_box2_hi, .npoints = NPTS(sub_pts, 2), .points = sub_pts});
+    sub,
+    .test = {.lo = k_box2_lo, .hi = k_box2_hi, .npoints = NPTS(sub_pts, 2), .points = sub_pts});
 DEFINE_FN(sub, "-", 2)
 
 /* x * y: ∂/∂x = y, ∂/∂y = x */
-static const double mul_pts[] = {1e-300, 1e300};
+static const double mul_pts[] = {1e-300, 1e300, 1e200, 1e100};
 CR_SCALAR_EVALS(mul, 2, 1, Y[0] = x[0] * x[1], D[0] = x[1]; D[1] = x[0])
 static const cr_scalar_rule mul_row = CR_SCALAR_ROW_EX(
-    mul, .test = {.lo = k_box2_lo, .hi = k_box2_hi, .npoints = NPTS(mul_pts, 2), .points = mul_pts});
+    mul,
+    .test = {.lo = k_box2_lo, .hi = k_box2_hi, .npoints = NPTS(mul_pts, 2), .points = mul_pts});
 DEFINE_FN(mul, "*", 2)
 
 /* x / y: ∂/∂x = 1/y, ∂/∂y = -Ω/y */
 static const double div_lo[] = {-3, 0.2}, div_hi[] = {3, 3};
-static const double div_pts[] = {1e-300, 1e300, 1, -3};
+static const double div_pts[] = {1e-300, 1e300, 1, -3, 1e200, 1e-100};
 CR_SCALAR_EVALS(div, 2, 1, Y[0] = x[0] / x[1], D[0] = 1 / x[1]; D[1] = -Y[0] / x[1])
-static const cr_scalar_rule div_row =
-    CR_SCALAR_ROW_EX(div, TESTREG(div), .notes = "y != 0");
+static const cr_scalar_rule div_row = CR_SCALAR_ROW_EX(div, TESTREG(div), .notes = "y != 0");
 DEFINE_FN(div, "/", 2)
 
 /* -x: ∂/∂x = -1 */
@@ -59,43 +61,51 @@ static const double k_box1_lo[] = {-3}, k_box1_hi[] = {3};
 static const double neg_pts[] = {1e300, -1e-300};
 CR_SCALAR_EVALS(neg, 1, 1, Y[0] = -x[0], D[0] = -1)
 static const cr_scalar_rule neg_row = CR_SCALAR_ROW_EX(
-    neg, .test = {.lo = k_box1_lo, .hi = k_box1_hi, .npoints = NPTS(neg_pts, 1), .points = neg_pts});
+    neg,
+    .test = {.lo = k_box1_lo, .hi = k_box1_hi, .npoints = NPTS(neg_pts, 1), .points = neg_pts});
 DEFINE_FN(neg, "neg", 1)
 
 /* identity(x) = x: 1 */
 static const double identity_pts[] = {1e300, -1e-300};
 CR_SCALAR_EVALS(identity, 1, 1, Y[0] = x[0], D[0] = 1)
-static const cr_scalar_rule identity_row = CR_SCALAR_ROW_EX(
-    identity, .test = {.lo = k_box1_lo, .hi = k_box1_hi, .npoints = NPTS(identity_pts, 1), .points = identity_pts});
+static const cr_scalar_rule identity_row =
+    CR_SCALAR_ROW_EX(identity, .test = {.lo = k_box1_lo,
+                                        .hi = k_box1_hi,
+                                        .npoints = NPTS(identity_pts, 1),
+                                        .points = identity_pts});
 DEFINE_FN(identity, "identity", 1)
 
 /* inv(x) = 1/x: -Ω² */
 static const double inv_lo[] = {0.2}, inv_hi[] = {3};
-static const double inv_pts[] = {-1e150, 1e300, -3};
+static const double inv_pts[] = {-1e150, 1e300, -3, 1e-150};
 CR_SCALAR_EVALS(inv, 1, 1, Y[0] = 1 / x[0], D[0] = -(Y[0] * Y[0]))
-static const cr_scalar_rule inv_row =
-    CR_SCALAR_ROW_EX(inv, TESTREG(inv), .notes = "x != 0");
+static const cr_scalar_rule inv_row = CR_SCALAR_ROW_EX(inv, TESTREG(inv), .notes = "x != 0");
 DEFINE_FN(inv, "inv", 1)
 
 /* square(x) = x^2 (Julia's literal x^2): 2x */
 static const double square_pts[] = {1e150, -1e-150, 3};
 CR_SCALAR_EVALS(square, 1, 1, Y[0] = x[0] * x[0], D[0] = 2 * x[0])
-static const cr_scalar_rule square_row = CR_SCALAR_ROW_EX(
-    square, .test = {.lo = k_box1_lo, .hi = k_box1_hi, .npoints = NPTS(square_pts, 1), .points = square_pts},
-    .notes = "Julia's x^2 (Base.literal_pow)");
+static const cr_scalar_rule square_row =
+    CR_SCALAR_ROW_EX(square,
+                     .test = {.lo = k_box1_lo,
+                              .hi = k_box1_hi,
+                              .npoints = NPTS(square_pts, 1),
+                              .points = square_pts},
+                     .notes = "Julia's x^2 (Base.literal_pow)");
 DEFINE_FN(square, "square", 1)
 
 /* cube(x) = x^3 (Julia's literal x^3): 3x² */
 static const double cube_pts[] = {1e100, -1e-100, 3};
 CR_SCALAR_EVALS(cube, 1, 1, T x2_ = x[0] * x[0]; Y[0] = x2_ * x[0], D[0] = 3 * (x[0] * x[0]))
 static const cr_scalar_rule cube_row = CR_SCALAR_ROW_EX(
-    cube, .test = {.lo = k_box1_lo, .hi = k_box1_hi, .npoints = NPTS(cube_pts, 1), .points = cube_pts},
+    cube,
+    .test = {.lo = k_box1_lo, .hi = k_box1_hi, .npoints = NPTS(cube_pts, 1), .points = cube_pts},
     .notes = "Julia's x^3 (Base.literal_pow)");
 DEFINE_FN(cube, "cube", 1)
 
 /* sign(x) (Julia: ±1, ±0 at ±0, NaN at NaN): 0, also at 0 (ChainRules) */
 static const double sign_lo[] = {0.2}, sign_hi[] = {3};
-static const double sign_pts[] = {-2, -1e300};
+static const double sign_pts[] = {-2, -1e300, 1e-300};
 CR_SCALAR_EVALS_REAL(sign, 1, 1, Y[0] = x[0] > 0 ? 1 : x[0] < 0 ? -1 : x[0], D[0] = 0)
 static const cr_scalar_rule sign_row = CR_SCALAR_ROW_REAL_EX(
     sign, TESTREG(sign), .notes = "derivative 0 everywhere, the jump at 0 included (ChainRules)");
@@ -103,18 +113,24 @@ DEFINE_FN(sign, "sign", 1)
 
 /* muladd(x, y, z) = xy + z: (y, x, 1) */
 static const double k_box3_lo[] = {-3, -3, -3}, k_box3_hi[] = {3, 3, 3};
-static const double muladd_pts[] = {1e-300, 1e-300, 1e-310};
+static const double muladd_pts[] = {1e-300, 1e-300, 1e-310, 1e200, 1e100, -1e300};
 CR_SCALAR_EVALS(muladd, 3, 1, Y[0] = x[0] * x[1] + x[2], D[0] = x[1]; D[1] = x[0]; D[2] = 1)
 static const cr_scalar_rule muladd_row = CR_SCALAR_ROW_EX(
-    muladd, .test = {.lo = k_box3_lo, .hi = k_box3_hi, .npoints = NPTS(muladd_pts, 3), .points = muladd_pts});
+    muladd,
+    .test = {
+        .lo = k_box3_lo, .hi = k_box3_hi, .npoints = NPTS(muladd_pts, 3), .points = muladd_pts});
 DEFINE_FN(muladd, "muladd", 3)
 
 /* clamp(x, lo, hi) (Julia): (1, 0, 0) inside, (0, 1, 0) below lo, (0, 0, 1) above hi; at
  * x == lo or x == hi the derivative goes to x (ChainRules) */
 static const double clamp_lo[] = {-1, -3, 2}, clamp_hi[] = {1, -2, 3};
 static const double clamp_pts[] = {-2.5, -2, 2, 2.5, -2, 2, 1e-300, -1, 1};
-CR_SCALAR_EVALS_REAL(clamp, 3, 1, Y[0] = x[0] > x[2] ? x[2] : x[0] < x[1] ? x[1] : x[0],
-                     D[1] = x[0] < x[1]; D[2] = x[2] < x[0]; D[0] = !(D[1] != 0 || D[2] != 0))
+CR_SCALAR_EVALS_REAL(clamp, 3, 1,
+                     Y[0] = x[0] > x[2]   ? x[2]
+                            : x[0] < x[1] ? x[1]
+                                          : x[0],
+                     D[1] = x[0] < x[1];
+                     D[2] = x[2] < x[0]; D[0] = !(D[1] != 0 || D[2] != 0))
 static const cr_scalar_rule clamp_row = CR_SCALAR_ROW_REAL_EX(
     clamp, TESTREG(clamp),
     .notes = "at x == lo or x == hi the derivative goes to x: (1, 0, 0) (ChainRules)");
@@ -122,13 +138,13 @@ DEFINE_FN(clamp, "clamp", 3)
 
 /* max(x, y) (Julia: NaN if either is NaN, max(-0.0, 0.0) = 0.0): (x > y, !(x > y)) */
 static const double max_lo[] = {0.5, -2}, max_hi[] = {2, 0};
-static const double max_pts[] = {1, 2, 3, -1};
+static const double max_pts[] = {1, 2, 3, -1, -1e300, 1e300};
 CR_SCALAR_EVALS_REAL(max, 2, 1,
                      Y[0] = isnan(x[0]) || isnan(x[1]) ? x[0] + x[1]
-                            : (x[1] > x[0] || (signbit(x[1]) == 0 && signbit(x[0]) != 0))
-                                ? x[1]
-                                : x[0],
-                     D[0] = x[0] > x[1]; D[1] = !(x[0] > x[1]))
+                            : (x[1] > x[0] || (signbit(x[1]) == 0 && signbit(x[0]) != 0)) ? x[1]
+                                                                                          : x[0],
+                     D[0] = x[0] > x[1];
+                     D[1] = !(x[0] > x[1]))
 static const cr_scalar_rule max_row = CR_SCALAR_ROW_REAL_EX(
     max, TESTREG(max),
     .notes = "tie x == y: (0, 1) (ChainRules); NaN arguments give NaN and the partials of the "
@@ -140,18 +156,18 @@ static const double min_lo[] = {-2, 0.5}, min_hi[] = {0, 2};
 static const double min_pts[] = {1, 2, 3, -1, -1e300, 1e300};
 CR_SCALAR_EVALS_REAL(min, 2, 1,
                      Y[0] = isnan(x[0]) || isnan(x[1]) ? x[0] + x[1]
-                            : (x[1] < x[0] || (signbit(x[1]) != 0 && signbit(x[0]) == 0))
-                                ? x[1]
-                                : x[0],
-                     D[0] = !(x[0] > x[1]); D[1] = x[0] > x[1])
+                            : (x[1] < x[0] || (signbit(x[1]) != 0 && signbit(x[0]) == 0)) ? x[1]
+                                                                                          : x[0],
+                     D[0] = !(x[0] > x[1]);
+                     D[1] = x[0] > x[1])
 static const cr_scalar_rule min_row = CR_SCALAR_ROW_REAL_EX(
     min, TESTREG(min),
     .notes = "tie x == y: (1, 0) (ChainRules); NaN arguments give NaN and the partials of the "
              "comparison, (1, 0)");
 DEFINE_FN(min, "min", 2)
 
-const cr_value cr_fn_ignore_derivatives = {
-    .kind = CR_KIND_FUNC, .u.func = {&cr_function_ignore_derivatives, NULL}};
+const cr_value cr_fn_ignore_derivatives = {.kind = CR_KIND_FUNC,
+                                           .u.func = {&cr_function_ignore_derivatives, NULL}};
 
 /* ---- evalpoly(x, c0, c1, ..., c_{n-1}) = c0 + c1 x + ... + c_{n-1} x^(n-1) ---------------- */
 
@@ -333,8 +349,8 @@ const cr_value cr_fn_evalpoly = {.kind = CR_KIND_FUNC, .u.func = {&evalpoly_func
 
 /* frule: Δy = p'(x) Δx + sum_i x^i Δc_i (the second sum by Horner's scheme too). */
 static cr_status evalpoly_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                                const cr_value *f, const cr_value *args, size_t nargs,
-                                cr_value *y, cr_tangent *dy, const void *udata)
+                                const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                                cr_tangent *dy, const void *udata)
 {
     (void)cfg;
     (void)udata;
@@ -371,8 +387,8 @@ typedef struct evalpoly_env {
     /* nargs argument kinds follow */
 } evalpoly_env;
 
-static cr_status evalpoly_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                   cr_arena *arena, void *env)
+static cr_status evalpoly_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                   void *env)
 {
     (void)nx;
     const evalpoly_env *e = env;
@@ -419,7 +435,7 @@ static cr_status evalpoly_rrule(const cr_config *cfg, cr_arena *arena, const cr_
 
 /* Test registration of the variadic rule: as many coordinates as matchers (x, c0, c1). */
 static const double evalpoly_lo[] = {-2, -3, -3}, evalpoly_hi[] = {2, 3, 3};
-static const double evalpoly_pts[] = {-0.5, 1e-300, -1};
+static const double evalpoly_pts[] = {-0.5, 1e-300, -1, 1e300, 1, 2};
 static const cr_rule_test evalpoly_test = {
     .npoints = NPTS(evalpoly_pts, 3), .points = evalpoly_pts, .lo = evalpoly_lo, .hi = evalpoly_hi};
 
@@ -434,9 +450,8 @@ static const struct {
     {&neg_function, &neg_row},       {&identity_function, &identity_row},
     {&inv_function, &inv_row},       {&square_function, &square_row},
     {&cube_function, &cube_row},     {&sign_function, &sign_row},
-    {&muladd_function, &muladd_row},
-    {&clamp_function, &clamp_row},   {&max_function, &max_row},
-    {&min_function, &min_row},
+    {&muladd_function, &muladd_row}, {&clamp_function, &clamp_row},
+    {&max_function, &max_row},       {&min_function, &min_row},
 };
 
 cr_status cr__family_basic(cr_registry *reg)

@@ -21,8 +21,8 @@
 #include "../rules/rules_impl.h"
 
 /* Declares the cr_function of a row and its exported function value cr_fn_NAME. */
-#define DEFINE_FN(NAME, STR, NIN)                                                          \
-    static const cr_function NAME##_function = CR_SCALAR_FUNCTION(STR, NAME##_row, NIN);   \
+#define DEFINE_FN(NAME, STR, NIN)                                                        \
+    static const cr_function NAME##_function = CR_SCALAR_FUNCTION(STR, NAME##_row, NIN); \
     const cr_value cr_fn_##NAME = {.kind = CR_KIND_FUNC, .u.func = {&NAME##_function, NULL}};
 
 /* Number of points of a hard-point array of NIN coordinates each. */
@@ -30,25 +30,25 @@
 
 /* The test registration of row NAME from the arrays NAME_lo, NAME_hi (sampling box, one
  * bound per argument) and NAME_pts (hard points, nin coordinates each). */
-#define TESTREG(NAME)                                                                      \
-    .test = {.lo = NAME##_lo,                                                              \
-             .hi = NAME##_hi,                                                              \
-             .npoints = sizeof NAME##_pts / sizeof NAME##_pts[0] / NAME##_nin,             \
+#define TESTREG(NAME)                                                          \
+    .test = {.lo = NAME##_lo,                                                  \
+             .hi = NAME##_hi,                                                  \
+             .npoints = sizeof NAME##_pts / sizeof NAME##_pts[0] / NAME##_nin, \
              .points = NAME##_pts}
 
 /* ---- Constants ------------------------------------------------------------------------ */
 
 /* Pairs HI + LO are the constant to about 107 bits (HI is the nearest double, LO the
  * nearest double to the remainder); they were computed with MPFR at 512 bits. */
-#define PI_HI      0x1.921fb54442d18p+1  /* pi */
+#define PI_HI      0x1.921fb54442d18p+1 /* pi */
 #define PI_LO      0x1.1a62633145c07p-53
-#define D2R_HI     0x1.1df46a2529d39p-6  /* pi/180 */
+#define D2R_HI     0x1.1df46a2529d39p-6 /* pi/180 */
 #define D2R_LO     0x1.5c1d8becdd291p-62
-#define R2D_HI     0x1.ca5dc1a63c1f8p+5  /* 180/pi */
+#define R2D_HI     0x1.ca5dc1a63c1f8p+5 /* 180/pi */
 #define R2D_LO     -0x1.1e7ab456405f9p-49
-#define LN2        0x1.62e42fefa39efp-1  /* log(2), rounded */
-#define LN10       0x1.26bb1bbb55516p+1  /* log(10), rounded */
-#define TWO_SQRTPI 0x1.20dd750429b6dp+0  /* 2/sqrt(pi), rounded */
+#define LN2        0x1.62e42fefa39efp-1 /* log(2), rounded */
+#define LN10       0x1.26bb1bbb55516p+1 /* log(10), rounded */
+#define TWO_SQRTPI 0x1.20dd750429b6dp+0 /* 2/sqrt(pi), rounded */
 
 /* NaN, infinity and the imaginary unit as double (the <math.h> macros are float). */
 #define DNAN ((double)NAN)
@@ -58,21 +58,21 @@
 /* Dispatch a private helper on the type of its first argument: NAME_f for float, NAME_c
  * for double complex, NAME_d otherwise (double). The rows' bodies are instantiated for
  * each type, so a helper gets the type of the instantiation. */
-#define GEN(NAME, X) _Generic((X), float: NAME##_f, cr_complex: NAME##_c, default: NAME##_d)
+#define GEN(NAME, X) _Generic((X), float : NAME##_f, cr_complex : NAME##_c, default : NAME##_d)
 /* The same for real-only helpers. */
-#define GENR(NAME, X) _Generic((X), float: NAME##_f, default: NAME##_d)
+#define GENR(NAME, X) _Generic((X), float : NAME##_f, default : NAME##_d)
 
 /* A float helper that evaluates the double helper and rounds once: the float rows are then
  * as accurate as the double ones allow. */
-#define FLOAT_VIA_DOUBLE(NAME)                                                             \
-    static float NAME##_f(float x)                                                         \
-    {                                                                                      \
-        return (float)NAME##_d((double)x);                                                 \
+#define FLOAT_VIA_DOUBLE(NAME)             \
+    static float NAME##_f(float x)         \
+    {                                      \
+        return (float)NAME##_d((double)x); \
     }
-#define FLOAT_VIA_DOUBLE2(NAME)                                                            \
-    static float NAME##_f(float x, float y)                                                \
-    {                                                                                      \
-        return (float)NAME##_d((double)x, (double)y);                                      \
+#define FLOAT_VIA_DOUBLE2(NAME)                       \
+    static float NAME##_f(float x, float y)           \
+    {                                                 \
+        return (float)NAME##_d((double)x, (double)y); \
     }
 
 /* re + i im, keeping the signs of zeros (C11's CMPLX is missing from some compilers). */
@@ -698,10 +698,10 @@ FLOAT_VIA_DOUBLE(derf)
 #define PSI_ROOT_LO 0x1.b86a722197829p-54
 
 static const double k_psi_taylor[40] = {
-    0x1.ef72bc8ee38acp-1,  -0x1.c563b54aa1a35p-2, 0x1.08b4294d50381p-2,  -0x1.4fc1317257da8p-3,
-    0x1.b9a5b6370f3abp-4,  -0x1.27baba261cc2cp-4, 0x1.8fce02b239ca7p-5,  -0x1.0fa7ec36a7d8fp-5,
-    0x1.723d6807edccp-6,   -0x1.f970508e1b6a2p-7, 0x1.5955caaa962f3p-7,  -0x1.d828079282eb8p-8,
-    0x1.42e1acf81d8dcp-8,  -0x1.b9afc7cee8a14p-9, 0x1.2e23345f79aafp-9,  -0x1.9d626f71d1f7ap-10,
+    0x1.ef72bc8ee38acp-1,  -0x1.c563b54aa1a35p-2,  0x1.08b4294d50381p-2,  -0x1.4fc1317257da8p-3,
+    0x1.b9a5b6370f3abp-4,  -0x1.27baba261cc2cp-4,  0x1.8fce02b239ca7p-5,  -0x1.0fa7ec36a7d8fp-5,
+    0x1.723d6807edccp-6,   -0x1.f970508e1b6a2p-7,  0x1.5955caaa962f3p-7,  -0x1.d828079282eb8p-8,
+    0x1.42e1acf81d8dcp-8,  -0x1.b9afc7cee8a14p-9,  0x1.2e23345f79aafp-9,  -0x1.9d626f71d1f7ap-10,
     0x1.1acebbd761089p-10, -0x1.82f6345c65b35p-11, 0x1.08bdae1a261d4p-11, -0x1.6a3fddea11304p-12,
     0x1.efacab6fb8985p-13, -0x1.531f5dc5eb563p-13, 0x1.d0080f810fab5p-14, -0x1.3d7972688af67p-14,
     0x1.b2691182c5c34p-15, -0x1.29357f7d6cb86p-15, 0x1.96ae4a8e32b49p-16, -0x1.163cc7373be8bp-16,
@@ -715,12 +715,13 @@ static double digamma_pos(double x)
     if (x >= 10) {
         double r = 1 / x, r2 = r * r;
         /* -sum B_2k/(2k) r^2k, k = 1..8, in Horner form */
-        double s = r2 * (1.0 / 12 -
-                         r2 * (1.0 / 120 -
-                               r2 * (1.0 / 252 -
-                                     r2 * (1.0 / 240 -
-                                           r2 * (1.0 / 132 -
-                                                 r2 * (691.0 / 32760 -
+        double s =
+            r2 *
+            (1.0 / 12 -
+             r2 * (1.0 / 120 -
+                   r2 * (1.0 / 252 -
+                         r2 * (1.0 / 240 -
+                               r2 * (1.0 / 132 - r2 * (691.0 / 32760 -
                                                        r2 * (1.0 / 12 - r2 * (3617.0 / 8160))))))));
         return log(x) - 0.5 * r - s;
     }
@@ -828,8 +829,8 @@ static float rem_partial_f(rem_kind kind, int wrt, float x, float y, float r)
     return (float)rem_partial_d(kind, wrt, (double)x, (double)y, (double)r);
 }
 
-#define REM_PARTIAL(KIND, WRT, X, Y, R)                                                    \
-    _Generic((X), float: rem_partial_f, default: rem_partial_d)(KIND, WRT, X, Y, R)
+#define REM_PARTIAL(KIND, WRT, X, Y, R) \
+    _Generic((X), float : rem_partial_f, default : rem_partial_d)(KIND, WRT, X, Y, R)
 
 /* Julia's mod(x, y) = x - floor(x/y) y: the remainder with the sign of y. */
 static double mod_d(double x, double y)
@@ -939,28 +940,29 @@ FLOAT_VIA_DOUBLE2(dlogaddexp)
 
 /* sin(x): cos(x). Huge arguments (sin(1e22)) rely on the C library's exact reduction. */
 static const double sin_lo[] = {-3.5}, sin_hi[] = {3.5};
-static const double sin_pts[] = {3.141592653589793, -1e-300, 0x1p-1074, 1.5707963267948966};
+static const double sin_pts[] = {3.141592653589793,  -1e-300, 0x1p-1074,
+                                 1.5707963267948966, 1e22,    1e300};
 CR_SCALAR_EVALS(sin, 1, 1, Y[0] = sin(x[0]), D[0] = cos(x[0]))
 static const cr_scalar_rule sin_row = CR_SCALAR_ROW_EX(sin, TESTREG(sin));
 DEFINE_FN(sin, "sin", 1)
 
 /* cos(x): -sin(x) */
 static const double cos_lo[] = {-3.5}, cos_hi[] = {3.5};
-static const double cos_pts[] = {3.141592653589793, 1.5707963267948966, 1e-300};
+static const double cos_pts[] = {3.141592653589793, 1.5707963267948966, 1e-300, 1e22, 1e300};
 CR_SCALAR_EVALS(cos, 1, 1, Y[0] = cos(x[0]), D[0] = -sin(x[0]))
 static const cr_scalar_rule cos_row = CR_SCALAR_ROW_EX(cos, TESTREG(cos));
 DEFINE_FN(cos, "cos", 1)
 
 /* sincos(x) = (sin x, cos x): partials (cos x, -sin x) */
 static const double sincos_lo[] = {-3.5}, sincos_hi[] = {3.5};
-static const double sincos_pts[] = {3.141592653589793, 1.5707963267948966};
+static const double sincos_pts[] = {3.141592653589793, 1.5707963267948966, 1e22, 1e300};
 CR_SCALAR_EVALS(sincos, 1, 2, Y[0] = sin(x[0]); Y[1] = cos(x[0]), D[0] = Y[1]; D[1] = -Y[0])
 static const cr_scalar_rule sincos_row = CR_SCALAR_ROW_EX(sincos, TESTREG(sincos));
 DEFINE_FN(sincos, "sincos", 1)
 
 /* tan(x): 1 + Ω² */
 static const double tan_lo[] = {-1.4}, tan_hi[] = {1.4};
-static const double tan_pts[] = {1e-300};
+static const double tan_pts[] = {1e-300, 1e22, 1.5707963267948966, -1.5707963267948966, 1e300};
 CR_SCALAR_EVALS(tan, 1, 1, Y[0] = tan(x[0]), D[0] = 1 + Y[0] * Y[0])
 static const cr_scalar_rule tan_row = CR_SCALAR_ROW_EX(tan, TESTREG(tan));
 DEFINE_FN(tan, "tan", 1)
@@ -968,8 +970,8 @@ DEFINE_FN(tan, "tan", 1)
 /* asin(x): 1/sqrt((1 - x)(1 + x)); the product form keeps accuracy near |x| = 1 where
  * 1 - x*x cancels. */
 static const double asin_lo[] = {-0.99}, asin_hi[] = {0.99};
-static const double asin_pts[] = {0.9999999999, -0.9999999999, 0x1.fffffffffffffp-1,
-                                  -0x1.fffffffffffffp-1, 1 - 0x1p-30, 1e-300};
+static const double asin_pts[] = {0.9999999999,          -0.9999999999, 0x1.fffffffffffffp-1,
+                                  -0x1.fffffffffffffp-1, 1 - 0x1p-30,   1e-300};
 CR_SCALAR_EVALS(asin, 1, 1, Y[0] = asin(x[0]), D[0] = 1 / sqrt((1 - x[0]) * (1 + x[0])))
 static const cr_scalar_rule asin_row =
     CR_SCALAR_ROW_EX(asin, TESTREG(asin), .notes = "-1 < x < 1 for real x; ±inf at ±1");
@@ -993,9 +995,9 @@ DEFINE_FN(atan, "atan", 1)
 
 /* atan2(y, x): (x, -y)/(x² + y²), scaled (see atan2_partials_d) */
 static const double atan2_lo[] = {0.2, 0.2}, atan2_hi[] = {3, 3};
-static const double atan2_pts[] = {1e200, 1e200, 1e300, 1.0, 1.0, 1e300, 1.0, -1e-300, 3.0, -4.0};
-CR_SCALAR_EVALS_REAL(atan2, 2, 1, Y[0] = atan2(x[0], x[1]),
-                     D[0] = GENR(atan2_dy, x[0])(x[0], x[1]);
+static const double atan2_pts[] = {1e200,   1e200, 1e300, 1.0,    1.0,    1e300,   1.0,
+                                   -1e-300, 3.0,   -4.0,  1e-200, 1e-200, -1e-310, 5e-324};
+CR_SCALAR_EVALS_REAL(atan2, 2, 1, Y[0] = atan2(x[0], x[1]), D[0] = GENR(atan2_dy, x[0])(x[0], x[1]);
                      D[1] = GENR(atan2_dx, x[0])(x[0], x[1]))
 static const cr_scalar_rule atan2_row = CR_SCALAR_ROW_REAL_EX(
     atan2, TESTREG(atan2),
@@ -1005,21 +1007,21 @@ DEFINE_FN(atan2, "atan2", 2)
 
 /* sec(x) = 1/cos(x): Ω tan(x) */
 static const double sec_lo[] = {-1.4}, sec_hi[] = {1.4};
-static const double sec_pts[] = {3.0};
+static const double sec_pts[] = {3.0, 1e22, 1.5707963267948966};
 CR_SCALAR_EVALS(sec, 1, 1, Y[0] = 1 / cos(x[0]), D[0] = Y[0] * tan(x[0]))
 static const cr_scalar_rule sec_row = CR_SCALAR_ROW_EX(sec, TESTREG(sec));
 DEFINE_FN(sec, "sec", 1)
 
 /* csc(x) = 1/sin(x): -Ω cot(x) */
 static const double csc_lo[] = {0.2}, csc_hi[] = {3};
-static const double csc_pts[] = {-2.0};
+static const double csc_pts[] = {-2.0, 1e22, 3.141592653589793, 1e-150};
 CR_SCALAR_EVALS(csc, 1, 1, Y[0] = 1 / sin(x[0]), D[0] = -Y[0] / tan(x[0]))
 static const cr_scalar_rule csc_row = CR_SCALAR_ROW_EX(csc, TESTREG(csc));
 DEFINE_FN(csc, "csc", 1)
 
 /* cot(x) = 1/tan(x): -(1 + Ω²) */
 static const double cot_lo[] = {0.2}, cot_hi[] = {3};
-static const double cot_pts[] = {-2.0, 1.5707963267948966};
+static const double cot_pts[] = {-2.0, 1.5707963267948966, 1e22, 3.141592653589793, 1e-150};
 CR_SCALAR_EVALS(cot, 1, 1, Y[0] = 1 / tan(x[0]), D[0] = -(1 + Y[0] * Y[0]))
 static const cr_scalar_rule cot_row = CR_SCALAR_ROW_EX(cot, TESTREG(cot));
 DEFINE_FN(cot, "cot", 1)
@@ -1042,7 +1044,7 @@ DEFINE_FN(acsc, "acsc", 1)
 
 /* acot(x) = atan(1/x): -1/(1 + x²) */
 static const double acot_lo[] = {0.2}, acot_hi[] = {3};
-static const double acot_pts[] = {1e200, -1e300, -0.5};
+static const double acot_pts[] = {1e200, -1e300, -0.5, 1e-200};
 CR_SCALAR_EVALS(acot, 1, 1, Y[0] = atan(1 / x[0]), D[0] = -GEN(inv1px2, x[0])(x[0]))
 static const cr_scalar_rule acot_row =
     CR_SCALAR_ROW_EX(acot, TESTREG(acot), .notes = "acot(±0) = ±pi/2 (jump at 0)");
@@ -1084,8 +1086,7 @@ DEFINE_FN(asinh, "asinh", 1)
  * roots does not overflow for huge x (x*x does); also the complex branch. */
 static const double acosh_lo[] = {1.05}, acosh_hi[] = {4};
 static const double acosh_pts[] = {1 + 0x1p-40, 1.0000000001, 1e300, 1.7e308, 1e154};
-CR_SCALAR_EVALS(acosh, 1, 1, Y[0] = acosh(x[0]),
-                D[0] = 1 / (sqrt(x[0] - 1) * sqrt(x[0] + 1)))
+CR_SCALAR_EVALS(acosh, 1, 1, Y[0] = acosh(x[0]), D[0] = 1 / (sqrt(x[0] - 1) * sqrt(x[0] + 1)))
 static const cr_scalar_rule acosh_row =
     CR_SCALAR_ROW_EX(acosh, TESTREG(acosh), .notes = "x > 1 for real x; +inf at 1");
 DEFINE_FN(acosh, "acosh", 1)
@@ -1107,14 +1108,14 @@ DEFINE_FN(sech, "sech", 1)
 
 /* csch(x) = 1/sinh(x): -Ω/tanh(x) */
 static const double csch_lo[] = {0.2}, csch_hi[] = {3};
-static const double csch_pts[] = {40, -300, 700};
+static const double csch_pts[] = {40, -300, 700, 1e-150};
 CR_SCALAR_EVALS(csch, 1, 1, Y[0] = 1 / sinh(x[0]), D[0] = -Y[0] / tanh(x[0]))
 static const cr_scalar_rule csch_row = CR_SCALAR_ROW_EX(csch, TESTREG(csch));
 DEFINE_FN(csch, "csch", 1)
 
 /* coth(x) = 1/tanh(x): -csch²(x) = -(1/sinh x)²; 1 - Ω² would cancel for large |x| */
 static const double coth_lo[] = {0.2}, coth_hi[] = {3};
-static const double coth_pts[] = {40, -300, 700};
+static const double coth_pts[] = {40, -300, 700, 1e-150};
 CR_SCALAR_EVALS(coth, 1, 1, Y[0] = 1 / tanh(x[0]), T s_ = 1 / sinh(x[0]); D[0] = -(s_ * s_))
 static const cr_scalar_rule coth_row = CR_SCALAR_ROW_EX(coth, TESTREG(coth));
 DEFINE_FN(coth, "coth", 1)
@@ -1129,7 +1130,7 @@ DEFINE_FN(asech, "asech", 1)
 
 /* acsch(x): -1/(|x| sqrt(1 + x²)) */
 static const double acsch_lo[] = {0.2}, acsch_hi[] = {3};
-static const double acsch_pts[] = {1e200, -1e300, -0.5};
+static const double acsch_pts[] = {1e200, -1e300, -0.5, 1e-300};
 CR_SCALAR_EVALS(acsch, 1, 1, Y[0] = GEN(acsch, x[0])(x[0]), D[0] = GEN(dacsch, x[0])(x[0]))
 static const cr_scalar_rule acsch_row = CR_SCALAR_ROW_EX(acsch, TESTREG(acsch));
 DEFINE_FN(acsch, "acsch", 1)
@@ -1146,7 +1147,7 @@ DEFINE_FN(acoth, "acoth", 1)
 
 /* sinpi(x) = sin(pi x), exactly reduced: pi cospi(x) */
 static const double sinpi_lo[] = {-3}, sinpi_hi[] = {3};
-static const double sinpi_pts[] = {1e15 + 0.5, 0.5, 1.0, -2.25, 1e-300, 123456.75};
+static const double sinpi_pts[] = {1e15 + 0.5, 0.5, 1.0, -2.25, 1e-300, 123456.75, 1e300};
 CR_SCALAR_EVALS_REAL(sinpi, 1, 1, Y[0] = GENR(sinpi, x[0])(x[0]),
                      D[0] = GENR(pimul, x[0])(GENR(cospi, x[0])(x[0])))
 static const cr_scalar_rule sinpi_row = CR_SCALAR_ROW_REAL_EX(
@@ -1155,19 +1156,19 @@ DEFINE_FN(sinpi, "sinpi", 1)
 
 /* cospi(x) = cos(pi x): -pi sinpi(x) */
 static const double cospi_lo[] = {-3}, cospi_hi[] = {3};
-static const double cospi_pts[] = {0.5, 1.0, -2.25, 1e-300, 123456.75, 1e300};
+static const double cospi_pts[] = {0.5, 1.0, -2.25, 1e-300, 123456.75, 1e300, 1e15 + 0.5};
 CR_SCALAR_EVALS_REAL(cospi, 1, 1, Y[0] = GENR(cospi, x[0])(x[0]),
                      D[0] = -GENR(pimul, x[0])(GENR(sinpi, x[0])(x[0])))
-static const cr_scalar_rule cospi_row = CR_SCALAR_ROW_REAL_EX(
-    cospi, TESTREG(cospi), .notes = "exact zeros at half-integers");
+static const cr_scalar_rule cospi_row =
+    CR_SCALAR_ROW_REAL_EX(cospi, TESTREG(cospi), .notes = "exact zeros at half-integers");
 DEFINE_FN(cospi, "cospi", 1)
 
 /* sincospi(x) = (sinpi(x), cospi(x)): (pi cospi(x), -pi sinpi(x)) */
 static const double sincospi_lo[] = {-3}, sincospi_hi[] = {3};
-static const double sincospi_pts[] = {0.5, 1.0, -2.25, 1e-300};
-CR_SCALAR_EVALS_REAL(sincospi, 1, 2,
-                     Y[0] = GENR(sinpi, x[0])(x[0]); Y[1] = GENR(cospi, x[0])(x[0]),
-                     D[0] = GENR(pimul, x[0])(Y[1]); D[1] = -GENR(pimul, x[0])(Y[0]))
+static const double sincospi_pts[] = {0.5, 1.0, -2.25, 1e-300, 1e15 + 0.5};
+CR_SCALAR_EVALS_REAL(sincospi, 1, 2, Y[0] = GENR(sinpi, x[0])(x[0]);
+                     Y[1] = GENR(cospi, x[0])(x[0]), D[0] = GENR(pimul, x[0])(Y[1]);
+                     D[1] = -GENR(pimul, x[0])(Y[0]))
 static const cr_scalar_rule sincospi_row = CR_SCALAR_ROW_REAL_EX(sincospi, TESTREG(sincospi));
 DEFINE_FN(sincospi, "sincospi", 1)
 
@@ -1183,26 +1184,26 @@ DEFINE_FN(sinc, "sinc", 1)
 
 /* sind(x) = sin(x°), exactly reduced: (pi/180) cosd(x) */
 static const double deg_lo[] = {-400}, deg_hi[] = {400};
-static const double sind_pts[] = {180, 90, 3.6e10 + 30, 1e-300, -45};
+static const double sind_pts[] = {180, 90, 3.6e10 + 30, 1e-300, -45, 1e22};
 CR_SCALAR_EVALS_REAL(sind, 1, 1, Y[0] = GENR(sind, x[0])(x[0]),
                      D[0] = GENR(deg2rad, x[0])(GENR(cosd, x[0])(x[0])))
-static const cr_scalar_rule sind_row =
-    CR_SCALAR_ROW_REAL_EX(sind, .test = {.lo = deg_lo, .hi = deg_hi, .npoints = NPTS(sind_pts, 1), .points = sind_pts},
-                          .notes = "exact zeros at multiples of 180");
+static const cr_scalar_rule sind_row = CR_SCALAR_ROW_REAL_EX(
+    sind, .test = {.lo = deg_lo, .hi = deg_hi, .npoints = NPTS(sind_pts, 1), .points = sind_pts},
+    .notes = "exact zeros at multiples of 180");
 DEFINE_FN(sind, "sind", 1)
 
 /* cosd(x): -(pi/180) sind(x) */
-static const double cosd_pts[] = {180, 90, 3.6e10 + 30, 1e-300, -45};
+static const double cosd_pts[] = {180, 90, 3.6e10 + 30, 1e-300, -45, 1e22};
 CR_SCALAR_EVALS_REAL(cosd, 1, 1, Y[0] = GENR(cosd, x[0])(x[0]),
                      D[0] = -GENR(deg2rad, x[0])(GENR(sind, x[0])(x[0])))
-static const cr_scalar_rule cosd_row =
-    CR_SCALAR_ROW_REAL_EX(cosd, .test = {.lo = deg_lo, .hi = deg_hi, .npoints = NPTS(cosd_pts, 1), .points = cosd_pts},
-                          .notes = "exact zeros at odd multiples of 90");
+static const cr_scalar_rule cosd_row = CR_SCALAR_ROW_REAL_EX(
+    cosd, .test = {.lo = deg_lo, .hi = deg_hi, .npoints = NPTS(cosd_pts, 1), .points = cosd_pts},
+    .notes = "exact zeros at odd multiples of 90");
 DEFINE_FN(cosd, "cosd", 1)
 
 /* tand(x): (pi/180)(1 + Ω²) */
 static const double tand_lo[] = {-80}, tand_hi[] = {80};
-static const double tand_pts[] = {180, 45, 1e-300, -135};
+static const double tand_pts[] = {180, 45, 1e-300, -135, 1e22, 89.99999};
 CR_SCALAR_EVALS_REAL(tand, 1, 1, Y[0] = GENR(tand, x[0])(x[0]),
                      D[0] = GENR(deg2rad, x[0])(1 + Y[0] * Y[0]))
 static const cr_scalar_rule tand_row = CR_SCALAR_ROW_REAL_EX(
@@ -1211,7 +1212,7 @@ DEFINE_FN(tand, "tand", 1)
 
 /* secd(x) = 1/cosd(x): (pi/180) Ω tand(x) */
 static const double secd_lo[] = {-80}, secd_hi[] = {80};
-static const double secd_pts[] = {180, 45, 1e-300};
+static const double secd_pts[] = {180, 45, 1e-300, 1e22, 89.99999};
 CR_SCALAR_EVALS_REAL(secd, 1, 1, Y[0] = 1 / GENR(cosd, x[0])(x[0]),
                      D[0] = GENR(deg2rad, x[0])(Y[0] * GENR(tand, x[0])(x[0])))
 static const cr_scalar_rule secd_row = CR_SCALAR_ROW_REAL_EX(secd, TESTREG(secd));
@@ -1219,7 +1220,7 @@ DEFINE_FN(secd, "secd", 1)
 
 /* cscd(x) = 1/sind(x): -(pi/180) Ω cotd(x) */
 static const double cscd_lo[] = {10}, cscd_hi[] = {170};
-static const double cscd_pts[] = {90, 45, -135};
+static const double cscd_pts[] = {90, 45, -135, 1e22, 0.00001};
 CR_SCALAR_EVALS_REAL(cscd, 1, 1, Y[0] = 1 / GENR(sind, x[0])(x[0]),
                      D[0] = -GENR(deg2rad, x[0])(Y[0] * GENR(cotd, x[0])(x[0])))
 static const cr_scalar_rule cscd_row = CR_SCALAR_ROW_REAL_EX(cscd, TESTREG(cscd));
@@ -1227,7 +1228,7 @@ DEFINE_FN(cscd, "cscd", 1)
 
 /* cotd(x) = cosd(x)/sind(x): -(pi/180)(1 + Ω²) */
 static const double cotd_lo[] = {10}, cotd_hi[] = {170};
-static const double cotd_pts[] = {90, 45, -135};
+static const double cotd_pts[] = {90, 45, -135, 1e22, 0.00001};
 CR_SCALAR_EVALS_REAL(cotd, 1, 1, Y[0] = GENR(cotd, x[0])(x[0]),
                      D[0] = -GENR(deg2rad, x[0])(1 + Y[0] * Y[0]))
 static const cr_scalar_rule cotd_row = CR_SCALAR_ROW_REAL_EX(cotd, TESTREG(cotd));
@@ -1239,7 +1240,8 @@ static const double asind_pts[] = {0.9999999999, -0x1.fffffffffffffp-1, 1e-300, 
 CR_SCALAR_EVALS_REAL(asind, 1, 1, Y[0] = GENR(rad2deg, x[0])(asin(x[0])),
                      D[0] = GENR(rad2deg, x[0])(1 / sqrt((1 - x[0]) * (1 + x[0]))))
 static const cr_scalar_rule asind_row = CR_SCALAR_ROW_REAL_EX(
-    asind, .test = {.lo = unit_lo, .hi = unit_hi, .npoints = NPTS(asind_pts, 1), .points = asind_pts},
+    asind,
+    .test = {.lo = unit_lo, .hi = unit_hi, .npoints = NPTS(asind_pts, 1), .points = asind_pts},
     .notes = "-1 < x < 1");
 DEFINE_FN(asind, "asind", 1)
 
@@ -1248,7 +1250,8 @@ static const double acosd_pts[] = {0.9999999999, -0x1.fffffffffffffp-1, 1e-300, 
 CR_SCALAR_EVALS_REAL(acosd, 1, 1, Y[0] = GENR(rad2deg, x[0])(acos(x[0])),
                      D[0] = -GENR(rad2deg, x[0])(1 / sqrt((1 - x[0]) * (1 + x[0]))))
 static const cr_scalar_rule acosd_row = CR_SCALAR_ROW_REAL_EX(
-    acosd, .test = {.lo = unit_lo, .hi = unit_hi, .npoints = NPTS(acosd_pts, 1), .points = acosd_pts},
+    acosd,
+    .test = {.lo = unit_lo, .hi = unit_hi, .npoints = NPTS(acosd_pts, 1), .points = acosd_pts},
     .notes = "-1 < x < 1");
 DEFINE_FN(acosd, "acosd", 1)
 
@@ -1280,7 +1283,7 @@ DEFINE_FN(acscd, "acscd", 1)
 
 /* acotd(x): -(180/pi)/(1 + x²) */
 static const double acotd_lo[] = {0.2}, acotd_hi[] = {3};
-static const double acotd_pts[] = {1e200, -1e300};
+static const double acotd_pts[] = {1e200, -1e300, 1e-200};
 CR_SCALAR_EVALS_REAL(acotd, 1, 1, Y[0] = GENR(rad2deg, x[0])(atan(1 / x[0])),
                      D[0] = -GENR(rad2deg, x[0])(GENR(inv1px2, x[0])(x[0])))
 static const cr_scalar_rule acotd_row =
@@ -1292,7 +1295,8 @@ static const double d2r_lo[] = {-400}, d2r_hi[] = {400};
 static const double deg2rad_pts[] = {1e300, 1e-300};
 CR_SCALAR_EVALS(deg2rad, 1, 1, Y[0] = GEN(deg2rad, x[0])(x[0]), D[0] = D2R_HI)
 static const cr_scalar_rule deg2rad_row = CR_SCALAR_ROW_EX(
-    deg2rad, .test = {.lo = d2r_lo, .hi = d2r_hi, .npoints = NPTS(deg2rad_pts, 1), .points = deg2rad_pts});
+    deg2rad,
+    .test = {.lo = d2r_lo, .hi = d2r_hi, .npoints = NPTS(deg2rad_pts, 1), .points = deg2rad_pts});
 DEFINE_FN(deg2rad, "deg2rad", 1)
 
 /* rad2deg(x) = x 180/pi: 180/pi */
@@ -1306,7 +1310,7 @@ DEFINE_FN(rad2deg, "rad2deg", 1)
 
 /* exp(x): Ω */
 static const double exp_lo[] = {-3}, exp_hi[] = {3};
-static const double exp_pts[] = {-745, -708.5, 1e-300, 0.5};
+static const double exp_pts[] = {-745, -708.5, 1e-300, 0.5, 709.7};
 CR_SCALAR_EVALS(exp, 1, 1, Y[0] = exp(x[0]), D[0] = Y[0])
 static const cr_scalar_rule exp_row = CR_SCALAR_ROW_EX(exp, TESTREG(exp));
 DEFINE_FN(exp, "exp", 1)
@@ -1331,21 +1335,21 @@ DEFINE_FN(sqrt, "sqrt", 1)
 
 /* exp2(x): log(2) Ω */
 static const double exp2_lo[] = {-3}, exp2_hi[] = {3};
-static const double exp2_pts[] = {-1074, -1022.5, 1e-300, 0.5};
+static const double exp2_pts[] = {-1074, -1022.5, 1e-300, 0.5, 1023.9};
 CR_SCALAR_EVALS(exp2, 1, 1, Y[0] = GEN(exp2, x[0])(x[0]), D[0] = LN2 * Y[0])
 static const cr_scalar_rule exp2_row = CR_SCALAR_ROW_EX(exp2, TESTREG(exp2));
 DEFINE_FN(exp2, "exp2", 1)
 
 /* exp10(x) = 10^x (pow(10, x), not in C99): log(10) Ω */
 static const double exp10_lo[] = {-3}, exp10_hi[] = {3};
-static const double exp10_pts[] = {-307.5, 22, -323, 1e-300};
+static const double exp10_pts[] = {-307.5, 22, -323, 1e-300, 307.5};
 CR_SCALAR_EVALS(exp10, 1, 1, Y[0] = GEN(exp10, x[0])(x[0]), D[0] = LN10 * Y[0])
 static const cr_scalar_rule exp10_row = CR_SCALAR_ROW_EX(exp10, TESTREG(exp10));
 DEFINE_FN(exp10, "exp10", 1)
 
 /* expm1(x): exp(x); Ω + 1 would round to 0 for x < -37 */
 static const double expm1_lo[] = {-3}, expm1_hi[] = {3};
-static const double expm1_pts[] = {-40, -700, 1e-300, -1e-10};
+static const double expm1_pts[] = {-40, -700, 1e-300, -1e-10, 709};
 CR_SCALAR_EVALS(expm1, 1, 1, Y[0] = GEN(expm1, x[0])(x[0]), D[0] = exp(x[0]))
 static const cr_scalar_rule expm1_row = CR_SCALAR_ROW_EX(expm1, TESTREG(expm1));
 DEFINE_FN(expm1, "expm1", 1)
@@ -1376,9 +1380,9 @@ DEFINE_FN(log1p, "log1p", 1)
 
 /* pow(x, y) = x^y: (y x^(y-1), x^y log x), see pow_dx_d and pow_dy_d */
 static const double pow_lo[] = {0.1, -3}, pow_hi[] = {4, 3};
-static const double pow_pts[] = {1e-300, 1.5, 2, 1023.5, 10, -300, 0.5, 1e-10, 1 + 0x1p-40, 1e12, 1e-310, 0.3, 0.999, -700.5};
-CR_SCALAR_EVALS(pow, 2, 1, Y[0] = pow(x[0], x[1]),
-                D[0] = GEN(pow_dx, x[0])(x[0], x[1], Y[0]);
+static const double pow_pts[] = {1e-300,      1.5,  2,      1023.5, 10,    -300,   0.5,   1e-10,
+                                 1 + 0x1p-40, 1e12, 1e-310, 0.3,    0.999, -700.5, 1e300, 1.02};
+CR_SCALAR_EVALS(pow, 2, 1, Y[0] = pow(x[0], x[1]), D[0] = GEN(pow_dx, x[0])(x[0], x[1], Y[0]);
                 D[1] = GEN(pow_dy, x[0])(x[0], x[1], Y[0]))
 static const cr_scalar_rule pow_row = CR_SCALAR_ROW_EX(
     pow, TESTREG(pow),
@@ -1390,7 +1394,7 @@ DEFINE_FN(pow, "pow", 2)
 
 /* cbrt(x): 1/(3Ω²); +inf at x = ±0 */
 static const double cbrt_lo[] = {-3}, cbrt_hi[] = {3};
-static const double cbrt_pts[] = {-1e300, 27, -1.7e308};
+static const double cbrt_pts[] = {-1e300, 27, -1.7e308, 1e-300, 0x1p-1074};
 CR_SCALAR_EVALS_REAL(cbrt, 1, 1, Y[0] = cbrt(x[0]), D[0] = 1 / (3 * Y[0] * Y[0]))
 static const cr_scalar_rule cbrt_row =
     CR_SCALAR_ROW_REAL_EX(cbrt, TESTREG(cbrt), .notes = "derivative +inf at x = ±0");
@@ -1412,7 +1416,8 @@ DEFINE_FN(erfc, "erfc", 1)
 
 /* tgamma(x): Ω digamma(x); the sign of Ω carries over at negative non-integers */
 static const double tgamma_lo[] = {0.2}, tgamma_hi[] = {4};
-static const double tgamma_pts[] = {-0.5, -1.5, -2.5, -3.7, 0x1.762d86356be3fp+0, 0.7, 2.2, -170.3};
+static const double tgamma_pts[] = {-0.5, -1.5, -2.5,   -3.7,  0x1.762d86356be3fp+0,
+                                    0.7,  2.2,  -170.3, 171.5, 1e-5};
 CR_SCALAR_EVALS_REAL(tgamma, 1, 1, Y[0] = GENR(tgamma, x[0])(x[0]),
                      D[0] = Y[0] * GENR(digamma, x[0])(x[0]))
 static const cr_scalar_rule tgamma_row = CR_SCALAR_ROW_REAL_EX(
@@ -1421,36 +1426,38 @@ DEFINE_FN(tgamma, "tgamma", 1)
 
 /* lgamma(x) = log|Γ(x)|: digamma(x), also at negative non-integers */
 static const double lgamma_lo[] = {0.2}, lgamma_hi[] = {4};
-static const double lgamma_pts[] = {-0.5, -1.5, -2.5, -3.7, 0x1.762d86356be3fp+0, 1e5, 2.0, 1.0, 1e300, 9.99, 10.0};
+static const double lgamma_pts[] = {-0.5,  -1.5, -2.5, -3.7,  0x1.762d86356be3fp+0, 1e5, 2.0, 1.0,
+                                    1e300, 9.99, 10.0, 1e-300};
 CR_SCALAR_EVALS_REAL(lgamma, 1, 1, Y[0] = GENR(lgamma, x[0])(x[0]),
                      D[0] = GENR(digamma, x[0])(x[0]))
 static const cr_scalar_rule lgamma_row = CR_SCALAR_ROW_REAL_EX(
-    lgamma, TESTREG(lgamma),
-    .notes = "log|Γ(x)|; poles at 0, -1, -2, ... (NaN derivative there)");
+    lgamma, TESTREG(lgamma), .notes = "log|Γ(x)|; poles at 0, -1, -2, ... (NaN derivative there)");
 DEFINE_FN(lgamma, "lgamma", 1)
 
 /* hypot(x, y): (x, y)/Ω, and 0 at (0, 0) (ChainRules); see hypot_dx_d */
 static const double hypot_lo[] = {-3, -3}, hypot_hi[] = {3, 3};
-static const double hypot_pts[] = {3, -4, 1e300, 1, 1.7e308, -1.5e308};
+static const double hypot_pts[] = {3,     -4,     1e300,  1,     1.7e308, -1.5e308, 1e200,
+                                   1e200, 1e-200, 3e-200, 1e308, 1e308,   5e-324,   1e-310};
 CR_SCALAR_EVALS_REAL(hypot, 2, 1, Y[0] = hypot(x[0], x[1]),
                      D[0] = GENR(hypot_dx, x[0])(x[0], x[1], Y[0]);
                      D[1] = GENR(hypot_dx, x[0])(x[1], x[0], Y[0]))
-static const cr_scalar_rule hypot_row = CR_SCALAR_ROW_REAL_EX(
-    hypot, TESTREG(hypot), .notes = "(0, 0) at x = y = 0 (ChainRules); also hypot(x...) of 3+ "
-                                    "arguments (hand-written rule)");
+static const cr_scalar_rule hypot_row =
+    CR_SCALAR_ROW_REAL_EX(hypot, TESTREG(hypot),
+                          .notes = "(0, 0) at x = y = 0 (ChainRules); also hypot(x...) of 3+ "
+                                   "arguments (hand-written rule)");
 
 /* ---- Arithmetic of <math.h> ---- */
 
 /* fma(x, y, z) = xy + z, one rounding: (y, x, 1) */
 static const double fma_lo[] = {-3, -3, -3}, fma_hi[] = {3, 3, 3};
-static const double fma_pts[] = {1e-300, 1e-300, 1e-310};
+static const double fma_pts[] = {1e-300, 1e-300, 1e-310, 1e200, 1e100, -1e300};
 CR_SCALAR_EVALS_REAL(fma, 3, 1, Y[0] = fma(x[0], x[1], x[2]), D[0] = x[1]; D[1] = x[0]; D[2] = 1)
 static const cr_scalar_rule fma_row = CR_SCALAR_ROW_REAL_EX(fma, TESTREG(fma));
 DEFINE_FN(fma, "fma", 3)
 
 /* fmod(x, y) = x - trunc(x/y) y: (1, -trunc(x/y)); jumps where x/y is a nonzero integer */
 static const double fmod_lo[] = {3.1, 1.2}, fmod_hi[] = {3.4, 1.4};
-static const double fmod_pts[] = {5.3, 1.7, -7.1, 2, 1e-300, 1};
+static const double fmod_pts[] = {5.3, 1.7, -7.1, 2, 1e-300, 1, 1e17, 3, 12345.678, 0.001};
 CR_SCALAR_EVALS_REAL(fmod, 2, 1, Y[0] = fmod(x[0], x[1]),
                      D[0] = REM_PARTIAL(REM_FMOD, 0, x[0], x[1], Y[0]);
                      D[1] = REM_PARTIAL(REM_FMOD, 1, x[0], x[1], Y[0]))
@@ -1462,8 +1469,14 @@ DEFINE_FN(fmod, "fmod", 2)
 
 /* rem(x, y): Julia's name for fmod; the same row under another name. */
 static const cr_scalar_rule rem_row = {
-    .name = "rem", .nin = 2, .nout = 1, .f64 = fmod_f64, .f32 = fmod_f32, .c128 = NULL,
-    .primal_src = fmod_primal_src, .partials_src = fmod_partials_src,
+    .name = "rem",
+    .nin = 2,
+    .nout = 1,
+    .f64 = fmod_f64,
+    .f32 = fmod_f32,
+    .c128 = NULL,
+    .primal_src = fmod_primal_src,
+    .partials_src = fmod_partials_src,
     .pullback_name = "rem_pullback",
     .notes = "Julia's rem: the fmod row (same partials and conventions)",
     TESTREG(fmod)};
@@ -1472,7 +1485,7 @@ DEFINE_FN(rem, "rem", 2)
 /* remainder(x, y) = x - n y, n = x/y rounded to nearest even: (1, -n); jumps where x/y is
  * a half-integer */
 static const double remainder_lo[] = {3.1, 1.45}, remainder_hi[] = {3.4, 1.6};
-static const double remainder_pts[] = {5.3, 1.7, -7.1, 2, 1e-300, 1, 2, 3};
+static const double remainder_pts[] = {5.3, 1.7, -7.1, 2, 1e-300, 1, 2, 3, 1e17, 3};
 CR_SCALAR_EVALS_REAL(remainder, 2, 1, Y[0] = remainder(x[0], x[1]),
                      D[0] = REM_PARTIAL(REM_REMAINDER, 0, x[0], x[1], Y[0]);
                      D[1] = REM_PARTIAL(REM_REMAINDER, 1, x[0], x[1], Y[0]))
@@ -1483,7 +1496,7 @@ DEFINE_FN(remainder, "remainder", 2)
 
 /* mod(x, y) = x - floor(x/y) y (Julia): (1, -floor(x/y)); jumps where x/y is an integer */
 static const double mod_lo[] = {-3.4, 1.2}, mod_hi[] = {-3.1, 1.4};
-static const double mod_pts[] = {5.3, -1.7, -7.1, 2};
+static const double mod_pts[] = {5.3, -1.7, -7.1, 2, 1e17, 3, 1e-300, 1};
 CR_SCALAR_EVALS_REAL(mod, 2, 1, Y[0] = GENR(mod, x[0])(x[0], x[1]),
                      D[0] = REM_PARTIAL(REM_MOD, 0, x[0], x[1], Y[0]);
                      D[1] = REM_PARTIAL(REM_MOD, 1, x[0], x[1], Y[0]))
@@ -1495,9 +1508,11 @@ DEFINE_FN(mod, "mod", 2)
 
 /* fdim(x, y) = max(x - y, 0): (1, -1) if x > y, else (0, 0) (also at the tie x == y) */
 static const double fdim_lo[] = {0.5, -2}, fdim_hi[] = {2, 0};
-static const double fdim_pts[] = {-1, 2};
+static const double fdim_pts[] = {-1, 2, 1e300, -1e300, 1e-300, -1e-300};
 CR_SCALAR_EVALS_REAL(fdim, 2, 1, Y[0] = fdim(x[0], x[1]),
-                     D[0] = isnan(Y[0]) ? Y[0] : x[0] > x[1] ? 1 : 0;
+                     D[0] = isnan(Y[0])   ? Y[0]
+                            : x[0] > x[1] ? 1
+                                          : 0;
                      D[1] = -D[0])
 static const cr_scalar_rule fdim_row = CR_SCALAR_ROW_REAL_EX(
     fdim, TESTREG(fdim),
@@ -1507,9 +1522,8 @@ DEFINE_FN(fdim, "fdim", 2)
 
 /* fmax(x, y): (1, 0) when x is returned, (0, 1) when y is; a NaN argument is ignored. */
 static const double fmax_lo[] = {0.5, -2}, fmax_hi[] = {2, 0};
-static const double fmax_pts[] = {1, 2, 3, -1};
-CR_SCALAR_EVALS_REAL(fmax, 2, 1, Y[0] = fmax(x[0], x[1]),
-                     D[0] = isnan(x[1]) || x[0] > x[1] ? 1 : 0;
+static const double fmax_pts[] = {1, 2, 3, -1, -1e300, 1e300};
+CR_SCALAR_EVALS_REAL(fmax, 2, 1, Y[0] = fmax(x[0], x[1]), D[0] = isnan(x[1]) || x[0] > x[1] ? 1 : 0;
                      D[1] = 1 - D[0])
 static const cr_scalar_rule fmax_row = CR_SCALAR_ROW_REAL_EX(
     fmax, TESTREG(fmax),
@@ -1531,7 +1545,7 @@ DEFINE_FN(fmin, "fmin", 2)
 
 /* copysign(x, y) = |x| sign(y): (±1, 0), -1 when the sign bits differ (ChainRules) */
 static const double copysign_lo[] = {0.5, -3}, copysign_hi[] = {3, -0.5};
-static const double copysign_pts[] = {2, 3, -2, -1};
+static const double copysign_pts[] = {2, 3, -2, -1, 1e300, -1e-300};
 CR_SCALAR_EVALS_REAL(copysign, 2, 1, Y[0] = copysign(x[0], x[1]),
                      D[0] = !signbit(x[0]) != !signbit(x[1]) ? -1 : 1;
                      D[1] = 0)
@@ -1543,16 +1557,19 @@ DEFINE_FN(copysign, "copysign", 2)
 
 /* fabs(x): sign(x), 0 at x = 0 (ChainRules' abs) */
 static const double fabs_lo[] = {0.2}, fabs_hi[] = {3};
-static const double fabs_pts[] = {-1.5, 1e300};
+static const double fabs_pts[] = {-1.5, 1e300, -1e-300, 0x1p-1074};
 CR_SCALAR_EVALS_REAL(fabs, 1, 1, Y[0] = fabs(x[0]),
-                     D[0] = x[0] > 0 ? 1 : x[0] < 0 ? -1 : x[0] == 0 ? 0 : x[0])
+                     D[0] = x[0] > 0    ? 1
+                            : x[0] < 0  ? -1
+                            : x[0] == 0 ? 0
+                                        : x[0])
 static const cr_scalar_rule fabs_row = CR_SCALAR_ROW_REAL_EX(
     fabs, TESTREG(fabs), .notes = "derivative sign(x): 0 at x = ±0 (ChainRules' abs)");
 DEFINE_FN(fabs, "fabs", 1)
 
 /* ldexp(x, n) = x 2^n: (2^n, 0); n is an integer (NoTangent when passed as one) */
 static const double ldexp_lo[] = {-3, -4.5}, ldexp_hi[] = {3, 4.5};
-static const double ldexp_pts[] = {1e-300, 1100.5, 1e300, -1100.5};
+static const double ldexp_pts[] = {1e-300, 1100.5, 1e300, -1100.5, 3, 1};
 CR_SCALAR_EVALS_REAL(ldexp, 2, 1, Y[0] = ldexp(x[0], to_int(x[1])),
                      D[0] = ldexp((T)1, to_int(x[1]));
                      D[1] = 0)
@@ -1563,29 +1580,29 @@ DEFINE_FN(ldexp, "ldexp", 2)
 
 /* scalbn(x, n) = x 2^n (FLT_RADIX is 2): (2^n, 0) */
 static const double scalbn_lo[] = {-3, -4.5}, scalbn_hi[] = {3, 4.5};
-static const double scalbn_pts[] = {1e-300, 1100.5, 1e300, -1100.5};
+static const double scalbn_pts[] = {1e-300, 1100.5, 1e300, -1100.5, 3, 1};
 CR_SCALAR_EVALS_REAL(scalbn, 2, 1, Y[0] = scalbn(x[0], to_int(x[1])),
                      D[0] = scalbn((T)1, to_int(x[1]));
                      D[1] = 0)
-static const cr_scalar_rule scalbn_row = CR_SCALAR_ROW_REAL_EX(
-    scalbn, TESTREG(scalbn), .notes = "n is an integer (see ldexp)");
+static const cr_scalar_rule scalbn_row =
+    CR_SCALAR_ROW_REAL_EX(scalbn, TESTREG(scalbn), .notes = "n is an integer (see ldexp)");
 DEFINE_FN(scalbn, "scalbn", 2)
 
 /* scalbln(x, n) = x 2^n with a long n: (2^n, 0) */
 static const double scalbln_lo[] = {-3, -4.5}, scalbln_hi[] = {3, 4.5};
-static const double scalbln_pts[] = {1e-300, 1100.5, 1e300, -1100.5};
+static const double scalbln_pts[] = {1e-300, 1100.5, 1e300, -1100.5, 3, 1};
 CR_SCALAR_EVALS_REAL(scalbln, 2, 1, Y[0] = scalbln(x[0], to_long(x[1])),
                      D[0] = scalbln((T)1, to_long(x[1]));
                      D[1] = 0)
-static const cr_scalar_rule scalbln_row = CR_SCALAR_ROW_REAL_EX(
-    scalbln, TESTREG(scalbln), .notes = "n is an integer (see ldexp)");
+static const cr_scalar_rule scalbln_row =
+    CR_SCALAR_ROW_REAL_EX(scalbln, TESTREG(scalbln), .notes = "n is an integer (see ldexp)");
 DEFINE_FN(scalbln, "scalbln", 2)
 
 /* modf(x) = (fractional part, integral part), both real: (1, 0) */
 static const double modf_lo[] = {0.1}, modf_hi[] = {0.9};
-static const double modf_pts[] = {2.5, -3.25, 1e-300};
-CR_SCALAR_EVALS_REAL(modf, 1, 2, T ip_; Y[0] = GENR(modf, x[0])(x[0], &ip_); Y[1] = ip_,
-                     D[0] = 1; D[1] = 0)
+static const double modf_pts[] = {2.5, -3.25, 1e-300, 1e15 + 0.5};
+CR_SCALAR_EVALS_REAL(modf, 1, 2, T ip_; Y[0] = GENR(modf, x[0])(x[0], &ip_); Y[1] = ip_, D[0] = 1;
+                     D[1] = 0)
 static const cr_scalar_rule modf_row = CR_SCALAR_ROW_REAL_EX(
     modf, TESTREG(modf),
     .notes = "a tuple (frac, int): partials (1, 0) everywhere, at the jumps (integers) too");
@@ -1599,14 +1616,21 @@ static const double logistic_pts[] = {40, -40, 700, -745, 1e-300, 0.5};
 CR_SCALAR_EVALS_REAL(logistic, 1, 1, Y[0] = GENR(logistic, x[0])(x[0]),
                      D[0] = GENR(dlogistic, x[0])(x[0]))
 static const cr_scalar_rule logistic_row = CR_SCALAR_ROW_REAL_EX(
-    logistic, .test = {.lo = ml_lo, .hi = ml_hi, .npoints = NPTS(logistic_pts, 1), .points = logistic_pts});
+    logistic,
+    .test = {.lo = ml_lo, .hi = ml_hi, .npoints = NPTS(logistic_pts, 1), .points = logistic_pts});
 DEFINE_FN(logistic, "logistic", 1)
 
 /* sigmoid: another name of logistic */
 static const cr_scalar_rule sigmoid_row = {
-    .name = "sigmoid", .nin = 1, .nout = 1, .f64 = logistic_f64, .f32 = logistic_f32,
-    .primal_src = logistic_primal_src, .partials_src = logistic_partials_src,
-    .pullback_name = "sigmoid_pullback", .notes = "another name of logistic",
+    .name = "sigmoid",
+    .nin = 1,
+    .nout = 1,
+    .f64 = logistic_f64,
+    .f32 = logistic_f32,
+    .primal_src = logistic_primal_src,
+    .partials_src = logistic_partials_src,
+    .pullback_name = "sigmoid_pullback",
+    .notes = "another name of logistic",
     .test = {.lo = ml_lo, .hi = ml_hi, .npoints = NPTS(logistic_pts, 1), .points = logistic_pts}};
 DEFINE_FN(sigmoid, "sigmoid", 1)
 
@@ -1615,20 +1639,28 @@ static const double log1pexp_pts[] = {40, -40, 800, -745, 1e-300, 18.5};
 CR_SCALAR_EVALS_REAL(log1pexp, 1, 1, Y[0] = GENR(log1pexp, x[0])(x[0]),
                      D[0] = GENR(logistic, x[0])(x[0]))
 static const cr_scalar_rule log1pexp_row = CR_SCALAR_ROW_REAL_EX(
-    log1pexp, .test = {.lo = ml_lo, .hi = ml_hi, .npoints = NPTS(log1pexp_pts, 1), .points = log1pexp_pts});
+    log1pexp,
+    .test = {.lo = ml_lo, .hi = ml_hi, .npoints = NPTS(log1pexp_pts, 1), .points = log1pexp_pts});
 DEFINE_FN(log1pexp, "log1pexp", 1)
 
 /* softplus: another name of log1pexp */
 static const cr_scalar_rule softplus_row = {
-    .name = "softplus", .nin = 1, .nout = 1, .f64 = log1pexp_f64, .f32 = log1pexp_f32,
-    .primal_src = log1pexp_primal_src, .partials_src = log1pexp_partials_src,
-    .pullback_name = "softplus_pullback", .notes = "another name of log1pexp",
+    .name = "softplus",
+    .nin = 1,
+    .nout = 1,
+    .f64 = log1pexp_f64,
+    .f32 = log1pexp_f32,
+    .primal_src = log1pexp_primal_src,
+    .partials_src = log1pexp_partials_src,
+    .pullback_name = "softplus_pullback",
+    .notes = "another name of log1pexp",
     .test = {.lo = ml_lo, .hi = ml_hi, .npoints = NPTS(log1pexp_pts, 1), .points = log1pexp_pts}};
 DEFINE_FN(softplus, "softplus", 1)
 
 /* logaddexp(x, y) = log(e^x + e^y): (logistic(x - y), logistic(y - x)) */
 static const double logaddexp_lo[] = {-3, -3}, logaddexp_hi[] = {3, 3};
-static const double logaddexp_pts[] = {-1000, 0, 0.1, 700.3, -700, -745, 3, 3, -30.7, 5.2};
+static const double logaddexp_pts[] = {-1000, 0, 0.1,   700.3, -700, -745,
+                                       3,     3, -30.7, 5.2,   1e10, 1e10 + 1};
 CR_SCALAR_EVALS_REAL(logaddexp, 2, 1, Y[0] = GENR(logaddexp, x[0])(x[0], x[1]),
                      D[0] = GENR(dlogaddexp, x[0])(x[0], x[1]);
                      D[1] = GENR(dlogaddexp, x[0])(x[1], x[0]))
@@ -1656,14 +1688,16 @@ CR_SCALAR_EVALS_REAL(xlog1py, 2, 1,
                      D[0] = GENR(log1p, x[1])(x[1]);
                      D[1] = x[0] == 0 ? 0 : x[0] / (1 + x[1]))
 static const cr_scalar_rule xlog1py_row = CR_SCALAR_ROW_REAL_EX(
-    xlog1py, TESTREG(xlog1py),
-    .notes = "y > -1; at x == 0: Ω = 0 and ∂/∂y = 0 (as xlogy)");
+    xlog1py, TESTREG(xlog1py), .notes = "y > -1; at x == 0: Ω = 0 and ∂/∂y = 0 (as xlogy)");
 DEFINE_FN(xlog1py, "xlog1py", 2)
 
 /* relu(x) = max(x, 0): 1 if x > 0, else 0 (also at 0) */
 static const double relu_lo[] = {0.1}, relu_hi[] = {3};
-static const double relu_pts[] = {-1, 1e300};
-CR_SCALAR_EVALS_REAL(relu, 1, 1, Y[0] = x[0] > 0 ? x[0] : x[0] == x[0] ? 0 : x[0],
+static const double relu_pts[] = {-1, 1e300, -1e-300, 0x1p-1074};
+CR_SCALAR_EVALS_REAL(relu, 1, 1,
+                     Y[0] = x[0] > 0       ? x[0]
+                            : x[0] == x[0] ? 0
+                                           : x[0],
                      D[0] = x[0] > 0 ? 1 : 0)
 static const cr_scalar_rule relu_row = CR_SCALAR_ROW_REAL_EX(
     relu, TESTREG(relu), .notes = "derivative 0 at the kink x = 0; relu(NaN) = NaN");
@@ -1924,7 +1958,7 @@ static cr_status frexp_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
 }
 
 static const double frexp_lo[] = {0.55}, frexp_hi[] = {0.95};
-static const double frexp_pts[] = {3.0, -5.5, 1e300};
+static const double frexp_pts[] = {3.0, -5.5, 1e300, 1e-310};
 static const cr_rule_test frexp_test = {
     .npoints = NPTS(frexp_pts, 1), .points = frexp_pts, .lo = frexp_lo, .hi = frexp_hi};
 
@@ -1958,8 +1992,7 @@ static cr_status remquo_primal(cr_arena *arena, const cr_value *f, const cr_valu
     return real_int_value(arena, f32, r, q, out);
 }
 
-static const cr_function remquo_function = {
-    .name = "remquo", .arity = 2, .primal = remquo_primal};
+static const cr_function remquo_function = {.name = "remquo", .arity = 2, .primal = remquo_primal};
 const cr_value cr_fn_remquo = {.kind = CR_KIND_FUNC, .u.func = {&remquo_function, NULL}};
 
 static cr_status remquo_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
@@ -2030,8 +2063,10 @@ static cr_status remquo_rrule(const cr_config *cfg, cr_arena *arena, const cr_va
     return CR_OK;
 }
 
-static const cr_rule_test remquo_test = {
-    .npoints = NPTS(remainder_pts, 2), .points = remainder_pts, .lo = remainder_lo, .hi = remainder_hi};
+static const cr_rule_test remquo_test = {.npoints = NPTS(remainder_pts, 2),
+                                         .points = remainder_pts,
+                                         .lo = remainder_lo,
+                                         .hi = remainder_hi};
 
 /* ---- hypot(x, y, z, ...) ---- */
 
@@ -2134,7 +2169,7 @@ static cr_status hypot_n_frule(const cr_config *cfg, cr_arena *arena, const cr_t
 
 typedef struct hypot_env {
     size_t n;
-    int e;    /* scaling of hypot_n */
+    int e; /* scaling of hypot_n */
     double s;
     /* n (value, kind) pairs follow */
 } hypot_env;
@@ -2144,8 +2179,8 @@ typedef struct hypot_arg {
     cr_kind kind;
 } hypot_arg;
 
-static cr_status hypot_n_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                  cr_arena *arena, void *env)
+static cr_status hypot_n_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                  void *env)
 {
     (void)nx;
     const hypot_env *e = env;
@@ -2187,7 +2222,8 @@ static cr_status hypot_n_rrule(const cr_config *cfg, cr_arena *arena, const cr_v
 
 /* Test registration of the variadic rule: as many coordinates as matchers (four). */
 static const double hypot4_lo[] = {-3, -3, -3, -3}, hypot4_hi[] = {3, 3, 3, 3};
-static const double hypot4_pts[] = {1e308, 1e308, 1e308, 1e308, 1, 2, 2, 4};
+static const double hypot4_pts[] = {1e308, 1e308, 1e308, 1e308, 1,      2,      2,      4,
+                                    1e200, 1e200, 1e200, 1e200, 1e-200, 3e-200, 2e-200, 0};
 static const cr_rule_test hypot4_test = {
     .npoints = NPTS(hypot4_pts, 4), .points = hypot4_pts, .lo = hypot4_lo, .hi = hypot4_hi};
 
@@ -2196,10 +2232,27 @@ static const cr_rule_test hypot4_test = {
  * ======================================================================================== */
 
 typedef enum nd_op {
-    ND_FLOOR, ND_CEIL, ND_TRUNC, ND_ROUND, ND_NEARBYINT, ND_RINT, ND_LOGB,
-    ND_LROUND, ND_LLROUND, ND_LRINT, ND_LLRINT, ND_ILOGB, ND_FPCLASSIFY,
-    ND_SIGNBIT, ND_ISNAN, ND_ISINF, ND_ISFINITE, ND_ISNORMAL,
-    ND_NEXTAFTER, ND_NEXTTOWARD, ND_COUNT
+    ND_FLOOR,
+    ND_CEIL,
+    ND_TRUNC,
+    ND_ROUND,
+    ND_NEARBYINT,
+    ND_RINT,
+    ND_LOGB,
+    ND_LROUND,
+    ND_LLROUND,
+    ND_LRINT,
+    ND_LLRINT,
+    ND_ILOGB,
+    ND_FPCLASSIFY,
+    ND_SIGNBIT,
+    ND_ISNAN,
+    ND_ISINF,
+    ND_ISFINITE,
+    ND_ISNORMAL,
+    ND_NEXTAFTER,
+    ND_NEXTTOWARD,
+    ND_COUNT
 } nd_op;
 
 typedef struct nd_info {
@@ -2207,10 +2260,10 @@ typedef struct nd_info {
 } nd_info;
 
 static const nd_info k_nd_info[ND_COUNT] = {
-    {ND_FLOOR},  {ND_CEIL},     {ND_TRUNC},   {ND_ROUND},    {ND_NEARBYINT},
-    {ND_RINT},   {ND_LOGB},     {ND_LROUND},  {ND_LLROUND},  {ND_LRINT},
-    {ND_LLRINT}, {ND_ILOGB},    {ND_FPCLASSIFY}, {ND_SIGNBIT}, {ND_ISNAN},
-    {ND_ISINF},  {ND_ISFINITE}, {ND_ISNORMAL}, {ND_NEXTAFTER}, {ND_NEXTTOWARD},
+    {ND_FLOOR},  {ND_CEIL},     {ND_TRUNC},      {ND_ROUND},     {ND_NEARBYINT},
+    {ND_RINT},   {ND_LOGB},     {ND_LROUND},     {ND_LLROUND},   {ND_LRINT},
+    {ND_LLRINT}, {ND_ILOGB},    {ND_FPCLASSIFY}, {ND_SIGNBIT},   {ND_ISNAN},
+    {ND_ISINF},  {ND_ISFINITE}, {ND_ISNORMAL},   {ND_NEXTAFTER}, {ND_NEXTTOWARD},
 };
 
 /* The primal of the non-differentiable functions: real arguments, computed in float when
@@ -2296,9 +2349,9 @@ static cr_status nd_primal(cr_arena *arena, const cr_value *f, const cr_value *a
     return CR_OK;
 }
 
-#define DEFINE_ND(NAME, OP, NIN)                                                           \
-    static const cr_function NAME##_function = {                                           \
-        .name = #NAME, .arity = NIN, .primal = nd_primal, .udata = &k_nd_info[OP]};        \
+#define DEFINE_ND(NAME, OP, NIN)                                                    \
+    static const cr_function NAME##_function = {                                    \
+        .name = #NAME, .arity = NIN, .primal = nd_primal, .udata = &k_nd_info[OP]}; \
     const cr_value cr_fn_##NAME = {.kind = CR_KIND_FUNC, .u.func = {&NAME##_function, NULL}};
 
 DEFINE_ND(floor, ND_FLOOR, 1)
@@ -2330,55 +2383,96 @@ static const struct {
     const cr_function *fn;
     const cr_scalar_rule *row;
 } k_rows[] = {
-    {&sin_function, &sin_row},           {&cos_function, &cos_row},
-    {&sincos_function, &sincos_row},     {&exp_function, &exp_row},
-    {&log_function, &log_row},           {&sqrt_function, &sqrt_row},
-    {&tan_function, &tan_row},           {&asin_function, &asin_row},
-    {&acos_function, &acos_row},         {&atan_function, &atan_row},
-    {&atan2_function, &atan2_row},       {&sec_function, &sec_row},
-    {&csc_function, &csc_row},           {&cot_function, &cot_row},
-    {&asec_function, &asec_row},         {&acsc_function, &acsc_row},
-    {&acot_function, &acot_row},         {&sinh_function, &sinh_row},
-    {&cosh_function, &cosh_row},         {&tanh_function, &tanh_row},
-    {&asinh_function, &asinh_row},       {&acosh_function, &acosh_row},
-    {&atanh_function, &atanh_row},       {&sech_function, &sech_row},
-    {&csch_function, &csch_row},         {&coth_function, &coth_row},
-    {&asech_function, &asech_row},       {&acsch_function, &acsch_row},
-    {&acoth_function, &acoth_row},       {&sinpi_function, &sinpi_row},
-    {&cospi_function, &cospi_row},       {&sincospi_function, &sincospi_row},
-    {&sinc_function, &sinc_row},         {&sind_function, &sind_row},
-    {&cosd_function, &cosd_row},         {&tand_function, &tand_row},
-    {&secd_function, &secd_row},         {&cscd_function, &cscd_row},
-    {&cotd_function, &cotd_row},         {&asind_function, &asind_row},
-    {&acosd_function, &acosd_row},       {&atand_function, &atand_row},
-    {&asecd_function, &asecd_row},       {&acscd_function, &acscd_row},
-    {&acotd_function, &acotd_row},       {&deg2rad_function, &deg2rad_row},
-    {&rad2deg_function, &rad2deg_row},   {&exp2_function, &exp2_row},
-    {&exp10_function, &exp10_row},       {&expm1_function, &expm1_row},
-    {&log2_function, &log2_row},         {&log10_function, &log10_row},
-    {&log1p_function, &log1p_row},       {&pow_function, &pow_row},
-    {&cbrt_function, &cbrt_row},         {&erf_function, &erf_row},
-    {&erfc_function, &erfc_row},         {&tgamma_function, &tgamma_row},
-    {&lgamma_function, &lgamma_row},     {&hypot_function, &hypot_row},
-    {&fma_function, &fma_row},           {&fmod_function, &fmod_row},
-    {&rem_function, &rem_row},           {&remainder_function, &remainder_row},
-    {&mod_function, &mod_row},           {&fdim_function, &fdim_row},
-    {&fmax_function, &fmax_row},         {&fmin_function, &fmin_row},
-    {&copysign_function, &copysign_row}, {&fabs_function, &fabs_row},
-    {&ldexp_function, &ldexp_row},       {&scalbn_function, &scalbn_row},
-    {&scalbln_function, &scalbln_row},   {&modf_function, &modf_row},
-    {&logistic_function, &logistic_row}, {&sigmoid_function, &sigmoid_row},
-    {&log1pexp_function, &log1pexp_row}, {&softplus_function, &softplus_row},
-    {&logaddexp_function, &logaddexp_row}, {&xlogy_function, &xlogy_row},
-    {&xlog1py_function, &xlog1py_row},   {&relu_function, &relu_row},
+    {&sin_function, &sin_row},
+    {&cos_function, &cos_row},
+    {&sincos_function, &sincos_row},
+    {&exp_function, &exp_row},
+    {&log_function, &log_row},
+    {&sqrt_function, &sqrt_row},
+    {&tan_function, &tan_row},
+    {&asin_function, &asin_row},
+    {&acos_function, &acos_row},
+    {&atan_function, &atan_row},
+    {&atan2_function, &atan2_row},
+    {&sec_function, &sec_row},
+    {&csc_function, &csc_row},
+    {&cot_function, &cot_row},
+    {&asec_function, &asec_row},
+    {&acsc_function, &acsc_row},
+    {&acot_function, &acot_row},
+    {&sinh_function, &sinh_row},
+    {&cosh_function, &cosh_row},
+    {&tanh_function, &tanh_row},
+    {&asinh_function, &asinh_row},
+    {&acosh_function, &acosh_row},
+    {&atanh_function, &atanh_row},
+    {&sech_function, &sech_row},
+    {&csch_function, &csch_row},
+    {&coth_function, &coth_row},
+    {&asech_function, &asech_row},
+    {&acsch_function, &acsch_row},
+    {&acoth_function, &acoth_row},
+    {&sinpi_function, &sinpi_row},
+    {&cospi_function, &cospi_row},
+    {&sincospi_function, &sincospi_row},
+    {&sinc_function, &sinc_row},
+    {&sind_function, &sind_row},
+    {&cosd_function, &cosd_row},
+    {&tand_function, &tand_row},
+    {&secd_function, &secd_row},
+    {&cscd_function, &cscd_row},
+    {&cotd_function, &cotd_row},
+    {&asind_function, &asind_row},
+    {&acosd_function, &acosd_row},
+    {&atand_function, &atand_row},
+    {&asecd_function, &asecd_row},
+    {&acscd_function, &acscd_row},
+    {&acotd_function, &acotd_row},
+    {&deg2rad_function, &deg2rad_row},
+    {&rad2deg_function, &rad2deg_row},
+    {&exp2_function, &exp2_row},
+    {&exp10_function, &exp10_row},
+    {&expm1_function, &expm1_row},
+    {&log2_function, &log2_row},
+    {&log10_function, &log10_row},
+    {&log1p_function, &log1p_row},
+    {&pow_function, &pow_row},
+    {&cbrt_function, &cbrt_row},
+    {&erf_function, &erf_row},
+    {&erfc_function, &erfc_row},
+    {&tgamma_function, &tgamma_row},
+    {&lgamma_function, &lgamma_row},
+    {&hypot_function, &hypot_row},
+    {&fma_function, &fma_row},
+    {&fmod_function, &fmod_row},
+    {&rem_function, &rem_row},
+    {&remainder_function, &remainder_row},
+    {&mod_function, &mod_row},
+    {&fdim_function, &fdim_row},
+    {&fmax_function, &fmax_row},
+    {&fmin_function, &fmin_row},
+    {&copysign_function, &copysign_row},
+    {&fabs_function, &fabs_row},
+    {&ldexp_function, &ldexp_row},
+    {&scalbn_function, &scalbn_row},
+    {&scalbln_function, &scalbln_row},
+    {&modf_function, &modf_row},
+    {&logistic_function, &logistic_row},
+    {&sigmoid_function, &sigmoid_row},
+    {&log1pexp_function, &log1pexp_row},
+    {&softplus_function, &softplus_row},
+    {&logaddexp_function, &logaddexp_row},
+    {&xlogy_function, &xlogy_row},
+    {&xlog1py_function, &xlog1py_row},
+    {&relu_function, &relu_row},
 };
 
 static const cr_function *const k_nondiff1[] = {
-    &floor_function,  &ceil_function,   &trunc_function,    &round_function,
-    &nearbyint_function, &rint_function, &logb_function,    &lround_function,
-    &llround_function, &lrint_function, &llrint_function,   &ilogb_function,
-    &fpclassify_function, &signbit_function, &isnan_function, &isinf_function,
-    &isfinite_function, &isnormal_function,
+    &floor_function,      &ceil_function,     &trunc_function,  &round_function,
+    &nearbyint_function,  &rint_function,     &logb_function,   &lround_function,
+    &llround_function,    &lrint_function,    &llrint_function, &ilogb_function,
+    &fpclassify_function, &signbit_function,  &isnan_function,  &isinf_function,
+    &isfinite_function,   &isnormal_function,
 };
 
 static const cr_function *const k_nondiff2[] = {&nextafter_function, &nexttoward_function};
