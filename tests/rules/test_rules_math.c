@@ -585,6 +585,7 @@ static void rrule_unit(const cr_value *fn, const double *x, size_t n, unsigned i
 
 /* ---- MPFR derivatives ------------------------------------------------------------------------ */
 
+#ifdef CR_HAVE_MPFR
 static double ulps(double got, double want, bool f32)
 {
     if (isnan(want))
@@ -601,7 +602,6 @@ static double ulps(double got, double want, bool f32)
     return fabs(got - want) / u;
 }
 
-#ifdef CR_HAVE_MPFR
 /* (f(x + h) - f(x - h))/2h for h = 2^eh in MPFR, the precision raised until at least 200
  * bits survive the cancellation (up to 40000 bits). */
 static void mp_diff(mpfr_ptr out, mp_fn mp, const double *x, size_t n, size_t j, int k, long eh)
