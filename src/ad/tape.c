@@ -602,11 +602,12 @@ static inline cr_tape *tape_or_current(cr_tape *t)
 
 /* The rare paths of a one-argument operation: no tape given (the current one), a failed
  * tape, a constant or foreign argument, a second-order tape. */
-static NOINLINE cr_var op1_slow(cr_tape *t, const cr_value *f, cr_var a, const double *Y,
-                                const double *D)
+static NOINLINE cr_var op1_slow(cr_tape *t, const cr_value *f, cr_var a)
 {
     if ((t = tape_or_current(t)) == NULL || t->status != CR_OK)
         return nan_const();
+    double Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+    row_of(f)->f64(&a.v, Y, D);
     if (a.idx == CR_VAR_CONST)
         return cr_const(Y[0]);
     if (a.tape != t->id)
@@ -618,24 +619,44 @@ static NOINLINE cr_var op1_slow(cr_tape *t, const cr_value *f, cr_var a, const d
 }
 
 /*
- * One-argument scalar operation: the hot path. The row gives value and partial in one
- * evaluation; a variable of this recording on a first-order tape is then one record.
+ * One-argument scalar operation: the hot path (a variable of this recording, a
+ * first-order tape). The row is evaluated once for value and partial, and writes the
+ * partial straight into its place in the record; the record is then closed with its
+ * header (a partial of exactly +-1 leaves only the header: COPY, NEG).
  */
 static inline cr_var op1(cr_tape *t, const cr_value *f, cr_var a)
 {
-    double x = a.v, Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
-    row_of(f)->f64(&x, Y, D);
-    if (t != NULL && t->slow == 0 && a.tape == t->id)
-        return emit_unary(t, Y[0], D[0], a.idx);
-    return op1_slow(t, f, a, Y, D);
+    if (t == NULL || t->slow != 0 || a.tape != t->id)
+        return op1_slow(t, f, a);
+    if (!room(t, 2 + t->pre) && grow(t, 2 + t->pre) != CR_OK)
+        return nan_const();
+    cr__word *w = t->cur + t->pre;
+    double x = a.v, Y[CR_SCALAR_MAX_OUT];
+    row_of(f)->f64(&x, Y, &w[0].d);
+    double p = w[0].d;
+    uint64_t h;
+    if (p == 1.0 || p == -1.0) {
+        h = hdr_make(p == 1.0 ? K_COPY : K_NEG, a.idx, 0);
+        w[0].u = h;
+        w += 1;
+    } else {
+        h = hdr_make(K_UNARY, a.idx, 0);
+        w[1].u = h;
+        w += 2;
+    }
+    if (t->pre)
+        t->cur[0].u = h;
+    t->cur = w;
+    return new_var(t, Y[0]);
 }
 
 /* The rare paths of a two-argument operation (see op1_slow). */
-static NOINLINE cr_var op2_slow(cr_tape *t, const cr_value *f, cr_var a, cr_var b,
-                                const double *x, const double *Y, const double *D)
+static NOINLINE cr_var op2_slow(cr_tape *t, const cr_value *f, cr_var a, cr_var b)
 {
     if ((t = tape_or_current(t)) == NULL || t->status != CR_OK)
         return nan_const();
+    double x[2] = {a.v, b.v}, Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+    row_of(f)->f64(x, Y, D);
     if (a.idx == CR_VAR_CONST && b.idx == CR_VAR_CONST)
         return cr_const(Y[0]);
     cr_var args[2] = {a, b}, r;
@@ -644,30 +665,57 @@ static NOINLINE cr_var op2_slow(cr_tape *t, const cr_value *f, cr_var a, cr_var 
     return r;
 }
 
-/* Two-argument scalar operation: the hot path (two variables, or a variable and a
- * constant, of this recording on a first-order tape). */
+/*
+ * Two-argument scalar operation: the hot path (two variables, or a variable and a
+ * constant, of this recording on a first-order tape). As op1, the row writes its two
+ * partials into the record; the kind is picked from their values.
+ */
 static inline cr_var op2(cr_tape *t, const cr_value *f, cr_var a, cr_var b)
 {
-    double x[2], Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+    if (t == NULL || t->slow != 0)
+        return op2_slow(t, f, a, b);
+    uint32_t id = t->id;
+    bool va = a.tape == id, vb = b.tape == id;
+    if (!((va || a.idx == CR_VAR_CONST) && (vb || b.idx == CR_VAR_CONST)) || !(va || vb))
+        return op2_slow(t, f, a, b);
+    if (!room(t, 3 + t->pre) && grow(t, 3 + t->pre) != CR_OK)
+        return nan_const();
+    cr__word *w = t->cur + t->pre;
+    double x[2], Y[CR_SCALAR_MAX_OUT];
     x[0] = a.v;
     x[1] = b.v;
-    row_of(f)->f64(x, Y, D);
-    if (t != NULL && t->slow == 0) {
-        uint32_t id = t->id;
-        if (a.tape == id) {
-            if (b.tape == id) {
-                if (a.idx != b.idx)
-                    return emit_binary(t, Y[0], D[0], D[1], a.idx, b.idx, K_BINARY);
-                /* x op x: one operand, the partials add up */
-                return emit_unary(t, Y[0], D[0] + D[1], a.idx);
-            }
-            if (b.idx == CR_VAR_CONST)
-                return emit_unary(t, Y[0], D[0], a.idx);
-        } else if (a.idx == CR_VAR_CONST && b.tape == id) {
-            return emit_unary(t, Y[0], D[1], b.idx);
+    row_of(f)->f64(x, Y, &w[0].d);
+    uint64_t h;
+    if (va && vb && a.idx != b.idx) {
+        double p0 = w[0].d, p1 = w[1].d;
+        if (p0 == 1.0 && (p1 == 1.0 || p1 == -1.0)) {
+            h = hdr_make(p1 == 1.0 ? K_ADD : K_SUB, a.idx, b.idx);
+            w[0].u = h;
+            w += 1;
+        } else {
+            h = hdr_make(K_BINARY, a.idx, b.idx);
+            w[2].u = h;
+            w += 3;
+        }
+    } else {
+        /* One operand: the variable's partial, or the sum for x op x. */
+        double p = va && vb ? w[0].d + w[1].d : va ? w[0].d : w[1].d;
+        uint32_t v = va ? a.idx : b.idx;
+        if (p == 1.0 || p == -1.0) {
+            h = hdr_make(p == 1.0 ? K_COPY : K_NEG, v, 0);
+            w[0].u = h;
+            w += 1;
+        } else {
+            h = hdr_make(K_UNARY, v, 0);
+            w[0].d = p;
+            w[1].u = h;
+            w += 2;
         }
     }
-    return op2_slow(t, f, a, b, x, Y, D);
+    if (t->pre)
+        t->cur[0].u = h;
+    t->cur = w;
+    return new_var(t, Y[0]);
 }
 
 cr_var cr_add(cr_tape *t, cr_var a, cr_var b)
