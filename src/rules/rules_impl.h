@@ -46,6 +46,9 @@ CR_INTERNAL cr_status cr__family_special(cr_registry *reg); /* src/rulesets/spec
 CR_INTERNAL cr_status cr__family_array(cr_registry *reg);   /* src/rulesets/array.c */
 CR_INTERNAL cr_status cr__family_linalg(cr_registry *reg);  /* src/rulesets/linalg.c */
 
+/* digamma for x not a pole (NaN at 0, -1, -2, ...): src/rulesets/math.c. */
+CR_INTERNAL double cr__digamma(double x);
+
 /* Generic implementations for non-differentiable declarations. */
 CR_INTERNAL cr_status cr__nondiff_frule(const cr_config *cfg, cr_arena *arena,
                                         const cr_tangent *dargs, const cr_value *f,

@@ -679,8 +679,8 @@ static double derf_d(double x)
 FLOAT_VIA_DOUBLE(derf)
 
 /*
- * digamma (psi), for the derivatives of tgamma and lgamma. Private to this family until
- * the special-function family provides it.
+ * digamma (psi), for the derivatives of tgamma and lgamma, and behind cr_sf_digamma of the
+ * special-function family (one implementation).
  *   - x >= 10: asymptotic series psi(x) = log x - 1/(2x) - sum B_2k/(2k x^2k), 8 terms.
  *   - |x - x0| < 1/2 around the positive root x0 = 1.46163...: the Taylor series
  *     psi(x0 + t) = sum_k c_k t^k, c_k = (-1)^(k+1) zeta(k+1, x0), with t = x - x0 formed
@@ -741,7 +741,7 @@ static double digamma_pos(double x)
     return p * t;
 }
 
-static double digamma_d(double x)
+double cr__digamma(double x)
 {
     if (isnan(x) || x == DINF)
         return x;
@@ -768,6 +768,11 @@ static double lgamma_d(double x)
     return lgamma(x);
 }
 #endif
+
+static double digamma_d(double x)
+{
+    return cr__digamma(x);
+}
 
 FLOAT_VIA_DOUBLE(lgamma)
 FLOAT_VIA_DOUBLE(digamma)

@@ -119,62 +119,14 @@ static double cf_backward(double b0, double (*an)(double n, double p), double p,
  * the argument up. At 10 the first omitted terms are below 1e-17 relatively. */
 #define PSI_ASYMPTOTIC 10.0
 
-/* The positive zero of digamma, x0 = X0_HI + X0_LO (both parts needed: near x0 digamma is
- * (x - x0)·0.97, so the error of x0 is the absolute error of the result). */
-#define X0_HI 1.4616321449683622
-#define X0_LO 9.549995429965697e-17
-
-/* psi(x0 + d) = sum_k c_k d^k, c_k = psi^(k)(x0)/k! (DLMF 5.15.1 at x0), for |d| <= 0.25.
- * Computed to 50 digits; the ratio of successive terms is about 0.68 d. */
-static const double k_psi_root[] = {
-    0.9676722454476212,      -0.44276316898359208,    0.25849976095565103,
-    -0.16394270544240652,    0.10782405069126237,     -0.072199561256454714,
-    0.04880428816414311,     -0.033161126474847362,   0.022597648232218104,
-    -0.01542476590494896,    0.010538791616612175,    -0.0072045343863568687,
-    0.0049267813957298533,   -0.0033698016554393282,  0.002305126326734928,
-    -0.0015769367714301972,  0.0010788252019162967,   -0.00073807093899600515,
-    0.00050495326583460199,  -0.00034546802510630769, 0.00023635601564027053,
-    -0.00016170622091974803, 0.0001106337276874741,   -7.5691795821950661e-05,
-    5.1785757952220809e-05,
-};
-
-/* psi(x) for x >= PSI_ASYMPTOTIC: ln x - 1/(2x) - sum B_2k / (2k x^2k). */
-static double digamma_asymptotic(double x)
-{
-    static const double c[] = {1.0 / 12,  -1.0 / 120, 1.0 / 252,        -1.0 / 240,
-                               1.0 / 132, -691.0 / 32760, 1.0 / 12, -3617.0 / 8160};
-    double t = 1 / (x * x), s = 0;
-    for (int k = (int)(sizeof c / sizeof c[0]) - 1; k >= 0; k--)
-        s = s * t + c[k];
-    return log(x) - 0.5 / x - s * t;
-}
-
+/* psi(x): one implementation, in the math family (asymptotic series, recurrences into a
+ * Taylor series through the positive root, reflection below zero); here the signed-zero
+ * pole takes its one-sided limit. */
 double cr_sf_digamma(double x)
 {
-    if (isnan(x) || x == INF)
-        return x;
     if (x == 0)
         return copysign(INF, -x); /* psi ~ -1/x */
-    if (x < 0) {
-        if (x == nearbyint(x))
-            return NAN_D; /* poles at the negative integers */
-        /* Reflection (DLMF 5.5.4): psi(x) = psi(1 - x) - pi cot(pi x). */
-        return cr_sf_digamma(1 - x) - PI * cot_pi(x);
-    }
-    double d = (x - X0_HI) - X0_LO;
-    if (fabs(d) <= 0.25) {
-        /* Near the zero the recurrence below would give only absolute accuracy. */
-        double s = 0;
-        for (int k = (int)(sizeof k_psi_root / sizeof k_psi_root[0]) - 1; k >= 0; k--)
-            s = s * d + k_psi_root[k];
-        return s * d;
-    }
-    double acc = 0;
-    while (x < PSI_ASYMPTOTIC) {
-        acc += 1 / x;
-        x += 1;
-    }
-    return digamma_asymptotic(x) - acc;
+    return cr__digamma(x);
 }
 
 /* psi'(x) for x >= PSI_ASYMPTOTIC: 1/x + 1/(2x²) + sum B_2k / x^(2k+1) (DLMF 5.15.8). */
