@@ -485,6 +485,9 @@ static cr_status check_finite(cr_tape *t, const char *who, const double *v, size
     return CR_OK;
 }
 
+/* Recordings of up to this many variables sweep over a workspace on the stack. */
+#define SMALL_WS 64
+
 /* Workspace of n doubles (zeroed) from the tape's arena. */
 static double *workspace(cr_tape *t, size_t n, cr_status *st)
 {
@@ -537,9 +540,13 @@ cr_status cr_tape_vjp(cr_tape *t, const cr_var *ys, const double *ybar, size_t m
         (st = check_finite(t, who, ybar, m, "seed")) != CR_OK)
         return st;
     size_t top = top_of(ys, m);
+    /* Small recordings sweep over a workspace on the stack. */
+    double small[SMALL_WS];
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
-    double *adj = workspace(t, top, &st);
-    if (adj == NULL)
+    double *adj = small;
+    if (top <= SMALL_WS)
+        memset(small, 0, top * sizeof *small);
+    else if ((adj = workspace(t, top, &st)) == NULL)
         return st;
     for (size_t i = 0; i < m; i++)
         if (ys[i].idx != CR_VAR_CONST)
@@ -547,7 +554,8 @@ cr_status cr_tape_vjp(cr_tape *t, const cr_var *ys, const double *ybar, size_t m
     st = cr__sweep_reverse(t, adj, top);
     if (st == CR_OK)
         gather(adj, top, xs, n, 1, 0, xbar);
-    cr_arena_rewind(t->arena, mk);
+    if (adj != small)
+        cr_arena_rewind(t->arena, mk);
     return st;
 }
 
@@ -719,7 +727,7 @@ cr_status cr_tape_value_and_gradient(cr_tape *t, cr_ad_fn f, void *env, const do
         return CR_EINVAL;
     if (n > 0 && grad == NULL)
         return cr_ctx_error(t->ctx, CR_EINVAL, "cr_tape_value_and_gradient: grad is NULL");
-    cr_var out, *xs = NULL;
+    cr_var out, small[16], *xs = n <= 16 ? small : NULL;
     cr_status st = cr__tape_record(t, f, env, x, n, &xs, &out, 1);
     if (st != CR_OK)
         return st;

@@ -22,19 +22,26 @@
     (2 + CR_SCALAR_MAX_IN * (CR_SCALAR_MAX_IN + 1) / 2 + CR_SCALAR_MAX_IN +                \
      (CR_SCALAR_MAX_IN + 1) / 2)
 
-/* Tape ids: one per recording, so that variables of another tape, or of this tape before
- * a reset, are recognised. The counter is the library's only mutable global besides the
- * built-in rule table and the thread's current tape; it hands out numbers and nothing
- * else depends on its order. */
-static atomic_uint g_next_id = 1;
+/* Recording ids: one per recording, so that variables of another tape, or of this tape
+ * before a reset, are recognised. A tape takes a block of ID_BLOCK ids from a process-wide
+ * atomic counter and hands them out at each reset, so resetting costs no atomic operation.
+ * The counter is the library's only mutable global besides the built-in rule table and the
+ * thread's current tape; it hands out numbers and nothing depends on their order. */
+#define ID_BLOCK 1024u
+static atomic_uint g_next_block = 1;
 
-static uint32_t new_id(void)
+static uint32_t new_id(cr_tape *t)
 {
-    uint32_t id;
-    do
-        id = (uint32_t)atomic_fetch_add_explicit(&g_next_id, 1u, memory_order_relaxed);
-    while (id == 0);
-    return id;
+    if (t->id_left == 0) {
+        uint32_t b;
+        do
+            b = (uint32_t)atomic_fetch_add_explicit(&g_next_block, 1u, memory_order_relaxed);
+        while ((uint32_t)(b * ID_BLOCK) == 0); /* id 0 is never used */
+        t->id_next = b * ID_BLOCK;
+        t->id_left = ID_BLOCK;
+    }
+    t->id_left--;
+    return t->id_next++;
 }
 
 static _Thread_local cr_tape *g_current;
@@ -119,7 +126,7 @@ static void tape_init(cr_tape *t, cr_ctx *ctx, cr_arena *arena, bool own, const 
     t->first_words = FIRST_CHUNK_WORDS;
     t->next_words = FIRST_CHUNK_WORDS;
     t->cur = t->lim = &t->dummy;
-    t->id = new_id();
+    t->id = new_id(t);
 }
 
 cr_status cr_tape_new(cr_ctx *ctx, const cr_tape_params *params, cr_tape **out)
@@ -194,7 +201,7 @@ void cr_tape_reset(cr_tape *t)
     t->status = CR_OK;
     t->slow = (t->flags & CR_TAPE_SECOND_ORDER) != 0;
     t->errmsg[0] = '\0';
-    t->id = new_id();
+    t->id = new_id(t);
 }
 
 cr_ctx *cr_tape_ctx(const cr_tape *t)

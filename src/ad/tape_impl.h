@@ -156,6 +156,8 @@ struct cr_tape {
     const cr_config *config;
     size_t next_words;  /* size of the next chunk */
     size_t first_words; /* size of the first chunk */
+    uint32_t id_next;    /* next recording id of the tape's block */
+    uint32_t id_left;    /* ids left in the block */
     uint32_t slow;       /* nonzero: operations take the slow path (failed, second order) */
     size_t ninputs;
     size_t record_words; /* words in chunks before the current one */
