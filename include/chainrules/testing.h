@@ -93,7 +93,7 @@ typedef enum cr_verdict {
 /** Default width of the MARGINAL band, as a factor of the tolerance. */
 #define CR_TEST_DEFAULT_MARGINAL 10.0
 /** Tolerance used instead of the defaults when f32 values are involved. */
-#define CR_TEST_F32_TOL 1e-4
+#define CR_TEST_F32_TOL 1e-3
 /** Default number of random points per argument variant in registration tests. */
 #define CR_TEST_DEFAULT_NPOINTS 3
 
@@ -134,8 +134,8 @@ typedef struct cr_test_report {
 /** Options of the testers. Zero-initialised means defaults. */
 typedef struct cr_test_opts {
     uint32_t struct_size;             /**< sizeof(cr_test_opts), or 0 for the current size. */
-    double rtol;                      /**< Relative tolerance; 0 means 1e-9 (1e-4 with f32). */
-    double atol;                      /**< Absolute tolerance; 0 means 1e-9 (1e-4 with f32). */
+    double rtol;                      /**< Relative tolerance; 0 means 1e-9 (1e-3 with f32). */
+    double atol;                      /**< Absolute tolerance; 0 means 1e-9 (1e-3 with f32). */
     double marginal;                  /**< MARGINAL band factor (>= 1); 0 means 10. */
     const cr_fdm *fdm;                /**< Method; NULL means central_fdm(5, 1). */
     const cr_fd_opts *fd_opts;        /**< Finite-difference options; NULL means defaults

@@ -127,11 +127,10 @@ static void arg_label(const cr_value *vals, size_t i, char *buf, size_t size)
     char kind[48];
     if (v->kind == CR_KIND_ARRAY && v->u.arr != NULL) {
         const cr_array *a = v->u.arr;
-        snprintf(kind, sizeof kind, "%s%s array",
-                 a->structure != CR_MAT_DENSE ? cr_matstruct_name((cr_matstruct)a->structure) : "",
-                 a->structure != CR_MAT_DENSE ? " " : "");
-        size_t l = strlen(kind);
-        snprintf(kind + l, sizeof kind - l, " of %s", cr_dtype_name((cr_dtype)a->dtype));
+        bool dense = a->structure == CR_MAT_DENSE;
+        snprintf(kind, sizeof kind, "%s%s%s array",
+                 dense ? "" : cr_matstruct_name((cr_matstruct)a->structure), dense ? "" : " ",
+                 cr_dtype_name((cr_dtype)a->dtype));
     } else if (v->kind == CR_KIND_STRUCT && v->u.obj.type != NULL && v->u.obj.type->name != NULL) {
         snprintf(kind, sizeof kind, "%s", v->u.obj.type->name);
     } else {
