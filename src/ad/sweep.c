@@ -200,7 +200,7 @@ static cr_status generic_jacobian(cr_tape *t, const cr__gen_node *nd, double *J)
     return CR_OK;
 }
 
-cr_status cr__sweep_forward(cr_tape *t, double *tan, size_t k, size_t top)
+static ALWAYS_INLINE cr_status forward_k(cr_tape *t, double *tan, size_t k, size_t top)
 {
     size_t i = 0;
     for (cr__chunk *c = t->first; c != NULL && i < top; c = c->next) {
@@ -292,6 +292,14 @@ cr_status cr__sweep_forward(cr_tape *t, double *tan, size_t k, size_t top)
         }
     }
     return CR_OK;
+}
+
+cr_status cr__sweep_forward(cr_tape *t, double *tan, size_t k, size_t top)
+{
+    /* One direction (jvp, hvp) gets its own copy of the loop, without the inner loops. */
+    if (k == 1)
+        return forward_k(t, tan, 1, top);
+    return forward_k(t, tan, k, top);
 }
 
 /*

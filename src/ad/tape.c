@@ -482,7 +482,8 @@ static cr_complex mk_complex(double re, double im)
 }
 
 /*
- * H[(o*nin + j)*nin + l] = d^2 Y_o / dx_j dx_l of a row at x, whose partials there are D.
+ * H[(o*nin + j)*nin + l] = d^2 Y_o / dx_j dx_l of a row at x, whose partials there are D,
+ * for the columns l in the bit set `cols` (the arguments that are variables).
  *
  * Rows with a complex instantiation: the complex step. The partials are holomorphic, so
  * D(x + i h e_l) = D(x) + i h dD/dx_l + O(h^2): the imaginary part divided by h is the
@@ -493,11 +494,14 @@ static cr_complex mk_complex(double re, double im)
  * max, relu near 0), the one-sided difference of smaller magnitude is used, which is
  * exact for piecewise-linear functions.
  */
-static void row_hessian(const cr_scalar_rule *row, const double *x, const double *D, double *H)
+static void row_hessian(const cr_scalar_rule *row, const double *x, const double *D, double *H,
+                        unsigned cols)
 {
     size_t nin = row->nin, nout = row->nout;
     if (row->c128 != NULL) {
         for (size_t l = 0; l < nin; l++) {
+            if (!(cols & (1u << l)))
+                continue;
             cr_complex z[CR_SCALAR_MAX_IN], Yc[CR_SCALAR_MAX_OUT];
             cr_complex Dc[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
             double h = 1e-20 * fmax(fabs(x[l]), 1e-200);
@@ -511,6 +515,8 @@ static void row_hessian(const cr_scalar_rule *row, const double *x, const double
     } else {
         const double step = cbrt(DBL_EPSILON);
         for (size_t l = 0; l < nin; l++) {
+            if (!(cols & (1u << l)))
+                continue;
             double xp[CR_SCALAR_MAX_IN], xm[CR_SCALAR_MAX_IN], Y2[CR_SCALAR_MAX_OUT];
             double Dp[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN], Dm[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
             double h = step * fmax(1.0, fabs(x[l]));
@@ -559,6 +565,7 @@ static cr_status record_evaluated(cr_tape *t, const char *fname, const cr_scalar
     size_t nin = row->nin, nout = row->nout;
     uint32_t vi[CR_SCALAR_MAX_IN];
     size_t slot[CR_SCALAR_MAX_IN], k = 0;
+    unsigned cols = 0;
     for (size_t j = 0; j < nin; j++) {
         if (args[j].idx == CR_VAR_CONST)
             continue;
@@ -568,6 +575,7 @@ static cr_status record_evaluated(cr_tape *t, const char *fname, const cr_scalar
         }
         vi[k] = args[j].idx;
         slot[k] = j;
+        cols |= 1u << j;
         k++;
     }
     if (k == 0) {
@@ -578,7 +586,7 @@ static cr_status record_evaluated(cr_tape *t, const char *fname, const cr_scalar
     double Hfull[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN * CR_SCALAR_MAX_IN];
     bool second = (t->flags & CR_TAPE_SECOND_ORDER) != 0;
     if (second)
-        row_hessian(row, x, D, Hfull);
+        row_hessian(row, x, D, Hfull, cols);
     for (size_t o = 0; o < nout; o++) {
         double p[CR_SCALAR_MAX_IN], H[CR_SCALAR_MAX_IN * CR_SCALAR_MAX_IN];
         for (size_t j = 0; j < k; j++) {
