@@ -18,6 +18,7 @@
 #include "chainrules/arena.h"
 #include "chainrules/array.h"
 #include "chainrules/common.h"
+#include "chainrules/check.h"
 #include "chainrules/ctx.h"
 #include "chainrules/dual.h"
 #include "chainrules/engine.h"

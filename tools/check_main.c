@@ -1,8 +1,8 @@
 /*
  * cr_check_main: the command-line checker behind `chainrules-check`, for the built-in
  * registry or a user's. It runs cr_test_rule_registration() over every entry, shows a
- * progress bar on a terminal and prints a summary. This file is the one place where the
- * library prints: it is a program's main, called only by programs that want this CLI.
+ * progress bar on a terminal and prints a summary. It is built as the small library
+ * chainrules_check, apart from chainrules (which never prints).
  */
 #if !defined(_POSIX_C_SOURCE) && (defined(__unix__) || defined(__APPLE__))
 #define _POSIX_C_SOURCE 200809L
@@ -19,7 +19,7 @@
 #define CR_HAVE_ISATTY 1
 #endif
 
-#include "testing_impl.h"
+#include <chainrules.h>
 
 typedef struct check_args {
     cr_test_opts opts;
