@@ -66,6 +66,78 @@ CR_API extern const cr_value cr_fn_gemm;
  *  Diagonal A, projected otherwise). */
 CR_API extern const cr_value cr_fn_tr;
 
+/* ---- LAPACK level --------------------------------------------------------------------- */
+
+/**
+ * `det(A)` of a square matrix (LU, getrf). Pullback: Ā = adj(A)ᴴ ȳ, with the adjugate
+ * adj(A) = det(A) A⁻¹ from the LU factors; for a singular A (a zero pivot) the adjugate
+ * comes from the SVD instead (no division by zero).
+ */
+CR_API extern const cr_value cr_fn_det;
+
+/**
+ * `logdet(A)` = log(det A) of a real matrix with positive determinant, or of any
+ * nonsingular complex matrix (principal log, computed as Σ log|u_ii| + i arg det). Pullback:
+ * Ā = A⁻ᴴ ȳ. A negative determinant (real) or a singular matrix gives CR_EDOMAIN.
+ */
+CR_API extern const cr_value cr_fn_logdet;
+
+/**
+ * `logabsdet(A)`: the tuple (log|det A|, sign), sign = det/|det| (±1 for real A, of unit
+ * modulus for complex A). The sign of a real matrix has a zero derivative. Pullback:
+ * Ā = c A⁻ᴴ with c = l̄ + i im(conj(sign) s̄). A singular A gives CR_EDOMAIN.
+ */
+CR_API extern const cr_value cr_fn_logabsdet;
+
+/** `inv(A)` of a square nonsingular matrix (LU, getrf + getrs), named cr_fn_matinv so as
+ *  not to clash with the scalar cr_fn_inv. Pullback: Ā = -Yᴴ Ȳ Yᴴ. */
+CR_API extern const cr_value cr_fn_matinv;
+
+/**
+ * `solve(A, B)` (A \ B): A square, B a vector or matrix. Dense, Symmetric and Hermitian A
+ * use LU (getrf/getrs), Upper/Lower A a triangular solve (trtrs), Diagonal A a division.
+ * A singular A gives CR_EDOMAIN. Pullback: B̄ = A⁻ᴴ Ȳ, Ā = -B̄ Yᴴ (a thunk, projected onto
+ * A's structure).
+ */
+CR_API extern const cr_value cr_fn_solve;
+
+/**
+ * `cholesky(A)` of a Hermitian positive definite matrix: the Upper-tagged factor U with
+ * A = Uᴴ U (potrf). Only A's upper triangle is read (a dense A's lower triangle is
+ * ignored, as LAPACK does), so a dense A's cotangent lives on its upper triangle and a
+ * Symmetric/Hermitian A's is Hermitian. CR_EDOMAIN when A is not positive definite.
+ * Pullback: Seeger et al. (ChainRules' formula).
+ */
+CR_API extern const cr_value cr_fn_cholesky;
+
+/**
+ * `eigen(A)` of a Symmetric or Hermitian matrix (or a dense one, whose upper triangle is
+ * read, as for cholesky): the tuple (values, vectors), ascending real eigenvalues and orthonormal
+ * eigenvectors in the columns (syevd/heevd). Pullback: Ā = V (diag(λ̄) + F ∘ (Vᴴ V̄)) Vᴴ
+ * with F_ij = 1/(λ_j - λ_i); for repeated (or numerically equal) eigenvalues F_ij is 0,
+ * which is correct when the loss does not depend on the choice of basis of the
+ * eigenspace (docs/rules-linalg.md).
+ */
+CR_API extern const cr_value cr_fn_eigen;
+
+/** `eigvals(A)` of a Symmetric or Hermitian matrix: ascending eigenvalues. Pullback:
+ *  V diag(λ̄) Vᴴ, well defined for repeated eigenvalues. */
+CR_API extern const cr_value cr_fn_eigvals;
+
+/**
+ * `svd(A)` of a real m x n matrix: the tuple (U, S, V) of the thin SVD A = U diag(S) Vᵀ
+ * (gesdd), U m x k, S descending of length k = min(m, n), V n x k (Julia's `F.U, F.S, F.V`).
+ * Pullback: the formula of ChainRules' svd_rev, with 1/(s_j² - s_i²) replaced by 0 where
+ * two singular values are equal and 1/s_i by 0 where one is zero, so degenerate and
+ * rank-deficient matrices give finite cotangents (ChainRules #664). Complex matrices give
+ * CR_EUNIMPL (use svdvals).
+ */
+CR_API extern const cr_value cr_fn_svd;
+
+/** `svdvals(A)` of a real or complex matrix: the singular values, descending. Pullback:
+ *  U diag(S̄) Vᴴ. */
+CR_API extern const cr_value cr_fn_svdvals;
+
 CR_END_DECLS
 
 #endif /* CR_RULES_LINALG_H */

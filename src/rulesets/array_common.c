@@ -3,6 +3,7 @@
  * array arguments and tangents at the rule boundary, dtype promotion, outputs in the
  * arena, projections, the n-ary strided loop and the BLAS wrappers (array_impl.h).
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "array_impl.h"

@@ -1,12 +1,2012 @@
 /*
- * LAPACK-level rules (det, logdet, logabsdet, inv, solve, cholesky, symmetric eigen, svd).
- * Compiled only with LAPACKE (CR_HAVE_LAPACKE); without it the function values exist but
- * their primal gives CR_EUNIMPL and no rule is registered.
+ * LAPACK-level rules: det, logdet, logabsdet, inv (matinv), solve (A \ B), cholesky,
+ * eigen and eigvals of Hermitian matrices, svd and svdvals. Compiled with LAPACKE
+ * (CR_HAVE_LAPACKE); without it the function values exist, their primal gives
+ * CR_EUNIMPL and no rule is registered.
+ *
+ * The work happens in column-major copies (the LAPACK layout) of f64 or c128, through the
+ * LAPACKE `_work` routines with workspace from the arena: LAPACK never allocates, and the
+ * row-major arguments are transposed once on the way in and out.
  */
+#include <float.h>
+#include <math.h>
+
 #include "array_impl.h"
+
+#if defined(CR_HAVE_LAPACKE)
+#include <lapacke.h>
+#if defined(CR_HAVE_CBLAS)
+#include <cblas.h>
+#endif
+
+/* ---- Column-major work matrices -------------------------------------------------------- */
+
+typedef struct mat {
+    void *p; /* column-major, leading dimension r */
+    size_t r, c;
+    bool cplx;
+} mat;
+
+static cr_status mat_new(cr_arena *arena, bool cplx, size_t r, size_t c, bool zero, mat *m)
+{
+    size_t n = r * c, es = cplx ? sizeof(cr_complex) : sizeof(double);
+    m->p = zero ? cr_arena_calloc(arena, n ? n : 1, es, 0)
+                : cr_arena_alloc(arena, (n ? n : 1) * es, 0);
+    m->r = r;
+    m->c = c;
+    m->cplx = cplx;
+    return m->p == NULL ? CR__ALLOC_STATUS(arena) : CR_OK;
+}
+
+static inline cr_complex mat_get(const mat *m, size_t i, size_t j)
+{
+    return m->cplx ? ((const cr_complex *)m->p)[i + j * m->r]
+                   : ((const double *)m->p)[i + j * m->r];
+}
+
+static inline void mat_set(mat *m, size_t i, size_t j, cr_complex v)
+{
+    if (m->cplx)
+        ((cr_complex *)m->p)[i + j * m->r] = v;
+    else
+        ((double *)m->p)[i + j * m->r] = creal(v);
+}
+
+/* The logical value of a 1-d (a column) or 2-d array, as a column-major work matrix. */
+static cr_status mat_from(cr_arena *arena, const cr_array *a, bool cplx, mat *m)
+{
+    const cr_array *d;
+    cr_status st = cr__dense(arena, a, cplx ? CR_DT_C128 : CR_DT_F64, &d);
+    size_t r = a->shape[0], c = a->ndim == 2 ? a->shape[1] : 1;
+    if (st == CR_OK)
+        st = mat_new(arena, cplx, r, c, false, m);
+    if (st != CR_OK)
+        return st;
+    if (cplx) {
+        const cr_complex *s = d->data;
+        cr_complex *o = m->p;
+        for (size_t i = 0; i < r; i++)
+            for (size_t j = 0; j < c; j++)
+                o[i + j * r] = s[i * c + j];
+    } else {
+        const double *s = d->data;
+        double *o = m->p;
+        for (size_t i = 0; i < r; i++)
+            for (size_t j = 0; j < c; j++)
+                o[i + j * r] = s[i * c + j];
+    }
+    return CR_OK;
+}
+
+static cr_status mat_copy(cr_arena *arena, const mat *s, mat *m)
+{
+    cr_status st = mat_new(arena, s->cplx, s->r, s->c, false, m);
+    if (st == CR_OK)
+        memcpy(m->p, s->p, s->r * s->c * (s->cplx ? sizeof(cr_complex) : sizeof(double)));
+    return st;
+}
+
+/* A new row-major work array of m (1-d when vec). */
+static cr_status mat_to_array(cr_arena *arena, const mat *m, bool vec, cr_array **out)
+{
+    size_t shape[2] = {m->r, m->c};
+    cr_status st = cr__new(arena, m->cplx ? CR_DT_C128 : CR_DT_F64, vec ? 1 : 2, shape, false, out);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < m->r; i++)
+        for (size_t j = 0; j < m->c; j++)
+            cr__store(*out, (ptrdiff_t)(i * m->c + j), mat_get(m, i, j));
+    return CR_OK;
+}
+
+/* C = alpha op(A) op(B) + beta C; op is 'N', 'T' or 'C'. */
+static void mat_gemm(char ta, char tb, cr_complex alpha, const mat *A, const mat *B,
+                     cr_complex beta, mat *C)
+{
+    size_t m = ta == 'N' ? A->r : A->c, k = ta == 'N' ? A->c : A->r;
+    size_t n = tb == 'N' ? B->c : B->r;
+    if (m == 0 || n == 0)
+        return;
+#if defined(CR_HAVE_CBLAS)
+    if (k > 0) {
+        enum CBLAS_TRANSPOSE a = ta == 'N' ? CblasNoTrans : ta == 'T' ? CblasTrans : CblasConjTrans;
+        enum CBLAS_TRANSPOSE b = tb == 'N' ? CblasNoTrans : tb == 'T' ? CblasTrans : CblasConjTrans;
+        int lda = (int)(A->r ? A->r : 1), ldb = (int)(B->r ? B->r : 1),
+            ldc = (int)(C->r ? C->r : 1);
+        if (C->cplx)
+            cblas_zgemm(CblasColMajor, a, b, (int)m, (int)n, (int)k, &alpha, A->p, lda, B->p, ldb,
+                        &beta, C->p, ldc);
+        else
+            cblas_dgemm(CblasColMajor, a, b, (int)m, (int)n, (int)k, creal(alpha), A->p, lda, B->p,
+                        ldb, creal(beta), C->p, ldc);
+        return;
+    }
+#endif
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++) {
+            cr_complex acc = 0;
+            for (size_t l = 0; l < k; l++) {
+                cr_complex a = ta == 'N' ? mat_get(A, i, l) : mat_get(A, l, i);
+                cr_complex b = tb == 'N' ? mat_get(B, l, j) : mat_get(B, j, l);
+                if (ta == 'C')
+                    a = conj(a);
+                if (tb == 'C')
+                    b = conj(b);
+                acc += a * b;
+            }
+            cr_complex c0 = beta == 0 ? 0 : beta * mat_get(C, i, j);
+            mat_set(C, i, j, alpha * acc + c0);
+        }
+}
+
+/* New C = alpha op(A) op(B). */
+static cr_status mat_mul(cr_arena *arena, char ta, char tb, cr_complex alpha, const mat *A,
+                         const mat *B, mat *C)
+{
+    size_t m = ta == 'N' ? A->r : A->c, n = tb == 'N' ? B->c : B->r;
+    cr_status st = mat_new(arena, A->cplx || B->cplx, m, n, true, C);
+    if (st == CR_OK)
+        mat_gemm(ta, tb, alpha, A, B, 0.0, C);
+    return st;
+}
+
+/* New mᴴ. */
+static cr_status mat_adj(cr_arena *arena, const mat *s, mat *m)
+{
+    cr_status st = mat_new(arena, s->cplx, s->c, s->r, false, m);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < s->r; i++)
+        for (size_t j = 0; j < s->c; j++)
+            mat_set(m, j, i, conj(mat_get(s, i, j)));
+    return CR_OK;
+}
+
+static bool lapack_size_ok(size_t n)
+{
+    return n <= (size_t)INT32_MAX;
+}
+
+static cr_status lapack_fail(cr_arena *arena, const char *who, lapack_int info)
+{
+    return CR__FAIL(arena, CR_EBACKEND, "%s: LAPACK reported info = %d", who, (int)info);
+}
+
+/* ---- Arguments ------------------------------------------------------------------------- */
+
+/* A square float matrix argument; its work dtype. */
+static cr_status square_arg(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                            size_t i, const cr_array **A, bool *cplx)
+{
+    cr_status st = cr__array_arg(arena, who, args, nargs, i, A);
+    if (st != CR_OK)
+        return st;
+    if ((*A)->ndim != 2 || (*A)->shape[0] != (*A)->shape[1] ||
+        !cr_dtype_is_float((cr_dtype)(*A)->dtype) || !lapack_size_ok((*A)->shape[0]))
+        return CR__FAIL(arena, CR_ESHAPE, "%s: expected a square f64, f32 or c128 matrix", who);
+    *cplx = (*A)->dtype == CR_DT_C128;
+    return CR_OK;
+}
+
+/* The Hermitian matrix whose upper triangle is that of A (the diagonal's real part), as
+ * LAPACK's syev/heev/potrf read it. */
+static cr_status herm_upper(cr_arena *arena, const cr_array *A, bool cplx, mat *m)
+{
+    cr_status st = mat_from(arena, A, cplx, m);
+    if (st != CR_OK)
+        return st;
+    size_t n = m->r;
+    for (size_t j = 0; j < n; j++) {
+        mat_set(m, j, j, creal(mat_get(m, j, j)));
+        for (size_t i = j + 1; i < n; i++)
+            mat_set(m, i, j, conj(mat_get(m, j, i)));
+    }
+    return CR_OK;
+}
+
+/* The cotangent of A for a function of herm_upper(A), given the Hermitian gradient S with
+ * respect to that matrix: a Symmetric/Hermitian A takes S (its projector symmetrises); any
+ * other A gets S folded onto the upper triangle it was read from. */
+static cr_status herm_give(cr_arena *arena, const cr_array *A, cr_project *p, mat *S,
+                           cr_tangent *out)
+{
+    size_t n = S->r;
+    if (A->structure != CR_MAT_SYMMETRIC && A->structure != CR_MAT_HERMITIAN) {
+        for (size_t j = 0; j < n; j++) {
+            mat_set(S, j, j, creal(mat_get(S, j, j)));
+            for (size_t i = 0; i < j; i++) {
+                mat_set(S, i, j, mat_get(S, i, j) + conj(mat_get(S, j, i)));
+                mat_set(S, j, i, 0.0);
+            }
+        }
+    }
+    cr_array *r;
+    cr_status st = mat_to_array(arena, S, false, &r);
+    return st != CR_OK ? st : cr__give(arena, p, r, out);
+}
+
+/* ---- LU --------------------------------------------------------------------------------- */
+
+typedef struct lu {
+    mat a; /* the factors */
+    lapack_int *ipiv;
+    bool singular; /* a zero pivot */
+    cr_complex det;
+    double logabs;    /* log|det| */
+    cr_complex phase; /* det / |det| (1 when singular) */
+} lu;
+
+static cr_status lu_factor(cr_arena *arena, const char *who, const cr_array *A, bool cplx, lu *f)
+{
+    cr_status st = mat_from(arena, A, cplx, &f->a);
+    if (st != CR_OK)
+        return st;
+    size_t n = f->a.r;
+    f->ipiv = cr_arena_alloc(arena, (n ? n : 1) * sizeof *f->ipiv, _Alignof(lapack_int));
+    if (f->ipiv == NULL)
+        return CR__ALLOC_STATUS(arena);
+    lapack_int info = n == 0 ? 0
+                      : cplx ? LAPACKE_zgetrf_work(LAPACK_COL_MAJOR, (lapack_int)n, (lapack_int)n,
+                                                   f->a.p, (lapack_int)n, f->ipiv)
+                             : LAPACKE_dgetrf_work(LAPACK_COL_MAJOR, (lapack_int)n, (lapack_int)n,
+                                                   f->a.p, (lapack_int)n, f->ipiv);
+    if (info < 0)
+        return lapack_fail(arena, who, info);
+    f->singular = info > 0;
+    cr_complex det = 1, phase = 1;
+    double logabs = 0;
+    for (size_t i = 0; i < n; i++) {
+        cr_complex u = mat_get(&f->a, i, i);
+        if (f->ipiv[i] != (lapack_int)(i + 1)) {
+            det = -det;
+            phase = -phase;
+        }
+        det *= u;
+        double au = cabs(u);
+        logabs += log(au);
+        if (au > 0)
+            phase *= u / au;
+    }
+    f->det = det;
+    f->logabs = logabs;
+    f->phase = phase;
+    return CR_OK;
+}
+
+/* X := op(A)^-1 X in place (X n x k), op 'N' or 'C'. */
+static cr_status lu_solve(cr_arena *arena, const char *who, const lu *f, char op, mat *X)
+{
+    size_t n = f->a.r;
+    if (n == 0 || X->c == 0)
+        return CR_OK;
+    char t = op == 'N' ? 'N' : (f->a.cplx ? 'C' : 'T');
+    lapack_int info =
+        f->a.cplx ? LAPACKE_zgetrs_work(LAPACK_COL_MAJOR, t, (lapack_int)n, (lapack_int)X->c,
+                                        f->a.p, (lapack_int)n, f->ipiv, X->p, (lapack_int)n)
+                  : LAPACKE_dgetrs_work(LAPACK_COL_MAJOR, t, (lapack_int)n, (lapack_int)X->c,
+                                        f->a.p, (lapack_int)n, f->ipiv, X->p, (lapack_int)n);
+    return info != 0 ? lapack_fail(arena, who, info) : CR_OK;
+}
+
+/* A^-1 from the factors. */
+static cr_status lu_inverse(cr_arena *arena, const char *who, const lu *f, mat *inv)
+{
+    size_t n = f->a.r;
+    cr_status st = mat_new(arena, f->a.cplx, n, n, true, inv);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < n; i++)
+        mat_set(inv, i, i, 1.0);
+    return lu_solve(arena, who, f, 'N', inv);
+}
+
+static cr_status singular(cr_arena *arena, const char *who)
+{
+    return CR__FAIL(arena, CR_EDOMAIN, "%s: the matrix is singular", who);
+}
+
+/* ---- SVD ---------------------------------------------------------------------------------- */
+
+typedef struct svd {
+    mat U;     /* m x k */
+    double *s; /* k, descending */
+    mat Vt;    /* k x n */
+    size_t m, n, k;
+} svd;
+
+static cr_status svd_of(cr_arena *arena, const char *who, const mat *A0, svd *out)
+{
+    size_t m = A0->r, n = A0->c, k = m < n ? m : n;
+    bool cplx = A0->cplx;
+    mat A;
+    cr_status st = mat_copy(arena, A0, &A);
+    if (st == CR_OK)
+        st = mat_new(arena, cplx, m, k, false, &out->U);
+    if (st == CR_OK)
+        st = mat_new(arena, cplx, k, n, false, &out->Vt);
+    if (st != CR_OK)
+        return st;
+    out->s = cr_arena_alloc(arena, (k ? k : 1) * sizeof(double), _Alignof(double));
+    lapack_int *iwork = cr_arena_alloc(arena, (8 * k + 1) * sizeof *iwork, _Alignof(lapack_int));
+    if (out->s == NULL || iwork == NULL)
+        return CR__ALLOC_STATUS(arena);
+    out->m = m;
+    out->n = n;
+    out->k = k;
+    if (k == 0)
+        return CR_OK;
+    lapack_int lm = (lapack_int)m, ln = (lapack_int)n, lk = (lapack_int)k, info;
+    if (cplx) {
+        cr_complex q;
+        size_t lrw = k * (5 * k + 7) > 2 * k * (k + (m > n ? m : n)) + k
+                         ? k * (5 * k + 7)
+                         : 2 * k * (k + (m > n ? m : n)) + k;
+        double *rwork = cr_arena_alloc(arena, (lrw + 1) * sizeof(double), _Alignof(double));
+        if (rwork == NULL)
+            return CR__ALLOC_STATUS(arena);
+        info = LAPACKE_zgesdd_work(LAPACK_COL_MAJOR, 'S', lm, ln, A.p, lm, out->s, out->U.p, lm,
+                                   out->Vt.p, lk, &q, -1, rwork, iwork);
+        size_t lw = (size_t)creal(q) + 1;
+        cr_complex *work = cr_arena_alloc(arena, lw * sizeof *work, _Alignof(cr_complex));
+        if (work == NULL)
+            return CR__ALLOC_STATUS(arena);
+        info = LAPACKE_zgesdd_work(LAPACK_COL_MAJOR, 'S', lm, ln, A.p, lm, out->s, out->U.p, lm,
+                                   out->Vt.p, lk, work, (lapack_int)lw, rwork, iwork);
+    } else {
+        double q;
+        info = LAPACKE_dgesdd_work(LAPACK_COL_MAJOR, 'S', lm, ln, A.p, lm, out->s, out->U.p, lm,
+                                   out->Vt.p, lk, &q, -1, iwork);
+        size_t lw = (size_t)q + 1;
+        double *work = cr_arena_alloc(arena, lw * sizeof *work, _Alignof(double));
+        if (work == NULL)
+            return CR__ALLOC_STATUS(arena);
+        info = LAPACKE_dgesdd_work(LAPACK_COL_MAJOR, 'S', lm, ln, A.p, lm, out->s, out->U.p, lm,
+                                   out->Vt.p, lk, work, (lapack_int)lw, iwork);
+    }
+    return info != 0 ? lapack_fail(arena, who, info) : CR_OK;
+}
+
+/* ---- Hermitian eigendecomposition --------------------------------------------------------- */
+
+static cr_status eigh(cr_arena *arena, const char *who, mat *H, double **w)
+{
+    size_t n = H->r;
+    *w = cr_arena_alloc(arena, (n ? n : 1) * sizeof(double), _Alignof(double));
+    if (*w == NULL)
+        return CR__ALLOC_STATUS(arena);
+    if (n == 0)
+        return CR_OK;
+    lapack_int ln = (lapack_int)n, info, iq;
+    if (H->cplx) {
+        cr_complex q;
+        double rq;
+        info = LAPACKE_zheevd_work(LAPACK_COL_MAJOR, 'V', 'U', ln, H->p, ln, *w, &q, -1, &rq, -1,
+                                   &iq, -1);
+        size_t lw = (size_t)creal(q) + 1, lrw = (size_t)rq + 1, liw = (size_t)iq + 1;
+        cr_complex *work = cr_arena_alloc(arena, lw * sizeof *work, _Alignof(cr_complex));
+        double *rwork = cr_arena_alloc(arena, lrw * sizeof *rwork, _Alignof(double));
+        lapack_int *iwork = cr_arena_alloc(arena, liw * sizeof *iwork, _Alignof(lapack_int));
+        if (work == NULL || rwork == NULL || iwork == NULL)
+            return CR__ALLOC_STATUS(arena);
+        info = LAPACKE_zheevd_work(LAPACK_COL_MAJOR, 'V', 'U', ln, H->p, ln, *w, work,
+                                   (lapack_int)lw, rwork, (lapack_int)lrw, iwork, (lapack_int)liw);
+    } else {
+        double q;
+        info = LAPACKE_dsyevd_work(LAPACK_COL_MAJOR, 'V', 'U', ln, H->p, ln, *w, &q, -1, &iq, -1);
+        size_t lw = (size_t)q + 1, liw = (size_t)iq + 1;
+        double *work = cr_arena_alloc(arena, lw * sizeof *work, _Alignof(double));
+        lapack_int *iwork = cr_arena_alloc(arena, liw * sizeof *iwork, _Alignof(lapack_int));
+        if (work == NULL || iwork == NULL)
+            return CR__ALLOC_STATUS(arena);
+        info = LAPACKE_dsyevd_work(LAPACK_COL_MAJOR, 'V', 'U', ln, H->p, ln, *w, work,
+                                   (lapack_int)lw, iwork, (lapack_int)liw);
+    }
+    return info != 0 ? lapack_fail(arena, who, info) : CR_OK;
+}
+
+/* 1/(a_j - a_i) off the diagonal, 0 where the two are equal to working precision (a
+ * repeated eigenvalue, or singular values with equal squares): the terms a degenerate
+ * spectrum would make infinite are dropped, which is exact for losses that do not depend
+ * on the choice of basis of the degenerate subspace. */
+static double inv_gap(double aj, double ai, double scale)
+{
+    double d = aj - ai;
+    return fabs(d) <= 64 * DBL_EPSILON * scale ? 0.0 : 1.0 / d;
+}
+
+/* ---- Tuples ------------------------------------------------------------------------------ */
+
+typedef struct tup2 {
+    cr_array a, b;
+} tup2;
+typedef struct tup3 {
+    cr_array a, b, c;
+} tup3;
+typedef struct sd_f64 {
+    double l, s;
+} sd_f64;
+typedef struct sd_f32 {
+    float l, s;
+} sd_f32;
+typedef struct sd_c128 {
+    double l;
+    cr_complex s;
+} sd_c128;
+static const cr_field k_tup2_fields[2] = {{NULL, offsetof(tup2, a), CR_KIND_ARRAY, NULL},
+                                          {NULL, offsetof(tup2, b), CR_KIND_ARRAY, NULL}};
+static const cr_field k_tup3_fields[3] = {{NULL, offsetof(tup3, a), CR_KIND_ARRAY, NULL},
+                                          {NULL, offsetof(tup3, b), CR_KIND_ARRAY, NULL},
+                                          {NULL, offsetof(tup3, c), CR_KIND_ARRAY, NULL}};
+static const cr_field k_sd_f64_fields[2] = {{NULL, offsetof(sd_f64, l), CR_KIND_F64, NULL},
+                                            {NULL, offsetof(sd_f64, s), CR_KIND_F64, NULL}};
+static const cr_field k_sd_f32_fields[2] = {{NULL, offsetof(sd_f32, l), CR_KIND_F32, NULL},
+                                            {NULL, offsetof(sd_f32, s), CR_KIND_F32, NULL}};
+static const cr_field k_sd_c128_fields[2] = {{NULL, offsetof(sd_c128, l), CR_KIND_F64, NULL},
+                                             {NULL, offsetof(sd_c128, s), CR_KIND_C128, NULL}};
+static const cr_type k_tup2 = {"tuple(array,array)", sizeof(tup2), 2, k_tup2_fields};
+static const cr_type k_tup3 = {"tuple(array,array,array)", sizeof(tup3), 3, k_tup3_fields};
+static const cr_type k_sd_f64 = {"tuple(f64,f64)", sizeof(sd_f64), 2, k_sd_f64_fields};
+static const cr_type k_sd_f32 = {"tuple(f32,f32)", sizeof(sd_f32), 2, k_sd_f32_fields};
+static const cr_type k_sd_c128 = {"tuple(f64,c128)", sizeof(sd_c128), 2, k_sd_c128_fields};
+
+/* Field i of a tuple cotangent (zeros give ZeroTangent). */
+static cr_status tuple_field(cr_arena *arena, const char *who, cr_tangent dy, size_t i,
+                             cr_tangent *out)
+{
+    cr_status st = cr_tangent_unthunk(dy, &dy);
+    if (st != CR_OK)
+        return st;
+    if (cr_tangent_is_zero(dy)) {
+        *out = cr_tangent_zero();
+        return CR_OK;
+    }
+    if (dy.tag != CR_TAN_STRUCT)
+        return CR__FAIL(arena, CR_ETANGENT,
+                        "%s: the output is a tuple, its cotangent must be a structural tangent "
+                        "(got %s)",
+                        who, cr_tag_name((cr_tag)dy.tag));
+    *out = cr_tangent_field(dy, i);
+    return CR_OK;
+}
+
+/* A work array of `ndim`-d shape as an output value of dtype dt. */
+static cr_status out_array(cr_arena *arena, const mat *m, bool vec, cr_dtype dt, cr_array **out)
+{
+    cr_array *w;
+    cr_status st = mat_to_array(arena, m, vec, &w);
+    return st != CR_OK ? st : cr__cast(arena, w, dt, out);
+}
+
+/* A (co)tangent of a 1-d or 2-d array as a column-major work matrix (NULL p when zero). */
+static cr_status tan_mat(cr_arena *arena, const char *who, cr_tangent t, size_t ndim,
+                         const size_t *shape, bool cplx, mat *m)
+{
+    const cr_array *g;
+    cr_status st = cr__tan_array(arena, who, t, ndim, shape, cplx ? CR_DT_C128 : CR_DT_F64, &g);
+    m->p = NULL;
+    if (st != CR_OK || g == NULL)
+        return st;
+    return mat_from(arena, g, cplx, m);
+}
+
+/* The argument tangent of an frule as a work matrix (NULL p when zero). */
+static cr_status dx_mat(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                        const cr_value *args, size_t i, bool cplx, mat *m)
+{
+    m->p = NULL;
+    if (!cr__is_diff(&args[i]))
+        return CR_OK;
+    const cr_array *a = args[i].u.arr;
+    return tan_mat(arena, who, dargs[i + 1], a->ndim, a->shape, cplx, m);
+}
+
+/* ---- det ------------------------------------------------------------------------------ */
+
+/* The adjugate of a singular A through its SVD A = U S Vᴴ:
+ * adj(A) = det(U) det(Vᴴ) V diag(Π_{j≠i} s_j) Uᴴ (no division by a zero singular value). */
+static cr_status adjugate_singular(cr_arena *arena, const char *who, const mat *A, mat *adj)
+{
+    svd f;
+    cr_status st = svd_of(arena, who, A, &f);
+    if (st != CR_OK)
+        return st;
+    size_t n = f.k;
+    lu lu_u, lu_v;
+    mat V;
+    st = mat_adj(arena, &f.Vt, &V);
+    if (st != CR_OK)
+        return st;
+    /* det(U) and det(Vᴴ) from their LU factors. */
+    mat Uc, Vc;
+    st = mat_copy(arena, &f.U, &Uc);
+    if (st == CR_OK)
+        st = mat_copy(arena, &f.Vt, &Vc);
+    if (st != CR_OK)
+        return st;
+    lu_u.a = Uc;
+    lu_v.a = Vc;
+    cr_complex d = 1;
+    for (int w = 0; w < 2; w++) {
+        lu *L = w == 0 ? &lu_u : &lu_v;
+        L->ipiv = cr_arena_alloc(arena, (n ? n : 1) * sizeof *L->ipiv, _Alignof(lapack_int));
+        if (L->ipiv == NULL)
+            return CR__ALLOC_STATUS(arena);
+        lapack_int info = A->cplx
+                              ? LAPACKE_zgetrf_work(LAPACK_COL_MAJOR, (lapack_int)n, (lapack_int)n,
+                                                    L->a.p, (lapack_int)n, L->ipiv)
+                              : LAPACKE_dgetrf_work(LAPACK_COL_MAJOR, (lapack_int)n, (lapack_int)n,
+                                                    L->a.p, (lapack_int)n, L->ipiv);
+        if (info < 0)
+            return lapack_fail(arena, who, info);
+        for (size_t i = 0; i < n; i++) {
+            d *= mat_get(&L->a, i, i);
+            if (L->ipiv[i] != (lapack_int)(i + 1))
+                d = -d;
+        }
+    }
+    /* V diag(p) */
+    for (size_t i = 0; i < n; i++) {
+        cr_complex p = d;
+        for (size_t j = 0; j < n; j++)
+            if (j != i)
+                p *= f.s[j];
+        for (size_t r = 0; r < n; r++)
+            mat_set(&V, r, i, mat_get(&V, r, i) * p);
+    }
+    return mat_mul(arena, 'N', 'C', 1.0, &V, &f.U, adj);
+}
+
+/* adj(A) = det(A) A⁻¹, or through the SVD when A is singular. */
+static cr_status adjugate(cr_arena *arena, const char *who, const cr_array *A, bool cplx,
+                          const lu *f, mat *adj)
+{
+    if (!f->singular) {
+        cr_status st = lu_inverse(arena, who, f, adj);
+        if (st != CR_OK)
+            return st;
+        size_t n = adj->r;
+        for (size_t j = 0; j < n; j++)
+            for (size_t i = 0; i < n; i++)
+                mat_set(adj, i, j, f->det * mat_get(adj, i, j));
+        return CR_OK;
+    }
+    mat Am;
+    cr_status st = mat_from(arena, A, cplx, &Am);
+    return st != CR_OK ? st : adjugate_singular(arena, who, &Am, adj);
+}
+
+typedef struct det_env {
+    const cr_array *A;
+    cr_project *pA;
+    bool cplx;
+    lu f;
+    int kind; /* 0 det, 1 logdet, 2 logabsdet */
+} det_env;
+
+static const char *const k_det_names[3] = {"det", "logdet", "logabsdet"};
+
+/* det: Ā = adj(A)ᴴ ȳ. logdet: Ā = A⁻ᴴ ȳ. logabsdet: Ā = c A⁻ᴴ, c = l̄ + i im(conj(s) s̄). */
+static cr_status det_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                              void *env)
+{
+    (void)nx;
+    det_env *e = env;
+    const char *who = k_det_names[e->kind];
+    dx[0] = cr_tangent_none();
+    cr_complex c;
+    bool nz;
+    cr_status st;
+    if (e->kind == 2) {
+        cr_tangent tl, ts;
+        cr_complex l = 0, s = 0;
+        bool nzl = false, nzs = false;
+        st = tuple_field(arena, who, *dy, 0, &tl);
+        if (st == CR_OK)
+            st = tuple_field(arena, who, *dy, 1, &ts);
+        if (st == CR_OK)
+            st = cr__tan_scalar(arena, who, tl, &l, &nzl);
+        if (st == CR_OK)
+            st = cr__tan_scalar(arena, who, ts, &s, &nzs);
+        if (st != CR_OK)
+            return st;
+        c = creal(l) + (e->cplx ? cr__c(0, cimag(conj(e->f.phase) * s)) : 0);
+        nz = nzl || (nzs && e->cplx);
+    } else {
+        st = cr__tan_scalar(arena, who, *dy, &c, &nz);
+        if (st != CR_OK)
+            return st;
+    }
+    if (!nz) {
+        dx[1] = cr_tangent_zero();
+        return CR_OK;
+    }
+    mat M;
+    if (e->kind == 0)
+        st = adjugate(arena, who, e->A, e->cplx, &e->f, &M);
+    else
+        st = lu_inverse(arena, who, &e->f, &M);
+    if (st != CR_OK)
+        return st;
+    /* Ā = c Mᴴ (M = adj(A) or A⁻¹) */
+    size_t n = M.r;
+    mat G;
+    st = mat_new(arena, e->cplx, n, n, false, &G);
+    if (st != CR_OK)
+        return st;
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i < n; i++)
+            mat_set(&G, i, j, c * conj(mat_get(&M, j, i)));
+    cr_array *r;
+    st = mat_to_array(arena, &G, false, &r);
+    return st != CR_OK ? st : cr__give(arena, e->pA, r, &dx[1]);
+}
+
+static cr_status det_value(cr_arena *arena, int kind, const cr_array *A, const lu *f, cr_value *y)
+{
+    cr_dtype dt = (cr_dtype)A->dtype;
+    bool cplx = dt == CR_DT_C128;
+    if (kind == 0) {
+        *y = cr__scalar_value(dt, f->det);
+        return CR_OK;
+    }
+    if (f->singular)
+        return singular(arena, k_det_names[kind]);
+    if (kind == 1) {
+        if (!cplx && creal(f->phase) < 0)
+            return CR__FAIL(arena, CR_EDOMAIN, "logdet: the determinant is negative");
+        *y = cr__scalar_value(dt, cplx ? cr__c(f->logabs, carg(f->phase)) : f->logabs);
+        return CR_OK;
+    }
+    if (dt == CR_DT_F32) {
+        sd_f32 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(sd_f32));
+        if (t == NULL)
+            return CR__ALLOC_STATUS(arena);
+        *t = (sd_f32){(float)f->logabs, (float)creal(f->phase)};
+        *y = cr_value_struct(&k_sd_f32, t);
+    } else if (cplx) {
+        sd_c128 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(sd_c128));
+        if (t == NULL)
+            return CR__ALLOC_STATUS(arena);
+        *t = (sd_c128){f->logabs, f->phase};
+        *y = cr_value_struct(&k_sd_c128, t);
+    } else {
+        sd_f64 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(sd_f64));
+        if (t == NULL)
+            return CR__ALLOC_STATUS(arena);
+        *t = (sd_f64){f->logabs, creal(f->phase)};
+        *y = cr_value_struct(&k_sd_f64, t);
+    }
+    return CR_OK;
+}
+
+static cr_status det_rrule_common(cr_arena *arena, int kind, const cr_value *args, size_t nargs,
+                                  cr_value *y, cr_pullback *pb, const void *udata)
+{
+    const char *who = k_det_names[kind];
+    const cr_array *A;
+    bool cplx;
+    cr_status st = cr__nargs(arena, who, nargs, 1, 1);
+    if (st == CR_OK)
+        st = square_arg(arena, who, args, nargs, 0, &A, &cplx);
+    if (st != CR_OK)
+        return st;
+    det_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(det_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    st = lu_factor(arena, who, A, cplx, &e->f);
+    if (st == CR_OK)
+        st = det_value(arena, kind, A, &e->f, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
+    e->A = A;
+    e->cplx = cplx;
+    e->kind = kind;
+    st = cr_project_new(arena, &args[0], &e->pA);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){det_pullback, e,
+                        kind == 0   ? "det_pullback"
+                        : kind == 1 ? "logdet_pullback"
+                                    : "logabsdet_pullback",
+                        nargs + 1};
+    return CR_OK;
+}
+
+/* frule: det: tr(adj(A) Ȧ); logdet: tr(A⁻¹ Ȧ); logabsdet: (re t, s i im t), t = tr(A⁻¹ Ȧ). */
+static cr_status det_frule_common(cr_arena *arena, int kind, const cr_tangent *dargs,
+                                  const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
+{
+    const char *who = k_det_names[kind];
+    cr_pullback pb;
+    cr_status st = det_rrule_common(arena, kind, args, nargs, y, &pb, NULL);
+    if (st != CR_OK)
+        return st;
+    det_env *e = pb.env;
+    mat dA;
+    st = dx_mat(arena, who, dargs, args, 0, e->cplx, &dA);
+    if (st != CR_OK)
+        return st;
+    if (dA.p == NULL) {
+        *dy = cr_tangent_zero();
+        return CR_OK;
+    }
+    mat M;
+    st = kind == 0 ? adjugate(arena, who, e->A, e->cplx, &e->f, &M)
+                   : lu_inverse(arena, who, &e->f, &M);
+    if (st != CR_OK)
+        return st;
+    size_t n = M.r;
+    cr_complex t = 0;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++)
+            t += mat_get(&M, i, j) * mat_get(&dA, j, i);
+    cr_dtype dt = (cr_dtype)e->A->dtype;
+    if (kind < 2) {
+        *dy = cr__scalar_tangent(dt, t);
+        return CR_OK;
+    }
+    cr_tangent f[2] = {cr__scalar_tangent(dt == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64, creal(t)),
+                       cr__scalar_tangent(dt, e->cplx ? e->f.phase * cr__c(0, cimag(t)) : 0)};
+    return cr_tangent_struct(arena, y->u.obj.type, NULL, f, 2, dy);
+}
+
+#define DET_RULES(NAME, KIND)                                                                     \
+    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,       \
+                                  const cr_value *args, size_t nargs, cr_value *y,                \
+                                  cr_pullback *pb, const void *udata)                             \
+    {                                                                                             \
+        (void)cfg;                                                                                \
+        (void)f;                                                                                  \
+        return det_rrule_common(arena, KIND, args, nargs, y, pb, udata);                          \
+    }                                                                                             \
+    static cr_status NAME##_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, \
+                                  const cr_value *f, const cr_value *args, size_t nargs,          \
+                                  cr_value *y, cr_tangent *dy, const void *udata)                 \
+    {                                                                                             \
+        (void)cfg;                                                                                \
+        (void)f;                                                                                  \
+        (void)udata;                                                                              \
+        return det_frule_common(arena, KIND, dargs, args, nargs, y, dy);                          \
+    }                                                                                             \
+    CR__ARRAY_FN(NAME, #NAME, 1)
+
+DET_RULES(det, 0)
+DET_RULES(logdet, 1)
+DET_RULES(logabsdet, 2)
+
+/* ---- inv ---------------------------------------------------------------------------------- */
+
+typedef struct inv_env {
+    cr_project *pA;
+    mat Y;
+} inv_env;
+
+/* Ā = -Yᴴ Ȳ Yᴴ */
+static cr_status matinv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                 void *env)
+{
+    (void)nx;
+    inv_env *e = env;
+    dx[0] = cr_tangent_none();
+    size_t shape[2] = {e->Y.r, e->Y.c};
+    mat G, T, R;
+    cr_status st = tan_mat(arena, "matinv_pullback", *dy, 2, shape, e->Y.cplx, &G);
+    if (st != CR_OK || G.p == NULL) {
+        dx[1] = cr_tangent_zero();
+        return st;
+    }
+    st = mat_mul(arena, 'C', 'N', 1.0, &e->Y, &G, &T);
+    if (st == CR_OK)
+        st = mat_mul(arena, 'N', 'C', -1.0, &T, &e->Y, &R);
+    cr_array *r;
+    if (st == CR_OK)
+        st = mat_to_array(arena, &R, false, &r);
+    return st != CR_OK ? st : cr__give(arena, e->pA, r, &dx[1]);
+}
+
+static cr_status matinv_forward(cr_arena *arena, const cr_value *args, size_t nargs,
+                                const cr_array **A, mat *Y)
+{
+    bool cplx;
+    cr_status st = cr__nargs(arena, "inv", nargs, 1, 1);
+    if (st == CR_OK)
+        st = square_arg(arena, "inv", args, nargs, 0, A, &cplx);
+    lu f;
+    if (st == CR_OK)
+        st = lu_factor(arena, "inv", *A, cplx, &f);
+    if (st != CR_OK)
+        return st;
+    if (f.singular)
+        return singular(arena, "inv");
+    return lu_inverse(arena, "inv", &f, Y);
+}
+
+static cr_status matinv_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                              const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    const cr_array *A;
+    inv_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(inv_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr_status st = matinv_forward(arena, args, nargs, &A, &e->Y);
+    cr_array *o;
+    if (st == CR_OK)
+        st = out_array(arena, &e->Y, false, (cr_dtype)A->dtype, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
+    st = cr_project_new(arena, &args[0], &e->pA);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){matinv_pullback, e, "matinv_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(matinv, "inv", 1)
+
+/* frule: Ẏ = -Y Ȧ Y. */
+static cr_status matinv_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                              const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                              cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    const cr_array *A;
+    mat Y, dA, T, R;
+    cr_status st = matinv_forward(arena, args, nargs, &A, &Y);
+    cr_array *o;
+    if (st == CR_OK)
+        st = out_array(arena, &Y, false, (cr_dtype)A->dtype, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    st = dx_mat(arena, "inv", dargs, args, 0, Y.cplx, &dA);
+    if (st != CR_OK || dA.p == NULL) {
+        *dy = cr_tangent_zero();
+        return st;
+    }
+    st = mat_mul(arena, 'N', 'N', 1.0, &Y, &dA, &T);
+    if (st == CR_OK)
+        st = mat_mul(arena, 'N', 'N', -1.0, &T, &Y, &R);
+    cr_array *r;
+    if (st == CR_OK)
+        st = mat_to_array(arena, &R, false, &r);
+    return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
+}
+
+/* ---- solve ------------------------------------------------------------------------------ */
+
+typedef enum { FAC_DIAG, FAC_TRI, FAC_LU } fac_kind;
+
+typedef struct fac {
+    fac_kind kind;
+    char uplo; /* FAC_TRI */
+    mat a;     /* FAC_TRI: the matrix; FAC_DIAG: its diagonal (n x 1) */
+    lu f;      /* FAC_LU */
+} fac;
+
+static cr_status fac_new(cr_arena *arena, const char *who, const cr_array *A, bool cplx, fac *F)
+{
+    memset(F, 0, sizeof *F);
+    size_t n = A->shape[0];
+    if (A->structure == CR_MAT_DIAGONAL) {
+        F->kind = FAC_DIAG;
+        cr_status st = mat_new(arena, cplx, n, 1, false, &F->a);
+        if (st != CR_OK)
+            return st;
+        for (size_t i = 0; i < n; i++) {
+            cr_complex d = cr_array_get_linear(A, i * n + i);
+            if (d == 0)
+                return singular(arena, who);
+            mat_set(&F->a, i, 0, d);
+        }
+        return CR_OK;
+    }
+    if (A->structure == CR_MAT_UPPER || A->structure == CR_MAT_LOWER) {
+        F->kind = FAC_TRI;
+        F->uplo = A->structure == CR_MAT_UPPER ? 'U' : 'L';
+        cr_status st = mat_from(arena, A, cplx, &F->a);
+        if (st != CR_OK)
+            return st;
+        for (size_t i = 0; i < n; i++)
+            if (mat_get(&F->a, i, i) == 0)
+                return singular(arena, who);
+        return CR_OK;
+    }
+    F->kind = FAC_LU;
+    cr_status st = lu_factor(arena, who, A, cplx, &F->f);
+    if (st == CR_OK && F->f.singular)
+        return singular(arena, who);
+    return st;
+}
+
+/* X := op(A)^-1 X, op 'N' or 'C'. */
+static cr_status fac_solve(cr_arena *arena, const char *who, const fac *F, char op, mat *X)
+{
+    size_t n = X->r;
+    switch (F->kind) {
+    case FAC_DIAG:
+        for (size_t j = 0; j < X->c; j++)
+            for (size_t i = 0; i < n; i++) {
+                cr_complex d = mat_get(&F->a, i, 0);
+                mat_set(X, i, j, mat_get(X, i, j) / (op == 'N' ? d : conj(d)));
+            }
+        return CR_OK;
+    case FAC_TRI: {
+        if (n == 0 || X->c == 0)
+            return CR_OK;
+        char t = op == 'N' ? 'N' : (X->cplx ? 'C' : 'T');
+        lapack_int info =
+            X->cplx
+                ? LAPACKE_ztrtrs_work(LAPACK_COL_MAJOR, F->uplo, t, 'N', (lapack_int)n,
+                                      (lapack_int)X->c, F->a.p, (lapack_int)n, X->p, (lapack_int)n)
+                : LAPACKE_dtrtrs_work(LAPACK_COL_MAJOR, F->uplo, t, 'N', (lapack_int)n,
+                                      (lapack_int)X->c, F->a.p, (lapack_int)n, X->p, (lapack_int)n);
+        return info != 0 ? lapack_fail(arena, who, info) : CR_OK;
+    }
+    case FAC_LU:
+        return lu_solve(arena, who, &F->f, op, X);
+    }
+    return CR_OK;
+}
+
+typedef struct solve_env {
+    fac F;
+    mat Y;
+    const cr_array *A, *B;
+    cr_project *pA, *pB;
+    bool dA, dB, cplx;
+} solve_env;
+
+typedef struct solve_thunk {
+    const solve_env *e;
+    mat Bbar;
+} solve_thunk;
+
+/* Ā = -B̄ Yᴴ */
+static cr_status solve_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
+{
+    solve_thunk *t = env;
+    mat R;
+    cr_status st = mat_mul(arena, 'N', 'C', -1.0, &t->Bbar, &t->e->Y, &R);
+    cr_array *r;
+    if (st == CR_OK)
+        st = mat_to_array(arena, &R, false, &r);
+    return st != CR_OK ? st : cr__give(arena, t->e->pA, r, out);
+}
+
+/* B̄ = A⁻ᴴ Ȳ, Ā = -B̄ Yᴴ (a thunk). */
+static cr_status solve_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                void *env)
+{
+    solve_env *e = env;
+    for (size_t i = 0; i < nx; i++)
+        dx[i] = cr_tangent_none();
+    const cr_array *B = e->B;
+    mat G;
+    cr_status st = tan_mat(arena, "solve_pullback", *dy, B->ndim, B->shape, e->cplx, &G);
+    if (st != CR_OK)
+        return st;
+    if (G.p == NULL) {
+        dx[1] = e->dA ? cr_tangent_zero() : cr_tangent_none();
+        dx[2] = e->dB ? cr_tangent_zero() : cr_tangent_none();
+        return CR_OK;
+    }
+    st = fac_solve(arena, "solve_pullback", &e->F, 'C', &G);
+    if (st != CR_OK)
+        return st;
+    if (e->dB) {
+        cr_array *r;
+        st = mat_to_array(arena, &G, B->ndim == 1, &r);
+        if (st == CR_OK)
+            st = cr__give(arena, e->pB, r, &dx[2]);
+        if (st != CR_OK)
+            return st;
+    }
+    if (e->dA) {
+        solve_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(solve_thunk));
+        if (t == NULL)
+            return CR__ALLOC_STATUS(arena);
+        *t = (solve_thunk){e, G};
+        st = cr__thunk(arena, solve_thunk_fn, NULL, t, "solve_pullback_thunk", &dx[1]);
+    }
+    return st;
+}
+
+static cr_status solve_forward(cr_arena *arena, const cr_value *args, size_t nargs, solve_env *e,
+                               cr_dtype *dt)
+{
+    const cr_array *A, *B;
+    bool ca;
+    cr_status st = cr__nargs(arena, "solve", nargs, 2, 2);
+    if (st == CR_OK)
+        st = square_arg(arena, "solve", args, nargs, 0, &A, &ca);
+    if (st == CR_OK)
+        st = cr__array_arg(arena, "solve", args, nargs, 1, &B);
+    if (st != CR_OK)
+        return st;
+    if ((B->ndim != 1 && B->ndim != 2) || B->shape[0] != A->shape[0] ||
+        !cr_dtype_is_float((cr_dtype)B->dtype))
+        return CR__FAIL(arena, CR_ESHAPE,
+                        "solve: B must be a float vector or matrix with as many rows as A");
+    cr_dtype d = cr__promote((cr_dtype)A->dtype, (cr_dtype)B->dtype);
+    *dt = d;
+    e->cplx = d == CR_DT_C128;
+    e->A = A;
+    e->B = B;
+    e->dA = true;
+    e->dB = true;
+    st = fac_new(arena, "solve", A, e->cplx, &e->F);
+    if (st == CR_OK)
+        st = mat_from(arena, B, e->cplx, &e->Y);
+    if (st == CR_OK)
+        st = fac_solve(arena, "solve", &e->F, 'N', &e->Y);
+    return st;
+}
+
+/* solve(A, B) = A \ B. */
+static cr_status solve_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                             const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    solve_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(solve_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr_dtype dt;
+    cr_status st = solve_forward(arena, args, nargs, e, &dt);
+    cr_array *o;
+    if (st == CR_OK)
+        st = out_array(arena, &e->Y, e->B->ndim == 1, dt, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
+    st = cr_project_new(arena, &args[0], &e->pA);
+    if (st == CR_OK)
+        st = cr_project_new(arena, &args[1], &e->pB);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){solve_pullback, e, "solve_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(solve, "solve", 2)
+
+/* frule: Ẏ = A⁻¹ (Ḃ - Ȧ Y). */
+static cr_status solve_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                             cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    solve_env e;
+    cr_dtype dt;
+    cr_status st = solve_forward(arena, args, nargs, &e, &dt);
+    cr_array *o;
+    if (st == CR_OK)
+        st = out_array(arena, &e.Y, e.B->ndim == 1, dt, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    mat dA, dB, R;
+    st = dx_mat(arena, "solve", dargs, args, 0, e.cplx, &dA);
+    if (st == CR_OK)
+        st = dx_mat(arena, "solve", dargs, args, 1, e.cplx, &dB);
+    if (st != CR_OK)
+        return st;
+    if (dA.p == NULL && dB.p == NULL) {
+        *dy = cr_tangent_zero();
+        return CR_OK;
+    }
+    if (dB.p != NULL)
+        st = mat_copy(arena, &dB, &R);
+    else
+        st = mat_new(arena, e.cplx, e.Y.r, e.Y.c, true, &R);
+    if (st != CR_OK)
+        return st;
+    if (dA.p != NULL)
+        mat_gemm('N', 'N', -1.0, &dA, &e.Y, 1.0, &R);
+    st = fac_solve(arena, "solve", &e.F, 'N', &R);
+    cr_array *r;
+    if (st == CR_OK)
+        st = mat_to_array(arena, &R, e.B->ndim == 1, &r);
+    return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
+}
+
+/* ---- cholesky -------------------------------------------------------------------------- */
+
+static cr_status cholesky_forward(cr_arena *arena, const cr_value *args, size_t nargs,
+                                  const cr_array **A, mat *U)
+{
+    bool cplx;
+    cr_status st = cr__nargs(arena, "cholesky", nargs, 1, 1);
+    if (st == CR_OK)
+        st = square_arg(arena, "cholesky", args, nargs, 0, A, &cplx);
+    if (st == CR_OK)
+        st = herm_upper(arena, *A, cplx, U);
+    if (st != CR_OK)
+        return st;
+    size_t n = U->r;
+    if (n == 0)
+        return CR_OK;
+    lapack_int info =
+        cplx ? LAPACKE_zpotrf_work(LAPACK_COL_MAJOR, 'U', (lapack_int)n, U->p, (lapack_int)n)
+             : LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, 'U', (lapack_int)n, U->p, (lapack_int)n);
+    if (info > 0)
+        return CR__FAIL(arena, CR_EDOMAIN,
+                        "cholesky: the matrix is not positive definite "
+                        "(leading minor %d)",
+                        (int)info);
+    if (info < 0)
+        return lapack_fail(arena, "cholesky", info);
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = j + 1; i < n; i++)
+            mat_set(U, i, j, 0.0);
+    return CR_OK;
+}
+
+static cr_status cholesky_output(cr_arena *arena, const cr_array *A, const mat *U, cr_value *y)
+{
+    cr_array *o;
+    cr_status st = out_array(arena, U, false, (cr_dtype)A->dtype, &o);
+    if (st != CR_OK)
+        return st;
+    o->structure = CR_MAT_UPPER;
+    *y = cr_value_array(o);
+    return CR_OK;
+}
+
+/* B := U^-1 B (trans 'N') or U^-ᴴ B ('C'). */
+static cr_status tri_solve(cr_arena *arena, const mat *U, char t, mat *B)
+{
+    size_t n = U->r;
+    if (n == 0 || B->c == 0)
+        return CR_OK;
+    char tt = t == 'N' ? 'N' : (U->cplx ? 'C' : 'T');
+    lapack_int info =
+        U->cplx ? LAPACKE_ztrtrs_work(LAPACK_COL_MAJOR, 'U', tt, 'N', (lapack_int)n,
+                                      (lapack_int)B->c, U->p, (lapack_int)n, B->p, (lapack_int)n)
+                : LAPACKE_dtrtrs_work(LAPACK_COL_MAJOR, 'U', tt, 'N', (lapack_int)n,
+                                      (lapack_int)B->c, U->p, (lapack_int)n, B->p, (lapack_int)n);
+    return info != 0 ? lapack_fail(arena, "cholesky", info) : CR_OK;
+}
+
+typedef struct chol_env {
+    const cr_array *A;
+    cr_project *pA;
+    mat U;
+} chol_env;
+
+/* With A = Uᴴ U (Seeger et al., ChainRules): Φ = the Hermitian matrix of the upper
+ * triangle of triu(Ū) Uᴴ (diagonal real), M = U⁻¹ Φ U⁻ᴴ; the gradient with respect to the
+ * Hermitian matrix is S = M / 2. */
+static cr_status cholesky_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                   void *env)
+{
+    (void)nx;
+    chol_env *e = env;
+    dx[0] = cr_tangent_none();
+    size_t n = e->U.r, shape[2] = {n, n};
+    mat Ub, P, X;
+    cr_status st = tan_mat(arena, "cholesky_pullback", *dy, 2, shape, e->U.cplx, &Ub);
+    if (st != CR_OK || Ub.p == NULL) {
+        dx[1] = cr_tangent_zero();
+        return st;
+    }
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = j + 1; i < n; i++)
+            mat_set(&Ub, i, j, 0.0);
+    st = mat_mul(arena, 'N', 'C', 1.0, &Ub, &e->U, &P);
+    if (st != CR_OK)
+        return st;
+    for (size_t j = 0; j < n; j++) {
+        mat_set(&P, j, j, creal(mat_get(&P, j, j)));
+        for (size_t i = j + 1; i < n; i++)
+            mat_set(&P, i, j, conj(mat_get(&P, j, i)));
+    }
+    st = tri_solve(arena, &e->U, 'N', &P); /* U⁻¹ Φ */
+    if (st == CR_OK)
+        st = mat_adj(arena, &P, &X); /* Φ U⁻ᴴ */
+    if (st == CR_OK)
+        st = tri_solve(arena, &e->U, 'N', &X); /* U⁻¹ Φ U⁻ᴴ */
+    if (st != CR_OK)
+        return st;
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i < n; i++)
+            mat_set(&X, i, j, 0.5 * mat_get(&X, i, j));
+    return herm_give(arena, e->A, e->pA, &X, &dx[1]);
+}
+
+static cr_status cholesky_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                                const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                                const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    chol_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(chol_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr_status st = cholesky_forward(arena, args, nargs, &e->A, &e->U);
+    if (st == CR_OK)
+        st = cholesky_output(arena, e->A, &e->U, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
+    st = cr_project_new(arena, &args[0], &e->pA);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){cholesky_pullback, e, "cholesky_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(cholesky, "cholesky", 1)
+
+/* frule: with Ḣ the Hermitian matrix read from Ȧ's upper triangle, S = U⁻ᴴ Ḣ U⁻¹,
+ * U̇ = Φ(S) U where Φ keeps the upper triangle and halves the diagonal. */
+static cr_status cholesky_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                                const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                                cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    const cr_array *A;
+    mat U, dH, W, S, R;
+    cr_status st = cholesky_forward(arena, args, nargs, &A, &U);
+    if (st == CR_OK)
+        st = cholesky_output(arena, A, &U, y);
+    if (st != CR_OK)
+        return st;
+    size_t n = U.r;
+    const cr_array *t;
+    st = cr__dx_array(arena, "cholesky", dargs, args, 0, U.cplx ? CR_DT_C128 : CR_DT_F64, &t);
+    if (st != CR_OK || t == NULL) {
+        *dy = cr_tangent_zero();
+        return st;
+    }
+    st = herm_upper(arena, t, U.cplx, &dH);
+    if (st == CR_OK)
+        st = tri_solve(arena, &U, 'C', &dH); /* U⁻ᴴ Ḣ */
+    if (st == CR_OK)
+        st = mat_adj(arena, &dH, &W); /* Ḣ U⁻¹ */
+    if (st == CR_OK)
+        st = tri_solve(arena, &U, 'C', &W); /* U⁻ᴴ Ḣ U⁻¹ */
+    if (st != CR_OK)
+        return st;
+    S = W;
+    for (size_t j = 0; j < n; j++) {
+        mat_set(&S, j, j, 0.5 * creal(mat_get(&S, j, j)));
+        for (size_t i = j + 1; i < n; i++)
+            mat_set(&S, i, j, 0.0);
+    }
+    st = mat_mul(arena, 'N', 'N', 1.0, &S, &U, &R);
+    cr_array *r;
+    if (st == CR_OK)
+        st = mat_to_array(arena, &R, false, &r);
+    return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
+}
+
+/* ---- eigen and eigvals of Hermitian matrices ---------------------------------------------- */
+
+typedef struct eig_env {
+    const cr_array *A;
+    cr_project *pA;
+    mat V;
+    double *w;
+    bool vectors;
+} eig_env;
+
+static cr_status eig_forward(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                             const cr_array **A, mat *V, double **w)
+{
+    bool cplx;
+    cr_status st = cr__nargs(arena, who, nargs, 1, 1);
+    if (st == CR_OK)
+        st = square_arg(arena, who, args, nargs, 0, A, &cplx);
+    if (st == CR_OK)
+        st = herm_upper(arena, *A, cplx, V);
+    if (st == CR_OK)
+        st = eigh(arena, who, V, w);
+    return st;
+}
+
+static cr_status eig_output(cr_arena *arena, const cr_array *A, const mat *V, const double *w,
+                            bool vectors, cr_value *y)
+{
+    size_t n = V->r;
+    cr_dtype rdt = A->dtype == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64;
+    cr_array *lw, *lo;
+    cr_status st = cr__new(arena, CR_DT_F64, 1, &n, false, &lw);
+    if (st != CR_OK)
+        return st;
+    if (n > 0)
+        memcpy(lw->data, w, n * sizeof *w);
+    st = cr__cast(arena, lw, rdt, &lo);
+    if (st != CR_OK)
+        return st;
+    if (!vectors) {
+        *y = cr_value_array(lo);
+        return CR_OK;
+    }
+    cr_array *vo;
+    st = out_array(arena, V, false, (cr_dtype)A->dtype, &vo);
+    if (st != CR_OK)
+        return st;
+    tup2 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(tup2));
+    if (t == NULL)
+        return CR__ALLOC_STATUS(arena);
+    t->a = *lo;
+    t->b = *vo;
+    *y = cr_value_struct(&k_tup2, t);
+    return CR_OK;
+}
+
+static double spectrum_scale(const double *w, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        s = fmax(s, fabs(w[i]));
+    return s;
+}
+
+/* S = V (diag(λ̄) + F ∘ (Vᴴ V̄)) Vᴴ, Hermitised; F_ij = 1/(λ_j - λ_i), 0 on the diagonal
+ * and between equal eigenvalues. */
+static cr_status eig_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                              void *env)
+{
+    (void)nx;
+    eig_env *e = env;
+    const char *who = e->vectors ? "eigen_pullback" : "eigvals_pullback";
+    dx[0] = cr_tangent_none();
+    size_t n = e->V.r, shape[2] = {n, n};
+    cr_tangent tl = *dy, tv = cr_tangent_zero();
+    cr_status st = CR_OK;
+    if (e->vectors) {
+        st = tuple_field(arena, who, *dy, 0, &tl);
+        if (st == CR_OK)
+            st = tuple_field(arena, who, *dy, 1, &tv);
+    }
+    mat L, Vb, K, T, S;
+    if (st == CR_OK)
+        st = tan_mat(arena, who, tl, 1, &n, false, &L);
+    if (st == CR_OK)
+        st = tan_mat(arena, who, tv, 2, shape, e->V.cplx, &Vb);
+    if (st != CR_OK)
+        return st;
+    if (L.p == NULL && Vb.p == NULL) {
+        dx[1] = cr_tangent_zero();
+        return CR_OK;
+    }
+    if (Vb.p != NULL) {
+        st = mat_mul(arena, 'C', 'N', 1.0, &e->V, &Vb, &K);
+        if (st != CR_OK)
+            return st;
+        double scale = spectrum_scale(e->w, n);
+        for (size_t j = 0; j < n; j++)
+            for (size_t i = 0; i < n; i++)
+                mat_set(&K, i, j,
+                        i == j ? 0.0 : mat_get(&K, i, j) * inv_gap(e->w[j], e->w[i], scale));
+    } else {
+        st = mat_new(arena, e->V.cplx, n, n, true, &K);
+        if (st != CR_OK)
+            return st;
+    }
+    for (size_t i = 0; i < n && L.p != NULL; i++)
+        mat_set(&K, i, i, creal(mat_get(&L, i, 0)));
+    st = mat_mul(arena, 'N', 'N', 1.0, &e->V, &K, &T);
+    if (st == CR_OK)
+        st = mat_mul(arena, 'N', 'C', 1.0, &T, &e->V, &S);
+    if (st != CR_OK)
+        return st;
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i <= j; i++) {
+            cr_complex h = 0.5 * (mat_get(&S, i, j) + conj(mat_get(&S, j, i)));
+            mat_set(&S, i, j, h);
+            mat_set(&S, j, i, conj(h));
+        }
+    return herm_give(arena, e->A, e->pA, &S, &dx[1]);
+}
+
+static cr_status eig_rrule(cr_arena *arena, bool vectors, const cr_value *args, size_t nargs,
+                           cr_value *y, cr_pullback *pb, const void *udata)
+{
+    const char *who = vectors ? "eigen" : "eigvals";
+    eig_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(eig_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr_status st = eig_forward(arena, who, args, nargs, &e->A, &e->V, &e->w);
+    if (st == CR_OK)
+        st = eig_output(arena, e->A, &e->V, e->w, vectors, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
+    e->vectors = vectors;
+    st = cr_project_new(arena, &args[0], &e->pA);
+    if (st != CR_OK)
+        return st;
+    *pb =
+        (cr_pullback){eig_pullback, e, vectors ? "eigen_pullback" : "eigvals_pullback", nargs + 1};
+    return CR_OK;
+}
+
+/* frule: P = Vᴴ Ḣ V; λ̇_i = re P_ii; V̇ = V (F ∘ P). */
+static cr_status eig_frule(cr_arena *arena, bool vectors, const cr_tangent *dargs,
+                           const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
+{
+    const char *who = vectors ? "eigen" : "eigvals";
+    const cr_array *A;
+    mat V, dH, T, P;
+    double *w;
+    cr_status st = eig_forward(arena, who, args, nargs, &A, &V, &w);
+    if (st == CR_OK)
+        st = eig_output(arena, A, &V, w, vectors, y);
+    if (st != CR_OK)
+        return st;
+    const cr_array *t;
+    st = cr__dx_array(arena, who, dargs, args, 0, V.cplx ? CR_DT_C128 : CR_DT_F64, &t);
+    if (st != CR_OK || t == NULL) {
+        *dy = cr_tangent_zero();
+        return st;
+    }
+    st = herm_upper(arena, t, V.cplx, &dH);
+    if (st == CR_OK)
+        st = mat_mul(arena, 'C', 'N', 1.0, &V, &dH, &T);
+    if (st == CR_OK)
+        st = mat_mul(arena, 'N', 'N', 1.0, &T, &V, &P);
+    if (st != CR_OK)
+        return st;
+    size_t n = V.r;
+    mat dl;
+    st = mat_new(arena, false, n, 1, false, &dl);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < n; i++)
+        mat_set(&dl, i, 0, creal(mat_get(&P, i, i)));
+    cr_dtype rdt = A->dtype == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64;
+    cr_array *dlo;
+    st = out_array(arena, &dl, true, rdt, &dlo);
+    if (st != CR_OK)
+        return st;
+    if (!vectors) {
+        *dy = cr_tangent_array(dlo);
+        return CR_OK;
+    }
+    double scale = spectrum_scale(w, n);
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i < n; i++)
+            mat_set(&P, i, j, i == j ? 0.0 : mat_get(&P, i, j) * inv_gap(w[j], w[i], scale));
+    mat dV;
+    st = mat_mul(arena, 'N', 'N', 1.0, &V, &P, &dV);
+    cr_array *dvo;
+    if (st == CR_OK)
+        st = out_array(arena, &dV, false, (cr_dtype)A->dtype, &dvo);
+    if (st != CR_OK)
+        return st;
+    cr_tangent f[2] = {cr_tangent_array(dlo), cr_tangent_array(dvo)};
+    return cr_tangent_struct(arena, &k_tup2, NULL, f, 2, dy);
+}
+
+#define EIG_RULES(NAME, VEC)                                                                      \
+    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,       \
+                                  const cr_value *args, size_t nargs, cr_value *y,                \
+                                  cr_pullback *pb, const void *udata)                             \
+    {                                                                                             \
+        (void)cfg;                                                                                \
+        (void)f;                                                                                  \
+        return eig_rrule(arena, VEC, args, nargs, y, pb, udata);                                  \
+    }                                                                                             \
+    static cr_status NAME##_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, \
+                                  const cr_value *f, const cr_value *args, size_t nargs,          \
+                                  cr_value *y, cr_tangent *dy, const void *udata)                 \
+    {                                                                                             \
+        (void)cfg;                                                                                \
+        (void)f;                                                                                  \
+        (void)udata;                                                                              \
+        return eig_frule(arena, VEC, dargs, args, nargs, y, dy);                                  \
+    }                                                                                             \
+    CR__ARRAY_FN(NAME, #NAME, 1)
+
+EIG_RULES(eigen, true)
+EIG_RULES(eigvals, false)
+
+/* ---- svd and svdvals ------------------------------------------------------------------- */
+
+typedef struct svd_env {
+    const cr_array *A;
+    cr_project *pA;
+    svd f;
+    mat V; /* n x k */
+    bool vectors;
+} svd_env;
+
+static cr_status svd_forward(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                             bool vectors, svd_env *e)
+{
+    const cr_array *A;
+    cr_status st = cr__nargs(arena, who, nargs, 1, 1);
+    if (st == CR_OK)
+        st = cr__array_arg(arena, who, args, nargs, 0, &A);
+    if (st != CR_OK)
+        return st;
+    if (A->ndim != 2 || !cr_dtype_is_float((cr_dtype)A->dtype) ||
+        !lapack_size_ok(A->shape[0] * A->shape[1]))
+        return CR__FAIL(arena, CR_ESHAPE, "%s: expected a float matrix", who);
+    if (vectors && A->dtype == CR_DT_C128)
+        return CR__FAIL(arena, CR_EUNIMPL,
+                        "svd: complex matrices are not supported (their singular vectors' "
+                        "phases need a gauge the rule does not fix); svdvals is");
+    mat Am;
+    e->A = A;
+    st = mat_from(arena, A, A->dtype == CR_DT_C128, &Am);
+    if (st == CR_OK)
+        st = svd_of(arena, who, &Am, &e->f);
+    if (st == CR_OK)
+        st = mat_adj(arena, &e->f.Vt, &e->V);
+    return st;
+}
+
+static cr_status svd_output(cr_arena *arena, const svd_env *e, bool vectors, cr_value *y)
+{
+    size_t k = e->f.k;
+    cr_dtype rdt = e->A->dtype == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64;
+    cr_array *sw, *so;
+    cr_status st = cr__new(arena, CR_DT_F64, 1, &k, false, &sw);
+    if (st != CR_OK)
+        return st;
+    if (k > 0)
+        memcpy(sw->data, e->f.s, k * sizeof(double));
+    st = cr__cast(arena, sw, rdt, &so);
+    if (st != CR_OK)
+        return st;
+    if (!vectors) {
+        *y = cr_value_array(so);
+        return CR_OK;
+    }
+    cr_array *uo, *vo;
+    st = out_array(arena, &e->f.U, false, (cr_dtype)e->A->dtype, &uo);
+    if (st == CR_OK)
+        st = out_array(arena, &e->V, false, (cr_dtype)e->A->dtype, &vo);
+    if (st != CR_OK)
+        return st;
+    tup3 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(tup3));
+    if (t == NULL)
+        return CR__ALLOC_STATUS(arena);
+    t->a = *uo;
+    t->b = *so;
+    t->c = *vo;
+    *y = cr_value_struct(&k_tup3, t);
+    return CR_OK;
+}
+
+/* 1/s, or 0 for a zero (to working precision) singular value. */
+static double safe_inv(double s, double smax)
+{
+    return s <= 64 * DBL_EPSILON * smax ? 0.0 : 1.0 / s;
+}
+
+/* svd (real): Ā = [U (F∘(UᵀŪ - ŪᵀU)) S + (I - UUᵀ) Ū S⁻¹ + U diag(s̄)
+ *                 + U S (F∘(VᵀV̄ - V̄ᵀV))] Vᵀ + U S⁻¹ V̄ᵀ (I - VVᵀ)
+ * with F_ij = 1/(s_j² - s_i²): ChainRules' svd_rev, where equal singular values (F) and
+ * zero ones (S⁻¹) contribute 0 instead of dividing by zero (ChainRules #664).
+ * svdvals: Ā = U diag(s̄) Vᴴ. */
+static cr_status svd_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                              void *env)
+{
+    (void)nx;
+    svd_env *e = env;
+    const char *who = e->vectors ? "svd_pullback" : "svdvals_pullback";
+    dx[0] = cr_tangent_none();
+    const svd *f = &e->f;
+    size_t m = f->m, n = f->n, k = f->k;
+    bool cplx = f->U.cplx;
+    cr_tangent tu = cr_tangent_zero(), ts = *dy, tv = cr_tangent_zero();
+    cr_status st = CR_OK;
+    if (e->vectors) {
+        st = tuple_field(arena, who, *dy, 0, &tu);
+        if (st == CR_OK)
+            st = tuple_field(arena, who, *dy, 1, &ts);
+        if (st == CR_OK)
+            st = tuple_field(arena, who, *dy, 2, &tv);
+    }
+    size_t su[2] = {m, k}, sv[2] = {n, k};
+    mat Ub, Sb, Vb;
+    if (st == CR_OK)
+        st = tan_mat(arena, who, tu, 2, su, cplx, &Ub);
+    if (st == CR_OK)
+        st = tan_mat(arena, who, ts, 1, &k, false, &Sb);
+    if (st == CR_OK)
+        st = tan_mat(arena, who, tv, 2, sv, cplx, &Vb);
+    if (st != CR_OK)
+        return st;
+    if (Ub.p == NULL && Sb.p == NULL && Vb.p == NULL) {
+        dx[1] = cr_tangent_zero();
+        return CR_OK;
+    }
+    double smax = k > 0 ? f->s[0] : 0;
+    /* inner = Jf S + diag(s̄) + S Kf (k x k) */
+    mat inner, T, Abar, J;
+    st = mat_new(arena, cplx, k, k, true, &inner);
+    if (st != CR_OK)
+        return st;
+    for (int w = 0; w < 2; w++) {
+        const mat *Xb = w == 0 ? &Ub : &Vb;
+        const mat *X = w == 0 ? &f->U : &e->V;
+        if (Xb->p == NULL)
+            continue;
+        st = mat_mul(arena, 'C', 'N', 1.0, X, Xb, &J);
+        if (st != CR_OK)
+            return st;
+        for (size_t j = 0; j < k; j++)
+            for (size_t i = 0; i < k; i++) {
+                if (i == j)
+                    continue;
+                double F = inv_gap(f->s[j] * f->s[j], f->s[i] * f->s[i], smax * smax);
+                cr_complex a = F * (mat_get(&J, i, j) - conj(mat_get(&J, j, i)));
+                /* U-term: (F∘(UᵀŪ - ŪᵀU)) S scales column j by s_j; V-term: S (F∘...) scales
+                 * row i by s_i. */
+                cr_complex add = w == 0 ? a * f->s[j] : a * f->s[i];
+                mat_set(&inner, i, j, mat_get(&inner, i, j) + add);
+            }
+    }
+    for (size_t i = 0; i < k && Sb.p != NULL; i++)
+        mat_set(&inner, i, i, mat_get(&inner, i, i) + mat_get(&Sb, i, 0));
+    st = mat_mul(arena, 'N', 'N', 1.0, &f->U, &inner, &T);
+    if (st == CR_OK)
+        st = mat_mul(arena, 'N', 'N', 1.0, &T, &f->Vt, &Abar);
+    if (st != CR_OK)
+        return st;
+    if (Ub.p != NULL && m > k) {
+        /* (I - UUᵀ) Ū S⁻¹ Vᵀ */
+        mat Q, W;
+        st = mat_copy(arena, &Ub, &Q);
+        if (st != CR_OK)
+            return st;
+        for (size_t j = 0; j < k; j++)
+            for (size_t i = 0; i < m; i++)
+                mat_set(&Q, i, j, mat_get(&Q, i, j) * safe_inv(f->s[j], smax));
+        st = mat_mul(arena, 'C', 'N', 1.0, &f->U, &Q, &W);
+        if (st != CR_OK)
+            return st;
+        mat_gemm('N', 'N', -1.0, &f->U, &W, 1.0, &Q);
+        mat_gemm('N', 'N', 1.0, &Q, &f->Vt, 1.0, &Abar);
+    }
+    if (Vb.p != NULL && n > k) {
+        /* U S⁻¹ V̄ᵀ (I - VVᵀ) = U ((I - VVᵀ) V̄ S⁻¹)ᵀ */
+        mat Q, W;
+        st = mat_copy(arena, &Vb, &Q);
+        if (st != CR_OK)
+            return st;
+        for (size_t j = 0; j < k; j++)
+            for (size_t i = 0; i < n; i++)
+                mat_set(&Q, i, j, mat_get(&Q, i, j) * safe_inv(f->s[j], smax));
+        st = mat_mul(arena, 'C', 'N', 1.0, &e->V, &Q, &W);
+        if (st != CR_OK)
+            return st;
+        mat_gemm('N', 'N', -1.0, &e->V, &W, 1.0, &Q);
+        mat_gemm('N', 'C', 1.0, &f->U, &Q, 1.0, &Abar);
+    }
+    cr_array *r;
+    st = mat_to_array(arena, &Abar, false, &r);
+    return st != CR_OK ? st : cr__give(arena, e->pA, r, &dx[1]);
+}
+
+static cr_status svd_rrule_common(cr_arena *arena, bool vectors, const cr_value *args, size_t nargs,
+                                  cr_value *y, cr_pullback *pb, const void *udata)
+{
+    const char *who = vectors ? "svd" : "svdvals";
+    svd_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(svd_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr_status st = svd_forward(arena, who, args, nargs, vectors, e);
+    if (st == CR_OK)
+        st = svd_output(arena, e, vectors, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
+    e->vectors = vectors;
+    st = cr_project_new(arena, &args[0], &e->pA);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){svd_pullback, e, vectors ? "svd_pullback" : "svdvals_pullback", nargs + 1};
+    return CR_OK;
+}
+
+/* frule: dP = Uᴴ Ȧ V; ṡ = re diag(dP); for svd (real)
+ * U̇ = U (F ∘ (dP S + S dPᵀ)) + (I - UUᵀ) Ȧ V S⁻¹,
+ * V̇ = V (F ∘ (S dP + dPᵀ S)) + (I - VVᵀ) Ȧᵀ U S⁻¹. */
+static cr_status svd_frule_common(cr_arena *arena, bool vectors, const cr_tangent *dargs,
+                                  const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
+{
+    const char *who = vectors ? "svd" : "svdvals";
+    svd_env e;
+    memset(&e, 0, sizeof e);
+    cr_status st = svd_forward(arena, who, args, nargs, vectors, &e);
+    if (st == CR_OK)
+        st = svd_output(arena, &e, vectors, y);
+    if (st != CR_OK)
+        return st;
+    const svd *f = &e.f;
+    size_t m = f->m, n = f->n, k = f->k;
+    bool cplx = f->U.cplx;
+    mat dA, T, dP;
+    st = dx_mat(arena, who, dargs, args, 0, cplx, &dA);
+    if (st != CR_OK || dA.p == NULL) {
+        *dy = cr_tangent_zero();
+        return st;
+    }
+    st = mat_mul(arena, 'C', 'N', 1.0, &f->U, &dA, &T);
+    if (st == CR_OK)
+        st = mat_mul(arena, 'N', 'N', 1.0, &T, &e.V, &dP);
+    if (st != CR_OK)
+        return st;
+    mat ds;
+    st = mat_new(arena, false, k, 1, false, &ds);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < k; i++)
+        mat_set(&ds, i, 0, creal(mat_get(&dP, i, i)));
+    cr_dtype rdt = e.A->dtype == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64;
+    cr_array *dso;
+    st = out_array(arena, &ds, true, rdt, &dso);
+    if (st != CR_OK)
+        return st;
+    if (!vectors) {
+        *dy = cr_tangent_array(dso);
+        return CR_OK;
+    }
+    double smax = k > 0 ? f->s[0] : 0;
+    mat Cu, Cv, dU, dV;
+    st = mat_new(arena, false, k, k, false, &Cu);
+    if (st == CR_OK)
+        st = mat_new(arena, false, k, k, false, &Cv);
+    if (st != CR_OK)
+        return st;
+    for (size_t j = 0; j < k; j++)
+        for (size_t i = 0; i < k; i++) {
+            double F = i == j ? 0.0 : inv_gap(f->s[j] * f->s[j], f->s[i] * f->s[i], smax * smax);
+            double pij = creal(mat_get(&dP, i, j)), pji = creal(mat_get(&dP, j, i));
+            mat_set(&Cu, i, j, F * (pij * f->s[j] + f->s[i] * pji));
+            mat_set(&Cv, i, j, F * (f->s[i] * pij + pji * f->s[j]));
+        }
+    st = mat_mul(arena, 'N', 'N', 1.0, &f->U, &Cu, &dU);
+    if (st == CR_OK)
+        st = mat_mul(arena, 'N', 'N', 1.0, &e.V, &Cv, &dV);
+    if (st != CR_OK)
+        return st;
+    if (m > k) {
+        mat Q, W;
+        st = mat_mul(arena, 'N', 'N', 1.0, &dA, &e.V, &Q);
+        if (st != CR_OK)
+            return st;
+        for (size_t j = 0; j < k; j++)
+            for (size_t i = 0; i < m; i++)
+                mat_set(&Q, i, j, mat_get(&Q, i, j) * safe_inv(f->s[j], smax));
+        st = mat_mul(arena, 'C', 'N', 1.0, &f->U, &Q, &W);
+        if (st != CR_OK)
+            return st;
+        mat_gemm('N', 'N', -1.0, &f->U, &W, 1.0, &Q);
+        for (size_t j = 0; j < k; j++)
+            for (size_t i = 0; i < m; i++)
+                mat_set(&dU, i, j, mat_get(&dU, i, j) + mat_get(&Q, i, j));
+    }
+    if (n > k) {
+        mat Q, W;
+        st = mat_mul(arena, 'C', 'N', 1.0, &dA, &f->U, &Q);
+        if (st != CR_OK)
+            return st;
+        for (size_t j = 0; j < k; j++)
+            for (size_t i = 0; i < n; i++)
+                mat_set(&Q, i, j, mat_get(&Q, i, j) * safe_inv(f->s[j], smax));
+        st = mat_mul(arena, 'C', 'N', 1.0, &e.V, &Q, &W);
+        if (st != CR_OK)
+            return st;
+        mat_gemm('N', 'N', -1.0, &e.V, &W, 1.0, &Q);
+        for (size_t j = 0; j < k; j++)
+            for (size_t i = 0; i < n; i++)
+                mat_set(&dV, i, j, mat_get(&dV, i, j) + mat_get(&Q, i, j));
+    }
+    cr_array *duo, *dvo;
+    st = out_array(arena, &dU, false, (cr_dtype)e.A->dtype, &duo);
+    if (st == CR_OK)
+        st = out_array(arena, &dV, false, (cr_dtype)e.A->dtype, &dvo);
+    if (st != CR_OK)
+        return st;
+    cr_tangent fl[3] = {cr_tangent_array(duo), cr_tangent_array(dso), cr_tangent_array(dvo)};
+    return cr_tangent_struct(arena, &k_tup3, NULL, fl, 3, dy);
+}
+
+#define SVD_RULES(NAME, VEC)                                                                      \
+    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,       \
+                                  const cr_value *args, size_t nargs, cr_value *y,                \
+                                  cr_pullback *pb, const void *udata)                             \
+    {                                                                                             \
+        (void)cfg;                                                                                \
+        (void)f;                                                                                  \
+        return svd_rrule_common(arena, VEC, args, nargs, y, pb, udata);                           \
+    }                                                                                             \
+    static cr_status NAME##_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, \
+                                  const cr_value *f, const cr_value *args, size_t nargs,          \
+                                  cr_value *y, cr_tangent *dy, const void *udata)                 \
+    {                                                                                             \
+        (void)cfg;                                                                                \
+        (void)f;                                                                                  \
+        (void)udata;                                                                              \
+        return svd_frule_common(arena, VEC, dargs, args, nargs, y, dy);                           \
+    }                                                                                             \
+    CR__ARRAY_FN(NAME, #NAME, 1)
+
+SVD_RULES(svd, true)
+SVD_RULES(svdvals, false)
+
+/* ---- Test registrations ---------------------------------------------------------------- */
+
+typedef enum {
+    SQ_GENERAL, /* diagonally dominant (well conditioned), det > 0; structures */
+    SQ_SPD,     /* Hermitian positive definite; tagged or dense with junk below */
+    SQ_HERM,    /* Hermitian with separated eigenvalues */
+    SQ_REALSYM, /* real symmetric (eigen: vectors of complex Hermitian have a phase gauge) */
+    SQ_RECT     /* real rectangular (svd) */
+} sq_kind;
+
+static cr_status rand_square(cr_arena *arena, uint64_t *rng, sq_kind kind, cr_array **out)
+{
+    size_t n = 2 + cr__rng_below(rng, 3), shape[2] = {n, n};
+    cr_dtype dt = cr__rng_dtype(rng);
+    if (kind == SQ_REALSYM || kind == SQ_RECT)
+        dt = dt == CR_DT_C128 ? CR_DT_F64 : dt;
+    if (kind == SQ_RECT) {
+        static const size_t shapes[4][2] = {{3, 2}, {2, 3}, {3, 3}, {4, 2}};
+        const size_t *s = shapes[cr__rng_below(rng, 4)];
+        return cr__rand_array(arena, rng, dt, 2, s, -1, 1, out);
+    }
+    cr_status st = cr__rand_array(arena, rng, dt, 2, shape, -1, 1, out);
+    if (st != CR_OK)
+        return st;
+    cr_array *A = *out;
+    size_t k = cr__rng_below(rng, 4);
+    switch (kind) {
+    case SQ_GENERAL:
+        for (size_t i = 0; i < n; i++)
+            cr__store(A, (ptrdiff_t)(i * n + i), cr__load(A, (ptrdiff_t)(i * n + i)) + 3.0);
+        if (k == 1)
+            A->structure = CR_MAT_UPPER;
+        if (k == 2)
+            A->structure = (uint8_t)(dt == CR_DT_C128 ? CR_MAT_HERMITIAN : CR_MAT_SYMMETRIC);
+        return CR_OK;
+    case SQ_SPD: {
+        /* B Bᴴ + n I, then junk below the diagonal for the dense case. */
+        cr_array *B = A;
+        st = cr__new(arena, (cr_dtype)B->dtype, 2, shape, false, out);
+        if (st != CR_OK)
+            return st;
+        A = *out;
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < n; j++) {
+                cr_complex acc = i == j ? (double)n : 0.0;
+                for (size_t l = 0; l < n; l++)
+                    acc += cr__load(B, (ptrdiff_t)(i * n + l)) *
+                           conj(cr__load(B, (ptrdiff_t)(j * n + l)));
+                cr__store(A, (ptrdiff_t)(i * n + j), i > j && k == 0 ? 7.0 : acc);
+            }
+        if (k != 0)
+            A->structure = (uint8_t)(dt == CR_DT_C128 ? CR_MAT_HERMITIAN : CR_MAT_SYMMETRIC);
+        return CR_OK;
+    }
+    default:
+        /* Eigenvalues near 0, 2, 4, ... (well separated), in a random basis. */
+        for (size_t i = 0; i < n; i++)
+            cr__store(A, (ptrdiff_t)(i * n + i),
+                      cr__load(A, (ptrdiff_t)(i * n + i)) * 0.3 + 2.0 * (double)i);
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < n; j++)
+                if (i != j)
+                    cr__store(A, (ptrdiff_t)(i * n + j), cr__load(A, (ptrdiff_t)(i * n + j)) * 0.3);
+        if (k != 0)
+            A->structure = (uint8_t)(dt == CR_DT_C128 ? CR_MAT_HERMITIAN : CR_MAT_SYMMETRIC);
+        return CR_OK;
+    }
+}
+
+static cr_status sample_sq(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs, void *env)
+{
+    sq_kind kind = (sq_kind)(uintptr_t)env;
+    cr_array *A;
+    cr_status st = rand_square(arena, rng, kind, &A);
+    if (st != CR_OK)
+        return st;
+    args[0] = cr_value_array(A);
+    if (nargs == 2) {
+        /* solve: a vector or a matrix right-hand side. */
+        size_t n = A->shape[0], shape[2] = {n, 2};
+        cr_array *B;
+        cr_dtype dt = cr__rng_below(rng, 2) ? (cr_dtype)A->dtype : cr__rng_dtype(rng);
+        st = cr__rand_array(arena, rng, dt, cr__rng_below(rng, 2) ? 1 : 2, shape, -1, 1, &B);
+        if (st != CR_OK)
+            return st;
+        if (cr__rng_below(rng, 4) == 0) {
+            /* A Diagonal A. */
+            A->structure = CR_MAT_DIAGONAL;
+            A->strides[0] = (ptrdiff_t)n + 1;
+            A->strides[1] = 0;
+        }
+        args[1] = cr_value_array(B);
+    }
+    return CR_OK;
+}
+
+static const cr_rule_test k_t_general = {.sample = sample_sq, .env = (void *)(uintptr_t)SQ_GENERAL};
+static const cr_rule_test k_t_spd = {.sample = sample_sq, .env = (void *)(uintptr_t)SQ_SPD};
+static const cr_rule_test k_t_herm = {.sample = sample_sq, .env = (void *)(uintptr_t)SQ_HERM};
+static const cr_rule_test k_t_realsym = {.sample = sample_sq, .env = (void *)(uintptr_t)SQ_REALSYM};
+static const cr_rule_test k_t_rect = {.sample = sample_sq, .env = (void *)(uintptr_t)SQ_RECT};
+
+cr_status cr__linalg_register_lapack(cr_registry *reg)
+{
+    static const cr_argspec a1[1] = {{CR__M_FARRAY, NULL}};
+    static const cr_argspec a2[2] = {{CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL}};
+    static const struct {
+        const cr_function *fn;
+        size_t n;
+        cr_frule_fn frule;
+        cr_rrule_fn rrule;
+        const cr_rule_test *test;
+    } k[] = {
+        {&det_function, 1, det_frule, det_rrule, &k_t_general},
+        {&logdet_function, 1, logdet_frule, logdet_rrule, &k_t_general},
+        {&logabsdet_function, 1, logabsdet_frule, logabsdet_rrule, &k_t_general},
+        {&matinv_function, 1, matinv_frule, matinv_rrule, &k_t_general},
+        {&solve_function, 2, solve_frule, solve_rrule, &k_t_general},
+        {&cholesky_function, 1, cholesky_frule, cholesky_rrule, &k_t_spd},
+        {&eigen_function, 1, eigen_frule, eigen_rrule, &k_t_realsym},
+        {&eigvals_function, 1, eigvals_frule, eigvals_rrule, &k_t_herm},
+        {&svd_function, 1, svd_frule, svd_rrule, &k_t_rect},
+        {&svdvals_function, 1, svdvals_frule, svdvals_rrule, &k_t_rect},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        cr_status st = cr__add_rule(reg, k[i].fn, k[i].n == 1 ? a1 : a2, k[i].n, false, k[i].frule,
+                                    k[i].rrule, k[i].test);
+        if (st != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+#else /* !CR_HAVE_LAPACKE */
+
+/* Without LAPACKE: the function values exist; calling them reports CR_EUNIMPL. */
+static cr_status no_lapack(cr_arena *arena, const cr_value *f, const cr_value *args, size_t nargs,
+                           cr_value *out)
+{
+    (void)args;
+    (void)nargs;
+    (void)out;
+    return CR__FAIL(arena, CR_EUNIMPL, "%s needs LAPACKE, which this build of chainrules lacks",
+                    f->u.func.fn->name);
+}
+
+#define NO_LAPACK_FN(NAME, STR)                                                                   \
+    static const cr_function NAME##_function = {.name = (STR), .arity = -1, .primal = no_lapack}; \
+    const cr_value cr_fn_##NAME = {.kind = CR_KIND_FUNC, .u.func = {&NAME##_function, NULL}};
+
+NO_LAPACK_FN(det, "det")
+NO_LAPACK_FN(logdet, "logdet")
+NO_LAPACK_FN(logabsdet, "logabsdet")
+NO_LAPACK_FN(matinv, "inv")
+NO_LAPACK_FN(solve, "solve")
+NO_LAPACK_FN(cholesky, "cholesky")
+NO_LAPACK_FN(eigen, "eigen")
+NO_LAPACK_FN(eigvals, "eigvals")
+NO_LAPACK_FN(svd, "svd")
+NO_LAPACK_FN(svdvals, "svdvals")
 
 cr_status cr__linalg_register_lapack(cr_registry *reg)
 {
     (void)reg;
     return CR_OK;
 }
+
+#endif /* CR_HAVE_LAPACKE */

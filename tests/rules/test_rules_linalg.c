@@ -29,7 +29,13 @@ static void assert_close_(double got, double want, double tol, const char *what,
 }
 #define ASSERT_CLOSE(got, want, tol) assert_close_((got), (want), (tol), #got, __FILE__, __LINE__)
 
-static const char *const k_linalg_fns[] = {"matmul", "gemm", "dot", "tr"};
+static const char *const k_linalg_fns[] = {
+    "matmul",   "gemm",   "dot",       "tr",
+#if defined(CR_HAVE_LAPACKE)
+    "det",      "logdet", "logabsdet", "inv", "solve",
+    "cholesky", "eigen",  "eigvals",   "svd", "svdvals",
+#endif
+};
 
 static bool in_family(const char *name)
 {
@@ -191,6 +197,318 @@ static void test_dot_tr_values(void **state)
     ASSERT_CLOSE(creal(cr_array_get_linear(v.u.arr, 8)), 2, 0);
 }
 
+#if defined(CR_HAVE_LAPACKE)
+/* ---- LAPACK: special inputs ----------------------------------------------------------------- */
+
+/* Element (i, j) of a 2-d array tangent or value. */
+static cr_complex at2(const cr_array *a, size_t i, size_t j)
+{
+    return cr_array_get_linear(a, i * a->shape[1] + j);
+}
+
+static bool all_finite(cr_tangent t)
+{
+    cr_tangent v = unthunked(t);
+    if (v.tag != CR_TAN_ARRAY)
+        return true;
+    size_t n = cr_array_numel(v.u.arr);
+    for (size_t i = 0; i < n; i++) {
+        cr_complex z = cr_array_get_linear(v.u.arr, i);
+        if (!isfinite(creal(z)) || !isfinite(cimag(z)))
+            return false;
+    }
+    return true;
+}
+
+/* det at singular matrices: the adjugate (through the SVD), never NaN; finite differences
+ * of the polynomial det agree. */
+static void test_det_singular(void **state)
+{
+    fixture *fx = *state;
+    cr_ctx_set_debug(fx->ctx, true);
+    double r1[9] = {1, 2, 3, 2, 4, 6.5, -1, 0.5, 2}; /* rank 3, then made rank 2 */
+    r1[5] = 6;                                       /* row 1 = 2 row 0 */
+    cr_array A = cr_array_matrix(r1, 3, 3);
+    cr_value a = cr_value_array(&A), y;
+    cr_pullback pb;
+    assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_det, &a, 1, &y, &pb), CR_OK);
+    ASSERT_CLOSE(y.u.f64, 0, 1e-15);
+    cr_tangent dy = cr_tangent_f64(1), dx[2];
+    assert_int_equal(cr_pullback_call(fx->arena, &pb, &dy, dx, 2), CR_OK);
+    assert_true(all_finite(dx[1]));
+    /* adj(A)ᵀ: the cofactors; for this A, cofactor (2, 2) = 1*4 - 2*2 = 0, (2, 0) = 2*6 - 3*4 = 0,
+     * (0, 0) = 4*2 - 6*0.5 = 5. */
+    cr_tangent v = unthunked(dx[1]);
+    ASSERT_CLOSE(creal(at2(v.u.arr, 0, 0)), 5, 1e-12);
+    ASSERT_CLOSE(creal(at2(v.u.arr, 2, 2)), 0, 1e-12);
+    cr_test_report r;
+    CR_ASSERT_RULE_TEST(cr_test_rrule(fx->arena, NULL, &cr_fn_det, &a, 1, &r), r);
+    CR_ASSERT_RULE_TEST(cr_test_frule(fx->arena, NULL, &cr_fn_det, &a, 1, &r), r);
+    /* Rank n - 2: the adjugate is zero. */
+    double r2[9] = {1, 2, 3, 2, 4, 6, 3, 6, 9};
+    cr_array A2 = cr_array_matrix(r2, 3, 3);
+    a = cr_value_array(&A2);
+    assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_det, &a, 1, &y, &pb), CR_OK);
+    assert_int_equal(cr_pullback_call(fx->arena, &pb, &dy, dx, 2), CR_OK);
+    v = unthunked(dx[1]);
+    for (size_t i = 0; i < 9; i++)
+        ASSERT_CLOSE(creal(cr_array_get_linear(v.u.arr, i)), 0, 1e-12);
+    /* logdet of a matrix with negative determinant, inv of a singular one: domain errors. */
+    double neg[4] = {0, 1, 1, 0};
+    cr_array N = cr_array_matrix(neg, 2, 2);
+    a = cr_value_array(&N);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_logdet, &a, 1, &y), CR_EDOMAIN);
+    a = cr_value_array(&A2);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_matinv, &a, 1, &y), CR_EDOMAIN);
+    cr_value sargs[2] = {a, a};
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_solve, sargs, 2, &y), CR_EDOMAIN);
+}
+
+/* An ill-conditioned matrix (condition number ~1e5): the frule and rrule agree to rounding
+ * (the dot-product test, no finite differences), and finite differences agree to the
+ * accuracy the conditioning allows. */
+static void test_ill_conditioned(void **state)
+{
+    fixture *fx = *state;
+    double a[9] = {1, 1, 1, 1, 1 + 1e-2, 1, 1, 1, 1 + 3e-2};
+    double b[3] = {1, 2, 3};
+    cr_array A = cr_array_matrix(a, 3, 3), B = cr_array_vector(b, 3);
+    cr_value args[2] = {cr_value_array(&A), cr_value_array(&B)};
+    cr_test_opts opts = {0};
+    opts.rtol = 1e-5;
+    opts.atol = 1e-5;
+    const cr_value *fns[4] = {&cr_fn_solve, &cr_fn_matinv, &cr_fn_det, &cr_fn_logabsdet};
+    for (size_t k = 0; k < 4; k++) {
+        size_t n = k == 0 ? 2 : 1;
+        cr_test_report r;
+        CR_ASSERT_RULE_TEST(cr_test_consistency(fx->arena, NULL, fns[k], args, n, &r), r);
+        CR_ASSERT_RULE_TEST(cr_test_rrule(fx->arena, &opts, fns[k], args, n, &r), r);
+        CR_ASSERT_RULE_TEST(cr_test_frule(fx->arena, &opts, fns[k], args, n, &r), r);
+    }
+}
+
+/* The seeds of the reconstruction loss L = <C, U diag(s) Vᵀ> = <C, A>: Ū = C V S,
+ * s̄_i = u_iᵀ C v_i, V̄ = Cᵀ U S. */
+static void svd_reconstruct_seeds(cr_arena *arena, const double *C, const cr_value *y,
+                                  cr_tangent *dy)
+{
+    cr_value U, S, V;
+    assert_int_equal(cr_type_field_value(y->u.obj.type, y->u.obj.ptr, 0, &U), CR_OK);
+    assert_int_equal(cr_type_field_value(y->u.obj.type, y->u.obj.ptr, 1, &S), CR_OK);
+    assert_int_equal(cr_type_field_value(y->u.obj.type, y->u.obj.ptr, 2, &V), CR_OK);
+    size_t m = U.u.arr->shape[0], n = V.u.arr->shape[0], k = S.u.arr->shape[0];
+    cr_array *Ub, *Sb, *Vb;
+    size_t su[2] = {m, k}, sv[2] = {n, k};
+    assert_int_equal(cr_array_new(arena, CR_DT_F64, 2, su, &Ub), CR_OK);
+    assert_int_equal(cr_array_new(arena, CR_DT_F64, 1, &k, &Sb), CR_OK);
+    assert_int_equal(cr_array_new(arena, CR_DT_F64, 2, sv, &Vb), CR_OK);
+    for (size_t j = 0; j < k; j++) {
+        double sj = creal(cr_array_get_linear(S.u.arr, j)), sb = 0;
+        for (size_t i = 0; i < m; i++) {
+            double cv = 0;
+            for (size_t l = 0; l < n; l++)
+                cv += C[i * n + l] * creal(at2(V.u.arr, l, j));
+            ((double *)Ub->data)[i * k + j] = cv * sj;
+            sb += creal(at2(U.u.arr, i, j)) * cv;
+        }
+        ((double *)Sb->data)[j] = sb;
+        for (size_t l = 0; l < n; l++) {
+            double cu = 0;
+            for (size_t i = 0; i < m; i++)
+                cu += C[i * n + l] * creal(at2(U.u.arr, i, j));
+            ((double *)Vb->data)[l * k + j] = cu * sj;
+        }
+    }
+    cr_tangent f3[3] = {cr_tangent_array(Ub), cr_tangent_array(Sb), cr_tangent_array(Vb)};
+    assert_int_equal(cr_tangent_struct(arena, y->u.obj.type, NULL, f3, 3, dy), CR_OK);
+}
+
+/* Degenerate SVDs (ChainRules #664): repeated and zero singular values never give NaN or
+ * Inf. The rule drops the terms that would divide by s_j² - s_i² = 0 or by s_j = 0, so the
+ * cotangent is finite; it is exact only where the loss does not depend on the rotations
+ * those terms describe (the reconstruction loss L = <C, A> used here does, so its value is
+ * not checked: a nondegenerate matrix gets exactly C). */
+static void test_svd_degenerate(void **state)
+{
+    fixture *fx = *state;
+    double c = cos(0.3), s = sin(0.3);
+    double m1[4] = {2 * c, -2 * s, 2 * s, 2 * c};         /* 2 x orthogonal: s = (2, 2) */
+    double m2[6] = {1, 2, 2, 4, -1, -2};                  /* rank 1: s = (5.4..., 0) */
+    double m3[6] = {1, 0, 0, 0, 1, 0};                    /* s = (1, 1), n > k */
+    double m4[12] = {1, 2, 0, 0, 1, 1, 1, 3, 1, 2, 3, 1}; /* 4 x 3 of rank 2 */
+    m4[9] = m4[0] + m4[3];
+    m4[10] = m4[1] + m4[4];
+    m4[11] = m4[2] + m4[5];
+    {
+        /* Nondegenerate: exactly C. */
+        double m0[6] = {3, 1, 0.5, -1, 2, 0.25};
+        cr_array A0 = cr_array_matrix(m0, 3, 2);
+        cr_value a0 = cr_value_array(&A0), y0;
+        cr_pullback pb0;
+        cr_tangent dy0, dx0[2];
+        assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_svd, &a0, 1, &y0, &pb0), CR_OK);
+        double C0[6] = {0.5, -1, 0.25, 2, 1, -0.75};
+        svd_reconstruct_seeds(fx->arena, C0, &y0, &dy0);
+        assert_int_equal(cr_pullback_call(fx->arena, &pb0, &dy0, dx0, 2), CR_OK);
+        cr_tangent v0 = unthunked(dx0[1]);
+        for (size_t i = 0; i < 6; i++)
+            ASSERT_CLOSE(creal(cr_array_get_linear(v0.u.arr, i)), C0[i], 1e-10);
+    }
+    const double *ms[4] = {m1, m2, m3, m4};
+    size_t rows[4] = {2, 3, 2, 4}, cols[4] = {2, 2, 3, 3};
+    double C[12];
+    for (size_t i = 0; i < 12; i++)
+        C[i] = 0.25 * (double)((i * 7) % 5) - 0.5;
+    for (size_t t = 0; t < 4; t++) {
+        cr_array A = cr_array_matrix((double *)ms[t], rows[t], cols[t]);
+        cr_value a = cr_value_array(&A), y;
+        cr_pullback pb;
+        assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_svd, &a, 1, &y, &pb), CR_OK);
+        cr_tangent dy, dx[2];
+        svd_reconstruct_seeds(fx->arena, C, &y, &dy);
+        assert_int_equal(cr_pullback_call(fx->arena, &pb, &dy, dx, 2), CR_OK);
+        assert_true(all_finite(dx[1]));
+        /* #664's example: tr(U), a loss that is not even invariant. Finite. */
+        cr_value U;
+        assert_int_equal(cr_type_field_value(y.u.obj.type, y.u.obj.ptr, 0, &U), CR_OK);
+        cr_array *Ub;
+        assert_int_equal(cr_array_new(fx->arena, CR_DT_F64, 2, U.u.arr->shape, &Ub), CR_OK);
+        for (size_t i = 0; i < U.u.arr->shape[0] && i < U.u.arr->shape[1]; i++)
+            ((double *)Ub->data)[i * U.u.arr->shape[1] + i] = 1;
+        cr_tangent f3[3] = {cr_tangent_array(Ub), cr_tangent_zero(), cr_tangent_zero()};
+        assert_int_equal(cr_tangent_struct(fx->arena, y.u.obj.type, NULL, f3, 3, &dy), CR_OK);
+        assert_int_equal(cr_pullback_call(fx->arena, &pb, &dy, dx, 2), CR_OK);
+        assert_true(all_finite(dx[1]));
+        /* svdvals: finite at the degenerate points too; the frule as well. */
+        assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_svdvals, &a, 1, &y, &pb), CR_OK);
+        cr_array *ones;
+        size_t k = y.u.arr->shape[0];
+        assert_int_equal(cr_array_new(fx->arena, CR_DT_F64, 1, &k, &ones), CR_OK);
+        for (size_t i = 0; i < k; i++)
+            ((double *)ones->data)[i] = 1;
+        cr_tangent ds = cr_tangent_array(ones);
+        assert_int_equal(cr_pullback_call(fx->arena, &pb, &ds, dx, 2), CR_OK);
+        assert_true(all_finite(dx[1]));
+        cr_tangent din[2] = {cr_tangent_none(), cr_tangent_array(&A)}, dout;
+        assert_int_equal(cr_frule(NULL, fx->arena, din, &cr_fn_svd, &a, 1, &y, &dout), CR_OK);
+        for (size_t f = 0; f < 3; f++)
+            assert_true(all_finite(cr_tangent_field(dout, f)));
+    }
+}
+
+/* eigen with a repeated eigenvalue (real symmetric) and of a complex Hermitian matrix:
+ * the reconstruction loss L = re<C, V diag(λ) Vᴴ> has gradient Herm(C) with respect to
+ * the Hermitian matrix, independent of the eigenvectors' phases. At the repeated
+ * eigenvalue the rule drops the terms coupling its eigenvectors; Herm(C) has no entry
+ * inside that eigenspace here (H[0][1] = 0), so the loss does not rotate it and the
+ * cotangent is exact; with such an entry it is finite (checked below). */
+static void test_eigen_degenerate(void **state)
+{
+    fixture *fx = *state;
+    double rs[9] = {2, 0, 0, 0, 2, 0, 0, 0, 5}; /* eigenvalue 2 twice */
+    cr_complex hs[4] = {CMPLX(1, 0), CMPLX(0.5, 0.25), CMPLX(0.5, -0.25), CMPLX(-1, 0)};
+    for (size_t t = 0; t < 2; t++) {
+        size_t n = t == 0 ? 3 : 2, shape[2] = {n, n};
+        cr_array A;
+        if (t == 0)
+            A = cr_array_matrix(rs, 3, 3);
+        else
+            cr_array_view_init(&A, hs, CR_DT_C128, 2, shape, NULL);
+        A.structure = t == 0 ? CR_MAT_SYMMETRIC : CR_MAT_HERMITIAN;
+        cr_value a = cr_value_array(&A), y;
+        cr_pullback pb;
+        assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_eigen, &a, 1, &y, &pb), CR_OK);
+        cr_value L, V;
+        assert_int_equal(cr_type_field_value(y.u.obj.type, y.u.obj.ptr, 0, &L), CR_OK);
+        assert_int_equal(cr_type_field_value(y.u.obj.type, y.u.obj.ptr, 1, &V), CR_OK);
+        cr_complex C[9], H[9];
+        for (size_t i = 0; i < n * n; i++)
+            C[i] = CMPLX(0.25 * (double)((i * 5) % 7) - 0.75, t == 0 ? 0 : 0.125 * (double)i);
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < n; j++)
+                H[i * n + j] = 0.5 * (C[i * n + j] + conj(C[j * n + i]));
+        /* Seeds: V̄ = 2 Herm(C) V diag(λ), λ̄_i = re(v_iᴴ C v_i). */
+        cr_array *Lb, *Vb;
+        assert_int_equal(cr_array_new(fx->arena, CR_DT_F64, 1, &n, &Lb), CR_OK);
+        assert_int_equal(cr_array_new(fx->arena, (cr_dtype)A.dtype, 2, shape, &Vb), CR_OK);
+        for (size_t j = 0; j < n; j++) {
+            double lj = creal(cr_array_get_linear(L.u.arr, j));
+            cr_complex q = 0;
+            for (size_t i = 0; i < n; i++) {
+                cr_complex hv = 0;
+                for (size_t l = 0; l < n; l++)
+                    hv += H[i * n + l] * at2(V.u.arr, l, j);
+                if (t == 0)
+                    ((double *)Vb->data)[i * n + j] = creal(2 * hv * lj);
+                else
+                    ((cr_complex *)Vb->data)[i * n + j] = 2 * hv * lj;
+                q += conj(at2(V.u.arr, i, j)) * hv;
+            }
+            ((double *)Lb->data)[j] = creal(q);
+        }
+        cr_tangent f2[2] = {cr_tangent_array(Lb), cr_tangent_array(Vb)}, dy, dx[2];
+        assert_int_equal(cr_tangent_struct(fx->arena, y.u.obj.type, NULL, f2, 2, &dy), CR_OK);
+        assert_int_equal(cr_pullback_call(fx->arena, &pb, &dy, dx, 2), CR_OK);
+        cr_tangent v = unthunked(dx[1]);
+        for (size_t i = 0; i < n * n; i++) {
+            cr_complex g = cr_array_get_linear(v.u.arr, i);
+            ASSERT_CLOSE(creal(g), creal(H[i]), 1e-10);
+            ASSERT_CLOSE(cimag(g), cimag(H[i]), 1e-10);
+        }
+        if (t == 0) {
+            /* A loss that rotates the repeated eigenspace: finite, no NaN. */
+            ((double *)Vb->data)[0] += 1;
+            ((double *)Vb->data)[n] -= 0.5;
+            assert_int_equal(cr_tangent_struct(fx->arena, y.u.obj.type, NULL, f2, 2, &dy), CR_OK);
+            assert_int_equal(cr_pullback_call(fx->arena, &pb, &dy, dx, 2), CR_OK);
+            assert_true(all_finite(dx[1]));
+        }
+        /* eigvals at the repeated eigenvalue: the sum of eigenvalues (the trace) has
+         * gradient I. */
+        assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_eigvals, &a, 1, &y, &pb), CR_OK);
+        cr_array *ones;
+        assert_int_equal(cr_array_new(fx->arena, CR_DT_F64, 1, &n, &ones), CR_OK);
+        for (size_t i = 0; i < n; i++)
+            ((double *)ones->data)[i] = 1;
+        cr_tangent d1 = cr_tangent_array(ones);
+        assert_int_equal(cr_pullback_call(fx->arena, &pb, &d1, dx, 2), CR_OK);
+        v = unthunked(dx[1]);
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < n; j++)
+                ASSERT_CLOSE(creal(at2(v.u.arr, i, j)), i == j ? 1 : 0, 1e-12);
+    }
+}
+
+static void test_cholesky_cases(void **state)
+{
+    fixture *fx = *state;
+    /* The lower triangle of a dense argument is not read. */
+    double a[4] = {4, 2, 1e300, 5};
+    cr_array A = cr_array_matrix(a, 2, 2);
+    cr_value v = cr_value_array(&A), y;
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_cholesky, &v, 1, &y), CR_OK);
+    assert_int_equal(y.u.arr->structure, CR_MAT_UPPER);
+    ASSERT_CLOSE(creal(at2(y.u.arr, 0, 0)), 2, 1e-15);
+    ASSERT_CLOSE(creal(at2(y.u.arr, 0, 1)), 1, 1e-15);
+    ASSERT_CLOSE(creal(at2(y.u.arr, 1, 1)), 2, 1e-15);
+    ASSERT_CLOSE(creal(at2(y.u.arr, 1, 0)), 0, 0);
+    /* Not positive definite. */
+    a[3] = -5;
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_cholesky, &v, 1, &y), CR_EDOMAIN);
+}
+
+#else
+/* Without LAPACKE the functions exist and report CR_EUNIMPL. */
+static void test_no_lapack(void **state)
+{
+    fixture *fx = *state;
+    double a[4] = {1, 2, 3, 4};
+    cr_array A = cr_array_matrix(a, 2, 2);
+    cr_value v = cr_value_array(&A), y;
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_det, &v, 1, &y), CR_EUNIMPL);
+}
+#endif /* CR_HAVE_LAPACKE */
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -198,6 +516,15 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_matmul_inplace, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_projections, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_dot_tr_values, fixture_setup, fixture_teardown),
+#if defined(CR_HAVE_LAPACKE)
+        cmocka_unit_test_setup_teardown(test_det_singular, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_ill_conditioned, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_svd_degenerate, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_eigen_degenerate, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_cholesky_cases, fixture_setup, fixture_teardown),
+#else
+        cmocka_unit_test_setup_teardown(test_no_lapack, fixture_setup, fixture_teardown),
+#endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
