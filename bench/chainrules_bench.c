@@ -8,6 +8,19 @@
  *   lookup_sin_ns      cr_registry_lookup alone
  *   primal_sin_ns      the plain C sin, for scale
  *
+ * Engine figures (src/ad), each a ratio to the plain C primal timed in the same run, or a
+ * time per call; every one first checks its gradient against a hand-written one:
+ *
+ *   chain_ratio        1e6 taped scalar ops (t = t + x[k % 1000] * exp(sin(t)), 250000
+ *                      steps of sin, exp, *, +): record + reverse sweep / primal
+ *   rosen_loop_ratio   Rosenbrock, n = 1e6, as a scalar loop: record + sweep / primal
+ *   tape_bytes_per_op  bytes of records per taped operation of that loop
+ *   hvp_ratio          Rosenbrock, n = 1e5, scalar loop on a second-order tape:
+ *                      record + Hessian-vector product / primal
+ *   hvp_sweep_ratio    the Hessian-vector product alone on that recording / primal
+ *   sum3_ns            value_and_gradient of a + b + c (reset, record, sweep), per call
+ *   mse_ns             value_and_gradient of mean((x - y)^2) over 4 points, per call
+ *
  * Usage: chainrules-bench [figure...]   (no argument: all figures)
  */
 #define _POSIX_C_SOURCE 199309L
@@ -167,6 +180,400 @@ static const struct {
     {"rrule_mul_ns", k_rrule_mul, 1000000},
 };
 
+/* ---- Engine figures ---------------------------------------------------------------------- */
+
+/* Fails the run with a message when a gradient differs from the hand-written one. */
+static int check_close(const char *what, const double *got, const double *want, size_t n,
+                       double rtol)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!(fabs(got[i] - want[i]) <= rtol * fmax(1.0, fabs(want[i])))) {
+            fprintf(stderr, "chainrules-bench: %s[%zu] = %.17g, hand-written %.17g\n", what, i,
+                    got[i], want[i]);
+            return 1;
+        }
+    return 0;
+}
+
+static double median_time(double (*run)(void *env), void *env, int runs)
+{
+    double t[RUNS];
+    if (runs > RUNS)
+        runs = RUNS;
+    g_sink = run(env); /* warm up */
+    for (int r = 0; r < runs; r++) {
+        double t0 = now_ns();
+        g_sink = run(env);
+        t[r] = now_ns() - t0;
+        if (isnan(g_sink))
+            return NAN;
+    }
+    return median(t, runs);
+}
+
+/* The ratio of two timings, measured in alternation so that a change of the machine's
+ * load affects both alike; the median of RUNS ratios. */
+static double median_ratio(double (*num)(void *env), double (*den)(void *env), void *env)
+{
+    double r[RUNS];
+    g_sink = num(env) + den(env); /* warm up */
+    for (int i = 0; i < RUNS; i++) {
+        double t0 = now_ns();
+        g_sink = den(env);
+        double t1 = now_ns();
+        g_sink += num(env);
+        double t2 = now_ns();
+        if (isnan(g_sink))
+            return NAN;
+        r[i] = (t2 - t1) / (t1 - t0);
+    }
+    return median(r, RUNS);
+}
+
+/* chain: t = t + x[k % 1000] * exp(sin(t)), 250000 steps = 1e6 operations */
+#define CHAIN_N 1000
+#define CHAIN_STEPS 250000L
+
+typedef struct chain_env {
+    double x[CHAIN_N];
+    double grad[CHAIN_N];
+    cr_tape *tape;
+} chain_env;
+
+static double chain_primal(void *env)
+{
+    const double *x = ((chain_env *)env)->x;
+    double t = 0.0;
+    for (long k = 0; k < CHAIN_STEPS; k++)
+        t = t + x[k % CHAIN_N] * exp(sin(t));
+    return t;
+}
+
+static cr_status chain_taped(cr_tape *tp, const cr_var *x, size_t n, cr_var *y, size_t m,
+                             void *env)
+{
+    (void)n;
+    (void)m;
+    (void)env;
+    cr_var t = cr_const(0.0);
+    for (long k = 0; k < CHAIN_STEPS; k++)
+        t = cr_add(tp, t, cr_mul(tp, x[k % CHAIN_N], cr_exp(tp, cr_sin(tp, t))));
+    y[0] = t;
+    return cr_tape_status(tp);
+}
+
+static double chain_gradient(void *env)
+{
+    chain_env *e = env;
+    double y;
+    if (cr_tape_value_and_gradient(e->tape, chain_taped, NULL, e->x, CHAIN_N, &y, e->grad) !=
+        CR_OK)
+        return NAN;
+    return y + e->grad[0];
+}
+
+/* The adjoint of the chain written by hand: store the t_k, then walk back. */
+static void chain_grad_hand(const double *x, double *g)
+{
+    double *ts = malloc((size_t)CHAIN_STEPS * sizeof *ts);
+    double t = 0.0, tbar = 1.0;
+    for (long k = 0; k < CHAIN_STEPS; k++) {
+        ts[k] = t;
+        t = t + x[k % CHAIN_N] * exp(sin(t));
+    }
+    for (size_t i = 0; i < CHAIN_N; i++)
+        g[i] = 0.0;
+    for (long k = CHAIN_STEPS - 1; k >= 0; k--) {
+        double e = exp(sin(ts[k]));
+        g[k % CHAIN_N] += tbar * e;
+        tbar *= 1.0 + x[k % CHAIN_N] * e * cos(ts[k]);
+    }
+    free(ts);
+}
+
+static int fig_chain(double *out)
+{
+    static chain_env e;
+    for (size_t i = 0; i < CHAIN_N; i++)
+        e.x[i] = 1e-3 * (1.0 + sin((double)i));
+    if (cr_tape_new(g_ctx, NULL, &e.tape) != CR_OK)
+        return 1;
+    double want[CHAIN_N];
+    chain_grad_hand(e.x, want);
+    if (isnan(chain_gradient(&e)) || check_close("chain gradient", e.grad, want, CHAIN_N, 1e-9))
+        return 1;
+    *out = median_ratio(chain_gradient, chain_primal, &e);
+    cr_tape_free(e.tape);
+    return isnan(*out);
+}
+
+/* Rosenbrock, sum 100 (x[i+1] - x[i]^2)^2 + (1 - x[i])^2 */
+typedef struct rosen_env {
+    size_t n;
+    double *x, *grad, *v, *hv;
+    cr_tape *tape;
+    cr_var y;
+    cr_var *xs;
+} rosen_env;
+
+static double rosen_primal(void *env)
+{
+    const rosen_env *e = env;
+    const double *x = e->x;
+    double s = 0.0;
+    for (size_t i = 0; i + 1 < e->n; i++) {
+        double a = x[i + 1] - x[i] * x[i], b = 1.0 - x[i];
+        s += 100.0 * a * a + b * b;
+    }
+    return s;
+}
+
+static cr_status rosen_taped(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m,
+                             void *env)
+{
+    (void)m;
+    (void)env;
+    cr_var s = cr_const(0.0), hundred = cr_const(100.0), one = cr_const(1.0);
+    for (size_t i = 0; i + 1 < n; i++) {
+        cr_var a = cr_sub(t, x[i + 1], cr_mul(t, x[i], x[i]));
+        cr_var b = cr_sub(t, one, x[i]);
+        s = cr_add(t, s, cr_add(t, cr_mul(t, hundred, cr_mul(t, a, a)), cr_mul(t, b, b)));
+    }
+    y[0] = s;
+    return cr_tape_status(t);
+}
+
+static double rosen_gradient(void *env)
+{
+    rosen_env *e = env;
+    double y;
+    if (cr_tape_value_and_gradient(e->tape, rosen_taped, NULL, e->x, e->n, &y, e->grad) != CR_OK)
+        return NAN;
+    return y + e->grad[0];
+}
+
+static void rosen_grad_hand(const double *x, size_t n, double *g)
+{
+    for (size_t i = 0; i < n; i++)
+        g[i] = 0.0;
+    for (size_t i = 0; i + 1 < n; i++) {
+        double a = x[i + 1] - x[i] * x[i];
+        g[i] += -400.0 * a * x[i] - 2.0 * (1.0 - x[i]);
+        g[i + 1] += 200.0 * a;
+    }
+}
+
+/* H v of Rosenbrock written by hand (the Hessian is tridiagonal). */
+static void rosen_hvp_hand(const double *x, const double *v, size_t n, double *hv)
+{
+    for (size_t i = 0; i < n; i++)
+        hv[i] = 0.0;
+    for (size_t i = 0; i + 1 < n; i++) {
+        double hii = 1200.0 * x[i] * x[i] - 400.0 * x[i + 1] + 2.0, hij = -400.0 * x[i];
+        hv[i] += hii * v[i] + hij * v[i + 1];
+        hv[i + 1] += hij * v[i] + 200.0 * v[i + 1];
+    }
+}
+
+static int rosen_setup(rosen_env *e, size_t n, uint32_t flags)
+{
+    e->n = n;
+    e->x = malloc(n * sizeof *e->x);
+    e->grad = malloc(n * sizeof *e->grad);
+    e->v = malloc(n * sizeof *e->v);
+    e->hv = malloc(n * sizeof *e->hv);
+    e->xs = malloc(n * sizeof *e->xs);
+    if (!e->x || !e->grad || !e->v || !e->hv || !e->xs)
+        return 1;
+    for (size_t i = 0; i < n; i++) {
+        e->x[i] = 0.5 + 0.4 * sin(0.37 * (double)i);
+        e->v[i] = cos(0.11 * (double)i);
+    }
+    cr_tape_params p = {.struct_size = sizeof p, .flags = flags};
+    return cr_tape_new(g_ctx, &p, &e->tape) != CR_OK;
+}
+
+static void rosen_teardown(rosen_env *e)
+{
+    cr_tape_free(e->tape);
+    free(e->x);
+    free(e->grad);
+    free(e->v);
+    free(e->hv);
+    free(e->xs);
+}
+
+static double g_tape_bytes_per_op = NAN;
+
+static int fig_rosen_loop(double *out)
+{
+    rosen_env e;
+    int err = rosen_setup(&e, 1000000, 0);
+    double *want = malloc(e.n * sizeof *want);
+    if (err || want == NULL || isnan(rosen_gradient(&e)))
+        return 1;
+    rosen_grad_hand(e.x, e.n, want);
+    err = check_close("rosenbrock gradient", e.grad, want, e.n, 1e-12);
+    free(want);
+    if (err)
+        return 1;
+    cr_tape_stats st;
+    cr_tape_stats_get(e.tape, &st);
+    g_tape_bytes_per_op = (double)st.record_bytes / (double)(st.nrecords - st.ninputs);
+    *out = median_ratio(rosen_gradient, rosen_primal, &e);
+    rosen_teardown(&e);
+    return isnan(*out);
+}
+
+static int fig_tape_bytes(double *out)
+{
+    if (isnan(g_tape_bytes_per_op)) {
+        double r;
+        if (fig_rosen_loop(&r))
+            return 1;
+    }
+    *out = g_tape_bytes_per_op;
+    return 0;
+}
+
+static double rosen_hvp_full(void *env)
+{
+    rosen_env *e = env;
+    if (cr_tape_record(e->tape, rosen_taped, NULL, e->x, e->n, e->xs, &e->y, 1) != CR_OK ||
+        cr_tape_hvp(e->tape, e->y, e->xs, e->n, e->v, e->hv, NULL) != CR_OK)
+        return NAN;
+    return e->hv[0];
+}
+
+static double rosen_hvp_sweep(void *env)
+{
+    rosen_env *e = env;
+    if (cr_tape_hvp(e->tape, e->y, e->xs, e->n, e->v, e->hv, NULL) != CR_OK)
+        return NAN;
+    return e->hv[0];
+}
+
+static double g_hvp_sweep_ratio = NAN;
+
+static int fig_hvp(double *out)
+{
+    rosen_env e;
+    int err = rosen_setup(&e, 100000, CR_TAPE_SECOND_ORDER);
+    double *want = malloc(e.n * sizeof *want);
+    if (err || want == NULL || isnan(rosen_hvp_full(&e)))
+        return 1;
+    rosen_hvp_hand(e.x, e.v, e.n, want);
+    err = check_close("rosenbrock hvp", e.hv, want, e.n, 1e-12);
+    free(want);
+    if (err)
+        return 1;
+    *out = median_ratio(rosen_hvp_full, rosen_primal, &e);
+    g_hvp_sweep_ratio = median_ratio(rosen_hvp_sweep, rosen_primal, &e);
+    rosen_teardown(&e);
+    return isnan(*out);
+}
+
+static int fig_hvp_sweep(double *out)
+{
+    if (isnan(g_hvp_sweep_ratio)) {
+        double r;
+        if (fig_hvp(&r))
+            return 1;
+    }
+    *out = g_hvp_sweep_ratio;
+    return 0;
+}
+
+/* Small functions: the engine's fixed cost per call. */
+static cr_status sum3_taped(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
+{
+    (void)n;
+    (void)m;
+    (void)env;
+    y[0] = cr_add(t, cr_add(t, x[0], x[1]), x[2]);
+    return cr_tape_status(t);
+}
+
+static const double k_mse_target[4] = {0.5, -1.0, 2.0, 0.25};
+
+static cr_status mse_taped(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
+{
+    (void)m;
+    (void)env;
+    cr_var s = cr_const(0.0);
+    for (size_t i = 0; i < n; i++) {
+        cr_var d = cr_sub(t, x[i], cr_const(k_mse_target[i]));
+        s = cr_add(t, s, cr_mul(t, d, d));
+    }
+    y[0] = cr_div(t, s, cr_const((double)n));
+    return cr_tape_status(t);
+}
+
+typedef struct small_env {
+    cr_tape *tape;
+    cr_ad_fn f;
+    size_t n;
+    double x[4], grad[4];
+} small_env;
+
+#define SMALL_CALLS 100000
+
+static double small_calls(void *env)
+{
+    small_env *e = env;
+    double s = 0, y;
+    for (long i = 0; i < SMALL_CALLS; i++) {
+        e->x[0] += 1e-9;
+        if (cr_tape_value_and_gradient(e->tape, e->f, NULL, e->x, e->n, &y, e->grad) != CR_OK)
+            return NAN;
+        s += y + e->grad[0];
+    }
+    return s;
+}
+
+static int fig_small(cr_ad_fn f, size_t n, const double *want_grad, double *out)
+{
+    small_env e = {.f = f, .n = n, .x = {1.0, 2.0, 3.0, 4.0}};
+    if (cr_tape_new(g_ctx, NULL, &e.tape) != CR_OK)
+        return 1;
+    double y;
+    if (cr_tape_value_and_gradient(e.tape, f, NULL, e.x, n, &y, e.grad) != CR_OK ||
+        check_close("small gradient", e.grad, want_grad, n, 1e-15))
+        return 1;
+    *out = median_time(small_calls, &e, RUNS) / SMALL_CALLS;
+    cr_tape_free(e.tape);
+    return isnan(*out);
+}
+
+static int fig_sum3(double *out)
+{
+    static const double want[3] = {1.0, 1.0, 1.0};
+    return fig_small(sum3_taped, 3, want, out);
+}
+
+static int fig_mse(double *out)
+{
+    double want[4], x[4] = {1.0, 2.0, 3.0, 4.0};
+    for (size_t i = 0; i < 4; i++)
+        want[i] = 2.0 * (x[i] - k_mse_target[i]) / 4.0;
+    return fig_small(mse_taped, 4, want, out);
+}
+
+static const struct {
+    const char *name;
+    int (*fn)(double *out);
+    const char *unit;
+    const char *fmt;
+} k_engine_figures[] = {
+    {"chain_ratio", fig_chain, "x", "%s %.2f %s\n"},
+    {"rosen_loop_ratio", fig_rosen_loop, "x", "%s %.2f %s\n"},
+    {"tape_bytes_per_op", fig_tape_bytes, "B", "%s %.1f %s\n"},
+    {"hvp_ratio", fig_hvp, "x", "%s %.2f %s\n"},
+    {"hvp_sweep_ratio", fig_hvp_sweep, "x", "%s %.2f %s\n"},
+    {"sum3_ns", fig_sum3, "ns", "%s %.1f %s\n"},
+    {"mse_ns", fig_mse, "ns", "%s %.1f %s\n"},
+};
+
 static int wanted(int argc, char **argv, const char *name)
 {
     if (argc <= 1)
@@ -195,6 +602,17 @@ int main(int argc, char **argv)
             return 1;
         }
         printf("%s %.1f ns\n", k_figures[i].name, v);
+    }
+    for (size_t i = 0; i < sizeof k_engine_figures / sizeof k_engine_figures[0]; i++) {
+        if (!wanted(argc, argv, k_engine_figures[i].name))
+            continue;
+        double v = NAN;
+        if (k_engine_figures[i].fn(&v) != 0) {
+            fprintf(stderr, "chainrules-bench: %s failed: %s\n", k_engine_figures[i].name,
+                    cr_ctx_errmsg(g_ctx));
+            return 1;
+        }
+        printf(k_engine_figures[i].fmt, k_engine_figures[i].name, v, k_engine_figures[i].unit);
     }
     cr_arena_free(g_arena);
     cr_ctx_free(g_ctx);
