@@ -335,6 +335,57 @@ CR_API cr_status cr_tape_hvp(cr_tape *t, cr_var y, const cr_var *xs, size_t n, c
  */
 CR_API cr_status cr_tape_hessian(cr_tape *t, cr_var y, const cr_var *xs, size_t n, double *H);
 
+/* ---- Structs: friendly gradients ----------------------------------------------------------- */
+
+/**
+ * Number of real fields (f64, f32) of a described struct, nested structs included: the
+ * number of variables cr_tape_struct_inputs() makes for it.
+ * @param[in] type the descriptor (NULL gives 0).
+ */
+CR_API size_t cr_type_real_fields(const cr_type *type);
+
+/**
+ * Inputs from a C struct: one variable per real field, depth-first in field order (nested
+ * structs are walked; integer, bool, array and function fields make no variable).
+ * @param[in]  t    the tape (NULL: the current tape).
+ * @param[in]  type the struct's descriptor.
+ * @param[in]  obj  the struct (read only).
+ * @param[out] vars cr_type_real_fields(type) variables.
+ * @param[in]  n    the capacity of vars.
+ * @return CR_OK; CR_EINVAL (NULL, n too small, a nested struct field without descriptor);
+ *         the tape's status.
+ */
+CR_API cr_status cr_tape_struct_inputs(cr_tape *t, const cr_type *type, const void *obj,
+                                       cr_var *vars, size_t n);
+
+/**
+ * The variable of a field, by path: "w", or "inner.x" for a nested struct.
+ * @return the variable; a NaN constant when the path names no real field.
+ */
+CR_API cr_var cr_tape_struct_field(const cr_type *type, const cr_var *vars, const char *path);
+
+/**
+ * The friendly gradient of y with respect to a struct's real fields, written into a struct
+ * of the same C type (Mooncake's friendly tangents): each f64 or f32 field receives its
+ * derivative (an f32 field in f32), integer and bool fields are set to zero, array and
+ * function fields are left as they are.
+ * @param[in]  vars the variables from cr_tape_struct_inputs().
+ * @param[out] grad a struct of the type (caller storage).
+ * @return as cr_tape_gradient().
+ */
+CR_API cr_status cr_tape_gradient_struct(cr_tape *t, cr_var y, const cr_type *type,
+                                         const cr_var *vars, void *grad);
+
+/**
+ * The same gradient as the raw structural tangent (ChainRules' `Tangent{P}`): a
+ * CR_TAN_STRUCT of `type` whose real fields are f64 (f32 for float fields) tangents,
+ * integer and bool fields NoTangent, nested structs nested structural tangents, and array
+ * and function fields ZeroTangent. Allocated in `arena`.
+ * @return as cr_tape_gradient(); allocation statuses.
+ */
+CR_API cr_status cr_tape_gradient_tangent(cr_tape *t, cr_var y, const cr_type *type,
+                                          const cr_var *vars, cr_arena *arena, cr_tangent *out);
+
 CR_END_DECLS
 
 #endif /* CR_TAPE_H */
