@@ -117,7 +117,7 @@ static cr_status reshape_rrule(const cr_config *cfg, cr_arena *arena, const cr_v
     *y = cr_value_array(r);
     if (udata == CR__PRIMAL_ONLY)
         return CR_OK;
-    shape_env *e;
+    shape_env *e = NULL;
     st = shape_env_new(arena, args, &e);
     if (st != CR_OK)
         return st;
@@ -281,7 +281,7 @@ static cr_status transpose_rrule_common(cr_arena *arena, const cr_value *args, s
     *y = cr_value_array(r);
     if (udata == CR__PRIMAL_ONLY)
         return CR_OK;
-    shape_env *e;
+    shape_env *e = NULL;
     st = shape_env_new(arena, args, &e);
     if (st != CR_OK)
         return st;
@@ -389,7 +389,7 @@ static cr_status permutedims_rrule(const cr_config *cfg, cr_arena *arena, const 
     *y = cr_value_array(r);
     if (udata == CR__PRIMAL_ONLY)
         return CR_OK;
-    shape_env *e;
+    shape_env *e = NULL;
     st = shape_env_new(arena, args, &e);
     if (st != CR_OK)
         return st;

@@ -973,7 +973,7 @@ cr_status cr__give_alias(cr_arena *arena, const cr_project *p, cr_array *raw, cr
     if (st != CR_OK || out->tag != CR_TAN_ARRAY || !(out->u.arr->flags & CR_ARRAY_WRITABLE) ||
         out->u.arr->data != raw->data)
         return st;
-    cr_array *v;
+    cr_array *v = NULL;
     st = cr__view_of(arena, out->u.arr, &v);
     if (st == CR_OK)
         *out = cr_tangent_array(v);

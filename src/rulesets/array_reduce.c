@@ -186,7 +186,7 @@ static cr_status sum_mean_rrule(cr_arena *arena, const char *who, const cr_value
     st = red_output(arena, &r, w, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
-    red_env *e;
+    red_env *e = NULL;
     st = red_env_new(arena, &r, args, &e);
     if (st != CR_OK)
         return st;
@@ -401,7 +401,7 @@ static cr_status prod_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
         st = red_output(arena, &r, w, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
-    red_env *e;
+    red_env *e = NULL;
     st = red_env_new(arena, &r, args, &e);
     if (st != CR_OK)
         return st;
@@ -568,7 +568,7 @@ static cr_status cumsum_rrule(const cr_config *cfg, cr_arena *arena, const cr_va
     *y = cr_value_array(o);
     if (udata == CR__PRIMAL_ONLY)
         return CR_OK;
-    red_env *e;
+    red_env *e = NULL;
     st = red_env_new(arena, &r, args, &e);
     if (st != CR_OK)
         return st;
@@ -665,7 +665,7 @@ static cr_status ext_forward(cr_arena *arena, const red *r, bool max, cr_array *
 static cr_status ext_output(cr_arena *arena, const red *r, ext_kind k, cr_array *best,
                             cr_array *idx, cr_value *y)
 {
-    cr_value v;
+    cr_value v = {0};
     cr_status st = red_output(arena, r, best, &v);
     if (st != CR_OK || k == EXT_MAXIMUM || k == EXT_MINIMUM) {
         *y = v;
@@ -1136,7 +1136,7 @@ static cr_status sm_frule(cr_arena *arena, sm_fn fn, const cr_tangent *dargs, co
     if (st != CR_OK)
         return st;
     sm_ctx c = {SM_DOT, NULL, acc->data, NULL, NULL, dA->data};
-    cr_value v;
+    cr_value v = {0};
     if (fn == SMF_LOGSUMEXP) {
         /* exp(x - y) dx summed: the softmax weights, shifted by the output itself. */
         cr_array *ls;

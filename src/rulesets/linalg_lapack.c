@@ -684,7 +684,7 @@ static cr_status det_rrule_common(cr_arena *arena, int kind, const cr_value *arg
 {
     const char *who = k_det_names[kind];
     const cr_array *A;
-    bool cplx;
+    bool cplx = false;
     cr_status st = cr__nargs(arena, who, nargs, 1, 1);
     if (st == CR_OK)
         st = square_arg(arena, who, args, nargs, 0, &A, &cplx);
@@ -717,7 +717,7 @@ static cr_status det_frule_common(cr_arena *arena, int kind, const cr_tangent *d
                                   const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
 {
     const char *who = k_det_names[kind];
-    cr_pullback pb;
+    cr_pullback pb = {NULL, NULL, NULL, 0};
     cr_status st = det_rrule_common(arena, kind, args, nargs, y, &pb, NULL);
     if (st != CR_OK)
         return st;
@@ -807,7 +807,7 @@ static cr_status matinv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
 static cr_status matinv_forward(cr_arena *arena, const cr_value *args, size_t nargs,
                                 const cr_array **A, mat *Y)
 {
-    bool cplx;
+    bool cplx = false;
     cr_status st = cr__nargs(arena, "inv", nargs, 1, 1);
     if (st == CR_OK)
         st = square_arg(arena, "inv", args, nargs, 0, A, &cplx);
@@ -1126,7 +1126,7 @@ static cr_status solve_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
 static cr_status cholesky_forward(cr_arena *arena, const cr_value *args, size_t nargs,
                                   const cr_array **A, mat *U)
 {
-    bool cplx;
+    bool cplx = false;
     cr_status st = cr__nargs(arena, "cholesky", nargs, 1, 1);
     if (st == CR_OK)
         st = square_arg(arena, "cholesky", args, nargs, 0, A, &cplx);
@@ -1305,7 +1305,7 @@ typedef struct eig_env {
 static cr_status eig_forward(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
                              const cr_array **A, mat *V, double **w)
 {
-    bool cplx;
+    bool cplx = false;
     cr_status st = cr__nargs(arena, who, nargs, 1, 1);
     if (st == CR_OK)
         st = square_arg(arena, who, args, nargs, 0, A, &cplx);

@@ -197,7 +197,7 @@ static void test_extrema_ties(void **state)
     assert_int_equal(cr_pullback_call(fx->arena, &pb, &dy, dx, 2), CR_OK);
     for (size_t i = 0; i < 5; i++)
         ASSERT_DBL(creal(tan_at(dx[1], i)), i == 0 ? 1 : 0);
-    x[2] = NAN;
+    x[2] = nan("");
     assert_int_equal(cr_function_call(fx->arena, &cr_fn_maximum, &a, 1, &y), CR_OK);
     assert_true(isnan(y.u.f64));
 }
@@ -288,7 +288,7 @@ static void test_softmax_large(void **state)
     for (size_t i = 0; i < 3; i++)
         assert_true(isfinite(creal(tan_at(dx[1], i))));
     /* Every slice of -inf: logsumexp is -inf, no NaN. */
-    double z[2] = {-INFINITY, -INFINITY};
+    double z[2] = {-HUGE_VAL, -HUGE_VAL};
     cr_array Z = cr_array_vector(z, 2);
     a = cr_value_array(&Z);
     assert_int_equal(cr_function_call(fx->arena, &cr_fn_logsumexp, &a, 1, &y), CR_OK);
@@ -387,6 +387,34 @@ static void test_broadcast_paths(void **state)
     ASSERT_DBL(creal(cr_array_get_linear(y.u.arr, 0)), 5);
     CR_ASSERT_RULE_TEST(cr_test_rrule(fx->arena, NULL, &cr_fn_broadcast, args4, 2, &r), r);
     CR_ASSERT_RULE_TEST(cr_test_frule(fx->arena, NULL, &cr_fn_broadcast, args4, 2, &r), r);
+    /* tanh is fused: its derivative (1 - y)(1 + y) or 4e/(1 + e)² agrees with the scalar
+     * rule's 1/cosh², on both sides of the switch at |x| = 0.97 and far out. */
+    const cr_function *tanh_fn = cr_registry_find(cr_registry_builtin(), "tanh");
+    if (tanh_fn != NULL) {
+        double xt[8] = {0, 0.5, -0.969, 0.971, -3, 20, -300, 1e-300};
+        cr_array XT = cr_array_vector(xt, 8);
+        cr_value vt = cr_value_function(tanh_fn, NULL);
+        cr_value bargs[2] = {vt, cr_value_array(&XT)};
+        cr_pullback pbb;
+        assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_broadcast, bargs, 2, &y, &pbb), CR_OK);
+        double ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+        cr_array O = cr_array_vector(ones, 8);
+        cr_tangent dyo = cr_tangent_array(&O), dxb[3];
+        assert_int_equal(cr_pullback_call(fx->arena, &pbb, &dyo, dxb, 3), CR_OK);
+        for (size_t i = 0; i < 8; i++) {
+            cr_value xi = cr_value_f64(xt[i]), yi;
+            cr_pullback pbi;
+            cr_tangent one = cr_tangent_f64(1), di[2];
+            assert_int_equal(cr_rrule(NULL, fx->arena, &vt, &xi, 1, &yi, &pbi), CR_OK);
+            assert_int_equal(cr_pullback_call(fx->arena, &pbi, &one, di, 2), CR_OK);
+            ASSERT_DBL(creal(cr_array_get_linear(y.u.arr, i)), yi.u.f64);
+            double got = creal(tan_at(dxb[2], i)), want = di[1].u.f64;
+            if (!(fabs(got - want) <= 4e-16 * fabs(want))) {
+                print_error("tanh' at %g: fused %.17g, row %.17g\n", xt[i], got, want);
+                fail();
+            }
+        }
+    }
     /* Shapes that do not broadcast. */
     double c[2] = {1, 2};
     cr_array C = cr_array_vector(c, 2);
