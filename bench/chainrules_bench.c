@@ -20,6 +20,7 @@
  *   hvp_sweep_ratio    the Hessian-vector product alone on that recording / primal
  *   sum3_ns            value_and_gradient of a + b + c (reset, record, sweep), per call
  *   mse_ns             value_and_gradient of mean((x - y)^2) over 4 points, per call
+ *   mse_prepared_ns    the same from a prepared gradient (recorded once, replayed)
  *
  * Usage: chainrules-bench [figure...]   (no argument: all figures)
  */
@@ -551,6 +552,40 @@ static int fig_sum3(double *out)
     return fig_small(sum3_taped, 3, want, out);
 }
 
+typedef struct prep_env {
+    cr_prepared *p;
+    double x[4], grad[4];
+} prep_env;
+
+static double prepared_calls(void *env)
+{
+    prep_env *e = env;
+    double s = 0, y;
+    for (long i = 0; i < SMALL_CALLS; i++) {
+        e->x[0] += 1e-9;
+        if (cr_prepared_value_and_gradient(e->p, e->x, 4, &y, e->grad) != CR_OK)
+            return NAN;
+        s += y + e->grad[0];
+    }
+    return s;
+}
+
+static int fig_mse_prepared(double *out)
+{
+    prep_env e = {.x = {1.0, 2.0, 3.0, 4.0}};
+    double want[4], y;
+    for (size_t i = 0; i < 4; i++)
+        want[i] = 2.0 * (e.x[i] - k_mse_target[i]) / 4.0;
+    if (cr_prepare_gradient(g_ctx, NULL, mse_taped, NULL, e.x, 4, &e.p) != CR_OK)
+        return 1;
+    if (cr_prepared_value_and_gradient(e.p, e.x, 4, &y, e.grad) != CR_OK ||
+        check_close("prepared mse gradient", e.grad, want, 4, 1e-15))
+        return 1;
+    *out = median_time(prepared_calls, &e, RUNS) / SMALL_CALLS;
+    cr_prepared_free(e.p);
+    return isnan(*out);
+}
+
 static int fig_mse(double *out)
 {
     double want[4], x[4] = {1.0, 2.0, 3.0, 4.0};
@@ -572,6 +607,7 @@ static const struct {
     {"hvp_sweep_ratio", fig_hvp_sweep, "x", "%s %.2f %s\n"},
     {"sum3_ns", fig_sum3, "ns", "%s %.1f %s\n"},
     {"mse_ns", fig_mse, "ns", "%s %.1f %s\n"},
+    {"mse_prepared_ns", fig_mse_prepared, "ns", "%s %.1f %s\n"},
 };
 
 static int wanted(int argc, char **argv, const char *name)

@@ -250,6 +250,26 @@ CR_API cr_status cr_tape_call(cr_tape *t, const cr_value *f, const cr_var *args,
 /** cr_tape_call() for one result, returned (a NaN constant on failure). */
 CR_API cr_var cr_tape_call1(cr_tape *t, const cr_value *f, const cr_var *args, size_t nargs);
 
+/** Comparisons for cr_tape_cmp(). */
+typedef enum cr_cmp {
+    CR_CMP_LT = 0, /**< a < b */
+    CR_CMP_LE = 1, /**< a <= b */
+    CR_CMP_GT = 2, /**< a > b */
+    CR_CMP_GE = 3, /**< a >= b */
+    CR_CMP_EQ = 4, /**< a == b */
+    CR_CMP_NE = 5  /**< a != b */
+} cr_cmp;
+
+/**
+ * Compare two values, as a branch of the recorded function. Derivatives do not flow
+ * through a comparison; on the tape of a prepared gradient the outcome is kept, and a
+ * replay at inputs where it comes out otherwise fails instead of returning the gradient of
+ * the other branch. Branch on cr_tape_cmp(), not on `x.v`, in functions you prepare.
+ * @param[in] t the tape (NULL: the current tape).
+ * @return the comparison's result.
+ */
+CR_API bool cr_tape_cmp(cr_tape *t, cr_var a, cr_cmp op, cr_var b);
+
 /* ---- User functions ------------------------------------------------------------------------ */
 
 /**
@@ -334,6 +354,51 @@ CR_API cr_status cr_tape_hvp(cr_tape *t, cr_var y, const cr_var *xs, size_t n, c
  * @return as cr_tape_hvp().
  */
 CR_API cr_status cr_tape_hessian(cr_tape *t, cr_var y, const cr_var *xs, size_t n, double *H);
+
+/* ---- Prepared gradients ------------------------------------------------------------------ */
+
+/** Opaque prepared gradient (cr_prepare_gradient()). */
+typedef struct cr_prepared cr_prepared;
+
+/**
+ * Prepare a gradient (Mooncake's prepare_gradient_cache + value_and_gradient!!; ADOL-C's
+ * record once, replay many): record f (one output) at x on a replay tape, which keeps
+ * with each operation how to evaluate it again, and allocate the workspace. Then
+ * cr_prepared_value_and_gradient() computes value and gradient at new inputs of the same
+ * size by replaying the records, without calling f, recording or allocating.
+ *
+ * The replay is exact when f's operations do not depend on the inputs except through the
+ * tape: branch with cr_tape_cmp() (the outcome is checked at each replay), never on `x.v`;
+ * a constant made from a variable's value (cr_const(x.v)) keeps its recorded value. Rules
+ * with pullbacks cannot be replayed (CR_EUNIMPL when preparing): f may use scalar-table
+ * functions and overlays.
+ * @param[in]  ctx allocations and errors; must outlive the prepared gradient.
+ * @param[in]  eng rules and user functions; NULL: built-in rules.
+ * @param[in]  f   the function (its env must stay valid only during this call).
+ * @param[in]  x   n inputs where f is recorded.
+ * @param[out] out caller owns; release with cr_prepared_free().
+ * @return CR_OK; CR_EINVAL; CR_EUNIMPL (a rule that cannot be replayed); the recording's
+ *         status; CR_ENOMEM.
+ */
+CR_API cr_status cr_prepare_gradient(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn f, void *env,
+                                     const double *x, size_t n, cr_prepared **out);
+
+/**
+ * Value and gradient at new inputs, by replaying the prepared recording. Allocates nothing.
+ * @param[in]  x    n inputs.
+ * @param[in]  n    must be the number the gradient was prepared for.
+ * @param[out] y    the value (may be NULL).
+ * @param[out] grad n partial derivatives.
+ * @return CR_OK; CR_ESHAPE (another number of inputs); CR_EDOMAIN (a comparison recorded
+ *         with cr_tape_cmp() comes out otherwise at x: the recording does not describe f
+ *         there; nothing is written, prepare again at x); CR_EINVAL.
+ *         A failed replay leaves the prepared gradient usable.
+ */
+CR_API cr_status cr_prepared_value_and_gradient(cr_prepared *p, const double *x, size_t n,
+                                                double *y, double *grad);
+
+/** Release a prepared gradient. @param[in] p may be NULL. */
+CR_API void cr_prepared_free(cr_prepared *p);
 
 /* ---- Structs: friendly gradients ----------------------------------------------------------- */
 

@@ -93,6 +93,9 @@ cr_status cr__sweep_reverse(cr_tape *t, double *adj, size_t top)
                 i--;
                 p -= 1 + pre;
                 break;
+            case K_GUARD:
+                p -= 1 + pre;
+                break;
             case K_UNARY: {
                 double g = adj[--i];
                 adj[a] += p[-2].d * g;
@@ -203,17 +206,19 @@ static cr_status generic_jacobian(cr_tape *t, const cr__gen_node *nd, double *J)
 static ALWAYS_INLINE cr_status forward_k(cr_tape *t, double *tan, size_t k, size_t top)
 {
     size_t i = 0;
+    const size_t pre = t->pre;
     for (cr__chunk *c = t->first; c != NULL && i < top; c = c->next) {
         const cr__word *p = c->base;
         const cr__word *end = c == t->chunk ? t->cur : c->end;
         while (p < end && i < top) {
             uint64_t h = p[0].u;
-            const cr__word *pl = p + 1; /* payload */
+            const cr__word *pl = p + pre; /* payload */
             size_t a = hdr_a(h), b = hdr_b(h);
             double *ti = tan + i * k;
             const double *ta = tan + a * k, *tb = tan + b * k;
             switch (hdr_kind(h)) {
             case K_INPUT:
+            case K_GUARD:
                 break;
             case K_UNARY:
                 for (size_t d = 0; d < k; d++)
@@ -288,7 +293,7 @@ static ALWAYS_INLINE cr_status forward_k(cr_tape *t, double *tan, size_t k, size
                                      hdr_kind(h));
             }
             i += rec_vars(h);
-            p += 1 + rec_words(h);
+            p += pre + rec_words(h);
         }
     }
     return CR_OK;

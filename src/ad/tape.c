@@ -103,7 +103,7 @@ void cr_tape_clear_error(cr_tape *t)
     if (t == NULL)
         return;
     t->status = CR_OK;
-    t->slow = (t->flags & CR_TAPE_SECOND_ORDER) != 0;
+    t->slow = (t->flags & CR_TAPE_SECOND_ORDER) != 0 || t->pre > 1;
     t->errmsg[0] = '\0';
 }
 
@@ -199,9 +199,16 @@ void cr_tape_reset(cr_tape *t)
     t->record_words = 0;
     t->next_words = t->first_words;
     t->status = CR_OK;
-    t->slow = (t->flags & CR_TAPE_SECOND_ORDER) != 0;
+    t->slow = (t->flags & CR_TAPE_SECOND_ORDER) != 0 || t->pre > 1;
     t->errmsg[0] = '\0';
     t->id = new_id(t);
+}
+
+void cr__tape_make_replay(cr_tape *t)
+{
+    t->flags |= CR_TAPE_FORWARD;
+    t->pre = 2;
+    t->slow = 1;
 }
 
 cr_ctx *cr_tape_ctx(const cr_tape *t)
@@ -318,15 +325,47 @@ static inline cr_var new_var(cr_tape *t, double v)
     return r;
 }
 
+/* The words in front of a record's payload: on forward tapes a copy of the header, on
+ * replay tapes also the replay information (t->rinfo). */
+static inline cr__word *lead(const cr_tape *t, cr__word *w, uint64_t h)
+{
+    if (t->pre) {
+        (w++)->u = h;
+        if (t->pre > 1)
+            (w++)->cp = t->rinfo;
+    }
+    return w;
+}
+
 /* A record with no payload. */
 static cr_var emit0(cr_tape *t, double y, unsigned kind, uint32_t a, uint32_t b)
 {
     if (!room(t, 1 + t->pre) && grow(t, 1 + t->pre) != CR_OK)
         return nan_const();
     uint64_t h = hdr_make(kind, a, b);
-    cr__word *w = t->cur;
-    if (t->pre)
-        (w++)->u = h;
+    cr__word *w = lead(t, t->cur, h);
+    (w++)->u = h;
+    t->cur = w;
+    if (kind == K_GUARD)
+        return cr_const(y);
+    return new_var(t, y);
+}
+
+/* A replay tape's record of m variable operands vm with partials pm: never compacted
+ * (the partials change when it is replayed), the row and constants in t->rinfo. */
+static cr_var emit_replay(cr_tape *t, double y, size_t m, const uint32_t *vm, const double *pm)
+{
+    size_t nops = m > 2 ? (m + 1) / 2 : 0;
+    size_t need = t->pre + m + nops + 1;
+    if (!room(t, need) && grow(t, need) != CR_OK)
+        return nan_const();
+    unsigned kind = m == 1 ? K_UNARY : m == 2 ? K_BINARY : K_NARY;
+    uint64_t h = m <= 2 ? hdr_make(kind, vm[0], m == 2 ? vm[1] : 0) : hdr_make(kind, (uint32_t)m, 0);
+    cr__word *w = lead(t, t->cur, h);
+    for (size_t j = 0; j < m; j++)
+        (w++)->d = pm[j];
+    for (size_t j = 0; j < nops * 2; j += 2)
+        (w++)->u = (uint64_t)vm[j] | (j + 1 < m ? (uint64_t)vm[j + 1] << 32 : 0);
     (w++)->u = h;
     t->cur = w;
     return new_var(t, y);
@@ -554,6 +593,49 @@ static cr_var foreign(cr_tape *t, const char *fname, cr_var x)
     return nan_const();
 }
 
+/* The replay tape's records of a row's results: operands merged as in emit_general, and
+ * for each result the information to evaluate it again (row, result index, which argument
+ * is which operand, the constants). */
+static cr_status record_replay(cr_tape *t, const cr_scalar_rule *row, const cr_var *args,
+                               const double *x, const double *Y, const double *D, cr_var *out,
+                               const uint32_t *vi, const size_t *slot, size_t k)
+{
+    size_t nin = row->nin, m = 0;
+    uint32_t vm[CR_SCALAR_MAX_IN];
+    int8_t map[CR_SCALAR_MAX_IN];
+    for (size_t j = 0; j < nin; j++)
+        map[j] = -1;
+    for (size_t q = 0; q < k; q++) {
+        size_t r = m;
+        for (size_t u = 0; u < m; u++)
+            if (vm[u] == vi[q])
+                r = u;
+        if (r == m)
+            vm[m++] = vi[q];
+        map[slot[q]] = (int8_t)r;
+    }
+    (void)args;
+    for (size_t o = 0; o < row->nout; o++) {
+        cr__rinfo *info = cr_arena_alloc(t->arena, sizeof *info, _Alignof(cr__rinfo));
+        if (info == NULL)
+            return fail_from_ctx(t, CR__ALLOC_STATUS(t->arena), "tape: replay information");
+        info->row = row;
+        info->o = (uint8_t)o;
+        info->nin = (uint8_t)nin;
+        info->outcome = false;
+        double pm[CR_SCALAR_MAX_IN] = {0};
+        for (size_t j = 0; j < nin; j++) {
+            info->map[j] = map[j];
+            info->c[j] = x[j];
+            if (map[j] >= 0)
+                pm[map[j]] += D[o * nin + j];
+        }
+        t->rinfo = info;
+        out[o] = emit_replay(t, Y[o], m, vm, pm);
+    }
+    return t->status;
+}
+
 /*
  * Record a row's results for arguments args (nin of them), whose values were evaluated:
  * Y (nout) and D (nout x nin). Constants are dropped from the records.
@@ -583,6 +665,8 @@ static cr_status record_evaluated(cr_tape *t, const char *fname, const cr_scalar
             out[o] = cr_const(Y[o]);
         return CR_OK;
     }
+    if (t->pre > 1)
+        return record_replay(t, row, args, x, Y, D, out, vi, slot, k);
     double Hfull[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN * CR_SCALAR_MAX_IN];
     bool second = (t->flags & CR_TAPE_SECOND_ORDER) != 0;
     if (second)
@@ -792,9 +876,61 @@ cr_var cr_tape_input(cr_tape *t, double v)
 {
     if ((t = tape_or_current(t)) == NULL || t->status != CR_OK)
         return nan_const();
+    t->rinfo = NULL;
     cr_var r = emit0(t, v, K_INPUT, 0, 0);
     if (r.idx != CR_VAR_CONST)
         t->ninputs++;
+    return r;
+}
+
+bool cr_tape_cmp(cr_tape *t, cr_var a, cr_cmp op, cr_var b)
+{
+    bool r;
+    switch (op) {
+    case CR_CMP_LT:
+        r = a.v < b.v;
+        break;
+    case CR_CMP_LE:
+        r = a.v <= b.v;
+        break;
+    case CR_CMP_GT:
+        r = a.v > b.v;
+        break;
+    case CR_CMP_GE:
+        r = a.v >= b.v;
+        break;
+    case CR_CMP_EQ:
+        r = a.v == b.v;
+        break;
+    default:
+        r = a.v != b.v;
+        break;
+    }
+    if ((t = tape_or_current(t)) == NULL || t->status != CR_OK || t->pre < 2)
+        return r;
+    bool ca = a.idx == CR_VAR_CONST, cb = b.idx == CR_VAR_CONST;
+    if (ca && cb)
+        return r;
+    if ((!ca && a.tape != t->id) || (!cb && b.tape != t->id)) {
+        foreign(t, "cr_tape_cmp", !ca && a.tape != t->id ? a : b);
+        return r;
+    }
+    /* A replay tape keeps the comparison: a replay where it comes out otherwise fails. */
+    cr__rinfo *info = cr_arena_alloc(t->arena, sizeof *info, _Alignof(cr__rinfo));
+    if (info == NULL) {
+        fail_from_ctx(t, CR__ALLOC_STATUS(t->arena), "tape: replay information");
+        return r;
+    }
+    memset(info, 0, sizeof *info);
+    info->o = (uint8_t)op;
+    info->nin = 2;
+    info->map[0] = ca ? -1 : 0;
+    info->map[1] = cb ? -1 : 1;
+    info->c[0] = a.v;
+    info->c[1] = b.v;
+    info->outcome = r;
+    t->rinfo = info;
+    emit0(t, 0.0, K_GUARD, ca ? 0 : a.idx, cb ? 0 : b.idx);
     return r;
 }
 
@@ -989,6 +1125,11 @@ static cr_status record_rrule(cr_tape *t, const cr_value *f, const cr_var *args,
                               size_t *got)
 {
     const cr_function *fn = f->u.func.fn;
+    if (t->pre > 1)
+        return cr__tape_fail(t, CR_EUNIMPL,
+                             "%s: a prepared gradient cannot replay a pullback; give the "
+                             "function an overlay, or record it again at each point",
+                             fn->name);
     if (t->flags & CR_TAPE_SECOND_ORDER)
         return cr__tape_fail(t, CR_EUNIMPL,
                              "%s: its rrule's pullback has no second-order form; a "

@@ -59,13 +59,27 @@ enum {
     K_UNARY2 = 9,
     K_BINARY2 = 10,
     K_MUL = 11,
-    K_NARY2 = 12
+    K_NARY2 = 12,
+    K_GUARD = 13
 };
+
+/* Replay tapes (prepared gradients) lead each record with its header and a pointer to
+ * this: how to evaluate the record again at new inputs. A GUARD record (a comparison made
+ * with cr_tape_cmp, no variable) keeps the comparison and its outcome. */
+typedef struct cr__rinfo {
+    const cr_scalar_rule *row;     /* NULL for a guard */
+    uint8_t o;                     /* the row's result this record holds; a guard's cr_cmp */
+    uint8_t nin;                   /* the row's arguments */
+    int8_t map[CR_SCALAR_MAX_IN];  /* argument j: operand position, or -1 for c[j] */
+    bool outcome;                  /* a guard's result when recorded */
+    double c[CR_SCALAR_MAX_IN];    /* the arguments' values when recorded (constants kept) */
+} cr__rinfo;
 
 typedef union cr__word {
     double d;
     uint64_t u;
     void *p;
+    const void *cp;
 } cr__word;
 
 #define IDX_MASK ((uint64_t)0x3FFFFFFF)
@@ -115,7 +129,8 @@ static inline size_t rec_words(uint64_t h)
 /* Variables a record makes. */
 static inline size_t rec_vars(uint64_t h)
 {
-    return hdr_kind(h) == K_GENERIC ? hdr_a(h) : 1;
+    unsigned k = hdr_kind(h);
+    return k == K_GENERIC ? hdr_a(h) : k == K_GUARD ? 0 : 1;
 }
 
 /* A chunk of the record stream. */
@@ -146,7 +161,9 @@ struct cr_tape {
     uint32_t nvars;
     cr_status status;
     uint32_t flags;   /* CR_TAPE_* */
-    unsigned pre;     /* words of leading header: 1 on forward tapes, else 0 */
+    unsigned pre;     /* words in front of a payload: 1 on forward tapes (a copy of the
+                         header), 2 on replay tapes (and the replay information), else 0 */
+    const cr__rinfo *rinfo; /* replay information of the record being written */
     cr__chunk *chunk; /* current chunk, or NULL */
     cr__chunk *first; /* first chunk, or NULL */
     cr_ctx *ctx;
@@ -223,6 +240,9 @@ CR_INTERNAL const cr_type *cr__tuple_f64(size_t n);
 /* Accumulate a cotangent into a double (f64, f32, zeros, thunks; complex keeps the real
  * part, the projection onto a real argument). */
 CR_INTERNAL cr_status cr__accum_real(cr_arena *arena, const char *who, cr_tangent t, double *acc);
+
+/* Make a new, empty tape a replay tape (prepared gradients). */
+CR_INTERNAL void cr__tape_make_replay(cr_tape *t);
 
 /* ---- Sweeps (sweep.c) ------------------------------------------------------------------- */
 
