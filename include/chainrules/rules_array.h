@@ -90,6 +90,63 @@ CR_API extern const cr_value cr_fn_adjoint;
  */
 CR_API extern const cr_value cr_fn_permutedims;
 
+/**
+ * `reverse(A)`, `reverse(A, dims)`: the elements in reverse order along every dimension,
+ * or along dims (an integer or an i64 array). Pullback: the cotangent reversed.
+ */
+CR_API extern const cr_value cr_fn_reverse;
+
+/**
+ * `circshift(A, shifts)`: elements moved by shifts[d] positions toward higher indices
+ * along each dimension, wrapping around (out[i] = A[(i - s) mod n], Julia's convention);
+ * shifts is an i64 array with one entry per dimension (an integer for a vector).
+ */
+CR_API extern const cr_value cr_fn_circshift;
+
+/**
+ * `repeat(A, counts)`: A tiled counts[d] times along each dimension (an i64 array with one
+ * count per dimension). Pullback: the cotangent's tiles summed.
+ */
+CR_API extern const cr_value cr_fn_repeat;
+
+/**
+ * `cat(dim, A1, A2, ...)`: concatenation along dimension dim (0-based) of up to 8 arrays of
+ * equal rank and equal extents elsewhere; `vcat` of matrices is cat(0, ...), `hcat`
+ * cat(1, ...). Pullback: the cotangent's slices (thunks).
+ */
+CR_API extern const cr_value cr_fn_cat;
+
+/**
+ * `stack(A1, A2, ...)`: up to 8 arrays of equal shape stacked along a new leading
+ * dimension (result[k] is the k-th array, NumPy's default; Julia stacks along a new last
+ * dimension, which suits column-major storage).
+ */
+CR_API extern const cr_value cr_fn_stack;
+
+/**
+ * `fill(x, shape)`: an array of the shape (an integer or an i64 array) whose elements are
+ * the number x. Pullback: x̄ = the sum of the cotangent.
+ */
+CR_API extern const cr_value cr_fn_fill;
+
+/** `dropdims(A, dims)`: A without the listed dimensions, which must have extent 1. */
+CR_API extern const cr_value cr_fn_dropdims;
+
+/** `diag(A)`, `diag(A, k)`: the k-th diagonal of a matrix as a vector (k > 0 above the main
+ *  diagonal, k < 0 below). Pullback: the cotangent placed on that diagonal. */
+CR_API extern const cr_value cr_fn_diag;
+
+/** `diagm(v)`, `diagm(v, k)`: the square matrix with the vector v on its k-th diagonal
+ *  and zeros elsewhere (dense). Pullback: the cotangent's k-th diagonal. */
+CR_API extern const cr_value cr_fn_diagm;
+
+/** `triu(A)`, `triu(A, k)`: the entries of a matrix on and above its k-th diagonal, zeros
+ *  elsewhere (dense). Pullback: the cotangent's upper part. */
+CR_API extern const cr_value cr_fn_triu;
+
+/** `tril(A)`, `tril(A, k)`: the entries on and below the k-th diagonal. */
+CR_API extern const cr_value cr_fn_tril;
+
 /* ---- Reductions ---------------------------------------------------------------------- */
 
 /**

@@ -35,6 +35,7 @@ CR_INTERNAL cr_status cr__array_register_shape(cr_registry *reg);     /* array.c
 CR_INTERNAL cr_status cr__array_register_reduce(cr_registry *reg);    /* array_reduce.c */
 CR_INTERNAL cr_status cr__array_register_index(cr_registry *reg);     /* array_index.c */
 CR_INTERNAL cr_status cr__array_register_broadcast(cr_registry *reg); /* array_broadcast.c */
+CR_INTERNAL cr_status cr__array_register_gather(cr_registry *reg);    /* array_gather.c */
 CR_INTERNAL cr_status cr__linalg_register_blas(cr_registry *reg);     /* linalg.c */
 CR_INTERNAL cr_status cr__linalg_register_lapack(cr_registry *reg);   /* linalg_lapack.c */
 

@@ -43,9 +43,10 @@ static cr_tangent unthunked(cr_tangent t)
 }
 
 static const char *const k_array_fns[] = {
-    "reshape",  "transpose", "adjoint",   "permutedims", "sum",        "mean",
-    "prod",     "cumsum",    "maximum",   "minimum",     "findmax",    "findmin",
-    "getindex", "view",      "broadcast", "softmax",     "logsoftmax", "logsumexp",
+    "reshape",    "transpose", "adjoint", "permutedims", "sum",      "mean", "prod",      "cumsum",
+    "maximum",    "minimum",   "findmax", "findmin",     "getindex", "view", "broadcast", "softmax",
+    "logsoftmax", "logsumexp", "reverse", "circshift",   "repeat",   "cat",  "stack",     "fill",
+    "dropdims",   "diag",      "diagm",   "triu",        "tril",
 };
 
 static bool in_family(const char *name)
@@ -470,6 +471,52 @@ static void test_errors(void **state)
     assert_int_equal(cr_pullback_call(fx->arena, &pb, &dy, dx, 3), CR_ESHAPE);
 }
 
+/* Rearrangements: values and the accumulation of elements used more than once. */
+static void test_gather_values(void **state)
+{
+    fixture *fx = *state;
+    double x[4] = {1, 2, 3, 4};
+    cr_array X = cr_array_vector(x, 4);
+    cr_value args[3] = {cr_value_array(&X), cr_value_i64(1)}, y;
+    /* circshift by 1: elements move toward higher indices. */
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_circshift, args, 2, &y), CR_OK);
+    ASSERT_DBL(creal(cr_array_get_linear(y.u.arr, 0)), 4);
+    ASSERT_DBL(creal(cr_array_get_linear(y.u.arr, 1)), 1);
+    /* repeat 3 times: the pullback sums the three tiles. */
+    int64_t three = 3;
+    size_t one = 1;
+    cr_array C;
+    cr_array_view_init(&C, &three, CR_DT_I64, 1, &one, NULL);
+    args[1] = cr_value_array(&C);
+    cr_pullback pb;
+    assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_repeat, args, 2, &y, &pb), CR_OK);
+    assert_int_equal(y.u.arr->shape[0], 12);
+    double g[12];
+    for (size_t i = 0; i < 12; i++)
+        g[i] = (double)i;
+    cr_array G = cr_array_vector(g, 12);
+    cr_tangent dy = cr_tangent_array(&G), dx[3];
+    assert_int_equal(cr_pullback_call(fx->arena, &pb, &dy, dx, 3), CR_OK);
+    ASSERT_DBL(creal(tan_at(dx[1], 1)), 1 + 5 + 9);
+    /* cat(0, x, [5, 6]) and fill's scalar cotangent. */
+    double z[2] = {5, 6};
+    cr_array Z = cr_array_vector(z, 2);
+    cr_value c3[3] = {cr_value_i64(0), cr_value_array(&X), cr_value_array(&Z)};
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_cat, c3, 3, &y), CR_OK);
+    assert_int_equal(y.u.arr->shape[0], 6);
+    ASSERT_DBL(creal(cr_array_get_linear(y.u.arr, 4)), 5);
+    cr_value f2[2] = {cr_value_f64(2.5), cr_value_i64(3)};
+    assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_fill, f2, 2, &y, &pb), CR_OK);
+    ASSERT_DBL(creal(cr_array_get_linear(y.u.arr, 2)), 2.5);
+    double g3[3] = {1, 2, 4};
+    cr_array G3 = cr_array_vector(g3, 3);
+    dy = cr_tangent_array(&G3);
+    assert_int_equal(cr_pullback_call(fx->arena, &pb, &dy, dx, 3), CR_OK);
+    assert_int_equal(dx[1].tag, CR_TAN_F64);
+    ASSERT_DBL(dx[1].u.f64, 7);
+    assert_int_equal(dx[2].tag, CR_TAN_NONE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -484,6 +531,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_broadcast_paths, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_inplace_sum, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_errors, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_gather_values, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

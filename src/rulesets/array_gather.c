@@ -1,0 +1,817 @@
+/*
+ * Rearrangements: functions whose every output element is one element of an input (or
+ * zero) — reverse, circshift, repeat, cat, stack, fill, dropdims, diag, diagm, triu, tril.
+ * Each builds a gather map (for every output element: which input, which row-major linear
+ * index, or none); one generic rrule gathers, its pullback scatter-adds the cotangent back
+ * (elements used twice accumulate), its frule gathers the tangents. Multi-input pullbacks
+ * (cat, stack) return thunks.
+ */
+#include "array_impl.h"
+
+#define G_MAX_IN 8
+
+/* A gather map and the output it describes. */
+typedef struct gmap {
+    size_t ndim;
+    size_t shape[CR_ARRAY_MAX_DIMS];
+    size_t m;              /* output elements */
+    int64_t *lin;          /* linear index into the input, or -1 for a zero */
+    uint8_t *src;          /* which input (NULL: all from input 0) */
+    size_t nin;            /* data inputs */
+    size_t argi[G_MAX_IN]; /* their positions in args */
+} gmap;
+
+typedef cr_status (*gmap_builder)(cr_arena *arena, const cr_value *args, size_t nargs, gmap *g);
+
+typedef struct gop {
+    cr__op op; /* first: the function's udata is read as a cr__op */
+    const char *name;
+    const char *pb_name;
+    gmap_builder build;
+} gop;
+
+static cr_status gmap_alloc(cr_arena *arena, gmap *g, bool with_src)
+{
+    g->m = 1;
+    for (size_t d = 0; d < g->ndim; d++)
+        g->m *= g->shape[d];
+    g->lin = cr_arena_alloc(arena, (g->m ? g->m : 1) * sizeof *g->lin, _Alignof(int64_t));
+    g->src = with_src ? cr_arena_calloc(arena, g->m ? g->m : 1, 1, 1) : NULL;
+    if (g->lin == NULL || (with_src && g->src == NULL))
+        return CR__ALLOC_STATUS(arena);
+    return CR_OK;
+}
+
+/* The element count and row-major strides of an argument (a scalar: one element). */
+static size_t arg_numel(const cr_value *v)
+{
+    return v->kind == CR_KIND_ARRAY ? cr_array_numel(v->u.arr) : 1;
+}
+
+/* Multi-index of linear index k in shape (row-major). */
+static void unravel(size_t k, size_t ndim, const size_t *shape, size_t *idx)
+{
+    for (size_t d = ndim; d-- > 0;) {
+        idx[d] = shape[d] ? k % shape[d] : 0;
+        k = shape[d] ? k / shape[d] : 0;
+    }
+}
+
+static int64_t ravel(size_t ndim, const size_t *shape, const size_t *idx)
+{
+    int64_t l = 0;
+    for (size_t d = 0; d < ndim; d++)
+        l = l * (int64_t)shape[d] + (int64_t)idx[d];
+    return l;
+}
+
+static cr_status float_array(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                             size_t i, const cr_array **A)
+{
+    cr_status st = cr__array_arg(arena, who, args, nargs, i, A);
+    if (st == CR_OK && !cr_dtype_is_float((cr_dtype)(*A)->dtype))
+        return CR__FAIL(arena, CR_EINVAL, "%s: argument %zu must be an f64, f32 or c128 array", who,
+                        i + 1);
+    return st;
+}
+
+/* An optional integer argument. */
+static cr_status opt_int(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                         size_t i, int64_t dflt, int64_t *out)
+{
+    *out = dflt;
+    return i < nargs ? cr__int_arg(arena, who, &args[i], out) : CR_OK;
+}
+
+/* ---- Builders ------------------------------------------------------------------------- */
+
+/* reverse(A), reverse(A, dims): out[i] = A[i with reversed coordinates along dims]. */
+static cr_status build_reverse(cr_arena *arena, const cr_value *args, size_t nargs, gmap *g)
+{
+    const cr_array *A;
+    bool mask[CR_ARRAY_MAX_DIMS];
+    cr_status st = cr__nargs(arena, "reverse", nargs, 1, 2);
+    if (st == CR_OK)
+        st = float_array(arena, "reverse", args, nargs, 0, &A);
+    if (st == CR_OK && nargs == 2)
+        st = cr__dims_arg(arena, "reverse", &args[1], A->ndim, mask);
+    if (st != CR_OK)
+        return st;
+    if (nargs == 1)
+        for (size_t d = 0; d < CR_ARRAY_MAX_DIMS; d++)
+            mask[d] = true;
+    g->ndim = A->ndim;
+    memcpy(g->shape, A->shape, sizeof g->shape);
+    if ((st = gmap_alloc(arena, g, false)) != CR_OK)
+        return st;
+    size_t idx[CR_ARRAY_MAX_DIMS];
+    for (size_t k = 0; k < g->m; k++) {
+        unravel(k, g->ndim, g->shape, idx);
+        for (size_t d = 0; d < g->ndim; d++)
+            if (mask[d])
+                idx[d] = g->shape[d] - 1 - idx[d];
+        g->lin[k] = ravel(g->ndim, g->shape, idx);
+    }
+    return CR_OK;
+}
+
+/* circshift(A, shifts): out[i] = A[(i - s) mod n] per dimension (elements move toward
+ * higher indices, Julia's convention); shifts is an integer (for a vector) or an i64 array
+ * with one shift per dimension. */
+static cr_status build_circshift(cr_arena *arena, const cr_value *args, size_t nargs, gmap *g)
+{
+    const cr_array *A;
+    cr_status st = cr__nargs(arena, "circshift", nargs, 2, 2);
+    if (st == CR_OK)
+        st = float_array(arena, "circshift", args, nargs, 0, &A);
+    if (st != CR_OK)
+        return st;
+    int64_t one, *sh = &one;
+    size_t n = 1;
+    st = args[1].kind == CR_KIND_ARRAY ? cr__int_list(arena, "circshift", &args[1], &sh, &n)
+                                       : cr__int_arg(arena, "circshift", &args[1], &one);
+    if (st != CR_OK)
+        return st;
+    if (n != A->ndim)
+        return CR__FAIL(arena, CR_EINVAL, "circshift: %zu shifts for %u dimensions", n,
+                        (unsigned)A->ndim);
+    g->ndim = A->ndim;
+    memcpy(g->shape, A->shape, sizeof g->shape);
+    if ((st = gmap_alloc(arena, g, false)) != CR_OK)
+        return st;
+    size_t idx[CR_ARRAY_MAX_DIMS];
+    for (size_t k = 0; k < g->m; k++) {
+        unravel(k, g->ndim, g->shape, idx);
+        for (size_t d = 0; d < g->ndim; d++) {
+            int64_t e = (int64_t)g->shape[d], v = ((int64_t)idx[d] - sh[d]) % e;
+            idx[d] = (size_t)(v < 0 ? v + e : v);
+        }
+        g->lin[k] = ravel(g->ndim, g->shape, idx);
+    }
+    return CR_OK;
+}
+
+/* repeat(A, counts): A tiled counts[d] times along each dimension (an i64 array with one
+ * count per dimension). */
+static cr_status build_repeat(cr_arena *arena, const cr_value *args, size_t nargs, gmap *g)
+{
+    const cr_array *A;
+    cr_status st = cr__nargs(arena, "repeat", nargs, 2, 2);
+    if (st == CR_OK)
+        st = float_array(arena, "repeat", args, nargs, 0, &A);
+    if (st != CR_OK)
+        return st;
+    int64_t one, *c = &one;
+    size_t n = 1;
+    st = args[1].kind == CR_KIND_ARRAY ? cr__int_list(arena, "repeat", &args[1], &c, &n)
+                                       : cr__int_arg(arena, "repeat", &args[1], &one);
+    if (st != CR_OK)
+        return st;
+    if (n != A->ndim)
+        return CR__FAIL(arena, CR_EINVAL, "repeat: %zu counts for %u dimensions", n,
+                        (unsigned)A->ndim);
+    g->ndim = A->ndim;
+    for (size_t d = 0; d < g->ndim; d++) {
+        if (c[d] < 0)
+            return CR__FAIL(arena, CR_EINVAL, "repeat: negative count");
+        g->shape[d] = A->shape[d] * (size_t)c[d];
+    }
+    if ((st = gmap_alloc(arena, g, false)) != CR_OK)
+        return st;
+    size_t idx[CR_ARRAY_MAX_DIMS];
+    for (size_t k = 0; k < g->m; k++) {
+        unravel(k, g->ndim, g->shape, idx);
+        for (size_t d = 0; d < g->ndim; d++)
+            idx[d] %= A->shape[d];
+        g->lin[k] = ravel(g->ndim, A->shape, idx);
+    }
+    return CR_OK;
+}
+
+/* cat(dim, A1, A2, ...): concatenation along dim (0-based; arrays of equal rank and equal
+ * extents elsewhere). vcat is cat(0, ...), hcat of matrices cat(1, ...). */
+static cr_status build_cat(cr_arena *arena, const cr_value *args, size_t nargs, gmap *g)
+{
+    int64_t dim;
+    if (nargs < 2 || nargs - 1 > G_MAX_IN)
+        return CR__FAIL(arena, CR_EINVAL, "cat: takes a dimension and 1 to %d arrays", G_MAX_IN);
+    cr_status st = cr__int_arg(arena, "cat", &args[0], &dim);
+    const cr_array *A0;
+    if (st == CR_OK)
+        st = float_array(arena, "cat", args, nargs, 1, &A0);
+    if (st != CR_OK)
+        return st;
+    if (dim < 0 || (size_t)dim >= A0->ndim)
+        return CR__FAIL(arena, CR_EINVAL, "cat: dimension %lld out of range", (long long)dim);
+    size_t dd = (size_t)dim, offs[G_MAX_IN + 1] = {0};
+    g->ndim = A0->ndim;
+    memcpy(g->shape, A0->shape, sizeof g->shape);
+    g->shape[dd] = 0;
+    g->nin = nargs - 1;
+    for (size_t j = 0; j < g->nin; j++) {
+        const cr_array *A;
+        st = float_array(arena, "cat", args, nargs, j + 1, &A);
+        if (st != CR_OK)
+            return st;
+        if (A->ndim != A0->ndim)
+            return CR__FAIL(arena, CR_ESHAPE, "cat: arrays of %u and %u dimensions",
+                            (unsigned)A0->ndim, (unsigned)A->ndim);
+        for (size_t d = 0; d < A->ndim; d++)
+            if (d != dd && A->shape[d] != A0->shape[d])
+                return CR__FAIL(arena, CR_ESHAPE,
+                                "cat: argument %zu differs in extent along dimension %zu", j + 2,
+                                d);
+        g->argi[j] = j + 1;
+        offs[j + 1] = offs[j] + A->shape[dd];
+        g->shape[dd] += A->shape[dd];
+    }
+    if ((st = gmap_alloc(arena, g, true)) != CR_OK)
+        return st;
+    size_t idx[CR_ARRAY_MAX_DIMS];
+    for (size_t k = 0; k < g->m; k++) {
+        unravel(k, g->ndim, g->shape, idx);
+        size_t j = 0;
+        while (idx[dd] >= offs[j + 1])
+            j++;
+        idx[dd] -= offs[j];
+        g->src[k] = (uint8_t)j;
+        g->lin[k] = ravel(g->ndim, args[j + 1].u.arr->shape, idx);
+    }
+    return CR_OK;
+}
+
+/* stack(A1, A2, ...): equal-shaped arrays stacked along a new leading dimension (result[k]
+ * is A_{k+1}; NumPy's default, Julia stacks along a new last dimension). */
+static cr_status build_stack(cr_arena *arena, const cr_value *args, size_t nargs, gmap *g)
+{
+    if (nargs < 1 || nargs > G_MAX_IN)
+        return CR__FAIL(arena, CR_EINVAL, "stack: takes 1 to %d arrays", G_MAX_IN);
+    const cr_array *A0;
+    cr_status st = float_array(arena, "stack", args, nargs, 0, &A0);
+    if (st != CR_OK)
+        return st;
+    if (A0->ndim + 1 > CR_ARRAY_MAX_DIMS)
+        return CR__FAIL(arena, CR_EINVAL, "stack: too many dimensions");
+    for (size_t j = 0; j < nargs; j++) {
+        const cr_array *A;
+        st = float_array(arena, "stack", args, nargs, j, &A);
+        if (st != CR_OK)
+            return st;
+        if (!cr_array_same_shape(A, A0))
+            return CR__FAIL(arena, CR_ESHAPE, "stack: arrays of different shapes");
+        g->argi[j] = j;
+    }
+    g->nin = nargs;
+    g->ndim = A0->ndim + 1;
+    g->shape[0] = nargs;
+    for (size_t d = 0; d < A0->ndim; d++)
+        g->shape[d + 1] = A0->shape[d];
+    if ((st = gmap_alloc(arena, g, true)) != CR_OK)
+        return st;
+    size_t per = cr_array_numel(A0);
+    for (size_t k = 0; k < g->m; k++) {
+        g->src[k] = (uint8_t)(per ? k / per : 0);
+        g->lin[k] = (int64_t)(per ? k % per : 0);
+    }
+    return CR_OK;
+}
+
+/* fill(x, shape): an array of the shape (an integer or an i64 array) filled with the
+ * number x; its cotangent is the sum of the output's. */
+static cr_status build_fill(cr_arena *arena, const cr_value *args, size_t nargs, gmap *g)
+{
+    cr_status st = cr__nargs(arena, "fill", nargs, 2, 2);
+    if (st != CR_OK)
+        return st;
+    cr_kind k = args[0].kind;
+    if (k != CR_KIND_F64 && k != CR_KIND_F32 && k != CR_KIND_C128 && k != CR_KIND_I64 &&
+        k != CR_KIND_I32 && k != CR_KIND_BOOL)
+        return CR__FAIL(arena, CR_EINVAL, "fill: the value must be a number");
+    int64_t one, *s = &one;
+    size_t n = 1;
+    st = args[1].kind == CR_KIND_ARRAY ? cr__int_list(arena, "fill", &args[1], &s, &n)
+                                       : cr__int_arg(arena, "fill", &args[1], &one);
+    if (st != CR_OK)
+        return st;
+    if (n > CR_ARRAY_MAX_DIMS)
+        return CR__FAIL(arena, CR_EINVAL, "fill: too many dimensions");
+    g->ndim = n;
+    for (size_t d = 0; d < n; d++) {
+        if (s[d] < 0)
+            return CR__FAIL(arena, CR_EINVAL, "fill: negative extent");
+        g->shape[d] = (size_t)s[d];
+    }
+    if ((st = gmap_alloc(arena, g, false)) != CR_OK)
+        return st;
+    for (size_t i = 0; i < g->m; i++)
+        g->lin[i] = 0;
+    return CR_OK;
+}
+
+/* dropdims(A, dims): the listed dimensions (of extent 1) removed. */
+static cr_status build_dropdims(cr_arena *arena, const cr_value *args, size_t nargs, gmap *g)
+{
+    const cr_array *A;
+    bool mask[CR_ARRAY_MAX_DIMS];
+    cr_status st = cr__nargs(arena, "dropdims", nargs, 2, 2);
+    if (st == CR_OK)
+        st = float_array(arena, "dropdims", args, nargs, 0, &A);
+    if (st == CR_OK)
+        st = cr__dims_arg(arena, "dropdims", &args[1], A->ndim, mask);
+    if (st != CR_OK)
+        return st;
+    g->ndim = 0;
+    for (size_t d = 0; d < A->ndim; d++) {
+        if (mask[d] && A->shape[d] != 1)
+            return CR__FAIL(arena, CR_EINVAL, "dropdims: dimension %zu has extent %zu, not 1", d,
+                            A->shape[d]);
+        if (!mask[d])
+            g->shape[g->ndim++] = A->shape[d];
+    }
+    if ((st = gmap_alloc(arena, g, false)) != CR_OK)
+        return st;
+    for (size_t k = 0; k < g->m; k++)
+        g->lin[k] = (int64_t)k;
+    return CR_OK;
+}
+
+static cr_status square_or_matrix(cr_arena *arena, const char *who, const cr_value *args,
+                                  size_t nargs, const cr_array **A, int64_t *k)
+{
+    cr_status st = cr__nargs(arena, who, nargs, 1, 2);
+    if (st == CR_OK)
+        st = float_array(arena, who, args, nargs, 0, A);
+    if (st == CR_OK)
+        st = opt_int(arena, who, args, nargs, 1, 0, k);
+    if (st == CR_OK && (*A)->ndim != 2)
+        return CR__FAIL(arena, CR_ESHAPE, "%s: expected a matrix", who);
+    return st;
+}
+
+/* diag(A), diag(A, k): the k-th diagonal of a matrix (k > 0 above, k < 0 below). */
+static cr_status build_diag(cr_arena *arena, const cr_value *args, size_t nargs, gmap *g)
+{
+    const cr_array *A;
+    int64_t k;
+    cr_status st = square_or_matrix(arena, "diag", args, nargs, &A, &k);
+    if (st != CR_OK)
+        return st;
+    int64_t r = (int64_t)A->shape[0], c = (int64_t)A->shape[1];
+    int64_t i0 = k >= 0 ? 0 : -k, j0 = k >= 0 ? k : 0;
+    int64_t len = r - i0 < c - j0 ? r - i0 : c - j0;
+    g->ndim = 1;
+    g->shape[0] = (size_t)(len > 0 ? len : 0);
+    if ((st = gmap_alloc(arena, g, false)) != CR_OK)
+        return st;
+    for (size_t t = 0; t < g->m; t++)
+        g->lin[t] = (i0 + (int64_t)t) * c + j0 + (int64_t)t;
+    return CR_OK;
+}
+
+/* diagm(v), diagm(v, k): the square matrix with v on its k-th diagonal, zeros elsewhere. */
+static cr_status build_diagm(cr_arena *arena, const cr_value *args, size_t nargs, gmap *g)
+{
+    const cr_array *v;
+    int64_t k;
+    cr_status st = cr__nargs(arena, "diagm", nargs, 1, 2);
+    if (st == CR_OK)
+        st = float_array(arena, "diagm", args, nargs, 0, &v);
+    if (st == CR_OK)
+        st = opt_int(arena, "diagm", args, nargs, 1, 0, &k);
+    if (st != CR_OK)
+        return st;
+    if (v->ndim != 1)
+        return CR__FAIL(arena, CR_ESHAPE, "diagm: expected a vector");
+    size_t n = v->shape[0] + (size_t)(k >= 0 ? k : -k);
+    g->ndim = 2;
+    g->shape[0] = g->shape[1] = n;
+    if ((st = gmap_alloc(arena, g, false)) != CR_OK)
+        return st;
+    for (size_t t = 0; t < g->m; t++) {
+        int64_t i = (int64_t)(t / n), j = (int64_t)(t % n);
+        int64_t p = k >= 0 ? i : j;
+        g->lin[t] = j - i == k ? p : -1;
+    }
+    return CR_OK;
+}
+
+static cr_status build_tri(cr_arena *arena, const char *who, bool upper, const cr_value *args,
+                           size_t nargs, gmap *g)
+{
+    const cr_array *A;
+    int64_t k;
+    cr_status st = square_or_matrix(arena, who, args, nargs, &A, &k);
+    if (st != CR_OK)
+        return st;
+    g->ndim = 2;
+    g->shape[0] = A->shape[0];
+    g->shape[1] = A->shape[1];
+    if ((st = gmap_alloc(arena, g, false)) != CR_OK)
+        return st;
+    size_t c = A->shape[1];
+    for (size_t t = 0; t < g->m; t++) {
+        int64_t d = (int64_t)(t % c) - (int64_t)(t / c);
+        g->lin[t] = (upper ? d >= k : d <= k) ? (int64_t)t : -1;
+    }
+    return CR_OK;
+}
+
+/* triu(A, k): the entries on and above the k-th diagonal; tril(A, k) on and below. */
+static cr_status build_triu(cr_arena *arena, const cr_value *args, size_t nargs, gmap *g)
+{
+    return build_tri(arena, "triu", true, args, nargs, g);
+}
+
+static cr_status build_tril(cr_arena *arena, const cr_value *args, size_t nargs, gmap *g)
+{
+    return build_tri(arena, "tril", false, args, nargs, g);
+}
+
+/* ---- The generic rules ------------------------------------------------------------------ */
+
+typedef struct gather_env {
+    gmap g;
+    const cr_value *args; /* copied below */
+    cr_value in[G_MAX_IN];
+    cr_project *proj[G_MAX_IN];
+    cr_dtype wdt;
+    const char *name;
+} gather_env;
+
+/* The inputs of a map: the data arguments (arg 0 when the builder set none). */
+static void gmap_inputs(gmap *g)
+{
+    if (g->nin == 0) {
+        g->nin = 1;
+        g->argi[0] = 0;
+    }
+}
+
+/* The values of the data inputs in the work dtype, contiguous (a scalar as one element). */
+static cr_status inputs_work(cr_arena *arena, const gmap *g, const cr_value *args, cr_dtype wdt,
+                             const cr_array **w)
+{
+    for (size_t j = 0; j < g->nin; j++) {
+        const cr_value *v = &args[g->argi[j]];
+        cr_status st;
+        if (v->kind == CR_KIND_ARRAY) {
+            st = cr__dense(arena, v->u.arr, wdt, &w[j]);
+        } else {
+            cr_array *s;
+            st = cr__scalar_array(arena, wdt, cr__scalar_of(v), &s);
+            w[j] = s;
+        }
+        if (st != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+/* out[k] = in_{src k}[lin k] or 0, in the work dtype. */
+static cr_status gather(cr_arena *arena, const gmap *g, const cr_array *const *in, cr_dtype wdt,
+                        cr_array **out)
+{
+    cr_status st = cr__new(arena, wdt, g->ndim, g->shape, false, out);
+    if (st != CR_OK)
+        return st;
+    for (size_t k = 0; k < g->m; k++) {
+        size_t j = g->src != NULL ? g->src[k] : 0;
+        int64_t l = g->lin[k];
+        if (wdt == CR_DT_C128)
+            ((cr_complex *)(*out)->data)[k] =
+                l < 0 || in[j] == NULL ? 0 : ((const cr_complex *)in[j]->data)[l];
+        else
+            ((double *)(*out)->data)[k] =
+                l < 0 || in[j] == NULL ? 0 : ((const double *)in[j]->data)[l];
+    }
+    return CR_OK;
+}
+
+static cr_status gather_forward(cr_arena *arena, const gop *op, const cr_value *args, size_t nargs,
+                                gmap *g, cr_dtype *dt, cr_dtype *wdt, cr_array **w)
+{
+    memset(g, 0, sizeof *g);
+    cr_status st = op->build(arena, args, nargs, g);
+    if (st != CR_OK)
+        return st;
+    gmap_inputs(g);
+    cr_dtype d = (cr_dtype)0;
+    for (size_t j = 0; j < g->nin; j++)
+        d = cr__promote(d, cr__value_dtype(&args[g->argi[j]]));
+    *dt = d == 0 ? CR_DT_F64 : d;
+    *wdt = cr__work(*dt);
+    const cr_array *in[G_MAX_IN];
+    st = inputs_work(arena, g, args, *wdt, in);
+    return st != CR_OK ? st : gather(arena, g, in, *wdt, w);
+}
+
+typedef struct gather_thunk {
+    const gather_env *e;
+    const cr_array *gy;
+    size_t j;
+} gather_thunk;
+
+/* The cotangent of input j: zeros with Ȳ scatter-added at the gathered positions. */
+static cr_status gather_give(cr_arena *arena, const gather_env *e, const cr_array *gy, size_t j,
+                             cr_tangent *out)
+{
+    const gmap *g = &e->g;
+    const cr_value *v = &e->in[j];
+    size_t n = arg_numel(v);
+    cr_array *r;
+    cr_status st = v->kind == CR_KIND_ARRAY ? cr__new_like(arena, e->wdt, v->u.arr, true, &r)
+                                            : cr__new(arena, e->wdt, 1, &n, true, &r);
+    if (st != CR_OK)
+        return st;
+    for (size_t k = 0; k < g->m; k++) {
+        if (g->lin[k] < 0 || (g->src != NULL && g->src[k] != j))
+            continue;
+        if (e->wdt == CR_DT_C128)
+            ((cr_complex *)r->data)[g->lin[k]] += ((const cr_complex *)gy->data)[k];
+        else
+            ((double *)r->data)[g->lin[k]] += ((const double *)gy->data)[k];
+    }
+    if (v->kind != CR_KIND_ARRAY)
+        return cr_project_apply(arena, e->proj[j], cr__scalar_tangent(e->wdt, cr__load(r, 0)), out);
+    return cr__give(arena, e->proj[j], r, out);
+}
+
+static cr_status gather_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
+{
+    gather_thunk *t = env;
+    return gather_give(arena, t->e, t->gy, t->j, out);
+}
+
+static cr_status gather_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                 void *env)
+{
+    gather_env *e = env;
+    for (size_t i = 0; i < nx; i++)
+        dx[i] = cr_tangent_none();
+    const cr_array *gy;
+    cr_status st = cr__tan_array(arena, e->name, *dy, e->g.ndim, e->g.shape, e->wdt, &gy);
+    if (st != CR_OK)
+        return st;
+    size_t ndiff = 0;
+    for (size_t j = 0; j < e->g.nin; j++)
+        ndiff += cr__is_diff(&e->in[j]);
+    for (size_t j = 0; j < e->g.nin; j++) {
+        cr_tangent *slot = &dx[e->g.argi[j] + 1];
+        if (!cr__is_diff(&e->in[j]))
+            continue;
+        if (gy == NULL) {
+            *slot = cr_tangent_zero();
+            continue;
+        }
+        if (ndiff == 1) {
+            st = gather_give(arena, e, gy, j, slot);
+        } else {
+            gather_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(gather_thunk));
+            if (t == NULL)
+                return CR__ALLOC_STATUS(arena);
+            *t = (gather_thunk){e, gy, j};
+            st = cr__thunk(arena, gather_thunk_fn, NULL, t, e->name, slot);
+        }
+        if (st != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+static cr_status gather_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                              const void *udata)
+{
+    (void)cfg;
+    const gop *op = f->u.func.fn->udata;
+    gather_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(gather_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr_dtype dt;
+    cr_array *w, *o;
+    cr_status st = gather_forward(arena, op, args, nargs, &e->g, &dt, &e->wdt, &w);
+    if (st == CR_OK)
+        st = cr__cast(arena, w, dt, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
+    e->name = op->pb_name;
+    for (size_t j = 0; j < e->g.nin; j++) {
+        e->in[j] = args[e->g.argi[j]];
+        st = cr_project_new(arena, &e->in[j], &e->proj[j]);
+        if (st != CR_OK)
+            return st;
+    }
+    *pb = (cr_pullback){gather_pullback, e, op->pb_name, nargs + 1};
+    return CR_OK;
+}
+
+/* frule: the tangents gathered the same way. */
+static cr_status gather_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                              const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                              cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)udata;
+    const gop *op = f->u.func.fn->udata;
+    gmap g;
+    cr_dtype dt, wdt;
+    cr_array *w, *o;
+    cr_status st = gather_forward(arena, op, args, nargs, &g, &dt, &wdt, &w);
+    if (st == CR_OK)
+        st = cr__cast(arena, w, dt, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    const cr_array *t[G_MAX_IN] = {NULL};
+    bool any = false;
+    for (size_t j = 0; j < g.nin; j++) {
+        size_t i = g.argi[j];
+        if (!cr__is_diff(&args[i]))
+            continue;
+        if (args[i].kind == CR_KIND_ARRAY) {
+            st = cr__dx_array(arena, op->name, dargs, args, i, wdt, &t[j]);
+        } else {
+            cr_complex v;
+            bool nz;
+            st = cr__tan_scalar(arena, op->name, dargs[i + 1], &v, &nz);
+            if (st == CR_OK && nz) {
+                cr_array *s;
+                st = cr__scalar_array(arena, wdt, v, &s);
+                t[j] = s;
+            }
+        }
+        if (st != CR_OK)
+            return st;
+        any = any || t[j] != NULL;
+    }
+    if (!any) {
+        *dy = cr_tangent_zero();
+        return CR_OK;
+    }
+    cr_array *r;
+    st = gather(arena, &g, t, wdt, &r);
+    return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
+}
+
+#define GATHER_FN(NAME, STR, ARITY)                                                             \
+    static const gop NAME##_gop = {{gather_rrule}, STR, STR "_pullback", build_##NAME};         \
+    static const cr_function NAME##_function = {                                                \
+        .name = (STR), .arity = (ARITY), .primal = cr__primal_via_rrule, .udata = &NAME##_gop}; \
+    const cr_value cr_fn_##NAME = {.kind = CR_KIND_FUNC, .u.func = {&NAME##_function, NULL}};
+
+GATHER_FN(reverse, "reverse", -1)
+GATHER_FN(circshift, "circshift", 2)
+GATHER_FN(repeat, "repeat", 2)
+GATHER_FN(cat, "cat", -1)
+GATHER_FN(stack, "stack", -1)
+GATHER_FN(fill, "fill", 2)
+GATHER_FN(dropdims, "dropdims", 2)
+GATHER_FN(diag, "diag", -1)
+GATHER_FN(diagm, "diagm", -1)
+GATHER_FN(triu, "triu", -1)
+GATHER_FN(tril, "tril", -1)
+
+/* ---- Test registrations ---------------------------------------------------------------- */
+
+typedef enum {
+    GS_REVERSE,
+    GS_CIRCSHIFT,
+    GS_REPEAT,
+    GS_CAT,
+    GS_STACK,
+    GS_FILL,
+    GS_DROPDIMS,
+    GS_MATRIX,
+    GS_VECTOR
+} gsample;
+
+static cr_status sample_gather(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                               void *env)
+{
+    gsample kind = (gsample)(uintptr_t)env;
+    static const size_t s23[2] = {2, 3}, s34[2] = {3, 4}, s1[3] = {2, 1, 3};
+    cr_dtype dt = cr__rng_dtype(rng);
+    cr_array *A, *B, *Iv;
+    cr_status st;
+    switch (kind) {
+    case GS_REVERSE:
+    case GS_CIRCSHIFT:
+    case GS_REPEAT: {
+        st = cr__rand_array(arena, rng, dt, 2, s23, -2, 2, &A);
+        if (st != CR_OK)
+            return st;
+        args[0] = cr_value_array(A);
+        if (nargs == 1)
+            return CR_OK;
+        int64_t v[2] = {kind == GS_REPEAT ? 2 : -1, kind == GS_REPEAT ? 1 : 4};
+        if (kind == GS_REVERSE) {
+            args[1] = cr_value_i64((int64_t)cr__rng_below(rng, 2));
+            return CR_OK;
+        }
+        st = cr__i64_array(arena, 2, v, &Iv);
+        if (st == CR_OK)
+            args[1] = cr_value_array(Iv);
+        return st;
+    }
+    case GS_CAT:
+    case GS_STACK: {
+        size_t off = kind == GS_CAT ? 1 : 0;
+        int64_t dim = (int64_t)cr__rng_below(rng, 2);
+        if (kind == GS_CAT)
+            args[0] = cr_value_i64(dim);
+        size_t sb[2] = {2, 3};
+        if (kind == GS_CAT)
+            sb[dim] = 1 + cr__rng_below(rng, 3);
+        st = cr__rand_array(arena, rng, dt, 2, s23, -2, 2, &A);
+        if (st == CR_OK)
+            st = cr__rand_array(arena, rng, cr__rng_dtype(rng), 2, sb, -2, 2, &B);
+        if (st != CR_OK)
+            return st;
+        args[off] = cr_value_array(A);
+        args[off + 1] = cr_value_array(B);
+        return CR_OK;
+    }
+    case GS_FILL: {
+        args[0] = dt == CR_DT_C128 ? cr_value_c128(cr__c(0.5, -1)) : cr_value_f64(1.25);
+        int64_t v[2] = {2, 3};
+        st = cr__i64_array(arena, 2, v, &Iv);
+        if (st == CR_OK)
+            args[1] = cr_value_array(Iv);
+        return st;
+    }
+    case GS_DROPDIMS:
+        st = cr__rand_array(arena, rng, dt, 3, s1, -2, 2, &A);
+        if (st != CR_OK)
+            return st;
+        args[0] = cr_value_array(A);
+        args[1] = cr_value_i64(1);
+        return CR_OK;
+    case GS_MATRIX:
+        st = cr__rand_array(arena, rng, dt, 2, s34, -2, 2, &A);
+        if (st != CR_OK)
+            return st;
+        args[0] = cr_value_array(A);
+        if (nargs == 2)
+            args[1] = cr_value_i64((int64_t)cr__rng_below(rng, 4) - 1);
+        return CR_OK;
+    case GS_VECTOR: {
+        size_t n = 3;
+        st = cr__rand_array(arena, rng, dt, 1, &n, -2, 2, &A);
+        if (st != CR_OK)
+            return st;
+        args[0] = cr_value_array(A);
+        if (nargs == 2)
+            args[1] = cr_value_i64((int64_t)cr__rng_below(rng, 3) - 1);
+        return CR_OK;
+    }
+    }
+    return CR_EINVAL;
+}
+
+#define GT(KIND)                                                  \
+    {                                                             \
+        .sample = sample_gather, .env = (void *)(uintptr_t)(KIND) \
+    }
+static const cr_rule_test k_gt[9] = {GT(GS_REVERSE),  GT(GS_CIRCSHIFT), GT(GS_REPEAT),
+                                     GT(GS_CAT),      GT(GS_STACK),     GT(GS_FILL),
+                                     GT(GS_DROPDIMS), GT(GS_MATRIX),    GT(GS_VECTOR)};
+
+cr_status cr__array_register_gather(cr_registry *reg)
+{
+    const cr_argspec FA = {CR__M_FARRAY, NULL}, IN = {CR_M_INT, NULL},
+                     IA = {CR_M_INT | CR_M_A_INT, NULL}, NU = {CR__M_NUM, NULL};
+    const struct {
+        const cr_function *fn;
+        cr_argspec a[3];
+        size_t n;
+        bool variadic;
+        gsample t;
+    } k[] = {
+        {&reverse_function, {FA}, 1, false, GS_REVERSE},
+        {&reverse_function, {FA, IA}, 2, false, GS_REVERSE},
+        {&circshift_function, {FA, IA}, 2, false, GS_CIRCSHIFT},
+        {&repeat_function, {FA, IA}, 2, false, GS_REPEAT},
+        {&cat_function, {IN, FA, FA}, 3, true, GS_CAT},
+        {&stack_function, {FA, FA}, 2, true, GS_STACK},
+        {&fill_function, {NU, IA}, 2, false, GS_FILL},
+        {&dropdims_function, {FA, IA}, 2, false, GS_DROPDIMS},
+        {&diag_function, {FA}, 1, false, GS_MATRIX},
+        {&diag_function, {FA, IN}, 2, false, GS_MATRIX},
+        {&diagm_function, {FA}, 1, false, GS_VECTOR},
+        {&diagm_function, {FA, IN}, 2, false, GS_VECTOR},
+        {&triu_function, {FA}, 1, false, GS_MATRIX},
+        {&triu_function, {FA, IN}, 2, false, GS_MATRIX},
+        {&tril_function, {FA}, 1, false, GS_MATRIX},
+        {&tril_function, {FA, IN}, 2, false, GS_MATRIX},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        cr_status st = cr__add_rule(reg, k[i].fn, k[i].a, k[i].n, k[i].variadic, gather_frule,
+                                    gather_rrule, &k_gt[k[i].t]);
+        if (st != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
