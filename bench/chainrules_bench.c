@@ -148,8 +148,8 @@ static int check_rules(void)
         return 1;
     double h = 1e-6, fd = (sin(0.7 + h) - sin(0.7 - h)) / (2 * h);
     if (fabs(dx[1].u.f64 - fd) > 1e-8) {
-        fprintf(stderr, "chainrules-bench: sin pullback %.17g differs from FD %.17g\n",
-                dx[1].u.f64, fd);
+        fprintf(stderr, "chainrules-bench: sin pullback %.17g differs from FD %.17g\n", dx[1].u.f64,
+                fd);
         return 1;
     }
     return 0;
@@ -174,10 +174,8 @@ static const struct {
     kernel_fn fn;
     long n;
 } k_figures[] = {
-    {"primal_sin_ns", k_primal_sin, 2000000},
-    {"lookup_sin_ns", k_lookup_sin, 2000000},
-    {"frule_sin_ns", k_frule_sin, 1000000},
-    {"rrule_sin_ns", k_rrule_sin, 1000000},
+    {"primal_sin_ns", k_primal_sin, 2000000}, {"lookup_sin_ns", k_lookup_sin, 2000000},
+    {"frule_sin_ns", k_frule_sin, 1000000},   {"rrule_sin_ns", k_rrule_sin, 1000000},
     {"rrule_mul_ns", k_rrule_mul, 1000000},
 };
 
@@ -232,7 +230,7 @@ static double median_ratio(double (*num)(void *env), double (*den)(void *env), v
 }
 
 /* chain: t = t + x[k % 1000] * exp(sin(t)), 250000 steps = 1e6 operations */
-#define CHAIN_N 1000
+#define CHAIN_N     1000
 #define CHAIN_STEPS 250000L
 
 typedef struct chain_env {
@@ -250,8 +248,7 @@ static double chain_primal(void *env)
     return t;
 }
 
-static cr_status chain_taped(cr_tape *tp, const cr_var *x, size_t n, cr_var *y, size_t m,
-                             void *env)
+static cr_status chain_taped(cr_tape *tp, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
 {
     (void)n;
     (void)m;
@@ -267,8 +264,7 @@ static double chain_gradient(void *env)
 {
     chain_env *e = env;
     double y;
-    if (cr_tape_value_and_gradient(e->tape, chain_taped, NULL, e->x, CHAIN_N, &y, e->grad) !=
-        CR_OK)
+    if (cr_tape_value_and_gradient(e->tape, chain_taped, NULL, e->x, CHAIN_N, &y, e->grad) != CR_OK)
         return NAN;
     return y + e->grad[0];
 }
@@ -329,8 +325,7 @@ static double rosen_primal(void *env)
     return s;
 }
 
-static cr_status rosen_taped(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m,
-                             void *env)
+static cr_status rosen_taped(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
 {
     (void)m;
     (void)env;

@@ -11,8 +11,7 @@
 
 #define N 10
 
-static cr_status rosenbrock(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m,
-                            void *env)
+static cr_status rosenbrock(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
 {
     (void)m;
     (void)env;

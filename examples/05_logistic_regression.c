@@ -11,7 +11,7 @@
 
 #include <chainrules.h>
 
-#define NPTS 400
+#define NPTS  400
 #define NFEAT 3
 
 typedef struct data {

@@ -259,8 +259,8 @@ static void test_dual_call(void **state)
     cr_registry *reg;
     assert_int_equal(cr_registry_new(f->ctx, NULL, &reg), CR_OK);
     static const cr_argspec a1[1] = {{CR_M_F64, NULL}};
-    cr_rule_def def = {.struct_size = sizeof def, .fn = &cube_fn, .nargs = 1, .args = a1,
-                       .frule = cube_frule};
+    cr_rule_def def = {
+        .struct_size = sizeof def, .fn = &cube_fn, .nargs = 1, .args = a1, .frule = cube_frule};
     assert_int_equal(cr_registry_add(reg, &def), CR_OK);
     cr_config cfg = {.struct_size = sizeof cfg, .registry = reg};
     cr_value cube = cr_value_function(&cube_fn, NULL);

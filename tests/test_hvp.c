@@ -216,8 +216,8 @@ static cr_status r_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m,
     (void)m;
     (void)env;
     cr_var a = cr_mul(t, call2(t, &cr_fn_atan2, x[0], x[1]), call2(t, &cr_fn_hypot, x[0], x[2]));
-    cr_var b = cr_mul(t, cr_tape_call1(t, &cr_fn_erf, &x[2], 1),
-                      call3(t, &cr_fn_fma, x[0], x[1], x[2]));
+    cr_var b =
+        cr_mul(t, cr_tape_call1(t, &cr_fn_erf, &x[2], 1), call3(t, &cr_fn_fma, x[0], x[1], x[2]));
     cr_var c = cr_mul(t, x[0], cr_tape_call1(t, &cr_fn_fabs, &x[2], 1));
     cr_var r = cr_tape_call1(t, &cr_fn_relu, &x[1], 1);
     cr_var d = cr_mul(t, cr_mul(t, r, r), x[0]);
@@ -252,8 +252,8 @@ static cr_status q_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m,
 static void test_hessian_kinks(void **state)
 {
     fixture *f = *state;
-    const double pts[][3] = {{1.2, 2e-7, -0.8}, {-0.5, 0.4, 1e-7}, {0.3, -1e-7, -3e-7},
-                             {0.25, 0.25 + 1e-7, 0.5}};
+    const double pts[][3] = {
+        {1.2, 2e-7, -0.8}, {-0.5, 0.4, 1e-7}, {0.3, -1e-7, -3e-7}, {0.25, 0.25 + 1e-7, 0.5}};
     cr_tape *t;
     cr_tape_params p = {.struct_size = sizeof p, .flags = CR_TAPE_SECOND_ORDER};
     assert_int_equal(cr_tape_new(f->ctx, &p, &t), CR_OK);
@@ -374,8 +374,8 @@ static void test_errors(void **state)
     cr_engine *eng;
     assert_int_equal(cr_engine_new(f->ctx, NULL, &eng), CR_OK);
     static const cr_argspec a1[1] = {{CR_M_F64, NULL}};
-    cr_rule_def def = {.struct_size = sizeof def, .fn = &twice_fn, .nargs = 1, .args = a1,
-                       .rrule = twice_rrule};
+    cr_rule_def def = {
+        .struct_size = sizeof def, .fn = &twice_fn, .nargs = 1, .args = a1, .rrule = twice_rrule};
     assert_int_equal(cr_engine_from_rrule(eng, &def), CR_OK);
     cr_tape *s;
     p.engine = eng;

@@ -54,7 +54,8 @@ static cr_var foo_t(cr_tape *t, cr_var x)
 /* g(x) = exp(x0) * log(x1) / sqrt(x0 + x1) - cos(x0 * x1) + x0 * x0 - (x1 - x1) */
 static double g_c(const double *x)
 {
-    return exp(x[0]) * log(x[1]) / sqrt(x[0] + x[1]) - cos(x[0] * x[1]) + x[0] * x[0] - (x[1] - x[1]);
+    return exp(x[0]) * log(x[1]) / sqrt(x[0] + x[1]) - cos(x[0] * x[1]) + x[0] * x[0] -
+           (x[1] - x[1]);
 }
 
 static cr_status g_fd(const double *x, size_t n, double *y, size_t m, void *env)
@@ -71,8 +72,8 @@ static cr_status g_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m,
     (void)n;
     (void)m;
     (void)env;
-    cr_var a = cr_div(t, cr_mul(t, cr_exp(t, x[0]), cr_log(t, x[1])),
-                      cr_sqrt(t, cr_add(t, x[0], x[1])));
+    cr_var a =
+        cr_div(t, cr_mul(t, cr_exp(t, x[0]), cr_log(t, x[1])), cr_sqrt(t, cr_add(t, x[0], x[1])));
     cr_var b = cr_cos(t, cr_mul(t, x[0], x[1]));
     y[0] = cr_sub(t, cr_add(t, cr_sub(t, a, b), cr_mul(t, x[0], x[0])), cr_sub(t, x[1], x[1]));
     return cr_tape_status(t);
@@ -226,8 +227,8 @@ static void test_constants_and_repeats(void **state)
     assert_int_equal(st.nrecords, 0); /* constants record nothing */
 
     cr_var x = cr_tape_input(t, 1.5);
-    cr_var sq = cr_mul(t, x, x);         /* x * x: one operand used twice */
-    cr_var z = cr_sub(t, x, x);          /* x - x = 0 */
+    cr_var sq = cr_mul(t, x, x); /* x * x: one operand used twice */
+    cr_var z = cr_sub(t, x, x);  /* x - x = 0 */
     cr_var y = cr_add(t, cr_mul(t, sq, c), z);
     double g[2];
     cr_var xs[2] = {x, c};
@@ -518,8 +519,8 @@ static void test_fault_injection(void **state)
     for (size_t n = 1; n < 200 && !passed; n++) {
         counter c = {.fail_at = n};
         cr_ctx *ctx;
-        cr_ctx_params p = {.struct_size = sizeof p, .realloc_fn = counting_realloc,
-                           .alloc_env = &c};
+        cr_ctx_params p = {
+            .struct_size = sizeof p, .realloc_fn = counting_realloc, .alloc_env = &c};
         if (cr_ctx_new(&p, &ctx) != CR_OK) {
             assert_int_equal(c.live, 0);
             continue;
@@ -544,8 +545,7 @@ static void test_fault_injection(void **state)
                 assert_int_equal(cr_tape_status(t), CR_ENOMEM);
                 /* Once memory is back, the same tape works. */
                 c.fail_at = 0;
-                assert_int_equal(cr_tape_value_and_gradient(t, rosen_t, NULL, x, 4, &y, g),
-                                 CR_OK);
+                assert_int_equal(cr_tape_value_and_gradient(t, rosen_t, NULL, x, 4, &y, g), CR_OK);
             }
         } else {
             assert_int_equal(st, CR_ENOMEM);

@@ -37,7 +37,8 @@ static double fd1(cr_fd_fn f, void *env, double x)
 {
     cr_fdm m;
     double d = NAN;
-    if (cr_fdm_central(5, 1, &m) != CR_OK || cr_fd_derivative(&m, NULL, f, env, x, &d, NULL) != CR_OK)
+    if (cr_fdm_central(5, 1, &m) != CR_OK ||
+        cr_fd_derivative(&m, NULL, f, env, x, &d, NULL) != CR_OK)
         return NAN;
     return d;
 }
@@ -112,8 +113,8 @@ static double hyp_c(double x, double y)
     return sqrt(x * x + y * y);
 }
 
-static cr_status hyp_primal(cr_arena *arena, const cr_value *fv, const cr_value *args,
-                            size_t nargs, cr_value *out)
+static cr_status hyp_primal(cr_arena *arena, const cr_value *fv, const cr_value *args, size_t nargs,
+                            cr_value *out)
 {
     (void)arena;
     (void)fv;
@@ -158,8 +159,7 @@ static cr_status hyp_rrule(const cr_config *cfg, cr_arena *arena, const cr_value
     return st;
 }
 
-static cr_status hyp_overlay(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m,
-                             void *env)
+static cr_status hyp_overlay(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
 {
     (void)n;
     (void)m;
@@ -186,8 +186,8 @@ static void test_primitive_rule(void **state)
     cr_value hyp = cr_value_function(&hyp_fn, NULL);
     cr_value two[2] = {cr_value_f64(1), cr_value_f64(2)};
     assert_false(cr_engine_is_primitive(eng, &hyp, two, 2));
-    cr_rule_def def = {.struct_size = sizeof def, .fn = &hyp_fn, .nargs = 2, .args = k_f64_2,
-                       .rrule = hyp_rrule};
+    cr_rule_def def = {
+        .struct_size = sizeof def, .fn = &hyp_fn, .nargs = 2, .args = k_f64_2, .rrule = hyp_rrule};
     assert_int_equal(cr_engine_from_rrule(eng, &def), CR_OK);
     assert_true(cr_engine_is_primitive(eng, &hyp, two, 2));
     assert_true(cr_engine_is_primitive(eng, &cr_fn_sin, two, 1));
@@ -297,7 +297,10 @@ static void test_tuple_rule(void **state)
     fixture *f = *state;
     cr_engine *eng;
     assert_int_equal(cr_engine_new(f->ctx, NULL, &eng), CR_OK);
-    cr_rule_def def = {.struct_size = sizeof def, .fn = &polar_fn, .nargs = 2, .args = k_f64_2,
+    cr_rule_def def = {.struct_size = sizeof def,
+                       .fn = &polar_fn,
+                       .nargs = 2,
+                       .args = k_f64_2,
                        .rrule = polar_rrule};
     assert_int_equal(cr_engine_from_rrule(eng, &def), CR_OK);
     cr_tape *t;
@@ -373,8 +376,8 @@ static void test_zero_adjoint_and_failures(void **state)
     cr_engine *eng;
     assert_int_equal(cr_engine_new(f->ctx, reg, &eng), CR_OK);
     assert_int_equal(cr_engine_zero_adjoint(eng, &count_fn), CR_OK);
-    cr_rule_def def = {.struct_size = sizeof def, .fn = &bad_fn, .nargs = 1, .args = k_f64_1,
-                       .rrule = bad_rrule};
+    cr_rule_def def = {
+        .struct_size = sizeof def, .fn = &bad_fn, .nargs = 1, .args = k_f64_1, .rrule = bad_rrule};
     assert_int_equal(cr_engine_from_rrule(eng, &def), CR_OK);
     cr_tape *t;
     cr_tape_params p = {.struct_size = sizeof p, .engine = eng};
@@ -535,8 +538,12 @@ static void test_via_ad(void **state)
 
     /* The higher-order rule on a tape: twice_g with g = wave. */
     static const cr_argspec any1[1] = {{CR_M_F64, NULL}};
-    cr_rule_def def = {.struct_size = sizeof def, .fn = &twice_fn, .nargs = 1, .args = any1,
-                       .caps = CR_CAP_REVERSE, .rrule = twice_rrule};
+    cr_rule_def def = {.struct_size = sizeof def,
+                       .fn = &twice_fn,
+                       .nargs = 1,
+                       .args = any1,
+                       .caps = CR_CAP_REVERSE,
+                       .rrule = twice_rrule};
     assert_int_equal(cr_engine_from_rrule(eng, &def), CR_OK);
     twice_self self = {&wave_fn};
     cr_value tw = cr_value_function(&twice_fn, &self);

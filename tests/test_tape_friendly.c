@@ -63,8 +63,10 @@ static cr_var f_t(cr_tape *t, const cr_var *v, const model *m)
     cr_var b = cr_tape_struct_field(&model_type, v, "b");
     cr_var scale = cr_tape_struct_field(&model_type, v, "in.scale");
     cr_var shift = cr_tape_struct_field(&model_type, v, "in.shift");
-    cr_var r = cr_add(t, cr_mul(t, a, cr_sin(t, b)), cr_mul(t, scale, cr_exp(t, cr_mul(t, shift, a))));
-    return cr_add(t, r, cr_div(t, cr_const((double)m->n), cr_add(t, cr_const(1.0), cr_mul(t, b, b))));
+    cr_var r =
+        cr_add(t, cr_mul(t, a, cr_sin(t, b)), cr_mul(t, scale, cr_exp(t, cr_mul(t, shift, a))));
+    return cr_add(t, r,
+                  cr_div(t, cr_const((double)m->n), cr_add(t, cr_const(1.0), cr_mul(t, b, b))));
 }
 
 /* d f / d field by central differences, perturbing one field of a copy. */
@@ -75,10 +77,18 @@ static double fd_field(const model *m, size_t which)
         model p = *m;
         double d = sgn * h;
         switch (which) {
-        case 0: p.a += d; break;
-        case 1: p.in.scale += (float)d; break;
-        case 2: p.in.shift += d; break;
-        default: p.b += d; break;
+        case 0:
+            p.a += d;
+            break;
+        case 1:
+            p.in.scale += (float)d;
+            break;
+        case 2:
+            p.in.shift += d;
+            break;
+        default:
+            p.b += d;
+            break;
         }
         /* the step actually taken for the float field */
         double taken = which == 1 ? (double)p.in.scale - (double)m->in.scale : d;
@@ -90,8 +100,8 @@ static double fd_field(const model *m, size_t which)
 static void test_friendly_gradient(void **state)
 {
     fixture *f = *state;
-    model m = {.a = 0.7, .n = 3, .in = {.scale = 1.5f, .id = 42, .shift = -0.4}, .b = 1.1,
-               .flag = true};
+    model m = {
+        .a = 0.7, .n = 3, .in = {.scale = 1.5f, .id = 42, .shift = -0.4}, .b = 1.1, .flag = true};
     assert_int_equal(cr_type_real_fields(&model_type), 4);
     cr_tape *t;
     assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
@@ -134,8 +144,7 @@ static void test_friendly_gradient(void **state)
     assert_true(tscale.u.f32 == g.in.scale);
     assert_int_equal(tid.tag, CR_TAN_NONE);
     /* Into the tape's own arena as well (small structs). */
-    assert_int_equal(cr_tape_gradient_tangent(t, y, &model_type, v, cr_tape_arena(t), &tan),
-                     CR_OK);
+    assert_int_equal(cr_tape_gradient_tangent(t, y, &model_type, v, cr_tape_arena(t), &tan), CR_OK);
     assert_int_equal(cr_tangent_getfield(tan, "b", &ta), CR_OK);
     assert_close(ta.u.f64, g.b, 0);
     cr_tape_free(t);

@@ -248,8 +248,7 @@ static cr_status twice_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
     return twice_primal(arena, fv, args, nargs, y);
 }
 
-static cr_status uses_twice(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m,
-                            void *env)
+static cr_status uses_twice(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
 {
     (void)n;
     (void)m;
@@ -282,8 +281,8 @@ static void test_refusals(void **state)
     cr_engine *eng;
     assert_int_equal(cr_engine_new(f->ctx, NULL, &eng), CR_OK);
     static const cr_argspec a1[1] = {{CR_M_F64, NULL}};
-    cr_rule_def def = {.struct_size = sizeof def, .fn = &twice_fn, .nargs = 1, .args = a1,
-                       .rrule = twice_rrule};
+    cr_rule_def def = {
+        .struct_size = sizeof def, .fn = &twice_fn, .nargs = 1, .args = a1, .rrule = twice_rrule};
     assert_int_equal(cr_engine_from_rrule(eng, &def), CR_OK);
     cr_value tw = cr_value_function(&twice_fn, NULL);
     double x = 1.5, y, g;
@@ -314,8 +313,8 @@ static void test_prepare_fault_injection(void **state)
     for (size_t n = 1; n < 100 && !passed; n++) {
         counter c = {.fail_at = n};
         cr_ctx *ctx;
-        cr_ctx_params cp = {.struct_size = sizeof cp, .realloc_fn = counting_realloc,
-                            .alloc_env = &c};
+        cr_ctx_params cp = {
+            .struct_size = sizeof cp, .realloc_fn = counting_realloc, .alloc_env = &c};
         if (cr_ctx_new(&cp, &ctx) != CR_OK)
             continue;
         double x[50], g[50], want[50], y;

@@ -59,13 +59,12 @@ static cr_status softclip_primal(cr_arena *arena, const cr_value *f, const cr_va
     return CR_OK;
 }
 
-static const cr_function softclip_fn = {.name = "softclip", .arity = 1,
-                                        .primal = softclip_primal};
+static const cr_function softclip_fn = {.name = "softclip", .arity = 1, .primal = softclip_primal};
 
 /* d softclip / du = (1 + u^2)^(-3/2); the pullback keeps that number. The seed dy may
  * be any tangent of a real (a double, a zero, a thunk): cr_tangent_scale handles them. */
-static cr_status softclip_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                   cr_arena *arena, void *env)
+static cr_status softclip_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                   void *env)
 {
     (void)nx;
     const double *d = env;
@@ -74,8 +73,8 @@ static cr_status softclip_pullback(const cr_tangent *dy, cr_tangent *dx, size_t 
 }
 
 static cr_status softclip_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                const cr_value *args, size_t nargs, cr_value *y,
-                                cr_pullback *pb, const void *udata)
+                                const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                                const void *udata)
 {
     (void)cfg, (void)udata;
     double u = args[0].u.f64;
@@ -106,11 +105,11 @@ static cr_status loss_p(cr_tape *t, const cr_var *p, size_t n, cr_var *y, size_t
 
 /* The tutorial's main(), as a function returning what it printed. */
 typedef struct results {
-    double y, grad[2];              /* step 3 */
-    double fd[2];                   /* step 3, finite differences */
-    cr_verdict verdict;             /* step 4, the rule tester */
-    double grad_p[2];               /* step 5 */
-    cr_status bad;                  /* step 6 */
+    double y, grad[2];  /* step 3 */
+    double fd[2];       /* step 3, finite differences */
+    cr_verdict verdict; /* step 4, the rule tester */
+    double grad_p[2];   /* step 5 */
+    cr_status bad;      /* step 6 */
     char msg[256];
 } results;
 
@@ -139,8 +138,11 @@ static int tutorial_main(results *r)
     /* Check the rule with the rule tester before using it. */
     cr_value u0 = cr_value_f64(0.8);
     cr_test_report rep;
-    cr_rule_def def = {.struct_size = sizeof def, .fn = &softclip_fn, .nargs = 1,
-                       .args = (const cr_argspec[]){CR_ARG_F64}, .rrule = softclip_rrule};
+    cr_rule_def def = {.struct_size = sizeof def,
+                       .fn = &softclip_fn,
+                       .nargs = 1,
+                       .args = (const cr_argspec[]){CR_ARG_F64},
+                       .rrule = softclip_rrule};
     cr_engine *eng;
     if (cr_engine_new(ctx, NULL, &eng) != CR_OK || cr_engine_from_rrule(eng, &def) != CR_OK)
         return 1;
@@ -163,8 +165,8 @@ static int tutorial_main(results *r)
     /* Step 6: mistakes are reported. */
     cr_tape_reset(t);
     cr_var a = cr_tape_input(t, 1.0);
-    cr_var b = cr_tape_call1(t, &softclip, &a, 1);    /* t has no engine: no rule */
-    cr_var c = cr_mul(t, b, a);                        /* does nothing: t has failed */
+    cr_var b = cr_tape_call1(t, &softclip, &a, 1); /* t has no engine: no rule */
+    cr_var c = cr_mul(t, b, a);                    /* does nothing: t has failed */
     if (cr_tape_status(t) != CR_OK)
         printf("%s: %s\n", cr_status_name(cr_tape_status(t)), cr_tape_errmsg(t));
 
@@ -276,8 +278,8 @@ static void test_snippets_are_here(void **state)
         assert_non_null(e);
         squash(p, (size_t)(e - p), snip);
         if (strstr(flat, snip) == NULL) {
-            print_error("tutorial snippet not in tests/test_tape_tutorial.c:\n%.*s\n",
-                        (int)(e - p), p);
+            print_error("tutorial snippet not in tests/test_tape_tutorial.c:\n%.*s\n", (int)(e - p),
+                        p);
             fail();
         }
         nsnip++;

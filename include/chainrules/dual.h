@@ -40,9 +40,9 @@ CR_BEGIN_DECLS
  * from n on are zero (every constructor and operation keeps them so).
  */
 typedef struct cr_dual {
-    double v;                     /**< The value. */
-    uint32_t n;                   /**< Directions in use (0 for a constant). */
-    double d[CR_DUAL_MAX_CHUNK];  /**< The tangents. */
+    double v;                    /**< The value. */
+    uint32_t n;                  /**< Directions in use (0 for a constant). */
+    double d[CR_DUAL_MAX_CHUNK]; /**< The tangents. */
 } cr_dual;
 
 /** A constant: no tangent. */
@@ -121,9 +121,8 @@ CR_API cr_status cr_dual_derivative(cr_dual_fn f, void *env, double x, double *y
  * @param[out] jv the m results.
  * @return CR_OK; CR_EINVAL; CR_EDOMAIN (v not finite); allocation statuses; f's status.
  */
-CR_API cr_status cr_dual_jvp(cr_dual_fn f, void *env, const double *x, size_t n,
-                             const double *v, size_t m, cr_arena *scratch, double *y,
-                             double *jv);
+CR_API cr_status cr_dual_jvp(cr_dual_fn f, void *env, const double *x, size_t n, const double *v,
+                             size_t m, cr_arena *scratch, double *y, double *jv);
 
 /**
  * The m x n Jacobian (row-major) by chunks of CR_DUAL_MAX_CHUNK directions: one evaluation

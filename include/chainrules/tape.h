@@ -102,14 +102,14 @@ enum {
 
 /** Parameters for cr_tape_new(). Zero-initialised means defaults. */
 typedef struct cr_tape_params {
-    uint32_t struct_size;     /**< sizeof(cr_tape_params), or 0. */
-    uint32_t flags;           /**< CR_TAPE_* flags. */
-    void *buffer;             /**< Caller storage for records, pullbacks and sweep workspace
-                                   (fixed capacity: CR_EARENA when full), or NULL. */
-    size_t buffer_size;       /**< Its size in bytes. */
-    size_t block_size;        /**< First arena block of a growable tape; 0: 64 KiB. */
-    const cr_engine *engine;  /**< Rules and user functions (engine.h); NULL: the built-in
-                                   rules. Must outlive the tape. */
+    uint32_t struct_size;    /**< sizeof(cr_tape_params), or 0. */
+    uint32_t flags;          /**< CR_TAPE_* flags. */
+    void *buffer;            /**< Caller storage for records, pullbacks and sweep workspace
+                                  (fixed capacity: CR_EARENA when full), or NULL. */
+    size_t buffer_size;      /**< Its size in bytes. */
+    size_t block_size;       /**< First arena block of a growable tape; 0: 64 KiB. */
+    const cr_engine *engine; /**< Rules and user functions (engine.h); NULL: the built-in
+                                  rules. Must outlive the tape. */
 } cr_tape_params;
 
 /**

@@ -163,8 +163,8 @@ static cr_status result_reals(cr_arena *arena, const char *fname, const cr_value
                 memcpy(&fl, p, sizeof fl);
                 v[i] = (double)fl;
             } else {
-                return CR__FAIL(arena, CR_EUNIMPL, "%s: result field %zu is a %s, not real",
-                                fname, i, cr_kind_name(ty->fields[i].kind));
+                return CR__FAIL(arena, CR_EUNIMPL, "%s: result field %zu is a %s, not real", fname,
+                                i, cr_kind_name(ty->fields[i].kind));
             }
         }
         *k = ty->nfields;
@@ -173,7 +173,8 @@ static cr_status result_reals(cr_arena *arena, const char *fname, const cr_value
     default:
         break;
     }
-    return CR__FAIL(arena, CR_EUNIMPL, "%s returns a %s: forward mode on duals handles real "
+    return CR__FAIL(arena, CR_EUNIMPL,
+                    "%s returns a %s: forward mode on duals handles real "
                     "results (and tuples of up to %d) only",
                     fname, cr_kind_name(y->kind), CR__MAX_TUPLE);
 }
@@ -189,12 +190,12 @@ cr_status cr_dual_call(const cr_config *cfg, cr_arena *arena, const cr_value *f,
     const cr_scalar_rule *row = cr_scalar_rule_of(fn);
     if (row != NULL && (cfg == NULL || cfg->registry == NULL)) {
         if (nargs != row->nin || nout != row->nout)
-            return arena != NULL ? CR__FAIL(arena, CR_EINVAL,
-                                            "%s takes %u arguments and gives %u results "
-                                            "(%zu, %zu given)",
-                                            fn->name, (unsigned)row->nin, (unsigned)row->nout,
-                                            nargs, nout)
-                                 : CR_EINVAL;
+            return arena != NULL
+                       ? CR__FAIL(arena, CR_EINVAL,
+                                  "%s takes %u arguments and gives %u results "
+                                  "(%zu, %zu given)",
+                                  fn->name, (unsigned)row->nin, (unsigned)row->nout, nargs, nout)
+                       : CR_EINVAL;
         double x[CR_SCALAR_MAX_IN], Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
         uint32_t n = 0;
         for (size_t j = 0; j < nargs; j++) {
@@ -248,8 +249,8 @@ cr_status cr_dual_call(const cr_config *cfg, cr_arena *arena, const cr_value *f,
         if (st == CR_OK)
             st = result_reals(arena, fn->name, &y, yv, CR__MAX_TUPLE, &k);
         if (st == CR_OK && k != nout)
-            st = CR__FAIL(arena, CR_EINVAL, "%s gives %zu results, %zu expected", fn->name, k,
-                          nout);
+            st =
+                CR__FAIL(arena, CR_EINVAL, "%s gives %zu results, %zu expected", fn->name, k, nout);
         if (st == CR_OK && dir == 0)
             for (size_t o = 0; o < nout; o++) {
                 out[o] = cr_dual_const(yv[o]);
@@ -315,18 +316,18 @@ static void duals_put(duals *b)
         cr_arena_rewind(b->arena, b->mark);
 }
 
-cr_status cr_dual_jvp(cr_dual_fn f, void *env, const double *x, size_t n, const double *v,
-                      size_t m, cr_arena *scratch, double *y, double *jv)
+cr_status cr_dual_jvp(cr_dual_fn f, void *env, const double *x, size_t n, const double *v, size_t m,
+                      cr_arena *scratch, double *y, double *jv)
 {
     if (f == NULL || (n > 0 && (x == NULL || v == NULL)) || (m > 0 && jv == NULL))
         return scratch != NULL ? CR__FAIL(scratch, CR_EINVAL, "cr_dual_jvp: NULL argument")
                                : CR_EINVAL;
     for (size_t j = 0; j < n; j++)
         if (!isfinite(v[j]))
-            return scratch != NULL ? CR__FAIL(scratch, CR_EDOMAIN,
-                                              "cr_dual_jvp: direction %zu is %g, not finite", j,
-                                              v[j])
-                                   : CR_EDOMAIN;
+            return scratch != NULL
+                       ? CR__FAIL(scratch, CR_EDOMAIN,
+                                  "cr_dual_jvp: direction %zu is %g, not finite", j, v[j])
+                       : CR_EDOMAIN;
     duals b;
     cr_status st = duals_get(&b, scratch, n, m);
     if (st != CR_OK)
@@ -358,7 +359,7 @@ cr_status cr_dual_jacobian(cr_dual_fn f, void *env, const double *x, size_t n, s
     for (size_t c0 = 0; c0 < (n ? n : 1) && st == CR_OK; c0 += CR_DUAL_MAX_CHUNK) {
         for (size_t j = 0; j < n; j++)
             b.x[j] = j >= c0 && j - c0 < CR_DUAL_MAX_CHUNK ? cr_dual_var(x[j], j - c0)
-                                                          : cr_dual_const(x[j]);
+                                                           : cr_dual_const(x[j]);
         for (size_t i = 0; i < m; i++)
             b.y[i] = cr_dual_const(NAN);
         st = f(b.x, n, b.y, m, env);

@@ -10,10 +10,9 @@
 static cr_status engine_rrule_via_ad(const cr_config *cfg, cr_arena *arena, const cr_value *f,
                                      const cr_value *args, size_t nargs, cr_value *y,
                                      cr_pullback *pb, void *ad_env);
-static cr_status engine_frule_via_ad(const cr_config *cfg, cr_arena *arena,
-                                     const cr_tangent *dargs, const cr_value *f,
-                                     const cr_value *args, size_t nargs, cr_value *y,
-                                     cr_tangent *dy, void *ad_env);
+static cr_status engine_frule_via_ad(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                                     const cr_value *f, const cr_value *args, size_t nargs,
+                                     cr_value *y, cr_tangent *dy, void *ad_env);
 
 static const cr_config k_default_config = {
     .struct_size = sizeof(cr_config),
@@ -158,8 +157,8 @@ bool cr_engine_is_primitive(const cr_engine *eng, const cr_value *f, const cr_va
 /* ---- rrule_via_ad / frule_via_ad --------------------------------------------------------- */
 
 /* The sub-tape's inputs: real arguments become variables, integers and bools constants. */
-static cr_status via_inputs(cr_arena *arena, cr_tape *sub, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_var *ins)
+static cr_status via_inputs(cr_arena *arena, cr_tape *sub, const cr_value *f, const cr_value *args,
+                            size_t nargs, cr_var *ins)
 {
     for (size_t j = 0; j < nargs; j++) {
         switch (args[j].kind) {
@@ -255,14 +254,13 @@ static cr_status rrule_via_ad_pullback(const cr_tangent *dy, cr_tangent *dx, siz
     if (st != CR_OK)
         return st;
     cr_arena_mark mk = cr_arena_get_mark(arena);
-    double *xbar = cr_arena_alloc(arena, (e->nargs ? e->nargs : 1) * sizeof *xbar,
-                                  _Alignof(double));
+    double *xbar =
+        cr_arena_alloc(arena, (e->nargs ? e->nargs : 1) * sizeof *xbar, _Alignof(double));
     if (xbar == NULL)
         return CR__ALLOC_STATUS(arena);
     st = cr_tape_vjp(e->sub, e->outs, g, e->nout, e->ins, e->nargs, xbar);
     if (st == CR_OK) {
-        dx[0] = e->fn->self_type != NULL ? cr_tangent_notimpl(&k_self_notimpl)
-                                         : cr_tangent_none();
+        dx[0] = e->fn->self_type != NULL ? cr_tangent_notimpl(&k_self_notimpl) : cr_tangent_none();
         for (size_t j = 0; j < e->nargs && j + 1 < nx; j++)
             dx[j + 1] = arg_tangent(e->kinds[j], xbar[j]);
     } else if (cr_tape_status(e->sub) != CR_OK) {
@@ -278,8 +276,8 @@ static cr_status engine_rrule_via_ad(const cr_config *cfg, cr_arena *arena, cons
 {
     (void)cfg;
     const cr_engine *eng = ad_env;
-    if (f == NULL || f->kind != CR_KIND_FUNC || f->u.func.fn == NULL || y == NULL ||
-        pb == NULL || (nargs > 0 && args == NULL))
+    if (f == NULL || f->kind != CR_KIND_FUNC || f->u.func.fn == NULL || y == NULL || pb == NULL ||
+        (nargs > 0 && args == NULL))
         return CR__FAIL(arena, CR_EINVAL, "rrule_via_ad: invalid arguments");
     /* A primitive: its own rule (unless the engine declared it zero-adjoint). */
     const cr__impl *im = eng != NULL ? cr__engine_find(eng, f->u.func.fn) : NULL;
@@ -324,15 +322,14 @@ static cr_status engine_rrule_via_ad(const cr_config *cfg, cr_arena *arena, cons
     return CR_OK;
 }
 
-static cr_status engine_frule_via_ad(const cr_config *cfg, cr_arena *arena,
-                                     const cr_tangent *dargs, const cr_value *f,
-                                     const cr_value *args, size_t nargs, cr_value *y,
-                                     cr_tangent *dy, void *ad_env)
+static cr_status engine_frule_via_ad(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                                     const cr_value *f, const cr_value *args, size_t nargs,
+                                     cr_value *y, cr_tangent *dy, void *ad_env)
 {
     (void)cfg;
     const cr_engine *eng = ad_env;
-    if (f == NULL || f->kind != CR_KIND_FUNC || f->u.func.fn == NULL || y == NULL ||
-        dy == NULL || dargs == NULL || (nargs > 0 && args == NULL))
+    if (f == NULL || f->kind != CR_KIND_FUNC || f->u.func.fn == NULL || y == NULL || dy == NULL ||
+        dargs == NULL || (nargs > 0 && args == NULL))
         return CR__FAIL(arena, CR_EINVAL, "frule_via_ad: invalid arguments");
     if (f->u.func.fn->self_type != NULL && !cr_tangent_is_zero(dargs[0]))
         return CR__FAIL(arena, CR_EUNIMPL,

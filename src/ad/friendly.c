@@ -76,7 +76,8 @@ cr_status cr_tape_struct_inputs(cr_tape *t, const cr_type *type, const void *obj
         return cr__tape_fail(t, st, "%s", cr_ctx_errmsg(t->ctx));
     size_t need = cr_type_real_fields(type);
     if (n < need)
-        return cr__tape_fail(t, CR_EINVAL, "cr_tape_struct_inputs: %s has %zu real fields, room "
+        return cr__tape_fail(t, CR_EINVAL,
+                             "cr_tape_struct_inputs: %s has %zu real fields, room "
                              "for %zu variables",
                              type->name, need, n);
     size_t k = 0;
@@ -90,8 +91,8 @@ static bool find_path(const cr_type *type, const char *path, size_t *k)
     size_t len = strcspn(path, ".");
     for (size_t i = 0; i < type->nfields; i++) {
         const cr_field *fd = &type->fields[i];
-        bool match = fd->name != NULL && strlen(fd->name) == len &&
-                     strncmp(fd->name, path, len) == 0;
+        bool match =
+            fd->name != NULL && strlen(fd->name) == len && strncmp(fd->name, path, len) == 0;
         if (match) {
             if (path[len] == '\0')
                 return is_real(fd->kind);

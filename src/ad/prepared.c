@@ -11,12 +11,12 @@
 struct cr_prepared {
     cr_ctx *ctx;
     cr_tape *tape;
-    size_t n;      /* inputs */
-    cr_var y;      /* the output */
-    cr_var *xs;    /* the input variables (n, at least 1) */
-    double *vals;  /* workspace: every variable's value, then the adjoints */
+    size_t n;     /* inputs */
+    cr_var y;     /* the output */
+    cr_var *xs;   /* the input variables (n, at least 1) */
+    double *vals; /* workspace: every variable's value, then the adjoints */
     double *adj;
-    size_t nws;    /* doubles of workspace */
+    size_t nws; /* doubles of workspace */
 };
 
 void cr_prepared_free(cr_prepared *p)

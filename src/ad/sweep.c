@@ -165,8 +165,7 @@ cr_status cr__sweep_reverse(cr_tape *t, double *adj, size_t top)
                 break;
             }
             default:
-                return cr__tape_fail(t, CR_EINVAL, "tape: corrupt record (kind %u)",
-                                     hdr_kind(h));
+                return cr__tape_fail(t, CR_EINVAL, "tape: corrupt record (kind %u)", hdr_kind(h));
             }
         }
     }
@@ -267,10 +266,9 @@ static ALWAYS_INLINE cr_status forward_k(cr_tape *t, double *tan, size_t k, size
             case K_GENERIC: {
                 const cr__gen_node *nd = pl[0].p;
                 cr_arena_mark mk = cr_arena_get_mark(t->arena);
-                double *J = cr_arena_alloc(t->arena,
-                                           (size_t)nd->nout * (nd->nargs ? nd->nargs : 1) *
-                                               sizeof *J,
-                                           _Alignof(double));
+                double *J = cr_arena_alloc(
+                    t->arena, (size_t)nd->nout * (nd->nargs ? nd->nargs : 1) * sizeof *J,
+                    _Alignof(double));
                 cr_status st = J == NULL ? CR__ALLOC_STATUS(t->arena) : generic_jacobian(t, nd, J);
                 if (st != CR_OK) {
                     cr_arena_rewind(t->arena, mk);
@@ -289,8 +287,7 @@ static ALWAYS_INLINE cr_status forward_k(cr_tape *t, double *tan, size_t k, size
                 break;
             }
             default:
-                return cr__tape_fail(t, CR_EINVAL, "tape: corrupt record (kind %u)",
-                                     hdr_kind(h));
+                return cr__tape_fail(t, CR_EINVAL, "tape: corrupt record (kind %u)", hdr_kind(h));
             }
             i += rec_vars(h);
             p += pre + rec_words(h);
@@ -456,8 +453,8 @@ static cr_status sweep_second_1(cr_tape *t, double *adj, double *adjd, const dou
     return sweep_second_k(t, adj, adjd, tan, 1, top);
 }
 
-static cr_status sweep_second_n(cr_tape *t, double *adj, double *adjd, const double *tan,
-                                size_t k, size_t top)
+static cr_status sweep_second_n(cr_tape *t, double *adj, double *adjd, const double *tan, size_t k,
+                                size_t top)
 {
     return sweep_second_k(t, adj, adjd, tan, k, top);
 }
@@ -520,13 +517,12 @@ static size_t top_of(const cr_var *v, size_t n)
     return top;
 }
 
-static void gather(const double *w, size_t top, const cr_var *xs, size_t n, size_t stride,
-                   size_t d, double *out)
+static void gather(const double *w, size_t top, const cr_var *xs, size_t n, size_t stride, size_t d,
+                   double *out)
 {
     for (size_t j = 0; j < n; j++)
-        out[j] = xs[j].idx == CR_VAR_CONST || xs[j].idx >= top
-                     ? 0.0
-                     : w[(size_t)xs[j].idx * stride + d];
+        out[j] =
+            xs[j].idx == CR_VAR_CONST || xs[j].idx >= top ? 0.0 : w[(size_t)xs[j].idx * stride + d];
 }
 
 static cr_status sweep_entry(cr_tape *t, const char *who)
@@ -539,8 +535,8 @@ static cr_status sweep_entry(cr_tape *t, const char *who)
     return CR_OK;
 }
 
-cr_status cr_tape_vjp(cr_tape *t, const cr_var *ys, const double *ybar, size_t m,
-                      const cr_var *xs, size_t n, double *xbar)
+cr_status cr_tape_vjp(cr_tape *t, const cr_var *ys, const double *ybar, size_t m, const cr_var *xs,
+                      size_t n, double *xbar)
 {
     const char *who = "cr_tape_vjp";
     cr_status st = sweep_entry(t, who);
@@ -611,16 +607,16 @@ cr_status cr_tape_jacobian(cr_tape *t, const cr_var *ys, size_t m, const cr_var 
     return st;
 }
 
-cr_status cr_tape_jvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t n,
-                      const cr_var *ys, size_t m, double *ydot)
+cr_status cr_tape_jvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t n, const cr_var *ys,
+                      size_t m, double *ydot)
 {
     const char *who = "cr_tape_jvp";
     cr_status st = sweep_entry(t, who);
     if (st != CR_OK)
         return st;
     if (!(t->flags & CR_TAPE_FORWARD))
-        return cr_ctx_error(t->ctx, CR_EMISUSE,
-                            "%s: the tape was not created with CR_TAPE_FORWARD", who);
+        return cr_ctx_error(t->ctx, CR_EMISUSE, "%s: the tape was not created with CR_TAPE_FORWARD",
+                            who);
     if ((n > 0 && (xs == NULL || xdot == NULL)) || (m > 0 && (ys == NULL || ydot == NULL)))
         return cr_ctx_error(t->ctx, CR_EINVAL, "%s: NULL inputs, tangents or outputs", who);
     if ((st = check_vars(t, who, xs, n, "input")) != CR_OK ||
@@ -722,8 +718,8 @@ static cr_status second_order(cr_tape *t, const char *who, cr_var y, const cr_va
     return st;
 }
 
-cr_status cr_tape_hvp(cr_tape *t, cr_var y, const cr_var *xs, size_t n, const double *v,
-                      double *hv, double *grad)
+cr_status cr_tape_hvp(cr_tape *t, cr_var y, const cr_var *xs, size_t n, const double *v, double *hv,
+                      double *grad)
 {
     return second_order(t, "cr_tape_hvp", y, xs, n, v, hv, grad, NULL);
 }
@@ -733,8 +729,8 @@ cr_status cr_tape_hessian(cr_tape *t, cr_var y, const cr_var *xs, size_t n, doub
     return second_order(t, "cr_tape_hessian", y, xs, n, NULL, NULL, NULL, H);
 }
 
-cr_status cr_tape_value_and_gradient(cr_tape *t, cr_ad_fn f, void *env, const double *x,
-                                     size_t n, double *y, double *grad)
+cr_status cr_tape_value_and_gradient(cr_tape *t, cr_ad_fn f, void *env, const double *x, size_t n,
+                                     double *y, double *grad)
 {
     if (t == NULL)
         return CR_EINVAL;

@@ -15,11 +15,11 @@
 #include "tape_impl.h"
 
 #define FIRST_CHUNK_WORDS ((size_t)1024)
-#define MAX_CHUNK_WORDS ((size_t)1 << 20)
+#define MAX_CHUNK_WORDS   ((size_t)1 << 20)
 /* The largest record: an n-ary second-order record of CR_SCALAR_MAX_IN operands
  * (leading header, Hessian triangle, partials, packed operands, header). */
-#define MAX_RECORD_WORDS                                                                   \
-    (2 + CR_SCALAR_MAX_IN * (CR_SCALAR_MAX_IN + 1) / 2 + CR_SCALAR_MAX_IN +                \
+#define MAX_RECORD_WORDS                                                    \
+    (2 + CR_SCALAR_MAX_IN * (CR_SCALAR_MAX_IN + 1) / 2 + CR_SCALAR_MAX_IN + \
      (CR_SCALAR_MAX_IN + 1) / 2)
 
 /* Recording ids: one per recording, so that variables of another tape, or of this tape
@@ -360,7 +360,8 @@ static cr_var emit_replay(cr_tape *t, double y, size_t m, const uint32_t *vm, co
     if (!room(t, need) && grow(t, need) != CR_OK)
         return nan_const();
     unsigned kind = m == 1 ? K_UNARY : m == 2 ? K_BINARY : K_NARY;
-    uint64_t h = m <= 2 ? hdr_make(kind, vm[0], m == 2 ? vm[1] : 0) : hdr_make(kind, (uint32_t)m, 0);
+    uint64_t h =
+        m <= 2 ? hdr_make(kind, vm[0], m == 2 ? vm[1] : 0) : hdr_make(kind, (uint32_t)m, 0);
     cr__word *w = lead(t, t->cur, h);
     for (size_t j = 0; j < m; j++)
         (w++)->d = pm[j];
@@ -392,8 +393,8 @@ static inline cr_var emit_unary(cr_tape *t, double y, double p, uint32_t a)
 
 /* A record of two operands with partials p0, p1 and no second derivatives, or the MUL
  * kind (Hessian (0 1; 1 0)) on a second-order tape. */
-static inline cr_var emit_binary(cr_tape *t, double y, double p0, double p1, uint32_t a,
-                                 uint32_t b, unsigned kind)
+static inline cr_var emit_binary(cr_tape *t, double y, double p0, double p1, uint32_t a, uint32_t b,
+                                 unsigned kind)
 {
     if (kind == K_BINARY && p0 == 1.0) {
         if (p1 == 1.0)
@@ -557,7 +558,8 @@ static void row_hessian(const cr_scalar_rule *row, const double *x, const double
             if (!(cols & (1u << l)))
                 continue;
             double xp[CR_SCALAR_MAX_IN], xm[CR_SCALAR_MAX_IN], Y2[CR_SCALAR_MAX_OUT];
-            double Dp[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN], Dm[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+            double Dp[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN],
+                Dm[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
             double h = step * fmax(1.0, fabs(x[l]));
             memcpy(xp, x, nin * sizeof *x);
             memcpy(xm, x, nin * sizeof *x);
@@ -1068,8 +1070,8 @@ static cr_status check_nout(cr_tape *t, const char *fname, size_t k, size_t nout
 
 /* Call f with its primal (or its overlay on constants): the results are constants. */
 static cr_status call_constant(cr_tape *t, const cr_value *f, const cr__impl *im,
-                               const cr_var *args, const cr_value *vals, size_t nargs,
-                               cr_var *out, size_t nout, size_t *got)
+                               const cr_var *args, const cr_value *vals, size_t nargs, cr_var *out,
+                               size_t nout, size_t *got)
 {
     const cr_function *fn = f->u.func.fn;
     const cr_scalar_rule *row = cr_scalar_rule_of(fn);
@@ -1103,9 +1105,9 @@ static cr_status call_constant(cr_tape *t, const cr_value *f, const cr__impl *im
         /* The overlay on constants records nothing. */
         cr_var cargs[16];
         if (nargs > 16 || check_nout(t, fn->name, im->nout, nout, got) != CR_OK)
-            return t->status != CR_OK ? t->status
-                                      : cr__tape_fail(t, CR_EINVAL, "%s: too many arguments",
-                                                      fn->name);
+            return t->status != CR_OK
+                       ? t->status
+                       : cr__tape_fail(t, CR_EINVAL, "%s: too many arguments", fn->name);
         for (size_t j = 0; j < nargs; j++)
             cargs[j] = cr_const(args[j].v);
         cr_status st = im->impl(t, cargs, nargs, out, im->nout, im->env);
@@ -1184,8 +1186,7 @@ static cr_status record_rrule(cr_tape *t, const cr_value *f, const cr_var *args,
 }
 
 static cr_status record_row(cr_tape *t, const char *fname, const cr_scalar_rule *row,
-                            const cr_var *args, size_t nargs, cr_var *out, size_t nout,
-                            size_t *got)
+                            const cr_var *args, size_t nargs, cr_var *out, size_t nout, size_t *got)
 {
     if (nargs != row->nin)
         return cr__tape_fail(t, CR_EINVAL, "%s takes %u arguments, %zu given", fname,
@@ -1216,8 +1217,8 @@ cr_status cr__tape_call_any(cr_tape *t, const cr_value *f, const cr_var *args, s
         return cr__tape_fail(t, CR_EINVAL, "cr_tape_call(%s): NULL arguments or no results",
                              cr__fname(f));
     if (nargs > MAX_GENERIC_ARGS)
-        return cr__tape_fail(t, CR_EINVAL, "cr_tape_call(%s): more than %d arguments",
-                             cr__fname(f), MAX_GENERIC_ARGS);
+        return cr__tape_fail(t, CR_EINVAL, "cr_tape_call(%s): more than %d arguments", cr__fname(f),
+                             MAX_GENERIC_ARGS);
     const cr_function *fn = f->u.func.fn;
     bool all_const = true;
     for (size_t j = 0; j < nargs; j++) {
@@ -1241,13 +1242,12 @@ cr_status cr__tape_call_any(cr_tape *t, const cr_value *f, const cr_var *args, s
         if (im != NULL || fn->primal != NULL || row != NULL)
             return call_constant(t, f, im, args, vals, nargs, out, nout, got);
     cr_rule_match m;
-    cr_status st = cr_registry_lookup(t->config->registry, t->config, CR_MODE_RRULE, f, vals,
-                                      nargs, &m);
+    cr_status st =
+        cr_registry_lookup(t->config->registry, t->config, CR_MODE_RRULE, f, vals, nargs, &m);
     if (st == CR_EMISUSE) {
         char sig[256];
         cr__call_str(f, vals, nargs, sig, sizeof sig);
-        return cr__tape_fail(t, CR_EMISUSE, "rrule for %s is ambiguous: several rules match",
-                             sig);
+        return cr__tape_fail(t, CR_EMISUSE, "rrule for %s is ambiguous: several rules match", sig);
     }
     if (st == CR_OK && !m.opted_out && m.def != NULL) {
         if (row != NULL && m.def->udata == row)
@@ -1276,8 +1276,8 @@ cr_status cr__tape_call_any(cr_tape *t, const cr_value *f, const cr_var *args, s
                          sig);
 }
 
-cr_status cr_tape_call(cr_tape *t, const cr_value *f, const cr_var *args, size_t nargs,
-                       cr_var *out, size_t nout)
+cr_status cr_tape_call(cr_tape *t, const cr_value *f, const cr_var *args, size_t nargs, cr_var *out,
+                       size_t nout)
 {
     return cr__tape_call_any(t, f, args, nargs, out, nout, NULL);
 }
@@ -1291,8 +1291,8 @@ cr_var cr_tape_call1(cr_tape *t, const cr_value *f, const cr_var *args, size_t n
 
 /* ---- Recording user functions ------------------------------------------------------------ */
 
-cr_status cr__tape_record(cr_tape *t, cr_ad_fn f, void *env, const double *x, size_t n,
-                          cr_var **xs, cr_var *ys, size_t m)
+cr_status cr__tape_record(cr_tape *t, cr_ad_fn f, void *env, const double *x, size_t n, cr_var **xs,
+                          cr_var *ys, size_t m)
 {
     if (t == NULL)
         return CR_EINVAL;
@@ -1318,8 +1318,8 @@ cr_status cr__tape_record(cr_tape *t, cr_ad_fn f, void *env, const double *x, si
     return t->status != CR_OK ? t->status : st;
 }
 
-cr_status cr_tape_record(cr_tape *t, cr_ad_fn f, void *env, const double *x, size_t n,
-                         cr_var *xs, cr_var *ys, size_t m)
+cr_status cr_tape_record(cr_tape *t, cr_ad_fn f, void *env, const double *x, size_t n, cr_var *xs,
+                         cr_var *ys, size_t m)
 {
     cr_var *in = xs;
     return cr__tape_record(t, f, env, x, n, &in, ys, m);

@@ -67,12 +67,12 @@ enum {
  * this: how to evaluate the record again at new inputs. A GUARD record (a comparison made
  * with cr_tape_cmp, no variable) keeps the comparison and its outcome. */
 typedef struct cr__rinfo {
-    const cr_scalar_rule *row;     /* NULL for a guard */
-    uint8_t o;                     /* the row's result this record holds; a guard's cr_cmp */
-    uint8_t nin;                   /* the row's arguments */
-    int8_t map[CR_SCALAR_MAX_IN];  /* argument j: operand position, or -1 for c[j] */
-    bool outcome;                  /* a guard's result when recorded */
-    double c[CR_SCALAR_MAX_IN];    /* the arguments' values when recorded (constants kept) */
+    const cr_scalar_rule *row;    /* NULL for a guard */
+    uint8_t o;                    /* the row's result this record holds; a guard's cr_cmp */
+    uint8_t nin;                  /* the row's arguments */
+    int8_t map[CR_SCALAR_MAX_IN]; /* argument j: operand position, or -1 for c[j] */
+    bool outcome;                 /* a guard's result when recorded */
+    double c[CR_SCALAR_MAX_IN];   /* the arguments' values when recorded (constants kept) */
 } cr__rinfo;
 
 typedef union cr__word {
@@ -160,12 +160,12 @@ struct cr_tape {
     uint32_t id;   /* id of the current recording, never 0 */
     uint32_t nvars;
     cr_status status;
-    uint32_t flags;   /* CR_TAPE_* */
-    unsigned pre;     /* words in front of a payload: 1 on forward tapes (a copy of the
-                         header), 2 on replay tapes (and the replay information), else 0 */
+    uint32_t flags;         /* CR_TAPE_* */
+    unsigned pre;           /* words in front of a payload: 1 on forward tapes (a copy of the
+                               header), 2 on replay tapes (and the replay information), else 0 */
     const cr__rinfo *rinfo; /* replay information of the record being written */
-    cr__chunk *chunk; /* current chunk, or NULL */
-    cr__chunk *first; /* first chunk, or NULL */
+    cr__chunk *chunk;       /* current chunk, or NULL */
+    cr__chunk *first;       /* first chunk, or NULL */
     cr_ctx *ctx;
     cr_arena *arena;
     bool own_arena;
@@ -173,9 +173,9 @@ struct cr_tape {
     const cr_config *config;
     size_t next_words;  /* size of the next chunk */
     size_t first_words; /* size of the first chunk */
-    uint32_t id_next;    /* next recording id of the tape's block */
-    uint32_t id_left;    /* ids left in the block */
-    uint32_t slow;       /* nonzero: operations take the slow path (failed, second order) */
+    uint32_t id_next;   /* next recording id of the tape's block */
+    uint32_t id_left;   /* ids left in the block */
+    uint32_t slow;      /* nonzero: operations take the slow path (failed, second order) */
     size_t ninputs;
     size_t record_words; /* words in chunks before the current one */
     cr__word dummy;      /* cur and lim point here before the first chunk */
@@ -230,8 +230,8 @@ CR_INTERNAL cr_status cr__tape_call_any(cr_tape *t, const cr_value *f, const cr_
 
 /* cr_tape_record(); when *xs is NULL the input variables are put in the tape's arena
  * (until the next reset) and *xs points to them. */
-CR_INTERNAL cr_status cr__tape_record(cr_tape *t, cr_ad_fn f, void *env, const double *x,
-                                      size_t n, cr_var **xs, cr_var *ys, size_t m);
+CR_INTERNAL cr_status cr__tape_record(cr_tape *t, cr_ad_fn f, void *env, const double *x, size_t n,
+                                      cr_var **xs, cr_var *ys, size_t m);
 
 /* The f64 tuple type with n elements (2 <= n <= CR__MAX_TUPLE). */
 #define CR__MAX_TUPLE 8
