@@ -83,7 +83,7 @@ static double k_rrule_sin(long n)
         x.u.f64 += 1e-9;
         if (cr_rrule(NULL, g_arena, &cr_fn_sin, &x, 1, &y, &pb) != CR_OK ||
             cr_pullback_call(g_arena, &pb, &dy, dx, 2) != CR_OK)
-            return NAN;
+            return (double)NAN;
         s += dx[1].u.f64;
     }
     return s;
@@ -101,7 +101,7 @@ static double k_rrule_mul(long n)
         a[0].u.f64 += 1e-9;
         if (cr_rrule(NULL, g_arena, &cr_fn_mul, a, 2, &y, &pb) != CR_OK ||
             cr_pullback_call(g_arena, &pb, &dy, dx, 3) != CR_OK)
-            return NAN;
+            return (double)NAN;
         s += dx[1].u.f64 + dx[2].u.f64;
     }
     return s;
@@ -115,7 +115,7 @@ static double k_frule_sin(long n)
     for (long i = 0; i < n; i++) {
         x.u.f64 += 1e-9;
         if (cr_frule(NULL, g_arena, d, &cr_fn_sin, &x, 1, &y, &dy) != CR_OK)
-            return NAN;
+            return (double)NAN;
         s += dy.u.f64;
     }
     return s;
@@ -129,7 +129,7 @@ static double k_lookup_sin(long n)
     double s = 0;
     for (long i = 0; i < n; i++) {
         if (cr_registry_lookup(reg, NULL, CR_MODE_RRULE, &cr_fn_sin, &x, 1, &m) != CR_OK)
-            return NAN;
+            return (double)NAN;
         s += (double)(m.def != NULL);
     }
     return s;
@@ -164,7 +164,7 @@ static double time_per_op(kernel_fn k, long n)
         g_sink = k(n);
         t[r] = (now_ns() - t0) / (double)n;
         if (isnan(g_sink))
-            return NAN;
+            return (double)NAN;
     }
     return median(t, RUNS);
 }
@@ -205,7 +205,7 @@ static double median_time(double (*run)(void *env), void *env, int runs)
         g_sink = run(env);
         t[r] = now_ns() - t0;
         if (isnan(g_sink))
-            return NAN;
+            return (double)NAN;
     }
     return median(t, runs);
 }
@@ -223,7 +223,7 @@ static double median_ratio(double (*num)(void *env), double (*den)(void *env), v
         g_sink += num(env);
         double t2 = now_ns();
         if (isnan(g_sink))
-            return NAN;
+            return (double)NAN;
         r[i] = (t2 - t1) / (t1 - t0);
     }
     return median(r, RUNS);
@@ -265,7 +265,7 @@ static double chain_gradient(void *env)
     chain_env *e = env;
     double y;
     if (cr_tape_value_and_gradient(e->tape, chain_taped, NULL, e->x, CHAIN_N, &y, e->grad) != CR_OK)
-        return NAN;
+        return (double)NAN;
     return y + e->grad[0];
 }
 
@@ -344,7 +344,7 @@ static double rosen_gradient(void *env)
     rosen_env *e = env;
     double y;
     if (cr_tape_value_and_gradient(e->tape, rosen_taped, NULL, e->x, e->n, &y, e->grad) != CR_OK)
-        return NAN;
+        return (double)NAN;
     return y + e->grad[0];
 }
 
@@ -399,7 +399,7 @@ static void rosen_teardown(rosen_env *e)
     free(e->xs);
 }
 
-static double g_tape_bytes_per_op = NAN;
+static double g_tape_bytes_per_op = (double)NAN;
 
 static int fig_rosen_loop(double *out)
 {
@@ -437,7 +437,7 @@ static double rosen_hvp_full(void *env)
     rosen_env *e = env;
     if (cr_tape_record(e->tape, rosen_taped, NULL, e->x, e->n, e->xs, &e->y, 1) != CR_OK ||
         cr_tape_hvp(e->tape, e->y, e->xs, e->n, e->v, e->hv, NULL) != CR_OK)
-        return NAN;
+        return (double)NAN;
     return e->hv[0];
 }
 
@@ -445,11 +445,11 @@ static double rosen_hvp_sweep(void *env)
 {
     rosen_env *e = env;
     if (cr_tape_hvp(e->tape, e->y, e->xs, e->n, e->v, e->hv, NULL) != CR_OK)
-        return NAN;
+        return (double)NAN;
     return e->hv[0];
 }
 
-static double g_hvp_sweep_ratio = NAN;
+static double g_hvp_sweep_ratio = (double)NAN;
 
 static int fig_hvp(double *out)
 {
@@ -521,7 +521,7 @@ static double small_calls(void *env)
     for (long i = 0; i < SMALL_CALLS; i++) {
         e->x[0] += 1e-9;
         if (cr_tape_value_and_gradient(e->tape, e->f, NULL, e->x, e->n, &y, e->grad) != CR_OK)
-            return NAN;
+            return (double)NAN;
         s += y + e->grad[0];
     }
     return s;
@@ -559,7 +559,7 @@ static double prepared_calls(void *env)
     for (long i = 0; i < SMALL_CALLS; i++) {
         e->x[0] += 1e-9;
         if (cr_prepared_value_and_gradient(e->p, e->x, 4, &y, e->grad) != CR_OK)
-            return NAN;
+            return (double)NAN;
         s += y + e->grad[0];
     }
     return s;
@@ -637,7 +637,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof k_engine_figures / sizeof k_engine_figures[0]; i++) {
         if (!wanted(argc, argv, k_engine_figures[i].name))
             continue;
-        double v = NAN;
+        double v = (double)NAN;
         if (k_engine_figures[i].fn(&v) != 0) {
             fprintf(stderr, "chainrules-bench: %s failed: %s\n", k_engine_figures[i].name,
                     cr_ctx_errmsg(g_ctx));

@@ -186,7 +186,7 @@ static void test_jvp_dual_and_tape(void **state)
     assert_int_equal(cr_tape_jvp(r, rx, v, WN, ry, 2, jv_tape), CR_EMISUSE);
     assert_contains(cr_ctx_errmsg(f->ctx), "CR_TAPE_FORWARD");
     /* Non-finite directions */
-    v[3] = NAN;
+    v[3] = (double)NAN;
     assert_int_equal(cr_dual_jvp(w_dual, NULL, x, WN, v, 2, f->arena, NULL, jv), CR_EDOMAIN);
     assert_int_equal(cr_tape_jvp(t, xs, v, WN, ys, 2, jv_tape), CR_EDOMAIN);
     cr_tape_free(t);

@@ -362,7 +362,7 @@ static void test_errors(void **state)
 
     x = cr_tape_input(t, 1.0);
     y = cr_sin(t, x);
-    v = INFINITY;
+    v = (double)INFINITY;
     assert_int_equal(cr_tape_hvp(t, y, &x, 1, &v, &hv, NULL), CR_EDOMAIN);
     /* A constant output has a zero Hessian. */
     assert_int_equal(cr_tape_hessian(t, cr_const(2.0), &x, 1, &H), CR_OK);

@@ -342,7 +342,7 @@ static void test_nonfinite_seed(void **state)
     cr_tape *t;
     assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
     cr_var x = cr_tape_input(t, 0.5), y = cr_exp(t, x);
-    double seeds[] = {NAN, INFINITY, -INFINITY}, g = 42.0;
+    double seeds[] = {(double)NAN, (double)INFINITY, -(double)INFINITY}, g = 42.0;
     for (size_t i = 0; i < 3; i++) {
         assert_int_equal(cr_tape_vjp(t, &y, &seeds[i], 1, &x, 1, &g), CR_EDOMAIN);
         assert_contains(cr_ctx_errmsg(f->ctx), "seed 0");

@@ -36,10 +36,10 @@ static void assert_contains_(const char *s, const char *sub, const char *file, i
 static double fd1(cr_fd_fn f, void *env, double x)
 {
     cr_fdm m;
-    double d = NAN;
+    double d = (double)NAN;
     if (cr_fdm_central(5, 1, &m) != CR_OK ||
         cr_fd_derivative(&m, NULL, f, env, x, &d, NULL) != CR_OK)
-        return NAN;
+        return (double)NAN;
     return d;
 }
 

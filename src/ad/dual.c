@@ -273,7 +273,7 @@ cr_status cr_dual_derivative(cr_dual_fn f, void *env, double x, double *y, doubl
 {
     if (f == NULL || dy == NULL)
         return CR_EINVAL;
-    cr_dual in = cr_dual_var(x, 0), out = cr_dual_const(NAN);
+    cr_dual in = cr_dual_var(x, 0), out = cr_dual_const((double)NAN);
     cr_status st = f(&in, 1, &out, 1, env);
     if (st != CR_OK)
         return st;
@@ -335,7 +335,7 @@ cr_status cr_dual_jvp(cr_dual_fn f, void *env, const double *x, size_t n, const 
     for (size_t j = 0; j < n; j++)
         b.x[j] = cr_dual_make(x[j], &v[j], 1);
     for (size_t i = 0; i < m; i++)
-        b.y[i] = cr_dual_const(NAN);
+        b.y[i] = cr_dual_const((double)NAN);
     st = f(b.x, n, b.y, m, env);
     for (size_t i = 0; i < m && st == CR_OK; i++) {
         if (y != NULL)
@@ -361,7 +361,7 @@ cr_status cr_dual_jacobian(cr_dual_fn f, void *env, const double *x, size_t n, s
             b.x[j] = j >= c0 && j - c0 < CR_DUAL_MAX_CHUNK ? cr_dual_var(x[j], j - c0)
                                                            : cr_dual_const(x[j]);
         for (size_t i = 0; i < m; i++)
-            b.y[i] = cr_dual_const(NAN);
+            b.y[i] = cr_dual_const((double)NAN);
         st = f(b.x, n, b.y, m, env);
         for (size_t i = 0; i < m && st == CR_OK; i++) {
             if (y != NULL && c0 == 0)

@@ -111,7 +111,7 @@ cr_var cr_tape_struct_field(const cr_type *type, const cr_var *vars, const char 
 {
     size_t k = 0;
     if (type == NULL || vars == NULL || path == NULL || !find_path(type, path, &k))
-        return cr_const(NAN);
+        return cr_const((double)NAN);
     return vars[k];
 }
 

@@ -60,7 +60,7 @@ cr_tape *cr_tape_current(void)
 
 static inline cr_var nan_const(void)
 {
-    return cr_const(NAN);
+    return cr_const((double)NAN);
 }
 
 /* ---- Errors ---------------------------------------------------------------------------- */
