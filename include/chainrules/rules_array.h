@@ -192,6 +192,41 @@ CR_API extern const cr_value cr_fn_findmax;
 /** `findmin(A)`, `findmin(A, dims)`: as cr_fn_findmax for minima. */
 CR_API extern const cr_value cr_fn_findmin;
 
+/**
+ * `extrema(A)`: the tuple (minimum, maximum) of a real array; `extrema(A, dims)`: the tuple
+ * of the two reduced arrays. Ties go to the first extremal element, as for maximum.
+ */
+CR_API extern const cr_value cr_fn_extrema;
+
+/**
+ * `cumprod(A, dim)`, `cumprod(v)`: running products along a dimension. Frule and pullback
+ * run the recurrence y_k = y_{k-1} x_k forward and backward, dividing by nothing, so
+ * zeros in the input are handled exactly.
+ */
+CR_API extern const cr_value cr_fn_cumprod;
+
+/**
+ * `var(A)`, `var(A, dims)`: the corrected variance Σ|x - mean|² / (n - 1), real also for a
+ * complex A. Pullback: 2 (x - mean) ȳ / (n - 1).
+ */
+CR_API extern const cr_value cr_fn_var;
+
+/**
+ * `std(A)`, `std(A, dims)`: sqrt(var). Pullback: (x - mean) ȳ / ((n - 1) std); where the
+ * standard deviation is 0 (all elements equal) the cotangent is 0, not NaN.
+ */
+CR_API extern const cr_value cr_fn_std;
+
+/**
+ * `norm(A)`, `norm(A, p)`: (Σ |a|^p)^(1/p) over all elements (p = 2 by default: Frobenius
+ * for a matrix, as Julia's `norm`; p = 1; p = Inf, the largest |a|; any p > 0), computed
+ * scaled by the largest |a| so it neither overflows nor underflows. The cotangent at a
+ * zero array (or of a zero element when p < 2) is 0, the subgradient, not NaN; p = Inf
+ * gives the whole cotangent to the first largest element; a float p gets its cotangent
+ * too.
+ */
+CR_API extern const cr_value cr_fn_norm;
+
 /* ---- Indexing ------------------------------------------------------------------------ */
 
 /**
@@ -211,6 +246,16 @@ CR_API extern const cr_value cr_fn_getindex;
  * strided view of A's memory (no copy, not writable); other indices give a copy.
  */
 CR_API extern const cr_value cr_fn_view;
+
+/**
+ * `sort(v)`: a real vector's elements in ascending order (a stable sort; NaN last, as
+ * Julia's isless orders them). Pullback: the cotangent sent back through the permutation.
+ */
+CR_API extern const cr_value cr_fn_sort;
+
+/** `partialsort(v, k)`: the k-th smallest element (0-based) of a real vector, a scalar.
+ *  Pullback: the cotangent at that element. */
+CR_API extern const cr_value cr_fn_partialsort;
 
 /* ---- Broadcasting and ML functions ------------------------------------------------------ */
 

@@ -66,6 +66,19 @@ CR_API extern const cr_value cr_fn_gemm;
  *  Diagonal A, projected otherwise). */
 CR_API extern const cr_value cr_fn_tr;
 
+/**
+ * `kron(A, B)`: the Kronecker product of two matrices (or of two vectors):
+ * C[i p + k, j q + l] = A[i, j] B[k, l] for B of p x q. Pullback: Ā[i, j] = Σ conj(B[k, l])
+ * C̄[...], B̄ likewise (thunks).
+ */
+CR_API extern const cr_value cr_fn_kron;
+
+/**
+ * `cross(a, b)`: the cross product of two vectors of length 3. Pullback: ā = conj(b) × c̄,
+ * b̄ = c̄ × conj(a) (thunks).
+ */
+CR_API extern const cr_value cr_fn_cross;
+
 /* ---- LAPACK level --------------------------------------------------------------------- */
 
 /**

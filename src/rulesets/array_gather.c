@@ -1,11 +1,14 @@
 /*
  * Rearrangements: functions whose every output element is one element of an input (or
- * zero) — reverse, circshift, repeat, cat, stack, fill, dropdims, diag, diagm, triu, tril.
+ * zero) — reverse, circshift, repeat, cat, stack, fill, dropdims, diag, diagm, triu, tril,
+ * and sort and partialsort, whose map is the sorting permutation.
  * Each builds a gather map (for every output element: which input, which row-major linear
  * index, or none); one generic rrule gathers, its pullback scatter-adds the cotangent back
  * (elements used twice accumulate), its frule gathers the tangents. Multi-input pullbacks
  * (cat, stack) return thunks.
  */
+#include <math.h>
+
 #include "array_impl.h"
 
 #define G_MAX_IN 8
@@ -19,6 +22,7 @@ typedef struct gmap {
     uint8_t *src;          /* which input (NULL: all from input 0) */
     size_t nin;            /* data inputs */
     size_t argi[G_MAX_IN]; /* their positions in args */
+    bool scalar;           /* ndim 0 and the output is a scalar value (partialsort) */
 } gmap;
 
 typedef cr_status (*gmap_builder)(cr_arena *arena, const cr_value *args, size_t nargs, gmap *g);
@@ -427,6 +431,94 @@ static cr_status build_tril(cr_arena *arena, const cr_value *args, size_t nargs,
     return build_tri(arena, "tril", false, args, nargs, g);
 }
 
+/* Stable merge sort of the indices idx[0..n) by the values v (NaN last, as Julia's
+ * isless orders them). */
+static bool sort_less(double a, double b)
+{
+    return isnan(b) ? !isnan(a) : a < b;
+}
+
+static void merge_sort(int64_t *idx, int64_t *tmp, size_t n, const double *v)
+{
+    if (n < 2)
+        return;
+    size_t h = n / 2;
+    merge_sort(idx, tmp, h, v);
+    merge_sort(idx + h, tmp, n - h, v);
+    size_t i = 0, j = h, k = 0;
+    while (i < h && j < n)
+        tmp[k++] = sort_less(v[idx[j]], v[idx[i]]) ? idx[j++] : idx[i++];
+    while (i < h)
+        tmp[k++] = idx[i++];
+    while (j < n)
+        tmp[k++] = idx[j++];
+    memcpy(idx, tmp, n * sizeof *idx);
+}
+
+/* The sorting permutation of a real vector. */
+static cr_status sort_perm(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                           int64_t **perm, size_t *n)
+{
+    const cr_array *v;
+    cr_status st = float_array(arena, who, args, nargs, 0, &v);
+    if (st != CR_OK)
+        return st;
+    if (v->ndim != 1 || v->dtype == CR_DT_C128)
+        return CR__FAIL(arena, CR_EINVAL, "%s: expected a real vector", who);
+    const cr_array *d;
+    st = cr__dense(arena, v, CR_DT_F64, &d);
+    if (st != CR_OK)
+        return st;
+    *n = v->shape[0];
+    *perm = cr_arena_alloc(arena, (*n ? *n : 1) * sizeof **perm, _Alignof(int64_t));
+    int64_t *tmp = cr_arena_alloc(arena, (*n ? *n : 1) * sizeof *tmp, _Alignof(int64_t));
+    if (*perm == NULL || tmp == NULL)
+        return CR__ALLOC_STATUS(arena);
+    for (size_t i = 0; i < *n; i++)
+        (*perm)[i] = (int64_t)i;
+    merge_sort(*perm, tmp, *n, d->data);
+    return CR_OK;
+}
+
+/* sort(v): v's elements in ascending order (stable; NaN last). */
+static cr_status build_sort(cr_arena *arena, const cr_value *args, size_t nargs, gmap *g)
+{
+    cr_status st = cr__nargs(arena, "sort", nargs, 1, 1);
+    size_t n = 0;
+    int64_t *perm = NULL;
+    if (st == CR_OK)
+        st = sort_perm(arena, "sort", args, nargs, &perm, &n);
+    if (st != CR_OK)
+        return st;
+    g->ndim = 1;
+    g->shape[0] = n;
+    g->m = n;
+    g->lin = perm;
+    return CR_OK;
+}
+
+/* partialsort(v, k): the k-th smallest element (0-based), a scalar. */
+static cr_status build_partialsort(cr_arena *arena, const cr_value *args, size_t nargs, gmap *g)
+{
+    cr_status st = cr__nargs(arena, "partialsort", nargs, 2, 2);
+    size_t n = 0;
+    int64_t *perm = NULL, k = 0;
+    if (st == CR_OK)
+        st = cr__int_arg(arena, "partialsort", &args[1], &k);
+    if (st == CR_OK)
+        st = sort_perm(arena, "partialsort", args, nargs, &perm, &n);
+    if (st != CR_OK)
+        return st;
+    if (k < 0 || (uint64_t)k >= n)
+        return CR__FAIL(arena, CR_EINVAL, "partialsort: k = %lld out of range for %zu elements",
+                        (long long)k, n);
+    g->ndim = 0;
+    g->m = 1;
+    g->lin = perm + k;
+    g->scalar = true;
+    return CR_OK;
+}
+
 /* ---- The generic rules ------------------------------------------------------------------ */
 
 typedef struct gather_env {
@@ -594,7 +686,7 @@ static cr_status gather_rrule(const cr_config *cfg, cr_arena *arena, const cr_va
         st = cr__cast(arena, w, dt, &o);
     if (st != CR_OK)
         return st;
-    *y = cr_value_array(o);
+    *y = e->g.scalar ? cr__scalar_value(dt, cr__load(w, 0)) : cr_value_array(o);
     if (udata == CR__PRIMAL_ONLY)
         return CR_OK;
     e->name = op->pb_name;
@@ -624,7 +716,7 @@ static cr_status gather_frule(const cr_config *cfg, cr_arena *arena, const cr_ta
         st = cr__cast(arena, w, dt, &o);
     if (st != CR_OK)
         return st;
-    *y = cr_value_array(o);
+    *y = g.scalar ? cr__scalar_value(dt, cr__load(w, 0)) : cr_value_array(o);
     const cr_array *t[G_MAX_IN] = {NULL};
     bool any = false;
     for (size_t j = 0; j < g.nin; j++) {
@@ -653,6 +745,10 @@ static cr_status gather_frule(const cr_config *cfg, cr_arena *arena, const cr_ta
     }
     cr_array *r;
     st = gather(arena, &g, t, wdt, &r);
+    if (st == CR_OK && g.scalar) {
+        *dy = cr__scalar_tangent(dt, cr__load(r, 0));
+        return CR_OK;
+    }
     return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
 }
 
@@ -673,6 +769,8 @@ GATHER_FN(diag, "diag", -1)
 GATHER_FN(diagm, "diagm", -1)
 GATHER_FN(triu, "triu", -1)
 GATHER_FN(tril, "tril", -1)
+GATHER_FN(sort, "sort", 1)
+GATHER_FN(partialsort, "partialsort", 2)
 
 /* ---- Test registrations ---------------------------------------------------------------- */
 
@@ -685,7 +783,8 @@ typedef enum {
     GS_FILL,
     GS_DROPDIMS,
     GS_MATRIX,
-    GS_VECTOR
+    GS_VECTOR,
+    GS_SORT
 } gsample;
 
 static cr_status sample_gather(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
@@ -757,6 +856,24 @@ static cr_status sample_gather(cr_arena *arena, uint64_t *rng, cr_value *args, s
         if (nargs == 2)
             args[1] = cr_value_i64((int64_t)cr__rng_below(rng, 4) - 1);
         return CR_OK;
+    case GS_SORT: {
+        /* Distinct values 1/8 apart at least: finite differences never reorder them. */
+        size_t n = 5;
+        st = cr__new(arena, dt == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64, 1, &n, false, &A);
+        if (st != CR_OK)
+            return st;
+        for (size_t i = 0; i < n; i++) {
+            size_t j = cr__rng_below(rng, i + 1);
+            double vi = (double)i / 4 + cr__rng_unif(rng, 0, 0.125) - 0.5;
+            if (j != i)
+                cr__store(A, (ptrdiff_t)i, cr__load(A, (ptrdiff_t)j));
+            cr__store(A, (ptrdiff_t)j, vi);
+        }
+        args[0] = cr_value_array(A);
+        if (nargs == 2)
+            args[1] = cr_value_i64((int64_t)cr__rng_below(rng, n));
+        return CR_OK;
+    }
     case GS_VECTOR: {
         size_t n = 3;
         st = cr__rand_array(arena, rng, dt, 1, &n, -2, 2, &A);
@@ -775,13 +892,13 @@ static cr_status sample_gather(cr_arena *arena, uint64_t *rng, cr_value *args, s
     {                                                             \
         .sample = sample_gather, .env = (void *)(uintptr_t)(KIND) \
     }
-static const cr_rule_test k_gt[9] = {GT(GS_REVERSE),  GT(GS_CIRCSHIFT), GT(GS_REPEAT),
-                                     GT(GS_CAT),      GT(GS_STACK),     GT(GS_FILL),
-                                     GT(GS_DROPDIMS), GT(GS_MATRIX),    GT(GS_VECTOR)};
+static const cr_rule_test k_gt[10] = {
+    GT(GS_REVERSE), GT(GS_CIRCSHIFT), GT(GS_REPEAT), GT(GS_CAT),    GT(GS_STACK),
+    GT(GS_FILL),    GT(GS_DROPDIMS),  GT(GS_MATRIX), GT(GS_VECTOR), GT(GS_SORT)};
 
 cr_status cr__array_register_gather(cr_registry *reg)
 {
-    const cr_argspec FA = {CR__M_FARRAY, NULL}, IN = {CR_M_INT, NULL},
+    const cr_argspec FA = {CR__M_FARRAY, NULL}, RA = {CR__M_RARRAY, NULL}, IN = {CR_M_INT, NULL},
                      IA = {CR_M_INT | CR_M_A_INT, NULL}, NU = {CR__M_NUM, NULL};
     const struct {
         const cr_function *fn;
@@ -806,6 +923,8 @@ cr_status cr__array_register_gather(cr_registry *reg)
         {&triu_function, {FA, IN}, 2, false, GS_MATRIX},
         {&tril_function, {FA}, 1, false, GS_MATRIX},
         {&tril_function, {FA, IN}, 2, false, GS_MATRIX},
+        {&sort_function, {RA}, 1, false, GS_SORT},
+        {&partialsort_function, {RA, IN}, 2, false, GS_SORT},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         cr_status st = cr__add_rule(reg, k[i].fn, k[i].a, k[i].n, k[i].variadic, gather_frule,

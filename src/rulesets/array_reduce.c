@@ -1195,6 +1195,806 @@ SM_RULES(softmax, SMF_SOFTMAX)
 SM_RULES(logsoftmax, SMF_LOGSOFTMAX)
 SM_RULES(logsumexp, SMF_LOGSUMEXP)
 
+/* ---- var and std --------------------------------------------------------------------------- */
+
+typedef enum { VM_SQ, VM_PB, VM_FR } var_mode;
+
+typedef struct var_ctx {
+    var_mode mode;
+    bool cplx;
+    const void *x;
+    const void *mu;  /* slice means (work dtype, oshape) */
+    double *acc;     /* slice accumulators (oshape) */
+    const double *c; /* slice coefficients (oshape) */
+    void *out;       /* A-shaped result (work dtype) */
+    const void *t;   /* A-shaped tangent (work dtype) */
+} var_ctx;
+
+/* Arrays: 0 x (A's strides), 1 slice-mapped, 2 A-shaped contiguous. */
+static void var_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, void *vctx)
+{
+    var_ctx *c = vctx;
+    for (size_t i = 0; i < n; i++) {
+        ptrdiff_t ix = off[0] + (ptrdiff_t)i * step[0], o = off[1] + (ptrdiff_t)i * step[1],
+                  k = off[2] + (ptrdiff_t)i * step[2];
+        cr_complex d = c->cplx ? ((const cr_complex *)c->x)[ix] - ((const cr_complex *)c->mu)[o]
+                               : ((const double *)c->x)[ix] - ((const double *)c->mu)[o];
+        switch (c->mode) {
+        case VM_SQ:
+            c->acc[o] += creal(d) * creal(d) + cimag(d) * cimag(d);
+            break;
+        case VM_PB:
+            if (c->cplx)
+                ((cr_complex *)c->out)[k] = c->c[o] * d;
+            else
+                ((double *)c->out)[k] = c->c[o] * creal(d);
+            break;
+        case VM_FR: {
+            cr_complex t = c->cplx ? ((const cr_complex *)c->t)[k] : ((const double *)c->t)[k];
+            c->acc[o] += creal(conj(d) * t);
+            break;
+        }
+        }
+    }
+}
+
+static void var_run(const red *r, var_ctx *c, const cr_array *slice)
+{
+    ptrdiff_t contig[CR_ARRAY_MAX_DIMS];
+    cr__row_major(r->ndim, r->A->shape, contig);
+    cr__nd nd;
+    cr__nd_init(&nd, r->ndim, r->A->shape);
+    cr__nd_add(&nd, r->Aw);
+    cr__nd_add(&nd, slice);
+    cr__nd_add_strides(&nd, contig);
+    c->x = r->Aw->data;
+    c->cplx = r->wdt == CR_DT_C128;
+    cr__nd_run(&nd, var_inner, c);
+}
+
+typedef struct var_env {
+    red r;
+    cr_project *pA;
+    const cr_array *mu; /* work, oshape */
+    const cr_array *v;  /* var (f64, oshape) */
+    bool std;
+} var_env;
+
+/* mu and var (corrected: divided by n - 1) of each slice. */
+static cr_status var_forward(cr_arena *arena, const red *r, cr_array **mu, cr_array **v)
+{
+    cr_status st = cr__unbroadcast(arena, r->Aw, r->ndim, r->oshape, mu);
+    if (st != CR_OK)
+        return st;
+    cr__scal(1.0 / (double)r->count, *mu);
+    st = cr__new(arena, CR_DT_F64, r->ndim, r->oshape, true, v);
+    if (st != CR_OK)
+        return st;
+    var_ctx c = {VM_SQ, false, NULL, (*mu)->data, (*v)->data, NULL, NULL, NULL};
+    var_run(r, &c, *v);
+    cr__scal(1.0 / ((double)r->count - 1), *v);
+    return CR_OK;
+}
+
+/* The real output (var, or std = sqrt(var)) of dtype f64 (f32 for f32 A). */
+static cr_status var_output(cr_arena *arena, const red *r, cr_array *v, bool std, cr_value *y)
+{
+    cr_dtype rdt = r->A->dtype == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64;
+    size_t n = cr_array_numel(v);
+    cr_array *w;
+    cr_status st = cr__new_like(arena, CR_DT_F64, v, false, &w);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < n; i++)
+        ((double *)w->data)[i] = std ? sqrt(((double *)v->data)[i]) : ((double *)v->data)[i];
+    if (r->all) {
+        *y = cr__scalar_value(rdt, ((double *)w->data)[0]);
+        return CR_OK;
+    }
+    cr_array *o;
+    st = cr__cast(arena, w, rdt, &o);
+    if (st == CR_OK)
+        *y = cr_value_array(o);
+    return st;
+}
+
+/* var: Ā = 2 (x - μ) ȳ / (n - 1); std: Ā = (x - μ) ȳ / ((n - 1) σ), 0 where σ = 0 (all
+ * the slice's elements equal: the subgradient 0, not NaN). The mean's own dependence on x
+ * cancels because Σ (x - μ) = 0. */
+static cr_status var_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                              void *env)
+{
+    var_env *e = env;
+    const red *r = &e->r;
+    for (size_t i = 0; i < nx; i++)
+        dx[i] = cr_tangent_none();
+    const char *who = e->std ? "std_pullback" : "var_pullback";
+    const cr_array *g;
+    cr_status st =
+        r->all ? CR_OK : cr__tan_array(arena, who, *dy, r->ndim, r->oshape, CR_DT_F64, &g);
+    cr_complex g0 = 0;
+    bool nz = true;
+    if (r->all)
+        st = cr__tan_scalar(arena, who, *dy, &g0, &nz);
+    if (st != CR_OK)
+        return st;
+    if ((r->all && !nz) || (!r->all && g == NULL)) {
+        dx[1] = cr_tangent_zero();
+        return CR_OK;
+    }
+    cr_array *c, *out;
+    st = cr__new(arena, CR_DT_F64, r->ndim, r->oshape, false, &c);
+    if (st == CR_OK)
+        st = cr__new_like(arena, r->wdt, r->A, false, &out);
+    if (st != CR_OK)
+        return st;
+    size_t n = cr_array_numel(c);
+    double den = (double)r->count - 1;
+    for (size_t i = 0; i < n; i++) {
+        double gi = r->all ? creal(g0) : ((const double *)g->data)[i];
+        double v = ((const double *)e->v->data)[i];
+        double ci = e->std ? (v > 0 ? gi / (den * sqrt(v)) : 0.0) : 2 * gi / den;
+        ((double *)c->data)[i] = ci;
+    }
+    var_ctx vc = {VM_PB, false, NULL, e->mu->data, NULL, c->data, out->data, NULL};
+    var_run(r, &vc, c);
+    return cr__give(arena, e->pA, out, &dx[1]);
+}
+
+static cr_status var_rrule_common(cr_arena *arena, bool std, const cr_value *args, size_t nargs,
+                                  cr_value *y, cr_pullback *pb, const void *udata)
+{
+    red r;
+    cr_array *mu = NULL, *v = NULL;
+    cr_status st = red_parse(arena, std ? "std" : "var", args, nargs, 2, false, &r);
+    if (st == CR_OK)
+        st = var_forward(arena, &r, &mu, &v);
+    if (st == CR_OK)
+        st = var_output(arena, &r, v, std, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
+    var_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(var_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    *e = (var_env){r, NULL, mu, v, std};
+    st = cr_project_new(arena, &args[0], &e->pA);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){var_pullback, e, std ? "std_pullback" : "var_pullback", nargs + 1};
+    return CR_OK;
+}
+
+/* frule: var: ẏ = 2 Σ re(conj(x - μ) ẋ) / (n - 1); std: that / (2σ) (0 where σ = 0). */
+static cr_status var_frule_common(cr_arena *arena, bool std, const cr_tangent *dargs,
+                                  const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
+{
+    red r;
+    cr_array *mu = NULL, *v = NULL;
+    cr_status st = red_parse(arena, std ? "std" : "var", args, nargs, 2, false, &r);
+    if (st == CR_OK)
+        st = var_forward(arena, &r, &mu, &v);
+    if (st == CR_OK)
+        st = var_output(arena, &r, v, std, y);
+    const cr_array *t = NULL;
+    if (st == CR_OK)
+        st = cr__dx_array(arena, std ? "std" : "var", dargs, args, 0, r.wdt, &t);
+    if (st != CR_OK || t == NULL) {
+        *dy = cr_tangent_zero();
+        return st;
+    }
+    cr_array *acc;
+    st = cr__new(arena, CR_DT_F64, r.ndim, r.oshape, true, &acc);
+    if (st != CR_OK)
+        return st;
+    var_ctx c = {VM_FR, false, NULL, mu->data, acc->data, NULL, NULL, t->data};
+    var_run(&r, &c, acc);
+    size_t n = cr_array_numel(acc);
+    double den = (double)r.count - 1;
+    for (size_t i = 0; i < n; i++) {
+        double a = ((double *)acc->data)[i], vv = ((double *)v->data)[i];
+        ((double *)acc->data)[i] = std ? (vv > 0 ? a / (den * sqrt(vv)) : 0.0) : 2 * a / den;
+    }
+    cr_dtype rdt = r.A->dtype == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64;
+    if (r.all) {
+        *dy = cr__scalar_tangent(rdt, ((double *)acc->data)[0]);
+        return CR_OK;
+    }
+    cr_array *o;
+    st = cr__cast(arena, acc, rdt, &o);
+    if (st == CR_OK)
+        *dy = cr_tangent_array(o);
+    return st;
+}
+
+#define VAR_RULES(NAME, STD)                                                                      \
+    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,       \
+                                  const cr_value *args, size_t nargs, cr_value *y,                \
+                                  cr_pullback *pb, const void *udata)                             \
+    {                                                                                             \
+        (void)cfg;                                                                                \
+        (void)f;                                                                                  \
+        return var_rrule_common(arena, STD, args, nargs, y, pb, udata);                           \
+    }                                                                                             \
+    static cr_status NAME##_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, \
+                                  const cr_value *f, const cr_value *args, size_t nargs,          \
+                                  cr_value *y, cr_tangent *dy, const void *udata)                 \
+    {                                                                                             \
+        (void)cfg;                                                                                \
+        (void)f;                                                                                  \
+        (void)udata;                                                                              \
+        return var_frule_common(arena, STD, dargs, args, nargs, y, dy);                           \
+    }                                                                                             \
+    CR__ARRAY_FN(NAME, #NAME, -1)
+
+VAR_RULES(var, false)
+VAR_RULES(std, true)
+
+/* ---- extrema ------------------------------------------------------------------------------ */
+
+typedef struct xt_f64 {
+    double lo, hi;
+} xt_f64;
+typedef struct xt_f32 {
+    float lo, hi;
+} xt_f32;
+static const cr_field k_xt_f64_fields[2] = {{NULL, offsetof(xt_f64, lo), CR_KIND_F64, NULL},
+                                            {NULL, offsetof(xt_f64, hi), CR_KIND_F64, NULL}};
+static const cr_field k_xt_f32_fields[2] = {{NULL, offsetof(xt_f32, lo), CR_KIND_F32, NULL},
+                                            {NULL, offsetof(xt_f32, hi), CR_KIND_F32, NULL}};
+static const cr_type k_xt_f64 = {"tuple(f64,f64)", sizeof(xt_f64), 2, k_xt_f64_fields};
+static const cr_type k_xt_f32 = {"tuple(f32,f32)", sizeof(xt_f32), 2, k_xt_f32_fields};
+
+typedef struct extrema_env {
+    red_env lo, hi;
+} extrema_env;
+
+static cr_status extrema_forward(cr_arena *arena, const cr_value *args, size_t nargs, red *r,
+                                 cr_array **blo, cr_array **ilo, cr_array **bhi, cr_array **ihi,
+                                 cr_value *y)
+{
+    cr_status st = red_parse(arena, "extrema", args, nargs, 2, true, r);
+    if (st == CR_OK)
+        st = ext_forward(arena, r, false, blo, ilo);
+    if (st == CR_OK)
+        st = ext_forward(arena, r, true, bhi, ihi);
+    cr_value vlo, vhi;
+    if (st == CR_OK)
+        st = red_output(arena, r, *blo, &vlo);
+    if (st == CR_OK)
+        st = red_output(arena, r, *bhi, &vhi);
+    if (st != CR_OK)
+        return st;
+    if (!r->all) {
+        fm_arr *t = cr_arena_alloc(arena, sizeof *t, _Alignof(fm_arr));
+        if (t == NULL)
+            return CR__ALLOC_STATUS(arena);
+        t->v = *vlo.u.arr;
+        t->i = *vhi.u.arr;
+        *y = cr_value_struct(&k_fm_arr, t);
+    } else if (r->A->dtype == CR_DT_F32) {
+        xt_f32 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(xt_f32));
+        if (t == NULL)
+            return CR__ALLOC_STATUS(arena);
+        *t = (xt_f32){vlo.u.f32, vhi.u.f32};
+        *y = cr_value_struct(&k_xt_f32, t);
+    } else {
+        xt_f64 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(xt_f64));
+        if (t == NULL)
+            return CR__ALLOC_STATUS(arena);
+        *t = (xt_f64){vlo.u.f64, vhi.u.f64};
+        *y = cr_value_struct(&k_xt_f64, t);
+    }
+    return CR_OK;
+}
+
+/* Ā = zeros with the minimum's cotangent at the (first) minimal element and the maximum's
+ * at the (first) maximal one (the same element for a constant slice: both add). */
+static cr_status extrema_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                  void *env)
+{
+    extrema_env *e = env;
+    const red *r = &e->lo.r;
+    for (size_t i = 0; i < nx; i++)
+        dx[i] = cr_tangent_none();
+    cr_tangent d, f[2];
+    const cr_array *g[2];
+    cr_status st = cr_tangent_unthunk(*dy, &d);
+    if (st != CR_OK)
+        return st;
+    if (!cr_tangent_is_zero(d) && d.tag != CR_TAN_STRUCT)
+        return CR__FAIL(arena, CR_ETANGENT,
+                        "extrema_pullback: the output is a tuple, its cotangent must be a "
+                        "structural tangent (got %s)",
+                        cr_tag_name((cr_tag)d.tag));
+    f[0] = cr_tangent_field(d, 0);
+    f[1] = cr_tangent_field(d, 1);
+    for (size_t k = 0; k < 2 && st == CR_OK; k++)
+        st = red_cot(arena, "extrema_pullback", r, f[k], &g[k]);
+    if (st != CR_OK)
+        return st;
+    if (g[0] == NULL && g[1] == NULL) {
+        dx[1] = cr_tangent_zero();
+        return CR_OK;
+    }
+    cr_array *out;
+    st = cr__new_like(arena, r->wdt, r->A, true, &out);
+    if (st != CR_OK)
+        return st;
+    if (g[0] != NULL)
+        ext_scatter(&e->lo, g[0], out);
+    if (g[1] != NULL)
+        ext_scatter(&e->hi, g[1], out);
+    return cr__give(arena, e->lo.pA, out, &dx[1]);
+}
+
+static cr_status extrema_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                               const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                               const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    red r;
+    cr_array *blo = NULL, *ilo = NULL, *bhi = NULL, *ihi = NULL;
+    cr_status st = extrema_forward(arena, args, nargs, &r, &blo, &ilo, &bhi, &ihi, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
+    extrema_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(extrema_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    e->lo.r = e->hi.r = r;
+    e->lo.idx = ilo->data;
+    e->hi.idx = ihi->data;
+    st = cr_project_new(arena, &args[0], &e->lo.pA);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){extrema_pullback, e, "extrema_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(extrema, "extrema", -1)
+
+/* frule: (Ẋ at the minimal element, Ẋ at the maximal element). */
+static cr_status extrema_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                               const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                               cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    red r;
+    cr_array *blo = NULL, *ilo = NULL, *bhi = NULL, *ihi = NULL;
+    cr_status st = extrema_forward(arena, args, nargs, &r, &blo, &ilo, &bhi, &ihi, y);
+    const cr_array *dA = NULL;
+    if (st == CR_OK)
+        st = cr__dx_array(arena, "extrema", dargs, args, 0, r.wdt, &dA);
+    if (st != CR_OK || dA == NULL) {
+        *dy = cr_tangent_zero();
+        return st;
+    }
+    cr_tangent fl[2];
+    for (size_t k = 0; k < 2; k++) {
+        const cr_array *idx = k == 0 ? ilo : ihi;
+        cr_array *o;
+        st = cr__new(arena, r.wdt, r.ndim, r.oshape, false, &o);
+        if (st != CR_OK)
+            return st;
+        size_t n = cr_array_numel(o);
+        for (size_t i = 0; i < n; i++)
+            ((double *)o->data)[i] = ((const double *)dA->data)[((const int64_t *)idx->data)[i]];
+        cr_value vo;
+        st = red_output(arena, &r, o, &vo);
+        if (st != CR_OK)
+            return st;
+        fl[k] = vo.kind == CR_KIND_ARRAY
+                    ? cr_tangent_array(vo.u.arr)
+                    : cr__scalar_tangent(cr__value_dtype(&vo), cr__scalar_of(&vo));
+    }
+    return cr_tangent_struct(arena, y->u.obj.type, NULL, fl, 2, dy);
+}
+
+/* ---- cumprod -------------------------------------------------------------------------------- */
+
+typedef enum { CP_FWD, CP_PB, CP_FR } cp_mode;
+
+typedef struct cp_ctx {
+    cp_mode mode;
+    bool cplx;
+    size_t len;
+    ptrdiff_t sx, sy, sg, so; /* strides along the line */
+    const void *x, *y, *g;    /* x (A's strides), y and g contiguous */
+    void *out;                /* contiguous */
+} cp_ctx;
+
+/* Along a line, with y_k = y_{k-1} x_k (y_{-1} = 1):
+ * forward: the running products;
+ * frule: ẏ_k = ẏ_{k-1} x_k + y_{k-1} ẋ_k (g = ẋ);
+ * pullback (the reverse of the recurrence, which divides by nothing, so zeros are exact):
+ * a_k = ȳ_k + conj(x_{k+1}) a_{k+1}, x̄_k = conj(y_{k-1}) a_k. */
+static void cp_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, void *vctx)
+{
+    cp_ctx *c = vctx;
+    for (size_t i = 0; i < n; i++) {
+        ptrdiff_t ox = off[0] + (ptrdiff_t)i * step[0], oc = off[1] + (ptrdiff_t)i * step[1];
+#define CP_X(k)                                                      \
+    (c->cplx ? ((const cr_complex *)c->x)[ox + (ptrdiff_t)(k)*c->sx] \
+             : ((const double *)c->x)[ox + (ptrdiff_t)(k)*c->sx])
+#define CP_Y(k)                                                      \
+    (c->cplx ? ((const cr_complex *)c->y)[oc + (ptrdiff_t)(k)*c->sy] \
+             : ((const double *)c->y)[oc + (ptrdiff_t)(k)*c->sy])
+#define CP_G(k)                                                      \
+    (c->cplx ? ((const cr_complex *)c->g)[oc + (ptrdiff_t)(k)*c->sg] \
+             : ((const double *)c->g)[oc + (ptrdiff_t)(k)*c->sg])
+#define CP_SET(k, v)                                                  \
+    do {                                                              \
+        if (c->cplx)                                                  \
+            ((cr_complex *)c->out)[oc + (ptrdiff_t)(k)*c->so] = (v);  \
+        else                                                          \
+            ((double *)c->out)[oc + (ptrdiff_t)(k)*c->so] = creal(v); \
+    } while (0)
+        if (c->mode == CP_FWD) {
+            cr_complex p = 1;
+            for (size_t k = 0; k < c->len; k++) {
+                p *= CP_X(k);
+                CP_SET(k, p);
+            }
+        } else if (c->mode == CP_FR) {
+            cr_complex d = 0;
+            for (size_t k = 0; k < c->len; k++) {
+                cr_complex yprev = k == 0 ? 1.0 : CP_Y(k - 1);
+                d = d * CP_X(k) + yprev * CP_G(k);
+                CP_SET(k, d);
+            }
+        } else {
+            cr_complex a = 0;
+            for (size_t k = c->len; k-- > 0;) {
+                a = CP_G(k) + (k + 1 < c->len ? conj(CP_X(k + 1)) * a : 0);
+                cr_complex yprev = k == 0 ? 1.0 : CP_Y(k - 1);
+                CP_SET(k, conj(yprev) * a);
+            }
+        }
+#undef CP_X
+#undef CP_Y
+#undef CP_G
+#undef CP_SET
+    }
+}
+
+static void cp_run(const red *r, size_t dim, cp_ctx *c)
+{
+    size_t shape[CR_ARRAY_MAX_DIMS];
+    ptrdiff_t contig[CR_ARRAY_MAX_DIMS];
+    for (size_t d = 0; d < r->ndim; d++)
+        shape[d] = d == dim ? 1 : r->A->shape[d];
+    cr__row_major(r->ndim, r->A->shape, contig);
+    cr__nd nd;
+    cr__nd_init(&nd, r->ndim, shape);
+    cr__nd_add_strides(&nd, r->Aw->strides);
+    cr__nd_add_strides(&nd, contig);
+    c->cplx = r->wdt == CR_DT_C128;
+    c->len = r->A->shape[dim];
+    c->sx = r->Aw->strides[dim];
+    c->sy = c->sg = c->so = contig[dim];
+    c->x = r->Aw->data;
+    if (cr_array_numel(r->A) > 0)
+        cr__nd_run(&nd, cp_inner, c);
+}
+
+typedef struct cp_env {
+    red r;
+    cr_project *pA;
+    size_t dim;
+    const cr_array *y;
+} cp_env;
+
+static cr_status cumprod_forward(cr_arena *arena, const cr_value *args, size_t nargs, red *r,
+                                 size_t *dim, cr_array **w)
+{
+    cr_status st = red_parse(arena, "cumprod", args, nargs, 2, false, r);
+    if (st != CR_OK)
+        return st;
+    *dim = 0;
+    if (nargs == 1) {
+        if (r->A->ndim != 1)
+            return CR__FAIL(arena, CR_EINVAL,
+                            "cumprod: give the dimension for an array of %u dimensions",
+                            (unsigned)r->A->ndim);
+    } else {
+        int64_t d;
+        st = cr__int_arg(arena, "cumprod", &args[1], &d);
+        if (st != CR_OK)
+            return st;
+        if (d < 0 || (size_t)d >= r->A->ndim)
+            return CR__FAIL(arena, CR_EINVAL, "cumprod: dimension %lld out of range", (long long)d);
+        *dim = (size_t)d;
+    }
+    st = cr__new_like(arena, r->wdt, r->A, false, w);
+    if (st != CR_OK)
+        return st;
+    cp_ctx c = {CP_FWD, false, 0, 0, 0, 0, 0, NULL, NULL, NULL, (*w)->data};
+    cp_run(r, *dim, &c);
+    return CR_OK;
+}
+
+static cr_status cumprod_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                  void *env)
+{
+    cp_env *e = env;
+    const cr_array *A = e->r.A;
+    for (size_t i = 0; i < nx; i++)
+        dx[i] = cr_tangent_none();
+    const cr_array *g;
+    cr_status st = cr__tan_array(arena, "cumprod_pullback", *dy, A->ndim, A->shape, e->r.wdt, &g);
+    if (st != CR_OK)
+        return st;
+    if (g == NULL) {
+        dx[1] = cr_tangent_zero();
+        return CR_OK;
+    }
+    cr_array *out;
+    st = cr__new_like(arena, e->r.wdt, A, false, &out);
+    if (st != CR_OK)
+        return st;
+    cp_ctx c = {CP_PB, false, 0, 0, 0, 0, 0, NULL, e->y->data, g->data, out->data};
+    cp_run(&e->r, e->dim, &c);
+    return cr__give(arena, e->pA, out, &dx[1]);
+}
+
+/* cumprod(A, dim): running products along dim, zero-safe in both directions. */
+static cr_status cumprod_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                               const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                               const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    red r;
+    size_t dim;
+    cr_array *w, *o;
+    cr_status st = cumprod_forward(arena, args, nargs, &r, &dim, &w);
+    if (st == CR_OK)
+        st = cr__cast(arena, w, (cr_dtype)r.A->dtype, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
+    cp_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(cp_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    *e = (cp_env){r, NULL, dim, w};
+    st = cr_project_new(arena, &args[0], &e->pA);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){cumprod_pullback, e, "cumprod_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(cumprod, "cumprod", -1)
+
+static cr_status cumprod_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                               const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                               cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    red r;
+    size_t dim;
+    cr_array *w, *o;
+    cr_status st = cumprod_forward(arena, args, nargs, &r, &dim, &w);
+    if (st == CR_OK)
+        st = cr__cast(arena, w, (cr_dtype)r.A->dtype, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    const cr_array *t;
+    st = cr__dx_array(arena, "cumprod", dargs, args, 0, r.wdt, &t);
+    if (st != CR_OK || t == NULL) {
+        *dy = cr_tangent_zero();
+        return st;
+    }
+    cr_array *out;
+    st = cr__new_like(arena, r.wdt, r.A, false, &out);
+    if (st != CR_OK)
+        return st;
+    cp_ctx c = {CP_FR, false, 0, 0, 0, 0, 0, NULL, w->data, t->data, out->data};
+    cp_run(&r, dim, &c);
+    return cr_project_tangent(arena, y, cr_tangent_array(out), dy);
+}
+
+/* ---- norm --------------------------------------------------------------------------------- */
+
+typedef struct norm_env {
+    const cr_array *A, *Aw; /* Aw contiguous work */
+    cr_project *pA, *pp;
+    double p, y;
+    size_t imax; /* p = Inf: the first maximal element */
+    bool dp;     /* p is perturbable */
+} norm_env;
+
+/* y = (Σ |x|^p)^(1/p), computed as m (Σ (|x|/m)^p)^(1/p) with m = max |x| so that it
+ * neither overflows nor underflows; p = Inf gives m. */
+static cr_status norm_forward(cr_arena *arena, const cr_value *args, size_t nargs, norm_env *e)
+{
+    cr_status st = cr__nargs(arena, "norm", nargs, 1, 2);
+    const cr_array *A;
+    if (st == CR_OK)
+        st = cr__array_arg(arena, "norm", args, nargs, 0, &A);
+    if (st != CR_OK)
+        return st;
+    if (!cr_dtype_is_float((cr_dtype)A->dtype))
+        return CR__FAIL(arena, CR_EINVAL, "norm: expected an f64, f32 or c128 array");
+    e->p = 2;
+    if (nargs == 2) {
+        cr_kind k = args[1].kind;
+        if (k != CR_KIND_F64 && k != CR_KIND_F32 && k != CR_KIND_I64 && k != CR_KIND_I32)
+            return CR__FAIL(arena, CR_EINVAL, "norm: p must be a real number");
+        e->p = creal(cr__scalar_of(&args[1]));
+        e->dp = cr__is_diff(&args[1]);
+        if (!(e->p > 0))
+            return CR__FAIL(arena, CR_EDOMAIN, "norm: p must be positive (got %g)", e->p);
+    }
+    e->A = A;
+    st = cr__dense(arena, A, cr__work((cr_dtype)A->dtype), &e->Aw);
+    if (st != CR_OK)
+        return st;
+    size_t n = cr_array_numel(A);
+    double m = 0;
+    e->imax = 0;
+    for (size_t i = 0; i < n; i++) {
+        double a = cabs(cr__load(e->Aw, (ptrdiff_t)i));
+        if (a > m || isnan(a)) {
+            m = a;
+            e->imax = i;
+            if (isnan(a))
+                break;
+        }
+    }
+    if (isinf(e->p) || m == 0 || !isfinite(m)) {
+        e->y = m;
+        return CR_OK;
+    }
+    double s = 0;
+    for (size_t i = 0; i < n; i++) {
+        double a = cabs(cr__load(e->Aw, (ptrdiff_t)i)) / m;
+        s += e->p == 2 ? a * a : e->p == 1 ? a : pow(a, e->p);
+    }
+    e->y = m * (e->p == 2 ? sqrt(s) : e->p == 1 ? s : pow(s, 1 / e->p));
+    return CR_OK;
+}
+
+/* ∂y/∂x_i = |x_i|^(p-2) x_i y^(1-p) (sign(x_i) for p = 1; the first maximal element's sign
+ * for p = Inf; 0 at y = 0, the subgradient); the pullback multiplies by ȳ (conj
+ * convention: x̄ = ∂y/∂x · ȳ for the real y). ∂y/∂p = y (Σ |x|^p log|x| / Σ|x|^p - log y) / p. */
+static cr_complex norm_partial(const norm_env *e, size_t i)
+{
+    cr_complex x = cr__load(e->Aw, (ptrdiff_t)i);
+    double a = cabs(x), p = e->p;
+    if (e->y == 0 || a == 0)
+        return 0;
+    if (isinf(p))
+        return i == e->imax ? x / a : 0;
+    if (p == 2)
+        return x / e->y;
+    if (p == 1)
+        return x / a;
+    return x * pow(a / e->y, p - 2) / e->y;
+}
+
+static double norm_dp(const norm_env *e)
+{
+    if (isinf(e->p) || e->y == 0 || !isfinite(e->y))
+        return 0;
+    size_t n = cr_array_numel(e->A);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double a = cabs(cr__load(e->Aw, (ptrdiff_t)i)) / e->y;
+        if (a == 0)
+            continue;
+        double ap = pow(a, e->p);
+        num += ap * log(a);
+        den += ap;
+    }
+    /* With a_i = |x_i| / y: Σ a^p = 1, so ∂y/∂p = y Σ a^p log a / p. */
+    return e->y * (num / den) / e->p;
+}
+
+static cr_status norm_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                               void *env)
+{
+    norm_env *e = env;
+    for (size_t i = 0; i < nx; i++)
+        dx[i] = cr_tangent_none();
+    cr_complex g;
+    bool nz;
+    cr_status st = cr__tan_scalar(arena, "norm_pullback", *dy, &g, &nz);
+    if (st != CR_OK)
+        return st;
+    double gr = creal(g);
+    if (e->dp)
+        dx[2] = cr_tangent_zero();
+    if (!nz) {
+        dx[1] = cr_tangent_zero();
+        return CR_OK;
+    }
+    if (e->dp) {
+        st = cr_project_apply(arena, e->pp, cr_tangent_f64(norm_dp(e) * gr), &dx[2]);
+        if (st != CR_OK)
+            return st;
+    }
+    cr_array *out;
+    st = cr__new_like(arena, (cr_dtype)e->Aw->dtype, e->A, false, &out);
+    if (st != CR_OK)
+        return st;
+    size_t n = cr_array_numel(e->A);
+    for (size_t i = 0; i < n; i++)
+        cr__store(out, (ptrdiff_t)i, norm_partial(e, i) * gr);
+    return cr__give(arena, e->pA, out, &dx[1]);
+}
+
+static cr_status norm_value(const norm_env *e, cr_value *y)
+{
+    *y = cr__scalar_value(e->A->dtype == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64, e->y);
+    return CR_OK;
+}
+
+/* norm(A), norm(A, p): the p-norm of A's elements (p = 2 by default: Frobenius for a
+ * matrix, as Julia's norm). */
+static cr_status norm_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                            const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    norm_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(norm_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr_status st = norm_forward(arena, args, nargs, e);
+    if (st == CR_OK)
+        st = norm_value(e, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
+    st = cr_project_new(arena, &args[0], &e->pA);
+    if (st == CR_OK && nargs == 2)
+        st = cr_project_new(arena, &args[1], &e->pp);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){norm_pullback, e, "norm_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(norm, "norm", -1)
+
+/* frule: ẏ = Σ re(conj(∂y/∂x_i) ẋ_i) + ∂y/∂p ṗ. */
+static cr_status norm_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                            cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    norm_env e;
+    memset(&e, 0, sizeof e);
+    cr_status st = norm_forward(arena, args, nargs, &e);
+    if (st == CR_OK)
+        st = norm_value(&e, y);
+    const cr_array *t = NULL;
+    if (st == CR_OK)
+        st = cr__dx_array(arena, "norm", dargs, args, 0, (cr_dtype)e.Aw->dtype, &t);
+    cr_complex pd = 0;
+    bool nzp = false;
+    if (st == CR_OK && e.dp)
+        st = cr__tan_scalar(arena, "norm", dargs[2], &pd, &nzp);
+    if (st != CR_OK)
+        return st;
+    if (t == NULL && !nzp) {
+        *dy = cr_tangent_zero();
+        return CR_OK;
+    }
+    double s = nzp ? norm_dp(&e) * creal(pd) : 0;
+    size_t n = cr_array_numel(e.A);
+    for (size_t i = 0; t != NULL && i < n; i++)
+        s += creal(conj(norm_partial(&e, i)) * cr__load(t, (ptrdiff_t)i));
+    *dy = cr__scalar_tangent(e.A->dtype == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64, s);
+    return CR_OK;
+}
+
 /* ---- Test registrations ---------------------------------------------------------------- */
 
 typedef struct red_sample_opts {
@@ -1283,6 +2083,22 @@ static const cr_rule_test k_t_prod = {.sample = sample_red, .env = (void *)&k_so
 static const cr_rule_test k_t_prod_dims = {.sample = sample_red, .env = (void *)&k_so_prod_dims};
 static const cr_rule_test k_t_cumsum = {.sample = sample_red, .env = (void *)&k_so_one_dim};
 static const cr_rule_test k_t_vector = {.sample = sample_vector};
+static const red_sample_opts k_so_cumprod = {true, false, true, true};
+static const cr_rule_test k_t_cumprod = {.sample = sample_red, .env = (void *)&k_so_cumprod};
+
+/* norm(A, p) with p among 1, 2, 3 (integers: no tangent) and 1.5, 2.5 (perturbed). */
+static cr_status sample_norm(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                             void *env)
+{
+    cr_status st = sample_red(arena, rng, args, 1, env);
+    if (st != CR_OK || nargs < 2)
+        return st;
+    static const double ps[5] = {1, 2, 3, 1.5, 2.5};
+    size_t k = cr__rng_below(rng, 5);
+    args[1] = k < 3 ? cr_value_i64((int64_t)ps[k]) : cr_value_f64(ps[k]);
+    return CR_OK;
+}
+static const cr_rule_test k_t_norm = {.sample = sample_norm, .env = (void *)&k_so_all};
 
 cr_status cr__array_register_reduce(cr_registry *reg)
 {
@@ -1290,6 +2106,7 @@ cr_status cr__array_register_reduce(cr_registry *reg)
     static const cr_argspec f2[2] = {{CR__M_FARRAY, NULL}, {CR_M_INT | CR_M_A_INT, NULL}};
     static const cr_argspec fi[2] = {{CR__M_FARRAY, NULL}, {CR_M_INT, NULL}};
     static const cr_argspec r1[1] = {{CR__M_RARRAY, NULL}};
+    static const cr_argspec fp[2] = {{CR__M_FARRAY, NULL}, {CR_M_F64 | CR_M_F32 | CR_M_INT, NULL}};
     static const cr_argspec r2[2] = {{CR__M_RARRAY, NULL}, {CR_M_INT | CR_M_A_INT, NULL}};
     static const struct {
         const cr_function *fn;
@@ -1321,6 +2138,16 @@ cr_status cr__array_register_reduce(cr_registry *reg)
         {&logsoftmax_function, r2, 2, logsoftmax_frule, logsoftmax_rrule, &k_t_real_dims},
         {&logsumexp_function, r1, 1, logsumexp_frule, logsumexp_rrule, &k_t_real},
         {&logsumexp_function, r2, 2, logsumexp_frule, logsumexp_rrule, &k_t_real_dims},
+        {&var_function, f1, 1, var_frule, var_rrule, &k_t_all},
+        {&var_function, f2, 2, var_frule, var_rrule, &k_t_dims},
+        {&std_function, f1, 1, std_frule, std_rrule, &k_t_all},
+        {&std_function, f2, 2, std_frule, std_rrule, &k_t_dims},
+        {&extrema_function, r1, 1, extrema_frule, extrema_rrule, &k_t_real},
+        {&extrema_function, r2, 2, extrema_frule, extrema_rrule, &k_t_real_dims},
+        {&cumprod_function, f1, 1, cumprod_frule, cumprod_rrule, &k_t_vector},
+        {&cumprod_function, fi, 2, cumprod_frule, cumprod_rrule, &k_t_cumprod},
+        {&norm_function, f1, 1, norm_frule, norm_rrule, &k_t_all},
+        {&norm_function, fp, 2, norm_frule, norm_rrule, &k_t_norm},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         cr_status st =

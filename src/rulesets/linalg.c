@@ -853,6 +853,270 @@ static cr_status tr_rrule(const cr_config *cfg, cr_arena *arena, const cr_value 
 }
 CR__ARRAY_FN(tr, "tr", 1)
 
+/* ---- kron and cross -------------------------------------------------------------------- */
+
+/* A 1-d or 2-d argument as (rows, cols): a vector is a column. */
+static void rc_of(const cr_array *a, size_t *r, size_t *c)
+{
+    *r = a->shape[0];
+    *c = a->ndim == 2 ? a->shape[1] : 1;
+}
+
+typedef struct bil_env {
+    const cr_array *A, *B; /* work, contiguous */
+    const cr_array *Aa, *Ba;
+    cr_project *pA, *pB;
+    bool dA, dB;
+    cr_dtype wdt;
+    size_t ndim;
+    size_t shape[2];
+    bool cross; /* cross, else kron */
+} bil_env;
+
+static cr_complex ld(const cr_array *a, size_t i)
+{
+    return cr__load(a, (ptrdiff_t)i);
+}
+
+/* kron: C[(i p + k), (j q + l)] = A[i, j] B[k, l]; cross: c = a × b. out = f(X, Y). */
+static void bil_apply(const bil_env *e, const cr_array *X, const cr_array *Y, cr_array *out,
+                      bool accumulate)
+{
+    if (e->cross) {
+        cr_complex a0 = ld(X, 0), a1 = ld(X, 1), a2 = ld(X, 2), b0 = ld(Y, 0), b1 = ld(Y, 1),
+                   b2 = ld(Y, 2);
+        cr_complex c[3] = {a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0};
+        for (size_t i = 0; i < 3; i++)
+            cr__store(out, (ptrdiff_t)i, c[i] + (accumulate ? ld(out, i) : 0));
+        return;
+    }
+    size_t m, n, p, q;
+    rc_of(e->Aa, &m, &n);
+    rc_of(e->Ba, &p, &q);
+    size_t cols = n * q;
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++) {
+            cr_complex a = ld(X, i * n + j);
+            for (size_t k = 0; k < p; k++)
+                for (size_t l = 0; l < q; l++) {
+                    size_t o = (i * p + k) * cols + j * q + l;
+                    cr__store(out, (ptrdiff_t)o,
+                              a * ld(Y, k * q + l) + (accumulate ? ld(out, o) : 0));
+                }
+        }
+}
+
+typedef struct bil_thunk {
+    const bil_env *e;
+    const cr_array *g;
+    int which; /* 0: A, 1: B */
+} bil_thunk;
+
+/* kron: Ā[i, j] = Σ_kl conj(B[k, l]) C̄[...], B̄[k, l] = Σ_ij conj(A[i, j]) C̄[...];
+ * cross: ā = conj(b) × c̄, b̄ = c̄ × conj(a). */
+static cr_status bil_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
+{
+    bil_thunk *t = env;
+    const bil_env *e = t->e;
+    const cr_array *like = t->which == 0 ? e->Aa : e->Ba;
+    cr_array *r;
+    cr_status st = cr__new_like(arena, e->wdt, like, true, &r);
+    if (st != CR_OK)
+        return st;
+    if (e->cross) {
+        cr_array *cj;
+        st = cr_array_copy(arena, t->which == 0 ? e->B : e->A, &cj);
+        if (st != CR_OK)
+            return st;
+        for (size_t i = 0; i < 3; i++)
+            cr__store(cj, (ptrdiff_t)i, conj(ld(cj, i)));
+        bil_env e2 = *e;
+        if (t->which == 0)
+            bil_apply(&e2, cj, t->g, r, false);
+        else
+            bil_apply(&e2, t->g, cj, r, false);
+        return cr__give(arena, t->which == 0 ? e->pA : e->pB, r, out);
+    }
+    size_t m, n, p, q;
+    rc_of(e->Aa, &m, &n);
+    rc_of(e->Ba, &p, &q);
+    size_t cols = n * q;
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++)
+            for (size_t k = 0; k < p; k++)
+                for (size_t l = 0; l < q; l++) {
+                    cr_complex gv = ld(t->g, (i * p + k) * cols + j * q + l);
+                    if (t->which == 0)
+                        cr__store(r, (ptrdiff_t)(i * n + j),
+                                  ld(r, i * n + j) + conj(ld(e->B, k * q + l)) * gv);
+                    else
+                        cr__store(r, (ptrdiff_t)(k * q + l),
+                                  ld(r, k * q + l) + conj(ld(e->A, i * n + j)) * gv);
+                }
+    return cr__give(arena, t->which == 0 ? e->pA : e->pB, r, out);
+}
+
+static cr_status bil_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                              void *env)
+{
+    bil_env *e = env;
+    for (size_t i = 0; i < nx; i++)
+        dx[i] = cr_tangent_none();
+    const cr_array *g;
+    cr_status st = cr__tan_array(arena, e->cross ? "cross_pullback" : "kron_pullback", *dy, e->ndim,
+                                 e->shape, e->wdt, &g);
+    if (st != CR_OK)
+        return st;
+    for (int w = 0; w < 2; w++) {
+        if (!(w == 0 ? e->dA : e->dB))
+            continue;
+        if (g == NULL) {
+            dx[w + 1] = cr_tangent_zero();
+            continue;
+        }
+        bil_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(bil_thunk));
+        if (t == NULL)
+            return CR__ALLOC_STATUS(arena);
+        *t = (bil_thunk){e, g, w};
+        st = cr__thunk(arena, bil_thunk_fn, NULL, t,
+                       e->cross ? "cross_pullback_thunk" : "kron_pullback_thunk", &dx[w + 1]);
+        if (st != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+static cr_status bil_forward(cr_arena *arena, bool cross, const cr_value *args, size_t nargs,
+                             bil_env *e, cr_dtype *dt, cr_array **w)
+{
+    const char *who = cross ? "cross" : "kron";
+    const cr_array *A, *B;
+    cr_status st = cr__nargs(arena, who, nargs, 2, 2);
+    if (st == CR_OK)
+        st = cr__array_arg(arena, who, args, nargs, 0, &A);
+    if (st == CR_OK)
+        st = cr__array_arg(arena, who, args, nargs, 1, &B);
+    if (st != CR_OK)
+        return st;
+    if (!cr_dtype_is_float((cr_dtype)A->dtype) || !cr_dtype_is_float((cr_dtype)B->dtype))
+        return CR__FAIL(arena, CR_EINVAL, "%s: expected float arrays", who);
+    if (cross ? (A->ndim != 1 || B->ndim != 1 || A->shape[0] != 3 || B->shape[0] != 3)
+              : (A->ndim != B->ndim || A->ndim < 1 || A->ndim > 2))
+        return CR__FAIL(arena, CR_ESHAPE,
+                        cross ? "cross: expected two vectors of length 3"
+                              : "kron: expected two vectors or two matrices");
+    cr_dtype d = cr__promote((cr_dtype)A->dtype, (cr_dtype)B->dtype);
+    *dt = d;
+    e->wdt = cr__work(d);
+    e->cross = cross;
+    e->Aa = A;
+    e->Ba = B;
+    e->dA = cr__is_diff(&args[0]);
+    e->dB = cr__is_diff(&args[1]);
+    e->ndim = cross ? 1 : A->ndim;
+    if (cross) {
+        e->shape[0] = 3;
+    } else {
+        size_t m, n, p, q;
+        rc_of(A, &m, &n);
+        rc_of(B, &p, &q);
+        e->shape[0] = m * p;
+        e->shape[1] = n * q;
+    }
+    st = cr__dense(arena, A, e->wdt, &e->A);
+    if (st == CR_OK)
+        st = cr__dense(arena, B, e->wdt, &e->B);
+    if (st == CR_OK)
+        st = cr__new(arena, e->wdt, e->ndim, e->shape, false, w);
+    if (st != CR_OK)
+        return st;
+    bil_apply(e, e->A, e->B, *w, false);
+    return CR_OK;
+}
+
+static cr_status bil_rrule(cr_arena *arena, bool cross, const cr_value *args, size_t nargs,
+                           cr_value *y, cr_pullback *pb, const void *udata)
+{
+    bil_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(bil_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr_dtype dt;
+    cr_array *w, *o;
+    cr_status st = bil_forward(arena, cross, args, nargs, e, &dt, &w);
+    if (st == CR_OK)
+        st = cr__cast(arena, w, dt, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
+    st = cr_project_new(arena, &args[0], &e->pA);
+    if (st == CR_OK)
+        st = cr_project_new(arena, &args[1], &e->pB);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){bil_pullback, e, cross ? "cross_pullback" : "kron_pullback", nargs + 1};
+    return CR_OK;
+}
+
+/* frule: f(Ȧ, B) + f(A, Ḃ) (both are bilinear). */
+static cr_status bil_frule(cr_arena *arena, bool cross, const cr_tangent *dargs,
+                           const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
+{
+    bil_env e;
+    memset(&e, 0, sizeof e);
+    cr_dtype dt;
+    cr_array *w, *o;
+    cr_status st = bil_forward(arena, cross, args, nargs, &e, &dt, &w);
+    if (st == CR_OK)
+        st = cr__cast(arena, w, dt, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    const cr_array *tA, *tB;
+    st = cr__dx_array(arena, cross ? "cross" : "kron", dargs, args, 0, e.wdt, &tA);
+    if (st == CR_OK)
+        st = cr__dx_array(arena, cross ? "cross" : "kron", dargs, args, 1, e.wdt, &tB);
+    if (st != CR_OK)
+        return st;
+    if (tA == NULL && tB == NULL) {
+        *dy = cr_tangent_zero();
+        return CR_OK;
+    }
+    cr_array *t;
+    st = cr__new(arena, e.wdt, e.ndim, e.shape, true, &t);
+    if (st != CR_OK)
+        return st;
+    if (tA != NULL)
+        bil_apply(&e, tA, e.B, t, true);
+    if (tB != NULL)
+        bil_apply(&e, e.A, tB, t, true);
+    return cr_project_tangent(arena, y, cr_tangent_array(t), dy);
+}
+
+#define BIL_RULES(NAME, CROSS)                                                                    \
+    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,       \
+                                  const cr_value *args, size_t nargs, cr_value *y,                \
+                                  cr_pullback *pb, const void *udata)                             \
+    {                                                                                             \
+        (void)cfg;                                                                                \
+        (void)f;                                                                                  \
+        return bil_rrule(arena, CROSS, args, nargs, y, pb, udata);                                \
+    }                                                                                             \
+    static cr_status NAME##_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, \
+                                  const cr_value *f, const cr_value *args, size_t nargs,          \
+                                  cr_value *y, cr_tangent *dy, const void *udata)                 \
+    {                                                                                             \
+        (void)cfg;                                                                                \
+        (void)f;                                                                                  \
+        (void)udata;                                                                              \
+        return bil_frule(arena, CROSS, dargs, args, nargs, y, dy);                                \
+    }                                                                                             \
+    CR__ARRAY_FN(NAME, #NAME, 2)
+
+BIL_RULES(kron, false)
+BIL_RULES(cross, true)
+
 /* ---- Test registrations ---------------------------------------------------------------- */
 
 /* A random matrix of the shape, sometimes stored transposed (a strided view). */
@@ -987,7 +1251,30 @@ static cr_status sample_square(cr_arena *arena, uint64_t *rng, cr_value *args, s
     return CR_OK;
 }
 
+/* kron of two matrices or two vectors; cross of two 3-vectors. */
+static cr_status sample_bilinear(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                                 void *env)
+{
+    (void)nargs;
+    bool cross = env != NULL;
+    size_t s1[2] = {2, 3}, s2[2] = {3, 2}, n3 = 3;
+    bool vec = cross || cr__rng_below(rng, 3) == 0;
+    cr_array *A, *B;
+    cr_status st =
+        cr__rand_array(arena, rng, cr__rng_dtype(rng), vec ? 1 : 2, vec ? &n3 : s1, -1.5, 1.5, &A);
+    if (st == CR_OK)
+        st = cr__rand_array(arena, rng, cr__rng_dtype(rng), vec ? 1 : 2, vec ? &n3 : s2, -1.5, 1.5,
+                            &B);
+    if (st != CR_OK)
+        return st;
+    args[0] = cr_value_array(A);
+    args[1] = cr_value_array(B);
+    return CR_OK;
+}
+
 static const cr_rule_test k_test_matmul = {.sample = sample_matmul};
+static const cr_rule_test k_test_kron = {.sample = sample_bilinear};
+static const cr_rule_test k_test_cross = {.sample = sample_bilinear, .env = (void *)1};
 static const cr_rule_test k_test_dot = {.sample = sample_dot};
 static const cr_rule_test k_test_square = {.sample = sample_square};
 
@@ -1014,5 +1301,10 @@ cr_status cr__linalg_register_blas(cr_registry *reg)
     if (st == CR_OK)
         st = cr__add_rule(reg, &tr_function, a1, 1, false, cr__linear_frule, tr_rrule,
                           &k_test_square);
+    if (st == CR_OK)
+        st = cr__add_rule(reg, &kron_function, a2, 2, false, kron_frule, kron_rrule, &k_test_kron);
+    if (st == CR_OK)
+        st = cr__add_rule(reg, &cross_function, a2, 2, false, cross_frule, cross_rrule,
+                          &k_test_cross);
     return st;
 }

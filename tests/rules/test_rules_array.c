@@ -46,7 +46,8 @@ static const char *const k_array_fns[] = {
     "reshape",    "transpose", "adjoint", "permutedims", "sum",      "mean", "prod",      "cumsum",
     "maximum",    "minimum",   "findmax", "findmin",     "getindex", "view", "broadcast", "softmax",
     "logsoftmax", "logsumexp", "reverse", "circshift",   "repeat",   "cat",  "stack",     "fill",
-    "dropdims",   "diag",      "diagm",   "triu",        "tril",
+    "dropdims",   "diag",      "diagm",   "triu",        "tril",     "var",  "std",       "extrema",
+    "cumprod",    "norm",      "sort",    "partialsort",
 };
 
 static bool in_family(const char *name)
@@ -517,6 +518,69 @@ static void test_gather_values(void **state)
     assert_int_equal(dx[2].tag, CR_TAN_NONE);
 }
 
+/* Statistics at their edge cases: cumprod with zeros, std of a constant, norm of zero. */
+static void test_stats_edges(void **state)
+{
+    fixture *fx = *state;
+    /* cumprod([2, 0, 3, 0.5]) = [2, 0, 0, 0]; with ȳ = 1: x̄_0 = 1 (only y_0 survives),
+     * x̄_1 = 2 + 2·3 + 2·3·0.5 = 11, x̄_2 = x̄_3 = 0. No NaN. */
+    double x[4] = {2, 0, 3, 0.5}, ones[4] = {1, 1, 1, 1};
+    cr_array X = cr_array_vector(x, 4), O = cr_array_vector(ones, 4);
+    cr_value a = cr_value_array(&X), y;
+    cr_pullback pb;
+    assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_cumprod, &a, 1, &y, &pb), CR_OK);
+    ASSERT_DBL(creal(cr_array_get_linear(y.u.arr, 3)), 0);
+    cr_tangent dy = cr_tangent_array(&O), dx[2];
+    assert_int_equal(cr_pullback_call(fx->arena, &pb, &dy, dx, 2), CR_OK);
+    double want[4] = {1, 11, 0, 0};
+    for (size_t i = 0; i < 4; i++)
+        ASSERT_DBL(creal(tan_at(dx[1], i)), want[i]);
+    /* std of a constant: 0, and a zero cotangent. */
+    double c[3] = {2, 2, 2};
+    cr_array C = cr_array_vector(c, 3);
+    a = cr_value_array(&C);
+    assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_std, &a, 1, &y, &pb), CR_OK);
+    ASSERT_DBL(y.u.f64, 0);
+    cr_tangent one = cr_tangent_f64(1);
+    assert_int_equal(cr_pullback_call(fx->arena, &pb, &one, dx, 2), CR_OK);
+    for (size_t i = 0; i < 3; i++)
+        ASSERT_DBL(creal(tan_at(dx[1], i)), 0);
+    /* var of [1, 2, 3, 4] = 5/3. */
+    a = cr_value_array(&O);
+    double v4[4] = {1, 2, 3, 4};
+    cr_array V4 = cr_array_vector(v4, 4);
+    a = cr_value_array(&V4);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_var, &a, 1, &y), CR_OK);
+    ASSERT_CLOSE(y.u.f64, 5.0 / 3, 1e-15);
+    /* norm: of zero, a zero cotangent; no overflow for huge entries; p = Inf. */
+    double z[3] = {0, 0, 0}, big[2] = {3e200, 4e200};
+    cr_array Z = cr_array_vector(z, 3), Bg = cr_array_vector(big, 2);
+    a = cr_value_array(&Z);
+    assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_norm, &a, 1, &y, &pb), CR_OK);
+    ASSERT_DBL(y.u.f64, 0);
+    assert_int_equal(cr_pullback_call(fx->arena, &pb, &one, dx, 2), CR_OK);
+    for (size_t i = 0; i < 3; i++)
+        ASSERT_DBL(creal(tan_at(dx[1], i)), 0);
+    a = cr_value_array(&Bg);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_norm, &a, 1, &y), CR_OK);
+    ASSERT_CLOSE(y.u.f64, 5e200, 1e-15);
+    cr_value ap[2] = {cr_value_array(&V4), cr_value_f64(HUGE_VAL)};
+    assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_norm, ap, 2, &y, &pb), CR_OK);
+    ASSERT_DBL(y.u.f64, 4);
+    cr_tangent d3[3];
+    assert_int_equal(cr_pullback_call(fx->arena, &pb, &one, d3, 3), CR_OK);
+    ASSERT_DBL(creal(tan_at(d3[1], 3)), 1);
+    ASSERT_DBL(creal(tan_at(d3[1], 2)), 0);
+    /* extrema: (min, max). */
+    a = cr_value_array(&V4);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_extrema, &a, 1, &y), CR_OK);
+    cr_value lo, hi;
+    assert_int_equal(cr_type_field_value(y.u.obj.type, y.u.obj.ptr, 0, &lo), CR_OK);
+    assert_int_equal(cr_type_field_value(y.u.obj.type, y.u.obj.ptr, 1, &hi), CR_OK);
+    ASSERT_DBL(lo.u.f64, 1);
+    ASSERT_DBL(hi.u.f64, 4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -532,6 +596,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_inplace_sum, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_errors, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_gather_values, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_stats_edges, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
