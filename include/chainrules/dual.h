@@ -50,6 +50,7 @@ CR_API cr_dual cr_dual_const(double v);
 
 /**
  * The variable of direction dir: tangent 1 along dir, 0 along the others.
+ * @param[in] v   its value.
  * @param[in] dir 0 <= dir < CR_DUAL_MAX_CHUNK (larger gives a constant).
  */
 CR_API cr_dual cr_dual_var(double v, size_t dir);
@@ -107,6 +108,9 @@ typedef cr_status (*cr_dual_fn)(const cr_dual *x, size_t n, cr_dual *y, size_t m
 
 /**
  * The derivative of a real function of one real variable.
+ * @param[in]  f   the function (one input, one output).
+ * @param[in]  env passed to f.
+ * @param[in]  x   the point.
  * @param[out] y  f(x) (may be NULL).
  * @param[out] dy f'(x).
  * @return CR_OK; CR_EINVAL (NULL f or dy); f's status.
@@ -115,6 +119,12 @@ CR_API cr_status cr_dual_derivative(cr_dual_fn f, void *env, double x, double *y
 
 /**
  * Jacobian-vector product J(x) v in one evaluation.
+ * @param[in]  f   the function (n inputs, m outputs).
+ * @param[in]  env passed to f.
+ * @param[in]  x   the n input values.
+ * @param[in]  n   number of inputs.
+ * @param[in]  v   the n components of the direction.
+ * @param[in]  m   number of outputs.
  * @param[in]  scratch arena for n + m duals (released before return); may be NULL when
  *                     n + m <= 32.
  * @param[out] y  the m values (may be NULL).

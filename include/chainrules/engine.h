@@ -93,7 +93,10 @@ CR_API cr_status cr_engine_from_rrule(cr_engine *eng, const cr_rule_def *def);
 /**
  * Whether the engine treats f(args...) as a primitive (it has a rule for these argument
  * kinds, or a zero-adjoint declaration), Mooncake's is_primitive.
- * @param[in] eng may be NULL (built-in rules).
+ * @param[in] eng   may be NULL (built-in rules).
+ * @param[in] f     the function value.
+ * @param[in] args  the arguments (only their kinds matter).
+ * @param[in] nargs number of arguments.
  */
 CR_API bool cr_engine_is_primitive(const cr_engine *eng, const cr_value *f, const cr_value *args,
                                    size_t nargs);

@@ -188,6 +188,7 @@ CR_API cr_tape *cr_tape_current(void);
 /**
  * A new input variable with value v.
  * @param[in] t the tape (NULL: the current tape).
+ * @param[in] v its value.
  * @return the variable; a NaN constant when the tape has failed (CR_ENOMEM, CR_EARENA,
  *         CR_EOVERFLOW past CR_TAPE_MAX_VARS).
  */
@@ -265,7 +266,10 @@ typedef enum cr_cmp {
  * through a comparison; on the tape of a prepared gradient the outcome is kept, and a
  * replay at inputs where it comes out otherwise fails instead of returning the gradient of
  * the other branch. Branch on cr_tape_cmp(), not on `x.v`, in functions you prepare.
- * @param[in] t the tape (NULL: the current tape).
+ * @param[in] t  the tape (NULL: the current tape).
+ * @param[in] a  left operand.
+ * @param[in] op the comparison.
+ * @param[in] b  right operand.
  * @return the comparison's result.
  */
 CR_API bool cr_tape_cmp(cr_tape *t, cr_var a, cr_cmp op, cr_var b);
@@ -282,8 +286,14 @@ typedef cr_status (*cr_ad_fn)(cr_tape *t, const cr_var *x, size_t n, cr_var *y, 
 
 /**
  * Reset t, make n inputs with values x and record f on them.
+ * @param[in]  t   the tape.
+ * @param[in]  f   the function.
+ * @param[in]  env passed to f.
+ * @param[in]  x   the n input values.
+ * @param[in]  n   number of inputs.
  * @param[out] xs n input variables (may be NULL).
  * @param[out] ys m output variables.
+ * @param[in]  m  number of outputs.
  * @return CR_OK; f's status; the tape's status.
  */
 CR_API cr_status cr_tape_record(cr_tape *t, cr_ad_fn f, void *env, const double *x, size_t n,
@@ -291,6 +301,11 @@ CR_API cr_status cr_tape_record(cr_tape *t, cr_ad_fn f, void *env, const double 
 
 /**
  * value_and_gradient: reset t, record f (one output) at x, and sweep.
+ * @param[in]  t    the tape.
+ * @param[in]  f    the function (one output).
+ * @param[in]  env  passed to f.
+ * @param[in]  x    the n input values.
+ * @param[in]  n    number of inputs.
  * @param[out] y    f(x) (may be NULL).
  * @param[out] grad n partial derivatives.
  * @return as cr_tape_record() and cr_tape_gradient(). Allocates nothing once t has held
@@ -339,6 +354,10 @@ CR_API cr_status cr_tape_jvp(cr_tape *t, const cr_var *xs, const double *xdot, s
  * then one reverse sweep carries adjoints and their tangents (each record's second
  * derivatives were kept when it was recorded). Needs CR_TAPE_SECOND_ORDER. The recording
  * is reused: any number of directions, no re-recording.
+ * @param[in]  t    the tape.
+ * @param[in]  y    the output.
+ * @param[in]  xs   the n input variables.
+ * @param[in]  n    number of inputs.
  * @param[in]  v    n direction components (finite).
  * @param[out] hv   n results.
  * @param[out] grad n gradient components, or NULL.
@@ -375,7 +394,9 @@ typedef struct cr_prepared cr_prepared;
  * @param[in]  ctx allocations and errors; must outlive the prepared gradient.
  * @param[in]  eng rules and user functions; NULL: built-in rules.
  * @param[in]  f   the function (its env must stay valid only during this call).
+ * @param[in]  env passed to f.
  * @param[in]  x   n inputs where f is recorded.
+ * @param[in]  n   number of inputs.
  * @param[out] out caller owns; release with cr_prepared_free().
  * @return CR_OK; CR_EINVAL; CR_EUNIMPL (a rule that cannot be replayed); the recording's
  *         status; CR_ENOMEM.
@@ -385,6 +406,7 @@ CR_API cr_status cr_prepare_gradient(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn
 
 /**
  * Value and gradient at new inputs, by replaying the prepared recording. Allocates nothing.
+ * @param[in]  p    the prepared gradient.
  * @param[in]  x    n inputs.
  * @param[in]  n    must be the number the gradient was prepared for.
  * @param[out] y    the value (may be NULL).
@@ -434,6 +456,9 @@ CR_API cr_var cr_tape_struct_field(const cr_type *type, const cr_var *vars, cons
  * of the same C type (Mooncake's friendly tangents): each f64 or f32 field receives its
  * derivative (an f32 field in f32), integer and bool fields are set to zero, array and
  * function fields are left as they are.
+ * @param[in]  t    the tape (NULL: the current tape).
+ * @param[in]  y    the output.
+ * @param[in]  type the struct's descriptor.
  * @param[in]  vars the variables from cr_tape_struct_inputs().
  * @param[out] grad a struct of the type (caller storage).
  * @return as cr_tape_gradient().
