@@ -147,6 +147,25 @@ CR_API extern const cr_value cr_fn_eigvals;
  */
 CR_API extern const cr_value cr_fn_svd;
 
+/**
+ * `expm(A)`: the exponential of a general square matrix (Julia's `exp(A)`), by scaling and
+ * squaring with a Padé approximant of degree 3 to 13 (Higham 2005). The frule gives the
+ * Fréchet derivative L(A, Ȧ), the pullback L(Aᴴ, Ȳ), both from the exponential of the
+ * block matrix [A E; 0 A].
+ */
+CR_API extern const cr_value cr_fn_expm;
+
+/**
+ * `matfun_herm(f, A)`: f(A) = V diag(f(λ)) Vᴴ for a Hermitian A (its upper triangle is
+ * read, as eigen does) and a scalar-table function f of one argument (exp, log, sqrt,
+ * sin, cos, tanh, ... from rules_math.h): Julia's `exp(Hermitian(A))` and friends. The
+ * result is tagged Symmetric (real) or Hermitian (complex). The derivative is
+ * Daleckii-Krein's, with the divided differences (f(λ_i) - f(λ_j))/(λ_i - λ_j), and
+ * f'((λ_i + λ_j)/2) where the eigenvalues (nearly) coincide. CR_EDOMAIN where f is not
+ * finite at an eigenvalue (log of a matrix that is not positive definite).
+ */
+CR_API extern const cr_value cr_fn_matfun_herm;
+
 /** `svdvals(A)` of a real or complex matrix: the singular values, descending. Pullback:
  *  U diag(S̄) Vᴴ. */
 CR_API extern const cr_value cr_fn_svdvals;

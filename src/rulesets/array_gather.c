@@ -679,7 +679,7 @@ static cr_status gather_rrule(const cr_config *cfg, cr_arena *arena, const cr_va
     gather_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(gather_env));
     if (e == NULL)
         return CR__ALLOC_STATUS(arena);
-    cr_dtype dt;
+    cr_dtype dt = CR_DT_F64;
     cr_array *w, *o;
     cr_status st = gather_forward(arena, op, args, nargs, &e->g, &dt, &e->wdt, &w);
     if (st == CR_OK)
@@ -709,7 +709,7 @@ static cr_status gather_frule(const cr_config *cfg, cr_arena *arena, const cr_ta
     (void)udata;
     const gop *op = f->u.func.fn->udata;
     gmap g;
-    cr_dtype dt, wdt;
+    cr_dtype dt = CR_DT_F64, wdt = CR_DT_F64;
     cr_array *w, *o;
     cr_status st = gather_forward(arena, op, args, nargs, &g, &dt, &wdt, &w);
     if (st == CR_OK)

@@ -195,7 +195,7 @@ static cr_status matmul_rrule(const cr_config *cfg, cr_arena *arena, const cr_va
     matmul_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(matmul_env));
     if (e == NULL)
         return CR__ALLOC_STATUS(arena);
-    cr_dtype dt;
+    cr_dtype dt = CR_DT_F64;
     cr_array *w, *o;
     cr_status st = matmul_forward(arena, "matmul", args, nargs, e, &dt, &w);
     if (st == CR_OK)
@@ -225,7 +225,7 @@ static cr_status matmul_frule(const cr_config *cfg, cr_arena *arena, const cr_ta
     (void)udata;
     matmul_env e;
     memset(&e, 0, sizeof e);
-    cr_dtype dt;
+    cr_dtype dt = CR_DT_F64;
     cr_array *w, *o;
     cr_status st = matmul_forward(arena, "matmul", args, nargs, &e, &dt, &w);
     if (st == CR_OK)
@@ -425,7 +425,7 @@ static cr_status gemm_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
     gemm_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(gemm_env));
     if (e == NULL)
         return CR__ALLOC_STATUS(arena);
-    cr_dtype dt;
+    cr_dtype dt = CR_DT_F64;
     cr_array *w, *o;
     cr_status st = gemm_forward(arena, args, nargs, e, &dt, &w);
     if (st == CR_OK)
@@ -459,7 +459,7 @@ static cr_status gemm_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
     (void)udata;
     gemm_env e;
     memset(&e, 0, sizeof e);
-    cr_dtype dt;
+    cr_dtype dt = CR_DT_F64;
     cr_array *w, *o;
     cr_status st = gemm_forward(arena, args, nargs, &e, &dt, &w);
     if (st == CR_OK)
@@ -677,7 +677,7 @@ static cr_status dot_rrule(const cr_config *cfg, cr_arena *arena, const cr_value
     dot_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(dot_env));
     if (e == NULL)
         return CR__ALLOC_STATUS(arena);
-    cr_dtype dt;
+    cr_dtype dt = CR_DT_F64;
     cr_complex v;
     cr_status st = dot_forward(arena, args, nargs, e, &dt, &v);
     if (st != CR_OK)
@@ -707,7 +707,7 @@ static cr_status dot_frule(const cr_config *cfg, cr_arena *arena, const cr_tange
     (void)udata;
     dot_env e;
     memset(&e, 0, sizeof e);
-    cr_dtype dt;
+    cr_dtype dt = CR_DT_F64;
     cr_complex v;
     cr_status st = dot_forward(arena, args, nargs, &e, &dt, &v);
     if (st != CR_OK)
@@ -1040,7 +1040,7 @@ static cr_status bil_rrule(cr_arena *arena, bool cross, const cr_value *args, si
     bil_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(bil_env));
     if (e == NULL)
         return CR__ALLOC_STATUS(arena);
-    cr_dtype dt;
+    cr_dtype dt = CR_DT_F64;
     cr_array *w, *o;
     cr_status st = bil_forward(arena, cross, args, nargs, e, &dt, &w);
     if (st == CR_OK)
@@ -1065,7 +1065,7 @@ static cr_status bil_frule(cr_arena *arena, bool cross, const cr_tangent *dargs,
 {
     bil_env e;
     memset(&e, 0, sizeof e);
-    cr_dtype dt;
+    cr_dtype dt = CR_DT_F64;
     cr_array *w, *o;
     cr_status st = bil_forward(arena, cross, args, nargs, &e, &dt, &w);
     if (st == CR_OK)

@@ -1059,7 +1059,7 @@ static cr_status solve_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
     solve_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(solve_env));
     if (e == NULL)
         return CR__ALLOC_STATUS(arena);
-    cr_dtype dt;
+    cr_dtype dt = CR_DT_F64;
     cr_status st = solve_forward(arena, args, nargs, e, &dt);
     cr_array *o;
     if (st == CR_OK)
@@ -1088,7 +1088,7 @@ static cr_status solve_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
     (void)f;
     (void)udata;
     solve_env e;
-    cr_dtype dt;
+    cr_dtype dt = CR_DT_F64;
     cr_status st = solve_forward(arena, args, nargs, &e, &dt);
     cr_array *o;
     if (st == CR_OK)
@@ -1842,6 +1842,501 @@ static cr_status svd_frule_common(cr_arena *arena, bool vectors, const cr_tangen
 SVD_RULES(svd, true)
 SVD_RULES(svdvals, false)
 
+/* ---- Functions of Hermitian matrices ----------------------------------------------------- */
+
+/* f(H) = V diag(f(λ)) Vᴴ for a Hermitian H (A's upper triangle) and a scalar-table f. The
+ * derivative is Daleckii-Krein's: Ḟ = V (F ∘ (Vᴴ Ḣ V)) Vᴴ with the divided differences
+ * F_ij = (f(λ_i) - f(λ_j)) / (λ_i - λ_j), and f'((λ_i + λ_j)/2) where the two eigenvalues
+ * are within 1e-5 of each other relatively (repeated ones included): there the quotient
+ * would cancel, the midpoint derivative is accurate to O(gap²). */
+typedef struct mf_env {
+    const cr_array *A;
+    cr_project *pA;
+    mat V;
+    double *w;
+    mat F; /* the divided differences (real, n x n) */
+} mf_env;
+
+static cr_status matfun_forward(cr_arena *arena, const cr_value *args, size_t nargs, mf_env *e,
+                                mat *Y)
+{
+    cr_status st = cr__nargs(arena, "matfun_herm", nargs, 2, 2);
+    if (st != CR_OK)
+        return st;
+    const cr_scalar_rule *row =
+        args[0].kind == CR_KIND_FUNC ? cr_scalar_rule_of(args[0].u.func.fn) : NULL;
+    if (row == NULL || row->nin != 1 || row->nout != 1)
+        return CR__FAIL(arena, CR_EINVAL,
+                        "matfun_herm: f must be a scalar-table function of one argument");
+    bool cplx = false;
+    st = square_arg(arena, "matfun_herm", args, nargs, 1, &e->A, &cplx);
+    if (st == CR_OK)
+        st = herm_upper(arena, e->A, cplx, &e->V);
+    if (st == CR_OK)
+        st = eigh(arena, "matfun_herm", &e->V, &e->w);
+    size_t n = e->V.r;
+    double *fv = cr_arena_alloc(arena, (n ? n : 1) * sizeof *fv, _Alignof(double));
+    double *dv = cr_arena_alloc(arena, (n ? n : 1) * sizeof *dv, _Alignof(double));
+    if (st == CR_OK && (fv == NULL || dv == NULL))
+        st = CR__ALLOC_STATUS(arena);
+    if (st == CR_OK)
+        st = mat_new(arena, false, n, n, false, &e->F);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < n; i++) {
+        row->f64(&e->w[i], &fv[i], &dv[i]);
+        if (!isfinite(fv[i]))
+            return CR__FAIL(arena, CR_EDOMAIN, "matfun_herm: %s is not finite at the eigenvalue %g",
+                            row->name, e->w[i]);
+    }
+    double scale = fmax(1.0, spectrum_scale(e->w, n));
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i < n; i++) {
+            double d = e->w[i] - e->w[j], F;
+            if (fabs(d) <= 1e-5 * scale) {
+                double mid = 0.5 * (e->w[i] + e->w[j]), fm, dm;
+                row->f64(&mid, &fm, &dm);
+                F = i == j ? dv[i] : dm;
+            } else {
+                F = (fv[i] - fv[j]) / d;
+            }
+            mat_set(&e->F, i, j, F);
+        }
+    /* Y = V diag(f(λ)) Vᴴ */
+    mat T;
+    st = mat_copy(arena, &e->V, &T);
+    if (st != CR_OK)
+        return st;
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i < n; i++)
+            mat_set(&T, i, j, mat_get(&T, i, j) * fv[j]);
+    return mat_mul(arena, 'N', 'C', 1.0, &T, &e->V, Y);
+}
+
+static cr_status matfun_output(cr_arena *arena, const cr_array *A, const mat *Y, cr_value *y)
+{
+    cr_array *o;
+    cr_status st = out_array(arena, Y, false, (cr_dtype)A->dtype, &o);
+    if (st != CR_OK)
+        return st;
+    o->structure = (uint8_t)(A->dtype == CR_DT_C128 ? CR_MAT_HERMITIAN : CR_MAT_SYMMETRIC);
+    *y = cr_value_array(o);
+    return CR_OK;
+}
+
+/* V (F ∘ (Vᴴ X V)) Vᴴ, Hermitised. */
+static cr_status dk_apply(cr_arena *arena, const mf_env *e, const mat *X, mat *out)
+{
+    mat T, G, R;
+    cr_status st = mat_mul(arena, 'C', 'N', 1.0, &e->V, X, &T);
+    if (st == CR_OK)
+        st = mat_mul(arena, 'N', 'N', 1.0, &T, &e->V, &G);
+    if (st != CR_OK)
+        return st;
+    size_t n = G.r;
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i < n; i++)
+            mat_set(&G, i, j, mat_get(&G, i, j) * mat_get(&e->F, i, j));
+    st = mat_mul(arena, 'N', 'N', 1.0, &e->V, &G, &R);
+    if (st == CR_OK)
+        st = mat_mul(arena, 'N', 'C', 1.0, &R, &e->V, out);
+    if (st != CR_OK)
+        return st;
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i <= j; i++) {
+            cr_complex h = 0.5 * (mat_get(out, i, j) + conj(mat_get(out, j, i)));
+            mat_set(out, i, j, h);
+            mat_set(out, j, i, conj(h));
+        }
+    return CR_OK;
+}
+
+static cr_status matfun_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                 void *env)
+{
+    mf_env *e = env;
+    for (size_t i = 0; i < nx; i++)
+        dx[i] = cr_tangent_none();
+    size_t n = e->V.r, shape[2] = {n, n};
+    mat G, S;
+    cr_status st = tan_mat(arena, "matfun_herm_pullback", *dy, 2, shape, e->V.cplx, &G);
+    if (st != CR_OK)
+        return st;
+    if (G.p == NULL) {
+        dx[2] = cr_tangent_zero();
+        return CR_OK;
+    }
+    st = dk_apply(arena, e, &G, &S);
+    return st != CR_OK ? st : herm_give(arena, e->A, e->pA, &S, &dx[2]);
+}
+
+/* matfun_herm(f, A) = f(A) for Hermitian A. */
+static cr_status matfun_herm_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                                   const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                                   const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    mf_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(mf_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    mat Y;
+    cr_status st = matfun_forward(arena, args, nargs, e, &Y);
+    if (st == CR_OK)
+        st = matfun_output(arena, e->A, &Y, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
+    st = cr_project_new(arena, &args[1], &e->pA);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){matfun_pullback, e, "matfun_herm_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(matfun_herm, "matfun_herm", 2)
+
+static cr_status matfun_herm_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                                   const cr_value *f, const cr_value *args, size_t nargs,
+                                   cr_value *y, cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    mf_env e;
+    memset(&e, 0, sizeof e);
+    mat Y, dH, R;
+    cr_status st = matfun_forward(arena, args, nargs, &e, &Y);
+    if (st == CR_OK)
+        st = matfun_output(arena, e.A, &Y, y);
+    const cr_array *t = NULL;
+    if (st == CR_OK)
+        st = cr__dx_array(arena, "matfun_herm", dargs, args, 1, e.V.cplx ? CR_DT_C128 : CR_DT_F64,
+                          &t);
+    if (st != CR_OK || t == NULL) {
+        *dy = cr_tangent_zero();
+        return st;
+    }
+    st = herm_upper(arena, t, e.V.cplx, &dH);
+    if (st == CR_OK)
+        st = dk_apply(arena, &e, &dH, &R);
+    cr_array *r;
+    if (st == CR_OK)
+        st = mat_to_array(arena, &R, false, &r);
+    return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
+}
+
+/* ---- exp of a general matrix -------------------------------------------------------------- */
+
+/* Padé approximants of degree 3, 5, 7, 9, 13 and the 1-norm bounds up to which each is
+ * accurate to double precision (Higham, "The scaling and squaring method for the matrix
+ * exponential revisited", 2005). */
+static const double k_pade3[4] = {120, 60, 12, 1};
+static const double k_pade5[6] = {30240, 15120, 3360, 420, 30, 1};
+static const double k_pade7[8] = {17297280, 8648640, 1995840, 277200, 25200, 1512, 56, 1};
+static const double k_pade9[10] = {17643225600.0, 8821612800.0, 2075673600, 302702400, 30270240,
+                                   2162160,       110880,       3960,       90,        1};
+static const double k_pade13[14] = {64764752532480000.0,
+                                    32382376266240000.0,
+                                    7771770303897600.0,
+                                    1187353796428800.0,
+                                    129060195264000.0,
+                                    10559470521600.0,
+                                    670442572800.0,
+                                    33522128640.0,
+                                    1323241920,
+                                    40840800,
+                                    960960,
+                                    16380,
+                                    182,
+                                    1};
+static const double k_theta[5] = {1.495585217958292e-2, 2.539398330063230e-1, 9.504178996162932e-1,
+                                  2.097847961257068e0, 5.371920351148152e0};
+
+/* M += a X */
+static void mat_axpy(mat *M, cr_complex a, const mat *X)
+{
+    for (size_t j = 0; j < M->c; j++)
+        for (size_t i = 0; i < M->r; i++)
+            mat_set(M, i, j, mat_get(M, i, j) + a * mat_get(X, i, j));
+}
+
+static double mat_norm1(const mat *M)
+{
+    double best = 0;
+    for (size_t j = 0; j < M->c; j++) {
+        double s = 0;
+        for (size_t i = 0; i < M->r; i++)
+            s += cabs(mat_get(M, i, j));
+        best = fmax(best, s);
+    }
+    return best;
+}
+
+/* exp(A) by scaling and squaring with a Padé approximant (A is not modified). */
+static cr_status expm_of(cr_arena *arena, const mat *A0, mat *out)
+{
+    size_t n = A0->r;
+    bool cplx = A0->cplx;
+    mat A, Id, A2, U, V, T;
+    cr_status st = mat_copy(arena, A0, &A);
+    if (st == CR_OK)
+        st = mat_new(arena, cplx, n, n, true, &Id);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < n; i++)
+        mat_set(&Id, i, i, 1.0);
+    double nrm = mat_norm1(&A);
+    if (!isfinite(nrm))
+        return CR__FAIL(arena, CR_EDOMAIN, "expm: the matrix is not finite");
+    int s = 0;
+    const double *b = NULL;
+    int m = 13;
+    static const int degs[4] = {3, 5, 7, 9};
+    static const double *const pades[4] = {k_pade3, k_pade5, k_pade7, k_pade9};
+    for (int k = 0; k < 4; k++)
+        if (nrm <= k_theta[k]) {
+            m = degs[k];
+            b = pades[k];
+            break;
+        }
+    if (b == NULL) {
+        b = k_pade13;
+        if (nrm > k_theta[4])
+            s = (int)ceil(log2(nrm / k_theta[4]));
+        if (s > 0) {
+            double sc = ldexp(1.0, -s);
+            for (size_t j = 0; j < n; j++)
+                for (size_t i = 0; i < n; i++)
+                    mat_set(&A, i, j, mat_get(&A, i, j) * sc);
+        }
+    }
+    st = mat_mul(arena, 'N', 'N', 1.0, &A, &A, &A2);
+    if (st == CR_OK)
+        st = mat_new(arena, cplx, n, n, true, &U);
+    if (st == CR_OK)
+        st = mat_new(arena, cplx, n, n, true, &V);
+    if (st != CR_OK)
+        return st;
+    if (m < 13) {
+        /* U = A Σ b_{2k+1} A^{2k}, V = Σ b_{2k} A^{2k}. */
+        mat P, Su;
+        st = mat_copy(arena, &Id, &P);
+        if (st == CR_OK)
+            st = mat_new(arena, cplx, n, n, true, &Su);
+        if (st != CR_OK)
+            return st;
+        for (int k = 0; 2 * k <= m; k++) {
+            mat_axpy(&V, b[2 * k], &P);
+            if (2 * k + 1 <= m)
+                mat_axpy(&Su, b[2 * k + 1], &P);
+            if (2 * k + 2 <= m) {
+                mat Pn;
+                st = mat_mul(arena, 'N', 'N', 1.0, &P, &A2, &Pn);
+                if (st != CR_OK)
+                    return st;
+                P = Pn;
+            }
+        }
+        mat_gemm('N', 'N', 1.0, &A, &Su, 0.0, &U);
+    } else {
+        mat A4, A6, W1, W2;
+        st = mat_mul(arena, 'N', 'N', 1.0, &A2, &A2, &A4);
+        if (st == CR_OK)
+            st = mat_mul(arena, 'N', 'N', 1.0, &A4, &A2, &A6);
+        if (st == CR_OK)
+            st = mat_new(arena, cplx, n, n, true, &W1);
+        if (st == CR_OK)
+            st = mat_new(arena, cplx, n, n, true, &W2);
+        if (st != CR_OK)
+            return st;
+        /* U = A [A6 (b13 A6 + b11 A4 + b9 A2) + b7 A6 + b5 A4 + b3 A2 + b1 I] */
+        mat_axpy(&W1, b[13], &A6);
+        mat_axpy(&W1, b[11], &A4);
+        mat_axpy(&W1, b[9], &A2);
+        mat_axpy(&W2, b[7], &A6);
+        mat_axpy(&W2, b[5], &A4);
+        mat_axpy(&W2, b[3], &A2);
+        mat_axpy(&W2, b[1], &Id);
+        mat_gemm('N', 'N', 1.0, &A6, &W1, 1.0, &W2);
+        mat_gemm('N', 'N', 1.0, &A, &W2, 0.0, &U);
+        /* V = A6 (b12 A6 + b10 A4 + b8 A2) + b6 A6 + b4 A4 + b2 A2 + b0 I */
+        mat Z1;
+        st = mat_new(arena, cplx, n, n, true, &Z1);
+        if (st != CR_OK)
+            return st;
+        mat_axpy(&Z1, b[12], &A6);
+        mat_axpy(&Z1, b[10], &A4);
+        mat_axpy(&Z1, b[8], &A2);
+        mat_axpy(&V, b[6], &A6);
+        mat_axpy(&V, b[4], &A4);
+        mat_axpy(&V, b[2], &A2);
+        mat_axpy(&V, b[0], &Id);
+        mat_gemm('N', 'N', 1.0, &A6, &Z1, 1.0, &V);
+    }
+    /* (V - U) R = (V + U) */
+    mat Q, R;
+    st = mat_copy(arena, &V, &Q);
+    if (st == CR_OK)
+        st = mat_copy(arena, &V, &R);
+    if (st != CR_OK)
+        return st;
+    mat_axpy(&Q, -1.0, &U);
+    mat_axpy(&R, 1.0, &U);
+    lapack_int *ipiv = cr_arena_alloc(arena, (n ? n : 1) * sizeof *ipiv, _Alignof(lapack_int));
+    if (ipiv == NULL)
+        return CR__ALLOC_STATUS(arena);
+    if (n > 0) {
+        lapack_int ln = (lapack_int)n;
+        lapack_int info = cplx ? LAPACKE_zgetrf_work(LAPACK_COL_MAJOR, ln, ln, Q.p, ln, ipiv)
+                               : LAPACKE_dgetrf_work(LAPACK_COL_MAJOR, ln, ln, Q.p, ln, ipiv);
+        if (info == 0)
+            info = cplx
+                       ? LAPACKE_zgetrs_work(LAPACK_COL_MAJOR, 'N', ln, ln, Q.p, ln, ipiv, R.p, ln)
+                       : LAPACKE_dgetrs_work(LAPACK_COL_MAJOR, 'N', ln, ln, Q.p, ln, ipiv, R.p, ln);
+        if (info != 0)
+            return lapack_fail(arena, "expm", info);
+    }
+    for (int k = 0; k < s; k++) {
+        st = mat_mul(arena, 'N', 'N', 1.0, &R, &R, &T);
+        if (st != CR_OK)
+            return st;
+        R = T;
+    }
+    *out = R;
+    return CR_OK;
+}
+
+/* The Fréchet derivative L(A, E) of exp at A in the direction E, and exp(A), from
+ * exp([A E; 0 A]) = [exp(A) L(A, E); 0 exp(A)] (Najfeld and Havel; Higham, "Functions of
+ * Matrices", §3.2). */
+static cr_status expm_frechet(cr_arena *arena, const mat *A, const mat *E, mat *expA, mat *L)
+{
+    size_t n = A->r;
+    mat B, X;
+    cr_status st = mat_new(arena, A->cplx || E->cplx, 2 * n, 2 * n, true, &B);
+    if (st != CR_OK)
+        return st;
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i < n; i++) {
+            mat_set(&B, i, j, mat_get(A, i, j));
+            mat_set(&B, n + i, n + j, mat_get(A, i, j));
+            mat_set(&B, i, n + j, mat_get(E, i, j));
+        }
+    st = expm_of(arena, &B, &X);
+    if (st == CR_OK && expA != NULL)
+        st = mat_new(arena, B.cplx, n, n, false, expA);
+    if (st == CR_OK)
+        st = mat_new(arena, B.cplx, n, n, false, L);
+    if (st != CR_OK)
+        return st;
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i < n; i++) {
+            if (expA != NULL)
+                mat_set(expA, i, j, mat_get(&X, i, j));
+            mat_set(L, i, j, mat_get(&X, i, n + j));
+        }
+    return CR_OK;
+}
+
+typedef struct expm_env {
+    const cr_array *A;
+    cr_project *pA;
+    mat Am;
+} expm_env;
+
+static cr_status expm_forward(cr_arena *arena, const cr_value *args, size_t nargs,
+                              const cr_array **A, mat *Am, mat *Y)
+{
+    bool cplx = false;
+    cr_status st = cr__nargs(arena, "expm", nargs, 1, 1);
+    if (st == CR_OK)
+        st = square_arg(arena, "expm", args, nargs, 0, A, &cplx);
+    if (st == CR_OK)
+        st = mat_from(arena, *A, cplx, Am);
+    if (st == CR_OK)
+        st = expm_of(arena, Am, Y);
+    return st;
+}
+
+/* Ā = L(Aᴴ, Ȳ): the adjoint of the Fréchet derivative is the derivative at Aᴴ. */
+static cr_status expm_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                               void *env)
+{
+    (void)nx;
+    expm_env *e = env;
+    dx[0] = cr_tangent_none();
+    size_t n = e->Am.r, shape[2] = {n, n};
+    mat G, Ah, L;
+    cr_status st = tan_mat(arena, "expm_pullback", *dy, 2, shape, e->Am.cplx, &G);
+    if (st != CR_OK || G.p == NULL) {
+        dx[1] = cr_tangent_zero();
+        return st;
+    }
+    st = mat_adj(arena, &e->Am, &Ah);
+    if (st == CR_OK)
+        st = expm_frechet(arena, &Ah, &G, NULL, &L);
+    cr_array *r;
+    if (st == CR_OK)
+        st = mat_to_array(arena, &L, false, &r);
+    return st != CR_OK ? st : cr__give(arena, e->pA, r, &dx[1]);
+}
+
+/* expm(A) = exp(A) of a general square matrix. */
+static cr_status expm_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                            const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    expm_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(expm_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    mat Y;
+    cr_status st = expm_forward(arena, args, nargs, &e->A, &e->Am, &Y);
+    cr_array *o;
+    if (st == CR_OK)
+        st = out_array(arena, &Y, false, (cr_dtype)e->A->dtype, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
+    st = cr_project_new(arena, &args[0], &e->pA);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){expm_pullback, e, "expm_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(expm, "expm", 1)
+
+/* frule: Ẏ = L(A, Ȧ). */
+static cr_status expm_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                            cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    const cr_array *A;
+    mat Am, Y, dA, L;
+    cr_status st = expm_forward(arena, args, nargs, &A, &Am, &Y);
+    cr_array *o;
+    if (st == CR_OK)
+        st = out_array(arena, &Y, false, (cr_dtype)A->dtype, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    st = dx_mat(arena, "expm", dargs, args, 0, Am.cplx, &dA);
+    if (st != CR_OK || dA.p == NULL) {
+        *dy = cr_tangent_zero();
+        return st;
+    }
+    st = expm_frechet(arena, &Am, &dA, NULL, &L);
+    cr_array *r;
+    if (st == CR_OK)
+        st = mat_to_array(arena, &L, false, &r);
+    return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
+}
+
 /* ---- Test registrations ---------------------------------------------------------------- */
 
 typedef enum {
@@ -1938,6 +2433,53 @@ static cr_status sample_sq(cr_arena *arena, uint64_t *rng, cr_value *args, size_
     return CR_OK;
 }
 
+/* matfun_herm(f, A): f among exp, sin, cos, tanh (any Hermitian A), sqrt and log (A
+ * positive definite, eigenvalues in [0.5, 3.5]). */
+static cr_status sample_matfun(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                               void *env)
+{
+    (void)nargs;
+    (void)env;
+    static const char *const names[6] = {"exp", "sin", "cos", "tanh", "sqrt", "log"};
+    size_t k = cr__rng_below(rng, 6);
+    const cr_function *fn = cr_registry_find(cr_registry_builtin(), names[k]);
+    if (fn == NULL)
+        fn = cr_registry_find(cr_registry_builtin(), "exp");
+    args[0] = cr_value_function(fn, NULL);
+    cr_array *A;
+    cr_status st = rand_square(arena, rng, SQ_HERM, &A);
+    if (st != CR_OK)
+        return st;
+    /* Shift to eigenvalues in about [0.5, 3.5] for sqrt and log, scale for the others. */
+    size_t n = A->shape[0];
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) {
+            cr_complex v = cr__load(A, (ptrdiff_t)(i * n + j)) * 0.5;
+            cr__store(A, (ptrdiff_t)(i * n + j), i == j ? v + (k >= 4 ? 0.75 : -0.5) : v);
+        }
+    args[1] = cr_value_array(A);
+    return CR_OK;
+}
+
+/* expm(A): a general matrix of 1-norm from 0.01 to about 8 (every Padé degree, and
+ * scaling and squaring). */
+static cr_status sample_expm(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                             void *env)
+{
+    (void)nargs;
+    (void)env;
+    size_t n = 2 + cr__rng_below(rng, 3), shape[2] = {n, n};
+    static const double scales[5] = {0.003, 0.08, 0.3, 0.7, 2.5};
+    double sc = scales[cr__rng_below(rng, 5)];
+    cr_array *A;
+    cr_status st = cr__rand_array(arena, rng, cr__rng_dtype(rng), 2, shape, -sc, sc, &A);
+    if (st == CR_OK)
+        args[0] = cr_value_array(A);
+    return st;
+}
+
+static const cr_rule_test k_t_matfun = {.sample = sample_matfun};
+static const cr_rule_test k_t_expm = {.sample = sample_expm};
 static const cr_rule_test k_t_general = {.sample = sample_sq, .env = (void *)(uintptr_t)SQ_GENERAL};
 static const cr_rule_test k_t_spd = {.sample = sample_sq, .env = (void *)(uintptr_t)SQ_SPD};
 static const cr_rule_test k_t_herm = {.sample = sample_sq, .env = (void *)(uintptr_t)SQ_HERM};
@@ -1965,6 +2507,7 @@ cr_status cr__linalg_register_lapack(cr_registry *reg)
         {&eigvals_function, 1, eigvals_frule, eigvals_rrule, &k_t_herm},
         {&svd_function, 1, svd_frule, svd_rrule, &k_t_rect},
         {&svdvals_function, 1, svdvals_frule, svdvals_rrule, &k_t_rect},
+        {&expm_function, 1, expm_frule, expm_rrule, &k_t_expm},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         cr_status st = cr__add_rule(reg, k[i].fn, k[i].n == 1 ? a1 : a2, k[i].n, false, k[i].frule,
@@ -1972,7 +2515,9 @@ cr_status cr__linalg_register_lapack(cr_registry *reg)
         if (st != CR_OK)
             return st;
     }
-    return CR_OK;
+    static const cr_argspec fa[2] = {{CR_M_FUNC, NULL}, {CR__M_FARRAY, NULL}};
+    return cr__add_rule(reg, &matfun_herm_function, fa, 2, false, matfun_herm_frule,
+                        matfun_herm_rrule, &k_t_matfun);
 }
 
 #else /* !CR_HAVE_LAPACKE */
@@ -2002,6 +2547,8 @@ NO_LAPACK_FN(eigen, "eigen")
 NO_LAPACK_FN(eigvals, "eigvals")
 NO_LAPACK_FN(svd, "svd")
 NO_LAPACK_FN(svdvals, "svdvals")
+NO_LAPACK_FN(matfun_herm, "matfun_herm")
+NO_LAPACK_FN(expm, "expm")
 
 cr_status cr__linalg_register_lapack(cr_registry *reg)
 {

@@ -497,6 +497,72 @@ static void test_cholesky_cases(void **state)
     assert_int_equal(cr_function_call(fx->arena, &cr_fn_cholesky, &v, 1, &y), CR_EDOMAIN);
 }
 
+/* expm: exact cases, scaling and squaring, and agreement with the Hermitian matrix
+ * function; matfun_herm at a repeated eigenvalue. */
+static void test_matrix_functions(void **state)
+{
+    fixture *fx = *state;
+    double nil[4] = {0, 1, 0, 0};
+    cr_array N = cr_array_matrix(nil, 2, 2);
+    cr_value a = cr_value_array(&N), y;
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_expm, &a, 1, &y), CR_OK);
+    ASSERT_CLOSE(creal(at2(y.u.arr, 0, 0)), 1, 1e-15);
+    ASSERT_CLOSE(creal(at2(y.u.arr, 0, 1)), 1, 1e-15);
+    ASSERT_CLOSE(creal(at2(y.u.arr, 1, 0)), 0, 1e-15);
+    /* A large norm (scaling and squaring): exp of diag(10, -3) and of a rotation. */
+    double d[4] = {10, 0, 0, -3};
+    cr_array D = cr_array_matrix(d, 2, 2);
+    a = cr_value_array(&D);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_expm, &a, 1, &y), CR_OK);
+    ASSERT_CLOSE(creal(at2(y.u.arr, 0, 0)), exp(10.0), 1e-13);
+    ASSERT_CLOSE(creal(at2(y.u.arr, 1, 1)), exp(-3.0), 1e-13);
+    double r[4] = {0, -6, 6, 0};
+    cr_array R = cr_array_matrix(r, 2, 2);
+    a = cr_value_array(&R);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_expm, &a, 1, &y), CR_OK);
+    ASSERT_CLOSE(creal(at2(y.u.arr, 0, 0)), cos(6.0), 1e-12);
+    ASSERT_CLOSE(creal(at2(y.u.arr, 1, 0)), sin(6.0), 1e-12);
+    /* exp of a symmetric matrix: expm and matfun_herm agree, and so do their pullbacks. */
+    double s[9] = {1, 0.5, -0.25, 0.5, -0.5, 0.75, -0.25, 0.75, 0.3};
+    cr_array S = cr_array_matrix(s, 3, 3);
+    S.structure = CR_MAT_SYMMETRIC;
+    const cr_function *expf = cr_registry_find(cr_registry_builtin(), "exp");
+    assert_non_null(expf);
+    cr_value fa[2] = {cr_value_function(expf, NULL), cr_value_array(&S)}, y2;
+    cr_pullback p1, p2;
+    a = cr_value_array(&S);
+    assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_expm, &a, 1, &y, &p1), CR_OK);
+    assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_matfun_herm, fa, 2, &y2, &p2), CR_OK);
+    for (size_t i = 0; i < 9; i++)
+        ASSERT_CLOSE(creal(cr_array_get_linear(y.u.arr, i)),
+                     creal(cr_array_get_linear(y2.u.arr, i)), 1e-13);
+    double g[9] = {1, 0.5, 0, 0.5, -1, 0.25, 0, 0.25, 2}; /* symmetric */
+    cr_array G = cr_array_matrix(g, 3, 3);
+    cr_tangent dy = cr_tangent_array(&G), d1[2], d2[3];
+    assert_int_equal(cr_pullback_call(fx->arena, &p1, &dy, d1, 2), CR_OK);
+    assert_int_equal(cr_pullback_call(fx->arena, &p2, &dy, d2, 3), CR_OK);
+    cr_tangent v1 = unthunked(d1[1]), v2 = unthunked(d2[2]);
+    for (size_t i = 0; i < 9; i++)
+        ASSERT_CLOSE(creal(cr_array_get_linear(v1.u.arr, i)),
+                     creal(cr_array_get_linear(v2.u.arr, i)), 1e-12);
+    /* A repeated eigenvalue: f(2 I) = f(2) I, cotangent f'(2) Herm(Ȳ), finite. */
+    double two[9] = {2, 0, 0, 0, 2, 0, 0, 0, 2};
+    cr_array T = cr_array_matrix(two, 3, 3);
+    T.structure = CR_MAT_SYMMETRIC;
+    fa[1] = cr_value_array(&T);
+    assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_matfun_herm, fa, 2, &y2, &p2), CR_OK);
+    assert_int_equal(cr_pullback_call(fx->arena, &p2, &dy, d2, 3), CR_OK);
+    v2 = unthunked(d2[2]);
+    for (size_t i = 0; i < 9; i++)
+        ASSERT_CLOSE(creal(cr_array_get_linear(v2.u.arr, i)), exp(2.0) * g[i], 1e-12);
+    /* log of a matrix that is not positive definite: a domain error. */
+    const cr_function *logf = cr_registry_find(cr_registry_builtin(), "log");
+    double neg[4] = {1, 2, 2, 1};
+    cr_array Ng = cr_array_matrix(neg, 2, 2);
+    cr_value la[2] = {cr_value_function(logf, NULL), cr_value_array(&Ng)};
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_matfun_herm, la, 2, &y2), CR_EDOMAIN);
+}
+
 #else
 /* Without LAPACKE the functions exist and report CR_EUNIMPL. */
 static void test_no_lapack(void **state)
@@ -522,6 +588,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_svd_degenerate, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_eigen_degenerate, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_cholesky_cases, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_matrix_functions, fixture_setup, fixture_teardown),
 #else
         cmocka_unit_test_setup_teardown(test_no_lapack, fixture_setup, fixture_teardown),
 #endif
