@@ -14,6 +14,21 @@
 
 #include "tape_impl.h"
 
+/* The arithmetic rows, instantiated here too (their float and complex variants and source
+ * strings are unused in this file). */
+#include <tgmath.h>
+
+#include <chainrules/scalar_rule.h>
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wunused-const-variable"
+#endif
+#include "../rulesets/rows_arith.h"
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+
 #define FIRST_CHUNK_WORDS ((size_t)1024)
 #define MAX_CHUNK_WORDS   ((size_t)1 << 20)
 /* The largest record: an n-ary second-order record of CR_SCALAR_MAX_IN operands
@@ -725,7 +740,7 @@ static NOINLINE cr_var op1_slow(cr_tape *t, const cr_value *f, cr_var a)
  * partial straight into its place in the record; the record is then closed with its
  * header (a partial of exactly +-1 leaves only the header: COPY, NEG).
  */
-static inline cr_var op1(cr_tape *t, const cr_value *f, cr_var a)
+static inline cr_var op1e(cr_tape *t, const cr_value *f, cr_scalar_eval_f64 ev, cr_var a)
 {
     if (t == NULL || t->slow != 0 || a.tape != t->id)
         return op1_slow(t, f, a);
@@ -733,7 +748,7 @@ static inline cr_var op1(cr_tape *t, const cr_value *f, cr_var a)
         return nan_const();
     cr__word *w = t->cur + t->pre;
     double x = a.v, Y[CR_SCALAR_MAX_OUT];
-    row_of(f)->f64(&x, Y, &w[0].d);
+    ev(&x, Y, &w[0].d);
     double p = w[0].d;
     uint64_t h;
     if (p == 1.0 || p == -1.0) {
@@ -771,7 +786,8 @@ static NOINLINE cr_var op2_slow(cr_tape *t, const cr_value *f, cr_var a, cr_var 
  * constant, of this recording on a first-order tape). As op1, the row writes its two
  * partials into the record; the kind is picked from their values.
  */
-static inline cr_var op2(cr_tape *t, const cr_value *f, cr_var a, cr_var b)
+static inline cr_var op2e(cr_tape *t, const cr_value *f, cr_scalar_eval_f64 ev, cr_var a,
+                          cr_var b)
 {
     if (t == NULL || t->slow != 0)
         return op2_slow(t, f, a, b);
@@ -785,7 +801,7 @@ static inline cr_var op2(cr_tape *t, const cr_value *f, cr_var a, cr_var b)
     double x[2], Y[CR_SCALAR_MAX_OUT];
     x[0] = a.v;
     x[1] = b.v;
-    row_of(f)->f64(x, Y, &w[0].d);
+    ev(x, Y, &w[0].d);
     uint64_t h;
     if (va && vb && a.idx != b.idx) {
         double p0 = w[0].d, p1 = w[1].d;
@@ -819,29 +835,42 @@ static inline cr_var op2(cr_tape *t, const cr_value *f, cr_var a, cr_var b)
     return new_var(t, Y[0]);
 }
 
+/* Any row, through its function pointer. */
+static inline cr_var op1(cr_tape *t, const cr_value *f, cr_var a)
+{
+    return op1e(t, f, row_of(f)->f64, a);
+}
+
+static inline cr_var op2(cr_tape *t, const cr_value *f, cr_var a, cr_var b)
+{
+    return op2e(t, f, row_of(f)->f64, a, b);
+}
+
+/* The arithmetic operations call the same rows' bodies directly (rows_arith.h), so the
+ * compiler inlines value and partials into the record. */
 cr_var cr_add(cr_tape *t, cr_var a, cr_var b)
 {
-    return op2(t, &cr_fn_add, a, b);
+    return op2e(t, &cr_fn_add, add_f64, a, b);
 }
 
 cr_var cr_sub(cr_tape *t, cr_var a, cr_var b)
 {
-    return op2(t, &cr_fn_sub, a, b);
+    return op2e(t, &cr_fn_sub, sub_f64, a, b);
 }
 
 cr_var cr_mul(cr_tape *t, cr_var a, cr_var b)
 {
-    return op2(t, &cr_fn_mul, a, b);
+    return op2e(t, &cr_fn_mul, mul_f64, a, b);
 }
 
 cr_var cr_div(cr_tape *t, cr_var a, cr_var b)
 {
-    return op2(t, &cr_fn_div, a, b);
+    return op2e(t, &cr_fn_div, div_f64, a, b);
 }
 
 cr_var cr_neg(cr_tape *t, cr_var a)
 {
-    return op1(t, &cr_fn_neg, a);
+    return op1e(t, &cr_fn_neg, neg_f64, a);
 }
 
 cr_var cr_sin(cr_tape *t, cr_var a)

@@ -23,11 +23,13 @@
              .npoints = sizeof NAME##_pts / sizeof NAME##_pts[0] / NAME##_nin, \
              .points = NAME##_pts}
 
+/* The arithmetic rows' bodies (shared with the reverse tape). */
+#include "rows_arith.h"
+
 static const double k_box2_lo[] = {-3, -3}, k_box2_hi[] = {3, 3};
 
 /* x + y: ∂/∂x = 1, ∂/∂y = 1 */
 static const double add_pts[] = {1e-300, -1e-300, 1e300, 1e300};
-CR_SCALAR_EVALS(add, 2, 1, Y[0] = x[0] + x[1], D[0] = 1; D[1] = 1)
 static const cr_scalar_rule add_row = CR_SCALAR_ROW_EX(
     add,
     .test = {.lo = k_box2_lo, .hi = k_box2_hi, .npoints = NPTS(add_pts, 2), .points = add_pts});
@@ -35,7 +37,6 @@ DEFINE_FN(add, "+", 2)
 
 /* x - y: ∂/∂x = 1, ∂/∂y = -1 */
 static const double sub_pts[] = {1e-300, 1e-300, 1e300, -1e300};
-CR_SCALAR_EVALS(sub, 2, 1, Y[0] = x[0] - x[1], D[0] = 1; D[1] = -1)
 static const cr_scalar_rule sub_row = CR_SCALAR_ROW_EX(
     sub,
     .test = {.lo = k_box2_lo, .hi = k_box2_hi, .npoints = NPTS(sub_pts, 2), .points = sub_pts});
@@ -43,7 +44,6 @@ DEFINE_FN(sub, "-", 2)
 
 /* x * y: ∂/∂x = y, ∂/∂y = x */
 static const double mul_pts[] = {1e-300, 1e300, 1e200, 1e100};
-CR_SCALAR_EVALS(mul, 2, 1, Y[0] = x[0] * x[1], D[0] = x[1]; D[1] = x[0])
 static const cr_scalar_rule mul_row = CR_SCALAR_ROW_EX(
     mul,
     .test = {.lo = k_box2_lo, .hi = k_box2_hi, .npoints = NPTS(mul_pts, 2), .points = mul_pts});
@@ -52,14 +52,12 @@ DEFINE_FN(mul, "*", 2)
 /* x / y: ∂/∂x = 1/y, ∂/∂y = -Ω/y */
 static const double div_lo[] = {-3, 0.2}, div_hi[] = {3, 3};
 static const double div_pts[] = {1e-300, 1e300, 1, -3, 1e200, 1e-100};
-CR_SCALAR_EVALS(div, 2, 1, Y[0] = x[0] / x[1], D[0] = 1 / x[1]; D[1] = -Y[0] / x[1])
 static const cr_scalar_rule div_row = CR_SCALAR_ROW_EX(div, TESTREG(div), .notes = "y != 0");
 DEFINE_FN(div, "/", 2)
 
 /* -x: ∂/∂x = -1 */
 static const double k_box1_lo[] = {-3}, k_box1_hi[] = {3};
 static const double neg_pts[] = {1e300, -1e-300};
-CR_SCALAR_EVALS(neg, 1, 1, Y[0] = -x[0], D[0] = -1)
 static const cr_scalar_rule neg_row = CR_SCALAR_ROW_EX(
     neg,
     .test = {.lo = k_box1_lo, .hi = k_box1_hi, .npoints = NPTS(neg_pts, 1), .points = neg_pts});
@@ -333,7 +331,7 @@ static cr_status evalpoly_primal(cr_arena *arena, const cr_value *f, const cr_va
                                  size_t nargs, cr_value *out)
 {
     (void)f;
-    ep_type t;
+    ep_type t = EP_F64;
     if (nargs < 2 || !ep_promote(args, nargs, &t))
         return CR__FAIL(arena, CR_EINVAL,
                         "evalpoly takes a number x and one or more number coefficients");
@@ -357,12 +355,12 @@ static cr_status evalpoly_frule(const cr_config *cfg, cr_arena *arena, const cr_
     cr_status st = evalpoly_primal(arena, f, args, nargs, y);
     if (st != CR_OK)
         return st;
-    ep_type t;
+    ep_type t = EP_F64;
     ep_promote(args, nargs, &t);
-    cr_complex p, dp, x = ep_value(&args[0]), acc = 0, dx;
+    cr_complex p, dp, x = ep_value(&args[0]), acc = 0, dx = 0;
     ep_horner(t, args, nargs, &p, &dp);
     for (size_t i = nargs; i-- > 1;) {
-        cr_complex dc;
+        cr_complex dc = 0;
         st = ep_tangent_value(arena, "evalpoly", dargs[i + 1], &dc);
         if (st != CR_OK)
             return st;
@@ -420,7 +418,7 @@ static cr_status evalpoly_rrule(const cr_config *cfg, cr_arena *arena, const cr_
         cr_arena_alloc(arena, sizeof *e + nargs * sizeof(cr_kind), _Alignof(evalpoly_env));
     if (e == NULL)
         return CR__ALLOC_STATUS(arena);
-    ep_type t;
+    ep_type t = EP_F64;
     ep_promote(args, nargs, &t);
     cr_complex p;
     ep_horner(t, args, nargs, &p, &e->dp);
