@@ -116,6 +116,14 @@ CR_API extern const cr_value cr_fn_repeat;
  */
 CR_API extern const cr_value cr_fn_cat;
 
+/** `vcat(A1, A2, ...)`: concatenation along the first dimension (cat(0, ...)); vectors
+ *  make one longer vector. */
+CR_API extern const cr_value cr_fn_vcat;
+
+/** `hcat(A1, A2, ...)`: matrices side by side (cat(1, ...)); vectors of equal length
+ *  become the columns of a matrix, as in Julia. */
+CR_API extern const cr_value cr_fn_hcat;
+
 /**
  * `stack(A1, A2, ...)`: up to 8 arrays of equal shape stacked along a new leading
  * dimension (result[k] is the k-th array, NumPy's default; Julia stacks along a new last

@@ -79,6 +79,28 @@ CR_API extern const cr_value cr_fn_kron;
  */
 CR_API extern const cr_value cr_fn_cross;
 
+/**
+ * `asum(x)` = Σ |re x_i| + |im x_i| (BLAS asum; the 1-norm of a real array). Pullback:
+ * (sign re x_i + i sign im x_i) ȳ, 0 at 0. (nrm2 is cr_fn_norm, gemv is cr_fn_matmul or
+ * cr_fn_gemm with a vector.)
+ */
+CR_API extern const cr_value cr_fn_asum;
+
+/**
+ * `Symmetric(A)`: a view of the square matrix A tagged CR_MAT_SYMMETRIC (its upper
+ * triangle read, mirrored). Pullback: Ā_ij = Ȳ_ij + Ȳ_ji above the diagonal, Ȳ_ii on it, 0
+ * below (the lower triangle is not read).
+ */
+CR_API extern const cr_value cr_fn_symmetric;
+
+/** `Hermitian(A)`: a view tagged CR_MAT_HERMITIAN. Pullback: Ȳ_ij + conj(Ȳ_ji) above the
+ *  diagonal, re Ȳ_ii on it, 0 below. */
+CR_API extern const cr_value cr_fn_hermitian;
+
+/** `Diagonal(v)` of a vector, `Diagonal(A)` of a square matrix's diagonal: a view tagged
+ *  CR_MAT_DIAGONAL. Pullback: the diagonal of Ȳ. */
+CR_API extern const cr_value cr_fn_diagonal;
+
 /* ---- LAPACK level --------------------------------------------------------------------- */
 
 /**
@@ -113,6 +135,13 @@ CR_API extern const cr_value cr_fn_matinv;
  * A's structure).
  */
 CR_API extern const cr_value cr_fn_solve;
+
+/**
+ * `rdiv(B, A)` (B / A = B A⁻¹): A square, B a matrix with as many columns as A, or a
+ * vector (a row; the result is a vector). Uses A's structure as solve does. Pullback:
+ * B̄ = Ȳ A⁻ᴴ, Ā = -Yᴴ B̄ (a thunk).
+ */
+CR_API extern const cr_value cr_fn_rdiv;
 
 /**
  * `cholesky(A)` of a Hermitian positive definite matrix: the Upper-tagged factor U with

@@ -99,7 +99,7 @@ static cr_status reshape_rrule(const cr_config *cfg, cr_arena *arena, const cr_v
         return CR__FAIL(arena, CR_ESHAPE, "reshape: an array of shape %s has %zu elements, not %zu",
                         cr__shape_str(A, buf, sizeof buf), cr_array_numel(A), n);
     }
-    cr_array *r;
+    cr_array *r = NULL;
     if (cr__is_contig_dense(A)) {
         st = new_view(arena, A, &r);
     } else {
@@ -138,7 +138,7 @@ static cr_status transpose_of(cr_arena *arena, const char *who, const cr_array *
                         who, (unsigned)A->ndim);
     bool cplx = A->dtype == CR_DT_C128;
     bool needs_conj = conj_ && cplx;
-    cr_array *r;
+    cr_array *r = NULL;
     cr_status st;
     if (A->ndim == 1) {
         size_t n = A->shape[0];
@@ -273,7 +273,7 @@ static cr_status transpose_rrule_common(cr_arena *arena, const cr_value *args, s
     cr_status st = cr__nargs(arena, who, nargs, 1, 1);
     if (st == CR_OK)
         st = cr__array_arg(arena, who, args, nargs, 0, &A);
-    cr_array *r;
+    cr_array *r = NULL;
     if (st == CR_OK)
         st = transpose_of(arena, who, A, conj_, &r);
     if (st != CR_OK)
@@ -377,7 +377,7 @@ static cr_status permutedims_rrule(const cr_config *cfg, cr_arena *arena, const 
     st = cr__strided(arena, A, (cr_dtype)A->dtype, &D);
     if (st != CR_OK)
         return st;
-    cr_array *r;
+    cr_array *r = NULL;
     st = new_view(arena, D, &r);
     if (st != CR_OK)
         return st;

@@ -690,7 +690,7 @@ static cr_status fb_eval(const cr_config *cfg, cr_arena *arena, const cr_value *
     }
     *out_dt = odt == 0 ? CR_DT_F64 : odt;
     cr_dtype w = cr__work(*out_dt);
-    cr_array *r;
+    cr_array *r = NULL;
     cr_status st = cr__new(arena, w, b->ndim, b->shape, false, &r);
     if (st != CR_OK)
         return st;

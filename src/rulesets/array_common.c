@@ -189,7 +189,7 @@ cr_status cr__cast(cr_arena *arena, const cr_array *w, cr_dtype dt, cr_array **o
         *out = (cr_array *)w;
         return CR_OK;
     }
-    cr_array *r;
+    cr_array *r = NULL;
     cr_status st = cr__new(arena, dt, w->ndim, w->shape, false, &r);
     if (st != CR_OK)
         return st;
@@ -706,7 +706,7 @@ static void set_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, voi
 cr_status cr__unbroadcast(cr_arena *arena, const cr_array *full, size_t ndim, const size_t *shape,
                           cr_array **out)
 {
-    cr_array *r;
+    cr_array *r = NULL;
     cr_status st = cr__new(arena, (cr_dtype)full->dtype, ndim, shape, true, &r);
     if (st != CR_OK)
         return st;

@@ -519,6 +519,62 @@ static cr_status build_partialsort(cr_arena *arena, const cr_value *args, size_t
     return CR_OK;
 }
 
+/* vcat(A...): concatenation along the first dimension (vectors: one longer vector). */
+static cr_status build_vcat(cr_arena *arena, const cr_value *args, size_t nargs, gmap *g)
+{
+    if (nargs < 1 || nargs > G_MAX_IN)
+        return CR__FAIL(arena, CR_EINVAL, "vcat: takes 1 to %d arrays", G_MAX_IN);
+    cr_value a[G_MAX_IN + 1];
+    a[0] = cr_value_i64(0);
+    memcpy(a + 1, args, nargs * sizeof *args);
+    cr_status st = build_cat(arena, a, nargs + 1, g);
+    for (size_t j = 0; j < g->nin; j++)
+        g->argi[j] = j;
+    return st;
+}
+
+/* hcat(A...): matrices side by side (cat along dimension 1); vectors become the columns
+ * of a matrix, as in Julia. */
+static cr_status build_hcat(cr_arena *arena, const cr_value *args, size_t nargs, gmap *g)
+{
+    if (nargs < 1 || nargs > G_MAX_IN)
+        return CR__FAIL(arena, CR_EINVAL, "hcat: takes 1 to %d arrays", G_MAX_IN);
+    const cr_array *A0;
+    cr_status st = float_array(arena, "hcat", args, nargs, 0, &A0);
+    if (st != CR_OK)
+        return st;
+    if (A0->ndim != 1) {
+        cr_value a[G_MAX_IN + 1];
+        a[0] = cr_value_i64(1);
+        memcpy(a + 1, args, nargs * sizeof *args);
+        st = build_cat(arena, a, nargs + 1, g);
+        for (size_t j = 0; j < g->nin; j++)
+            g->argi[j] = j;
+        return st;
+    }
+    size_t n = A0->shape[0];
+    for (size_t j = 0; j < nargs; j++) {
+        const cr_array *A;
+        st = float_array(arena, "hcat", args, nargs, j, &A);
+        if (st != CR_OK)
+            return st;
+        if (A->ndim != 1 || A->shape[0] != n)
+            return CR__FAIL(arena, CR_ESHAPE, "hcat: vectors of different lengths");
+        g->argi[j] = j;
+    }
+    g->nin = nargs;
+    g->ndim = 2;
+    g->shape[0] = n;
+    g->shape[1] = nargs;
+    if ((st = gmap_alloc(arena, g, true)) != CR_OK)
+        return st;
+    for (size_t k = 0; k < g->m; k++) {
+        g->src[k] = (uint8_t)(k % nargs);
+        g->lin[k] = (int64_t)(k / nargs);
+    }
+    return CR_OK;
+}
+
 /* ---- The generic rules ------------------------------------------------------------------ */
 
 typedef struct gather_env {
@@ -610,7 +666,7 @@ static cr_status gather_give(cr_arena *arena, const gather_env *e, const cr_arra
     const gmap *g = &e->g;
     const cr_value *v = &e->in[j];
     size_t n = arg_numel(v);
-    cr_array *r;
+    cr_array *r = NULL;
     cr_status st = v->kind == CR_KIND_ARRAY ? cr__new_like(arena, e->wdt, v->u.arr, true, &r)
                                             : cr__new(arena, e->wdt, 1, &n, true, &r);
     if (st != CR_OK)
@@ -743,7 +799,7 @@ static cr_status gather_frule(const cr_config *cfg, cr_arena *arena, const cr_ta
         *dy = cr_tangent_zero();
         return CR_OK;
     }
-    cr_array *r;
+    cr_array *r = NULL;
     st = gather(arena, &g, t, wdt, &r);
     if (st == CR_OK && g.scalar) {
         *dy = cr__scalar_tangent(dt, cr__load(r, 0));
@@ -771,6 +827,8 @@ GATHER_FN(triu, "triu", -1)
 GATHER_FN(tril, "tril", -1)
 GATHER_FN(sort, "sort", 1)
 GATHER_FN(partialsort, "partialsort", 2)
+GATHER_FN(vcat, "vcat", -1)
+GATHER_FN(hcat, "hcat", -1)
 
 /* ---- Test registrations ---------------------------------------------------------------- */
 
@@ -784,7 +842,8 @@ typedef enum {
     GS_DROPDIMS,
     GS_MATRIX,
     GS_VECTOR,
-    GS_SORT
+    GS_SORT,
+    GS_HCAT
 } gsample;
 
 static cr_status sample_gather(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
@@ -856,6 +915,20 @@ static cr_status sample_gather(cr_arena *arena, uint64_t *rng, cr_value *args, s
         if (nargs == 2)
             args[1] = cr_value_i64((int64_t)cr__rng_below(rng, 4) - 1);
         return CR_OK;
+    case GS_HCAT: {
+        /* Two vectors (columns of the result) or two matrices with 2 rows. */
+        bool vec = cr__rng_below(rng, 2) != 0;
+        size_t n3 = 3, sb[2] = {2, 1 + cr__rng_below(rng, 3)};
+        st = cr__rand_array(arena, rng, dt, vec ? 1 : 2, vec ? &n3 : s23, -2, 2, &A);
+        if (st == CR_OK)
+            st = cr__rand_array(arena, rng, cr__rng_dtype(rng), vec ? 1 : 2, vec ? &n3 : sb, -2, 2,
+                                &B);
+        if (st != CR_OK)
+            return st;
+        args[0] = cr_value_array(A);
+        args[1] = cr_value_array(B);
+        return CR_OK;
+    }
     case GS_SORT: {
         /* Distinct values 1/8 apart at least: finite differences never reorder them. */
         size_t n = 5;
@@ -892,9 +965,9 @@ static cr_status sample_gather(cr_arena *arena, uint64_t *rng, cr_value *args, s
     {                                                             \
         .sample = sample_gather, .env = (void *)(uintptr_t)(KIND) \
     }
-static const cr_rule_test k_gt[10] = {
-    GT(GS_REVERSE), GT(GS_CIRCSHIFT), GT(GS_REPEAT), GT(GS_CAT),    GT(GS_STACK),
-    GT(GS_FILL),    GT(GS_DROPDIMS),  GT(GS_MATRIX), GT(GS_VECTOR), GT(GS_SORT)};
+static const cr_rule_test k_gt[11] = {
+    GT(GS_REVERSE),  GT(GS_CIRCSHIFT), GT(GS_REPEAT), GT(GS_CAT),  GT(GS_STACK), GT(GS_FILL),
+    GT(GS_DROPDIMS), GT(GS_MATRIX),    GT(GS_VECTOR), GT(GS_SORT), GT(GS_HCAT)};
 
 cr_status cr__array_register_gather(cr_registry *reg)
 {
@@ -925,6 +998,8 @@ cr_status cr__array_register_gather(cr_registry *reg)
         {&tril_function, {FA, IN}, 2, false, GS_MATRIX},
         {&sort_function, {RA}, 1, false, GS_SORT},
         {&partialsort_function, {RA, IN}, 2, false, GS_SORT},
+        {&vcat_function, {FA, FA}, 2, true, GS_STACK},
+        {&hcat_function, {FA, FA}, 2, true, GS_HCAT},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         cr_status st = cr__add_rule(reg, k[i].fn, k[i].a, k[i].n, k[i].variadic, gather_frule,

@@ -521,7 +521,7 @@ static cr_status cumsum_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
         dx[1] = cr_tangent_zero();
         return CR_OK;
     }
-    cr_array *r;
+    cr_array *r = NULL;
     st = cr__new_like(arena, e->r.wdt, A, false, &r);
     if (st != CR_OK)
         return st;

@@ -4,6 +4,8 @@
  * matmul (gemm/gemv), gemm (alpha A B + beta C) and tr. The matrix cotangents of matmul
  * and gemm are InplaceableThunks whose add! runs gemm with beta = 1 into the accumulator.
  */
+#include <math.h>
+
 #include "array_impl.h"
 
 cr_status cr__family_linalg(cr_registry *reg)
@@ -35,7 +37,7 @@ typedef struct prod_thunk {
 static cr_status prod_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 {
     prod_thunk *t = env;
-    cr_array *r;
+    cr_array *r = NULL;
     cr_status st = cr__new_like(arena, t->wdt, t->like, false, &r);
     if (st != CR_OK)
         return st;
@@ -542,7 +544,7 @@ static cr_status dot_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
     cr_dtype wdt = e->wdt;
     const cr_array *like = t->which == 0 ? e->xa : t->which == 1 ? e->Aa : e->ya;
     cr_project *p = t->which == 0 ? e->px : t->which == 1 ? e->pA : e->py;
-    cr_array *r;
+    cr_array *r = NULL;
     cr_status st = cr__new_like(arena, wdt, like, false, &r);
     if (st != CR_OK)
         return st;
@@ -919,7 +921,7 @@ static cr_status bil_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
     bil_thunk *t = env;
     const bil_env *e = t->e;
     const cr_array *like = t->which == 0 ? e->Aa : e->Ba;
-    cr_array *r;
+    cr_array *r = NULL;
     cr_status st = cr__new_like(arena, e->wdt, like, true, &r);
     if (st != CR_OK)
         return st;
@@ -1117,6 +1119,257 @@ static cr_status bil_frule(cr_arena *arena, bool cross, const cr_tangent *dargs,
 BIL_RULES(kron, false)
 BIL_RULES(cross, true)
 
+/* ---- Structure constructors ---------------------------------------------------------------- */
+
+typedef struct wrap_env {
+    const cr_array *A;
+    cr_project *pA;
+    cr_matstruct s;
+    cr_dtype wdt;
+} wrap_env;
+
+/* Symmetric(A) / Hermitian(A): A's upper triangle read as a symmetric (Hermitian) matrix;
+ * Diagonal(v) of a vector, Diagonal(A) of a square matrix's diagonal. Views of A. */
+static cr_status wrap_forward(cr_arena *arena, const char *who, cr_matstruct s,
+                              const cr_value *args, size_t nargs, cr_array **out)
+{
+    const cr_array *A;
+    cr_status st = cr__nargs(arena, who, nargs, 1, 1);
+    if (st == CR_OK)
+        st = cr__array_arg(arena, who, args, nargs, 0, &A);
+    if (st != CR_OK)
+        return st;
+    if (!cr_dtype_is_float((cr_dtype)A->dtype))
+        return CR__FAIL(arena, CR_EINVAL, "%s: expected a float array", who);
+    bool vec = s == CR_MAT_DIAGONAL && A->ndim == 1;
+    if (!vec && (A->ndim != 2 || A->shape[0] != A->shape[1]))
+        return CR__FAIL(arena, CR_ESHAPE, "%s: expected a square matrix%s", who,
+                        s == CR_MAT_DIAGONAL ? " or a vector" : "");
+    const cr_array *D = A;
+    if (A->structure != CR_MAT_DENSE) {
+        cr_array *c;
+        st = cr__densify(arena, A, 0, &c);
+        if (st != CR_OK)
+            return st;
+        D = c;
+    }
+    cr_array *r = NULL;
+    st = cr__view_of(arena, D, &r);
+    if (st != CR_OK)
+        return st;
+    if (vec) {
+        r->ndim = 2;
+        r->shape[1] = r->shape[0];
+        r->strides[1] = 0;
+    } else if (s == CR_MAT_DIAGONAL) {
+        r->strides[0] = D->strides[0] + D->strides[1];
+        r->strides[1] = 0;
+    }
+    r->structure = (uint8_t)s;
+    *out = r;
+    return CR_OK;
+}
+
+static cr_status wrap_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                               void *env)
+{
+    (void)nx;
+    wrap_env *e = env;
+    dx[0] = cr_tangent_none();
+    const cr_array *A = e->A;
+    size_t n = A->shape[0], shape[2] = {n, n};
+    const cr_array *g;
+    cr_status st = cr__tan_array(arena, "structure_pullback", *dy, 2, shape, e->wdt, &g);
+    if (st != CR_OK || g == NULL) {
+        dx[1] = cr_tangent_zero();
+        return st;
+    }
+    cr_array *r = NULL;
+    if (e->s == CR_MAT_DIAGONAL) {
+        st = cr__new(arena, e->wdt, 1, &n, false, &r);
+        if (st != CR_OK)
+            return st;
+        for (size_t i = 0; i < n; i++)
+            cr__store(r, (ptrdiff_t)i, cr__load(g, (ptrdiff_t)(i * n + i)));
+        if (A->ndim == 2) {
+            r->ndim = 2;
+            r->shape[1] = n;
+            r->strides[1] = 0;
+            r->structure = CR_MAT_DIAGONAL;
+        }
+        return cr__give(arena, e->pA, r, &dx[1]);
+    }
+    /* The upper triangle is read: Ā_ij = Ȳ_ij + Ȳ_ji (conj for Hermitian) above the
+     * diagonal, Ȳ_ii on it (its real part for Hermitian), 0 below. */
+    bool herm = e->s == CR_MAT_HERMITIAN;
+    st = cr__new(arena, e->wdt, 2, shape, true, &r);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i; j < n; j++) {
+            cr_complex a = cr__load(g, (ptrdiff_t)(i * n + j)),
+                       b = cr__load(g, (ptrdiff_t)(j * n + i));
+            cr_complex v = i == j ? (herm ? creal(a) : a) : a + (herm ? conj(b) : b);
+            cr__store(r, (ptrdiff_t)(i * n + j), v);
+        }
+    return cr__give(arena, e->pA, r, &dx[1]);
+}
+
+static cr_status wrap_rrule_common(cr_arena *arena, const char *who, cr_matstruct s,
+                                   const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                                   const void *udata)
+{
+    cr_array *r = NULL;
+    cr_status st = wrap_forward(arena, who, s, args, nargs, &r);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(r);
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
+    wrap_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(wrap_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    e->A = args[0].u.arr;
+    e->s = s;
+    e->wdt = cr__work((cr_dtype)e->A->dtype);
+    st = cr_project_new(arena, &args[0], &e->pA);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){wrap_pullback, e, "structure_pullback", nargs + 1};
+    return CR_OK;
+}
+
+#define WRAP_RULE(NAME, STR, S)                                                             \
+    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f, \
+                                  const cr_value *args, size_t nargs, cr_value *y,          \
+                                  cr_pullback *pb, const void *udata)                       \
+    {                                                                                       \
+        (void)cfg;                                                                          \
+        (void)f;                                                                            \
+        return wrap_rrule_common(arena, STR, S, args, nargs, y, pb, udata);                 \
+    }                                                                                       \
+    CR__ARRAY_FN(NAME, STR, 1)
+
+WRAP_RULE(symmetric, "Symmetric", CR_MAT_SYMMETRIC)
+WRAP_RULE(hermitian, "Hermitian", CR_MAT_HERMITIAN)
+WRAP_RULE(diagonal, "Diagonal", CR_MAT_DIAGONAL)
+
+/* ---- asum ------------------------------------------------------------------------------ */
+
+typedef struct asum_env {
+    const cr_array *A, *Aw;
+    cr_project *pA;
+} asum_env;
+
+static double sgn(double v)
+{
+    return (v > 0) - (v < 0);
+}
+
+/* asum(x) = Σ |re x_i| + |im x_i| (BLAS's asum): x̄_i = (sign re x_i + i sign im x_i) ȳ,
+ * with sign 0 at 0 (the subgradient). */
+static cr_status asum_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                               void *env)
+{
+    (void)nx;
+    asum_env *e = env;
+    dx[0] = cr_tangent_none();
+    cr_complex g;
+    bool nz;
+    cr_status st = cr__tan_scalar(arena, "asum_pullback", *dy, &g, &nz);
+    if (st != CR_OK || !nz) {
+        dx[1] = cr_tangent_zero();
+        return st;
+    }
+    cr_array *r = NULL;
+    st = cr__new_like(arena, (cr_dtype)e->Aw->dtype, e->A, false, &r);
+    if (st != CR_OK)
+        return st;
+    size_t n = cr_array_numel(e->A);
+    for (size_t i = 0; i < n; i++) {
+        cr_complex x = cr__load(e->Aw, (ptrdiff_t)i);
+        cr__store(r, (ptrdiff_t)i, cr__c(sgn(creal(x)), sgn(cimag(x))) * creal(g));
+    }
+    return cr__give(arena, e->pA, r, &dx[1]);
+}
+
+static cr_status asum_forward(cr_arena *arena, const cr_value *args, size_t nargs, asum_env *e,
+                              double *v)
+{
+    cr_status st = cr__nargs(arena, "asum", nargs, 1, 1);
+    if (st == CR_OK)
+        st = cr__array_arg(arena, "asum", args, nargs, 0, &e->A);
+    if (st != CR_OK)
+        return st;
+    if (!cr_dtype_is_float((cr_dtype)e->A->dtype))
+        return CR__FAIL(arena, CR_EINVAL, "asum: expected a float array");
+    st = cr__dense(arena, e->A, cr__work((cr_dtype)e->A->dtype), &e->Aw);
+    if (st != CR_OK)
+        return st;
+    size_t n = cr_array_numel(e->A);
+    double s = 0;
+    for (size_t i = 0; i < n; i++) {
+        cr_complex x = cr__load(e->Aw, (ptrdiff_t)i);
+        s += fabs(creal(x)) + fabs(cimag(x));
+    }
+    *v = s;
+    return CR_OK;
+}
+
+static cr_status asum_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                            const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    asum_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(asum_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    double v;
+    cr_status st = asum_forward(arena, args, nargs, e, &v);
+    if (st != CR_OK)
+        return st;
+    *y = cr__scalar_value(e->A->dtype == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64, v);
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
+    st = cr_project_new(arena, &args[0], &e->pA);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){asum_pullback, e, "asum_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(asum, "asum", 1)
+
+static cr_status asum_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                            cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    asum_env e;
+    double v;
+    cr_status st = asum_forward(arena, args, nargs, &e, &v);
+    if (st != CR_OK)
+        return st;
+    cr_dtype rdt = e.A->dtype == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64;
+    *y = cr__scalar_value(rdt, v);
+    const cr_array *t;
+    st = cr__dx_array(arena, "asum", dargs, args, 0, (cr_dtype)e.Aw->dtype, &t);
+    if (st != CR_OK || t == NULL) {
+        *dy = cr_tangent_zero();
+        return st;
+    }
+    size_t n = cr_array_numel(e.A);
+    double s = 0;
+    for (size_t i = 0; i < n; i++) {
+        cr_complex x = cr__load(e.Aw, (ptrdiff_t)i), d = cr__load(t, (ptrdiff_t)i);
+        s += sgn(creal(x)) * creal(d) + sgn(cimag(x)) * cimag(d);
+    }
+    *dy = cr__scalar_tangent(rdt, s);
+    return CR_OK;
+}
+
 /* ---- Test registrations ---------------------------------------------------------------- */
 
 /* A random matrix of the shape, sometimes stored transposed (a strided view). */
@@ -1272,10 +1525,46 @@ static cr_status sample_bilinear(cr_arena *arena, uint64_t *rng, cr_value *args,
     return CR_OK;
 }
 
+/* A square matrix (Symmetric, Hermitian, Diagonal), or a vector (Diagonal). */
+static cr_status sample_wrap(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                             void *env)
+{
+    (void)nargs;
+    size_t n = 3, shape[2] = {3, 3};
+    bool vec = env != NULL && cr__rng_below(rng, 2) == 0;
+    cr_array *A;
+    cr_status st = cr__rand_array(arena, rng, cr__rng_dtype(rng), vec ? 1 : 2, vec ? &n : shape,
+                                  -1.5, 1.5, &A);
+    if (st == CR_OK)
+        args[0] = cr_value_array(A);
+    return st;
+}
+
 static const cr_rule_test k_test_matmul = {.sample = sample_matmul};
+static const cr_rule_test k_test_wrap = {.sample = sample_wrap};
+static const cr_rule_test k_test_wrap_diag = {.sample = sample_wrap, .env = (void *)1};
 static const cr_rule_test k_test_kron = {.sample = sample_bilinear};
 static const cr_rule_test k_test_cross = {.sample = sample_bilinear, .env = (void *)1};
 static const cr_rule_test k_test_dot = {.sample = sample_dot};
+
+/* asum: entries away from 0 (its kink), either sign. */
+static cr_status sample_asum(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                             void *env)
+{
+    (void)nargs;
+    (void)env;
+    size_t n = 5;
+    cr_array *A;
+    cr_status st = cr__rand_array(arena, rng, cr__rng_dtype(rng), 1, &n, 0.25, 1.5, &A);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < n; i++)
+        if (cr__rng_below(rng, 2))
+            cr__store(A, (ptrdiff_t)i, -cr__load(A, (ptrdiff_t)i));
+    args[0] = cr_value_array(A);
+    return CR_OK;
+}
+static const cr_rule_test k_test_dot_asum = {.sample = sample_asum};
 static const cr_rule_test k_test_square = {.sample = sample_square};
 
 cr_status cr__linalg_register_blas(cr_registry *reg)
@@ -1306,5 +1595,17 @@ cr_status cr__linalg_register_blas(cr_registry *reg)
     if (st == CR_OK)
         st = cr__add_rule(reg, &cross_function, a2, 2, false, cross_frule, cross_rrule,
                           &k_test_cross);
+    if (st == CR_OK)
+        st = cr__add_rule(reg, &symmetric_function, a1, 1, false, cr__linear_frule, symmetric_rrule,
+                          &k_test_wrap);
+    if (st == CR_OK)
+        st = cr__add_rule(reg, &hermitian_function, a1, 1, false, cr__linear_frule, hermitian_rrule,
+                          &k_test_wrap);
+    if (st == CR_OK)
+        st = cr__add_rule(reg, &diagonal_function, a1, 1, false, cr__linear_frule, diagonal_rrule,
+                          &k_test_wrap_diag);
+    if (st == CR_OK)
+        st = cr__add_rule(reg, &asum_function, a1, 1, false, asum_frule, asum_rrule,
+                          &k_test_dot_asum);
     return st;
 }

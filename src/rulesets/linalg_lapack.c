@@ -220,7 +220,7 @@ static cr_status herm_give(cr_arena *arena, const cr_array *A, cr_project *p, ma
             }
         }
     }
-    cr_array *r;
+    cr_array *r = NULL;
     cr_status st = mat_to_array(arena, S, false, &r);
     return st != CR_OK ? st : cr__give(arena, p, r, out);
 }
@@ -636,7 +636,7 @@ static cr_status det_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
     for (size_t j = 0; j < n; j++)
         for (size_t i = 0; i < n; i++)
             mat_set(&G, i, j, c * conj(mat_get(&M, j, i)));
-    cr_array *r;
+    cr_array *r = NULL;
     st = mat_to_array(arena, &G, false, &r);
     return st != CR_OK ? st : cr__give(arena, e->pA, r, &dx[1]);
 }
@@ -798,7 +798,7 @@ static cr_status matinv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
     st = mat_mul(arena, 'C', 'N', 1.0, &e->Y, &G, &T);
     if (st == CR_OK)
         st = mat_mul(arena, 'N', 'C', -1.0, &T, &e->Y, &R);
-    cr_array *r;
+    cr_array *r = NULL;
     if (st == CR_OK)
         st = mat_to_array(arena, &R, false, &r);
     return st != CR_OK ? st : cr__give(arena, e->pA, r, &dx[1]);
@@ -873,7 +873,7 @@ static cr_status matinv_frule(const cr_config *cfg, cr_arena *arena, const cr_ta
     st = mat_mul(arena, 'N', 'N', 1.0, &Y, &dA, &T);
     if (st == CR_OK)
         st = mat_mul(arena, 'N', 'N', -1.0, &T, &Y, &R);
-    cr_array *r;
+    cr_array *r = NULL;
     if (st == CR_OK)
         st = mat_to_array(arena, &R, false, &r);
     return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
@@ -974,7 +974,7 @@ static cr_status solve_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
     solve_thunk *t = env;
     mat R;
     cr_status st = mat_mul(arena, 'N', 'C', -1.0, &t->Bbar, &t->e->Y, &R);
-    cr_array *r;
+    cr_array *r = NULL;
     if (st == CR_OK)
         st = mat_to_array(arena, &R, false, &r);
     return st != CR_OK ? st : cr__give(arena, t->e->pA, r, out);
@@ -1115,9 +1115,218 @@ static cr_status solve_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
     if (dA.p != NULL)
         mat_gemm('N', 'N', -1.0, &dA, &e.Y, 1.0, &R);
     st = fac_solve(arena, "solve", &e.F, 'N', &R);
-    cr_array *r;
+    cr_array *r = NULL;
     if (st == CR_OK)
         st = mat_to_array(arena, &R, e.B->ndim == 1, &r);
+    return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
+}
+
+/* ---- rdiv: B / A ------------------------------------------------------------------------- */
+
+/* A row-major 1-d or 2-d B as a work matrix: a vector is one row. */
+static cr_status row_mat(cr_arena *arena, const cr_array *b, bool cplx, mat *m)
+{
+    if (b->ndim == 2)
+        return mat_from(arena, b, cplx, m);
+    mat col;
+    cr_status st = mat_from(arena, b, cplx, &col);
+    if (st != CR_OK)
+        return st;
+    *m = col;
+    m->r = 1;
+    m->c = col.r;
+    return CR_OK;
+}
+
+typedef struct rdiv_env {
+    fac F;
+    mat Y; /* m x n */
+    const cr_array *A, *B;
+    cr_project *pA, *pB;
+    bool cplx;
+} rdiv_env;
+
+/* X := X op(A)^-1 for X m x n, through (X op(A)^-1)ᴴ = op(A)^-ᴴ Xᴴ. */
+static cr_status right_solve(cr_arena *arena, const fac *F, char op, mat *X)
+{
+    mat Xh;
+    cr_status st = mat_adj(arena, X, &Xh);
+    if (st == CR_OK)
+        st = fac_solve(arena, "rdiv", F, op == 'N' ? 'C' : 'N', &Xh);
+    return st != CR_OK ? st : mat_adj(arena, &Xh, X);
+}
+
+static cr_status rdiv_out(cr_arena *arena, const mat *Y, bool vec, cr_dtype dt, cr_array **o)
+{
+    if (!vec)
+        return out_array(arena, Y, false, dt, o);
+    mat c = *Y; /* a 1 x n row is, in column-major memory, an n x 1 column */
+    c.r = Y->c;
+    c.c = 1;
+    return out_array(arena, &c, true, dt, o);
+}
+
+static cr_status rdiv_forward(cr_arena *arena, const cr_value *args, size_t nargs, rdiv_env *e,
+                              cr_dtype *dt)
+{
+    const cr_array *A, *B;
+    bool ca = false;
+    cr_status st = cr__nargs(arena, "rdiv", nargs, 2, 2);
+    if (st == CR_OK)
+        st = cr__array_arg(arena, "rdiv", args, nargs, 0, &B);
+    if (st == CR_OK)
+        st = square_arg(arena, "rdiv", args, nargs, 1, &A, &ca);
+    if (st != CR_OK)
+        return st;
+    size_t nb = B->ndim == 2 ? B->shape[1] : B->shape[0];
+    if ((B->ndim != 1 && B->ndim != 2) || nb != A->shape[0] ||
+        !cr_dtype_is_float((cr_dtype)B->dtype))
+        return CR__FAIL(arena, CR_ESHAPE,
+                        "rdiv: B must be a float vector or matrix with as many columns as A");
+    cr_dtype d = cr__promote((cr_dtype)A->dtype, (cr_dtype)B->dtype);
+    *dt = d;
+    e->cplx = d == CR_DT_C128;
+    e->A = A;
+    e->B = B;
+    st = fac_new(arena, "rdiv", A, e->cplx, &e->F);
+    if (st == CR_OK)
+        st = row_mat(arena, B, e->cplx, &e->Y);
+    if (st == CR_OK)
+        st = right_solve(arena, &e->F, 'N', &e->Y);
+    return st;
+}
+
+typedef struct rdiv_thunk {
+    const rdiv_env *e;
+    mat Bbar;
+} rdiv_thunk;
+
+/* Ā = -Yᴴ B̄ */
+static cr_status rdiv_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
+{
+    rdiv_thunk *t = env;
+    mat R;
+    cr_status st = mat_mul(arena, 'C', 'N', -1.0, &t->e->Y, &t->Bbar, &R);
+    cr_array *r = NULL;
+    if (st == CR_OK)
+        st = mat_to_array(arena, &R, false, &r);
+    return st != CR_OK ? st : cr__give(arena, t->e->pA, r, out);
+}
+
+/* Y = B A⁻¹: B̄ = Ȳ A⁻ᴴ, Ā = -Yᴴ B̄ (a thunk). */
+static cr_status rdiv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                               void *env)
+{
+    rdiv_env *e = env;
+    for (size_t i = 0; i < nx; i++)
+        dx[i] = cr_tangent_none();
+    const cr_array *g;
+    size_t shape[2] = {e->Y.r, e->Y.c};
+    bool vec = e->B->ndim == 1;
+    cr_status st = cr__tan_array(arena, "rdiv_pullback", *dy, vec ? 1 : 2, vec ? &shape[1] : shape,
+                                 e->cplx ? CR_DT_C128 : CR_DT_F64, &g);
+    if (st != CR_OK)
+        return st;
+    if (g == NULL) {
+        dx[1] = dx[2] = cr_tangent_zero();
+        return CR_OK;
+    }
+    mat G;
+    st = row_mat(arena, g, e->cplx, &G);
+    if (st == CR_OK)
+        st = right_solve(arena, &e->F, 'C', &G);
+    if (st != CR_OK)
+        return st;
+    cr_array *r = NULL;
+    st = rdiv_out(arena, &G, vec, e->cplx ? CR_DT_C128 : CR_DT_F64, &r);
+    if (st == CR_OK)
+        st = cr__give(arena, e->pB, r, &dx[1]);
+    if (st != CR_OK)
+        return st;
+    rdiv_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(rdiv_thunk));
+    if (t == NULL)
+        return CR__ALLOC_STATUS(arena);
+    *t = (rdiv_thunk){e, G};
+    return cr__thunk(arena, rdiv_thunk_fn, NULL, t, "rdiv_pullback_thunk", &dx[2]);
+}
+
+/* rdiv(B, A) = B / A = B A⁻¹. */
+static cr_status rdiv_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                            const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    rdiv_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(rdiv_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr_dtype dt = CR_DT_F64;
+    cr_status st = rdiv_forward(arena, args, nargs, e, &dt);
+    cr_array *o;
+    if (st == CR_OK)
+        st = rdiv_out(arena, &e->Y, e->B->ndim == 1, dt, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
+    st = cr_project_new(arena, &args[0], &e->pB);
+    if (st == CR_OK)
+        st = cr_project_new(arena, &args[1], &e->pA);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){rdiv_pullback, e, "rdiv_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(rdiv, "rdiv", 2)
+
+/* frule: Ẏ = (Ḃ - Y Ȧ) A⁻¹. */
+static cr_status rdiv_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                            cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    rdiv_env e;
+    memset(&e, 0, sizeof e);
+    cr_dtype dt = CR_DT_F64;
+    cr_status st = rdiv_forward(arena, args, nargs, &e, &dt);
+    cr_array *o;
+    bool vec = e.B != NULL && e.B->ndim == 1;
+    if (st == CR_OK)
+        st = rdiv_out(arena, &e.Y, vec, dt, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    const cr_array *tb, *ta;
+    st = cr__dx_array(arena, "rdiv", dargs, args, 0, e.cplx ? CR_DT_C128 : CR_DT_F64, &tb);
+    if (st == CR_OK)
+        st = cr__dx_array(arena, "rdiv", dargs, args, 1, e.cplx ? CR_DT_C128 : CR_DT_F64, &ta);
+    if (st != CR_OK)
+        return st;
+    if (tb == NULL && ta == NULL) {
+        *dy = cr_tangent_zero();
+        return CR_OK;
+    }
+    mat R;
+    if (tb != NULL)
+        st = row_mat(arena, tb, e.cplx, &R);
+    else
+        st = mat_new(arena, e.cplx, e.Y.r, e.Y.c, true, &R);
+    if (st != CR_OK)
+        return st;
+    if (ta != NULL) {
+        mat dA;
+        st = mat_from(arena, ta, e.cplx, &dA);
+        if (st != CR_OK)
+            return st;
+        mat_gemm('N', 'N', -1.0, &e.Y, &dA, 1.0, &R);
+    }
+    st = right_solve(arena, &e.F, 'N', &R);
+    cr_array *r = NULL;
+    if (st == CR_OK)
+        st = rdiv_out(arena, &R, vec, e.cplx ? CR_DT_C128 : CR_DT_F64, &r);
     return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
 }
 
@@ -1286,7 +1495,7 @@ static cr_status cholesky_frule(const cr_config *cfg, cr_arena *arena, const cr_
             mat_set(&S, i, j, 0.0);
     }
     st = mat_mul(arena, 'N', 'N', 1.0, &S, &U, &R);
-    cr_array *r;
+    cr_array *r = NULL;
     if (st == CR_OK)
         st = mat_to_array(arena, &R, false, &r);
     return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
@@ -1690,7 +1899,7 @@ static cr_status svd_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
         mat_gemm('N', 'N', -1.0, &e->V, &W, 1.0, &Q);
         mat_gemm('N', 'C', 1.0, &f->U, &Q, 1.0, &Abar);
     }
-    cr_array *r;
+    cr_array *r = NULL;
     st = mat_to_array(arena, &Abar, false, &r);
     return st != CR_OK ? st : cr__give(arena, e->pA, r, &dx[1]);
 }
@@ -2018,7 +2227,7 @@ static cr_status matfun_herm_frule(const cr_config *cfg, cr_arena *arena, const 
     st = herm_upper(arena, t, e.V.cplx, &dH);
     if (st == CR_OK)
         st = dk_apply(arena, &e, &dH, &R);
-    cr_array *r;
+    cr_array *r = NULL;
     if (st == CR_OK)
         st = mat_to_array(arena, &R, false, &r);
     return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
@@ -2274,7 +2483,7 @@ static cr_status expm_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     st = mat_adj(arena, &e->Am, &Ah);
     if (st == CR_OK)
         st = expm_frechet(arena, &Ah, &G, NULL, &L);
-    cr_array *r;
+    cr_array *r = NULL;
     if (st == CR_OK)
         st = mat_to_array(arena, &L, false, &r);
     return st != CR_OK ? st : cr__give(arena, e->pA, r, &dx[1]);
@@ -2331,7 +2540,7 @@ static cr_status expm_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
         return st;
     }
     st = expm_frechet(arena, &Am, &dA, NULL, &L);
-    cr_array *r;
+    cr_array *r = NULL;
     if (st == CR_OK)
         st = mat_to_array(arena, &L, false, &r);
     return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
@@ -2478,6 +2687,29 @@ static cr_status sample_expm(cr_arena *arena, uint64_t *rng, cr_value *args, siz
     return st;
 }
 
+/* rdiv(B, A): the arguments of solve, swapped (B as rows). */
+static cr_status sample_rdiv(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                             void *env)
+{
+    (void)env;
+    cr_status st = sample_sq(arena, rng, args, nargs, (void *)(uintptr_t)SQ_GENERAL);
+    if (st != CR_OK)
+        return st;
+    cr_array *B = args[1].u.arr;
+    if (B->ndim == 2) {
+        /* n x 2 -> 2 x n */
+        size_t r = B->shape[0];
+        B->shape[0] = 2;
+        B->shape[1] = r;
+        cr__row_major(2, B->shape, B->strides);
+    }
+    cr_value a = args[0];
+    args[0] = args[1];
+    args[1] = a;
+    return CR_OK;
+}
+
+static const cr_rule_test k_t_rdiv = {.sample = sample_rdiv};
 static const cr_rule_test k_t_matfun = {.sample = sample_matfun};
 static const cr_rule_test k_t_expm = {.sample = sample_expm};
 static const cr_rule_test k_t_general = {.sample = sample_sq, .env = (void *)(uintptr_t)SQ_GENERAL};
@@ -2508,6 +2740,7 @@ cr_status cr__linalg_register_lapack(cr_registry *reg)
         {&svd_function, 1, svd_frule, svd_rrule, &k_t_rect},
         {&svdvals_function, 1, svdvals_frule, svdvals_rrule, &k_t_rect},
         {&expm_function, 1, expm_frule, expm_rrule, &k_t_expm},
+        {&rdiv_function, 2, rdiv_frule, rdiv_rrule, &k_t_rdiv},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         cr_status st = cr__add_rule(reg, k[i].fn, k[i].n == 1 ? a1 : a2, k[i].n, false, k[i].frule,
@@ -2549,6 +2782,7 @@ NO_LAPACK_FN(svd, "svd")
 NO_LAPACK_FN(svdvals, "svdvals")
 NO_LAPACK_FN(matfun_herm, "matfun_herm")
 NO_LAPACK_FN(expm, "expm")
+NO_LAPACK_FN(rdiv, "rdiv")
 
 cr_status cr__linalg_register_lapack(cr_registry *reg)
 {

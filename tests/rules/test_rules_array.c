@@ -47,7 +47,7 @@ static const char *const k_array_fns[] = {
     "maximum",    "minimum",   "findmax", "findmin",     "getindex", "view", "broadcast", "softmax",
     "logsoftmax", "logsumexp", "reverse", "circshift",   "repeat",   "cat",  "stack",     "fill",
     "dropdims",   "diag",      "diagm",   "triu",        "tril",     "var",  "std",       "extrema",
-    "cumprod",    "norm",      "sort",    "partialsort",
+    "cumprod",    "norm",      "sort",    "partialsort", "vcat",     "hcat",
 };
 
 static bool in_family(const char *name)

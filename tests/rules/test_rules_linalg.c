@@ -30,10 +30,11 @@ static void assert_close_(double got, double want, double tol, const char *what,
 #define ASSERT_CLOSE(got, want, tol) assert_close_((got), (want), (tol), #got, __FILE__, __LINE__)
 
 static const char *const k_linalg_fns[] = {
-    "matmul", "gemm",    "dot",       "tr",      "kron",  "cross",
+    "matmul",    "gemm",     "dot",       "tr",   "kron",        "cross",    "Symmetric",
+    "Hermitian", "Diagonal", "asum",
 #if defined(CR_HAVE_LAPACKE)
-    "det",    "logdet",  "logabsdet", "inv",     "solve", "cholesky",
-    "eigen",  "eigvals", "svd",       "svdvals",
+    "det",       "logdet",   "logabsdet", "inv",  "solve",       "cholesky", "eigen",
+    "eigvals",   "svd",      "svdvals",   "expm", "matfun_herm", "rdiv",
 #endif
 };
 
