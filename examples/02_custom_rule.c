@@ -139,7 +139,7 @@ static cr_status logaddexp_frule(const cr_config *cfg, cr_arena *arena, const cr
     cr_status st = cr_function_call(arena, f, args, nargs, y);
     if (st != CR_OK)
         return st;
-    double xdot, ydot; /* dargs[0] is Δself: nothing to push for a plain function */
+    double xdot = 0, ydot = 0; /* dargs[0] is Δself: nothing to push for a plain function */
     st = tangent_real(arena, dargs[1], &xdot);
     if (st == CR_OK)
         st = tangent_real(arena, dargs[2], &ydot);

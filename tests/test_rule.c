@@ -734,6 +734,7 @@ static const cr_function affine_fn = {
 /* A real number out of a scalar tangent (zeros give 0). */
 static cr_status real_of(cr_arena *arena, cr_tangent t, double *out)
 {
+    *out = 0.0;
     cr_status st = cr_tangent_unthunk(t, &t);
     if (st != CR_OK)
         return st;

@@ -50,6 +50,7 @@ static bool is_int_kind(cr_kind k)
 static cr_status arg_complex(cr_arena *arena, const char *name, const cr_value *v, size_t j,
                              cr_complex *z)
 {
+    *z = 0; /* set on every path: callers read it only on success */
     switch (v->kind) {
     case CR_KIND_C128:
         *z = v->u.c128;
@@ -77,6 +78,8 @@ static cr_status arg_complex(cr_arena *arena, const char *name, const cr_value *
 static cr_status tangent_number(cr_arena *arena, const char *who, cr_tangent t, cr_complex *v,
                                 bool *nonzero)
 {
+    *v = 0;
+    *nonzero = false;
     cr_status st = cr_tangent_unthunk(t, &t);
     if (st != CR_OK)
         return st;
@@ -236,6 +239,8 @@ typedef struct crow {
 static cr_status crow_args(cr_arena *arena, const crow *row, const cr_value *args, size_t nargs,
                            cr_complex *x)
 {
+    for (size_t j = 0; j < row->nin; j++)
+        x[j] = 0;
     if (nargs != row->nin)
         return CR__FAIL(arena, CR_EINVAL, "%s takes %zu arguments, %zu given", row->name,
                         row->nin, nargs);
@@ -444,6 +449,7 @@ typedef struct z_env {
 static cr_status one_arg(cr_arena *arena, const char *name, const cr_value *args, size_t nargs,
                          cr_complex *z)
 {
+    *z = 0;
     if (nargs != 1)
         return CR__FAIL(arena, CR_EINVAL, "%s takes 1 argument, %zu given", name, nargs);
     return arg_complex(arena, name, &args[0], 0, z);
@@ -451,6 +457,7 @@ static cr_status one_arg(cr_arena *arena, const char *name, const cr_value *args
 
 static cr_status save_arg(cr_arena *arena, const cr_value *args, cr_complex z, z_env **out)
 {
+    *out = NULL;
     z_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(z_env));
     if (e == NULL)
         return CR__ALLOC_STATUS(arena);

@@ -2161,7 +2161,7 @@ static cr_status hypot_n_frule(const cr_config *cfg, cr_arena *arena, const cr_t
     double sc, acc = 0;
     hypot_n(args, nargs, &e, &sc);
     for (size_t i = 0; i < nargs; i++) {
-        double t;
+        double t = 0;
         st = real_tangent(arena, "hypot", dargs[i + 1], &t);
         if (st != CR_OK)
             return st;

@@ -799,6 +799,7 @@ static bool is_int_kind(cr_kind k)
 static cr_status arg_real(cr_arena *arena, const char *name, const cr_value *v, size_t j,
                           double *x)
 {
+    *x = 0; /* set on every path: callers read it only on success */
     switch (v->kind) {
     case CR_KIND_F64:
         *x = v->u.f64;
@@ -918,6 +919,8 @@ static const order_fn k_yn = {"yn", yn_value, yn_dx, "yn_pullback"};
 static cr_status order_args(cr_arena *arena, const order_fn *of, const cr_value *args,
                             size_t nargs, int *n, double *x)
 {
+    *n = 0;
+    *x = 0;
     if (nargs != 2)
         return CR__FAIL(arena, CR_EINVAL, "%s takes 2 arguments, %zu given", of->name, nargs);
     if (!is_int_kind(args[0].kind))
@@ -941,8 +944,8 @@ static cr_status order_primal(cr_arena *arena, const cr_value *f, const cr_value
                               size_t nargs, cr_value *out)
 {
     const order_fn *of = f->u.func.fn->udata;
-    int n;
-    double x;
+    int n = 0;
+    double x = 0;
     cr_status st = order_args(arena, of, args, nargs, &n, &x);
     if (st != CR_OK)
         return st;
@@ -957,7 +960,7 @@ static cr_status order_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
     (void)cfg;
     (void)f;
     const order_fn *of = udata;
-    int n;
+    int n = 0;
     double x, xd;
     bool nz;
     cr_status st = order_args(arena, of, args, nargs, &n, &x);
@@ -1007,8 +1010,8 @@ static cr_status order_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
     (void)cfg;
     (void)f;
     const order_fn *of = udata;
-    int n;
-    double x;
+    int n = 0;
+    double x = 0;
     cr_status st = order_args(arena, of, args, nargs, &n, &x);
     if (st != CR_OK)
         return st;
@@ -1060,6 +1063,8 @@ static double gamma_inc_dx(double a, double x)
 static cr_status gamma_inc_args(cr_arena *arena, const cr_value *args, size_t nargs, double *a,
                                 double *x)
 {
+    *a = 0;
+    *x = 0;
     if (nargs != 2)
         return CR__FAIL(arena, CR_EINVAL, "gamma_inc takes 2 arguments, %zu given", nargs);
     cr_status st = arg_real(arena, "gamma_inc", &args[0], 0, a);
@@ -1082,7 +1087,7 @@ static cr_status gamma_inc_primal(cr_arena *arena, const cr_value *f, const cr_v
                                   size_t nargs, cr_value *out)
 {
     (void)f;
-    double a, x;
+    double a = 0, x = 0;
     cr_status st = gamma_inc_args(arena, args, nargs, &a, &x);
     if (st != CR_OK)
         return st;
@@ -1180,7 +1185,7 @@ static cr_status gamma_inc_rrule(const cr_config *cfg, cr_arena *arena, const cr
     (void)cfg;
     (void)f;
     (void)udata;
-    double a, x;
+    double a = 0, x = 0;
     cr_status st = gamma_inc_args(arena, args, nargs, &a, &x);
     if (st == CR_OK)
         st = gamma_inc_output(arena, a, x, y);
