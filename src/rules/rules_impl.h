@@ -58,6 +58,13 @@ CR_INTERNAL cr_status cr__nondiff_rrule(const cr_config *cfg, cr_arena *arena, c
                                         const cr_value *args, size_t nargs, cr_value *y,
                                         cr_pullback *pb, const void *udata);
 
+/* The number a scalar tangent carries, unthunked: 0 (and *nonzero false) for the zeros
+ * and absent fields; CR_EUNIMPL for NotImplemented (naming its file, line and message),
+ * CR_ETANGENT for anything that is not a scalar. `who` names the rule in messages;
+ * nonzero may be NULL. (src/rules/scalar.c) */
+CR_INTERNAL cr_status cr__tangent_scalar(cr_arena *arena, const char *who, cr_tangent t,
+                                         cr_complex *v, bool *nonzero);
+
 /* Name of a function value for messages. */
 CR_INTERNAL const char *cr__fname(const cr_value *f);
 

@@ -196,10 +196,14 @@ static cr_status make_output(cr_arena *arena, const cr_scalar_rule *row, stype t
     return CR_OK;
 }
 
-/* The scalar carried by tangent t (unthunked); false (with an error) when it is not one. */
-static cr_status tangent_scalar(cr_arena *arena, const char *who, cr_tangent t, cr_complex *v,
-                                bool *nonzero)
+cr_status cr__tangent_scalar(cr_arena *arena, const char *who, cr_tangent t, cr_complex *v,
+                             bool *nonzero)
 {
+    bool nz_unused;
+    if (nonzero == NULL)
+        nonzero = &nz_unused;
+    *v = 0.0;
+    *nonzero = false;
     cr_status st = cr_tangent_unthunk(t, &t);
     if (st != CR_OK)
         return st;
@@ -248,7 +252,7 @@ static cr_status scalar_frule(const cr_config *cfg, cr_arena *arena, const cr_ta
     cr_complex xd[CR_SCALAR_MAX_IN];
     bool nz[CR_SCALAR_MAX_IN], any = false;
     for (size_t j = 0; j < nin; j++) {
-        st = tangent_scalar(arena, row->name, dargs[j + 1], &xd[j], &nz[j]);
+        st = cr__tangent_scalar(arena, row->name, dargs[j + 1], &xd[j], &nz[j]);
         if (st != CR_OK)
             return st;
         if (args[j].kind == CR_KIND_I64 || args[j].kind == CR_KIND_I32 ||
@@ -319,7 +323,7 @@ static cr_status scalar_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
                         row->pullback_name, cr_tag_name((cr_tag)d.tag));
     for (size_t i = 0; i < nout; i++) {
         cr_tangent ti = nout == 1 ? d : cr_tangent_field(d, i);
-        st = tangent_scalar(arena, row->pullback_name, ti, &g[i], &gnz[i]);
+        st = cr__tangent_scalar(arena, row->pullback_name, ti, &g[i], &gnz[i]);
         if (st != CR_OK)
             return st;
         any = any || gnz[i];

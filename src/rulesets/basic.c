@@ -288,28 +288,7 @@ static cr_tangent ep_tangent(ep_type t, cr_complex v)
 /* A scalar tangent as a complex number (zeros as 0), or an error. */
 static cr_status ep_tangent_value(cr_arena *arena, const char *who, cr_tangent t, cr_complex *v)
 {
-    cr_status st = cr_tangent_unthunk(t, &t);
-    if (st != CR_OK)
-        return st;
-    switch ((cr_tag)t.tag) {
-    case CR_TAN_ZERO:
-    case CR_TAN_NONE:
-    case CR_TAN_ABSENT:
-        *v = 0;
-        return CR_OK;
-    case CR_TAN_F64:
-        *v = t.u.f64;
-        return CR_OK;
-    case CR_TAN_F32:
-        *v = (double)t.u.f32;
-        return CR_OK;
-    case CR_TAN_C128:
-        *v = t.u.c128;
-        return CR_OK;
-    default:
-        return CR__FAIL(arena, CR_ETANGENT, "%s: expected a scalar tangent, got %s", who,
-                        cr_tag_name((cr_tag)t.tag));
-    }
+    return cr__tangent_scalar(arena, who, t, v, NULL);
 }
 
 /* The cotangent v projected on an argument of kind k. */

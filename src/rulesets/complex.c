@@ -78,35 +78,7 @@ static cr_status arg_complex(cr_arena *arena, const char *name, const cr_value *
 static cr_status tangent_number(cr_arena *arena, const char *who, cr_tangent t, cr_complex *v,
                                 bool *nonzero)
 {
-    *v = 0;
-    *nonzero = false;
-    cr_status st = cr_tangent_unthunk(t, &t);
-    if (st != CR_OK)
-        return st;
-    *nonzero = true;
-    switch ((cr_tag)t.tag) {
-    case CR_TAN_ZERO:
-    case CR_TAN_NONE:
-    case CR_TAN_ABSENT:
-        *nonzero = false;
-        *v = 0.0;
-        return CR_OK;
-    case CR_TAN_F64:
-        *v = mkc(t.u.f64, 0.0);
-        return CR_OK;
-    case CR_TAN_F32:
-        *v = mkc((double)t.u.f32, 0.0);
-        return CR_OK;
-    case CR_TAN_C128:
-        *v = t.u.c128;
-        return CR_OK;
-    case CR_TAN_NOTIMPL:
-        return CR__FAIL(arena, CR_EUNIMPL, "%s: tangent is NotImplemented (%s:%d: %s)", who,
-                        t.u.ni->file, t.u.ni->line, t.u.ni->msg);
-    default:
-        return CR__FAIL(arena, CR_ETANGENT, "%s: expected a scalar tangent, got %s", who,
-                        cr_tag_name((cr_tag)t.tag));
-    }
+    return cr__tangent_scalar(arena, who, t, v, nonzero);
 }
 
 /* The tangent of argument j for the frule: zero for integers (NoTangent primal). */

@@ -1759,31 +1759,14 @@ static bool is_integer_kind(cr_kind k)
     return k == CR_KIND_I64 || k == CR_KIND_I32 || k == CR_KIND_BOOL;
 }
 
-/* A real scalar tangent as a double (ZeroTangent/NoTangent as 0), or an error. */
+/* A real primal's tangent as a double: the real part of the scalar the tangent carries
+ * (ZeroTangent/NoTangent as 0), or an error. */
 static cr_status real_tangent(cr_arena *arena, const char *who, cr_tangent t, double *v)
 {
-    cr_status st = cr_tangent_unthunk(t, &t);
-    if (st != CR_OK)
-        return st;
-    switch ((cr_tag)t.tag) {
-    case CR_TAN_ZERO:
-    case CR_TAN_NONE:
-    case CR_TAN_ABSENT:
-        *v = 0;
-        return CR_OK;
-    case CR_TAN_F64:
-        *v = t.u.f64;
-        return CR_OK;
-    case CR_TAN_F32:
-        *v = (double)t.u.f32;
-        return CR_OK;
-    case CR_TAN_C128:
-        *v = creal(t.u.c128); /* a real primal's tangent: the real part */
-        return CR_OK;
-    default:
-        return CR__FAIL(arena, CR_ETANGENT, "%s: expected a real scalar tangent, got %s", who,
-                        cr_tag_name((cr_tag)t.tag));
-    }
+    cr_complex c;
+    cr_status st = cr__tangent_scalar(arena, who, t, &c, NULL);
+    *v = creal(c);
+    return st;
 }
 
 /* The cotangent of a real argument of kind k with value v: NoTangent for integers. */
