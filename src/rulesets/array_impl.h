@@ -60,6 +60,30 @@ CR_INTERNAL cr_status cr__primal_via_rrule(cr_arena *arena, const cr_value *f, c
         .name = (STR), .arity = (ARITY), .primal = cr__primal_via_rrule, .udata = &NAME##_op}; \
     const cr_value cr_fn_##NAME = {.kind = CR_KIND_FUNC, .u.func = {&NAME##_function, NULL}};
 
+/* The frule and rrule of NAME as calls of shared implementations that take one parameter
+ * (a kind, a flag, a function): RIMPL(arena, PARAM, args, nargs, y, pb, udata) and
+ * FIMPL(arena, PARAM, dargs, args, nargs, y, dy); then the function value (CR__ARRAY_FN). */
+#define CR__PARAM_RULES(NAME, RIMPL, FIMPL, PARAM, ARITY)                                     \
+    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,   \
+                                  const cr_value *args, size_t nargs, cr_value *y,            \
+                                  cr_pullback *pb, const void *udata)                         \
+    {                                                                                         \
+        (void)cfg;                                                                            \
+        (void)f;                                                                              \
+        return RIMPL(arena, PARAM, args, nargs, y, pb, udata);                                \
+    }                                                                                         \
+    static cr_status NAME##_frule(const cr_config *cfg, cr_arena *arena,                      \
+                                  const cr_tangent *dargs, const cr_value *f,                 \
+                                  const cr_value *args, size_t nargs, cr_value *y,            \
+                                  cr_tangent *dy, const void *udata)                          \
+    {                                                                                         \
+        (void)cfg;                                                                            \
+        (void)f;                                                                              \
+        (void)udata;                                                                          \
+        return FIMPL(arena, PARAM, dargs, args, nargs, y, dy);                                \
+    }                                                                                         \
+    CR__ARRAY_FN(NAME, #NAME, ARITY)
+
 /* Register frule + rrule of fn for the signature args[0..n) (variadic: last repeats). */
 CR_INTERNAL cr_status cr__add_rule(cr_registry *reg, const cr_function *fn, const cr_argspec *args,
                                    size_t n, bool variadic, cr_frule_fn frule, cr_rrule_fn rrule,

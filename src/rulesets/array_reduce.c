@@ -856,25 +856,7 @@ static cr_status ext_frule(cr_arena *arena, ext_kind k, const cr_tangent *dargs,
     return cr_tangent_struct(arena, y->u.obj.type, NULL, fields, 2, dy);
 }
 
-#define EXT_RULES(NAME, KIND)                                                                     \
-    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,       \
-                                  const cr_value *args, size_t nargs, cr_value *y,                \
-                                  cr_pullback *pb, const void *udata)                             \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        return ext_rrule(arena, KIND, args, nargs, y, pb, udata);                                 \
-    }                                                                                             \
-    static cr_status NAME##_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, \
-                                  const cr_value *f, const cr_value *args, size_t nargs,          \
-                                  cr_value *y, cr_tangent *dy, const void *udata)                 \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        (void)udata;                                                                              \
-        return ext_frule(arena, KIND, dargs, args, nargs, y, dy);                                 \
-    }                                                                                             \
-    CR__ARRAY_FN(NAME, #NAME, -1)
+#define EXT_RULES(NAME, KIND) CR__PARAM_RULES(NAME, ext_rrule, ext_frule, KIND, -1)
 
 EXT_RULES(maximum, EXT_MAXIMUM)
 EXT_RULES(minimum, EXT_MINIMUM)
@@ -1171,25 +1153,7 @@ static cr_status sm_frule(cr_arena *arena, sm_fn fn, const cr_tangent *dargs, co
     return CR_OK;
 }
 
-#define SM_RULES(NAME, FN)                                                                        \
-    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,       \
-                                  const cr_value *args, size_t nargs, cr_value *y,                \
-                                  cr_pullback *pb, const void *udata)                             \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        return sm_rrule(arena, FN, args, nargs, y, pb, udata);                                    \
-    }                                                                                             \
-    static cr_status NAME##_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, \
-                                  const cr_value *f, const cr_value *args, size_t nargs,          \
-                                  cr_value *y, cr_tangent *dy, const void *udata)                 \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        (void)udata;                                                                              \
-        return sm_frule(arena, FN, dargs, args, nargs, y, dy);                                    \
-    }                                                                                             \
-    CR__ARRAY_FN(NAME, #NAME, -1)
+#define SM_RULES(NAME, FN) CR__PARAM_RULES(NAME, sm_rrule, sm_frule, FN, -1)
 
 SM_RULES(softmax, SMF_SOFTMAX)
 SM_RULES(logsoftmax, SMF_LOGSOFTMAX)
@@ -1406,25 +1370,7 @@ static cr_status var_frule_common(cr_arena *arena, bool std, const cr_tangent *d
     return st;
 }
 
-#define VAR_RULES(NAME, STD)                                                                      \
-    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,       \
-                                  const cr_value *args, size_t nargs, cr_value *y,                \
-                                  cr_pullback *pb, const void *udata)                             \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        return var_rrule_common(arena, STD, args, nargs, y, pb, udata);                           \
-    }                                                                                             \
-    static cr_status NAME##_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, \
-                                  const cr_value *f, const cr_value *args, size_t nargs,          \
-                                  cr_value *y, cr_tangent *dy, const void *udata)                 \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        (void)udata;                                                                              \
-        return var_frule_common(arena, STD, dargs, args, nargs, y, dy);                           \
-    }                                                                                             \
-    CR__ARRAY_FN(NAME, #NAME, -1)
+#define VAR_RULES(NAME, STD) CR__PARAM_RULES(NAME, var_rrule_common, var_frule_common, STD, -1)
 
 VAR_RULES(var, false)
 VAR_RULES(std, true)

@@ -1096,25 +1096,7 @@ static cr_status bil_frule(cr_arena *arena, bool cross, const cr_tangent *dargs,
     return cr_project_tangent(arena, y, cr_tangent_array(t), dy);
 }
 
-#define BIL_RULES(NAME, CROSS)                                                                    \
-    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,       \
-                                  const cr_value *args, size_t nargs, cr_value *y,                \
-                                  cr_pullback *pb, const void *udata)                             \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        return bil_rrule(arena, CROSS, args, nargs, y, pb, udata);                                \
-    }                                                                                             \
-    static cr_status NAME##_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, \
-                                  const cr_value *f, const cr_value *args, size_t nargs,          \
-                                  cr_value *y, cr_tangent *dy, const void *udata)                 \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        (void)udata;                                                                              \
-        return bil_frule(arena, CROSS, dargs, args, nargs, y, dy);                                \
-    }                                                                                             \
-    CR__ARRAY_FN(NAME, #NAME, 2)
+#define BIL_RULES(NAME, CROSS) CR__PARAM_RULES(NAME, bil_rrule, bil_frule, CROSS, 2)
 
 BIL_RULES(kron, false)
 BIL_RULES(cross, true)

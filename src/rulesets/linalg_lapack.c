@@ -750,25 +750,7 @@ static cr_status det_frule_common(cr_arena *arena, int kind, const cr_tangent *d
     return cr_tangent_struct(arena, y->u.obj.type, NULL, f, 2, dy);
 }
 
-#define DET_RULES(NAME, KIND)                                                                     \
-    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,       \
-                                  const cr_value *args, size_t nargs, cr_value *y,                \
-                                  cr_pullback *pb, const void *udata)                             \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        return det_rrule_common(arena, KIND, args, nargs, y, pb, udata);                          \
-    }                                                                                             \
-    static cr_status NAME##_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, \
-                                  const cr_value *f, const cr_value *args, size_t nargs,          \
-                                  cr_value *y, cr_tangent *dy, const void *udata)                 \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        (void)udata;                                                                              \
-        return det_frule_common(arena, KIND, dargs, args, nargs, y, dy);                          \
-    }                                                                                             \
-    CR__ARRAY_FN(NAME, #NAME, 1)
+#define DET_RULES(NAME, KIND) CR__PARAM_RULES(NAME, det_rrule_common, det_frule_common, KIND, 1)
 
 DET_RULES(det, 0)
 DET_RULES(logdet, 1)
@@ -1700,25 +1682,7 @@ static cr_status eig_frule(cr_arena *arena, bool vectors, const cr_tangent *darg
     return cr_tangent_struct(arena, &k_tup2, NULL, f, 2, dy);
 }
 
-#define EIG_RULES(NAME, VEC)                                                                      \
-    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,       \
-                                  const cr_value *args, size_t nargs, cr_value *y,                \
-                                  cr_pullback *pb, const void *udata)                             \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        return eig_rrule(arena, VEC, args, nargs, y, pb, udata);                                  \
-    }                                                                                             \
-    static cr_status NAME##_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, \
-                                  const cr_value *f, const cr_value *args, size_t nargs,          \
-                                  cr_value *y, cr_tangent *dy, const void *udata)                 \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        (void)udata;                                                                              \
-        return eig_frule(arena, VEC, dargs, args, nargs, y, dy);                                  \
-    }                                                                                             \
-    CR__ARRAY_FN(NAME, #NAME, 1)
+#define EIG_RULES(NAME, VEC) CR__PARAM_RULES(NAME, eig_rrule, eig_frule, VEC, 1)
 
 EIG_RULES(eigen, true)
 EIG_RULES(eigvals, false)
@@ -2028,25 +1992,7 @@ static cr_status svd_frule_common(cr_arena *arena, bool vectors, const cr_tangen
     return cr_tangent_struct(arena, &k_tup3, NULL, fl, 3, dy);
 }
 
-#define SVD_RULES(NAME, VEC)                                                                      \
-    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,       \
-                                  const cr_value *args, size_t nargs, cr_value *y,                \
-                                  cr_pullback *pb, const void *udata)                             \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        return svd_rrule_common(arena, VEC, args, nargs, y, pb, udata);                           \
-    }                                                                                             \
-    static cr_status NAME##_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, \
-                                  const cr_value *f, const cr_value *args, size_t nargs,          \
-                                  cr_value *y, cr_tangent *dy, const void *udata)                 \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        (void)udata;                                                                              \
-        return svd_frule_common(arena, VEC, dargs, args, nargs, y, dy);                           \
-    }                                                                                             \
-    CR__ARRAY_FN(NAME, #NAME, 1)
+#define SVD_RULES(NAME, VEC) CR__PARAM_RULES(NAME, svd_rrule_common, svd_frule_common, VEC, 1)
 
 SVD_RULES(svd, true)
 SVD_RULES(svdvals, false)
