@@ -476,6 +476,220 @@ CR_API cr_status cr_tape_gradient_struct(cr_tape *t, cr_var y, const cr_type *ty
 CR_API cr_status cr_tape_gradient_tangent(cr_tape *t, cr_var y, const cr_type *type,
                                           const cr_var *vars, cr_arena *arena, cr_tangent *out);
 
+/* ---- Array variables ------------------------------------------------------------------------ */
+
+/**
+ * An array variable: an array recorded on a tape. Passed by value. Its value `a` is the
+ * caller's array for an input (cr_tape_array_input()) and an array in the tape's arena for
+ * a result (valid until the tape is reset). A constant array (cr_aconst()) has index
+ * CR_VAR_CONST.
+ *
+ * Array functions (rules_array.h, rules_linalg.h) are recorded through their rrules
+ * (cr_tape_acall()): the tape keeps each pullback, and the reverse sweep gives every array
+ * variable a shadow, its accumulated cotangent, which pullbacks add into in place
+ * (InplaceableThunks write straight into it; the first cotangent an array receives is
+ * adopted without a copy when the rule hands over a buffer nobody else holds). Scalar
+ * variables flow in and out of array functions (sum, dot, getindex give scalar variables;
+ * broadcasting takes them), so scalar and array code mix on one tape.
+ *
+ * @code
+ * // f(x) = sum(x .^ 2) / n and its gradient, x an array of n doubles
+ * cr_avar X = cr_tape_array_input(t, &x);
+ * cr_avar S = cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(X));
+ * cr_var y = cr_div(t, cr_asum(t, S), cr_const((double)n));
+ * cr_array g = cr_array_vector(gbuf, n);
+ * cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &g);
+ * @endcode
+ */
+typedef struct cr_avar {
+    const cr_array *a; /**< The value (read only). */
+    uint32_t idx;      /**< Index among the tape's array variables, or CR_VAR_CONST. */
+    uint32_t tape;     /**< Id of the recording it belongs to. */
+} cr_avar;
+
+/** A constant array: no derivative flows through it. @param[in] a borrowed. */
+static inline cr_avar cr_aconst(const cr_array *a)
+{
+    cr_avar c;
+    c.a = a;
+    c.idx = CR_VAR_CONST;
+    c.tape = 0;
+    return c;
+}
+
+/** What a cr_targ holds. */
+typedef enum cr_targ_kind {
+    CR_TARG_VAR = 0,  /**< a scalar variable (or constant) */
+    CR_TARG_ARR = 1,  /**< an array variable (or constant array) */
+    CR_TARG_VALUE = 2 /**< any other value, a constant (integers, dims, ranges, functions) */
+} cr_targ_kind;
+
+/** An argument or result of an array function on the tape. */
+typedef struct cr_targ {
+    cr_targ_kind kind; /**< Which member of u is valid. */
+    union {
+        cr_var s;   /**< CR_TARG_VAR */
+        cr_avar a;  /**< CR_TARG_ARR */
+        cr_value v; /**< CR_TARG_VALUE */
+    } u;            /**< Payload. */
+} cr_targ;
+
+/** A scalar variable as an argument. @param[in] x the variable. */
+CR_API cr_targ cr_targ_var(cr_var x);
+
+/** An array variable as an argument. @param[in] x the variable. */
+CR_API cr_targ cr_targ_arr(cr_avar x);
+
+/** A constant value as an argument. @param[in] v the value (arrays in it are borrowed). */
+CR_API cr_targ cr_targ_value(cr_value v);
+
+/**
+ * A new array input variable.
+ * @param[in] t the tape (NULL: the current tape).
+ * @param[in] a the value: borrowed, read only; keep it alive and unmodified until the tape
+ *              is reset (pullbacks read it).
+ * @return the variable; a constant (CR_VAR_CONST) whose `a` is `a` when the tape has failed
+ *         (CR_EINVAL for a NULL or non-float array, CR_ENOMEM, CR_EARENA).
+ */
+CR_API cr_avar cr_tape_array_input(cr_tape *t, const cr_array *a);
+
+/**
+ * f(args...) for a function with an rrule, recorded: the arguments mix scalar variables,
+ * array variables and constant values. The rrule is looked up with the tape's
+ * configuration and called on the arguments' values; the tape keeps its pullback. The
+ * result is a scalar variable (f64 or f32 result) or an array variable (float array result);
+ * a function whose arguments are all constants is called and gives a constant.
+ * @param[in]  t     the tape (NULL: the current tape).
+ * @param[in]  f     a function value with rules (rules_array.h, rules_linalg.h, ...).
+ * @param[in]  args  nargs arguments.
+ * @param[in]  nargs number of arguments.
+ * @param[out] out   the result (a NaN constant scalar on failure).
+ * @return the tape's status: CR_OK; CR_ENORULE (no rrule for these argument kinds, naming
+ *         them); CR_ETAPE (a variable of another recording); CR_EINVAL (NULL, a bad argument
+ *         kind); CR_EUNIMPL (a tuple or non-float result; a prepared or second-order tape,
+ *         which do not record array functions); the rule's status (CR_ESHAPE, ...);
+ *         CR_ENOMEM, CR_EARENA.
+ */
+CR_API cr_status cr_tape_acall(cr_tape *t, const cr_value *f, const cr_targ *args, size_t nargs,
+                               cr_targ *out);
+
+/**
+ * cr_tape_acall() for an array result.
+ * @param[in] t     the tape (NULL: the current tape).
+ * @param[in] f     the function.
+ * @param[in] args  nargs arguments.
+ * @param[in] nargs number of arguments.
+ * @return the array variable; a constant with a NULL `a` on failure (CR_EINVAL when the
+ *         result is a scalar).
+ */
+CR_API cr_avar cr_tape_acall_a(cr_tape *t, const cr_value *f, const cr_targ *args, size_t nargs);
+
+/**
+ * cr_tape_acall() for a scalar result.
+ * @param[in] t     the tape (NULL: the current tape).
+ * @param[in] f     the function.
+ * @param[in] args  nargs arguments.
+ * @param[in] nargs number of arguments.
+ * @return the scalar variable; a NaN constant on failure (CR_EINVAL when the result is an
+ *         array).
+ */
+CR_API cr_var cr_tape_acall_s(cr_tape *t, const cr_value *f, const cr_targ *args, size_t nargs);
+
+/**
+ * Broadcast (Julia's f.(x)) of a one-argument scalar function (cr_fn_broadcast).
+ * @param[in] t the tape (NULL: the current tape).
+ * @param[in] f a scalar function (cr_fn_sin, cr_fn_square, ...).
+ * @param[in] x its argument.
+ * @return the array variable (as cr_tape_acall_a()).
+ */
+CR_API cr_avar cr_abroadcast1(cr_tape *t, const cr_value *f, cr_targ x);
+
+/**
+ * Broadcast (Julia's f.(x, y)) of a two-argument scalar function (cr_fn_broadcast); x and y are
+ * arrays of broadcasting shapes, scalar variables or constants.
+ * @param[in] t the tape (NULL: the current tape).
+ * @param[in] f a scalar function (cr_fn_add, cr_fn_mul, ...).
+ * @param[in] x first argument.
+ * @param[in] y second argument.
+ * @return the array variable (as cr_tape_acall_a()).
+ */
+CR_API cr_avar cr_abroadcast2(cr_tape *t, const cr_value *f, cr_targ x, cr_targ y);
+
+/**
+ * `sum(x)`, a scalar variable (cr_fn_sum).
+ * @param[in] t the tape (NULL: the current tape).
+ * @param[in] x the array.
+ * @return the sum (as cr_tape_acall_s()).
+ */
+CR_API cr_var cr_asum(cr_tape *t, cr_avar x);
+
+/**
+ * `dot(x, y)`, a scalar variable (cr_fn_dot).
+ * @param[in] t the tape (NULL: the current tape).
+ * @param[in] x first array.
+ * @param[in] y second array.
+ * @return the dot product (as cr_tape_acall_s()).
+ */
+CR_API cr_var cr_adot(cr_tape *t, cr_avar x, cr_avar y);
+
+/**
+ * `x[start:stop)` of a vector: a view (cr_fn_view with a cr_range).
+ * @param[in] t     the tape (NULL: the current tape).
+ * @param[in] x     a 1-d array.
+ * @param[in] start first index (0-based).
+ * @param[in] stop  one past the last index.
+ * @return the array variable (as cr_tape_acall_a()).
+ */
+CR_API cr_avar cr_aslice(cr_tape *t, cr_avar x, int64_t start, int64_t stop);
+
+/**
+ * `A * B`: matrix-matrix or matrix-vector product (cr_fn_matmul).
+ * @param[in] t the tape (NULL: the current tape).
+ * @param[in] A left operand.
+ * @param[in] B right operand.
+ * @return the array variable (as cr_tape_acall_a()).
+ */
+CR_API cr_avar cr_amatmul(cr_tape *t, cr_avar A, cr_avar B);
+
+/**
+ * Gradient of a scalar output with respect to scalar and array variables: one reverse
+ * sweep. Array gradients are written into caller arrays of the variables' shapes (dense
+ * or strided, dtype f64, f32 or c128; the cotangent is converted: a c128 cotangent of a
+ * real array keeps its real part).
+ * @param[in]  t     the tape.
+ * @param[in]  y     the output.
+ * @param[in]  xs    n scalar variables (may be NULL when n is 0).
+ * @param[in]  n     number of scalar variables.
+ * @param[out] grad  n derivatives (may be NULL when n is 0).
+ * @param[in]  as    na array variables (may be NULL when na is 0).
+ * @param[in]  na    number of array variables.
+ * @param[out] agrad na caller arrays, written (a constant in `as` gets zeros).
+ * @return as cr_tape_gradient(); CR_ESHAPE when an agrad array's shape differs from its
+ *         variable's; CR_EINVAL for a non-writable dtype.
+ */
+CR_API cr_status cr_tape_gradient_arrays(cr_tape *t, cr_var y, const cr_var *xs, size_t n,
+                                         double *grad, const cr_avar *as, size_t na,
+                                         cr_array *const *agrad);
+
+/**
+ * Pullback of an array output: xbar = J' ybar for the scalar variables xs and the array
+ * variables as, seeded with the cotangent ybar of the array variable y (any float dtype,
+ * y's shape; finite).
+ * @param[in]  t     the tape.
+ * @param[in]  y     the array output.
+ * @param[in]  ybar  its cotangent.
+ * @param[in]  xs    n scalar variables (may be NULL when n is 0).
+ * @param[in]  n     number of scalar variables.
+ * @param[out] xbar  n results (may be NULL when n is 0).
+ * @param[in]  as    na array variables (may be NULL when na is 0).
+ * @param[in]  na    number of array variables.
+ * @param[out] abar  na caller arrays, written.
+ * @return as cr_tape_gradient_arrays(); CR_EDOMAIN for a non-finite ybar.
+ */
+CR_API cr_status cr_tape_avjp(cr_tape *t, cr_avar y, const cr_array *ybar, const cr_var *xs,
+                              size_t n, double *xbar, const cr_avar *as, size_t na,
+                              cr_array *const *abar);
+
 CR_END_DECLS
 
 #endif /* CR_TAPE_H */

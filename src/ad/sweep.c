@@ -74,6 +74,8 @@ cr_status cr__sweep_reverse(cr_tape *t, double *adj, size_t top)
 {
     size_t i = t->nvars;
     const size_t pre = t->pre;
+    if (t->naslots != 0 && !t->aseeded)
+        cr__array_clear(t);
     for (cr__chunk *c = t->chunk; c != NULL; c = c->prev) {
         const cr__word *p = c == t->chunk ? t->cur : c->end;
         const cr__word *base = c->base;
@@ -161,6 +163,15 @@ cr_status cr__sweep_reverse(cr_tape *t, double *adj, size_t top)
                 cr_status st = generic_pull(t, nd, &adj[i], adj);
                 if (st != CR_OK)
                     return generic_failed(t, nd, st);
+                p -= 2 + pre;
+                break;
+            }
+            case K_ARRAY: {
+                const cr__anode *nd = p[-2].p;
+                i -= a;
+                cr_status st = cr__array_pull(t, nd, a ? &adj[i] : NULL, adj);
+                if (st != CR_OK)
+                    return st;
                 p -= 2 + pre;
                 break;
             }
@@ -286,6 +297,11 @@ static ALWAYS_INLINE cr_status forward_k(cr_tape *t, double *tan, size_t k, size
                 cr_arena_rewind(t->arena, mk);
                 break;
             }
+            case K_ARRAY:
+                return cr__tape_fail(t, CR_EUNIMPL,
+                                     "tape: %s: array functions have no forward sweep on the "
+                                     "tape yet (use the frules, or the dual numbers)",
+                                     ((const cr__anode *)pl[0].p)->fname);
             default:
                 return cr__tape_fail(t, CR_EINVAL, "tape: corrupt record (kind %u)", hdr_kind(h));
             }

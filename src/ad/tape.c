@@ -212,6 +212,8 @@ void cr_tape_reset(cr_tape *t)
     t->nvars = 0;
     t->ninputs = 0;
     t->record_words = 0;
+    t->aslots = NULL;
+    t->naslots = t->aslot_cap = 0;
     t->next_words = t->first_words;
     t->status = CR_OK;
     t->slow = (t->flags & CR_TAPE_SECOND_ORDER) != 0 || t->pre > 1;
@@ -324,6 +326,11 @@ static NOINLINE cr_status grow(cr_tape *t, size_t need)
     if (t->next_words < MAX_CHUNK_WORDS)
         t->next_words *= 2;
     return CR_OK;
+}
+
+cr_status cr__tape_grow(cr_tape *t, size_t need)
+{
+    return grow(t, need);
 }
 
 static inline bool room(const cr_tape *t, size_t need)

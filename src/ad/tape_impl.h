@@ -60,7 +60,9 @@ enum {
     K_BINARY2 = 10,
     K_MUL = 11,
     K_NARY2 = 12,
-    K_GUARD = 13
+    K_GUARD = 13,
+    K_ARRAY = 14 /* an array function's pullback (tape_array.c): payload cr__anode*, a = the
+                    scalar variables it makes (0 for an array result, 1 for a scalar one) */
 };
 
 /* Replay tapes (prepared gradients) lead each record with its header and a pointer to
@@ -108,6 +110,7 @@ static inline size_t rec_words(uint64_t h)
     switch (hdr_kind(h)) {
     case K_UNARY:
     case K_GENERIC:
+    case K_ARRAY:
         return 2;
     case K_BINARY:
     case K_MUL:
@@ -130,7 +133,7 @@ static inline size_t rec_words(uint64_t h)
 static inline size_t rec_vars(uint64_t h)
 {
     unsigned k = hdr_kind(h);
-    return k == K_GENERIC ? hdr_a(h) : k == K_GUARD ? 0 : 1;
+    return (k == K_GENERIC || k == K_ARRAY) ? hdr_a(h) : k == K_GUARD ? 0 : 1;
 }
 
 /* A chunk of the record stream. */
@@ -150,6 +153,35 @@ typedef struct cr__gen_node {
     const cr_type *tuple; /* output tuple type when nout > 1 */
     const char *fname;    /* function name, for messages */
 } cr__gen_node;
+
+/* ---- Array variables (tape_array.c) ------------------------------------------------------ */
+
+/* An argument of a K_ARRAY record: a scalar variable's index, an array variable's slot with
+ * CR__ASLOT_BIT set, or CR_VAR_CONST. */
+#define CR__ASLOT_BIT ((uint32_t)1 << 31)
+
+/* An array variable: its value and, during a reverse sweep, its accumulated cotangent
+ * (the shadow: pullbacks add into it in place when it is an inplaceable destination). */
+typedef struct cr__aslot {
+    const cr_array *val;
+    cr_tangent acc;
+} cr__aslot;
+
+/* A recorded array function (kind K_ARRAY). */
+typedef struct cr__anode {
+    cr_pullback pb;
+    const char *fname; /* for messages */
+    uint32_t nargs;
+    uint32_t out;   /* the result's array slot, or CR_VAR_CONST for a scalar result */
+    uint32_t *args; /* per argument, encoded as above */
+} cr__anode;
+
+/* The reverse step of a K_ARRAY record: g is the scalar result's adjoint (NULL for an array
+ * result, whose cotangent is its slot's accumulator). Failures are recorded on the tape. */
+CR_INTERNAL cr_status cr__array_pull(cr_tape *t, const cr__anode *nd, const double *g, double *adj);
+
+/* Clear every array variable's accumulator (start of a reverse sweep). */
+CR_INTERNAL void cr__array_clear(cr_tape *t);
 
 #define CR__TAPE_MSG 512
 
@@ -179,6 +211,9 @@ struct cr_tape {
     size_t ninputs;
     size_t record_words; /* words in chunks before the current one */
     cr__word dummy;      /* cur and lim point here before the first chunk */
+    cr__aslot *aslots;   /* array variables (tape_array.c), in the arena */
+    uint32_t naslots, aslot_cap;
+    bool aseeded; /* the next reverse sweep keeps the accumulators (an array seed) */
     char errmsg[CR__TAPE_MSG];
 };
 
@@ -240,6 +275,9 @@ CR_INTERNAL const cr_type *cr__tuple_f64(size_t n);
 /* Accumulate a cotangent into a double (f64, f32, zeros, thunks; complex keeps the real
  * part, the projection onto a real argument). */
 CR_INTERNAL cr_status cr__accum_real(cr_arena *arena, const char *who, cr_tangent t, double *acc);
+
+/* Start a new chunk of records with room for at least `need` words. */
+CR_INTERNAL cr_status cr__tape_grow(cr_tape *t, size_t need);
 
 /* Make a new, empty tape a replay tape (prepared gradients). */
 CR_INTERNAL void cr__tape_make_replay(cr_tape *t);

@@ -1,0 +1,589 @@
+/*
+ * Array variables on the reverse tape. An array function is recorded through its rrule
+ * (the array and linear-algebra rule families): the tape keeps the pullback in a K_ARRAY
+ * record. In the reverse sweep each array variable has a shadow, the cotangent accumulated
+ * so far (cr__aslot.acc), which pullbacks add into with add!! (cr_tangent_accum): in place
+ * once the shadow is a buffer the sweep owns, through the add! of an InplaceableThunk
+ * without materialising it, and by adopting the first cotangent when the rule hands over a
+ * fresh buffer. Scalar variables flow in and out of array functions through the same
+ * records, so one tape holds scalar and array code.
+ */
+#include <complex.h>
+#include <math.h>
+#include <string.h>
+
+#include <chainrules/rules_array.h>
+#include <chainrules/rules_linalg.h>
+
+#include "../rulesets/array_impl.h"
+#include "tape_impl.h"
+
+#define MAX_ARGS 16
+
+static inline cr_tape *tape_or_current(cr_tape *t)
+{
+    return t != NULL ? t : cr_tape_current();
+}
+
+cr_targ cr_targ_var(cr_var x)
+{
+    cr_targ r;
+    r.kind = CR_TARG_VAR;
+    r.u.s = x;
+    return r;
+}
+
+cr_targ cr_targ_arr(cr_avar x)
+{
+    cr_targ r;
+    r.kind = CR_TARG_ARR;
+    r.u.a = x;
+    return r;
+}
+
+cr_targ cr_targ_value(cr_value v)
+{
+    cr_targ r;
+    r.kind = CR_TARG_VALUE;
+    r.u.v = v;
+    return r;
+}
+
+static cr_avar bad_avar(const cr_array *a)
+{
+    cr_avar r;
+    r.a = a;
+    r.idx = CR_VAR_CONST;
+    r.tape = 0;
+    return r;
+}
+
+/* A failure reported by a rule or the arena: its message is on the context already. */
+static cr_status fail_ctx(cr_tape *t, cr_status st, const char *what)
+{
+    const char *msg = cr_ctx_errmsg(t->ctx);
+    if (cr_ctx_errcode(t->ctx) == st && msg[0] != '\0')
+        return cr__tape_fail(t, st, "%s: %s", what, msg);
+    return cr__tape_fail(t, st, "%s: %s", what, cr_status_str(st));
+}
+
+/* A new array slot holding val; its index in *idx. */
+static cr_status new_slot(cr_tape *t, const cr_array *val, uint32_t *idx)
+{
+    if (t->naslots == t->aslot_cap) {
+        uint32_t cap = t->aslot_cap ? 2 * t->aslot_cap : 16;
+        if (cap >= CR__ASLOT_BIT)
+            return cr__tape_fail(t, CR_EOVERFLOW, "tape: too many array variables");
+        cr__aslot *s = cr_arena_alloc(t->arena, cap * sizeof *s, _Alignof(cr__aslot));
+        if (s == NULL)
+            return fail_ctx(t, CR__ALLOC_STATUS(t->arena), "tape: array variables");
+        if (t->naslots)
+            memcpy(s, t->aslots, t->naslots * sizeof *s);
+        t->aslots = s;
+        t->aslot_cap = cap;
+    }
+    t->aslots[t->naslots].val = val;
+    t->aslots[t->naslots].acc = cr_tangent_zero();
+    *idx = t->naslots++;
+    return CR_OK;
+}
+
+cr_avar cr_tape_array_input(cr_tape *t, const cr_array *a)
+{
+    if ((t = tape_or_current(t)) == NULL || t->status != CR_OK)
+        return bad_avar(a);
+    if (a == NULL || !cr_dtype_is_float((cr_dtype)a->dtype)) {
+        cr__tape_fail(t, CR_EINVAL, "cr_tape_array_input: %s",
+                      a == NULL ? "NULL array" : "not a float array (f64, f32 or c128)");
+        return bad_avar(a);
+    }
+    uint32_t idx;
+    if (new_slot(t, a, &idx) != CR_OK)
+        return bad_avar(a);
+    cr_avar r;
+    r.a = a;
+    r.idx = idx;
+    r.tape = t->id;
+    return r;
+}
+
+/* The value of an argument, and its encoding in a K_ARRAY record. */
+static cr_status arg_of(cr_tape *t, const char *fname, const cr_targ *a, size_t j, cr_value *v,
+                        uint32_t *code)
+{
+    switch (a->kind) {
+    case CR_TARG_VAR:
+        *v = cr_value_f64(a->u.s.v);
+        *code = a->u.s.idx;
+        if (a->u.s.idx != CR_VAR_CONST && (a->u.s.tape != t->id || a->u.s.idx >= t->nvars))
+            return cr__tape_fail(t, CR_ETAPE,
+                                 "%s: argument %zu (variable %u) belongs to another tape, or to "
+                                 "this tape before its last reset",
+                                 fname, j, (unsigned)a->u.s.idx);
+        return CR_OK;
+    case CR_TARG_ARR:
+        if (a->u.a.a == NULL)
+            return cr__tape_fail(t, CR_EINVAL, "%s: argument %zu is a NULL array", fname, j);
+        *v = cr_value_array((cr_array *)(uintptr_t)a->u.a.a);
+        if (a->u.a.idx == CR_VAR_CONST) {
+            *code = CR_VAR_CONST;
+            return CR_OK;
+        }
+        if (a->u.a.tape != t->id || a->u.a.idx >= t->naslots)
+            return cr__tape_fail(t, CR_ETAPE,
+                                 "%s: argument %zu (array variable %u) belongs to another tape, "
+                                 "or to this tape before its last reset",
+                                 fname, j, (unsigned)a->u.a.idx);
+        *code = a->u.a.idx | CR__ASLOT_BIT;
+        return CR_OK;
+    case CR_TARG_VALUE:
+        *v = a->u.v;
+        *code = CR_VAR_CONST;
+        return CR_OK;
+    }
+    return cr__tape_fail(t, CR_EINVAL, "%s: argument %zu has an unknown kind %d", fname, j,
+                         (int)a->kind);
+}
+
+static void set_nan(cr_targ *out)
+{
+    if (out != NULL)
+        *out = cr_targ_var(cr_const((double)NAN));
+}
+
+/* The result of a call: a scalar or array constant, or a new variable (is_var). */
+static cr_status result_of(cr_tape *t, const char *fname, const cr_value *y, cr_targ *out,
+                           bool is_var, uint32_t *aslot)
+{
+    switch (y->kind) {
+    case CR_KIND_F64:
+    case CR_KIND_F32: {
+        double v = y->kind == CR_KIND_F64 ? y->u.f64 : (double)y->u.f32;
+        cr_var r = cr_const(v);
+        if (is_var) {
+            r.idx = t->nvars;
+            r.tape = t->id;
+        }
+        *out = cr_targ_var(r);
+        *aslot = CR_VAR_CONST;
+        return CR_OK;
+    }
+    case CR_KIND_ARRAY:
+        if (y->u.arr != NULL && cr_dtype_is_float((cr_dtype)y->u.arr->dtype)) {
+            cr_avar r = cr_aconst(y->u.arr);
+            if (is_var) {
+                uint32_t idx;
+                if (new_slot(t, y->u.arr, &idx) != CR_OK)
+                    return t->status;
+                r.idx = idx;
+                r.tape = t->id;
+                *aslot = idx;
+            }
+            *out = cr_targ_arr(r);
+            return CR_OK;
+        }
+        break;
+    default:
+        break;
+    }
+    return cr__tape_fail(t, CR_EUNIMPL,
+                         "%s returns a %s: the tape records functions with a float scalar or "
+                         "float array result",
+                         fname,
+                         y->kind == CR_KIND_ARRAY && y->u.arr != NULL
+                             ? cr_dtype_name((cr_dtype)y->u.arr->dtype)
+                             : cr_kind_name(y->kind));
+}
+
+cr_status cr_tape_acall(cr_tape *t, const cr_value *f, const cr_targ *args, size_t nargs,
+                        cr_targ *out)
+{
+    set_nan(out);
+    if ((t = tape_or_current(t)) == NULL)
+        return CR_EMISUSE;
+    if (t->status != CR_OK)
+        return t->status;
+    if (f == NULL || f->kind != CR_KIND_FUNC || f->u.func.fn == NULL || out == NULL ||
+        (nargs > 0 && args == NULL))
+        return cr__tape_fail(t, CR_EINVAL, "cr_tape_acall: NULL or non-function argument");
+    const char *fname = f->u.func.fn->name;
+    if (nargs > MAX_ARGS)
+        return cr__tape_fail(t, CR_EINVAL, "%s: more than %d arguments", fname, MAX_ARGS);
+    /* Rules may keep the argument list itself (not only the arrays) until their pullback
+     * runs, as Julia's closures capture their arguments: it lives in the tape's arena. */
+    cr_value *vals =
+        cr_arena_alloc(t->arena, (nargs ? nargs : 1) * sizeof *vals, _Alignof(cr_value));
+    if (vals == NULL)
+        return fail_ctx(t, CR__ALLOC_STATUS(t->arena), fname);
+    uint32_t codes[MAX_ARGS];
+    bool any = false;
+    for (size_t j = 0; j < nargs; j++) {
+        if (arg_of(t, fname, &args[j], j, &vals[j], &codes[j]) != CR_OK)
+            return t->status;
+        any |= codes[j] != CR_VAR_CONST;
+    }
+    cr_value y;
+    uint32_t aslot;
+    if (!any) { /* nothing to differentiate: the primal */
+        cr_status st = cr_function_call(t->arena, f, vals, nargs, &y);
+        if (st != CR_OK)
+            return fail_ctx(t, st, fname);
+        return result_of(t, fname, &y, out, false, &aslot) == CR_OK ? CR_OK : t->status;
+    }
+    if (t->pre > 1)
+        return cr__tape_fail(t, CR_EUNIMPL,
+                             "%s: a prepared gradient cannot replay array functions; record "
+                             "again at each point",
+                             fname);
+    if (t->flags & CR_TAPE_SECOND_ORDER)
+        return cr__tape_fail(t, CR_EUNIMPL,
+                             "%s: array functions are not recorded on a second-order tape", fname);
+    if (t->nvars + 2 >= CR_TAPE_MAX_VARS)
+        return cr__tape_fail(t, CR_EOVERFLOW, "tape: more than %zu variables in one recording",
+                             CR_TAPE_MAX_VARS - 1);
+    cr_pullback pb;
+    cr_status st = cr_rrule(t->config, t->arena, f, vals, nargs, &y, &pb);
+    if (st == CR_NOTHING) {
+        char sig[256];
+        cr__call_str(f, vals, nargs, sig, sizeof sig);
+        return cr__tape_fail(t, CR_ENORULE, "no rrule for %s", sig);
+    }
+    if (st != CR_OK)
+        return fail_ctx(t, st, fname);
+    cr_targ res;
+    if (result_of(t, fname, &y, &res, true, &aslot) != CR_OK)
+        return t->status;
+    cr__anode *nd = cr_arena_alloc(t->arena, sizeof *nd, _Alignof(cr__anode));
+    uint32_t *ai = cr_arena_alloc(t->arena, (nargs ? nargs : 1) * sizeof *ai, _Alignof(uint32_t));
+    if (nd == NULL || ai == NULL)
+        return fail_ctx(t, CR__ALLOC_STATUS(t->arena), fname);
+    memcpy(ai, codes, nargs * sizeof *ai);
+    nd->pb = pb;
+    nd->fname = fname;
+    nd->nargs = (uint32_t)nargs;
+    nd->out = aslot;
+    nd->args = ai;
+    size_t need = 2 + t->pre;
+    if ((size_t)(t->lim - t->cur) < need && cr__tape_grow(t, need) != CR_OK) {
+        if (aslot != CR_VAR_CONST)
+            t->naslots--;
+        return t->status;
+    }
+    unsigned nv = aslot == CR_VAR_CONST ? 1u : 0u;
+    uint64_t h = hdr_make(K_ARRAY, nv, 0);
+    cr__word *w = t->cur;
+    if (t->pre)
+        (w++)->u = h;
+    (w++)->cp = nd;
+    (w++)->u = h;
+    t->cur = w;
+    t->nvars += nv;
+    *out = res;
+    return CR_OK;
+}
+
+cr_avar cr_tape_acall_a(cr_tape *t, const cr_value *f, const cr_targ *args, size_t nargs)
+{
+    cr_targ r;
+    if (cr_tape_acall(t, f, args, nargs, &r) != CR_OK)
+        return bad_avar(NULL);
+    if (r.kind != CR_TARG_ARR) {
+        cr__tape_fail(tape_or_current(t), CR_EINVAL, "%s gives a scalar, an array was expected",
+                      f->u.func.fn->name);
+        return bad_avar(NULL);
+    }
+    return r.u.a;
+}
+
+cr_var cr_tape_acall_s(cr_tape *t, const cr_value *f, const cr_targ *args, size_t nargs)
+{
+    cr_targ r;
+    if (cr_tape_acall(t, f, args, nargs, &r) != CR_OK)
+        return cr_const((double)NAN);
+    if (r.kind != CR_TARG_VAR) {
+        cr__tape_fail(tape_or_current(t), CR_EINVAL, "%s gives an array, a scalar was expected",
+                      f->u.func.fn->name);
+        return cr_const((double)NAN);
+    }
+    return r.u.s;
+}
+
+cr_avar cr_abroadcast1(cr_tape *t, const cr_value *f, cr_targ x)
+{
+    cr_targ a[2] = {cr_targ_value(*f), x};
+    return cr_tape_acall_a(t, &cr_fn_broadcast, a, 2);
+}
+
+cr_avar cr_abroadcast2(cr_tape *t, const cr_value *f, cr_targ x, cr_targ y)
+{
+    cr_targ a[3] = {cr_targ_value(*f), x, y};
+    return cr_tape_acall_a(t, &cr_fn_broadcast, a, 3);
+}
+
+cr_var cr_asum(cr_tape *t, cr_avar x)
+{
+    cr_targ a = cr_targ_arr(x);
+    return cr_tape_acall_s(t, &cr_fn_sum, &a, 1);
+}
+
+cr_var cr_adot(cr_tape *t, cr_avar x, cr_avar y)
+{
+    cr_targ a[2] = {cr_targ_arr(x), cr_targ_arr(y)};
+    return cr_tape_acall_s(t, &cr_fn_dot, a, 2);
+}
+
+cr_avar cr_aslice(cr_tape *t, cr_avar x, int64_t start, int64_t stop)
+{
+    cr_range *r;
+    cr_tape *tt = tape_or_current(t);
+    if (tt == NULL)
+        return bad_avar(NULL);
+    if (tt->status != CR_OK)
+        return bad_avar(NULL);
+    if ((r = cr_arena_alloc(tt->arena, sizeof *r, _Alignof(cr_range))) == NULL) {
+        fail_ctx(tt, CR__ALLOC_STATUS(tt->arena), "cr_aslice");
+        return bad_avar(NULL);
+    }
+    r->start = start;
+    r->stop = stop;
+    r->step = 1;
+    cr_targ a[2] = {cr_targ_arr(x), cr_targ_value(cr_value_struct(&cr_range_type, r))};
+    return cr_tape_acall_a(tt, &cr_fn_view, a, 2);
+}
+
+cr_avar cr_amatmul(cr_tape *t, cr_avar A, cr_avar B)
+{
+    cr_targ a[2] = {cr_targ_arr(A), cr_targ_arr(B)};
+    return cr_tape_acall_a(t, &cr_fn_matmul, a, 2);
+}
+
+/* ---- The reverse step ------------------------------------------------------------------- */
+
+void cr__array_clear(cr_tape *t)
+{
+    for (uint32_t s = 0; s < t->naslots; s++)
+        t->aslots[s].acc = cr_tangent_zero();
+}
+
+/* A writable array cotangent sharing memory with the seed or with another cotangent of the
+ * same pullback must not be mutated by add!!: give it to the accumulator read only. */
+static cr_status guard_alias(cr_arena *arena, const cr_tangent *dy, cr_tangent *dx, size_t nx,
+                             size_t j)
+{
+    cr_tangent *d = &dx[j];
+    if (d->tag != CR_TAN_ARRAY || !(d->u.arr->flags & CR_ARRAY_WRITABLE))
+        return CR_OK;
+    bool shared = dy->tag == CR_TAN_ARRAY && dy->u.arr->data == d->u.arr->data;
+    for (size_t k = 1; k < nx && !shared; k++)
+        shared = k != j && dx[k].tag == CR_TAN_ARRAY && dx[k].u.arr->data == d->u.arr->data;
+    if (!shared)
+        return CR_OK;
+    cr_array *v;
+    cr_status st = cr__view_of(arena, d->u.arr, &v);
+    if (st == CR_OK)
+        d->u.arr = v;
+    return st;
+}
+
+static cr_status pull_failed(cr_tape *t, const cr__anode *nd, cr_status st)
+{
+    const char *msg = cr_ctx_errmsg(t->ctx);
+    return cr__tape_fail(t, st, "pullback %s (of %s) failed: %s", nd->pb.name, nd->fname,
+                         msg[0] != '\0' ? msg : cr_status_str(st));
+}
+
+cr_status cr__array_pull(cr_tape *t, const cr__anode *nd, const double *g, double *adj)
+{
+    cr_arena *arena = t->arena;
+    cr_tangent dy;
+    if (g != NULL) {
+        if (*g == 0.0)
+            return CR_OK;
+        dy = cr_tangent_f64(*g);
+    } else {
+        dy = t->aslots[nd->out].acc;
+        if (cr_tangent_is_zero(dy))
+            return CR_OK;
+    }
+    size_t nx = (size_t)nd->nargs + 1;
+    cr_tangent dx[MAX_ARGS + 1];
+    cr_status st = cr_pullback_call(arena, &nd->pb, &dy, dx, nx);
+    for (size_t j = 0; j < nd->nargs && st == CR_OK; j++) {
+        uint32_t c = nd->args[j];
+        if (c == CR_VAR_CONST)
+            continue;
+        if (c & CR__ASLOT_BIT) {
+            cr__aslot *s = &t->aslots[c & ~CR__ASLOT_BIT];
+            st = guard_alias(arena, &dy, dx, nx, j + 1);
+            if (st == CR_OK)
+                st = cr_tangent_accum(arena, s->acc, dx[j + 1], &s->acc);
+        } else {
+            st = cr__accum_real(arena, nd->pb.name, dx[j + 1], &adj[c]);
+        }
+    }
+    if (g == NULL)
+        t->aslots[nd->out].acc = cr_tangent_zero(); /* consumed: its record made it */
+    return st == CR_OK ? CR_OK : pull_failed(t, nd, st);
+}
+
+/* ---- Gradients ---------------------------------------------------------------------------- */
+
+/* Write the accumulated cotangent acc into the caller's array dst (zeros when acc is). */
+static cr_status write_out(cr_tape *t, const char *who, size_t j, cr_tangent acc, cr_array *dst,
+                           const cr_array *like)
+{
+    if (dst == NULL || dst->data == NULL || !cr_dtype_is_float((cr_dtype)dst->dtype) ||
+        dst->structure != CR_MAT_DENSE)
+        return cr_ctx_error(t->ctx, CR_EINVAL,
+                            "%s: gradient array %zu is NULL, structured or not a float array", who,
+                            j);
+    if (like != NULL && cr_array_numel(dst) != cr_array_numel(like)) {
+        char b1[64], b2[64];
+        return cr_ctx_error(t->ctx, CR_ESHAPE, "%s: gradient array %zu is %s, its variable is %s",
+                            who, j, cr__shape_str(dst, b1, sizeof b1),
+                            cr__shape_str(like, b2, sizeof b2));
+    }
+    /* Accumulate into a dense work buffer, then convert into dst's dtype and strides. */
+    cr_array *w;
+    cr_dtype wdt = cr__work((cr_dtype)dst->dtype);
+    cr_status st = cr__new(t->arena, wdt, dst->ndim, dst->shape, true, &w);
+    if (st == CR_OK && !cr_tangent_is_zero(acc))
+        st = cr__add_into(t->arena, w, acc);
+    if (st != CR_OK)
+        return st;
+    size_t n = cr_array_numel(dst);
+    size_t idx[CR_ARRAY_MAX_DIMS] = {0};
+    for (size_t e = 0; e < n; e++) {
+        ptrdiff_t off = 0;
+        for (size_t d = 0; d < dst->ndim; d++)
+            off += (ptrdiff_t)idx[d] * dst->strides[d];
+        unsigned char *p =
+            (unsigned char *)dst->data + off * (ptrdiff_t)cr_dtype_size((cr_dtype)dst->dtype);
+        switch ((cr_dtype)dst->dtype) {
+        case CR_DT_F64:
+            memcpy(p, (const double *)w->data + e, sizeof(double));
+            break;
+        case CR_DT_F32: {
+            float v = (float)((const double *)w->data)[e];
+            memcpy(p, &v, sizeof v);
+            break;
+        }
+        default:
+            memcpy(p, (const cr_complex *)w->data + e, sizeof(cr_complex));
+            break;
+        }
+        for (size_t d = dst->ndim; d-- > 0;) {
+            if (++idx[d] < dst->shape[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    return CR_OK;
+}
+
+/* One reverse sweep seeded either at the scalar y (ybar == NULL) or at the array y. */
+static cr_status sweep_mixed(cr_tape *t, const char *who, cr_var y, cr_avar ay,
+                             const cr_array *ybar, const cr_var *xs, size_t n, double *grad,
+                             const cr_avar *as, size_t na, cr_array *const *agrad)
+{
+    if (t == NULL)
+        return CR_EINVAL;
+    if (t->status != CR_OK)
+        return t->status;
+    if ((n > 0 && (xs == NULL || grad == NULL)) || (na > 0 && (as == NULL || agrad == NULL)))
+        return cr_ctx_error(t->ctx, CR_EINVAL, "%s: NULL inputs or gradients", who);
+    for (size_t j = 0; j < n; j++)
+        if (xs[j].idx != CR_VAR_CONST && (xs[j].tape != t->id || xs[j].idx >= t->nvars))
+            return cr_ctx_error(t->ctx, CR_ETAPE,
+                                "%s: input %zu belongs to another tape, or to this tape before "
+                                "its last reset",
+                                who, j);
+    for (size_t j = 0; j < na; j++)
+        if (as[j].idx != CR_VAR_CONST && (as[j].tape != t->id || as[j].idx >= t->naslots))
+            return cr_ctx_error(t->ctx, CR_ETAPE,
+                                "%s: array input %zu belongs to another tape, or to this tape "
+                                "before its last reset",
+                                who, j);
+    cr_arena_mark mk = cr_arena_get_mark(t->arena);
+    size_t top = t->nvars;
+    double *adj = cr_arena_calloc(t->arena, top ? top : 1, sizeof(double), _Alignof(double));
+    if (adj == NULL) {
+        cr_status st = cr__tape_fail(t, CR__ALLOC_STATUS(t->arena),
+                                     "tape: no room for a sweep workspace of %zu doubles", top);
+        cr_arena_rewind(t->arena, mk);
+        return st;
+    }
+    cr_status st = CR_OK;
+    if (ybar == NULL) {
+        if (y.idx != CR_VAR_CONST && (y.tape != t->id || y.idx >= t->nvars))
+            st = cr_ctx_error(t->ctx, CR_ETAPE,
+                              "%s: the output belongs to another tape, or to this tape before "
+                              "its last reset",
+                              who);
+        else if (y.idx != CR_VAR_CONST)
+            adj[y.idx] = 1.0;
+    }
+    /* An array seed goes into its accumulator after the others are cleared; the sweep then
+     * keeps them (t->aseeded). */
+    if (st == CR_OK && ybar != NULL) {
+        cr_array *seed;
+        cr__array_clear(t);
+        if ((st = cr__view_of(t->arena, ybar, &seed)) == CR_OK) {
+            t->aslots[ay.idx].acc = cr_tangent_array(seed);
+            t->aseeded = true;
+        }
+    }
+    if (st == CR_OK)
+        st = cr__sweep_reverse(t, adj, top);
+    t->aseeded = false;
+    for (size_t j = 0; j < n && st == CR_OK; j++)
+        grad[j] = xs[j].idx == CR_VAR_CONST ? 0.0 : adj[xs[j].idx];
+    for (size_t j = 0; j < na && st == CR_OK; j++) {
+        cr_tangent acc = as[j].idx == CR_VAR_CONST ? cr_tangent_zero() : t->aslots[as[j].idx].acc;
+        st = write_out(t, who, j, acc, agrad[j], as[j].a);
+    }
+    cr__array_clear(t);
+    cr_arena_rewind(t->arena, mk);
+    return st;
+}
+
+cr_status cr_tape_gradient_arrays(cr_tape *t, cr_var y, const cr_var *xs, size_t n, double *grad,
+                                  const cr_avar *as, size_t na, cr_array *const *agrad)
+{
+    return sweep_mixed(t, "cr_tape_gradient_arrays", y, bad_avar(NULL), NULL, xs, n, grad, as, na,
+                       agrad);
+}
+
+cr_status cr_tape_avjp(cr_tape *t, cr_avar y, const cr_array *ybar, const cr_var *xs, size_t n,
+                       double *xbar, const cr_avar *as, size_t na, cr_array *const *abar)
+{
+    const char *who = "cr_tape_avjp";
+    if (t == NULL)
+        return CR_EINVAL;
+    if (t->status != CR_OK)
+        return t->status;
+    if (ybar == NULL || y.a == NULL)
+        return cr_ctx_error(t->ctx, CR_EINVAL, "%s: NULL output or seed", who);
+    if (y.idx != CR_VAR_CONST && (y.tape != t->id || y.idx >= t->naslots))
+        return cr_ctx_error(t->ctx, CR_ETAPE,
+                            "%s: the output belongs to another tape, or to this tape before its "
+                            "last reset",
+                            who);
+    if (cr_array_numel(ybar) != cr_array_numel(y.a) || ybar->ndim != y.a->ndim) {
+        char b1[64], b2[64];
+        return cr_ctx_error(t->ctx, CR_ESHAPE, "%s: the seed is %s, the output %s", who,
+                            cr__shape_str(ybar, b1, sizeof b1), cr__shape_str(y.a, b2, sizeof b2));
+    }
+    size_t m = cr_array_numel(ybar);
+    for (size_t e = 0; e < m; e++) {
+        cr_complex v = cr_array_get_linear(ybar, e);
+        if (!isfinite(creal(v)) || !isfinite(cimag(v)))
+            return cr_ctx_error(t->ctx, CR_EDOMAIN, "%s: seed element %zu is not finite", who, e);
+    }
+    if (y.idx == CR_VAR_CONST) { /* nothing flows: zeros */
+        for (size_t j = 0; j < n; j++)
+            xbar[j] = 0.0;
+        ybar = NULL;
+    }
+    return sweep_mixed(t, who, cr_const(0.0), y, ybar, xs, n, xbar, as, na, abar);
+}
