@@ -18,9 +18,16 @@
  *   hvp_ratio          Rosenbrock, n = 1e5, scalar loop on a second-order tape:
  *                      record + Hessian-vector product / primal
  *   hvp_sweep_ratio    the Hessian-vector product alone on that recording / primal
- *   sum3_ns            value_and_gradient of a + b + c (reset, record, sweep), per call
- *   mse_ns             value_and_gradient of mean((x - y)^2) over 4 points, per call
+ *   rosen_array_ratio  Rosenbrock, n = 1e6, as array operations on array variables
+ *                      (slices, broadcasts, sum): record + sweep / the plain C loop
+ *   rosen_array_vs_arrays_ratio  the same / the same array operations in plain C (one loop
+ *                      and one temporary per operation)
+ *   sum3_ns            value_and_gradient of a[1] + a[2] + a[3] of a length-30 input
+ *                      (reset, record, sweep), per call
+ *   mse_ns             value_and_gradient of sum((x - y)^2) / 30 over 30 points, scalar
+ *                      loop, per call
  *   mse_prepared_ns    the same from a prepared gradient (recorded once, replayed)
+ *   mse_array_ns       the same as array operations (x an array variable), per call
  *
  * Usage: chainrules-bench [figure...]   (no argument: all figures)
  */
@@ -480,17 +487,113 @@ static int fig_hvp_sweep(double *out)
     return 0;
 }
 
-/* Small functions: the engine's fixed cost per call. */
-static cr_status sum3_taped(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
+/* Rosenbrock as array operations on the tape (array variables, rules' pullbacks):
+ * sum(100 .* (x[1:] .- x[:-1].^2).^2 .+ (1 .- x[:-1]).^2) */
+typedef struct rosen_arr_env {
+    rosen_env r;
+    cr_array xa, ga;
+} rosen_arr_env;
+
+static cr_var rosen_array_taped(cr_tape *t, cr_avar X, size_t n)
 {
-    (void)n;
-    (void)m;
-    (void)env;
-    y[0] = cr_add(t, cr_add(t, x[0], x[1]), x[2]);
-    return cr_tape_status(t);
+    cr_avar lo = cr_aslice(t, X, 0, (int64_t)n - 1), hi = cr_aslice(t, X, 1, (int64_t)n);
+    cr_avar a = cr_abroadcast2(t, &cr_fn_sub, cr_targ_arr(hi),
+                               cr_targ_arr(cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(lo))));
+    cr_avar b = cr_abroadcast2(t, &cr_fn_sub, cr_targ_var(cr_const(1.0)), cr_targ_arr(lo));
+    cr_avar s = cr_abroadcast2(
+        t, &cr_fn_add,
+        cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(cr_const(100.0)),
+                                   cr_targ_arr(cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(a))))),
+        cr_targ_arr(cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(b))));
+    return cr_asum(t, s);
 }
 
-static const double k_mse_target[4] = {0.5, -1.0, 2.0, 0.25};
+static double rosen_array_gradient(void *env)
+{
+    rosen_arr_env *e = env;
+    cr_tape *t = e->r.tape;
+    cr_tape_reset(t);
+    cr_avar X = cr_tape_array_input(t, &e->xa);
+    cr_var y = rosen_array_taped(t, X, e->r.n);
+    cr_array *g = &e->ga;
+    if (cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &g) != CR_OK)
+        return (double)NAN;
+    return y.v + e->r.grad[0];
+}
+
+/* The same array operations in plain C, one loop and one temporary per operation: the
+ * primal the array form is compared with in rosen_array_vs_arrays_ratio. */
+static double *g_tmp[6];
+
+static double rosen_arrays_primal(void *env)
+{
+    const rosen_arr_env *e = env;
+    const double *x = e->r.x;
+    size_t m = e->r.n - 1;
+    double *sq = g_tmp[0], *a = g_tmp[1], *a2 = g_tmp[2], *b = g_tmp[3], *b2 = g_tmp[4],
+           *s = g_tmp[5];
+    for (size_t i = 0; i < m; i++)
+        sq[i] = x[i] * x[i];
+    for (size_t i = 0; i < m; i++)
+        a[i] = x[i + 1] - sq[i];
+    for (size_t i = 0; i < m; i++)
+        a2[i] = a[i] * a[i];
+    for (size_t i = 0; i < m; i++)
+        a2[i] = 100.0 * a2[i];
+    for (size_t i = 0; i < m; i++)
+        b[i] = 1.0 - x[i];
+    for (size_t i = 0; i < m; i++)
+        b2[i] = b[i] * b[i];
+    for (size_t i = 0; i < m; i++)
+        s[i] = a2[i] + b2[i];
+    double r = 0.0;
+    for (size_t i = 0; i < m; i++)
+        r += s[i];
+    return r;
+}
+
+static double g_rosen_vs_arrays = (double)NAN;
+
+static int fig_rosen_array(double *out)
+{
+    rosen_arr_env e;
+    int err = rosen_setup(&e.r, 1000000, 0);
+    double *want = malloc(e.r.n * sizeof *want);
+    for (size_t k = 0; k < 6; k++)
+        err |= (g_tmp[k] = malloc(e.r.n * sizeof(double))) == NULL;
+    if (err || want == NULL)
+        return 1;
+    e.xa = cr_array_vector(e.r.x, e.r.n);
+    e.ga = cr_array_vector(e.r.grad, e.r.n);
+    if (isnan(rosen_array_gradient(&e))) {
+        fprintf(stderr, "rosen_array: %s\n", cr_tape_errmsg(e.r.tape));
+        return 1;
+    }
+    rosen_grad_hand(e.r.x, e.r.n, want);
+    err = check_close("rosenbrock array gradient", e.r.grad, want, e.r.n, 1e-12);
+    free(want);
+    if (err)
+        return 1;
+    *out = median_ratio(rosen_array_gradient, rosen_primal, &e);
+    g_rosen_vs_arrays = median_ratio(rosen_array_gradient, rosen_arrays_primal, &e);
+    rosen_teardown(&e.r);
+    for (size_t k = 0; k < 6; k++)
+        free(g_tmp[k]);
+    return 0;
+}
+
+static int fig_rosen_vs_arrays(double *out)
+{
+    if (isnan(g_rosen_vs_arrays) && fig_rosen_array(&(double){0}) != 0)
+        return 1;
+    *out = g_rosen_vs_arrays;
+    return 0;
+}
+
+/* Small functions: the engine's fixed cost per call, on a length-30 input. */
+#define SMALL_N 30
+
+static double k_mse_target[SMALL_N];
 
 static cr_status mse_taped(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
 {
@@ -509,7 +612,7 @@ typedef struct small_env {
     cr_tape *tape;
     cr_ad_fn f;
     size_t n;
-    double x[4], grad[4];
+    double x[SMALL_N], grad[SMALL_N];
 } small_env;
 
 #define SMALL_CALLS 100000
@@ -527,29 +630,62 @@ static double small_calls(void *env)
     return s;
 }
 
-static int fig_small(cr_ad_fn f, size_t n, const double *want_grad, double *out)
+static void small_inputs(double *x)
 {
-    small_env e = {.f = f, .n = n, .x = {1.0, 2.0, 3.0, 4.0}};
+    for (size_t i = 0; i < SMALL_N; i++) {
+        x[i] = 1.0 + 0.1 * (double)i;
+        k_mse_target[i] = sin((double)i);
+    }
+}
+
+static int fig_small(cr_ad_fn f, const double *want_grad, double *out)
+{
+    small_env e = {.f = f, .n = SMALL_N};
+    small_inputs(e.x);
     if (cr_tape_new(g_ctx, NULL, &e.tape) != CR_OK)
         return 1;
     double y;
-    if (cr_tape_value_and_gradient(e.tape, f, NULL, e.x, n, &y, e.grad) != CR_OK ||
-        check_close("small gradient", e.grad, want_grad, n, 1e-15))
+    if (cr_tape_value_and_gradient(e.tape, f, NULL, e.x, SMALL_N, &y, e.grad) != CR_OK ||
+        check_close("small gradient", e.grad, want_grad, SMALL_N, 1e-15))
         return 1;
     *out = median_time(small_calls, &e, RUNS) / SMALL_CALLS;
     cr_tape_free(e.tape);
     return isnan(*out);
 }
 
+/* a[1] + a[2] + a[3] of a length-30 input */
+static cr_status sum3_taped(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
+{
+    (void)n;
+    (void)m;
+    (void)env;
+    y[0] = cr_add(t, cr_add(t, x[0], x[1]), x[2]);
+    return cr_tape_status(t);
+}
+
 static int fig_sum3(double *out)
 {
-    static const double want[3] = {1.0, 1.0, 1.0};
-    return fig_small(sum3_taped, 3, want, out);
+    double want[SMALL_N] = {1.0, 1.0, 1.0};
+    return fig_small(sum3_taped, want, out);
+}
+
+static void mse_grad_hand(const double *x, double *want)
+{
+    for (size_t i = 0; i < SMALL_N; i++)
+        want[i] = 2.0 * (x[i] - k_mse_target[i]) / (double)SMALL_N;
+}
+
+static int fig_mse(double *out)
+{
+    double want[SMALL_N], x[SMALL_N];
+    small_inputs(x);
+    mse_grad_hand(x, want);
+    return fig_small(mse_taped, want, out);
 }
 
 typedef struct prep_env {
     cr_prepared *p;
-    double x[4], grad[4];
+    double x[SMALL_N], grad[SMALL_N];
 } prep_env;
 
 static double prepared_calls(void *env)
@@ -558,7 +694,7 @@ static double prepared_calls(void *env)
     double s = 0, y;
     for (long i = 0; i < SMALL_CALLS; i++) {
         e->x[0] += 1e-9;
-        if (cr_prepared_value_and_gradient(e->p, e->x, 4, &y, e->grad) != CR_OK)
+        if (cr_prepared_value_and_gradient(e->p, e->x, SMALL_N, &y, e->grad) != CR_OK)
             return (double)NAN;
         s += y + e->grad[0];
     }
@@ -567,26 +703,69 @@ static double prepared_calls(void *env)
 
 static int fig_mse_prepared(double *out)
 {
-    prep_env e = {.x = {1.0, 2.0, 3.0, 4.0}};
-    double want[4], y;
-    for (size_t i = 0; i < 4; i++)
-        want[i] = 2.0 * (e.x[i] - k_mse_target[i]) / 4.0;
-    if (cr_prepare_gradient(g_ctx, NULL, mse_taped, NULL, e.x, 4, &e.p) != CR_OK)
+    prep_env e;
+    double want[SMALL_N], y;
+    small_inputs(e.x);
+    mse_grad_hand(e.x, want);
+    if (cr_prepare_gradient(g_ctx, NULL, mse_taped, NULL, e.x, SMALL_N, &e.p) != CR_OK)
         return 1;
-    if (cr_prepared_value_and_gradient(e.p, e.x, 4, &y, e.grad) != CR_OK ||
-        check_close("prepared mse gradient", e.grad, want, 4, 1e-15))
+    if (cr_prepared_value_and_gradient(e.p, e.x, SMALL_N, &y, e.grad) != CR_OK ||
+        check_close("prepared mse gradient", e.grad, want, SMALL_N, 1e-15))
         return 1;
     *out = median_time(prepared_calls, &e, RUNS) / SMALL_CALLS;
     cr_prepared_free(e.p);
     return isnan(*out);
 }
 
-static int fig_mse(double *out)
+/* mse as array operations: sum((x .- y).^2) / 30 with x an array variable */
+typedef struct mse_arr_env {
+    cr_tape *tape;
+    double x[SMALL_N], grad[SMALL_N];
+    cr_array xa, ya, ga;
+} mse_arr_env;
+
+static double mse_array_once(mse_arr_env *e)
 {
-    double want[4], x[4] = {1.0, 2.0, 3.0, 4.0};
-    for (size_t i = 0; i < 4; i++)
-        want[i] = 2.0 * (x[i] - k_mse_target[i]) / 4.0;
-    return fig_small(mse_taped, 4, want, out);
+    cr_tape *t = e->tape;
+    cr_tape_reset(t);
+    cr_avar X = cr_tape_array_input(t, &e->xa);
+    cr_avar d = cr_abroadcast2(t, &cr_fn_sub, cr_targ_arr(X), cr_targ_arr(cr_aconst(&e->ya)));
+    cr_var s = cr_asum(t, cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(d)));
+    cr_var y = cr_div(t, s, cr_const((double)SMALL_N));
+    cr_array *g = &e->ga;
+    if (cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &g) != CR_OK)
+        return (double)NAN;
+    return y.v;
+}
+
+static double mse_array_calls(void *env)
+{
+    mse_arr_env *e = env;
+    double s = 0;
+    for (long i = 0; i < SMALL_CALLS; i++) {
+        e->x[0] += 1e-9;
+        s += mse_array_once(e) + e->grad[0];
+    }
+    return s;
+}
+
+static int fig_mse_array(double *out)
+{
+    mse_arr_env e;
+    double want[SMALL_N];
+    small_inputs(e.x);
+    mse_grad_hand(e.x, want);
+    e.xa = cr_array_vector(e.x, SMALL_N);
+    e.ya = cr_array_vector(k_mse_target, SMALL_N);
+    e.ga = cr_array_vector(e.grad, SMALL_N);
+    if (cr_tape_new(g_ctx, NULL, &e.tape) != CR_OK)
+        return 1;
+    if (isnan(mse_array_once(&e)) ||
+        check_close("array mse gradient", e.grad, want, SMALL_N, 1e-15))
+        return 1;
+    *out = median_time(mse_array_calls, &e, RUNS) / SMALL_CALLS;
+    cr_tape_free(e.tape);
+    return isnan(*out);
 }
 
 static const struct {
@@ -598,11 +777,14 @@ static const struct {
     {"chain_ratio", fig_chain, "x", "%s %.2f %s\n"},
     {"rosen_loop_ratio", fig_rosen_loop, "x", "%s %.2f %s\n"},
     {"tape_bytes_per_op", fig_tape_bytes, "B", "%s %.1f %s\n"},
+    {"rosen_array_ratio", fig_rosen_array, "x", "%s %.2f %s\n"},
+    {"rosen_array_vs_arrays_ratio", fig_rosen_vs_arrays, "x", "%s %.2f %s\n"},
     {"hvp_ratio", fig_hvp, "x", "%s %.2f %s\n"},
     {"hvp_sweep_ratio", fig_hvp_sweep, "x", "%s %.2f %s\n"},
     {"sum3_ns", fig_sum3, "ns", "%s %.1f %s\n"},
     {"mse_ns", fig_mse, "ns", "%s %.1f %s\n"},
     {"mse_prepared_ns", fig_mse_prepared, "ns", "%s %.1f %s\n"},
+    {"mse_array_ns", fig_mse_array, "ns", "%s %.1f %s\n"},
 };
 
 static int wanted(int argc, char **argv, const char *name)

@@ -385,6 +385,35 @@ static cr_status guard_alias(cr_arena *arena, const cr_tangent *dy, cr_tangent *
     return st;
 }
 
+/* Add a cotangent into an array variable's shadow. The first one is adopted when the rule
+ * handed over a buffer nobody else holds (a writable dense array of the work dtype);
+ * otherwise the shadow is a zeroed buffer the sweep owns, and add!! writes into it in place
+ * (an InplaceableThunk through its add!, without materialising its value). */
+static cr_status shadow_accum(cr_arena *arena, cr__aslot *s, cr_tangent d)
+{
+    if (cr_tangent_is_zero(d))
+        return CR_OK;
+    if (cr_tangent_is_zero(s->acc)) {
+        const cr_array *v = s->val;
+        cr_dtype wdt = cr__work((cr_dtype)v->dtype);
+        if (d.tag == CR_TAN_ARRAY && (d.u.arr->flags & CR_ARRAY_WRITABLE) &&
+            d.u.arr->dtype == (uint8_t)v->dtype && cr__is_contig_dense(d.u.arr) &&
+            (v->dtype == CR_DT_F32 || d.u.arr->dtype == (uint8_t)wdt)) {
+            s->acc = d;
+            return CR_OK;
+        }
+        if (d.tag == CR_TAN_ARRAY || cr_tangent_is_thunk(d)) {
+            cr_array *buf;
+            cr_status st = cr__new(arena, v->dtype == CR_DT_F32 ? CR_DT_F32 : wdt, v->ndim,
+                                   v->shape, true, &buf);
+            if (st != CR_OK)
+                return st;
+            s->acc = cr_tangent_array(buf);
+        }
+    }
+    return cr_tangent_accum(arena, s->acc, d, &s->acc);
+}
+
 static cr_status pull_failed(cr_tape *t, const cr__anode *nd, cr_status st)
 {
     const char *msg = cr_ctx_errmsg(t->ctx);
@@ -416,7 +445,7 @@ cr_status cr__array_pull(cr_tape *t, const cr__anode *nd, const double *g, doubl
             cr__aslot *s = &t->aslots[c & ~CR__ASLOT_BIT];
             st = guard_alias(arena, &dy, dx, nx, j + 1);
             if (st == CR_OK)
-                st = cr_tangent_accum(arena, s->acc, dx[j + 1], &s->acc);
+                st = shadow_accum(arena, s, dx[j + 1]);
         } else {
             st = cr__accum_real(arena, nd->pb.name, dx[j + 1], &adj[c]);
         }
@@ -443,7 +472,21 @@ static cr_status write_out(cr_tape *t, const char *who, size_t j, cr_tangent acc
                             who, j, cr__shape_str(dst, b1, sizeof b1),
                             cr__shape_str(like, b2, sizeof b2));
     }
-    /* Accumulate into a dense work buffer, then convert into dst's dtype and strides. */
+    /* A contiguous destination of the work dtype is zeroed and accumulated into directly. */
+    if (cr__is_contig_dense(dst) && dst->dtype == (uint8_t)cr__work((cr_dtype)dst->dtype)) {
+        cr_array d = *dst;
+        d.flags |= CR_ARRAY_WRITABLE;
+        size_t bytes = cr_array_numel(&d) * cr_dtype_size((cr_dtype)d.dtype);
+        if (acc.tag == CR_TAN_ARRAY && acc.u.arr->dtype == d.dtype &&
+            cr__is_contig_dense(acc.u.arr) && cr_array_numel(acc.u.arr) == cr_array_numel(&d)) {
+            memcpy(d.data, acc.u.arr->data, bytes);
+            return CR_OK;
+        }
+        memset(d.data, 0, bytes);
+        return cr_tangent_is_zero(acc) ? CR_OK : cr__add_into(t->arena, &d, acc);
+    }
+    /* Otherwise accumulate into a dense work buffer, then convert into dst's dtype and
+     * strides. */
     cr_array *w;
     cr_dtype wdt = cr__work((cr_dtype)dst->dtype);
     cr_status st = cr__new(t->arena, wdt, dst->ndim, dst->shape, true, &w);

@@ -474,6 +474,22 @@ cr_status cr__add_into(cr_arena *arena, cr_array *dest, cr_tangent t)
         return CR_OK;
     if (dest->structure != CR_MAT_DENSE)
         return CR__FAIL(arena, CR_EINVAL, "add!: a structured destination");
+    if (dest->dtype == v->dtype && cr__is_contig_dense(dest) && cr__is_contig_dense(v)) {
+        if (dest->dtype == CR_DT_F64) {
+            double *d = dest->data;
+            const double *s = v->data;
+            for (size_t i = 0; i < n; i++)
+                d[i] += s[i];
+            return CR_OK;
+        }
+        if (dest->dtype == CR_DT_C128) {
+            cr_complex *d = dest->data;
+            const cr_complex *s = v->data;
+            for (size_t i = 0; i < n; i++)
+                d[i] += s[i];
+            return CR_OK;
+        }
+    }
     const cr_array *arrs[2] = {dest, v};
     cr__iter it;
     cr__iter_init(&it, arrs, 2);
