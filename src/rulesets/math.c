@@ -1914,7 +1914,7 @@ static cr_status frexp_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
 {
     (void)nx;
     const frexp_env *e = env;
-    double g;
+    double g = 0.0;
     cr_status st = real_int_cotangent(arena, "frexp_pullback", dy, &g);
     if (st != CR_OK)
         return st;
@@ -2018,7 +2018,7 @@ static cr_status remquo_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
 {
     (void)nx;
     const remquo_env *e = env;
-    double g;
+    double g = 0.0;
     cr_status st = real_int_cotangent(arena, "remquo_pullback", dy, &g);
     if (st != CR_OK)
         return st;
