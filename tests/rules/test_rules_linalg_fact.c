@@ -536,6 +536,104 @@ static void test_sylvester_lyap_cases(void **state)
     assert_int_equal(cr_function_call(fx->arena, &cr_fn_lyap, largs, 2, &y), CR_EDOMAIN);
 }
 
+/* ---- Allocation failures --------------------------------------------------------------------- */
+
+/* Every rule in fixed arenas of growing size: each allocation failure comes back as
+ * CR_EARENA (never a crash or a wrong result), until the arena is large enough; then the
+ * rrule, its pullback and the frule succeed. Run under the sanitizers, this also checks
+ * that no failure path reads uninitialised memory. */
+static void test_allocation_failures(void **state)
+{
+    fixture *fx = *state;
+    double a[9] = {0, 1, 2, 1, 1, 0, 3, 2, 1.5}, b[6] = {1, 2, 0, -1, 0.5, 1};
+    double u[9] = {2, 1, 0.5, 0, 1.5, 1, 0, 0, 3}, s[9] = {3, 1, 0, 0, 2, 1, 1, 0, 4};
+    cr_array A = cr_array_matrix(a, 3, 3), B = cr_array_matrix(b, 3, 2),
+             U = cr_array_matrix(u, 3, 3), S = cr_array_matrix(s, 3, 3);
+    static const struct {
+        const cr_value *fn;
+        int args; /* 0: A; 1: B (3 x 2); 2: U; 3: U, B; 4: S, S, A; 5: S, A */
+    } k[] = {{&cr_fn_lu, 0},
+             {&cr_fn_qr, 1},
+             {&cr_fn_eigen_general, 0},
+             {&cr_fn_eigvals_general, 0},
+             {&cr_fn_pinv, 1},
+             {&cr_fn_cholesky_det, 2},
+             {&cr_fn_cholesky_logdet, 2},
+             {&cr_fn_cholesky_solve, 3},
+             {&cr_fn_sylvester, 4},
+             {&cr_fn_lyap, 5}};
+    static char buf[1 << 17];
+    for (size_t t = 0; t < sizeof k / sizeof k[0]; t++) {
+        cr_value args[3];
+        size_t n = 1;
+        switch (k[t].args) {
+        case 0:
+            args[0] = cr_value_array(&A);
+            break;
+        case 1:
+            args[0] = cr_value_array(&B);
+            break;
+        case 2:
+            args[0] = cr_value_array(&U);
+            break;
+        case 3:
+            args[0] = cr_value_array(&U);
+            args[1] = cr_value_array(&B);
+            n = 2;
+            break;
+        case 4:
+            args[0] = cr_value_array(&S);
+            args[1] = cr_value_array(&S);
+            args[2] = cr_value_array(&A);
+            n = 3;
+            break;
+        default:
+            args[0] = cr_value_array(&S);
+            args[1] = cr_value_array(&A);
+            n = 2;
+            break;
+        }
+        bool done = false;
+        for (size_t size = 256; size <= sizeof buf && !done; size += 256) {
+            cr_arena_params ap = {0};
+            ap.buffer = buf;
+            ap.buffer_size = size;
+            cr_arena *ar;
+            assert_int_equal(cr_arena_new(fx->ctx, &ap, &ar), CR_OK);
+            cr_value y;
+            cr_pullback pb;
+            cr_status st = cr_rrule(NULL, ar, k[t].fn, args, n, &y, &pb);
+            cr_tangent dx[4], dy, din[4] = {cr_tangent_none()};
+            if (st == CR_OK) {
+                /* The primal itself as the seed (a tuple's fields for a tuple). */
+                if (y.kind == CR_KIND_F64) {
+                    dy = cr_tangent_f64(1);
+                } else if (y.kind == CR_KIND_ARRAY) {
+                    dy = cr_tangent_array(y.u.arr);
+                } else {
+                    cr_tangent f[3] = {cr_tangent_array(field(&y, 0).u.arr),
+                                       cr_tangent_array(field(&y, 1).u.arr), cr_tangent_zero()};
+                    st = cr_tangent_struct(ar, y.u.obj.type, NULL, f, y.u.obj.type->nfields, &dy);
+                }
+            }
+            if (st == CR_OK)
+                st = cr_pullback_call(ar, &pb, &dy, dx, n + 1);
+            for (size_t i = 0; st == CR_OK && i < n + 1; i++)
+                st = cr_tangent_unthunk(dx[i], &dx[i]);
+            for (size_t i = 0; i < n; i++)
+                din[i + 1] = cr_tangent_array((cr_array *)args[i].u.arr);
+            if (st == CR_OK)
+                st = cr_frule(NULL, ar, din, k[t].fn, args, n, &y, &dy);
+            if (st == CR_OK)
+                done = true;
+            else
+                assert_int_equal(st, CR_EARENA);
+            cr_arena_free(ar);
+        }
+        assert_true(done);
+    }
+}
+
 #endif /* CR_HAVE_LAPACKE */
 
 #if !defined(CR_HAVE_LAPACKE)
@@ -563,6 +661,7 @@ int main(void)
                                         fixture_teardown),
         cmocka_unit_test_setup_teardown(test_pinv_cases, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_sylvester_lyap_cases, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_allocation_failures, fixture_setup, fixture_teardown),
 #else
         cmocka_unit_test_setup_teardown(test_no_lapack, fixture_setup, fixture_teardown),
 #endif
