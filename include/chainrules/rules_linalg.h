@@ -199,6 +199,84 @@ CR_API extern const cr_value cr_fn_matfun_herm;
  *  U diag(S̄) Vᴴ. */
 CR_API extern const cr_value cr_fn_svdvals;
 
+/* ---- Factorizations (linalg_fact.c) ------------------------------------------------------ */
+
+/**
+ * `lu(A)` of a square matrix with partial pivoting (getrf): the tuple (L, U, p) with
+ * A[p[i], :] = (L U)[i, :]; L unit lower triangular (tagged CR_MAT_LOWER), U upper triangular
+ * (tagged CR_MAT_UPPER), p a 0-based i64 row permutation (Julia's `F.p` minus one) whose
+ * tangent is NoTangent. A singular A (a zero pivot) gives CR_EDOMAIN, as Julia's `lu` throws.
+ * Pullback: Ā = Pᵀ L⁻ᴴ (tril(Lᴴ L̄, -1) + triu(Ū Uᴴ)) U⁻ᴴ. Real and complex.
+ */
+CR_API extern const cr_value cr_fn_lu;
+
+/**
+ * `qr(A)` of an m x n matrix with m >= n: the tuple (Q, R) of the thin QR factorization
+ * (geqrf, orgqr/ungqr), Q m x n with orthonormal columns, R n x n upper triangular (tagged
+ * CR_MAT_UPPER) with a real diagonal of any sign (LAPACK's and Julia's convention). m < n
+ * gives CR_EUNIMPL. Pullback: M = R R̄ᴴ - Q̄ᴴ Q, Ā = (Q̄ + Q copyltu(M)) R⁻ᴴ; a rank-deficient
+ * A (a zero on R's diagonal) gives CR_EDOMAIN there. Real and complex.
+ */
+CR_API extern const cr_value cr_fn_qr;
+
+/**
+ * `eigen_general(A)`: Julia's `eigen` of a general (non-Hermitian) square matrix (geev):
+ * the tuple (values, vectors) of c128 arrays, eigenvalues sorted by real then imaginary part,
+ * eigenvectors in the columns, each of unit 2-norm with its component of largest modulus
+ * (the first on a tie) real and positive. Pullback: Ā = V⁻ᴴ (diag(λ̄) + conj(F) ∘ H) Vᴴ with
+ * F_ij = 1/(λ_j - λ_i) and H = Vᴴ V̄ - Vᴴ V diag(re diag(Vᴴ V̄)) plus the term of the phase
+ * convention (zero for losses that do not depend on the phases). Repeated eigenvalues: the
+ * eigenvectors have no derivative; their infinite terms are dropped (finite results); a
+ * defective A (singular V) gives CR_EDOMAIN in the pullback and frule. Real and complex A;
+ * a real A gets a real cotangent. (cr_fn_eigen is the Hermitian eigendecomposition.)
+ */
+CR_API extern const cr_value cr_fn_eigen_general;
+
+/** `eigvals_general(A)`: the eigenvalues of a general square matrix (c128, sorted as
+ *  eigen_general sorts them). Pullback: Ā = V⁻ᴴ diag(λ̄) Vᴴ. */
+CR_API extern const cr_value cr_fn_eigvals_general;
+
+/**
+ * `cholesky_solve(U, B)` = (Uᴴ U) \ B for a Cholesky factor U (as cr_fn_cholesky returns
+ * it; only its upper triangle is read) and a vector or matrix B: Julia's `C \ B` for
+ * `C = cholesky(A)`, two triangular solves. A zero on U's diagonal gives CR_EDOMAIN.
+ * Pullback: B̄ = (Uᴴ U)⁻¹ Ȳ, Ū = triu(U (Ā + Āᴴ)) with Ā = -B̄ Yᴴ (a thunk).
+ */
+CR_API extern const cr_value cr_fn_cholesky_solve;
+
+/** `cholesky_det(U)` = det(Uᴴ U) = Π |u_ii|² of a Cholesky factor (a real number).
+ *  Pullback: Ū_ii = 2 ȳ u_ii Π_{j≠i} |u_jj|² (no division: zeros allowed). */
+CR_API extern const cr_value cr_fn_cholesky_det;
+
+/** `cholesky_logdet(U)` = logdet(Uᴴ U) = 2 Σ log |u_ii| of a Cholesky factor (real). A zero
+ *  on the diagonal gives CR_EDOMAIN. Pullback: Ū_ii = 2 ȳ / conj(u_ii). */
+CR_API extern const cr_value cr_fn_cholesky_logdet;
+
+/**
+ * `pinv(A)`: the Moore-Penrose pseudo-inverse of an m x n matrix through the SVD (gesdd),
+ * singular values at or below eps * min(m, n) * s_max treated as zero (Julia's default;
+ * eps of the argument's precision, FLT_EPSILON for f32). Pullback (Golub and Pereyra):
+ * Ā = -Yᴴ Ȳ Yᴴ + (I - A Y) Ȳᴴ Y Yᴴ + Yᴴ Y Ȳᴴ (I - Y A), also at rank-deficient A (the
+ * derivative of the truncated pseudo-inverse). Real and complex.
+ */
+CR_API extern const cr_value cr_fn_pinv;
+
+/**
+ * `sylvester(A, B, C)`: the X with A X + X B + C = 0 (Julia's sign convention), A n x n, B
+ * m x m, C n x m; Bartels-Stewart with complex Schur forms (gees) and trsyl, for real and
+ * complex arguments. CR_EDOMAIN when A and -B share an eigenvalue (no unique solution).
+ * Pullback: Λ solves Aᴴ Λ + Λ Bᴴ + X̄ = 0; C̄ = Λ, Ā = Λ Xᴴ, B̄ = Xᴴ Λ (thunks).
+ */
+CR_API extern const cr_value cr_fn_sylvester;
+
+/**
+ * `lyap(A, C)`: the X with A X + X Aᴴ + C = 0 (Julia's continuous Lyapunov equation), A and
+ * C n x n, solved as sylvester(A, Aᴴ, C) with one Schur form. CR_EDOMAIN when λ_i + conj(λ_j)
+ * = 0 for eigenvalues of A. Pullback: Λ solves Aᴴ Λ + Λ A + X̄ = 0; C̄ = Λ,
+ * Ā = Λ Xᴴ + Λᴴ X (a thunk).
+ */
+CR_API extern const cr_value cr_fn_lyap;
+
 CR_END_DECLS
 
 #endif /* CR_RULES_LINALG_H */

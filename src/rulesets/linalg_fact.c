@@ -1,0 +1,2193 @@
+/*
+ * Factorization rules of the linear-algebra family: lu (with partial pivoting), thin qr,
+ * eigen and eigvals of general (non-Hermitian) matrices, solves, det and logdet through
+ * a Cholesky factor, pinv, sylvester and lyap. Compiled with LAPACKE (CR_HAVE_LAPACKE);
+ * without it the function values exist, their primal gives CR_EUNIMPL and no rule is
+ * registered (the policy of linalg_lapack.c).
+ *
+ * As in linalg_lapack.c, the work happens in column-major copies of f64 or c128 through
+ * the LAPACKE `_work` routines, with every workspace taken from the arena.
+ */
+#include <float.h>
+#include <math.h>
+
+#include "array_impl.h"
+
+#if defined(CR_HAVE_LAPACKE)
+#include <lapacke.h>
+#if defined(CR_HAVE_CBLAS)
+#include <cblas.h>
+#endif
+
+/* ---- Column-major work matrices -------------------------------------------------------- */
+
+typedef struct mat {
+    void *p; /* column-major, leading dimension r */
+    size_t r, c;
+    bool cplx;
+} mat;
+
+static cr_status mat_new(cr_arena *arena, bool cplx, size_t r, size_t c, bool zero, mat *m)
+{
+    size_t n = r * c, es = cplx ? sizeof(cr_complex) : sizeof(double);
+    m->p = zero ? cr_arena_calloc(arena, n ? n : 1, es, 0)
+                : cr_arena_alloc(arena, (n ? n : 1) * es, 0);
+    m->r = r;
+    m->c = c;
+    m->cplx = cplx;
+    return m->p == NULL ? CR__ALLOC_STATUS(arena) : CR_OK;
+}
+
+static inline cr_complex mat_get(const mat *m, size_t i, size_t j)
+{
+    return m->cplx ? ((const cr_complex *)m->p)[i + j * m->r]
+                   : ((const double *)m->p)[i + j * m->r];
+}
+
+static inline void mat_set(mat *m, size_t i, size_t j, cr_complex v)
+{
+    if (m->cplx)
+        ((cr_complex *)m->p)[i + j * m->r] = v;
+    else
+        ((double *)m->p)[i + j * m->r] = creal(v);
+}
+
+/* The logical value of a 1-d (a column) or 2-d array as a column-major work matrix. */
+static cr_status mat_from(cr_arena *arena, const cr_array *a, bool cplx, mat *m)
+{
+    const cr_array *d;
+    cr_status st = cr__dense(arena, a, cplx ? CR_DT_C128 : CR_DT_F64, &d);
+    size_t r = a->shape[0], c = a->ndim == 2 ? a->shape[1] : 1;
+    if (st == CR_OK)
+        st = mat_new(arena, cplx, r, c, false, m);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < r; i++)
+        for (size_t j = 0; j < c; j++)
+            mat_set(m, i, j,
+                    cplx ? ((const cr_complex *)d->data)[i * c + j]
+                         : ((const double *)d->data)[i * c + j]);
+    return CR_OK;
+}
+
+static cr_status mat_copy(cr_arena *arena, const mat *s, bool cplx, mat *m)
+{
+    cr_status st = mat_new(arena, cplx, s->r, s->c, false, m);
+    if (st != CR_OK)
+        return st;
+    for (size_t j = 0; j < s->c; j++)
+        for (size_t i = 0; i < s->r; i++)
+            mat_set(m, i, j, mat_get(s, i, j));
+    return CR_OK;
+}
+
+/* A new row-major work array of m (1-d when vec). */
+static cr_status mat_to_array(cr_arena *arena, const mat *m, bool vec, cr_array **out)
+{
+    size_t shape[2] = {m->r, m->c};
+    cr_status st = cr__new(arena, m->cplx ? CR_DT_C128 : CR_DT_F64, vec ? 1 : 2, shape, false, out);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < m->r; i++)
+        for (size_t j = 0; j < m->c; j++)
+            cr__store(*out, (ptrdiff_t)(i * m->c + j), mat_get(m, i, j));
+    return CR_OK;
+}
+
+/* m as an output value of dtype dt (the real part when dt is real). */
+static cr_status out_array(cr_arena *arena, const mat *m, bool vec, cr_dtype dt, cr_array **out)
+{
+    mat w = *m;
+    cr_status st = CR_OK;
+    if (m->cplx && dt != CR_DT_C128)
+        st = mat_copy(arena, m, false, &w);
+    cr_array *a = NULL;
+    if (st == CR_OK)
+        st = mat_to_array(arena, &w, vec, &a);
+    return st != CR_OK ? st : cr__cast(arena, a, dt, out);
+}
+
+/* C = alpha op(A) op(B) + beta C; op is 'N', 'T' or 'C'. */
+static void mat_gemm(char ta, char tb, cr_complex alpha, const mat *A, const mat *B,
+                     cr_complex beta, mat *C)
+{
+    size_t m = ta == 'N' ? A->r : A->c, k = ta == 'N' ? A->c : A->r;
+    size_t n = tb == 'N' ? B->c : B->r;
+    if (m == 0 || n == 0)
+        return;
+#if defined(CR_HAVE_CBLAS)
+    if (k > 0 && A->cplx == C->cplx && B->cplx == C->cplx) {
+        enum CBLAS_TRANSPOSE a = ta == 'N' ? CblasNoTrans : ta == 'T' ? CblasTrans : CblasConjTrans;
+        enum CBLAS_TRANSPOSE b = tb == 'N' ? CblasNoTrans : tb == 'T' ? CblasTrans : CblasConjTrans;
+        int lda = (int)(A->r ? A->r : 1), ldb = (int)(B->r ? B->r : 1),
+            ldc = (int)(C->r ? C->r : 1);
+        if (C->cplx)
+            cblas_zgemm(CblasColMajor, a, b, (int)m, (int)n, (int)k, &alpha, A->p, lda, B->p, ldb,
+                        &beta, C->p, ldc);
+        else
+            cblas_dgemm(CblasColMajor, a, b, (int)m, (int)n, (int)k, creal(alpha), A->p, lda, B->p,
+                        ldb, creal(beta), C->p, ldc);
+        return;
+    }
+#endif
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++) {
+            cr_complex acc = 0;
+            for (size_t l = 0; l < k; l++) {
+                cr_complex a = ta == 'N' ? mat_get(A, i, l) : mat_get(A, l, i);
+                cr_complex b = tb == 'N' ? mat_get(B, l, j) : mat_get(B, j, l);
+                if (ta == 'C')
+                    a = conj(a);
+                if (tb == 'C')
+                    b = conj(b);
+                acc += a * b;
+            }
+            cr_complex c0 = beta == 0 ? 0 : beta * mat_get(C, i, j);
+            mat_set(C, i, j, alpha * acc + c0);
+        }
+}
+
+/* New C = alpha op(A) op(B). */
+static cr_status mat_mul(cr_arena *arena, char ta, char tb, cr_complex alpha, const mat *A,
+                         const mat *B, mat *C)
+{
+    size_t m = ta == 'N' ? A->r : A->c, n = tb == 'N' ? B->c : B->r;
+    cr_status st = mat_new(arena, A->cplx || B->cplx, m, n, true, C);
+    if (st == CR_OK)
+        mat_gemm(ta, tb, alpha, A, B, 0.0, C);
+    return st;
+}
+
+/* New mᴴ. */
+static cr_status mat_adj(cr_arena *arena, const mat *s, mat *m)
+{
+    cr_status st = mat_new(arena, s->cplx, s->c, s->r, false, m);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < s->r; i++)
+        for (size_t j = 0; j < s->c; j++)
+            mat_set(m, j, i, conj(mat_get(s, i, j)));
+    return CR_OK;
+}
+
+/* Keep the upper triangle of m (triu), or its strictly lower triangle (tril(m, -1)). */
+static void mat_triu(mat *m)
+{
+    for (size_t j = 0; j < m->c; j++)
+        for (size_t i = j + 1; i < m->r; i++)
+            mat_set(m, i, j, 0.0);
+}
+static void mat_tril_strict(mat *m)
+{
+    for (size_t j = 0; j < m->c; j++)
+        for (size_t i = 0; i <= j && i < m->r; i++)
+            mat_set(m, i, j, 0.0);
+}
+
+static bool lapack_size_ok(size_t n)
+{
+    return n <= (size_t)INT32_MAX;
+}
+
+static cr_status lapack_fail(cr_arena *arena, const char *who, lapack_int info)
+{
+    return CR__FAIL(arena, CR_EBACKEND, "%s: LAPACK reported info = %d", who, (int)info);
+}
+
+/* X := op(T)⁻¹ X for a triangular T (uplo 'U' or 'L', op 'N' or 'C', unit diagonal when
+ * diag is 'U'). T's diagonal must have no zero (checked by the callers). */
+static cr_status tri_left(cr_arena *arena, const char *who, const mat *T, char uplo, char op,
+                          char diag, mat *X)
+{
+    size_t n = T->r;
+    if (n == 0 || X->c == 0)
+        return CR_OK;
+    mat Tc = *T;
+    cr_status st = CR_OK;
+    if (X->cplx && !T->cplx)
+        st = mat_copy(arena, T, true, &Tc);
+    if (st != CR_OK)
+        return st;
+    char t = op == 'N' ? 'N' : (X->cplx ? 'C' : 'T');
+    lapack_int ln = (lapack_int)n,
+               info = X->cplx ? LAPACKE_ztrtrs_work(LAPACK_COL_MAJOR, uplo, t, diag, ln,
+                                                    (lapack_int)X->c, Tc.p, ln, X->p, ln)
+                              : LAPACKE_dtrtrs_work(LAPACK_COL_MAJOR, uplo, t, diag, ln,
+                                                    (lapack_int)X->c, Tc.p, ln, X->p, ln);
+    return info != 0 ? lapack_fail(arena, who, info) : CR_OK;
+}
+
+/* X := X op(T)⁻¹, through (X op(T)⁻¹)ᴴ = op(T)⁻ᴴ Xᴴ. */
+static cr_status tri_right(cr_arena *arena, const char *who, const mat *T, char uplo, char op,
+                           char diag, mat *X)
+{
+    mat Xh;
+    cr_status st = mat_adj(arena, X, &Xh);
+    if (st == CR_OK)
+        st = tri_left(arena, who, T, uplo, op == 'N' ? 'C' : 'N', diag, &Xh);
+    return st != CR_OK ? st : mat_adj(arena, &Xh, X);
+}
+
+/* ---- Arguments and tangents -------------------------------------------------------------- */
+
+/* A square float matrix argument. */
+static cr_status square_arg(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                            size_t i, const cr_array **A)
+{
+    cr_status st = cr__array_arg(arena, who, args, nargs, i, A);
+    if (st != CR_OK)
+        return st;
+    if ((*A)->ndim != 2 || (*A)->shape[0] != (*A)->shape[1] ||
+        !cr_dtype_is_float((cr_dtype)(*A)->dtype) || !lapack_size_ok((*A)->shape[0]))
+        return CR__FAIL(arena, CR_ESHAPE, "%s: expected a square f64, f32 or c128 matrix", who);
+    return CR_OK;
+}
+
+/* A float matrix argument (any shape). */
+static cr_status matrix_arg(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                            size_t i, const cr_array **A)
+{
+    cr_status st = cr__array_arg(arena, who, args, nargs, i, A);
+    if (st != CR_OK)
+        return st;
+    if ((*A)->ndim != 2 || !cr_dtype_is_float((cr_dtype)(*A)->dtype) ||
+        !lapack_size_ok((*A)->shape[0] * (*A)->shape[1]))
+        return CR__FAIL(arena, CR_ESHAPE, "%s: expected an f64, f32 or c128 matrix", who);
+    return CR_OK;
+}
+
+/* A (co)tangent of a 1-d or 2-d array as a work matrix (NULL p when zero). */
+static cr_status tan_mat(cr_arena *arena, const char *who, cr_tangent t, size_t ndim,
+                         const size_t *shape, bool cplx, mat *m)
+{
+    const cr_array *g;
+    cr_status st = cr__tan_array(arena, who, t, ndim, shape, cplx ? CR_DT_C128 : CR_DT_F64, &g);
+    m->p = NULL;
+    if (st != CR_OK || g == NULL)
+        return st;
+    return mat_from(arena, g, cplx, m);
+}
+
+/* The tangent of argument i of an frule as a work matrix (NULL p when zero). */
+static cr_status dx_mat(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                        const cr_value *args, size_t i, bool cplx, mat *m)
+{
+    m->p = NULL;
+    if (!cr__is_diff(&args[i]))
+        return CR_OK;
+    const cr_array *a = args[i].u.arr;
+    return tan_mat(arena, who, dargs[i + 1], a->ndim, a->shape, cplx, m);
+}
+
+/* Field i of a tuple cotangent (zeros give ZeroTangent). */
+static cr_status tuple_field(cr_arena *arena, const char *who, cr_tangent dy, size_t i,
+                             cr_tangent *out)
+{
+    cr_status st = cr_tangent_unthunk(dy, &dy);
+    if (st != CR_OK)
+        return st;
+    if (cr_tangent_is_zero(dy)) {
+        *out = cr_tangent_zero();
+        return CR_OK;
+    }
+    if (dy.tag != CR_TAN_STRUCT)
+        return CR__FAIL(arena, CR_ETANGENT,
+                        "%s: the output is a tuple, its cotangent must be a structural tangent "
+                        "(got %s)",
+                        who, cr_tag_name((cr_tag)dy.tag));
+    *out = cr_tangent_field(dy, i);
+    return CR_OK;
+}
+
+/* The cotangent of an argument from a work matrix (projected). */
+static cr_status give_mat(cr_arena *arena, const cr_project *p, const mat *m, bool vec,
+                          cr_tangent *out)
+{
+    cr_array *r = NULL;
+    cr_status st = mat_to_array(arena, m, vec, &r);
+    return st != CR_OK ? st : cr__give(arena, p, r, out);
+}
+
+/* The tangent of an output array o from a work matrix, projected onto o. */
+static cr_status tangent_like(cr_arena *arena, cr_array *o, const mat *m, bool vec, cr_tangent *out)
+{
+    cr_array *r = NULL;
+    cr_status st = mat_to_array(arena, m, vec, &r);
+    if (st != CR_OK)
+        return st;
+    cr_value v = cr_value_array(o);
+    return cr_project_tangent(arena, &v, cr_tangent_array(r), out);
+}
+
+/* ---- Tuples ----------------------------------------------------------------------------- */
+
+typedef struct tup2 {
+    cr_array a, b;
+} tup2;
+typedef struct tup3 {
+    cr_array a, b, c;
+} tup3;
+static const cr_field k_tup2_fields[2] = {{NULL, offsetof(tup2, a), CR_KIND_ARRAY, NULL},
+                                          {NULL, offsetof(tup2, b), CR_KIND_ARRAY, NULL}};
+static const cr_field k_tup3_fields[3] = {{NULL, offsetof(tup3, a), CR_KIND_ARRAY, NULL},
+                                          {NULL, offsetof(tup3, b), CR_KIND_ARRAY, NULL},
+                                          {NULL, offsetof(tup3, c), CR_KIND_ARRAY, NULL}};
+static const cr_type k_tup2 = {"tuple(array,array)", sizeof(tup2), 2, k_tup2_fields};
+static const cr_type k_tup3 = {"tuple(array,array,array)", sizeof(tup3), 3, k_tup3_fields};
+
+static cr_status make_tup2(cr_arena *arena, const cr_array *a, const cr_array *b, cr_value *y)
+{
+    tup2 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(tup2));
+    if (t == NULL)
+        return CR__ALLOC_STATUS(arena);
+    t->a = *a;
+    t->b = *b;
+    *y = cr_value_struct(&k_tup2, t);
+    return CR_OK;
+}
+
+/* ---- lu ------------------------------------------------------------------------------------ */
+
+typedef struct lu_env {
+    const cr_array *A;
+    cr_project *pA;
+    mat L, U;     /* n x n: unit lower, upper */
+    int64_t *p;   /* row i of L U is row p[i] of A */
+    cr_array *oL; /* the outputs */
+    cr_array *oU;
+} lu_env;
+
+/* P A = L U by getrf; a zero pivot (singular A) is a domain error, as Julia's lu throws. */
+static cr_status lu_forward(cr_arena *arena, const cr_value *args, size_t nargs, lu_env *e)
+{
+    cr_status st = cr__nargs(arena, "lu", nargs, 1, 1);
+    if (st == CR_OK)
+        st = square_arg(arena, "lu", args, nargs, 0, &e->A);
+    if (st != CR_OK)
+        return st;
+    bool cplx = e->A->dtype == CR_DT_C128;
+    size_t n = e->A->shape[0];
+    mat F;
+    st = mat_from(arena, e->A, cplx, &F);
+    if (st == CR_OK)
+        st = mat_new(arena, cplx, n, n, true, &e->L);
+    if (st == CR_OK)
+        st = mat_new(arena, cplx, n, n, true, &e->U);
+    if (st != CR_OK)
+        return st;
+    lapack_int *ipiv = cr_arena_alloc(arena, (n ? n : 1) * sizeof *ipiv, _Alignof(lapack_int));
+    e->p = cr_arena_alloc(arena, (n ? n : 1) * sizeof *e->p, _Alignof(int64_t));
+    if (ipiv == NULL || e->p == NULL)
+        return CR__ALLOC_STATUS(arena);
+    lapack_int ln = (lapack_int)n;
+    lapack_int info = n == 0 ? 0
+                      : cplx ? LAPACKE_zgetrf_work(LAPACK_COL_MAJOR, ln, ln, F.p, ln, ipiv)
+                             : LAPACKE_dgetrf_work(LAPACK_COL_MAJOR, ln, ln, F.p, ln, ipiv);
+    if (info < 0)
+        return lapack_fail(arena, "lu", info);
+    if (info > 0)
+        return CR__FAIL(arena, CR_EDOMAIN,
+                        "lu: the matrix is singular (U[%d][%d] is zero); its factorization has "
+                        "no derivative there",
+                        (int)info - 1, (int)info - 1);
+    for (size_t i = 0; i < n; i++)
+        e->p[i] = (int64_t)i;
+    for (size_t i = 0; i < n; i++) {
+        size_t k = (size_t)ipiv[i] - 1;
+        int64_t t = e->p[i];
+        e->p[i] = e->p[k];
+        e->p[k] = t;
+    }
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i < n; i++) {
+            if (i > j)
+                mat_set(&e->L, i, j, mat_get(&F, i, j));
+            else
+                mat_set(&e->U, i, j, mat_get(&F, i, j));
+            if (i == j)
+                mat_set(&e->L, i, i, 1.0);
+        }
+    return CR_OK;
+}
+
+static cr_status lu_output(cr_arena *arena, lu_env *e, cr_value *y)
+{
+    cr_dtype dt = (cr_dtype)e->A->dtype;
+    size_t n = e->L.r;
+    cr_array *op;
+    cr_status st = out_array(arena, &e->L, false, dt, &e->oL);
+    if (st == CR_OK)
+        st = out_array(arena, &e->U, false, dt, &e->oU);
+    if (st == CR_OK)
+        st = cr__i64_array(arena, n, e->p, &op);
+    if (st != CR_OK)
+        return st;
+    e->oL->structure = CR_MAT_LOWER;
+    e->oU->structure = CR_MAT_UPPER;
+    tup3 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(tup3));
+    if (t == NULL)
+        return CR__ALLOC_STATUS(arena);
+    t->a = *e->oL;
+    t->b = *e->oU;
+    t->c = *op;
+    *y = cr_value_struct(&k_tup3, t);
+    return CR_OK;
+}
+
+/* With P A = L U: Ā = Pᵀ L⁻ᴴ (tril(Lᴴ L̄, -1) + triu(Ū Uᴴ)) U⁻ᴴ (only the strictly lower
+ * part of L̄ and the upper part of Ū enter: L's unit diagonal is constant). */
+static cr_status lu_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                             void *env)
+{
+    (void)nx;
+    lu_env *e = env;
+    const char *who = "lu_pullback";
+    dx[0] = cr_tangent_none();
+    size_t n = e->L.r, shape[2] = {n, n};
+    bool cplx = e->L.cplx;
+    cr_tangent tl, tu;
+    mat Lb, Ub, M, T;
+    cr_status st = tuple_field(arena, who, *dy, 0, &tl);
+    if (st == CR_OK)
+        st = tuple_field(arena, who, *dy, 1, &tu);
+    if (st == CR_OK)
+        st = tan_mat(arena, who, tl, 2, shape, cplx, &Lb);
+    if (st == CR_OK)
+        st = tan_mat(arena, who, tu, 2, shape, cplx, &Ub);
+    if (st != CR_OK)
+        return st;
+    if (Lb.p == NULL && Ub.p == NULL) {
+        dx[1] = cr_tangent_zero();
+        return CR_OK;
+    }
+    st = mat_new(arena, cplx, n, n, true, &M);
+    if (st != CR_OK)
+        return st;
+    if (Lb.p != NULL) {
+        mat_tril_strict(&Lb);
+        mat_gemm('C', 'N', 1.0, &e->L, &Lb, 0.0, &M);
+        mat_tril_strict(&M);
+    }
+    if (Ub.p != NULL) {
+        mat_triu(&Ub);
+        st = mat_mul(arena, 'N', 'C', 1.0, &Ub, &e->U, &T);
+        if (st != CR_OK)
+            return st;
+        for (size_t j = 0; j < n; j++)
+            for (size_t i = 0; i <= j; i++)
+                mat_set(&M, i, j, mat_get(&T, i, j));
+    }
+    st = tri_left(arena, who, &e->L, 'L', 'C', 'U', &M);
+    if (st == CR_OK)
+        st = tri_right(arena, who, &e->U, 'U', 'C', 'N', &M);
+    if (st == CR_OK)
+        st = mat_new(arena, cplx, n, n, false, &T);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++)
+            mat_set(&T, (size_t)e->p[i], j, mat_get(&M, i, j));
+    return give_mat(arena, e->pA, &T, false, &dx[1]);
+}
+
+static cr_status lu_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                          const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                          const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    lu_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(lu_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr_status st = lu_forward(arena, args, nargs, e);
+    if (st == CR_OK)
+        st = lu_output(arena, e, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
+    st = cr_project_new(arena, &args[0], &e->pA);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){lu_pullback, e, "lu_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(lu, "lu", 1)
+
+/* frule: F = L⁻¹ P Ȧ U⁻¹, L̇ = L tril(F, -1), U̇ = triu(F) U; ṗ is NoTangent. */
+static cr_status lu_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                          const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                          cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    lu_env e;
+    memset(&e, 0, sizeof e);
+    cr_status st = lu_forward(arena, args, nargs, &e);
+    if (st == CR_OK)
+        st = lu_output(arena, &e, y);
+    if (st != CR_OK)
+        return st;
+    size_t n = e.L.r;
+    bool cplx = e.L.cplx;
+    mat dA, F, Fl, dL, dU;
+    st = dx_mat(arena, "lu", dargs, args, 0, cplx, &dA);
+    if (st != CR_OK || dA.p == NULL) {
+        *dy = cr_tangent_zero();
+        return st;
+    }
+    st = mat_new(arena, cplx, n, n, false, &F);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++)
+            mat_set(&F, i, j, mat_get(&dA, (size_t)e.p[i], j));
+    st = tri_left(arena, "lu", &e.L, 'L', 'N', 'U', &F);
+    if (st == CR_OK)
+        st = tri_right(arena, "lu", &e.U, 'U', 'N', 'N', &F);
+    if (st == CR_OK)
+        st = mat_copy(arena, &F, cplx, &Fl);
+    if (st != CR_OK)
+        return st;
+    mat_tril_strict(&Fl);
+    mat_triu(&F);
+    st = mat_mul(arena, 'N', 'N', 1.0, &e.L, &Fl, &dL);
+    if (st == CR_OK)
+        st = mat_mul(arena, 'N', 'N', 1.0, &F, &e.U, &dU);
+    cr_tangent t[3] = {cr_tangent_zero(), cr_tangent_zero(), cr_tangent_none()};
+    if (st == CR_OK)
+        st = tangent_like(arena, e.oL, &dL, false, &t[0]);
+    if (st == CR_OK)
+        st = tangent_like(arena, e.oU, &dU, false, &t[1]);
+    return st != CR_OK ? st : cr_tangent_struct(arena, &k_tup3, NULL, t, 3, dy);
+}
+
+/* ---- qr ------------------------------------------------------------------------------------ */
+
+typedef struct qr_env {
+    const cr_array *A;
+    cr_project *pA;
+    mat Q, R; /* m x n, n x n */
+    cr_array *oQ, *oR;
+} qr_env;
+
+/* The thin QR of an m x n A, m >= n: geqrf, then orgqr/ungqr for Q. R's diagonal is real
+ * (LAPACK's convention, also for complex A) but may be negative, as in Julia. */
+static cr_status qr_forward(cr_arena *arena, const cr_value *args, size_t nargs, qr_env *e)
+{
+    cr_status st = cr__nargs(arena, "qr", nargs, 1, 1);
+    if (st == CR_OK)
+        st = matrix_arg(arena, "qr", args, nargs, 0, &e->A);
+    if (st != CR_OK)
+        return st;
+    size_t m = e->A->shape[0], n = e->A->shape[1];
+    if (m < n)
+        return CR__FAIL(arena, CR_EUNIMPL,
+                        "qr: only matrices with at least as many rows as columns are supported "
+                        "(got %zu x %zu)",
+                        m, n);
+    bool cplx = e->A->dtype == CR_DT_C128;
+    st = mat_from(arena, e->A, cplx, &e->Q);
+    if (st == CR_OK)
+        st = mat_new(arena, cplx, n, n, true, &e->R);
+    if (st != CR_OK)
+        return st;
+    if (n == 0)
+        return CR_OK;
+    lapack_int lm = (lapack_int)m, ln = (lapack_int)n, info;
+    size_t es = cplx ? sizeof(cr_complex) : sizeof(double);
+    void *tau = cr_arena_alloc(arena, n * es, 0);
+    if (tau == NULL)
+        return CR__ALLOC_STATUS(arena);
+    /* One workspace for both calls: the larger of the two queries. */
+    size_t lw = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (cplx) {
+            cr_complex q = 0;
+            info = pass == 0
+                       ? LAPACKE_zgeqrf_work(LAPACK_COL_MAJOR, lm, ln, e->Q.p, lm, tau, &q, -1)
+                       : LAPACKE_zungqr_work(LAPACK_COL_MAJOR, lm, ln, ln, e->Q.p, lm, tau, &q, -1);
+            lw = creal(q) > (double)lw ? (size_t)creal(q) : lw;
+        } else {
+            double q = 0;
+            info = pass == 0
+                       ? LAPACKE_dgeqrf_work(LAPACK_COL_MAJOR, lm, ln, e->Q.p, lm, tau, &q, -1)
+                       : LAPACKE_dorgqr_work(LAPACK_COL_MAJOR, lm, ln, ln, e->Q.p, lm, tau, &q, -1);
+            lw = q > (double)lw ? (size_t)q : lw;
+        }
+        if (info != 0)
+            return lapack_fail(arena, "qr", info);
+    }
+    lw += 1;
+    void *work = cr_arena_alloc(arena, lw * es, 0);
+    if (work == NULL)
+        return CR__ALLOC_STATUS(arena);
+    info =
+        cplx ? LAPACKE_zgeqrf_work(LAPACK_COL_MAJOR, lm, ln, e->Q.p, lm, tau, work, (lapack_int)lw)
+             : LAPACKE_dgeqrf_work(LAPACK_COL_MAJOR, lm, ln, e->Q.p, lm, tau, work, (lapack_int)lw);
+    if (info != 0)
+        return lapack_fail(arena, "qr", info);
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i <= j; i++)
+            mat_set(&e->R, i, j, mat_get(&e->Q, i, j));
+    info = cplx ? LAPACKE_zungqr_work(LAPACK_COL_MAJOR, lm, ln, ln, e->Q.p, lm, tau, work,
+                                      (lapack_int)lw)
+                : LAPACKE_dorgqr_work(LAPACK_COL_MAJOR, lm, ln, ln, e->Q.p, lm, tau, work,
+                                      (lapack_int)lw);
+    if (info != 0)
+        return lapack_fail(arena, "qr", info);
+    e->Q.c = n;
+    return CR_OK;
+}
+
+static cr_status qr_output(cr_arena *arena, qr_env *e, cr_value *y)
+{
+    cr_dtype dt = (cr_dtype)e->A->dtype;
+    cr_status st = out_array(arena, &e->Q, false, dt, &e->oQ);
+    if (st == CR_OK)
+        st = out_array(arena, &e->R, false, dt, &e->oR);
+    if (st != CR_OK)
+        return st;
+    e->oR->structure = CR_MAT_UPPER;
+    return make_tup2(arena, e->oQ, e->oR, y);
+}
+
+/* Whether a triangular factor is numerically singular: a diagonal entry at or below
+ * 64 eps times the largest (the threshold of the spectrum code in linalg_lapack.c). */
+static bool tri_singular(const mat *T, size_t *at)
+{
+    double big = 0;
+    for (size_t i = 0; i < T->r; i++)
+        big = fmax(big, cabs(mat_get(T, i, i)));
+    for (size_t i = 0; i < T->r; i++)
+        if (cabs(mat_get(T, i, i)) <= 64 * DBL_EPSILON * big) {
+            *at = i;
+            return true;
+        }
+    return false;
+}
+
+/* The derivative needs R⁻¹: a (numerically) zero diagonal entry of R, a rank-deficient A,
+ * is a domain error. */
+static cr_status qr_check_rank(cr_arena *arena, const mat *R)
+{
+    size_t i;
+    if (tri_singular(R, &i))
+        return CR__FAIL(arena, CR_EDOMAIN,
+                        "qr: A is rank deficient (R[%zu][%zu] is zero to working precision); the "
+                        "derivative of its thin QR factorization is not defined there",
+                        i, i);
+    return CR_OK;
+}
+
+/* M = R R̄ᴴ - Q̄ᴴ Q; Ā = (Q̄ + Q copyltu(M)) R⁻ᴴ, copyltu(M) the Hermitian matrix of M's
+ * lower triangle with a real diagonal (R's diagonal is real: the imaginary part there is
+ * the gauge LAPACK fixes). */
+static cr_status qr_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                             void *env)
+{
+    (void)nx;
+    qr_env *e = env;
+    const char *who = "qr_pullback";
+    dx[0] = cr_tangent_none();
+    size_t m = e->Q.r, n = e->Q.c, sq[2] = {m, n}, sr[2] = {n, n};
+    bool cplx = e->Q.cplx;
+    cr_tangent tq, tr;
+    mat Qb, Rb, M, G;
+    cr_status st = tuple_field(arena, who, *dy, 0, &tq);
+    if (st == CR_OK)
+        st = tuple_field(arena, who, *dy, 1, &tr);
+    if (st == CR_OK)
+        st = tan_mat(arena, who, tq, 2, sq, cplx, &Qb);
+    if (st == CR_OK)
+        st = tan_mat(arena, who, tr, 2, sr, cplx, &Rb);
+    if (st != CR_OK)
+        return st;
+    if (Qb.p == NULL && Rb.p == NULL) {
+        dx[1] = cr_tangent_zero();
+        return CR_OK;
+    }
+    st = qr_check_rank(arena, &e->R);
+    if (st == CR_OK)
+        st = mat_new(arena, cplx, n, n, true, &M);
+    if (st != CR_OK)
+        return st;
+    if (Rb.p != NULL) {
+        mat_triu(&Rb);
+        mat_gemm('N', 'C', 1.0, &e->R, &Rb, 0.0, &M);
+    }
+    if (Qb.p != NULL)
+        mat_gemm('C', 'N', -1.0, &Qb, &e->Q, 1.0, &M);
+    for (size_t j = 0; j < n; j++) {
+        mat_set(&M, j, j, creal(mat_get(&M, j, j)));
+        for (size_t i = j + 1; i < n; i++)
+            mat_set(&M, j, i, conj(mat_get(&M, i, j)));
+    }
+    if (Qb.p != NULL)
+        st = mat_copy(arena, &Qb, cplx, &G);
+    else
+        st = mat_new(arena, cplx, m, n, true, &G);
+    if (st != CR_OK)
+        return st;
+    mat_gemm('N', 'N', 1.0, &e->Q, &M, 1.0, &G);
+    st = tri_right(arena, who, &e->R, 'U', 'C', 'N', &G);
+    return st != CR_OK ? st : give_mat(arena, e->pA, &G, false, &dx[1]);
+}
+
+static cr_status qr_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                          const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                          const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    qr_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(qr_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr_status st = qr_forward(arena, args, nargs, e);
+    if (st == CR_OK)
+        st = qr_output(arena, e, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
+    st = cr_project_new(arena, &args[0], &e->pA);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){qr_pullback, e, "qr_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(qr, "qr", 1)
+
+/* frule: E = Ȧ R⁻¹, C = Qᴴ E; Qᴴ Q̇ = Ω is skew-Hermitian with Ω's strictly lower part
+ * that of C and an imaginary diagonal, Ṙ R⁻¹ = Ψ is upper triangular with a real
+ * diagonal: Ω + Ψ = C. Q̇ = E + Q (Ω - C), Ṙ = Ψ R. */
+static cr_status qr_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                          const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                          cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    qr_env e;
+    memset(&e, 0, sizeof e);
+    cr_status st = qr_forward(arena, args, nargs, &e);
+    if (st == CR_OK)
+        st = qr_output(arena, &e, y);
+    if (st != CR_OK)
+        return st;
+    size_t n = e.Q.c;
+    bool cplx = e.Q.cplx;
+    mat E, C, W, Psi, dR;
+    st = dx_mat(arena, "qr", dargs, args, 0, cplx, &E);
+    if (st != CR_OK || E.p == NULL) {
+        *dy = cr_tangent_zero();
+        return st;
+    }
+    st = qr_check_rank(arena, &e.R);
+    if (st == CR_OK)
+        st = tri_right(arena, "qr", &e.R, 'U', 'N', 'N', &E);
+    if (st == CR_OK)
+        st = mat_mul(arena, 'C', 'N', 1.0, &e.Q, &E, &C);
+    if (st == CR_OK)
+        st = mat_new(arena, cplx, n, n, true, &W);
+    if (st == CR_OK)
+        st = mat_new(arena, cplx, n, n, true, &Psi);
+    if (st != CR_OK)
+        return st;
+    for (size_t j = 0; j < n; j++) {
+        cr_complex cjj = mat_get(&C, j, j);
+        mat_set(&W, j, j, -creal(cjj));
+        mat_set(&Psi, j, j, creal(cjj));
+        for (size_t i = 0; i < j; i++) {
+            cr_complex v = mat_get(&C, i, j) + conj(mat_get(&C, j, i));
+            mat_set(&W, i, j, -v);
+            mat_set(&Psi, i, j, v);
+        }
+    }
+    mat_gemm('N', 'N', 1.0, &e.Q, &W, 1.0, &E);
+    st = mat_mul(arena, 'N', 'N', 1.0, &Psi, &e.R, &dR);
+    cr_tangent t[2];
+    if (st == CR_OK)
+        st = tangent_like(arena, e.oQ, &E, false, &t[0]);
+    if (st == CR_OK)
+        st = tangent_like(arena, e.oR, &dR, false, &t[1]);
+    return st != CR_OK ? st : cr_tangent_struct(arena, &k_tup2, NULL, t, 2, dy);
+}
+
+/* ---- eigen and eigvals of general matrices ------------------------------------------------ */
+
+/* A V = V diag(λ) for a general square A: λ sorted by (real part, imaginary part) as Julia
+ * sorts them, each column of V of unit 2-norm with its component of largest modulus (the
+ * first on a tie) real and positive. */
+typedef struct geig_env {
+    const cr_array *A;
+    cr_project *pA;
+    mat V;         /* n x n complex */
+    cr_complex *w; /* n eigenvalues */
+    size_t *k;     /* column j's gauge component */
+    mat Vf;        /* LU factors of V (for V⁻¹), when computed */
+    lapack_int *ipiv;
+    bool factored;
+    bool vectors;
+} geig_env;
+
+static bool eig_before(cr_complex a, cr_complex b)
+{
+    return creal(a) < creal(b) || (creal(a) == creal(b) && cimag(a) < cimag(b));
+}
+
+static cr_status geig_forward(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                              geig_env *e)
+{
+    cr_status st = cr__nargs(arena, who, nargs, 1, 1);
+    if (st == CR_OK)
+        st = square_arg(arena, who, args, nargs, 0, &e->A);
+    if (st != CR_OK)
+        return st;
+    bool cplx = e->A->dtype == CR_DT_C128;
+    size_t n = e->A->shape[0];
+    mat F, R;
+    st = mat_from(arena, e->A, cplx, &F);
+    if (st == CR_OK)
+        st = mat_new(arena, cplx, n, n, false, &R);
+    if (st == CR_OK)
+        st = mat_new(arena, true, n, n, false, &e->V);
+    if (st != CR_OK)
+        return st;
+    cr_complex *w = cr_arena_alloc(arena, (n ? n : 1) * sizeof *w, _Alignof(cr_complex));
+    e->w = cr_arena_alloc(arena, (n ? n : 1) * sizeof *e->w, _Alignof(cr_complex));
+    e->k = cr_arena_alloc(arena, (n ? n : 1) * sizeof *e->k, _Alignof(size_t));
+    size_t *idx = cr_arena_alloc(arena, (n ? n : 1) * sizeof *idx, _Alignof(size_t));
+    if (w == NULL || e->w == NULL || e->k == NULL || idx == NULL)
+        return CR__ALLOC_STATUS(arena);
+    if (n == 0)
+        return CR_OK;
+    lapack_int ln = (lapack_int)n, info;
+    mat Vc; /* unsorted complex eigenvectors */
+    st = mat_new(arena, true, n, n, false, &Vc);
+    if (st != CR_OK)
+        return st;
+    if (cplx) {
+        cr_complex q, dummy = 0;
+        double *rwork = cr_arena_alloc(arena, 2 * n * sizeof *rwork, _Alignof(double));
+        if (rwork == NULL)
+            return CR__ALLOC_STATUS(arena);
+        info = LAPACKE_zgeev_work(LAPACK_COL_MAJOR, 'N', 'V', ln, F.p, ln, w, &dummy, 1, Vc.p, ln,
+                                  &q, -1, rwork);
+        size_t lw = (size_t)creal(q) + 1;
+        cr_complex *work = cr_arena_alloc(arena, lw * sizeof *work, _Alignof(cr_complex));
+        if (work == NULL)
+            return CR__ALLOC_STATUS(arena);
+        info = LAPACKE_zgeev_work(LAPACK_COL_MAJOR, 'N', 'V', ln, F.p, ln, w, &dummy, 1, Vc.p, ln,
+                                  work, (lapack_int)lw, rwork);
+    } else {
+        double q, dummy = 0;
+        double *wr = cr_arena_alloc(arena, 2 * n * sizeof *wr, _Alignof(double));
+        if (wr == NULL)
+            return CR__ALLOC_STATUS(arena);
+        double *wi = wr + n;
+        info = LAPACKE_dgeev_work(LAPACK_COL_MAJOR, 'N', 'V', ln, F.p, ln, wr, wi, &dummy, 1, R.p,
+                                  ln, &q, -1);
+        size_t lw = (size_t)q + 1;
+        double *work = cr_arena_alloc(arena, lw * sizeof *work, _Alignof(double));
+        if (work == NULL)
+            return CR__ALLOC_STATUS(arena);
+        info = LAPACKE_dgeev_work(LAPACK_COL_MAJOR, 'N', 'V', ln, F.p, ln, wr, wi, &dummy, 1, R.p,
+                                  ln, work, (lapack_int)lw);
+        /* Complex pairs come as (re, im) columns j, j + 1 for λ_j = wr + i wi, wi > 0. */
+        for (size_t j = 0; info == 0 && j < n; j++) {
+            w[j] = cr__c(wr[j], wi[j]);
+            if (wi[j] != 0 && j + 1 < n) {
+                w[j + 1] = cr__c(wr[j + 1], wi[j + 1]);
+                for (size_t i = 0; i < n; i++) {
+                    double re = ((double *)R.p)[i + j * n], im = ((double *)R.p)[i + (j + 1) * n];
+                    mat_set(&Vc, i, j, cr__c(re, im));
+                    mat_set(&Vc, i, j + 1, cr__c(re, -im));
+                }
+                j++;
+            } else {
+                for (size_t i = 0; i < n; i++)
+                    mat_set(&Vc, i, j, mat_get(&R, i, j));
+            }
+        }
+    }
+    if (info != 0)
+        return info > 0 ? CR__FAIL(arena, CR_EBACKEND,
+                                   "%s: the QR algorithm did not converge (LAPACK info = %d)", who,
+                                   (int)info)
+                        : lapack_fail(arena, who, info);
+    /* Sort (insertion sort: n is small next to the O(n³) decomposition). */
+    for (size_t j = 0; j < n; j++) {
+        size_t t = j;
+        while (t > 0 && eig_before(w[j], w[idx[t - 1]])) {
+            idx[t] = idx[t - 1];
+            t--;
+        }
+        idx[t] = j;
+    }
+    for (size_t j = 0; j < n; j++) {
+        size_t s = idx[j];
+        e->w[j] = w[s];
+        double nrm = 0, big = -1;
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            double a = cabs(mat_get(&Vc, i, s));
+            nrm += a * a;
+            if (a > big) {
+                big = a;
+                k = i;
+            }
+        }
+        nrm = sqrt(nrm);
+        cr_complex vk = mat_get(&Vc, k, s);
+        cr_complex ph = big > 0 && nrm > 0 ? conj(vk) / (big * nrm) : 1.0;
+        for (size_t i = 0; i < n; i++)
+            mat_set(&e->V, i, j, mat_get(&Vc, i, s) * ph);
+        mat_set(&e->V, k, j, creal(mat_get(&e->V, k, j)));
+        e->k[j] = k;
+    }
+    return CR_OK;
+}
+
+/* V's LU factors, once; a singular V (a defective A) is a domain error. */
+static cr_status geig_factor(cr_arena *arena, const char *who, geig_env *e)
+{
+    if (e->factored)
+        return CR_OK;
+    size_t n = e->V.r;
+    cr_status st = mat_copy(arena, &e->V, true, &e->Vf);
+    if (st != CR_OK)
+        return st;
+    e->ipiv = cr_arena_alloc(arena, (n ? n : 1) * sizeof *e->ipiv, _Alignof(lapack_int));
+    if (e->ipiv == NULL)
+        return CR__ALLOC_STATUS(arena);
+    lapack_int ln = (lapack_int)n;
+    lapack_int info =
+        n == 0 ? 0 : LAPACKE_zgetrf_work(LAPACK_COL_MAJOR, ln, ln, e->Vf.p, ln, e->ipiv);
+    if (info < 0)
+        return lapack_fail(arena, who, info);
+    size_t at;
+    if (info > 0 || tri_singular(&e->Vf, &at))
+        return CR__FAIL(arena, CR_EDOMAIN,
+                        "%s: the eigenvector matrix is singular to working precision (A is "
+                        "defective: a repeated eigenvalue without a full set of eigenvectors); "
+                        "the derivative is not defined there",
+                        who);
+    e->factored = true;
+    return CR_OK;
+}
+
+/* X := op(V)⁻¹ X (op 'N' or 'C'). */
+static cr_status geig_solve(cr_arena *arena, const char *who, geig_env *e, char op, mat *X)
+{
+    cr_status st = geig_factor(arena, who, e);
+    size_t n = e->V.r;
+    if (st != CR_OK || n == 0 || X->c == 0)
+        return st;
+    lapack_int ln = (lapack_int)n;
+    lapack_int info = LAPACKE_zgetrs_work(LAPACK_COL_MAJOR, op, ln, (lapack_int)X->c, e->Vf.p, ln,
+                                          e->ipiv, X->p, ln);
+    return info != 0 ? lapack_fail(arena, who, info) : CR_OK;
+}
+
+/* 1/(λ_j - λ_i), 0 where the two are equal to working precision (a repeated eigenvalue:
+ * its eigenvectors have no derivative; the terms that would be infinite are dropped). */
+static cr_complex inv_gap_c(cr_complex lj, cr_complex li, double scale)
+{
+    cr_complex d = lj - li;
+    return cabs(d) <= 64 * DBL_EPSILON * scale ? 0.0 : 1.0 / d;
+}
+
+static double geig_scale(const geig_env *e)
+{
+    double s = 0;
+    for (size_t i = 0; i < e->V.r; i++)
+        s = fmax(s, cabs(e->w[i]));
+    return s;
+}
+
+static cr_status geig_output(cr_arena *arena, const geig_env *e, cr_value *y)
+{
+    size_t n = e->V.r;
+    cr_array *lo, *vo;
+    cr_status st = cr__new(arena, CR_DT_C128, 1, &n, false, &lo);
+    if (st != CR_OK)
+        return st;
+    if (n > 0)
+        memcpy(lo->data, e->w, n * sizeof *e->w);
+    if (!e->vectors) {
+        *y = cr_value_array(lo);
+        return CR_OK;
+    }
+    st = mat_to_array(arena, &e->V, false, &vo);
+    return st != CR_OK ? st : make_tup2(arena, lo, vo, y);
+}
+
+/* Ā = V⁻ᴴ G Vᴴ with G = diag(λ̄) + conj(F) ∘ H off the diagonal, F_ij = 1/(λ_j - λ_i) and
+ * H = Vᴴ V̄ - Vᴴ V diag(re g) + Z, g = diag(Vᴴ V̄): the second term is the unit-norm
+ * constraint, Z (column j: -i im(g_j) / V_kj conj(V[k, :]), k the gauge component) the
+ * phase convention. Z is zero for losses that do not depend on the phases (ChainRules'
+ * rule has no Z and assumes that). */
+static cr_status geig_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                               void *env)
+{
+    (void)nx;
+    geig_env *e = env;
+    const char *who = e->vectors ? "eigen_general_pullback" : "eigvals_general_pullback";
+    dx[0] = cr_tangent_none();
+    size_t n = e->V.r, shape[2] = {n, n};
+    cr_tangent tl = *dy, tv = cr_tangent_zero();
+    cr_status st = CR_OK;
+    if (e->vectors) {
+        st = tuple_field(arena, who, *dy, 0, &tl);
+        if (st == CR_OK)
+            st = tuple_field(arena, who, *dy, 1, &tv);
+    }
+    mat Lb, Vb, G, K, VhV, T;
+    if (st == CR_OK)
+        st = tan_mat(arena, who, tl, 1, &n, true, &Lb);
+    if (st == CR_OK)
+        st = tan_mat(arena, who, tv, 2, shape, true, &Vb);
+    if (st != CR_OK)
+        return st;
+    if (Lb.p == NULL && Vb.p == NULL) {
+        dx[1] = cr_tangent_zero();
+        return CR_OK;
+    }
+    st = mat_new(arena, true, n, n, true, &G);
+    if (st != CR_OK)
+        return st;
+    if (Vb.p != NULL) {
+        st = mat_mul(arena, 'C', 'N', 1.0, &e->V, &Vb, &K);
+        if (st == CR_OK)
+            st = mat_mul(arena, 'C', 'N', 1.0, &e->V, &e->V, &VhV);
+        if (st != CR_OK)
+            return st;
+        double scale = geig_scale(e);
+        for (size_t j = 0; j < n; j++) {
+            cr_complex g = mat_get(&K, j, j);
+            size_t k = e->k[j];
+            cr_complex z = cr__c(0, -cimag(g)) / mat_get(&e->V, k, j);
+            for (size_t i = 0; i < n; i++) {
+                if (i == j)
+                    continue;
+                cr_complex h = mat_get(&K, i, j) - mat_get(&VhV, i, j) * creal(g) +
+                               z * conj(mat_get(&e->V, k, i));
+                mat_set(&G, i, j, conj(inv_gap_c(e->w[j], e->w[i], scale)) * h);
+            }
+        }
+    }
+    for (size_t i = 0; i < n && Lb.p != NULL; i++)
+        mat_set(&G, i, i, mat_get(&Lb, i, 0));
+    st = mat_mul(arena, 'N', 'C', 1.0, &G, &e->V, &T);
+    if (st == CR_OK)
+        st = geig_solve(arena, who, e, 'C', &T);
+    return st != CR_OK ? st : give_mat(arena, e->pA, &T, false, &dx[1]);
+}
+
+static cr_status geig_rrule(cr_arena *arena, bool vectors, const cr_value *args, size_t nargs,
+                            cr_value *y, cr_pullback *pb, const void *udata)
+{
+    const char *who = vectors ? "eigen_general" : "eigvals_general";
+    geig_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(geig_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    e->vectors = vectors;
+    cr_status st = geig_forward(arena, who, args, nargs, e);
+    if (st == CR_OK)
+        st = geig_output(arena, e, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
+    st = cr_project_new(arena, &args[0], &e->pA);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){geig_pullback, e,
+                        vectors ? "eigen_general_pullback" : "eigvals_general_pullback", nargs + 1};
+    return CR_OK;
+}
+
+/* frule: P = V⁻¹ Ȧ V; λ̇ = diag(P); K = F ∘ P (zero diagonal); V̇ = V K + V D with D
+ * diagonal keeping the gauge: re D_jj = -re (Vᴴ V K)_jj (unit norm), im D_jj =
+ * -im (V K)_kj / V_kj (component k stays real). */
+static cr_status geig_frule(cr_arena *arena, bool vectors, const cr_tangent *dargs,
+                            const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
+{
+    const char *who = vectors ? "eigen_general" : "eigvals_general";
+    geig_env e;
+    memset(&e, 0, sizeof e);
+    e.vectors = vectors;
+    cr_status st = geig_forward(arena, who, args, nargs, &e);
+    if (st == CR_OK)
+        st = geig_output(arena, &e, y);
+    if (st != CR_OK)
+        return st;
+    size_t n = e.V.r;
+    mat dA, P, dl, VK;
+    st = dx_mat(arena, who, dargs, args, 0, true, &dA);
+    if (st != CR_OK || dA.p == NULL) {
+        *dy = cr_tangent_zero();
+        return st;
+    }
+    st = mat_mul(arena, 'N', 'N', 1.0, &dA, &e.V, &P);
+    if (st == CR_OK)
+        st = geig_solve(arena, who, &e, 'N', &P);
+    if (st == CR_OK)
+        st = mat_new(arena, true, n, 1, false, &dl);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < n; i++)
+        mat_set(&dl, i, 0, mat_get(&P, i, i));
+    cr_array *dlo;
+    st = mat_to_array(arena, &dl, true, &dlo);
+    if (st != CR_OK)
+        return st;
+    if (!vectors) {
+        *dy = cr_tangent_array(dlo);
+        return CR_OK;
+    }
+    double scale = geig_scale(&e);
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i < n; i++)
+            mat_set(&P, i, j, i == j ? 0.0 : mat_get(&P, i, j) * inv_gap_c(e.w[j], e.w[i], scale));
+    st = mat_mul(arena, 'N', 'N', 1.0, &e.V, &P, &VK);
+    if (st != CR_OK)
+        return st;
+    for (size_t j = 0; j < n; j++) {
+        cr_complex d1 = 0;
+        for (size_t l = 0; l < n; l++)
+            d1 += conj(mat_get(&e.V, l, j)) * mat_get(&VK, l, j);
+        size_t k = e.k[j];
+        cr_complex d =
+            -creal(d1) + cr__c(0, -cimag(mat_get(&VK, k, j)) / creal(mat_get(&e.V, k, j)));
+        for (size_t i = 0; i < n; i++)
+            mat_set(&VK, i, j, mat_get(&VK, i, j) + mat_get(&e.V, i, j) * d);
+    }
+    cr_array *dvo;
+    st = mat_to_array(arena, &VK, false, &dvo);
+    if (st != CR_OK)
+        return st;
+    cr_tangent t[2] = {cr_tangent_array(dlo), cr_tangent_array(dvo)};
+    return cr_tangent_struct(arena, &k_tup2, NULL, t, 2, dy);
+}
+
+#define GEIG_RULES(NAME, VEC) CR__PARAM_RULES(NAME, geig_rrule, geig_frule, VEC, 1)
+
+GEIG_RULES(eigen_general, true)
+GEIG_RULES(eigvals_general, false)
+
+/* ---- Solves, det and logdet through a Cholesky factor ------------------------------------ */
+
+/* A Cholesky factor argument U (A = Uᴴ U): its upper triangle is read, the rest is zero
+ * whatever memory holds (cholesky returns it tagged Upper). With `nonsingular`, a zero on
+ * the diagonal is a domain error. */
+static cr_status factor_arg(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                            size_t i, bool cplx, bool nonsingular, const cr_array **U, mat *Um)
+{
+    cr_status st = square_arg(arena, who, args, nargs, i, U);
+    if (st == CR_OK)
+        st = mat_from(arena, *U, cplx, Um);
+    if (st != CR_OK)
+        return st;
+    mat_triu(Um);
+    for (size_t k = 0; nonsingular && k < Um->r; k++)
+        if (mat_get(Um, k, k) == 0)
+            return CR__FAIL(arena, CR_EDOMAIN, "%s: the factor is singular (U[%zu][%zu] = 0)", who,
+                            k, k);
+    return CR_OK;
+}
+
+/* X := (Uᴴ U)⁻¹ X. */
+static cr_status chol_apply_inv(cr_arena *arena, const char *who, const mat *U, mat *X)
+{
+    cr_status st = tri_left(arena, who, U, 'U', 'C', 'N', X);
+    return st != CR_OK ? st : tri_left(arena, who, U, 'U', 'N', 'N', X);
+}
+
+typedef struct csolve_env {
+    const cr_array *U, *B;
+    cr_project *pU, *pB;
+    mat Um, Y;
+    bool cplx;
+} csolve_env;
+
+static cr_status csolve_forward(cr_arena *arena, const cr_value *args, size_t nargs, csolve_env *e,
+                                cr_dtype *dt)
+{
+    const char *who = "cholesky_solve";
+    cr_status st = cr__nargs(arena, who, nargs, 2, 2);
+    if (st == CR_OK)
+        st = square_arg(arena, who, args, nargs, 0, &e->U);
+    if (st == CR_OK)
+        st = cr__array_arg(arena, who, args, nargs, 1, &e->B);
+    if (st != CR_OK)
+        return st;
+    const cr_array *B = e->B;
+    if ((B->ndim != 1 && B->ndim != 2) || B->shape[0] != e->U->shape[0] ||
+        !cr_dtype_is_float((cr_dtype)B->dtype))
+        return CR__FAIL(arena, CR_ESHAPE,
+                        "%s: B must be a float vector or matrix with as many rows as U", who);
+    *dt = cr__promote((cr_dtype)e->U->dtype, (cr_dtype)B->dtype);
+    e->cplx = *dt == CR_DT_C128;
+    st = factor_arg(arena, who, args, nargs, 0, e->cplx, true, &e->U, &e->Um);
+    if (st == CR_OK)
+        st = mat_from(arena, B, e->cplx, &e->Y);
+    if (st == CR_OK)
+        st = chol_apply_inv(arena, who, &e->Um, &e->Y);
+    return st;
+}
+
+typedef struct csolve_thunk {
+    const csolve_env *e;
+    mat Bbar;
+} csolve_thunk;
+
+/* Ū = triu(U (Ā + Āᴴ)) with Ā = -B̄ Yᴴ, the cotangent of A = Uᴴ U. */
+static cr_status csolve_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
+{
+    csolve_thunk *t = env;
+    const csolve_env *e = t->e;
+    size_t n = e->Um.r;
+    mat S, R;
+    cr_status st = mat_mul(arena, 'N', 'C', -1.0, &t->Bbar, &e->Y, &S);
+    if (st != CR_OK)
+        return st;
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i <= j; i++) {
+            cr_complex h = mat_get(&S, i, j) + conj(mat_get(&S, j, i));
+            mat_set(&S, i, j, h);
+            mat_set(&S, j, i, conj(h));
+        }
+    st = mat_mul(arena, 'N', 'N', 1.0, &e->Um, &S, &R);
+    if (st != CR_OK)
+        return st;
+    mat_triu(&R);
+    return give_mat(arena, e->pU, &R, false, out);
+}
+
+/* B̄ = (Uᴴ U)⁻¹ Ȳ; Ū (a thunk). */
+static cr_status csolve_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                 void *env)
+{
+    csolve_env *e = env;
+    for (size_t i = 0; i < nx; i++)
+        dx[i] = cr_tangent_none();
+    const cr_array *B = e->B;
+    mat G;
+    cr_status st = tan_mat(arena, "cholesky_solve_pullback", *dy, B->ndim, B->shape, e->cplx, &G);
+    if (st != CR_OK)
+        return st;
+    if (G.p == NULL) {
+        dx[1] = dx[2] = cr_tangent_zero();
+        return CR_OK;
+    }
+    st = chol_apply_inv(arena, "cholesky_solve_pullback", &e->Um, &G);
+    if (st == CR_OK)
+        st = give_mat(arena, e->pB, &G, B->ndim == 1, &dx[2]);
+    if (st != CR_OK)
+        return st;
+    csolve_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(csolve_thunk));
+    if (t == NULL)
+        return CR__ALLOC_STATUS(arena);
+    *t = (csolve_thunk){e, G};
+    return cr__thunk(arena, csolve_thunk_fn, NULL, t, "cholesky_solve_pullback_thunk", &dx[1]);
+}
+
+/* cholesky_solve(U, B) = (Uᴴ U) \ B. */
+static cr_status cholesky_solve_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                                      const cr_value *args, size_t nargs, cr_value *y,
+                                      cr_pullback *pb, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    csolve_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(csolve_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr_dtype dt = CR_DT_F64;
+    cr_status st = csolve_forward(arena, args, nargs, e, &dt);
+    cr_array *o;
+    if (st == CR_OK)
+        st = out_array(arena, &e->Y, e->B->ndim == 1, dt, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
+    st = cr_project_new(arena, &args[0], &e->pU);
+    if (st == CR_OK)
+        st = cr_project_new(arena, &args[1], &e->pB);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){csolve_pullback, e, "cholesky_solve_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(cholesky_solve, "cholesky_solve", 2)
+
+/* frule: Ẏ = (Uᴴ U)⁻¹ (Ḃ - U̇ᴴ U Y - Uᴴ U̇ Y), U̇ read on the upper triangle. */
+static cr_status cholesky_solve_frule(const cr_config *cfg, cr_arena *arena,
+                                      const cr_tangent *dargs, const cr_value *f,
+                                      const cr_value *args, size_t nargs, cr_value *y,
+                                      cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    csolve_env e;
+    memset(&e, 0, sizeof e);
+    cr_dtype dt = CR_DT_F64;
+    cr_status st = csolve_forward(arena, args, nargs, &e, &dt);
+    cr_array *o;
+    if (st == CR_OK)
+        st = out_array(arena, &e.Y, e.B->ndim == 1, dt, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    mat dU, dB, R, W;
+    st = dx_mat(arena, "cholesky_solve", dargs, args, 0, e.cplx, &dU);
+    if (st == CR_OK)
+        st = dx_mat(arena, "cholesky_solve", dargs, args, 1, e.cplx, &dB);
+    if (st != CR_OK)
+        return st;
+    if (dU.p == NULL && dB.p == NULL) {
+        *dy = cr_tangent_zero();
+        return CR_OK;
+    }
+    if (dB.p != NULL)
+        st = mat_copy(arena, &dB, e.cplx, &R);
+    else
+        st = mat_new(arena, e.cplx, e.Y.r, e.Y.c, true, &R);
+    if (st != CR_OK)
+        return st;
+    if (dU.p != NULL) {
+        mat_triu(&dU);
+        st = mat_mul(arena, 'N', 'N', 1.0, &e.Um, &e.Y, &W);
+        if (st != CR_OK)
+            return st;
+        mat_gemm('C', 'N', -1.0, &dU, &W, 1.0, &R);
+        st = mat_mul(arena, 'N', 'N', 1.0, &dU, &e.Y, &W);
+        if (st != CR_OK)
+            return st;
+        mat_gemm('C', 'N', -1.0, &e.Um, &W, 1.0, &R);
+    }
+    st = chol_apply_inv(arena, "cholesky_solve", &e.Um, &R);
+    return st != CR_OK ? st : tangent_like(arena, o, &R, e.B->ndim == 1, dy);
+}
+
+/* det(Uᴴ U) = Π |u_ii|² and logdet(Uᴴ U) = 2 Σ log |u_ii| (real for complex U too). */
+typedef struct cdet_env {
+    cr_project *pU;
+    mat Um;
+    bool lg;
+} cdet_env;
+
+static const char *cdet_name(bool lg)
+{
+    return lg ? "cholesky_logdet" : "cholesky_det";
+}
+
+/* Π_{j≠i} |u_jj|² for every i, by prefix and suffix products (no division: zeros allowed). */
+static cr_status cdet_others(cr_arena *arena, const mat *U, double **out)
+{
+    size_t n = U->r;
+    double *o = cr_arena_alloc(arena, (n ? n : 1) * sizeof *o, _Alignof(double));
+    if (o == NULL)
+        return CR__ALLOC_STATUS(arena);
+    double acc = 1;
+    for (size_t i = 0; i < n; i++) {
+        o[i] = acc;
+        double a = cabs(mat_get(U, i, i));
+        acc *= a * a;
+    }
+    acc = 1;
+    for (size_t i = n; i-- > 0;) {
+        o[i] *= acc;
+        double a = cabs(mat_get(U, i, i));
+        acc *= a * a;
+    }
+    *out = o;
+    return CR_OK;
+}
+
+static cr_status cdet_forward(cr_arena *arena, bool lg, const cr_value *args, size_t nargs, mat *Um,
+                              cr_value *y)
+{
+    const char *who = cdet_name(lg);
+    const cr_array *U;
+    cr_status st = cr__nargs(arena, who, nargs, 1, 1);
+    if (st == CR_OK)
+        st = square_arg(arena, who, args, nargs, 0, &U);
+    if (st == CR_OK)
+        st = factor_arg(arena, who, args, nargs, 0, U->dtype == CR_DT_C128, lg, &U, Um);
+    if (st != CR_OK)
+        return st;
+    double v = lg ? 0.0 : 1.0;
+    for (size_t i = 0; i < Um->r; i++) {
+        double a = cabs(mat_get(Um, i, i));
+        if (lg)
+            v += 2 * log(a);
+        else
+            v *= a * a;
+    }
+    *y = cr__scalar_value(U->dtype == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64, v);
+    return CR_OK;
+}
+
+/* det: Ū_ii = 2 ȳ u_ii Π_{j≠i} |u_jj|²; logdet: Ū_ii = 2 ȳ / conj(u_ii); zero elsewhere. */
+static cr_status cdet_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                               void *env)
+{
+    (void)nx;
+    cdet_env *e = env;
+    dx[0] = cr_tangent_none();
+    cr_complex c;
+    bool nz;
+    cr_status st = cr__tan_scalar(arena, cdet_name(e->lg), *dy, &c, &nz);
+    if (st != CR_OK || !nz) {
+        dx[1] = cr_tangent_zero();
+        return st;
+    }
+    size_t n = e->Um.r;
+    mat G;
+    double *others = NULL;
+    st = mat_new(arena, e->Um.cplx, n, n, true, &G);
+    if (st == CR_OK && !e->lg)
+        st = cdet_others(arena, &e->Um, &others);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < n; i++) {
+        cr_complex u = mat_get(&e->Um, i, i);
+        mat_set(&G, i, i, e->lg ? 2 * creal(c) / conj(u) : 2 * creal(c) * u * others[i]);
+    }
+    return give_mat(arena, e->pU, &G, false, &dx[1]);
+}
+
+static cr_status cdet_rrule(cr_arena *arena, bool lg, const cr_value *args, size_t nargs,
+                            cr_value *y, cr_pullback *pb, const void *udata)
+{
+    cdet_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(cdet_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    e->lg = lg;
+    cr_status st = cdet_forward(arena, lg, args, nargs, &e->Um, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
+    st = cr_project_new(arena, &args[0], &e->pU);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){cdet_pullback, e, lg ? "cholesky_logdet_pullback" : "cholesky_det_pullback",
+                        nargs + 1};
+    return CR_OK;
+}
+
+/* frule: det: Σ_i 2 re(conj(u_ii) u̇_ii) Π_{j≠i} |u_jj|²; logdet: 2 Σ re(u̇_ii / u_ii). */
+static cr_status cdet_frule(cr_arena *arena, bool lg, const cr_tangent *dargs, const cr_value *args,
+                            size_t nargs, cr_value *y, cr_tangent *dy)
+{
+    mat Um, dU;
+    cr_status st = cdet_forward(arena, lg, args, nargs, &Um, y);
+    if (st == CR_OK)
+        st = dx_mat(arena, cdet_name(lg), dargs, args, 0, Um.cplx, &dU);
+    if (st != CR_OK || dU.p == NULL) {
+        *dy = cr_tangent_zero();
+        return st;
+    }
+    double *others = NULL;
+    if (!lg && (st = cdet_others(arena, &Um, &others)) != CR_OK)
+        return st;
+    double t = 0;
+    for (size_t i = 0; i < Um.r; i++) {
+        cr_complex u = mat_get(&Um, i, i), du = mat_get(&dU, i, i);
+        t += lg ? 2 * creal(du / u) : 2 * creal(conj(u) * du) * others[i];
+    }
+    *dy = cr__scalar_tangent(y->kind == CR_KIND_F32 ? CR_DT_F32 : CR_DT_F64, t);
+    return CR_OK;
+}
+
+#define CDET_RULES(NAME, LOG) CR__PARAM_RULES(NAME, cdet_rrule, cdet_frule, LOG, 1)
+
+CDET_RULES(cholesky_det, false)
+CDET_RULES(cholesky_logdet, true)
+
+/* ---- pinv ------------------------------------------------------------------------------------ */
+
+typedef struct pinv_env {
+    cr_project *pA;
+    mat Y;    /* n x m */
+    mat P, Q; /* I - U_r U_rᴴ (m x m), I - V_r V_rᴴ (n x n) */
+} pinv_env;
+
+/* Y = V_r diag(1/s) U_rᴴ over the singular values s > tol = eps * min(m, n) * s_max (Julia's
+ * default rtol, eps of the argument's precision), from the thin SVD (gesdd). */
+static cr_status pinv_forward(cr_arena *arena, const cr_value *args, size_t nargs,
+                              const cr_array **A, pinv_env *e)
+{
+    cr_status st = cr__nargs(arena, "pinv", nargs, 1, 1);
+    if (st == CR_OK)
+        st = matrix_arg(arena, "pinv", args, nargs, 0, A);
+    if (st != CR_OK)
+        return st;
+    bool cplx = (*A)->dtype == CR_DT_C128;
+    size_t m = (*A)->shape[0], n = (*A)->shape[1], k = m < n ? m : n;
+    mat F, U, Vt;
+    st = mat_from(arena, *A, cplx, &F);
+    if (st == CR_OK)
+        st = mat_new(arena, cplx, m, k, false, &U);
+    if (st == CR_OK)
+        st = mat_new(arena, cplx, k, n, false, &Vt);
+    if (st == CR_OK)
+        st = mat_new(arena, cplx, n, m, true, &e->Y);
+    if (st == CR_OK)
+        st = mat_new(arena, cplx, m, m, true, &e->P);
+    if (st == CR_OK)
+        st = mat_new(arena, cplx, n, n, true, &e->Q);
+    if (st != CR_OK)
+        return st;
+    double *s = cr_arena_alloc(arena, (k ? k : 1) * sizeof *s, _Alignof(double));
+    lapack_int *iwork = cr_arena_alloc(arena, (8 * k + 1) * sizeof *iwork, _Alignof(lapack_int));
+    if (s == NULL || iwork == NULL)
+        return CR__ALLOC_STATUS(arena);
+    lapack_int lm = (lapack_int)m, ln = (lapack_int)n, lk = (lapack_int)k, info = 0;
+    if (k > 0 && cplx) {
+        size_t mx = m > n ? m : n, a1 = k * (5 * k + 7), a2 = 2 * k * (k + mx) + k;
+        double *rwork =
+            cr_arena_alloc(arena, ((a1 > a2 ? a1 : a2) + 1) * sizeof(double), _Alignof(double));
+        cr_complex q;
+        if (rwork == NULL)
+            return CR__ALLOC_STATUS(arena);
+        info = LAPACKE_zgesdd_work(LAPACK_COL_MAJOR, 'S', lm, ln, F.p, lm, s, U.p, lm, Vt.p, lk, &q,
+                                   -1, rwork, iwork);
+        size_t lw = (size_t)creal(q) + 1;
+        cr_complex *work = cr_arena_alloc(arena, lw * sizeof *work, _Alignof(cr_complex));
+        if (work == NULL)
+            return CR__ALLOC_STATUS(arena);
+        info = LAPACKE_zgesdd_work(LAPACK_COL_MAJOR, 'S', lm, ln, F.p, lm, s, U.p, lm, Vt.p, lk,
+                                   work, (lapack_int)lw, rwork, iwork);
+    } else if (k > 0) {
+        double q;
+        info = LAPACKE_dgesdd_work(LAPACK_COL_MAJOR, 'S', lm, ln, F.p, lm, s, U.p, lm, Vt.p, lk, &q,
+                                   -1, iwork);
+        size_t lw = (size_t)q + 1;
+        double *work = cr_arena_alloc(arena, lw * sizeof *work, _Alignof(double));
+        if (work == NULL)
+            return CR__ALLOC_STATUS(arena);
+        info = LAPACKE_dgesdd_work(LAPACK_COL_MAJOR, 'S', lm, ln, F.p, lm, s, U.p, lm, Vt.p, lk,
+                                   work, (lapack_int)lw, iwork);
+    }
+    if (info != 0)
+        return lapack_fail(arena, "pinv", info);
+    double eps = (*A)->dtype == CR_DT_F32 ? (double)FLT_EPSILON : DBL_EPSILON;
+    double tol = k > 0 ? eps * (double)k * s[0] : 0;
+    for (size_t i = 0; i < m; i++)
+        mat_set(&e->P, i, i, 1.0);
+    for (size_t i = 0; i < n; i++)
+        mat_set(&e->Q, i, i, 1.0);
+    for (size_t l = 0; l < k && s[l] > tol; l++) {
+        for (size_t j = 0; j < m; j++) {
+            cr_complex uj = conj(mat_get(&U, j, l));
+            for (size_t i = 0; i < n; i++)
+                mat_set(&e->Y, i, j, mat_get(&e->Y, i, j) + conj(mat_get(&Vt, l, i)) * uj / s[l]);
+            for (size_t i = 0; i < m; i++)
+                mat_set(&e->P, i, j, mat_get(&e->P, i, j) - mat_get(&U, i, l) * uj);
+        }
+        for (size_t j = 0; j < n; j++)
+            for (size_t i = 0; i < n; i++)
+                mat_set(&e->Q, i, j,
+                        mat_get(&e->Q, i, j) - conj(mat_get(&Vt, l, i)) * mat_get(&Vt, l, j));
+    }
+    return CR_OK;
+}
+
+/* Ā = -Yᴴ Ȳ Yᴴ + (I - A Y) Ȳᴴ Y Yᴴ + Yᴴ Y Ȳᴴ (I - Y A) (Golub and Pereyra; ChainRules'
+ * rule). At a rank-deficient A it is the derivative of the truncated pseudo-inverse, which
+ * is what pinv computes (singular values below the tolerance stay truncated nearby). */
+static cr_status pinv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                               void *env)
+{
+    (void)nx;
+    pinv_env *e = env;
+    dx[0] = cr_tangent_none();
+    size_t shape[2] = {e->Y.r, e->Y.c};
+    mat G, T1, T2, YYh, YhY, R;
+    cr_status st = tan_mat(arena, "pinv_pullback", *dy, 2, shape, e->Y.cplx, &G);
+    if (st != CR_OK || G.p == NULL) {
+        dx[1] = cr_tangent_zero();
+        return st;
+    }
+    st = mat_mul(arena, 'C', 'N', 1.0, &e->Y, &G, &T1); /* Yᴴ Ȳ */
+    if (st == CR_OK)
+        st = mat_mul(arena, 'N', 'C', -1.0, &T1, &e->Y, &R); /* -Yᴴ Ȳ Yᴴ */
+    if (st == CR_OK)
+        st = mat_mul(arena, 'N', 'C', 1.0, &e->Y, &e->Y, &YYh);
+    if (st == CR_OK)
+        st = mat_mul(arena, 'C', 'N', 1.0, &e->Y, &e->Y, &YhY);
+    if (st == CR_OK)
+        st = mat_mul(arena, 'N', 'C', 1.0, &e->P, &G, &T1); /* P Ȳᴴ */
+    if (st == CR_OK)
+        st = mat_mul(arena, 'N', 'C', 1.0, &YhY, &G, &T2); /* Yᴴ Y Ȳᴴ */
+    if (st != CR_OK)
+        return st;
+    mat_gemm('N', 'N', 1.0, &T1, &YYh, 1.0, &R);
+    mat_gemm('N', 'N', 1.0, &T2, &e->Q, 1.0, &R);
+    return give_mat(arena, e->pA, &R, false, &dx[1]);
+}
+
+static cr_status pinv_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                            const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    pinv_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(pinv_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    const cr_array *A;
+    cr_array *o;
+    cr_status st = pinv_forward(arena, args, nargs, &A, e);
+    if (st == CR_OK)
+        st = out_array(arena, &e->Y, false, (cr_dtype)A->dtype, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
+    st = cr_project_new(arena, &args[0], &e->pA);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){pinv_pullback, e, "pinv_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(pinv, "pinv", 1)
+
+/* frule: Ẏ = -Y Ȧ Y + Y Yᴴ Ȧᴴ (I - A Y) + (I - Y A) Ȧᴴ Yᴴ Y. */
+static cr_status pinv_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                            cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    pinv_env e;
+    const cr_array *A;
+    cr_array *o;
+    cr_status st = pinv_forward(arena, args, nargs, &A, &e);
+    if (st == CR_OK)
+        st = out_array(arena, &e.Y, false, (cr_dtype)A->dtype, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    mat dA, T, R, YYh, YhY;
+    st = dx_mat(arena, "pinv", dargs, args, 0, e.Y.cplx, &dA);
+    if (st != CR_OK || dA.p == NULL) {
+        *dy = cr_tangent_zero();
+        return st;
+    }
+    st = mat_mul(arena, 'N', 'N', 1.0, &e.Y, &dA, &T);
+    if (st == CR_OK)
+        st = mat_mul(arena, 'N', 'N', -1.0, &T, &e.Y, &R);
+    if (st == CR_OK)
+        st = mat_mul(arena, 'N', 'C', 1.0, &e.Y, &e.Y, &YYh);
+    if (st == CR_OK)
+        st = mat_mul(arena, 'C', 'N', 1.0, &e.Y, &e.Y, &YhY);
+    if (st == CR_OK)
+        st = mat_mul(arena, 'N', 'C', 1.0, &YYh, &dA, &T); /* Y Yᴴ Ȧᴴ */
+    if (st != CR_OK)
+        return st;
+    mat_gemm('N', 'N', 1.0, &T, &e.P, 1.0, &R);
+    st = mat_mul(arena, 'N', 'C', 1.0, &e.Q, &dA, &T); /* (I - Y A) Ȧᴴ */
+    if (st != CR_OK)
+        return st;
+    mat_gemm('N', 'N', 1.0, &T, &YhY, 1.0, &R);
+    return tangent_like(arena, o, &R, false, dy);
+}
+
+/* ---- sylvester and lyap -------------------------------------------------------------------- */
+
+/* A complex Schur form M = Q T Qᴴ (gees). */
+typedef struct schur {
+    mat Q, T;
+} schur;
+
+static cr_status schur_of(cr_arena *arena, const char *who, const mat *M, schur *s)
+{
+    size_t n = M->r;
+    cr_status st = mat_copy(arena, M, true, &s->T);
+    if (st == CR_OK)
+        st = mat_new(arena, true, n, n, false, &s->Q);
+    if (st != CR_OK || n == 0)
+        return st;
+    cr_complex *w = cr_arena_alloc(arena, n * sizeof *w, _Alignof(cr_complex));
+    double *rwork = cr_arena_alloc(arena, n * sizeof *rwork, _Alignof(double));
+    if (w == NULL || rwork == NULL)
+        return CR__ALLOC_STATUS(arena);
+    lapack_int ln = (lapack_int)n, sdim = 0;
+    cr_complex q;
+    lapack_int info = LAPACKE_zgees_work(LAPACK_COL_MAJOR, 'V', 'N', NULL, ln, s->T.p, ln, &sdim, w,
+                                         s->Q.p, ln, &q, -1, rwork, NULL);
+    size_t lw = (size_t)creal(q) + 1;
+    cr_complex *work = cr_arena_alloc(arena, lw * sizeof *work, _Alignof(cr_complex));
+    if (work == NULL)
+        return CR__ALLOC_STATUS(arena);
+    info = LAPACKE_zgees_work(LAPACK_COL_MAJOR, 'V', 'N', NULL, ln, s->T.p, ln, &sdim, w, s->Q.p,
+                              ln, work, (lapack_int)lw, rwork, NULL);
+    return info != 0 ? lapack_fail(arena, who, info) : CR_OK;
+}
+
+/* The operators of A X + X B (sylvester) or A X + X Aᴴ (lyap): A = Qa Ta Qaᴴ and
+ * B = Qb op(Tb) Qbᴴ, op(T) = Tᴴ when b_adj (lyap reuses A's Schur form for B = Aᴴ). */
+typedef struct sylv {
+    schur a, b;
+    bool b_adj;
+} sylv;
+
+/* Solves A X + X B + C = 0 (op 'N') or Aᴴ X + X Bᴴ + C = 0 (op 'C') by Bartels-Stewart:
+ * Schur forms, then the triangular equation (trsyl). */
+static cr_status sylv_solve(cr_arena *arena, const char *who, const sylv *S, char op, const mat *C,
+                            mat *X)
+{
+    size_t m = C->r, n = C->c;
+    mat Cc, T, F;
+    cr_status st = mat_copy(arena, C, true, &Cc);
+    if (st == CR_OK)
+        st = mat_mul(arena, 'C', 'N', -1.0, &S->a.Q, &Cc, &T);
+    if (st == CR_OK)
+        st = mat_mul(arena, 'N', 'N', 1.0, &T, &S->b.Q, &F); /* -Qaᴴ C Qb */
+    if (st != CR_OK)
+        return st;
+    if (m > 0 && n > 0) {
+        char ta = op == 'N' ? 'N' : 'C';
+        bool badj = S->b_adj != (op != 'N');
+        double scale = 1;
+        lapack_int info = LAPACKE_ztrsyl_work(LAPACK_COL_MAJOR, ta, badj ? 'C' : 'N', 1,
+                                              (lapack_int)m, (lapack_int)n, S->a.T.p, (lapack_int)m,
+                                              S->b.T.p, (lapack_int)n, F.p, (lapack_int)m, &scale);
+        if (info < 0)
+            return lapack_fail(arena, who, info);
+        if (info > 0)
+            return CR__FAIL(arena, CR_EDOMAIN,
+                            "%s: A and -B have common or nearly common eigenvalues; the equation "
+                            "has no unique solution",
+                            who);
+        for (size_t j = 0; j < n; j++)
+            for (size_t i = 0; i < m; i++)
+                mat_set(&F, i, j, mat_get(&F, i, j) / scale);
+    }
+    st = mat_mul(arena, 'N', 'N', 1.0, &S->a.Q, &F, &T);
+    return st != CR_OK ? st : mat_mul(arena, 'N', 'C', 1.0, &T, &S->b.Q, X);
+}
+
+typedef struct sylv_env {
+    int kind; /* 0 sylvester(A, B, C), 1 lyap(A, C) */
+    sylv S;
+    mat X; /* complex work; real when the problem is */
+    const cr_array *A, *B, *C;
+    cr_project *pA, *pB, *pC;
+    cr_dtype dt;
+    cr_array *o;
+} sylv_env;
+
+static const char *sylv_name(int kind)
+{
+    return kind == 0 ? "sylvester" : "lyap";
+}
+
+static cr_status sylv_forward(cr_arena *arena, int kind, const cr_value *args, size_t nargs,
+                              sylv_env *e)
+{
+    const char *who = sylv_name(kind);
+    size_t na = kind == 0 ? 3 : 2;
+    cr_status st = cr__nargs(arena, who, nargs, na, na);
+    if (st == CR_OK)
+        st = square_arg(arena, who, args, nargs, 0, &e->A);
+    if (st == CR_OK && kind == 0)
+        st = square_arg(arena, who, args, nargs, 1, &e->B);
+    if (st == CR_OK)
+        st = matrix_arg(arena, who, args, nargs, na - 1, &e->C);
+    if (st != CR_OK)
+        return st;
+    e->kind = kind;
+    size_t n = e->A->shape[0], m = kind == 0 ? e->B->shape[0] : n;
+    if (e->C->shape[0] != n || e->C->shape[1] != m)
+        return CR__FAIL(arena, CR_ESHAPE, "%s: C must be %zu x %zu", who, n, m);
+    e->dt = cr__promote((cr_dtype)e->A->dtype, (cr_dtype)e->C->dtype);
+    if (kind == 0)
+        e->dt = cr__promote(e->dt, (cr_dtype)e->B->dtype);
+    mat Am, Bm, Cm;
+    st = mat_from(arena, e->A, true, &Am);
+    if (st == CR_OK)
+        st = schur_of(arena, who, &Am, &e->S.a);
+    if (st == CR_OK && kind == 0) {
+        st = mat_from(arena, e->B, true, &Bm);
+        if (st == CR_OK)
+            st = schur_of(arena, who, &Bm, &e->S.b);
+    } else if (st == CR_OK) {
+        e->S.b = e->S.a;
+        e->S.b_adj = true;
+    }
+    if (st == CR_OK)
+        st = mat_from(arena, e->C, true, &Cm);
+    if (st == CR_OK)
+        st = sylv_solve(arena, who, &e->S, 'N', &Cm, &e->X);
+    if (st != CR_OK)
+        return st;
+    /* A real problem has a real solution: drop the rounding left in the imaginary parts. */
+    for (size_t j = 0; e->dt != CR_DT_C128 && j < e->X.c; j++)
+        for (size_t i = 0; i < e->X.r; i++)
+            mat_set(&e->X, i, j, creal(mat_get(&e->X, i, j)));
+    return out_array(arena, &e->X, false, e->dt, &e->o);
+}
+
+typedef struct sylv_thunk {
+    const sylv_env *e;
+    mat L;
+    int which; /* 0: Ā, 1: B̄ */
+} sylv_thunk;
+
+/* sylvester: Ā = Λ Xᴴ, B̄ = Xᴴ Λ; lyap: Ā = Λ Xᴴ + Λᴴ X. */
+static cr_status sylv_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
+{
+    sylv_thunk *t = env;
+    const sylv_env *e = t->e;
+    mat R;
+    cr_status st = t->which == 0 ? mat_mul(arena, 'N', 'C', 1.0, &t->L, &e->X, &R)
+                                 : mat_mul(arena, 'C', 'N', 1.0, &e->X, &t->L, &R);
+    if (st != CR_OK)
+        return st;
+    if (e->kind == 1)
+        mat_gemm('C', 'N', 1.0, &t->L, &e->X, 1.0, &R);
+    return give_mat(arena, t->which == 0 ? e->pA : e->pB, &R, false, out);
+}
+
+/* The adjoint equation: Aᴴ Λ + Λ Bᴴ + X̄ = 0 (lyap: Aᴴ Λ + Λ A + X̄ = 0); C̄ = Λ, and Ā, B̄
+ * from Λ (thunks). */
+static cr_status sylv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                               void *env)
+{
+    sylv_env *e = env;
+    const char *who = e->kind == 0 ? "sylvester_pullback" : "lyap_pullback";
+    for (size_t i = 0; i < nx; i++)
+        dx[i] = cr_tangent_none();
+    size_t shape[2] = {e->X.r, e->X.c}, ic = e->kind == 0 ? 3 : 2;
+    mat G, L;
+    cr_status st = tan_mat(arena, who, *dy, 2, shape, true, &G);
+    if (st != CR_OK)
+        return st;
+    if (G.p == NULL) {
+        for (size_t i = 1; i < nx; i++)
+            dx[i] = cr_tangent_zero();
+        return CR_OK;
+    }
+    st = sylv_solve(arena, who, &e->S, 'C', &G, &L);
+    if (st == CR_OK)
+        st = give_mat(arena, e->pC, &L, false, &dx[ic]);
+    for (int w = 0; w < (e->kind == 0 ? 2 : 1) && st == CR_OK; w++) {
+        sylv_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(sylv_thunk));
+        if (t == NULL)
+            return CR__ALLOC_STATUS(arena);
+        *t = (sylv_thunk){e, L, w};
+        st = cr__thunk(arena, sylv_thunk_fn, NULL, t,
+                       e->kind == 1 ? "lyap_pullback_thunk"
+                       : w == 0     ? "sylvester_pullback_thunk_A"
+                                    : "sylvester_pullback_thunk_B",
+                       &dx[1 + (size_t)w]);
+    }
+    return st;
+}
+
+static cr_status sylv_rrule(cr_arena *arena, int kind, const cr_value *args, size_t nargs,
+                            cr_value *y, cr_pullback *pb, const void *udata)
+{
+    sylv_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(sylv_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr_status st = sylv_forward(arena, kind, args, nargs, e);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(e->o);
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
+    st = cr_project_new(arena, &args[0], &e->pA);
+    if (st == CR_OK && kind == 0)
+        st = cr_project_new(arena, &args[1], &e->pB);
+    if (st == CR_OK)
+        st = cr_project_new(arena, &args[kind == 0 ? 2 : 1], &e->pC);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){sylv_pullback, e, kind == 0 ? "sylvester_pullback" : "lyap_pullback",
+                        nargs + 1};
+    return CR_OK;
+}
+
+/* frule: Ẋ solves A Ẋ + Ẋ B + (Ȧ X + X Ḃ + Ċ) = 0 (lyap: Ḃ = Ȧᴴ). */
+static cr_status sylv_frule(cr_arena *arena, int kind, const cr_tangent *dargs,
+                            const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
+{
+    const char *who = sylv_name(kind);
+    sylv_env e;
+    memset(&e, 0, sizeof e);
+    cr_status st = sylv_forward(arena, kind, args, nargs, &e);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(e.o);
+    size_t ic = kind == 0 ? 2 : 1;
+    mat dA, dB, dC, R, dX;
+    dB.p = NULL;
+    st = dx_mat(arena, who, dargs, args, 0, true, &dA);
+    if (st == CR_OK && kind == 0)
+        st = dx_mat(arena, who, dargs, args, 1, true, &dB);
+    if (st == CR_OK)
+        st = dx_mat(arena, who, dargs, args, ic, true, &dC);
+    if (st != CR_OK)
+        return st;
+    if (dA.p == NULL && dB.p == NULL && dC.p == NULL) {
+        *dy = cr_tangent_zero();
+        return CR_OK;
+    }
+    if (dC.p != NULL)
+        st = mat_copy(arena, &dC, true, &R);
+    else
+        st = mat_new(arena, true, e.X.r, e.X.c, true, &R);
+    if (st != CR_OK)
+        return st;
+    if (dA.p != NULL) {
+        mat_gemm('N', 'N', 1.0, &dA, &e.X, 1.0, &R);
+        if (kind == 1)
+            mat_gemm('N', 'C', 1.0, &e.X, &dA, 1.0, &R);
+    }
+    if (dB.p != NULL)
+        mat_gemm('N', 'N', 1.0, &e.X, &dB, 1.0, &R);
+    st = sylv_solve(arena, who, &e.S, 'N', &R, &dX);
+    return st != CR_OK ? st : tangent_like(arena, e.o, &dX, false, dy);
+}
+
+#define SYLV_RULES(NAME, KIND, ARITY) CR__PARAM_RULES(NAME, sylv_rrule, sylv_frule, KIND, ARITY)
+
+SYLV_RULES(sylvester, 0, 3)
+SYLV_RULES(lyap, 1, 2)
+
+/* ---- Test registrations ------------------------------------------------------------------ */
+
+/* An r x c matrix of entries in [-1, 1) of dtype dt, plus `diag` on the diagonal. */
+static cr_status rand_mat(cr_arena *arena, uint64_t *rng, cr_dtype dt, size_t r, size_t c,
+                          double diag, cr_array **out)
+{
+    size_t shape[2] = {r, c};
+    cr_status st = cr__rand_array(arena, rng, dt, 2, shape, -1, 1, out);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < r && i < c; i++)
+        cr__store(*out, (ptrdiff_t)(i * c + i), cr__load(*out, (ptrdiff_t)(i * c + i)) + diag);
+    return CR_OK;
+}
+
+/* lu: a diagonally dominant matrix with its rows permuted, so that partial pivoting
+ * permutes (with clear pivots: no tie that a finite-difference step could flip). */
+static cr_status sample_lu(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs, void *env)
+{
+    (void)nargs;
+    (void)env;
+    size_t n = 1 + cr__rng_below(rng, 4);
+    cr_array *D, *A;
+    cr_status st = rand_mat(arena, rng, cr__rng_dtype(rng), n, n, 4.0, &D);
+    if (st == CR_OK)
+        st = cr__new_like(arena, (cr_dtype)D->dtype, D, false, &A);
+    if (st != CR_OK)
+        return st;
+    size_t perm[4] = {0, 1, 2, 3};
+    for (size_t i = n; i > 1; i--) {
+        size_t j = cr__rng_below(rng, i), t = perm[i - 1];
+        perm[i - 1] = perm[j];
+        perm[j] = t;
+    }
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++)
+            cr__store(A, (ptrdiff_t)(perm[i] * n + j), cr__load(D, (ptrdiff_t)(i * n + j)));
+    args[0] = cr_value_array(A);
+    return CR_OK;
+}
+
+/* qr and pinv: well-conditioned rectangular matrices (tall for qr, any for pinv). */
+static cr_status sample_rect(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                             void *env)
+{
+    (void)nargs;
+    static const size_t shapes[6][2] = {{3, 2}, {4, 2}, {3, 3}, {4, 3}, {2, 1}, {2, 3}};
+    bool tall = env != NULL;
+    const size_t *s = shapes[cr__rng_below(rng, tall ? 5 : 6)];
+    bool wide = !tall && cr__rng_below(rng, 2) == 0;
+    cr_array *A;
+    cr_status st =
+        rand_mat(arena, rng, cr__rng_dtype(rng), wide ? s[1] : s[0], wide ? s[0] : s[1], 2.0, &A);
+    if (st == CR_OK)
+        args[0] = cr_value_array(A);
+    return st;
+}
+
+/* eigen_general: D + 0.3 R with D = diag(4, 6, ...) and, half of the time, a block
+ * [1 2; -0.8 1] giving a complex pair 1 ± 1.26i whose eigenvector components have clearly
+ * different moduli (the gauge component is not near a tie). Real most of the time, f32 or
+ * c128 sometimes. */
+static cr_status sample_geig(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                             void *env)
+{
+    (void)nargs;
+    (void)env;
+    size_t n = 1 + cr__rng_below(rng, 4);
+    cr_array *A;
+    cr_status st = rand_mat(arena, rng, cr__rng_dtype(rng), n, n, 0.0, &A);
+    if (st != CR_OK)
+        return st;
+    bool pair = n >= 2 && cr__rng_below(rng, 2) == 0;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) {
+            cr_complex v = 0.3 * cr__load(A, (ptrdiff_t)(i * n + j));
+            if (i == j)
+                v += pair && i < 2 ? 1.0 : 2.0 * (double)i + 4.0;
+            if (pair && i == 0 && j == 1)
+                v += 2.0;
+            if (pair && i == 1 && j == 0)
+                v -= 0.8;
+            cr__store(A, (ptrdiff_t)(i * n + j), v);
+        }
+    args[0] = cr_value_array(A);
+    return CR_OK;
+}
+
+/* A Cholesky factor: upper triangular with a real diagonal in [1.5, 2.5); tagged Upper or
+ * dense with junk below the diagonal (which must not be read). cholesky_solve adds a vector
+ * or matrix right-hand side. */
+static cr_status sample_factor(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                               void *env)
+{
+    (void)env;
+    size_t n = 1 + cr__rng_below(rng, 4);
+    cr_array *U;
+    cr_status st = rand_mat(arena, rng, cr__rng_dtype(rng), n, n, 0.0, &U);
+    if (st != CR_OK)
+        return st;
+    bool tagged = cr__rng_below(rng, 2) == 0;
+    for (size_t i = 0; i < n; i++) {
+        cr_complex d = cr__load(U, (ptrdiff_t)(i * n + i));
+        cr__store(U, (ptrdiff_t)(i * n + i), 2.0 + 0.5 * creal(d));
+        for (size_t j = 0; j < i; j++)
+            cr__store(U, (ptrdiff_t)(i * n + j), 7.0);
+    }
+    if (tagged)
+        U->structure = CR_MAT_UPPER;
+    args[0] = cr_value_array(U);
+    if (nargs == 2) {
+        size_t shape[2] = {n, 2};
+        cr_array *B;
+        cr_dtype dt = cr__rng_below(rng, 2) ? (cr_dtype)U->dtype : cr__rng_dtype(rng);
+        st = cr__rand_array(arena, rng, dt, cr__rng_below(rng, 2) ? 1 : 2, shape, -1, 1, &B);
+        if (st != CR_OK)
+            return st;
+        args[1] = cr_value_array(B);
+    }
+    return CR_OK;
+}
+
+/* sylvester(A, B, C): A = 2 I + 0.5 R (n x n), B = I + 0.5 R (m x m), so λ(A) + λ(B) stays
+ * near 3; lyap(A, C): A = 1.5 I + 0.5 R. C random. The arguments share a dtype most of the
+ * time. */
+static cr_status sample_sylv(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                             void *env)
+{
+    (void)env;
+    size_t n = 1 + cr__rng_below(rng, 3), m = nargs == 3 ? 1 + cr__rng_below(rng, 3) : n;
+    cr_dtype dt = cr__rng_dtype(rng);
+    bool mixed = cr__rng_below(rng, 4) == 0;
+    cr_array *A, *B, *C;
+    cr_status st = rand_mat(arena, rng, dt, n, n, 0.0, &A);
+    if (st == CR_OK)
+        st = rand_mat(arena, rng, mixed ? cr__rng_dtype(rng) : dt, n, m, 0.0, &C);
+    if (st == CR_OK && nargs == 3)
+        st = rand_mat(arena, rng, mixed ? cr__rng_dtype(rng) : dt, m, m, 0.0, &B);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) {
+            cr_complex v = 0.5 * cr__load(A, (ptrdiff_t)(i * n + j));
+            cr__store(A, (ptrdiff_t)(i * n + j), i == j ? v + (nargs == 3 ? 2.0 : 1.5) : v);
+        }
+    args[0] = cr_value_array(A);
+    if (nargs == 3) {
+        for (size_t i = 0; i < m; i++)
+            for (size_t j = 0; j < m; j++) {
+                cr_complex v = 0.5 * cr__load(B, (ptrdiff_t)(i * m + j));
+                cr__store(B, (ptrdiff_t)(i * m + j), i == j ? v + 1.0 : v);
+            }
+        args[1] = cr_value_array(B);
+    }
+    args[nargs - 1] = cr_value_array(C);
+    return CR_OK;
+}
+
+static const cr_rule_test k_t_lu = {.sample = sample_lu};
+static const cr_rule_test k_t_qr = {.sample = sample_rect, .env = (void *)&k_t_lu};
+static const cr_rule_test k_t_pinv = {.sample = sample_rect};
+static const cr_rule_test k_t_geig = {.sample = sample_geig};
+static const cr_rule_test k_t_factor = {.sample = sample_factor};
+static const cr_rule_test k_t_sylv = {.sample = sample_sylv};
+
+cr_status cr__linalg_register_fact(cr_registry *reg)
+{
+    static const cr_argspec a3[3] = {
+        {CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL}};
+    static const struct {
+        const cr_function *fn;
+        size_t n;
+        cr_frule_fn frule;
+        cr_rrule_fn rrule;
+        const cr_rule_test *test;
+    } k[] = {
+        {&lu_function, 1, lu_frule, lu_rrule, &k_t_lu},
+        {&qr_function, 1, qr_frule, qr_rrule, &k_t_qr},
+        {&eigen_general_function, 1, eigen_general_frule, eigen_general_rrule, &k_t_geig},
+        {&eigvals_general_function, 1, eigvals_general_frule, eigvals_general_rrule, &k_t_geig},
+        {&cholesky_solve_function, 2, cholesky_solve_frule, cholesky_solve_rrule, &k_t_factor},
+        {&cholesky_det_function, 1, cholesky_det_frule, cholesky_det_rrule, &k_t_factor},
+        {&cholesky_logdet_function, 1, cholesky_logdet_frule, cholesky_logdet_rrule, &k_t_factor},
+        {&pinv_function, 1, pinv_frule, pinv_rrule, &k_t_pinv},
+        {&sylvester_function, 3, sylvester_frule, sylvester_rrule, &k_t_sylv},
+        {&lyap_function, 2, lyap_frule, lyap_rrule, &k_t_sylv},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        cr_status st =
+            cr__add_rule(reg, k[i].fn, a3, k[i].n, false, k[i].frule, k[i].rrule, k[i].test);
+        if (st != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+#else /* !CR_HAVE_LAPACKE */
+
+/* Without LAPACKE: the function values exist; calling them reports CR_EUNIMPL. */
+static cr_status no_lapack(cr_arena *arena, const cr_value *f, const cr_value *args, size_t nargs,
+                           cr_value *out)
+{
+    (void)args;
+    (void)nargs;
+    (void)out;
+    return CR__FAIL(arena, CR_EUNIMPL, "%s needs LAPACKE, which this build of chainrules lacks",
+                    f->u.func.fn->name);
+}
+
+#define NO_LAPACK_FN(NAME, STR)                                                                   \
+    static const cr_function NAME##_function = {.name = (STR), .arity = -1, .primal = no_lapack}; \
+    const cr_value cr_fn_##NAME = {.kind = CR_KIND_FUNC, .u.func = {&NAME##_function, NULL}};
+
+NO_LAPACK_FN(lu, "lu")
+NO_LAPACK_FN(qr, "qr")
+NO_LAPACK_FN(eigen_general, "eigen_general")
+NO_LAPACK_FN(eigvals_general, "eigvals_general")
+NO_LAPACK_FN(cholesky_solve, "cholesky_solve")
+NO_LAPACK_FN(cholesky_det, "cholesky_det")
+NO_LAPACK_FN(cholesky_logdet, "cholesky_logdet")
+NO_LAPACK_FN(pinv, "pinv")
+NO_LAPACK_FN(sylvester, "sylvester")
+NO_LAPACK_FN(lyap, "lyap")
+
+cr_status cr__linalg_register_fact(cr_registry *reg)
+{
+    (void)reg;
+    return CR_OK;
+}
+
+#endif /* CR_HAVE_LAPACKE */
