@@ -619,6 +619,73 @@ static void test_uniform(void **state)
     assert_int_equal(cr_function_call(fx->arena, &cr_fn_rdiv_uniform, bad, 2, &y), CR_EDOMAIN);
 }
 
+/* ---- Arena exhaustion ---------------------------------------------------------------------- */
+
+/* rrule, pullback (thunks evaluated) and frule in a fixed arena of every size in steps of 64
+ * bytes up to the first size that succeeds: every smaller size must fail with CR_EARENA,
+ * never crash or succeed partly (ASan builds check the memory). */
+static void run_in_fixed_arena(fixture *fx, const cr_value *f, const cr_value *args, size_t nargs)
+{
+    static unsigned char buf[1 << 16];
+    bool done = false;
+    for (size_t size = 64; size <= sizeof buf && !done; size += 64) {
+        cr_arena_params ap = {0};
+        ap.buffer = buf;
+        ap.buffer_size = size;
+        cr_arena *ar;
+        assert_int_equal(cr_arena_new(fx->ctx, &ap, &ar), CR_OK);
+        cr_value y;
+        cr_pullback pb;
+        cr_tangent dargs[3] = {cr_tangent_none(), cr_tangent_zero(), cr_tangent_zero()}, dy;
+        cr_status st = cr_rrule(NULL, ar, f, args, nargs, &y, &pb);
+        cr_tangent seed, dx[3];
+        if (st == CR_OK)
+            st = cr_tangent_zero_of(ar, &y, &seed);
+        if (st == CR_OK && seed.tag == CR_TAN_F64)
+            seed.u.f64 = 1;
+        if (st == CR_OK && seed.tag == CR_TAN_F32)
+            seed.u.f32 = 1;
+        if (st == CR_OK)
+            st = cr_pullback_call(ar, &pb, &seed, dx, nargs + 1);
+        for (size_t i = 1; st == CR_OK && i <= nargs; i++)
+            st = cr_tangent_unthunk(dx[i], &dx[i]);
+        for (size_t i = 0; st == CR_OK && i < nargs; i++)
+            if (args[i].kind == CR_KIND_ARRAY)
+                st = cr_tangent_zero_of(ar, &args[i], &dargs[i + 1]);
+        if (st == CR_OK)
+            st = cr_frule(NULL, ar, dargs, f, args, nargs, &y, &dy);
+        if (st == CR_OK)
+            done = true;
+        else
+            assert_int_equal(st, CR_EARENA);
+        cr_arena_free(ar);
+    }
+    assert_true(done);
+}
+
+static void test_arena_exhaustion(void **state)
+{
+    fixture *fx = *state;
+    double w[6] = {1, -2, 3, 4, 5, -6}, u[5] = {3, 1, 3, 2, 1};
+    cr_array W = cr_array_matrix(w, 2, 3), S = cr_array_matrix(w, 2, 2), U = cr_array_vector(u, 5);
+    cr_value a[2] = {cr_value_array(&W), cr_value_i64(1)};
+    run_in_fixed_arena(fx, &cr_fn_eachrow, a, 1);
+    run_in_fixed_arena(fx, &cr_fn_eachslice, a, 2);
+    run_in_fixed_arena(fx, &cr_fn_opnorm, a, 2);
+    run_in_fixed_arena(fx, &cr_fn_normalize, a, 1);
+    cr_value au = cr_value_array(&U);
+    run_in_fixed_arena(fx, &cr_fn_unique, &au, 1);
+    cr_value sl[2] = {cr_value_array(&S), cr_value_c128(CMPLX(2, 1))};
+    const cr_value *fns[3] = {&cr_fn_add_uniform, &cr_fn_mul_uniform, &cr_fn_rdiv_uniform};
+    for (size_t i = 0; i < 3; i++)
+        run_in_fixed_arena(fx, fns[i], sl, 2);
+#if defined(CR_HAVE_LAPACKE)
+    cr_value s2 = cr_value_array(&S);
+    run_in_fixed_arena(fx, &cr_fn_opnorm, &s2, 1);
+    run_in_fixed_arena(fx, &cr_fn_ldiv_uniform, sl, 2);
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -629,6 +696,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_opnorm, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_normalize, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_uniform, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_arena_exhaustion, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
