@@ -294,6 +294,73 @@ CR_API extern const cr_value cr_fn_logsoftmax;
  */
 CR_API extern const cr_value cr_fn_logsumexp;
 
+/* ---- Slices, unique, operator norms, UniformScaling ------------------------------------- */
+
+/**
+ * `eachslice(A, dims)`: the slices of A along the dimensions `dims` (an integer or an i64
+ * array, in the order listed), as a tuple (a struct value whose type, allocated in the
+ * arena, has one CR_KIND_ARRAY field per slice). Slice k fixes the listed dimensions at
+ * the k-th index tuple in row-major order and keeps the other dimensions in order. The
+ * slices are views of A's memory (of a dense copy when A is structured), not writable.
+ * Pullback: the tuple's structural cotangent (absent or zero fields contribute nothing)
+ * added slice by slice into a zero array of A's shape, as an InplaceableThunk.
+ */
+CR_API extern const cr_value cr_fn_eachslice;
+
+/** `eachrow(A)`: eachslice(A, 0) of a matrix (the rows), or of a vector (0-d slices). */
+CR_API extern const cr_value cr_fn_eachrow;
+
+/** `eachcol(A)`: eachslice(A, 1) of a matrix (the columns); a vector is one column. */
+CR_API extern const cr_value cr_fn_eachcol;
+
+/**
+ * `unique(x)` of a real (f64 or f32) vector: its distinct values in order of first
+ * appearance (isequal: NaNs are equal, -0.0 and 0.0 are not). Pullback: each output's
+ * cotangent goes to the *first* occurrence of its value only (later duplicates get 0), an
+ * InplaceableThunk that scatters into the accumulator.
+ */
+CR_API extern const cr_value cr_fn_unique;
+
+/**
+ * `opnorm(A)`, `opnorm(A, p)` of a matrix, p = 1 (largest column sum of |a|), 2 (the
+ * default: the largest singular value, through svdvals; needs LAPACKE) or Inf (largest
+ * row sum). Ties between columns (rows) give the cotangent to the first one; a zero entry
+ * of it gets 0 (the subgradient); for p = 2 the cotangent is u₁ v₁ᴴ ȳ for the top singular
+ * pair LAPACK returns, finite also when the top singular value is repeated or zero. p has
+ * NoTangent.
+ */
+CR_API extern const cr_value cr_fn_opnorm;
+
+/**
+ * `normalize(x)`, `normalize(x, p)`: x / norm(x, p) (p = 2 by default, as cr_fn_norm: 1,
+ * Inf or any p > 0, a float p gets its cotangent). A zero norm is CR_EDOMAIN. Pullback:
+ * Ȳ / n plus norm's pullback at n̄ = -re⟨y, Ȳ⟩ / n.
+ */
+CR_API extern const cr_value cr_fn_normalize;
+
+/**
+ * Julia's `A + λI` and `λI + A` (UniformScaling λI, λ a plain number: f64, f32, c128 or an
+ * integer, in either argument position): the square matrix A with λ added to its diagonal.
+ * Pullback: Ā = Ȳ, λ̄ = tr Ȳ (projected: real for real λ, f32 for f32 λ).
+ */
+CR_API extern const cr_value cr_fn_add_uniform;
+
+/** `A - λI` (A first) and `λI - A` (λ first). Pullback: ±Ȳ and ±tr Ȳ. */
+CR_API extern const cr_value cr_fn_sub_uniform;
+
+/** `λI * A` and `A * λI`: λA for an array A of any shape. Pullback: Ā = conj(λ) Ȳ (an
+ *  InplaceableThunk), λ̄ = Σ conj(A) Ȳ. */
+CR_API extern const cr_value cr_fn_mul_uniform;
+
+/**
+ * `(λI) \ A` = A / λ (λ first) and `A \ (λI)` = λ A⁻¹ (A first, a square nonsingular
+ * matrix, through matinv; needs LAPACKE). λ = 0 in A / λ is CR_EDOMAIN.
+ */
+CR_API extern const cr_value cr_fn_ldiv_uniform;
+
+/** `A / (λI)` = A / λ (A first) and `(λI) / A` = λ A⁻¹ (λ first; needs LAPACKE). */
+CR_API extern const cr_value cr_fn_rdiv_uniform;
+
 CR_END_DECLS
 
 #endif /* CR_RULES_ARRAY_H */
