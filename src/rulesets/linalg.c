@@ -13,6 +13,8 @@ cr_status cr__family_linalg(cr_registry *reg)
     cr_status st = cr__linalg_register_blas(reg);
     if (st == CR_OK)
         st = cr__linalg_register_lapack(reg);
+    if (st == CR_OK)
+        st = cr__linalg_register_level(reg);
     return st;
 }
 
