@@ -81,8 +81,7 @@ CR_API extern const cr_value cr_fn_cross;
 
 /**
  * `asum(x)` = Σ |re x_i| + |im x_i| (BLAS asum; the 1-norm of a real array). Pullback:
- * (sign re x_i + i sign im x_i) ȳ, 0 at 0. (nrm2 is cr_fn_norm, gemv is cr_fn_matmul or
- * cr_fn_gemm with a vector.)
+ * (sign re x_i + i sign im x_i) ȳ, 0 at 0. (nrm2 and gemv: cr_fn_nrm2, cr_fn_gemv.)
  */
 CR_API extern const cr_value cr_fn_asum;
 
@@ -167,12 +166,16 @@ CR_API extern const cr_value cr_fn_eigen;
 CR_API extern const cr_value cr_fn_eigvals;
 
 /**
- * `svd(A)` of a real m x n matrix: the tuple (U, S, V) of the thin SVD A = U diag(S) Vᵀ
- * (gesdd), U m x k, S descending of length k = min(m, n), V n x k (Julia's `F.U, F.S, F.V`).
- * Pullback: the formula of ChainRules' svd_rev, with 1/(s_j² - s_i²) replaced by 0 where
- * two singular values are equal and 1/s_i by 0 where one is zero, so degenerate and
- * rank-deficient matrices give finite cotangents (ChainRules #664). Complex matrices give
- * CR_EUNIMPL (use svdvals).
+ * `svd(A)` of a real or complex m x n matrix: the tuple (U, S, V) of the thin SVD
+ * A = U diag(S) Vᴴ (gesdd), U m x k, S real descending of length k = min(m, n), V n x k
+ * (Julia's `F.U, F.S, F.V`). For a complex A the phases are fixed (the gauge): in each
+ * column of U the entry of largest magnitude (the first of equal ones) is real positive,
+ * and V's column turns with it. Pullback: the formula of ChainRules' svd_rev, with
+ * 1/(s_j² - s_i²) replaced by 0 where two singular values are equal and 1/s_i by 0 where
+ * one is zero, so degenerate and rank-deficient matrices give finite cotangents
+ * (ChainRules #664); for complex A plus the term U diag(-i im(VᴴV̄)_ii / s_i) Vᴴ of the
+ * complex SVD adjoint (Wan and Zhang) and the derivative of the gauge, so that the
+ * rules are exact for losses that depend on the phases as well as for those that do not.
  */
 CR_API extern const cr_value cr_fn_svd;
 
@@ -276,6 +279,96 @@ CR_API extern const cr_value cr_fn_sylvester;
  * Ā = Λ Xᴴ + Λᴴ X (a thunk).
  */
 CR_API extern const cr_value cr_fn_lyap;
+/* ---- BLAS and LAPACK level (functional forms) -------------------------------------------- */
+
+/*
+ * The BLAS and LAPACK routines as functions (ChainRules' blas.jl and lapack.jl): arguments
+ * are never mutated and results are new arrays, like Julia's non-bang wrappers. Flags are
+ * i64 values holding LAPACK's character codes (`cr_value_i64('T')`; lower case accepted):
+ * trans 'N', 'T', 'C', uplo 'U', 'L', diag 'N', 'U'. Pivots are LAPACK's 1-based row
+ * interchanges (an i64 array). Flags and pivots get NoTangent. Computation is in double or
+ * double complex; f32 arguments give f32 results.
+ */
+
+/**
+ * `nrm2(x)`: the 2-norm of all elements of x, a name for `norm(x)` (cr_fn_norm) with the
+ * same rules: computed scaled (no overflow or underflow); at a zero x the cotangent is 0
+ * (the subgradient ChainRules uses), never NaN.
+ */
+CR_API extern const cr_value cr_fn_nrm2;
+
+/**
+ * `gemv(trans, alpha, A, x)` = alpha op(A) x and `gemv(trans, alpha, A, x, beta, y)` =
+ * alpha op(A) x + beta y (the out-of-place `gemv!`), op(A) = A, Aᵀ or Aᴴ for trans 'N',
+ * 'T', 'C'. Pullback: ᾱ = <op(A) x, ȳ>, Ā = conj(α) ȳ xᴴ mapped back through op (an
+ * InplaceableThunk adding the rank-one matrix in place), x̄ = conj(α) op(A)ᴴ ȳ (a thunk),
+ * β̄ = <y, ȳ>, ȳ_y = conj(β) ȳ.
+ */
+CR_API extern const cr_value cr_fn_gemv;
+
+/**
+ * `getrf(A)` of a square matrix: the tuple (F, ipiv) of the LU factorization with partial
+ * pivoting A = P L U (LAPACK's getrf): F holds L strictly below the diagonal (L's unit
+ * diagonal implied) and U on and above it; ipiv the 1-based row interchanges (i64). The
+ * primal of a singular A (a zero pivot) returns the factors; its frule and rrule give
+ * CR_EDOMAIN (their formula needs U⁻¹). Pullback (ChainRules' lu rule), with L̄ and Ū the
+ * strictly lower and upper parts of F̄: Ā = P L⁻ᴴ (tril₋(Lᴴ L̄) + triu(Ū Uᴴ)) U⁻ᴴ.
+ */
+CR_API extern const cr_value cr_fn_getrf;
+
+/**
+ * `getrs(F, ipiv, B, trans)` = op(A)⁻¹ B for A = P L U given by getrf's factors, trans
+ * 'N', 'T' or 'C', B a vector or a matrix. CR_EDOMAIN when U has a zero diagonal entry.
+ * Pullback: B̄ = op(A)⁻ᴴ X̄; F̄ from Ā = op⁻¹(-B̄ Xᴴ) through A = P L U:
+ * F̄ = tril₋(Pᵀ Ā Uᴴ) + triu(Lᴴ Pᵀ Ā) (a thunk).
+ */
+CR_API extern const cr_value cr_fn_getrs;
+
+/**
+ * `getri(F, ipiv)` = A⁻¹ for A = P L U given by getrf's factors. CR_EDOMAIN when U has a
+ * zero diagonal entry. Pullback: Ā = -Yᴴ Ȳ Yᴴ, then F̄ as for getrs.
+ */
+CR_API extern const cr_value cr_fn_getri;
+
+/**
+ * `potrf(A, uplo)`: the Cholesky factor of the Hermitian positive definite matrix whose
+ * triangle uplo is A's (the other triangle is not read, as LAPACK's potrf): U with
+ * H = Uᴴ U for 'U', L with H = L Lᴴ for 'L', tagged Upper or Lower, the other triangle
+ * zero. CR_EDOMAIN when H is not positive definite. Pullback: Seeger et al.'s formula (as
+ * cholesky), the gradient folded onto the triangle that was read.
+ */
+CR_API extern const cr_value cr_fn_potrf;
+
+/**
+ * `potrs(F, uplo, B)` = H⁻¹ B for H = Uᴴ U (uplo 'U', U the upper triangle of F) or
+ * H = L Lᴴ ('L', L the lower triangle), B a vector or a matrix. CR_EDOMAIN when the
+ * triangle has a zero diagonal entry. Pullback: B̄ = H⁻¹ X̄, H̄ = -B̄ Xᴴ, F̄ = triu(U (H̄ + H̄ᴴ))
+ * or tril((H̄ + H̄ᴴ) L) (a thunk).
+ */
+CR_API extern const cr_value cr_fn_potrs;
+
+/**
+ * `trtrs(A, uplo, trans, diag, B)` = op(T)⁻¹ B for T the triangle uplo of A (with a unit
+ * diagonal, not read, when diag is 'U'), trans 'N', 'T' or 'C'. CR_EDOMAIN for a zero
+ * diagonal entry. Pullback: B̄ = op(T)⁻ᴴ X̄, Ā = the triangle of op⁻¹(-B̄ Xᴴ) (strict for a
+ * unit diagonal; a thunk).
+ */
+CR_API extern const cr_value cr_fn_trtrs;
+
+/**
+ * `trsyl(transa, transb, isgn, A, B, C)`: X with op(A) X + isgn X op(B) = C (LAPACK's
+ * trsyl), isgn 1 or -1, A (m x m) and B (n x n) in Schur form: upper quasi-triangular
+ * when real, upper triangular when complex (trans 'N' or 'C'; 'T' gives CR_EINVAL). A
+ * real matrix's 2 x 2 diagonal blocks are found from the top: a nonzero subdiagonal entry
+ * (i + 1, i) starts one unless row i already ends one; entries below the subdiagonal and
+ * subdiagonal entries outside blocks are not read. The block structure is part of the
+ * input: the derivative holds it fixed. Where LAPACK would scale the solution to avoid
+ * overflow (scale < 1), or the equation is (nearly) singular, the result is CR_EDOMAIN:
+ * this function returns only unscaled solutions. Pullback:
+ * Y solves the adjoint equation op(A)ᴴ Y + isgn Y op(B)ᴴ = X̄; C̄ = Y,
+ * Ā = op⁻¹(-Y Xᴴ), B̄ = op⁻¹(-isgn Xᴴ Y), restricted to the entries read (thunks).
+ */
+CR_API extern const cr_value cr_fn_trsyl;
 
 CR_END_DECLS
 

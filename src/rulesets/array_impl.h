@@ -40,6 +40,7 @@ CR_INTERNAL cr_status cr__array_register_extra(cr_registry *reg);     /* array_e
 CR_INTERNAL cr_status cr__linalg_register_blas(cr_registry *reg);     /* linalg.c */
 CR_INTERNAL cr_status cr__linalg_register_lapack(cr_registry *reg);   /* linalg_lapack.c */
 CR_INTERNAL cr_status cr__linalg_register_fact(cr_registry *reg);     /* linalg_fact.c */
+CR_INTERNAL cr_status cr__linalg_register_level(cr_registry *reg);    /* linalg_level.c */
 
 /* The udata with which a function's primal calls its own rrule: compute the output only,
  * build no pullback. */

@@ -1693,9 +1693,44 @@ typedef struct svd_env {
     const cr_array *A;
     cr_project *pA;
     svd f;
-    mat V; /* n x k */
+    mat V;       /* n x k */
+    size_t *piv; /* complex: the row of each column of U made real positive (the gauge) */
     bool vectors;
 } svd_env;
+
+/* The gauge of a complex SVD: each pair (u_k, v_k) is multiplied by the phase that makes
+ * the largest-magnitude entry of u_k (the first of equal ones) real positive; u_k v_kᴴ is
+ * unchanged. Records that entry's row in e->piv. Locally (while the largest entry stays
+ * the largest) this is a smooth choice, so U and V are differentiable functions of A. */
+static cr_status svd_gauge(cr_arena *arena, svd_env *e)
+{
+    svd *f = &e->f;
+    e->piv = cr_arena_alloc(arena, (f->k ? f->k : 1) * sizeof *e->piv, _Alignof(size_t));
+    if (e->piv == NULL)
+        return CR__ALLOC_STATUS(arena);
+    for (size_t k = 0; k < f->k; k++) {
+        size_t r = 0;
+        double best = -1;
+        for (size_t i = 0; i < f->m; i++) {
+            double a = cabs(mat_get(&f->U, i, k));
+            if (a > best) {
+                best = a;
+                r = i;
+            }
+        }
+        e->piv[k] = r;
+        cr_complex u = mat_get(&f->U, r, k);
+        if (best <= 0)
+            continue;
+        cr_complex ph = conj(u) / best;
+        for (size_t i = 0; i < f->m; i++)
+            mat_set(&f->U, i, k, mat_get(&f->U, i, k) * ph);
+        for (size_t j = 0; j < f->n; j++)
+            mat_set(&f->Vt, k, j, mat_get(&f->Vt, k, j) * conj(ph));
+        mat_set(&f->U, r, k, best); /* exactly real */
+    }
+    return CR_OK;
+}
 
 static cr_status svd_forward(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
                              bool vectors, svd_env *e)
@@ -1709,15 +1744,14 @@ static cr_status svd_forward(cr_arena *arena, const char *who, const cr_value *a
     if (A->ndim != 2 || !cr_dtype_is_float((cr_dtype)A->dtype) ||
         !lapack_size_ok(A->shape[0] * A->shape[1]))
         return CR__FAIL(arena, CR_ESHAPE, "%s: expected a float matrix", who);
-    if (vectors && A->dtype == CR_DT_C128)
-        return CR__FAIL(arena, CR_EUNIMPL,
-                        "svd: complex matrices are not supported (their singular vectors' "
-                        "phases need a gauge the rule does not fix); svdvals is");
+    (void)vectors;
     mat Am;
     e->A = A;
     st = mat_from(arena, A, A->dtype == CR_DT_C128, &Am);
     if (st == CR_OK)
         st = svd_of(arena, who, &Am, &e->f);
+    if (st == CR_OK && A->dtype == CR_DT_C128)
+        st = svd_gauge(arena, e);
     if (st == CR_OK)
         st = mat_adj(arena, &e->f.Vt, &e->V);
     return st;
@@ -1762,10 +1796,11 @@ static double safe_inv(double s, double smax)
     return s <= 64 * DBL_EPSILON * smax ? 0.0 : 1.0 / s;
 }
 
-/* svd (real): Ā = [U (F∘(UᵀŪ - ŪᵀU)) S + (I - UUᵀ) Ū S⁻¹ + U diag(s̄)
- *                 + U S (F∘(VᵀV̄ - V̄ᵀV))] Vᵀ + U S⁻¹ V̄ᵀ (I - VVᵀ)
+/* svd: Ā = [U (F∘(UᴴŪ - ŪᴴU)) S + (I - UUᴴ) Ū S⁻¹ + U diag(s̄)
+ *           + U S (F∘(VᴴV̄ - V̄ᴴV))] Vᴴ + U S⁻¹ V̄ᴴ (I - VVᴴ)
  * with F_ij = 1/(s_j² - s_i²): ChainRules' svd_rev, where equal singular values (F) and
- * zero ones (S⁻¹) contribute 0 instead of dividing by zero (ChainRules #664).
+ * zero ones (S⁻¹) contribute 0 instead of dividing by zero (ChainRules #664). Complex A
+ * adds U diag(-i im(VᴴV̄)_ii / s_i) Vᴴ (Wan and Zhang) and the gauge's share (svd_gauge).
  * svdvals: Ā = U diag(s̄) Vᴴ. */
 static cr_status svd_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                               void *env)
@@ -1801,6 +1836,28 @@ static cr_status svd_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
         return CR_OK;
     }
     double smax = k > 0 ? f->s[0] : 0;
+    if (cplx && e->vectors) {
+        /* The gauge's share (svd_gauge): with c_k = u_kᴴ ū_k + v_kᴴ v̄_k, a loss that depends
+         * on the phases (Im c_k != 0) sees u_k's pivot entry move: Ū[r_k, k] -= i Im c_k /
+         * U[r_k, k]. Phase-invariant losses have Im c_k = 0 and skip this. */
+        for (size_t j = 0; j < k; j++) {
+            cr_complex c = 0;
+            for (size_t i = 0; i < m && Ub.p != NULL; i++)
+                c += conj(mat_get(&f->U, i, j)) * mat_get(&Ub, i, j);
+            for (size_t i = 0; i < n && Vb.p != NULL; i++)
+                c += conj(mat_get(&e->V, i, j)) * mat_get(&Vb, i, j);
+            if (cimag(c) == 0)
+                continue;
+            if (Ub.p == NULL) {
+                st = mat_new(arena, true, m, k, true, &Ub);
+                if (st != CR_OK)
+                    return st;
+            }
+            size_t r = e->piv[j];
+            mat_set(&Ub, r, j,
+                    mat_get(&Ub, r, j) - cr__c(0, cimag(c) / creal(mat_get(&f->U, r, j))));
+        }
+    }
     /* inner = Jf S + diag(s̄) + S Kf (k x k) */
     mat inner, T, Abar, J;
     st = mat_new(arena, cplx, k, k, true, &inner);
@@ -1816,8 +1873,15 @@ static cr_status svd_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
             return st;
         for (size_t j = 0; j < k; j++)
             for (size_t i = 0; i < k; i++) {
-                if (i == j)
+                if (i == j) {
+                    /* Complex: V's phase moves against U's by i Im(dP_ii) / s_i, whose
+                     * adjoint is -i Im((Vᴴ V̄)_ii) / s_i (Wan and Zhang's extra term). */
+                    if (w == 1 && cplx)
+                        mat_set(&inner, i, i,
+                                mat_get(&inner, i, i) +
+                                    cr__c(0, -cimag(mat_get(&J, i, i)) * safe_inv(f->s[i], smax)));
                     continue;
+                }
                 double F = inv_gap(f->s[j] * f->s[j], f->s[i] * f->s[i], smax * smax);
                 cr_complex a = F * (mat_get(&J, i, j) - conj(mat_get(&J, j, i)));
                 /* U-term: (F∘(UᵀŪ - ŪᵀU)) S scales column j by s_j; V-term: S (F∘...) scales
@@ -1888,9 +1952,10 @@ static cr_status svd_rrule_common(cr_arena *arena, bool vectors, const cr_value 
     return CR_OK;
 }
 
-/* frule: dP = Uᴴ Ȧ V; ṡ = re diag(dP); for svd (real)
- * U̇ = U (F ∘ (dP S + S dPᵀ)) + (I - UUᵀ) Ȧ V S⁻¹,
- * V̇ = V (F ∘ (S dP + dPᵀ S)) + (I - VVᵀ) Ȧᵀ U S⁻¹. */
+/* frule: dP = Uᴴ Ȧ V; ṡ = re diag(dP); for svd
+ * U̇ = U (F ∘ (dP S + S dPᴴ)) + (I - UUᴴ) Ȧ V S⁻¹,
+ * V̇ = V (F ∘ (S dP + dPᴴ S) - i diag(im dP / s)) + (I - VVᴴ) Ȧᴴ U S⁻¹,
+ * then for complex A the gauge's turn i w_k of both k-th vectors (svd_gauge). */
 static cr_status svd_frule_common(cr_arena *arena, bool vectors, const cr_tangent *dargs,
                                   const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
 {
@@ -1933,18 +1998,22 @@ static cr_status svd_frule_common(cr_arena *arena, bool vectors, const cr_tangen
     }
     double smax = k > 0 ? f->s[0] : 0;
     mat Cu, Cv, dU, dV;
-    st = mat_new(arena, false, k, k, false, &Cu);
+    st = mat_new(arena, cplx, k, k, false, &Cu);
     if (st == CR_OK)
-        st = mat_new(arena, false, k, k, false, &Cv);
+        st = mat_new(arena, cplx, k, k, false, &Cv);
     if (st != CR_OK)
         return st;
     for (size_t j = 0; j < k; j++)
         for (size_t i = 0; i < k; i++) {
             double F = i == j ? 0.0 : inv_gap(f->s[j] * f->s[j], f->s[i] * f->s[i], smax * smax);
-            double pij = creal(mat_get(&dP, i, j)), pji = creal(mat_get(&dP, j, i));
+            cr_complex pij = mat_get(&dP, i, j), pji = conj(mat_get(&dP, j, i));
             mat_set(&Cu, i, j, F * (pij * f->s[j] + f->s[i] * pji));
             mat_set(&Cv, i, j, F * (f->s[i] * pij + pji * f->s[j]));
         }
+    /* Complex: Uᴴ U̇ has a zero diagonal before the gauge fix, Vᴴ V̇ then has
+     * -i Im(dP_ii) / s_i (so that the diagonal of Uᴴ Ȧ V comes out right). */
+    for (size_t i = 0; i < k && cplx; i++)
+        mat_set(&Cv, i, i, cr__c(0, -cimag(mat_get(&dP, i, i)) * safe_inv(f->s[i], smax)));
     st = mat_mul(arena, 'N', 'N', 1.0, &f->U, &Cu, &dU);
     if (st == CR_OK)
         st = mat_mul(arena, 'N', 'N', 1.0, &e.V, &Cv, &dV);
@@ -1981,6 +2050,15 @@ static cr_status svd_frule_common(cr_arena *arena, bool vectors, const cr_tangen
         for (size_t j = 0; j < k; j++)
             for (size_t i = 0; i < n; i++)
                 mat_set(&dV, i, j, mat_get(&dV, i, j) + mat_get(&Q, i, j));
+    }
+    for (size_t j = 0; j < k && cplx; j++) {
+        /* The gauge keeps U[r_j, j] real: both vectors turn by i w_j. */
+        size_t r = e.piv[j];
+        double w = -cimag(mat_get(&dU, r, j)) / creal(mat_get(&f->U, r, j));
+        for (size_t i = 0; i < m; i++)
+            mat_set(&dU, i, j, mat_get(&dU, i, j) + cr__c(0, w) * mat_get(&f->U, i, j));
+        for (size_t i = 0; i < n; i++)
+            mat_set(&dV, i, j, mat_get(&dV, i, j) + cr__c(0, w) * mat_get(&e.V, i, j));
     }
     cr_array *duo, *dvo;
     st = out_array(arena, &dU, false, (cr_dtype)e.A->dtype, &duo);
@@ -2499,14 +2577,14 @@ typedef enum {
     SQ_SPD,     /* Hermitian positive definite; tagged or dense with junk below */
     SQ_HERM,    /* Hermitian with separated eigenvalues */
     SQ_REALSYM, /* real symmetric (eigen: vectors of complex Hermitian have a phase gauge) */
-    SQ_RECT     /* real rectangular (svd) */
+    SQ_RECT     /* rectangular (svd; complex ones have a fixed gauge) */
 } sq_kind;
 
 static cr_status rand_square(cr_arena *arena, uint64_t *rng, sq_kind kind, cr_array **out)
 {
     size_t n = 2 + cr__rng_below(rng, 3), shape[2] = {n, n};
     cr_dtype dt = cr__rng_dtype(rng);
-    if (kind == SQ_REALSYM || kind == SQ_RECT)
+    if (kind == SQ_REALSYM)
         dt = dt == CR_DT_C128 ? CR_DT_F64 : dt;
     if (kind == SQ_RECT) {
         static const size_t shapes[4][2] = {{3, 2}, {2, 3}, {3, 3}, {4, 2}};

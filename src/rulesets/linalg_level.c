@@ -1,0 +1,2423 @@
+/*
+ * BLAS- and LAPACK-level rules in functional form (ChainRules' blas.jl and lapack.jl):
+ * nrm2 (a name for norm), gemv, getrf, getrs, getri, potrf, potrs, trtrs and trsyl.
+ * Arguments are never mutated and results are new arrays, like Julia's non-bang wrappers.
+ * Flags are i64 character codes as LAPACK spells them ('N', 'T', 'C', 'U', 'L'); pivots
+ * are LAPACK's 1-based row interchanges. The LAPACK functions work on column-major copies
+ * through the LAPACKE `_work` routines (as linalg_lapack.c); without LAPACKE their values
+ * exist and report CR_EUNIMPL.
+ */
+#include <ctype.h>
+#include <float.h>
+#include <math.h>
+
+#include "array_impl.h"
+
+#if defined(CR_HAVE_CBLAS)
+#include <cblas.h>
+#endif
+#if defined(CR_HAVE_LAPACKE)
+#include <lapacke.h>
+#endif
+
+/* ---- Column-major work matrices ---------------------------------------------------------- */
+
+typedef struct mat {
+    void *p; /* column-major, leading dimension r; NULL stands for a zero (co)tangent */
+    size_t r, c;
+    bool cplx;
+} mat;
+
+static cr_status mat_new(cr_arena *arena, bool cplx, size_t r, size_t c, bool zero, mat *m)
+{
+    size_t n = r * c, es = cplx ? sizeof(cr_complex) : sizeof(double);
+    m->p = zero ? cr_arena_calloc(arena, n ? n : 1, es, 0)
+                : cr_arena_alloc(arena, (n ? n : 1) * es, 0);
+    m->r = r;
+    m->c = c;
+    m->cplx = cplx;
+    return m->p == NULL ? CR__ALLOC_STATUS(arena) : CR_OK;
+}
+
+static inline cr_complex mat_get(const mat *m, size_t i, size_t j)
+{
+    return m->cplx ? ((const cr_complex *)m->p)[i + j * m->r]
+                   : ((const double *)m->p)[i + j * m->r];
+}
+
+static inline void mat_set(mat *m, size_t i, size_t j, cr_complex v)
+{
+    if (m->cplx)
+        ((cr_complex *)m->p)[i + j * m->r] = v;
+    else
+        ((double *)m->p)[i + j * m->r] = creal(v);
+}
+
+/* The logical value of a 1-d (a column) or 2-d array as a new column-major work matrix. */
+static cr_status mat_from(cr_arena *arena, const cr_array *a, bool cplx, mat *m)
+{
+    const cr_array *d;
+    cr_status st = cr__dense(arena, a, cplx ? CR_DT_C128 : CR_DT_F64, &d);
+    size_t r = a->ndim == 0 ? 1 : a->shape[0], c = a->ndim == 2 ? a->shape[1] : 1;
+    if (st == CR_OK)
+        st = mat_new(arena, cplx, r, c, false, m);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < r; i++)
+        for (size_t j = 0; j < c; j++)
+            mat_set(m, i, j, cr__load(d, (ptrdiff_t)(i * c + j)));
+    return CR_OK;
+}
+
+static cr_status mat_copy(cr_arena *arena, const mat *s, mat *m)
+{
+    cr_status st = mat_new(arena, s->cplx, s->r, s->c, false, m);
+    if (st == CR_OK)
+        memcpy(m->p, s->p, s->r * s->c * (s->cplx ? sizeof(cr_complex) : sizeof(double)));
+    return st;
+}
+
+/* New op(s): 'N' a copy, 'T' the transpose, 'C' the adjoint. */
+static cr_status mat_op(cr_arena *arena, char op, const mat *s, mat *m)
+{
+    if (op == 'N')
+        return mat_copy(arena, s, m);
+    cr_status st = mat_new(arena, s->cplx, s->c, s->r, false, m);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < s->r; i++)
+        for (size_t j = 0; j < s->c; j++) {
+            cr_complex v = mat_get(s, i, j);
+            mat_set(m, j, i, op == 'C' ? conj(v) : v);
+        }
+    return CR_OK;
+}
+
+static void mat_conj(mat *m)
+{
+    if (!m->cplx)
+        return;
+    cr_complex *p = m->p;
+    for (size_t i = 0; i < m->r * m->c; i++)
+        p[i] = conj(p[i]);
+}
+
+/* A new row-major work array of m (1-d when vec), rounded to dtype dt. */
+static cr_status mat_out(cr_arena *arena, const mat *m, bool vec, cr_dtype dt, cr_array **out)
+{
+    size_t shape[2] = {m->r, m->c};
+    cr_array *w;
+    cr_status st = cr__new(arena, m->cplx ? CR_DT_C128 : CR_DT_F64, vec ? 1 : 2, shape, false, &w);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < m->r; i++)
+        for (size_t j = 0; j < m->c; j++)
+            cr__store(w, (ptrdiff_t)(i * m->c + j), mat_get(m, i, j));
+    return cr__cast(arena, w, dt, out);
+}
+
+/* The cotangent of an argument from a work matrix, projected. */
+static cr_status mat_give(cr_arena *arena, const cr_project *p, const mat *m, bool vec,
+                          cr_tangent *out)
+{
+    cr_array *r;
+    cr_status st = mat_out(arena, m, vec, m->cplx ? CR_DT_C128 : CR_DT_F64, &r);
+    return st != CR_OK ? st : cr__give(arena, p, r, out);
+}
+
+/* C = alpha op(A) op(B) + beta C; op is 'N', 'T' or 'C'. */
+static void mat_gemm(char ta, char tb, cr_complex alpha, const mat *A, const mat *B,
+                     cr_complex beta, mat *C)
+{
+    size_t m = ta == 'N' ? A->r : A->c, k = ta == 'N' ? A->c : A->r;
+    size_t n = tb == 'N' ? B->c : B->r;
+    if (m == 0 || n == 0)
+        return;
+#if defined(CR_HAVE_CBLAS)
+    if (k > 0 && A->cplx == C->cplx && B->cplx == C->cplx) {
+        enum CBLAS_TRANSPOSE a = ta == 'N' ? CblasNoTrans : ta == 'T' ? CblasTrans : CblasConjTrans;
+        enum CBLAS_TRANSPOSE b = tb == 'N' ? CblasNoTrans : tb == 'T' ? CblasTrans : CblasConjTrans;
+        int lda = (int)(A->r ? A->r : 1), ldb = (int)(B->r ? B->r : 1),
+            ldc = (int)(C->r ? C->r : 1);
+        if (C->cplx)
+            cblas_zgemm(CblasColMajor, a, b, (int)m, (int)n, (int)k, &alpha, A->p, lda, B->p, ldb,
+                        &beta, C->p, ldc);
+        else
+            cblas_dgemm(CblasColMajor, a, b, (int)m, (int)n, (int)k, creal(alpha), A->p, lda, B->p,
+                        ldb, creal(beta), C->p, ldc);
+        return;
+    }
+#endif
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++) {
+            cr_complex acc = 0;
+            for (size_t l = 0; l < k; l++) {
+                cr_complex a = ta == 'N' ? mat_get(A, i, l) : mat_get(A, l, i);
+                cr_complex b = tb == 'N' ? mat_get(B, l, j) : mat_get(B, j, l);
+                if (ta == 'C')
+                    a = conj(a);
+                if (tb == 'C')
+                    b = conj(b);
+                acc += a * b;
+            }
+            cr_complex c0 = beta == 0 ? 0 : beta * mat_get(C, i, j);
+            mat_set(C, i, j, alpha * acc + c0);
+        }
+}
+
+/* New C = alpha op(A) op(B). */
+static cr_status mat_mul(cr_arena *arena, char ta, char tb, cr_complex alpha, const mat *A,
+                         const mat *B, mat *C)
+{
+    size_t m = ta == 'N' ? A->r : A->c, n = tb == 'N' ? B->c : B->r;
+    cr_status st = mat_new(arena, A->cplx || B->cplx, m, n, true, C);
+    if (st == CR_OK)
+        mat_gemm(ta, tb, alpha, A, B, 0.0, C);
+    return st;
+}
+
+/* Keep the triangle of m: 'U' (on and above the diagonal) or 'L' (on and below); with
+ * strict, the diagonal goes too. */
+static void mat_tri(mat *m, char uplo, bool strict)
+{
+    for (size_t j = 0; j < m->c; j++)
+        for (size_t i = 0; i < m->r; i++) {
+            bool keep = uplo == 'U' ? (strict ? i < j : i <= j) : (strict ? i > j : i >= j);
+            if (!keep)
+                mat_set(m, i, j, 0.0);
+        }
+}
+
+/* ---- Arguments -------------------------------------------------------------------------- */
+
+/* A flag argument: an integer character code among `allowed` (lower case accepted). */
+static cr_status flag_arg(cr_arena *arena, const char *who, const cr_value *args, size_t i,
+                          const char *allowed, char *out)
+{
+    int64_t v = 0;
+    cr_status st = cr__int_arg(arena, who, &args[i], &v);
+    if (st != CR_OK)
+        return st;
+    int c = v > 0 && v < 128 ? toupper((int)v) : 0;
+    if (c == 0 || strchr(allowed, c) == NULL)
+        return CR__FAIL(arena, CR_EINVAL,
+                        "%s: argument %zu must be one of the character codes \"%s\" (got %lld)",
+                        who, i + 1, allowed, (long long)v);
+    *out = (char)c;
+    return CR_OK;
+}
+
+/* A float matrix argument (square when `square`); LAPACK's int sizes. */
+static cr_status matrix_arg(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                            size_t i, bool square, const cr_array **A)
+{
+    cr_status st = cr__array_arg(arena, who, args, nargs, i, A);
+    if (st != CR_OK)
+        return st;
+    const cr_array *a = *A;
+    if (a->ndim != 2 || !cr_dtype_is_float((cr_dtype)a->dtype) || a->shape[0] > INT32_MAX ||
+        a->shape[1] > INT32_MAX || (square && a->shape[0] != a->shape[1]))
+        return CR__FAIL(arena, CR_ESHAPE, "%s: argument %zu must be a %sf64, f32 or c128 matrix",
+                        who, i + 1, square ? "square " : "");
+    return CR_OK;
+}
+
+/* A right-hand side: a float vector or matrix with n rows. */
+static cr_status rhs_arg(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                         size_t i, size_t n, const cr_array **B)
+{
+    cr_status st = cr__array_arg(arena, who, args, nargs, i, B);
+    if (st != CR_OK)
+        return st;
+    const cr_array *b = *B;
+    if ((b->ndim != 1 && b->ndim != 2) || b->shape[0] != n ||
+        !cr_dtype_is_float((cr_dtype)b->dtype) || (b->ndim == 2 && b->shape[1] > INT32_MAX))
+        return CR__FAIL(arena, CR_ESHAPE,
+                        "%s: argument %zu must be a float vector or matrix with %zu rows", who,
+                        i + 1, n);
+    return CR_OK;
+}
+
+/* The argument tangent of an frule as a work matrix (p NULL when zero). */
+static cr_status dx_mat(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                        const cr_value *args, size_t i, bool cplx, mat *m)
+{
+    const cr_array *t;
+    m->p = NULL;
+    cr_status st = cr__dx_array(arena, who, dargs, args, i, cplx ? CR_DT_C128 : CR_DT_F64, &t);
+    if (st != CR_OK || t == NULL)
+        return st;
+    return mat_from(arena, t, cplx, m);
+}
+
+/* An output cotangent of a 1-d or 2-d array as a work matrix (p NULL when zero). */
+static cr_status cot_mat(cr_arena *arena, const char *who, cr_tangent t, size_t ndim,
+                         const size_t *shape, bool cplx, mat *m)
+{
+    const cr_array *g;
+    m->p = NULL;
+    cr_status st = cr__tan_array(arena, who, t, ndim, shape, cplx ? CR_DT_C128 : CR_DT_F64, &g);
+    if (st != CR_OK || g == NULL)
+        return st;
+    return mat_from(arena, g, cplx, m);
+}
+
+/* NoTangent for every cotangent, then ZeroTangent for the perturbable arguments: what a
+ * pullback returns for a zero seed. */
+static void zero_cotangents(const bool *diff, cr_tangent *dx, size_t nx)
+{
+    dx[0] = cr_tangent_none();
+    for (size_t i = 1; i < nx; i++)
+        dx[i] = diff[i - 1] ? cr_tangent_zero() : cr_tangent_none();
+}
+
+/* ---- nrm2 -------------------------------------------------------------------------------- */
+
+/* nrm2(x) is norm(x) (p = 2): the same rules, reached through dispatch. */
+static cr_status nrm2_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                            const void *udata)
+{
+    (void)f;
+    cr_status st = cr__nargs(arena, "nrm2", nargs, 1, 1);
+    if (st != CR_OK)
+        return st;
+    if (udata == CR__PRIMAL_ONLY)
+        return cr_function_call(arena, &cr_fn_norm, args, 1, y);
+    st = cr_rrule(cfg, arena, &cr_fn_norm, args, 1, y, pb);
+    if (st == CR_NOTHING)
+        return CR__FAIL(arena, CR_ENORULE, "nrm2: no rrule for norm of this argument");
+    if (st == CR_OK)
+        pb->name = "nrm2_pullback";
+    return st;
+}
+CR__ARRAY_FN(nrm2, "nrm2", 1)
+
+static cr_status nrm2_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                            cr_tangent *dy, const void *udata)
+{
+    (void)f;
+    (void)udata;
+    cr_status st = cr__nargs(arena, "nrm2", nargs, 1, 1);
+    if (st != CR_OK)
+        return st;
+    const cr_tangent d[2] = {cr_tangent_none(), dargs[1]};
+    st = cr_frule(cfg, arena, d, &cr_fn_norm, args, 1, y, dy);
+    if (st == CR_NOTHING)
+        return CR__FAIL(arena, CR_ENORULE, "nrm2: no frule for norm of this argument");
+    return st;
+}
+
+/* ---- gemv: alpha op(A) x + beta y ---------------------------------------------------------- */
+
+typedef struct gemv_env {
+    char op;
+    cr_complex alpha, beta;
+    mat A, x, y, Ax; /* Ax = op(A) x */
+    size_t m, n;     /* A's shape */
+    bool with_y, cplx;
+    bool diff[6]; /* which arguments are perturbable */
+    cr_dtype dt;
+    const cr_array *Aarg;
+    cr_project **p;
+} gemv_env;
+
+static cr_status gemv_forward(cr_arena *arena, const cr_value *args, size_t nargs, gemv_env *e,
+                              mat *Y)
+{
+    const char *who = "gemv";
+    cr_status st = cr__nargs(arena, who, nargs, 4, 6);
+    if (st == CR_OK && nargs == 5)
+        st = CR__FAIL(arena, CR_EINVAL, "gemv: expected 4 or 6 arguments, got 5");
+    if (st == CR_OK)
+        st = flag_arg(arena, who, args, 0, "NTC", &e->op);
+    const cr_array *A, *x, *y = NULL;
+    if (st == CR_OK)
+        st = matrix_arg(arena, who, args, nargs, 2, false, &A);
+    if (st != CR_OK)
+        return st;
+    e->with_y = nargs == 6;
+    e->m = A->shape[0];
+    e->n = A->shape[1];
+    size_t rows = e->op == 'N' ? e->m : e->n, cols = e->op == 'N' ? e->n : e->m;
+    st = rhs_arg(arena, who, args, nargs, 3, cols, &x);
+    if (st == CR_OK && x->ndim != 1)
+        st = CR__FAIL(arena, CR_ESHAPE, "gemv: x must be a vector");
+    if (st == CR_OK && e->with_y) {
+        st = rhs_arg(arena, who, args, nargs, 5, rows, &y);
+        if (st == CR_OK && y->ndim != 1)
+            st = CR__FAIL(arena, CR_ESHAPE, "gemv: y must be a vector");
+    }
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 1; i < nargs; i += 3) {
+        cr_kind k = args[i].kind;
+        if (k != CR_KIND_F64 && k != CR_KIND_F32 && k != CR_KIND_C128 && k != CR_KIND_I64 &&
+            k != CR_KIND_I32 && k != CR_KIND_BOOL)
+            return CR__FAIL(arena, CR_EINVAL, "gemv: argument %zu (%s) must be a number", i + 1,
+                            i == 1 ? "alpha" : "beta");
+    }
+    cr_dtype d =
+        cr__promote(cr__value_dtype(&args[1]), cr__promote((cr_dtype)A->dtype, (cr_dtype)x->dtype));
+    if (e->with_y)
+        d = cr__promote(d, cr__promote(cr__value_dtype(&args[4]), (cr_dtype)y->dtype));
+    e->dt = d;
+    e->cplx = d == CR_DT_C128;
+    e->alpha = cr__scalar_of(&args[1]);
+    e->beta = e->with_y ? cr__scalar_of(&args[4]) : 0;
+    e->Aarg = A;
+    st = mat_from(arena, A, e->cplx, &e->A);
+    if (st == CR_OK)
+        st = mat_from(arena, x, e->cplx, &e->x);
+    if (st == CR_OK)
+        st = mat_mul(arena, e->op, 'N', 1.0, &e->A, &e->x, &e->Ax);
+    if (st == CR_OK)
+        st = mat_new(arena, e->cplx, rows, 1, true, Y);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < nargs; i++)
+        e->diff[i] = cr__is_diff(&args[i]);
+    if (e->with_y) {
+        st = mat_from(arena, y, e->cplx, &e->y);
+        if (st != CR_OK)
+            return st;
+        for (size_t i = 0; i < rows; i++)
+            mat_set(Y, i, 0, e->beta == 0 ? 0 : e->beta * mat_get(&e->y, i, 0));
+    }
+    for (size_t i = 0; i < rows; i++)
+        mat_set(Y, i, 0, mat_get(Y, i, 0) + e->alpha * mat_get(&e->Ax, i, 0));
+    return CR_OK;
+}
+
+/* Ā as a rank-one matrix s p qᵀ (m x n): 'N' conj(α) ȳ xᴴ, 'T' conj(α) conj(x) ȳᵀ,
+ * 'C' α x ȳᴴ. */
+typedef struct gemv_rank1 {
+    const gemv_env *e;
+    mat p, q;
+    cr_complex s;
+} gemv_rank1;
+
+static void rank1_into(const gemv_rank1 *t, cr_dtype wdt, void *dest, cr_complex beta)
+{
+    size_t m = t->e->m, n = t->e->n;
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++) {
+            cr_complex v = t->s * mat_get(&t->p, i, 0) * mat_get(&t->q, j, 0);
+            if (wdt == CR_DT_C128) {
+                cr_complex *d = dest;
+                d[i * n + j] = (beta == 0 ? 0 : d[i * n + j]) + v;
+            } else {
+                double *d = dest;
+                d[i * n + j] = (beta == 0 ? 0 : d[i * n + j]) + creal(v);
+            }
+        }
+}
+
+static cr_status gemv_A_fn(cr_arena *arena, cr_tangent *out, void *env)
+{
+    gemv_rank1 *t = env;
+    cr_dtype wdt = t->e->cplx ? CR_DT_C128 : CR_DT_F64;
+    cr_array *r;
+    cr_status st = cr__new_like(arena, wdt, t->e->Aarg, false, &r);
+    if (st != CR_OK)
+        return st;
+    rank1_into(t, wdt, r->data, 0.0);
+    return cr__give(arena, t->e->p[2], r, out);
+}
+
+/* add!: dest += s p qᵀ without a temporary when dest fits. */
+static cr_status gemv_A_add(cr_arena *arena, cr_array *dest, void *env)
+{
+    gemv_rank1 *t = env;
+    cr_dtype wdt = t->e->cplx ? CR_DT_C128 : CR_DT_F64;
+    if (cr__dest_ok(dest, wdt, t->e->Aarg)) {
+        rank1_into(t, wdt, dest->data, 1.0);
+        return CR_OK;
+    }
+    cr_tangent v;
+    cr_status st = gemv_A_fn(arena, &v, env);
+    return st != CR_OK ? st : cr__add_into(arena, dest, v);
+}
+
+typedef struct gemv_x_thunk {
+    const gemv_env *e;
+    mat g;
+} gemv_x_thunk;
+
+/* x̄ = conj(α) op(A)ᴴ ȳ; op(A)ᴴ is Aᴴ ('N'), conj(A) ('T') or A ('C'). */
+static cr_status gemv_x_fn(cr_arena *arena, cr_tangent *out, void *env)
+{
+    gemv_x_thunk *t = env;
+    const gemv_env *e = t->e;
+    mat r, g;
+    cr_status st;
+    if (e->op == 'T') {
+        /* conj(A) ȳ = conj(A conj(ȳ)) */
+        st = mat_copy(arena, &t->g, &g);
+        if (st != CR_OK)
+            return st;
+        mat_conj(&g);
+        st = mat_mul(arena, 'N', 'N', e->alpha, &e->A, &g, &r);
+        if (st == CR_OK)
+            mat_conj(&r);
+    } else {
+        st = mat_mul(arena, e->op == 'N' ? 'C' : 'N', 'N', conj(e->alpha), &e->A, &t->g, &r);
+    }
+    return st != CR_OK ? st : mat_give(arena, e->p[3], &r, true, out);
+}
+
+/* ᾱ = <op(A) x, ȳ>, Ā (InplaceableThunk), x̄ (thunk), β̄ = <y, ȳ>, ȳ_y = conj(β) ȳ. */
+static cr_status gemv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                               void *env)
+{
+    gemv_env *e = env;
+    size_t rows = e->Ax.r;
+    cr_dtype wdt = e->cplx ? CR_DT_C128 : CR_DT_F64;
+    mat g;
+    cr_status st = cot_mat(arena, "gemv_pullback", *dy, 1, &rows, e->cplx, &g);
+    if (st != CR_OK)
+        return st;
+    zero_cotangents(e->diff, dx, nx);
+    if (g.p == NULL)
+        return CR_OK;
+    if (e->diff[1]) {
+        cr_complex a = 0;
+        for (size_t i = 0; i < rows; i++)
+            a += conj(mat_get(&e->Ax, i, 0)) * mat_get(&g, i, 0);
+        st = cr_project_apply(arena, e->p[1], cr__scalar_tangent(wdt, a), &dx[2]);
+        if (st != CR_OK)
+            return st;
+    }
+    if (e->diff[2]) {
+        gemv_rank1 *ta = cr_arena_alloc(arena, sizeof *ta, _Alignof(gemv_rank1));
+        if (ta == NULL)
+            return CR__ALLOC_STATUS(arena);
+        ta->e = e;
+        if (e->op == 'N') {
+            ta->s = conj(e->alpha);
+            ta->p = g;
+            st = mat_copy(arena, &e->x, &ta->q);
+            if (st == CR_OK)
+                mat_conj(&ta->q);
+        } else if (e->op == 'T') {
+            ta->s = conj(e->alpha);
+            ta->q = g;
+            st = mat_copy(arena, &e->x, &ta->p);
+            if (st == CR_OK)
+                mat_conj(&ta->p);
+        } else {
+            ta->s = e->alpha;
+            ta->p = e->x;
+            st = mat_copy(arena, &g, &ta->q);
+            if (st == CR_OK)
+                mat_conj(&ta->q);
+        }
+        if (st == CR_OK)
+            st = cr__thunk(arena, gemv_A_fn, gemv_A_add, ta, "gemv_pullback_A", &dx[3]);
+        if (st != CR_OK)
+            return st;
+    }
+    if (e->diff[3]) {
+        gemv_x_thunk *tx = cr_arena_alloc(arena, sizeof *tx, _Alignof(gemv_x_thunk));
+        if (tx == NULL)
+            return CR__ALLOC_STATUS(arena);
+        *tx = (gemv_x_thunk){e, g};
+        st = cr__thunk(arena, gemv_x_fn, NULL, tx, "gemv_pullback_x", &dx[4]);
+        if (st != CR_OK)
+            return st;
+    }
+    if (!e->with_y)
+        return CR_OK;
+    if (e->diff[4]) {
+        cr_complex b = 0;
+        for (size_t i = 0; i < rows; i++)
+            b += conj(mat_get(&e->y, i, 0)) * mat_get(&g, i, 0);
+        st = cr_project_apply(arena, e->p[4], cr__scalar_tangent(wdt, b), &dx[5]);
+        if (st != CR_OK)
+            return st;
+    }
+    if (e->diff[5]) {
+        /* g is shared with the thunks: scale a copy. */
+        mat r;
+        st = mat_new(arena, e->cplx, rows, 1, false, &r);
+        if (st != CR_OK)
+            return st;
+        for (size_t i = 0; i < rows; i++)
+            mat_set(&r, i, 0, conj(e->beta) * mat_get(&g, i, 0));
+        st = mat_give(arena, e->p[5], &r, true, &dx[6]);
+    }
+    return st;
+}
+
+/* gemv(trans, alpha, A, x) = alpha op(A) x and gemv(trans, alpha, A, x, beta, y) =
+ * alpha op(A) x + beta y (the out-of-place gemv!). Pullback: ᾱ = <op(A) x, ȳ>,
+ * Ā = conj(α) ȳ xᴴ mapped through op (an InplaceableThunk adding a rank-one matrix),
+ * x̄ = conj(α) op(A)ᴴ ȳ (a thunk), β̄ = <y, ȳ>, ȳ_y = conj(β) ȳ. */
+static cr_status gemv_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                            const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    gemv_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(gemv_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    mat Y;
+    cr_array *o;
+    cr_status st = gemv_forward(arena, args, nargs, e, &Y);
+    if (st == CR_OK)
+        st = mat_out(arena, &Y, true, e->dt, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
+    st = cr__projectors(arena, args, nargs, &e->p);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){gemv_pullback, e, "gemv_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(gemv, "gemv", -1)
+
+/* frule: Ẏ = α̇ op(A) x + α (op(Ȧ) x + op(A) ẋ) + β̇ y + β ẏ. */
+static cr_status gemv_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                            cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    gemv_env e;
+    memset(&e, 0, sizeof e);
+    mat Y, dA, dx, dyv, R;
+    cr_array *o;
+    cr_status st = gemv_forward(arena, args, nargs, &e, &Y);
+    if (st == CR_OK)
+        st = mat_out(arena, &Y, true, e.dt, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    cr_complex da = 0, db = 0;
+    bool nza = false, nzb = false;
+    if (cr__is_diff(&args[1]))
+        st = cr__tan_scalar(arena, "gemv", dargs[2], &da, &nza);
+    if (st == CR_OK && e.with_y && cr__is_diff(&args[4]))
+        st = cr__tan_scalar(arena, "gemv", dargs[5], &db, &nzb);
+    if (st == CR_OK)
+        st = dx_mat(arena, "gemv", dargs, args, 2, e.cplx, &dA);
+    if (st == CR_OK)
+        st = dx_mat(arena, "gemv", dargs, args, 3, e.cplx, &dx);
+    dyv.p = NULL;
+    if (st == CR_OK && e.with_y)
+        st = dx_mat(arena, "gemv", dargs, args, 5, e.cplx, &dyv);
+    if (st == CR_OK)
+        st = mat_new(arena, e.cplx, Y.r, 1, true, &R);
+    if (st != CR_OK)
+        return st;
+    if (dA.p != NULL)
+        mat_gemm(e.op, 'N', e.alpha, &dA, &e.x, 1.0, &R);
+    if (dx.p != NULL)
+        mat_gemm(e.op, 'N', e.alpha, &e.A, &dx, 1.0, &R);
+    if (nzb)
+        for (size_t i = 0; i < R.r; i++)
+            mat_set(&R, i, 0, mat_get(&R, i, 0) + db * mat_get(&e.y, i, 0));
+    for (size_t i = 0; i < R.r; i++) {
+        cr_complex v = mat_get(&R, i, 0);
+        if (nza)
+            v += da * mat_get(&e.Ax, i, 0);
+        if (dyv.p != NULL)
+            v += e.beta * mat_get(&dyv, i, 0);
+        mat_set(&R, i, 0, v);
+    }
+    cr_array *r;
+    st = mat_out(arena, &R, true, e.cplx ? CR_DT_C128 : CR_DT_F64, &r);
+    return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
+}
+
+#if defined(CR_HAVE_LAPACKE)
+
+static cr_status lapack_fail(cr_arena *arena, const char *who, lapack_int info)
+{
+    return CR__FAIL(arena, CR_EBACKEND, "%s: LAPACK reported info = %d", who, (int)info);
+}
+
+static cr_status singular(cr_arena *arena, const char *who)
+{
+    return CR__FAIL(arena, CR_EDOMAIN, "%s: the matrix is singular (a zero diagonal entry)", who);
+}
+
+/* Whether a diagonal entry of the square m is zero. */
+static bool zero_diag(const mat *m)
+{
+    for (size_t i = 0; i < m->r; i++)
+        if (mat_get(m, i, i) == 0)
+            return true;
+    return false;
+}
+
+/* The op of the adjoint: op(A)ᴴ = adj_op(op)(A), where 'J' is the conjugate (no transpose). */
+static char adj_op(char op, bool cplx)
+{
+    if (!cplx)
+        return op == 'N' ? 'T' : 'N';
+    return op == 'N' ? 'C' : op == 'C' ? 'N' : 'J';
+}
+
+/* X := op(T)⁻¹ X for the triangle uplo of T (unit diagonal when diag is 'U'); op 'N', 'T',
+ * 'C' or 'J' (conj(T), solved as conj(T⁻¹ conj(X))). */
+static cr_status tri_solve(cr_arena *arena, const char *who, const mat *T, char uplo, char op,
+                           char diag, mat *X)
+{
+    size_t n = T->r;
+    if (n == 0 || X->c == 0)
+        return CR_OK;
+    bool conj_trick = op == 'J' && X->cplx;
+    char t = op == 'J' ? 'N' : (op == 'C' && !X->cplx) ? 'T' : op;
+    if (conj_trick)
+        mat_conj(X);
+    lapack_int info =
+        X->cplx ? LAPACKE_ztrtrs_work(LAPACK_COL_MAJOR, uplo, t, diag, (lapack_int)n,
+                                      (lapack_int)X->c, T->p, (lapack_int)n, X->p, (lapack_int)n)
+                : LAPACKE_dtrtrs_work(LAPACK_COL_MAJOR, uplo, t, diag, (lapack_int)n,
+                                      (lapack_int)X->c, T->p, (lapack_int)n, X->p, (lapack_int)n);
+    if (conj_trick)
+        mat_conj(X);
+    if (info > 0)
+        return singular(arena, who);
+    return info != 0 ? lapack_fail(arena, who, info) : CR_OK;
+}
+
+/* ---- Tuples ------------------------------------------------------------------------------ */
+
+typedef struct tup2 {
+    cr_array a, b;
+} tup2;
+static const cr_field k_tup2_fields[2] = {{NULL, offsetof(tup2, a), CR_KIND_ARRAY, NULL},
+                                          {NULL, offsetof(tup2, b), CR_KIND_ARRAY, NULL}};
+static const cr_type k_tup2 = {"tuple(array,array)", sizeof(tup2), 2, k_tup2_fields};
+
+/* Field i of a tuple cotangent (zeros give ZeroTangent). */
+static cr_status tuple_field(cr_arena *arena, const char *who, cr_tangent dy, size_t i,
+                             cr_tangent *out)
+{
+    cr_status st = cr_tangent_unthunk(dy, &dy);
+    if (st != CR_OK)
+        return st;
+    if (cr_tangent_is_zero(dy)) {
+        *out = cr_tangent_zero();
+        return CR_OK;
+    }
+    if (dy.tag != CR_TAN_STRUCT)
+        return CR__FAIL(arena, CR_ETANGENT,
+                        "%s: the output is a tuple, its cotangent must be a structural tangent "
+                        "(got %s)",
+                        who, cr_tag_name((cr_tag)dy.tag));
+    *out = cr_tangent_field(dy, i);
+    return CR_OK;
+}
+
+/* ---- LU factors: A = P L U packed as LAPACK's getrf leaves them --------------------------- */
+
+typedef struct lu_f {
+    mat F;            /* L strictly below the diagonal (unit diagonal implied), U on and above */
+    lapack_int *ipiv; /* 1-based row interchanges */
+    size_t n;
+} lu_f;
+
+/* The rows of X permuted: fwd gives Pᵀ X (the interchanges in order), else P X. */
+static void lu_perm(const lu_f *f, mat *X, bool fwd)
+{
+    size_t n = f->n;
+    for (size_t t = 0; t < n; t++) {
+        size_t i = fwd ? t : n - 1 - t, k = (size_t)f->ipiv[i] - 1;
+        if (k == i)
+            continue;
+        for (size_t j = 0; j < X->c; j++) {
+            cr_complex a = mat_get(X, i, j);
+            mat_set(X, i, j, mat_get(X, k, j));
+            mat_set(X, k, j, a);
+        }
+    }
+}
+
+/* The explicit unit lower L and upper U of the packed factors. */
+static cr_status lu_split(cr_arena *arena, const lu_f *f, mat *L, mat *U)
+{
+    cr_status st = mat_copy(arena, &f->F, L);
+    if (st == CR_OK)
+        st = mat_copy(arena, &f->F, U);
+    if (st != CR_OK)
+        return st;
+    mat_tri(L, 'L', true);
+    for (size_t i = 0; i < f->n; i++)
+        mat_set(L, i, i, 1.0);
+    mat_tri(U, 'U', false);
+    return CR_OK;
+}
+
+/* X := op(A)⁻¹ X with A = P L U; op 'N', 'T', 'C' or 'J' (conj(A)). */
+static cr_status lu_solve(cr_arena *arena, const char *who, const lu_f *f, char op, mat *X)
+{
+    size_t n = f->n;
+    if (n == 0 || X->c == 0)
+        return CR_OK;
+    bool conj_trick = op == 'J' && X->cplx;
+    char t = op == 'J' ? 'N' : (op == 'C' && !X->cplx) ? 'T' : op;
+    if (conj_trick)
+        mat_conj(X);
+    lapack_int info =
+        X->cplx ? LAPACKE_zgetrs_work(LAPACK_COL_MAJOR, t, (lapack_int)n, (lapack_int)X->c, f->F.p,
+                                      (lapack_int)n, f->ipiv, X->p, (lapack_int)n)
+                : LAPACKE_dgetrs_work(LAPACK_COL_MAJOR, t, (lapack_int)n, (lapack_int)X->c, f->F.p,
+                                      (lapack_int)n, f->ipiv, X->p, (lapack_int)n);
+    if (conj_trick)
+        mat_conj(X);
+    return info != 0 ? lapack_fail(arena, who, info) : CR_OK;
+}
+
+/* The cotangent of the packed factors from that of A = P L U:
+ * F̄ = strictly-lower(Pᵀ Ā Uᴴ) + upper(Lᴴ Pᵀ Ā). */
+static cr_status lu_grad(cr_arena *arena, const lu_f *f, const mat *Abar, mat *Fbar)
+{
+    mat W, L, U, G;
+    cr_status st = mat_copy(arena, Abar, &W);
+    if (st == CR_OK)
+        st = lu_split(arena, f, &L, &U);
+    if (st != CR_OK)
+        return st;
+    lu_perm(f, &W, true);
+    st = mat_mul(arena, 'N', 'C', 1.0, &W, &U, Fbar);
+    if (st == CR_OK)
+        st = mat_mul(arena, 'C', 'N', 1.0, &L, &W, &G);
+    if (st != CR_OK)
+        return st;
+    for (size_t j = 0; j < f->n; j++)
+        for (size_t i = 0; i <= j; i++)
+            mat_set(Fbar, i, j, mat_get(&G, i, j));
+    return CR_OK;
+}
+
+/* The tangent of A = P L U from that of the packed factors: Ȧ = P (L̇ U + L U̇). */
+static cr_status lu_dA(cr_arena *arena, const lu_f *f, const mat *dF, mat *dA)
+{
+    mat L, U, dL, dU;
+    cr_status st = lu_split(arena, f, &L, &U);
+    if (st == CR_OK)
+        st = mat_copy(arena, dF, &dL);
+    if (st == CR_OK)
+        st = mat_copy(arena, dF, &dU);
+    if (st != CR_OK)
+        return st;
+    mat_tri(&dL, 'L', true);
+    mat_tri(&dU, 'U', false);
+    st = mat_mul(arena, 'N', 'N', 1.0, &dL, &U, dA);
+    if (st != CR_OK)
+        return st;
+    mat_gemm('N', 'N', 1.0, &L, &dU, 1.0, dA);
+    lu_perm(f, dA, false);
+    return CR_OK;
+}
+
+/* The arguments F (a square float matrix) and ipiv (n valid 1-based row indices). */
+static cr_status lu_args(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                         bool cplx, lu_f *f, const cr_array **Farg)
+{
+    cr_status st = matrix_arg(arena, who, args, nargs, 0, true, Farg);
+    int64_t *piv = NULL;
+    size_t np = 0;
+    if (st == CR_OK)
+        st = cr__int_list(arena, who, &args[1], &piv, &np);
+    if (st != CR_OK)
+        return st;
+    size_t n = (*Farg)->shape[0];
+    if (np != n)
+        return CR__FAIL(arena, CR_ESHAPE, "%s: ipiv has %zu entries, the matrix %zu rows", who, np,
+                        n);
+    f->n = n;
+    f->ipiv = cr_arena_alloc(arena, (n ? n : 1) * sizeof *f->ipiv, _Alignof(lapack_int));
+    if (f->ipiv == NULL)
+        return CR__ALLOC_STATUS(arena);
+    for (size_t i = 0; i < n; i++) {
+        if (piv[i] < 1 || piv[i] > (int64_t)n)
+            return CR__FAIL(arena, CR_EINVAL, "%s: ipiv[%zu] = %lld is not a row index in 1..%zu",
+                            who, i, (long long)piv[i], n);
+        f->ipiv[i] = (lapack_int)piv[i];
+    }
+    st = mat_from(arena, *Farg, cplx, &f->F);
+    if (st == CR_OK && zero_diag(&f->F))
+        st = singular(arena, who);
+    return st;
+}
+
+/* ---- getrf -------------------------------------------------------------------------------- */
+
+typedef struct getrf_env {
+    lu_f f;
+    bool singular;
+    cr_project *pA;
+} getrf_env;
+
+static cr_status getrf_forward(cr_arena *arena, const cr_value *args, size_t nargs, getrf_env *e,
+                               cr_value *y)
+{
+    const cr_array *A;
+    cr_status st = cr__nargs(arena, "getrf", nargs, 1, 1);
+    if (st == CR_OK)
+        st = matrix_arg(arena, "getrf", args, nargs, 0, true, &A);
+    bool cplx = st == CR_OK && A->dtype == CR_DT_C128;
+    if (st == CR_OK)
+        st = mat_from(arena, A, cplx, &e->f.F);
+    if (st != CR_OK)
+        return st;
+    size_t n = A->shape[0];
+    e->f.n = n;
+    e->f.ipiv = cr_arena_alloc(arena, (n ? n : 1) * sizeof *e->f.ipiv, _Alignof(lapack_int));
+    int64_t *p64 = cr_arena_alloc(arena, (n ? n : 1) * sizeof *p64, _Alignof(int64_t));
+    tup2 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(tup2));
+    if (e->f.ipiv == NULL || p64 == NULL || t == NULL)
+        return CR__ALLOC_STATUS(arena);
+    lapack_int info = n == 0 ? 0
+                      : cplx ? LAPACKE_zgetrf_work(LAPACK_COL_MAJOR, (lapack_int)n, (lapack_int)n,
+                                                   e->f.F.p, (lapack_int)n, e->f.ipiv)
+                             : LAPACKE_dgetrf_work(LAPACK_COL_MAJOR, (lapack_int)n, (lapack_int)n,
+                                                   e->f.F.p, (lapack_int)n, e->f.ipiv);
+    if (info < 0)
+        return lapack_fail(arena, "getrf", info);
+    e->singular = info > 0;
+    for (size_t i = 0; i < n; i++)
+        p64[i] = e->f.ipiv[i];
+    cr_array *Fo, *Po;
+    st = mat_out(arena, &e->f.F, false, (cr_dtype)A->dtype, &Fo);
+    if (st == CR_OK)
+        st = cr__i64_array(arena, n, p64, &Po);
+    if (st != CR_OK)
+        return st;
+    t->a = *Fo;
+    t->b = *Po;
+    *y = cr_value_struct(&k_tup2, t);
+    return CR_OK;
+}
+
+static cr_status lu_not_diff(cr_arena *arena)
+{
+    return CR__FAIL(arena, CR_EDOMAIN,
+                    "getrf: the matrix is singular (a zero pivot): its LU factors are computed "
+                    "but their derivative, which needs U⁻¹, is not");
+}
+
+/* With L̄ = strictly-lower(F̄), Ū = upper(F̄) (ChainRules' lu rule):
+ * Ā = P L⁻ᴴ (strictly-lower(Lᴴ L̄) + upper(Ū Uᴴ)) U⁻ᴴ. */
+static cr_status getrf_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                void *env)
+{
+    (void)nx;
+    getrf_env *e = env;
+    const char *who = "getrf_pullback";
+    size_t n = e->f.n, shape[2] = {n, n};
+    dx[0] = cr_tangent_none();
+    cr_tangent tF;
+    mat Fb, L, U, M, G, Mh, Z;
+    cr_status st = tuple_field(arena, who, *dy, 0, &tF);
+    if (st == CR_OK)
+        st = cot_mat(arena, who, tF, 2, shape, e->f.F.cplx, &Fb);
+    if (st != CR_OK || Fb.p == NULL) {
+        dx[1] = cr_tangent_zero();
+        return st;
+    }
+    st = lu_split(arena, &e->f, &L, &U);
+    if (st == CR_OK)
+        st = mat_copy(arena, &Fb, &G);
+    if (st != CR_OK)
+        return st;
+    mat_tri(&Fb, 'L', true); /* L̄ */
+    mat_tri(&G, 'U', false); /* Ū */
+    st = mat_mul(arena, 'C', 'N', 1.0, &L, &Fb, &M);
+    if (st == CR_OK)
+        st = mat_mul(arena, 'N', 'C', 1.0, &G, &U, &Z);
+    if (st != CR_OK)
+        return st;
+    mat_tri(&M, 'L', true);
+    mat_tri(&Z, 'U', false);
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i < n; i++)
+            mat_set(&M, i, j, mat_get(&M, i, j) + mat_get(&Z, i, j));
+    st = tri_solve(arena, who, &e->f.F, 'L', 'C', 'U', &M); /* L⁻ᴴ M */
+    if (st == CR_OK)
+        st = mat_op(arena, 'C', &M, &Mh);
+    if (st == CR_OK)
+        st = tri_solve(arena, who, &e->f.F, 'U', 'N', 'N', &Mh); /* (M U⁻ᴴ)ᴴ */
+    if (st == CR_OK)
+        st = mat_op(arena, 'C', &Mh, &Z);
+    if (st != CR_OK)
+        return st;
+    lu_perm(&e->f, &Z, false);
+    return mat_give(arena, e->pA, &Z, false, &dx[1]);
+}
+
+/* getrf(A): the tuple (F, ipiv) of the LU factorization with partial pivoting A = P L U,
+ * L and U packed in F, ipiv 1-based (LAPACK's getrf). */
+static cr_status getrf_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                             const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    getrf_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(getrf_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr_status st = getrf_forward(arena, args, nargs, e, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
+    if (e->singular)
+        return lu_not_diff(arena);
+    st = cr_project_new(arena, &args[0], &e->pA);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){getrf_pullback, e, "getrf_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(getrf, "getrf", 1)
+
+/* frule: X = L⁻¹ Pᵀ Ȧ U⁻¹, L̇ = L strictly-lower(X), U̇ = upper(X) U, Ḟ = L̇ + U̇. */
+static cr_status getrf_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                             cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    getrf_env e;
+    memset(&e, 0, sizeof e);
+    cr_status st = getrf_forward(arena, args, nargs, &e, y);
+    if (st != CR_OK)
+        return st;
+    if (e.singular)
+        return lu_not_diff(arena);
+    mat dA, Wh, X, L, U, R;
+    st = dx_mat(arena, "getrf", dargs, args, 0, e.f.F.cplx, &dA);
+    if (st != CR_OK || dA.p == NULL) {
+        *dy = cr_tangent_zero();
+        return st;
+    }
+    lu_perm(&e.f, &dA, true);
+    st = tri_solve(arena, "getrf", &e.f.F, 'L', 'N', 'U', &dA); /* L⁻¹ Pᵀ Ȧ */
+    if (st == CR_OK)
+        st = mat_op(arena, 'C', &dA, &Wh);
+    if (st == CR_OK)
+        st = tri_solve(arena, "getrf", &e.f.F, 'U', 'C', 'N', &Wh); /* (W U⁻¹)ᴴ */
+    if (st == CR_OK)
+        st = mat_op(arena, 'C', &Wh, &X);
+    if (st == CR_OK)
+        st = lu_split(arena, &e.f, &L, &U);
+    if (st == CR_OK)
+        st = mat_copy(arena, &X, &R);
+    if (st != CR_OK)
+        return st;
+    mat_tri(&X, 'L', true);
+    mat_tri(&R, 'U', false);
+    mat dF;
+    st = mat_mul(arena, 'N', 'N', 1.0, &L, &X, &dF);
+    if (st != CR_OK)
+        return st;
+    mat_gemm('N', 'N', 1.0, &R, &U, 1.0, &dF);
+    cr_array *o;
+    st = mat_out(arena, &dF, false, dF.cplx ? CR_DT_C128 : CR_DT_F64, &o);
+    if (st != CR_OK)
+        return st;
+    cr_tangent fl[2] = {cr_tangent_zero(), cr_tangent_none()};
+    tup2 *t = y->u.obj.ptr;
+    st = cr_project_tangent(arena, &(cr_value){.kind = CR_KIND_ARRAY, .u.arr = &t->a},
+                            cr_tangent_array(o), &fl[0]);
+    return st != CR_OK ? st : cr_tangent_struct(arena, &k_tup2, NULL, fl, 2, dy);
+}
+
+/* ---- getrs -------------------------------------------------------------------------------- */
+
+typedef struct getrs_env {
+    lu_f f;
+    mat X;
+    char op;
+    bool vec, diff[4];
+    cr_project **p;
+} getrs_env;
+
+static cr_status getrs_forward(cr_arena *arena, const cr_value *args, size_t nargs, getrs_env *e,
+                               cr_dtype *dt)
+{
+    const char *who = "getrs";
+    const cr_array *F, *B;
+    cr_status st = cr__nargs(arena, who, nargs, 4, 4);
+    if (st == CR_OK)
+        st = matrix_arg(arena, who, args, nargs, 0, true, &F);
+    if (st == CR_OK)
+        st = rhs_arg(arena, who, args, nargs, 2, F->shape[0], &B);
+    if (st == CR_OK)
+        st = flag_arg(arena, who, args, 3, "NTC", &e->op);
+    if (st != CR_OK)
+        return st;
+    *dt = cr__promote((cr_dtype)F->dtype, (cr_dtype)B->dtype);
+    bool cplx = *dt == CR_DT_C128;
+    st = lu_args(arena, who, args, nargs, cplx, &e->f, &F);
+    if (st == CR_OK)
+        st = mat_from(arena, B, cplx, &e->X);
+    if (st == CR_OK)
+        st = lu_solve(arena, who, &e->f, e->op, &e->X);
+    e->vec = B->ndim == 1;
+    for (size_t i = 0; i < 4; i++)
+        e->diff[i] = cr__is_diff(&args[i]);
+    return st;
+}
+
+typedef struct lu_thunk {
+    const lu_f *f;
+    const cr_project *p;
+    mat Abar;
+} lu_thunk;
+
+/* F̄ from Ā (lu_grad), projected. */
+static cr_status lu_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
+{
+    lu_thunk *t = env;
+    mat Fb;
+    cr_status st = lu_grad(arena, t->f, &t->Abar, &Fb);
+    return st != CR_OK ? st : mat_give(arena, t->p, &Fb, false, out);
+}
+
+/* M = op(A): B̄ = M⁻ᴴ X̄, M̄ = -B̄ Xᴴ, Ā = op⁻¹(M̄), F̄ from Ā (a thunk). */
+static cr_status getrs_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                void *env)
+{
+    getrs_env *e = env;
+    const char *who = "getrs_pullback";
+    size_t shape[2] = {e->X.r, e->X.c};
+    bool cplx = e->X.cplx;
+    mat G;
+    cr_status st = cot_mat(arena, who, *dy, e->vec ? 1 : 2, shape, cplx, &G);
+    zero_cotangents(e->diff, dx, nx);
+    if (st != CR_OK || G.p == NULL)
+        return st;
+    st = lu_solve(arena, who, &e->f, adj_op(e->op, cplx), &G);
+    if (st == CR_OK && e->diff[2])
+        st = mat_give(arena, e->p[2], &G, e->vec, &dx[3]);
+    if (st != CR_OK || !e->diff[0])
+        return st;
+    lu_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(lu_thunk));
+    if (t == NULL)
+        return CR__ALLOC_STATUS(arena);
+    mat Mb;
+    st = mat_mul(arena, 'N', 'C', -1.0, &G, &e->X, &Mb);
+    if (st == CR_OK)
+        st = mat_op(arena, e->op == 'N' ? 'N' : e->op == 'T' ? 'T' : 'C', &Mb, &t->Abar);
+    if (st != CR_OK)
+        return st;
+    t->f = &e->f;
+    t->p = e->p[0];
+    return cr__thunk(arena, lu_thunk_fn, NULL, t, "getrs_pullback_F", &dx[1]);
+}
+
+/* getrs(F, ipiv, B, trans): op(A)⁻¹ B with A = P L U given by getrf's (F, ipiv); trans
+ * 'N', 'T' or 'C' (LAPACK's getrs). */
+static cr_status getrs_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                             const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    getrs_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(getrs_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr_dtype dt = CR_DT_F64;
+    cr_array *o;
+    cr_status st = getrs_forward(arena, args, nargs, e, &dt);
+    if (st == CR_OK)
+        st = mat_out(arena, &e->X, e->vec, dt, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
+    st = cr__projectors(arena, args, nargs, &e->p);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){getrs_pullback, e, "getrs_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(getrs, "getrs", 4)
+
+/* frule: Ẋ = op(A)⁻¹ (Ḃ - op(Ȧ) X), Ȧ = P (L̇ U + L U̇) from Ḟ. */
+static cr_status getrs_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                             cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    getrs_env e;
+    memset(&e, 0, sizeof e);
+    cr_dtype dt = CR_DT_F64;
+    cr_array *o;
+    cr_status st = getrs_forward(arena, args, nargs, &e, &dt);
+    if (st == CR_OK)
+        st = mat_out(arena, &e.X, e.vec, dt, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    bool cplx = e.X.cplx;
+    mat dF, dB, R, dA;
+    st = dx_mat(arena, "getrs", dargs, args, 0, cplx, &dF);
+    if (st == CR_OK)
+        st = dx_mat(arena, "getrs", dargs, args, 2, cplx, &dB);
+    if (st != CR_OK)
+        return st;
+    if (dF.p == NULL && dB.p == NULL) {
+        *dy = cr_tangent_zero();
+        return CR_OK;
+    }
+    st = dB.p != NULL ? mat_copy(arena, &dB, &R) : mat_new(arena, cplx, e.X.r, e.X.c, true, &R);
+    if (st == CR_OK && dF.p != NULL) {
+        st = lu_dA(arena, &e.f, &dF, &dA);
+        if (st == CR_OK)
+            mat_gemm(e.op, 'N', -1.0, &dA, &e.X, 1.0, &R);
+    }
+    if (st == CR_OK)
+        st = lu_solve(arena, "getrs", &e.f, e.op, &R);
+    cr_array *r;
+    if (st == CR_OK)
+        st = mat_out(arena, &R, e.vec, cplx ? CR_DT_C128 : CR_DT_F64, &r);
+    return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
+}
+
+/* ---- getri -------------------------------------------------------------------------------- */
+
+typedef struct getri_env {
+    lu_f f;
+    mat Y;
+    cr_project *pF;
+} getri_env;
+
+static cr_status getri_forward(cr_arena *arena, const cr_value *args, size_t nargs, getri_env *e,
+                               cr_array **o)
+{
+    const cr_array *F;
+    cr_status st = cr__nargs(arena, "getri", nargs, 2, 2);
+    if (st == CR_OK)
+        st = matrix_arg(arena, "getri", args, nargs, 0, true, &F);
+    if (st == CR_OK)
+        st = lu_args(arena, "getri", args, nargs, F->dtype == CR_DT_C128, &e->f, &F);
+    if (st == CR_OK)
+        st = mat_new(arena, e->f.F.cplx, e->f.n, e->f.n, true, &e->Y);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < e->f.n; i++)
+        mat_set(&e->Y, i, i, 1.0);
+    st = lu_solve(arena, "getri", &e->f, 'N', &e->Y);
+    return st != CR_OK ? st : mat_out(arena, &e->Y, false, (cr_dtype)F->dtype, o);
+}
+
+/* Ā = -Yᴴ Ȳ Yᴴ (inv's rule), then F̄ from Ā. */
+static cr_status getri_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                void *env)
+{
+    (void)nx;
+    getri_env *e = env;
+    size_t shape[2] = {e->f.n, e->f.n};
+    dx[0] = cr_tangent_none();
+    dx[2] = cr_tangent_none();
+    mat G, T, Ab, Fb;
+    cr_status st = cot_mat(arena, "getri_pullback", *dy, 2, shape, e->Y.cplx, &G);
+    if (st != CR_OK || G.p == NULL) {
+        dx[1] = cr_tangent_zero();
+        return st;
+    }
+    st = mat_mul(arena, 'C', 'N', 1.0, &e->Y, &G, &T);
+    if (st == CR_OK)
+        st = mat_mul(arena, 'N', 'C', -1.0, &T, &e->Y, &Ab);
+    if (st == CR_OK)
+        st = lu_grad(arena, &e->f, &Ab, &Fb);
+    return st != CR_OK ? st : mat_give(arena, e->pF, &Fb, false, &dx[1]);
+}
+
+/* getri(F, ipiv): A⁻¹ for A = P L U given by getrf's (F, ipiv). */
+static cr_status getri_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                             const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    getri_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(getri_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr_array *o;
+    cr_status st = getri_forward(arena, args, nargs, e, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
+    st = cr_project_new(arena, &args[0], &e->pF);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){getri_pullback, e, "getri_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(getri, "getri", 2)
+
+/* frule: Ẏ = -Y Ȧ Y. */
+static cr_status getri_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                             cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    getri_env e;
+    memset(&e, 0, sizeof e);
+    cr_array *o;
+    cr_status st = getri_forward(arena, args, nargs, &e, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    mat dF, dA, T, R;
+    st = dx_mat(arena, "getri", dargs, args, 0, e.Y.cplx, &dF);
+    if (st != CR_OK || dF.p == NULL) {
+        *dy = cr_tangent_zero();
+        return st;
+    }
+    st = lu_dA(arena, &e.f, &dF, &dA);
+    if (st == CR_OK)
+        st = mat_mul(arena, 'N', 'N', 1.0, &e.Y, &dA, &T);
+    if (st == CR_OK)
+        st = mat_mul(arena, 'N', 'N', -1.0, &T, &e.Y, &R);
+    cr_array *r;
+    if (st == CR_OK)
+        st = mat_out(arena, &R, false, R.cplx ? CR_DT_C128 : CR_DT_F64, &r);
+    return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
+}
+
+/* ---- potrf -------------------------------------------------------------------------------- */
+
+/* The Hermitian matrix whose triangle uplo is that of m (the diagonal's real part), in
+ * place: what potrf reads. */
+static void herm_from(mat *m, char uplo)
+{
+    size_t n = m->r;
+    for (size_t j = 0; j < n; j++) {
+        mat_set(m, j, j, creal(mat_get(m, j, j)));
+        for (size_t i = j + 1; i < n; i++) {
+            if (uplo == 'U')
+                mat_set(m, i, j, conj(mat_get(m, j, i)));
+            else
+                mat_set(m, j, i, conj(mat_get(m, i, j)));
+        }
+    }
+}
+
+/* The gradient S with respect to herm_from(A, uplo) folded onto the triangle it was read
+ * from: S_ij + conj(S_ji) off the diagonal, re S_ii on it, 0 in the other triangle. */
+static void herm_fold(mat *S, char uplo)
+{
+    size_t n = S->r;
+    for (size_t j = 0; j < n; j++) {
+        mat_set(S, j, j, creal(mat_get(S, j, j)));
+        for (size_t i = j + 1; i < n; i++) {
+            cr_complex lo = mat_get(S, i, j), up = mat_get(S, j, i);
+            mat_set(S, i, j, uplo == 'L' ? lo + conj(up) : 0.0);
+            mat_set(S, j, i, uplo == 'U' ? up + conj(lo) : 0.0);
+        }
+    }
+}
+
+typedef struct potrf_env {
+    mat U; /* the upper factor: H = Uᴴ U */
+    char uplo;
+    cr_project *pA;
+} potrf_env;
+
+static cr_status potrf_forward(cr_arena *arena, const cr_value *args, size_t nargs, potrf_env *e,
+                               cr_value *y)
+{
+    const cr_array *A;
+    cr_status st = cr__nargs(arena, "potrf", nargs, 2, 2);
+    if (st == CR_OK)
+        st = matrix_arg(arena, "potrf", args, nargs, 0, true, &A);
+    if (st == CR_OK)
+        st = flag_arg(arena, "potrf", args, 1, "UL", &e->uplo);
+    if (st == CR_OK)
+        st = mat_from(arena, A, A->dtype == CR_DT_C128, &e->U);
+    if (st != CR_OK)
+        return st;
+    herm_from(&e->U, e->uplo);
+    size_t n = e->U.r;
+    lapack_int info =
+        n == 0 ? 0
+        : e->U.cplx
+            ? LAPACKE_zpotrf_work(LAPACK_COL_MAJOR, 'U', (lapack_int)n, e->U.p, (lapack_int)n)
+            : LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, 'U', (lapack_int)n, e->U.p, (lapack_int)n);
+    if (info > 0)
+        return CR__FAIL(arena, CR_EDOMAIN,
+                        "potrf: the matrix is not positive definite (leading minor %d)", (int)info);
+    if (info < 0)
+        return lapack_fail(arena, "potrf", info);
+    mat_tri(&e->U, 'U', false);
+    mat Fo;
+    st = mat_op(arena, e->uplo == 'U' ? 'N' : 'C', &e->U, &Fo);
+    cr_array *o;
+    if (st == CR_OK)
+        st = mat_out(arena, &Fo, false, (cr_dtype)A->dtype, &o);
+    if (st != CR_OK)
+        return st;
+    o->structure = e->uplo == 'U' ? CR_MAT_UPPER : CR_MAT_LOWER;
+    *y = cr_value_array(o);
+    return CR_OK;
+}
+
+/* With Ū = F̄ ('U') or F̄ᴴ ('L'), upper: Φ = the Hermitian matrix of the upper triangle of
+ * Ū Uᴴ (diagonal real), S = U⁻¹ Φ U⁻ᴴ / 2 (Seeger et al.), folded onto the read triangle. */
+static cr_status potrf_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                void *env)
+{
+    (void)nx;
+    potrf_env *e = env;
+    const char *who = "potrf_pullback";
+    size_t n = e->U.r, shape[2] = {n, n};
+    dx[0] = cr_tangent_none();
+    dx[2] = cr_tangent_none();
+    mat G, Ub, P, X;
+    cr_status st = cot_mat(arena, who, *dy, 2, shape, e->U.cplx, &G);
+    if (st != CR_OK || G.p == NULL) {
+        dx[1] = cr_tangent_zero();
+        return st;
+    }
+    st = mat_op(arena, e->uplo == 'U' ? 'N' : 'C', &G, &Ub);
+    if (st != CR_OK)
+        return st;
+    mat_tri(&Ub, 'U', false);
+    st = mat_mul(arena, 'N', 'C', 1.0, &Ub, &e->U, &P);
+    if (st != CR_OK)
+        return st;
+    herm_from(&P, 'U');
+    st = tri_solve(arena, who, &e->U, 'U', 'N', 'N', &P); /* U⁻¹ Φ */
+    if (st == CR_OK)
+        st = mat_op(arena, 'C', &P, &X); /* Φ U⁻ᴴ */
+    if (st == CR_OK)
+        st = tri_solve(arena, who, &e->U, 'U', 'N', 'N', &X); /* U⁻¹ Φ U⁻ᴴ */
+    if (st != CR_OK)
+        return st;
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i < n; i++)
+            mat_set(&X, i, j, 0.5 * mat_get(&X, i, j));
+    herm_fold(&X, e->uplo);
+    return mat_give(arena, e->pA, &X, false, &dx[1]);
+}
+
+/* potrf(A, uplo): the Cholesky factor of the Hermitian positive definite matrix whose
+ * triangle uplo is A's: U with A = Uᴴ U ('U') or L with A = L Lᴴ ('L'), tagged Upper or
+ * Lower, the other triangle zero. */
+static cr_status potrf_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                             const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    potrf_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(potrf_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr_status st = potrf_forward(arena, args, nargs, e, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
+    st = cr_project_new(arena, &args[0], &e->pA);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){potrf_pullback, e, "potrf_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(potrf, "potrf", 2)
+
+/* frule: Ḣ read from Ȧ's triangle, S = U⁻ᴴ Ḣ U⁻¹, U̇ = Φ(S) U with Φ keeping the upper
+ * triangle and halving the diagonal; L̇ = U̇ᴴ. */
+static cr_status potrf_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                             cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    potrf_env e;
+    memset(&e, 0, sizeof e);
+    cr_status st = potrf_forward(arena, args, nargs, &e, y);
+    if (st != CR_OK)
+        return st;
+    size_t n = e.U.r;
+    mat dH, W, R, D;
+    st = dx_mat(arena, "potrf", dargs, args, 0, e.U.cplx, &dH);
+    if (st != CR_OK || dH.p == NULL) {
+        *dy = cr_tangent_zero();
+        return st;
+    }
+    herm_from(&dH, e.uplo);
+    st = tri_solve(arena, "potrf", &e.U, 'U', 'C', 'N', &dH); /* U⁻ᴴ Ḣ */
+    if (st == CR_OK)
+        st = mat_op(arena, 'C', &dH, &W);
+    if (st == CR_OK)
+        st = tri_solve(arena, "potrf", &e.U, 'U', 'C', 'N', &W); /* U⁻ᴴ Ḣ U⁻¹ */
+    if (st != CR_OK)
+        return st;
+    mat_tri(&W, 'U', false);
+    for (size_t i = 0; i < n; i++)
+        mat_set(&W, i, i, 0.5 * creal(mat_get(&W, i, i)));
+    st = mat_mul(arena, 'N', 'N', 1.0, &W, &e.U, &R);
+    if (st == CR_OK)
+        st = mat_op(arena, e.uplo == 'U' ? 'N' : 'C', &R, &D);
+    cr_array *r;
+    if (st == CR_OK)
+        st = mat_out(arena, &D, false, D.cplx ? CR_DT_C128 : CR_DT_F64, &r);
+    return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
+}
+
+/* ---- potrs -------------------------------------------------------------------------------- */
+
+typedef struct potrs_env {
+    mat T, X; /* the factor's triangle (the other zero); the solution */
+    char uplo;
+    bool vec, diff[3];
+    cr_project **p;
+} potrs_env;
+
+/* X := A⁻¹ X with A = Tᴴ T ('U') or T Tᴴ ('L'). */
+static cr_status potrs_solve(cr_arena *arena, const char *who, const potrs_env *e, mat *X)
+{
+    size_t n = e->T.r;
+    if (n == 0 || X->c == 0)
+        return CR_OK;
+    lapack_int info =
+        X->cplx ? LAPACKE_zpotrs_work(LAPACK_COL_MAJOR, e->uplo, (lapack_int)n, (lapack_int)X->c,
+                                      e->T.p, (lapack_int)n, X->p, (lapack_int)n)
+                : LAPACKE_dpotrs_work(LAPACK_COL_MAJOR, e->uplo, (lapack_int)n, (lapack_int)X->c,
+                                      e->T.p, (lapack_int)n, X->p, (lapack_int)n);
+    return info != 0 ? lapack_fail(arena, who, info) : CR_OK;
+}
+
+static cr_status potrs_forward(cr_arena *arena, const cr_value *args, size_t nargs, potrs_env *e,
+                               cr_dtype *dt)
+{
+    const char *who = "potrs";
+    const cr_array *F, *B;
+    cr_status st = cr__nargs(arena, who, nargs, 3, 3);
+    if (st == CR_OK)
+        st = matrix_arg(arena, who, args, nargs, 0, true, &F);
+    if (st == CR_OK)
+        st = flag_arg(arena, who, args, 1, "UL", &e->uplo);
+    if (st == CR_OK)
+        st = rhs_arg(arena, who, args, nargs, 2, F->shape[0], &B);
+    if (st != CR_OK)
+        return st;
+    *dt = cr__promote((cr_dtype)F->dtype, (cr_dtype)B->dtype);
+    bool cplx = *dt == CR_DT_C128;
+    e->vec = B->ndim == 1;
+    for (size_t i = 0; i < 3; i++)
+        e->diff[i] = cr__is_diff(&args[i]);
+    st = mat_from(arena, F, cplx, &e->T);
+    if (st != CR_OK)
+        return st;
+    mat_tri(&e->T, e->uplo, false);
+    if (zero_diag(&e->T))
+        return singular(arena, who);
+    st = mat_from(arena, B, cplx, &e->X);
+    return st != CR_OK ? st : potrs_solve(arena, who, e, &e->X);
+}
+
+typedef struct potrs_thunk {
+    const potrs_env *e;
+    mat Bbar;
+} potrs_thunk;
+
+/* Ā = -B̄ Xᴴ; F̄ = upper(U (Ā + Āᴴ)) or lower((Ā + Āᴴ) L). */
+static cr_status potrs_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
+{
+    potrs_thunk *t = env;
+    const potrs_env *e = t->e;
+    mat Ab, Fb;
+    cr_status st = mat_mul(arena, 'N', 'C', -1.0, &t->Bbar, &e->X, &Ab);
+    if (st != CR_OK)
+        return st;
+    size_t n = Ab.r;
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i <= j; i++) {
+            cr_complex s = mat_get(&Ab, i, j) + conj(mat_get(&Ab, j, i));
+            mat_set(&Ab, i, j, s);
+            mat_set(&Ab, j, i, conj(s));
+        }
+    st = e->uplo == 'U' ? mat_mul(arena, 'N', 'N', 1.0, &e->T, &Ab, &Fb)
+                        : mat_mul(arena, 'N', 'N', 1.0, &Ab, &e->T, &Fb);
+    if (st != CR_OK)
+        return st;
+    mat_tri(&Fb, e->uplo, false);
+    return mat_give(arena, e->p[0], &Fb, false, out);
+}
+
+/* B̄ = A⁻¹ X̄ (A Hermitian), F̄ through A = Uᴴ U or L Lᴴ (a thunk). */
+static cr_status potrs_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                void *env)
+{
+    potrs_env *e = env;
+    const char *who = "potrs_pullback";
+    size_t shape[2] = {e->X.r, e->X.c};
+    mat G;
+    cr_status st = cot_mat(arena, who, *dy, e->vec ? 1 : 2, shape, e->X.cplx, &G);
+    zero_cotangents(e->diff, dx, nx);
+    if (st != CR_OK || G.p == NULL)
+        return st;
+    st = potrs_solve(arena, who, e, &G);
+    if (st == CR_OK && e->diff[2])
+        st = mat_give(arena, e->p[2], &G, e->vec, &dx[3]);
+    if (st != CR_OK || !e->diff[0])
+        return st;
+    potrs_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(potrs_thunk));
+    if (t == NULL)
+        return CR__ALLOC_STATUS(arena);
+    *t = (potrs_thunk){e, G};
+    return cr__thunk(arena, potrs_thunk_fn, NULL, t, "potrs_pullback_F", &dx[1]);
+}
+
+/* potrs(F, uplo, B): A⁻¹ B for A = Uᴴ U (uplo 'U', U the upper triangle of F) or L Lᴴ
+ * ('L', the lower triangle), as potrf returns the factor (LAPACK's potrs). */
+static cr_status potrs_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                             const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    potrs_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(potrs_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr_dtype dt = CR_DT_F64;
+    cr_array *o;
+    cr_status st = potrs_forward(arena, args, nargs, e, &dt);
+    if (st == CR_OK)
+        st = mat_out(arena, &e->X, e->vec, dt, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
+    st = cr__projectors(arena, args, nargs, &e->p);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){potrs_pullback, e, "potrs_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(potrs, "potrs", 3)
+
+/* frule: Ȧ = U̇ᴴ U + Uᴴ U̇ (or L̇ Lᴴ + L L̇ᴴ), Ẋ = A⁻¹ (Ḃ - Ȧ X). */
+static cr_status potrs_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                             cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    potrs_env e;
+    memset(&e, 0, sizeof e);
+    cr_dtype dt = CR_DT_F64;
+    cr_array *o;
+    cr_status st = potrs_forward(arena, args, nargs, &e, &dt);
+    if (st == CR_OK)
+        st = mat_out(arena, &e.X, e.vec, dt, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    bool cplx = e.X.cplx;
+    mat dT, dB, R, dA;
+    st = dx_mat(arena, "potrs", dargs, args, 0, cplx, &dT);
+    if (st == CR_OK)
+        st = dx_mat(arena, "potrs", dargs, args, 2, cplx, &dB);
+    if (st != CR_OK)
+        return st;
+    if (dT.p == NULL && dB.p == NULL) {
+        *dy = cr_tangent_zero();
+        return CR_OK;
+    }
+    st = dB.p != NULL ? mat_copy(arena, &dB, &R) : mat_new(arena, cplx, e.X.r, e.X.c, true, &R);
+    if (st == CR_OK && dT.p != NULL) {
+        mat_tri(&dT, e.uplo, false);
+        if (e.uplo == 'U') {
+            st = mat_mul(arena, 'C', 'N', 1.0, &dT, &e.T, &dA);
+            if (st == CR_OK)
+                mat_gemm('C', 'N', 1.0, &e.T, &dT, 1.0, &dA);
+        } else {
+            st = mat_mul(arena, 'N', 'C', 1.0, &dT, &e.T, &dA);
+            if (st == CR_OK)
+                mat_gemm('N', 'C', 1.0, &e.T, &dT, 1.0, &dA);
+        }
+        if (st == CR_OK)
+            mat_gemm('N', 'N', -1.0, &dA, &e.X, 1.0, &R);
+    }
+    if (st == CR_OK)
+        st = potrs_solve(arena, "potrs", &e, &R);
+    cr_array *r;
+    if (st == CR_OK)
+        st = mat_out(arena, &R, e.vec, cplx ? CR_DT_C128 : CR_DT_F64, &r);
+    return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
+}
+
+/* ---- trtrs -------------------------------------------------------------------------------- */
+
+typedef struct trtrs_env {
+    mat T, X; /* the triangle (unit diagonal stored as 1 when diag is 'U'); the solution */
+    char uplo, op, diag;
+    bool vec, diff[5];
+    cr_project **p;
+} trtrs_env;
+
+static cr_status trtrs_forward(cr_arena *arena, const cr_value *args, size_t nargs, trtrs_env *e,
+                               cr_dtype *dt)
+{
+    const char *who = "trtrs";
+    const cr_array *A, *B;
+    cr_status st = cr__nargs(arena, who, nargs, 5, 5);
+    if (st == CR_OK)
+        st = matrix_arg(arena, who, args, nargs, 0, true, &A);
+    if (st == CR_OK)
+        st = flag_arg(arena, who, args, 1, "UL", &e->uplo);
+    if (st == CR_OK)
+        st = flag_arg(arena, who, args, 2, "NTC", &e->op);
+    if (st == CR_OK)
+        st = flag_arg(arena, who, args, 3, "NU", &e->diag);
+    if (st == CR_OK)
+        st = rhs_arg(arena, who, args, nargs, 4, A->shape[0], &B);
+    if (st != CR_OK)
+        return st;
+    *dt = cr__promote((cr_dtype)A->dtype, (cr_dtype)B->dtype);
+    bool cplx = *dt == CR_DT_C128;
+    e->vec = B->ndim == 1;
+    for (size_t i = 0; i < 5; i++)
+        e->diff[i] = cr__is_diff(&args[i]);
+    st = mat_from(arena, A, cplx, &e->T);
+    if (st != CR_OK)
+        return st;
+    mat_tri(&e->T, e->uplo, false);
+    for (size_t i = 0; i < e->T.r && e->diag == 'U'; i++)
+        mat_set(&e->T, i, i, 1.0);
+    st = mat_from(arena, B, cplx, &e->X);
+    return st != CR_OK ? st : tri_solve(arena, who, &e->T, e->uplo, e->op, e->diag, &e->X);
+}
+
+typedef struct trtrs_thunk {
+    const trtrs_env *e;
+    mat Bbar;
+} trtrs_thunk;
+
+/* M̄ = -B̄ Xᴴ for M = op(T); Ā = the triangle of op⁻¹(M̄) (strict for a unit diagonal). */
+static cr_status trtrs_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
+{
+    trtrs_thunk *t = env;
+    const trtrs_env *e = t->e;
+    mat Mb, Ab;
+    cr_status st = mat_mul(arena, 'N', 'C', -1.0, &t->Bbar, &e->X, &Mb);
+    if (st == CR_OK)
+        st = mat_op(arena, e->op, &Mb, &Ab);
+    if (st != CR_OK)
+        return st;
+    mat_tri(&Ab, e->uplo, e->diag == 'U');
+    return mat_give(arena, e->p[0], &Ab, false, out);
+}
+
+/* B̄ = op(T)⁻ᴴ X̄; Ā from -B̄ Xᴴ (a thunk). */
+static cr_status trtrs_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                void *env)
+{
+    trtrs_env *e = env;
+    const char *who = "trtrs_pullback";
+    size_t shape[2] = {e->X.r, e->X.c};
+    mat G;
+    cr_status st = cot_mat(arena, who, *dy, e->vec ? 1 : 2, shape, e->X.cplx, &G);
+    zero_cotangents(e->diff, dx, nx);
+    if (st != CR_OK || G.p == NULL)
+        return st;
+    st = tri_solve(arena, who, &e->T, e->uplo, adj_op(e->op, e->X.cplx), e->diag, &G);
+    if (st == CR_OK && e->diff[4])
+        st = mat_give(arena, e->p[4], &G, e->vec, &dx[5]);
+    if (st != CR_OK || !e->diff[0])
+        return st;
+    trtrs_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(trtrs_thunk));
+    if (t == NULL)
+        return CR__ALLOC_STATUS(arena);
+    *t = (trtrs_thunk){e, G};
+    return cr__thunk(arena, trtrs_thunk_fn, NULL, t, "trtrs_pullback_A", &dx[1]);
+}
+
+/* trtrs(A, uplo, trans, diag, B): op(T)⁻¹ B for the triangle uplo of A (unit diagonal when
+ * diag is 'U'), op by trans 'N', 'T' or 'C' (LAPACK's trtrs). */
+static cr_status trtrs_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                             const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    trtrs_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(trtrs_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr_dtype dt = CR_DT_F64;
+    cr_array *o;
+    cr_status st = trtrs_forward(arena, args, nargs, e, &dt);
+    if (st == CR_OK)
+        st = mat_out(arena, &e->X, e->vec, dt, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
+    st = cr__projectors(arena, args, nargs, &e->p);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){trtrs_pullback, e, "trtrs_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(trtrs, "trtrs", 5)
+
+/* frule: Ẋ = op(T)⁻¹ (Ḃ - op(Ṫ) X), Ṫ the triangle of Ȧ. */
+static cr_status trtrs_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                             cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    trtrs_env e;
+    memset(&e, 0, sizeof e);
+    cr_dtype dt = CR_DT_F64;
+    cr_array *o;
+    cr_status st = trtrs_forward(arena, args, nargs, &e, &dt);
+    if (st == CR_OK)
+        st = mat_out(arena, &e.X, e.vec, dt, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    bool cplx = e.X.cplx;
+    mat dT, dB, R;
+    st = dx_mat(arena, "trtrs", dargs, args, 0, cplx, &dT);
+    if (st == CR_OK)
+        st = dx_mat(arena, "trtrs", dargs, args, 4, cplx, &dB);
+    if (st != CR_OK)
+        return st;
+    if (dT.p == NULL && dB.p == NULL) {
+        *dy = cr_tangent_zero();
+        return CR_OK;
+    }
+    st = dB.p != NULL ? mat_copy(arena, &dB, &R) : mat_new(arena, cplx, e.X.r, e.X.c, true, &R);
+    if (st == CR_OK && dT.p != NULL) {
+        mat_tri(&dT, e.uplo, e.diag == 'U');
+        mat_gemm(e.op, 'N', -1.0, &dT, &e.X, 1.0, &R);
+    }
+    if (st == CR_OK)
+        st = tri_solve(arena, "trtrs", &e.T, e.uplo, e.op, e.diag, &R);
+    cr_array *r;
+    if (st == CR_OK)
+        st = mat_out(arena, &R, e.vec, cplx ? CR_DT_C128 : CR_DT_F64, &r);
+    return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
+}
+
+/* ---- trsyl -------------------------------------------------------------------------------- */
+
+/* Zero what trsyl does not read: below the diagonal except the 2 x 2 blocks' entries. */
+static void schur_mask(mat *M, const bool *blk)
+{
+    for (size_t j = 0; j < M->c; j++)
+        for (size_t i = j + 1; i < M->r; i++)
+            if (!(i == j + 1 && blk[j]))
+                mat_set(M, i, j, 0.0);
+}
+
+/* The part of a Schur-form matrix trsyl reads, in place: the upper triangle and, for a real
+ * matrix, the subdiagonal entries of its 2 x 2 diagonal blocks. Blocks are found from the
+ * top: a nonzero (i + 1, i) starts one unless row i already ends one; a subdiagonal entry
+ * that is not part of a block is not read (so LAPACK always sees a valid Schur form).
+ * blk[i] records whether (i + 1, i) is a block's entry. */
+static cr_status schur_part(cr_arena *arena, mat *M, bool **blk)
+{
+    size_t n = M->r;
+    *blk = cr_arena_calloc(arena, n ? n : 1, sizeof **blk, _Alignof(bool));
+    if (*blk == NULL)
+        return CR__ALLOC_STATUS(arena);
+    for (size_t i = 0; i + 1 < n && !M->cplx; i++)
+        if (mat_get(M, i + 1, i) != 0) {
+            (*blk)[i] = true;
+            i++;
+        }
+    schur_mask(M, *blk);
+    return CR_OK;
+}
+
+typedef struct trsyl_env {
+    mat A, B, X;
+    bool *blkA, *blkB;
+    char ta, tb; /* LAPACK's: 'N' or 'T' (real), 'N' or 'C' (complex) */
+    double sgn;
+    bool diff[6];
+    cr_project **p;
+} trsyl_env;
+
+/* X := the solution of op(A) X + sgn X op(B) = X; the scaling LAPACK applies to avoid
+ * overflow, or a (nearly) singular equation, is a domain error. */
+static cr_status trsyl_solve(cr_arena *arena, const char *who, const trsyl_env *e, char ta, char tb,
+                             mat *X)
+{
+    size_t m = X->r, n = X->c;
+    if (m == 0 || n == 0)
+        return CR_OK;
+    double scale = 1;
+    lapack_int isgn = e->sgn > 0 ? 1 : -1;
+    lapack_int info = X->cplx ? LAPACKE_ztrsyl_work(LAPACK_COL_MAJOR, ta, tb, isgn, (lapack_int)m,
+                                                    (lapack_int)n, e->A.p, (lapack_int)m, e->B.p,
+                                                    (lapack_int)n, X->p, (lapack_int)m, &scale)
+                              : LAPACKE_dtrsyl_work(LAPACK_COL_MAJOR, ta, tb, isgn, (lapack_int)m,
+                                                    (lapack_int)n, e->A.p, (lapack_int)m, e->B.p,
+                                                    (lapack_int)n, X->p, (lapack_int)m, &scale);
+    if (info < 0)
+        return lapack_fail(arena, who, info);
+    if (info > 0)
+        return CR__FAIL(arena, CR_EDOMAIN,
+                        "%s: op(A) and -isgn op(B) have (nearly) common eigenvalues: the "
+                        "Sylvester equation is singular",
+                        who);
+    if (scale != 1)
+        return CR__FAIL(arena, CR_EDOMAIN,
+                        "%s: LAPACK scaled the solution by %g to avoid overflow; this function "
+                        "returns only unscaled solutions",
+                        who, scale);
+    return CR_OK;
+}
+
+static cr_status trsyl_forward(cr_arena *arena, const cr_value *args, size_t nargs, trsyl_env *e,
+                               cr_dtype *dt)
+{
+    const char *who = "trsyl";
+    const cr_array *A, *B, *C;
+    int64_t isgn = 0;
+    cr_status st = cr__nargs(arena, who, nargs, 6, 6);
+    if (st == CR_OK)
+        st = flag_arg(arena, who, args, 0, "NTC", &e->ta);
+    if (st == CR_OK)
+        st = flag_arg(arena, who, args, 1, "NTC", &e->tb);
+    if (st == CR_OK)
+        st = cr__int_arg(arena, who, &args[2], &isgn);
+    if (st == CR_OK && isgn != 1 && isgn != -1)
+        st = CR__FAIL(arena, CR_EINVAL, "trsyl: isgn must be 1 or -1 (got %lld)", (long long)isgn);
+    if (st == CR_OK)
+        st = matrix_arg(arena, who, args, nargs, 3, true, &A);
+    if (st == CR_OK)
+        st = matrix_arg(arena, who, args, nargs, 4, true, &B);
+    if (st == CR_OK)
+        st = matrix_arg(arena, who, args, nargs, 5, false, &C);
+    if (st != CR_OK)
+        return st;
+    if (C->shape[0] != A->shape[0] || C->shape[1] != B->shape[0])
+        return CR__FAIL(arena, CR_ESHAPE, "trsyl: C must be %zu x %zu (A's rows by B's)",
+                        A->shape[0], B->shape[0]);
+    *dt = cr__promote(cr__promote((cr_dtype)A->dtype, (cr_dtype)B->dtype), (cr_dtype)C->dtype);
+    bool cplx = *dt == CR_DT_C128;
+    if (cplx && (e->ta == 'T' || e->tb == 'T'))
+        return CR__FAIL(arena, CR_EINVAL,
+                        "trsyl: complex matrices take trans 'N' or 'C' (LAPACK's ztrsyl)");
+    if (!cplx) {
+        e->ta = e->ta == 'C' ? 'T' : e->ta;
+        e->tb = e->tb == 'C' ? 'T' : e->tb;
+    }
+    e->sgn = (double)isgn;
+    for (size_t i = 0; i < 6; i++)
+        e->diff[i] = cr__is_diff(&args[i]);
+    st = mat_from(arena, A, cplx, &e->A);
+    if (st == CR_OK)
+        st = mat_from(arena, B, cplx, &e->B);
+    if (st == CR_OK)
+        st = schur_part(arena, &e->A, &e->blkA);
+    if (st == CR_OK)
+        st = schur_part(arena, &e->B, &e->blkB);
+    if (st == CR_OK)
+        st = mat_from(arena, C, cplx, &e->X);
+    return st != CR_OK ? st : trsyl_solve(arena, who, e, e->ta, e->tb, &e->X);
+}
+
+typedef struct trsyl_thunk {
+    const trsyl_env *e;
+    mat Y;
+    bool b; /* B̄ (else Ā) */
+} trsyl_thunk;
+
+/* Ā = op⁻¹(-Y Xᴴ), B̄ = op⁻¹(-sgn Xᴴ Y), each restricted to what trsyl reads. */
+static cr_status trsyl_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
+{
+    trsyl_thunk *t = env;
+    const trsyl_env *e = t->e;
+    mat M, G;
+    cr_status st = t->b ? mat_mul(arena, 'C', 'N', -e->sgn, &e->X, &t->Y, &M)
+                        : mat_mul(arena, 'N', 'C', -1.0, &t->Y, &e->X, &M);
+    char op = t->b ? e->tb : e->ta;
+    if (st == CR_OK)
+        st = mat_op(arena, op == 'N' ? 'N' : 'C', &M, &G);
+    if (st != CR_OK)
+        return st;
+    schur_mask(&G, t->b ? e->blkB : e->blkA);
+    return mat_give(arena, e->p[t->b ? 4 : 3], &G, false, out);
+}
+
+/* With Y solving the adjoint equation op(A)ᴴ Y + sgn Y op(B)ᴴ = X̄: C̄ = Y, Ā and B̄ from
+ * Y (thunks). */
+static cr_status trsyl_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                void *env)
+{
+    trsyl_env *e = env;
+    const char *who = "trsyl_pullback";
+    size_t shape[2] = {e->X.r, e->X.c};
+    bool cplx = e->X.cplx;
+    mat Y;
+    cr_status st = cot_mat(arena, who, *dy, 2, shape, cplx, &Y);
+    zero_cotangents(e->diff, dx, nx);
+    if (st != CR_OK || Y.p == NULL)
+        return st;
+    char fa = e->ta == 'N' ? (cplx ? 'C' : 'T') : 'N', fb = e->tb == 'N' ? (cplx ? 'C' : 'T') : 'N';
+    st = trsyl_solve(arena, who, e, fa, fb, &Y);
+    if (st == CR_OK && e->diff[5])
+        st = mat_give(arena, e->p[5], &Y, false, &dx[6]);
+    for (int b = 0; b < 2 && st == CR_OK; b++) {
+        if (!e->diff[3 + b])
+            continue;
+        trsyl_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(trsyl_thunk));
+        if (t == NULL)
+            return CR__ALLOC_STATUS(arena);
+        *t = (trsyl_thunk){e, Y, b == 1};
+        st = cr__thunk(arena, trsyl_thunk_fn, NULL, t, b ? "trsyl_pullback_B" : "trsyl_pullback_A",
+                       &dx[4 + b]);
+    }
+    return st;
+}
+
+/* trsyl(transa, transb, isgn, A, B, C): X with op(A) X + isgn X op(B) = C for A and B in
+ * Schur form (upper quasi-triangular when real, upper triangular when complex), LAPACK's
+ * trsyl with scale = 1. */
+static cr_status trsyl_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                             const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    trsyl_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(trsyl_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr_dtype dt = CR_DT_F64;
+    cr_array *o;
+    cr_status st = trsyl_forward(arena, args, nargs, e, &dt);
+    if (st == CR_OK)
+        st = mat_out(arena, &e->X, false, dt, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
+    st = cr__projectors(arena, args, nargs, &e->p);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){trsyl_pullback, e, "trsyl_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(trsyl, "trsyl", 6)
+
+/* frule: op(A) Ẋ + sgn Ẋ op(B) = Ċ - op(Ȧ) X - sgn X op(Ḃ), Ȧ and Ḃ restricted to what
+ * trsyl reads. */
+static cr_status trsyl_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                             cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    trsyl_env e;
+    memset(&e, 0, sizeof e);
+    cr_dtype dt = CR_DT_F64;
+    cr_array *o;
+    cr_status st = trsyl_forward(arena, args, nargs, &e, &dt);
+    if (st == CR_OK)
+        st = mat_out(arena, &e.X, false, dt, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    bool cplx = e.X.cplx;
+    mat dA, dB, dC, R;
+    st = dx_mat(arena, "trsyl", dargs, args, 3, cplx, &dA);
+    if (st == CR_OK)
+        st = dx_mat(arena, "trsyl", dargs, args, 4, cplx, &dB);
+    if (st == CR_OK)
+        st = dx_mat(arena, "trsyl", dargs, args, 5, cplx, &dC);
+    if (st != CR_OK)
+        return st;
+    if (dA.p == NULL && dB.p == NULL && dC.p == NULL) {
+        *dy = cr_tangent_zero();
+        return CR_OK;
+    }
+    st = dC.p != NULL ? mat_copy(arena, &dC, &R) : mat_new(arena, cplx, e.X.r, e.X.c, true, &R);
+    if (st != CR_OK)
+        return st;
+    if (dA.p != NULL) {
+        schur_mask(&dA, e.blkA);
+        mat_gemm(e.ta, 'N', -1.0, &dA, &e.X, 1.0, &R);
+    }
+    if (dB.p != NULL) {
+        schur_mask(&dB, e.blkB);
+        mat_gemm('N', e.tb, -e.sgn, &e.X, &dB, 1.0, &R);
+    }
+    st = trsyl_solve(arena, "trsyl", &e, e.ta, e.tb, &R);
+    cr_array *r;
+    if (st == CR_OK)
+        st = mat_out(arena, &R, false, cplx ? CR_DT_C128 : CR_DT_F64, &r);
+    return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
+}
+
+#endif /* CR_HAVE_LAPACKE */
+
+/* ---- Test registrations ------------------------------------------------------------------- */
+
+static cr_value rand_number(uint64_t *rng)
+{
+    cr_dtype dt = cr__rng_dtype(rng);
+    return cr__scalar_value(dt, cr__c(cr__rng_unif(rng, -2, 2), cr__rng_unif(rng, -2, 2)));
+}
+
+static cr_value rand_flag(uint64_t *rng, const char *flags)
+{
+    return cr_value_i64(flags[cr__rng_below(rng, strlen(flags))]);
+}
+
+/* nrm2: a vector or a matrix of any float type. */
+static cr_status sample_nrm2(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                             void *env)
+{
+    (void)nargs;
+    (void)env;
+    size_t shape[2] = {2 + cr__rng_below(rng, 4), 3};
+    cr_array *x;
+    cr_status st =
+        cr__rand_array(arena, rng, cr__rng_dtype(rng), 1 + cr__rng_below(rng, 2), shape, -2, 2, &x);
+    if (st == CR_OK)
+        args[0] = cr_value_array(x);
+    return st;
+}
+
+/* gemv: trans among 'N', 'T', 'C'; A 3 x 2 or 2 x 3; mixed element types. */
+static cr_status sample_gemv(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                             void *env)
+{
+    (void)env;
+    args[0] = rand_flag(rng, "NTC");
+    args[1] = rand_number(rng);
+    size_t shape[2] = {2 + cr__rng_below(rng, 2), 2 + cr__rng_below(rng, 2)};
+    size_t nx = args[0].u.i64 == 'N' ? shape[1] : shape[0];
+    size_t ny = args[0].u.i64 == 'N' ? shape[0] : shape[1];
+    cr_array *A, *x, *y;
+    cr_status st = cr__rand_array(arena, rng, cr__rng_dtype(rng), 2, shape, -1.5, 1.5, &A);
+    if (st == CR_OK)
+        st = cr__rand_array(arena, rng, cr__rng_dtype(rng), 1, &nx, -1.5, 1.5, &x);
+    if (st != CR_OK)
+        return st;
+    args[2] = cr_value_array(A);
+    args[3] = cr_value_array(x);
+    if (nargs == 6) {
+        args[4] = rand_number(rng);
+        st = cr__rand_array(arena, rng, cr__rng_dtype(rng), 1, &ny, -1.5, 1.5, &y);
+        if (st == CR_OK)
+            args[5] = cr_value_array(y);
+    }
+    return st;
+}
+
+static const cr_rule_test k_t_nrm2 = {.sample = sample_nrm2};
+static const cr_rule_test k_t_gemv = {.sample = sample_gemv};
+
+#if defined(CR_HAVE_LAPACKE)
+
+/* An n x n matrix of entries in [-1, 1) whose diagonal has magnitude in [lo, hi) and a
+ * random sign (well conditioned). */
+static cr_status rand_dominant(cr_arena *arena, uint64_t *rng, cr_dtype dt, size_t n, double lo,
+                               double hi, cr_array **out)
+{
+    size_t shape[2] = {n, n};
+    cr_status st = cr__rand_array(arena, rng, dt, 2, shape, -1, 1, out);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < n; i++) {
+        double d = cr__rng_unif(rng, lo, hi) * (cr__rng_below(rng, 2) ? 1 : -1);
+        cr__store(*out, (ptrdiff_t)(i * n + i), d);
+    }
+    return CR_OK;
+}
+
+/* A right-hand side with n rows: a vector or an n x 2 matrix, of A's type or another. */
+static cr_status rand_rhs(cr_arena *arena, uint64_t *rng, cr_dtype adt, size_t n, cr_value *out)
+{
+    size_t shape[2] = {n, 2};
+    cr_dtype dt = cr__rng_below(rng, 2) ? adt : cr__rng_dtype(rng);
+    cr_array *B;
+    cr_status st = cr__rand_array(arena, rng, dt, 1 + cr__rng_below(rng, 2), shape, -1, 1, &B);
+    if (st == CR_OK)
+        *out = cr_value_array(B);
+    return st;
+}
+
+/* getrf: a diagonally dominant matrix with its rows shuffled, so that partial pivoting
+ * interchanges rows and its choices are clear (stable under perturbation). */
+static cr_status sample_getrf(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                              void *env)
+{
+    (void)nargs;
+    (void)env;
+    size_t n = 2 + cr__rng_below(rng, 3);
+    cr_array *A, *P;
+    cr_status st = rand_dominant(arena, rng, cr__rng_dtype(rng), n, 3, 4, &A);
+    if (st == CR_OK)
+        st = cr__new_like(arena, (cr_dtype)A->dtype, A, false, &P);
+    if (st != CR_OK)
+        return st;
+    size_t perm[4] = {0, 1, 2, 3};
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t k = cr__rng_below(rng, i + 1), t = perm[i];
+        perm[i] = perm[k];
+        perm[k] = t;
+    }
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++)
+            cr__store(P, (ptrdiff_t)(i * n + j), cr__load(A, (ptrdiff_t)(perm[i] * n + j)));
+    args[0] = cr_value_array(P);
+    return CR_OK;
+}
+
+/* getrs / getri: packed factors with a well-conditioned U (unit L), valid pivots; getrs a
+ * right-hand side and a trans flag. */
+static cr_status sample_lu(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs, void *env)
+{
+    (void)env;
+    size_t n = 2 + cr__rng_below(rng, 3);
+    cr_array *F, *ip;
+    int64_t piv[4];
+    for (size_t i = 0; i < n; i++)
+        piv[i] = (int64_t)(i + 1 + cr__rng_below(rng, n - i));
+    cr_status st = rand_dominant(arena, rng, cr__rng_dtype(rng), n, 1.5, 2.5, &F);
+    if (st == CR_OK)
+        st = cr__i64_array(arena, n, piv, &ip);
+    if (st != CR_OK)
+        return st;
+    args[0] = cr_value_array(F);
+    args[1] = cr_value_array(ip);
+    if (nargs == 4) {
+        st = rand_rhs(arena, rng, (cr_dtype)F->dtype, n, &args[2]);
+        args[3] = rand_flag(rng, "NTC");
+    }
+    return st;
+}
+
+/* potrf: a Hermitian positive definite matrix (B Bᴴ + n I), junk in the triangle that is
+ * not read, sometimes tagged Symmetric / Hermitian; uplo either. */
+static cr_status sample_potrf(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                              void *env)
+{
+    (void)nargs;
+    (void)env;
+    size_t n = 2 + cr__rng_below(rng, 3), shape[2] = {n, n};
+    cr_dtype dt = cr__rng_dtype(rng);
+    char uplo = cr__rng_below(rng, 2) ? 'U' : 'L';
+    bool tagged = cr__rng_below(rng, 3) == 0;
+    cr_array *B, *A;
+    cr_status st = cr__rand_array(arena, rng, dt, 2, shape, -1, 1, &B);
+    if (st == CR_OK)
+        st = cr__new(arena, dt, 2, shape, false, &A);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) {
+            cr_complex acc = i == j ? (double)n : 0.0;
+            for (size_t l = 0; l < n; l++)
+                acc +=
+                    cr__load(B, (ptrdiff_t)(i * n + l)) * conj(cr__load(B, (ptrdiff_t)(j * n + l)));
+            bool unread = uplo == 'U' ? i > j : i < j;
+            cr__store(A, (ptrdiff_t)(i * n + j), unread && !tagged ? 7.0 : acc);
+        }
+    if (tagged)
+        A->structure = (uint8_t)(dt == CR_DT_C128 ? CR_MAT_HERMITIAN : CR_MAT_SYMMETRIC);
+    args[0] = cr_value_array(A);
+    args[1] = cr_value_i64(uplo);
+    return CR_OK;
+}
+
+/* potrs (F, uplo, B) and trtrs (A, uplo, trans, diag, B): a well-conditioned triangle with
+ * junk in the other one. */
+static cr_status sample_tri(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs, void *env)
+{
+    (void)env;
+    size_t n = 2 + cr__rng_below(rng, 3);
+    cr_array *F;
+    cr_status st = rand_dominant(arena, rng, cr__rng_dtype(rng), n, 1.5, 2.5, &F);
+    if (st != CR_OK)
+        return st;
+    args[0] = cr_value_array(F);
+    args[1] = rand_flag(rng, "UL");
+    if (nargs == 3)
+        return rand_rhs(arena, rng, (cr_dtype)F->dtype, n, &args[2]);
+    args[2] = rand_flag(rng, "NTC");
+    args[3] = rand_flag(rng, "NU");
+    return rand_rhs(arena, rng, (cr_dtype)F->dtype, n, &args[4]);
+}
+
+/* A Schur form of order n with eigenvalues of real part about c: upper triangular (tagged
+ * Upper, so that only the triangle is perturbed), or for a real n of 2 or 4 dense with
+ * 2 x 2 blocks (complex eigenvalues) and junk below the subdiagonal. */
+static cr_status rand_schur(cr_arena *arena, uint64_t *rng, cr_dtype dt, size_t n, double c,
+                            cr_array **out)
+{
+    bool blocks = dt != CR_DT_C128 && (n == 2 || n == 4) && cr__rng_below(rng, 2);
+    size_t shape[2] = {n, n};
+    cr_status st = cr__rand_array(arena, rng, dt, 2, shape, -1, 1, out);
+    if (st != CR_OK)
+        return st;
+    cr_array *A = *out;
+    for (size_t i = 0; i < n; i++)
+        cr__store(A, (ptrdiff_t)(i * n + i), c + cr__rng_unif(rng, -0.5, 0.5));
+    if (!blocks) {
+        A->structure = CR_MAT_UPPER;
+        return CR_OK;
+    }
+    for (size_t i = 0; i + 1 < n; i++) {
+        bool blk = i % 2 == 0;
+        cr__store(A, (ptrdiff_t)((i + 1) * n + i), blk ? cr__rng_unif(rng, -1, -0.5) : 0.0);
+        if (blk) {
+            cr__store(A, (ptrdiff_t)(i * n + i + 1), cr__rng_unif(rng, 0.5, 1));
+            cr__store(A, (ptrdiff_t)((i + 1) * n + i + 1), cr__load(A, (ptrdiff_t)(i * n + i)));
+        }
+    }
+    return CR_OK;
+}
+
+/* trsyl: A and B Schur forms whose spectra keep op(A) X + isgn X op(B) well conditioned. */
+static cr_status sample_trsyl(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                              void *env)
+{
+    (void)nargs;
+    (void)env;
+    cr_dtype dt = cr__rng_dtype(rng);
+    bool cplx = dt == CR_DT_C128;
+    args[0] = rand_flag(rng, cplx ? "NC" : "NTC");
+    args[1] = rand_flag(rng, cplx ? "NC" : "NTC");
+    int64_t isgn = cr__rng_below(rng, 2) ? 1 : -1;
+    args[2] = cr_value_i64(isgn);
+    static const size_t sizes[4] = {1, 2, 3, 4};
+    size_t m = sizes[cr__rng_below(rng, 4)], n = sizes[cr__rng_below(rng, 4)], shape[2] = {m, n};
+    cr_array *A, *B, *C;
+    cr_status st = rand_schur(arena, rng, dt, m, 2.0, &A);
+    if (st == CR_OK)
+        st = rand_schur(arena, rng, dt, n, 2.0 * (double)isgn, &B);
+    if (st == CR_OK)
+        st = cr__rand_array(arena, rng, cr__rng_below(rng, 3) ? dt : cr__rng_dtype(rng), 2, shape,
+                            -1, 1, &C);
+    if (st != CR_OK)
+        return st;
+    if (!cplx && C->dtype == CR_DT_C128) {
+        /* The complex solver reads triangles only: no 2 x 2 blocks then. */
+        A->structure = CR_MAT_UPPER;
+        B->structure = CR_MAT_UPPER;
+    }
+    args[3] = cr_value_array(A);
+    args[4] = cr_value_array(B);
+    args[5] = cr_value_array(C);
+    return CR_OK;
+}
+
+static const cr_rule_test k_t_getrf = {.sample = sample_getrf};
+static const cr_rule_test k_t_lu = {.sample = sample_lu};
+static const cr_rule_test k_t_potrf = {.sample = sample_potrf};
+static const cr_rule_test k_t_tri = {.sample = sample_tri};
+static const cr_rule_test k_t_trsyl = {.sample = sample_trsyl};
+
+#endif /* CR_HAVE_LAPACKE */
+
+cr_status cr__linalg_register_level(cr_registry *reg)
+{
+    static const cr_argspec s_nrm2[1] = {{CR__M_FARRAY, NULL}};
+    static const cr_argspec s_gemv[6] = {{CR_M_INT, NULL},     {CR__M_NUM, NULL},
+                                         {CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL},
+                                         {CR__M_NUM, NULL},    {CR__M_FARRAY, NULL}};
+    cr_status st =
+        cr__add_rule(reg, &nrm2_function, s_nrm2, 1, false, nrm2_frule, nrm2_rrule, &k_t_nrm2);
+    if (st == CR_OK)
+        st = cr__add_rule(reg, &gemv_function, s_gemv, 4, false, gemv_frule, gemv_rrule, &k_t_gemv);
+    if (st == CR_OK)
+        st = cr__add_rule(reg, &gemv_function, s_gemv, 6, false, gemv_frule, gemv_rrule, &k_t_gemv);
+#if defined(CR_HAVE_LAPACKE)
+#define CR__LV_F           \
+    {                      \
+        CR__M_FARRAY, NULL \
+    }
+#define CR__LV_I       \
+    {                  \
+        CR_M_INT, NULL \
+    }
+#define CR__LV_P         \
+    {                    \
+        CR_M_A_INT, NULL \
+    }
+    static const cr_argspec s_getrf[1] = {CR__LV_F},
+                            s_getrs[4] = {CR__LV_F, CR__LV_P, CR__LV_F, CR__LV_I},
+                            s_getri[2] = {CR__LV_F, CR__LV_P}, s_potrf[2] = {CR__LV_F, CR__LV_I},
+                            s_potrs[3] = {CR__LV_F, CR__LV_I, CR__LV_F},
+                            s_trtrs[5] = {CR__LV_F, CR__LV_I, CR__LV_I, CR__LV_I, CR__LV_F},
+                            s_trsyl[6] = {CR__LV_I, CR__LV_I, CR__LV_I,
+                                          CR__LV_F, CR__LV_F, CR__LV_F};
+#undef CR__LV_F
+#undef CR__LV_I
+#undef CR__LV_P
+    static const struct {
+        const cr_function *fn;
+        const cr_argspec *sig;
+        size_t n;
+        cr_frule_fn frule;
+        cr_rrule_fn rrule;
+        const cr_rule_test *test;
+    } k[] = {
+        {&getrf_function, s_getrf, 1, getrf_frule, getrf_rrule, &k_t_getrf},
+        {&getrs_function, s_getrs, 4, getrs_frule, getrs_rrule, &k_t_lu},
+        {&getri_function, s_getri, 2, getri_frule, getri_rrule, &k_t_lu},
+        {&potrf_function, s_potrf, 2, potrf_frule, potrf_rrule, &k_t_potrf},
+        {&potrs_function, s_potrs, 3, potrs_frule, potrs_rrule, &k_t_tri},
+        {&trtrs_function, s_trtrs, 5, trtrs_frule, trtrs_rrule, &k_t_tri},
+        {&trsyl_function, s_trsyl, 6, trsyl_frule, trsyl_rrule, &k_t_trsyl},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0] && st == CR_OK; i++)
+        st = cr__add_rule(reg, k[i].fn, k[i].sig, k[i].n, false, k[i].frule, k[i].rrule, k[i].test);
+#endif
+    return st;
+}
+
+#if !defined(CR_HAVE_LAPACKE)
+
+/* Without LAPACKE: the function values exist; calling them reports CR_EUNIMPL. */
+static cr_status no_lapack(cr_arena *arena, const cr_value *f, const cr_value *args, size_t nargs,
+                           cr_value *out)
+{
+    (void)args;
+    (void)nargs;
+    (void)out;
+    return CR__FAIL(arena, CR_EUNIMPL, "%s needs LAPACKE, which this build of chainrules lacks",
+                    f->u.func.fn->name);
+}
+
+#define NO_LAPACK_FN(NAME)                                                                        \
+    static const cr_function NAME##_function = {.name = #NAME, .arity = -1, .primal = no_lapack}; \
+    const cr_value cr_fn_##NAME = {.kind = CR_KIND_FUNC, .u.func = {&NAME##_function, NULL}};
+
+NO_LAPACK_FN(getrf)
+NO_LAPACK_FN(getrs)
+NO_LAPACK_FN(getri)
+NO_LAPACK_FN(potrf)
+NO_LAPACK_FN(potrs)
+NO_LAPACK_FN(trtrs)
+NO_LAPACK_FN(trsyl)
+
+#endif /* !CR_HAVE_LAPACKE */
