@@ -3,10 +3,10 @@
  * engine: every registration through the rule tester (frule and rrule against finite
  * differences of the primal, the dot-product test, thunked seeds, add!!) at the points its
  * sampler draws, then what the samplers cannot pin down: the order of a fold, f32 kept,
- * complex arguments, zeros and a wide dynamic range in a product fold, every kind of init,
- * empty and one-element vectors, InplaceableThunks accumulating without being evaluated, a
- * functor with hand-written rules (∂f summed over the elements), and the errors (shapes,
- * arities, real-only rows, a function without rules and no AD, a failing function).
+ * complex arguments, structured and strided arrays, zeros and a wide dynamic range in a product
+ * fold, every kind of init, empty and one-element vectors, InplaceableThunks accumulating without
+ * being evaluated, a functor with hand-written rules (∂f summed over the elements), and the errors
+ * (shapes, arities, real-only rows, a function without rules and no AD, a failing function).
  */
 #include <math.h>
 #include <stdio.h>
@@ -226,6 +226,47 @@ static void test_element_types(void **state)
     assert_int_equal(cr_function_call(fx->arena, &cr_fn_accumulate, zargs, 3, &y), CR_OK);
     assert_int_equal(y.u.arr->dtype, CR_DT_C128);
     check_rules(fx, NULL, &cr_fn_accumulate, zargs, 3);
+}
+
+/* ---- Structured and strided arguments ------------------------------------------------ */
+
+static void test_structured(void **state)
+{
+    fixture *fx = *state;
+    double m[9] = {0.5, -1, 2, 1.5, 0.25, -0.75, 1.25, 0.3, -0.4};
+    cr_array U = cr_array_matrix(m, 3, 3), D = cr_array_matrix(m, 3, 3), T = U;
+    U.structure = CR_MAT_UPPER;
+    D.structure = CR_MAT_DIAGONAL;
+    D.strides[0] = 4; /* the diagonal of the 3x3 buffer */
+    D.strides[1] = 0;
+    T.strides[0] = 1; /* a transposed view */
+    T.strides[1] = 3;
+    cr_value expv, sinv;
+    fn_named("exp", &expv);
+    fn_named("sin", &sinv);
+    const cr_array *mats[3] = {&U, &D, &T};
+    for (size_t i = 0; i < 3; i++) {
+        cr_value args[3] = {expv, cr_value_array((cr_array *)mats[i]), cr_value_i64(1)};
+        check_rules(fx, NULL, &cr_fn_sum, args, 2);
+        check_rules(fx, NULL, &cr_fn_sum, args, 3);
+        args[0] = sinv;
+        check_rules(fx, NULL, &cr_fn_map, args, 2);
+    }
+    /* The cotangent of a Diagonal argument is Diagonal. */
+    cr_value args[2] = {expv, cr_value_array(&D)}, y;
+    cr_pullback pb;
+    assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_sum, args, 2, &y, &pb), CR_OK);
+    cr_tangent dy = cr_tangent_f64(1), dx[3];
+    assert_int_equal(cr_pullback_call(fx->arena, &pb, &dy, dx, 3), CR_OK);
+    assert_int_equal(unthunked(dx[2]).u.arr->structure, CR_MAT_DIAGONAL);
+    /* A vector with a negative stride (reversed) and one with a stride of 3. */
+    cr_array R = cr_array_vector(m + 8, 9), S = cr_array_vector(m, 3);
+    R.strides[0] = -1;
+    S.strides[0] = 3;
+    cr_value fargs[3] = {cr_fn_mul, cr_value_array(&R), cr_value_f64(0.5)};
+    check_rules(fx, NULL, &cr_fn_foldl, fargs, 3);
+    fargs[1] = cr_value_array(&S);
+    check_rules(fx, NULL, &cr_fn_accumulate, fargs, 2);
 }
 
 /* ---- Folds: zeros, a wide range, init of every kind, short vectors ---------------------- */
@@ -557,6 +598,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_registrations, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_values, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_element_types, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_structured, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_fold_edges, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_inplace, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_functor, fixture_setup, fixture_teardown),
