@@ -524,6 +524,41 @@ static cr_status work_defer(cr_arena *arena)
     return CR_OK;
 }
 
+/* The higher-order array rules: rows (map, sum(f, A; dims), foldl, accumulate) and the
+ * per-element fallback (map of cabs), forward, pullbacks and thunks. */
+static cr_status work_hof(cr_arena *arena)
+{
+    static double x[12] = {0.5, -1, 2, 1.5, 0.25, -0.75, 1, 0.3, -0.4, 0.8, 1.1, -0.2};
+    static cr_complex z[3] = {1, 2, 3};
+    cr_array X = cr_array_matrix(x, 3, 4), V = cr_array_vector(x, 12), Z = cr_array_vector(x, 3);
+    size_t n3 = 3;
+    TRY(cr_array_view_init(&Z, z, CR_DT_C128, 1, &n3, NULL));
+    const cr_function *sin_fn = cr_registry_find(cr_registry_builtin(), "sin");
+    assert_non_null(sin_fn);
+    cr_value sinv = cr_value_function(sin_fn, NULL);
+    const struct {
+        const cr_value *fn;
+        cr_value args[3];
+        size_t n;
+    } calls[] = {
+        {&cr_fn_map, {sinv, cr_value_array(&X)}, 2},
+        {&cr_fn_sum, {sinv, cr_value_array(&X), cr_value_i64(1)}, 3},
+        {&cr_fn_foldl, {cr_fn_mul, cr_value_array(&V), cr_value_f64(0.5)}, 3},
+        {&cr_fn_accumulate, {cr_fn_add, cr_value_array(&V)}, 2},
+        {&cr_fn_map, {cr_fn_cabs, cr_value_array(&Z)}, 2},
+    };
+    for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+        cr_value y;
+        cr_pullback pb;
+        TRY(cr_rrule(NULL, arena, calls[i].fn, calls[i].args, calls[i].n, &y, &pb));
+        cr_tangent dy = y.kind == CR_KIND_ARRAY ? cr_tangent_array(y.u.arr) : cr_tangent_f64(1);
+        cr_tangent dx[4], v;
+        TRY(cr_pullback_call(arena, &pb, &dy, dx, calls[i].n + 1));
+        TRY(cr_tangent_unthunk(dx[2], &v));
+    }
+    return CR_OK;
+}
+
 static const scenario k_scenarios[] = {
     {"context and arena", "context and arena (fixed buffer)", work_small, 0},
     {"arrays over many blocks", "arrays (fixed buffer)", work_arrays, 256},
@@ -533,6 +568,7 @@ static const scenario k_scenarios[] = {
     {"ProjectTo(Symmetric)", "ProjectTo(Symmetric) (fixed buffer)", work_project_symmetric, 128},
     {"canonicalize", "canonicalize (fixed buffer)", work_canonicalize, 128},
     {"deferred cleanups", "deferred cleanups (fixed buffer)", work_defer, 128},
+    {"higher-order array rules", "higher-order array rules (fixed buffer)", work_hof, 256},
 };
 #define N_SCENARIOS (sizeof k_scenarios / sizeof k_scenarios[0])
 

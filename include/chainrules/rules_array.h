@@ -160,6 +160,9 @@ CR_API extern const cr_value cr_fn_tril;
 /**
  * `sum(A)` (a scalar of A's element type) and `sum(A, dims)` (an array with the reduced
  * dimensions of extent 1). Pullback: the cotangent broadcast back to A's shape.
+ * `sum(f, A)`, `sum(f, A, dims)` sum f over the elements (see the higher-order functions
+ * below): with a row, in one pass keeping only the partials f'(A) (Ā = conj(f'(A)) Ȳ, an
+ * InplaceableThunk); otherwise as sum(map(f, A), dims).
  */
 CR_API extern const cr_value cr_fn_sum;
 
@@ -360,6 +363,46 @@ CR_API extern const cr_value cr_fn_ldiv_uniform;
 
 /** `A / (λI)` = A / λ (A first) and `(λI) / A` = λ A⁻¹ (λ first; needs LAPACKE). */
 CR_API extern const cr_value cr_fn_rdiv_uniform;
+/* ---- Higher-order functions ------------------------------------------------------------ */
+
+/*
+ * These take a function value f and differentiate it. A scalar-table function (a row,
+ * rules_math.h or CR_SCALAR_FUNCTION) goes through its partials, kept as arrays: no
+ * per-element pullback. Any other function goes through its own rules, or, when it has
+ * none, through the configuration's AD: cr_rrule_via_ad() (CR_CAP_REVERSE) and
+ * cr_frule_via_ad() (CR_CAP_FORWARD), one call per element or step, whose pullbacks the
+ * rule keeps in the arena. Without the capability such a function gives CR_ENOCAP naming
+ * it. A failure inside f keeps its status, its message prefixed with the rule, f and the
+ * element. ∂f is NoTangent for a plain function; for a functor (a function with fields) it
+ * is the sum of the elements' ∂self, NotImplemented when the AD cannot differentiate the
+ * fields (the engine's cannot yet). sum(f, A[, dims]) is cr_fn_sum with a function first.
+ */
+
+/**
+ * `map(f, A1, ..., Ak)`: y[i] = f(A1[i], ..., Ak[i]) over 1 to 4 arrays of one shape
+ * (CR_ESHAPE otherwise; broadcast stretches shapes, map does not). It is broadcast's rule
+ * (cr_fn_broadcast) for equal shapes: rows keep one array of partials per perturbable
+ * argument, other functions one pullback per element. The result has the elements' type:
+ * complex when f returns complex numbers, f32 for f32 arguments, else f64.
+ */
+CR_API extern const cr_value cr_fn_map;
+
+/**
+ * `foldl(op, v)`, `foldl(op, v, init)`: op(...op(op(init, v[0]), v[1])..., v[n-1]) over a
+ * vector (1-d f64, f32 or c128 array); without init the fold starts at v[0], and an empty
+ * v needs an init (CR_EINVAL). init is a number (an integer gets NoTangent). With a row,
+ * the rrule keeps ∂op/∂a and ∂op/∂b of each step (2n numbers) and the pullback sweeps
+ * back: v̄[k] = conj(∂op/∂b) ā, ā ← conj(∂op/∂a) ā; v̄ is an InplaceableThunk. Otherwise
+ * each step's pullback is kept and run in reverse order.
+ */
+CR_API extern const cr_value cr_fn_foldl;
+
+/**
+ * `accumulate(op, v)`, `accumulate(op, v, init)`: the vector of foldl's intermediate
+ * values, y[k] = op(y[k-1], v[k]) with y[0] = v[0] without init and op(init, v[0]) with
+ * it. Pullback: as foldl, the cotangent of y[k] joining the running cotangent at step k.
+ */
+CR_API extern const cr_value cr_fn_accumulate;
 
 CR_END_DECLS
 

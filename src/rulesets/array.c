@@ -1,9 +1,10 @@
 /*
  * The array rule family: its registration (cr__family_array, which calls the sub-families
- * of array_reduce.c, array_index.c, array_broadcast.c, array_gather.c and array_extra.c) and
- * the shape functions:
- * reshape, transpose, adjoint, permutedims. They are linear, so their frules apply the
- * function to the tangent, and their pullbacks apply the adjoint map to the cotangent.
+ * of array_reduce.c, array_index.c, array_broadcast.c, array_gather.c, array_extra.c and
+ * array_hof.c)
+ * and the shape functions: reshape, transpose, adjoint, permutedims. They are linear, so
+ * their frules apply the function to the tangent, and their pullbacks apply the adjoint
+ * map to the cotangent.
  */
 #include "array_impl.h"
 
@@ -518,5 +519,7 @@ cr_status cr__family_array(cr_registry *reg)
         st = cr__array_register_gather(reg);
     if (st == CR_OK)
         st = cr__array_register_extra(reg);
+    if (st == CR_OK)
+        st = cr__array_register_hof(reg);
     return st;
 }

@@ -5,7 +5,8 @@
  * perturbable argument (never a per-element pullback), and the pullback multiplies by the
  * cotangent and sums over the broadcast dimensions (unbroadcast) in one pass. + - * / and
  * ^2 are fused (no partials stored). Other functions fall back to one scalar rrule per
- * element.
+ * element: the function's own rule, or the configuration's AD (rrule_via_ad /
+ * frule_via_ad) for user functions. map(f, x...) is this rule for arrays of one shape.
  */
 #include <math.h>
 
@@ -20,6 +21,7 @@ typedef enum { FU_NONE, FU_ADD, FU_SUB, FU_MUL, FU_DIV, FU_SQUARE, FU_TANH } fus
 
 /* A parsed broadcast. */
 typedef struct bc {
+    const char *who; /* the function called: broadcast, map, sum */
     const cr_function *fn;
     const cr_scalar_rule *row;     /* NULL: no row (fallback) */
     size_t n;                      /* number of arguments after f */
@@ -46,23 +48,24 @@ static bool is_builtin(const cr_function *fn, const char *name)
            cr_registry_find(cr_registry_builtin(), name) == fn;
 }
 
-static cr_status bc_parse(cr_arena *arena, const cr_value *args, size_t nargs, bool want_fused,
-                          bc *b)
+static cr_status bc_parse(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                          bool want_fused, bc *b)
 {
     memset(b, 0, sizeof *b);
+    b->who = who;
     if (nargs < 2 || args[0].kind != CR_KIND_FUNC || args[0].u.func.fn == NULL)
-        return CR__FAIL(arena, CR_EINVAL, "broadcast: takes a function and at least one argument");
+        return CR__FAIL(arena, CR_EINVAL, "%s: takes a function and at least one argument", who);
     b->fn = args[0].u.func.fn;
     b->row = cr_scalar_rule_of(b->fn);
     b->n = nargs - 1;
     b->args = args + 1;
     if (b->n > BC_MAX_IN)
-        return CR__FAIL(arena, CR_EINVAL, "broadcast: at most %d arguments", BC_MAX_IN);
+        return CR__FAIL(arena, CR_EINVAL, "%s: at most %d arguments", who, BC_MAX_IN);
     if (b->row != NULL && (b->row->nin != b->n || b->row->nout != 1))
         return CR__FAIL(arena, CR_EINVAL,
-                        "broadcast: %s takes %u arguments and has %u outputs (one output "
+                        "%s: %s takes %u arguments and has %u outputs (one output "
                         "needed), %zu given",
-                        b->fn->name, (unsigned)b->row->nin, (unsigned)b->row->nout, b->n);
+                        who, b->fn->name, (unsigned)b->row->nin, (unsigned)b->row->nout, b->n);
     cr_dtype dt = (cr_dtype)0;
     const cr_array *shapes[BC_MAX_IN] = {NULL};
     for (size_t j = 0; j < b->n; j++) {
@@ -70,9 +73,8 @@ static cr_status bc_parse(cr_arena *arena, const cr_value *args, size_t nargs, b
         bool num = v->kind == CR_KIND_F64 || v->kind == CR_KIND_F32 || v->kind == CR_KIND_C128 ||
                    v->kind == CR_KIND_I64 || v->kind == CR_KIND_I32 || v->kind == CR_KIND_BOOL;
         if (!num && (v->kind != CR_KIND_ARRAY || v->u.arr == NULL))
-            return CR__FAIL(arena, CR_EINVAL,
-                            "broadcast: argument %zu is a %s, not a number or an array", j + 2,
-                            cr_kind_name(v->kind));
+            return CR__FAIL(arena, CR_EINVAL, "%s: argument %zu is a %s, not a number or an array",
+                            who, j + 2, cr_kind_name(v->kind));
         dt = cr__promote(dt, cr__value_dtype(v));
         b->diff[j] = cr__is_diff(v);
         if (v->kind == CR_KIND_ARRAY)
@@ -81,9 +83,9 @@ static cr_status bc_parse(cr_arena *arena, const cr_value *args, size_t nargs, b
     b->dt = dt == 0 ? CR_DT_F64 : dt;
     b->wdt = cr__work(b->dt);
     if (b->row != NULL && b->wdt == CR_DT_C128 && b->row->c128 == NULL)
-        return CR__FAIL(arena, CR_EDOMAIN, "broadcast: %s is defined for real arguments only",
+        return CR__FAIL(arena, CR_EDOMAIN, "%s: %s is defined for real arguments only", who,
                         b->fn->name);
-    cr_status st = cr__bc_shape(arena, "broadcast", shapes, b->n, &b->ndim, b->shape);
+    cr_status st = cr__bc_shape(arena, who, shapes, b->n, &b->ndim, b->shape);
     if (st != CR_OK)
         return st;
     for (size_t j = 0; j < b->n; j++) {
@@ -631,12 +633,13 @@ typedef struct fb_env {
     cr_project *proj[BC_MAX_IN];
     cr_pullback *pbs; /* one per element */
     size_t m;
+    cr_dtype odt; /* the output's element type (the elements' seeds are of its kind) */
 } fb_env;
 
 /* Run f elementwise (rrule, frule, or plain call), gathering outputs into a work array. */
 static cr_status fb_eval(const cr_config *cfg, cr_arena *arena, const cr_value *f, const bc *b,
-                         cr_pullback *pbs, const cr_array *const *dxs, cr_array **y, cr_array **dy,
-                         cr_dtype *out_dt)
+                         cr_pullback *pbs, const cr_array *const *dxs, cr_tangent dself,
+                         cr_array **y, cr_array **dy, cr_dtype *out_dt)
 {
     size_t m = 1, idx[CR_ARRAY_MAX_DIMS] = {0};
     for (size_t d = 0; d < b->ndim; d++)
@@ -654,41 +657,41 @@ static cr_status fb_eval(const cr_config *cfg, cr_arena *arena, const cr_value *
         cr_status st;
         if (dxs != NULL) {
             cr_tangent td[BC_MAX_IN + 1], tdy;
-            td[0] = cr_tangent_none();
+            td[0] = dself;
             for (size_t j = 0; j < b->n; j++) {
                 td[j + 1] = cr_tangent_zero();
                 if (dxs[j] != NULL) {
                     size_t lead = b->ndim - dxs[j]->ndim, lin = 0;
                     for (size_t d = 0; d < dxs[j]->ndim; d++)
                         lin = lin * dxs[j]->shape[d] + (dxs[j]->shape[d] == 1 ? 0 : idx[lead + d]);
-                    td[j + 1] = cr__scalar_tangent(b->wdt, cr__load(dxs[j], (ptrdiff_t)lin));
+                    td[j + 1] = cr__scalar_tangent(cr__value_dtype(&sargs[j]),
+                                                   cr__load(dxs[j], (ptrdiff_t)lin));
                 }
             }
-            st = cr_frule(cfg, arena, td, f, sargs, b->n, &yv, &tdy);
+            /* f's own frule, or the configuration's forward mode (frule_via_ad). */
+            st = cr__elem_frule(cfg, arena, b->who, k, td, f, sargs, b->n, &yv, &tdy);
             if (st == CR_OK) {
                 cr_complex v;
                 bool nz;
-                st = cr__tan_scalar(arena, "broadcast", tdy, &v, &nz);
+                st = cr__tan_scalar(arena, b->who, tdy, &v, &nz);
                 dys[k] = v;
             }
         } else if (pbs != NULL) {
-            st = cr_rrule(cfg, arena, f, sargs, b->n, &yv, &pbs[k]);
+            /* f's own rrule, or the configuration's reverse mode (rrule_via_ad). */
+            st = cr__elem_rrule(cfg, arena, b->who, k, f, sargs, b->n, &yv, &pbs[k]);
         } else {
-            st = cr_function_call(arena, f, sargs, b->n, &yv);
+            st = cr__elem_call(arena, b->who, k, f, sargs, b->n, &yv);
         }
-        if (st == CR_NOTHING)
-            return CR__FAIL(arena, CR_ENORULE, "broadcast: no rule for %s at element %zu",
-                            b->fn->name, k);
         if (st != CR_OK)
             return st;
         cr_dtype vd = cr__value_dtype(&yv);
         if (vd == 0)
-            return CR__FAIL(arena, CR_EINVAL, "broadcast: %s returned a %s, not a number",
+            return CR__FAIL(arena, CR_EINVAL, "%s: %s returned a %s, not a number", b->who,
                             b->fn->name, cr_kind_name(yv.kind));
         odt = cr__promote(odt, vd);
         ys[k] = cr__scalar_of(&yv);
     }
-    *out_dt = odt == 0 ? CR_DT_F64 : odt;
+    *out_dt = cr__hof_dtype(b->dt, odt);
     cr_dtype w = cr__work(*out_dt);
     cr_array *r = NULL;
     cr_status st = cr__new(arena, w, b->ndim, b->shape, false, &r);
@@ -731,13 +734,19 @@ static cr_status fb_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr
         if (st != CR_OK)
             return st;
     }
+    /* ∂f: NoTangent for a plain function; for a functor, the sum of the elements' ∂self
+     * (NotImplemented when the AD cannot differentiate the fields). */
+    bool functor = b->fn->self_type != NULL;
+    cr_tangent dself = functor ? cr_tangent_zero() : cr_tangent_none();
     if (g != NULL) {
         size_t idx[CR_ARRAY_MAX_DIMS] = {0};
         for (size_t k = 0; k < e->m; k++, next_index(b, idx)) {
-            cr_tangent gk = cr_tangent_c128(((const cr_complex *)g->data)[k]), d[BC_MAX_IN + 1];
-            if (b->wdt != CR_DT_C128 && e->pbs[k].fn != NULL)
-                gk = cr_tangent_f64(creal(((const cr_complex *)g->data)[k]));
+            cr_complex gv = ((const cr_complex *)g->data)[k];
+            cr_tangent gk = e->odt == CR_DT_C128 ? cr_tangent_c128(gv) : cr_tangent_f64(creal(gv)),
+                       d[BC_MAX_IN + 1];
             st = cr_pullback_call(arena, &e->pbs[k], &gk, d, b->n + 1);
+            if (st == CR_OK && functor)
+                st = cr_tangent_add(arena, dself, d[0], &dself);
             if (st != CR_OK)
                 return st;
             for (size_t j = 0; j < b->n; j++) {
@@ -756,6 +765,7 @@ static cr_status fb_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr
             }
         }
     }
+    dx[1] = dself;
     for (size_t j = 0; j < b->n; j++) {
         if (acc[j] == NULL)
             continue;
@@ -786,15 +796,14 @@ static cr_status bc_output(cr_arena *arena, const bc *b, const cr_array *w, cr_d
     (void)b;
 }
 
-/* broadcast(f, x...): y_i = f(x_i...); x̄_j = unbroadcast(conj(∂f/∂x_j) ⊙ ȳ). */
-static cr_status broadcast_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                 const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                                 const void *udata)
+/* broadcast(f, x...): y_i = f(x_i...); x̄_j = unbroadcast(conj(∂f/∂x_j) ⊙ ȳ). Also the
+ * rrule of map (who names the function in messages). */
+cr_status cr__bc_rrule(const cr_config *cfg, cr_arena *arena, const char *who, const cr_value *args,
+                       size_t nargs, cr_value *y, cr_pullback *pb, const void *udata)
 {
-    (void)f;
     bool primal = udata == CR__PRIMAL_ONLY;
     bc b;
-    cr_status st = bc_parse(arena, args, nargs, true, &b);
+    cr_status st = bc_parse(arena, who, args, nargs, true, &b);
     if (st != CR_OK)
         return st;
     if (b.row == NULL) {
@@ -811,7 +820,7 @@ static cr_status broadcast_rrule(const cr_config *cfg, cr_arena *arena, const cr
         }
         cr_array *w;
         cr_dtype odt;
-        st = fb_eval(cfg, arena, &args[0], &b, pbs, NULL, &w, NULL, &odt);
+        st = fb_eval(cfg, arena, &args[0], &b, pbs, NULL, cr_tangent_none(), &w, NULL, &odt);
         if (st == CR_OK)
             st = bc_output(arena, &b, w, odt, y);
         if (st != CR_OK || primal)
@@ -819,6 +828,7 @@ static cr_status broadcast_rrule(const cr_config *cfg, cr_arena *arena, const cr
         e->b = b;
         e->pbs = pbs;
         e->m = m;
+        e->odt = odt;
         for (size_t j = 0; j < b.n && st == CR_OK; j++)
             st = cr_project_new(arena, &b.args[j], &e->proj[j]);
         if (st != CR_OK)
@@ -851,17 +861,24 @@ static cr_status broadcast_rrule(const cr_config *cfg, cr_arena *arena, const cr
     *pb = (cr_pullback){bc_pullback, e, "broadcast_pullback", nargs + 1};
     return CR_OK;
 }
-CR__ARRAY_FN(broadcast, "broadcast", -1)
 
-/* frule: ẏ_i = Σ_j ∂f/∂x_j ẋ_j (broadcast), from the row's partials. */
-static cr_status broadcast_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                                 const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                                 cr_tangent *dy, const void *udata)
+static cr_status broadcast_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                                 const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                                 const void *udata)
 {
     (void)f;
-    (void)udata;
+    return cr__bc_rrule(cfg, arena, "broadcast", args, nargs, y, pb, udata);
+}
+CR__ARRAY_FN(broadcast, "broadcast", -1)
+
+/* frule: ẏ_i = Σ_j ∂f/∂x_j ẋ_j (broadcast), from the row's partials; other functions one
+ * frule per element (Δf passed on to each). Also the frule of map. */
+cr_status cr__bc_frule(const cr_config *cfg, cr_arena *arena, const char *who,
+                       const cr_tangent *dargs, const cr_value *args, size_t nargs, cr_value *y,
+                       cr_tangent *dy)
+{
     bc b;
-    cr_status st = bc_parse(arena, args, nargs, false, &b);
+    cr_status st = bc_parse(arena, who, args, nargs, false, &b);
     if (st != CR_OK)
         return st;
     const cr_array *dxs[BC_MAX_IN] = {NULL};
@@ -871,12 +888,12 @@ static cr_status broadcast_frule(const cr_config *cfg, cr_arena *arena, const cr
             continue;
         const cr_value *v = &b.args[j];
         if (v->kind == CR_KIND_ARRAY) {
-            st = cr__tan_array(arena, "broadcast", dargs[j + 2], v->u.arr->ndim, v->u.arr->shape,
-                               b.wdt, &dxs[j]);
+            st = cr__tan_array(arena, who, dargs[j + 2], v->u.arr->ndim, v->u.arr->shape, b.wdt,
+                               &dxs[j]);
         } else {
             cr_complex t;
             bool nz;
-            st = cr__tan_scalar(arena, "broadcast", dargs[j + 2], &t, &nz);
+            st = cr__tan_scalar(arena, who, dargs[j + 2], &t, &nz);
             if (st == CR_OK && nz) {
                 cr_array *s;
                 st = cr__scalar_array(arena, b.wdt, t, &s);
@@ -887,10 +904,13 @@ static cr_status broadcast_frule(const cr_config *cfg, cr_arena *arena, const cr
             return st;
         any = any || dxs[j] != NULL;
     }
+    /* A functor's Δf (the tangent of its fields) goes to every element's frule. */
+    cr_tangent dself = b.fn->self_type != NULL ? dargs[1] : cr_tangent_none();
+    any = any || !cr_tangent_is_zero(dself);
     cr_array *w, *D[BC_MAX_IN], *t = NULL;
     cr_dtype odt = b.dt;
     if (b.row == NULL)
-        st = fb_eval(cfg, arena, &args[0], &b, NULL, dxs, &w, &t, &odt);
+        st = fb_eval(cfg, arena, &args[0], &b, NULL, dxs, dself, &w, &t, &odt);
     else
         st = row_eval(arena, &b, false, dxs, &w, D, &t);
     if (st == CR_OK)
@@ -902,6 +922,15 @@ static cr_status broadcast_frule(const cr_config *cfg, cr_arena *arena, const cr
         return CR_OK;
     }
     return cr_project_tangent(arena, y, cr_tangent_array(t), dy);
+}
+
+static cr_status broadcast_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                                 const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                                 cr_tangent *dy, const void *udata)
+{
+    (void)f;
+    (void)udata;
+    return cr__bc_frule(cfg, arena, "broadcast", dargs, args, nargs, y, dy);
 }
 
 /* ---- Test registration --------------------------------------------------------------- */

@@ -37,6 +37,7 @@ CR_INTERNAL cr_status cr__array_register_index(cr_registry *reg);     /* array_i
 CR_INTERNAL cr_status cr__array_register_broadcast(cr_registry *reg); /* array_broadcast.c */
 CR_INTERNAL cr_status cr__array_register_gather(cr_registry *reg);    /* array_gather.c */
 CR_INTERNAL cr_status cr__array_register_extra(cr_registry *reg);     /* array_extra.c */
+CR_INTERNAL cr_status cr__array_register_hof(cr_registry *reg);       /* array_hof.c */
 CR_INTERNAL cr_status cr__linalg_register_blas(cr_registry *reg);     /* linalg.c */
 CR_INTERNAL cr_status cr__linalg_register_lapack(cr_registry *reg);   /* linalg_lapack.c */
 CR_INTERNAL cr_status cr__linalg_register_fact(cr_registry *reg);     /* linalg_fact.c */
@@ -362,5 +363,46 @@ CR_INTERNAL cr_status cr__rand_array(cr_arena *arena, uint64_t *rng, cr_dtype dt
                                      const size_t *shape, double lo, double hi, cr_array **out);
 /* A 1-d i64 array holding vals. */
 CR_INTERNAL cr_status cr__i64_array(cr_arena *arena, size_t n, const int64_t *vals, cr_array **out);
+
+/* ---- Higher-order rules (array_hof.c, array_broadcast.c) -------------------------------- */
+
+/* One element's (or step's) rule inside a higher-order rule `who` (map, sum, foldl, ...):
+ * with CR_CAP_REVERSE in cfg, the configuration's rrule_via_ad (which uses f's rule when it
+ * has one); otherwise f's own rrule, and CR_ENOCAP naming f when it has none. A failure's
+ * message is prefixed with who, f and the element k. */
+CR_INTERNAL cr_status cr__elem_rrule(const cr_config *cfg, cr_arena *arena, const char *who,
+                                     size_t k, const cr_value *f, const cr_value *args,
+                                     size_t nargs, cr_value *y, cr_pullback *pb);
+
+/* The same for frules: frule_via_ad with CR_CAP_FORWARD, else f's own frule. */
+CR_INTERNAL cr_status cr__elem_frule(const cr_config *cfg, cr_arena *arena, const char *who,
+                                     size_t k, const cr_tangent *dargs, const cr_value *f,
+                                     const cr_value *args, size_t nargs, cr_value *y,
+                                     cr_tangent *dy);
+
+/* f's primal on one element, failures prefixed as above. */
+CR_INTERNAL cr_status cr__elem_call(cr_arena *arena, const char *who, size_t k, const cr_value *f,
+                                    const cr_value *args, size_t nargs, cr_value *y);
+
+/* The element type of a higher-order rule's result from the promoted float type of its
+ * arguments (`in`, 0 for none) and of the values f returned (`res`, 0 for none): complex
+ * when f returned complex values, f32 when the arguments are f32 (an AD computes in
+ * double), else f64; the arguments' type when f was never called. */
+CR_INTERNAL cr_dtype cr__hof_dtype(cr_dtype in, cr_dtype res);
+
+/* broadcast's rrule and frule (array_broadcast.c), also map's and sum(f, x)'s; who names
+ * the function in messages. */
+CR_INTERNAL cr_status cr__bc_rrule(const cr_config *cfg, cr_arena *arena, const char *who,
+                                   const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                                   const void *udata);
+CR_INTERNAL cr_status cr__bc_frule(const cr_config *cfg, cr_arena *arena, const char *who,
+                                   const cr_tangent *dargs, const cr_value *args, size_t nargs,
+                                   cr_value *y, cr_tangent *dy);
+
+/* sum(f, A), sum(f, A, dims): the rrule behind cr_fn_sum when its first argument is a
+ * function (array_reduce.c's sum routes its primal here). */
+CR_INTERNAL cr_status cr__sum_f_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                                      const cr_value *args, size_t nargs, cr_value *y,
+                                      cr_pullback *pb, const void *udata);
 
 #endif /* CR_ARRAY_IMPL_H */

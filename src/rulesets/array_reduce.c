@@ -202,6 +202,8 @@ static cr_status sum_rrule(const cr_config *cfg, cr_arena *arena, const cr_value
 {
     (void)cfg;
     (void)f;
+    if (nargs > 0 && args[0].kind == CR_KIND_FUNC) /* sum(f, A): array_hof.c */
+        return cr__sum_f_rrule(cfg, arena, f, args, nargs, y, pb, udata);
     return sum_mean_rrule(arena, "sum", args, nargs, y, pb, udata, false);
 }
 CR__ARRAY_FN(sum, "sum", -1)
