@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cJSON.h>
@@ -655,6 +656,58 @@ static void test_long_line(void **state)
     free(req);
 }
 
+/* Memory does not grow with the number of requests: each request's arena is reset after
+ * its line. The largest resident size of the tool on 100 requests and on 3000 (both runs
+ * are children of this process, and RUSAGE_CHILDREN keeps the largest) must be about the
+ * same. The responses are counted, not kept, so that this process (whose pages a child
+ * counts until it execs) does not grow in between. Skipped under the sanitizers, whose
+ * allocators keep freed memory on purpose. */
+static void test_memory_bounded(void **state)
+{
+    (void)state;
+#ifdef CR_EVAL_TEST_SANITIZED
+    skip();
+#else
+    static char A[16384], T[16384], req[3 * 16384 + 128];
+    uint64_t s = 777;
+    random_matrix(A, sizeof A, 24, 24, 5.0, &s);
+    random_matrix(T, sizeof T, 24, 24, 0.0, &s);
+    snprintf(req, sizeof req,
+             "{\"fn\": \"inv\", \"args\": [%s], \"tangents\": [%s], \"cotangent\": %s}", A, T, T);
+    const size_t counts[2] = {100, 3000};
+    long maxrss[2];
+    char path[64], cmd[4096];
+    snprintf(path, sizeof path, "eval_json_memory_%ld.jsonl", (long)getpid());
+    snprintf(cmd, sizeof cmd, "'%s' --json < '%s'", g_tool, path);
+    for (int run = 0; run < 2; run++) {
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        for (size_t i = 0; i < counts[run]; i++)
+            fprintf(f, "%s\n", req);
+        assert_int_equal(fclose(f), 0);
+        FILE *p = popen(cmd, "r");
+        assert_non_null(p);
+        static char line[1 << 17];
+        size_t n = 0;
+        while (fgets(line, sizeof line, p) != NULL) {
+            assert_non_null(strchr(line, '\n')); /* the buffer holds a whole response */
+            assert_null(strstr(line, "\"error\""));
+            n++;
+        }
+        assert_int_equal(pclose(p), 0);
+        assert_int_equal(n, counts[run]);
+        struct rusage ru;
+        assert_int_equal(getrusage(RUSAGE_CHILDREN, &ru), 0);
+        maxrss[run] = ru.ru_maxrss; /* KiB */
+    }
+    remove(path);
+    if (maxrss[1] > maxrss[0] + 4096)
+        print_error("resident size %ld KiB after 100 requests, %ld KiB after 3000\n", maxrss[0],
+                    maxrss[1]);
+    assert_true(maxrss[1] <= maxrss[0] + 4096);
+#endif
+}
+
 /* Errors: one line each, and the next request still runs; the exit status stays 0. */
 static void test_errors(void **state)
 {
@@ -779,11 +832,17 @@ int main(int argc, char **argv)
     g_tool = argv[1];
     g_requests = argv[2];
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_det_example),  cmocka_unit_test(test_linalg_random),
-        cmocka_unit_test(test_scalar),       cmocka_unit_test(test_complex),
-        cmocka_unit_test(test_tuples),       cmocka_unit_test(test_dims),
-        cmocka_unit_test(test_f32),          cmocka_unit_test(test_long_line),
-        cmocka_unit_test(test_errors),       cmocka_unit_test(test_protocol),
+        cmocka_unit_test(test_memory_bounded), /* first: it measures this process's children */
+        cmocka_unit_test(test_det_example),
+        cmocka_unit_test(test_linalg_random),
+        cmocka_unit_test(test_scalar),
+        cmocka_unit_test(test_complex),
+        cmocka_unit_test(test_tuples),
+        cmocka_unit_test(test_dims),
+        cmocka_unit_test(test_f32),
+        cmocka_unit_test(test_long_line),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_protocol),
         cmocka_unit_test(test_request_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
