@@ -444,6 +444,10 @@ static void test_linalg_random(void **state)
                           "\"tangents\": [[[0.5,-0.25],[0.125,1]]], "
                           "\"cotangent\": [[1,0],[0,-1]]}",
                           (fd_opts){1e-9, 1e-5, 1e-3, true}));
+    /* Singular: det is still differentiable (its gradient is the adjugate). */
+    cJSON_Delete(check_fd("{\"fn\": \"det\", \"args\": [[[1,2],[2,4]]], "
+                          "\"tangents\": [[[1,0.5],[0,1]]], \"cotangent\": 1}",
+                          k_f64));
     /* A triangular matrix and the identity. */
     cJSON_Delete(check_fd("{\"fn\": \"det\", \"args\": [[[2,5,1],[0,3,7],[0,0,0.5]]], "
                           "\"tangents\": [[[1,0,0],[1,1,0],[1,1,1]]], \"cotangent\": 2}",
@@ -724,6 +728,7 @@ static void test_errors(void **state)
         {"{\"fn\": \"no_such_function\", \"args\": [1]}", "unknown function 'no_such_function'"},
         {"{\"fn\": \"sin\", \"args\": [1], \"tangent\": [1]}", "unknown key \"tangent\""},
         {"{\"fn\": \"atan2\", \"args\": [1]}", "takes 2 arguments"},
+        {"{\"fn\": \"sin\", \"args\": [[1, 2]]}", "not a number (CR_EINVAL)"},
         {"{\"fn\": \"det\", \"args\": [[[1,2],[3]]]}", "ragged"},
         {"{\"fn\": \"det\", \"args\": [[[1,2],3]]}", "ragged"},
         {"{\"fn\": \"det\", \"args\": [[[1,2,3],[4,5,6]]]}", "det"},
