@@ -9,6 +9,9 @@
  *
  * Exit status: 0 on success, 1 when the rule fails or there is none for these argument
  * kinds, 2 for a usage error (unknown function, unparsable argument).
+ *
+ * `chainrules-eval --json` (tools/eval_json.c, docs/eval.md) serves JSON requests from
+ * standard input instead, one per line, for any function of the registry, arrays included.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -16,6 +19,10 @@
 #include <string.h>
 
 #include <chainrules.h>
+
+#ifdef CR_EVAL_HAVE_CJSON
+#include "eval_json.h"
+#endif
 
 #define MAX_ARGS 16
 
@@ -31,6 +38,7 @@ static cr_complex cplx(double re, double im)
 static void usage(FILE *f)
 {
     fputs("usage: chainrules-eval FUNCTION [ARG...]\n"
+          "       chainrules-eval --json\n"
           "\n"
           "Evaluates the built-in rules of FUNCTION (a name known to cr_registry_find():\n"
           "C names such as atan2, Julia names such as sind or logistic, + - * / neg) and\n"
@@ -39,7 +47,26 @@ static void usage(FILE *f)
           "\n"
           "ARG is a number in C syntax (1.5, -2e300, 0x1p-3, inf, nan), by default a\n"
           "double; prefixes select other kinds: f32:1.5 (float), int:3 (integer),\n"
-          "bool:1; RE,IM is a complex number (1,-0.5).\n",
+          "bool:1; RE,IM is a complex number (1,-0.5).\n"
+          "\n"
+          "--json reads one JSON request per line on standard input and writes one JSON\n"
+          "response per line on standard output (flushed after each), until end of input:\n"
+          "  {\"fn\": \"det\", \"args\": [[[1,2],[3,4]]], \"tangents\": [[[0.1,0],[0,0.2]]],\n"
+          "   \"cotangent\": 1.0}\n"
+          "  -> {\"primal\": -2, \"type\": \"f64\", \"jvp\": .., \"vjp\": [..]}\n"
+          "FUNCTION is any registered function, arrays and linear algebra included.\n"
+          "Arguments: a number is an f64; a nested list an f64 array (row-major);\n"
+          "{\"re\": x, \"im\": y} a complex number; {\"int\": 3} or {\"int\": [0, 1]} integers\n"
+          "(dims, indices); {\"fn\": \"sin\"} a function; true/false a bool. An optional\n"
+          "\"dtypes\" list (one entry per argument, null for the default) selects \"f64\",\n"
+          "\"f32\", \"c128\" (elements written [re, im]), \"i64\" or \"bool\".\n"
+          "\"tangents\" (one per argument, null for zero) asks for the frule's pushforward\n"
+          "\"jvp\"; \"cotangent\" (shaped like the primal, a list for a tuple) asks for\n"
+          "the rrule's cotangents \"vjp\", one per argument (null: no tangent space).\n"
+          "Complex numbers are written [re, im], non-finite numbers \"inf\", \"-inf\",\n"
+          "\"nan\", others with %.17g. A failed request gives {\"error\": \"...\"} and the\n"
+          "next line is read; an optional \"id\" is echoed. Exit status 0 at end of\n"
+          "input, 1 when reading or writing fails. Details: docs/eval.md.\n",
           f);
 }
 
@@ -308,6 +335,19 @@ int main(int argc, char **argv)
     if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "--json") == 0) {
+        if (argc > 2) {
+            fprintf(stderr, "chainrules-eval: --json takes no other arguments\n");
+            return 2;
+        }
+#ifdef CR_EVAL_HAVE_CJSON
+        return cr_eval_json_main(stdin, stdout);
+#else
+        fprintf(stderr, "chainrules-eval: --json is unavailable: this build has no libcjson "
+                        "(Debian: libcjson-dev; reconfigure after installing it)\n");
+        return 2;
+#endif
     }
     const cr_function *fn = cr_registry_find(cr_registry_builtin(), argv[1]);
     if (fn == NULL) {

@@ -12,7 +12,8 @@
 set -eu
 
 # cmake, compilers, pkg-config; cmocka (unit tests); OpenBLAS (CBLAS) and LAPACKE
-# (linear-algebra rules); MPFR (high-precision references) and cJSON (reports) for tools/;
+# (linear-algebra rules); MPFR (high-precision references) and cJSON (reports, and the
+# requests of `chainrules-eval --json`, docs/eval.md) for tools/;
 # g++ for the C++ header checks; doxygen for the API reference.
 required="cmake make gcc g++ pkg-config libcmocka-dev libopenblas-dev liblapacke-dev \
 libmpfr-dev libcjson-dev doxygen"
