@@ -11,201 +11,23 @@
 #include <float.h>
 #include <math.h>
 
-#include "array_impl.h"
+#include "linalg_impl.h"
 
 #if defined(CR_HAVE_LAPACKE)
 #include <lapacke.h>
-#if defined(CR_HAVE_CBLAS)
-#include <cblas.h>
-#endif
-
-/* ---- Column-major work matrices -------------------------------------------------------- */
-
-typedef struct mat {
-    void *p; /* column-major, leading dimension r */
-    size_t r, c;
-    bool cplx;
-} mat;
-
-static cr_status mat_new(cr_arena *arena, bool cplx, size_t r, size_t c, bool zero, mat *m)
-{
-    size_t n = r * c, es = cplx ? sizeof(cr_complex) : sizeof(double);
-    m->p = zero ? cr_arena_calloc(arena, n ? n : 1, es, 0)
-                : cr_arena_alloc(arena, (n ? n : 1) * es, 0);
-    m->r = r;
-    m->c = c;
-    m->cplx = cplx;
-    return m->p == NULL ? CR__ALLOC_STATUS(arena) : CR_OK;
-}
-
-static inline cr_complex mat_get(const mat *m, size_t i, size_t j)
-{
-    return m->cplx ? ((const cr_complex *)m->p)[i + j * m->r]
-                   : ((const double *)m->p)[i + j * m->r];
-}
-
-static inline void mat_set(mat *m, size_t i, size_t j, cr_complex v)
-{
-    if (m->cplx)
-        ((cr_complex *)m->p)[i + j * m->r] = v;
-    else
-        ((double *)m->p)[i + j * m->r] = creal(v);
-}
-
-/* The logical value of a 1-d (a column) or 2-d array as a column-major work matrix. */
-static cr_status mat_from(cr_arena *arena, const cr_array *a, bool cplx, mat *m)
-{
-    const cr_array *d;
-    cr_status st = cr__dense(arena, a, cplx ? CR_DT_C128 : CR_DT_F64, &d);
-    size_t r = a->shape[0], c = a->ndim == 2 ? a->shape[1] : 1;
-    if (st == CR_OK)
-        st = mat_new(arena, cplx, r, c, false, m);
-    if (st != CR_OK)
-        return st;
-    for (size_t i = 0; i < r; i++)
-        for (size_t j = 0; j < c; j++)
-            mat_set(m, i, j,
-                    cplx ? ((const cr_complex *)d->data)[i * c + j]
-                         : ((const double *)d->data)[i * c + j]);
-    return CR_OK;
-}
-
-static cr_status mat_copy(cr_arena *arena, const mat *s, bool cplx, mat *m)
-{
-    cr_status st = mat_new(arena, cplx, s->r, s->c, false, m);
-    if (st != CR_OK)
-        return st;
-    for (size_t j = 0; j < s->c; j++)
-        for (size_t i = 0; i < s->r; i++)
-            mat_set(m, i, j, mat_get(s, i, j));
-    return CR_OK;
-}
-
-/* A new row-major work array of m (1-d when vec). */
-static cr_status mat_to_array(cr_arena *arena, const mat *m, bool vec, cr_array **out)
-{
-    size_t shape[2] = {m->r, m->c};
-    cr_status st = cr__new(arena, m->cplx ? CR_DT_C128 : CR_DT_F64, vec ? 1 : 2, shape, false, out);
-    if (st != CR_OK)
-        return st;
-    for (size_t i = 0; i < m->r; i++)
-        for (size_t j = 0; j < m->c; j++)
-            cr__store(*out, (ptrdiff_t)(i * m->c + j), mat_get(m, i, j));
-    return CR_OK;
-}
-
-/* m as an output value of dtype dt (the real part when dt is real). */
-static cr_status out_array(cr_arena *arena, const mat *m, bool vec, cr_dtype dt, cr_array **out)
-{
-    mat w = *m;
-    cr_status st = CR_OK;
-    if (m->cplx && dt != CR_DT_C128)
-        st = mat_copy(arena, m, false, &w);
-    cr_array *a = NULL;
-    if (st == CR_OK)
-        st = mat_to_array(arena, &w, vec, &a);
-    return st != CR_OK ? st : cr__cast(arena, a, dt, out);
-}
-
-/* C = alpha op(A) op(B) + beta C; op is 'N', 'T' or 'C'. */
-static void mat_gemm(char ta, char tb, cr_complex alpha, const mat *A, const mat *B,
-                     cr_complex beta, mat *C)
-{
-    size_t m = ta == 'N' ? A->r : A->c, k = ta == 'N' ? A->c : A->r;
-    size_t n = tb == 'N' ? B->c : B->r;
-    if (m == 0 || n == 0)
-        return;
-#if defined(CR_HAVE_CBLAS)
-    if (k > 0 && A->cplx == C->cplx && B->cplx == C->cplx) {
-        enum CBLAS_TRANSPOSE a = ta == 'N' ? CblasNoTrans : ta == 'T' ? CblasTrans : CblasConjTrans;
-        enum CBLAS_TRANSPOSE b = tb == 'N' ? CblasNoTrans : tb == 'T' ? CblasTrans : CblasConjTrans;
-        int lda = (int)(A->r ? A->r : 1), ldb = (int)(B->r ? B->r : 1),
-            ldc = (int)(C->r ? C->r : 1);
-        if (C->cplx)
-            cblas_zgemm(CblasColMajor, a, b, (int)m, (int)n, (int)k, &alpha, A->p, lda, B->p, ldb,
-                        &beta, C->p, ldc);
-        else
-            cblas_dgemm(CblasColMajor, a, b, (int)m, (int)n, (int)k, creal(alpha), A->p, lda, B->p,
-                        ldb, creal(beta), C->p, ldc);
-        return;
-    }
-#endif
-    for (size_t i = 0; i < m; i++)
-        for (size_t j = 0; j < n; j++) {
-            cr_complex acc = 0;
-            for (size_t l = 0; l < k; l++) {
-                cr_complex a = ta == 'N' ? mat_get(A, i, l) : mat_get(A, l, i);
-                cr_complex b = tb == 'N' ? mat_get(B, l, j) : mat_get(B, j, l);
-                if (ta == 'C')
-                    a = conj(a);
-                if (tb == 'C')
-                    b = conj(b);
-                acc += a * b;
-            }
-            cr_complex c0 = beta == 0 ? 0 : beta * mat_get(C, i, j);
-            mat_set(C, i, j, alpha * acc + c0);
-        }
-}
-
-/* New C = alpha op(A) op(B). */
-static cr_status mat_mul(cr_arena *arena, char ta, char tb, cr_complex alpha, const mat *A,
-                         const mat *B, mat *C)
-{
-    size_t m = ta == 'N' ? A->r : A->c, n = tb == 'N' ? B->c : B->r;
-    cr_status st = mat_new(arena, A->cplx || B->cplx, m, n, true, C);
-    if (st == CR_OK)
-        mat_gemm(ta, tb, alpha, A, B, 0.0, C);
-    return st;
-}
-
-/* New mᴴ. */
-static cr_status mat_adj(cr_arena *arena, const mat *s, mat *m)
-{
-    cr_status st = mat_new(arena, s->cplx, s->c, s->r, false, m);
-    if (st != CR_OK)
-        return st;
-    for (size_t i = 0; i < s->r; i++)
-        for (size_t j = 0; j < s->c; j++)
-            mat_set(m, j, i, conj(mat_get(s, i, j)));
-    return CR_OK;
-}
-
-/* Keep the upper triangle of m (triu), or its strictly lower triangle (tril(m, -1)). */
-static void mat_triu(mat *m)
-{
-    for (size_t j = 0; j < m->c; j++)
-        for (size_t i = j + 1; i < m->r; i++)
-            mat_set(m, i, j, 0.0);
-}
-static void mat_tril_strict(mat *m)
-{
-    for (size_t j = 0; j < m->c; j++)
-        for (size_t i = 0; i <= j && i < m->r; i++)
-            mat_set(m, i, j, 0.0);
-}
-
-static bool lapack_size_ok(size_t n)
-{
-    return n <= (size_t)INT32_MAX;
-}
-
-static cr_status lapack_fail(cr_arena *arena, const char *who, lapack_int info)
-{
-    return CR__FAIL(arena, CR_EBACKEND, "%s: LAPACK reported info = %d", who, (int)info);
-}
 
 /* X := op(T)⁻¹ X for a triangular T (uplo 'U' or 'L', op 'N' or 'C', unit diagonal when
  * diag is 'U'). T's diagonal must have no zero (checked by the callers). */
-static cr_status tri_left(cr_arena *arena, const char *who, const mat *T, char uplo, char op,
-                          char diag, mat *X)
+static cr_status tri_left(cr_arena *arena, const char *who, const cr__cmat *T, char uplo, char op,
+                          char diag, cr__cmat *X)
 {
     size_t n = T->r;
     if (n == 0 || X->c == 0)
         return CR_OK;
-    mat Tc = *T;
+    cr__cmat Tc = *T;
     cr_status st = CR_OK;
     if (X->cplx && !T->cplx)
-        st = mat_copy(arena, T, true, &Tc);
+        st = cr__cmat_copy_as(arena, T, true, &Tc);
     if (st != CR_OK)
         return st;
     char t = op == 'N' ? 'N' : (X->cplx ? 'C' : 'T');
@@ -214,18 +36,18 @@ static cr_status tri_left(cr_arena *arena, const char *who, const mat *T, char u
                                                     (lapack_int)X->c, Tc.p, ln, X->p, ln)
                               : LAPACKE_dtrtrs_work(LAPACK_COL_MAJOR, uplo, t, diag, ln,
                                                     (lapack_int)X->c, Tc.p, ln, X->p, ln);
-    return info != 0 ? lapack_fail(arena, who, info) : CR_OK;
+    return info != 0 ? cr__lapack_fail(arena, who, info) : CR_OK;
 }
 
 /* X := X op(T)⁻¹, through (X op(T)⁻¹)ᴴ = op(T)⁻ᴴ Xᴴ. */
-static cr_status tri_right(cr_arena *arena, const char *who, const mat *T, char uplo, char op,
-                           char diag, mat *X)
+static cr_status tri_right(cr_arena *arena, const char *who, const cr__cmat *T, char uplo, char op,
+                           char diag, cr__cmat *X)
 {
-    mat Xh;
-    cr_status st = mat_adj(arena, X, &Xh);
+    cr__cmat Xh;
+    cr_status st = cr__cmat_adj(arena, X, &Xh);
     if (st == CR_OK)
         st = tri_left(arena, who, T, uplo, op == 'N' ? 'C' : 'N', diag, &Xh);
-    return st != CR_OK ? st : mat_adj(arena, &Xh, X);
+    return st != CR_OK ? st : cr__cmat_adj(arena, &Xh, X);
 }
 
 /* ---- Arguments and tangents -------------------------------------------------------------- */
@@ -238,7 +60,7 @@ static cr_status square_arg(cr_arena *arena, const char *who, const cr_value *ar
     if (st != CR_OK)
         return st;
     if ((*A)->ndim != 2 || (*A)->shape[0] != (*A)->shape[1] ||
-        !cr_dtype_is_float((cr_dtype)(*A)->dtype) || !lapack_size_ok((*A)->shape[0]))
+        !cr_dtype_is_float((cr_dtype)(*A)->dtype) || !cr__lapack_size_ok((*A)->shape[0]))
         return CR__FAIL(arena, CR_ESHAPE, "%s: expected a square f64, f32 or c128 matrix", who);
     return CR_OK;
 }
@@ -251,68 +73,16 @@ static cr_status matrix_arg(cr_arena *arena, const char *who, const cr_value *ar
     if (st != CR_OK)
         return st;
     if ((*A)->ndim != 2 || !cr_dtype_is_float((cr_dtype)(*A)->dtype) ||
-        !lapack_size_ok((*A)->shape[0] * (*A)->shape[1]))
+        !cr__lapack_size_ok((*A)->shape[0] * (*A)->shape[1]))
         return CR__FAIL(arena, CR_ESHAPE, "%s: expected an f64, f32 or c128 matrix", who);
     return CR_OK;
 }
-
-/* A (co)tangent of a 1-d or 2-d array as a work matrix (NULL p when zero). */
-static cr_status tan_mat(cr_arena *arena, const char *who, cr_tangent t, size_t ndim,
-                         const size_t *shape, bool cplx, mat *m)
-{
-    const cr_array *g;
-    cr_status st = cr__tan_array(arena, who, t, ndim, shape, cplx ? CR_DT_C128 : CR_DT_F64, &g);
-    m->p = NULL;
-    if (st != CR_OK || g == NULL)
-        return st;
-    return mat_from(arena, g, cplx, m);
-}
-
-/* The tangent of argument i of an frule as a work matrix (NULL p when zero). */
-static cr_status dx_mat(cr_arena *arena, const char *who, const cr_tangent *dargs,
-                        const cr_value *args, size_t i, bool cplx, mat *m)
-{
-    m->p = NULL;
-    if (!cr__is_diff(&args[i]))
-        return CR_OK;
-    const cr_array *a = args[i].u.arr;
-    return tan_mat(arena, who, dargs[i + 1], a->ndim, a->shape, cplx, m);
-}
-
-/* Field i of a tuple cotangent (zeros give ZeroTangent). */
-static cr_status tuple_field(cr_arena *arena, const char *who, cr_tangent dy, size_t i,
-                             cr_tangent *out)
-{
-    cr_status st = cr_tangent_unthunk(dy, &dy);
-    if (st != CR_OK)
-        return st;
-    if (cr_tangent_is_zero(dy)) {
-        *out = cr_tangent_zero();
-        return CR_OK;
-    }
-    if (dy.tag != CR_TAN_STRUCT)
-        return CR__FAIL(arena, CR_ETANGENT,
-                        "%s: the output is a tuple, its cotangent must be a structural tangent "
-                        "(got %s)",
-                        who, cr_tag_name((cr_tag)dy.tag));
-    *out = cr_tangent_field(dy, i);
-    return CR_OK;
-}
-
-/* The cotangent of an argument from a work matrix (projected). */
-static cr_status give_mat(cr_arena *arena, const cr_project *p, const mat *m, bool vec,
-                          cr_tangent *out)
-{
-    cr_array *r = NULL;
-    cr_status st = mat_to_array(arena, m, vec, &r);
-    return st != CR_OK ? st : cr__give(arena, p, r, out);
-}
-
 /* The tangent of an output array o from a work matrix, projected onto o. */
-static cr_status tangent_like(cr_arena *arena, cr_array *o, const mat *m, bool vec, cr_tangent *out)
+static cr_status tangent_like(cr_arena *arena, cr_array *o, const cr__cmat *m, bool vec,
+                              cr_tangent *out)
 {
     cr_array *r = NULL;
-    cr_status st = mat_to_array(arena, m, vec, &r);
+    cr_status st = cr__cmat_to_array(arena, m, vec, &r);
     if (st != CR_OK)
         return st;
     cr_value v = cr_value_array(o);
@@ -351,9 +121,9 @@ static cr_status make_tup2(cr_arena *arena, const cr_array *a, const cr_array *b
 typedef struct lu_env {
     const cr_array *A;
     cr_project *pA;
-    mat L, U;     /* n x n: unit lower, upper */
-    int64_t *p;   /* row i of L U is row p[i] of A */
-    cr_array *oL; /* the outputs */
+    cr__cmat L, U; /* n x n: unit lower, upper */
+    int64_t *p;    /* row i of L U is row p[i] of A */
+    cr_array *oL;  /* the outputs */
     cr_array *oU;
 } lu_env;
 
@@ -367,12 +137,12 @@ static cr_status lu_forward(cr_arena *arena, const cr_value *args, size_t nargs,
         return st;
     bool cplx = e->A->dtype == CR_DT_C128;
     size_t n = e->A->shape[0];
-    mat F;
-    st = mat_from(arena, e->A, cplx, &F);
+    cr__cmat F;
+    st = cr__cmat_from(arena, e->A, cplx, &F);
     if (st == CR_OK)
-        st = mat_new(arena, cplx, n, n, true, &e->L);
+        st = cr__cmat_new(arena, cplx, n, n, true, &e->L);
     if (st == CR_OK)
-        st = mat_new(arena, cplx, n, n, true, &e->U);
+        st = cr__cmat_new(arena, cplx, n, n, true, &e->U);
     if (st != CR_OK)
         return st;
     lapack_int *ipiv = cr_arena_alloc(arena, (n ? n : 1) * sizeof *ipiv, _Alignof(lapack_int));
@@ -384,7 +154,7 @@ static cr_status lu_forward(cr_arena *arena, const cr_value *args, size_t nargs,
                       : cplx ? LAPACKE_zgetrf_work(LAPACK_COL_MAJOR, ln, ln, F.p, ln, ipiv)
                              : LAPACKE_dgetrf_work(LAPACK_COL_MAJOR, ln, ln, F.p, ln, ipiv);
     if (info < 0)
-        return lapack_fail(arena, "lu", info);
+        return cr__lapack_fail(arena, "lu", info);
     if (info > 0)
         return CR__FAIL(arena, CR_EDOMAIN,
                         "lu: the matrix is singular (U[%d][%d] is zero); its factorization has "
@@ -401,11 +171,11 @@ static cr_status lu_forward(cr_arena *arena, const cr_value *args, size_t nargs,
     for (size_t j = 0; j < n; j++)
         for (size_t i = 0; i < n; i++) {
             if (i > j)
-                mat_set(&e->L, i, j, mat_get(&F, i, j));
+                cr__cmat_set(&e->L, i, j, cr__cmat_get(&F, i, j));
             else
-                mat_set(&e->U, i, j, mat_get(&F, i, j));
+                cr__cmat_set(&e->U, i, j, cr__cmat_get(&F, i, j));
             if (i == j)
-                mat_set(&e->L, i, i, 1.0);
+                cr__cmat_set(&e->L, i, i, 1.0);
         }
     return CR_OK;
 }
@@ -415,9 +185,9 @@ static cr_status lu_output(cr_arena *arena, lu_env *e, cr_value *y)
     cr_dtype dt = (cr_dtype)e->A->dtype;
     size_t n = e->L.r;
     cr_array *op;
-    cr_status st = out_array(arena, &e->L, false, dt, &e->oL);
+    cr_status st = cr__cmat_out(arena, &e->L, false, dt, &e->oL);
     if (st == CR_OK)
-        st = out_array(arena, &e->U, false, dt, &e->oU);
+        st = cr__cmat_out(arena, &e->U, false, dt, &e->oU);
     if (st == CR_OK)
         st = cr__i64_array(arena, n, e->p, &op);
     if (st != CR_OK)
@@ -446,48 +216,48 @@ static cr_status lu_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr
     size_t n = e->L.r, shape[2] = {n, n};
     bool cplx = e->L.cplx;
     cr_tangent tl, tu;
-    mat Lb, Ub, M, T;
-    cr_status st = tuple_field(arena, who, *dy, 0, &tl);
+    cr__cmat Lb, Ub, M, T;
+    cr_status st = cr__tuple_field(arena, who, *dy, 0, &tl);
     if (st == CR_OK)
-        st = tuple_field(arena, who, *dy, 1, &tu);
+        st = cr__tuple_field(arena, who, *dy, 1, &tu);
     if (st == CR_OK)
-        st = tan_mat(arena, who, tl, 2, shape, cplx, &Lb);
+        st = cr__cmat_tan(arena, who, tl, 2, shape, cplx, &Lb);
     if (st == CR_OK)
-        st = tan_mat(arena, who, tu, 2, shape, cplx, &Ub);
+        st = cr__cmat_tan(arena, who, tu, 2, shape, cplx, &Ub);
     if (st != CR_OK)
         return st;
     if (Lb.p == NULL && Ub.p == NULL) {
         dx[1] = cr_tangent_zero();
         return CR_OK;
     }
-    st = mat_new(arena, cplx, n, n, true, &M);
+    st = cr__cmat_new(arena, cplx, n, n, true, &M);
     if (st != CR_OK)
         return st;
     if (Lb.p != NULL) {
-        mat_tril_strict(&Lb);
-        mat_gemm('C', 'N', 1.0, &e->L, &Lb, 0.0, &M);
-        mat_tril_strict(&M);
+        cr__cmat_tri(&Lb, 'L', true);
+        cr__cmat_gemm('C', 'N', 1.0, &e->L, &Lb, 0.0, &M);
+        cr__cmat_tri(&M, 'L', true);
     }
     if (Ub.p != NULL) {
-        mat_triu(&Ub);
-        st = mat_mul(arena, 'N', 'C', 1.0, &Ub, &e->U, &T);
+        cr__cmat_tri(&Ub, 'U', false);
+        st = cr__cmat_mul(arena, 'N', 'C', 1.0, &Ub, &e->U, &T);
         if (st != CR_OK)
             return st;
         for (size_t j = 0; j < n; j++)
             for (size_t i = 0; i <= j; i++)
-                mat_set(&M, i, j, mat_get(&T, i, j));
+                cr__cmat_set(&M, i, j, cr__cmat_get(&T, i, j));
     }
     st = tri_left(arena, who, &e->L, 'L', 'C', 'U', &M);
     if (st == CR_OK)
         st = tri_right(arena, who, &e->U, 'U', 'C', 'N', &M);
     if (st == CR_OK)
-        st = mat_new(arena, cplx, n, n, false, &T);
+        st = cr__cmat_new(arena, cplx, n, n, false, &T);
     if (st != CR_OK)
         return st;
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < n; j++)
-            mat_set(&T, (size_t)e->p[i], j, mat_get(&M, i, j));
-    return give_mat(arena, e->pA, &T, false, &dx[1]);
+            cr__cmat_set(&T, (size_t)e->p[i], j, cr__cmat_get(&M, i, j));
+    return cr__cmat_give(arena, e->pA, &T, false, &dx[1]);
 }
 
 static cr_status lu_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
@@ -529,30 +299,30 @@ static cr_status lu_frule(const cr_config *cfg, cr_arena *arena, const cr_tangen
         return st;
     size_t n = e.L.r;
     bool cplx = e.L.cplx;
-    mat dA, F, Fl, dL, dU;
-    st = dx_mat(arena, "lu", dargs, args, 0, cplx, &dA);
+    cr__cmat dA, F, Fl, dL, dU;
+    st = cr__cmat_dx(arena, "lu", dargs, args, 0, cplx, &dA);
     if (st != CR_OK || dA.p == NULL) {
         *dy = cr_tangent_zero();
         return st;
     }
-    st = mat_new(arena, cplx, n, n, false, &F);
+    st = cr__cmat_new(arena, cplx, n, n, false, &F);
     if (st != CR_OK)
         return st;
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < n; j++)
-            mat_set(&F, i, j, mat_get(&dA, (size_t)e.p[i], j));
+            cr__cmat_set(&F, i, j, cr__cmat_get(&dA, (size_t)e.p[i], j));
     st = tri_left(arena, "lu", &e.L, 'L', 'N', 'U', &F);
     if (st == CR_OK)
         st = tri_right(arena, "lu", &e.U, 'U', 'N', 'N', &F);
     if (st == CR_OK)
-        st = mat_copy(arena, &F, cplx, &Fl);
+        st = cr__cmat_copy_as(arena, &F, cplx, &Fl);
     if (st != CR_OK)
         return st;
-    mat_tril_strict(&Fl);
-    mat_triu(&F);
-    st = mat_mul(arena, 'N', 'N', 1.0, &e.L, &Fl, &dL);
+    cr__cmat_tri(&Fl, 'L', true);
+    cr__cmat_tri(&F, 'U', false);
+    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &e.L, &Fl, &dL);
     if (st == CR_OK)
-        st = mat_mul(arena, 'N', 'N', 1.0, &F, &e.U, &dU);
+        st = cr__cmat_mul(arena, 'N', 'N', 1.0, &F, &e.U, &dU);
     cr_tangent t[3] = {cr_tangent_zero(), cr_tangent_zero(), cr_tangent_none()};
     if (st == CR_OK)
         st = tangent_like(arena, e.oL, &dL, false, &t[0]);
@@ -566,7 +336,7 @@ static cr_status lu_frule(const cr_config *cfg, cr_arena *arena, const cr_tangen
 typedef struct qr_env {
     const cr_array *A;
     cr_project *pA;
-    mat Q, R; /* m x n, n x n */
+    cr__cmat Q, R; /* m x n, n x n */
     cr_array *oQ, *oR;
 } qr_env;
 
@@ -586,9 +356,9 @@ static cr_status qr_forward(cr_arena *arena, const cr_value *args, size_t nargs,
                         "(got %zu x %zu)",
                         m, n);
     bool cplx = e->A->dtype == CR_DT_C128;
-    st = mat_from(arena, e->A, cplx, &e->Q);
+    st = cr__cmat_from(arena, e->A, cplx, &e->Q);
     if (st == CR_OK)
-        st = mat_new(arena, cplx, n, n, true, &e->R);
+        st = cr__cmat_new(arena, cplx, n, n, true, &e->R);
     if (st != CR_OK)
         return st;
     if (n == 0)
@@ -615,7 +385,7 @@ static cr_status qr_forward(cr_arena *arena, const cr_value *args, size_t nargs,
             lw = q > (double)lw ? (size_t)q : lw;
         }
         if (info != 0)
-            return lapack_fail(arena, "qr", info);
+            return cr__lapack_fail(arena, "qr", info);
     }
     lw += 1;
     void *work = cr_arena_alloc(arena, lw * es, 0);
@@ -625,16 +395,16 @@ static cr_status qr_forward(cr_arena *arena, const cr_value *args, size_t nargs,
         cplx ? LAPACKE_zgeqrf_work(LAPACK_COL_MAJOR, lm, ln, e->Q.p, lm, tau, work, (lapack_int)lw)
              : LAPACKE_dgeqrf_work(LAPACK_COL_MAJOR, lm, ln, e->Q.p, lm, tau, work, (lapack_int)lw);
     if (info != 0)
-        return lapack_fail(arena, "qr", info);
+        return cr__lapack_fail(arena, "qr", info);
     for (size_t j = 0; j < n; j++)
         for (size_t i = 0; i <= j; i++)
-            mat_set(&e->R, i, j, mat_get(&e->Q, i, j));
+            cr__cmat_set(&e->R, i, j, cr__cmat_get(&e->Q, i, j));
     info = cplx ? LAPACKE_zungqr_work(LAPACK_COL_MAJOR, lm, ln, ln, e->Q.p, lm, tau, work,
                                       (lapack_int)lw)
                 : LAPACKE_dorgqr_work(LAPACK_COL_MAJOR, lm, ln, ln, e->Q.p, lm, tau, work,
                                       (lapack_int)lw);
     if (info != 0)
-        return lapack_fail(arena, "qr", info);
+        return cr__lapack_fail(arena, "qr", info);
     e->Q.c = n;
     return CR_OK;
 }
@@ -642,9 +412,9 @@ static cr_status qr_forward(cr_arena *arena, const cr_value *args, size_t nargs,
 static cr_status qr_output(cr_arena *arena, qr_env *e, cr_value *y)
 {
     cr_dtype dt = (cr_dtype)e->A->dtype;
-    cr_status st = out_array(arena, &e->Q, false, dt, &e->oQ);
+    cr_status st = cr__cmat_out(arena, &e->Q, false, dt, &e->oQ);
     if (st == CR_OK)
-        st = out_array(arena, &e->R, false, dt, &e->oR);
+        st = cr__cmat_out(arena, &e->R, false, dt, &e->oR);
     if (st != CR_OK)
         return st;
     e->oR->structure = CR_MAT_UPPER;
@@ -653,13 +423,13 @@ static cr_status qr_output(cr_arena *arena, qr_env *e, cr_value *y)
 
 /* Whether a triangular factor is numerically singular: a diagonal entry at or below
  * 64 eps times the largest (the threshold of the spectrum code in linalg_lapack.c). */
-static bool tri_singular(const mat *T, size_t *at)
+static bool tri_singular(const cr__cmat *T, size_t *at)
 {
     double big = 0;
     for (size_t i = 0; i < T->r; i++)
-        big = fmax(big, cabs(mat_get(T, i, i)));
+        big = fmax(big, cabs(cr__cmat_get(T, i, i)));
     for (size_t i = 0; i < T->r; i++)
-        if (cabs(mat_get(T, i, i)) <= 64 * DBL_EPSILON * big) {
+        if (cabs(cr__cmat_get(T, i, i)) <= 64 * DBL_EPSILON * big) {
             *at = i;
             return true;
         }
@@ -668,7 +438,7 @@ static bool tri_singular(const mat *T, size_t *at)
 
 /* The derivative needs R⁻¹: a (numerically) zero diagonal entry of R, a rank-deficient A,
  * is a domain error. */
-static cr_status qr_check_rank(cr_arena *arena, const mat *R)
+static cr_status qr_check_rank(cr_arena *arena, const cr__cmat *R)
 {
     size_t i;
     if (tri_singular(R, &i))
@@ -692,14 +462,14 @@ static cr_status qr_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr
     size_t m = e->Q.r, n = e->Q.c, sq[2] = {m, n}, sr[2] = {n, n};
     bool cplx = e->Q.cplx;
     cr_tangent tq, tr;
-    mat Qb, Rb, M, G;
-    cr_status st = tuple_field(arena, who, *dy, 0, &tq);
+    cr__cmat Qb, Rb, M, G;
+    cr_status st = cr__tuple_field(arena, who, *dy, 0, &tq);
     if (st == CR_OK)
-        st = tuple_field(arena, who, *dy, 1, &tr);
+        st = cr__tuple_field(arena, who, *dy, 1, &tr);
     if (st == CR_OK)
-        st = tan_mat(arena, who, tq, 2, sq, cplx, &Qb);
+        st = cr__cmat_tan(arena, who, tq, 2, sq, cplx, &Qb);
     if (st == CR_OK)
-        st = tan_mat(arena, who, tr, 2, sr, cplx, &Rb);
+        st = cr__cmat_tan(arena, who, tr, 2, sr, cplx, &Rb);
     if (st != CR_OK)
         return st;
     if (Qb.p == NULL && Rb.p == NULL) {
@@ -708,29 +478,29 @@ static cr_status qr_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr
     }
     st = qr_check_rank(arena, &e->R);
     if (st == CR_OK)
-        st = mat_new(arena, cplx, n, n, true, &M);
+        st = cr__cmat_new(arena, cplx, n, n, true, &M);
     if (st != CR_OK)
         return st;
     if (Rb.p != NULL) {
-        mat_triu(&Rb);
-        mat_gemm('N', 'C', 1.0, &e->R, &Rb, 0.0, &M);
+        cr__cmat_tri(&Rb, 'U', false);
+        cr__cmat_gemm('N', 'C', 1.0, &e->R, &Rb, 0.0, &M);
     }
     if (Qb.p != NULL)
-        mat_gemm('C', 'N', -1.0, &Qb, &e->Q, 1.0, &M);
+        cr__cmat_gemm('C', 'N', -1.0, &Qb, &e->Q, 1.0, &M);
     for (size_t j = 0; j < n; j++) {
-        mat_set(&M, j, j, creal(mat_get(&M, j, j)));
+        cr__cmat_set(&M, j, j, creal(cr__cmat_get(&M, j, j)));
         for (size_t i = j + 1; i < n; i++)
-            mat_set(&M, j, i, conj(mat_get(&M, i, j)));
+            cr__cmat_set(&M, j, i, conj(cr__cmat_get(&M, i, j)));
     }
     if (Qb.p != NULL)
-        st = mat_copy(arena, &Qb, cplx, &G);
+        st = cr__cmat_copy_as(arena, &Qb, cplx, &G);
     else
-        st = mat_new(arena, cplx, m, n, true, &G);
+        st = cr__cmat_new(arena, cplx, m, n, true, &G);
     if (st != CR_OK)
         return st;
-    mat_gemm('N', 'N', 1.0, &e->Q, &M, 1.0, &G);
+    cr__cmat_gemm('N', 'N', 1.0, &e->Q, &M, 1.0, &G);
     st = tri_right(arena, who, &e->R, 'U', 'C', 'N', &G);
-    return st != CR_OK ? st : give_mat(arena, e->pA, &G, false, &dx[1]);
+    return st != CR_OK ? st : cr__cmat_give(arena, e->pA, &G, false, &dx[1]);
 }
 
 static cr_status qr_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
@@ -774,8 +544,8 @@ static cr_status qr_frule(const cr_config *cfg, cr_arena *arena, const cr_tangen
         return st;
     size_t n = e.Q.c;
     bool cplx = e.Q.cplx;
-    mat E, C, W, Psi, dR;
-    st = dx_mat(arena, "qr", dargs, args, 0, cplx, &E);
+    cr__cmat E, C, W, Psi, dR;
+    st = cr__cmat_dx(arena, "qr", dargs, args, 0, cplx, &E);
     if (st != CR_OK || E.p == NULL) {
         *dy = cr_tangent_zero();
         return st;
@@ -784,25 +554,25 @@ static cr_status qr_frule(const cr_config *cfg, cr_arena *arena, const cr_tangen
     if (st == CR_OK)
         st = tri_right(arena, "qr", &e.R, 'U', 'N', 'N', &E);
     if (st == CR_OK)
-        st = mat_mul(arena, 'C', 'N', 1.0, &e.Q, &E, &C);
+        st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e.Q, &E, &C);
     if (st == CR_OK)
-        st = mat_new(arena, cplx, n, n, true, &W);
+        st = cr__cmat_new(arena, cplx, n, n, true, &W);
     if (st == CR_OK)
-        st = mat_new(arena, cplx, n, n, true, &Psi);
+        st = cr__cmat_new(arena, cplx, n, n, true, &Psi);
     if (st != CR_OK)
         return st;
     for (size_t j = 0; j < n; j++) {
-        cr_complex cjj = mat_get(&C, j, j);
-        mat_set(&W, j, j, -creal(cjj));
-        mat_set(&Psi, j, j, creal(cjj));
+        cr_complex cjj = cr__cmat_get(&C, j, j);
+        cr__cmat_set(&W, j, j, -creal(cjj));
+        cr__cmat_set(&Psi, j, j, creal(cjj));
         for (size_t i = 0; i < j; i++) {
-            cr_complex v = mat_get(&C, i, j) + conj(mat_get(&C, j, i));
-            mat_set(&W, i, j, -v);
-            mat_set(&Psi, i, j, v);
+            cr_complex v = cr__cmat_get(&C, i, j) + conj(cr__cmat_get(&C, j, i));
+            cr__cmat_set(&W, i, j, -v);
+            cr__cmat_set(&Psi, i, j, v);
         }
     }
-    mat_gemm('N', 'N', 1.0, &e.Q, &W, 1.0, &E);
-    st = mat_mul(arena, 'N', 'N', 1.0, &Psi, &e.R, &dR);
+    cr__cmat_gemm('N', 'N', 1.0, &e.Q, &W, 1.0, &E);
+    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &Psi, &e.R, &dR);
     cr_tangent t[2];
     if (st == CR_OK)
         st = tangent_like(arena, e.oQ, &E, false, &t[0]);
@@ -819,10 +589,10 @@ static cr_status qr_frule(const cr_config *cfg, cr_arena *arena, const cr_tangen
 typedef struct geig_env {
     const cr_array *A;
     cr_project *pA;
-    mat V;         /* n x n complex */
+    cr__cmat V;    /* n x n complex */
     cr_complex *w; /* n eigenvalues */
     size_t *k;     /* column j's gauge component */
-    mat Vf;        /* LU factors of V (for V⁻¹), when computed */
+    cr__cmat Vf;   /* LU factors of V (for V⁻¹), when computed */
     lapack_int *ipiv;
     bool factored;
     bool vectors;
@@ -843,12 +613,12 @@ static cr_status geig_forward(cr_arena *arena, const char *who, const cr_value *
         return st;
     bool cplx = e->A->dtype == CR_DT_C128;
     size_t n = e->A->shape[0];
-    mat F, R;
-    st = mat_from(arena, e->A, cplx, &F);
+    cr__cmat F, R;
+    st = cr__cmat_from(arena, e->A, cplx, &F);
     if (st == CR_OK)
-        st = mat_new(arena, cplx, n, n, false, &R);
+        st = cr__cmat_new(arena, cplx, n, n, false, &R);
     if (st == CR_OK)
-        st = mat_new(arena, true, n, n, false, &e->V);
+        st = cr__cmat_new(arena, true, n, n, false, &e->V);
     if (st != CR_OK)
         return st;
     cr_complex *w = cr_arena_alloc(arena, (n ? n : 1) * sizeof *w, _Alignof(cr_complex));
@@ -860,8 +630,8 @@ static cr_status geig_forward(cr_arena *arena, const char *who, const cr_value *
     if (n == 0)
         return CR_OK;
     lapack_int ln = (lapack_int)n, info;
-    mat Vc; /* unsorted complex eigenvectors */
-    st = mat_new(arena, true, n, n, false, &Vc);
+    cr__cmat Vc; /* unsorted complex eigenvectors */
+    st = cr__cmat_new(arena, true, n, n, false, &Vc);
     if (st != CR_OK)
         return st;
     if (cplx) {
@@ -898,13 +668,13 @@ static cr_status geig_forward(cr_arena *arena, const char *who, const cr_value *
                 w[j + 1] = cr__c(wr[j + 1], wi[j + 1]);
                 for (size_t i = 0; i < n; i++) {
                     double re = ((double *)R.p)[i + j * n], im = ((double *)R.p)[i + (j + 1) * n];
-                    mat_set(&Vc, i, j, cr__c(re, im));
-                    mat_set(&Vc, i, j + 1, cr__c(re, -im));
+                    cr__cmat_set(&Vc, i, j, cr__c(re, im));
+                    cr__cmat_set(&Vc, i, j + 1, cr__c(re, -im));
                 }
                 j++;
             } else {
                 for (size_t i = 0; i < n; i++)
-                    mat_set(&Vc, i, j, mat_get(&R, i, j));
+                    cr__cmat_set(&Vc, i, j, cr__cmat_get(&R, i, j));
             }
         }
     }
@@ -912,7 +682,7 @@ static cr_status geig_forward(cr_arena *arena, const char *who, const cr_value *
         return info > 0 ? CR__FAIL(arena, CR_EBACKEND,
                                    "%s: the QR algorithm did not converge (LAPACK info = %d)", who,
                                    (int)info)
-                        : lapack_fail(arena, who, info);
+                        : cr__lapack_fail(arena, who, info);
     /* Sort (insertion sort: n is small next to the O(n³) decomposition). */
     for (size_t j = 0; j < n; j++) {
         size_t t = j;
@@ -928,7 +698,7 @@ static cr_status geig_forward(cr_arena *arena, const char *who, const cr_value *
         double nrm = 0, big = -1;
         size_t k = 0;
         for (size_t i = 0; i < n; i++) {
-            double a = cabs(mat_get(&Vc, i, s));
+            double a = cabs(cr__cmat_get(&Vc, i, s));
             nrm += a * a;
             if (a > big) {
                 big = a;
@@ -936,11 +706,11 @@ static cr_status geig_forward(cr_arena *arena, const char *who, const cr_value *
             }
         }
         nrm = sqrt(nrm);
-        cr_complex vk = mat_get(&Vc, k, s);
+        cr_complex vk = cr__cmat_get(&Vc, k, s);
         cr_complex ph = big > 0 && nrm > 0 ? conj(vk) / (big * nrm) : 1.0;
         for (size_t i = 0; i < n; i++)
-            mat_set(&e->V, i, j, mat_get(&Vc, i, s) * ph);
-        mat_set(&e->V, k, j, creal(mat_get(&e->V, k, j)));
+            cr__cmat_set(&e->V, i, j, cr__cmat_get(&Vc, i, s) * ph);
+        cr__cmat_set(&e->V, k, j, creal(cr__cmat_get(&e->V, k, j)));
         e->k[j] = k;
     }
     return CR_OK;
@@ -952,7 +722,7 @@ static cr_status geig_factor(cr_arena *arena, const char *who, geig_env *e)
     if (e->factored)
         return CR_OK;
     size_t n = e->V.r;
-    cr_status st = mat_copy(arena, &e->V, true, &e->Vf);
+    cr_status st = cr__cmat_copy_as(arena, &e->V, true, &e->Vf);
     if (st != CR_OK)
         return st;
     e->ipiv = cr_arena_alloc(arena, (n ? n : 1) * sizeof *e->ipiv, _Alignof(lapack_int));
@@ -962,7 +732,7 @@ static cr_status geig_factor(cr_arena *arena, const char *who, geig_env *e)
     lapack_int info =
         n == 0 ? 0 : LAPACKE_zgetrf_work(LAPACK_COL_MAJOR, ln, ln, e->Vf.p, ln, e->ipiv);
     if (info < 0)
-        return lapack_fail(arena, who, info);
+        return cr__lapack_fail(arena, who, info);
     size_t at;
     if (info > 0 || tri_singular(&e->Vf, &at))
         return CR__FAIL(arena, CR_EDOMAIN,
@@ -975,7 +745,7 @@ static cr_status geig_factor(cr_arena *arena, const char *who, geig_env *e)
 }
 
 /* X := op(V)⁻¹ X (op 'N' or 'C'). */
-static cr_status geig_solve(cr_arena *arena, const char *who, geig_env *e, char op, mat *X)
+static cr_status geig_solve(cr_arena *arena, const char *who, geig_env *e, char op, cr__cmat *X)
 {
     cr_status st = geig_factor(arena, who, e);
     size_t n = e->V.r;
@@ -984,7 +754,7 @@ static cr_status geig_solve(cr_arena *arena, const char *who, geig_env *e, char 
     lapack_int ln = (lapack_int)n;
     lapack_int info = LAPACKE_zgetrs_work(LAPACK_COL_MAJOR, op, ln, (lapack_int)X->c, e->Vf.p, ln,
                                           e->ipiv, X->p, ln);
-    return info != 0 ? lapack_fail(arena, who, info) : CR_OK;
+    return info != 0 ? cr__lapack_fail(arena, who, info) : CR_OK;
 }
 
 /* 1/(λ_j - λ_i), 0 where the two are equal to working precision (a repeated eigenvalue:
@@ -1016,7 +786,7 @@ static cr_status geig_output(cr_arena *arena, const geig_env *e, cr_value *y)
         *y = cr_value_array(lo);
         return CR_OK;
     }
-    st = mat_to_array(arena, &e->V, false, &vo);
+    st = cr__cmat_to_array(arena, &e->V, false, &vo);
     return st != CR_OK ? st : make_tup2(arena, lo, vo, y);
 }
 
@@ -1036,50 +806,50 @@ static cr_status geig_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     cr_tangent tl = *dy, tv = cr_tangent_zero();
     cr_status st = CR_OK;
     if (e->vectors) {
-        st = tuple_field(arena, who, *dy, 0, &tl);
+        st = cr__tuple_field(arena, who, *dy, 0, &tl);
         if (st == CR_OK)
-            st = tuple_field(arena, who, *dy, 1, &tv);
+            st = cr__tuple_field(arena, who, *dy, 1, &tv);
     }
-    mat Lb, Vb, G, K, VhV, T;
+    cr__cmat Lb, Vb, G, K, VhV, T;
     if (st == CR_OK)
-        st = tan_mat(arena, who, tl, 1, &n, true, &Lb);
+        st = cr__cmat_tan(arena, who, tl, 1, &n, true, &Lb);
     if (st == CR_OK)
-        st = tan_mat(arena, who, tv, 2, shape, true, &Vb);
+        st = cr__cmat_tan(arena, who, tv, 2, shape, true, &Vb);
     if (st != CR_OK)
         return st;
     if (Lb.p == NULL && Vb.p == NULL) {
         dx[1] = cr_tangent_zero();
         return CR_OK;
     }
-    st = mat_new(arena, true, n, n, true, &G);
+    st = cr__cmat_new(arena, true, n, n, true, &G);
     if (st != CR_OK)
         return st;
     if (Vb.p != NULL) {
-        st = mat_mul(arena, 'C', 'N', 1.0, &e->V, &Vb, &K);
+        st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e->V, &Vb, &K);
         if (st == CR_OK)
-            st = mat_mul(arena, 'C', 'N', 1.0, &e->V, &e->V, &VhV);
+            st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e->V, &e->V, &VhV);
         if (st != CR_OK)
             return st;
         double scale = geig_scale(e);
         for (size_t j = 0; j < n; j++) {
-            cr_complex g = mat_get(&K, j, j);
+            cr_complex g = cr__cmat_get(&K, j, j);
             size_t k = e->k[j];
-            cr_complex z = cr__c(0, -cimag(g)) / mat_get(&e->V, k, j);
+            cr_complex z = cr__c(0, -cimag(g)) / cr__cmat_get(&e->V, k, j);
             for (size_t i = 0; i < n; i++) {
                 if (i == j)
                     continue;
-                cr_complex h = mat_get(&K, i, j) - mat_get(&VhV, i, j) * creal(g) +
-                               z * conj(mat_get(&e->V, k, i));
-                mat_set(&G, i, j, conj(inv_gap_c(e->w[j], e->w[i], scale)) * h);
+                cr_complex h = cr__cmat_get(&K, i, j) - cr__cmat_get(&VhV, i, j) * creal(g) +
+                               z * conj(cr__cmat_get(&e->V, k, i));
+                cr__cmat_set(&G, i, j, conj(inv_gap_c(e->w[j], e->w[i], scale)) * h);
             }
         }
     }
     for (size_t i = 0; i < n && Lb.p != NULL; i++)
-        mat_set(&G, i, i, mat_get(&Lb, i, 0));
-    st = mat_mul(arena, 'N', 'C', 1.0, &G, &e->V, &T);
+        cr__cmat_set(&G, i, i, cr__cmat_get(&Lb, i, 0));
+    st = cr__cmat_mul(arena, 'N', 'C', 1.0, &G, &e->V, &T);
     if (st == CR_OK)
         st = geig_solve(arena, who, e, 'C', &T);
-    return st != CR_OK ? st : give_mat(arena, e->pA, &T, false, &dx[1]);
+    return st != CR_OK ? st : cr__cmat_give(arena, e->pA, &T, false, &dx[1]);
 }
 
 static cr_status geig_rrule(cr_arena *arena, bool vectors, const cr_value *args, size_t nargs,
@@ -1119,23 +889,23 @@ static cr_status geig_frule(cr_arena *arena, bool vectors, const cr_tangent *dar
     if (st != CR_OK)
         return st;
     size_t n = e.V.r;
-    mat dA, P, dl, VK;
-    st = dx_mat(arena, who, dargs, args, 0, true, &dA);
+    cr__cmat dA, P, dl, VK;
+    st = cr__cmat_dx(arena, who, dargs, args, 0, true, &dA);
     if (st != CR_OK || dA.p == NULL) {
         *dy = cr_tangent_zero();
         return st;
     }
-    st = mat_mul(arena, 'N', 'N', 1.0, &dA, &e.V, &P);
+    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &dA, &e.V, &P);
     if (st == CR_OK)
         st = geig_solve(arena, who, &e, 'N', &P);
     if (st == CR_OK)
-        st = mat_new(arena, true, n, 1, false, &dl);
+        st = cr__cmat_new(arena, true, n, 1, false, &dl);
     if (st != CR_OK)
         return st;
     for (size_t i = 0; i < n; i++)
-        mat_set(&dl, i, 0, mat_get(&P, i, i));
+        cr__cmat_set(&dl, i, 0, cr__cmat_get(&P, i, i));
     cr_array *dlo;
-    st = mat_to_array(arena, &dl, true, &dlo);
+    st = cr__cmat_to_array(arena, &dl, true, &dlo);
     if (st != CR_OK)
         return st;
     if (!vectors) {
@@ -1145,22 +915,23 @@ static cr_status geig_frule(cr_arena *arena, bool vectors, const cr_tangent *dar
     double scale = geig_scale(&e);
     for (size_t j = 0; j < n; j++)
         for (size_t i = 0; i < n; i++)
-            mat_set(&P, i, j, i == j ? 0.0 : mat_get(&P, i, j) * inv_gap_c(e.w[j], e.w[i], scale));
-    st = mat_mul(arena, 'N', 'N', 1.0, &e.V, &P, &VK);
+            cr__cmat_set(&P, i, j,
+                         i == j ? 0.0 : cr__cmat_get(&P, i, j) * inv_gap_c(e.w[j], e.w[i], scale));
+    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &e.V, &P, &VK);
     if (st != CR_OK)
         return st;
     for (size_t j = 0; j < n; j++) {
         cr_complex d1 = 0;
         for (size_t l = 0; l < n; l++)
-            d1 += conj(mat_get(&e.V, l, j)) * mat_get(&VK, l, j);
+            d1 += conj(cr__cmat_get(&e.V, l, j)) * cr__cmat_get(&VK, l, j);
         size_t k = e.k[j];
-        cr_complex d =
-            -creal(d1) + cr__c(0, -cimag(mat_get(&VK, k, j)) / creal(mat_get(&e.V, k, j)));
+        cr_complex d = -creal(d1) +
+                       cr__c(0, -cimag(cr__cmat_get(&VK, k, j)) / creal(cr__cmat_get(&e.V, k, j)));
         for (size_t i = 0; i < n; i++)
-            mat_set(&VK, i, j, mat_get(&VK, i, j) + mat_get(&e.V, i, j) * d);
+            cr__cmat_set(&VK, i, j, cr__cmat_get(&VK, i, j) + cr__cmat_get(&e.V, i, j) * d);
     }
     cr_array *dvo;
-    st = mat_to_array(arena, &VK, false, &dvo);
+    st = cr__cmat_to_array(arena, &VK, false, &dvo);
     if (st != CR_OK)
         return st;
     cr_tangent t[2] = {cr_tangent_array(dlo), cr_tangent_array(dvo)};
@@ -1178,23 +949,23 @@ GEIG_RULES(eigvals_general, false)
  * whatever memory holds (cholesky returns it tagged Upper). With `nonsingular`, a zero on
  * the diagonal is a domain error. */
 static cr_status factor_arg(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
-                            size_t i, bool cplx, bool nonsingular, const cr_array **U, mat *Um)
+                            size_t i, bool cplx, bool nonsingular, const cr_array **U, cr__cmat *Um)
 {
     cr_status st = square_arg(arena, who, args, nargs, i, U);
     if (st == CR_OK)
-        st = mat_from(arena, *U, cplx, Um);
+        st = cr__cmat_from(arena, *U, cplx, Um);
     if (st != CR_OK)
         return st;
-    mat_triu(Um);
+    cr__cmat_tri(Um, 'U', false);
     for (size_t k = 0; nonsingular && k < Um->r; k++)
-        if (mat_get(Um, k, k) == 0)
+        if (cr__cmat_get(Um, k, k) == 0)
             return CR__FAIL(arena, CR_EDOMAIN, "%s: the factor is singular (U[%zu][%zu] = 0)", who,
                             k, k);
     return CR_OK;
 }
 
 /* X := (Uᴴ U)⁻¹ X. */
-static cr_status chol_apply_inv(cr_arena *arena, const char *who, const mat *U, mat *X)
+static cr_status chol_apply_inv(cr_arena *arena, const char *who, const cr__cmat *U, cr__cmat *X)
 {
     cr_status st = tri_left(arena, who, U, 'U', 'C', 'N', X);
     return st != CR_OK ? st : tri_left(arena, who, U, 'U', 'N', 'N', X);
@@ -1203,7 +974,7 @@ static cr_status chol_apply_inv(cr_arena *arena, const char *who, const mat *U, 
 typedef struct csolve_env {
     const cr_array *U, *B;
     cr_project *pU, *pB;
-    mat Um, Y;
+    cr__cmat Um, Y;
     bool cplx;
 } csolve_env;
 
@@ -1227,7 +998,7 @@ static cr_status csolve_forward(cr_arena *arena, const cr_value *args, size_t na
     e->cplx = *dt == CR_DT_C128;
     st = factor_arg(arena, who, args, nargs, 0, e->cplx, true, &e->U, &e->Um);
     if (st == CR_OK)
-        st = mat_from(arena, B, e->cplx, &e->Y);
+        st = cr__cmat_from(arena, B, e->cplx, &e->Y);
     if (st == CR_OK)
         st = chol_apply_inv(arena, who, &e->Um, &e->Y);
     return st;
@@ -1235,7 +1006,7 @@ static cr_status csolve_forward(cr_arena *arena, const cr_value *args, size_t na
 
 typedef struct csolve_thunk {
     const csolve_env *e;
-    mat Bbar;
+    cr__cmat Bbar;
 } csolve_thunk;
 
 /* Ū = triu(U (Ā + Āᴴ)) with Ā = -B̄ Yᴴ, the cotangent of A = Uᴴ U. */
@@ -1244,21 +1015,21 @@ static cr_status csolve_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
     csolve_thunk *t = env;
     const csolve_env *e = t->e;
     size_t n = e->Um.r;
-    mat S, R;
-    cr_status st = mat_mul(arena, 'N', 'C', -1.0, &t->Bbar, &e->Y, &S);
+    cr__cmat S, R;
+    cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, &t->Bbar, &e->Y, &S);
     if (st != CR_OK)
         return st;
     for (size_t j = 0; j < n; j++)
         for (size_t i = 0; i <= j; i++) {
-            cr_complex h = mat_get(&S, i, j) + conj(mat_get(&S, j, i));
-            mat_set(&S, i, j, h);
-            mat_set(&S, j, i, conj(h));
+            cr_complex h = cr__cmat_get(&S, i, j) + conj(cr__cmat_get(&S, j, i));
+            cr__cmat_set(&S, i, j, h);
+            cr__cmat_set(&S, j, i, conj(h));
         }
-    st = mat_mul(arena, 'N', 'N', 1.0, &e->Um, &S, &R);
+    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &e->Um, &S, &R);
     if (st != CR_OK)
         return st;
-    mat_triu(&R);
-    return give_mat(arena, e->pU, &R, false, out);
+    cr__cmat_tri(&R, 'U', false);
+    return cr__cmat_give(arena, e->pU, &R, false, out);
 }
 
 /* B̄ = (Uᴴ U)⁻¹ Ȳ; Ū (a thunk). */
@@ -1269,8 +1040,9 @@ static cr_status csolve_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
     for (size_t i = 0; i < nx; i++)
         dx[i] = cr_tangent_none();
     const cr_array *B = e->B;
-    mat G;
-    cr_status st = tan_mat(arena, "cholesky_solve_pullback", *dy, B->ndim, B->shape, e->cplx, &G);
+    cr__cmat G;
+    cr_status st =
+        cr__cmat_tan(arena, "cholesky_solve_pullback", *dy, B->ndim, B->shape, e->cplx, &G);
     if (st != CR_OK)
         return st;
     if (G.p == NULL) {
@@ -1279,7 +1051,7 @@ static cr_status csolve_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
     }
     st = chol_apply_inv(arena, "cholesky_solve_pullback", &e->Um, &G);
     if (st == CR_OK)
-        st = give_mat(arena, e->pB, &G, B->ndim == 1, &dx[2]);
+        st = cr__cmat_give(arena, e->pB, &G, B->ndim == 1, &dx[2]);
     if (st != CR_OK)
         return st;
     csolve_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(csolve_thunk));
@@ -1303,7 +1075,7 @@ static cr_status cholesky_solve_rrule(const cr_config *cfg, cr_arena *arena, con
     cr_status st = csolve_forward(arena, args, nargs, e, &dt);
     cr_array *o;
     if (st == CR_OK)
-        st = out_array(arena, &e->Y, e->B->ndim == 1, dt, &o);
+        st = cr__cmat_out(arena, &e->Y, e->B->ndim == 1, dt, &o);
     if (st != CR_OK)
         return st;
     *y = cr_value_array(o);
@@ -1334,14 +1106,14 @@ static cr_status cholesky_solve_frule(const cr_config *cfg, cr_arena *arena,
     cr_status st = csolve_forward(arena, args, nargs, &e, &dt);
     cr_array *o;
     if (st == CR_OK)
-        st = out_array(arena, &e.Y, e.B->ndim == 1, dt, &o);
+        st = cr__cmat_out(arena, &e.Y, e.B->ndim == 1, dt, &o);
     if (st != CR_OK)
         return st;
     *y = cr_value_array(o);
-    mat dU, dB, R, W;
-    st = dx_mat(arena, "cholesky_solve", dargs, args, 0, e.cplx, &dU);
+    cr__cmat dU, dB, R, W;
+    st = cr__cmat_dx(arena, "cholesky_solve", dargs, args, 0, e.cplx, &dU);
     if (st == CR_OK)
-        st = dx_mat(arena, "cholesky_solve", dargs, args, 1, e.cplx, &dB);
+        st = cr__cmat_dx(arena, "cholesky_solve", dargs, args, 1, e.cplx, &dB);
     if (st != CR_OK)
         return st;
     if (dU.p == NULL && dB.p == NULL) {
@@ -1349,21 +1121,21 @@ static cr_status cholesky_solve_frule(const cr_config *cfg, cr_arena *arena,
         return CR_OK;
     }
     if (dB.p != NULL)
-        st = mat_copy(arena, &dB, e.cplx, &R);
+        st = cr__cmat_copy_as(arena, &dB, e.cplx, &R);
     else
-        st = mat_new(arena, e.cplx, e.Y.r, e.Y.c, true, &R);
+        st = cr__cmat_new(arena, e.cplx, e.Y.r, e.Y.c, true, &R);
     if (st != CR_OK)
         return st;
     if (dU.p != NULL) {
-        mat_triu(&dU);
-        st = mat_mul(arena, 'N', 'N', 1.0, &e.Um, &e.Y, &W);
+        cr__cmat_tri(&dU, 'U', false);
+        st = cr__cmat_mul(arena, 'N', 'N', 1.0, &e.Um, &e.Y, &W);
         if (st != CR_OK)
             return st;
-        mat_gemm('C', 'N', -1.0, &dU, &W, 1.0, &R);
-        st = mat_mul(arena, 'N', 'N', 1.0, &dU, &e.Y, &W);
+        cr__cmat_gemm('C', 'N', -1.0, &dU, &W, 1.0, &R);
+        st = cr__cmat_mul(arena, 'N', 'N', 1.0, &dU, &e.Y, &W);
         if (st != CR_OK)
             return st;
-        mat_gemm('C', 'N', -1.0, &e.Um, &W, 1.0, &R);
+        cr__cmat_gemm('C', 'N', -1.0, &e.Um, &W, 1.0, &R);
     }
     st = chol_apply_inv(arena, "cholesky_solve", &e.Um, &R);
     return st != CR_OK ? st : tangent_like(arena, o, &R, e.B->ndim == 1, dy);
@@ -1372,7 +1144,7 @@ static cr_status cholesky_solve_frule(const cr_config *cfg, cr_arena *arena,
 /* det(Uᴴ U) = Π |u_ii|² and logdet(Uᴴ U) = 2 Σ log |u_ii| (real for complex U too). */
 typedef struct cdet_env {
     cr_project *pU;
-    mat Um;
+    cr__cmat Um;
     bool lg;
 } cdet_env;
 
@@ -1382,7 +1154,7 @@ static const char *cdet_name(bool lg)
 }
 
 /* Π_{j≠i} |u_jj|² for every i, by prefix and suffix products (no division: zeros allowed). */
-static cr_status cdet_others(cr_arena *arena, const mat *U, double **out)
+static cr_status cdet_others(cr_arena *arena, const cr__cmat *U, double **out)
 {
     size_t n = U->r;
     double *o = cr_arena_alloc(arena, (n ? n : 1) * sizeof *o, _Alignof(double));
@@ -1391,21 +1163,21 @@ static cr_status cdet_others(cr_arena *arena, const mat *U, double **out)
     double acc = 1;
     for (size_t i = 0; i < n; i++) {
         o[i] = acc;
-        double a = cabs(mat_get(U, i, i));
+        double a = cabs(cr__cmat_get(U, i, i));
         acc *= a * a;
     }
     acc = 1;
     for (size_t i = n; i-- > 0;) {
         o[i] *= acc;
-        double a = cabs(mat_get(U, i, i));
+        double a = cabs(cr__cmat_get(U, i, i));
         acc *= a * a;
     }
     *out = o;
     return CR_OK;
 }
 
-static cr_status cdet_forward(cr_arena *arena, bool lg, const cr_value *args, size_t nargs, mat *Um,
-                              cr_value *y)
+static cr_status cdet_forward(cr_arena *arena, bool lg, const cr_value *args, size_t nargs,
+                              cr__cmat *Um, cr_value *y)
 {
     const char *who = cdet_name(lg);
     const cr_array *U;
@@ -1418,7 +1190,7 @@ static cr_status cdet_forward(cr_arena *arena, bool lg, const cr_value *args, si
         return st;
     double v = lg ? 0.0 : 1.0;
     for (size_t i = 0; i < Um->r; i++) {
-        double a = cabs(mat_get(Um, i, i));
+        double a = cabs(cr__cmat_get(Um, i, i));
         if (lg)
             v += 2 * log(a);
         else
@@ -1443,18 +1215,18 @@ static cr_status cdet_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
         return st;
     }
     size_t n = e->Um.r;
-    mat G;
+    cr__cmat G;
     double *others = NULL;
-    st = mat_new(arena, e->Um.cplx, n, n, true, &G);
+    st = cr__cmat_new(arena, e->Um.cplx, n, n, true, &G);
     if (st == CR_OK && !e->lg)
         st = cdet_others(arena, &e->Um, &others);
     if (st != CR_OK)
         return st;
     for (size_t i = 0; i < n; i++) {
-        cr_complex u = mat_get(&e->Um, i, i);
-        mat_set(&G, i, i, e->lg ? 2 * creal(c) / conj(u) : 2 * creal(c) * u * others[i]);
+        cr_complex u = cr__cmat_get(&e->Um, i, i);
+        cr__cmat_set(&G, i, i, e->lg ? 2 * creal(c) / conj(u) : 2 * creal(c) * u * others[i]);
     }
-    return give_mat(arena, e->pU, &G, false, &dx[1]);
+    return cr__cmat_give(arena, e->pU, &G, false, &dx[1]);
 }
 
 static cr_status cdet_rrule(cr_arena *arena, bool lg, const cr_value *args, size_t nargs,
@@ -1479,10 +1251,10 @@ static cr_status cdet_rrule(cr_arena *arena, bool lg, const cr_value *args, size
 static cr_status cdet_frule(cr_arena *arena, bool lg, const cr_tangent *dargs, const cr_value *args,
                             size_t nargs, cr_value *y, cr_tangent *dy)
 {
-    mat Um, dU;
+    cr__cmat Um, dU;
     cr_status st = cdet_forward(arena, lg, args, nargs, &Um, y);
     if (st == CR_OK)
-        st = dx_mat(arena, cdet_name(lg), dargs, args, 0, Um.cplx, &dU);
+        st = cr__cmat_dx(arena, cdet_name(lg), dargs, args, 0, Um.cplx, &dU);
     if (st != CR_OK || dU.p == NULL) {
         *dy = cr_tangent_zero();
         return st;
@@ -1492,7 +1264,7 @@ static cr_status cdet_frule(cr_arena *arena, bool lg, const cr_tangent *dargs, c
         return st;
     double t = 0;
     for (size_t i = 0; i < Um.r; i++) {
-        cr_complex u = mat_get(&Um, i, i), du = mat_get(&dU, i, i);
+        cr_complex u = cr__cmat_get(&Um, i, i), du = cr__cmat_get(&dU, i, i);
         t += lg ? 2 * creal(du / u) : 2 * creal(conj(u) * du) * others[i];
     }
     *dy = cr__scalar_tangent(y->kind == CR_KIND_F32 ? CR_DT_F32 : CR_DT_F64, t);
@@ -1508,8 +1280,8 @@ CDET_RULES(cholesky_logdet, true)
 
 typedef struct pinv_env {
     cr_project *pA;
-    mat Y;    /* n x m */
-    mat P, Q; /* I - U_r U_rᴴ (m x m), I - V_r V_rᴴ (n x n) */
+    cr__cmat Y;    /* n x m */
+    cr__cmat P, Q; /* I - U_r U_rᴴ (m x m), I - V_r V_rᴴ (n x n) */
 } pinv_env;
 
 /* Y = V_r diag(1/s) U_rᴴ over the singular values s > tol = eps * min(m, n) * s_max (Julia's
@@ -1524,18 +1296,18 @@ static cr_status pinv_forward(cr_arena *arena, const cr_value *args, size_t narg
         return st;
     bool cplx = (*A)->dtype == CR_DT_C128;
     size_t m = (*A)->shape[0], n = (*A)->shape[1], k = m < n ? m : n;
-    mat F, U, Vt;
-    st = mat_from(arena, *A, cplx, &F);
+    cr__cmat F, U, Vt;
+    st = cr__cmat_from(arena, *A, cplx, &F);
     if (st == CR_OK)
-        st = mat_new(arena, cplx, m, k, false, &U);
+        st = cr__cmat_new(arena, cplx, m, k, false, &U);
     if (st == CR_OK)
-        st = mat_new(arena, cplx, k, n, false, &Vt);
+        st = cr__cmat_new(arena, cplx, k, n, false, &Vt);
     if (st == CR_OK)
-        st = mat_new(arena, cplx, n, m, true, &e->Y);
+        st = cr__cmat_new(arena, cplx, n, m, true, &e->Y);
     if (st == CR_OK)
-        st = mat_new(arena, cplx, m, m, true, &e->P);
+        st = cr__cmat_new(arena, cplx, m, m, true, &e->P);
     if (st == CR_OK)
-        st = mat_new(arena, cplx, n, n, true, &e->Q);
+        st = cr__cmat_new(arena, cplx, n, n, true, &e->Q);
     if (st != CR_OK)
         return st;
     double *s = cr_arena_alloc(arena, (k ? k : 1) * sizeof *s, _Alignof(double));
@@ -1570,25 +1342,27 @@ static cr_status pinv_forward(cr_arena *arena, const cr_value *args, size_t narg
                                    work, (lapack_int)lw, iwork);
     }
     if (info != 0)
-        return lapack_fail(arena, "pinv", info);
+        return cr__lapack_fail(arena, "pinv", info);
     double eps = (*A)->dtype == CR_DT_F32 ? (double)FLT_EPSILON : DBL_EPSILON;
     double tol = k > 0 ? eps * (double)k * s[0] : 0;
     for (size_t i = 0; i < m; i++)
-        mat_set(&e->P, i, i, 1.0);
+        cr__cmat_set(&e->P, i, i, 1.0);
     for (size_t i = 0; i < n; i++)
-        mat_set(&e->Q, i, i, 1.0);
+        cr__cmat_set(&e->Q, i, i, 1.0);
     for (size_t l = 0; l < k && s[l] > tol; l++) {
         for (size_t j = 0; j < m; j++) {
-            cr_complex uj = conj(mat_get(&U, j, l));
+            cr_complex uj = conj(cr__cmat_get(&U, j, l));
             for (size_t i = 0; i < n; i++)
-                mat_set(&e->Y, i, j, mat_get(&e->Y, i, j) + conj(mat_get(&Vt, l, i)) * uj / s[l]);
+                cr__cmat_set(&e->Y, i, j,
+                             cr__cmat_get(&e->Y, i, j) + conj(cr__cmat_get(&Vt, l, i)) * uj / s[l]);
             for (size_t i = 0; i < m; i++)
-                mat_set(&e->P, i, j, mat_get(&e->P, i, j) - mat_get(&U, i, l) * uj);
+                cr__cmat_set(&e->P, i, j, cr__cmat_get(&e->P, i, j) - cr__cmat_get(&U, i, l) * uj);
         }
         for (size_t j = 0; j < n; j++)
             for (size_t i = 0; i < n; i++)
-                mat_set(&e->Q, i, j,
-                        mat_get(&e->Q, i, j) - conj(mat_get(&Vt, l, i)) * mat_get(&Vt, l, j));
+                cr__cmat_set(&e->Q, i, j,
+                             cr__cmat_get(&e->Q, i, j) -
+                                 conj(cr__cmat_get(&Vt, l, i)) * cr__cmat_get(&Vt, l, j));
     }
     return CR_OK;
 }
@@ -1603,28 +1377,28 @@ static cr_status pinv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     pinv_env *e = env;
     dx[0] = cr_tangent_none();
     size_t shape[2] = {e->Y.r, e->Y.c};
-    mat G, T1, T2, YYh, YhY, R;
-    cr_status st = tan_mat(arena, "pinv_pullback", *dy, 2, shape, e->Y.cplx, &G);
+    cr__cmat G, T1, T2, YYh, YhY, R;
+    cr_status st = cr__cmat_tan(arena, "pinv_pullback", *dy, 2, shape, e->Y.cplx, &G);
     if (st != CR_OK || G.p == NULL) {
         dx[1] = cr_tangent_zero();
         return st;
     }
-    st = mat_mul(arena, 'C', 'N', 1.0, &e->Y, &G, &T1); /* Yᴴ Ȳ */
+    st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e->Y, &G, &T1); /* Yᴴ Ȳ */
     if (st == CR_OK)
-        st = mat_mul(arena, 'N', 'C', -1.0, &T1, &e->Y, &R); /* -Yᴴ Ȳ Yᴴ */
+        st = cr__cmat_mul(arena, 'N', 'C', -1.0, &T1, &e->Y, &R); /* -Yᴴ Ȳ Yᴴ */
     if (st == CR_OK)
-        st = mat_mul(arena, 'N', 'C', 1.0, &e->Y, &e->Y, &YYh);
+        st = cr__cmat_mul(arena, 'N', 'C', 1.0, &e->Y, &e->Y, &YYh);
     if (st == CR_OK)
-        st = mat_mul(arena, 'C', 'N', 1.0, &e->Y, &e->Y, &YhY);
+        st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e->Y, &e->Y, &YhY);
     if (st == CR_OK)
-        st = mat_mul(arena, 'N', 'C', 1.0, &e->P, &G, &T1); /* P Ȳᴴ */
+        st = cr__cmat_mul(arena, 'N', 'C', 1.0, &e->P, &G, &T1); /* P Ȳᴴ */
     if (st == CR_OK)
-        st = mat_mul(arena, 'N', 'C', 1.0, &YhY, &G, &T2); /* Yᴴ Y Ȳᴴ */
+        st = cr__cmat_mul(arena, 'N', 'C', 1.0, &YhY, &G, &T2); /* Yᴴ Y Ȳᴴ */
     if (st != CR_OK)
         return st;
-    mat_gemm('N', 'N', 1.0, &T1, &YYh, 1.0, &R);
-    mat_gemm('N', 'N', 1.0, &T2, &e->Q, 1.0, &R);
-    return give_mat(arena, e->pA, &R, false, &dx[1]);
+    cr__cmat_gemm('N', 'N', 1.0, &T1, &YYh, 1.0, &R);
+    cr__cmat_gemm('N', 'N', 1.0, &T2, &e->Q, 1.0, &R);
+    return cr__cmat_give(arena, e->pA, &R, false, &dx[1]);
 }
 
 static cr_status pinv_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
@@ -1640,7 +1414,7 @@ static cr_status pinv_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
     cr_array *o;
     cr_status st = pinv_forward(arena, args, nargs, &A, e);
     if (st == CR_OK)
-        st = out_array(arena, &e->Y, false, (cr_dtype)A->dtype, &o);
+        st = cr__cmat_out(arena, &e->Y, false, (cr_dtype)A->dtype, &o);
     if (st != CR_OK)
         return st;
     *y = cr_value_array(o);
@@ -1667,32 +1441,32 @@ static cr_status pinv_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
     cr_array *o;
     cr_status st = pinv_forward(arena, args, nargs, &A, &e);
     if (st == CR_OK)
-        st = out_array(arena, &e.Y, false, (cr_dtype)A->dtype, &o);
+        st = cr__cmat_out(arena, &e.Y, false, (cr_dtype)A->dtype, &o);
     if (st != CR_OK)
         return st;
     *y = cr_value_array(o);
-    mat dA, T, R, YYh, YhY;
-    st = dx_mat(arena, "pinv", dargs, args, 0, e.Y.cplx, &dA);
+    cr__cmat dA, T, R, YYh, YhY;
+    st = cr__cmat_dx(arena, "pinv", dargs, args, 0, e.Y.cplx, &dA);
     if (st != CR_OK || dA.p == NULL) {
         *dy = cr_tangent_zero();
         return st;
     }
-    st = mat_mul(arena, 'N', 'N', 1.0, &e.Y, &dA, &T);
+    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &e.Y, &dA, &T);
     if (st == CR_OK)
-        st = mat_mul(arena, 'N', 'N', -1.0, &T, &e.Y, &R);
+        st = cr__cmat_mul(arena, 'N', 'N', -1.0, &T, &e.Y, &R);
     if (st == CR_OK)
-        st = mat_mul(arena, 'N', 'C', 1.0, &e.Y, &e.Y, &YYh);
+        st = cr__cmat_mul(arena, 'N', 'C', 1.0, &e.Y, &e.Y, &YYh);
     if (st == CR_OK)
-        st = mat_mul(arena, 'C', 'N', 1.0, &e.Y, &e.Y, &YhY);
+        st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e.Y, &e.Y, &YhY);
     if (st == CR_OK)
-        st = mat_mul(arena, 'N', 'C', 1.0, &YYh, &dA, &T); /* Y Yᴴ Ȧᴴ */
+        st = cr__cmat_mul(arena, 'N', 'C', 1.0, &YYh, &dA, &T); /* Y Yᴴ Ȧᴴ */
     if (st != CR_OK)
         return st;
-    mat_gemm('N', 'N', 1.0, &T, &e.P, 1.0, &R);
-    st = mat_mul(arena, 'N', 'C', 1.0, &e.Q, &dA, &T); /* (I - Y A) Ȧᴴ */
+    cr__cmat_gemm('N', 'N', 1.0, &T, &e.P, 1.0, &R);
+    st = cr__cmat_mul(arena, 'N', 'C', 1.0, &e.Q, &dA, &T); /* (I - Y A) Ȧᴴ */
     if (st != CR_OK)
         return st;
-    mat_gemm('N', 'N', 1.0, &T, &YhY, 1.0, &R);
+    cr__cmat_gemm('N', 'N', 1.0, &T, &YhY, 1.0, &R);
     return tangent_like(arena, o, &R, false, dy);
 }
 
@@ -1700,15 +1474,15 @@ static cr_status pinv_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
 
 /* A complex Schur form M = Q T Qᴴ (gees). */
 typedef struct schur {
-    mat Q, T;
+    cr__cmat Q, T;
 } schur;
 
-static cr_status schur_of(cr_arena *arena, const char *who, const mat *M, schur *s)
+static cr_status schur_of(cr_arena *arena, const char *who, const cr__cmat *M, schur *s)
 {
     size_t n = M->r;
-    cr_status st = mat_copy(arena, M, true, &s->T);
+    cr_status st = cr__cmat_copy_as(arena, M, true, &s->T);
     if (st == CR_OK)
-        st = mat_new(arena, true, n, n, false, &s->Q);
+        st = cr__cmat_new(arena, true, n, n, false, &s->Q);
     if (st != CR_OK || n == 0)
         return st;
     cr_complex *w = cr_arena_alloc(arena, n * sizeof *w, _Alignof(cr_complex));
@@ -1725,7 +1499,7 @@ static cr_status schur_of(cr_arena *arena, const char *who, const mat *M, schur 
         return CR__ALLOC_STATUS(arena);
     info = LAPACKE_zgees_work(LAPACK_COL_MAJOR, 'V', 'N', NULL, ln, s->T.p, ln, &sdim, w, s->Q.p,
                               ln, work, (lapack_int)lw, rwork, NULL);
-    return info != 0 ? lapack_fail(arena, who, info) : CR_OK;
+    return info != 0 ? cr__lapack_fail(arena, who, info) : CR_OK;
 }
 
 /* The operators of A X + X B (sylvester) or A X + X Aᴴ (lyap): A = Qa Ta Qaᴴ and
@@ -1737,16 +1511,16 @@ typedef struct sylv {
 
 /* Solves A X + X B + C = 0 (op 'N') or Aᴴ X + X Bᴴ + C = 0 (op 'C') by Bartels-Stewart:
  * Schur forms, then the triangular equation (trsyl). */
-static cr_status sylv_solve(cr_arena *arena, const char *who, const sylv *S, char op, const mat *C,
-                            mat *X)
+static cr_status sylv_solve(cr_arena *arena, const char *who, const sylv *S, char op,
+                            const cr__cmat *C, cr__cmat *X)
 {
     size_t m = C->r, n = C->c;
-    mat Cc, T, F;
-    cr_status st = mat_copy(arena, C, true, &Cc);
+    cr__cmat Cc, T, F;
+    cr_status st = cr__cmat_copy_as(arena, C, true, &Cc);
     if (st == CR_OK)
-        st = mat_mul(arena, 'C', 'N', -1.0, &S->a.Q, &Cc, &T);
+        st = cr__cmat_mul(arena, 'C', 'N', -1.0, &S->a.Q, &Cc, &T);
     if (st == CR_OK)
-        st = mat_mul(arena, 'N', 'N', 1.0, &T, &S->b.Q, &F); /* -Qaᴴ C Qb */
+        st = cr__cmat_mul(arena, 'N', 'N', 1.0, &T, &S->b.Q, &F); /* -Qaᴴ C Qb */
     if (st != CR_OK)
         return st;
     if (m > 0 && n > 0) {
@@ -1757,7 +1531,7 @@ static cr_status sylv_solve(cr_arena *arena, const char *who, const sylv *S, cha
                                               (lapack_int)m, (lapack_int)n, S->a.T.p, (lapack_int)m,
                                               S->b.T.p, (lapack_int)n, F.p, (lapack_int)m, &scale);
         if (info < 0)
-            return lapack_fail(arena, who, info);
+            return cr__lapack_fail(arena, who, info);
         if (info > 0)
             return CR__FAIL(arena, CR_EDOMAIN,
                             "%s: A and -B have common or nearly common eigenvalues; the equation "
@@ -1765,16 +1539,16 @@ static cr_status sylv_solve(cr_arena *arena, const char *who, const sylv *S, cha
                             who);
         for (size_t j = 0; j < n; j++)
             for (size_t i = 0; i < m; i++)
-                mat_set(&F, i, j, mat_get(&F, i, j) / scale);
+                cr__cmat_set(&F, i, j, cr__cmat_get(&F, i, j) / scale);
     }
-    st = mat_mul(arena, 'N', 'N', 1.0, &S->a.Q, &F, &T);
-    return st != CR_OK ? st : mat_mul(arena, 'N', 'C', 1.0, &T, &S->b.Q, X);
+    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &S->a.Q, &F, &T);
+    return st != CR_OK ? st : cr__cmat_mul(arena, 'N', 'C', 1.0, &T, &S->b.Q, X);
 }
 
 typedef struct sylv_env {
     int kind; /* 0 sylvester(A, B, C), 1 lyap(A, C) */
     sylv S;
-    mat X; /* complex work; real when the problem is */
+    cr__cmat X; /* complex work; real when the problem is */
     const cr_array *A, *B, *C;
     cr_project *pA, *pB, *pC;
     cr_dtype dt;
@@ -1807,12 +1581,12 @@ static cr_status sylv_forward(cr_arena *arena, int kind, const cr_value *args, s
     e->dt = cr__promote((cr_dtype)e->A->dtype, (cr_dtype)e->C->dtype);
     if (kind == 0)
         e->dt = cr__promote(e->dt, (cr_dtype)e->B->dtype);
-    mat Am, Bm, Cm;
-    st = mat_from(arena, e->A, true, &Am);
+    cr__cmat Am, Bm, Cm;
+    st = cr__cmat_from(arena, e->A, true, &Am);
     if (st == CR_OK)
         st = schur_of(arena, who, &Am, &e->S.a);
     if (st == CR_OK && kind == 0) {
-        st = mat_from(arena, e->B, true, &Bm);
+        st = cr__cmat_from(arena, e->B, true, &Bm);
         if (st == CR_OK)
             st = schur_of(arena, who, &Bm, &e->S.b);
     } else if (st == CR_OK) {
@@ -1820,7 +1594,7 @@ static cr_status sylv_forward(cr_arena *arena, int kind, const cr_value *args, s
         e->S.b_adj = true;
     }
     if (st == CR_OK)
-        st = mat_from(arena, e->C, true, &Cm);
+        st = cr__cmat_from(arena, e->C, true, &Cm);
     if (st == CR_OK)
         st = sylv_solve(arena, who, &e->S, 'N', &Cm, &e->X);
     if (st != CR_OK)
@@ -1828,13 +1602,13 @@ static cr_status sylv_forward(cr_arena *arena, int kind, const cr_value *args, s
     /* A real problem has a real solution: drop the rounding left in the imaginary parts. */
     for (size_t j = 0; e->dt != CR_DT_C128 && j < e->X.c; j++)
         for (size_t i = 0; i < e->X.r; i++)
-            mat_set(&e->X, i, j, creal(mat_get(&e->X, i, j)));
-    return out_array(arena, &e->X, false, e->dt, &e->o);
+            cr__cmat_set(&e->X, i, j, creal(cr__cmat_get(&e->X, i, j)));
+    return cr__cmat_out(arena, &e->X, false, e->dt, &e->o);
 }
 
 typedef struct sylv_thunk {
     const sylv_env *e;
-    mat L;
+    cr__cmat L;
     int which; /* 0: Ā, 1: B̄ */
 } sylv_thunk;
 
@@ -1843,14 +1617,14 @@ static cr_status sylv_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 {
     sylv_thunk *t = env;
     const sylv_env *e = t->e;
-    mat R;
-    cr_status st = t->which == 0 ? mat_mul(arena, 'N', 'C', 1.0, &t->L, &e->X, &R)
-                                 : mat_mul(arena, 'C', 'N', 1.0, &e->X, &t->L, &R);
+    cr__cmat R;
+    cr_status st = t->which == 0 ? cr__cmat_mul(arena, 'N', 'C', 1.0, &t->L, &e->X, &R)
+                                 : cr__cmat_mul(arena, 'C', 'N', 1.0, &e->X, &t->L, &R);
     if (st != CR_OK)
         return st;
     if (e->kind == 1)
-        mat_gemm('C', 'N', 1.0, &t->L, &e->X, 1.0, &R);
-    return give_mat(arena, t->which == 0 ? e->pA : e->pB, &R, false, out);
+        cr__cmat_gemm('C', 'N', 1.0, &t->L, &e->X, 1.0, &R);
+    return cr__cmat_give(arena, t->which == 0 ? e->pA : e->pB, &R, false, out);
 }
 
 /* The adjoint equation: Aᴴ Λ + Λ Bᴴ + X̄ = 0 (lyap: Aᴴ Λ + Λ A + X̄ = 0); C̄ = Λ, and Ā, B̄
@@ -1863,8 +1637,8 @@ static cr_status sylv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     for (size_t i = 0; i < nx; i++)
         dx[i] = cr_tangent_none();
     size_t shape[2] = {e->X.r, e->X.c}, ic = e->kind == 0 ? 3 : 2;
-    mat G, L;
-    cr_status st = tan_mat(arena, who, *dy, 2, shape, true, &G);
+    cr__cmat G, L;
+    cr_status st = cr__cmat_tan(arena, who, *dy, 2, shape, true, &G);
     if (st != CR_OK)
         return st;
     if (G.p == NULL) {
@@ -1874,7 +1648,7 @@ static cr_status sylv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     }
     st = sylv_solve(arena, who, &e->S, 'C', &G, &L);
     if (st == CR_OK)
-        st = give_mat(arena, e->pC, &L, false, &dx[ic]);
+        st = cr__cmat_give(arena, e->pC, &L, false, &dx[ic]);
     for (int w = 0; w < (e->kind == 0 ? 2 : 1) && st == CR_OK; w++) {
         sylv_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(sylv_thunk));
         if (t == NULL)
@@ -1925,13 +1699,13 @@ static cr_status sylv_frule(cr_arena *arena, int kind, const cr_tangent *dargs,
         return st;
     *y = cr_value_array(e.o);
     size_t ic = kind == 0 ? 2 : 1;
-    mat dA, dB, dC, R, dX;
+    cr__cmat dA, dB, dC, R, dX;
     dB.p = NULL;
-    st = dx_mat(arena, who, dargs, args, 0, true, &dA);
+    st = cr__cmat_dx(arena, who, dargs, args, 0, true, &dA);
     if (st == CR_OK && kind == 0)
-        st = dx_mat(arena, who, dargs, args, 1, true, &dB);
+        st = cr__cmat_dx(arena, who, dargs, args, 1, true, &dB);
     if (st == CR_OK)
-        st = dx_mat(arena, who, dargs, args, ic, true, &dC);
+        st = cr__cmat_dx(arena, who, dargs, args, ic, true, &dC);
     if (st != CR_OK)
         return st;
     if (dA.p == NULL && dB.p == NULL && dC.p == NULL) {
@@ -1939,18 +1713,18 @@ static cr_status sylv_frule(cr_arena *arena, int kind, const cr_tangent *dargs,
         return CR_OK;
     }
     if (dC.p != NULL)
-        st = mat_copy(arena, &dC, true, &R);
+        st = cr__cmat_copy_as(arena, &dC, true, &R);
     else
-        st = mat_new(arena, true, e.X.r, e.X.c, true, &R);
+        st = cr__cmat_new(arena, true, e.X.r, e.X.c, true, &R);
     if (st != CR_OK)
         return st;
     if (dA.p != NULL) {
-        mat_gemm('N', 'N', 1.0, &dA, &e.X, 1.0, &R);
+        cr__cmat_gemm('N', 'N', 1.0, &dA, &e.X, 1.0, &R);
         if (kind == 1)
-            mat_gemm('N', 'C', 1.0, &e.X, &dA, 1.0, &R);
+            cr__cmat_gemm('N', 'C', 1.0, &e.X, &dA, 1.0, &R);
     }
     if (dB.p != NULL)
-        mat_gemm('N', 'N', 1.0, &e.X, &dB, 1.0, &R);
+        cr__cmat_gemm('N', 'N', 1.0, &e.X, &dB, 1.0, &R);
     st = sylv_solve(arena, who, &e.S, 'N', &R, &dX);
     return st != CR_OK ? st : tangent_like(arena, e.o, &dX, false, dy);
 }
@@ -2159,30 +1933,16 @@ cr_status cr__linalg_register_fact(cr_registry *reg)
 #else /* !CR_HAVE_LAPACKE */
 
 /* Without LAPACKE: the function values exist; calling them reports CR_EUNIMPL. */
-static cr_status no_lapack(cr_arena *arena, const cr_value *f, const cr_value *args, size_t nargs,
-                           cr_value *out)
-{
-    (void)args;
-    (void)nargs;
-    (void)out;
-    return CR__FAIL(arena, CR_EUNIMPL, "%s needs LAPACKE, which this build of chainrules lacks",
-                    f->u.func.fn->name);
-}
-
-#define NO_LAPACK_FN(NAME, STR)                                                                   \
-    static const cr_function NAME##_function = {.name = (STR), .arity = -1, .primal = no_lapack}; \
-    const cr_value cr_fn_##NAME = {.kind = CR_KIND_FUNC, .u.func = {&NAME##_function, NULL}};
-
-NO_LAPACK_FN(lu, "lu")
-NO_LAPACK_FN(qr, "qr")
-NO_LAPACK_FN(eigen_general, "eigen_general")
-NO_LAPACK_FN(eigvals_general, "eigvals_general")
-NO_LAPACK_FN(cholesky_solve, "cholesky_solve")
-NO_LAPACK_FN(cholesky_det, "cholesky_det")
-NO_LAPACK_FN(cholesky_logdet, "cholesky_logdet")
-NO_LAPACK_FN(pinv, "pinv")
-NO_LAPACK_FN(sylvester, "sylvester")
-NO_LAPACK_FN(lyap, "lyap")
+CR__NO_LAPACK_FN(lu, "lu")
+CR__NO_LAPACK_FN(qr, "qr")
+CR__NO_LAPACK_FN(eigen_general, "eigen_general")
+CR__NO_LAPACK_FN(eigvals_general, "eigvals_general")
+CR__NO_LAPACK_FN(cholesky_solve, "cholesky_solve")
+CR__NO_LAPACK_FN(cholesky_det, "cholesky_det")
+CR__NO_LAPACK_FN(cholesky_logdet, "cholesky_logdet")
+CR__NO_LAPACK_FN(pinv, "pinv")
+CR__NO_LAPACK_FN(sylvester, "sylvester")
+CR__NO_LAPACK_FN(lyap, "lyap")
 
 cr_status cr__linalg_register_fact(cr_registry *reg)
 {

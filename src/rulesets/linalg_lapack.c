@@ -11,166 +11,10 @@
 #include <float.h>
 #include <math.h>
 
-#include "array_impl.h"
+#include "linalg_impl.h"
 
 #if defined(CR_HAVE_LAPACKE)
 #include <lapacke.h>
-#if defined(CR_HAVE_CBLAS)
-#include <cblas.h>
-#endif
-
-/* ---- Column-major work matrices -------------------------------------------------------- */
-
-typedef struct mat {
-    void *p; /* column-major, leading dimension r */
-    size_t r, c;
-    bool cplx;
-} mat;
-
-static cr_status mat_new(cr_arena *arena, bool cplx, size_t r, size_t c, bool zero, mat *m)
-{
-    size_t n = r * c, es = cplx ? sizeof(cr_complex) : sizeof(double);
-    m->p = zero ? cr_arena_calloc(arena, n ? n : 1, es, 0)
-                : cr_arena_alloc(arena, (n ? n : 1) * es, 0);
-    m->r = r;
-    m->c = c;
-    m->cplx = cplx;
-    return m->p == NULL ? CR__ALLOC_STATUS(arena) : CR_OK;
-}
-
-static inline cr_complex mat_get(const mat *m, size_t i, size_t j)
-{
-    return m->cplx ? ((const cr_complex *)m->p)[i + j * m->r]
-                   : ((const double *)m->p)[i + j * m->r];
-}
-
-static inline void mat_set(mat *m, size_t i, size_t j, cr_complex v)
-{
-    if (m->cplx)
-        ((cr_complex *)m->p)[i + j * m->r] = v;
-    else
-        ((double *)m->p)[i + j * m->r] = creal(v);
-}
-
-/* The logical value of a 1-d (a column) or 2-d array, as a column-major work matrix. */
-static cr_status mat_from(cr_arena *arena, const cr_array *a, bool cplx, mat *m)
-{
-    const cr_array *d;
-    cr_status st = cr__dense(arena, a, cplx ? CR_DT_C128 : CR_DT_F64, &d);
-    size_t r = a->shape[0], c = a->ndim == 2 ? a->shape[1] : 1;
-    if (st == CR_OK)
-        st = mat_new(arena, cplx, r, c, false, m);
-    if (st != CR_OK)
-        return st;
-    if (cplx) {
-        const cr_complex *s = d->data;
-        cr_complex *o = m->p;
-        for (size_t i = 0; i < r; i++)
-            for (size_t j = 0; j < c; j++)
-                o[i + j * r] = s[i * c + j];
-    } else {
-        const double *s = d->data;
-        double *o = m->p;
-        for (size_t i = 0; i < r; i++)
-            for (size_t j = 0; j < c; j++)
-                o[i + j * r] = s[i * c + j];
-    }
-    return CR_OK;
-}
-
-static cr_status mat_copy(cr_arena *arena, const mat *s, mat *m)
-{
-    cr_status st = mat_new(arena, s->cplx, s->r, s->c, false, m);
-    if (st == CR_OK)
-        memcpy(m->p, s->p, s->r * s->c * (s->cplx ? sizeof(cr_complex) : sizeof(double)));
-    return st;
-}
-
-/* A new row-major work array of m (1-d when vec). */
-static cr_status mat_to_array(cr_arena *arena, const mat *m, bool vec, cr_array **out)
-{
-    size_t shape[2] = {m->r, m->c};
-    cr_status st = cr__new(arena, m->cplx ? CR_DT_C128 : CR_DT_F64, vec ? 1 : 2, shape, false, out);
-    if (st != CR_OK)
-        return st;
-    for (size_t i = 0; i < m->r; i++)
-        for (size_t j = 0; j < m->c; j++)
-            cr__store(*out, (ptrdiff_t)(i * m->c + j), mat_get(m, i, j));
-    return CR_OK;
-}
-
-/* C = alpha op(A) op(B) + beta C; op is 'N', 'T' or 'C'. */
-static void mat_gemm(char ta, char tb, cr_complex alpha, const mat *A, const mat *B,
-                     cr_complex beta, mat *C)
-{
-    size_t m = ta == 'N' ? A->r : A->c, k = ta == 'N' ? A->c : A->r;
-    size_t n = tb == 'N' ? B->c : B->r;
-    if (m == 0 || n == 0)
-        return;
-#if defined(CR_HAVE_CBLAS)
-    if (k > 0) {
-        enum CBLAS_TRANSPOSE a = ta == 'N' ? CblasNoTrans : ta == 'T' ? CblasTrans : CblasConjTrans;
-        enum CBLAS_TRANSPOSE b = tb == 'N' ? CblasNoTrans : tb == 'T' ? CblasTrans : CblasConjTrans;
-        int lda = (int)(A->r ? A->r : 1), ldb = (int)(B->r ? B->r : 1),
-            ldc = (int)(C->r ? C->r : 1);
-        if (C->cplx)
-            cblas_zgemm(CblasColMajor, a, b, (int)m, (int)n, (int)k, &alpha, A->p, lda, B->p, ldb,
-                        &beta, C->p, ldc);
-        else
-            cblas_dgemm(CblasColMajor, a, b, (int)m, (int)n, (int)k, creal(alpha), A->p, lda, B->p,
-                        ldb, creal(beta), C->p, ldc);
-        return;
-    }
-#endif
-    for (size_t i = 0; i < m; i++)
-        for (size_t j = 0; j < n; j++) {
-            cr_complex acc = 0;
-            for (size_t l = 0; l < k; l++) {
-                cr_complex a = ta == 'N' ? mat_get(A, i, l) : mat_get(A, l, i);
-                cr_complex b = tb == 'N' ? mat_get(B, l, j) : mat_get(B, j, l);
-                if (ta == 'C')
-                    a = conj(a);
-                if (tb == 'C')
-                    b = conj(b);
-                acc += a * b;
-            }
-            cr_complex c0 = beta == 0 ? 0 : beta * mat_get(C, i, j);
-            mat_set(C, i, j, alpha * acc + c0);
-        }
-}
-
-/* New C = alpha op(A) op(B). */
-static cr_status mat_mul(cr_arena *arena, char ta, char tb, cr_complex alpha, const mat *A,
-                         const mat *B, mat *C)
-{
-    size_t m = ta == 'N' ? A->r : A->c, n = tb == 'N' ? B->c : B->r;
-    cr_status st = mat_new(arena, A->cplx || B->cplx, m, n, true, C);
-    if (st == CR_OK)
-        mat_gemm(ta, tb, alpha, A, B, 0.0, C);
-    return st;
-}
-
-/* New mᴴ. */
-static cr_status mat_adj(cr_arena *arena, const mat *s, mat *m)
-{
-    cr_status st = mat_new(arena, s->cplx, s->c, s->r, false, m);
-    if (st != CR_OK)
-        return st;
-    for (size_t i = 0; i < s->r; i++)
-        for (size_t j = 0; j < s->c; j++)
-            mat_set(m, j, i, conj(mat_get(s, i, j)));
-    return CR_OK;
-}
-
-static bool lapack_size_ok(size_t n)
-{
-    return n <= (size_t)INT32_MAX;
-}
-
-static cr_status lapack_fail(cr_arena *arena, const char *who, lapack_int info)
-{
-    return CR__FAIL(arena, CR_EBACKEND, "%s: LAPACK reported info = %d", who, (int)info);
-}
 
 /* ---- Arguments ------------------------------------------------------------------------- */
 
@@ -182,7 +26,7 @@ static cr_status square_arg(cr_arena *arena, const char *who, const cr_value *ar
     if (st != CR_OK)
         return st;
     if ((*A)->ndim != 2 || (*A)->shape[0] != (*A)->shape[1] ||
-        !cr_dtype_is_float((cr_dtype)(*A)->dtype) || !lapack_size_ok((*A)->shape[0]))
+        !cr_dtype_is_float((cr_dtype)(*A)->dtype) || !cr__lapack_size_ok((*A)->shape[0]))
         return CR__FAIL(arena, CR_ESHAPE, "%s: expected a square f64, f32 or c128 matrix", who);
     *cplx = (*A)->dtype == CR_DT_C128;
     return CR_OK;
@@ -190,16 +34,16 @@ static cr_status square_arg(cr_arena *arena, const char *who, const cr_value *ar
 
 /* The Hermitian matrix whose upper triangle is that of A (the diagonal's real part), as
  * LAPACK's syev/heev/potrf read it. */
-static cr_status herm_upper(cr_arena *arena, const cr_array *A, bool cplx, mat *m)
+static cr_status herm_upper(cr_arena *arena, const cr_array *A, bool cplx, cr__cmat *m)
 {
-    cr_status st = mat_from(arena, A, cplx, m);
+    cr_status st = cr__cmat_from(arena, A, cplx, m);
     if (st != CR_OK)
         return st;
     size_t n = m->r;
     for (size_t j = 0; j < n; j++) {
-        mat_set(m, j, j, creal(mat_get(m, j, j)));
+        cr__cmat_set(m, j, j, creal(cr__cmat_get(m, j, j)));
         for (size_t i = j + 1; i < n; i++)
-            mat_set(m, i, j, conj(mat_get(m, j, i)));
+            cr__cmat_set(m, i, j, conj(cr__cmat_get(m, j, i)));
     }
     return CR_OK;
 }
@@ -207,28 +51,28 @@ static cr_status herm_upper(cr_arena *arena, const cr_array *A, bool cplx, mat *
 /* The cotangent of A for a function of herm_upper(A), given the Hermitian gradient S with
  * respect to that matrix: a Symmetric/Hermitian A takes S (its projector symmetrises); any
  * other A gets S folded onto the upper triangle it was read from. */
-static cr_status herm_give(cr_arena *arena, const cr_array *A, cr_project *p, mat *S,
+static cr_status herm_give(cr_arena *arena, const cr_array *A, cr_project *p, cr__cmat *S,
                            cr_tangent *out)
 {
     size_t n = S->r;
     if (A->structure != CR_MAT_SYMMETRIC && A->structure != CR_MAT_HERMITIAN) {
         for (size_t j = 0; j < n; j++) {
-            mat_set(S, j, j, creal(mat_get(S, j, j)));
+            cr__cmat_set(S, j, j, creal(cr__cmat_get(S, j, j)));
             for (size_t i = 0; i < j; i++) {
-                mat_set(S, i, j, mat_get(S, i, j) + conj(mat_get(S, j, i)));
-                mat_set(S, j, i, 0.0);
+                cr__cmat_set(S, i, j, cr__cmat_get(S, i, j) + conj(cr__cmat_get(S, j, i)));
+                cr__cmat_set(S, j, i, 0.0);
             }
         }
     }
     cr_array *r = NULL;
-    cr_status st = mat_to_array(arena, S, false, &r);
+    cr_status st = cr__cmat_to_array(arena, S, false, &r);
     return st != CR_OK ? st : cr__give(arena, p, r, out);
 }
 
 /* ---- LU --------------------------------------------------------------------------------- */
 
 typedef struct lu {
-    mat a; /* the factors */
+    cr__cmat a; /* the factors */
     lapack_int *ipiv;
     bool singular; /* a zero pivot */
     cr_complex det;
@@ -238,7 +82,7 @@ typedef struct lu {
 
 static cr_status lu_factor(cr_arena *arena, const char *who, const cr_array *A, bool cplx, lu *f)
 {
-    cr_status st = mat_from(arena, A, cplx, &f->a);
+    cr_status st = cr__cmat_from(arena, A, cplx, &f->a);
     if (st != CR_OK)
         return st;
     size_t n = f->a.r;
@@ -251,12 +95,12 @@ static cr_status lu_factor(cr_arena *arena, const char *who, const cr_array *A, 
                              : LAPACKE_dgetrf_work(LAPACK_COL_MAJOR, (lapack_int)n, (lapack_int)n,
                                                    f->a.p, (lapack_int)n, f->ipiv);
     if (info < 0)
-        return lapack_fail(arena, who, info);
+        return cr__lapack_fail(arena, who, info);
     f->singular = info > 0;
     cr_complex det = 1, phase = 1;
     double logabs = 0;
     for (size_t i = 0; i < n; i++) {
-        cr_complex u = mat_get(&f->a, i, i);
+        cr_complex u = cr__cmat_get(&f->a, i, i);
         if (f->ipiv[i] != (lapack_int)(i + 1)) {
             det = -det;
             phase = -phase;
@@ -274,7 +118,7 @@ static cr_status lu_factor(cr_arena *arena, const char *who, const cr_array *A, 
 }
 
 /* X := op(A)^-1 X in place (X n x k), op 'N' or 'C'. */
-static cr_status lu_solve(cr_arena *arena, const char *who, const lu *f, char op, mat *X)
+static cr_status lu_solve(cr_arena *arena, const char *who, const lu *f, char op, cr__cmat *X)
 {
     size_t n = f->a.r;
     if (n == 0 || X->c == 0)
@@ -285,18 +129,18 @@ static cr_status lu_solve(cr_arena *arena, const char *who, const lu *f, char op
                                         f->a.p, (lapack_int)n, f->ipiv, X->p, (lapack_int)n)
                   : LAPACKE_dgetrs_work(LAPACK_COL_MAJOR, t, (lapack_int)n, (lapack_int)X->c,
                                         f->a.p, (lapack_int)n, f->ipiv, X->p, (lapack_int)n);
-    return info != 0 ? lapack_fail(arena, who, info) : CR_OK;
+    return info != 0 ? cr__lapack_fail(arena, who, info) : CR_OK;
 }
 
 /* A^-1 from the factors. */
-static cr_status lu_inverse(cr_arena *arena, const char *who, const lu *f, mat *inv)
+static cr_status lu_inverse(cr_arena *arena, const char *who, const lu *f, cr__cmat *inv)
 {
     size_t n = f->a.r;
-    cr_status st = mat_new(arena, f->a.cplx, n, n, true, inv);
+    cr_status st = cr__cmat_new(arena, f->a.cplx, n, n, true, inv);
     if (st != CR_OK)
         return st;
     for (size_t i = 0; i < n; i++)
-        mat_set(inv, i, i, 1.0);
+        cr__cmat_set(inv, i, i, 1.0);
     return lu_solve(arena, who, f, 'N', inv);
 }
 
@@ -308,22 +152,22 @@ static cr_status singular(cr_arena *arena, const char *who)
 /* ---- SVD ---------------------------------------------------------------------------------- */
 
 typedef struct svd {
-    mat U;     /* m x k */
-    double *s; /* k, descending */
-    mat Vt;    /* k x n */
+    cr__cmat U;  /* m x k */
+    double *s;   /* k, descending */
+    cr__cmat Vt; /* k x n */
     size_t m, n, k;
 } svd;
 
-static cr_status svd_of(cr_arena *arena, const char *who, const mat *A0, svd *out)
+static cr_status svd_of(cr_arena *arena, const char *who, const cr__cmat *A0, svd *out)
 {
     size_t m = A0->r, n = A0->c, k = m < n ? m : n;
     bool cplx = A0->cplx;
-    mat A;
-    cr_status st = mat_copy(arena, A0, &A);
+    cr__cmat A;
+    cr_status st = cr__cmat_copy(arena, A0, &A);
     if (st == CR_OK)
-        st = mat_new(arena, cplx, m, k, false, &out->U);
+        st = cr__cmat_new(arena, cplx, m, k, false, &out->U);
     if (st == CR_OK)
-        st = mat_new(arena, cplx, k, n, false, &out->Vt);
+        st = cr__cmat_new(arena, cplx, k, n, false, &out->Vt);
     if (st != CR_OK)
         return st;
     out->s = cr_arena_alloc(arena, (k ? k : 1) * sizeof(double), _Alignof(double));
@@ -363,12 +207,12 @@ static cr_status svd_of(cr_arena *arena, const char *who, const mat *A0, svd *ou
         info = LAPACKE_dgesdd_work(LAPACK_COL_MAJOR, 'S', lm, ln, A.p, lm, out->s, out->U.p, lm,
                                    out->Vt.p, lk, work, (lapack_int)lw, iwork);
     }
-    return info != 0 ? lapack_fail(arena, who, info) : CR_OK;
+    return info != 0 ? cr__lapack_fail(arena, who, info) : CR_OK;
 }
 
 /* ---- Hermitian eigendecomposition --------------------------------------------------------- */
 
-static cr_status eigh(cr_arena *arena, const char *who, mat *H, double **w)
+static cr_status eigh(cr_arena *arena, const char *who, cr__cmat *H, double **w)
 {
     size_t n = H->r;
     *w = cr_arena_alloc(arena, (n ? n : 1) * sizeof(double), _Alignof(double));
@@ -401,7 +245,7 @@ static cr_status eigh(cr_arena *arena, const char *who, mat *H, double **w)
         info = LAPACKE_dsyevd_work(LAPACK_COL_MAJOR, 'V', 'U', ln, H->p, ln, *w, work,
                                    (lapack_int)lw, iwork, (lapack_int)liw);
     }
-    return info != 0 ? lapack_fail(arena, who, info) : CR_OK;
+    return info != 0 ? cr__lapack_fail(arena, who, info) : CR_OK;
 }
 
 /* 1/(a_j - a_i) off the diagonal, 0 where the two are equal to working precision (a
@@ -449,62 +293,10 @@ static const cr_type k_sd_f64 = {"tuple(f64,f64)", sizeof(sd_f64), 2, k_sd_f64_f
 static const cr_type k_sd_f32 = {"tuple(f32,f32)", sizeof(sd_f32), 2, k_sd_f32_fields};
 static const cr_type k_sd_c128 = {"tuple(f64,c128)", sizeof(sd_c128), 2, k_sd_c128_fields};
 
-/* Field i of a tuple cotangent (zeros give ZeroTangent). */
-static cr_status tuple_field(cr_arena *arena, const char *who, cr_tangent dy, size_t i,
-                             cr_tangent *out)
-{
-    cr_status st = cr_tangent_unthunk(dy, &dy);
-    if (st != CR_OK)
-        return st;
-    if (cr_tangent_is_zero(dy)) {
-        *out = cr_tangent_zero();
-        return CR_OK;
-    }
-    if (dy.tag != CR_TAN_STRUCT)
-        return CR__FAIL(arena, CR_ETANGENT,
-                        "%s: the output is a tuple, its cotangent must be a structural tangent "
-                        "(got %s)",
-                        who, cr_tag_name((cr_tag)dy.tag));
-    *out = cr_tangent_field(dy, i);
-    return CR_OK;
-}
-
-/* A work array of `ndim`-d shape as an output value of dtype dt. */
-static cr_status out_array(cr_arena *arena, const mat *m, bool vec, cr_dtype dt, cr_array **out)
-{
-    cr_array *w;
-    cr_status st = mat_to_array(arena, m, vec, &w);
-    return st != CR_OK ? st : cr__cast(arena, w, dt, out);
-}
-
-/* A (co)tangent of a 1-d or 2-d array as a column-major work matrix (NULL p when zero). */
-static cr_status tan_mat(cr_arena *arena, const char *who, cr_tangent t, size_t ndim,
-                         const size_t *shape, bool cplx, mat *m)
-{
-    const cr_array *g;
-    cr_status st = cr__tan_array(arena, who, t, ndim, shape, cplx ? CR_DT_C128 : CR_DT_F64, &g);
-    m->p = NULL;
-    if (st != CR_OK || g == NULL)
-        return st;
-    return mat_from(arena, g, cplx, m);
-}
-
-/* The argument tangent of an frule as a work matrix (NULL p when zero). */
-static cr_status dx_mat(cr_arena *arena, const char *who, const cr_tangent *dargs,
-                        const cr_value *args, size_t i, bool cplx, mat *m)
-{
-    m->p = NULL;
-    if (!cr__is_diff(&args[i]))
-        return CR_OK;
-    const cr_array *a = args[i].u.arr;
-    return tan_mat(arena, who, dargs[i + 1], a->ndim, a->shape, cplx, m);
-}
-
-/* ---- det ------------------------------------------------------------------------------ */
-
 /* The adjugate of a singular A through its SVD A = U S Vᴴ:
  * adj(A) = det(U) det(Vᴴ) V diag(Π_{j≠i} s_j) Uᴴ (no division by a zero singular value). */
-static cr_status adjugate_singular(cr_arena *arena, const char *who, const mat *A, mat *adj)
+static cr_status adjugate_singular(cr_arena *arena, const char *who, const cr__cmat *A,
+                                   cr__cmat *adj)
 {
     svd f;
     cr_status st = svd_of(arena, who, A, &f);
@@ -512,15 +304,15 @@ static cr_status adjugate_singular(cr_arena *arena, const char *who, const mat *
         return st;
     size_t n = f.k;
     lu lu_u, lu_v;
-    mat V;
-    st = mat_adj(arena, &f.Vt, &V);
+    cr__cmat V;
+    st = cr__cmat_adj(arena, &f.Vt, &V);
     if (st != CR_OK)
         return st;
     /* det(U) and det(Vᴴ) from their LU factors. */
-    mat Uc, Vc;
-    st = mat_copy(arena, &f.U, &Uc);
+    cr__cmat Uc, Vc;
+    st = cr__cmat_copy(arena, &f.U, &Uc);
     if (st == CR_OK)
-        st = mat_copy(arena, &f.Vt, &Vc);
+        st = cr__cmat_copy(arena, &f.Vt, &Vc);
     if (st != CR_OK)
         return st;
     lu_u.a = Uc;
@@ -537,9 +329,9 @@ static cr_status adjugate_singular(cr_arena *arena, const char *who, const mat *
                               : LAPACKE_dgetrf_work(LAPACK_COL_MAJOR, (lapack_int)n, (lapack_int)n,
                                                     L->a.p, (lapack_int)n, L->ipiv);
         if (info < 0)
-            return lapack_fail(arena, who, info);
+            return cr__lapack_fail(arena, who, info);
         for (size_t i = 0; i < n; i++) {
-            d *= mat_get(&L->a, i, i);
+            d *= cr__cmat_get(&L->a, i, i);
             if (L->ipiv[i] != (lapack_int)(i + 1))
                 d = -d;
         }
@@ -551,14 +343,14 @@ static cr_status adjugate_singular(cr_arena *arena, const char *who, const mat *
             if (j != i)
                 p *= f.s[j];
         for (size_t r = 0; r < n; r++)
-            mat_set(&V, r, i, mat_get(&V, r, i) * p);
+            cr__cmat_set(&V, r, i, cr__cmat_get(&V, r, i) * p);
     }
-    return mat_mul(arena, 'N', 'C', 1.0, &V, &f.U, adj);
+    return cr__cmat_mul(arena, 'N', 'C', 1.0, &V, &f.U, adj);
 }
 
 /* adj(A) = det(A) A⁻¹, or through the SVD when A is singular. */
 static cr_status adjugate(cr_arena *arena, const char *who, const cr_array *A, bool cplx,
-                          const lu *f, mat *adj)
+                          const lu *f, cr__cmat *adj)
 {
     if (!f->singular) {
         cr_status st = lu_inverse(arena, who, f, adj);
@@ -567,11 +359,11 @@ static cr_status adjugate(cr_arena *arena, const char *who, const cr_array *A, b
         size_t n = adj->r;
         for (size_t j = 0; j < n; j++)
             for (size_t i = 0; i < n; i++)
-                mat_set(adj, i, j, f->det * mat_get(adj, i, j));
+                cr__cmat_set(adj, i, j, f->det * cr__cmat_get(adj, i, j));
         return CR_OK;
     }
-    mat Am;
-    cr_status st = mat_from(arena, A, cplx, &Am);
+    cr__cmat Am;
+    cr_status st = cr__cmat_from(arena, A, cplx, &Am);
     return st != CR_OK ? st : adjugate_singular(arena, who, &Am, adj);
 }
 
@@ -600,9 +392,9 @@ static cr_status det_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
         cr_tangent tl, ts;
         cr_complex l = 0, s = 0;
         bool nzl = false, nzs = false;
-        st = tuple_field(arena, who, *dy, 0, &tl);
+        st = cr__tuple_field(arena, who, *dy, 0, &tl);
         if (st == CR_OK)
-            st = tuple_field(arena, who, *dy, 1, &ts);
+            st = cr__tuple_field(arena, who, *dy, 1, &ts);
         if (st == CR_OK)
             st = cr__tan_scalar(arena, who, tl, &l, &nzl);
         if (st == CR_OK)
@@ -620,7 +412,7 @@ static cr_status det_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
         dx[1] = cr_tangent_zero();
         return CR_OK;
     }
-    mat M;
+    cr__cmat M;
     if (e->kind == 0)
         st = adjugate(arena, who, e->A, e->cplx, &e->f, &M);
     else
@@ -629,15 +421,15 @@ static cr_status det_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
         return st;
     /* Ā = c Mᴴ (M = adj(A) or A⁻¹) */
     size_t n = M.r;
-    mat G;
-    st = mat_new(arena, e->cplx, n, n, false, &G);
+    cr__cmat G;
+    st = cr__cmat_new(arena, e->cplx, n, n, false, &G);
     if (st != CR_OK)
         return st;
     for (size_t j = 0; j < n; j++)
         for (size_t i = 0; i < n; i++)
-            mat_set(&G, i, j, c * conj(mat_get(&M, j, i)));
+            cr__cmat_set(&G, i, j, c * conj(cr__cmat_get(&M, j, i)));
     cr_array *r = NULL;
-    st = mat_to_array(arena, &G, false, &r);
+    st = cr__cmat_to_array(arena, &G, false, &r);
     return st != CR_OK ? st : cr__give(arena, e->pA, r, &dx[1]);
 }
 
@@ -722,15 +514,15 @@ static cr_status det_frule_common(cr_arena *arena, int kind, const cr_tangent *d
     if (st != CR_OK)
         return st;
     det_env *e = pb.env;
-    mat dA;
-    st = dx_mat(arena, who, dargs, args, 0, e->cplx, &dA);
+    cr__cmat dA;
+    st = cr__cmat_dx(arena, who, dargs, args, 0, e->cplx, &dA);
     if (st != CR_OK)
         return st;
     if (dA.p == NULL) {
         *dy = cr_tangent_zero();
         return CR_OK;
     }
-    mat M;
+    cr__cmat M;
     st = kind == 0 ? adjugate(arena, who, e->A, e->cplx, &e->f, &M)
                    : lu_inverse(arena, who, &e->f, &M);
     if (st != CR_OK)
@@ -739,7 +531,7 @@ static cr_status det_frule_common(cr_arena *arena, int kind, const cr_tangent *d
     cr_complex t = 0;
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < n; j++)
-            t += mat_get(&M, i, j) * mat_get(&dA, j, i);
+            t += cr__cmat_get(&M, i, j) * cr__cmat_get(&dA, j, i);
     cr_dtype dt = (cr_dtype)e->A->dtype;
     if (kind < 2) {
         *dy = cr__scalar_tangent(dt, t);
@@ -760,7 +552,7 @@ DET_RULES(logabsdet, 2)
 
 typedef struct inv_env {
     cr_project *pA;
-    mat Y;
+    cr__cmat Y;
 } inv_env;
 
 /* Ā = -Yᴴ Ȳ Yᴴ */
@@ -771,23 +563,23 @@ static cr_status matinv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
     inv_env *e = env;
     dx[0] = cr_tangent_none();
     size_t shape[2] = {e->Y.r, e->Y.c};
-    mat G, T, R;
-    cr_status st = tan_mat(arena, "matinv_pullback", *dy, 2, shape, e->Y.cplx, &G);
+    cr__cmat G, T, R;
+    cr_status st = cr__cmat_tan(arena, "matinv_pullback", *dy, 2, shape, e->Y.cplx, &G);
     if (st != CR_OK || G.p == NULL) {
         dx[1] = cr_tangent_zero();
         return st;
     }
-    st = mat_mul(arena, 'C', 'N', 1.0, &e->Y, &G, &T);
+    st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e->Y, &G, &T);
     if (st == CR_OK)
-        st = mat_mul(arena, 'N', 'C', -1.0, &T, &e->Y, &R);
+        st = cr__cmat_mul(arena, 'N', 'C', -1.0, &T, &e->Y, &R);
     cr_array *r = NULL;
     if (st == CR_OK)
-        st = mat_to_array(arena, &R, false, &r);
+        st = cr__cmat_to_array(arena, &R, false, &r);
     return st != CR_OK ? st : cr__give(arena, e->pA, r, &dx[1]);
 }
 
 static cr_status matinv_forward(cr_arena *arena, const cr_value *args, size_t nargs,
-                                const cr_array **A, mat *Y)
+                                const cr_array **A, cr__cmat *Y)
 {
     bool cplx = false;
     cr_status st = cr__nargs(arena, "inv", nargs, 1, 1);
@@ -816,7 +608,7 @@ static cr_status matinv_rrule(const cr_config *cfg, cr_arena *arena, const cr_va
     cr_status st = matinv_forward(arena, args, nargs, &A, &e->Y);
     cr_array *o;
     if (st == CR_OK)
-        st = out_array(arena, &e->Y, false, (cr_dtype)A->dtype, &o);
+        st = cr__cmat_out(arena, &e->Y, false, (cr_dtype)A->dtype, &o);
     if (st != CR_OK)
         return st;
     *y = cr_value_array(o);
@@ -839,25 +631,25 @@ static cr_status matinv_frule(const cr_config *cfg, cr_arena *arena, const cr_ta
     (void)f;
     (void)udata;
     const cr_array *A;
-    mat Y, dA, T, R;
+    cr__cmat Y, dA, T, R;
     cr_status st = matinv_forward(arena, args, nargs, &A, &Y);
     cr_array *o;
     if (st == CR_OK)
-        st = out_array(arena, &Y, false, (cr_dtype)A->dtype, &o);
+        st = cr__cmat_out(arena, &Y, false, (cr_dtype)A->dtype, &o);
     if (st != CR_OK)
         return st;
     *y = cr_value_array(o);
-    st = dx_mat(arena, "inv", dargs, args, 0, Y.cplx, &dA);
+    st = cr__cmat_dx(arena, "inv", dargs, args, 0, Y.cplx, &dA);
     if (st != CR_OK || dA.p == NULL) {
         *dy = cr_tangent_zero();
         return st;
     }
-    st = mat_mul(arena, 'N', 'N', 1.0, &Y, &dA, &T);
+    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &Y, &dA, &T);
     if (st == CR_OK)
-        st = mat_mul(arena, 'N', 'N', -1.0, &T, &Y, &R);
+        st = cr__cmat_mul(arena, 'N', 'N', -1.0, &T, &Y, &R);
     cr_array *r = NULL;
     if (st == CR_OK)
-        st = mat_to_array(arena, &R, false, &r);
+        st = cr__cmat_to_array(arena, &R, false, &r);
     return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
 }
 
@@ -867,9 +659,9 @@ typedef enum { FAC_DIAG, FAC_TRI, FAC_LU } fac_kind;
 
 typedef struct fac {
     fac_kind kind;
-    char uplo; /* FAC_TRI */
-    mat a;     /* FAC_TRI: the matrix; FAC_DIAG: its diagonal (n x 1) */
-    lu f;      /* FAC_LU */
+    char uplo;  /* FAC_TRI */
+    cr__cmat a; /* FAC_TRI: the matrix; FAC_DIAG: its diagonal (n x 1) */
+    lu f;       /* FAC_LU */
 } fac;
 
 static cr_status fac_new(cr_arena *arena, const char *who, const cr_array *A, bool cplx, fac *F)
@@ -878,25 +670,25 @@ static cr_status fac_new(cr_arena *arena, const char *who, const cr_array *A, bo
     size_t n = A->shape[0];
     if (A->structure == CR_MAT_DIAGONAL) {
         F->kind = FAC_DIAG;
-        cr_status st = mat_new(arena, cplx, n, 1, false, &F->a);
+        cr_status st = cr__cmat_new(arena, cplx, n, 1, false, &F->a);
         if (st != CR_OK)
             return st;
         for (size_t i = 0; i < n; i++) {
             cr_complex d = cr_array_get_linear(A, i * n + i);
             if (d == 0)
                 return singular(arena, who);
-            mat_set(&F->a, i, 0, d);
+            cr__cmat_set(&F->a, i, 0, d);
         }
         return CR_OK;
     }
     if (A->structure == CR_MAT_UPPER || A->structure == CR_MAT_LOWER) {
         F->kind = FAC_TRI;
         F->uplo = A->structure == CR_MAT_UPPER ? 'U' : 'L';
-        cr_status st = mat_from(arena, A, cplx, &F->a);
+        cr_status st = cr__cmat_from(arena, A, cplx, &F->a);
         if (st != CR_OK)
             return st;
         for (size_t i = 0; i < n; i++)
-            if (mat_get(&F->a, i, i) == 0)
+            if (cr__cmat_get(&F->a, i, i) == 0)
                 return singular(arena, who);
         return CR_OK;
     }
@@ -908,15 +700,15 @@ static cr_status fac_new(cr_arena *arena, const char *who, const cr_array *A, bo
 }
 
 /* X := op(A)^-1 X, op 'N' or 'C'. */
-static cr_status fac_solve(cr_arena *arena, const char *who, const fac *F, char op, mat *X)
+static cr_status fac_solve(cr_arena *arena, const char *who, const fac *F, char op, cr__cmat *X)
 {
     size_t n = X->r;
     switch (F->kind) {
     case FAC_DIAG:
         for (size_t j = 0; j < X->c; j++)
             for (size_t i = 0; i < n; i++) {
-                cr_complex d = mat_get(&F->a, i, 0);
-                mat_set(X, i, j, mat_get(X, i, j) / (op == 'N' ? d : conj(d)));
+                cr_complex d = cr__cmat_get(&F->a, i, 0);
+                cr__cmat_set(X, i, j, cr__cmat_get(X, i, j) / (op == 'N' ? d : conj(d)));
             }
         return CR_OK;
     case FAC_TRI: {
@@ -929,7 +721,7 @@ static cr_status fac_solve(cr_arena *arena, const char *who, const fac *F, char 
                                       (lapack_int)X->c, F->a.p, (lapack_int)n, X->p, (lapack_int)n)
                 : LAPACKE_dtrtrs_work(LAPACK_COL_MAJOR, F->uplo, t, 'N', (lapack_int)n,
                                       (lapack_int)X->c, F->a.p, (lapack_int)n, X->p, (lapack_int)n);
-        return info != 0 ? lapack_fail(arena, who, info) : CR_OK;
+        return info != 0 ? cr__lapack_fail(arena, who, info) : CR_OK;
     }
     case FAC_LU:
         return lu_solve(arena, who, &F->f, op, X);
@@ -939,7 +731,7 @@ static cr_status fac_solve(cr_arena *arena, const char *who, const fac *F, char 
 
 typedef struct solve_env {
     fac F;
-    mat Y;
+    cr__cmat Y;
     const cr_array *A, *B;
     cr_project *pA, *pB;
     bool dA, dB, cplx;
@@ -947,18 +739,18 @@ typedef struct solve_env {
 
 typedef struct solve_thunk {
     const solve_env *e;
-    mat Bbar;
+    cr__cmat Bbar;
 } solve_thunk;
 
 /* Ā = -B̄ Yᴴ */
 static cr_status solve_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 {
     solve_thunk *t = env;
-    mat R;
-    cr_status st = mat_mul(arena, 'N', 'C', -1.0, &t->Bbar, &t->e->Y, &R);
+    cr__cmat R;
+    cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, &t->Bbar, &t->e->Y, &R);
     cr_array *r = NULL;
     if (st == CR_OK)
-        st = mat_to_array(arena, &R, false, &r);
+        st = cr__cmat_to_array(arena, &R, false, &r);
     return st != CR_OK ? st : cr__give(arena, t->e->pA, r, out);
 }
 
@@ -970,8 +762,8 @@ static cr_status solve_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
     for (size_t i = 0; i < nx; i++)
         dx[i] = cr_tangent_none();
     const cr_array *B = e->B;
-    mat G;
-    cr_status st = tan_mat(arena, "solve_pullback", *dy, B->ndim, B->shape, e->cplx, &G);
+    cr__cmat G;
+    cr_status st = cr__cmat_tan(arena, "solve_pullback", *dy, B->ndim, B->shape, e->cplx, &G);
     if (st != CR_OK)
         return st;
     if (G.p == NULL) {
@@ -984,7 +776,7 @@ static cr_status solve_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
         return st;
     if (e->dB) {
         cr_array *r;
-        st = mat_to_array(arena, &G, B->ndim == 1, &r);
+        st = cr__cmat_to_array(arena, &G, B->ndim == 1, &r);
         if (st == CR_OK)
             st = cr__give(arena, e->pB, r, &dx[2]);
         if (st != CR_OK)
@@ -1025,7 +817,7 @@ static cr_status solve_forward(cr_arena *arena, const cr_value *args, size_t nar
     e->dB = true;
     st = fac_new(arena, "solve", A, e->cplx, &e->F);
     if (st == CR_OK)
-        st = mat_from(arena, B, e->cplx, &e->Y);
+        st = cr__cmat_from(arena, B, e->cplx, &e->Y);
     if (st == CR_OK)
         st = fac_solve(arena, "solve", &e->F, 'N', &e->Y);
     return st;
@@ -1045,7 +837,7 @@ static cr_status solve_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
     cr_status st = solve_forward(arena, args, nargs, e, &dt);
     cr_array *o;
     if (st == CR_OK)
-        st = out_array(arena, &e->Y, e->B->ndim == 1, dt, &o);
+        st = cr__cmat_out(arena, &e->Y, e->B->ndim == 1, dt, &o);
     if (st != CR_OK)
         return st;
     *y = cr_value_array(o);
@@ -1074,14 +866,14 @@ static cr_status solve_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
     cr_status st = solve_forward(arena, args, nargs, &e, &dt);
     cr_array *o;
     if (st == CR_OK)
-        st = out_array(arena, &e.Y, e.B->ndim == 1, dt, &o);
+        st = cr__cmat_out(arena, &e.Y, e.B->ndim == 1, dt, &o);
     if (st != CR_OK)
         return st;
     *y = cr_value_array(o);
-    mat dA, dB, R;
-    st = dx_mat(arena, "solve", dargs, args, 0, e.cplx, &dA);
+    cr__cmat dA, dB, R;
+    st = cr__cmat_dx(arena, "solve", dargs, args, 0, e.cplx, &dA);
     if (st == CR_OK)
-        st = dx_mat(arena, "solve", dargs, args, 1, e.cplx, &dB);
+        st = cr__cmat_dx(arena, "solve", dargs, args, 1, e.cplx, &dB);
     if (st != CR_OK)
         return st;
     if (dA.p == NULL && dB.p == NULL) {
@@ -1089,29 +881,29 @@ static cr_status solve_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
         return CR_OK;
     }
     if (dB.p != NULL)
-        st = mat_copy(arena, &dB, &R);
+        st = cr__cmat_copy(arena, &dB, &R);
     else
-        st = mat_new(arena, e.cplx, e.Y.r, e.Y.c, true, &R);
+        st = cr__cmat_new(arena, e.cplx, e.Y.r, e.Y.c, true, &R);
     if (st != CR_OK)
         return st;
     if (dA.p != NULL)
-        mat_gemm('N', 'N', -1.0, &dA, &e.Y, 1.0, &R);
+        cr__cmat_gemm('N', 'N', -1.0, &dA, &e.Y, 1.0, &R);
     st = fac_solve(arena, "solve", &e.F, 'N', &R);
     cr_array *r = NULL;
     if (st == CR_OK)
-        st = mat_to_array(arena, &R, e.B->ndim == 1, &r);
+        st = cr__cmat_to_array(arena, &R, e.B->ndim == 1, &r);
     return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
 }
 
 /* ---- rdiv: B / A ------------------------------------------------------------------------- */
 
 /* A row-major 1-d or 2-d B as a work matrix: a vector is one row. */
-static cr_status row_mat(cr_arena *arena, const cr_array *b, bool cplx, mat *m)
+static cr_status row_mat(cr_arena *arena, const cr_array *b, bool cplx, cr__cmat *m)
 {
     if (b->ndim == 2)
-        return mat_from(arena, b, cplx, m);
-    mat col;
-    cr_status st = mat_from(arena, b, cplx, &col);
+        return cr__cmat_from(arena, b, cplx, m);
+    cr__cmat col;
+    cr_status st = cr__cmat_from(arena, b, cplx, &col);
     if (st != CR_OK)
         return st;
     *m = col;
@@ -1122,30 +914,30 @@ static cr_status row_mat(cr_arena *arena, const cr_array *b, bool cplx, mat *m)
 
 typedef struct rdiv_env {
     fac F;
-    mat Y; /* m x n */
+    cr__cmat Y; /* m x n */
     const cr_array *A, *B;
     cr_project *pA, *pB;
     bool cplx;
 } rdiv_env;
 
 /* X := X op(A)^-1 for X m x n, through (X op(A)^-1)ᴴ = op(A)^-ᴴ Xᴴ. */
-static cr_status right_solve(cr_arena *arena, const fac *F, char op, mat *X)
+static cr_status right_solve(cr_arena *arena, const fac *F, char op, cr__cmat *X)
 {
-    mat Xh;
-    cr_status st = mat_adj(arena, X, &Xh);
+    cr__cmat Xh;
+    cr_status st = cr__cmat_adj(arena, X, &Xh);
     if (st == CR_OK)
         st = fac_solve(arena, "rdiv", F, op == 'N' ? 'C' : 'N', &Xh);
-    return st != CR_OK ? st : mat_adj(arena, &Xh, X);
+    return st != CR_OK ? st : cr__cmat_adj(arena, &Xh, X);
 }
 
-static cr_status rdiv_out(cr_arena *arena, const mat *Y, bool vec, cr_dtype dt, cr_array **o)
+static cr_status rdiv_out(cr_arena *arena, const cr__cmat *Y, bool vec, cr_dtype dt, cr_array **o)
 {
     if (!vec)
-        return out_array(arena, Y, false, dt, o);
-    mat c = *Y; /* a 1 x n row is, in column-major memory, an n x 1 column */
+        return cr__cmat_out(arena, Y, false, dt, o);
+    cr__cmat c = *Y; /* a 1 x n row is, in column-major memory, an n x 1 column */
     c.r = Y->c;
     c.c = 1;
-    return out_array(arena, &c, true, dt, o);
+    return cr__cmat_out(arena, &c, true, dt, o);
 }
 
 static cr_status rdiv_forward(cr_arena *arena, const cr_value *args, size_t nargs, rdiv_env *e,
@@ -1180,18 +972,18 @@ static cr_status rdiv_forward(cr_arena *arena, const cr_value *args, size_t narg
 
 typedef struct rdiv_thunk {
     const rdiv_env *e;
-    mat Bbar;
+    cr__cmat Bbar;
 } rdiv_thunk;
 
 /* Ā = -Yᴴ B̄ */
 static cr_status rdiv_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 {
     rdiv_thunk *t = env;
-    mat R;
-    cr_status st = mat_mul(arena, 'C', 'N', -1.0, &t->e->Y, &t->Bbar, &R);
+    cr__cmat R;
+    cr_status st = cr__cmat_mul(arena, 'C', 'N', -1.0, &t->e->Y, &t->Bbar, &R);
     cr_array *r = NULL;
     if (st == CR_OK)
-        st = mat_to_array(arena, &R, false, &r);
+        st = cr__cmat_to_array(arena, &R, false, &r);
     return st != CR_OK ? st : cr__give(arena, t->e->pA, r, out);
 }
 
@@ -1213,7 +1005,7 @@ static cr_status rdiv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
         dx[1] = dx[2] = cr_tangent_zero();
         return CR_OK;
     }
-    mat G;
+    cr__cmat G;
     st = row_mat(arena, g, e->cplx, &G);
     if (st == CR_OK)
         st = right_solve(arena, &e->F, 'C', &G);
@@ -1291,19 +1083,19 @@ static cr_status rdiv_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
         *dy = cr_tangent_zero();
         return CR_OK;
     }
-    mat R;
+    cr__cmat R;
     if (tb != NULL)
         st = row_mat(arena, tb, e.cplx, &R);
     else
-        st = mat_new(arena, e.cplx, e.Y.r, e.Y.c, true, &R);
+        st = cr__cmat_new(arena, e.cplx, e.Y.r, e.Y.c, true, &R);
     if (st != CR_OK)
         return st;
     if (ta != NULL) {
-        mat dA;
-        st = mat_from(arena, ta, e.cplx, &dA);
+        cr__cmat dA;
+        st = cr__cmat_from(arena, ta, e.cplx, &dA);
         if (st != CR_OK)
             return st;
-        mat_gemm('N', 'N', -1.0, &e.Y, &dA, 1.0, &R);
+        cr__cmat_gemm('N', 'N', -1.0, &e.Y, &dA, 1.0, &R);
     }
     st = right_solve(arena, &e.F, 'N', &R);
     cr_array *r = NULL;
@@ -1315,7 +1107,7 @@ static cr_status rdiv_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
 /* ---- cholesky -------------------------------------------------------------------------- */
 
 static cr_status cholesky_forward(cr_arena *arena, const cr_value *args, size_t nargs,
-                                  const cr_array **A, mat *U)
+                                  const cr_array **A, cr__cmat *U)
 {
     bool cplx = false;
     cr_status st = cr__nargs(arena, "cholesky", nargs, 1, 1);
@@ -1337,17 +1129,17 @@ static cr_status cholesky_forward(cr_arena *arena, const cr_value *args, size_t 
                         "(leading minor %d)",
                         (int)info);
     if (info < 0)
-        return lapack_fail(arena, "cholesky", info);
+        return cr__lapack_fail(arena, "cholesky", info);
     for (size_t j = 0; j < n; j++)
         for (size_t i = j + 1; i < n; i++)
-            mat_set(U, i, j, 0.0);
+            cr__cmat_set(U, i, j, 0.0);
     return CR_OK;
 }
 
-static cr_status cholesky_output(cr_arena *arena, const cr_array *A, const mat *U, cr_value *y)
+static cr_status cholesky_output(cr_arena *arena, const cr_array *A, const cr__cmat *U, cr_value *y)
 {
     cr_array *o;
-    cr_status st = out_array(arena, U, false, (cr_dtype)A->dtype, &o);
+    cr_status st = cr__cmat_out(arena, U, false, (cr_dtype)A->dtype, &o);
     if (st != CR_OK)
         return st;
     o->structure = CR_MAT_UPPER;
@@ -1356,7 +1148,7 @@ static cr_status cholesky_output(cr_arena *arena, const cr_array *A, const mat *
 }
 
 /* B := U^-1 B (trans 'N') or U^-ᴴ B ('C'). */
-static cr_status tri_solve(cr_arena *arena, const mat *U, char t, mat *B)
+static cr_status tri_solve(cr_arena *arena, const cr__cmat *U, char t, cr__cmat *B)
 {
     size_t n = U->r;
     if (n == 0 || B->c == 0)
@@ -1367,13 +1159,13 @@ static cr_status tri_solve(cr_arena *arena, const mat *U, char t, mat *B)
                                       (lapack_int)B->c, U->p, (lapack_int)n, B->p, (lapack_int)n)
                 : LAPACKE_dtrtrs_work(LAPACK_COL_MAJOR, 'U', tt, 'N', (lapack_int)n,
                                       (lapack_int)B->c, U->p, (lapack_int)n, B->p, (lapack_int)n);
-    return info != 0 ? lapack_fail(arena, "cholesky", info) : CR_OK;
+    return info != 0 ? cr__lapack_fail(arena, "cholesky", info) : CR_OK;
 }
 
 typedef struct chol_env {
     const cr_array *A;
     cr_project *pA;
-    mat U;
+    cr__cmat U;
 } chol_env;
 
 /* With A = Uᴴ U (Seeger et al., ChainRules): Φ = the Hermitian matrix of the upper
@@ -1386,33 +1178,33 @@ static cr_status cholesky_pullback(const cr_tangent *dy, cr_tangent *dx, size_t 
     chol_env *e = env;
     dx[0] = cr_tangent_none();
     size_t n = e->U.r, shape[2] = {n, n};
-    mat Ub, P, X;
-    cr_status st = tan_mat(arena, "cholesky_pullback", *dy, 2, shape, e->U.cplx, &Ub);
+    cr__cmat Ub, P, X;
+    cr_status st = cr__cmat_tan(arena, "cholesky_pullback", *dy, 2, shape, e->U.cplx, &Ub);
     if (st != CR_OK || Ub.p == NULL) {
         dx[1] = cr_tangent_zero();
         return st;
     }
     for (size_t j = 0; j < n; j++)
         for (size_t i = j + 1; i < n; i++)
-            mat_set(&Ub, i, j, 0.0);
-    st = mat_mul(arena, 'N', 'C', 1.0, &Ub, &e->U, &P);
+            cr__cmat_set(&Ub, i, j, 0.0);
+    st = cr__cmat_mul(arena, 'N', 'C', 1.0, &Ub, &e->U, &P);
     if (st != CR_OK)
         return st;
     for (size_t j = 0; j < n; j++) {
-        mat_set(&P, j, j, creal(mat_get(&P, j, j)));
+        cr__cmat_set(&P, j, j, creal(cr__cmat_get(&P, j, j)));
         for (size_t i = j + 1; i < n; i++)
-            mat_set(&P, i, j, conj(mat_get(&P, j, i)));
+            cr__cmat_set(&P, i, j, conj(cr__cmat_get(&P, j, i)));
     }
     st = tri_solve(arena, &e->U, 'N', &P); /* U⁻¹ Φ */
     if (st == CR_OK)
-        st = mat_adj(arena, &P, &X); /* Φ U⁻ᴴ */
+        st = cr__cmat_adj(arena, &P, &X); /* Φ U⁻ᴴ */
     if (st == CR_OK)
         st = tri_solve(arena, &e->U, 'N', &X); /* U⁻¹ Φ U⁻ᴴ */
     if (st != CR_OK)
         return st;
     for (size_t j = 0; j < n; j++)
         for (size_t i = 0; i < n; i++)
-            mat_set(&X, i, j, 0.5 * mat_get(&X, i, j));
+            cr__cmat_set(&X, i, j, 0.5 * cr__cmat_get(&X, i, j));
     return herm_give(arena, e->A, e->pA, &X, &dx[1]);
 }
 
@@ -1448,7 +1240,7 @@ static cr_status cholesky_frule(const cr_config *cfg, cr_arena *arena, const cr_
     (void)f;
     (void)udata;
     const cr_array *A;
-    mat U, dH, W, S, R;
+    cr__cmat U, dH, W, S, R;
     cr_status st = cholesky_forward(arena, args, nargs, &A, &U);
     if (st == CR_OK)
         st = cholesky_output(arena, A, &U, y);
@@ -1465,21 +1257,21 @@ static cr_status cholesky_frule(const cr_config *cfg, cr_arena *arena, const cr_
     if (st == CR_OK)
         st = tri_solve(arena, &U, 'C', &dH); /* U⁻ᴴ Ḣ */
     if (st == CR_OK)
-        st = mat_adj(arena, &dH, &W); /* Ḣ U⁻¹ */
+        st = cr__cmat_adj(arena, &dH, &W); /* Ḣ U⁻¹ */
     if (st == CR_OK)
         st = tri_solve(arena, &U, 'C', &W); /* U⁻ᴴ Ḣ U⁻¹ */
     if (st != CR_OK)
         return st;
     S = W;
     for (size_t j = 0; j < n; j++) {
-        mat_set(&S, j, j, 0.5 * creal(mat_get(&S, j, j)));
+        cr__cmat_set(&S, j, j, 0.5 * creal(cr__cmat_get(&S, j, j)));
         for (size_t i = j + 1; i < n; i++)
-            mat_set(&S, i, j, 0.0);
+            cr__cmat_set(&S, i, j, 0.0);
     }
-    st = mat_mul(arena, 'N', 'N', 1.0, &S, &U, &R);
+    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &S, &U, &R);
     cr_array *r = NULL;
     if (st == CR_OK)
-        st = mat_to_array(arena, &R, false, &r);
+        st = cr__cmat_to_array(arena, &R, false, &r);
     return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
 }
 
@@ -1488,13 +1280,13 @@ static cr_status cholesky_frule(const cr_config *cfg, cr_arena *arena, const cr_
 typedef struct eig_env {
     const cr_array *A;
     cr_project *pA;
-    mat V;
+    cr__cmat V;
     double *w;
     bool vectors;
 } eig_env;
 
 static cr_status eig_forward(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
-                             const cr_array **A, mat *V, double **w)
+                             const cr_array **A, cr__cmat *V, double **w)
 {
     bool cplx = false;
     cr_status st = cr__nargs(arena, who, nargs, 1, 1);
@@ -1507,7 +1299,7 @@ static cr_status eig_forward(cr_arena *arena, const char *who, const cr_value *a
     return st;
 }
 
-static cr_status eig_output(cr_arena *arena, const cr_array *A, const mat *V, const double *w,
+static cr_status eig_output(cr_arena *arena, const cr_array *A, const cr__cmat *V, const double *w,
                             bool vectors, cr_value *y)
 {
     size_t n = V->r;
@@ -1526,7 +1318,7 @@ static cr_status eig_output(cr_arena *arena, const cr_array *A, const mat *V, co
         return CR_OK;
     }
     cr_array *vo;
-    st = out_array(arena, V, false, (cr_dtype)A->dtype, &vo);
+    st = cr__cmat_out(arena, V, false, (cr_dtype)A->dtype, &vo);
     if (st != CR_OK)
         return st;
     tup2 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(tup2));
@@ -1559,15 +1351,15 @@ static cr_status eig_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
     cr_tangent tl = *dy, tv = cr_tangent_zero();
     cr_status st = CR_OK;
     if (e->vectors) {
-        st = tuple_field(arena, who, *dy, 0, &tl);
+        st = cr__tuple_field(arena, who, *dy, 0, &tl);
         if (st == CR_OK)
-            st = tuple_field(arena, who, *dy, 1, &tv);
+            st = cr__tuple_field(arena, who, *dy, 1, &tv);
     }
-    mat L, Vb, K, T, S;
+    cr__cmat L, Vb, K, T, S;
     if (st == CR_OK)
-        st = tan_mat(arena, who, tl, 1, &n, false, &L);
+        st = cr__cmat_tan(arena, who, tl, 1, &n, false, &L);
     if (st == CR_OK)
-        st = tan_mat(arena, who, tv, 2, shape, e->V.cplx, &Vb);
+        st = cr__cmat_tan(arena, who, tv, 2, shape, e->V.cplx, &Vb);
     if (st != CR_OK)
         return st;
     if (L.p == NULL && Vb.p == NULL) {
@@ -1575,31 +1367,32 @@ static cr_status eig_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
         return CR_OK;
     }
     if (Vb.p != NULL) {
-        st = mat_mul(arena, 'C', 'N', 1.0, &e->V, &Vb, &K);
+        st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e->V, &Vb, &K);
         if (st != CR_OK)
             return st;
         double scale = spectrum_scale(e->w, n);
         for (size_t j = 0; j < n; j++)
             for (size_t i = 0; i < n; i++)
-                mat_set(&K, i, j,
-                        i == j ? 0.0 : mat_get(&K, i, j) * inv_gap(e->w[j], e->w[i], scale));
+                cr__cmat_set(&K, i, j,
+                             i == j ? 0.0
+                                    : cr__cmat_get(&K, i, j) * inv_gap(e->w[j], e->w[i], scale));
     } else {
-        st = mat_new(arena, e->V.cplx, n, n, true, &K);
+        st = cr__cmat_new(arena, e->V.cplx, n, n, true, &K);
         if (st != CR_OK)
             return st;
     }
     for (size_t i = 0; i < n && L.p != NULL; i++)
-        mat_set(&K, i, i, creal(mat_get(&L, i, 0)));
-    st = mat_mul(arena, 'N', 'N', 1.0, &e->V, &K, &T);
+        cr__cmat_set(&K, i, i, creal(cr__cmat_get(&L, i, 0)));
+    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &e->V, &K, &T);
     if (st == CR_OK)
-        st = mat_mul(arena, 'N', 'C', 1.0, &T, &e->V, &S);
+        st = cr__cmat_mul(arena, 'N', 'C', 1.0, &T, &e->V, &S);
     if (st != CR_OK)
         return st;
     for (size_t j = 0; j < n; j++)
         for (size_t i = 0; i <= j; i++) {
-            cr_complex h = 0.5 * (mat_get(&S, i, j) + conj(mat_get(&S, j, i)));
-            mat_set(&S, i, j, h);
-            mat_set(&S, j, i, conj(h));
+            cr_complex h = 0.5 * (cr__cmat_get(&S, i, j) + conj(cr__cmat_get(&S, j, i)));
+            cr__cmat_set(&S, i, j, h);
+            cr__cmat_set(&S, j, i, conj(h));
         }
     return herm_give(arena, e->A, e->pA, &S, &dx[1]);
 }
@@ -1631,7 +1424,7 @@ static cr_status eig_frule(cr_arena *arena, bool vectors, const cr_tangent *darg
 {
     const char *who = vectors ? "eigen" : "eigvals";
     const cr_array *A;
-    mat V, dH, T, P;
+    cr__cmat V, dH, T, P;
     double *w;
     cr_status st = eig_forward(arena, who, args, nargs, &A, &V, &w);
     if (st == CR_OK)
@@ -1646,21 +1439,21 @@ static cr_status eig_frule(cr_arena *arena, bool vectors, const cr_tangent *darg
     }
     st = herm_upper(arena, t, V.cplx, &dH);
     if (st == CR_OK)
-        st = mat_mul(arena, 'C', 'N', 1.0, &V, &dH, &T);
+        st = cr__cmat_mul(arena, 'C', 'N', 1.0, &V, &dH, &T);
     if (st == CR_OK)
-        st = mat_mul(arena, 'N', 'N', 1.0, &T, &V, &P);
+        st = cr__cmat_mul(arena, 'N', 'N', 1.0, &T, &V, &P);
     if (st != CR_OK)
         return st;
     size_t n = V.r;
-    mat dl;
-    st = mat_new(arena, false, n, 1, false, &dl);
+    cr__cmat dl;
+    st = cr__cmat_new(arena, false, n, 1, false, &dl);
     if (st != CR_OK)
         return st;
     for (size_t i = 0; i < n; i++)
-        mat_set(&dl, i, 0, creal(mat_get(&P, i, i)));
+        cr__cmat_set(&dl, i, 0, creal(cr__cmat_get(&P, i, i)));
     cr_dtype rdt = A->dtype == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64;
     cr_array *dlo;
-    st = out_array(arena, &dl, true, rdt, &dlo);
+    st = cr__cmat_out(arena, &dl, true, rdt, &dlo);
     if (st != CR_OK)
         return st;
     if (!vectors) {
@@ -1670,12 +1463,13 @@ static cr_status eig_frule(cr_arena *arena, bool vectors, const cr_tangent *darg
     double scale = spectrum_scale(w, n);
     for (size_t j = 0; j < n; j++)
         for (size_t i = 0; i < n; i++)
-            mat_set(&P, i, j, i == j ? 0.0 : mat_get(&P, i, j) * inv_gap(w[j], w[i], scale));
-    mat dV;
-    st = mat_mul(arena, 'N', 'N', 1.0, &V, &P, &dV);
+            cr__cmat_set(&P, i, j,
+                         i == j ? 0.0 : cr__cmat_get(&P, i, j) * inv_gap(w[j], w[i], scale));
+    cr__cmat dV;
+    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &V, &P, &dV);
     cr_array *dvo;
     if (st == CR_OK)
-        st = out_array(arena, &dV, false, (cr_dtype)A->dtype, &dvo);
+        st = cr__cmat_out(arena, &dV, false, (cr_dtype)A->dtype, &dvo);
     if (st != CR_OK)
         return st;
     cr_tangent f[2] = {cr_tangent_array(dlo), cr_tangent_array(dvo)};
@@ -1693,7 +1487,7 @@ typedef struct svd_env {
     const cr_array *A;
     cr_project *pA;
     svd f;
-    mat V;       /* n x k */
+    cr__cmat V;  /* n x k */
     size_t *piv; /* complex: the row of each column of U made real positive (the gauge) */
     bool vectors;
 } svd_env;
@@ -1712,22 +1506,22 @@ static cr_status svd_gauge(cr_arena *arena, svd_env *e)
         size_t r = 0;
         double best = -1;
         for (size_t i = 0; i < f->m; i++) {
-            double a = cabs(mat_get(&f->U, i, k));
+            double a = cabs(cr__cmat_get(&f->U, i, k));
             if (a > best) {
                 best = a;
                 r = i;
             }
         }
         e->piv[k] = r;
-        cr_complex u = mat_get(&f->U, r, k);
+        cr_complex u = cr__cmat_get(&f->U, r, k);
         if (best <= 0)
             continue;
         cr_complex ph = conj(u) / best;
         for (size_t i = 0; i < f->m; i++)
-            mat_set(&f->U, i, k, mat_get(&f->U, i, k) * ph);
+            cr__cmat_set(&f->U, i, k, cr__cmat_get(&f->U, i, k) * ph);
         for (size_t j = 0; j < f->n; j++)
-            mat_set(&f->Vt, k, j, mat_get(&f->Vt, k, j) * conj(ph));
-        mat_set(&f->U, r, k, best); /* exactly real */
+            cr__cmat_set(&f->Vt, k, j, cr__cmat_get(&f->Vt, k, j) * conj(ph));
+        cr__cmat_set(&f->U, r, k, best); /* exactly real */
     }
     return CR_OK;
 }
@@ -1742,18 +1536,18 @@ static cr_status svd_forward(cr_arena *arena, const char *who, const cr_value *a
     if (st != CR_OK)
         return st;
     if (A->ndim != 2 || !cr_dtype_is_float((cr_dtype)A->dtype) ||
-        !lapack_size_ok(A->shape[0] * A->shape[1]))
+        !cr__lapack_size_ok(A->shape[0] * A->shape[1]))
         return CR__FAIL(arena, CR_ESHAPE, "%s: expected a float matrix", who);
     (void)vectors;
-    mat Am;
+    cr__cmat Am;
     e->A = A;
-    st = mat_from(arena, A, A->dtype == CR_DT_C128, &Am);
+    st = cr__cmat_from(arena, A, A->dtype == CR_DT_C128, &Am);
     if (st == CR_OK)
         st = svd_of(arena, who, &Am, &e->f);
     if (st == CR_OK && A->dtype == CR_DT_C128)
         st = svd_gauge(arena, e);
     if (st == CR_OK)
-        st = mat_adj(arena, &e->f.Vt, &e->V);
+        st = cr__cmat_adj(arena, &e->f.Vt, &e->V);
     return st;
 }
 
@@ -1775,9 +1569,9 @@ static cr_status svd_output(cr_arena *arena, const svd_env *e, bool vectors, cr_
         return CR_OK;
     }
     cr_array *uo, *vo;
-    st = out_array(arena, &e->f.U, false, (cr_dtype)e->A->dtype, &uo);
+    st = cr__cmat_out(arena, &e->f.U, false, (cr_dtype)e->A->dtype, &uo);
     if (st == CR_OK)
-        st = out_array(arena, &e->V, false, (cr_dtype)e->A->dtype, &vo);
+        st = cr__cmat_out(arena, &e->V, false, (cr_dtype)e->A->dtype, &vo);
     if (st != CR_OK)
         return st;
     tup3 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(tup3));
@@ -1815,20 +1609,20 @@ static cr_status svd_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
     cr_tangent tu = cr_tangent_zero(), ts = *dy, tv = cr_tangent_zero();
     cr_status st = CR_OK;
     if (e->vectors) {
-        st = tuple_field(arena, who, *dy, 0, &tu);
+        st = cr__tuple_field(arena, who, *dy, 0, &tu);
         if (st == CR_OK)
-            st = tuple_field(arena, who, *dy, 1, &ts);
+            st = cr__tuple_field(arena, who, *dy, 1, &ts);
         if (st == CR_OK)
-            st = tuple_field(arena, who, *dy, 2, &tv);
+            st = cr__tuple_field(arena, who, *dy, 2, &tv);
     }
     size_t su[2] = {m, k}, sv[2] = {n, k};
-    mat Ub, Sb, Vb;
+    cr__cmat Ub, Sb, Vb;
     if (st == CR_OK)
-        st = tan_mat(arena, who, tu, 2, su, cplx, &Ub);
+        st = cr__cmat_tan(arena, who, tu, 2, su, cplx, &Ub);
     if (st == CR_OK)
-        st = tan_mat(arena, who, ts, 1, &k, false, &Sb);
+        st = cr__cmat_tan(arena, who, ts, 1, &k, false, &Sb);
     if (st == CR_OK)
-        st = tan_mat(arena, who, tv, 2, sv, cplx, &Vb);
+        st = cr__cmat_tan(arena, who, tv, 2, sv, cplx, &Vb);
     if (st != CR_OK)
         return st;
     if (Ub.p == NULL && Sb.p == NULL && Vb.p == NULL) {
@@ -1843,32 +1637,33 @@ static cr_status svd_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
         for (size_t j = 0; j < k; j++) {
             cr_complex c = 0;
             for (size_t i = 0; i < m && Ub.p != NULL; i++)
-                c += conj(mat_get(&f->U, i, j)) * mat_get(&Ub, i, j);
+                c += conj(cr__cmat_get(&f->U, i, j)) * cr__cmat_get(&Ub, i, j);
             for (size_t i = 0; i < n && Vb.p != NULL; i++)
-                c += conj(mat_get(&e->V, i, j)) * mat_get(&Vb, i, j);
+                c += conj(cr__cmat_get(&e->V, i, j)) * cr__cmat_get(&Vb, i, j);
             if (cimag(c) == 0)
                 continue;
             if (Ub.p == NULL) {
-                st = mat_new(arena, true, m, k, true, &Ub);
+                st = cr__cmat_new(arena, true, m, k, true, &Ub);
                 if (st != CR_OK)
                     return st;
             }
             size_t r = e->piv[j];
-            mat_set(&Ub, r, j,
-                    mat_get(&Ub, r, j) - cr__c(0, cimag(c) / creal(mat_get(&f->U, r, j))));
+            cr__cmat_set(&Ub, r, j,
+                         cr__cmat_get(&Ub, r, j) -
+                             cr__c(0, cimag(c) / creal(cr__cmat_get(&f->U, r, j))));
         }
     }
     /* inner = Jf S + diag(s̄) + S Kf (k x k) */
-    mat inner, T, Abar, J;
-    st = mat_new(arena, cplx, k, k, true, &inner);
+    cr__cmat inner, T, Abar, J;
+    st = cr__cmat_new(arena, cplx, k, k, true, &inner);
     if (st != CR_OK)
         return st;
     for (int w = 0; w < 2; w++) {
-        const mat *Xb = w == 0 ? &Ub : &Vb;
-        const mat *X = w == 0 ? &f->U : &e->V;
+        const cr__cmat *Xb = w == 0 ? &Ub : &Vb;
+        const cr__cmat *X = w == 0 ? &f->U : &e->V;
         if (Xb->p == NULL)
             continue;
-        st = mat_mul(arena, 'C', 'N', 1.0, X, Xb, &J);
+        st = cr__cmat_mul(arena, 'C', 'N', 1.0, X, Xb, &J);
         if (st != CR_OK)
             return st;
         for (size_t j = 0; j < k; j++)
@@ -1877,58 +1672,59 @@ static cr_status svd_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
                     /* Complex: V's phase moves against U's by i Im(dP_ii) / s_i, whose
                      * adjoint is -i Im((Vᴴ V̄)_ii) / s_i (Wan and Zhang's extra term). */
                     if (w == 1 && cplx)
-                        mat_set(&inner, i, i,
-                                mat_get(&inner, i, i) +
-                                    cr__c(0, -cimag(mat_get(&J, i, i)) * safe_inv(f->s[i], smax)));
+                        cr__cmat_set(
+                            &inner, i, i,
+                            cr__cmat_get(&inner, i, i) +
+                                cr__c(0, -cimag(cr__cmat_get(&J, i, i)) * safe_inv(f->s[i], smax)));
                     continue;
                 }
                 double F = inv_gap(f->s[j] * f->s[j], f->s[i] * f->s[i], smax * smax);
-                cr_complex a = F * (mat_get(&J, i, j) - conj(mat_get(&J, j, i)));
+                cr_complex a = F * (cr__cmat_get(&J, i, j) - conj(cr__cmat_get(&J, j, i)));
                 /* U-term: (F∘(UᵀŪ - ŪᵀU)) S scales column j by s_j; V-term: S (F∘...) scales
                  * row i by s_i. */
                 cr_complex add = w == 0 ? a * f->s[j] : a * f->s[i];
-                mat_set(&inner, i, j, mat_get(&inner, i, j) + add);
+                cr__cmat_set(&inner, i, j, cr__cmat_get(&inner, i, j) + add);
             }
     }
     for (size_t i = 0; i < k && Sb.p != NULL; i++)
-        mat_set(&inner, i, i, mat_get(&inner, i, i) + mat_get(&Sb, i, 0));
-    st = mat_mul(arena, 'N', 'N', 1.0, &f->U, &inner, &T);
+        cr__cmat_set(&inner, i, i, cr__cmat_get(&inner, i, i) + cr__cmat_get(&Sb, i, 0));
+    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &f->U, &inner, &T);
     if (st == CR_OK)
-        st = mat_mul(arena, 'N', 'N', 1.0, &T, &f->Vt, &Abar);
+        st = cr__cmat_mul(arena, 'N', 'N', 1.0, &T, &f->Vt, &Abar);
     if (st != CR_OK)
         return st;
     if (Ub.p != NULL && m > k) {
         /* (I - UUᵀ) Ū S⁻¹ Vᵀ */
-        mat Q, W;
-        st = mat_copy(arena, &Ub, &Q);
+        cr__cmat Q, W;
+        st = cr__cmat_copy(arena, &Ub, &Q);
         if (st != CR_OK)
             return st;
         for (size_t j = 0; j < k; j++)
             for (size_t i = 0; i < m; i++)
-                mat_set(&Q, i, j, mat_get(&Q, i, j) * safe_inv(f->s[j], smax));
-        st = mat_mul(arena, 'C', 'N', 1.0, &f->U, &Q, &W);
+                cr__cmat_set(&Q, i, j, cr__cmat_get(&Q, i, j) * safe_inv(f->s[j], smax));
+        st = cr__cmat_mul(arena, 'C', 'N', 1.0, &f->U, &Q, &W);
         if (st != CR_OK)
             return st;
-        mat_gemm('N', 'N', -1.0, &f->U, &W, 1.0, &Q);
-        mat_gemm('N', 'N', 1.0, &Q, &f->Vt, 1.0, &Abar);
+        cr__cmat_gemm('N', 'N', -1.0, &f->U, &W, 1.0, &Q);
+        cr__cmat_gemm('N', 'N', 1.0, &Q, &f->Vt, 1.0, &Abar);
     }
     if (Vb.p != NULL && n > k) {
         /* U S⁻¹ V̄ᵀ (I - VVᵀ) = U ((I - VVᵀ) V̄ S⁻¹)ᵀ */
-        mat Q, W;
-        st = mat_copy(arena, &Vb, &Q);
+        cr__cmat Q, W;
+        st = cr__cmat_copy(arena, &Vb, &Q);
         if (st != CR_OK)
             return st;
         for (size_t j = 0; j < k; j++)
             for (size_t i = 0; i < n; i++)
-                mat_set(&Q, i, j, mat_get(&Q, i, j) * safe_inv(f->s[j], smax));
-        st = mat_mul(arena, 'C', 'N', 1.0, &e->V, &Q, &W);
+                cr__cmat_set(&Q, i, j, cr__cmat_get(&Q, i, j) * safe_inv(f->s[j], smax));
+        st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e->V, &Q, &W);
         if (st != CR_OK)
             return st;
-        mat_gemm('N', 'N', -1.0, &e->V, &W, 1.0, &Q);
-        mat_gemm('N', 'C', 1.0, &f->U, &Q, 1.0, &Abar);
+        cr__cmat_gemm('N', 'N', -1.0, &e->V, &W, 1.0, &Q);
+        cr__cmat_gemm('N', 'C', 1.0, &f->U, &Q, 1.0, &Abar);
     }
     cr_array *r = NULL;
-    st = mat_to_array(arena, &Abar, false, &r);
+    st = cr__cmat_to_array(arena, &Abar, false, &r);
     return st != CR_OK ? st : cr__give(arena, e->pA, r, &dx[1]);
 }
 
@@ -1970,26 +1766,26 @@ static cr_status svd_frule_common(cr_arena *arena, bool vectors, const cr_tangen
     const svd *f = &e.f;
     size_t m = f->m, n = f->n, k = f->k;
     bool cplx = f->U.cplx;
-    mat dA, T, dP;
-    st = dx_mat(arena, who, dargs, args, 0, cplx, &dA);
+    cr__cmat dA, T, dP;
+    st = cr__cmat_dx(arena, who, dargs, args, 0, cplx, &dA);
     if (st != CR_OK || dA.p == NULL) {
         *dy = cr_tangent_zero();
         return st;
     }
-    st = mat_mul(arena, 'C', 'N', 1.0, &f->U, &dA, &T);
+    st = cr__cmat_mul(arena, 'C', 'N', 1.0, &f->U, &dA, &T);
     if (st == CR_OK)
-        st = mat_mul(arena, 'N', 'N', 1.0, &T, &e.V, &dP);
+        st = cr__cmat_mul(arena, 'N', 'N', 1.0, &T, &e.V, &dP);
     if (st != CR_OK)
         return st;
-    mat ds;
-    st = mat_new(arena, false, k, 1, false, &ds);
+    cr__cmat ds;
+    st = cr__cmat_new(arena, false, k, 1, false, &ds);
     if (st != CR_OK)
         return st;
     for (size_t i = 0; i < k; i++)
-        mat_set(&ds, i, 0, creal(mat_get(&dP, i, i)));
+        cr__cmat_set(&ds, i, 0, creal(cr__cmat_get(&dP, i, i)));
     cr_dtype rdt = e.A->dtype == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64;
     cr_array *dso;
-    st = out_array(arena, &ds, true, rdt, &dso);
+    st = cr__cmat_out(arena, &ds, true, rdt, &dso);
     if (st != CR_OK)
         return st;
     if (!vectors) {
@@ -1997,73 +1793,76 @@ static cr_status svd_frule_common(cr_arena *arena, bool vectors, const cr_tangen
         return CR_OK;
     }
     double smax = k > 0 ? f->s[0] : 0;
-    mat Cu, Cv, dU, dV;
-    st = mat_new(arena, cplx, k, k, false, &Cu);
+    cr__cmat Cu, Cv, dU, dV;
+    st = cr__cmat_new(arena, cplx, k, k, false, &Cu);
     if (st == CR_OK)
-        st = mat_new(arena, cplx, k, k, false, &Cv);
+        st = cr__cmat_new(arena, cplx, k, k, false, &Cv);
     if (st != CR_OK)
         return st;
     for (size_t j = 0; j < k; j++)
         for (size_t i = 0; i < k; i++) {
             double F = i == j ? 0.0 : inv_gap(f->s[j] * f->s[j], f->s[i] * f->s[i], smax * smax);
-            cr_complex pij = mat_get(&dP, i, j), pji = conj(mat_get(&dP, j, i));
-            mat_set(&Cu, i, j, F * (pij * f->s[j] + f->s[i] * pji));
-            mat_set(&Cv, i, j, F * (f->s[i] * pij + pji * f->s[j]));
+            cr_complex pij = cr__cmat_get(&dP, i, j), pji = conj(cr__cmat_get(&dP, j, i));
+            cr__cmat_set(&Cu, i, j, F * (pij * f->s[j] + f->s[i] * pji));
+            cr__cmat_set(&Cv, i, j, F * (f->s[i] * pij + pji * f->s[j]));
         }
     /* Complex: Uᴴ U̇ has a zero diagonal before the gauge fix, Vᴴ V̇ then has
      * -i Im(dP_ii) / s_i (so that the diagonal of Uᴴ Ȧ V comes out right). */
     for (size_t i = 0; i < k && cplx; i++)
-        mat_set(&Cv, i, i, cr__c(0, -cimag(mat_get(&dP, i, i)) * safe_inv(f->s[i], smax)));
-    st = mat_mul(arena, 'N', 'N', 1.0, &f->U, &Cu, &dU);
+        cr__cmat_set(&Cv, i, i,
+                     cr__c(0, -cimag(cr__cmat_get(&dP, i, i)) * safe_inv(f->s[i], smax)));
+    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &f->U, &Cu, &dU);
     if (st == CR_OK)
-        st = mat_mul(arena, 'N', 'N', 1.0, &e.V, &Cv, &dV);
+        st = cr__cmat_mul(arena, 'N', 'N', 1.0, &e.V, &Cv, &dV);
     if (st != CR_OK)
         return st;
     if (m > k) {
-        mat Q, W;
-        st = mat_mul(arena, 'N', 'N', 1.0, &dA, &e.V, &Q);
+        cr__cmat Q, W;
+        st = cr__cmat_mul(arena, 'N', 'N', 1.0, &dA, &e.V, &Q);
         if (st != CR_OK)
             return st;
         for (size_t j = 0; j < k; j++)
             for (size_t i = 0; i < m; i++)
-                mat_set(&Q, i, j, mat_get(&Q, i, j) * safe_inv(f->s[j], smax));
-        st = mat_mul(arena, 'C', 'N', 1.0, &f->U, &Q, &W);
+                cr__cmat_set(&Q, i, j, cr__cmat_get(&Q, i, j) * safe_inv(f->s[j], smax));
+        st = cr__cmat_mul(arena, 'C', 'N', 1.0, &f->U, &Q, &W);
         if (st != CR_OK)
             return st;
-        mat_gemm('N', 'N', -1.0, &f->U, &W, 1.0, &Q);
+        cr__cmat_gemm('N', 'N', -1.0, &f->U, &W, 1.0, &Q);
         for (size_t j = 0; j < k; j++)
             for (size_t i = 0; i < m; i++)
-                mat_set(&dU, i, j, mat_get(&dU, i, j) + mat_get(&Q, i, j));
+                cr__cmat_set(&dU, i, j, cr__cmat_get(&dU, i, j) + cr__cmat_get(&Q, i, j));
     }
     if (n > k) {
-        mat Q, W;
-        st = mat_mul(arena, 'C', 'N', 1.0, &dA, &f->U, &Q);
+        cr__cmat Q, W;
+        st = cr__cmat_mul(arena, 'C', 'N', 1.0, &dA, &f->U, &Q);
         if (st != CR_OK)
             return st;
         for (size_t j = 0; j < k; j++)
             for (size_t i = 0; i < n; i++)
-                mat_set(&Q, i, j, mat_get(&Q, i, j) * safe_inv(f->s[j], smax));
-        st = mat_mul(arena, 'C', 'N', 1.0, &e.V, &Q, &W);
+                cr__cmat_set(&Q, i, j, cr__cmat_get(&Q, i, j) * safe_inv(f->s[j], smax));
+        st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e.V, &Q, &W);
         if (st != CR_OK)
             return st;
-        mat_gemm('N', 'N', -1.0, &e.V, &W, 1.0, &Q);
+        cr__cmat_gemm('N', 'N', -1.0, &e.V, &W, 1.0, &Q);
         for (size_t j = 0; j < k; j++)
             for (size_t i = 0; i < n; i++)
-                mat_set(&dV, i, j, mat_get(&dV, i, j) + mat_get(&Q, i, j));
+                cr__cmat_set(&dV, i, j, cr__cmat_get(&dV, i, j) + cr__cmat_get(&Q, i, j));
     }
     for (size_t j = 0; j < k && cplx; j++) {
         /* The gauge keeps U[r_j, j] real: both vectors turn by i w_j. */
         size_t r = e.piv[j];
-        double w = -cimag(mat_get(&dU, r, j)) / creal(mat_get(&f->U, r, j));
+        double w = -cimag(cr__cmat_get(&dU, r, j)) / creal(cr__cmat_get(&f->U, r, j));
         for (size_t i = 0; i < m; i++)
-            mat_set(&dU, i, j, mat_get(&dU, i, j) + cr__c(0, w) * mat_get(&f->U, i, j));
+            cr__cmat_set(&dU, i, j,
+                         cr__cmat_get(&dU, i, j) + cr__c(0, w) * cr__cmat_get(&f->U, i, j));
         for (size_t i = 0; i < n; i++)
-            mat_set(&dV, i, j, mat_get(&dV, i, j) + cr__c(0, w) * mat_get(&e.V, i, j));
+            cr__cmat_set(&dV, i, j,
+                         cr__cmat_get(&dV, i, j) + cr__c(0, w) * cr__cmat_get(&e.V, i, j));
     }
     cr_array *duo, *dvo;
-    st = out_array(arena, &dU, false, (cr_dtype)e.A->dtype, &duo);
+    st = cr__cmat_out(arena, &dU, false, (cr_dtype)e.A->dtype, &duo);
     if (st == CR_OK)
-        st = out_array(arena, &dV, false, (cr_dtype)e.A->dtype, &dvo);
+        st = cr__cmat_out(arena, &dV, false, (cr_dtype)e.A->dtype, &dvo);
     if (st != CR_OK)
         return st;
     cr_tangent fl[3] = {cr_tangent_array(duo), cr_tangent_array(dso), cr_tangent_array(dvo)};
@@ -2085,13 +1884,13 @@ SVD_RULES(svdvals, false)
 typedef struct mf_env {
     const cr_array *A;
     cr_project *pA;
-    mat V;
+    cr__cmat V;
     double *w;
-    mat F; /* the divided differences (real, n x n) */
+    cr__cmat F; /* the divided differences (real, n x n) */
 } mf_env;
 
 static cr_status matfun_forward(cr_arena *arena, const cr_value *args, size_t nargs, mf_env *e,
-                                mat *Y)
+                                cr__cmat *Y)
 {
     cr_status st = cr__nargs(arena, "matfun_herm", nargs, 2, 2);
     if (st != CR_OK)
@@ -2113,7 +1912,7 @@ static cr_status matfun_forward(cr_arena *arena, const cr_value *args, size_t na
     if (st == CR_OK && (fv == NULL || dv == NULL))
         st = CR__ALLOC_STATUS(arena);
     if (st == CR_OK)
-        st = mat_new(arena, false, n, n, false, &e->F);
+        st = cr__cmat_new(arena, false, n, n, false, &e->F);
     if (st != CR_OK)
         return st;
     for (size_t i = 0; i < n; i++) {
@@ -2133,23 +1932,23 @@ static cr_status matfun_forward(cr_arena *arena, const cr_value *args, size_t na
             } else {
                 F = (fv[i] - fv[j]) / d;
             }
-            mat_set(&e->F, i, j, F);
+            cr__cmat_set(&e->F, i, j, F);
         }
     /* Y = V diag(f(λ)) Vᴴ */
-    mat T;
-    st = mat_copy(arena, &e->V, &T);
+    cr__cmat T;
+    st = cr__cmat_copy(arena, &e->V, &T);
     if (st != CR_OK)
         return st;
     for (size_t j = 0; j < n; j++)
         for (size_t i = 0; i < n; i++)
-            mat_set(&T, i, j, mat_get(&T, i, j) * fv[j]);
-    return mat_mul(arena, 'N', 'C', 1.0, &T, &e->V, Y);
+            cr__cmat_set(&T, i, j, cr__cmat_get(&T, i, j) * fv[j]);
+    return cr__cmat_mul(arena, 'N', 'C', 1.0, &T, &e->V, Y);
 }
 
-static cr_status matfun_output(cr_arena *arena, const cr_array *A, const mat *Y, cr_value *y)
+static cr_status matfun_output(cr_arena *arena, const cr_array *A, const cr__cmat *Y, cr_value *y)
 {
     cr_array *o;
-    cr_status st = out_array(arena, Y, false, (cr_dtype)A->dtype, &o);
+    cr_status st = cr__cmat_out(arena, Y, false, (cr_dtype)A->dtype, &o);
     if (st != CR_OK)
         return st;
     o->structure = (uint8_t)(A->dtype == CR_DT_C128 ? CR_MAT_HERMITIAN : CR_MAT_SYMMETRIC);
@@ -2158,28 +1957,28 @@ static cr_status matfun_output(cr_arena *arena, const cr_array *A, const mat *Y,
 }
 
 /* V (F ∘ (Vᴴ X V)) Vᴴ, Hermitised. */
-static cr_status dk_apply(cr_arena *arena, const mf_env *e, const mat *X, mat *out)
+static cr_status dk_apply(cr_arena *arena, const mf_env *e, const cr__cmat *X, cr__cmat *out)
 {
-    mat T, G, R;
-    cr_status st = mat_mul(arena, 'C', 'N', 1.0, &e->V, X, &T);
+    cr__cmat T, G, R;
+    cr_status st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e->V, X, &T);
     if (st == CR_OK)
-        st = mat_mul(arena, 'N', 'N', 1.0, &T, &e->V, &G);
+        st = cr__cmat_mul(arena, 'N', 'N', 1.0, &T, &e->V, &G);
     if (st != CR_OK)
         return st;
     size_t n = G.r;
     for (size_t j = 0; j < n; j++)
         for (size_t i = 0; i < n; i++)
-            mat_set(&G, i, j, mat_get(&G, i, j) * mat_get(&e->F, i, j));
-    st = mat_mul(arena, 'N', 'N', 1.0, &e->V, &G, &R);
+            cr__cmat_set(&G, i, j, cr__cmat_get(&G, i, j) * cr__cmat_get(&e->F, i, j));
+    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &e->V, &G, &R);
     if (st == CR_OK)
-        st = mat_mul(arena, 'N', 'C', 1.0, &R, &e->V, out);
+        st = cr__cmat_mul(arena, 'N', 'C', 1.0, &R, &e->V, out);
     if (st != CR_OK)
         return st;
     for (size_t j = 0; j < n; j++)
         for (size_t i = 0; i <= j; i++) {
-            cr_complex h = 0.5 * (mat_get(out, i, j) + conj(mat_get(out, j, i)));
-            mat_set(out, i, j, h);
-            mat_set(out, j, i, conj(h));
+            cr_complex h = 0.5 * (cr__cmat_get(out, i, j) + conj(cr__cmat_get(out, j, i)));
+            cr__cmat_set(out, i, j, h);
+            cr__cmat_set(out, j, i, conj(h));
         }
     return CR_OK;
 }
@@ -2191,8 +1990,8 @@ static cr_status matfun_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
     for (size_t i = 0; i < nx; i++)
         dx[i] = cr_tangent_none();
     size_t n = e->V.r, shape[2] = {n, n};
-    mat G, S;
-    cr_status st = tan_mat(arena, "matfun_herm_pullback", *dy, 2, shape, e->V.cplx, &G);
+    cr__cmat G, S;
+    cr_status st = cr__cmat_tan(arena, "matfun_herm_pullback", *dy, 2, shape, e->V.cplx, &G);
     if (st != CR_OK)
         return st;
     if (G.p == NULL) {
@@ -2213,7 +2012,7 @@ static cr_status matfun_herm_rrule(const cr_config *cfg, cr_arena *arena, const 
     mf_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(mf_env));
     if (e == NULL)
         return CR__ALLOC_STATUS(arena);
-    mat Y;
+    cr__cmat Y;
     cr_status st = matfun_forward(arena, args, nargs, e, &Y);
     if (st == CR_OK)
         st = matfun_output(arena, e->A, &Y, y);
@@ -2236,7 +2035,7 @@ static cr_status matfun_herm_frule(const cr_config *cfg, cr_arena *arena, const 
     (void)udata;
     mf_env e;
     memset(&e, 0, sizeof e);
-    mat Y, dH, R;
+    cr__cmat Y, dH, R;
     cr_status st = matfun_forward(arena, args, nargs, &e, &Y);
     if (st == CR_OK)
         st = matfun_output(arena, e.A, &Y, y);
@@ -2253,7 +2052,7 @@ static cr_status matfun_herm_frule(const cr_config *cfg, cr_arena *arena, const 
         st = dk_apply(arena, &e, &dH, &R);
     cr_array *r = NULL;
     if (st == CR_OK)
-        st = mat_to_array(arena, &R, false, &r);
+        st = cr__cmat_to_array(arena, &R, false, &r);
     return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
 }
 
@@ -2285,38 +2084,38 @@ static const double k_theta[5] = {1.495585217958292e-2, 2.539398330063230e-1, 9.
                                   2.097847961257068e0, 5.371920351148152e0};
 
 /* M += a X */
-static void mat_axpy(mat *M, cr_complex a, const mat *X)
+static void mat_axpy(cr__cmat *M, cr_complex a, const cr__cmat *X)
 {
     for (size_t j = 0; j < M->c; j++)
         for (size_t i = 0; i < M->r; i++)
-            mat_set(M, i, j, mat_get(M, i, j) + a * mat_get(X, i, j));
+            cr__cmat_set(M, i, j, cr__cmat_get(M, i, j) + a * cr__cmat_get(X, i, j));
 }
 
-static double mat_norm1(const mat *M)
+static double mat_norm1(const cr__cmat *M)
 {
     double best = 0;
     for (size_t j = 0; j < M->c; j++) {
         double s = 0;
         for (size_t i = 0; i < M->r; i++)
-            s += cabs(mat_get(M, i, j));
+            s += cabs(cr__cmat_get(M, i, j));
         best = fmax(best, s);
     }
     return best;
 }
 
 /* exp(A) by scaling and squaring with a Padé approximant (A is not modified). */
-static cr_status expm_of(cr_arena *arena, const mat *A0, mat *out)
+static cr_status expm_of(cr_arena *arena, const cr__cmat *A0, cr__cmat *out)
 {
     size_t n = A0->r;
     bool cplx = A0->cplx;
-    mat A, Id, A2, U, V, T;
-    cr_status st = mat_copy(arena, A0, &A);
+    cr__cmat A, Id, A2, U, V, T;
+    cr_status st = cr__cmat_copy(arena, A0, &A);
     if (st == CR_OK)
-        st = mat_new(arena, cplx, n, n, true, &Id);
+        st = cr__cmat_new(arena, cplx, n, n, true, &Id);
     if (st != CR_OK)
         return st;
     for (size_t i = 0; i < n; i++)
-        mat_set(&Id, i, i, 1.0);
+        cr__cmat_set(&Id, i, i, 1.0);
     double nrm = mat_norm1(&A);
     if (!isfinite(nrm))
         return CR__FAIL(arena, CR_EDOMAIN, "expm: the matrix is not finite");
@@ -2339,22 +2138,22 @@ static cr_status expm_of(cr_arena *arena, const mat *A0, mat *out)
             double sc = ldexp(1.0, -s);
             for (size_t j = 0; j < n; j++)
                 for (size_t i = 0; i < n; i++)
-                    mat_set(&A, i, j, mat_get(&A, i, j) * sc);
+                    cr__cmat_set(&A, i, j, cr__cmat_get(&A, i, j) * sc);
         }
     }
-    st = mat_mul(arena, 'N', 'N', 1.0, &A, &A, &A2);
+    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &A, &A, &A2);
     if (st == CR_OK)
-        st = mat_new(arena, cplx, n, n, true, &U);
+        st = cr__cmat_new(arena, cplx, n, n, true, &U);
     if (st == CR_OK)
-        st = mat_new(arena, cplx, n, n, true, &V);
+        st = cr__cmat_new(arena, cplx, n, n, true, &V);
     if (st != CR_OK)
         return st;
     if (m < 13) {
         /* U = A Σ b_{2k+1} A^{2k}, V = Σ b_{2k} A^{2k}. */
-        mat P, Su;
-        st = mat_copy(arena, &Id, &P);
+        cr__cmat P, Su;
+        st = cr__cmat_copy(arena, &Id, &P);
         if (st == CR_OK)
-            st = mat_new(arena, cplx, n, n, true, &Su);
+            st = cr__cmat_new(arena, cplx, n, n, true, &Su);
         if (st != CR_OK)
             return st;
         for (int k = 0; 2 * k <= m; k++) {
@@ -2362,23 +2161,23 @@ static cr_status expm_of(cr_arena *arena, const mat *A0, mat *out)
             if (2 * k + 1 <= m)
                 mat_axpy(&Su, b[2 * k + 1], &P);
             if (2 * k + 2 <= m) {
-                mat Pn;
-                st = mat_mul(arena, 'N', 'N', 1.0, &P, &A2, &Pn);
+                cr__cmat Pn;
+                st = cr__cmat_mul(arena, 'N', 'N', 1.0, &P, &A2, &Pn);
                 if (st != CR_OK)
                     return st;
                 P = Pn;
             }
         }
-        mat_gemm('N', 'N', 1.0, &A, &Su, 0.0, &U);
+        cr__cmat_gemm('N', 'N', 1.0, &A, &Su, 0.0, &U);
     } else {
-        mat A4, A6, W1, W2;
-        st = mat_mul(arena, 'N', 'N', 1.0, &A2, &A2, &A4);
+        cr__cmat A4, A6, W1, W2;
+        st = cr__cmat_mul(arena, 'N', 'N', 1.0, &A2, &A2, &A4);
         if (st == CR_OK)
-            st = mat_mul(arena, 'N', 'N', 1.0, &A4, &A2, &A6);
+            st = cr__cmat_mul(arena, 'N', 'N', 1.0, &A4, &A2, &A6);
         if (st == CR_OK)
-            st = mat_new(arena, cplx, n, n, true, &W1);
+            st = cr__cmat_new(arena, cplx, n, n, true, &W1);
         if (st == CR_OK)
-            st = mat_new(arena, cplx, n, n, true, &W2);
+            st = cr__cmat_new(arena, cplx, n, n, true, &W2);
         if (st != CR_OK)
             return st;
         /* U = A [A6 (b13 A6 + b11 A4 + b9 A2) + b7 A6 + b5 A4 + b3 A2 + b1 I] */
@@ -2389,11 +2188,11 @@ static cr_status expm_of(cr_arena *arena, const mat *A0, mat *out)
         mat_axpy(&W2, b[5], &A4);
         mat_axpy(&W2, b[3], &A2);
         mat_axpy(&W2, b[1], &Id);
-        mat_gemm('N', 'N', 1.0, &A6, &W1, 1.0, &W2);
-        mat_gemm('N', 'N', 1.0, &A, &W2, 0.0, &U);
+        cr__cmat_gemm('N', 'N', 1.0, &A6, &W1, 1.0, &W2);
+        cr__cmat_gemm('N', 'N', 1.0, &A, &W2, 0.0, &U);
         /* V = A6 (b12 A6 + b10 A4 + b8 A2) + b6 A6 + b4 A4 + b2 A2 + b0 I */
-        mat Z1;
-        st = mat_new(arena, cplx, n, n, true, &Z1);
+        cr__cmat Z1;
+        st = cr__cmat_new(arena, cplx, n, n, true, &Z1);
         if (st != CR_OK)
             return st;
         mat_axpy(&Z1, b[12], &A6);
@@ -2403,13 +2202,13 @@ static cr_status expm_of(cr_arena *arena, const mat *A0, mat *out)
         mat_axpy(&V, b[4], &A4);
         mat_axpy(&V, b[2], &A2);
         mat_axpy(&V, b[0], &Id);
-        mat_gemm('N', 'N', 1.0, &A6, &Z1, 1.0, &V);
+        cr__cmat_gemm('N', 'N', 1.0, &A6, &Z1, 1.0, &V);
     }
     /* (V - U) R = (V + U) */
-    mat Q, R;
-    st = mat_copy(arena, &V, &Q);
+    cr__cmat Q, R;
+    st = cr__cmat_copy(arena, &V, &Q);
     if (st == CR_OK)
-        st = mat_copy(arena, &V, &R);
+        st = cr__cmat_copy(arena, &V, &R);
     if (st != CR_OK)
         return st;
     mat_axpy(&Q, -1.0, &U);
@@ -2426,10 +2225,10 @@ static cr_status expm_of(cr_arena *arena, const mat *A0, mat *out)
                        ? LAPACKE_zgetrs_work(LAPACK_COL_MAJOR, 'N', ln, ln, Q.p, ln, ipiv, R.p, ln)
                        : LAPACKE_dgetrs_work(LAPACK_COL_MAJOR, 'N', ln, ln, Q.p, ln, ipiv, R.p, ln);
         if (info != 0)
-            return lapack_fail(arena, "expm", info);
+            return cr__lapack_fail(arena, "expm", info);
     }
     for (int k = 0; k < s; k++) {
-        st = mat_mul(arena, 'N', 'N', 1.0, &R, &R, &T);
+        st = cr__cmat_mul(arena, 'N', 'N', 1.0, &R, &R, &T);
         if (st != CR_OK)
             return st;
         R = T;
@@ -2441,31 +2240,32 @@ static cr_status expm_of(cr_arena *arena, const mat *A0, mat *out)
 /* The Fréchet derivative L(A, E) of exp at A in the direction E, and exp(A), from
  * exp([A E; 0 A]) = [exp(A) L(A, E); 0 exp(A)] (Najfeld and Havel; Higham, "Functions of
  * Matrices", §3.2). */
-static cr_status expm_frechet(cr_arena *arena, const mat *A, const mat *E, mat *expA, mat *L)
+static cr_status expm_frechet(cr_arena *arena, const cr__cmat *A, const cr__cmat *E, cr__cmat *expA,
+                              cr__cmat *L)
 {
     size_t n = A->r;
-    mat B, X;
-    cr_status st = mat_new(arena, A->cplx || E->cplx, 2 * n, 2 * n, true, &B);
+    cr__cmat B, X;
+    cr_status st = cr__cmat_new(arena, A->cplx || E->cplx, 2 * n, 2 * n, true, &B);
     if (st != CR_OK)
         return st;
     for (size_t j = 0; j < n; j++)
         for (size_t i = 0; i < n; i++) {
-            mat_set(&B, i, j, mat_get(A, i, j));
-            mat_set(&B, n + i, n + j, mat_get(A, i, j));
-            mat_set(&B, i, n + j, mat_get(E, i, j));
+            cr__cmat_set(&B, i, j, cr__cmat_get(A, i, j));
+            cr__cmat_set(&B, n + i, n + j, cr__cmat_get(A, i, j));
+            cr__cmat_set(&B, i, n + j, cr__cmat_get(E, i, j));
         }
     st = expm_of(arena, &B, &X);
     if (st == CR_OK && expA != NULL)
-        st = mat_new(arena, B.cplx, n, n, false, expA);
+        st = cr__cmat_new(arena, B.cplx, n, n, false, expA);
     if (st == CR_OK)
-        st = mat_new(arena, B.cplx, n, n, false, L);
+        st = cr__cmat_new(arena, B.cplx, n, n, false, L);
     if (st != CR_OK)
         return st;
     for (size_t j = 0; j < n; j++)
         for (size_t i = 0; i < n; i++) {
             if (expA != NULL)
-                mat_set(expA, i, j, mat_get(&X, i, j));
-            mat_set(L, i, j, mat_get(&X, i, n + j));
+                cr__cmat_set(expA, i, j, cr__cmat_get(&X, i, j));
+            cr__cmat_set(L, i, j, cr__cmat_get(&X, i, n + j));
         }
     return CR_OK;
 }
@@ -2473,18 +2273,18 @@ static cr_status expm_frechet(cr_arena *arena, const mat *A, const mat *E, mat *
 typedef struct expm_env {
     const cr_array *A;
     cr_project *pA;
-    mat Am;
+    cr__cmat Am;
 } expm_env;
 
 static cr_status expm_forward(cr_arena *arena, const cr_value *args, size_t nargs,
-                              const cr_array **A, mat *Am, mat *Y)
+                              const cr_array **A, cr__cmat *Am, cr__cmat *Y)
 {
     bool cplx = false;
     cr_status st = cr__nargs(arena, "expm", nargs, 1, 1);
     if (st == CR_OK)
         st = square_arg(arena, "expm", args, nargs, 0, A, &cplx);
     if (st == CR_OK)
-        st = mat_from(arena, *A, cplx, Am);
+        st = cr__cmat_from(arena, *A, cplx, Am);
     if (st == CR_OK)
         st = expm_of(arena, Am, Y);
     return st;
@@ -2498,18 +2298,18 @@ static cr_status expm_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     expm_env *e = env;
     dx[0] = cr_tangent_none();
     size_t n = e->Am.r, shape[2] = {n, n};
-    mat G, Ah, L;
-    cr_status st = tan_mat(arena, "expm_pullback", *dy, 2, shape, e->Am.cplx, &G);
+    cr__cmat G, Ah, L;
+    cr_status st = cr__cmat_tan(arena, "expm_pullback", *dy, 2, shape, e->Am.cplx, &G);
     if (st != CR_OK || G.p == NULL) {
         dx[1] = cr_tangent_zero();
         return st;
     }
-    st = mat_adj(arena, &e->Am, &Ah);
+    st = cr__cmat_adj(arena, &e->Am, &Ah);
     if (st == CR_OK)
         st = expm_frechet(arena, &Ah, &G, NULL, &L);
     cr_array *r = NULL;
     if (st == CR_OK)
-        st = mat_to_array(arena, &L, false, &r);
+        st = cr__cmat_to_array(arena, &L, false, &r);
     return st != CR_OK ? st : cr__give(arena, e->pA, r, &dx[1]);
 }
 
@@ -2523,11 +2323,11 @@ static cr_status expm_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
     expm_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(expm_env));
     if (e == NULL)
         return CR__ALLOC_STATUS(arena);
-    mat Y;
+    cr__cmat Y;
     cr_status st = expm_forward(arena, args, nargs, &e->A, &e->Am, &Y);
     cr_array *o;
     if (st == CR_OK)
-        st = out_array(arena, &Y, false, (cr_dtype)e->A->dtype, &o);
+        st = cr__cmat_out(arena, &Y, false, (cr_dtype)e->A->dtype, &o);
     if (st != CR_OK)
         return st;
     *y = cr_value_array(o);
@@ -2550,15 +2350,15 @@ static cr_status expm_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
     (void)f;
     (void)udata;
     const cr_array *A;
-    mat Am, Y, dA, L;
+    cr__cmat Am, Y, dA, L;
     cr_status st = expm_forward(arena, args, nargs, &A, &Am, &Y);
     cr_array *o;
     if (st == CR_OK)
-        st = out_array(arena, &Y, false, (cr_dtype)A->dtype, &o);
+        st = cr__cmat_out(arena, &Y, false, (cr_dtype)A->dtype, &o);
     if (st != CR_OK)
         return st;
     *y = cr_value_array(o);
-    st = dx_mat(arena, "expm", dargs, args, 0, Am.cplx, &dA);
+    st = cr__cmat_dx(arena, "expm", dargs, args, 0, Am.cplx, &dA);
     if (st != CR_OK || dA.p == NULL) {
         *dy = cr_tangent_zero();
         return st;
@@ -2566,7 +2366,7 @@ static cr_status expm_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
     st = expm_frechet(arena, &Am, &dA, NULL, &L);
     cr_array *r = NULL;
     if (st == CR_OK)
-        st = mat_to_array(arena, &L, false, &r);
+        st = cr__cmat_to_array(arena, &L, false, &r);
     return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
 }
 
@@ -2780,33 +2580,19 @@ cr_status cr__linalg_register_lapack(cr_registry *reg)
 #else /* !CR_HAVE_LAPACKE */
 
 /* Without LAPACKE: the function values exist; calling them reports CR_EUNIMPL. */
-static cr_status no_lapack(cr_arena *arena, const cr_value *f, const cr_value *args, size_t nargs,
-                           cr_value *out)
-{
-    (void)args;
-    (void)nargs;
-    (void)out;
-    return CR__FAIL(arena, CR_EUNIMPL, "%s needs LAPACKE, which this build of chainrules lacks",
-                    f->u.func.fn->name);
-}
-
-#define NO_LAPACK_FN(NAME, STR)                                                                   \
-    static const cr_function NAME##_function = {.name = (STR), .arity = -1, .primal = no_lapack}; \
-    const cr_value cr_fn_##NAME = {.kind = CR_KIND_FUNC, .u.func = {&NAME##_function, NULL}};
-
-NO_LAPACK_FN(det, "det")
-NO_LAPACK_FN(logdet, "logdet")
-NO_LAPACK_FN(logabsdet, "logabsdet")
-NO_LAPACK_FN(matinv, "inv")
-NO_LAPACK_FN(solve, "solve")
-NO_LAPACK_FN(cholesky, "cholesky")
-NO_LAPACK_FN(eigen, "eigen")
-NO_LAPACK_FN(eigvals, "eigvals")
-NO_LAPACK_FN(svd, "svd")
-NO_LAPACK_FN(svdvals, "svdvals")
-NO_LAPACK_FN(matfun_herm, "matfun_herm")
-NO_LAPACK_FN(expm, "expm")
-NO_LAPACK_FN(rdiv, "rdiv")
+CR__NO_LAPACK_FN(det, "det")
+CR__NO_LAPACK_FN(logdet, "logdet")
+CR__NO_LAPACK_FN(logabsdet, "logabsdet")
+CR__NO_LAPACK_FN(matinv, "inv")
+CR__NO_LAPACK_FN(solve, "solve")
+CR__NO_LAPACK_FN(cholesky, "cholesky")
+CR__NO_LAPACK_FN(eigen, "eigen")
+CR__NO_LAPACK_FN(eigvals, "eigvals")
+CR__NO_LAPACK_FN(svd, "svd")
+CR__NO_LAPACK_FN(svdvals, "svdvals")
+CR__NO_LAPACK_FN(matfun_herm, "matfun_herm")
+CR__NO_LAPACK_FN(expm, "expm")
+CR__NO_LAPACK_FN(rdiv, "rdiv")
 
 cr_status cr__linalg_register_lapack(cr_registry *reg)
 {

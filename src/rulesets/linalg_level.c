@@ -11,182 +11,11 @@
 #include <float.h>
 #include <math.h>
 
-#include "array_impl.h"
+#include "linalg_impl.h"
 
-#if defined(CR_HAVE_CBLAS)
-#include <cblas.h>
-#endif
 #if defined(CR_HAVE_LAPACKE)
 #include <lapacke.h>
 #endif
-
-/* ---- Column-major work matrices ---------------------------------------------------------- */
-
-typedef struct mat {
-    void *p; /* column-major, leading dimension r; NULL stands for a zero (co)tangent */
-    size_t r, c;
-    bool cplx;
-} mat;
-
-static cr_status mat_new(cr_arena *arena, bool cplx, size_t r, size_t c, bool zero, mat *m)
-{
-    size_t n = r * c, es = cplx ? sizeof(cr_complex) : sizeof(double);
-    m->p = zero ? cr_arena_calloc(arena, n ? n : 1, es, 0)
-                : cr_arena_alloc(arena, (n ? n : 1) * es, 0);
-    m->r = r;
-    m->c = c;
-    m->cplx = cplx;
-    return m->p == NULL ? CR__ALLOC_STATUS(arena) : CR_OK;
-}
-
-static inline cr_complex mat_get(const mat *m, size_t i, size_t j)
-{
-    return m->cplx ? ((const cr_complex *)m->p)[i + j * m->r]
-                   : ((const double *)m->p)[i + j * m->r];
-}
-
-static inline void mat_set(mat *m, size_t i, size_t j, cr_complex v)
-{
-    if (m->cplx)
-        ((cr_complex *)m->p)[i + j * m->r] = v;
-    else
-        ((double *)m->p)[i + j * m->r] = creal(v);
-}
-
-/* The logical value of a 1-d (a column) or 2-d array as a new column-major work matrix. */
-static cr_status mat_from(cr_arena *arena, const cr_array *a, bool cplx, mat *m)
-{
-    const cr_array *d;
-    cr_status st = cr__dense(arena, a, cplx ? CR_DT_C128 : CR_DT_F64, &d);
-    size_t r = a->ndim == 0 ? 1 : a->shape[0], c = a->ndim == 2 ? a->shape[1] : 1;
-    if (st == CR_OK)
-        st = mat_new(arena, cplx, r, c, false, m);
-    if (st != CR_OK)
-        return st;
-    for (size_t i = 0; i < r; i++)
-        for (size_t j = 0; j < c; j++)
-            mat_set(m, i, j, cr__load(d, (ptrdiff_t)(i * c + j)));
-    return CR_OK;
-}
-
-static cr_status mat_copy(cr_arena *arena, const mat *s, mat *m)
-{
-    cr_status st = mat_new(arena, s->cplx, s->r, s->c, false, m);
-    if (st == CR_OK)
-        memcpy(m->p, s->p, s->r * s->c * (s->cplx ? sizeof(cr_complex) : sizeof(double)));
-    return st;
-}
-
-/* New op(s): 'N' a copy, 'T' the transpose, 'C' the adjoint. */
-static cr_status mat_op(cr_arena *arena, char op, const mat *s, mat *m)
-{
-    if (op == 'N')
-        return mat_copy(arena, s, m);
-    cr_status st = mat_new(arena, s->cplx, s->c, s->r, false, m);
-    if (st != CR_OK)
-        return st;
-    for (size_t i = 0; i < s->r; i++)
-        for (size_t j = 0; j < s->c; j++) {
-            cr_complex v = mat_get(s, i, j);
-            mat_set(m, j, i, op == 'C' ? conj(v) : v);
-        }
-    return CR_OK;
-}
-
-static void mat_conj(mat *m)
-{
-    if (!m->cplx)
-        return;
-    cr_complex *p = m->p;
-    for (size_t i = 0; i < m->r * m->c; i++)
-        p[i] = conj(p[i]);
-}
-
-/* A new row-major work array of m (1-d when vec), rounded to dtype dt. */
-static cr_status mat_out(cr_arena *arena, const mat *m, bool vec, cr_dtype dt, cr_array **out)
-{
-    size_t shape[2] = {m->r, m->c};
-    cr_array *w;
-    cr_status st = cr__new(arena, m->cplx ? CR_DT_C128 : CR_DT_F64, vec ? 1 : 2, shape, false, &w);
-    if (st != CR_OK)
-        return st;
-    for (size_t i = 0; i < m->r; i++)
-        for (size_t j = 0; j < m->c; j++)
-            cr__store(w, (ptrdiff_t)(i * m->c + j), mat_get(m, i, j));
-    return cr__cast(arena, w, dt, out);
-}
-
-/* The cotangent of an argument from a work matrix, projected. */
-static cr_status mat_give(cr_arena *arena, const cr_project *p, const mat *m, bool vec,
-                          cr_tangent *out)
-{
-    cr_array *r;
-    cr_status st = mat_out(arena, m, vec, m->cplx ? CR_DT_C128 : CR_DT_F64, &r);
-    return st != CR_OK ? st : cr__give(arena, p, r, out);
-}
-
-/* C = alpha op(A) op(B) + beta C; op is 'N', 'T' or 'C'. */
-static void mat_gemm(char ta, char tb, cr_complex alpha, const mat *A, const mat *B,
-                     cr_complex beta, mat *C)
-{
-    size_t m = ta == 'N' ? A->r : A->c, k = ta == 'N' ? A->c : A->r;
-    size_t n = tb == 'N' ? B->c : B->r;
-    if (m == 0 || n == 0)
-        return;
-#if defined(CR_HAVE_CBLAS)
-    if (k > 0 && A->cplx == C->cplx && B->cplx == C->cplx) {
-        enum CBLAS_TRANSPOSE a = ta == 'N' ? CblasNoTrans : ta == 'T' ? CblasTrans : CblasConjTrans;
-        enum CBLAS_TRANSPOSE b = tb == 'N' ? CblasNoTrans : tb == 'T' ? CblasTrans : CblasConjTrans;
-        int lda = (int)(A->r ? A->r : 1), ldb = (int)(B->r ? B->r : 1),
-            ldc = (int)(C->r ? C->r : 1);
-        if (C->cplx)
-            cblas_zgemm(CblasColMajor, a, b, (int)m, (int)n, (int)k, &alpha, A->p, lda, B->p, ldb,
-                        &beta, C->p, ldc);
-        else
-            cblas_dgemm(CblasColMajor, a, b, (int)m, (int)n, (int)k, creal(alpha), A->p, lda, B->p,
-                        ldb, creal(beta), C->p, ldc);
-        return;
-    }
-#endif
-    for (size_t i = 0; i < m; i++)
-        for (size_t j = 0; j < n; j++) {
-            cr_complex acc = 0;
-            for (size_t l = 0; l < k; l++) {
-                cr_complex a = ta == 'N' ? mat_get(A, i, l) : mat_get(A, l, i);
-                cr_complex b = tb == 'N' ? mat_get(B, l, j) : mat_get(B, j, l);
-                if (ta == 'C')
-                    a = conj(a);
-                if (tb == 'C')
-                    b = conj(b);
-                acc += a * b;
-            }
-            cr_complex c0 = beta == 0 ? 0 : beta * mat_get(C, i, j);
-            mat_set(C, i, j, alpha * acc + c0);
-        }
-}
-
-/* New C = alpha op(A) op(B). */
-static cr_status mat_mul(cr_arena *arena, char ta, char tb, cr_complex alpha, const mat *A,
-                         const mat *B, mat *C)
-{
-    size_t m = ta == 'N' ? A->r : A->c, n = tb == 'N' ? B->c : B->r;
-    cr_status st = mat_new(arena, A->cplx || B->cplx, m, n, true, C);
-    if (st == CR_OK)
-        mat_gemm(ta, tb, alpha, A, B, 0.0, C);
-    return st;
-}
-
-/* Keep the triangle of m: 'U' (on and above the diagonal) or 'L' (on and below); with
- * strict, the diagonal goes too. */
-static void mat_tri(mat *m, char uplo, bool strict)
-{
-    for (size_t j = 0; j < m->c; j++)
-        for (size_t i = 0; i < m->r; i++) {
-            bool keep = uplo == 'U' ? (strict ? i < j : i <= j) : (strict ? i > j : i >= j);
-            if (!keep)
-                mat_set(m, i, j, 0.0);
-        }
-}
 
 /* ---- Arguments -------------------------------------------------------------------------- */
 
@@ -236,30 +65,6 @@ static cr_status rhs_arg(cr_arena *arena, const char *who, const cr_value *args,
                         "%s: argument %zu must be a float vector or matrix with %zu rows", who,
                         i + 1, n);
     return CR_OK;
-}
-
-/* The argument tangent of an frule as a work matrix (p NULL when zero). */
-static cr_status dx_mat(cr_arena *arena, const char *who, const cr_tangent *dargs,
-                        const cr_value *args, size_t i, bool cplx, mat *m)
-{
-    const cr_array *t;
-    m->p = NULL;
-    cr_status st = cr__dx_array(arena, who, dargs, args, i, cplx ? CR_DT_C128 : CR_DT_F64, &t);
-    if (st != CR_OK || t == NULL)
-        return st;
-    return mat_from(arena, t, cplx, m);
-}
-
-/* An output cotangent of a 1-d or 2-d array as a work matrix (p NULL when zero). */
-static cr_status cot_mat(cr_arena *arena, const char *who, cr_tangent t, size_t ndim,
-                         const size_t *shape, bool cplx, mat *m)
-{
-    const cr_array *g;
-    m->p = NULL;
-    cr_status st = cr__tan_array(arena, who, t, ndim, shape, cplx ? CR_DT_C128 : CR_DT_F64, &g);
-    if (st != CR_OK || g == NULL)
-        return st;
-    return mat_from(arena, g, cplx, m);
 }
 
 /* NoTangent for every cotangent, then ZeroTangent for the perturbable arguments: what a
@@ -314,8 +119,8 @@ static cr_status nrm2_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
 typedef struct gemv_env {
     char op;
     cr_complex alpha, beta;
-    mat A, x, y, Ax; /* Ax = op(A) x */
-    size_t m, n;     /* A's shape */
+    cr__cmat A, x, y, Ax; /* Ax = op(A) x */
+    size_t m, n;          /* A's shape */
     bool with_y, cplx;
     bool diff[6]; /* which arguments are perturbable */
     cr_dtype dt;
@@ -324,7 +129,7 @@ typedef struct gemv_env {
 } gemv_env;
 
 static cr_status gemv_forward(cr_arena *arena, const cr_value *args, size_t nargs, gemv_env *e,
-                              mat *Y)
+                              cr__cmat *Y)
 {
     const char *who = "gemv";
     cr_status st = cr__nargs(arena, who, nargs, 4, 6);
@@ -367,26 +172,26 @@ static cr_status gemv_forward(cr_arena *arena, const cr_value *args, size_t narg
     e->alpha = cr__scalar_of(&args[1]);
     e->beta = e->with_y ? cr__scalar_of(&args[4]) : 0;
     e->Aarg = A;
-    st = mat_from(arena, A, e->cplx, &e->A);
+    st = cr__cmat_from(arena, A, e->cplx, &e->A);
     if (st == CR_OK)
-        st = mat_from(arena, x, e->cplx, &e->x);
+        st = cr__cmat_from(arena, x, e->cplx, &e->x);
     if (st == CR_OK)
-        st = mat_mul(arena, e->op, 'N', 1.0, &e->A, &e->x, &e->Ax);
+        st = cr__cmat_mul(arena, e->op, 'N', 1.0, &e->A, &e->x, &e->Ax);
     if (st == CR_OK)
-        st = mat_new(arena, e->cplx, rows, 1, true, Y);
+        st = cr__cmat_new(arena, e->cplx, rows, 1, true, Y);
     if (st != CR_OK)
         return st;
     for (size_t i = 0; i < nargs; i++)
         e->diff[i] = cr__is_diff(&args[i]);
     if (e->with_y) {
-        st = mat_from(arena, y, e->cplx, &e->y);
+        st = cr__cmat_from(arena, y, e->cplx, &e->y);
         if (st != CR_OK)
             return st;
         for (size_t i = 0; i < rows; i++)
-            mat_set(Y, i, 0, e->beta == 0 ? 0 : e->beta * mat_get(&e->y, i, 0));
+            cr__cmat_set(Y, i, 0, e->beta == 0 ? 0 : e->beta * cr__cmat_get(&e->y, i, 0));
     }
     for (size_t i = 0; i < rows; i++)
-        mat_set(Y, i, 0, mat_get(Y, i, 0) + e->alpha * mat_get(&e->Ax, i, 0));
+        cr__cmat_set(Y, i, 0, cr__cmat_get(Y, i, 0) + e->alpha * cr__cmat_get(&e->Ax, i, 0));
     return CR_OK;
 }
 
@@ -394,7 +199,7 @@ static cr_status gemv_forward(cr_arena *arena, const cr_value *args, size_t narg
  * 'C' α x ȳᴴ. */
 typedef struct gemv_rank1 {
     const gemv_env *e;
-    mat p, q;
+    cr__cmat p, q;
     cr_complex s;
 } gemv_rank1;
 
@@ -403,7 +208,7 @@ static void rank1_into(const gemv_rank1 *t, cr_dtype wdt, void *dest, cr_complex
     size_t m = t->e->m, n = t->e->n;
     for (size_t i = 0; i < m; i++)
         for (size_t j = 0; j < n; j++) {
-            cr_complex v = t->s * mat_get(&t->p, i, 0) * mat_get(&t->q, j, 0);
+            cr_complex v = t->s * cr__cmat_get(&t->p, i, 0) * cr__cmat_get(&t->q, j, 0);
             if (wdt == CR_DT_C128) {
                 cr_complex *d = dest;
                 d[i * n + j] = (beta == 0 ? 0 : d[i * n + j]) + v;
@@ -442,7 +247,7 @@ static cr_status gemv_A_add(cr_arena *arena, cr_array *dest, void *env)
 
 typedef struct gemv_x_thunk {
     const gemv_env *e;
-    mat g;
+    cr__cmat g;
 } gemv_x_thunk;
 
 /* x̄ = conj(α) op(A)ᴴ ȳ; op(A)ᴴ is Aᴴ ('N'), conj(A) ('T') or A ('C'). */
@@ -450,21 +255,21 @@ static cr_status gemv_x_fn(cr_arena *arena, cr_tangent *out, void *env)
 {
     gemv_x_thunk *t = env;
     const gemv_env *e = t->e;
-    mat r, g;
+    cr__cmat r, g;
     cr_status st;
     if (e->op == 'T') {
         /* conj(A) ȳ = conj(A conj(ȳ)) */
-        st = mat_copy(arena, &t->g, &g);
+        st = cr__cmat_copy(arena, &t->g, &g);
         if (st != CR_OK)
             return st;
-        mat_conj(&g);
-        st = mat_mul(arena, 'N', 'N', e->alpha, &e->A, &g, &r);
+        cr__cmat_conj(&g);
+        st = cr__cmat_mul(arena, 'N', 'N', e->alpha, &e->A, &g, &r);
         if (st == CR_OK)
-            mat_conj(&r);
+            cr__cmat_conj(&r);
     } else {
-        st = mat_mul(arena, e->op == 'N' ? 'C' : 'N', 'N', conj(e->alpha), &e->A, &t->g, &r);
+        st = cr__cmat_mul(arena, e->op == 'N' ? 'C' : 'N', 'N', conj(e->alpha), &e->A, &t->g, &r);
     }
-    return st != CR_OK ? st : mat_give(arena, e->p[3], &r, true, out);
+    return st != CR_OK ? st : cr__cmat_give(arena, e->p[3], &r, true, out);
 }
 
 /* ᾱ = <op(A) x, ȳ>, Ā (InplaceableThunk), x̄ (thunk), β̄ = <y, ȳ>, ȳ_y = conj(β) ȳ. */
@@ -474,8 +279,8 @@ static cr_status gemv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     gemv_env *e = env;
     size_t rows = e->Ax.r;
     cr_dtype wdt = e->cplx ? CR_DT_C128 : CR_DT_F64;
-    mat g;
-    cr_status st = cot_mat(arena, "gemv_pullback", *dy, 1, &rows, e->cplx, &g);
+    cr__cmat g;
+    cr_status st = cr__cmat_tan(arena, "gemv_pullback", *dy, 1, &rows, e->cplx, &g);
     if (st != CR_OK)
         return st;
     zero_cotangents(e->diff, dx, nx);
@@ -484,7 +289,7 @@ static cr_status gemv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     if (e->diff[1]) {
         cr_complex a = 0;
         for (size_t i = 0; i < rows; i++)
-            a += conj(mat_get(&e->Ax, i, 0)) * mat_get(&g, i, 0);
+            a += conj(cr__cmat_get(&e->Ax, i, 0)) * cr__cmat_get(&g, i, 0);
         st = cr_project_apply(arena, e->p[1], cr__scalar_tangent(wdt, a), &dx[2]);
         if (st != CR_OK)
             return st;
@@ -497,21 +302,21 @@ static cr_status gemv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
         if (e->op == 'N') {
             ta->s = conj(e->alpha);
             ta->p = g;
-            st = mat_copy(arena, &e->x, &ta->q);
+            st = cr__cmat_copy(arena, &e->x, &ta->q);
             if (st == CR_OK)
-                mat_conj(&ta->q);
+                cr__cmat_conj(&ta->q);
         } else if (e->op == 'T') {
             ta->s = conj(e->alpha);
             ta->q = g;
-            st = mat_copy(arena, &e->x, &ta->p);
+            st = cr__cmat_copy(arena, &e->x, &ta->p);
             if (st == CR_OK)
-                mat_conj(&ta->p);
+                cr__cmat_conj(&ta->p);
         } else {
             ta->s = e->alpha;
             ta->p = e->x;
-            st = mat_copy(arena, &g, &ta->q);
+            st = cr__cmat_copy(arena, &g, &ta->q);
             if (st == CR_OK)
-                mat_conj(&ta->q);
+                cr__cmat_conj(&ta->q);
         }
         if (st == CR_OK)
             st = cr__thunk(arena, gemv_A_fn, gemv_A_add, ta, "gemv_pullback_A", &dx[3]);
@@ -532,20 +337,20 @@ static cr_status gemv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     if (e->diff[4]) {
         cr_complex b = 0;
         for (size_t i = 0; i < rows; i++)
-            b += conj(mat_get(&e->y, i, 0)) * mat_get(&g, i, 0);
+            b += conj(cr__cmat_get(&e->y, i, 0)) * cr__cmat_get(&g, i, 0);
         st = cr_project_apply(arena, e->p[4], cr__scalar_tangent(wdt, b), &dx[5]);
         if (st != CR_OK)
             return st;
     }
     if (e->diff[5]) {
         /* g is shared with the thunks: scale a copy. */
-        mat r;
-        st = mat_new(arena, e->cplx, rows, 1, false, &r);
+        cr__cmat r;
+        st = cr__cmat_new(arena, e->cplx, rows, 1, false, &r);
         if (st != CR_OK)
             return st;
         for (size_t i = 0; i < rows; i++)
-            mat_set(&r, i, 0, conj(e->beta) * mat_get(&g, i, 0));
-        st = mat_give(arena, e->p[5], &r, true, &dx[6]);
+            cr__cmat_set(&r, i, 0, conj(e->beta) * cr__cmat_get(&g, i, 0));
+        st = cr__cmat_give(arena, e->p[5], &r, true, &dx[6]);
     }
     return st;
 }
@@ -563,11 +368,11 @@ static cr_status gemv_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
     gemv_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(gemv_env));
     if (e == NULL)
         return CR__ALLOC_STATUS(arena);
-    mat Y;
+    cr__cmat Y;
     cr_array *o;
     cr_status st = gemv_forward(arena, args, nargs, e, &Y);
     if (st == CR_OK)
-        st = mat_out(arena, &Y, true, e->dt, &o);
+        st = cr__cmat_out(arena, &Y, true, e->dt, &o);
     if (st != CR_OK)
         return st;
     *y = cr_value_array(o);
@@ -591,11 +396,11 @@ static cr_status gemv_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
     (void)udata;
     gemv_env e;
     memset(&e, 0, sizeof e);
-    mat Y, dA, dx, dyv, R;
+    cr__cmat Y, dA, dx, dyv, R;
     cr_array *o;
     cr_status st = gemv_forward(arena, args, nargs, &e, &Y);
     if (st == CR_OK)
-        st = mat_out(arena, &Y, true, e.dt, &o);
+        st = cr__cmat_out(arena, &Y, true, e.dt, &o);
     if (st != CR_OK)
         return st;
     *y = cr_value_array(o);
@@ -606,42 +411,37 @@ static cr_status gemv_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
     if (st == CR_OK && e.with_y && cr__is_diff(&args[4]))
         st = cr__tan_scalar(arena, "gemv", dargs[5], &db, &nzb);
     if (st == CR_OK)
-        st = dx_mat(arena, "gemv", dargs, args, 2, e.cplx, &dA);
+        st = cr__cmat_dx(arena, "gemv", dargs, args, 2, e.cplx, &dA);
     if (st == CR_OK)
-        st = dx_mat(arena, "gemv", dargs, args, 3, e.cplx, &dx);
+        st = cr__cmat_dx(arena, "gemv", dargs, args, 3, e.cplx, &dx);
     dyv.p = NULL;
     if (st == CR_OK && e.with_y)
-        st = dx_mat(arena, "gemv", dargs, args, 5, e.cplx, &dyv);
+        st = cr__cmat_dx(arena, "gemv", dargs, args, 5, e.cplx, &dyv);
     if (st == CR_OK)
-        st = mat_new(arena, e.cplx, Y.r, 1, true, &R);
+        st = cr__cmat_new(arena, e.cplx, Y.r, 1, true, &R);
     if (st != CR_OK)
         return st;
     if (dA.p != NULL)
-        mat_gemm(e.op, 'N', e.alpha, &dA, &e.x, 1.0, &R);
+        cr__cmat_gemm(e.op, 'N', e.alpha, &dA, &e.x, 1.0, &R);
     if (dx.p != NULL)
-        mat_gemm(e.op, 'N', e.alpha, &e.A, &dx, 1.0, &R);
+        cr__cmat_gemm(e.op, 'N', e.alpha, &e.A, &dx, 1.0, &R);
     if (nzb)
         for (size_t i = 0; i < R.r; i++)
-            mat_set(&R, i, 0, mat_get(&R, i, 0) + db * mat_get(&e.y, i, 0));
+            cr__cmat_set(&R, i, 0, cr__cmat_get(&R, i, 0) + db * cr__cmat_get(&e.y, i, 0));
     for (size_t i = 0; i < R.r; i++) {
-        cr_complex v = mat_get(&R, i, 0);
+        cr_complex v = cr__cmat_get(&R, i, 0);
         if (nza)
-            v += da * mat_get(&e.Ax, i, 0);
+            v += da * cr__cmat_get(&e.Ax, i, 0);
         if (dyv.p != NULL)
-            v += e.beta * mat_get(&dyv, i, 0);
-        mat_set(&R, i, 0, v);
+            v += e.beta * cr__cmat_get(&dyv, i, 0);
+        cr__cmat_set(&R, i, 0, v);
     }
     cr_array *r;
-    st = mat_out(arena, &R, true, e.cplx ? CR_DT_C128 : CR_DT_F64, &r);
+    st = cr__cmat_out(arena, &R, true, e.cplx ? CR_DT_C128 : CR_DT_F64, &r);
     return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
 }
 
 #if defined(CR_HAVE_LAPACKE)
-
-static cr_status lapack_fail(cr_arena *arena, const char *who, lapack_int info)
-{
-    return CR__FAIL(arena, CR_EBACKEND, "%s: LAPACK reported info = %d", who, (int)info);
-}
 
 static cr_status singular(cr_arena *arena, const char *who)
 {
@@ -649,10 +449,10 @@ static cr_status singular(cr_arena *arena, const char *who)
 }
 
 /* Whether a diagonal entry of the square m is zero. */
-static bool zero_diag(const mat *m)
+static bool zero_diag(const cr__cmat *m)
 {
     for (size_t i = 0; i < m->r; i++)
-        if (mat_get(m, i, i) == 0)
+        if (cr__cmat_get(m, i, i) == 0)
             return true;
     return false;
 }
@@ -667,8 +467,8 @@ static char adj_op(char op, bool cplx)
 
 /* X := op(T)⁻¹ X for the triangle uplo of T (unit diagonal when diag is 'U'); op 'N', 'T',
  * 'C' or 'J' (conj(T), solved as conj(T⁻¹ conj(X))). */
-static cr_status tri_solve(cr_arena *arena, const char *who, const mat *T, char uplo, char op,
-                           char diag, mat *X)
+static cr_status tri_solve(cr_arena *arena, const char *who, const cr__cmat *T, char uplo, char op,
+                           char diag, cr__cmat *X)
 {
     size_t n = T->r;
     if (n == 0 || X->c == 0)
@@ -676,17 +476,17 @@ static cr_status tri_solve(cr_arena *arena, const char *who, const mat *T, char 
     bool conj_trick = op == 'J' && X->cplx;
     char t = op == 'J' ? 'N' : (op == 'C' && !X->cplx) ? 'T' : op;
     if (conj_trick)
-        mat_conj(X);
+        cr__cmat_conj(X);
     lapack_int info =
         X->cplx ? LAPACKE_ztrtrs_work(LAPACK_COL_MAJOR, uplo, t, diag, (lapack_int)n,
                                       (lapack_int)X->c, T->p, (lapack_int)n, X->p, (lapack_int)n)
                 : LAPACKE_dtrtrs_work(LAPACK_COL_MAJOR, uplo, t, diag, (lapack_int)n,
                                       (lapack_int)X->c, T->p, (lapack_int)n, X->p, (lapack_int)n);
     if (conj_trick)
-        mat_conj(X);
+        cr__cmat_conj(X);
     if (info > 0)
         return singular(arena, who);
-    return info != 0 ? lapack_fail(arena, who, info) : CR_OK;
+    return info != 0 ? cr__lapack_fail(arena, who, info) : CR_OK;
 }
 
 /* ---- Tuples ------------------------------------------------------------------------------ */
@@ -698,36 +498,16 @@ static const cr_field k_tup2_fields[2] = {{NULL, offsetof(tup2, a), CR_KIND_ARRA
                                           {NULL, offsetof(tup2, b), CR_KIND_ARRAY, NULL}};
 static const cr_type k_tup2 = {"tuple(array,array)", sizeof(tup2), 2, k_tup2_fields};
 
-/* Field i of a tuple cotangent (zeros give ZeroTangent). */
-static cr_status tuple_field(cr_arena *arena, const char *who, cr_tangent dy, size_t i,
-                             cr_tangent *out)
-{
-    cr_status st = cr_tangent_unthunk(dy, &dy);
-    if (st != CR_OK)
-        return st;
-    if (cr_tangent_is_zero(dy)) {
-        *out = cr_tangent_zero();
-        return CR_OK;
-    }
-    if (dy.tag != CR_TAN_STRUCT)
-        return CR__FAIL(arena, CR_ETANGENT,
-                        "%s: the output is a tuple, its cotangent must be a structural tangent "
-                        "(got %s)",
-                        who, cr_tag_name((cr_tag)dy.tag));
-    *out = cr_tangent_field(dy, i);
-    return CR_OK;
-}
-
 /* ---- LU factors: A = P L U packed as LAPACK's getrf leaves them --------------------------- */
 
 typedef struct lu_f {
-    mat F;            /* L strictly below the diagonal (unit diagonal implied), U on and above */
+    cr__cmat F;       /* L strictly below the diagonal (unit diagonal implied), U on and above */
     lapack_int *ipiv; /* 1-based row interchanges */
     size_t n;
 } lu_f;
 
 /* The rows of X permuted: fwd gives Pᵀ X (the interchanges in order), else P X. */
-static void lu_perm(const lu_f *f, mat *X, bool fwd)
+static void lu_perm(const lu_f *f, cr__cmat *X, bool fwd)
 {
     size_t n = f->n;
     for (size_t t = 0; t < n; t++) {
@@ -735,30 +515,30 @@ static void lu_perm(const lu_f *f, mat *X, bool fwd)
         if (k == i)
             continue;
         for (size_t j = 0; j < X->c; j++) {
-            cr_complex a = mat_get(X, i, j);
-            mat_set(X, i, j, mat_get(X, k, j));
-            mat_set(X, k, j, a);
+            cr_complex a = cr__cmat_get(X, i, j);
+            cr__cmat_set(X, i, j, cr__cmat_get(X, k, j));
+            cr__cmat_set(X, k, j, a);
         }
     }
 }
 
 /* The explicit unit lower L and upper U of the packed factors. */
-static cr_status lu_split(cr_arena *arena, const lu_f *f, mat *L, mat *U)
+static cr_status lu_split(cr_arena *arena, const lu_f *f, cr__cmat *L, cr__cmat *U)
 {
-    cr_status st = mat_copy(arena, &f->F, L);
+    cr_status st = cr__cmat_copy(arena, &f->F, L);
     if (st == CR_OK)
-        st = mat_copy(arena, &f->F, U);
+        st = cr__cmat_copy(arena, &f->F, U);
     if (st != CR_OK)
         return st;
-    mat_tri(L, 'L', true);
+    cr__cmat_tri(L, 'L', true);
     for (size_t i = 0; i < f->n; i++)
-        mat_set(L, i, i, 1.0);
-    mat_tri(U, 'U', false);
+        cr__cmat_set(L, i, i, 1.0);
+    cr__cmat_tri(U, 'U', false);
     return CR_OK;
 }
 
 /* X := op(A)⁻¹ X with A = P L U; op 'N', 'T', 'C' or 'J' (conj(A)). */
-static cr_status lu_solve(cr_arena *arena, const char *who, const lu_f *f, char op, mat *X)
+static cr_status lu_solve(cr_arena *arena, const char *who, const lu_f *f, char op, cr__cmat *X)
 {
     size_t n = f->n;
     if (n == 0 || X->c == 0)
@@ -766,56 +546,56 @@ static cr_status lu_solve(cr_arena *arena, const char *who, const lu_f *f, char 
     bool conj_trick = op == 'J' && X->cplx;
     char t = op == 'J' ? 'N' : (op == 'C' && !X->cplx) ? 'T' : op;
     if (conj_trick)
-        mat_conj(X);
+        cr__cmat_conj(X);
     lapack_int info =
         X->cplx ? LAPACKE_zgetrs_work(LAPACK_COL_MAJOR, t, (lapack_int)n, (lapack_int)X->c, f->F.p,
                                       (lapack_int)n, f->ipiv, X->p, (lapack_int)n)
                 : LAPACKE_dgetrs_work(LAPACK_COL_MAJOR, t, (lapack_int)n, (lapack_int)X->c, f->F.p,
                                       (lapack_int)n, f->ipiv, X->p, (lapack_int)n);
     if (conj_trick)
-        mat_conj(X);
-    return info != 0 ? lapack_fail(arena, who, info) : CR_OK;
+        cr__cmat_conj(X);
+    return info != 0 ? cr__lapack_fail(arena, who, info) : CR_OK;
 }
 
 /* The cotangent of the packed factors from that of A = P L U:
  * F̄ = strictly-lower(Pᵀ Ā Uᴴ) + upper(Lᴴ Pᵀ Ā). */
-static cr_status lu_grad(cr_arena *arena, const lu_f *f, const mat *Abar, mat *Fbar)
+static cr_status lu_grad(cr_arena *arena, const lu_f *f, const cr__cmat *Abar, cr__cmat *Fbar)
 {
-    mat W, L, U, G;
-    cr_status st = mat_copy(arena, Abar, &W);
+    cr__cmat W, L, U, G;
+    cr_status st = cr__cmat_copy(arena, Abar, &W);
     if (st == CR_OK)
         st = lu_split(arena, f, &L, &U);
     if (st != CR_OK)
         return st;
     lu_perm(f, &W, true);
-    st = mat_mul(arena, 'N', 'C', 1.0, &W, &U, Fbar);
+    st = cr__cmat_mul(arena, 'N', 'C', 1.0, &W, &U, Fbar);
     if (st == CR_OK)
-        st = mat_mul(arena, 'C', 'N', 1.0, &L, &W, &G);
+        st = cr__cmat_mul(arena, 'C', 'N', 1.0, &L, &W, &G);
     if (st != CR_OK)
         return st;
     for (size_t j = 0; j < f->n; j++)
         for (size_t i = 0; i <= j; i++)
-            mat_set(Fbar, i, j, mat_get(&G, i, j));
+            cr__cmat_set(Fbar, i, j, cr__cmat_get(&G, i, j));
     return CR_OK;
 }
 
 /* The tangent of A = P L U from that of the packed factors: Ȧ = P (L̇ U + L U̇). */
-static cr_status lu_dA(cr_arena *arena, const lu_f *f, const mat *dF, mat *dA)
+static cr_status lu_dA(cr_arena *arena, const lu_f *f, const cr__cmat *dF, cr__cmat *dA)
 {
-    mat L, U, dL, dU;
+    cr__cmat L, U, dL, dU;
     cr_status st = lu_split(arena, f, &L, &U);
     if (st == CR_OK)
-        st = mat_copy(arena, dF, &dL);
+        st = cr__cmat_copy(arena, dF, &dL);
     if (st == CR_OK)
-        st = mat_copy(arena, dF, &dU);
+        st = cr__cmat_copy(arena, dF, &dU);
     if (st != CR_OK)
         return st;
-    mat_tri(&dL, 'L', true);
-    mat_tri(&dU, 'U', false);
-    st = mat_mul(arena, 'N', 'N', 1.0, &dL, &U, dA);
+    cr__cmat_tri(&dL, 'L', true);
+    cr__cmat_tri(&dU, 'U', false);
+    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &dL, &U, dA);
     if (st != CR_OK)
         return st;
-    mat_gemm('N', 'N', 1.0, &L, &dU, 1.0, dA);
+    cr__cmat_gemm('N', 'N', 1.0, &L, &dU, 1.0, dA);
     lu_perm(f, dA, false);
     return CR_OK;
 }
@@ -845,7 +625,7 @@ static cr_status lu_args(cr_arena *arena, const char *who, const cr_value *args,
                             who, i, (long long)piv[i], n);
         f->ipiv[i] = (lapack_int)piv[i];
     }
-    st = mat_from(arena, *Farg, cplx, &f->F);
+    st = cr__cmat_from(arena, *Farg, cplx, &f->F);
     if (st == CR_OK && zero_diag(&f->F))
         st = singular(arena, who);
     return st;
@@ -868,7 +648,7 @@ static cr_status getrf_forward(cr_arena *arena, const cr_value *args, size_t nar
         st = matrix_arg(arena, "getrf", args, nargs, 0, true, &A);
     bool cplx = st == CR_OK && A->dtype == CR_DT_C128;
     if (st == CR_OK)
-        st = mat_from(arena, A, cplx, &e->f.F);
+        st = cr__cmat_from(arena, A, cplx, &e->f.F);
     if (st != CR_OK)
         return st;
     size_t n = A->shape[0];
@@ -884,12 +664,12 @@ static cr_status getrf_forward(cr_arena *arena, const cr_value *args, size_t nar
                              : LAPACKE_dgetrf_work(LAPACK_COL_MAJOR, (lapack_int)n, (lapack_int)n,
                                                    e->f.F.p, (lapack_int)n, e->f.ipiv);
     if (info < 0)
-        return lapack_fail(arena, "getrf", info);
+        return cr__lapack_fail(arena, "getrf", info);
     e->singular = info > 0;
     for (size_t i = 0; i < n; i++)
         p64[i] = e->f.ipiv[i];
     cr_array *Fo, *Po;
-    st = mat_out(arena, &e->f.F, false, (cr_dtype)A->dtype, &Fo);
+    st = cr__cmat_out(arena, &e->f.F, false, (cr_dtype)A->dtype, &Fo);
     if (st == CR_OK)
         st = cr__i64_array(arena, n, p64, &Po);
     if (st != CR_OK)
@@ -918,42 +698,42 @@ static cr_status getrf_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
     size_t n = e->f.n, shape[2] = {n, n};
     dx[0] = cr_tangent_none();
     cr_tangent tF;
-    mat Fb, L, U, M, G, Mh, Z;
-    cr_status st = tuple_field(arena, who, *dy, 0, &tF);
+    cr__cmat Fb, L, U, M, G, Mh, Z;
+    cr_status st = cr__tuple_field(arena, who, *dy, 0, &tF);
     if (st == CR_OK)
-        st = cot_mat(arena, who, tF, 2, shape, e->f.F.cplx, &Fb);
+        st = cr__cmat_tan(arena, who, tF, 2, shape, e->f.F.cplx, &Fb);
     if (st != CR_OK || Fb.p == NULL) {
         dx[1] = cr_tangent_zero();
         return st;
     }
     st = lu_split(arena, &e->f, &L, &U);
     if (st == CR_OK)
-        st = mat_copy(arena, &Fb, &G);
+        st = cr__cmat_copy(arena, &Fb, &G);
     if (st != CR_OK)
         return st;
-    mat_tri(&Fb, 'L', true); /* L̄ */
-    mat_tri(&G, 'U', false); /* Ū */
-    st = mat_mul(arena, 'C', 'N', 1.0, &L, &Fb, &M);
+    cr__cmat_tri(&Fb, 'L', true); /* L̄ */
+    cr__cmat_tri(&G, 'U', false); /* Ū */
+    st = cr__cmat_mul(arena, 'C', 'N', 1.0, &L, &Fb, &M);
     if (st == CR_OK)
-        st = mat_mul(arena, 'N', 'C', 1.0, &G, &U, &Z);
+        st = cr__cmat_mul(arena, 'N', 'C', 1.0, &G, &U, &Z);
     if (st != CR_OK)
         return st;
-    mat_tri(&M, 'L', true);
-    mat_tri(&Z, 'U', false);
+    cr__cmat_tri(&M, 'L', true);
+    cr__cmat_tri(&Z, 'U', false);
     for (size_t j = 0; j < n; j++)
         for (size_t i = 0; i < n; i++)
-            mat_set(&M, i, j, mat_get(&M, i, j) + mat_get(&Z, i, j));
+            cr__cmat_set(&M, i, j, cr__cmat_get(&M, i, j) + cr__cmat_get(&Z, i, j));
     st = tri_solve(arena, who, &e->f.F, 'L', 'C', 'U', &M); /* L⁻ᴴ M */
     if (st == CR_OK)
-        st = mat_op(arena, 'C', &M, &Mh);
+        st = cr__cmat_op(arena, 'C', &M, &Mh);
     if (st == CR_OK)
         st = tri_solve(arena, who, &e->f.F, 'U', 'N', 'N', &Mh); /* (M U⁻ᴴ)ᴴ */
     if (st == CR_OK)
-        st = mat_op(arena, 'C', &Mh, &Z);
+        st = cr__cmat_op(arena, 'C', &Mh, &Z);
     if (st != CR_OK)
         return st;
     lu_perm(&e->f, &Z, false);
-    return mat_give(arena, e->pA, &Z, false, &dx[1]);
+    return cr__cmat_give(arena, e->pA, &Z, false, &dx[1]);
 }
 
 /* getrf(A): the tuple (F, ipiv) of the LU factorization with partial pivoting A = P L U,
@@ -995,8 +775,8 @@ static cr_status getrf_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
         return st;
     if (e.singular)
         return lu_not_diff(arena);
-    mat dA, Wh, X, L, U, R;
-    st = dx_mat(arena, "getrf", dargs, args, 0, e.f.F.cplx, &dA);
+    cr__cmat dA, Wh, X, L, U, R;
+    st = cr__cmat_dx(arena, "getrf", dargs, args, 0, e.f.F.cplx, &dA);
     if (st != CR_OK || dA.p == NULL) {
         *dy = cr_tangent_zero();
         return st;
@@ -1004,26 +784,26 @@ static cr_status getrf_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
     lu_perm(&e.f, &dA, true);
     st = tri_solve(arena, "getrf", &e.f.F, 'L', 'N', 'U', &dA); /* L⁻¹ Pᵀ Ȧ */
     if (st == CR_OK)
-        st = mat_op(arena, 'C', &dA, &Wh);
+        st = cr__cmat_op(arena, 'C', &dA, &Wh);
     if (st == CR_OK)
         st = tri_solve(arena, "getrf", &e.f.F, 'U', 'C', 'N', &Wh); /* (W U⁻¹)ᴴ */
     if (st == CR_OK)
-        st = mat_op(arena, 'C', &Wh, &X);
+        st = cr__cmat_op(arena, 'C', &Wh, &X);
     if (st == CR_OK)
         st = lu_split(arena, &e.f, &L, &U);
     if (st == CR_OK)
-        st = mat_copy(arena, &X, &R);
+        st = cr__cmat_copy(arena, &X, &R);
     if (st != CR_OK)
         return st;
-    mat_tri(&X, 'L', true);
-    mat_tri(&R, 'U', false);
-    mat dF;
-    st = mat_mul(arena, 'N', 'N', 1.0, &L, &X, &dF);
+    cr__cmat_tri(&X, 'L', true);
+    cr__cmat_tri(&R, 'U', false);
+    cr__cmat dF;
+    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &L, &X, &dF);
     if (st != CR_OK)
         return st;
-    mat_gemm('N', 'N', 1.0, &R, &U, 1.0, &dF);
+    cr__cmat_gemm('N', 'N', 1.0, &R, &U, 1.0, &dF);
     cr_array *o;
-    st = mat_out(arena, &dF, false, dF.cplx ? CR_DT_C128 : CR_DT_F64, &o);
+    st = cr__cmat_out(arena, &dF, false, dF.cplx ? CR_DT_C128 : CR_DT_F64, &o);
     if (st != CR_OK)
         return st;
     cr_tangent fl[2] = {cr_tangent_zero(), cr_tangent_none()};
@@ -1037,7 +817,7 @@ static cr_status getrf_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
 
 typedef struct getrs_env {
     lu_f f;
-    mat X;
+    cr__cmat X;
     char op;
     bool vec, diff[4];
     cr_project **p;
@@ -1061,7 +841,7 @@ static cr_status getrs_forward(cr_arena *arena, const cr_value *args, size_t nar
     bool cplx = *dt == CR_DT_C128;
     st = lu_args(arena, who, args, nargs, cplx, &e->f, &F);
     if (st == CR_OK)
-        st = mat_from(arena, B, cplx, &e->X);
+        st = cr__cmat_from(arena, B, cplx, &e->X);
     if (st == CR_OK)
         st = lu_solve(arena, who, &e->f, e->op, &e->X);
     e->vec = B->ndim == 1;
@@ -1073,16 +853,16 @@ static cr_status getrs_forward(cr_arena *arena, const cr_value *args, size_t nar
 typedef struct lu_thunk {
     const lu_f *f;
     const cr_project *p;
-    mat Abar;
+    cr__cmat Abar;
 } lu_thunk;
 
 /* F̄ from Ā (lu_grad), projected. */
 static cr_status lu_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 {
     lu_thunk *t = env;
-    mat Fb;
+    cr__cmat Fb;
     cr_status st = lu_grad(arena, t->f, &t->Abar, &Fb);
-    return st != CR_OK ? st : mat_give(arena, t->p, &Fb, false, out);
+    return st != CR_OK ? st : cr__cmat_give(arena, t->p, &Fb, false, out);
 }
 
 /* M = op(A): B̄ = M⁻ᴴ X̄, M̄ = -B̄ Xᴴ, Ā = op⁻¹(M̄), F̄ from Ā (a thunk). */
@@ -1093,23 +873,23 @@ static cr_status getrs_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
     const char *who = "getrs_pullback";
     size_t shape[2] = {e->X.r, e->X.c};
     bool cplx = e->X.cplx;
-    mat G;
-    cr_status st = cot_mat(arena, who, *dy, e->vec ? 1 : 2, shape, cplx, &G);
+    cr__cmat G;
+    cr_status st = cr__cmat_tan(arena, who, *dy, e->vec ? 1 : 2, shape, cplx, &G);
     zero_cotangents(e->diff, dx, nx);
     if (st != CR_OK || G.p == NULL)
         return st;
     st = lu_solve(arena, who, &e->f, adj_op(e->op, cplx), &G);
     if (st == CR_OK && e->diff[2])
-        st = mat_give(arena, e->p[2], &G, e->vec, &dx[3]);
+        st = cr__cmat_give(arena, e->p[2], &G, e->vec, &dx[3]);
     if (st != CR_OK || !e->diff[0])
         return st;
     lu_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(lu_thunk));
     if (t == NULL)
         return CR__ALLOC_STATUS(arena);
-    mat Mb;
-    st = mat_mul(arena, 'N', 'C', -1.0, &G, &e->X, &Mb);
+    cr__cmat Mb;
+    st = cr__cmat_mul(arena, 'N', 'C', -1.0, &G, &e->X, &Mb);
     if (st == CR_OK)
-        st = mat_op(arena, e->op == 'N' ? 'N' : e->op == 'T' ? 'T' : 'C', &Mb, &t->Abar);
+        st = cr__cmat_op(arena, e->op == 'N' ? 'N' : e->op == 'T' ? 'T' : 'C', &Mb, &t->Abar);
     if (st != CR_OK)
         return st;
     t->f = &e->f;
@@ -1132,7 +912,7 @@ static cr_status getrs_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
     cr_array *o;
     cr_status st = getrs_forward(arena, args, nargs, e, &dt);
     if (st == CR_OK)
-        st = mat_out(arena, &e->X, e->vec, dt, &o);
+        st = cr__cmat_out(arena, &e->X, e->vec, dt, &o);
     if (st != CR_OK)
         return st;
     *y = cr_value_array(o);
@@ -1160,32 +940,33 @@ static cr_status getrs_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
     cr_array *o;
     cr_status st = getrs_forward(arena, args, nargs, &e, &dt);
     if (st == CR_OK)
-        st = mat_out(arena, &e.X, e.vec, dt, &o);
+        st = cr__cmat_out(arena, &e.X, e.vec, dt, &o);
     if (st != CR_OK)
         return st;
     *y = cr_value_array(o);
     bool cplx = e.X.cplx;
-    mat dF, dB, R, dA;
-    st = dx_mat(arena, "getrs", dargs, args, 0, cplx, &dF);
+    cr__cmat dF, dB, R, dA;
+    st = cr__cmat_dx(arena, "getrs", dargs, args, 0, cplx, &dF);
     if (st == CR_OK)
-        st = dx_mat(arena, "getrs", dargs, args, 2, cplx, &dB);
+        st = cr__cmat_dx(arena, "getrs", dargs, args, 2, cplx, &dB);
     if (st != CR_OK)
         return st;
     if (dF.p == NULL && dB.p == NULL) {
         *dy = cr_tangent_zero();
         return CR_OK;
     }
-    st = dB.p != NULL ? mat_copy(arena, &dB, &R) : mat_new(arena, cplx, e.X.r, e.X.c, true, &R);
+    st = dB.p != NULL ? cr__cmat_copy(arena, &dB, &R)
+                      : cr__cmat_new(arena, cplx, e.X.r, e.X.c, true, &R);
     if (st == CR_OK && dF.p != NULL) {
         st = lu_dA(arena, &e.f, &dF, &dA);
         if (st == CR_OK)
-            mat_gemm(e.op, 'N', -1.0, &dA, &e.X, 1.0, &R);
+            cr__cmat_gemm(e.op, 'N', -1.0, &dA, &e.X, 1.0, &R);
     }
     if (st == CR_OK)
         st = lu_solve(arena, "getrs", &e.f, e.op, &R);
     cr_array *r;
     if (st == CR_OK)
-        st = mat_out(arena, &R, e.vec, cplx ? CR_DT_C128 : CR_DT_F64, &r);
+        st = cr__cmat_out(arena, &R, e.vec, cplx ? CR_DT_C128 : CR_DT_F64, &r);
     return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
 }
 
@@ -1193,7 +974,7 @@ static cr_status getrs_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
 
 typedef struct getri_env {
     lu_f f;
-    mat Y;
+    cr__cmat Y;
     cr_project *pF;
 } getri_env;
 
@@ -1207,13 +988,13 @@ static cr_status getri_forward(cr_arena *arena, const cr_value *args, size_t nar
     if (st == CR_OK)
         st = lu_args(arena, "getri", args, nargs, F->dtype == CR_DT_C128, &e->f, &F);
     if (st == CR_OK)
-        st = mat_new(arena, e->f.F.cplx, e->f.n, e->f.n, true, &e->Y);
+        st = cr__cmat_new(arena, e->f.F.cplx, e->f.n, e->f.n, true, &e->Y);
     if (st != CR_OK)
         return st;
     for (size_t i = 0; i < e->f.n; i++)
-        mat_set(&e->Y, i, i, 1.0);
+        cr__cmat_set(&e->Y, i, i, 1.0);
     st = lu_solve(arena, "getri", &e->f, 'N', &e->Y);
-    return st != CR_OK ? st : mat_out(arena, &e->Y, false, (cr_dtype)F->dtype, o);
+    return st != CR_OK ? st : cr__cmat_out(arena, &e->Y, false, (cr_dtype)F->dtype, o);
 }
 
 /* Ā = -Yᴴ Ȳ Yᴴ (inv's rule), then F̄ from Ā. */
@@ -1225,18 +1006,18 @@ static cr_status getri_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
     size_t shape[2] = {e->f.n, e->f.n};
     dx[0] = cr_tangent_none();
     dx[2] = cr_tangent_none();
-    mat G, T, Ab, Fb;
-    cr_status st = cot_mat(arena, "getri_pullback", *dy, 2, shape, e->Y.cplx, &G);
+    cr__cmat G, T, Ab, Fb;
+    cr_status st = cr__cmat_tan(arena, "getri_pullback", *dy, 2, shape, e->Y.cplx, &G);
     if (st != CR_OK || G.p == NULL) {
         dx[1] = cr_tangent_zero();
         return st;
     }
-    st = mat_mul(arena, 'C', 'N', 1.0, &e->Y, &G, &T);
+    st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e->Y, &G, &T);
     if (st == CR_OK)
-        st = mat_mul(arena, 'N', 'C', -1.0, &T, &e->Y, &Ab);
+        st = cr__cmat_mul(arena, 'N', 'C', -1.0, &T, &e->Y, &Ab);
     if (st == CR_OK)
         st = lu_grad(arena, &e->f, &Ab, &Fb);
-    return st != CR_OK ? st : mat_give(arena, e->pF, &Fb, false, &dx[1]);
+    return st != CR_OK ? st : cr__cmat_give(arena, e->pF, &Fb, false, &dx[1]);
 }
 
 /* getri(F, ipiv): A⁻¹ for A = P L U given by getrf's (F, ipiv). */
@@ -1279,20 +1060,20 @@ static cr_status getri_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
     if (st != CR_OK)
         return st;
     *y = cr_value_array(o);
-    mat dF, dA, T, R;
-    st = dx_mat(arena, "getri", dargs, args, 0, e.Y.cplx, &dF);
+    cr__cmat dF, dA, T, R;
+    st = cr__cmat_dx(arena, "getri", dargs, args, 0, e.Y.cplx, &dF);
     if (st != CR_OK || dF.p == NULL) {
         *dy = cr_tangent_zero();
         return st;
     }
     st = lu_dA(arena, &e.f, &dF, &dA);
     if (st == CR_OK)
-        st = mat_mul(arena, 'N', 'N', 1.0, &e.Y, &dA, &T);
+        st = cr__cmat_mul(arena, 'N', 'N', 1.0, &e.Y, &dA, &T);
     if (st == CR_OK)
-        st = mat_mul(arena, 'N', 'N', -1.0, &T, &e.Y, &R);
+        st = cr__cmat_mul(arena, 'N', 'N', -1.0, &T, &e.Y, &R);
     cr_array *r;
     if (st == CR_OK)
-        st = mat_out(arena, &R, false, R.cplx ? CR_DT_C128 : CR_DT_F64, &r);
+        st = cr__cmat_out(arena, &R, false, R.cplx ? CR_DT_C128 : CR_DT_F64, &r);
     return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
 }
 
@@ -1300,37 +1081,37 @@ static cr_status getri_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
 
 /* The Hermitian matrix whose triangle uplo is that of m (the diagonal's real part), in
  * place: what potrf reads. */
-static void herm_from(mat *m, char uplo)
+static void herm_from(cr__cmat *m, char uplo)
 {
     size_t n = m->r;
     for (size_t j = 0; j < n; j++) {
-        mat_set(m, j, j, creal(mat_get(m, j, j)));
+        cr__cmat_set(m, j, j, creal(cr__cmat_get(m, j, j)));
         for (size_t i = j + 1; i < n; i++) {
             if (uplo == 'U')
-                mat_set(m, i, j, conj(mat_get(m, j, i)));
+                cr__cmat_set(m, i, j, conj(cr__cmat_get(m, j, i)));
             else
-                mat_set(m, j, i, conj(mat_get(m, i, j)));
+                cr__cmat_set(m, j, i, conj(cr__cmat_get(m, i, j)));
         }
     }
 }
 
 /* The gradient S with respect to herm_from(A, uplo) folded onto the triangle it was read
  * from: S_ij + conj(S_ji) off the diagonal, re S_ii on it, 0 in the other triangle. */
-static void herm_fold(mat *S, char uplo)
+static void herm_fold(cr__cmat *S, char uplo)
 {
     size_t n = S->r;
     for (size_t j = 0; j < n; j++) {
-        mat_set(S, j, j, creal(mat_get(S, j, j)));
+        cr__cmat_set(S, j, j, creal(cr__cmat_get(S, j, j)));
         for (size_t i = j + 1; i < n; i++) {
-            cr_complex lo = mat_get(S, i, j), up = mat_get(S, j, i);
-            mat_set(S, i, j, uplo == 'L' ? lo + conj(up) : 0.0);
-            mat_set(S, j, i, uplo == 'U' ? up + conj(lo) : 0.0);
+            cr_complex lo = cr__cmat_get(S, i, j), up = cr__cmat_get(S, j, i);
+            cr__cmat_set(S, i, j, uplo == 'L' ? lo + conj(up) : 0.0);
+            cr__cmat_set(S, j, i, uplo == 'U' ? up + conj(lo) : 0.0);
         }
     }
 }
 
 typedef struct potrf_env {
-    mat U; /* the upper factor: H = Uᴴ U */
+    cr__cmat U; /* the upper factor: H = Uᴴ U */
     char uplo;
     cr_project *pA;
 } potrf_env;
@@ -1345,7 +1126,7 @@ static cr_status potrf_forward(cr_arena *arena, const cr_value *args, size_t nar
     if (st == CR_OK)
         st = flag_arg(arena, "potrf", args, 1, "UL", &e->uplo);
     if (st == CR_OK)
-        st = mat_from(arena, A, A->dtype == CR_DT_C128, &e->U);
+        st = cr__cmat_from(arena, A, A->dtype == CR_DT_C128, &e->U);
     if (st != CR_OK)
         return st;
     herm_from(&e->U, e->uplo);
@@ -1359,13 +1140,13 @@ static cr_status potrf_forward(cr_arena *arena, const cr_value *args, size_t nar
         return CR__FAIL(arena, CR_EDOMAIN,
                         "potrf: the matrix is not positive definite (leading minor %d)", (int)info);
     if (info < 0)
-        return lapack_fail(arena, "potrf", info);
-    mat_tri(&e->U, 'U', false);
-    mat Fo;
-    st = mat_op(arena, e->uplo == 'U' ? 'N' : 'C', &e->U, &Fo);
+        return cr__lapack_fail(arena, "potrf", info);
+    cr__cmat_tri(&e->U, 'U', false);
+    cr__cmat Fo;
+    st = cr__cmat_op(arena, e->uplo == 'U' ? 'N' : 'C', &e->U, &Fo);
     cr_array *o;
     if (st == CR_OK)
-        st = mat_out(arena, &Fo, false, (cr_dtype)A->dtype, &o);
+        st = cr__cmat_out(arena, &Fo, false, (cr_dtype)A->dtype, &o);
     if (st != CR_OK)
         return st;
     o->structure = e->uplo == 'U' ? CR_MAT_UPPER : CR_MAT_LOWER;
@@ -1384,32 +1165,32 @@ static cr_status potrf_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
     size_t n = e->U.r, shape[2] = {n, n};
     dx[0] = cr_tangent_none();
     dx[2] = cr_tangent_none();
-    mat G, Ub, P, X;
-    cr_status st = cot_mat(arena, who, *dy, 2, shape, e->U.cplx, &G);
+    cr__cmat G, Ub, P, X;
+    cr_status st = cr__cmat_tan(arena, who, *dy, 2, shape, e->U.cplx, &G);
     if (st != CR_OK || G.p == NULL) {
         dx[1] = cr_tangent_zero();
         return st;
     }
-    st = mat_op(arena, e->uplo == 'U' ? 'N' : 'C', &G, &Ub);
+    st = cr__cmat_op(arena, e->uplo == 'U' ? 'N' : 'C', &G, &Ub);
     if (st != CR_OK)
         return st;
-    mat_tri(&Ub, 'U', false);
-    st = mat_mul(arena, 'N', 'C', 1.0, &Ub, &e->U, &P);
+    cr__cmat_tri(&Ub, 'U', false);
+    st = cr__cmat_mul(arena, 'N', 'C', 1.0, &Ub, &e->U, &P);
     if (st != CR_OK)
         return st;
     herm_from(&P, 'U');
     st = tri_solve(arena, who, &e->U, 'U', 'N', 'N', &P); /* U⁻¹ Φ */
     if (st == CR_OK)
-        st = mat_op(arena, 'C', &P, &X); /* Φ U⁻ᴴ */
+        st = cr__cmat_op(arena, 'C', &P, &X); /* Φ U⁻ᴴ */
     if (st == CR_OK)
         st = tri_solve(arena, who, &e->U, 'U', 'N', 'N', &X); /* U⁻¹ Φ U⁻ᴴ */
     if (st != CR_OK)
         return st;
     for (size_t j = 0; j < n; j++)
         for (size_t i = 0; i < n; i++)
-            mat_set(&X, i, j, 0.5 * mat_get(&X, i, j));
+            cr__cmat_set(&X, i, j, 0.5 * cr__cmat_get(&X, i, j));
     herm_fold(&X, e->uplo);
-    return mat_give(arena, e->pA, &X, false, &dx[1]);
+    return cr__cmat_give(arena, e->pA, &X, false, &dx[1]);
 }
 
 /* potrf(A, uplo): the Cholesky factor of the Hermitian positive definite matrix whose
@@ -1450,8 +1231,8 @@ static cr_status potrf_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
     if (st != CR_OK)
         return st;
     size_t n = e.U.r;
-    mat dH, W, R, D;
-    st = dx_mat(arena, "potrf", dargs, args, 0, e.U.cplx, &dH);
+    cr__cmat dH, W, R, D;
+    st = cr__cmat_dx(arena, "potrf", dargs, args, 0, e.U.cplx, &dH);
     if (st != CR_OK || dH.p == NULL) {
         *dy = cr_tangent_zero();
         return st;
@@ -1459,34 +1240,34 @@ static cr_status potrf_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
     herm_from(&dH, e.uplo);
     st = tri_solve(arena, "potrf", &e.U, 'U', 'C', 'N', &dH); /* U⁻ᴴ Ḣ */
     if (st == CR_OK)
-        st = mat_op(arena, 'C', &dH, &W);
+        st = cr__cmat_op(arena, 'C', &dH, &W);
     if (st == CR_OK)
         st = tri_solve(arena, "potrf", &e.U, 'U', 'C', 'N', &W); /* U⁻ᴴ Ḣ U⁻¹ */
     if (st != CR_OK)
         return st;
-    mat_tri(&W, 'U', false);
+    cr__cmat_tri(&W, 'U', false);
     for (size_t i = 0; i < n; i++)
-        mat_set(&W, i, i, 0.5 * creal(mat_get(&W, i, i)));
-    st = mat_mul(arena, 'N', 'N', 1.0, &W, &e.U, &R);
+        cr__cmat_set(&W, i, i, 0.5 * creal(cr__cmat_get(&W, i, i)));
+    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &W, &e.U, &R);
     if (st == CR_OK)
-        st = mat_op(arena, e.uplo == 'U' ? 'N' : 'C', &R, &D);
+        st = cr__cmat_op(arena, e.uplo == 'U' ? 'N' : 'C', &R, &D);
     cr_array *r;
     if (st == CR_OK)
-        st = mat_out(arena, &D, false, D.cplx ? CR_DT_C128 : CR_DT_F64, &r);
+        st = cr__cmat_out(arena, &D, false, D.cplx ? CR_DT_C128 : CR_DT_F64, &r);
     return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
 }
 
 /* ---- potrs -------------------------------------------------------------------------------- */
 
 typedef struct potrs_env {
-    mat T, X; /* the factor's triangle (the other zero); the solution */
+    cr__cmat T, X; /* the factor's triangle (the other zero); the solution */
     char uplo;
     bool vec, diff[3];
     cr_project **p;
 } potrs_env;
 
 /* X := A⁻¹ X with A = Tᴴ T ('U') or T Tᴴ ('L'). */
-static cr_status potrs_solve(cr_arena *arena, const char *who, const potrs_env *e, mat *X)
+static cr_status potrs_solve(cr_arena *arena, const char *who, const potrs_env *e, cr__cmat *X)
 {
     size_t n = e->T.r;
     if (n == 0 || X->c == 0)
@@ -1496,7 +1277,7 @@ static cr_status potrs_solve(cr_arena *arena, const char *who, const potrs_env *
                                       e->T.p, (lapack_int)n, X->p, (lapack_int)n)
                 : LAPACKE_dpotrs_work(LAPACK_COL_MAJOR, e->uplo, (lapack_int)n, (lapack_int)X->c,
                                       e->T.p, (lapack_int)n, X->p, (lapack_int)n);
-    return info != 0 ? lapack_fail(arena, who, info) : CR_OK;
+    return info != 0 ? cr__lapack_fail(arena, who, info) : CR_OK;
 }
 
 static cr_status potrs_forward(cr_arena *arena, const cr_value *args, size_t nargs, potrs_env *e,
@@ -1518,19 +1299,19 @@ static cr_status potrs_forward(cr_arena *arena, const cr_value *args, size_t nar
     e->vec = B->ndim == 1;
     for (size_t i = 0; i < 3; i++)
         e->diff[i] = cr__is_diff(&args[i]);
-    st = mat_from(arena, F, cplx, &e->T);
+    st = cr__cmat_from(arena, F, cplx, &e->T);
     if (st != CR_OK)
         return st;
-    mat_tri(&e->T, e->uplo, false);
+    cr__cmat_tri(&e->T, e->uplo, false);
     if (zero_diag(&e->T))
         return singular(arena, who);
-    st = mat_from(arena, B, cplx, &e->X);
+    st = cr__cmat_from(arena, B, cplx, &e->X);
     return st != CR_OK ? st : potrs_solve(arena, who, e, &e->X);
 }
 
 typedef struct potrs_thunk {
     const potrs_env *e;
-    mat Bbar;
+    cr__cmat Bbar;
 } potrs_thunk;
 
 /* Ā = -B̄ Xᴴ; F̄ = upper(U (Ā + Āᴴ)) or lower((Ā + Āᴴ) L). */
@@ -1538,23 +1319,23 @@ static cr_status potrs_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 {
     potrs_thunk *t = env;
     const potrs_env *e = t->e;
-    mat Ab, Fb;
-    cr_status st = mat_mul(arena, 'N', 'C', -1.0, &t->Bbar, &e->X, &Ab);
+    cr__cmat Ab, Fb;
+    cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, &t->Bbar, &e->X, &Ab);
     if (st != CR_OK)
         return st;
     size_t n = Ab.r;
     for (size_t j = 0; j < n; j++)
         for (size_t i = 0; i <= j; i++) {
-            cr_complex s = mat_get(&Ab, i, j) + conj(mat_get(&Ab, j, i));
-            mat_set(&Ab, i, j, s);
-            mat_set(&Ab, j, i, conj(s));
+            cr_complex s = cr__cmat_get(&Ab, i, j) + conj(cr__cmat_get(&Ab, j, i));
+            cr__cmat_set(&Ab, i, j, s);
+            cr__cmat_set(&Ab, j, i, conj(s));
         }
-    st = e->uplo == 'U' ? mat_mul(arena, 'N', 'N', 1.0, &e->T, &Ab, &Fb)
-                        : mat_mul(arena, 'N', 'N', 1.0, &Ab, &e->T, &Fb);
+    st = e->uplo == 'U' ? cr__cmat_mul(arena, 'N', 'N', 1.0, &e->T, &Ab, &Fb)
+                        : cr__cmat_mul(arena, 'N', 'N', 1.0, &Ab, &e->T, &Fb);
     if (st != CR_OK)
         return st;
-    mat_tri(&Fb, e->uplo, false);
-    return mat_give(arena, e->p[0], &Fb, false, out);
+    cr__cmat_tri(&Fb, e->uplo, false);
+    return cr__cmat_give(arena, e->p[0], &Fb, false, out);
 }
 
 /* B̄ = A⁻¹ X̄ (A Hermitian), F̄ through A = Uᴴ U or L Lᴴ (a thunk). */
@@ -1564,14 +1345,14 @@ static cr_status potrs_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
     potrs_env *e = env;
     const char *who = "potrs_pullback";
     size_t shape[2] = {e->X.r, e->X.c};
-    mat G;
-    cr_status st = cot_mat(arena, who, *dy, e->vec ? 1 : 2, shape, e->X.cplx, &G);
+    cr__cmat G;
+    cr_status st = cr__cmat_tan(arena, who, *dy, e->vec ? 1 : 2, shape, e->X.cplx, &G);
     zero_cotangents(e->diff, dx, nx);
     if (st != CR_OK || G.p == NULL)
         return st;
     st = potrs_solve(arena, who, e, &G);
     if (st == CR_OK && e->diff[2])
-        st = mat_give(arena, e->p[2], &G, e->vec, &dx[3]);
+        st = cr__cmat_give(arena, e->p[2], &G, e->vec, &dx[3]);
     if (st != CR_OK || !e->diff[0])
         return st;
     potrs_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(potrs_thunk));
@@ -1596,7 +1377,7 @@ static cr_status potrs_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
     cr_array *o;
     cr_status st = potrs_forward(arena, args, nargs, e, &dt);
     if (st == CR_OK)
-        st = mat_out(arena, &e->X, e->vec, dt, &o);
+        st = cr__cmat_out(arena, &e->X, e->vec, dt, &o);
     if (st != CR_OK)
         return st;
     *y = cr_value_array(o);
@@ -1624,48 +1405,49 @@ static cr_status potrs_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
     cr_array *o;
     cr_status st = potrs_forward(arena, args, nargs, &e, &dt);
     if (st == CR_OK)
-        st = mat_out(arena, &e.X, e.vec, dt, &o);
+        st = cr__cmat_out(arena, &e.X, e.vec, dt, &o);
     if (st != CR_OK)
         return st;
     *y = cr_value_array(o);
     bool cplx = e.X.cplx;
-    mat dT, dB, R, dA;
-    st = dx_mat(arena, "potrs", dargs, args, 0, cplx, &dT);
+    cr__cmat dT, dB, R, dA;
+    st = cr__cmat_dx(arena, "potrs", dargs, args, 0, cplx, &dT);
     if (st == CR_OK)
-        st = dx_mat(arena, "potrs", dargs, args, 2, cplx, &dB);
+        st = cr__cmat_dx(arena, "potrs", dargs, args, 2, cplx, &dB);
     if (st != CR_OK)
         return st;
     if (dT.p == NULL && dB.p == NULL) {
         *dy = cr_tangent_zero();
         return CR_OK;
     }
-    st = dB.p != NULL ? mat_copy(arena, &dB, &R) : mat_new(arena, cplx, e.X.r, e.X.c, true, &R);
+    st = dB.p != NULL ? cr__cmat_copy(arena, &dB, &R)
+                      : cr__cmat_new(arena, cplx, e.X.r, e.X.c, true, &R);
     if (st == CR_OK && dT.p != NULL) {
-        mat_tri(&dT, e.uplo, false);
+        cr__cmat_tri(&dT, e.uplo, false);
         if (e.uplo == 'U') {
-            st = mat_mul(arena, 'C', 'N', 1.0, &dT, &e.T, &dA);
+            st = cr__cmat_mul(arena, 'C', 'N', 1.0, &dT, &e.T, &dA);
             if (st == CR_OK)
-                mat_gemm('C', 'N', 1.0, &e.T, &dT, 1.0, &dA);
+                cr__cmat_gemm('C', 'N', 1.0, &e.T, &dT, 1.0, &dA);
         } else {
-            st = mat_mul(arena, 'N', 'C', 1.0, &dT, &e.T, &dA);
+            st = cr__cmat_mul(arena, 'N', 'C', 1.0, &dT, &e.T, &dA);
             if (st == CR_OK)
-                mat_gemm('N', 'C', 1.0, &e.T, &dT, 1.0, &dA);
+                cr__cmat_gemm('N', 'C', 1.0, &e.T, &dT, 1.0, &dA);
         }
         if (st == CR_OK)
-            mat_gemm('N', 'N', -1.0, &dA, &e.X, 1.0, &R);
+            cr__cmat_gemm('N', 'N', -1.0, &dA, &e.X, 1.0, &R);
     }
     if (st == CR_OK)
         st = potrs_solve(arena, "potrs", &e, &R);
     cr_array *r;
     if (st == CR_OK)
-        st = mat_out(arena, &R, e.vec, cplx ? CR_DT_C128 : CR_DT_F64, &r);
+        st = cr__cmat_out(arena, &R, e.vec, cplx ? CR_DT_C128 : CR_DT_F64, &r);
     return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
 }
 
 /* ---- trtrs -------------------------------------------------------------------------------- */
 
 typedef struct trtrs_env {
-    mat T, X; /* the triangle (unit diagonal stored as 1 when diag is 'U'); the solution */
+    cr__cmat T, X; /* the triangle (unit diagonal stored as 1 when diag is 'U'); the solution */
     char uplo, op, diag;
     bool vec, diff[5];
     cr_project **p;
@@ -1694,19 +1476,19 @@ static cr_status trtrs_forward(cr_arena *arena, const cr_value *args, size_t nar
     e->vec = B->ndim == 1;
     for (size_t i = 0; i < 5; i++)
         e->diff[i] = cr__is_diff(&args[i]);
-    st = mat_from(arena, A, cplx, &e->T);
+    st = cr__cmat_from(arena, A, cplx, &e->T);
     if (st != CR_OK)
         return st;
-    mat_tri(&e->T, e->uplo, false);
+    cr__cmat_tri(&e->T, e->uplo, false);
     for (size_t i = 0; i < e->T.r && e->diag == 'U'; i++)
-        mat_set(&e->T, i, i, 1.0);
-    st = mat_from(arena, B, cplx, &e->X);
+        cr__cmat_set(&e->T, i, i, 1.0);
+    st = cr__cmat_from(arena, B, cplx, &e->X);
     return st != CR_OK ? st : tri_solve(arena, who, &e->T, e->uplo, e->op, e->diag, &e->X);
 }
 
 typedef struct trtrs_thunk {
     const trtrs_env *e;
-    mat Bbar;
+    cr__cmat Bbar;
 } trtrs_thunk;
 
 /* M̄ = -B̄ Xᴴ for M = op(T); Ā = the triangle of op⁻¹(M̄) (strict for a unit diagonal). */
@@ -1714,14 +1496,14 @@ static cr_status trtrs_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 {
     trtrs_thunk *t = env;
     const trtrs_env *e = t->e;
-    mat Mb, Ab;
-    cr_status st = mat_mul(arena, 'N', 'C', -1.0, &t->Bbar, &e->X, &Mb);
+    cr__cmat Mb, Ab;
+    cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, &t->Bbar, &e->X, &Mb);
     if (st == CR_OK)
-        st = mat_op(arena, e->op, &Mb, &Ab);
+        st = cr__cmat_op(arena, e->op, &Mb, &Ab);
     if (st != CR_OK)
         return st;
-    mat_tri(&Ab, e->uplo, e->diag == 'U');
-    return mat_give(arena, e->p[0], &Ab, false, out);
+    cr__cmat_tri(&Ab, e->uplo, e->diag == 'U');
+    return cr__cmat_give(arena, e->p[0], &Ab, false, out);
 }
 
 /* B̄ = op(T)⁻ᴴ X̄; Ā from -B̄ Xᴴ (a thunk). */
@@ -1731,14 +1513,14 @@ static cr_status trtrs_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
     trtrs_env *e = env;
     const char *who = "trtrs_pullback";
     size_t shape[2] = {e->X.r, e->X.c};
-    mat G;
-    cr_status st = cot_mat(arena, who, *dy, e->vec ? 1 : 2, shape, e->X.cplx, &G);
+    cr__cmat G;
+    cr_status st = cr__cmat_tan(arena, who, *dy, e->vec ? 1 : 2, shape, e->X.cplx, &G);
     zero_cotangents(e->diff, dx, nx);
     if (st != CR_OK || G.p == NULL)
         return st;
     st = tri_solve(arena, who, &e->T, e->uplo, adj_op(e->op, e->X.cplx), e->diag, &G);
     if (st == CR_OK && e->diff[4])
-        st = mat_give(arena, e->p[4], &G, e->vec, &dx[5]);
+        st = cr__cmat_give(arena, e->p[4], &G, e->vec, &dx[5]);
     if (st != CR_OK || !e->diff[0])
         return st;
     trtrs_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(trtrs_thunk));
@@ -1763,7 +1545,7 @@ static cr_status trtrs_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
     cr_array *o;
     cr_status st = trtrs_forward(arena, args, nargs, e, &dt);
     if (st == CR_OK)
-        st = mat_out(arena, &e->X, e->vec, dt, &o);
+        st = cr__cmat_out(arena, &e->X, e->vec, dt, &o);
     if (st != CR_OK)
         return st;
     *y = cr_value_array(o);
@@ -1791,43 +1573,44 @@ static cr_status trtrs_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
     cr_array *o;
     cr_status st = trtrs_forward(arena, args, nargs, &e, &dt);
     if (st == CR_OK)
-        st = mat_out(arena, &e.X, e.vec, dt, &o);
+        st = cr__cmat_out(arena, &e.X, e.vec, dt, &o);
     if (st != CR_OK)
         return st;
     *y = cr_value_array(o);
     bool cplx = e.X.cplx;
-    mat dT, dB, R;
-    st = dx_mat(arena, "trtrs", dargs, args, 0, cplx, &dT);
+    cr__cmat dT, dB, R;
+    st = cr__cmat_dx(arena, "trtrs", dargs, args, 0, cplx, &dT);
     if (st == CR_OK)
-        st = dx_mat(arena, "trtrs", dargs, args, 4, cplx, &dB);
+        st = cr__cmat_dx(arena, "trtrs", dargs, args, 4, cplx, &dB);
     if (st != CR_OK)
         return st;
     if (dT.p == NULL && dB.p == NULL) {
         *dy = cr_tangent_zero();
         return CR_OK;
     }
-    st = dB.p != NULL ? mat_copy(arena, &dB, &R) : mat_new(arena, cplx, e.X.r, e.X.c, true, &R);
+    st = dB.p != NULL ? cr__cmat_copy(arena, &dB, &R)
+                      : cr__cmat_new(arena, cplx, e.X.r, e.X.c, true, &R);
     if (st == CR_OK && dT.p != NULL) {
-        mat_tri(&dT, e.uplo, e.diag == 'U');
-        mat_gemm(e.op, 'N', -1.0, &dT, &e.X, 1.0, &R);
+        cr__cmat_tri(&dT, e.uplo, e.diag == 'U');
+        cr__cmat_gemm(e.op, 'N', -1.0, &dT, &e.X, 1.0, &R);
     }
     if (st == CR_OK)
         st = tri_solve(arena, "trtrs", &e.T, e.uplo, e.op, e.diag, &R);
     cr_array *r;
     if (st == CR_OK)
-        st = mat_out(arena, &R, e.vec, cplx ? CR_DT_C128 : CR_DT_F64, &r);
+        st = cr__cmat_out(arena, &R, e.vec, cplx ? CR_DT_C128 : CR_DT_F64, &r);
     return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
 }
 
 /* ---- trsyl -------------------------------------------------------------------------------- */
 
 /* Zero what trsyl does not read: below the diagonal except the 2 x 2 blocks' entries. */
-static void schur_mask(mat *M, const bool *blk)
+static void schur_mask(cr__cmat *M, const bool *blk)
 {
     for (size_t j = 0; j < M->c; j++)
         for (size_t i = j + 1; i < M->r; i++)
             if (!(i == j + 1 && blk[j]))
-                mat_set(M, i, j, 0.0);
+                cr__cmat_set(M, i, j, 0.0);
 }
 
 /* The part of a Schur-form matrix trsyl reads, in place: the upper triangle and, for a real
@@ -1835,14 +1618,14 @@ static void schur_mask(mat *M, const bool *blk)
  * top: a nonzero (i + 1, i) starts one unless row i already ends one; a subdiagonal entry
  * that is not part of a block is not read (so LAPACK always sees a valid Schur form).
  * blk[i] records whether (i + 1, i) is a block's entry. */
-static cr_status schur_part(cr_arena *arena, mat *M, bool **blk)
+static cr_status schur_part(cr_arena *arena, cr__cmat *M, bool **blk)
 {
     size_t n = M->r;
     *blk = cr_arena_calloc(arena, n ? n : 1, sizeof **blk, _Alignof(bool));
     if (*blk == NULL)
         return CR__ALLOC_STATUS(arena);
     for (size_t i = 0; i + 1 < n && !M->cplx; i++)
-        if (mat_get(M, i + 1, i) != 0) {
+        if (cr__cmat_get(M, i + 1, i) != 0) {
             (*blk)[i] = true;
             i++;
         }
@@ -1851,7 +1634,7 @@ static cr_status schur_part(cr_arena *arena, mat *M, bool **blk)
 }
 
 typedef struct trsyl_env {
-    mat A, B, X;
+    cr__cmat A, B, X;
     bool *blkA, *blkB;
     char ta, tb; /* LAPACK's: 'N' or 'T' (real), 'N' or 'C' (complex) */
     double sgn;
@@ -1862,7 +1645,7 @@ typedef struct trsyl_env {
 /* X := the solution of op(A) X + sgn X op(B) = X; the scaling LAPACK applies to avoid
  * overflow, or a (nearly) singular equation, is a domain error. */
 static cr_status trsyl_solve(cr_arena *arena, const char *who, const trsyl_env *e, char ta, char tb,
-                             mat *X)
+                             cr__cmat *X)
 {
     size_t m = X->r, n = X->c;
     if (m == 0 || n == 0)
@@ -1876,7 +1659,7 @@ static cr_status trsyl_solve(cr_arena *arena, const char *who, const trsyl_env *
                                                     (lapack_int)n, e->A.p, (lapack_int)m, e->B.p,
                                                     (lapack_int)n, X->p, (lapack_int)m, &scale);
     if (info < 0)
-        return lapack_fail(arena, who, info);
+        return cr__lapack_fail(arena, who, info);
     if (info > 0)
         return CR__FAIL(arena, CR_EDOMAIN,
                         "%s: op(A) and -isgn op(B) have (nearly) common eigenvalues: the "
@@ -1928,21 +1711,21 @@ static cr_status trsyl_forward(cr_arena *arena, const cr_value *args, size_t nar
     e->sgn = (double)isgn;
     for (size_t i = 0; i < 6; i++)
         e->diff[i] = cr__is_diff(&args[i]);
-    st = mat_from(arena, A, cplx, &e->A);
+    st = cr__cmat_from(arena, A, cplx, &e->A);
     if (st == CR_OK)
-        st = mat_from(arena, B, cplx, &e->B);
+        st = cr__cmat_from(arena, B, cplx, &e->B);
     if (st == CR_OK)
         st = schur_part(arena, &e->A, &e->blkA);
     if (st == CR_OK)
         st = schur_part(arena, &e->B, &e->blkB);
     if (st == CR_OK)
-        st = mat_from(arena, C, cplx, &e->X);
+        st = cr__cmat_from(arena, C, cplx, &e->X);
     return st != CR_OK ? st : trsyl_solve(arena, who, e, e->ta, e->tb, &e->X);
 }
 
 typedef struct trsyl_thunk {
     const trsyl_env *e;
-    mat Y;
+    cr__cmat Y;
     bool b; /* B̄ (else Ā) */
 } trsyl_thunk;
 
@@ -1951,16 +1734,16 @@ static cr_status trsyl_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 {
     trsyl_thunk *t = env;
     const trsyl_env *e = t->e;
-    mat M, G;
-    cr_status st = t->b ? mat_mul(arena, 'C', 'N', -e->sgn, &e->X, &t->Y, &M)
-                        : mat_mul(arena, 'N', 'C', -1.0, &t->Y, &e->X, &M);
+    cr__cmat M, G;
+    cr_status st = t->b ? cr__cmat_mul(arena, 'C', 'N', -e->sgn, &e->X, &t->Y, &M)
+                        : cr__cmat_mul(arena, 'N', 'C', -1.0, &t->Y, &e->X, &M);
     char op = t->b ? e->tb : e->ta;
     if (st == CR_OK)
-        st = mat_op(arena, op == 'N' ? 'N' : 'C', &M, &G);
+        st = cr__cmat_op(arena, op == 'N' ? 'N' : 'C', &M, &G);
     if (st != CR_OK)
         return st;
     schur_mask(&G, t->b ? e->blkB : e->blkA);
-    return mat_give(arena, e->p[t->b ? 4 : 3], &G, false, out);
+    return cr__cmat_give(arena, e->p[t->b ? 4 : 3], &G, false, out);
 }
 
 /* With Y solving the adjoint equation op(A)ᴴ Y + sgn Y op(B)ᴴ = X̄: C̄ = Y, Ā and B̄ from
@@ -1972,15 +1755,15 @@ static cr_status trsyl_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
     const char *who = "trsyl_pullback";
     size_t shape[2] = {e->X.r, e->X.c};
     bool cplx = e->X.cplx;
-    mat Y;
-    cr_status st = cot_mat(arena, who, *dy, 2, shape, cplx, &Y);
+    cr__cmat Y;
+    cr_status st = cr__cmat_tan(arena, who, *dy, 2, shape, cplx, &Y);
     zero_cotangents(e->diff, dx, nx);
     if (st != CR_OK || Y.p == NULL)
         return st;
     char fa = e->ta == 'N' ? (cplx ? 'C' : 'T') : 'N', fb = e->tb == 'N' ? (cplx ? 'C' : 'T') : 'N';
     st = trsyl_solve(arena, who, e, fa, fb, &Y);
     if (st == CR_OK && e->diff[5])
-        st = mat_give(arena, e->p[5], &Y, false, &dx[6]);
+        st = cr__cmat_give(arena, e->p[5], &Y, false, &dx[6]);
     for (int b = 0; b < 2 && st == CR_OK; b++) {
         if (!e->diff[3 + b])
             continue;
@@ -2010,7 +1793,7 @@ static cr_status trsyl_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
     cr_array *o;
     cr_status st = trsyl_forward(arena, args, nargs, e, &dt);
     if (st == CR_OK)
-        st = mat_out(arena, &e->X, false, dt, &o);
+        st = cr__cmat_out(arena, &e->X, false, dt, &o);
     if (st != CR_OK)
         return st;
     *y = cr_value_array(o);
@@ -2039,38 +1822,39 @@ static cr_status trsyl_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
     cr_array *o;
     cr_status st = trsyl_forward(arena, args, nargs, &e, &dt);
     if (st == CR_OK)
-        st = mat_out(arena, &e.X, false, dt, &o);
+        st = cr__cmat_out(arena, &e.X, false, dt, &o);
     if (st != CR_OK)
         return st;
     *y = cr_value_array(o);
     bool cplx = e.X.cplx;
-    mat dA, dB, dC, R;
-    st = dx_mat(arena, "trsyl", dargs, args, 3, cplx, &dA);
+    cr__cmat dA, dB, dC, R;
+    st = cr__cmat_dx(arena, "trsyl", dargs, args, 3, cplx, &dA);
     if (st == CR_OK)
-        st = dx_mat(arena, "trsyl", dargs, args, 4, cplx, &dB);
+        st = cr__cmat_dx(arena, "trsyl", dargs, args, 4, cplx, &dB);
     if (st == CR_OK)
-        st = dx_mat(arena, "trsyl", dargs, args, 5, cplx, &dC);
+        st = cr__cmat_dx(arena, "trsyl", dargs, args, 5, cplx, &dC);
     if (st != CR_OK)
         return st;
     if (dA.p == NULL && dB.p == NULL && dC.p == NULL) {
         *dy = cr_tangent_zero();
         return CR_OK;
     }
-    st = dC.p != NULL ? mat_copy(arena, &dC, &R) : mat_new(arena, cplx, e.X.r, e.X.c, true, &R);
+    st = dC.p != NULL ? cr__cmat_copy(arena, &dC, &R)
+                      : cr__cmat_new(arena, cplx, e.X.r, e.X.c, true, &R);
     if (st != CR_OK)
         return st;
     if (dA.p != NULL) {
         schur_mask(&dA, e.blkA);
-        mat_gemm(e.ta, 'N', -1.0, &dA, &e.X, 1.0, &R);
+        cr__cmat_gemm(e.ta, 'N', -1.0, &dA, &e.X, 1.0, &R);
     }
     if (dB.p != NULL) {
         schur_mask(&dB, e.blkB);
-        mat_gemm('N', e.tb, -e.sgn, &e.X, &dB, 1.0, &R);
+        cr__cmat_gemm('N', e.tb, -e.sgn, &e.X, &dB, 1.0, &R);
     }
     st = trsyl_solve(arena, "trsyl", &e, e.ta, e.tb, &R);
     cr_array *r;
     if (st == CR_OK)
-        st = mat_out(arena, &R, false, cplx ? CR_DT_C128 : CR_DT_F64, &r);
+        st = cr__cmat_out(arena, &R, false, cplx ? CR_DT_C128 : CR_DT_F64, &r);
     return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
 }
 
@@ -2398,26 +2182,12 @@ cr_status cr__linalg_register_level(cr_registry *reg)
 #if !defined(CR_HAVE_LAPACKE)
 
 /* Without LAPACKE: the function values exist; calling them reports CR_EUNIMPL. */
-static cr_status no_lapack(cr_arena *arena, const cr_value *f, const cr_value *args, size_t nargs,
-                           cr_value *out)
-{
-    (void)args;
-    (void)nargs;
-    (void)out;
-    return CR__FAIL(arena, CR_EUNIMPL, "%s needs LAPACKE, which this build of chainrules lacks",
-                    f->u.func.fn->name);
-}
-
-#define NO_LAPACK_FN(NAME)                                                                        \
-    static const cr_function NAME##_function = {.name = #NAME, .arity = -1, .primal = no_lapack}; \
-    const cr_value cr_fn_##NAME = {.kind = CR_KIND_FUNC, .u.func = {&NAME##_function, NULL}};
-
-NO_LAPACK_FN(getrf)
-NO_LAPACK_FN(getrs)
-NO_LAPACK_FN(getri)
-NO_LAPACK_FN(potrf)
-NO_LAPACK_FN(potrs)
-NO_LAPACK_FN(trtrs)
-NO_LAPACK_FN(trsyl)
+CR__NO_LAPACK_FN(getrf, "getrf")
+CR__NO_LAPACK_FN(getrs, "getrs")
+CR__NO_LAPACK_FN(getri, "getri")
+CR__NO_LAPACK_FN(potrf, "potrf")
+CR__NO_LAPACK_FN(potrs, "potrs")
+CR__NO_LAPACK_FN(trtrs, "trtrs")
+CR__NO_LAPACK_FN(trsyl, "trsyl")
 
 #endif /* !CR_HAVE_LAPACKE */

@@ -1,0 +1,246 @@
+/*
+ * Shared helpers of the LAPACK-level linear-algebra rule files (linalg_impl.h): column-major
+ * work matrices, their conversion from and to row-major arrays, gemm on them, (co)tangents
+ * as work matrices, tuple cotangent fields and the LAPACK error helpers.
+ */
+#include <string.h>
+
+#include "linalg_impl.h"
+
+#if defined(CR_HAVE_CBLAS)
+#include <cblas.h>
+#endif
+
+/* ---- Column-major work matrices ---------------------------------------------------------- */
+
+cr_status cr__cmat_new(cr_arena *arena, bool cplx, size_t r, size_t c, bool zero, cr__cmat *m)
+{
+    size_t n = r * c, es = cplx ? sizeof(cr_complex) : sizeof(double);
+    m->p = zero ? cr_arena_calloc(arena, n ? n : 1, es, 0)
+                : cr_arena_alloc(arena, (n ? n : 1) * es, 0);
+    m->r = r;
+    m->c = c;
+    m->cplx = cplx;
+    return m->p == NULL ? CR__ALLOC_STATUS(arena) : CR_OK;
+}
+
+cr_status cr__cmat_from(cr_arena *arena, const cr_array *a, bool cplx, cr__cmat *m)
+{
+    const cr_array *d;
+    cr_status st = cr__dense(arena, a, cplx ? CR_DT_C128 : CR_DT_F64, &d);
+    size_t r = a->ndim == 0 ? 1 : a->shape[0], c = a->ndim == 2 ? a->shape[1] : 1;
+    if (st == CR_OK)
+        st = cr__cmat_new(arena, cplx, r, c, false, m);
+    if (st != CR_OK)
+        return st;
+    if (cplx) {
+        const cr_complex *s = d->data;
+        cr_complex *o = m->p;
+        for (size_t i = 0; i < r; i++)
+            for (size_t j = 0; j < c; j++)
+                o[i + j * r] = s[i * c + j];
+    } else {
+        const double *s = d->data;
+        double *o = m->p;
+        for (size_t i = 0; i < r; i++)
+            for (size_t j = 0; j < c; j++)
+                o[i + j * r] = s[i * c + j];
+    }
+    return CR_OK;
+}
+
+cr_status cr__cmat_copy_as(cr_arena *arena, const cr__cmat *s, bool cplx, cr__cmat *m)
+{
+    cr_status st = cr__cmat_new(arena, cplx, s->r, s->c, false, m);
+    if (st != CR_OK)
+        return st;
+    if (cplx == s->cplx) {
+        memcpy(m->p, s->p, s->r * s->c * (cplx ? sizeof(cr_complex) : sizeof(double)));
+        return CR_OK;
+    }
+    for (size_t j = 0; j < s->c; j++)
+        for (size_t i = 0; i < s->r; i++)
+            cr__cmat_set(m, i, j, cr__cmat_get(s, i, j));
+    return CR_OK;
+}
+
+cr_status cr__cmat_op(cr_arena *arena, char op, const cr__cmat *s, cr__cmat *m)
+{
+    if (op == 'N')
+        return cr__cmat_copy(arena, s, m);
+    cr_status st = cr__cmat_new(arena, s->cplx, s->c, s->r, false, m);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < s->r; i++)
+        for (size_t j = 0; j < s->c; j++) {
+            cr_complex v = cr__cmat_get(s, i, j);
+            cr__cmat_set(m, j, i, op == 'C' ? conj(v) : v);
+        }
+    return CR_OK;
+}
+
+void cr__cmat_conj(cr__cmat *m)
+{
+    if (!m->cplx)
+        return;
+    cr_complex *p = m->p;
+    for (size_t i = 0; i < m->r * m->c; i++)
+        p[i] = conj(p[i]);
+}
+
+void cr__cmat_tri(cr__cmat *m, char uplo, bool strict)
+{
+    for (size_t j = 0; j < m->c; j++)
+        for (size_t i = 0; i < m->r; i++) {
+            bool keep = uplo == 'U' ? (strict ? i < j : i <= j) : (strict ? i > j : i >= j);
+            if (!keep)
+                cr__cmat_set(m, i, j, 0.0);
+        }
+}
+
+cr_status cr__cmat_to_array(cr_arena *arena, const cr__cmat *m, bool vec, cr_array **out)
+{
+    size_t shape[2] = {m->r, m->c};
+    cr_status st = cr__new(arena, m->cplx ? CR_DT_C128 : CR_DT_F64, vec ? 1 : 2, shape, false, out);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < m->r; i++)
+        for (size_t j = 0; j < m->c; j++)
+            cr__store(*out, (ptrdiff_t)(i * m->c + j), cr__cmat_get(m, i, j));
+    return CR_OK;
+}
+
+cr_status cr__cmat_out(cr_arena *arena, const cr__cmat *m, bool vec, cr_dtype dt, cr_array **out)
+{
+    cr__cmat w = *m;
+    cr_status st = CR_OK;
+    if (m->cplx && dt != CR_DT_C128)
+        st = cr__cmat_copy_as(arena, m, false, &w);
+    cr_array *a = NULL;
+    if (st == CR_OK)
+        st = cr__cmat_to_array(arena, &w, vec, &a);
+    return st != CR_OK ? st : cr__cast(arena, a, dt, out);
+}
+
+cr_status cr__cmat_give(cr_arena *arena, const cr_project *p, const cr__cmat *m, bool vec,
+                        cr_tangent *out)
+{
+    cr_array *r;
+    cr_status st = cr__cmat_to_array(arena, m, vec, &r);
+    return st != CR_OK ? st : cr__give(arena, p, r, out);
+}
+
+void cr__cmat_gemm(char ta, char tb, cr_complex alpha, const cr__cmat *A, const cr__cmat *B,
+                   cr_complex beta, cr__cmat *C)
+{
+    size_t m = ta == 'N' ? A->r : A->c, k = ta == 'N' ? A->c : A->r;
+    size_t n = tb == 'N' ? B->c : B->r;
+    if (m == 0 || n == 0)
+        return;
+#if defined(CR_HAVE_CBLAS)
+    if (k > 0 && A->cplx == C->cplx && B->cplx == C->cplx) {
+        enum CBLAS_TRANSPOSE a = ta == 'N' ? CblasNoTrans : ta == 'T' ? CblasTrans : CblasConjTrans;
+        enum CBLAS_TRANSPOSE b = tb == 'N' ? CblasNoTrans : tb == 'T' ? CblasTrans : CblasConjTrans;
+        int lda = (int)(A->r ? A->r : 1), ldb = (int)(B->r ? B->r : 1),
+            ldc = (int)(C->r ? C->r : 1);
+        if (C->cplx)
+            cblas_zgemm(CblasColMajor, a, b, (int)m, (int)n, (int)k, &alpha, A->p, lda, B->p, ldb,
+                        &beta, C->p, ldc);
+        else
+            cblas_dgemm(CblasColMajor, a, b, (int)m, (int)n, (int)k, creal(alpha), A->p, lda, B->p,
+                        ldb, creal(beta), C->p, ldc);
+        return;
+    }
+#endif
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++) {
+            cr_complex acc = 0;
+            for (size_t l = 0; l < k; l++) {
+                cr_complex a = ta == 'N' ? cr__cmat_get(A, i, l) : cr__cmat_get(A, l, i);
+                cr_complex b = tb == 'N' ? cr__cmat_get(B, l, j) : cr__cmat_get(B, j, l);
+                if (ta == 'C')
+                    a = conj(a);
+                if (tb == 'C')
+                    b = conj(b);
+                acc += a * b;
+            }
+            cr_complex c0 = beta == 0 ? 0 : beta * cr__cmat_get(C, i, j);
+            cr__cmat_set(C, i, j, alpha * acc + c0);
+        }
+}
+
+cr_status cr__cmat_mul(cr_arena *arena, char ta, char tb, cr_complex alpha, const cr__cmat *A,
+                       const cr__cmat *B, cr__cmat *C)
+{
+    size_t m = ta == 'N' ? A->r : A->c, n = tb == 'N' ? B->c : B->r;
+    cr_status st = cr__cmat_new(arena, A->cplx || B->cplx, m, n, true, C);
+    if (st == CR_OK)
+        cr__cmat_gemm(ta, tb, alpha, A, B, 0.0, C);
+    return st;
+}
+
+/* ---- Tangents ---------------------------------------------------------------------------- */
+
+cr_status cr__cmat_tan(cr_arena *arena, const char *who, cr_tangent t, size_t ndim,
+                       const size_t *shape, bool cplx, cr__cmat *m)
+{
+    const cr_array *g;
+    m->p = NULL;
+    cr_status st = cr__tan_array(arena, who, t, ndim, shape, cplx ? CR_DT_C128 : CR_DT_F64, &g);
+    if (st != CR_OK || g == NULL)
+        return st;
+    return cr__cmat_from(arena, g, cplx, m);
+}
+
+cr_status cr__cmat_dx(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                      const cr_value *args, size_t i, bool cplx, cr__cmat *m)
+{
+    const cr_array *t;
+    m->p = NULL;
+    cr_status st = cr__dx_array(arena, who, dargs, args, i, cplx ? CR_DT_C128 : CR_DT_F64, &t);
+    if (st != CR_OK || t == NULL)
+        return st;
+    return cr__cmat_from(arena, t, cplx, m);
+}
+
+cr_status cr__tuple_field(cr_arena *arena, const char *who, cr_tangent dy, size_t i,
+                          cr_tangent *out)
+{
+    cr_status st = cr_tangent_unthunk(dy, &dy);
+    if (st != CR_OK)
+        return st;
+    if (cr_tangent_is_zero(dy)) {
+        *out = cr_tangent_zero();
+        return CR_OK;
+    }
+    if (dy.tag != CR_TAN_STRUCT)
+        return CR__FAIL(arena, CR_ETANGENT,
+                        "%s: the output is a tuple, its cotangent must be a structural tangent "
+                        "(got %s)",
+                        who, cr_tag_name((cr_tag)dy.tag));
+    *out = cr_tangent_field(dy, i);
+    return CR_OK;
+}
+
+/* ---- LAPACK ------------------------------------------------------------------------------ */
+
+#if defined(CR_HAVE_LAPACKE)
+
+cr_status cr__lapack_fail(cr_arena *arena, const char *who, lapack_int info)
+{
+    return CR__FAIL(arena, CR_EBACKEND, "%s: LAPACK reported info = %d", who, (int)info);
+}
+
+#else /* !CR_HAVE_LAPACKE */
+
+cr_status cr__no_lapack(cr_arena *arena, const cr_value *f, const cr_value *args, size_t nargs,
+                        cr_value *out)
+{
+    (void)args;
+    (void)nargs;
+    (void)out;
+    return CR__FAIL(arena, CR_EUNIMPL, "%s needs LAPACKE, which this build of chainrules lacks",
+                    f->u.func.fn->name);
+}
+
+#endif /* CR_HAVE_LAPACKE */

@@ -1,0 +1,139 @@
+/*
+ * Private helpers of the LAPACK-level linear-algebra rule files (linalg_lapack.c,
+ * linalg_fact.c, linalg_level.c): column-major work matrices of f64 or c128 (the LAPACK
+ * layout) with their conversion from and to the library's row-major arrays, small
+ * BLAS-like kernels on them, (co)tangents read as work matrices, fields of tuple
+ * cotangents, and the LAPACK error and no-LAPACKE helpers. Implemented in linalg_common.c.
+ */
+#ifndef CR_LINALG_IMPL_H
+#define CR_LINALG_IMPL_H
+
+#include "array_impl.h"
+
+#if defined(CR_HAVE_LAPACKE)
+#include <lapacke.h>
+#endif
+
+/* ---- Column-major work matrices ---------------------------------------------------------- */
+
+/* A column-major work matrix; p NULL stands for a zero (co)tangent where a helper says so. */
+typedef struct cr__cmat {
+    void *p; /* column-major, leading dimension r */
+    size_t r, c;
+    bool cplx; /* double complex elements, else double */
+} cr__cmat;
+
+/* A new r x c work matrix in the arena (zero-filled when zero is true). */
+CR_INTERNAL cr_status cr__cmat_new(cr_arena *arena, bool cplx, size_t r, size_t c, bool zero,
+                                   cr__cmat *m);
+
+/* Element (i, j) of m. */
+static inline cr_complex cr__cmat_get(const cr__cmat *m, size_t i, size_t j)
+{
+    return m->cplx ? ((const cr_complex *)m->p)[i + j * m->r]
+                   : ((const double *)m->p)[i + j * m->r];
+}
+
+/* Element (i, j) of m := v (its real part when m is real). */
+static inline void cr__cmat_set(cr__cmat *m, size_t i, size_t j, cr_complex v)
+{
+    if (m->cplx)
+        ((cr_complex *)m->p)[i + j * m->r] = v;
+    else
+        ((double *)m->p)[i + j * m->r] = creal(v);
+}
+
+/* The logical value of a 0-d (1 x 1), 1-d (a column) or 2-d array as a new work matrix of
+ * f64 (cplx false) or c128. */
+CR_INTERNAL cr_status cr__cmat_from(cr_arena *arena, const cr_array *a, bool cplx, cr__cmat *m);
+
+/* A new copy of s with complex (cplx) or real elements (the real parts of a complex s). */
+CR_INTERNAL cr_status cr__cmat_copy_as(cr_arena *arena, const cr__cmat *s, bool cplx, cr__cmat *m);
+
+/* A new copy of s. */
+static inline cr_status cr__cmat_copy(cr_arena *arena, const cr__cmat *s, cr__cmat *m)
+{
+    return cr__cmat_copy_as(arena, s, s->cplx, m);
+}
+
+/* New op(s): 'N' a copy, 'T' the transpose, 'C' the adjoint. */
+CR_INTERNAL cr_status cr__cmat_op(cr_arena *arena, char op, const cr__cmat *s, cr__cmat *m);
+
+/* New sᴴ. */
+static inline cr_status cr__cmat_adj(cr_arena *arena, const cr__cmat *s, cr__cmat *m)
+{
+    return cr__cmat_op(arena, 'C', s, m);
+}
+
+/* m := conj(m) in place (nothing for a real m). */
+CR_INTERNAL void cr__cmat_conj(cr__cmat *m);
+
+/* Keep the triangle of m: 'U' (on and above the diagonal) or 'L' (on and below); with
+ * strict, the diagonal goes too. */
+CR_INTERNAL void cr__cmat_tri(cr__cmat *m, char uplo, bool strict);
+
+/* A new row-major work array (f64 or c128) of m, 1-d when vec. */
+CR_INTERNAL cr_status cr__cmat_to_array(cr_arena *arena, const cr__cmat *m, bool vec,
+                                        cr_array **out);
+
+/* m as a new row-major array of dtype dt (the real part when dt is real), 1-d when vec. */
+CR_INTERNAL cr_status cr__cmat_out(cr_arena *arena, const cr__cmat *m, bool vec, cr_dtype dt,
+                                   cr_array **out);
+
+/* The cotangent of an argument from the work matrix m, projected by p (cr__give). */
+CR_INTERNAL cr_status cr__cmat_give(cr_arena *arena, const cr_project *p, const cr__cmat *m,
+                                    bool vec, cr_tangent *out);
+
+/* C = alpha op(A) op(B) + beta C; op is 'N', 'T' or 'C' (BLAS when the element types
+ * agree, a plain loop otherwise). */
+CR_INTERNAL void cr__cmat_gemm(char ta, char tb, cr_complex alpha, const cr__cmat *A,
+                               const cr__cmat *B, cr_complex beta, cr__cmat *C);
+
+/* New C = alpha op(A) op(B) (complex when A or B is). */
+CR_INTERNAL cr_status cr__cmat_mul(cr_arena *arena, char ta, char tb, cr_complex alpha,
+                                   const cr__cmat *A, const cr__cmat *B, cr__cmat *C);
+
+/* ---- Tangents ---------------------------------------------------------------------------- */
+
+/* A (co)tangent of a 1-d or 2-d array of `shape` as a work matrix (p NULL when zero). */
+CR_INTERNAL cr_status cr__cmat_tan(cr_arena *arena, const char *who, cr_tangent t, size_t ndim,
+                                   const size_t *shape, bool cplx, cr__cmat *m);
+
+/* The tangent of array argument i of an frule (dargs[i + 1]) as a work matrix (p NULL when
+ * zero or when args[i] is not a perturbable array). */
+CR_INTERNAL cr_status cr__cmat_dx(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                                  const cr_value *args, size_t i, bool cplx, cr__cmat *m);
+
+/* Field i of a tuple cotangent (zeros give ZeroTangent; CR_ETANGENT naming `who` when dy is
+ * not structural). */
+CR_INTERNAL cr_status cr__tuple_field(cr_arena *arena, const char *who, cr_tangent dy, size_t i,
+                                      cr_tangent *out);
+
+/* ---- LAPACK ------------------------------------------------------------------------------ */
+
+/* Whether a size fits LAPACK's (32-bit) int. */
+static inline bool cr__lapack_size_ok(size_t n)
+{
+    return n <= (size_t)INT32_MAX;
+}
+
+#if defined(CR_HAVE_LAPACKE)
+
+/* CR_EBACKEND for a LAPACK info != 0, naming `who`. */
+CR_INTERNAL cr_status cr__lapack_fail(cr_arena *arena, const char *who, lapack_int info);
+
+#else /* !CR_HAVE_LAPACKE */
+
+/* The primal of a function that needs LAPACKE in a build without it: CR_EUNIMPL. */
+CR_INTERNAL cr_status cr__no_lapack(cr_arena *arena, const cr_value *f, const cr_value *args,
+                                    size_t nargs, cr_value *out);
+
+/* The function value cr_fn_NAME (named STR) of a build without LAPACKE. */
+#define CR__NO_LAPACK_FN(NAME, STR)                           \
+    static const cr_function NAME##_function = {              \
+        .name = (STR), .arity = -1, .primal = cr__no_lapack}; \
+    const cr_value cr_fn_##NAME = {.kind = CR_KIND_FUNC, .u.func = {&NAME##_function, NULL}};
+
+#endif /* CR_HAVE_LAPACKE */
+
+#endif /* CR_LINALG_IMPL_H */
