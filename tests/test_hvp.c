@@ -11,25 +11,6 @@
 
 #include "test_util.h"
 
-static void assert_close_(double a, double b, double rtol, const char *what, const char *file,
-                          int line)
-{
-    if (!(fabs(a - b) <= rtol * fmax(1.0, fabs(b)))) {
-        print_error("%s: %.17g != %.17g (rtol %g)\n", what, a, b, rtol);
-        _fail(file, line);
-    }
-}
-#define assert_close(a, b, rtol) assert_close_((a), (b), (rtol), #a " ~ " #b, __FILE__, __LINE__)
-
-static void assert_contains_(const char *s, const char *sub, const char *file, int line)
-{
-    if (s == NULL || strstr(s, sub) == NULL) {
-        print_error("\"%s\" does not contain \"%s\"\n", s ? s : "(null)", sub);
-        _fail(file, line);
-    }
-}
-#define assert_contains(s, sub) assert_contains_((s), (sub), __FILE__, __LINE__)
-
 /* H_jl by central second differences of the primal f (plain C): error ~ h^2 f'''' and
  * eps f / h^2, about 1e-8 with h = 1e-4. */
 static double fd_hessian_entry(double (*f)(const double *), const double *x, size_t n, size_t j,

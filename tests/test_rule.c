@@ -31,16 +31,6 @@
 #define FD_RTOL 1e-7
 
 /* |a - b| <= rtol * max(1, |b|) */
-static void assert_close_(double a, double b, double rtol, const char *what, const char *file,
-                          int line)
-{
-    if (!(fabs(a - b) <= rtol * fmax(1.0, fabs(b)))) {
-        print_error("%s: %.17g != %.17g (rtol %g)\n", what, a, b, rtol);
-        _fail(file, line);
-    }
-}
-#define assert_close(a, b, rtol) assert_close_((a), (b), (rtol), #a " ~ " #b, __FILE__, __LINE__)
-
 static void assert_cclose_(cr_complex a, cr_complex b, double rtol, const char *what,
                            const char *file, int line)
 {
@@ -52,15 +42,6 @@ static void assert_cclose_(cr_complex a, cr_complex b, double rtol, const char *
 }
 #define assert_cclose(a, b, rtol)                                                          \
     assert_cclose_((a), (b), (rtol), #a " ~ " #b, __FILE__, __LINE__)
-
-static void assert_contains_(const char *s, const char *sub, const char *file, int line)
-{
-    if (s == NULL || strstr(s, sub) == NULL) {
-        print_error("\"%s\" does not contain \"%s\"\n", s ? s : "(null)", sub);
-        _fail(file, line);
-    }
-}
-#define assert_contains(s, sub) assert_contains_((s), (sub), __FILE__, __LINE__)
 
 /* Central difference of a real function. */
 static double fd1(double (*f)(double), double x)

@@ -11,16 +11,6 @@
 
 #define FD_RTOL 1e-7
 
-static void assert_close_(double a, double b, double rtol, const char *what, const char *file,
-                          int line)
-{
-    if (!(fabs(a - b) <= rtol * fmax(1.0, fabs(b)))) {
-        print_error("%s: %.17g != %.17g (rtol %g)\n", what, a, b, rtol);
-        _fail(file, line);
-    }
-}
-#define assert_close(a, b, rtol) assert_close_((a), (b), (rtol), #a " ~ " #b, __FILE__, __LINE__)
-
 typedef struct inner {
     float scale;
     int64_t id;

@@ -15,15 +15,6 @@
 
 #include <chainrules/testing_cmocka.h>
 
-static void assert_contains_(const char *s, const char *sub, const char *file, int line)
-{
-    if (s == NULL || strstr(s, sub) == NULL) {
-        print_error("\"%s\" does not contain \"%s\"\n", s ? s : "(null)", sub);
-        _fail(file, line);
-    }
-}
-#define assert_contains(s, sub) assert_contains_((s), (sub), __FILE__, __LINE__)
-
 /* ---- User functions: primals for everyone, overlays for the engine ----------------------- */
 
 /* wave(x) = x sin(x) */

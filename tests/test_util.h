@@ -5,6 +5,7 @@
 #ifndef CR_TEST_UTIL_H
 #define CR_TEST_UTIL_H
 
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -47,6 +48,38 @@ static inline cr_complex cmplx_(double re, double im)
             fail();                                                                        \
         }                                                                                  \
     } while (0)
+
+/* |a - b| <= rtol * max(1, |b|), printing both values and the expression otherwise. */
+static inline void assert_close_(double a, double b, double rtol, const char *what,
+                                 const char *file, int line)
+{
+    if (!(fabs(a - b) <= rtol * fmax(1.0, fabs(b)))) {
+        print_error("%s: %.17g != %.17g (rtol %g)\n", what, a, b, rtol);
+        _fail(file, line);
+    }
+}
+#define assert_close(a, b, rtol) assert_close_((a), (b), (rtol), #a " ~ " #b, __FILE__, __LINE__)
+
+/* |got - want| <= tol * (1 + |want|), naming the expression otherwise. */
+static inline void assert_near_(double got, double want, double tol, const char *what,
+                                const char *file, int line)
+{
+    if (!(fabs(got - want) <= tol * (1 + fabs(want)))) {
+        print_error("%s: got %.17g, want %.17g\n", what, got, want);
+        _fail(file, line);
+    }
+}
+#define ASSERT_CLOSE(got, want, tol) assert_near_((got), (want), (tol), #got, __FILE__, __LINE__)
+
+/* s contains sub (for error messages). */
+static inline void assert_contains_(const char *s, const char *sub, const char *file, int line)
+{
+    if (s == NULL || strstr(s, sub) == NULL) {
+        print_error("\"%s\" does not contain \"%s\"\n", s ? s : "(null)", sub);
+        _fail(file, line);
+    }
+}
+#define assert_contains(s, sub) assert_contains_((s), (sub), __FILE__, __LINE__)
 
 /* The common fixture: a context with the default allocator and a growable arena. A test
  * file with a fixture of its own defines CR_TEST_OWN_FIXTURE first. */

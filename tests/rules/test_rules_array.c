@@ -14,16 +14,6 @@
 
 /* ---- Helpers ------------------------------------------------------------------------------ */
 
-static void assert_close_(double got, double want, double tol, const char *what, const char *file,
-                          int line)
-{
-    if (!(fabs(got - want) <= tol * (1 + fabs(want)))) {
-        print_error("%s: got %.17g, want %.17g\n", what, got, want);
-        _fail(file, line);
-    }
-}
-#define ASSERT_CLOSE(got, want, tol) assert_close_((got), (want), (tol), #got, __FILE__, __LINE__)
-
 /* Element i of an array tangent (thunks unthunked), read through the structure. */
 static cr_complex tan_at(cr_tangent t, size_t i)
 {

@@ -16,16 +16,6 @@
 
 /* ---- Helpers ------------------------------------------------------------------------------ */
 
-static void assert_close_(double got, double want, double tol, const char *what, const char *file,
-                          int line)
-{
-    if (!(fabs(got - want) <= tol * (1 + fabs(want)))) {
-        print_error("%s: got %.17g, want %.17g\n", what, got, want);
-        _fail(file, line);
-    }
-}
-#define ASSERT_CLOSE(got, want, tol) assert_close_((got), (want), (tol), #got, __FILE__, __LINE__)
-
 static cr_tangent unthunked(cr_tangent t)
 {
     cr_tangent v;
