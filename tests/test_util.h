@@ -30,23 +30,23 @@ static inline cr_complex cmplx_(double re, double im)
 #define CMPLX(x, y) cmplx_((double)(x), (double)(y))
 #endif
 
-#define ASSERT_DBL(got, want)                                                              \
-    do {                                                                                   \
-        double got_ = (got), want_ = (want);                                               \
-        if (!(got_ == want_)) {                                                            \
-            print_error("%s = %.17g, expected %.17g\n", #got, got_, want_);                \
-            fail();                                                                        \
-        }                                                                                  \
+#define ASSERT_DBL(got, want)                                               \
+    do {                                                                    \
+        double got_ = (got), want_ = (want);                                \
+        if (!(got_ == want_)) {                                             \
+            print_error("%s = %.17g, expected %.17g\n", #got, got_, want_); \
+            fail();                                                         \
+        }                                                                   \
     } while (0)
 
-#define ASSERT_CPLX(got, re, im)                                                           \
-    do {                                                                                   \
-        cr_complex gz_ = (got);                                                            \
-        if (!(creal(gz_) == (re) && cimag(gz_) == (im))) {                                 \
-            print_error("%s = %.17g%+.17gi, expected %.17g%+.17gi\n", #got, creal(gz_),    \
-                        cimag(gz_), (double)(re), (double)(im));                           \
-            fail();                                                                        \
-        }                                                                                  \
+#define ASSERT_CPLX(got, re, im)                                                        \
+    do {                                                                                \
+        cr_complex gz_ = (got);                                                         \
+        if (!(creal(gz_) == (re) && cimag(gz_) == (im))) {                              \
+            print_error("%s = %.17g%+.17gi, expected %.17g%+.17gi\n", #got, creal(gz_), \
+                        cimag(gz_), (double)(re), (double)(im));                        \
+            fail();                                                                     \
+        }                                                                               \
     } while (0)
 
 /* |a - b| <= rtol * max(1, |b|), printing both values and the expression otherwise. */
