@@ -39,11 +39,22 @@
  * second order) from the same arena and give it back before returning.
  *
  * @note A tape is thread-confined. Each thread records on its own tape.
+ *
+ * Inline operations: cr_add(), cr_sub(), cr_mul(), cr_div() and cr_neg() are macros over
+ * static inline functions that write the record in the caller when they can (a tape given
+ * explicitly, first order, not failed, room in the current chunk, operands of its
+ * recording) and call the exported function of the same name otherwise; both paths give
+ * the same values, records and errors. The inline code depends on the first fields of
+ * the tape and on the record format, which therefore belong to the library's ABI. Define
+ * `CR_TAPE_NO_INLINE` before including this header to call the exported functions only
+ * (bindings, plugins built against another version); `&cr_add` and `(cr_add)(t, a, b)`
+ * always name the exported function.
  */
 #ifndef CR_TAPE_H
 #define CR_TAPE_H
 
 #include "arena.h"
+#include "arith_rows.h"
 #include "common.h"
 #include "ctx.h"
 #include "rule.h"
@@ -475,6 +486,183 @@ CR_API cr_status cr_tape_gradient_struct(cr_tape *t, cr_var y, const cr_type *ty
  */
 CR_API cr_status cr_tape_gradient_tangent(cr_tape *t, cr_var y, const cr_type *type,
                                           const cr_var *vars, cr_arena *arena, cr_tangent *out);
+
+/* ---- Inline recording of the arithmetic operations (private) ---------------------------- */
+
+/**
+ * @cond CR_PRIVATE
+ *
+ * cr_add, cr_sub, cr_mul, cr_div and cr_neg are recorded in the caller: each is a macro
+ * over a static inline function that evaluates the row (arith_rows.h, the one definition
+ * of value and partials) and, on the fast path, writes the record itself. The fast path
+ * is taken when the tape is given (not NULL), is a plain first-order tape that has not
+ * failed, has room for the record in its current chunk, and the operands are variables
+ * of its current recording or constants (not both constants). Everything else (the
+ * thread's current tape, a full chunk, a failed, forward, second-order or replay tape, a
+ * foreign variable, two constants) calls the exported function of the same name, which
+ * handles it exactly as before: the records, values, errors and messages are the same on
+ * both paths.
+ *
+ * What the inline code relies on: the first fields of the tape (cr__tape_hot), the
+ * record header's encoding and the numbers of the compact record kinds. They are part of
+ * the library's ABI from this version on: changing them needs a new soname. Code that must
+ * not depend on them (a plugin loaded by a program built against another version, a
+ * language binding) defines CR_TAPE_NO_INLINE before including this header and calls the
+ * exported functions; `&cr_add` and `(cr_add)(t, a, b)` always name them.
+ */
+
+/* One word of the record stream. */
+typedef union cr__word {
+    double d;
+    uint64_t u;
+    void *p;
+    const void *cp;
+} cr__word;
+
+/* The first fields of every tape, read and written by the inline operations. fast_id is
+ * the current recording's id while the inline path may record on the tape, and
+ * CR__TAPE_NO_ID (an id no recording has) otherwise. */
+typedef struct cr__tape_hot {
+    cr__word *cur;    /* next free word of the current chunk */
+    cr__word *lim;    /* end of the current chunk */
+    uint32_t fast_id; /* the recording's id, or CR__TAPE_NO_ID: take the exported function */
+    uint32_t nvars;   /* variables recorded; the next one's index */
+} cr__tape_hot;
+
+#define CR__TAPE_NO_ID UINT32_MAX
+
+/* Record kinds written inline (the numbers of src/ad/tape_impl.h, checked there). */
+#define CR__TAPE_K_UNARY  1u
+#define CR__TAPE_K_BINARY 2u
+#define CR__TAPE_K_ADD    3u
+#define CR__TAPE_K_SUB    4u
+#define CR__TAPE_K_COPY   5u
+#define CR__TAPE_K_NEG    6u
+
+/* A record header: operand indices a, b (30 bits each) and the kind. */
+static inline uint64_t cr__tape_hdr(unsigned kind, uint32_t a, uint32_t b)
+{
+    return (uint64_t)a | ((uint64_t)b << 30) | ((uint64_t)kind << 60);
+}
+
+#if !defined(CR_TAPE_NO_INLINE) && !defined(CR_DOXYGEN)
+
+#if defined(__GNUC__)
+#define CR__TAPE_INLINE static inline __attribute__((always_inline))
+#else
+#define CR__TAPE_INLINE static inline
+#endif
+
+/* The rows' f64 bodies: cr__tape_row_add(x, Y, D), ... */
+#define CR__TAPE_ROW(NAME, NIN, NOUT, PRIMAL, ...)                                  \
+    CR__TAPE_INLINE void cr__tape_row_##NAME(const double *x, double *Y, double *D) \
+    {                                                                               \
+        PRIMAL;                                                                     \
+        __VA_ARGS__;                                                                \
+    }
+CR__ARITH_ROWS(CR__TAPE_ROW)
+#undef CR__TAPE_ROW
+
+/* Close the record of one operand v with partial p at w: COPY and NEG for partials of
+ * exactly 1 and -1 (the header alone), UNARY otherwise. Returns the words written. */
+CR__TAPE_INLINE size_t cr__tape_put1(cr__word *w, uint32_t v, double p)
+{
+    if (p == 1.0 || p == -1.0) {
+        w[0].u = cr__tape_hdr(p == 1.0 ? CR__TAPE_K_COPY : CR__TAPE_K_NEG, v, 0);
+        return 1;
+    }
+    w[0].d = p;
+    w[1].u = cr__tape_hdr(CR__TAPE_K_UNARY, v, 0);
+    return 2;
+}
+
+/* The new variable of value y, the record having been written up to w. */
+CR__TAPE_INLINE cr_var cr__tape_push(cr__tape_hot *h, cr__word *w, double y)
+{
+    cr_var r;
+    r.v = y;
+    r.idx = h->nvars++;
+    r.tape = h->fast_id;
+    h->cur = w;
+    return r;
+}
+
+/* A two-argument operation with value y and partials pa, pb (the kinds are chosen from
+ * the values, as the exported functions do); `slow` is the exported function. */
+CR__TAPE_INLINE cr_var cr__tape_op2(cr_tape *t, cr_var a, cr_var b, double y, double pa, double pb,
+                                    cr_var (*slow)(cr_tape *, cr_var, cr_var))
+{
+    if (t != NULL) {
+        cr__tape_hot *h = (cr__tape_hot *)(void *)t;
+        uint32_t id = h->fast_id;
+        bool va = a.tape == id, vb = b.tape == id;
+        bool ok_a = va || a.idx == CR_VAR_CONST, ok_b = vb || b.idx == CR_VAR_CONST;
+        if (ok_a && ok_b && (va || vb) && h->lim - h->cur >= 3) {
+            cr__word *w = h->cur;
+            if (va && vb && a.idx != b.idx) {
+                if (pa == 1.0 && (pb == 1.0 || pb == -1.0)) {
+                    w[0].u =
+                        cr__tape_hdr(pb == 1.0 ? CR__TAPE_K_ADD : CR__TAPE_K_SUB, a.idx, b.idx);
+                    w += 1;
+                } else {
+                    w[0].d = pa;
+                    w[1].d = pb;
+                    w[2].u = cr__tape_hdr(CR__TAPE_K_BINARY, a.idx, b.idx);
+                    w += 3;
+                }
+            } else {
+                /* One operand: the variable's partial, or the sum for x op x. */
+                w += cr__tape_put1(w, va ? a.idx : b.idx, va && vb ? pa + pb : va ? pa : pb);
+            }
+            return cr__tape_push(h, w, y);
+        }
+    }
+    return slow(t, a, b);
+}
+
+/* A one-argument operation (see cr__tape_op2). */
+CR__TAPE_INLINE cr_var cr__tape_op1(cr_tape *t, cr_var a, double y, double p,
+                                    cr_var (*slow)(cr_tape *, cr_var))
+{
+    if (t != NULL) {
+        cr__tape_hot *h = (cr__tape_hot *)(void *)t;
+        if (a.tape == h->fast_id && h->lim - h->cur >= 2)
+            return cr__tape_push(h, h->cur + cr__tape_put1(h->cur, a.idx, p), y);
+    }
+    return slow(t, a);
+}
+
+#define CR__TAPE_OP2(NAME)                                                 \
+    CR__TAPE_INLINE cr_var cr__tape_##NAME(cr_tape *t, cr_var a, cr_var b) \
+    {                                                                      \
+        double x[2], Y[1], D[2];                                           \
+        x[0] = a.v;                                                        \
+        x[1] = b.v;                                                        \
+        cr__tape_row_##NAME(x, Y, D);                                      \
+        return cr__tape_op2(t, a, b, Y[0], D[0], D[1], cr_##NAME);         \
+    }
+CR__TAPE_OP2(add)
+CR__TAPE_OP2(sub)
+CR__TAPE_OP2(mul)
+CR__TAPE_OP2(div)
+#undef CR__TAPE_OP2
+
+CR__TAPE_INLINE cr_var cr__tape_neg(cr_tape *t, cr_var a)
+{
+    double Y[1], D[1];
+    cr__tape_row_neg(&a.v, Y, D);
+    return cr__tape_op1(t, a, Y[0], D[0], cr_neg);
+}
+
+#define cr_add(t, a, b) cr__tape_add((t), (a), (b))
+#define cr_sub(t, a, b) cr__tape_sub((t), (a), (b))
+#define cr_mul(t, a, b) cr__tape_mul((t), (a), (b))
+#define cr_div(t, a, b) cr__tape_div((t), (a), (b))
+#define cr_neg(t, a)    cr__tape_neg((t), (a))
+
+#endif /* !CR_TAPE_NO_INLINE */
+
+/** @endcond */
 
 CR_END_DECLS
 
