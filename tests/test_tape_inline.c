@@ -287,6 +287,62 @@ static void test_chunk_boundaries(void **state)
     free(ge);
 }
 
+/* Records of other kinds (n-ary rows: fma, clamp) between the inline ones: the reverse
+ * sweep's loop over the scalar kinds hands them to the general loop and takes over again. */
+static double mix_c(const double *x)
+{
+    double a = x[0] * x[1] - x[2];
+    double f = fma(a, x[2], x[0] / x[1]);
+    double c = fmin(fmax(f * f, -1.0), 4.0 + x[0]);
+    return -(c * a) + fma(x[1], x[1], c) / x[2];
+}
+
+static cr_status mix_fd(const double *x, size_t n, double *y, size_t m, void *env)
+{
+    (void)n;
+    (void)m;
+    (void)env;
+    y[0] = mix_c(x);
+    return CR_OK;
+}
+
+static cr_status mix_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
+{
+    (void)n;
+    (void)m;
+    (void)env;
+    cr_var a = cr_sub(t, cr_mul(t, x[0], x[1]), x[2]);
+    cr_var fa[3] = {a, x[2], cr_div(t, x[0], x[1])};
+    cr_var f = cr_tape_call1(t, &cr_fn_fma, fa, 3);
+    cr_var ca[3] = {cr_mul(t, f, f), cr_const(-1.0), cr_add(t, cr_const(4.0), x[0])};
+    cr_var c = cr_tape_call1(t, &cr_fn_clamp, ca, 3);
+    cr_var fb[3] = {x[1], x[1], c};
+    y[0] =
+        cr_add(t, cr_neg(t, cr_mul(t, c, a)), cr_div(t, cr_tape_call1(t, &cr_fn_fma, fb, 3), x[2]));
+    return cr_tape_status(t);
+}
+
+static void test_other_kinds_between(void **state)
+{
+    fixture *f = *state;
+    cr_tape *t;
+    assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
+    cr_fdm m;
+    assert_int_equal(cr_fdm_central(5, 1, &m), CR_OK);
+    /* f * f inside the clamp's range, and above it (clamped: its partials are zero) */
+    const double pts[][3] = {{0.9, 1.3, 0.7}, {1.6, -0.4, 2.2}, {3.0, 2.0, 1.5}};
+    for (size_t k = 0; k < 3; k++) {
+        double y, g[3], fd[3];
+        assert_int_equal(cr_tape_value_and_gradient(t, mix_t, NULL, pts[k], 3, &y, g), CR_OK);
+        assert_close(y, mix_c(pts[k]), 1e-15);
+        assert_int_equal(cr_fd_jacobian(&m, NULL, mix_fd, NULL, pts[k], 3, 1, f->arena, fd, NULL),
+                         CR_OK);
+        for (size_t j = 0; j < 3; j++)
+            assert_close(g[j], fd[j], FD_RTOL);
+    }
+    cr_tape_free(t);
+}
+
 /* Cases the inline path hands to the exported functions. */
 static void test_slow_cases(void **state)
 {
@@ -391,6 +447,7 @@ int main(void)
                                         fixture_teardown),
         cmocka_unit_test_setup_teardown(test_prepared, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_chunk_boundaries, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_other_kinds_between, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_slow_cases, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_fixed_buffer_full, fixture_setup, fixture_teardown),
     };

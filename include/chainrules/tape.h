@@ -53,6 +53,8 @@
 #ifndef CR_TAPE_H
 #define CR_TAPE_H
 
+#include <string.h>
+
 #include "arena.h"
 #include "arith_rows.h"
 #include "common.h"
@@ -548,9 +550,11 @@ static inline uint64_t cr__tape_hdr(unsigned kind, uint32_t a, uint32_t b)
 #if !defined(CR_TAPE_NO_INLINE) && !defined(CR_DOXYGEN)
 
 #if defined(__GNUC__)
-#define CR__TAPE_INLINE static inline __attribute__((always_inline))
+#define CR__TAPE_INLINE    static inline __attribute__((always_inline))
+#define CR__TAPE_LIKELY(c) __builtin_expect(!!(c), 1)
 #else
-#define CR__TAPE_INLINE static inline
+#define CR__TAPE_INLINE    static inline
+#define CR__TAPE_LIKELY(c) (c)
 #endif
 
 /* The rows' f64 bodies: cr__tape_row_add(x, Y, D), ... */
@@ -563,16 +567,39 @@ static inline uint64_t cr__tape_hdr(unsigned kind, uint32_t a, uint32_t b)
 CR__ARITH_ROWS(CR__TAPE_ROW)
 #undef CR__TAPE_ROW
 
+/* The words are written as uint64_t and double, not through the union: a store through
+ * the union may alias any pointer (the tape's cursor included). */
+CR__TAPE_INLINE uint64_t *cr__tape_u(cr__word *w)
+{
+    return &w->u;
+}
+CR__TAPE_INLINE double *cr__tape_d(cr__word *w)
+{
+    return &w->d;
+}
+
+/* The bits of a double. */
+CR__TAPE_INLINE uint64_t cr__tape_bits(double p)
+{
+    uint64_t u;
+    memcpy(&u, &p, sizeof u);
+    return u;
+}
+
+/* Whether bits u are those of 1.0 or -1.0 (the sign is u >> 63). */
+#define CR__TAPE_PM1(u) (((u) << 1) == ((uint64_t)0x3FF0000000000000u << 1))
+
 /* Close the record of one operand v with partial p at w: COPY and NEG for partials of
  * exactly 1 and -1 (the header alone), UNARY otherwise. Returns the words written. */
 CR__TAPE_INLINE size_t cr__tape_put1(cr__word *w, uint32_t v, double p)
 {
-    if (p == 1.0 || p == -1.0) {
-        w[0].u = cr__tape_hdr(p == 1.0 ? CR__TAPE_K_COPY : CR__TAPE_K_NEG, v, 0);
+    uint64_t u = cr__tape_bits(p);
+    if (CR__TAPE_PM1(u)) {
+        *cr__tape_u(&w[0]) = cr__tape_hdr(CR__TAPE_K_COPY + (unsigned)(u >> 63), v, 0);
         return 1;
     }
-    w[0].d = p;
-    w[1].u = cr__tape_hdr(CR__TAPE_K_UNARY, v, 0);
+    *cr__tape_d(&w[0]) = p;
+    *cr__tape_u(&w[1]) = cr__tape_hdr(CR__TAPE_K_UNARY, v, 0);
     return 2;
 }
 
@@ -592,29 +619,31 @@ CR__TAPE_INLINE cr_var cr__tape_push(cr__tape_hot *h, cr__word *w, double y)
 CR__TAPE_INLINE cr_var cr__tape_op2(cr_tape *t, cr_var a, cr_var b, double y, double pa, double pb,
                                     cr_var (*slow)(cr_tape *, cr_var, cr_var))
 {
-    if (t != NULL) {
+    if (CR__TAPE_LIKELY(t != NULL)) {
         cr__tape_hot *h = (cr__tape_hot *)(void *)t;
+        cr__word *w = h->cur;
+        ptrdiff_t room = h->lim - w;
         uint32_t id = h->fast_id;
-        bool va = a.tape == id, vb = b.tape == id;
-        bool ok_a = va || a.idx == CR_VAR_CONST, ok_b = vb || b.idx == CR_VAR_CONST;
-        if (ok_a && ok_b && (va || vb) && h->lim - h->cur >= 3) {
-            cr__word *w = h->cur;
-            if (va && vb && a.idx != b.idx) {
-                if (pa == 1.0 && (pb == 1.0 || pb == -1.0)) {
-                    w[0].u =
-                        cr__tape_hdr(pb == 1.0 ? CR__TAPE_K_ADD : CR__TAPE_K_SUB, a.idx, b.idx);
-                    w += 1;
-                } else {
-                    w[0].d = pa;
-                    w[1].d = pb;
-                    w[2].u = cr__tape_hdr(CR__TAPE_K_BINARY, a.idx, b.idx);
-                    w += 3;
+        bool ca = a.idx == CR_VAR_CONST, cb = b.idx == CR_VAR_CONST;
+        if (!ca && !cb) {
+            if (CR__TAPE_LIKELY((a.tape == id) & (b.tape == id) & (room >= 3))) {
+                if (a.idx == b.idx) /* x op x: one operand, the partials summed */
+                    return cr__tape_push(h, w + cr__tape_put1(w, a.idx, pa + pb), y);
+                uint64_t ua = cr__tape_bits(pa), ub = cr__tape_bits(pb);
+                if (ua == (uint64_t)0x3FF0000000000000u && CR__TAPE_PM1(ub)) {
+                    *cr__tape_u(&w[0]) =
+                        cr__tape_hdr(CR__TAPE_K_ADD + (unsigned)(ub >> 63), a.idx, b.idx);
+                    return cr__tape_push(h, w + 1, y);
                 }
-            } else {
-                /* One operand: the variable's partial, or the sum for x op x. */
-                w += cr__tape_put1(w, va ? a.idx : b.idx, va && vb ? pa + pb : va ? pa : pb);
+                *cr__tape_d(&w[0]) = pa;
+                *cr__tape_d(&w[1]) = pb;
+                *cr__tape_u(&w[2]) = cr__tape_hdr(CR__TAPE_K_BINARY, a.idx, b.idx);
+                return cr__tape_push(h, w + 3, y);
             }
-            return cr__tape_push(h, w, y);
+        } else if (ca != cb) { /* one variable and a constant */
+            uint32_t v = ca ? b.idx : a.idx;
+            if (CR__TAPE_LIKELY(((ca ? b.tape : a.tape) == id) & (room >= 2)))
+                return cr__tape_push(h, w + cr__tape_put1(w, v, ca ? pb : pa), y);
         }
     }
     return slow(t, a, b);
@@ -624,9 +653,9 @@ CR__TAPE_INLINE cr_var cr__tape_op2(cr_tape *t, cr_var a, cr_var b, double y, do
 CR__TAPE_INLINE cr_var cr__tape_op1(cr_tape *t, cr_var a, double y, double p,
                                     cr_var (*slow)(cr_tape *, cr_var))
 {
-    if (t != NULL) {
+    if (CR__TAPE_LIKELY(t != NULL)) {
         cr__tape_hot *h = (cr__tape_hot *)(void *)t;
-        if (a.tape == h->fast_id && h->lim - h->cur >= 2)
+        if (CR__TAPE_LIKELY(a.tape == h->fast_id && h->lim - h->cur >= 2))
             return cr__tape_push(h, h->cur + cr__tape_put1(h->cur, a.idx, p), y);
     }
     return slow(t, a);

@@ -10,8 +10,10 @@
 
 #if defined(__GNUC__)
 #define ALWAYS_INLINE inline __attribute__((always_inline))
+#define NOINLINE      __attribute__((noinline))
 #else
 #define ALWAYS_INLINE inline
+#define NOINLINE
 #endif
 
 /* Operand j of an n-ary record whose packed operands start at ops. */
@@ -70,6 +72,70 @@ static cr_status generic_failed(cr_tape *t, const cr__gen_node *nd, cr_status st
                          msg[0] != '\0' ? msg : cr_status_str(st));
 }
 
+/* ---- First-order tapes: the scalar kinds in a tight loop --------------------------------- */
+
+/*
+ * Sweep back from p over the records of a first-order tape (no words in front of the
+ * payloads) while they are of the kinds scalar code records (INPUT, UNARY, BINARY, ADD,
+ * SUB, COPY, NEG); i is the variable the record at p makes, plus one. Returns where it
+ * stopped: base, or the end of a record of another kind, for the general loop. A switch
+ * with constant record sizes, and nothing else per record: the loop is bound by the
+ * latency of the adjoints passed from record to record through memory, so every
+ * instruction less lets the processor overlap more records.
+ */
+static NOINLINE const cr__word *sweep_scalar(const cr__word *p, const cr__word *base, double *adj,
+                                             size_t *pi)
+{
+    size_t i = *pi;
+    while (p > base) {
+        uint64_t h = p[-1].u;
+        uint32_t a = hdr_a(h);
+        double g;
+        switch (hdr_kind(h)) {
+        case K_UNARY:
+            g = adj[--i];
+            adj[a] += p[-2].d * g;
+            p -= 2;
+            continue;
+        case K_ADD:
+            g = adj[--i];
+            adj[a] += g;
+            adj[hdr_b(h)] += g;
+            p -= 1;
+            continue;
+        case K_SUB:
+            g = adj[--i];
+            adj[a] += g;
+            adj[hdr_b(h)] -= g;
+            p -= 1;
+            continue;
+        case K_BINARY:
+            g = adj[--i];
+            adj[a] += p[-3].d * g;
+            adj[hdr_b(h)] += p[-2].d * g;
+            p -= 3;
+            continue;
+        case K_COPY:
+            adj[a] += adj[--i];
+            p -= 1;
+            continue;
+        case K_NEG:
+            adj[a] -= adj[--i];
+            p -= 1;
+            continue;
+        case K_INPUT:
+            i--;
+            p -= 1;
+            continue;
+        default:
+            break;
+        }
+        break;
+    }
+    *pi = i;
+    return p;
+}
+
 cr_status cr__sweep_reverse(cr_tape *t, double *adj, size_t top)
 {
     size_t i = t->nvars;
@@ -86,6 +152,8 @@ cr_status cr__sweep_reverse(cr_tape *t, double *adj, size_t top)
             p -= rec_words(h) + pre;
         }
         while (p > base) {
+            if (pre == 0 && (p = sweep_scalar(p, base, adj, &i)) == base)
+                break;
             uint64_t h = p[-1].u;
             uint32_t a = hdr_a(h);
             switch (hdr_kind(h)) {
