@@ -439,6 +439,125 @@ static void test_fixed_buffer_full(void **state)
     cr_tape_free(t);
 }
 
+/* cr_tape_inputs() fills chunks in bulk on first-order tapes: across chunk boundaries, on
+ * forward tapes (one input at a time), and into a caller buffer that fills up (the inputs
+ * past the failure are NaN constants). */
+static void test_inputs(void **state)
+{
+    fixture *f = *state;
+    enum { N = 5000 };
+    static double x[N];
+    static cr_var xs[N];
+    for (size_t i = 0; i < N; i++)
+        x[i] = (double)i - 0.5;
+    for (uint32_t flags = 0; flags <= CR_TAPE_FORWARD; flags += CR_TAPE_FORWARD) {
+        cr_tape_params p = {.struct_size = sizeof p, .flags = flags};
+        cr_tape *t;
+        assert_int_equal(cr_tape_new(f->ctx, &p, &t), CR_OK);
+        cr_var first = cr_tape_input(t, 7.0);
+        assert_int_equal(cr_tape_inputs(t, x, N, xs), CR_OK);
+        cr_var s = cr_mul(t, first, first);
+        for (size_t i = 0; i < N; i++) {
+            ASSERT_DBL(xs[i].v, x[i]);
+            assert_int_equal(xs[i].idx, i + 1);
+            s = cr_add(t, s, cr_mul(t, xs[i], cr_const((double)(i % 7))));
+        }
+        cr_tape_stats st;
+        cr_tape_stats_get(t, &st);
+        assert_int_equal(st.ninputs, N + 1);
+        static double g[N];
+        assert_int_equal(cr_tape_gradient(t, s, xs, N, g), CR_OK);
+        for (size_t i = 0; i < N; i++)
+            ASSERT_DBL(g[i], (double)(i % 7));
+        assert_int_equal(cr_tape_gradient(t, s, &first, 1, g), CR_OK);
+        ASSERT_DBL(g[0], 14.0);
+        cr_tape_free(t);
+    }
+    static double buf[1024];
+    cr_tape_params p = {.struct_size = sizeof p, .buffer = buf, .buffer_size = sizeof buf};
+    cr_tape *t;
+    assert_int_equal(cr_tape_new(f->ctx, &p, &t), CR_OK);
+    assert_int_equal(cr_tape_inputs(t, x, N, xs), CR_EARENA);
+    size_t made = 0;
+    while (made < N && !cr_var_is_const(xs[made]))
+        made++;
+    assert_true(made > 0 && made < N);
+    for (size_t i = made; i < N; i++) {
+        assert_true(cr_var_is_const(xs[i]));
+        assert_true(isnan(xs[i].v));
+    }
+    cr_tape_free(t);
+}
+
+/* cr_tape_value_and_gradient takes the gradient with respect to the recording's first
+ * variables (its inputs): an output that is an input, a constant output, and a function
+ * that resets the tape (its inputs become foreign: CR_ETAPE). */
+static cr_status second_input(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
+{
+    (void)t;
+    (void)n;
+    (void)m;
+    (void)env;
+    y[0] = x[1];
+    return CR_OK;
+}
+
+static cr_status constant_out(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
+{
+    (void)t;
+    (void)n;
+    (void)m;
+    (void)env;
+    y[0] = cr_const(x[0].v);
+    return CR_OK;
+}
+
+static cr_status resets(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
+{
+    (void)x;
+    (void)n;
+    (void)m;
+    (void)env;
+    cr_tape_reset(t);
+    cr_var z = cr_tape_input(t, 2.0);
+    y[0] = cr_mul(t, z, z);
+    return CR_OK;
+}
+
+static void test_value_and_gradient_inputs(void **state)
+{
+    fixture *f = *state;
+    cr_tape *t;
+    assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
+    enum { N = 100 }; /* more than the sweep's stack workspace */
+    double x[N], g[N], y;
+    for (size_t i = 0; i < N; i++) {
+        x[i] = 1.0 + (double)i;
+        g[i] = -1.0;
+    }
+    assert_int_equal(cr_tape_value_and_gradient(t, second_input, NULL, x, N, &y, g), CR_OK);
+    ASSERT_DBL(y, 2.0);
+    for (size_t i = 0; i < N; i++)
+        ASSERT_DBL(g[i], i == 1 ? 1.0 : 0.0);
+    assert_int_equal(cr_tape_value_and_gradient(t, constant_out, NULL, x, N, &y, g), CR_OK);
+    ASSERT_DBL(y, 1.0);
+    for (size_t i = 0; i < N; i++)
+        ASSERT_DBL(g[i], 0.0);
+    assert_int_equal(cr_tape_value_and_gradient(t, resets, NULL, x, N, &y, g), CR_ETAPE);
+    /* The same gradient as recording and gathering the inputs one by one. */
+    for (size_t i = 0; i < N; i++)
+        x[i] = 0.5 + 0.4 * sin(0.37 * (double)i);
+    assert_int_equal(cr_tape_value_and_gradient(t, chain_inline, NULL, x, N, &y, g), CR_OK);
+    cr_var xs[N], out;
+    double g2[N];
+    assert_int_equal(cr_tape_record(t, chain_inline, NULL, x, N, xs, &out, 1), CR_OK);
+    assert_int_equal(cr_tape_gradient(t, out, xs, N, g2), CR_OK);
+    assert_same_bits(y, out.v);
+    for (size_t i = 0; i < N; i++)
+        assert_same_bits(g[i], g2[i]);
+    cr_tape_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -450,6 +569,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_other_kinds_between, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_slow_cases, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_fixed_buffer_full, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_inputs, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_value_and_gradient_inputs, fixture_setup,
+                                        fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -549,12 +549,15 @@ static inline uint64_t cr__tape_hdr(unsigned kind, uint32_t a, uint32_t b)
 
 #if !defined(CR_TAPE_NO_INLINE) && !defined(CR_DOXYGEN)
 
+/* CR__TAPE_CONST(x): x is known at compile time to be a constant (cr_const()). */
 #if defined(__GNUC__)
 #define CR__TAPE_INLINE    static inline __attribute__((always_inline))
 #define CR__TAPE_LIKELY(c) __builtin_expect(!!(c), 1)
+#define CR__TAPE_CONST(x)  (__builtin_constant_p((x).idx) && (x).idx == CR_VAR_CONST)
 #else
 #define CR__TAPE_INLINE    static inline
 #define CR__TAPE_LIKELY(c) (c)
+#define CR__TAPE_CONST(x)  0
 #endif
 
 /* The rows' f64 bodies: cr__tape_row_add(x, Y, D), ... */
@@ -603,13 +606,15 @@ CR__TAPE_INLINE size_t cr__tape_put1(cr__word *w, uint32_t v, double p)
     return 2;
 }
 
-/* The new variable of value y, the record having been written up to w. */
-CR__TAPE_INLINE cr_var cr__tape_push(cr__tape_hot *h, cr__word *w, double y)
+/* The new variable nv of value y on recording id, the record written up to w. */
+CR__TAPE_INLINE cr_var cr__tape_push(cr__tape_hot *h, cr__word *w, uint32_t nv, uint32_t id,
+                                     double y)
 {
     cr_var r;
     r.v = y;
-    r.idx = h->nvars++;
-    r.tape = h->fast_id;
+    r.idx = nv;
+    r.tape = id;
+    h->nvars = nv + 1;
     h->cur = w;
     return r;
 }
@@ -623,27 +628,29 @@ CR__TAPE_INLINE cr_var cr__tape_op2(cr_tape *t, cr_var a, cr_var b, double y, do
         cr__tape_hot *h = (cr__tape_hot *)(void *)t;
         cr__word *w = h->cur;
         ptrdiff_t room = h->lim - w;
-        uint32_t id = h->fast_id;
-        bool ca = a.idx == CR_VAR_CONST, cb = b.idx == CR_VAR_CONST;
-        if (!ca && !cb) {
-            if (CR__TAPE_LIKELY((a.tape == id) & (b.tape == id) & (room >= 3))) {
-                if (a.idx == b.idx) /* x op x: one operand, the partials summed */
-                    return cr__tape_push(h, w + cr__tape_put1(w, a.idx, pa + pb), y);
-                uint64_t ua = cr__tape_bits(pa), ub = cr__tape_bits(pb);
-                if (ua == (uint64_t)0x3FF0000000000000u && CR__TAPE_PM1(ub)) {
-                    *cr__tape_u(&w[0]) =
-                        cr__tape_hdr(CR__TAPE_K_ADD + (unsigned)(ub >> 63), a.idx, b.idx);
-                    return cr__tape_push(h, w + 1, y);
-                }
-                *cr__tape_d(&w[0]) = pa;
-                *cr__tape_d(&w[1]) = pb;
-                *cr__tape_u(&w[2]) = cr__tape_hdr(CR__TAPE_K_BINARY, a.idx, b.idx);
-                return cr__tape_push(h, w + 3, y);
+        uint32_t id = h->fast_id, nv = h->nvars;
+        /* Two variables of this recording (a constant's tape is 0, never an id); the
+         * test is skipped when an operand is known to be a constant at compile time. */
+        if (!CR__TAPE_CONST(a) && !CR__TAPE_CONST(b) &&
+            CR__TAPE_LIKELY((a.tape == id) & (b.tape == id) & (room >= 3))) {
+            if (a.idx == b.idx) /* x op x: one operand, the partials summed */
+                return cr__tape_push(h, w + cr__tape_put1(w, a.idx, pa + pb), nv, id, y);
+            uint64_t ua = cr__tape_bits(pa), ub = cr__tape_bits(pb);
+            if (ua == (uint64_t)0x3FF0000000000000u && CR__TAPE_PM1(ub)) {
+                *cr__tape_u(&w[0]) =
+                    cr__tape_hdr(CR__TAPE_K_ADD + (unsigned)(ub >> 63), a.idx, b.idx);
+                return cr__tape_push(h, w + 1, nv, id, y);
             }
-        } else if (ca != cb) { /* one variable and a constant */
+            *cr__tape_d(&w[0]) = pa;
+            *cr__tape_d(&w[1]) = pb;
+            *cr__tape_u(&w[2]) = cr__tape_hdr(CR__TAPE_K_BINARY, a.idx, b.idx);
+            return cr__tape_push(h, w + 3, nv, id, y);
+        }
+        bool ca = a.idx == CR_VAR_CONST, cb = b.idx == CR_VAR_CONST;
+        if (ca != cb) { /* one variable and a constant */
             uint32_t v = ca ? b.idx : a.idx;
             if (CR__TAPE_LIKELY(((ca ? b.tape : a.tape) == id) & (room >= 2)))
-                return cr__tape_push(h, w + cr__tape_put1(w, v, ca ? pb : pa), y);
+                return cr__tape_push(h, w + cr__tape_put1(w, v, ca ? pb : pa), nv, id, y);
         }
     }
     return slow(t, a, b);
@@ -655,8 +662,10 @@ CR__TAPE_INLINE cr_var cr__tape_op1(cr_tape *t, cr_var a, double y, double p,
 {
     if (CR__TAPE_LIKELY(t != NULL)) {
         cr__tape_hot *h = (cr__tape_hot *)(void *)t;
-        if (CR__TAPE_LIKELY(a.tape == h->fast_id && h->lim - h->cur >= 2))
-            return cr__tape_push(h, h->cur + cr__tape_put1(h->cur, a.idx, p), y);
+        cr__word *w = h->cur;
+        uint32_t id = h->fast_id, nv = h->nvars;
+        if (CR__TAPE_LIKELY((a.tape == id) & (h->lim - w >= 2)))
+            return cr__tape_push(h, w + cr__tape_put1(w, a.idx, p), nv, id, y);
     }
     return slow(t, a);
 }

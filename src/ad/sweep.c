@@ -797,6 +797,36 @@ cr_status cr_tape_hessian(cr_tape *t, cr_var y, const cr_var *xs, size_t n, doub
     return second_order(t, "cr_tape_hessian", y, xs, n, NULL, NULL, NULL, H);
 }
 
+/* The gradient of y with respect to the recording's first n variables, its inputs when
+ * cr__tape_record made them (input j is variable j): cr_tape_gradient() without checking
+ * and gathering n input variables one by one. */
+static cr_status gradient_first(cr_tape *t, cr_var y, size_t n, double *grad)
+{
+    cr_status st = check_var(t, "cr_tape_value_and_gradient", y, "output", 0);
+    if (st != CR_OK)
+        return st;
+    size_t top = y.idx == CR_VAR_CONST ? 0 : (size_t)y.idx + 1;
+    double small[SMALL_WS];
+    cr_arena_mark mk = cr_arena_get_mark(t->arena);
+    double *adj = small;
+    if (top <= SMALL_WS)
+        memset(small, 0, top * sizeof *small);
+    else if ((adj = workspace(t, top, &st)) == NULL)
+        return st;
+    if (top > 0) {
+        adj[y.idx] = 1.0;
+        st = cr__sweep_reverse(t, adj, top);
+    }
+    if (st == CR_OK) {
+        size_t k = n < top ? n : top;
+        memcpy(grad, adj, k * sizeof *grad);
+        memset(grad + k, 0, (n - k) * sizeof *grad);
+    }
+    if (adj != small)
+        cr_arena_rewind(t->arena, mk);
+    return st;
+}
+
 cr_status cr_tape_value_and_gradient(cr_tape *t, cr_ad_fn f, void *env, const double *x, size_t n,
                                      double *y, double *grad)
 {
@@ -810,5 +840,8 @@ cr_status cr_tape_value_and_gradient(cr_tape *t, cr_ad_fn f, void *env, const do
         return st;
     if (y != NULL)
         *y = out.v;
+    /* Unless f reset the tape (then the inputs are foreign: CR_ETAPE), input j is variable j. */
+    if (n > 0 && xs[0].tape == t->id && xs[n - 1].idx == n - 1)
+        return gradient_first(t, out, n, grad);
     return cr_tape_gradient(t, out, xs, n, grad);
 }

@@ -996,7 +996,29 @@ cr_status cr_tape_inputs(cr_tape *t, const double *x, size_t n, cr_var *out)
         return CR_EMISUSE;
     if (n > 0 && (x == NULL || out == NULL))
         return cr__tape_fail(t, CR_EINVAL, "cr_tape_inputs: NULL x or out");
-    for (size_t j = 0; j < n; j++)
+    size_t j = 0;
+    /* First-order tapes: an input is one header word; fill the chunk in one loop. */
+    while (t->pre == 0 && t->status == CR_OK && j < n) {
+        if (t->cur == t->lim && grow(t, 1) != CR_OK)
+            break;
+        size_t k = (size_t)(t->lim - t->cur);
+        if (k > n - j)
+            k = n - j;
+        const uint64_t h = hdr_make(K_INPUT, 0, 0);
+        cr__word *w = t->cur;
+        uint32_t v = t->nvars, id = t->id;
+        for (size_t q = 0; q < k; q++) {
+            w[q].u = h;
+            out[j + q].v = x[j + q];
+            out[j + q].idx = v + (uint32_t)q;
+            out[j + q].tape = id;
+        }
+        t->cur = w + k;
+        t->nvars = v + (uint32_t)k;
+        t->ninputs += k;
+        j += k;
+    }
+    for (; j < n; j++) /* other tapes, and NaN constants after a failure */
         out[j] = cr_tape_input(t, x[j]);
     return t->status;
 }
