@@ -16,6 +16,7 @@
 #define CR_CHAINRULES_H
 
 #include "chainrules/arena.h"
+#include "chainrules/arith_rows.h"
 #include "chainrules/array.h"
 #include "chainrules/common.h"
 #include "chainrules/check.h"

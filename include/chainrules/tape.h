@@ -39,11 +39,24 @@
  * second order) from the same arena and give it back before returning.
  *
  * @note A tape is thread-confined. Each thread records on its own tape.
+ *
+ * Inline operations: cr_add(), cr_sub(), cr_mul(), cr_div() and cr_neg() are macros over
+ * static inline functions that write the record in the caller when they can (a tape given
+ * explicitly, first order, not failed, room in the current chunk, operands of its
+ * recording) and call the exported function of the same name otherwise; both paths give
+ * the same values, records and errors. The inline code depends on the first fields of
+ * the tape and on the record format, which therefore belong to the library's ABI. Define
+ * `CR_TAPE_NO_INLINE` before including this header to call the exported functions only
+ * (bindings, plugins built against another version); `&cr_add` and `(cr_add)(t, a, b)`
+ * always name the exported function.
  */
 #ifndef CR_TAPE_H
 #define CR_TAPE_H
 
+#include <string.h>
+
 #include "arena.h"
+#include "arith_rows.h"
 #include "common.h"
 #include "ctx.h"
 #include "rule.h"
@@ -689,6 +702,219 @@ CR_API cr_status cr_tape_gradient_arrays(cr_tape *t, cr_var y, const cr_var *xs,
 CR_API cr_status cr_tape_avjp(cr_tape *t, cr_avar y, const cr_array *ybar, const cr_var *xs,
                               size_t n, double *xbar, const cr_avar *as, size_t na,
                               cr_array *const *abar);
+
+/* ---- Inline recording of the arithmetic operations (private) ---------------------------- */
+
+/**
+ * @cond CR_PRIVATE
+ *
+ * cr_add, cr_sub, cr_mul, cr_div and cr_neg are recorded in the caller: each is a macro
+ * over a static inline function that evaluates the row (arith_rows.h, the one definition
+ * of value and partials) and, on the fast path, writes the record itself. The fast path
+ * is taken when the tape is given (not NULL), is a plain first-order tape that has not
+ * failed, has room for the record in its current chunk, and the operands are variables
+ * of its current recording or constants (not both constants). Everything else (the
+ * thread's current tape, a full chunk, a failed, forward, second-order or replay tape, a
+ * foreign variable, two constants) calls the exported function of the same name, which
+ * handles it exactly as before: the records, values, errors and messages are the same on
+ * both paths.
+ *
+ * What the inline code relies on: the first fields of the tape (cr__tape_hot), the
+ * record header's encoding and the numbers of the compact record kinds. They are part of
+ * the library's ABI from this version on: changing them needs a new soname. Code that must
+ * not depend on them (a plugin loaded by a program built against another version, a
+ * language binding) defines CR_TAPE_NO_INLINE before including this header and calls the
+ * exported functions; `&cr_add` and `(cr_add)(t, a, b)` always name them.
+ */
+
+/* One word of the record stream. */
+typedef union cr__word {
+    double d;
+    uint64_t u;
+    void *p;
+    const void *cp;
+} cr__word;
+
+/* The first fields of every tape, read and written by the inline operations. fast_id is
+ * the current recording's id while the inline path may record on the tape, and
+ * CR__TAPE_NO_ID (an id no recording has) otherwise. */
+typedef struct cr__tape_hot {
+    cr__word *cur;    /* next free word of the current chunk */
+    cr__word *lim;    /* end of the current chunk */
+    uint32_t fast_id; /* the recording's id, or CR__TAPE_NO_ID: take the exported function */
+    uint32_t nvars;   /* variables recorded; the next one's index */
+} cr__tape_hot;
+
+#define CR__TAPE_NO_ID UINT32_MAX
+
+/* Record kinds written inline (the numbers of src/ad/tape_impl.h, checked there). */
+#define CR__TAPE_K_UNARY  1u
+#define CR__TAPE_K_BINARY 2u
+#define CR__TAPE_K_ADD    3u
+#define CR__TAPE_K_SUB    4u
+#define CR__TAPE_K_COPY   5u
+#define CR__TAPE_K_NEG    6u
+
+/* A record header: operand indices a, b (30 bits each) and the kind. */
+static inline uint64_t cr__tape_hdr(unsigned kind, uint32_t a, uint32_t b)
+{
+    return (uint64_t)a | ((uint64_t)b << 30) | ((uint64_t)kind << 60);
+}
+
+#if !defined(CR_TAPE_NO_INLINE) && !defined(CR_DOXYGEN)
+
+/* CR__TAPE_CONST(x): x is known at compile time to be a constant (cr_const()). */
+#if defined(__GNUC__)
+#define CR__TAPE_INLINE    static inline __attribute__((always_inline))
+#define CR__TAPE_LIKELY(c) __builtin_expect(!!(c), 1)
+#define CR__TAPE_CONST(x)  (__builtin_constant_p((x).idx) && (x).idx == CR_VAR_CONST)
+#else
+#define CR__TAPE_INLINE    static inline
+#define CR__TAPE_LIKELY(c) (c)
+#define CR__TAPE_CONST(x)  0
+#endif
+
+/* The rows' f64 bodies: cr__tape_row_add(x, Y, D), ... */
+#define CR__TAPE_ROW(NAME, NIN, NOUT, PRIMAL, ...)                                  \
+    CR__TAPE_INLINE void cr__tape_row_##NAME(const double *x, double *Y, double *D) \
+    {                                                                               \
+        PRIMAL;                                                                     \
+        __VA_ARGS__;                                                                \
+    }
+CR__ARITH_ROWS(CR__TAPE_ROW)
+#undef CR__TAPE_ROW
+
+/* The words are written as uint64_t and double, not through the union: a store through
+ * the union may alias any pointer (the tape's cursor included). */
+CR__TAPE_INLINE uint64_t *cr__tape_u(cr__word *w)
+{
+    return &w->u;
+}
+CR__TAPE_INLINE double *cr__tape_d(cr__word *w)
+{
+    return &w->d;
+}
+
+/* The bits of a double. */
+CR__TAPE_INLINE uint64_t cr__tape_bits(double p)
+{
+    uint64_t u;
+    memcpy(&u, &p, sizeof u);
+    return u;
+}
+
+/* Whether bits u are those of 1.0 or -1.0 (the sign is u >> 63). */
+#define CR__TAPE_PM1(u) (((u) << 1) == ((uint64_t)0x3FF0000000000000u << 1))
+
+/* Close the record of one operand v with partial p at w: COPY and NEG for partials of
+ * exactly 1 and -1 (the header alone), UNARY otherwise. Returns the words written. */
+CR__TAPE_INLINE size_t cr__tape_put1(cr__word *w, uint32_t v, double p)
+{
+    uint64_t u = cr__tape_bits(p);
+    if (CR__TAPE_PM1(u)) {
+        *cr__tape_u(&w[0]) = cr__tape_hdr(CR__TAPE_K_COPY + (unsigned)(u >> 63), v, 0);
+        return 1;
+    }
+    *cr__tape_d(&w[0]) = p;
+    *cr__tape_u(&w[1]) = cr__tape_hdr(CR__TAPE_K_UNARY, v, 0);
+    return 2;
+}
+
+/* The new variable nv of value y on recording id, the record written up to w. */
+CR__TAPE_INLINE cr_var cr__tape_push(cr__tape_hot *h, cr__word *w, uint32_t nv, uint32_t id,
+                                     double y)
+{
+    cr_var r;
+    r.v = y;
+    r.idx = nv;
+    r.tape = id;
+    h->nvars = nv + 1;
+    h->cur = w;
+    return r;
+}
+
+/* A two-argument operation with value y and partials pa, pb (the kinds are chosen from
+ * the values, as the exported functions do); `slow` is the exported function. */
+CR__TAPE_INLINE cr_var cr__tape_op2(cr_tape *t, cr_var a, cr_var b, double y, double pa, double pb,
+                                    cr_var (*slow)(cr_tape *, cr_var, cr_var))
+{
+    if (CR__TAPE_LIKELY(t != NULL)) {
+        cr__tape_hot *h = (cr__tape_hot *)(void *)t;
+        cr__word *w = h->cur;
+        ptrdiff_t room = h->lim - w;
+        uint32_t id = h->fast_id, nv = h->nvars;
+        /* Two variables of this recording (a constant's tape is 0, never an id); the
+         * test is skipped when an operand is known to be a constant at compile time. */
+        if (!CR__TAPE_CONST(a) && !CR__TAPE_CONST(b) &&
+            CR__TAPE_LIKELY((a.tape == id) & (b.tape == id) & (room >= 3))) {
+            if (a.idx == b.idx) /* x op x: one operand, the partials summed */
+                return cr__tape_push(h, w + cr__tape_put1(w, a.idx, pa + pb), nv, id, y);
+            uint64_t ua = cr__tape_bits(pa), ub = cr__tape_bits(pb);
+            if (ua == (uint64_t)0x3FF0000000000000u && CR__TAPE_PM1(ub)) {
+                *cr__tape_u(&w[0]) =
+                    cr__tape_hdr(CR__TAPE_K_ADD + (unsigned)(ub >> 63), a.idx, b.idx);
+                return cr__tape_push(h, w + 1, nv, id, y);
+            }
+            *cr__tape_d(&w[0]) = pa;
+            *cr__tape_d(&w[1]) = pb;
+            *cr__tape_u(&w[2]) = cr__tape_hdr(CR__TAPE_K_BINARY, a.idx, b.idx);
+            return cr__tape_push(h, w + 3, nv, id, y);
+        }
+        bool ca = a.idx == CR_VAR_CONST, cb = b.idx == CR_VAR_CONST;
+        if (ca != cb) { /* one variable and a constant */
+            uint32_t v = ca ? b.idx : a.idx;
+            if (CR__TAPE_LIKELY(((ca ? b.tape : a.tape) == id) & (room >= 2)))
+                return cr__tape_push(h, w + cr__tape_put1(w, v, ca ? pb : pa), nv, id, y);
+        }
+    }
+    return slow(t, a, b);
+}
+
+/* A one-argument operation (see cr__tape_op2). */
+CR__TAPE_INLINE cr_var cr__tape_op1(cr_tape *t, cr_var a, double y, double p,
+                                    cr_var (*slow)(cr_tape *, cr_var))
+{
+    if (CR__TAPE_LIKELY(t != NULL)) {
+        cr__tape_hot *h = (cr__tape_hot *)(void *)t;
+        cr__word *w = h->cur;
+        uint32_t id = h->fast_id, nv = h->nvars;
+        if (CR__TAPE_LIKELY((a.tape == id) & (h->lim - w >= 2)))
+            return cr__tape_push(h, w + cr__tape_put1(w, a.idx, p), nv, id, y);
+    }
+    return slow(t, a);
+}
+
+#define CR__TAPE_OP2(NAME)                                                 \
+    CR__TAPE_INLINE cr_var cr__tape_##NAME(cr_tape *t, cr_var a, cr_var b) \
+    {                                                                      \
+        double x[2], Y[1], D[2];                                           \
+        x[0] = a.v;                                                        \
+        x[1] = b.v;                                                        \
+        cr__tape_row_##NAME(x, Y, D);                                      \
+        return cr__tape_op2(t, a, b, Y[0], D[0], D[1], cr_##NAME);         \
+    }
+CR__TAPE_OP2(add)
+CR__TAPE_OP2(sub)
+CR__TAPE_OP2(mul)
+CR__TAPE_OP2(div)
+#undef CR__TAPE_OP2
+
+CR__TAPE_INLINE cr_var cr__tape_neg(cr_tape *t, cr_var a)
+{
+    double Y[1], D[1];
+    cr__tape_row_neg(&a.v, Y, D);
+    return cr__tape_op1(t, a, Y[0], D[0], cr_neg);
+}
+
+#define cr_add(t, a, b) cr__tape_add((t), (a), (b))
+#define cr_sub(t, a, b) cr__tape_sub((t), (a), (b))
+#define cr_mul(t, a, b) cr__tape_mul((t), (a), (b))
+#define cr_div(t, a, b) cr__tape_div((t), (a), (b))
+#define cr_neg(t, a)    cr__tape_neg((t), (a))
+
+#endif /* !CR_TAPE_NO_INLINE */
+
+/** @endcond */
 
 CR_END_DECLS
 

@@ -7,6 +7,7 @@
 #include <float.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -51,12 +52,32 @@ static uint32_t new_id(cr_tape *t)
         uint32_t b;
         do
             b = (uint32_t)atomic_fetch_add_explicit(&g_next_block, 1u, memory_order_relaxed);
-        while ((uint32_t)(b * ID_BLOCK) == 0); /* id 0 is never used */
+        /* id 0 is never used (constants carry it), nor the block of CR__TAPE_NO_ID */
+        while ((uint32_t)(b * ID_BLOCK) == 0 || (uint32_t)(b * ID_BLOCK) == 0u - ID_BLOCK);
         t->id_next = b * ID_BLOCK;
         t->id_left = ID_BLOCK;
     }
     t->id_left--;
     return t->id_next++;
+}
+
+/* The inline operations of tape.h write these records and read these fields. */
+_Static_assert(K_UNARY == CR__TAPE_K_UNARY && K_BINARY == CR__TAPE_K_BINARY &&
+                   K_ADD == CR__TAPE_K_ADD && K_SUB == CR__TAPE_K_SUB &&
+                   K_COPY == CR__TAPE_K_COPY && K_NEG == CR__TAPE_K_NEG,
+               "record kinds of tape.h and tape_impl.h differ");
+_Static_assert(offsetof(struct cr_tape, hot) == 0 &&
+                   offsetof(struct cr_tape, cur) == offsetof(cr__tape_hot, cur) &&
+                   offsetof(struct cr_tape, lim) == offsetof(cr__tape_hot, lim) &&
+                   offsetof(struct cr_tape, fast_id) == offsetof(cr__tape_hot, fast_id) &&
+                   offsetof(struct cr_tape, nvars) == offsetof(cr__tape_hot, nvars),
+               "the first fields of struct cr_tape are not cr__tape_hot");
+
+/* Open or close the inline operations' fast path: open on a plain first-order tape (no
+ * leading words) that has not failed. Called wherever id, slow or pre change. */
+static void set_fast(cr_tape *t)
+{
+    t->fast_id = t->slow == 0 && t->pre == 0 ? t->id : CR__TAPE_NO_ID;
 }
 
 static _Thread_local cr_tape *g_current;
@@ -86,6 +107,7 @@ cr_status cr__tape_fail(cr_tape *t, cr_status st, const char *fmt, ...)
         return t->status; /* the first failure wins */
     t->status = st;
     t->slow = 1;
+    set_fast(t);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(t->errmsg, sizeof t->errmsg, fmt, ap);
@@ -120,6 +142,7 @@ void cr_tape_clear_error(cr_tape *t)
     t->status = CR_OK;
     t->slow = (t->flags & CR_TAPE_SECOND_ORDER) != 0 || t->pre > 1;
     t->errmsg[0] = '\0';
+    set_fast(t);
 }
 
 /* ---- Creation ------------------------------------------------------------------------- */
@@ -142,6 +165,7 @@ static void tape_init(cr_tape *t, cr_ctx *ctx, cr_arena *arena, bool own, const 
     t->next_words = FIRST_CHUNK_WORDS;
     t->cur = t->lim = &t->dummy;
     t->id = new_id(t);
+    set_fast(t);
 }
 
 cr_status cr_tape_new(cr_ctx *ctx, const cr_tape_params *params, cr_tape **out)
@@ -219,6 +243,7 @@ void cr_tape_reset(cr_tape *t)
     t->slow = (t->flags & CR_TAPE_SECOND_ORDER) != 0 || t->pre > 1;
     t->errmsg[0] = '\0';
     t->id = new_id(t);
+    set_fast(t);
 }
 
 void cr__tape_make_replay(cr_tape *t)
@@ -226,6 +251,7 @@ void cr__tape_make_replay(cr_tape *t)
     t->flags |= CR_TAPE_FORWARD;
     t->pre = 2;
     t->slow = 1;
+    set_fast(t);
 }
 
 cr_ctx *cr_tape_ctx(const cr_tape *t)
@@ -793,8 +819,7 @@ static NOINLINE cr_var op2_slow(cr_tape *t, const cr_value *f, cr_var a, cr_var 
  * constant, of this recording on a first-order tape). As op1, the row writes its two
  * partials into the record; the kind is picked from their values.
  */
-static inline cr_var op2e(cr_tape *t, const cr_value *f, cr_scalar_eval_f64 ev, cr_var a,
-                          cr_var b)
+static inline cr_var op2e(cr_tape *t, const cr_value *f, cr_scalar_eval_f64 ev, cr_var a, cr_var b)
 {
     if (t == NULL || t->slow != 0)
         return op2_slow(t, f, a, b);
@@ -978,7 +1003,29 @@ cr_status cr_tape_inputs(cr_tape *t, const double *x, size_t n, cr_var *out)
         return CR_EMISUSE;
     if (n > 0 && (x == NULL || out == NULL))
         return cr__tape_fail(t, CR_EINVAL, "cr_tape_inputs: NULL x or out");
-    for (size_t j = 0; j < n; j++)
+    size_t j = 0;
+    /* First-order tapes: an input is one header word; fill the chunk in one loop. */
+    while (t->pre == 0 && t->status == CR_OK && j < n) {
+        if (t->cur == t->lim && grow(t, 1) != CR_OK)
+            break;
+        size_t k = (size_t)(t->lim - t->cur);
+        if (k > n - j)
+            k = n - j;
+        const uint64_t h = hdr_make(K_INPUT, 0, 0);
+        cr__word *w = t->cur;
+        uint32_t v = t->nvars, id = t->id;
+        for (size_t q = 0; q < k; q++) {
+            w[q].u = h;
+            out[j + q].v = x[j + q];
+            out[j + q].idx = v + (uint32_t)q;
+            out[j + q].tape = id;
+        }
+        t->cur = w + k;
+        t->nvars = v + (uint32_t)k;
+        t->ninputs += k;
+        j += k;
+    }
+    for (; j < n; j++) /* other tapes, and NaN constants after a failure */
         out[j] = cr_tape_input(t, x[j]);
     return t->status;
 }

@@ -5,10 +5,23 @@
 #ifndef CR_TAPE_IMPL_H
 #define CR_TAPE_IMPL_H
 
+/* The library's files call the exported operations, not the inline ones of tape.h: no file
+ * reads a tape's fields both through struct cr_tape and through cr__tape_hot. */
+#ifndef CR_TAPE_NO_INLINE
+#define CR_TAPE_NO_INLINE
+#endif
+
 #include <chainrules/engine.h>
 #include <chainrules/tape.h>
 
 #include "../rules/rules_impl.h"
+
+/* A file that included tape.h before this header got the inline operations: take them back. */
+#undef cr_add
+#undef cr_sub
+#undef cr_mul
+#undef cr_div
+#undef cr_neg
 
 /*
  * Records. The stream is a sequence of 8-byte words in chunks carved from the tape's
@@ -77,18 +90,14 @@ typedef struct cr__rinfo {
     double c[CR_SCALAR_MAX_IN];   /* the arguments' values when recorded (constants kept) */
 } cr__rinfo;
 
-typedef union cr__word {
-    double d;
-    uint64_t u;
-    void *p;
-    const void *cp;
-} cr__word;
+/* cr__word, the stream's 8-byte word, is defined in tape.h (its inline operations write
+ * records). */
 
 #define IDX_MASK ((uint64_t)0x3FFFFFFF)
 
 static inline uint64_t hdr_make(unsigned kind, uint32_t a, uint32_t b)
 {
-    return (uint64_t)a | ((uint64_t)b << 30) | ((uint64_t)kind << 60);
+    return cr__tape_hdr(kind, a, b); /* the encoding the inline operations of tape.h use */
 }
 static inline unsigned hdr_kind(uint64_t h)
 {
@@ -186,11 +195,19 @@ CR_INTERNAL void cr__array_clear(cr_tape *t);
 #define CR__TAPE_MSG 512
 
 struct cr_tape {
-    /* Hot fields first: the write cursor and what every operation checks. */
-    cr__word *cur; /* next free word */
-    cr__word *lim; /* end of the current chunk */
-    uint32_t id;   /* id of the current recording, never 0 */
-    uint32_t nvars;
+    /* Hot fields first: the write cursor and what every operation checks. The inline
+     * operations of tape.h see them as cr__tape_hot (same fields, same order); fast_id is
+     * kept by tape.c (set_fast). */
+    union {
+        cr__tape_hot hot;
+        struct {
+            cr__word *cur;    /* next free word */
+            cr__word *lim;    /* end of the current chunk */
+            uint32_t fast_id; /* id while the inline operations may record, else CR__TAPE_NO_ID */
+            uint32_t nvars;
+        };
+    };
+    uint32_t id; /* id of the current recording, never 0 nor CR__TAPE_NO_ID */
     cr_status status;
     uint32_t flags;         /* CR_TAPE_* */
     unsigned pre;           /* words in front of a payload: 1 on forward tapes (a copy of the
