@@ -7,6 +7,10 @@
  *   gen-rules-doc                  print the generated part
  *   gen-rules-doc --write FILE     rewrite FILE below its marker line
  *   gen-rules-doc --check FILE     exit 1 if FILE differs from what --write would write
+ *
+ * With --arrays first, the generated part of docs/rules-index.md instead: every signature
+ * with an array, function or struct argument (the array, linear-algebra and higher-order
+ * rules), with its frule, rrule and test registration.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -247,6 +251,83 @@ static void generate(buf *b)
     printf_(b, "\n\n%zu non-differentiable functions.\n", nnd);
 }
 
+/* A matcher as the kinds it accepts: "f64|f32|A{f64,f32,c128}|int". */
+static void put_matcher(buf *b, const cr_argspec *a)
+{
+    static const char *const scal[5] = {"f64", "f32", "c128", "int", "bool"};
+    static const char *const arr[5] = {"f64", "f32", "c128", "int", "bool"};
+    uint32_t m = a->mask;
+    bool first = true;
+    for (unsigned k = 0; k < 5; k++)
+        if (m & (1u << k)) {
+            printf_(b, "%s%s", first ? "" : "\\|", scal[k]);
+            first = false;
+        }
+    if (m & (0x1Fu << 5)) {
+        printf_(b, "%sA{", first ? "" : "\\|");
+        bool f2 = true;
+        for (unsigned k = 0; k < 5; k++)
+            if (m & (1u << (5 + k))) {
+                printf_(b, "%s%s", f2 ? "" : ",", arr[k]);
+                f2 = false;
+            }
+        puts_(b, "}");
+        first = false;
+    }
+    if (m & CR_M_STRUCT) {
+        printf_(b, "%s%s", first ? "" : "\\|", a->type != NULL ? a->type->name : "struct");
+        first = false;
+    }
+    if (m & CR_M_FUNC) {
+        printf_(b, "%sfunction", first ? "" : "\\|");
+        first = false;
+    }
+    if (m & CR_M_NOTHING)
+        printf_(b, "%s:", first ? "" : "\\|");
+}
+
+/* The index of the non-scalar rules: one line per registered signature. */
+static void generate_arrays(buf *b)
+{
+    const cr_registry *reg = cr_registry_builtin();
+    size_t n = cr_registry_size(reg);
+    puts_(b, "\n## Registered signatures\n\n");
+    puts_(b, "Every built-in signature with an array, function or struct argument, in "
+             "registration order: whether it has an frule and an rrule, and whether a test "
+             "registration (run by chainrules-check and the completeness test) covers it, "
+             "with a sampler of its own or the default box. `A{...}` is an array of the listed "
+             "element types, `:` the colon (cr_colon), `|` separates alternatives, `...` "
+             "repeats the last argument.\n\n");
+    puts_(b, "| signature | frule | rrule | test registration |\n");
+    puts_(b, "|---|---|---|---|\n");
+    size_t count = 0;
+    for (size_t i = 0; i < n; i++) {
+        cr_rule_info info;
+        if (cr_registry_get(reg, i, &info) != CR_OK || scalar_signature(&info))
+            continue;
+        count++;
+        printf_(b, "| `%s`(", info.fn->name);
+        for (size_t j = 0; j < info.nargs; j++) {
+            if (j)
+                puts_(b, ", ");
+            put_matcher(b, &info.args[j]);
+        }
+        printf_(b, "%s) | %s | %s | %s |\n", info.variadic ? "..." : "",
+                info.non_differentiable ? "NoTangent"
+                : info.has_frule        ? "yes"
+                                        : "no",
+                info.non_differentiable ? "NoTangent"
+                : info.has_rrule        ? "yes"
+                                        : "no",
+                info.test == NULL           ? "none"
+                : info.test->sample != NULL ? "custom sampler"
+                                            : "default box");
+    }
+    printf_(b, "\n%zu signatures.\n", count);
+}
+
+static bool g_arrays;
+
 /* The file's text with everything after the marker line replaced. */
 static bool compose(const char *path, buf *out)
 {
@@ -269,7 +350,10 @@ static bool compose(const char *path, buf *out)
     }
     put(out, in.p, (size_t)(m - in.p) + strlen(k_marker));
     free(in.p);
-    generate(out);
+    if (g_arrays)
+        generate_arrays(out);
+    else
+        generate(out);
     return true;
 }
 
@@ -280,15 +364,23 @@ int main(int argc, char **argv)
                 cr_status_name(cr_registry_builtin_status()));
         return 2;
     }
+    if (argc > 1 && strcmp(argv[1], "--arrays") == 0) {
+        g_arrays = true;
+        argv++;
+        argc--;
+    }
     if (argc == 1) {
         buf b = {0};
-        generate(&b);
+        if (g_arrays)
+            generate_arrays(&b);
+        else
+            generate(&b);
         fputs(b.p, stdout);
         free(b.p);
         return 0;
     }
     if (argc != 3 || (strcmp(argv[1], "--write") != 0 && strcmp(argv[1], "--check") != 0)) {
-        fputs("usage: gen-rules-doc [--write FILE | --check FILE]\n", stderr);
+        fputs("usage: gen-rules-doc [--arrays] [--write FILE | --check FILE]\n", stderr);
         return 2;
     }
     buf want = {0};
