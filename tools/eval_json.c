@@ -714,6 +714,26 @@ static void put_array(sbuf *b, const cr_array *a, bool zeros_only)
     put_array_rec(b, a, 0, &k, zeros_only);
 }
 
+/* A tuple (struct) value as a JSON list, each field written by put. */
+static bool put_fields(job *j, const cr_value *v, bool (*put)(job *, const cr_value *),
+                       const char *what)
+{
+    sbuf *b = j->out;
+    sb_puts(b, "[");
+    for (size_t i = 0; i < v->u.obj.type->nfields; i++) {
+        cr_value fv;
+        cr_status st = cr_type_field_value(v->u.obj.type, v->u.obj.ptr, i, &fv);
+        if (st != CR_OK)
+            return fail_lib(j, what, st);
+        if (i)
+            sb_puts(b, ",");
+        if (!put(j, &fv))
+            return false;
+    }
+    sb_puts(b, "]");
+    return true;
+}
+
 static bool put_value(job *j, const cr_value *v)
 {
     sbuf *b = j->out;
@@ -738,19 +758,7 @@ static bool put_value(job *j, const cr_value *v)
         put_array(b, v->u.arr, false);
         return true;
     case CR_KIND_STRUCT:
-        sb_puts(b, "[");
-        for (size_t i = 0; i < v->u.obj.type->nfields; i++) {
-            cr_value fv;
-            cr_status st = cr_type_field_value(v->u.obj.type, v->u.obj.ptr, i, &fv);
-            if (st != CR_OK)
-                return fail_lib(j, "primal", st);
-            if (i)
-                sb_puts(b, ",");
-            if (!put_value(j, &fv))
-                return false;
-        }
-        sb_puts(b, "]");
-        return true;
+        return put_fields(j, v, put_value, "primal");
     case CR_KIND_FUNC:
         sb_str(b, v->u.func.fn->name);
         return true;
@@ -819,19 +827,7 @@ static bool put_zero_of(job *j, const cr_value *p)
         put_array(b, p->u.arr, true);
         return true;
     case CR_KIND_STRUCT:
-        sb_puts(b, "[");
-        for (size_t i = 0; i < p->u.obj.type->nfields; i++) {
-            cr_value fv;
-            cr_status st = cr_type_field_value(p->u.obj.type, p->u.obj.ptr, i, &fv);
-            if (st != CR_OK)
-                return fail_lib(j, "zero tangent", st);
-            if (i)
-                sb_puts(b, ",");
-            if (!put_zero_of(j, &fv))
-                return false;
-        }
-        sb_puts(b, "]");
-        return true;
+        return put_fields(j, p, put_zero_of, "zero tangent");
     default:
         sb_puts(b, "null");
         return true;
