@@ -459,8 +459,9 @@ static void test_failures(void **state)
     assert_contains(cr_ctx_errmsg(h->ctx), "map: wave failed at element 0");
 }
 
-/* A functor recorded by the engine: its fields' cotangent is NotImplemented (the engine
- * cannot yet differentiate them), the arguments' cotangents are right. */
+/* A functor recorded through a plain overlay (which reads its field through env, not as a
+ * variable): its fields' cotangent is NotImplemented, the arguments' cotangents are right
+ * (tests/test_tape_closure.c has the closure overlay that differentiates the fields). */
 static void test_functor(void **state)
 {
     hfix *h = *state;

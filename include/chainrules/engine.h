@@ -76,6 +76,28 @@ CR_API cr_status cr_engine_overlay(cr_engine *eng, const cr_function *fn, cr_ad_
                                    size_t nout, void *env);
 
 /**
+ * The overlay of a closure (a functor: fn->self_type describes its fields), which reads
+ * its fields as variables: impl receives x[0..nf) = the closure's real fields (f64 and f32
+ * fields, nested structs walked depth-first, the order of cr_tape_struct_inputs(); nf =
+ * cr_type_real_fields(fn->self_type)), then x[nf..nf + nargs) = the arguments. On a tape the
+ * fields are constants (the values in the function value's self); under rrule_via_ad and
+ * frule_via_ad they are variables, so the pullback gives the closure's cotangent as a
+ * structural tangent of fn->self_type (∂self: real fields f64/f32, integer and bool fields
+ * NoTangent, function and array fields ZeroTangent) and frule_via_ad pushes a structural
+ * tangent of the closure forward. This is how map, sum(f, x), foldl, accumulate and
+ * broadcast give the cotangent of a closure's captured values (Zygote's closures).
+ * @param[in] eng  the engine.
+ * @param[in] fn   the function's identity (with a self_type); must outlive the engine.
+ * @param[in] impl its implementation against the tape API (fields first, then arguments).
+ * @param[in] nout number of results impl produces (1..8).
+ * @param[in] env  passed to impl (borrowed).
+ * @return CR_OK; CR_EINVAL (NULL, no self_type, nout outside 1..8, a nested struct field
+ *         without descriptor); CR_ENOMEM.
+ */
+CR_API cr_status cr_engine_overlay_closure(cr_engine *eng, const cr_function *fn, cr_ad_fn impl,
+                                           size_t nout, void *env);
+
+/**
  * Declare fn zero-adjoint: its results are constants to the AD (no derivative flows
  * through them, nothing is recorded). fn must have a primal or an overlay.
  * @return CR_OK; CR_EINVAL; CR_ENOMEM.

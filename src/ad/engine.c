@@ -3,6 +3,7 @@
  * in the generic rrule form, and the RuleConfig callbacks rrule_via_ad / frule_via_ad,
  * which record the function they are given on a sub-tape in the rule's arena.
  */
+#include <math.h>
 #include <string.h>
 
 #include "tape_impl.h"
@@ -97,6 +98,7 @@ static cr_status set_impl(cr_engine *eng, const cr_function *fn, int kind, cr_ad
         slot->impl = impl;
         slot->nout = nout;
         slot->env = env;
+        slot->closure = false;
     } else {
         slot->kind = kind;
     }
@@ -114,6 +116,25 @@ cr_status cr_engine_overlay(cr_engine *eng, const cr_function *fn, cr_ad_fn impl
                             "of results outside 1..%d",
                             CR__MAX_TUPLE);
     return set_impl(eng, fn, CR__IMPL_OVERLAY, impl, nout, env);
+}
+
+cr_status cr_engine_overlay_closure(cr_engine *eng, const cr_function *fn, cr_ad_fn impl,
+                                    size_t nout, void *env)
+{
+    if (eng == NULL)
+        return CR_EINVAL;
+    if (fn == NULL || fn->self_type == NULL)
+        return cr_ctx_error(eng->ctx, CR_EINVAL,
+                            "cr_engine_overlay_closure: %s has no self_type (use "
+                            "cr_engine_overlay for plain functions)",
+                            fn != NULL ? fn->name : "NULL function");
+    cr_status st = cr__type_check(eng->ctx, fn->self_type);
+    if (st == CR_OK)
+        st = cr_engine_overlay(eng, fn, impl, nout, env);
+    if (st != CR_OK)
+        return st;
+    ((cr__impl *)cr__engine_find(eng, fn))->closure = true;
+    return CR_OK;
 }
 
 cr_status cr_engine_zero_adjoint(cr_engine *eng, const cr_function *fn)
@@ -208,6 +229,8 @@ typedef struct via_env {
     cr_var outs[CR__MAX_TUPLE];
     uint8_t *kinds;
     const cr_function *fn;
+    size_t nfields; /* a closure overlay's real fields: the first sub-tape inputs */
+    bool zero;      /* f is zero-adjoint: its fields' cotangent is zero too */
 } via_env;
 
 /* The cotangent of the results as nout doubles. */
@@ -241,6 +264,46 @@ static cr_tangent arg_tangent(uint8_t kind, double v)
     return cr_tangent_none();
 }
 
+/* Real fields a closure overlay reads as variables (0 for other implementations). */
+static bool closure_overlay(const cr__impl *im)
+{
+    return im != NULL && im->kind == CR__IMPL_OVERLAY && im->closure;
+}
+static size_t closure_fields(const cr__impl *im)
+{
+    return closure_overlay(im) ? cr_type_real_fields(im->fn->self_type) : 0;
+}
+
+/* Record a closure's overlay on sub: its real fields become the first inputs (read from
+ * the function value's self), the arguments follow them in ins. */
+static cr_status via_closure(cr_arena *arena, cr_tape *sub, const cr__impl *im, const cr_value *f,
+                             const cr_value *args, size_t nargs, cr_var *ins, cr_var *outs,
+                             size_t *got)
+{
+    const cr_function *fn = f->u.func.fn;
+    size_t nf = cr_type_real_fields(fn->self_type);
+    cr_status st = CR_OK;
+    if (nf > 0) {
+        if (f->u.func.self == NULL)
+            return CR__FAIL(arena, CR_EINVAL,
+                            "via_ad(%s): a closure value without fields (self is NULL)", fn->name);
+        st = cr_tape_struct_inputs(sub, fn->self_type, f->u.func.self, ins, nf);
+    }
+    if (st == CR_OK)
+        st = via_inputs(arena, sub, f, args, nargs, ins + nf);
+    if (st != CR_OK)
+        return st;
+    for (size_t o = 0; o < im->nout; o++)
+        outs[o] = cr_const((double)NAN);
+    st = im->impl(sub, ins, nf + nargs, outs, im->nout, im->env);
+    if (st != CR_OK && cr_tape_status(sub) == CR_OK)
+        return CR__FAIL(arena, st, "%s (overlay) failed: %s", fn->name, cr_status_str(st));
+    if (cr_tape_status(sub) != CR_OK)
+        return cr_tape_status(sub);
+    *got = im->nout;
+    return CR_OK;
+}
+
 static const cr_notimpl k_self_notimpl = {
     __FILE__, __LINE__,
     "the derivative with respect to the fields of a closure recorded by rrule_via_ad"};
@@ -253,16 +316,29 @@ static cr_status rrule_via_ad_pullback(const cr_tangent *dy, cr_tangent *dx, siz
     cr_status st = via_seeds(arena, e, dy, g);
     if (st != CR_OK)
         return st;
+    size_t nf = e->nfields, nin = nf + e->nargs;
+    /* A closure's field cotangents outlive the scratch: they go into dx[0]. */
+    cr_arena_mark mk0 = cr_arena_get_mark(arena);
+    double *xbar = nf > 0 ? cr_arena_alloc(arena, nin * sizeof *xbar, _Alignof(double)) : NULL;
     cr_arena_mark mk = cr_arena_get_mark(arena);
-    double *xbar =
-        cr_arena_alloc(arena, (e->nargs ? e->nargs : 1) * sizeof *xbar, _Alignof(double));
+    if (nf == 0)
+        xbar = cr_arena_alloc(arena, (nin ? nin : 1) * sizeof *xbar, _Alignof(double));
     if (xbar == NULL)
         return CR__ALLOC_STATUS(arena);
-    st = cr_tape_vjp(e->sub, e->outs, g, e->nout, e->ins, e->nargs, xbar);
+    st = cr_tape_vjp(e->sub, e->outs, g, e->nout, e->ins, nin, xbar);
     if (st == CR_OK) {
-        dx[0] = e->fn->self_type != NULL ? cr_tangent_notimpl(&k_self_notimpl) : cr_tangent_none();
+        cr_arena_rewind(arena, mk);
+        if (nf > 0)
+            st = cr__struct_tangent(arena, e->fn->self_type, xbar, &dx[0]);
+        else
+            dx[0] = e->fn->self_type == NULL ? cr_tangent_none()
+                    : e->zero                ? cr_tangent_zero()
+                                             : cr_tangent_notimpl(&k_self_notimpl);
         for (size_t j = 0; j < e->nargs && j + 1 < nx; j++)
-            dx[j + 1] = arg_tangent(e->kinds[j], xbar[j]);
+            dx[j + 1] = arg_tangent(e->kinds[j], xbar[nf + j]);
+        if (st != CR_OK)
+            cr_arena_rewind(arena, mk0);
+        return st;
     } else if (cr_tape_status(e->sub) != CR_OK) {
         cr_ctx_error(cr_arena_ctx(arena), st, "%s", cr_tape_errmsg(e->sub));
     }
@@ -286,8 +362,10 @@ static cr_status engine_rrule_via_ad(const cr_config *cfg, cr_arena *arena, cons
         if (st != CR_NOTHING)
             return st;
     }
+    size_t nf = closure_fields(im);
     via_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(via_env));
-    cr_var *ins = cr_arena_alloc(arena, (nargs ? nargs : 1) * sizeof *ins, _Alignof(cr_var));
+    cr_var *ins =
+        cr_arena_alloc(arena, (nf + nargs ? nf + nargs : 1) * sizeof *ins, _Alignof(cr_var));
     uint8_t *kinds = cr_arena_alloc(arena, nargs ? nargs : 1, 1);
     if (e == NULL || ins == NULL || kinds == NULL)
         return CR__ALLOC_STATUS(arena);
@@ -295,9 +373,10 @@ static cr_status engine_rrule_via_ad(const cr_config *cfg, cr_arena *arena, cons
     cr_status st = cr__tape_new_in(arena, eng, 0, &sub);
     if (st != CR_OK)
         return st;
-    st = via_inputs(arena, sub, f, args, nargs, ins);
     size_t got = 0;
-    if (st == CR_OK)
+    if (closure_overlay(im))
+        st = via_closure(arena, sub, im, f, args, nargs, ins, e->outs, &got);
+    else if ((st = via_inputs(arena, sub, f, args, nargs, ins)) == CR_OK)
         st = cr__tape_call_any(sub, f, ins, nargs, e->outs, CR__MAX_TUPLE, &got);
     if (st != CR_OK)
         return st;
@@ -315,6 +394,8 @@ static cr_status engine_rrule_via_ad(const cr_config *cfg, cr_arena *arena, cons
     e->ins = ins;
     e->kinds = kinds;
     e->fn = f->u.func.fn;
+    e->nfields = nf;
+    e->zero = im != NULL && im->kind == CR__IMPL_ZERO;
     pb->fn = rrule_via_ad_pullback;
     pb->env = e;
     pb->name = "rrule_via_ad_pullback";
@@ -331,12 +412,13 @@ static cr_status engine_frule_via_ad(const cr_config *cfg, cr_arena *arena, cons
     if (f == NULL || f->kind != CR_KIND_FUNC || f->u.func.fn == NULL || y == NULL || dy == NULL ||
         dargs == NULL || (nargs > 0 && args == NULL))
         return CR__FAIL(arena, CR_EINVAL, "frule_via_ad: invalid arguments");
-    if (f->u.func.fn->self_type != NULL && !cr_tangent_is_zero(dargs[0]))
-        return CR__FAIL(arena, CR_EUNIMPL,
-                        "frule_via_ad(%s): a tangent of the closure's fields is not supported "
-                        "by the scalar engine",
-                        f->u.func.fn->name);
     const cr__impl *im = eng != NULL ? cr__engine_find(eng, f->u.func.fn) : NULL;
+    size_t nf = closure_fields(im);
+    if (f->u.func.fn->self_type != NULL && nf == 0 && !cr_tangent_is_zero(dargs[0]))
+        return CR__FAIL(arena, CR_EUNIMPL,
+                        "frule_via_ad(%s): a tangent of the closure's fields needs an overlay "
+                        "that reads them (cr_engine_overlay_closure)",
+                        f->u.func.fn->name);
     if (im == NULL || im->kind != CR__IMPL_ZERO) {
         cr_status st = cr_frule(cr_engine_config(eng), arena, dargs, f, args, nargs, y, dy);
         if (st != CR_NOTHING)
@@ -346,23 +428,27 @@ static cr_status engine_frule_via_ad(const cr_config *cfg, cr_arena *arena, cons
     size_t got = 0;
     /* Everything the recording needs is scratch: only the results are kept. */
     cr_arena_mark mk = cr_arena_get_mark(arena);
-    cr_var *ins = cr_arena_alloc(arena, (nargs ? nargs : 1) * sizeof *ins, _Alignof(cr_var));
-    double *xdot = cr_arena_alloc(arena, (nargs ? nargs : 1) * sizeof *xdot, _Alignof(double));
+    size_t nin = nf + nargs;
+    cr_var *ins = cr_arena_alloc(arena, (nin ? nin : 1) * sizeof *ins, _Alignof(cr_var));
+    double *xdot = cr_arena_alloc(arena, (nin ? nin : 1) * sizeof *xdot, _Alignof(double));
     cr_status st = ins == NULL || xdot == NULL ? CR__ALLOC_STATUS(arena) : CR_OK;
     cr_tape *sub = NULL;
     cr_var outs[CR__MAX_TUPLE];
     if (st == CR_OK)
         st = cr__tape_new_in(arena, eng, CR_TAPE_FORWARD, &sub);
-    if (st == CR_OK)
-        st = via_inputs(arena, sub, f, args, nargs, ins);
+    if (st == CR_OK && nf > 0)
+        st = cr__struct_tangent_values(arena, "frule_via_ad", f->u.func.fn->self_type, dargs[0],
+                                       xdot);
     for (size_t j = 0; j < nargs && st == CR_OK; j++) {
-        xdot[j] = 0.0;
-        st = cr__accum_real(arena, "frule_via_ad", dargs[j + 1], &xdot[j]);
+        xdot[nf + j] = 0.0;
+        st = cr__accum_real(arena, "frule_via_ad", dargs[j + 1], &xdot[nf + j]);
     }
-    if (st == CR_OK)
+    if (st == CR_OK && closure_overlay(im))
+        st = via_closure(arena, sub, im, f, args, nargs, ins, outs, &got);
+    else if (st == CR_OK && (st = via_inputs(arena, sub, f, args, nargs, ins)) == CR_OK)
         st = cr__tape_call_any(sub, f, ins, nargs, outs, CR__MAX_TUPLE, &got);
     if (st == CR_OK)
-        st = cr_tape_jvp(sub, ins, xdot, nargs, outs, got, ydot);
+        st = cr_tape_jvp(sub, ins, xdot, nin, outs, got, ydot);
     for (size_t o = 0; o < got && st == CR_OK; o++)
         yv[o] = outs[o].v;
     cr_arena_rewind(arena, mk);

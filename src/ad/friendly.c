@@ -254,3 +254,83 @@ cr_status cr_tape_gradient_tangent(cr_tape *t, cr_var y, const cr_type *type, co
     cr_arena_rewind(t->arena, mk);
     return st;
 }
+
+/* ---- Closures (engine.c, tape.c): a functor's fields as variables ----------------------- */
+
+static void values_walk(const cr_type *type, const unsigned char *obj, double *out, size_t *k)
+{
+    for (size_t i = 0; i < type->nfields; i++) {
+        const cr_field *fd = &type->fields[i];
+        const unsigned char *p = obj + fd->offset;
+        if (fd->kind == CR_KIND_F64) {
+            memcpy(&out[(*k)++], p, sizeof(double));
+        } else if (fd->kind == CR_KIND_F32) {
+            float v;
+            memcpy(&v, p, sizeof v);
+            out[(*k)++] = (double)v;
+        } else if (fd->kind == CR_KIND_STRUCT) {
+            values_walk(fd->type, p, out, k);
+        }
+    }
+}
+
+cr_status cr__type_check(cr_ctx *ctx, const cr_type *type)
+{
+    return check_type(ctx, type);
+}
+
+cr_status cr__struct_values(cr_ctx *ctx, const cr_type *type, const void *obj, double *out)
+{
+    cr_status st = check_type(ctx, type);
+    if (st != CR_OK)
+        return st;
+    size_t k = 0;
+    values_walk(type, obj, out, &k);
+    return CR_OK;
+}
+
+cr_status cr__struct_tangent(cr_arena *arena, const cr_type *type, const double *g, cr_tangent *out)
+{
+    size_t k = 0;
+    return tangent_walk(arena, type, g, &k, out);
+}
+
+/* The real fields of a tangent of `type`, depth-first: a structural tangent's f64 / f32
+ * fields (a zero or absent field gives 0), nested structs walked. */
+static cr_status flatten_walk(cr_arena *arena, const char *who, const cr_type *type, cr_tangent d,
+                              double *out, size_t *k)
+{
+    cr_status st = cr_tangent_unthunk(d, &d);
+    if (st != CR_OK)
+        return st;
+    bool zero = cr_tangent_is_zero(d);
+    if (!zero && d.tag != CR_TAN_STRUCT)
+        return CR__FAIL(arena, CR_ETANGENT,
+                        "%s: the tangent of the closure %s must be structural (got %s)", who,
+                        type->name, cr_tag_name((cr_tag)d.tag));
+    for (size_t i = 0; i < type->nfields; i++) {
+        const cr_field *fd = &type->fields[i];
+        if (fd->kind != CR_KIND_F64 && fd->kind != CR_KIND_F32 && fd->kind != CR_KIND_STRUCT)
+            continue;
+        cr_tangent fi = zero ? cr_tangent_zero() : cr_tangent_field(d, i);
+        if (fd->kind == CR_KIND_STRUCT) {
+            st = flatten_walk(arena, who, fd->type, fi, out, k);
+            if (st != CR_OK)
+                return st;
+            continue;
+        }
+        out[*k] = 0.0;
+        st = cr__accum_real(arena, who, fi, &out[*k]);
+        if (st != CR_OK)
+            return st;
+        (*k)++;
+    }
+    return CR_OK;
+}
+
+cr_status cr__struct_tangent_values(cr_arena *arena, const char *who, const cr_type *type,
+                                    cr_tangent d, double *out)
+{
+    size_t k = 0;
+    return flatten_walk(arena, who, type, d, out, &k);
+}

@@ -1152,6 +1152,37 @@ static cr_status check_nout(cr_tape *t, const char *fname, size_t k, size_t nout
 }
 
 /* Call f with its primal (or its overlay on constants): the results are constants. */
+/* Run an overlay on the tape. A closure's overlay receives the closure's real fields
+ * first: constants here (their values in the function value's self). */
+static cr_status run_overlay(cr_tape *t, const cr__impl *im, const cr_value *f, const cr_var *args,
+                             size_t nargs, cr_var *out, size_t k)
+{
+    if (!im->closure)
+        return im->impl(t, args, nargs, out, k, im->env);
+    const cr_function *fn = f->u.func.fn;
+    size_t nf = cr_type_real_fields(fn->self_type);
+    if (nf > 0 && f->u.func.self == NULL)
+        return cr__tape_fail(t, CR_EINVAL, "%s: a closure value without fields (self is NULL)",
+                             fn->name);
+    cr_var *x =
+        cr_arena_alloc(t->arena, (nf + nargs ? nf + nargs : 1) * sizeof *x, _Alignof(cr_var));
+    if (x == NULL)
+        return fail_from_ctx(t, CR__ALLOC_STATUS(t->arena), fn->name);
+    cr_arena_mark mk = cr_arena_get_mark(t->arena);
+    double *v = cr_arena_alloc(t->arena, (nf ? nf : 1) * sizeof *v, _Alignof(double));
+    if (v == NULL)
+        return fail_from_ctx(t, CR__ALLOC_STATUS(t->arena), fn->name);
+    cr_status st = cr__struct_values(t->ctx, fn->self_type, f->u.func.self, v);
+    for (size_t j = 0; j < nf && st == CR_OK; j++)
+        x[j] = cr_const(v[j]);
+    cr_arena_rewind(t->arena, mk);
+    if (st != CR_OK)
+        return fail_from_ctx(t, st, fn->name);
+    if (nargs > 0)
+        memcpy(x + nf, args, nargs * sizeof *x);
+    return im->impl(t, x, nf + nargs, out, k, im->env);
+}
+
 static cr_status call_constant(cr_tape *t, const cr_value *f, const cr__impl *im,
                                const cr_var *args, const cr_value *vals, size_t nargs, cr_var *out,
                                size_t nout, size_t *got)
@@ -1193,7 +1224,7 @@ static cr_status call_constant(cr_tape *t, const cr_value *f, const cr__impl *im
                        : cr__tape_fail(t, CR_EINVAL, "%s: too many arguments", fn->name);
         for (size_t j = 0; j < nargs; j++)
             cargs[j] = cr_const(args[j].v);
-        cr_status st = im->impl(t, cargs, nargs, out, im->nout, im->env);
+        cr_status st = run_overlay(t, im, f, cargs, nargs, out, im->nout);
         if (st != CR_OK)
             return cr__tape_fail(t, st, "%s (zero-adjoint overlay) failed: %s", fn->name,
                                  cr_status_str(st));
@@ -1344,7 +1375,7 @@ cr_status cr__tape_call_any(cr_tape *t, const cr_value *f, const cr_var *args, s
         size_t k = im->nout;
         if (check_nout(t, fn->name, k, nout, got) != CR_OK)
             return t->status;
-        st = im->impl(t, args, nargs, out, k, im->env);
+        st = run_overlay(t, im, f, args, nargs, out, k);
         if (st != CR_OK && t->status == CR_OK)
             return cr__tape_fail(t, st, "%s (overlay) failed: %s", fn->name, cr_status_str(st));
         return t->status;

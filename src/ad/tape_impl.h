@@ -244,6 +244,8 @@ typedef struct cr__impl {
     cr_ad_fn impl;
     void *env;
     size_t nout;
+    bool closure; /* the overlay receives the functor's real fields first
+                     (cr_engine_overlay_closure) */
 } cr__impl;
 
 struct cr_engine {
@@ -295,6 +297,25 @@ CR_INTERNAL cr_status cr__accum_real(cr_arena *arena, const char *who, cr_tangen
 
 /* Start a new chunk of records with room for at least `need` words. */
 CR_INTERNAL cr_status cr__tape_grow(cr_tape *t, size_t need);
+
+/* ---- Closures (friendly.c) -------------------------------------------------------------- */
+
+/* CR_EINVAL (with a message) when a nested struct field of `type` has no descriptor. */
+CR_INTERNAL cr_status cr__type_check(cr_ctx *ctx, const cr_type *type);
+
+/* The real fields of the struct obj of `type` (depth-first, as cr_tape_struct_inputs makes
+ * variables of them) into out[cr_type_real_fields(type)]. CR_EINVAL for a nested struct
+ * without descriptor. */
+CR_INTERNAL cr_status cr__struct_values(cr_ctx *ctx, const cr_type *type, const void *obj,
+                                        double *out);
+
+/* The structural tangent of `type` whose real fields are g (depth-first), in `arena`. */
+CR_INTERNAL cr_status cr__struct_tangent(cr_arena *arena, const cr_type *type, const double *g,
+                                         cr_tangent *out);
+
+/* The real fields of a tangent of `type` (structural, zero or a thunk of one) into out. */
+CR_INTERNAL cr_status cr__struct_tangent_values(cr_arena *arena, const char *who,
+                                                const cr_type *type, cr_tangent d, double *out);
 
 /* Make a new, empty tape a replay tape (prepared gradients). */
 CR_INTERNAL void cr__tape_make_replay(cr_tape *t);
