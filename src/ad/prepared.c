@@ -170,6 +170,11 @@ cr_status cr__prepared_build(cr_prepared *p)
     p->nres_slots = 0;
     st = walk(p, p->prog, &nrec, &nconst);
     p->nprog = nrec ? nrec : 1;
+    /* The inputs recorded first, in order (the usual case), are copied in one go. */
+    p->nlead = 0;
+    while (p->nlead < nrec && p->prog[p->nlead].code == CR__ROP_INPUT &&
+           p->prog[p->nlead].res == p->nlead && p->prog[p->nlead].src[0] == p->nlead)
+        p->nlead++;
     p->mark = cr_arena_get_mark(p->tape->arena);
     return st;
 }
@@ -220,7 +225,9 @@ static cr_status guard_failed(cr_prepared *p, const cr__rop *r, double a, double
 static cr_status forward(cr_prepared *p, const double *inputs)
 {
     double *v = p->vals;
-    cr__rop *r = p->prog, *end = p->prog + p->nprog;
+    cr__rop *r = p->prog + p->nlead, *end = p->prog + p->nprog;
+    if (p->nlead > 0)
+        memcpy(v, inputs, p->nlead * sizeof *v);
     for (; r < end; r++) {
         switch (r->code) {
 #define ARITH(NAME, NIN, NOUT, PRIMAL, ...)     \
@@ -284,7 +291,8 @@ static cr_status reverse(cr_prepared *p)
     adj[p->y.idx] = 1.0;
     if (p->has_arrays)
         cr__array_clear(p->tape);
-    for (const cr__rop *r = p->prog + p->ntop; r-- > p->prog;) {
+    const cr__rop *first = p->prog + (p->nlead < p->ntop ? p->nlead : p->ntop);
+    for (const cr__rop *r = p->prog + p->ntop; r-- > first;) {
         switch (r->code) {
         case CR__ROP_neg: {
             double g = adj[r->res];

@@ -44,6 +44,7 @@ struct cr_prepared {
     cr__rop *prog; /* the program, one instruction per record */
     size_t nprog;
     size_t ntop;  /* instructions up to the one that makes y */
+    size_t nlead; /* leading inputs in order: variable j is input j */
     double *vals; /* workspace: variables' values, then the constants; then the adjoints */
     double *adj;
     size_t nws;          /* doubles of workspace */
