@@ -401,9 +401,11 @@ typedef struct cr_prepared cr_prepared;
  *
  * The replay is exact when f's operations do not depend on the inputs except through the
  * tape: branch with cr_tape_cmp() (the outcome is checked at each replay), never on `x.v`;
- * a constant made from a variable's value (cr_const(x.v)) keeps its recorded value. Rules
- * with pullbacks cannot be replayed (CR_EUNIMPL when preparing): f may use scalar-table
- * functions and overlays.
+ * a constant made from a variable's value (cr_const(x.v)) keeps its recorded value. f may
+ * use scalar-table functions, overlays and array functions (cr_tape_acall(), replayed by
+ * calling their rrules again, as cr_prepare_gradient_arrays() describes); scalar rules kept
+ * as pullbacks (cr_tape_call() of a function that is not a row) cannot be replayed
+ * (CR_EUNIMPL when preparing).
  * @param[in]  ctx allocations and errors; must outlive the prepared gradient.
  * @param[in]  eng rules and user functions; NULL: built-in rules.
  * @param[in]  f   the function (its env must stay valid only during this call).
@@ -418,16 +420,19 @@ CR_API cr_status cr_prepare_gradient(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn
                                      const double *x, size_t n, cr_prepared **out);
 
 /**
- * Value and gradient at new inputs, by replaying the prepared recording. Allocates nothing.
+ * Value and gradient at new inputs, by replaying the prepared recording. Allocates nothing
+ * (after the first call, when f calls array functions).
  * @param[in]  p    the prepared gradient.
  * @param[in]  x    n inputs.
  * @param[in]  n    must be the number the gradient was prepared for.
  * @param[out] y    the value (may be NULL).
  * @param[out] grad n partial derivatives.
- * @return CR_OK; CR_ESHAPE (another number of inputs); CR_EDOMAIN (a comparison recorded
- *         with cr_tape_cmp() comes out otherwise at x: the recording does not describe f
- *         there; nothing is written, prepare again at x); CR_EINVAL.
- *         A failed replay leaves the prepared gradient usable.
+ * @return CR_OK; CR_ESHAPE (another number of inputs; an array function's result of
+ *         another shape); CR_EDOMAIN (a comparison recorded with cr_tape_cmp() comes out
+ *         otherwise at x: the recording does not describe f there; nothing is written,
+ *         prepare again at x); a rule's status at x; CR_EINVAL (NULL, a gradient prepared
+ *         with cr_prepare_gradient_arrays()). A failed replay leaves the prepared gradient
+ *         usable.
  */
 CR_API cr_status cr_prepared_value_and_gradient(cr_prepared *p, const double *x, size_t n,
                                                 double *y, double *grad);
