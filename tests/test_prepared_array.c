@@ -16,7 +16,7 @@
 #define FD_RTOL 1e-7
 
 typedef struct counter {
-    size_t allocs, live;
+    size_t allocs, live, fail_at;
 } counter;
 
 static void *counting_realloc(void *env, void *ptr, size_t old_size, size_t new_size)
@@ -30,6 +30,8 @@ static void *counting_realloc(void *env, void *ptr, size_t old_size, size_t new_
         return NULL;
     }
     c->allocs++;
+    if (c->fail_at != 0 && c->allocs == c->fail_at)
+        return NULL;
     void *p = realloc(ptr, new_size);
     if (p != NULL && ptr == NULL)
         c->live++;
@@ -554,6 +556,56 @@ static void test_refusals(void **state)
     assert_null(p);
 }
 
+/* Allocation failures while preparing and during the first call: CR_ENOMEM, nothing
+ * leaks, and a prepared gradient whose first call failed works at the next one. */
+static void test_fault_injection(void **state)
+{
+    (void)state;
+    enum { N = 2000 }; /* the first call needs arena blocks of its own */
+    bool prepared = false, failed_call = false;
+    for (size_t k = 1; k < 400 && !prepared; k++) {
+        counter c = {.fail_at = k};
+        cr_ctx *ctx;
+        cr_ctx_params cp = {
+            .struct_size = sizeof cp, .realloc_fn = counting_realloc, .alloc_env = &c};
+        if (cr_ctx_new(&cp, &ctx) != CR_OK)
+            continue;
+        static double x[N], g[N];
+        double y;
+        for (size_t i = 0; i < N; i++)
+            x[i] = cos((double)i);
+        cr_array xa = cr_array_vector(x, N), ga = cr_array_vector(g, N);
+        const cr_array *xs[1] = {&xa};
+        cr_array *gs[1] = {&ga};
+        cr_prepared *p;
+        cr_status st = cr_prepare_gradient_arrays(ctx, NULL, rosen_t, NULL, xs, 1, &p);
+        if (st == CR_OK) {
+            st = cr_prepared_value_and_gradient_arrays(p, xs, 1, &y, gs);
+            if (st != CR_OK) {
+                assert_int_equal(st, CR_ENOMEM);
+                failed_call = true;
+                assert_int_equal(cr_prepared_value_and_gradient_arrays(p, xs, 1, &y, gs), CR_OK);
+            } else {
+                prepared = true;
+            }
+            assert_close(y, rosen_c(x, N), 1e-13);
+            for (size_t i = 0; i + 1 < N; i++) {
+                double want = -400 * (x[i + 1] - x[i] * x[i]) * x[i] - 2 * (1 - x[i]) +
+                              (i > 0 ? 200 * (x[i] - x[i - 1] * x[i - 1]) : 0);
+                assert_close(g[i], want, 1e-12);
+            }
+            cr_prepared_free(p);
+        } else {
+            assert_int_equal(st, CR_ENOMEM);
+            assert_null(p);
+        }
+        cr_ctx_free(ctx);
+        assert_int_equal(c.live, 0);
+    }
+    assert_true(prepared);
+    assert_true(failed_call);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -564,6 +616,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_scalar_inputs_array_ops, fixture_setup,
                                         fixture_teardown),
         cmocka_unit_test_setup_teardown(test_refusals, fixture_setup, fixture_teardown),
+        cmocka_unit_test(test_fault_injection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
