@@ -28,6 +28,7 @@
  *                      loop, per call
  *   mse_prepared_ns    the same from a prepared gradient (recorded once, replayed)
  *   mse_array_ns       the same as array operations (x an array variable), per call
+ *   mse_array_prepared_ns  the array form from a prepared gradient (its rules called again)
  *
  * Usage: chainrules-bench [figure...]   (no argument: all figures)
  */
@@ -768,6 +769,59 @@ static int fig_mse_array(double *out)
     return isnan(*out);
 }
 
+/* The array form, prepared once (cr_prepare_gradient_arrays) and replayed. */
+static cr_status mse_array_taped(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void *env)
+{
+    (void)n;
+    const cr_array *target = env;
+    cr_avar d = cr_abroadcast2(t, &cr_fn_sub, cr_targ_arr(xs[0]), cr_targ_arr(cr_aconst(target)));
+    cr_var s = cr_asum(t, cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(d)));
+    *y = cr_div(t, s, cr_const((double)SMALL_N));
+    return cr_tape_status(t);
+}
+
+typedef struct prep_arr_env {
+    cr_prepared *p;
+    double x[SMALL_N], grad[SMALL_N];
+    cr_array xa, ya, ga;
+} prep_arr_env;
+
+static double prepared_array_calls(void *env)
+{
+    prep_arr_env *e = env;
+    const cr_array *xs[1] = {&e->xa};
+    cr_array *gs[1] = {&e->ga};
+    double s = 0, y;
+    for (long i = 0; i < SMALL_CALLS; i++) {
+        e->x[0] += 1e-9;
+        if (cr_prepared_value_and_gradient_arrays(e->p, xs, 1, &y, gs) != CR_OK)
+            return (double)NAN;
+        s += y + e->grad[0];
+    }
+    return s;
+}
+
+static int fig_mse_array_prepared(double *out)
+{
+    prep_arr_env e;
+    double want[SMALL_N], y;
+    small_inputs(e.x);
+    mse_grad_hand(e.x, want);
+    e.xa = cr_array_vector(e.x, SMALL_N);
+    e.ya = cr_array_vector(k_mse_target, SMALL_N);
+    e.ga = cr_array_vector(e.grad, SMALL_N);
+    const cr_array *xs[1] = {&e.xa};
+    cr_array *gs[1] = {&e.ga};
+    if (cr_prepare_gradient_arrays(g_ctx, NULL, mse_array_taped, &e.ya, xs, 1, &e.p) != CR_OK)
+        return 1;
+    if (cr_prepared_value_and_gradient_arrays(e.p, xs, 1, &y, gs) != CR_OK ||
+        check_close("prepared array mse gradient", e.grad, want, SMALL_N, 1e-15))
+        return 1;
+    *out = median_time(prepared_array_calls, &e, RUNS) / SMALL_CALLS;
+    cr_prepared_free(e.p);
+    return isnan(*out);
+}
+
 static const struct {
     const char *name;
     int (*fn)(double *out);
@@ -785,6 +839,7 @@ static const struct {
     {"mse_ns", fig_mse, "ns", "%s %.1f %s\n"},
     {"mse_prepared_ns", fig_mse_prepared, "ns", "%s %.1f %s\n"},
     {"mse_array_ns", fig_mse_array, "ns", "%s %.1f %s\n"},
+    {"mse_array_prepared_ns", fig_mse_array_prepared, "ns", "%s %.1f %s\n"},
 };
 
 static int wanted(int argc, char **argv, const char *name)

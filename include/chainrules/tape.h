@@ -401,9 +401,11 @@ typedef struct cr_prepared cr_prepared;
  *
  * The replay is exact when f's operations do not depend on the inputs except through the
  * tape: branch with cr_tape_cmp() (the outcome is checked at each replay), never on `x.v`;
- * a constant made from a variable's value (cr_const(x.v)) keeps its recorded value. Rules
- * with pullbacks cannot be replayed (CR_EUNIMPL when preparing): f may use scalar-table
- * functions and overlays.
+ * a constant made from a variable's value (cr_const(x.v)) keeps its recorded value. f may
+ * use scalar-table functions, overlays and array functions (cr_tape_acall(), replayed by
+ * calling their rrules again, as cr_prepare_gradient_arrays() describes); scalar rules kept
+ * as pullbacks (cr_tape_call() of a function that is not a row) cannot be replayed
+ * (CR_EUNIMPL when preparing).
  * @param[in]  ctx allocations and errors; must outlive the prepared gradient.
  * @param[in]  eng rules and user functions; NULL: built-in rules.
  * @param[in]  f   the function (its env must stay valid only during this call).
@@ -418,16 +420,19 @@ CR_API cr_status cr_prepare_gradient(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn
                                      const double *x, size_t n, cr_prepared **out);
 
 /**
- * Value and gradient at new inputs, by replaying the prepared recording. Allocates nothing.
+ * Value and gradient at new inputs, by replaying the prepared recording. Allocates nothing
+ * (after the first call, when f calls array functions).
  * @param[in]  p    the prepared gradient.
  * @param[in]  x    n inputs.
  * @param[in]  n    must be the number the gradient was prepared for.
  * @param[out] y    the value (may be NULL).
  * @param[out] grad n partial derivatives.
- * @return CR_OK; CR_ESHAPE (another number of inputs); CR_EDOMAIN (a comparison recorded
- *         with cr_tape_cmp() comes out otherwise at x: the recording does not describe f
- *         there; nothing is written, prepare again at x); CR_EINVAL.
- *         A failed replay leaves the prepared gradient usable.
+ * @return CR_OK; CR_ESHAPE (another number of inputs; an array function's result of
+ *         another shape); CR_EDOMAIN (a comparison recorded with cr_tape_cmp() comes out
+ *         otherwise at x: the recording does not describe f there; nothing is written,
+ *         prepare again at x); a rule's status at x; CR_EINVAL (NULL, a gradient prepared
+ *         with cr_prepare_gradient_arrays()). A failed replay leaves the prepared gradient
+ *         usable.
  */
 CR_API cr_status cr_prepared_value_and_gradient(cr_prepared *p, const double *x, size_t n,
                                                 double *y, double *grad);
@@ -579,12 +584,36 @@ CR_API cr_avar cr_tape_array_input(cr_tape *t, const cr_array *a);
  * @param[out] out   the result (a NaN constant scalar on failure).
  * @return the tape's status: CR_OK; CR_ENORULE (no rrule for these argument kinds, naming
  *         them); CR_ETAPE (a variable of another recording); CR_EINVAL (NULL, a bad argument
- *         kind); CR_EUNIMPL (a tuple or non-float result; a prepared or second-order tape,
- *         which do not record array functions); the rule's status (CR_ESHAPE, ...);
- *         CR_ENOMEM, CR_EARENA.
+ *         kind, a tuple result: see cr_tape_acall_n()); CR_EUNIMPL (a non-float result; a
+ *         second-order tape, which does not record array functions); the rule's status
+ *         (CR_ESHAPE, ...); CR_ENOMEM, CR_EARENA.
  */
 CR_API cr_status cr_tape_acall(cr_tape *t, const cr_value *f, const cr_targ *args, size_t nargs,
                                cr_targ *out);
+
+/** Most elements of a tuple result cr_tape_acall_n() takes. */
+#define CR_TAPE_MAX_TUPLE 8
+
+/**
+ * f(args...) for a function with an rrule whose result is a tuple (svd, eigen, qr, lu,
+ * findmax, findmin, extrema, logabsdet, ...), recorded as cr_tape_acall() records one
+ * result: each float element becomes a variable (a scalar variable for an f64 or f32
+ * element, an array variable for a float array), each integer element (an index, a pivot
+ * vector) a constant value (CR_TARG_VALUE). The pullback receives a tuple cotangent whose
+ * elements nobody used are zero (NoTangent for the integer ones). A function with one
+ * result may be called with nout = 1, as with cr_tape_acall().
+ * @param[in]  t     the tape (NULL: the current tape).
+ * @param[in]  f     a function value with rules.
+ * @param[in]  args  nargs arguments.
+ * @param[in]  nargs number of arguments.
+ * @param[out] out   nout results, one per tuple element (NaN constants on failure).
+ * @param[in]  nout  number of results expected: the tuple's length (at most
+ *                   CR_TAPE_MAX_TUPLE), or 1 for a function with one result.
+ * @return as cr_tape_acall(); CR_EINVAL when nout is not the result's length; CR_EUNIMPL
+ *         for a tuple element the tape cannot hold (a complex scalar, a nested struct).
+ */
+CR_API cr_status cr_tape_acall_n(cr_tape *t, const cr_value *f, const cr_targ *args, size_t nargs,
+                                 cr_targ *out, size_t nout);
 
 /**
  * cr_tape_acall() for an array result.
@@ -702,6 +731,67 @@ CR_API cr_status cr_tape_gradient_arrays(cr_tape *t, cr_var y, const cr_var *xs,
 CR_API cr_status cr_tape_avjp(cr_tape *t, cr_avar y, const cr_array *ybar, const cr_var *xs,
                               size_t n, double *xbar, const cr_avar *as, size_t na,
                               cr_array *const *abar);
+
+/* ---- Prepared gradients of functions of arrays ------------------------------------------- */
+
+/**
+ * A function of array variables written against the engine (cr_prepare_gradient_arrays()):
+ * compute the scalar output y from the n array inputs xs with array functions
+ * (cr_tape_acall(), cr_tape_acall_n(), cr_asum(), ...) and scalar operations on tape t.
+ * @return CR_OK or an error (usually cr_tape_status(t)).
+ */
+typedef cr_status (*cr_ad_array_fn)(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void *env);
+
+/**
+ * Prepare the gradient of a function of arrays: record f once at the arrays xs on a replay
+ * tape, keeping each array function's rule, arguments and result shapes with its record.
+ * cr_prepared_value_and_gradient_arrays() then replays the recording at new arrays of the
+ * same shapes and dtypes: scalar operations are evaluated again from their rows, and each
+ * array function's rrule is called again with the new argument values (its pullback is the
+ * derivative at the new point), in memory that is reused from call to call.
+ *
+ * As for cr_prepare_gradient(): branch with cr_tape_cmp(); constants (cr_const(),
+ * cr_aconst(), cr_targ_value()) keep their recorded values, and the arrays they hold must
+ * stay valid as long as the prepared gradient. Integer elements of tuple results (indices,
+ * pivots) are constants too: a replay where one of them changes fails (CR_EDOMAIN) rather
+ * than use a stale index. f must not make inputs of its own, and rules whose pullbacks
+ * are kept for scalar arguments only (cr_tape_call() of a non-row function) are refused.
+ * @param[in]  ctx allocations and errors; must outlive the prepared gradient.
+ * @param[in]  eng rules and user functions; NULL: built-in rules.
+ * @param[in]  f   the function (its env must stay valid only during this call).
+ * @param[in]  env passed to f.
+ * @param[in]  xs  n float arrays (f64, f32 or c128; any strides) where f is recorded;
+ *                 borrowed during this call only.
+ * @param[in]  n   number of arrays (at least 1).
+ * @param[out] out caller owns; release with cr_prepared_free().
+ * @return CR_OK; CR_EINVAL (NULL, no inputs, a non-float array, inputs made inside f);
+ *         CR_EUNIMPL (a rule that cannot be replayed); the recording's status; CR_ENOMEM.
+ */
+CR_API cr_status cr_prepare_gradient_arrays(cr_ctx *ctx, const cr_engine *eng, cr_ad_array_fn f,
+                                            void *env, const cr_array *const *xs, size_t n,
+                                            cr_prepared **out);
+
+/**
+ * Value and gradient of a function prepared with cr_prepare_gradient_arrays(), at new
+ * arrays of the prepared shapes and dtypes, by replaying the recording. After the first
+ * call, allocates nothing (the rules' results and pullbacks go to memory rewound at each
+ * call).
+ * @param[in]  p     the prepared gradient.
+ * @param[in]  xs    n arrays, borrowed during the call.
+ * @param[in]  n     must be the number of arrays the gradient was prepared for.
+ * @param[out] y     the value (may be NULL).
+ * @param[out] grads n caller arrays of the inputs' shapes (any float dtype and strides),
+ *                   written.
+ * @return CR_OK; CR_ESHAPE (another number of inputs, an input of another shape or dtype,
+ *         a rule whose result has another shape than when recorded); CR_EDOMAIN (a
+ *         comparison recorded with cr_tape_cmp() comes out otherwise, or an integer element
+ *         of a tuple result changed: the recording does not describe f there; prepare
+ *         again); a rule's or pullback's status at these inputs; CR_EINVAL (NULL, a
+ *         gradient prepared with cr_prepare_gradient()). Nothing is written on failure,
+ *         except grads when writing them fails; the prepared gradient stays usable.
+ */
+CR_API cr_status cr_prepared_value_and_gradient_arrays(cr_prepared *p, const cr_array *const *xs,
+                                                       size_t n, double *y, cr_array *const *grads);
 
 /* ---- Inline recording of the arithmetic operations (private) ---------------------------- */
 

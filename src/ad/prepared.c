@@ -1,23 +1,16 @@
 /*
  * Prepared gradients: a replay tape records f once, keeping with each operation its row,
- * which result it holds and its constants; a replay walks the records forwards, evaluates
- * each row again at the new values (writing the new partials into the records), checks
- * the recorded comparisons, then sweeps back. No call of f, no recording, no allocation.
+ * which result it holds and its constants. Preparing turns the records into a flat program
+ * (prepared_impl.h); a call evaluates it forwards at the new inputs (the arithmetic rows
+ * inline from their one definition, other rows through their function pointers, array
+ * functions through their rrules), checks the recorded comparisons, and sweeps back over
+ * it. No call of f, no recording; nothing allocated after the first call.
  */
 #include <string.h>
 
-#include "tape_impl.h"
+#include <chainrules/rules_math.h>
 
-struct cr_prepared {
-    cr_ctx *ctx;
-    cr_tape *tape;
-    size_t n;     /* inputs */
-    cr_var y;     /* the output */
-    cr_var *xs;   /* the input variables (n, at least 1) */
-    double *vals; /* workspace: every variable's value, then the adjoints */
-    double *adj;
-    size_t nws; /* doubles of workspace */
-};
+#include "prepared_impl.h"
 
 void cr_prepared_free(cr_prepared *p)
 {
@@ -26,8 +19,321 @@ void cr_prepared_free(cr_prepared *p)
     cr_tape_free(p->tape);
     cr_ctx_dealloc(p->ctx, p->xs, (p->n ? p->n : 1) * sizeof *p->xs);
     cr_ctx_dealloc(p->ctx, p->vals, p->nws * sizeof *p->vals);
+    cr_ctx_dealloc(p->ctx, p->prog, p->nprog * sizeof *p->prog);
+    cr_ctx_dealloc(p->ctx, p->ain, p->n * sizeof *p->ain);
+    cr_ctx_dealloc(p->ctx, p->aidx, p->n * sizeof *p->aidx);
     cr_ctx_dealloc(p->ctx, p, sizeof *p);
 }
+
+/* ---- The program ------------------------------------------------------------------------ */
+
+/* The row of a built-in function value (set by the scalar-rule table). */
+static inline const cr_scalar_rule *row_of(const cr_value *f)
+{
+    return (const cr_scalar_rule *)f->u.func.fn->udata;
+}
+
+/* The instruction code of a row: its arithmetic code when it is one of CR__ARITH_ROWS. */
+static uint8_t row_code(const cr_scalar_rule *row)
+{
+#define MATCH(NAME, NIN, NOUT, PRIMAL, ...) \
+    if (row == row_of(&cr_fn_##NAME))       \
+        return (uint8_t)CR__ROP_##NAME;
+    CR__ARITH_ROWS(MATCH)
+#undef MATCH
+    return (uint8_t)CR__ROP_ROW;
+}
+
+/* The source of argument j of a record: its operand, or a new constant slot after the
+ * variables holding c (written when filling the program). */
+static uint32_t arg_src(cr_prepared *p, bool fill, int8_t map, const uint32_t *ops, double c,
+                        size_t *nc)
+{
+    if (map >= 0)
+        return ops[map];
+    size_t slot = (size_t)p->tape->nvars + (*nc)++;
+    if (fill)
+        p->vals[slot] = c;
+    return (uint32_t)slot;
+}
+
+/* Walk the records of p's tape; with prog == NULL only count instructions and constants. */
+static cr_status walk(cr_prepared *p, cr__rop *prog, size_t *nrec, size_t *nconst)
+{
+    cr_tape *t = p->tape;
+    bool fill = prog != NULL;
+    size_t i = 0, kin = 0, k = 0, nc = 0;
+    for (cr__chunk *c = t->first; c != NULL; c = c->next) {
+        cr__word *w = c->base;
+        cr__word *end = c == t->chunk ? t->cur : c->end;
+        while (w < end) {
+            uint64_t h = w[0].u;
+            cr__rinfo *info = (cr__rinfo *)(uintptr_t)w[1].cp;
+            cr__word *pl = w + 2;
+            unsigned kind = hdr_kind(h);
+            uint32_t ops[CR_SCALAR_MAX_IN] = {hdr_a(h), hdr_b(h)};
+            cr__rop r;
+            memset(&r, 0, sizeof r);
+            switch (kind) {
+            case K_INPUT:
+                r.code = CR__ROP_INPUT;
+                r.res = (uint32_t)i;
+                r.src[0] = (uint32_t)kin++;
+                break;
+            case K_GUARD:
+                r.code = CR__ROP_GUARD;
+                r.o = info->o;
+                r.res = (uint32_t)k;
+                r.ptr = info;
+                for (size_t j = 0; j < 2; j++) {
+                    int8_t map = info->map[j] < 0 ? -1 : (int8_t)j;
+                    r.src[j] = arg_src(p, fill, map, ops, info->c[j], &nc);
+                }
+                break;
+            case K_UNARY:
+            case K_BINARY:
+            case K_NARY: {
+                if (kind == K_NARY) {
+                    size_t m = hdr_a(h);
+                    for (size_t j = 0; j < m; j++) {
+                        uint64_t u = pl[m + j / 2].u;
+                        ops[j] = (uint32_t)((j & 1) ? (u >> 32) : (u & 0xFFFFFFFFu));
+                    }
+                }
+                r.code = row_code(info->row);
+                r.nin = info->nin;
+                r.o = info->o;
+                r.res = (uint32_t)i;
+                r.ptr = info;
+                for (size_t j = 0; j < info->nin; j++)
+                    r.src[j] = arg_src(p, fill, info->map[j], ops, info->c[j], &nc);
+                break;
+            }
+            case K_ARRAY: {
+                const cr__anode *nd = pl[0].p;
+                r.code = CR__ROP_ARRAY;
+                r.res = (uint32_t)i;
+                r.nv = (uint8_t)hdr_a(h);
+                r.ptr = pl[0].p;
+                if (fill) {
+                    p->has_arrays = true;
+                    p->nres_slots += nd->out != CR_VAR_CONST;
+                    for (size_t e = 0; e < nd->nout; e++)
+                        p->nres_slots +=
+                            nd->outs[e] != CR_VAR_CONST && (nd->outs[e] & CR__ASLOT_BIT) != 0;
+                }
+                break;
+            }
+            default:
+                return cr_ctx_error(p->ctx, CR_EUNIMPL,
+                                    "prepared gradient: record %zu (kind %u) cannot be replayed", k,
+                                    kind);
+            }
+            if (fill) {
+                prog[k] = r;
+                if (rec_vars(h) > 0 && p->y.idx != CR_VAR_CONST && p->y.idx >= i &&
+                    p->y.idx < i + rec_vars(h))
+                    p->ntop = k + 1;
+            }
+            i += rec_vars(h);
+            w += t->pre + rec_words(h);
+            k++;
+        }
+    }
+    *nrec = k;
+    *nconst = nc;
+    return CR_OK;
+}
+
+cr_status cr__prepared_build(cr_prepared *p)
+{
+    size_t nrec, nconst;
+    cr_status st = walk(p, NULL, &nrec, &nconst);
+    if (st != CR_OK)
+        return st;
+    size_t nv = (size_t)p->tape->nvars + nconst;
+    p->nws = 2 * (nv ? nv : 1);
+    p->nprog = nrec ? nrec : 1;
+    p->vals = cr_ctx_alloc(p->ctx, p->nws * sizeof *p->vals);
+    p->prog = cr_ctx_alloc(p->ctx, p->nprog * sizeof *p->prog);
+    if (p->vals == NULL || p->prog == NULL) {
+        if (p->vals == NULL)
+            p->nws = 0;
+        if (p->prog == NULL)
+            p->nprog = 0;
+        return CR_ENOMEM;
+    }
+    memset(p->vals, 0, p->nws * sizeof *p->vals);
+    memset(p->prog, 0, p->nprog * sizeof *p->prog);
+    p->adj = p->vals + p->nws / 2;
+    p->ntop = 0;
+    p->nres_slots = 0;
+    st = walk(p, p->prog, &nrec, &nconst);
+    p->nprog = nrec ? nrec : 1;
+    /* The inputs recorded first, in order (the usual case), are copied in one go. */
+    p->nlead = 0;
+    while (p->nlead < nrec && p->prog[p->nlead].code == CR__ROP_INPUT &&
+           p->prog[p->nlead].res == p->nlead && p->prog[p->nlead].src[0] == p->nlead)
+        p->nlead++;
+    p->mark = cr_arena_get_mark(p->tape->arena);
+    return st;
+}
+
+void cr__prepared_begin(cr_prepared *p)
+{
+    cr_tape_clear_error(p->tape);
+    if (p->has_arrays)
+        cr_arena_rewind(p->tape->arena, p->mark);
+}
+
+/* ---- Replay ----------------------------------------------------------------------------- */
+
+static bool compare(cr_cmp op, double a, double b)
+{
+    switch (op) {
+    case CR_CMP_LT:
+        return a < b;
+    case CR_CMP_LE:
+        return a <= b;
+    case CR_CMP_GT:
+        return a > b;
+    case CR_CMP_GE:
+        return a >= b;
+    case CR_CMP_EQ:
+        return a == b;
+    default:
+        return a != b;
+    }
+}
+
+static const char *const k_cmp_names[] = {"<", "<=", ">", ">=", "==", "!="};
+
+static cr_status guard_failed(cr_prepared *p, const cr__rop *r, double a, double b)
+{
+    const cr__rinfo *info = r->ptr;
+    return cr_ctx_error(p->ctx, CR_EDOMAIN,
+                        "prepared gradient: the comparison %g %s %g (record %u) was %s when "
+                        "recorded and is %s at these inputs: the recording does not describe "
+                        "the function here; prepare it again at these inputs",
+                        a, k_cmp_names[info->o <= 5 ? info->o : 5], b, (unsigned)r->res,
+                        info->outcome ? "true" : "false", info->outcome ? "false" : "true");
+}
+
+/* Evaluate the program forwards: new values, new partials, comparisons checked, rules
+ * called again. The arithmetic rows are expanded here from CR__ARITH_ROWS (their one
+ * definition), so the common operations cost no call. */
+static cr_status forward(cr_prepared *p, const double *inputs)
+{
+    double *v = p->vals;
+    cr__rop *r = p->prog + p->nlead, *end = p->prog + p->nprog;
+    if (p->nlead > 0)
+        memcpy(v, inputs, p->nlead * sizeof *v);
+    for (; r < end; r++) {
+        switch (r->code) {
+#define ARITH(NAME, NIN, NOUT, PRIMAL, ...)     \
+    case CR__ROP_##NAME: {                      \
+        double x_[2], Y[1], D[2];               \
+        x_[0] = v[r->src[0]];                   \
+        x_[1] = (NIN) > 1 ? v[r->src[1]] : 0.0; \
+        {                                       \
+            const double *x = x_;               \
+            PRIMAL;                             \
+            __VA_ARGS__;                        \
+        }                                       \
+        v[r->res] = Y[0];                       \
+        r->p[0] = D[0];                         \
+        if ((NIN) > 1)                          \
+            r->p[1] = D[1];                     \
+        break;                                  \
+    }
+            CR__ARITH_ROWS(ARITH)
+#undef ARITH
+        case CR__ROP_ROW: {
+            const cr__rinfo *info = r->ptr;
+            size_t nin = r->nin;
+            double xin[CR_SCALAR_MAX_IN], Y[CR_SCALAR_MAX_OUT];
+            double D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+            for (size_t j = 0; j < nin; j++)
+                xin[j] = v[r->src[j]];
+            info->row->f64(xin, Y, D);
+            v[r->res] = Y[r->o];
+            for (size_t j = 0; j < nin; j++)
+                r->p[j] = D[r->o * nin + j];
+            break;
+        }
+        case CR__ROP_INPUT:
+            v[r->res] = inputs[r->src[0]];
+            break;
+        case CR__ROP_GUARD: {
+            const cr__rinfo *info = r->ptr;
+            double a = v[r->src[0]], b = v[r->src[1]];
+            if (compare((cr_cmp)r->o, a, b) != info->outcome)
+                return guard_failed(p, r, a, b);
+            break;
+        }
+        default: { /* CR__ROP_ARRAY */
+            cr_status st = cr__prepared_rerun(p, r, v);
+            if (st != CR_OK)
+                return st;
+            break;
+        }
+        }
+    }
+    return CR_OK;
+}
+
+/* Sweep back over the instructions that can reach y. The adjoints of constant slots
+ * receive contributions nobody reads. */
+static cr_status reverse(cr_prepared *p)
+{
+    double *adj = p->adj;
+    memset(adj, 0, p->nws / 2 * sizeof *adj);
+    adj[p->y.idx] = 1.0;
+    if (p->has_arrays)
+        cr__array_clear(p->tape);
+    const cr__rop *first = p->prog + (p->nlead < p->ntop ? p->nlead : p->ntop);
+    for (const cr__rop *r = p->prog + p->ntop; r-- > first;) {
+        switch (r->code) {
+        case CR__ROP_neg: {
+            double g = adj[r->res];
+            adj[r->src[0]] += r->p[0] * g;
+            break;
+        }
+        case CR__ROP_add:
+        case CR__ROP_sub:
+        case CR__ROP_mul:
+        case CR__ROP_div: {
+            double g = adj[r->res];
+            adj[r->src[0]] += r->p[0] * g;
+            adj[r->src[1]] += r->p[1] * g;
+            break;
+        }
+        case CR__ROP_ROW: {
+            double g = adj[r->res];
+            for (size_t j = 0; j < r->nin; j++)
+                adj[r->src[j]] += r->p[j] * g;
+            break;
+        }
+        case CR__ROP_ARRAY: {
+            cr_status st = cr__array_pull(p->tape, r->ptr, r->nv ? &adj[r->res] : NULL, adj);
+            if (st != CR_OK)
+                return st;
+            break;
+        }
+        default: /* inputs, comparisons */
+            break;
+        }
+    }
+    return CR_OK;
+}
+
+cr_status cr__prepared_run(cr_prepared *p, const double *x)
+{
+    cr_status st = forward(p, x);
+    return st == CR_OK ? reverse(p) : st;
+}
+
+/* ---- Scalar inputs ---------------------------------------------------------------------- */
 
 cr_status cr_prepare_gradient(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn f, void *env,
                               const double *x, size_t n, cr_prepared **out)
@@ -63,113 +369,18 @@ cr_status cr_prepare_gradient(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn f, voi
                           "cr_prepare_gradient: the function made %zu inputs of its own; a "
                           "prepared gradient replays with the given inputs only",
                           p->tape->ninputs - n);
-    if (st == CR_OK) {
-        p->nws = 2 * (size_t)(p->tape->nvars ? p->tape->nvars : 1);
-        p->vals = cr_ctx_alloc(ctx, p->nws * sizeof *p->vals);
-        if (p->vals == NULL)
-            st = CR_ENOMEM;
-        else
-            p->adj = p->vals + p->nws / 2;
-    }
+    if (st == CR_OK)
+        st = cr__prepared_build(p);
+    if (st == CR_OK && p->tape->naslots != p->nres_slots)
+        st = cr_ctx_error(ctx, CR_EINVAL,
+                          "cr_prepare_gradient: the function made %zu array inputs of its own; "
+                          "a prepared gradient replays with the given inputs only",
+                          (size_t)(p->tape->naslots - p->nres_slots));
     if (st != CR_OK) {
-        if (p->vals == NULL)
-            p->nws = 0;
         cr_prepared_free(p);
         return st;
     }
     *out = p;
-    return CR_OK;
-}
-
-static bool compare(cr_cmp op, double a, double b)
-{
-    switch (op) {
-    case CR_CMP_LT:
-        return a < b;
-    case CR_CMP_LE:
-        return a <= b;
-    case CR_CMP_GT:
-        return a > b;
-    case CR_CMP_GE:
-        return a >= b;
-    case CR_CMP_EQ:
-        return a == b;
-    default:
-        return a != b;
-    }
-}
-
-static const char *const k_cmp_names[] = {"<", "<=", ">", ">=", "==", "!="};
-
-/* Walk the records forwards: new values, new partials, comparisons checked. */
-static cr_status replay(cr_prepared *p, const double *x)
-{
-    cr_tape *t = p->tape;
-    double *v = p->vals;
-    size_t i = 0, kin = 0, rec = 0;
-    for (cr__chunk *c = t->first; c != NULL; c = c->next) {
-        cr__word *w = c->base;
-        cr__word *end = c == t->chunk ? t->cur : c->end;
-        while (w < end) {
-            uint64_t h = w[0].u;
-            const cr__rinfo *info = w[1].cp;
-            cr__word *pl = w + 2;
-            unsigned kind = hdr_kind(h);
-            switch (kind) {
-            case K_INPUT:
-                v[i++] = x[kin++];
-                break;
-            case K_GUARD: {
-                double a = info->map[0] < 0 ? info->c[0] : v[hdr_a(h)];
-                double b = info->map[1] < 0 ? info->c[1] : v[hdr_b(h)];
-                if (compare((cr_cmp)info->o, a, b) != info->outcome)
-                    return cr_ctx_error(
-                        p->ctx, CR_EDOMAIN,
-                        "prepared gradient: the comparison %g %s %g (record %zu) was %s when "
-                        "recorded and is %s at these inputs: the recording does not describe "
-                        "the function here; prepare it again at these inputs",
-                        a, k_cmp_names[info->o <= 5 ? info->o : 5], b, rec,
-                        info->outcome ? "true" : "false", info->outcome ? "false" : "true");
-                break;
-            }
-            case K_UNARY:
-            case K_BINARY:
-            case K_NARY: {
-                size_t m = kind == K_UNARY ? 1 : kind == K_BINARY ? 2 : hdr_a(h);
-                uint32_t ops[CR_SCALAR_MAX_IN];
-                if (kind == K_NARY) {
-                    for (size_t j = 0; j < m; j++) {
-                        uint64_t u = pl[m + j / 2].u;
-                        ops[j] = (uint32_t)((j & 1) ? (u >> 32) : (u & 0xFFFFFFFFu));
-                    }
-                } else {
-                    ops[0] = hdr_a(h);
-                    ops[1] = hdr_b(h);
-                }
-                const cr_scalar_rule *row = info->row;
-                size_t nin = info->nin;
-                double xin[CR_SCALAR_MAX_IN], Y[CR_SCALAR_MAX_OUT];
-                double D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
-                for (size_t j = 0; j < nin; j++)
-                    xin[j] = info->map[j] < 0 ? info->c[j] : v[ops[info->map[j]]];
-                row->f64(xin, Y, D);
-                v[i++] = Y[info->o];
-                for (size_t q = 0; q < m; q++)
-                    pl[q].d = 0.0;
-                for (size_t j = 0; j < nin; j++)
-                    if (info->map[j] >= 0)
-                        pl[info->map[j]].d += D[info->o * nin + j];
-                break;
-            }
-            default:
-                return cr_ctx_error(p->ctx, CR_EINVAL,
-                                    "prepared gradient: record %zu (kind %u) cannot be replayed",
-                                    rec, kind);
-            }
-            w += t->pre + rec_words(h);
-            rec++;
-        }
-    }
     return CR_OK;
 }
 
@@ -178,6 +389,10 @@ cr_status cr_prepared_value_and_gradient(cr_prepared *p, const double *x, size_t
 {
     if (p == NULL)
         return CR_EINVAL;
+    if (p->arrays)
+        return cr_ctx_error(p->ctx, CR_EINVAL,
+                            "cr_prepared_value_and_gradient: prepared for arrays; call "
+                            "cr_prepared_value_and_gradient_arrays");
     if ((n > 0 && (x == NULL || grad == NULL)))
         return cr_ctx_error(p->ctx, CR_EINVAL, "cr_prepared_value_and_gradient: NULL x or grad");
     if (n != p->n)
@@ -189,21 +404,18 @@ cr_status cr_prepared_value_and_gradient(cr_prepared *p, const double *x, size_t
         memset(grad, 0, n * sizeof *grad);
         return CR_OK;
     }
-    /* The partials in the records are overwritten by the replay: a failed replay (a
-     * comparison that changed) leaves records of two points; the next replay rewrites all
-     * of them before any sweep, so the prepared gradient stays usable. */
-    cr_status st = replay(p, x);
-    if (st != CR_OK)
-        return st;
-    size_t top = (size_t)p->y.idx + 1;
-    memset(p->adj, 0, top * sizeof *p->adj);
-    p->adj[p->y.idx] = 1.0;
-    st = cr__sweep_reverse(p->tape, p->adj, top);
+    cr__prepared_begin(p);
+    /* A failed replay (a comparison that changed) leaves values and partials of two
+     * points; the next replay rewrites all of them before any sweep, so the prepared
+     * gradient stays usable. */
+    cr_status st = cr__prepared_run(p, x);
     if (st != CR_OK)
         return st;
     for (size_t j = 0; j < n; j++)
-        grad[j] = p->xs[j].idx < top ? p->adj[p->xs[j].idx] : 0.0;
+        grad[j] = p->adj[p->xs[j].idx];
     if (y != NULL)
         *y = p->vals[p->y.idx];
+    if (p->has_arrays)
+        cr__array_clear(p->tape);
     return CR_OK;
 }

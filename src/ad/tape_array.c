@@ -195,17 +195,92 @@ static cr_status result_of(cr_tape *t, const char *fname, const cr_value *y, cr_
                              : cr_kind_name(y->kind));
 }
 
-cr_status cr_tape_acall(cr_tape *t, const cr_value *f, const cr_targ *args, size_t nargs,
-                        cr_targ *out)
+/* The elements of a tuple result y: each float scalar a new scalar variable, each float
+ * array a new array variable (or constants when !is_var), each integer scalar or array a
+ * constant value; outs[k] encodes them as cr__anode.outs does; *ns counts the scalar
+ * variables. */
+static cr_status tuple_of(cr_tape *t, const char *fname, const cr_value *y, cr_targ *out,
+                          size_t nout, bool is_var, uint32_t *outs, uint32_t *ns)
 {
-    set_nan(out);
+    const cr_type *ty = y->u.obj.type;
+    size_t nf = ty != NULL ? ty->nfields : 0;
+    if (nout != nf)
+        return cr__tape_fail(t, CR_EINVAL,
+                             "%s returns a tuple of %zu elements, %zu results expected "
+                             "(cr_tape_acall_n gives one per element)",
+                             fname, nf, nout);
+    uint32_t slot0 = t->naslots;
+    *ns = 0;
+    for (size_t k = 0; k < nf; k++) {
+        cr_value e;
+        if (cr_type_field_value(ty, y->u.obj.ptr, k, &e) != CR_OK)
+            e.kind = CR_KIND_NOTHING;
+        bool ok = true;
+        switch (e.kind) {
+        case CR_KIND_F64:
+        case CR_KIND_F32: {
+            cr_var r = cr_const(e.kind == CR_KIND_F64 ? e.u.f64 : (double)e.u.f32);
+            if (is_var) {
+                r.idx = t->nvars + *ns;
+                r.tape = t->id;
+                outs[k] = (*ns)++;
+            }
+            out[k] = cr_targ_var(r);
+            break;
+        }
+        case CR_KIND_ARRAY:
+            if (e.u.arr != NULL && cr_dtype_is_float((cr_dtype)e.u.arr->dtype)) {
+                cr_avar r = cr_aconst(e.u.arr);
+                if (is_var) {
+                    uint32_t idx;
+                    if (new_slot(t, e.u.arr, &idx) != CR_OK) {
+                        t->naslots = slot0;
+                        return t->status;
+                    }
+                    r.idx = idx;
+                    r.tape = t->id;
+                    outs[k] = idx | CR__ASLOT_BIT;
+                }
+                out[k] = cr_targ_arr(r);
+            } else {
+                out[k] = cr_targ_value(e); /* integer indices or pivots: constants */
+                outs[k] = CR_VAR_CONST;
+            }
+            break;
+        case CR_KIND_I64:
+        case CR_KIND_I32:
+        case CR_KIND_BOOL:
+            out[k] = cr_targ_value(e);
+            outs[k] = CR_VAR_CONST;
+            break;
+        default:
+            ok = false;
+            break;
+        }
+        if (!ok) {
+            t->naslots = slot0;
+            return cr__tape_fail(t, CR_EUNIMPL,
+                                 "%s returns a tuple whose element %zu is a %s: the tape records "
+                                 "float scalars and arrays and integer constants",
+                                 fname, k, cr_kind_name(e.kind));
+        }
+    }
+    return CR_OK;
+}
+
+/* cr_tape_acall() and cr_tape_acall_n(): nout results (nout > 1 for a tuple). */
+static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const cr_targ *args,
+                           size_t nargs, cr_targ *out, size_t nout)
+{
+    for (size_t k = 0; out != NULL && k < nout; k++)
+        set_nan(&out[k]);
     if ((t = tape_or_current(t)) == NULL)
         return CR_EMISUSE;
     if (t->status != CR_OK)
         return t->status;
-    if (f == NULL || f->kind != CR_KIND_FUNC || f->u.func.fn == NULL || out == NULL ||
+    if (f == NULL || f->kind != CR_KIND_FUNC || f->u.func.fn == NULL || out == NULL || nout == 0 ||
         (nargs > 0 && args == NULL))
-        return cr__tape_fail(t, CR_EINVAL, "cr_tape_acall: NULL or non-function argument");
+        return cr__tape_fail(t, CR_EINVAL, "%s: NULL or non-function argument, or no results", who);
     const char *fname = f->u.func.fn->name;
     if (nargs > MAX_ARGS)
         return cr__tape_fail(t, CR_EINVAL, "%s: more than %d arguments", fname, MAX_ARGS);
@@ -223,22 +298,27 @@ cr_status cr_tape_acall(cr_tape *t, const cr_value *f, const cr_targ *args, size
         any |= codes[j] != CR_VAR_CONST;
     }
     cr_value y;
-    uint32_t aslot;
+    uint32_t aslot = CR_VAR_CONST, ns = 0;
+    uint32_t outs[CR_TAPE_MAX_TUPLE];
+    if (nout > CR_TAPE_MAX_TUPLE)
+        return cr__tape_fail(t, CR_EINVAL, "%s: more than %d results", fname, CR_TAPE_MAX_TUPLE);
     if (!any) { /* nothing to differentiate: the primal */
         cr_status st = cr_function_call(t->arena, f, vals, nargs, &y);
         if (st != CR_OK)
             return fail_ctx(t, st, fname);
-        return result_of(t, fname, &y, out, false, &aslot) == CR_OK ? CR_OK : t->status;
+        if (y.kind == CR_KIND_STRUCT)
+            st = tuple_of(t, fname, &y, out, nout, false, outs, &ns);
+        else if (nout != 1)
+            st = cr__tape_fail(t, CR_EINVAL, "%s returns one value, %zu results expected", fname,
+                               nout);
+        else
+            st = result_of(t, fname, &y, out, false, &aslot);
+        return st == CR_OK ? CR_OK : t->status;
     }
-    if (t->pre > 1)
-        return cr__tape_fail(t, CR_EUNIMPL,
-                             "%s: a prepared gradient cannot replay array functions; record "
-                             "again at each point",
-                             fname);
     if (t->flags & CR_TAPE_SECOND_ORDER)
         return cr__tape_fail(t, CR_EUNIMPL,
                              "%s: array functions are not recorded on a second-order tape", fname);
-    if (t->nvars + 2 >= CR_TAPE_MAX_VARS)
+    if (t->nvars + nout + 1 >= CR_TAPE_MAX_VARS)
         return cr__tape_fail(t, CR_EOVERFLOW, "tape: more than %zu variables in one recording",
                              CR_TAPE_MAX_VARS - 1);
     cr_pullback pb;
@@ -250,36 +330,65 @@ cr_status cr_tape_acall(cr_tape *t, const cr_value *f, const cr_targ *args, size
     }
     if (st != CR_OK)
         return fail_ctx(t, st, fname);
-    cr_targ res;
-    if (result_of(t, fname, &y, &res, true, &aslot) != CR_OK)
-        return t->status;
+    cr_targ res[CR_TAPE_MAX_TUPLE];
+    uint32_t slot0 = t->naslots;
+    bool tuple = y.kind == CR_KIND_STRUCT;
+    if (tuple) {
+        if (tuple_of(t, fname, &y, res, nout, true, outs, &ns) != CR_OK)
+            return t->status;
+    } else if (nout != 1) {
+        return cr__tape_fail(t, CR_EINVAL, "%s returns one value, %zu results expected", fname,
+                             nout);
+    } else {
+        if (result_of(t, fname, &y, res, true, &aslot) != CR_OK)
+            return t->status;
+        ns = aslot == CR_VAR_CONST ? 1u : 0u;
+    }
     cr__anode *nd = cr_arena_alloc(t->arena, sizeof *nd, _Alignof(cr__anode));
-    uint32_t *ai = cr_arena_alloc(t->arena, (nargs ? nargs : 1) * sizeof *ai, _Alignof(uint32_t));
-    if (nd == NULL || ai == NULL)
-        return fail_ctx(t, CR__ALLOC_STATUS(t->arena), fname);
+    uint32_t *ai = cr_arena_alloc(t->arena, (nargs + nout) * sizeof *ai, _Alignof(uint32_t));
+    size_t need = 2 + t->pre;
+    if (nd == NULL || ai == NULL ||
+        ((size_t)(t->lim - t->cur) < need && cr__tape_grow(t, need) != CR_OK)) {
+        t->naslots = slot0;
+        return nd == NULL || ai == NULL ? fail_ctx(t, CR__ALLOC_STATUS(t->arena), fname)
+                                        : t->status;
+    }
     memcpy(ai, codes, nargs * sizeof *ai);
+    memcpy(ai + nargs, outs, (tuple ? nout : 0) * sizeof *ai);
     nd->pb = pb;
     nd->fname = fname;
     nd->nargs = (uint32_t)nargs;
     nd->out = aslot;
     nd->args = ai;
-    size_t need = 2 + t->pre;
-    if ((size_t)(t->lim - t->cur) < need && cr__tape_grow(t, need) != CR_OK) {
-        if (aslot != CR_VAR_CONST)
-            t->naslots--;
-        return t->status;
-    }
-    unsigned nv = aslot == CR_VAR_CONST ? 1u : 0u;
-    uint64_t h = hdr_make(K_ARRAY, nv, 0);
+    nd->nout = tuple ? (uint32_t)nout : 0;
+    nd->outs = tuple ? ai + nargs : NULL;
+    nd->fv = *f;
+    nd->vals = vals;
+    nd->y = y;
+    uint64_t h = hdr_make(K_ARRAY, ns, 0);
     cr__word *w = t->cur;
     if (t->pre)
         (w++)->u = h;
+    if (t->pre > 1)
+        (w++)->cp = NULL; /* a replay tape's information: the node itself (prepared.c) */
     (w++)->cp = nd;
     (w++)->u = h;
     t->cur = w;
-    t->nvars += nv;
-    *out = res;
+    t->nvars += ns;
+    memcpy(out, res, nout * sizeof *out);
     return CR_OK;
+}
+
+cr_status cr_tape_acall(cr_tape *t, const cr_value *f, const cr_targ *args, size_t nargs,
+                        cr_targ *out)
+{
+    return acall_any(t, "cr_tape_acall", f, args, nargs, out, 1);
+}
+
+cr_status cr_tape_acall_n(cr_tape *t, const cr_value *f, const cr_targ *args, size_t nargs,
+                          cr_targ *out, size_t nout)
+{
+    return acall_any(t, "cr_tape_acall_n", f, args, nargs, out, nout);
 }
 
 cr_avar cr_tape_acall_a(cr_tape *t, const cr_value *f, const cr_targ *args, size_t nargs)
@@ -421,11 +530,41 @@ static cr_status pull_failed(cr_tape *t, const cr__anode *nd, cr_status st)
                          msg[0] != '\0' ? msg : cr_status_str(st));
 }
 
+/* The cotangent of a tuple result: the adjoints of its scalar elements (g), the shadows of
+ * its array elements, NoTangent for its integer elements. *zero when nothing flows. */
+static cr_status tuple_dy(cr_tape *t, const cr__anode *nd, const double *g, cr_tangent *dy,
+                          bool *zero)
+{
+    cr_tangent f[CR_TAPE_MAX_TUPLE];
+    *zero = true;
+    for (size_t k = 0; k < nd->nout; k++) {
+        uint32_t c = nd->outs[k];
+        if (c == CR_VAR_CONST)
+            f[k] = cr_tangent_none();
+        else if (c & CR__ASLOT_BIT)
+            f[k] = t->aslots[c & ~CR__ASLOT_BIT].acc;
+        else
+            f[k] = g[c] == 0.0 ? cr_tangent_zero() : cr_tangent_f64(g[c]);
+        if (c != CR_VAR_CONST && !cr_tangent_is_zero(f[k]))
+            *zero = false;
+    }
+    if (*zero)
+        return CR_OK;
+    return cr_tangent_struct(t->arena, nd->y.u.obj.type, NULL, f, nd->nout, dy);
+}
+
 cr_status cr__array_pull(cr_tape *t, const cr__anode *nd, const double *g, double *adj)
 {
     cr_arena *arena = t->arena;
     cr_tangent dy;
-    if (g != NULL) {
+    if (nd->nout > 0) {
+        bool zero;
+        cr_status st = tuple_dy(t, nd, g, &dy, &zero);
+        if (st != CR_OK)
+            return pull_failed(t, nd, st);
+        if (zero)
+            return CR_OK;
+    } else if (g != NULL) {
         if (*g == 0.0)
             return CR_OK;
         dy = cr_tangent_f64(*g);
@@ -450,16 +589,21 @@ cr_status cr__array_pull(cr_tape *t, const cr__anode *nd, const double *g, doubl
             st = cr__accum_real(arena, nd->pb.name, dx[j + 1], &adj[c]);
         }
     }
-    if (g == NULL)
-        t->aslots[nd->out].acc = cr_tangent_zero(); /* consumed: its record made it */
+    if (nd->nout > 0) { /* consumed: its record made them */
+        for (size_t k = 0; k < nd->nout; k++)
+            if (nd->outs[k] != CR_VAR_CONST && (nd->outs[k] & CR__ASLOT_BIT))
+                t->aslots[nd->outs[k] & ~CR__ASLOT_BIT].acc = cr_tangent_zero();
+    } else if (g == NULL) {
+        t->aslots[nd->out].acc = cr_tangent_zero();
+    }
     return st == CR_OK ? CR_OK : pull_failed(t, nd, st);
 }
 
 /* ---- Gradients ---------------------------------------------------------------------------- */
 
 /* Write the accumulated cotangent acc into the caller's array dst (zeros when acc is). */
-static cr_status write_out(cr_tape *t, const char *who, size_t j, cr_tangent acc, cr_array *dst,
-                           const cr_array *like)
+cr_status cr__array_write_out(cr_tape *t, const char *who, size_t j, cr_tangent acc, cr_array *dst,
+                              const cr_array *like)
 {
     if (dst == NULL || dst->data == NULL || !cr_dtype_is_float((cr_dtype)dst->dtype) ||
         dst->structure != CR_MAT_DENSE)
@@ -583,7 +727,7 @@ static cr_status sweep_mixed(cr_tape *t, const char *who, cr_var y, cr_avar ay,
         grad[j] = xs[j].idx == CR_VAR_CONST ? 0.0 : adj[xs[j].idx];
     for (size_t j = 0; j < na && st == CR_OK; j++) {
         cr_tangent acc = as[j].idx == CR_VAR_CONST ? cr_tangent_zero() : t->aslots[as[j].idx].acc;
-        st = write_out(t, who, j, acc, agrad[j], as[j].a);
+        st = cr__array_write_out(t, who, j, acc, agrad[j], as[j].a);
     }
     cr__array_clear(t);
     cr_arena_rewind(t->arena, mk);

@@ -176,18 +176,33 @@ typedef struct cr__aslot {
     cr_tangent acc;
 } cr__aslot;
 
-/* A recorded array function (kind K_ARRAY). */
+/* A recorded array function (kind K_ARRAY). A tuple result (nout > 0) makes one variable
+ * per element: outs[k] is the element's array slot | CR__ASLOT_BIT, its position among the
+ * record's scalar variables, or CR_VAR_CONST (an integer element: a constant). The
+ * function, the argument list and the result are kept so that a prepared gradient can call
+ * the rrule again (prepared.c). */
 typedef struct cr__anode {
     cr_pullback pb;
     const char *fname; /* for messages */
     uint32_t nargs;
-    uint32_t out;   /* the result's array slot, or CR_VAR_CONST for a scalar result */
+    uint32_t out;   /* the result's array slot, or CR_VAR_CONST for a scalar or tuple result */
     uint32_t *args; /* per argument, encoded as above */
+    uint32_t nout;  /* elements of a tuple result; 0 for one scalar or array */
+    uint32_t *outs; /* per tuple element, encoded as above */
+    cr_value fv;    /* the function */
+    cr_value *vals; /* the argument values the rrule was called with (the tape's arena) */
+    cr_value y;     /* the result when recorded */
 } cr__anode;
 
-/* The reverse step of a K_ARRAY record: g is the scalar result's adjoint (NULL for an array
- * result, whose cotangent is its slot's accumulator). Failures are recorded on the tape. */
+/* The reverse step of a K_ARRAY record: g is the adjoint of its first scalar result (NULL
+ * when it makes none; an array result's cotangent is its slot's accumulator). Failures are
+ * recorded on the tape. */
 CR_INTERNAL cr_status cr__array_pull(cr_tape *t, const cr__anode *nd, const double *g, double *adj);
+
+/* Write the accumulated cotangent acc of an array variable whose value is like into the
+ * caller's gradient array dst (zeros when acc is); errors go to the context, naming who. */
+CR_INTERNAL cr_status cr__array_write_out(cr_tape *t, const char *who, size_t j, cr_tangent acc,
+                                          cr_array *dst, const cr_array *like);
 
 /* Clear every array variable's accumulator (start of a reverse sweep). */
 CR_INTERNAL void cr__array_clear(cr_tape *t);
