@@ -88,6 +88,11 @@ static cr_status new_slot(cr_tape *t, const cr_array *val, uint32_t *idx)
     return CR_OK;
 }
 
+cr_status cr__array_slot(cr_tape *t, const cr_array *val, uint32_t *idx)
+{
+    return new_slot(t, val, idx);
+}
+
 cr_avar cr_tape_array_input(cr_tape *t, const cr_array *a)
 {
     if ((t = tape_or_current(t)) == NULL || t->status != CR_OK)
@@ -259,6 +264,7 @@ cr_status cr_tape_acall(cr_tape *t, const cr_value *f, const cr_targ *args, size
         return fail_ctx(t, CR__ALLOC_STATUS(t->arena), fname);
     memcpy(ai, codes, nargs * sizeof *ai);
     nd->pb = pb;
+    nd->pull = NULL;
     nd->fname = fname;
     nd->nargs = (uint32_t)nargs;
     nd->out = aslot;
@@ -423,6 +429,8 @@ static cr_status pull_failed(cr_tape *t, const cr__anode *nd, cr_status st)
 
 cr_status cr__array_pull(cr_tape *t, const cr__anode *nd, const double *g, double *adj)
 {
+    if (nd->pull != NULL)
+        return nd->pull(t, nd, g, adj);
     cr_arena *arena = t->arena;
     cr_tangent dy;
     if (g != NULL) {

@@ -183,6 +183,10 @@ typedef struct cr__anode {
     uint32_t nargs;
     uint32_t out;   /* the result's array slot, or CR_VAR_CONST for a scalar result */
     uint32_t *args; /* per argument, encoded as above */
+    /* NULL for an rrule's pullback (pb). Otherwise the record's own reverse step, called by
+     * cr__array_pull instead of pb (fused kernels, kernel.c: pb is unused, and the record
+     * has no forward or second-order form). */
+    cr_status (*pull)(cr_tape *t, const struct cr__anode *nd, const double *g, double *adj);
 } cr__anode;
 
 /* The reverse step of a K_ARRAY record: g is the scalar result's adjoint (NULL for an array
@@ -191,6 +195,10 @@ CR_INTERNAL cr_status cr__array_pull(cr_tape *t, const cr__anode *nd, const doub
 
 /* Clear every array variable's accumulator (start of a reverse sweep). */
 CR_INTERNAL void cr__array_clear(cr_tape *t);
+
+/* A new array variable of value val (borrowed until the reset); its slot in *idx. Fails the
+ * tape (CR_EOVERFLOW, allocation statuses). */
+CR_INTERNAL cr_status cr__array_slot(cr_tape *t, const cr_array *val, uint32_t *idx);
 
 #define CR__TAPE_MSG 512
 
