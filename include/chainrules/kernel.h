@@ -13,9 +13,10 @@
  * #include <chainrules.h>
  *
  * // 100 (x1 - x0^2)^2 + (1 - x0)^2, with x[0] and x[1] the kernel's arguments
- * #define ROSEN(x) \
- *     cr_k_add(cr_k_mul(100.0, cr_k_sq(cr_k_sub(x[1], cr_k_sq(x[0])))), cr_k_sq(cr_k_sub(1.0,
- * x[0]))) CR_KERNEL(rosen_term, 2, ROSEN)   // defines the kernel `rosen_term`
+ * #define ROSEN(x)                                                   \
+ *     cr_k_add(cr_k_mul(100.0, cr_k_sq(cr_k_sub(x[1], cr_k_sq(x[0])))), \
+ *              cr_k_sq(cr_k_sub(1.0, x[0])))
+ * CR_KERNEL(rosen_term, 2, ROSEN); // defines the kernel `rosen_term`
  *
  * // Rosenbrock of X (an array variable of length n): x[0] = X[i], x[1] = X[i + 1]
  * cr_kin in[2] = {cr_kin_arr(X, 0), cr_kin_arr(X, 1)};
@@ -510,30 +511,39 @@ CR__K_WIDTH(4)
             cr__ky[cr__ki] = NAME##_cr_kf(cr__kx);                                              \
         }                                                                                       \
     }                                                                                           \
+    static inline double NAME##_cr_kat(const double *const *cr__kq, size_t cr__ki)              \
+    {                                                                                           \
+        double cr__kx[N];                                                                       \
+        for (int cr__kj = 0; cr__kj < (N); cr__kj++)                                            \
+            cr__kx[cr__kj] = cr__kq[cr__kj][cr__ki];                                            \
+        return NAME##_cr_kf(cr__kx);                                                            \
+    }                                                                                           \
     static void NAME##_cr_ksum(size_t cr__kn, const double *const *cr__kp, double *cr__kacc)    \
     {                                                                                           \
         const double *cr__kq[N];                                                                \
-        double cr__ks[4];                                                                       \
+        double cr__ks0 = cr__kacc[0], cr__ks1 = cr__kacc[1], cr__ks2 = cr__kacc[2],             \
+               cr__ks3 = cr__kacc[3];                                                           \
         size_t cr__ki = 0;                                                                      \
         for (int cr__kj = 0; cr__kj < (N); cr__kj++)                                            \
             cr__kq[cr__kj] = cr__kp[cr__kj];                                                    \
-        for (int cr__kl = 0; cr__kl < 4; cr__kl++)                                              \
-            cr__ks[cr__kl] = cr__kacc[cr__kl];                                                  \
-        for (; cr__ki + 4 <= cr__kn; cr__ki += 4)                                               \
-            for (int cr__kl = 0; cr__kl < 4; cr__kl++) {                                        \
-                double cr__kx[N];                                                               \
-                for (int cr__kj = 0; cr__kj < (N); cr__kj++)                                    \
-                    cr__kx[cr__kj] = cr__kq[cr__kj][cr__ki + (size_t)cr__kl];                   \
-                cr__ks[cr__kl] += NAME##_cr_kf(cr__kx);                                         \
-            }                                                                                   \
-        for (; cr__ki < cr__kn; cr__ki++) {                                                     \
-            double cr__kx[N];                                                                   \
-            for (int cr__kj = 0; cr__kj < (N); cr__kj++)                                        \
-                cr__kx[cr__kj] = cr__kq[cr__kj][cr__ki];                                        \
-            cr__ks[cr__ki & 3] += NAME##_cr_kf(cr__kx);                                         \
+        for (; cr__ki + 4 <= cr__kn; cr__ki += 4) {                                             \
+            cr__ks0 += NAME##_cr_kat(cr__kq, cr__ki);                                           \
+            cr__ks1 += NAME##_cr_kat(cr__kq, cr__ki + 1);                                       \
+            cr__ks2 += NAME##_cr_kat(cr__kq, cr__ki + 2);                                       \
+            cr__ks3 += NAME##_cr_kat(cr__kq, cr__ki + 3);                                       \
         }                                                                                       \
-        for (int cr__kl = 0; cr__kl < 4; cr__kl++)                                              \
-            cr__kacc[cr__kl] = cr__ks[cr__kl];                                                  \
+        if (cr__ki < cr__kn) {                                                                  \
+            cr__ks0 += NAME##_cr_kat(cr__kq, cr__ki);                                           \
+            if (cr__ki + 1 < cr__kn) {                                                          \
+                cr__ks1 += NAME##_cr_kat(cr__kq, cr__ki + 1);                                   \
+                if (cr__ki + 2 < cr__kn)                                                        \
+                    cr__ks2 += NAME##_cr_kat(cr__kq, cr__ki + 2);                               \
+            }                                                                                   \
+        }                                                                                       \
+        cr__kacc[0] = cr__ks0;                                                                  \
+        cr__kacc[1] = cr__ks1;                                                                  \
+        cr__kacc[2] = cr__ks2;                                                                  \
+        cr__kacc[3] = cr__ks3;                                                                  \
     }                                                                                           \
     static void NAME##_cr_kpartials(size_t cr__kn, const double *const *cr__kp, double *cr__kP) \
     {                                                                                           \

@@ -135,12 +135,9 @@ static void block_args(const knode *nd, size_t base, size_t nb, kblock *b, bool 
 }
 
 /* Check a kernel call and read its arguments into nd; *any says whether one is a variable. */
-static cr_status read_args(cr_tape *t, const char *who, const cr_kernel *k, const cr_kin *args,
+static cr_status read_args(cr_tape *t, const char *kn, const cr_kernel *k, const cr_kin *args,
                            size_t nargs, size_t n, knode *nd, bool *any)
 {
-    if (k == NULL)
-        return cr__tape_fail(t, CR_EINVAL, "%s: NULL kernel", who);
-    const char *kn = k->name != NULL ? k->name : "(unnamed)";
     if (k->nargs == 0 || k->nargs > CR_K_MAX_ARGS || k->map == NULL || k->sum == NULL ||
         k->partials == NULL)
         return cr__tape_fail(t, CR_EINVAL,
@@ -161,8 +158,8 @@ static cr_status read_args(cr_tape *t, const char *who, const cr_kernel *k, cons
     for (size_t j = 0; j < nargs; j++) {
         const cr_kin *in = &args[j];
         karg *a = &nd->arg[j];
-        memset(a, 0, sizeof *a);
         if (in->kind == CR_KIN_VAR) {
+            a->p = NULL;
             a->c = in->s.v;
             a->code = in->s.idx;
             if (in->s.idx != CR_VAR_CONST && (in->s.tape != t->id || in->s.idx >= t->nvars))
@@ -192,7 +189,7 @@ static cr_status read_args(cr_tape *t, const char *who, const cr_kernel *k, cons
                                      "stride and contiguous dense arrays",
                                      kn, j, cr_matstruct_name((cr_matstruct)v->structure),
                                      (unsigned)v->ndim);
-            size_t numel = cr_array_numel(v);
+            size_t numel = v->ndim == 1 ? v->shape[0] : cr_array_numel(v);
             if (in->off > numel || n > numel - in->off) {
                 char buf[64];
                 return cr__tape_fail(t, CR_ESHAPE,
@@ -233,34 +230,37 @@ static cr_status check_tape(cr_tape *t, const char *kn)
     return CR_OK;
 }
 
-/* The primal: y (n elements) or the sum. */
-static void run_primal(const knode *nd, double *y, double *sum)
+/* The primal over blocks (strided arrays gathered, scalars broadcast). */
+static void primal_blocks(const knode *nd, double *y, double *acc)
 {
-    kblock *b = NULL, bs;
-    bool direct = true;
-    for (unsigned j = 0; j < nd->k->nargs; j++)
-        direct &= nd->arg[j].p != NULL && nd->arg[j].s == 1;
-    if (!direct)
-        b = &bs;
+    kblock b;
     const double *q[CR_K_MAX_ARGS];
-    double acc[4] = {0.0, 0.0, 0.0, 0.0};
-    for (size_t base = 0; base < nd->n || base == 0; base += CR_K_BLOCK) {
+    for (size_t base = 0; base < nd->n; base += CR_K_BLOCK) {
         size_t nb = nd->n - base < CR_K_BLOCK ? nd->n - base : CR_K_BLOCK;
-        if (direct) {
-            /* unit-stride arrays only: the whole call in one loop */
-            for (unsigned j = 0; j < nd->k->nargs; j++)
-                q[j] = nd->arg[j].p;
-            nb = nd->n;
-        } else {
-            block_args(nd, base, nb, b, base == 0, q);
-        }
+        block_args(nd, base, nb, &b, base == 0, q);
         if (y != NULL)
             nd->k->map(nb, q, y + base);
         else
             nd->k->sum(nb, q, acc);
-        if (direct)
-            break;
     }
+}
+
+/* The primal: y (n elements) or the sum. Unit-stride arrays only: one loop over the call. */
+static void run_primal(const knode *nd, double *y, double *sum)
+{
+    const double *q[CR_K_MAX_ARGS];
+    double acc[4] = {0.0, 0.0, 0.0, 0.0};
+    bool direct = true;
+    for (unsigned j = 0; j < nd->k->nargs; j++) {
+        q[j] = nd->arg[j].p;
+        direct &= q[j] != NULL && nd->arg[j].s == 1;
+    }
+    if (!direct)
+        primal_blocks(nd, y, acc);
+    else if (y != NULL)
+        nd->k->map(nd->n, q, y);
+    else
+        nd->k->sum(nd->n, q, acc);
     if (sum != NULL)
         *sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
@@ -271,27 +271,26 @@ static cr_status kernel_pull(cr_tape *t, const cr__anode *an, const double *g, d
 static cr_status record(cr_tape *t, const char *who, const cr_kernel *k, const cr_kin *args,
                         size_t nargs, size_t n, bool sum, cr_avar *out_a, cr_var *out_s)
 {
-    knode tmp;
-    bool any = false;
-    memset(&tmp, 0, sizeof tmp);
-    if (read_args(t, who, k, args, nargs, n, &tmp, &any) != CR_OK)
-        return t->status;
+    if (k == NULL)
+        return cr__tape_fail(t, CR_EINVAL, "%s: NULL kernel", who);
     const char *kn = k->name != NULL ? k->name : "(unnamed)";
+    /* The node is read into its place in the arena (a call of constants leaves it unused). */
+    knode *nd = cr_arena_alloc(t->arena, sizeof *nd, _Alignof(knode));
+    if (nd == NULL)
+        return fail_alloc(t, kn);
+    bool any = false;
+    if (read_args(t, kn, k, args, nargs, n, nd, &any) != CR_OK)
+        return t->status;
     if (any && check_tape(t, kn) != CR_OK)
         return t->status;
     cr_array *y = NULL;
     if (!sum && cr__new(t->arena, CR_DT_F64, 1, &n, false, &y) != CR_OK)
         return fail_alloc(t, kn);
-    knode *nd = NULL;
-    if (any) {
-        nd = cr_arena_alloc(t->arena, sizeof *nd, _Alignof(knode));
-        size_t need = 2 + t->pre;
-        if (nd == NULL || ((size_t)(t->lim - t->cur) < need && cr__tape_grow(t, need) != CR_OK))
-            return nd == NULL ? fail_alloc(t, kn) : t->status;
-        *nd = tmp;
-    }
+    size_t need = 2 + t->pre;
+    if (any && (size_t)(t->lim - t->cur) < need && cr__tape_grow(t, need) != CR_OK)
+        return t->status;
     double s = 0.0;
-    run_primal(&tmp, y != NULL ? (double *)y->data : NULL, sum ? &s : NULL);
+    run_primal(nd, y != NULL ? (double *)y->data : NULL, sum ? &s : NULL);
     if (!any) {
         if (sum)
             *out_s = cr_const(s);
@@ -362,9 +361,9 @@ cr_var cr_akernel_sum(cr_tape *t, const cr_kernel *k, const cr_kin *args, size_t
 typedef struct kshadow {
     double *d;   /* dense, row-major, the variable's element count */
     size_t z;    /* a fresh shadow is zero below z, unwritten above (SIZE_MAX: not fresh) */
-    size_t need; /* the highest element any argument reading this slot writes, plus one,
-                    relative to the block's start */
+    size_t need; /* the largest offset of the arguments reading this slot */
     size_t numel;
+    unsigned readers; /* arguments reading this slot */
 } kshadow;
 
 /* The shadow of slot s as a dense f64 buffer the step may add into: the accumulator itself
@@ -384,12 +383,27 @@ static cr_status shadow_of(cr_tape *t, uint32_t s, size_t numel, kshadow *sh)
         return CR_OK;
     }
     bool fresh = cr_tangent_is_zero(acc);
-    cr_array *buf;
-    cr_status st = cr__new(t->arena, CR_DT_F64, v->ndim, v->shape, !fresh, &buf);
-    if (st == CR_OK && !fresh)
-        st = cr__add_into(t->arena, buf, acc);
-    if (st != CR_OK)
-        return st;
+    /* A dense row-major f64 array of v's shape (whose element count, numel, fits). */
+    size_t head = (sizeof(cr_array) + CR_ARENA_ALIGN - 1) & ~(size_t)(CR_ARENA_ALIGN - 1);
+    if (numel > (SIZE_MAX - head) / sizeof(double))
+        return CR_EOVERFLOW;
+    unsigned char *mem = cr_arena_alloc(t->arena, head + numel * sizeof(double), 0);
+    if (mem == NULL)
+        return CR__ALLOC_STATUS(t->arena);
+    cr_array *buf = (cr_array *)(void *)mem;
+    double *data = (double *)(void *)(mem + head);
+    *buf = *v;
+    buf->data = data;
+    buf->dtype = CR_DT_F64;
+    buf->structure = CR_MAT_DENSE;
+    buf->flags = CR_ARRAY_WRITABLE;
+    cr__row_major(v->ndim, v->shape, buf->strides);
+    if (!fresh) {
+        memset(data, 0, numel * sizeof(double));
+        cr_status st = cr__add_into(t->arena, buf, acc);
+        if (st != CR_OK)
+            return st;
+    }
     slot->acc = cr_tangent_array(buf);
     sh->d = buf->data;
     sh->z = fresh ? 0 : SIZE_MAX;
@@ -460,7 +474,9 @@ static cr_status kernel_pull(cr_tape *t, const cr__anode *an, const double *g, d
             if ((st = shadow_of(t, c & ~CR__ASLOT_BIT, nd->arg[j].numel, &sh[j])) != CR_OK)
                 return pull_failed(t, nd, st);
             sh[j].need = 0;
+            sh[j].readers = 0;
         }
+        sh[own[j]].readers++;
         if (nd->arg[j].off > sh[own[j]].need)
             sh[own[j]].need = nd->arg[j].off;
     }
@@ -489,12 +505,26 @@ static cr_status kernel_pull(cr_tape *t, const cr__anode *an, const double *g, d
                 continue;
             }
             kshadow *w = &sh[own[j]];
+            double *d = w->d + nd->arg[j].off + base;
+            if (w->z != SIZE_MAX && w->readers == 1) {
+                /* A fresh shadow with one writer: set, zeroing only what is skipped. */
+                size_t lo = nd->arg[j].off + base;
+                if (w->z < lo)
+                    memset(w->d + w->z, 0, (lo - w->z) * sizeof(double));
+                w->z = lo + nb;
+                if (gb != NULL)
+                    for (size_t i = 0; i < nb; i++)
+                        d[i] = gb[i] * p[i];
+                else
+                    for (size_t i = 0; i < nb; i++)
+                        d[i] = gs * p[i];
+                continue;
+            }
             size_t hi = w->need + base + nb; /* zero what this block may touch */
             if (w->z < hi) {
                 memset(w->d + w->z, 0, (hi - w->z) * sizeof(double));
                 w->z = hi;
             }
-            double *d = w->d + nd->arg[j].off + base;
             if (gb != NULL)
                 for (size_t i = 0; i < nb; i++)
                     d[i] += gb[i] * p[i];
