@@ -301,10 +301,9 @@ static cr_status record(cr_tape *t, const char *who, const cr_kernel *k, const c
     uint32_t slot = CR_VAR_CONST;
     if (!sum && cr__array_slot(t, y, &slot) != CR_OK)
         return t->status;
-    nd->base.pb.fn = NULL;
-    nd->base.pb.env = NULL;
+    /* Fields of the node that kernels do not use are zero (NULL pullback, no tuple). */
+    memset(&nd->base, 0, sizeof nd->base);
     nd->base.pb.name = kn;
-    nd->base.pb.nx = 0;
     nd->base.fname = kn;
     nd->base.nargs = k->nargs;
     nd->base.out = slot;
