@@ -18,10 +18,12 @@
  *   hvp_ratio          Rosenbrock, n = 1e5, scalar loop on a second-order tape:
  *                      record + Hessian-vector product / primal
  *   hvp_sweep_ratio    the Hessian-vector product alone on that recording / primal
- *   rosen_array_ratio  Rosenbrock, n = 1e6, as array operations on array variables
- *                      (slices, broadcasts, sum): record + sweep / the plain C loop
- *   rosen_array_vs_arrays_ratio  the same / the same array operations in plain C (one loop
- *                      and one temporary per operation)
+ *   rosen_array_ratio  Rosenbrock, n = 1e6, on an array variable as one fused kernel
+ *                      (kernel.h: cr_akernel_sum over offsets 0 and 1 of x): record +
+ *                      sweep / the plain C loop
+ *   rosen_array_unfused_ratio  the same as array operations (slices, broadcasts, sum)
+ *   rosen_array_vs_arrays_ratio  the unfused form / the same array operations in plain C
+ *                      (one loop and one temporary per operation)
  *   sum3_ns            value_and_gradient of a[1] + a[2] + a[3] of a length-30 input
  *                      (reset, record, sweep), per call
  *   mse_ns             value_and_gradient of sum((x - y)^2) / 30 over 30 points, scalar
@@ -29,6 +31,7 @@
  *   mse_prepared_ns    the same from a prepared gradient (recorded once, replayed)
  *   mse_array_ns       the same as array operations (x an array variable), per call
  *   mse_array_prepared_ns  the array form from a prepared gradient (its rules called again)
+ *   mse_kernel_ns      the same as one fused kernel sum (x an array variable), per call
  *
  * Usage: chainrules-bench [figure...]   (no argument: all figures)
  */
@@ -509,6 +512,25 @@ static cr_var rosen_array_taped(cr_tape *t, cr_avar X, size_t n)
     return cr_asum(t, s);
 }
 
+/* The same as one fused kernel: sum over i < n - 1 of rosen_term(x[i], x[i + 1]). */
+#define ROSEN_TERM(x) \
+    cr_k_add(cr_k_mul(100.0, cr_k_sq(cr_k_sub(x[1], cr_k_sq(x[0])))), cr_k_sq(cr_k_sub(1.0, x[0])))
+CR_KERNEL(rosen_term, 2, ROSEN_TERM);
+
+static double rosen_kernel_gradient(void *env)
+{
+    rosen_arr_env *e = env;
+    cr_tape *t = e->r.tape;
+    cr_tape_reset(t);
+    cr_avar X = cr_tape_array_input(t, &e->xa);
+    cr_kin in[2] = {cr_kin_arr(X, 0), cr_kin_arr(X, 1)};
+    cr_var y = cr_akernel_sum(t, &rosen_term, in, 2, e->r.n - 1);
+    cr_array *g = &e->ga;
+    if (cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &g) != CR_OK)
+        return (double)NAN;
+    return y.v + e->r.grad[0];
+}
+
 static double rosen_array_gradient(void *env)
 {
     rosen_arr_env *e = env;
@@ -554,6 +576,7 @@ static double rosen_arrays_primal(void *env)
 }
 
 static double g_rosen_vs_arrays = (double)NAN;
+static double g_rosen_unfused = (double)NAN;
 
 static int fig_rosen_array(double *out)
 {
@@ -572,10 +595,17 @@ static int fig_rosen_array(double *out)
     }
     rosen_grad_hand(e.r.x, e.r.n, want);
     err = check_close("rosenbrock array gradient", e.r.grad, want, e.r.n, 1e-12);
+    if (!err && isnan(rosen_kernel_gradient(&e))) {
+        fprintf(stderr, "rosen_array (kernel): %s\n", cr_tape_errmsg(e.r.tape));
+        err = 1;
+    }
+    if (!err)
+        err = check_close("rosenbrock kernel gradient", e.r.grad, want, e.r.n, 1e-12);
     free(want);
     if (err)
         return 1;
-    *out = median_ratio(rosen_array_gradient, rosen_primal, &e);
+    *out = median_ratio(rosen_kernel_gradient, rosen_primal, &e);
+    g_rosen_unfused = median_ratio(rosen_array_gradient, rosen_primal, &e);
     g_rosen_vs_arrays = median_ratio(rosen_array_gradient, rosen_arrays_primal, &e);
     rosen_teardown(&e.r);
     for (size_t k = 0; k < 6; k++)
@@ -588,6 +618,14 @@ static int fig_rosen_vs_arrays(double *out)
     if (isnan(g_rosen_vs_arrays) && fig_rosen_array(&(double){0}) != 0)
         return 1;
     *out = g_rosen_vs_arrays;
+    return 0;
+}
+
+static int fig_rosen_unfused(double *out)
+{
+    if (isnan(g_rosen_unfused) && fig_rosen_array(&(double){0}) != 0)
+        return 1;
+    *out = g_rosen_unfused;
     return 0;
 }
 
@@ -822,6 +860,53 @@ static int fig_mse_array_prepared(double *out)
     return isnan(*out);
 }
 
+/* mse as one fused kernel: sum((x .- y).^2) / 30, x an array variable, y constant */
+#define SQDIFF(x) cr_k_sq(cr_k_sub(x[0], x[1]))
+CR_KERNEL(sqdiff, 2, SQDIFF);
+
+static double mse_kernel_once(mse_arr_env *e)
+{
+    cr_tape *t = e->tape;
+    cr_tape_reset(t);
+    cr_avar X = cr_tape_array_input(t, &e->xa);
+    cr_kin in[2] = {cr_kin_arr(X, 0), cr_kin_arr(cr_aconst(&e->ya), 0)};
+    cr_var y = cr_div(t, cr_akernel_sum(t, &sqdiff, in, 2, SMALL_N), cr_const((double)SMALL_N));
+    cr_array *g = &e->ga;
+    if (cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &g) != CR_OK)
+        return (double)NAN;
+    return y.v;
+}
+
+static double mse_kernel_calls(void *env)
+{
+    mse_arr_env *e = env;
+    double s = 0;
+    for (long i = 0; i < SMALL_CALLS; i++) {
+        e->x[0] += 1e-9;
+        s += mse_kernel_once(e) + e->grad[0];
+    }
+    return s;
+}
+
+static int fig_mse_kernel(double *out)
+{
+    mse_arr_env e;
+    double want[SMALL_N];
+    small_inputs(e.x);
+    mse_grad_hand(e.x, want);
+    e.xa = cr_array_vector(e.x, SMALL_N);
+    e.ya = cr_array_vector(k_mse_target, SMALL_N);
+    e.ga = cr_array_vector(e.grad, SMALL_N);
+    if (cr_tape_new(g_ctx, NULL, &e.tape) != CR_OK)
+        return 1;
+    if (isnan(mse_kernel_once(&e)) ||
+        check_close("kernel mse gradient", e.grad, want, SMALL_N, 1e-15))
+        return 1;
+    *out = median_time(mse_kernel_calls, &e, RUNS) / SMALL_CALLS;
+    cr_tape_free(e.tape);
+    return isnan(*out);
+}
+
 static const struct {
     const char *name;
     int (*fn)(double *out);
@@ -832,6 +917,7 @@ static const struct {
     {"rosen_loop_ratio", fig_rosen_loop, "x", "%s %.2f %s\n"},
     {"tape_bytes_per_op", fig_tape_bytes, "B", "%s %.1f %s\n"},
     {"rosen_array_ratio", fig_rosen_array, "x", "%s %.2f %s\n"},
+    {"rosen_array_unfused_ratio", fig_rosen_unfused, "x", "%s %.2f %s\n"},
     {"rosen_array_vs_arrays_ratio", fig_rosen_vs_arrays, "x", "%s %.2f %s\n"},
     {"hvp_ratio", fig_hvp, "x", "%s %.2f %s\n"},
     {"hvp_sweep_ratio", fig_hvp_sweep, "x", "%s %.2f %s\n"},
@@ -840,6 +926,7 @@ static const struct {
     {"mse_prepared_ns", fig_mse_prepared, "ns", "%s %.1f %s\n"},
     {"mse_array_ns", fig_mse_array, "ns", "%s %.1f %s\n"},
     {"mse_array_prepared_ns", fig_mse_array_prepared, "ns", "%s %.1f %s\n"},
+    {"mse_kernel_ns", fig_mse_kernel, "ns", "%s %.1f %s\n"},
 };
 
 static int wanted(int argc, char **argv, const char *name)

@@ -24,6 +24,7 @@
 #include "chainrules/dual.h"
 #include "chainrules/engine.h"
 #include "chainrules/fd.h"
+#include "chainrules/kernel.h"
 #include "chainrules/project.h"
 #include "chainrules/rule.h"
 #include "chainrules/rules_array.h"

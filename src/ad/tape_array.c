@@ -88,6 +88,11 @@ static cr_status new_slot(cr_tape *t, const cr_array *val, uint32_t *idx)
     return CR_OK;
 }
 
+cr_status cr__array_slot(cr_tape *t, const cr_array *val, uint32_t *idx)
+{
+    return new_slot(t, val, idx);
+}
+
 cr_avar cr_tape_array_input(cr_tape *t, const cr_array *a)
 {
     if ((t = tape_or_current(t)) == NULL || t->status != CR_OK)
@@ -356,6 +361,7 @@ static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const
     memcpy(ai, codes, nargs * sizeof *ai);
     memcpy(ai + nargs, outs, (tuple ? nout : 0) * sizeof *ai);
     nd->pb = pb;
+    nd->pull = NULL;
     nd->fname = fname;
     nd->nargs = (uint32_t)nargs;
     nd->out = aslot;
@@ -555,6 +561,8 @@ static cr_status tuple_dy(cr_tape *t, const cr__anode *nd, const double *g, cr_t
 
 cr_status cr__array_pull(cr_tape *t, const cr__anode *nd, const double *g, double *adj)
 {
+    if (nd->pull != NULL)
+        return nd->pull(t, nd, g, adj);
     cr_arena *arena = t->arena;
     cr_tangent dy;
     if (nd->nout > 0) {

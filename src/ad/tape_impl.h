@@ -192,6 +192,10 @@ typedef struct cr__anode {
     cr_value fv;    /* the function */
     cr_value *vals; /* the argument values the rrule was called with (the tape's arena) */
     cr_value y;     /* the result when recorded */
+    /* NULL for an rrule's pullback (pb). Otherwise the record's own reverse step, called by
+     * cr__array_pull instead of pb (fused kernels, kernel.c: pb is unused, and the record
+     * has no forward or second-order form). */
+    cr_status (*pull)(cr_tape *t, const struct cr__anode *nd, const double *g, double *adj);
 } cr__anode;
 
 /* The reverse step of a K_ARRAY record: g is the adjoint of its first scalar result (NULL
@@ -206,6 +210,10 @@ CR_INTERNAL cr_status cr__array_write_out(cr_tape *t, const char *who, size_t j,
 
 /* Clear every array variable's accumulator (start of a reverse sweep). */
 CR_INTERNAL void cr__array_clear(cr_tape *t);
+
+/* A new array variable of value val (borrowed until the reset); its slot in *idx. Fails the
+ * tape (CR_EOVERFLOW, allocation statuses). */
+CR_INTERNAL cr_status cr__array_slot(cr_tape *t, const cr_array *val, uint32_t *idx);
 
 #define CR__TAPE_MSG 512
 

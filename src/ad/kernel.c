@@ -1,0 +1,547 @@
+/*
+ * Fused elementwise kernels on the reverse tape (kernel.h). A kernel call is one K_ARRAY
+ * record whose node carries its own reverse step (cr__anode.pull): the forward pass runs the
+ * kernel's primal loop, and the reverse step runs its dual loop again block by block and adds
+ * the partials, scaled by the result's cotangent, straight into the arguments' shadows and
+ * into the adjoints of scalar arguments. No rule lookup, no tangent values, no closure.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "tape_impl.h"
+
+#include <chainrules/kernel.h>
+#include <chainrules/rules_math.h>
+#include <chainrules/scalar_rule.h>
+
+#include "../rulesets/array_impl.h"
+
+/* ---- Elementary functions: their rows -------------------------------------------------- */
+
+static const cr_value *const k_fn1[CR_K_NFN1] = {
+    [CR_K_SIN] = &cr_fn_sin,     [CR_K_COS] = &cr_fn_cos,     [CR_K_TAN] = &cr_fn_tan,
+    [CR_K_ASIN] = &cr_fn_asin,   [CR_K_ACOS] = &cr_fn_acos,   [CR_K_ATAN] = &cr_fn_atan,
+    [CR_K_SINH] = &cr_fn_sinh,   [CR_K_COSH] = &cr_fn_cosh,   [CR_K_TANH] = &cr_fn_tanh,
+    [CR_K_EXP] = &cr_fn_exp,     [CR_K_EXPM1] = &cr_fn_expm1, [CR_K_LOG] = &cr_fn_log,
+    [CR_K_LOG1P] = &cr_fn_log1p, [CR_K_SQRT] = &cr_fn_sqrt,   [CR_K_CBRT] = &cr_fn_cbrt,
+    [CR_K_ABS] = &cr_fn_fabs,
+};
+
+static const cr_value *const k_fn2[CR_K_NFN2] = {
+    [CR_K_POW] = &cr_fn_pow,
+    [CR_K_ATAN2] = &cr_fn_atan2,
+    [CR_K_HYPOT] = &cr_fn_hypot,
+};
+
+static inline const cr_scalar_rule *row_of(const cr_value *f)
+{
+    return (const cr_scalar_rule *)f->u.func.fn->udata;
+}
+
+double cr_k_row1(unsigned fn, double x, double *dydx)
+{
+    if (fn >= CR_K_NFN1) {
+        *dydx = (double)NAN;
+        return (double)NAN;
+    }
+    double Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+    row_of(k_fn1[fn])->f64(&x, Y, D);
+    *dydx = D[0];
+    return Y[0];
+}
+
+double cr_k_row2(unsigned fn, double x, double y, double *d)
+{
+    if (fn >= CR_K_NFN2) {
+        d[0] = d[1] = (double)NAN;
+        return (double)NAN;
+    }
+    double a[2] = {x, y}, Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+    row_of(k_fn2[fn])->f64(a, Y, D);
+    d[0] = D[0];
+    d[1] = D[1];
+    return Y[0];
+}
+
+/* ---- The record ------------------------------------------------------------------------- */
+
+/* An argument as the loops read it. */
+typedef struct karg {
+    const double *p; /* an array's element 0 of the call (offset applied), or NULL */
+    ptrdiff_t s;     /* its stride in elements */
+    double c;        /* a scalar's value */
+    size_t off;      /* an array's offset: element i of the call is shadow element off + i */
+    size_t numel;    /* an array's elements */
+    uint32_t code;   /* CR_VAR_CONST, a scalar variable, or an array slot | CR__ASLOT_BIT */
+} karg;
+
+/* A kernel call on the tape: a K_ARRAY node (first, so that the record's pointer is both)
+ * with its own reverse step. */
+typedef struct knode {
+    cr__anode base;
+    const cr_kernel *k;
+    size_t n;
+    karg arg[CR_K_MAX_ARGS];
+    uint32_t codes[CR_K_MAX_ARGS];
+} knode;
+
+/* Scratch of one block: the arguments' unit-stride copies (strided arrays gathered, scalars
+ * broadcast) and the partials. */
+typedef struct kblock {
+    double buf[CR_K_MAX_ARGS][CR_K_BLOCK];
+    double P[CR_K_MAX_ARGS * CR_K_BLOCK];
+} kblock;
+
+static inline cr_tape *tape_or_current(cr_tape *t)
+{
+    return t != NULL ? t : cr_tape_current();
+}
+
+/* A failure reported by the arena: its message is on the context already. */
+static cr_status fail_alloc(cr_tape *t, const char *who)
+{
+    cr_status st = CR__ALLOC_STATUS(t->arena);
+    if (st == CR_OK)
+        st = CR_ENOMEM;
+    const char *msg = cr_ctx_errmsg(t->ctx);
+    if (cr_ctx_errcode(t->ctx) == st && msg[0] != '\0')
+        return cr__tape_fail(t, st, "kernel %s: %s", who, msg);
+    return cr__tape_fail(t, st, "kernel %s: %s", who, cr_status_str(st));
+}
+
+/* Pointers to elements [base, base + nb) of every argument, unit stride. Scalars are
+ * broadcast into their buffer once (fill), strided arrays gathered at each block. */
+static void block_args(const knode *nd, size_t base, size_t nb, kblock *b, bool fill,
+                       const double **q)
+{
+    for (unsigned j = 0; j < nd->k->nargs; j++) {
+        const karg *a = &nd->arg[j];
+        if (a->p == NULL) {
+            if (fill) {
+                size_t m = nd->n < CR_K_BLOCK ? nd->n : CR_K_BLOCK;
+                for (size_t i = 0; i < m; i++)
+                    b->buf[j][i] = a->c;
+            }
+            q[j] = b->buf[j];
+        } else if (a->s == 1) {
+            q[j] = a->p + base;
+        } else {
+            for (size_t i = 0; i < nb; i++)
+                b->buf[j][i] = a->p[(ptrdiff_t)(base + i) * a->s];
+            q[j] = b->buf[j];
+        }
+    }
+}
+
+/* Check a kernel call and read its arguments into nd; *any says whether one is a variable. */
+static cr_status read_args(cr_tape *t, const char *kn, const cr_kernel *k, const cr_kin *args,
+                           size_t nargs, size_t n, knode *nd, bool *any)
+{
+    if (k->nargs == 0 || k->nargs > CR_K_MAX_ARGS || k->map == NULL || k->sum == NULL ||
+        k->partials == NULL)
+        return cr__tape_fail(t, CR_EINVAL,
+                             "kernel %s: %u arguments and loops %s (1 to %d arguments and three "
+                             "loops expected: make kernels with CR_KERNEL)",
+                             kn, k->nargs, k->map && k->sum && k->partials ? "given" : "missing",
+                             CR_K_MAX_ARGS);
+    if (nargs != k->nargs)
+        return cr__tape_fail(t, CR_EINVAL, "kernel %s takes %u arguments, %zu given", kn, k->nargs,
+                             nargs);
+    if (args == NULL)
+        return cr__tape_fail(t, CR_EINVAL, "kernel %s: NULL arguments", kn);
+    if (n > (size_t)PTRDIFF_MAX / sizeof(double))
+        return cr__tape_fail(t, CR_ESHAPE, "kernel %s: %zu elements", kn, n);
+    nd->k = k;
+    nd->n = n;
+    *any = false;
+    for (size_t j = 0; j < nargs; j++) {
+        const cr_kin *in = &args[j];
+        karg *a = &nd->arg[j];
+        if (in->kind == CR_KIN_VAR) {
+            a->p = NULL;
+            a->c = in->s.v;
+            a->code = in->s.idx;
+            if (in->s.idx != CR_VAR_CONST && (in->s.tape != t->id || in->s.idx >= t->nvars))
+                return cr__tape_fail(t, CR_ETAPE,
+                                     "kernel %s: argument %zu (variable %u) belongs to another "
+                                     "tape, or to this tape before its last reset",
+                                     kn, j, (unsigned)in->s.idx);
+        } else if (in->kind == CR_KIN_ARR) {
+            const cr_array *v = in->a.a;
+            if (v == NULL)
+                return cr__tape_fail(t, CR_EINVAL, "kernel %s: argument %zu is a NULL array", kn,
+                                     j);
+            if (in->a.idx != CR_VAR_CONST && (in->a.tape != t->id || in->a.idx >= t->naslots))
+                return cr__tape_fail(t, CR_ETAPE,
+                                     "kernel %s: argument %zu (array variable %u) belongs to "
+                                     "another tape, or to this tape before its last reset",
+                                     kn, j, (unsigned)in->a.idx);
+            if (v->dtype != CR_DT_F64)
+                return cr__tape_fail(t, CR_EUNIMPL,
+                                     "kernel %s: argument %zu is an array of %s: kernels read "
+                                     "f64 arrays",
+                                     kn, j, cr_dtype_name((cr_dtype)v->dtype));
+            if (v->structure != CR_MAT_DENSE || (v->ndim > 1 && !cr_array_is_contiguous(v)))
+                return cr__tape_fail(t, CR_EUNIMPL,
+                                     "kernel %s: argument %zu is a %s array of %u dimensions "
+                                     "that is not contiguous: kernels read 1-d arrays of any "
+                                     "stride and contiguous dense arrays",
+                                     kn, j, cr_matstruct_name((cr_matstruct)v->structure),
+                                     (unsigned)v->ndim);
+            size_t numel = v->ndim == 1 ? v->shape[0] : cr_array_numel(v);
+            if (in->off > numel || n > numel - in->off) {
+                char buf[64];
+                return cr__tape_fail(t, CR_ESHAPE,
+                                     "kernel %s: argument %zu reads elements %zu..%zu (offset "
+                                     "%zu, %zu elements) of an array %s of %zu",
+                                     kn, j, in->off, in->off + n - (n > 0), in->off, n,
+                                     cr__shape_str(v, buf, sizeof buf), numel);
+            }
+            a->s = v->ndim == 1 ? v->strides[0] : 1;
+            a->p = (const double *)v->data + (ptrdiff_t)in->off * a->s;
+            a->off = in->off;
+            a->numel = numel;
+            a->code = in->a.idx == CR_VAR_CONST ? CR_VAR_CONST : (in->a.idx | CR__ASLOT_BIT);
+        } else {
+            return cr__tape_fail(t, CR_EINVAL, "kernel %s: argument %zu has an unknown kind %d", kn,
+                                 j, (int)in->kind);
+        }
+        nd->codes[j] = a->code;
+        *any |= a->code != CR_VAR_CONST;
+    }
+    return CR_OK;
+}
+
+/* Refusals of tapes that cannot hold a kernel record. */
+static cr_status check_tape(cr_tape *t, const char *kn)
+{
+    if (t->pre > 1)
+        return cr__tape_fail(t, CR_EUNIMPL,
+                             "kernel %s: a prepared gradient cannot replay fused kernels; record "
+                             "again at each point",
+                             kn);
+    if (t->flags & CR_TAPE_SECOND_ORDER)
+        return cr__tape_fail(
+            t, CR_EUNIMPL, "kernel %s: fused kernels are not recorded on a second-order tape", kn);
+    if (t->nvars + 2 >= CR_TAPE_MAX_VARS)
+        return cr__tape_fail(t, CR_EOVERFLOW, "tape: more than %zu variables in one recording",
+                             CR_TAPE_MAX_VARS - 1);
+    return CR_OK;
+}
+
+/* The primal over blocks (strided arrays gathered, scalars broadcast). */
+static void primal_blocks(const knode *nd, double *y, double *acc)
+{
+    kblock b;
+    const double *q[CR_K_MAX_ARGS];
+    for (size_t base = 0; base < nd->n; base += CR_K_BLOCK) {
+        size_t nb = nd->n - base < CR_K_BLOCK ? nd->n - base : CR_K_BLOCK;
+        block_args(nd, base, nb, &b, base == 0, q);
+        if (y != NULL)
+            nd->k->map(nb, q, y + base);
+        else
+            nd->k->sum(nb, q, acc);
+    }
+}
+
+/* The primal: y (n elements) or the sum. Unit-stride arrays only: one loop over the call. */
+static void run_primal(const knode *nd, double *y, double *sum)
+{
+    const double *q[CR_K_MAX_ARGS];
+    double acc[4] = {0.0, 0.0, 0.0, 0.0};
+    bool direct = true;
+    for (unsigned j = 0; j < nd->k->nargs; j++) {
+        q[j] = nd->arg[j].p;
+        direct &= q[j] != NULL && nd->arg[j].s == 1;
+    }
+    if (!direct)
+        primal_blocks(nd, y, acc);
+    else if (y != NULL)
+        nd->k->map(nd->n, q, y);
+    else
+        nd->k->sum(nd->n, q, acc);
+    if (sum != NULL)
+        *sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
+static cr_status kernel_pull(cr_tape *t, const cr__anode *an, const double *g, double *adj);
+
+/* Record a kernel call: the result (array y, or the sum) is in *out_a / *out_s. */
+static cr_status record(cr_tape *t, const char *who, const cr_kernel *k, const cr_kin *args,
+                        size_t nargs, size_t n, bool sum, cr_avar *out_a, cr_var *out_s)
+{
+    if (k == NULL)
+        return cr__tape_fail(t, CR_EINVAL, "%s: NULL kernel", who);
+    const char *kn = k->name != NULL ? k->name : "(unnamed)";
+    /* The node is read into its place in the arena (a call of constants leaves it unused). */
+    knode *nd = cr_arena_alloc(t->arena, sizeof *nd, _Alignof(knode));
+    if (nd == NULL)
+        return fail_alloc(t, kn);
+    bool any = false;
+    if (read_args(t, kn, k, args, nargs, n, nd, &any) != CR_OK)
+        return t->status;
+    if (any && check_tape(t, kn) != CR_OK)
+        return t->status;
+    cr_array *y = NULL;
+    if (!sum && cr__new(t->arena, CR_DT_F64, 1, &n, false, &y) != CR_OK)
+        return fail_alloc(t, kn);
+    size_t need = 2 + t->pre;
+    if (any && (size_t)(t->lim - t->cur) < need && cr__tape_grow(t, need) != CR_OK)
+        return t->status;
+    double s = 0.0;
+    run_primal(nd, y != NULL ? (double *)y->data : NULL, sum ? &s : NULL);
+    if (!any) {
+        if (sum)
+            *out_s = cr_const(s);
+        else
+            *out_a = cr_aconst(y);
+        return CR_OK;
+    }
+    uint32_t slot = CR_VAR_CONST;
+    if (!sum && cr__array_slot(t, y, &slot) != CR_OK)
+        return t->status;
+    /* Fields of the node that kernels do not use are zero (NULL pullback, no tuple). */
+    memset(&nd->base, 0, sizeof nd->base);
+    nd->base.pb.name = kn;
+    nd->base.fname = kn;
+    nd->base.nargs = k->nargs;
+    nd->base.out = slot;
+    nd->base.args = nd->codes;
+    nd->base.pull = kernel_pull;
+    unsigned nv = sum ? 1u : 0u;
+    uint64_t h = hdr_make(K_ARRAY, nv, 0);
+    cr__word *w = t->cur;
+    if (t->pre)
+        (w++)->u = h;
+    (w++)->cp = &nd->base;
+    (w++)->u = h;
+    t->cur = w;
+    if (sum) {
+        cr_var r;
+        r.v = s;
+        r.idx = t->nvars;
+        r.tape = t->id;
+        *out_s = r;
+    } else {
+        cr_avar r;
+        r.a = y;
+        r.idx = slot;
+        r.tape = t->id;
+        *out_a = r;
+    }
+    t->nvars += nv;
+    return CR_OK;
+}
+
+cr_avar cr_akernel(cr_tape *t, const cr_kernel *k, const cr_kin *args, size_t nargs, size_t n)
+{
+    cr_avar r = cr_aconst(NULL);
+    if ((t = tape_or_current(t)) == NULL || t->status != CR_OK)
+        return r;
+    if (record(t, "cr_akernel", k, args, nargs, n, false, &r, NULL) != CR_OK)
+        return cr_aconst(NULL);
+    return r;
+}
+
+cr_var cr_akernel_sum(cr_tape *t, const cr_kernel *k, const cr_kin *args, size_t nargs, size_t n)
+{
+    cr_var r = cr_const((double)NAN);
+    if ((t = tape_or_current(t)) == NULL || t->status != CR_OK)
+        return r;
+    if (record(t, "cr_akernel_sum", k, args, nargs, n, true, NULL, &r) != CR_OK)
+        return cr_const((double)NAN);
+    return r;
+}
+
+/* ---- The reverse step ------------------------------------------------------------------- */
+
+/* The shadow of an array argument during one reverse step. */
+typedef struct kshadow {
+    double *d;   /* dense, row-major, the variable's element count */
+    size_t z;    /* a fresh shadow is zero below z, unwritten above (SIZE_MAX: not fresh) */
+    size_t need; /* the largest offset of the arguments reading this slot */
+    size_t numel;
+    unsigned readers; /* arguments reading this slot */
+} kshadow;
+
+/* The shadow of slot s as a dense f64 buffer the step may add into: the accumulator itself
+ * when it is one, a fresh buffer (zeroed lazily, block by block) when it is zero, else a
+ * copy of the accumulator's value. */
+static cr_status shadow_of(cr_tape *t, uint32_t s, size_t numel, kshadow *sh)
+{
+    cr__aslot *slot = &t->aslots[s];
+    const cr_array *v = slot->val;
+    cr_tangent acc = slot->acc;
+    sh->numel = numel;
+    if (acc.tag == CR_TAN_ARRAY && (acc.u.arr->flags & CR_ARRAY_WRITABLE) &&
+        acc.u.arr->dtype == CR_DT_F64 && cr__is_contig_dense(acc.u.arr) &&
+        cr_array_numel(acc.u.arr) == numel) {
+        sh->d = acc.u.arr->data;
+        sh->z = SIZE_MAX;
+        return CR_OK;
+    }
+    bool fresh = cr_tangent_is_zero(acc);
+    /* A dense row-major f64 array of v's shape (whose element count, numel, fits). */
+    size_t head = (sizeof(cr_array) + CR_ARENA_ALIGN - 1) & ~(size_t)(CR_ARENA_ALIGN - 1);
+    if (numel > (SIZE_MAX - head) / sizeof(double))
+        return CR_EOVERFLOW;
+    unsigned char *mem = cr_arena_alloc(t->arena, head + numel * sizeof(double), 0);
+    if (mem == NULL)
+        return CR__ALLOC_STATUS(t->arena);
+    cr_array *buf = (cr_array *)(void *)mem;
+    double *data = (double *)(void *)(mem + head);
+    *buf = *v;
+    buf->data = data;
+    buf->dtype = CR_DT_F64;
+    buf->structure = CR_MAT_DENSE;
+    buf->flags = CR_ARRAY_WRITABLE;
+    cr__row_major(v->ndim, v->shape, buf->strides);
+    if (!fresh) {
+        memset(data, 0, numel * sizeof(double));
+        cr_status st = cr__add_into(t->arena, buf, acc);
+        if (st != CR_OK)
+            return st;
+    }
+    slot->acc = cr_tangent_array(buf);
+    sh->d = buf->data;
+    sh->z = fresh ? 0 : SIZE_MAX;
+    return CR_OK;
+}
+
+/* The cotangent of an array result as n contiguous doubles. */
+static cr_status result_cotangent(cr_tape *t, cr_tangent acc, size_t n, const double **gy)
+{
+    if (acc.tag == CR_TAN_ARRAY && acc.u.arr->dtype == CR_DT_F64 &&
+        cr__is_contig_dense(acc.u.arr) && cr_array_numel(acc.u.arr) == n) {
+        *gy = acc.u.arr->data;
+        return CR_OK;
+    }
+    cr_array *buf;
+    cr_status st = cr__new(t->arena, CR_DT_F64, 1, &n, true, &buf);
+    if (st == CR_OK)
+        st = cr__add_into(t->arena, buf, acc);
+    *gy = st == CR_OK ? buf->data : NULL;
+    return st;
+}
+
+static cr_status pull_failed(cr_tape *t, const knode *nd, cr_status st)
+{
+    const char *msg = cr_ctx_errmsg(t->ctx);
+    return cr__tape_fail(t, st, "kernel %s: reverse step failed: %s", nd->base.fname,
+                         msg[0] != '\0' ? msg : cr_status_str(st));
+}
+
+/*
+ * The reverse step: g is the sum's adjoint, or NULL for an array result (its cotangent is
+ * its slot's accumulator). Block by block: the dual loop gives the partials of every
+ * argument, which are scaled by the cotangent and added into the arguments' shadows
+ * (element i of the call into shadow element off + i) or summed into scalar adjoints.
+ */
+static cr_status kernel_pull(cr_tape *t, const cr__anode *an, const double *g, double *adj)
+{
+    const knode *nd = (const knode *)(const void *)an;
+    const unsigned m = nd->k->nargs;
+    const size_t n = nd->n;
+    double gs = 0.0;
+    const double *gy = NULL;
+    cr_status st = CR_OK;
+    if (g != NULL) {
+        if ((gs = *g) == 0.0)
+            return CR_OK;
+    } else {
+        cr_tangent acc = t->aslots[an->out].acc;
+        if (cr_tangent_is_zero(acc))
+            return CR_OK;
+        if ((st = result_cotangent(t, acc, n, &gy)) != CR_OK)
+            return pull_failed(t, nd, st);
+    }
+    /* Shadows, one per distinct slot (own[j]: the first argument reading j's slot). */
+    kshadow sh[CR_K_MAX_ARGS];
+    unsigned own[CR_K_MAX_ARGS];
+    for (unsigned j = 0; j < m; j++) {
+        uint32_t c = nd->arg[j].code;
+        own[j] = j;
+        if (c == CR_VAR_CONST || !(c & CR__ASLOT_BIT))
+            continue;
+        for (unsigned l = 0; l < j; l++)
+            if (nd->arg[l].code == c) {
+                own[j] = l;
+                break;
+            }
+        if (own[j] == j) {
+            if ((st = shadow_of(t, c & ~CR__ASLOT_BIT, nd->arg[j].numel, &sh[j])) != CR_OK)
+                return pull_failed(t, nd, st);
+            sh[j].need = 0;
+            sh[j].readers = 0;
+        }
+        sh[own[j]].readers++;
+        if (nd->arg[j].off > sh[own[j]].need)
+            sh[own[j]].need = nd->arg[j].off;
+    }
+    kblock b;
+    double sacc[CR_K_MAX_ARGS] = {0.0, 0.0, 0.0, 0.0};
+    const double *q[CR_K_MAX_ARGS];
+    for (size_t base = 0; base < n; base += CR_K_BLOCK) {
+        size_t nb = n - base < CR_K_BLOCK ? n - base : CR_K_BLOCK;
+        block_args(nd, base, nb, &b, base == 0, q);
+        nd->k->partials(nb, q, b.P);
+        const double *gb = gy != NULL ? gy + base : NULL;
+        for (unsigned j = 0; j < m; j++) {
+            uint32_t c = nd->arg[j].code;
+            if (c == CR_VAR_CONST)
+                continue;
+            const double *p = b.P + (size_t)j * CR_K_BLOCK;
+            if (!(c & CR__ASLOT_BIT)) {
+                double s = 0.0;
+                if (gb != NULL)
+                    for (size_t i = 0; i < nb; i++)
+                        s += gb[i] * p[i];
+                else
+                    for (size_t i = 0; i < nb; i++)
+                        s += gs * p[i];
+                sacc[j] += s;
+                continue;
+            }
+            kshadow *w = &sh[own[j]];
+            double *d = w->d + nd->arg[j].off + base;
+            if (w->z != SIZE_MAX && w->readers == 1) {
+                /* A fresh shadow with one writer: set, zeroing only what is skipped. */
+                size_t lo = nd->arg[j].off + base;
+                if (w->z < lo)
+                    memset(w->d + w->z, 0, (lo - w->z) * sizeof(double));
+                w->z = lo + nb;
+                if (gb != NULL)
+                    for (size_t i = 0; i < nb; i++)
+                        d[i] = gb[i] * p[i];
+                else
+                    for (size_t i = 0; i < nb; i++)
+                        d[i] = gs * p[i];
+                continue;
+            }
+            size_t hi = w->need + base + nb; /* zero what this block may touch */
+            if (w->z < hi) {
+                memset(w->d + w->z, 0, (hi - w->z) * sizeof(double));
+                w->z = hi;
+            }
+            if (gb != NULL)
+                for (size_t i = 0; i < nb; i++)
+                    d[i] += gb[i] * p[i];
+            else
+                for (size_t i = 0; i < nb; i++)
+                    d[i] += gs * p[i];
+        }
+    }
+    for (unsigned j = 0; j < m; j++) {
+        uint32_t c = nd->arg[j].code;
+        if (c == CR_VAR_CONST)
+            continue;
+        if (!(c & CR__ASLOT_BIT))
+            adj[c] += sacc[j];
+        else if (own[j] == j && sh[j].z < sh[j].numel)
+            memset(sh[j].d + sh[j].z, 0, (sh[j].numel - sh[j].z) * sizeof(double));
+    }
+    if (g == NULL)
+        t->aslots[an->out].acc = cr_tangent_zero(); /* consumed: its record made it */
+    return CR_OK;
+}
