@@ -8,6 +8,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "test_util.h"
 
@@ -771,6 +772,89 @@ static void test_reuse(void **state)
     cr_tape_free(t);
 }
 
+/* ---- Gradients written where the caller wants them ---------------------------------------- */
+
+/* f(x) = sum over i < n-1 of rosen_term(x[i], x[i+1]) + sum(sin.(x) .* x) / 2 through the
+ * rules: the kernel and a broadcast both add into x's shadow. */
+static double twice_c(const double *x, size_t n, const void *env)
+{
+    (void)env;
+    double s = rosen_c(x, n, NULL);
+    for (size_t i = 0; i < n; i++)
+        s += sin(x[i]) * x[i] / 2;
+    return s;
+}
+
+/* Record f on x (kernel only when `rules` is false), gradient into the arrays gs[0..ng),
+ * all for the one input. */
+static void grad_into(fixture *f, double *x, size_t n, bool rules, cr_array *const *gs, size_t ng)
+{
+    cr_tape *t;
+    assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
+    cr_array xa = cr_array_vector(x, n);
+    cr_avar X = cr_tape_array_input(t, &xa);
+    cr_kin in[1] = {cr_kin_arr(X, 1)}; /* x[2:end] only: x[1] gets nothing from it */
+    cr_var y = cr_akernel_sum(t, &idk, in, 1, n - 1);
+    if (rules) {
+        cr_kin r[2] = {cr_kin_arr(X, 0), cr_kin_arr(X, 1)};
+        cr_avar S = cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(X));
+        cr_var b = cr_adot(t, S, X);
+        y = cr_add(t, cr_sub(t, cr_akernel_sum(t, &rosen_term, r, 2, n - 1), y),
+                   cr_add(t, y, cr_div(t, b, cr_const(2.0))));
+    }
+    cr_avar Xs[2] = {X, X};
+    assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, Xs, ng, gs));
+    cr_tape_free(t);
+}
+
+/* The shadow of an array input may live in the caller's gradient array (dense f64 of the
+ * input's shape): whatever it held before is overwritten, elements no cotangent reaches are
+ * zero, and a destination that is the input itself, or one requested twice, is still
+ * right. Other layouts (strided) give the same numbers. */
+static void test_gradient_in_place(void **state)
+{
+    fixture *f = *state;
+    enum { N = 600 };
+    double x[N], want[N], g1[N], g2[N], gs[2 * N];
+    for (size_t i = 0; i < N; i++)
+        x[i] = 0.8 * cos(0.3 * (double)i) + 0.05 * (double)(i % 5);
+    fd_grad(twice_c, NULL, x, N, want);
+    /* Destinations full of NaN: every element is written. */
+    for (size_t i = 0; i < N; i++)
+        g1[i] = g2[i] = (double)NAN;
+    cr_array ga = cr_array_vector(g1, N), *gp = &ga;
+    grad_into(f, x, N, false, &gp, 1);
+    assert_true(g1[0] == 0.0); /* no cotangent reached x[1] */
+    for (size_t i = 1; i < N; i++)
+        assert_true(g1[i] == 1.0);
+    grad_into(f, x, N, true, &gp, 1);
+    assert_grad(g1, want, N, 1e-6);
+    /* The same numbers through a strided destination (not the shadow). */
+    size_t shape = N;
+    ptrdiff_t stride = 2;
+    cr_array gsa;
+    cr_array_view_init(&gsa, gs, CR_DT_F64, 1, &shape, &stride);
+    gp = &gsa;
+    grad_into(f, x, N, true, &gp, 1);
+    for (size_t i = 0; i < N; i++)
+        assert_true(gs[2 * i] == g1[i]);
+    /* One input requested twice: both destinations get it. */
+    cr_array gb = cr_array_vector(g2, N);
+    cr_array *two[2] = {&ga, &gb};
+    for (size_t i = 0; i < N; i++)
+        g1[i] = g2[i] = (double)NAN;
+    grad_into(f, x, N, true, two, 2);
+    assert_grad(g1, want, N, 1e-6);
+    assert_grad(g2, want, N, 1e-6);
+    /* The gradient written over the input itself: the sweep still reads the old x. */
+    double xc[N];
+    memcpy(xc, x, sizeof xc);
+    cr_array xself = cr_array_vector(xc, N);
+    gp = &xself;
+    grad_into(f, xc, N, true, &gp, 1);
+    assert_grad(xc, want, N, 1e-6);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -783,6 +867,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_primal_bits, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_errors, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_reuse, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_gradient_in_place, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -382,6 +382,14 @@ static cr_status shadow_of(cr_tape *t, uint32_t s, size_t numel, kshadow *sh)
         return CR_OK;
     }
     bool fresh = cr_tangent_is_zero(acc);
+    if (fresh && slot->dest != NULL) {
+        /* The caller's gradient array (dense row-major f64 of v's shape) is the shadow. */
+        slot->acc = cr_tangent_array(slot->dest);
+        slot->dest = NULL;
+        sh->d = slot->acc.u.arr->data;
+        sh->z = 0;
+        return CR_OK;
+    }
     /* A dense row-major f64 array of v's shape (whose element count, numel, fits). */
     size_t head = (sizeof(cr_array) + CR_ARENA_ALIGN - 1) & ~(size_t)(CR_ARENA_ALIGN - 1);
     if (numel > (SIZE_MAX - head) / sizeof(double))

@@ -84,6 +84,8 @@ static cr_status new_slot(cr_tape *t, const cr_array *val, uint32_t *idx)
     }
     t->aslots[t->naslots].val = val;
     t->aslots[t->naslots].acc = cr_tangent_zero();
+    t->aslots[t->naslots].dest = NULL;
+    t->aslots[t->naslots].input = false;
     *idx = t->naslots++;
     return CR_OK;
 }
@@ -105,6 +107,7 @@ cr_avar cr_tape_array_input(cr_tape *t, const cr_array *a)
     uint32_t idx;
     if (new_slot(t, a, &idx) != CR_OK)
         return bad_avar(a);
+    t->aslots[idx].input = true;
     cr_avar r;
     r.a = a;
     r.idx = idx;
@@ -508,6 +511,12 @@ static cr_status shadow_accum(cr_arena *arena, cr__aslot *s, cr_tangent d)
 {
     if (cr_tangent_is_zero(d))
         return CR_OK;
+    if (cr_tangent_is_zero(s->acc) && s->dest != NULL) {
+        /* The caller's gradient array is the shadow (see gradient_dests). */
+        memset(s->dest->data, 0, cr_array_numel(s->dest) * sizeof(double));
+        s->acc = cr_tangent_array(s->dest);
+        s->dest = NULL;
+    }
     if (cr_tangent_is_zero(s->acc)) {
         const cr_array *v = s->val;
         cr_dtype wdt = cr__work((cr_dtype)v->dtype);
@@ -624,6 +633,11 @@ cr_status cr__array_write_out(cr_tape *t, const char *who, size_t j, cr_tangent 
                             who, j, cr__shape_str(dst, b1, sizeof b1),
                             cr__shape_str(like, b2, sizeof b2));
     }
+    /* The shadow already lives in the destination (gradient_dests). */
+    if (acc.tag == CR_TAN_ARRAY && acc.u.arr->data == dst->data && acc.u.arr->dtype == dst->dtype &&
+        acc.u.arr->ndim == dst->ndim &&
+        memcmp(acc.u.arr->strides, dst->strides, dst->ndim * sizeof *dst->strides) == 0)
+        return CR_OK;
     /* A contiguous destination of the work dtype is zeroed and accumulated into directly. */
     if (cr__is_contig_dense(dst) && dst->dtype == (uint8_t)cr__work((cr_dtype)dst->dtype)) {
         cr_array d = *dst;
@@ -672,6 +686,69 @@ cr_status cr__array_write_out(cr_tape *t, const char *who, size_t j, cr_tangent 
                 break;
             idx[d] = 0;
         }
+    }
+    return CR_OK;
+}
+
+/* The bytes [*lo, *hi) an array's elements span. */
+static void extent(const cr_array *a, uintptr_t *lo, uintptr_t *hi)
+{
+    ptrdiff_t mn = 0, mx = 0;
+    for (size_t d = 0; d < a->ndim; d++) {
+        if (a->shape[d] == 0) {
+            *lo = *hi = (uintptr_t)a->data;
+            return;
+        }
+        ptrdiff_t span = a->strides[d] * (ptrdiff_t)(a->shape[d] - 1);
+        if (span < 0)
+            mn += span;
+        else
+            mx += span;
+    }
+    ptrdiff_t sz = (ptrdiff_t)cr_dtype_size((cr_dtype)a->dtype);
+    *lo = (uintptr_t)a->data + (uintptr_t)(mn * sz);
+    *hi = (uintptr_t)a->data + (uintptr_t)((mx + 1) * sz);
+}
+
+static bool overlaps(const cr_array *a, const cr_array *b)
+{
+    uintptr_t alo, ahi, blo, bhi;
+    extent(a, &alo, &ahi);
+    extent(b, &blo, &bhi);
+    return alo < bhi && blo < ahi;
+}
+
+/* Let the shadows of array inputs live in the caller's gradient arrays when that is safe:
+ * a dense row-major f64 destination of the input's shape that overlaps no array of the tape
+ * and no other destination. Saves allocating the shadow and copying it out (one pass over
+ * the data); the kernels' reverse steps write into it without zeroing it first. */
+static cr_status gradient_dests(cr_tape *t, const cr_avar *as, size_t na, cr_array *const *agrad)
+{
+    for (size_t j = 0; j < na; j++) {
+        const cr_array *g = agrad[j];
+        if (as[j].idx == CR_VAR_CONST || g == NULL || g->data == NULL)
+            continue;
+        cr__aslot *s = &t->aslots[as[j].idx];
+        const cr_array *v = s->val;
+        if (!s->input || s->dest != NULL || !cr_tangent_is_zero(s->acc) || g->dtype != CR_DT_F64 ||
+            g->structure != CR_MAT_DENSE || g->ndim != v->ndim ||
+            memcmp(g->shape, v->shape, v->ndim * sizeof *v->shape) != 0)
+            continue;
+        ptrdiff_t rm[CR_ARRAY_MAX_DIMS];
+        cr__row_major(v->ndim, v->shape, rm);
+        bool ok = memcmp(g->strides, rm, v->ndim * sizeof *rm) == 0;
+        for (uint32_t k = 0; k < t->naslots && ok; k++)
+            ok = !overlaps(g, t->aslots[k].val);
+        for (size_t i = 0; i < na && ok; i++)
+            ok = i == j || agrad[i] == NULL || agrad[i]->data == NULL || !overlaps(g, agrad[i]);
+        if (!ok)
+            continue;
+        cr_array *d = cr_arena_alloc(t->arena, sizeof *d, _Alignof(cr_array));
+        if (d == NULL)
+            return CR__ALLOC_STATUS(t->arena);
+        *d = *g;
+        d->flags |= CR_ARRAY_WRITABLE;
+        s->dest = d;
     }
     return CR_OK;
 }
@@ -728,6 +805,8 @@ static cr_status sweep_mixed(cr_tape *t, const char *who, cr_var y, cr_avar ay,
             t->aseeded = true;
         }
     }
+    if (st == CR_OK && na > 0)
+        st = gradient_dests(t, as, na, agrad);
     if (st == CR_OK)
         st = cr__sweep_reverse(t, adj, top);
     t->aseeded = false;
@@ -738,6 +817,9 @@ static cr_status sweep_mixed(cr_tape *t, const char *who, cr_var y, cr_avar ay,
         st = cr__array_write_out(t, who, j, acc, agrad[j], as[j].a);
     }
     cr__array_clear(t);
+    for (size_t j = 0; j < na; j++)
+        if (as[j].idx != CR_VAR_CONST)
+            t->aslots[as[j].idx].dest = NULL;
     cr_arena_rewind(t->arena, mk);
     return st;
 }

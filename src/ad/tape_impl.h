@@ -174,6 +174,12 @@ typedef struct cr__gen_node {
 typedef struct cr__aslot {
     const cr_array *val;
     cr_tangent acc;
+    /* During a sweep of cr_tape_gradient_arrays: the caller's gradient array of this input,
+     * when its layout lets the shadow live there (dense row-major f64 of val's shape, not
+     * overlapping any array of the tape): the first cotangent is written into it instead of
+     * a buffer of the sweep, which saves copying the shadow out. NULL otherwise. */
+    cr_array *dest;
+    bool input; /* made by cr_tape_array_input */
 } cr__aslot;
 
 /* A recorded array function (kind K_ARRAY). A tuple result (nout > 0) makes one variable
