@@ -287,7 +287,7 @@ static bool get_reim(job *j, const char *what, const cJSON *n, cr_complex *z)
 {
     const cJSON *re = cJSON_GetObjectItemCaseSensitive(n, "re");
     const cJSON *im = cJSON_GetObjectItemCaseSensitive(n, "im");
-    double r, i;
+    double r = 0.0, i = 0.0;
     if (cJSON_GetArraySize(n) != 2 || !get_number(re, &r) || !get_number(im, &i))
         return fail(j, "%s: a complex number object is {\"re\": number, \"im\": number}", what);
     *z = cplx(r, i);
@@ -297,7 +297,7 @@ static bool get_reim(job *j, const char *what, const cJSON *n, cr_complex *z)
 /* A complex scalar: [re, im], {"re": .., "im": ..} or, when real_ok, a real number. */
 static bool get_complex(job *j, const char *what, const cJSON *n, bool real_ok, cr_complex *z)
 {
-    double r, i;
+    double r = 0.0, i = 0.0;
     if (is_reim(n))
         return get_reim(j, what, n, z);
     if (is_pair(n)) {
