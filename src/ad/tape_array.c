@@ -235,9 +235,10 @@ cr_status cr_tape_acall(cr_tape *t, const cr_value *f, const cr_targ *args, size
                              "%s: a prepared gradient cannot replay array functions; record "
                              "again at each point",
                              fname);
-    if (t->flags & CR_TAPE_SECOND_ORDER)
-        return cr__tape_fail(t, CR_EUNIMPL,
-                             "%s: array functions are not recorded on a second-order tape", fname);
+    /* Forward and second-order tapes keep what their sweeps need (tape_array2.c). */
+    const cr__aext *ext = NULL;
+    if ((t->flags & CR_TAPE_FORWARD) && cr__array_ext(t, f, vals, codes, nargs, &ext) != CR_OK)
+        return t->status;
     if (t->nvars + 2 >= CR_TAPE_MAX_VARS)
         return cr__tape_fail(t, CR_EOVERFLOW, "tape: more than %zu variables in one recording",
                              CR_TAPE_MAX_VARS - 1);
@@ -263,6 +264,7 @@ cr_status cr_tape_acall(cr_tape *t, const cr_value *f, const cr_targ *args, size
     nd->nargs = (uint32_t)nargs;
     nd->out = aslot;
     nd->args = ai;
+    nd->ext = ext;
     size_t need = 2 + t->pre;
     if ((size_t)(t->lim - t->cur) < need && cr__tape_grow(t, need) != CR_OK) {
         if (aslot != CR_VAR_CONST)
@@ -367,8 +369,8 @@ void cr__array_clear(cr_tape *t)
 
 /* A writable array cotangent sharing memory with the seed or with another cotangent of the
  * same pullback must not be mutated by add!!: give it to the accumulator read only. */
-static cr_status guard_alias(cr_arena *arena, const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                             size_t j)
+cr_status cr__guard_alias(cr_arena *arena, const cr_tangent *dy, cr_tangent *dx, size_t nx,
+                          size_t j)
 {
     cr_tangent *d = &dx[j];
     if (d->tag != CR_TAN_ARRAY || !(d->u.arr->flags & CR_ARRAY_WRITABLE))
@@ -389,7 +391,7 @@ static cr_status guard_alias(cr_arena *arena, const cr_tangent *dy, cr_tangent *
  * handed over a buffer nobody else holds (a writable dense array of the work dtype);
  * otherwise the shadow is a zeroed buffer the sweep owns, and add!! writes into it in place
  * (an InplaceableThunk through its add!, without materialising its value). */
-static cr_status shadow_accum(cr_arena *arena, cr__aslot *s, cr_tangent d)
+cr_status cr__shadow_accum(cr_arena *arena, cr__aslot *s, cr_tangent d)
 {
     if (cr_tangent_is_zero(d))
         return CR_OK;
@@ -443,9 +445,9 @@ cr_status cr__array_pull(cr_tape *t, const cr__anode *nd, const double *g, doubl
             continue;
         if (c & CR__ASLOT_BIT) {
             cr__aslot *s = &t->aslots[c & ~CR__ASLOT_BIT];
-            st = guard_alias(arena, &dy, dx, nx, j + 1);
+            st = cr__guard_alias(arena, &dy, dx, nx, j + 1);
             if (st == CR_OK)
-                st = shadow_accum(arena, s, dx[j + 1]);
+                st = cr__shadow_accum(arena, s, dx[j + 1]);
         } else {
             st = cr__accum_real(arena, nd->pb.name, dx[j + 1], &adj[c]);
         }
@@ -458,8 +460,8 @@ cr_status cr__array_pull(cr_tape *t, const cr__anode *nd, const double *g, doubl
 /* ---- Gradients ---------------------------------------------------------------------------- */
 
 /* Write the accumulated cotangent acc into the caller's array dst (zeros when acc is). */
-static cr_status write_out(cr_tape *t, const char *who, size_t j, cr_tangent acc, cr_array *dst,
-                           const cr_array *like)
+cr_status cr__array_write_out(cr_tape *t, const char *who, size_t j, cr_tangent acc, cr_array *dst,
+                              const cr_array *like)
 {
     if (dst == NULL || dst->data == NULL || !cr_dtype_is_float((cr_dtype)dst->dtype) ||
         dst->structure != CR_MAT_DENSE)
@@ -583,7 +585,7 @@ static cr_status sweep_mixed(cr_tape *t, const char *who, cr_var y, cr_avar ay,
         grad[j] = xs[j].idx == CR_VAR_CONST ? 0.0 : adj[xs[j].idx];
     for (size_t j = 0; j < na && st == CR_OK; j++) {
         cr_tangent acc = as[j].idx == CR_VAR_CONST ? cr_tangent_zero() : t->aslots[as[j].idx].acc;
-        st = write_out(t, who, j, acc, agrad[j], as[j].a);
+        st = cr__array_write_out(t, who, j, acc, agrad[j], as[j].a);
     }
     cr__array_clear(t);
     cr_arena_rewind(t->arena, mk);

@@ -176,13 +176,17 @@ typedef struct cr__aslot {
     cr_tangent acc;
 } cr__aslot;
 
+/* What forward and second-order sweeps need of a K_ARRAY record (tape_array2.c). */
+typedef struct cr__aext cr__aext;
+
 /* A recorded array function (kind K_ARRAY). */
 typedef struct cr__anode {
     cr_pullback pb;
     const char *fname; /* for messages */
     uint32_t nargs;
-    uint32_t out;   /* the result's array slot, or CR_VAR_CONST for a scalar result */
-    uint32_t *args; /* per argument, encoded as above */
+    uint32_t out;        /* the result's array slot, or CR_VAR_CONST for a scalar result */
+    uint32_t *args;      /* per argument, encoded as above */
+    const cr__aext *ext; /* forward and second-order tapes only, else NULL */
 } cr__anode;
 
 /* The reverse step of a K_ARRAY record: g is the scalar result's adjoint (NULL for an array
@@ -191,6 +195,44 @@ CR_INTERNAL cr_status cr__array_pull(cr_tape *t, const cr__anode *nd, const doub
 
 /* Clear every array variable's accumulator (start of a reverse sweep). */
 CR_INTERNAL void cr__array_clear(cr_tape *t);
+
+/* Add the cotangent d into the shadow s (add!!; adopts a fresh buffer), and make a writable
+ * cotangent dx[j] that shares memory with dy or another dx read only (tape_array.c). */
+CR_INTERNAL cr_status cr__shadow_accum(cr_arena *arena, cr__aslot *s, cr_tangent d);
+CR_INTERNAL cr_status cr__guard_alias(cr_arena *arena, const cr_tangent *dy, cr_tangent *dx,
+                                      size_t nx, size_t j);
+
+/* Write the accumulated (co)tangent acc into the caller's array dst, shaped like `like`
+ * (tape_array.c); errors go to the context, naming `who` and argument j. */
+CR_INTERNAL cr_status cr__array_write_out(cr_tape *t, const char *who, size_t j, cr_tangent acc,
+                                          cr_array *dst, const cr_array *like);
+
+/* ---- Array records in forward and second-order sweeps (tape_array2.c) -------------------- */
+
+/* Array tangents of a forward sweep (k directions), and on second-order sweeps the
+ * directional derivatives of the array shadows; in the tape's arena, set by
+ * cr__array_sweep_begin and forgotten by cr__array_sweep_end. */
+typedef struct cr__asweep cr__asweep;
+
+/* On a forward or second-order tape, what the sweeps need of a call of f about to be
+ * recorded (its function value and arguments, the second-order class); refuses, on a
+ * second-order tape, a function without a second-order form. Fails the tape. */
+CR_INTERNAL cr_status cr__array_ext(cr_tape *t, const cr_value *f, const cr_value *vals,
+                                    const uint32_t *codes, size_t nargs, const cr__aext **out);
+
+/* Start / end the array part of a sweep with k directions (second: also the shadows'
+ * derivatives, and the shadows cleared). */
+CR_INTERNAL cr_status cr__array_sweep_begin(cr_tape *t, size_t k, bool second);
+CR_INTERNAL void cr__array_sweep_end(cr_tape *t);
+
+/* The forward step of a K_ARRAY record: its result's tangents (tan[i * k + d] for a scalar
+ * result i) through the function's frule. */
+CR_INTERNAL cr_status cr__array_forward(cr_tape *t, const cr__anode *nd, double *tan, size_t k,
+                                        size_t i);
+
+/* The second-order reverse step of a K_ARRAY record whose scalar result (if any) is i. */
+CR_INTERNAL cr_status cr__array_pull2(cr_tape *t, const cr__anode *nd, size_t i, double *adj,
+                                      double *adjd, const double *tan, size_t k);
 
 #define CR__TAPE_MSG 512
 
@@ -230,7 +272,8 @@ struct cr_tape {
     cr__word dummy;      /* cur and lim point here before the first chunk */
     cr__aslot *aslots;   /* array variables (tape_array.c), in the arena */
     uint32_t naslots, aslot_cap;
-    bool aseeded; /* the next reverse sweep keeps the accumulators (an array seed) */
+    bool aseeded;    /* the next reverse sweep keeps the accumulators (an array seed) */
+    cr__asweep *asw; /* array tangents during a forward or second-order sweep, else NULL */
     char errmsg[CR__TAPE_MSG];
 };
 
@@ -299,6 +342,12 @@ CR_INTERNAL cr_status cr__tape_grow(cr_tape *t, size_t need);
 /* Make a new, empty tape a replay tape (prepared gradients). */
 CR_INTERNAL void cr__tape_make_replay(cr_tape *t);
 
+/* Second derivatives of a row at x (partials D there): H[(o*nin + j)*nin + l] for the
+ * columns l in the bit set cols; the complex step, or central differences for real-only
+ * rows (tape.c). */
+CR_INTERNAL void cr__row_hessian(const cr_scalar_rule *row, const double *x, const double *D,
+                                 double *H, unsigned cols);
+
 /* ---- Sweeps (sweep.c) ------------------------------------------------------------------- */
 
 /* Reverse sweep over the records of variables below `top`: adj holds `top` doubles,
@@ -310,5 +359,10 @@ CR_INTERNAL cr_status cr__sweep_reverse(cr_tape *t, double *adj, size_t top);
  * top * k doubles, zero except the seeds, which are added to the tangent each record
  * computes (a seed is a perturbation injected at that variable). */
 CR_INTERNAL cr_status cr__sweep_forward(cr_tape *t, double *tan, size_t k, size_t top);
+
+/* Second-order reverse sweep (forward-over-reverse) after cr__sweep_forward: adj (top
+ * doubles, seeded) and adjd (top * k, zero) receive the adjoints and their derivatives. */
+CR_INTERNAL cr_status cr__sweep_second(cr_tape *t, double *adj, double *adjd, const double *tan,
+                                       size_t k, size_t top);
 
 #endif /* CR_TAPE_IMPL_H */
