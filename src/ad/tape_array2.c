@@ -452,7 +452,8 @@ static cr_status second_row(cr_tape *t, const cr__anode *nd, cr_tangent ybar, do
         double H[CR_SCALAR_MAX_IN * CR_SCALAR_MAX_IN];
         for (size_t j = 0; j < n; j++)
             x[j] = X[j].p[el * X[j].step];
-        row->f64(x, Y, D);
+        if (row->c128 == NULL) /* central differences start from the partials at x */
+            row->f64(x, Y, D);
         cr__row_hessian(row, x, D, H, cols);
         for (size_t d = 0; d < k; d++)
             for (size_t j = 0; j < n; j++) {
@@ -603,6 +604,14 @@ static cr_status check_dir(cr_tape *t, const char *who, size_t j, const cr_array
                             cr__shape_str(like, b2, sizeof b2));
     }
     size_t m = cr_array_numel(v);
+    if (v->dtype == CR_DT_F64 && cr__is_contig_dense(v)) { /* the common case, directly */
+        const double *p = v->data;
+        double acc = 0.0;
+        for (size_t e = 0; e < m; e++)
+            acc += p[e] * 0.0; /* NaN or infinite elements make it NaN */
+        if (acc == 0.0)
+            return CR_OK;
+    }
     for (size_t e = 0; e < m; e++) {
         cr_complex z = cr_array_get_linear(v, e);
         if (!isfinite(creal(z)) || !isfinite(cimag(z)))
