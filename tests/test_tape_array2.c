@@ -291,6 +291,53 @@ static void test_broadcast_rows(void **state)
     check_hvp(f->ctx, &p, z, 1e-6);
 }
 
+/* ---- More of the class table: linear and multilinear functions ------------------------------ */
+
+static cr_avar call_a(cr_tape *t, const cr_value *f, cr_targ a, cr_targ b, size_t n)
+{
+    cr_targ args[2] = {a, b};
+    return cr_tape_acall_a(t, f, args, n);
+}
+
+/* s scalar, M 3 x 3, u of 3:
+ *   dot(u, M, cross(u, M * u)) + tr(R * R) with R = s M' + s I
+ *   + sum(sin.(kron(u, cumsum(u)))) + mean(exp.(vcat(u, fill(s, 2)))) + reshape(M, 9)[4]^2 */
+static cr_var table_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env)
+{
+    (void)env;
+    cr_targ M = cr_targ_arr(X[0]), u = cr_targ_arr(X[1]);
+    cr_avar c = call_a(t, &cr_fn_cross, u, cr_targ_arr(cr_amatmul(t, X[0], X[1])), 2);
+    cr_targ d3[3] = {u, M, cr_targ_arr(c)};
+    cr_var y1 = cr_tape_acall_s(t, &cr_fn_dot, d3, 3);
+    cr_avar T = call_a(t, &cr_fn_transpose, M, M, 1);
+    cr_avar R =
+        call_a(t, &cr_fn_add_uniform,
+               cr_targ_arr(call_a(t, &cr_fn_mul_uniform, cr_targ_var(s[0]), cr_targ_arr(T), 2)),
+               cr_targ_var(s[0]), 2);
+    cr_targ RR = cr_targ_arr(cr_amatmul(t, R, R));
+    cr_var y2 = cr_tape_acall_s(t, &cr_fn_tr, &RR, 1);
+    cr_avar K = call_a(t, &cr_fn_kron, u, cr_targ_arr(call_a(t, &cr_fn_cumsum, u, u, 1)), 2);
+    cr_var y3 = cr_asum(t, cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(K)));
+    cr_avar F = call_a(t, &cr_fn_fill, cr_targ_var(s[0]), cr_targ_value(cr_value_i64(2)), 2);
+    cr_targ E = cr_targ_arr(
+        cr_abroadcast1(t, &cr_fn_exp, cr_targ_arr(call_a(t, &cr_fn_vcat, u, cr_targ_arr(F), 2))));
+    cr_var y4 = cr_tape_acall_s(t, &cr_fn_mean, &E, 1);
+    cr_avar V = call_a(t, &cr_fn_reshape, M, cr_targ_value(cr_value_i64(9)), 2);
+    cr_targ gi[2] = {cr_targ_arr(V), cr_targ_value(cr_value_i64(4))};
+    cr_var y5 = cr_tape_acall_s(t, &cr_fn_getindex, gi, 2);
+    return cr_add(t, cr_add(t, cr_add(t, y1, y2), cr_add(t, y3, y4)), cr_mul(t, y5, y5));
+}
+
+static void test_class_table(void **state)
+{
+    fixture *f = *state;
+    prob p = {.f = table_p, .ns = 1, .na = 2, .ndim = {2, 1}, .shape = {{3, 3}, {3}}};
+    double z[13];
+    for (size_t i = 0; i < 13; i++)
+        z[i] = 0.6 * cos(1.7 * (double)i + 0.4);
+    check_hvp(f->ctx, &p, z, 1e-6);
+}
+
 /* ---- cr_tape_hessian on an array program with scalar inputs (several chunks) ------------ */
 
 static const double k_c[4] = {0.3, -0.8, 1.1, 0.5};
@@ -696,6 +743,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_least_squares, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_scalar_times_array, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_broadcast_rows, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_class_table, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_hessian_scalar_inputs, fixture_setup,
                                         fixture_teardown),
         cmocka_unit_test_setup_teardown(test_forward, fixture_setup, fixture_teardown),
