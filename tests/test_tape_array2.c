@@ -681,6 +681,55 @@ static void test_reuse(void **state)
     cr_tape_free(t);
 }
 
+/* A caller buffer of every size from too small to enough: each failing allocation of the
+ * recording, the forward sweep or the second-order sweep gives CR_EARENA (sticky, with a
+ * message) and nothing else; the first size that suffices gives the right H v. */
+static void test_buffer_full(void **state)
+{
+    fixture *f = *state;
+    enum { N = 6 };
+    static unsigned char buf[1 << 17];
+    double x[N] = {-1.2, 1.0, 0.3, -0.7, 2.1, 0.05}, v[N] = {1, -1, 0.5, 2, -0.25, 0.75};
+    double hv[N], want[N];
+    prob p = {.f = rosen_p, .ns = 0, .na = 1, .ndim = {1}, .shape = {{N}}};
+    fd_hvp(f->ctx, &p, x, v, want);
+    cr_array xa = cr_array_vector(x, N), va = cr_array_vector(v, N), ha = cr_array_vector(hv, N);
+    const cr_array *vp = &va;
+    cr_array *hp = &ha;
+    size_t failures = 0, sweep_failures = 0;
+    bool done = false;
+    for (size_t size = 1024; size <= sizeof buf && !done; size += 256) {
+        cr_tape *t;
+        cr_tape_params tp = {.struct_size = sizeof tp,
+                             .flags = CR_TAPE_SECOND_ORDER,
+                             .buffer = buf,
+                             .buffer_size = size};
+        if (cr_tape_new(f->ctx, &tp, &t) != CR_OK)
+            continue;
+        cr_avar X = cr_tape_array_input(t, &xa);
+        cr_var y = rosen_p(t, NULL, &X, NULL);
+        cr_status st = cr_tape_status(t);
+        if (st == CR_OK) {
+            st = cr_tape_ahvp(t, y, NULL, 0, NULL, NULL, &X, 1, &vp, &hp);
+            sweep_failures += st != CR_OK;
+        }
+        if (st == CR_OK) {
+            for (size_t i = 0; i < N; i++)
+                ASSERT_CLOSE(hv[i], want[i], 1e-6);
+            done = true;
+        } else {
+            assert_int_equal(st, CR_EARENA);
+            assert_int_equal(cr_tape_status(t), CR_EARENA);
+            assert_true(cr_tape_errmsg(t)[0] != '\0');
+            failures++;
+        }
+        cr_tape_free(t);
+    }
+    assert_true(done);
+    assert_true(failures > 10);
+    assert_true(sweep_failures > 3); /* recorded, then out of room in the sweeps */
+}
+
 /* ---- f32 arrays ------------------------------------------------------------------------------ */
 
 static void test_f32(void **state)
@@ -749,6 +798,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_forward, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_refusals, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_reuse, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_buffer_full, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_f32, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
