@@ -579,9 +579,10 @@ CR_API cr_avar cr_tape_array_input(cr_tape *t, const cr_array *a);
  * @param[out] out   the result (a NaN constant scalar on failure).
  * @return the tape's status: CR_OK; CR_ENORULE (no rrule for these argument kinds, naming
  *         them); CR_ETAPE (a variable of another recording); CR_EINVAL (NULL, a bad argument
- *         kind); CR_EUNIMPL (a tuple or non-float result; a prepared or second-order tape,
- *         which do not record array functions); the rule's status (CR_ESHAPE, ...);
- *         CR_ENOMEM, CR_EARENA.
+ *         kind); CR_EUNIMPL (a tuple or non-float result; a prepared tape, which does not
+ *         record array functions; on a second-order tape, a function without a second-order
+ *         form or a complex argument); the rule's status (CR_ESHAPE, ...); CR_ENOMEM,
+ *         CR_EARENA.
  */
 CR_API cr_status cr_tape_acall(cr_tape *t, const cr_value *f, const cr_targ *args, size_t nargs,
                                cr_targ *out);
