@@ -24,6 +24,9 @@
  *   rosen_array_unfused_ratio  the same as array operations (slices, broadcasts, sum)
  *   rosen_array_vs_arrays_ratio  the unfused form / the same array operations in plain C
  *                      (one loop and one temporary per operation)
+ *   hvp_array_ratio    Rosenbrock, n = 1e5, as the unfused array operations on a
+ *                      second-order tape: record + one Hessian-vector product
+ *                      (cr_tape_ahvp) / the plain C loop
  *   sum3_ns            value_and_gradient of a[1] + a[2] + a[3] of a length-30 input
  *                      (reset, record, sweep), per call
  *   mse_ns             value_and_gradient of sum((x - y)^2) / 30 over 30 points, scalar
@@ -629,6 +632,51 @@ static int fig_rosen_unfused(double *out)
     return 0;
 }
 
+/* The array form of Rosenbrock on a second-order tape: record, then one H v with respect to
+ * the array input. */
+typedef struct hvp_arr_env {
+    rosen_env r;
+    cr_array xa, va, hva;
+} hvp_arr_env;
+
+static double rosen_array_hvp(void *env)
+{
+    hvp_arr_env *e = env;
+    cr_tape *t = e->r.tape;
+    cr_tape_reset(t);
+    cr_avar X = cr_tape_array_input(t, &e->xa);
+    cr_var y = rosen_array_taped(t, X, e->r.n);
+    const cr_array *v = &e->va;
+    cr_array *hv = &e->hva;
+    if (cr_tape_ahvp(t, y, NULL, 0, NULL, NULL, &X, 1, &v, &hv) != CR_OK)
+        return (double)NAN;
+    return y.v + e->r.hv[0];
+}
+
+static int fig_hvp_array(double *out)
+{
+    hvp_arr_env e;
+    int err = rosen_setup(&e.r, 100000, CR_TAPE_SECOND_ORDER);
+    double *want = malloc(e.r.n * sizeof *want);
+    if (err || want == NULL)
+        return 1;
+    e.xa = cr_array_vector(e.r.x, e.r.n);
+    e.va = cr_array_vector(e.r.v, e.r.n);
+    e.hva = cr_array_vector(e.r.hv, e.r.n);
+    if (isnan(rosen_array_hvp(&e))) {
+        fprintf(stderr, "hvp_array: %s\n", cr_tape_errmsg(e.r.tape));
+        return 1;
+    }
+    rosen_hvp_hand(e.r.x, e.r.v, e.r.n, want);
+    err = check_close("rosenbrock array hvp", e.r.hv, want, e.r.n, 1e-12);
+    free(want);
+    if (err)
+        return 1;
+    *out = median_ratio(rosen_array_hvp, rosen_primal, &e);
+    rosen_teardown(&e.r);
+    return isnan(*out);
+}
+
 /* Small functions: the engine's fixed cost per call, on a length-30 input. */
 #define SMALL_N 30
 
@@ -921,6 +969,7 @@ static const struct {
     {"rosen_array_vs_arrays_ratio", fig_rosen_vs_arrays, "x", "%s %.2f %s\n"},
     {"hvp_ratio", fig_hvp, "x", "%s %.2f %s\n"},
     {"hvp_sweep_ratio", fig_hvp_sweep, "x", "%s %.2f %s\n"},
+    {"hvp_array_ratio", fig_hvp_array, "x", "%s %.2f %s\n"},
     {"sum3_ns", fig_sum3, "ns", "%s %.1f %s\n"},
     {"mse_ns", fig_mse, "ns", "%s %.1f %s\n"},
     {"mse_prepared_ns", fig_mse_prepared, "ns", "%s %.1f %s\n"},

@@ -356,12 +356,27 @@ static void test_errors(void **state)
     assert_ok(t, cr_tape_gradient(t, mi[0].u.s, &s, 1, &gs));
     assert_true(gs == 7.0);
     cr_tape_free(t);
-    /* A second-order tape refuses array functions, tuples included. */
+    /* A second-order tape refuses tuple results (it records only the array functions that
+     * have a second-order form; no tuple function has one yet). */
     cr_tape_params tp = {.flags = CR_TAPE_SECOND_ORDER};
     assert_int_equal(cr_tape_new(f->ctx, &tp, &t), CR_OK);
     X = cr_tape_array_input(t, &A);
     x = cr_targ_arr(X);
     assert_int_equal(cr_tape_acall_n(t, &cr_fn_qr, &x, 1, out, 2), CR_EUNIMPL);
+    assert_contains(cr_tape_errmsg(t), "qr: no second-order form on the tape");
+    cr_tape_free(t);
+    /* A forward tape records them (the reverse sweep works), but a forward sweep over one
+     * says it has no forward form. */
+    tp.flags = CR_TAPE_FORWARD;
+    assert_int_equal(cr_tape_new(f->ctx, &tp, &t), CR_OK);
+    s = cr_tape_input(t, 0.5);
+    sa = cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s), c));
+    assert_ok(t, cr_tape_acall_n(t, &cr_fn_findmax, &sa, 1, mi, 2));
+    assert_ok(t, cr_tape_gradient(t, mi[0].u.s, &s, 1, &gs));
+    assert_true(gs == 7.0);
+    double one = 1.0, yd;
+    assert_int_equal(cr_tape_jvp(t, &s, &one, 1, &mi[0].u.s, 1, &yd), CR_EUNIMPL);
+    assert_contains(cr_tape_errmsg(t), "findmax: tuple results have no forward form yet");
     cr_tape_free(t);
 }
 

@@ -584,9 +584,9 @@ CR_API cr_avar cr_tape_array_input(cr_tape *t, const cr_array *a);
  * @param[out] out   the result (a NaN constant scalar on failure).
  * @return the tape's status: CR_OK; CR_ENORULE (no rrule for these argument kinds, naming
  *         them); CR_ETAPE (a variable of another recording); CR_EINVAL (NULL, a bad argument
- *         kind, a tuple result: see cr_tape_acall_n()); CR_EUNIMPL (a non-float result; a
- *         second-order tape, which does not record array functions); the rule's status
- *         (CR_ESHAPE, ...); CR_ENOMEM, CR_EARENA.
+ *         kind, a tuple result: see cr_tape_acall_n()); CR_EUNIMPL (a non-float result; on a
+ *         second-order tape, a function without a second-order form, a complex argument or a
+ *         tuple result); the rule's status (CR_ESHAPE, ...); CR_ENOMEM, CR_EARENA.
  */
 CR_API cr_status cr_tape_acall(cr_tape *t, const cr_value *f, const cr_targ *args, size_t nargs,
                                cr_targ *out);
@@ -792,6 +792,63 @@ CR_API cr_status cr_prepare_gradient_arrays(cr_ctx *ctx, const cr_engine *eng, c
  */
 CR_API cr_status cr_prepared_value_and_gradient_arrays(cr_prepared *p, const cr_array *const *xs,
                                                        size_t n, double *y, cr_array *const *grads);
+
+/**
+ * Jacobian-vector product over scalar and array variables: one forward sweep, seeded with
+ * the tangents xdot of the scalar variables xs and adot of the array variables as; each
+ * array function's result tangent comes from its frule (looked up with the tape's
+ * configuration). Writes the tangents of the scalar outputs ys and of the array outputs bs.
+ * Tangent arrays live in the tape's arena during the sweep. Needs CR_TAPE_FORWARD (or
+ * CR_TAPE_SECOND_ORDER). cr_tape_jvp() is this sweep for scalar inputs and outputs.
+ * @param[in]  t    the tape.
+ * @param[in]  xs   n scalar variables (may be NULL when n is 0).
+ * @param[in]  xdot their n tangents (finite).
+ * @param[in]  n    number of scalar inputs.
+ * @param[in]  as   na array variables (may be NULL when na is 0).
+ * @param[in]  adot na tangent arrays, each of its variable's shape (any float dtype and
+ *                  strides; finite).
+ * @param[in]  na   number of array inputs.
+ * @param[in]  ys   m scalar outputs (may be NULL when m is 0).
+ * @param[in]  m    number of scalar outputs.
+ * @param[out] ydot their m tangents.
+ * @param[in]  bs   nb array outputs (may be NULL when nb is 0).
+ * @param[in]  nb   number of array outputs.
+ * @param[out] bdot nb caller arrays of the outputs' shapes (f64, f32 or c128, any strides),
+ *                  written (zeros for a constant).
+ * @return CR_OK; the tape's sticky failure; CR_EMISUSE without CR_TAPE_FORWARD; CR_EINVAL
+ *         (NULL); CR_ETAPE (a variable of another recording); CR_ESHAPE (a tangent or output
+ *         array of another shape than its variable); CR_EDOMAIN (a non-finite tangent);
+ *         CR_EUNIMPL (an array function without an frule, named); an frule's status;
+ *         CR_ENOMEM / CR_EARENA.
+ */
+CR_API cr_status cr_tape_ajvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t n,
+                              const cr_avar *as, const cr_array *const *adot, size_t na,
+                              const cr_var *ys, size_t m, double *ydot, const cr_avar *bs,
+                              size_t nb, cr_array *const *bdot);
+
+/**
+ * Hessian-vector product of a scalar output with respect to scalar and array variables
+ * (forward-over-reverse, as cr_tape_hvp(): a forward sweep of tangents along v, then a
+ * reverse sweep of adjoints and their derivatives). Array functions take part through
+ * their second-order classes (docs/engine.md, "Second order with array variables").
+ * Needs CR_TAPE_SECOND_ORDER.
+ * @param[in]  t   the tape.
+ * @param[in]  y   the output.
+ * @param[in]  xs  n scalar variables (may be NULL when n is 0).
+ * @param[in]  n   number of scalar variables.
+ * @param[in]  v   their n direction components (finite).
+ * @param[out] hv  n components of H v for the scalar variables.
+ * @param[in]  as  na array variables (may be NULL when na is 0).
+ * @param[in]  na  number of array variables.
+ * @param[in]  av  na direction arrays, each of its variable's shape (any float dtype and
+ *                 strides; finite).
+ * @param[out] ahv na caller arrays of the variables' shapes, written with H v.
+ * @return as cr_tape_ajvp(); CR_EMISUSE without CR_TAPE_SECOND_ORDER; a pullback's or
+ *         rule's status.
+ */
+CR_API cr_status cr_tape_ahvp(cr_tape *t, cr_var y, const cr_var *xs, size_t n, const double *v,
+                              double *hv, const cr_avar *as, size_t na, const cr_array *const *av,
+                              cr_array *const *ahv);
 
 /* ---- Inline recording of the arithmetic operations (private) ---------------------------- */
 

@@ -365,11 +365,12 @@ static ALWAYS_INLINE cr_status forward_k(cr_tape *t, double *tan, size_t k, size
                 cr_arena_rewind(t->arena, mk);
                 break;
             }
-            case K_ARRAY:
-                return cr__tape_fail(t, CR_EUNIMPL,
-                                     "tape: %s: array functions have no forward sweep on the "
-                                     "tape yet (use the frules, or the dual numbers)",
-                                     ((const cr__anode *)pl[0].p)->fname);
+            case K_ARRAY: {
+                cr_status st = cr__array_forward(t, pl[0].p, tan, k, i);
+                if (st != CR_OK)
+                    return st;
+                break;
+            }
             default:
                 return cr__tape_fail(t, CR_EINVAL, "tape: corrupt record (kind %u)", hdr_kind(h));
             }
@@ -394,7 +395,8 @@ cr_status cr__sweep_forward(cr_tape *t, double *tan, size_t k, size_t top)
  * their directional derivatives adjd. For a record r = f(x) with partials p and Hessian H:
  *     adj[x_j]  += p_j g
  *     adjd[x_j] += p_j gd + g * sum_l H_jl tan[x_l]
- * Second-order tapes hold no GENERIC records (refused when recording).
+ * Second-order tapes hold no GENERIC records (refused when recording); K_ARRAY records
+ * are handed to tape_array2.c.
  */
 static ALWAYS_INLINE cr_status sweep_second_k(cr_tape *t, double *adj, double *adjd,
                                               const double *tan, size_t k, size_t top)
@@ -414,6 +416,14 @@ static ALWAYS_INLINE cr_status sweep_second_k(cr_tape *t, double *adj, double *a
             unsigned kind = hdr_kind(h);
             if (kind == K_GENERIC)
                 return cr__tape_fail(t, CR_EINVAL, "tape: pullback record on a second-order tape");
+            if (kind == K_ARRAY) {
+                i -= a;
+                cr_status st = cr__array_pull2(t, p[-2].p, i, adj, adjd, tan, k);
+                if (st != CR_OK)
+                    return st;
+                p -= rec_words(h) + 1;
+                continue;
+            }
             i--;
             double g = adj[i];
             const double *gd = adjd + i * k;
@@ -541,6 +551,13 @@ static cr_status sweep_second_n(cr_tape *t, double *adj, double *adjd, const dou
                                 size_t top)
 {
     return sweep_second_k(t, adj, adjd, tan, k, top);
+}
+
+cr_status cr__sweep_second(cr_tape *t, double *adj, double *adjd, const double *tan, size_t k,
+                           size_t top)
+{
+    return k == 1 ? sweep_second_1(t, adj, adjd, tan, top)
+                  : sweep_second_n(t, adj, adjd, tan, k, top);
 }
 
 /* ---- Public sweeps ----------------------------------------------------------------------- */
@@ -715,9 +732,13 @@ cr_status cr_tape_jvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t n
     for (size_t j = 0; j < n; j++)
         if (xs[j].idx != CR_VAR_CONST && xs[j].idx < top)
             tan[xs[j].idx] += xdot[j];
-    st = cr__sweep_forward(t, tan, 1, top);
+    if (t->naslots != 0) /* array variables' tangents (tape_array2.c) */
+        st = cr__array_sweep_begin(t, 1, false);
+    if (st == CR_OK)
+        st = cr__sweep_forward(t, tan, 1, top);
     if (st == CR_OK)
         gather(tan, top, ys, m, 1, 0, ydot);
+    cr__array_sweep_end(t);
     cr_arena_rewind(t->arena, mk);
     return st;
 }
@@ -767,7 +788,10 @@ static cr_status second_order(cr_tape *t, const char *who, cr_var y, const cr_va
         for (size_t j = 0; j < n; j++)
             if (xs[j].idx != CR_VAR_CONST)
                 tan[xs[j].idx] += v[j];
-        st = cr__sweep_forward(t, tan, 1, top);
+        if (t->naslots != 0) /* array variables (tape_array2.c) */
+            st = cr__array_sweep_begin(t, 1, true);
+        if (st == CR_OK)
+            st = cr__sweep_forward(t, tan, 1, top);
         adj[y.idx] = 1.0;
         if (st == CR_OK)
             st = sweep_second_1(t, adj, adjd, tan, top);
@@ -776,16 +800,21 @@ static cr_status second_order(cr_tape *t, const char *who, cr_var y, const cr_va
             if (grad != NULL)
                 gather(adj, top, xs, n, 1, 0, grad);
         }
+        cr__array_sweep_end(t);
     } else {
         for (size_t c0 = 0; c0 < n && st == CR_OK; c0 += k) {
             size_t kk = n - c0 < k ? n - c0 : k;
+            cr_arena_mark mc = cr_arena_get_mark(t->arena); /* array tangents of the chunk */
             memset(tan, 0, top * k * sizeof *tan);
             memset(adjd, 0, top * k * sizeof *adjd);
             memset(adj, 0, top * sizeof *adj);
             for (size_t d = 0; d < kk; d++)
                 if (xs[c0 + d].idx != CR_VAR_CONST)
                     tan[(size_t)xs[c0 + d].idx * k + d] += 1.0;
-            st = cr__sweep_forward(t, tan, k, top);
+            if (t->naslots != 0)
+                st = cr__array_sweep_begin(t, k, true);
+            if (st == CR_OK)
+                st = cr__sweep_forward(t, tan, k, top);
             adj[y.idx] = 1.0;
             if (st == CR_OK)
                 st = sweep_second_n(t, adj, adjd, tan, k, top);
@@ -796,6 +825,8 @@ static cr_status second_order(cr_tape *t, const char *who, cr_var y, const cr_va
                     H[j * n + c0 + d] = col[0];
                 }
             }
+            cr__array_sweep_end(t);
+            cr_arena_rewind(t->arena, mc);
         }
     }
     cr_arena_rewind(t->arena, mk);

@@ -582,8 +582,8 @@ static cr_complex mk_complex(double re, double im)
  * max, relu near 0), the one-sided difference of smaller magnitude is used, which is
  * exact for piecewise-linear functions.
  */
-static void row_hessian(const cr_scalar_rule *row, const double *x, const double *D, double *H,
-                        unsigned cols)
+void cr__row_hessian(const cr_scalar_rule *row, const double *x, const double *D, double *H,
+                     unsigned cols)
 {
     size_t nin = row->nin, nout = row->nout;
     if (row->c128 != NULL) {
@@ -720,7 +720,7 @@ static cr_status record_evaluated(cr_tape *t, const char *fname, const cr_scalar
     double Hfull[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN * CR_SCALAR_MAX_IN];
     bool second = (t->flags & CR_TAPE_SECOND_ORDER) != 0;
     if (second)
-        row_hessian(row, x, D, Hfull, cols);
+        cr__row_hessian(row, x, D, Hfull, cols);
     for (size_t o = 0; o < nout; o++) {
         double p[CR_SCALAR_MAX_IN], H[CR_SCALAR_MAX_IN * CR_SCALAR_MAX_IN];
         for (size_t j = 0; j < k; j++) {

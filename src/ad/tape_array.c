@@ -323,9 +323,10 @@ static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const
             st = result_of(t, fname, &y, out, false, &aslot);
         return st == CR_OK ? CR_OK : t->status;
     }
-    if (t->flags & CR_TAPE_SECOND_ORDER)
-        return cr__tape_fail(t, CR_EUNIMPL,
-                             "%s: array functions are not recorded on a second-order tape", fname);
+    /* Forward and second-order tapes keep what their sweeps need (tape_array2.c). */
+    const cr__aext *ext = NULL;
+    if ((t->flags & CR_TAPE_FORWARD) && cr__array_ext(t, f, vals, codes, nargs, &ext) != CR_OK)
+        return t->status;
     if (t->nvars + nout + 1 >= CR_TAPE_MAX_VARS)
         return cr__tape_fail(t, CR_EOVERFLOW, "tape: more than %zu variables in one recording",
                              CR_TAPE_MAX_VARS - 1);
@@ -341,6 +342,9 @@ static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const
     cr_targ res[CR_TAPE_MAX_TUPLE];
     uint32_t slot0 = t->naslots;
     bool tuple = y.kind == CR_KIND_STRUCT;
+    if (tuple && (t->flags & CR_TAPE_SECOND_ORDER))
+        return cr__tape_fail(t, CR_EUNIMPL,
+                             "%s: a tuple result is not recorded on a second-order tape", fname);
     if (tuple) {
         if (tuple_of(t, fname, &y, res, nout, true, outs, &ns) != CR_OK)
             return t->status;
@@ -374,6 +378,7 @@ static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const
     nd->fv = *f;
     nd->vals = vals;
     nd->y = y;
+    nd->ext = tuple ? NULL : ext; /* tuple results have no forward form yet */
     uint64_t h = hdr_make(K_ARRAY, ns, 0);
     cr__word *w = t->cur;
     if (t->pre)
@@ -485,8 +490,8 @@ void cr__array_clear(cr_tape *t)
 
 /* A writable array cotangent sharing memory with the seed or with another cotangent of the
  * same pullback must not be mutated by add!!: give it to the accumulator read only. */
-static cr_status guard_alias(cr_arena *arena, const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                             size_t j)
+cr_status cr__guard_alias(cr_arena *arena, const cr_tangent *dy, cr_tangent *dx, size_t nx,
+                          size_t j)
 {
     cr_tangent *d = &dx[j];
     if (d->tag != CR_TAN_ARRAY || !(d->u.arr->flags & CR_ARRAY_WRITABLE))
@@ -507,7 +512,7 @@ static cr_status guard_alias(cr_arena *arena, const cr_tangent *dy, cr_tangent *
  * handed over a buffer nobody else holds (a writable dense array of the work dtype);
  * otherwise the shadow is a zeroed buffer the sweep owns, and add!! writes into it in place
  * (an InplaceableThunk through its add!, without materialising its value). */
-static cr_status shadow_accum(cr_arena *arena, cr__aslot *s, cr_tangent d)
+cr_status cr__shadow_accum(cr_arena *arena, cr__aslot *s, cr_tangent d)
 {
     if (cr_tangent_is_zero(d))
         return CR_OK;
@@ -599,9 +604,9 @@ cr_status cr__array_pull(cr_tape *t, const cr__anode *nd, const double *g, doubl
             continue;
         if (c & CR__ASLOT_BIT) {
             cr__aslot *s = &t->aslots[c & ~CR__ASLOT_BIT];
-            st = guard_alias(arena, &dy, dx, nx, j + 1);
+            st = cr__guard_alias(arena, &dy, dx, nx, j + 1);
             if (st == CR_OK)
-                st = shadow_accum(arena, s, dx[j + 1]);
+                st = cr__shadow_accum(arena, s, dx[j + 1]);
         } else {
             st = cr__accum_real(arena, nd->pb.name, dx[j + 1], &adj[c]);
         }

@@ -182,6 +182,9 @@ typedef struct cr__aslot {
     bool input; /* made by cr_tape_array_input */
 } cr__aslot;
 
+/* What forward and second-order sweeps need of a K_ARRAY record (tape_array2.c). */
+typedef struct cr__aext cr__aext;
+
 /* A recorded array function (kind K_ARRAY). A tuple result (nout > 0) makes one variable
  * per element: outs[k] is the element's array slot | CR__ASLOT_BIT, its position among the
  * record's scalar variables, or CR_VAR_CONST (an integer element: a constant). The
@@ -202,6 +205,8 @@ typedef struct cr__anode {
      * cr__array_pull instead of pb (fused kernels, kernel.c: pb is unused, and the record
      * has no forward or second-order form). */
     cr_status (*pull)(cr_tape *t, const struct cr__anode *nd, const double *g, double *adj);
+    const cr__aext
+        *ext; /* forward and second-order tapes only (not tuples, not kernels), else NULL */
 } cr__anode;
 
 /* The reverse step of a K_ARRAY record: g is the adjoint of its first scalar result (NULL
@@ -220,6 +225,39 @@ CR_INTERNAL void cr__array_clear(cr_tape *t);
 /* A new array variable of value val (borrowed until the reset); its slot in *idx. Fails the
  * tape (CR_EOVERFLOW, allocation statuses). */
 CR_INTERNAL cr_status cr__array_slot(cr_tape *t, const cr_array *val, uint32_t *idx);
+
+/* Add the cotangent d into the shadow s (add!!; adopts a fresh buffer), and make a writable
+ * cotangent dx[j] that shares memory with dy or another dx read only (tape_array.c). */
+CR_INTERNAL cr_status cr__shadow_accum(cr_arena *arena, cr__aslot *s, cr_tangent d);
+CR_INTERNAL cr_status cr__guard_alias(cr_arena *arena, const cr_tangent *dy, cr_tangent *dx,
+                                      size_t nx, size_t j);
+
+/* ---- Array records in forward and second-order sweeps (tape_array2.c) -------------------- */
+
+/* Array tangents of a forward sweep (k directions), and on second-order sweeps the
+ * directional derivatives of the array shadows; in the tape's arena, set by
+ * cr__array_sweep_begin and forgotten by cr__array_sweep_end. */
+typedef struct cr__asweep cr__asweep;
+
+/* On a forward or second-order tape, what the sweeps need of a call of f about to be
+ * recorded (its function value and arguments, the second-order class); refuses, on a
+ * second-order tape, a function without a second-order form. Fails the tape. */
+CR_INTERNAL cr_status cr__array_ext(cr_tape *t, const cr_value *f, const cr_value *vals,
+                                    const uint32_t *codes, size_t nargs, const cr__aext **out);
+
+/* Start / end the array part of a sweep with k directions (second: also the shadows'
+ * derivatives, and the shadows cleared). */
+CR_INTERNAL cr_status cr__array_sweep_begin(cr_tape *t, size_t k, bool second);
+CR_INTERNAL void cr__array_sweep_end(cr_tape *t);
+
+/* The forward step of a K_ARRAY record: its result's tangents (tan[i * k + d] for a scalar
+ * result i) through the function's frule. */
+CR_INTERNAL cr_status cr__array_forward(cr_tape *t, const cr__anode *nd, double *tan, size_t k,
+                                        size_t i);
+
+/* The second-order reverse step of a K_ARRAY record whose scalar result (if any) is i. */
+CR_INTERNAL cr_status cr__array_pull2(cr_tape *t, const cr__anode *nd, size_t i, double *adj,
+                                      double *adjd, const double *tan, size_t k);
 
 #define CR__TAPE_MSG 512
 
@@ -259,7 +297,8 @@ struct cr_tape {
     cr__word dummy;      /* cur and lim point here before the first chunk */
     cr__aslot *aslots;   /* array variables (tape_array.c), in the arena */
     uint32_t naslots, aslot_cap;
-    bool aseeded; /* the next reverse sweep keeps the accumulators (an array seed) */
+    bool aseeded;    /* the next reverse sweep keeps the accumulators (an array seed) */
+    cr__asweep *asw; /* array tangents during a forward or second-order sweep, else NULL */
     char errmsg[CR__TAPE_MSG];
 };
 
@@ -349,6 +388,12 @@ CR_INTERNAL cr_status cr__struct_tangent_values(cr_arena *arena, const char *who
 /* Make a new, empty tape a replay tape (prepared gradients). */
 CR_INTERNAL void cr__tape_make_replay(cr_tape *t);
 
+/* Second derivatives of a row at x (partials D there): H[(o*nin + j)*nin + l] for the
+ * columns l in the bit set cols; the complex step, or central differences for real-only
+ * rows (tape.c). */
+CR_INTERNAL void cr__row_hessian(const cr_scalar_rule *row, const double *x, const double *D,
+                                 double *H, unsigned cols);
+
 /* ---- Sweeps (sweep.c) ------------------------------------------------------------------- */
 
 /* Reverse sweep over the records of variables below `top`: adj holds `top` doubles,
@@ -360,5 +405,10 @@ CR_INTERNAL cr_status cr__sweep_reverse(cr_tape *t, double *adj, size_t top);
  * top * k doubles, zero except the seeds, which are added to the tangent each record
  * computes (a seed is a perturbation injected at that variable). */
 CR_INTERNAL cr_status cr__sweep_forward(cr_tape *t, double *tan, size_t k, size_t top);
+
+/* Second-order reverse sweep (forward-over-reverse) after cr__sweep_forward: adj (top
+ * doubles, seeded) and adjd (top * k, zero) receive the adjoints and their derivatives. */
+CR_INTERNAL cr_status cr__sweep_second(cr_tape *t, double *adj, double *adjd, const double *tan,
+                                       size_t k, size_t top);
 
 #endif /* CR_TAPE_IMPL_H */

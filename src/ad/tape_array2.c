@@ -1,0 +1,780 @@
+/*
+ * Array records (K_ARRAY, tape_array.c) in forward sweeps and in second-order sweeps.
+ * Forward: each record's result tangent comes from the function's frule, called on the
+ * recorded arguments with their tangents. Second order (forward-over-reverse): each record's
+ * arguments get x̄ += pullback(ȳ) and x̄̇ += pullback(ȳ̇) + S, where S, the derivative of the
+ * pullback along the tangents ẋ applied to ȳ, is found by the function's class (a table
+ * below, keyed by the function's identity): zero for linear functions, calls of the same
+ * rrule at tangents for multilinear ones, and the row's second derivatives (as the scalar
+ * second-order tape takes them) for broadcasts of a scalar-table function.
+ */
+#include <complex.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <chainrules/rules_array.h>
+#include <chainrules/rules_linalg.h>
+#include <chainrules/rules_math.h>
+
+#include "../rulesets/array_impl.h"
+#include "tape_impl.h"
+
+#define MAX_ARGS 16 /* as tape_array.c */
+#define MAX_DIRS 8  /* directions per second-order sweep (cr_tape_hessian's chunk) */
+
+/* ---- Second-order classes --------------------------------------------------------------- */
+
+enum {
+    SO_NONE = 0, /* no second-order form: refused on a second-order tape */
+    SO_LINEAR,   /* linear in its differentiable arguments: S = 0 */
+    SO_MULTI,    /* multilinear: S from the rrule called with one argument replaced by its
+                    tangent */
+    SO_ROW       /* broadcast of a scalar-table function: S from the row's second derivatives */
+};
+
+/*
+ * Functions linear in all their differentiable arguments (integers, ranges, dims and
+ * index arrays are not differentiable): their pullbacks do not depend on the point, so the
+ * pullback's derivative along any tangent is zero. `sum(f, A)` and `mean(f, A)` take a
+ * function first and are not linear: they are refused.
+ */
+static const cr_value *const k_linear[] = {
+    &cr_fn_sum,       &cr_fn_mean,     &cr_fn_view,        &cr_fn_getindex,    &cr_fn_reshape,
+    &cr_fn_transpose, &cr_fn_adjoint,  &cr_fn_permutedims, &cr_fn_reverse,     &cr_fn_circshift,
+    &cr_fn_repeat,    &cr_fn_cat,      &cr_fn_vcat,        &cr_fn_hcat,        &cr_fn_stack,
+    &cr_fn_fill,      &cr_fn_dropdims, &cr_fn_diag,        &cr_fn_diagm,       &cr_fn_triu,
+    &cr_fn_tril,      &cr_fn_cumsum,   &cr_fn_tr,          &cr_fn_add_uniform, &cr_fn_sub_uniform,
+};
+
+/*
+ * Functions linear in each differentiable argument separately (matmul, dot(x, y) and
+ * dot(x, A, y), kron, cross, λI * A). For such f the pullback's component for argument j is
+ * linear in every other argument l, so its derivative along the tangents is the sum over
+ * l != j of the same pullback at the point with argument l replaced by ẋ_l.
+ */
+static const cr_value *const k_multi[] = {
+    &cr_fn_matmul, &cr_fn_dot, &cr_fn_kron, &cr_fn_cross, &cr_fn_mul_uniform,
+};
+
+/* Scalar rows whose broadcasts are linear, and the bilinear one. */
+static const cr_value *const k_linear_rows[] = {&cr_fn_add, &cr_fn_sub, &cr_fn_neg,
+                                                &cr_fn_identity};
+
+static bool in_table(const cr_function *fn, const cr_value *const *tab, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (tab[i]->u.func.fn == fn)
+            return true;
+    return false;
+}
+
+#define IN_TABLE(fn, tab) in_table((fn), (tab), sizeof(tab) / sizeof((tab)[0]))
+
+/* The class of f(vals...); *row is the broadcast's row for SO_ROW. */
+static int so_class(const cr_value *f, const cr_value *vals, size_t nargs,
+                    const cr_scalar_rule **row)
+{
+    const cr_function *fn = f->u.func.fn;
+    *row = NULL;
+    if (fn == cr_fn_broadcast.u.func.fn) {
+        if (nargs < 2 || vals[0].kind != CR_KIND_FUNC || vals[0].u.func.fn == NULL)
+            return SO_NONE;
+        const cr_function *g = vals[0].u.func.fn;
+        const cr_scalar_rule *r = cr_scalar_rule_of(g);
+        if (r == NULL || r->nout != 1 || r->nin != nargs - 1)
+            return SO_NONE;
+        if (IN_TABLE(g, k_linear_rows))
+            return SO_LINEAR;
+        if (g == cr_fn_mul.u.func.fn)
+            return SO_MULTI;
+        *row = r;
+        return SO_ROW;
+    }
+    if (IN_TABLE(fn, k_linear))
+        return nargs > 0 && vals[0].kind == CR_KIND_FUNC ? SO_NONE : SO_LINEAR;
+    if (IN_TABLE(fn, k_multi))
+        return SO_MULTI;
+    return SO_NONE;
+}
+
+struct cr__aext {
+    cr_value f;                /* the function called (a copy) */
+    const cr_value *vals;      /* its arguments' values (the tape's copy, in the arena) */
+    const cr_scalar_rule *row; /* SO_ROW: the broadcast's row */
+    int cls;                   /* SO_*; SO_NONE on forward tapes for unknown functions */
+};
+
+struct cr__asweep {
+    size_t k;
+    cr_tangent *tan;  /* tan[slot * k + d]: array variable slot's tangent along direction d */
+    cr_tangent *accd; /* second order: the derivative of slot's shadow along d, else NULL */
+};
+
+static bool is_complex(const cr_value *v)
+{
+    return v->kind == CR_KIND_C128 ||
+           (v->kind == CR_KIND_ARRAY && v->u.arr != NULL && v->u.arr->dtype == CR_DT_C128);
+}
+
+cr_status cr__array_ext(cr_tape *t, const cr_value *f, const cr_value *vals, const uint32_t *codes,
+                        size_t nargs, const cr__aext **out)
+{
+    const char *fname = f->u.func.fn->name;
+    const cr_scalar_rule *row;
+    int cls = so_class(f, vals, nargs, &row);
+    if (t->flags & CR_TAPE_SECOND_ORDER) {
+        if (cls == SO_NONE)
+            return cr__tape_fail(t, CR_EUNIMPL,
+                                 "%s: no second-order form on the tape (second-order tapes record "
+                                 "linear and multilinear array functions and broadcasts of "
+                                 "scalar-table functions; docs/engine.md)",
+                                 fname);
+        for (size_t j = 0; j < nargs; j++)
+            if (codes[j] != CR_VAR_CONST && is_complex(&vals[j]))
+                return cr__tape_fail(t, CR_EUNIMPL,
+                                     "%s: argument %zu is complex: second-order tapes record "
+                                     "real array functions only",
+                                     fname, j);
+    }
+    cr__aext *e = cr_arena_alloc(t->arena, sizeof *e, _Alignof(cr__aext));
+    if (e == NULL)
+        return cr__tape_fail(t, CR__ALLOC_STATUS(t->arena), "%s: no room for the record", fname);
+    e->f = *f;
+    e->vals = vals;
+    e->row = row;
+    e->cls = cls;
+    *out = e;
+    return CR_OK;
+}
+
+/* ---- Sweep state --------------------------------------------------------------------------- */
+
+cr_status cr__array_sweep_begin(cr_tape *t, size_t k, bool second)
+{
+    size_t n = (size_t)t->naslots * k;
+    cr__asweep *w = cr_arena_alloc(t->arena, sizeof *w, _Alignof(cr__asweep));
+    cr_tangent *tan =
+        w == NULL ? NULL : cr_arena_calloc(t->arena, n ? n : 1, sizeof *tan, _Alignof(cr_tangent));
+    cr_tangent *accd = tan == NULL || !second ? NULL
+                                              : cr_arena_calloc(t->arena, n ? n : 1, sizeof *accd,
+                                                                _Alignof(cr_tangent));
+    if (tan == NULL || (second && accd == NULL))
+        return cr__tape_fail(t, CR__ALLOC_STATUS(t->arena),
+                             "tape: no room for the tangents of %u array variables",
+                             (unsigned)t->naslots);
+    /* calloc'd tangents are ZeroTangent (tag 0) */
+    w->k = k;
+    w->tan = tan;
+    w->accd = accd;
+    t->asw = w;
+    if (second)
+        cr__array_clear(t);
+    return CR_OK;
+}
+
+void cr__array_sweep_end(cr_tape *t)
+{
+    if (t->asw != NULL && t->asw->accd != NULL)
+        cr__array_clear(t);
+    t->asw = NULL;
+}
+
+/* The tangent of argument `code` of a record along direction d. */
+static cr_tangent arg_tangent(const cr_tape *t, uint32_t code, const double *tan, size_t k,
+                              size_t d)
+{
+    if (code == CR_VAR_CONST)
+        return cr_tangent_zero();
+    if (code & CR__ASLOT_BIT) {
+        const cr__asweep *w = t->asw;
+        return w == NULL ? cr_tangent_zero() : w->tan[(size_t)(code & ~CR__ASLOT_BIT) * k + d];
+    }
+    double v = tan[(size_t)code * k + d];
+    return v == 0.0 ? cr_tangent_zero() : cr_tangent_f64(v);
+}
+
+/* A failure of a rule called by a sweep: its message is on the context. */
+static cr_status rule_failed(cr_tape *t, const cr__anode *nd, const char *what, cr_status st)
+{
+    const char *msg = cr_ctx_errmsg(t->ctx);
+    return cr__tape_fail(t, st, "%s of %s failed: %s", what, nd->fname,
+                         msg[0] != '\0' ? msg : cr_status_str(st));
+}
+
+/* A record without forward or second-order information: a fused kernel (its own reverse
+ * step), a tuple result, or a record made on a first-order tape. */
+static cr_status no_form(cr_tape *t, const cr__anode *nd, const char *what)
+{
+    if (nd->pull != NULL || nd->nout > 0)
+        return cr__tape_fail(t, CR_EUNIMPL, "%s: %s have no %s form yet", nd->fname,
+                             nd->pull != NULL ? "fused kernels" : "tuple results", what);
+    return cr__tape_fail(t, CR_EUNIMPL, "%s: recorded without CR_TAPE_FORWARD (%s sweeps need it)",
+                         nd->fname, what);
+}
+
+/* ---- Forward ------------------------------------------------------------------------------- */
+
+cr_status cr__array_forward(cr_tape *t, const cr__anode *nd, double *tan, size_t k, size_t i)
+{
+    const cr__aext *e = nd->ext;
+    if (e == NULL)
+        return no_form(t, nd, "forward");
+    cr__asweep *w = t->asw;
+    size_t nargs = nd->nargs;
+    bool scalar = nd->out == CR_VAR_CONST;
+    if (!scalar && w == NULL)
+        return cr__tape_fail(t, CR_EINVAL, "tape: %s: forward sweep without array tangents",
+                             nd->fname);
+    cr_tangent dargs[MAX_ARGS + 1];
+    for (size_t d = 0; d < k; d++) {
+        bool any = false;
+        dargs[0] = cr_tangent_none(); /* the function called has no fields */
+        for (size_t j = 0; j < nargs; j++) {
+            dargs[j + 1] = arg_tangent(t, nd->args[j], tan, k, d);
+            any = any || !cr_tangent_is_zero(dargs[j + 1]);
+        }
+        if (!any)
+            continue; /* a zero tangent */
+        cr_value y;
+        cr_tangent dy;
+        cr_status st = cr_frule(t->config, t->arena, dargs, &e->f, e->vals, nargs, &y, &dy);
+        if (st == CR_NOTHING)
+            return cr__tape_fail(
+                t, CR_EUNIMPL, "%s has no frule: a forward sweep cannot go through it", nd->fname);
+        if (st == CR_OK && cr_tangent_is_thunk(dy))
+            st = cr_tangent_unthunk(dy, &dy);
+        if (st != CR_OK)
+            return rule_failed(t, nd, "the frule", st);
+        if (scalar) {
+            st = cr__accum_real(t->arena, nd->fname, dy, &tan[i * k + d]);
+        } else {
+            cr_tangent *slot = &w->tan[(size_t)nd->out * k + d];
+            st = cr_tangent_is_zero(*slot) ? (*slot = dy, CR_OK)
+                                           : cr_tangent_add(t->arena, *slot, dy, slot);
+        }
+        if (st != CR_OK)
+            return rule_failed(t, nd, "the frule", st);
+    }
+    return CR_OK;
+}
+
+/* ---- Second order ---------------------------------------------------------------------------- */
+
+/* Add the cotangent-derivative dx of argument j along direction d. */
+static cr_status add_d(cr_tape *t, const cr__anode *nd, size_t j, cr_tangent dx, double *adjd,
+                       size_t k, size_t d)
+{
+    uint32_t c = nd->args[j];
+    if (c == CR_VAR_CONST || cr_tangent_is_zero(dx))
+        return CR_OK;
+    if (!(c & CR__ASLOT_BIT))
+        return cr__accum_real(t->arena, nd->pb.name, dx, &adjd[(size_t)c * k + d]);
+    size_t s = c & ~CR__ASLOT_BIT;
+    cr__aslot tmp = {t->aslots[s].val, t->asw->accd[s * k + d], NULL, false};
+    cr_status st = cr__shadow_accum(t->arena, &tmp, dx);
+    t->asw->accd[s * k + d] = tmp.acc;
+    return st;
+}
+
+/* The value of a tangent, as an argument of a rule (a scalar or an array). */
+static cr_status value_of(cr_tape *t, const cr__anode *nd, cr_tangent v, cr_value *out)
+{
+    cr_status st = cr_tangent_unthunk(v, &v);
+    if (st != CR_OK)
+        return st;
+    switch ((cr_tag)v.tag) {
+    case CR_TAN_F64:
+        *out = cr_value_f64(v.u.f64);
+        return CR_OK;
+    case CR_TAN_F32:
+        *out = cr_value_f32(v.u.f32);
+        return CR_OK;
+    case CR_TAN_ARRAY:
+        *out = cr_value_array(v.u.arr);
+        return CR_OK;
+    default:
+        return cr__tape_fail(t, CR_EUNIMPL, "%s: a tangent of kind %s cannot be used as a point",
+                             nd->fname, cr_tag_name((cr_tag)v.tag));
+    }
+}
+
+/*
+ * S of a multilinear function: for each variable argument l and direction d, the rrule at
+ * the point with argument l replaced by its tangent, pulled back with ȳ, gives the
+ * derivative of every other argument's cotangent along ẋ_l.
+ */
+static cr_status second_multi(cr_tape *t, const cr__anode *nd, cr_tangent ybar, double *adjd,
+                              const double *tan, size_t k)
+{
+    const cr__aext *e = nd->ext;
+    size_t nargs = nd->nargs, nvar = 0;
+    for (size_t j = 0; j < nargs; j++)
+        nvar += nd->args[j] != CR_VAR_CONST;
+    if (nvar < 2)
+        return CR_OK; /* linear in its only variable argument */
+    cr_value vals[MAX_ARGS];
+    cr_tangent dx[MAX_ARGS + 1];
+    size_t nx = nargs + 1;
+    for (size_t l = 0; l < nargs; l++) {
+        if (nd->args[l] == CR_VAR_CONST)
+            continue;
+        for (size_t d = 0; d < k; d++) {
+            cr_tangent tl = arg_tangent(t, nd->args[l], tan, k, d);
+            if (cr_tangent_is_zero(tl))
+                continue;
+            memcpy(vals, e->vals, nargs * sizeof *vals);
+            cr_status st = value_of(t, nd, tl, &vals[l]);
+            if (st != CR_OK)
+                return t->status != CR_OK ? t->status : rule_failed(t, nd, "a tangent", st);
+            cr_value y;
+            cr_pullback pb;
+            st = cr_rrule(t->config, t->arena, &e->f, vals, nargs, &y, &pb);
+            if (st == CR_OK)
+                st = cr_pullback_call(t->arena, &pb, &ybar, dx, nx);
+            for (size_t j = 0; j < nargs && st == CR_OK; j++) {
+                if (j == l || nd->args[j] == CR_VAR_CONST)
+                    continue;
+                st = cr__guard_alias(t->arena, &ybar, dx, nx, j + 1);
+                if (st == CR_OK)
+                    st = add_d(t, nd, j, dx[j + 1], adjd, k, d);
+            }
+            if (st != CR_OK)
+                return rule_failed(t, nd, "the second-order term", st);
+        }
+    }
+    return CR_OK;
+}
+
+/* An operand of the elementwise loop: p[e * step] for e < N (step 0: one value). */
+typedef struct stream {
+    const double *p;
+    size_t step;
+} stream;
+
+/* The array a (any float dtype and strides, or a tangent already in f64) broadcast to the
+ * result's shape (ndim, shape; N elements), in f64. */
+static cr_status stream_of(cr_arena *arena, const cr_array *a, size_t ndim, const size_t *shape,
+                           size_t N, stream *s)
+{
+    const cr_array *w;
+    cr_status st = cr__strided(arena, a, CR_DT_F64, &w);
+    if (st != CR_OK)
+        return st;
+    bool same = w->ndim == ndim && cr__is_contig_dense(w);
+    for (size_t q = 0; q < ndim && same; q++)
+        same = w->shape[q] == shape[q];
+    if (same) {
+        s->p = w->data;
+        s->step = 1;
+        return CR_OK;
+    }
+    cr_array *full;
+    if ((st = cr__new(arena, CR_DT_F64, ndim, shape, false, &full)) != CR_OK)
+        return st;
+    cr__broadcast_into(full, w, 1.0);
+    s->p = full->data;
+    s->step = N > 0 ? 1 : 0;
+    return CR_OK;
+}
+
+/* A scalar operand. */
+static cr_status stream_scalar(cr_arena *arena, double v, stream *s)
+{
+    double *p = cr_arena_alloc(arena, sizeof *p, _Alignof(double));
+    if (p == NULL)
+        return CR__ALLOC_STATUS(arena);
+    *p = v;
+    s->p = p;
+    s->step = 0;
+    return CR_OK;
+}
+
+/*
+ * S of a broadcast f.(x_1, ..., x_n) of a scalar row: per element e of the result,
+ *     S_j(e) = ȳ(e) Σ_l ∂²f/∂x_j∂x_l (x(e)) ẋ_l(e)
+ * with the row's second derivatives taken as the scalar second-order tape takes them
+ * (cr__row_hessian: complex step, or central differences for real-only rows); then summed
+ * over the dimensions argument j was broadcast along (unbroadcast), all of them for a
+ * scalar argument.
+ */
+static cr_status second_row(cr_tape *t, const cr__anode *nd, cr_tangent ybar, double *adjd,
+                            const double *tan, size_t k)
+{
+    const cr__aext *e = nd->ext;
+    const cr_scalar_rule *row = e->row;
+    cr_arena *arena = t->arena;
+    size_t n = row->nin;
+    /* A broadcast over scalars only has a scalar result: one element of no dimension. */
+    static const size_t k_no_shape[1] = {1};
+    const cr_array *yv = nd->out == CR_VAR_CONST ? NULL : t->aslots[nd->out].val;
+    size_t ndim = yv != NULL ? yv->ndim : 0, N = yv != NULL ? cr_array_numel(yv) : 1;
+    const size_t *shape = yv != NULL ? yv->shape : k_no_shape;
+    const char *who = nd->fname;
+    stream X[CR_SCALAR_MAX_IN], XD[CR_SCALAR_MAX_IN][MAX_DIRS];
+    double *S[CR_SCALAR_MAX_IN][MAX_DIRS], Ssc[CR_SCALAR_MAX_IN][MAX_DIRS];
+    bool var[CR_SCALAR_MAX_IN], arr[CR_SCALAR_MAX_IN], nzd[CR_SCALAR_MAX_IN][MAX_DIRS];
+    unsigned cols = 0;
+    const cr_array *Yb;
+    cr_status st = cr__tan_array(arena, who, ybar, ndim, shape, CR_DT_F64, &Yb);
+    if (st != CR_OK || Yb == NULL)
+        return st;
+    for (size_t j = 0; j < n && st == CR_OK; j++) {
+        const cr_value *v = &e->vals[j + 1];
+        uint32_t c = nd->args[j + 1];
+        var[j] = c != CR_VAR_CONST;
+        arr[j] = v->kind == CR_KIND_ARRAY;
+        cols |= var[j] ? 1u << j : 0u;
+        st = arr[j] ? stream_of(arena, v->u.arr, ndim, shape, N, &X[j])
+                    : stream_scalar(arena, creal(cr__scalar_of(v)), &X[j]);
+        for (size_t d = 0; d < k && st == CR_OK && var[j]; d++) {
+            cr_tangent td = arg_tangent(t, c, tan, k, d);
+            nzd[j][d] = !cr_tangent_is_zero(td);
+            Ssc[j][d] = 0.0;
+            S[j][d] = NULL;
+            if (arr[j]) {
+                cr_array *buf;
+                if ((st = cr__new(arena, CR_DT_F64, ndim, shape, true, &buf)) != CR_OK)
+                    break;
+                S[j][d] = buf->data;
+            }
+            if (!nzd[j][d])
+                continue;
+            if (arr[j]) {
+                const cr_array *ta;
+                st = cr__tan_array(arena, who, td, v->u.arr->ndim, v->u.arr->shape, CR_DT_F64, &ta);
+                if (st == CR_OK && ta == NULL)
+                    nzd[j][d] = false;
+                else if (st == CR_OK)
+                    st = stream_of(arena, ta, ndim, shape, N, &XD[j][d]);
+            } else {
+                st = stream_scalar(arena, tan[(size_t)c * k + d], &XD[j][d]);
+            }
+        }
+    }
+    if (st != CR_OK)
+        return st;
+    const double *yb = Yb->data;
+    for (size_t el = 0; el < N; el++) {
+        double g = yb[el];
+        if (g == 0.0)
+            continue;
+        double x[CR_SCALAR_MAX_IN], Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+        double H[CR_SCALAR_MAX_IN * CR_SCALAR_MAX_IN];
+        for (size_t j = 0; j < n; j++)
+            x[j] = X[j].p[el * X[j].step];
+        if (row->c128 == NULL) /* central differences start from the partials at x */
+            row->f64(x, Y, D);
+        cr__row_hessian(row, x, D, H, cols);
+        for (size_t d = 0; d < k; d++)
+            for (size_t j = 0; j < n; j++) {
+                if (!var[j])
+                    continue;
+                double s = 0.0;
+                for (size_t l = 0; l < n; l++)
+                    if (var[l] && nzd[l][d])
+                        s += H[j * n + l] * XD[l][d].p[el * XD[l][d].step];
+                if (arr[j])
+                    S[j][d][el] += g * s;
+                else
+                    Ssc[j][d] += g * s;
+            }
+    }
+    /* Each argument's S, reduced to its shape. */
+    for (size_t j = 0; j < n && st == CR_OK; j++) {
+        if (!var[j])
+            continue;
+        const cr_value *v = &e->vals[j + 1];
+        for (size_t d = 0; d < k && st == CR_OK; d++) {
+            cr_tangent s;
+            if (!arr[j]) {
+                s = cr_tangent_f64(Ssc[j][d]);
+            } else {
+                cr_array full, *red;
+                size_t sh[CR_ARRAY_MAX_DIMS];
+                memcpy(sh, shape, ndim * sizeof *sh);
+                if ((st = cr_array_view_init(&full, S[j][d], CR_DT_F64, ndim, sh, NULL)) != CR_OK)
+                    break;
+                if ((st = cr__unbroadcast(arena, &full, v->u.arr->ndim, v->u.arr->shape, &red)) !=
+                    CR_OK)
+                    break;
+                s = cr_tangent_array(red);
+            }
+            st = add_d(t, nd, j + 1, s, adjd, k, d);
+        }
+    }
+    return st;
+}
+
+/* pullback(dy) added into the derivatives along direction d. */
+static cr_status pull_d(cr_tape *t, const cr__anode *nd, cr_tangent dy, double *adjd, size_t k,
+                        size_t d)
+{
+    size_t nx = (size_t)nd->nargs + 1;
+    cr_tangent dx[MAX_ARGS + 1];
+    cr_status st = cr_pullback_call(t->arena, &nd->pb, &dy, dx, nx);
+    for (size_t j = 0; j < nd->nargs && st == CR_OK; j++) {
+        if (nd->args[j] == CR_VAR_CONST)
+            continue;
+        st = cr__guard_alias(t->arena, &dy, dx, nx, j + 1);
+        if (st == CR_OK)
+            st = add_d(t, nd, j, dx[j + 1], adjd, k, d);
+    }
+    return st == CR_OK ? CR_OK : rule_failed(t, nd, "the pullback", st);
+}
+
+cr_status cr__array_pull2(cr_tape *t, const cr__anode *nd, size_t i, double *adj, double *adjd,
+                          const double *tan, size_t k)
+{
+    const cr__aext *e = nd->ext;
+    cr__asweep *w = t->asw;
+    bool scalar = nd->out == CR_VAR_CONST;
+    if (e == NULL)
+        return no_form(t, nd, "second-order");
+    if ((!scalar && (w == NULL || w->accd == NULL)) || k > MAX_DIRS)
+        return cr__tape_fail(t, CR_EINVAL, "tape: %s: array record without second-order state",
+                             nd->fname);
+    cr_tangent ybar = scalar ? (adj[i] == 0.0 ? cr_tangent_zero() : cr_tangent_f64(adj[i]))
+                             : t->aslots[nd->out].acc;
+    cr_tangent ybd[MAX_DIRS];
+    bool anyd = false;
+    for (size_t d = 0; d < k; d++) {
+        if (scalar) {
+            double g = adjd[i * k + d];
+            ybd[d] = g == 0.0 ? cr_tangent_zero() : cr_tangent_f64(g);
+        } else {
+            ybd[d] = w->accd[(size_t)nd->out * k + d];
+            w->accd[(size_t)nd->out * k + d] = cr_tangent_zero(); /* consumed */
+        }
+        anyd = anyd || !cr_tangent_is_zero(ybd[d]);
+    }
+    cr_status st = CR_OK;
+    if (!cr_tangent_is_zero(ybar)) {
+        if (e->cls == SO_MULTI)
+            st = second_multi(t, nd, ybar, adjd, tan, k);
+        else if (e->cls == SO_ROW && (st = second_row(t, nd, ybar, adjd, tan, k)) != CR_OK)
+            st = rule_failed(t, nd, "the second-order term", st);
+        /* the ordinary reverse step: x̄ += pullback(ȳ) */
+        if (st == CR_OK)
+            st = cr__array_pull(t, nd, scalar ? &adj[i] : NULL, adj);
+    }
+    for (size_t d = 0; d < k && anyd && st == CR_OK; d++)
+        if (!cr_tangent_is_zero(ybd[d]))
+            st = pull_d(t, nd, ybd[d], adjd, k, d);
+    return st;
+}
+
+/* ---- Public sweeps --------------------------------------------------------------------------- */
+
+static cr_status check_avars(cr_tape *t, const char *who, const cr_avar *as, size_t na,
+                             const char *role)
+{
+    for (size_t j = 0; j < na; j++)
+        if (as[j].idx != CR_VAR_CONST && (as[j].tape != t->id || as[j].idx >= t->naslots))
+            return cr_ctx_error(t->ctx, CR_ETAPE,
+                                "%s: %s %zu belongs to another tape, or to this tape before its "
+                                "last reset",
+                                who, role, j);
+    return CR_OK;
+}
+
+static cr_status check_svars(cr_tape *t, const char *who, const cr_var *xs, size_t n,
+                             const char *role)
+{
+    for (size_t j = 0; j < n; j++)
+        if (xs[j].idx != CR_VAR_CONST && (xs[j].tape != t->id || xs[j].idx >= t->nvars))
+            return cr_ctx_error(t->ctx, CR_ETAPE,
+                                "%s: %s %zu belongs to another tape, or to this tape before its "
+                                "last reset",
+                                who, role, j);
+    return CR_OK;
+}
+
+static cr_status check_finite(cr_tape *t, const char *who, const double *v, size_t n,
+                              const char *what)
+{
+    for (size_t j = 0; j < n; j++)
+        if (!isfinite(v[j]))
+            return cr_ctx_error(t->ctx, CR_EDOMAIN, "%s: %s %zu is %g, not a finite number", who,
+                                what, j, v[j]);
+    return CR_OK;
+}
+
+/* Check a direction array against its variable (shape, finite values). */
+static cr_status check_dir(cr_tape *t, const char *who, size_t j, const cr_array *v,
+                           const cr_array *like)
+{
+    if (v == NULL || v->data == NULL || !cr_dtype_is_float((cr_dtype)v->dtype))
+        return cr_ctx_error(t->ctx, CR_EINVAL,
+                            "%s: direction array %zu is NULL or not a float array", who, j);
+    bool same = like == NULL || v->ndim == like->ndim;
+    for (size_t q = 0; same && like != NULL && q < v->ndim; q++)
+        same = v->shape[q] == like->shape[q];
+    if (!same) {
+        char b1[64], b2[64];
+        return cr_ctx_error(t->ctx, CR_ESHAPE, "%s: direction array %zu is %s, its variable is %s",
+                            who, j, cr__shape_str(v, b1, sizeof b1),
+                            cr__shape_str(like, b2, sizeof b2));
+    }
+    size_t m = cr_array_numel(v);
+    if (v->dtype == CR_DT_F64 && cr__is_contig_dense(v)) { /* the common case, directly */
+        const double *p = v->data;
+        double acc = 0.0;
+        for (size_t e = 0; e < m; e++)
+            acc += p[e] * 0.0; /* NaN or infinite elements make it NaN */
+        if (acc == 0.0)
+            return CR_OK;
+    }
+    for (size_t e = 0; e < m; e++) {
+        cr_complex z = cr_array_get_linear(v, e);
+        if (!isfinite(creal(z)) || !isfinite(cimag(z)))
+            return cr_ctx_error(t->ctx, CR_EDOMAIN,
+                                "%s: element %zu of direction array %zu is not finite", who, e, j);
+    }
+    return CR_OK;
+}
+
+/* Seed the array inputs' tangents (direction 0) with v, converted to their dtypes. */
+static cr_status seed_arrays(cr_tape *t, const cr_avar *as, size_t na, const cr_array *const *v)
+{
+    for (size_t j = 0; j < na; j++) {
+        if (as[j].idx == CR_VAR_CONST)
+            continue;
+        const cr_array *like = t->aslots[as[j].idx].val;
+        const cr_array *w;
+        cr_array *c;
+        cr_dtype dt = (cr_dtype)like->dtype;
+        cr_status st = cr__dense(t->arena, v[j], cr__work(dt), &w);
+        if (st == CR_OK)
+            st = cr__cast(t->arena, w, dt == CR_DT_F32 ? CR_DT_F32 : cr__work(dt), &c);
+        cr_array *r;
+        if (st == CR_OK)
+            st = cr__view_of(t->arena, c, &r); /* never written through */
+        if (st != CR_OK)
+            return cr__tape_fail(t, st, "array tangents: %s", cr_ctx_errmsg(t->ctx));
+        cr_tangent *slot = &t->asw->tan[as[j].idx];
+        st = cr_tangent_is_zero(*slot) ? (*slot = cr_tangent_array(r), CR_OK)
+                                       : cr_tangent_add(t->arena, *slot, cr_tangent_array(r), slot);
+        if (st != CR_OK)
+            return cr__tape_fail(t, st, "array tangents: %s", cr_ctx_errmsg(t->ctx));
+    }
+    return CR_OK;
+}
+
+static double *workspace(cr_tape *t, size_t n, cr_status *st)
+{
+    double *w = cr_arena_calloc(t->arena, n ? n : 1, sizeof(double), _Alignof(double));
+    if (w == NULL)
+        *st = cr__tape_fail(t, CR__ALLOC_STATUS(t->arena),
+                            "tape: no room for a sweep workspace of %zu doubles", n);
+    return w;
+}
+
+cr_status cr_tape_ajvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t n,
+                       const cr_avar *as, const cr_array *const *adot, size_t na, const cr_var *ys,
+                       size_t m, double *ydot, const cr_avar *bs, size_t nb, cr_array *const *bdot)
+{
+    const char *who = "cr_tape_ajvp";
+    if (t == NULL)
+        return CR_EINVAL;
+    if (t->status != CR_OK)
+        return t->status;
+    if (!(t->flags & CR_TAPE_FORWARD))
+        return cr_ctx_error(t->ctx, CR_EMISUSE, "%s: the tape was not created with CR_TAPE_FORWARD",
+                            who);
+    if ((n > 0 && (xs == NULL || xdot == NULL)) || (na > 0 && (as == NULL || adot == NULL)) ||
+        (m > 0 && (ys == NULL || ydot == NULL)) || (nb > 0 && (bs == NULL || bdot == NULL)))
+        return cr_ctx_error(t->ctx, CR_EINVAL, "%s: NULL inputs, tangents or outputs", who);
+    cr_status st;
+    if ((st = check_svars(t, who, xs, n, "input")) != CR_OK ||
+        (st = check_svars(t, who, ys, m, "output")) != CR_OK ||
+        (st = check_avars(t, who, as, na, "array input")) != CR_OK ||
+        (st = check_avars(t, who, bs, nb, "array output")) != CR_OK ||
+        (st = check_finite(t, who, xdot, n, "tangent")) != CR_OK)
+        return st;
+    for (size_t j = 0; j < na; j++)
+        if ((st = check_dir(t, who, j, adot[j], as[j].a)) != CR_OK)
+            return st;
+    cr_arena_mark mk = cr_arena_get_mark(t->arena);
+    size_t top = t->nvars;
+    double *tan = workspace(t, top, &st);
+    if (tan == NULL)
+        return st;
+    for (size_t j = 0; j < n; j++)
+        if (xs[j].idx != CR_VAR_CONST)
+            tan[xs[j].idx] += xdot[j];
+    st = cr__array_sweep_begin(t, 1, false);
+    if (st == CR_OK)
+        st = seed_arrays(t, as, na, adot);
+    /* every record: array records after the last scalar variable make array outputs */
+    if (st == CR_OK)
+        st = cr__sweep_forward(t, tan, 1, (size_t)-1);
+    for (size_t j = 0; j < m && st == CR_OK; j++)
+        ydot[j] = ys[j].idx == CR_VAR_CONST ? 0.0 : tan[ys[j].idx];
+    for (size_t j = 0; j < nb && st == CR_OK; j++) {
+        cr_tangent v = bs[j].idx == CR_VAR_CONST ? cr_tangent_zero() : t->asw->tan[bs[j].idx];
+        st = cr__array_write_out(t, who, j, v, bdot[j], bs[j].a);
+    }
+    cr__array_sweep_end(t);
+    cr_arena_rewind(t->arena, mk);
+    return st;
+}
+
+cr_status cr_tape_ahvp(cr_tape *t, cr_var y, const cr_var *xs, size_t n, const double *v,
+                       double *hv, const cr_avar *as, size_t na, const cr_array *const *av,
+                       cr_array *const *ahv)
+{
+    const char *who = "cr_tape_ahvp";
+    if (t == NULL)
+        return CR_EINVAL;
+    if (t->status != CR_OK)
+        return t->status;
+    if (!(t->flags & CR_TAPE_SECOND_ORDER))
+        return cr_ctx_error(t->ctx, CR_EMISUSE,
+                            "%s: the tape was not created with CR_TAPE_SECOND_ORDER", who);
+    if ((n > 0 && (xs == NULL || v == NULL || hv == NULL)) ||
+        (na > 0 && (as == NULL || av == NULL || ahv == NULL)))
+        return cr_ctx_error(t->ctx, CR_EINVAL, "%s: NULL inputs, directions or results", who);
+    cr_status st;
+    if ((st = check_svars(t, who, &y, 1, "output")) != CR_OK ||
+        (st = check_svars(t, who, xs, n, "input")) != CR_OK ||
+        (st = check_avars(t, who, as, na, "array input")) != CR_OK ||
+        (st = check_finite(t, who, v, n, "direction")) != CR_OK)
+        return st;
+    for (size_t j = 0; j < na; j++)
+        if ((st = check_dir(t, who, j, av[j], as[j].a)) != CR_OK)
+            return st;
+    cr_arena_mark mk = cr_arena_get_mark(t->arena);
+    size_t top = y.idx == CR_VAR_CONST ? 0 : (size_t)y.idx + 1;
+    double *adj = workspace(t, top, &st), *tan = NULL, *adjd = NULL;
+    if (adj != NULL)
+        tan = workspace(t, top, &st);
+    if (tan != NULL)
+        adjd = workspace(t, top, &st);
+    if (adjd == NULL) {
+        cr_arena_rewind(t->arena, mk);
+        return st;
+    }
+    st = cr__array_sweep_begin(t, 1, true);
+    if (top > 0) {
+        for (size_t j = 0; j < n; j++)
+            if (xs[j].idx != CR_VAR_CONST && xs[j].idx < top)
+                tan[xs[j].idx] += v[j];
+        if (st == CR_OK)
+            st = seed_arrays(t, as, na, av);
+        if (st == CR_OK)
+            st = cr__sweep_forward(t, tan, 1, top);
+        adj[y.idx] = 1.0;
+        if (st == CR_OK)
+            st = cr__sweep_second(t, adj, adjd, tan, 1, top);
+    }
+    for (size_t j = 0; j < n && st == CR_OK; j++)
+        hv[j] = xs[j].idx == CR_VAR_CONST || xs[j].idx >= top ? 0.0 : adjd[xs[j].idx];
+    for (size_t j = 0; j < na && st == CR_OK; j++) {
+        cr_tangent a = as[j].idx == CR_VAR_CONST ? cr_tangent_zero() : t->asw->accd[as[j].idx];
+        st = cr__array_write_out(t, who, j, a, ahv[j], as[j].a);
+    }
+    cr__array_sweep_end(t);
+    cr_arena_rewind(t->arena, mk);
+    return st;
+}
