@@ -12,15 +12,6 @@
 
 #include "test_util.h"
 
-#define assert_ok(t, expr)                                                              \
-    do {                                                                                \
-        cr_status st_ = (expr);                                                         \
-        if (st_ != CR_OK) {                                                             \
-            print_error("%s: %s (%s)\n", #expr, cr_status_str(st_), cr_tape_errmsg(t)); \
-            fail();                                                                     \
-        }                                                                               \
-    } while (0)
-
 /* Central differences (five points, fourth order) of a plain-C function of n variables. */
 typedef double (*plain_fn)(const double *x, size_t n, const void *env);
 

@@ -14,15 +14,6 @@
 
 #define FD_RTOL 1e-6
 
-#define assert_ok(t, expr)                                                              \
-    do {                                                                                \
-        cr_status st_ = (expr);                                                         \
-        if (st_ != CR_OK) {                                                             \
-            print_error("%s: %s (%s)\n", #expr, cr_status_str(st_), cr_tape_errmsg(t)); \
-            fail();                                                                     \
-        }                                                                               \
-    } while (0)
-
 /* A function of a row-major matrix (rows x cols) computed with the library's primals. */
 typedef struct plain {
     cr_arena *arena;

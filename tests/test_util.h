@@ -110,4 +110,14 @@ static inline int fixture_teardown(void **state)
 
 #endif /* CR_TEST_OWN_FIXTURE */
 
+/* A tape call that must succeed; prints the tape's message when it does not. */
+#define assert_ok(t, expr)                                                              \
+    do {                                                                                \
+        cr_status st_ = (expr);                                                         \
+        if (st_ != CR_OK) {                                                             \
+            print_error("%s: %s (%s)\n", #expr, cr_status_str(st_), cr_tape_errmsg(t)); \
+            fail();                                                                     \
+        }                                                                               \
+    } while (0)
+
 #endif /* CR_TEST_UTIL_H */

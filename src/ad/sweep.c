@@ -586,8 +586,7 @@ static cr_status check_vars(cr_tape *t, const char *who, const cr_var *v, size_t
     return CR_OK;
 }
 
-static cr_status check_finite(cr_tape *t, const char *who, const double *v, size_t n,
-                              const char *what)
+cr_status cr__check_finite(cr_tape *t, const char *who, const double *v, size_t n, const char *what)
 {
     for (size_t j = 0; j < n; j++)
         if (!isfinite(v[j]))
@@ -647,7 +646,7 @@ cr_status cr_tape_vjp(cr_tape *t, const cr_var *ys, const double *ybar, size_t m
         return cr_ctx_error(t->ctx, CR_EINVAL, "%s: NULL outputs, seeds or inputs", who);
     if ((st = check_vars(t, who, ys, m, "output")) != CR_OK ||
         (st = check_vars(t, who, xs, n, "input")) != CR_OK ||
-        (st = check_finite(t, who, ybar, m, "seed")) != CR_OK)
+        (st = cr__check_finite(t, who, ybar, m, "seed")) != CR_OK)
         return st;
     size_t top = top_of(ys, m);
     /* Small recordings sweep over a workspace on the stack. */
@@ -722,7 +721,7 @@ cr_status cr_tape_jvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t n
         return cr_ctx_error(t->ctx, CR_EINVAL, "%s: NULL inputs, tangents or outputs", who);
     if ((st = check_vars(t, who, xs, n, "input")) != CR_OK ||
         (st = check_vars(t, who, ys, m, "output")) != CR_OK ||
-        (st = check_finite(t, who, xdot, n, "tangent")) != CR_OK)
+        (st = cr__check_finite(t, who, xdot, n, "tangent")) != CR_OK)
         return st;
     size_t top = top_of(ys, m);
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
@@ -759,7 +758,7 @@ static cr_status second_order(cr_tape *t, const char *who, cr_var y, const cr_va
         return cr_ctx_error(t->ctx, CR_EINVAL, "%s: NULL inputs, direction or result", who);
     if ((st = check_var(t, who, y, "output", 0)) != CR_OK ||
         (st = check_vars(t, who, xs, n, "input")) != CR_OK ||
-        (v != NULL && (st = check_finite(t, who, v, n, "direction")) != CR_OK))
+        (v != NULL && (st = cr__check_finite(t, who, v, n, "direction")) != CR_OK))
         return st;
     if (y.idx == CR_VAR_CONST) {
         for (size_t j = 0; j < n; j++) {

@@ -590,16 +590,6 @@ static cr_status check_svars(cr_tape *t, const char *who, const cr_var *xs, size
     return CR_OK;
 }
 
-static cr_status check_finite(cr_tape *t, const char *who, const double *v, size_t n,
-                              const char *what)
-{
-    for (size_t j = 0; j < n; j++)
-        if (!isfinite(v[j]))
-            return cr_ctx_error(t->ctx, CR_EDOMAIN, "%s: %s %zu is %g, not a finite number", who,
-                                what, j, v[j]);
-    return CR_OK;
-}
-
 /* Check a direction array against its variable (shape, finite values). */
 static cr_status check_dir(cr_tape *t, const char *who, size_t j, const cr_array *v,
                            const cr_array *like)
@@ -690,7 +680,7 @@ cr_status cr_tape_ajvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t 
         (st = check_svars(t, who, ys, m, "output")) != CR_OK ||
         (st = check_avars(t, who, as, na, "array input")) != CR_OK ||
         (st = check_avars(t, who, bs, nb, "array output")) != CR_OK ||
-        (st = check_finite(t, who, xdot, n, "tangent")) != CR_OK)
+        (st = cr__check_finite(t, who, xdot, n, "tangent")) != CR_OK)
         return st;
     for (size_t j = 0; j < na; j++)
         if ((st = check_dir(t, who, j, adot[j], as[j].a)) != CR_OK)
@@ -739,7 +729,7 @@ cr_status cr_tape_ahvp(cr_tape *t, cr_var y, const cr_var *xs, size_t n, const d
     if ((st = check_svars(t, who, &y, 1, "output")) != CR_OK ||
         (st = check_svars(t, who, xs, n, "input")) != CR_OK ||
         (st = check_avars(t, who, as, na, "array input")) != CR_OK ||
-        (st = check_finite(t, who, v, n, "direction")) != CR_OK)
+        (st = cr__check_finite(t, who, v, n, "direction")) != CR_OK)
         return st;
     for (size_t j = 0; j < na; j++)
         if ((st = check_dir(t, who, j, av[j], as[j].a)) != CR_OK)

@@ -232,6 +232,11 @@ CR_INTERNAL cr_status cr__shadow_accum(cr_arena *arena, cr__aslot *s, cr_tangent
 CR_INTERNAL cr_status cr__guard_alias(cr_arena *arena, const cr_tangent *dy, cr_tangent *dx,
                                       size_t nx, size_t j);
 
+/* CR_EDOMAIN (naming who, what and the index) when one of the n values v is not finite
+ * (sweep.c). */
+CR_INTERNAL cr_status cr__check_finite(cr_tape *t, const char *who, const double *v, size_t n,
+                                       const char *what);
+
 /* ---- Array records in forward and second-order sweeps (tape_array2.c) -------------------- */
 
 /* Array tangents of a forward sweep (k directions), and on second-order sweeps the
