@@ -333,6 +333,22 @@ cr_status cr__prepared_run(cr_prepared *p, const double *x)
     return st == CR_OK ? reverse(p) : st;
 }
 
+cr_status cr__prepared_new(cr_ctx *ctx, const cr_engine *eng, size_t n, cr_prepared **out)
+{
+    cr_prepared *p = cr_ctx_alloc(ctx, sizeof *p);
+    *out = p;
+    if (p == NULL)
+        return CR_ENOMEM;
+    memset(p, 0, sizeof *p);
+    p->ctx = ctx;
+    p->n = n;
+    cr_tape_params tp = {.struct_size = sizeof tp, .engine = eng};
+    cr_status st = cr_tape_new(ctx, &tp, &p->tape);
+    if (st == CR_OK)
+        cr__tape_make_replay(p->tape);
+    return st;
+}
+
 /* ---- Scalar inputs ---------------------------------------------------------------------- */
 
 cr_status cr_prepare_gradient(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn f, void *env,
@@ -345,16 +361,11 @@ cr_status cr_prepare_gradient(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn f, voi
         return CR_EINVAL;
     if (f == NULL || (n > 0 && x == NULL))
         return cr_ctx_error(ctx, CR_EINVAL, "cr_prepare_gradient: NULL function or inputs");
-    cr_prepared *p = cr_ctx_alloc(ctx, sizeof *p);
+    cr_prepared *p;
+    cr_status st = cr__prepared_new(ctx, eng, n, &p);
     if (p == NULL)
-        return CR_ENOMEM;
-    memset(p, 0, sizeof *p);
-    p->ctx = ctx;
-    p->n = n;
-    cr_tape_params tp = {.struct_size = sizeof tp, .engine = eng};
-    cr_status st = cr_tape_new(ctx, &tp, &p->tape);
+        return st;
     if (st == CR_OK) {
-        cr__tape_make_replay(p->tape);
         p->xs = cr_ctx_alloc(ctx, (n ? n : 1) * sizeof *p->xs);
         if (p->xs == NULL)
             st = CR_ENOMEM;

@@ -168,20 +168,15 @@ cr_status cr_prepare_gradient_arrays(cr_ctx *ctx, const cr_engine *eng, cr_ad_ar
         if (xs[j] == NULL || !cr_dtype_is_float((cr_dtype)xs[j]->dtype))
             return cr_ctx_error(ctx, CR_EINVAL, "%s: input %zu is %s", who, j,
                                 xs[j] == NULL ? "NULL" : "not a float array (f64, f32, c128)");
-    cr_prepared *p = cr_ctx_alloc(ctx, sizeof *p);
+    cr_prepared *p;
+    cr_status st = cr__prepared_new(ctx, eng, n, &p);
     if (p == NULL)
-        return CR_ENOMEM;
-    memset(p, 0, sizeof *p);
-    p->ctx = ctx;
-    p->n = n;
+        return st;
     p->arrays = true;
     p->y = cr_const(0.0);
-    cr_tape_params tp = {.struct_size = sizeof tp, .engine = eng};
-    cr_status st = cr_tape_new(ctx, &tp, &p->tape);
     cr_avar *av = NULL;
     cr_tape *t = p->tape;
     if (st == CR_OK) {
-        cr__tape_make_replay(t);
         p->ain = cr_ctx_alloc(ctx, n * sizeof *p->ain);
         p->aidx = cr_ctx_alloc(ctx, n * sizeof *p->aidx);
         av = cr_arena_alloc(t->arena, n * sizeof *av, _Alignof(cr_avar));

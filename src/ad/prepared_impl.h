@@ -60,6 +60,12 @@ struct cr_prepared {
 CR_INTERNAL cr_status cr__prepared_rerun(cr_prepared *p, const cr__rop *r, double *v);
 
 /* Turn the tape's records into p's program and allocate the workspace. */
+/* A zeroed prepared gradient for n inputs with an empty replay tape. *out is NULL when it
+ * could not be allocated (CR_ENOMEM); with another failure status it is allocated but its
+ * tape is NULL, and the caller frees it with cr_prepared_free(). */
+CR_INTERNAL cr_status cr__prepared_new(cr_ctx *ctx, const cr_engine *eng, size_t n,
+                                       cr_prepared **out);
+
 CR_INTERNAL cr_status cr__prepared_build(cr_prepared *p);
 
 /* Start a call: clear the tape's error, rewind its arena. */

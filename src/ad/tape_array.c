@@ -342,9 +342,6 @@ static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const
     cr_targ res[CR_TAPE_MAX_TUPLE];
     uint32_t slot0 = t->naslots;
     bool tuple = y.kind == CR_KIND_STRUCT;
-    if (tuple && (t->flags & CR_TAPE_SECOND_ORDER))
-        return cr__tape_fail(t, CR_EUNIMPL,
-                             "%s: a tuple result is not recorded on a second-order tape", fname);
     if (tuple) {
         if (tuple_of(t, fname, &y, res, nout, true, outs, &ns) != CR_OK)
             return t->status;
