@@ -829,6 +829,18 @@ static void test_gradient_in_place(void **state)
     grad_into(f, x, N, true, &gp, 1);
     for (size_t i = 0; i < N; i++)
         assert_true(gs[2 * i] == g1[i]);
+    /* A destination flagged writable is used as it is (not a copy of its descriptor):
+     * the same numbers, and the caller's descriptor is left as it was. */
+    for (size_t i = 0; i < N; i++)
+        g2[i] = (double)NAN;
+    cr_array gw = cr_array_vector(g2, N);
+    gw.flags = CR_ARRAY_WRITABLE;
+    gp = &gw;
+    grad_into(f, x, N, true, &gp, 1);
+    for (size_t i = 0; i < N; i++)
+        assert_true(g2[i] == g1[i]);
+    assert_true(gw.data == g2 && gw.flags == CR_ARRAY_WRITABLE && gw.ndim == 1 &&
+                gw.shape[0] == N && gw.strides[0] == 1);
     /* One input requested twice: both destinations get it. */
     cr_array gb = cr_array_vector(g2, N);
     cr_array *two[2] = {&ga, &gb};

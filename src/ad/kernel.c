@@ -267,10 +267,15 @@ static void run_primal(const knode *nd, double *y, double *sum)
 
 static cr_status kernel_pull(cr_tape *t, const cr__anode *an, const double *g, double *adj);
 
-/* Record a kernel call: the result (array y, or the sum) is in *out_a / *out_s. */
+/* Record a kernel call: the result is the array *ya, or the sum *ys when ya is NULL; *idx
+ * is its slot or variable (CR_VAR_CONST for a call of constants). The callers build the
+ * cr_var / cr_avar: written here field by field, the 16-byte struct would be read back as
+ * one load that waits for the separate stores. */
 static cr_status record(cr_tape *t, const char *who, const cr_kernel *k, const cr_kin *args,
-                        size_t nargs, size_t n, bool sum, cr_avar *out_a, cr_var *out_s)
+                        size_t nargs, size_t n, cr_array **ya, double *ys, uint32_t *idx)
 {
+    bool sum = ya == NULL;
+    *idx = CR_VAR_CONST;
     if (k == NULL)
         return cr__tape_fail(t, CR_EINVAL, "%s: NULL kernel", who);
     const char *kn = k->name != NULL ? k->name : "(unnamed)";
@@ -291,24 +296,34 @@ static cr_status record(cr_tape *t, const char *who, const cr_kernel *k, const c
         return t->status;
     double s = 0.0;
     run_primal(nd, y != NULL ? (double *)y->data : NULL, sum ? &s : NULL);
-    if (!any) {
-        if (sum)
-            *out_s = cr_const(s);
-        else
-            *out_a = cr_aconst(y);
+    if (sum)
+        *ys = s;
+    else
+        *ya = y;
+    if (!any)
         return CR_OK;
-    }
     uint32_t slot = CR_VAR_CONST;
     if (!sum && cr__array_slot(t, y, &slot) != CR_OK)
         return t->status;
-    /* Fields of the node that kernels do not use are zero (NULL pullback, no tuple). */
-    memset(&nd->base, 0, sizeof nd->base);
-    nd->base.pb.name = kn;
-    nd->base.fname = kn;
-    nd->base.nargs = k->nargs;
-    nd->base.out = slot;
-    nd->base.args = nd->codes;
-    nd->base.pull = kernel_pull;
+    /* Fields of the node that kernels do not use are zero (NULL pullback, no tuple). They
+     * are set one by one: a memset of the node compiles to a string instruction whose
+     * start-up costs more than the stores. */
+    cr__anode *b = &nd->base;
+    b->pb.fn = NULL;
+    b->pb.env = NULL;
+    b->pb.name = kn;
+    b->pb.nx = 0;
+    b->fname = kn;
+    b->nargs = k->nargs;
+    b->out = slot;
+    b->args = nd->codes;
+    b->nout = 0;
+    b->outs = NULL;
+    static const cr_value zero_value;
+    b->fv = b->y = zero_value;
+    b->vals = NULL;
+    b->pull = kernel_pull;
+    b->ext = NULL;
     unsigned nv = sum ? 1u : 0u;
     uint64_t h = hdr_make(K_ARRAY, nv, 0);
     cr__word *w = t->cur;
@@ -317,40 +332,36 @@ static cr_status record(cr_tape *t, const char *who, const cr_kernel *k, const c
     (w++)->cp = &nd->base;
     (w++)->u = h;
     t->cur = w;
-    if (sum) {
-        cr_var r;
-        r.v = s;
-        r.idx = t->nvars;
-        r.tape = t->id;
-        *out_s = r;
-    } else {
-        cr_avar r;
-        r.a = y;
-        r.idx = slot;
-        r.tape = t->id;
-        *out_a = r;
-    }
+    *idx = sum ? t->nvars : slot;
     t->nvars += nv;
     return CR_OK;
 }
 
 cr_avar cr_akernel(cr_tape *t, const cr_kernel *k, const cr_kin *args, size_t nargs, size_t n)
 {
-    cr_avar r = cr_aconst(NULL);
-    if ((t = tape_or_current(t)) == NULL || t->status != CR_OK)
-        return r;
-    if (record(t, "cr_akernel", k, args, nargs, n, false, &r, NULL) != CR_OK)
+    cr_array *y = NULL;
+    uint32_t idx;
+    if ((t = tape_or_current(t)) == NULL || t->status != CR_OK ||
+        record(t, "cr_akernel", k, args, nargs, n, &y, NULL, &idx) != CR_OK)
         return cr_aconst(NULL);
+    cr_avar r;
+    r.a = y;
+    r.idx = idx;
+    r.tape = idx == CR_VAR_CONST ? 0 : t->id;
     return r;
 }
 
 cr_var cr_akernel_sum(cr_tape *t, const cr_kernel *k, const cr_kin *args, size_t nargs, size_t n)
 {
-    cr_var r = cr_const((double)NAN);
-    if ((t = tape_or_current(t)) == NULL || t->status != CR_OK)
-        return r;
-    if (record(t, "cr_akernel_sum", k, args, nargs, n, true, NULL, &r) != CR_OK)
+    double s = 0.0;
+    uint32_t idx;
+    if ((t = tape_or_current(t)) == NULL || t->status != CR_OK ||
+        record(t, "cr_akernel_sum", k, args, nargs, n, NULL, &s, &idx) != CR_OK)
         return cr_const((double)NAN);
+    cr_var r;
+    r.v = s;
+    r.idx = idx;
+    r.tape = idx == CR_VAR_CONST ? 0 : t->id;
     return r;
 }
 
@@ -381,10 +392,10 @@ static cr_status shadow_of(cr_tape *t, uint32_t s, size_t numel, kshadow *sh)
         sh->z = SIZE_MAX;
         return CR_OK;
     }
-    bool fresh = cr_tangent_is_zero(acc);
+    bool fresh = cr__tis_zero(acc);
     if (fresh && slot->dest != NULL) {
         /* The caller's gradient array (dense row-major f64 of v's shape) is the shadow. */
-        slot->acc = cr_tangent_array(slot->dest);
+        slot->acc = cr__tarray(slot->dest);
         slot->dest = NULL;
         sh->d = slot->acc.u.arr->data;
         sh->z = 0;
@@ -411,7 +422,7 @@ static cr_status shadow_of(cr_tape *t, uint32_t s, size_t numel, kshadow *sh)
         if (st != CR_OK)
             return st;
     }
-    slot->acc = cr_tangent_array(buf);
+    slot->acc = cr__tarray(buf);
     sh->d = buf->data;
     sh->z = fresh ? 0 : SIZE_MAX;
     return CR_OK;
@@ -459,7 +470,7 @@ static cr_status kernel_pull(cr_tape *t, const cr__anode *an, const double *g, d
             return CR_OK;
     } else {
         cr_tangent acc = t->aslots[an->out].acc;
-        if (cr_tangent_is_zero(acc))
+        if (cr__tis_zero(acc))
             return CR_OK;
         if ((st = result_cotangent(t, acc, n, &gy)) != CR_OK)
             return pull_failed(t, nd, st);
@@ -550,6 +561,6 @@ static cr_status kernel_pull(cr_tape *t, const cr__anode *an, const double *g, d
             memset(sh[j].d + sh[j].z, 0, (sh[j].numel - sh[j].z) * sizeof(double));
     }
     if (g == NULL)
-        t->aslots[an->out].acc = cr_tangent_zero(); /* consumed: its record made it */
+        t->aslots[an->out].acc = cr__tzero(); /* consumed: its record made it */
     return CR_OK;
 }

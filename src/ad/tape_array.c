@@ -83,7 +83,7 @@ static cr_status new_slot(cr_tape *t, const cr_array *val, uint32_t *idx)
         t->aslot_cap = cap;
     }
     t->aslots[t->naslots].val = val;
-    t->aslots[t->naslots].acc = cr_tangent_zero();
+    t->aslots[t->naslots].acc = cr__tzero();
     t->aslots[t->naslots].dest = NULL;
     t->aslots[t->naslots].input = false;
     *idx = t->naslots++;
@@ -482,7 +482,7 @@ cr_avar cr_amatmul(cr_tape *t, cr_avar A, cr_avar B)
 void cr__array_clear(cr_tape *t)
 {
     for (uint32_t s = 0; s < t->naslots; s++)
-        t->aslots[s].acc = cr_tangent_zero();
+        t->aslots[s].acc = cr__tzero();
 }
 
 /* A writable array cotangent sharing memory with the seed or with another cotangent of the
@@ -511,15 +511,15 @@ cr_status cr__guard_alias(cr_arena *arena, const cr_tangent *dy, cr_tangent *dx,
  * (an InplaceableThunk through its add!, without materialising its value). */
 cr_status cr__shadow_accum(cr_arena *arena, cr__aslot *s, cr_tangent d)
 {
-    if (cr_tangent_is_zero(d))
+    if (cr__tis_zero(d))
         return CR_OK;
-    if (cr_tangent_is_zero(s->acc) && s->dest != NULL) {
+    if (cr__tis_zero(s->acc) && s->dest != NULL) {
         /* The caller's gradient array is the shadow (see gradient_dests). */
         memset(s->dest->data, 0, cr_array_numel(s->dest) * sizeof(double));
-        s->acc = cr_tangent_array(s->dest);
+        s->acc = cr__tarray(s->dest);
         s->dest = NULL;
     }
-    if (cr_tangent_is_zero(s->acc)) {
+    if (cr__tis_zero(s->acc)) {
         const cr_array *v = s->val;
         cr_dtype wdt = cr__work((cr_dtype)v->dtype);
         if (d.tag == CR_TAN_ARRAY && (d.u.arr->flags & CR_ARRAY_WRITABLE) &&
@@ -534,7 +534,7 @@ cr_status cr__shadow_accum(cr_arena *arena, cr__aslot *s, cr_tangent d)
                                    v->shape, true, &buf);
             if (st != CR_OK)
                 return st;
-            s->acc = cr_tangent_array(buf);
+            s->acc = cr__tarray(buf);
         }
     }
     return cr_tangent_accum(arena, s->acc, d, &s->acc);
@@ -561,8 +561,8 @@ static cr_status tuple_dy(cr_tape *t, const cr__anode *nd, const double *g, cr_t
         else if (c & CR__ASLOT_BIT)
             f[k] = t->aslots[c & ~CR__ASLOT_BIT].acc;
         else
-            f[k] = g[c] == 0.0 ? cr_tangent_zero() : cr_tangent_f64(g[c]);
-        if (c != CR_VAR_CONST && !cr_tangent_is_zero(f[k]))
+            f[k] = g[c] == 0.0 ? cr__tzero() : cr_tangent_f64(g[c]);
+        if (c != CR_VAR_CONST && !cr__tis_zero(f[k]))
             *zero = false;
     }
     if (*zero)
@@ -589,7 +589,7 @@ cr_status cr__array_pull(cr_tape *t, const cr__anode *nd, const double *g, doubl
         dy = cr_tangent_f64(*g);
     } else {
         dy = t->aslots[nd->out].acc;
-        if (cr_tangent_is_zero(dy))
+        if (cr__tis_zero(dy))
             return CR_OK;
     }
     size_t nx = (size_t)nd->nargs + 1;
@@ -611,19 +611,44 @@ cr_status cr__array_pull(cr_tape *t, const cr__anode *nd, const double *g, doubl
     if (nd->nout > 0) { /* consumed: its record made them */
         for (size_t k = 0; k < nd->nout; k++)
             if (nd->outs[k] != CR_VAR_CONST && (nd->outs[k] & CR__ASLOT_BIT))
-                t->aslots[nd->outs[k] & ~CR__ASLOT_BIT].acc = cr_tangent_zero();
+                t->aslots[nd->outs[k] & ~CR__ASLOT_BIT].acc = cr__tzero();
     } else if (g == NULL) {
-        t->aslots[nd->out].acc = cr_tangent_zero();
+        t->aslots[nd->out].acc = cr__tzero();
     }
     return st == CR_OK ? CR_OK : pull_failed(t, nd, st);
 }
 
 /* ---- Gradients ---------------------------------------------------------------------------- */
 
+/* Whether two lists of n sizes (shapes or strides) are equal: n is a few, a loop beats a
+ * call of memcmp. */
+static bool same_dims(const void *a, const void *b, size_t n)
+{
+    const size_t *x = a, *y = b; /* size_t and ptrdiff_t lists alike: compare the bits */
+    for (size_t d = 0; d < n; d++)
+        if (x[d] != y[d])
+            return false;
+    return true;
+}
+
+/* Whether a's strides are those cr__row_major gives its shape. */
+static bool row_major(const cr_array *a)
+{
+    ptrdiff_t s = 1;
+    for (size_t d = a->ndim; d-- > 0;) {
+        if (a->strides[d] != s)
+            return false;
+        s *= (ptrdiff_t)(a->shape[d] == 0 ? 1 : a->shape[d]);
+    }
+    return true;
+}
+
 /* Write the accumulated cotangent acc into the caller's array dst (zeros when acc is). */
 cr_status cr__array_write_out(cr_tape *t, const char *who, size_t j, cr_tangent acc, cr_array *dst,
                               const cr_array *like)
 {
+    if (acc.tag == CR_TAN_ARRAY && acc.u.arr == dst)
+        return CR_OK; /* the shadow was the destination itself (gradient_dests) */
     if (dst == NULL || dst->data == NULL || !cr_dtype_is_float((cr_dtype)dst->dtype) ||
         dst->structure != CR_MAT_DENSE)
         return cr_ctx_error(t->ctx, CR_EINVAL,
@@ -637,8 +662,7 @@ cr_status cr__array_write_out(cr_tape *t, const char *who, size_t j, cr_tangent 
     }
     /* The shadow already lives in the destination (gradient_dests). */
     if (acc.tag == CR_TAN_ARRAY && acc.u.arr->data == dst->data && acc.u.arr->dtype == dst->dtype &&
-        acc.u.arr->ndim == dst->ndim &&
-        memcmp(acc.u.arr->strides, dst->strides, dst->ndim * sizeof *dst->strides) == 0)
+        acc.u.arr->ndim == dst->ndim && same_dims(acc.u.arr->strides, dst->strides, dst->ndim))
         return CR_OK;
     /* A contiguous destination of the work dtype is zeroed and accumulated into directly. */
     if (cr__is_contig_dense(dst) && dst->dtype == (uint8_t)cr__work((cr_dtype)dst->dtype)) {
@@ -651,14 +675,14 @@ cr_status cr__array_write_out(cr_tape *t, const char *who, size_t j, cr_tangent 
             return CR_OK;
         }
         memset(d.data, 0, bytes);
-        return cr_tangent_is_zero(acc) ? CR_OK : cr__add_into(t->arena, &d, acc);
+        return cr__tis_zero(acc) ? CR_OK : cr__add_into(t->arena, &d, acc);
     }
     /* Otherwise accumulate into a dense work buffer, then convert into dst's dtype and
      * strides. */
     cr_array *w;
     cr_dtype wdt = cr__work((cr_dtype)dst->dtype);
     cr_status st = cr__new(t->arena, wdt, dst->ndim, dst->shape, true, &w);
-    if (st == CR_OK && !cr_tangent_is_zero(acc))
+    if (st == CR_OK && !cr__tis_zero(acc))
         st = cr__add_into(t->arena, w, acc);
     if (st != CR_OK)
         return st;
@@ -732,24 +756,35 @@ static cr_status gradient_dests(cr_tape *t, const cr_avar *as, size_t na, cr_arr
             continue;
         cr__aslot *s = &t->aslots[as[j].idx];
         const cr_array *v = s->val;
-        if (!s->input || s->dest != NULL || !cr_tangent_is_zero(s->acc) || g->dtype != CR_DT_F64 ||
+        if (!s->input || s->dest != NULL || !cr__tis_zero(s->acc) || g->dtype != CR_DT_F64 ||
             g->structure != CR_MAT_DENSE || g->ndim != v->ndim ||
-            memcmp(g->shape, v->shape, v->ndim * sizeof *v->shape) != 0)
+            !same_dims(g->shape, v->shape, v->ndim) || !row_major(g))
             continue;
-        ptrdiff_t rm[CR_ARRAY_MAX_DIMS];
-        cr__row_major(v->ndim, v->shape, rm);
-        bool ok = memcmp(g->strides, rm, v->ndim * sizeof *rm) == 0;
+        bool ok = true;
         for (uint32_t k = 0; k < t->naslots && ok; k++)
             ok = !overlaps(g, t->aslots[k].val);
         for (size_t i = 0; i < na && ok; i++)
             ok = i == j || agrad[i] == NULL || agrad[i]->data == NULL || !overlaps(g, agrad[i]);
         if (!ok)
             continue;
+        if (g->flags & CR_ARRAY_WRITABLE) { /* the caller's array itself */
+            s->dest = agrad[j];
+            continue;
+        }
+        /* A writable copy of the descriptor (only its ndim dimensions: a struct copy
+         * compiles to a string instruction whose start-up costs more than the fields). */
         cr_array *d = cr_arena_alloc(t->arena, sizeof *d, _Alignof(cr_array));
         if (d == NULL)
             return CR__ALLOC_STATUS(t->arena);
-        *d = *g;
-        d->flags |= CR_ARRAY_WRITABLE;
+        d->data = g->data;
+        for (size_t k = 0; k < g->ndim; k++) {
+            d->shape[k] = g->shape[k];
+            d->strides[k] = g->strides[k];
+        }
+        d->dtype = g->dtype;
+        d->ndim = g->ndim;
+        d->structure = g->structure;
+        d->flags = g->flags | CR_ARRAY_WRITABLE;
         s->dest = d;
     }
     return CR_OK;
@@ -803,7 +838,7 @@ static cr_status sweep_mixed(cr_tape *t, const char *who, cr_var y, cr_avar ay,
         cr_array *seed;
         cr__array_clear(t);
         if ((st = cr__view_of(t->arena, ybar, &seed)) == CR_OK) {
-            t->aslots[ay.idx].acc = cr_tangent_array(seed);
+            t->aslots[ay.idx].acc = cr__tarray(seed);
             t->aseeded = true;
         }
     }
@@ -815,7 +850,7 @@ static cr_status sweep_mixed(cr_tape *t, const char *who, cr_var y, cr_avar ay,
     for (size_t j = 0; j < n && st == CR_OK; j++)
         grad[j] = xs[j].idx == CR_VAR_CONST ? 0.0 : adj[xs[j].idx];
     for (size_t j = 0; j < na && st == CR_OK; j++) {
-        cr_tangent acc = as[j].idx == CR_VAR_CONST ? cr_tangent_zero() : t->aslots[as[j].idx].acc;
+        cr_tangent acc = as[j].idx == CR_VAR_CONST ? cr__tzero() : t->aslots[as[j].idx].acc;
         st = cr__array_write_out(t, who, j, acc, agrad[j], as[j].a);
     }
     cr__array_clear(t);

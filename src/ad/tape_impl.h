@@ -163,6 +163,32 @@ typedef struct cr__gen_node {
     const char *fname;    /* function name, for messages */
 } cr__gen_node;
 
+/* ---- Tangents on the sweeps' paths ------------------------------------------------------ */
+
+/* cr_tangent_zero, cr_tangent_is_zero and cr_tangent_array, inline. The exported functions
+ * return their 24-byte struct through memory: a call, and a load that waits for the two
+ * stores that wrote it, on every record of every sweep. Same values. */
+static inline cr_tangent cr__tzero(void)
+{
+    cr_tangent t;
+    t.tag = CR_TAN_ZERO;
+    t.u.arr = NULL;
+    return t;
+}
+
+static inline bool cr__tis_zero(cr_tangent t)
+{
+    return t.tag == CR_TAN_ZERO || t.tag == CR_TAN_NONE;
+}
+
+static inline cr_tangent cr__tarray(cr_array *a)
+{
+    cr_tangent t;
+    t.tag = CR_TAN_ARRAY;
+    t.u.arr = a;
+    return t;
+}
+
 /* ---- Array variables (tape_array.c) ------------------------------------------------------ */
 
 /* An argument of a K_ARRAY record: a scalar variable's index, an array variable's slot with
