@@ -70,8 +70,12 @@ static cr_status fail_ctx(cr_tape *t, cr_status st, const char *what)
 /* A new array slot holding val; its index in *idx. */
 static cr_status new_slot(cr_tape *t, const cr_array *val, uint32_t *idx)
 {
+    if (t->aslot_cap == 0) {
+        t->aslots = t->aslot_few;
+        t->aslot_cap = CR__ASLOT_FEW;
+    }
     if (t->naslots == t->aslot_cap) {
-        uint32_t cap = t->aslot_cap ? 2 * t->aslot_cap : 16;
+        uint32_t cap = 4 * t->aslot_cap;
         if (cap >= CR__ASLOT_BIT)
             return cr__tape_fail(t, CR_EOVERFLOW, "tape: too many array variables");
         cr__aslot *s = cr_arena_alloc(t->arena, cap * sizeof *s, _Alignof(cr__aslot));

@@ -195,6 +195,9 @@ static inline cr_tangent cr__tarray(cr_array *a)
  * CR__ASLOT_BIT set, or CR_VAR_CONST. */
 #define CR__ASLOT_BIT ((uint32_t)1 << 31)
 
+/* Array variables a tape holds without allocating (struct cr_tape's aslot_few). */
+#define CR__ASLOT_FEW 4
+
 /* An array variable: its value and, during a reverse sweep, its accumulated cotangent
  * (the shadow: pullbacks add into it in place when it is an inplaceable destination). */
 typedef struct cr__aslot {
@@ -326,11 +329,14 @@ struct cr_tape {
     size_t ninputs;
     size_t record_words; /* words in chunks before the current one */
     cr__word dummy;      /* cur and lim point here before the first chunk */
-    cr__aslot *aslots;   /* array variables (tape_array.c), in the arena */
+    cr__aslot *aslots;   /* array variables (tape_array.c): aslot_few, or in the arena */
     uint32_t naslots, aslot_cap;
     bool aseeded;    /* the next reverse sweep keeps the accumulators (an array seed) */
     cr__asweep *asw; /* array tangents during a forward or second-order sweep, else NULL */
     char errmsg[CR__TAPE_MSG];
+    /* The first array variables of a recording live here, the rest in the arena: a small
+     * function of arrays allocates nothing for them. */
+    cr__aslot aslot_few[CR__ASLOT_FEW];
 };
 
 /* ---- Engine (engine.c) ------------------------------------------------------------------ */
