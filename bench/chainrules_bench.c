@@ -35,6 +35,7 @@
  *   mse_array_ns       the same as array operations (x an array variable), per call
  *   mse_array_prepared_ns  the array form from a prepared gradient (its rules called again)
  *   mse_kernel_ns      the same as one fused kernel sum (x an array variable), per call
+ *   mse_kernel_prepared_ns  the kernel form from a prepared gradient (its loops run again)
  *
  * Usage: chainrules-bench [figure...]   (no argument: all figures)
  */
@@ -955,6 +956,36 @@ static int fig_mse_kernel(double *out)
     return isnan(*out);
 }
 
+/* The kernel form prepared once: each call runs the kernel's loops again, no recording. */
+static cr_status mse_kernel_taped(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void *env)
+{
+    (void)n;
+    cr_kin in[2] = {cr_kin_arr(xs[0], 0), cr_kin_arr(cr_aconst(env), 0)};
+    *y = cr_div(t, cr_akernel_sum(t, &sqdiff, in, 2, SMALL_N), cr_const((double)SMALL_N));
+    return cr_tape_status(t);
+}
+
+static int fig_mse_kernel_prepared(double *out)
+{
+    prep_arr_env e;
+    double want[SMALL_N], y;
+    small_inputs(e.x);
+    mse_grad_hand(e.x, want);
+    e.xa = cr_array_vector(e.x, SMALL_N);
+    e.ya = cr_array_vector(k_mse_target, SMALL_N);
+    e.ga = cr_array_vector(e.grad, SMALL_N);
+    const cr_array *xs[1] = {&e.xa};
+    cr_array *gs[1] = {&e.ga};
+    if (cr_prepare_gradient_arrays(g_ctx, NULL, mse_kernel_taped, &e.ya, xs, 1, &e.p) != CR_OK)
+        return 1;
+    if (cr_prepared_value_and_gradient_arrays(e.p, xs, 1, &y, gs) != CR_OK ||
+        check_close("prepared kernel mse gradient", e.grad, want, SMALL_N, 1e-15))
+        return 1;
+    *out = median_time(prepared_array_calls, &e, RUNS) / SMALL_CALLS;
+    cr_prepared_free(e.p);
+    return isnan(*out);
+}
+
 static const struct {
     const char *name;
     int (*fn)(double *out);
@@ -976,6 +1007,7 @@ static const struct {
     {"mse_array_ns", fig_mse_array, "ns", "%s %.1f %s\n"},
     {"mse_array_prepared_ns", fig_mse_array_prepared, "ns", "%s %.1f %s\n"},
     {"mse_kernel_ns", fig_mse_kernel, "ns", "%s %.1f %s\n"},
+    {"mse_kernel_prepared_ns", fig_mse_kernel_prepared, "ns", "%s %.1f %s\n"},
 };
 
 static int wanted(int argc, char **argv, const char *name)

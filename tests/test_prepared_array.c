@@ -145,6 +145,128 @@ static void test_rosen_replay(void **state)
     assert_int_equal(c.live, 0);
 }
 
+/* ---- Fused kernels replayed ------------------------------------------------------------ */
+
+/* r_i = 100 (x[i+1] - x[i]^2)^2 + (1 - x[i])^2, then y = sum_i r_i x[i] + sin(s) x[i] with
+ * s = sum(sin.(r)): an array kernel, a rule (broadcast, sum) reading its result, and a kernel
+ * sum reading the array result, the input at an offset and the scalar s. */
+#define KROSEN(x) \
+    cr_k_add(cr_k_mul(100.0, cr_k_sq(cr_k_sub(x[1], cr_k_sq(x[0])))), cr_k_sq(cr_k_sub(1.0, x[0])))
+CR_KERNEL(k_rosen, 2, KROSEN);
+#define KMIX(x) cr_k_add(cr_k_mul(x[0], x[1]), cr_k_mul(cr_k_sin(x[2]), x[1]))
+CR_KERNEL(k_mix, 3, KMIX);
+
+static double kern_c(const double *x, size_t n)
+{
+    static double r[4096];
+    double s = 0, y = 0;
+    for (size_t i = 0; i + 1 < n; i++) {
+        double a = x[i + 1] - x[i] * x[i], b = 1 - x[i];
+        r[i] = 100 * a * a + b * b;
+        s += sin(r[i]);
+    }
+    for (size_t i = 0; i + 1 < n; i++)
+        y += r[i] * x[i] + sin(s) * x[i];
+    return y;
+}
+
+static cr_status kern_fd(const double *x, size_t n, double *y, size_t m, void *env)
+{
+    (void)m;
+    (void)env;
+    y[0] = kern_c(x, n);
+    return CR_OK;
+}
+
+static cr_status kern_t(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void *env)
+{
+    (void)n;
+    (void)env;
+    cr_avar X = xs[0];
+    size_t m = cr_array_numel(X.a) - 1;
+    cr_kin a[2] = {cr_kin_arr(X, 0), cr_kin_arr(X, 1)};
+    cr_avar R = cr_akernel(t, &k_rosen, a, 2, m);
+    cr_var s = cr_asum(t, cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(R)));
+    cr_kin b[3] = {cr_kin_arr(R, 0), cr_kin_arr(X, 0), cr_kin_var(s)};
+    *y = cr_akernel_sum(t, &k_mix, b, 3, m);
+    return cr_tape_status(t);
+}
+
+/* The kernels' loops run again at each call, reading the new arrays (any stride, however
+ * the recording's were laid out); the same numbers as recording again, no allocation after
+ * the first call. An input the kernel cannot read (a 2-d view that is not contiguous) is
+ * refused, and a good call follows. */
+static void test_kernel_replay(void **state)
+{
+    (void)state;
+    counter c = {0};
+    cr_ctx *ctx;
+    cr_ctx_params cp = {.struct_size = sizeof cp, .realloc_fn = counting_realloc, .alloc_env = &c};
+    assert_int_equal(cr_ctx_new(&cp, &ctx), CR_OK);
+    cr_arena *arena;
+    assert_int_equal(cr_arena_new(ctx, NULL, &arena), CR_OK);
+    enum { N = 8 };
+    double x[N], xs2[2 * N], g[N], g2[N], fd[N], y, y2;
+    for (size_t i = 0; i < N; i++)
+        x[i] = 0.5 + 0.05 * (double)i;
+    cr_array xa = cr_array_vector(x, N), ga = cr_array_vector(g, N), g2a = cr_array_vector(g2, N);
+    const cr_array *xs[1] = {&xa};
+    cr_array *gs[1] = {&ga}, *g2s[1] = {&g2a};
+    cr_prepared *p;
+    assert_int_equal(cr_prepare_gradient_arrays(ctx, NULL, kern_t, NULL, xs, 1, &p), CR_OK);
+    size_t shape = N;
+    ptrdiff_t stride = 2;
+    cr_array xstr;
+    cr_array_view_init(&xstr, xs2, CR_DT_F64, 1, &shape, &stride);
+    for (int round = 0; round < 6; round++) {
+        for (size_t i = 0; i < N; i++)
+            x[i] = 0.3 + 0.5 * sin(0.7 * (double)i + round);
+        size_t before = c.allocs;
+        const cr_array *in[1] = {&xa};
+        if (round & 1) { /* the same point through a strided view */
+            for (size_t i = 0; i < N; i++)
+                xs2[2 * i] = x[i];
+            in[0] = &xstr;
+        }
+        assert_int_equal(cr_prepared_value_and_gradient_arrays(p, in, 1, &y, gs), CR_OK);
+        if (round > 0)
+            assert_int_equal(c.allocs, before);
+        assert_close(y, kern_c(x, N), 1e-13);
+        fd_grad(arena, kern_fd, NULL, x, N, fd);
+        for (size_t i = 0; i < N; i++)
+            assert_close(g[i], fd[i], FD_RTOL);
+        rerecord(ctx, kern_t, NULL, xs, 1, &y2, g2s);
+        assert_true(y2 == y);
+        for (size_t i = 0; i < N; i++)
+            assert_close(g[i], g2[i], 1e-14);
+        cr_arena_reset(arena);
+    }
+    cr_prepared_free(p);
+
+    /* Prepared at a contiguous 2 x 4 matrix; called with a 2 x 4 view that is not. */
+    double m[8], big[16], gm[8];
+    for (size_t i = 0; i < 8; i++)
+        m[i] = big[2 * i] = 0.4 + 0.1 * (double)i;
+    cr_array ma = cr_array_matrix(m, 2, 4), gma = cr_array_matrix(gm, 2, 4), strided;
+    size_t sh2[2] = {2, 4};
+    ptrdiff_t st2[2] = {8, 2};
+    cr_array_view_init(&strided, big, CR_DT_F64, 2, sh2, st2);
+    const cr_array *mxs[1] = {&ma}, *sxs[1] = {&strided};
+    cr_array *gms[1] = {&gma};
+    assert_int_equal(cr_prepare_gradient_arrays(ctx, NULL, kern_t, NULL, mxs, 1, &p), CR_OK);
+    assert_int_equal(cr_prepared_value_and_gradient_arrays(p, sxs, 1, &y, gms), CR_ESHAPE);
+    assert_contains(cr_ctx_errmsg(ctx), "kernel k_rosen");
+    assert_int_equal(cr_prepared_value_and_gradient_arrays(p, mxs, 1, &y, gms), CR_OK);
+    assert_close(y, kern_c(m, 8), 1e-13);
+    fd_grad(arena, kern_fd, NULL, m, 8, fd);
+    for (size_t i = 0; i < 8; i++)
+        assert_close(gm[i], fd[i], FD_RTOL);
+    cr_prepared_free(p);
+    cr_arena_free(arena);
+    cr_ctx_free(ctx);
+    assert_int_equal(c.live, 0);
+}
+
 /* ---- A small network: a matrix and a vector, scalar operations between array ones ------ */
 
 enum { NR = 3, NC = 4 };
@@ -558,10 +680,24 @@ static void test_refusals(void **state)
 
 /* Allocation failures while preparing and during the first call: CR_ENOMEM, nothing
  * leaks, and a prepared gradient whose first call failed works at the next one. */
-static void test_fault_injection(void **state)
+/* Allocation failures at every point of preparing f and of its first call at N = 2000
+ * points: CR_ENOMEM, nothing leaks, and a failed call is followed by a good one. The value
+ * and gradient are the plain function's and recording's again (fc, in a context that does
+ * not fail). */
+static void fault_loop(cr_ad_array_fn f, double (*fc)(const double *, size_t))
 {
-    (void)state;
     enum { N = 2000 }; /* the first call needs arena blocks of its own */
+    static double x[N], g[N], want[N];
+    for (size_t i = 0; i < N; i++)
+        x[i] = 0.6 * cos((double)i);
+    cr_array xa = cr_array_vector(x, N), ga = cr_array_vector(g, N), wa = cr_array_vector(want, N);
+    const cr_array *xs[1] = {&xa};
+    cr_array *gs[1] = {&ga}, *ws[1] = {&wa};
+    double y, yw;
+    cr_ctx *clean;
+    assert_int_equal(cr_ctx_new(NULL, &clean), CR_OK);
+    rerecord(clean, f, NULL, xs, 1, &yw, ws);
+    cr_ctx_free(clean);
     bool prepared = false, failed_call = false;
     for (size_t k = 1; k < 400 && !prepared; k++) {
         counter c = {.fail_at = k};
@@ -570,15 +706,8 @@ static void test_fault_injection(void **state)
             .struct_size = sizeof cp, .realloc_fn = counting_realloc, .alloc_env = &c};
         if (cr_ctx_new(&cp, &ctx) != CR_OK)
             continue;
-        static double x[N], g[N];
-        double y;
-        for (size_t i = 0; i < N; i++)
-            x[i] = cos((double)i);
-        cr_array xa = cr_array_vector(x, N), ga = cr_array_vector(g, N);
-        const cr_array *xs[1] = {&xa};
-        cr_array *gs[1] = {&ga};
         cr_prepared *p;
-        cr_status st = cr_prepare_gradient_arrays(ctx, NULL, rosen_t, NULL, xs, 1, &p);
+        cr_status st = cr_prepare_gradient_arrays(ctx, NULL, f, NULL, xs, 1, &p);
         if (st == CR_OK) {
             st = cr_prepared_value_and_gradient_arrays(p, xs, 1, &y, gs);
             if (st != CR_OK) {
@@ -588,12 +717,9 @@ static void test_fault_injection(void **state)
             } else {
                 prepared = true;
             }
-            assert_close(y, rosen_c(x, N), 1e-13);
-            for (size_t i = 0; i + 1 < N; i++) {
-                double want = -400 * (x[i + 1] - x[i] * x[i]) * x[i] - 2 * (1 - x[i]) +
-                              (i > 0 ? 200 * (x[i] - x[i - 1] * x[i - 1]) : 0);
-                assert_close(g[i], want, 1e-12);
-            }
+            assert_close(y, fc(x, N), 1e-12);
+            for (size_t i = 0; i < N; i++)
+                assert_close(g[i], want[i], 1e-13);
             cr_prepared_free(p);
         } else {
             assert_int_equal(st, CR_ENOMEM);
@@ -606,10 +732,18 @@ static void test_fault_injection(void **state)
     assert_true(failed_call);
 }
 
+static void test_fault_injection(void **state)
+{
+    (void)state;
+    fault_loop(rosen_t, rosen_c);
+    fault_loop(kern_t, kern_c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rosen_replay),
+        cmocka_unit_test(test_kernel_replay),
         cmocka_unit_test_setup_teardown(test_network_replay, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_svd_replay, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_f32_replay, fixture_setup, fixture_teardown),

@@ -38,9 +38,10 @@
  * the arguments' shadows in place, and into the adjoints of scalar arguments.
  *
  * Limits: arguments are f64 arrays (1-d with any stride, or contiguous of any shape read in
- * row-major order), scalar variables and constants; the tape must be first order and not a
- * replay tape (CR_EUNIMPL otherwise), and a forward sweep (cr_tape_jvp()) refuses a kernel
- * record. As with ForwardDiff's dual numbers, a non-finite partial of one argument (pow(x, y)
+ * row-major order), scalar variables and constants; the tape must be first order
+ * (CR_EUNIMPL otherwise), and a forward sweep (cr_tape_jvp()) refuses a kernel record.
+ * Prepared gradients (cr_prepare_gradient_arrays()) replay kernels: their loops run again at
+ * the new arrays. As with ForwardDiff's dual numbers, a non-finite partial of one argument (pow(x, y)
  * at x < 0 differentiated in y) makes the partials of the others NaN too.
  *
  * @note Kernels are immutable descriptors: any number of threads may use one.
@@ -192,8 +193,8 @@ static inline cr_kin cr_kin_const(double c)
  *         kernel or arguments, a number of arguments other than k->nargs or more than
  *         CR_K_MAX_ARGS, a NULL array); CR_ETAPE (a variable of another recording);
  *         CR_ESHAPE (an argument's offset + n past the end of its array); CR_EUNIMPL (an
- *         array that is not f64, not dense, or neither 1-d nor contiguous; a second-order or
- *         replay tape); CR_ENOMEM, CR_EARENA. Messages name the kernel.
+ *         array that is not f64, not dense, or neither 1-d nor contiguous; a second-order
+ *         tape); CR_ENOMEM, CR_EARENA. Messages name the kernel.
  */
 CR_API cr_avar cr_akernel(cr_tape *t, const cr_kernel *k, const cr_kin *args, size_t nargs,
                           size_t n);

@@ -134,6 +134,25 @@ static void block_args(const knode *nd, size_t base, size_t nb, kblock *b, bool 
     }
 }
 
+enum { BIND_OK, BIND_DTYPE, BIND_LAYOUT, BIND_RANGE };
+
+/* Point argument a at elements [off, off + n) of array v: BIND_OK, or why it cannot be
+ * read (a->numel is set from BIND_RANGE on). */
+static int bind_array(karg *a, const cr_array *v, size_t off, size_t n)
+{
+    if (v->dtype != CR_DT_F64)
+        return BIND_DTYPE;
+    if (v->structure != CR_MAT_DENSE || (v->ndim > 1 && !cr_array_is_contiguous(v)))
+        return BIND_LAYOUT;
+    a->numel = v->ndim == 1 ? v->shape[0] : cr_array_numel(v);
+    if (off > a->numel || n > a->numel - off)
+        return BIND_RANGE;
+    a->s = v->ndim == 1 ? v->strides[0] : 1;
+    a->p = (const double *)v->data + (ptrdiff_t)off * a->s;
+    a->off = off;
+    return BIND_OK;
+}
+
 /* Check a kernel call and read its arguments into nd; *any says whether one is a variable. */
 static cr_status read_args(cr_tape *t, const char *kn, const cr_kernel *k, const cr_kin *args,
                            size_t nargs, size_t n, knode *nd, bool *any)
@@ -177,31 +196,30 @@ static cr_status read_args(cr_tape *t, const char *kn, const cr_kernel *k, const
                                      "kernel %s: argument %zu (array variable %u) belongs to "
                                      "another tape, or to this tape before its last reset",
                                      kn, j, (unsigned)in->a.idx);
-            if (v->dtype != CR_DT_F64)
+            switch (bind_array(a, v, in->off, n)) {
+            case BIND_DTYPE:
                 return cr__tape_fail(t, CR_EUNIMPL,
                                      "kernel %s: argument %zu is an array of %s: kernels read "
                                      "f64 arrays",
                                      kn, j, cr_dtype_name((cr_dtype)v->dtype));
-            if (v->structure != CR_MAT_DENSE || (v->ndim > 1 && !cr_array_is_contiguous(v)))
+            case BIND_LAYOUT:
                 return cr__tape_fail(t, CR_EUNIMPL,
                                      "kernel %s: argument %zu is a %s array of %u dimensions "
                                      "that is not contiguous: kernels read 1-d arrays of any "
                                      "stride and contiguous dense arrays",
                                      kn, j, cr_matstruct_name((cr_matstruct)v->structure),
                                      (unsigned)v->ndim);
-            size_t numel = v->ndim == 1 ? v->shape[0] : cr_array_numel(v);
-            if (in->off > numel || n > numel - in->off) {
+            case BIND_RANGE: {
                 char buf[64];
                 return cr__tape_fail(t, CR_ESHAPE,
                                      "kernel %s: argument %zu reads elements %zu..%zu (offset "
                                      "%zu, %zu elements) of an array %s of %zu",
                                      kn, j, in->off, in->off + n - (n > 0), in->off, n,
-                                     cr__shape_str(v, buf, sizeof buf), numel);
+                                     cr__shape_str(v, buf, sizeof buf), a->numel);
             }
-            a->s = v->ndim == 1 ? v->strides[0] : 1;
-            a->p = (const double *)v->data + (ptrdiff_t)in->off * a->s;
-            a->off = in->off;
-            a->numel = numel;
+            default:
+                break;
+            }
             a->code = in->a.idx == CR_VAR_CONST ? CR_VAR_CONST : (in->a.idx | CR__ASLOT_BIT);
         } else {
             return cr__tape_fail(t, CR_EINVAL, "kernel %s: argument %zu has an unknown kind %d", kn,
@@ -216,11 +234,6 @@ static cr_status read_args(cr_tape *t, const char *kn, const cr_kernel *k, const
 /* Refusals of tapes that cannot hold a kernel record. */
 static cr_status check_tape(cr_tape *t, const char *kn)
 {
-    if (t->pre > 1)
-        return cr__tape_fail(t, CR_EUNIMPL,
-                             "kernel %s: a prepared gradient cannot replay fused kernels; record "
-                             "again at each point",
-                             kn);
     if (t->flags & CR_TAPE_SECOND_ORDER)
         return cr__tape_fail(
             t, CR_EUNIMPL, "kernel %s: fused kernels are not recorded on a second-order tape", kn);
@@ -329,6 +342,8 @@ static cr_status record(cr_tape *t, const char *who, const cr_kernel *k, const c
     cr__word *w = t->cur;
     if (t->pre)
         (w++)->u = h;
+    if (t->pre > 1)
+        (w++)->cp = NULL; /* a replay tape's information: the node itself (cr__kernel_rerun) */
     (w++)->cp = &nd->base;
     (w++)->u = h;
     t->cur = w;
@@ -363,6 +378,43 @@ cr_var cr_akernel_sum(cr_tape *t, const cr_kernel *k, const cr_kin *args, size_t
     r.idx = idx;
     r.tape = idx == CR_VAR_CONST ? 0 : t->id;
     return r;
+}
+
+/* ---- Replay (prepared gradients) -------------------------------------------------------- */
+
+cr_status cr__kernel_rerun(cr_tape *t, cr__anode *an, double *v, uint32_t res)
+{
+    knode *nd = (knode *)(void *)an;
+    for (unsigned j = 0; j < nd->k->nargs; j++) {
+        karg *a = &nd->arg[j];
+        if (a->code == CR_VAR_CONST)
+            continue; /* constants keep their values (a constant array: its current elements) */
+        if (!(a->code & CR__ASLOT_BIT)) {
+            a->c = v[a->code];
+            continue;
+        }
+        const cr_array *x = t->aslots[a->code & ~CR__ASLOT_BIT].val;
+        if (bind_array(a, x, a->off, nd->n) != BIND_OK) {
+            char buf[64];
+            return cr_ctx_error(t->ctx, CR_ESHAPE,
+                                "prepared gradient: kernel %s: argument %u is a %s %s array at "
+                                "these inputs, which it cannot read from element %zu on for %zu "
+                                "elements; prepare it again",
+                                an->fname, j, cr_dtype_name((cr_dtype)x->dtype),
+                                cr__shape_str(x, buf, sizeof buf), a->off, nd->n);
+        }
+    }
+    if (an->out == CR_VAR_CONST) {
+        run_primal(nd, NULL, &v[res]);
+        return CR_OK;
+    }
+    cr_array *y;
+    cr_status st = cr__new(t->arena, CR_DT_F64, 1, &nd->n, false, &y);
+    if (st != CR_OK)
+        return st; /* the arena put the message on the context */
+    run_primal(nd, y->data, NULL);
+    t->aslots[an->out].val = y;
+    return CR_OK;
 }
 
 /* ---- The reverse step ------------------------------------------------------------------- */

@@ -106,6 +106,8 @@ cr_status cr__prepared_rerun(cr_prepared *p, const cr__rop *r, double *v)
 {
     cr_tape *t = p->tape;
     cr__anode *nd = r->ptr;
+    if (nd->pull != NULL) /* a fused kernel: its loops, not a rule */
+        return cr__kernel_rerun(t, nd, v, r->res);
     for (size_t j = 0; j < nd->nargs; j++) {
         uint32_t c = nd->args[j];
         if (c == CR_VAR_CONST)

@@ -243,6 +243,12 @@ typedef struct cr__anode {
  * recorded on the tape. */
 CR_INTERNAL cr_status cr__array_pull(cr_tape *t, const cr__anode *nd, const double *g, double *adj);
 
+/* A fused kernel's record replayed by a prepared gradient (kernel.c): its arguments read
+ * again from the current array slots and scalar values v, its result computed again (the
+ * sum into v[res], or a new array into its slot). CR_ESHAPE, on the context, when a new
+ * array cannot be read as recorded. */
+CR_INTERNAL cr_status cr__kernel_rerun(cr_tape *t, cr__anode *nd, double *v, uint32_t res);
+
 /* Write the accumulated cotangent acc of an array variable whose value is like into the
  * caller's gradient array dst (zeros when acc is); errors go to the context, naming who. */
 CR_INTERNAL cr_status cr__array_write_out(cr_tape *t, const char *who, size_t j, cr_tangent acc,
