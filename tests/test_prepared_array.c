@@ -222,6 +222,8 @@ static void test_kernel_replay(void **state)
         for (size_t i = 0; i < N; i++)
             x[i] = 0.3 + 0.5 * sin(0.7 * (double)i + round);
         size_t before = c.allocs;
+        for (size_t i = 0; i < N; i++) /* the gradient array's old contents do not matter */
+            g[i] = (double)NAN;
         const cr_array *in[1] = {&xa};
         if (round & 1) { /* the same point through a strided view */
             for (size_t i = 0; i < N; i++)
@@ -241,6 +243,15 @@ static void test_kernel_replay(void **state)
             assert_close(g[i], g2[i], 1e-14);
         cr_arena_reset(arena);
     }
+    /* The gradient written over the input itself: the replay still reads the old x. */
+    double xc[N];
+    memcpy(xc, x, sizeof xc);
+    cr_array xca = cr_array_vector(xc, N);
+    const cr_array *cin[1] = {&xca};
+    cr_array *cout[1] = {&xca};
+    assert_int_equal(cr_prepared_value_and_gradient_arrays(p, cin, 1, &y, cout), CR_OK);
+    for (size_t i = 0; i < N; i++)
+        assert_close(xc[i], g[i], 1e-14);
     cr_prepared_free(p);
 
     /* Prepared at a contiguous 2 x 4 matrix; called with a 2 x 4 view that is not. */

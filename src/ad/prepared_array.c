@@ -261,7 +261,19 @@ cr_status cr_prepared_value_and_gradient_arrays(cr_prepared *p, const cr_array *
     cr_status st = CR_OK;
     double yv = p->y.v;
     if (p->y.idx != CR_VAR_CONST) {
-        st = cr__prepared_run(p, NULL);
+        /* The shadows may live in the gradient arrays (as in cr_tape_gradient_arrays). */
+        cr_avar *as = cr_arena_alloc(t->arena, n * sizeof *as, _Alignof(cr_avar));
+        if (as == NULL)
+            st = CR__ALLOC_STATUS(t->arena);
+        for (size_t j = 0; j < n && st == CR_OK; j++) {
+            as[j].a = xs[j];
+            as[j].idx = p->aidx[j];
+            as[j].tape = t->id;
+        }
+        if (st == CR_OK)
+            st = cr__gradient_dests(t, as, n, grads);
+        if (st == CR_OK)
+            st = cr__prepared_run(p, NULL);
         yv = p->vals[p->y.idx];
     } else {
         cr__array_clear(t);
@@ -269,6 +281,8 @@ cr_status cr_prepared_value_and_gradient_arrays(cr_prepared *p, const cr_array *
     for (size_t j = 0; j < n && st == CR_OK; j++)
         st = cr__array_write_out(t, who, j, t->aslots[p->aidx[j]].acc, grads[j], xs[j]);
     cr__array_clear(t);
+    for (size_t j = 0; j < n; j++)
+        t->aslots[p->aidx[j]].dest = NULL;
     if (st == CR_OK && y != NULL)
         *y = yv;
     return st;

@@ -518,7 +518,7 @@ cr_status cr__shadow_accum(cr_arena *arena, cr__aslot *s, cr_tangent d)
     if (cr__tis_zero(d))
         return CR_OK;
     if (cr__tis_zero(s->acc) && s->dest != NULL) {
-        /* The caller's gradient array is the shadow (see gradient_dests). */
+        /* The caller's gradient array is the shadow (see cr__gradient_dests). */
         memset(s->dest->data, 0, cr_array_numel(s->dest) * sizeof(double));
         s->acc = cr__tarray(s->dest);
         s->dest = NULL;
@@ -652,7 +652,7 @@ cr_status cr__array_write_out(cr_tape *t, const char *who, size_t j, cr_tangent 
                               const cr_array *like)
 {
     if (acc.tag == CR_TAN_ARRAY && acc.u.arr == dst)
-        return CR_OK; /* the shadow was the destination itself (gradient_dests) */
+        return CR_OK; /* the shadow was the destination itself (cr__gradient_dests) */
     if (dst == NULL || dst->data == NULL || !cr_dtype_is_float((cr_dtype)dst->dtype) ||
         dst->structure != CR_MAT_DENSE)
         return cr_ctx_error(t->ctx, CR_EINVAL,
@@ -664,7 +664,7 @@ cr_status cr__array_write_out(cr_tape *t, const char *who, size_t j, cr_tangent 
                             who, j, cr__shape_str(dst, b1, sizeof b1),
                             cr__shape_str(like, b2, sizeof b2));
     }
-    /* The shadow already lives in the destination (gradient_dests). */
+    /* The shadow already lives in the destination (cr__gradient_dests). */
     if (acc.tag == CR_TAN_ARRAY && acc.u.arr->data == dst->data && acc.u.arr->dtype == dst->dtype &&
         acc.u.arr->ndim == dst->ndim && same_dims(acc.u.arr->strides, dst->strides, dst->ndim))
         return CR_OK;
@@ -752,7 +752,7 @@ static bool overlaps(const cr_array *a, const cr_array *b)
  * a dense row-major f64 destination of the input's shape that overlaps no array of the tape
  * and no other destination. Saves allocating the shadow and copying it out (one pass over
  * the data); the kernels' reverse steps write into it without zeroing it first. */
-static cr_status gradient_dests(cr_tape *t, const cr_avar *as, size_t na, cr_array *const *agrad)
+cr_status cr__gradient_dests(cr_tape *t, const cr_avar *as, size_t na, cr_array *const *agrad)
 {
     for (size_t j = 0; j < na; j++) {
         const cr_array *g = agrad[j];
@@ -847,7 +847,7 @@ static cr_status sweep_mixed(cr_tape *t, const char *who, cr_var y, cr_avar ay,
         }
     }
     if (st == CR_OK && na > 0)
-        st = gradient_dests(t, as, na, agrad);
+        st = cr__gradient_dests(t, as, na, agrad);
     if (st == CR_OK)
         st = cr__sweep_reverse(t, adj, top);
     t->aseeded = false;

@@ -254,6 +254,13 @@ CR_INTERNAL cr_status cr__kernel_rerun(cr_tape *t, cr__anode *nd, double *v, uin
 CR_INTERNAL cr_status cr__array_write_out(cr_tape *t, const char *who, size_t j, cr_tangent acc,
                                           cr_array *dst, const cr_array *like);
 
+/* Before a reverse sweep for the gradients of the array inputs as[0..na) into agrad: let
+ * each input's shadow live in its destination when that is safe (dense row-major f64 of
+ * the input's shape, overlapping no array of the tape and no other destination); sets the
+ * slots' dest, which the caller clears after the sweep. */
+CR_INTERNAL cr_status cr__gradient_dests(cr_tape *t, const cr_avar *as, size_t na,
+                                         cr_array *const *agrad);
+
 /* Clear every array variable's accumulator (start of a reverse sweep). */
 CR_INTERNAL void cr__array_clear(cr_tape *t);
 
