@@ -612,6 +612,22 @@ static cr_status kernel_pull(cr_tape *t, const cr__anode *an, const double *g, d
 
 /* ---- Forward and second-order sweeps ------------------------------------------------------ */
 
+/* Σ v[e] for e < n in four interleaved sums (not bound by the latency of one chain). */
+static double sum4(const double *v, size_t n)
+{
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    size_t e = 0;
+    for (; e + 4 <= n; e += 4) {
+        s0 += v[e];
+        s1 += v[e + 1];
+        s2 += v[e + 2];
+        s3 += v[e + 3];
+    }
+    for (; e < n; e++)
+        s0 += v[e];
+    return (s0 + s1) + (s2 + s3);
+}
+
 /* Directions per step (cr_tape_hessian's chunk; forward and second-order sweeps take at
  * most this many). */
 #define K_MAX_DIRS 8
@@ -741,12 +757,8 @@ cr_status cr__kernel_forward(cr_tape *t, const cr__anode *an, double *tan, size_
                         y[e] += p[e] * x->c;
                 first = false;
             }
-            if (!arr) {
-                double s = 0.0;
-                for (size_t e = 0; e < nb; e++)
-                    s += y[e];
-                sum[d] += s;
-            }
+            if (!arr)
+                sum[d] += sum4(y, nb);
         }
     }
     for (size_t d = 0; d < k; d++) {
@@ -805,18 +817,12 @@ typedef struct kblock2 {
 static double axpy2(double *out, size_t nb, const double *a, double av, const double *P,
                     const double *b, double bv, const double *PD)
 {
-    double s = 0.0;
     bool ta = a != NULL || av != 0.0, tb = PD != NULL && (b != NULL || bv != 0.0);
     if (out == NULL) {
-        for (size_t e = 0; e < nb; e++) {
-            double v = 0.0;
-            if (ta)
-                v += (a != NULL ? a[e] : av) * P[e];
-            if (tb)
-                v += (b != NULL ? b[e] : bv) * PD[e];
-            s += v;
-        }
-        return s;
+        double w[CR_K_BLOCK];
+        memset(w, 0, nb * sizeof *w);
+        axpy2(w, nb, a, av, P, b, bv, PD);
+        return sum4(w, nb);
     }
     if (ta && a != NULL)
         for (size_t e = 0; e < nb; e++)
