@@ -688,6 +688,40 @@ static void test_buffer_full(void **state)
     assert_true(kernel_failures > 0); /* the kernels' own scratch did not fit */
 }
 
+/* A non-finite direction element anywhere (the check runs in four chains, then a tail) is
+ * refused on the context; the tape stays usable. */
+static void test_bad_directions(void **state)
+{
+    fixture *f = *state;
+    enum { N = 11 };
+    double x[N], v[N], hv[N];
+    for (size_t i = 0; i < N; i++) {
+        x[i] = 0.5 + 0.1 * (double)i;
+        v[i] = 1.0;
+    }
+    cr_array xa = cr_array_vector(x, N), va = cr_array_vector(v, N), ha = cr_array_vector(hv, N);
+    const cr_array *vp = &va;
+    cr_array *hp = &ha;
+    cr_tape *t;
+    cr_tape_params tp = {.struct_size = sizeof tp, .flags = CR_TAPE_SECOND_ORDER};
+    assert_int_equal(cr_tape_new(f->ctx, &tp, &t), CR_OK);
+    cr_avar X = cr_tape_array_input(t, &xa);
+    cr_var y = rosen_p(t, NULL, &X, NULL);
+    const size_t at[3] = {0, 6, 9};
+    const double bad[3] = {NAN, INFINITY, -INFINITY};
+    for (size_t k = 0; k < 3; k++) {
+        v[at[k]] = bad[k];
+        assert_int_equal(cr_tape_ahvp(t, y, NULL, 0, NULL, NULL, &X, 1, &vp, &hp), CR_EDOMAIN);
+        char msg[64];
+        snprintf(msg, sizeof msg, "element %zu of direction array 0 is not finite", at[k]);
+        assert_contains(cr_ctx_errmsg(f->ctx), msg);
+        v[at[k]] = 1.0;
+    }
+    assert_int_equal(cr_tape_status(t), CR_OK);
+    assert_ok(t, cr_tape_ahvp(t, y, NULL, 0, NULL, NULL, &X, 1, &vp, &hp));
+    cr_tape_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -700,6 +734,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_jvp_scalars, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_reuse, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_buffer_full, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_directions, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
