@@ -688,6 +688,59 @@ static void test_buffer_full(void **state)
     assert_true(kernel_failures > 0); /* the kernels' own scratch did not fit */
 }
 
+/* cr_k_row1_h and cr_k_row2_h: second derivatives against central differences of the rows'
+ * values (five points, second order of the value) and of their partials; unknown functions
+ * give NaN; second partials of a fixed argument are zero. */
+static double fd2_1(unsigned fn, double x, double h)
+{
+    double d, f2 = cr_k_row1(fn, x + 2 * h, &d), f1 = cr_k_row1(fn, x + h, &d),
+              f0 = cr_k_row1(fn, x, &d), m1 = cr_k_row1(fn, x - h, &d),
+              m2 = cr_k_row1(fn, x - 2 * h, &d);
+    return (-f2 + 16 * f1 - 30 * f0 + 16 * m1 - m2) / (12 * h * h);
+}
+
+static void test_rows(void **state)
+{
+    (void)state;
+    for (unsigned fn = 0; fn < CR_K_NFN1; fn++) {
+        double x = 0.45, d1, d2, dref;
+        double y = cr_k_row1_h(fn, x, &d1, &d2);
+        ASSERT_DBL(y, cr_k_row1(fn, x, &dref));
+        ASSERT_DBL(d1, dref);
+        ASSERT_CLOSE(d2, fd2_1(fn, x, 1e-3), 1e-6);
+    }
+    for (unsigned fn = 0; fn < CR_K_NFN2; fn++) {
+        double x = 0.7, y = 1.3, h = 1e-5, d[2], H[3], dref[2], dp[2], dm[2];
+        double v = cr_k_row2_h(fn, x, y, 3u, d, H);
+        ASSERT_DBL(v, cr_k_row2(fn, x, y, dref));
+        ASSERT_DBL(d[0], dref[0]);
+        ASSERT_DBL(d[1], dref[1]);
+        cr_k_row2(fn, x + h, y, dp);
+        cr_k_row2(fn, x - h, y, dm);
+        ASSERT_CLOSE(H[0], (dp[0] - dm[0]) / (2 * h), 1e-6);
+        ASSERT_CLOSE(H[1], (dp[1] - dm[1]) / (2 * h), 1e-6);
+        cr_k_row2(fn, x, y + h, dp);
+        cr_k_row2(fn, x, y - h, dm);
+        ASSERT_CLOSE(H[1], (dp[0] - dm[0]) / (2 * h), 1e-6);
+        ASSERT_CLOSE(H[2], (dp[1] - dm[1]) / (2 * h), 1e-6);
+        double Hx[3], Hy[3], H0[3];
+        cr_k_row2_h(fn, x, y, 1u, d, Hx);
+        ASSERT_CLOSE(Hx[0], H[0], 1e-9);
+        ASSERT_CLOSE(Hx[1], H[1], 1e-6);
+        ASSERT_DBL(Hx[2], 0.0);
+        cr_k_row2_h(fn, x, y, 2u, d, Hy);
+        ASSERT_DBL(Hy[0], 0.0);
+        ASSERT_CLOSE(Hy[1], H[1], 1e-6);
+        ASSERT_CLOSE(Hy[2], H[2], 1e-9);
+        cr_k_row2_h(fn, x, y, 0u, d, H0);
+        assert_true(H0[0] == 0.0 && H0[1] == 0.0 && H0[2] == 0.0);
+    }
+    double d1, d2, d[2], H[3];
+    assert_true(isnan(cr_k_row1_h(CR_K_NFN1, 1.0, &d1, &d2)) && isnan(d1) && isnan(d2));
+    assert_true(isnan(cr_k_row2_h(CR_K_NFN2, 1.0, 2.0, 3u, d, H)) && isnan(d[0]) && isnan(d[1]) &&
+                isnan(H[0]) && isnan(H[1]) && isnan(H[2]));
+}
+
 /* A non-finite direction element anywhere (the check runs in four chains, then a tail) is
  * refused on the context; the tape stays usable. */
 static void test_bad_directions(void **state)
@@ -735,6 +788,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reuse, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_buffer_full, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_bad_directions, fixture_setup, fixture_teardown),
+        cmocka_unit_test(test_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
