@@ -1,8 +1,9 @@
 /**
  * @file kernel.h
  * @brief Fused elementwise kernels (Julia's broadcast fusion) on the reverse tape: an
- *        element function written once, compiled as a primal loop and as a loop of
- *        forward-mode dual numbers, recorded as one record.
+ *        element function written once, compiled as a primal loop, as a loop of
+ *        forward-mode dual numbers and as a loop of hyper-dual numbers (second order),
+ *        recorded as one record.
  *
  * An expression such as `sum(100 .* (x[2:end] .- x[1:end-1].^2).^2 .+ (1 .- x[1:end-1]).^2)`
  * recorded as array operations is two views, seven broadcasts and a sum: ten passes over
@@ -24,24 +25,34 @@
  * cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &g);
  * @endcode
  *
- * CR_KERNEL compiles the body twice in the caller's file: over doubles (the primal) and
+ * CR_KERNEL compiles the body three times in the caller's file: over doubles (the primal),
  * over a dual number carrying the partials with respect to the kernel's arguments
- * (cr_kd1 ... cr_kd4, one type per arity, so a two-argument kernel carries two partials).
+ * (cr_kd1 ... cr_kd4, one type per arity, so a two-argument kernel carries two partials),
+ * and over a hyper-dual number (cr_kh1 ... cr_kh4: that dual number and its tangent along
+ * one direction), whose partials' tangents are the second derivatives second-order sweeps
+ * need.
  * The cr_k_* macros choose, with C11 `_Generic`, the operation for double or dual operands;
  * integer and double literals and other C expressions of arithmetic type are constants.
  * The arithmetic (+ - * / unary minus, square) is inlined from the rows of arith_rows.h,
  * the one definition of their values and partials; elementary functions (sin, exp, log,
- * ...) call their row of the rule table once per element for value and partial.
+ * ...) call their row of the rule table once per element for value and partial (and, in
+ * the hyper-dual loop, for the second derivative, taken from the row as the scalar
+ * second-order tape takes it: the complex step, or central differences of the partials).
+ * Pushing tangents through these (the hyper-dual arithmetic) is algebra.
  *
  * On the tape a kernel call is one record. The reverse sweep evaluates the dual loop again
  * (the partials are recomputed, not stored) in blocks of CR_K_BLOCK elements and adds into
  * the arguments' shadows in place, and into the adjoints of scalar arguments.
  *
+ * Forward sweeps (cr_tape_jvp(), cr_tape_ajvp()) give the result's tangent from the dual
+ * loop's partials; on a CR_TAPE_SECOND_ORDER tape (cr_tape_hvp(), cr_tape_hessian(),
+ * cr_tape_ahvp()) the second-order reverse step runs the hyper-dual loop once per direction.
+ *
  * Limits: arguments are f64 arrays (1-d with any stride, or contiguous of any shape read in
- * row-major order), scalar variables and constants; the tape must be first order
- * (CR_EUNIMPL otherwise), and a forward sweep (cr_tape_jvp()) refuses a kernel record.
- * Prepared gradients (cr_prepare_gradient_arrays()) replay kernels: their loops run again at
- * the new arrays. As with ForwardDiff's dual numbers, a non-finite partial of one argument (pow(x, y)
+ * row-major order), scalar variables and constants; a second-order tape refuses a kernel
+ * without a hyper-dual loop (one made by hand with `second` NULL; CR_EUNIMPL). Prepared
+ * gradients (cr_prepare_gradient_arrays()) replay kernels: their loops run again at the new
+ * arrays. As with ForwardDiff's dual numbers, a non-finite partial of one argument (pow(x, y)
  * at x < 0 differentiated in y) makes the partials of the others NaN too.
  *
  * @note Kernels are immutable descriptors: any number of threads may use one.
@@ -88,6 +99,31 @@ typedef struct cr_kd4 {
     double d[4]; /**< Partials with respect to arguments 0..3. */
 } cr_kd4;
 
+/** Hyper-dual number of a one-argument kernel: a dual number of the kernel and its tangent
+ *  along one direction (a dual number of dual numbers). */
+typedef struct cr_kh1 {
+    cr_kd1 p; /**< Value and partial. */
+    cr_kd1 t; /**< Their directional derivatives: the value's tangent and the partial's. */
+} cr_kh1;
+
+/** Hyper-dual number of a two-argument kernel. */
+typedef struct cr_kh2 {
+    cr_kd2 p; /**< Value and partials. */
+    cr_kd2 t; /**< Their directional derivatives. */
+} cr_kh2;
+
+/** Hyper-dual number of a three-argument kernel. */
+typedef struct cr_kh3 {
+    cr_kd3 p; /**< Value and partials. */
+    cr_kd3 t; /**< Their directional derivatives. */
+} cr_kh3;
+
+/** Hyper-dual number of a four-argument kernel. */
+typedef struct cr_kh4 {
+    cr_kd4 p; /**< Value and partials. */
+    cr_kd4 t; /**< Their directional derivatives. */
+} cr_kh4;
+
 /**
  * A kernel's primal loop: y[i] = f(x[0][i], ..., x[nargs-1][i]) for i < n (unit strides).
  * @param[in]  n number of elements.
@@ -114,6 +150,19 @@ typedef void (*cr_kernel_sum_fn)(size_t n, const double *const *x, double *acc);
  */
 typedef void (*cr_kernel_partials_fn)(size_t n, const double *const *x, double *P);
 
+/**
+ * A kernel's hyper-dual loop, along one direction: for i < n <= CR_K_BLOCK and j < nargs,
+ * P[j * CR_K_BLOCK + i] = ∂f/∂x_j and PD[j * CR_K_BLOCK + i] = Σ_l ∂²f/∂x_j∂x_l xd[l][i] at
+ * element i (the derivative of the partial along the direction xd).
+ * @param[in]  n  number of elements (at most CR_K_BLOCK).
+ * @param[in]  x  nargs argument pointers.
+ * @param[in]  xd nargs pointers to the arguments' tangents along the direction.
+ * @param[out] P  the partials, one block of CR_K_BLOCK per argument.
+ * @param[out] PD their directional derivatives, laid out as P.
+ */
+typedef void (*cr_kernel_second_fn)(size_t n, const double *const *x, const double *const *xd,
+                                    double *P, double *PD);
+
 /** A fused elementwise kernel: made by CR_KERNEL (or by hand, with the same loops). */
 typedef struct cr_kernel {
     const char *name;               /**< Name, for messages. */
@@ -121,6 +170,7 @@ typedef struct cr_kernel {
     cr_kernel_map_fn map;           /**< The primal loop. */
     cr_kernel_sum_fn sum;           /**< The summing loop. */
     cr_kernel_partials_fn partials; /**< The dual loop. */
+    cr_kernel_second_fn second;     /**< The hyper-dual loop (NULL: first order only). */
 } cr_kernel;
 
 /** What a cr_kin holds. */
@@ -194,7 +244,8 @@ static inline cr_kin cr_kin_const(double c)
  *         CR_K_MAX_ARGS, a NULL array); CR_ETAPE (a variable of another recording);
  *         CR_ESHAPE (an argument's offset + n past the end of its array); CR_EUNIMPL (an
  *         array that is not f64, not dense, or neither 1-d nor contiguous; a second-order
- *         tape); CR_ENOMEM, CR_EARENA. Messages name the kernel.
+ *         tape and a kernel without hyper-dual loop); CR_ENOMEM, CR_EARENA. Messages name
+ *         the kernel.
  */
 CR_API cr_avar cr_akernel(cr_tape *t, const cr_kernel *k, const cr_kin *args, size_t nargs,
                           size_t n);
@@ -262,6 +313,32 @@ CR_API double cr_k_row1(unsigned fn, double x, double *dydx);
  * @return the value; NaN (and NaN partials) for an unknown fn.
  */
 CR_API double cr_k_row2(unsigned fn, double x, double y, double *d);
+
+/**
+ * Value, derivative and second derivative of a one-argument function: the first two from
+ * its row of the rule table, the second derivative from the same row as the scalar
+ * second-order tape takes it (the complex step on the row's complex instantiation, or
+ * central differences of the row's partials for real-only rows).
+ * @param[in]  fn   a cr_k_fn1.
+ * @param[in]  x    the argument.
+ * @param[out] dydx the derivative.
+ * @param[out] d2   the second derivative.
+ * @return the value; NaN (and NaN derivatives) for an unknown fn.
+ */
+CR_API double cr_k_row1_h(unsigned fn, double x, double *dydx, double *d2);
+
+/**
+ * Value, partials and second partials of a two-argument function (as cr_k_row1_h()).
+ * @param[in]  fn   a cr_k_fn2.
+ * @param[in]  x    first argument.
+ * @param[in]  y    second argument.
+ * @param[in]  vary which arguments vary: bit 0 for x, bit 1 for y; second partials
+ *                  involving only a fixed argument are not computed (set to 0).
+ * @param[out] d    the two partials.
+ * @param[out] h    ∂²/∂x², ∂²/∂x∂y, ∂²/∂y².
+ * @return the value; NaN (and NaN derivatives) for an unknown fn.
+ */
+CR_API double cr_k_row2_h(unsigned fn, double x, double y, unsigned vary, double *d, double *h);
 
 /**
  * @cond CR_PRIVATE
@@ -401,6 +478,178 @@ CR__ARITH_ROWS(CR__K_ROW)
         return r;                                                                \
     }
 
+/* The hyper-dual operations of width W: a cr_kh##W is a dual number (p) with its tangent
+ * (t) along one direction, and these are the dual-number rules applied to it, over the
+ * dual numbers of width W (whose operations expand the rows): (a + ε ȧ) op (b + ε ḃ) =
+ * a op b + ε (tangent by the sum, product or quotient rule). This is algebra; the values
+ * and partials all come from the rows through the cr_kd##W operations. */
+#define CR__K_HYPER_W(W)                                                                \
+    static inline cr_kh##W cr__k_add_h##W##h##W(cr_kh##W a, cr_kh##W b)                 \
+    {                                                                                   \
+        cr_kh##W r;                                                                     \
+        r.p = cr__k_add_##W##W(a.p, b.p);                                               \
+        r.t = cr__k_add_##W##W(a.t, b.t);                                               \
+        return r;                                                                       \
+    }                                                                                   \
+    static inline cr_kh##W cr__k_add_h##W##s(cr_kh##W a, double b)                      \
+    {                                                                                   \
+        cr_kh##W r;                                                                     \
+        r.p = cr__k_add_##W##s(a.p, b);                                                 \
+        r.t = a.t;                                                                      \
+        return r;                                                                       \
+    }                                                                                   \
+    static inline cr_kh##W cr__k_add_sh##W(double a, cr_kh##W b)                        \
+    {                                                                                   \
+        cr_kh##W r;                                                                     \
+        r.p = cr__k_add_s##W(a, b.p);                                                   \
+        r.t = b.t;                                                                      \
+        return r;                                                                       \
+    }                                                                                   \
+    static inline cr_kh##W cr__k_sub_h##W##h##W(cr_kh##W a, cr_kh##W b)                 \
+    {                                                                                   \
+        cr_kh##W r;                                                                     \
+        r.p = cr__k_sub_##W##W(a.p, b.p);                                               \
+        r.t = cr__k_sub_##W##W(a.t, b.t);                                               \
+        return r;                                                                       \
+    }                                                                                   \
+    static inline cr_kh##W cr__k_sub_h##W##s(cr_kh##W a, double b)                      \
+    {                                                                                   \
+        cr_kh##W r;                                                                     \
+        r.p = cr__k_sub_##W##s(a.p, b);                                                 \
+        r.t = a.t;                                                                      \
+        return r;                                                                       \
+    }                                                                                   \
+    static inline cr_kh##W cr__k_sub_sh##W(double a, cr_kh##W b)                        \
+    {                                                                                   \
+        cr_kh##W r;                                                                     \
+        r.p = cr__k_sub_s##W(a, b.p);                                                   \
+        r.t = cr__k_neg_##W(b.t);                                                       \
+        return r;                                                                       \
+    }                                                                                   \
+    static inline cr_kh##W cr__k_mul_h##W##h##W(cr_kh##W a, cr_kh##W b)                 \
+    {                                                                                   \
+        cr_kh##W r;                                                                     \
+        r.p = cr__k_mul_##W##W(a.p, b.p);                                               \
+        r.t = cr__k_add_##W##W(cr__k_mul_##W##W(a.t, b.p), cr__k_mul_##W##W(a.p, b.t)); \
+        return r;                                                                       \
+    }                                                                                   \
+    static inline cr_kh##W cr__k_mul_h##W##s(cr_kh##W a, double b)                      \
+    {                                                                                   \
+        cr_kh##W r;                                                                     \
+        r.p = cr__k_mul_##W##s(a.p, b);                                                 \
+        r.t = cr__k_mul_##W##s(a.t, b);                                                 \
+        return r;                                                                       \
+    }                                                                                   \
+    static inline cr_kh##W cr__k_mul_sh##W(double a, cr_kh##W b)                        \
+    {                                                                                   \
+        cr_kh##W r;                                                                     \
+        r.p = cr__k_mul_s##W(a, b.p);                                                   \
+        r.t = cr__k_mul_s##W(a, b.t);                                                   \
+        return r;                                                                       \
+    }                                                                                   \
+    static inline cr_kh##W cr__k_div_h##W##h##W(cr_kh##W a, cr_kh##W b)                 \
+    {                                                                                   \
+        cr_kh##W r;                                                                     \
+        r.p = cr__k_div_##W##W(a.p, b.p);                                               \
+        r.t = cr__k_div_##W##W(cr__k_sub_##W##W(a.t, cr__k_mul_##W##W(r.p, b.t)), b.p); \
+        return r;                                                                       \
+    }                                                                                   \
+    static inline cr_kh##W cr__k_div_h##W##s(cr_kh##W a, double b)                      \
+    {                                                                                   \
+        cr_kh##W r;                                                                     \
+        r.p = cr__k_div_##W##s(a.p, b);                                                 \
+        r.t = cr__k_div_##W##s(a.t, b);                                                 \
+        return r;                                                                       \
+    }                                                                                   \
+    static inline cr_kh##W cr__k_div_sh##W(double a, cr_kh##W b)                        \
+    {                                                                                   \
+        cr_kh##W r;                                                                     \
+        r.p = cr__k_div_s##W(a, b.p);                                                   \
+        r.t = cr__k_div_##W##W(cr__k_neg_##W(cr__k_mul_##W##W(r.p, b.t)), b.p);         \
+        return r;                                                                       \
+    }                                                                                   \
+    static inline cr_kh##W cr__k_neg_h##W(cr_kh##W a)                                   \
+    {                                                                                   \
+        cr_kh##W r;                                                                     \
+        r.p = cr__k_neg_##W(a.p);                                                       \
+        r.t = cr__k_neg_##W(a.t);                                                       \
+        return r;                                                                       \
+    }                                                                                   \
+    static inline cr_kh##W cr__k_sq_h##W(cr_kh##W a)                                    \
+    {                                                                                   \
+        return cr__k_mul_h##W##h##W(a, a);                                              \
+    }                                                                                   \
+    static inline cr_kh##W cr__k_id_h##W(cr_kh##W a)                                    \
+    {                                                                                   \
+        return a;                                                                       \
+    }                                                                                   \
+    static inline cr_kh##W cr__k_const_h##W(double c)                                   \
+    {                                                                                   \
+        cr_kh##W r;                                                                     \
+        r.p = cr__k_const_##W(c);                                                       \
+        r.t = cr__k_const_##W(0.0);                                                     \
+        return r;                                                                       \
+    }                                                                                   \
+    /* f(a + ε ȧ) = f(a) + ε f'(a) ȧ, with f'(a) the dual number (f', f'' a.d). */  \
+    static inline cr_kh##W cr__k_fn1_h##W(unsigned fn, cr_kh##W a)                      \
+    {                                                                                   \
+        double d1, d2;                                                                  \
+        cr_kd##W fp;                                                                    \
+        cr_kh##W r;                                                                     \
+        r.p.v = cr_k_row1_h(fn, a.p.v, &d1, &d2);                                       \
+        fp.v = d1;                                                                      \
+        for (int l = 0; l < W; l++) {                                                   \
+            r.p.d[l] = d1 * a.p.d[l];                                                   \
+            fp.d[l] = d2 * a.p.d[l];                                                    \
+        }                                                                               \
+        r.t = cr__k_mul_##W##W(fp, a.t);                                                \
+        return r;                                                                       \
+    }                                                                                   \
+    static inline cr_kh##W cr__k_fn2_h##W##h##W(unsigned fn, cr_kh##W a, cr_kh##W b)    \
+    {                                                                                   \
+        double d[2], h[3];                                                              \
+        cr_kd##W fx, fy;                                                                \
+        cr_kh##W r;                                                                     \
+        r.p.v = cr_k_row2_h(fn, a.p.v, b.p.v, 3u, d, h);                                \
+        fx.v = d[0];                                                                    \
+        fy.v = d[1];                                                                    \
+        for (int l = 0; l < W; l++) {                                                   \
+            r.p.d[l] = d[0] * a.p.d[l] + d[1] * b.p.d[l];                               \
+            fx.d[l] = h[0] * a.p.d[l] + h[1] * b.p.d[l];                                \
+            fy.d[l] = h[1] * a.p.d[l] + h[2] * b.p.d[l];                                \
+        }                                                                               \
+        r.t = cr__k_add_##W##W(cr__k_mul_##W##W(fx, a.t), cr__k_mul_##W##W(fy, b.t));   \
+        return r;                                                                       \
+    }                                                                                   \
+    static inline cr_kh##W cr__k_fn2_h##W##s(unsigned fn, cr_kh##W a, double b)         \
+    {                                                                                   \
+        double d[2], h[3];                                                              \
+        cr_kd##W fx;                                                                    \
+        cr_kh##W r;                                                                     \
+        r.p.v = cr_k_row2_h(fn, a.p.v, b, 1u, d, h);                                    \
+        fx.v = d[0];                                                                    \
+        for (int l = 0; l < W; l++) {                                                   \
+            r.p.d[l] = d[0] * a.p.d[l];                                                 \
+            fx.d[l] = h[0] * a.p.d[l];                                                  \
+        }                                                                               \
+        r.t = cr__k_mul_##W##W(fx, a.t);                                                \
+        return r;                                                                       \
+    }                                                                                   \
+    static inline cr_kh##W cr__k_fn2_sh##W(unsigned fn, double a, cr_kh##W b)           \
+    {                                                                                   \
+        double d[2], h[3];                                                              \
+        cr_kd##W fy;                                                                    \
+        cr_kh##W r;                                                                     \
+        r.p.v = cr_k_row2_h(fn, a, b.p.v, 2u, d, h);                                    \
+        fy.v = d[1];                                                                    \
+        for (int l = 0; l < W; l++) {                                                   \
+            r.p.d[l] = d[1] * b.p.d[l];                                                 \
+            fy.d[l] = h[2] * b.p.d[l];                                                  \
+        }                                                                               \
+        r.t = cr__k_mul_##W##W(fy, b.t);                                                \
+        return r;                                                                       \
+    }
+
 CR__K_ARITH_SS(add)
 CR__K_ARITH_SS(sub)
 CR__K_ARITH_SS(mul)
@@ -436,7 +685,8 @@ static inline double cr__k_fn2_ss(unsigned fn, double a, double b)
     CR__K_ARITH_W(mul, W) \
     CR__K_ARITH_W(div, W) \
     CR__K_UNARY_W(W)      \
-    CR__K_FN1_W(W)
+    CR__K_FN1_W(W)        \
+    CR__K_HYPER_W(W)
 CR__K_WIDTH(1)
 CR__K_WIDTH(2)
 CR__K_WIDTH(3)
@@ -444,30 +694,54 @@ CR__K_WIDTH(4)
 
 #if !defined(__cplusplus)
 
-/* The width of an operand: 1..4 for a dual, 0 for anything else (a constant). */
-#define CR__K_W(a) _Generic((a), cr_kd1 : 1, cr_kd2 : 2, cr_kd3 : 3, cr_kd4 : 4, default : 0)
+/* The width code of an operand: 1..4 for a dual, 5..8 for a hyper-dual of width 1..4, 0
+ * for anything else (a constant). */
+#define CR__K_W(a)                                                                        \
+    _Generic((a), cr_kd1 : 1, cr_kd2 : 2, cr_kd3 : 3, cr_kd4 : 4, cr_kh1 : 5, cr_kh2 : 6, \
+             cr_kh3 : 7, cr_kh4 : 8, default : 0)
 
 /* The function P_<widths> of two operands a, b (P a prefix such as cr__k_add_). Each operand
  * is expanded twice (its type, then the call), so a kernel's text grows as 2^depth. */
 #define CR__K_SEL2(P, a, b)                                          \
-    _Generic((char(*)[1 + 5 * CR__K_W(a) + CR__K_W(b)])0, char(*)[1] \
+    _Generic((char(*)[1 + 9 * CR__K_W(a) + CR__K_W(b)])0, char(*)[1] \
              : P##ss, char(*)[2]                                     \
              : P##s1, char(*)[3]                                     \
              : P##s2, char(*)[4]                                     \
              : P##s3, char(*)[5]                                     \
              : P##s4, char(*)[6]                                     \
-             : P##1s, char(*)[7]                                     \
-             : P##11, char(*)[11]                                    \
-             : P##2s, char(*)[13]                                    \
-             : P##22, char(*)[16]                                    \
-             : P##3s, char(*)[19]                                    \
-             : P##33, char(*)[21]                                    \
-             : P##4s, char(*)[25]                                    \
-             : P##44)
+             : P##sh1, char(*)[7]                                    \
+             : P##sh2, char(*)[8]                                    \
+             : P##sh3, char(*)[9]                                    \
+             : P##sh4, char(*)[10]                                   \
+             : P##1s, char(*)[11]                                    \
+             : P##11, char(*)[19]                                    \
+             : P##2s, char(*)[21]                                    \
+             : P##22, char(*)[28]                                    \
+             : P##3s, char(*)[31]                                    \
+             : P##33, char(*)[37]                                    \
+             : P##4s, char(*)[41]                                    \
+             : P##44, char(*)[46]                                    \
+             : P##h1s, char(*)[51]                                   \
+             : P##h1h1, char(*)[55]                                  \
+             : P##h2s, char(*)[61]                                   \
+             : P##h2h2, char(*)[64]                                  \
+             : P##h3s, char(*)[71]                                   \
+             : P##h3h3, char(*)[73]                                  \
+             : P##h4s, char(*)[81]                                   \
+             : P##h4h4)
 
 /* The function P<width> of one operand. */
-#define CR__K_SEL1(P, a) \
-    _Generic((a), cr_kd1 : P##1, cr_kd2 : P##2, cr_kd3 : P##3, cr_kd4 : P##4, default : P##s)
+#define CR__K_SEL1(P, a)      \
+    _Generic((a), cr_kd1      \
+             : P##1, cr_kd2   \
+             : P##2, cr_kd3   \
+             : P##3, cr_kd4   \
+             : P##4, cr_kh1   \
+             : P##h1, cr_kh2  \
+             : P##h2, cr_kh3  \
+             : P##h3, cr_kh4  \
+             : P##h4, default \
+             : P##s)
 
 #define CR__K_OP2(OP, a, b) CR__K_SEL2(cr__k_##OP##_, a, b)(a, b)
 #define CR__K_OP1(OP, a)    CR__K_SEL1(cr__k_##OP##_, a)(a)
@@ -487,84 +761,116 @@ CR__K_WIDTH(4)
 #endif
 
 /* The loops of CR_KERNEL. NAME##_cr_kf is the primal element function, NAME##_cr_kdf the
- * dual one (argument j seeded with the j-th unit partial). */
-#define CR__KERNEL(NAME, N, BODY, DT)                                                           \
-    _Static_assert((N) >= 1 && (N) <= CR_K_MAX_ARGS, "a kernel has 1 to 4 arguments");          \
-    static inline double NAME##_cr_kf(const double *cr__kx)                                     \
-    {                                                                                           \
-        return BODY(cr__kx);                                                                    \
-    }                                                                                           \
-    static inline DT NAME##_cr_kdf(const DT *cr__kx)                                            \
-    {                                                                                           \
-        return _Generic((BODY(cr__kx)), DT                                                      \
-                        : CR__K_CAT(cr__k_id_, N), default                                      \
-                        : CR__K_CAT(cr__k_const_, N))(BODY(cr__kx));                            \
-    }                                                                                           \
-    static void NAME##_cr_kmap(size_t cr__kn, const double *const *cr__kp, double *cr__ky)      \
-    {                                                                                           \
-        const double *cr__kq[N];                                                                \
-        for (int cr__kj = 0; cr__kj < (N); cr__kj++)                                            \
-            cr__kq[cr__kj] = cr__kp[cr__kj];                                                    \
-        for (size_t cr__ki = 0; cr__ki < cr__kn; cr__ki++) {                                    \
-            double cr__kx[N];                                                                   \
-            for (int cr__kj = 0; cr__kj < (N); cr__kj++)                                        \
-                cr__kx[cr__kj] = cr__kq[cr__kj][cr__ki];                                        \
-            cr__ky[cr__ki] = NAME##_cr_kf(cr__kx);                                              \
-        }                                                                                       \
-    }                                                                                           \
-    static inline double NAME##_cr_kat(const double *const *cr__kq, size_t cr__ki)              \
-    {                                                                                           \
-        double cr__kx[N];                                                                       \
-        for (int cr__kj = 0; cr__kj < (N); cr__kj++)                                            \
-            cr__kx[cr__kj] = cr__kq[cr__kj][cr__ki];                                            \
-        return NAME##_cr_kf(cr__kx);                                                            \
-    }                                                                                           \
-    static void NAME##_cr_ksum(size_t cr__kn, const double *const *cr__kp, double *cr__kacc)    \
-    {                                                                                           \
-        const double *cr__kq[N];                                                                \
-        double cr__ks0 = cr__kacc[0], cr__ks1 = cr__kacc[1], cr__ks2 = cr__kacc[2],             \
-               cr__ks3 = cr__kacc[3];                                                           \
-        size_t cr__ki = 0;                                                                      \
-        for (int cr__kj = 0; cr__kj < (N); cr__kj++)                                            \
-            cr__kq[cr__kj] = cr__kp[cr__kj];                                                    \
-        for (; cr__ki + 4 <= cr__kn; cr__ki += 4) {                                             \
-            cr__ks0 += NAME##_cr_kat(cr__kq, cr__ki);                                           \
-            cr__ks1 += NAME##_cr_kat(cr__kq, cr__ki + 1);                                       \
-            cr__ks2 += NAME##_cr_kat(cr__kq, cr__ki + 2);                                       \
-            cr__ks3 += NAME##_cr_kat(cr__kq, cr__ki + 3);                                       \
-        }                                                                                       \
-        if (cr__ki < cr__kn) {                                                                  \
-            cr__ks0 += NAME##_cr_kat(cr__kq, cr__ki);                                           \
-            if (cr__ki + 1 < cr__kn) {                                                          \
-                cr__ks1 += NAME##_cr_kat(cr__kq, cr__ki + 1);                                   \
-                if (cr__ki + 2 < cr__kn)                                                        \
-                    cr__ks2 += NAME##_cr_kat(cr__kq, cr__ki + 2);                               \
-            }                                                                                   \
-        }                                                                                       \
-        cr__kacc[0] = cr__ks0;                                                                  \
-        cr__kacc[1] = cr__ks1;                                                                  \
-        cr__kacc[2] = cr__ks2;                                                                  \
-        cr__kacc[3] = cr__ks3;                                                                  \
-    }                                                                                           \
-    static void NAME##_cr_kpartials(size_t cr__kn, const double *const *cr__kp, double *cr__kP) \
-    {                                                                                           \
-        const double *cr__kq[N];                                                                \
-        for (int cr__kj = 0; cr__kj < (N); cr__kj++)                                            \
-            cr__kq[cr__kj] = cr__kp[cr__kj];                                                    \
-        for (size_t cr__ki = 0; cr__ki < cr__kn; cr__ki++) {                                    \
-            DT cr__kx[N], cr__kr;                                                               \
-            for (int cr__kj = 0; cr__kj < (N); cr__kj++) {                                      \
-                cr__kx[cr__kj].v = cr__kq[cr__kj][cr__ki];                                      \
-                for (int cr__kl = 0; cr__kl < (N); cr__kl++)                                    \
-                    cr__kx[cr__kj].d[cr__kl] = cr__kl == cr__kj ? 1.0 : 0.0;                    \
-            }                                                                                   \
-            cr__kr = NAME##_cr_kdf(cr__kx);                                                     \
-            for (int cr__kj = 0; cr__kj < (N); cr__kj++)                                        \
-                cr__kP[(size_t)cr__kj * CR_K_BLOCK + cr__ki] = cr__kr.d[cr__kj];                \
-        }                                                                                       \
-    }                                                                                           \
-    static const cr_kernel NAME CR__K_UNUSED = {#NAME, (N), NAME##_cr_kmap, NAME##_cr_ksum,     \
-                                                NAME##_cr_kpartials}
+ * dual one (argument j seeded with the j-th unit partial), NAME##_cr_khf the hyper-dual one
+ * (the same, with the arguments' tangents along one direction). */
+#define CR__KERNEL(NAME, N, BODY, DT, HT)                                                        \
+    _Static_assert((N) >= 1 && (N) <= CR_K_MAX_ARGS, "a kernel has 1 to 4 arguments");           \
+    static inline double NAME##_cr_kf(const double *cr__kx)                                      \
+    {                                                                                            \
+        return BODY(cr__kx);                                                                     \
+    }                                                                                            \
+    static inline DT NAME##_cr_kdf(const DT *cr__kx)                                             \
+    {                                                                                            \
+        return _Generic((BODY(cr__kx)), DT                                                       \
+                        : CR__K_CAT(cr__k_id_, N), default                                       \
+                        : CR__K_CAT(cr__k_const_, N))(BODY(cr__kx));                             \
+    }                                                                                            \
+    static inline HT NAME##_cr_khf(const HT *cr__kx)                                             \
+    {                                                                                            \
+        return _Generic((BODY(cr__kx)), HT                                                       \
+                        : CR__K_CAT(cr__k_id_h, N), default                                      \
+                        : CR__K_CAT(cr__k_const_h, N))(BODY(cr__kx));                            \
+    }                                                                                            \
+    static void NAME##_cr_kmap(size_t cr__kn, const double *const *cr__kp, double *cr__ky)       \
+    {                                                                                            \
+        const double *cr__kq[N];                                                                 \
+        for (int cr__kj = 0; cr__kj < (N); cr__kj++)                                             \
+            cr__kq[cr__kj] = cr__kp[cr__kj];                                                     \
+        for (size_t cr__ki = 0; cr__ki < cr__kn; cr__ki++) {                                     \
+            double cr__kx[N];                                                                    \
+            for (int cr__kj = 0; cr__kj < (N); cr__kj++)                                         \
+                cr__kx[cr__kj] = cr__kq[cr__kj][cr__ki];                                         \
+            cr__ky[cr__ki] = NAME##_cr_kf(cr__kx);                                               \
+        }                                                                                        \
+    }                                                                                            \
+    static inline double NAME##_cr_kat(const double *const *cr__kq, size_t cr__ki)               \
+    {                                                                                            \
+        double cr__kx[N];                                                                        \
+        for (int cr__kj = 0; cr__kj < (N); cr__kj++)                                             \
+            cr__kx[cr__kj] = cr__kq[cr__kj][cr__ki];                                             \
+        return NAME##_cr_kf(cr__kx);                                                             \
+    }                                                                                            \
+    static void NAME##_cr_ksum(size_t cr__kn, const double *const *cr__kp, double *cr__kacc)     \
+    {                                                                                            \
+        const double *cr__kq[N];                                                                 \
+        double cr__ks0 = cr__kacc[0], cr__ks1 = cr__kacc[1], cr__ks2 = cr__kacc[2],              \
+               cr__ks3 = cr__kacc[3];                                                            \
+        size_t cr__ki = 0;                                                                       \
+        for (int cr__kj = 0; cr__kj < (N); cr__kj++)                                             \
+            cr__kq[cr__kj] = cr__kp[cr__kj];                                                     \
+        for (; cr__ki + 4 <= cr__kn; cr__ki += 4) {                                              \
+            cr__ks0 += NAME##_cr_kat(cr__kq, cr__ki);                                            \
+            cr__ks1 += NAME##_cr_kat(cr__kq, cr__ki + 1);                                        \
+            cr__ks2 += NAME##_cr_kat(cr__kq, cr__ki + 2);                                        \
+            cr__ks3 += NAME##_cr_kat(cr__kq, cr__ki + 3);                                        \
+        }                                                                                        \
+        if (cr__ki < cr__kn) {                                                                   \
+            cr__ks0 += NAME##_cr_kat(cr__kq, cr__ki);                                            \
+            if (cr__ki + 1 < cr__kn) {                                                           \
+                cr__ks1 += NAME##_cr_kat(cr__kq, cr__ki + 1);                                    \
+                if (cr__ki + 2 < cr__kn)                                                         \
+                    cr__ks2 += NAME##_cr_kat(cr__kq, cr__ki + 2);                                \
+            }                                                                                    \
+        }                                                                                        \
+        cr__kacc[0] = cr__ks0;                                                                   \
+        cr__kacc[1] = cr__ks1;                                                                   \
+        cr__kacc[2] = cr__ks2;                                                                   \
+        cr__kacc[3] = cr__ks3;                                                                   \
+    }                                                                                            \
+    static void NAME##_cr_kpartials(size_t cr__kn, const double *const *cr__kp, double *cr__kP)  \
+    {                                                                                            \
+        const double *cr__kq[N];                                                                 \
+        for (int cr__kj = 0; cr__kj < (N); cr__kj++)                                             \
+            cr__kq[cr__kj] = cr__kp[cr__kj];                                                     \
+        for (size_t cr__ki = 0; cr__ki < cr__kn; cr__ki++) {                                     \
+            DT cr__kx[N], cr__kr;                                                                \
+            for (int cr__kj = 0; cr__kj < (N); cr__kj++) {                                       \
+                cr__kx[cr__kj].v = cr__kq[cr__kj][cr__ki];                                       \
+                for (int cr__kl = 0; cr__kl < (N); cr__kl++)                                     \
+                    cr__kx[cr__kj].d[cr__kl] = cr__kl == cr__kj ? 1.0 : 0.0;                     \
+            }                                                                                    \
+            cr__kr = NAME##_cr_kdf(cr__kx);                                                      \
+            for (int cr__kj = 0; cr__kj < (N); cr__kj++)                                         \
+                cr__kP[(size_t)cr__kj * CR_K_BLOCK + cr__ki] = cr__kr.d[cr__kj];                 \
+        }                                                                                        \
+    }                                                                                            \
+    static void NAME##_cr_ksecond(size_t cr__kn, const double *const *cr__kp,                    \
+                                  const double *const *cr__kpd, double *cr__kP, double *cr__kPD) \
+    {                                                                                            \
+        const double *cr__kq[N], *cr__kqd[N];                                                    \
+        for (int cr__kj = 0; cr__kj < (N); cr__kj++) {                                           \
+            cr__kq[cr__kj] = cr__kp[cr__kj];                                                     \
+            cr__kqd[cr__kj] = cr__kpd[cr__kj];                                                   \
+        }                                                                                        \
+        for (size_t cr__ki = 0; cr__ki < cr__kn; cr__ki++) {                                     \
+            HT cr__kx[N], cr__kr;                                                                \
+            for (int cr__kj = 0; cr__kj < (N); cr__kj++) {                                       \
+                cr__kx[cr__kj].p.v = cr__kq[cr__kj][cr__ki];                                     \
+                cr__kx[cr__kj].t.v = cr__kqd[cr__kj][cr__ki];                                    \
+                for (int cr__kl = 0; cr__kl < (N); cr__kl++) {                                   \
+                    cr__kx[cr__kj].p.d[cr__kl] = cr__kl == cr__kj ? 1.0 : 0.0;                   \
+                    cr__kx[cr__kj].t.d[cr__kl] = 0.0;                                            \
+                }                                                                                \
+            }                                                                                    \
+            cr__kr = NAME##_cr_khf(cr__kx);                                                      \
+            for (int cr__kj = 0; cr__kj < (N); cr__kj++) {                                       \
+                cr__kP[(size_t)cr__kj * CR_K_BLOCK + cr__ki] = cr__kr.p.d[cr__kj];               \
+                cr__kPD[(size_t)cr__kj * CR_K_BLOCK + cr__ki] = cr__kr.t.d[cr__kj];              \
+            }                                                                                    \
+        }                                                                                        \
+    }                                                                                            \
+    static const cr_kernel NAME CR__K_UNUSED = {                                                 \
+        #NAME, (N), NAME##_cr_kmap, NAME##_cr_ksum, NAME##_cr_kpartials, NAME##_cr_ksecond}
 
 /** @endcond */
 
@@ -626,7 +932,7 @@ CR__K_WIDTH(4)
  * element function is BODY(x), a function-like macro over the arguments x[0] .. x[N-1]
  * written with the cr_k_* operations. Use at file scope, followed by a semicolon.
  */
-#define CR_KERNEL(NAME, N, BODY) CR__KERNEL(NAME, N, BODY, CR__K_CAT(cr_kd, N))
+#define CR_KERNEL(NAME, N, BODY) CR__KERNEL(NAME, N, BODY, CR__K_CAT(cr_kd, N), CR__K_CAT(cr_kh, N))
 
 #endif /* !__cplusplus */
 

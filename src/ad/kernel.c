@@ -4,6 +4,11 @@
  * kernel's primal loop, and the reverse step runs its dual loop again block by block and adds
  * the partials, scaled by the result's cotangent, straight into the arguments' shadows and
  * into the adjoints of scalar arguments. No rule lookup, no tangent values, no closure.
+ *
+ * Forward sweeps (cr__kernel_forward) push the arguments' tangents through the dual loop's
+ * partials; second-order sweeps (cr__kernel_pull2) run the hyper-dual loop once per
+ * direction, which gives the partials g and their derivatives ġ along the tangents, and add
+ * x̄ += ȳ g and x̄̇ += ẏ̄ g + ȳ ġ.
  */
 #include <math.h>
 #include <stdint.h>
@@ -61,6 +66,45 @@ double cr_k_row2(unsigned fn, double x, double y, double *d)
     row_of(k_fn2[fn])->f64(a, Y, D);
     d[0] = D[0];
     d[1] = D[1];
+    return Y[0];
+}
+
+/* The second derivatives come from the row as the scalar second-order tape takes them
+ * (cr__row_hessian: the complex step, or central differences of the partials). */
+double cr_k_row1_h(unsigned fn, double x, double *dydx, double *d2)
+{
+    if (fn >= CR_K_NFN1) {
+        *dydx = *d2 = (double)NAN;
+        return (double)NAN;
+    }
+    const cr_scalar_rule *row = row_of(k_fn1[fn]);
+    double Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+    double H[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN * CR_SCALAR_MAX_IN];
+    row->f64(&x, Y, D);
+    cr__row_hessian(row, &x, D, H, 1u);
+    *dydx = D[0];
+    *d2 = H[0];
+    return Y[0];
+}
+
+double cr_k_row2_h(unsigned fn, double x, double y, unsigned vary, double *d, double *h)
+{
+    if (fn >= CR_K_NFN2) {
+        d[0] = d[1] = h[0] = h[1] = h[2] = (double)NAN;
+        return (double)NAN;
+    }
+    const cr_scalar_rule *row = row_of(k_fn2[fn]);
+    double a[2] = {x, y}, Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+    double H[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN * CR_SCALAR_MAX_IN];
+    vary &= 3u;
+    row->f64(a, Y, D);
+    if (vary != 0)
+        cr__row_hessian(row, a, D, H, vary); /* H[j * 2 + l] = ∂D_j/∂x_l for l in vary */
+    d[0] = D[0];
+    d[1] = D[1];
+    h[0] = (vary & 1u) ? H[0] : 0.0;
+    h[1] = (vary & 2u) ? H[1] : (vary & 1u) ? H[2] : 0.0;
+    h[2] = (vary & 2u) ? H[3] : 0.0;
     return Y[0];
 }
 
@@ -232,11 +276,13 @@ static cr_status read_args(cr_tape *t, const char *kn, const cr_kernel *k, const
 }
 
 /* Refusals of tapes that cannot hold a kernel record. */
-static cr_status check_tape(cr_tape *t, const char *kn)
+static cr_status check_tape(cr_tape *t, const char *kn, const cr_kernel *k)
 {
-    if (t->flags & CR_TAPE_SECOND_ORDER)
-        return cr__tape_fail(
-            t, CR_EUNIMPL, "kernel %s: fused kernels are not recorded on a second-order tape", kn);
+    if ((t->flags & CR_TAPE_SECOND_ORDER) && k->second == NULL)
+        return cr__tape_fail(t, CR_EUNIMPL,
+                             "kernel %s: no hyper-dual loop (second == NULL), so it has no "
+                             "second-order form: make it with CR_KERNEL",
+                             kn);
     if (t->nvars + 2 >= CR_TAPE_MAX_VARS)
         return cr__tape_fail(t, CR_EOVERFLOW, "tape: more than %zu variables in one recording",
                              CR_TAPE_MAX_VARS - 1);
@@ -299,7 +345,7 @@ static cr_status record(cr_tape *t, const char *who, const cr_kernel *k, const c
     bool any = false;
     if (read_args(t, kn, k, args, nargs, n, nd, &any) != CR_OK)
         return t->status;
-    if (any && check_tape(t, kn) != CR_OK)
+    if (any && check_tape(t, kn, k) != CR_OK)
         return t->status;
     cr_array *y = NULL;
     if (!sum && cr__new(t->arena, CR_DT_F64, 1, &n, false, &y) != CR_OK)
@@ -428,6 +474,27 @@ typedef struct kshadow {
     unsigned readers; /* arguments reading this slot */
 } kshadow;
 
+/* A dense row-major f64 array of v's shape (whose element count, numel, fits) in one arena
+ * block, not zeroed. */
+static cr_status dense_buffer(cr_tape *t, const cr_array *v, size_t numel, cr_array **out)
+{
+    size_t head = (sizeof(cr_array) + CR_ARENA_ALIGN - 1) & ~(size_t)(CR_ARENA_ALIGN - 1);
+    if (numel > (SIZE_MAX - head) / sizeof(double))
+        return CR_EOVERFLOW;
+    unsigned char *mem = cr_arena_alloc(t->arena, head + numel * sizeof(double), 0);
+    if (mem == NULL)
+        return CR__ALLOC_STATUS(t->arena);
+    cr_array *buf = (cr_array *)(void *)mem;
+    *buf = *v;
+    buf->data = mem + head;
+    buf->dtype = CR_DT_F64;
+    buf->structure = CR_MAT_DENSE;
+    buf->flags = CR_ARRAY_WRITABLE;
+    cr__row_major(v->ndim, v->shape, buf->strides);
+    *out = buf;
+    return CR_OK;
+}
+
 /* The shadow of slot s as a dense f64 buffer the step may add into: the accumulator itself
  * when it is one, a fresh buffer (zeroed lazily, block by block) when it is zero, else a
  * copy of the accumulator's value. */
@@ -453,25 +520,14 @@ static cr_status shadow_of(cr_tape *t, uint32_t s, size_t numel, kshadow *sh)
         sh->z = 0;
         return CR_OK;
     }
-    /* A dense row-major f64 array of v's shape (whose element count, numel, fits). */
-    size_t head = (sizeof(cr_array) + CR_ARENA_ALIGN - 1) & ~(size_t)(CR_ARENA_ALIGN - 1);
-    if (numel > (SIZE_MAX - head) / sizeof(double))
-        return CR_EOVERFLOW;
-    unsigned char *mem = cr_arena_alloc(t->arena, head + numel * sizeof(double), 0);
-    if (mem == NULL)
-        return CR__ALLOC_STATUS(t->arena);
-    cr_array *buf = (cr_array *)(void *)mem;
-    double *data = (double *)(void *)(mem + head);
-    *buf = *v;
-    buf->data = data;
-    buf->dtype = CR_DT_F64;
-    buf->structure = CR_MAT_DENSE;
-    buf->flags = CR_ARRAY_WRITABLE;
-    cr__row_major(v->ndim, v->shape, buf->strides);
+    cr_array *buf;
+    cr_status st = dense_buffer(t, v, numel, &buf);
+    if (st != CR_OK)
+        return st;
+    double *data = buf->data;
     if (!fresh) {
         memset(data, 0, numel * sizeof(double));
-        cr_status st = cr__add_into(t->arena, buf, acc);
-        if (st != CR_OK)
+        if ((st = cr__add_into(t->arena, buf, acc)) != CR_OK)
             return st;
     }
     slot->acc = cr__tarray(buf);
@@ -614,5 +670,413 @@ static cr_status kernel_pull(cr_tape *t, const cr__anode *an, const double *g, d
     }
     if (g == NULL)
         t->aslots[an->out].acc = cr__tzero(); /* consumed: its record made it */
+    return CR_OK;
+}
+
+/* ---- Forward and second-order sweeps ------------------------------------------------------ */
+
+/* Σ v[e] for e < n in four interleaved sums (not bound by the latency of one chain). */
+static double sum4(const double *v, size_t n)
+{
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    size_t e = 0;
+    for (; e + 4 <= n; e += 4) {
+        s0 += v[e];
+        s1 += v[e + 1];
+        s2 += v[e + 2];
+        s3 += v[e + 3];
+    }
+    for (; e < n; e++)
+        s0 += v[e];
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* Directions per step (cr_tape_hessian's chunk; forward and second-order sweeps take at
+ * most this many). */
+#define K_MAX_DIRS 8
+
+/* An argument's tangent along one direction as the loops read it: element i of the call is
+ * p[i] (unit stride, offset applied), or c for every element when p is NULL; nz false when
+ * it is zero. */
+typedef struct ktan {
+    const double *p;
+    double c;
+    bool nz;
+} ktan;
+
+static cr_status step_failed(cr_tape *t, const knode *nd, const char *what, cr_status st)
+{
+    if (t->status != CR_OK)
+        return t->status;
+    const char *msg = cr_ctx_errmsg(t->ctx);
+    return cr__tape_fail(t, st, "kernel %s: %s failed: %s", nd->base.fname, what,
+                         msg[0] != '\0' ? msg : cr_status_str(st));
+}
+
+/* The tangents of every argument along direction d; *any says whether one is nonzero. An
+ * array's tangent (any layout, from the sweep's array tangents) is read as a dense
+ * row-major f64 array. */
+static cr_status arg_tangents(cr_tape *t, const knode *nd, const double *tan, size_t k, size_t d,
+                              ktan *dx, bool *any)
+{
+    *any = false;
+    for (unsigned j = 0; j < nd->k->nargs; j++) {
+        const karg *a = &nd->arg[j];
+        ktan *x = &dx[j];
+        x->p = NULL;
+        x->c = 0.0;
+        x->nz = false;
+        if (a->code == CR_VAR_CONST)
+            continue;
+        if (!(a->code & CR__ASLOT_BIT)) {
+            x->c = tan[(size_t)a->code * k + d];
+            x->nz = x->c != 0.0;
+        } else {
+            uint32_t s = a->code & ~CR__ASLOT_BIT;
+            cr_tangent *tp = cr__asweep_slot(t, s, d, false);
+            if (tp == NULL || cr_tangent_is_zero(*tp))
+                continue;
+            const cr_array *v = t->aslots[s].val, *ta;
+            cr_status st =
+                cr__tan_array(t->arena, nd->base.fname, *tp, v->ndim, v->shape, CR_DT_F64, &ta);
+            if (st != CR_OK)
+                return st;
+            if (ta == NULL)
+                continue;
+            x->p = (const double *)ta->data + a->off;
+            x->nz = true;
+        }
+        *any |= x->nz;
+    }
+    return CR_OK;
+}
+
+/*
+ * The forward step: the result's tangent along each direction, element by element
+ * ẏ_e = Σ_j ∂f/∂x_j(x_e) ẋ_j,e with the partials of the dual loop: an array of n elements
+ * for cr_akernel, the sum over the elements for cr_akernel_sum (added to tan[i * k + d],
+ * which holds a seed or zero).
+ */
+cr_status cr__kernel_forward(cr_tape *t, const cr__anode *an, double *tan, size_t k, size_t i)
+{
+    const knode *nd = (const knode *)(const void *)an;
+    const unsigned m = nd->k->nargs;
+    const size_t n = nd->n;
+    const bool arr = an->out != CR_VAR_CONST;
+    if (k > K_MAX_DIRS)
+        return cr__tape_fail(t, CR_EINVAL, "kernel %s: %zu directions in one sweep (at most %d)",
+                             an->fname, k, K_MAX_DIRS);
+    if (arr && cr__asweep_slot(t, an->out, 0, false) == NULL)
+        return cr__tape_fail(t, CR_EINVAL, "tape: %s: forward sweep without array tangents",
+                             an->fname);
+    ktan dx[K_MAX_DIRS][CR_K_MAX_ARGS];
+    bool nzd[K_MAX_DIRS], any = false;
+    double *yd[K_MAX_DIRS], sum[K_MAX_DIRS];
+    cr_status st = CR_OK;
+    for (size_t d = 0; d < k && st == CR_OK; d++) {
+        st = arg_tangents(t, nd, tan, k, d, dx[d], &nzd[d]);
+        any |= nzd[d];
+        yd[d] = NULL;
+        sum[d] = 0.0;
+    }
+    if (st != CR_OK)
+        return step_failed(t, nd, "the forward step", st);
+    if (!any)
+        return CR_OK; /* a zero tangent along every direction */
+    cr_array *ya[K_MAX_DIRS];
+    for (size_t d = 0; d < k && arr; d++) {
+        if (nzd[d] && (st = cr__new(t->arena, CR_DT_F64, 1, &nd->n, false, &ya[d])) != CR_OK)
+            return step_failed(t, nd, "the forward step", st);
+        yd[d] = nzd[d] ? ya[d]->data : NULL;
+    }
+    kblock b;
+    double ybuf[CR_K_BLOCK];
+    const double *q[CR_K_MAX_ARGS];
+    for (size_t base = 0; base < n; base += CR_K_BLOCK) {
+        size_t nb = n - base < CR_K_BLOCK ? n - base : CR_K_BLOCK;
+        block_args(nd, base, nb, &b, base == 0, q);
+        nd->k->partials(nb, q, b.P);
+        for (size_t d = 0; d < k; d++) {
+            if (!nzd[d])
+                continue;
+            double *y = arr ? yd[d] + base : ybuf;
+            bool first = true;
+            for (unsigned j = 0; j < m; j++) {
+                const ktan *x = &dx[d][j];
+                const double *p = b.P + (size_t)j * CR_K_BLOCK;
+                if (!x->nz)
+                    continue;
+                if (first && x->p != NULL)
+                    for (size_t e = 0; e < nb; e++)
+                        y[e] = p[e] * x->p[base + e];
+                else if (first)
+                    for (size_t e = 0; e < nb; e++)
+                        y[e] = p[e] * x->c;
+                else if (x->p != NULL)
+                    for (size_t e = 0; e < nb; e++)
+                        y[e] += p[e] * x->p[base + e];
+                else
+                    for (size_t e = 0; e < nb; e++)
+                        y[e] += p[e] * x->c;
+                first = false;
+            }
+            if (!arr)
+                sum[d] += sum4(y, nb);
+        }
+    }
+    for (size_t d = 0; d < k; d++) {
+        if (!arr) {
+            tan[i * k + d] += sum[d];
+        } else if (nzd[d]) {
+            cr_tangent *slot = cr__asweep_slot(t, an->out, d, false);
+            st = cr_tangent_is_zero(*slot)
+                     ? (*slot = cr_tangent_array(ya[d]), CR_OK)
+                     : cr_tangent_add(t->arena, *slot, cr_tangent_array(ya[d]), slot);
+            if (st != CR_OK)
+                return step_failed(t, nd, "the forward step", st);
+        }
+    }
+    return CR_OK;
+}
+
+/* The derivative of slot s's shadow along direction d as a dense f64 buffer the step may add
+ * into: the accumulator itself when it is one (a writable array nobody else holds), else a
+ * buffer holding its value (zeros for a zero accumulator). */
+static cr_status dshadow_of(cr_tape *t, uint32_t s, size_t d, size_t numel, double **out)
+{
+    cr_tangent *acc = cr__asweep_slot(t, s, d, true);
+    if (acc == NULL)
+        return CR_EINVAL;
+    if (acc->tag == CR_TAN_ARRAY && (acc->u.arr->flags & CR_ARRAY_WRITABLE) &&
+        acc->u.arr->dtype == CR_DT_F64 && cr__is_contig_dense(acc->u.arr) &&
+        cr_array_numel(acc->u.arr) == numel) {
+        *out = acc->u.arr->data;
+        return CR_OK;
+    }
+    cr_array *buf;
+    cr_status st = dense_buffer(t, t->aslots[s].val, numel, &buf);
+    if (st != CR_OK)
+        return st;
+    memset(buf->data, 0, numel * sizeof(double));
+    if (!cr_tangent_is_zero(*acc) && (st = cr__add_into(t->arena, buf, *acc)) != CR_OK)
+        return st;
+    *acc = cr_tangent_array(buf);
+    *out = buf->data;
+    return CR_OK;
+}
+
+/* Scratch of the second-order step: the tangents of scalar and zero arguments broadcast over
+ * a block (fill[j] elements of value fc[j] written), and the partials' derivatives. */
+typedef struct kblock2 {
+    double tb[CR_K_MAX_ARGS][CR_K_BLOCK];
+    double PD[CR_K_MAX_ARGS * CR_K_BLOCK];
+    size_t fill[CR_K_MAX_ARGS];
+    double fc[CR_K_MAX_ARGS];
+} kblock2;
+
+/* out[e] (+)= a[e] * P[e] + b[e] * PD[e] over a block, where a and b are arrays (step 1) or
+ * one value (NULL array, value av / bv; a zero value drops its term). Returns the sum of the
+ * terms when out is NULL. */
+static double axpy2(double *out, size_t nb, const double *a, double av, const double *P,
+                    const double *b, double bv, const double *PD)
+{
+    bool ta = a != NULL || av != 0.0, tb = PD != NULL && (b != NULL || bv != 0.0);
+    if (out == NULL) {
+        double w[CR_K_BLOCK];
+        memset(w, 0, nb * sizeof *w);
+        axpy2(w, nb, a, av, P, b, bv, PD);
+        return sum4(w, nb);
+    }
+    if (ta && a != NULL)
+        for (size_t e = 0; e < nb; e++)
+            out[e] += a[e] * P[e];
+    else if (ta)
+        for (size_t e = 0; e < nb; e++)
+            out[e] += av * P[e];
+    if (tb && b != NULL)
+        for (size_t e = 0; e < nb; e++)
+            out[e] += b[e] * PD[e];
+    else if (tb)
+        for (size_t e = 0; e < nb; e++)
+            out[e] += bv * PD[e];
+    return 0.0;
+}
+
+/*
+ * The second-order reverse step (forward-over-reverse). With g = ∂f/∂x at each element and
+ * ġ_d its derivative along direction d (the hyper-dual loop), every argument gets
+ *     x̄   += ȳ g
+ *     x̄̇_d += ẏ̄_d g + ȳ ġ_d
+ * element by element (summed over the elements for scalar arguments). ȳ and ẏ̄ are the
+ * result's adjoint and its derivatives: adj[i] and adjd[i * k + d] for a sum, the slot's
+ * shadow and its derivatives for an array result (consumed).
+ */
+cr_status cr__kernel_pull2(cr_tape *t, const cr__anode *an, size_t i, double *adj, double *adjd,
+                           const double *tan, size_t k)
+{
+    const knode *nd = (const knode *)(const void *)an;
+    const unsigned m = nd->k->nargs;
+    const size_t n = nd->n;
+    const bool arr = an->out != CR_VAR_CONST;
+    if (nd->k->second == NULL)
+        return cr__tape_fail(t, CR_EUNIMPL, "kernel %s: no hyper-dual loop (second-order form)",
+                             an->fname);
+    /* (array arguments and results exist only with the sweep's array state) */
+    if (k > K_MAX_DIRS || (arr && cr__asweep_slot(t, an->out, 0, true) == NULL))
+        return cr__tape_fail(t, CR_EINVAL,
+                             "tape: kernel %s: second-order step without its state (%zu "
+                             "directions)",
+                             an->fname, k);
+    /* ȳ, and ẏ̄ along each direction */
+    cr_status st = CR_OK;
+    double gs = 0.0, gsd[K_MAX_DIRS];
+    const double *gy = NULL, *gyd[K_MAX_DIRS];
+    bool ybar, ybd[K_MAX_DIRS], anyd = false;
+    if (!arr) {
+        gs = adj[i];
+        ybar = gs != 0.0;
+    } else {
+        cr_tangent acc = t->aslots[an->out].acc;
+        ybar = !cr_tangent_is_zero(acc);
+        if (ybar && (st = result_cotangent(t, acc, n, &gy)) != CR_OK)
+            return step_failed(t, nd, "the second-order step", st);
+    }
+    for (size_t d = 0; d < k; d++) {
+        gyd[d] = NULL;
+        gsd[d] = 0.0;
+        if (!arr) {
+            gsd[d] = adjd[i * k + d];
+            ybd[d] = gsd[d] != 0.0;
+        } else {
+            cr_tangent *ap = cr__asweep_slot(t, an->out, d, true);
+            ybd[d] = !cr_tangent_is_zero(*ap);
+            if (ybd[d] && (st = result_cotangent(t, *ap, n, &gyd[d])) != CR_OK)
+                return step_failed(t, nd, "the second-order step", st);
+            *ap = cr_tangent_zero(); /* consumed */
+        }
+        anyd |= ybd[d];
+    }
+    if (!ybar && !anyd)
+        return CR_OK;
+    /* The arguments' tangents (needed for ġ, when ȳ is nonzero) */
+    ktan dx[K_MAX_DIRS][CR_K_MAX_ARGS];
+    bool hyper[K_MAX_DIRS], touch[K_MAX_DIRS];
+    for (size_t d = 0; d < k; d++) {
+        bool nz = false;
+        if (ybar && (st = arg_tangents(t, nd, tan, k, d, dx[d], &nz)) != CR_OK)
+            return step_failed(t, nd, "the second-order step", st);
+        hyper[d] = ybar && nz;
+        touch[d] = hyper[d] || ybd[d];
+    }
+    /* Shadows and their derivatives, one per distinct slot (own[j]: the first argument
+     * reading j's slot); fresh shadows are zeroed. */
+    double *sh[CR_K_MAX_ARGS], *dsh[CR_K_MAX_ARGS][K_MAX_DIRS];
+    unsigned own[CR_K_MAX_ARGS];
+    for (unsigned j = 0; j < m && st == CR_OK; j++) {
+        uint32_t c = nd->arg[j].code;
+        own[j] = j;
+        if (c == CR_VAR_CONST || !(c & CR__ASLOT_BIT))
+            continue;
+        for (unsigned l = 0; l < j; l++)
+            if (nd->arg[l].code == c) {
+                own[j] = l;
+                break;
+            }
+        if (own[j] != j)
+            continue;
+        uint32_t s = c & ~CR__ASLOT_BIT;
+        size_t numel = nd->arg[j].numel;
+        sh[j] = NULL;
+        if (ybar) {
+            kshadow w;
+            if ((st = shadow_of(t, s, numel, &w)) != CR_OK)
+                break;
+            if (w.z != SIZE_MAX)
+                memset(w.d, 0, numel * sizeof(double));
+            sh[j] = w.d;
+        }
+        for (size_t d = 0; d < k && st == CR_OK; d++) {
+            dsh[j][d] = NULL;
+            if (touch[d])
+                st = dshadow_of(t, s, d, numel, &dsh[j][d]);
+        }
+    }
+    kblock2 *b2 = st == CR_OK ? cr_arena_alloc(t->arena, sizeof *b2, _Alignof(kblock2)) : NULL;
+    if (st == CR_OK && b2 == NULL)
+        st = CR__ALLOC_STATUS(t->arena);
+    if (st != CR_OK)
+        return step_failed(t, nd, "the second-order step", st);
+    for (unsigned j = 0; j < m; j++)
+        b2->fill[j] = 0;
+    kblock b;
+    double sacc[CR_K_MAX_ARGS] = {0.0, 0.0, 0.0, 0.0};
+    const double *q[CR_K_MAX_ARGS], *qd[CR_K_MAX_ARGS];
+    for (size_t base = 0; base < n; base += CR_K_BLOCK) {
+        size_t nb = n - base < CR_K_BLOCK ? n - base : CR_K_BLOCK;
+        bool haveP = false;
+        block_args(nd, base, nb, &b, base == 0, q);
+        for (size_t d = 0; d < k; d++) {
+            if (!touch[d])
+                continue;
+            const double *PD = NULL;
+            if (hyper[d]) {
+                for (unsigned j = 0; j < m; j++) {
+                    const ktan *x = &dx[d][j];
+                    if (x->p != NULL) {
+                        qd[j] = x->p + base;
+                        continue;
+                    }
+                    if (b2->fill[j] < nb || b2->fc[j] != x->c) {
+                        for (size_t e = 0; e < nb; e++)
+                            b2->tb[j][e] = x->c;
+                        b2->fill[j] = nb;
+                        b2->fc[j] = x->c;
+                    }
+                    qd[j] = b2->tb[j];
+                }
+                nd->k->second(nb, q, qd, b.P, b2->PD);
+                PD = b2->PD;
+                haveP = true;
+            } else if (!haveP) {
+                nd->k->partials(nb, q, b.P);
+                haveP = true;
+            }
+            const double *ga = gyd[d] != NULL ? gyd[d] + base : NULL;
+            const double *gb = gy != NULL ? gy + base : NULL;
+            for (unsigned j = 0; j < m; j++) {
+                uint32_t c = nd->arg[j].code;
+                if (c == CR_VAR_CONST)
+                    continue;
+                const double *P = b.P + (size_t)j * CR_K_BLOCK;
+                const double *Pd = PD != NULL ? PD + (size_t)j * CR_K_BLOCK : NULL;
+                if (!(c & CR__ASLOT_BIT))
+                    adjd[(size_t)c * k + d] += axpy2(NULL, nb, ga, gsd[d], P, gb, gs, Pd);
+                else
+                    axpy2(dsh[own[j]][d] + nd->arg[j].off + base, nb, ga, gsd[d], P, gb, gs, Pd);
+            }
+        }
+        if (!ybar)
+            continue;
+        if (!haveP)
+            nd->k->partials(nb, q, b.P);
+        const double *gb = gy != NULL ? gy + base : NULL;
+        for (unsigned j = 0; j < m; j++) {
+            uint32_t c = nd->arg[j].code;
+            if (c == CR_VAR_CONST)
+                continue;
+            const double *P = b.P + (size_t)j * CR_K_BLOCK;
+            if (!(c & CR__ASLOT_BIT))
+                sacc[j] += axpy2(NULL, nb, gb, gs, P, NULL, 0.0, NULL);
+            else
+                axpy2(sh[own[j]] + nd->arg[j].off + base, nb, gb, gs, P, NULL, 0.0, NULL);
+        }
+    }
+    for (unsigned j = 0; j < m; j++) {
+        uint32_t c = nd->arg[j].code;
+        if (c != CR_VAR_CONST && !(c & CR__ASLOT_BIT))
+            adj[c] += sacc[j];
+    }
+    if (arr && ybar)
+        t->aslots[an->out].acc = cr_tangent_zero(); /* consumed: its record made it */
     return CR_OK;
 }

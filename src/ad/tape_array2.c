@@ -202,13 +202,21 @@ static cr_status rule_failed(cr_tape *t, const cr__anode *nd, const char *what, 
                          msg[0] != '\0' ? msg : cr_status_str(st));
 }
 
-/* A record without forward or second-order information: a fused kernel (its own reverse
- * step), a tuple result, or a record made on a first-order tape. */
+cr_tangent *cr__asweep_slot(cr_tape *t, uint32_t slot, size_t d, bool deriv)
+{
+    cr__asweep *w = t->asw;
+    if (w == NULL || (deriv && w->accd == NULL))
+        return NULL;
+    return &(deriv ? w->accd : w->tan)[(size_t)slot * w->k + d];
+}
+
+/* A record without forward or second-order information: a tuple result, or a record made
+ * on a first-order tape. */
 static cr_status no_form(cr_tape *t, const cr__anode *nd, const char *what)
 {
-    if (nd->pull != NULL || nd->nout > 0)
-        return cr__tape_fail(t, CR_EUNIMPL, "%s: %s have no %s form yet", nd->fname,
-                             nd->pull != NULL ? "fused kernels" : "tuple results", what);
+    if (nd->nout > 0)
+        return cr__tape_fail(t, CR_EUNIMPL, "%s: tuple results have no %s form yet", nd->fname,
+                             what);
     return cr__tape_fail(t, CR_EUNIMPL, "%s: recorded without CR_TAPE_FORWARD (%s sweeps need it)",
                          nd->fname, what);
 }
@@ -217,6 +225,8 @@ static cr_status no_form(cr_tape *t, const cr__anode *nd, const char *what)
 
 cr_status cr__array_forward(cr_tape *t, const cr__anode *nd, double *tan, size_t k, size_t i)
 {
+    if (nd->pull != NULL) /* a fused kernel */
+        return cr__kernel_forward(t, nd, tan, k, i);
     const cr__aext *e = nd->ext;
     if (e == NULL)
         return no_form(t, nd, "forward");
@@ -526,6 +536,8 @@ static cr_status pull_d(cr_tape *t, const cr__anode *nd, cr_tangent dy, double *
 cr_status cr__array_pull2(cr_tape *t, const cr__anode *nd, size_t i, double *adj, double *adjd,
                           const double *tan, size_t k)
 {
+    if (nd->pull != NULL) /* a fused kernel */
+        return cr__kernel_pull2(t, nd, i, adj, adjd, tan, k);
     const cr__aext *e = nd->ext;
     cr__asweep *w = t->asw;
     bool scalar = nd->out == CR_VAR_CONST;
@@ -609,10 +621,14 @@ static cr_status check_dir(cr_tape *t, const char *who, size_t j, const cr_array
     size_t m = cr_array_numel(v);
     if (v->dtype == CR_DT_F64 && cr__is_contig_dense(v)) { /* the common case, directly */
         const double *p = v->data;
-        double acc = 0.0;
-        for (size_t e = 0; e < m; e++)
-            acc += p[e] * 0.0; /* NaN or infinite elements make it NaN */
-        if (acc == 0.0)
+        double acc[4] = {0.0, 0.0, 0.0, 0.0}; /* four chains: not bound by add latency */
+        size_t e = 0;
+        for (; e + 4 <= m; e += 4)
+            for (size_t l = 0; l < 4; l++)
+                acc[l] += p[e + l] * 0.0; /* NaN or infinite elements make it NaN */
+        for (; e < m; e++)
+            acc[0] += p[e] * 0.0;
+        if ((acc[0] + acc[1]) + (acc[2] + acc[3]) == 0.0)
             return CR_OK;
     }
     for (size_t e = 0; e < m; e++) {

@@ -231,8 +231,8 @@ typedef struct cr__anode {
     cr_value *vals; /* the argument values the rrule was called with (the tape's arena) */
     cr_value y;     /* the result when recorded */
     /* NULL for an rrule's pullback (pb). Otherwise the record's own reverse step, called by
-     * cr__array_pull instead of pb (fused kernels, kernel.c: pb is unused, and the record
-     * has no forward or second-order form). */
+     * cr__array_pull instead of pb (fused kernels, kernel.c: pb is unused; their forward and
+     * second-order steps are cr__kernel_forward and cr__kernel_pull2). */
     cr_status (*pull)(cr_tape *t, const struct cr__anode *nd, const double *g, double *adj);
     const cr__aext
         *ext; /* forward and second-order tapes only (not tuples, not kernels), else NULL */
@@ -305,6 +305,18 @@ CR_INTERNAL cr_status cr__array_forward(cr_tape *t, const cr__anode *nd, double 
 /* The second-order reverse step of a K_ARRAY record whose scalar result (if any) is i. */
 CR_INTERNAL cr_status cr__array_pull2(cr_tape *t, const cr__anode *nd, size_t i, double *adj,
                                       double *adjd, const double *tan, size_t k);
+
+/* During a forward or second-order sweep: array variable slot's tangent along direction d
+ * (deriv false), or its shadow's derivative (deriv true, second-order sweeps); NULL when
+ * the sweep keeps none. */
+CR_INTERNAL cr_tangent *cr__asweep_slot(cr_tape *t, uint32_t slot, size_t d, bool deriv);
+
+/* The forward and second-order steps of a fused kernel's record (kernel.c; nd->pull set),
+ * as cr__array_forward and cr__array_pull2. */
+CR_INTERNAL cr_status cr__kernel_forward(cr_tape *t, const cr__anode *nd, double *tan, size_t k,
+                                         size_t i);
+CR_INTERNAL cr_status cr__kernel_pull2(cr_tape *t, const cr__anode *nd, size_t i, double *adj,
+                                       double *adjd, const double *tan, size_t k);
 
 #define CR__TAPE_MSG 512
 
