@@ -485,7 +485,9 @@ static cr_status dense_buffer(cr_tape *t, const cr_array *v, size_t numel, cr_ar
     if (mem == NULL)
         return CR__ALLOC_STATUS(t->arena);
     cr_array *buf = (cr_array *)(void *)mem;
-    *buf = *v;
+    buf->ndim = v->ndim; /* v's shape, field by field (no string instruction for the copy) */
+    for (size_t d = 0; d < v->ndim; d++)
+        buf->shape[d] = v->shape[d];
     buf->data = mem + head;
     buf->dtype = CR_DT_F64;
     buf->structure = CR_MAT_DENSE;
@@ -520,7 +522,7 @@ static cr_status shadow_of(cr_tape *t, uint32_t s, size_t numel, kshadow *sh)
         sh->z = 0;
         return CR_OK;
     }
-    cr_array *buf;
+    cr_array *buf = NULL;
     cr_status st = dense_buffer(t, v, numel, &buf);
     if (st != CR_OK)
         return st;
@@ -853,7 +855,7 @@ static cr_status dshadow_of(cr_tape *t, uint32_t s, size_t d, size_t numel, doub
         *out = acc->u.arr->data;
         return CR_OK;
     }
-    cr_array *buf;
+    cr_array *buf = NULL;
     cr_status st = dense_buffer(t, t->aslots[s].val, numel, &buf);
     if (st != CR_OK)
         return st;
