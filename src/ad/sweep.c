@@ -75,66 +75,114 @@ static cr_status generic_failed(cr_tape *t, const cr__gen_node *nd, cr_status st
 /* ---- First-order tapes: the scalar kinds in a tight loop --------------------------------- */
 
 /*
+ * Dispatch of the scalar loop. With GCC and Clang each step ends with its own indirect
+ * jump through a table of label addresses (threaded code, as CPython's ceval and Lua's
+ * lvm.c do): one taken branch per record instead of three (the switch's jump, the jump
+ * back to the loop's test and the jump to its top), and one branch history per kind, so
+ * that the jump to the next record's step is predicted from the step that precedes it.
+ * Elsewhere the same steps are the cases of a switch. On Rosenbrock's scalar loop the
+ * threaded form takes about a quarter less time per record.
+ */
+#if defined(__GNUC__) && !defined(CR_SWEEP_SWITCH)
+#define SWEEP_THREADED 1
+#else
+#define SWEEP_THREADED 0
+#endif
+
+/*
  * Sweep back from p over the records of a first-order tape (no words in front of the
  * payloads) while they are of the kinds scalar code records (INPUT, UNARY, BINARY, ADD,
  * SUB, COPY, NEG); i is the variable the record at p makes, plus one. Returns where it
- * stopped: base, or the end of a record of another kind, for the general loop. A switch
- * with constant record sizes and nothing else per record (no top test, no leading words,
- * no other kinds): about 15 % faster than the general loop on Rosenbrock's scalar loop,
- * whose sweep is bound by instructions per record rather than by memory.
+ * stopped: base, or the end of a record of another kind, for the general loop. Constant
+ * record sizes and nothing else per record (no top test, no leading words, no other
+ * kinds): Rosenbrock's scalar loop is bound by instructions per record, not by memory.
  */
+// clang-format off
 static NOINLINE const cr__word *sweep_scalar(const cr__word *p, const cr__word *base, double *adj,
                                              size_t *pi)
 {
     size_t i = *pi;
+    uint64_t h;
+    double g;
+    /* STEP(K) opens the step of kind K; NEXT ends a step: on to the next record, or out. */
+#if SWEEP_THREADED
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpedantic" /* labels as values and goto * */
+#define STEP(K) s_##K:
+#define NEXT                     \
+    do {                         \
+        if (p <= base)           \
+            goto out;            \
+        h = p[-1].u;             \
+        goto *step[hdr_kind(h)]; \
+    } while (0)
+    static const void *const step[16] = {
+        [K_INPUT] = &&s_K_INPUT, [K_UNARY] = &&s_K_UNARY, [K_BINARY] = &&s_K_BINARY,
+        [K_ADD] = &&s_K_ADD,     [K_SUB] = &&s_K_SUB,     [K_COPY] = &&s_K_COPY,
+        [K_NEG] = &&s_K_NEG,     [7] = &&out,             [8] = &&out,
+        [9] = &&out,             [10] = &&out,            [11] = &&out,
+        [12] = &&out,            [13] = &&out,            [14] = &&out,
+        [15] = &&out};
+    NEXT;
+    {
+#else
+#define STEP(K) case K:
+#define NEXT    continue
     while (p > base) {
-        uint64_t h = p[-1].u;
-        uint32_t a = hdr_a(h);
-        double g;
+        h = p[-1].u;
         switch (hdr_kind(h)) {
-        case K_UNARY:
-            g = adj[--i];
-            adj[a] += p[-2].d * g;
-            p -= 2;
-            continue;
-        case K_ADD:
-            g = adj[--i];
-            adj[a] += g;
-            adj[hdr_b(h)] += g;
-            p -= 1;
-            continue;
-        case K_SUB:
-            g = adj[--i];
-            adj[a] += g;
-            adj[hdr_b(h)] -= g;
-            p -= 1;
-            continue;
-        case K_BINARY:
-            g = adj[--i];
-            adj[a] += p[-3].d * g;
-            adj[hdr_b(h)] += p[-2].d * g;
-            p -= 3;
-            continue;
-        case K_COPY:
-            adj[a] += adj[--i];
-            p -= 1;
-            continue;
-        case K_NEG:
-            adj[a] -= adj[--i];
-            p -= 1;
-            continue;
-        case K_INPUT:
-            i--;
-            p -= 1;
-            continue;
-        default:
-            break;
-        }
-        break;
+#endif
+    STEP(K_UNARY)
+        g = adj[--i];
+        adj[hdr_a(h)] += p[-2].d * g;
+        p -= 2;
+        NEXT;
+    STEP(K_ADD)
+        g = adj[--i];
+        adj[hdr_a(h)] += g;
+        adj[hdr_b(h)] += g;
+        p -= 1;
+        NEXT;
+    STEP(K_SUB)
+        g = adj[--i];
+        adj[hdr_a(h)] += g;
+        adj[hdr_b(h)] -= g;
+        p -= 1;
+        NEXT;
+    STEP(K_BINARY)
+        g = adj[--i];
+        adj[hdr_a(h)] += p[-3].d * g;
+        adj[hdr_b(h)] += p[-2].d * g;
+        p -= 3;
+        NEXT;
+    STEP(K_COPY)
+        adj[hdr_a(h)] += adj[--i];
+        p -= 1;
+        NEXT;
+    STEP(K_NEG)
+        adj[hdr_a(h)] -= adj[--i];
+        p -= 1;
+        NEXT;
+    STEP(K_INPUT)
+        i--;
+        p -= 1;
+        NEXT;
+#if SWEEP_THREADED
     }
+#pragma GCC diagnostic pop
+#else
+        default:
+            goto out;
+        }
+    }
+#endif
+#undef STEP
+#undef NEXT
+out:
     *pi = i;
     return p;
 }
+// clang-format on
 
 cr_status cr__sweep_reverse(cr_tape *t, double *adj, size_t top)
 {
