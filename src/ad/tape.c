@@ -69,15 +69,36 @@ _Static_assert(K_UNARY == CR__TAPE_K_UNARY && K_BINARY == CR__TAPE_K_BINARY &&
 _Static_assert(offsetof(struct cr_tape, hot) == 0 &&
                    offsetof(struct cr_tape, cur) == offsetof(cr__tape_hot, cur) &&
                    offsetof(struct cr_tape, lim) == offsetof(cr__tape_hot, lim) &&
-                   offsetof(struct cr_tape, fast_id) == offsetof(cr__tape_hot, fast_id) &&
-                   offsetof(struct cr_tape, nvars) == offsetof(cr__tape_hot, nvars),
+                   offsetof(struct cr_tape, nvars) == offsetof(cr__tape_hot, vt.f.nvars) &&
+                   offsetof(struct cr_tape, fast_id) == offsetof(cr__tape_hot, vt.f.fast_id),
                "the first fields of struct cr_tape are not cr__tape_hot");
+/* A key (tape.h) is a cr_var's (idx, tape) pair read as one word, as (nvars, fast_id) is. */
+_Static_assert(sizeof(cr_var) == 16 && offsetof(cr_var, idx) == 8 && offsetof(cr_var, tape) == 12 &&
+                   offsetof(cr__tape_kvar, k.key) == offsetof(cr_var, idx) &&
+                   offsetof(cr__tape_hot, vt.f.fast_id) - offsetof(cr__tape_hot, vt.f.nvars) ==
+                       offsetof(cr_var, tape) - offsetof(cr_var, idx),
+               "a cr_var's idx and tape are not laid out as the tape's nvars and fast_id");
+
+/* Whether the byte order tape.h assumed for keys is the machine's: the tape half of the
+ * key of variable 1 of recording 2 is 2, and the next key is variable 2's. When it is not
+ * (a compiler that does not tell the byte order, on a big-endian machine), the inline
+ * operations never record: they call the exported functions. */
+static bool keys_work(void)
+{
+    cr__tape_kvar u;
+    u.v.v = 0.0;
+    u.v.idx = 1;
+    u.v.tape = 2;
+    uint64_t k = u.k.key;
+    u.k.key = k + CR__TAPE_KEY_ONE;
+    return CR__TAPE_KEY_ID(k) == 2 && u.v.idx == 2 && u.v.tape == 2;
+}
 
 /* Open or close the inline operations' fast path: open on a plain first-order tape (no
  * leading words) that has not failed. Called wherever id, slow or pre change. */
 static void set_fast(cr_tape *t)
 {
-    t->fast_id = t->slow == 0 && t->pre == 0 ? t->id : CR__TAPE_NO_ID;
+    t->fast_id = t->slow == 0 && t->pre == 0 && keys_work() ? t->id : CR__TAPE_NO_ID;
 }
 
 static _Thread_local cr_tape *g_current;

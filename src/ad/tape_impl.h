@@ -275,8 +275,8 @@ struct cr_tape {
         struct {
             cr__word *cur;    /* next free word */
             cr__word *lim;    /* end of the current chunk */
+            uint32_t nvars;   /* as a cr_var's idx: hot.vt.key is the next variable's key */
             uint32_t fast_id; /* id while the inline operations may record, else CR__TAPE_NO_ID */
-            uint32_t nvars;
         };
     };
     uint32_t id; /* id of the current recording, never 0 nor CR__TAPE_NO_ID */
