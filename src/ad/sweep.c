@@ -832,8 +832,8 @@ static cr_status second_order(cr_tape *t, const char *who, cr_var y, const cr_va
         return st;
     }
     if (H == NULL) {
-        for (size_t j = 0; j < n; j++)
-            if (xs[j].idx != CR_VAR_CONST)
+        for (size_t j = 0; j < n; j++) /* variables at or above top do not reach y */
+            if (xs[j].idx != CR_VAR_CONST && xs[j].idx < top)
                 tan[xs[j].idx] += v[j];
         if (t->naslots != 0) /* array variables (tape_array2.c) */
             st = cr__array_sweep_begin(t, 1, true);
@@ -856,7 +856,7 @@ static cr_status second_order(cr_tape *t, const char *who, cr_var y, const cr_va
             memset(adjd, 0, top * k * sizeof *adjd);
             memset(adj, 0, top * sizeof *adj);
             for (size_t d = 0; d < kk; d++)
-                if (xs[c0 + d].idx != CR_VAR_CONST)
+                if (xs[c0 + d].idx != CR_VAR_CONST && xs[c0 + d].idx < top)
                     tan[(size_t)xs[c0 + d].idx * k + d] += 1.0;
             if (t->naslots != 0)
                 st = cr__array_sweep_begin(t, k, true);
