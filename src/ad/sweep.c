@@ -164,7 +164,7 @@ static NOINLINE const cr__word *sweep_scalar(const cr__word *p, const cr__word *
         p -= 1;
         NEXT;
     STEP(K_INPUT)
-        i--;
+        i -= hdr_a(h);
         p -= 1;
         NEXT;
 #if SWEEP_THREADED
@@ -208,7 +208,7 @@ cr_status cr__sweep_reverse(cr_tape *t, double *adj, size_t top)
             uint32_t a = hdr_a(h);
             switch (hdr_kind(h)) {
             case K_INPUT:
-                i--;
+                i -= a;
                 p -= 1 + pre;
                 break;
             case K_GUARD:
@@ -464,6 +464,11 @@ static ALWAYS_INLINE cr_status sweep_second_k(cr_tape *t, double *adj, double *a
             unsigned kind = hdr_kind(h);
             if (kind == K_GENERIC)
                 return cr__tape_fail(t, CR_EINVAL, "tape: pullback record on a second-order tape");
+            if (kind == K_INPUT) { /* a inputs (one per record on these tapes) */
+                i -= a;
+                p -= 1 + 1;
+                continue;
+            }
             if (kind == K_ARRAY) {
                 i -= a;
                 cr_status st = cr__array_pull2(t, p[-2].p, i, adj, adjd, tan, k);
@@ -478,8 +483,6 @@ static ALWAYS_INLINE cr_status sweep_second_k(cr_tape *t, double *adj, double *a
             const double *ta = tan + a * k, *tb = tan + b * k;
             double *da = adjd + a * k, *db = adjd + b * k;
             switch (kind) {
-            case K_INPUT:
-                break;
             case K_UNARY: {
                 double p0 = p[-2].d;
                 adj[a] += p0 * g;
