@@ -884,12 +884,20 @@ typedef union cr__word {
 
 /* The first fields of every tape, read and written by the inline operations. fast_id is
  * the current recording's id while the inline path may record on the tape, and
- * CR__TAPE_NO_ID (an id no recording has) otherwise. */
+ * CR__TAPE_NO_ID (an id no recording has) otherwise. nvars and fast_id are laid out as a
+ * cr_var's idx and tape, so that `key` holds, in one word, the (idx, tape) pair of the
+ * next variable the inline path makes. */
 typedef struct cr__tape_hot {
-    cr__word *cur;    /* next free word of the current chunk */
-    cr__word *lim;    /* end of the current chunk */
-    uint32_t fast_id; /* the recording's id, or CR__TAPE_NO_ID: take the exported function */
-    uint32_t nvars;   /* variables recorded; the next one's index */
+    cr__word *cur; /* next free word of the current chunk */
+    cr__word *lim; /* end of the current chunk */
+    union {
+        struct {
+            uint32_t nvars;   /* variables recorded; the next one's index */
+            uint32_t fast_id; /* the recording's id, or CR__TAPE_NO_ID: take the exported
+                                 function */
+        } f;
+        uint64_t key; /* the same two fields as one word */
+    } vt;
 } cr__tape_hot;
 
 #define CR__TAPE_NO_ID UINT32_MAX
@@ -907,6 +915,28 @@ static inline uint64_t cr__tape_hdr(unsigned kind, uint32_t a, uint32_t b)
 {
     return (uint64_t)a | ((uint64_t)b << 30) | ((uint64_t)kind << 60);
 }
+
+/* A cr_var seen as its value and the word holding its (idx, tape) pair: its key. */
+typedef union cr__tape_kvar {
+    cr_var v;
+    struct {
+        double d;
+        uint64_t key;
+    } k;
+} cr__tape_kvar;
+
+/* The tape half of a key, and the key of the next index. A key is the bytes of (idx,
+ * tape) read as one word, so which half is the tape depends on the byte order; the
+ * library checks the layout when a tape is made and keeps the inline path closed if it
+ * differs. */
+#if defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__) && \
+    __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define CR__TAPE_KEY_ID(k) ((uint32_t)(k))
+#define CR__TAPE_KEY_ONE   ((uint64_t)1 << 32)
+#else
+#define CR__TAPE_KEY_ID(k) ((uint32_t)((k) >> 32))
+#define CR__TAPE_KEY_ONE   ((uint64_t)1)
+#endif
 
 #if !defined(CR_TAPE_NO_INLINE) && !defined(CR_DOXYGEN)
 
@@ -967,17 +997,23 @@ CR__TAPE_INLINE size_t cr__tape_put1(cr__word *w, uint32_t v, double p)
     return 2;
 }
 
-/* The new variable nv of value y on recording id, the record written up to w. */
-CR__TAPE_INLINE cr_var cr__tape_push(cr__tape_hot *h, cr__word *w, uint32_t nv, uint32_t id,
-                                     double y)
+CR__TAPE_INLINE uint64_t cr__tape_key(cr_var a)
 {
-    cr_var r;
-    r.v = y;
-    r.idx = nv;
-    r.tape = id;
-    h->nvars = nv + 1;
+    cr__tape_kvar u;
+    u.v = a;
+    return u.k.key;
+}
+
+/* The new variable of value y whose key is k (the tape's key before the record), the
+ * record written up to w. */
+CR__TAPE_INLINE cr_var cr__tape_push(cr__tape_hot *h, cr__word *w, uint64_t k, double y)
+{
+    cr__tape_kvar r;
+    r.k.d = y;
+    r.k.key = k;
+    h->vt.key = k + CR__TAPE_KEY_ONE;
     h->cur = w;
-    return r;
+    return r.v;
 }
 
 /* A two-argument operation with value y and partials pa, pb (the kinds are chosen from
@@ -989,29 +1025,30 @@ CR__TAPE_INLINE cr_var cr__tape_op2(cr_tape *t, cr_var a, cr_var b, double y, do
         cr__tape_hot *h = (cr__tape_hot *)(void *)t;
         cr__word *w = h->cur;
         ptrdiff_t room = h->lim - w;
-        uint32_t id = h->fast_id, nv = h->nvars;
-        /* Two variables of this recording (a constant's tape is 0, never an id); the
-         * test is skipped when an operand is known to be a constant at compile time. */
+        uint64_t k = h->vt.key, ka = cr__tape_key(a), kb = cr__tape_key(b);
+        /* Two variables of this recording (a constant's tape is 0, never an id): both
+         * keys agree with the tape's in their tape half. The test is skipped when an
+         * operand is known to be a constant at compile time. */
         if (!CR__TAPE_CONST(a) && !CR__TAPE_CONST(b) &&
-            CR__TAPE_LIKELY((a.tape == id) & (b.tape == id) & (room >= 3))) {
+            CR__TAPE_LIKELY((CR__TAPE_KEY_ID((ka ^ k) | (kb ^ k)) == 0) & (room >= 3))) {
             if (a.idx == b.idx) /* x op x: one operand, the partials summed */
-                return cr__tape_push(h, w + cr__tape_put1(w, a.idx, pa + pb), nv, id, y);
+                return cr__tape_push(h, w + cr__tape_put1(w, a.idx, pa + pb), k, y);
             uint64_t ua = cr__tape_bits(pa), ub = cr__tape_bits(pb);
             if (ua == (uint64_t)0x3FF0000000000000u && CR__TAPE_PM1(ub)) {
                 *cr__tape_u(&w[0]) =
                     cr__tape_hdr(CR__TAPE_K_ADD + (unsigned)(ub >> 63), a.idx, b.idx);
-                return cr__tape_push(h, w + 1, nv, id, y);
+                return cr__tape_push(h, w + 1, k, y);
             }
             *cr__tape_d(&w[0]) = pa;
             *cr__tape_d(&w[1]) = pb;
             *cr__tape_u(&w[2]) = cr__tape_hdr(CR__TAPE_K_BINARY, a.idx, b.idx);
-            return cr__tape_push(h, w + 3, nv, id, y);
+            return cr__tape_push(h, w + 3, k, y);
         }
         bool ca = a.idx == CR_VAR_CONST, cb = b.idx == CR_VAR_CONST;
         if (ca != cb) { /* one variable and a constant */
             uint32_t v = ca ? b.idx : a.idx;
-            if (CR__TAPE_LIKELY(((ca ? b.tape : a.tape) == id) & (room >= 2)))
-                return cr__tape_push(h, w + cr__tape_put1(w, v, ca ? pb : pa), nv, id, y);
+            if (CR__TAPE_LIKELY((CR__TAPE_KEY_ID((ca ? kb : ka) ^ k) == 0) & (room >= 2)))
+                return cr__tape_push(h, w + cr__tape_put1(w, v, ca ? pb : pa), k, y);
         }
     }
     return slow(t, a, b);
@@ -1024,9 +1061,9 @@ CR__TAPE_INLINE cr_var cr__tape_op1(cr_tape *t, cr_var a, double y, double p,
     if (CR__TAPE_LIKELY(t != NULL)) {
         cr__tape_hot *h = (cr__tape_hot *)(void *)t;
         cr__word *w = h->cur;
-        uint32_t id = h->fast_id, nv = h->nvars;
-        if (CR__TAPE_LIKELY((a.tape == id) & (h->lim - w >= 2)))
-            return cr__tape_push(h, w + cr__tape_put1(w, a.idx, p), nv, id, y);
+        uint64_t k = h->vt.key;
+        if (CR__TAPE_LIKELY((CR__TAPE_KEY_ID(cr__tape_key(a) ^ k) == 0) & (h->lim - w >= 2)))
+            return cr__tape_push(h, w + cr__tape_put1(w, a.idx, p), k, y);
     }
     return slow(t, a);
 }

@@ -75,66 +75,114 @@ static cr_status generic_failed(cr_tape *t, const cr__gen_node *nd, cr_status st
 /* ---- First-order tapes: the scalar kinds in a tight loop --------------------------------- */
 
 /*
+ * Dispatch of the scalar loop. With GCC and Clang each step ends with its own indirect
+ * jump through a table of label addresses (threaded code, as CPython's ceval and Lua's
+ * lvm.c do): one taken branch per record instead of three (the switch's jump, the jump
+ * back to the loop's test and the jump to its top), and one branch history per kind, so
+ * that the jump to the next record's step is predicted from the step that precedes it.
+ * Elsewhere the same steps are the cases of a switch. On Rosenbrock's scalar loop the
+ * threaded form takes about a quarter less time per record.
+ */
+#if defined(__GNUC__) && !defined(CR_SWEEP_SWITCH)
+#define SWEEP_THREADED 1
+#else
+#define SWEEP_THREADED 0
+#endif
+
+/*
  * Sweep back from p over the records of a first-order tape (no words in front of the
  * payloads) while they are of the kinds scalar code records (INPUT, UNARY, BINARY, ADD,
  * SUB, COPY, NEG); i is the variable the record at p makes, plus one. Returns where it
- * stopped: base, or the end of a record of another kind, for the general loop. A switch
- * with constant record sizes and nothing else per record (no top test, no leading words,
- * no other kinds): about 15 % faster than the general loop on Rosenbrock's scalar loop,
- * whose sweep is bound by instructions per record rather than by memory.
+ * stopped: base, or the end of a record of another kind, for the general loop. Constant
+ * record sizes and nothing else per record (no top test, no leading words, no other
+ * kinds): Rosenbrock's scalar loop is bound by instructions per record, not by memory.
  */
+// clang-format off
 static NOINLINE const cr__word *sweep_scalar(const cr__word *p, const cr__word *base, double *adj,
                                              size_t *pi)
 {
     size_t i = *pi;
+    uint64_t h;
+    double g;
+    /* STEP(K) opens the step of kind K; NEXT ends a step: on to the next record, or out. */
+#if SWEEP_THREADED
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpedantic" /* labels as values and goto * */
+#define STEP(K) s_##K:
+#define NEXT                     \
+    do {                         \
+        if (p <= base)           \
+            goto out;            \
+        h = p[-1].u;             \
+        goto *step[hdr_kind(h)]; \
+    } while (0)
+    static const void *const step[16] = {
+        [K_INPUT] = &&s_K_INPUT, [K_UNARY] = &&s_K_UNARY, [K_BINARY] = &&s_K_BINARY,
+        [K_ADD] = &&s_K_ADD,     [K_SUB] = &&s_K_SUB,     [K_COPY] = &&s_K_COPY,
+        [K_NEG] = &&s_K_NEG,     [7] = &&out,             [8] = &&out,
+        [9] = &&out,             [10] = &&out,            [11] = &&out,
+        [12] = &&out,            [13] = &&out,            [14] = &&out,
+        [15] = &&out};
+    NEXT;
+    {
+#else
+#define STEP(K) case K:
+#define NEXT    continue
     while (p > base) {
-        uint64_t h = p[-1].u;
-        uint32_t a = hdr_a(h);
-        double g;
+        h = p[-1].u;
         switch (hdr_kind(h)) {
-        case K_UNARY:
-            g = adj[--i];
-            adj[a] += p[-2].d * g;
-            p -= 2;
-            continue;
-        case K_ADD:
-            g = adj[--i];
-            adj[a] += g;
-            adj[hdr_b(h)] += g;
-            p -= 1;
-            continue;
-        case K_SUB:
-            g = adj[--i];
-            adj[a] += g;
-            adj[hdr_b(h)] -= g;
-            p -= 1;
-            continue;
-        case K_BINARY:
-            g = adj[--i];
-            adj[a] += p[-3].d * g;
-            adj[hdr_b(h)] += p[-2].d * g;
-            p -= 3;
-            continue;
-        case K_COPY:
-            adj[a] += adj[--i];
-            p -= 1;
-            continue;
-        case K_NEG:
-            adj[a] -= adj[--i];
-            p -= 1;
-            continue;
-        case K_INPUT:
-            i--;
-            p -= 1;
-            continue;
-        default:
-            break;
-        }
-        break;
+#endif
+    STEP(K_UNARY)
+        g = adj[--i];
+        adj[hdr_a(h)] += p[-2].d * g;
+        p -= 2;
+        NEXT;
+    STEP(K_ADD)
+        g = adj[--i];
+        adj[hdr_a(h)] += g;
+        adj[hdr_b(h)] += g;
+        p -= 1;
+        NEXT;
+    STEP(K_SUB)
+        g = adj[--i];
+        adj[hdr_a(h)] += g;
+        adj[hdr_b(h)] -= g;
+        p -= 1;
+        NEXT;
+    STEP(K_BINARY)
+        g = adj[--i];
+        adj[hdr_a(h)] += p[-3].d * g;
+        adj[hdr_b(h)] += p[-2].d * g;
+        p -= 3;
+        NEXT;
+    STEP(K_COPY)
+        adj[hdr_a(h)] += adj[--i];
+        p -= 1;
+        NEXT;
+    STEP(K_NEG)
+        adj[hdr_a(h)] -= adj[--i];
+        p -= 1;
+        NEXT;
+    STEP(K_INPUT)
+        i -= hdr_a(h);
+        p -= 1;
+        NEXT;
+#if SWEEP_THREADED
     }
+#pragma GCC diagnostic pop
+#else
+        default:
+            goto out;
+        }
+    }
+#endif
+#undef STEP
+#undef NEXT
+out:
     *pi = i;
     return p;
 }
+// clang-format on
 
 cr_status cr__sweep_reverse(cr_tape *t, double *adj, size_t top)
 {
@@ -160,7 +208,7 @@ cr_status cr__sweep_reverse(cr_tape *t, double *adj, size_t top)
             uint32_t a = hdr_a(h);
             switch (hdr_kind(h)) {
             case K_INPUT:
-                i--;
+                i -= a;
                 p -= 1 + pre;
                 break;
             case K_GUARD:
@@ -416,6 +464,11 @@ static ALWAYS_INLINE cr_status sweep_second_k(cr_tape *t, double *adj, double *a
             unsigned kind = hdr_kind(h);
             if (kind == K_GENERIC)
                 return cr__tape_fail(t, CR_EINVAL, "tape: pullback record on a second-order tape");
+            if (kind == K_INPUT) { /* a inputs (one per record on these tapes) */
+                i -= a;
+                p -= 1 + 1;
+                continue;
+            }
             if (kind == K_ARRAY) {
                 i -= a;
                 cr_status st = cr__array_pull2(t, p[-2].p, i, adj, adjd, tan, k);
@@ -430,8 +483,6 @@ static ALWAYS_INLINE cr_status sweep_second_k(cr_tape *t, double *adj, double *a
             const double *ta = tan + a * k, *tb = tan + b * k;
             double *da = adjd + a * k, *db = adjd + b * k;
             switch (kind) {
-            case K_INPUT:
-                break;
             case K_UNARY: {
                 double p0 = p[-2].d;
                 adj[a] += p0 * g;
@@ -784,8 +835,8 @@ static cr_status second_order(cr_tape *t, const char *who, cr_var y, const cr_va
         return st;
     }
     if (H == NULL) {
-        for (size_t j = 0; j < n; j++)
-            if (xs[j].idx != CR_VAR_CONST)
+        for (size_t j = 0; j < n; j++) /* variables at or above top do not reach y */
+            if (xs[j].idx != CR_VAR_CONST && xs[j].idx < top)
                 tan[xs[j].idx] += v[j];
         if (t->naslots != 0) /* array variables (tape_array2.c) */
             st = cr__array_sweep_begin(t, 1, true);
@@ -808,7 +859,7 @@ static cr_status second_order(cr_tape *t, const char *who, cr_var y, const cr_va
             memset(adjd, 0, top * k * sizeof *adjd);
             memset(adj, 0, top * sizeof *adj);
             for (size_t d = 0; d < kk; d++)
-                if (xs[c0 + d].idx != CR_VAR_CONST)
+                if (xs[c0 + d].idx != CR_VAR_CONST && xs[c0 + d].idx < top)
                     tan[(size_t)xs[c0 + d].idx * k + d] += 1.0;
             if (t->naslots != 0)
                 st = cr__array_sweep_begin(t, k, true);

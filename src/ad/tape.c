@@ -69,15 +69,36 @@ _Static_assert(K_UNARY == CR__TAPE_K_UNARY && K_BINARY == CR__TAPE_K_BINARY &&
 _Static_assert(offsetof(struct cr_tape, hot) == 0 &&
                    offsetof(struct cr_tape, cur) == offsetof(cr__tape_hot, cur) &&
                    offsetof(struct cr_tape, lim) == offsetof(cr__tape_hot, lim) &&
-                   offsetof(struct cr_tape, fast_id) == offsetof(cr__tape_hot, fast_id) &&
-                   offsetof(struct cr_tape, nvars) == offsetof(cr__tape_hot, nvars),
+                   offsetof(struct cr_tape, nvars) == offsetof(cr__tape_hot, vt.f.nvars) &&
+                   offsetof(struct cr_tape, fast_id) == offsetof(cr__tape_hot, vt.f.fast_id),
                "the first fields of struct cr_tape are not cr__tape_hot");
+/* A key (tape.h) is a cr_var's (idx, tape) pair read as one word, as (nvars, fast_id) is. */
+_Static_assert(sizeof(cr_var) == 16 && offsetof(cr_var, idx) == 8 && offsetof(cr_var, tape) == 12 &&
+                   offsetof(cr__tape_kvar, k.key) == offsetof(cr_var, idx) &&
+                   offsetof(cr__tape_hot, vt.f.fast_id) - offsetof(cr__tape_hot, vt.f.nvars) ==
+                       offsetof(cr_var, tape) - offsetof(cr_var, idx),
+               "a cr_var's idx and tape are not laid out as the tape's nvars and fast_id");
+
+/* Whether the byte order tape.h assumed for keys is the machine's: the tape half of the
+ * key of variable 1 of recording 2 is 2, and the next key is variable 2's. When it is not
+ * (a compiler that does not tell the byte order, on a big-endian machine), the inline
+ * operations never record: they call the exported functions. */
+static bool keys_work(void)
+{
+    cr__tape_kvar u;
+    u.v.v = 0.0;
+    u.v.idx = 1;
+    u.v.tape = 2;
+    uint64_t k = u.k.key;
+    u.k.key = k + CR__TAPE_KEY_ONE;
+    return CR__TAPE_KEY_ID(k) == 2 && u.v.idx == 2 && u.v.tape == 2;
+}
 
 /* Open or close the inline operations' fast path: open on a plain first-order tape (no
  * leading words) that has not failed. Called wherever id, slow or pre change. */
 static void set_fast(cr_tape *t)
 {
-    t->fast_id = t->slow == 0 && t->pre == 0 ? t->id : CR__TAPE_NO_ID;
+    t->fast_id = t->slow == 0 && t->pre == 0 && keys_work() ? t->id : CR__TAPE_NO_ID;
 }
 
 static _Thread_local cr_tape *g_current;
@@ -282,8 +303,9 @@ cr_status cr_tape_stats_get(const cr_tape *t, cr_tape_stats *out)
     for (const cr__chunk *c = t->chunk; c != NULL; c = c->prev) {
         const cr__word *p = c == t->chunk ? t->cur : c->end;
         while (p > c->base) {
-            p -= rec_words(p[-1].u) + t->pre;
-            nrec++;
+            uint64_t h = p[-1].u;
+            p -= rec_words(h) + t->pre;
+            nrec += hdr_kind(h) == K_INPUT ? hdr_a(h) : 1; /* one operation per input */
         }
     }
     out->nrecords = nrec;
@@ -940,7 +962,16 @@ cr_var cr_tape_input(cr_tape *t, double v)
     if ((t = tape_or_current(t)) == NULL || t->status != CR_OK)
         return nan_const();
     t->rinfo = NULL;
-    cr_var r = emit0(t, v, K_INPUT, 0, 0);
+    /* On a first-order tape, an input right after an input record joins it. */
+    if (t->pre == 0 && t->chunk != NULL && t->cur > t->chunk->base) {
+        uint64_t h = t->cur[-1].u;
+        if (hdr_kind(h) == K_INPUT && hdr_a(h) < IDX_MASK && t->nvars + 1 < CR_TAPE_MAX_VARS) {
+            t->cur[-1].u = h + 1; /* a + 1 */
+            t->ninputs++;
+            return new_var(t, v);
+        }
+    }
+    cr_var r = emit0(t, v, K_INPUT, 1, 0);
     if (r.idx != CR_VAR_CONST)
         t->ninputs++;
     return r;
@@ -1004,28 +1035,31 @@ cr_status cr_tape_inputs(cr_tape *t, const double *x, size_t n, cr_var *out)
     if (n > 0 && (x == NULL || out == NULL))
         return cr__tape_fail(t, CR_EINVAL, "cr_tape_inputs: NULL x or out");
     size_t j = 0;
-    /* First-order tapes: an input is one header word; fill the chunk in one loop. */
+    /* First-order tapes: the inputs join one record (its a counts them): one input made
+     * the usual way opens it, the others are added to its count at once. */
     while (t->pre == 0 && t->status == CR_OK && j < n) {
-        if (t->cur == t->lim && grow(t, 1) != CR_OK)
+        out[j] = cr_tape_input(t, x[j]);
+        if (t->status != CR_OK)
             break;
-        size_t k = (size_t)(t->lim - t->cur);
+        j++;
+        uint64_t h = t->cur[-1].u; /* the input record out[j - 1] joined or opened */
+        size_t k = IDX_MASK - hdr_a(h), left = CR_TAPE_MAX_VARS - 1 - t->nvars;
+        if (k > left)
+            k = left;
         if (k > n - j)
             k = n - j;
-        const uint64_t h = hdr_make(K_INPUT, 0, 0);
-        cr__word *w = t->cur;
         uint32_t v = t->nvars, id = t->id;
         for (size_t q = 0; q < k; q++) {
-            w[q].u = h;
             out[j + q].v = x[j + q];
             out[j + q].idx = v + (uint32_t)q;
             out[j + q].tape = id;
         }
-        t->cur = w + k;
+        t->cur[-1].u = h + k;
         t->nvars = v + (uint32_t)k;
         t->ninputs += k;
         j += k;
     }
-    for (; j < n; j++) /* other tapes, and NaN constants after a failure */
+    for (; j < n; j++) /* other tapes, a full count, and NaN constants after a failure */
         out[j] = cr_tape_input(t, x[j]);
     return t->status;
 }

@@ -41,7 +41,7 @@
  * of the kinds that have them.
  *
  *   kind      payload (first order)          meaning (g = adjoint of the result)
- *   INPUT     -                              an input: nothing flows back
+ *   INPUT     -                              a inputs: nothing flows back
  *   UNARY     p                              a += p g
  *   BINARY    p0 p1                          a += p0 g, b += p1 g
  *   ADD       -                              a += g,  b += g   (partials were 1, 1)
@@ -54,6 +54,11 @@
  *   BINARY2   h00 h01 h11 p0 p1              second-order tape: a nonlinear binary record
  *   MUL       p0 p1                          second-order tape: Hessian (0 1; 1 0)
  *   NARY2     h[k(k+1)/2] p[k] ops           second-order tape: nonlinear n-ary record
+ *
+ * An INPUT record makes a consecutive input variables (a >= 1): on a first-order tape,
+ * inputs made one after the other share one record (cr_tape_inputs(), cr_tape_input()), so
+ * that a function of n inputs has one input record, not n; other tapes make one record
+ * per input (a = 1).
  *
  * The compact kinds (ADD, SUB, COPY, NEG, MUL, linear UNARY/BINARY) are chosen from the
  * values the row computed (partials that are exactly 1 or -1, Hessians that are zero),
@@ -142,7 +147,7 @@ static inline size_t rec_words(uint64_t h)
 static inline size_t rec_vars(uint64_t h)
 {
     unsigned k = hdr_kind(h);
-    return (k == K_GENERIC || k == K_ARRAY) ? hdr_a(h) : k == K_GUARD ? 0 : 1;
+    return (k == K_GENERIC || k == K_ARRAY || k == K_INPUT) ? hdr_a(h) : k == K_GUARD ? 0 : 1;
 }
 
 /* A chunk of the record stream. */
@@ -329,8 +334,8 @@ struct cr_tape {
         struct {
             cr__word *cur;    /* next free word */
             cr__word *lim;    /* end of the current chunk */
+            uint32_t nvars;   /* as a cr_var's idx: hot.vt.key is the next variable's key */
             uint32_t fast_id; /* id while the inline operations may record, else CR__TAPE_NO_ID */
-            uint32_t nvars;
         };
     };
     uint32_t id; /* id of the current recording, never 0 nor CR__TAPE_NO_ID */
