@@ -497,6 +497,23 @@ static cr_status dense_buffer(cr_tape *t, const cr_array *v, size_t numel, cr_ar
     return CR_OK;
 }
 
+/* own[j]: the first argument reading the same array slot as argument j (j itself for the
+ * first reader, for scalars and for constants). */
+static void slot_owners(const knode *nd, unsigned *own)
+{
+    for (unsigned j = 0; j < nd->k->nargs; j++) {
+        uint32_t c = nd->arg[j].code;
+        own[j] = j;
+        if (c == CR_VAR_CONST || !(c & CR__ASLOT_BIT))
+            continue;
+        for (unsigned l = 0; l < j; l++)
+            if (nd->arg[l].code == c) {
+                own[j] = l;
+                break;
+            }
+    }
+}
+
 /* The shadow of slot s as a dense f64 buffer the step may add into: the accumulator itself
  * when it is one, a fresh buffer (zeroed lazily, block by block) when it is zero, else a
  * copy of the accumulator's value. */
@@ -588,16 +605,11 @@ static cr_status kernel_pull(cr_tape *t, const cr__anode *an, const double *g, d
     /* Shadows, one per distinct slot (own[j]: the first argument reading j's slot). */
     kshadow sh[CR_K_MAX_ARGS];
     unsigned own[CR_K_MAX_ARGS];
+    slot_owners(nd, own);
     for (unsigned j = 0; j < m; j++) {
         uint32_t c = nd->arg[j].code;
-        own[j] = j;
         if (c == CR_VAR_CONST || !(c & CR__ASLOT_BIT))
             continue;
-        for (unsigned l = 0; l < j; l++)
-            if (nd->arg[l].code == c) {
-                own[j] = l;
-                break;
-            }
         if (own[j] == j) {
             if ((st = shadow_of(t, c & ~CR__ASLOT_BIT, nd->arg[j].numel, &sh[j])) != CR_OK)
                 return pull_failed(t, nd, st);
@@ -974,16 +986,11 @@ cr_status cr__kernel_pull2(cr_tape *t, const cr__anode *an, size_t i, double *ad
      * reading j's slot); fresh shadows are zeroed. */
     double *sh[CR_K_MAX_ARGS], *dsh[CR_K_MAX_ARGS][K_MAX_DIRS];
     unsigned own[CR_K_MAX_ARGS];
+    slot_owners(nd, own);
     for (unsigned j = 0; j < m && st == CR_OK; j++) {
         uint32_t c = nd->arg[j].code;
-        own[j] = j;
         if (c == CR_VAR_CONST || !(c & CR__ASLOT_BIT))
             continue;
-        for (unsigned l = 0; l < j; l++)
-            if (nd->arg[l].code == c) {
-                own[j] = l;
-                break;
-            }
         if (own[j] != j)
             continue;
         uint32_t s = c & ~CR__ASLOT_BIT;
