@@ -848,158 +848,20 @@ static int fig_mse_prepared(double *out)
     return isnan(*out);
 }
 
-/* mse as array operations: sum((x .- y).^2) / 30 with x an array variable */
-typedef struct mse_arr_env {
-    cr_tape *tape;
-    double x[SMALL_N], grad[SMALL_N];
-    cr_array xa, ya, ga;
-} mse_arr_env;
-
-static double mse_array_once(mse_arr_env *e)
-{
-    cr_tape *t = e->tape;
-    cr_tape_reset(t);
-    cr_avar X = cr_tape_array_input(t, &e->xa);
-    cr_avar d = cr_abroadcast2(t, &cr_fn_sub, cr_targ_arr(X), cr_targ_arr(cr_aconst(&e->ya)));
-    cr_var s = cr_asum(t, cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(d)));
-    cr_var y = cr_div(t, s, cr_const((double)SMALL_N));
-    cr_array *g = &e->ga;
-    if (cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &g) != CR_OK)
-        return (double)NAN;
-    return y.v;
-}
-
-static double mse_array_calls(void *env)
-{
-    mse_arr_env *e = env;
-    double s = 0;
-    for (long i = 0; i < SMALL_CALLS; i++) {
-        e->x[0] += 1e-9;
-        s += mse_array_once(e) + e->grad[0];
-    }
-    return s;
-}
-
-static int fig_mse_array(double *out)
-{
-    mse_arr_env e;
-    double want[SMALL_N];
-    small_inputs(e.x);
-    mse_grad_hand(e.x, want);
-    e.xa = cr_array_vector(e.x, SMALL_N);
-    e.ya = cr_array_vector(k_mse_target, SMALL_N);
-    e.ga = cr_array_vector(e.grad, SMALL_N);
-    if (cr_tape_new(g_ctx, NULL, &e.tape) != CR_OK)
-        return 1;
-    if (isnan(mse_array_once(&e)) ||
-        check_close("array mse gradient", e.grad, want, SMALL_N, 1e-15))
-        return 1;
-    *out = median_time(mse_array_calls, &e, RUNS) / SMALL_CALLS;
-    cr_tape_free(e.tape);
-    return isnan(*out);
-}
-
-/* The array form, prepared once (cr_prepare_gradient_arrays) and replayed. */
+/* mse with x an array variable, y a constant array (env), in two forms: the array
+ * operations sum((x .- y).^2) / 30, and one fused kernel sum of (x - y)^2, / 30. */
 static cr_status mse_array_taped(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void *env)
 {
     (void)n;
-    const cr_array *target = env;
-    cr_avar d = cr_abroadcast2(t, &cr_fn_sub, cr_targ_arr(xs[0]), cr_targ_arr(cr_aconst(target)));
+    cr_avar d = cr_abroadcast2(t, &cr_fn_sub, cr_targ_arr(xs[0]), cr_targ_arr(cr_aconst(env)));
     cr_var s = cr_asum(t, cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(d)));
     *y = cr_div(t, s, cr_const((double)SMALL_N));
     return cr_tape_status(t);
 }
 
-typedef struct prep_arr_env {
-    cr_prepared *p;
-    double x[SMALL_N], grad[SMALL_N];
-    cr_array xa, ya, ga;
-} prep_arr_env;
-
-static double prepared_array_calls(void *env)
-{
-    prep_arr_env *e = env;
-    const cr_array *xs[1] = {&e->xa};
-    cr_array *gs[1] = {&e->ga};
-    double s = 0, y;
-    for (long i = 0; i < SMALL_CALLS; i++) {
-        e->x[0] += 1e-9;
-        if (cr_prepared_value_and_gradient_arrays(e->p, xs, 1, &y, gs) != CR_OK)
-            return (double)NAN;
-        s += y + e->grad[0];
-    }
-    return s;
-}
-
-static int fig_mse_array_prepared(double *out)
-{
-    prep_arr_env e;
-    double want[SMALL_N], y;
-    small_inputs(e.x);
-    mse_grad_hand(e.x, want);
-    e.xa = cr_array_vector(e.x, SMALL_N);
-    e.ya = cr_array_vector(k_mse_target, SMALL_N);
-    e.ga = cr_array_vector(e.grad, SMALL_N);
-    const cr_array *xs[1] = {&e.xa};
-    cr_array *gs[1] = {&e.ga};
-    if (cr_prepare_gradient_arrays(g_ctx, NULL, mse_array_taped, &e.ya, xs, 1, &e.p) != CR_OK)
-        return 1;
-    if (cr_prepared_value_and_gradient_arrays(e.p, xs, 1, &y, gs) != CR_OK ||
-        check_close("prepared array mse gradient", e.grad, want, SMALL_N, 1e-15))
-        return 1;
-    *out = median_time(prepared_array_calls, &e, RUNS) / SMALL_CALLS;
-    cr_prepared_free(e.p);
-    return isnan(*out);
-}
-
-/* mse as one fused kernel: sum((x .- y).^2) / 30, x an array variable, y constant */
 #define SQDIFF(x) cr_k_sq(cr_k_sub(x[0], x[1]))
 CR_KERNEL(sqdiff, 2, SQDIFF);
 
-static double mse_kernel_once(mse_arr_env *e)
-{
-    cr_tape *t = e->tape;
-    cr_tape_reset(t);
-    cr_avar X = cr_tape_array_input(t, &e->xa);
-    cr_kin in[2] = {cr_kin_arr(X, 0), cr_kin_arr(cr_aconst(&e->ya), 0)};
-    cr_var y = cr_div(t, cr_akernel_sum(t, &sqdiff, in, 2, SMALL_N), cr_const((double)SMALL_N));
-    cr_array *g = &e->ga;
-    if (cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &g) != CR_OK)
-        return (double)NAN;
-    return y.v;
-}
-
-static double mse_kernel_calls(void *env)
-{
-    mse_arr_env *e = env;
-    double s = 0;
-    for (long i = 0; i < SMALL_CALLS; i++) {
-        e->x[0] += 1e-9;
-        s += mse_kernel_once(e) + e->grad[0];
-    }
-    return s;
-}
-
-static int fig_mse_kernel(double *out)
-{
-    mse_arr_env e;
-    double want[SMALL_N];
-    small_inputs(e.x);
-    mse_grad_hand(e.x, want);
-    e.xa = cr_array_vector(e.x, SMALL_N);
-    e.ya = cr_array_vector(k_mse_target, SMALL_N);
-    e.ga = cr_array_vector(e.grad, SMALL_N);
-    if (cr_tape_new(g_ctx, NULL, &e.tape) != CR_OK)
-        return 1;
-    if (isnan(mse_kernel_once(&e)) ||
-        check_close("kernel mse gradient", e.grad, want, SMALL_N, 1e-15))
-        return 1;
-    *out = median_time(mse_kernel_calls, &e, RUNS) / SMALL_CALLS;
-    cr_tape_free(e.tape);
-    return isnan(*out);
-}
-
-/* The kernel form prepared once: each call runs the kernel's loops again, no recording. */
 static cr_status mse_kernel_taped(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void *env)
 {
     (void)n;
@@ -1008,25 +870,87 @@ static cr_status mse_kernel_taped(cr_tape *t, const cr_avar *xs, size_t n, cr_va
     return cr_tape_status(t);
 }
 
-static int fig_mse_kernel_prepared(double *out)
+typedef struct mse_arr_env {
+    cr_ad_array_fn f;
+    cr_tape *tape;  /* recorded at each call */
+    cr_prepared *p; /* or prepared once */
+    double x[SMALL_N], grad[SMALL_N];
+    cr_array xa, ya, ga;
+} mse_arr_env;
+
+/* One gradient: reset, array input, record f, cr_tape_gradient_arrays; or a prepared call. */
+static double mse_arr_once(mse_arr_env *e)
 {
-    prep_arr_env e;
-    double want[SMALL_N], y;
+    double y;
+    cr_array *g = &e->ga;
+    if (e->p != NULL) {
+        const cr_array *xs[1] = {&e->xa};
+        return cr_prepared_value_and_gradient_arrays(e->p, xs, 1, &y, &g) == CR_OK ? y
+                                                                                   : (double)NAN;
+    }
+    cr_tape *t = e->tape;
+    cr_tape_reset(t);
+    cr_avar X = cr_tape_array_input(t, &e->xa);
+    cr_var yv;
+    if (e->f(t, &X, 1, &yv, &e->ya) != CR_OK ||
+        cr_tape_gradient_arrays(t, yv, NULL, 0, NULL, &X, 1, &g) != CR_OK)
+        return (double)NAN;
+    return yv.v;
+}
+
+static double mse_arr_calls(void *env)
+{
+    mse_arr_env *e = env;
+    double s = 0;
+    for (long i = 0; i < SMALL_CALLS; i++) {
+        e->x[0] += 1e-9;
+        s += mse_arr_once(e) + e->grad[0];
+    }
+    return s;
+}
+
+/* ns per gradient call of f over an array of SMALL_N, recorded at each call or prepared
+ * once, checked first against the hand-written gradient. */
+static int fig_mse_arr(cr_ad_array_fn f, bool prepared, const char *what, double *out)
+{
+    mse_arr_env e = {.f = f};
+    double want[SMALL_N];
     small_inputs(e.x);
     mse_grad_hand(e.x, want);
     e.xa = cr_array_vector(e.x, SMALL_N);
     e.ya = cr_array_vector(k_mse_target, SMALL_N);
     e.ga = cr_array_vector(e.grad, SMALL_N);
     const cr_array *xs[1] = {&e.xa};
-    cr_array *gs[1] = {&e.ga};
-    if (cr_prepare_gradient_arrays(g_ctx, NULL, mse_kernel_taped, &e.ya, xs, 1, &e.p) != CR_OK)
+    cr_status st = prepared ? cr_prepare_gradient_arrays(g_ctx, NULL, f, &e.ya, xs, 1, &e.p)
+                            : cr_tape_new(g_ctx, NULL, &e.tape);
+    if (st != CR_OK)
         return 1;
-    if (cr_prepared_value_and_gradient_arrays(e.p, xs, 1, &y, gs) != CR_OK ||
-        check_close("prepared kernel mse gradient", e.grad, want, SMALL_N, 1e-15))
-        return 1;
-    *out = median_time(prepared_array_calls, &e, RUNS) / SMALL_CALLS;
+    int err = isnan(mse_arr_once(&e)) || check_close(what, e.grad, want, SMALL_N, 1e-15);
+    if (!err)
+        *out = median_time(mse_arr_calls, &e, RUNS) / SMALL_CALLS;
     cr_prepared_free(e.p);
-    return isnan(*out);
+    cr_tape_free(e.tape);
+    return err || isnan(*out);
+}
+
+static int fig_mse_array(double *out)
+{
+    return fig_mse_arr(mse_array_taped, false, "array mse gradient", out);
+}
+
+static int fig_mse_array_prepared(double *out)
+{
+    return fig_mse_arr(mse_array_taped, true, "prepared array mse gradient", out);
+}
+
+static int fig_mse_kernel(double *out)
+{
+    return fig_mse_arr(mse_kernel_taped, false, "kernel mse gradient", out);
+}
+
+static int fig_mse_kernel_prepared(double *out)
+{
+    return fig_mse_arr(mse_kernel_taped, true, "prepared kernel mse gradient", out);
 }
 
 static const struct {

@@ -14,7 +14,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "test_util.h"
+#include "test_prob.h"
 
 /* ---- Kernels and their plain-C element functions --------------------------------------- */
 
@@ -79,107 +79,6 @@ CR_KERNEL(sqm1, 1, SQM1);
 
 /* ---- Problems: scalar and array inputs packed in one flat vector ------------------------- */
 
-#define MAXA 2
-#define MAXS 10
-#define MAXZ 32
-
-typedef cr_var (*prog_fn)(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env);
-
-/* ns scalar inputs and na vector inputs of lengths len[]; z holds the scalars first. */
-typedef struct prob {
-    prog_fn f;
-    const void *env;
-    size_t ns, na;
-    size_t len[MAXA];
-} prob;
-
-static size_t flat_len(const prob *p)
-{
-    size_t L = p->ns;
-    for (size_t j = 0; j < p->na; j++)
-        L += p->len[j];
-    return L;
-}
-
-static void views(const prob *p, double *z, cr_array *a)
-{
-    size_t off = p->ns;
-    for (size_t j = 0; j < p->na; j++) {
-        a[j] = cr_array_vector(z + off, p->len[j]);
-        off += p->len[j];
-    }
-}
-
-static cr_var record(cr_tape *t, const prob *p, double *z, cr_array *a, cr_var *s, cr_avar *X)
-{
-    cr_tape_reset(t);
-    views(p, z, a);
-    for (size_t i = 0; i < p->ns; i++)
-        s[i] = cr_tape_input(t, z[i]);
-    for (size_t j = 0; j < p->na; j++)
-        X[j] = cr_tape_array_input(t, &a[j]);
-    return p->f(t, s, X, p->env);
-}
-
-/* The gradient at z from a first-order tape (the kernels' first-order reverse step). */
-static void grad_at(cr_ctx *ctx, const prob *p, double *z, double *g)
-{
-    cr_tape *t;
-    assert_int_equal(cr_tape_new(ctx, NULL, &t), CR_OK);
-    cr_array a[MAXA], ga[MAXA], *gp[MAXA];
-    cr_var s[MAXS];
-    cr_avar X[MAXA];
-    cr_var y = record(t, p, z, a, s, X);
-    views(p, g, ga);
-    for (size_t j = 0; j < p->na; j++)
-        gp[j] = &ga[j];
-    assert_ok(t, cr_tape_gradient_arrays(t, y, s, p->ns, g, X, p->na, gp));
-    cr_tape_free(t);
-}
-
-/* H v: central differences of that gradient along v. */
-static void fd_hvp(cr_ctx *ctx, const prob *p, const double *z, const double *v, double *out)
-{
-    size_t L = flat_len(p);
-    double zp[MAXZ], zm[MAXZ], gp[MAXZ], gm[MAXZ], h = 1e-5;
-    for (size_t i = 0; i < L; i++) {
-        zp[i] = z[i] + h * v[i];
-        zm[i] = z[i] - h * v[i];
-    }
-    grad_at(ctx, p, zp, gp);
-    grad_at(ctx, p, zm, gm);
-    for (size_t i = 0; i < L; i++)
-        out[i] = (gp[i] - gm[i]) / (2 * h);
-}
-
-/* H v from the second-order tape t (recorded again at z). */
-static void tape_hvp(cr_tape *t, const prob *p, double *z, const double *v, double *out)
-{
-    size_t L = flat_len(p);
-    double vv[MAXZ];
-    memcpy(vv, v, L * sizeof *v);
-    cr_array a[MAXA], va[MAXA], oa[MAXA];
-    const cr_array *vp[MAXA];
-    cr_array *op[MAXA];
-    cr_var s[MAXS];
-    cr_avar X[MAXA];
-    cr_var y = record(t, p, z, a, s, X);
-    assert_ok(t, cr_tape_status(t));
-    views(p, vv, va);
-    views(p, out, oa);
-    for (size_t j = 0; j < p->na; j++) {
-        vp[j] = &va[j];
-        op[j] = &oa[j];
-    }
-    assert_ok(t, cr_tape_ahvp(t, y, s, p->ns, vv, out, X, p->na, vp, op));
-}
-
-static void direction(size_t L, unsigned seed, double *v)
-{
-    for (size_t i = 0; i < L; i++)
-        v[i] = cos(1.3 * (double)i + 0.7 * (double)seed + 0.2);
-}
-
 /* H v against central differences of the gradient, along three directions and along each
  * unit vector (the full Hessian, column by column); the Hessian is symmetric. */
 static void check_hvp(cr_ctx *ctx, const prob *p, double *z, double tol)
@@ -239,7 +138,7 @@ static void test_rosen(void **state)
 {
     fixture *f = *state;
     enum { N = 6 };
-    prob p = {.f = rosen_p, .ns = 0, .na = 1, .len = {N}};
+    prob p = {.f = rosen_p, .ns = 0, .na = 1, .ndim = {1}, .shape = {{N}}};
     double z[N] = {-1.2, 1.0, 0.3, -0.7, 2.1, 0.05};
     check_hvp(f->ctx, &p, z, 1e-6);
 
@@ -365,7 +264,7 @@ static void test_functions(void **state)
 {
     fixture *f = *state;
     enum { N = 4 };
-    prob p = {.f = funcs_p, .ns = 1, .na = 2, .len = {N, N}};
+    prob p = {.f = funcs_p, .ns = 1, .na = 2, .ndim = {1, 1}, .shape = {{N}, {N}}};
     double z[1 + 2 * N] = {0.7, 0.2, 0.45, 0.8, 0.35, 1.3, 0.6, 2.1, 0.9};
     check_hvp(f->ctx, &p, z, 1e-6);
 
@@ -408,7 +307,7 @@ static void test_array_results(void **state)
 {
     fixture *f = *state;
     enum { N = 5 };
-    prob p = {.f = arrays_p, .ns = 1, .na = 2, .len = {N, N}};
+    prob p = {.f = arrays_p, .ns = 1, .na = 2, .ndim = {1, 1}, .shape = {{N}, {N}}};
     double z[1 + 2 * N] = {0.6, 0.3, -0.4, 0.9, 0.1, 0.5, 0.8, -0.6, 0.35, 1.1, -0.2};
     check_hvp(f->ctx, &p, z, 1e-6);
 }
@@ -421,7 +320,7 @@ static void test_layouts_second(void **state)
     enum { N = 6 };
     double z[N] = {-1.2, 1.0, 0.3, -0.7, 2.1, 0.05}, v[N], want[N];
     direction(N, 1, v);
-    prob p = {.f = rosen_p, .ns = 0, .na = 1, .len = {N}};
+    prob p = {.f = rosen_p, .ns = 0, .na = 1, .ndim = {1}, .shape = {{N}}};
     fd_hvp(f->ctx, &p, z, v, want);
     /* x and v every other element of their buffers, H v into every third */
     double xs[2 * N], vs[2 * N], hs[3 * N];
@@ -640,7 +539,7 @@ static void test_buffer_full(void **state)
     fixture *f = *state;
     enum { N = 5 };
     static unsigned char buf[1 << 17];
-    prob p = {.f = arrays_p, .ns = 1, .na = 2, .len = {N, N}};
+    prob p = {.f = arrays_p, .ns = 1, .na = 2, .ndim = {1, 1}, .shape = {{N}, {N}}};
     double z[1 + 2 * N] = {0.6, 0.3, -0.4, 0.9, 0.1, 0.5, 0.8, -0.6, 0.35, 1.1, -0.2};
     double v[1 + 2 * N], want[1 + 2 * N], got[1 + 2 * N];
     direction(1 + 2 * N, 0, v);
