@@ -635,18 +635,6 @@ static bool same_dims(const void *a, const void *b, size_t n)
     return true;
 }
 
-/* Whether a's strides are those cr__row_major gives its shape. */
-static bool row_major(const cr_array *a)
-{
-    ptrdiff_t s = 1;
-    for (size_t d = a->ndim; d-- > 0;) {
-        if (a->strides[d] != s)
-            return false;
-        s *= (ptrdiff_t)(a->shape[d] == 0 ? 1 : a->shape[d]);
-    }
-    return true;
-}
-
 /* Write the accumulated cotangent acc into the caller's array dst (zeros when acc is). */
 cr_status cr__array_write_out(cr_tape *t, const char *who, size_t j, cr_tangent acc, cr_array *dst,
                               const cr_array *like)
@@ -762,7 +750,11 @@ cr_status cr__gradient_dests(cr_tape *t, const cr_avar *as, size_t na, cr_array 
         const cr_array *v = s->val;
         if (!s->input || s->dest != NULL || !cr__tis_zero(s->acc) || g->dtype != CR_DT_F64 ||
             g->structure != CR_MAT_DENSE || g->ndim != v->ndim ||
-            !same_dims(g->shape, v->shape, v->ndim) || !row_major(g))
+            !same_dims(g->shape, v->shape, v->ndim))
+            continue;
+        ptrdiff_t rm[CR_ARRAY_MAX_DIMS];
+        cr__row_major(v->ndim, v->shape, rm);
+        if (!same_dims(g->strides, rm, v->ndim))
             continue;
         bool ok = true;
         for (uint32_t k = 0; k < t->naslots && ok; k++)
