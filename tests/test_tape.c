@@ -450,6 +450,41 @@ static void test_reset_reuse_no_growth(void **state)
     free(want);
 }
 
+/* The records of a small recording go to the tape's own first chunk: they take nothing
+ * from the arena, also after a recording that needed more chunks and a reset. */
+static void test_first_chunk_reused(void **state)
+{
+    (void)state;
+    cr_ctx *ctx;
+    assert_int_equal(cr_ctx_new(NULL, &ctx), CR_OK);
+    cr_tape *t;
+    assert_int_equal(cr_tape_new(ctx, NULL, &t), CR_OK);
+    enum { N = 3000 }; /* 8 operations per term: several chunks */
+    static double x[N], g[N], want[N];
+    for (size_t i = 0; i < N; i++)
+        x[i] = 0.5 + 0.01 * (double)i;
+    for (int round = 0; round < 3; round++) {
+        size_t n = round == 1 ? N : 20;
+        cr_tape_reset(t);
+        cr_var xs[20], y;
+        if (n == N) {
+            double yv;
+            assert_int_equal(cr_tape_value_and_gradient(t, rosen_t, NULL, x, N, &yv, g), CR_OK);
+            assert_true(cr_arena_used(cr_tape_arena(t)) > 0); /* later chunks */
+        } else {
+            cr_tape_inputs(t, x, n, xs);
+            assert_int_equal(rosen_t(t, xs, n, &y, 1, NULL), CR_OK);
+            assert_int_equal(cr_arena_used(cr_tape_arena(t)), 0);
+            assert_int_equal(cr_tape_gradient(t, y, xs, n, g), CR_OK);
+        }
+        rosen_grad(x, n, want);
+        for (size_t i = 0; i < n; i++)
+            assert_close(g[i], want[i], 1e-13);
+    }
+    cr_tape_free(t);
+    cr_ctx_free(ctx);
+}
+
 static void test_fixed_buffer(void **state)
 {
     (void)state;
@@ -555,6 +590,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_nonfinite_seed, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_no_rule, fixture_setup, fixture_teardown),
         cmocka_unit_test(test_reset_reuse_no_growth),
+        cmocka_unit_test(test_first_chunk_reused),
         cmocka_unit_test(test_fixed_buffer),
         cmocka_unit_test(test_fault_injection),
     };

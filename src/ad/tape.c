@@ -168,6 +168,35 @@ void cr_tape_clear_error(cr_tape *t)
 
 /* ---- Creation ------------------------------------------------------------------------- */
 
+/* An empty record stream: the tape's own first chunk when it has one (no allocation at
+ * each reset), else none until the first record. Sets the inline operations' fast path. */
+static void start_stream(cr_tape *t)
+{
+    cr__chunk *c = t->own_chunk;
+    t->record_words = 0;
+    t->next_words = t->first_words;
+    if (c != NULL) {
+        c->prev = c->next = NULL;
+        c->end = c->base;
+        t->chunk = t->first = c;
+        t->cur = c->base;
+        t->lim = c->base + FIRST_CHUNK_WORDS;
+        t->next_words *= 2; /* as grow() leaves it after a first chunk */
+    } else {
+        t->chunk = t->first = NULL;
+        t->cur = t->lim = &t->dummy;
+    }
+    set_fast(t);
+}
+
+/* Bytes of a tape made by cr_tape_new: the struct, and its own first chunk unless the
+ * records go to a caller buffer. */
+static size_t tape_bytes(bool own_chunk)
+{
+    return own_chunk ? sizeof(cr_tape) + sizeof(cr__chunk) + FIRST_CHUNK_WORDS * sizeof(cr__word)
+                     : sizeof(cr_tape);
+}
+
 static void tape_init(cr_tape *t, cr_ctx *ctx, cr_arena *arena, bool own, const cr_engine *eng,
                       uint32_t flags)
 {
@@ -183,10 +212,8 @@ static void tape_init(cr_tape *t, cr_ctx *ctx, cr_arena *arena, bool own, const 
     t->pre = (flags & CR_TAPE_FORWARD) ? 1u : 0u;
     t->slow = (flags & CR_TAPE_SECOND_ORDER) != 0;
     t->first_words = FIRST_CHUNK_WORDS;
-    t->next_words = FIRST_CHUNK_WORDS;
-    t->cur = t->lim = &t->dummy;
     t->id = new_id(t);
-    set_fast(t);
+    start_stream(t);
 }
 
 cr_status cr_tape_new(cr_ctx *ctx, const cr_tape_params *params, cr_tape **out)
@@ -213,12 +240,19 @@ cr_status cr_tape_new(cr_ctx *ctx, const cr_tape_params *params, cr_tape **out)
     cr_status st = cr_arena_new(ctx, &ap, &arena);
     if (st != CR_OK)
         return st;
-    cr_tape *t = cr_ctx_alloc(ctx, sizeof *t);
+    bool own_chunk = p.buffer == NULL;
+    cr_tape *t = cr_ctx_alloc(ctx, tape_bytes(own_chunk));
     if (t == NULL) {
         cr_arena_free(arena);
         return CR_ENOMEM;
     }
     tape_init(t, ctx, arena, true, p.engine, p.flags);
+    if (own_chunk) {
+        cr__chunk *c = (cr__chunk *)(void *)(t + 1);
+        c->base = (cr__word *)(void *)(c + 1);
+        t->own_chunk = c;
+        start_stream(t);
+    }
     *out = t;
     return CR_OK;
 }
@@ -241,7 +275,7 @@ void cr_tape_free(cr_tape *t)
         g_current = NULL;
     if (t->own_arena) {
         cr_arena_free(t->arena);
-        cr_ctx_dealloc(t->ctx, t, sizeof *t);
+        cr_ctx_dealloc(t->ctx, t, tape_bytes(t->own_chunk != NULL));
     }
 }
 
@@ -251,20 +285,15 @@ void cr_tape_reset(cr_tape *t)
         return;
     if (t->own_arena)
         cr_arena_reset(t->arena);
-    t->chunk = NULL;
-    t->first = NULL;
-    t->cur = t->lim = &t->dummy;
     t->nvars = 0;
     t->ninputs = 0;
-    t->record_words = 0;
     t->aslots = NULL;
     t->naslots = t->aslot_cap = 0;
-    t->next_words = t->first_words;
     t->status = CR_OK;
     t->slow = (t->flags & CR_TAPE_SECOND_ORDER) != 0 || t->pre > 1;
     t->errmsg[0] = '\0';
     t->id = new_id(t);
-    set_fast(t);
+    start_stream(t);
 }
 
 void cr__tape_make_replay(cr_tape *t)

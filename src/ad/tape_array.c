@@ -108,7 +108,7 @@ cr_avar cr_tape_array_input(cr_tape *t, const cr_array *a)
                       a == NULL ? "NULL array" : "not a float array (f64, f32 or c128)");
         return bad_avar(a);
     }
-    uint32_t idx;
+    uint32_t idx = 0;
     if (new_slot(t, a, &idx) != CR_OK)
         return bad_avar(a);
     t->aslots[idx].input = true;
@@ -728,10 +728,10 @@ static void extent(const cr_array *a, uintptr_t *lo, uintptr_t *hi)
     *hi = (uintptr_t)a->data + (uintptr_t)((mx + 1) * sz);
 }
 
-static bool overlaps(const cr_array *a, const cr_array *b)
+/* Whether b's elements meet the bytes [alo, ahi). */
+static bool overlaps(uintptr_t alo, uintptr_t ahi, const cr_array *b)
 {
-    uintptr_t alo, ahi, blo, bhi;
-    extent(a, &alo, &ahi);
+    uintptr_t blo, bhi;
     extent(b, &blo, &bhi);
     return alo < bhi && blo < ahi;
 }
@@ -757,26 +757,29 @@ cr_status cr__gradient_dests(cr_tape *t, const cr_avar *as, size_t na, cr_array 
         if (!same_dims(g->strides, rm, v->ndim))
             continue;
         bool ok = true;
+        uintptr_t glo, ghi;
+        extent(g, &glo, &ghi);
         for (uint32_t k = 0; k < t->naslots && ok; k++)
-            ok = !overlaps(g, t->aslots[k].val);
+            ok = !overlaps(glo, ghi, t->aslots[k].val);
         for (size_t i = 0; i < na && ok; i++)
-            ok = i == j || agrad[i] == NULL || agrad[i]->data == NULL || !overlaps(g, agrad[i]);
+            ok = i == j || agrad[i] == NULL || agrad[i]->data == NULL ||
+                 !overlaps(glo, ghi, agrad[i]);
         if (!ok)
             continue;
         if (g->flags & CR_ARRAY_WRITABLE) { /* the caller's array itself */
             s->dest = agrad[j];
             continue;
         }
-        /* A writable copy of the descriptor (only its ndim dimensions: a struct copy
-         * compiles to a string instruction whose start-up costs more than the fields). */
+        /* A writable copy of the descriptor, field by field (a struct copy compiles to a
+         * string instruction whose start-up costs more than the fields; the dimensions as
+         * fixed-size copies, which compile to a few vector moves where a loop over ndim
+         * would become two calls of memcpy). */
         cr_array *d = cr_arena_alloc(t->arena, sizeof *d, _Alignof(cr_array));
         if (d == NULL)
             return CR__ALLOC_STATUS(t->arena);
         d->data = g->data;
-        for (size_t k = 0; k < g->ndim; k++) {
-            d->shape[k] = g->shape[k];
-            d->strides[k] = g->strides[k];
-        }
+        memcpy(d->shape, g->shape, sizeof d->shape);
+        memcpy(d->strides, g->strides, sizeof d->strides);
         d->dtype = g->dtype;
         d->ndim = g->ndim;
         d->structure = g->structure;

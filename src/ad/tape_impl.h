@@ -359,6 +359,8 @@ struct cr_tape {
     size_t ninputs;
     size_t record_words; /* words in chunks before the current one */
     cr__word dummy;      /* cur and lim point here before the first chunk */
+    cr__chunk *own_chunk; /* a first chunk allocated with the tape and reused at each reset
+                             (tapes that own their arena and have no caller buffer), or NULL */
     cr__aslot *aslots;   /* array variables (tape_array.c): aslot_few, or in the arena */
     uint32_t naslots, aslot_cap;
     bool aseeded;    /* the next reverse sweep keeps the accumulators (an array seed) */

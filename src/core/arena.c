@@ -5,48 +5,14 @@
  */
 #include <string.h>
 
+#define CR__ARENA_IMPL /* the functions themselves, not the inline fast path */
 #include "core_impl.h"
 
 #define DEFAULT_BLOCK_SIZE ((size_t)64 * 1024)
 
-typedef struct block {
-    struct block *next;
-    size_t size; /* usable bytes after the header */
-    bool owned;  /* false for the caller's fixed buffer */
-} block;
-
-/* The header is padded so that block data starts CR_ARENA_ALIGN-aligned. */
-#define HEADER_SIZE (((sizeof(block) + CR_ARENA_ALIGN - 1) / CR_ARENA_ALIGN) * CR_ARENA_ALIGN)
-
-typedef struct defer_node {
-    struct defer_node *prev;
-    void (*fn)(void *env);
-    void *env;
-} defer_node;
-
-struct cr_arena {
-    cr_ctx *ctx;
-    block *first;
-    block *cur;
-    size_t used;      /* bytes used in cur */
-    size_t next_size; /* size of the next block to allocate */
-    /* Bytes used in blocks before cur. Not next to used: cr_arena_rewind copies the two
-     * from its by-value mark, and as neighbours the compiler merges the copies into one
-     * 16-byte load, which stalls on the caller's two 8-byte stores of the argument. */
-    size_t total;
-    bool fixed;        /* caller buffer: never grows */
-    block fixed_block; /* descriptor of the caller buffer */
-    unsigned char *fixed_data;
-    defer_node *defers;
-    size_t ndefer;
-};
-
-static unsigned char *block_data(cr_arena *a, block *b)
-{
-    if (b == &a->fixed_block)
-        return a->fixed_data;
-    return (unsigned char *)b + HEADER_SIZE;
-}
+#define HEADER_SIZE CR__ARENA_HEADER
+#define block_data  cr__block_data
+#define set_cur     cr__arena_set_cur
 
 cr_status cr_arena_new(cr_ctx *ctx, const cr_arena_params *params, cr_arena **out)
 {
@@ -79,7 +45,8 @@ cr_status cr_arena_new(cr_ctx *ctx, const cr_arena_params *params, cr_arena **ou
         a->fixed_data = (unsigned char *)aligned;
         a->fixed_block.size = p.buffer_size > skip ? p.buffer_size - skip : 0;
         a->fixed_block.owned = false;
-        a->first = a->cur = &a->fixed_block;
+        a->first = &a->fixed_block;
+        set_cur(a, a->first);
     }
     *out = a;
     return CR_OK;
@@ -88,7 +55,7 @@ cr_status cr_arena_new(cr_ctx *ctx, const cr_arena_params *params, cr_arena **ou
 static void run_defers(cr_arena *a, size_t keep)
 {
     while (a->ndefer > keep) {
-        defer_node *d = a->defers;
+        cr__defer_node *d = a->defers;
         a->defers = d->prev;
         a->ndefer--;
         d->fn(d->env);
@@ -100,9 +67,9 @@ void cr_arena_free(cr_arena *arena)
     if (arena == NULL)
         return;
     run_defers(arena, 0);
-    block *b = arena->first;
+    cr__block *b = arena->first;
     while (b != NULL) {
-        block *next = b->next;
+        cr__block *next = b->next;
         if (b->owned)
             cr__free(arena->ctx, b, HEADER_SIZE + b->size);
         b = next;
@@ -115,7 +82,7 @@ void cr_arena_reset(cr_arena *arena)
     if (arena == NULL)
         return;
     run_defers(arena, 0);
-    arena->cur = arena->first;
+    set_cur(arena, arena->first);
     arena->used = 0;
     arena->total = 0;
 }
@@ -126,7 +93,7 @@ static size_t align_up(size_t used, size_t align)
     return (used + align - 1) & ~(align - 1);
 }
 
-static bool fits(const block *b, size_t used, size_t size, size_t align, size_t *off)
+static bool fits(const cr__block *b, size_t used, size_t size, size_t align, size_t *off)
 {
     if (b == NULL)
         return false;
@@ -161,11 +128,11 @@ void *cr_arena_alloc(cr_arena *arena, size_t size, size_t align)
         return NULL;
     }
     /* Move on to the next kept block if it is large enough, else insert a new one. */
-    block *cur = arena->cur;
-    block *next = cur != NULL ? cur->next : arena->first;
+    cr__block *cur = arena->cur;
+    cr__block *next = cur != NULL ? cur->next : arena->first;
     if (next != NULL && fits(next, 0, size, align, &off)) {
         arena->total += cur != NULL ? arena->used : 0;
-        arena->cur = next;
+        set_cur(arena, next);
         arena->used = off + size;
         return block_data(arena, next) + off;
     }
@@ -181,7 +148,7 @@ void *cr_arena_alloc(cr_arena *arena, size_t size, size_t align)
         }
         bsize *= 2;
     }
-    block *b = cr__alloc(arena->ctx, HEADER_SIZE + bsize);
+    cr__block *b = cr__alloc(arena->ctx, HEADER_SIZE + bsize);
     if (b == NULL)
         return NULL;
     b->size = bsize;
@@ -193,7 +160,7 @@ void *cr_arena_alloc(cr_arena *arena, size_t size, size_t align)
     } else {
         arena->first = b;
     }
-    arena->cur = b;
+    set_cur(arena, b);
     if (arena->next_size <= SIZE_MAX / 4)
         arena->next_size = bsize * 2;
     arena->used = size;
@@ -209,7 +176,7 @@ void *cr_arena_calloc(cr_arena *arena, size_t count, size_t size, size_t align)
                          size);
         return NULL;
     }
-    void *p = cr_arena_alloc(arena, n, align);
+    void *p = cr__arena_alloc(arena, n, align);
     if (p != NULL)
         memset(p, 0, n);
     return p;
@@ -235,7 +202,7 @@ cr_status cr_arena_defer(cr_arena *arena, void (*fn)(void *env), void *env)
         fn(env);
         return CR_EINVAL;
     }
-    defer_node *d = cr_arena_alloc(arena, sizeof *d, _Alignof(defer_node));
+    cr__defer_node *d = cr_arena_alloc(arena, sizeof *d, _Alignof(cr__defer_node));
     if (d == NULL) {
         fn(env);
         return cr_ctx_errcode(arena->ctx);
@@ -263,7 +230,7 @@ size_t cr_arena_capacity(const cr_arena *arena)
     size_t n = 0;
     if (arena == NULL)
         return 0;
-    for (const block *b = arena->first; b != NULL; b = b->next)
+    for (const cr__block *b = arena->first; b != NULL; b = b->next)
         n += b->size;
     return n;
 }
@@ -286,12 +253,12 @@ void cr_arena_rewind(cr_arena *arena, cr_arena_mark mark)
         return;
     run_defers(arena, mark.ndefer);
     if (mark.block == NULL) {
-        arena->cur = arena->first;
+        set_cur(arena, arena->first);
         arena->used = 0;
         arena->total = 0;
         return;
     }
-    arena->cur = mark.block;
+    set_cur(arena, mark.block);
     arena->used = mark.used;
     arena->total = mark.total;
 }

@@ -4,23 +4,12 @@
  */
 #include <string.h>
 
+#define CR__ARRAY_IMPL /* the functions themselves */
 #include "core_impl.h"
 
 size_t cr_dtype_size(cr_dtype dtype)
 {
-    switch (dtype) {
-    case CR_DT_F64:
-        return sizeof(double);
-    case CR_DT_F32:
-        return sizeof(float);
-    case CR_DT_C128:
-        return sizeof(cr_complex);
-    case CR_DT_I64:
-        return sizeof(int64_t);
-    case CR_DT_BOOL:
-        return sizeof(bool);
-    }
-    return 0;
+    return cr__dtype_size(dtype);
 }
 
 const char *cr_dtype_name(cr_dtype dtype)
@@ -42,7 +31,7 @@ const char *cr_dtype_name(cr_dtype dtype)
 
 bool cr_dtype_is_float(cr_dtype dtype)
 {
-    return dtype == CR_DT_F64 || dtype == CR_DT_F32 || dtype == CR_DT_C128;
+    return cr__dtype_is_float(dtype);
 }
 
 const char *cr_matstruct_name(cr_matstruct s)
@@ -113,10 +102,7 @@ cr_array cr_array_matrix(double *data, size_t rows, size_t cols)
 
 size_t cr_array_numel(const cr_array *a)
 {
-    size_t n = 1;
-    for (size_t d = 0; d < a->ndim; d++)
-        n *= a->shape[d];
-    return n;
+    return cr__array_numel(a);
 }
 
 size_t cr_array_nstored(const cr_array *a)
@@ -128,15 +114,7 @@ size_t cr_array_nstored(const cr_array *a)
 
 bool cr_array_is_contiguous(const cr_array *a)
 {
-    if (a->structure == CR_MAT_DIAGONAL)
-        return a->strides[0] == 1 || a->shape[0] <= 1;
-    ptrdiff_t s = 1;
-    for (size_t d = a->ndim; d-- > 0;) {
-        if (a->shape[d] != 1 && a->strides[d] != s)
-            return false;
-        s *= (ptrdiff_t)a->shape[d];
-    }
-    return true;
+    return cr__array_is_contiguous(a);
 }
 
 bool cr_array_same_shape(const cr_array *a, const cr_array *b)
@@ -155,8 +133,8 @@ static cr_status alloc_array(cr_arena *arena, cr_dtype dtype, size_t ndim, const
 {
     *out = NULL;
     if (ndim > CR_ARRAY_MAX_DIMS || cr_dtype_size(dtype) == 0 || (ndim > 0 && shape == NULL))
-        return CR__FAIL(arena, CR_EINVAL, "cr_array_new: invalid dtype %d or ndim %zu",
-                        (int)dtype, ndim);
+        return CR__FAIL(arena, CR_EINVAL, "cr_array_new: invalid dtype %d or ndim %zu", (int)dtype,
+                        ndim);
     size_t n = 1;
     for (size_t d = 0; d < ndim; d++)
         if (!cr__mul_size(n, shape[d], &n))

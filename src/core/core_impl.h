@@ -5,6 +5,8 @@
 #ifndef CR_CORE_IMPL_H
 #define CR_CORE_IMPL_H
 
+#include <string.h>
+
 #include <chainrules/arena.h>
 #include <chainrules/ctx.h>
 #include <chainrules/status.h>
@@ -38,18 +40,177 @@ static inline bool cr__mul_size(size_t a, size_t b, size_t *out)
     return true;
 }
 
+/* ---- Arenas (arena.c) ------------------------------------------------------------- */
+
+/* A block of an arena: its data follows the header (or is the caller's fixed buffer). */
+typedef struct cr__block {
+    struct cr__block *next;
+    size_t size; /* usable bytes after the header */
+    bool owned;  /* false for the caller's fixed buffer */
+} cr__block;
+
+typedef struct cr__defer_node {
+    struct cr__defer_node *prev;
+    void (*fn)(void *env);
+    void *env;
+} cr__defer_node;
+
+struct cr_arena {
+    cr_ctx *ctx;
+    cr__block *first;
+    cr__block *cur;
+    size_t used; /* bytes used in cur */
+    /* cur's data and usable size (NULL and 0 without a current block), for the inline path */
+    unsigned char *cur_data;
+    size_t cur_size;
+    size_t next_size; /* size of the next block to allocate */
+    /* Bytes used in blocks before cur. Not next to used: cr_arena_rewind copies the two
+     * from its by-value mark, and as neighbours the compiler merges the copies into one
+     * 16-byte load, which stalls on the caller's two 8-byte stores of the argument. */
+    size_t total;
+    bool fixed;            /* caller buffer: never grows */
+    cr__block fixed_block; /* descriptor of the caller buffer */
+    unsigned char *fixed_data;
+    cr__defer_node *defers;
+    size_t ndefer;
+};
+
+/* The block header is padded so that block data starts CR_ARENA_ALIGN-aligned. */
+#define CR__ARENA_HEADER \
+    (((sizeof(cr__block) + CR_ARENA_ALIGN - 1) / CR_ARENA_ALIGN) * CR_ARENA_ALIGN)
+
+static inline unsigned char *cr__block_data(cr_arena *a, cr__block *b)
+{
+    if (b == &a->fixed_block)
+        return a->fixed_data;
+    return (unsigned char *)b + CR__ARENA_HEADER;
+}
+
+/* Make b (or nothing) the current block, keeping the inline path's copy of its extent. */
+static inline void cr__arena_set_cur(cr_arena *a, cr__block *b)
+{
+    a->cur = b;
+    a->cur_data = b != NULL ? cr__block_data(a, b) : NULL;
+    a->cur_size = b != NULL ? b->size : 0;
+}
+
+/*
+ * cr_arena_alloc's common case inline: the request fits in the current block. Anything
+ * else (a new block, a bad alignment, size 0, no arena) goes to the function, which does
+ * exactly what it always did. Inside the library cr_arena_alloc names this.
+ */
+static inline void *cr__arena_alloc(cr_arena *arena, size_t size, size_t align)
+{
+    size_t al = align == 0 ? CR_ARENA_ALIGN : align;
+    if (arena != NULL && size != 0 && al <= CR_ARENA_ALIGN && (al & (al - 1)) == 0) {
+        size_t o = (arena->used + al - 1) & ~(al - 1);
+        if (o <= arena->cur_size && size <= arena->cur_size - o) {
+            arena->used = o + size;
+            return arena->cur_data + o;
+        }
+    }
+    return (cr_arena_alloc)(arena, size, align);
+}
+
+/* cr_arena_calloc inline (the product checked as the function checks it). */
+static inline void *cr__arena_calloc(cr_arena *arena, size_t count, size_t size, size_t align)
+{
+    size_t n;
+    if (!cr__mul_size(count, size, &n))
+        return (cr_arena_calloc)(arena, count, size, align);
+    void *p = cr__arena_alloc(arena, n, align);
+    if (p != NULL)
+        memset(p, 0, n);
+    return p;
+}
+
+/* cr_arena_get_mark and cr_arena_rewind inline; a rewind that has cleanups to run, or
+ * goes back to before the first block, calls the function. */
+static inline cr_arena_mark cr__arena_get_mark(const cr_arena *arena)
+{
+    cr_arena_mark m = {0};
+    if (arena != NULL) {
+        m.block = arena->cur;
+        m.used = arena->used;
+        m.total = arena->total;
+        m.ndefer = arena->ndefer;
+    }
+    return m;
+}
+
+static inline void cr__arena_rewind(cr_arena *arena, cr_arena_mark mark)
+{
+    if (arena != NULL && mark.block != NULL && arena->ndefer == mark.ndefer) {
+        if (arena->cur != mark.block)
+            cr__arena_set_cur(arena, mark.block);
+        arena->used = mark.used;
+        arena->total = mark.total;
+        return;
+    }
+    (cr_arena_rewind)(arena, mark);
+}
+
+#ifndef CR__ARENA_IMPL
+#define cr_arena_alloc(arena, size, align) cr__arena_alloc((arena), (size), (align))
+#define cr_arena_calloc(arena, count, size, align) \
+    cr__arena_calloc((arena), (count), (size), (align))
+#define cr_arena_get_mark(arena)     cr__arena_get_mark(arena)
+#define cr_arena_rewind(arena, mark) cr__arena_rewind((arena), (mark))
+#endif
+
 /* ---- Array element access (array.c) ----------------------------------------------- */
 
 #include <chainrules/array.h>
 #include <chainrules/tangent.h>
+
+/* Small array queries inline (inside the library the public names call these). */
+static inline size_t cr__dtype_size(cr_dtype dtype)
+{
+    static const unsigned char size[] = {
+        0, sizeof(double), sizeof(float), sizeof(cr_complex), sizeof(int64_t), sizeof(bool)};
+    return (unsigned)dtype < sizeof size ? size[dtype] : 0;
+}
+
+static inline bool cr__dtype_is_float(cr_dtype dtype)
+{
+    return dtype == CR_DT_F64 || dtype == CR_DT_F32 || dtype == CR_DT_C128;
+}
+
+static inline size_t cr__array_numel(const cr_array *a)
+{
+    size_t n = 1;
+    for (size_t d = 0; d < a->ndim; d++)
+        n *= a->shape[d];
+    return n;
+}
+
+static inline bool cr__array_is_contiguous(const cr_array *a)
+{
+    if (a->structure == CR_MAT_DIAGONAL)
+        return a->strides[0] == 1 || a->shape[0] <= 1;
+    ptrdiff_t s = 1;
+    for (size_t d = a->ndim; d-- > 0;) {
+        if (a->shape[d] != 1 && a->strides[d] != s)
+            return false;
+        s *= (ptrdiff_t)a->shape[d];
+    }
+    return true;
+}
+
+#ifndef CR__ARRAY_IMPL
+#define cr_dtype_size(dtype)      cr__dtype_size(dtype)
+#define cr_dtype_is_float(dtype)  cr__dtype_is_float(dtype)
+#define cr_array_numel(a)         cr__array_numel(a)
+#define cr_array_is_contiguous(a) cr__array_is_contiguous(a)
+#endif
 
 /* Iterates the logical multi-indices of a shape in row-major order, keeping the storage
  * offsets (in elements) of up to three arrays that share that shape. */
 typedef struct cr__iter {
     size_t ndim;
     size_t narr;
-    size_t count;  /* elements visited so far */
-    size_t total;  /* elements in all */
+    size_t count; /* elements visited so far */
+    size_t total; /* elements in all */
     size_t shape[CR_ARRAY_MAX_DIMS];
     size_t idx[CR_ARRAY_MAX_DIMS];
     ptrdiff_t strides[3][CR_ARRAY_MAX_DIMS];

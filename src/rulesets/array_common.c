@@ -121,15 +121,6 @@ cr_tangent cr__scalar_tangent(cr_dtype dt, cr_complex v)
 
 /* ---- Arrays ----------------------------------------------------------------------------- */
 
-void cr__row_major(size_t ndim, const size_t *shape, ptrdiff_t *strides)
-{
-    ptrdiff_t s = 1;
-    for (size_t d = ndim; d-- > 0;) {
-        strides[d] = s;
-        s *= (ptrdiff_t)(shape[d] == 0 ? 1 : shape[d]);
-    }
-}
-
 cr_status cr__new(cr_arena *arena, cr_dtype dt, size_t ndim, const size_t *shape, bool zero,
                   cr_array **out)
 {

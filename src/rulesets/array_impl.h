@@ -67,25 +67,24 @@ CR_INTERNAL cr_status cr__primal_via_rrule(cr_arena *arena, const cr_value *f, c
 /* The frule and rrule of NAME as calls of shared implementations that take one parameter
  * (a kind, a flag, a function): RIMPL(arena, PARAM, args, nargs, y, pb, udata) and
  * FIMPL(arena, PARAM, dargs, args, nargs, y, dy); then the function value (CR__ARRAY_FN). */
-#define CR__PARAM_RULES(NAME, RIMPL, FIMPL, PARAM, ARITY)                                     \
-    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,   \
-                                  const cr_value *args, size_t nargs, cr_value *y,            \
-                                  cr_pullback *pb, const void *udata)                         \
-    {                                                                                         \
-        (void)cfg;                                                                            \
-        (void)f;                                                                              \
-        return RIMPL(arena, PARAM, args, nargs, y, pb, udata);                                \
-    }                                                                                         \
-    static cr_status NAME##_frule(const cr_config *cfg, cr_arena *arena,                      \
-                                  const cr_tangent *dargs, const cr_value *f,                 \
-                                  const cr_value *args, size_t nargs, cr_value *y,            \
-                                  cr_tangent *dy, const void *udata)                          \
-    {                                                                                         \
-        (void)cfg;                                                                            \
-        (void)f;                                                                              \
-        (void)udata;                                                                          \
-        return FIMPL(arena, PARAM, dargs, args, nargs, y, dy);                                \
-    }                                                                                         \
+#define CR__PARAM_RULES(NAME, RIMPL, FIMPL, PARAM, ARITY)                                         \
+    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,       \
+                                  const cr_value *args, size_t nargs, cr_value *y,                \
+                                  cr_pullback *pb, const void *udata)                             \
+    {                                                                                             \
+        (void)cfg;                                                                                \
+        (void)f;                                                                                  \
+        return RIMPL(arena, PARAM, args, nargs, y, pb, udata);                                    \
+    }                                                                                             \
+    static cr_status NAME##_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, \
+                                  const cr_value *f, const cr_value *args, size_t nargs,          \
+                                  cr_value *y, cr_tangent *dy, const void *udata)                 \
+    {                                                                                             \
+        (void)cfg;                                                                                \
+        (void)f;                                                                                  \
+        (void)udata;                                                                              \
+        return FIMPL(arena, PARAM, dargs, args, nargs, y, dy);                                    \
+    }                                                                                             \
     CR__ARRAY_FN(NAME, #NAME, ARITY)
 
 /* Register frule + rrule of fn for the signature args[0..n) (variadic: last repeats). */
@@ -172,7 +171,14 @@ CR_INTERNAL cr_status cr__cast(cr_arena *arena, const cr_array *w, cr_dtype dt, 
 CR_INTERNAL cr_status cr__view_of(cr_arena *arena, const cr_array *a, cr_array **out);
 
 /* Row-major strides of a shape. */
-CR_INTERNAL void cr__row_major(size_t ndim, const size_t *shape, ptrdiff_t *strides);
+static inline void cr__row_major(size_t ndim, const size_t *shape, ptrdiff_t *strides)
+{
+    ptrdiff_t s = 1;
+    for (size_t d = ndim; d-- > 0;) {
+        strides[d] = s;
+        s *= (ptrdiff_t)(shape[d] == 0 ? 1 : shape[d]);
+    }
+}
 
 /* Whether the array is dense (no structure) and contiguous row-major. */
 CR_INTERNAL bool cr__is_contig_dense(const cr_array *a);
