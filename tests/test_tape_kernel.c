@@ -3,7 +3,7 @@
  * checked against central finite differences of the same functions written in plain C
  * (Rosenbrock over offsets 0 and 1 of one array, mse against a constant and against a second
  * array variable, elementary functions, scalar variables broadcast, kernels mixed with array
- * functions, strided and n-d arrays), the primal bit for bit against the plain double
+ * functions, strided and n-d arrays, f32 arrays), the primal bit for bit against the plain double
  * instantiation, every error, and reuse of the tape's memory across resets.
  */
 #include <math.h>
@@ -471,18 +471,19 @@ static void test_layouts(void **state)
         ASSERT_DBL(gm[k], w);
     }
 
-    /* f32 arrays and non-contiguous matrices are refused, naming the kernel. */
+    /* Complex arrays and non-contiguous matrices are refused, naming the kernel. */
     cr_tape_reset(t);
-    float xf[3] = {1, 2, 3};
+    cr_complex xc[3] = {1.0, 2.0, 3.0};
     size_t s3[1] = {3};
     cr_array fa;
-    assert_int_equal(cr_array_view_init(&fa, xf, CR_DT_F32, 1, s3, NULL), CR_OK);
+    assert_int_equal(cr_array_view_init(&fa, xc, CR_DT_C128, 1, s3, NULL), CR_OK);
     cr_avar F = cr_tape_array_input(t, &fa);
     cr_kin fi = cr_kin_arr(F, 0);
     y = cr_akernel_sum(t, &idk, &fi, 1, 3);
     assert_true(isnan(y.v));
     assert_int_equal(cr_tape_status(t), CR_EUNIMPL);
-    assert_contains(cr_tape_errmsg(t), "kernel idk: argument 0 is an array of f32");
+    assert_contains(cr_tape_errmsg(t), "kernel idk: argument 0 is an array of c128: kernels read "
+                                       "f64 and f32 arrays");
     cr_tape_reset(t);
     size_t s22[2] = {2, 2};
     ptrdiff_t st22[2] = {3, 1}; /* the left 2x2 block of m */
@@ -495,6 +496,152 @@ static void test_layouts(void **state)
     assert_int_equal(cr_tape_status(t), CR_EUNIMPL);
     assert_contains(cr_tape_errmsg(t), "not contiguous");
     cr_tape_free(t);
+}
+
+/* ---- f32 arrays ------------------------------------------------------------------------------ */
+
+/* mse of x against env's y (n elements): sum (x_i - y_i)^2 */
+static double mse32_c(const double *x, size_t n, const void *env)
+{
+    const double *y = env;
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++)
+        s += (x[i] - y[i]) * (x[i] - y[i]);
+    return s;
+}
+
+enum { N32 = 5 };
+
+static cr_status mse32_t(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void *env)
+{
+    (void)n;
+    cr_kin in[2] = {cr_kin_arr(xs[0], 0), cr_kin_arr(cr_aconst(env), 0)};
+    *y = cr_akernel_sum(t, &sqdiff, in, 2, N32);
+    return cr_tape_status(t);
+}
+
+/* The gradient of mse32 at x (f64) from a first-order tape, for differences along v. */
+static void mse32_grad(fixture *f, const cr_array *ya, const double *x, double *g)
+{
+    double xc[N32];
+    memcpy(xc, x, sizeof xc);
+    cr_array xa = cr_array_vector(xc, N32), ga = cr_array_vector(g, N32);
+    cr_tape *t;
+    assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
+    cr_avar X = cr_tape_array_input(t, &xa);
+    cr_var y;
+    assert_int_equal(mse32_t(t, &X, 1, &y, (void *)ya), CR_OK);
+    cr_array *gp = &ga;
+    assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp));
+    cr_tape_free(t);
+}
+
+/*
+ * Kernels read f32 arrays as doubles: an f32 input of stride 2 against an f64 constant, as a
+ * sum (gradients into f32 and f64 arrays), as an array result (f64) summed by a rule, in a
+ * forward sweep, on a second-order tape and in a prepared gradient; each against central
+ * differences of the same function in plain C at the f32 values.
+ */
+static void test_f32(void **state)
+{
+    fixture *f = *state;
+    float buf[2 * N32];
+    double xd[N32], yv[N32] = {0.3, -0.2, 1.1, 0.5, -0.7}, want[N32];
+    for (size_t i = 0; i < N32; i++) {
+        buf[2 * i] = (float)(0.25 * (double)i - 0.4);
+        buf[2 * i + 1] = 99.0f;
+        xd[i] = (double)buf[2 * i];
+    }
+    size_t shape[1] = {N32};
+    ptrdiff_t st2[1] = {2};
+    cr_array xa, ya = cr_array_vector(yv, N32);
+    assert_int_equal(cr_array_view_init(&xa, buf, CR_DT_F32, 1, shape, st2), CR_OK);
+    fd_grad(mse32_c, yv, xd, N32, want);
+
+    /* The sum, gradients into an f32 and an f64 array. */
+    cr_tape *t;
+    assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
+    cr_avar X = cr_tape_array_input(t, &xa);
+    cr_var y;
+    assert_ok(t, mse32_t(t, &X, 1, &y, &ya));
+    assert_close(y.v, mse32_c(xd, N32, yv), 1e-14);
+    float g32[N32];
+    double g64[N32];
+    cr_array g32a, g64a = cr_array_vector(g64, N32);
+    assert_int_equal(cr_array_view_init(&g32a, g32, CR_DT_F32, 1, shape, NULL), CR_OK);
+    cr_array *gp = &g32a;
+    assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp));
+    for (size_t i = 0; i < N32; i++)
+        ASSERT_CLOSE((double)g32[i], want[i], 1e-6);
+    gp = &g64a;
+    assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp));
+    assert_grad(g64, want, N32, 1e-7);
+
+    /* The array form: an f64 result, summed by the sum rule. */
+    cr_tape_reset(t);
+    X = cr_tape_array_input(t, &xa);
+    cr_kin in[2] = {cr_kin_arr(X, 0), cr_kin_arr(cr_aconst(&ya), 0)};
+    cr_avar r = cr_akernel(t, &sqdiff, in, 2, N32);
+    assert_non_null(r.a);
+    assert_int_equal(r.a->dtype, CR_DT_F64);
+    y = cr_asum(t, r);
+    assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp));
+    assert_grad(g64, want, N32, 1e-7);
+    cr_tape_free(t);
+
+    /* A forward sweep along an f32 direction: ẏ = Σ ∂y/∂x_i ẋ_i. */
+    cr_tape_params tp = {.struct_size = sizeof tp, .flags = CR_TAPE_FORWARD};
+    assert_int_equal(cr_tape_new(f->ctx, &tp, &t), CR_OK);
+    X = cr_tape_array_input(t, &xa);
+    assert_ok(t, mse32_t(t, &X, 1, &y, &ya));
+    float dir[N32] = {0.5f, -1.0f, 0.25f, 2.0f, -0.75f};
+    cr_array da;
+    assert_int_equal(cr_array_view_init(&da, dir, CR_DT_F32, 1, shape, NULL), CR_OK);
+    const cr_array *dp = &da;
+    double ydot, ydot_want = 0.0;
+    for (size_t i = 0; i < N32; i++)
+        ydot_want += want[i] * (double)dir[i];
+    assert_ok(t, cr_tape_ajvp(t, NULL, NULL, 0, &X, &dp, 1, &y, 1, &ydot, NULL, 0, NULL));
+    ASSERT_CLOSE(ydot, ydot_want, 1e-7);
+    cr_tape_free(t);
+
+    /* H v on a second-order tape, against central differences of the gradient along v. */
+    tp.flags = CR_TAPE_SECOND_ORDER;
+    assert_int_equal(cr_tape_new(f->ctx, &tp, &t), CR_OK);
+    X = cr_tape_array_input(t, &xa);
+    assert_ok(t, mse32_t(t, &X, 1, &y, &ya));
+    double hv[N32], hv_want[N32], xp[N32], xm[N32], gp_[N32], gm_[N32], h = 1e-4;
+    for (size_t i = 0; i < N32; i++) {
+        xp[i] = xd[i] + h * (double)dir[i];
+        xm[i] = xd[i] - h * (double)dir[i];
+    }
+    mse32_grad(f, &ya, xp, gp_);
+    mse32_grad(f, &ya, xm, gm_);
+    for (size_t i = 0; i < N32; i++)
+        hv_want[i] = (gp_[i] - gm_[i]) / (2 * h);
+    cr_array hva = cr_array_vector(hv, N32);
+    cr_array *hp = &hva;
+    assert_ok(t, cr_tape_ahvp(t, y, NULL, 0, NULL, NULL, &X, 1, &dp, &hp));
+    assert_grad(hv, hv_want, N32, 1e-7);
+    cr_tape_free(t);
+
+    /* Prepared once, replayed at new f32 values. */
+    const cr_array *xs[1] = {&xa};
+    cr_prepared *p;
+    assert_int_equal(cr_prepare_gradient_arrays(f->ctx, NULL, mse32_t, &ya, xs, 1, &p), CR_OK);
+    for (int round = 0; round < 2; round++) {
+        for (size_t i = 0; i < N32; i++) {
+            buf[2 * i] += 0.125f * (float)(round + 1);
+            xd[i] = (double)buf[2 * i];
+        }
+        fd_grad(mse32_c, yv, xd, N32, want);
+        double yp;
+        gp = &g64a;
+        assert_int_equal(cr_prepared_value_and_gradient_arrays(p, xs, 1, &yp, &gp), CR_OK);
+        assert_close(yp, mse32_c(xd, N32, yv), 1e-14);
+        assert_grad(g64, want, N32, 1e-7);
+    }
+    cr_prepared_free(p);
 }
 
 /* ---- The primal, bit for bit --------------------------------------------------------------------
@@ -877,6 +1024,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_scalar_args, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_mixed, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_layouts, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_f32, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_primal_bits, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_errors, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_reuse, fixture_setup, fixture_teardown),

@@ -48,12 +48,13 @@
  * loop's partials; on a CR_TAPE_SECOND_ORDER tape (cr_tape_hvp(), cr_tape_hessian(),
  * cr_tape_ahvp()) the second-order reverse step runs the hyper-dual loop once per direction.
  *
- * Limits: arguments are f64 arrays (1-d with any stride, or contiguous of any shape read in
- * row-major order), scalar variables and constants; a second-order tape refuses a kernel
- * without a hyper-dual loop (one made by hand with `second` NULL; CR_EUNIMPL). Prepared
- * gradients (cr_prepare_gradient_arrays()) replay kernels: their loops run again at the new
- * arrays. As with ForwardDiff's dual numbers, a non-finite partial of one argument (pow(x, y)
- * at x < 0 differentiated in y) makes the partials of the others NaN too.
+ * Limits: arguments are f64 or f32 arrays (1-d with any stride, or contiguous of any shape
+ * read in row-major order; f32 elements are read as doubles, the loops run in double and an
+ * array result is f64), scalar variables and constants; complex arrays are refused; a second-order
+ * tape refuses a kernel without a hyper-dual loop (one made by hand with `second` NULL;
+ * CR_EUNIMPL). Prepared gradients (cr_prepare_gradient_arrays()) replay kernels: their loops run
+ * again at the new arrays. As with ForwardDiff's dual numbers, a non-finite partial of one argument
+ * (pow(x, y) at x < 0 differentiated in y) makes the partials of the others NaN too.
  *
  * @note Kernels are immutable descriptors: any number of threads may use one.
  */

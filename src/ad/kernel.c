@@ -112,7 +112,8 @@ double cr_k_row2_h(unsigned fn, double x, double y, unsigned vary, double *d, do
 
 /* An argument as the loops read it. */
 typedef struct karg {
-    const double *p; /* an array's element 0 of the call (offset applied), or NULL */
+    const double *p; /* an f64 array's element 0 of the call (offset applied), or NULL */
+    const float *pf; /* an f32 array's element 0 of the call (read as doubles), or NULL */
     ptrdiff_t s;     /* its stride in elements */
     double c;        /* a scalar's value */
     size_t off;      /* an array's offset: element i of the call is shadow element off + i */
@@ -155,13 +156,18 @@ static cr_status fail_alloc(cr_tape *t, const char *who)
 }
 
 /* Pointers to elements [base, base + nb) of every argument, unit stride. Scalars are
- * broadcast into their buffer once (fill), strided arrays gathered at each block. */
+ * broadcast into their buffer once (fill), strided f64 arrays gathered and f32 arrays
+ * converted at each block. */
 static void block_args(const knode *nd, size_t base, size_t nb, kblock *b, bool fill,
                        const double **q)
 {
     for (unsigned j = 0; j < nd->k->nargs; j++) {
         const karg *a = &nd->arg[j];
-        if (a->p == NULL) {
+        if (a->pf != NULL) {
+            for (size_t i = 0; i < nb; i++)
+                b->buf[j][i] = (double)a->pf[(ptrdiff_t)(base + i) * a->s];
+            q[j] = b->buf[j];
+        } else if (a->p == NULL) {
             if (fill) {
                 size_t m = nd->n < CR_K_BLOCK ? nd->n : CR_K_BLOCK;
                 for (size_t i = 0; i < m; i++)
@@ -184,7 +190,7 @@ enum { BIND_OK, BIND_DTYPE, BIND_LAYOUT, BIND_RANGE };
  * read (a->numel is set from BIND_RANGE on). */
 static int bind_array(karg *a, const cr_array *v, size_t off, size_t n)
 {
-    if (v->dtype != CR_DT_F64)
+    if (v->dtype != CR_DT_F64 && v->dtype != CR_DT_F32)
         return BIND_DTYPE;
     if (v->structure != CR_MAT_DENSE || (v->ndim > 1 && !cr_array_is_contiguous(v)))
         return BIND_LAYOUT;
@@ -192,7 +198,13 @@ static int bind_array(karg *a, const cr_array *v, size_t off, size_t n)
     if (off > a->numel || n > a->numel - off)
         return BIND_RANGE;
     a->s = v->ndim == 1 ? v->strides[0] : 1;
-    a->p = (const double *)v->data + (ptrdiff_t)off * a->s;
+    if (v->dtype == CR_DT_F32) {
+        a->pf = (const float *)v->data + (ptrdiff_t)off * a->s;
+        a->p = NULL;
+    } else {
+        a->p = (const double *)v->data + (ptrdiff_t)off * a->s;
+        a->pf = NULL;
+    }
     a->off = off;
     return BIND_OK;
 }
@@ -223,6 +235,7 @@ static cr_status read_args(cr_tape *t, const char *kn, const cr_kernel *k, const
         karg *a = &nd->arg[j];
         if (in->kind == CR_KIN_VAR) {
             a->p = NULL;
+            a->pf = NULL;
             a->c = in->s.v;
             a->code = in->s.idx;
             if (in->s.idx != CR_VAR_CONST && (in->s.tape != t->id || in->s.idx >= t->nvars))
@@ -244,7 +257,7 @@ static cr_status read_args(cr_tape *t, const char *kn, const cr_kernel *k, const
             case BIND_DTYPE:
                 return cr__tape_fail(t, CR_EUNIMPL,
                                      "kernel %s: argument %zu is an array of %s: kernels read "
-                                     "f64 arrays",
+                                     "f64 and f32 arrays",
                                      kn, j, cr_dtype_name((cr_dtype)v->dtype));
             case BIND_LAYOUT:
                 return cr__tape_fail(t, CR_EUNIMPL,
