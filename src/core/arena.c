@@ -237,14 +237,7 @@ size_t cr_arena_capacity(const cr_arena *arena)
 
 cr_arena_mark cr_arena_get_mark(const cr_arena *arena)
 {
-    cr_arena_mark m = {0};
-    if (arena != NULL) {
-        m.block = arena->cur;
-        m.used = arena->used;
-        m.total = arena->total;
-        m.ndefer = arena->ndefer;
-    }
-    return m;
+    return cr__arena_get_mark(arena);
 }
 
 void cr_arena_rewind(cr_arena *arena, cr_arena_mark mark)
