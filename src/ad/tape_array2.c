@@ -6,7 +6,9 @@
  * pullback along the tangents ẋ applied to ȳ, is found by the function's class (a table
  * below, keyed by the function's identity): zero for linear functions, calls of the same
  * rrule at tangents for multilinear ones, and the row's second derivatives (as the scalar
- * second-order tape takes them) for broadcasts of a scalar-table function.
+ * second-order tape takes them) for broadcasts of a scalar-table function (and maps); the
+ * other nonlinear functions (logsumexp, softmax, prod, norm, det, sum(f, A), ...) have forms
+ * of their own in tape_array2_forms.c.
  */
 #include <complex.h>
 #include <math.h>
@@ -18,6 +20,7 @@
 #include <chainrules/rules_math.h>
 
 #include "../rulesets/array_impl.h"
+#include "tape_array2_forms.h"
 #include "tape_impl.h"
 
 #define MAX_ARGS 16 /* as tape_array.c */
@@ -30,14 +33,15 @@ enum {
     SO_LINEAR,   /* linear in its differentiable arguments: S = 0 */
     SO_MULTI,    /* multilinear: S from the rrule called with one argument replaced by its
                     tangent */
-    SO_ROW       /* broadcast of a scalar-table function: S from the row's second derivatives */
+    SO_ROW,      /* broadcast of a scalar-table function: S from the row's second derivatives */
+    SO_FORM      /* a nonlinear function with its own second-order form (tape_array2_forms.c) */
 };
 
 /*
  * Functions linear in all their differentiable arguments (integers, ranges, dims and
  * index arrays are not differentiable): their pullbacks do not depend on the point, so the
  * pullback's derivative along any tangent is zero. `sum(f, A)` and `mean(f, A)` take a
- * function first and are not linear: they are refused.
+ * function first and are not linear: they have their own form (tape_array2_forms.c).
  */
 static const cr_value *const k_linear[] = {
     &cr_fn_sum,       &cr_fn_mean,     &cr_fn_view,        &cr_fn_getindex,    &cr_fn_reshape,
@@ -71,13 +75,15 @@ static bool in_table(const cr_function *fn, const cr_value *const *tab, size_t n
 
 #define IN_TABLE(fn, tab) in_table((fn), (tab), sizeof(tab) / sizeof((tab)[0]))
 
-/* The class of f(vals...); *row is the broadcast's row for SO_ROW. */
-static int so_class(const cr_value *f, const cr_value *vals, size_t nargs,
-                    const cr_scalar_rule **row)
+/* The class of f(vals...); *row is the broadcast's row for SO_ROW, *form the form for SO_FORM,
+ * *why a reason for SO_NONE (or NULL). map(f, A...) is a broadcast over arrays of one shape. */
+static int so_class(const cr_value *f, const cr_value *vals, const uint32_t *codes, size_t nargs,
+                    const cr_scalar_rule **row, cr__so_form_fn *form, const char **why)
 {
     const cr_function *fn = f->u.func.fn;
     *row = NULL;
-    if (fn == cr_fn_broadcast.u.func.fn) {
+    *why = NULL;
+    if (fn == cr_fn_broadcast.u.func.fn || fn == cr_fn_map.u.func.fn) {
         if (nargs < 2 || vals[0].kind != CR_KIND_FUNC || vals[0].u.func.fn == NULL)
             return SO_NONE;
         const cr_function *g = vals[0].u.func.fn;
@@ -91,6 +97,10 @@ static int so_class(const cr_value *f, const cr_value *vals, size_t nargs,
         *row = r;
         return SO_ROW;
     }
+    if ((*form = cr__so_form_of(f, vals, codes, nargs, why)) != NULL)
+        return SO_FORM;
+    if (*why != NULL)
+        return SO_NONE;
     if (IN_TABLE(fn, k_linear))
         return nargs > 0 && vals[0].kind == CR_KIND_FUNC ? SO_NONE : SO_LINEAR;
     if (IN_TABLE(fn, k_multi))
@@ -102,6 +112,7 @@ struct cr__aext {
     cr_value f;                /* the function called (a copy) */
     const cr_value *vals;      /* its arguments' values (the tape's copy, in the arena) */
     const cr_scalar_rule *row; /* SO_ROW: the broadcast's row */
+    cr__so_form_fn form;       /* SO_FORM: the function's second-order form */
     int cls;                   /* SO_*; SO_NONE on forward tapes for unknown functions */
 };
 
@@ -122,13 +133,19 @@ cr_status cr__array_ext(cr_tape *t, const cr_value *f, const cr_value *vals, con
 {
     const char *fname = f->u.func.fn->name;
     const cr_scalar_rule *row;
-    int cls = so_class(f, vals, nargs, &row);
+    cr__so_form_fn form = NULL;
+    const char *why;
+    int cls = so_class(f, vals, codes, nargs, &row, &form, &why);
     if (t->flags & CR_TAPE_SECOND_ORDER) {
+        if (cls == SO_NONE && why != NULL)
+            return cr__tape_fail(t, CR_EUNIMPL, "%s: no second-order form on the tape: %s", fname,
+                                 why);
         if (cls == SO_NONE)
             return cr__tape_fail(t, CR_EUNIMPL,
                                  "%s: no second-order form on the tape (second-order tapes record "
-                                 "linear and multilinear array functions and broadcasts of "
-                                 "scalar-table functions; docs/engine.md)",
+                                 "linear and multilinear array functions, broadcasts of "
+                                 "scalar-table functions and the functions of docs/engine.md's "
+                                 "table)",
                                  fname);
         for (size_t j = 0; j < nargs; j++)
             if (codes[j] != CR_VAR_CONST && is_complex(&vals[j]))
@@ -143,6 +160,7 @@ cr_status cr__array_ext(cr_tape *t, const cr_value *f, const cr_value *vals, con
     e->f = *f;
     e->vals = vals;
     e->row = row;
+    e->form = form;
     e->cls = cls;
     *out = e;
     return CR_OK;
@@ -566,6 +584,8 @@ cr_status cr__array_pull2(cr_tape *t, const cr__anode *nd, size_t i, double *adj
             st = second_multi(t, nd, ybar, adjd, tan, k);
         else if (e->cls == SO_ROW && (st = second_row(t, nd, ybar, adjd, tan, k)) != CR_OK)
             st = rule_failed(t, nd, "the second-order term", st);
+        else if (e->cls == SO_FORM && (st = e->form(t, nd, i, ybar, adjd, tan, k)) != CR_OK)
+            st = t->status != CR_OK ? t->status : rule_failed(t, nd, "the second-order term", st);
         /* the ordinary reverse step: x̄ += pullback(ȳ) */
         if (st == CR_OK)
             st = cr__array_pull(t, nd, scalar ? &adj[i] : NULL, adj);
@@ -574,6 +594,19 @@ cr_status cr__array_pull2(cr_tape *t, const cr__anode *nd, size_t i, double *adj
         if (!cr_tangent_is_zero(ybd[d]))
             st = pull_d(t, nd, ybd[d], adjd, k, d);
     return st;
+}
+
+/* For the second-order forms (tape_array2_forms.c). */
+cr_tangent cr__a2_arg_tangent(const cr_tape *t, uint32_t code, const double *tan, size_t k,
+                              size_t d)
+{
+    return arg_tangent(t, code, tan, k, d);
+}
+
+cr_status cr__a2_add_d(cr_tape *t, const cr__anode *nd, size_t j, cr_tangent dx, double *adjd,
+                       size_t k, size_t d)
+{
+    return add_d(t, nd, j, dx, adjd, k, d);
 }
 
 /* ---- Public sweeps --------------------------------------------------------------------------- */

@@ -1,0 +1,680 @@
+/*
+ * Second-order forms of the nonlinear array functions that are neither broadcasts nor
+ * (multi)linear: logsumexp, softmax, logsoftmax, prod, norm (and nrm2), det, logdet,
+ * sum(f, A) of a scalar-table function (the library has no mean(f, A)). For a record y = f(x, ...)
+ * whose result has the cotangent ȳ, a form gives, along each direction ẋ,
+ *
+ *     S = d/dε [pullback at x + ε ẋ](ȳ),
+ *
+ * the derivative of the pullback itself (the sweep adds pullback(ȳ̇) separately). The first
+ * derivatives in S come from the rules: the recorded pullback (called with ȳ), the result's
+ * tangent ẏ that the forward sweep got from the function's frule, and the frules of softmax
+ * and matinv. What is written here is only what the rules cannot give: the second
+ * derivative, each with its formula and derivation next to it.
+ *
+ * Reductions over dimensions (dims) work slice by slice: a slice is the set of elements of x
+ * reduced into one element of the result; ȳ, and the sums the forms take, are per slice.
+ */
+#include <complex.h>
+#include <math.h>
+#include <string.h>
+
+#include <chainrules/rules_array.h>
+#include <chainrules/rules_linalg.h>
+#include <chainrules/rules_math.h>
+
+#include "../rulesets/array_impl.h"
+#include "tape_array2_forms.h"
+
+#define MAX_ARGS 16 /* as tape_array.c */
+#define MAX_DIRS 8  /* as tape_array2.c */
+
+/* ---- Common parts --------------------------------------------------------------------------- */
+
+/* A record's array argument xj as the forms read it. */
+typedef struct form {
+    cr_tape *t;
+    const cr__anode *nd;
+    cr_arena *arena;
+    const char *who;
+    size_t xj;         /* the array argument's position */
+    const cr_array *x; /* its value, f64, contiguous row-major */
+    size_t N;          /* its elements */
+    size_t ns;         /* slices (1 without dims) */
+    size_t *sl;        /* the slice of each element; NULL when ns == 1 */
+} form;
+
+/* Set up F for argument xj; dims (or NULL) are the reduced dimensions. */
+static cr_status form_init(form *F, cr_tape *t, const cr__anode *nd, size_t xj,
+                           const cr_value *dims)
+{
+    F->t = t;
+    F->nd = nd;
+    F->arena = t->arena;
+    F->who = nd->fname;
+    F->xj = xj;
+    F->ns = 1;
+    F->sl = NULL;
+    cr_status st = cr__dense(t->arena, nd->vals[xj].u.arr, CR_DT_F64, &F->x);
+    if (st != CR_OK)
+        return st;
+    const cr_array *x = F->x;
+    F->N = cr_array_numel(x);
+    if (dims == NULL)
+        return CR_OK;
+    bool mask[CR_ARRAY_MAX_DIMS] = {false};
+    if ((st = cr__dims_arg(t->arena, F->who, dims, x->ndim, mask)) != CR_OK)
+        return st;
+    /* The slice of element (i_0, ..., i_{n-1}) is its index in the result, whose reduced
+     * dimensions have extent 1: Σ over the kept dimensions q of i_q times q's stride. */
+    size_t ostride[CR_ARRAY_MAX_DIMS], ns = 1;
+    for (size_t q = x->ndim; q-- > 0;) {
+        ostride[q] = mask[q] ? 0 : ns;
+        ns *= mask[q] ? 1 : x->shape[q];
+    }
+    F->ns = ns;
+    if (ns == 1 || F->N == 0)
+        return CR_OK;
+    size_t *sl = cr_arena_alloc(t->arena, F->N * sizeof *sl, _Alignof(size_t));
+    if (sl == NULL)
+        return CR__ALLOC_STATUS(t->arena);
+    size_t idx[CR_ARRAY_MAX_DIMS] = {0}, s = 0;
+    for (size_t e = 0; e < F->N; e++) {
+        sl[e] = s;
+        for (size_t q = x->ndim; q-- > 0;) { /* the next index, row-major */
+            s += ostride[q];
+            if (++idx[q] < x->shape[q])
+                break;
+            s -= ostride[q] * idx[q];
+            idx[q] = 0;
+        }
+    }
+    F->sl = sl;
+    return CR_OK;
+}
+
+static size_t slice(const form *F, size_t e)
+{
+    return F->sl == NULL ? 0 : F->sl[e];
+}
+
+/* The cotangent of a reduction's result (ns values, in slice order). */
+static cr_status ybar_slices(const form *F, cr_tangent ybar, const double **yb)
+{
+    const cr__anode *nd = F->nd;
+    const cr_array *yv = nd->out == CR_VAR_CONST ? NULL : F->t->aslots[nd->out].val;
+    static const size_t k_one[1] = {1};
+    const cr_array *Yb;
+    cr_status st = cr__tan_array(F->arena, F->who, ybar, yv != NULL ? yv->ndim : 0,
+                                 yv != NULL ? yv->shape : k_one, CR_DT_F64, &Yb);
+    if (st == CR_OK && Yb == NULL)
+        return CR_EINVAL; /* the sweep calls a form with a nonzero cotangent only */
+    if (st == CR_OK)
+        *yb = Yb->data;
+    return st;
+}
+
+/* A tangent or cotangent of x's shape, in f64 (NULL for a zero one). */
+static cr_status like_x(const form *F, cr_tangent v, const double **out)
+{
+    const cr_array *a;
+    cr_status st = cr__tan_array(F->arena, F->who, v, F->x->ndim, F->x->shape, CR_DT_F64, &a);
+    *out = st == CR_OK && a != NULL ? a->data : NULL;
+    return st;
+}
+
+/* The tangent ẋ of x along direction d (NULL when zero; *raw: as the sweep holds it). */
+static cr_status x_dot(const form *F, const double *tan, size_t k, size_t d, cr_tangent *raw,
+                       const double **xd)
+{
+    *raw = cr__a2_arg_tangent(F->t, F->nd->args[F->xj], tan, k, d);
+    *xd = NULL;
+    return cr_tangent_is_zero(*raw) ? CR_OK : like_x(F, *raw, xd);
+}
+
+/* The tangent ẏ of the record's scalar result i along d (from the function's frule, in the
+ * forward sweep). */
+static double y_dot(const double *tan, size_t i, size_t k, size_t d)
+{
+    return tan[i * k + d];
+}
+
+/* A new f64 array of x's shape (zeros). */
+static cr_status new_s(const form *F, cr_array **S)
+{
+    return cr__new(F->arena, CR_DT_F64, F->x->ndim, F->x->shape, true, S);
+}
+
+/* S (x's shape) added into the derivative of x's cotangent along d. */
+static cr_status put(const form *F, cr_array *S, double *adjd, size_t k, size_t d)
+{
+    return cr__a2_add_d(F->t, F->nd, F->xj, cr_tangent_array(S), adjd, k, d);
+}
+
+/* The recorded pullback applied to ȳ: x's cotangent G = pullback(ȳ)_x, in f64. */
+static cr_status pulled(const form *F, cr_tangent ybar, const double **G)
+{
+    cr_tangent dx[MAX_ARGS + 1];
+    size_t nx = (size_t)F->nd->nargs + 1;
+    if (nx > sizeof dx / sizeof dx[0])
+        return CR_EINVAL;
+    cr_status st = cr_pullback_call(F->arena, &F->nd->pb, &ybar, dx, nx);
+    if (st != CR_OK)
+        return st;
+    if ((st = like_x(F, dx[F->xj + 1], G)) == CR_OK && *G == NULL) {
+        cr_array *z; /* a zero cotangent */
+        if ((st = new_s(F, &z)) == CR_OK)
+            *G = z->data;
+    }
+    return st;
+}
+
+/* ---- softmax, logsoftmax, logsumexp -----------------------------------------------------------
+ */
+
+/* ṡ = softmax's frule tangent at the record's arguments (x[, dims]) along ẋ. */
+static cr_status softmax_dot(const form *F, cr_tangent xdot, const double **sd)
+{
+    cr_tangent dargs[3] = {cr_tangent_none(), xdot, cr_tangent_zero()};
+    cr_value y;
+    cr_tangent dy;
+    cr_status st =
+        cr_frule(F->t->config, F->arena, dargs, &cr_fn_softmax, F->nd->vals, F->nd->nargs, &y, &dy);
+    if (st == CR_OK)
+        st = like_x(F, dy, sd);
+    if (st == CR_OK && *sd == NULL) {
+        cr_array *z;
+        if ((st = new_s(F, &z)) == CR_OK)
+            *sd = z->data;
+    }
+    return st;
+}
+
+static const cr_value *dims_of(const cr__anode *nd, size_t j)
+{
+    return nd->nargs > j ? &nd->vals[j] : NULL;
+}
+
+/*
+ * logsumexp(x[, dims]): the pullback is x̄ = ȳ ⊙ softmax(x) (ȳ spread over each slice), so
+ *     S = ȳ ⊙ ṡ,   ṡ = softmax's frule tangent at x along ẋ.
+ */
+static cr_status form_logsumexp(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
+                                double *adjd, const double *tan, size_t k)
+{
+    (void)i;
+    form F;
+    const double *yb;
+    cr_status st = form_init(&F, t, nd, 0, dims_of(nd, 1));
+    if (st == CR_OK)
+        st = ybar_slices(&F, ybar, &yb);
+    for (size_t d = 0; d < k && st == CR_OK; d++) {
+        cr_tangent raw;
+        const double *xd, *sd;
+        cr_array *S;
+        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK || xd == NULL)
+            continue;
+        if ((st = softmax_dot(&F, raw, &sd)) != CR_OK || (st = new_s(&F, &S)) != CR_OK)
+            break;
+        double *s = S->data;
+        for (size_t e = 0; e < F.N; e++)
+            s[e] = yb[slice(&F, e)] * sd[e];
+        st = put(&F, S, adjd, k, d);
+    }
+    return st;
+}
+
+/* Σ over each slice of a ⊙ b (b NULL: of a), into a new array of ns values. */
+static cr_status slice_sums(const form *F, const double *a, const double *b, double **out)
+{
+    double *o = cr_arena_calloc(F->arena, F->ns, sizeof *o, _Alignof(double));
+    if (o == NULL)
+        return CR__ALLOC_STATUS(F->arena);
+    for (size_t e = 0; e < F->N; e++)
+        o[slice(F, e)] += b == NULL ? a[e] : a[e] * b[e];
+    *out = o;
+    return CR_OK;
+}
+
+/*
+ * logsoftmax(x[, dims]) = x - logsumexp(x): the pullback is x̄ = ȳ - softmax(x) Σȳ (the sum
+ * over each slice), so
+ *     S = -ṡ Σȳ,   ṡ = softmax's frule tangent at x along ẋ.
+ */
+static cr_status form_logsoftmax(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
+                                 double *adjd, const double *tan, size_t k)
+{
+    (void)i;
+    form F;
+    const double *yb;
+    double *ysum;
+    cr_status st = form_init(&F, t, nd, 0, dims_of(nd, 1));
+    if (st == CR_OK && (st = like_x(&F, ybar, &yb)) == CR_OK && yb == NULL)
+        return CR_OK;
+    if (st == CR_OK)
+        st = slice_sums(&F, yb, NULL, &ysum);
+    for (size_t d = 0; d < k && st == CR_OK; d++) {
+        cr_tangent raw;
+        const double *xd, *sd;
+        cr_array *S;
+        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK || xd == NULL)
+            continue;
+        if ((st = softmax_dot(&F, raw, &sd)) != CR_OK || (st = new_s(&F, &S)) != CR_OK)
+            break;
+        double *s = S->data;
+        for (size_t e = 0; e < F.N; e++)
+            s[e] = -ysum[slice(&F, e)] * sd[e];
+        st = put(&F, S, adjd, k, d);
+    }
+    return st;
+}
+
+/*
+ * softmax(x[, dims]) = y: the pullback is x̄ = y ⊙ (ȳ - c), c = Σ y ⊙ ȳ over each slice. Its
+ * derivative along ẋ, with ẏ the result's tangent (softmax's frule, from the forward sweep):
+ *     S = ẏ ⊙ (ȳ - c) - y ⊙ ċ,   ċ = Σ ẏ ⊙ ȳ over each slice.
+ */
+static cr_status form_softmax(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
+                              double *adjd, const double *tan, size_t k)
+{
+    (void)i;
+    form F;
+    const double *yb, *y;
+    double *c;
+    cr_status st = form_init(&F, t, nd, 0, dims_of(nd, 1));
+    if (st == CR_OK && (st = like_x(&F, ybar, &yb)) == CR_OK && yb == NULL)
+        return CR_OK;
+    const cr_array *ya;
+    if (st == CR_OK && (st = cr__dense(F.arena, nd->y.u.arr, CR_DT_F64, &ya)) == CR_OK)
+        y = ya->data;
+    if (st == CR_OK)
+        st = slice_sums(&F, y, yb, &c);
+    for (size_t d = 0; d < k && st == CR_OK; d++) {
+        cr_tangent raw;
+        const double *xd, *yd;
+        double *cd;
+        cr_array *S;
+        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK || xd == NULL)
+            continue;
+        cr_tangent ydt = cr__a2_arg_tangent(t, nd->out | CR__ASLOT_BIT, tan, k, d);
+        if ((st = like_x(&F, ydt, &yd)) != CR_OK || yd == NULL)
+            continue;
+        if ((st = slice_sums(&F, yd, yb, &cd)) != CR_OK || (st = new_s(&F, &S)) != CR_OK)
+            break;
+        double *s = S->data;
+        for (size_t e = 0; e < F.N; e++) {
+            size_t q = slice(&F, e);
+            s[e] = yd[e] * (yb[e] - c[q]) - y[e] * cd[q];
+        }
+        st = put(&F, S, adjd, k, d);
+    }
+    return st;
+}
+
+/* ---- prod -------------------------------------------------------------------------------------
+ */
+
+/*
+ * prod(x[, dims]): per slice, y = Π x_j and the pullback is x̄_i = ȳ Π_{j≠i} x_j = G_i
+ * (G: the recorded pullback applied to ȳ, which never divides by zero). Its derivative:
+ *     S_i = ȳ Σ_{k≠i} ẋ_k Π_{j∉{i,k}} x_j,
+ * by the number of zeros z of the slice:
+ *   z = 0: Π_{j∉{i,k}} x_j = y / (x_i x_k), so S_i = G_i (T - ẋ_i / x_i), T = Σ_k ẋ_k / x_k;
+ *   z = 1, x_a = 0: G_a = ȳ Π_{j≠a} x_j and the other G are 0; only the terms without x_a
+ *          remain: S_a = G_a T (T over the nonzero elements), S_i = ẋ_a G_a / x_i (i ≠ a);
+ *   z = 2, x_a = x_b = 0: G = 0; S_a = ȳ ẋ_b Q, S_b = ȳ ẋ_a Q with Q = Π_{j∉{a,b}} x_j, the
+ *          other S are 0;
+ *   z ≥ 3: every product has a zero factor: S = 0.
+ */
+static cr_status form_prod(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
+                           const double *tan, size_t k)
+{
+    (void)i;
+    form F;
+    const double *yb, *G;
+    cr_status st = form_init(&F, t, nd, 0, dims_of(nd, 1));
+    if (st == CR_OK)
+        st = ybar_slices(&F, ybar, &yb);
+    if (st == CR_OK)
+        st = pulled(&F, ybar, &G);
+    if (st != CR_OK)
+        return st;
+    size_t ns = F.ns, N = F.N;
+    const double *x = F.x->data;
+    size_t *z = cr_arena_calloc(F.arena, 3 * ns, sizeof *z, _Alignof(size_t));
+    double *Q = cr_arena_alloc(F.arena, 2 * ns * sizeof *Q, _Alignof(double));
+    if (z == NULL || Q == NULL)
+        return CR__ALLOC_STATUS(F.arena);
+    size_t *za = z + ns, *zb = z + 2 * ns; /* the first two zeros of each slice */
+    double *T = Q + ns;
+    for (size_t q = 0; q < ns; q++)
+        Q[q] = 1.0;
+    for (size_t e = 0; e < N; e++) {
+        size_t q = slice(&F, e);
+        if (x[e] != 0.0) {
+            Q[q] *= x[e];
+            continue;
+        }
+        if (z[q] == 0)
+            za[q] = e;
+        else if (z[q] == 1)
+            zb[q] = e;
+        z[q]++;
+    }
+    for (size_t d = 0; d < k; d++) {
+        cr_tangent raw;
+        const double *xd;
+        cr_array *S;
+        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK)
+            return st;
+        if (xd == NULL)
+            continue;
+        if ((st = new_s(&F, &S)) != CR_OK)
+            return st;
+        double *s = S->data;
+        memset(T, 0, ns * sizeof *T);
+        for (size_t e = 0; e < N; e++)
+            if (x[e] != 0.0)
+                T[slice(&F, e)] += xd[e] / x[e];
+        for (size_t e = 0; e < N; e++) {
+            size_t q = slice(&F, e);
+            if (z[q] == 0) {
+                s[e] = G[e] * (T[q] - xd[e] / x[e]);
+            } else if (z[q] == 1) {
+                size_t a = za[q];
+                s[e] = e == a ? G[a] * T[q] : xd[a] * G[a] / x[e];
+            } else if (z[q] == 2) {
+                if (e == za[q])
+                    s[e] = yb[q] * xd[zb[q]] * Q[q];
+                else if (e == zb[q])
+                    s[e] = yb[q] * xd[za[q]] * Q[q];
+            }
+        }
+        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+/* ---- norm -------------------------------------------------------------------------------------
+ */
+
+/* The exponent of norm(x[, p]). */
+static double norm_p(const cr__anode *nd)
+{
+    return nd->nargs > 1 ? creal(cr__scalar_of(&nd->vals[1])) : 2.0;
+}
+
+/*
+ * norm(x, p) = y = (Σ |x_j|^p)^(1/p) (p = 2 by default). With g = ∇y (g_i = sgn(x_i)
+ * |x_i|^(p-1) / y^(p-1)), differentiating g_i once more:
+ *     ∂g_i/∂x_l = (p-1) |x_i|^(p-2) / y^(p-1) δ_il + (1-p) sgn(x_i) |x_i|^(p-1) y^(-p) g_l
+ *               = (p-1)/y ((|x_i|/y)^(p-2) δ_il - g_i g_l),
+ * so, with G = ȳ g (the recorded pullback applied to ȳ) and ẏ = g·ẋ (norm's frule, from the
+ * forward sweep),
+ *     S = (p-1)/y (ȳ (|x|/y)^(p-2) ⊙ ẋ - G ẏ);   p = 2: S = (ȳ ẋ - G ẏ) / y.
+ * p = Inf: the norm is the largest |x_j|, linear near x: S = 0. Refused (CR_EDOMAIN, no
+ * second derivative there): y = 0, and a zero element when p < 2.
+ */
+static cr_status form_norm(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
+                           const double *tan, size_t k)
+{
+    double p = norm_p(nd), y = creal(cr__scalar_of(&nd->y));
+    if (isinf(p))
+        return CR_OK;
+    form F;
+    const double *yb, *G;
+    cr_status st = form_init(&F, t, nd, 0, NULL);
+    if (st == CR_OK)
+        st = ybar_slices(&F, ybar, &yb);
+    if (st != CR_OK)
+        return st;
+    const double *x = F.x->data;
+    if (y == 0.0)
+        return cr__tape_fail(t, CR_EDOMAIN,
+                             "%s: no second derivative at a zero array (the norm is not twice "
+                             "differentiable there)",
+                             F.who);
+    for (size_t e = 0; e < F.N && p < 2.0; e++)
+        if (x[e] == 0.0)
+            return cr__tape_fail(t, CR_EDOMAIN,
+                                 "%s: no second derivative at a zero element (element %zu) when "
+                                 "p = %g < 2",
+                                 F.who, e, p);
+    if ((st = pulled(&F, ybar, &G)) != CR_OK)
+        return st;
+    for (size_t d = 0; d < k; d++) {
+        cr_tangent raw;
+        const double *xd;
+        cr_array *S;
+        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK)
+            return st;
+        if (xd == NULL)
+            continue;
+        if ((st = new_s(&F, &S)) != CR_OK)
+            return st;
+        double *s = S->data, ydot = y_dot(tan, i, k, d), c = (p - 1.0) / y;
+        for (size_t e = 0; e < F.N; e++) {
+            double w = p == 2.0 ? 1.0 : pow(fabs(x[e]) / y, p - 2.0);
+            s[e] = c * (yb[0] * w * xd[e] - G[e] * ydot);
+        }
+        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+/* ---- det, logdet ------------------------------------------------------------------------------
+ */
+
+/*
+ * det(A): the pullback is Ā = ȳ C(A), C the cofactor matrix. det is linear in each row of A
+ * separately, and row i of C (∂det/∂(row i)) does not depend on row i and is linear in every
+ * other row k. So, as for the multilinear functions, its derivative along Ȧ is
+ *     S_i = ȳ Σ_{k≠i} C_i(A with row k replaced by row k of Ȧ),
+ * each term a call of det's own rrule at that matrix, its pullback applied to ȳ (rows i ≠ k
+ * kept). Nothing is written but calls of the rule, and a singular A is no exception (the rule
+ * takes the adjugate from the SVD there); the cost is n rule calls, O(n^4), per direction.
+ */
+static cr_status form_det(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
+                          const double *tan, size_t k)
+{
+    (void)i;
+    form F;
+    cr_status st = form_init(&F, t, nd, 0, NULL);
+    if (st != CR_OK)
+        return st;
+    size_t n = F.x->ndim == 2 ? F.x->shape[0] : 0;
+    if (n == 0 || F.x->shape[1] != n)
+        return CR_OK; /* the rule refused it when recorded */
+    for (size_t d = 0; d < k; d++) {
+        cr_tangent raw;
+        const double *xd;
+        cr_array *S, *Ak;
+        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK)
+            return st;
+        if (xd == NULL)
+            continue;
+        if ((st = new_s(&F, &S)) != CR_OK || (st = new_s(&F, &Ak)) != CR_OK)
+            return st;
+        double *s = S->data, *ak = Ak->data;
+        for (size_t r = 0; r < n; r++) {
+            memcpy(ak, F.x->data, n * n * sizeof *ak);
+            memcpy(ak + r * n, xd + r * n, n * sizeof *ak);
+            cr_value av = cr_value_array(Ak), y;
+            cr_pullback pb;
+            cr_tangent dx[2];
+            const double *C;
+            st = cr_rrule(t->config, F.arena, &cr_fn_det, &av, 1, &y, &pb);
+            if (st == CR_OK)
+                st = cr_pullback_call(F.arena, &pb, &ybar, dx, 2);
+            if (st == CR_OK)
+                st = like_x(&F, dx[1], &C);
+            if (st != CR_OK)
+                return st;
+            for (size_t q = 0; q < n && C != NULL; q++)
+                if (q != r)
+                    for (size_t c = 0; c < n; c++)
+                        s[q * n + c] += C[q * n + c];
+        }
+        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+/*
+ * logdet(A) of a matrix with positive determinant: the pullback is Ā = ȳ A⁻ᵀ, so
+ *     S = ȳ Ẏᵀ,   Ẏ = -A⁻¹ Ȧ A⁻¹, matinv's frule tangent at A along Ȧ.
+ */
+static cr_status form_logdet(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
+                             double *adjd, const double *tan, size_t k)
+{
+    (void)i;
+    form F;
+    const double *yb;
+    cr_status st = form_init(&F, t, nd, 0, NULL);
+    if (st == CR_OK)
+        st = ybar_slices(&F, ybar, &yb);
+    if (st != CR_OK)
+        return st;
+    size_t n = F.x->ndim == 2 ? F.x->shape[0] : 0;
+    for (size_t d = 0; d < k; d++) {
+        cr_tangent raw;
+        const double *xd, *Yd;
+        cr_array *S;
+        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK)
+            return st;
+        if (xd == NULL)
+            continue;
+        cr_tangent dargs[2] = {cr_tangent_none(), raw};
+        cr_value inv;
+        cr_tangent dinv;
+        st = cr_frule(t->config, F.arena, dargs, &cr_fn_matinv, nd->vals, 1, &inv, &dinv);
+        if (st != CR_OK) {
+            const char *msg = cr_ctx_errmsg(t->ctx);
+            return cr__tape_fail(t, st == CR_NOTHING ? CR_EUNIMPL : st,
+                                 "%s: the second-order form needs the inverse matrix: %s", F.who,
+                                 msg[0] != '\0' ? msg : cr_status_str(st));
+        }
+        if ((st = like_x(&F, dinv, &Yd)) != CR_OK || (st = new_s(&F, &S)) != CR_OK)
+            return st;
+        double *s = S->data;
+        for (size_t r = 0; r < n && Yd != NULL; r++)
+            for (size_t c = 0; c < n; c++)
+                s[r * n + c] = yb[0] * Yd[c * n + r];
+        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+/* ---- sum(f, A) --------------------------------------------------------------------
+ */
+
+/*
+ * sum(f, A[, dims]) of a scalar-table function f of one argument: the pullback is
+ * Ā_e = ȳ f'(a_e) (ȳ of e's slice), elementwise, so
+ *     S_e = ȳ f''(a_e) ȧ_e,
+ * with f'' taken as the broadcast form and the scalar second-order tape take it
+ * (cr__row_hessian: the complex step, or central differences for real-only rows), once per
+ * element for all directions.
+ */
+static cr_status form_sum_f(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
+                            double *adjd, const double *tan, size_t k)
+{
+    (void)i;
+    form F;
+    const double *yb;
+    cr_status st = form_init(&F, t, nd, 1, dims_of(nd, 2));
+    if (st == CR_OK)
+        st = ybar_slices(&F, ybar, &yb);
+    if (st != CR_OK)
+        return st;
+    const cr_scalar_rule *row = cr_scalar_rule_of(nd->vals[0].u.func.fn);
+    const double *xd[MAX_DIRS];
+    double *s[MAX_DIRS];
+    cr_array *S[MAX_DIRS];
+    bool any = false;
+    for (size_t d = 0; d < k; d++) {
+        cr_tangent raw;
+        s[d] = NULL;
+        if ((st = x_dot(&F, tan, k, d, &raw, &xd[d])) != CR_OK)
+            return st;
+        if (xd[d] == NULL)
+            continue;
+        if ((st = new_s(&F, &S[d])) != CR_OK)
+            return st;
+        s[d] = S[d]->data;
+        any = true;
+    }
+    const double *x = F.x->data;
+    for (size_t e = 0; e < F.N && any; e++) {
+        double g = yb[slice(&F, e)];
+        if (g == 0.0)
+            continue;
+        double xe = x[e], Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+        double H[CR_SCALAR_MAX_IN * CR_SCALAR_MAX_IN];
+        if (row->c128 == NULL) /* central differences start from the partials at x */
+            row->f64(&xe, Y, D);
+        cr__row_hessian(row, &xe, D, H, 1u);
+        for (size_t d = 0; d < k; d++)
+            if (s[d] != NULL)
+                s[d][e] = g * H[0] * xd[d][e];
+    }
+    for (size_t d = 0; d < k; d++)
+        if (s[d] != NULL && (st = put(&F, S[d], adjd, k, d)) != CR_OK)
+            return st;
+    return CR_OK;
+}
+
+/* ---- The table --------------------------------------------------------------------------------
+ */
+
+static const struct {
+    const cr_value *f;
+    cr__so_form_fn form;
+} k_forms[] = {
+    {&cr_fn_logsumexp, form_logsumexp},
+    {&cr_fn_logsoftmax, form_logsoftmax},
+    {&cr_fn_softmax, form_softmax},
+    {&cr_fn_prod, form_prod},
+    {&cr_fn_norm, form_norm},
+    {&cr_fn_nrm2, form_norm},
+    {&cr_fn_det, form_det},
+    {&cr_fn_logdet, form_logdet},
+};
+
+cr__so_form_fn cr__so_form_of(const cr_value *f, const cr_value *vals, const uint32_t *codes,
+                              size_t nargs, const char **why)
+{
+    const cr_function *fn = f->u.func.fn;
+    *why = NULL;
+    if (fn == cr_fn_sum.u.func.fn) {
+        if (nargs < 2 || vals[0].kind != CR_KIND_FUNC)
+            return NULL; /* sum(A): linear */
+        const cr_scalar_rule *r =
+            vals[0].u.func.fn == NULL ? NULL : cr_scalar_rule_of(vals[0].u.func.fn);
+        if (r == NULL || r->nin != 1 || r->nout != 1 || vals[1].kind != CR_KIND_ARRAY) {
+            *why = "the function summed is not a scalar-table function of one argument";
+            return NULL;
+        }
+        return form_sum_f;
+    }
+    for (size_t j = 0; j < sizeof k_forms / sizeof k_forms[0]; j++) {
+        if (k_forms[j].f->u.func.fn != fn)
+            continue;
+        if (nargs < 1 || vals[0].kind != CR_KIND_ARRAY) {
+            *why = "the first argument is not an array";
+            return NULL;
+        }
+        for (size_t a = 1; a < nargs; a++)
+            if (codes[a] != CR_VAR_CONST) {
+                *why = fn == cr_fn_norm.u.func.fn ? "the exponent p is a variable"
+                                                  : "an argument after the array is a variable";
+                return NULL;
+            }
+        return k_forms[j].form;
+    }
+    return NULL;
+}
