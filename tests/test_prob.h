@@ -120,4 +120,22 @@ static void direction(size_t L, unsigned seed, double *v)
         v[i] = cos(1.3 * (double)i + 0.7 * (double)seed + 0.2);
 }
 
+/* Check H v against central differences of the gradient, along ndirs directions. */
+static void check_hvp_dirs(cr_ctx *ctx, const prob *p, double *z, double tol, unsigned ndirs)
+{
+    cr_tape *t;
+    cr_tape_params tp = {.struct_size = sizeof tp, .flags = CR_TAPE_SECOND_ORDER};
+    assert_int_equal(cr_tape_new(ctx, &tp, &t), CR_OK);
+    size_t L = flat_len(p);
+    for (unsigned seed = 0; seed < ndirs; seed++) {
+        double v[MAXZ], got[MAXZ], want[MAXZ];
+        direction(L, seed, v);
+        tape_hvp(t, p, z, v, got);
+        fd_hvp(ctx, p, z, v, want);
+        for (size_t i = 0; i < L; i++)
+            ASSERT_CLOSE(got[i], want[i], tol);
+    }
+    cr_tape_free(t);
+}
+
 #endif /* TEST_PROB_H */

@@ -17,19 +17,7 @@
 /* Check H v against central differences of the gradient, for four directions. */
 static void check_hvp(cr_ctx *ctx, const prob *p, double *z, double tol)
 {
-    cr_tape *t;
-    cr_tape_params tp = {.struct_size = sizeof tp, .flags = CR_TAPE_SECOND_ORDER};
-    assert_int_equal(cr_tape_new(ctx, &tp, &t), CR_OK);
-    size_t L = flat_len(p);
-    for (unsigned seed = 0; seed < 4; seed++) {
-        double v[MAXZ], got[MAXZ], want[MAXZ];
-        direction(L, seed, v);
-        tape_hvp(t, p, z, v, got);
-        fd_hvp(ctx, p, z, v, want);
-        for (size_t i = 0; i < L; i++)
-            ASSERT_CLOSE(got[i], want[i], tol);
-    }
-    cr_tape_free(t);
+    check_hvp_dirs(ctx, p, z, tol, 4);
 }
 
 /* A point of L components from a seed. */
