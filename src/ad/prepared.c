@@ -127,7 +127,8 @@ static cr_status walk(cr_prepared *p, cr__rop *prog, size_t *nrec, size_t *ncons
                 break;
             }
             case K_GENERIC: {
-                cr__greplay *g = (cr__greplay *)(uintptr_t)w[1].cp; /* cr__replay_call */
+                /* Every GENERIC record of a replay tape is written by cr__replay_call. */
+                cr__greplay *g = (cr__greplay *)(uintptr_t)w[1].cp;
                 r.code = CR__ROP_GENERIC;
                 r.res = (uint32_t)i;
                 r.nv = (uint8_t)hdr_a(h);
