@@ -3,8 +3,9 @@
  * which result it holds and its constants. Preparing turns the records into a flat program
  * (prepared_impl.h); a call evaluates it forwards at the new inputs (the arithmetic rows
  * inline from their one definition, other rows through their function pointers, array
- * functions through their rrules), checks the recorded comparisons, and sweeps back over
- * it. No call of f, no recording; nothing allocated after the first call.
+ * functions and scalar rules kept as pullbacks through their rrules), checks the recorded
+ * comparisons, and sweeps back over it. No call of f, no recording; nothing allocated after the
+ * first call.
  */
 #include <string.h>
 

@@ -1,8 +1,8 @@
 /*
  * Private layout of prepared gradients (prepared.c, prepared_array.c): the replay tape's
  * records are turned once into a flat program of instructions, which each call evaluates
- * forwards (rows inline or through their function pointers, array functions through their
- * rrules) and sweeps back.
+ * forwards (rows inline or through their function pointers, array functions and scalar
+ * rules kept as pullbacks through their rrules) and sweeps back.
  */
 #ifndef CR_PREPARED_IMPL_H
 #define CR_PREPARED_IMPL_H
