@@ -3,9 +3,9 @@
  * against Rosenbrock's hand-derived gradient and against central differences of functions
  * in plain C (rows with constants, tuple results, three-argument rows, repeated operands,
  * overlays); no allocation during replays; comparisons recorded with cr_tape_cmp that come
- * out otherwise fail the replay instead of giving the other branch's gradient; shape
- * changes, pullbacks and inputs made inside the function are refused; allocation failures
- * while preparing.
+ * out otherwise fail the replay instead of giving the other branch's gradient; a rule kept
+ * as a pullback is replayed; shape changes and inputs made inside the function are refused;
+ * allocation failures while preparing.
  */
 #include <math.h>
 #include <stdio.h>
@@ -196,7 +196,7 @@ static void test_branch_guard(void **state)
     cr_prepared_free(p);
 }
 
-/* Refusals: a pullback, inputs made inside the function */
+/* A pullback replayed; refusals: inputs made inside the function */
 static cr_status twice_primal(cr_arena *arena, const cr_value *fv, const cr_value *args,
                               size_t nargs, cr_value *out)
 {
@@ -267,11 +267,16 @@ static void test_refusals(void **state)
     assert_int_equal(cr_engine_from_rrule(eng, &def), CR_OK);
     cr_value tw = cr_value_function(&twice_fn, NULL);
     double x = 1.5, y, g;
-    cr_prepared *p = (cr_prepared *)&x;
-    assert_int_equal(cr_prepare_gradient(f->ctx, eng, uses_twice, &tw, &x, 1, &p), CR_EUNIMPL);
-    assert_null(p);
-    assert_contains(cr_ctx_errmsg(f->ctx), "cannot replay a pullback");
-    /* Through an overlay it can be prepared. */
+    cr_prepared *p;
+    /* A rule kept as a pullback is replayed by calling its rrule again (more in
+     * tests/test_prepared_generic.c). */
+    assert_int_equal(cr_prepare_gradient(f->ctx, eng, uses_twice, &tw, &x, 1, &p), CR_OK);
+    x = 3.0;
+    assert_int_equal(cr_prepared_value_and_gradient(p, &x, 1, &y, &g), CR_OK);
+    assert_close(y, 6.0, 0);
+    assert_close(g, 2.0, 0);
+    cr_prepared_free(p);
+    /* Through an overlay too. */
     cr_engine *eng2;
     assert_int_equal(cr_engine_new(f->ctx, NULL, &eng2), CR_OK);
     assert_int_equal(cr_engine_overlay(eng2, &twice_fn, twice_ad, 1, NULL), CR_OK);

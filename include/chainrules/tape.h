@@ -402,10 +402,12 @@ typedef struct cr_prepared cr_prepared;
  * The replay is exact when f's operations do not depend on the inputs except through the
  * tape: branch with cr_tape_cmp() (the outcome is checked at each replay), never on `x.v`;
  * a constant made from a variable's value (cr_const(x.v)) keeps its recorded value. f may
- * use scalar-table functions, overlays and array functions (cr_tape_acall(), replayed by
- * calling their rrules again, as cr_prepare_gradient_arrays() describes); scalar rules kept
- * as pullbacks (cr_tape_call() of a function that is not a row) cannot be replayed
- * (CR_EUNIMPL when preparing).
+ * use scalar-table functions, overlays, array functions (cr_tape_acall()) and scalar rules
+ * kept as pullbacks (cr_tape_call() of a function that is not a row): both are replayed by
+ * calling their rrules again, as cr_prepare_gradient_arrays() describes, with the rules
+ * looked up when preparing. Zero-adjoint and non-differentiable functions of variables are
+ * evaluated again through their primal (or row); one known only through its overlay is
+ * refused (CR_EUNIMPL).
  * @param[in]  ctx allocations and errors; must outlive the prepared gradient.
  * @param[in]  eng rules and user functions; NULL: built-in rules.
  * @param[in]  f   the function (its env must stay valid only during this call).
@@ -427,12 +429,12 @@ CR_API cr_status cr_prepare_gradient(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn
  * @param[in]  n    must be the number the gradient was prepared for.
  * @param[out] y    the value (may be NULL).
  * @param[out] grad n partial derivatives.
- * @return CR_OK; CR_ESHAPE (another number of inputs; an array function's result of
- *         another shape); CR_EDOMAIN (a comparison recorded with cr_tape_cmp() comes out
- *         otherwise at x: the recording does not describe f there; nothing is written,
- *         prepare again at x); a rule's status at x; CR_EINVAL (NULL, a gradient prepared
- *         with cr_prepare_gradient_arrays()). A failed replay leaves the prepared gradient
- *         usable.
+ * @return CR_OK; CR_ESHAPE (another number of inputs; a rule's result of another kind or
+ *         shape); CR_EDOMAIN (a comparison recorded with cr_tape_cmp() comes out otherwise
+ *         at x, or an integer result changed: the recording does not describe f there;
+ *         nothing is written, prepare again at x); a rule's or pullback's status at x;
+ *         CR_EINVAL (NULL, a gradient prepared with cr_prepare_gradient_arrays()). A failed
+ *         replay leaves the prepared gradient usable.
  */
 CR_API cr_status cr_prepared_value_and_gradient(cr_prepared *p, const double *x, size_t n,
                                                 double *y, double *grad);

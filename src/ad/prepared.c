@@ -3,8 +3,9 @@
  * which result it holds and its constants. Preparing turns the records into a flat program
  * (prepared_impl.h); a call evaluates it forwards at the new inputs (the arithmetic rows
  * inline from their one definition, other rows through their function pointers, array
- * functions through their rrules), checks the recorded comparisons, and sweeps back over
- * it. No call of f, no recording; nothing allocated after the first call.
+ * functions and scalar rules kept as pullbacks through their rrules), checks the recorded
+ * comparisons, and sweeps back over it. No call of f, no recording; nothing allocated after the
+ * first call.
  */
 #include <string.h>
 
@@ -116,11 +117,27 @@ static cr_status walk(cr_prepared *p, cr__rop *prog, size_t *nrec, size_t *ncons
                 r.nv = (uint8_t)hdr_a(h);
                 r.ptr = pl[0].p;
                 if (fill) {
+                    if (nd->pull == NULL) /* an rrule (not a fused kernel) */
+                        cr__prepared_resolve(p, &r, &nd->fv, nd->vals, nd->nargs);
                     p->has_arrays = true;
                     p->nres_slots += nd->out != CR_VAR_CONST;
                     for (size_t e = 0; e < nd->nout; e++)
                         p->nres_slots +=
                             nd->outs[e] != CR_VAR_CONST && (nd->outs[e] & CR__ASLOT_BIT) != 0;
+                }
+                break;
+            }
+            case K_GENERIC: {
+                /* Every GENERIC record of a replay tape is written by cr__replay_call. */
+                cr__greplay *g = (cr__greplay *)(uintptr_t)w[1].cp;
+                r.code = CR__ROP_GENERIC;
+                r.res = (uint32_t)i;
+                r.nv = (uint8_t)hdr_a(h);
+                r.ptr = g;
+                if (fill) {
+                    if (g->mode == CR__GREPLAY_RRULE)
+                        cr__prepared_resolve(p, &r, &g->fv, g->vals, g->node.nargs);
+                    p->has_arrays = true;
                 }
                 break;
             }
@@ -271,6 +288,12 @@ static cr_status forward(cr_prepared *p, const double *inputs)
                 return guard_failed(p, r, a, b);
             break;
         }
+        case CR__ROP_GENERIC: {
+            cr_status st = cr__prepared_grerun(p, r, v);
+            if (st != CR_OK)
+                return st;
+            break;
+        }
         default: { /* CR__ROP_ARRAY */
             cr_status st = cr__prepared_rerun(p, r, v);
             if (st != CR_OK)
@@ -316,6 +339,12 @@ static cr_status reverse(cr_prepared *p)
         }
         case CR__ROP_ARRAY: {
             cr_status st = cr__array_pull(p->tape, r->ptr, r->nv ? &adj[r->res] : NULL, adj);
+            if (st != CR_OK)
+                return st;
+            break;
+        }
+        case CR__ROP_GENERIC: {
+            cr_status st = cr__prepared_gpull(p, r, adj);
             if (st != CR_OK)
                 return st;
             break;

@@ -119,7 +119,11 @@ cr_status cr__prepared_rerun(cr_prepared *p, const cr__rop *r, double *v)
     }
     cr_value y;
     cr_pullback pb;
-    cr_status st = cr_rrule(t->config, t->arena, &nd->fv, nd->vals, nd->nargs, &y, &pb);
+    /* The rule looked up when preparing (the arguments' kinds are those of the recording). */
+    cr_status st = r->rule.rrule != NULL
+                       ? cr__rrule_with(t->config, t->arena, r->rule.rrule, r->rule.udata, &nd->fv,
+                                        nd->vals, nd->nargs, &y, &pb)
+                       : cr_rrule(t->config, t->arena, &nd->fv, nd->vals, nd->nargs, &y, &pb);
     if (st != CR_OK) {
         char msg[256];
         snprintf(msg, sizeof msg, "%s", cr_ctx_errmsg(p->ctx));

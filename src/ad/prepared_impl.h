@@ -1,8 +1,8 @@
 /*
  * Private layout of prepared gradients (prepared.c, prepared_array.c): the replay tape's
  * records are turned once into a flat program of instructions, which each call evaluates
- * forwards (rows inline or through their function pointers, array functions through their
- * rrules) and sweeps back.
+ * forwards (rows inline or through their function pointers, array functions and scalar
+ * rules kept as pullbacks through their rrules) and sweeps back.
  */
 #ifndef CR_PREPARED_IMPL_H
 #define CR_PREPARED_IMPL_H
@@ -16,7 +16,8 @@ enum {
     CR__ARITH_ROWS(CR__ROP_ENUM) CR__ROP_ROW, /* any row, through its function pointer */
     CR__ROP_INPUT,                            /* a scalar input */
     CR__ROP_GUARD,                            /* a comparison made with cr_tape_cmp */
-    CR__ROP_ARRAY                             /* an array function: its rrule is called again */
+    CR__ROP_ARRAY,                            /* an array function: its rrule is called again */
+    CR__ROP_GENERIC /* a scalar function kept as a pullback: its rrule (or primal) again */
 };
 #undef CR__ROP_ENUM
 
@@ -27,12 +28,42 @@ typedef struct cr__rop {
     uint8_t o;    /* the row's result this record holds; a guard's cr_cmp */
     uint8_t nv;   /* an array function's scalar variables */
     uint32_t res; /* the variable it makes (the first one); a guard's record number */
-    /* Argument j of a row (or a guard's operand): the variable it reads, or the slot of its
-     * constant, after the variables in the workspace. An input: its position. */
-    uint32_t src[CR_SCALAR_MAX_IN];
-    double p[CR_SCALAR_MAX_IN]; /* the partials of the last evaluation, per argument */
-    void *ptr;                  /* the row's replay information (rows, guards); the node */
+    union {
+        struct {
+            /* Argument j of a row (or a guard's operand): the variable it reads, or the slot
+             * of its constant, after the variables in the workspace. An input: its
+             * position. */
+            uint32_t src[CR_SCALAR_MAX_IN];
+            double p[CR_SCALAR_MAX_IN]; /* the partials of the last evaluation, per argument */
+        };
+        /* An array function's or a GENERIC record's rrule, looked up once when preparing
+         * (rrule NULL: none kept, cr_rrule() finds it at each call). */
+        struct {
+            cr_rrule_fn rrule;
+            const void *udata;
+        } rule;
+    };
+    void *ptr; /* the row's replay information (rows, guards); the node (arrays); the
+                  cr__greplay (GENERIC) */
 } cr__rop;
+
+/* Replay modes of a GENERIC record (cr__greplay.mode). */
+enum {
+    CR__GREPLAY_RRULE = 0, /* the rrule is called again; its pullback is the reverse step */
+    CR__GREPLAY_PRIMAL = 1 /* zero-adjoint or non-differentiable: the primal, no derivative */
+};
+
+/* A GENERIC record of a replay tape (recorded by cr__replay_call): what its pullback needs
+ * (node, the record's payload, whose pullback each replay replaces) and what evaluating the
+ * call again needs. Both words of the record point here. */
+typedef struct cr__greplay {
+    cr__gen_node node;
+    cr_value fv;               /* the function */
+    cr_value *vals;            /* its arguments (constants as recorded; the tape's arena) */
+    cr_value y;                /* the result when recorded (CR_KIND_NOTHING for a row) */
+    const cr_scalar_rule *row; /* PRIMAL mode through a row, else NULL */
+    uint8_t mode;              /* CR__GREPLAY_* */
+} cr__greplay;
 
 struct cr_prepared {
     cr_ctx *ctx;
@@ -58,6 +89,23 @@ struct cr_prepared {
 /* Call an array function's rrule again at the current values (instruction r): new pullback,
  * new result, checked against the recorded one. Errors go to the context. */
 CR_INTERNAL cr_status cr__prepared_rerun(cr_prepared *p, const cr__rop *r, double *v);
+
+/* Evaluate a GENERIC record again at the current values v (instruction r): its results into
+ * v, a new pullback kept for the reverse step; a result of another kind or structure than
+ * when recorded, an integer result that changed, or a failing rule stop the replay (errors
+ * on the context; prepared_generic.c). */
+CR_INTERNAL cr_status cr__prepared_grerun(cr_prepared *p, const cr__rop *r, double *v);
+
+/* The reverse step of a GENERIC instruction: its pullback's cotangents added to adj. */
+CR_INTERNAL cr_status cr__prepared_gpull(cr_prepared *p, const cr__rop *r, double *adj);
+
+/* Look up, once, the rrule an array or GENERIC instruction calls at each replay: the
+ * arguments' kinds cannot change between calls (array inputs are checked for dtype and
+ * shape, the rules' array results for dtype, shape and structure, scalars are f64,
+ * constants keep their values), so neither can the rule. Leaves r->rule.rrule NULL when the
+ * lookup does not give a rule (the replay then calls cr_rrule()). */
+CR_INTERNAL void cr__prepared_resolve(cr_prepared *p, cr__rop *r, const cr_value *f,
+                                      const cr_value *vals, size_t nargs);
 
 /* Turn the tape's records into p's program and allocate the workspace. */
 /* A zeroed prepared gradient for n inputs with an empty replay tape. *out is NULL when it

@@ -65,6 +65,11 @@ static cr_status generic_pull(cr_tape *t, const cr__gen_node *nd, const double *
     return st;
 }
 
+cr_status cr__generic_pull(cr_tape *t, const cr__gen_node *nd, const double *g, double *adj)
+{
+    return generic_pull(t, nd, g, adj);
+}
+
 static cr_status generic_failed(cr_tape *t, const cr__gen_node *nd, cr_status st)
 {
     const char *msg = cr_ctx_errmsg(t->ctx);

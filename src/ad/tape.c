@@ -1252,6 +1252,11 @@ static cr_status call_constant(cr_tape *t, const cr_value *f, const cr__impl *im
 {
     const cr_function *fn = f->u.func.fn;
     const cr_scalar_rule *row = cr_scalar_rule_of(fn);
+    /* A replay evaluates f again where an argument is a variable (prepared_generic.c). */
+    for (size_t j = 0; j < nargs && t->pre > 1; j++)
+        if (args[j].idx != CR_VAR_CONST)
+            return cr__replay_call(t, f, row != NULL && row->nin == nargs ? row : NULL, args, vals,
+                                   nargs, out, nout, got, true);
     if (row != NULL && row->nin == nargs) {
         double x[CR_SCALAR_MAX_IN], Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
         for (size_t j = 0; j < nargs; j++)
@@ -1304,11 +1309,8 @@ static cr_status record_rrule(cr_tape *t, const cr_value *f, const cr_var *args,
                               size_t *got)
 {
     const cr_function *fn = f->u.func.fn;
-    if (t->pre > 1)
-        return cr__tape_fail(t, CR_EUNIMPL,
-                             "%s: a prepared gradient cannot replay a pullback; give the "
-                             "function an overlay, or record it again at each point",
-                             fn->name);
+    if (t->pre > 1) /* a replay tape: the rule is called again at each replay */
+        return cr__replay_call(t, f, NULL, args, vals, nargs, out, nout, got, false);
     if (t->flags & CR_TAPE_SECOND_ORDER)
         return cr__tape_fail(t, CR_EUNIMPL,
                              "%s: its rrule's pullback has no second-order form; a "

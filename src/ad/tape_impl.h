@@ -168,6 +168,20 @@ typedef struct cr__gen_node {
     const char *fname;    /* function name, for messages */
 } cr__gen_node;
 
+/* The reverse step of a GENERIC record: its pullback called with the results' adjoints g,
+ * the cotangents added to the arguments' adjoints (sweep.c). Errors go to the context. */
+CR_INTERNAL cr_status cr__generic_pull(cr_tape *t, const cr__gen_node *nd, const double *g,
+                                       double *adj);
+
+/* On a replay tape (prepared gradients, prepared_generic.c): record the call f(args) (vals:
+ * the arguments' values) so that a replay can evaluate it again: through its rrule, or, with
+ * zero set (zero-adjoint or non-differentiable f, some argument a variable), through its
+ * primal (row: its scalar row, else fn->primal), results of no derivative. out, nout, got
+ * as cr__tape_call_any. Fails the tape. */
+CR_INTERNAL cr_status cr__replay_call(cr_tape *t, const cr_value *f, const cr_scalar_rule *row,
+                                      const cr_var *args, const cr_value *vals, size_t nargs,
+                                      cr_var *out, size_t nout, size_t *got, bool zero);
+
 /* ---- Tangents on the sweeps' paths ------------------------------------------------------ */
 
 /* cr_tangent_zero, cr_tangent_is_zero and cr_tangent_array, inline. The exported functions

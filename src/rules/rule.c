@@ -195,8 +195,15 @@ cr_status cr_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
     cr_status st = lookup(cfg, arena, CR_MODE_RRULE, f, args, nargs, &m);
     if (st != CR_OK)
         return st;
+    return cr__rrule_with(cfg, arena, m.def->rrule, m.def->udata, f, args, nargs, y, pb);
+}
+
+cr_status cr__rrule_with(const cr_config *cfg, cr_arena *arena, cr_rrule_fn rrule,
+                         const void *udata, const cr_value *f, const cr_value *args, size_t nargs,
+                         cr_value *y, cr_pullback *pb)
+{
     *pb = (cr_pullback){NULL, NULL, NULL, 0}; /* a rule may leave nx to us */
-    st = m.def->rrule(cfg, arena, f, args, nargs, y, pb, m.def->udata);
+    cr_status st = rrule(cfg, arena, f, args, nargs, y, pb, udata);
     if (st != CR_OK)
         return st;
     if (pb->nx == 0)

@@ -58,6 +58,12 @@ CR_INTERNAL cr_status cr__nondiff_rrule(const cr_config *cfg, cr_arena *arena, c
                                         const cr_value *args, size_t nargs, cr_value *y,
                                         cr_pullback *pb, const void *udata);
 
+/* cr_rrule() with the rule already found (rrule and udata of the cr_rule_def a lookup
+ * returned): what an engine calls when it keeps the match, as prepared gradients do. */
+CR_INTERNAL cr_status cr__rrule_with(const cr_config *cfg, cr_arena *arena, cr_rrule_fn rrule,
+                                     const void *udata, const cr_value *f, const cr_value *args,
+                                     size_t nargs, cr_value *y, cr_pullback *pb);
+
 /* The number a scalar tangent carries, unthunked: 0 (and *nonzero false) for the zeros
  * and absent fields; CR_EUNIMPL for NotImplemented (naming its file, line and message),
  * CR_ETANGENT for anything that is not a scalar. `who` names the rule in messages;

@@ -1,0 +1,300 @@
+/*
+ * Prepared gradients of scalar functions kept as pullbacks (GENERIC records): on a replay
+ * tape cr_tape_call() records, with the pullback, the function and its arguments, and each
+ * replay calls the function's rrule again at the new values (the rules define the
+ * derivatives; the new pullback is the derivative at the new point) in the tape's arena
+ * above the mark taken after recording. Zero-adjoint and non-differentiable functions of
+ * variables are evaluated again through their primal, with no derivative. Also the lookup,
+ * once when preparing, of the rrule that array and GENERIC instructions call at each replay.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "prepared_impl.h"
+
+/* A failure whose message (from a rule or the arena) is on the context already. */
+static cr_status fail_ctx(cr_tape *t, cr_status st, const char *what)
+{
+    const char *msg = cr_ctx_errmsg(t->ctx);
+    if (cr_ctx_errcode(t->ctx) == st && msg[0] != '\0')
+        return cr__tape_fail(t, st, "%s: %s", what, msg);
+    return cr__tape_fail(t, st, "%s: %s", what, cr_status_str(st));
+}
+
+/* The context's message when it is about this failure (st), else st's description; copied
+ * into buf, since the caller writes a new message. */
+static const char *ctx_msg(cr_ctx *ctx, cr_status st, char *buf, size_t size)
+{
+    const char *msg = cr_ctx_errmsg(ctx);
+    snprintf(buf, size, "%s",
+             cr_ctx_errcode(ctx) == st && msg[0] != '\0' ? msg : cr_status_str(st));
+    return buf;
+}
+
+void cr__prepared_resolve(cr_prepared *p, cr__rop *r, const cr_value *f, const cr_value *vals,
+                          size_t nargs)
+{
+    cr_rule_match m;
+    r->rule.rrule = NULL;
+    r->rule.udata = NULL;
+    /* The lookup cr_rrule() makes (the configuration's registry, or the built-ins). */
+    if (cr_registry_lookup(NULL, p->tape->config, CR_MODE_RRULE, f, vals, nargs, &m) == CR_OK &&
+        !m.opted_out && m.def != NULL && m.def->rrule != NULL) {
+        r->rule.rrule = m.def->rrule;
+        r->rule.udata = m.def->udata;
+    }
+}
+
+/* ---- Evaluating the call ---------------------------------------------------------------- */
+
+/* Evaluate g's call at its argument values (g->vals): through the rrule (rrule, udata: the
+ * rule looked up when preparing, or NULL to look it up), the row or the primal. The result
+ * in *y (CR_KIND_NOTHING for a row, whose values go to yv), a new pullback in *pb. Errors
+ * on the context. */
+static cr_status evaluate(cr_tape *t, const cr__greplay *g, cr_rrule_fn rrule, const void *udata,
+                          cr_value *y, cr_pullback *pb, double *yv)
+{
+    size_t nargs = g->node.nargs;
+    memset(y, 0, sizeof *y);
+    y->kind = CR_KIND_NOTHING;
+    *pb = (cr_pullback){NULL, NULL, NULL, 0};
+    if (g->mode == CR__GREPLAY_RRULE) {
+        cr_status st = rrule != NULL ? cr__rrule_with(t->config, t->arena, rrule, udata, &g->fv,
+                                                      g->vals, nargs, y, pb)
+                                     : cr_rrule(t->config, t->arena, &g->fv, g->vals, nargs, y, pb);
+        return st == CR_NOTHING ? CR_ENORULE : st;
+    }
+    if (g->row != NULL) {
+        double x[CR_SCALAR_MAX_IN], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+        for (size_t j = 0; j < nargs; j++)
+            x[j] = g->vals[j].u.f64;
+        g->row->f64(x, yv, D);
+        return CR_OK;
+    }
+    return cr_function_call(t->arena, &g->fv, g->vals, nargs, y);
+}
+
+/* Whether the result of a call is one integer (or bool): a constant the function may use as
+ * an index, not a variable. */
+static bool integer_kind(uint8_t kind)
+{
+    return kind == CR_KIND_I64 || kind == CR_KIND_I32 || kind == CR_KIND_BOOL;
+}
+
+/* The real results of y into yv: *k of them (the record's variables; 0 for an integer result,
+ * whose value goes to *ival). CR_EUNIMPL (message on the context) for anything else than a
+ * real, an integer, or a tuple of up to CR__MAX_TUPLE reals. */
+static cr_status unpack(cr_ctx *ctx, const char *fname, const cr_value *y, double *yv, size_t *k,
+                        int64_t *ival)
+{
+    *k = 0;
+    *ival = 0;
+    switch (y->kind) {
+    case CR_KIND_F64:
+        yv[0] = y->u.f64;
+        *k = 1;
+        return CR_OK;
+    case CR_KIND_F32:
+        yv[0] = (double)y->u.f32;
+        *k = 1;
+        return CR_OK;
+    case CR_KIND_I64:
+    case CR_KIND_I32:
+        *ival = y->u.i64;
+        return CR_OK;
+    case CR_KIND_BOOL:
+        *ival = y->u.b ? 1 : 0;
+        return CR_OK;
+    case CR_KIND_STRUCT: {
+        const cr_type *ty = y->u.obj.type;
+        if (ty == NULL || ty->nfields == 0 || ty->nfields > CR__MAX_TUPLE)
+            break;
+        for (size_t i = 0; i < ty->nfields; i++) {
+            cr_value e;
+            if (cr_type_field_value(ty, y->u.obj.ptr, i, &e) != CR_OK ||
+                (e.kind != CR_KIND_F64 && e.kind != CR_KIND_F32))
+                return cr_ctx_error(ctx, CR_EUNIMPL,
+                                    "%s returns a %s whose field %zu is a %s: the scalar tape "
+                                    "holds real results only",
+                                    fname, ty->name, i, cr_kind_name(ty->fields[i].kind));
+            yv[i] = e.kind == CR_KIND_F64 ? e.u.f64 : (double)e.u.f32;
+        }
+        *k = ty->nfields;
+        return CR_OK;
+    }
+    default:
+        break;
+    }
+    return cr_ctx_error(ctx, CR_EUNIMPL,
+                        "%s returns a %s: the scalar tape holds real results (and tuples of up "
+                        "to %d of them) only",
+                        fname, cr_kind_name(y->kind), CR__MAX_TUPLE);
+}
+
+/* ---- Recording -------------------------------------------------------------------------- */
+
+cr_status cr__replay_call(cr_tape *t, const cr_value *f, const cr_scalar_rule *row,
+                          const cr_var *args, const cr_value *vals, size_t nargs, cr_var *out,
+                          size_t nout, size_t *got, bool zero)
+{
+    const cr_function *fn = f->u.func.fn;
+    if (zero && row == NULL && fn->primal == NULL)
+        return cr__tape_fail(t, CR_EUNIMPL,
+                             "%s is zero-adjoint through its overlay only: a prepared gradient "
+                             "evaluates it again at each call, which needs its primal (give "
+                             "the cr_function a primal)",
+                             fn->name);
+    if (t->nvars + CR__MAX_TUPLE + 1 >= CR_TAPE_MAX_VARS)
+        return cr__tape_fail(t, CR_EOVERFLOW, "tape: more than %zu variables in one recording",
+                             CR_TAPE_MAX_VARS - 1);
+    /* The arguments stay with the record: a replay writes the variables' new values into
+     * them and calls the rule with them (rules may keep the list until their pullback runs). */
+    cr__greplay *g = cr_arena_alloc(t->arena, sizeof *g, _Alignof(cr__greplay));
+    cr_value *cv = cr_arena_alloc(t->arena, (nargs ? nargs : 1) * sizeof *cv, _Alignof(cr_value));
+    uint32_t *ai = cr_arena_alloc(t->arena, (nargs ? nargs : 1) * sizeof *ai, _Alignof(uint32_t));
+    if (g == NULL || cv == NULL || ai == NULL)
+        return fail_ctx(t, CR__ALLOC_STATUS(t->arena), fn->name);
+    memset(g, 0, sizeof *g);
+    for (size_t j = 0; j < nargs; j++) {
+        cv[j] = vals[j];
+        ai[j] = args[j].idx;
+    }
+    g->fv = *f;
+    g->vals = cv;
+    g->row = zero ? row : NULL;
+    g->mode = zero ? CR__GREPLAY_PRIMAL : CR__GREPLAY_RRULE;
+    g->node.nargs = (uint32_t)nargs;
+    g->node.args = ai;
+    g->node.fname = fn->name;
+    double yv[CR__MAX_TUPLE > CR_SCALAR_MAX_OUT ? CR__MAX_TUPLE : CR_SCALAR_MAX_OUT];
+    cr_pullback pb;
+    cr_status st = evaluate(t, g, NULL, NULL, &g->y, &pb, yv);
+    if (st != CR_OK)
+        return fail_ctx(t, st, fn->name);
+    size_t k = 0;
+    int64_t ival = 0;
+    if (g->row != NULL)
+        k = g->row->nout;
+    else if ((st = unpack(t->ctx, fn->name, &g->y, yv, &k, &ival)) != CR_OK)
+        return cr__tape_fail(t, st, "%s", cr_ctx_errmsg(t->ctx));
+    size_t nres = k > 0 ? k : 1; /* an integer result is one constant */
+    if (got != NULL)
+        *got = nres;
+    if (got != NULL ? nres > nout : nres != nout)
+        return cr__tape_fail(t, CR_EINVAL, "%s gives %zu results, %zu expected", fn->name, nres,
+                             nout);
+    g->node.pb = pb;
+    g->node.nout = (uint32_t)k;
+    g->node.tuple = k > 1 ? cr__tuple_f64(k) : NULL;
+    /* The record: [header][g][g][header]. Its payload is the pullback node (g->node, the
+     * first member); the replay information is g, read by the program's builder. */
+    size_t need = 2 + t->pre;
+    if ((size_t)(t->lim - t->cur) < need && cr__tape_grow(t, need) != CR_OK)
+        return t->status;
+    uint64_t h = hdr_make(K_GENERIC, (uint32_t)k, 0);
+    cr__word *w = t->cur;
+    (w++)->u = h;
+    (w++)->cp = g;
+    (w++)->p = &g->node;
+    (w++)->u = h;
+    t->cur = w;
+    if (k == 0) {
+        out[0] = cr_const((double)ival);
+        return CR_OK;
+    }
+    for (size_t o = 0; o < k; o++) {
+        out[o].v = yv[o];
+        out[o].idx = t->nvars++;
+        out[o].tape = t->id;
+    }
+    return CR_OK;
+}
+
+/* ---- Replay ----------------------------------------------------------------------------- */
+
+/* Whether two tuple types have the same number of fields of the same kinds. */
+static bool same_tuple(const cr_type *a, const cr_type *b)
+{
+    if (a == b)
+        return true;
+    if (a == NULL || b == NULL || a->nfields != b->nfields)
+        return false;
+    for (size_t i = 0; i < a->nfields; i++)
+        if (a->fields[i].kind != b->fields[i].kind)
+            return false;
+    return true;
+}
+
+/* The result y of g's call at new inputs, checked against the recorded one: its real values
+ * into yv. */
+static cr_status check_result(cr_prepared *p, const cr__greplay *g, const cr_value *y, double *yv)
+{
+    const char *fname = g->node.fname;
+    const cr_value *yr = &g->y;
+    if (y->kind != yr->kind ||
+        (y->kind == CR_KIND_STRUCT && !same_tuple(y->u.obj.type, yr->u.obj.type))) {
+        char now[64], then[64];
+        snprintf(now, sizeof now, "%s",
+                 y->kind == CR_KIND_STRUCT && y->u.obj.type != NULL ? y->u.obj.type->name
+                                                                    : cr_kind_name(y->kind));
+        snprintf(then, sizeof then, "%s",
+                 yr->kind == CR_KIND_STRUCT ? yr->u.obj.type->name : cr_kind_name(yr->kind));
+        return cr_ctx_error(p->ctx, CR_ESHAPE,
+                            "prepared gradient: %s gives a %s at these inputs, a %s when "
+                            "recorded; prepare it again",
+                            fname, now, then);
+    }
+    size_t k;
+    int64_t ival, irec;
+    cr_status st = unpack(p->ctx, fname, y, yv, &k, &ival);
+    if (st != CR_OK)
+        return st;
+    if (!integer_kind(y->kind))
+        return CR_OK;
+    irec = yr->kind == CR_KIND_BOOL ? (yr->u.b ? 1 : 0) : yr->u.i64;
+    if (ival == irec)
+        return CR_OK;
+    return cr_ctx_error(p->ctx, CR_EDOMAIN,
+                        "prepared gradient: %s is %lld at these inputs and was %lld when "
+                        "recorded; the function may use it as a constant (an index): prepare "
+                        "it again at these inputs",
+                        fname, (long long)ival, (long long)irec);
+}
+
+cr_status cr__prepared_grerun(cr_prepared *p, const cr__rop *r, double *v)
+{
+    cr_tape *t = p->tape;
+    cr__greplay *g = r->ptr;
+    const uint32_t *ai = g->node.args;
+    for (size_t j = 0; j < g->node.nargs; j++)
+        if (ai[j] != CR_VAR_CONST)
+            g->vals[j] = cr_value_f64(v[ai[j]]);
+    cr_value y;
+    cr_pullback pb;
+    char msg[256];
+    double yv[CR__MAX_TUPLE > CR_SCALAR_MAX_OUT ? CR__MAX_TUPLE : CR_SCALAR_MAX_OUT];
+    cr_status st = evaluate(t, g, r->rule.rrule, r->rule.udata, &y, &pb, yv);
+    if (st != CR_OK)
+        return cr_ctx_error(p->ctx, st, "prepared gradient: %s failed at these inputs: %s",
+                            g->node.fname, ctx_msg(p->ctx, st, msg, sizeof msg));
+    if (g->row == NULL && (st = check_result(p, g, &y, yv)) != CR_OK)
+        return st;
+    for (size_t o = 0; o < r->nv; o++)
+        v[r->res + o] = yv[o];
+    g->node.pb = pb;
+    return CR_OK;
+}
+
+cr_status cr__prepared_gpull(cr_prepared *p, const cr__rop *r, double *adj)
+{
+    const cr__greplay *g = r->ptr;
+    if (g->mode != CR__GREPLAY_RRULE || r->nv == 0) /* no derivative flows through it */
+        return CR_OK;
+    cr_status st = cr__generic_pull(p->tape, &g->node, &adj[r->res], adj);
+    if (st == CR_OK)
+        return CR_OK;
+    char msg[256];
+    return cr_ctx_error(p->ctx, st, "prepared gradient: pullback %s (of %s) failed: %s",
+                        g->node.pb.name != NULL ? g->node.pb.name : "(unnamed)", g->node.fname,
+                        ctx_msg(p->ctx, st, msg, sizeof msg));
+}
