@@ -11,32 +11,10 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "test_alloc.h"
 #include "test_util.h"
 
 #define FD_RTOL 1e-7
-
-typedef struct counter {
-    size_t allocs, live, fail_at;
-} counter;
-
-static void *counting_realloc(void *env, void *ptr, size_t old_size, size_t new_size)
-{
-    counter *c = env;
-    (void)old_size;
-    if (new_size == 0) {
-        if (ptr != NULL)
-            c->live--;
-        free(ptr);
-        return NULL;
-    }
-    c->allocs++;
-    if (c->fail_at != 0 && c->allocs == c->fail_at)
-        return NULL;
-    void *p = realloc(ptr, new_size);
-    if (p != NULL && ptr == NULL)
-        c->live++;
-    return p;
-}
 
 /* Central differences (the library's 5-point method) of a plain function of n variables. */
 static void fd_grad(cr_arena *arena, cr_fd_vec_fn f, void *env, const double *x, size_t n,

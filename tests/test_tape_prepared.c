@@ -10,32 +10,10 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "test_alloc.h"
 #include "test_util.h"
 
 #define FD_RTOL 1e-8
-
-typedef struct counter {
-    size_t allocs, live, fail_at;
-} counter;
-
-static void *counting_realloc(void *env, void *ptr, size_t old_size, size_t new_size)
-{
-    counter *c = env;
-    (void)old_size;
-    if (new_size == 0) {
-        if (ptr != NULL)
-            c->live--;
-        free(ptr);
-        return NULL;
-    }
-    c->allocs++;
-    if (c->fail_at != 0 && c->allocs == c->fail_at)
-        return NULL;
-    void *p = realloc(ptr, new_size);
-    if (p != NULL && ptr == NULL)
-        c->live++;
-    return p;
-}
 
 static cr_status rosen_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
 {
