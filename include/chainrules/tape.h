@@ -982,22 +982,13 @@ CR__TAPE_INLINE uint64_t cr__tape_bits(double p)
     return u;
 }
 
+/* Whether n words fit between the cursor w and the chunk's end lim, compared as addresses
+ * (one addition and one comparison; the difference of the pointers took two more
+ * instructions). w + n cannot wrap: w is in a chunk or is the tape's dummy word. */
+#define CR__TAPE_FITS(w, lim, n) ((uintptr_t)(w) + (n) * sizeof(cr__word) <= (uintptr_t)(lim))
+
 /* Whether bits u are those of 1.0 or -1.0 (the sign is u >> 63). */
 #define CR__TAPE_PM1(u) (((u) << 1) == ((uint64_t)0x3FF0000000000000u << 1))
-
-/* Close the record of one operand v with partial p at w: COPY and NEG for partials of
- * exactly 1 and -1 (the header alone), UNARY otherwise. Returns the words written. */
-CR__TAPE_INLINE size_t cr__tape_put1(cr__word *w, uint32_t v, double p)
-{
-    uint64_t u = cr__tape_bits(p);
-    if (CR__TAPE_PM1(u)) {
-        *cr__tape_u(&w[0]) = cr__tape_hdr(CR__TAPE_K_COPY + (unsigned)(u >> 63), v, 0);
-        return 1;
-    }
-    *cr__tape_d(&w[0]) = p;
-    *cr__tape_u(&w[1]) = cr__tape_hdr(CR__TAPE_K_UNARY, v, 0);
-    return 2;
-}
 
 CR__TAPE_INLINE uint64_t cr__tape_key(cr_var a)
 {
@@ -1018,6 +1009,22 @@ CR__TAPE_INLINE cr_var cr__tape_push(cr__tape_hot *h, cr__word *w, uint64_t k, d
     return r.v;
 }
 
+/* The record of one operand v with partial p at w: COPY and NEG for partials of exactly 1
+ * and -1 (the header alone), UNARY otherwise; then the new variable (cr__tape_push). Each
+ * branch ends with its own push, so that the cursor moves by a constant. */
+CR__TAPE_INLINE cr_var cr__tape_push1(cr__tape_hot *h, cr__word *w, uint64_t k, double y,
+                                      uint32_t v, double p)
+{
+    uint64_t u = cr__tape_bits(p);
+    if (CR__TAPE_PM1(u)) {
+        *cr__tape_u(&w[0]) = cr__tape_hdr(CR__TAPE_K_COPY + (unsigned)(u >> 63), v, 0);
+        return cr__tape_push(h, w + 1, k, y);
+    }
+    *cr__tape_d(&w[0]) = p;
+    *cr__tape_u(&w[1]) = cr__tape_hdr(CR__TAPE_K_UNARY, v, 0);
+    return cr__tape_push(h, w + 2, k, y);
+}
+
 /* A two-argument operation with value y and partials pa, pb (the kinds are chosen from
  * the values, as the exported functions do); `slow` is the exported function. */
 CR__TAPE_INLINE cr_var cr__tape_op2(cr_tape *t, cr_var a, cr_var b, double y, double pa, double pb,
@@ -1026,15 +1033,16 @@ CR__TAPE_INLINE cr_var cr__tape_op2(cr_tape *t, cr_var a, cr_var b, double y, do
     if (CR__TAPE_LIKELY(t != NULL)) {
         cr__tape_hot *h = (cr__tape_hot *)(void *)t;
         cr__word *w = h->cur;
-        ptrdiff_t room = h->lim - w;
+        cr__word *lim = h->lim;
         uint64_t k = h->vt.key, ka = cr__tape_key(a), kb = cr__tape_key(b);
         /* Two variables of this recording (a constant's tape is 0, never an id): both
          * keys agree with the tape's in their tape half. The test is skipped when an
          * operand is known to be a constant at compile time. */
         if (!CR__TAPE_CONST(a) && !CR__TAPE_CONST(b) &&
-            CR__TAPE_LIKELY((CR__TAPE_KEY_ID((ka ^ k) | (kb ^ k)) == 0) & (room >= 3))) {
+            CR__TAPE_LIKELY((CR__TAPE_KEY_ID((ka ^ k) | (kb ^ k)) == 0) &
+                            CR__TAPE_FITS(w, lim, 3))) {
             if (a.idx == b.idx) /* x op x: one operand, the partials summed */
-                return cr__tape_push(h, w + cr__tape_put1(w, a.idx, pa + pb), k, y);
+                return cr__tape_push1(h, w, k, y, a.idx, pa + pb);
             uint64_t ua = cr__tape_bits(pa), ub = cr__tape_bits(pb);
             if (ua == (uint64_t)0x3FF0000000000000u && CR__TAPE_PM1(ub)) {
                 *cr__tape_u(&w[0]) =
@@ -1049,8 +1057,9 @@ CR__TAPE_INLINE cr_var cr__tape_op2(cr_tape *t, cr_var a, cr_var b, double y, do
         bool ca = a.idx == CR_VAR_CONST, cb = b.idx == CR_VAR_CONST;
         if (ca != cb) { /* one variable and a constant */
             uint32_t v = ca ? b.idx : a.idx;
-            if (CR__TAPE_LIKELY((CR__TAPE_KEY_ID((ca ? kb : ka) ^ k) == 0) & (room >= 2)))
-                return cr__tape_push(h, w + cr__tape_put1(w, v, ca ? pb : pa), k, y);
+            if (CR__TAPE_LIKELY((CR__TAPE_KEY_ID((ca ? kb : ka) ^ k) == 0) &
+                                CR__TAPE_FITS(w, lim, 2)))
+                return cr__tape_push1(h, w, k, y, v, ca ? pb : pa);
         }
     }
     return slow(t, a, b);
@@ -1064,8 +1073,9 @@ CR__TAPE_INLINE cr_var cr__tape_op1(cr_tape *t, cr_var a, double y, double p,
         cr__tape_hot *h = (cr__tape_hot *)(void *)t;
         cr__word *w = h->cur;
         uint64_t k = h->vt.key;
-        if (CR__TAPE_LIKELY((CR__TAPE_KEY_ID(cr__tape_key(a) ^ k) == 0) & (h->lim - w >= 2)))
-            return cr__tape_push(h, w + cr__tape_put1(w, a.idx, p), k, y);
+        if (CR__TAPE_LIKELY((CR__TAPE_KEY_ID(cr__tape_key(a) ^ k) == 0) &
+                            CR__TAPE_FITS(w, h->lim, 2)))
+            return cr__tape_push1(h, w, k, y, a.idx, p);
     }
     return slow(t, a);
 }

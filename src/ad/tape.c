@@ -1078,10 +1078,23 @@ cr_status cr_tape_inputs(cr_tape *t, const double *x, size_t n, cr_var *out)
         if (k > n - j)
             k = n - j;
         uint32_t v = t->nvars, id = t->id;
-        for (size_t q = 0; q < k; q++) {
-            out[j + q].v = x[j + q];
-            out[j + q].idx = v + (uint32_t)q;
-            out[j + q].tape = id;
+        if (t->fast_id == id) { /* keys work (tape.h): (idx, tape) written as one word */
+            cr__tape_kvar u;
+            u.v.v = 0.0;
+            u.v.idx = v;
+            u.v.tape = id;
+            uint64_t key = u.k.key;
+            for (size_t q = 0; q < k; q++, key += CR__TAPE_KEY_ONE) {
+                u.k.d = x[j + q];
+                u.k.key = key;
+                out[j + q] = u.v;
+            }
+        } else {
+            for (size_t q = 0; q < k; q++) {
+                out[j + q].v = x[j + q];
+                out[j + q].idx = v + (uint32_t)q;
+                out[j + q].tape = id;
+            }
         }
         t->cur[-1].u = h + k;
         t->nvars = v + (uint32_t)k;
