@@ -12,15 +12,6 @@
 
 #include "prepared_impl.h"
 
-/* A failure whose message (from a rule or the arena) is on the context already. */
-static cr_status fail_ctx(cr_tape *t, cr_status st, const char *what)
-{
-    const char *msg = cr_ctx_errmsg(t->ctx);
-    if (cr_ctx_errcode(t->ctx) == st && msg[0] != '\0')
-        return cr__tape_fail(t, st, "%s: %s", what, msg);
-    return cr__tape_fail(t, st, "%s: %s", what, cr_status_str(st));
-}
-
 /* The context's message when it is about this failure (st), else st's description; copied
  * into buf, since the caller writes a new message. */
 static const char *ctx_msg(cr_ctx *ctx, cr_status st, char *buf, size_t size)
@@ -74,61 +65,10 @@ static cr_status evaluate(cr_tape *t, const cr__greplay *g, cr_rrule_fn rrule, c
     return cr_function_call(t->arena, &g->fv, g->vals, nargs, y);
 }
 
-/* Whether the result of a call is one integer (or bool): a constant the function may use as
- * an index, not a variable. */
-static bool integer_kind(uint8_t kind)
+/* The value of an integer (or bool) result, exactly. */
+static int64_t int_value(const cr_value *y)
 {
-    return kind == CR_KIND_I64 || kind == CR_KIND_I32 || kind == CR_KIND_BOOL;
-}
-
-/* The real results of y into yv: *k of them (the record's variables; 0 for an integer result,
- * whose value goes to *ival). CR_EUNIMPL (message on the context) for anything else than a
- * real, an integer, or a tuple of up to CR__MAX_TUPLE reals. */
-static cr_status unpack(cr_ctx *ctx, const char *fname, const cr_value *y, double *yv, size_t *k,
-                        int64_t *ival)
-{
-    *k = 0;
-    *ival = 0;
-    switch (y->kind) {
-    case CR_KIND_F64:
-        yv[0] = y->u.f64;
-        *k = 1;
-        return CR_OK;
-    case CR_KIND_F32:
-        yv[0] = (double)y->u.f32;
-        *k = 1;
-        return CR_OK;
-    case CR_KIND_I64:
-    case CR_KIND_I32:
-        *ival = y->u.i64;
-        return CR_OK;
-    case CR_KIND_BOOL:
-        *ival = y->u.b ? 1 : 0;
-        return CR_OK;
-    case CR_KIND_STRUCT: {
-        const cr_type *ty = y->u.obj.type;
-        if (ty == NULL || ty->nfields == 0 || ty->nfields > CR__MAX_TUPLE)
-            break;
-        for (size_t i = 0; i < ty->nfields; i++) {
-            cr_value e;
-            if (cr_type_field_value(ty, y->u.obj.ptr, i, &e) != CR_OK ||
-                (e.kind != CR_KIND_F64 && e.kind != CR_KIND_F32))
-                return cr_ctx_error(ctx, CR_EUNIMPL,
-                                    "%s returns a %s whose field %zu is a %s: the scalar tape "
-                                    "holds real results only",
-                                    fname, ty->name, i, cr_kind_name(ty->fields[i].kind));
-            yv[i] = e.kind == CR_KIND_F64 ? e.u.f64 : (double)e.u.f32;
-        }
-        *k = ty->nfields;
-        return CR_OK;
-    }
-    default:
-        break;
-    }
-    return cr_ctx_error(ctx, CR_EUNIMPL,
-                        "%s returns a %s: the scalar tape holds real results (and tuples of up "
-                        "to %d of them) only",
-                        fname, cr_kind_name(y->kind), CR__MAX_TUPLE);
+    return y->kind == CR_KIND_BOOL ? (y->u.b ? 1 : 0) : y->u.i64;
 }
 
 /* ---- Recording -------------------------------------------------------------------------- */
@@ -153,7 +93,7 @@ cr_status cr__replay_call(cr_tape *t, const cr_value *f, const cr_scalar_rule *r
     cr_value *cv = cr_arena_alloc(t->arena, (nargs ? nargs : 1) * sizeof *cv, _Alignof(cr_value));
     uint32_t *ai = cr_arena_alloc(t->arena, (nargs ? nargs : 1) * sizeof *ai, _Alignof(uint32_t));
     if (g == NULL || cv == NULL || ai == NULL)
-        return fail_ctx(t, CR__ALLOC_STATUS(t->arena), fn->name);
+        return cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), fn->name);
     memset(g, 0, sizeof *g);
     for (size_t j = 0; j < nargs; j++) {
         cv[j] = vals[j];
@@ -170,19 +110,17 @@ cr_status cr__replay_call(cr_tape *t, const cr_value *f, const cr_scalar_rule *r
     cr_pullback pb;
     cr_status st = evaluate(t, g, NULL, NULL, &g->y, &pb, yv);
     if (st != CR_OK)
-        return fail_ctx(t, st, fn->name);
-    size_t k = 0;
-    int64_t ival = 0;
+        return cr__tape_fail_ctx(t, st, fn->name);
+    size_t nres = 0; /* results; an integer result is one constant */
+    bool constant = false;
     if (g->row != NULL)
-        k = g->row->nout;
-    else if ((st = unpack(t->ctx, fn->name, &g->y, yv, &k, &ival)) != CR_OK)
+        nres = g->row->nout;
+    else if ((st = cr__unpack_result(t->ctx, fn->name, &g->y, yv, CR__MAX_TUPLE, &nres,
+                                     &constant)) != CR_OK)
         return cr__tape_fail(t, st, "%s", cr_ctx_errmsg(t->ctx));
-    size_t nres = k > 0 ? k : 1; /* an integer result is one constant */
-    if (got != NULL)
-        *got = nres;
-    if (got != NULL ? nres > nout : nres != nout)
-        return cr__tape_fail(t, CR_EINVAL, "%s gives %zu results, %zu expected", fn->name, nres,
-                             nout);
+    if (cr__check_nout(t, fn->name, nres, nout, got) != CR_OK)
+        return t->status;
+    size_t k = constant ? 0 : nres; /* the record's variables */
     g->node.pb = pb;
     g->node.nout = (uint32_t)k;
     g->node.tuple = k > 1 ? cr__tuple_f64(k) : NULL;
@@ -199,7 +137,7 @@ cr_status cr__replay_call(cr_tape *t, const cr_value *f, const cr_scalar_rule *r
     (w++)->u = h;
     t->cur = w;
     if (k == 0) {
-        out[0] = cr_const((double)ival);
+        out[0] = cr_const(yv[0]);
         return CR_OK;
     }
     for (size_t o = 0; o < k; o++) {
@@ -245,13 +183,11 @@ static cr_status check_result(cr_prepared *p, const cr__greplay *g, const cr_val
                             fname, now, then);
     }
     size_t k;
-    int64_t ival, irec;
-    cr_status st = unpack(p->ctx, fname, y, yv, &k, &ival);
-    if (st != CR_OK)
+    bool constant;
+    cr_status st = cr__unpack_result(p->ctx, fname, y, yv, CR__MAX_TUPLE, &k, &constant);
+    if (st != CR_OK || !constant)
         return st;
-    if (!integer_kind(y->kind))
-        return CR_OK;
-    irec = yr->kind == CR_KIND_BOOL ? (yr->u.b ? 1 : 0) : yr->u.i64;
+    int64_t ival = int_value(y), irec = int_value(yr);
     if (ival == irec)
         return CR_OK;
     return cr_ctx_error(p->ctx, CR_EDOMAIN,

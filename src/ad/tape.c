@@ -137,8 +137,7 @@ cr_status cr__tape_fail(cr_tape *t, cr_status st, const char *fmt, ...)
     return st;
 }
 
-/* A failure reported by a rule or the arena: its message is on the context already. */
-static cr_status fail_from_ctx(cr_tape *t, cr_status st, const char *what)
+cr_status cr__tape_fail_ctx(cr_tape *t, cr_status st, const char *what)
 {
     const char *msg = cr_ctx_errmsg(t->ctx);
     if (cr_ctx_errcode(t->ctx) == st && msg[0] != '\0')
@@ -382,7 +381,7 @@ static NOINLINE cr_status grow(cr_tape *t, size_t need)
         cr_status st = CR__ALLOC_STATUS(t->arena);
         /* A caller buffer may still hold a smaller chunk. */
         if (st != CR_EARENA || words / 2 < need + 64)
-            return fail_from_ctx(t, st == CR_OK ? CR_ENOMEM : st, "tape: no room for records");
+            return cr__tape_fail_ctx(t, st == CR_OK ? CR_ENOMEM : st, "tape: no room for records");
         words /= 2;
     }
     if (t->chunk != NULL) {
@@ -719,7 +718,7 @@ static cr_status record_replay(cr_tape *t, const cr_scalar_rule *row, const cr_v
     for (size_t o = 0; o < row->nout; o++) {
         cr__rinfo *info = cr_arena_alloc(t->arena, sizeof *info, _Alignof(cr__rinfo));
         if (info == NULL)
-            return fail_from_ctx(t, CR__ALLOC_STATUS(t->arena), "tape: replay information");
+            return cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), "tape: replay information");
         info->row = row;
         info->o = (uint8_t)o;
         info->nin = (uint8_t)nin;
@@ -1041,7 +1040,7 @@ bool cr_tape_cmp(cr_tape *t, cr_var a, cr_cmp op, cr_var b)
     /* A replay tape keeps the comparison: a replay where it comes out otherwise fails. */
     cr__rinfo *info = cr_arena_alloc(t->arena, sizeof *info, _Alignof(cr__rinfo));
     if (info == NULL) {
-        fail_from_ctx(t, CR__ALLOC_STATUS(t->arena), "tape: replay information");
+        cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), "tape: replay information");
         return r;
     }
     memset(info, 0, sizeof *info);
@@ -1159,9 +1158,8 @@ cr_status cr__accum_real(cr_arena *arena, const char *who, cr_tangent t, double 
     }
 }
 
-/* The scalar results of a value: one double, or the elements of a tuple of numbers. */
-static cr_status unpack_result(cr_tape *t, const char *fname, const cr_value *y, double *vals,
-                               size_t cap, size_t *k, bool *constant)
+cr_status cr__unpack_result(cr_ctx *ctx, const char *fname, const cr_value *y, double *vals,
+                            size_t cap, size_t *k, bool *constant)
 {
     *constant = false;
     switch (y->kind) {
@@ -1186,7 +1184,7 @@ static cr_status unpack_result(cr_tape *t, const char *fname, const cr_value *y,
         return CR_OK;
     case CR_KIND_STRUCT: {
         const cr_type *ty = y->u.obj.type;
-        if (ty->nfields > cap)
+        if (ty == NULL || ty->nfields == 0 || ty->nfields > cap)
             break;
         for (size_t i = 0; i < ty->nfields; i++) {
             const unsigned char *p = (const unsigned char *)y->u.obj.ptr + ty->fields[i].offset;
@@ -1197,10 +1195,10 @@ static cr_status unpack_result(cr_tape *t, const char *fname, const cr_value *y,
                 memcpy(&f, p, sizeof f);
                 vals[i] = (double)f;
             } else {
-                return cr__tape_fail(t, CR_EUNIMPL,
-                                     "%s returns a %s whose field %zu is a %s: the scalar tape "
-                                     "holds real results only",
-                                     fname, ty->name, i, cr_kind_name(ty->fields[i].kind));
+                return cr_ctx_error(ctx, CR_EUNIMPL,
+                                    "%s returns a %s whose field %zu is a %s: the scalar tape "
+                                    "holds real results only",
+                                    fname, ty->name, i, cr_kind_name(ty->fields[i].kind));
             }
         }
         *k = ty->nfields;
@@ -1209,13 +1207,21 @@ static cr_status unpack_result(cr_tape *t, const char *fname, const cr_value *y,
     default:
         break;
     }
-    return cr__tape_fail(t, CR_EUNIMPL,
-                         "%s returns a %s: the scalar tape holds real results (and tuples of "
-                         "up to %d of them) only",
-                         fname, cr_kind_name(y->kind), CR__MAX_TUPLE);
+    return cr_ctx_error(ctx, CR_EUNIMPL,
+                        "%s returns a %s: the scalar tape holds real results (and tuples of "
+                        "up to %d of them) only",
+                        fname, cr_kind_name(y->kind), CR__MAX_TUPLE);
 }
 
-static cr_status check_nout(cr_tape *t, const char *fname, size_t k, size_t nout, size_t *got)
+/* cr__unpack_result, a failure recorded on the tape. */
+static cr_status unpack_result(cr_tape *t, const char *fname, const cr_value *y, double *vals,
+                               size_t cap, size_t *k, bool *constant)
+{
+    cr_status st = cr__unpack_result(t->ctx, fname, y, vals, cap, k, constant);
+    return st == CR_OK ? CR_OK : cr__tape_fail(t, st, "%s", cr_ctx_errmsg(t->ctx));
+}
+
+cr_status cr__check_nout(cr_tape *t, const char *fname, size_t k, size_t nout, size_t *got)
 {
     if (got != NULL) {
         *got = k;
@@ -1243,17 +1249,17 @@ static cr_status run_overlay(cr_tape *t, const cr__impl *im, const cr_value *f, 
     cr_var *x =
         cr_arena_alloc(t->arena, (nf + nargs ? nf + nargs : 1) * sizeof *x, _Alignof(cr_var));
     if (x == NULL)
-        return fail_from_ctx(t, CR__ALLOC_STATUS(t->arena), fn->name);
+        return cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), fn->name);
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
     double *v = cr_arena_alloc(t->arena, (nf ? nf : 1) * sizeof *v, _Alignof(double));
     if (v == NULL)
-        return fail_from_ctx(t, CR__ALLOC_STATUS(t->arena), fn->name);
+        return cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), fn->name);
     cr_status st = cr__struct_values(t->ctx, fn->self_type, f->u.func.self, v);
     for (size_t j = 0; j < nf && st == CR_OK; j++)
         x[j] = cr_const(v[j]);
     cr_arena_rewind(t->arena, mk);
     if (st != CR_OK)
-        return fail_from_ctx(t, st, fn->name);
+        return cr__tape_fail_ctx(t, st, fn->name);
     if (nargs > 0)
         memcpy(x + nf, args, nargs * sizeof *x);
     return im->impl(t, x, nf + nargs, out, k, im->env);
@@ -1275,7 +1281,7 @@ static cr_status call_constant(cr_tape *t, const cr_value *f, const cr__impl *im
         for (size_t j = 0; j < nargs; j++)
             x[j] = args[j].v;
         row->f64(x, Y, D);
-        if (check_nout(t, fn->name, row->nout, nout, got) != CR_OK)
+        if (cr__check_nout(t, fn->name, row->nout, nout, got) != CR_OK)
             return t->status;
         for (size_t o = 0; o < row->nout; o++)
             out[o] = cr_const(Y[o]);
@@ -1285,12 +1291,12 @@ static cr_status call_constant(cr_tape *t, const cr_value *f, const cr__impl *im
         cr_value y;
         cr_status st = cr_function_call(t->arena, f, vals, nargs, &y);
         if (st != CR_OK)
-            return fail_from_ctx(t, st, fn->name);
+            return cr__tape_fail_ctx(t, st, fn->name);
         double yv[CR__MAX_TUPLE];
         size_t k = 0;
         bool c;
         if (unpack_result(t, fn->name, &y, yv, CR__MAX_TUPLE, &k, &c) != CR_OK ||
-            check_nout(t, fn->name, k, nout, got) != CR_OK)
+            cr__check_nout(t, fn->name, k, nout, got) != CR_OK)
             return t->status;
         for (size_t o = 0; o < k; o++)
             out[o] = cr_const(yv[o]);
@@ -1299,7 +1305,7 @@ static cr_status call_constant(cr_tape *t, const cr_value *f, const cr__impl *im
     if (im != NULL && im->impl != NULL) {
         /* The overlay on constants records nothing. */
         cr_var cargs[16];
-        if (nargs > 16 || check_nout(t, fn->name, im->nout, nout, got) != CR_OK)
+        if (nargs > 16 || cr__check_nout(t, fn->name, im->nout, nout, got) != CR_OK)
             return t->status != CR_OK
                        ? t->status
                        : cr__tape_fail(t, CR_EINVAL, "%s: too many arguments", fn->name);
@@ -1334,12 +1340,12 @@ static cr_status record_rrule(cr_tape *t, const cr_value *f, const cr_var *args,
     cr_pullback pb;
     cr_status st = cr_rrule(t->config, t->arena, f, vals, nargs, &y, &pb);
     if (st != CR_OK)
-        return fail_from_ctx(t, st == CR_NOTHING ? CR_ENORULE : st, fn->name);
+        return cr__tape_fail_ctx(t, st == CR_NOTHING ? CR_ENORULE : st, fn->name);
     double yv[CR__MAX_TUPLE];
     size_t k = 0;
     bool constant;
     if (unpack_result(t, fn->name, &y, yv, CR__MAX_TUPLE, &k, &constant) != CR_OK ||
-        check_nout(t, fn->name, k, nout, got) != CR_OK)
+        cr__check_nout(t, fn->name, k, nout, got) != CR_OK)
         return t->status;
     if (constant) {
         out[0] = cr_const(yv[0]);
@@ -1351,7 +1357,7 @@ static cr_status record_rrule(cr_tape *t, const cr_value *f, const cr_var *args,
     cr__gen_node *node = cr_arena_alloc(t->arena, sizeof *node, _Alignof(cr__gen_node));
     uint32_t *ai = cr_arena_alloc(t->arena, (nargs ? nargs : 1) * sizeof *ai, _Alignof(uint32_t));
     if (node == NULL || ai == NULL)
-        return fail_from_ctx(t, CR__ALLOC_STATUS(t->arena), fn->name);
+        return cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), fn->name);
     for (size_t j = 0; j < nargs; j++)
         ai[j] = args[j].idx;
     node->pb = pb;
@@ -1383,7 +1389,7 @@ static cr_status record_row(cr_tape *t, const char *fname, const cr_scalar_rule 
     if (nargs != row->nin)
         return cr__tape_fail(t, CR_EINVAL, "%s takes %u arguments, %zu given", fname,
                              (unsigned)row->nin, nargs);
-    if (check_nout(t, fname, row->nout, nout, got) != CR_OK)
+    if (cr__check_nout(t, fname, row->nout, nout, got) != CR_OK)
         return t->status;
     double x[CR_SCALAR_MAX_IN], Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
     for (size_t j = 0; j < nargs; j++)
@@ -1451,7 +1457,7 @@ cr_status cr__tape_call_any(cr_tape *t, const cr_value *f, const cr_var *args, s
     }
     if (im != NULL && im->kind == CR__IMPL_OVERLAY) {
         size_t k = im->nout;
-        if (check_nout(t, fn->name, k, nout, got) != CR_OK)
+        if (cr__check_nout(t, fn->name, k, nout, got) != CR_OK)
             return t->status;
         st = run_overlay(t, im, f, args, nargs, out, k);
         if (st != CR_OK && t->status == CR_OK)
@@ -1496,7 +1502,7 @@ cr_status cr__tape_record(cr_tape *t, cr_ad_fn f, void *env, const double *x, si
         /* Scratch for the input variables, gone at the next reset. */
         in = cr_arena_alloc(t->arena, (n ? n : 1) * sizeof *in, _Alignof(cr_var));
         if (in == NULL)
-            return fail_from_ctx(t, CR__ALLOC_STATUS(t->arena), "cr_tape_record");
+            return cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), "cr_tape_record");
         *xs = in;
     }
     cr_status st = cr_tape_inputs(t, x, n, in);

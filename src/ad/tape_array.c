@@ -58,15 +58,6 @@ static cr_avar bad_avar(const cr_array *a)
     return r;
 }
 
-/* A failure reported by a rule or the arena: its message is on the context already. */
-static cr_status fail_ctx(cr_tape *t, cr_status st, const char *what)
-{
-    const char *msg = cr_ctx_errmsg(t->ctx);
-    if (cr_ctx_errcode(t->ctx) == st && msg[0] != '\0')
-        return cr__tape_fail(t, st, "%s: %s", what, msg);
-    return cr__tape_fail(t, st, "%s: %s", what, cr_status_str(st));
-}
-
 /* A new array slot holding val; its index in *idx. */
 static cr_status new_slot(cr_tape *t, const cr_array *val, uint32_t *idx)
 {
@@ -80,7 +71,7 @@ static cr_status new_slot(cr_tape *t, const cr_array *val, uint32_t *idx)
             return cr__tape_fail(t, CR_EOVERFLOW, "tape: too many array variables");
         cr__aslot *s = cr_arena_alloc(t->arena, cap * sizeof *s, _Alignof(cr__aslot));
         if (s == NULL)
-            return fail_ctx(t, CR__ALLOC_STATUS(t->arena), "tape: array variables");
+            return cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), "tape: array variables");
         if (t->naslots)
             memcpy(s, t->aslots, t->naslots * sizeof *s);
         t->aslots = s;
@@ -301,7 +292,7 @@ static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const
     cr_value *vals =
         cr_arena_alloc(t->arena, (nargs ? nargs : 1) * sizeof *vals, _Alignof(cr_value));
     if (vals == NULL)
-        return fail_ctx(t, CR__ALLOC_STATUS(t->arena), fname);
+        return cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), fname);
     uint32_t codes[MAX_ARGS];
     bool any = false;
     for (size_t j = 0; j < nargs; j++) {
@@ -317,7 +308,7 @@ static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const
     if (!any) { /* nothing to differentiate: the primal */
         cr_status st = cr_function_call(t->arena, f, vals, nargs, &y);
         if (st != CR_OK)
-            return fail_ctx(t, st, fname);
+            return cr__tape_fail_ctx(t, st, fname);
         if (y.kind == CR_KIND_STRUCT)
             st = tuple_of(t, fname, &y, out, nout, false, outs, &ns);
         else if (nout != 1)
@@ -342,7 +333,7 @@ static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const
         return cr__tape_fail(t, CR_ENORULE, "no rrule for %s", sig);
     }
     if (st != CR_OK)
-        return fail_ctx(t, st, fname);
+        return cr__tape_fail_ctx(t, st, fname);
     cr_targ res[CR_TAPE_MAX_TUPLE];
     uint32_t slot0 = t->naslots;
     bool tuple = y.kind == CR_KIND_STRUCT;
@@ -363,7 +354,7 @@ static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const
     if (nd == NULL || ai == NULL ||
         ((size_t)(t->lim - t->cur) < need && cr__tape_grow(t, need) != CR_OK)) {
         t->naslots = slot0;
-        return nd == NULL || ai == NULL ? fail_ctx(t, CR__ALLOC_STATUS(t->arena), fname)
+        return nd == NULL || ai == NULL ? cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), fname)
                                         : t->status;
     }
     memcpy(ai, codes, nargs * sizeof *ai);
@@ -465,7 +456,7 @@ cr_avar cr_aslice(cr_tape *t, cr_avar x, int64_t start, int64_t stop)
     if (tt->status != CR_OK)
         return bad_avar(NULL);
     if ((r = cr_arena_alloc(tt->arena, sizeof *r, _Alignof(cr_range))) == NULL) {
-        fail_ctx(tt, CR__ALLOC_STATUS(tt->arena), "cr_aslice");
+        cr__tape_fail_ctx(tt, CR__ALLOC_STATUS(tt->arena), "cr_aslice");
         return bad_avar(NULL);
     }
     r->start = start;

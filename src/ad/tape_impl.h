@@ -182,6 +182,21 @@ CR_INTERNAL cr_status cr__replay_call(cr_tape *t, const cr_value *f, const cr_sc
                                       const cr_var *args, const cr_value *vals, size_t nargs,
                                       cr_var *out, size_t nout, size_t *got, bool zero);
 
+/* A failure reported by a rule or the arena, whose message is on the context already:
+ * recorded on the tape as "what: message" (tape.c). */
+CR_INTERNAL cr_status cr__tape_fail_ctx(cr_tape *t, cr_status st, const char *what);
+
+/* The real results of a rule's or function's value y: one real (*k = 1), an integer or bool
+ * (*k = 1, *constant: it is a constant, not a variable), or a tuple of up to cap reals (*k
+ * its fields). CR_EUNIMPL (message on ctx) for anything else (tape.c). */
+CR_INTERNAL cr_status cr__unpack_result(cr_ctx *ctx, const char *fname, const cr_value *y,
+                                        double *vals, size_t cap, size_t *k, bool *constant);
+
+/* Whether a call of k results fits the caller's nout (exactly; at most nout when got is
+ * not NULL, *got = k): else CR_EINVAL on the tape (tape.c). */
+CR_INTERNAL cr_status cr__check_nout(cr_tape *t, const char *fname, size_t k, size_t nout,
+                                     size_t *got);
+
 /* ---- Tangents on the sweeps' paths ------------------------------------------------------ */
 
 /* cr_tangent_zero, cr_tangent_is_zero and cr_tangent_array, inline. The exported functions
@@ -371,11 +386,11 @@ struct cr_tape {
     uint32_t id_left;   /* ids left in the block */
     uint32_t slow;      /* nonzero: operations take the slow path (failed, second order) */
     size_t ninputs;
-    size_t record_words; /* words in chunks before the current one */
-    cr__word dummy;      /* cur and lim point here before the first chunk */
+    size_t record_words;  /* words in chunks before the current one */
+    cr__word dummy;       /* cur and lim point here before the first chunk */
     cr__chunk *own_chunk; /* a first chunk allocated with the tape and reused at each reset
                              (tapes that own their arena and have no caller buffer), or NULL */
-    cr__aslot *aslots;   /* array variables (tape_array.c): aslot_few, or in the arena */
+    cr__aslot *aslots;    /* array variables (tape_array.c): aslot_few, or in the arena */
     uint32_t naslots, aslot_cap;
     bool aseeded;    /* the next reverse sweep keeps the accumulators (an array seed) */
     cr__asweep *asw; /* array tangents during a forward or second-order sweep, else NULL */
