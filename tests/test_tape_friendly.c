@@ -1,8 +1,9 @@
 /*
  * Tests of friendly tangents: a C struct's real fields (nested struct and float fields
- * included) as tape inputs, and the gradient written back into a struct of the same C type
- * and as the raw structural tangent. Derivatives are checked against central differences
- * of the same function in plain C, field by field.
+ * included) and array fields as tape inputs, and the gradient written back into a struct of
+ * the same C type and as the raw structural tangent. Derivatives are checked against
+ * central differences of the same function in plain C, field by field and element by
+ * element.
  */
 #include <math.h>
 #include <stdio.h>
@@ -164,11 +165,263 @@ static void test_friendly_errors(void **state)
     cr_tape_free(t);
 }
 
+/* ---- Structs with array fields ---------------------------------------------------------- */
+
+#define NW 4
+#define NB 3
+
+typedef struct layer {
+    cr_array b; /* f32 */
+    float gain;
+} layer;
+
+typedef struct net {
+    double scale;
+    cr_array w; /* f64 */
+    int n;
+    layer out;
+} net;
+
+static const cr_field layer_fields[] = {
+    {"b", offsetof(layer, b), CR_KIND_ARRAY, NULL},
+    {"gain", offsetof(layer, gain), CR_KIND_F32, NULL},
+};
+static const cr_type layer_type = {"layer", sizeof(layer), 2, layer_fields};
+static const cr_field net_fields[] = {
+    {"scale", offsetof(net, scale), CR_KIND_F64, NULL},
+    {"w", offsetof(net, w), CR_KIND_ARRAY, NULL},
+    {"n", offsetof(net, n), CR_KIND_I32, NULL},
+    {"out", offsetof(net, out), CR_KIND_STRUCT, &layer_type},
+};
+static const cr_type net_type = {"net", sizeof(net), 4, net_fields};
+
+static const double k_c[NW] = {0.3, -1.2, 0.8, 2.0};
+
+/* g(m) = scale * dot(w, c) + gain * dot(b, b) + (sum w)^2 + n, in plain C */
+static double g_c(const net *m)
+{
+    const double *w = m->w.data;
+    const float *b = m->out.b.data;
+    double d = 0, bb = 0, sw = 0;
+    for (size_t i = 0; i < NW; i++) {
+        d += w[i] * k_c[i];
+        sw += w[i];
+    }
+    for (size_t i = 0; i < NB; i++)
+        bb += (double)b[i] * (double)b[i];
+    return m->scale * d + (double)m->out.gain * bb + sw * sw + m->n;
+}
+
+static cr_var g_t(cr_tape *t, const cr_var *v, const cr_avar *av, const net *m)
+{
+    static double cbuf[NW];
+    static cr_array ca;
+    memcpy(cbuf, k_c, sizeof cbuf);
+    ca = cr_array_vector(cbuf, NW);
+    cr_var scale = cr_tape_struct_field(&net_type, v, "scale");
+    cr_var gain = cr_tape_struct_field(&net_type, v, "out.gain");
+    cr_avar w = cr_tape_struct_array_field(&net_type, av, "w");
+    cr_avar b = cr_tape_struct_array_field(&net_type, av, "out.b");
+    cr_var sw = cr_asum(t, w);
+    cr_var r = cr_add(t, cr_mul(t, scale, cr_adot(t, w, cr_aconst(&ca))),
+                      cr_mul(t, gain, cr_adot(t, b, b)));
+    return cr_add(t, cr_add(t, r, cr_mul(t, sw, sw)), cr_const((double)m->n));
+}
+
+/* d g / d (field `which`, element i) by central differences on copies of the data,
+ * divided by the steps actually taken (float fields round them). */
+static double fd_net(const net *m, int which, size_t i)
+{
+    double h = 1e-4, fv[2], xv[2];
+    for (int k = 0; k < 2; k++) {
+        double w[NW], d = k == 0 ? -h : h;
+        float b[NB];
+        memcpy(w, m->w.data, sizeof w);
+        memcpy(b, m->out.b.data, sizeof b);
+        net p = *m;
+        p.w.data = w;
+        p.out.b.data = b;
+        switch (which) {
+        case 0:
+            xv[k] = p.scale += d;
+            break;
+        case 1:
+            xv[k] = w[i] += d;
+            break;
+        case 2:
+            b[i] += (float)d;
+            xv[k] = (double)b[i];
+            break;
+        default:
+            p.out.gain += (float)d;
+            xv[k] = (double)p.out.gain;
+            break;
+        }
+        fv[k] = g_c(&p);
+    }
+    return (fv[1] - fv[0]) / (xv[1] - xv[0]);
+}
+
+typedef struct net_case {
+    double w[NW];
+    float b[NB];
+    net m;
+} net_case;
+
+static void net_setup(net_case *c)
+{
+    const double w0[NW] = {0.5, -0.25, 1.5, 0.75};
+    const float b0[NB] = {1.25f, -0.5f, 2.0f};
+    memcpy(c->w, w0, sizeof w0);
+    memcpy(c->b, b0, sizeof b0);
+    size_t nb = NB;
+    c->m.scale = 1.3;
+    c->m.w = cr_array_vector(c->w, NW);
+    c->m.n = 7;
+    assert_int_equal(cr_array_view_init(&c->m.out.b, c->b, CR_DT_F32, 1, &nb, NULL), CR_OK);
+    c->m.out.gain = 0.5f;
+}
+
+static void test_friendly_arrays(void **state)
+{
+    fixture *f = *state;
+    net_case c;
+    net_setup(&c);
+    assert_int_equal(cr_type_array_fields(&net_type), 2);
+    assert_int_equal(cr_type_real_fields(&net_type), 2);
+    assert_int_equal(cr_type_array_fields(NULL), 0);
+    cr_tape *t;
+    assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
+    cr_var v[2];
+    cr_avar av[2];
+    assert_int_equal(cr_tape_struct_inputs(t, &net_type, &c.m, v, 2), CR_OK);
+    assert_int_equal(cr_tape_struct_array_inputs(t, &net_type, &c.m, av, 2), CR_OK);
+    assert_ptr_equal(av[0].a, &c.m.w); /* depth first: w, out.b */
+    assert_ptr_equal(av[1].a, &c.m.out.b);
+    assert_int_equal(cr_tape_struct_array_field(&net_type, av, "out.b").idx, av[1].idx);
+    assert_null(cr_tape_struct_array_field(&net_type, av, "scale").a); /* not an array */
+    assert_null(cr_tape_struct_array_field(&net_type, av, "out.c").a); /* no such field */
+    assert_null(cr_tape_struct_array_field(&net_type, av, "w.x").a);   /* not a struct */
+    cr_var y = g_t(t, v, av, &c.m);
+    assert_int_equal(cr_tape_status(t), CR_OK);
+    assert_close(y.v, g_c(&c.m), 1e-6);
+
+    /* Written back into a net whose array fields describe the caller's buffers. */
+    double gw[NW];
+    float gb[NB];
+    net g;
+    memset(&g, 0x55, sizeof g);
+    size_t nb = NB;
+    g.w = cr_array_vector(gw, NW);
+    assert_int_equal(cr_array_view_init(&g.out.b, gb, CR_DT_F32, 1, &nb, NULL), CR_OK);
+    assert_int_equal(cr_tape_gradient_struct_arrays(t, y, &net_type, v, av, &g), CR_OK);
+    assert_close(g.scale, fd_net(&c.m, 0, 0), FD_RTOL);
+    assert_close((double)g.out.gain, fd_net(&c.m, 3, 0), 1e-6);
+    assert_int_equal(g.n, 0);
+    assert_ptr_equal(g.w.data, gw); /* the descriptors are the caller's */
+    for (size_t i = 0; i < NW; i++)
+        assert_close(gw[i], fd_net(&c.m, 1, i), FD_RTOL);
+    for (size_t i = 0; i < NB; i++)
+        assert_close((double)gb[i], fd_net(&c.m, 2, i), 1e-6);
+
+    /* The real fields alone leave the array fields' descriptors and data alone. */
+    net g2 = g;
+    double keep = gw[0];
+    assert_int_equal(cr_tape_gradient_struct(t, y, &net_type, v, &g2), CR_OK);
+    assert_close(g2.scale, g.scale, 0);
+    assert_ptr_equal(g2.w.data, gw);
+    assert_close(gw[0], keep, 0);
+
+    /* The raw structural tangent, in another arena and in the tape's. */
+    cr_arena *arenas[2] = {f->arena, cr_tape_arena(t)};
+    for (int k = 0; k < 2; k++) {
+        cr_tangent tan, tw, tout, tb, tgain, ts, tw0;
+        assert_int_equal(cr_tape_gradient_tangent_arrays(t, y, &net_type, v, av, arenas[k], &tan),
+                         CR_OK);
+        assert_int_equal(tan.tag, CR_TAN_STRUCT);
+        assert_int_equal(cr_tangent_getfield(tan, "w", &tw), CR_OK);
+        assert_int_equal(cr_tangent_getfield(tan, "scale", &ts), CR_OK);
+        assert_int_equal(cr_tangent_getfield(tan, "out", &tout), CR_OK);
+        assert_int_equal(cr_tangent_getfield(tout, "b", &tb), CR_OK);
+        assert_int_equal(cr_tangent_getfield(tout, "gain", &tgain), CR_OK);
+        assert_int_equal(tw.tag, CR_TAN_ARRAY);
+        assert_int_equal(tb.tag, CR_TAN_ARRAY);
+        assert_int_equal(tb.u.arr->dtype, CR_DT_F32); /* the field's dtype is kept */
+        assert_int_equal(tgain.tag, CR_TAN_F32);
+        assert_close(ts.u.f64, g.scale, 0);
+        for (size_t i = 0; i < NW; i++)
+            assert_close(((const double *)tw.u.arr->data)[i], gw[i], 0);
+        for (size_t i = 0; i < NB; i++)
+            assert_true(((const float *)tb.u.arr->data)[i] == gb[i]);
+        /* The plain form gives the array fields ZeroTangent. */
+        assert_int_equal(cr_tape_gradient_tangent(t, y, &net_type, v, arenas[k], &tan), CR_OK);
+        assert_int_equal(cr_tangent_getfield(tan, "w", &tw0), CR_OK);
+        assert_true(cr_tangent_is_zero(tw0));
+    }
+    cr_tape_free(t);
+}
+
+static void test_friendly_array_errors(void **state)
+{
+    fixture *f = *state;
+    net_case c;
+    net_setup(&c);
+    cr_tape *t;
+    assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
+    cr_var v[2];
+    cr_avar av[2];
+    assert_int_equal(cr_tape_struct_array_inputs(t, &net_type, &c.m, av, 1), CR_EINVAL);
+    assert_contains(cr_tape_errmsg(t), "net has 2 array fields, room for 1");
+    cr_tape_reset(t);
+    assert_int_equal(cr_tape_struct_array_inputs(t, &net_type, NULL, av, 2), CR_EINVAL);
+    cr_tape_reset(t);
+    /* An array field that is not a float array */
+    int64_t ibuf[NW] = {0};
+    net bad = c.m;
+    size_t nw = NW;
+    assert_int_equal(cr_array_view_init(&bad.w, ibuf, CR_DT_I64, 1, &nw, NULL), CR_OK);
+    assert_int_equal(cr_tape_struct_array_inputs(t, &net_type, &bad, av, 2), CR_EINVAL);
+    assert_contains(cr_tape_errmsg(t), "not a float array");
+    cr_tape_reset(t);
+
+    assert_int_equal(cr_tape_struct_inputs(t, &net_type, &c.m, v, 2), CR_OK);
+    assert_int_equal(cr_tape_struct_array_inputs(t, &net_type, &c.m, av, 2), CR_OK);
+    cr_var y = g_t(t, v, av, &c.m);
+    double gw[NW], gw_short[NW - 1];
+    float gb[NB];
+    size_t nb = NB;
+    net g;
+    memset(&g, 0, sizeof g);
+    assert_int_equal(cr_array_view_init(&g.out.b, gb, CR_DT_F32, 1, &nb, NULL), CR_OK);
+    /* grad's w describes no memory */
+    assert_int_equal(cr_tape_gradient_struct_arrays(t, y, &net_type, v, av, &g), CR_EINVAL);
+    assert_contains(cr_ctx_errmsg(f->ctx), "array field w of net in grad has no data");
+    /* ... or memory of another size */
+    g.w = cr_array_vector(gw_short, NW - 1);
+    assert_int_equal(cr_tape_gradient_struct_arrays(t, y, &net_type, v, av, &g), CR_ESHAPE);
+    g.w = cr_array_vector(gw, NW);
+    assert_int_equal(cr_tape_gradient_struct_arrays(t, y, &net_type, v, av, NULL), CR_EINVAL);
+    assert_int_equal(cr_tape_gradient_struct_arrays(t, y, &net_type, v, NULL, &g), CR_EINVAL);
+    assert_int_equal(cr_tape_gradient_struct_arrays(NULL, y, &net_type, v, av, &g), CR_EINVAL);
+    cr_tangent tan;
+    assert_int_equal(cr_tape_gradient_tangent_arrays(t, y, &net_type, v, NULL, f->arena, &tan),
+                     CR_EINVAL);
+    assert_int_equal(cr_tape_gradient_tangent_arrays(t, y, &net_type, v, av, NULL, &tan),
+                     CR_EINVAL);
+    /* After the refusals, the same call succeeds. */
+    assert_int_equal(cr_tape_gradient_struct_arrays(t, y, &net_type, v, av, &g), CR_OK);
+    assert_close(gw[0], fd_net(&c.m, 1, 0), FD_RTOL);
+    cr_tape_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_friendly_gradient, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_friendly_errors, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_friendly_arrays, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_friendly_array_errors, fixture_setup,
+                                        fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

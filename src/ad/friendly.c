@@ -1,10 +1,12 @@
 /*
- * Friendly tangents: a C struct's real fields as tape inputs, and the gradient with
- * respect to them written back into a struct of the same C type through its descriptor
- * (Mooncake's friendly_tangents), or given as the raw structural tangent.
+ * Friendly tangents: a C struct's real fields (scalar variables) and array fields (array
+ * variables) as tape inputs, and the gradient with respect to them written back into a
+ * struct of the same C type through its descriptor (Mooncake's friendly_tangents), or given
+ * as the raw structural tangent.
  */
 #include <string.h>
 
+#include "../rulesets/array_impl.h"
 #include "tape_impl.h"
 
 static bool is_real(cr_kind k)
@@ -12,19 +14,36 @@ static bool is_real(cr_kind k)
     return k == CR_KIND_F64 || k == CR_KIND_F32;
 }
 
-size_t cr_type_real_fields(const cr_type *type)
+/* Whether a field of kind k is one of the group counted: the real fields (scalar
+ * variables) or the array fields (array variables). */
+static bool in_group(cr_kind k, bool arrays)
+{
+    return arrays ? k == CR_KIND_ARRAY : is_real(k);
+}
+
+static size_t count_fields(const cr_type *type, bool arrays)
 {
     if (type == NULL)
         return 0;
     size_t n = 0;
     for (size_t i = 0; i < type->nfields; i++) {
         const cr_field *fd = &type->fields[i];
-        if (is_real(fd->kind))
+        if (in_group(fd->kind, arrays))
             n++;
         else if (fd->kind == CR_KIND_STRUCT)
-            n += cr_type_real_fields(fd->type);
+            n += count_fields(fd->type, arrays);
     }
     return n;
+}
+
+size_t cr_type_real_fields(const cr_type *type)
+{
+    return count_fields(type, false);
+}
+
+size_t cr_type_array_fields(const cr_type *type)
+{
+    return count_fields(type, true);
 }
 
 static cr_status check_type(cr_ctx *ctx, const cr_type *type)
@@ -64,29 +83,63 @@ static void inputs_walk(cr_tape *t, const cr_type *type, const unsigned char *ob
     }
 }
 
-cr_status cr_tape_struct_inputs(cr_tape *t, const cr_type *type, const void *obj, cr_var *vars,
-                                size_t n)
+static void array_inputs_walk(cr_tape *t, const cr_type *type, const unsigned char *obj,
+                              cr_avar *avars, size_t *k)
 {
-    if (t == NULL && (t = cr_tape_current()) == NULL)
+    for (size_t i = 0; i < type->nfields; i++) {
+        const cr_field *fd = &type->fields[i];
+        const unsigned char *p = obj + fd->offset;
+        if (fd->kind == CR_KIND_ARRAY)
+            avars[(*k)++] = cr_tape_array_input(t, (const cr_array *)(const void *)p);
+        else if (fd->kind == CR_KIND_STRUCT)
+            array_inputs_walk(t, fd->type, p, avars, k);
+    }
+}
+
+/* The checks common to both kinds of struct inputs: the tape (NULL: the current one), the
+ * arguments, the descriptor, and room for the fields of the group. */
+static cr_status inputs_check(cr_tape **tp, const char *who, const cr_type *type, const void *obj,
+                              const void *out, size_t n, bool arrays)
+{
+    cr_tape *t = *tp;
+    if (t == NULL && (*tp = t = cr_tape_current()) == NULL)
         return CR_EMISUSE;
-    if (type == NULL || obj == NULL || (vars == NULL && n > 0))
-        return cr__tape_fail(t, CR_EINVAL, "cr_tape_struct_inputs: NULL type, struct or vars");
+    if (type == NULL || obj == NULL || (out == NULL && n > 0))
+        return cr__tape_fail(t, CR_EINVAL, "%s: NULL type, struct or variables", who);
     cr_status st = check_type(t->ctx, type);
     if (st != CR_OK)
         return cr__tape_fail(t, st, "%s", cr_ctx_errmsg(t->ctx));
-    size_t need = cr_type_real_fields(type);
+    size_t need = count_fields(type, arrays);
     if (n < need)
-        return cr__tape_fail(t, CR_EINVAL,
-                             "cr_tape_struct_inputs: %s has %zu real fields, room "
-                             "for %zu variables",
-                             type->name, need, n);
+        return cr__tape_fail(t, CR_EINVAL, "%s: %s has %zu %s fields, room for %zu variables", who,
+                             type->name, need, arrays ? "array" : "real", n);
+    return CR_OK;
+}
+
+cr_status cr_tape_struct_inputs(cr_tape *t, const cr_type *type, const void *obj, cr_var *vars,
+                                size_t n)
+{
+    cr_status st = inputs_check(&t, "cr_tape_struct_inputs", type, obj, vars, n, false);
+    if (st != CR_OK)
+        return st;
     size_t k = 0;
     inputs_walk(t, type, obj, vars, &k);
     return t->status;
 }
 
-/* The index (in the depth-first order of real fields) of the field named by path. */
-static bool find_path(const cr_type *type, const char *path, size_t *k)
+cr_status cr_tape_struct_array_inputs(cr_tape *t, const cr_type *type, const void *obj,
+                                      cr_avar *avars, size_t na)
+{
+    cr_status st = inputs_check(&t, "cr_tape_struct_array_inputs", type, obj, avars, na, true);
+    if (st != CR_OK)
+        return st;
+    size_t k = 0;
+    array_inputs_walk(t, type, obj, avars, &k);
+    return t->status;
+}
+
+/* The index (in the depth-first order of the group's fields) of the field named by path. */
+static bool find_path(const cr_type *type, const char *path, bool arrays, size_t *k)
 {
     size_t len = strcspn(path, ".");
     for (size_t i = 0; i < type->nfields; i++) {
@@ -95,14 +148,14 @@ static bool find_path(const cr_type *type, const char *path, size_t *k)
             fd->name != NULL && strlen(fd->name) == len && strncmp(fd->name, path, len) == 0;
         if (match) {
             if (path[len] == '\0')
-                return is_real(fd->kind);
+                return in_group(fd->kind, arrays);
             return fd->kind == CR_KIND_STRUCT && fd->type != NULL &&
-                   find_path(fd->type, path + len + 1, k);
+                   find_path(fd->type, path + len + 1, arrays, k);
         }
-        if (is_real(fd->kind))
+        if (in_group(fd->kind, arrays))
             (*k)++;
         else if (fd->kind == CR_KIND_STRUCT)
-            *k += cr_type_real_fields(fd->type);
+            *k += count_fields(fd->type, arrays);
     }
     return false;
 }
@@ -110,9 +163,17 @@ static bool find_path(const cr_type *type, const char *path, size_t *k)
 cr_var cr_tape_struct_field(const cr_type *type, const cr_var *vars, const char *path)
 {
     size_t k = 0;
-    if (type == NULL || vars == NULL || path == NULL || !find_path(type, path, &k))
+    if (type == NULL || vars == NULL || path == NULL || !find_path(type, path, false, &k))
         return cr_const((double)NAN);
     return vars[k];
+}
+
+cr_avar cr_tape_struct_array_field(const cr_type *type, const cr_avar *avars, const char *path)
+{
+    size_t k = 0;
+    if (type == NULL || avars == NULL || path == NULL || !find_path(type, path, true, &k))
+        return cr_aconst(NULL);
+    return avars[k];
 }
 
 static void write_walk(const cr_type *type, unsigned char *obj, const double *g, size_t *k)
@@ -153,44 +214,103 @@ static void write_walk(const cr_type *type, unsigned char *obj, const double *g,
     }
 }
 
-/* The gradient with respect to the struct's variables, in the arena (rewound by the
- * caller). */
-static cr_status struct_gradient(cr_tape *t, cr_var y, const cr_type *type, const cr_var *vars,
-                                 double **g, size_t *n)
+/* grad's array fields, depth first: the arrays the array fields' gradients go into. */
+static cr_status dest_arrays_walk(cr_ctx *ctx, const char *who, const cr_type *type,
+                                  unsigned char *obj, cr_array **out, size_t *k)
+{
+    for (size_t i = 0; i < type->nfields; i++) {
+        const cr_field *fd = &type->fields[i];
+        unsigned char *p = obj + fd->offset;
+        if (fd->kind == CR_KIND_ARRAY) {
+            cr_array *a = (cr_array *)(void *)p;
+            if (a->data == NULL)
+                return cr_ctx_error(ctx, CR_EINVAL,
+                                    "%s: the array field %s of %s in grad has no data for its "
+                                    "gradient",
+                                    who, fd->name != NULL ? fd->name : "(unnamed)", type->name);
+            out[(*k)++] = a;
+        } else if (fd->kind == CR_KIND_STRUCT) {
+            cr_status st = dest_arrays_walk(ctx, who, fd->type, p, out, k);
+            if (st != CR_OK)
+                return st;
+        }
+    }
+    return CR_OK;
+}
+
+/* The checks common to the struct gradients: the descriptor and the variables (avars only
+ * when arrays). */
+static cr_status gradient_check(cr_tape *t, const char *who, const cr_type *type,
+                                const cr_var *vars, const cr_avar *avars, bool arrays)
+{
+    if (type == NULL || (vars == NULL && count_fields(type, false) > 0) ||
+        (arrays && avars == NULL && count_fields(type, true) > 0))
+        return cr_ctx_error(t->ctx, CR_EINVAL, "%s: NULL type or variables", who);
+    if (t->status != CR_OK)
+        return t->status;
+    return check_type(t->ctx, type);
+}
+
+/* The gradient of y with respect to the struct's variables: the real fields' into *g (in
+ * `arena`), the array fields' into the arrays ag (NULL: the real fields only). */
+static cr_status struct_gradient(cr_tape *t, cr_arena *arena, cr_var y, const cr_type *type,
+                                 const cr_var *vars, const cr_avar *avars, cr_array *const *ag,
+                                 double **g)
+{
+    size_t n = count_fields(type, false);
+    *g = cr_arena_alloc(arena, (n ? n : 1) * sizeof **g, _Alignof(double));
+    if (*g == NULL)
+        return CR__ALLOC_STATUS(arena);
+    if (ag == NULL)
+        return cr_tape_gradient(t, y, vars, n, *g);
+    return cr_tape_gradient_arrays(t, y, vars, n, *g, avars, count_fields(type, true), ag);
+}
+
+static cr_status gradient_struct(cr_tape *t, const char *who, cr_var y, const cr_type *type,
+                                 const cr_var *vars, const cr_avar *avars, bool arrays, void *grad)
 {
     if (t == NULL)
         return CR_EINVAL;
-    if (type == NULL || (vars == NULL && cr_type_real_fields(type) > 0))
-        return cr_ctx_error(t->ctx, CR_EINVAL, "struct gradient: NULL type or variables");
-    cr_status st = check_type(t->ctx, type);
+    if (grad == NULL)
+        return cr_ctx_error(t->ctx, CR_EINVAL, "%s: grad is NULL", who);
+    cr_status st = gradient_check(t, who, type, vars, avars, arrays);
     if (st != CR_OK)
         return st;
-    *n = cr_type_real_fields(type);
-    *g = cr_arena_alloc(t->arena, (*n ? *n : 1) * sizeof **g, _Alignof(double));
-    if (*g == NULL)
-        return CR__ALLOC_STATUS(t->arena);
-    return cr_tape_gradient(t, y, vars, *n, *g);
+    cr_arena_mark mk = cr_arena_get_mark(t->arena);
+    cr_array **ag = NULL;
+    if (arrays) {
+        size_t na = count_fields(type, true), k = 0;
+        ag = cr_arena_alloc(t->arena, (na ? na : 1) * sizeof *ag, _Alignof(cr_array *));
+        st = ag == NULL ? CR__ALLOC_STATUS(t->arena)
+                        : dest_arrays_walk(t->ctx, who, type, grad, ag, &k);
+    }
+    double *g = NULL;
+    if (st == CR_OK)
+        st = struct_gradient(t, t->arena, y, type, vars, avars, ag, &g);
+    if (st == CR_OK) {
+        size_t k = 0;
+        write_walk(type, grad, g, &k);
+    }
+    cr_arena_rewind(t->arena, mk);
+    return st;
 }
 
 cr_status cr_tape_gradient_struct(cr_tape *t, cr_var y, const cr_type *type, const cr_var *vars,
                                   void *grad)
 {
-    if (t == NULL)
-        return CR_EINVAL;
-    if (grad == NULL)
-        return cr_ctx_error(t->ctx, CR_EINVAL, "cr_tape_gradient_struct: grad is NULL");
-    cr_arena_mark mk = cr_arena_get_mark(t->arena);
-    double *g = NULL;
-    size_t n = 0, k = 0;
-    cr_status st = struct_gradient(t, y, type, vars, &g, &n);
-    if (st == CR_OK)
-        write_walk(type, grad, g, &k);
-    cr_arena_rewind(t->arena, mk);
-    return st;
+    return gradient_struct(t, "cr_tape_gradient_struct", y, type, vars, NULL, false, grad);
 }
 
+cr_status cr_tape_gradient_struct_arrays(cr_tape *t, cr_var y, const cr_type *type,
+                                         const cr_var *vars, const cr_avar *avars, void *grad)
+{
+    return gradient_struct(t, "cr_tape_gradient_struct_arrays", y, type, vars, avars, true, grad);
+}
+
+/* The structural tangent of `type` from the real fields' gradient g and the array fields'
+ * gradients ag (NULL: array fields are ZeroTangent), depth first from *k and *ka. */
 static cr_status tangent_walk(cr_arena *arena, const cr_type *type, const double *g, size_t *k,
-                              cr_tangent *out)
+                              cr_array *const *ag, size_t *ka, cr_tangent *out)
 {
     cr_tangent *f = cr_arena_alloc(arena, (type->nfields ? type->nfields : 1) * sizeof *f,
                                    _Alignof(cr_tangent));
@@ -211,11 +331,14 @@ static cr_status tangent_walk(cr_arena *arena, const cr_type *type, const double
             f[i] = cr_tangent_none();
             break;
         case CR_KIND_STRUCT: {
-            cr_status st = tangent_walk(arena, fd->type, g, k, &f[i]);
+            cr_status st = tangent_walk(arena, fd->type, g, k, ag, ka, &f[i]);
             if (st != CR_OK)
                 return st;
             break;
         }
+        case CR_KIND_ARRAY:
+            f[i] = ag != NULL ? cr_tangent_array(ag[(*ka)++]) : cr_tangent_zero();
+            break;
         default:
             f[i] = cr_tangent_zero();
             break;
@@ -224,35 +347,59 @@ static cr_status tangent_walk(cr_arena *arena, const cr_type *type, const double
     return cr_tangent_struct(arena, type, NULL, f, type->nfields, out);
 }
 
-cr_status cr_tape_gradient_tangent(cr_tape *t, cr_var y, const cr_type *type, const cr_var *vars,
-                                   cr_arena *arena, cr_tangent *out)
+static cr_status gradient_tangent(cr_tape *t, const char *who, cr_var y, const cr_type *type,
+                                  const cr_var *vars, const cr_avar *avars, bool arrays,
+                                  cr_arena *arena, cr_tangent *out)
 {
     if (t == NULL)
         return CR_EINVAL;
     if (arena == NULL || out == NULL)
-        return cr_ctx_error(t->ctx, CR_EINVAL, "cr_tape_gradient_tangent: NULL arena or out");
-    cr_arena_mark mk = cr_arena_get_mark(t->arena);
-    double *g = NULL;
-    size_t n = 0, k = 0;
-    cr_status st = struct_gradient(t, y, type, vars, &g, &n);
-    if (st == CR_OK) {
-        if (arena == t->arena) {
-            /* Keep the result: copy the gradient out of the scratch first. */
-            double small[64], *copy = n <= 64 ? small : NULL;
-            if (copy == NULL) {
-                cr_arena_rewind(t->arena, mk);
-                return cr_ctx_error(t->ctx, CR_EINVAL,
-                                    "cr_tape_gradient_tangent: give an arena other than the "
-                                    "tape's for structs of more than 64 real fields");
-            }
-            memcpy(copy, g, n * sizeof *g);
-            cr_arena_rewind(t->arena, mk);
-            return tangent_walk(arena, type, copy, &k, out);
+        return cr_ctx_error(t->ctx, CR_EINVAL, "%s: NULL arena or out", who);
+    cr_status st = gradient_check(t, who, type, vars, avars, arrays);
+    if (st != CR_OK)
+        return st;
+    /* The array gradients and the tangent go to `arena`; the real fields' gradient to the
+     * tape's scratch, unless `arena` is the tape's (then it stays there with the result). */
+    cr_arena_mark ma = cr_arena_get_mark(arena), mt = cr_arena_get_mark(t->arena);
+    size_t na = arrays ? count_fields(type, true) : 0;
+    cr_array **ag = NULL;
+    if (arrays) {
+        ag = cr_arena_alloc(arena, (na ? na : 1) * sizeof *ag, _Alignof(cr_array *));
+        if (ag == NULL)
+            st = CR__ALLOC_STATUS(arena);
+        for (size_t j = 0; j < na && st == CR_OK; j++) {
+            const cr_array *a = avars[j].a;
+            st = a == NULL
+                     ? cr_ctx_error(t->ctx, CR_EINVAL, "%s: array variable %zu is NULL", who, j)
+                     : cr__new_like(arena, (cr_dtype)a->dtype, a, true, &ag[j]);
         }
-        st = tangent_walk(arena, type, g, &k, out);
     }
-    cr_arena_rewind(t->arena, mk);
+    double *g = NULL;
+    if (st == CR_OK)
+        st = struct_gradient(t, t->arena, y, type, vars, avars, ag, &g);
+    if (st == CR_OK) {
+        size_t k = 0, ka = 0;
+        st = tangent_walk(arena, type, g, &k, ag, &ka, out);
+    }
+    if (arena != t->arena)
+        cr_arena_rewind(t->arena, mt);
+    if (st != CR_OK)
+        cr_arena_rewind(arena, ma);
     return st;
+}
+
+cr_status cr_tape_gradient_tangent(cr_tape *t, cr_var y, const cr_type *type, const cr_var *vars,
+                                   cr_arena *arena, cr_tangent *out)
+{
+    return gradient_tangent(t, "cr_tape_gradient_tangent", y, type, vars, NULL, false, arena, out);
+}
+
+cr_status cr_tape_gradient_tangent_arrays(cr_tape *t, cr_var y, const cr_type *type,
+                                          const cr_var *vars, const cr_avar *avars, cr_arena *arena,
+                                          cr_tangent *out)
+{
+    return gradient_tangent(t, "cr_tape_gradient_tangent_arrays", y, type, vars, avars, true, arena,
+                            out);
 }
 
 /* ---- Closures (engine.c, tape.c): a functor's fields as variables ----------------------- */
@@ -291,8 +438,8 @@ cr_status cr__struct_values(cr_ctx *ctx, const cr_type *type, const void *obj, d
 
 cr_status cr__struct_tangent(cr_arena *arena, const cr_type *type, const double *g, cr_tangent *out)
 {
-    size_t k = 0;
-    return tangent_walk(arena, type, g, &k, out);
+    size_t k = 0, ka = 0;
+    return tangent_walk(arena, type, g, &k, NULL, &ka, out);
 }
 
 /* The real fields of a tangent of `type`, depth-first: a structural tangent's f64 / f32
