@@ -405,6 +405,43 @@ static double norm_p(const cr__anode *nd)
     return nd->nargs > 1 ? creal(cr__scalar_of(&nd->vals[1])) : 2.0;
 }
 
+/* The norm's second derivative along ẋ, scaled (see form_norm for the derivation): with
+ * G = ȳ ∇y and ẏ = ∇y · ẋ,
+ *     s = (p-1)/y (ȳ (|x|/y)^(p-2) ⊙ ẋ - G ẏ)   (0 for p = Inf).
+ * Also used by normalize's form (ȳ = 1, G = ∇y). */
+static void norm_hdir(const double *x, size_t N, double p, double y, double ybar, const double *G,
+                      const double *xd, double ydot, double *s)
+{
+    double c = (p - 1.0) / y;
+    for (size_t e = 0; e < N; e++) {
+        if (isinf(p)) {
+            s[e] = 0.0;
+            continue;
+        }
+        double w = p == 2.0 ? 1.0 : pow(fabs(x[e]) / y, p - 2.0);
+        s[e] = c * (ybar * w * xd[e] - G[e] * ydot);
+    }
+}
+
+/* The points where the norm of x (y) has no second derivative: a zero array, and a zero
+ * element when p < 2 (CR_EDOMAIN, recorded on the tape). */
+static cr_status norm_domain(const form *F, double p, double y)
+{
+    const double *x = F->x->data;
+    if (y == 0.0)
+        return cr__tape_fail(F->t, CR_EDOMAIN,
+                             "%s: no second derivative at a zero array (the norm is not twice "
+                             "differentiable there)",
+                             F->who);
+    for (size_t e = 0; e < F->N && p < 2.0; e++)
+        if (x[e] == 0.0)
+            return cr__tape_fail(F->t, CR_EDOMAIN,
+                                 "%s: no second derivative at a zero element (element %zu) when "
+                                 "p = %g < 2",
+                                 F->who, e, p);
+    return CR_OK;
+}
+
 /*
  * norm(x, p) = y = (Σ |x_j|^p)^(1/p) (p = 2 by default). With g = ∇y (g_i = sgn(x_i)
  * |x_i|^(p-1) / y^(p-1)), differentiating g_i once more:
@@ -427,20 +464,10 @@ static cr_status form_norm(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent
     cr_status st = form_init(&F, t, nd, 0, NULL);
     if (st == CR_OK)
         st = ybar_slices(&F, ybar, &yb);
+    if (st == CR_OK)
+        st = norm_domain(&F, p, y);
     if (st != CR_OK)
         return st;
-    const double *x = F.x->data;
-    if (y == 0.0)
-        return cr__tape_fail(t, CR_EDOMAIN,
-                             "%s: no second derivative at a zero array (the norm is not twice "
-                             "differentiable there)",
-                             F.who);
-    for (size_t e = 0; e < F.N && p < 2.0; e++)
-        if (x[e] == 0.0)
-            return cr__tape_fail(t, CR_EDOMAIN,
-                                 "%s: no second derivative at a zero element (element %zu) when "
-                                 "p = %g < 2",
-                                 F.who, e, p);
     if ((st = pulled(&F, ybar, &G)) != CR_OK)
         return st;
     for (size_t d = 0; d < k; d++) {
@@ -453,11 +480,7 @@ static cr_status form_norm(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent
             continue;
         if ((st = new_s(&F, &S)) != CR_OK)
             return st;
-        double *s = S->data, ydot = y_dot(tan, i, k, d), c = (p - 1.0) / y;
-        for (size_t e = 0; e < F.N; e++) {
-            double w = p == 2.0 ? 1.0 : pow(fabs(x[e]) / y, p - 2.0);
-            s[e] = c * (yb[0] * w * xd[e] - G[e] * ydot);
-        }
+        norm_hdir(F.x->data, F.N, p, y, yb[0], G, xd, y_dot(tan, i, k, d), S->data);
         if ((st = put(&F, S, adjd, k, d)) != CR_OK)
             return st;
     }
@@ -628,21 +651,511 @@ static cr_status form_sum_f(cr_tape *t, const cr__anode *nd, size_t i, cr_tangen
     return CR_OK;
 }
 
+/* ---- Helpers of the forms below ------------------------------------------------------------- */
+
+/* The tangent ẋ of x along d as an f64 array of x's shape (NULL when zero). */
+static cr_status x_dot_arr(const form *F, const double *tan, size_t k, size_t d,
+                           const cr_array **xa)
+{
+    cr_tangent raw = cr__a2_arg_tangent(F->t, F->nd->args[F->xj], tan, k, d);
+    *xa = NULL;
+    if (cr_tangent_is_zero(raw))
+        return CR_OK;
+    return cr__tan_array(F->arena, F->who, raw, F->x->ndim, F->x->shape, CR_DT_F64, xa);
+}
+
+/* The record's result value as a dense f64 array (an array result only). */
+static cr_status y_array(const form *F, const double **y)
+{
+    const cr_array *ya;
+    cr_status st = cr__dense(F->arena, F->nd->y.u.arr, CR_DT_F64, &ya);
+    if (st == CR_OK)
+        *y = ya->data;
+    return st;
+}
+
+/* The tangent ẏ of the record's array result along d (the forward sweep got it from the
+ * function's frule), as f64 of the result's shape; NULL when zero. */
+static cr_status y_dot_arr(const form *F, const double *tan, size_t k, size_t d, const double **yd)
+{
+    const cr_array *yv = F->t->aslots[F->nd->out].val, *a;
+    cr_tangent raw = cr__a2_arg_tangent(F->t, F->nd->out | CR__ASLOT_BIT, tan, k, d);
+    *yd = NULL;
+    cr_status st = cr__tan_array(F->arena, F->who, raw, yv->ndim, yv->shape, CR_DT_F64, &a);
+    if (st == CR_OK && a != NULL)
+        *yd = a->data;
+    return st;
+}
+
+/* The result (y) and its tangent along d (yd, NULL when zero) of a reduction, in slice
+ * order: one value for a scalar result, the result array's elements otherwise. */
+static cr_status y_slices(const form *F, const double **y)
+{
+    if (F->nd->out == CR_VAR_CONST) {
+        double *v = cr_arena_alloc(F->arena, sizeof *v, _Alignof(double));
+        if (v == NULL)
+            return CR__ALLOC_STATUS(F->arena);
+        *v = creal(cr__scalar_of(&F->nd->y));
+        *y = v;
+        return CR_OK;
+    }
+    return y_array(F, y);
+}
+
+static cr_status y_dot_slices(const form *F, const double *tan, size_t i, size_t k, size_t d,
+                              const double **yd)
+{
+    if (F->nd->out != CR_VAR_CONST)
+        return y_dot_arr(F, tan, k, d, yd);
+    double *v = cr_arena_alloc(F->arena, sizeof *v, _Alignof(double));
+    if (v == NULL)
+        return CR__ALLOC_STATUS(F->arena);
+    *v = y_dot(tan, i, k, d);
+    *yd = v;
+    return CR_OK;
+}
+
+/* var's rrule at the record's arguments with x replaced by xa, its pullback applied to cot:
+ * x's component (a tangent of x's shape). */
+static cr_status var_pulled_at(const form *F, const cr_array *xa, cr_tangent cot, cr_tangent *out)
+{
+    const cr__anode *nd = F->nd;
+    cr_value vals[MAX_ARGS], y;
+    cr_tangent dx[MAX_ARGS + 1];
+    if (nd->nargs > MAX_ARGS)
+        return CR_EINVAL;
+    memcpy(vals, nd->vals, nd->nargs * sizeof *vals);
+    vals[F->xj] = cr_value_array((cr_array *)(uintptr_t)xa); /* only read */
+    cr_pullback pb;
+    cr_status st = cr_rrule(F->t->config, F->arena, &cr_fn_var, vals, nd->nargs, &y, &pb);
+    if (st == CR_OK)
+        st = cr_pullback_call(F->arena, &pb, &cot, dx, (size_t)nd->nargs + 1);
+    if (st == CR_OK)
+        *out = dx[F->xj + 1];
+    return st;
+}
+
+/* C = alpha op(A) op(B) + beta C for dense row-major f64 matrices (A ar x ac, B br x bc as
+ * stored; ta, tb: transposed). */
+static void mm(double alpha, const double *A, size_t ar, size_t ac, int ta, const double *B,
+               size_t br, size_t bc, int tb, double beta, double *C)
+{
+    cr__mat a = {A, ar, ac, ac, ta}, b = {B, br, bc, bc, tb};
+    cr__gemm(CR_DT_F64, &a, &b, alpha, beta, C, cr__mat_cols(&b));
+}
+
+/* ---- var, std ------------------------------------------------------------------------------ */
+
+/*
+ * var(x[, dims]) = Σ (x - μ)² / (n - 1) per slice is a quadratic form of x, so its pullback,
+ * x̄ = 2 ȳ (x - μ) / (n - 1), is linear in x and its derivative along ẋ is the same pullback
+ * at ẋ:
+ *     S = var's rrule at ẋ (same dims), its pullback applied to ȳ.
+ * No derivative is written: a call of the rule.
+ */
+static cr_status form_var(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
+                          const double *tan, size_t k)
+{
+    (void)i;
+    form F;
+    cr_status st = form_init(&F, t, nd, 0, NULL);
+    for (size_t d = 0; d < k && st == CR_OK; d++) {
+        const cr_array *xa;
+        cr_tangent S;
+        if ((st = x_dot_arr(&F, tan, k, d, &xa)) != CR_OK || xa == NULL)
+            continue;
+        if ((st = var_pulled_at(&F, xa, ybar, &S)) == CR_OK)
+            st = cr__a2_add_d(t, nd, 0, S, adjd, k, d);
+    }
+    return st;
+}
+
+/*
+ * std(x[, dims]) = σ = sqrt(var) per slice: the pullback is G = c (x - μ) with
+ * c = ȳ / ((n - 1) σ). Its derivative along ẋ, with σ̇ the result's tangent (std's frule, from
+ * the forward sweep) and ċ = -c σ̇ / σ:
+ *     S = c (ẋ - μ̇) - (σ̇ / σ) G,
+ * where c (ẋ - μ̇) is var's pullback at ẋ applied to ȳ / (2σ) (var's is 2 ȳ (x - μ)/(n - 1))
+ * and G std's recorded pullback applied to ȳ. Where σ = 0 (all the slice's elements equal) std
+ * has no second derivative (|x - μ| scaled, a kink: the rule gives the subgradient 0 there):
+ * refused with CR_EDOMAIN.
+ */
+static cr_status form_std(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
+                          const double *tan, size_t k)
+{
+    form F;
+    const double *yb = NULL, *sig = NULL, *G;
+    cr_status st = form_init(&F, t, nd, 0, dims_of(nd, 1));
+    if (st == CR_OK)
+        st = ybar_slices(&F, ybar, &yb);
+    if (st == CR_OK)
+        st = y_slices(&F, &sig);
+    if (st != CR_OK)
+        return st;
+    for (size_t q = 0; q < F.ns; q++)
+        if (!(sig[q] > 0.0))
+            return cr__tape_fail(t, CR_EDOMAIN,
+                                 "%s: no second derivative where the standard deviation is zero "
+                                 "(slice %zu: all its elements are equal)",
+                                 F.who, q);
+    if ((st = pulled(&F, ybar, &G)) != CR_OK)
+        return st;
+    /* var's cotangent ȳ / (2σ), of the result's shape */
+    cr_tangent cot;
+    if (nd->out == CR_VAR_CONST) {
+        cot = cr_tangent_f64(yb[0] / (2.0 * sig[0]));
+    } else {
+        const cr_array *yv = t->aslots[nd->out].val;
+        cr_array *c;
+        if ((st = cr__new(F.arena, CR_DT_F64, yv->ndim, yv->shape, false, &c)) != CR_OK)
+            return st;
+        for (size_t q = 0; q < F.ns; q++)
+            ((double *)c->data)[q] = yb[q] / (2.0 * sig[q]);
+        cot = cr_tangent_array(c);
+    }
+    for (size_t d = 0; d < k; d++) {
+        const cr_array *xa;
+        const double *V, *sd;
+        cr_tangent Vt;
+        cr_array *S;
+        if ((st = x_dot_arr(&F, tan, k, d, &xa)) != CR_OK)
+            return st;
+        if (xa == NULL)
+            continue;
+        if ((st = var_pulled_at(&F, xa, cot, &Vt)) != CR_OK || (st = like_x(&F, Vt, &V)) != CR_OK ||
+            (st = y_dot_slices(&F, tan, i, k, d, &sd)) != CR_OK || (st = new_s(&F, &S)) != CR_OK)
+            return st;
+        double *s = S->data;
+        for (size_t e = 0; e < F.N; e++) {
+            size_t q = slice(&F, e);
+            s[e] = (V != NULL ? V[e] : 0.0) - (sd != NULL ? sd[q] / sig[q] : 0.0) * G[e];
+        }
+        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+/* ---- cumprod -------------------------------------------------------------------------------- */
+
+/*
+ * cumprod(x[, dim]): along each line y_k = y_{k-1} x_k (y_{-1} = 1), and the rule's pullback
+ * runs the recurrence backwards without dividing:
+ *     a_k = ȳ_k + x_{k+1} a_{k+1} (a_{L-1} = ȳ_{L-1}),   x̄_k = y_{k-1} a_k.
+ * The rule does not expose a (x̄_k / y_{k-1} is no substitute at zeros), so it is run here;
+ * differentiating both lines along ẋ (ȳ fixed), with ẏ the result's tangent (cumprod's frule,
+ * from the forward sweep):
+ *     ȧ_k = ẋ_{k+1} a_{k+1} + x_{k+1} ȧ_{k+1} (ȧ_{L-1} = 0),
+ *     S_k = ẏ_{k-1} a_k + y_{k-1} ȧ_k (ẏ_{-1} = 0).
+ * Nothing divides, so zeros in x are exact, as in the rule.
+ */
+static cr_status form_cumprod(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
+                              double *adjd, const double *tan, size_t k)
+{
+    (void)i;
+    form F;
+    const double *yb, *y;
+    cr_status st = form_init(&F, t, nd, 0, NULL);
+    if (st == CR_OK && (st = like_x(&F, ybar, &yb)) == CR_OK && yb == NULL)
+        return CR_OK;
+    if (st == CR_OK)
+        st = y_array(&F, &y);
+    int64_t dim = 0;
+    if (st == CR_OK && nd->nargs > 1)
+        st = cr__int_arg(F.arena, F.who, &nd->vals[1], &dim);
+    if (st != CR_OK)
+        return st;
+    if (dim < 0 || (size_t)dim >= F.x->ndim || F.N == 0)
+        return CR_OK; /* the rule refused it when recorded */
+    size_t L = F.x->shape[dim], inner = 1;
+    for (size_t q = (size_t)dim + 1; q < F.x->ndim; q++)
+        inner *= F.x->shape[q];
+    size_t nlines = F.N / L;
+    const double *x = F.x->data;
+    double *a = cr_arena_alloc(F.arena, F.N * sizeof *a, _Alignof(double));
+    if (a == NULL)
+        return CR__ALLOC_STATUS(F.arena);
+        /* element k of line l: (l / inner) L inner + l % inner + k inner */
+#define CP_AT(l, kk) (((l) / inner) * L * inner + (l) % inner + (kk)*inner)
+    for (size_t l = 0; l < nlines; l++)
+        for (size_t kk = L; kk-- > 0;)
+            a[CP_AT(l, kk)] =
+                yb[CP_AT(l, kk)] + (kk + 1 < L ? x[CP_AT(l, kk + 1)] * a[CP_AT(l, kk + 1)] : 0.0);
+    for (size_t d = 0; d < k; d++) {
+        cr_tangent raw;
+        const double *xd, *yd;
+        cr_array *S;
+        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK)
+            return st;
+        if (xd == NULL)
+            continue;
+        if ((st = y_dot_arr(&F, tan, k, d, &yd)) != CR_OK || (st = new_s(&F, &S)) != CR_OK)
+            return st;
+        double *s = S->data;
+        for (size_t l = 0; l < nlines; l++) {
+            double ad = 0.0; /* ȧ_k */
+            for (size_t kk = L; kk-- > 0;) {
+                size_t e = CP_AT(l, kk);
+                if (kk + 1 < L) {
+                    size_t e1 = CP_AT(l, kk + 1);
+                    ad = xd[e1] * a[e1] + x[e1] * ad;
+                }
+                if (kk == 0) {
+                    s[e] = ad;
+                } else {
+                    size_t e0 = CP_AT(l, kk - 1);
+                    s[e] = (yd != NULL ? yd[e0] : 0.0) * a[e] + y[e0] * ad;
+                }
+            }
+        }
+#undef CP_AT
+        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+/* ---- maximum, minimum ----------------------------------------------------------------------- */
+
+/*
+ * maximum(x[, dims]), minimum(x[, dims]): the pullback puts ȳ on the first extremal element
+ * of each slice; it does not depend on x as long as that element stays the extremal one, so
+ * S = 0. At a tie the rule keeps the first element and the pullback jumps as the tie breaks:
+ * no second derivative exists there either way, and S = 0 gives the Hessian of the branch the
+ * rule took (the one of the first extremal element), which is 0.
+ */
+static cr_status form_extremum(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
+                               double *adjd, const double *tan, size_t k)
+{
+    (void)t;
+    (void)nd;
+    (void)i;
+    (void)ybar;
+    (void)adjd;
+    (void)tan;
+    (void)k;
+    return CR_OK;
+}
+
+/* ---- matinv, solve -------------------------------------------------------------------------- */
+
+/*
+ * inv(A) = Y: the pullback is Ā = -Yᵀ Ȳ Yᵀ. Its derivative along Ȧ, with Ẏ = -Y Ȧ Y the
+ * result's tangent (matinv's frule, from the forward sweep), by the product rule:
+ *     S = -(Ẏᵀ Ȳ Yᵀ + Yᵀ Ȳ Ẏᵀ) = -(Ẏᵀ P + Q Ẏᵀ),   P = Ȳ Yᵀ, Q = Yᵀ Ȳ (once per record).
+ */
+static cr_status form_matinv(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
+                             double *adjd, const double *tan, size_t k)
+{
+    (void)i;
+    form F;
+    const double *yb, *y;
+    cr_status st = form_init(&F, t, nd, 0, NULL);
+    if (st == CR_OK && (st = like_x(&F, ybar, &yb)) == CR_OK && yb == NULL)
+        return CR_OK;
+    if (st == CR_OK)
+        st = y_array(&F, &y);
+    if (st != CR_OK)
+        return st;
+    size_t n = F.x->shape[0];
+    cr_array *P, *Q;
+    if ((st = new_s(&F, &P)) != CR_OK || (st = new_s(&F, &Q)) != CR_OK)
+        return st;
+    mm(1.0, yb, n, n, 0, y, n, n, 1, 0.0, P->data);
+    mm(1.0, y, n, n, 1, yb, n, n, 0, 0.0, Q->data);
+    for (size_t d = 0; d < k; d++) {
+        cr_tangent raw;
+        const double *xd, *yd;
+        cr_array *S;
+        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK)
+            return st;
+        if (xd == NULL)
+            continue;
+        if ((st = y_dot_arr(&F, tan, k, d, &yd)) != CR_OK)
+            return st;
+        if (yd == NULL)
+            continue;
+        if ((st = new_s(&F, &S)) != CR_OK)
+            return st;
+        mm(-1.0, yd, n, n, 1, P->data, n, n, 0, 0.0, S->data);
+        mm(-1.0, Q->data, n, n, 0, yd, n, n, 1, 1.0, S->data);
+        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+/*
+ * solve(A, B) = A \ B = Y (dense A; B a vector or a matrix): the pullback is B̄ = A⁻ᵀ Ȳ,
+ * Ā = -B̄ Yᵀ. Along (Ȧ, Ḃ), with Ẏ the result's tangent (solve's frule, from the forward sweep)
+ * and d(A⁻ᵀ) = -A⁻ᵀ Ȧᵀ A⁻ᵀ:
+ *     S_B = -A⁻ᵀ Ȧᵀ B̄ = B̄(W),               W = -Ȧᵀ B̄,
+ *     S_A = -S_B Yᵀ - B̄ Ẏᵀ = Ā(W) - B̄ Ẏᵀ,
+ * where B̄(W) and Ā(W) are the recorded pullback applied to W (one call gives both). solve is
+ * linear in B: with A a constant, S = 0.
+ */
+static cr_status form_solve(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
+                            double *adjd, const double *tan, size_t k)
+{
+    (void)i;
+    if (nd->args[0] == CR_VAR_CONST)
+        return CR_OK;
+    form F;
+    cr_status st = form_init(&F, t, nd, 0, NULL);
+    if (st != CR_OK)
+        return st;
+    const cr_array *Bv = nd->vals[1].u.arr, *Bb;
+    size_t n = F.x->shape[0], m = Bv->ndim == 1 ? 1 : Bv->shape[1];
+    cr_tangent dx[3];
+    if ((st = cr_pullback_call(F.arena, &nd->pb, &ybar, dx, 3)) != CR_OK ||
+        (st = cr__tan_array(F.arena, F.who, dx[2], Bv->ndim, Bv->shape, CR_DT_F64, &Bb)) != CR_OK)
+        return st;
+    if (Bb == NULL)
+        return CR_OK; /* Ȳ = 0 */
+    const double *bb = Bb->data;
+    for (size_t d = 0; d < k; d++) {
+        cr_tangent raw;
+        const double *xd, *yd, *Sa;
+        cr_array *SA, *W;
+        cr_tangent SB = cr_tangent_zero(), dw[3];
+        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK ||
+            (st = y_dot_arr(&F, tan, k, d, &yd)) != CR_OK)
+            return st;
+        if (xd == NULL && yd == NULL)
+            continue;
+        if ((st = new_s(&F, &SA)) != CR_OK)
+            return st;
+        if (xd != NULL) {
+            if ((st = cr__new(F.arena, CR_DT_F64, Bv->ndim, Bv->shape, false, &W)) != CR_OK)
+                return st;
+            mm(-1.0, xd, n, n, 1, bb, n, m, 0, 0.0, W->data);
+            cr_tangent wt = cr_tangent_array(W);
+            if ((st = cr_pullback_call(F.arena, &nd->pb, &wt, dw, 3)) != CR_OK ||
+                (st = like_x(&F, dw[1], &Sa)) != CR_OK)
+                return st;
+            if (Sa != NULL)
+                memcpy(SA->data, Sa, n * n * sizeof *Sa);
+            SB = dw[2];
+        }
+        if (yd != NULL)
+            mm(-1.0, bb, n, m, 0, yd, n, m, 1, 1.0, SA->data);
+        if ((st = put(&F, SA, adjd, k, d)) != CR_OK ||
+            (st = cr__a2_add_d(t, nd, 1, SB, adjd, k, d)) != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+/* ---- normalize ------------------------------------------------------------------------------ */
+
+/*
+ * normalize(x[, p]) = y = x / n, n = norm(x, p): the rule's pullback is
+ *     x̄ = Ȳ / n + n̄ g,   n̄ = -⟨y, Ȳ⟩ / n,   g = ∇n (norm's pullback applied to 1).
+ * Along ẋ, with ṅ = ⟨g, ẋ⟩, ẏ the result's tangent (normalize's frule, from the forward sweep)
+ * and ġ = H_n ẋ (the norm's second derivative, norm_hdir):
+ *     ṅ̄ = -⟨ẏ, Ȳ⟩ / n + ⟨y, Ȳ⟩ ṅ / n² = -(⟨ẏ, Ȳ⟩ + n̄ ṅ) / n,
+ *     S = -Ȳ ṅ / n² + n̄ H_n ẋ + ṅ̄ g.
+ * The norm's points without a second derivative (a zero element when p < 2) are refused as
+ * for norm (a zero array is refused by the rule itself).
+ */
+static cr_status form_normalize(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
+                                double *adjd, const double *tan, size_t k)
+{
+    (void)i;
+    form F;
+    const double *yb, *y, *g;
+    cr_status st = form_init(&F, t, nd, 0, NULL);
+    if (st == CR_OK && (st = like_x(&F, ybar, &yb)) == CR_OK && yb == NULL)
+        return CR_OK;
+    if (st == CR_OK)
+        st = y_array(&F, &y);
+    cr_value nv;
+    cr_pullback npb;
+    cr_tangent one = cr_tangent_f64(1.0), dx[3];
+    if (st == CR_OK)
+        st = cr_rrule(t->config, F.arena, &cr_fn_norm, nd->vals, nd->nargs, &nv, &npb);
+    if (st == CR_OK)
+        st = cr_pullback_call(F.arena, &npb, &one, dx, (size_t)nd->nargs + 1);
+    if (st == CR_OK)
+        st = like_x(&F, dx[1], &g);
+    if (st != CR_OK)
+        return st;
+    double p = norm_p(nd), n = creal(cr__scalar_of(&nv));
+    if ((st = norm_domain(&F, p, n)) != CR_OK)
+        return st;
+    if (g == NULL)
+        return CR_OK; /* the rule refused a zero norm when recorded */
+    double c = 0.0;
+    for (size_t e = 0; e < F.N; e++)
+        c += y[e] * yb[e];
+    double nbar = -c / n;
+    for (size_t d = 0; d < k; d++) {
+        cr_tangent raw;
+        const double *xd, *yd;
+        cr_array *S;
+        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK)
+            return st;
+        if (xd == NULL)
+            continue;
+        if ((st = y_dot_arr(&F, tan, k, d, &yd)) != CR_OK || (st = new_s(&F, &S)) != CR_OK)
+            return st;
+        double nd_ = 0.0, yy = 0.0; /* ṅ, ⟨ẏ, Ȳ⟩ */
+        for (size_t e = 0; e < F.N; e++) {
+            nd_ += g[e] * xd[e];
+            yy += yd != NULL ? yd[e] * yb[e] : 0.0;
+        }
+        double *s = S->data, nbd = -(yy + nbar * nd_) / n;
+        norm_hdir(F.x->data, F.N, p, n, 1.0, g, xd, nd_, s); /* H_n ẋ */
+        for (size_t e = 0; e < F.N; e++)
+            s[e] = -yb[e] * nd_ / (n * n) + nbar * s[e] + nbd * g[e];
+        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+/* ---- Refusals when recording ---------------------------------------------------------------- */
+
+/* matinv and solve: dense matrices only (the rules project the cotangent of a structured
+ * matrix onto its structure, which these forms do not). */
+static const char *dense_only(const cr_value *vals, size_t nargs)
+{
+    for (size_t a = 0; a < nargs && a < 2; a++)
+        if (vals[a].kind == CR_KIND_ARRAY && vals[a].u.arr != NULL &&
+            vals[a].u.arr->structure != CR_MAT_DENSE)
+            return a == 0 ? "A has a structure (diagonal, symmetric, hermitian or triangular); "
+                            "the form covers dense matrices only"
+                          : "B has a structure; the form covers dense B only";
+    return NULL;
+}
+
 /* ---- The table --------------------------------------------------------------------------------
  */
 
+/* Each function's form; nvar: how many leading arguments may be variables (the others must be
+ * constants: dims, p); check: a reason to refuse the arguments when recording, or NULL. */
 static const struct {
     const cr_value *f;
     cr__so_form_fn form;
+    size_t nvar;
+    const char *(*check)(const cr_value *vals, size_t nargs);
 } k_forms[] = {
-    {&cr_fn_logsumexp, form_logsumexp},
-    {&cr_fn_logsoftmax, form_logsoftmax},
-    {&cr_fn_softmax, form_softmax},
-    {&cr_fn_prod, form_prod},
-    {&cr_fn_norm, form_norm},
-    {&cr_fn_nrm2, form_norm},
-    {&cr_fn_det, form_det},
-    {&cr_fn_logdet, form_logdet},
+    {&cr_fn_logsumexp, form_logsumexp, 1, NULL},
+    {&cr_fn_logsoftmax, form_logsoftmax, 1, NULL},
+    {&cr_fn_softmax, form_softmax, 1, NULL},
+    {&cr_fn_prod, form_prod, 1, NULL},
+    {&cr_fn_norm, form_norm, 1, NULL},
+    {&cr_fn_nrm2, form_norm, 1, NULL},
+    {&cr_fn_det, form_det, 1, NULL},
+    {&cr_fn_logdet, form_logdet, 1, NULL},
+    {&cr_fn_var, form_var, 1, NULL},
+    {&cr_fn_std, form_std, 1, NULL},
+    {&cr_fn_cumprod, form_cumprod, 1, NULL},
+    {&cr_fn_maximum, form_extremum, 1, NULL},
+    {&cr_fn_minimum, form_extremum, 1, NULL},
+    {&cr_fn_matinv, form_matinv, 1, dense_only},
+    {&cr_fn_solve, form_solve, 2, dense_only},
+    {&cr_fn_normalize, form_normalize, 1, NULL},
 };
 
 cr__so_form_fn cr__so_form_of(const cr_value *f, const cr_value *vals, const uint32_t *codes,
@@ -668,12 +1181,15 @@ cr__so_form_fn cr__so_form_of(const cr_value *f, const cr_value *vals, const uin
             *why = "the first argument is not an array";
             return NULL;
         }
-        for (size_t a = 1; a < nargs; a++)
+        for (size_t a = k_forms[j].nvar; a < nargs; a++)
             if (codes[a] != CR_VAR_CONST) {
-                *why = fn == cr_fn_norm.u.func.fn ? "the exponent p is a variable"
-                                                  : "an argument after the array is a variable";
+                *why = fn == cr_fn_norm.u.func.fn || fn == cr_fn_normalize.u.func.fn
+                           ? "the exponent p is a variable"
+                           : "an argument after the array is a variable";
                 return NULL;
             }
+        if (k_forms[j].check != NULL && (*why = k_forms[j].check(vals, nargs)) != NULL)
+            return NULL;
         return k_forms[j].form;
     }
     return NULL;
