@@ -414,6 +414,218 @@ static void test_friendly_array_errors(void **state)
     cr_tape_free(t);
 }
 
+/* ---- Customised friendly gradients ---------------------------------------------------- */
+
+/* A packed symmetric 2x2 matrix [a b; b c]. */
+typedef struct sym2 {
+    double a, b, c;
+} sym2;
+
+typedef struct pmodel {
+    double s;
+    int n;
+    sym2 S;
+} pmodel;
+
+static const cr_field sym2_fields[] = {
+    {"a", offsetof(sym2, a), CR_KIND_F64, NULL},
+    {"b", offsetof(sym2, b), CR_KIND_F64, NULL},
+    {"c", offsetof(sym2, c), CR_KIND_F64, NULL},
+};
+static const cr_type sym2_type = {"sym2", sizeof(sym2), 3, sym2_fields};
+static const cr_field pmodel_fields[] = {
+    {"s", offsetof(pmodel, s), CR_KIND_F64, NULL},
+    {"n", offsetof(pmodel, n), CR_KIND_I32, NULL},
+    {"S", offsetof(pmodel, S), CR_KIND_STRUCT, &sym2_type},
+};
+static const cr_type pmodel_type = {"pmodel", sizeof(pmodel), 3, pmodel_fields};
+
+/* h(m) = s (u'Su) + sin(b) with u = (0.6, -1.1), in plain C */
+static double h_c(const pmodel *m)
+{
+    double u = 0.6, v = -1.1;
+    const sym2 *S = &m->S;
+    return m->s * (S->a * u * u + 2 * S->b * u * v + S->c * v * v) + sin(S->b);
+}
+
+static cr_var h_t(cr_tape *t, const cr_var *x)
+{
+    cr_var s = cr_tape_struct_field(&pmodel_type, x, "s");
+    cr_var a = cr_tape_struct_field(&pmodel_type, x, "S.a");
+    cr_var b = cr_tape_struct_field(&pmodel_type, x, "S.b");
+    cr_var c = cr_tape_struct_field(&pmodel_type, x, "S.c");
+    double u = 0.6, v = -1.1;
+    cr_var q =
+        cr_add(t, cr_add(t, cr_mul(t, a, cr_const(u * u)), cr_mul(t, b, cr_const(2 * u * v))),
+               cr_mul(t, c, cr_const(v * v)));
+    return cr_add(t, cr_mul(t, s, q), cr_sin(t, b));
+}
+
+/* d h / d field (0 s, 1 a, 2 b, 3 c) by central differences. */
+static double fd_pmodel(const pmodel *m, int which)
+{
+    double h = 1e-6, f[2];
+    for (int k = 0; k < 2; k++) {
+        pmodel p = *m;
+        double *x = which == 0 ? &p.s : which == 1 ? &p.S.a : which == 2 ? &p.S.b : &p.S.c;
+        *x += k == 0 ? -h : h;
+        f[k] = h_c(&p);
+    }
+    return (f[1] - f[0]) / (2 * h);
+}
+
+/* The friendly gradient of the full symmetric matrix: each off-diagonal entry gets half of
+ * the packed b's. Counts its calls in udata and checks the raw tangent it is given. */
+static cr_status sym2_friendly(const cr_type *type, cr_tangent raw, void *dest, void *udata)
+{
+    int *calls = udata;
+    (*calls)++;
+    cr_tangent ta, tb, tc;
+    if (type != &sym2_type || raw.tag != CR_TAN_STRUCT ||
+        cr_tangent_getfield(raw, "a", &ta) != CR_OK ||
+        cr_tangent_getfield(raw, "b", &tb) != CR_OK ||
+        cr_tangent_getfield(raw, "c", &tc) != CR_OK || tb.tag != CR_TAN_F64)
+        return CR_EINVAL;
+    sym2 *d = dest;
+    d->a = ta.u.f64;
+    d->b = tb.u.f64 / 2;
+    d->c = tc.u.f64;
+    return CR_OK;
+}
+
+static cr_status sym2_refuse(const cr_type *type, cr_tangent raw, void *dest, void *udata)
+{
+    (void)type;
+    (void)raw;
+    (void)udata;
+    ((sym2 *)dest)->a = 99; /* a partial write that must not reach grad */
+    return CR_EDOMAIN;
+}
+
+static void test_friendly_customised(void **state)
+{
+    fixture *f = *state;
+    cr_engine *eng;
+    assert_int_equal(cr_engine_new(f->ctx, NULL, &eng), CR_OK);
+    int calls = 0;
+    assert_int_equal(cr_engine_friendly(eng, &sym2_type, sym2_friendly, &calls), CR_OK);
+    cr_tape_params prm = {.struct_size = sizeof prm, .engine = eng};
+    cr_tape *t, *plain;
+    assert_int_equal(cr_tape_new(f->ctx, &prm, &t), CR_OK);
+    assert_int_equal(cr_tape_new(f->ctx, NULL, &plain), CR_OK);
+    pmodel m = {.s = 1.7, .n = 4, .S = {.a = 0.9, .b = -0.4, .c = 2.2}};
+    double want[4];
+    for (int i = 0; i < 4; i++)
+        want[i] = fd_pmodel(&m, i);
+
+    /* Nested: S goes through the conversion, s is written as usual. */
+    cr_var x[4];
+    assert_int_equal(cr_tape_struct_inputs(t, &pmodel_type, &m, x, 4), CR_OK);
+    cr_var y = h_t(t, x);
+    pmodel g;
+    memset(&g, 0x55, sizeof g);
+    assert_int_equal(cr_tape_gradient_struct(t, y, &pmodel_type, x, &g), CR_OK);
+    assert_int_equal(calls, 1);
+    assert_close(g.s, want[0], FD_RTOL);
+    assert_int_equal(g.n, 0);
+    assert_close(g.S.a, want[1], FD_RTOL);
+    assert_close(g.S.b, want[2] / 2, FD_RTOL);
+    assert_close(g.S.c, want[3], FD_RTOL);
+
+    /* A tape without the engine gives the raw gradient of each field. */
+    assert_int_equal(cr_tape_struct_inputs(plain, &pmodel_type, &m, x, 4), CR_OK);
+    y = h_t(plain, x);
+    assert_int_equal(cr_tape_gradient_struct(plain, y, &pmodel_type, x, &g), CR_OK);
+    assert_close(g.S.b, want[2], FD_RTOL);
+
+    /* The struct itself of the customised type. */
+    cr_tape_reset(t);
+    cr_var xs[3];
+    assert_int_equal(cr_tape_struct_inputs(t, &sym2_type, &m.S, xs, 3), CR_OK);
+    cr_var ys = cr_mul(t, xs[1], xs[1]); /* b^2: d/db = 2b, friendly b */
+    sym2 gs;
+    assert_int_equal(cr_tape_gradient_struct(t, ys, &sym2_type, xs, &gs), CR_OK);
+    assert_int_equal(calls, 2);
+    assert_close(gs.b, m.S.b, 1e-15);
+    assert_close(gs.a, 0.0, 0);
+
+    /* A conversion that fails: its status, a message, and grad as it was. Registering again
+     * replaces the conversion. */
+    assert_int_equal(cr_engine_friendly(eng, &sym2_type, sym2_refuse, NULL), CR_OK);
+    sym2 before = {1, 2, 3}, gr = before;
+    assert_int_equal(cr_tape_gradient_struct(t, ys, &sym2_type, xs, &gr), CR_EDOMAIN);
+    assert_contains(cr_ctx_errmsg(f->ctx), "friendly gradient of sym2 failed");
+    assert_memory_equal(&gr, &before, sizeof gr);
+    assert_int_equal(calls, 2);
+
+    /* Bad registrations */
+    assert_int_equal(cr_engine_friendly(NULL, &sym2_type, sym2_friendly, NULL), CR_EINVAL);
+    assert_int_equal(cr_engine_friendly(eng, NULL, sym2_friendly, NULL), CR_EINVAL);
+    assert_contains(cr_ctx_errmsg(f->ctx), "NULL type or function");
+    assert_int_equal(cr_engine_friendly(eng, &sym2_type, NULL, NULL), CR_EINVAL);
+    static const cr_field bad_fields[] = {{"s", 0, CR_KIND_STRUCT, NULL}};
+    static const cr_type bad = {"bad", 8, 1, bad_fields};
+    assert_int_equal(cr_engine_friendly(eng, &bad, sym2_friendly, NULL), CR_EINVAL);
+    cr_tape_free(t);
+    cr_tape_free(plain);
+    cr_engine_free(eng);
+}
+
+/* With array fields: the raw tangent carries the gradient arrays, already filled. */
+static cr_status layer_friendly(const cr_type *type, cr_tangent raw, void *dest, void *udata)
+{
+    (void)type;
+    double *sum = udata;
+    cr_tangent tb, tgain;
+    if (cr_tangent_getfield(raw, "b", &tb) != CR_OK || tb.tag != CR_TAN_ARRAY ||
+        cr_tangent_getfield(raw, "gain", &tgain) != CR_OK || tgain.tag != CR_TAN_F32)
+        return CR_EINVAL;
+    layer *d = dest;
+    *sum = 0;
+    for (size_t i = 0; i < NB; i++)
+        *sum += (double)((const float *)tb.u.arr->data)[i];
+    d->gain = 2 * tgain.u.f32; /* a visible change */
+    return CR_OK;
+}
+
+static void test_friendly_customised_arrays(void **state)
+{
+    fixture *f = *state;
+    cr_engine *eng;
+    assert_int_equal(cr_engine_new(f->ctx, NULL, &eng), CR_OK);
+    double bsum = 0;
+    assert_int_equal(cr_engine_friendly(eng, &layer_type, layer_friendly, &bsum), CR_OK);
+    cr_tape_params prm = {.struct_size = sizeof prm, .engine = eng};
+    cr_tape *t;
+    assert_int_equal(cr_tape_new(f->ctx, &prm, &t), CR_OK);
+    net_case c;
+    net_setup(&c);
+    cr_var v[2];
+    cr_avar av[2];
+    assert_int_equal(cr_tape_struct_inputs(t, &net_type, &c.m, v, 2), CR_OK);
+    assert_int_equal(cr_tape_struct_array_inputs(t, &net_type, &c.m, av, 2), CR_OK);
+    cr_var y = g_t(t, v, av, &c.m);
+    double gw[NW];
+    float gb[NB];
+    size_t nb = NB;
+    net g;
+    memset(&g, 0, sizeof g);
+    g.w = cr_array_vector(gw, NW);
+    assert_int_equal(cr_array_view_init(&g.out.b, gb, CR_DT_F32, 1, &nb, NULL), CR_OK);
+    assert_int_equal(cr_tape_gradient_struct_arrays(t, y, &net_type, v, av, &g), CR_OK);
+    double want_sum = 0;
+    for (size_t i = 0; i < NB; i++) {
+        assert_close((double)gb[i], fd_net(&c.m, 2, i), 1e-6);
+        want_sum += (double)gb[i];
+    }
+    assert_close(bsum, want_sum, 1e-12);
+    assert_close((double)g.out.gain, 2 * fd_net(&c.m, 3, 0), 1e-6);
+    assert_close(gw[1], fd_net(&c.m, 1, 1), FD_RTOL);
+    assert_close(g.scale, fd_net(&c.m, 0, 0), FD_RTOL);
+    cr_tape_free(t);
+    cr_engine_free(eng);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -421,6 +633,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_friendly_errors, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_friendly_arrays, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_friendly_array_errors, fixture_setup,
+                                        fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_friendly_customised, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_friendly_customised_arrays, fixture_setup,
                                         fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -124,6 +124,37 @@ CR_API bool cr_engine_is_primitive(const cr_engine *eng, const cr_value *f, cons
                                    size_t nargs);
 
 /**
+ * A type's customised friendly gradient (Mooncake's `tangent_to_friendly_internal!!`, the
+ * AsCustomised mode): given the raw structural tangent of a struct of `type` (real fields
+ * f64/f32 tangents, array fields array tangents, integers NoTangent, nested structs nested),
+ * write into `dest`, a struct of the type inside the caller's gradient, what the user sees.
+ * For instance, a packed symmetric matrix {a, b, c} = [a b; b c] whose raw gradient counts
+ * the off-diagonal b twice can give the gradient of each entry of the full matrix.
+ * @param[in]  type  the struct's descriptor.
+ * @param[in]  raw   the raw tangent (valid during the call only).
+ * @param[out] dest  the struct of the type to write (its array fields describe the
+ *                   caller's gradient arrays, already filled).
+ * @param[in]  udata as registered.
+ * @return CR_OK, or a status that the struct gradient returns (grad's fields are then left
+ *         as they were; the data of its array fields may have been written).
+ */
+typedef cr_status (*cr_friendly_fn)(const cr_type *type, cr_tangent raw, void *dest, void *udata);
+
+/**
+ * Customise the friendly gradient of a struct type: cr_tape_gradient_struct() and
+ * cr_tape_gradient_struct_arrays() on tapes made with this engine call fn for a struct of
+ * this type, the struct itself or any nested field of it, instead of writing its fields
+ * one by one. Replaces an earlier registration of the type.
+ * @param[in] eng   the engine.
+ * @param[in] type  the descriptor (compared by address); must outlive the engine.
+ * @param[in] fn    the conversion.
+ * @param[in] udata passed to fn (borrowed).
+ * @return CR_OK; CR_EINVAL (NULL, a nested struct field without descriptor); CR_ENOMEM.
+ */
+CR_API cr_status cr_engine_friendly(cr_engine *eng, const cr_type *type, cr_friendly_fn fn,
+                                    void *udata);
+
+/**
  * The engine's RuleConfig: CR_CAP_REVERSE | CR_CAP_FORWARD, its registry, and the
  * rrule_via_ad / frule_via_ad callbacks.
  * @param[in] eng may be NULL: the configuration of tapes without an engine.

@@ -60,6 +60,7 @@ void cr_engine_free(cr_engine *eng)
         return;
     cr_registry_free(eng->own);
     cr_ctx_dealloc(eng->ctx, eng->impls, eng->cap * sizeof *eng->impls);
+    cr_ctx_dealloc(eng->ctx, eng->friendly, eng->cap_friendly * sizeof *eng->friendly);
     cr_ctx_dealloc(eng->ctx, eng, sizeof *eng);
 }
 
@@ -102,6 +103,44 @@ static cr_status set_impl(cr_engine *eng, const cr_function *fn, int kind, cr_ad
     } else {
         slot->kind = kind;
     }
+    return CR_OK;
+}
+
+const cr__friendly *cr__engine_friendly_of(const cr_engine *eng, const cr_type *type)
+{
+    for (size_t i = 0; eng != NULL && i < eng->nfriendly; i++)
+        if (eng->friendly[i].type == type)
+            return &eng->friendly[i];
+    return NULL;
+}
+
+cr_status cr_engine_friendly(cr_engine *eng, const cr_type *type, cr_friendly_fn fn, void *udata)
+{
+    if (eng == NULL)
+        return CR_EINVAL;
+    if (type == NULL || fn == NULL)
+        return cr_ctx_error(eng->ctx, CR_EINVAL, "cr_engine_friendly: NULL type or function");
+    cr_status st = cr__type_check(eng->ctx, type);
+    if (st != CR_OK)
+        return st;
+    cr__friendly *slot = (cr__friendly *)cr__engine_friendly_of(eng, type);
+    if (slot == NULL) {
+        if (eng->nfriendly == eng->cap_friendly) {
+            size_t cap = eng->cap_friendly ? 2 * eng->cap_friendly : 4;
+            cr__friendly *n = cr_ctx_alloc(eng->ctx, cap * sizeof *n);
+            if (n == NULL)
+                return CR_ENOMEM;
+            if (eng->nfriendly > 0)
+                memcpy(n, eng->friendly, eng->nfriendly * sizeof *n);
+            cr_ctx_dealloc(eng->ctx, eng->friendly, eng->cap_friendly * sizeof *eng->friendly);
+            eng->friendly = n;
+            eng->cap_friendly = cap;
+        }
+        slot = &eng->friendly[eng->nfriendly++];
+        slot->type = type;
+    }
+    slot->fn = fn;
+    slot->udata = udata;
     return CR_OK;
 }
 

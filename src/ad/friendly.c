@@ -176,17 +176,46 @@ cr_avar cr_tape_struct_array_field(const cr_type *type, const cr_avar *avars, co
     return avars[k];
 }
 
-static void write_walk(const cr_type *type, unsigned char *obj, const double *g, size_t *k)
+static cr_status tangent_walk(cr_arena *arena, const cr_type *type, const double *g, size_t *k,
+                              cr_array *const *ag, size_t *ka, cr_tangent *out);
+
+/* Writing a friendly gradient: the tape (its engine's customised types, its arena for raw
+ * tangents), the real fields' gradient g from index k, and the array fields' gradients ag
+ * (NULL when the arrays are not variables) from index ka. */
+typedef struct writer {
+    cr_tape *t;
+    const char *who;
+    const double *g;
+    size_t k;
+    cr_array *const *ag;
+    size_t ka;
+} writer;
+
+/* Write the friendly gradient of a struct of `type` at obj: through the engine's
+ * customised conversion of the type when it has one (given the raw tangent of the struct),
+ * field by field otherwise. */
+static cr_status write_struct(writer *w, const cr_type *type, unsigned char *obj)
 {
+    const cr__friendly *cust = cr__engine_friendly_of(w->t->engine, type);
+    if (cust != NULL) {
+        cr_tangent raw;
+        cr_status st = tangent_walk(w->t->arena, type, w->g, &w->k, w->ag, &w->ka, &raw);
+        if (st == CR_OK)
+            st = cust->fn(type, raw, obj, cust->udata);
+        if (st != CR_OK)
+            return cr_ctx_error(w->t->ctx, st, "%s: the friendly gradient of %s failed (%s)",
+                                w->who, type->name, cr_status_str(st));
+        return CR_OK;
+    }
     for (size_t i = 0; i < type->nfields; i++) {
         const cr_field *fd = &type->fields[i];
         unsigned char *p = obj + fd->offset;
         switch (fd->kind) {
         case CR_KIND_F64:
-            memcpy(p, &g[(*k)++], sizeof(double));
+            memcpy(p, &w->g[w->k++], sizeof(double));
             break;
         case CR_KIND_F32: {
-            float v = (float)g[(*k)++];
+            float v = (float)w->g[w->k++];
             memcpy(p, &v, sizeof v);
             break;
         }
@@ -205,13 +234,21 @@ static void write_walk(const cr_type *type, unsigned char *obj, const double *g,
             memcpy(p, &z, sizeof z);
             break;
         }
-        case CR_KIND_STRUCT:
-            write_walk(fd->type, p, g, k);
+        case CR_KIND_STRUCT: {
+            cr_status st = write_struct(w, fd->type, p);
+            if (st != CR_OK)
+                return st;
             break;
-        default: /* arrays, functions: left as they are */
+        }
+        case CR_KIND_ARRAY: /* filled by the sweep (or not a variable): left as it is */
+            if (w->ag != NULL)
+                w->ka++;
+            break;
+        default: /* functions: left as they are */
             break;
         }
     }
+    return CR_OK;
 }
 
 /* grad's array fields, depth first: the arrays the array fields' gradients go into. */
@@ -287,10 +324,21 @@ static cr_status gradient_struct(cr_tape *t, const char *who, cr_var y, const cr
     double *g = NULL;
     if (st == CR_OK)
         st = struct_gradient(t, t->arena, y, type, vars, avars, ag, &g);
+    /* Written into a copy first, so that a customised conversion that fails leaves grad as
+     * it was. */
+    unsigned char *copy = NULL;
     if (st == CR_OK) {
-        size_t k = 0;
-        write_walk(type, grad, g, &k);
+        copy = cr_arena_alloc(t->arena, type->size ? type->size : 1, _Alignof(max_align_t));
+        if (copy == NULL)
+            st = CR__ALLOC_STATUS(t->arena);
     }
+    if (st == CR_OK) {
+        memcpy(copy, grad, type->size);
+        writer w = {.t = t, .who = who, .g = g, .ag = ag};
+        st = write_struct(&w, type, copy);
+    }
+    if (st == CR_OK)
+        memcpy(grad, copy, type->size);
     cr_arena_rewind(t->arena, mk);
     return st;
 }

@@ -414,6 +414,13 @@ typedef struct cr__impl {
                      (cr_engine_overlay_closure) */
 } cr__impl;
 
+/* A type's customised friendly gradient (cr_engine_friendly). */
+typedef struct cr__friendly {
+    const cr_type *type;
+    cr_friendly_fn fn;
+    void *udata;
+} cr__friendly;
+
 struct cr_engine {
     cr_ctx *ctx;
     const cr_registry *registry; /* lookups: own registry, or the caller's, or NULL */
@@ -421,10 +428,15 @@ struct cr_engine {
     cr_config config;
     cr__impl *impls;
     size_t nimpls, cap;
+    cr__friendly *friendly;
+    size_t nfriendly, cap_friendly;
 };
 
 /* The engine's entry for fn, or NULL. */
 CR_INTERNAL const cr__impl *cr__engine_find(const cr_engine *eng, const cr_function *fn);
+
+/* The engine's customised friendly gradient of type, or NULL (eng may be NULL). */
+CR_INTERNAL const cr__friendly *cr__engine_friendly_of(const cr_engine *eng, const cr_type *type);
 
 /* The configuration of tapes without an engine: built-in rules, both via_ad callbacks. */
 CR_INTERNAL const cr_config *cr__default_config(void);
