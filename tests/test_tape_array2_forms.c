@@ -12,46 +12,12 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "test_prob.h"
+#include "test_forms.h"
 
 /* Check H v against central differences of the gradient, for four directions. */
 static void check_hvp(cr_ctx *ctx, const prob *p, double *z, double tol)
 {
     check_hvp_dirs(ctx, p, z, tol, 4);
-}
-
-/* A point of L components from a seed. */
-static void point(size_t L, unsigned seed, double scale, double *z)
-{
-    for (size_t i = 0; i < L; i++)
-        z[i] = scale * sin(1.7 * (double)i + 0.9 * (double)seed + 0.4);
-}
-
-static cr_targ i64(int64_t v)
-{
-    return cr_targ_value(cr_value_i64(v));
-}
-
-static cr_var call_s(cr_tape *t, const cr_value *f, cr_targ a, cr_targ b, size_t n)
-{
-    cr_targ args[2] = {a, b};
-    return cr_tape_acall_s(t, f, args, n);
-}
-
-static cr_avar call_a(cr_tape *t, const cr_value *f, cr_targ a, cr_targ b, size_t n)
-{
-    cr_targ args[2] = {a, b};
-    return cr_tape_acall_a(t, f, args, n);
-}
-
-static cr_var sum_sq(cr_tape *t, cr_avar a)
-{
-    return cr_asum(t, cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(a)));
-}
-
-static cr_var sum_sin(cr_tape *t, cr_avar a)
-{
-    return cr_asum(t, cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(a)));
 }
 
 /* ---- logsumexp ---------------------------------------------------------------------------- */
