@@ -32,10 +32,12 @@
 
 /* ---- Second derivatives of the arithmetic rows ------------------------------------------ */
 
-/* The complex step cr__row_hessian takes along argument l at x_l. */
+/* The complex step cr__row_hessian takes along argument l at x_l, 1e-20 max(|x_l|, 1e-200)
+ * (written out: fmax is a call). */
 static inline double cstep(double xl)
 {
-    return 1e-20 * fmax(fabs(xl), 1e-200);
+    double a = fabs(xl);
+    return 1e-20 * (a >= 1e-200 ? a : 1e-200);
 }
 
 static inline cr_complex mk_complex(double re, double im)
@@ -46,26 +48,29 @@ static inline cr_complex mk_complex(double re, double im)
     return z;
 }
 
-/* hcol_NAME(xr, l, H): column l of the row's Hessian at xr, H[j] = ∂D_j/∂x_l for each
- * argument j: the row's body evaluated at x + i h e_l over complex numbers, as the row's c128
- * instantiation (CR_SCALAR_EVALS) does; the imaginary part of each partial over h. Linear
- * rows give constant partials, whose imaginary part the compiler folds to zero. */
-#define HCOL(NAME, NIN, NOUT, PRIMAL, ...)                                \
-    static inline void hcol_##NAME(const double *xr, size_t l, double *H) \
-    {                                                                     \
-        cr_complex x_[2], Y[1], D[2];                                     \
-        double h = cstep(xr[l]);                                          \
-        x_[0] = mk_complex(xr[0], l == 0 ? h : 0.0);                      \
-        x_[1] = mk_complex((NIN) > 1 ? xr[1] : 0.0, l == 1 ? h : 0.0);    \
-        {                                                                 \
-            const cr_complex *x = x_;                                     \
-            PRIMAL;                                                       \
-            __VA_ARGS__;                                                  \
-        }                                                                 \
-        (void)Y;                                                          \
-        H[0] = cimag(D[0]) / h;                                           \
-        if ((NIN) > 1)                                                    \
-            H[1] = cimag(D[1]) / h;                                       \
+/* hcol_NAME(xr, l, w, hd): column l of the row's Hessian at xr times w, added to hd:
+ * hd[j] += ∂D_j/∂x_l w for each argument j. ∂D_j/∂x_l is the imaginary part of partial j of
+ * the row's body evaluated at x + i h e_l over complex numbers (as the row's c128
+ * instantiation, CR_SCALAR_EVALS, evaluates it) over h. A linear row's partials are
+ * constants, whose imaginary parts the compiler folds to zero, and the terms with them. */
+#define HCOL(NAME, NIN, NOUT, PRIMAL, ...)                                             \
+    static inline void hcol_##NAME(const double *xr, size_t l, double w, double *hd)   \
+    {                                                                                  \
+        cr_complex x_[2], Y[1], D[2];                                                  \
+        double h = cstep(xr[l]);                                                       \
+        x_[0] = mk_complex(xr[0], l == 0 ? h : 0.0);                                   \
+        x_[1] = mk_complex((NIN) > 1 ? xr[1] : 0.0, l == 1 ? h : 0.0);                 \
+        {                                                                              \
+            const cr_complex *x = x_;                                                  \
+            PRIMAL;                                                                    \
+            __VA_ARGS__;                                                               \
+        }                                                                              \
+        (void)Y;                                                                       \
+        double im0 = cimag(D[0]), im1 = (NIN) > 1 ? cimag(D[(NIN) > 1 ? 1 : 0]) : 0.0; \
+        if (im0 != 0.0)                                                                \
+            hd[0] += im0 / h * w;                                                      \
+        if (im1 != 0.0)                                                                \
+            hd[1] += im1 / h * w;                                                      \
     }
 CR__ARITH_ROWS(HCOL)
 #undef HCOL
@@ -162,7 +167,7 @@ static void reverse2(cr_prepared *p)
 #define ARITH2(NAME, NIN, NOUT, PRIMAL, ...)                                      \
     case CR__ROP_##NAME: {                                                        \
         double g = adj[r->res], gd = adjd[r->res];                                \
-        double xr[2], H[2] = {0.0, 0.0}, hd[2] = {0.0, 0.0};                      \
+        double xr[2], hd[2] = {0.0, 0.0};                                         \
         uint32_t s0 = r->src[0], s1 = (NIN) > 1 ? r->src[1] : s0;                 \
         xr[0] = v[s0];                                                            \
         xr[1] = v[s1];                                                            \
@@ -170,9 +175,7 @@ static void reverse2(cr_prepared *p)
             uint32_t sl = l == 0 ? s0 : s1;                                       \
             if (sl >= nvar) /* a constant: not a column */                        \
                 continue;                                                         \
-            hcol_##NAME(xr, l, H);                                                \
-            hd[0] += H[0] * vd[sl];                                               \
-            hd[1] += H[1] * vd[sl];                                               \
+            hcol_##NAME(xr, l, vd[sl], hd);                                       \
         }                                                                         \
         adj[s0] += r->p[0] * g;                                                   \
         adjd[s0] += r->p[0] * gd + g * hd[0];                                     \
