@@ -439,6 +439,52 @@ CR_API cr_status cr_prepare_gradient(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn
 CR_API cr_status cr_prepared_value_and_gradient(cr_prepared *p, const double *x, size_t n,
                                                 double *y, double *grad);
 
+/**
+ * Prepare Hessian-vector products (and gradients) of f: record f at x on a replay tape and
+ * build its program, as cr_prepare_gradient() does, and allocate the workspace of the
+ * second-order replay. cr_prepared_hvp() then gives value, gradient and H v at new inputs
+ * and directions by forward-over-reverse on the program (cr_tape_hvp()'s method), without
+ * calling f, recording or allocating; cr_prepared_value_and_gradient() works too.
+ *
+ * The second derivatives come from the rows, as on a CR_TAPE_SECOND_ORDER tape. As for
+ * cr_prepare_gradient(): branch with cr_tape_cmp(), whose outcome each call checks.
+ * Zero-adjoint and non-differentiable functions of variables are evaluated again with no
+ * derivative. Refused (CR_EUNIMPL): scalar rules kept as pullbacks (cr_tape_call() of a
+ * function with a rule that is not a row, a user rule overriding a row), whose pullbacks
+ * have no second-order form, and array functions (cr_tape_acall(), fused kernels).
+ * @param[in]  ctx allocations and errors; must outlive the prepared H v.
+ * @param[in]  eng rules and user functions; NULL: built-in rules.
+ * @param[in]  f   the function (its env must stay valid only during this call).
+ * @param[in]  env passed to f.
+ * @param[in]  x   n inputs where f is recorded.
+ * @param[in]  n   number of inputs.
+ * @param[out] out caller owns; release with cr_prepared_free(). NULL on failure.
+ * @return CR_OK; CR_EINVAL; CR_EUNIMPL (a pullback or an array function, naming it; a rule
+ *         that cannot be replayed); the recording's status; CR_ENOMEM.
+ */
+CR_API cr_status cr_prepare_hvp(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn f, void *env,
+                                const double *x, size_t n, cr_prepared **out);
+
+/**
+ * Value, gradient and Hessian-vector product H v at new inputs, by replaying the program of
+ * cr_prepare_hvp(): one forward pass carries the values and the tangents along v, one
+ * reverse pass the adjoints and their tangents. Allocates nothing (after the first call,
+ * when f evaluates zero-adjoint functions again).
+ * @param[in]  p    prepared with cr_prepare_hvp().
+ * @param[in]  x    n inputs.
+ * @param[in]  n    must be the number p was prepared for.
+ * @param[in]  v    n direction components (finite).
+ * @param[out] hv   n components of H v.
+ * @param[out] y    the value (may be NULL).
+ * @param[out] grad n partial derivatives (may be NULL).
+ * @return CR_OK; CR_EINVAL (NULL p, x, v or hv; p prepared with cr_prepare_gradient() or
+ *         cr_prepare_gradient_arrays()); CR_ESHAPE (another number of inputs); CR_EDOMAIN
+ *         (a non-finite v; a comparison recorded with cr_tape_cmp() comes out otherwise at
+ *         x); a primal's status at x. Nothing is written on failure, and p stays usable.
+ */
+CR_API cr_status cr_prepared_hvp(cr_prepared *p, const double *x, size_t n, const double *v,
+                                 double *hv, double *y, double *grad);
+
 /** Release a prepared gradient. @param[in] p may be NULL. */
 CR_API void cr_prepared_free(cr_prepared *p);
 

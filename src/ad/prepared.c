@@ -20,6 +20,7 @@ void cr_prepared_free(cr_prepared *p)
     cr_tape_free(p->tape);
     cr_ctx_dealloc(p->ctx, p->xs, (p->n ? p->n : 1) * sizeof *p->xs);
     cr_ctx_dealloc(p->ctx, p->vals, p->nws * sizeof *p->vals);
+    cr_ctx_dealloc(p->ctx, p->tan, p->ntan * sizeof *p->tan);
     cr_ctx_dealloc(p->ctx, p->prog, p->nprog * sizeof *p->prog);
     cr_ctx_dealloc(p->ctx, p->ain, p->n * sizeof *p->ain);
     cr_ctx_dealloc(p->ctx, p->aidx, p->n * sizeof *p->aidx);
@@ -236,6 +237,13 @@ static cr_status guard_failed(cr_prepared *p, const cr__rop *r, double a, double
                         info->outcome ? "true" : "false", info->outcome ? "false" : "true");
 }
 
+cr_status cr__prepared_guard(cr_prepared *p, const cr__rop *r, const double *v)
+{
+    const cr__rinfo *info = r->ptr;
+    double a = v[r->src[0]], b = v[r->src[1]];
+    return compare((cr_cmp)r->o, a, b) == info->outcome ? CR_OK : guard_failed(p, r, a, b);
+}
+
 /* Evaluate the program forwards: new values, new partials, comparisons checked, rules
  * called again. The arithmetic rows are expanded here from CR__ARITH_ROWS (their one
  * definition), so the common operations cost no call. */
@@ -380,16 +388,16 @@ cr_status cr__prepared_new(cr_ctx *ctx, const cr_engine *eng, size_t n, cr_prepa
 
 /* ---- Scalar inputs ---------------------------------------------------------------------- */
 
-cr_status cr_prepare_gradient(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn f, void *env,
-                              const double *x, size_t n, cr_prepared **out)
+cr_status cr__prepare_scalar(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn f, void *env,
+                             const double *x, size_t n, const char *who, cr_prepared **out)
 {
     if (out == NULL)
-        return cr_ctx_error(ctx, CR_EINVAL, "cr_prepare_gradient: out is NULL");
+        return cr_ctx_error(ctx, CR_EINVAL, "%s: out is NULL", who);
     *out = NULL;
     if (ctx == NULL)
         return CR_EINVAL;
     if (f == NULL || (n > 0 && x == NULL))
-        return cr_ctx_error(ctx, CR_EINVAL, "cr_prepare_gradient: NULL function or inputs");
+        return cr_ctx_error(ctx, CR_EINVAL, "%s: NULL function or inputs", who);
     cr_prepared *p;
     cr_status st = cr__prepared_new(ctx, eng, n, &p);
     if (p == NULL)
@@ -406,22 +414,28 @@ cr_status cr_prepare_gradient(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn f, voi
     }
     if (st == CR_OK && p->tape->ninputs != n)
         st = cr_ctx_error(ctx, CR_EINVAL,
-                          "cr_prepare_gradient: the function made %zu inputs of its own; a "
+                          "%s: the function made %zu inputs of its own; a "
                           "prepared gradient replays with the given inputs only",
-                          p->tape->ninputs - n);
+                          who, p->tape->ninputs - n);
     if (st == CR_OK)
         st = cr__prepared_build(p);
     if (st == CR_OK && p->tape->naslots != p->nres_slots)
         st = cr_ctx_error(ctx, CR_EINVAL,
-                          "cr_prepare_gradient: the function made %zu array inputs of its own; "
+                          "%s: the function made %zu array inputs of its own; "
                           "a prepared gradient replays with the given inputs only",
-                          (size_t)(p->tape->naslots - p->nres_slots));
+                          who, (size_t)(p->tape->naslots - p->nres_slots));
     if (st != CR_OK) {
         cr_prepared_free(p);
         return st;
     }
     *out = p;
     return CR_OK;
+}
+
+cr_status cr_prepare_gradient(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn f, void *env,
+                              const double *x, size_t n, cr_prepared **out)
+{
+    return cr__prepare_scalar(ctx, eng, f, env, x, n, "cr_prepare_gradient", out);
 }
 
 cr_status cr_prepared_value_and_gradient(cr_prepared *p, const double *x, size_t n, double *y,

@@ -84,6 +84,10 @@ struct cr_prepared {
     cr_arena_mark mark;  /* the tape's arena after recording: rewound at each call */
     bool has_arrays;     /* the program calls rules (the arena is rewound) */
     uint32_t nres_slots; /* array variables made by array functions */
+    /* Prepared with cr_prepare_hvp (prepared_hvp.c): the variables' tangents along the
+     * direction (constant slots stay 0), then the adjoints' tangents; ntan doubles. */
+    double *tan;
+    size_t ntan;
 };
 
 /* Call an array function's rrule again at the current values (instruction r): new pullback,
@@ -115,6 +119,16 @@ CR_INTERNAL cr_status cr__prepared_new(cr_ctx *ctx, const cr_engine *eng, size_t
                                        cr_prepared **out);
 
 CR_INTERNAL cr_status cr__prepared_build(cr_prepared *p);
+
+/* Record f at x on a new prepared gradient's replay tape and build its program, as
+ * cr_prepare_gradient() does; messages name who. */
+CR_INTERNAL cr_status cr__prepare_scalar(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn f, void *env,
+                                         const double *x, size_t n, const char *who,
+                                         cr_prepared **out);
+
+/* A guard instruction r at the values v: CR_OK when its comparison comes out as recorded,
+ * else CR_EDOMAIN with the message on the context. */
+CR_INTERNAL cr_status cr__prepared_guard(cr_prepared *p, const cr__rop *r, const double *v);
 
 /* Start a call: clear the tape's error, rewind its arena. */
 CR_INTERNAL void cr__prepared_begin(cr_prepared *p);
