@@ -24,8 +24,12 @@
 
 #if defined(__GNUC__)
 #define ALWAYS_INLINE inline __attribute__((always_inline))
+/* The scaled stores of the reverse step, unrolled (after vectorising): a small call's
+ * 30-element store takes 8 trips instead of 15. */
+#define UNROLL4 _Pragma("GCC unroll 4")
 #else
 #define ALWAYS_INLINE inline
+#define UNROLL4
 #endif
 
 /* ---- Elementary functions: their rows -------------------------------------------------- */
@@ -575,7 +579,7 @@ static void slot_owners(const knode *nd, unsigned *own)
 /* The shadow of slot s as a dense f64 buffer the step may add into: the accumulator itself
  * when it is one, a fresh buffer (zeroed lazily, block by block) when it is zero, else a
  * copy of the accumulator's value. */
-static cr_status shadow_of(cr_tape *t, uint32_t s, size_t numel, kshadow *sh)
+static ALWAYS_INLINE cr_status shadow_of(cr_tape *t, uint32_t s, size_t numel, kshadow *sh)
 {
     cr__aslot *slot = &t->aslots[s];
     const cr_array *v = slot->val;
@@ -627,6 +631,22 @@ static cr_status result_cotangent(cr_tape *t, cr_tangent acc, size_t n, const do
         st = cr__add_into(t->arena, buf, acc);
     *gy = st == CR_OK ? buf->data : NULL;
     return st;
+}
+
+/* d[i] = g p[i] and d[i] += g p[i], i < nb: p is the block's partials (the step's own
+ * scratch), which no shadow shares. */
+static inline void set_scaled(double *restrict d, const double *restrict p, double g, size_t nb)
+{
+    UNROLL4
+    for (size_t i = 0; i < nb; i++)
+        d[i] = g * p[i];
+}
+
+static inline void add_scaled(double *restrict d, const double *restrict p, double g, size_t nb)
+{
+    UNROLL4
+    for (size_t i = 0; i < nb; i++)
+        d[i] += g * p[i];
 }
 
 static cr_status pull_failed(cr_tape *t, const knode *nd, cr_status st)
@@ -712,8 +732,7 @@ static cr_status kernel_pull(cr_tape *t, const cr__anode *an, const double *g, d
                     for (size_t i = 0; i < nb; i++)
                         d[i] = gb[i] * p[i];
                 else
-                    for (size_t i = 0; i < nb; i++)
-                        d[i] = gs * p[i];
+                    set_scaled(d, p, gs, nb);
                 continue;
             }
             size_t hi = w->need + base + nb; /* zero what this block may touch */
@@ -725,8 +744,7 @@ static cr_status kernel_pull(cr_tape *t, const cr__anode *an, const double *g, d
                 for (size_t i = 0; i < nb; i++)
                     d[i] += gb[i] * p[i];
             else
-                for (size_t i = 0; i < nb; i++)
-                    d[i] += gs * p[i];
+                add_scaled(d, p, gs, nb);
         }
     }
     for (unsigned j = 0; j < m; j++) {

@@ -20,6 +20,9 @@
 
 #define MAX_ARGS 16
 
+/* Scalar variables whose adjoints a sweep keeps on the stack. */
+#define SMALL_WS 64
+
 #if defined(__GNUC__)
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 #else
@@ -818,10 +821,12 @@ cr_status cr__gradient_dests(cr_tape *t, const cr_avar *as, size_t na, cr_array 
     return CR_OK;
 }
 
-/* One reverse sweep seeded either at the scalar y (ybar == NULL) or at the array y. */
-static cr_status sweep_mixed(cr_tape *t, const char *who, cr_var y, cr_avar ay,
-                             const cr_array *ybar, const cr_var *xs, size_t n, double *grad,
-                             const cr_avar *as, size_t na, cr_array *const *agrad)
+/* One reverse sweep seeded either at the scalar y (ybar == NULL) or at the array y. Inlined
+ * into both entry points: the gradient's is the small calls' path, with ybar NULL. */
+static ALWAYS_INLINE cr_status sweep_mixed(cr_tape *t, const char *who, cr_var y, cr_avar ay,
+                                           const cr_array *ybar, const cr_var *xs, size_t n,
+                                           double *grad, const cr_avar *as, size_t na,
+                                           cr_array *const *agrad)
 {
     if (t == NULL)
         return CR_EINVAL;
@@ -843,7 +848,13 @@ static cr_status sweep_mixed(cr_tape *t, const char *who, cr_var y, cr_avar ay,
                                 who, j);
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
     size_t top = t->nvars;
-    double *adj = cr_arena_calloc(t->arena, top ? top : 1, sizeof(double), _Alignof(double));
+    /* Small recordings sweep over a workspace on the stack (as cr_tape_vjp does). */
+    double small[SMALL_WS];
+    double *adj = small;
+    if (top <= SMALL_WS)
+        memset(small, 0, top * sizeof *small);
+    else
+        adj = cr_arena_calloc(t->arena, top, sizeof(double), _Alignof(double));
     if (adj == NULL) {
         cr_status st = cr__tape_fail(t, CR__ALLOC_STATUS(t->arena),
                                      "tape: no room for a sweep workspace of %zu doubles", top);
