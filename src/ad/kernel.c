@@ -316,21 +316,25 @@ static ALWAYS_INLINE void set_readers(knode *nd)
 {
     for (unsigned j = 0; j < nd->k->nargs; j++) {
         uint32_t c = nd->arg[j].code;
+        size_t off = nd->arg[j].off;
         unsigned o = j;
-        if (c != CR_VAR_CONST && (c & CR__ASLOT_BIT))
-            for (unsigned l = 0; l < j; l++)
-                if (nd->arg[l].code == c) {
-                    o = l;
-                    break;
-                }
-        nd->own[j] = (uint8_t)o;
+        nd->own[j] = (uint8_t)j;
+        if (c == CR_VAR_CONST || !(c & CR__ASLOT_BIT))
+            continue; /* (readers and need are read for array slots only) */
+        for (unsigned l = 0; l < j; l++)
+            if (nd->arg[l].code == c) {
+                o = l;
+                break;
+            }
         if (o == j) {
-            nd->readers[j] = 0;
-            nd->need[j] = 0;
+            nd->readers[j] = 1;
+            nd->need[j] = off;
+            continue;
         }
+        nd->own[j] = (uint8_t)o;
         nd->readers[o]++;
-        if (nd->arg[j].off > nd->need[o])
-            nd->need[o] = nd->arg[j].off;
+        if (off > nd->need[o])
+            nd->need[o] = off;
     }
 }
 

@@ -851,7 +851,9 @@ static ALWAYS_INLINE cr_status sweep_mixed(cr_tape *t, const char *who, cr_var y
     /* Small recordings sweep over a workspace on the stack (as cr_tape_vjp does). */
     double small[SMALL_WS];
     double *adj = small;
-    if (top <= SMALL_WS)
+    if (top <= 4)
+        memset(small, 0, 4 * sizeof *small); /* a few stores, no call */
+    else if (top <= SMALL_WS)
         memset(small, 0, top * sizeof *small);
     else
         adj = cr_arena_calloc(t->arena, top, sizeof(double), _Alignof(double));
