@@ -199,7 +199,8 @@ cr_status cr__prepared_build(cr_prepared *p)
 
 void cr__prepared_begin(cr_prepared *p)
 {
-    cr_tape_clear_error(p->tape);
+    if (p->tape->status != CR_OK) /* (a tape without error has nothing to clear) */
+        cr_tape_clear_error(p->tape);
     if (p->has_arrays)
         cr_arena_rewind(p->tape->arena, p->mark);
 }
@@ -303,7 +304,9 @@ static cr_status forward(cr_prepared *p, const double *inputs)
             break;
         }
         default: { /* CR__ROP_ARRAY */
-            cr_status st = cr__prepared_rerun(p, r, v);
+            cr__anode *nd = r->ptr;
+            cr_status st = nd->pull != NULL ? cr__kernel_rerun(p->tape, nd, v, r->res) /* loops */
+                                            : cr__prepared_rerun(p, r, v);
             if (st != CR_OK)
                 return st;
             break;
@@ -320,7 +323,8 @@ static cr_status reverse(cr_prepared *p)
     double *adj = p->adj;
     memset(adj, 0, p->nws / 2 * sizeof *adj);
     adj[p->y.idx] = 1.0;
-    if (p->has_arrays)
+    /* (cr_prepared_value_and_gradient_arrays leaves the accumulators clear after each call) */
+    if (p->has_arrays && !p->arrays)
         cr__array_clear(p->tape);
     const cr__rop *first = p->prog + (p->nlead < p->ntop ? p->nlead : p->ntop);
     for (const cr__rop *r = p->prog + p->ntop; r-- > first;) {
@@ -346,7 +350,10 @@ static cr_status reverse(cr_prepared *p)
             break;
         }
         case CR__ROP_ARRAY: {
-            cr_status st = cr__array_pull(p->tape, r->ptr, r->nv ? &adj[r->res] : NULL, adj);
+            const cr__anode *nd = r->ptr;
+            const double *g = r->nv ? &adj[r->res] : NULL;
+            cr_status st = nd->pull != NULL ? nd->pull(p->tape, nd, g, adj) /* a kernel */
+                                            : cr__array_pull(p->tape, nd, g, adj);
             if (st != CR_OK)
                 return st;
             break;

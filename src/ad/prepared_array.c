@@ -19,6 +19,16 @@ static const char *shape_of(const cr_array *a, char *buf, size_t size)
     return buf;
 }
 
+/* Whether a and b (of the same ndim) have the same extents: a loop over a few dimensions,
+ * cheaper than a call of memcmp. */
+static inline bool same_extents(const cr_array *a, const cr_array *b)
+{
+    for (size_t d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d])
+            return false;
+    return true;
+}
+
 static bool same_shape(const cr_array *a, const cr_array *b)
 {
     if (a->dtype != b->dtype || a->ndim != b->ndim || a->structure != b->structure)
@@ -245,7 +255,7 @@ cr_status cr_prepared_value_and_gradient_arrays(cr_prepared *p, const cr_array *
         if (xs[j] == NULL || grads[j] == NULL)
             return cr_ctx_error(p->ctx, CR_EINVAL, "%s: input or gradient %zu is NULL", who, j);
         if (xs[j]->dtype != p->ain[j].dtype || xs[j]->ndim != p->ain[j].ndim ||
-            memcmp(xs[j]->shape, p->ain[j].shape, xs[j]->ndim * sizeof *xs[j]->shape) != 0) {
+            !same_extents(xs[j], &p->ain[j])) {
             char s1[96], s2[96];
             return cr_ctx_error(
                 p->ctx, CR_ESHAPE, "prepared gradient: input %zu is %s, prepared for %s", j,
@@ -266,7 +276,8 @@ cr_status cr_prepared_value_and_gradient_arrays(cr_prepared *p, const cr_array *
     double yv = p->y.v;
     if (p->y.idx != CR_VAR_CONST) {
         /* The shadows may live in the gradient arrays (as in cr_tape_gradient_arrays). */
-        cr_avar *as = cr_arena_alloc(t->arena, n * sizeof *as, _Alignof(cr_avar));
+        cr_avar few[4];
+        cr_avar *as = n <= 4 ? few : cr_arena_alloc(t->arena, n * sizeof *as, _Alignof(cr_avar));
         if (as == NULL)
             st = CR__ALLOC_STATUS(t->arena);
         for (size_t j = 0; j < n && st == CR_OK; j++) {
@@ -282,11 +293,18 @@ cr_status cr_prepared_value_and_gradient_arrays(cr_prepared *p, const cr_array *
     } else {
         cr__array_clear(t);
     }
-    for (size_t j = 0; j < n && st == CR_OK; j++)
-        st = cr__array_write_out(t, who, j, t->aslots[p->aidx[j]].acc, grads[j], xs[j]);
-    cr__array_clear(t);
-    for (size_t j = 0; j < n; j++)
-        t->aslots[p->aidx[j]].dest = NULL;
+    for (size_t j = 0; j < n && st == CR_OK; j++) {
+        cr_tangent acc = t->aslots[p->aidx[j]].acc;
+        if (acc.tag == CR_TAN_ARRAY && acc.u.arr == grads[j])
+            continue; /* the shadow is the gradient array (cr__gradient_dests) */
+        st = cr__array_write_out(t, who, j, acc, grads[j], xs[j]);
+    }
+    /* Accumulators cleared and destinations forgotten, in one pass: the next call finds
+     * them clear (cr__prepared_run need not clear them again). */
+    for (uint32_t k = 0; k < t->naslots; k++) {
+        t->aslots[k].acc = cr__tzero();
+        t->aslots[k].dest = NULL;
+    }
     if (st == CR_OK && y != NULL)
         *y = yv;
     return st;

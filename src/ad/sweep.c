@@ -290,7 +290,10 @@ cr_status cr__sweep_reverse(cr_tape *t, double *adj, size_t top)
             case K_ARRAY: {
                 const cr__anode *nd = p[-2].p;
                 i -= a;
-                cr_status st = cr__array_pull(t, nd, a ? &adj[i] : NULL, adj);
+                /* a record with its own reverse step (a fused kernel) is called directly */
+                const double *g = a ? &adj[i] : NULL;
+                cr_status st =
+                    nd->pull != NULL ? nd->pull(t, nd, g, adj) : cr__array_pull(t, nd, g, adj);
                 if (st != CR_OK)
                     return st;
                 p -= 2 + pre;

@@ -20,6 +20,15 @@
 
 #define MAX_ARGS 16
 
+/* Scalar variables whose adjoints a sweep keeps on the stack. */
+#define SMALL_WS 64
+
+#if defined(__GNUC__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE inline
+#endif
+
 static inline cr_tape *tape_or_current(cr_tape *t)
 {
     return t != NULL ? t : cr_tape_current();
@@ -500,6 +509,32 @@ cr_status cr__guard_alias(cr_arena *arena, const cr_tangent *dy, cr_tangent *dx,
     return st;
 }
 
+/* The caller's gradient array dest as a shadow add!! may write in place: dest itself when
+ * the caller flagged it CR_ARRAY_WRITABLE, else a writable copy of its descriptor (same
+ * memory). Made only when a generic pullback adds into the shadow: the kernels' reverse
+ * steps write into dest->data directly. */
+static cr_status writable_dest(cr_arena *arena, cr_array *g, cr_array **out)
+{
+    if (g->flags & CR_ARRAY_WRITABLE) {
+        *out = g;
+        return CR_OK;
+    }
+    /* Field by field: a struct copy compiles to a string instruction whose start-up costs
+     * more than the fields; the dimensions as fixed-size copies (a few vector moves). */
+    cr_array *d = cr_arena_alloc(arena, sizeof *d, _Alignof(cr_array));
+    if (d == NULL)
+        return CR__ALLOC_STATUS(arena);
+    d->data = g->data;
+    memcpy(d->shape, g->shape, sizeof d->shape);
+    memcpy(d->strides, g->strides, sizeof d->strides);
+    d->dtype = g->dtype;
+    d->ndim = g->ndim;
+    d->structure = g->structure;
+    d->flags = g->flags | CR_ARRAY_WRITABLE;
+    *out = d;
+    return CR_OK;
+}
+
 /* Add a cotangent into an array variable's shadow. The first one is adopted when the rule
  * handed over a buffer nobody else holds (a writable dense array of the work dtype);
  * otherwise the shadow is a zeroed buffer the sweep owns, and add!! writes into it in place
@@ -508,11 +543,20 @@ cr_status cr__shadow_accum(cr_arena *arena, cr__aslot *s, cr_tangent d)
 {
     if (cr__tis_zero(d))
         return CR_OK;
-    if (cr__tis_zero(s->acc) && s->dest != NULL) {
-        /* The caller's gradient array is the shadow (see cr__gradient_dests). */
-        memset(s->dest->data, 0, cr_array_numel(s->dest) * sizeof(double));
-        s->acc = cr__tarray(s->dest);
-        s->dest = NULL;
+    if (s->dest != NULL) {
+        /* The caller's gradient array is the shadow (see cr__gradient_dests): zeroed when
+         * it is fresh, given a writable descriptor for add!! (once). */
+        if (cr__tis_zero(s->acc)) {
+            memset(s->dest->data, 0, cr_array_numel(s->dest) * sizeof(double));
+            s->acc = cr__tarray(s->dest);
+        }
+        if (s->acc.tag == CR_TAN_ARRAY && s->acc.u.arr == s->dest) {
+            cr_array *w = NULL;
+            cr_status st = writable_dest(arena, s->dest, &w);
+            if (st != CR_OK)
+                return st;
+            s->acc = cr__tarray(w);
+        }
     }
     if (cr__tis_zero(s->acc)) {
         const cr_array *v = s->val;
@@ -730,60 +774,59 @@ static bool overlaps(uintptr_t alo, uintptr_t ahi, const cr_array *b)
 /* Let the shadows of array inputs live in the caller's gradient arrays when that is safe:
  * a dense row-major f64 destination of the input's shape that overlaps no array of the tape
  * and no other destination. Saves allocating the shadow and copying it out (one pass over
- * the data); the kernels' reverse steps write into it without zeroing it first. */
-cr_status cr__gradient_dests(cr_tape *t, const cr_avar *as, size_t na, cr_array *const *agrad)
+ * the data); the kernels' reverse steps write into it without zeroing it first. The slot
+ * keeps the caller's array itself (dest): no descriptor is copied unless a generic pullback
+ * adds into it (cr__shadow_accum), and an accumulator that is dest is written out as it is
+ * (cr__array_write_out). */
+static ALWAYS_INLINE void gradient_dests(cr_tape *t, const cr_avar *as, size_t na,
+                                         cr_array *const *agrad)
 {
     for (size_t j = 0; j < na; j++) {
-        const cr_array *g = agrad[j];
+        cr_array *g = agrad[j];
         if (as[j].idx == CR_VAR_CONST || g == NULL || g->data == NULL)
             continue;
         cr__aslot *s = &t->aslots[as[j].idx];
         const cr_array *v = s->val;
+        size_t nd = v->ndim;
         if (!s->input || s->dest != NULL || !cr__tis_zero(s->acc) || g->dtype != CR_DT_F64 ||
-            g->structure != CR_MAT_DENSE || g->ndim != v->ndim ||
-            !same_dims(g->shape, v->shape, v->ndim))
+            g->structure != CR_MAT_DENSE || g->ndim != nd)
             continue;
-        ptrdiff_t rm[CR_ARRAY_MAX_DIMS];
-        cr__row_major(v->ndim, v->shape, rm);
-        if (!same_dims(g->strides, rm, v->ndim))
-            continue;
+        /* v's shape and row-major strides (cr__row_major's), compared in one pass from the
+         * last dimension; the elements span [data, data + numel) then. */
         bool ok = true;
-        uintptr_t glo, ghi;
-        extent(g, &glo, &ghi);
+        ptrdiff_t rm = 1;
+        size_t numel = 1;
+        for (size_t d = nd; d-- > 0;) {
+            size_t e = v->shape[d];
+            ok &= g->shape[d] == e && g->strides[d] == rm;
+            rm *= (ptrdiff_t)(e == 0 ? 1 : e);
+            numel *= e;
+        }
+        if (!ok)
+            continue;
+        uintptr_t glo = (uintptr_t)g->data, ghi = glo + numel * sizeof(double);
         for (uint32_t k = 0; k < t->naslots && ok; k++)
             ok = !overlaps(glo, ghi, t->aslots[k].val);
         for (size_t i = 0; i < na && ok; i++)
             ok = i == j || agrad[i] == NULL || agrad[i]->data == NULL ||
                  !overlaps(glo, ghi, agrad[i]);
-        if (!ok)
-            continue;
-        if (g->flags & CR_ARRAY_WRITABLE) { /* the caller's array itself */
-            s->dest = agrad[j];
-            continue;
-        }
-        /* A writable copy of the descriptor, field by field (a struct copy compiles to a
-         * string instruction whose start-up costs more than the fields; the dimensions as
-         * fixed-size copies, which compile to a few vector moves where a loop over ndim
-         * would become two calls of memcpy). */
-        cr_array *d = cr_arena_alloc(t->arena, sizeof *d, _Alignof(cr_array));
-        if (d == NULL)
-            return CR__ALLOC_STATUS(t->arena);
-        d->data = g->data;
-        memcpy(d->shape, g->shape, sizeof d->shape);
-        memcpy(d->strides, g->strides, sizeof d->strides);
-        d->dtype = g->dtype;
-        d->ndim = g->ndim;
-        d->structure = g->structure;
-        d->flags = g->flags | CR_ARRAY_WRITABLE;
-        s->dest = d;
+        if (ok)
+            s->dest = g;
     }
+}
+
+cr_status cr__gradient_dests(cr_tape *t, const cr_avar *as, size_t na, cr_array *const *agrad)
+{
+    gradient_dests(t, as, na, agrad);
     return CR_OK;
 }
 
-/* One reverse sweep seeded either at the scalar y (ybar == NULL) or at the array y. */
-static cr_status sweep_mixed(cr_tape *t, const char *who, cr_var y, cr_avar ay,
-                             const cr_array *ybar, const cr_var *xs, size_t n, double *grad,
-                             const cr_avar *as, size_t na, cr_array *const *agrad)
+/* One reverse sweep seeded either at the scalar y (ybar == NULL) or at the array y. Inlined
+ * into both entry points: the gradient's is the small calls' path, with ybar NULL. */
+static ALWAYS_INLINE cr_status sweep_mixed(cr_tape *t, const char *who, cr_var y, cr_avar ay,
+                                           const cr_array *ybar, const cr_var *xs, size_t n,
+                                           double *grad, const cr_avar *as, size_t na,
+                                           cr_array *const *agrad)
 {
     if (t == NULL)
         return CR_EINVAL;
@@ -805,7 +848,15 @@ static cr_status sweep_mixed(cr_tape *t, const char *who, cr_var y, cr_avar ay,
                                 who, j);
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
     size_t top = t->nvars;
-    double *adj = cr_arena_calloc(t->arena, top ? top : 1, sizeof(double), _Alignof(double));
+    /* Small recordings sweep over a workspace on the stack (as cr_tape_vjp does). */
+    double small[SMALL_WS];
+    double *adj = small;
+    if (top <= 4)
+        memset(small, 0, 4 * sizeof *small); /* a few stores, no call */
+    else if (top <= SMALL_WS)
+        memset(small, 0, top * sizeof *small);
+    else
+        adj = cr_arena_calloc(t->arena, top, sizeof(double), _Alignof(double));
     if (adj == NULL) {
         cr_status st = cr__tape_fail(t, CR__ALLOC_STATUS(t->arena),
                                      "tape: no room for a sweep workspace of %zu doubles", top);
@@ -822,18 +873,18 @@ static cr_status sweep_mixed(cr_tape *t, const char *who, cr_var y, cr_avar ay,
         else if (y.idx != CR_VAR_CONST)
             adj[y.idx] = 1.0;
     }
-    /* An array seed goes into its accumulator after the others are cleared; the sweep then
-     * keeps them (t->aseeded). */
+    /* The accumulators are cleared here rather than by cr__sweep_reverse (t->aseeded), so
+     * that the gradient destinations see them clear; an array seed goes into its
+     * accumulator after that. */
+    cr__array_clear(t);
+    t->aseeded = true;
     if (st == CR_OK && ybar != NULL) {
         cr_array *seed;
-        cr__array_clear(t);
-        if ((st = cr__view_of(t->arena, ybar, &seed)) == CR_OK) {
+        if ((st = cr__view_of(t->arena, ybar, &seed)) == CR_OK)
             t->aslots[ay.idx].acc = cr__tarray(seed);
-            t->aseeded = true;
-        }
     }
-    if (st == CR_OK && na > 0)
-        st = cr__gradient_dests(t, as, na, agrad);
+    if (st == CR_OK)
+        gradient_dests(t, as, na, agrad);
     if (st == CR_OK)
         st = cr__sweep_reverse(t, adj, top);
     t->aseeded = false;
@@ -841,12 +892,15 @@ static cr_status sweep_mixed(cr_tape *t, const char *who, cr_var y, cr_avar ay,
         grad[j] = xs[j].idx == CR_VAR_CONST ? 0.0 : adj[xs[j].idx];
     for (size_t j = 0; j < na && st == CR_OK; j++) {
         cr_tangent acc = as[j].idx == CR_VAR_CONST ? cr__tzero() : t->aslots[as[j].idx].acc;
+        if (acc.tag == CR_TAN_ARRAY && acc.u.arr == agrad[j])
+            continue; /* the shadow is the destination (gradient_dests) */
         st = cr__array_write_out(t, who, j, acc, agrad[j], as[j].a);
     }
-    cr__array_clear(t);
-    for (size_t j = 0; j < na; j++)
-        if (as[j].idx != CR_VAR_CONST)
-            t->aslots[as[j].idx].dest = NULL;
+    /* Accumulators cleared and destinations forgotten, in one pass. */
+    for (uint32_t k = 0; k < t->naslots; k++) {
+        t->aslots[k].acc = cr__tzero();
+        t->aslots[k].dest = NULL;
+    }
     cr_arena_rewind(t->arena, mk);
     return st;
 }

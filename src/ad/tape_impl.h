@@ -240,7 +240,9 @@ typedef struct cr__aslot {
     /* During a sweep of cr_tape_gradient_arrays: the caller's gradient array of this input,
      * when its layout lets the shadow live there (dense row-major f64 of val's shape, not
      * overlapping any array of the tape): the first cotangent is written into it instead of
-     * a buffer of the sweep, which saves copying the shadow out. NULL otherwise. */
+     * a buffer of the sweep, which saves copying the shadow out; the accumulator is then
+     * dest itself (or, once a generic pullback added into it, a writable descriptor of the
+     * same memory). NULL otherwise. */
     cr_array *dest;
     bool input; /* made by cr_tape_array_input */
 } cr__aslot;
