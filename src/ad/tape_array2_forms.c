@@ -815,7 +815,7 @@ static cr_status form_std(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent 
     }
     for (size_t d = 0; d < k; d++) {
         const cr_array *xa;
-        const double *V, *sd;
+        const double *V = NULL, *sd = NULL;
         cr_tangent Vt;
         cr_array *S;
         if ((st = x_dot_arr(&F, tan, k, d, &xa)) != CR_OK)
