@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "test_rosen.h"
 #include "test_util.h"
 
 /* H_jl by central second differences of the primal f (plain C): error ~ h^2 f'''' and
@@ -43,20 +44,6 @@ static cr_var call3(cr_tape *t, const cr_value *f, cr_var a, cr_var b, cr_var c)
 }
 
 /* ---- Rosenbrock --------------------------------------------------------------------------- */
-
-static cr_status rosen_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
-{
-    (void)m;
-    (void)env;
-    cr_var s = cr_const(0.0);
-    for (size_t i = 0; i + 1 < n; i++) {
-        cr_var a = cr_sub(t, x[i + 1], cr_mul(t, x[i], x[i]));
-        cr_var b = cr_sub(t, cr_const(1.0), x[i]);
-        s = cr_add(t, s, cr_add(t, cr_mul(t, cr_const(100.0), cr_mul(t, a, a)), cr_mul(t, b, b)));
-    }
-    y[0] = s;
-    return cr_tape_status(t);
-}
 
 /* The Hessian of Rosenbrock, derived by hand (tridiagonal). */
 static void rosen_hessian(const double *x, size_t n, double *H)

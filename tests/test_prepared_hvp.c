@@ -14,6 +14,7 @@
 
 #include "test_alloc.h"
 #include "test_polar.h"
+#include "test_rosen.h"
 #include "test_util.h"
 
 #define MAXN 8
@@ -87,20 +88,6 @@ static cr_status rosen_fd(const double *x, size_t n, double *y, size_t m, void *
     (void)env;
     y[0] = rosen_c(x, n);
     return CR_OK;
-}
-
-static cr_status rosen_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
-{
-    (void)m;
-    (void)env;
-    cr_var s = cr_const(0.0);
-    for (size_t i = 0; i + 1 < n; i++) {
-        cr_var a = cr_sub(t, x[i + 1], cr_mul(t, x[i], x[i]));
-        cr_var b = cr_sub(t, cr_const(1.0), x[i]);
-        s = cr_add(t, s, cr_add(t, cr_mul(t, cr_const(100.0), cr_mul(t, a, a)), cr_mul(t, b, b)));
-    }
-    y[0] = s;
-    return cr_tape_status(t);
 }
 
 /* sin(x0 x1) + exp(x2) / (1 + x0^2) + log(x1^2 + x2^2 + 0.5) x0 - x2 / x1 + 3 / x1

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "test_rosen.h"
 #include "test_util.h"
 
 #define FD_RTOL 1e-8
@@ -58,33 +59,6 @@ static cr_status g_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m,
     cr_var b = cr_cos(t, cr_mul(t, x[0], x[1]));
     y[0] = cr_sub(t, cr_add(t, cr_sub(t, a, b), cr_mul(t, x[0], x[0])), cr_sub(t, x[1], x[1]));
     return cr_tape_status(t);
-}
-
-/* Rosenbrock: sum 100 (x[i+1] - x[i]^2)^2 + (1 - x[i])^2 */
-static cr_status rosen_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
-{
-    (void)m;
-    (void)env;
-    cr_var s = cr_const(0.0);
-    for (size_t i = 0; i + 1 < n; i++) {
-        cr_var a = cr_sub(t, x[i + 1], cr_mul(t, x[i], x[i]));
-        cr_var b = cr_sub(t, cr_const(1.0), x[i]);
-        s = cr_add(t, s, cr_add(t, cr_mul(t, cr_const(100.0), cr_mul(t, a, a)), cr_mul(t, b, b)));
-    }
-    y[0] = s;
-    return cr_tape_status(t);
-}
-
-/* The gradient of Rosenbrock, derived by hand. */
-static void rosen_grad(const double *x, size_t n, double *g)
-{
-    for (size_t i = 0; i < n; i++)
-        g[i] = 0.0;
-    for (size_t i = 0; i + 1 < n; i++) {
-        double a = x[i + 1] - x[i] * x[i];
-        g[i] += -400.0 * a * x[i] - 2.0 * (1.0 - x[i]);
-        g[i + 1] += 200.0 * a;
-    }
 }
 
 /* h: R^2 -> R^3, h = (x0 * x1, sin(x0) + x1, exp(x1) / x0) */
