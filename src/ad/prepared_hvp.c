@@ -28,25 +28,10 @@
 
 #include <chainrules/rules_math.h>
 
+#include "../rulesets/array_impl.h"
 #include "prepared_impl.h"
 
 /* ---- Second derivatives of the arithmetic rows ------------------------------------------ */
-
-/* The complex step cr__row_hessian takes along argument l at x_l, 1e-20 max(|x_l|, 1e-200)
- * (written out: fmax is a call). */
-static inline double cstep(double xl)
-{
-    double a = fabs(xl);
-    return 1e-20 * (a >= 1e-200 ? a : 1e-200);
-}
-
-static inline cr_complex mk_complex(double re, double im)
-{
-    double parts[2] = {re, im};
-    cr_complex z;
-    memcpy(&z, parts, sizeof z);
-    return z;
-}
 
 /* hcol_NAME(xr, l, w, hd): column l of the row's Hessian at xr times w, added to hd:
  * hd[j] += ∂D_j/∂x_l w for each argument j. ∂D_j/∂x_l is the imaginary part of partial j of
@@ -57,9 +42,9 @@ static inline cr_complex mk_complex(double re, double im)
     static inline void hcol_##NAME(const double *xr, size_t l, double w, double *hd)   \
     {                                                                                  \
         cr_complex x_[2], Y[1], D[2];                                                  \
-        double h = cstep(xr[l]);                                                       \
-        x_[0] = mk_complex(xr[0], l == 0 ? h : 0.0);                                   \
-        x_[1] = mk_complex((NIN) > 1 ? xr[1] : 0.0, l == 1 ? h : 0.0);                 \
+        double h = cr__cstep(xr[l]);                                                   \
+        x_[0] = cr__c(xr[0], l == 0 ? h : 0.0);                                        \
+        x_[1] = cr__c((NIN) > 1 ? xr[1] : 0.0, l == 1 ? h : 0.0);                      \
         {                                                                              \
             const cr_complex *x = x_;                                                  \
             PRIMAL;                                                                    \

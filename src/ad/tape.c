@@ -13,6 +13,7 @@
 
 #include <chainrules/rules_math.h>
 
+#include "../rulesets/array_impl.h"
 #include "tape_impl.h"
 
 /* The arithmetic rows, instantiated here too (their float and complex variants and source
@@ -611,14 +612,6 @@ static cr_var emit_general(cr_tape *t, double y, size_t k, const uint32_t *vi, c
 
 /* ---- Second derivatives of a row -------------------------------------------------------- */
 
-static cr_complex mk_complex(double re, double im)
-{
-    double parts[2] = {re, im};
-    cr_complex z;
-    memcpy(&z, parts, sizeof z);
-    return z;
-}
-
 /*
  * H[(o*nin + j)*nin + l] = d^2 Y_o / dx_j dx_l of a row at x, whose partials there are D,
  * for the columns l in the bit set `cols` (the arguments that are variables).
@@ -642,9 +635,9 @@ void cr__row_hessian(const cr_scalar_rule *row, const double *x, const double *D
                 continue;
             cr_complex z[CR_SCALAR_MAX_IN], Yc[CR_SCALAR_MAX_OUT];
             cr_complex Dc[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
-            double h = 1e-20 * fmax(fabs(x[l]), 1e-200);
+            double h = cr__cstep(x[l]);
             for (size_t j = 0; j < nin; j++)
-                z[j] = mk_complex(x[j], j == l ? h : 0.0);
+                z[j] = cr__c(x[j], j == l ? h : 0.0);
             row->c128(z, Yc, Dc);
             for (size_t o = 0; o < nout; o++)
                 for (size_t j = 0; j < nin; j++)

@@ -500,6 +500,14 @@ CR_INTERNAL cr_status cr__struct_tangent_values(cr_arena *arena, const char *who
 /* Make a new, empty tape a replay tape (prepared gradients). */
 CR_INTERNAL void cr__tape_make_replay(cr_tape *t);
 
+/* The complex step along an argument at x_l: 1e-20 max(|x_l|, 1e-200) (written out: fmax is
+ * a call). cr__row_hessian and the prepared H·v's inline arithmetic rows both take it. */
+static inline double cr__cstep(double xl)
+{
+    double a = xl < 0 ? -xl : xl;
+    return 1e-20 * (a >= 1e-200 ? a : 1e-200);
+}
+
 /* Second derivatives of a row at x (partials D there): H[(o*nin + j)*nin + l] for the
  * columns l in the bit set cols; the complex step, or central differences for real-only
  * rows (tape.c). */
