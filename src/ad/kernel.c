@@ -23,12 +23,10 @@
 #include "../rulesets/array_impl.h"
 
 #if defined(__GNUC__)
-#define ALWAYS_INLINE inline __attribute__((always_inline))
 /* The scaled stores of the reverse step, unrolled (after vectorising): a small call's
  * 30-element store takes 8 trips instead of 15. */
 #define UNROLL4 _Pragma("GCC unroll 4")
 #else
-#define ALWAYS_INLINE inline
 #define UNROLL4
 #endif
 

@@ -8,14 +8,6 @@
 
 #include "tape_impl.h"
 
-#if defined(__GNUC__)
-#define ALWAYS_INLINE inline __attribute__((always_inline))
-#define NOINLINE      __attribute__((noinline))
-#else
-#define ALWAYS_INLINE inline
-#define NOINLINE
-#endif
-
 /* Operand j of an n-ary record whose packed operands start at ops. */
 static inline uint32_t nary_op(const cr__word *ops, size_t j)
 {

@@ -350,12 +350,6 @@ size_t cr_tape_node_overhead(void)
 
 /* ---- The record stream ------------------------------------------------------------------ */
 
-#if defined(__GNUC__)
-#define NOINLINE __attribute__((noinline))
-#else
-#define NOINLINE
-#endif
-
 /* Start a new chunk with room for at least `need` words. */
 static NOINLINE cr_status grow(cr_tape *t, size_t need)
 {

@@ -23,12 +23,6 @@
 /* Scalar variables whose adjoints a sweep keeps on the stack. */
 #define SMALL_WS 64
 
-#if defined(__GNUC__)
-#define ALWAYS_INLINE inline __attribute__((always_inline))
-#else
-#define ALWAYS_INLINE inline
-#endif
-
 static inline cr_tape *tape_or_current(cr_tape *t)
 {
     return t != NULL ? t : cr_tape_current();

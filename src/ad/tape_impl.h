@@ -100,6 +100,15 @@ typedef struct cr__rinfo {
 
 #define IDX_MASK ((uint64_t)0x3FFFFFFF)
 
+/* Functions of the engine's hot paths that must be inlined, and ones that must not. */
+#if defined(__GNUC__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#define NOINLINE      __attribute__((noinline))
+#else
+#define ALWAYS_INLINE inline
+#define NOINLINE
+#endif
+
 static inline uint64_t hdr_make(unsigned kind, uint32_t a, uint32_t b)
 {
     return cr__tape_hdr(kind, a, b); /* the encoding the inline operations of tape.h use */
