@@ -226,6 +226,13 @@ static ALWAYS_INLINE int bind_array(karg *a, const cr_array *v, size_t off, size
     return BIND_OK;
 }
 
+/* Whether the loops read an argument in place: an f64 array of unit stride (a node all of
+ * whose arguments are is `direct`: no block is gathered). */
+static inline bool in_place(const karg *a)
+{
+    return a->p != NULL && a->s == 1;
+}
+
 /* Check a kernel call and read its arguments into nd; *any says whether one is a variable. */
 static ALWAYS_INLINE cr_status read_args(cr_tape *t, const char *kn, const cr_kernel *k,
                                          const cr_kin *args, size_t nargs, size_t n, knode *nd,
@@ -303,7 +310,7 @@ static ALWAYS_INLINE cr_status read_args(cr_tape *t, const char *kn, const cr_ke
         }
         nd->codes[j] = a->code;
         *any |= a->code != CR_VAR_CONST;
-        direct &= a->p != NULL && a->s == 1;
+        direct &= in_place(a);
     }
     nd->direct = direct;
     return CR_OK;
@@ -498,7 +505,7 @@ cr_status cr__kernel_rerun(cr_tape *t, cr__anode *an, double *v, uint32_t res)
             /* constants keep their values (a constant array: its current elements) */
             if (a->code != CR_VAR_CONST)
                 a->c = v[a->code];
-            direct &= a->p != NULL && a->s == 1;
+            direct &= in_place(a);
             continue;
         }
         const cr_array *x = t->aslots[a->code & ~CR__ASLOT_BIT].val;
@@ -511,7 +518,7 @@ cr_status cr__kernel_rerun(cr_tape *t, cr__anode *an, double *v, uint32_t res)
                                 an->fname, j, cr_dtype_name((cr_dtype)x->dtype),
                                 cr__shape_str(x, buf, sizeof buf), a->off, nd->n);
         }
-        direct &= a->p != NULL && a->s == 1;
+        direct &= in_place(a);
     }
     nd->direct = direct;
     if (an->out == CR_VAR_CONST) {
