@@ -8,7 +8,7 @@
  * others so that its cotangent is not 1; full Hessians (cr_tape_hessian) of composites of
  * scalar inputs likewise. Also the refusals: structured matrices and a variable exponent
  * (CR_EUNIMPL when recording), zero spread for std and a zero element for normalize with
- * p < 2 (CR_EDOMAIN from the sweep), and tuple results (still CR_EUNIMPL).
+ * p < 2 (CR_EDOMAIN from the sweep), and the factorizations' tuple results (CR_EUNIMPL).
  */
 #include <math.h>
 #include <stdio.h>
@@ -370,17 +370,18 @@ static void test_refusals(void **state)
     assert_contains(cr_tape_errmsg(t),
                     "normalize: no second-order form on the tape: the exponent p is a variable");
 
-    /* tuple results: still refused */
+    /* tuple results of the factorizations: refused (findmax, extrema and logabsdet have
+     * forms: test_tape_tuple2.c) */
     cr_tape_reset(t);
     bv = cr_tape_array_input(t, &ba);
-    cr_targ args[1] = {cr_targ_arr(bv)}, outs[2];
-    assert_int_equal(cr_tape_acall_n(t, &cr_fn_extrema, args, 1, outs, 2), CR_EUNIMPL);
-    assert_contains(cr_tape_errmsg(t), "extrema: no second-order form on the tape");
+    cr_targ args[1] = {cr_targ_arr(bv)}, outs[3];
+    assert_int_equal(cr_tape_acall_n(t, &cr_fn_svd, args, 1, outs, 3), CR_EUNIMPL);
+    assert_contains(cr_tape_errmsg(t), "svd: no second-order form on the tape");
     cr_tape_reset(t);
     bv = cr_tape_array_input(t, &ba);
     args[0] = cr_targ_arr(bv);
-    assert_int_equal(cr_tape_acall_n(t, &cr_fn_findmax, args, 1, outs, 2), CR_EUNIMPL);
-    assert_contains(cr_tape_errmsg(t), "findmax: no second-order form on the tape");
+    assert_int_equal(cr_tape_acall_n(t, &cr_fn_qr, args, 1, outs, 2), CR_EUNIMPL);
+    assert_contains(cr_tape_errmsg(t), "qr: no second-order form on the tape");
 
     /* Points without a second derivative: recorded, refused by the sweep (CR_EDOMAIN, sticky,
      * naming the function). */

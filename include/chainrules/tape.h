@@ -640,8 +640,8 @@ CR_API cr_avar cr_tape_array_input(cr_tape *t, const cr_array *a);
  * @return the tape's status: CR_OK; CR_ENORULE (no rrule for these argument kinds, naming
  *         them); CR_ETAPE (a variable of another recording); CR_EINVAL (NULL, a bad argument
  *         kind, a tuple result: see cr_tape_acall_n()); CR_EUNIMPL (a non-float result; on a
- *         second-order tape, a function without a second-order form, a complex argument or a
- *         tuple result); the rule's status (CR_ESHAPE, ...); CR_ENOMEM, CR_EARENA.
+ *         second-order tape, a function without a second-order form or a complex argument);
+ *         the rule's status (CR_ESHAPE, ...); CR_ENOMEM, CR_EARENA.
  */
 CR_API cr_status cr_tape_acall(cr_tape *t, const cr_value *f, const cr_targ *args, size_t nargs,
                                cr_targ *out);
@@ -656,7 +656,10 @@ CR_API cr_status cr_tape_acall(cr_tape *t, const cr_value *f, const cr_targ *arg
  * element, an array variable for a float array), each integer element (an index, a pivot
  * vector) a constant value (CR_TARG_VALUE). The pullback receives a tuple cotangent whose
  * elements nobody used are zero (NoTangent for the integer ones). A function with one
- * result may be called with nout = 1, as with cr_tape_acall().
+ * result may be called with nout = 1, as with cr_tape_acall(). Forward sweeps (on a
+ * CR_TAPE_FORWARD tape) give the elements the tangents of the function's frule; a
+ * second-order tape records findmax, findmin, extrema and logabsdet (of a dense matrix) and
+ * refuses the factorizations (CR_EUNIMPL).
  * @param[in]  t     the tape (NULL: the current tape).
  * @param[in]  f     a function value with rules.
  * @param[in]  args  nargs arguments.
@@ -665,7 +668,9 @@ CR_API cr_status cr_tape_acall(cr_tape *t, const cr_value *f, const cr_targ *arg
  * @param[in]  nout  number of results expected: the tuple's length (at most
  *                   CR_TAPE_MAX_TUPLE), or 1 for a function with one result.
  * @return as cr_tape_acall(); CR_EINVAL when nout is not the result's length; CR_EUNIMPL
- *         for a tuple element the tape cannot hold (a complex scalar, a nested struct).
+ *         for a tuple element the tape cannot hold (a complex scalar, a nested struct), or
+ *         on a second-order tape for a function without a second-order form (svd, eigen,
+ *         qr, lu, ...).
  */
 CR_API cr_status cr_tape_acall_n(cr_tape *t, const cr_value *f, const cr_targ *args, size_t nargs,
                                  cr_targ *out, size_t nout);

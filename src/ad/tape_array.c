@@ -373,7 +373,7 @@ static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const
     nd->fv = *f;
     nd->vals = vals;
     nd->y = y;
-    nd->ext = tuple ? NULL : ext; /* tuple results have no forward form yet */
+    nd->ext = ext;
     uint64_t h = hdr_make(K_ARRAY, ns, 0);
     cr__word *w = t->cur;
     if (t->pre)
@@ -580,22 +580,30 @@ static cr_status pull_failed(cr_tape *t, const cr__anode *nd, cr_status st)
                          msg[0] != '\0' ? msg : cr_status_str(st));
 }
 
-/* The cotangent of a tuple result: the adjoints of its scalar elements (g), the shadows of
- * its array elements, NoTangent for its integer elements. *zero when nothing flows. */
-static cr_status tuple_dy(cr_tape *t, const cr__anode *nd, const double *g, cr_tangent *dy,
-                          bool *zero)
+cr_status cr__tuple_cot(cr_tape *t, const cr__anode *nd, const double *g, size_t gs,
+                        cr_tangent *accd, size_t k, size_t d, cr_tangent *dy, bool *zero)
 {
     cr_tangent f[CR_TAPE_MAX_TUPLE];
     *zero = true;
-    for (size_t k = 0; k < nd->nout; k++) {
-        uint32_t c = nd->outs[k];
-        if (c == CR_VAR_CONST)
-            f[k] = cr_tangent_none();
-        else if (c & CR__ASLOT_BIT)
-            f[k] = t->aslots[c & ~CR__ASLOT_BIT].acc;
-        else
-            f[k] = g[c] == 0.0 ? cr__tzero() : cr_tangent_f64(g[c]);
-        if (c != CR_VAR_CONST && !cr__tis_zero(f[k]))
+    for (size_t o = 0; o < nd->nout; o++) {
+        uint32_t c = nd->outs[o];
+        if (c == CR_VAR_CONST) {
+            f[o] = cr_tangent_none();
+            continue;
+        }
+        if (c & CR__ASLOT_BIT) {
+            size_t s = c & ~CR__ASLOT_BIT;
+            if (accd == NULL) {
+                f[o] = t->aslots[s].acc;
+            } else {
+                f[o] = accd[s * k + d];
+                accd[s * k + d] = cr__tzero(); /* consumed */
+            }
+        } else {
+            double v = g[(size_t)c * gs];
+            f[o] = v == 0.0 ? cr__tzero() : cr_tangent_f64(v);
+        }
+        if (!cr__tis_zero(f[o]))
             *zero = false;
     }
     if (*zero)
@@ -611,7 +619,7 @@ cr_status cr__array_pull(cr_tape *t, const cr__anode *nd, const double *g, doubl
     cr_tangent dy;
     if (nd->nout > 0) {
         bool zero;
-        cr_status st = tuple_dy(t, nd, g, &dy, &zero);
+        cr_status st = cr__tuple_cot(t, nd, g, 1, NULL, 0, 0, &dy, &zero);
         if (st != CR_OK)
             return pull_failed(t, nd, st);
         if (zero)

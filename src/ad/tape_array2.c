@@ -61,6 +61,14 @@ static const cr_value *const k_multi[] = {
     &cr_fn_matmul, &cr_fn_dot, &cr_fn_kron, &cr_fn_cross, &cr_fn_mul_uniform,
 };
 
+/*
+ * Tuple functions whose pullback does not depend on the point where it is taken, as long as
+ * the elements it picks stay the extremal ones: findmax, findmin and extrema put each
+ * cotangent on the element of the extremum (with or without dims), as maximum does. So S = 0,
+ * the Hessian of the branch the rule takes (at a tie, the first extremal element).
+ */
+static const cr_value *const k_piecewise[] = {&cr_fn_findmax, &cr_fn_findmin, &cr_fn_extrema};
+
 /* Scalar rows whose broadcasts are linear, and the bilinear one. */
 static const cr_value *const k_linear_rows[] = {&cr_fn_add, &cr_fn_sub, &cr_fn_neg,
                                                 &cr_fn_identity};
@@ -102,6 +110,8 @@ static int so_class(const cr_value *f, const cr_value *vals, const uint32_t *cod
     if (*why != NULL)
         return SO_NONE;
     if (IN_TABLE(fn, k_linear))
+        return nargs > 0 && vals[0].kind == CR_KIND_FUNC ? SO_NONE : SO_LINEAR;
+    if (IN_TABLE(fn, k_piecewise))
         return nargs > 0 && vals[0].kind == CR_KIND_FUNC ? SO_NONE : SO_LINEAR;
     if (IN_TABLE(fn, k_multi))
         return SO_MULTI;
@@ -228,18 +238,50 @@ cr_tangent *cr__asweep_slot(cr_tape *t, uint32_t slot, size_t d, bool deriv)
     return &(deriv ? w->accd : w->tan)[(size_t)slot * w->k + d];
 }
 
-/* A record without forward or second-order information: a tuple result, or a record made
- * on a first-order tape. */
+/* A record without forward or second-order information: one made on a first-order tape. */
 static cr_status no_form(cr_tape *t, const cr__anode *nd, const char *what)
 {
-    if (nd->nout > 0)
-        return cr__tape_fail(t, CR_EUNIMPL, "%s: tuple results have no %s form yet", nd->fname,
-                             what);
     return cr__tape_fail(t, CR_EUNIMPL, "%s: recorded without CR_TAPE_FORWARD (%s sweeps need it)",
                          nd->fname, what);
 }
 
 /* ---- Forward ------------------------------------------------------------------------------- */
+
+/* Add the tangent dy of a tuple result along direction d to its elements' variables: a
+ * scalar element c of the record making scalar variables from i is variable i + c, an array
+ * element has its slot; integer elements (constants) have no tangent. */
+static cr_status tuple_tangents(cr_tape *t, const cr__anode *nd, cr_tangent dy, double *tan,
+                                size_t k, size_t i, size_t d)
+{
+    if (cr_tangent_is_zero(dy))
+        return CR_OK;
+    if (dy.tag != CR_TAN_STRUCT)
+        return cr__tape_fail(t, CR_EINVAL, "%s: its frule gave a %s tangent for a tuple result",
+                             nd->fname, cr_tag_name((cr_tag)dy.tag));
+    cr__asweep *w = t->asw;
+    for (size_t o = 0; o < nd->nout; o++) {
+        uint32_t c = nd->outs[o];
+        cr_tangent e = cr_tangent_field(dy, o);
+        cr_status st = CR_OK;
+        if (c == CR_VAR_CONST || cr_tangent_is_zero(e))
+            continue;
+        if (cr_tangent_is_thunk(e) && (st = cr_tangent_unthunk(e, &e)) != CR_OK)
+            return rule_failed(t, nd, "the frule", st);
+        if (!(c & CR__ASLOT_BIT)) {
+            st = cr__accum_real(t->arena, nd->fname, e, &tan[(i + c) * k + d]);
+        } else if (w == NULL) {
+            return cr__tape_fail(t, CR_EINVAL, "tape: %s: forward sweep without array tangents",
+                                 nd->fname);
+        } else {
+            cr_tangent *slot = &w->tan[(size_t)(c & ~CR__ASLOT_BIT) * k + d];
+            st = cr_tangent_is_zero(*slot) ? (*slot = e, CR_OK)
+                                           : cr_tangent_add(t->arena, *slot, e, slot);
+        }
+        if (st != CR_OK)
+            return rule_failed(t, nd, "the frule", st);
+    }
+    return CR_OK;
+}
 
 cr_status cr__array_forward(cr_tape *t, const cr__anode *nd, double *tan, size_t k, size_t i)
 {
@@ -251,7 +293,7 @@ cr_status cr__array_forward(cr_tape *t, const cr__anode *nd, double *tan, size_t
     cr__asweep *w = t->asw;
     size_t nargs = nd->nargs;
     bool scalar = nd->out == CR_VAR_CONST;
-    if (!scalar && w == NULL)
+    if (!scalar && nd->nout == 0 && w == NULL)
         return cr__tape_fail(t, CR_EINVAL, "tape: %s: forward sweep without array tangents",
                              nd->fname);
     cr_tangent dargs[MAX_ARGS + 1];
@@ -274,6 +316,11 @@ cr_status cr__array_forward(cr_tape *t, const cr__anode *nd, double *tan, size_t
             st = cr_tangent_unthunk(dy, &dy);
         if (st != CR_OK)
             return rule_failed(t, nd, "the frule", st);
+        if (nd->nout > 0) {
+            if ((st = tuple_tangents(t, nd, dy, tan, k, i, d)) != CR_OK)
+                return st;
+            continue;
+        }
         if (scalar) {
             st = cr__accum_real(t->arena, nd->fname, dy, &tan[i * k + d]);
         } else {
@@ -551,23 +598,30 @@ static cr_status pull_d(cr_tape *t, const cr__anode *nd, cr_tangent dy, double *
     return st == CR_OK ? CR_OK : rule_failed(t, nd, "the pullback", st);
 }
 
-cr_status cr__array_pull2(cr_tape *t, const cr__anode *nd, size_t i, double *adj, double *adjd,
-                          const double *tan, size_t k)
+/* The cotangent ȳ of a record's result and its derivatives ȳ̇ along the k directions (those of
+ * an array result and of a tuple's array elements are consumed); *anyd when one is not zero. */
+static cr_status result_cots(cr_tape *t, const cr__anode *nd, size_t i, double *adj, double *adjd,
+                             size_t k, cr_tangent *ybar, cr_tangent *ybd, bool *anyd)
 {
-    if (nd->pull != NULL) /* a fused kernel */
-        return cr__kernel_pull2(t, nd, i, adj, adjd, tan, k);
-    const cr__aext *e = nd->ext;
     cr__asweep *w = t->asw;
+    *anyd = false;
+    if (nd->nout > 0) {
+        bool zero;
+        cr_status st = cr__tuple_cot(t, nd, &adj[i], 1, NULL, 0, 0, ybar, &zero);
+        if (st == CR_OK && zero)
+            *ybar = cr_tangent_zero();
+        for (size_t d = 0; d < k && st == CR_OK; d++) {
+            st = cr__tuple_cot(t, nd, &adjd[i * k + d], k, w != NULL ? w->accd : NULL, k, d,
+                               &ybd[d], &zero);
+            if (zero)
+                ybd[d] = cr_tangent_zero();
+            *anyd = *anyd || !zero;
+        }
+        return st == CR_OK ? CR_OK : rule_failed(t, nd, "the cotangent", st);
+    }
     bool scalar = nd->out == CR_VAR_CONST;
-    if (e == NULL)
-        return no_form(t, nd, "second-order");
-    if ((!scalar && (w == NULL || w->accd == NULL)) || k > MAX_DIRS)
-        return cr__tape_fail(t, CR_EINVAL, "tape: %s: array record without second-order state",
-                             nd->fname);
-    cr_tangent ybar = scalar ? (adj[i] == 0.0 ? cr_tangent_zero() : cr_tangent_f64(adj[i]))
-                             : t->aslots[nd->out].acc;
-    cr_tangent ybd[MAX_DIRS];
-    bool anyd = false;
+    *ybar = scalar ? (adj[i] == 0.0 ? cr_tangent_zero() : cr_tangent_f64(adj[i]))
+                   : t->aslots[nd->out].acc;
     for (size_t d = 0; d < k; d++) {
         if (scalar) {
             double g = adjd[i * k + d];
@@ -576,10 +630,31 @@ cr_status cr__array_pull2(cr_tape *t, const cr__anode *nd, size_t i, double *adj
             ybd[d] = w->accd[(size_t)nd->out * k + d];
             w->accd[(size_t)nd->out * k + d] = cr_tangent_zero(); /* consumed */
         }
-        anyd = anyd || !cr_tangent_is_zero(ybd[d]);
+        *anyd = *anyd || !cr_tangent_is_zero(ybd[d]);
     }
-    cr_status st = CR_OK;
-    if (!cr_tangent_is_zero(ybar)) {
+    return CR_OK;
+}
+
+cr_status cr__array_pull2(cr_tape *t, const cr__anode *nd, size_t i, double *adj, double *adjd,
+                          const double *tan, size_t k)
+{
+    if (nd->pull != NULL) /* a fused kernel */
+        return cr__kernel_pull2(t, nd, i, adj, adjd, tan, k);
+    const cr__aext *e = nd->ext;
+    cr__asweep *w = t->asw;
+    bool scalar = nd->out == CR_VAR_CONST; /* one scalar, or a tuple's scalars from i on */
+    bool arrays = !scalar;                 /* an array result or a tuple's array element */
+    for (size_t o = 0; o < nd->nout; o++)
+        arrays = arrays || (nd->outs[o] != CR_VAR_CONST && (nd->outs[o] & CR__ASLOT_BIT));
+    if (e == NULL)
+        return no_form(t, nd, "second-order");
+    if ((arrays && (w == NULL || w->accd == NULL)) || k > MAX_DIRS)
+        return cr__tape_fail(t, CR_EINVAL, "tape: %s: array record without second-order state",
+                             nd->fname);
+    cr_tangent ybar, ybd[MAX_DIRS];
+    bool anyd;
+    cr_status st = result_cots(t, nd, i, adj, adjd, k, &ybar, ybd, &anyd);
+    if (st == CR_OK && !cr_tangent_is_zero(ybar)) {
         if (e->cls == SO_MULTI)
             st = second_multi(t, nd, ybar, adjd, tan, k);
         else if (e->cls == SO_ROW && (st = second_row(t, nd, ybar, adjd, tan, k)) != CR_OK)

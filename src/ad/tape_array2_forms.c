@@ -549,6 +549,9 @@ static cr_status form_det(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent 
 /*
  * logdet(A) of a matrix with positive determinant: the pullback is Ā = ȳ A⁻ᵀ, so
  *     S = ȳ Ẏᵀ,   Ẏ = -A⁻¹ Ȧ A⁻¹, matinv's frule tangent at A along Ȧ.
+ * logabsdet(A) = (log|det A|, sign det A) of a real A, of either sign: its pullback is the
+ * same, Ā = ȳ₁ A⁻ᵀ with ȳ₁ the cotangent of the first element (the sign is piecewise
+ * constant: its cotangent adds nothing), so its S is the same with ȳ₁ for ȳ.
  */
 static cr_status form_logdet(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
                              double *adjd, const double *tan, size_t k)
@@ -556,6 +559,8 @@ static cr_status form_logdet(cr_tape *t, const cr__anode *nd, size_t i, cr_tange
     (void)i;
     form F;
     const double *yb;
+    if (nd->nout > 0 && cr_tangent_is_zero(ybar = cr_tangent_field(ybar, 0)))
+        return CR_OK;
     cr_status st = form_init(&F, t, nd, 0, NULL);
     if (st == CR_OK)
         st = ybar_slices(&F, ybar, &yb);
@@ -1148,6 +1153,7 @@ static const struct {
     {&cr_fn_nrm2, form_norm, 1, NULL},
     {&cr_fn_det, form_det, 1, NULL},
     {&cr_fn_logdet, form_logdet, 1, NULL},
+    {&cr_fn_logabsdet, form_logdet, 1, dense_only},
     {&cr_fn_var, form_var, 1, NULL},
     {&cr_fn_std, form_std, 1, NULL},
     {&cr_fn_cumprod, form_cumprod, 1, NULL},

@@ -288,6 +288,15 @@ typedef struct cr__anode {
  * recorded on the tape. */
 CR_INTERNAL cr_status cr__array_pull(cr_tape *t, const cr__anode *nd, const double *g, double *adj);
 
+/* The cotangent of a tuple result, as the structural tangent its pullback takes: the
+ * adjoints of its scalar elements (element c's is g[c * gs]), the shadows of its array
+ * elements (accd NULL) or, in a second-order sweep, their derivatives along direction d of k
+ * (accd[slot * k + d], consumed), NoTangent for its integer elements. *zero when every
+ * element's is zero (dy is then not set). */
+CR_INTERNAL cr_status cr__tuple_cot(cr_tape *t, const cr__anode *nd, const double *g, size_t gs,
+                                    cr_tangent *accd, size_t k, size_t d, cr_tangent *dy,
+                                    bool *zero);
+
 /* A fused kernel's record replayed by a prepared gradient (kernel.c): its arguments read
  * again from the current array slots and scalar values v, its result computed again (the
  * sum into v[res], or a new array into its slot). CR_ESHAPE, on the context, when a new

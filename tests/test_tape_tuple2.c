@@ -1,0 +1,291 @@
+/*
+ * Tuple results (cr_tape_acall_n) in forward sweeps and on second-order tapes.
+ *
+ * Forward: on a CR_TAPE_FORWARD tape, cr_tape_ajvp through svd, eigen, qr, lu, findmax,
+ * findmin, extrema (with and without dims) and logabsdet, each composed with other
+ * functions so that every kind of tuple element (scalar, array, integer) is used, against
+ * central differences of the value the same program computes on a first-order tape.
+ *
+ * Second order: H v (cr_tape_ahvp) through findmax, findmin and extrema (piecewise linear,
+ * their scalar and array elements feeding nonlinear functions) and logabsdet (positive and
+ * negative determinants, its sign used too), and the full Hessian (cr_tape_hessian) of a
+ * function of two scalars through logabsdet and extrema, against central differences of
+ * the gradient of a first-order tape. The factorizations stay refused on second-order tapes
+ * (test_tape_array2_forms*.c).
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "test_forms.h"
+
+static cr_var sum_mul(cr_tape *t, cr_avar a, cr_avar b)
+{
+    return cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(a), cr_targ_arr(b)));
+}
+
+/* f(a) with a tuple of n results (out), or of f(a, dims). */
+static void tuple_of(cr_tape *t, const cr_value *f, cr_targ a, cr_targ dims, size_t nargs,
+                     cr_targ *out, size_t n)
+{
+    cr_targ args[2] = {a, dims};
+    if (cr_tape_acall_n(t, f, args, nargs, out, n) != CR_OK)
+        for (size_t k = 0; k < n; k++)
+            out[k] = cr_targ_var(cr_const((double)NAN));
+}
+
+/* ---- Forward sweeps ---------------------------------------------------------------------- */
+
+/* The value of p at z, from a first-order tape. */
+static double value_at(cr_ctx *ctx, const prob *p, double *z)
+{
+    cr_tape *t;
+    assert_int_equal(cr_tape_new(ctx, NULL, &t), CR_OK);
+    cr_array a[MAXA];
+    cr_var s[MAXS];
+    cr_avar X[MAXA];
+    cr_var y = record(t, p, z, a, s, X);
+    assert_ok(t, cr_tape_status(t));
+    cr_tape_free(t);
+    return y.v;
+}
+
+/* The tangent of p's value along v on a forward tape, against central differences of the
+ * value (5 points), along ndirs directions. */
+static void check_jvp(cr_ctx *ctx, const prob *p, double *z, double tol, unsigned ndirs)
+{
+    cr_tape *t;
+    cr_tape_params tp = {.struct_size = sizeof tp, .flags = CR_TAPE_FORWARD};
+    assert_int_equal(cr_tape_new(ctx, &tp, &t), CR_OK);
+    size_t L = flat_len(p);
+    for (unsigned seed = 0; seed < ndirs; seed++) {
+        double v[MAXZ], zz[MAXZ], h = 1e-4, f[4];
+        direction(L, seed, v);
+        cr_array a[MAXA], va[MAXA];
+        const cr_array *vp[MAXA];
+        cr_var s[MAXS];
+        cr_avar X[MAXA];
+        cr_var y = record(t, p, z, a, s, X);
+        assert_ok(t, cr_tape_status(t));
+        views(p, v, va);
+        for (size_t j = 0; j < p->na; j++)
+            vp[j] = &va[j];
+        double yd = NAN;
+        assert_ok(t, cr_tape_ajvp(t, s, v, p->ns, X, vp, p->na, &y, 1, &yd, NULL, 0, NULL));
+        static const double steps[4] = {-2, -1, 1, 2};
+        for (int q = 0; q < 4; q++) {
+            for (size_t i = 0; i < L; i++)
+                zz[i] = z[i] + steps[q] * h * v[i];
+            f[q] = value_at(ctx, p, zz);
+        }
+        double want = (f[0] - 8 * f[1] + 8 * f[2] - f[3]) / (12 * h);
+        ASSERT_CLOSE(yd, want, tol);
+    }
+    cr_tape_free(t);
+}
+
+/* A 3 x 2: sum(U) sum(S) + sum(V .^ 2) + sum(sin.(S)), all of svd's elements used */
+static cr_var svd_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env)
+{
+    (void)s;
+    (void)env;
+    cr_targ usv[3];
+    tuple_of(t, &cr_fn_svd, cr_targ_arr(X[0]), i64(0), 1, usv, 3);
+    cr_var a = cr_mul(t, cr_asum(t, usv[0].u.a), cr_asum(t, usv[1].u.a));
+    return cr_add(t, cr_add(t, a, sum_sq(t, usv[2].u.a)), sum_sin(t, usv[1].u.a));
+}
+
+/* B 3 x 4, C = B Bᵀ: sum(vals .* w) + sum(vecs .^ 4) (a sign-free use of the vectors) */
+static double k_w3[3] = {1.0, -0.5, 2.0};
+
+static cr_var eigen_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env)
+{
+    (void)s;
+    (void)env;
+    static cr_array w3;
+    w3 = cr_array_vector(k_w3, 3);
+    cr_avar Bt = call_a(t, &cr_fn_transpose, cr_targ_arr(X[0]), i64(0), 1);
+    cr_avar C = cr_amatmul(t, X[0], Bt);
+    cr_targ ev[2];
+    tuple_of(t, &cr_fn_eigen, cr_targ_arr(C), i64(0), 1, ev, 2);
+    cr_avar sq = cr_abroadcast1(t, &cr_fn_square, ev[1]);
+    return cr_add(t, sum_mul(t, ev[0].u.a, cr_aconst(&w3)), sum_sq(t, sq));
+}
+
+/* A 4 x 3: sum(R) sum(Q .* Q .* Q) + sum(sin.(R)) */
+static cr_var qr_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env)
+{
+    (void)s;
+    (void)env;
+    cr_targ qr[2];
+    tuple_of(t, &cr_fn_qr, cr_targ_arr(X[0]), i64(0), 1, qr, 2);
+    cr_avar q2 = cr_abroadcast1(t, &cr_fn_square, qr[0]);
+    cr_var q3 = sum_mul(t, q2, qr[0].u.a);
+    return cr_add(t, cr_mul(t, cr_asum(t, qr[1].u.a), q3), sum_sin(t, qr[1].u.a));
+}
+
+/* A 3 x 3: sum(L .^ 2) sum(U); the pivots are a constant */
+static cr_var lu_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env)
+{
+    (void)s;
+    (void)env;
+    cr_targ lup[3];
+    tuple_of(t, &cr_fn_lu, cr_targ_arr(X[0]), i64(0), 1, lup, 3);
+    assert_int_equal(lup[2].kind, CR_TARG_VALUE);
+    return cr_mul(t, sum_sq(t, lup[0].u.a), cr_asum(t, lup[1].u.a));
+}
+
+static void test_forward_factorizations(void **state)
+{
+    fixture *f = *state;
+    prob svd = {.f = svd_p, .na = 1, .ndim = {2}, .shape = {{3, 2}}};
+    prob eig = {.f = eigen_p, .na = 1, .ndim = {2}, .shape = {{3, 4}}};
+    prob qr = {.f = qr_p, .na = 1, .ndim = {2}, .shape = {{4, 3}}};
+    prob lu = {.f = lu_p, .na = 1, .ndim = {2}, .shape = {{3, 3}}};
+    for (unsigned seed = 0; seed < 2; seed++) {
+        double z[12];
+        point(12, seed, 1.0, z);
+        z[0] += 1.5; /* away from repeated singular values and pivots */
+        z[4] -= 1.0;
+        check_jvp(f->ctx, &svd, z, 1e-6, 3);
+        check_jvp(f->ctx, &eig, z, 1e-6, 3);
+        check_jvp(f->ctx, &qr, z, 1e-6, 3);
+        check_jvp(f->ctx, &lu, z, 1e-6, 3);
+    }
+}
+
+/* ---- findmax, findmin, extrema ------------------------------------------------------------ */
+
+/* A 2 x 3, u of 5, s:
+ *   s m² (m, i = findmax(u)) + sum(sin.(findmin(A, 0)[1])) + s lo hi (lo, hi = extrema(u))
+ *   + sum(lo2 .* hi2) (lo2, hi2 = extrema(A, 1)) + sum(square.(findmax(A, 1)[1])) */
+static cr_var ext_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env)
+{
+    (void)env;
+    cr_targ A = cr_targ_arr(X[0]), u = cr_targ_arr(X[1]), r[2];
+    tuple_of(t, &cr_fn_findmax, u, i64(0), 1, r, 2);
+    assert_int_equal(r[0].kind, CR_TARG_VAR);
+    assert_int_equal(r[1].kind, CR_TARG_VALUE);
+    cr_var a = cr_mul(t, s[0], cr_mul(t, r[0].u.s, r[0].u.s));
+    tuple_of(t, &cr_fn_findmin, A, i64(0), 2, r, 2);
+    assert_int_equal(r[0].kind, CR_TARG_ARR);
+    cr_var b = sum_sin(t, r[0].u.a);
+    tuple_of(t, &cr_fn_extrema, u, i64(0), 1, r, 2);
+    cr_var c = cr_mul(t, s[0], cr_mul(t, r[0].u.s, r[1].u.s));
+    tuple_of(t, &cr_fn_extrema, A, i64(1), 2, r, 2);
+    assert_int_equal(r[1].kind, CR_TARG_ARR);
+    cr_var d = sum_mul(t, r[0].u.a, r[1].u.a);
+    tuple_of(t, &cr_fn_findmax, A, i64(1), 2, r, 2);
+    cr_var e = sum_sq(t, r[0].u.a);
+    return cr_add(t, cr_add(t, cr_add(t, a, b), cr_add(t, c, d)), e);
+}
+
+static void test_extrema(void **state)
+{
+    fixture *f = *state;
+    prob p = {.f = ext_p, .ns = 1, .na = 2, .ndim = {2, 1}, .shape = {{2, 3}, {5}}};
+    for (unsigned seed = 0; seed < 3; seed++) {
+        double z[12];
+        point(12, seed, 1.4, z);
+        check_jvp(f->ctx, &p, z, 1e-6, 3);
+        check_hvp_dirs(f->ctx, &p, z, 1e-6, 4);
+    }
+}
+
+/* ---- logabsdet ------------------------------------------------------------------------------ */
+
+/* A 3 x 3, s: sin(l) + s l² + sign · l + l sum(A .^ 2), (l, sign) = logabsdet(A) */
+static cr_var lad_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env)
+{
+    (void)env;
+    cr_targ r[2];
+    tuple_of(t, &cr_fn_logabsdet, cr_targ_arr(X[0]), i64(0), 1, r, 2);
+    assert_int_equal(r[0].kind, CR_TARG_VAR);
+    assert_int_equal(r[1].kind, CR_TARG_VAR);
+    cr_var l = r[0].u.s;
+    cr_var a = cr_add(t, cr_sin(t, l), cr_mul(t, s[0], cr_mul(t, l, l)));
+    cr_var b = cr_add(t, cr_mul(t, r[1].u.s, l), cr_mul(t, l, sum_sq(t, X[0])));
+    return cr_add(t, a, b);
+}
+
+static void test_logabsdet(void **state)
+{
+    fixture *f = *state;
+    prob p = {.f = lad_p, .ns = 1, .na = 1, .ndim = {2}, .shape = {{3, 3}}};
+    /* det > 0 and det < 0 (rows 1 and 2 swapped) */
+    double zp[10] = {0.7, 2.0, 0.3, -0.5, 0.4, 1.5, 0.6, -0.2, 0.8, 1.9};
+    double zn[10] = {0.7, 0.4, 1.5, 0.6, 2.0, 0.3, -0.5, -0.2, 0.8, 1.9};
+    check_jvp(f->ctx, &p, zp, 1e-6, 3);
+    check_jvp(f->ctx, &p, zn, 1e-6, 3);
+    check_hvp_dirs(f->ctx, &p, zp, 1e-6, 4);
+    check_hvp_dirs(f->ctx, &p, zn, 1e-6, 4);
+}
+
+/* ---- Full Hessian of two scalars ------------------------------------------------------------ */
+
+/* A = [x 1 0; 2 y 1; 0 1 x y] (built as x E1 + y E2 + x y E3 + C), then
+ *   l² + lo hi,  (l, _) = logabsdet(A),  (lo, hi) = extrema(A) */
+static double k_E1[9] = {1, 0, 0, 0, 0, 0, 0, 0, 0}, k_E2[9] = {0, 0, 0, 0, 1, 0, 0, 0, 0},
+              k_E3[9] = {0, 0, 0, 0, 0, 0, 0, 0, 1}, k_C[9] = {0, 1, 0, 2, 0, 1, 0, 1, 0};
+
+static cr_var two_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env)
+{
+    (void)X;
+    (void)env;
+    static cr_array e1, e2, e3, c;
+    e1 = cr_array_matrix(k_E1, 3, 3);
+    e2 = cr_array_matrix(k_E2, 3, 3);
+    e3 = cr_array_matrix(k_E3, 3, 3);
+    c = cr_array_matrix(k_C, 3, 3);
+    cr_targ x = cr_targ_var(s[0]), y = cr_targ_var(s[1]), xy = cr_targ_var(cr_mul(t, s[0], s[1]));
+    cr_avar A = cr_abroadcast2(t, &cr_fn_mul, x, cr_targ_arr(cr_aconst(&e1)));
+    A = cr_abroadcast2(t, &cr_fn_add, cr_targ_arr(A),
+                       cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, y, cr_targ_arr(cr_aconst(&e2)))));
+    A = cr_abroadcast2(t, &cr_fn_add, cr_targ_arr(A),
+                       cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, xy, cr_targ_arr(cr_aconst(&e3)))));
+    A = cr_abroadcast2(t, &cr_fn_add, cr_targ_arr(A), cr_targ_arr(cr_aconst(&c)));
+    cr_targ r[2];
+    tuple_of(t, &cr_fn_logabsdet, cr_targ_arr(A), i64(0), 1, r, 2);
+    cr_var l = r[0].u.s;
+    tuple_of(t, &cr_fn_extrema, cr_targ_arr(A), i64(0), 1, r, 2);
+    return cr_add(t, cr_mul(t, l, l), cr_mul(t, r[0].u.s, r[1].u.s));
+}
+
+static void test_hessian(void **state)
+{
+    fixture *f = *state;
+    prob p = {.f = two_p, .ns = 2, .na = 0};
+    double pts[3][2] = {{1.3, 2.4}, {-0.7, 1.9}, {2.6, -0.4}};
+    cr_tape *t;
+    cr_tape_params tp = {.struct_size = sizeof tp, .flags = CR_TAPE_SECOND_ORDER};
+    assert_int_equal(cr_tape_new(f->ctx, &tp, &t), CR_OK);
+    for (int q = 0; q < 3; q++) {
+        double *z = pts[q], H[4], h = 1e-5;
+        cr_array a[MAXA];
+        cr_var s[MAXS];
+        cr_avar X[MAXA];
+        cr_var y = record(t, &p, z, a, s, X);
+        assert_ok(t, cr_tape_hessian(t, y, s, 2, H));
+        for (int j = 0; j < 2; j++) {
+            double zp[2] = {z[0], z[1]}, zm[2] = {z[0], z[1]}, gp[2], gm[2];
+            zp[j] += h;
+            zm[j] -= h;
+            grad_at(f->ctx, &p, zp, gp);
+            grad_at(f->ctx, &p, zm, gm);
+            for (int i = 0; i < 2; i++)
+                ASSERT_CLOSE(H[i * 2 + j], (gp[i] - gm[i]) / (2 * h), 1e-6);
+        }
+    }
+    cr_tape_free(t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_forward_factorizations, fixture_setup,
+                                        fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_extrema, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_logabsdet, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_hessian, fixture_setup, fixture_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
