@@ -44,11 +44,12 @@ enum {
  * function first and are not linear: they have their own form (tape_array2_forms.c).
  */
 static const cr_value *const k_linear[] = {
-    &cr_fn_sum,       &cr_fn_mean,     &cr_fn_view,        &cr_fn_getindex,    &cr_fn_reshape,
-    &cr_fn_transpose, &cr_fn_adjoint,  &cr_fn_permutedims, &cr_fn_reverse,     &cr_fn_circshift,
-    &cr_fn_repeat,    &cr_fn_cat,      &cr_fn_vcat,        &cr_fn_hcat,        &cr_fn_stack,
-    &cr_fn_fill,      &cr_fn_dropdims, &cr_fn_diag,        &cr_fn_diagm,       &cr_fn_triu,
-    &cr_fn_tril,      &cr_fn_cumsum,   &cr_fn_tr,          &cr_fn_add_uniform, &cr_fn_sub_uniform,
+    &cr_fn_sum,       &cr_fn_mean,      &cr_fn_view,        &cr_fn_getindex,    &cr_fn_reshape,
+    &cr_fn_transpose, &cr_fn_adjoint,   &cr_fn_permutedims, &cr_fn_reverse,     &cr_fn_circshift,
+    &cr_fn_repeat,    &cr_fn_cat,       &cr_fn_vcat,        &cr_fn_hcat,        &cr_fn_stack,
+    &cr_fn_fill,      &cr_fn_dropdims,  &cr_fn_diag,        &cr_fn_diagm,       &cr_fn_triu,
+    &cr_fn_tril,      &cr_fn_cumsum,    &cr_fn_tr,          &cr_fn_add_uniform, &cr_fn_sub_uniform,
+    &cr_fn_symmetric, &cr_fn_hermitian, &cr_fn_diagonal,
 };
 
 /*
@@ -62,12 +63,17 @@ static const cr_value *const k_multi[] = {
 };
 
 /*
- * Tuple functions whose pullback does not depend on the point where it is taken, as long as
- * the elements it picks stay the extremal ones: findmax, findmin and extrema put each
- * cotangent on the element of the extremum (with or without dims), as maximum does. So S = 0,
- * the Hessian of the branch the rule takes (at a tie, the first extremal element).
+ * Piecewise linear functions: their pullback does not depend on the point where it is
+ * taken, as long as the choice the rule made there stands. findmax, findmin and extrema put
+ * each cotangent on the element of the extremum (with or without dims; tuple results), as
+ * maximum does; sort sends the cotangent back through the permutation, partialsort to the
+ * k-th element, unique to the first occurrence of each value; asum (Σ |x_i|) multiplies it
+ * by the signs. So S = 0: the Hessian of the branch the rule takes (at a tie, or at a zero
+ * of asum, the rule's choice).
  */
-static const cr_value *const k_piecewise[] = {&cr_fn_findmax, &cr_fn_findmin, &cr_fn_extrema};
+static const cr_value *const k_piecewise[] = {&cr_fn_findmax, &cr_fn_findmin,     &cr_fn_extrema,
+                                              &cr_fn_sort,    &cr_fn_partialsort, &cr_fn_unique,
+                                              &cr_fn_asum};
 
 /* Scalar rows whose broadcasts are linear, and the bilinear one. */
 static const cr_value *const k_linear_rows[] = {&cr_fn_add, &cr_fn_sub, &cr_fn_neg,
