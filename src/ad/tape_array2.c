@@ -64,16 +64,17 @@ static const cr_value *const k_multi[] = {
 
 /*
  * Piecewise linear functions: their pullback does not depend on the point where it is
- * taken, as long as the choice the rule made there stands. findmax, findmin and extrema put
- * each cotangent on the element of the extremum (with or without dims; tuple results), as
- * maximum does; sort sends the cotangent back through the permutation, partialsort to the
- * k-th element, unique to the first occurrence of each value; asum (Σ |x_i|) multiplies it
- * by the signs. So S = 0: the Hessian of the branch the rule takes (at a tie, or at a zero
- * of asum, the rule's choice).
+ * taken, as long as the choice the rule made there stands. maximum and minimum put ȳ on the
+ * first extremal element of each slice, and findmax, findmin and extrema likewise (with or
+ * without dims; tuple results); sort sends the cotangent back through the permutation,
+ * partialsort to the k-th element, unique to the first occurrence of each value; asum
+ * (Σ |x_i|) multiplies it by the signs. So S = 0. At a tie (or a zero of asum) the pullback
+ * jumps as the tie breaks: no second derivative exists there either way, and S = 0 gives the
+ * Hessian of the branch the rule took.
  */
-static const cr_value *const k_piecewise[] = {&cr_fn_findmax, &cr_fn_findmin,     &cr_fn_extrema,
-                                              &cr_fn_sort,    &cr_fn_partialsort, &cr_fn_unique,
-                                              &cr_fn_asum};
+static const cr_value *const k_piecewise[] = {&cr_fn_maximum,     &cr_fn_minimum, &cr_fn_findmax,
+                                              &cr_fn_findmin,     &cr_fn_extrema, &cr_fn_sort,
+                                              &cr_fn_partialsort, &cr_fn_unique,  &cr_fn_asum};
 
 /* Scalar rows whose broadcasts are linear, and the bilinear one. */
 static const cr_value *const k_linear_rows[] = {&cr_fn_add, &cr_fn_sub, &cr_fn_neg,

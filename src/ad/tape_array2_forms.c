@@ -920,28 +920,6 @@ static cr_status form_cumprod(cr_tape *t, const cr__anode *nd, size_t i, cr_tang
     return CR_OK;
 }
 
-/* ---- maximum, minimum ----------------------------------------------------------------------- */
-
-/*
- * maximum(x[, dims]), minimum(x[, dims]): the pullback puts ȳ on the first extremal element
- * of each slice; it does not depend on x as long as that element stays the extremal one, so
- * S = 0. At a tie the rule keeps the first element and the pullback jumps as the tie breaks:
- * no second derivative exists there either way, and S = 0 gives the Hessian of the branch the
- * rule took (the one of the first extremal element), which is 0.
- */
-static cr_status form_extremum(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
-                               double *adjd, const double *tan, size_t k)
-{
-    (void)t;
-    (void)nd;
-    (void)i;
-    (void)ybar;
-    (void)adjd;
-    (void)tan;
-    (void)k;
-    return CR_OK;
-}
-
 /* ---- matinv, solve -------------------------------------------------------------------------- */
 
 /*
@@ -1157,8 +1135,6 @@ static const struct {
     {&cr_fn_var, form_var, 1, NULL},
     {&cr_fn_std, form_std, 1, NULL},
     {&cr_fn_cumprod, form_cumprod, 1, NULL},
-    {&cr_fn_maximum, form_extremum, 1, NULL},
-    {&cr_fn_minimum, form_extremum, 1, NULL},
     {&cr_fn_matinv, form_matinv, 1, dense_only},
     {&cr_fn_solve, form_solve, 2, dense_only},
     {&cr_fn_normalize, form_normalize, 1, NULL},
