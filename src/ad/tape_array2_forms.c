@@ -597,6 +597,145 @@ static cr_status form_logdet(cr_tape *t, const cr__anode *nd, size_t i, cr_tange
     return CR_OK;
 }
 
+/* ---- svdvals, opnorm(A, 2), eigvals --------------------------------------------------------- */
+
+/* Element e of a tuple value (a float array), as a dense f64 matrix. */
+static cr_status factor_of(const form *F, const cr_value *y, size_t e, const cr_array **out)
+{
+    cr_value v;
+    if (y->kind != CR_KIND_STRUCT ||
+        cr_type_field_value(y->u.obj.type, y->u.obj.ptr, e, &v) != CR_OK ||
+        v.kind != CR_KIND_ARRAY || v.u.arr == NULL || v.u.arr->ndim != 2)
+        return CR_EINVAL;
+    return cr__dense(F->arena, v.u.arr, CR_DT_F64, out);
+}
+
+/*
+ * A spectral function's pullback Ā = W diag(c) Zᵀ, with W, Z the factors of A's
+ * factorization fact (element wi and zi of its tuple) and c the cotangent's coefficients
+ * (nc of them): svdvals, W = U, Z = V, c = s̄; opnorm(A, 2), the same with c = (ȳ, 0, ...);
+ * eigvals of a symmetric A, W = Z = V (the eigenvectors), c = λ̄. Along Ȧ, c fixed (it is the
+ * cotangent), its derivative is
+ *     S = Ẇ diag(c) Zᵀ + W diag(c) Żᵀ,
+ * Ẇ and Ż the factors' tangents from the factorization's frule at A along Ȧ. A sign (or
+ * basis) chosen differently by the two factorizations cancels in each product. Where two
+ * singular values (eigenvalues) coincide, the frule's tangents follow its convention for
+ * them (docs/rules-linalg.md), and the function has no second derivative there in general.
+ */
+static cr_status form_spectral(form *F, const cr_value *fact, size_t wi, size_t zi, const double *c,
+                               size_t nc, double *adjd, const double *tan, size_t k)
+{
+    size_t m = F->x->shape[0], n = F->x->shape[1];
+    for (size_t d = 0; d < k; d++) {
+        cr_tangent raw;
+        const double *xd;
+        cr_status st = x_dot(F, tan, k, d, &raw, &xd);
+        if (st != CR_OK)
+            return st;
+        if (xd == NULL)
+            continue;
+        cr_tangent dargs[2] = {cr_tangent_none(), raw}, dy;
+        cr_value y;
+        st = cr_frule(F->t->config, F->arena, dargs, fact, &F->nd->vals[F->xj], 1, &y, &dy);
+        if (st != CR_OK) {
+            const char *msg = cr_ctx_errmsg(F->t->ctx);
+            return cr__tape_fail(F->t, st == CR_NOTHING ? CR_EUNIMPL : st,
+                                 "%s: the second-order form needs %s's frule: %s", F->who,
+                                 fact->u.func.fn->name, msg[0] != '\0' ? msg : cr_status_str(st));
+        }
+        const cr_array *W, *Z, *Wd = NULL, *Zd = NULL;
+        if ((st = factor_of(F, &y, wi, &W)) != CR_OK || (st = factor_of(F, &y, zi, &Z)) != CR_OK)
+            return st;
+        if (W->shape[0] != m || Z->shape[0] != n || W->shape[1] < nc || Z->shape[1] < nc)
+            return CR_EINVAL;
+        if ((st = cr__tan_array(F->arena, F->who, cr_tangent_field(dy, wi), 2, W->shape, CR_DT_F64,
+                                &Wd)) != CR_OK ||
+            (st = cr__tan_array(F->arena, F->who, cr_tangent_field(dy, zi), 2, Z->shape, CR_DT_F64,
+                                &Zd)) != CR_OK)
+            return st;
+        cr_array *S;
+        if ((st = new_s(F, &S)) != CR_OK)
+            return st;
+        const double *w = W->data, *z = Z->data;
+        const double *wd = Wd != NULL ? Wd->data : NULL, *zd = Zd != NULL ? Zd->data : NULL;
+        size_t rw = W->shape[1], rz = Z->shape[1];
+        double *sd = S->data;
+        for (size_t a = 0; a < m; a++)
+            for (size_t b = 0; b < n; b++) {
+                double acc = 0.0;
+                for (size_t i = 0; i < nc; i++) {
+                    double t = 0.0;
+                    if (wd != NULL)
+                        t += wd[a * rw + i] * z[b * rz + i];
+                    if (zd != NULL)
+                        t += w[a * rw + i] * zd[b * rz + i];
+                    acc += c[i] * t;
+                }
+                sd[a * n + b] = acc;
+            }
+        if ((st = put(F, S, adjd, k, d)) != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+/* svdvals(A) = s: Ā = U diag(s̄) Vᵀ, S from svd's frule (form_spectral). */
+static cr_status form_svdvals(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
+                              double *adjd, const double *tan, size_t k)
+{
+    (void)i;
+    form F;
+    cr_status st = form_init(&F, t, nd, 0, NULL);
+    if (st != CR_OK || F.x->ndim != 2)
+        return st;
+    const cr_array *yv = t->aslots[nd->out].val, *Yb;
+    if ((st = cr__tan_array(F.arena, F.who, ybar, yv->ndim, yv->shape, CR_DT_F64, &Yb)) != CR_OK ||
+        Yb == NULL)
+        return st;
+    return form_spectral(&F, &cr_fn_svd, 0, 2, Yb->data, cr_array_numel(Yb), adjd, tan, k);
+}
+
+/* opnorm(A[, p]): for p = 2, Ā = ȳ u₁ v₁ᵀ, S from svd's frule with c = (ȳ); for p = 1 and
+ * Inf, the cotangent ȳ sgn(a) on the largest column (row) does not depend on A as long as
+ * that column (row) stays the largest and the signs hold: S = 0, as for maximum. */
+static cr_status form_opnorm(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
+                             double *adjd, const double *tan, size_t k)
+{
+    (void)i;
+    if (nd->nargs > 1) {
+        const cr_value *p = &nd->vals[1];
+        double pv = p->kind == CR_KIND_F64   ? p->u.f64
+                    : p->kind == CR_KIND_I64 ? (double)p->u.i64
+                                             : 2.0;
+        if (pv != 2.0)
+            return CR_OK;
+    }
+    form F;
+    const double *yb;
+    cr_status st = form_init(&F, t, nd, 0, NULL);
+    if (st == CR_OK)
+        st = ybar_slices(&F, ybar, &yb);
+    if (st != CR_OK || F.x->ndim != 2)
+        return st;
+    return form_spectral(&F, &cr_fn_svd, 0, 2, yb, 1, adjd, tan, k);
+}
+
+/* eigvals(A) of a symmetric A = λ: Ā = V diag(λ̄) Vᵀ, S from eigen's frule. */
+static cr_status form_eigvals(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
+                              double *adjd, const double *tan, size_t k)
+{
+    (void)i;
+    form F;
+    cr_status st = form_init(&F, t, nd, 0, NULL);
+    if (st != CR_OK || F.x->ndim != 2)
+        return st;
+    const cr_array *yv = t->aslots[nd->out].val, *Yb;
+    if ((st = cr__tan_array(F.arena, F.who, ybar, yv->ndim, yv->shape, CR_DT_F64, &Yb)) != CR_OK ||
+        Yb == NULL)
+        return st;
+    return form_spectral(&F, &cr_fn_eigen, 1, 1, Yb->data, cr_array_numel(Yb), adjd, tan, k);
+}
+
 /* ---- sum(f, A) --------------------------------------------------------------------
  */
 
@@ -1138,6 +1277,9 @@ static const struct {
     {&cr_fn_matinv, form_matinv, 1, dense_only},
     {&cr_fn_solve, form_solve, 2, dense_only},
     {&cr_fn_normalize, form_normalize, 1, NULL},
+    {&cr_fn_svdvals, form_svdvals, 1, NULL},
+    {&cr_fn_opnorm, form_opnorm, 1, NULL},
+    {&cr_fn_eigvals, form_eigvals, 1, NULL},
 };
 
 cr__so_form_fn cr__so_form_of(const cr_value *f, const cr_value *vals, const uint32_t *codes,

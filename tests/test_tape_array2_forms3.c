@@ -1,0 +1,182 @@
+/*
+ * The spectral second-order forms (src/ad/tape_array2_forms.c, form_spectral): svdvals,
+ * opnorm (p = 2 through the SVD; p = 1 and Inf piecewise linear) and eigvals of a
+ * symmetric matrix, on second-order tapes. Each H v (cr_tape_ahvp) is checked against
+ * central differences, along the direction, of the gradient a first-order tape computes, at
+ * several points (tall, wide and square matrices) and directions, each function composed
+ * with others so that its cotangent varies from one singular value (eigenvalue) to the
+ * next; and a full Hessian (cr_tape_hessian) of a function of scalars through them.
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "test_forms.h"
+
+static double k_w4[4] = {1.0, -0.7, 2.0, 0.4};
+
+/* Σ w_i sin(v_i) + (Σ v_i²)² over a vector v of n <= 4 values */
+static cr_var mix(cr_tape *t, cr_avar v, size_t n)
+{
+    static cr_array w;
+    w = cr_array_vector(k_w4, n);
+    cr_avar sv = cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(v));
+    cr_var a =
+        cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(sv), cr_targ_arr(cr_aconst(&w))));
+    cr_var q = sum_sq(t, v);
+    return cr_add(t, a, cr_mul(t, q, q));
+}
+
+/* ---- svdvals -------------------------------------------------------------------------------- */
+
+/* A (rows x cols), given by env: mix(svdvals(A)) */
+static cr_var svdvals_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env)
+{
+    (void)s;
+    const size_t *r = env;
+    return mix(t, call_a(t, &cr_fn_svdvals, cr_targ_arr(X[0]), i64(0), 1), r[0]);
+}
+
+static void test_svdvals(void **state)
+{
+    fixture *f = *state;
+    static const size_t shapes[3][3] = {{4, 3, 3}, {2, 4, 2}, {3, 3, 3}}; /* rows, cols, k */
+    for (int q = 0; q < 3; q++) {
+        prob p = {.f = svdvals_p,
+                  .env = &shapes[q][2],
+                  .na = 1,
+                  .ndim = {2},
+                  .shape = {{shapes[q][0], shapes[q][1]}}};
+        for (unsigned seed = 0; seed < 2; seed++) {
+            double z[12];
+            point(12, seed + 3 * (unsigned)q, 1.2, z);
+            z[0] += 1.5; /* singular values well apart */
+            check_hvp_dirs(f->ctx, &p, z, 1e-6, 4);
+        }
+    }
+}
+
+/* ---- opnorm -----------------------------------------------------------------------------------
+ */
+
+/* A 3 x 4: sin(opnorm(A)) opnorm(A) + opnorm(A, 1)² + opnorm(A, Inf) opnorm(A, 2) */
+static cr_var opnorm_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env)
+{
+    (void)s;
+    (void)env;
+    cr_targ A = cr_targ_arr(X[0]);
+    cr_var n2 = call_s(t, &cr_fn_opnorm, A, A, 1);
+    cr_var n1 = call_s(t, &cr_fn_opnorm, A, f64(1.0), 2);
+    cr_var ni = call_s(t, &cr_fn_opnorm, A, f64(INFINITY), 2);
+    cr_var n22 = call_s(t, &cr_fn_opnorm, A, i64(2), 2);
+    cr_var a = cr_mul(t, cr_sin(t, n2), n2);
+    return cr_add(t, cr_add(t, a, cr_mul(t, n1, n1)), cr_mul(t, ni, n22));
+}
+
+static void test_opnorm(void **state)
+{
+    fixture *f = *state;
+    prob p = {.f = opnorm_p, .na = 1, .ndim = {2}, .shape = {{3, 4}}};
+    for (unsigned seed = 0; seed < 3; seed++) {
+        double z[12];
+        point(12, seed, 1.1, z);
+        z[5] += 2.0; /* one column and one row clearly the largest */
+        check_hvp_dirs(f->ctx, &p, z, 1e-6, 4);
+    }
+}
+
+/* ---- eigvals --------------------------------------------------------------------------------- */
+
+/* B 3 x 3: mix(eigvals(Symmetric(B))) (B's upper triangle read) */
+static cr_var eigvals_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env)
+{
+    (void)s;
+    (void)env;
+    cr_avar S = call_a(t, &cr_fn_symmetric, cr_targ_arr(X[0]), i64(0), 1);
+    return mix(t, call_a(t, &cr_fn_eigvals, cr_targ_arr(S), i64(0), 1), 3);
+}
+
+static void test_eigvals(void **state)
+{
+    fixture *f = *state;
+    prob p = {.f = eigvals_p, .na = 1, .ndim = {2}, .shape = {{3, 3}}};
+    for (unsigned seed = 0; seed < 3; seed++) {
+        double z[9];
+        point(9, seed, 1.0, z);
+        z[0] += 2.0; /* eigenvalues apart */
+        z[8] -= 2.0;
+        check_hvp_dirs(f->ctx, &p, z, 1e-6, 4);
+    }
+}
+
+/* ---- A full Hessian of scalars ------------------------------------------------------------ */
+
+/* x, y: opnorm(M)² + sum(sin.(svdvals(M))) + eigvals(Symmetric(M))[2], M = x E + y F + C */
+static double k_E[6] = {1, 0, 0, 0, 1, 0}, k_F[6] = {0, 1, 0, 1, 0, 1},
+              k_C[6] = {0.3, 0, 2, 0, 0.5, 0}, k_D[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+
+static cr_var two_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env)
+{
+    (void)X;
+    (void)env;
+    static cr_array E, F, C, D;
+    E = cr_array_matrix(k_E, 2, 3);
+    F = cr_array_matrix(k_F, 2, 3);
+    C = cr_array_matrix(k_C, 2, 3);
+    D = cr_array_matrix(k_D, 3, 3);
+    cr_avar M = cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s[0]), cr_targ_arr(cr_aconst(&E)));
+    M = cr_abroadcast2(
+        t, &cr_fn_add, cr_targ_arr(M),
+        cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s[1]), cr_targ_arr(cr_aconst(&F)))));
+    M = cr_abroadcast2(t, &cr_fn_add, cr_targ_arr(M), cr_targ_arr(cr_aconst(&C)));
+    cr_var o = call_s(t, &cr_fn_opnorm, cr_targ_arr(M), i64(0), 1);
+    cr_var a = cr_add(t, cr_mul(t, o, o),
+                      sum_sin(t, call_a(t, &cr_fn_svdvals, cr_targ_arr(M), i64(0), 1)));
+    /* Mᵀ M + D, symmetric 3 x 3 */
+    cr_avar Mt = call_a(t, &cr_fn_transpose, cr_targ_arr(M), i64(0), 1);
+    cr_avar G = cr_abroadcast2(t, &cr_fn_add, cr_targ_arr(cr_amatmul(t, Mt, M)),
+                               cr_targ_arr(cr_aconst(&D)));
+    cr_avar ev =
+        call_a(t, &cr_fn_eigvals,
+               cr_targ_arr(call_a(t, &cr_fn_symmetric, cr_targ_arr(G), i64(0), 1)), i64(0), 1);
+    cr_var e = cr_tape_acall_s(t, &cr_fn_getindex, (cr_targ[]){cr_targ_arr(ev), i64(1)}, 2);
+    return cr_add(t, a, cr_mul(t, e, e));
+}
+
+static void test_hessian(void **state)
+{
+    fixture *f = *state;
+    prob p = {.f = two_p, .ns = 2, .na = 0};
+    double pts[3][2] = {{1.3, 0.4}, {-0.7, 1.9}, {2.6, -0.8}};
+    cr_tape *t;
+    cr_tape_params tp = {.struct_size = sizeof tp, .flags = CR_TAPE_SECOND_ORDER};
+    assert_int_equal(cr_tape_new(f->ctx, &tp, &t), CR_OK);
+    for (int q = 0; q < 3; q++) {
+        double *z = pts[q], H[4], h = 1e-5;
+        cr_array a[MAXA];
+        cr_var s[MAXS];
+        cr_avar X[MAXA];
+        cr_var y = record(t, &p, z, a, s, X);
+        assert_ok(t, cr_tape_hessian(t, y, s, 2, H));
+        for (int j = 0; j < 2; j++) {
+            double zp[2] = {z[0], z[1]}, zm[2] = {z[0], z[1]}, gp[2], gm[2];
+            zp[j] += h;
+            zm[j] -= h;
+            grad_at(f->ctx, &p, zp, gp);
+            grad_at(f->ctx, &p, zm, gm);
+            for (int i = 0; i < 2; i++)
+                ASSERT_CLOSE(H[i * 2 + j], (gp[i] - gm[i]) / (2 * h), 1e-6);
+        }
+    }
+    cr_tape_free(t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_svdvals, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_opnorm, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_eigvals, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_hessian, fixture_setup, fixture_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
