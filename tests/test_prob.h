@@ -138,4 +138,78 @@ static void check_hvp_dirs(cr_ctx *ctx, const prob *p, double *z, double tol, un
     cr_tape_free(t);
 }
 
+/* The value of p at z, from a first-order tape. */
+static inline double value_at(cr_ctx *ctx, const prob *p, double *z)
+{
+    cr_tape *t;
+    assert_int_equal(cr_tape_new(ctx, NULL, &t), CR_OK);
+    cr_array a[MAXA];
+    cr_var s[MAXS];
+    cr_avar X[MAXA];
+    cr_var y = record(t, p, z, a, s, X);
+    assert_ok(t, cr_tape_status(t));
+    cr_tape_free(t);
+    return y.v;
+}
+
+/* The tangent of p's value along ndirs directions from a forward sweep (cr_tape_ajvp on a
+ * CR_TAPE_FORWARD tape), against 4-point central differences of the value. */
+static inline void check_jvp(cr_ctx *ctx, const prob *p, double *z, double tol, unsigned ndirs)
+{
+    cr_tape *t;
+    cr_tape_params tp = {.struct_size = sizeof tp, .flags = CR_TAPE_FORWARD};
+    assert_int_equal(cr_tape_new(ctx, &tp, &t), CR_OK);
+    size_t L = flat_len(p);
+    for (unsigned seed = 0; seed < ndirs; seed++) {
+        double v[MAXZ], zz[MAXZ], h = 1e-4, f[4];
+        direction(L, seed, v);
+        cr_array a[MAXA], va[MAXA];
+        const cr_array *vp[MAXA];
+        cr_var s[MAXS];
+        cr_avar X[MAXA];
+        cr_var y = record(t, p, z, a, s, X);
+        assert_ok(t, cr_tape_status(t));
+        views(p, v, va);
+        for (size_t j = 0; j < p->na; j++)
+            vp[j] = &va[j];
+        double yd = NAN;
+        assert_ok(t, cr_tape_ajvp(t, s, v, p->ns, X, vp, p->na, &y, 1, &yd, NULL, 0, NULL));
+        static const double steps[4] = {-2, -1, 1, 2};
+        for (int q = 0; q < 4; q++) {
+            for (size_t i = 0; i < L; i++)
+                zz[i] = z[i] + steps[q] * h * v[i];
+            f[q] = value_at(ctx, p, zz);
+        }
+        ASSERT_CLOSE(yd, (f[0] - 8 * f[1] + 8 * f[2] - f[3]) / (12 * h), tol);
+    }
+    cr_tape_free(t);
+}
+
+/* The full Hessian (cr_tape_hessian) of a problem of scalar inputs only at z, column by
+ * column against central differences of the first-order gradient (fd_hvp along each unit
+ * vector). */
+static inline void check_hessian(cr_ctx *ctx, const prob *p, double *z, double tol)
+{
+    size_t n = p->ns;
+    cr_tape *t;
+    cr_tape_params tp = {.struct_size = sizeof tp, .flags = CR_TAPE_SECOND_ORDER};
+    assert_true(p->na == 0);
+    assert_int_equal(cr_tape_new(ctx, &tp, &t), CR_OK);
+    cr_array a[1];
+    cr_var s[MAXS];
+    cr_avar X[1];
+    cr_var y = record(t, p, z, a, s, X);
+    assert_ok(t, cr_tape_status(t));
+    double H[MAXS * MAXS];
+    assert_ok(t, cr_tape_hessian(t, y, s, n, H));
+    for (size_t j = 0; j < n; j++) {
+        double e[MAXS] = {0}, want[MAXS];
+        e[j] = 1.0;
+        fd_hvp(ctx, p, z, e, want);
+        for (size_t i = 0; i < n; i++)
+            ASSERT_CLOSE(H[i * n + j], want[i], tol);
+    }
+    cr_tape_free(t);
+}
+
 #endif /* TEST_PROB_H */

@@ -33,55 +33,7 @@ static void tuple_of(cr_tape *t, const cr_value *f, cr_targ a, cr_targ dims, siz
             out[k] = cr_targ_var(cr_const((double)NAN));
 }
 
-/* ---- Forward sweeps ---------------------------------------------------------------------- */
-
-/* The value of p at z, from a first-order tape. */
-static double value_at(cr_ctx *ctx, const prob *p, double *z)
-{
-    cr_tape *t;
-    assert_int_equal(cr_tape_new(ctx, NULL, &t), CR_OK);
-    cr_array a[MAXA];
-    cr_var s[MAXS];
-    cr_avar X[MAXA];
-    cr_var y = record(t, p, z, a, s, X);
-    assert_ok(t, cr_tape_status(t));
-    cr_tape_free(t);
-    return y.v;
-}
-
-/* The tangent of p's value along v on a forward tape, against central differences of the
- * value (5 points), along ndirs directions. */
-static void check_jvp(cr_ctx *ctx, const prob *p, double *z, double tol, unsigned ndirs)
-{
-    cr_tape *t;
-    cr_tape_params tp = {.struct_size = sizeof tp, .flags = CR_TAPE_FORWARD};
-    assert_int_equal(cr_tape_new(ctx, &tp, &t), CR_OK);
-    size_t L = flat_len(p);
-    for (unsigned seed = 0; seed < ndirs; seed++) {
-        double v[MAXZ], zz[MAXZ], h = 1e-4, f[4];
-        direction(L, seed, v);
-        cr_array a[MAXA], va[MAXA];
-        const cr_array *vp[MAXA];
-        cr_var s[MAXS];
-        cr_avar X[MAXA];
-        cr_var y = record(t, p, z, a, s, X);
-        assert_ok(t, cr_tape_status(t));
-        views(p, v, va);
-        for (size_t j = 0; j < p->na; j++)
-            vp[j] = &va[j];
-        double yd = NAN;
-        assert_ok(t, cr_tape_ajvp(t, s, v, p->ns, X, vp, p->na, &y, 1, &yd, NULL, 0, NULL));
-        static const double steps[4] = {-2, -1, 1, 2};
-        for (int q = 0; q < 4; q++) {
-            for (size_t i = 0; i < L; i++)
-                zz[i] = z[i] + steps[q] * h * v[i];
-            f[q] = value_at(ctx, p, zz);
-        }
-        double want = (f[0] - 8 * f[1] + 8 * f[2] - f[3]) / (12 * h);
-        ASSERT_CLOSE(yd, want, tol);
-    }
-    cr_tape_free(t);
-}
+/* ---- Forward sweeps (check_jvp: test_prob.h) ---------------------------------------------- */
 
 /* A 3 x 2: sum(U) sum(S) + sum(V .^ 2) + sum(sin.(S)), all of svd's elements used */
 static cr_var svd_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env)
@@ -255,27 +207,8 @@ static void test_hessian(void **state)
     fixture *f = *state;
     prob p = {.f = two_p, .ns = 2, .na = 0};
     double pts[3][2] = {{1.3, 2.4}, {-0.7, 1.9}, {2.6, -0.4}};
-    cr_tape *t;
-    cr_tape_params tp = {.struct_size = sizeof tp, .flags = CR_TAPE_SECOND_ORDER};
-    assert_int_equal(cr_tape_new(f->ctx, &tp, &t), CR_OK);
-    for (int q = 0; q < 3; q++) {
-        double *z = pts[q], H[4], h = 1e-5;
-        cr_array a[MAXA];
-        cr_var s[MAXS];
-        cr_avar X[MAXA];
-        cr_var y = record(t, &p, z, a, s, X);
-        assert_ok(t, cr_tape_hessian(t, y, s, 2, H));
-        for (int j = 0; j < 2; j++) {
-            double zp[2] = {z[0], z[1]}, zm[2] = {z[0], z[1]}, gp[2], gm[2];
-            zp[j] += h;
-            zm[j] -= h;
-            grad_at(f->ctx, &p, zp, gp);
-            grad_at(f->ctx, &p, zm, gm);
-            for (int i = 0; i < 2; i++)
-                ASSERT_CLOSE(H[i * 2 + j], (gp[i] - gm[i]) / (2 * h), 1e-6);
-        }
-    }
-    cr_tape_free(t);
+    for (int q = 0; q < 3; q++)
+        check_hessian(f->ctx, &p, pts[q], 1e-6);
 }
 
 int main(void)

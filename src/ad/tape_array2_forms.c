@@ -679,11 +679,12 @@ static cr_status form_spectral(form *F, const cr_value *fact, size_t wi, size_t 
     return CR_OK;
 }
 
-/* svdvals(A) = s: Ā = U diag(s̄) Vᵀ, S from svd's frule (form_spectral). */
-static cr_status form_svdvals(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
-                              double *adjd, const double *tan, size_t k)
+/* svdvals(A) or eigvals(A) (fact: svd or eigen, whose factors W, Z are elements wi, zi of
+ * its tuple) with an array cotangent ȳ = c: form_spectral over the matrix argument. */
+static cr_status spectral_values(cr_tape *t, const cr__anode *nd, cr_tangent ybar,
+                                 const cr_value *fact, size_t wi, size_t zi, double *adjd,
+                                 const double *tan, size_t k)
 {
-    (void)i;
     form F;
     cr_status st = form_init(&F, t, nd, 0, NULL);
     if (st != CR_OK || F.x->ndim != 2)
@@ -692,7 +693,23 @@ static cr_status form_svdvals(cr_tape *t, const cr__anode *nd, size_t i, cr_tang
     if ((st = cr__tan_array(F.arena, F.who, ybar, yv->ndim, yv->shape, CR_DT_F64, &Yb)) != CR_OK ||
         Yb == NULL)
         return st;
-    return form_spectral(&F, &cr_fn_svd, 0, 2, Yb->data, cr_array_numel(Yb), adjd, tan, k);
+    return form_spectral(&F, fact, wi, zi, Yb->data, cr_array_numel(Yb), adjd, tan, k);
+}
+
+/* svdvals(A) = s: Ā = U diag(s̄) Vᵀ, S from svd's frule (U, V: elements 0 and 2). */
+static cr_status form_svdvals(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
+                              double *adjd, const double *tan, size_t k)
+{
+    (void)i;
+    return spectral_values(t, nd, ybar, &cr_fn_svd, 0, 2, adjd, tan, k);
+}
+
+/* eigvals(A) of a symmetric A = λ: Ā = V diag(λ̄) Vᵀ, S from eigen's frule (V: element 1). */
+static cr_status form_eigvals(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
+                              double *adjd, const double *tan, size_t k)
+{
+    (void)i;
+    return spectral_values(t, nd, ybar, &cr_fn_eigen, 1, 1, adjd, tan, k);
 }
 
 /* opnorm(A[, p]): for p = 2, Ā = ȳ u₁ v₁ᵀ, S from svd's frule with c = (ȳ); for p = 1 and
@@ -718,22 +735,6 @@ static cr_status form_opnorm(cr_tape *t, const cr__anode *nd, size_t i, cr_tange
     if (st != CR_OK || F.x->ndim != 2)
         return st;
     return form_spectral(&F, &cr_fn_svd, 0, 2, yb, 1, adjd, tan, k);
-}
-
-/* eigvals(A) of a symmetric A = λ: Ā = V diag(λ̄) Vᵀ, S from eigen's frule. */
-static cr_status form_eigvals(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
-                              double *adjd, const double *tan, size_t k)
-{
-    (void)i;
-    form F;
-    cr_status st = form_init(&F, t, nd, 0, NULL);
-    if (st != CR_OK || F.x->ndim != 2)
-        return st;
-    const cr_array *yv = t->aslots[nd->out].val, *Yb;
-    if ((st = cr__tan_array(F.arena, F.who, ybar, yv->ndim, yv->shape, CR_DT_F64, &Yb)) != CR_OK ||
-        Yb == NULL)
-        return st;
-    return form_spectral(&F, &cr_fn_eigen, 1, 1, Yb->data, cr_array_numel(Yb), adjd, tan, k);
 }
 
 /* ---- sum(f, A) --------------------------------------------------------------------
