@@ -95,16 +95,26 @@ static cr_var eigvals_p(cr_tape *t, const cr_var *s, const cr_avar *X, const voi
     return mix(t, call_a(t, &cr_fn_eigvals, cr_targ_arr(S), i64(0), 1), 3);
 }
 
+/* B 3 x 3, dense: mix(eigvals(B)), B's upper triangle read (its cotangent lives there) */
+static cr_var eigvals_dense_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env)
+{
+    (void)s;
+    (void)env;
+    return mix(t, call_a(t, &cr_fn_eigvals, cr_targ_arr(X[0]), i64(0), 1), 3);
+}
+
 static void test_eigvals(void **state)
 {
     fixture *f = *state;
     prob p = {.f = eigvals_p, .na = 1, .ndim = {2}, .shape = {{3, 3}}};
+    prob q = {.f = eigvals_dense_p, .na = 1, .ndim = {2}, .shape = {{3, 3}}};
     for (unsigned seed = 0; seed < 3; seed++) {
         double z[9];
         point(9, seed, 1.0, z);
         z[0] += 2.0; /* eigenvalues apart */
         z[8] -= 2.0;
         check_hvp_dirs(f->ctx, &p, z, 1e-6, 4);
+        check_hvp_dirs(f->ctx, &q, z, 1e-6, 4);
     }
 }
 

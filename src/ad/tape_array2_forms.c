@@ -621,9 +621,11 @@ static cr_status factor_of(const form *F, const cr_value *y, size_t e, const cr_
  * basis) chosen differently by the two factorizations cancels in each product. Where two
  * singular values (eigenvalues) coincide, the frule's tangents follow its convention for
  * them (docs/rules-linalg.md), and the function has no second derivative there in general.
+ * fold: A is a dense matrix of which the rule reads the upper triangle (eigvals), so its
+ * cotangent lives there, S_ij + S_ji above the diagonal, as the rule gives it.
  */
 static cr_status form_spectral(form *F, const cr_value *fact, size_t wi, size_t zi, const double *c,
-                               size_t nc, double *adjd, const double *tan, size_t k)
+                               size_t nc, bool fold, double *adjd, const double *tan, size_t k)
 {
     size_t m = F->x->shape[0], n = F->x->shape[1];
     for (size_t d = 0; d < k; d++) {
@@ -673,6 +675,11 @@ static cr_status form_spectral(form *F, const cr_value *fact, size_t wi, size_t 
                 }
                 sd[a * n + b] = acc;
             }
+        for (size_t a = 0; a < m && fold; a++)
+            for (size_t b = a + 1; b < n; b++) {
+                sd[a * n + b] += sd[b * n + a];
+                sd[b * n + a] = 0.0;
+            }
         if ((st = put(F, S, adjd, k, d)) != CR_OK)
             return st;
     }
@@ -693,7 +700,10 @@ static cr_status spectral_values(cr_tape *t, const cr__anode *nd, cr_tangent yba
     if ((st = cr__tan_array(F.arena, F.who, ybar, yv->ndim, yv->shape, CR_DT_F64, &Yb)) != CR_OK ||
         Yb == NULL)
         return st;
-    return form_spectral(&F, fact, wi, zi, Yb->data, cr_array_numel(Yb), adjd, tan, k);
+    const cr_array *A = nd->vals[0].u.arr;
+    bool fold = fact == &cr_fn_eigen && A->structure != CR_MAT_SYMMETRIC &&
+                A->structure != CR_MAT_HERMITIAN;
+    return form_spectral(&F, fact, wi, zi, Yb->data, cr_array_numel(Yb), fold, adjd, tan, k);
 }
 
 /* svdvals(A) = s: Ā = U diag(s̄) Vᵀ, S from svd's frule (U, V: elements 0 and 2). */
@@ -734,7 +744,7 @@ static cr_status form_opnorm(cr_tape *t, const cr__anode *nd, size_t i, cr_tange
         st = ybar_slices(&F, ybar, &yb);
     if (st != CR_OK || F.x->ndim != 2)
         return st;
-    return form_spectral(&F, &cr_fn_svd, 0, 2, yb, 1, adjd, tan, k);
+    return form_spectral(&F, &cr_fn_svd, 0, 2, yb, 1, false, adjd, tan, k);
 }
 
 /* ---- sum(f, A) --------------------------------------------------------------------
