@@ -5,7 +5,8 @@
  * central differences, along the direction, of the gradient a first-order tape computes, at
  * several points (tall, wide and square matrices) and directions, each function composed
  * with others so that its cotangent varies from one singular value (eigenvalue) to the
- * next; and a full Hessian (cr_tape_hessian) of a function of scalars through them.
+ * next; a full Hessian (cr_tape_hessian) of a function of scalars through them; and the
+ * structured matrices the forms do not cover, refused when recorded.
  */
 #include <math.h>
 #include <stdio.h>
@@ -161,6 +162,32 @@ static void test_hessian(void **state)
         check_hessian(f->ctx, &p, pts[q], 1e-6);
 }
 
+/* Structured matrices the forms do not cover: refused when recorded (CR_EUNIMPL). */
+static void test_refusals(void **state)
+{
+    fixture *f = *state;
+    double v[3] = {1.0, -2.0, 0.5};
+    cr_array va = cr_array_vector(v, 3);
+    cr_tape *t;
+    cr_tape_params tp = {.struct_size = sizeof tp, .flags = CR_TAPE_SECOND_ORDER};
+    assert_int_equal(cr_tape_new(f->ctx, &tp, &t), CR_OK);
+    static const cr_value *const fns[3] = {&cr_fn_svdvals, &cr_fn_opnorm, &cr_fn_eigvals};
+    static const char *const msgs[3] = {
+        "svdvals: no second-order form on the tape: A has a structure",
+        "opnorm: no second-order form on the tape: A has a structure",
+        "eigvals: no second-order form on the tape: A is Diagonal or triangular"};
+    for (int q = 0; q < 3; q++) {
+        cr_tape_reset(t);
+        cr_targ V = cr_targ_arr(cr_tape_array_input(t, &va));
+        cr_targ D = cr_targ_arr(call_a(t, &cr_fn_diagonal, V, V, 1));
+        assert_ok(t, cr_tape_status(t));
+        cr_targ out;
+        assert_int_equal(cr_tape_acall(t, fns[q], &D, 1, &out), CR_EUNIMPL);
+        assert_contains(cr_tape_errmsg(t), msgs[q]);
+    }
+    cr_tape_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -168,6 +195,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_opnorm, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_eigvals, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_hessian, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_refusals, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1249,8 +1249,8 @@ static cr_status form_normalize(cr_tape *t, const cr__anode *nd, size_t i, cr_ta
 
 /* ---- Refusals when recording ---------------------------------------------------------------- */
 
-/* matinv and solve: dense matrices only (the rules project the cotangent of a structured
- * matrix onto its structure, which these forms do not). */
+/* matinv, solve, logabsdet, svdvals, opnorm: dense matrices only (the rules project the
+ * cotangent of a structured matrix onto its structure, which these forms do not). */
 static const char *dense_only(const cr_value *vals, size_t nargs)
 {
     for (size_t a = 0; a < nargs && a < 2; a++)
@@ -1260,6 +1260,18 @@ static const char *dense_only(const cr_value *vals, size_t nargs)
                             "the form covers dense matrices only"
                           : "B has a structure; the form covers dense B only";
     return NULL;
+}
+
+/* eigvals reads a dense matrix's upper triangle, or a Symmetric or Hermitian one; its form
+ * covers those (a Diagonal or triangular A's cotangent is projected by the rule). */
+static const char *symmetric_or_dense(const cr_value *vals, size_t nargs)
+{
+    (void)nargs;
+    uint8_t s = vals[0].u.arr != NULL ? vals[0].u.arr->structure : CR_MAT_DENSE;
+    return s == CR_MAT_DENSE || s == CR_MAT_SYMMETRIC || s == CR_MAT_HERMITIAN
+               ? NULL
+               : "A is Diagonal or triangular; the form covers dense, Symmetric and Hermitian "
+                 "matrices";
 }
 
 /* ---- The table --------------------------------------------------------------------------------
@@ -1288,9 +1300,9 @@ static const struct {
     {&cr_fn_matinv, form_matinv, 1, dense_only},
     {&cr_fn_solve, form_solve, 2, dense_only},
     {&cr_fn_normalize, form_normalize, 1, NULL},
-    {&cr_fn_svdvals, form_svdvals, 1, NULL},
-    {&cr_fn_opnorm, form_opnorm, 1, NULL},
-    {&cr_fn_eigvals, form_eigvals, 1, NULL},
+    {&cr_fn_svdvals, form_svdvals, 1, dense_only},
+    {&cr_fn_opnorm, form_opnorm, 1, dense_only},
+    {&cr_fn_eigvals, form_eigvals, 1, symmetric_or_dense},
 };
 
 cr__so_form_fn cr__so_form_of(const cr_value *f, const cr_value *vals, const uint32_t *codes,
