@@ -348,8 +348,8 @@ static void test_errors(void **state)
     assert_ok(t, cr_tape_gradient(t, mi[0].u.s, &s, 1, &gs));
     assert_true(gs == 7.0);
     cr_tape_free(t);
-    /* A second-order tape refuses tuple results (it records only the array functions that
-     * have a second-order form; no tuple function has one yet). */
+    /* A second-order tape refuses the tuple results of factorizations without a
+     * second-order form (qr). */
     cr_tape_params tp = {.flags = CR_TAPE_SECOND_ORDER};
     assert_int_equal(cr_tape_new(f->ctx, &tp, &t), CR_OK);
     X = cr_tape_array_input(t, &A);

@@ -8,10 +8,11 @@
  *
  * Second order: H v (cr_tape_ahvp) through findmax, findmin and extrema (piecewise linear,
  * their scalar and array elements feeding nonlinear functions) and logabsdet (positive and
- * negative determinants, its sign used too), and the full Hessian (cr_tape_hessian) of a
+ * negative determinants, its sign used too) and eigen (of a Symmetric view and of a dense
+ * matrix, values and vectors used), and the full Hessian (cr_tape_hessian) of a
  * function of two scalars through logabsdet and extrema, against central differences of
- * the gradient of a first-order tape. The factorizations stay refused on second-order tapes
- * (test_tape_array2_forms*.c).
+ * the gradient of a first-order tape. The other factorizations stay refused on second-order
+ * tapes (test_tape_array2_forms*.c).
  */
 #include <math.h>
 #include <stdio.h>
@@ -172,6 +173,43 @@ static void test_logabsdet(void **state)
     check_hvp_dirs(f->ctx, &p, zn, 1e-6, 4);
 }
 
+/* ---- eigen on second-order tapes ------------------------------------------------------------ */
+
+/* B 3 x 3: sum(λ .* w) + sum(V .^ 4) + λ₃ sum(V[:, 1] ...) through eigen of Symmetric(B) (env
+ * NULL) or of B itself (its upper triangle read); V enters sign-free. */
+static cr_var eig2_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env)
+{
+    (void)s;
+    static cr_array w3;
+    w3 = cr_array_vector(k_w3, 3);
+    cr_targ A = cr_targ_arr(X[0]);
+    if (env == NULL)
+        A = cr_targ_arr(call_a(t, &cr_fn_symmetric, A, A, 1));
+    cr_targ ev[2];
+    tuple_of(t, &cr_fn_eigen, A, i64(0), 1, ev, 2);
+    cr_avar sq = cr_abroadcast1(t, &cr_fn_square, ev[1]);
+    cr_var a = sum_mul(t, ev[0].u.a, cr_aconst(&w3));
+    cr_var b = sum_sq(t, sq);
+    cr_var c = cr_mul(t, sum_sin(t, ev[0].u.a), sum_mul(t, sq, cr_aconst(&w3)));
+    return cr_add(t, cr_add(t, a, b), c);
+}
+
+static void test_eigen2(void **state)
+{
+    fixture *f = *state;
+    static const int dense = 1;
+    prob p = {.f = eig2_p, .na = 1, .ndim = {2}, .shape = {{3, 3}}};
+    prob q = {.f = eig2_p, .env = &dense, .na = 1, .ndim = {2}, .shape = {{3, 3}}};
+    for (unsigned seed = 0; seed < 3; seed++) {
+        double z[9];
+        point(9, seed, 1.0, z);
+        z[0] += 2.0; /* eigenvalues apart */
+        z[8] -= 2.0;
+        check_hvp_dirs(f->ctx, &p, z, 1e-6, 4);
+        check_hvp_dirs(f->ctx, &q, z, 1e-6, 4);
+    }
+}
+
 /* ---- Full Hessian of two scalars ------------------------------------------------------------ */
 
 /* A = [x 1 0; 2 y 1; 0 1 x y] (built as x E1 + y E2 + x y E3 + C), then
@@ -218,6 +256,7 @@ int main(void)
                                         fixture_teardown),
         cmocka_unit_test_setup_teardown(test_extrema, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_logabsdet, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_eigen2, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_hessian, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

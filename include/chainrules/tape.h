@@ -658,8 +658,8 @@ CR_API cr_status cr_tape_acall(cr_tape *t, const cr_value *f, const cr_targ *arg
  * elements nobody used are zero (NoTangent for the integer ones). A function with one
  * result may be called with nout = 1, as with cr_tape_acall(). Forward sweeps (on a
  * CR_TAPE_FORWARD tape) give the elements the tangents of the function's frule; a
- * second-order tape records findmax, findmin, extrema and logabsdet (of a dense matrix) and
- * refuses the factorizations (CR_EUNIMPL).
+ * second-order tape records findmax, findmin, extrema, logabsdet (of a dense matrix) and
+ * eigen (of a symmetric matrix) and refuses the other factorizations (CR_EUNIMPL).
  * @param[in]  t     the tape (NULL: the current tape).
  * @param[in]  f     a function value with rules.
  * @param[in]  args  nargs arguments.
@@ -669,8 +669,8 @@ CR_API cr_status cr_tape_acall(cr_tape *t, const cr_value *f, const cr_targ *arg
  *                   CR_TAPE_MAX_TUPLE), or 1 for a function with one result.
  * @return as cr_tape_acall(); CR_EINVAL when nout is not the result's length; CR_EUNIMPL
  *         for a tuple element the tape cannot hold (a complex scalar, a nested struct), or
- *         on a second-order tape for a function without a second-order form (svd, eigen,
- *         qr, lu, ...).
+ *         on a second-order tape for a function without a second-order form (svd, qr,
+ *         lu, ...).
  */
 CR_API cr_status cr_tape_acall_n(cr_tape *t, const cr_value *f, const cr_targ *args, size_t nargs,
                                  cr_targ *out, size_t nout);

@@ -16,6 +16,7 @@
  * reduced into one element of the result; ȳ, and the sums the forms take, are per slice.
  */
 #include <complex.h>
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -599,15 +600,27 @@ static cr_status form_logdet(cr_tape *t, const cr__anode *nd, size_t i, cr_tange
 
 /* ---- svdvals, opnorm(A, 2), eigvals --------------------------------------------------------- */
 
-/* Element e of a tuple value (a float array), as a dense f64 matrix. */
-static cr_status factor_of(const form *F, const cr_value *y, size_t e, const cr_array **out)
+/* Element e of a tuple value (a float array of ndim dimensions), as a dense f64 array. */
+static cr_status factor_of(const form *F, const cr_value *y, size_t e, size_t ndim,
+                           const cr_array **out)
 {
     cr_value v;
     if (y->kind != CR_KIND_STRUCT ||
         cr_type_field_value(y->u.obj.type, y->u.obj.ptr, e, &v) != CR_OK ||
-        v.kind != CR_KIND_ARRAY || v.u.arr == NULL || v.u.arr->ndim != 2)
+        v.kind != CR_KIND_ARRAY || v.u.arr == NULL || v.u.arr->ndim != ndim)
         return CR_EINVAL;
     return cr__dense(F->arena, v.u.arr, CR_DT_F64, out);
+}
+
+/* The cotangent of a dense square matrix of which a rule reads the upper triangle (n x n,
+ * row-major): s_ij + s_ji above the diagonal, 0 below, as the rule folds its own. */
+static void fold_upper(double *s, size_t n)
+{
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = a + 1; b < n; b++) {
+            s[a * n + b] += s[b * n + a];
+            s[b * n + a] = 0.0;
+        }
 }
 
 /*
@@ -646,7 +659,8 @@ static cr_status form_spectral(form *F, const cr_value *fact, size_t wi, size_t 
                                  fact->u.func.fn->name, msg[0] != '\0' ? msg : cr_status_str(st));
         }
         const cr_array *W, *Z, *Wd = NULL, *Zd = NULL;
-        if ((st = factor_of(F, &y, wi, &W)) != CR_OK || (st = factor_of(F, &y, zi, &Z)) != CR_OK)
+        if ((st = factor_of(F, &y, wi, 2, &W)) != CR_OK ||
+            (st = factor_of(F, &y, zi, 2, &Z)) != CR_OK)
             return st;
         if (W->shape[0] != m || Z->shape[0] != n || W->shape[1] < nc || Z->shape[1] < nc)
             return CR_EINVAL;
@@ -675,11 +689,8 @@ static cr_status form_spectral(form *F, const cr_value *fact, size_t wi, size_t 
                 }
                 sd[a * n + b] = acc;
             }
-        for (size_t a = 0; a < m && fold; a++)
-            for (size_t b = a + 1; b < n; b++) {
-                sd[a * n + b] += sd[b * n + a];
-                sd[b * n + a] = 0.0;
-            }
+        if (fold)
+            fold_upper(sd, n);
         if ((st = put(F, S, adjd, k, d)) != CR_OK)
             return st;
     }
@@ -745,6 +756,136 @@ static cr_status form_opnorm(cr_tape *t, const cr__anode *nd, size_t i, cr_tange
     if (st != CR_OK || F.x->ndim != 2)
         return st;
     return form_spectral(&F, &cr_fn_svd, 0, 2, yb, 1, false, adjd, tan, k);
+}
+
+/* ---- eigen (a tuple result) --------------------------------------------------------------------
+ */
+
+/* C = op(X) op(Y) of n x n row-major matrices, op transposing when tx (ty). */
+static void mul_nn(size_t n, const double *X, bool tx, const double *Y, bool ty, double *C)
+{
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = 0; b < n; b++) {
+            double acc = 0.0;
+            for (size_t q = 0; q < n; q++)
+                acc += (tx ? X[q * n + a] : X[a * n + q]) * (ty ? Y[b * n + q] : Y[q * n + b]);
+            C[a * n + b] = acc;
+        }
+}
+
+/*
+ * eigen(A) = (λ, V) of a symmetric A. The rule's pullback of (λ̄, V̄) is
+ *     Ā = sym(V K Vᵀ),  K = diag(λ̄) + F ∘ (Vᵀ V̄),  F_ij = 1/(λ_j − λ_i) (0 on the diagonal),
+ * sym(X) = (X + Xᵀ)/2, folded onto the upper triangle for a dense A. Along Ȧ, with λ̇ and V̇
+ * from eigen's frule (λ̄, V̄ fixed: they are the cotangent), the product rule gives
+ *     S = sym(V̇ K Vᵀ + V K̇ Vᵀ + V K V̇ᵀ),  K̇ = F ∘ (V̇ᵀ V̄) + Ḟ ∘ (Vᵀ V̄),
+ *     Ḟ_ij = −(λ̇_j − λ̇_i) F_ij².
+ * F is 0 between eigenvalues equal to within 64 ε max|λ|, as in the rule: the terms a
+ * repeated eigenvalue would make infinite are dropped there, and no second derivative
+ * exists in general.
+ */
+static cr_status form_eigen(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
+                            double *adjd, const double *tan, size_t k)
+{
+    (void)i;
+    form F;
+    cr_status st = form_init(&F, t, nd, 0, NULL);
+    if (st != CR_OK || F.x->ndim != 2 || F.x->shape[0] != F.x->shape[1])
+        return st;
+    size_t n = F.x->shape[0], nn = n * n, sh[2] = {n, n};
+    const cr_array *lb, *Vb, *L, *V;
+    if ((st = cr__tan_array(F.arena, F.who, cr_tangent_field(ybar, 0), 1, sh, CR_DT_F64, &lb)) !=
+            CR_OK ||
+        (st = cr__tan_array(F.arena, F.who, cr_tangent_field(ybar, 1), 2, sh, CR_DT_F64, &Vb)) !=
+            CR_OK ||
+        (st = factor_of(&F, &nd->y, 0, 1, &L)) != CR_OK ||
+        (st = factor_of(&F, &nd->y, 1, 2, &V)) != CR_OK)
+        return st;
+    const cr_array *A = nd->vals[0].u.arr;
+    bool fold = A->structure != CR_MAT_SYMMETRIC && A->structure != CR_MAT_HERMITIAN;
+    /* K, B = Vᵀ V̄ and F, once per record; then per direction K̇ and S. */
+    double *w = cr_arena_alloc(F.arena, (7 * nn + 1) * sizeof *w, _Alignof(double));
+    if (w == NULL)
+        return CR__ALLOC_STATUS(F.arena);
+    double *K = w, *B = K + nn, *Fm = B + nn, *Bd = Fm + nn, *Kd = Bd + nn, *T = Kd + nn,
+           *Sd = T + nn;
+    const double *lam = L->data, *v = V->data;
+    double scale = 0.0;
+    for (size_t a = 0; a < n; a++)
+        scale = fmax(scale, fabs(lam[a]));
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = 0; b < n; b++) {
+            double gap = lam[b] - lam[a];
+            Fm[a * n + b] = a == b || fabs(gap) <= 64 * DBL_EPSILON * scale ? 0.0 : 1.0 / gap;
+        }
+    if (Vb != NULL)
+        mul_nn(n, v, true, Vb->data, false, B);
+    for (size_t q = 0; q < nn; q++)
+        K[q] = Vb != NULL ? Fm[q] * B[q] : 0.0;
+    for (size_t a = 0; a < n && lb != NULL; a++)
+        K[a * n + a] = ((const double *)lb->data)[a];
+    for (size_t d = 0; d < k; d++) {
+        cr_tangent raw, dy;
+        const double *xd;
+        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK)
+            return st;
+        if (xd == NULL)
+            continue;
+        cr_tangent dargs[2] = {cr_tangent_none(), raw};
+        cr_value y;
+        st = cr_frule(t->config, F.arena, dargs, &cr_fn_eigen, nd->vals, 1, &y, &dy);
+        if (st != CR_OK) {
+            const char *msg = cr_ctx_errmsg(t->ctx);
+            return cr__tape_fail(t, st == CR_NOTHING ? CR_EUNIMPL : st,
+                                 "%s: the second-order form needs eigen's frule: %s", F.who,
+                                 msg[0] != '\0' ? msg : cr_status_str(st));
+        }
+        const cr_array *ld, *Vd;
+        if ((st = cr__tan_array(F.arena, F.who, cr_tangent_field(dy, 0), 1, sh, CR_DT_F64, &ld)) !=
+                CR_OK ||
+            (st = cr__tan_array(F.arena, F.who, cr_tangent_field(dy, 1), 2, sh, CR_DT_F64, &Vd)) !=
+                CR_OK)
+            return st;
+        /* K̇ = F ∘ (V̇ᵀ V̄) + Ḟ ∘ (Vᵀ V̄) */
+        memset(Kd, 0, nn * sizeof *Kd);
+        if (Vb != NULL && Vd != NULL)
+            mul_nn(n, Vd->data, true, Vb->data, false, Bd);
+        for (size_t a = 0; a < n && Vb != NULL; a++)
+            for (size_t b = 0; b < n; b++) {
+                size_t q = a * n + b;
+                double dl = ld != NULL
+                                ? ((const double *)ld->data)[b] - ((const double *)ld->data)[a]
+                                : 0.0;
+                Kd[q] = (Vd != NULL ? Fm[q] * Bd[q] : 0.0) - dl * Fm[q] * Fm[q] * B[q];
+            }
+        /* Ṡ0 = V̇ K Vᵀ + V K̇ Vᵀ + V K V̇ᵀ, in Sd */
+        memset(Sd, 0, nn * sizeof *Sd);
+        if (Vd != NULL) {
+            mul_nn(n, Vd->data, false, K, false, T); /* V̇ K */
+            mul_nn(n, T, false, v, true, Bd);        /* (V̇ K) Vᵀ */
+            for (size_t q = 0; q < nn; q++)
+                Sd[q] += Bd[q];
+            mul_nn(n, v, false, K, false, T);        /* V K */
+            mul_nn(n, T, false, Vd->data, true, Bd); /* (V K) V̇ᵀ */
+            for (size_t q = 0; q < nn; q++)
+                Sd[q] += Bd[q];
+        }
+        mul_nn(n, v, false, Kd, false, T); /* V K̇ */
+        mul_nn(n, T, false, v, true, Bd);  /* (V K̇) Vᵀ */
+        cr_array *S;
+        if ((st = new_s(&F, &S)) != CR_OK)
+            return st;
+        double *s = S->data;
+        for (size_t a = 0; a < n; a++)
+            for (size_t b = 0; b < n; b++)
+                s[a * n + b] =
+                    0.5 * (Sd[a * n + b] + Bd[a * n + b] + Sd[b * n + a] + Bd[b * n + a]);
+        if (fold)
+            fold_upper(s, n);
+        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
+            return st;
+    }
+    return CR_OK;
 }
 
 /* ---- sum(f, A) --------------------------------------------------------------------
@@ -1303,6 +1444,7 @@ static const struct {
     {&cr_fn_svdvals, form_svdvals, 1, dense_only},
     {&cr_fn_opnorm, form_opnorm, 1, dense_only},
     {&cr_fn_eigvals, form_eigvals, 1, symmetric_or_dense},
+    {&cr_fn_eigen, form_eigen, 1, symmetric_or_dense},
 };
 
 cr__so_form_fn cr__so_form_of(const cr_value *f, const cr_value *vals, const uint32_t *codes,
