@@ -133,6 +133,21 @@ static cr_status x_dot(const form *F, const double *tan, size_t k, size_t d, cr_
     return cr_tangent_is_zero(*raw) ? CR_OK : like_x(F, *raw, xd);
 }
 
+/* The frule of fn (a function of the record's one array argument) at x along ẋ = raw, which
+ * a form needs for a first derivative; a failure is recorded on the tape, naming both. */
+static cr_status frule_along(const form *F, const cr_value *fn, cr_tangent raw, cr_value *y,
+                             cr_tangent *dy)
+{
+    cr_tangent dargs[2] = {cr_tangent_none(), raw};
+    cr_status st = cr_frule(F->t->config, F->arena, dargs, fn, &F->nd->vals[F->xj], 1, y, dy);
+    if (st == CR_OK)
+        return CR_OK;
+    const char *msg = cr_ctx_errmsg(F->t->ctx);
+    return cr__tape_fail(F->t, st == CR_NOTHING ? CR_EUNIMPL : st,
+                         "%s: the second-order form needs %s's frule: %s", F->who,
+                         fn->u.func.fn->name, msg[0] != '\0' ? msg : cr_status_str(st));
+}
+
 /* The tangent ẏ of the record's scalar result i along d (from the function's frule, in the
  * forward sweep). */
 static double y_dot(const double *tan, size_t i, size_t k, size_t d)
@@ -576,16 +591,10 @@ static cr_status form_logdet(cr_tape *t, const cr__anode *nd, size_t i, cr_tange
             return st;
         if (xd == NULL)
             continue;
-        cr_tangent dargs[2] = {cr_tangent_none(), raw};
         cr_value inv;
         cr_tangent dinv;
-        st = cr_frule(t->config, F.arena, dargs, &cr_fn_matinv, nd->vals, 1, &inv, &dinv);
-        if (st != CR_OK) {
-            const char *msg = cr_ctx_errmsg(t->ctx);
-            return cr__tape_fail(t, st == CR_NOTHING ? CR_EUNIMPL : st,
-                                 "%s: the second-order form needs the inverse matrix: %s", F.who,
-                                 msg[0] != '\0' ? msg : cr_status_str(st));
-        }
+        if ((st = frule_along(&F, &cr_fn_matinv, raw, &inv, &dinv)) != CR_OK)
+            return st;
         if ((st = like_x(&F, dinv, &Yd)) != CR_OK || (st = new_s(&F, &S)) != CR_OK)
             return st;
         double *s = S->data;
@@ -649,15 +658,10 @@ static cr_status form_spectral(form *F, const cr_value *fact, size_t wi, size_t 
             return st;
         if (xd == NULL)
             continue;
-        cr_tangent dargs[2] = {cr_tangent_none(), raw}, dy;
+        cr_tangent dy;
         cr_value y;
-        st = cr_frule(F->t->config, F->arena, dargs, fact, &F->nd->vals[F->xj], 1, &y, &dy);
-        if (st != CR_OK) {
-            const char *msg = cr_ctx_errmsg(F->t->ctx);
-            return cr__tape_fail(F->t, st == CR_NOTHING ? CR_EUNIMPL : st,
-                                 "%s: the second-order form needs %s's frule: %s", F->who,
-                                 fact->u.func.fn->name, msg[0] != '\0' ? msg : cr_status_str(st));
-        }
+        if ((st = frule_along(F, fact, raw, &y, &dy)) != CR_OK)
+            return st;
         const cr_array *W, *Z, *Wd = NULL, *Zd = NULL;
         if ((st = factor_of(F, &y, wi, 2, &W)) != CR_OK ||
             (st = factor_of(F, &y, zi, 2, &Z)) != CR_OK)
@@ -831,15 +835,9 @@ static cr_status form_eigen(cr_tape *t, const cr__anode *nd, size_t i, cr_tangen
             return st;
         if (xd == NULL)
             continue;
-        cr_tangent dargs[2] = {cr_tangent_none(), raw};
         cr_value y;
-        st = cr_frule(t->config, F.arena, dargs, &cr_fn_eigen, nd->vals, 1, &y, &dy);
-        if (st != CR_OK) {
-            const char *msg = cr_ctx_errmsg(t->ctx);
-            return cr__tape_fail(t, st == CR_NOTHING ? CR_EUNIMPL : st,
-                                 "%s: the second-order form needs eigen's frule: %s", F.who,
-                                 msg[0] != '\0' ? msg : cr_status_str(st));
-        }
+        if ((st = frule_along(&F, &cr_fn_eigen, raw, &y, &dy)) != CR_OK)
+            return st;
         const cr_array *ld, *Vd;
         if ((st = cr__tan_array(F.arena, F.who, cr_tangent_field(dy, 0), 1, sh, CR_DT_F64, &ld)) !=
                 CR_OK ||
