@@ -16,7 +16,6 @@
  * reduced into one element of the result; ȳ, and the sums the forms take, are per slice.
  */
 #include <complex.h>
-#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -768,13 +767,8 @@ static cr_status form_opnorm(cr_tape *t, const cr__anode *nd, size_t i, cr_tange
 /* C = op(X) op(Y) of n x n row-major matrices, op transposing when tx (ty). */
 static void mul_nn(size_t n, const double *X, bool tx, const double *Y, bool ty, double *C)
 {
-    for (size_t a = 0; a < n; a++)
-        for (size_t b = 0; b < n; b++) {
-            double acc = 0.0;
-            for (size_t q = 0; q < n; q++)
-                acc += (tx ? X[q * n + a] : X[a * n + q]) * (ty ? Y[b * n + q] : Y[q * n + b]);
-            C[a * n + b] = acc;
-        }
+    cr__mat a = {X, n, n, n, tx}, b = {Y, n, n, n, ty};
+    cr__gemm(CR_DT_F64, &a, &b, 1.0, 0.0, C, n);
 }
 
 /*
@@ -784,9 +778,8 @@ static void mul_nn(size_t n, const double *X, bool tx, const double *Y, bool ty,
  * from eigen's frule (λ̄, V̄ fixed: they are the cotangent), the product rule gives
  *     S = sym(V̇ K Vᵀ + V K̇ Vᵀ + V K V̇ᵀ),  K̇ = F ∘ (V̇ᵀ V̄) + Ḟ ∘ (Vᵀ V̄),
  *     Ḟ_ij = −(λ̇_j − λ̇_i) F_ij².
- * F is 0 between eigenvalues equal to within 64 ε max|λ|, as in the rule: the terms a
- * repeated eigenvalue would make infinite are dropped there, and no second derivative
- * exists in general.
+ * F takes the rule's gaps (cr__inv_gap): 0 between eigenvalues equal to working precision,
+ * where no second derivative exists in general.
  */
 static cr_status form_eigen(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
                             double *adjd, const double *tan, size_t k)
@@ -814,14 +807,10 @@ static cr_status form_eigen(cr_tape *t, const cr__anode *nd, size_t i, cr_tangen
     double *K = w, *B = K + nn, *Fm = B + nn, *Bd = Fm + nn, *Kd = Bd + nn, *T = Kd + nn,
            *Sd = T + nn;
     const double *lam = L->data, *v = V->data;
-    double scale = 0.0;
+    double scale = cr__spectrum_scale(lam, n);
     for (size_t a = 0; a < n; a++)
-        scale = fmax(scale, fabs(lam[a]));
-    for (size_t a = 0; a < n; a++)
-        for (size_t b = 0; b < n; b++) {
-            double gap = lam[b] - lam[a];
-            Fm[a * n + b] = a == b || fabs(gap) <= 64 * DBL_EPSILON * scale ? 0.0 : 1.0 / gap;
-        }
+        for (size_t b = 0; b < n; b++)
+            Fm[a * n + b] = a == b ? 0.0 : cr__inv_gap(lam[b], lam[a], scale);
     if (Vb != NULL)
         mul_nn(n, v, true, Vb->data, false, B);
     for (size_t q = 0; q < nn; q++)

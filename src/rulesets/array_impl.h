@@ -20,6 +20,8 @@
 #ifndef CR_ARRAY_IMPL_H
 #define CR_ARRAY_IMPL_H
 
+#include <float.h>
+#include <math.h>
 #include <string.h>
 
 #include <chainrules/project.h>
@@ -334,6 +336,26 @@ CR_INTERNAL void cr__gemm(cr_dtype wdt, const cr__mat *A, const cr__mat *B, cr_c
 
 /* sum conj(x_i) y_i over n contiguous elements (conjugation only for complex). */
 CR_INTERNAL cr_complex cr__dotc(cr_dtype wdt, size_t n, const void *x, const void *y);
+
+/* 1/(a_j - a_i), 0 where the two are equal to working precision relative to scale (a
+ * repeated eigenvalue, or singular values with equal squares): the terms a degenerate
+ * spectrum would make infinite are dropped, which is exact for losses that do not depend
+ * on the choice of basis of the degenerate subspace. The eigen and svd rules and the
+ * second-order form of eigen (src/ad/tape_array2_forms.c) take their gaps from here. */
+static inline double cr__inv_gap(double aj, double ai, double scale)
+{
+    double d = aj - ai;
+    return fabs(d) <= 64 * DBL_EPSILON * scale ? 0.0 : 1.0 / d;
+}
+
+/* max |w_i|, the scale of cr__inv_gap for a spectrum w of n values. */
+static inline double cr__spectrum_scale(const double *w, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        s = fmax(s, fabs(w[i]));
+    return s;
+}
 
 /* ---- Rule helpers ----------------------------------------------------------------------- */
 

@@ -248,16 +248,6 @@ static cr_status eigh(cr_arena *arena, const char *who, cr__cmat *H, double **w)
     return info != 0 ? cr__lapack_fail(arena, who, info) : CR_OK;
 }
 
-/* 1/(a_j - a_i) off the diagonal, 0 where the two are equal to working precision (a
- * repeated eigenvalue, or singular values with equal squares): the terms a degenerate
- * spectrum would make infinite are dropped, which is exact for losses that do not depend
- * on the choice of basis of the degenerate subspace. */
-static double inv_gap(double aj, double ai, double scale)
-{
-    double d = aj - ai;
-    return fabs(d) <= 64 * DBL_EPSILON * scale ? 0.0 : 1.0 / d;
-}
-
 /* ---- Tuples ------------------------------------------------------------------------------ */
 
 typedef struct tup2 {
@@ -1330,14 +1320,6 @@ static cr_status eig_output(cr_arena *arena, const cr_array *A, const cr__cmat *
     return CR_OK;
 }
 
-static double spectrum_scale(const double *w, size_t n)
-{
-    double s = 0;
-    for (size_t i = 0; i < n; i++)
-        s = fmax(s, fabs(w[i]));
-    return s;
-}
-
 /* S = V (diag(λ̄) + F ∘ (Vᴴ V̄)) Vᴴ, Hermitised; F_ij = 1/(λ_j - λ_i), 0 on the diagonal
  * and between equal eigenvalues. */
 static cr_status eig_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
@@ -1370,12 +1352,12 @@ static cr_status eig_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
         st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e->V, &Vb, &K);
         if (st != CR_OK)
             return st;
-        double scale = spectrum_scale(e->w, n);
+        double scale = cr__spectrum_scale(e->w, n);
         for (size_t j = 0; j < n; j++)
             for (size_t i = 0; i < n; i++)
-                cr__cmat_set(&K, i, j,
-                             i == j ? 0.0
-                                    : cr__cmat_get(&K, i, j) * inv_gap(e->w[j], e->w[i], scale));
+                cr__cmat_set(
+                    &K, i, j,
+                    i == j ? 0.0 : cr__cmat_get(&K, i, j) * cr__inv_gap(e->w[j], e->w[i], scale));
     } else {
         st = cr__cmat_new(arena, e->V.cplx, n, n, true, &K);
         if (st != CR_OK)
@@ -1460,11 +1442,11 @@ static cr_status eig_frule(cr_arena *arena, bool vectors, const cr_tangent *darg
         *dy = cr_tangent_array(dlo);
         return CR_OK;
     }
-    double scale = spectrum_scale(w, n);
+    double scale = cr__spectrum_scale(w, n);
     for (size_t j = 0; j < n; j++)
         for (size_t i = 0; i < n; i++)
             cr__cmat_set(&P, i, j,
-                         i == j ? 0.0 : cr__cmat_get(&P, i, j) * inv_gap(w[j], w[i], scale));
+                         i == j ? 0.0 : cr__cmat_get(&P, i, j) * cr__inv_gap(w[j], w[i], scale));
     cr__cmat dV;
     st = cr__cmat_mul(arena, 'N', 'N', 1.0, &V, &P, &dV);
     cr_array *dvo;
@@ -1678,7 +1660,7 @@ static cr_status svd_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
                                 cr__c(0, -cimag(cr__cmat_get(&J, i, i)) * safe_inv(f->s[i], smax)));
                     continue;
                 }
-                double F = inv_gap(f->s[j] * f->s[j], f->s[i] * f->s[i], smax * smax);
+                double F = cr__inv_gap(f->s[j] * f->s[j], f->s[i] * f->s[i], smax * smax);
                 cr_complex a = F * (cr__cmat_get(&J, i, j) - conj(cr__cmat_get(&J, j, i)));
                 /* U-term: (F∘(UᵀŪ - ŪᵀU)) S scales column j by s_j; V-term: S (F∘...) scales
                  * row i by s_i. */
@@ -1801,7 +1783,8 @@ static cr_status svd_frule_common(cr_arena *arena, bool vectors, const cr_tangen
         return st;
     for (size_t j = 0; j < k; j++)
         for (size_t i = 0; i < k; i++) {
-            double F = i == j ? 0.0 : inv_gap(f->s[j] * f->s[j], f->s[i] * f->s[i], smax * smax);
+            double F =
+                i == j ? 0.0 : cr__inv_gap(f->s[j] * f->s[j], f->s[i] * f->s[i], smax * smax);
             cr_complex pij = cr__cmat_get(&dP, i, j), pji = conj(cr__cmat_get(&dP, j, i));
             cr__cmat_set(&Cu, i, j, F * (pij * f->s[j] + f->s[i] * pji));
             cr__cmat_set(&Cv, i, j, F * (f->s[i] * pij + pji * f->s[j]));
@@ -1921,7 +1904,7 @@ static cr_status matfun_forward(cr_arena *arena, const cr_value *args, size_t na
             return CR__FAIL(arena, CR_EDOMAIN, "matfun_herm: %s is not finite at the eigenvalue %g",
                             row->name, e->w[i]);
     }
-    double scale = fmax(1.0, spectrum_scale(e->w, n));
+    double scale = fmax(1.0, cr__spectrum_scale(e->w, n));
     for (size_t j = 0; j < n; j++)
         for (size_t i = 0; i < n; i++) {
             double d = e->w[i] - e->w[j], F;
