@@ -52,8 +52,9 @@ static cr_status p_fd(const double *x, size_t n, double *y, size_t m, void *env)
     return CR_OK;
 }
 
-/* The inputs: x[5] is 1 and x[6] is -1, so that x[6] * x[5] has the partials 1 and -1 (a
- * SUB record, chosen at run time) and x[5] * 1 the partial 1 (a COPY record). */
+/* The inputs: x[5] is 1 and x[6] is -1, so that x[6] * x[5] has the partials 1 and -1 and
+ * x[5] * 1 the partial 1 (still BINARY and UNARY records: the kinds of mul and div do not
+ * depend on the values, test_kinds_by_operation). */
 enum { NP = 7 };
 static const double k_pts[][NP] = {
     {0.7, -1.3, 2.1, 0.4, 1.9, 1.0, -1.0},
@@ -592,6 +593,79 @@ static void test_hot_key(void **state)
     }
 }
 
+/* Bytes of the records the operation op makes on a fresh first-order tape from the
+ * variables a, b of values va, vb (b a constant when cb). */
+typedef cr_var (*op2_fn)(cr_tape *, cr_var, cr_var);
+static size_t bytes_of(fixture *f, op2_fn op, double va, double vb, bool cb)
+{
+    cr_tape *t;
+    assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
+    cr_var a = cr_tape_input(t, va), b = cb ? cr_const(vb) : cr_tape_input(t, vb);
+    cr_tape_stats s0, s1;
+    assert_int_equal(cr_tape_stats_get(t, &s0), CR_OK);
+    cr_var y = op(t, a, b);
+    assert_int_equal(cr_tape_stats_get(t, &s1), CR_OK);
+    assert_int_equal(cr_tape_status(t), CR_OK);
+    assert_int_equal(s1.nvars, s0.nvars + 1);
+    double g[2];
+    cr_var xs[2] = {a, b};
+    assert_int_equal(cr_tape_gradient(t, y, xs, 2, g), CR_OK);
+    cr_tape_free(t);
+    return s1.record_bytes - s0.record_bytes;
+}
+
+static cr_var i_add(cr_tape *t, cr_var a, cr_var b)
+{
+    return cr_add(t, a, b);
+}
+static cr_var i_sub(cr_tape *t, cr_var a, cr_var b)
+{
+    return cr_sub(t, a, b);
+}
+static cr_var i_mul(cr_tape *t, cr_var a, cr_var b)
+{
+    return cr_mul(t, a, b);
+}
+static cr_var i_div(cr_tape *t, cr_var a, cr_var b)
+{
+    return cr_div(t, a, b);
+}
+
+/* The record kinds follow the operation, on both paths: add and sub make the one-word ADD,
+ * SUB, COPY and NEG records; mul and div make UNARY and BINARY records (partials stored)
+ * even where their partials are exactly 1 or -1. */
+static void test_kinds_by_operation(void **state)
+{
+    fixture *f = *state;
+    const size_t w = sizeof(double);
+    struct {
+        op2_fn inl, exp;
+        double va, vb;
+        bool cb;
+        size_t bytes;
+    } k_cases[] = {
+        {i_add, (cr_add), 0.3, 0.7, false, w},      /* ADD */
+        {i_sub, (cr_sub), 0.3, 0.7, false, w},      /* SUB */
+        {i_add, (cr_add), 0.3, 0.7, true, w},       /* COPY */
+        {i_sub, (cr_sub), 0.3, 0.7, true, w},       /* COPY */
+        {i_mul, (cr_mul), 1.0, -1.0, false, 3 * w}, /* partials -1, 1: BINARY */
+        {i_mul, (cr_mul), 0.3, 1.0, true, 2 * w},   /* partial 1: UNARY */
+        {i_mul, (cr_mul), 0.3, -1.0, true, 2 * w},  /* partial -1: UNARY */
+        {i_div, (cr_div), 0.3, 1.0, true, 2 * w},   /* partial 1: UNARY */
+        {i_div, (cr_div), 1.0, 1.0, false, 3 * w},  /* partials 1, -1: BINARY */
+        {i_mul, (cr_mul), 0.5, 0.5, false, 3 * w},  /* partials 0.5, 0.5: BINARY */
+    };
+    for (size_t c = 0; c < sizeof k_cases / sizeof k_cases[0]; c++) {
+        size_t bi = bytes_of(f, k_cases[c].inl, k_cases[c].va, k_cases[c].vb, k_cases[c].cb);
+        size_t be = bytes_of(f, k_cases[c].exp, k_cases[c].va, k_cases[c].vb, k_cases[c].cb);
+        if (bi != k_cases[c].bytes || be != k_cases[c].bytes) {
+            print_error("case %zu: %zu bytes inline, %zu exported, %zu expected\n", c, bi, be,
+                        k_cases[c].bytes);
+            fail();
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -605,6 +679,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fixed_buffer_full, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_inputs, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_hot_key, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_by_operation, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_value_and_gradient_inputs, fixture_setup,
                                         fixture_teardown),
     };

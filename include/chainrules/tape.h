@@ -1139,14 +1139,15 @@ CR__TAPE_INLINE cr_var cr__tape_push(cr__tape_hot *h, cr__word *w, uint64_t k, d
     return r.v;
 }
 
-/* The record of one operand v with partial p at w: COPY and NEG for partials of exactly 1
- * and -1 (the header alone), UNARY otherwise; then the new variable (cr__tape_push). Each
- * branch ends with its own push, so that the cursor moves by a constant. */
+/* The record of one operand v with partial p at w: when unit (the operation's partials
+ * are +-1: add, sub, neg), COPY and NEG for partials of exactly 1 and -1 (the header
+ * alone); UNARY otherwise; then the new variable (cr__tape_push). Each branch ends with
+ * its own push, so that the cursor moves by a constant. */
 CR__TAPE_INLINE cr_var cr__tape_push1(cr__tape_hot *h, cr__word *w, uint64_t k, double y,
-                                      uint32_t v, double p)
+                                      uint32_t v, double p, int unit)
 {
     uint64_t u = cr__tape_bits(p);
-    if (CR__TAPE_PM1(u)) {
+    if (unit && CR__TAPE_PM1(u)) {
         *cr__tape_u(&w[0]) = cr__tape_hdr(CR__TAPE_K_COPY + (unsigned)(u >> 63), v, 0);
         return cr__tape_push(h, w + 1, k, y);
     }
@@ -1155,10 +1156,12 @@ CR__TAPE_INLINE cr_var cr__tape_push1(cr__tape_hot *h, cr__word *w, uint64_t k, 
     return cr__tape_push(h, w + 2, k, y);
 }
 
-/* A two-argument operation with value y and partials pa, pb (the kinds are chosen from
- * the values, as the exported functions do); `slow` is the exported function. */
+/* A two-argument operation with value y and partials pa, pb; `slow` is the exported
+ * function. The kinds follow the operation, as in the exported functions: when unit (add,
+ * sub), ADD, SUB, COPY and NEG for partials of exactly +-1; UNARY and BINARY otherwise
+ * (mul, div), whatever the values (testing them cost more than the words they save). */
 CR__TAPE_INLINE cr_var cr__tape_op2(cr_tape *t, cr_var a, cr_var b, double y, double pa, double pb,
-                                    cr_var (*slow)(cr_tape *, cr_var, cr_var))
+                                    int unit, cr_var (*slow)(cr_tape *, cr_var, cr_var))
 {
     if (CR__TAPE_LIKELY(t != NULL)) {
         cr__tape_hot *h = (cr__tape_hot *)(void *)t;
@@ -1172,9 +1175,9 @@ CR__TAPE_INLINE cr_var cr__tape_op2(cr_tape *t, cr_var a, cr_var b, double y, do
             CR__TAPE_LIKELY((CR__TAPE_KEY_ID((ka ^ k) | (kb ^ k)) == 0) &
                             CR__TAPE_FITS(w, lim, 3))) {
             if (a.idx == b.idx) /* x op x: one operand, the partials summed */
-                return cr__tape_push1(h, w, k, y, a.idx, pa + pb);
+                return cr__tape_push1(h, w, k, y, a.idx, pa + pb, unit);
             uint64_t ua = cr__tape_bits(pa), ub = cr__tape_bits(pb);
-            if (ua == (uint64_t)0x3FF0000000000000u && CR__TAPE_PM1(ub)) {
+            if (unit && ua == (uint64_t)0x3FF0000000000000u && CR__TAPE_PM1(ub)) {
                 *cr__tape_u(&w[0]) =
                     cr__tape_hdr(CR__TAPE_K_ADD + (unsigned)(ub >> 63), a.idx, b.idx);
                 return cr__tape_push(h, w + 1, k, y);
@@ -1189,13 +1192,13 @@ CR__TAPE_INLINE cr_var cr__tape_op2(cr_tape *t, cr_var a, cr_var b, double y, do
             uint32_t v = ca ? b.idx : a.idx;
             if (CR__TAPE_LIKELY((CR__TAPE_KEY_ID((ca ? kb : ka) ^ k) == 0) &
                                 CR__TAPE_FITS(w, lim, 2)))
-                return cr__tape_push1(h, w, k, y, v, ca ? pb : pa);
+                return cr__tape_push1(h, w, k, y, v, ca ? pb : pa, unit);
         }
     }
     return slow(t, a, b);
 }
 
-/* A one-argument operation (see cr__tape_op2). */
+/* A one-argument operation whose partial is +-1 (neg; see cr__tape_op2). */
 CR__TAPE_INLINE cr_var cr__tape_op1(cr_tape *t, cr_var a, double y, double p,
                                     cr_var (*slow)(cr_tape *, cr_var))
 {
@@ -1205,24 +1208,24 @@ CR__TAPE_INLINE cr_var cr__tape_op1(cr_tape *t, cr_var a, double y, double p,
         uint64_t k = h->vt.key;
         if (CR__TAPE_LIKELY((CR__TAPE_KEY_ID(cr__tape_key(a) ^ k) == 0) &
                             CR__TAPE_FITS(w, h->lim, 2)))
-            return cr__tape_push1(h, w, k, y, a.idx, p);
+            return cr__tape_push1(h, w, k, y, a.idx, p, 1);
     }
     return slow(t, a);
 }
 
-#define CR__TAPE_OP2(NAME)                                                 \
+#define CR__TAPE_OP2(NAME, UNIT)                                           \
     CR__TAPE_INLINE cr_var cr__tape_##NAME(cr_tape *t, cr_var a, cr_var b) \
     {                                                                      \
         double x[2], Y[1], D[2];                                           \
         x[0] = a.v;                                                        \
         x[1] = b.v;                                                        \
         cr__tape_row_##NAME(x, Y, D);                                      \
-        return cr__tape_op2(t, a, b, Y[0], D[0], D[1], cr_##NAME);         \
+        return cr__tape_op2(t, a, b, Y[0], D[0], D[1], UNIT, cr_##NAME);   \
     }
-CR__TAPE_OP2(add)
-CR__TAPE_OP2(sub)
-CR__TAPE_OP2(mul)
-CR__TAPE_OP2(div)
+CR__TAPE_OP2(add, 1)
+CR__TAPE_OP2(sub, 1)
+CR__TAPE_OP2(mul, 0)
+CR__TAPE_OP2(div, 0)
 #undef CR__TAPE_OP2
 
 CR__TAPE_INLINE cr_var cr__tape_neg(cr_tape *t, cr_var a)

@@ -854,9 +854,12 @@ static NOINLINE cr_var op2_slow(cr_tape *t, const cr_value *f, cr_var a, cr_var 
 /*
  * Two-argument scalar operation: the hot path (two variables, or a variable and a
  * constant, of this recording on a first-order tape). As op1, the row writes its two
- * partials into the record; the kind is picked from their values.
+ * partials into the record. When compact, the kind is picked from their values (ADD, SUB,
+ * COPY, NEG for partials of exactly +-1); mul and div, whose partials are the operands,
+ * always make UNARY and BINARY records, as their inline forms in tape.h do.
  */
-static inline cr_var op2e(cr_tape *t, const cr_value *f, cr_scalar_eval_f64 ev, cr_var a, cr_var b)
+static inline cr_var op2e(cr_tape *t, const cr_value *f, cr_scalar_eval_f64 ev, cr_var a, cr_var b,
+                          bool compact)
 {
     if (t == NULL || t->slow != 0)
         return op2_slow(t, f, a, b);
@@ -874,7 +877,7 @@ static inline cr_var op2e(cr_tape *t, const cr_value *f, cr_scalar_eval_f64 ev, 
     uint64_t h;
     if (va && vb && a.idx != b.idx) {
         double p0 = w[0].d, p1 = w[1].d;
-        if (p0 == 1.0 && (p1 == 1.0 || p1 == -1.0)) {
+        if (compact && p0 == 1.0 && (p1 == 1.0 || p1 == -1.0)) {
             h = hdr_make(p1 == 1.0 ? K_ADD : K_SUB, a.idx, b.idx);
             w[0].u = h;
             w += 1;
@@ -887,7 +890,7 @@ static inline cr_var op2e(cr_tape *t, const cr_value *f, cr_scalar_eval_f64 ev, 
         /* One operand: the variable's partial, or the sum for x op x. */
         double p = va && vb ? w[0].d + w[1].d : va ? w[0].d : w[1].d;
         uint32_t v = va ? a.idx : b.idx;
-        if (p == 1.0 || p == -1.0) {
+        if (compact && (p == 1.0 || p == -1.0)) {
             h = hdr_make(p == 1.0 ? K_COPY : K_NEG, v, 0);
             w[0].u = h;
             w += 1;
@@ -912,29 +915,29 @@ static inline cr_var op1(cr_tape *t, const cr_value *f, cr_var a)
 
 static inline cr_var op2(cr_tape *t, const cr_value *f, cr_var a, cr_var b)
 {
-    return op2e(t, f, row_of(f)->f64, a, b);
+    return op2e(t, f, row_of(f)->f64, a, b, true);
 }
 
 /* The arithmetic operations call the same rows' bodies directly (rows_arith.h), so the
  * compiler inlines value and partials into the record. */
 cr_var cr_add(cr_tape *t, cr_var a, cr_var b)
 {
-    return op2e(t, &cr_fn_add, add_f64, a, b);
+    return op2e(t, &cr_fn_add, add_f64, a, b, true);
 }
 
 cr_var cr_sub(cr_tape *t, cr_var a, cr_var b)
 {
-    return op2e(t, &cr_fn_sub, sub_f64, a, b);
+    return op2e(t, &cr_fn_sub, sub_f64, a, b, true);
 }
 
 cr_var cr_mul(cr_tape *t, cr_var a, cr_var b)
 {
-    return op2e(t, &cr_fn_mul, mul_f64, a, b);
+    return op2e(t, &cr_fn_mul, mul_f64, a, b, false);
 }
 
 cr_var cr_div(cr_tape *t, cr_var a, cr_var b)
 {
-    return op2e(t, &cr_fn_div, div_f64, a, b);
+    return op2e(t, &cr_fn_div, div_f64, a, b, false);
 }
 
 cr_var cr_neg(cr_tape *t, cr_var a)
