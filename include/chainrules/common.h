@@ -19,12 +19,53 @@
 #include <complex>
 /** Complex double as seen from C++ (layout-compatible with C's `double _Complex`). */
 typedef std::complex<double> cr_complex;
-#define CR_BEGIN_DECLS extern "C" {
-#define CR_END_DECLS }
+/**
+ * A complex member of a union (cr_value, cr_tangent) as seen from C++: the layout of
+ * `std::complex<double>` (real part, then imaginary part), converting to and from it, but
+ * trivially constructible, so that the unions, and the structs holding them, can be
+ * declared without an initialiser (a `std::complex` member would delete their default
+ * constructor). In C it is `cr_complex`.
+ */
+struct cr_complex_field {
+    double re_im[2]; /**< Real and imaginary parts. */
+    /** The value as a `std::complex<double>`. */
+    operator cr_complex() const
+    {
+        return cr_complex(re_im[0], re_im[1]);
+    }
+    /** Store z. @param[in] z the value. @return this field. */
+    cr_complex_field &operator=(const cr_complex &z)
+    {
+        re_im[0] = z.real();
+        re_im[1] = z.imag();
+        return *this;
+    }
+};
+#if defined(__clang__)
+/* Functions of the C API return cr_complex (std::complex<double> in C++), and clang warns
+ * that it is not a C type; it has the layout of C's double _Complex and is returned the
+ * same way on the platforms chainrules supports. */
+#define CR__CXX_PUSH                                                     \
+    _Pragma("clang diagnostic push") _Pragma("clang diagnostic ignored " \
+                                             "\"-Wreturn-type-c-linkage\"")
+#define CR__CXX_POP _Pragma("clang diagnostic pop")
+#else
+#define CR__CXX_PUSH
+#define CR__CXX_POP
+#endif
+#define CR_BEGIN_DECLS      \
+    CR__CXX_PUSH extern "C" \
+    {
+#define CR_END_DECLS \
+    }                \
+    CR__CXX_POP
 #else
 #include <complex.h>
 /** Complex double: C99 `double _Complex`. */
 typedef double _Complex cr_complex;
+/** A complex member of a union: `cr_complex` in C (a trivially constructible struct of the
+ *  same layout in C++). */
+typedef cr_complex cr_complex_field;
 /** Opens the `extern "C"` block in C++; empty in C. */
 #define CR_BEGIN_DECLS
 /** Closes the `extern "C"` block in C++; empty in C. */

@@ -67,17 +67,17 @@ typedef struct cr_notimpl {
 typedef struct cr_tangent {
     uint8_t tag; /**< A cr_tag. */
     union {
-        double f64;      /**< CR_TAN_F64 */
-        float f32;       /**< CR_TAN_F32 */
-        cr_complex c128; /**< CR_TAN_C128 */
-        cr_array *arr;   /**< CR_TAN_ARRAY */
+        double f64;            /**< CR_TAN_F64 */
+        float f32;             /**< CR_TAN_F32 */
+        cr_complex_field c128; /**< CR_TAN_C128 */
+        cr_array *arr;         /**< CR_TAN_ARRAY */
         struct {
-            const cr_type *type;        /**< Primal type. */
-            struct cr_tangent *fields;  /**< type->nfields tangents, or NULL: all absent. */
-        } s;                            /**< CR_TAN_STRUCT */
-        struct cr_thunk *thunk;         /**< CR_TAN_THUNK */
-        const cr_notimpl *ni;           /**< CR_TAN_NOTIMPL */
-    } u; /**< Payload. */
+            const cr_type *type;       /**< Primal type. */
+            struct cr_tangent *fields; /**< type->nfields tangents, or NULL: all absent. */
+        } s;                           /**< CR_TAN_STRUCT */
+        struct cr_thunk *thunk;        /**< CR_TAN_THUNK */
+        const cr_notimpl *ni;          /**< CR_TAN_NOTIMPL */
+    } u;                               /**< Payload. */
 } cr_tangent;
 
 /**
@@ -130,7 +130,7 @@ CR_API cr_status cr_tangent_not_implemented(cr_arena *arena, const char *file, i
                                             const char *msg, cr_tangent *out);
 
 /** `@not_implemented(msg)`: NotImplemented tangent naming this file and line. */
-#define CR_NOT_IMPLEMENTED(arena, msg, out)                                                \
+#define CR_NOT_IMPLEMENTED(arena, msg, out) \
     cr_tangent_not_implemented((arena), __FILE__, __LINE__, (msg), (out))
 
 /**
@@ -191,9 +191,8 @@ CR_API cr_status cr_tangent_thunk(cr_arena *arena, cr_thunk_fn fn, void *env, co
  * An InplaceableThunk: like cr_tangent_thunk() plus `add`, used by cr_tangent_accum()
  * to add the value into an inplaceable destination without materialising it.
  */
-CR_API cr_status cr_tangent_inplaceable_thunk(cr_arena *arena, cr_thunk_fn fn,
-                                              cr_thunk_add_fn add, void *env, const char *name,
-                                              cr_tangent *out);
+CR_API cr_status cr_tangent_inplaceable_thunk(cr_arena *arena, cr_thunk_fn fn, cr_thunk_add_fn add,
+                                              void *env, const char *name, cr_tangent *out);
 
 /* ---- Queries -------------------------------------------------------------------------- */
 
@@ -252,8 +251,7 @@ CR_API cr_status cr_tangent_neg(cr_arena *arena, cr_tangent x, cr_tangent *out);
 CR_API cr_status cr_tangent_scale(cr_arena *arena, double s, cr_tangent x, cr_tangent *out);
 
 /** `s * x` for a complex s (a real tangent becomes complex). */
-CR_API cr_status cr_tangent_scale_c(cr_arena *arena, cr_complex s, cr_tangent x,
-                                    cr_tangent *out);
+CR_API cr_status cr_tangent_scale_c(cr_arena *arena, cr_complex s, cr_tangent x, cr_tangent *out);
 
 /**
  * `a * b` of two tangents where at least one is a zero, NotImplemented or a scalar:

@@ -56,31 +56,31 @@ typedef struct cr_field {
 
 /** A type descriptor for a C struct or tuple. Usually `static const`. */
 typedef struct cr_type {
-    const char *name;        /**< Type name, used in messages. */
-    size_t size;             /**< sizeof the C struct. */
-    size_t nfields;          /**< Number of fields. */
-    const cr_field *fields;  /**< The fields, in order. */
+    const char *name;       /**< Type name, used in messages. */
+    size_t size;            /**< sizeof the C struct. */
+    size_t nfields;         /**< Number of fields. */
+    const cr_field *fields; /**< The fields, in order. */
 } cr_type;
 
 /** A primal value. */
 typedef struct cr_value {
     cr_kind kind; /**< Which member of u is valid. */
     union {
-        double f64;               /**< CR_KIND_F64 */
-        float f32;                /**< CR_KIND_F32 */
-        cr_complex c128;          /**< CR_KIND_C128 */
-        int64_t i64;              /**< CR_KIND_I64, CR_KIND_I32 */
-        bool b;                   /**< CR_KIND_BOOL */
-        cr_array *arr;            /**< CR_KIND_ARRAY: borrowed; rules never write through it. */
+        double f64;            /**< CR_KIND_F64 */
+        float f32;             /**< CR_KIND_F32 */
+        cr_complex_field c128; /**< CR_KIND_C128 */
+        int64_t i64;           /**< CR_KIND_I64, CR_KIND_I32 */
+        bool b;                /**< CR_KIND_BOOL */
+        cr_array *arr;         /**< CR_KIND_ARRAY: borrowed; rules never write through it. */
         struct {
-            const cr_type *type;  /**< Descriptor. */
-            void *ptr;            /**< The C struct; borrowed, never written by rules. */
-        } obj;                    /**< CR_KIND_STRUCT */
+            const cr_type *type; /**< Descriptor. */
+            void *ptr;           /**< The C struct; borrowed, never written by rules. */
+        } obj;                   /**< CR_KIND_STRUCT */
         struct {
             const struct cr_function *fn; /**< Identity, name, arity, primal. */
             void *self;                   /**< Functor fields (of fn->self_type), or NULL. */
         } func;                           /**< CR_KIND_FUNC */
-    } u; /**< Payload. */
+    } u;                                  /**< Payload. */
 } cr_value;
 
 /** A double value. */
