@@ -44,10 +44,13 @@ struct cr_complex_field {
 #if defined(__clang__)
 /* Functions of the C API return cr_complex (std::complex<double> in C++), and clang warns
  * that it is not a C type; it has the layout of C's double _Complex and is returned the
- * same way on the platforms chainrules supports. */
-#define CR__CXX_PUSH                                                     \
-    _Pragma("clang diagnostic push") _Pragma("clang diagnostic ignored " \
-                                             "\"-Wreturn-type-c-linkage\"")
+ * same way on the platforms chainrules supports. (Not formatted: _Pragma takes one string
+ * literal, which must not be split.) */
+// clang-format off
+#define CR__CXX_PUSH \
+    _Pragma("clang diagnostic push") \
+    _Pragma("clang diagnostic ignored \"-Wreturn-type-c-linkage\"")
+// clang-format on
 #define CR__CXX_POP _Pragma("clang diagnostic pop")
 #else
 #define CR__CXX_PUSH
