@@ -188,6 +188,46 @@ static void test_refusals(void **state)
     cr_tape_free(t);
 }
 
+/* A form that needs another function's frule, which the tape's engine does not have (svd's
+ * frule opted out in a child registry): H v stops with CR_EUNIMPL naming both functions,
+ * and the first-order gradient on the same engine is unaffected. */
+static void test_frule_missing(void **state)
+{
+    fixture *f = *state;
+    cr_registry *reg;
+    cr_engine *eng;
+    cr_argspec arr = CR_ARG_ARRAY_F64;
+    assert_int_equal(cr_registry_new(f->ctx, cr_registry_builtin(), &reg), CR_OK);
+    assert_int_equal(
+        cr_registry_opt_out(reg, CR_MODE_FRULE, cr_fn_svd.u.func.fn, &arr, 1, false, 0), CR_OK);
+    assert_int_equal(cr_registry_freeze(reg), CR_OK);
+    assert_int_equal(cr_engine_new(f->ctx, reg, &eng), CR_OK);
+    double a[9] = {2.0, 0.3, -0.5, 0.1, 1.4, 0.2, -0.7, 0.6, 0.9}, dir[9], hv[9], g[9];
+    for (int e = 0; e < 9; e++)
+        dir[e] = 0.1 * (e + 1);
+    cr_array A = cr_array_matrix(a, 3, 3), D = cr_array_matrix(dir, 3, 3);
+    cr_array H = cr_array_matrix(hv, 3, 3), G = cr_array_matrix(g, 3, 3);
+    const cr_array *dv[1] = {&D};
+    cr_array *hp[1] = {&H}, *gp[1] = {&G};
+    for (uint32_t flags = 0; flags <= CR_TAPE_SECOND_ORDER; flags += CR_TAPE_SECOND_ORDER) {
+        cr_tape *t;
+        cr_tape_params tp = {.struct_size = sizeof tp, .flags = flags, .engine = eng};
+        assert_int_equal(cr_tape_new(f->ctx, &tp, &t), CR_OK);
+        cr_avar X = cr_tape_array_input(t, &A);
+        cr_var y = sum_sq(t, call_a(t, &cr_fn_svdvals, cr_targ_arr(X), i64(0), 1));
+        assert_ok(t, cr_tape_status(t));
+        if (flags == 0) {
+            assert_int_equal(cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, gp), CR_OK);
+        } else {
+            assert_int_equal(cr_tape_ahvp(t, y, NULL, 0, NULL, NULL, &X, 1, dv, hp), CR_EUNIMPL);
+            assert_contains(cr_tape_errmsg(t), "svdvals: the second-order form needs svd's frule");
+        }
+        cr_tape_free(t);
+    }
+    cr_engine_free(eng);
+    cr_registry_free(reg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -196,6 +236,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_eigvals, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_hessian, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_refusals, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_frule_missing, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
