@@ -1523,7 +1523,7 @@ static cr_status form_svd(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent 
      * Per direction: J̇u, J̇v, (Σ⁻¹)˙, Ċ, P1 (the factor of Vᵀ), Rd (that of U) and W. */
     size_t mx = m > n ? m : n;
     size_t nw = 8 * rr + 3 * m * r + 3 * n * r + 2 * r + mx * r;
-    double *wk = cr_arena_calloc(F.arena, nw, sizeof *wk, _Alignof(double));
+    double *wk = cr_arena_calloc(F.arena, nw ? nw : 1, sizeof *wk, _Alignof(double));
     if (wk == NULL)
         return CR__ALLOC_STATUS(F.arena);
     double *Fm = wk, *Ku = Fm + rr, *Kv = Ku + rr, *C = Kv + rr, *Ju = C + rr, *Jv = Ju + rr,
