@@ -1375,6 +1375,244 @@ static cr_status form_normalize(cr_tape *t, const cr__anode *nd, size_t i, cr_ta
     return CR_OK;
 }
 
+/* ---- expm, svd (a tuple result) --------------------------------------------------------------
+ */
+
+/*
+ * expm(A) = exp(A) of a real square A: the pullback is Ā = L(Aᵀ, Ȳ), the Fréchet derivative
+ * of exp at Aᵀ in the direction Ȳ. Along Ȧ (Ȳ fixed: it is the cotangent) its derivative is
+ * the second Fréchet derivative at Aᵀ in the directions Ȧᵀ and Ȳ:
+ *     S = d/dε L(Aᵀ + ε Ȧᵀ, Ȳ) = L²(Aᵀ; Ȧᵀ, Ȳ).
+ * It is one block of one exponential. For two scalars ε₁, ε₂ with ε₁² = ε₂² = 0 that commute
+ * with everything, the power series of exp gives exactly
+ *     exp(X + ε₁ E₁ + ε₂ E₂) = exp(X) + ε₁ L(X, E₁) + ε₂ L(X, E₂) + ε₁ ε₂ L²(X; E₁, E₂)
+ * (the coefficient of ε₁ ε₂ is Σ_k 1/k! times the sum of the products of k factors X with
+ * one E₁ and one E₂ among them, which is ∂²/∂s∂t exp(X + s E₁ + t E₂) at 0). The 4 x 4 block
+ * matrices ε₁ = I₂ ⊗ N ⊗ I and ε₂ = N ⊗ I₂ ⊗ I, N = [0 1; 0 0], are such scalars: block j of
+ * the four goes to block j + 1 (j = 0, 2) under ε₁, to j + 2 (j = 0, 1) under ε₂, and ε₁ ε₂ =
+ * N ⊗ N ⊗ I takes block 0 to block 3 only. So with X = Aᵀ, E₁ = Ȧᵀ, E₂ = Ȳ:
+ *         [Aᵀ Ȧᵀ Ȳ  0 ]
+ *     M = [0  Aᵀ 0  Ȳ ],   exp(M) = [exp(Aᵀ) L(Aᵀ, Ȧᵀ) L(Aᵀ, Ȳ) S; ...],
+ *         [0  0  Aᵀ Ȧᵀ]
+ *         [0  0  0  Aᵀ]
+ * S the top-right n x n block (Najfeld and Havel 1995; Higham and Relton, "Higher order
+ * Fréchet derivatives of matrix functions", 2014). exp(M) is expm's own primal (scaling and
+ * squaring): one 4n x 4n exponential per direction, nothing else written.
+ */
+static cr_status form_expm(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
+                           const double *tan, size_t k)
+{
+    (void)i;
+    form F;
+    const double *yb;
+    cr_status st = form_init(&F, t, nd, 0, NULL);
+    if (st == CR_OK && (st = like_x(&F, ybar, &yb)) == CR_OK && yb == NULL)
+        return CR_OK;
+    if (st != CR_OK || F.x->ndim != 2 || F.x->shape[0] != F.x->shape[1])
+        return st; /* a matrix that is not square: the rule refused it when recorded */
+    size_t n = F.x->shape[0], w = 4 * n, shape[2] = {w, w};
+    const double *a = F.x->data;
+    for (size_t d = 0; d < k; d++) {
+        cr_tangent raw;
+        const double *xd;
+        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK)
+            return st;
+        if (xd == NULL)
+            continue;
+        cr_array *M, *S;
+        const cr_array *E;
+        if ((st = cr__new(F.arena, CR_DT_F64, 2, shape, true, &M)) != CR_OK)
+            return st;
+        double *m = M->data;
+        for (size_t r = 0; r < n; r++)
+            for (size_t c = 0; c < n; c++) {
+                for (size_t b = 0; b < 4; b++) /* Aᵀ on the diagonal */
+                    m[(b * n + r) * w + b * n + c] = a[c * n + r];
+                for (size_t b = 0; b < 4; b += 2) /* Ȧᵀ at (0, 1) and (2, 3) */
+                    m[(b * n + r) * w + (b + 1) * n + c] = xd[c * n + r];
+                for (size_t b = 0; b < 2; b++) /* Ȳ at (0, 2) and (1, 3) */
+                    m[(b * n + r) * w + (b + 2) * n + c] = yb[r * n + c];
+            }
+        cr_value mv = cr_value_array(M), ev;
+        if ((st = cr_function_call(F.arena, &cr_fn_expm, &mv, 1, &ev)) != CR_OK ||
+            (st = cr__dense(F.arena, ev.u.arr, CR_DT_F64, &E)) != CR_OK ||
+            (st = new_s(&F, &S)) != CR_OK)
+            return st;
+        const double *e = E->data;
+        double *s = S->data;
+        for (size_t r = 0; r < n; r++)
+            memcpy(s + r * n, e + r * w + 3 * n, n * sizeof *s);
+        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+/* Element e of a tuple cotangent or tangent (ndim dimensions, the given shape) in f64, zeros
+ * for a zero one. */
+static cr_status tuple_part(const form *F, cr_tangent v, size_t e, size_t ndim, const size_t *shape,
+                            const double **out)
+{
+    const cr_array *a;
+    cr_status st =
+        cr__tan_array(F->arena, F->who, cr_tangent_field(v, e), ndim, shape, CR_DT_F64, &a);
+    if (st != CR_OK)
+        return st;
+    if (a != NULL) {
+        *out = a->data;
+        return CR_OK;
+    }
+    size_t N = ndim == 1 ? shape[0] : shape[0] * shape[1];
+    double *z = cr_arena_calloc(F->arena, N ? N : 1, sizeof *z, _Alignof(double));
+    if (z == NULL)
+        return CR__ALLOC_STATUS(F->arena);
+    *out = z;
+    return CR_OK;
+}
+
+/*
+ * svd(A) = (U, s, V), the thin SVD of a real m x n A, r = min(m, n): U m x r, V n x r. With
+ * the cotangent (Ū, s̄, V̄), Ju = Uᵀ Ū, Jv = Vᵀ V̄ (r x r), Ku = Ju − Juᵀ, Kv = Jv − Jvᵀ,
+ * F_ij = 1/(s_j² − s_i²) (0 for i = j) and Σ⁻¹ = diag(1/s), the rule's pullback is
+ *     Ā = U C Vᵀ + Pu Σ⁻¹ Vᵀ + U Σ⁻¹ Pvᵀ,
+ *     C_ij = (F ∘ Ku)_ij s_j + s_i (F ∘ Kv)_ij + δ_ij s̄_i,
+ *     Pu = (I − U Uᵀ) Ū = Ū − U Ju (m > r only),  Pv = (I − V Vᵀ) V̄ = V̄ − V Jv (n > r only).
+ * Along Ȧ, with U̇, ṡ, V̇ from svd's frule at A along Ȧ (the cotangent fixed), the product
+ * rule gives, term by term,
+ *     J̇u = U̇ᵀ Ū,  J̇v = V̇ᵀ V̄,  K̇u = J̇u − J̇uᵀ,  K̇v = J̇v − J̇vᵀ,
+ *     Ḟ_ij = −2 (s_j ṡ_j − s_i ṡ_i) F_ij²,  (Σ⁻¹)˙ = −diag(ṡ / s²),
+ *     Ċ_ij = (Ḟ ∘ Ku + F ∘ K̇u)_ij s_j + (F ∘ Ku)_ij ṡ_j + ṡ_i (F ∘ Kv)_ij
+ *            + s_i (Ḟ ∘ Kv + F ∘ K̇v)_ij,
+ *     Ṗu = −(U̇ Ju + U J̇u),  Ṗv = −(V̇ Jv + V J̇v),
+ *     S = (U̇ C + U Ċ + Ṗu Σ⁻¹ + Pu (Σ⁻¹)˙) Vᵀ + (U C + Pu Σ⁻¹) V̇ᵀ
+ *         + U̇ (Pv Σ⁻¹)ᵀ + U (Ṗv Σ⁻¹ + Pv (Σ⁻¹)˙)ᵀ.
+ * For a square (m = r) U, U Uᵀ = I and Pu = 0, as its derivative: the rule and the form skip
+ * the term (likewise Pv for n = r). The conventions are the rule's: F_ij = 0 where s_i and
+ * s_j are equal to working precision (cr__inv_gap) and 1/s = 0 where s is zero
+ * (cr__inv_sval); both are constant there, so Ḟ and (Σ⁻¹)˙ are 0 too, and the frule's U̇, V̇
+ * drop the same terms. At such points the form is the derivative of that convention's
+ * pullback, not a second derivative of the loss (the singular vectors are not
+ * differentiable there, and the loss in general not twice). svd's frule recomputes the same
+ * factorization (the same LAPACK call on the same A), so its U̇, V̇ belong to the recorded U,
+ * V and signs chosen by the factorization agree.
+ */
+static cr_status form_svd(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
+                          const double *tan, size_t k)
+{
+    (void)i;
+    form F;
+    cr_status st = form_init(&F, t, nd, 0, NULL);
+    if (st != CR_OK || F.x->ndim != 2)
+        return st;
+    size_t m = F.x->shape[0], n = F.x->shape[1], r = m < n ? m : n, rr = r * r;
+    size_t su[2] = {m, r}, sv[2] = {n, r};
+    const cr_array *Ua, *sa, *Va;
+    const double *Ub, *sb, *Vb;
+    if ((st = factor_of(&F, &nd->y, 0, 2, &Ua)) != CR_OK ||
+        (st = factor_of(&F, &nd->y, 1, 1, &sa)) != CR_OK ||
+        (st = factor_of(&F, &nd->y, 2, 2, &Va)) != CR_OK ||
+        (st = tuple_part(&F, ybar, 0, 2, su, &Ub)) != CR_OK ||
+        (st = tuple_part(&F, ybar, 1, 1, &r, &sb)) != CR_OK ||
+        (st = tuple_part(&F, ybar, 2, 2, sv, &Vb)) != CR_OK)
+        return st;
+    if (Ua->shape[1] != r || Va->shape[1] != r || sa->shape[0] != r)
+        return CR_EINVAL;
+    const double *U = Ua->data, *s = sa->data, *V = Va->data;
+    bool pu = m > r, pv = n > r;
+    /* Once per record: F, Ku, Kv, C, Ju, Jv, Σ⁻¹, Pu, Pv, Pv Σ⁻¹ (PvS) and U C + Pu Σ⁻¹ (P2).
+     * Per direction: J̇u, J̇v, (Σ⁻¹)˙, Ċ, P1 (the factor of Vᵀ), Rd (that of U) and W. */
+    size_t mx = m > n ? m : n;
+    size_t nw = 8 * rr + 3 * m * r + 3 * n * r + 2 * r + mx * r;
+    double *wk = cr_arena_calloc(F.arena, nw ? nw : 1, sizeof *wk, _Alignof(double));
+    if (wk == NULL)
+        return CR__ALLOC_STATUS(F.arena);
+    double *Fm = wk, *Ku = Fm + rr, *Kv = Ku + rr, *C = Kv + rr, *Ju = C + rr, *Jv = Ju + rr,
+           *Jud = Jv + rr, *Jvd = Jud + rr, *Pu = Jvd + rr, *P2 = Pu + m * r, *P1 = P2 + m * r,
+           *Pv = P1 + m * r, *PvS = Pv + n * r, *Rd = PvS + n * r, *si = Rd + n * r, *sid = si + r,
+           *W = sid + r;
+    double smax = r > 0 ? s[0] : 0.0;
+    for (size_t a = 0; a < r; a++) {
+        si[a] = cr__inv_sval(s[a], smax);
+        for (size_t b = 0; b < r; b++)
+            Fm[a * r + b] = a == b ? 0.0 : cr__inv_gap(s[b] * s[b], s[a] * s[a], smax * smax);
+    }
+    mm(1.0, U, m, r, 1, Ub, m, r, 0, 0.0, Ju);
+    mm(1.0, V, n, r, 1, Vb, n, r, 0, 0.0, Jv);
+    for (size_t a = 0; a < r; a++)
+        for (size_t b = 0; b < r; b++) {
+            size_t q = a * r + b;
+            Ku[q] = Ju[q] - Ju[b * r + a];
+            Kv[q] = Jv[q] - Jv[b * r + a];
+            C[q] = Fm[q] * Ku[q] * s[b] + s[a] * Fm[q] * Kv[q] + (a == b ? sb[a] : 0.0);
+        }
+    mm(1.0, U, m, r, 0, C, r, r, 0, 0.0, P2); /* U C */
+    if (pu) {                                 /* Pu = Ū − U Ju; P2 += Pu Σ⁻¹ */
+        memcpy(Pu, Ub, m * r * sizeof *Pu);
+        mm(-1.0, U, m, r, 0, Ju, r, r, 0, 1.0, Pu);
+        for (size_t e = 0; e < m * r; e++)
+            P2[e] += Pu[e] * si[e % r];
+    }
+    if (pv) { /* Pv = V̄ − V Jv, PvS = Pv Σ⁻¹ */
+        memcpy(Pv, Vb, n * r * sizeof *Pv);
+        mm(-1.0, V, n, r, 0, Jv, r, r, 0, 1.0, Pv);
+        for (size_t e = 0; e < n * r; e++)
+            PvS[e] = Pv[e] * si[e % r];
+    }
+    for (size_t d = 0; d < k; d++) {
+        cr_tangent raw, dy;
+        const double *xd, *Ud, *sd, *Vd;
+        cr_value y;
+        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK)
+            return st;
+        if (xd == NULL)
+            continue;
+        if ((st = frule_along(&F, &cr_fn_svd, raw, &y, &dy)) != CR_OK ||
+            (st = tuple_part(&F, dy, 0, 2, su, &Ud)) != CR_OK ||
+            (st = tuple_part(&F, dy, 1, 1, &r, &sd)) != CR_OK ||
+            (st = tuple_part(&F, dy, 2, 2, sv, &Vd)) != CR_OK)
+            return st;
+        for (size_t a = 0; a < r; a++)
+            sid[a] = -sd[a] * si[a] * si[a]; /* (Σ⁻¹)˙ */
+        mm(1.0, Ud, m, r, 1, Ub, m, r, 0, 0.0, Jud);
+        mm(1.0, Vd, n, r, 1, Vb, n, r, 0, 0.0, Jvd);
+        double *Cd = W; /* Ċ (r x r; W holds max(m, n) x r) */
+        for (size_t a = 0; a < r; a++)
+            for (size_t b = 0; b < r; b++) {
+                size_t q = a * r + b, p = b * r + a;
+                double Fd = -2.0 * (s[b] * sd[b] - s[a] * sd[a]) * Fm[q] * Fm[q];
+                double Kud = Jud[q] - Jud[p], Kvd = Jvd[q] - Jvd[p];
+                Cd[q] = (Fd * Ku[q] + Fm[q] * Kud) * s[b] + Fm[q] * Ku[q] * sd[b] +
+                        sd[a] * Fm[q] * Kv[q] + s[a] * (Fd * Kv[q] + Fm[q] * Kvd);
+            }
+        /* P1 = U̇ C + U Ċ + Ṗu Σ⁻¹ + Pu (Σ⁻¹)˙ */
+        mm(1.0, Ud, m, r, 0, C, r, r, 0, 0.0, P1);
+        mm(1.0, U, m, r, 0, Cd, r, r, 0, 1.0, P1);
+        if (pu) {
+            mm(1.0, Ud, m, r, 0, Ju, r, r, 0, 0.0, W); /* W = U̇ Ju + U J̇u = −Ṗu */
+            mm(1.0, U, m, r, 0, Jud, r, r, 0, 1.0, W);
+            for (size_t e = 0; e < m * r; e++)
+                P1[e] += -W[e] * si[e % r] + Pu[e] * sid[e % r];
+        }
+        cr_array *S;
+        if ((st = new_s(&F, &S)) != CR_OK)
+            return st;
+        double *sm = S->data;
+        mm(1.0, P1, m, r, 0, V, n, r, 1, 0.0, sm);  /* P1 Vᵀ */
+        mm(1.0, P2, m, r, 0, Vd, n, r, 1, 1.0, sm); /* (U C + Pu Σ⁻¹) V̇ᵀ */
+        if (pv) {
+            mm(1.0, Vd, n, r, 0, Jv, r, r, 0, 0.0, W); /* W = V̇ Jv + V J̇v = −Ṗv */
+            mm(1.0, V, n, r, 0, Jvd, r, r, 0, 1.0, W);
+            for (size_t e = 0; e < n * r; e++)
+                Rd[e] = -W[e] * si[e % r] + Pv[e] * sid[e % r]; /* Ṗv Σ⁻¹ + Pv (Σ⁻¹)˙ */
+            mm(1.0, Ud, m, r, 0, PvS, n, r, 1, 1.0, sm);        /* U̇ (Pv Σ⁻¹)ᵀ */
+            mm(1.0, U, m, r, 0, Rd, n, r, 1, 1.0, sm); /* U (Ṗv Σ⁻¹ + Pv (Σ⁻¹)˙)ᵀ */
+        }
+        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
 /* ---- Refusals when recording ---------------------------------------------------------------- */
 
 /* matinv, solve, logabsdet, svdvals, opnorm: dense matrices only (the rules project the
@@ -1432,6 +1670,8 @@ static const struct {
     {&cr_fn_opnorm, form_opnorm, 1, dense_only},
     {&cr_fn_eigvals, form_eigvals, 1, symmetric_or_dense},
     {&cr_fn_eigen, form_eigen, 1, symmetric_or_dense},
+    {&cr_fn_expm, form_expm, 1, dense_only},
+    {&cr_fn_svd, form_svd, 1, dense_only},
 };
 
 cr__so_form_fn cr__so_form_of(const cr_value *f, const cr_value *vals, const uint32_t *codes,

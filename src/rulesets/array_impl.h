@@ -348,6 +348,14 @@ static inline double cr__inv_gap(double aj, double ai, double scale)
     return fabs(d) <= 64 * DBL_EPSILON * scale ? 0.0 : 1.0 / d;
 }
 
+/* 1/s, or 0 for a singular value s that is zero to working precision relative to the largest,
+ * smax: the svd rules' S⁻¹ (rank-deficient matrices get finite cotangents), shared with svd's
+ * second-order form (src/ad/tape_array2_forms.c). */
+static inline double cr__inv_sval(double s, double smax)
+{
+    return s <= 64 * DBL_EPSILON * smax ? 0.0 : 1.0 / s;
+}
+
 /* max |w_i|, the scale of cr__inv_gap for a spectrum w of n values. */
 static inline double cr__spectrum_scale(const double *w, size_t n)
 {

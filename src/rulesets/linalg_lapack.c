@@ -1566,12 +1566,6 @@ static cr_status svd_output(cr_arena *arena, const svd_env *e, bool vectors, cr_
     return CR_OK;
 }
 
-/* 1/s, or 0 for a zero (to working precision) singular value. */
-static double safe_inv(double s, double smax)
-{
-    return s <= 64 * DBL_EPSILON * smax ? 0.0 : 1.0 / s;
-}
-
 /* svd: Ā = [U (F∘(UᴴŪ - ŪᴴU)) S + (I - UUᴴ) Ū S⁻¹ + U diag(s̄)
  *           + U S (F∘(VᴴV̄ - V̄ᴴV))] Vᴴ + U S⁻¹ V̄ᴴ (I - VVᴴ)
  * with F_ij = 1/(s_j² - s_i²): ChainRules' svd_rev, where equal singular values (F) and
@@ -1654,10 +1648,10 @@ static cr_status svd_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
                     /* Complex: V's phase moves against U's by i Im(dP_ii) / s_i, whose
                      * adjoint is -i Im((Vᴴ V̄)_ii) / s_i (Wan and Zhang's extra term). */
                     if (w == 1 && cplx)
-                        cr__cmat_set(
-                            &inner, i, i,
-                            cr__cmat_get(&inner, i, i) +
-                                cr__c(0, -cimag(cr__cmat_get(&J, i, i)) * safe_inv(f->s[i], smax)));
+                        cr__cmat_set(&inner, i, i,
+                                     cr__cmat_get(&inner, i, i) +
+                                         cr__c(0, -cimag(cr__cmat_get(&J, i, i)) *
+                                                      cr__inv_sval(f->s[i], smax)));
                     continue;
                 }
                 double F = cr__inv_gap(f->s[j] * f->s[j], f->s[i] * f->s[i], smax * smax);
@@ -1683,7 +1677,7 @@ static cr_status svd_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
             return st;
         for (size_t j = 0; j < k; j++)
             for (size_t i = 0; i < m; i++)
-                cr__cmat_set(&Q, i, j, cr__cmat_get(&Q, i, j) * safe_inv(f->s[j], smax));
+                cr__cmat_set(&Q, i, j, cr__cmat_get(&Q, i, j) * cr__inv_sval(f->s[j], smax));
         st = cr__cmat_mul(arena, 'C', 'N', 1.0, &f->U, &Q, &W);
         if (st != CR_OK)
             return st;
@@ -1698,7 +1692,7 @@ static cr_status svd_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
             return st;
         for (size_t j = 0; j < k; j++)
             for (size_t i = 0; i < n; i++)
-                cr__cmat_set(&Q, i, j, cr__cmat_get(&Q, i, j) * safe_inv(f->s[j], smax));
+                cr__cmat_set(&Q, i, j, cr__cmat_get(&Q, i, j) * cr__inv_sval(f->s[j], smax));
         st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e->V, &Q, &W);
         if (st != CR_OK)
             return st;
@@ -1793,7 +1787,7 @@ static cr_status svd_frule_common(cr_arena *arena, bool vectors, const cr_tangen
      * -i Im(dP_ii) / s_i (so that the diagonal of Uᴴ Ȧ V comes out right). */
     for (size_t i = 0; i < k && cplx; i++)
         cr__cmat_set(&Cv, i, i,
-                     cr__c(0, -cimag(cr__cmat_get(&dP, i, i)) * safe_inv(f->s[i], smax)));
+                     cr__c(0, -cimag(cr__cmat_get(&dP, i, i)) * cr__inv_sval(f->s[i], smax)));
     st = cr__cmat_mul(arena, 'N', 'N', 1.0, &f->U, &Cu, &dU);
     if (st == CR_OK)
         st = cr__cmat_mul(arena, 'N', 'N', 1.0, &e.V, &Cv, &dV);
@@ -1806,7 +1800,7 @@ static cr_status svd_frule_common(cr_arena *arena, bool vectors, const cr_tangen
             return st;
         for (size_t j = 0; j < k; j++)
             for (size_t i = 0; i < m; i++)
-                cr__cmat_set(&Q, i, j, cr__cmat_get(&Q, i, j) * safe_inv(f->s[j], smax));
+                cr__cmat_set(&Q, i, j, cr__cmat_get(&Q, i, j) * cr__inv_sval(f->s[j], smax));
         st = cr__cmat_mul(arena, 'C', 'N', 1.0, &f->U, &Q, &W);
         if (st != CR_OK)
             return st;
@@ -1822,7 +1816,7 @@ static cr_status svd_frule_common(cr_arena *arena, bool vectors, const cr_tangen
             return st;
         for (size_t j = 0; j < k; j++)
             for (size_t i = 0; i < n; i++)
-                cr__cmat_set(&Q, i, j, cr__cmat_get(&Q, i, j) * safe_inv(f->s[j], smax));
+                cr__cmat_set(&Q, i, j, cr__cmat_get(&Q, i, j) * cr__inv_sval(f->s[j], smax));
         st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e.V, &Q, &W);
         if (st != CR_OK)
             return st;
