@@ -137,6 +137,29 @@ static void test_cholesky_solve(void **state)
     }
 }
 
+/* The same at n = 6 (U 6 x 6, B a vector or a 6 x 2 matrix): room for every n x n product
+ * of the form. */
+static void test_cholesky_solve_n6(void **state)
+{
+    fixture *f = *state;
+    static const int chol = 1;
+    for (int q = 0; q < 4; q++) {
+        bool vec = q % 2 == 0;
+        prob p = {.f = csolve_p,
+                  .env = q >= 2 ? &chol : NULL,
+                  .na = 2,
+                  .ndim = {2, vec ? 1 : 2},
+                  .shape = {{6, 6}, {6, vec ? 1 : 2}}};
+        if (vec)
+            p.shape[1][0] = 6;
+        double z[48];
+        point(48, (unsigned)q, 0.5, z);
+        for (int r = 0; r < 6; r++)
+            z[7 * r] += q >= 2 ? 3.0 : 1.5;
+        check_hvp_dirs(f->ctx, &p, z, 1e-6, 2);
+    }
+}
+
 /* U a variable, B a constant; and U a constant, B a variable (cholesky_solve is linear in
  * B: no S) */
 static double k_B[6] = {0.3, -1.2, 0.8, 0.5, -0.4, 1.1},
@@ -325,6 +348,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cholesky, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_cholesky_composed, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_cholesky_solve, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_cholesky_solve_n6, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_cholesky_solve_consts, fixture_setup,
                                         fixture_teardown),
         cmocka_unit_test_setup_teardown(test_cholesky_logdet_det, fixture_setup, fixture_teardown),

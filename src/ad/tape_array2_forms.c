@@ -1522,7 +1522,7 @@ static cr_status form_cholesky_solve(cr_tape *t, const cr__anode *nd, size_t i, 
         return st;
     const double *bb = Bb->data;
     cr_array *Uc;
-    double *w = cr_arena_alloc(F.arena, (3 * nn + n * m) * sizeof *w, _Alignof(double));
+    double *w = cr_arena_alloc(F.arena, 4 * nn * sizeof *w, _Alignof(double));
     if (w == NULL)
         return CR__ALLOC_STATUS(F.arena);
     if ((st = triu_copy(F.arena, F.x->data, n, &Uc)) != CR_OK)
