@@ -1613,6 +1613,297 @@ static cr_status form_svd(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent 
     return CR_OK;
 }
 
+/* ---- cholesky and the functions of a Cholesky factor ---------------------------------------- */
+
+/* The upper triangle of the n x n row-major matrix a (zero below), a new array; NULL a: zero. */
+static cr_status triu_copy(cr_arena *arena, const double *a, size_t n, cr_array **out)
+{
+    size_t sh[2] = {n, n};
+    cr_status st = cr__new(arena, CR_DT_F64, 2, sh, true, out);
+    if (st != CR_OK || a == NULL)
+        return st;
+    double *o = (*out)->data;
+    for (size_t r = 0; r < n; r++)
+        memcpy(o + r * n + r, a + r * n + r, (n - r) * sizeof *o);
+    return CR_OK;
+}
+
+/* U⁻¹ of an upper triangular U (n x n, zero below), through matinv's primal. */
+static cr_status tri_inverse(const form *F, cr_array *U, const double **Ui)
+{
+    cr_value uv = cr_value_array(U), inv;
+    const cr_array *a;
+    cr_status st = cr_function_call(F->arena, &cr_fn_matinv, &uv, 1, &inv);
+    if (st != CR_OK)
+        return cr__tape_fail(F->t, st, "%s: the second-order form needs the factor's inverse: %s",
+                             F->who, cr_ctx_errmsg(F->t->ctx));
+    if ((st = cr__dense(F->arena, inv.u.arr, CR_DT_F64, &a)) == CR_OK)
+        *Ui = a->data;
+    return st;
+}
+
+/* Upper triangle of P made symmetric, in place (n x n): P_ji := P_ij for i < j. */
+static void sym_from_upper(double *P, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n; j++)
+            P[j * n + i] = P[i * n + j];
+}
+
+/*
+ * cholesky(A) = U, A = Uᵀ U with A's upper triangle read. The rule's pullback (Seeger et al.)
+ *     Ā = give(M / 2),   M = U⁻¹ Φ U⁻ᵀ,   Φ = sym(triu(Ū) Uᵀ),
+ * sym(P) the symmetric matrix of P's upper triangle; give leaves a Symmetric (Hermitian) A's
+ * cotangent as it is and folds a dense A's onto the upper triangle it was read from. Along
+ * Ȧ, with U̇ the result's tangent (cholesky's frule, from the forward sweep), Ū fixed,
+ * d(U⁻¹) = −U⁻¹ U̇ U⁻¹ and Φ linear in U:
+ *     Ṁ = X + Xᵀ + U⁻¹ Φ̇ U⁻ᵀ,   X = −U⁻¹ U̇ M,   Φ̇ = sym(triu(Ū) U̇ᵀ),
+ *     S = give(Ṁ / 2)   (fold_upper for a dense A, as the rule folds).
+ * M is taken from the recorded pullback's G = give(M / 2) (M symmetric): M = 2G for a
+ * Symmetric A; for a dense A, G_ij = M_ij above the diagonal and G_ii = M_ii / 2.
+ */
+static cr_status form_cholesky(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
+                               double *adjd, const double *tan, size_t k)
+{
+    (void)i;
+    form F;
+    const double *G, *U, *Ui = NULL;
+    const cr_array *Yb;
+    cr_status st = form_init(&F, t, nd, 0, NULL);
+    if (st != CR_OK || F.x->ndim != 2 || F.x->shape[0] != F.x->shape[1])
+        return st;
+    size_t n = F.x->shape[0], nn = n * n;
+    if ((st = cr__tan_array(F.arena, F.who, ybar, 2, F.x->shape, CR_DT_F64, &Yb)) != CR_OK ||
+        Yb == NULL || (st = pulled(&F, ybar, &G)) != CR_OK || (st = y_array(&F, &U)) != CR_OK)
+        return st;
+    cr_array *Uc, *Ub;
+    if ((st = triu_copy(F.arena, U, n, &Uc)) != CR_OK ||
+        (st = triu_copy(F.arena, Yb->data, n, &Ub)) != CR_OK ||
+        (st = tri_inverse(&F, Uc, &Ui)) != CR_OK)
+        return st;
+    const cr_array *A = nd->vals[0].u.arr;
+    bool fold = A->structure != CR_MAT_SYMMETRIC && A->structure != CR_MAT_HERMITIAN;
+    double *w = cr_arena_alloc(F.arena, 4 * nn * sizeof *w, _Alignof(double));
+    if (w == NULL)
+        return CR__ALLOC_STATUS(F.arena);
+    double *M = w, *Z = M + nn, *X = Z + nn, *P = X + nn;
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = a; b < n; b++) {
+            double g = G[a * n + b];
+            M[a * n + b] = M[b * n + a] = fold ? (a == b ? 2.0 * g : g) : 2.0 * g;
+        }
+    for (size_t d = 0; d < k; d++) {
+        cr_tangent raw;
+        const double *xd, *Ud;
+        cr_array *S;
+        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK)
+            return st;
+        if (xd == NULL)
+            continue;
+        if ((st = y_dot_arr(&F, tan, k, d, &Ud)) != CR_OK)
+            return st;
+        if (Ud == NULL)
+            continue;
+        if ((st = new_s(&F, &S)) != CR_OK)
+            return st;
+        double *s = S->data;
+        mm(1.0, Ui, n, n, 0, Ud, n, n, 0, 0.0, Z);       /* U⁻¹ U̇ */
+        mm(-1.0, Z, n, n, 0, M, n, n, 0, 0.0, X);        /* X = −U⁻¹ U̇ M */
+        mm(1.0, Ub->data, n, n, 0, Ud, n, n, 1, 0.0, P); /* triu(Ū) U̇ᵀ */
+        sym_from_upper(P, n);                            /* Φ̇ */
+        mm(1.0, Ui, n, n, 0, P, n, n, 0, 0.0, Z);        /* U⁻¹ Φ̇ */
+        mm(1.0, Z, n, n, 0, Ui, n, n, 1, 0.0, s);        /* U⁻¹ Φ̇ U⁻ᵀ */
+        for (size_t a = 0; a < n; a++)
+            for (size_t b = 0; b < n; b++)
+                s[a * n + b] = 0.5 * (s[a * n + b] + X[a * n + b] + X[b * n + a]);
+        if (fold)
+            fold_upper(s, n);
+        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+/*
+ * cholesky_solve(U, B) = Y = A⁻¹ B with A = Uᵀ U (U's upper triangle read; B a vector or a
+ * matrix): the pullback is
+ *     B̄ = A⁻¹ Ȳ,   Ū = triu(U C),   C = Ā + Āᵀ,   Ā = −B̄ Yᵀ.
+ * Along (U̇, Ḃ) (U̇ on the upper triangle), with Ȧ = U̇ᵀ U + Uᵀ U̇, Ẏ the result's tangent
+ * (cholesky_solve's frule, from the forward sweep) and d(A⁻¹) = −A⁻¹ Ȧ A⁻¹:
+ *     S_B = −A⁻¹ Ȧ B̄ = B̄(W),   W = −Ȧ B̄,
+ *     S_U = triu(U̇ C + U (Ċ)),  Ċ = Ā̇ + Ā̇ᵀ,  Ā̇ = −S_B Yᵀ − B̄ Ẏᵀ,
+ *         = Ū(W) + triu(U̇ C + U (E + Eᵀ)),   E = −B̄ Ẏᵀ,
+ * where B̄(W) and Ū(W) are the recorded pullback applied to W (one call gives both: Ū(W) is
+ * triu(U (Ā_W + Ā_Wᵀ)) with Ā_W = −B̄(W) Yᵀ). cholesky_solve is linear in B: with U a
+ * constant, S = 0.
+ */
+static cr_status form_cholesky_solve(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
+                                     double *adjd, const double *tan, size_t k)
+{
+    (void)i;
+    if (nd->args[0] == CR_VAR_CONST)
+        return CR_OK;
+    form F;
+    const double *y;
+    cr_status st = form_init(&F, t, nd, 0, NULL);
+    if (st != CR_OK)
+        return st;
+    const cr_array *Bv = nd->vals[1].u.arr, *Bb;
+    size_t n = F.x->shape[0], m = Bv->ndim == 1 ? 1 : Bv->shape[1], nn = n * n;
+    cr_tangent dx[3];
+    if ((st = cr_pullback_call(F.arena, &nd->pb, &ybar, dx, 3)) != CR_OK ||
+        (st = cr__tan_array(F.arena, F.who, dx[2], Bv->ndim, Bv->shape, CR_DT_F64, &Bb)) != CR_OK)
+        return st;
+    if (Bb == NULL)
+        return CR_OK; /* Ȳ = 0 */
+    if ((st = y_array(&F, &y)) != CR_OK)
+        return st;
+    const double *bb = Bb->data;
+    cr_array *Uc;
+    double *w = cr_arena_alloc(F.arena, 4 * nn * sizeof *w, _Alignof(double));
+    if (w == NULL)
+        return CR__ALLOC_STATUS(F.arena);
+    if ((st = triu_copy(F.arena, F.x->data, n, &Uc)) != CR_OK)
+        return st;
+    const double *U = Uc->data;
+    double *C = w, *Ad = C + nn, *E = Ad + nn, *T = E + nn;
+    mm(-1.0, bb, n, m, 0, y, n, m, 1, 0.0, C); /* Ā = −B̄ Yᵀ */
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = a; b < n; b++)
+            C[a * n + b] = C[b * n + a] = C[a * n + b] + C[b * n + a];
+    for (size_t d = 0; d < k; d++) {
+        cr_tangent raw, SB = cr_tangent_zero(), dw[3];
+        const double *xd, *yd, *Su;
+        cr_array *SU, *Udc = NULL, *W;
+        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK ||
+            (st = y_dot_arr(&F, tan, k, d, &yd)) != CR_OK)
+            return st;
+        if (xd == NULL && yd == NULL)
+            continue;
+        if ((st = new_s(&F, &SU)) != CR_OK)
+            return st;
+        double *su = SU->data;
+        if (xd != NULL) {
+            if ((st = triu_copy(F.arena, xd, n, &Udc)) != CR_OK ||
+                (st = cr__new(F.arena, CR_DT_F64, Bv->ndim, Bv->shape, false, &W)) != CR_OK)
+                return st;
+            const double *ud = Udc->data;
+            mm(1.0, ud, n, n, 1, U, n, n, 0, 0.0, Ad); /* Ȧ = U̇ᵀ U + Uᵀ U̇ */
+            mm(1.0, U, n, n, 1, ud, n, n, 0, 1.0, Ad);
+            mm(-1.0, Ad, n, n, 0, bb, n, m, 0, 0.0, W->data); /* W = −Ȧ B̄ */
+            cr_tangent wt = cr_tangent_array(W);
+            if ((st = cr_pullback_call(F.arena, &nd->pb, &wt, dw, 3)) != CR_OK ||
+                (st = like_x(&F, dw[1], &Su)) != CR_OK)
+                return st;
+            if (Su != NULL)
+                memcpy(su, Su, nn * sizeof *su);
+            SB = dw[2];
+            mm(1.0, ud, n, n, 0, C, n, n, 0, 0.0, T); /* U̇ C */
+        } else {
+            memset(T, 0, nn * sizeof *T);
+        }
+        if (yd != NULL) {
+            mm(-1.0, bb, n, m, 0, yd, n, m, 1, 0.0, E); /* E = −B̄ Ẏᵀ */
+            for (size_t a = 0; a < n; a++)
+                for (size_t b = a; b < n; b++)
+                    E[a * n + b] = E[b * n + a] = E[a * n + b] + E[b * n + a];
+            mm(1.0, U, n, n, 0, E, n, n, 0, 1.0, T); /* + U (E + Eᵀ) */
+        }
+        for (size_t a = 0; a < n; a++)
+            for (size_t b = a; b < n; b++)
+                su[a * n + b] += T[a * n + b];
+        if ((st = put(&F, SU, adjd, k, d)) != CR_OK ||
+            (st = cr__a2_add_d(t, nd, 1, SB, adjd, k, d)) != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+/*
+ * cholesky_logdet(U) = 2 Σ log u_ii: the pullback is G_ii = 2 ȳ / u_ii (zero off the
+ * diagonal), so
+ *     S_ii = −2 ȳ u̇_ii / u_ii² = −G_ii u̇_ii / u_ii.
+ * cholesky_det(U) = Π u_jj²: the pullback is G_ii = 2 ȳ u_ii Q_i, Q_i = Π_{j≠i} u_jj², so
+ *     S_ii = 2 ȳ (u̇_ii Q_i + u_ii Q̇_i),   Q̇_i = Σ_{k≠i} 2 u_kk u̇_kk Π_{j∉{i,k}} u_jj²,
+ * with Q_i and Q̇_i the value and derivative parts of the product of the dual numbers
+ * u_jj² + ε 2 u_jj u̇_jj over j ≠ i, taken by prefix and suffix products: nothing divides,
+ * so zeros on the diagonal are exact, as in the rule.
+ */
+static cr_status cholesky_det_s(cr_tape *t, const cr__anode *nd, bool lg, cr_tangent ybar,
+                                double *adjd, const double *tan, size_t k)
+{
+    form F;
+    const double *yb, *G = NULL;
+    cr_status st = form_init(&F, t, nd, 0, NULL);
+    if (st == CR_OK)
+        st = ybar_slices(&F, ybar, &yb);
+    if (st == CR_OK && lg)
+        st = pulled(&F, ybar, &G);
+    if (st != CR_OK || F.x->ndim != 2 || F.x->shape[0] != F.x->shape[1])
+        return st;
+    size_t n = F.x->shape[0];
+    const double *x = F.x->data;
+    double *pv = cr_arena_alloc(F.arena, (4 * n + 1) * sizeof *pv, _Alignof(double));
+    if (pv == NULL)
+        return CR__ALLOC_STATUS(F.arena);
+    double *pd = pv + n, *qv = pd + n, *qd = qv + n; /* prefix and suffix duals */
+    for (size_t d = 0; d < k; d++) {
+        cr_tangent raw;
+        const double *xd;
+        cr_array *S;
+        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK)
+            return st;
+        if (xd == NULL)
+            continue;
+        if ((st = new_s(&F, &S)) != CR_OK)
+            return st;
+        double *s = S->data;
+        if (lg) {
+            for (size_t q = 0; q < n; q++)
+                s[q * n + q] = -G[q * n + q] * xd[q * n + q] / x[q * n + q];
+        } else {
+            double av = 1.0, ad = 0.0; /* Π over j < q (prefix), then over j > q (suffix) */
+            for (size_t q = 0; q < n; q++) {
+                pv[q] = av;
+                pd[q] = ad;
+                double u = x[q * n + q], du = xd[q * n + q];
+                ad = ad * u * u + av * 2.0 * u * du;
+                av *= u * u;
+            }
+            av = 1.0;
+            ad = 0.0;
+            for (size_t q = n; q-- > 0;) {
+                qv[q] = av;
+                qd[q] = ad;
+                double u = x[q * n + q], du = xd[q * n + q];
+                ad = ad * u * u + av * 2.0 * u * du;
+                av *= u * u;
+            }
+            for (size_t q = 0; q < n; q++) {
+                double Qv = pv[q] * qv[q], Qd = pd[q] * qv[q] + pv[q] * qd[q];
+                s[q * n + q] = 2.0 * yb[0] * (xd[q * n + q] * Qv + x[q * n + q] * Qd);
+            }
+        }
+        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+static cr_status form_cholesky_logdet(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
+                                      double *adjd, const double *tan, size_t k)
+{
+    (void)i;
+    return cholesky_det_s(t, nd, true, ybar, adjd, tan, k);
+}
+
+static cr_status form_cholesky_det(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
+                                   double *adjd, const double *tan, size_t k)
+{
+    (void)i;
+    return cholesky_det_s(t, nd, false, ybar, adjd, tan, k);
+}
+
 /* ---- Refusals when recording ---------------------------------------------------------------- */
 
 /* matinv, solve, logabsdet, svdvals, opnorm: dense matrices only (the rules project the
@@ -1638,6 +1929,20 @@ static const char *symmetric_or_dense(const cr_value *vals, size_t nargs)
                ? NULL
                : "A is Diagonal or triangular; the form covers dense, Symmetric and Hermitian "
                  "matrices";
+}
+
+/* cholesky_solve(U, B): U dense or Upper (its upper triangle read; the rule's cotangent of
+ * U lives there), B dense; the form covers those. */
+static const char *factor_dense_or_upper(const cr_value *vals, size_t nargs)
+{
+    uint8_t s = vals[0].u.arr != NULL ? vals[0].u.arr->structure : CR_MAT_DENSE;
+    if (s != CR_MAT_DENSE && s != CR_MAT_UPPER)
+        return "U is Diagonal, Lower, Symmetric or Hermitian; the form covers a dense or Upper "
+               "factor (as cholesky returns it)";
+    if (nargs > 1 && vals[1].kind == CR_KIND_ARRAY && vals[1].u.arr != NULL &&
+        vals[1].u.arr->structure != CR_MAT_DENSE)
+        return "B has a structure; the form covers dense B only";
+    return NULL;
 }
 
 /* ---- The table --------------------------------------------------------------------------------
@@ -1672,6 +1977,10 @@ static const struct {
     {&cr_fn_eigen, form_eigen, 1, symmetric_or_dense},
     {&cr_fn_expm, form_expm, 1, dense_only},
     {&cr_fn_svd, form_svd, 1, dense_only},
+    {&cr_fn_cholesky, form_cholesky, 1, symmetric_or_dense},
+    {&cr_fn_cholesky_solve, form_cholesky_solve, 2, factor_dense_or_upper},
+    {&cr_fn_cholesky_logdet, form_cholesky_logdet, 1, NULL},
+    {&cr_fn_cholesky_det, form_cholesky_det, 1, NULL},
 };
 
 cr__so_form_fn cr__so_form_of(const cr_value *f, const cr_value *vals, const uint32_t *codes,
