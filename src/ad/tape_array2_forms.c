@@ -1431,15 +1431,17 @@ static void copyltu(double *M, size_t n)
 }
 
 /*
- * qr(A) = (Q, R), A m x n with m >= n, of full rank. With the cotangent (Q̄, R̄) (R̄ read on
- * its upper triangle, as the rule reads it), the pullback is
+ * qr(A) = (Q, R), A m x n with m >= n, of full rank. With the cotangent (Q̄, R̄), the pullback
+ * is
  *     M = R R̄ᵀ - Q̄ᵀ Q,   B = Q̄ + Q copyltu(M),   Ā = B R⁻ᵀ = G.
  * Along Ȧ, with Q̇, Ṙ from qr's frule (Q̄, R̄ fixed: they are the cotangent), the product rule
  * and d(R⁻ᵀ) = -R⁻ᵀ Ṙᵀ R⁻ᵀ give
  *     Ṁ = Ṙ R̄ᵀ - Q̄ᵀ Q̇,   Ḃ = Q̇ copyltu(M) + Q copyltu(Ṁ)   (copyltu is linear),
  *     S = Ḃ R⁻ᵀ - B R⁻ᵀ Ṙᵀ R⁻ᵀ = (Ḃ - G Ṙᵀ) R⁻ᵀ,
- * with G the recorded pullback applied to (Q̄, R̄). A rank-deficient A is refused by the rule
- * (its pullback and frule need R⁻¹).
+ * with G the recorded pullback applied to (Q̄, R̄). The rule reads R̄ on its upper triangle;
+ * R and Ṙ being upper triangular, the lower triangles of R R̄ᵀ and Ṙ R̄ᵀ, all copyltu reads,
+ * involve no other element of R̄, so R̄ is used as it comes. A rank-deficient A is refused by
+ * the rule (its pullback and frule need R⁻¹).
  */
 static cr_status form_qr(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
                          const double *tan, size_t k)
@@ -1451,24 +1453,17 @@ static cr_status form_qr(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent y
         return st; /* the rule refused it when recorded */
     size_t m = F.x->shape[0], n = F.x->shape[1];
     const cr_array *Qa, *Ra;
-    const double *Qb, *Rb0, *G;
+    const double *Qb, *Rb, *G;
     if ((st = factor_of(&F, &nd->y, 0, 2, &Qa)) != CR_OK ||
         (st = factor_of(&F, &nd->y, 1, 2, &Ra)) != CR_OK ||
         (st = field_mat(&F, ybar, 0, m, n, &Qb)) != CR_OK ||
-        (st = field_mat(&F, ybar, 1, n, n, &Rb0)) != CR_OK || (st = pulled(&F, ybar, &G)) != CR_OK)
+        (st = field_mat(&F, ybar, 1, n, n, &Rb)) != CR_OK || (st = pulled(&F, ybar, &G)) != CR_OK)
         return st;
     const double *Q = Qa->data, *R = Ra->data;
-    double *Rb = NULL, *C, *Md, *W;
+    double *C, *Md, *W;
     if ((st = new_mat(&F, n, n, &C)) != CR_OK || (st = new_mat(&F, n, n, &Md)) != CR_OK ||
         (st = new_mat(&F, m, n, &W)) != CR_OK)
         return st;
-    if (Rb0 != NULL) { /* triu(R̄) */
-        if ((st = new_mat(&F, n, n, &Rb)) != CR_OK)
-            return st;
-        for (size_t a = 0; a < n; a++)
-            for (size_t b = a; b < n; b++)
-                Rb[a * n + b] = Rb0[a * n + b];
-    }
     /* C = copyltu(M), M = R R̄ᵀ - Q̄ᵀ Q, once per record */
     if (Rb != NULL)
         mm(1.0, R, n, n, 0, Rb, n, n, 1, 0.0, C);
@@ -1513,14 +1508,16 @@ static cr_status form_qr(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent y
 
 /*
  * lu(A) = (L, U, p), P A = L U with the row permutation p (A[p[i], :] = (L U)[i, :]). With
- * the cotangent (L̄, Ū) (p has none; only L̄'s strictly lower part and Ū's upper part enter,
- * as in the rule) the pullback is
+ * the cotangent (L̄, Ū) (p has none) the pullback is
  *     N = tril(Lᵀ L̄, -1) + triu(Ū Uᵀ),   X = L⁻ᵀ N U⁻ᵀ,   Ā = Pᵀ X (row i of X is row p[i]).
  * Along Ȧ, with L̇, U̇ from lu's frule and p fixed (the recorded pivoting: the derivative is
  * that of this branch), the product rule with d(L⁻ᵀ) = -L⁻ᵀ L̇ᵀ L⁻ᵀ, d(U⁻ᵀ) = -U⁻ᵀ U̇ᵀ U⁻ᵀ:
  *     Ẋ = L⁻ᵀ Ṅ U⁻ᵀ - L⁻ᵀ L̇ᵀ X - X U̇ᵀ U⁻ᵀ = L⁻ᵀ (Ṅ - L̇ᵀ (X Uᵀ) - (Lᵀ X) U̇ᵀ) U⁻ᵀ,
  *     Ṅ = tril(L̇ᵀ L̄, -1) + triu(Ū U̇ᵀ),   S = Pᵀ Ẋ,
- * with X = P G from G, the recorded pullback applied to (L̄, Ū).
+ * with X = P G from G, the recorded pullback applied to (L̄, Ū). The rule reads L̄ on its
+ * strictly lower triangle and Ū on its upper one; with L̇ᵀ strictly upper and U, U̇ upper
+ * triangular, tril(L̇ᵀ L̄, -1) and triu(Ū U̇ᵀ) involve no other elements, so both are used as
+ * they come.
  */
 static cr_status form_lu(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
                          const double *tan, size_t k)
@@ -1532,19 +1529,18 @@ static cr_status form_lu(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent y
         return st; /* the rule refused it when recorded */
     size_t n = F.x->shape[0], nn = n * n;
     const cr_array *La, *Ua, *pa;
-    const double *Lb0, *Ub0, *G;
+    const double *Lb, *Ub, *G;
     if ((st = factor_of(&F, &nd->y, 0, 2, &La)) != CR_OK ||
         (st = factor_of(&F, &nd->y, 1, 2, &Ua)) != CR_OK ||
         (st = factor_of(&F, &nd->y, 2, 1, &pa)) != CR_OK ||
-        (st = field_mat(&F, ybar, 0, n, n, &Lb0)) != CR_OK ||
-        (st = field_mat(&F, ybar, 1, n, n, &Ub0)) != CR_OK || (st = pulled(&F, ybar, &G)) != CR_OK)
+        (st = field_mat(&F, ybar, 0, n, n, &Lb)) != CR_OK ||
+        (st = field_mat(&F, ybar, 1, n, n, &Ub)) != CR_OK || (st = pulled(&F, ybar, &G)) != CR_OK)
         return st;
     const double *L = La->data, *U = Ua->data, *pv = pa->data;
     double *w;
-    if ((st = new_mat(&F, 7, nn, &w)) != CR_OK)
+    if ((st = new_mat(&F, 5, nn, &w)) != CR_OK)
         return st;
-    double *Lb = w, *Ub = Lb + nn, *X = Ub + nn, *XUt = X + nn, *LtX = XUt + nn, *W = LtX + nn,
-           *T = W + nn;
+    double *X = w, *XUt = X + nn, *LtX = XUt + nn, *W = LtX + nn, *T = W + nn;
     size_t *p = cr_arena_alloc(F.arena, (n ? n : 1) * sizeof *p, _Alignof(size_t));
     if (p == NULL)
         return CR__ALLOC_STATUS(F.arena);
@@ -1552,10 +1548,6 @@ static cr_status form_lu(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent y
         p[a] = (size_t)pv[a];
         if (p[a] >= n)
             return CR_EINVAL;
-        for (size_t b = 0; b < n; b++) {
-            Lb[a * n + b] = Lb0 != NULL && a > b ? Lb0[a * n + b] : 0.0;  /* tril(L̄, -1) */
-            Ub[a * n + b] = Ub0 != NULL && a <= b ? Ub0[a * n + b] : 0.0; /* triu(Ū) */
-        }
     }
     for (size_t a = 0; a < n; a++) /* X = P G */
         memcpy(X + a * n, G + p[a] * n, n * sizeof *X);
@@ -1575,20 +1567,22 @@ static cr_status form_lu(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent y
             return st;
         /* W = Ṅ - L̇ᵀ (X Uᵀ) - (Lᵀ X) U̇ᵀ */
         memset(W, 0, nn * sizeof *W);
-        if (Ld != NULL) {
+        if (Ld != NULL && Lb != NULL) {
             mm(1.0, Ld, n, n, 1, Lb, n, n, 0, 0.0, T); /* L̇ᵀ L̄, strictly lower part kept */
             for (size_t a = 0; a < n; a++)
                 for (size_t b = 0; b < a; b++)
                     W[a * n + b] = T[a * n + b];
-            mm(-1.0, Ld, n, n, 1, XUt, n, n, 0, 1.0, W);
         }
-        if (Ud != NULL) {
+        if (Ud != NULL && Ub != NULL) {
             mm(1.0, Ub, n, n, 0, Ud, n, n, 1, 0.0, T); /* Ū U̇ᵀ, upper part kept */
             for (size_t a = 0; a < n; a++)
                 for (size_t b = a; b < n; b++)
                     W[a * n + b] += T[a * n + b];
-            mm(-1.0, LtX, n, n, 0, Ud, n, n, 1, 1.0, W);
         }
+        if (Ld != NULL)
+            mm(-1.0, Ld, n, n, 1, XUt, n, n, 0, 1.0, W);
+        if (Ud != NULL)
+            mm(-1.0, LtX, n, n, 0, Ud, n, n, 1, 1.0, W);
         left_solve_unit_lower_t(L, n, W, n);
         right_solve_upper_t(U, n, W, n);
         cr_array *S;
