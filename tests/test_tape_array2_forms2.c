@@ -353,13 +353,14 @@ static void test_refusals(void **state)
     assert_contains(cr_tape_errmsg(t),
                     "normalize: no second-order form on the tape: the exponent p is a variable");
 
-    /* tuple results of the factorizations: refused (findmax, extrema and logabsdet have
-     * forms: test_tape_tuple2.c; svd: test_tape_array2_svd2.c) */
+    /* tuple results without a form: refused (findmax, extrema and logabsdet have forms:
+     * test_tape_tuple2.c; svd: test_tape_array2_svd2.c; qr and lu:
+     * test_tape_array2_fact2.c) */
     cr_tape_reset(t);
     bv = cr_tape_array_input(t, &ba);
     cr_targ args[1] = {cr_targ_arr(bv)}, outs[3];
-    assert_int_equal(cr_tape_acall_n(t, &cr_fn_qr, args, 1, outs, 2), CR_EUNIMPL);
-    assert_contains(cr_tape_errmsg(t), "qr: no second-order form on the tape");
+    assert_int_equal(cr_tape_acall_n(t, &cr_fn_eigen_general, args, 1, outs, 2), CR_EUNIMPL);
+    assert_contains(cr_tape_errmsg(t), "eigen_general: no second-order form on the tape");
 
     /* Points without a second derivative: recorded, refused by the sweep (CR_EDOMAIN, sticky,
      * naming the function). */

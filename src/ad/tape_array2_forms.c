@@ -1904,6 +1904,329 @@ static cr_status form_cholesky_det(cr_tape *t, const cr__anode *nd, size_t i, cr
     return cholesky_det_s(t, nd, false, ybar, adjd, tan, k);
 }
 
+/* ---- qr, lu, pinv ----------------------------------------------------------------------------
+ */
+
+/* X <- X T⁻ᵀ for X (r x n) and T (n x n, upper triangular, nonzero diagonal): the rows z of
+ * the result solve T zᵀ = xᵀ, by back substitution. */
+static void right_solve_upper_t(const double *T, size_t n, double *X, size_t r)
+{
+    for (size_t a = 0; a < r; a++) {
+        double *x = X + a * n;
+        for (size_t b = n; b-- > 0;) {
+            double v = x[b];
+            for (size_t j = b + 1; j < n; j++)
+                v -= x[j] * T[b * n + j];
+            x[b] = v / T[b * n + b];
+        }
+    }
+}
+
+/* X <- L⁻ᵀ X for X (n x c) and L (n x n, unit lower triangular): Lᵀ Z = X, Lᵀ unit upper. */
+static void left_solve_unit_lower_t(const double *L, size_t n, double *X, size_t c)
+{
+    for (size_t i = n; i-- > 0;)
+        for (size_t j = i + 1; j < n; j++) {
+            double l = L[j * n + i];
+            for (size_t q = 0; q < c; q++)
+                X[i * c + q] -= l * X[j * c + q];
+        }
+}
+
+/* Element e (a matrix of shape r x c) of a tuple tangent, dense f64 (NULL when zero). */
+static cr_status field_mat(const form *F, cr_tangent t, size_t e, size_t r, size_t c,
+                           const double **out)
+{
+    size_t sh[2] = {r, c};
+    const cr_array *a;
+    cr_status st = cr__tan_array(F->arena, F->who, cr_tangent_field(t, e), 2, sh, CR_DT_F64, &a);
+    *out = st == CR_OK && a != NULL ? a->data : NULL;
+    return st;
+}
+
+/* A new r x c f64 matrix in the arena (zeros). */
+static cr_status new_mat(const form *F, size_t r, size_t c, double **out)
+{
+    *out = cr_arena_calloc(F->arena, r * c > 0 ? r * c : 1, sizeof **out, _Alignof(double));
+    return *out != NULL ? CR_OK : CR__ALLOC_STATUS(F->arena);
+}
+
+/* copyltu(M) of a real n x n M in place: its lower triangle mirrored onto the upper one. */
+static void copyltu(double *M, size_t n)
+{
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = a + 1; b < n; b++)
+            M[a * n + b] = M[b * n + a];
+}
+
+/*
+ * qr(A) = (Q, R), A m x n with m >= n, of full rank. With the cotangent (Q̄, R̄), the pullback
+ * is
+ *     M = R R̄ᵀ - Q̄ᵀ Q,   B = Q̄ + Q copyltu(M),   Ā = B R⁻ᵀ = G.
+ * Along Ȧ, with Q̇, Ṙ from qr's frule (Q̄, R̄ fixed: they are the cotangent), the product rule
+ * and d(R⁻ᵀ) = -R⁻ᵀ Ṙᵀ R⁻ᵀ give
+ *     Ṁ = Ṙ R̄ᵀ - Q̄ᵀ Q̇,   Ḃ = Q̇ copyltu(M) + Q copyltu(Ṁ)   (copyltu is linear),
+ *     S = Ḃ R⁻ᵀ - B R⁻ᵀ Ṙᵀ R⁻ᵀ = (Ḃ - G Ṙᵀ) R⁻ᵀ,
+ * with G the recorded pullback applied to (Q̄, R̄). The rule reads R̄ on its upper triangle;
+ * R and Ṙ being upper triangular, the lower triangles of R R̄ᵀ and Ṙ R̄ᵀ, all copyltu reads,
+ * involve no other element of R̄, so R̄ is used as it comes. A rank-deficient A is refused by
+ * the rule (its pullback and frule need R⁻¹).
+ */
+static cr_status form_qr(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
+                         const double *tan, size_t k)
+{
+    (void)i;
+    form F;
+    cr_status st = form_init(&F, t, nd, 0, NULL);
+    if (st != CR_OK || F.x->ndim != 2 || F.x->shape[0] < F.x->shape[1])
+        return st; /* the rule refused it when recorded */
+    size_t m = F.x->shape[0], n = F.x->shape[1];
+    const cr_array *Qa, *Ra;
+    const double *Qb, *Rb, *G;
+    if ((st = factor_of(&F, &nd->y, 0, 2, &Qa)) != CR_OK ||
+        (st = factor_of(&F, &nd->y, 1, 2, &Ra)) != CR_OK ||
+        (st = field_mat(&F, ybar, 0, m, n, &Qb)) != CR_OK ||
+        (st = field_mat(&F, ybar, 1, n, n, &Rb)) != CR_OK || (st = pulled(&F, ybar, &G)) != CR_OK)
+        return st;
+    const double *Q = Qa->data, *R = Ra->data;
+    double *C, *Md, *W;
+    if ((st = new_mat(&F, n, n, &C)) != CR_OK || (st = new_mat(&F, n, n, &Md)) != CR_OK ||
+        (st = new_mat(&F, m, n, &W)) != CR_OK)
+        return st;
+    /* C = copyltu(M), M = R R̄ᵀ - Q̄ᵀ Q, once per record */
+    if (Rb != NULL)
+        mm(1.0, R, n, n, 0, Rb, n, n, 1, 0.0, C);
+    if (Qb != NULL)
+        mm(-1.0, Qb, m, n, 1, Q, m, n, 0, 1.0, C);
+    copyltu(C, n);
+    for (size_t d = 0; d < k; d++) {
+        cr_tangent raw, dy;
+        const double *xd, *Qd, *Rd;
+        cr_value y;
+        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK)
+            return st;
+        if (xd == NULL)
+            continue;
+        if ((st = frule_along(&F, &cr_fn_qr, raw, &y, &dy)) != CR_OK ||
+            (st = field_mat(&F, dy, 0, m, n, &Qd)) != CR_OK ||
+            (st = field_mat(&F, dy, 1, n, n, &Rd)) != CR_OK)
+            return st;
+        /* Ṁ = Ṙ R̄ᵀ - Q̄ᵀ Q̇, then copyltu */
+        memset(Md, 0, n * n * sizeof *Md);
+        if (Rd != NULL && Rb != NULL)
+            mm(1.0, Rd, n, n, 0, Rb, n, n, 1, 0.0, Md);
+        if (Qd != NULL && Qb != NULL)
+            mm(-1.0, Qb, m, n, 1, Qd, m, n, 0, 1.0, Md);
+        copyltu(Md, n);
+        /* W = Q̇ C + Q Ṁ - G Ṙᵀ, then S = W R⁻ᵀ */
+        mm(1.0, Q, m, n, 0, Md, n, n, 0, 0.0, W);
+        if (Qd != NULL)
+            mm(1.0, Qd, m, n, 0, C, n, n, 0, 1.0, W);
+        if (Rd != NULL)
+            mm(-1.0, G, m, n, 0, Rd, n, n, 1, 1.0, W);
+        cr_array *S;
+        if ((st = new_s(&F, &S)) != CR_OK)
+            return st;
+        memcpy(S->data, W, m * n * sizeof *W);
+        right_solve_upper_t(R, n, S->data, m);
+        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+/*
+ * lu(A) = (L, U, p), P A = L U with the row permutation p (A[p[i], :] = (L U)[i, :]). With
+ * the cotangent (L̄, Ū) (p has none) the pullback is
+ *     N = tril(Lᵀ L̄, -1) + triu(Ū Uᵀ),   X = L⁻ᵀ N U⁻ᵀ,   Ā = Pᵀ X (row i of X is row p[i]).
+ * Along Ȧ, with L̇, U̇ from lu's frule and p fixed (the recorded pivoting: the derivative is
+ * that of this branch), the product rule with d(L⁻ᵀ) = -L⁻ᵀ L̇ᵀ L⁻ᵀ, d(U⁻ᵀ) = -U⁻ᵀ U̇ᵀ U⁻ᵀ:
+ *     Ẋ = L⁻ᵀ Ṅ U⁻ᵀ - L⁻ᵀ L̇ᵀ X - X U̇ᵀ U⁻ᵀ = L⁻ᵀ (Ṅ - L̇ᵀ (X Uᵀ) - (Lᵀ X) U̇ᵀ) U⁻ᵀ,
+ *     Ṅ = tril(L̇ᵀ L̄, -1) + triu(Ū U̇ᵀ),   S = Pᵀ Ẋ,
+ * with X = P G from G, the recorded pullback applied to (L̄, Ū). The rule reads L̄ on its
+ * strictly lower triangle and Ū on its upper one; with L̇ᵀ strictly upper and U, U̇ upper
+ * triangular, tril(L̇ᵀ L̄, -1) and triu(Ū U̇ᵀ) involve no other elements, so both are used as
+ * they come.
+ */
+static cr_status form_lu(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
+                         const double *tan, size_t k)
+{
+    (void)i;
+    form F;
+    cr_status st = form_init(&F, t, nd, 0, NULL);
+    if (st != CR_OK || F.x->ndim != 2 || F.x->shape[0] != F.x->shape[1])
+        return st; /* the rule refused it when recorded */
+    size_t n = F.x->shape[0], nn = n * n;
+    const cr_array *La, *Ua, *pa;
+    const double *Lb, *Ub, *G;
+    if ((st = factor_of(&F, &nd->y, 0, 2, &La)) != CR_OK ||
+        (st = factor_of(&F, &nd->y, 1, 2, &Ua)) != CR_OK ||
+        (st = factor_of(&F, &nd->y, 2, 1, &pa)) != CR_OK ||
+        (st = field_mat(&F, ybar, 0, n, n, &Lb)) != CR_OK ||
+        (st = field_mat(&F, ybar, 1, n, n, &Ub)) != CR_OK || (st = pulled(&F, ybar, &G)) != CR_OK)
+        return st;
+    const double *L = La->data, *U = Ua->data, *pv = pa->data;
+    double *w;
+    if ((st = new_mat(&F, 5, nn, &w)) != CR_OK)
+        return st;
+    double *X = w, *XUt = X + nn, *LtX = XUt + nn, *W = LtX + nn, *T = W + nn;
+    size_t *p = cr_arena_alloc(F.arena, (n ? n : 1) * sizeof *p, _Alignof(size_t));
+    if (p == NULL)
+        return CR__ALLOC_STATUS(F.arena);
+    for (size_t a = 0; a < n; a++) {
+        p[a] = (size_t)pv[a];
+        if (p[a] >= n)
+            return CR_EINVAL;
+    }
+    for (size_t a = 0; a < n; a++) /* X = P G */
+        memcpy(X + a * n, G + p[a] * n, n * sizeof *X);
+    mm(1.0, X, n, n, 0, U, n, n, 1, 0.0, XUt);
+    mm(1.0, L, n, n, 1, X, n, n, 0, 0.0, LtX);
+    for (size_t d = 0; d < k; d++) {
+        cr_tangent raw, dy;
+        const double *xd, *Ld, *Ud;
+        cr_value y;
+        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK)
+            return st;
+        if (xd == NULL)
+            continue;
+        if ((st = frule_along(&F, &cr_fn_lu, raw, &y, &dy)) != CR_OK ||
+            (st = field_mat(&F, dy, 0, n, n, &Ld)) != CR_OK ||
+            (st = field_mat(&F, dy, 1, n, n, &Ud)) != CR_OK)
+            return st;
+        /* W = Ṅ - L̇ᵀ (X Uᵀ) - (Lᵀ X) U̇ᵀ */
+        memset(W, 0, nn * sizeof *W);
+        if (Ld != NULL && Lb != NULL) {
+            mm(1.0, Ld, n, n, 1, Lb, n, n, 0, 0.0, T); /* L̇ᵀ L̄, strictly lower part kept */
+            for (size_t a = 0; a < n; a++)
+                for (size_t b = 0; b < a; b++)
+                    W[a * n + b] = T[a * n + b];
+        }
+        if (Ud != NULL && Ub != NULL) {
+            mm(1.0, Ub, n, n, 0, Ud, n, n, 1, 0.0, T); /* Ū U̇ᵀ, upper part kept */
+            for (size_t a = 0; a < n; a++)
+                for (size_t b = a; b < n; b++)
+                    W[a * n + b] += T[a * n + b];
+        }
+        if (Ld != NULL)
+            mm(-1.0, Ld, n, n, 1, XUt, n, n, 0, 1.0, W);
+        if (Ud != NULL)
+            mm(-1.0, LtX, n, n, 0, Ud, n, n, 1, 1.0, W);
+        left_solve_unit_lower_t(L, n, W, n);
+        right_solve_upper_t(U, n, W, n);
+        cr_array *S;
+        if ((st = new_s(&F, &S)) != CR_OK)
+            return st;
+        double *s = S->data;
+        for (size_t a = 0; a < n; a++) /* S = Pᵀ Ẋ */
+            memcpy(s + p[a] * n, W + a * n, n * sizeof *s);
+        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+/*
+ * pinv(A) = Y, A m x n of full rank (Y n x m). The rule's pullback (Golub and Pereyra) is
+ *     Ā = -Yᵀ Ȳ Yᵀ + P Ȳᵀ Y Yᵀ + Yᵀ Y Ȳᵀ Q,   P = I - A Y (m x m), Q = I - Y A (n x n).
+ * Along Ȧ, with Ẏ the result's tangent (pinv's frule, from the forward sweep), Ȳ fixed, the
+ * product rule gives, with Ṗ = -(Ȧ Y + A Ẏ), Q̇ = -(Ẏ A + Y Ȧ), Ė = Ẏ Yᵀ + Y Ẏᵀ
+ * (= d(Y Yᵀ)), Ḟ = Ẏᵀ Y + Yᵀ Ẏ (= d(Yᵀ Y)):
+ *     S = -Ẏᵀ (Ȳ Yᵀ) - (Yᵀ Ȳ) Ẏᵀ + Ṗ (Ȳᵀ Y Yᵀ) + (P Ȳᵀ) Ė + Ḟ (Ȳᵀ Q) + (Yᵀ Y Ȳᵀ) Q̇,
+ * the parenthesized products once per record. At a rank-deficient A (rank(A) = tr(A Y) <
+ * min(m, n): pinv truncated singular values) the pseudo-inverse is not continuous (a small
+ * change of A restores the rank, and any step above the truncation's tolerance does): no
+ * second derivative exists there, and the form refuses it (CR_EDOMAIN).
+ */
+static cr_status form_pinv(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
+                           const double *tan, size_t k)
+{
+    (void)i;
+    form F;
+    const double *Yb, *Y;
+    cr_status st = form_init(&F, t, nd, 0, NULL);
+    if (st != CR_OK || F.x->ndim != 2)
+        return st;
+    size_t m = F.x->shape[0], n = F.x->shape[1], r = m < n ? m : n;
+    if ((st = y_array(&F, &Y)) != CR_OK)
+        return st;
+    {
+        size_t sh[2] = {n, m};
+        const cr_array *a;
+        if ((st = cr__tan_array(F.arena, F.who, ybar, 2, sh, CR_DT_F64, &a)) != CR_OK || a == NULL)
+            return st;
+        Yb = a->data;
+    }
+    const double *A = F.x->data;
+    double rank = 0.0; /* tr(A Y): A Y projects onto A's (truncated) range */
+    for (size_t a = 0; a < m; a++)
+        for (size_t b = 0; b < n; b++)
+            rank += A[a * n + b] * Y[b * m + a];
+    if (rank < (double)r - 0.5)
+        return cr__tape_fail(t, CR_EDOMAIN,
+                             "%s: no second derivative at a rank-deficient matrix (rank %.0f < "
+                             "%zu: the pseudo-inverse is not continuous there)",
+                             F.who, rank, r);
+    double *w;
+    size_t mm_ = m * m, nn = n * n, mn = m * n;
+    if ((st = new_mat(&F, 1, 6 * mn + 4 * mm_ + 4 * nn, &w)) != CR_OK)
+        return st;
+    double *P = w, *Q = P + mm_, *W5 = Q + nn, *W6 = W5 + nn, *W1 = W6 + mm_, *W2 = W1 + mn,
+           *W3 = W2 + mn, *W4 = W3 + mn, *Pd = W4 + mn, *Fd = Pd + mm_, *Qd = Fd + mm_,
+           *Ed = Qd + nn, *Yz = Ed + nn, *Sd = Yz + mn; /* Yz: a zero Ẏ */
+    /* P = I - A Y, Q = I - Y A; W5 = Ȳ Yᵀ, W6 = Yᵀ Ȳ; W1 = Ȳᵀ (Y Yᵀ), W2 = Ȳᵀ Q,
+     * W3 = (Yᵀ Y) Ȳᵀ, W4 = P Ȳᵀ */
+    mm(-1.0, A, m, n, 0, Y, n, m, 0, 0.0, P);
+    mm(-1.0, Y, n, m, 0, A, m, n, 0, 0.0, Q);
+    for (size_t a = 0; a < m; a++)
+        P[a * m + a] += 1.0;
+    for (size_t a = 0; a < n; a++)
+        Q[a * n + a] += 1.0;
+    mm(1.0, Yb, n, m, 0, Y, n, m, 1, 0.0, W5);
+    mm(1.0, Y, n, m, 1, Yb, n, m, 0, 0.0, W6);
+    mm(1.0, Y, n, m, 0, Y, n, m, 1, 0.0, Ed); /* Y Yᵀ, for now */
+    mm(1.0, Yb, n, m, 1, Ed, n, n, 0, 0.0, W1);
+    mm(1.0, Yb, n, m, 1, Q, n, n, 0, 0.0, W2);
+    mm(1.0, Y, n, m, 1, Y, n, m, 0, 0.0, Fd); /* Yᵀ Y, for now */
+    mm(1.0, Fd, m, m, 0, Yb, n, m, 1, 0.0, W3);
+    mm(1.0, P, m, m, 0, Yb, n, m, 1, 0.0, W4);
+    for (size_t d = 0; d < k; d++) {
+        cr_tangent raw;
+        const double *Ad, *Yd;
+        if ((st = x_dot(&F, tan, k, d, &raw, &Ad)) != CR_OK)
+            return st;
+        if (Ad == NULL)
+            continue;
+        if ((st = y_dot_arr(&F, tan, k, d, &Yd)) != CR_OK)
+            return st;
+        if (Yd == NULL)
+            Yd = Yz;
+        /* Ṗ, Q̇, Ė, Ḟ */
+        mm(-1.0, Ad, m, n, 0, Y, n, m, 0, 0.0, Pd);
+        mm(-1.0, A, m, n, 0, Yd, n, m, 0, 1.0, Pd);
+        mm(-1.0, Yd, n, m, 0, A, m, n, 0, 0.0, Qd);
+        mm(-1.0, Y, n, m, 0, Ad, m, n, 0, 1.0, Qd);
+        mm(1.0, Yd, n, m, 0, Y, n, m, 1, 0.0, Ed);
+        mm(1.0, Y, n, m, 0, Yd, n, m, 1, 1.0, Ed);
+        mm(1.0, Yd, n, m, 1, Y, n, m, 0, 0.0, Fd);
+        mm(1.0, Y, n, m, 1, Yd, n, m, 0, 1.0, Fd);
+        /* the six terms of S */
+        mm(-1.0, Yd, n, m, 1, W5, n, n, 0, 0.0, Sd);
+        mm(-1.0, W6, m, m, 0, Yd, n, m, 1, 1.0, Sd);
+        mm(1.0, Pd, m, m, 0, W1, m, n, 0, 1.0, Sd);
+        mm(1.0, W4, m, n, 0, Ed, n, n, 0, 1.0, Sd);
+        mm(1.0, Fd, m, m, 0, W2, m, n, 0, 1.0, Sd);
+        mm(1.0, W3, m, n, 0, Qd, n, n, 0, 1.0, Sd);
+        cr_array *S;
+        if ((st = new_s(&F, &S)) != CR_OK)
+            return st;
+        memcpy(S->data, Sd, mn * sizeof *Sd);
+        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
 /* ---- Refusals when recording ---------------------------------------------------------------- */
 
 /* matinv, solve, logabsdet, svdvals, opnorm: dense matrices only (the rules project the
@@ -1981,6 +2304,9 @@ static const struct {
     {&cr_fn_cholesky_solve, form_cholesky_solve, 2, factor_dense_or_upper},
     {&cr_fn_cholesky_logdet, form_cholesky_logdet, 1, NULL},
     {&cr_fn_cholesky_det, form_cholesky_det, 1, NULL},
+    {&cr_fn_qr, form_qr, 1, dense_only},
+    {&cr_fn_lu, form_lu, 1, dense_only},
+    {&cr_fn_pinv, form_pinv, 1, dense_only},
 };
 
 cr__so_form_fn cr__so_form_of(const cr_value *f, const cr_value *vals, const uint32_t *codes,
