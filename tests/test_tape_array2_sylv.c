@@ -178,6 +178,64 @@ static void test_hessian(void **state)
         check_hessian(f->ctx, &p, pts[q], 1e-6);
 }
 
+/* ---- matfun_herm ----------------------------------------------------------------------------- */
+
+/* f and A's form (dense, its upper triangle read, or a Symmetric view) given by env:
+ * mix(matfun_herm(f, A)) + Σ sin(A) */
+typedef struct mf_case {
+    const cr_value *f;
+    bool view;
+} mf_case;
+
+static cr_var matfun_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env)
+{
+    (void)s;
+    const mf_case *c = env;
+    cr_targ A = cr_targ_arr(X[0]);
+    if (c->view)
+        A = cr_targ_arr(call_a(t, &cr_fn_symmetric, A, i64(0), 1));
+    cr_avar Y = call_a(t, &cr_fn_matfun_herm, cr_targ_value(*c->f), A, 2);
+    return cr_add(t, mix(t, Y, 3, 3), sum_sin(t, X[0]));
+}
+
+static void test_matfun(void **state)
+{
+    fixture *f = *state;
+    static const cr_value *const fns[4] = {&cr_fn_exp, &cr_fn_sin, &cr_fn_tanh, &cr_fn_cos};
+    for (int q = 0; q < 8; q++) {
+        mf_case c = {fns[q % 4], q >= 4};
+        prob p = {.f = matfun_p, .env = &c, .na = 1, .ndim = {2}, .shape = {{3, 3}}};
+        for (unsigned seed = 0; seed < 2; seed++) {
+            double z[9];
+            point(9, seed + 2 * (unsigned)q, 0.8, z);
+            check_hvp_dirs(f->ctx, &p, z, 1e-6, 3);
+        }
+    }
+}
+
+/* Nearly repeated eigenvalues (within the rule's tolerance and just outside it): the form
+ * has no 1/(λ_i − λ_j) of its own, and H v still matches the differences. A = Q diag(1, 1 + g,
+ * 2) Qᵀ, Q a rotation. */
+static void test_matfun_close_eigenvalues(void **state)
+{
+    fixture *f = *state;
+    const double co = cos(0.5), sn = sin(0.5);
+    const double Q[9] = {co, -sn, 0, sn, co, 0, 0, 0, 1};
+    static const double gaps[3] = {0.0, 1e-3, 0.1};
+    for (int q = 0; q < 3; q++) {
+        double lam[3] = {1.0, 1.0 + gaps[q], 2.0}, z[9];
+        for (int a = 0; a < 3; a++)
+            for (int b = 0; b < 3; b++) {
+                z[a * 3 + b] = 0.0;
+                for (int e = 0; e < 3; e++)
+                    z[a * 3 + b] += Q[a * 3 + e] * lam[e] * Q[b * 3 + e];
+            }
+        mf_case c = {&cr_fn_exp, false};
+        prob p = {.f = matfun_p, .env = &c, .na = 1, .ndim = {2}, .shape = {{3, 3}}};
+        check_hvp_dirs(f->ctx, &p, z, 1e-5, 2);
+    }
+}
+
 /* ---- Refusals -------------------------------------------------------------------------------- */
 
 /* Structured or complex arguments: refused when recorded (CR_EUNIMPL), naming the function
@@ -215,6 +273,24 @@ static void test_refusals(void **state)
         assert_contains(cr_tape_errmsg(t), msg);
         assert_int_equal(cr_tape_status(t), CR_EUNIMPL); /* sticky */
     }
+    /* matfun_herm: a Diagonal A, a complex A, an f that is not a row of one argument */
+    static const char *const mmsgs[3] = {
+        "matfun_herm: no second-order form on the tape: A is Diagonal or triangular",
+        "matfun_herm: no second-order form on the tape: A is complex",
+        "matfun_herm: no second-order form on the tape: f is not a scalar-table function of one "
+        "argument"};
+    for (int q = 0; q < 3; q++) {
+        cr_tape_reset(t);
+        cr_targ M = cr_targ_arr(cr_tape_array_input(t, &ma));
+        cr_targ V = cr_targ_arr(cr_tape_array_input(t, &va));
+        cr_targ A = q == 0   ? cr_targ_arr(call_a(t, &cr_fn_diagonal, V, V, 1))
+                    : q == 1 ? cr_targ_arr(cr_tape_array_input(t, &za))
+                             : M;
+        assert_ok(t, cr_tape_status(t));
+        cr_targ args[2] = {cr_targ_value(q == 2 ? cr_fn_hypot : cr_fn_exp), A}, out;
+        assert_int_equal(cr_tape_acall(t, &cr_fn_matfun_herm, args, 2, &out), CR_EUNIMPL);
+        assert_contains(cr_tape_errmsg(t), mmsgs[q]);
+    }
     cr_tape_free(t);
 }
 
@@ -225,6 +301,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sylvester_constants, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_lyap, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_hessian, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_matfun, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_matfun_close_eigenvalues, fixture_setup,
+                                        fixture_teardown),
         cmocka_unit_test_setup_teardown(test_refusals, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
