@@ -2227,6 +2227,243 @@ static cr_status form_pinv(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent
     return CR_OK;
 }
 
+/* ---- sylvester, lyap, matfun_herm ------------------------------------------------------------ */
+
+/* A real n x c matrix tangent (or cotangent) as f64 (NULL when zero). */
+static cr_status mat_of(const form *F, cr_tangent v, size_t r, size_t c, const double **out)
+{
+    size_t sh[2] = {r, c};
+    const cr_array *a;
+    cr_status st = cr__tan_array(F->arena, F->who, v, 2, sh, CR_DT_F64, &a);
+    *out = st == CR_OK && a != NULL ? a->data : NULL;
+    return st;
+}
+
+/* The tangent of the record's argument j (an r x c matrix) along d, as f64 (NULL when zero). */
+static cr_status arg_dot(const form *F, size_t j, size_t r, size_t c, const double *tan, size_t k,
+                         size_t d, const double **out)
+{
+    cr_tangent raw = cr__a2_arg_tangent(F->t, F->nd->args[j], tan, k, d);
+    *out = NULL;
+    return cr_tangent_is_zero(raw) ? CR_OK : mat_of(F, raw, r, c, out);
+}
+
+/* An f64 r x c matrix holding v (zeros when v is NULL), for the cotangent of an argument. */
+static cr_status mat_array(const form *F, const double *v, size_t r, size_t c, cr_array **out)
+{
+    size_t sh[2] = {r, c};
+    cr_status st = cr__new(F->arena, CR_DT_F64, 2, sh, v == NULL, out);
+    if (st == CR_OK && v != NULL)
+        memcpy((*out)->data, v, r * c * sizeof *v);
+    return st;
+}
+
+/*
+ * sylvester(A, B, C) = X, A X + X B + C = 0 (A n x n, B m x m, C and X n x m). The pullback
+ * solves the adjoint equation Aᵀ Λ + Λ Bᵀ + X̄ = 0 and gives C̄ = Λ, Ā = Λ Xᵀ, B̄ = Xᵀ Λ.
+ * Along (Ȧ, Ḃ, Ċ), X̄ fixed (it is the cotangent), the adjoint equation differentiates to
+ *     Aᵀ Λ̇ + Λ̇ Bᵀ + (Ȧᵀ Λ + Λ Ḃᵀ) = 0,
+ * so Λ̇ is the recorded pullback's Λ for the cotangent W = Ȧᵀ Λ + Λ Ḃᵀ, and the same call
+ * gives Λ̇ Xᵀ and Xᵀ Λ̇. With Ẋ the result's tangent (the frule, from the forward sweep):
+ *     S_C = Λ̇,   S_A = Λ̇ Xᵀ + Λ Ẋᵀ = Ā(W) + Λ Ẋᵀ,   S_B = Xᵀ Λ̇ + Ẋᵀ Λ = B̄(W) + Ẋᵀ Λ.
+ * lyap(A, C) = X, A X + X Aᵀ + C = 0, is the case B = Aᵀ: its pullback solves
+ * Aᵀ Λ + Λ A + X̄ = 0 and gives C̄ = Λ, Ā = Λ Xᵀ + Λᵀ X, so
+ *     W = Ȧᵀ Λ + Λ Ȧ,   S_C = Λ̇,   S_A = Ā(W) + Λ Ẋᵀ + Λᵀ Ẋ.
+ * X is linear in C: with A (and B) constant, S = 0.
+ */
+static cr_status form_sylvester(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
+                                double *adjd, const double *tan, size_t k)
+{
+    (void)i;
+    bool ly = nd->nargs == 2; /* lyap(A, C) */
+    size_t ic = ly ? 1 : 2, nx = (size_t)nd->nargs + 1;
+    if (nd->args[0] == CR_VAR_CONST && (ly || nd->args[1] == CR_VAR_CONST))
+        return CR_OK;
+    form F;
+    cr_status st = form_init(&F, t, nd, 0, NULL);
+    if (st != CR_OK)
+        return st;
+    const cr_array *Cv = nd->vals[ic].u.arr;
+    size_t n = Cv->shape[0], m = Cv->shape[1];
+    cr_tangent dx[4], dw[4];
+    const double *L;
+    if ((st = cr_pullback_call(F.arena, &nd->pb, &ybar, dx, nx)) != CR_OK ||
+        (st = mat_of(&F, dx[ic + 1], n, m, &L)) != CR_OK || L == NULL)
+        return st; /* Λ = 0: S = 0 */
+    double *W;
+    if ((st = new_mat(&F, n, m, &W)) != CR_OK)
+        return st;
+    for (size_t d = 0; d < k; d++) {
+        const double *Ad, *Bd = NULL, *Xd, *Sa = NULL, *Sb = NULL;
+        if ((st = arg_dot(&F, 0, n, n, tan, k, d, &Ad)) != CR_OK ||
+            (!ly && (st = arg_dot(&F, 1, m, m, tan, k, d, &Bd)) != CR_OK) ||
+            (st = y_dot_arr(&F, tan, k, d, &Xd)) != CR_OK)
+            return st;
+        cr_tangent SC = cr_tangent_zero();
+        if (Ad != NULL || Bd != NULL) {
+            /* W = Ȧᵀ Λ + Λ Ḃᵀ (lyap: Ȧᵀ Λ + Λ Ȧ); Ā(W), B̄(W), Λ̇ from the pullback */
+            memset(W, 0, n * m * sizeof *W);
+            if (Ad != NULL)
+                mm(1.0, Ad, n, n, 1, L, n, m, 0, 1.0, W);
+            if (Ad != NULL && ly)
+                mm(1.0, L, n, n, 0, Ad, n, n, 0, 1.0, W);
+            if (Bd != NULL)
+                mm(1.0, L, n, m, 0, Bd, m, m, 1, 1.0, W);
+            cr_array *Wa;
+            if ((st = mat_array(&F, W, n, m, &Wa)) != CR_OK)
+                return st;
+            cr_tangent wt = cr_tangent_array(Wa);
+            if ((st = cr_pullback_call(F.arena, &nd->pb, &wt, dw, nx)) != CR_OK)
+                return st;
+            SC = dw[ic + 1];
+            if (nd->args[0] != CR_VAR_CONST && (st = mat_of(&F, dw[1], n, n, &Sa)) != CR_OK)
+                return st;
+            if (!ly && nd->args[1] != CR_VAR_CONST && (st = mat_of(&F, dw[2], m, m, &Sb)) != CR_OK)
+                return st;
+        }
+        cr_array *SA, *SB;
+        if ((st = mat_array(&F, Sa, n, n, &SA)) != CR_OK ||
+            (st = mat_array(&F, Sb, m, m, &SB)) != CR_OK)
+            return st;
+        if (Xd != NULL) {
+            mm(1.0, L, n, m, 0, Xd, n, m, 1, 1.0, SA->data); /* + Λ Ẋᵀ */
+            if (ly)
+                mm(1.0, L, n, n, 1, Xd, n, n, 0, 1.0, SA->data); /* + Λᵀ Ẋ */
+            else
+                mm(1.0, Xd, n, m, 1, L, n, m, 0, 1.0, SB->data); /* + Ẋᵀ Λ */
+        }
+        if ((st = cr__a2_add_d(t, nd, 0, cr_tangent_array(SA), adjd, k, d)) != CR_OK ||
+            (!ly && (st = cr__a2_add_d(t, nd, 1, cr_tangent_array(SB), adjd, k, d)) != CR_OK) ||
+            (st = cr__a2_add_d(t, nd, ic, SC, adjd, k, d)) != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+/* f'' at x from the scalar row (as form_sum_f takes it). */
+static double row_f2(const cr_scalar_rule *row, double x)
+{
+    double Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+    double H[CR_SCALAR_MAX_IN * CR_SCALAR_MAX_IN];
+    if (row->c128 == NULL) /* central differences start from the partials at x */
+        row->f64(&x, Y, D);
+    cr__row_hessian(row, &x, D, H, 1u);
+    return H[0];
+}
+
+/* The first divided difference f[a, b] as the rule takes it: f'(midpoint) within tol. */
+static double dd1(const cr_scalar_rule *row, double a, double b, double tol)
+{
+    double fa, fb, da, db;
+    if (fabs(a - b) <= tol) {
+        double m = 0.5 * (a + b);
+        row->f64(&m, &fa, &da);
+        return da;
+    }
+    row->f64(&a, &fa, &da);
+    row->f64(&b, &fb, &db);
+    return (fa - fb) / (a - b);
+}
+
+/* The second divided difference f[a, b, c] (symmetric in its arguments): f''(midpoint)/2
+ * when all three are within tol, else (f[b, c] - f[a, b]) / (c - a) over the sorted values. */
+static double dd2(const cr_scalar_rule *row, double a, double b, double c, double tol)
+{
+    double t;
+    if (a > b)
+        t = a, a = b, b = t;
+    if (b > c)
+        t = b, b = c, c = t;
+    if (a > b)
+        t = a, a = b, b = t;
+    if (c - a <= tol)
+        return 0.5 * row_f2(row, 0.5 * (a + c));
+    return (dd1(row, b, c, tol) - dd1(row, a, b, tol)) / (c - a);
+}
+
+/*
+ * matfun_herm(f, A) = f(A) = V diag(f(λ)) Vᵀ of a symmetric A (its upper triangle read, or a
+ * Symmetric view). The pullback is the Daleckii-Krein derivative applied to Ḡ = sym(Ȳ):
+ * Ā = Df(A)[Ḡ] = V (F ∘ (Vᵀ Ḡ V)) Vᵀ, F_ij = f[λ_i, λ_j] (folded onto the upper triangle for
+ * a dense A). Its derivative along Ȧ is the second derivative of the matrix function,
+ * symmetric in its two directions; in the eigenbasis (Ã = Vᵀ Ȧ V, G̃ = Vᵀ Ḡ V) it is
+ *     S = V S̃ Vᵀ,   S̃_ij = Σ_k f[λ_i, λ_k, λ_j] (Ã_ik G̃_kj + G̃_ik Ã_kj)
+ * (Daleckii-Krein for the second derivative: differentiate F_ij(λ(A)) and V together, or
+ * check on f = x², where f[., ., .] = 1 and D²f[E, G] = E G + G E). f[a, b, c] is the second
+ * divided difference of f, from f, f' and f'' (the scalar row, f'' as for sum(f, A)), so S
+ * has no 1/(λ_i − λ_j) of its own and exists at repeated eigenvalues too. λ, V: eigen at A
+ * (its frule's primal); Ȧ is read on its upper triangle as the rule reads A.
+ */
+static cr_status form_matfun(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
+                             double *adjd, const double *tan, size_t k)
+{
+    (void)i;
+    form F;
+    const double *yb;
+    cr_status st = form_init(&F, t, nd, 1, NULL);
+    if (st != CR_OK || F.x->ndim != 2 || F.x->shape[0] != F.x->shape[1])
+        return st;
+    if ((st = like_x(&F, ybar, &yb)) != CR_OK || yb == NULL)
+        return st;
+    size_t n = F.x->shape[0], nn = n * n;
+    cr_value y;
+    cr_tangent dy;
+    const cr_array *L, *V;
+    if ((st = frule_along(&F, &cr_fn_eigen, cr_tangent_zero(), &y, &dy)) != CR_OK ||
+        (st = factor_of(&F, &y, 0, 1, &L)) != CR_OK || (st = factor_of(&F, &y, 1, 2, &V)) != CR_OK)
+        return st;
+    const cr_scalar_rule *row = cr_scalar_rule_of(nd->vals[0].u.func.fn);
+    const double *lam = L->data, *v = V->data;
+    double tol = 1e-5 * fmax(1.0, cr__spectrum_scale(lam, n)); /* the rule's */
+    double *w = cr_arena_alloc(F.arena, (n * nn + 5 * nn + 1) * sizeof *w, _Alignof(double));
+    if (w == NULL)
+        return CR__ALLOC_STATUS(F.arena);
+    double *D2 = w, *G = D2 + n * nn, *Ad = G + nn, *T = Ad + nn, *At = T + nn, *St = At + nn;
+    for (size_t a = 0; a < n; a++)
+        for (size_t c = 0; c < n; c++)
+            for (size_t b = 0; b < n; b++)
+                D2[(a * n + c) * n + b] = dd2(row, lam[a], lam[b], lam[c], tol);
+    /* G̃ = Vᵀ sym(Ȳ) V */
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = 0; b < n; b++)
+            T[a * n + b] = 0.5 * (yb[a * n + b] + yb[b * n + a]);
+    mul_nn(n, v, true, T, false, At);
+    mul_nn(n, At, false, v, false, G);
+    bool fold = F.x->structure != CR_MAT_SYMMETRIC && F.x->structure != CR_MAT_HERMITIAN;
+    for (size_t d = 0; d < k; d++) {
+        const double *xd;
+        cr_tangent raw;
+        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK)
+            return st;
+        if (xd == NULL)
+            continue;
+        /* Ã = Vᵀ Ȧ V, Ȧ mirrored from its upper triangle */
+        for (size_t a = 0; a < n; a++)
+            for (size_t b = 0; b < n; b++)
+                Ad[a * n + b] = a <= b ? xd[a * n + b] : xd[b * n + a];
+        mul_nn(n, v, true, Ad, false, T);
+        mul_nn(n, T, false, v, false, At);
+        for (size_t a = 0; a < n; a++)
+            for (size_t c = 0; c < n; c++) {
+                double acc = 0.0;
+                for (size_t b = 0; b < n; b++)
+                    acc += D2[(a * n + c) * n + b] *
+                           (At[a * n + b] * G[b * n + c] + G[a * n + b] * At[b * n + c]);
+                St[a * n + c] = acc;
+            }
+        cr_array *S;
+        if ((st = new_s(&F, &S)) != CR_OK)
+            return st;
+        mul_nn(n, v, false, St, false, T);
+        mul_nn(n, T, false, v, true, S->data);
+        if (fold)
+            fold_upper(S->data, n);
+        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
 /* ---- Refusals when recording ---------------------------------------------------------------- */
 
 /* matinv, solve, logabsdet, svdvals, opnorm: dense matrices only (the rules project the
@@ -2268,6 +2505,44 @@ static const char *factor_dense_or_upper(const cr_value *vals, size_t nargs)
     return NULL;
 }
 
+/* sylvester, lyap, matfun_herm: real dense matrices only (the rules project the cotangent of a
+ * structured matrix onto its structure, and a complex argument makes a complex result, which
+ * these forms do not cover). */
+static const char *real_dense(const cr_value *vals, size_t nargs)
+{
+    /* the arguments' names: sylvester(A, B, C), lyap(A, C), matfun_herm(f, A) */
+    static const char *const k_cplx[3] = {"A is complex; the form covers real matrices only",
+                                          "B is complex; the form covers real matrices only",
+                                          "C is complex; the form covers real matrices only"};
+    static const char *const k_struct[3] = {
+        "A has a structure; the form covers dense matrices only",
+        "B has a structure; the form covers dense matrices only",
+        "C has a structure; the form covers dense matrices only"};
+    for (size_t a = 0; a < nargs && a < 3; a++) {
+        const cr_value *v = &vals[a];
+        if (v->kind != CR_KIND_ARRAY || v->u.arr == NULL)
+            continue;
+        size_t nm = nargs == 3 ? a : vals[0].kind == CR_KIND_FUNC || a == 0 ? 0 : 2;
+        if (v->u.arr->dtype == CR_DT_C128)
+            return k_cplx[nm];
+        if (v->u.arr->structure != CR_MAT_DENSE)
+            return k_struct[nm];
+    }
+    return NULL;
+}
+
+/* matfun_herm(f, A): A real, dense (its upper triangle read) or a Symmetric view; a Hermitian
+ * view of a real matrix is the same. */
+static const char *real_dense_or_symmetric(const cr_value *vals, size_t nargs)
+{
+    const cr_array *A = nargs > 1 ? vals[1].u.arr : NULL;
+    if (A == NULL)
+        return NULL;
+    if (A->dtype == CR_DT_C128)
+        return "A is complex; the form covers real matrices only";
+    return symmetric_or_dense(vals + 1, nargs - 1);
+}
+
 /* ---- The table --------------------------------------------------------------------------------
  */
 
@@ -2307,6 +2582,8 @@ static const struct {
     {&cr_fn_qr, form_qr, 1, dense_only},
     {&cr_fn_lu, form_lu, 1, dense_only},
     {&cr_fn_pinv, form_pinv, 1, dense_only},
+    {&cr_fn_sylvester, form_sylvester, 3, real_dense},
+    {&cr_fn_lyap, form_sylvester, 2, real_dense},
 };
 
 cr__so_form_fn cr__so_form_of(const cr_value *f, const cr_value *vals, const uint32_t *codes,
@@ -2324,6 +2601,19 @@ cr__so_form_fn cr__so_form_of(const cr_value *f, const cr_value *vals, const uin
             return NULL;
         }
         return form_sum_f;
+    }
+    if (fn == cr_fn_matfun_herm.u.func.fn) {
+        const cr_scalar_rule *r =
+            nargs < 2 || vals[0].kind != CR_KIND_FUNC || vals[0].u.func.fn == NULL
+                ? NULL
+                : cr_scalar_rule_of(vals[0].u.func.fn);
+        if (r == NULL || r->nin != 1 || r->nout != 1 || vals[1].kind != CR_KIND_ARRAY) {
+            *why = "f is not a scalar-table function of one argument";
+            return NULL;
+        }
+        if ((*why = real_dense_or_symmetric(vals, nargs)) != NULL)
+            return NULL;
+        return form_matfun;
     }
     for (size_t j = 0; j < sizeof k_forms / sizeof k_forms[0]; j++) {
         if (k_forms[j].f->u.func.fn != fn)
