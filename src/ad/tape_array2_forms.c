@@ -19,6 +19,7 @@
 #include <math.h>
 #include <string.h>
 
+#include <chainrules/project.h>
 #include <chainrules/rules_array.h>
 #include <chainrules/rules_linalg.h>
 #include <chainrules/rules_math.h>
@@ -1200,10 +1201,28 @@ static cr_status form_cumprod(cr_tape *t, const cr__anode *nd, size_t i, cr_tang
 
 /* ---- matinv, solve -------------------------------------------------------------------------- */
 
+/* S (dense, of x's logical shape) added into the derivative of x's cotangent along d, after
+ * the projection the rule applies to x's cotangent (cr_project from x's value: a Symmetric or
+ * Hermitian x's S symmetrised, a triangular x's restricted to its triangle, a Diagonal x's to
+ * its diagonal). The rule's cotangent is P(Ā(x)) with P linear and fixed (it depends on x's
+ * structure only), so its derivative along ẋ is P(S) with S the derivative of the unprojected
+ * cotangent. A dense x's projection is the identity. */
+static cr_status put_projected(const form *F, cr_array *S, double *adjd, size_t k, size_t d)
+{
+    const cr_value *xv = &F->nd->vals[F->xj];
+    if (xv->u.arr->structure == CR_MAT_DENSE)
+        return put(F, S, adjd, k, d);
+    cr_tangent p;
+    cr_status st = cr_project_tangent(F->arena, xv, cr_tangent_array(S), &p);
+    return st != CR_OK ? st : cr__a2_add_d(F->t, F->nd, F->xj, p, adjd, k, d);
+}
+
 /*
- * inv(A) = Y: the pullback is Ā = -Yᵀ Ȳ Yᵀ. Its derivative along Ȧ, with Ẏ = -Y Ȧ Y the
- * result's tangent (matinv's frule, from the forward sweep), by the product rule:
- *     S = -(Ẏᵀ Ȳ Yᵀ + Yᵀ Ȳ Ẏᵀ) = -(Ẏᵀ P + Q Ẏᵀ),   P = Ȳ Yᵀ, Q = Yᵀ Ȳ (once per record).
+ * inv(A) = Y: the pullback is Ā = -Yᵀ Ȳ Yᵀ (projected onto A's structure). Its derivative
+ * along Ȧ, with Ẏ = -Y Ȧ Y the result's tangent (matinv's frule, from the forward sweep), by
+ * the product rule:
+ *     S = -(Ẏᵀ Ȳ Yᵀ + Yᵀ Ȳ Ẏᵀ) = -(Ẏᵀ P + Q Ẏᵀ),   P = Ȳ Yᵀ, Q = Yᵀ Ȳ (once per record),
+ * projected as the rule projects Ā (put_projected).
  */
 static cr_status form_matinv(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
                              double *adjd, const double *tan, size_t k)
@@ -1240,20 +1259,20 @@ static cr_status form_matinv(cr_tape *t, const cr__anode *nd, size_t i, cr_tange
             return st;
         mm(-1.0, yd, n, n, 1, P->data, n, n, 0, 0.0, S->data);
         mm(-1.0, Q->data, n, n, 0, yd, n, n, 1, 1.0, S->data);
-        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
+        if ((st = put_projected(&F, S, adjd, k, d)) != CR_OK)
             return st;
     }
     return CR_OK;
 }
 
 /*
- * solve(A, B) = A \ B = Y (dense A; B a vector or a matrix): the pullback is B̄ = A⁻ᵀ Ȳ,
- * Ā = -B̄ Yᵀ. Along (Ȧ, Ḃ), with Ẏ the result's tangent (solve's frule, from the forward sweep)
- * and d(A⁻ᵀ) = -A⁻ᵀ Ȧᵀ A⁻ᵀ:
- *     S_B = -A⁻ᵀ Ȧᵀ B̄ = B̄(W),               W = -Ȧᵀ B̄,
- *     S_A = -S_B Yᵀ - B̄ Ẏᵀ = Ā(W) - B̄ Ẏᵀ,
- * where B̄(W) and Ā(W) are the recorded pullback applied to W (one call gives both). solve is
- * linear in B: with A a constant, S = 0.
+ * solve(A, B) = A \ B = Y (B a vector or a matrix): the pullback is B̄ = A⁻ᵀ Ȳ,
+ * Ā = P(-B̄ Yᵀ), P the projection onto A's structure (the identity for a dense A). Along (Ȧ, Ḃ),
+ * with Ẏ the result's tangent (solve's frule, from the forward sweep) and d(A⁻ᵀ) = -A⁻ᵀ Ȧᵀ A⁻ᵀ: S_B
+ * = -A⁻ᵀ Ȧᵀ B̄ = B̄(W),               W = -Ȧᵀ B̄, S_A = P(-S_B Yᵀ - B̄ Ẏᵀ) = Ā(W) - P(B̄ Ẏᵀ), where B̄(W)
+ * and Ā(W) are the recorded pullback applied to W (one call gives both; Ā(W) is projected already,
+ * and P(P(X)) = P(X)). solve is linear in B: with A a constant, S = 0. A structured B is refused
+ * when recording: its rule projects B̄, which W and B̄ Ẏᵀ need unprojected.
  */
 static cr_status form_solve(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
                             double *adjd, const double *tan, size_t k)
@@ -1300,7 +1319,7 @@ static cr_status form_solve(cr_tape *t, const cr__anode *nd, size_t i, cr_tangen
         }
         if (yd != NULL)
             mm(-1.0, bb, n, m, 0, yd, n, m, 1, 1.0, SA->data);
-        if ((st = put(&F, SA, adjd, k, d)) != CR_OK ||
+        if ((st = put_projected(&F, SA, adjd, k, d)) != CR_OK ||
             (st = cr__a2_add_d(t, nd, 1, SB, adjd, k, d)) != CR_OK)
             return st;
     }
@@ -2464,9 +2483,103 @@ static cr_status form_matfun(cr_tape *t, const cr__anode *nd, size_t i, cr_tange
     return CR_OK;
 }
 
+/* ---- rdiv, and the structured matrices of solve, inv and rdiv ----------------------------------
+ */
+
+/*
+ * rdiv(B, A) = B / A = B A⁻¹ = Y (A n x n; B m x n, or a vector of n taken as one row, whose
+ * result is a vector): the pullback is B̄ = Ȳ A⁻ᵀ, Ā = P(-Yᵀ B̄), P the projection onto A's
+ * structure (the identity for a dense A). Along (Ȧ, Ḃ), with Ẏ the result's tangent (rdiv's
+ * frule, from the forward sweep) and d(A⁻ᵀ) = -A⁻ᵀ Ȧᵀ A⁻ᵀ:
+ *     S_B = -Ȳ A⁻ᵀ Ȧᵀ A⁻ᵀ = B̄(W),              W = -B̄ Ȧᵀ (m x n),
+ *     S_A = P(-Ẏᵀ B̄ - Yᵀ S_B) = Ā(W) - P(Ẏᵀ B̄),
+ * where B̄(W) and Ā(W) are the recorded pullback applied to W (one call gives both; Ā(W) is
+ * projected already). rdiv is linear in B: with A a constant, S = 0. A structured B is refused
+ * when recording, as for solve.
+ */
+static cr_status form_rdiv(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
+                           const double *tan, size_t k)
+{
+    (void)i;
+    if (nd->args[1] == CR_VAR_CONST)
+        return CR_OK;
+    form F;
+    cr_status st = form_init(&F, t, nd, 1, NULL);
+    if (st != CR_OK || F.x->ndim != 2 || F.x->shape[0] != F.x->shape[1])
+        return st; /* the rule refused it when recorded */
+    const cr_array *Bv = nd->vals[0].u.arr, *Bb;
+    size_t n = F.x->shape[0], m = Bv->ndim == 1 ? 1 : Bv->shape[0];
+    cr_tangent dx[3];
+    if ((st = cr_pullback_call(F.arena, &nd->pb, &ybar, dx, 3)) != CR_OK ||
+        (st = cr__tan_array(F.arena, F.who, dx[1], Bv->ndim, Bv->shape, CR_DT_F64, &Bb)) != CR_OK)
+        return st;
+    if (Bb == NULL)
+        return CR_OK; /* Ȳ = 0 */
+    const double *bb = Bb->data;
+    for (size_t d = 0; d < k; d++) {
+        cr_tangent raw, SB = cr_tangent_zero(), dw[3];
+        const double *xd, *yd, *Sa;
+        cr_array *SA, *W;
+        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK ||
+            (st = y_dot_arr(&F, tan, k, d, &yd)) != CR_OK)
+            return st;
+        if (xd == NULL && yd == NULL)
+            continue;
+        if ((st = new_s(&F, &SA)) != CR_OK)
+            return st;
+        if (xd != NULL) {
+            if ((st = cr__new(F.arena, CR_DT_F64, Bv->ndim, Bv->shape, false, &W)) != CR_OK)
+                return st;
+            mm(-1.0, bb, m, n, 0, xd, n, n, 1, 0.0, W->data); /* W = -B̄ Ȧᵀ */
+            cr_tangent wt = cr_tangent_array(W);
+            if ((st = cr_pullback_call(F.arena, &nd->pb, &wt, dw, 3)) != CR_OK ||
+                (st = like_x(&F, dw[2], &Sa)) != CR_OK)
+                return st;
+            if (Sa != NULL)
+                memcpy(SA->data, Sa, n * n * sizeof *Sa);
+            SB = dw[1];
+        }
+        if (yd != NULL)
+            mm(-1.0, yd, m, n, 1, bb, m, n, 0, 1.0, SA->data); /* - Ẏᵀ B̄ */
+        if ((st = put_projected(&F, SA, adjd, k, d)) != CR_OK ||
+            (st = cr__a2_add_d(t, nd, 0, SB, adjd, k, d)) != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+/* solve(A, B), inv(A), rdiv(B, A) (a: A's position): A dense, Diagonal, Upper, Lower,
+ * Symmetric or Hermitian (its S projected as the rule projects Ā: put_projected); B dense (its
+ * rule projects B̄, which the forms need unprojected); real arguments (complex variables are
+ * refused by the tape; a complex constant here too). */
+static const char *real_b_dense(const cr_value *vals, size_t nargs, size_t a)
+{
+    for (size_t j = 0; j < nargs && j < 2; j++) {
+        const cr_array *x = vals[j].kind == CR_KIND_ARRAY ? vals[j].u.arr : NULL;
+        if (x == NULL)
+            continue;
+        if (x->dtype == CR_DT_C128)
+            return j == a ? "A is complex; the form covers real matrices"
+                          : "B is complex; the form covers real B";
+        if (j != a && x->structure != CR_MAT_DENSE)
+            return "B has a structure; the form covers dense B only";
+    }
+    return NULL;
+}
+
+static const char *a_first_structured(const cr_value *vals, size_t nargs)
+{
+    return real_b_dense(vals, nargs, 0);
+}
+
+static const char *a_second_structured(const cr_value *vals, size_t nargs)
+{
+    return real_b_dense(vals, nargs, 1);
+}
+
 /* ---- Refusals when recording ---------------------------------------------------------------- */
 
-/* matinv, solve, logabsdet, svdvals, opnorm: dense matrices only (the rules project the
+/* logabsdet, svdvals, opnorm, ...: dense matrices only (the rules project the
  * cotangent of a structured matrix onto its structure, which these forms do not). */
 static const char *dense_only(const cr_value *vals, size_t nargs)
 {
@@ -2566,8 +2679,8 @@ static const struct {
     {&cr_fn_var, form_var, 1, NULL},
     {&cr_fn_std, form_std, 1, NULL},
     {&cr_fn_cumprod, form_cumprod, 1, NULL},
-    {&cr_fn_matinv, form_matinv, 1, dense_only},
-    {&cr_fn_solve, form_solve, 2, dense_only},
+    {&cr_fn_matinv, form_matinv, 1, a_first_structured},
+    {&cr_fn_solve, form_solve, 2, a_first_structured},
     {&cr_fn_normalize, form_normalize, 1, NULL},
     {&cr_fn_svdvals, form_svdvals, 1, dense_only},
     {&cr_fn_opnorm, form_opnorm, 1, dense_only},
@@ -2584,6 +2697,7 @@ static const struct {
     {&cr_fn_pinv, form_pinv, 1, dense_only},
     {&cr_fn_sylvester, form_sylvester, 3, real_dense},
     {&cr_fn_lyap, form_sylvester, 2, real_dense},
+    {&cr_fn_rdiv, form_rdiv, 2, a_second_structured},
 };
 
 cr__so_form_fn cr__so_form_of(const cr_value *f, const cr_value *vals, const uint32_t *codes,
