@@ -1952,15 +1952,21 @@ static void left_solve_unit_lower_t(const double *L, size_t n, double *X, size_t
         }
 }
 
+/* A real r x c matrix tangent (or cotangent) as f64 (NULL when zero). */
+static cr_status mat_of(const form *F, cr_tangent v, size_t r, size_t c, const double **out)
+{
+    size_t sh[2] = {r, c};
+    const cr_array *a;
+    cr_status st = cr__tan_array(F->arena, F->who, v, 2, sh, CR_DT_F64, &a);
+    *out = st == CR_OK && a != NULL ? a->data : NULL;
+    return st;
+}
+
 /* Element e (a matrix of shape r x c) of a tuple tangent, dense f64 (NULL when zero). */
 static cr_status field_mat(const form *F, cr_tangent t, size_t e, size_t r, size_t c,
                            const double **out)
 {
-    size_t sh[2] = {r, c};
-    const cr_array *a;
-    cr_status st = cr__tan_array(F->arena, F->who, cr_tangent_field(t, e), 2, sh, CR_DT_F64, &a);
-    *out = st == CR_OK && a != NULL ? a->data : NULL;
-    return st;
+    return mat_of(F, cr_tangent_field(t, e), r, c, out);
 }
 
 /* A new r x c f64 matrix in the arena (zeros). */
@@ -2247,16 +2253,6 @@ static cr_status form_pinv(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent
 }
 
 /* ---- sylvester, lyap, matfun_herm ------------------------------------------------------------ */
-
-/* A real n x c matrix tangent (or cotangent) as f64 (NULL when zero). */
-static cr_status mat_of(const form *F, cr_tangent v, size_t r, size_t c, const double **out)
-{
-    size_t sh[2] = {r, c};
-    const cr_array *a;
-    cr_status st = cr__tan_array(F->arena, F->who, v, 2, sh, CR_DT_F64, &a);
-    *out = st == CR_OK && a != NULL ? a->data : NULL;
-    return st;
-}
 
 /* The tangent of the record's argument j (an r x c matrix) along d, as f64 (NULL when zero). */
 static cr_status arg_dot(const form *F, size_t j, size_t r, size_t c, const double *tan, size_t k,
