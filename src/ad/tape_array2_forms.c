@@ -2366,18 +2366,13 @@ static double row_f2(const cr_scalar_rule *row, double x)
     return H[0];
 }
 
-/* The first divided difference f[a, b] as the rule takes it: f'(midpoint) within tol. */
+/* The first divided difference f[a, b] as the rule takes it (cr__divdiff1). */
 static double dd1(const cr_scalar_rule *row, double a, double b, double tol)
 {
     double fa, fb, da, db;
-    if (fabs(a - b) <= tol) {
-        double m = 0.5 * (a + b);
-        row->f64(&m, &fa, &da);
-        return da;
-    }
     row->f64(&a, &fa, &da);
     row->f64(&b, &fb, &db);
-    return (fa - fb) / (a - b);
+    return cr__divdiff1(row, a, b, fa, fb, tol);
 }
 
 /* The second divided difference f[a, b, c] (symmetric in its arguments): f''(midpoint)/2
@@ -2429,7 +2424,7 @@ static cr_status form_matfun(cr_tape *t, const cr__anode *nd, size_t i, cr_tange
         return st;
     const cr_scalar_rule *row = cr_scalar_rule_of(nd->vals[0].u.func.fn);
     const double *lam = L->data, *v = V->data;
-    double tol = 1e-5 * fmax(1.0, cr__spectrum_scale(lam, n)); /* the rule's */
+    double tol = cr__matfun_tol(lam, n); /* the rule's */
     double *w = cr_arena_alloc(F.arena, (n * nn + 5 * nn + 1) * sizeof *w, _Alignof(double));
     if (w == NULL)
         return CR__ALLOC_STATUS(F.arena);

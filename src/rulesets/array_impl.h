@@ -365,6 +365,28 @@ static inline double cr__spectrum_scale(const double *w, size_t n)
     return s;
 }
 
+/* The tolerance of matfun_herm's divided differences for the spectrum w of n eigenvalues:
+ * two closer than this count as equal (cr__divdiff1). */
+static inline double cr__matfun_tol(const double *w, size_t n)
+{
+    return 1e-5 * fmax(1.0, cr__spectrum_scale(w, n));
+}
+
+/* matfun_herm's first divided difference f[a, b] of the scalar row f, given fa = f(a) and
+ * fb = f(b): (fa - fb) / (a - b), or f' at the midpoint where |a - b| <= tol (no
+ * cancellation; accurate to O(gap²)); f'(a) for a = b. The rule and its second-order form
+ * (src/ad/tape_array2_forms.c) take their divided differences from here. */
+static inline double cr__divdiff1(const cr_scalar_rule *row, double a, double b, double fa,
+                                  double fb, double tol)
+{
+    if (fabs(a - b) <= tol) {
+        double m = 0.5 * (a + b), fm, dm;
+        row->f64(&m, &fm, &dm);
+        return dm;
+    }
+    return (fa - fb) / (a - b);
+}
+
 /* ---- Rule helpers ----------------------------------------------------------------------- */
 
 /* The frule of a function linear in its first argument, the others integers: y = f(args),

@@ -1898,19 +1898,11 @@ static cr_status matfun_forward(cr_arena *arena, const cr_value *args, size_t na
             return CR__FAIL(arena, CR_EDOMAIN, "matfun_herm: %s is not finite at the eigenvalue %g",
                             row->name, e->w[i]);
     }
-    double scale = fmax(1.0, cr__spectrum_scale(e->w, n));
+    double tol = cr__matfun_tol(e->w, n);
     for (size_t j = 0; j < n; j++)
-        for (size_t i = 0; i < n; i++) {
-            double d = e->w[i] - e->w[j], F;
-            if (fabs(d) <= 1e-5 * scale) {
-                double mid = 0.5 * (e->w[i] + e->w[j]), fm, dm;
-                row->f64(&mid, &fm, &dm);
-                F = i == j ? dv[i] : dm;
-            } else {
-                F = (fv[i] - fv[j]) / d;
-            }
-            cr__cmat_set(&e->F, i, j, F);
-        }
+        for (size_t i = 0; i < n; i++)
+            cr__cmat_set(&e->F, i, j,
+                         i == j ? dv[i] : cr__divdiff1(row, e->w[i], e->w[j], fv[i], fv[j], tol));
     /* Y = V diag(f(λ)) Vᴴ */
     cr__cmat T;
     st = cr__cmat_copy(arena, &e->V, &T);
