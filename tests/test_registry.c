@@ -590,6 +590,142 @@ static void test_non_differentiable(void **state)
 
 /* ---- RuleConfig: capabilities and via_ad ------------------------------------------------- */
 
+/* ---- Answers kept between lookups ------------------------------------------------------- */
+
+static const cr_function m_fn = {.name = "m", .arity = 2, .primal = first_primal};
+
+/* The rule a lookup reports: its id, -1 for CR_NOTHING, -3 for an opt-out, -2 otherwise. */
+static int lookup_id(const cr_registry *reg, const cr_config *cfg, cr_rule_mode mode,
+                     const cr_value *f, const cr_value *x, size_t n)
+{
+    cr_rule_match m;
+    cr_status st = cr_registry_lookup(reg, cfg, mode, f, x, n, &m);
+    if (st == CR_NOTHING)
+        return -1;
+    if (st != CR_OK)
+        return -2;
+    if (m.opted_out)
+        return -3;
+    return *(const int *)m.def->udata;
+}
+
+/* Lookups remember their answers (per thread, in a small table indexed by a hash of the
+ * call); a remembered answer follows every change: a rule added to the registry or to its
+ * parent after a lookup, a registry freed and another made (perhaps at its address). */
+static void test_lookup_memo(void **state)
+{
+    fixture *fx = *state;
+    const cr_argspec s_real[2] = {CR_ARG_REAL, CR_ARG_ANY}, s_f64[2] = {CR_ARG_F64, CR_ARG_ANY},
+                     s_num[2] = {CR_ARG_NUMBER, CR_ARG_ANY}, s_f32[2] = {CR_ARG_F32, CR_ARG_ANY};
+    cr_value f = cr_value_function(&m_fn, NULL);
+    cr_value x[2] = {cr_value_f64(1.0), cr_value_f64(2.0)};
+    cr_value s[2] = {cr_value_f32(1.0f), cr_value_f64(2.0)};
+    cr_value z[2] = {cr_value_c128(1.0), cr_value_f64(2.0)};
+    const cr_registry *r = fx->reg;
+    assert_int_equal(lookup_id(r, NULL, CR_MODE_RRULE, &f, x, 2), -1);
+    assert_int_equal(add_id(fx->reg, &m_fn, s_real, 2, false, 0, 1), CR_OK);
+    assert_int_equal(lookup_id(r, NULL, CR_MODE_RRULE, &f, x, 2), 1);
+    assert_int_equal(add_id(fx->reg, &m_fn, s_f64, 2, false, 0, 2), CR_OK);
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(lookup_id(r, NULL, CR_MODE_RRULE, &f, x, 2), 2);
+        assert_int_equal(lookup_id(r, NULL, CR_MODE_RRULE, &f, s, 2), 1);
+        assert_int_equal(lookup_id(r, NULL, CR_MODE_RRULE, &f, z, 2), -1);
+    }
+    /* A child's answers follow rules added to its parent. */
+    cr_registry *child = NULL;
+    assert_int_equal(cr_registry_new(fx->ctx, fx->reg, &child), CR_OK);
+    assert_int_equal(lookup_id(child, NULL, CR_MODE_RRULE, &f, z, 2), -1);
+    assert_int_equal(add_id(fx->reg, &m_fn, s_num, 2, false, 0, 3), CR_OK);
+    assert_int_equal(lookup_id(child, NULL, CR_MODE_RRULE, &f, z, 2), 3);
+    /* A registry freed and another made: the new one's rules, not the old one's. */
+    cr_registry_free(child);
+    cr_registry *fresh = NULL;
+    assert_int_equal(cr_registry_new(fx->ctx, NULL, &fresh), CR_OK);
+    assert_int_equal(lookup_id(fresh, NULL, CR_MODE_RRULE, &f, z, 2), -1);
+    assert_int_equal(add_id(fresh, &m_fn, s_f32, 2, false, 0, 5), CR_OK);
+    assert_int_equal(lookup_id(fresh, NULL, CR_MODE_RRULE, &f, s, 2), 5);
+    cr_registry_free(fresh);
+}
+
+/* Functions with a rule each, for test_lookup_memo_keys: more than the table's 64 slots. */
+#define MEMO_NFN 80
+static cr_function k_memo_fns[MEMO_NFN];
+static const cr_function m3_fn = {.name = "m3", .arity = 3, .primal = first_primal};
+
+/* Calls that differ in one part only, asked one after the other, each get their own
+ * answer: the same call through two registries and under two configurations (which take
+ * the same slot of the table), in both modes; calls of more functions and with more
+ * argument kinds than the table has slots (so that some share a slot); and calls that
+ * differ only in a trailing argument of no kind. */
+static void test_lookup_memo_keys(void **state)
+{
+    fixture *fx = *state;
+    const cr_argspec s_f64[2] = {CR_ARG_F64, CR_ARG_ANY}, s_f32[2] = {CR_ARG_F32, CR_ARG_ANY},
+                     s_real[2] = {CR_ARG_REAL, CR_ARG_ANY};
+    cr_value f = cr_value_function(&m_fn, NULL);
+    cr_value x[2] = {cr_value_f64(1), cr_value_f64(2)}, s[2] = {cr_value_f32(1), cr_value_f64(2)};
+    assert_int_equal(add_id(fx->reg, &m_fn, s_real, 2, false, 0, 1), CR_OK);
+    assert_int_equal(add_id(fx->reg, &m_fn, s_f64, 2, false, CR_CAP_REVERSE, 2), CR_OK);
+    assert_int_equal(cr_registry_opt_out(fx->reg, CR_MODE_FRULE, &m_fn, s_f32, 2, false, 0), CR_OK);
+    cr_registry *child = NULL;
+    assert_int_equal(cr_registry_new(fx->ctx, fx->reg, &child), CR_OK);
+    assert_int_equal(add_id(child, &m_fn, s_real, 2, false, 0, 3), CR_OK);
+    const cr_config none = {.registry = fx->reg},
+                    rev = {.registry = fx->reg, .caps = CR_CAP_REVERSE};
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(lookup_id(NULL, &rev, CR_MODE_RRULE, &f, x, 2), 2);
+        assert_int_equal(lookup_id(NULL, &none, CR_MODE_RRULE, &f, x, 2), 1);
+        assert_int_equal(lookup_id(child, NULL, CR_MODE_RRULE, &f, x, 2), 3);
+        assert_int_equal(lookup_id(fx->reg, NULL, CR_MODE_RRULE, &f, s, 2), 1);
+        assert_int_equal(lookup_id(fx->reg, NULL, CR_MODE_FRULE, &f, s, 2), -3);
+    }
+    cr_registry_free(child);
+    /* A trailing argument of no kind (a NULL array): another arity, no rule. */
+    cr_value xn[2] = {cr_value_f64(1), cr_value_array(NULL)};
+    const cr_argspec s_one[1] = {CR_ARG_F64};
+    assert_int_equal(add_id(fx->reg, &m3_fn, s_one, 1, false, 0, 4), CR_OK);
+    cr_value f3 = cr_value_function(&m3_fn, NULL);
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(lookup_id(fx->reg, NULL, CR_MODE_RRULE, &f3, xn, 1), 4);
+        assert_int_equal(lookup_id(fx->reg, NULL, CR_MODE_RRULE, &f3, xn, 2), -1);
+    }
+    /* More functions than slots. */
+    const cr_argspec s_any[1] = {CR_ARG_ANY};
+    for (int i = 0; i < MEMO_NFN; i++) {
+        k_memo_fns[i] = (cr_function){.name = "memo_fn", .arity = 1, .primal = first_primal};
+        assert_int_equal(add_id(fx->reg, &k_memo_fns[i], s_any, 1, false, 0, 1 + i % 15), CR_OK);
+    }
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < MEMO_NFN; i++) {
+            cr_value g = cr_value_function(&k_memo_fns[i], NULL);
+            assert_int_equal(lookup_id(fx->reg, NULL, CR_MODE_RRULE, &g, x, 1), 1 + i % 15);
+        }
+    /* More argument kinds than slots: m3(kind, kind, kind), its rule chosen by the first. */
+    const cr_argspec s3_f64[3] = {CR_ARG_F64, CR_ARG_ANY, CR_ARG_ANY},
+                     s3_c128[3] = {CR_ARG_C128, CR_ARG_ANY, CR_ARG_ANY},
+                     s3_real[3] = {CR_ARG_REAL, CR_ARG_ANY, CR_ARG_ANY};
+    assert_int_equal(add_id(fx->reg, &m3_fn, s3_f64, 3, false, 0, 5), CR_OK);
+    assert_int_equal(add_id(fx->reg, &m3_fn, s3_c128, 3, false, 0, 6), CR_OK);
+    assert_int_equal(add_id(fx->reg, &m3_fn, s3_real, 3, false, 0, 7), CR_OK);
+    double buf[2] = {1, 2};
+    cr_array a64 = cr_array_vector(buf, 2);
+    const cr_value kinds[7] = {cr_value_f64(1),
+                               cr_value_f32(1),
+                               cr_value_c128(1),
+                               cr_value_i64(1),
+                               cr_value_bool(false),
+                               cr_value_array(&a64),
+                               cr_value_function(&m_fn, NULL)};
+    const int want[7] = {5, 7, 6, 7, 7, -1, -1};
+    for (int round = 0; round < 2; round++)
+        for (size_t a = 0; a < 7; a++)
+            for (size_t b = 0; b < 7; b++)
+                for (size_t c = 0; c < 7; c++) {
+                    cr_value args[3] = {kinds[a], kinds[b], kinds[c]};
+                    assert_int_equal(lookup_id(fx->reg, NULL, CR_MODE_RRULE, &f3, args, 3),
+                                     want[a]);
+                }
+}
 static const cr_function c_fn = {.name = "c", .arity = 1, .primal = first_primal};
 static const cr_function c2_fn = {.name = "c2", .arity = 1, .primal = first_primal};
 
@@ -1199,6 +1335,8 @@ int main(void)
         T(test_opt_out),
         T(test_non_differentiable),
         T(test_capabilities),
+        T(test_lookup_memo),
+        T(test_lookup_memo_keys),
         T(test_via_ad),
         T(test_frozen),
         T(test_builtin_and_find),

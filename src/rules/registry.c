@@ -4,6 +4,7 @@
  * rules before config-free ones), ambiguity rejected at registration, opt-outs.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -170,6 +171,84 @@ static uint32_t modes_of(const cr__entry *e)
     return m;
 }
 
+/* ---- The lookup memo ------------------------------------------------------------------- */
+
+/*
+ * A lookup's answer depends only on the registry (its entries and its parents'), the
+ * function, the mode, the config's capabilities and each argument's matcher atom (the
+ * cr_argspec_of of the value). Each thread keeps recent answers in a small direct-mapped
+ * table, so that the engines, which look up the same few rules over and over, do not rank
+ * candidates at every call. A slot holds the generation it was filled in; every change to
+ * any registry (an entry added, a registry freed, whose address a new one may take)
+ * advances the one global generation, which turns every older slot into a miss. A registry
+ * is confined to one thread while it is filled and read-only once frozen, so no thread
+ * can read a slot made stale by a change that did not advance the generation. Calls with a
+ * struct argument (matched by type) or more than MEMO_MAX_ARGS arguments are not kept.
+ */
+#define MEMO_SLOTS    64 /* a power of two */
+#define MEMO_MAX_ARGS 13 /* 4 bits each in a slot's key, then nargs and the mode */
+
+typedef struct memo_slot {
+    uint64_t gen; /* 0: never filled */
+    const cr_registry *reg;
+    const cr_function *fn;
+    uint64_t key; /* 4 bits per argument (its atom's bit index + 1, 0: no kind), then the
+                     number of arguments (bits 52-55) and the mode (56-57) */
+    uint32_t caps;
+    bool opted_out;
+    cr_status st;
+    const cr_rule_def *def;
+} memo_slot;
+
+static _Atomic uint64_t k_memo_gen = 1;
+static _Thread_local memo_slot k_memo[MEMO_SLOTS];
+
+static void memo_invalidate(void)
+{
+    atomic_fetch_add_explicit(&k_memo_gen, 1, memory_order_release);
+}
+
+/* The bit index + 1 of a matcher atom (a single bit), 0 for no kind. */
+static unsigned atom_index(uint32_t m)
+{
+    if (m == 0)
+        return 0;
+#if defined(__GNUC__)
+    return (unsigned)__builtin_ctz(m) + 1;
+#else
+    unsigned k = 1;
+    for (; !(m & 1u); m >>= 1)
+        k++;
+    return k;
+#endif
+}
+
+/* The call's key (false: not kept). */
+static bool memo_key(cr_rule_mode mode, const cr_value *args, size_t nargs, uint64_t *key)
+{
+    if (nargs > MEMO_MAX_ARGS)
+        return false;
+    uint64_t s = 0;
+    for (size_t i = 0; i < nargs; i++) {
+        uint32_t m = cr_argspec_of(&args[i]).mask;
+        if (m & CR_M_STRUCT)
+            return false;
+        s |= (uint64_t)atom_index(m) << (4 * i); /* 13 atoms: 4 bits */
+    }
+    *key = s | (uint64_t)nargs << 52 | (uint64_t)mode << 56;
+    return true;
+}
+
+/* The slot of a call: by function and key only, so that the same call through another
+ * registry or configuration takes the same slot (and is told apart by comparing them). */
+static memo_slot *memo_at(const cr_function *fn, uint64_t key)
+{
+    uint64_t h = (uint64_t)(uintptr_t)fn ^ (key * 0x9E3779B97F4A7C15ull);
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    return &k_memo[(h >> 40) & (MEMO_SLOTS - 1)];
+}
+
 /* ---- Storage --------------------------------------------------------------------------- */
 
 static size_t hash_fn(const cr_function *fn, size_t nbuckets)
@@ -265,6 +344,7 @@ void cr_registry_free(cr_registry *reg)
 {
     if (reg == NULL || reg->ctx == NULL)
         return;
+    memo_invalidate(); /* another registry may be made at its address */
     cr__free(reg->ctx, reg->entries, reg->cap * sizeof *reg->entries);
     cr__free(reg->ctx, reg->buckets, reg->nbuckets * sizeof *reg->buckets);
     cr__free(reg->ctx, reg, sizeof *reg);
@@ -318,7 +398,8 @@ cr_status cr_registry_no_rule(const cr_registry *reg, cr_rule_mode mode, size_t 
 {
     if (reg == NULL || out == NULL)
         return CR_EINVAL;
-    uint32_t want = (mode & CR_MODE_FRULE ? E_NO_FRULE : 0) | (mode & CR_MODE_RRULE ? E_NO_RRULE : 0);
+    uint32_t want =
+        (mode & CR_MODE_FRULE ? E_NO_FRULE : 0) | (mode & CR_MODE_RRULE ? E_NO_RRULE : 0);
     for (size_t k = 0; k < reg->n; k++) {
         if ((reg->entries[k].flags & want) == 0)
             continue;
@@ -384,12 +465,11 @@ size_t cr_signature_str(const char *name, const cr_argspec *args, size_t nargs, 
         buf = tmp;
         size = 1;
     }
-#define CR__APPEND(...)                                                                    \
-    do {                                                                                   \
-        int w_ = snprintf(buf + (k < size ? k : size - 1), k < size ? size - k : 1,        \
-                          __VA_ARGS__);                                                    \
-        if (w_ > 0)                                                                        \
-            k += (size_t)w_;                                                               \
+#define CR__APPEND(...)                                                                           \
+    do {                                                                                          \
+        int w_ = snprintf(buf + (k < size ? k : size - 1), k < size ? size - k : 1, __VA_ARGS__); \
+        if (w_ > 0)                                                                               \
+            k += (size_t)w_;                                                                      \
     } while (0)
     CR__APPEND("%s(", name != NULL ? name : "?");
     for (size_t i = 0; i < nargs; i++)
@@ -423,8 +503,7 @@ static size_t overlap_arity(const cr_rule_def *a, const cr_rule_def *b, bool *no
     return f->nargs;
 }
 
-static bool sig_overlaps(const cr_rule_def *a, const cr_rule_def *b, size_t n,
-                         cr_argspec *meet)
+static bool sig_overlaps(const cr_rule_def *a, const cr_rule_def *b, size_t n, cr_argspec *meet)
 {
     for (size_t i = 0; i < n; i++) {
         cr_argspec x, y;
@@ -543,6 +622,7 @@ static cr_status add_entry(cr_registry *reg, const cr_rule_def *def, uint32_t fl
     reg->entries[reg->n].def.args = reg->entries[reg->n].args;
     reg->n++;
     rehash(reg);
+    memo_invalidate();
     return CR_OK;
 }
 
@@ -563,7 +643,8 @@ cr_status cr_registry_opt_out(cr_registry *reg, cr_rule_mode mode, const cr_func
     d.nargs = nargs;
     d.variadic = variadic;
     d.caps = caps;
-    uint32_t flags = (mode & CR_MODE_FRULE ? E_NO_FRULE : 0) | (mode & CR_MODE_RRULE ? E_NO_RRULE : 0);
+    uint32_t flags =
+        (mode & CR_MODE_FRULE ? E_NO_FRULE : 0) | (mode & CR_MODE_RRULE ? E_NO_RRULE : 0);
     if (flags == 0)
         return reg != NULL ? cr_ctx_error(reg->ctx, CR_EINVAL, "opt_out: no mode") : CR_EINVAL;
     return add_entry(reg, &d, flags);
@@ -573,10 +654,10 @@ cr_status cr_registry_non_differentiable(cr_registry *reg, const cr_function *fn
                                          const cr_argspec *args, size_t nargs, bool variadic)
 {
     if (fn != NULL && fn->primal == NULL)
-        return reg != NULL ? cr_ctx_error(reg->ctx, CR_EINVAL,
-                                          "non_differentiable %s: the function has no primal",
-                                          fn->name)
-                           : CR_EINVAL;
+        return reg != NULL
+                   ? cr_ctx_error(reg->ctx, CR_EINVAL,
+                                  "non_differentiable %s: the function has no primal", fn->name)
+                   : CR_EINVAL;
     cr_rule_def d = {0};
     d.fn = fn;
     d.args = args;
@@ -591,19 +672,11 @@ cr_status cr_registry_non_differentiable(cr_registry *reg, const cr_function *fn
 
 #define MAX_CANDIDATES 64
 
-cr_status cr_registry_lookup(const cr_registry *reg, const cr_config *cfg, cr_rule_mode mode,
-                             const cr_value *f, const cr_value *args, size_t nargs,
+/* The lookup itself: candidates by tier, then the most specific (see design.md). */
+static cr_status lookup_rank(const cr_registry *reg, uint32_t caps, cr_rule_mode mode,
+                             const cr_function *fn, const cr_value *args, size_t nargs,
                              cr_rule_match *out)
 {
-    if (out == NULL || f == NULL || f->kind != CR_KIND_FUNC || f->u.func.fn == NULL ||
-        (nargs > 0 && args == NULL) || (mode != CR_MODE_FRULE && mode != CR_MODE_RRULE))
-        return CR_EINVAL;
-    out->def = NULL;
-    out->opted_out = false;
-    if (reg == NULL)
-        reg = cfg != NULL && cfg->registry != NULL ? cfg->registry : cr_registry_builtin();
-    uint32_t caps = cfg != NULL ? cfg->caps : 0;
-    const cr_function *fn = f->u.func.fn;
     const cr__entry *cand[MAX_CANDIDATES];
     size_t nc = 0;
     /* Config-specific rules first (tier 1), config-free ones only if none applies. */
@@ -641,6 +714,43 @@ cr_status cr_registry_lookup(const cr_registry *reg, const cr_config *cfg, cr_ru
     return CR_OK;
 }
 
+cr_status cr_registry_lookup(const cr_registry *reg, const cr_config *cfg, cr_rule_mode mode,
+                             const cr_value *f, const cr_value *args, size_t nargs,
+                             cr_rule_match *out)
+{
+    if (out == NULL || f == NULL || f->kind != CR_KIND_FUNC || f->u.func.fn == NULL ||
+        (nargs > 0 && args == NULL) || (mode != CR_MODE_FRULE && mode != CR_MODE_RRULE))
+        return CR_EINVAL;
+    out->def = NULL;
+    out->opted_out = false;
+    if (reg == NULL)
+        reg = cfg != NULL && cfg->registry != NULL ? cfg->registry : cr_registry_builtin();
+    uint32_t caps = cfg != NULL ? cfg->caps : 0;
+    const cr_function *fn = f->u.func.fn;
+    uint64_t key;
+    if (!memo_key(mode, args, nargs, &key))
+        return lookup_rank(reg, caps, mode, fn, args, nargs, out);
+    uint64_t gen = atomic_load_explicit(&k_memo_gen, memory_order_acquire);
+    memo_slot *m = memo_at(fn, key);
+    if (m->gen == gen && m->reg == reg && m->fn == fn && m->key == key && m->caps == caps) {
+        out->def = m->def;
+        out->opted_out = m->opted_out;
+        return m->st;
+    }
+    cr_status st = lookup_rank(reg, caps, mode, fn, args, nargs, out);
+    if (st == CR_OK || st == CR_NOTHING) {
+        m->gen = gen;
+        m->reg = reg;
+        m->fn = fn;
+        m->key = key;
+        m->caps = caps;
+        m->opted_out = out->opted_out;
+        m->st = st;
+        m->def = out->def;
+    }
+    return st;
+}
+
 /* ---- The built-in registry ------------------------------------------------------------- */
 
 #define BUILTIN_CAP 2048
@@ -651,12 +761,8 @@ static cr_status k_builtin_status;
 static pthread_once_t k_builtin_once = PTHREAD_ONCE_INIT;
 
 static const cr__family_fn k_families[] = {
-    cr__family_basic,
-    cr__family_math,
-    cr__family_complex,
-    cr__family_special,
-    cr__family_array,
-    cr__family_linalg,
+    cr__family_basic,   cr__family_math,  cr__family_complex,
+    cr__family_special, cr__family_array, cr__family_linalg,
 };
 
 static void builtin_init(void)
