@@ -9,9 +9,9 @@
  * computes, at several matrices (complex-conjugate pairs and real eigenvalues, well apart;
  * eigenvectors whose largest component is clearly the largest, so that the gauge is smooth)
  * and directions; losses that depend on the eigenvectors' phases (through the gauge) and
- * losses that do not (|V_ij|²); a full Hessian (cr_tape_hessian) of a function of three
- * scalars; and the refusals (structured and complex A when recording, a defective A in the
- * sweep).
+ * losses that do not (|V_ij|²); a forward sweep; a full Hessian (cr_tape_hessian) of a
+ * function of three scalars; the refusals (structured and complex A when recording, a
+ * defective A in the sweep); and a repeated eigenvalue (finite, not refused).
  */
 #include <complex.h>
 #include <math.h>
@@ -307,6 +307,34 @@ static void test_defective(void **state)
         }
 }
 
+/* A repeated eigenvalue (not defective: A = [I b; 0 3]): the rule drops the terms with
+ * 1/(λ_j − λ_i) between the two, and the form their derivatives; H v is finite and not
+ * refused (no second derivative exists there in general, and none is claimed). */
+static void test_repeated(void **state)
+{
+    fixture *f = *state;
+    double a[9] = {1.0, 0.0, 0.5, 0.0, 1.0, 0.2, 0.0, 0.0, 3.0}, dir[9], hv[9];
+    for (int e = 0; e < 9; e++)
+        dir[e] = 0.1 * (e + 1) - 0.4;
+    cr_array A = cr_array_matrix(a, 3, 3), D = cr_array_matrix(dir, 3, 3);
+    cr_array H = cr_array_matrix(hv, 3, 3);
+    const cr_array *dv[1] = {&D};
+    cr_array *hp[1] = {&H};
+    for (size_t which = 0; which < 5; which++) {
+        cr_tape *t;
+        cr_tape_params tp = {.struct_size = sizeof tp, .flags = CR_TAPE_SECOND_ORDER};
+        assert_int_equal(cr_tape_new(f->ctx, &tp, &t), CR_OK);
+        cr_avar X = cr_tape_array_input(t, &A);
+        size_t env[2] = {3, which};
+        cr_var y = which < 4 ? eigen_p(t, NULL, &X, env) : eigvals_p(t, NULL, &X, env);
+        assert_ok(t, cr_tape_status(t));
+        assert_ok(t, cr_tape_ahvp(t, y, NULL, 0, NULL, NULL, &X, 1, dv, hp));
+        for (int e = 0; e < 9; e++)
+            assert_true(isfinite(hv[e]));
+        cr_tape_free(t);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -316,6 +344,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_hessian, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_refusals, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_defective, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_repeated, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
