@@ -2643,8 +2643,8 @@ static cr_status geig_form(cr_tape *t, const cr__anode *nd, cr_tangent lbt, cr_t
 {
     form F;
     cr_status st = form_init(&F, t, nd, 0, NULL);
-    if (st != CR_OK || F.x->ndim != 2 || F.x->shape[0] != F.x->shape[1])
-        return st; /* the rule refused it when recorded */
+    if (st != CR_OK || F.x->ndim != 2 || F.x->shape[0] != F.x->shape[1] || F.x->shape[0] == 0)
+        return st; /* the rule refused it when recorded, or nothing to add */
     size_t n = F.x->shape[0], sh[2] = {n, n};
     cr_value ev = nd->y, vv;
     if (nd->nout == 0 &&
