@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include <chainrules/rules_array.h>
+#include <chainrules/rules_complex.h>
 #include <chainrules/rules_linalg.h>
 #include <chainrules/rules_math.h>
 
@@ -80,6 +81,10 @@ static const cr_value *const k_piecewise[] = {&cr_fn_maximum,     &cr_fn_minimum
 static const cr_value *const k_linear_rows[] = {&cr_fn_add, &cr_fn_sub, &cr_fn_neg,
                                                 &cr_fn_identity};
 
+/* The real-linear maps of a complex number (not scalar-table rows): their broadcasts take a
+ * complex array (eigvals_general's, eigen_general's results) to real ones, with S = 0. */
+static const cr_value *const k_linear_cplx[] = {&cr_fn_creal, &cr_fn_cimag, &cr_fn_conj};
+
 static bool in_table(const cr_function *fn, const cr_value *const *tab, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -102,6 +107,8 @@ static int so_class(const cr_value *f, const cr_value *vals, const uint32_t *cod
         if (nargs < 2 || vals[0].kind != CR_KIND_FUNC || vals[0].u.func.fn == NULL)
             return SO_NONE;
         const cr_function *g = vals[0].u.func.fn;
+        if (nargs == 2 && IN_TABLE(g, k_linear_cplx))
+            return SO_LINEAR;
         const cr_scalar_rule *r = cr_scalar_rule_of(g);
         if (r == NULL || r->nout != 1 || r->nin != nargs - 1)
             return SO_NONE;
@@ -164,7 +171,7 @@ cr_status cr__array_ext(cr_tape *t, const cr_value *f, const cr_value *vals, con
                                  "scalar-table functions and the functions of docs/engine.md's "
                                  "table)",
                                  fname);
-        for (size_t j = 0; j < nargs; j++)
+        for (size_t j = 0; j < nargs && cls != SO_LINEAR; j++) /* S = 0 whatever the dtype */
             if (codes[j] != CR_VAR_CONST && is_complex(&vals[j]))
                 return cr__tape_fail(t, CR_EUNIMPL,
                                      "%s: argument %zu is complex: second-order tapes record "

@@ -757,20 +757,9 @@ static cr_status geig_solve(cr_arena *arena, const char *who, geig_env *e, char 
     return info != 0 ? cr__lapack_fail(arena, who, info) : CR_OK;
 }
 
-/* 1/(λ_j - λ_i), 0 where the two are equal to working precision (a repeated eigenvalue:
- * its eigenvectors have no derivative; the terms that would be infinite are dropped). */
-static cr_complex inv_gap_c(cr_complex lj, cr_complex li, double scale)
-{
-    cr_complex d = lj - li;
-    return cabs(d) <= 64 * DBL_EPSILON * scale ? 0.0 : 1.0 / d;
-}
-
 static double geig_scale(const geig_env *e)
 {
-    double s = 0;
-    for (size_t i = 0; i < e->V.r; i++)
-        s = fmax(s, cabs(e->w[i]));
-    return s;
+    return cr__spectrum_scale_c(e->w, e->V.r);
 }
 
 static cr_status geig_output(cr_arena *arena, const geig_env *e, cr_value *y)
@@ -840,7 +829,7 @@ static cr_status geig_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
                     continue;
                 cr_complex h = cr__cmat_get(&K, i, j) - cr__cmat_get(&VhV, i, j) * creal(g) +
                                z * conj(cr__cmat_get(&e->V, k, i));
-                cr__cmat_set(&G, i, j, conj(inv_gap_c(e->w[j], e->w[i], scale)) * h);
+                cr__cmat_set(&G, i, j, conj(cr__inv_gap_c(e->w[j], e->w[i], scale)) * h);
             }
         }
     }
@@ -916,7 +905,8 @@ static cr_status geig_frule(cr_arena *arena, bool vectors, const cr_tangent *dar
     for (size_t j = 0; j < n; j++)
         for (size_t i = 0; i < n; i++)
             cr__cmat_set(&P, i, j,
-                         i == j ? 0.0 : cr__cmat_get(&P, i, j) * inv_gap_c(e.w[j], e.w[i], scale));
+                         i == j ? 0.0
+                                : cr__cmat_get(&P, i, j) * cr__inv_gap_c(e.w[j], e.w[i], scale));
     st = cr__cmat_mul(arena, 'N', 'N', 1.0, &e.V, &P, &VK);
     if (st != CR_OK)
         return st;

@@ -8,6 +8,8 @@
 #ifndef CR_LINALG_IMPL_H
 #define CR_LINALG_IMPL_H
 
+#include <complex.h>
+
 #include "array_impl.h"
 
 #if defined(CR_HAVE_LAPACKE)
@@ -108,6 +110,27 @@ CR_INTERNAL cr_status cr__cmat_dx(cr_arena *arena, const char *who, const cr_tan
  * not structural). */
 CR_INTERNAL cr_status cr__tuple_field(cr_arena *arena, const char *who, cr_tangent dy, size_t i,
                                       cr_tangent *out);
+
+/* ---- eigen_general's gaps ------------------------------------------------------------------ */
+
+/* 1/(λ_j - λ_i), 0 where the two are equal to working precision relative to scale (a repeated
+ * eigenvalue: its eigenvectors have no derivative; the terms that would be infinite are
+ * dropped). eigen_general's rules and its second-order form (src/ad/tape_array2_forms.c)
+ * take their gaps from here. */
+static inline cr_complex cr__inv_gap_c(cr_complex lj, cr_complex li, double scale)
+{
+    cr_complex d = lj - li;
+    return cabs(d) <= 64 * DBL_EPSILON * scale ? 0.0 : 1.0 / d;
+}
+
+/* max |w_i|, the scale of cr__inv_gap_c for a spectrum w of n complex values. */
+static inline double cr__spectrum_scale_c(const cr_complex *w, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        s = fmax(s, cabs(w[i]));
+    return s;
+}
 
 /* ---- LAPACK ------------------------------------------------------------------------------ */
 
