@@ -167,6 +167,25 @@ static cr_status put(const form *F, cr_array *S, double *adjd, size_t k, size_t 
     return cr__a2_add_d(F->t, F->nd, F->xj, cr_tangent_array(S), adjd, k, d);
 }
 
+/* S (dense, of x's logical shape) added into the derivative of x's cotangent along d, after
+ * the projection the rule applies to x's cotangent (cr_project from x's value: a Symmetric or
+ * Hermitian x's S symmetrised, a triangular x's restricted to its triangle, a Diagonal x's to
+ * its diagonal). The rule's cotangent is P(Ā(x)) with P linear and fixed (it depends on x's
+ * structure only), so its derivative along ẋ is P(S) with S the derivative of the unprojected
+ * cotangent. A dense x's projection is the identity. The forms of the functions whose rules
+ * read a structured x as its logical dense matrix (form_init's x, x_dot's ẋ) and project their
+ * cotangent (inv, solve, rdiv, logdet, logabsdet, det, svdvals, opnorm, expm, svd, qr, lu,
+ * pinv) add their S through it. */
+static cr_status put_projected(const form *F, cr_array *S, double *adjd, size_t k, size_t d)
+{
+    const cr_value *xv = &F->nd->vals[F->xj];
+    if (xv->u.arr->structure == CR_MAT_DENSE)
+        return put(F, S, adjd, k, d);
+    cr_tangent p;
+    cr_status st = cr_project_tangent(F->arena, xv, cr_tangent_array(S), &p);
+    return st != CR_OK ? st : cr__a2_add_d(F->t, F->nd, F->xj, p, adjd, k, d);
+}
+
 /* The recorded pullback applied to ȳ: x's cotangent G = pullback(ȳ)_x, in f64. */
 static cr_status pulled(const form *F, cr_tangent ybar, const double **G)
 {
@@ -556,7 +575,7 @@ static cr_status form_det(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent 
                     for (size_t c = 0; c < n; c++)
                         s[q * n + c] += C[q * n + c];
         }
-        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
+        if ((st = put_projected(&F, S, adjd, k, d)) != CR_OK)
             return st;
     }
     return CR_OK;
@@ -568,6 +587,8 @@ static cr_status form_det(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent 
  * logabsdet(A) = (log|det A|, sign det A) of a real A, of either sign: its pullback is the
  * same, Ā = ȳ₁ A⁻ᵀ with ȳ₁ the cotangent of the first element (the sign is piecewise
  * constant: its cotangent adds nothing), so its S is the same with ȳ₁ for ȳ.
+ * A structured A (det's too): the rules read its logical dense matrix and project Ā onto its
+ * structure, so S is projected the same way (put_projected).
  */
 static cr_status form_logdet(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
                              double *adjd, const double *tan, size_t k)
@@ -601,7 +622,7 @@ static cr_status form_logdet(cr_tape *t, const cr__anode *nd, size_t i, cr_tange
         for (size_t r = 0; r < n && Yd != NULL; r++)
             for (size_t c = 0; c < n; c++)
                 s[r * n + c] = yb[0] * Yd[c * n + r];
-        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
+        if ((st = put_projected(&F, S, adjd, k, d)) != CR_OK)
             return st;
     }
     return CR_OK;
@@ -644,7 +665,9 @@ static void fold_upper(double *s, size_t n)
  * singular values (eigenvalues) coincide, the frule's tangents follow its convention for
  * them (docs/rules-linalg.md), and the function has no second derivative there in general.
  * fold: A is a dense matrix of which the rule reads the upper triangle (eigvals), so its
- * cotangent lives there, S_ij + S_ji above the diagonal, as the rule gives it.
+ * cotangent lives there, S_ij + S_ji above the diagonal, as the rule gives it. A structured A
+ * (read by the rules as its logical dense matrix, Ā projected onto its structure): S
+ * projected the same way (put_projected).
  */
 static cr_status form_spectral(form *F, const cr_value *fact, size_t wi, size_t zi, const double *c,
                                size_t nc, bool fold, double *adjd, const double *tan, size_t k)
@@ -695,7 +718,7 @@ static cr_status form_spectral(form *F, const cr_value *fact, size_t wi, size_t 
             }
         if (fold)
             fold_upper(sd, n);
-        if ((st = put(F, S, adjd, k, d)) != CR_OK)
+        if ((st = put_projected(F, S, adjd, k, d)) != CR_OK)
             return st;
     }
     return CR_OK;
@@ -1201,22 +1224,6 @@ static cr_status form_cumprod(cr_tape *t, const cr__anode *nd, size_t i, cr_tang
 
 /* ---- matinv, solve -------------------------------------------------------------------------- */
 
-/* S (dense, of x's logical shape) added into the derivative of x's cotangent along d, after
- * the projection the rule applies to x's cotangent (cr_project from x's value: a Symmetric or
- * Hermitian x's S symmetrised, a triangular x's restricted to its triangle, a Diagonal x's to
- * its diagonal). The rule's cotangent is P(Ā(x)) with P linear and fixed (it depends on x's
- * structure only), so its derivative along ẋ is P(S) with S the derivative of the unprojected
- * cotangent. A dense x's projection is the identity. */
-static cr_status put_projected(const form *F, cr_array *S, double *adjd, size_t k, size_t d)
-{
-    const cr_value *xv = &F->nd->vals[F->xj];
-    if (xv->u.arr->structure == CR_MAT_DENSE)
-        return put(F, S, adjd, k, d);
-    cr_tangent p;
-    cr_status st = cr_project_tangent(F->arena, xv, cr_tangent_array(S), &p);
-    return st != CR_OK ? st : cr__a2_add_d(F->t, F->nd, F->xj, p, adjd, k, d);
-}
-
 /*
  * inv(A) = Y: the pullback is Ā = -Yᵀ Ȳ Yᵀ (projected onto A's structure). Its derivative
  * along Ȧ, with Ẏ = -Y Ȧ Y the result's tangent (matinv's frule, from the forward sweep), by
@@ -1265,14 +1272,72 @@ static cr_status form_matinv(cr_tape *t, const cr__anode *nd, size_t i, cr_tange
     return CR_OK;
 }
 
+/* The rule's pullback with x's cotangent unprojected, for a form that needs the unprojected
+ * cotangent Ā(ȳ) (qr's and lu's G) or B̄ (solve's and rdiv's, at ȳ and at W), argument j being
+ * the matrix: a rule projects the cotangent of a structured matrix onto its structure. A dense
+ * argument j: the recorded pullback. A structured one: the rule's pullback at the record's
+ * arguments with argument j replaced by its logical dense matrix, as the rule reads it (the
+ * same primal and factorization; the other arguments' cotangents the same, projected onto
+ * their structures; argument j's unprojected). */
+static cr_status pullback_dense(const form *F, size_t j, cr_pullback *pb)
+{
+    const cr__anode *nd = F->nd;
+    if (nd->vals[j].u.arr->structure == CR_MAT_DENSE) {
+        *pb = nd->pb;
+        return CR_OK;
+    }
+    cr_value vals[MAX_ARGS], y;
+    const cr_array *D;
+    if (nd->nargs > MAX_ARGS)
+        return CR_EINVAL;
+    memcpy(vals, nd->vals, nd->nargs * sizeof *vals);
+    cr_status st = cr__dense(F->arena, nd->vals[j].u.arr, CR_DT_F64, &D);
+    if (st != CR_OK)
+        return st;
+    vals[j] = cr_value_array((cr_array *)(uintptr_t)D); /* only read */
+    return cr_rrule(F->t->config, F->arena, &nd->fv, vals, nd->nargs, &y, pb);
+}
+
+/* As pulled (x's cotangent G = pullback(ȳ)_x, f64), unprojected (pullback_dense). */
+static cr_status pulled_dense(const form *F, cr_tangent ybar, const double **G)
+{
+    cr_tangent dx[MAX_ARGS + 1];
+    cr_pullback pb;
+    cr_status st = pullback_dense(F, F->xj, &pb);
+    if (st == CR_OK)
+        st = cr_pullback_call(F->arena, &pb, &ybar, dx, (size_t)F->nd->nargs + 1);
+    if (st == CR_OK && (st = like_x(F, dx[F->xj + 1], G)) == CR_OK && *G == NULL) {
+        cr_array *z; /* a zero cotangent */
+        if ((st = new_s(F, &z)) == CR_OK)
+            *G = z->data;
+    }
+    return st;
+}
+
+/* S_B, the derivative of B̄ unprojected, added into the derivative of B's cotangent along d
+ * after B's projection (the rule's cotangent is P_B(B̄), P_B linear and fixed: its
+ * derivative is P_B(S_B), as put_projected for A). */
+static cr_status put_b(const form *F, size_t bj, cr_tangent SB, double *adjd, size_t k, size_t d)
+{
+    const cr_value *bv = &F->nd->vals[bj];
+    if (bv->u.arr->structure != CR_MAT_DENSE && !cr_tangent_is_zero(SB)) {
+        cr_status st = cr_project_tangent(F->arena, bv, SB, &SB);
+        if (st != CR_OK)
+            return st;
+    }
+    return cr__a2_add_d(F->t, F->nd, bj, SB, adjd, k, d);
+}
+
 /*
- * solve(A, B) = A \ B = Y (B a vector or a matrix): the pullback is B̄ = A⁻ᵀ Ȳ,
- * Ā = P(-B̄ Yᵀ), P the projection onto A's structure (the identity for a dense A). Along (Ȧ, Ḃ),
- * with Ẏ the result's tangent (solve's frule, from the forward sweep) and d(A⁻ᵀ) = -A⁻ᵀ Ȧᵀ A⁻ᵀ: S_B
- * = -A⁻ᵀ Ȧᵀ B̄ = B̄(W),               W = -Ȧᵀ B̄, S_A = P(-S_B Yᵀ - B̄ Ẏᵀ) = Ā(W) - P(B̄ Ẏᵀ), where B̄(W)
- * and Ā(W) are the recorded pullback applied to W (one call gives both; Ā(W) is projected already,
- * and P(P(X)) = P(X)). solve is linear in B: with A a constant, S = 0. A structured B is refused
- * when recording: its rule projects B̄, which W and B̄ Ẏᵀ need unprojected.
+ * solve(A, B) = A \ B = Y (B a vector or a matrix): the pullback is B̄ = P_B(G), G = A⁻ᵀ Ȳ,
+ * Ā = P(-G Yᵀ), P and P_B the projections onto A's and B's structures (the identity for a
+ * dense matrix). Along (Ȧ, Ḃ), with Ẏ the result's tangent (solve's frule, from the forward
+ * sweep) and d(A⁻ᵀ) = -A⁻ᵀ Ȧᵀ A⁻ᵀ:
+ *     dG = -A⁻ᵀ Ȧᵀ G = G(W),   W = -Ȧᵀ G,   S_B = P_B(G(W)),
+ *     S_A = P(-dG Yᵀ - G Ẏᵀ) = Ā(W) - P(G Ẏᵀ),
+ * where G(W) and Ā(W) are the pullback applied to W (one call gives both; Ā(W) is projected
+ * already, and P(P(X)) = P(X)), the recorded one for a dense B, else the rule's at B's dense
+ * matrix (pullback_dense: G unprojected). solve is linear in B: with A a constant, S = 0.
  */
 static cr_status form_solve(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
                             double *adjd, const double *tan, size_t k)
@@ -1287,7 +1352,9 @@ static cr_status form_solve(cr_tape *t, const cr__anode *nd, size_t i, cr_tangen
     const cr_array *Bv = nd->vals[1].u.arr, *Bb;
     size_t n = F.x->shape[0], m = Bv->ndim == 1 ? 1 : Bv->shape[1];
     cr_tangent dx[3];
-    if ((st = cr_pullback_call(F.arena, &nd->pb, &ybar, dx, 3)) != CR_OK ||
+    cr_pullback pb;
+    if ((st = pullback_dense(&F, 1, &pb)) != CR_OK ||
+        (st = cr_pullback_call(F.arena, &pb, &ybar, dx, 3)) != CR_OK ||
         (st = cr__tan_array(F.arena, F.who, dx[2], Bv->ndim, Bv->shape, CR_DT_F64, &Bb)) != CR_OK)
         return st;
     if (Bb == NULL)
@@ -1310,7 +1377,7 @@ static cr_status form_solve(cr_tape *t, const cr__anode *nd, size_t i, cr_tangen
                 return st;
             mm(-1.0, xd, n, n, 1, bb, n, m, 0, 0.0, W->data);
             cr_tangent wt = cr_tangent_array(W);
-            if ((st = cr_pullback_call(F.arena, &nd->pb, &wt, dw, 3)) != CR_OK ||
+            if ((st = cr_pullback_call(F.arena, &pb, &wt, dw, 3)) != CR_OK ||
                 (st = like_x(&F, dw[1], &Sa)) != CR_OK)
                 return st;
             if (Sa != NULL)
@@ -1320,7 +1387,7 @@ static cr_status form_solve(cr_tape *t, const cr__anode *nd, size_t i, cr_tangen
         if (yd != NULL)
             mm(-1.0, bb, n, m, 0, yd, n, m, 1, 1.0, SA->data);
         if ((st = put_projected(&F, SA, adjd, k, d)) != CR_OK ||
-            (st = cr__a2_add_d(t, nd, 1, SB, adjd, k, d)) != CR_OK)
+            (st = put_b(&F, 1, SB, adjd, k, d)) != CR_OK)
             return st;
     }
     return CR_OK;
@@ -1416,7 +1483,8 @@ static cr_status form_normalize(cr_tape *t, const cr__anode *nd, size_t i, cr_ta
  *         [0  0  0  Aᵀ]
  * S the top-right n x n block (Najfeld and Havel 1995; Higham and Relton, "Higher order
  * Fréchet derivatives of matrix functions", 2014). exp(M) is expm's own primal (scaling and
- * squaring): one 4n x 4n exponential per direction, nothing else written.
+ * squaring): one 4n x 4n exponential per direction, nothing else written. A structured A (its
+ * logical dense matrix read, Ā projected by the rule): S projected too (put_projected).
  */
 static cr_status form_expm(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
                            const double *tan, size_t k)
@@ -1461,7 +1529,7 @@ static cr_status form_expm(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent
         double *s = S->data;
         for (size_t r = 0; r < n; r++)
             memcpy(s + r * n, e + r * w + 3 * n, n * sizeof *s);
-        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
+        if ((st = put_projected(&F, S, adjd, k, d)) != CR_OK)
             return st;
     }
     return CR_OK;
@@ -1513,7 +1581,8 @@ static cr_status tuple_part(const form *F, cr_tangent v, size_t e, size_t ndim, 
  * pullback, not a second derivative of the loss (the singular vectors are not
  * differentiable there, and the loss in general not twice). svd's frule recomputes the same
  * factorization (the same LAPACK call on the same A), so its U̇, V̇ belong to the recorded U,
- * V and signs chosen by the factorization agree.
+ * V and signs chosen by the factorization agree. A structured A: S projected as the rule
+ * projects Ā (put_projected).
  */
 static cr_status form_svd(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
                           const double *tan, size_t k)
@@ -1626,7 +1695,7 @@ static cr_status form_svd(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent 
             mm(1.0, Ud, m, r, 0, PvS, n, r, 1, 1.0, sm);        /* U̇ (Pv Σ⁻¹)ᵀ */
             mm(1.0, U, m, r, 0, Rd, n, r, 1, 1.0, sm); /* U (Ṗv Σ⁻¹ + Pv (Σ⁻¹)˙)ᵀ */
         }
-        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
+        if ((st = put_projected(&F, S, adjd, k, d)) != CR_OK)
             return st;
     }
     return CR_OK;
@@ -1992,10 +2061,11 @@ static void copyltu(double *M, size_t n)
  * and d(R⁻ᵀ) = -R⁻ᵀ Ṙᵀ R⁻ᵀ give
  *     Ṁ = Ṙ R̄ᵀ - Q̄ᵀ Q̇,   Ḃ = Q̇ copyltu(M) + Q copyltu(Ṁ)   (copyltu is linear),
  *     S = Ḃ R⁻ᵀ - B R⁻ᵀ Ṙᵀ R⁻ᵀ = (Ḃ - G Ṙᵀ) R⁻ᵀ,
- * with G the recorded pullback applied to (Q̄, R̄). The rule reads R̄ on its upper triangle;
- * R and Ṙ being upper triangular, the lower triangles of R R̄ᵀ and Ṙ R̄ᵀ, all copyltu reads,
- * involve no other element of R̄, so R̄ is used as it comes. A rank-deficient A is refused by
- * the rule (its pullback and frule need R⁻¹).
+ * with G the pullback applied to (Q̄, R̄), unprojected (pulled_dense). The rule reads R̄ on its upper
+ * triangle; R and Ṙ being upper triangular, the lower triangles of R R̄ᵀ and Ṙ R̄ᵀ, all copyltu
+ * reads, involve no other element of R̄, so R̄ is used as it comes. A rank-deficient A is refused by
+ * the rule (its pullback and frule need R⁻¹). A structured A: G unprojected (pulled_dense: a
+ * rule call at A's dense matrix), S projected as the rule projects Ā (put_projected).
  */
 static cr_status form_qr(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
                          const double *tan, size_t k)
@@ -2011,7 +2081,8 @@ static cr_status form_qr(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent y
     if ((st = factor_of(&F, &nd->y, 0, 2, &Qa)) != CR_OK ||
         (st = factor_of(&F, &nd->y, 1, 2, &Ra)) != CR_OK ||
         (st = field_mat(&F, ybar, 0, m, n, &Qb)) != CR_OK ||
-        (st = field_mat(&F, ybar, 1, n, n, &Rb)) != CR_OK || (st = pulled(&F, ybar, &G)) != CR_OK)
+        (st = field_mat(&F, ybar, 1, n, n, &Rb)) != CR_OK ||
+        (st = pulled_dense(&F, ybar, &G)) != CR_OK)
         return st;
     const double *Q = Qa->data, *R = Ra->data;
     double *C, *Md, *W;
@@ -2054,7 +2125,7 @@ static cr_status form_qr(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent y
             return st;
         memcpy(S->data, W, m * n * sizeof *W);
         right_solve_upper_t(R, n, S->data, m);
-        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
+        if ((st = put_projected(&F, S, adjd, k, d)) != CR_OK)
             return st;
     }
     return CR_OK;
@@ -2068,7 +2139,8 @@ static cr_status form_qr(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent y
  * that of this branch), the product rule with d(L⁻ᵀ) = -L⁻ᵀ L̇ᵀ L⁻ᵀ, d(U⁻ᵀ) = -U⁻ᵀ U̇ᵀ U⁻ᵀ:
  *     Ẋ = L⁻ᵀ Ṅ U⁻ᵀ - L⁻ᵀ L̇ᵀ X - X U̇ᵀ U⁻ᵀ = L⁻ᵀ (Ṅ - L̇ᵀ (X Uᵀ) - (Lᵀ X) U̇ᵀ) U⁻ᵀ,
  *     Ṅ = tril(L̇ᵀ L̄, -1) + triu(Ū U̇ᵀ),   S = Pᵀ Ẋ,
- * with X = P G from G, the recorded pullback applied to (L̄, Ū). The rule reads L̄ on its
+ * with X = P G from G, the pullback applied to (L̄, Ū), unprojected (pulled_dense). A
+ * structured A: S projected as the rule projects Ā (put_projected). The rule reads L̄ on its
  * strictly lower triangle and Ū on its upper one; with L̇ᵀ strictly upper and U, U̇ upper
  * triangular, tril(L̇ᵀ L̄, -1) and triu(Ū U̇ᵀ) involve no other elements, so both are used as
  * they come.
@@ -2088,7 +2160,8 @@ static cr_status form_lu(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent y
         (st = factor_of(&F, &nd->y, 1, 2, &Ua)) != CR_OK ||
         (st = factor_of(&F, &nd->y, 2, 1, &pa)) != CR_OK ||
         (st = field_mat(&F, ybar, 0, n, n, &Lb)) != CR_OK ||
-        (st = field_mat(&F, ybar, 1, n, n, &Ub)) != CR_OK || (st = pulled(&F, ybar, &G)) != CR_OK)
+        (st = field_mat(&F, ybar, 1, n, n, &Ub)) != CR_OK ||
+        (st = pulled_dense(&F, ybar, &G)) != CR_OK)
         return st;
     const double *L = La->data, *U = Ua->data, *pv = pa->data;
     double *w;
@@ -2145,7 +2218,7 @@ static cr_status form_lu(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent y
         double *s = S->data;
         for (size_t a = 0; a < n; a++) /* S = Pᵀ Ẋ */
             memcpy(s + p[a] * n, W + a * n, n * sizeof *s);
-        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
+        if ((st = put_projected(&F, S, adjd, k, d)) != CR_OK)
             return st;
     }
     return CR_OK;
@@ -2161,7 +2234,8 @@ static cr_status form_lu(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent y
  * the parenthesized products once per record. At a rank-deficient A (rank(A) = tr(A Y) <
  * min(m, n): pinv truncated singular values) the pseudo-inverse is not continuous (a small
  * change of A restores the rank, and any step above the truncation's tolerance does): no
- * second derivative exists there, and the form refuses it (CR_EDOMAIN).
+ * second derivative exists there, and the form refuses it (CR_EDOMAIN). A structured A: its
+ * logical dense matrix read (F.x, Ȧ), S projected as the rule projects Ā (put_projected).
  */
 static cr_status form_pinv(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
                            const double *tan, size_t k)
@@ -2246,7 +2320,7 @@ static cr_status form_pinv(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent
         if ((st = new_s(&F, &S)) != CR_OK)
             return st;
         memcpy(S->data, Sd, mn * sizeof *Sd);
-        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
+        if ((st = put_projected(&F, S, adjd, k, d)) != CR_OK)
             return st;
     }
     return CR_OK;
@@ -2479,14 +2553,15 @@ static cr_status form_matfun(cr_tape *t, const cr__anode *nd, size_t i, cr_tange
 
 /*
  * rdiv(B, A) = B / A = B A⁻¹ = Y (A n x n; B m x n, or a vector of n taken as one row, whose
- * result is a vector): the pullback is B̄ = Ȳ A⁻ᵀ, Ā = P(-Yᵀ B̄), P the projection onto A's
- * structure (the identity for a dense A). Along (Ȧ, Ḃ), with Ẏ the result's tangent (rdiv's
- * frule, from the forward sweep) and d(A⁻ᵀ) = -A⁻ᵀ Ȧᵀ A⁻ᵀ:
- *     S_B = -Ȳ A⁻ᵀ Ȧᵀ A⁻ᵀ = B̄(W),              W = -B̄ Ȧᵀ (m x n),
- *     S_A = P(-Ẏᵀ B̄ - Yᵀ S_B) = Ā(W) - P(Ẏᵀ B̄),
- * where B̄(W) and Ā(W) are the recorded pullback applied to W (one call gives both; Ā(W) is
- * projected already). rdiv is linear in B: with A a constant, S = 0. A structured B is refused
- * when recording, as for solve.
+ * result is a vector): the pullback is B̄ = P_B(G), G = Ȳ A⁻ᵀ, Ā = P(-Yᵀ G), P and P_B the
+ * projections onto A's and B's structures (the identity for a dense matrix). Along (Ȧ, Ḃ),
+ * with Ẏ the result's tangent (rdiv's frule, from the forward sweep) and
+ * d(A⁻ᵀ) = -A⁻ᵀ Ȧᵀ A⁻ᵀ:
+ *     dG = -Ȳ A⁻ᵀ Ȧᵀ A⁻ᵀ = G(W),   W = -G Ȧᵀ (m x n),   S_B = P_B(G(W)),
+ *     S_A = P(-Ẏᵀ G - Yᵀ dG) = Ā(W) - P(Ẏᵀ G),
+ * where G(W) and Ā(W) are the pullback applied to W (one call gives both; Ā(W) is projected
+ * already), the recorded one for a dense B, else the rule's at B's dense matrix
+ * (pullback_dense, as for solve). rdiv is linear in B: with A a constant, S = 0.
  */
 static cr_status form_rdiv(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
                            const double *tan, size_t k)
@@ -2501,7 +2576,9 @@ static cr_status form_rdiv(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent
     const cr_array *Bv = nd->vals[0].u.arr, *Bb;
     size_t n = F.x->shape[0], m = Bv->ndim == 1 ? 1 : Bv->shape[0];
     cr_tangent dx[3];
-    if ((st = cr_pullback_call(F.arena, &nd->pb, &ybar, dx, 3)) != CR_OK ||
+    cr_pullback pb;
+    if ((st = pullback_dense(&F, 0, &pb)) != CR_OK ||
+        (st = cr_pullback_call(F.arena, &pb, &ybar, dx, 3)) != CR_OK ||
         (st = cr__tan_array(F.arena, F.who, dx[1], Bv->ndim, Bv->shape, CR_DT_F64, &Bb)) != CR_OK)
         return st;
     if (Bb == NULL)
@@ -2523,7 +2600,7 @@ static cr_status form_rdiv(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent
                 return st;
             mm(-1.0, bb, m, n, 0, xd, n, n, 1, 0.0, W->data); /* W = -B̄ Ȧᵀ */
             cr_tangent wt = cr_tangent_array(W);
-            if ((st = cr_pullback_call(F.arena, &nd->pb, &wt, dw, 3)) != CR_OK ||
+            if ((st = cr_pullback_call(F.arena, &pb, &wt, dw, 3)) != CR_OK ||
                 (st = like_x(&F, dw[2], &Sa)) != CR_OK)
                 return st;
             if (Sa != NULL)
@@ -2533,55 +2610,38 @@ static cr_status form_rdiv(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent
         if (yd != NULL)
             mm(-1.0, yd, m, n, 1, bb, m, n, 0, 1.0, SA->data); /* - Ẏᵀ B̄ */
         if ((st = put_projected(&F, SA, adjd, k, d)) != CR_OK ||
-            (st = cr__a2_add_d(t, nd, 0, SB, adjd, k, d)) != CR_OK)
+            (st = put_b(&F, 0, SB, adjd, k, d)) != CR_OK)
             return st;
     }
     return CR_OK;
 }
 
-/* solve(A, B), inv(A), rdiv(B, A) (a: A's position): A dense, Diagonal, Upper, Lower,
- * Symmetric or Hermitian (its S projected as the rule projects Ā: put_projected); B dense (its
- * rule projects B̄, which the forms need unprojected); real arguments (complex variables are
- * refused by the tape; a complex constant here too). */
-static const char *real_b_dense(const cr_value *vals, size_t nargs, size_t a)
+/* solve(A, B), inv(A), rdiv(B, A) (a: A's position): A and B dense, Diagonal, Upper, Lower,
+ * Symmetric or Hermitian (A's S projected as the rule projects Ā: put_projected; B's as it
+ * projects B̄: put_b); real arguments (complex variables are refused by the tape; a complex
+ * constant here too). */
+static const char *real_a_b(const cr_value *vals, size_t nargs, size_t a)
 {
     for (size_t j = 0; j < nargs && j < 2; j++) {
         const cr_array *x = vals[j].kind == CR_KIND_ARRAY ? vals[j].u.arr : NULL;
-        if (x == NULL)
-            continue;
-        if (x->dtype == CR_DT_C128)
+        if (x != NULL && x->dtype == CR_DT_C128)
             return j == a ? "A is complex; the form covers real matrices"
                           : "B is complex; the form covers real B";
-        if (j != a && x->structure != CR_MAT_DENSE)
-            return "B has a structure; the form covers dense B only";
     }
     return NULL;
 }
 
 static const char *a_first_structured(const cr_value *vals, size_t nargs)
 {
-    return real_b_dense(vals, nargs, 0);
+    return real_a_b(vals, nargs, 0);
 }
 
 static const char *a_second_structured(const cr_value *vals, size_t nargs)
 {
-    return real_b_dense(vals, nargs, 1);
+    return real_a_b(vals, nargs, 1);
 }
 
 /* ---- Refusals when recording ---------------------------------------------------------------- */
-
-/* logabsdet, svdvals, opnorm, ...: dense matrices only (the rules project the
- * cotangent of a structured matrix onto its structure, which these forms do not). */
-static const char *dense_only(const cr_value *vals, size_t nargs)
-{
-    for (size_t a = 0; a < nargs && a < 2; a++)
-        if (vals[a].kind == CR_KIND_ARRAY && vals[a].u.arr != NULL &&
-            vals[a].u.arr->structure != CR_MAT_DENSE)
-            return a == 0 ? "A has a structure (diagonal, symmetric, hermitian or triangular); "
-                            "the form covers dense matrices only"
-                          : "B has a structure; the form covers dense B only";
-    return NULL;
-}
 
 /* eigvals reads a dense matrix's upper triangle, or a Symmetric or Hermitian one; its form
  * covers those (a Diagonal or triangular A's cotangent is projected by the rule). */
@@ -2666,26 +2726,26 @@ static const struct {
     {&cr_fn_nrm2, form_norm, 1, NULL},
     {&cr_fn_det, form_det, 1, NULL},
     {&cr_fn_logdet, form_logdet, 1, NULL},
-    {&cr_fn_logabsdet, form_logdet, 1, dense_only},
+    {&cr_fn_logabsdet, form_logdet, 1, NULL},
     {&cr_fn_var, form_var, 1, NULL},
     {&cr_fn_std, form_std, 1, NULL},
     {&cr_fn_cumprod, form_cumprod, 1, NULL},
     {&cr_fn_matinv, form_matinv, 1, a_first_structured},
     {&cr_fn_solve, form_solve, 2, a_first_structured},
     {&cr_fn_normalize, form_normalize, 1, NULL},
-    {&cr_fn_svdvals, form_svdvals, 1, dense_only},
-    {&cr_fn_opnorm, form_opnorm, 1, dense_only},
+    {&cr_fn_svdvals, form_svdvals, 1, NULL},
+    {&cr_fn_opnorm, form_opnorm, 1, NULL},
     {&cr_fn_eigvals, form_eigvals, 1, symmetric_or_dense},
     {&cr_fn_eigen, form_eigen, 1, symmetric_or_dense},
-    {&cr_fn_expm, form_expm, 1, dense_only},
-    {&cr_fn_svd, form_svd, 1, dense_only},
+    {&cr_fn_expm, form_expm, 1, NULL},
+    {&cr_fn_svd, form_svd, 1, NULL},
     {&cr_fn_cholesky, form_cholesky, 1, symmetric_or_dense},
     {&cr_fn_cholesky_solve, form_cholesky_solve, 2, factor_dense_or_upper},
     {&cr_fn_cholesky_logdet, form_cholesky_logdet, 1, NULL},
     {&cr_fn_cholesky_det, form_cholesky_det, 1, NULL},
-    {&cr_fn_qr, form_qr, 1, dense_only},
-    {&cr_fn_lu, form_lu, 1, dense_only},
-    {&cr_fn_pinv, form_pinv, 1, dense_only},
+    {&cr_fn_qr, form_qr, 1, NULL},
+    {&cr_fn_lu, form_lu, 1, NULL},
+    {&cr_fn_pinv, form_pinv, 1, NULL},
     {&cr_fn_sylvester, form_sylvester, 3, real_dense},
     {&cr_fn_lyap, form_sylvester, 2, real_dense},
     {&cr_fn_rdiv, form_rdiv, 2, a_second_structured},
