@@ -339,6 +339,60 @@ static void test_qr_lu_pinv(void **state)
     each_structure(f->ctx, pinv_p, NULL, k_dg, 0.8, 2, 1e-6);
 }
 
+/* ---- The other forms of a matrix argument -------------------------------------------------- */
+
+/* f(A[, dims]) with a scalar result (sin(y) + y², cholesky_det's y scaled by 1/100) or an array
+ * result (sum(sin.(Y))); sum(sin, A) for f = sum. */
+typedef struct ofn {
+    const cr_value *f;
+    bool array;  /* an array result */
+    int64_t dim; /* the dims argument, or -1 for none */
+} ofn;
+
+static cr_var other_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env)
+{
+    (void)s;
+    const ofn *o = env;
+    cr_targ A = cr_targ_arr(X[0]), dm = i64(o->dim);
+    size_t n = o->dim < 0 ? 1 : 2;
+    if (o->array)
+        return sum_sin(t, call_a(t, o->f, A, dm, n));
+    if (o->f == &cr_fn_sum)
+        return sin_sq(t, call_s(t, o->f, cr_targ_value(cr_fn_sin), A, 2));
+    if (o->dim >= 0) {
+        cr_avar y = call_a(t, o->f, A, dm, 2);
+        cr_var q = sum_sq(t, y);
+        return cr_add(t, sum_sin(t, y), cr_mul(t, q, q));
+    }
+    cr_var y = call_s(t, o->f, A, dm, 1);
+    if (o->f == &cr_fn_cholesky_det)
+        y = cr_mul(t, y, cr_const(0.01));
+    return sin_sq(t, y);
+}
+
+/* The forms written for dense arrays, whose rules project a structured matrix's cotangent
+ * too: their S goes through the same projection (put). */
+static void test_other_forms(void **state)
+{
+    fixture *f = *state;
+    static const ofn fns[] = {{&cr_fn_logsumexp, false, -1},
+                              {&cr_fn_logsumexp, false, 0},
+                              {&cr_fn_prod, false, -1},
+                              {&cr_fn_norm, false, -1},
+                              {&cr_fn_var, false, -1},
+                              {&cr_fn_var, false, 1},
+                              {&cr_fn_std, false, -1},
+                              {&cr_fn_softmax, true, -1},
+                              {&cr_fn_logsoftmax, true, 1},
+                              {&cr_fn_cumprod, true, 0},
+                              {&cr_fn_normalize, true, -1},
+                              {&cr_fn_sum, false, -1},
+                              {&cr_fn_cholesky_logdet, false, -1},
+                              {&cr_fn_cholesky_det, false, -1}};
+    for (size_t q = 0; q < sizeof fns / sizeof fns[0]; q++)
+        each_structure(f->ctx, other_p, &fns[q], k_dpos, 0.5, 1, 1e-6);
+}
+
 /* ---- solve and rdiv with a structured B ------------------------------------------------- */
 
 /* A = X[0], B = X[1] (3 x 3 both; env non-NULL: B the constant *env instead), Y = A \ B or
@@ -553,6 +607,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_expm, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_svd, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_qr_lu_pinv, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_other_forms, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_solve_rdiv_b, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_views, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_hessian, fixture_setup, fixture_teardown),

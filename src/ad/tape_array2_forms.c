@@ -14,6 +14,13 @@
  *
  * Reductions over dimensions (dims) work slice by slice: a slice is the set of elements of x
  * reduced into one element of the result; ȳ, and the sums the forms take, are per slice.
+ *
+ * A structured matrix argument (Diagonal, Upper, Lower, Symmetric, Hermitian) is read by the
+ * rules as its logical dense matrix, and its cotangent is projected onto its structure. The
+ * forms work on that dense matrix (form_init's x, x_dot's ẋ) and every S goes through put /
+ * put_arg, which apply the same projection: the derivative of the projected cotangent. A form
+ * that needs a rule's cotangent unprojected takes it from the rule at the dense matrix
+ * (pullback_dense).
  */
 #include <complex.h>
 #include <math.h>
@@ -161,29 +168,30 @@ static cr_status new_s(const form *F, cr_array **S)
     return cr__new(F->arena, CR_DT_F64, F->x->ndim, F->x->shape, true, S);
 }
 
-/* S (x's shape) added into the derivative of x's cotangent along d. */
-static cr_status put(const form *F, cr_array *S, double *adjd, size_t k, size_t d)
+/* S, a tangent of argument j's logical shape, added into the derivative of j's cotangent along
+ * d after the projection the rule applies to that cotangent (cr_project from j's value: a
+ * Symmetric or Hermitian matrix's S symmetrised, a triangular one's restricted to its
+ * triangle, a Diagonal one's to its diagonal). The rules read a structured matrix as its
+ * logical dense matrix (as form_init's x and x_dot's ẋ are) and give its cotangent P(Ā), P
+ * linear and fixed (it depends on the structure only), so the derivative along ẋ is P(S), S
+ * the derivative of the unprojected cotangent, which is what the forms compute. A dense
+ * argument's projection is the identity. */
+static cr_status put_arg(const form *F, size_t j, cr_tangent S, double *adjd, size_t k, size_t d)
 {
-    return cr__a2_add_d(F->t, F->nd, F->xj, cr_tangent_array(S), adjd, k, d);
+    const cr_value *v = &F->nd->vals[j];
+    if (v->kind == CR_KIND_ARRAY && v->u.arr != NULL && v->u.arr->structure != CR_MAT_DENSE &&
+        !cr_tangent_is_zero(S)) {
+        cr_status st = cr_project_tangent(F->arena, v, S, &S);
+        if (st != CR_OK)
+            return st;
+    }
+    return cr__a2_add_d(F->t, F->nd, j, S, adjd, k, d);
 }
 
-/* S (dense, of x's logical shape) added into the derivative of x's cotangent along d, after
- * the projection the rule applies to x's cotangent (cr_project from x's value: a Symmetric or
- * Hermitian x's S symmetrised, a triangular x's restricted to its triangle, a Diagonal x's to
- * its diagonal). The rule's cotangent is P(Ā(x)) with P linear and fixed (it depends on x's
- * structure only), so its derivative along ẋ is P(S) with S the derivative of the unprojected
- * cotangent. A dense x's projection is the identity. The forms of the functions whose rules
- * read a structured x as its logical dense matrix (form_init's x, x_dot's ẋ) and project their
- * cotangent (inv, solve, rdiv, logdet, logabsdet, det, svdvals, opnorm, expm, svd, qr, lu,
- * pinv) add their S through it. */
-static cr_status put_projected(const form *F, cr_array *S, double *adjd, size_t k, size_t d)
+/* S (x's logical shape) added into the derivative of x's cotangent along d (put_arg). */
+static cr_status put(const form *F, cr_array *S, double *adjd, size_t k, size_t d)
 {
-    const cr_value *xv = &F->nd->vals[F->xj];
-    if (xv->u.arr->structure == CR_MAT_DENSE)
-        return put(F, S, adjd, k, d);
-    cr_tangent p;
-    cr_status st = cr_project_tangent(F->arena, xv, cr_tangent_array(S), &p);
-    return st != CR_OK ? st : cr__a2_add_d(F->t, F->nd, F->xj, p, adjd, k, d);
+    return put_arg(F, F->xj, cr_tangent_array(S), adjd, k, d);
 }
 
 /* The recorded pullback applied to ȳ: x's cotangent G = pullback(ȳ)_x, in f64. */
@@ -575,7 +583,7 @@ static cr_status form_det(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent 
                     for (size_t c = 0; c < n; c++)
                         s[q * n + c] += C[q * n + c];
         }
-        if ((st = put_projected(&F, S, adjd, k, d)) != CR_OK)
+        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
             return st;
     }
     return CR_OK;
@@ -588,7 +596,7 @@ static cr_status form_det(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent 
  * same, Ā = ȳ₁ A⁻ᵀ with ȳ₁ the cotangent of the first element (the sign is piecewise
  * constant: its cotangent adds nothing), so its S is the same with ȳ₁ for ȳ.
  * A structured A (det's too): the rules read its logical dense matrix and project Ā onto its
- * structure, so S is projected the same way (put_projected).
+ * structure, so S is projected the same way (put).
  */
 static cr_status form_logdet(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
                              double *adjd, const double *tan, size_t k)
@@ -622,7 +630,7 @@ static cr_status form_logdet(cr_tape *t, const cr__anode *nd, size_t i, cr_tange
         for (size_t r = 0; r < n && Yd != NULL; r++)
             for (size_t c = 0; c < n; c++)
                 s[r * n + c] = yb[0] * Yd[c * n + r];
-        if ((st = put_projected(&F, S, adjd, k, d)) != CR_OK)
+        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
             return st;
     }
     return CR_OK;
@@ -667,7 +675,7 @@ static void fold_upper(double *s, size_t n)
  * fold: A is a dense matrix of which the rule reads the upper triangle (eigvals), so its
  * cotangent lives there, S_ij + S_ji above the diagonal, as the rule gives it. A structured A
  * (read by the rules as its logical dense matrix, Ā projected onto its structure): S
- * projected the same way (put_projected).
+ * projected the same way (put).
  */
 static cr_status form_spectral(form *F, const cr_value *fact, size_t wi, size_t zi, const double *c,
                                size_t nc, bool fold, double *adjd, const double *tan, size_t k)
@@ -718,7 +726,7 @@ static cr_status form_spectral(form *F, const cr_value *fact, size_t wi, size_t 
             }
         if (fold)
             fold_upper(sd, n);
-        if ((st = put_projected(F, S, adjd, k, d)) != CR_OK)
+        if ((st = put(F, S, adjd, k, d)) != CR_OK)
             return st;
     }
     return CR_OK;
@@ -1072,7 +1080,7 @@ static cr_status form_var(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent 
         if ((st = x_dot_arr(&F, tan, k, d, &xa)) != CR_OK || xa == NULL)
             continue;
         if ((st = var_pulled_at(&F, xa, ybar, &S)) == CR_OK)
-            st = cr__a2_add_d(t, nd, 0, S, adjd, k, d);
+            st = put_arg(&F, 0, S, adjd, k, d);
     }
     return st;
 }
@@ -1229,7 +1237,7 @@ static cr_status form_cumprod(cr_tape *t, const cr__anode *nd, size_t i, cr_tang
  * along Ȧ, with Ẏ = -Y Ȧ Y the result's tangent (matinv's frule, from the forward sweep), by
  * the product rule:
  *     S = -(Ẏᵀ Ȳ Yᵀ + Yᵀ Ȳ Ẏᵀ) = -(Ẏᵀ P + Q Ẏᵀ),   P = Ȳ Yᵀ, Q = Yᵀ Ȳ (once per record),
- * projected as the rule projects Ā (put_projected).
+ * projected as the rule projects Ā (put).
  */
 static cr_status form_matinv(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
                              double *adjd, const double *tan, size_t k)
@@ -1266,7 +1274,7 @@ static cr_status form_matinv(cr_tape *t, const cr__anode *nd, size_t i, cr_tange
             return st;
         mm(-1.0, yd, n, n, 1, P->data, n, n, 0, 0.0, S->data);
         mm(-1.0, Q->data, n, n, 0, yd, n, n, 1, 1.0, S->data);
-        if ((st = put_projected(&F, S, adjd, k, d)) != CR_OK)
+        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
             return st;
     }
     return CR_OK;
@@ -1312,20 +1320,6 @@ static cr_status pulled_dense(const form *F, cr_tangent ybar, const double **G)
             *G = z->data;
     }
     return st;
-}
-
-/* S_B, the derivative of B̄ unprojected, added into the derivative of B's cotangent along d
- * after B's projection (the rule's cotangent is P_B(B̄), P_B linear and fixed: its
- * derivative is P_B(S_B), as put_projected for A). */
-static cr_status put_b(const form *F, size_t bj, cr_tangent SB, double *adjd, size_t k, size_t d)
-{
-    const cr_value *bv = &F->nd->vals[bj];
-    if (bv->u.arr->structure != CR_MAT_DENSE && !cr_tangent_is_zero(SB)) {
-        cr_status st = cr_project_tangent(F->arena, bv, SB, &SB);
-        if (st != CR_OK)
-            return st;
-    }
-    return cr__a2_add_d(F->t, F->nd, bj, SB, adjd, k, d);
 }
 
 /*
@@ -1386,8 +1380,8 @@ static cr_status form_solve(cr_tape *t, const cr__anode *nd, size_t i, cr_tangen
         }
         if (yd != NULL)
             mm(-1.0, bb, n, m, 0, yd, n, m, 1, 1.0, SA->data);
-        if ((st = put_projected(&F, SA, adjd, k, d)) != CR_OK ||
-            (st = put_b(&F, 1, SB, adjd, k, d)) != CR_OK)
+        if ((st = put(&F, SA, adjd, k, d)) != CR_OK ||
+            (st = put_arg(&F, 1, SB, adjd, k, d)) != CR_OK)
             return st;
     }
     return CR_OK;
@@ -1484,7 +1478,7 @@ static cr_status form_normalize(cr_tape *t, const cr__anode *nd, size_t i, cr_ta
  * S the top-right n x n block (Najfeld and Havel 1995; Higham and Relton, "Higher order
  * Fréchet derivatives of matrix functions", 2014). exp(M) is expm's own primal (scaling and
  * squaring): one 4n x 4n exponential per direction, nothing else written. A structured A (its
- * logical dense matrix read, Ā projected by the rule): S projected too (put_projected).
+ * logical dense matrix read, Ā projected by the rule): S projected too (put).
  */
 static cr_status form_expm(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
                            const double *tan, size_t k)
@@ -1529,7 +1523,7 @@ static cr_status form_expm(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent
         double *s = S->data;
         for (size_t r = 0; r < n; r++)
             memcpy(s + r * n, e + r * w + 3 * n, n * sizeof *s);
-        if ((st = put_projected(&F, S, adjd, k, d)) != CR_OK)
+        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
             return st;
     }
     return CR_OK;
@@ -1582,7 +1576,7 @@ static cr_status tuple_part(const form *F, cr_tangent v, size_t e, size_t ndim, 
  * differentiable there, and the loss in general not twice). svd's frule recomputes the same
  * factorization (the same LAPACK call on the same A), so its U̇, V̇ belong to the recorded U,
  * V and signs chosen by the factorization agree. A structured A: S projected as the rule
- * projects Ā (put_projected).
+ * projects Ā (put).
  */
 static cr_status form_svd(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
                           const double *tan, size_t k)
@@ -1695,7 +1689,7 @@ static cr_status form_svd(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent 
             mm(1.0, Ud, m, r, 0, PvS, n, r, 1, 1.0, sm);        /* U̇ (Pv Σ⁻¹)ᵀ */
             mm(1.0, U, m, r, 0, Rd, n, r, 1, 1.0, sm); /* U (Ṗv Σ⁻¹ + Pv (Σ⁻¹)˙)ᵀ */
         }
-        if ((st = put_projected(&F, S, adjd, k, d)) != CR_OK)
+        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
             return st;
     }
     return CR_OK;
@@ -2065,7 +2059,7 @@ static void copyltu(double *M, size_t n)
  * triangle; R and Ṙ being upper triangular, the lower triangles of R R̄ᵀ and Ṙ R̄ᵀ, all copyltu
  * reads, involve no other element of R̄, so R̄ is used as it comes. A rank-deficient A is refused by
  * the rule (its pullback and frule need R⁻¹). A structured A: G unprojected (pulled_dense: a
- * rule call at A's dense matrix), S projected as the rule projects Ā (put_projected).
+ * rule call at A's dense matrix), S projected as the rule projects Ā (put).
  */
 static cr_status form_qr(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
                          const double *tan, size_t k)
@@ -2125,7 +2119,7 @@ static cr_status form_qr(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent y
             return st;
         memcpy(S->data, W, m * n * sizeof *W);
         right_solve_upper_t(R, n, S->data, m);
-        if ((st = put_projected(&F, S, adjd, k, d)) != CR_OK)
+        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
             return st;
     }
     return CR_OK;
@@ -2140,7 +2134,7 @@ static cr_status form_qr(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent y
  *     Ẋ = L⁻ᵀ Ṅ U⁻ᵀ - L⁻ᵀ L̇ᵀ X - X U̇ᵀ U⁻ᵀ = L⁻ᵀ (Ṅ - L̇ᵀ (X Uᵀ) - (Lᵀ X) U̇ᵀ) U⁻ᵀ,
  *     Ṅ = tril(L̇ᵀ L̄, -1) + triu(Ū U̇ᵀ),   S = Pᵀ Ẋ,
  * with X = P G from G, the pullback applied to (L̄, Ū), unprojected (pulled_dense). A
- * structured A: S projected as the rule projects Ā (put_projected). The rule reads L̄ on its
+ * structured A: S projected as the rule projects Ā (put). The rule reads L̄ on its
  * strictly lower triangle and Ū on its upper one; with L̇ᵀ strictly upper and U, U̇ upper
  * triangular, tril(L̇ᵀ L̄, -1) and triu(Ū U̇ᵀ) involve no other elements, so both are used as
  * they come.
@@ -2218,7 +2212,7 @@ static cr_status form_lu(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent y
         double *s = S->data;
         for (size_t a = 0; a < n; a++) /* S = Pᵀ Ẋ */
             memcpy(s + p[a] * n, W + a * n, n * sizeof *s);
-        if ((st = put_projected(&F, S, adjd, k, d)) != CR_OK)
+        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
             return st;
     }
     return CR_OK;
@@ -2235,7 +2229,7 @@ static cr_status form_lu(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent y
  * min(m, n): pinv truncated singular values) the pseudo-inverse is not continuous (a small
  * change of A restores the rank, and any step above the truncation's tolerance does): no
  * second derivative exists there, and the form refuses it (CR_EDOMAIN). A structured A: its
- * logical dense matrix read (F.x, Ȧ), S projected as the rule projects Ā (put_projected).
+ * logical dense matrix read (F.x, Ȧ), S projected as the rule projects Ā (put).
  */
 static cr_status form_pinv(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
                            const double *tan, size_t k)
@@ -2320,7 +2314,7 @@ static cr_status form_pinv(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent
         if ((st = new_s(&F, &S)) != CR_OK)
             return st;
         memcpy(S->data, Sd, mn * sizeof *Sd);
-        if ((st = put_projected(&F, S, adjd, k, d)) != CR_OK)
+        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
             return st;
     }
     return CR_OK;
@@ -2609,16 +2603,16 @@ static cr_status form_rdiv(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent
         }
         if (yd != NULL)
             mm(-1.0, yd, m, n, 1, bb, m, n, 0, 1.0, SA->data); /* - Ẏᵀ B̄ */
-        if ((st = put_projected(&F, SA, adjd, k, d)) != CR_OK ||
-            (st = put_b(&F, 0, SB, adjd, k, d)) != CR_OK)
+        if ((st = put(&F, SA, adjd, k, d)) != CR_OK ||
+            (st = put_arg(&F, 0, SB, adjd, k, d)) != CR_OK)
             return st;
     }
     return CR_OK;
 }
 
 /* solve(A, B), inv(A), rdiv(B, A) (a: A's position): A and B dense, Diagonal, Upper, Lower,
- * Symmetric or Hermitian (A's S projected as the rule projects Ā: put_projected; B's as it
- * projects B̄: put_b); real arguments (complex variables are refused by the tape; a complex
+ * Symmetric or Hermitian (A's S projected as the rule projects Ā: put; B's as it
+ * projects B̄: put_arg); real arguments (complex variables are refused by the tape; a complex
  * constant here too). */
 static const char *real_a_b(const cr_value *vals, size_t nargs, size_t a)
 {
