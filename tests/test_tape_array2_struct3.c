@@ -1,8 +1,10 @@
 /*
  * Second-order forms of logabsdet, logdet, det, svdvals, opnorm, expm, svd, qr, lu and pinv
- * with a structured A (Diagonal, Upper, Lower, Symmetric, Hermitian, and dense), and of
- * solve(A, B) and rdiv(B, A) with a structured B, on second-order tapes
- * (src/ad/tape_array2_forms.c: put_projected, pullback_dense_b, put_b). The rules read a
+ * with a structured A (Diagonal, Upper, Lower, Symmetric, Hermitian, and dense), of the other
+ * forms of a matrix argument (logsumexp, prod, norm, var, std, softmax, logsoftmax, cumprod,
+ * normalize, sum(f, A), cholesky_logdet, cholesky_det) with one, and of solve(A, B) and
+ * rdiv(B, A) with a structured B, on second-order tapes (src/ad/tape_array2_forms.c: put,
+ * put_arg, pullback_dense). The rules read a
  * structured matrix as its logical dense matrix and project its cotangent onto its
  * structure; so must each S be. Each H v (cr_tape_ahvp) is checked against central
  * differences, along the direction, of the gradient a first-order tape computes, at several

@@ -2055,11 +2055,12 @@ static void copyltu(double *M, size_t n)
  * and d(R⁻ᵀ) = -R⁻ᵀ Ṙᵀ R⁻ᵀ give
  *     Ṁ = Ṙ R̄ᵀ - Q̄ᵀ Q̇,   Ḃ = Q̇ copyltu(M) + Q copyltu(Ṁ)   (copyltu is linear),
  *     S = Ḃ R⁻ᵀ - B R⁻ᵀ Ṙᵀ R⁻ᵀ = (Ḃ - G Ṙᵀ) R⁻ᵀ,
- * with G the pullback applied to (Q̄, R̄), unprojected (pulled_dense). The rule reads R̄ on its upper
- * triangle; R and Ṙ being upper triangular, the lower triangles of R R̄ᵀ and Ṙ R̄ᵀ, all copyltu
- * reads, involve no other element of R̄, so R̄ is used as it comes. A rank-deficient A is refused by
- * the rule (its pullback and frule need R⁻¹). A structured A: G unprojected (pulled_dense: a
- * rule call at A's dense matrix), S projected as the rule projects Ā (put).
+ * with G the pullback applied to (Q̄, R̄), unprojected (pulled_dense). The rule reads R̄ on
+ * its upper triangle; R and Ṙ being upper triangular, the lower triangles of R R̄ᵀ and Ṙ R̄ᵀ,
+ * all copyltu reads, involve no other element of R̄, so R̄ is used as it comes. A
+ * rank-deficient A is refused by the rule (its pullback and frule need R⁻¹). A structured A:
+ * G unprojected (pulled_dense: a rule call at A's dense matrix), S projected as the rule
+ * projects Ā (put).
  */
 static cr_status form_qr(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
                          const double *tan, size_t k)
@@ -2611,9 +2612,9 @@ static cr_status form_rdiv(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent
 }
 
 /* solve(A, B), inv(A), rdiv(B, A) (a: A's position): A and B dense, Diagonal, Upper, Lower,
- * Symmetric or Hermitian (A's S projected as the rule projects Ā: put; B's as it
- * projects B̄: put_arg); real arguments (complex variables are refused by the tape; a complex
- * constant here too). */
+ * Symmetric or Hermitian (A's S projected as the rule projects Ā: put; B's as it projects
+ * B̄: put_arg); real arguments (complex variables are refused by the tape; a complex constant
+ * here too). */
 static const char *real_a_b(const cr_value *vals, size_t nargs, size_t a)
 {
     for (size_t j = 0; j < nargs && j < 2; j++) {
