@@ -6,8 +6,8 @@
  * lu of 3 x 3 and 4 x 4 matrices (pivoting that permutes rows) with L and U feeding it, pinv
  * of square, tall and wide matrices, each composed with other functions so that the
  * cotangents vary from element to element; a full Hessian (cr_tape_hessian) of three scalars
- * through all three; and the refusals: structured matrices when recorded, pinv at a
- * rank-deficient matrix and qr at a rank-deficient matrix in the sweep.
+ * through all three; and the refusals: pinv at a rank-deficient matrix and qr at a
+ * rank-deficient matrix in the sweep (structured matrices: test_tape_array2_struct3.c).
  */
 #include <math.h>
 #include <stdio.h>
@@ -221,34 +221,7 @@ static void test_hessian(void **state)
         check_hessian(f->ctx, &p, pts[q], 1e-6);
 }
 
-/* ---- Refusals ------------------------------------------------------------------------------- */
-
-/* Structured matrices: refused when recorded (CR_EUNIMPL). */
-static void test_refusals(void **state)
-{
-    fixture *f = *state;
-    double v[3] = {1.0, -2.0, 0.5};
-    cr_array va = cr_array_vector(v, 3);
-    cr_tape *t;
-    cr_tape_params tp = {.struct_size = sizeof tp, .flags = CR_TAPE_SECOND_ORDER};
-    assert_int_equal(cr_tape_new(f->ctx, &tp, &t), CR_OK);
-    static const cr_value *const fns[3] = {&cr_fn_qr, &cr_fn_lu, &cr_fn_pinv};
-    static const size_t nout[3] = {2, 3, 1};
-    static const char *const msgs[3] = {
-        "qr: no second-order form on the tape: A has a structure",
-        "lu: no second-order form on the tape: A has a structure",
-        "pinv: no second-order form on the tape: A has a structure"};
-    for (int q = 0; q < 3; q++) {
-        cr_tape_reset(t);
-        cr_targ V = cr_targ_arr(cr_tape_array_input(t, &va));
-        cr_targ D = cr_targ_arr(call_a(t, &cr_fn_diagonal, V, V, 1));
-        assert_ok(t, cr_tape_status(t));
-        cr_targ out[3];
-        assert_int_equal(cr_tape_acall_n(t, fns[q], &D, 1, out, nout[q]), CR_EUNIMPL);
-        assert_contains(cr_tape_errmsg(t), msgs[q]);
-    }
-    cr_tape_free(t);
-}
+/* ---- Points without a second derivative ------------------------------------------------ */
 
 /* One H v of prob p at z on a second-order tape: its status (the tape's message in t). */
 static cr_status hvp_status(cr_ctx *ctx, const prob *p, double *z, char *msg, size_t len)
@@ -305,7 +278,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lu, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_pinv, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_hessian, fixture_setup, fixture_teardown),
-        cmocka_unit_test_setup_teardown(test_refusals, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_rank_deficient, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -14,6 +14,13 @@
  *
  * Reductions over dimensions (dims) work slice by slice: a slice is the set of elements of x
  * reduced into one element of the result; ȳ, and the sums the forms take, are per slice.
+ *
+ * A structured matrix argument (Diagonal, Upper, Lower, Symmetric, Hermitian) is read by the
+ * rules as its logical dense matrix, and its cotangent is projected onto its structure. The
+ * forms work on that dense matrix (form_init's x, x_dot's ẋ) and every S goes through put /
+ * put_arg, which apply the same projection: the derivative of the projected cotangent. A form
+ * that needs a rule's cotangent unprojected takes it from the rule at the dense matrix
+ * (pullback_dense).
  */
 #include <complex.h>
 #include <math.h>
@@ -162,10 +169,30 @@ static cr_status new_s(const form *F, cr_array **S)
     return cr__new(F->arena, CR_DT_F64, F->x->ndim, F->x->shape, true, S);
 }
 
-/* S (x's shape) added into the derivative of x's cotangent along d. */
+/* S, a tangent of argument j's logical shape, added into the derivative of j's cotangent along
+ * d after the projection the rule applies to that cotangent (cr_project from j's value: a
+ * Symmetric or Hermitian matrix's S symmetrised, a triangular one's restricted to its
+ * triangle, a Diagonal one's to its diagonal). The rules read a structured matrix as its
+ * logical dense matrix (as form_init's x and x_dot's ẋ are) and give its cotangent P(Ā), P
+ * linear and fixed (it depends on the structure only), so the derivative along ẋ is P(S), S
+ * the derivative of the unprojected cotangent, which is what the forms compute. A dense
+ * argument's projection is the identity. */
+static cr_status put_arg(const form *F, size_t j, cr_tangent S, double *adjd, size_t k, size_t d)
+{
+    const cr_value *v = &F->nd->vals[j];
+    if (v->kind == CR_KIND_ARRAY && v->u.arr != NULL && v->u.arr->structure != CR_MAT_DENSE &&
+        !cr_tangent_is_zero(S)) {
+        cr_status st = cr_project_tangent(F->arena, v, S, &S);
+        if (st != CR_OK)
+            return st;
+    }
+    return cr__a2_add_d(F->t, F->nd, j, S, adjd, k, d);
+}
+
+/* S (x's logical shape) added into the derivative of x's cotangent along d (put_arg). */
 static cr_status put(const form *F, cr_array *S, double *adjd, size_t k, size_t d)
 {
-    return cr__a2_add_d(F->t, F->nd, F->xj, cr_tangent_array(S), adjd, k, d);
+    return put_arg(F, F->xj, cr_tangent_array(S), adjd, k, d);
 }
 
 /* The recorded pullback applied to ȳ: x's cotangent G = pullback(ȳ)_x, in f64. */
@@ -569,6 +596,8 @@ static cr_status form_det(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent 
  * logabsdet(A) = (log|det A|, sign det A) of a real A, of either sign: its pullback is the
  * same, Ā = ȳ₁ A⁻ᵀ with ȳ₁ the cotangent of the first element (the sign is piecewise
  * constant: its cotangent adds nothing), so its S is the same with ȳ₁ for ȳ.
+ * A structured A (det's too): the rules read its logical dense matrix and project Ā onto its
+ * structure, so S is projected the same way (put).
  */
 static cr_status form_logdet(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
                              double *adjd, const double *tan, size_t k)
@@ -645,7 +674,9 @@ static void fold_upper(double *s, size_t n)
  * singular values (eigenvalues) coincide, the frule's tangents follow its convention for
  * them (docs/rules-linalg.md), and the function has no second derivative there in general.
  * fold: A is a dense matrix of which the rule reads the upper triangle (eigvals), so its
- * cotangent lives there, S_ij + S_ji above the diagonal, as the rule gives it.
+ * cotangent lives there, S_ij + S_ji above the diagonal, as the rule gives it. A structured A
+ * (read by the rules as its logical dense matrix, Ā projected onto its structure): S
+ * projected the same way (put).
  */
 static cr_status form_spectral(form *F, const cr_value *fact, size_t wi, size_t zi, const double *c,
                                size_t nc, bool fold, double *adjd, const double *tan, size_t k)
@@ -1050,7 +1081,7 @@ static cr_status form_var(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent 
         if ((st = x_dot_arr(&F, tan, k, d, &xa)) != CR_OK || xa == NULL)
             continue;
         if ((st = var_pulled_at(&F, xa, ybar, &S)) == CR_OK)
-            st = cr__a2_add_d(t, nd, 0, S, adjd, k, d);
+            st = put_arg(&F, 0, S, adjd, k, d);
     }
     return st;
 }
@@ -1202,28 +1233,12 @@ static cr_status form_cumprod(cr_tape *t, const cr__anode *nd, size_t i, cr_tang
 
 /* ---- matinv, solve -------------------------------------------------------------------------- */
 
-/* S (dense, of x's logical shape) added into the derivative of x's cotangent along d, after
- * the projection the rule applies to x's cotangent (cr_project from x's value: a Symmetric or
- * Hermitian x's S symmetrised, a triangular x's restricted to its triangle, a Diagonal x's to
- * its diagonal). The rule's cotangent is P(Ā(x)) with P linear and fixed (it depends on x's
- * structure only), so its derivative along ẋ is P(S) with S the derivative of the unprojected
- * cotangent. A dense x's projection is the identity. */
-static cr_status put_projected(const form *F, cr_array *S, double *adjd, size_t k, size_t d)
-{
-    const cr_value *xv = &F->nd->vals[F->xj];
-    if (xv->u.arr->structure == CR_MAT_DENSE)
-        return put(F, S, adjd, k, d);
-    cr_tangent p;
-    cr_status st = cr_project_tangent(F->arena, xv, cr_tangent_array(S), &p);
-    return st != CR_OK ? st : cr__a2_add_d(F->t, F->nd, F->xj, p, adjd, k, d);
-}
-
 /*
  * inv(A) = Y: the pullback is Ā = -Yᵀ Ȳ Yᵀ (projected onto A's structure). Its derivative
  * along Ȧ, with Ẏ = -Y Ȧ Y the result's tangent (matinv's frule, from the forward sweep), by
  * the product rule:
  *     S = -(Ẏᵀ Ȳ Yᵀ + Yᵀ Ȳ Ẏᵀ) = -(Ẏᵀ P + Q Ẏᵀ),   P = Ȳ Yᵀ, Q = Yᵀ Ȳ (once per record),
- * projected as the rule projects Ā (put_projected).
+ * projected as the rule projects Ā (put).
  */
 static cr_status form_matinv(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
                              double *adjd, const double *tan, size_t k)
@@ -1260,20 +1275,64 @@ static cr_status form_matinv(cr_tape *t, const cr__anode *nd, size_t i, cr_tange
             return st;
         mm(-1.0, yd, n, n, 1, P->data, n, n, 0, 0.0, S->data);
         mm(-1.0, Q->data, n, n, 0, yd, n, n, 1, 1.0, S->data);
-        if ((st = put_projected(&F, S, adjd, k, d)) != CR_OK)
+        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
             return st;
     }
     return CR_OK;
 }
 
+/* The rule's pullback with x's cotangent unprojected, for a form that needs the unprojected
+ * cotangent Ā(ȳ) (qr's and lu's G) or B̄ (solve's and rdiv's, at ȳ and at W), argument j being
+ * the matrix: a rule projects the cotangent of a structured matrix onto its structure. A dense
+ * argument j: the recorded pullback. A structured one: the rule's pullback at the record's
+ * arguments with argument j replaced by its logical dense matrix, as the rule reads it (the
+ * same primal and factorization; the other arguments' cotangents the same, projected onto
+ * their structures; argument j's unprojected). */
+static cr_status pullback_dense(const form *F, size_t j, cr_pullback *pb)
+{
+    const cr__anode *nd = F->nd;
+    if (nd->vals[j].u.arr->structure == CR_MAT_DENSE) {
+        *pb = nd->pb;
+        return CR_OK;
+    }
+    cr_value vals[MAX_ARGS], y;
+    const cr_array *D;
+    if (nd->nargs > MAX_ARGS)
+        return CR_EINVAL;
+    memcpy(vals, nd->vals, nd->nargs * sizeof *vals);
+    cr_status st = cr__dense(F->arena, nd->vals[j].u.arr, CR_DT_F64, &D);
+    if (st != CR_OK)
+        return st;
+    vals[j] = cr_value_array((cr_array *)(uintptr_t)D); /* only read */
+    return cr_rrule(F->t->config, F->arena, &nd->fv, vals, nd->nargs, &y, pb);
+}
+
+/* As pulled (x's cotangent G = pullback(ȳ)_x, f64), unprojected (pullback_dense). */
+static cr_status pulled_dense(const form *F, cr_tangent ybar, const double **G)
+{
+    cr_tangent dx[MAX_ARGS + 1];
+    cr_pullback pb;
+    cr_status st = pullback_dense(F, F->xj, &pb);
+    if (st == CR_OK)
+        st = cr_pullback_call(F->arena, &pb, &ybar, dx, (size_t)F->nd->nargs + 1);
+    if (st == CR_OK && (st = like_x(F, dx[F->xj + 1], G)) == CR_OK && *G == NULL) {
+        cr_array *z; /* a zero cotangent */
+        if ((st = new_s(F, &z)) == CR_OK)
+            *G = z->data;
+    }
+    return st;
+}
+
 /*
- * solve(A, B) = A \ B = Y (B a vector or a matrix): the pullback is B̄ = A⁻ᵀ Ȳ,
- * Ā = P(-B̄ Yᵀ), P the projection onto A's structure (the identity for a dense A). Along (Ȧ, Ḃ),
- * with Ẏ the result's tangent (solve's frule, from the forward sweep) and d(A⁻ᵀ) = -A⁻ᵀ Ȧᵀ A⁻ᵀ: S_B
- * = -A⁻ᵀ Ȧᵀ B̄ = B̄(W),               W = -Ȧᵀ B̄, S_A = P(-S_B Yᵀ - B̄ Ẏᵀ) = Ā(W) - P(B̄ Ẏᵀ), where B̄(W)
- * and Ā(W) are the recorded pullback applied to W (one call gives both; Ā(W) is projected already,
- * and P(P(X)) = P(X)). solve is linear in B: with A a constant, S = 0. A structured B is refused
- * when recording: its rule projects B̄, which W and B̄ Ẏᵀ need unprojected.
+ * solve(A, B) = A \ B = Y (B a vector or a matrix): the pullback is B̄ = P_B(G), G = A⁻ᵀ Ȳ,
+ * Ā = P(-G Yᵀ), P and P_B the projections onto A's and B's structures (the identity for a
+ * dense matrix). Along (Ȧ, Ḃ), with Ẏ the result's tangent (solve's frule, from the forward
+ * sweep) and d(A⁻ᵀ) = -A⁻ᵀ Ȧᵀ A⁻ᵀ:
+ *     dG = -A⁻ᵀ Ȧᵀ G = G(W),   W = -Ȧᵀ G,   S_B = P_B(G(W)),
+ *     S_A = P(-dG Yᵀ - G Ẏᵀ) = Ā(W) - P(G Ẏᵀ),
+ * where G(W) and Ā(W) are the pullback applied to W (one call gives both; Ā(W) is projected
+ * already, and P(P(X)) = P(X)), the recorded one for a dense B, else the rule's at B's dense
+ * matrix (pullback_dense: G unprojected). solve is linear in B: with A a constant, S = 0.
  */
 static cr_status form_solve(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
                             double *adjd, const double *tan, size_t k)
@@ -1288,7 +1347,9 @@ static cr_status form_solve(cr_tape *t, const cr__anode *nd, size_t i, cr_tangen
     const cr_array *Bv = nd->vals[1].u.arr, *Bb;
     size_t n = F.x->shape[0], m = Bv->ndim == 1 ? 1 : Bv->shape[1];
     cr_tangent dx[3];
-    if ((st = cr_pullback_call(F.arena, &nd->pb, &ybar, dx, 3)) != CR_OK ||
+    cr_pullback pb;
+    if ((st = pullback_dense(&F, 1, &pb)) != CR_OK ||
+        (st = cr_pullback_call(F.arena, &pb, &ybar, dx, 3)) != CR_OK ||
         (st = cr__tan_array(F.arena, F.who, dx[2], Bv->ndim, Bv->shape, CR_DT_F64, &Bb)) != CR_OK)
         return st;
     if (Bb == NULL)
@@ -1311,7 +1372,7 @@ static cr_status form_solve(cr_tape *t, const cr__anode *nd, size_t i, cr_tangen
                 return st;
             mm(-1.0, xd, n, n, 1, bb, n, m, 0, 0.0, W->data);
             cr_tangent wt = cr_tangent_array(W);
-            if ((st = cr_pullback_call(F.arena, &nd->pb, &wt, dw, 3)) != CR_OK ||
+            if ((st = cr_pullback_call(F.arena, &pb, &wt, dw, 3)) != CR_OK ||
                 (st = like_x(&F, dw[1], &Sa)) != CR_OK)
                 return st;
             if (Sa != NULL)
@@ -1320,8 +1381,8 @@ static cr_status form_solve(cr_tape *t, const cr__anode *nd, size_t i, cr_tangen
         }
         if (yd != NULL)
             mm(-1.0, bb, n, m, 0, yd, n, m, 1, 1.0, SA->data);
-        if ((st = put_projected(&F, SA, adjd, k, d)) != CR_OK ||
-            (st = cr__a2_add_d(t, nd, 1, SB, adjd, k, d)) != CR_OK)
+        if ((st = put(&F, SA, adjd, k, d)) != CR_OK ||
+            (st = put_arg(&F, 1, SB, adjd, k, d)) != CR_OK)
             return st;
     }
     return CR_OK;
@@ -1417,7 +1478,8 @@ static cr_status form_normalize(cr_tape *t, const cr__anode *nd, size_t i, cr_ta
  *         [0  0  0  Aᵀ]
  * S the top-right n x n block (Najfeld and Havel 1995; Higham and Relton, "Higher order
  * Fréchet derivatives of matrix functions", 2014). exp(M) is expm's own primal (scaling and
- * squaring): one 4n x 4n exponential per direction, nothing else written.
+ * squaring): one 4n x 4n exponential per direction, nothing else written. A structured A (its
+ * logical dense matrix read, Ā projected by the rule): S projected too (put).
  */
 static cr_status form_expm(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
                            const double *tan, size_t k)
@@ -1514,7 +1576,8 @@ static cr_status tuple_part(const form *F, cr_tangent v, size_t e, size_t ndim, 
  * pullback, not a second derivative of the loss (the singular vectors are not
  * differentiable there, and the loss in general not twice). svd's frule recomputes the same
  * factorization (the same LAPACK call on the same A), so its U̇, V̇ belong to the recorded U,
- * V and signs chosen by the factorization agree.
+ * V and signs chosen by the factorization agree. A structured A: S projected as the rule
+ * projects Ā (put).
  */
 static cr_status form_svd(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
                           const double *tan, size_t k)
@@ -1993,10 +2056,12 @@ static void copyltu(double *M, size_t n)
  * and d(R⁻ᵀ) = -R⁻ᵀ Ṙᵀ R⁻ᵀ give
  *     Ṁ = Ṙ R̄ᵀ - Q̄ᵀ Q̇,   Ḃ = Q̇ copyltu(M) + Q copyltu(Ṁ)   (copyltu is linear),
  *     S = Ḃ R⁻ᵀ - B R⁻ᵀ Ṙᵀ R⁻ᵀ = (Ḃ - G Ṙᵀ) R⁻ᵀ,
- * with G the recorded pullback applied to (Q̄, R̄). The rule reads R̄ on its upper triangle;
- * R and Ṙ being upper triangular, the lower triangles of R R̄ᵀ and Ṙ R̄ᵀ, all copyltu reads,
- * involve no other element of R̄, so R̄ is used as it comes. A rank-deficient A is refused by
- * the rule (its pullback and frule need R⁻¹).
+ * with G the pullback applied to (Q̄, R̄), unprojected (pulled_dense). The rule reads R̄ on
+ * its upper triangle; R and Ṙ being upper triangular, the lower triangles of R R̄ᵀ and Ṙ R̄ᵀ,
+ * all copyltu reads, involve no other element of R̄, so R̄ is used as it comes. A
+ * rank-deficient A is refused by the rule (its pullback and frule need R⁻¹). A structured A:
+ * G unprojected (pulled_dense: a rule call at A's dense matrix), S projected as the rule
+ * projects Ā (put).
  */
 static cr_status form_qr(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
                          const double *tan, size_t k)
@@ -2012,7 +2077,8 @@ static cr_status form_qr(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent y
     if ((st = factor_of(&F, &nd->y, 0, 2, &Qa)) != CR_OK ||
         (st = factor_of(&F, &nd->y, 1, 2, &Ra)) != CR_OK ||
         (st = field_mat(&F, ybar, 0, m, n, &Qb)) != CR_OK ||
-        (st = field_mat(&F, ybar, 1, n, n, &Rb)) != CR_OK || (st = pulled(&F, ybar, &G)) != CR_OK)
+        (st = field_mat(&F, ybar, 1, n, n, &Rb)) != CR_OK ||
+        (st = pulled_dense(&F, ybar, &G)) != CR_OK)
         return st;
     const double *Q = Qa->data, *R = Ra->data;
     double *C, *Md, *W;
@@ -2069,7 +2135,8 @@ static cr_status form_qr(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent y
  * that of this branch), the product rule with d(L⁻ᵀ) = -L⁻ᵀ L̇ᵀ L⁻ᵀ, d(U⁻ᵀ) = -U⁻ᵀ U̇ᵀ U⁻ᵀ:
  *     Ẋ = L⁻ᵀ Ṅ U⁻ᵀ - L⁻ᵀ L̇ᵀ X - X U̇ᵀ U⁻ᵀ = L⁻ᵀ (Ṅ - L̇ᵀ (X Uᵀ) - (Lᵀ X) U̇ᵀ) U⁻ᵀ,
  *     Ṅ = tril(L̇ᵀ L̄, -1) + triu(Ū U̇ᵀ),   S = Pᵀ Ẋ,
- * with X = P G from G, the recorded pullback applied to (L̄, Ū). The rule reads L̄ on its
+ * with X = P G from G, the pullback applied to (L̄, Ū), unprojected (pulled_dense). A
+ * structured A: S projected as the rule projects Ā (put). The rule reads L̄ on its
  * strictly lower triangle and Ū on its upper one; with L̇ᵀ strictly upper and U, U̇ upper
  * triangular, tril(L̇ᵀ L̄, -1) and triu(Ū U̇ᵀ) involve no other elements, so both are used as
  * they come.
@@ -2089,7 +2156,8 @@ static cr_status form_lu(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent y
         (st = factor_of(&F, &nd->y, 1, 2, &Ua)) != CR_OK ||
         (st = factor_of(&F, &nd->y, 2, 1, &pa)) != CR_OK ||
         (st = field_mat(&F, ybar, 0, n, n, &Lb)) != CR_OK ||
-        (st = field_mat(&F, ybar, 1, n, n, &Ub)) != CR_OK || (st = pulled(&F, ybar, &G)) != CR_OK)
+        (st = field_mat(&F, ybar, 1, n, n, &Ub)) != CR_OK ||
+        (st = pulled_dense(&F, ybar, &G)) != CR_OK)
         return st;
     const double *L = La->data, *U = Ua->data, *pv = pa->data;
     double *w;
@@ -2162,7 +2230,8 @@ static cr_status form_lu(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent y
  * the parenthesized products once per record. At a rank-deficient A (rank(A) = tr(A Y) <
  * min(m, n): pinv truncated singular values) the pseudo-inverse is not continuous (a small
  * change of A restores the rank, and any step above the truncation's tolerance does): no
- * second derivative exists there, and the form refuses it (CR_EDOMAIN).
+ * second derivative exists there, and the form refuses it (CR_EDOMAIN). A structured A: its
+ * logical dense matrix read (F.x, Ȧ), S projected as the rule projects Ā (put).
  */
 static cr_status form_pinv(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
                            const double *tan, size_t k)
@@ -2480,14 +2549,15 @@ static cr_status form_matfun(cr_tape *t, const cr__anode *nd, size_t i, cr_tange
 
 /*
  * rdiv(B, A) = B / A = B A⁻¹ = Y (A n x n; B m x n, or a vector of n taken as one row, whose
- * result is a vector): the pullback is B̄ = Ȳ A⁻ᵀ, Ā = P(-Yᵀ B̄), P the projection onto A's
- * structure (the identity for a dense A). Along (Ȧ, Ḃ), with Ẏ the result's tangent (rdiv's
- * frule, from the forward sweep) and d(A⁻ᵀ) = -A⁻ᵀ Ȧᵀ A⁻ᵀ:
- *     S_B = -Ȳ A⁻ᵀ Ȧᵀ A⁻ᵀ = B̄(W),              W = -B̄ Ȧᵀ (m x n),
- *     S_A = P(-Ẏᵀ B̄ - Yᵀ S_B) = Ā(W) - P(Ẏᵀ B̄),
- * where B̄(W) and Ā(W) are the recorded pullback applied to W (one call gives both; Ā(W) is
- * projected already). rdiv is linear in B: with A a constant, S = 0. A structured B is refused
- * when recording, as for solve.
+ * result is a vector): the pullback is B̄ = P_B(G), G = Ȳ A⁻ᵀ, Ā = P(-Yᵀ G), P and P_B the
+ * projections onto A's and B's structures (the identity for a dense matrix). Along (Ȧ, Ḃ),
+ * with Ẏ the result's tangent (rdiv's frule, from the forward sweep) and
+ * d(A⁻ᵀ) = -A⁻ᵀ Ȧᵀ A⁻ᵀ:
+ *     dG = -Ȳ A⁻ᵀ Ȧᵀ A⁻ᵀ = G(W),   W = -G Ȧᵀ (m x n),   S_B = P_B(G(W)),
+ *     S_A = P(-Ẏᵀ G - Yᵀ dG) = Ā(W) - P(Ẏᵀ G),
+ * where G(W) and Ā(W) are the pullback applied to W (one call gives both; Ā(W) is projected
+ * already), the recorded one for a dense B, else the rule's at B's dense matrix
+ * (pullback_dense, as for solve). rdiv is linear in B: with A a constant, S = 0.
  */
 static cr_status form_rdiv(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
                            const double *tan, size_t k)
@@ -2502,7 +2572,9 @@ static cr_status form_rdiv(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent
     const cr_array *Bv = nd->vals[0].u.arr, *Bb;
     size_t n = F.x->shape[0], m = Bv->ndim == 1 ? 1 : Bv->shape[0];
     cr_tangent dx[3];
-    if ((st = cr_pullback_call(F.arena, &nd->pb, &ybar, dx, 3)) != CR_OK ||
+    cr_pullback pb;
+    if ((st = pullback_dense(&F, 0, &pb)) != CR_OK ||
+        (st = cr_pullback_call(F.arena, &pb, &ybar, dx, 3)) != CR_OK ||
         (st = cr__tan_array(F.arena, F.who, dx[1], Bv->ndim, Bv->shape, CR_DT_F64, &Bb)) != CR_OK)
         return st;
     if (Bb == NULL)
@@ -2524,7 +2596,7 @@ static cr_status form_rdiv(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent
                 return st;
             mm(-1.0, bb, m, n, 0, xd, n, n, 1, 0.0, W->data); /* W = -B̄ Ȧᵀ */
             cr_tangent wt = cr_tangent_array(W);
-            if ((st = cr_pullback_call(F.arena, &nd->pb, &wt, dw, 3)) != CR_OK ||
+            if ((st = cr_pullback_call(F.arena, &pb, &wt, dw, 3)) != CR_OK ||
                 (st = like_x(&F, dw[2], &Sa)) != CR_OK)
                 return st;
             if (Sa != NULL)
@@ -2533,40 +2605,36 @@ static cr_status form_rdiv(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent
         }
         if (yd != NULL)
             mm(-1.0, yd, m, n, 1, bb, m, n, 0, 1.0, SA->data); /* - Ẏᵀ B̄ */
-        if ((st = put_projected(&F, SA, adjd, k, d)) != CR_OK ||
-            (st = cr__a2_add_d(t, nd, 0, SB, adjd, k, d)) != CR_OK)
+        if ((st = put(&F, SA, adjd, k, d)) != CR_OK ||
+            (st = put_arg(&F, 0, SB, adjd, k, d)) != CR_OK)
             return st;
     }
     return CR_OK;
 }
 
-/* solve(A, B), inv(A), rdiv(B, A) (a: A's position): A dense, Diagonal, Upper, Lower,
- * Symmetric or Hermitian (its S projected as the rule projects Ā: put_projected); B dense (its
- * rule projects B̄, which the forms need unprojected); real arguments (complex variables are
- * refused by the tape; a complex constant here too). */
-static const char *real_b_dense(const cr_value *vals, size_t nargs, size_t a)
+/* solve(A, B), inv(A), rdiv(B, A) (a: A's position): A and B dense, Diagonal, Upper, Lower,
+ * Symmetric or Hermitian (A's S projected as the rule projects Ā: put; B's as it projects
+ * B̄: put_arg); real arguments (complex variables are refused by the tape; a complex constant
+ * here too). */
+static const char *real_a_b(const cr_value *vals, size_t nargs, size_t a)
 {
     for (size_t j = 0; j < nargs && j < 2; j++) {
         const cr_array *x = vals[j].kind == CR_KIND_ARRAY ? vals[j].u.arr : NULL;
-        if (x == NULL)
-            continue;
-        if (x->dtype == CR_DT_C128)
+        if (x != NULL && x->dtype == CR_DT_C128)
             return j == a ? "A is complex; the form covers real matrices"
                           : "B is complex; the form covers real B";
-        if (j != a && x->structure != CR_MAT_DENSE)
-            return "B has a structure; the form covers dense B only";
     }
     return NULL;
 }
 
 static const char *a_first_structured(const cr_value *vals, size_t nargs)
 {
-    return real_b_dense(vals, nargs, 0);
+    return real_a_b(vals, nargs, 0);
 }
 
 static const char *a_second_structured(const cr_value *vals, size_t nargs)
 {
-    return real_b_dense(vals, nargs, 1);
+    return real_a_b(vals, nargs, 1);
 }
 
 /* ---- eigen_general, eigvals_general (complex results of a real matrix) ------------------------
@@ -2790,19 +2858,6 @@ static const char *geig_real_dense(const cr_value *vals, size_t nargs)
 
 /* ---- Refusals when recording ---------------------------------------------------------------- */
 
-/* logabsdet, svdvals, opnorm, ...: dense matrices only (the rules project the
- * cotangent of a structured matrix onto its structure, which these forms do not). */
-static const char *dense_only(const cr_value *vals, size_t nargs)
-{
-    for (size_t a = 0; a < nargs && a < 2; a++)
-        if (vals[a].kind == CR_KIND_ARRAY && vals[a].u.arr != NULL &&
-            vals[a].u.arr->structure != CR_MAT_DENSE)
-            return a == 0 ? "A has a structure (diagonal, symmetric, hermitian or triangular); "
-                            "the form covers dense matrices only"
-                          : "B has a structure; the form covers dense B only";
-    return NULL;
-}
-
 /* eigvals reads a dense matrix's upper triangle, or a Symmetric or Hermitian one; its form
  * covers those (a Diagonal or triangular A's cotangent is projected by the rule). */
 static const char *symmetric_or_dense(const cr_value *vals, size_t nargs)
@@ -2886,26 +2941,26 @@ static const struct {
     {&cr_fn_nrm2, form_norm, 1, NULL},
     {&cr_fn_det, form_det, 1, NULL},
     {&cr_fn_logdet, form_logdet, 1, NULL},
-    {&cr_fn_logabsdet, form_logdet, 1, dense_only},
+    {&cr_fn_logabsdet, form_logdet, 1, NULL},
     {&cr_fn_var, form_var, 1, NULL},
     {&cr_fn_std, form_std, 1, NULL},
     {&cr_fn_cumprod, form_cumprod, 1, NULL},
     {&cr_fn_matinv, form_matinv, 1, a_first_structured},
     {&cr_fn_solve, form_solve, 2, a_first_structured},
     {&cr_fn_normalize, form_normalize, 1, NULL},
-    {&cr_fn_svdvals, form_svdvals, 1, dense_only},
-    {&cr_fn_opnorm, form_opnorm, 1, dense_only},
+    {&cr_fn_svdvals, form_svdvals, 1, NULL},
+    {&cr_fn_opnorm, form_opnorm, 1, NULL},
     {&cr_fn_eigvals, form_eigvals, 1, symmetric_or_dense},
     {&cr_fn_eigen, form_eigen, 1, symmetric_or_dense},
-    {&cr_fn_expm, form_expm, 1, dense_only},
-    {&cr_fn_svd, form_svd, 1, dense_only},
+    {&cr_fn_expm, form_expm, 1, NULL},
+    {&cr_fn_svd, form_svd, 1, NULL},
     {&cr_fn_cholesky, form_cholesky, 1, symmetric_or_dense},
     {&cr_fn_cholesky_solve, form_cholesky_solve, 2, factor_dense_or_upper},
     {&cr_fn_cholesky_logdet, form_cholesky_logdet, 1, NULL},
     {&cr_fn_cholesky_det, form_cholesky_det, 1, NULL},
-    {&cr_fn_qr, form_qr, 1, dense_only},
-    {&cr_fn_lu, form_lu, 1, dense_only},
-    {&cr_fn_pinv, form_pinv, 1, dense_only},
+    {&cr_fn_qr, form_qr, 1, NULL},
+    {&cr_fn_lu, form_lu, 1, NULL},
+    {&cr_fn_pinv, form_pinv, 1, NULL},
     {&cr_fn_sylvester, form_sylvester, 3, real_dense},
     {&cr_fn_lyap, form_sylvester, 2, real_dense},
     {&cr_fn_rdiv, form_rdiv, 2, a_second_structured},
