@@ -40,14 +40,6 @@ static bool same_fn(const cr_function *fn, const cr_value *v)
     return v->kind == CR_KIND_FUNC && v->u.func.fn == fn;
 }
 
-/* Whether fn is the built-in function called name (found by name, so that this family
- * does not depend on which rule family defines it). */
-static bool is_builtin(const cr_function *fn, const char *name)
-{
-    return fn != NULL && strcmp(fn->name, name) == 0 &&
-           cr_registry_find(cr_registry_builtin(), name) == fn;
-}
-
 static cr_status bc_parse(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
                           bool want_fused, bc *b)
 {
@@ -109,13 +101,13 @@ static cr_status bc_parse(cr_arena *arena, const char *who, const cr_value *args
             b->fused = FU_MUL;
         else if (b->n == 2 && same_fn(b->fn, &cr_fn_div))
             b->fused = FU_DIV;
-        else if (b->n == 1 && is_builtin(b->fn, "square"))
+        else if (b->n == 1 && same_fn(b->fn, &cr_fn_square))
             b->fused = FU_SQUARE;
-        else if (b->n == 2 && is_builtin(b->fn, "pow") &&
+        else if (b->n == 2 && same_fn(b->fn, &cr_fn_pow) &&
                  (b->args[1].kind == CR_KIND_I64 || b->args[1].kind == CR_KIND_I32) &&
                  b->args[1].u.i64 == 2)
             b->fused = FU_SQUARE;
-        else if (b->n == 1 && b->wdt == CR_DT_F64 && is_builtin(b->fn, "tanh"))
+        else if (b->n == 1 && b->wdt == CR_DT_F64 && same_fn(b->fn, &cr_fn_tanh))
             b->fused = FU_TANH;
     }
     return CR_OK;

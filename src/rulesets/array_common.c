@@ -502,7 +502,9 @@ cr_status cr__thunk(cr_arena *arena, cr_thunk_fn fn, cr_thunk_add_fn add, void *
 
 void cr__nd_init(cr__nd *nd, size_t ndim, const size_t *shape)
 {
-    memset(nd, 0, sizeof *nd);
+    /* Only what is read: the strides of array k are written by cr__nd_add (720 bytes of
+     * clearing took longer than a small array's whole loop). */
+    nd->narr = 0;
     nd->ndim = ndim;
     for (size_t d = 0; d < ndim; d++)
         nd->shape[d] = shape[d];
@@ -645,6 +647,9 @@ static void acc_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, voi
             for (size_t i = 0; i < n; i++)
                 acc += s[(ptrdiff_t)i * step[1]];
             *d += acc;
+        } else if (step[0] == 1 && step[1] == 1) { /* contiguous: a loop that vectorizes */
+            for (size_t i = 0; i < n; i++)
+                d[i] += s[i];
         } else {
             for (size_t i = 0; i < n; i++)
                 d[(ptrdiff_t)i * step[0]] += s[(ptrdiff_t)i * step[1]];
@@ -665,8 +670,17 @@ static void axpy_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, vo
         double *d = (double *)c->dst + off[0];
         const double *s = (const double *)c->src + off[1];
         double sc = creal(c->s);
-        for (size_t i = 0; i < n; i++)
-            d[(ptrdiff_t)i * step[0]] += sc * s[(ptrdiff_t)i * step[1]];
+        if (step[0] == 1 && step[1] == 1) { /* contiguous: a loop that vectorizes */
+            for (size_t i = 0; i < n; i++)
+                d[i] += sc * s[i];
+        } else if (step[0] == 1 && step[1] == 0) { /* a scalar broadcast */
+            double v = sc * s[0];
+            for (size_t i = 0; i < n; i++)
+                d[i] += v;
+        } else {
+            for (size_t i = 0; i < n; i++)
+                d[(ptrdiff_t)i * step[0]] += sc * s[(ptrdiff_t)i * step[1]];
+        }
     }
 }
 
@@ -705,8 +719,13 @@ static void set_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, voi
         double *d = (double *)c->dst + off[0];
         const double *s = (const double *)c->src + off[1];
         double sc = creal(c->s);
-        for (size_t i = 0; i < n; i++)
-            d[(ptrdiff_t)i * step[0]] = sc * s[(ptrdiff_t)i * step[1]];
+        if (step[0] == 1 && step[1] == 1) { /* contiguous: a loop that vectorizes */
+            for (size_t i = 0; i < n; i++)
+                d[i] = sc * s[i];
+        } else {
+            for (size_t i = 0; i < n; i++)
+                d[(ptrdiff_t)i * step[0]] = sc * s[(ptrdiff_t)i * step[1]];
+        }
     }
 }
 
