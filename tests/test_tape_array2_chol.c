@@ -313,13 +313,7 @@ static void test_refusals(void **state)
     assert_int_equal(cr_tape_new(f->ctx, &tp, &t), CR_OK);
     cr_targ out;
 
-    /* cholesky of a Diagonal matrix */
-    cr_targ V = cr_targ_arr(cr_tape_array_input(t, &va));
-    cr_targ D = cr_targ_arr(call_a(t, &cr_fn_diagonal, V, V, 1));
-    assert_ok(t, cr_tape_status(t));
-    assert_int_equal(cr_tape_acall(t, &cr_fn_cholesky, &D, 1, &out), CR_EUNIMPL);
-    assert_contains(cr_tape_errmsg(t), "cholesky: no second-order form on the tape: A is "
-                                       "Diagonal or triangular");
+    /* (cholesky of a Diagonal or triangular matrix has a form: test_tape_array2_struct4.c) */
 
     /* cholesky_solve with a Symmetric or a Diagonal U, and with a Diagonal B */
     for (int q = 0; q < 3; q++) {

@@ -273,10 +273,10 @@ static void test_refusals(void **state)
         assert_contains(cr_tape_errmsg(t), msg);
         assert_int_equal(cr_tape_status(t), CR_EUNIMPL); /* sticky */
     }
-    /* matfun_herm: a Diagonal A, a complex A, an f that is not a row of one argument */
+    /* matfun_herm: a Diagonal A (accepted: test_tape_array2_struct4.c), a complex A, an f that
+     * is not a row of one argument */
     static const char *const mmsgs[3] = {
-        "matfun_herm: no second-order form on the tape: A is Diagonal or triangular",
-        "matfun_herm: no second-order form on the tape: A is complex",
+        NULL, "matfun_herm: no second-order form on the tape: A is complex",
         "matfun_herm: no second-order form on the tape: f is not a scalar-table function of one "
         "argument"};
     for (int q = 0; q < 3; q++) {
@@ -288,8 +288,10 @@ static void test_refusals(void **state)
                              : M;
         assert_ok(t, cr_tape_status(t));
         cr_targ args[2] = {cr_targ_value(q == 2 ? cr_fn_hypot : cr_fn_exp), A}, out;
-        assert_int_equal(cr_tape_acall(t, &cr_fn_matfun_herm, args, 2, &out), CR_EUNIMPL);
-        assert_contains(cr_tape_errmsg(t), mmsgs[q]);
+        assert_int_equal(cr_tape_acall(t, &cr_fn_matfun_herm, args, 2, &out),
+                         q == 0 ? CR_OK : CR_EUNIMPL);
+        if (q > 0)
+            assert_contains(cr_tape_errmsg(t), mmsgs[q]);
     }
     cr_tape_free(t);
 }

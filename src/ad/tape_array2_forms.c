@@ -673,10 +673,11 @@ static void fold_upper(double *s, size_t n)
  * basis) chosen differently by the two factorizations cancels in each product. Where two
  * singular values (eigenvalues) coincide, the frule's tangents follow its convention for
  * them (docs/rules-linalg.md), and the function has no second derivative there in general.
- * fold: A is a dense matrix of which the rule reads the upper triangle (eigvals), so its
- * cotangent lives there, S_ij + S_ji above the diagonal, as the rule gives it. A structured A
- * (read by the rules as its logical dense matrix, Ā projected onto its structure): S
- * projected the same way (put).
+ * fold: A is a matrix of which the rule reads the upper triangle (eigvals of a dense,
+ * Diagonal or triangular A: the symmetric matrix of its logical matrix's upper triangle), so
+ * its cotangent lives there, S_ij + S_ji above the diagonal, as the rule gives it. A
+ * structured A (read by the rules as its logical dense matrix, Ā projected onto its
+ * structure): S projected the same way (put), after the fold as the rule projects.
  */
 static cr_status form_spectral(form *F, const cr_value *fact, size_t wi, size_t zi, const double *c,
                                size_t nc, bool fold, double *adjd, const double *tan, size_t k)
@@ -807,7 +808,9 @@ static void mul_nn(size_t n, const double *X, bool tx, const double *Y, bool ty,
 /*
  * eigen(A) = (λ, V) of a symmetric A. The rule's pullback of (λ̄, V̄) is
  *     Ā = sym(V K Vᵀ),  K = diag(λ̄) + F ∘ (Vᵀ V̄),  F_ij = 1/(λ_j − λ_i) (0 on the diagonal),
- * sym(X) = (X + Xᵀ)/2, folded onto the upper triangle for a dense A. Along Ȧ, with λ̇ and V̇
+ * sym(X) = (X + Xᵀ)/2, folded onto the upper triangle for a dense, Diagonal or triangular A
+ * (the rule reads the symmetric matrix of the logical matrix's upper triangle), then
+ * projected onto A's structure (put). Along Ȧ, with λ̇ and V̇
  * from eigen's frule (λ̄, V̄ fixed: they are the cotangent), the product rule gives
  *     S = sym(V̇ K Vᵀ + V K̇ Vᵀ + V K V̇ᵀ),  K̇ = F ∘ (V̇ᵀ V̄) + Ḟ ∘ (Vᵀ V̄),
  *     Ḟ_ij = −(λ̇_j − λ̇_i) F_ij².
@@ -1743,7 +1746,12 @@ static void sym_from_upper(double *P, size_t n)
  *     Ṁ = X + Xᵀ + U⁻¹ Φ̇ U⁻ᵀ,   X = −U⁻¹ U̇ M,   Φ̇ = sym(triu(Ū) U̇ᵀ),
  *     S = give(Ṁ / 2)   (fold_upper for a dense A, as the rule folds).
  * M is taken from the recorded pullback's G = give(M / 2) (M symmetric): M = 2G for a
- * Symmetric A; for a dense A, G_ij = M_ij above the diagonal and G_ii = M_ii / 2.
+ * Symmetric A; for a dense A, G_ij = M_ij above the diagonal and G_ii = M_ii / 2. A Diagonal,
+ * Upper or Lower A is read as its logical dense matrix (so the rule factors the symmetric
+ * matrix of that matrix's upper triangle: a Lower A's is its diagonal), its cotangent folded
+ * as a dense A's and then projected onto its structure, and so is S (put). The projected G
+ * still gives what S needs: all of an Upper A's fold; for a Diagonal or Lower A, U and U̇ are
+ * diagonal, and the diagonal of S involves M's diagonal only.
  */
 static cr_status form_cholesky(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
                                double *adjd, const double *tan, size_t k)
@@ -2472,7 +2480,9 @@ static double dd2(const cr_scalar_rule *row, double a, double b, double c, doubl
  * check on f = x², where f[., ., .] = 1 and D²f[E, G] = E G + G E). f[a, b, c] is the second
  * divided difference of f, from f, f' and f'' (the scalar row, f'' as for sum(f, A)), so S
  * has no 1/(λ_i − λ_j) of its own and exists at repeated eigenvalues too. λ, V: eigen at A
- * (its frule's primal); Ȧ is read on its upper triangle as the rule reads A.
+ * (its frule's primal); Ȧ is read on its upper triangle as the rule reads A. A Diagonal or
+ * triangular A is read as its logical dense matrix, S folded as for a dense A and then
+ * projected onto A's structure (put), as the rule gives its cotangent.
  */
 static cr_status form_matfun(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
                              double *adjd, const double *tan, size_t k)
@@ -2509,7 +2519,8 @@ static cr_status form_matfun(cr_tape *t, const cr__anode *nd, size_t i, cr_tange
             T[a * n + b] = 0.5 * (yb[a * n + b] + yb[b * n + a]);
     mul_nn(n, v, true, T, false, At);
     mul_nn(n, At, false, v, false, G);
-    bool fold = F.x->structure != CR_MAT_SYMMETRIC && F.x->structure != CR_MAT_HERMITIAN;
+    uint8_t as = nd->vals[1].u.arr->structure; /* F.x is A's logical dense matrix */
+    bool fold = as != CR_MAT_SYMMETRIC && as != CR_MAT_HERMITIAN;
     for (size_t d = 0; d < k; d++) {
         const double *xd;
         cr_tangent raw;
@@ -2704,7 +2715,9 @@ static size_t geig_gauge_row(const cr__cmat *V, size_t j)
  * Where two eigenvalues are equal to working precision, F and Ḟ are 0 as in the rule (and
  * the frule's V̇ drops the same terms): S is then the derivative of that convention's
  * pullback, not a second derivative (none exists there in general). A defective A (V
- * singular) is refused by eigen_general's frule (CR_EDOMAIN).
+ * singular) is refused by eigen_general's frule (CR_EDOMAIN). A structured A is read by the
+ * rule as its logical dense matrix (form_init's x, x_dot's Ȧ) and its cotangent projected
+ * onto its structure; S goes through the same projection (put).
  */
 static cr_status geig_form(cr_tape *t, const cr__anode *nd, cr_tangent lbt, cr_tangent vbt,
                            double *adjd, const double *tan, size_t k)
@@ -2842,33 +2855,17 @@ static cr_status form_eigen_general(cr_tape *t, const cr__anode *nd, size_t i, c
     return st != CR_OK ? st : geig_form(t, nd, lb, vb, adjd, tan, k);
 }
 
-/* eigen_general, eigvals_general: a real dense A (a structured A's cotangent is projected by
- * the rule, and a complex A is not a real matrix). */
-static const char *geig_real_dense(const cr_value *vals, size_t nargs)
+/* eigen_general, eigvals_general: a real A, of any structure (the rule reads a structured A
+ * as its logical dense matrix and projects its cotangent, as put projects S); a complex A is
+ * not a real matrix. */
+static const char *geig_real(const cr_value *vals, size_t nargs)
 {
     const cr_array *A = nargs > 0 && vals[0].kind == CR_KIND_ARRAY ? vals[0].u.arr : NULL;
-    if (A == NULL)
-        return NULL;
-    if (A->dtype == CR_DT_C128)
-        return "A is complex; the form covers real matrices only";
-    if (A->structure != CR_MAT_DENSE)
-        return "A has a structure; the form covers dense matrices only";
-    return NULL;
+    return A != NULL && A->dtype == CR_DT_C128 ? "A is complex; the form covers real matrices only"
+                                               : NULL;
 }
 
 /* ---- Refusals when recording ---------------------------------------------------------------- */
-
-/* eigvals reads a dense matrix's upper triangle, or a Symmetric or Hermitian one; its form
- * covers those (a Diagonal or triangular A's cotangent is projected by the rule). */
-static const char *symmetric_or_dense(const cr_value *vals, size_t nargs)
-{
-    (void)nargs;
-    uint8_t s = vals[0].u.arr != NULL ? vals[0].u.arr->structure : CR_MAT_DENSE;
-    return s == CR_MAT_DENSE || s == CR_MAT_SYMMETRIC || s == CR_MAT_HERMITIAN
-               ? NULL
-               : "A is Diagonal or triangular; the form covers dense, Symmetric and Hermitian "
-                 "matrices";
-}
 
 /* cholesky_solve(U, B): U dense or Upper (its upper triangle read; the rule's cotangent of
  * U lives there), B dense; the form covers those. */
@@ -2910,16 +2907,14 @@ static const char *real_dense(const cr_value *vals, size_t nargs)
     return NULL;
 }
 
-/* matfun_herm(f, A): A real, dense (its upper triangle read) or a Symmetric view; a Hermitian
- * view of a real matrix is the same. */
-static const char *real_dense_or_symmetric(const cr_value *vals, size_t nargs)
+/* matfun_herm(f, A): A real, of any structure (the rule reads the symmetric matrix of the
+ * logical matrix's upper triangle and projects its cotangent onto A's structure; the form's
+ * S goes through the same projection, put). */
+static const char *real_matrix(const cr_value *vals, size_t nargs)
 {
     const cr_array *A = nargs > 1 ? vals[1].u.arr : NULL;
-    if (A == NULL)
-        return NULL;
-    if (A->dtype == CR_DT_C128)
-        return "A is complex; the form covers real matrices only";
-    return symmetric_or_dense(vals + 1, nargs - 1);
+    return A != NULL && A->dtype == CR_DT_C128 ? "A is complex; the form covers real matrices only"
+                                               : NULL;
 }
 
 /* ---- The table --------------------------------------------------------------------------------
@@ -2950,11 +2945,11 @@ static const struct {
     {&cr_fn_normalize, form_normalize, 1, NULL},
     {&cr_fn_svdvals, form_svdvals, 1, NULL},
     {&cr_fn_opnorm, form_opnorm, 1, NULL},
-    {&cr_fn_eigvals, form_eigvals, 1, symmetric_or_dense},
-    {&cr_fn_eigen, form_eigen, 1, symmetric_or_dense},
+    {&cr_fn_eigvals, form_eigvals, 1, NULL},
+    {&cr_fn_eigen, form_eigen, 1, NULL},
     {&cr_fn_expm, form_expm, 1, NULL},
     {&cr_fn_svd, form_svd, 1, NULL},
-    {&cr_fn_cholesky, form_cholesky, 1, symmetric_or_dense},
+    {&cr_fn_cholesky, form_cholesky, 1, NULL},
     {&cr_fn_cholesky_solve, form_cholesky_solve, 2, factor_dense_or_upper},
     {&cr_fn_cholesky_logdet, form_cholesky_logdet, 1, NULL},
     {&cr_fn_cholesky_det, form_cholesky_det, 1, NULL},
@@ -2964,8 +2959,8 @@ static const struct {
     {&cr_fn_sylvester, form_sylvester, 3, real_dense},
     {&cr_fn_lyap, form_sylvester, 2, real_dense},
     {&cr_fn_rdiv, form_rdiv, 2, a_second_structured},
-    {&cr_fn_eigen_general, form_eigen_general, 1, geig_real_dense},
-    {&cr_fn_eigvals_general, form_eigvals_general, 1, geig_real_dense},
+    {&cr_fn_eigen_general, form_eigen_general, 1, geig_real},
+    {&cr_fn_eigvals_general, form_eigvals_general, 1, geig_real},
 };
 
 cr__so_form_fn cr__so_form_of(const cr_value *f, const cr_value *vals, const uint32_t *codes,
@@ -2993,7 +2988,7 @@ cr__so_form_fn cr__so_form_of(const cr_value *f, const cr_value *vals, const uin
             *why = "f is not a scalar-table function of one argument";
             return NULL;
         }
-        if ((*why = real_dense_or_symmetric(vals, nargs)) != NULL)
+        if ((*why = real_matrix(vals, nargs)) != NULL)
             return NULL;
         return form_matfun;
     }
