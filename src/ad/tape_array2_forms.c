@@ -1733,6 +1733,24 @@ static void sym_from_upper(double *P, size_t n)
             P[j * n + i] = P[i * n + j];
 }
 
+/* Ṁ/2 of cholesky's pullback along U̇ (form_cholesky's derivation, below), into s (n x n):
+ * s = (X + Xᵀ + U⁻¹ Φ̇ U⁻ᵀ)/2, X = −U⁻¹ U̇ M, Φ̇ = sym(triu(Ū) U̇ᵀ); Ui = U⁻¹, Ub = triu(Ū),
+ * w: 3 n² of workspace. Shared by cholesky and potrf. */
+static void chol_mdot(size_t n, const double *Ui, const double *Ub, const double *M,
+                      const double *Ud, double *w, double *s)
+{
+    double *Z = w, *X = Z + n * n, *P = X + n * n;
+    mm(1.0, Ui, n, n, 0, Ud, n, n, 0, 0.0, Z); /* U⁻¹ U̇ */
+    mm(-1.0, Z, n, n, 0, M, n, n, 0, 0.0, X);  /* X = −U⁻¹ U̇ M */
+    mm(1.0, Ub, n, n, 0, Ud, n, n, 1, 0.0, P); /* triu(Ū) U̇ᵀ */
+    sym_from_upper(P, n);                      /* Φ̇ */
+    mm(1.0, Ui, n, n, 0, P, n, n, 0, 0.0, Z);  /* U⁻¹ Φ̇ */
+    mm(1.0, Z, n, n, 0, Ui, n, n, 1, 0.0, s);  /* U⁻¹ Φ̇ U⁻ᵀ */
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = 0; b < n; b++)
+            s[a * n + b] = 0.5 * (s[a * n + b] + X[a * n + b] + X[b * n + a]);
+}
+
 /*
  * cholesky(A) = U, A = Uᵀ U with A's upper triangle read. The rule's pullback (Seeger et al.)
  *     Ā = give(M / 2),   M = U⁻¹ Φ U⁻ᵀ,   Φ = sym(triu(Ū) Uᵀ),
@@ -1769,7 +1787,7 @@ static cr_status form_cholesky(cr_tape *t, const cr__anode *nd, size_t i, cr_tan
     double *w = cr_arena_alloc(F.arena, 4 * nn * sizeof *w, _Alignof(double));
     if (w == NULL)
         return CR__ALLOC_STATUS(F.arena);
-    double *M = w, *Z = M + nn, *X = Z + nn, *P = X + nn;
+    double *M = w, *Z = M + nn; /* Z: chol_mdot's 3 n² of workspace */
     for (size_t a = 0; a < n; a++)
         for (size_t b = a; b < n; b++) {
             double g = G[a * n + b];
@@ -1790,20 +1808,26 @@ static cr_status form_cholesky(cr_tape *t, const cr__anode *nd, size_t i, cr_tan
         if ((st = new_s(&F, &S)) != CR_OK)
             return st;
         double *s = S->data;
-        mm(1.0, Ui, n, n, 0, Ud, n, n, 0, 0.0, Z);       /* U⁻¹ U̇ */
-        mm(-1.0, Z, n, n, 0, M, n, n, 0, 0.0, X);        /* X = −U⁻¹ U̇ M */
-        mm(1.0, Ub->data, n, n, 0, Ud, n, n, 1, 0.0, P); /* triu(Ū) U̇ᵀ */
-        sym_from_upper(P, n);                            /* Φ̇ */
-        mm(1.0, Ui, n, n, 0, P, n, n, 0, 0.0, Z);        /* U⁻¹ Φ̇ */
-        mm(1.0, Z, n, n, 0, Ui, n, n, 1, 0.0, s);        /* U⁻¹ Φ̇ U⁻ᵀ */
-        for (size_t a = 0; a < n; a++)
-            for (size_t b = 0; b < n; b++)
-                s[a * n + b] = 0.5 * (s[a * n + b] + X[a * n + b] + X[b * n + a]);
+        chol_mdot(n, Ui, Ub->data, M, Ud, Z, s);
         if (fold)
             fold_upper(s, n);
         if ((st = put(&F, S, adjd, k, d)) != CR_OK)
             return st;
     }
+    return CR_OK;
+}
+
+/* The upper factor U of a Cholesky solve from the record's factor argument x (n x n): its
+ * upper triangle (uplo 'U') or the transpose of its lower one ('L'); NULL x: zeros. */
+static cr_status chol_factor(cr_arena *arena, const double *x, size_t n, char uplo, cr_array **out)
+{
+    cr_status st = triu_copy(arena, uplo == 'U' ? x : NULL, n, out);
+    if (st != CR_OK || uplo == 'U' || x == NULL)
+        return st;
+    double *o = (*out)->data;
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = a; b < n; b++)
+            o[a * n + b] = x[b * n + a];
     return CR_OK;
 }
 
@@ -1820,33 +1844,36 @@ static cr_status form_cholesky(cr_tape *t, const cr__anode *nd, size_t i, cr_tan
  * triu(U (Ā_W + Ā_Wᵀ)) with Ā_W = −B̄(W) Yᵀ). cholesky_solve is linear in B: with U a
  * constant, S = 0.
  */
-static cr_status form_cholesky_solve(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
-                                     double *adjd, const double *tan, size_t k)
+/* S of a Cholesky solve Y = (Uᵀ U)⁻¹ B (form_cholesky_solve's derivation), the factor being the
+ * form's argument (U from it by chol_factor) and B argument jb; pb: the pullback whose B̄ is
+ * unprojected. For uplo 'L' (potrs), F̄ = tril(C L) = triu(U C)ᵀ with U = Lᵀ, so the triu term
+ * is added transposed. Shared by cholesky_solve and potrs. */
+static cr_status chol_solve_s(form *F, size_t jb, char uplo, const cr_pullback *pb, cr_tangent ybar,
+                              double *adjd, const double *tan, size_t k)
 {
-    (void)i;
-    if (nd->args[0] == CR_VAR_CONST)
-        return CR_OK;
-    form F;
+    const cr__anode *nd = F->nd;
     const double *y;
-    cr_status st = form_init(&F, t, nd, 0, NULL);
-    if (st != CR_OK)
-        return st;
-    const cr_array *Bv = nd->vals[1].u.arr, *Bb;
-    size_t n = F.x->shape[0], m = Bv->ndim == 1 ? 1 : Bv->shape[1], nn = n * n;
-    cr_tangent dx[3];
-    if ((st = cr_pullback_call(F.arena, &nd->pb, &ybar, dx, 3)) != CR_OK ||
-        (st = cr__tan_array(F.arena, F.who, dx[2], Bv->ndim, Bv->shape, CR_DT_F64, &Bb)) != CR_OK)
+    const cr_array *Bv = nd->vals[jb].u.arr, *Bb;
+    size_t n = F->x->shape[0], m = Bv->ndim == 1 ? 1 : Bv->shape[1], nn = n * n;
+    size_t nx = (size_t)nd->nargs + 1;
+    cr_tangent dx[MAX_ARGS + 1];
+    cr_status st;
+    if (nx > sizeof dx / sizeof dx[0])
+        return CR_EINVAL;
+    if ((st = cr_pullback_call(F->arena, pb, &ybar, dx, nx)) != CR_OK ||
+        (st = cr__tan_array(F->arena, F->who, dx[jb + 1], Bv->ndim, Bv->shape, CR_DT_F64, &Bb)) !=
+            CR_OK)
         return st;
     if (Bb == NULL)
         return CR_OK; /* Ȳ = 0 */
-    if ((st = y_array(&F, &y)) != CR_OK)
+    if ((st = y_array(F, &y)) != CR_OK)
         return st;
     const double *bb = Bb->data;
     cr_array *Uc;
-    double *w = cr_arena_alloc(F.arena, 4 * nn * sizeof *w, _Alignof(double));
+    double *w = cr_arena_alloc(F->arena, 4 * nn * sizeof *w, _Alignof(double));
     if (w == NULL)
-        return CR__ALLOC_STATUS(F.arena);
-    if ((st = triu_copy(F.arena, F.x->data, n, &Uc)) != CR_OK)
+        return CR__ALLOC_STATUS(F->arena);
+    if ((st = chol_factor(F->arena, F->x->data, n, uplo, &Uc)) != CR_OK)
         return st;
     const double *U = Uc->data;
     double *C = w, *Ad = C + nn, *E = Ad + nn, *T = E + nn;
@@ -1855,32 +1882,32 @@ static cr_status form_cholesky_solve(cr_tape *t, const cr__anode *nd, size_t i, 
         for (size_t b = a; b < n; b++)
             C[a * n + b] = C[b * n + a] = C[a * n + b] + C[b * n + a];
     for (size_t d = 0; d < k; d++) {
-        cr_tangent raw, SB = cr_tangent_zero(), dw[3];
+        cr_tangent raw, SB = cr_tangent_zero(), dw[MAX_ARGS + 1];
         const double *xd, *yd, *Su;
         cr_array *SU, *Udc = NULL, *W;
-        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK ||
-            (st = y_dot_arr(&F, tan, k, d, &yd)) != CR_OK)
+        if ((st = x_dot(F, tan, k, d, &raw, &xd)) != CR_OK ||
+            (st = y_dot_arr(F, tan, k, d, &yd)) != CR_OK)
             return st;
         if (xd == NULL && yd == NULL)
             continue;
-        if ((st = new_s(&F, &SU)) != CR_OK)
+        if ((st = new_s(F, &SU)) != CR_OK)
             return st;
         double *su = SU->data;
         if (xd != NULL) {
-            if ((st = triu_copy(F.arena, xd, n, &Udc)) != CR_OK ||
-                (st = cr__new(F.arena, CR_DT_F64, Bv->ndim, Bv->shape, false, &W)) != CR_OK)
+            if ((st = chol_factor(F->arena, xd, n, uplo, &Udc)) != CR_OK ||
+                (st = cr__new(F->arena, CR_DT_F64, Bv->ndim, Bv->shape, false, &W)) != CR_OK)
                 return st;
             const double *ud = Udc->data;
             mm(1.0, ud, n, n, 1, U, n, n, 0, 0.0, Ad); /* Ȧ = U̇ᵀ U + Uᵀ U̇ */
             mm(1.0, U, n, n, 1, ud, n, n, 0, 1.0, Ad);
             mm(-1.0, Ad, n, n, 0, bb, n, m, 0, 0.0, W->data); /* W = −Ȧ B̄ */
             cr_tangent wt = cr_tangent_array(W);
-            if ((st = cr_pullback_call(F.arena, &nd->pb, &wt, dw, 3)) != CR_OK ||
-                (st = like_x(&F, dw[1], &Su)) != CR_OK)
+            if ((st = cr_pullback_call(F->arena, pb, &wt, dw, nx)) != CR_OK ||
+                (st = like_x(F, dw[1], &Su)) != CR_OK)
                 return st;
             if (Su != NULL)
                 memcpy(su, Su, nn * sizeof *su);
-            SB = dw[2];
+            SB = dw[jb + 1];
             mm(1.0, ud, n, n, 0, C, n, n, 0, 0.0, T); /* U̇ C */
         } else {
             memset(T, 0, nn * sizeof *T);
@@ -1894,12 +1921,23 @@ static cr_status form_cholesky_solve(cr_tape *t, const cr__anode *nd, size_t i, 
         }
         for (size_t a = 0; a < n; a++)
             for (size_t b = a; b < n; b++)
-                su[a * n + b] += T[a * n + b];
-        if ((st = put(&F, SU, adjd, k, d)) != CR_OK ||
-            (st = cr__a2_add_d(t, nd, 1, SB, adjd, k, d)) != CR_OK)
+                su[uplo == 'U' ? a * n + b : b * n + a] += T[a * n + b];
+        if ((st = put(F, SU, adjd, k, d)) != CR_OK ||
+            (st = put_arg(F, jb, SB, adjd, k, d)) != CR_OK)
             return st;
     }
     return CR_OK;
+}
+
+static cr_status form_cholesky_solve(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
+                                     double *adjd, const double *tan, size_t k)
+{
+    (void)i;
+    if (nd->args[0] == CR_VAR_CONST)
+        return CR_OK;
+    form F;
+    cr_status st = form_init(&F, t, nd, 0, NULL);
+    return st != CR_OK ? st : chol_solve_s(&F, 1, 'U', &nd->pb, ybar, adjd, tan, k);
 }
 
 /*
@@ -2141,6 +2179,63 @@ static cr_status form_qr(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent y
  * triangular, tril(L̇ᵀ L̄, -1) and triu(Ū U̇ᵀ) involve no other elements, so both are used as
  * they come.
  */
+/* What lu's S needs once per record (form_lu's derivation, above): the factors L (unit
+ * lower) and U, the row permutation p (A[p[a], :] = (L U)[a, :]), the cotangents L̄, Ū (NULL:
+ * zero), X = P G with G the unprojected cotangent of A, X Uᵀ and Lᵀ X, and workspace. Shared by
+ * lu and getrf (whose packed factors are L and U). */
+typedef struct lu_s {
+    size_t n;
+    const double *L, *U, *Lb, *Ub;
+    const size_t *p;
+    double *X, *XUt, *LtX, *W, *T;
+} lu_s;
+
+static cr_status lu_s_init(const form *F, size_t n, const double *L, const double *U,
+                           const size_t *p, const double *Lb, const double *Ub, const double *G,
+                           lu_s *z)
+{
+    size_t nn = n * n;
+    double *w;
+    cr_status st = new_mat(F, 5, nn, &w);
+    if (st != CR_OK)
+        return st;
+    *z = (lu_s){n, L, U, Lb, Ub, p, w, w + nn, w + 2 * nn, w + 3 * nn, w + 4 * nn};
+    for (size_t a = 0; a < n; a++) /* X = P G */
+        memcpy(z->X + a * n, G + p[a] * n, n * sizeof *z->X);
+    mm(1.0, z->X, n, n, 0, U, n, n, 1, 0.0, z->XUt);
+    mm(1.0, L, n, n, 1, z->X, n, n, 0, 0.0, z->LtX);
+    return CR_OK;
+}
+
+/* lu's S along (L̇, U̇) (L̇ strictly lower, U̇ upper; NULL: zero) into s (n x n). */
+static void lu_s_dir(const lu_s *z, const double *Ld, const double *Ud, double *s)
+{
+    size_t n = z->n, nn = n * n;
+    double *W = z->W, *T = z->T;
+    /* W = Ṅ - L̇ᵀ (X Uᵀ) - (Lᵀ X) U̇ᵀ */
+    memset(W, 0, nn * sizeof *W);
+    if (Ld != NULL && z->Lb != NULL) {
+        mm(1.0, Ld, n, n, 1, z->Lb, n, n, 0, 0.0, T); /* L̇ᵀ L̄, strictly lower part kept */
+        for (size_t a = 0; a < n; a++)
+            for (size_t b = 0; b < a; b++)
+                W[a * n + b] = T[a * n + b];
+    }
+    if (Ud != NULL && z->Ub != NULL) {
+        mm(1.0, z->Ub, n, n, 0, Ud, n, n, 1, 0.0, T); /* Ū U̇ᵀ, upper part kept */
+        for (size_t a = 0; a < n; a++)
+            for (size_t b = a; b < n; b++)
+                W[a * n + b] += T[a * n + b];
+    }
+    if (Ld != NULL)
+        mm(-1.0, Ld, n, n, 1, z->XUt, n, n, 0, 1.0, W);
+    if (Ud != NULL)
+        mm(-1.0, z->LtX, n, n, 0, Ud, n, n, 1, 1.0, W);
+    left_solve_unit_lower_t(z->L, n, W, n);
+    right_solve_upper_t(z->U, n, W, n);
+    for (size_t a = 0; a < n; a++) /* S = Pᵀ Ẋ */
+        memcpy(s + z->p[a] * n, W + a * n, n * sizeof *s);
+}
+
 static cr_status form_lu(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
                          const double *tan, size_t k)
 {
@@ -2149,7 +2244,7 @@ static cr_status form_lu(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent y
     cr_status st = form_init(&F, t, nd, 0, NULL);
     if (st != CR_OK || F.x->ndim != 2 || F.x->shape[0] != F.x->shape[1])
         return st; /* the rule refused it when recorded */
-    size_t n = F.x->shape[0], nn = n * n;
+    size_t n = F.x->shape[0];
     const cr_array *La, *Ua, *pa;
     const double *Lb, *Ub, *G;
     if ((st = factor_of(&F, &nd->y, 0, 2, &La)) != CR_OK ||
@@ -2159,11 +2254,7 @@ static cr_status form_lu(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent y
         (st = field_mat(&F, ybar, 1, n, n, &Ub)) != CR_OK ||
         (st = pulled_dense(&F, ybar, &G)) != CR_OK)
         return st;
-    const double *L = La->data, *U = Ua->data, *pv = pa->data;
-    double *w;
-    if ((st = new_mat(&F, 5, nn, &w)) != CR_OK)
-        return st;
-    double *X = w, *XUt = X + nn, *LtX = XUt + nn, *W = LtX + nn, *T = W + nn;
+    const double *pv = pa->data;
     size_t *p = cr_arena_alloc(F.arena, (n ? n : 1) * sizeof *p, _Alignof(size_t));
     if (p == NULL)
         return CR__ALLOC_STATUS(F.arena);
@@ -2172,10 +2263,9 @@ static cr_status form_lu(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent y
         if (p[a] >= n)
             return CR_EINVAL;
     }
-    for (size_t a = 0; a < n; a++) /* X = P G */
-        memcpy(X + a * n, G + p[a] * n, n * sizeof *X);
-    mm(1.0, X, n, n, 0, U, n, n, 1, 0.0, XUt);
-    mm(1.0, L, n, n, 1, X, n, n, 0, 0.0, LtX);
+    lu_s z;
+    if ((st = lu_s_init(&F, n, La->data, Ua->data, p, Lb, Ub, G, &z)) != CR_OK)
+        return st;
     for (size_t d = 0; d < k; d++) {
         cr_tangent raw, dy;
         const double *xd, *Ld, *Ud;
@@ -2188,32 +2278,10 @@ static cr_status form_lu(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent y
             (st = field_mat(&F, dy, 0, n, n, &Ld)) != CR_OK ||
             (st = field_mat(&F, dy, 1, n, n, &Ud)) != CR_OK)
             return st;
-        /* W = Ṅ - L̇ᵀ (X Uᵀ) - (Lᵀ X) U̇ᵀ */
-        memset(W, 0, nn * sizeof *W);
-        if (Ld != NULL && Lb != NULL) {
-            mm(1.0, Ld, n, n, 1, Lb, n, n, 0, 0.0, T); /* L̇ᵀ L̄, strictly lower part kept */
-            for (size_t a = 0; a < n; a++)
-                for (size_t b = 0; b < a; b++)
-                    W[a * n + b] = T[a * n + b];
-        }
-        if (Ud != NULL && Ub != NULL) {
-            mm(1.0, Ub, n, n, 0, Ud, n, n, 1, 0.0, T); /* Ū U̇ᵀ, upper part kept */
-            for (size_t a = 0; a < n; a++)
-                for (size_t b = a; b < n; b++)
-                    W[a * n + b] += T[a * n + b];
-        }
-        if (Ld != NULL)
-            mm(-1.0, Ld, n, n, 1, XUt, n, n, 0, 1.0, W);
-        if (Ud != NULL)
-            mm(-1.0, LtX, n, n, 0, Ud, n, n, 1, 1.0, W);
-        left_solve_unit_lower_t(L, n, W, n);
-        right_solve_upper_t(U, n, W, n);
         cr_array *S;
         if ((st = new_s(&F, &S)) != CR_OK)
             return st;
-        double *s = S->data;
-        for (size_t a = 0; a < n; a++) /* S = Pᵀ Ẋ */
-            memcpy(s + p[a] * n, W + a * n, n * sizeof *s);
+        lu_s_dir(&z, Ld, Ud, S->data);
         if ((st = put(&F, S, adjd, k, d)) != CR_OK)
             return st;
     }
@@ -2356,73 +2424,129 @@ static cr_status mat_array(const form *F, const double *v, size_t r, size_t c, c
  *     W = Ȧᵀ Λ + Λ Ȧ,   S_C = Λ̇,   S_A = Ā(W) + Λ Ẋᵀ + Λᵀ Ẋ.
  * X is linear in C: with A (and B) constant, S = 0.
  */
+/* Zero what a Schur-form matrix's reader ignores (n x n): below the diagonal, except the
+ * subdiagonal entries (a + 1, a) with blk[a] (trsyl's 2 x 2 blocks); blk NULL: nothing. */
+static void schur_mask_f(double *M, size_t n, const bool *blk)
+{
+    for (size_t a = 0; blk != NULL && a < n; a++)
+        for (size_t b = 0; b < a; b++)
+            if (!(a == b + 1 && blk[b]))
+                M[a * n + b] = 0.0;
+}
+
+/* A Sylvester-type record: op(A) X + sgn X op(B) = ±C, A, B, C at positions ia, ib, ic (lyap:
+ * B = Aᵀ, ly), op by ta, tb ('N' or 'T'), the pullback's adjoint variable Λ = lam C̄, the parts
+ * of A and B read (trsyl's blkA, blkB; NULL: all). */
+typedef struct sylv_g {
+    size_t ia, ib, ic;
+    char ta, tb;
+    double sgn, lam;
+    const bool *blkA, *blkB;
+    bool ly;
+} sylv_g;
+
+/* S of a Sylvester-type record (form_sylvester's derivation, above, with ops and signs):
+ * W = op(Ȧ)ᵀ Λ + sgn Λ op(Ḃ)ᵀ (lyap: + Λ Ȧ), Ȧ, Ḃ restricted to what is read; the recorded
+ * pullback at W gives S_C and Ā(W), B̄(W); S_A += op⁻¹(Λ Ẋᵀ) (lyap: + Λᵀ Ẋ), S_B +=
+ * op⁻¹(sgn Ẋᵀ Λ), restricted likewise. Shared by sylvester, lyap and trsyl. */
+static cr_status sylv_s(form *F, const sylv_g *g, cr_tangent ybar, double *adjd, const double *tan,
+                        size_t k)
+{
+    const cr__anode *nd = F->nd;
+    size_t nx = (size_t)nd->nargs + 1, ia = g->ia, ib = g->ib, ic = g->ic;
+    const cr_array *Cv = nd->vals[ic].u.arr;
+    size_t n = Cv->shape[0], m = Cv->shape[1];
+    cr_tangent dx[MAX_ARGS + 1], dw[MAX_ARGS + 1];
+    const double *Cb;
+    cr_status st;
+    if (nx > sizeof dx / sizeof dx[0])
+        return CR_EINVAL;
+    if ((st = cr_pullback_call(F->arena, &nd->pb, &ybar, dx, nx)) != CR_OK ||
+        (st = mat_of(F, dx[ic + 1], n, m, &Cb)) != CR_OK || Cb == NULL)
+        return st; /* Λ = 0: S = 0 */
+    double *L, *W, *Am, *Bm, *T;
+    if ((st = new_mat(F, n, m, &L)) != CR_OK || (st = new_mat(F, n, m, &W)) != CR_OK ||
+        (st = new_mat(F, n, n, &Am)) != CR_OK || (st = new_mat(F, m, m, &Bm)) != CR_OK ||
+        (st = new_mat(F, n > m ? n : m, n > m ? n : m, &T)) != CR_OK)
+        return st;
+    for (size_t q = 0; q < n * m; q++)
+        L[q] = g->lam * Cb[q];
+    bool bvar = !g->ly && nd->args[ib] != CR_VAR_CONST;
+    for (size_t d = 0; d < k; d++) {
+        const double *Ad, *Bd = NULL, *Xd, *Sa = NULL, *Sb = NULL;
+        if ((st = arg_dot(F, ia, n, n, tan, k, d, &Ad)) != CR_OK ||
+            (!g->ly && (st = arg_dot(F, ib, m, m, tan, k, d, &Bd)) != CR_OK) ||
+            (st = y_dot_arr(F, tan, k, d, &Xd)) != CR_OK)
+            return st;
+        cr_tangent SC = cr_tangent_zero();
+        if (Ad != NULL || Bd != NULL) {
+            /* W = op(Ȧ)ᵀ Λ + sgn Λ op(Ḃ)ᵀ (lyap: Ȧᵀ Λ + Λ Ȧ); Ā(W), B̄(W), Λ̇ from the
+             * pullback */
+            memset(W, 0, n * m * sizeof *W);
+            if (Ad != NULL) {
+                memcpy(Am, Ad, n * n * sizeof *Am);
+                schur_mask_f(Am, n, g->blkA);
+                mm(1.0, Am, n, n, g->ta == 'N', L, n, m, 0, 1.0, W);
+                if (g->ly)
+                    mm(1.0, L, n, n, 0, Am, n, n, 0, 1.0, W);
+            }
+            if (Bd != NULL) {
+                memcpy(Bm, Bd, m * m * sizeof *Bm);
+                schur_mask_f(Bm, m, g->blkB);
+                mm(g->sgn, L, n, m, 0, Bm, m, m, g->tb == 'N', 1.0, W);
+            }
+            cr_array *Wa;
+            if ((st = mat_array(F, W, n, m, &Wa)) != CR_OK)
+                return st;
+            cr_tangent wt = cr_tangent_array(Wa);
+            if ((st = cr_pullback_call(F->arena, &nd->pb, &wt, dw, nx)) != CR_OK)
+                return st;
+            SC = dw[ic + 1];
+            if (nd->args[ia] != CR_VAR_CONST && (st = mat_of(F, dw[ia + 1], n, n, &Sa)) != CR_OK)
+                return st;
+            if (bvar && (st = mat_of(F, dw[ib + 1], m, m, &Sb)) != CR_OK)
+                return st;
+        }
+        cr_array *SA, *SB;
+        if ((st = mat_array(F, Sa, n, n, &SA)) != CR_OK ||
+            (st = mat_array(F, Sb, m, m, &SB)) != CR_OK)
+            return st;
+        double *sa = SA->data, *sb = SB->data;
+        if (Xd != NULL) {
+            mm(1.0, L, n, m, 0, Xd, n, m, 1, 0.0, T); /* Λ Ẋᵀ, op⁻¹ */
+            for (size_t a = 0; a < n; a++)
+                for (size_t b = 0; b < n; b++)
+                    sa[a * n + b] += g->ta == 'N' ? T[a * n + b] : T[b * n + a];
+            schur_mask_f(sa, n, g->blkA);
+            if (g->ly) {
+                mm(1.0, L, n, n, 1, Xd, n, n, 0, 1.0, sa); /* + Λᵀ Ẋ */
+            } else {
+                mm(g->sgn, Xd, n, m, 1, L, n, m, 0, 0.0, T); /* sgn Ẋᵀ Λ, op⁻¹ */
+                for (size_t a = 0; a < m; a++)
+                    for (size_t b = 0; b < m; b++)
+                        sb[a * m + b] += g->tb == 'N' ? T[a * m + b] : T[b * m + a];
+                schur_mask_f(sb, m, g->blkB);
+            }
+        }
+        if ((st = put_arg(F, ia, cr_tangent_array(SA), adjd, k, d)) != CR_OK ||
+            (!g->ly && (st = put_arg(F, ib, cr_tangent_array(SB), adjd, k, d)) != CR_OK) ||
+            (st = put_arg(F, ic, SC, adjd, k, d)) != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
 static cr_status form_sylvester(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
                                 double *adjd, const double *tan, size_t k)
 {
     (void)i;
     bool ly = nd->nargs == 2; /* lyap(A, C) */
-    size_t ic = ly ? 1 : 2, nx = (size_t)nd->nargs + 1;
     if (nd->args[0] == CR_VAR_CONST && (ly || nd->args[1] == CR_VAR_CONST))
         return CR_OK;
     form F;
     cr_status st = form_init(&F, t, nd, 0, NULL);
-    if (st != CR_OK)
-        return st;
-    const cr_array *Cv = nd->vals[ic].u.arr;
-    size_t n = Cv->shape[0], m = Cv->shape[1];
-    cr_tangent dx[4], dw[4];
-    const double *L;
-    if ((st = cr_pullback_call(F.arena, &nd->pb, &ybar, dx, nx)) != CR_OK ||
-        (st = mat_of(&F, dx[ic + 1], n, m, &L)) != CR_OK || L == NULL)
-        return st; /* Λ = 0: S = 0 */
-    double *W;
-    if ((st = new_mat(&F, n, m, &W)) != CR_OK)
-        return st;
-    for (size_t d = 0; d < k; d++) {
-        const double *Ad, *Bd = NULL, *Xd, *Sa = NULL, *Sb = NULL;
-        if ((st = arg_dot(&F, 0, n, n, tan, k, d, &Ad)) != CR_OK ||
-            (!ly && (st = arg_dot(&F, 1, m, m, tan, k, d, &Bd)) != CR_OK) ||
-            (st = y_dot_arr(&F, tan, k, d, &Xd)) != CR_OK)
-            return st;
-        cr_tangent SC = cr_tangent_zero();
-        if (Ad != NULL || Bd != NULL) {
-            /* W = Ȧᵀ Λ + Λ Ḃᵀ (lyap: Ȧᵀ Λ + Λ Ȧ); Ā(W), B̄(W), Λ̇ from the pullback */
-            memset(W, 0, n * m * sizeof *W);
-            if (Ad != NULL)
-                mm(1.0, Ad, n, n, 1, L, n, m, 0, 1.0, W);
-            if (Ad != NULL && ly)
-                mm(1.0, L, n, n, 0, Ad, n, n, 0, 1.0, W);
-            if (Bd != NULL)
-                mm(1.0, L, n, m, 0, Bd, m, m, 1, 1.0, W);
-            cr_array *Wa;
-            if ((st = mat_array(&F, W, n, m, &Wa)) != CR_OK)
-                return st;
-            cr_tangent wt = cr_tangent_array(Wa);
-            if ((st = cr_pullback_call(F.arena, &nd->pb, &wt, dw, nx)) != CR_OK)
-                return st;
-            SC = dw[ic + 1];
-            if (nd->args[0] != CR_VAR_CONST && (st = mat_of(&F, dw[1], n, n, &Sa)) != CR_OK)
-                return st;
-            if (!ly && nd->args[1] != CR_VAR_CONST && (st = mat_of(&F, dw[2], m, m, &Sb)) != CR_OK)
-                return st;
-        }
-        cr_array *SA, *SB;
-        if ((st = mat_array(&F, Sa, n, n, &SA)) != CR_OK ||
-            (st = mat_array(&F, Sb, m, m, &SB)) != CR_OK)
-            return st;
-        if (Xd != NULL) {
-            mm(1.0, L, n, m, 0, Xd, n, m, 1, 1.0, SA->data); /* + Λ Ẋᵀ */
-            if (ly)
-                mm(1.0, L, n, n, 1, Xd, n, n, 0, 1.0, SA->data); /* + Λᵀ Ẋ */
-            else
-                mm(1.0, Xd, n, m, 1, L, n, m, 0, 1.0, SB->data); /* + Ẋᵀ Λ */
-        }
-        if ((st = cr__a2_add_d(t, nd, 0, cr_tangent_array(SA), adjd, k, d)) != CR_OK ||
-            (!ly && (st = cr__a2_add_d(t, nd, 1, cr_tangent_array(SB), adjd, k, d)) != CR_OK) ||
-            (st = cr__a2_add_d(t, nd, ic, SC, adjd, k, d)) != CR_OK)
-            return st;
-    }
-    return CR_OK;
+    sylv_g g = {0, 1, ly ? 1 : 2, 'N', 'N', 1.0, 1.0, NULL, NULL, ly};
+    return st != CR_OK ? st : sylv_s(&F, &g, ybar, adjd, tan, k);
 }
 
 /* f'' at x from the scalar row (as form_sum_f takes it). */
