@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "test_noform.h"
 #include "test_prob.h"
 
 /* ---- Problems: scalar and array inputs packed in one flat vector -------------------------- */
@@ -404,16 +405,18 @@ static void test_refusals(void **state)
     double x[3] = {0.5, -1.0, 2.0}, d[3] = {1, 1, 1}, o[3];
     cr_array xa = cr_array_vector(x, 3), da = cr_array_vector(d, 3), oa = cr_array_vector(o, 3);
     cr_tape *t;
-    cr_tape_params tp = {.struct_size = sizeof tp, .flags = CR_TAPE_SECOND_ORDER};
+    cr_engine *neng = noform_engine(f->ctx); /* halve: a user rule (test_noform.h) */
+    cr_tape_params tp = {.struct_size = sizeof tp, .flags = CR_TAPE_SECOND_ORDER, .engine = neng};
     assert_int_equal(cr_tape_new(f->ctx, &tp, &t), CR_OK);
 
     /* No second-order form: refused when recording, naming the function (sticky). */
     cr_avar X = cr_tape_array_input(t, &xa);
     cr_targ xarg = cr_targ_arr(X);
-    cr_avar yp = cr_tape_acall_a(t, &cr_fn_getri, &xarg, 1);
+    cr_value halve = cr_value_function(&halve_fn, NULL);
+    cr_avar yp = cr_tape_acall_a(t, &halve, &xarg, 1);
     assert_true(yp.idx == CR_VAR_CONST && yp.a == NULL);
     assert_int_equal(cr_tape_status(t), CR_EUNIMPL);
-    assert_contains(cr_tape_errmsg(t), "getri: no second-order form");
+    assert_contains(cr_tape_errmsg(t), "halve: no second-order form");
     assert_int_equal(cr_asum(t, X).idx, CR_VAR_CONST);
 
     /* mean(f, A) is not linear (and has no rule): refused. */
@@ -463,6 +466,7 @@ static void test_refusals(void **state)
         ASSERT_CLOSE(o[i], fd, 1e-8);
     }
     cr_tape_free(t);
+    cr_engine_free(neng);
 
     /* A first-order tape: no H v, no forward sweep. */
     assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "test_forms.h"
+#include "test_noform.h"
 
 /* Check H v against central differences of the gradient, for four directions. */
 static void check_hvp(cr_ctx *ctx, const prob *p, double *z, double tol)
@@ -360,15 +361,21 @@ static void test_refusals(void **state)
     assert_int_equal(cr_tape_status(t), CR_EUNIMPL);
     assert_contains(cr_tape_errmsg(t), "sum: no second-order form on the tape: the function");
 
-    /* A tuple result without a form: getrf (logabsdet of a structured matrix has one:
-     * test_tape_array2_struct3.c). */
+    /* A tuple result without a form: a user rule kept as its pullback, halves
+     * (test_noform.h; logabsdet of a structured matrix has a form: test_tape_array2_struct3.c). */
     double m4[4] = {2, 1, 1, 3};
     cr_array ma = cr_array_matrix(m4, 2, 2);
-    cr_tape_reset(t);
-    X = cr_tape_array_input(t, &ma);
+    cr_engine *eng = noform_engine(f->ctx);
+    cr_tape *u;
+    cr_tape_params up = {.struct_size = sizeof up, .flags = CR_TAPE_SECOND_ORDER, .engine = eng};
+    assert_int_equal(cr_tape_new(f->ctx, &up, &u), CR_OK);
+    X = cr_tape_array_input(u, &ma);
     cr_targ margs[1] = {cr_targ_arr(X)}, outs[3];
-    assert_int_equal(cr_tape_acall_n(t, &cr_fn_getrf, margs, 1, outs, 2), CR_EUNIMPL);
-    assert_contains(cr_tape_errmsg(t), "getrf: no second-order form on the tape");
+    cr_value halves = cr_value_function(&halves_fn, NULL);
+    assert_int_equal(cr_tape_acall_n(u, &halves, margs, 1, outs, 2), CR_EUNIMPL);
+    assert_contains(cr_tape_errmsg(u), "halves: no second-order form on the tape");
+    cr_tape_free(u);
+    cr_engine_free(eng);
 
     /* Points without a second derivative: recorded, refused by the sweep (CR_EDOMAIN, sticky,
      * naming the function). */

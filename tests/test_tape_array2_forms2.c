@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "test_forms.h"
+#include "test_noform.h"
 
 static cr_var sum_mul(cr_tape *t, cr_avar a, cr_avar b)
 {
@@ -332,11 +333,17 @@ static void test_refusals(void **state)
     /* tuple results without a form: refused (findmax, extrema and logabsdet have forms:
      * test_tape_tuple2.c; svd: test_tape_array2_svd2.c; qr and lu:
      * test_tape_array2_fact2.c) */
-    cr_tape_reset(t);
-    bv = cr_tape_array_input(t, &ba);
+    cr_engine *eng = noform_engine(f->ctx); /* halves: a user rule (test_noform.h) */
+    cr_tape *u;
+    cr_tape_params up = {.struct_size = sizeof up, .flags = CR_TAPE_SECOND_ORDER, .engine = eng};
+    assert_int_equal(cr_tape_new(f->ctx, &up, &u), CR_OK);
+    bv = cr_tape_array_input(u, &ba);
     cr_targ args[1] = {cr_targ_arr(bv)}, outs[3];
-    assert_int_equal(cr_tape_acall_n(t, &cr_fn_getrf, args, 1, outs, 2), CR_EUNIMPL);
-    assert_contains(cr_tape_errmsg(t), "getrf: no second-order form on the tape");
+    cr_value halves = cr_value_function(&halves_fn, NULL);
+    assert_int_equal(cr_tape_acall_n(u, &halves, args, 1, outs, 2), CR_EUNIMPL);
+    assert_contains(cr_tape_errmsg(u), "halves: no second-order form on the tape");
+    cr_tape_free(u);
+    cr_engine_free(eng);
 
     /* Points without a second derivative: recorded, refused by the sweep (CR_EDOMAIN, sticky,
      * naming the function). */
