@@ -245,6 +245,33 @@ static void test_forward_pullback_failure(void **state)
     cr_engine_free(eng);
 }
 
+/* A pullback whose results' cotangents are all zero is not called: a failing one recorded
+ * before the output, but not on its path, does not stop the sweep. */
+static void test_zero_cotangent_skips_pullback(void **state)
+{
+    fixture *f = *state;
+    cr_engine *eng;
+    assert_int_equal(cr_engine_new(f->ctx, NULL, &eng), CR_OK);
+    cr_rule_def def = {
+        .struct_size = sizeof def, .fn = &bad_fn, .nargs = 1, .args = k_f64_1, .rrule = bad_rrule};
+    assert_int_equal(cr_engine_from_rrule(eng, &def), CR_OK);
+    cr_tape *t = tape_with(f->ctx, eng, 0);
+    cr_value bad = cr_value_function(&bad_fn, NULL);
+    cr_var x = cr_tape_input(t, 0.5);
+    cr_var b = cr_tape_call1(t, &bad, &x, 1);
+    assert_false(cr_var_is_const(b));
+    cr_var y = cr_mul(t, cr_sin(t, x), x);
+    double g;
+    assert_ok(t, cr_tape_gradient(t, y, &x, 1, &g));
+    assert_close(g, fd1(sin_c, 0.5), FD_RTOL);
+    /* On its path, it is called and fails. */
+    cr_var yb = cr_add(t, y, b);
+    assert_int_equal(cr_tape_gradient(t, yb, &x, 1, &g), CR_EDOMAIN);
+    assert_contains(cr_tape_errmsg(t), "pullback bad_pullback (of bad) failed");
+    cr_tape_free(t);
+    cr_engine_free(eng);
+}
+
 /* ---- Entry points ---------------------------------------------------------------------------- */
 
 /* h: R^2 -> R^3, h = (x0 * x1, 2 (a constant), sin(x0) + x1) */
@@ -493,6 +520,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_rrule_nine_arguments, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_forward_pullback_failure, fixture_setup,
+                                        fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_zero_cotangent_skips_pullback, fixture_setup,
                                         fixture_teardown),
         cmocka_unit_test_setup_teardown(test_jacobian_entry, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_jvp_entry, fixture_setup, fixture_teardown),

@@ -212,6 +212,13 @@ static cr_status lin_sin(double x, double *y, void *env)
     return CR_OK;
 }
 
+static cr_status scaled_sin(double x, double *y, void *env)
+{
+    (void)env;
+    *y = (sin(0.6) * -3.0) * sin(x);
+    return CR_OK;
+}
+
 /* ---- Creation and accessors --------------------------------------------------------------- */
 
 static void test_new_refusals(void **state)
@@ -497,9 +504,18 @@ static void test_rrule_result_kinds(void **state)
     assert_int_equal(cr_tape_call(t, &probe, &x, 1, r, 1), CR_EDOMAIN);
     assert_contains(cr_tape_errmsg(t), "probe: probe: 1.5 is out of its domain");
 
-    /* After a reset, the tape works again. */
+    /* A variable of another tape. */
+    cr_tape *other;
+    assert_int_equal(cr_tape_new(f->ctx, NULL, &other), CR_OK);
     cr_tape_reset(t);
     g_res = R_F64;
+    cr_var z = cr_tape_input(other, 1.5);
+    assert_int_equal(cr_tape_call(t, &probe, &z, 1, r, 1), CR_ETAPE);
+    assert_contains(cr_tape_errmsg(t), "probe: variable 0 belongs to another tape");
+    cr_tape_free(other);
+
+    /* After a reset, the tape works again. */
+    cr_tape_reset(t);
     x = cr_tape_input(t, 0.7);
     y = cr_sin(t, cr_tape_call1(t, &probe, &x, 1));
     assert_ok(t, cr_tape_gradient(t, y, &x, 1, &g));
@@ -672,6 +688,18 @@ static void test_rows_with_registry(void **state)
     assert_int_equal(cr_tape_call(t, &cr_fn_sin, &c, 1, r, 2), CR_EINVAL);
     assert_contains(cr_tape_errmsg(t), "sin gives 1 results, 2 expected");
     cr_tape_free(t);
+
+    /* The row itself, not its rrule's pullback: a second-order tape records it. */
+    t = tape_with(f->ctx, eng, CR_TAPE_SECOND_ORDER);
+    x = cr_tape_input(t, 0.6);
+    cr_var y2 = cr_mul(t, cr_tape_call1(t, &cr_fn_sin, &x, 1), x);
+    double one = 1.0, h, h_fd;
+    assert_ok(t, cr_tape_hvp(t, y2, &x, 1, &one, &h, NULL));
+    cr_fdm m2;
+    assert_int_equal(cr_fdm_central(5, 2, &m2), CR_OK);
+    assert_int_equal(cr_fd_derivative(&m2, NULL, sin_c, NULL, 0.6, &h_fd, NULL), CR_OK);
+    assert_close(h, h_fd, 1e-6);
+    cr_tape_free(t);
     cr_engine_free(eng);
 
     /* sin's rrule opted out: the row is still the function, and still differentiated. */
@@ -778,6 +806,7 @@ static void test_call_refusals(void **state)
     assert_contains(cr_tape_errmsg(t), "cr_tape_call(sin): NULL arguments or no results");
     cr_tape_clear_error(t);
     assert_int_equal(cr_tape_call(t, &cr_fn_sin, &x, 1, r, 0), CR_EINVAL);
+    assert_contains(cr_tape_errmsg(t), "cr_tape_call(sin): NULL arguments or no results");
     cr_tape_clear_error(t);
     for (size_t j = 0; j < 65; j++)
         args[j] = x;
@@ -795,6 +824,55 @@ static void test_call_refusals(void **state)
     cr_var s = cr_tape_call1(t, &cr_fn_sin, &x, 1);
     double g;
     assert_ok(t, cr_tape_gradient(t, cr_mul(t, s, x), &x, 1, &g));
+    assert_close(g, fd1(sin_c, NULL, 0.6), FD_RTOL);
+    cr_tape_free(other);
+    cr_tape_free(t);
+}
+
+/* Calls of built-in rows on constants only: the row's values, constants, no record. */
+static void test_call_on_constants(void **state)
+{
+    fixture *f = *state;
+    cr_tape *t;
+    assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
+    cr_var x = cr_tape_input(t, 0.6);
+    size_t n0 = nrecords(t);
+    cr_var c = cr_const(0.6), cc[2] = {cr_const(1.5), cr_const(-2.0)};
+    cr_var s = cr_tape_call1(t, &cr_fn_sin, &c, 1);
+    cr_var p = cr_tape_call1(t, &cr_fn_mul, cc, 2);
+    assert_int_equal(cr_tape_status(t), CR_OK);
+    assert_true(cr_var_is_const(s) && cr_var_is_const(p));
+    ASSERT_DBL(s.v, sin(0.6));
+    ASSERT_DBL(p.v, -3.0);
+    assert_int_equal(nrecords(t), n0);
+    /* Used with a variable, they are constant factors. */
+    cr_var y = cr_mul(t, cr_mul(t, s, p), cr_sin(t, x));
+    double g;
+    assert_ok(t, cr_tape_gradient(t, y, &x, 1, &g));
+    assert_close(g, fd1(scaled_sin, NULL, 0.6), FD_RTOL);
+    cr_tape_free(t);
+}
+
+/* Two-argument operations with a variable of another tape (the exported functions). */
+static void test_binary_foreign(void **state)
+{
+    fixture *f = *state;
+    cr_tape *t, *other;
+    assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
+    assert_int_equal(cr_tape_new(f->ctx, NULL, &other), CR_OK);
+    cr_var x = cr_tape_input(t, 0.6), z = cr_tape_input(other, 2.0);
+    cr_var r = (cr_mul)(t, z, x);
+    assert_true(cr_var_is_const(r) && isnan(r.v));
+    assert_int_equal(cr_tape_status(t), CR_ETAPE);
+    assert_contains(cr_tape_errmsg(t), "*: variable 0 belongs to another tape");
+    cr_tape_clear_error(t);
+    r = (cr_sub)(t, x, z);
+    assert_true(cr_var_is_const(r) && isnan(r.v));
+    assert_contains(cr_tape_errmsg(t), "-: variable 0 belongs to another tape");
+    cr_tape_clear_error(t);
+    cr_var y = cr_mul(t, cr_sin(t, x), x);
+    double g;
+    assert_ok(t, cr_tape_gradient(t, y, &x, 1, &g));
     assert_close(g, fd1(sin_c, NULL, 0.6), FD_RTOL);
     cr_tape_free(other);
     cr_tape_free(t);
@@ -861,6 +939,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rows_with_registry, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_ambiguous_rrule, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_call_refusals, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_call_on_constants, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_binary_foreign, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_record_refusals, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
