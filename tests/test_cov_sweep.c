@@ -1,7 +1,8 @@
 /*
  * Tests of the sweeps' less travelled paths (src/ad/sweep.c): an rrule of more than eight
  * arguments (its cotangents outgrow the sweep's stack buffer) in the reverse and forward
- * sweeps, with a constant argument; a pullback failing in the forward sweep; and the entry
+ * sweeps, with a constant argument; a pullback failing in the forward sweep; a pullback
+ * whose results' cotangents are zero, not called; and the entry
  * points' refusals and special cases: a failed tape, NULL buffers, variables of another
  * tape, non-finite tangents, constant outputs (rows of zeros), and a function whose output
  * is not of its recording. Derivatives are checked against central differences of plain-C

@@ -6,7 +6,8 @@
  * integer fields, complex), cotangents of every kind a pullback may give (complex,
  * NotImplemented, structural), the zero-adjoint paths (a row with a registry, a primal that
  * fails, an overlay on constants, no primal at all), a row reached through a user
- * registry or opted out, an ambiguous rrule, and the argument checks of cr_tape_call() and
+ * registry or opted out, rows called on constants, an ambiguous rrule, two-argument
+ * operations with a foreign operand, and the argument checks of cr_tape_call() and
  * cr_tape_record(). Derivatives are checked against central differences of plain-C
  * versions of the same functions; every error against its status and a message naming the
  * function, and the tape is then reset and used again.
