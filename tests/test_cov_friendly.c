@@ -244,7 +244,9 @@ static void test_many_customised(void **state)
     cr_engine_free(eng);
 }
 
-/* A nested array field: grad's lacks data; an array variable that is NULL. */
+static const cr_function norule_fn = {.name = "norule", .arity = 1};
+
+/* A nested array field: grad's lacks data; an array variable that is NULL; a failed tape. */
 typedef struct lay {
     cr_array b;
     double gain;
@@ -294,8 +296,23 @@ static void test_nested_arrays(void **state)
     assert_contains(cr_ctx_errmsg(f->ctx),
                     "cr_tape_gradient_tangent_arrays: array variable 0 is NULL");
     assert_int_equal(cr_arena_used(f->arena), used);
-    /* With both fixed, the gradients. */
     double gb[3];
+    /* On a failed tape, its (sticky) status comes first, before grad's arrays are looked at. */
+    cr_tape *bad;
+    assert_int_equal(cr_tape_new(f->ctx, NULL, &bad), CR_OK);
+    cr_var vb[2];
+    cr_avar avb[1];
+    assert_ok(bad, cr_tape_struct_inputs(bad, &top_type, &m, vb, 2));
+    assert_ok(bad, cr_tape_struct_array_inputs(bad, &top_type, &m, avb, 1));
+    cr_value nr = cr_value_function(&norule_fn, NULL);
+    cr_var yb = cr_tape_call1(bad, &nr, vb, 1);
+    assert_int_equal(cr_tape_status(bad), CR_ENORULE);
+    assert_int_equal(cr_tape_gradient_struct_arrays(bad, yb, &top_type, vb, avb, &g), CR_ENORULE);
+    assert_int_equal(cr_tape_gradient_tangent_arrays(bad, yb, &top_type, vb, none, f->arena, &tan),
+                     CR_ENORULE);
+    assert_int_equal(cr_arena_used(f->arena), used);
+    cr_tape_free(bad);
+    /* With both fixed, the gradients. */
     g.L.b = cr_array_vector(gb, 3);
     assert_ok(t, cr_tape_gradient_struct_arrays(t, y, &top_type, v, av, &g));
     assert_close(g.s, fd_at(q_c, x, 5, 0), FD_RTOL);
