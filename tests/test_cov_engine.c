@@ -466,7 +466,7 @@ static void test_pullback_sweep_fails(void **state)
     assert_int_equal(cr_rrule_via_ad(h->cfg, h->arena, &ub, &x, 1, &y, &pb), CR_OK);
     assert_close(y.u.f64, 0.64, 1e-15);
     size_t used = cr_arena_used(h->arena);
-    cr_tangent dy = cr_tangent_f64(1.0), dx[2];
+    cr_tangent dy = cr_tangent_f64(1.0), dx[3];
     assert_int_equal(cr_pullback_call(h->arena, &pb, &dy, dx, 2), CR_EDOMAIN);
     assert_contains(cr_ctx_errmsg(h->ctx), "bad_pullback");
     assert_contains(cr_ctx_errmsg(h->ctx), "derivative undefined here");
