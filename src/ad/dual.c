@@ -256,8 +256,9 @@ cr_status cr_dual_call(const cr_config *cfg, cr_arena *arena, const cr_value *f,
                 out[o] = cr_dual_const(yv[o]);
                 out[o].n = n;
             }
+        /* A tuple result (even of one element) has a structural tangent: one field each. */
         for (size_t o = 0; o < nout && st == CR_OK && n > 0; o++) {
-            cr_tangent to = nout == 1 ? dy : cr_tangent_field(dy, o);
+            cr_tangent to = y.kind == CR_KIND_STRUCT ? cr_tangent_field(dy, o) : dy;
             st = cr__accum_real(arena, fn->name, to, &out[o].d[dir]);
         }
         cr_arena_rewind(arena, mk);
