@@ -24,11 +24,6 @@ static const cr_config k_default_config = {
     .ad_env = NULL,
 };
 
-const cr_config *cr__default_config(void)
-{
-    return &k_default_config;
-}
-
 const cr_config *cr_engine_config(const cr_engine *eng)
 {
     return eng == NULL ? &k_default_config : &eng->config;

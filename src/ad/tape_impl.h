@@ -458,9 +458,6 @@ CR_INTERNAL const cr__impl *cr__engine_find(const cr_engine *eng, const cr_funct
 /* The engine's customised friendly gradient of type, or NULL (eng may be NULL). */
 CR_INTERNAL const cr__friendly *cr__engine_friendly_of(const cr_engine *eng, const cr_type *type);
 
-/* The configuration of tapes without an engine: built-in rules, both via_ad callbacks. */
-CR_INTERNAL const cr_config *cr__default_config(void);
-
 /* ---- Tape internals (tape.c) ------------------------------------------------------------ */
 
 /* Record the failure (first one wins) on the tape and its context; returns the status. */
