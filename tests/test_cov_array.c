@@ -651,6 +651,28 @@ static void test_avjp_checks(void **state)
     cr_tape_free(t);
 }
 
+/* The vector-Jacobian product of the identity (y = X, an input) written into a gradient
+ * array that shares the seed's memory with other strides (column-major over the row-major
+ * seed): the result is the seed's values in the gradient's layout. */
+static void test_seed_aliasing_gradient(void **state)
+{
+    fixture *f = *state;
+    double x[6] = {1, 2, 3, 4, 5, 6}, s[6] = {0.5, -1.0, 2.0, 0.25, 3.0, -0.75}, s0[6];
+    memcpy(s0, s, sizeof s);
+    cr_array xa = cr_array_matrix(x, 2, 3), sa = cr_array_matrix(s, 2, 3), ta;
+    size_t shape[2] = {2, 3};
+    ptrdiff_t cm[2] = {1, 2}; /* column-major */
+    assert_int_equal(cr_array_view_init(&ta, s, CR_DT_F64, 2, shape, cm), CR_OK);
+    cr_tape *t = new_tape(f->ctx, NULL);
+    cr_avar X = cr_tape_array_input(t, &xa);
+    cr_array *tp = &ta;
+    assert_ok(t, cr_tape_avjp(t, X, &sa, NULL, 0, NULL, &X, 1, &tp));
+    for (size_t i = 0; i < 2; i++)
+        for (size_t j = 0; j < 3; j++)
+            assert_true(s[j * 2 + i] == s0[i * 3 + j]); /* ta[i, j] == seed[i, j] */
+    cr_tape_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -666,6 +688,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_many_scalars, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_gradient_checks, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_avjp_checks, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_seed_aliasing_gradient, fixture_setup,
+                                        fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
