@@ -548,7 +548,7 @@ static cr_status slog_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
                             const void *udata);
 /* zpair(x) = x + 1i: a complex result */
 /* pair(x) = (x, x^2) as a tuple of one of two descriptors of the same layout (x > 0 or not),
- * or of a third with an f32 element (x > 10) */
+ * or of a third with an f32 element (x > 10); (x, x^2, 0) where x < -10 */
 static const cr_field k_dd_fields[2] = {{NULL, 0, CR_KIND_F64, NULL},
                                         {NULL, sizeof(double), CR_KIND_F64, NULL}};
 static const cr_field k_df_fields[2] = {{NULL, 0, CR_KIND_F64, NULL},
@@ -556,6 +556,10 @@ static const cr_field k_df_fields[2] = {{NULL, 0, CR_KIND_F64, NULL},
 static const cr_type k_pos_type = {"tuple(pos)", 2 * sizeof(double), 2, k_dd_fields};
 static const cr_type k_neg_type = {"tuple(neg)", 2 * sizeof(double), 2, k_dd_fields};
 static const cr_type k_big_type = {"tuple(big)", 2 * sizeof(double), 2, k_df_fields};
+static const cr_field k_ddd_fields[3] = {{NULL, 0, CR_KIND_F64, NULL},
+                                         {NULL, sizeof(double), CR_KIND_F64, NULL},
+                                         {NULL, 2 * sizeof(double), CR_KIND_F64, NULL}};
+static const cr_type k_three_type = {"tuple(three)", 3 * sizeof(double), 3, k_ddd_fields};
 
 typedef struct senv {
     double x;
@@ -633,7 +637,7 @@ static cr_status pair_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
     (void)udata;
     double x = args[0].u.f64;
     senv *e = cr_arena_alloc(arena, sizeof *e, _Alignof(senv));
-    double *r = cr_arena_alloc(arena, 2 * sizeof *r, _Alignof(double));
+    double *r = cr_arena_alloc(arena, 3 * sizeof *r, _Alignof(double));
     if (e == NULL || r == NULL)
         return CR_ENOMEM;
     e->x = x;
@@ -644,7 +648,12 @@ static cr_status pair_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
     } else {
         r[1] = x * x;
     }
-    *y = cr_value_struct(x > 10 ? &k_big_type : x > 0 ? &k_pos_type : &k_neg_type, r);
+    r[2] = 0.0;
+    *y = cr_value_struct(x > 10    ? &k_big_type
+                         : x > 0   ? &k_pos_type
+                         : x < -10 ? &k_three_type
+                                   : &k_neg_type,
+                         r);
     *pb = (cr_pullback){pair_pullback, e, "pair_pullback", 2};
     return CR_OK;
 }
@@ -734,7 +743,13 @@ static void test_user_scalar_results(void **state)
     x[0] = 2.0;
     assert_int_equal(cr_prepare_gradient(f->ctx, eng, scal_t, &a, x, 2, &p), CR_EINVAL);
     assert_contains(cr_ctx_errmsg(f->ctx), "slog gives 1 results, 3 expected");
+    /* More results than asked. */
+    a.fn = &pair_fn;
+    a.nout = 1;
+    assert_int_equal(cr_prepare_gradient(f->ctx, eng, scal_t, &a, x, 2, &p), CR_EINVAL);
+    assert_contains(cr_ctx_errmsg(f->ctx), "pair gives 2 results, 1 expected");
     /* The same function prepared right. */
+    a.fn = &slog_fn;
     a.nout = 1;
     assert_int_equal(cr_prepare_gradient(f->ctx, eng, scal_t, &a, x, 2, &p), CR_OK);
     x[0] = 0.5;
@@ -755,6 +770,10 @@ static void test_user_scalar_results(void **state)
     assert_int_equal(cr_prepared_value_and_gradient(p, x, 2, &y, g), CR_ESHAPE);
     assert_contains(cr_ctx_errmsg(f->ctx),
                     "pair gives a tuple(big) at these inputs, a tuple(pos) when recorded");
+    x[0] = -12.0;
+    assert_int_equal(cr_prepared_value_and_gradient(p, x, 2, &y, g), CR_ESHAPE);
+    assert_contains(cr_ctx_errmsg(f->ctx),
+                    "pair gives a tuple(three) at these inputs, a tuple(pos) when recorded");
     x[0] = 2.5;
     assert_int_equal(cr_prepared_value_and_gradient(p, x, 2, &y, g), CR_OK);
     check_grad(pair_c, x, 2, g);
