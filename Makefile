@@ -7,6 +7,8 @@
 #   make sanitize      the tests again under AddressSanitizer + UBSan (build-asan/)
 #   make tsan          the tests under ThreadSanitizer (build-tsan/)
 #   make valgrind      the unit tests under valgrind memcheck (build-valgrind/)
+#   make coverage      the tests in a --coverage build (build-cov/), then the line coverage
+#                      of every source file (tools/coverage.sh)
 #   make docs          the API reference (doxygen; warnings are errors unless
 #                      DOCS_WERROR=OFF) in build/docs/html
 #   make format-check  clang-format check; `make format` rewrites the files
@@ -38,6 +40,11 @@ MAIN_ARGS   = -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DCR_ENABLE_ASSERTS=ON -DCR_DOCS_
 ASAN_ARGS   = -DCMAKE_BUILD_TYPE=Debug -DCR_SANITIZE="address;undefined" -DCR_BUILD_BENCH=OFF $(COMMON_ARGS)
 TSAN_ARGS   = -DCMAKE_BUILD_TYPE=Debug -DCR_SANITIZE=thread -DCR_BUILD_BENCH=OFF $(COMMON_ARGS)
 VG_ARGS     = -DCMAKE_BUILD_TYPE=Debug -DCR_VALGRIND=ON -DCR_BUILD_BENCH=OFF -DCR_BUILD_EXAMPLES=OFF $(COMMON_ARGS)
+# Coverage tree: Debug at -O0 with gcov's instrumentation; the install check (a consumer
+# built without it against the instrumented library) is left out.
+COV_ARGS    = -DCMAKE_BUILD_TYPE=Debug -DCR_BUILD_BENCH=OFF -DCR_BUILD_EXAMPLES=OFF \
+              -DCMAKE_C_FLAGS="--coverage -O0" -DCMAKE_EXE_LINKER_FLAGS=--coverage \
+              -DCMAKE_SHARED_LINKER_FLAGS=--coverage $(COMMON_ARGS)
 SAN_ENV     = ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1 \
               UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
               TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
@@ -57,13 +64,13 @@ MAKEFLAGS += --no-print-directory
 
 # The steps run in order even under make -j.
 .NOTPARALLEL:
-.PHONY: all deps configure build demo test sanitize tsan valgrind docs format format-check \
+.PHONY: all deps configure build demo test sanitize tsan valgrind coverage docs format format-check \
         install clean help
 
 all: build
 
 help:
-	@sed -n '2,20p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '2,21p' Makefile | sed 's/^# \{0,1\}//'
 
 deps:
 	@$(DEPS)
@@ -104,6 +111,13 @@ valgrind:
 	$(CMAKE) --build build-valgrind -j $(JOBS)
 	cd build-valgrind && $(CTEST) --output-on-failure -j $(JOBS) -L '$(VALGRIND_LABELS)' $(CTEST_ARGS)
 
+coverage: deps
+	$(call configure_tree,build-cov,$(COV_ARGS))
+	$(CMAKE) --build build-cov -j $(JOBS)
+	find build-cov -name '*.gcda' -delete
+	cd build-cov && $(CTEST) --output-on-failure -j $(JOBS) -E '^install$$' $(CTEST_ARGS)
+	sh tools/coverage.sh build-cov
+
 docs: configure
 	$(CMAKE) --build $(BUILD) --target docs
 
@@ -121,4 +135,4 @@ install: build
 	$(CMAKE) --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf build build-asan build-tsan build-valgrind $(BUILD)
+	rm -rf build build-asan build-tsan build-valgrind build-cov $(BUILD)

@@ -1,0 +1,56 @@
+#!/bin/sh
+# Line coverage of the library's sources after a test run in a --coverage build tree.
+#
+#   tools/coverage.sh BUILD_DIR [OUT_DIR]
+#
+# Runs gcov over every object of the library in BUILD_DIR (made by `make coverage`) and
+# prints, per source file under src/, the lines executed and the lines not executed, then
+# the totals per directory and overall. The annotated sources (FILE.gcov, where `#####`
+# marks a line no test ran) are left in OUT_DIR (default BUILD_DIR/coverage).
+set -eu
+
+build=${1:?usage: tools/coverage.sh BUILD_DIR [OUT_DIR]}
+out=${2:-$build/coverage}
+objdir=$build/CMakeFiles/chainrules.dir/src
+[ -d "$objdir" ] || { echo "coverage.sh: $objdir not found (run make coverage)" >&2; exit 1; }
+command -v gcov >/dev/null 2>&1 || { echo "coverage.sh: gcov not found" >&2; exit 1; }
+
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+objdir=$(cd "$objdir" && pwd)
+rm -f "$out"/*.gcov
+
+# gcov names its output after the source's base name; two sources of the same name
+# (core/array.c, rulesets/array.c) are kept apart by running each directory on its own
+# and prefixing the directory.
+for dir in "$objdir"/*/; do
+    d=$(basename "$dir")
+    ls "$dir"*.gcda >/dev/null 2>&1 || continue
+    tmp=$(mktemp -d)
+    (cd "$tmp" && gcov -o "$dir" "$dir"*.gcda >/dev/null 2>&1) || true
+    for f in "$tmp"/*.gcov; do
+        [ -e "$f" ] || continue
+        # Only the library's own sources (not the headers of the system or of include/).
+        src=$(sed -n '1s/^ *-: *0:Source://p' "$f")
+        case "$src" in
+            */src/"$d"/*) mv "$f" "$out/${d}_$(basename "$f")" ;;
+        esac
+    done
+    rm -rf "$tmp"
+done
+
+printf '%-40s %8s %8s %7s\n' file lines missed cover
+for f in "$out"/*.gcov; do
+    [ -e "$f" ] || continue
+    name=$(basename "$f" .gcov | sed 's/_/\//')
+    awk -v name="src/$name" -F: '
+        $1 ~ /#####/ { miss++; total++; next }
+        $1 ~ /^ *[0-9]+\*? *$/ { total++ }
+        END { if (total > 0) printf "%-40s %8d %8d %6.1f%%\n", name, total, miss, 100 * (total - miss) / total }
+    ' "$f"
+done | sort | tee "$out/summary.txt"
+awk '{ split($1, p, "/"); d = p[2]; t[d] += $2; m[d] += $3; T += $2; M += $3 }
+     END {
+         for (d in t) printf "%-40s %8d %8d %6.1f%%\n", "src/" d "/", t[d], m[d], 100 * (t[d] - m[d]) / t[d]
+         printf "%-40s %8d %8d %6.1f%%\n", "total", T, M, 100 * (T - M) / T
+     }' "$out/summary.txt" | sort
