@@ -435,7 +435,7 @@ static void run_scenario_fixed(const scenario *sc)
     size_t failed = 0, slice, runs = 0;
     bool done = false;
     for (slice = 256; slice < ((size_t)1 << 24) && !done;
-         slice += (slice / 256 + 15) & ~(size_t)15) {
+         slice += 16 + (slice / 1024 & ~(size_t)15)) {
         arm(fl, 0);
         snprintf(g_where, sizeof g_where, "caller memory of %zu bytes per slice", slice);
         cr_ctx_params p = {.struct_size = sizeof p, .realloc_fn = fault_realloc, .alloc_env = fl};
@@ -1203,6 +1203,227 @@ static void a2_check(const outv *o)
     cr_ctx_free(ctx);
 }
 
+/* ---- more second-order forms: factorisations, matrix functions, vector reductions -------- */
+
+/* y = sum(inv(A)) + logdet(A) + sum(expm(A / 10)) + sum(svdvals(A)) + sum(eigvals(A))
+ *     + sum(cholesky(A)) + dot(softmax(b), b) + var(b) + norm(b) + prod(b) + sum(cumprod(b))
+ *     + logabsdet(A)[0] + sum(eigen(A).values)
+ * over a symmetric positive definite A (3x3, a dense variable) and b (4) */
+static cr_var f3_t(cr_tape *t, cr_avar A, cr_avar b)
+{
+    cr_targ a1[1] = {cr_targ_arr(A)}, b1[1] = {cr_targ_arr(b)};
+    cr_targ sa[1] = {
+        cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(cr_const(0.1)), cr_targ_arr(A)))};
+    cr_var y = cr_asum(t, cr_tape_acall_a(t, &cr_fn_matinv, a1, 1));
+    y = cr_add(t, y, cr_tape_acall_s(t, &cr_fn_logdet, a1, 1));
+    y = cr_add(t, y, cr_asum(t, cr_tape_acall_a(t, &cr_fn_expm, sa, 1)));
+    y = cr_add(t, y, cr_asum(t, cr_tape_acall_a(t, &cr_fn_svdvals, a1, 1)));
+    y = cr_add(t, y, cr_asum(t, cr_tape_acall_a(t, &cr_fn_eigvals, a1, 1)));
+    y = cr_add(t, y, cr_asum(t, cr_tape_acall_a(t, &cr_fn_cholesky, a1, 1)));
+    y = cr_add(t, y, cr_adot(t, cr_tape_acall_a(t, &cr_fn_softmax, b1, 1), b));
+    y = cr_add(t, y, cr_tape_acall_s(t, &cr_fn_var, b1, 1));
+    y = cr_add(t, y, cr_tape_acall_s(t, &cr_fn_norm, b1, 1));
+    y = cr_add(t, y, cr_tape_acall_s(t, &cr_fn_prod, b1, 1));
+    y = cr_add(t, y, cr_asum(t, cr_tape_acall_a(t, &cr_fn_cumprod, b1, 1)));
+    cr_targ la[2], ev[2]; /* tuple results: (log|det|, sign), (values, vectors) */
+    if (cr_tape_acall_n(t, &cr_fn_logabsdet, a1, 1, la, 2) == CR_OK &&
+        cr_tape_acall_n(t, &cr_fn_eigen, a1, 1, ev, 2) == CR_OK)
+        y = cr_add(t, cr_add(t, y, la[0].u.s), cr_asum(t, ev[0].u.a));
+    return y;
+}
+
+enum { F3 = 13 }; /* 9 + 4 */
+
+static void f3_point(double *z)
+{
+    static const double z0[F3] = {4.0, 1.0, 0.5, 1.0, 3.0, 0.2, 0.5, 0.2, 2.0, 0.4, -0.7, 0.9, 1.3};
+    memcpy(z, z0, sizeof z0);
+}
+
+/* Record at z; the value, H v along dz and the gradient, each put in o when not NULL. */
+static cr_status f3_sweep(cr_tape *t, double *z, const double *dz, outv *o, double *hv, double *g)
+{
+    cr_array Aa = cr_array_matrix(z, 3, 3), ba = cr_array_vector(z + 9, 4);
+    double vz[F3];
+    memcpy(vz, dz, sizeof vz);
+    cr_array vA = cr_array_matrix(vz, 3, 3), vb = cr_array_vector(vz + 9, 4);
+    cr_array hA = cr_array_matrix(hv, 3, 3), hb = cr_array_vector(hv + 9, 4);
+    cr_array gA = cr_array_matrix(g, 3, 3), gb = cr_array_vector(g + 9, 4);
+    const cr_array *vp[2] = {&vA, &vb};
+    cr_array *hp[2] = {&hA, &hb}, *gp[2] = {&gA, &gb};
+    cr_tape_reset(t);
+    cr_avar as[2] = {cr_tape_array_input(t, &Aa), cr_tape_array_input(t, &ba)};
+    cr_var y = f3_t(t, as[0], as[1]);
+    TRYT(t, cr_tape_status(t));
+    if (o != NULL)
+        put1(o, y.v);
+    TRYT(t, cr_tape_ahvp(t, y, NULL, 0, NULL, NULL, as, 2, vp, hp));
+    if (o != NULL)
+        put(o, hv, F3);
+    TRYT(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, as, 2, gp));
+    if (o != NULL)
+        put(o, g, F3);
+    return CR_OK;
+}
+
+static cr_status f3_run(sstate *s, outv *o)
+{
+    double z[F3], v[F3], hv[F3], g[F3];
+    f3_point(z);
+    direction(v, F3);
+    return f3_sweep(s->tape[0], z, v, o, hv, g);
+}
+
+/* The library's primal of f3 at z, for central differences: a recording's value. */
+static double f3_value(const double *z, size_t len)
+{
+    (void)len;
+    double zz[F3], v[F3] = {0}, hv[F3], g[F3];
+    memcpy(zz, z, sizeof zz);
+    cr_ctx *ctx;
+    assert_int_equal(cr_ctx_new(NULL, &ctx), CR_OK);
+    cr_tape *t;
+    cr_tape_params tp = {.struct_size = sizeof tp, .flags = CR_TAPE_SECOND_ORDER};
+    assert_int_equal(cr_tape_new(ctx, &tp, &t), CR_OK);
+    outv *o = calloc(1, sizeof *o);
+    assert_non_null(o);
+    assert_ok(t, f3_sweep(t, zz, v, o, hv, g));
+    double y = o->v[0];
+    free(o);
+    cr_tape_free(t);
+    cr_ctx_free(ctx);
+    return y;
+}
+
+static void f3_check(const outv *o)
+{
+    double z[F3], v[F3];
+    f3_point(z);
+    direction(v, F3);
+    for (size_t i = 0; i < F3; i++) /* the gradient against central differences */
+        assert_close(o->v[1 + F3 + i], fd1(f3_value, z, F3, i), 1e-6);
+    /* H v: central differences of the gradient along v */
+    cr_ctx *ctx;
+    assert_int_equal(cr_ctx_new(NULL, &ctx), CR_OK);
+    cr_tape *t;
+    cr_tape_params tp = {.struct_size = sizeof tp, .flags = CR_TAPE_SECOND_ORDER};
+    assert_int_equal(cr_tape_new(ctx, &tp, &t), CR_OK);
+    double h = 1e-5, gp[F3], gm[F3], hv[F3];
+    for (int k = 0; k < 2; k++) {
+        double zs[F3];
+        for (size_t i = 0; i < F3; i++)
+            zs[i] = z[i] + (k == 0 ? h : -h) * v[i];
+        assert_ok(t, f3_sweep(t, zs, v, NULL, hv, k == 0 ? gp : gm));
+    }
+    for (size_t i = 0; i < F3; i++)
+        ASSERT_CLOSE(o->v[1 + i], (gp[i] - gm[i]) / (2 * h), 1e-5);
+    cr_tape_free(t);
+    cr_ctx_free(ctx);
+}
+
+/* ---- tuple results (factorizations) on a forward tape: gradient and forward sweep ------- */
+
+/* y = sum(svd(A).S) + sum(qr(A).R .^ 2) + sum(lu(A).U) + logabsdet(A)[0]
+ *     + sum(eigen(A).values) over a general A (4x4) */
+static cr_var tup_t(cr_tape *t, cr_avar A)
+{
+    cr_targ a1[1] = {cr_targ_arr(A)}, sv[3], qr[2], lu[3], la[2], ev[2];
+    cr_var y = cr_const(0.0);
+    if (cr_tape_acall_n(t, &cr_fn_svd, a1, 1, sv, 3) == CR_OK)
+        y = cr_add(t, y, cr_asum(t, sv[1].u.a));
+    if (cr_tape_acall_n(t, &cr_fn_qr, a1, 1, qr, 2) == CR_OK)
+        y = cr_add(t, y, cr_asum(t, cr_abroadcast1(t, &cr_fn_square, qr[1])));
+    if (cr_tape_acall_n(t, &cr_fn_lu, a1, 1, lu, 3) == CR_OK)
+        y = cr_add(t, y, cr_asum(t, lu[1].u.a));
+    if (cr_tape_acall_n(t, &cr_fn_logabsdet, a1, 1, la, 2) == CR_OK)
+        y = cr_add(t, y, la[0].u.s);
+    if (cr_tape_acall_n(t, &cr_fn_eigen, a1, 1, ev, 2) == CR_OK)
+        y = cr_add(t, y, cr_asum(t, ev[0].u.a));
+    return y;
+}
+
+enum { TN = 16 };
+
+static void tup_point(double *z)
+{
+    for (size_t i = 0; i < TN; i++)
+        z[i] = (i % 5 == 0 ? 3.0 : 0.0) + 0.4 * sin(1.7 * (double)i + 0.3);
+}
+
+/* Record at z; the value, the forward sweep along dz and the gradient, each put in o when
+ * not NULL (the gradient also into g). */
+static cr_status tup_sweep(cr_tape *t, double *z, const double *dz, outv *o, double *g)
+{
+    cr_array Aa = cr_array_matrix(z, 4, 4), ga = cr_array_matrix(g, 4, 4);
+    double vz[TN];
+    memcpy(vz, dz, sizeof vz);
+    cr_array vA = cr_array_matrix(vz, 4, 4);
+    const cr_array *vp = &vA;
+    cr_array *gp = &ga;
+    cr_tape_reset(t);
+    cr_avar A = cr_tape_array_input(t, &Aa);
+    cr_var y = tup_t(t, A);
+    TRYT(t, cr_tape_status(t));
+    if (o != NULL)
+        put1(o, y.v);
+    double yd;
+    TRYT(t, cr_tape_ajvp(t, NULL, NULL, 0, &A, &vp, 1, &y, 1, &yd, NULL, 0, NULL));
+    if (o != NULL)
+        put1(o, yd);
+    TRYT(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &A, 1, &gp));
+    if (o != NULL)
+        put(o, g, TN);
+    return CR_OK;
+}
+
+static cr_status tup_setup(sstate *s)
+{
+    cr_tape *t;
+    return new_tape(s, CR_TAPE_FORWARD, &t);
+}
+
+static cr_status tup_run(sstate *s, outv *o)
+{
+    double z[TN], v[TN], g[TN];
+    tup_point(z);
+    direction(v, TN);
+    return tup_sweep(s->tape[0], z, v, o, g);
+}
+
+/* The library's primal at z, for central differences: a recording's value. */
+static double tup_value(const double *z, size_t len)
+{
+    (void)len;
+    double zz[TN], v[TN] = {0}, g[TN];
+    memcpy(zz, z, sizeof zz);
+    cr_ctx *ctx;
+    assert_int_equal(cr_ctx_new(NULL, &ctx), CR_OK);
+    cr_tape *t;
+    cr_tape_params tp = {.struct_size = sizeof tp, .flags = CR_TAPE_FORWARD};
+    assert_int_equal(cr_tape_new(ctx, &tp, &t), CR_OK);
+    outv *o = calloc(1, sizeof *o);
+    assert_non_null(o);
+    assert_ok(t, tup_sweep(t, zz, v, o, g));
+    double y = o->v[0];
+    free(o);
+    cr_tape_free(t);
+    cr_ctx_free(ctx);
+    return y;
+}
+
+static void tup_check(const outv *o)
+{
+    double z[TN], v[TN], jv = 0;
+    tup_point(z);
+    direction(v, TN);
+    for (size_t i = 0; i < TN; i++) {
+        double d = fd1(tup_value, z, TN, i);
+        assert_close(o->v[2 + i], d, 1e-6);
+        jv += d * v[i];
+    }
+    assert_close(o->v[1], jv, 1e-6);
+}
+
 /* ---- the engine: rrule_via_ad, map and foldl of user functions, overlays --------------- */
 
 enum { EN = 8 };
@@ -1571,6 +1792,10 @@ static const scenario k_scenarios[] = {
     {"fused kernels", "fused kernels (caller buffers)", kern_setup, kern_run, kern_check, 2},
     {"second-order array forms", "second-order array forms (caller buffer)", a2_setup, a2_run,
      a2_check, 1},
+    {"more second-order forms", "more second-order forms (caller buffer)", a2_setup, f3_run,
+     f3_check, 1},
+    {"tuple results, forward sweep", "tuple results, forward sweep (caller buffer)", tup_setup,
+     tup_run, tup_check, 1},
     {"engine: via_ad, map, foldl, overlays", "engine (caller buffers)", eng_setup, eng_run,
      eng_check, 2},
     {"prepared gradients", NULL, prep_setup, prep_run, prep_check, 0},
