@@ -200,8 +200,9 @@ static cr_status write_struct(writer *w, const cr_type *type, unsigned char *obj
     if (cust != NULL) {
         cr_tangent raw;
         cr_status st = tangent_walk(w->t->arena, type, w->g, &w->k, w->ag, &w->ka, &raw);
-        if (st == CR_OK)
-            st = cust->fn(type, raw, obj, cust->udata);
+        if (st != CR_OK) /* the tape's scratch: as a sweep's workspace, the tape's failure */
+            return cr__tape_fail_ctx(w->t, st, w->who);
+        st = cust->fn(type, raw, obj, cust->udata);
         if (st != CR_OK)
             return cr_ctx_error(w->t->ctx, st, "%s: the friendly gradient of %s failed (%s)",
                                 w->who, type->name, cr_status_str(st));
@@ -296,8 +297,8 @@ static cr_status struct_gradient(cr_tape *t, cr_arena *arena, cr_var y, const cr
 {
     size_t n = count_fields(type, false);
     *g = cr_arena_alloc(arena, (n ? n : 1) * sizeof **g, _Alignof(double));
-    if (*g == NULL)
-        return CR__ALLOC_STATUS(arena);
+    if (*g == NULL) /* the sweep's workspace: a failure is the tape's, as in the sweeps */
+        return cr__tape_fail_ctx(t, CR__ALLOC_STATUS(arena), "struct gradient");
     if (ag == NULL)
         return cr_tape_gradient(t, y, vars, n, *g);
     return cr_tape_gradient_arrays(t, y, vars, n, *g, avars, count_fields(type, true), ag);
@@ -318,7 +319,7 @@ static cr_status gradient_struct(cr_tape *t, const char *who, cr_var y, const cr
     if (arrays) {
         size_t na = count_fields(type, true), k = 0;
         ag = cr_arena_alloc(t->arena, (na ? na : 1) * sizeof *ag, _Alignof(cr_array *));
-        st = ag == NULL ? CR__ALLOC_STATUS(t->arena)
+        st = ag == NULL ? cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), who)
                         : dest_arrays_walk(t->ctx, who, type, grad, ag, &k);
     }
     double *g = NULL;
@@ -330,7 +331,7 @@ static cr_status gradient_struct(cr_tape *t, const char *who, cr_var y, const cr
     if (st == CR_OK) {
         copy = cr_arena_alloc(t->arena, type->size ? type->size : 1, _Alignof(max_align_t));
         if (copy == NULL)
-            st = CR__ALLOC_STATUS(t->arena);
+            st = cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), who);
     }
     if (st == CR_OK) {
         memcpy(copy, grad, type->size);
