@@ -625,6 +625,8 @@ static const cr_field kinds_fields[] = {
     {"nested", offsetof(kinds_rec, pad), CR_KIND_STRUCT, NULL},
 };
 static const cr_type kinds_type = {"kinds_rec", sizeof(kinds_rec), 5, kinds_fields};
+/* the first field only: index 1 is past its end although the array goes on */
+static const cr_type kinds_one = {"kinds_one", sizeof(kinds_rec), 1, kinds_fields};
 
 static void test_value_fields(void **state)
 {
@@ -644,6 +646,7 @@ static void test_value_fields(void **state)
     assert_int_equal(cr_type_field_value(&kinds_type, &r, 3, &v), CR_EINVAL);
     assert_int_equal(cr_type_field_value(&kinds_type, &r, 4, &v), CR_EINVAL);
     assert_int_equal(cr_type_field_value(&kinds_type, &r, 5, &v), CR_EINVAL);
+    assert_int_equal(cr_type_field_value(&kinds_one, &r, 1, &v), CR_EINVAL);
     assert_int_equal(cr_type_field_value(NULL, &r, 0, &v), CR_EINVAL);
     assert_int_equal(cr_type_field_value(&kinds_type, NULL, 0, &v), CR_EINVAL);
     /* ProjectTo of such a struct names the type and the field */
