@@ -363,6 +363,10 @@ static void test_zeros_like_kinds(void **state)
     ASSERT_CPLX(cr_array_get_linear(x0.u.arr, 1), 0.0, 0.0);
     assert_int_equal(cr_tangent_field(out, 1).tag, CR_TAN_ZERO);
     ASSERT_DBL(d[0], 1.0); /* the input is not touched */
+    /* a field whose zero cannot be made: the struct's failure */
+    cr_tangent sf = pt2_tangent(f, &pt2_type, cr_tangent_f64(1.0), failing_thunk(f));
+    assert_int_equal(cr_tangent_zeros_like(f->arena, sf, &out), CR_EDOMAIN);
+    expect_msg(f, "cov_failing_thunk");
 }
 
 static void test_zero_of_arrays(void **state)
