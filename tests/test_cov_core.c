@@ -590,6 +590,18 @@ static void test_project_struct_fields(void **state)
     ASSERT_CPLX(cr_tangent_field(out, 0).u.c128, 1.0, 2.0);
 }
 
+/* Projecting a failing thunk gives a thunk that fails with its status when unthunked. */
+static void test_project_failing_thunk(void **state)
+{
+    fixture *f = *state;
+    cr_value v = cr_value_f64(1.0);
+    cr_tangent out, val;
+    assert_int_equal(cr_project_tangent(f->arena, &v, failing_thunk(f), &out), CR_OK);
+    assert_int_equal(out.tag, CR_TAN_THUNK);
+    assert_int_equal(cr_tangent_unthunk(out, &val), CR_EDOMAIN);
+    expect_msg(f, "cov_failing_thunk");
+}
+
 /* An absent tangent given directly reads as ZeroTangent. */
 static void test_project_absent(void **state)
 {
@@ -665,6 +677,27 @@ static void test_value_fields(void **state)
     assert_int_equal(cr_type_field_index(NULL, "x"), -1);
     assert_int_equal(cr_type_field_index(&kinds_type, NULL), -1);
     assert_int_equal(cr_type_field_index(&kinds_type, "fn"), 1);
+}
+
+/* A struct holding a struct with a bad field: refused from inside. */
+typedef struct outer_rec {
+    kinds_rec inner;
+} outer_rec;
+
+static const cr_field outer_rec_fields[] = {
+    {"inner", offsetof(outer_rec, inner), CR_KIND_STRUCT, &kinds_type},
+};
+static const cr_type outer_rec_type = {"outer_rec", sizeof(outer_rec), 1, outer_rec_fields};
+
+static void test_project_nested_bad_field(void **state)
+{
+    fixture *f = *state;
+    outer_rec o = {{1, NULL, 0.0}};
+    cr_value v = cr_value_struct(&outer_rec_type, &o);
+    cr_project *p = NULL;
+    assert_int_equal(cr_project_new(f->arena, &v, &p), CR_EINVAL);
+    expect_msg(f, "ProjectTo: type kinds_rec has a bad field 3");
+    assert_null(p);
 }
 
 /* ---- Arrays ------------------------------------------------------------------------------ */
@@ -768,6 +801,8 @@ int main(void)
         T(test_project_one_element),
         T(test_project_struct_fields),
         T(test_project_absent),
+        T(test_project_nested_bad_field),
+        T(test_project_failing_thunk),
         T(test_value_fields),
         T(test_array_names_and_bad_views),
         T(test_array_new_errors),
