@@ -539,6 +539,45 @@ static void test_too_many_candidates(void **state)
     cr_registry_free(reg);
 }
 
+/* 70 rules of nested signatures (f64 < f64|f32 < ... < number) and nested capabilities
+ * (1 < 3 < 7 < ...) all apply to an f64 call under every capability, and one of them is
+ * the most specific of all: the f64 rule needing the most capabilities. More candidates
+ * than dispatch holds at once still give it (not an "ambiguous" failure). */
+static void test_many_candidates_unique_best(void **state)
+{
+    fixture *f = *state;
+    static const uint32_t masks[5] = {CR_M_F64, CR_M_F64 | CR_M_F32, CR_M_F64 | CR_M_F32 | CR_M_INT,
+                                      CR_M_F64 | CR_M_F32 | CR_M_INT | CR_M_BOOL,
+                                      CR_M_F64 | CR_M_F32 | CR_M_INT | CR_M_BOOL | CR_M_C128};
+    static int tags[5][14];
+    cr_registry *reg = new_registry(f);
+    for (size_t i = 0; i < 5; i++)
+        for (uint32_t c = 1; c <= 14; c++) {
+            cr_argspec s = {masks[i], NULL};
+            cr_rule_def d = def_of(&cov_f, &s, 1, false, &tags[i][c - 1]);
+            d.caps = (1u << c) - 1;
+            assert_int_equal(cr_registry_add(reg, &d), CR_OK);
+        }
+    cr_config cfg = {.registry = reg, .caps = 0xFFFFFFFFu};
+    cr_value fv = cr_value_function(&cov_f, NULL), x = cr_value_f64(1.0), y;
+    cr_rule_match m = {0};
+    assert_int_equal(cr_registry_lookup(reg, &cfg, CR_MODE_FRULE, &fv, &x, 1, &m), CR_OK);
+    assert_ptr_equal(m.def->udata, &tags[0][13]);
+    /* a bool argument: the most specific rule taking bools */
+    cr_value b = cr_value_bool(true);
+    assert_int_equal(cr_registry_lookup(reg, &cfg, CR_MODE_RRULE, &fv, &b, 1, &m), CR_OK);
+    assert_ptr_equal(m.def->udata, &tags[3][13]);
+    /* and through cr_frule */
+    cr_tangent dargs[2] = {cr_tangent_none(), cr_tangent_f64(2.0)}, dy;
+    assert_int_equal(cr_frule(&cfg, f->arena, dargs, &fv, &x, 1, &y, &dy), CR_OK);
+    ASSERT_DBL(dy.u.f64, 2.0);
+    /* fewer capabilities: 5 x 11 candidates, ranked as before */
+    cfg.caps = (1u << 11) - 1;
+    assert_int_equal(cr_registry_lookup(reg, &cfg, CR_MODE_FRULE, &fv, &x, 1, &m), CR_OK);
+    assert_ptr_equal(m.def->udata, &tags[0][10]);
+    cr_registry_free(reg);
+}
+
 /* ---- frule / rrule entry points ---------------------------------------------------------- */
 
 static void test_entry_point_null_arguments(void **state)
@@ -1002,6 +1041,7 @@ int main(void)
         T(test_intersection_next_to_variadic),
         T(test_registry_struct_size),
         T(test_too_many_candidates),
+        T(test_many_candidates_unique_best),
         T(test_entry_point_null_arguments),
         T(test_pullback_call_paths),
         T(test_rrule_nx_and_debug_projectors),
