@@ -248,9 +248,8 @@ cr_status cr_tangent_sub(cr_arena *arena, cr_tangent x, cr_tangent y, cr_tangent
     if (x.tag == CR_TAN_NOTIMPL || y.tag == CR_TAN_NOTIMPL) {
         const cr_notimpl *ni = x.tag == CR_TAN_NOTIMPL ? x.u.ni : y.u.ni;
         *out = cr_tangent_zero();
-        return CR__FAIL(arena, CR_EUNIMPL,
-                        "cannot subtract a NotImplemented tangent (%s:%d: %s)", ni->file,
-                        ni->line, ni->msg);
+        return CR__FAIL(arena, CR_EUNIMPL, "cannot subtract a NotImplemented tangent (%s:%d: %s)",
+                        ni->file, ni->line, ni->msg);
     }
     if (x.tag == CR_TAN_ZERO || x.tag == CR_TAN_NONE) {
         if (y.tag == CR_TAN_ZERO || y.tag == CR_TAN_NONE) {
@@ -429,8 +428,7 @@ cr_status cr_tangent_mul(cr_arena *arena, cr_tangent a, cr_tangent b, cr_tangent
 }
 
 /* Sum of conj(x_i) y_i; *complex_seen tells whether either side was complex. */
-static cr_status dot_rec(cr_arena *arena, cr_tangent x, cr_tangent y, cr_complex *acc,
-                         bool *cplx)
+static cr_status dot_rec(cr_arena *arena, cr_tangent x, cr_tangent y, cr_complex *acc, bool *cplx)
 {
     cr_status st = unthunk_pair(&x, &y);
     if (st != CR_OK)
@@ -781,6 +779,8 @@ static bool near_zero(cr_tangent t, double atol)
             if (!near_zero(cr_tangent_field(t, i), atol))
                 return false;
         return true;
+    case CR_TAN_THUNK: /* a struct field: compared by its value, as isapprox's operands */
+        return cr_tangent_unthunk(t, &t) == CR_OK && near_zero(t, atol);
     default:
         return false;
     }

@@ -672,6 +672,50 @@ cr_status cr_registry_non_differentiable(cr_registry *reg, const cr_function *fn
 
 #define MAX_CANDIDATES 64
 
+/* Whether entry e of tier t applies to the call. */
+static bool applies(const cr__entry *e, int t, uint32_t caps, cr_rule_mode mode,
+                    const cr_value *args, size_t nargs)
+{
+    return (modes_of(e) & (uint32_t)mode) != 0 && (int)tier(&e->def) == t &&
+           (e->def.caps & caps) == e->def.caps && sig_matches(&e->def, args, nargs);
+}
+
+/* The first applicable entry of tier t at least as specific as every other one, found in
+ * place: for calls that more rules match than lookup_rank's array holds. */
+static const cr__entry *rank_in_place(const cr_registry *reg, int t, uint32_t caps,
+                                      cr_rule_mode mode, const cr_function *fn,
+                                      const cr_value *args, size_t nargs)
+{
+    for (const cr_registry *r = reg; r != NULL; r = r->parent)
+        for (const cr__entry *e = first_of(r, fn); e != NULL; e = next_of(r, e)) {
+            if (!applies(e, t, caps, mode, args, nargs))
+                continue;
+            bool ok = true;
+            for (const cr_registry *r2 = reg; r2 != NULL && ok; r2 = r2->parent)
+                for (const cr__entry *o = first_of(r2, fn); o != NULL && ok; o = next_of(r2, o))
+                    if (o != e && applies(o, t, caps, mode, args, nargs) &&
+                        !at_least_as_specific(&e->def, &o->def, nargs))
+                        ok = false;
+            if (ok)
+                return e;
+        }
+    return NULL;
+}
+
+/* The answer for the most specific entry (NULL: none, the candidates are incomparable). */
+static cr_status ranked(const cr__entry *best, cr_rule_mode mode, cr_rule_match *out)
+{
+    if (best == NULL)
+        return CR_EMISUSE;
+    bool no = mode == CR_MODE_FRULE ? (best->flags & E_NO_FRULE) : (best->flags & E_NO_RRULE);
+    if (no) {
+        out->opted_out = true;
+        return CR_OK;
+    }
+    out->def = &best->def;
+    return CR_OK;
+}
+
 /* The lookup itself: candidates by tier, then the most specific (see design.md). */
 static cr_status lookup_rank(const cr_registry *reg, uint32_t caps, cr_rule_mode mode,
                              const cr_function *fn, const cr_value *args, size_t nargs,
@@ -683,11 +727,10 @@ static cr_status lookup_rank(const cr_registry *reg, uint32_t caps, cr_rule_mode
     for (int t = 1; t >= 0 && nc == 0; t--) {
         for (const cr_registry *r = reg; r != NULL; r = r->parent)
             for (const cr__entry *e = first_of(r, fn); e != NULL; e = next_of(r, e)) {
-                if ((modes_of(e) & (uint32_t)mode) == 0 || (int)tier(&e->def) != t ||
-                    (e->def.caps & caps) != e->def.caps || !sig_matches(&e->def, args, nargs))
+                if (!applies(e, t, caps, mode, args, nargs))
                     continue;
-                if (nc == MAX_CANDIDATES)
-                    return CR_EMISUSE; /* more matching rules than dispatch can rank */
+                if (nc == MAX_CANDIDATES) /* more matching rules than the array holds */
+                    return ranked(rank_in_place(reg, t, caps, mode, fn, args, nargs), mode, out);
                 cand[nc++] = e;
             }
     }
@@ -703,15 +746,7 @@ static cr_status lookup_rank(const cr_registry *reg, uint32_t caps, cr_rule_mode
         if (ok)
             best = cand[i];
     }
-    if (best == NULL)
-        return CR_EMISUSE;
-    bool no = mode == CR_MODE_FRULE ? (best->flags & E_NO_FRULE) : (best->flags & E_NO_RRULE);
-    if (no) {
-        out->opted_out = true;
-        return CR_OK;
-    }
-    out->def = &best->def;
-    return CR_OK;
+    return ranked(best, mode, out);
 }
 
 cr_status cr_registry_lookup(const cr_registry *reg, const cr_config *cfg, cr_rule_mode mode,
