@@ -191,20 +191,6 @@ cr_complex cr__load(const cr_array *a, ptrdiff_t off)
     return 0.0;
 }
 
-double cr__load_real(const cr_array *a, ptrdiff_t off)
-{
-    switch ((cr_dtype)a->dtype) {
-    case CR_DT_F64:
-        return ((const double *)a->data)[off];
-    case CR_DT_F32:
-        return (double)((const float *)a->data)[off];
-    case CR_DT_C128:
-        return creal(((const cr_complex *)a->data)[off]);
-    default:
-        return creal(cr__load(a, off));
-    }
-}
-
 void cr__store(cr_array *a, ptrdiff_t off, cr_complex v)
 {
     switch ((cr_dtype)a->dtype) {

@@ -228,7 +228,6 @@ CR_INTERNAL cr_array cr__storage_view(const cr_array *a);
 
 CR_INTERNAL cr_complex cr__load(const cr_array *a, ptrdiff_t off);
 CR_INTERNAL void cr__store(cr_array *a, ptrdiff_t off, cr_complex v);
-CR_INTERNAL double cr__load_real(const cr_array *a, ptrdiff_t off);
 
 /* A dense, contiguous, writable copy of the logical value of a (structure applied),
  * with the given dtype (0 keeps a's). */
