@@ -1140,10 +1140,10 @@ cr_status cr__accum_real(cr_arena *arena, const char *who, cr_tangent t, double 
         *acc += creal(t.u.c128); /* ProjectTo a real argument */
         return CR_OK;
     case CR_TAN_NOTIMPL:
-        return CR__FAIL(arena, CR_EUNIMPL, "%s: cotangent is NotImplemented (%s:%d: %s)", who,
+        return CR__FAIL(arena, CR_EUNIMPL, "%s: (co)tangent is NotImplemented (%s:%d: %s)", who,
                         t.u.ni->file, t.u.ni->line, t.u.ni->msg);
     default:
-        return CR__FAIL(arena, CR_ETANGENT, "%s: expected a scalar cotangent, got %s", who,
+        return CR__FAIL(arena, CR_ETANGENT, "%s: expected a scalar (co)tangent, got %s", who,
                         cr_tag_name((cr_tag)t.tag));
     }
 }
