@@ -292,8 +292,9 @@ static cr_status unthunk_one(cr_thunk *th, cr_tangent *out)
     case THUNK_DONE:
         *out = th->value;
         return CR_OK;
-    case THUNK_FAILED:
-        return th->status;
+    case THUNK_FAILED: /* said again: the first failure's message may have been replaced */
+        return CR__FAIL(th->arena, th->status, "thunk '%s' failed when first evaluated (%s)",
+                        th->name, cr_status_str(th->status));
     case THUNK_RUNNING:
         return CR__FAIL(th->arena, CR_EMISUSE, "thunk '%s' depends on its own value", th->name);
     default:
