@@ -87,7 +87,17 @@ static bool is_zeroish(cr_tangent t)
     return true;
 }
 
-/* A ZeroTangent seed gives zero cotangents; ZeroTangent input tangents a zero output tangent. */
+static cr_status zero_thunk(cr_arena *arena, cr_tangent *out, void *env)
+{
+    (void)arena;
+    (void)env;
+    *out = cr_tangent_zero();
+    return CR_OK;
+}
+
+/* A ZeroTangent seed gives zero cotangents, also as a thunk (which the pullback itself sees,
+ * cr_pullback_call short-cuts only a plain ZeroTangent); ZeroTangent input tangents a zero
+ * output tangent. */
 static void check_zero_seed(fixture *fx, const cr_value *f, const cr_value *args, size_t nargs)
 {
     cr_value y;
@@ -95,6 +105,10 @@ static void check_zero_seed(fixture *fx, const cr_value *f, const cr_value *args
     assert_int_equal(cr_rrule(NULL, fx->arena, f, args, nargs, &y, &pb), CR_OK);
     cr_tangent dy = cr_tangent_zero(), dx[8];
     assert_true(nargs + 1 <= 8);
+    assert_int_equal(cr_pullback_call(fx->arena, &pb, &dy, dx, nargs + 1), CR_OK);
+    for (size_t i = 0; i <= nargs; i++)
+        assert_true(is_zeroish(dx[i]));
+    assert_int_equal(cr_tangent_thunk(fx->arena, zero_thunk, NULL, "zero_thunk", &dy), CR_OK);
     assert_int_equal(cr_pullback_call(fx->arena, &pb, &dy, dx, nargs + 1), CR_OK);
     for (size_t i = 0; i <= nargs; i++)
         assert_true(is_zeroish(dx[i]));
@@ -597,6 +611,208 @@ static void test_foldl_functor(void **state)
     cr_registry_free(reg);
 }
 
+/* ---- More rare paths: complex reductions over dims, the per-element broadcast with constant
+ * arguments, empty arrays, functions returning non-numbers, an AD without the rule ---------- */
+
+static void test_complex_reduce_dims(void **state)
+{
+    fixture *fx = *state;
+    /* sum, mean and var of a complex matrix over one dimension (the complex accumulation
+     * into a reduced array), and over a transposed view. */
+    cr_complex z[6] = {CMPLX(1, 2),   CMPLX(-0.5, 0.25), CMPLX(3, -1),
+                       CMPLX(0.5, 1), CMPLX(2, -2),      CMPLX(-1, -0.75)};
+    size_t s23[2] = {2, 3}, s32[2] = {3, 2};
+    ptrdiff_t tr[2] = {1, 3};
+    cr_array Z, ZT;
+    cr_array_view_init(&Z, z, CR_DT_C128, 2, s23, NULL);
+    cr_array_view_init(&ZT, z, CR_DT_C128, 2, s32, tr);
+    const cr_value *fns[3] = {&cr_fn_sum, &cr_fn_mean, &cr_fn_var};
+    for (size_t k = 0; k < 3; k++)
+        for (int64_t d = 0; d < 2; d++) {
+            cr_value args[2] = {cr_value_array(&Z), cr_value_i64(d)};
+            check_rules(fx, fns[k], args, 2);
+            args[0] = cr_value_array(&ZT);
+            check_rules(fx, fns[k], args, 2);
+        }
+    /* The value: column sums of Z. */
+    cr_value args[2] = {cr_value_array(&Z), cr_value_i64(0)}, y;
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_sum, args, 2, &y), CR_OK);
+    ASSERT_CPLX(cr_array_get_linear(y.u.arr, 0), 1.5, 3);
+    ASSERT_CPLX(cr_array_get_linear(y.u.arr, 2), 2, -1.75);
+}
+
+static void test_broadcast_per_element_constants(void **state)
+{
+    fixture *fx = *state;
+    /* hypot of three arguments has no row (its row is hypot(x, y)): broadcast and map call
+     * its n-argument rule per element. Integer and bool arrays are read element by element
+     * and get NoTangent. */
+    double x[3] = {3, -1.5, 0.5};
+    int64_t iv[3] = {4, 2, -3};
+    bool bv[3] = {true, false, true};
+    size_t n3 = 3;
+    cr_array X = cr_array_vector(x, 3), IV, BV;
+    cr_array_view_init(&IV, iv, CR_DT_I64, 1, &n3, NULL);
+    cr_array_view_init(&BV, bv, CR_DT_BOOL, 1, &n3, NULL);
+    cr_value hyp = fn_named("hypot");
+    cr_value args[4] = {hyp, cr_value_array(&X), cr_value_array(&IV), cr_value_array(&BV)}, y;
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_broadcast, args, 4, &y), CR_OK);
+    for (size_t i = 0; i < 3; i++) {
+        double b = bv[i] ? 1.0 : 0.0, want = sqrt(x[i] * x[i] + (double)(iv[i] * iv[i]) + b * b);
+        ASSERT_CLOSE(creal(cr_array_get_linear(y.u.arr, i)), want, 1e-15);
+    }
+    check_rules(fx, &cr_fn_broadcast, args, 4);
+    cr_pullback pb;
+    assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_broadcast, args, 4, &y, &pb), CR_OK);
+    double g[3] = {1, 1, 1};
+    cr_array G = cr_array_vector(g, 3);
+    cr_tangent dy = cr_tangent_array(&G), dx[5];
+    assert_int_equal(cr_pullback_call(fx->arena, &pb, &dy, dx, 5), CR_OK);
+    assert_int_equal(unthunked(dx[3]).tag, CR_TAN_NONE);
+    assert_int_equal(unthunked(dx[4]).tag, CR_TAN_NONE);
+    check_zero_seed(fx, &cr_fn_broadcast, args, 4);
+    double z[3] = {0.25, -2, 1};
+    cr_array Zv = cr_array_vector(z, 3);
+    cr_value margs[4] = {hyp, cr_value_array(&X), cr_value_array(&Zv), cr_value_array(&X)};
+    check_rules(fx, &cr_fn_map, margs, 4);
+    check_rules(fx, &cr_fn_broadcast, margs, 4);
+    /* A fixed-arity row with the wrong number of arguments is still refused. */
+    expect_err(fx, &cr_fn_broadcast,
+               ((cr_value[]){fn_named("atan2"), margs[1], margs[1], margs[1]}), 4, CR_EINVAL,
+               "broadcast: atan2 takes 2 arguments");
+    /* Over empty arrays: an empty f64 result. */
+    size_t n0 = 0;
+    cr_array E;
+    cr_array_view_init(&E, x, CR_DT_F64, 1, &n0, NULL);
+    cr_value ea[4] = {hyp, cr_value_array(&E), cr_value_array(&E), cr_value_array(&E)};
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_broadcast, ea, 4, &y), CR_OK);
+    assert_int_equal(y.u.arr->dtype, CR_DT_F64);
+    assert_int_equal(cr_array_numel(y.u.arr), 0);
+}
+
+static void test_empty_accumulation(void **state)
+{
+    fixture *fx = *state;
+    /* sum of an empty vector is 0; its cotangent, an InplaceableThunk, adds nothing into an
+     * empty accumulator. */
+    double x[1] = {0};
+    size_t n0 = 0;
+    cr_array E;
+    cr_array_view_init(&E, x, CR_DT_F64, 1, &n0, NULL);
+    cr_value a = cr_value_array(&E), y;
+    cr_pullback pb;
+    assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_sum, &a, 1, &y, &pb), CR_OK);
+    ASSERT_DBL(y.u.f64, 0);
+    cr_tangent one = cr_tangent_f64(1), dx[2], out;
+    assert_int_equal(cr_pullback_call(fx->arena, &pb, &one, dx, 2), CR_OK);
+    cr_array *acc;
+    assert_int_equal(cr_array_new(fx->arena, CR_DT_F64, 1, &n0, &acc), CR_OK);
+    assert_int_equal(cr_tangent_accum(fx->arena, cr_tangent_array(acc), dx[1], &out), CR_OK);
+    assert_int_equal(cr_array_numel(unthunked(out).u.arr), 0);
+}
+
+/* A function whose primal returns a struct, not a number; and one with no rule at all. */
+static cr_status pair_primal(cr_arena *arena, const cr_value *f, const cr_value *args, size_t nargs,
+                             cr_value *out)
+{
+    (void)arena;
+    (void)f;
+    (void)args;
+    (void)nargs;
+    static cr_range r = {0, 1, 1};
+    *out = cr_value_struct(&cr_range_type, &r);
+    return CR_OK;
+}
+static const cr_function pair_fn = {.name = "pair", .arity = -1, .primal = pair_primal};
+
+static cr_status plain_primal(cr_arena *arena, const cr_value *f, const cr_value *args,
+                              size_t nargs, cr_value *out)
+{
+    (void)arena;
+    (void)f;
+    double s = 0;
+    for (size_t i = 0; i < nargs; i++)
+        s += args[i].u.f64;
+    *out = cr_value_f64(s);
+    return CR_OK;
+}
+static const cr_function plain_fn = {.name = "plain", .arity = -1, .primal = plain_primal};
+
+static cr_status no_rrule_via_ad(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                                 const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                                 void *env)
+{
+    (void)cfg, (void)arena, (void)f, (void)args, (void)nargs, (void)y, (void)pb, (void)env;
+    return CR_NOTHING;
+}
+
+static cr_status no_frule_via_ad(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                                 const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                                 cr_tangent *dy, void *env)
+{
+    (void)cfg, (void)arena, (void)dargs, (void)f, (void)args, (void)nargs, (void)y, (void)dy,
+        (void)env;
+    return CR_NOTHING;
+}
+
+static void test_hof_function_failures(void **state)
+{
+    fixture *fx = *state;
+    double x[3] = {1, 2, 3};
+    cr_array X = cr_array_vector(x, 3);
+    cr_value pair = cr_value_function(&pair_fn, NULL), plain = cr_value_function(&plain_fn, NULL);
+    expect_err(fx, &cr_fn_broadcast, ((cr_value[]){pair, cr_value_array(&X)}), 2, CR_EINVAL,
+               "broadcast: pair returned a struct, not a number");
+    expect_err(fx, &cr_fn_foldl, ((cr_value[]){pair, cr_value_array(&X)}), 2, CR_EINVAL,
+               "foldl: pair returned a struct, not a number");
+    /* A configuration with an AD whose rrule_via_ad / frule_via_ad find no rule. */
+    cr_config cfg = {.struct_size = sizeof cfg,
+                     .caps = CR_CAP_REVERSE | CR_CAP_FORWARD,
+                     .rrule_via_ad = no_rrule_via_ad,
+                     .frule_via_ad = no_frule_via_ad};
+    cr_value args[2] = {plain, cr_value_array(&X)}, y;
+    cr_pullback pb;
+    assert_int_equal(cr_rrule(&cfg, fx->arena, &cr_fn_map, args, 2, &y, &pb), CR_ENORULE);
+    assert_contains(cr_ctx_errmsg(fx->ctx), "map: plain failed at element 0");
+    assert_contains(cr_ctx_errmsg(fx->ctx), "rrule_via_ad gave no rule");
+    cr_ctx_clear_error(fx->ctx);
+    cr_tangent d[3] = {cr_tangent_none(), cr_tangent_none(), cr_tangent_zero()}, dy;
+    double t[3] = {1, 1, 1};
+    cr_array T = cr_array_vector(t, 3);
+    d[2] = cr_tangent_array(&T);
+    assert_int_equal(cr_frule(&cfg, fx->arena, d, &cr_fn_map, args, 2, &y, &dy), CR_ENORULE);
+    assert_contains(cr_ctx_errmsg(fx->ctx), "frule_via_ad gave no rule");
+    cr_ctx_clear_error(fx->ctx);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_map, args, 2, &y), CR_OK);
+    ASSERT_DBL(creal(cr_array_get_linear(y.u.arr, 2)), 3);
+}
+
+static void test_more_errors(void **state)
+{
+    fixture *fx = *state;
+    double x[6] = {1, 2, 3, 4, 5, 6};
+    cr_array X = cr_array_matrix(x, 2, 3);
+    cr_value A = cr_value_array(&X);
+    double fs[2] = {3, 2};
+    cr_array FS = cr_array_vector(fs, 2);
+    expect_err(fx, &cr_fn_reshape, ((cr_value[]){A, cr_value_array(&FS)}), 2, CR_EINVAL,
+               "reshape: expected an i64 array, got a f64 array");
+    int64_t twice[2] = {1, 1};
+    cr_array TW;
+    cr_value tw = i64s(&TW, twice, 2);
+    expect_err(fx, &cr_fn_sum, ((cr_value[]){A, tw}), 2, CR_EINVAL,
+               "sum: dimension 1 listed twice");
+    /* A struct tangent for a scalar argument of broadcast. */
+    cr_value bargs[3] = {cr_fn_mul, cr_value_f64(3), A}, y;
+    cr_tangent db[4] = {cr_tangent_none(), cr_tangent_none(),
+                        cr_tangent_struct_empty(&cr_range_type), cr_tangent_zero()},
+               dout;
+    assert_int_equal(cr_frule(NULL, fx->arena, db, &cr_fn_broadcast, bargs, 3, &y, &dout),
+                     CR_ETANGENT);
+    assert_contains(cr_ctx_errmsg(fx->ctx), "expected a scalar tangent, got");
+    cr_ctx_clear_error(fx->ctx);
+}
+
 /* ---- Errors for bad input ----------------------------------------------------------------------
  */
 
@@ -839,6 +1055,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_index_ranges, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_matmul_empty_inner, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_foldl_functor, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_complex_reduce_dims, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_broadcast_per_element_constants, fixture_setup,
+                                        fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_empty_accumulation, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_hof_function_failures, fixture_setup,
+                                        fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_more_errors, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_errors_shapes_gather, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_errors_index, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_errors_reduce, fixture_setup, fixture_teardown),
