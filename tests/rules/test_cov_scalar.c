@@ -216,6 +216,55 @@ static void test_special_errors(void **state)
                "gamma_inc takes 2 arguments, 1 given");
 }
 
+static void test_gamma_inc_tangents(void **state)
+{
+    fixture *fx = *state;
+    /* Δa NotImplemented: both components NotImplemented (ChainRules' algebra); with an
+     * integer a, a is not perturbed and the x part is left. */
+    cr_tangent ni;
+    assert_int_equal(cr_tangent_not_implemented(fx->arena, __FILE__, __LINE__, "test", &ni), CR_OK);
+    cr_value gi[2] = {cr_value_f64(1.5), cr_value_f64(0.75)}, y;
+    cr_tangent d[3] = {cr_tangent_none(), ni, cr_tangent_f64(1)}, dy;
+    assert_int_equal(cr_frule(NULL, fx->arena, d, &cr_fn_gamma_inc, gi, 2, &y, &dy), CR_OK);
+    assert_int_equal(unthunked(cr_tangent_field(dy, 0)).tag, CR_TAN_NOTIMPL);
+    assert_int_equal(unthunked(cr_tangent_field(dy, 1)).tag, CR_TAN_NOTIMPL);
+    gi[0] = cr_value_i64(2);
+    assert_int_equal(cr_frule(NULL, fx->arena, d, &cr_fn_gamma_inc, gi, 2, &y, &dy), CR_OK);
+    cr_tangent dp = unthunked(cr_tangent_field(dy, 0)), dq = unthunked(cr_tangent_field(dy, 1));
+    assert_int_equal(dp.tag, CR_TAN_F64);
+    ASSERT_CLOSE(dp.u.f64, -dq.u.f64, 1e-15);
+    check_rules(fx, &cr_fn_gamma_inc, gi, 2);
+    /* A structural seed with absent fields: zero cotangents (a's not NotImplemented). */
+    gi[0] = cr_value_f64(1.5);
+    cr_pullback pb;
+    assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_gamma_inc, gi, 2, &y, &pb), CR_OK);
+    cr_tangent seed = cr_tangent_struct_empty(y.u.obj.type), dx[3];
+    assert_int_equal(cr_pullback_call(fx->arena, &pb, &seed, dx, 3), CR_OK);
+    assert_true(cr_tangent_is_zero(dx[1]));
+    assert_true(cr_tangent_is_zero(dx[2]));
+}
+
+static void test_math_nan_exponents(void **state)
+{
+    fixture *fx = *state;
+    /* ldexp / scalbln with a NaN exponent use 0: x itself, derivative 1 in x. */
+    const char *names[2] = {"ldexp", "scalbln"};
+    for (size_t k = 0; k < 2; k++) {
+        const cr_function *fn = cr_registry_find(cr_registry_builtin(), names[k]);
+        assert_non_null(fn);
+        cr_value f = cr_value_function(fn, NULL), args[2] = {cr_value_f64(3), cr_value_f64(NAN)}, y;
+        cr_tangent d[3] = {cr_tangent_none(), cr_tangent_f64(1), cr_tangent_zero()}, dy;
+        assert_int_equal(cr_frule(NULL, fx->arena, d, &f, args, 2, &y, &dy), CR_OK);
+        ASSERT_DBL(y.u.f64, 3);
+        ASSERT_DBL(unthunked(dy).u.f64, 1);
+    }
+    /* pow(0, NaN): NaN, and a NaN derivative in x. */
+    cr_value pa[2] = {cr_value_f64(0), cr_value_f64(NAN)}, y;
+    cr_tangent d[3] = {cr_tangent_none(), cr_tangent_f64(1), cr_tangent_zero()}, dy;
+    assert_int_equal(cr_frule(NULL, fx->arena, d, &cr_fn_pow, pa, 2, &y, &dy), CR_OK);
+    assert_true(isnan(y.u.f64) && isnan(unthunked(dy).u.f64));
+}
+
 /* ---- Complex rows -----------------------------------------------------------------------------
  */
 
@@ -369,6 +418,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_special_tangent_kinds, fixture_setup,
                                         fixture_teardown),
         cmocka_unit_test_setup_teardown(test_special_errors, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_gamma_inc_tangents, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_math_nan_exponents, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_complex_pow_at_zero, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_complex_args_and_errors, fixture_setup,
                                         fixture_teardown),
