@@ -709,6 +709,10 @@ static void test_empty_accumulation(void **state)
     assert_int_equal(cr_array_new(fx->arena, CR_DT_F64, 1, &n0, &acc), CR_OK);
     assert_int_equal(cr_tangent_accum(fx->arena, cr_tangent_array(acc), dx[1], &out), CR_OK);
     assert_int_equal(cr_array_numel(unthunked(out).u.arr), 0);
+    /* A complex accumulator takes the generic add! (evaluate, then add element by element). */
+    assert_int_equal(cr_array_new(fx->arena, CR_DT_C128, 1, &n0, &acc), CR_OK);
+    assert_int_equal(cr_tangent_accum(fx->arena, cr_tangent_array(acc), dx[1], &out), CR_OK);
+    assert_int_equal(cr_array_numel(unthunked(out).u.arr), 0);
 }
 
 /* A function whose primal returns a struct, not a number; and one with no rule at all. */
