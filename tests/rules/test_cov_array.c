@@ -608,6 +608,13 @@ static void test_foldl_functor(void **state)
     cr_tangent dk = unthunked(cr_tangent_field(unthunked(dx[1]), 0));
     assert_int_equal(dk.tag, CR_TAN_F64);
     ASSERT_CLOSE(dk.u.f64, 2.5, 1e-15);
+    /* A seed that is a thunk of ZeroTangent: zero cotangents, none of the steps' pullbacks
+     * run. */
+    cr_tangent zt;
+    assert_int_equal(cr_tangent_thunk(fx->arena, zero_thunk, NULL, "zero_thunk", &zt), CR_OK);
+    assert_int_equal(cr_pullback_call(fx->arena, &pb, &zt, dx, 4), CR_OK);
+    for (size_t i = 1; i < 4; i++)
+        assert_true(is_zeroish(dx[i]));
     cr_registry_free(reg);
 }
 
@@ -801,6 +808,8 @@ static void test_more_errors(void **state)
     cr_array FS = cr_array_vector(fs, 2);
     expect_err(fx, &cr_fn_reshape, ((cr_value[]){A, cr_value_array(&FS)}), 2, CR_EINVAL,
                "reshape: expected an i64 array, got a f64 array");
+    expect_err(fx, &cr_fn_permutedims, ((cr_value[]){A, cr_value_f64(6)}), 2, CR_EINVAL,
+               "permutedims: expected an i64 array, got a f64");
     int64_t twice[2] = {1, 1};
     cr_array TW;
     cr_value tw = i64s(&TW, twice, 2);
