@@ -53,6 +53,10 @@ static cr_status bc_parse(cr_arena *arena, const char *who, const cr_value *args
     b->args = args + 1;
     if (b->n > BC_MAX_IN)
         return CR__FAIL(arena, CR_EINVAL, "%s: at most %d arguments", who, BC_MAX_IN);
+    /* A variadic function whose row covers one arity (hypot(x, y) of hypot(x...)): other
+     * arities go element by element, through the function's own rules. */
+    if (b->row != NULL && b->row->nin != b->n && b->fn->arity < 0)
+        b->row = NULL;
     if (b->row != NULL && (b->row->nin != b->n || b->row->nout != 1))
         return CR__FAIL(arena, CR_EINVAL,
                         "%s: %s takes %u arguments and has %u outputs (one output "

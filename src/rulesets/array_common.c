@@ -239,7 +239,10 @@ cr_status cr__int_arg(cr_arena *arena, const char *who, const cr_value *v, int64
 cr_status cr__int_list(cr_arena *arena, const char *who, const cr_value *v, int64_t **out,
                        size_t *n)
 {
-    if (v->kind != CR_KIND_ARRAY || v->u.arr == NULL || v->u.arr->dtype != CR_DT_I64)
+    if (v->kind == CR_KIND_ARRAY && v->u.arr != NULL && v->u.arr->dtype != CR_DT_I64)
+        return CR__FAIL(arena, CR_EINVAL, "%s: expected an i64 array, got a %s array", who,
+                        cr_dtype_name((cr_dtype)v->u.arr->dtype));
+    if (v->kind != CR_KIND_ARRAY || v->u.arr == NULL)
         return CR__FAIL(arena, CR_EINVAL, "%s: expected an i64 array, got a %s", who,
                         cr_kind_name(v->kind));
     const cr_array *a = v->u.arr;
