@@ -147,8 +147,19 @@ static const cr_value *const k_fns[] = {
 };
 #define NFNS (sizeof k_fns / sizeof k_fns[0])
 
-/* Every linear-algebra rule at points of its sampler: a ZeroTangent seed gives zero (or
- * NoTangent) cotangents, and zero or absent input tangents give a zero output tangent. */
+/* A thunk whose value is ZeroTangent. cr_pullback_call answers a plain ZeroTangent seed
+ * itself; a thunk seed reaches the pullback, which finds the zero when it unthunks it. */
+static cr_status zero_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
+{
+    (void)arena;
+    (void)env;
+    *out = cr_tangent_zero();
+    return CR_OK;
+}
+
+/* Every linear-algebra rule at points of its sampler: a seed that is zero once unthunked
+ * gives zero (or NoTangent) cotangents, and zero or absent input tangents give a zero output
+ * tangent. */
 static void test_zero_seeds(void **state)
 {
     fixture *fx = *state;
@@ -178,7 +189,9 @@ static void test_zero_seeds(void **state)
                 if (st != CR_OK)
                     print_error("%s: %s\n", info.fn->name, cr_ctx_errmsg(fx->ctx));
                 assert_int_equal(st, CR_OK);
-                cr_tangent zero = cr_tangent_zero(), dx[8];
+                cr_tangent zero, dx[8];
+                assert_int_equal(
+                    cr_tangent_thunk(fx->arena, zero_thunk_fn, NULL, "zero_seed", &zero), CR_OK);
                 st = cr_pullback_call(fx->arena, &pb, &zero, dx, n + 1);
                 if (st != CR_OK)
                     print_error("%s: %s\n", info.fn->name, cr_ctx_errmsg(fx->ctx));
@@ -243,6 +256,20 @@ static void test_nondiff_args(void **state)
     cr_value g3[5] = {cr_value_bool(true), cr_value_array(&Am), cr_value_array(&Bm),
                       cr_value_i64(0), cr_value_array(&Cm)};
     check_rules(fx, &cr_fn_gemm, g3, 5);
+    /* the integer alpha and beta get NoTangent, alpha = 2 scales the product */
+    cr_value out;
+    cr_pullback pb;
+    assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_gemm, g1, 5, &out, &pb), CR_OK);
+    ASSERT_CLOSE(creal(cr_array_get_linear(out.u.arr, 0)), 2 * (0.3 - 1 - 0.7 * 0.25) + 0.5 * 0.1,
+                 1e-14);
+    cr_tangent seed = cr_tangent_array(&Cm), dx[6];
+    assert_int_equal(cr_pullback_call(fx->arena, &pb, &seed, dx, 6), CR_OK);
+    assert_int_equal(dx[1].tag, CR_TAN_NONE);
+    assert_int_equal(dx[4].tag, CR_TAN_F64);
+    assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_gemm, g2, 5, &out, &pb), CR_OK);
+    assert_int_equal(cr_pullback_call(fx->arena, &pb, &seed, dx, 6), CR_OK);
+    assert_int_equal(dx[1].tag, CR_TAN_F64);
+    assert_int_equal(dx[4].tag, CR_TAN_NONE);
     /* gemv('N', 2, A, x) and gemv('T', 1.5, A, y, 2, x): integer alpha and beta */
     cr_value v1[4] = {cr_value_i64('N'), cr_value_i64(2), cr_value_array(&Am), cr_value_array(&X)};
     check_rules(fx, &cr_fn_gemv, v1, 4);
