@@ -47,7 +47,9 @@ CR_INTERNAL uint64_t cr__test_hash_discrete(const cr_value *v);
  * mutation. */
 CR_INTERNAL uint64_t cr__test_hash_value(const cr_value *v, uint64_t h);
 
-/* A hash of a tangent's contents (thunks not evaluated: their address). */
+/* A hash of a tangent's contents. Thunks are evaluated (memoized) and hashed by their
+ * value, so that a rule evaluating one is not taken for mutating it; one that fails to
+ * evaluate hashes as its address. */
 CR_INTERNAL uint64_t cr__test_hash_tangent(cr_tangent t, uint64_t h);
 
 /* The coordinate weights <E_k, E_k> (2 for mirrored entries of Symmetric/Hermitian,
