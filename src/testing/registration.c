@@ -387,6 +387,9 @@ cr_status cr_test_rule_registration(cr_arena *scratch, const cr_test_opts *opts,
         memcpy(&o, opts,
                opts->struct_size == 0 || opts->struct_size > sizeof o ? sizeof o
                                                                       : opts->struct_size);
+    cr__tester check;
+    if (cr__tester_init(&check, scratch, &o, NULL, 0, out) != CR_OK)
+        return CR_EINVAL; /* invalid finite-difference options (noted) */
     uint64_t rng = o.seed != 0 ? o.seed : 0x5EEDC0DE2024ull;
     /* Each rule gets its own stream, so a rule's points do not depend on the others. */
     for (const char *c = rule->fn->name; c != NULL && *c; c++)
