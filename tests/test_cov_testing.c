@@ -630,6 +630,9 @@ static void test_missing_rules_and_primal(void **state)
     assert_int_equal(cr_test_consistency(f->arena, &f->opts, &fo, &k_x, 1, &r), CR_ENORULE);
     assert_int_equal(r.verdict, CR_VERDICT_FAIL);
     assert_contains(r.message, "no rrule applies");
+    /* test_scalar stops at the missing rrule. */
+    assert_int_equal(cr_test_scalar(f->arena, &f->opts, &fo, &k_x, 1, &r), CR_ENORULE);
+    assert_int_equal(r.verdict, CR_VERDICT_FAIL);
     cr_value ro = cr_value_function(&k_cube_ro_fn, NULL);
     assert_int_equal(cr_test_consistency(f->arena, &f->opts, &ro, &k_x, 1, &r), CR_ENORULE);
     assert_int_equal(r.verdict, CR_VERDICT_FAIL);
@@ -645,6 +648,10 @@ static void test_missing_rules_and_primal(void **state)
     assert_int_equal(cr_test_consistency(f->arena, &f->opts, &nx, &k_x, 1, &r), CR_OK);
     CR_ASSERT_RULE_FAILS(r);
     assert_contains(r.message, "1 cotangents, expected 2");
+    cr_value z = zval();
+    assert_int_equal(cr_test_scalar(f->arena, &f->opts, &nx, &z, 1, &r), CR_OK);
+    CR_ASSERT_RULE_FAILS(r);
+    assert_contains(r.message, "one for self and one per argument");
     assert_int_equal(cr_arena_used(f->arena), 0);
 }
 
@@ -710,6 +717,85 @@ static const cr_function k_scale_fns[3] = {
 };
 static const int k_scale_modes[3] = {SC_NONE, SC_VALUE, SC_NI};
 static const cr_argspec k_f64_int[2] = {{CR_M_F64, NULL}, {CR_M_INT, NULL}};
+
+/* half(n) = n / 2 of an integer, whose frule or rrule may give a wrong value: test_scalar
+ * has no unit tangent to give it, and still calls both rules. */
+static cr_status half_primal(cr_arena *arena, const cr_value *f, const cr_value *args, size_t n,
+                             cr_value *out)
+{
+    (void)arena;
+    (void)f;
+    (void)n;
+    *out = cr_value_f64((double)args[0].u.i64 / 2);
+    return CR_OK;
+}
+
+static cr_status half_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                            cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)dargs;
+    *dy = cr_tangent_zero();
+    cr_status st = half_primal(arena, f, args, nargs, y);
+    if (*(const int *)udata == SC_VALUE)
+        y->u.f64 += 1; /* wrong */
+    return st;
+}
+
+static cr_status half_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                               void *env)
+{
+    (void)dy;
+    (void)arena;
+    (void)env;
+    for (size_t i = 0; i < nx; i++)
+        dx[i] = cr_tangent_none();
+    return CR_OK;
+}
+
+static cr_status half_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                            const void *udata)
+{
+    (void)cfg;
+    pb->fn = half_pullback;
+    pb->env = NULL;
+    pb->name = "half_pullback";
+    pb->nx = nargs + 1;
+    cr_status st = half_primal(arena, f, args, nargs, y);
+    if (*(const int *)udata == SC_NI)
+        y->u.f64 -= 1; /* wrong */
+    return st;
+}
+
+static const cr_function k_half_fns[3] = {
+    {.name = "half_ok", .arity = 1, .primal = half_primal},
+    {.name = "half_fvalue", .arity = 1, .primal = half_primal},
+    {.name = "half_rvalue", .arity = 1, .primal = half_primal},
+};
+static const cr_argspec k_int1[1] = {{CR_M_INT, NULL}};
+
+static void test_integer_only_arguments(void **state)
+{
+    fixture *f = *state;
+    for (int i = 0; i < 3; i++)
+        add_rule(f, &k_half_fns[i], k_int1, 1, half_frule, half_rrule, &k_scale_modes[i]);
+    cr_value n = cr_value_i64(5);
+    cr_test_report r;
+    cr_value ok = cr_value_function(&k_half_fns[0], NULL);
+    CR_ASSERT_RULE_TEST(cr_test_scalar(f->arena, &f->opts, &ok, &n, 1, &r), r);
+    assert_int_equal(r.verdict, CR_VERDICT_PASS);
+    assert_true(r.nchecks >= 4);
+    cr_value fv = cr_value_function(&k_half_fns[1], NULL);
+    assert_int_equal(cr_test_scalar(f->arena, &f->opts, &fv, &n, 1, &r), CR_OK);
+    CR_ASSERT_RULE_FAILS(r);
+    assert_contains(r.where, "frule: primal value");
+    cr_value rv = cr_value_function(&k_half_fns[2], NULL);
+    assert_int_equal(cr_test_scalar(f->arena, &f->opts, &rv, &n, 1, &r), CR_OK);
+    CR_ASSERT_RULE_FAILS(r);
+    assert_contains(r.where, "rrule: primal value");
+}
 
 static void test_integer_argument_cotangents(void **state)
 {
@@ -928,6 +1014,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_explicit_tangents, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_rules_and_primal, setup, teardown),
         cmocka_unit_test_setup_teardown(test_integer_argument_cotangents, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_integer_only_arguments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fd_method_and_options, setup, teardown),
         cmocka_unit_test_setup_teardown(test_outputs_domains_poles, setup, teardown),
     };

@@ -465,6 +465,50 @@ static void test_registration_general(void **state)
     assert_int_equal(cr_arena_used(f->arena), 0);
 }
 
+/* answer() = 42: no arguments at all. */
+static cr_status answer_primal(cr_arena *arena, const cr_value *f, const cr_value *args, size_t n,
+                               cr_value *out)
+{
+    (void)arena;
+    (void)f;
+    (void)args;
+    (void)n;
+    *out = cr_value_f64(42);
+    return CR_OK;
+}
+
+static cr_status answer_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                              const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                              cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)dargs;
+    /* Wrong when udata is set: a constant has no tangent. */
+    *dy = udata != NULL ? cr_tangent_f64(1.0) : cr_tangent_zero();
+    return answer_primal(arena, f, args, nargs, y);
+}
+
+static const cr_function k_answer_fn = {.name = "answer", .arity = 0, .primal = answer_primal};
+static const cr_function k_answer_bad_fn = {
+    .name = "answer_bad", .arity = 0, .primal = answer_primal};
+
+static void test_registration_no_arguments(void **state)
+{
+    fixture *f = *state;
+    cr_test_report r;
+    add_def(f, &k_answer_fn, NULL, 0, answer_frule, NULL, NULL, &k_default_box);
+    cr_rule_info info = last_entry(f);
+    CR_ASSERT_RULE_TEST(cr_test_rule_registration(f->arena, NULL, &info, &r), r);
+    assert_int_equal(r.verdict, CR_VERDICT_PASS);
+    assert_true(r.npoints >= 1);
+    add_def(f, &k_answer_bad_fn, NULL, 0, answer_frule, NULL, &k_yes, &k_default_box);
+    info = last_entry(f);
+    assert_int_equal(cr_test_rule_registration(f->arena, NULL, &info, &r), CR_OK);
+    CR_ASSERT_RULE_FAILS(r);
+    assert_contains(r.where, "frule: tangent of the output");
+    assert_int_equal(cr_arena_used(f->arena), 0);
+}
+
 static void test_registration_refusals(void **state)
 {
     fixture *f = *state;
@@ -1125,6 +1169,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_wrong_non_differentiable, setup, teardown),
         cmocka_unit_test_setup_teardown(test_registration_rows, setup, teardown),
         cmocka_unit_test_setup_teardown(test_registration_general, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_registration_no_arguments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_registration_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_struct_and_array_cotangents, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flatten_rich_struct, setup, teardown),

@@ -146,8 +146,8 @@ static bool variant_ok(const cr_rule_info *rule, variant v, const double *x, con
         if (!allows(rule, j, need))
             return false;
     }
-    if (v == V_MIX && n < 2)
-        return false;
+    if ((v == V_MIX && n < 2) || (n == 0 && v != V_F64))
+        return false; /* without arguments every variant is the same */
     if (v == V_INT) {
         double r = round(x[0]);
         if (r < lo[0] || r > hi[0])
@@ -428,7 +428,7 @@ cr_status cr_test_rule_registration(cr_arena *scratch, const cr_test_opts *opts,
             }
         }
         bool f64_only = (o.flags & CR_TEST_F64_ONLY) != 0;
-        variant base = allows(rule, 0, CR_M_F64) ? V_F64 : V_C128;
+        variant base = n == 0 || allows(rule, 0, CR_M_F64) ? V_F64 : V_C128;
         /* Hard points and box corners: the base variant. */
         for (size_t k = 0; k < reg->npoints && reg->points != NULL; k++) {
             for (size_t j = 0; j < n; j++) {

@@ -1373,9 +1373,11 @@ cr_status cr__run_scalar(cr__tester *t, const cr_value *vals)
     cr_tangent *d2 = d + nv;
 
     /* Forward mode, one unit tangent at a time. */
+    bool any = false;
     for (size_t j = 1; j < nv && !t->no_frule; j++) {
         if (!float_kind(vals[j].kind))
             continue;
+        any = true;
         for (int im = 0; im <= (vals[j].kind == CR_KIND_C128); im++) {
             snprintf(t->label, sizeof t->label, "ẋ%zu = %s; ", j, im ? "i" : "1");
             unit_dargs(vals, nv, j, unit_of(vals[j].kind, im != 0), d);
@@ -1407,10 +1409,21 @@ cr_status cr__run_scalar(cr__tester *t, const cr_value *vals)
         }
     }
 
+    if (!any && !t->no_frule) {
+        /* No float argument (none at all, or integers only): the frule is still checked,
+         * for its value and a zero tangent. */
+        unit_dargs(vals, nv, SIZE_MAX, cr_tangent_zero(), d);
+        st = cr__run_frule(t, vals, d, NULL);
+        if (st != CR_OK)
+            goto out;
+    }
+
     /* Reverse mode, one unit seed at a time. */
+    any = false;
     for (size_t i = 0; i < nout && !t->no_rrule; i++) {
         if (!float_kind(okind[i]))
             continue;
+        any = true;
         for (int im = 0; im <= (okind[i] == CR_KIND_C128); im++) {
             cr_tangent seed;
             st = unit_seed(t->arena, &y0, i, unit_of(okind[i], im != 0), &seed);
@@ -1457,6 +1470,13 @@ cr_status cr__run_scalar(cr__tester *t, const cr_value *vals)
             if (st != CR_OK)
                 goto out;
         }
+    }
+
+    if (!any && !t->no_rrule) {
+        /* No float output: the rrule's value and its cotangents (NoTangent) are checked. */
+        st = cr__run_rrule(t, vals, NULL, NULL);
+        if (st != CR_OK)
+            goto out;
     }
 
     t->label[0] = '\0';
