@@ -776,6 +776,48 @@ static const cr_function k_half_fns[3] = {
 };
 static const cr_argspec k_int1[1] = {{CR_M_INT, NULL}};
 
+/* dbl(n) = 2n, integer to integer: no float anywhere, the rules' values are still checked. */
+static cr_status dbl_primal(cr_arena *arena, const cr_value *f, const cr_value *args, size_t n,
+                            cr_value *out)
+{
+    (void)arena;
+    (void)f;
+    (void)n;
+    *out = cr_value_i64(2 * args[0].u.i64);
+    return CR_OK;
+}
+
+static cr_status dbl_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                           const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                           const void *udata)
+{
+    (void)cfg;
+    pb->fn = half_pullback;
+    pb->env = NULL;
+    pb->name = "dbl_pullback";
+    pb->nx = nargs + 1;
+    cr_status st = dbl_primal(arena, f, args, nargs, y);
+    if (*(const int *)udata == SC_NI)
+        y->u.i64 += 1; /* wrong */
+    return st;
+}
+
+static cr_status dbl_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                           const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                           cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)dargs;
+    (void)udata;
+    *dy = cr_tangent_none();
+    return dbl_primal(arena, f, args, nargs, y);
+}
+
+static const cr_function k_dbl_fns[2] = {
+    {.name = "dbl_ok", .arity = 1, .primal = dbl_primal},
+    {.name = "dbl_rvalue", .arity = 1, .primal = dbl_primal},
+};
+
 static void test_integer_only_arguments(void **state)
 {
     fixture *f = *state;
@@ -793,6 +835,16 @@ static void test_integer_only_arguments(void **state)
     assert_contains(r.where, "frule: primal value");
     cr_value rv = cr_value_function(&k_half_fns[2], NULL);
     assert_int_equal(cr_test_scalar(f->arena, &f->opts, &rv, &n, 1, &r), CR_OK);
+    CR_ASSERT_RULE_FAILS(r);
+    assert_contains(r.where, "rrule: primal value");
+    /* An integer output too. */
+    add_rule(f, &k_dbl_fns[0], k_int1, 1, dbl_frule, dbl_rrule, &k_scale_modes[SC_NONE]);
+    add_rule(f, &k_dbl_fns[1], k_int1, 1, dbl_frule, dbl_rrule, &k_scale_modes[SC_NI]);
+    cr_value d0 = cr_value_function(&k_dbl_fns[0], NULL);
+    CR_ASSERT_RULE_TEST(cr_test_scalar(f->arena, &f->opts, &d0, &n, 1, &r), r);
+    assert_int_equal(r.verdict, CR_VERDICT_PASS);
+    cr_value d1 = cr_value_function(&k_dbl_fns[1], NULL);
+    assert_int_equal(cr_test_scalar(f->arena, &f->opts, &d1, &n, 1, &r), CR_OK);
     CR_ASSERT_RULE_FAILS(r);
     assert_contains(r.where, "rrule: primal value");
 }

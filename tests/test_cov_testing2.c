@@ -166,12 +166,17 @@ static void test_wrong_non_differentiable(void **state)
         d.frule = nd_frule;
         d.rrule = nd_rrule;
         d.udata = &k_nd[v];
+        if (v == N_NX) {
+            /* Without an frule only the rrule is checked. */
+            d.frule = NULL;
+        }
         cr_rule_info info;
         memset(&info, 0, sizeof info);
         info.fn = &k_floor_fn;
         info.nargs = 1;
         info.args = k_f64_1;
-        info.has_frule = info.has_rrule = true;
+        info.has_frule = d.frule != NULL;
+        info.has_rrule = true;
         info.non_differentiable = true;
         info.def = &d;
         cr_test_report r;
@@ -452,6 +457,12 @@ static void test_registration_general(void **state)
     /* rrule only: no frule checks, no dot-product test. */
     static const cr_function vec2r = {.name = "vec2r", .arity = 1, .primal = vec2_primal};
     add_def(f, &vec2r, k_f64_1, 1, NULL, vec2_rrule, NULL, &k_default_box);
+    info = last_entry(f);
+    CR_ASSERT_RULE_TEST(cr_test_rule_registration(f->arena, &o, &info, &r), r);
+    assert_int_equal(r.verdict, CR_VERDICT_PASS);
+    /* No primal and no rrule: the frule's value stands for it. */
+    static const cr_function vec2np = {.name = "vec2np", .arity = 1};
+    add_def(f, &vec2np, k_f64_1, 1, vec2_frule, NULL, NULL, &k_default_box);
     info = last_entry(f);
     CR_ASSERT_RULE_TEST(cr_test_rule_registration(f->arena, &o, &info, &r), r);
     assert_int_equal(r.verdict, CR_VERDICT_PASS);
