@@ -418,6 +418,29 @@ static cr_status shapey_frule(const cr_config *cfg, cr_arena *arena, const cr_ta
     return shapey_primal(arena, f, args, nargs, y);
 }
 
+/* The same, refusing with CR_EINVAL: such points are skipped, not failed. */
+static cr_status picky_primal(cr_arena *arena, const cr_value *f, const cr_value *args, size_t n,
+                              cr_value *out)
+{
+    (void)f;
+    (void)n;
+    if (args[0].u.f64 > 2)
+        return cr_ctx_error(cr_arena_ctx(arena), CR_EINVAL, "picky: too large");
+    *out = cr_value_f64(args[0].u.f64);
+    return CR_OK;
+}
+
+static cr_status picky_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                             cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)udata;
+    *dy = dargs[1];
+    return picky_primal(arena, f, args, nargs, y);
+}
+
+static const cr_function k_picky_fn = {.name = "picky", .arity = 1, .primal = picky_primal};
 static const double k_shapey_pts[] = {3.0, 0.5};
 static const cr_rule_test k_shapey_test = {.npoints = 2, .points = k_shapey_pts};
 static const cr_function k_shapey_fn = {.name = "shapey", .arity = 1, .primal = shapey_primal};
@@ -473,6 +496,18 @@ static void test_registration_general(void **state)
     assert_int_equal(r.verdict, CR_VERDICT_FAIL);
     assert_contains(r.message, "f(args) failed with CR_ESHAPE: shapey: too large");
     assert_int_equal(r.npoints, 1);
+    add_def(f, &k_picky_fn, k_f64_1, 1, picky_frule, NULL, NULL, &k_shapey_test);
+    info = last_entry(f);
+    o.flags = CR_TEST_F64_ONLY | CR_TEST_NO_EDGES;
+    CR_ASSERT_RULE_TEST(cr_test_rule_registration(f->arena, &o, &info, &r), r);
+    assert_int_equal(r.verdict, CR_VERDICT_PASS);
+    assert_int_equal(r.nskipped, 1);
+    assert_contains(r.skip_note, "at (3): the primal refuses these arguments (CR_EINVAL)");
+    /* The single-point testers say FAIL and return the status. */
+    cr_value pv = cr_value_function(&k_picky_fn, NULL), big = cr_value_f64(3);
+    assert_int_equal(cr_test_frule(f->arena, &f->opts, &pv, &big, 1, &r), CR_EINVAL);
+    assert_int_equal(r.verdict, CR_VERDICT_FAIL);
+    assert_contains(r.message, "f(args) failed with CR_EINVAL: picky: too large");
     assert_int_equal(cr_arena_used(f->arena), 0);
 }
 

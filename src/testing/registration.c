@@ -283,13 +283,18 @@ static void run_point(point_ctx *p, const cr_value *f, const cr_value *args)
                 st = cr__run_consistency(&t, vals, NULL, NULL);
         }
     }
-    if (st == CR_EDOMAIN) {
+    /* A point the primal refuses (CR_EINVAL: a sampler's combination outside what f
+     * accepts) cannot be tested either. */
+    bool refused = st == CR_EINVAL && t.primal_failed;
+    if (st == CR_EDOMAIN || refused) {
         p->out->nskipped++;
         if (p->out->skip_note[0] == '\0') {
             char at[120];
             point_str(args, nargs, at, sizeof at);
             snprintf(p->out->skip_note, sizeof p->out->skip_note, "at (%s): %s", at,
-                     t.skip_why != NULL ? t.skip_why : "outside the domain");
+                     refused              ? "the primal refuses these arguments (CR_EINVAL)"
+                     : t.skip_why != NULL ? t.skip_why
+                                          : "outside the domain");
         }
     } else {
         if (r.verdict != CR_VERDICT_PASS) {

@@ -754,6 +754,7 @@ static bool primal_ok(cr__tester *t, const cr_value *vals, cr_value *y0, cr_stat
         NOTE(t, CR_VERDICT_FAIL, HUGE_VAL, "primal value",
              "%s has no primal and no rule applies to compute its value", sig);
     } else if (*st != CR_OK && *st != CR_EDOMAIN) {
+        t->primal_failed = true;
         NOTE(t, CR_VERDICT_FAIL, HUGE_VAL, "primal value", "f(args) failed with %s: %s",
              cr_status_name(*st), ctx_msg(t));
     }

@@ -87,6 +87,7 @@ typedef struct cr__tester {
     cr_test_report *rep;
     bool no_frule, no_rrule; /* the rule under test has no frule / no rrule: skip */
     const char *skip_why;    /* why the last CR_EDOMAIN (point not testable) was returned */
+    bool primal_failed;      /* f(args) itself failed (not a rule): the status is its */
     char label[96];          /* prefix of every `where`, e.g. "x1 = i; " */
 } cr__tester;
 
