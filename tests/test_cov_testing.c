@@ -837,6 +837,16 @@ static void test_integer_only_arguments(void **state)
     assert_int_equal(cr_test_scalar(f->arena, &f->opts, &rv, &n, 1, &r), CR_OK);
     CR_ASSERT_RULE_FAILS(r);
     assert_contains(r.where, "rrule: primal value");
+    /* A missing rule is reported there too. */
+    static const cr_function fonly = {.name = "half_fonly", .arity = 1, .primal = half_primal};
+    static const cr_function ronly = {.name = "half_ronly", .arity = 1, .primal = half_primal};
+    add_rule(f, &fonly, k_int1, 1, half_frule, NULL, &k_scale_modes[SC_NONE]);
+    add_rule(f, &ronly, k_int1, 1, NULL, half_rrule, &k_scale_modes[SC_NONE]);
+    cr_value fo = cr_value_function(&fonly, NULL), ro = cr_value_function(&ronly, NULL);
+    assert_int_equal(cr_test_scalar(f->arena, &f->opts, &fo, &n, 1, &r), CR_ENORULE);
+    assert_contains(r.message, "no rrule applies to half_fonly(int)");
+    assert_int_equal(cr_test_scalar(f->arena, &f->opts, &ro, &n, 1, &r), CR_ENORULE);
+    assert_contains(r.message, "no frule applies to half_ronly(int)");
     /* An integer output too. */
     add_rule(f, &k_dbl_fns[0], k_int1, 1, dbl_frule, dbl_rrule, &k_scale_modes[SC_NONE]);
     add_rule(f, &k_dbl_fns[1], k_int1, 1, dbl_frule, dbl_rrule, &k_scale_modes[SC_NI]);
