@@ -929,10 +929,14 @@ uint64_t cr__test_hash_tangent(cr_tangent t, uint64_t h)
             for (size_t i = 0; i < t.u.s.type->nfields; i++)
                 h = cr__test_hash_tangent(t.u.s.fields[i], h);
         return h;
-    case CR_TAN_THUNK:
-        if (t.u.thunk != NULL && t.u.thunk->state == 2)
-            return cr__test_hash_tangent(t.u.thunk->value, h);
+    case CR_TAN_THUNK: {
+        /* Evaluated (and memoized) here: a thunk hashed by its address before a rule and
+         * by its value after would read as mutated when the rule merely evaluated it. */
+        cr_tangent v;
+        if (t.u.thunk != NULL && cr_tangent_unthunk(t, &v) == CR_OK)
+            return cr__test_hash_tangent(v, h);
         return fnv(h, &t.u.thunk, sizeof t.u.thunk);
+    }
     case CR_TAN_NOTIMPL:
         return fnv(h, &t.u.ni, sizeof t.u.ni);
     default:

@@ -146,8 +146,8 @@ static bool variant_ok(const cr_rule_info *rule, variant v, const double *x, con
         if (!allows(rule, j, need))
             return false;
     }
-    if (v == V_MIX && n < 2)
-        return false;
+    if ((v == V_MIX && n < 2) || (n == 0 && v != V_F64))
+        return false; /* without arguments every variant is the same */
     if (v == V_INT) {
         double r = round(x[0]);
         if (r < lo[0] || r > hi[0])
@@ -283,13 +283,18 @@ static void run_point(point_ctx *p, const cr_value *f, const cr_value *args)
                 st = cr__run_consistency(&t, vals, NULL, NULL);
         }
     }
-    if (st == CR_EDOMAIN) {
+    /* A point the primal refuses (CR_EINVAL: a sampler's combination outside what f
+     * accepts) cannot be tested either. */
+    bool refused = st == CR_EINVAL && t.primal_failed;
+    if (st == CR_EDOMAIN || refused) {
         p->out->nskipped++;
         if (p->out->skip_note[0] == '\0') {
             char at[120];
             point_str(args, nargs, at, sizeof at);
             snprintf(p->out->skip_note, sizeof p->out->skip_note, "at (%s): %s", at,
-                     t.skip_why != NULL ? t.skip_why : "outside the domain");
+                     refused              ? "the primal refuses these arguments (CR_EINVAL)"
+                     : t.skip_why != NULL ? t.skip_why
+                                          : "outside the domain");
         }
     } else {
         if (r.verdict != CR_VERDICT_PASS) {
@@ -387,6 +392,9 @@ cr_status cr_test_rule_registration(cr_arena *scratch, const cr_test_opts *opts,
         memcpy(&o, opts,
                opts->struct_size == 0 || opts->struct_size > sizeof o ? sizeof o
                                                                       : opts->struct_size);
+    cr__tester check;
+    if (cr__tester_init(&check, scratch, &o, NULL, 0, out) != CR_OK)
+        return CR_EINVAL; /* invalid finite-difference options (noted) */
     uint64_t rng = o.seed != 0 ? o.seed : 0x5EEDC0DE2024ull;
     /* Each rule gets its own stream, so a rule's points do not depend on the others. */
     for (const char *c = rule->fn->name; c != NULL && *c; c++)
@@ -425,7 +433,7 @@ cr_status cr_test_rule_registration(cr_arena *scratch, const cr_test_opts *opts,
             }
         }
         bool f64_only = (o.flags & CR_TEST_F64_ONLY) != 0;
-        variant base = allows(rule, 0, CR_M_F64) ? V_F64 : V_C128;
+        variant base = n == 0 || allows(rule, 0, CR_M_F64) ? V_F64 : V_C128;
         /* Hard points and box corners: the base variant. */
         for (size_t k = 0; k < reg->npoints && reg->points != NULL; k++) {
             for (size_t j = 0; j < n; j++) {

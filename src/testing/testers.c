@@ -26,6 +26,16 @@ static void load_opts(const cr_test_opts *in, cr_test_opts *out)
     out->struct_size = (uint32_t)sizeof *out;
 }
 
+static cr_status fd_nothing(const double *x, size_t n, double *y, size_t m, void *env)
+{
+    (void)x;
+    (void)n;
+    (void)y;
+    (void)m;
+    (void)env;
+    return CR_OK;
+}
+
 cr_status cr__tester_init(cr__tester *t, cr_arena *arena, const cr_test_opts *opts,
                           const cr_value *vals, size_t nargs, cr_test_report *rep)
 {
@@ -61,6 +71,16 @@ cr_status cr__tester_init(cr__tester *t, cr_arena *arena, const cr_test_opts *op
             t->fdo.factor = factor;
     }
     t->rng = t->o.seed != 0 ? t->o.seed : DEFAULT_SEED;
+    /* A method or options that finite differences refuse would otherwise read as points
+     * outside the domain: cr_fd_jvp checks them (with no output, nothing is evaluated). */
+    if (cr_fd_jvp(&t->fdm, &t->fdo, fd_nothing, NULL, NULL, 0, NULL, 0, arena, NULL, NULL) !=
+        CR_OK) {
+        if (rep != NULL)
+            cr__test_note(rep, CR_VERDICT_FAIL, HUGE_VAL, "setup", "%s",
+                          "invalid finite-difference method or options (opts.fdm, "
+                          "opts.fd_opts)");
+        return CR_EINVAL;
+    }
     return CR_OK;
 }
 
@@ -728,6 +748,16 @@ static bool primal_ok(cr__tester *t, const cr_value *vals, cr_value *y0, cr_stat
     *st = cr__eval_primal(t, vals, y0);
     if (*st == CR_EDOMAIN)
         *st = not_testable(t, "the primal fails with CR_EDOMAIN here");
+    if (*st == CR_ENORULE) {
+        char sig[160];
+        call_sig(vals, t->nargs, sig, sizeof sig);
+        NOTE(t, CR_VERDICT_FAIL, HUGE_VAL, "primal value",
+             "%s has no primal and no rule applies to compute its value", sig);
+    } else if (*st != CR_OK && *st != CR_EDOMAIN) {
+        t->primal_failed = true;
+        NOTE(t, CR_VERDICT_FAIL, HUGE_VAL, "primal value", "f(args) failed with %s: %s",
+             cr_status_name(*st), ctx_msg(t));
+    }
     if (*st != CR_OK)
         return false;
     if (!cr__test_is_finite(y0)) {
@@ -1134,9 +1164,10 @@ cr_status cr__run_rrule(cr__tester *t, const cr_value *vals, const cr_tangent *y
 
 /* ---- The dot-product test ----------------------------------------------------------- */
 
-/* <a, b> over logical components, with Σ|a_k b_k| as its scale. */
+/* <a, b> over logical components, with Σ|a_k b_k| as its scale; *nan is set when a
+ * component of a or b is NaN (no overflow makes one: a wrong rule). */
 static cr_status dot_comps(cr__tester *t, const cr_value *tmpl, cr_tangent a, cr_tangent b,
-                           double *dot, double *scale)
+                           double *dot, double *scale, bool *nan)
 {
     size_t n = cr__test_ncomps(tmpl);
     double *x = alloc_doubles(t, n), *y = alloc_doubles(t, n);
@@ -1148,6 +1179,7 @@ static cr_status dot_comps(cr__tester *t, const cr_value *tmpl, cr_tangent a, cr
     if (st != CR_OK)
         return st;
     for (size_t k = 0; k < n; k++) {
+        *nan = *nan || isnan(x[k]) || isnan(y[k]);
         *dot += x[k] * y[k];
         *scale += fabs(x[k] * y[k]);
     }
@@ -1186,28 +1218,42 @@ cr_status cr__run_consistency(cr__tester *t, const cr_value *vals, const cr_tang
     }
     cr_value y1, y2;
     cr_tangent dy;
+    const char *missing = NULL;
     st = call_frule(t, vals, xd, &y1, &dy);
     if (st == CR_NOTHING)
-        return CR_OK; /* nothing to compare */
-    if (st != CR_OK)
+        missing = "frule";
+    else if (st != CR_OK)
         return rule_error(t, check, "the frule", st);
     cr_pullback pb;
     st = call_rrule(t, vals, &y2, &pb);
-    if (st == CR_NOTHING)
-        return CR_OK;
-    if (st != CR_OK)
+    if (st == CR_NOTHING && missing == NULL)
+        missing = "rrule";
+    else if (st != CR_OK && st != CR_NOTHING)
         return rule_error(t, check, "the rrule", st);
-    if (pb.nx != nv)
-        return CR_OK; /* reported by test_rrule */
+    if (missing != NULL) {
+        /* Both rules are needed (registration tests of single-mode rules skip this test). */
+        char sig[160];
+        call_sig(vals, t->nargs, sig, sizeof sig);
+        NOTE(t, CR_VERDICT_FAIL, HUGE_VAL, check, "no %s applies to %s", missing, sig);
+        return CR_ENORULE;
+    }
+    if (pb.nx != nv) {
+        NOTE(t, CR_VERDICT_FAIL, HUGE_VAL, check,
+             "the pullback %s returns %zu cotangents, expected %zu (one for self and one per "
+             "argument)",
+             pb.name ? pb.name : "(unnamed)", pb.nx, nv);
+        return CR_OK;
+    }
     st = cr_pullback_call(t->arena, &pb, &yb, dx, nv);
     if (st != CR_OK)
         return rule_error(t, check, "the pullback", st);
 
     double lhs = 0, ls = 0, rhs = 0, rs = 0;
-    st = dot_comps(t, &y0, yb, dy, &lhs, &ls);
+    bool nan = false;
+    st = dot_comps(t, &y0, yb, dy, &lhs, &ls, &nan);
     for (size_t i = 0; i < nv && st == CR_OK; i++)
         if (xd[i].tag != CR_TAN_NONE)
-            st = dot_comps(t, &vals[i], dx[i], xd[i], &rhs, &rs);
+            st = dot_comps(t, &vals[i], dx[i], xd[i], &rhs, &rs, &nan);
     if (st == CR_EUNIMPL) {
         NOTE(t, CR_VERDICT_BROKEN, 0, check, "%s", "a tangent or cotangent is NotImplemented");
         return CR_OK;
@@ -1217,6 +1263,10 @@ cr_status cr__run_consistency(cr__tester *t, const cr_value *vals, const cr_tang
     if (st != CR_OK) {
         NOTE(t, CR_VERDICT_FAIL, HUGE_VAL, check,
              "a tangent or cotangent does not fit its value (%s)", cr_status_name(st));
+        return CR_OK;
+    }
+    if (nan) {
+        NOTE(t, CR_VERDICT_FAIL, HUGE_VAL, check, "%s", "a tangent or cotangent is NaN");
         return CR_OK;
     }
     if (!isfinite(lhs) || !isfinite(rhs) || !isfinite(ls) || !isfinite(rs))
@@ -1324,9 +1374,11 @@ cr_status cr__run_scalar(cr__tester *t, const cr_value *vals)
     cr_tangent *d2 = d + nv;
 
     /* Forward mode, one unit tangent at a time. */
+    bool any = false;
     for (size_t j = 1; j < nv && !t->no_frule; j++) {
         if (!float_kind(vals[j].kind))
             continue;
+        any = true;
         for (int im = 0; im <= (vals[j].kind == CR_KIND_C128); im++) {
             snprintf(t->label, sizeof t->label, "ẋ%zu = %s; ", j, im ? "i" : "1");
             unit_dargs(vals, nv, j, unit_of(vals[j].kind, im != 0), d);
@@ -1358,10 +1410,21 @@ cr_status cr__run_scalar(cr__tester *t, const cr_value *vals)
         }
     }
 
+    if (!any && !t->no_frule) {
+        /* No float argument (none at all, or integers only): the frule is still checked,
+         * for its value and a zero tangent. */
+        unit_dargs(vals, nv, SIZE_MAX, cr_tangent_zero(), d);
+        st = cr__run_frule(t, vals, d, NULL);
+        if (st != CR_OK)
+            goto out;
+    }
+
     /* Reverse mode, one unit seed at a time. */
+    any = false;
     for (size_t i = 0; i < nout && !t->no_rrule; i++) {
         if (!float_kind(okind[i]))
             continue;
+        any = true;
         for (int im = 0; im <= (okind[i] == CR_KIND_C128); im++) {
             cr_tangent seed;
             st = unit_seed(t->arena, &y0, i, unit_of(okind[i], im != 0), &seed);
@@ -1408,6 +1471,13 @@ cr_status cr__run_scalar(cr__tester *t, const cr_value *vals)
             if (st != CR_OK)
                 goto out;
         }
+    }
+
+    if (!any && !t->no_rrule) {
+        /* No float output: the rrule's value and its cotangents (NoTangent) are checked. */
+        st = cr__run_rrule(t, vals, NULL, NULL);
+        if (st != CR_OK)
+            goto out;
     }
 
     t->label[0] = '\0';

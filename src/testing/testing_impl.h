@@ -47,7 +47,9 @@ CR_INTERNAL uint64_t cr__test_hash_discrete(const cr_value *v);
  * mutation. */
 CR_INTERNAL uint64_t cr__test_hash_value(const cr_value *v, uint64_t h);
 
-/* A hash of a tangent's contents (thunks not evaluated: their address). */
+/* A hash of a tangent's contents. Thunks are evaluated (memoized) and hashed by their
+ * value, so that a rule evaluating one is not taken for mutating it; one that fails to
+ * evaluate hashes as its address. */
 CR_INTERNAL uint64_t cr__test_hash_tangent(cr_tangent t, uint64_t h);
 
 /* The coordinate weights <E_k, E_k> (2 for mirrored entries of Symmetric/Hermitian,
@@ -85,6 +87,7 @@ typedef struct cr__tester {
     cr_test_report *rep;
     bool no_frule, no_rrule; /* the rule under test has no frule / no rrule: skip */
     const char *skip_why;    /* why the last CR_EDOMAIN (point not testable) was returned */
+    bool primal_failed;      /* f(args) itself failed (not a rule): the status is its */
     char label[96];          /* prefix of every `where`, e.g. "x1 = i; " */
 } cr__tester;
 
