@@ -23,96 +23,15 @@
 #include <chainrules/testing_cmocka.h>
 
 #include "testing/testing_impl.h"
+#include "test_testing_util.h"
 
 #define CI ((cr_complex)I)
 
 /* ---- Fixture ---------------------------------------------------------------------------- */
 
-typedef struct fixture {
-    cr_ctx *ctx;
-    cr_arena *arena; /* scratch of the testers */
-    cr_arena *keep;  /* values the tests build */
-    cr_registry *reg;
-    cr_config cfg;
-    cr_test_opts opts;
-} fixture;
-
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    if (f == NULL || cr_ctx_new(NULL, &f->ctx) != CR_OK ||
-        cr_arena_new(f->ctx, NULL, &f->arena) != CR_OK ||
-        cr_arena_new(f->ctx, NULL, &f->keep) != CR_OK ||
-        cr_registry_new(f->ctx, NULL, &f->reg) != CR_OK)
-        return -1;
-    f->cfg.registry = f->reg;
-    f->opts.cfg = &f->cfg;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    cr_registry_free(f->reg);
-    cr_arena_free(f->keep);
-    cr_arena_free(f->arena);
-    cr_ctx_free(f->ctx);
-    free(f);
-    return 0;
-}
-
-static void add_rule(fixture *f, const cr_function *fn, const cr_argspec *args, size_t nargs,
-                     cr_frule_fn fr, cr_rrule_fn rr, const void *udata)
-{
-    cr_rule_def d;
-    memset(&d, 0, sizeof d);
-    d.fn = fn;
-    d.nargs = nargs;
-    d.args = args;
-    d.frule = fr;
-    d.rrule = rr;
-    d.udata = udata;
-    assert_int_equal(cr_registry_add(f->reg, &d), CR_OK);
-}
-
 static cr_complex val_c(const cr_value *v)
 {
     return v->kind == CR_KIND_C128 ? v->u.c128 : v->u.f64;
-}
-
-static cr_status tan_c(cr_tangent t, cr_complex *z)
-{
-    cr_status st = cr_tangent_unthunk(t, &t);
-    if (st != CR_OK)
-        return st;
-    switch ((cr_tag)t.tag) {
-    case CR_TAN_ZERO:
-    case CR_TAN_NONE:
-        *z = 0.0;
-        return CR_OK;
-    case CR_TAN_F64:
-        *z = t.u.f64;
-        return CR_OK;
-    case CR_TAN_F32:
-        *z = (double)t.u.f32;
-        return CR_OK;
-    case CR_TAN_C128:
-        *z = t.u.c128;
-        return CR_OK;
-    default:
-        return CR_ETANGENT;
-    }
-}
-
-static cr_value num_like(const cr_value *like, cr_complex w)
-{
-    return like->kind == CR_KIND_C128 ? cr_value_c128(w) : cr_value_f64(creal(w));
-}
-
-static cr_tangent tan_like(const cr_value *like, cr_complex w)
-{
-    return like->kind == CR_KIND_C128 ? cr_tangent_c128(w) : cr_tangent_f64(creal(w));
 }
 
 /* A fresh 2-element array tangent (the wrong shape for any scalar). */

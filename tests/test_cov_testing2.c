@@ -20,42 +20,9 @@
 #include <chainrules/testing_cmocka.h>
 
 #include "testing/testing_impl.h"
+#include "test_testing_util.h"
 
 #define CI ((cr_complex)I)
-
-typedef struct fixture {
-    cr_ctx *ctx;
-    cr_arena *arena;
-    cr_arena *keep;
-    cr_registry *reg;
-    cr_config cfg;
-    cr_test_opts opts;
-} fixture;
-
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    if (f == NULL || cr_ctx_new(NULL, &f->ctx) != CR_OK ||
-        cr_arena_new(f->ctx, NULL, &f->arena) != CR_OK ||
-        cr_arena_new(f->ctx, NULL, &f->keep) != CR_OK ||
-        cr_registry_new(f->ctx, NULL, &f->reg) != CR_OK)
-        return -1;
-    f->cfg.registry = f->reg;
-    f->opts.cfg = &f->cfg;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    cr_registry_free(f->reg);
-    cr_arena_free(f->keep);
-    cr_arena_free(f->arena);
-    cr_ctx_free(f->ctx);
-    free(f);
-    return 0;
-}
 
 static cr_status tan_re(cr_tangent t, double *x)
 {
