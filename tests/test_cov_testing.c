@@ -27,7 +27,7 @@
 
 #define CI ((cr_complex)I)
 
-/* ---- Fixture ---------------------------------------------------------------------------- */
+/* ---- Helpers (the fixture is in test_testing_util.h) ------------------------------------ */
 
 static cr_complex val_c(const cr_value *v)
 {

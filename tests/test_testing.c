@@ -29,7 +29,7 @@
 /* The imaginary unit as a double complex (I alone is a float complex). */
 #define CI ((cr_complex)I)
 
-/* ---- Fixture ---------------------------------------------------------------------------- */
+/* ---- Helpers (the fixture is in test_testing_util.h) ------------------------------------ */
 
 static void assert_contains_(const char *s, const char *sub, const char *file, int line)
 {
