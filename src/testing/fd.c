@@ -12,6 +12,7 @@
 
 #include "chainrules/ctx.h"
 #include "chainrules/fd.h"
+#include "testing_impl.h"
 
 /* ------------------------------------------------------------------------------------ */
 /* Coefficients                                                                          */
@@ -644,12 +645,10 @@ static cr_status fd_run(const cr_fdm *m, const fd_conf *c, fd_eval *ev, double *
     return CR_OK;
 }
 
-/* Shared argument checks of the scalar entry points. */
-static cr_status fd_scalar_setup(const cr_fdm *method, const cr_fd_opts *opts, cr_fd_fn f,
-                                 void *env, double x, fd_conf *c, fd_eval *ev, double *y,
-                                 double *nb, cr_fdm *bounds)
+/* The method and options alone (what every estimate checks before evaluating anything). */
+static cr_status fd_check(const cr_fdm *method, const cr_fd_opts *opts, fd_conf *c)
 {
-    if (!fdm_valid(method) || f == NULL || !isfinite(x))
+    if (!fdm_valid(method))
         return CR_EINVAL;
     cr_status st = fd_conf_get(opts, c);
     if (st != CR_OK)
@@ -658,6 +657,25 @@ static cr_status fd_scalar_setup(const cr_fdm *method, const cr_fd_opts *opts, c
         return CR_EINVAL;
     if (c->step > 0.0 && c->step * grid_max_abs(method) > c->max_range)
         return CR_EINVAL;
+    return CR_OK;
+}
+
+cr_status cr__fd_check(const cr_fdm *method, const cr_fd_opts *opts)
+{
+    fd_conf c;
+    return fd_check(method, opts, &c);
+}
+
+/* Shared argument checks of the scalar entry points. */
+static cr_status fd_scalar_setup(const cr_fdm *method, const cr_fd_opts *opts, cr_fd_fn f,
+                                 void *env, double x, fd_conf *c, fd_eval *ev, double *y,
+                                 double *nb, cr_fdm *bounds)
+{
+    if (f == NULL || !isfinite(x))
+        return CR_EINVAL;
+    cr_status st = fd_check(method, opts, c);
+    if (st != CR_OK)
+        return st;
     memset(ev, 0, sizeof *ev);
     ev->dim = 1;
     ev->y = y;
@@ -879,14 +897,12 @@ static cr_status fd_vec_setup(const cr_fdm *method, const cr_fd_opts *opts, cr_f
                               void *env, const double *x, size_t n, size_t m, cr_arena *scratch,
                               fd_conf *c, fd_eval *ev, cr_fdm *bounds)
 {
-    if (!fdm_valid(method) || f == NULL || scratch == NULL || (x == NULL && n > 0))
+    if (f == NULL || scratch == NULL || (x == NULL && n > 0))
         return CR_EINVAL;
-    cr_status st = fd_conf_get(opts, c);
+    cr_status st = fd_check(method, opts, c);
     if (st != CR_OK)
         return st;
-    if (!fd_fits(method, c) || !all_finite(x, n))
-        return CR_EINVAL;
-    if (c->step > 0.0 && c->step * grid_max_abs(method) > c->max_range)
+    if (!all_finite(x, n))
         return CR_EINVAL;
     memset(ev, 0, sizeof *ev);
     ev->dim = m;

@@ -27,6 +27,10 @@ static inline cr_complex cr__cplx(double re, double im)
 /* Number of logical real components of a value's tangent space, as compared by the
  * testers: every element of an array (structure applied), re and im of complex entries,
  * the fields of structs; integers and bools none. */
+/* Whether finite differences accept a method and options (fd.c): CR_OK or CR_EINVAL, with
+ * no message; every estimate makes the same checks before evaluating anything. */
+CR_INTERNAL cr_status cr__fd_check(const cr_fdm *method, const cr_fd_opts *opts);
+
 CR_INTERNAL size_t cr__test_ncomps(const cr_value *v);
 
 /* The logical components of tangent t of primal (the primal's layout). *imag receives
