@@ -776,13 +776,13 @@ static void test_errors(void **state)
     in[1] = cr_kin_arr(X, 1);
     y = cr_akernel_sum(t, &rosen_term, in, 1, 3);
     expect_fail(t, CR_EINVAL, "kernel rosen_term takes 2 arguments, 1 given");
-    static const cr_kernel wide = {"wide", 5, nop_map, nop_sum, nop_partials, NULL};
+    static const cr_kernel wide = {"wide", 5, nop_map, nop_sum, nop_partials, NULL, NULL};
     cr_kin five[5];
     for (int j = 0; j < 5; j++)
         five[j] = cr_kin_const(1.0);
     y = cr_akernel_sum(t, &wide, five, 5, 3);
     expect_fail(t, CR_EINVAL, "kernel wide: 5 arguments");
-    static const cr_kernel noloops = {"noloops", 1, NULL, NULL, NULL, NULL};
+    static const cr_kernel noloops = {"noloops", 1, NULL, NULL, NULL, NULL, NULL};
     y = cr_akernel_sum(t, &noloops, five, 1, 3);
     expect_fail(t, CR_EINVAL, "loops missing");
     y = cr_akernel_sum(t, NULL, in, 2, 3);
@@ -820,7 +820,7 @@ static void test_errors(void **state)
 
     /* A second-order tape refuses a kernel without hyper-dual loop (made by hand); a forward
      * tape records kernels (its sweeps: below and in test_tape_kernel2.c). */
-    static const cr_kernel firstonly = {"firstonly", 2, nop_map, nop_sum, nop_partials, NULL};
+    static const cr_kernel firstonly = {"firstonly", 2, nop_map, nop_sum, nop_partials, NULL, NULL};
     cr_tape_params p = {0};
     p.flags = CR_TAPE_SECOND_ORDER;
     assert_int_equal(cr_tape_new(f->ctx, &p, &t), CR_OK);
@@ -955,6 +955,112 @@ static void grad_into(fixture *f, double *x, size_t n, bool rules, cr_array *con
     cr_tape_free(t);
 }
 
+/* ---- The fused reverse loop of a sum (cr_kernel.pull) ------------------------------------------
+ */
+
+enum { FZ_L = 23, FZ_OFF = 2, FZ_N = 18 }; /* x[2 .. 19] read: 2 elements before, 3 after */
+
+static double fz_c[FZ_L];
+
+/* mode 1: Σ (x[off+i] - c[i])² / 7; mode 2: Σ (x[i] - y[i+1]) c[i] + z[i]/2 over v = [x y z];
+ * mode 3: the first plus three times the second (x read by two sums). */
+static double fused_c(const double *v, size_t nv, const void *env)
+{
+    (void)nv;
+    int mode = *(const int *)env;
+    const double *x = v, *y = v + FZ_L, *z = v + 2 * FZ_L;
+    double s1 = 0, s2 = 0;
+    for (size_t i = 0; i < FZ_N; i++) {
+        double d = x[FZ_OFF + i] - fz_c[i];
+        s1 += d * d;
+        s2 += (x[i] - y[i + 1]) * fz_c[i] + z[i] / 2.0;
+    }
+    s1 /= 7.0;
+    return mode == 1 ? s1 : mode == 2 ? s2 : s1 + 3.0 * s2;
+}
+
+/* The gradient of fused_c (mode) with respect to x, y and z, through kernels sq and fr,
+ * written into g (3 FZ_L, filled with NaN first), into dense destinations or, when strided,
+ * into strided ones (then the shadows are the tape's own buffers). Recorded twice on one
+ * tape, so that the second recording's buffers reuse memory the first one wrote. */
+static void fused_grad(fixture *f, const cr_kernel *sq, const cr_kernel *fr, int mode, bool strided,
+                       double *v, double *g)
+{
+    cr_tape *t;
+    assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
+    double gs[2 * 3 * FZ_L];
+    for (int round = 0; round < 2; round++) {
+        cr_tape_reset(t);
+        cr_array xa = cr_array_vector(v, FZ_L), ya = cr_array_vector(v + FZ_L, FZ_L);
+        cr_array za = cr_array_vector(v + 2 * FZ_L, FZ_L), ca = cr_array_vector(fz_c, FZ_L);
+        cr_avar X = cr_tape_array_input(t, &xa), Y = cr_tape_array_input(t, &ya);
+        cr_avar Z = cr_tape_array_input(t, &za);
+        cr_var y = cr_const(0.0);
+        if (mode != 2) {
+            cr_kin in[2] = {cr_kin_arr(X, FZ_OFF), cr_kin_arr(cr_aconst(&ca), 0)};
+            y = cr_div(t, cr_akernel_sum(t, sq, in, 2, FZ_N), cr_const(7.0));
+        }
+        if (mode != 1) {
+            cr_kin in[4] = {cr_kin_arr(X, 0), cr_kin_arr(Y, 1), cr_kin_arr(cr_aconst(&ca), 0),
+                            cr_kin_arr(Z, 0)};
+            cr_var s2 = cr_akernel_sum(t, fr, in, 4, FZ_N);
+            y = mode == 2 ? s2 : cr_add(t, y, cr_mul(t, cr_const(3.0), s2));
+        }
+        for (size_t i = 0; i < 3 * FZ_L; i++)
+            g[i] = (double)NAN;
+        for (size_t i = 0; i < 2 * 3 * FZ_L; i++)
+            gs[i] = (double)NAN;
+        cr_array ga[3];
+        cr_array *gp[3] = {&ga[0], &ga[1], &ga[2]};
+        size_t shape = FZ_L;
+        ptrdiff_t stride = 2;
+        for (int j = 0; j < 3; j++) {
+            if (strided)
+                cr_array_view_init(&ga[j], gs + 2 * FZ_L * j, CR_DT_F64, 1, &shape, &stride);
+            else
+                ga[j] = cr_array_vector(g + FZ_L * j, FZ_L);
+        }
+        cr_avar as[3] = {X, Y, Z};
+        assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, as, 3, gp));
+        if (strided)
+            for (size_t i = 0; i < 3 * FZ_L; i++)
+                g[i] = gs[2 * i];
+    }
+    cr_tape_free(t);
+}
+
+/* A sum with a scalar adjoint whose array arguments are read in place, each variable read by
+ * one argument and its shadow still empty, is pulled back by the kernel's fused loop
+ * (pull): the same bits as the dual loop (the kernel without pull), elements outside the
+ * range read get zero, and a shadow another sum wrote first is added to, not overwritten. */
+static void test_fused_pull(void **state)
+{
+    fixture *f = *state;
+    double v[3 * FZ_L], want[3 * FZ_L], g1[3 * FZ_L], g2[3 * FZ_L];
+    for (size_t i = 0; i < FZ_L; i++)
+        fz_c[i] = cos(0.4 * (double)i);
+    for (size_t i = 0; i < 3 * FZ_L; i++)
+        v[i] = 0.7 * sin(0.9 * (double)i + 0.2) + 0.01 * (double)i;
+    cr_kernel sq_dual = sqdiff, four_dual = four;
+    sq_dual.pull = NULL;
+    four_dual.pull = NULL;
+    assert_non_null(sqdiff.pull);
+    for (int mode = 1; mode <= 3; mode++) {
+        fd_grad(fused_c, &mode, v, 3 * FZ_L, want);
+        for (int strided = 0; strided < 2; strided++) {
+            fused_grad(f, &sqdiff, &four, mode, strided, v, g1);
+            assert_grad(g1, want, 3 * FZ_L, 1e-8);
+            fused_grad(f, &sq_dual, &four_dual, mode, strided, v, g2);
+            assert_memory_equal(g1, g2, sizeof g1);
+        }
+        /* elements no sum reads: exactly zero */
+        if (mode == 1)
+            for (size_t i = 0; i < 3 * FZ_L; i++)
+                if (i < FZ_OFF || i >= FZ_OFF + FZ_N)
+                    assert_true(g1[i] == 0.0);
+    }
+}
+
 /* The shadow of an array input may live in the caller's gradient array (dense f64 of the
  * input's shape): whatever it held before is overwritten, elements no cotangent reaches are
  * zero, and a destination that is the input itself, or one requested twice, is still
@@ -1029,6 +1135,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_errors, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_reuse, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_gradient_in_place, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_fused_pull, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -164,7 +164,19 @@ typedef void (*cr_kernel_partials_fn)(size_t n, const double *const *x, double *
 typedef void (*cr_kernel_second_fn)(size_t n, const double *const *x, const double *const *xd,
                                     double *P, double *PD);
 
-/** A fused elementwise kernel: made by CR_KERNEL (or by hand, with the same loops). */
+/**
+ * A kernel's fused reverse loop, for the sum of a call with a scalar adjoint g: for i < n
+ * and each j < nargs with out[j] != NULL, out[j][i] = g ∂f/∂x_j at element i. The out[j]
+ * are n elements each, overlapping neither each other nor the arguments.
+ * @param[in]  n   number of elements (any).
+ * @param[in]  x   nargs argument pointers.
+ * @param[in]  g   the adjoint of the sum.
+ * @param[out] out nargs pointers to the shadows the partials go to (NULL: skipped).
+ */
+typedef void (*cr_kernel_pull_fn)(size_t n, const double *const *x, double g, double *const *out);
+
+/** A fused elementwise kernel: made by CR_KERNEL (or by hand, with the same loops; `second`
+ *  and `pull` may be NULL). */
 typedef struct cr_kernel {
     const char *name;               /**< Name, for messages. */
     unsigned nargs;                 /**< Arguments (1..CR_K_MAX_ARGS). */
@@ -172,6 +184,7 @@ typedef struct cr_kernel {
     cr_kernel_sum_fn sum;           /**< The summing loop. */
     cr_kernel_partials_fn partials; /**< The dual loop. */
     cr_kernel_second_fn second;     /**< The hyper-dual loop (NULL: first order only). */
+    cr_kernel_pull_fn pull; /**< The fused reverse loop of a sum (NULL: the dual loop is used). */
 } cr_kernel;
 
 /** What a cr_kin holds. */
@@ -757,8 +770,10 @@ CR__K_WIDTH(4)
 
 #if defined(__GNUC__)
 #define CR__K_UNUSED __attribute__((unused))
+#define CR__K_INLINE static inline __attribute__((always_inline))
 #else
 #define CR__K_UNUSED
+#define CR__K_INLINE static inline
 #endif
 
 /* The loops of CR_KERNEL. NAME##_cr_kf is the primal element function, NAME##_cr_kdf the
@@ -828,21 +843,41 @@ CR__K_WIDTH(4)
         cr__kacc[2] = cr__ks2;                                                                   \
         cr__kacc[3] = cr__ks3;                                                                   \
     }                                                                                            \
+    CR__K_INLINE DT NAME##_cr_kdat(const double *const *cr__kq, size_t cr__ki)                   \
+    {                                                                                            \
+        DT cr__kx[N];                                                                            \
+        for (int cr__kj = 0; cr__kj < (N); cr__kj++) {                                           \
+            cr__kx[cr__kj].v = cr__kq[cr__kj][cr__ki];                                           \
+            for (int cr__kl = 0; cr__kl < (N); cr__kl++)                                         \
+                cr__kx[cr__kj].d[cr__kl] = cr__kl == cr__kj ? 1.0 : 0.0;                         \
+        }                                                                                        \
+        return NAME##_cr_kdf(cr__kx);                                                            \
+    }                                                                                            \
     static void NAME##_cr_kpartials(size_t cr__kn, const double *const *cr__kp, double *cr__kP)  \
     {                                                                                            \
         const double *cr__kq[N];                                                                 \
         for (int cr__kj = 0; cr__kj < (N); cr__kj++)                                             \
             cr__kq[cr__kj] = cr__kp[cr__kj];                                                     \
         for (size_t cr__ki = 0; cr__ki < cr__kn; cr__ki++) {                                     \
-            DT cr__kx[N], cr__kr;                                                                \
-            for (int cr__kj = 0; cr__kj < (N); cr__kj++) {                                       \
-                cr__kx[cr__kj].v = cr__kq[cr__kj][cr__ki];                                       \
-                for (int cr__kl = 0; cr__kl < (N); cr__kl++)                                     \
-                    cr__kx[cr__kj].d[cr__kl] = cr__kl == cr__kj ? 1.0 : 0.0;                     \
-            }                                                                                    \
-            cr__kr = NAME##_cr_kdf(cr__kx);                                                      \
+            DT cr__kr = NAME##_cr_kdat(cr__kq, cr__ki);                                          \
             for (int cr__kj = 0; cr__kj < (N); cr__kj++)                                         \
                 cr__kP[(size_t)cr__kj * CR_K_BLOCK + cr__ki] = cr__kr.d[cr__kj];                 \
+        }                                                                                        \
+    }                                                                                            \
+    static void NAME##_cr_kpull(size_t cr__kn, const double *const *cr__kp, double cr__kg,       \
+                                double *const *cr__ko)                                           \
+    {                                                                                            \
+        const double *cr__kq[N];                                                                 \
+        double *cr__kw[N];                                                                       \
+        for (int cr__kj = 0; cr__kj < (N); cr__kj++) {                                           \
+            cr__kq[cr__kj] = cr__kp[cr__kj];                                                     \
+            cr__kw[cr__kj] = cr__ko[cr__kj];                                                     \
+        }                                                                                        \
+        for (size_t cr__ki = 0; cr__ki < cr__kn; cr__ki++) {                                     \
+            DT cr__kr = NAME##_cr_kdat(cr__kq, cr__ki);                                          \
+            for (int cr__kj = 0; cr__kj < (N); cr__kj++)                                         \
+                if (cr__kw[cr__kj] != NULL)                                                      \
+                    cr__kw[cr__kj][cr__ki] = cr__kg * cr__kr.d[cr__kj];                          \
         }                                                                                        \
     }                                                                                            \
     static void NAME##_cr_ksecond(size_t cr__kn, const double *const *cr__kp,                    \
@@ -870,8 +905,13 @@ CR__K_WIDTH(4)
             }                                                                                    \
         }                                                                                        \
     }                                                                                            \
-    static const cr_kernel NAME CR__K_UNUSED = {                                                 \
-        #NAME, (N), NAME##_cr_kmap, NAME##_cr_ksum, NAME##_cr_kpartials, NAME##_cr_ksecond}
+    static const cr_kernel NAME CR__K_UNUSED = {#NAME,                                           \
+                                                (N),                                             \
+                                                NAME##_cr_kmap,                                  \
+                                                NAME##_cr_ksum,                                  \
+                                                NAME##_cr_kpartials,                             \
+                                                NAME##_cr_ksecond,                               \
+                                                NAME##_cr_kpull}
 
 /** @endcond */
 

@@ -666,6 +666,50 @@ static cr_status pull_failed(cr_tape *t, const knode *nd, cr_status st)
 }
 
 /*
+ * The fused reverse step of a sum whose adjoint is gs, taken when every argument is an f64
+ * array of unit stride read in place (so every variable argument is an array slot), every
+ * shadow is fresh and read by one argument, and the kernel has its fused loop (pull). One
+ * pass over the elements sets gs ∂f/∂x_j straight into the shadows, with no block of
+ * partials in between; only what the loop does not reach is zeroed. The products are
+ * those of the general step, so the results are the same to the bit. Returns false, having
+ * done nothing, when the step does not qualify (a slot read twice, an accumulator already
+ * holding something: the general step adds block by block, which the shared slot's
+ * overlapping reads need to be fast); st is set when it failed.
+ */
+static bool fused_pull(cr_tape *t, const knode *nd, double gs, cr_status *st)
+{
+    const unsigned m = nd->k->nargs;
+    const uint32_t *code = nd->codes;
+    for (unsigned j = 0; j < m; j++)
+        if (code[j] != CR_VAR_CONST &&
+            (nd->readers[j] != 1 || !cr__tis_zero(t->aslots[code[j] & ~CR__ASLOT_BIT].acc)))
+            return false;
+    const double *q[CR_K_MAX_ARGS];
+    double *out[CR_K_MAX_ARGS];
+    for (unsigned j = 0; j < m; j++) {
+        q[j] = nd->arg[j].p;
+        out[j] = NULL;
+        if (code[j] == CR_VAR_CONST)
+            continue;
+        kshadow sh;
+        if ((*st = shadow_of(t, code[j] & ~CR__ASLOT_BIT, nd->arg[j].numel, &sh)) != CR_OK) {
+            *st = pull_failed(t, nd, *st);
+            return true;
+        }
+        size_t off = nd->arg[j].off;
+        out[j] = sh.d + off;
+        size_t tail = sh.numel - off - nd->n;
+        if (off != 0) /* (no call for the usual whole-array argument) */
+            memset(sh.d, 0, off * sizeof(double));
+        if (tail != 0)
+            memset(sh.d + off + nd->n, 0, tail * sizeof(double));
+    }
+    nd->k->pull(nd->n, q, gs, out);
+    *st = CR_OK;
+    return true;
+}
+
+/*
  * The reverse step: g is the sum's adjoint, or NULL for an array result (its cotangent is
  * its slot's accumulator). Block by block: the dual loop gives the partials of every
  * argument, which are scaled by the cotangent and added into the arguments' shadows
@@ -682,6 +726,8 @@ static cr_status kernel_pull(cr_tape *t, const cr__anode *an, const double *g, d
     if (g != NULL) {
         if ((gs = *g) == 0.0)
             return CR_OK;
+        if (nd->direct && nd->k->pull != NULL && fused_pull(t, nd, gs, &st))
+            return st;
     } else {
         cr_tangent acc = t->aslots[an->out].acc;
         if (cr__tis_zero(acc))
