@@ -929,24 +929,17 @@ typedef struct mse_arr_env {
     cr_array xa, ya, ga;
 } mse_arr_env;
 
-/* One gradient: reset, array input, record f, cr_tape_gradient_arrays; or a prepared call. */
+/* One gradient: cr_tape_value_and_gradient_arrays (reset, array input, record f, sweep), or
+ * a prepared call. */
 static double mse_arr_once(mse_arr_env *e)
 {
     double y;
     cr_array *g = &e->ga;
-    if (e->p != NULL) {
-        const cr_array *xs[1] = {&e->xa};
-        return cr_prepared_value_and_gradient_arrays(e->p, xs, 1, &y, &g) == CR_OK ? y
-                                                                                   : (double)NAN;
-    }
-    cr_tape *t = e->tape;
-    cr_tape_reset(t);
-    cr_avar X = cr_tape_array_input(t, &e->xa);
-    cr_var yv;
-    if (e->f(t, &X, 1, &yv, &e->ya) != CR_OK ||
-        cr_tape_gradient_arrays(t, yv, NULL, 0, NULL, &X, 1, &g) != CR_OK)
-        return (double)NAN;
-    return yv.v;
+    const cr_array *xs[1] = {&e->xa};
+    cr_status st = e->p != NULL
+                       ? cr_prepared_value_and_gradient_arrays(e->p, xs, 1, &y, &g)
+                       : cr_tape_value_and_gradient_arrays(e->tape, e->f, &e->ya, xs, 1, &y, &g);
+    return st == CR_OK ? y : (double)NAN;
 }
 
 static double mse_arr_calls(void *env)

@@ -875,6 +875,29 @@ CR_API cr_status cr_tape_gradient_tangent_arrays(cr_tape *t, cr_var y, const cr_
 typedef cr_status (*cr_ad_array_fn)(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void *env);
 
 /**
+ * value_and_gradient of a function of arrays: reset t, make the n arrays xs array inputs,
+ * record f on them and sweep, writing the gradient with respect to each input into grads
+ * (as cr_tape_gradient_arrays(): a dense row-major f64 gradient array of the input's shape
+ * is the input's shadow itself, written in place). The array counterpart of
+ * cr_tape_value_and_gradient(), and what cr_prepared_value_and_gradient_arrays() replays.
+ * @param[in]  t     the tape.
+ * @param[in]  f     the function (one scalar output).
+ * @param[in]  env   passed to f.
+ * @param[in]  xs    n float arrays (f64, f32 or c128; any strides), borrowed during the call.
+ * @param[in]  n     number of arrays (at least 1).
+ * @param[out] y     f(xs) (may be NULL).
+ * @param[out] grads n caller arrays of the inputs' shapes (any float dtype and strides),
+ *                   written.
+ * @return CR_OK; CR_EINVAL (t, f, xs or grads NULL, no inputs, an input that is NULL or
+ *         not a float array); f's status (the tape fails with it, naming it); the tape's
+ *         status; as cr_tape_gradient_arrays() (CR_ESHAPE for a gradient array of another
+ *         shape). Allocates nothing once t has held a recording of this size.
+ */
+CR_API cr_status cr_tape_value_and_gradient_arrays(cr_tape *t, cr_ad_array_fn f, void *env,
+                                                   const cr_array *const *xs, size_t n, double *y,
+                                                   cr_array *const *grads);
+
+/**
  * Prepare the gradient of a function of arrays: record f once at the arrays xs on a replay
  * tape, keeping each array function's rule, arguments and result shapes with its record.
  * cr_prepared_value_and_gradient_arrays() then replays the recording at new arrays of the

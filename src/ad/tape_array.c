@@ -914,6 +914,41 @@ cr_status cr_tape_gradient_arrays(cr_tape *t, cr_var y, const cr_var *xs, size_t
                        agrad);
 }
 
+cr_status cr_tape_value_and_gradient_arrays(cr_tape *t, cr_ad_array_fn f, void *env,
+                                            const cr_array *const *xs, size_t n, double *y,
+                                            cr_array *const *grads)
+{
+    const char *who = "cr_tape_value_and_gradient_arrays";
+    if (t == NULL)
+        return CR_EINVAL;
+    if (f == NULL || xs == NULL || grads == NULL || n == 0)
+        return cr_ctx_error(t->ctx, CR_EINVAL, "%s: %s", who,
+                            n == 0 ? "no inputs" : "NULL function, inputs or gradients");
+    for (size_t j = 0; j < n; j++)
+        if (xs[j] == NULL || !cr_dtype_is_float((cr_dtype)xs[j]->dtype))
+            return cr_ctx_error(t->ctx, CR_EINVAL, "%s: input %zu is %s", who, j,
+                                xs[j] == NULL ? "NULL" : "not a float array (f64, f32 or c128)");
+    cr_tape_reset(t);
+    /* The inputs' variables: on the stack for a few, else scratch gone at the next reset. */
+    cr_avar few[8], *in = few;
+    if (n > sizeof few / sizeof few[0] &&
+        (in = cr_arena_alloc(t->arena, n * sizeof *in, _Alignof(cr_avar))) == NULL)
+        return cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), who);
+    for (size_t j = 0; j < n; j++)
+        in[j] = cr_tape_array_input(t, xs[j]);
+    if (t->status != CR_OK)
+        return t->status;
+    cr_var out = cr_const((double)NAN);
+    cr_status st = f(t, in, n, &out, env);
+    if (st != CR_OK && t->status == CR_OK)
+        return cr__tape_fail(t, st, "the recorded function failed: %s", cr_status_str(st));
+    if (t->status != CR_OK)
+        return t->status;
+    if (y != NULL)
+        *y = out.v;
+    return cr_tape_gradient_arrays(t, out, NULL, 0, NULL, in, n, grads);
+}
+
 cr_status cr_tape_avjp(cr_tape *t, cr_avar y, const cr_array *ybar, const cr_var *xs, size_t n,
                        double *xbar, const cr_avar *as, size_t na, cr_array *const *abar)
 {
