@@ -22,6 +22,7 @@ void cr_prepared_free(cr_prepared *p)
     cr_ctx_dealloc(p->ctx, p->vals, p->nws * sizeof *p->vals);
     cr_ctx_dealloc(p->ctx, p->tan, p->ntan * sizeof *p->tan);
     cr_ctx_dealloc(p->ctx, p->prog, p->nprog * sizeof *p->prog);
+    cr_ctx_dealloc(p->ctx, p->fops, p->nfops * sizeof *p->fops);
     cr_ctx_dealloc(p->ctx, p->ain, p->n * sizeof *p->ain);
     cr_ctx_dealloc(p->ctx, p->aidx, p->n * sizeof *p->aidx);
     cr_ctx_dealloc(p->ctx, p, sizeof *p);
@@ -163,6 +164,34 @@ static cr_status walk(cr_prepared *p, cr__rop *prog, size_t *nrec, size_t *ncons
     return CR_OK;
 }
 
+/* The compact program of the first-order replay (p->fops + 1): prog's nrec instructions,
+ * then CR__ROP_END, where the forward pass stops. The reverse pass stops at the CR__ROP_END
+ * just before the first instruction it sweeps (p->fops[0], or the last of the leading
+ * inputs, which the forward pass does not run either). */
+static cr_status build_compact(cr_prepared *p, size_t nrec)
+{
+    p->fops = cr_ctx_alloc(p->ctx, (nrec + 2) * sizeof *p->fops);
+    if (p->fops == NULL)
+        return CR_ENOMEM;
+    p->nfops = nrec + 2;
+    cr__fop *fops = p->fops + 1;
+    for (size_t k = 0; k < nrec; k++) {
+        const cr__rop *r = &p->prog[k];
+        cr__fop *f = &fops[k];
+        f->code = r->code;
+        f->res = r->res;
+        /* (an array or GENERIC instruction holds its rule where the others hold src) */
+        bool has_src = r->code < CR__ROP_ARRAY;
+        f->src[0] = has_src ? r->src[0] : 0;
+        f->src[1] = has_src && (r->code == CR__ROP_GUARD || r->nin > 1) ? r->src[1] : 0;
+    }
+    fops[nrec] = (cr__fop){.code = CR__ROP_END};
+    p->fops[0] = fops[nrec];
+    size_t first = p->nlead < p->ntop ? p->nlead : p->ntop;
+    fops[(ptrdiff_t)first - 1] = fops[nrec];
+    return CR_OK;
+}
+
 cr_status cr__prepared_build(cr_prepared *p)
 {
     size_t nrec, nconst;
@@ -194,6 +223,8 @@ cr_status cr__prepared_build(cr_prepared *p)
            p->prog[p->nlead].res == p->nlead && p->prog[p->nlead].src[0] == p->nlead)
         p->nlead++;
     p->mark = cr_arena_get_mark(p->tape->arena);
+    if (st == CR_OK)
+        st = build_compact(p, nrec);
     return st;
 }
 
@@ -245,74 +276,144 @@ cr_status cr__prepared_guard(cr_prepared *p, const cr__rop *r, const double *v)
     return compare((cr_cmp)r->o, a, b) == info->outcome ? CR_OK : guard_failed(p, r, a, b);
 }
 
-/* Evaluate the program forwards: new values, new partials, comparisons checked, rules
- * called again. The arithmetic rows are expanded here from CR__ARITH_ROWS (their one
- * definition), so the common operations cost no call. */
+/*
+ * The first-order replay runs the compact program (cr__fop): 16 bytes per instruction
+ * instead of 64, and no partials of the arithmetic rows stored or loaded. The forward pass
+ * evaluates only their primals; the reverse pass evaluates their partials again from the
+ * same row (CR__ARITH_ROWS, the one definition) at the stored values of the arguments and
+ * the result: those of add, sub and neg are constants and fold away, mul's are its
+ * arguments, div's cost the two divisions the forward pass no longer makes. Rows through
+ * their function pointers keep their partials in their 64-byte instruction, and comparisons,
+ * array functions and GENERIC records are read from there too.
+ *
+ * Dispatch: with GCC and Clang each step ends with its own indirect jump through a table of
+ * label addresses (threaded code, as sweep_scalar in sweep.c); elsewhere (or with
+ * CR_PREPARED_SWITCH defined) the same steps are the cases of a switch.
+ */
+#if defined(__GNUC__) && !defined(CR_PREPARED_SWITCH)
+#define REPLAY_THREADED 1
+#else
+#define REPLAY_THREADED 0
+#endif
+
+/* A row through its function pointer, forwards: its value and its partials (kept in r). */
+static inline void row_forward(cr__rop *r, double *v)
+{
+    const cr__rinfo *info = r->ptr;
+    size_t nin = r->nin;
+    double xin[CR_SCALAR_MAX_IN], Y[CR_SCALAR_MAX_OUT];
+    double D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+    for (size_t j = 0; j < nin; j++)
+        xin[j] = v[r->src[j]];
+    info->row->f64(xin, Y, D);
+    v[r->res] = Y[r->o];
+    for (size_t j = 0; j < nin; j++)
+        r->p[j] = D[r->o * nin + j];
+}
+
+/* An array function or a GENERIC record, forwards: its rule (or kernel) called again. */
+static NOINLINE cr_status call_forward(cr_prepared *p, const cr__rop *r, double *v)
+{
+    if (r->code == CR__ROP_GENERIC)
+        return cr__prepared_grerun(p, r, v);
+    cr__anode *nd = r->ptr;
+    return nd->pull != NULL ? cr__kernel_rerun(p->tape, nd, v, r->res) /* loops */
+                            : cr__prepared_rerun(p, r, v);
+}
+
+/* An array function or a GENERIC record, backwards: its pullback (or kernel). */
+static NOINLINE cr_status call_reverse(cr_prepared *p, const cr__rop *r, double *adj)
+{
+    if (r->code == CR__ROP_GENERIC)
+        return cr__prepared_gpull(p, r, adj);
+    const cr__anode *nd = r->ptr;
+    const double *g = r->nv ? &adj[r->res] : NULL;
+    return nd->pull != NULL ? nd->pull(p->tape, nd, g, adj) /* a kernel */
+                            : cr__array_pull(p->tape, nd, g, adj);
+}
+
+// clang-format off
+/* Evaluate the program forwards: new values, the partials of the rows called through their
+ * pointers, comparisons checked, rules called again. */
 static cr_status forward(cr_prepared *p, const double *inputs)
 {
     double *v = p->vals;
-    cr__rop *r = p->prog + p->nlead, *end = p->prog + p->nprog;
+    const cr__fop *const fops = p->fops + 1;
+    const cr__fop *r = fops + p->nlead;
     if (p->nlead > 0)
         memcpy(v, inputs, p->nlead * sizeof *v);
-    for (; r < end; r++) {
+    /* STEP(C) opens the step of code C; NEXT ends a step: on to the next instruction. */
+#if REPLAY_THREADED
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpedantic" /* labels as values and goto * */
+#define STEP(C) f_##C:
+#define NEXT           \
+    do {               \
+        r++;           \
+        goto *step[r->code]; \
+    } while (0)
+#define LABEL(NAME, NIN, NOUT, PRIMAL, ...) [CR__ROP_##NAME] = &&f_CR__ROP_##NAME,
+    static const void *const step[CR__ROP_END + 1] = {
+        CR__ARITH_ROWS(LABEL)
+        [CR__ROP_ROW] = &&f_CR__ROP_ROW,     [CR__ROP_INPUT] = &&f_CR__ROP_INPUT,
+        [CR__ROP_GUARD] = &&f_CR__ROP_GUARD, [CR__ROP_ARRAY] = &&f_CR__ROP_ARRAY,
+        [CR__ROP_GENERIC] = &&f_CR__ROP_ARRAY, [CR__ROP_END] = &&out};
+#undef LABEL
+    goto *step[r->code];
+    {
+#else
+#define STEP(C) case C:
+#define NEXT    continue
+    for (;; r++) {
         switch (r->code) {
-#define ARITH(NAME, NIN, NOUT, PRIMAL, ...)     \
-    case CR__ROP_##NAME: {                      \
-        double x_[2], Y[1], D[2];               \
-        x_[0] = v[r->src[0]];                   \
-        x_[1] = (NIN) > 1 ? v[r->src[1]] : 0.0; \
-        {                                       \
-            const double *x = x_;               \
-            PRIMAL;                             \
-            __VA_ARGS__;                        \
-        }                                       \
-        v[r->res] = Y[0];                       \
-        r->p[0] = D[0];                         \
-        if ((NIN) > 1)                          \
-            r->p[1] = D[1];                     \
-        break;                                  \
+        case CR__ROP_GENERIC:
+#endif
+    STEP(CR__ROP_ARRAY) {
+        cr_status st = call_forward(p, &p->prog[r - fops], v);
+        if (st != CR_OK)
+            return st;
     }
-            CR__ARITH_ROWS(ARITH)
+    NEXT;
+#define ARITH(NAME, NIN, NOUT, PRIMAL, ...)         \
+    STEP(CR__ROP_##NAME) {                          \
+        double x_[2], Y[1];                         \
+        x_[0] = v[r->src[0]];                       \
+        x_[1] = (NIN) > 1 ? v[r->src[1]] : 0.0;     \
+        {                                           \
+            const double *x = x_;                   \
+            PRIMAL;                                 \
+        }                                           \
+        v[r->res] = Y[0];                           \
+    }                                               \
+    NEXT;
+    CR__ARITH_ROWS(ARITH)
 #undef ARITH
-        case CR__ROP_ROW: {
-            const cr__rinfo *info = r->ptr;
-            size_t nin = r->nin;
-            double xin[CR_SCALAR_MAX_IN], Y[CR_SCALAR_MAX_OUT];
-            double D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
-            for (size_t j = 0; j < nin; j++)
-                xin[j] = v[r->src[j]];
-            info->row->f64(xin, Y, D);
-            v[r->res] = Y[r->o];
-            for (size_t j = 0; j < nin; j++)
-                r->p[j] = D[r->o * nin + j];
-            break;
-        }
-        case CR__ROP_INPUT:
-            v[r->res] = inputs[r->src[0]];
-            break;
-        case CR__ROP_GUARD: {
-            const cr__rinfo *info = r->ptr;
-            double a = v[r->src[0]], b = v[r->src[1]];
-            if (compare((cr_cmp)r->o, a, b) != info->outcome)
-                return guard_failed(p, r, a, b);
-            break;
-        }
-        case CR__ROP_GENERIC: {
-            cr_status st = cr__prepared_grerun(p, r, v);
-            if (st != CR_OK)
-                return st;
-            break;
-        }
-        default: { /* CR__ROP_ARRAY */
-            cr__anode *nd = r->ptr;
-            cr_status st = nd->pull != NULL ? cr__kernel_rerun(p->tape, nd, v, r->res) /* loops */
-                                            : cr__prepared_rerun(p, r, v);
-            if (st != CR_OK)
-                return st;
-            break;
-        }
+    STEP(CR__ROP_ROW)
+        row_forward(&p->prog[r - fops], v);
+        NEXT;
+    STEP(CR__ROP_INPUT)
+        v[r->res] = inputs[r->src[0]];
+        NEXT;
+    STEP(CR__ROP_GUARD) {
+        const cr__rop *q = &p->prog[r - fops];
+        const cr__rinfo *info = q->ptr;
+        double a = v[r->src[0]], b = v[r->src[1]];
+        if (compare((cr_cmp)q->o, a, b) != info->outcome)
+            return guard_failed(p, q, a, b);
+    }
+    NEXT;
+#if REPLAY_THREADED
+    }
+#pragma GCC diagnostic pop
+#else
+        default: /* CR__ROP_END */
+            goto out;
         }
     }
+#endif
+#undef STEP
+#undef NEXT
+out:
     return CR_OK;
 }
 
@@ -321,55 +422,95 @@ static cr_status forward(cr_prepared *p, const double *inputs)
 static cr_status reverse(cr_prepared *p)
 {
     double *adj = p->adj;
+    const double *v = p->vals;
     memset(adj, 0, p->nws / 2 * sizeof *adj);
     adj[p->y.idx] = 1.0;
     /* (cr_prepared_value_and_gradient_arrays leaves the accumulators clear after each call) */
     if (p->has_arrays && !p->arrays)
         cr__array_clear(p->tape);
-    const cr__rop *first = p->prog + (p->nlead < p->ntop ? p->nlead : p->ntop);
-    for (const cr__rop *r = p->prog + p->ntop; r-- > first;) {
-        switch (r->code) {
-        case CR__ROP_neg: {
-            double g = adj[r->res];
-            adj[r->src[0]] += r->p[0] * g;
-            break;
-        }
-        case CR__ROP_add:
-        case CR__ROP_sub:
-        case CR__ROP_mul:
-        case CR__ROP_div: {
-            double g = adj[r->res];
-            adj[r->src[0]] += r->p[0] * g;
-            adj[r->src[1]] += r->p[1] * g;
-            break;
-        }
-        case CR__ROP_ROW: {
-            double g = adj[r->res];
-            for (size_t j = 0; j < r->nin; j++)
-                adj[r->src[j]] += r->p[j] * g;
-            break;
-        }
-        case CR__ROP_ARRAY: {
-            const cr__anode *nd = r->ptr;
-            const double *g = r->nv ? &adj[r->res] : NULL;
-            cr_status st = nd->pull != NULL ? nd->pull(p->tape, nd, g, adj) /* a kernel */
-                                            : cr__array_pull(p->tape, nd, g, adj);
-            if (st != CR_OK)
-                return st;
-            break;
-        }
-        case CR__ROP_GENERIC: {
-            cr_status st = cr__prepared_gpull(p, r, adj);
-            if (st != CR_OK)
-                return st;
-            break;
-        }
+    const cr__fop *const fops = p->fops + 1;
+    const cr__fop *r = fops + p->ntop;
+    /* STEP(C) opens the step of code C; NEXT ends a step: on to the previous instruction
+     * (CR__ROP_END before the first one to sweep: out). */
+#if REPLAY_THREADED
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpedantic" /* labels as values and goto * */
+#define STEP(C) r_##C:
+#define NEXT                 \
+    do {                     \
+        r--;                 \
+        goto *step[r->code]; \
+    } while (0)
+#define LABEL(NAME, NIN, NOUT, PRIMAL, ...) [CR__ROP_##NAME] = &&r_CR__ROP_##NAME,
+    static const void *const step[CR__ROP_END + 1] = {
+        CR__ARITH_ROWS(LABEL)
+        [CR__ROP_ROW] = &&r_CR__ROP_ROW,     [CR__ROP_INPUT] = &&r_CR__ROP_INPUT,
+        [CR__ROP_GUARD] = &&r_CR__ROP_INPUT, [CR__ROP_ARRAY] = &&r_CR__ROP_ARRAY,
+        [CR__ROP_GENERIC] = &&r_CR__ROP_ARRAY, [CR__ROP_END] = &&out};
+#undef LABEL
+    NEXT;
+    {
+#else
+#define STEP(C) case C:
+#define NEXT    continue
+    for (;;) {
+        switch ((--r)->code) {
+        case CR__ROP_GENERIC:
+#endif
+    STEP(CR__ROP_ARRAY) {
+        cr_status st = call_reverse(p, &p->prog[r - fops], adj);
+        if (st != CR_OK)
+            return st;
+    }
+    NEXT;
+    /* The partials from the row again, at the values of the forward pass (Y: the result). */
+#define ARITH(NAME, NIN, NOUT, PRIMAL, ...)                  \
+    STEP(CR__ROP_##NAME) {                                   \
+        double x_[2], Y[1], D[2];                            \
+        uint32_t s0 = r->src[0], s1 = r->src[1];             \
+        double g = adj[r->res];                              \
+        x_[0] = v[s0];                                       \
+        x_[1] = (NIN) > 1 ? v[s1] : 0.0;                     \
+        Y[0] = v[r->res];                                    \
+        {                                                    \
+            const double *x = x_;                            \
+            __VA_ARGS__;                                     \
+            (void)x;                                         \
+            (void)Y;                                         \
+        }                                                    \
+        adj[s0] += D[0] * g;                                 \
+        if ((NIN) > 1)                                       \
+            adj[s1] += D[(NIN) > 1 ? 1 : 0] * g;             \
+    }                                                        \
+    NEXT;
+    CR__ARITH_ROWS(ARITH)
+#undef ARITH
+    STEP(CR__ROP_ROW) {
+        const cr__rop *q = &p->prog[r - fops];
+        double g = adj[q->res];
+        for (size_t j = 0; j < q->nin; j++)
+            adj[q->src[j]] += q->p[j] * g;
+    }
+    NEXT;
+    STEP(CR__ROP_INPUT) /* and comparisons */
+        NEXT;
+#if REPLAY_THREADED
+    }
+#pragma GCC diagnostic pop
+#else
+        case CR__ROP_END:
+            goto out;
         default: /* inputs, comparisons */
             break;
         }
     }
+#endif
+#undef STEP
+#undef NEXT
+out:
     return CR_OK;
 }
+// clang-format on
 
 cr_status cr__prepared_run(cr_prepared *p, const double *x)
 {

@@ -17,7 +17,8 @@ enum {
     CR__ROP_INPUT,                            /* a scalar input */
     CR__ROP_GUARD,                            /* a comparison made with cr_tape_cmp */
     CR__ROP_ARRAY,                            /* an array function: its rrule is called again */
-    CR__ROP_GENERIC /* a scalar function kept as a pullback: its rrule (or primal) again */
+    CR__ROP_GENERIC, /* a scalar function kept as a pullback: its rrule (or primal) again */
+    CR__ROP_END      /* the end of the compact program (cr__fop only) */
 };
 #undef CR__ROP_ENUM
 
@@ -47,6 +48,16 @@ typedef struct cr__rop {
                   cr__greplay (GENERIC) */
 } cr__rop;
 
+/* One instruction of the first-order replay's compact program (16 bytes; instruction k of
+ * prog is instruction k here). The arithmetic rows keep no partials: the reverse pass
+ * evaluates the row's partials again at the stored values (constant ones fold away). Every
+ * other code reads its 64-byte instruction prog[k]. */
+typedef struct cr__fop {
+    uint32_t code;   /* CR__ROP_*, as prog[k].code; CR__ROP_END after the last */
+    uint32_t res;    /* the variable it makes (arithmetic rows, inputs) */
+    uint32_t src[2]; /* the arguments' variables or constant slots; an input's position */
+} cr__fop;
+
 /* Replay modes of a GENERIC record (cr__greplay.mode). */
 enum {
     CR__GREPLAY_RRULE = 0, /* the rrule is called again; its pullback is the reverse step */
@@ -74,9 +85,11 @@ struct cr_prepared {
     cr_var *xs;    /* scalar inputs (n, at least 1) */
     cr__rop *prog; /* the program, one instruction per record */
     size_t nprog;
-    size_t ntop;  /* instructions up to the one that makes y */
-    size_t nlead; /* leading inputs in order: variable j is input j */
-    double *vals; /* workspace: variables' values, then the constants; then the adjoints */
+    cr__fop *fops; /* the same program, compact, then CR__ROP_END (first-order replay) */
+    size_t nfops;  /* its allocated length */
+    size_t ntop;   /* instructions up to the one that makes y */
+    size_t nlead;  /* leading inputs in order: variable j is input j */
+    double *vals;  /* workspace: variables' values, then the constants; then the adjoints */
     double *adj;
     size_t nws;          /* doubles of workspace */
     cr_array *ain;       /* array inputs as prepared (shape and dtype; data NULL) */
