@@ -295,6 +295,13 @@ cr_status cr__prepared_guard(cr_prepared *p, const cr__rop *r, const double *v)
 #else
 #define REPLAY_THREADED 0
 #endif
+/* GCC merges the steps' identical tails into one shared indirect jump, undoing the
+ * threading: not in the two passes. */
+#if REPLAY_THREADED && !defined(__clang__)
+#define REPLAY_OPT __attribute__((optimize("no-crossjumping")))
+#else
+#define REPLAY_OPT
+#endif
 
 /* A row through its function pointer, forwards: its value and its partials (kept in r). */
 static inline void row_forward(cr__rop *r, double *v)
@@ -335,7 +342,7 @@ static NOINLINE cr_status call_reverse(cr_prepared *p, const cr__rop *r, double 
 // clang-format off
 /* Evaluate the program forwards: new values, the partials of the rows called through their
  * pointers, comparisons checked, rules called again. */
-static cr_status forward(cr_prepared *p, const double *inputs)
+static REPLAY_OPT cr_status forward(cr_prepared *p, const double *inputs)
 {
     double *v = p->vals;
     const cr__fop *const fops = p->fops + 1;
@@ -419,7 +426,7 @@ out:
 
 /* Sweep back over the instructions that can reach y. The adjoints of constant slots
  * receive contributions nobody reads. */
-static cr_status reverse(cr_prepared *p)
+static REPLAY_OPT cr_status reverse(cr_prepared *p)
 {
     double *adj = p->adj;
     const double *v = p->vals;
