@@ -15,12 +15,22 @@
 
 #define FD_RTOL 1e-8
 
-/* The arithmetic operations, and where their arguments come from. */
+/* The arithmetic operations, and where their arguments come from: inputs, a constant on
+ * either side, an input on both sides; made by the step just before (m = x0 x1, q = x2 / 2:
+ * op(m, q), the replay keeps m in its second register and q in its first) or two steps
+ * before (op(m, m) straight after m, or after q); interleaved: op(q, m x1), each argument
+ * made two steps before its reader. */
 enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_NEG, NOPS };
-enum { VV, VC, CV, SAME, NPAT };
+enum { VV, VC, CV, SAME, MADE, MADE_SAME, MADE_SAME_FAR, INTERLEAVED, NPAT };
 static const char *const k_op_names[NOPS] = {"add", "sub", "mul", "div", "neg"};
-static const char *const k_pat_names[NPAT] = {"var op var", "var op const", "const op var",
-                                              "x op x"};
+static const char *const k_pat_names[NPAT] = {"var op var",
+                                              "var op const",
+                                              "const op var",
+                                              "x op x",
+                                              "made op made",
+                                              "made op itself",
+                                              "made two steps before op itself",
+                                              "interleaved"};
 
 typedef struct case_env {
     int op, pat;
@@ -58,16 +68,37 @@ static cr_var op_t(cr_tape *t, int op, cr_var a, cr_var b)
     }
 }
 
-/* The operation's arguments for a pattern: x0 and x1, or a constant on one side, or x0
- * twice; then the result times x2 plus x1, so that its adjoint is not 1 and every input
- * is read. */
+/* The operation on the pattern's arguments, times x2, plus x1 (so that its adjoint is not 1
+ * and every input is read), plus q x1 + q when q is not an argument (q read twice keeps its
+ * adjoint in memory, and leaves the second register free for op(m, m)). */
 static double case_c(const case_env *e, const double *x)
 {
-    double a = e->pat == CV ? -1.7 : x[0];
-    double b = e->pat == VV ? x[1] : e->pat == VC ? 2.3 : x[0];
-    if (e->pat == CV)
-        b = x[0];
-    return op_c(e->op, a, b) * x[2] + x[1];
+    double m = x[0] * x[1], q = x[2] * 0.5, a, b;
+    switch (e->pat) {
+    case VV:
+        a = x[0], b = x[1];
+        break;
+    case VC:
+        a = x[0], b = 2.3;
+        break;
+    case CV:
+        a = -1.7, b = x[0];
+        break;
+    case SAME:
+        a = b = x[0];
+        break;
+    case MADE:
+        a = m, b = q;
+        break;
+    case INTERLEAVED:
+        a = q, b = m * x[1];
+        break;
+    default:
+        a = b = m;
+        break;
+    }
+    double y = op_c(e->op, a, b) * x[2] + x[1];
+    return e->pat == MADE_SAME_FAR ? y + q * x[1] + q : y;
 }
 
 static cr_status case_fd(const double *x, size_t n, double *y, size_t m, void *env)
@@ -83,11 +114,40 @@ static cr_status case_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t
     (void)n;
     (void)m;
     const case_env *e = env;
-    cr_var a = e->pat == CV ? cr_const(-1.7) : x[0];
-    cr_var b = e->pat == VV ? x[1] : e->pat == VC ? cr_const(2.3) : x[0];
-    if (e->pat == CV)
-        b = x[0];
-    y[0] = cr_add(t, cr_mul(t, op_t(t, e->op, a, b), x[2]), x[1]);
+    cr_var a, b, q = cr_const(0.0);
+    switch (e->pat) {
+    case VV:
+        a = x[0], b = x[1];
+        break;
+    case VC:
+        a = x[0], b = cr_const(2.3);
+        break;
+    case CV:
+        a = cr_const(-1.7), b = x[0];
+        break;
+    case SAME:
+        a = b = x[0];
+        break;
+    case MADE:
+        a = cr_mul(t, x[0], x[1]);
+        b = q = cr_mul(t, x[2], cr_const(0.5));
+        break;
+    case MADE_SAME:
+        a = b = cr_mul(t, x[0], x[1]);
+        break;
+    case INTERLEAVED: {
+        cr_var mm = cr_mul(t, x[0], x[1]);
+        a = cr_mul(t, x[2], cr_const(0.5));
+        b = cr_mul(t, mm, x[1]);
+        break;
+    }
+    default:
+        a = b = cr_mul(t, x[0], x[1]);
+        q = cr_mul(t, x[2], cr_const(0.5));
+        break;
+    }
+    cr_var r = cr_add(t, cr_mul(t, op_t(t, e->op, a, b), x[2]), x[1]);
+    y[0] = e->pat == MADE_SAME_FAR ? cr_add(t, cr_add(t, r, cr_mul(t, q, x[1])), q) : r;
     return cr_tape_status(t);
 }
 

@@ -164,30 +164,150 @@ static cr_status walk(cr_prepared *p, cr__rop *prog, size_t *nrec, size_t *ncons
     return CR_OK;
 }
 
+/* ---- The compact program ----------------------------------------------------------------- */
+
+/*
+ * Where an arithmetic step reads an operand (forward) or sends its contribution to the
+ * operand's adjoint (reverse), and where it takes its own result's adjoint (reverse): in
+ * memory (v or adj), in P or in S, two registers of the pass. Memory is always right;
+ * the registers take the dependency chains out of memory (a value stored by one step and
+ * loaded by a later one waits for the store to be forwarded, several cycles, where a
+ * register costs nothing: sum = sum + t over 30 points is 30 such waits in each pass).
+ *
+ * Forward: every arithmetic step leaves its result in P (and in v), so the next step reads
+ * it there; a step whose result is read by an arithmetic step further on also leaves it in
+ * S, when S's value has no reader left (an accumulator stays in S through its loop).
+ * Reverse (programs without array functions or GENERIC records, whose arguments the program
+ * does not name): a variable made by an arithmetic step and read by exactly one arithmetic
+ * step (once or on both sides) and by nothing else that is swept gets its adjoint in a
+ * register: the reader starts it at 0 and adds its contributions there (the same sums as in
+ * adj, in the same order), the maker takes it from there. P when the maker is the step just
+ * before the reader, S when S is free until the maker.
+ */
+enum { LOC_M, LOC_P, LOC_S };
+#define FCODE(OP, F0, F1, W) ((OP)*18 + (F0)*6 + (F1)*2 + (W))
+#define RCODE(OP, G, D0, D1) ((OP)*27 + (G)*9 + (D0)*3 + (D1))
+enum { FC_ROW = CR__ARITH_NROWS * 18, FC_INPUT, FC_GUARD, FC_CALL, FC_END };
+enum { RC_ROW = CR__ARITH_NROWS * 27, RC_SKIP, RC_CALL, RC_END };
+enum { NONE = UINT32_MAX };
+
+static bool is_arith(const cr__rop *r)
+{
+    return r->code < CR__ARITH_NROWS;
+}
+
+/* The forward codes: operands read from P or S while they hold them. last[u]: the last
+ * arithmetic step reading variable u (0: none). */
+static void forward_codes(cr_prepared *p, size_t nrec, uint32_t *last)
+{
+    cr__fop *fops = p->fops + 1;
+    uint32_t nvars = (uint32_t)p->tape->nvars;
+    memset(last, 0, nvars * sizeof *last);
+    for (size_t k = 0; k < nrec; k++) {
+        const cr__rop *r = &p->prog[k];
+        for (size_t j = 0; is_arith(r) && j < r->nin; j++)
+            if (r->src[j] < nvars)
+                last[r->src[j]] = (uint32_t)k;
+    }
+    uint32_t pv = NONE, sv = NONE; /* the variables P and S hold */
+    for (size_t k = p->nlead; k < nrec; k++) {
+        const cr__rop *r = &p->prog[k];
+        if (!is_arith(r)) {
+            pv = NONE;
+            continue;
+        }
+        int loc[2] = {LOC_M, LOC_M};
+        for (size_t j = 0; j < r->nin; j++)
+            loc[j] = r->src[j] == pv ? LOC_P : r->src[j] == sv ? LOC_S : LOC_M;
+        bool w = (sv == NONE || last[sv] <= k) && last[r->res] > k + 1;
+        if (w)
+            sv = r->res;
+        pv = r->res;
+        fops[k].fcode = (uint16_t)FCODE(r->code, loc[0], loc[1], w);
+    }
+}
+
+/* The reverse codes: adjoints passed in P or S. n[u]: swept steps reading u, then where
+ * u's adjoint goes; made[u]: 1 + the arithmetic step making u (0: another kind). */
+static void reverse_codes(cr_prepared *p, size_t first, uint32_t *n, uint32_t *made)
+{
+    cr__fop *fops = p->fops + 1;
+    uint32_t nvars = (uint32_t)p->tape->nvars;
+    memset(n, 0, nvars * sizeof *n);
+    memset(made, 0, nvars * sizeof *made);
+    for (size_t k = first; k < p->ntop; k++) {
+        const cr__rop *r = &p->prog[k];
+        if (is_arith(r))
+            made[r->res] = (uint32_t)k + 1;
+        if (!is_arith(r) && r->code != CR__ROP_ROW)
+            continue;
+        for (size_t j = 0; j < r->nin; j++)
+            if (r->src[j] < nvars && (j == 0 || r->src[j] != r->src[0]))
+                n[r->src[j]]++;
+    }
+    for (size_t u = 0; u < nvars; u++) /* from here on: LOC_* + 1 once decided */
+        if (n[u] != 1 || made[u] == 0)
+            n[u] = 0;
+    uint32_t sv = NONE; /* the variable whose adjoint S holds until its maker */
+    for (size_t k = p->ntop; k-- > first;) {
+        const cr__rop *r = &p->prog[k];
+        if (!is_arith(r))
+            continue;
+        int g = n[r->res] > LOC_M + 1 ? (int)n[r->res] - 1 : LOC_M;
+        if (g == LOC_S)
+            sv = NONE;
+        int loc[2] = {LOC_M, LOC_M};
+        for (size_t j = 0; j < r->nin; j++) {
+            uint32_t u = r->src[j];
+            if (j == 1 && u == r->src[0]) {
+                loc[1] = loc[0];
+            } else if (u < nvars && n[u] == 1) {
+                loc[j] = made[u] == k ? LOC_P : sv == NONE ? LOC_S : LOC_M;
+                if (loc[j] == LOC_S)
+                    sv = u;
+                n[u] = (uint32_t)loc[j] + 1;
+            }
+        }
+        fops[k].rcode = (uint16_t)RCODE(r->code, g, loc[0], loc[1]);
+    }
+}
+
 /* The compact program of the first-order replay (p->fops + 1): prog's nrec instructions,
- * then CR__ROP_END, where the forward pass stops. The reverse pass stops at the CR__ROP_END
- * just before the first instruction it sweeps (p->fops[0], or the last of the leading
- * inputs, which the forward pass does not run either). */
+ * then an end, where the forward pass stops. The reverse pass stops at the end just before
+ * the first instruction it sweeps (p->fops[0], or the last of the leading inputs, which the
+ * forward pass does not run either). */
 static cr_status build_compact(cr_prepared *p, size_t nrec)
 {
+    size_t nvars = p->tape->nvars ? p->tape->nvars : 1;
     p->fops = cr_ctx_alloc(p->ctx, (nrec + 2) * sizeof *p->fops);
     if (p->fops == NULL)
         return CR_ENOMEM;
     p->nfops = nrec + 2;
+    uint32_t *scratch = cr_ctx_alloc(p->ctx, 2 * nvars * sizeof *scratch);
+    if (scratch == NULL)
+        return CR_ENOMEM;
     cr__fop *fops = p->fops + 1;
+    static const uint16_t fother[] = {FC_ROW, FC_INPUT, FC_GUARD, FC_CALL, FC_CALL};
+    static const uint16_t rother[] = {RC_ROW, RC_SKIP, RC_SKIP, RC_CALL, RC_CALL};
     for (size_t k = 0; k < nrec; k++) {
         const cr__rop *r = &p->prog[k];
         cr__fop *f = &fops[k];
-        f->code = r->code;
+        /* (arithmetic steps: memory everywhere, until the passes' codes below) */
+        f->fcode = is_arith(r) ? (uint16_t)FCODE(r->code, 0, 0, 0) : fother[r->code - CR__ROP_ROW];
+        f->rcode = is_arith(r) ? (uint16_t)RCODE(r->code, 0, 0, 0) : rother[r->code - CR__ROP_ROW];
         f->res = r->res;
         /* (an array or GENERIC instruction holds its rule where the others hold src) */
         bool has_src = r->code < CR__ROP_ARRAY;
         f->src[0] = has_src ? r->src[0] : 0;
         f->src[1] = has_src && (r->code == CR__ROP_GUARD || r->nin > 1) ? r->src[1] : 0;
     }
-    fops[nrec] = (cr__fop){.code = CR__ROP_END};
-    p->fops[0] = fops[nrec];
     size_t first = p->nlead < p->ntop ? p->nlead : p->ntop;
+    forward_codes(p, nrec, scratch);
+    if (!p->has_arrays)
+        reverse_codes(p, first, scratch, scratch + nvars);
+    cr_ctx_dealloc(p->ctx, scratch, 2 * nvars * sizeof *scratch);
+    fops[nrec] = (cr__fop){.fcode = FC_END, .rcode = RC_END};
+    p->fops[0] = fops[nrec];
     fops[(ptrdiff_t)first - 1] = fops[nrec];
     return CR_OK;
 }
@@ -339,6 +459,42 @@ static NOINLINE cr_status call_reverse(cr_prepared *p, const cr__rop *r, double 
                             : cr__array_pull(p->tape, nd, g, adj);
 }
 
+/* Each arithmetic row once as two functions: its value, and its partials at given
+ * arguments and result (Y[0] in the row). */
+#define ROW_FNS(NAME, NIN, NOUT, PRIMAL, ...)                                   \
+    enum { NIN_##NAME = (NIN) };                                                \
+    static inline double value_##NAME(double a, double b)                       \
+    {                                                                           \
+        double x_[2] = {a, b}, Y[1];                                            \
+        const double *x = x_;                                                   \
+        PRIMAL;                                                                 \
+        (void)x;                                                                \
+        return Y[0];                                                            \
+    }                                                                           \
+    static inline void partials_##NAME(double a, double b, double y, double *D) \
+    {                                                                           \
+        double x_[2] = {a, b}, Y[1] = {y};                                      \
+        const double *x = x_;                                                   \
+        __VA_ARGS__;                                                            \
+        (void)x;                                                                \
+        (void)Y;                                                                \
+    }
+CR__ARITH_ROWS(ROW_FNS)
+#undef ROW_FNS
+
+/* The arithmetic steps, one per combination of locations: VARIANTS(LEAF, NAME) expands
+ * LEAF(NAME, a, b, c) for a, b and c in M, P, S, FVARIANTS(LEAF, NAME) for a, b in M, P, S
+ * and c in M, P (the forward result "not kept in S" and "kept in S"). */
+#define VARIANTS(LEAF, NAME) \
+    VAR1(LEAF, VAR3, NAME, M) VAR1(LEAF, VAR3, NAME, P) VAR1(LEAF, VAR3, NAME, S)
+#define FVARIANTS(LEAF, NAME) \
+    VAR1(LEAF, VAR2, NAME, M) VAR1(LEAF, VAR2, NAME, P) VAR1(LEAF, VAR2, NAME, S)
+#define VAR1(LEAF, LAST, NAME, A) \
+    LAST(LEAF, NAME, A, M) LAST(LEAF, NAME, A, P) LAST(LEAF, NAME, A, S)
+#define VAR2(LEAF, NAME, A, B) LEAF(NAME, A, B, M) LEAF(NAME, A, B, P)
+#define VAR3(LEAF, NAME, A, B) LEAF(NAME, A, B, M) LEAF(NAME, A, B, P) LEAF(NAME, A, B, S)
+enum { L_M = LOC_M, L_P = LOC_P, L_S = LOC_S };
+
 // clang-format off
 /* Evaluate the program forwards: new values, the partials of the rows called through their
  * pointers, comparisons checked, rules called again. */
@@ -347,61 +503,65 @@ static REPLAY_OPT cr_status forward(cr_prepared *p, const double *inputs)
     double *v = p->vals;
     const cr__fop *const fops = p->fops + 1;
     const cr__fop *r = fops + p->nlead;
+    double P = 0.0, S = 0.0;
     if (p->nlead > 0)
         memcpy(v, inputs, p->nlead * sizeof *v);
+#define GET_M(j) v[r->src[j]]
+#define GET_P(j) P
+#define GET_S(j) S
     /* STEP(C) opens the step of code C; NEXT ends a step: on to the next instruction. */
 #if REPLAY_THREADED
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpedantic" /* labels as values and goto * */
-#define STEP(C) f_##C:
-#define NEXT           \
-    do {               \
-        r++;           \
-        goto *step[r->code]; \
+#define STEP(C, L) L:
+#define NEXT                  \
+    do {                      \
+        r++;                  \
+        goto *step[r->fcode]; \
     } while (0)
-#define LABEL(NAME, NIN, NOUT, PRIMAL, ...) [CR__ROP_##NAME] = &&f_CR__ROP_##NAME,
-    static const void *const step[CR__ROP_END + 1] = {
-        CR__ARITH_ROWS(LABEL)
-        [CR__ROP_ROW] = &&f_CR__ROP_ROW,     [CR__ROP_INPUT] = &&f_CR__ROP_INPUT,
-        [CR__ROP_GUARD] = &&f_CR__ROP_GUARD, [CR__ROP_ARRAY] = &&f_CR__ROP_ARRAY,
-        [CR__ROP_GENERIC] = &&f_CR__ROP_ARRAY, [CR__ROP_END] = &&out};
+#define LABEL(NAME, A, B, W) [FCODE(CR__ROP_##NAME, L_##A, L_##B, L_##W == L_P)] = &&f_##NAME##A##B##W,
+#define LABELS(NAME, NIN, NOUT, PRIMAL, ...) FVARIANTS(LABEL, NAME)
+    static const void *const step[FC_END + 1] = {
+        CR__ARITH_ROWS(LABELS)
+        [FC_ROW] = &&f_row, [FC_INPUT] = &&f_input, [FC_GUARD] = &&f_guard,
+        [FC_CALL] = &&f_call, [FC_END] = &&out};
 #undef LABEL
-    goto *step[r->code];
+#undef LABELS
+    goto *step[r->fcode];
     {
 #else
-#define STEP(C) case C:
+#define STEP(C, L) case C:
 #define NEXT    continue
     for (;; r++) {
-        switch (r->code) {
-        case CR__ROP_GENERIC:
+        switch (r->fcode) {
 #endif
-    STEP(CR__ROP_ARRAY) {
+    STEP(FC_CALL, f_call) {
         cr_status st = call_forward(p, &p->prog[r - fops], v);
         if (st != CR_OK)
             return st;
     }
     NEXT;
-#define ARITH(NAME, NIN, NOUT, PRIMAL, ...)         \
-    STEP(CR__ROP_##NAME) {                          \
-        double x_[2], Y[1];                         \
-        x_[0] = v[r->src[0]];                       \
-        x_[1] = (NIN) > 1 ? v[r->src[1]] : 0.0;     \
-        {                                           \
-            const double *x = x_;                   \
-            PRIMAL;                                 \
-        }                                           \
-        v[r->res] = Y[0];                           \
-    }                                               \
+    /* (W: P for "kept in S", S is not used) */
+#define FSTEP(NAME, A, B, W)                                                       \
+    STEP(FCODE(CR__ROP_##NAME, L_##A, L_##B, L_##W == L_P), f_##NAME##A##B##W) { \
+        double y_ = value_##NAME(GET_##A(0), NIN_##NAME > 1 ? GET_##B(1) : 0.0);     \
+        v[r->res] = y_;                                                             \
+        P = y_;                                                                     \
+        if (L_##W == L_P)                                                           \
+            S = y_;                                                                 \
+    }                                                                               \
     NEXT;
-    CR__ARITH_ROWS(ARITH)
-#undef ARITH
-    STEP(CR__ROP_ROW)
+#define FSTEPS(NAME, NIN, NOUT, PRIMAL, ...) FVARIANTS(FSTEP, NAME)
+    CR__ARITH_ROWS(FSTEPS)
+#undef FSTEP
+#undef FSTEPS
+    STEP(FC_ROW, f_row)
         row_forward(&p->prog[r - fops], v);
         NEXT;
-    STEP(CR__ROP_INPUT)
+    STEP(FC_INPUT, f_input)
         v[r->res] = inputs[r->src[0]];
         NEXT;
-    STEP(CR__ROP_GUARD) {
+    STEP(FC_GUARD, f_guard) {
         const cr__rop *q = &p->prog[r - fops];
         const cr__rinfo *info = q->ptr;
         double a = v[r->src[0]], b = v[r->src[1]];
@@ -413,14 +573,19 @@ static REPLAY_OPT cr_status forward(cr_prepared *p, const double *inputs)
     }
 #pragma GCC diagnostic pop
 #else
-        default: /* CR__ROP_END */
+        default: /* FC_END */
             goto out;
         }
     }
 #endif
 #undef STEP
 #undef NEXT
+#undef GET_M
+#undef GET_P
+#undef GET_S
 out:
+    (void)P;
+    (void)S;
     return CR_OK;
 }
 
@@ -437,84 +602,100 @@ static REPLAY_OPT cr_status reverse(cr_prepared *p)
         cr__array_clear(p->tape);
     const cr__fop *const fops = p->fops + 1;
     const cr__fop *r = fops + p->ntop;
+    double P = 0.0, S = 0.0;
+#define GET_M adj[r->res]
+#define GET_P P
+#define GET_S S
+    /* the first contribution to operand j's adjoint, and a second one to the same place */
+#define PUT_M(j, c) adj[r->src[j]] += (c)
+#define PUT_P(j, c) P = 0.0 + (c)
+#define PUT_S(j, c) S = 0.0 + (c)
+#define ADD_M(c)    (void)(c)
+#define ADD_P(c)    P += (c)
+#define ADD_S(c)    S += (c)
     /* STEP(C) opens the step of code C; NEXT ends a step: on to the previous instruction
-     * (CR__ROP_END before the first one to sweep: out). */
+     * (the end before the first one to sweep: out). */
 #if REPLAY_THREADED
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpedantic" /* labels as values and goto * */
-#define STEP(C) r_##C:
-#define NEXT                 \
-    do {                     \
-        r--;                 \
-        goto *step[r->code]; \
+#define STEP(C, L) L:
+#define NEXT                  \
+    do {                      \
+        r--;                  \
+        goto *step[r->rcode]; \
     } while (0)
-#define LABEL(NAME, NIN, NOUT, PRIMAL, ...) [CR__ROP_##NAME] = &&r_CR__ROP_##NAME,
-    static const void *const step[CR__ROP_END + 1] = {
-        CR__ARITH_ROWS(LABEL)
-        [CR__ROP_ROW] = &&r_CR__ROP_ROW,     [CR__ROP_INPUT] = &&r_CR__ROP_INPUT,
-        [CR__ROP_GUARD] = &&r_CR__ROP_INPUT, [CR__ROP_ARRAY] = &&r_CR__ROP_ARRAY,
-        [CR__ROP_GENERIC] = &&r_CR__ROP_ARRAY, [CR__ROP_END] = &&out};
+#define LABEL(NAME, G, A, B) [RCODE(CR__ROP_##NAME, L_##G, L_##A, L_##B)] = &&r_##NAME##G##A##B,
+#define LABELS(NAME, NIN, NOUT, PRIMAL, ...) VARIANTS(LABEL, NAME)
+    static const void *const step[RC_END + 1] = {
+        CR__ARITH_ROWS(LABELS)
+        [RC_ROW] = &&r_row, [RC_SKIP] = &&r_skip, [RC_CALL] = &&r_call, [RC_END] = &&out};
 #undef LABEL
+#undef LABELS
     NEXT;
     {
 #else
-#define STEP(C) case C:
+#define STEP(C, L) case C:
 #define NEXT    continue
     for (;;) {
-        switch ((--r)->code) {
-        case CR__ROP_GENERIC:
+        switch ((--r)->rcode) {
 #endif
-    STEP(CR__ROP_ARRAY) {
+    STEP(RC_CALL, r_call) {
         cr_status st = call_reverse(p, &p->prog[r - fops], adj);
         if (st != CR_OK)
             return st;
     }
     NEXT;
-    /* The partials from the row again, at the values of the forward pass (Y: the result). */
-#define ARITH(NAME, NIN, NOUT, PRIMAL, ...)                  \
-    STEP(CR__ROP_##NAME) {                                   \
-        double x_[2], Y[1], D[2];                            \
-        uint32_t s0 = r->src[0], s1 = r->src[1];             \
-        double g = adj[r->res];                              \
-        x_[0] = v[s0];                                       \
-        x_[1] = (NIN) > 1 ? v[s1] : 0.0;                     \
-        Y[0] = v[r->res];                                    \
-        {                                                    \
-            const double *x = x_;                            \
-            __VA_ARGS__;                                     \
-            (void)x;                                         \
-            (void)Y;                                         \
-        }                                                    \
-        adj[s0] += D[0] * g;                                 \
-        if ((NIN) > 1)                                       \
-            adj[s1] += D[(NIN) > 1 ? 1 : 0] * g;             \
-    }                                                        \
+    /* The partials from the row again, at the values of the forward pass. */
+#define RSTEP(NAME, G, A, B)                                                     \
+    STEP(RCODE(CR__ROP_##NAME, L_##G, L_##A, L_##B), r_##NAME##G##A##B) {        \
+        double g = GET_##G, D[2];                                                \
+        partials_##NAME(v[r->src[0]], NIN_##NAME > 1 ? v[r->src[1]] : 0.0,       \
+                        v[r->res], D);                                           \
+        PUT_##A(0, D[0] * g);                                                    \
+        if (NIN_##NAME > 1) {                                                    \
+            if (L_##A == L_##B && L_##A != L_M)                                  \
+                ADD_##B(D[NIN_##NAME > 1 ? 1 : 0] * g);                          \
+            else                                                                 \
+                PUT_##B(1, D[NIN_##NAME > 1 ? 1 : 0] * g);                       \
+        }                                                                        \
+    }                                                                            \
     NEXT;
-    CR__ARITH_ROWS(ARITH)
-#undef ARITH
-    STEP(CR__ROP_ROW) {
+#define RSTEPS(NAME, NIN, NOUT, PRIMAL, ...) VARIANTS(RSTEP, NAME)
+    CR__ARITH_ROWS(RSTEPS)
+#undef RSTEP
+#undef RSTEPS
+    STEP(RC_ROW, r_row) {
         const cr__rop *q = &p->prog[r - fops];
         double g = adj[q->res];
         for (size_t j = 0; j < q->nin; j++)
             adj[q->src[j]] += q->p[j] * g;
     }
     NEXT;
-    STEP(CR__ROP_INPUT) /* and comparisons */
+    STEP(RC_SKIP, r_skip) /* inputs and comparisons */
         NEXT;
 #if REPLAY_THREADED
     }
 #pragma GCC diagnostic pop
 #else
-        case CR__ROP_END:
+        default: /* RC_END */
             goto out;
-        default: /* inputs, comparisons */
-            break;
         }
     }
 #endif
 #undef STEP
 #undef NEXT
+#undef GET_M
+#undef GET_P
+#undef GET_S
+#undef PUT_M
+#undef PUT_P
+#undef PUT_S
+#undef ADD_M
+#undef ADD_P
+#undef ADD_S
 out:
+    (void)P;
+    (void)S;
     return CR_OK;
 }
 // clang-format on

@@ -17,8 +17,7 @@ enum {
     CR__ROP_INPUT,                            /* a scalar input */
     CR__ROP_GUARD,                            /* a comparison made with cr_tape_cmp */
     CR__ROP_ARRAY,                            /* an array function: its rrule is called again */
-    CR__ROP_GENERIC, /* a scalar function kept as a pullback: its rrule (or primal) again */
-    CR__ROP_END      /* the end of the compact program (cr__fop only) */
+    CR__ROP_GENERIC /* a scalar function kept as a pullback: its rrule (or primal) again */
 };
 #undef CR__ROP_ENUM
 
@@ -50,10 +49,13 @@ typedef struct cr__rop {
 
 /* One instruction of the first-order replay's compact program (16 bytes; instruction k of
  * prog is instruction k here). The arithmetic rows keep no partials: the reverse pass
- * evaluates the row's partials again at the stored values (constant ones fold away). Every
+ * evaluates the row's partials again at the stored values (constant ones fold away). Each
+ * pass has its own code (prepared.c): an arithmetic row's code also says where its operands
+ * are read (forward) or their adjoints sent (reverse), memory or one of two registers. Every
  * other code reads its 64-byte instruction prog[k]. */
 typedef struct cr__fop {
-    uint32_t code;   /* CR__ROP_*, as prog[k].code; CR__ROP_END after the last */
+    uint16_t fcode;  /* forward step */
+    uint16_t rcode;  /* reverse step */
     uint32_t res;    /* the variable it makes (arithmetic rows, inputs) */
     uint32_t src[2]; /* the arguments' variables or constant slots; an input's position */
 } cr__fop;
@@ -85,7 +87,7 @@ struct cr_prepared {
     cr_var *xs;    /* scalar inputs (n, at least 1) */
     cr__rop *prog; /* the program, one instruction per record */
     size_t nprog;
-    cr__fop *fops; /* the same program, compact, then CR__ROP_END (first-order replay) */
+    cr__fop *fops; /* the same program, compact, between two ends (first-order replay) */
     size_t nfops;  /* its allocated length */
     size_t ntop;   /* instructions up to the one that makes y */
     size_t nlead;  /* leading inputs in order: variable j is input j */
