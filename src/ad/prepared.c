@@ -22,6 +22,7 @@ void cr_prepared_free(cr_prepared *p)
     cr_ctx_dealloc(p->ctx, p->vals, p->nws * sizeof *p->vals);
     cr_ctx_dealloc(p->ctx, p->tan, p->ntan * sizeof *p->tan);
     cr_ctx_dealloc(p->ctx, p->prog, p->nprog * sizeof *p->prog);
+    cr_ctx_dealloc(p->ctx, p->fops, p->nfops * sizeof *p->fops);
     cr_ctx_dealloc(p->ctx, p->ain, p->n * sizeof *p->ain);
     cr_ctx_dealloc(p->ctx, p->aidx, p->n * sizeof *p->aidx);
     cr_ctx_dealloc(p->ctx, p, sizeof *p);
@@ -163,6 +164,154 @@ static cr_status walk(cr_prepared *p, cr__rop *prog, size_t *nrec, size_t *ncons
     return CR_OK;
 }
 
+/* ---- The compact program ----------------------------------------------------------------- */
+
+/*
+ * Where an arithmetic step reads an operand (forward) or sends its contribution to the
+ * operand's adjoint (reverse), and where it takes its own result's adjoint (reverse): in
+ * memory (v or adj), in P or in S, two registers of the pass. Memory is always right;
+ * the registers take the dependency chains out of memory (a value stored by one step and
+ * loaded by a later one waits for the store to be forwarded, several cycles, where a
+ * register costs nothing: sum = sum + t over 30 points is 30 such waits in each pass).
+ *
+ * Forward: every arithmetic step leaves its result in P (and in v), so the next step reads
+ * it there; a step whose result is read by an arithmetic step further on also leaves it in
+ * S, when S's value has no reader left (an accumulator stays in S through its loop).
+ * Reverse (programs without array functions or GENERIC records, whose arguments the program
+ * does not name): a variable made by an arithmetic step and read by exactly one arithmetic
+ * step (once or on both sides) and by nothing else that is swept gets its adjoint in a
+ * register: the reader starts it at 0 and adds its contributions there (the same sums as in
+ * adj, in the same order), the maker takes it from there. P when the maker is the step just
+ * before the reader, S when S is free until the maker.
+ */
+enum { LOC_M, LOC_P, LOC_S };
+#define FCODE(OP, F0, F1, W) ((OP)*18 + (F0)*6 + (F1)*2 + (W))
+#define RCODE(OP, G, D0, D1) ((OP)*27 + (G)*9 + (D0)*3 + (D1))
+enum { FC_ROW = CR__ARITH_NROWS * 18, FC_INPUT, FC_GUARD, FC_CALL, FC_END };
+enum { RC_ROW = CR__ARITH_NROWS * 27, RC_SKIP, RC_CALL, RC_END };
+enum { NONE = UINT32_MAX };
+
+static bool is_arith(const cr__rop *r)
+{
+    return r->code < CR__ARITH_NROWS;
+}
+
+/* The forward codes: operands read from P or S while they hold them. last[u]: the last
+ * arithmetic step reading variable u (0: none). */
+static void forward_codes(cr_prepared *p, size_t nrec, uint32_t *last)
+{
+    cr__fop *fops = p->fops + 1;
+    uint32_t nvars = (uint32_t)p->tape->nvars;
+    memset(last, 0, nvars * sizeof *last);
+    for (size_t k = 0; k < nrec; k++) {
+        const cr__rop *r = &p->prog[k];
+        for (size_t j = 0; is_arith(r) && j < r->nin; j++)
+            if (r->src[j] < nvars)
+                last[r->src[j]] = (uint32_t)k;
+    }
+    uint32_t pv = NONE, sv = NONE; /* the variables P and S hold */
+    for (size_t k = p->nlead; k < nrec; k++) {
+        const cr__rop *r = &p->prog[k];
+        if (!is_arith(r)) {
+            pv = NONE;
+            continue;
+        }
+        int loc[2] = {LOC_M, LOC_M};
+        for (size_t j = 0; j < r->nin; j++)
+            loc[j] = r->src[j] == pv ? LOC_P : r->src[j] == sv ? LOC_S : LOC_M;
+        bool w = (sv == NONE || last[sv] <= k) && last[r->res] > k + 1;
+        if (w)
+            sv = r->res;
+        pv = r->res;
+        fops[k].fcode = (uint16_t)FCODE(r->code, loc[0], loc[1], w);
+    }
+}
+
+/* The reverse codes: adjoints passed in P or S. n[u]: swept steps reading u, then where
+ * u's adjoint goes; made[u]: 1 + the arithmetic step making u (0: another kind). */
+static void reverse_codes(cr_prepared *p, size_t first, uint32_t *n, uint32_t *made)
+{
+    cr__fop *fops = p->fops + 1;
+    uint32_t nvars = (uint32_t)p->tape->nvars;
+    memset(n, 0, nvars * sizeof *n);
+    memset(made, 0, nvars * sizeof *made);
+    for (size_t k = first; k < p->ntop; k++) {
+        const cr__rop *r = &p->prog[k];
+        if (is_arith(r))
+            made[r->res] = (uint32_t)k + 1;
+        if (!is_arith(r) && r->code != CR__ROP_ROW)
+            continue;
+        for (size_t j = 0; j < r->nin; j++)
+            if (r->src[j] < nvars && (j == 0 || r->src[j] != r->src[0]))
+                n[r->src[j]]++;
+    }
+    for (size_t u = 0; u < nvars; u++) /* from here on: LOC_* + 1 once decided */
+        if (n[u] != 1 || made[u] == 0)
+            n[u] = 0;
+    uint32_t sv = NONE; /* the variable whose adjoint S holds until its maker */
+    for (size_t k = p->ntop; k-- > first;) {
+        const cr__rop *r = &p->prog[k];
+        if (!is_arith(r))
+            continue;
+        int g = n[r->res] > LOC_M + 1 ? (int)n[r->res] - 1 : LOC_M;
+        if (g == LOC_S)
+            sv = NONE;
+        int loc[2] = {LOC_M, LOC_M};
+        for (size_t j = 0; j < r->nin; j++) {
+            uint32_t u = r->src[j];
+            if (j == 1 && u == r->src[0]) {
+                loc[1] = loc[0];
+            } else if (u < nvars && n[u] == 1) {
+                loc[j] = made[u] == k ? LOC_P : sv == NONE ? LOC_S : LOC_M;
+                if (loc[j] == LOC_S)
+                    sv = u;
+                n[u] = (uint32_t)loc[j] + 1;
+            }
+        }
+        fops[k].rcode = (uint16_t)RCODE(r->code, g, loc[0], loc[1]);
+    }
+}
+
+/* The compact program of the first-order replay (p->fops + 1): prog's nrec instructions,
+ * then an end, where the forward pass stops. The reverse pass stops at the end just before
+ * the first instruction it sweeps (p->fops[0], or the last of the leading inputs, which the
+ * forward pass does not run either). */
+static cr_status build_compact(cr_prepared *p, size_t nrec)
+{
+    size_t nvars = p->tape->nvars ? p->tape->nvars : 1;
+    p->fops = cr_ctx_alloc(p->ctx, (nrec + 2) * sizeof *p->fops);
+    if (p->fops == NULL)
+        return CR_ENOMEM;
+    p->nfops = nrec + 2;
+    uint32_t *scratch = cr_ctx_alloc(p->ctx, 2 * nvars * sizeof *scratch);
+    if (scratch == NULL)
+        return CR_ENOMEM;
+    cr__fop *fops = p->fops + 1;
+    static const uint16_t fother[] = {FC_ROW, FC_INPUT, FC_GUARD, FC_CALL, FC_CALL};
+    static const uint16_t rother[] = {RC_ROW, RC_SKIP, RC_SKIP, RC_CALL, RC_CALL};
+    for (size_t k = 0; k < nrec; k++) {
+        const cr__rop *r = &p->prog[k];
+        cr__fop *f = &fops[k];
+        /* (arithmetic steps: memory everywhere, until the passes' codes below) */
+        f->fcode = is_arith(r) ? (uint16_t)FCODE(r->code, 0, 0, 0) : fother[r->code - CR__ROP_ROW];
+        f->rcode = is_arith(r) ? (uint16_t)RCODE(r->code, 0, 0, 0) : rother[r->code - CR__ROP_ROW];
+        f->res = r->res;
+        /* (an array or GENERIC instruction holds its rule where the others hold src) */
+        bool has_src = r->code < CR__ROP_ARRAY;
+        f->src[0] = has_src ? r->src[0] : 0;
+        f->src[1] = has_src && (r->code == CR__ROP_GUARD || r->nin > 1) ? r->src[1] : 0;
+    }
+    size_t first = p->nlead < p->ntop ? p->nlead : p->ntop;
+    forward_codes(p, nrec, scratch);
+    if (!p->has_arrays)
+        reverse_codes(p, first, scratch, scratch + nvars);
+    cr_ctx_dealloc(p->ctx, scratch, 2 * nvars * sizeof *scratch);
+    fops[nrec] = (cr__fop){.fcode = FC_END, .rcode = RC_END};
+    p->fops[0] = fops[nrec];
+    fops[(ptrdiff_t)first - 1] = fops[nrec];
+    return CR_OK;
+}
+
 cr_status cr__prepared_build(cr_prepared *p)
 {
     size_t nrec, nconst;
@@ -194,6 +343,8 @@ cr_status cr__prepared_build(cr_prepared *p)
            p->prog[p->nlead].res == p->nlead && p->prog[p->nlead].src[0] == p->nlead)
         p->nlead++;
     p->mark = cr_arena_get_mark(p->tape->arena);
+    if (st == CR_OK)
+        st = build_compact(p, nrec);
     return st;
 }
 
@@ -245,131 +396,309 @@ cr_status cr__prepared_guard(cr_prepared *p, const cr__rop *r, const double *v)
     return compare((cr_cmp)r->o, a, b) == info->outcome ? CR_OK : guard_failed(p, r, a, b);
 }
 
-/* Evaluate the program forwards: new values, new partials, comparisons checked, rules
- * called again. The arithmetic rows are expanded here from CR__ARITH_ROWS (their one
- * definition), so the common operations cost no call. */
-static cr_status forward(cr_prepared *p, const double *inputs)
+/*
+ * The first-order replay runs the compact program (cr__fop): 16 bytes per instruction
+ * instead of 64, and no partials of the arithmetic rows stored or loaded. The forward pass
+ * evaluates only their primals; the reverse pass evaluates their partials again from the
+ * same row (CR__ARITH_ROWS, the one definition) at the stored values of the arguments and
+ * the result: those of add, sub and neg are constants and fold away, mul's are its
+ * arguments, div's cost the two divisions the forward pass no longer makes. Rows through
+ * their function pointers keep their partials in their 64-byte instruction, and comparisons,
+ * array functions and GENERIC records are read from there too.
+ *
+ * Dispatch: with GCC and Clang each step ends with its own indirect jump through a table of
+ * label addresses (threaded code, as sweep_scalar in sweep.c); elsewhere (or with
+ * CR_PREPARED_SWITCH defined) the same steps are the cases of a switch.
+ */
+#if defined(__GNUC__) && !defined(CR_PREPARED_SWITCH)
+#define REPLAY_THREADED 1
+#else
+#define REPLAY_THREADED 0
+#endif
+/* GCC merges the steps' identical tails into one shared indirect jump, undoing the
+ * threading: not in the two passes. */
+#if REPLAY_THREADED && !defined(__clang__)
+#define REPLAY_OPT __attribute__((optimize("no-crossjumping")))
+#else
+#define REPLAY_OPT
+#endif
+
+/* A row through its function pointer, forwards: its value and its partials (kept in r). */
+static inline void row_forward(cr__rop *r, double *v)
+{
+    const cr__rinfo *info = r->ptr;
+    size_t nin = r->nin;
+    double xin[CR_SCALAR_MAX_IN], Y[CR_SCALAR_MAX_OUT];
+    double D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+    for (size_t j = 0; j < nin; j++)
+        xin[j] = v[r->src[j]];
+    info->row->f64(xin, Y, D);
+    v[r->res] = Y[r->o];
+    for (size_t j = 0; j < nin; j++)
+        r->p[j] = D[r->o * nin + j];
+}
+
+/* An array function or a GENERIC record, forwards: its rule (or kernel) called again. */
+static NOINLINE cr_status call_forward(cr_prepared *p, const cr__rop *r, double *v)
+{
+    if (r->code == CR__ROP_GENERIC)
+        return cr__prepared_grerun(p, r, v);
+    cr__anode *nd = r->ptr;
+    return nd->pull != NULL ? cr__kernel_rerun(p->tape, nd, v, r->res) /* loops */
+                            : cr__prepared_rerun(p, r, v);
+}
+
+/* An array function or a GENERIC record, backwards: its pullback (or kernel). */
+static NOINLINE cr_status call_reverse(cr_prepared *p, const cr__rop *r, double *adj)
+{
+    if (r->code == CR__ROP_GENERIC)
+        return cr__prepared_gpull(p, r, adj);
+    const cr__anode *nd = r->ptr;
+    const double *g = r->nv ? &adj[r->res] : NULL;
+    return nd->pull != NULL ? nd->pull(p->tape, nd, g, adj) /* a kernel */
+                            : cr__array_pull(p->tape, nd, g, adj);
+}
+
+/* Each arithmetic row once as two functions: its value, and its partials at given
+ * arguments and result (Y[0] in the row). */
+#define ROW_FNS(NAME, NIN, NOUT, PRIMAL, ...)                                   \
+    enum { NIN_##NAME = (NIN) };                                                \
+    static inline double value_##NAME(double a, double b)                       \
+    {                                                                           \
+        double x_[2] = {a, b}, Y[1];                                            \
+        const double *x = x_;                                                   \
+        PRIMAL;                                                                 \
+        (void)x;                                                                \
+        return Y[0];                                                            \
+    }                                                                           \
+    static inline void partials_##NAME(double a, double b, double y, double *D) \
+    {                                                                           \
+        double x_[2] = {a, b}, Y[1] = {y};                                      \
+        const double *x = x_;                                                   \
+        __VA_ARGS__;                                                            \
+        (void)x;                                                                \
+        (void)Y;                                                                \
+    }
+CR__ARITH_ROWS(ROW_FNS)
+#undef ROW_FNS
+
+/* The arithmetic steps, one per combination of locations: VARIANTS(LEAF, NAME) expands
+ * LEAF(NAME, a, b, c) for a, b and c in M, P, S, FVARIANTS(LEAF, NAME) for a, b in M, P, S
+ * and c in M, P (the forward result "not kept in S" and "kept in S"). */
+#define VARIANTS(LEAF, NAME) \
+    VAR1(LEAF, VAR3, NAME, M) VAR1(LEAF, VAR3, NAME, P) VAR1(LEAF, VAR3, NAME, S)
+#define FVARIANTS(LEAF, NAME) \
+    VAR1(LEAF, VAR2, NAME, M) VAR1(LEAF, VAR2, NAME, P) VAR1(LEAF, VAR2, NAME, S)
+#define VAR1(LEAF, LAST, NAME, A) \
+    LAST(LEAF, NAME, A, M) LAST(LEAF, NAME, A, P) LAST(LEAF, NAME, A, S)
+#define VAR2(LEAF, NAME, A, B) LEAF(NAME, A, B, M) LEAF(NAME, A, B, P)
+#define VAR3(LEAF, NAME, A, B) LEAF(NAME, A, B, M) LEAF(NAME, A, B, P) LEAF(NAME, A, B, S)
+enum { L_M = LOC_M, L_P = LOC_P, L_S = LOC_S };
+
+// clang-format off
+/* Evaluate the program forwards: new values, the partials of the rows called through their
+ * pointers, comparisons checked, rules called again. */
+static REPLAY_OPT cr_status forward(cr_prepared *p, const double *inputs)
 {
     double *v = p->vals;
-    cr__rop *r = p->prog + p->nlead, *end = p->prog + p->nprog;
+    const cr__fop *const fops = p->fops + 1;
+    const cr__fop *r = fops + p->nlead;
+    double P = 0.0, S = 0.0;
     if (p->nlead > 0)
         memcpy(v, inputs, p->nlead * sizeof *v);
-    for (; r < end; r++) {
-        switch (r->code) {
-#define ARITH(NAME, NIN, NOUT, PRIMAL, ...)     \
-    case CR__ROP_##NAME: {                      \
-        double x_[2], Y[1], D[2];               \
-        x_[0] = v[r->src[0]];                   \
-        x_[1] = (NIN) > 1 ? v[r->src[1]] : 0.0; \
-        {                                       \
-            const double *x = x_;               \
-            PRIMAL;                             \
-            __VA_ARGS__;                        \
-        }                                       \
-        v[r->res] = Y[0];                       \
-        r->p[0] = D[0];                         \
-        if ((NIN) > 1)                          \
-            r->p[1] = D[1];                     \
-        break;                                  \
+#define GET_M(j) v[r->src[j]]
+#define GET_P(j) P
+#define GET_S(j) S
+    /* STEP(C) opens the step of code C; NEXT ends a step: on to the next instruction. */
+#if REPLAY_THREADED
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpedantic" /* labels as values and goto * */
+#define STEP(C, L) L:
+#define NEXT                  \
+    do {                      \
+        r++;                  \
+        goto *step[r->fcode]; \
+    } while (0)
+#define LABEL(NAME, A, B, W) [FCODE(CR__ROP_##NAME, L_##A, L_##B, L_##W == L_P)] = &&f_##NAME##A##B##W,
+#define LABELS(NAME, NIN, NOUT, PRIMAL, ...) FVARIANTS(LABEL, NAME)
+    static const void *const step[FC_END + 1] = {
+        CR__ARITH_ROWS(LABELS)
+        [FC_ROW] = &&f_row, [FC_INPUT] = &&f_input, [FC_GUARD] = &&f_guard,
+        [FC_CALL] = &&f_call, [FC_END] = &&out};
+#undef LABEL
+#undef LABELS
+    goto *step[r->fcode];
+    {
+#else
+#define STEP(C, L) case C:
+#define NEXT    continue
+    for (;; r++) {
+        switch (r->fcode) {
+#endif
+    STEP(FC_CALL, f_call) {
+        cr_status st = call_forward(p, &p->prog[r - fops], v);
+        if (st != CR_OK)
+            return st;
     }
-            CR__ARITH_ROWS(ARITH)
-#undef ARITH
-        case CR__ROP_ROW: {
-            const cr__rinfo *info = r->ptr;
-            size_t nin = r->nin;
-            double xin[CR_SCALAR_MAX_IN], Y[CR_SCALAR_MAX_OUT];
-            double D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
-            for (size_t j = 0; j < nin; j++)
-                xin[j] = v[r->src[j]];
-            info->row->f64(xin, Y, D);
-            v[r->res] = Y[r->o];
-            for (size_t j = 0; j < nin; j++)
-                r->p[j] = D[r->o * nin + j];
-            break;
-        }
-        case CR__ROP_INPUT:
-            v[r->res] = inputs[r->src[0]];
-            break;
-        case CR__ROP_GUARD: {
-            const cr__rinfo *info = r->ptr;
-            double a = v[r->src[0]], b = v[r->src[1]];
-            if (compare((cr_cmp)r->o, a, b) != info->outcome)
-                return guard_failed(p, r, a, b);
-            break;
-        }
-        case CR__ROP_GENERIC: {
-            cr_status st = cr__prepared_grerun(p, r, v);
-            if (st != CR_OK)
-                return st;
-            break;
-        }
-        default: { /* CR__ROP_ARRAY */
-            cr__anode *nd = r->ptr;
-            cr_status st = nd->pull != NULL ? cr__kernel_rerun(p->tape, nd, v, r->res) /* loops */
-                                            : cr__prepared_rerun(p, r, v);
-            if (st != CR_OK)
-                return st;
-            break;
-        }
+    NEXT;
+    /* (W: P for "kept in S", S is not used) */
+#define FSTEP(NAME, A, B, W)                                                       \
+    STEP(FCODE(CR__ROP_##NAME, L_##A, L_##B, L_##W == L_P), f_##NAME##A##B##W) { \
+        double y_ = value_##NAME(GET_##A(0), NIN_##NAME > 1 ? GET_##B(1) : 0.0);     \
+        v[r->res] = y_;                                                             \
+        P = y_;                                                                     \
+        if (L_##W == L_P)                                                           \
+            S = y_;                                                                 \
+    }                                                                               \
+    NEXT;
+#define FSTEPS(NAME, NIN, NOUT, PRIMAL, ...) FVARIANTS(FSTEP, NAME)
+    CR__ARITH_ROWS(FSTEPS)
+#undef FSTEP
+#undef FSTEPS
+    STEP(FC_ROW, f_row)
+        row_forward(&p->prog[r - fops], v);
+        NEXT;
+    STEP(FC_INPUT, f_input)
+        v[r->res] = inputs[r->src[0]];
+        NEXT;
+    STEP(FC_GUARD, f_guard) {
+        const cr__rop *q = &p->prog[r - fops];
+        const cr__rinfo *info = q->ptr;
+        double a = v[r->src[0]], b = v[r->src[1]];
+        if (compare((cr_cmp)q->o, a, b) != info->outcome)
+            return guard_failed(p, q, a, b);
+    }
+    NEXT;
+#if REPLAY_THREADED
+    }
+#pragma GCC diagnostic pop
+#else
+        default: /* FC_END */
+            goto out;
         }
     }
+#endif
+#undef STEP
+#undef NEXT
+#undef GET_M
+#undef GET_P
+#undef GET_S
+out:
+    (void)P;
+    (void)S;
     return CR_OK;
 }
 
 /* Sweep back over the instructions that can reach y. The adjoints of constant slots
  * receive contributions nobody reads. */
-static cr_status reverse(cr_prepared *p)
+static REPLAY_OPT cr_status reverse(cr_prepared *p)
 {
     double *adj = p->adj;
+    const double *v = p->vals;
     memset(adj, 0, p->nws / 2 * sizeof *adj);
     adj[p->y.idx] = 1.0;
     /* (cr_prepared_value_and_gradient_arrays leaves the accumulators clear after each call) */
     if (p->has_arrays && !p->arrays)
         cr__array_clear(p->tape);
-    const cr__rop *first = p->prog + (p->nlead < p->ntop ? p->nlead : p->ntop);
-    for (const cr__rop *r = p->prog + p->ntop; r-- > first;) {
-        switch (r->code) {
-        case CR__ROP_neg: {
-            double g = adj[r->res];
-            adj[r->src[0]] += r->p[0] * g;
-            break;
-        }
-        case CR__ROP_add:
-        case CR__ROP_sub:
-        case CR__ROP_mul:
-        case CR__ROP_div: {
-            double g = adj[r->res];
-            adj[r->src[0]] += r->p[0] * g;
-            adj[r->src[1]] += r->p[1] * g;
-            break;
-        }
-        case CR__ROP_ROW: {
-            double g = adj[r->res];
-            for (size_t j = 0; j < r->nin; j++)
-                adj[r->src[j]] += r->p[j] * g;
-            break;
-        }
-        case CR__ROP_ARRAY: {
-            const cr__anode *nd = r->ptr;
-            const double *g = r->nv ? &adj[r->res] : NULL;
-            cr_status st = nd->pull != NULL ? nd->pull(p->tape, nd, g, adj) /* a kernel */
-                                            : cr__array_pull(p->tape, nd, g, adj);
-            if (st != CR_OK)
-                return st;
-            break;
-        }
-        case CR__ROP_GENERIC: {
-            cr_status st = cr__prepared_gpull(p, r, adj);
-            if (st != CR_OK)
-                return st;
-            break;
-        }
-        default: /* inputs, comparisons */
-            break;
+    const cr__fop *const fops = p->fops + 1;
+    const cr__fop *r = fops + p->ntop;
+    double P = 0.0, S = 0.0;
+#define GET_M adj[r->res]
+#define GET_P P
+#define GET_S S
+    /* the first contribution to operand j's adjoint, and a second one to the same place */
+#define PUT_M(j, c) adj[r->src[j]] += (c)
+#define PUT_P(j, c) P = 0.0 + (c)
+#define PUT_S(j, c) S = 0.0 + (c)
+#define ADD_M(c)    (void)(c)
+#define ADD_P(c)    P += (c)
+#define ADD_S(c)    S += (c)
+    /* STEP(C) opens the step of code C; NEXT ends a step: on to the previous instruction
+     * (the end before the first one to sweep: out). */
+#if REPLAY_THREADED
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpedantic" /* labels as values and goto * */
+#define STEP(C, L) L:
+#define NEXT                  \
+    do {                      \
+        r--;                  \
+        goto *step[r->rcode]; \
+    } while (0)
+#define LABEL(NAME, G, A, B) [RCODE(CR__ROP_##NAME, L_##G, L_##A, L_##B)] = &&r_##NAME##G##A##B,
+#define LABELS(NAME, NIN, NOUT, PRIMAL, ...) VARIANTS(LABEL, NAME)
+    static const void *const step[RC_END + 1] = {
+        CR__ARITH_ROWS(LABELS)
+        [RC_ROW] = &&r_row, [RC_SKIP] = &&r_skip, [RC_CALL] = &&r_call, [RC_END] = &&out};
+#undef LABEL
+#undef LABELS
+    NEXT;
+    {
+#else
+#define STEP(C, L) case C:
+#define NEXT    continue
+    for (;;) {
+        switch ((--r)->rcode) {
+#endif
+    STEP(RC_CALL, r_call) {
+        cr_status st = call_reverse(p, &p->prog[r - fops], adj);
+        if (st != CR_OK)
+            return st;
+    }
+    NEXT;
+    /* The partials from the row again, at the values of the forward pass. */
+#define RSTEP(NAME, G, A, B)                                                     \
+    STEP(RCODE(CR__ROP_##NAME, L_##G, L_##A, L_##B), r_##NAME##G##A##B) {        \
+        double g = GET_##G, D[2];                                                \
+        partials_##NAME(v[r->src[0]], NIN_##NAME > 1 ? v[r->src[1]] : 0.0,       \
+                        v[r->res], D);                                           \
+        PUT_##A(0, D[0] * g);                                                    \
+        if (NIN_##NAME > 1) {                                                    \
+            if (L_##A == L_##B && L_##A != L_M)                                  \
+                ADD_##B(D[NIN_##NAME > 1 ? 1 : 0] * g);                          \
+            else                                                                 \
+                PUT_##B(1, D[NIN_##NAME > 1 ? 1 : 0] * g);                       \
+        }                                                                        \
+    }                                                                            \
+    NEXT;
+#define RSTEPS(NAME, NIN, NOUT, PRIMAL, ...) VARIANTS(RSTEP, NAME)
+    CR__ARITH_ROWS(RSTEPS)
+#undef RSTEP
+#undef RSTEPS
+    STEP(RC_ROW, r_row) {
+        const cr__rop *q = &p->prog[r - fops];
+        double g = adj[q->res];
+        for (size_t j = 0; j < q->nin; j++)
+            adj[q->src[j]] += q->p[j] * g;
+    }
+    NEXT;
+    STEP(RC_SKIP, r_skip) /* inputs and comparisons */
+        NEXT;
+#if REPLAY_THREADED
+    }
+#pragma GCC diagnostic pop
+#else
+        default: /* RC_END */
+            goto out;
         }
     }
+#endif
+#undef STEP
+#undef NEXT
+#undef GET_M
+#undef GET_P
+#undef GET_S
+#undef PUT_M
+#undef PUT_P
+#undef PUT_S
+#undef ADD_M
+#undef ADD_P
+#undef ADD_S
+out:
+    (void)P;
+    (void)S;
     return CR_OK;
 }
+// clang-format on
 
 cr_status cr__prepared_run(cr_prepared *p, const double *x)
 {

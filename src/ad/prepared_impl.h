@@ -47,6 +47,19 @@ typedef struct cr__rop {
                   cr__greplay (GENERIC) */
 } cr__rop;
 
+/* One instruction of the first-order replay's compact program (16 bytes; instruction k of
+ * prog is instruction k here). The arithmetic rows keep no partials: the reverse pass
+ * evaluates the row's partials again at the stored values (constant ones fold away). Each
+ * pass has its own code (prepared.c): an arithmetic row's code also says where its operands
+ * are read (forward) or their adjoints sent (reverse), memory or one of two registers. Every
+ * other code reads its 64-byte instruction prog[k]. */
+typedef struct cr__fop {
+    uint16_t fcode;  /* forward step */
+    uint16_t rcode;  /* reverse step */
+    uint32_t res;    /* the variable it makes (arithmetic rows, inputs) */
+    uint32_t src[2]; /* the arguments' variables or constant slots; an input's position */
+} cr__fop;
+
 /* Replay modes of a GENERIC record (cr__greplay.mode). */
 enum {
     CR__GREPLAY_RRULE = 0, /* the rrule is called again; its pullback is the reverse step */
@@ -74,9 +87,11 @@ struct cr_prepared {
     cr_var *xs;    /* scalar inputs (n, at least 1) */
     cr__rop *prog; /* the program, one instruction per record */
     size_t nprog;
-    size_t ntop;  /* instructions up to the one that makes y */
-    size_t nlead; /* leading inputs in order: variable j is input j */
-    double *vals; /* workspace: variables' values, then the constants; then the adjoints */
+    cr__fop *fops; /* the same program, compact, between two ends (first-order replay) */
+    size_t nfops;  /* its allocated length */
+    size_t ntop;   /* instructions up to the one that makes y */
+    size_t nlead;  /* leading inputs in order: variable j is input j */
+    double *vals;  /* workspace: variables' values, then the constants; then the adjoints */
     double *adj;
     size_t nws;          /* doubles of workspace */
     cr_array *ain;       /* array inputs as prepared (shape and dtype; data NULL) */
