@@ -423,21 +423,6 @@ cr_status cr__prepared_guard(cr_prepared *p, const cr__rop *r, const double *v)
 #define REPLAY_OPT
 #endif
 
-/* A row through its function pointer, forwards: its value and its partials (kept in r). */
-static inline void row_forward(cr__rop *r, double *v)
-{
-    const cr__rinfo *info = r->ptr;
-    size_t nin = r->nin;
-    double xin[CR_SCALAR_MAX_IN], Y[CR_SCALAR_MAX_OUT];
-    double D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
-    for (size_t j = 0; j < nin; j++)
-        xin[j] = v[r->src[j]];
-    info->row->f64(xin, Y, D);
-    v[r->res] = Y[r->o];
-    for (size_t j = 0; j < nin; j++)
-        r->p[j] = D[r->o * nin + j];
-}
-
 /* An array function or a GENERIC record, forwards: its rule (or kernel) called again. */
 static NOINLINE cr_status call_forward(cr_prepared *p, const cr__rop *r, double *v)
 {
@@ -556,7 +541,7 @@ static REPLAY_OPT cr_status forward(cr_prepared *p, const double *inputs)
 #undef FSTEP
 #undef FSTEPS
     STEP(FC_ROW, f_row)
-        row_forward(&p->prog[r - fops], v);
+        cr__row_forward(&p->prog[r - fops], v);
         NEXT;
     STEP(FC_INPUT, f_input)
         v[r->res] = inputs[r->src[0]];

@@ -97,19 +97,10 @@ static cr_status forward2(cr_prepared *p, const double *in, const double *dir)
             CR__ARITH_ROWS(ARITH)
 #undef ARITH
         case CR__ROP_ROW: {
-            const cr__rinfo *info = r->ptr;
-            size_t nin = r->nin;
-            double xin[CR_SCALAR_MAX_IN], Y[CR_SCALAR_MAX_OUT];
-            double D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
-            for (size_t j = 0; j < nin; j++)
-                xin[j] = v[r->src[j]];
-            info->row->f64(xin, Y, D);
-            v[r->res] = Y[r->o];
+            cr__row_forward(r, v);
             double t = 0.0;
-            for (size_t j = 0; j < nin; j++) {
-                r->p[j] = D[r->o * nin + j];
+            for (size_t j = 0; j < r->nin; j++)
                 t += r->p[j] * vd[r->src[j]];
-            }
             vd[r->res] = t;
             break;
         }

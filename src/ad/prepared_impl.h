@@ -152,4 +152,19 @@ CR_INTERNAL void cr__prepared_begin(cr_prepared *p);
  * p->adj holds the scalar adjoints, the array slots' accumulators the array ones. */
 CR_INTERNAL cr_status cr__prepared_run(cr_prepared *p, const double *x);
 
+/* A row through its function pointer, forwards: its value and its partials (kept in r). */
+static inline void cr__row_forward(cr__rop *r, double *v)
+{
+    const cr__rinfo *info = r->ptr;
+    size_t nin = r->nin;
+    double xin[CR_SCALAR_MAX_IN], Y[CR_SCALAR_MAX_OUT];
+    double D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+    for (size_t j = 0; j < nin; j++)
+        xin[j] = v[r->src[j]];
+    info->row->f64(xin, Y, D);
+    v[r->res] = Y[r->o];
+    for (size_t j = 0; j < nin; j++)
+        r->p[j] = D[r->o * nin + j];
+}
+
 #endif /* CR_PREPARED_IMPL_H */
