@@ -21,6 +21,8 @@
  *   hvp_loop_ratio     Rosenbrock, n = 1e5, scalar loop on a second-order tape:
  *                      record + Hessian-vector product / primal
  *   hvp_loop_sweep_ratio  the Hessian-vector product alone on that recording / primal
+ *   rosen_loop_prepared_ratio  Rosenbrock, n = 1e6, scalar loop prepared once
+ *                      (cr_prepare_gradient), then cr_prepared_value_and_gradient / primal
  *   hvp_prepared_ratio Rosenbrock, n = 1e4, scalar loop prepared once (cr_prepare_hvp):
  *                      one cr_prepared_hvp (value, gradient, H v) / primal
  *   rosen_array_ratio  Rosenbrock, n = 1e6, on an array variable as one fused kernel
@@ -538,6 +540,40 @@ static int fig_hvp_prepared(double *out)
     return err || isnan(*out);
 }
 
+/* Rosenbrock n = 1e6 as a scalar loop prepared once (cr_prepare_gradient), then value and
+ * gradient at new inputs (rosen_loop_prepared_ratio; rosen_loop_ratio records at each call). */
+static double rosen_prepared_gradient(void *env)
+{
+    prep_hvp_env *e = env;
+    double y;
+    if (cr_prepared_value_and_gradient(e->p, e->r.x, e->r.n, &y, e->r.grad) != CR_OK)
+        return (double)NAN;
+    return y + e->r.grad[0];
+}
+
+static int fig_rosen_loop_prepared(double *out)
+{
+    prep_hvp_env e;
+    int err = rosen_setup(&e.r, 1000000, 0);
+    double *want = malloc(e.r.n * sizeof *want);
+    if (err || want == NULL ||
+        cr_prepare_gradient(g_ctx, NULL, rosen_taped, NULL, e.r.x, e.r.n, &e.p) != CR_OK)
+        return 1;
+    for (size_t i = 0; i < e.r.n; i++) /* checked at other inputs than the recording's */
+        e.r.x[i] = 0.4 + 0.5 * cos(0.23 * (double)i);
+    err = isnan(rosen_prepared_gradient(&e));
+    if (!err) {
+        rosen_grad_hand(e.r.x, e.r.n, want);
+        err = check_close("prepared rosenbrock gradient", e.r.grad, want, e.r.n, 1e-12);
+    }
+    free(want);
+    if (!err)
+        *out = median_ratio(rosen_prepared_gradient, rosen_primal_p, &e);
+    cr_prepared_free(e.p);
+    rosen_teardown(&e.r);
+    return err || isnan(*out);
+}
+
 static int fig_hvp_sweep(double *out)
 {
     if (isnan(g_hvp_sweep_ratio)) {
@@ -1013,6 +1049,7 @@ static const struct {
     {"hvp_loop_ratio", fig_hvp_loop, "x", "%s %.2f %s\n"},
     {"hvp_loop_sweep_ratio", fig_hvp_sweep, "x", "%s %.2f %s\n"},
     {"hvp_prepared_ratio", fig_hvp_prepared, "x", "%s %.2f %s\n"},
+    {"rosen_loop_prepared_ratio", fig_rosen_loop_prepared, "x", "%s %.2f %s\n"},
     {"hvp_array_unfused_ratio", fig_hvp_array_unfused, "x", "%s %.2f %s\n"},
     {"sum3_ns", fig_sum3, "ns", "%s %.1f %s\n"},
     {"mse_ns", fig_mse, "ns", "%s %.1f %s\n"},
