@@ -87,6 +87,18 @@ static void set_up(double *x, size_t n)
         x[i] = 0.3 + 0.8 * sin(0.7 * (double)i + 0.1);
 }
 
+/* m inputs and m gradient arrays: vectors of N over x and g, one after the other. */
+static void vectors(double *x, double *g, size_t m, cr_array *xa, cr_array *ga, const cr_array **xs,
+                    cr_array **gs)
+{
+    for (size_t j = 0; j < m; j++) {
+        xa[j] = cr_array_vector(x + j * N, N);
+        ga[j] = cr_array_vector(g + j * N, N);
+        xs[j] = &xa[j];
+        gs[j] = &ga[j];
+    }
+}
+
 /* One array, recorded again at each call on one tape: value and gradient against central
  * differences and against the steps called one by one; a dense gradient array full of NaN
  * is written everywhere. */
@@ -147,12 +159,7 @@ static void test_many_arrays(void **state)
     cr_array *gs[M];
     size_t shape = N;
     ptrdiff_t two = 2;
-    for (size_t j = 0; j < M; j++) {
-        xa[j] = cr_array_vector(x + j * N, N);
-        ga[j] = cr_array_vector(g + j * N, N);
-        xs[j] = &xa[j];
-        gs[j] = &ga[j];
-    }
+    vectors(x, g, M, xa, ga, xs, gs);
     assert_int_equal(cr_array_view_init(&xa[1], x32, CR_DT_F32, 1, &shape, NULL), CR_OK);
     assert_int_equal(cr_array_view_init(&ga[1], g32, CR_DT_F32, 1, &shape, NULL), CR_OK);
     assert_int_equal(cr_array_view_init(&xa[2], xst, CR_DT_F64, 1, &shape, &two), CR_OK);
@@ -186,12 +193,7 @@ static void test_no_allocation(void **state)
     cr_array xa[M], ga[M];
     const cr_array *xs[M];
     cr_array *gs[M];
-    for (size_t j = 0; j < M; j++) {
-        xa[j] = cr_array_vector(x + j * N, N);
-        ga[j] = cr_array_vector(g + j * N, N);
-        xs[j] = &xa[j];
-        gs[j] = &ga[j];
-    }
+    vectors(x, g, M, xa, ga, xs, gs);
     cr_tape *t;
     assert_int_equal(cr_tape_new(ctx, NULL, &t), CR_OK);
     assert_ok(t, cr_tape_value_and_gradient_arrays(t, sums_fn, NULL, xs, M, &y, gs));
@@ -218,12 +220,7 @@ static void test_allocation_failures(void **state)
     cr_array xa[M], ga[M];
     const cr_array *xs[M];
     cr_array *gs[M];
-    for (size_t j = 0; j < M; j++) {
-        xa[j] = cr_array_vector(x + j * N, N);
-        ga[j] = cr_array_vector(g + j * N, N);
-        xs[j] = &xa[j];
-        gs[j] = &ga[j];
-    }
+    vectors(x, g, M, xa, ga, xs, gs);
     bool done = false;
     for (size_t k = 1; !done && k < 200; k++) {
         counter c = {0};

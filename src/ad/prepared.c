@@ -547,11 +547,9 @@ static REPLAY_OPT cr_status forward(cr_prepared *p, const double *inputs)
         v[r->res] = inputs[r->src[0]];
         NEXT;
     STEP(FC_GUARD, f_guard) {
-        const cr__rop *q = &p->prog[r - fops];
-        const cr__rinfo *info = q->ptr;
-        double a = v[r->src[0]], b = v[r->src[1]];
-        if (compare((cr_cmp)q->o, a, b) != info->outcome)
-            return guard_failed(p, q, a, b);
+        cr_status st = cr__prepared_guard(p, &p->prog[r - fops], v);
+        if (st != CR_OK)
+            return st;
     }
     NEXT;
 #if REPLAY_THREADED
