@@ -1121,6 +1121,118 @@ static void test_gradient_in_place(void **state)
     assert_grad(xc, want, N, 1e-6);
 }
 
+/* ---- One array read by two arguments ------------------------------------------------------ */
+
+/* sum_i w_i rosen(x[oa + i], x[ob + i]) (w_i = 1 for the sum form) + sum_k c_k x_k when
+ * extra: a kernel whose two arguments read one array at offsets oa and ob. */
+typedef struct pair_env {
+    size_t oa, ob, n;
+    const double *w; /* the array form's weights, or NULL for the sum */
+    const double *c; /* the extra term's coefficients, or NULL */
+} pair_env;
+
+static double pair_c(const double *x, size_t len, const void *env)
+{
+    const pair_env *e = env;
+    double s = 0.0;
+    for (size_t i = 0; i < e->n; i++) {
+        double a = x[e->oa + i], b = x[e->ob + i],
+               r = 100 * (b - a * a) * (b - a * a) + (1 - a) * (1 - a);
+        s += e->w != NULL ? e->w[i] * r : r;
+    }
+    if (e->c != NULL)
+        for (size_t k = 0; k < len; k++)
+            s += e->c[k] * x[k];
+    return s;
+}
+
+/* The gradient of pair_c through the tape: x dense or every other element of a buffer,
+ * the extra term (when e->c) recorded before the kernel (its shadow fresh when the kernel's
+ * reverse step runs) or after it (already written), into g filled with NaN. */
+static void pair_grad(fixture *f, const pair_env *e, const double *x, size_t len, bool strided,
+                      bool extra_after, double *g)
+{
+    double *buf = malloc(2 * len * sizeof *buf);
+    assert_non_null(buf);
+    for (size_t k = 0; k < len; k++)
+        buf[strided ? 2 * k : k] = x[k];
+    size_t shape = len;
+    ptrdiff_t stride = strided ? 2 : 1;
+    cr_array xa, ga = cr_array_vector(g, len), wa, ca;
+    assert_int_equal(cr_array_view_init(&xa, buf, CR_DT_F64, 1, &shape, &stride), CR_OK);
+    for (size_t k = 0; k < len; k++)
+        g[k] = (double)NAN;
+    cr_tape *t;
+    assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
+    cr_avar X = cr_tape_array_input(t, &xa);
+    cr_var y = cr_const(0.0);
+    if (e->c != NULL) {
+        ca = cr_array_vector((double *)e->c, len);
+        if (!extra_after)
+            y = cr_adot(t, X, cr_aconst(&ca));
+    }
+    cr_kin in[2] = {cr_kin_arr(X, e->oa), cr_kin_arr(X, e->ob)};
+    if (e->w != NULL) {
+        wa = cr_array_vector((double *)e->w, e->n);
+        y = cr_add(t, y, cr_adot(t, cr_akernel(t, &rosen_term, in, 2, e->n), cr_aconst(&wa)));
+    } else {
+        y = cr_add(t, y, cr_akernel_sum(t, &rosen_term, in, 2, e->n));
+    }
+    if (e->c != NULL && extra_after)
+        y = cr_add(t, y, cr_adot(t, X, cr_aconst(&ca)));
+    assert_ok(t, cr_tape_status(t));
+    assert_close(y.v, pair_c(x, len, e), 1e-12);
+    cr_array *gp = &ga;
+    assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp));
+    cr_tape_free(t);
+    free(buf);
+}
+
+/*
+ * A kernel whose two arguments read one array (a stencil such as x[i], x[i + 1]): its
+ * reverse step writes both arguments' contributions in one pass per block. Offsets equal,
+ * one apart either way, and a block or more apart (two stretches and an untouched gap);
+ * calls of one element, of one block and one more, and of several blocks; the sum and an
+ * array result (a cotangent per element); a shadow fresh or already written by another
+ * step; dense and strided arrays. Against central differences, elements no argument reads
+ * exactly zero, and the strided form the same to the bit.
+ */
+static void test_shared_slot(void **state)
+{
+    fixture *f = *state;
+    static const size_t offs[][2] = {{0, 0},   {0, 1},   {1, 0},         {3, 0},
+                                     {0, 300}, {300, 0}, {0, CR_K_BLOCK}};
+    static const size_t ns[] = {1, 5, CR_K_BLOCK + 1, 600};
+    enum { MAXL = 600 + 300 + 3 };
+    double x[MAXL], want[MAXL], g[MAXL], g2[MAXL], w[600], c[MAXL];
+    for (size_t k = 0; k < MAXL; k++) {
+        x[k] = 0.8 * sin(0.61 * (double)k + 0.4) + 0.02 * (double)(k % 7);
+        c[k] = cos(0.27 * (double)k);
+    }
+    for (size_t i = 0; i < 600; i++)
+        w[i] = 1.0 + 0.5 * sin(0.13 * (double)i);
+    for (size_t o = 0; o < sizeof offs / sizeof offs[0]; o++)
+        for (size_t q = 0; q < sizeof ns / sizeof ns[0]; q++) {
+            size_t oa = offs[o][0], ob = offs[o][1], n = ns[q];
+            size_t len = n + (oa > ob ? oa : ob) + 3;
+            for (int form = 0; form < 4; form++) {
+                pair_env e = {oa, ob, n, (form & 1) ? w : NULL, (form & 2) ? c : NULL};
+                fd_grad(pair_c, &e, x, len, want);
+                for (int after = 0; after < ((form & 2) ? 2 : 1); after++) {
+                    pair_grad(f, &e, x, len, false, after, g);
+                    for (size_t k = 0; k < len; k++)
+                        ASSERT_CLOSE(g[k], want[k], 1e-6 * fmax(1.0, fabs(want[k])));
+                    if (!(form & 2))
+                        for (size_t k = 0; k < len; k++)
+                            if ((k < oa || k >= oa + n) && (k < ob || k >= ob + n))
+                                assert_true(g[k] == 0.0);
+                    pair_grad(f, &e, x, len, true, after, g2);
+                    assert_memory_equal(g, g2, len * sizeof *g);
+                }
+            }
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1136,6 +1248,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reuse, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_gradient_in_place, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_fused_pull, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_shared_slot, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

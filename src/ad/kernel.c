@@ -658,6 +658,85 @@ static inline void add_scaled(double *restrict d, const double *restrict p, doub
         d[i] += g * p[i];
 }
 
+/*
+ * One stretch [e0, e1) of the shadow d of a slot that two arguments read: element e takes
+ * g a[e - ea] (or gb[e - ea] a[e - ea] with an array cotangent gb) and, when b is not NULL,
+ * then g b[e - eb] (gb[e - eb] b[e - eb]), the same products in the same order as two
+ * passes of add_scaled would add them, in one pass. Elements below *z hold what earlier
+ * stretches wrote and are added to, those at or above it are set (the gap from *z to e0 is
+ * zeroed first); *z then moves past e1 (SIZE_MAX, a shadow that was not fresh: every
+ * element is added to).
+ */
+static void pair_stretch(double *restrict d, size_t *z, size_t e0, size_t e1,
+                         const double *restrict a, size_t ea, const double *restrict b, size_t eb,
+                         const double *restrict gb, double g)
+{
+    size_t zz = *z;
+    if (zz < e0) {
+        memset(d + zz, 0, (e0 - zz) * sizeof *d);
+        zz = e0;
+    }
+    size_t mid = zz < e1 ? zz : e1; /* [e0, mid) is added to, [mid, e1) set */
+    const double *A = a + (e0 - ea), *B = b != NULL ? b + (e0 - eb) : NULL;
+    const double *GA = gb != NULL ? gb + (e0 - ea) : NULL,
+                 *GB = gb != NULL && b != NULL ? gb + (e0 - eb) : NULL;
+    double *D = d + e0;
+    size_t nadd = mid - e0, n = e1 - e0;
+    if (GA == NULL && B != NULL) {
+        for (size_t k = 0; k < nadd; k++)
+            D[k] = D[k] + g * A[k] + g * B[k];
+        for (size_t k = nadd; k < n; k++)
+            D[k] = g * A[k] + g * B[k];
+    } else if (GA == NULL) {
+        for (size_t k = 0; k < nadd; k++)
+            D[k] += g * A[k];
+        for (size_t k = nadd; k < n; k++)
+            D[k] = g * A[k];
+    } else if (B != NULL) {
+        for (size_t k = 0; k < nadd; k++)
+            D[k] = D[k] + GA[k] * A[k] + GB[k] * B[k];
+        for (size_t k = nadd; k < n; k++)
+            D[k] = GA[k] * A[k] + GB[k] * B[k];
+    } else {
+        for (size_t k = 0; k < nadd; k++)
+            D[k] += GA[k] * A[k];
+        for (size_t k = nadd; k < n; k++)
+            D[k] = GA[k] * A[k];
+    }
+    *z = zz > e1 ? zz : e1;
+}
+
+/*
+ * A block of nb elements from element base of the call, for an array slot read by two
+ * arguments: the owner (partials pa, offset oa) and its mate (pb, ob). The shadow elements
+ * the block reaches, [base + min, base + max + nb), fall into stretches read by one of the
+ * two or by both; each is written in one pass (pair_stretch), in increasing order.
+ */
+static void pair_block(kshadow *w, size_t base, size_t nb, const double *pa, size_t oa,
+                       const double *pb, size_t ob, const double *gb, double g)
+{
+    size_t lo = oa < ob ? oa : ob, hi = oa < ob ? ob : oa;
+    size_t cut[4] = {base + lo, base + hi, base + lo + nb, base + hi + nb};
+    if (cut[1] > cut[2]) { /* the offsets are nb or more apart: two stretches and a gap */
+        size_t c = cut[1];
+        cut[1] = cut[2];
+        cut[2] = c;
+    }
+    size_t a0 = base + oa, b0 = base + ob;
+    for (int s = 0; s < 3; s++) {
+        size_t e0 = cut[s], e1 = cut[s + 1];
+        if (e0 >= e1)
+            continue;
+        bool ina = e0 >= a0 && e0 < a0 + nb, inb = e0 >= b0 && e0 < b0 + nb;
+        if (ina && inb)
+            pair_stretch(w->d, &w->z, e0, e1, pa, a0, pb, b0, gb, g);
+        else if (ina)
+            pair_stretch(w->d, &w->z, e0, e1, pa, a0, NULL, 0, gb, g);
+        else if (inb)
+            pair_stretch(w->d, &w->z, e0, e1, pb, b0, NULL, 0, gb, g);
+    }
+}
+
 static cr_status pull_failed(cr_tape *t, const knode *nd, cr_status st)
 {
     const char *msg = cr_ctx_errmsg(t->ctx);
@@ -673,7 +752,7 @@ static cr_status pull_failed(cr_tape *t, const knode *nd, cr_status st)
  * partials in between; only what the loop does not reach is zeroed. The products are
  * those of the general step, so the results are the same to the bit. Returns false, having
  * done nothing, when the step does not qualify (a slot read twice, an accumulator already
- * holding something: the general step adds block by block, which the shared slot's
+ * holding something: the general step writes block by block, which the shared slot's
  * overlapping reads need to be fast); st is set when it failed.
  */
 static bool fused_pull(cr_tape *t, const knode *nd, double gs, cr_status *st)
@@ -713,7 +792,8 @@ static bool fused_pull(cr_tape *t, const knode *nd, double gs, cr_status *st)
  * The reverse step: g is the sum's adjoint, or NULL for an array result (its cotangent is
  * its slot's accumulator). Block by block: the dual loop gives the partials of every
  * argument, which are scaled by the cotangent and added into the arguments' shadows
- * (element i of the call into shadow element off + i) or summed into scalar adjoints.
+ * (element i of the call into shadow element off + i; a slot read by two arguments in one
+ * pass for both, pair_block) or summed into scalar adjoints.
  */
 static cr_status kernel_pull(cr_tape *t, const cr__anode *an, const double *g, double *adj)
 {
@@ -747,6 +827,15 @@ static cr_status kernel_pull(cr_tape *t, const cr__anode *an, const double *g, d
         sh[j].need = nd->need[j];
         sh[j].readers = nd->readers[j];
     }
+    /* A slot read by exactly two arguments (a stencil such as x[i], x[i + 1]) is written
+     * in one pass per block for both (pair_block): mate[j] is the second reader of j's
+     * slot when j is the first, m otherwise. */
+    unsigned mate[CR_K_MAX_ARGS];
+    for (unsigned j = 0; j < CR_K_MAX_ARGS; j++)
+        mate[j] = m;
+    for (unsigned j = 0; j < m; j++)
+        if (own[j] != j && mate[own[j]] == m && sh[own[j]].readers == 2)
+            mate[own[j]] = j;
     kblock b;
     double sacc[CR_K_MAX_ARGS] = {0.0, 0.0, 0.0, 0.0};
     const double *q[CR_K_MAX_ARGS];
@@ -776,6 +865,14 @@ static cr_status kernel_pull(cr_tape *t, const cr__anode *an, const double *g, d
                 continue;
             }
             kshadow *w = &sh[own[j]];
+            if (w->readers == 2) {
+                if (own[j] == j) {
+                    unsigned l = mate[j];
+                    pair_block(w, base, nb, p, nd->arg[j].off, b.P + (size_t)l * CR_K_BLOCK,
+                               nd->arg[l].off, gb, gs);
+                }
+                continue;
+            }
             double *d = w->d + nd->arg[j].off + base;
             if (w->z != SIZE_MAX && w->readers == 1) {
                 /* A fresh shadow with one writer: set, zeroing only what is skipped. */
