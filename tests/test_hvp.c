@@ -201,6 +201,37 @@ static void test_hessian_real_only_rows(void **state)
         check_hessian(*state, r_t, r_c, pts[i], 3, 2e-6);
 }
 
+/* pow(x, c) with x < 0 and an integer c is real, but its complex instantiation exp(c log x)
+ * lies on the branch cut of log: the second derivatives there come from differences of the
+ * partials, not from the complex step (which gave -55107 for d2/dx2 x^3 at x = -0.5). */
+static double p_c(const double *x)
+{
+    return pow(x[0], 3) + pow(x[1], 2) * x[0] + pow(x[2], -1) * x[1] + pow(x[0], 4) * x[2];
+}
+
+static cr_var powc(cr_tape *t, cr_var x, double c)
+{
+    return call2(t, &cr_fn_pow, x, cr_const(c));
+}
+
+static cr_status p_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
+{
+    (void)n;
+    (void)m;
+    (void)env;
+    cr_var a = cr_add(t, powc(t, x[0], 3), cr_mul(t, powc(t, x[1], 2), x[0]));
+    cr_var b = cr_add(t, cr_mul(t, powc(t, x[2], -1), x[1]), cr_mul(t, powc(t, x[0], 4), x[2]));
+    y[0] = cr_add(t, a, b);
+    return cr_tape_status(t);
+}
+
+static void test_hessian_branch_cut(void **state)
+{
+    const double pts[][3] = {{-0.5, -0.3, -1.7}, {-1.2, 0.8, -0.6}, {0.7, -1.1, 1.4}};
+    for (size_t i = 0; i < 3; i++)
+        check_hessian(*state, p_t, p_c, pts[i], 3, 2e-6);
+}
+
 /* Kinks: q(x) = x0 |x2| + relu(x1)^2 x0 + max(x0, x1) x2, within a difference step of the
  * kinks, where central differences (of the primal or of the partials) straddle them. The
  * reference is q's Hessian derived by hand. */
@@ -368,6 +399,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_hessian_real_only_rows, fixture_setup,
                                         fixture_teardown),
         cmocka_unit_test_setup_teardown(test_hessian_kinks, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_hessian_branch_cut, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_hessian_chunks, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_errors, fixture_setup, fixture_teardown),
     };

@@ -253,6 +253,47 @@ static void test_named_rows(void **state)
     cr_ctx_free(ctx);
 }
 
+/* pow(x, c) at x < 0 with integer c: second derivatives by differences of the partials
+ * where the complex step would sit on the branch cut of log (see tape.c, cr__row_hessian). */
+static double negpow_c(const double *x)
+{
+    return pow(x[0], 3) * x[1] + pow(x[1], -2);
+}
+
+static cr_status negpow_fd(const double *x, size_t n, double *y, size_t m, void *env)
+{
+    (void)n;
+    (void)m;
+    (void)env;
+    y[0] = negpow_c(x);
+    return CR_OK;
+}
+
+static cr_status negpow_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
+{
+    (void)n;
+    (void)m;
+    (void)env;
+    cr_var a[2] = {x[0], cr_const(3.0)}, b[2] = {x[1], cr_const(-2.0)};
+    y[0] = cr_add(t, cr_mul(t, cr_tape_call1(t, &cr_fn_pow, a, 2), x[1]),
+                  cr_tape_call1(t, &cr_fn_pow, b, 2));
+    return cr_tape_status(t);
+}
+
+static void test_branch_cut(void **state)
+{
+    (void)state;
+    cr_ctx *ctx;
+    assert_int_equal(cr_ctx_new(NULL, &ctx), CR_OK);
+    double x0[2] = {0.6, 1.1};
+    cr_prepared *p;
+    assert_int_equal(cr_prepare_hvp(ctx, NULL, negpow_t, NULL, x0, 2, &p), CR_OK);
+    const double pts[3][MAXN] = {{-0.5, -0.8}, {-1.3, 0.7}, {0.9, -1.6}};
+    check_points(ctx, p, negpow_t, negpow_fd, pts, 3, 2, 3, 1e-7);
+    cr_prepared_free(p);
+    cr_ctx_free(ctx);
+}
+
 static void test_branch(void **state)
 {
     (void)state;
@@ -617,7 +658,7 @@ int main(void)
         cmocka_unit_test(test_branch),          cmocka_unit_test(test_zero_adjoint),
         cmocka_unit_test(test_constant_output), cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_bad_arguments),   cmocka_unit_test(test_no_allocation),
-        cmocka_unit_test(test_fault_injection),
+        cmocka_unit_test(test_fault_injection), cmocka_unit_test(test_branch_cut),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

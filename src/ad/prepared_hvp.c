@@ -177,7 +177,7 @@ static void reverse2(cr_prepared *p)
                 if (info->map[j] >= 0)
                     cols |= 1u << j;
             }
-            /* All the partials at x (cr__row_hessian reads them for real-only rows). */
+            /* All the partials at x (cr__row_hessian starts from them). */
             row->f64(xin, Y, D);
             cr__row_hessian(row, xin, D, H, cols);
             /* The symmetric part, as the second-order tape keeps it (central differences

@@ -552,8 +552,8 @@ static cr_status second_row(cr_tape *t, const cr__anode *nd, cr_tangent ybar, do
         double H[CR_SCALAR_MAX_IN * CR_SCALAR_MAX_IN];
         for (size_t j = 0; j < n; j++)
             x[j] = X[j].p[el * X[j].step];
-        if (row->c128 == NULL) /* central differences start from the partials at x */
-            row->f64(x, Y, D);
+        /* the partials at x (cr__row_hessian starts from them) */
+        row->f64(x, Y, D);
         cr__row_hessian(row, x, D, H, cols);
         for (size_t d = 0; d < k; d++)
             for (size_t j = 0; j < n; j++) {

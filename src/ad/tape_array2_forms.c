@@ -958,8 +958,8 @@ static cr_status form_sum_f(cr_tape *t, const cr__anode *nd, size_t i, cr_tangen
             continue;
         double xe = x[e], Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
         double H[CR_SCALAR_MAX_IN * CR_SCALAR_MAX_IN];
-        if (row->c128 == NULL) /* central differences start from the partials at x */
-            row->f64(&xe, Y, D);
+        /* the partials at x (cr__row_hessian starts from them) */
+        row->f64(&xe, Y, D);
         cr__row_hessian(row, &xe, D, H, 1u);
         for (size_t d = 0; d < k; d++)
             if (s[d] != NULL)
@@ -2563,8 +2563,8 @@ static double row_f2(const cr_scalar_rule *row, double x)
 {
     double Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
     double H[CR_SCALAR_MAX_IN * CR_SCALAR_MAX_IN];
-    if (row->c128 == NULL) /* central differences start from the partials at x */
-        row->f64(&x, Y, D);
+    /* the partials at x (cr__row_hessian starts from them) */
+    row->f64(&x, Y, D);
     cr__row_hessian(row, &x, D, H, 1u);
     return H[0];
 }

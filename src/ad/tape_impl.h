@@ -523,9 +523,10 @@ static inline double cr__cstep(double xl)
     return 1e-20 * (a >= 1e-200 ? a : 1e-200);
 }
 
-/* Second derivatives of a row at x (partials D there): H[(o*nin + j)*nin + l] for the
- * columns l in the bit set cols; the complex step, or central differences for real-only
- * rows (tape.c). */
+/* Second derivatives of a row at x (partials D there, which every caller passes): H[(o*nin +
+ * j)*nin + l] for the columns l in the bit set cols; the complex step where its first
+ * derivative agrees with D, else (a branch cut on the real axis, a real-only row) central
+ * differences of the partials (tape.c). */
 CR_INTERNAL void cr__row_hessian(const cr_scalar_rule *row, const double *x, const double *D,
                                  double *H, unsigned cols);
 
