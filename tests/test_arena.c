@@ -96,6 +96,12 @@ static void test_new_arguments(void **state)
     cr_arena_params big = {.struct_size = (uint32_t)sizeof(cr_arena_params) + 4};
     assert_int_equal(cr_arena_new(f->ctx, &big, &a), CR_EINVAL);
     assert_null(a);
+    /* A size that cuts the struct is refused too (the buffer would be read in part). */
+    cr_arena_params cut = {.struct_size = 12, .buffer = buf, .buffer_size = sizeof buf};
+    a = (cr_arena *)(uintptr_t)1;
+    assert_int_equal(cr_arena_new(f->ctx, &cut, &a), CR_EINVAL);
+    assert_null(a);
+    assert_int_equal(cr_ctx_errcode(f->ctx), CR_EINVAL);
 
     assert_int_equal(cr_arena_new(f->ctx, NULL, &a), CR_OK);
     assert_ptr_equal(cr_arena_ctx(a), f->ctx);

@@ -510,6 +510,10 @@ static void test_registry_struct_size(void **state)
     assert_int_equal(cr_registry_add(reg, &d), CR_EINVAL);
     expect_msg(f, "cr_rule_def: unknown struct_size");
     assert_int_equal(cr_registry_size(reg), 0);
+    d.struct_size = (uint32_t)sizeof d - 8; /* cuts the struct: refused, not read in part */
+    assert_int_equal(cr_registry_add(reg, &d), CR_EINVAL);
+    expect_msg(f, "cr_rule_def: unknown struct_size");
+    assert_int_equal(cr_registry_size(reg), 0);
     d.struct_size = (uint32_t)sizeof d;
     assert_int_equal(cr_registry_add(reg, &d), CR_OK);
     cr_registry_free(reg);

@@ -235,6 +235,16 @@ static void test_new_refusals(void **state)
     assert_int_equal(cr_tape_new(f->ctx, &p, &t), CR_EINVAL);
     assert_null(t);
     assert_contains(cr_ctx_errmsg(f->ctx), "cr_tape_new: unknown struct_size");
+    /* A size that cuts the struct (here inside flags) is refused too, not read in part:
+     * the second-order flag would be dropped silently. */
+    const uint32_t cuts[3] = {1, 6, (uint32_t)sizeof p - 1};
+    for (size_t i = 0; i < 3; i++) {
+        cr_tape_params q = {.struct_size = cuts[i], .flags = CR_TAPE_SECOND_ORDER};
+        t = (cr_tape *)1;
+        assert_int_equal(cr_tape_new(f->ctx, &q, &t), CR_EINVAL);
+        assert_null(t);
+        assert_contains(cr_ctx_errmsg(f->ctx), "cr_tape_new: unknown struct_size");
+    }
     p.struct_size = sizeof p;
     p.flags = 4u;
     assert_int_equal(cr_tape_new(f->ctx, &p, &t), CR_EINVAL);

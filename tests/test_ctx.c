@@ -265,6 +265,15 @@ static void test_ctx_new_struct_size(void **state)
     assert_false(cr_ctx_debug(ctx));
     cr_ctx_free(ctx);
 
+    /* Any other size cuts a field: refused, not read in part. */
+    const uint32_t cuts[3] = {1, 7, (uint32_t)offsetof(cr_ctx_params, debug) - 4};
+    for (size_t i = 0; i < 3; i++) {
+        cr_ctx_params cut = {.struct_size = cuts[i], .debug = true};
+        ctx = (cr_ctx *)(uintptr_t)1;
+        assert_int_equal(cr_ctx_new(&cut, &ctx), CR_EINVAL);
+        assert_null(ctx);
+    }
+
     /* The exact size, with the hook: the hook is used. */
     counter c = {0};
     cr_ctx_params exact = {.struct_size = (uint32_t)sizeof(cr_ctx_params),

@@ -307,6 +307,19 @@ static void test_nonfinite_seed(void **state)
     assert_int_equal(cr_tape_status(t), CR_OK);
     /* NULL arguments */
     assert_int_equal(cr_tape_vjp(t, &y, NULL, 1, &x, 1, &g), CR_EINVAL);
+    assert_string_equal(cr_ctx_errmsg(f->ctx), "cr_tape_vjp: ybar is NULL");
+    assert_int_equal(cr_tape_vjp(t, NULL, &g, 1, &x, 1, &g), CR_EINVAL);
+    assert_string_equal(cr_ctx_errmsg(f->ctx), "cr_tape_vjp: ys is NULL");
+    assert_int_equal(cr_tape_vjp(t, &y, &g, 1, NULL, 1, &g), CR_EINVAL);
+    assert_string_equal(cr_ctx_errmsg(f->ctx), "cr_tape_vjp: xs is NULL");
+    assert_int_equal(cr_tape_vjp(t, &y, &g, 1, &x, 1, NULL), CR_EINVAL);
+    assert_string_equal(cr_ctx_errmsg(f->ctx), "cr_tape_vjp: xbar is NULL");
+    /* cr_tape_gradient names itself, not the vjp it is made of */
+    assert_int_equal(cr_tape_gradient(t, y, NULL, 1, &g), CR_EINVAL);
+    assert_string_equal(cr_ctx_errmsg(f->ctx), "cr_tape_gradient: xs is NULL");
+    assert_int_equal(cr_tape_gradient(t, y, &x, 1, NULL), CR_EINVAL);
+    assert_string_equal(cr_ctx_errmsg(f->ctx), "cr_tape_gradient: grad is NULL");
+    assert_true(g == 42.0);
     assert_int_equal(cr_tape_gradient(NULL, y, &x, 1, &g), CR_EINVAL);
     cr_tape_free(t);
 }

@@ -34,7 +34,7 @@ typedef struct cr_arena cr_arena;
 
 /** Parameters for cr_arena_new(). Zero-initialised means defaults. */
 typedef struct cr_arena_params {
-    uint32_t struct_size; /**< sizeof(cr_arena_params), or 0. */
+    uint32_t struct_size; /**< sizeof(cr_arena_params), or 0; other sizes: CR_EINVAL. */
     void *buffer;         /**< Caller buffer (fixed capacity; CR_EARENA when full), or NULL. */
     size_t buffer_size;   /**< Its size in bytes. */
     size_t block_size;    /**< First block size of a growable arena; 0 means 64 KiB. */

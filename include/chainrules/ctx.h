@@ -38,7 +38,9 @@ typedef struct cr_ctx cr_ctx;
 
 /** Parameters for cr_ctx_new(). Zero-initialised means defaults. */
 typedef struct cr_ctx_params {
-    uint32_t struct_size;   /**< sizeof(cr_ctx_params), or 0 for the current size. */
+    uint32_t struct_size;   /**< sizeof(cr_ctx_params), or 0 for the current size, or
+                                 offsetof(cr_ctx_params, debug) (the struct before debug);
+                                 other sizes: CR_EINVAL. */
     cr_realloc_fn realloc_fn; /**< Allocation hook; NULL selects the C library's. */
     void *alloc_env;        /**< Passed as `env` to realloc_fn. */
     bool debug;             /**< Start in debug mode (see cr_ctx_set_debug()). */
@@ -49,7 +51,7 @@ typedef struct cr_ctx_params {
  * @param[in]  params NULL for defaults.
  * @param[out] out    the new context; caller owns it, release with cr_ctx_free().
  *                    Set to NULL on failure.
- * @return CR_OK; CR_EINVAL if out is NULL or params->struct_size is larger than this
+ * @return CR_OK; CR_EINVAL if out is NULL or params->struct_size is not a size this
  *         library knows; CR_ENOMEM if the hook failed.
  * @note Thread-safe; the context itself is thread-confined.
  */

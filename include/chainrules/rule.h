@@ -296,7 +296,7 @@ typedef struct cr_rule_test {
 
 /** A rule to register. Zero-initialise, then fill. */
 typedef struct cr_rule_def {
-    uint32_t struct_size;         /**< sizeof(cr_rule_def) or 0. */
+    uint32_t struct_size;         /**< sizeof(cr_rule_def) or 0; other sizes: CR_EINVAL. */
     const cr_function *fn;        /**< The function. */
     size_t nargs;                 /**< Matchers in args (the fixed arity, or the minimum+1
                                        for a variadic signature). */

@@ -115,7 +115,7 @@ enum {
 
 /** Parameters for cr_tape_new(). Zero-initialised means defaults. */
 typedef struct cr_tape_params {
-    uint32_t struct_size;    /**< sizeof(cr_tape_params), or 0. */
+    uint32_t struct_size;    /**< sizeof(cr_tape_params), or 0; other sizes: CR_EINVAL. */
     uint32_t flags;          /**< CR_TAPE_* flags. */
     void *buffer;            /**< Caller storage for records, pullbacks and sweep workspace
                                   (fixed capacity: CR_EARENA when full), or NULL. */

@@ -686,15 +686,19 @@ static cr_status sweep_entry(cr_tape *t, const char *who)
     return CR_OK;
 }
 
-cr_status cr_tape_vjp(cr_tape *t, const cr_var *ys, const double *ybar, size_t m, const cr_var *xs,
-                      size_t n, double *xbar)
+/* cr_tape_vjp, for it and for cr_tape_gradient (who, and the name of its result). */
+static cr_status vjp(cr_tape *t, const char *who, const char *xbar_name, const cr_var *ys,
+                     const double *ybar, size_t m, const cr_var *xs, size_t n, double *xbar)
 {
-    const char *who = "cr_tape_vjp";
     cr_status st = sweep_entry(t, who);
     if (st != CR_OK)
         return st;
     if ((m > 0 && (ys == NULL || ybar == NULL)) || (n > 0 && (xs == NULL || xbar == NULL)))
-        return cr_ctx_error(t->ctx, CR_EINVAL, "%s: NULL outputs, seeds or inputs", who);
+        return cr_ctx_error(t->ctx, CR_EINVAL, "%s: %s is NULL", who,
+                            m > 0 && ys == NULL     ? "ys"
+                            : m > 0 && ybar == NULL ? "ybar"
+                            : xs == NULL            ? "xs"
+                                                    : xbar_name);
     if ((st = check_vars(t, who, ys, m, "output")) != CR_OK ||
         (st = check_vars(t, who, xs, n, "input")) != CR_OK ||
         (st = cr__check_finite(t, who, ybar, m, "seed")) != CR_OK)
@@ -719,10 +723,16 @@ cr_status cr_tape_vjp(cr_tape *t, const cr_var *ys, const double *ybar, size_t m
     return st;
 }
 
+cr_status cr_tape_vjp(cr_tape *t, const cr_var *ys, const double *ybar, size_t m, const cr_var *xs,
+                      size_t n, double *xbar)
+{
+    return vjp(t, "cr_tape_vjp", "xbar", ys, ybar, m, xs, n, xbar);
+}
+
 cr_status cr_tape_gradient(cr_tape *t, cr_var y, const cr_var *xs, size_t n, double *grad)
 {
     static const double one = 1.0;
-    return cr_tape_vjp(t, &y, &one, 1, xs, n, grad);
+    return vjp(t, "cr_tape_gradient", "grad", &y, &one, 1, xs, n, grad);
 }
 
 cr_status cr_tape_jacobian(cr_tape *t, const cr_var *ys, size_t m, const cr_var *xs, size_t n,

@@ -226,7 +226,7 @@ cr_status cr_tape_new(cr_ctx *ctx, const cr_tape_params *params, cr_tape **out)
     cr_tape_params p = {0};
     if (params != NULL) {
         size_t n = params->struct_size == 0 ? sizeof p : params->struct_size;
-        if (n > sizeof p)
+        if (n != sizeof p) /* one version so far: a smaller size cuts a field */
             return cr_ctx_error(ctx, CR_EINVAL, "cr_tape_new: unknown struct_size %zu", n);
         memcpy(&p, params, n);
     }

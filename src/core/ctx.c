@@ -14,8 +14,8 @@
 const char *cr_status_name(cr_status status)
 {
     switch (status) {
-#define CR__STATUS_NAME(name, value, msg)                                                  \
-    case name:                                                                             \
+#define CR__STATUS_NAME(name, value, msg) \
+    case name:                            \
         return #name;
         CR_STATUS_MAP(CR__STATUS_NAME)
 #undef CR__STATUS_NAME
@@ -26,8 +26,8 @@ const char *cr_status_name(cr_status status)
 const char *cr_status_str(cr_status status)
 {
     switch (status) {
-#define CR__STATUS_STR(name, value, msg)                                                   \
-    case name:                                                                             \
+#define CR__STATUS_STR(name, value, msg) \
+    case name:                           \
         return msg;
         CR_STATUS_MAP(CR__STATUS_STR)
 #undef CR__STATUS_STR
@@ -78,7 +78,8 @@ cr_status cr_ctx_new(const cr_ctx_params *params, cr_ctx **out)
     cr_ctx_params p = {0};
     if (params != NULL) {
         size_t n = params->struct_size == 0 ? sizeof p : params->struct_size;
-        if (n > sizeof p)
+        /* this version, or the one before debug was added; any other size cuts a field */
+        if (n != sizeof p && n != offsetof(cr_ctx_params, debug))
             return CR_EINVAL;
         memcpy(&p, params, n);
     }

@@ -600,7 +600,7 @@ static cr_status add_entry(cr_registry *reg, const cr_rule_def *def, uint32_t fl
     cr__entry cand;
     memset(&cand, 0, sizeof cand);
     size_t sz = def->struct_size == 0 ? sizeof cand.def : def->struct_size;
-    if (sz > sizeof cand.def)
+    if (sz != sizeof cand.def) /* one version so far: a smaller size cuts a field */
         return cr_ctx_error(reg->ctx, CR_EINVAL, "cr_rule_def: unknown struct_size %zu", sz);
     memcpy(&cand.def, def, sz);
     if (def->nargs)
