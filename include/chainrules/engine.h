@@ -99,8 +99,13 @@ CR_API cr_status cr_engine_overlay_closure(cr_engine *eng, const cr_function *fn
 
 /**
  * Declare fn zero-adjoint: its results are constants to the AD (no derivative flows
- * through them, nothing is recorded). fn must have a primal or an overlay.
- * @return CR_OK; CR_EINVAL; CR_ENOMEM.
+ * through them, nothing is recorded). A call needs fn's primal or an overlay to compute
+ * the results; the overlay may be registered after this declaration, so neither is
+ * checked here: a call of fn with neither fails the tape with CR_EINVAL ("... is
+ * zero-adjoint but has no primal to call").
+ * @param[in,out] eng the engine.
+ * @param[in]     fn  the function (borrowed; must outlive the engine).
+ * @return CR_OK; CR_EINVAL (NULL eng or fn); CR_ENOMEM.
  */
 CR_API cr_status cr_engine_zero_adjoint(cr_engine *eng, const cr_function *fn);
 

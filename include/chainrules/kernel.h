@@ -22,7 +22,8 @@
  * // Rosenbrock of X (an array variable of length n): x[0] = X[i], x[1] = X[i + 1]
  * cr_kin in[2] = {cr_kin_arr(X, 0), cr_kin_arr(X, 1)};
  * cr_var y = cr_akernel_sum(t, &rosen_term, in, 2, n - 1);
- * cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &g);
+ * cr_array ga = cr_array_vector(gbuf, n), *gp = &ga; // the gradient into gbuf
+ * cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp);
  * @endcode
  *
  * CR_KERNEL compiles the body three times in the caller's file: over doubles (the primal),
@@ -204,7 +205,7 @@ typedef struct cr_kin {
 /**
  * An array argument: element i of the call reads element `off + i` of x (in row-major
  * order for a contiguous array of several dimensions; along the stride of a 1-d array).
- * @param[in] x   an array variable (or cr_aconst()) of dtype f64.
+ * @param[in] x   an array variable (or cr_aconst()) of dtype f64 or f32 (read as doubles).
  * @param[in] off the first element read.
  * @return the argument.
  */
@@ -257,9 +258,9 @@ static inline cr_kin cr_kin_const(double c)
  *         kernel or arguments, a number of arguments other than k->nargs or more than
  *         CR_K_MAX_ARGS, a NULL array); CR_ETAPE (a variable of another recording);
  *         CR_ESHAPE (an argument's offset + n past the end of its array); CR_EUNIMPL (an
- *         array that is not f64, not dense, or neither 1-d nor contiguous; a second-order
- *         tape and a kernel without hyper-dual loop); CR_ENOMEM, CR_EARENA. Messages name
- *         the kernel.
+ *         array that is neither f64 nor f32, not dense, or neither 1-d nor contiguous; a
+ *         second-order tape and a kernel without hyper-dual loop); CR_ENOMEM, CR_EARENA.
+ *         Messages name the kernel.
  */
 CR_API cr_avar cr_akernel(cr_tape *t, const cr_kernel *k, const cr_kin *args, size_t nargs,
                           size_t n);

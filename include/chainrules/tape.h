@@ -566,12 +566,13 @@ CR_API cr_status cr_tape_gradient_tangent(cr_tape *t, cr_var y, const cr_type *t
  * broadcasting takes them), so scalar and array code mix on one tape.
  *
  * @code
- * // f(x) = sum(x .^ 2) / n and its gradient, x an array of n doubles
- * cr_avar X = cr_tape_array_input(t, &x);
+ * // f(x) = sum(x .^ 2) / n and its gradient into gbuf, x the n doubles of xbuf
+ * cr_array xa = cr_array_vector(xbuf, n), ga = cr_array_vector(gbuf, n);
+ * cr_avar X = cr_tape_array_input(t, &xa);
  * cr_avar S = cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(X));
  * cr_var y = cr_div(t, cr_asum(t, S), cr_const((double)n));
- * cr_array g = cr_array_vector(gbuf, n);
- * cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &g);
+ * cr_array *gp = &ga; // the gradients are given as an array of pointers
+ * cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp);
  * @endcode
  */
 typedef struct cr_avar {
