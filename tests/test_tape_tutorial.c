@@ -173,6 +173,7 @@ static int tutorial_main(results *r)
     r->bad = cr_tape_status(t);
     snprintf(r->msg, sizeof r->msg, "%s", cr_tape_errmsg(t));
     (void)c;
+    /* Step 7: release everything (tapes before their engine, all before the context). */
     cr_tape_free(te);
     cr_tape_free(t);
     cr_engine_free(eng);
