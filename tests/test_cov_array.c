@@ -637,6 +637,21 @@ static void test_avjp_checks(void **state)
     assert_int_equal(cr_tape_avjp(t, Y, &wa, &s, 1, &xb, &X, 1, &gp), CR_EINVAL);
     assert_contains(cr_tape_errmsg(t), "cr_tape_array_input: NULL array");
     cr_tape_clear_error(t);
+    /* An array with elements but NULL data is refused before anything reads it. */
+    cr_array nodata = xa;
+    nodata.data = NULL;
+    (void)cr_tape_array_input(t, &nodata);
+    assert_int_equal(cr_tape_status(t), CR_EINVAL);
+    assert_contains(cr_tape_errmsg(t), "cr_tape_array_input: NULL data with elements");
+    cr_tape_clear_error(t);
+    /* A gradient with respect to an array that is not an input (here the output Y, the
+     * result of an operation) is refused, not given as zeros; nothing is written. */
+    for (size_t i = 0; i < 3; i++)
+        g[i] = 7.0;
+    assert_int_equal(cr_tape_avjp(t, Y, &wa, &s, 1, &xb, &Y, 1, &gp), CR_EINVAL);
+    assert_contains(cr_ctx_errmsg(f->ctx), "cr_tape_avjp: array variable 0 is not an input");
+    assert_true(g[0] == 7.0 && g[1] == 7.0 && g[2] == 7.0);
+    assert_int_equal(cr_tape_status(t), CR_OK);
     assert_ok(t, cr_tape_avjp(t, Y, &wa, &s, 1, &xb, &X, 1, &gp));
     double sb = 0;
     for (size_t i = 0; i < 3; i++) {

@@ -922,6 +922,17 @@ static void test_record_refusals(void **state)
     assert_contains(cr_ctx_errmsg(f->ctx), "cr_tape_record: NULL function or buffers");
     assert_int_equal(cr_tape_record(t, sin_times_x, NULL, NULL, 1, &xs, &y, 1), CR_EINVAL);
     assert_int_equal(cr_tape_record(t, sin_times_x, NULL, &x, 1, &xs, NULL, 1), CR_EINVAL);
+    /* More inputs than a recording holds: refused before x is read or xs written (x here
+     * has one element), and so is preparing a gradient of as many. */
+    assert_int_equal(cr_tape_inputs(t, &x, (size_t)1 << 60, &xs), CR_EOVERFLOW);
+    assert_contains(cr_tape_errmsg(t), "cr_tape_inputs: 1152921504606846976 inputs");
+    cr_tape_reset(t);
+    cr_prepared *pp = (cr_prepared *)1;
+    assert_int_equal(
+        cr_prepare_gradient(f->ctx, NULL, sin_times_x, NULL, &x, ((size_t)1 << 60) + 1, &pp),
+        CR_EOVERFLOW);
+    assert_null(pp);
+    assert_contains(cr_ctx_errmsg(f->ctx), "cr_prepare_gradient: 1152921504606846977 inputs");
     /* A function that fails without failing the tape: the failure goes on the tape. */
     assert_int_equal(cr_tape_record(t, fails_quietly, NULL, &x, 1, &xs, &y, 1), CR_EDOMAIN);
     assert_int_equal(cr_tape_status(t), CR_EDOMAIN);

@@ -591,6 +591,15 @@ static void test_refusals(void **state)
     /* A gradient array of another size; the scalar entry point. */
     cr_array *gs2[1] = {&x2};
     assert_int_equal(cr_prepared_value_and_gradient_arrays(p, xs, 1, &y, gs2), CR_ESHAPE);
+    assert_contains(cr_ctx_errmsg(f->ctx),
+                    "cr_prepared_value_and_gradient_arrays: gradient array 0 is f64 (2)");
+    /* An input of the right shape with NULL data: refused before it is read. */
+    cr_array xnull = cr_array_vector(x, 3);
+    xnull.data = NULL;
+    const cr_array *xsn[1] = {&xnull};
+    assert_int_equal(cr_prepared_value_and_gradient_arrays(p, xsn, 1, &y, gs), CR_EINVAL);
+    assert_contains(cr_ctx_errmsg(f->ctx),
+                    "cr_prepared_value_and_gradient_arrays: input 0 has NULL data");
     assert_int_equal(cr_prepared_value_and_gradient(p, x, 3, &y, g), CR_EINVAL);
     assert_contains(cr_ctx_errmsg(f->ctx), "prepared for arrays");
     assert_int_equal(cr_prepared_value_and_gradient_arrays(p, NULL, 1, &y, gs), CR_EINVAL);

@@ -209,7 +209,13 @@ CR_API cr_var cr_tape_input(cr_tape *t, double v);
 
 /**
  * n new input variables with values x.
- * @return the tape's status (the variables are NaN constants on failure).
+ * @param[in]  t   the tape (NULL: the current tape).
+ * @param[in]  x   n values.
+ * @param[in]  n   number of inputs.
+ * @param[out] out n variables.
+ * @return the tape's status: CR_EINVAL (NULL x or out with n > 0) and CR_EOVERFLOW (n more
+ *         variables would pass CR_TAPE_MAX_VARS) are refused before x is read or out
+ *         written; after CR_ENOMEM or CR_EARENA the variables are NaN constants.
  */
 CR_API cr_status cr_tape_inputs(cr_tape *t, const double *x, size_t n, cr_var *out);
 
@@ -623,7 +629,8 @@ CR_API cr_targ cr_targ_value(cr_value v);
  * @param[in] a the value: borrowed, read only; keep it alive and unmodified until the tape
  *              is reset (pullbacks read it).
  * @return the variable; a constant (CR_VAR_CONST) whose `a` is `a` when the tape has failed
- *         (CR_EINVAL for a NULL or non-float array, CR_ENOMEM, CR_EARENA).
+ *         (CR_EINVAL for a NULL or non-float array, or NULL data with elements;
+ *         CR_ENOMEM, CR_EARENA).
  */
 CR_API cr_avar cr_tape_array_input(cr_tape *t, const cr_array *a);
 
@@ -767,8 +774,11 @@ CR_API cr_avar cr_amatmul(cr_tape *t, cr_avar A, cr_avar B);
  * @param[in]  as    na array variables (may be NULL when na is 0).
  * @param[in]  na    number of array variables.
  * @param[out] agrad na caller arrays, written (a constant in `as` gets zeros).
- * @return as cr_tape_gradient(); CR_ESHAPE when an agrad array's shape differs from its
- *         variable's; CR_EINVAL for a non-writable dtype.
+ * @return as cr_tape_gradient(); CR_ESHAPE when an agrad array has another number of
+ *         elements than its variable (another shape of as many elements is written in
+ *         row-major order); CR_EINVAL for a non-writable dtype, or for an array variable in
+ *         `as` that is not an input of the tape (cr_tape_array_input()) but the result of an
+ *         operation (scalar variables in `xs` may be any variables).
  */
 CR_API cr_status cr_tape_gradient_arrays(cr_tape *t, cr_var y, const cr_var *xs, size_t n,
                                          double *grad, const cr_avar *as, size_t na,

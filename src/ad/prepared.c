@@ -717,6 +717,9 @@ cr_status cr__prepare_scalar(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn f, void
         return CR_EINVAL;
     if (f == NULL || (n > 0 && x == NULL))
         return cr_ctx_error(ctx, CR_EINVAL, "%s: NULL function or inputs", who);
+    if (n >= CR_TAPE_MAX_VARS) /* (before n variables are allocated: n * size could wrap) */
+        return cr_ctx_error(ctx, CR_EOVERFLOW, "%s: %zu inputs, more than a recording holds (%zu)",
+                            who, n, (size_t)CR_TAPE_MAX_VARS - 1);
     cr_prepared *p;
     cr_status st = cr__prepared_new(ctx, eng, n, &p);
     if (p == NULL)
@@ -770,7 +773,8 @@ cr_status cr_prepared_value_and_gradient(cr_prepared *p, const double *x, size_t
         return cr_ctx_error(p->ctx, CR_EINVAL, "cr_prepared_value_and_gradient: NULL x or grad");
     if (n != p->n)
         return cr_ctx_error(p->ctx, CR_ESHAPE,
-                            "prepared gradient: prepared for %zu inputs, %zu given", p->n, n);
+                            "cr_prepared_value_and_gradient: prepared for %zu inputs, %zu given",
+                            p->n, n);
     if (p->y.idx == CR_VAR_CONST) {
         if (y != NULL)
             *y = p->y.v;

@@ -249,19 +249,22 @@ cr_status cr_prepared_value_and_gradient_arrays(cr_prepared *p, const cr_array *
     if (xs == NULL || grads == NULL)
         return cr_ctx_error(p->ctx, CR_EINVAL, "%s: NULL inputs or gradients", who);
     if (n != p->n)
-        return cr_ctx_error(p->ctx, CR_ESHAPE,
-                            "prepared gradient: prepared for %zu arrays, %zu given", p->n, n);
+        return cr_ctx_error(p->ctx, CR_ESHAPE, "%s: prepared for %zu arrays, %zu given", who, p->n,
+                            n);
     for (size_t j = 0; j < n; j++) {
         if (xs[j] == NULL || grads[j] == NULL)
             return cr_ctx_error(p->ctx, CR_EINVAL, "%s: input or gradient %zu is NULL", who, j);
         if (xs[j]->dtype != p->ain[j].dtype || xs[j]->ndim != p->ain[j].ndim ||
             !same_extents(xs[j], &p->ain[j])) {
             char s1[96], s2[96];
-            return cr_ctx_error(
-                p->ctx, CR_ESHAPE, "prepared gradient: input %zu is %s, prepared for %s", j,
-                shape_of(xs[j], s1, sizeof s1), shape_of(&p->ain[j], s2, sizeof s2));
+            return cr_ctx_error(p->ctx, CR_ESHAPE, "%s: input %zu is %s, prepared for %s", who, j,
+                                shape_of(xs[j], s1, sizeof s1),
+                                shape_of(&p->ain[j], s2, sizeof s2));
         }
-        if (cr_array_numel(grads[j]) != cr_array_numel(xs[j])) {
+        if (xs[j]->data == NULL && cr_array_numel(xs[j]) > 0)
+            return cr_ctx_error(p->ctx, CR_EINVAL, "%s: input %zu has NULL data", who, j);
+        if (grads[j]->ndim > CR_ARRAY_MAX_DIMS ||
+            cr_array_numel(grads[j]) != cr_array_numel(xs[j])) {
             char s1[96], s2[96];
             return cr_ctx_error(p->ctx, CR_ESHAPE, "%s: gradient array %zu is %s, its input %s",
                                 who, j, shape_of(grads[j], s1, sizeof s1),

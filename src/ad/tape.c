@@ -1068,6 +1068,11 @@ cr_status cr_tape_inputs(cr_tape *t, const double *x, size_t n, cr_var *out)
         return CR_EMISUSE;
     if (n > 0 && (x == NULL || out == NULL))
         return cr__tape_fail(t, CR_EINVAL, "cr_tape_inputs: NULL x or out");
+    if (t->status == CR_OK && n >= CR_TAPE_MAX_VARS - t->nvars) /* before reading x */
+        return cr__tape_fail(t, CR_EOVERFLOW,
+                             "cr_tape_inputs: %zu inputs after %zu variables, "
+                             "more than a recording holds (%zu)",
+                             n, (size_t)t->nvars, (size_t)CR_TAPE_MAX_VARS - 1);
     size_t j = 0;
     /* First-order tapes: the inputs join one record (its a counts them): one input made
      * the usual way opens it, the others are added to its count at once. */

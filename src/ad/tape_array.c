@@ -102,6 +102,12 @@ cr_avar cr_tape_array_input(cr_tape *t, const cr_array *a)
                       a == NULL ? "NULL array" : "not a float array (f64, f32 or c128)");
         return bad_avar(a);
     }
+    if (a->ndim > CR_ARRAY_MAX_DIMS || (a->data == NULL && cr_array_numel(a) > 0)) {
+        cr__tape_fail(t, CR_EINVAL, "cr_tape_array_input: %s",
+                      a->ndim > CR_ARRAY_MAX_DIMS ? "more than CR_ARRAY_MAX_DIMS dimensions"
+                                                  : "NULL data with elements");
+        return bad_avar(a);
+    }
     uint32_t idx = 0;
     if (new_slot(t, a, &idx) != CR_OK)
         return bad_avar(a);
@@ -683,6 +689,7 @@ cr_status cr__array_write_out(cr_tape *t, const char *who, size_t j, cr_tangent 
         return cr_ctx_error(t->ctx, CR_EINVAL,
                             "%s: gradient array %zu is NULL, structured or not a float array", who,
                             j);
+    /* Another shape of as many elements is written in row-major order (Julia's copyto!). */
     if (like != NULL && cr_array_numel(dst) != cr_array_numel(like)) {
         char b1[64], b2[64];
         return cr_ctx_error(t->ctx, CR_ESHAPE, "%s: gradient array %zu is %s, its variable is %s",
@@ -842,12 +849,21 @@ static ALWAYS_INLINE cr_status sweep_mixed(cr_tape *t, const char *who, cr_var y
                                 "%s: input %zu belongs to another tape, or to this tape before "
                                 "its last reset",
                                 who, j);
-    for (size_t j = 0; j < na; j++)
+    for (size_t j = 0; j < na; j++) {
         if (as[j].idx != CR_VAR_CONST && (as[j].tape != t->id || as[j].idx >= t->naslots))
             return cr_ctx_error(t->ctx, CR_ETAPE,
                                 "%s: array input %zu belongs to another tape, or to this tape "
                                 "before its last reset",
                                 who, j);
+        /* The sweep hands an intermediate's cotangent on to what made it (its buffer may
+         * become an argument's): it is not there to read afterwards. */
+        if (as[j].idx != CR_VAR_CONST && !t->aslots[as[j].idx].input)
+            return cr_ctx_error(t->ctx, CR_EINVAL,
+                                "%s: array variable %zu is not an input of the tape but the "
+                                "result of an operation: array gradients are taken with respect "
+                                "to inputs (cr_tape_array_input)",
+                                who, j);
+    }
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
     size_t top = t->nvars;
     /* Small recordings sweep over a workspace on the stack (as cr_tape_vjp does). */
