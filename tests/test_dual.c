@@ -1,13 +1,15 @@
 /*
  * Tests of forward mode: dual numbers (one and several directions), derivative, jvp and
  * Jacobians by chunks, checked against central finite differences of the same functions
- * in plain C; cr_dual_call through rows, frules and frule_via_ad; and the forward sweep of
- * a CR_TAPE_FORWARD tape, which must agree with the duals.
+ * in plain C; cr_dual_call through rows, frules and frule_via_ad, and of the variadic hypot
+ * and evalpoly (a row for hypot's two arguments, frules for other counts); and the forward
+ * sweep of a CR_TAPE_FORWARD tape, which must agree with the duals.
  */
 #include <math.h>
 #include <stdio.h>
 
 #include "test_util.h"
+#include "test_variadic.h"
 
 #define FD_RTOL 1e-8
 
@@ -271,6 +273,70 @@ static void test_dual_call(void **state)
     cr_registry_free(reg);
 }
 
+/*
+ * hypot(x, y, ...) and evalpoly(x, c0, ...) of 2, 3, 5 and 10 arguments through cr_dual_call
+ * (built-in rules, and a configuration with a user registry): alone with one direction per
+ * argument, and in a program through cr_dual_jacobian (two chunks at 10), against central
+ * differences of the same functions in plain C. hypot(x, y) is its row (no arena needed);
+ * other counts go through the frule (an arena needed). One argument: CR_EINVAL with the
+ * function's own message; a fixed-arity row given another count: its row's message.
+ */
+static void test_dual_variadic(void **state)
+{
+    fixture *f = *state;
+    cr_registry *reg;
+    assert_int_equal(cr_registry_new(f->ctx, NULL, &reg), CR_OK);
+    cr_config cfg = {.struct_size = sizeof cfg, .registry = reg};
+    const cr_config *cfgs[2] = {NULL, &cfg};
+    const cr_value *fns[2] = {&cr_fn_hypot, &cr_fn_evalpoly};
+    for (size_t k = 0; k < 2; k++)
+        for (size_t i = 0; i < 4; i++)
+            for (size_t c = 0; c < 2; c++) {
+                vcall v = {fns[k], f->arena, cfgs[c]};
+                size_t n = vcall_ns[i];
+                const double *x = vcall_pts[i];
+                double fd[10], jac[10], y, y0;
+                if (n <= CR_DUAL_MAX_CHUNK) {
+                    cr_dual d[10], o;
+                    for (size_t j = 0; j < n; j++)
+                        d[j] = cr_dual_var(x[j], j);
+                    assert_int_equal(cr_dual_call(cfgs[c], f->arena, fns[k], d, n, &o, 1), CR_OK);
+                    assert_int_equal(o.n, n);
+                    assert_close(o.v, vcall_f_c(&v, x, n), 1e-15);
+                    vcall_fd_grad_of(f->arena, vcall_f_fd, &v, x, n, fd);
+                    for (size_t j = 0; j < n; j++)
+                        assert_close(o.d[j], fd[j], FD_RTOL);
+                }
+                assert_int_equal(cr_dual_jacobian(vcall_dual, &v, x, n, 1, f->arena, &y, jac),
+                                 CR_OK);
+                vcall_fd(x, n, &y0, 1, &v);
+                assert_close(y, y0, 1e-14);
+                vcall_fd_grad(f->arena, &v, x, n, fd);
+                for (size_t j = 0; j < n; j++)
+                    assert_close(jac[j], fd[j], FD_RTOL);
+            }
+
+    /* The row needs no arena; the rule does (CR_EINVAL, nowhere for a message). */
+    cr_dual d3[3] = {cr_dual_var(0.6, 0), cr_dual_var(-1.9, 1), cr_dual_var(1.1, 2)}, o;
+    assert_int_equal(cr_dual_call(NULL, NULL, &cr_fn_hypot, d3, 2, &o, 1), CR_OK);
+    assert_close(o.v, hypot(0.6, -1.9), 1e-15);
+    assert_int_equal(cr_dual_call(NULL, NULL, &cr_fn_hypot, d3, 3, &o, 1), CR_EINVAL);
+    /* One argument, with and without the registry; sin of two. */
+    for (size_t c = 0; c < 2; c++) {
+        assert_int_equal(cr_dual_call(cfgs[c], f->arena, &cr_fn_hypot, d3, 1, &o, 1), CR_EINVAL);
+        assert_contains(cr_ctx_errmsg(f->ctx), "hypot takes two or more real arguments");
+        assert_int_equal(cr_dual_call(cfgs[c], f->arena, &cr_fn_evalpoly, d3, 1, &o, 1), CR_EINVAL);
+        assert_contains(cr_ctx_errmsg(f->ctx), "evalpoly takes a number x and one or more");
+    }
+    assert_int_equal(cr_dual_call(NULL, f->arena, &cr_fn_sin, d3, 2, &o, 1), CR_EINVAL);
+    assert_contains(cr_ctx_errmsg(f->ctx), "sin takes 1 arguments");
+    /* Another count of results: refused. */
+    cr_dual o2[2];
+    assert_int_equal(cr_dual_call(NULL, f->arena, &cr_fn_hypot, d3, 3, o2, 2), CR_EINVAL);
+    assert_contains(cr_ctx_errmsg(f->ctx), "hypot gives 1 results, 2 expected");
+    cr_registry_free(reg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -279,6 +345,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_jacobian_chunks, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_jvp_dual_and_tape, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_dual_call, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_dual_variadic, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

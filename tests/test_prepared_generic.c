@@ -7,7 +7,9 @@
  * variables evaluated again; no allocation after the first call; the rule kept from
  * preparing; allocation failures at every point; and the refusals: a rule that fails at the
  * new inputs, a result of another kind, an integer result that changes, a zero-adjoint
- * function known only through its overlay. Each refusal is followed by a good replay.
+ * function known only through its overlay. Each refusal is followed by a good replay. The
+ * variadic hypot and evalpoly (a row for hypot's two arguments, GENERIC records for other
+ * counts) prepared and replayed, and the H v replay of hypot(x, y).
  */
 #include <math.h>
 #include <stdio.h>
@@ -15,6 +17,7 @@
 #include "test_alloc.h"
 #include "test_polar.h"
 #include "test_util.h"
+#include "test_variadic.h"
 
 #define FD_RTOL 1e-8
 
@@ -400,6 +403,67 @@ static void test_user_rules_replay(void **state)
     cr_prepared_free(p);
     cr_ctx_free(ctx);
     assert_int_equal(c.live, 0);
+}
+
+/* ---- Variadic functions ------------------------------------------------------------------ */
+
+/*
+ * hypot(x, y, ...) and evalpoly(x, c0, ...) of 2, 3, 5 and 10 arguments, prepared with the
+ * built-in rules and with an engine's, replayed at new points against central differences
+ * of the same program in plain C (hypot of two arguments is its row; other counts GENERIC
+ * records calling the rule again). cr_prepare_hvp takes hypot(x, y)'s row (H v against
+ * central differences of the prepared gradient) and refuses the rules' pullbacks.
+ */
+static void test_variadic_replay(void **state)
+{
+    gfix *f = *state;
+    const cr_value *fns[2] = {&cr_fn_hypot, &cr_fn_evalpoly};
+    const cr_engine *engs[2] = {NULL, f->eng};
+    for (size_t k = 0; k < 2; k++)
+        for (size_t i = 0; i < 4; i++)
+            for (size_t e = 0; e < 2; e++) {
+                vcall v = {fns[k], NULL, NULL};
+                size_t n = vcall_ns[i];
+                cr_prepared *p;
+                assert_int_equal(
+                    cr_prepare_gradient(f->ctx, engs[e], vcall_tape, &v, vcall_pts[i], n, &p),
+                    CR_OK);
+                for (size_t q = 1; q <= 3; q++) {
+                    double x[10], g[10], fd[10], y, y0;
+                    for (size_t j = 0; j < n; j++)
+                        x[j] = vcall_pts[i][j] * (1 + 0.05 * (double)q) +
+                               ((j + q) % 2 ? 0.03 : -0.04) * (double)q;
+                    assert_int_equal(cr_prepared_value_and_gradient(p, x, n, &y, g), CR_OK);
+                    vcall_fd(x, n, &y0, 1, &v);
+                    assert_close(y, y0, 1e-14);
+                    vcall_fd_grad(f->arena, &v, x, n, fd);
+                    for (size_t j = 0; j < n; j++)
+                        assert_close(g[j], fd[j], FD_RTOL);
+                    cr_arena_reset(f->arena);
+                }
+                cr_prepared_free(p);
+
+                cr_status st = cr_prepare_hvp(f->ctx, engs[e], vcall_tape, &v, vcall_pts[i], n, &p);
+                if (fns[k] != &cr_fn_hypot || n != 2) {
+                    assert_int_equal(st, CR_EUNIMPL);
+                    assert_null(p);
+                    assert_contains(cr_ctx_errmsg(f->ctx), fns[k]->u.func.fn->name);
+                    continue;
+                }
+                assert_int_equal(st, CR_OK);
+                const double x[2] = {1.3, -0.8}, dir[2] = {0.6, 0.9};
+                double hv[2], g[2], xp[2], xm[2], gp[2], gm[2], y, h = 1e-6;
+                assert_int_equal(cr_prepared_hvp(p, x, n, dir, hv, &y, g), CR_OK);
+                for (size_t j = 0; j < n; j++) {
+                    xp[j] = x[j] + h * dir[j];
+                    xm[j] = x[j] - h * dir[j];
+                }
+                assert_int_equal(cr_prepared_value_and_gradient(p, xp, n, &y, gp), CR_OK);
+                assert_int_equal(cr_prepared_value_and_gradient(p, xm, n, &y, gm), CR_OK);
+                for (size_t j = 0; j < n; j++)
+                    assert_close(hv[j], (gp[j] - gm[j]) / (2 * h), 1e-7);
+                cr_prepared_free(p);
+            }
 }
 
 /* ---- Generic records next to array records ---------------------------------------------- */
@@ -902,6 +966,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_zero_adjoint, gfix_setup, gfix_teardown),
         cmocka_unit_test_setup_teardown(test_refusals, gfix_setup, gfix_teardown),
         cmocka_unit_test_setup_teardown(test_rule_kept, gfix_setup, gfix_teardown),
+        cmocka_unit_test_setup_teardown(test_variadic_replay, gfix_setup, gfix_teardown),
         cmocka_unit_test(test_fault_injection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

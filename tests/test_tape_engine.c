@@ -4,14 +4,16 @@
  * a primitive (is_primitive; the rule wins over an overlay), rules taken in the generic
  * rrule form (one and two results), zero-adjoint and non-differentiable declarations,
  * failing pullbacks, rrule_via_ad / frule_via_ad, and a higher-order rule (a functor
- * applying a user function twice) that needs them. Gradients are checked against central
- * differences of the same functions in plain C.
+ * applying a user function twice) that needs them; the variadic hypot and evalpoly (a row
+ * for hypot's two arguments, rules for other counts) on every kind of tape. Gradients are
+ * checked against central differences of the same functions in plain C.
  */
 #include <math.h>
 #include <stdio.h>
 
 #include "test_polar.h"
 #include "test_util.h"
+#include "test_variadic.h"
 
 #define FD_RTOL 1e-8
 
@@ -494,6 +496,150 @@ static void test_via_ad(void **state)
     cr_engine_free(eng);
 }
 
+/* ---- Variadic functions: a row for one count, rules for the others ------------------------ */
+
+/* The gradient of the first-order tape t at x, n inputs (checked against central differences
+ * by the caller at the recorded point). */
+static void vcall_tape_grad(cr_tape *t, vcall *v, const double *x, size_t n, double *g)
+{
+    double y;
+    assert_ok(t, cr_tape_value_and_gradient(t, vcall_tape, v, x, n, &y, g));
+}
+
+/*
+ * hypot(x, y, ...) and evalpoly(x, c0, ...) of 2, 3, 5 and 10 arguments on a first-order tape
+ * (built-in rules, and an engine's configuration, which looks rules up in its registry) and
+ * a forward tape, against central differences of the same program in plain C. hypot of two
+ * arguments takes its row (a record of atan2's size; a second-order tape takes it, H v
+ * against central differences of the gradient); other counts go through the rule (a GENERIC
+ * record, not of the size of fma's three-argument row record), which a second-order tape
+ * refuses (CR_EUNIMPL, naming the function). A call with one argument is refused with the
+ * function's own message (CR_EINVAL), and a fixed-arity function given another count with
+ * its row's.
+ */
+static void test_variadic(void **state)
+{
+    fixture *f = *state;
+    cr_engine *eng;
+    assert_int_equal(cr_engine_new(f->ctx, NULL, &eng), CR_OK);
+    cr_rule_def def = {
+        .struct_size = sizeof def, .fn = &hyp_fn, .nargs = 2, .args = k_f64_2, .rrule = hyp_rrule};
+    assert_int_equal(cr_engine_from_rrule(eng, &def), CR_OK);
+    cr_tape *t, *et, *fw, *so;
+    cr_tape_params p = {.struct_size = sizeof p};
+    assert_int_equal(cr_tape_new(f->ctx, &p, &t), CR_OK);
+    p.flags = CR_TAPE_FORWARD;
+    assert_int_equal(cr_tape_new(f->ctx, &p, &fw), CR_OK);
+    p.flags = CR_TAPE_SECOND_ORDER;
+    assert_int_equal(cr_tape_new(f->ctx, &p, &so), CR_OK);
+    p.flags = 0;
+    p.engine = eng;
+    assert_int_equal(cr_tape_new(f->ctx, &p, &et), CR_OK);
+    const cr_value *fns[2] = {&cr_fn_hypot, &cr_fn_evalpoly};
+    for (size_t k = 0; k < 2; k++)
+        for (size_t i = 0; i < 4; i++) {
+            vcall v = {fns[k], NULL, NULL};
+            size_t n = vcall_ns[i];
+            const double *x = vcall_pts[i];
+            double fd[10], g[10], y, y0;
+            vcall_fd_grad(f->arena, &v, x, n, fd);
+            vcall_fd(x, n, &y0, 1, &v);
+            cr_tape *first[2] = {t, et};
+            for (size_t e = 0; e < 2; e++) {
+                assert_ok(first[e],
+                          cr_tape_value_and_gradient(first[e], vcall_tape, &v, x, n, &y, g));
+                assert_close(y, y0, 1e-14);
+                for (size_t j = 0; j < n; j++)
+                    assert_close(g[j], fd[j], FD_RTOL);
+            }
+            /* cr_tape_jvp along dir */
+            cr_var xs[10], ys;
+            double dir[10], want = 0, jv;
+            for (size_t j = 0; j < n; j++) {
+                dir[j] = 0.5 - 0.3 * (double)j;
+                want += fd[j] * dir[j];
+            }
+            assert_ok(fw, cr_tape_record(fw, vcall_tape, &v, x, n, xs, &ys, 1));
+            assert_ok(fw, cr_tape_jvp(fw, xs, dir, n, &ys, 1, &jv));
+            assert_close(jv, want, FD_RTOL);
+            /* The second-order tape: hypot(x, y)'s row; the rules' pullbacks refused. */
+            cr_status st = cr_tape_record(so, vcall_tape, &v, x, n, xs, &ys, 1);
+            if (fns[k] != &cr_fn_hypot || n != 2) {
+                assert_int_equal(st, CR_EUNIMPL);
+                assert_contains(cr_tape_errmsg(so), fns[k]->u.func.fn->name);
+                assert_contains(cr_tape_errmsg(so), "second-order");
+                continue;
+            }
+            assert_ok(so, st);
+            double hv[10], gso[10], xp[10], xm[10], gp[10], gm[10], h = 1e-6;
+            assert_ok(so, cr_tape_hvp(so, ys, xs, n, dir, hv, gso));
+            for (size_t j = 0; j < n; j++) {
+                xp[j] = x[j] + h * dir[j];
+                xm[j] = x[j] - h * dir[j];
+            }
+            vcall_tape_grad(t, &v, xp, n, gp);
+            vcall_tape_grad(t, &v, xm, n, gm);
+            for (size_t j = 0; j < n; j++) {
+                assert_close(gso[j], fd[j], FD_RTOL);
+                assert_close(hv[j], (gp[j] - gm[j]) / (2 * h), 1e-7);
+            }
+        }
+
+    /* Record sizes: hypot(x, y) is a row record as atan2(x, y) is; hypot(x, y, z) a GENERIC
+     * record, not a row record as fma(x, y, z) is. */
+    cr_tape_reset(t);
+    cr_var a[3];
+    const double xa[3] = {0.6, -1.9, 1.1};
+    assert_ok(t, cr_tape_inputs(t, xa, 3, a));
+    const cr_value *calls[4] = {&cr_fn_atan2, &cr_fn_hypot, &cr_fn_fma, &cr_fn_hypot};
+    const size_t cn[4] = {2, 2, 3, 3};
+    size_t bytes[4];
+    for (size_t c = 0; c < 4; c++) {
+        cr_tape_stats s0, s1;
+        assert_ok(t, cr_tape_stats_get(t, &s0));
+        cr_var r = cr_tape_call1(t, calls[c], a, cn[c]);
+        assert_ok(t, cr_tape_status(t));
+        assert_true(r.idx != CR_VAR_CONST);
+        assert_ok(t, cr_tape_stats_get(t, &s1));
+        bytes[c] = s1.record_bytes - s0.record_bytes;
+    }
+    assert_int_equal(bytes[1], bytes[0]);
+    assert_true(bytes[3] != bytes[2]);
+
+    /* One argument: refused, naming the function (a variable, on either tape; a constant;
+     * evalpoly with no coefficient); sin of two arguments as before. */
+    cr_tape *both[2] = {t, et};
+    for (size_t e = 0; e < 2; e++) {
+        cr_tape_reset(both[e]);
+        cr_var x1 = cr_tape_input(both[e], 0.5);
+        cr_var r = cr_tape_call1(both[e], &cr_fn_hypot, &x1, 1);
+        assert_true(isnan(r.v));
+        assert_int_equal(cr_tape_status(both[e]), CR_EINVAL);
+        assert_contains(cr_tape_errmsg(both[e]), "hypot takes two or more real arguments");
+    }
+    cr_tape_reset(t);
+    cr_var c1 = cr_const(0.5);
+    cr_tape_call1(t, &cr_fn_hypot, &c1, 1);
+    assert_int_equal(cr_tape_status(t), CR_EINVAL);
+    assert_contains(cr_tape_errmsg(t), "hypot");
+    cr_tape_reset(t);
+    cr_var x1 = cr_tape_input(t, 0.5);
+    cr_tape_call1(t, &cr_fn_evalpoly, &x1, 1);
+    assert_int_equal(cr_tape_status(t), CR_EINVAL);
+    assert_contains(cr_tape_errmsg(t), "evalpoly takes a number x and one or more");
+    cr_tape_reset(t);
+    cr_var x2[2] = {cr_tape_input(t, 0.5), cr_tape_input(t, 1.5)};
+    cr_tape_call1(t, &cr_fn_sin, x2, 2);
+    assert_int_equal(cr_tape_status(t), CR_EINVAL);
+    assert_contains(cr_tape_errmsg(t), "sin takes 1 arguments, 2 given");
+
+    cr_tape_free(t);
+    cr_tape_free(et);
+    cr_tape_free(fw);
+    cr_tape_free(so);
+    cr_engine_free(eng);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -503,6 +649,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_zero_adjoint_and_failures, fixture_setup,
                                         fixture_teardown),
         cmocka_unit_test_setup_teardown(test_via_ad, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_variadic, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

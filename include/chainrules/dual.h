@@ -87,7 +87,8 @@ CR_API cr_dual cr_dual_asin(cr_dual a);
  * direction; with no frule and a configuration with CR_CAP_FORWARD (an engine's, see
  * engine.h), frule_via_ad.
  * @param[in]  cfg   configuration (rules, forward capability); NULL: built-in rules.
- * @param[in]  arena where rules allocate; may be NULL for scalar-table functions.
+ * @param[in]  arena where rules allocate; may be NULL for scalar-table functions given their
+ *                   row's number of arguments (hypot of two; not of three, which is its rule).
  * @param[in]  f     a function value.
  * @param[in]  args  nargs duals.
  * @param[in]  nargs number of arguments (at most 64).

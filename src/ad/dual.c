@@ -187,7 +187,9 @@ cr_status cr_dual_call(const cr_config *cfg, cr_arena *arena, const cr_value *f,
         return arena != NULL ? CR__FAIL(arena, CR_EINVAL, "cr_dual_call: invalid arguments")
                              : CR_EINVAL;
     const cr_function *fn = f->u.func.fn;
-    const cr_scalar_rule *row = cr_scalar_rule_of(fn);
+    /* A variadic function's row covers one count (hypot(x, y) of hypot(x...)): a call of
+     * another count goes through the function's frule. */
+    const cr_scalar_rule *row = cr__row_for(fn, nargs);
     if (row != NULL && (cfg == NULL || cfg->registry == NULL)) {
         if (nargs != row->nin || nout != row->nout)
             return arena != NULL
@@ -238,6 +240,15 @@ cr_status cr_dual_call(const cr_config *cfg, cr_arena *arena, const cr_value *f,
         cr_status st = cr_frule(cfg, arena, dargs, f, vals, nargs, &y, &dy);
         if (st == CR_NOTHING && cfg != NULL && (cfg->caps & CR_CAP_FORWARD))
             st = cr_frule_via_ad(cfg, arena, dargs, f, vals, nargs, &y, &dy);
+        if (st == CR_NOTHING && fn->arity < 0 && fn->primal != NULL) {
+            /* A variadic function no rule takes with these arguments: its primal says
+             * whether they are wrong (hypot(x) or evalpoly(x): "takes two or more ..."). */
+            cr_value yp;
+            cr_status pst = cr_function_call(arena, f, vals, nargs, &yp);
+            cr_arena_rewind(arena, mk);
+            if (pst != CR_OK)
+                return pst;
+        }
         if (st == CR_NOTHING) {
             char sig[256];
             cr__call_str(f, vals, nargs, sig, sizeof sig);

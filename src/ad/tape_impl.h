@@ -206,6 +206,18 @@ CR_INTERNAL cr_status cr__unpack_result(cr_ctx *ctx, const char *fname, const cr
 CR_INTERNAL cr_status cr__check_nout(cr_tape *t, const char *fname, size_t k, size_t nout,
                                      size_t *got);
 
+/* fn's scalar row when a call of nargs arguments may take it: always for a function of fixed
+ * arity (a call of another count is refused with the row's "takes n arguments"); for a
+ * variadic function (arity -1, such as hypot(x, y, ...), whose row is hypot(x, y)) only
+ * when nargs is the row's count, other counts going through the function's rules. */
+static inline const cr_scalar_rule *cr__row_for(const cr_function *fn, size_t nargs)
+{
+    const cr_scalar_rule *row = cr_scalar_rule_of(fn);
+    if (row != NULL && fn->arity < 0 && row->nin != nargs)
+        return NULL;
+    return row;
+}
+
 /* ---- Tangents on the sweeps' paths ------------------------------------------------------ */
 
 /* cr_tangent_zero, cr_tangent_is_zero and cr_tangent_array, inline. The exported functions
