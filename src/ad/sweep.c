@@ -939,8 +939,9 @@ cr_status cr_tape_value_and_gradient(cr_tape *t, cr_ad_fn f, void *env, const do
 {
     if (t == NULL)
         return CR_EINVAL;
-    if (n > 0 && grad == NULL)
-        return cr_ctx_error(t->ctx, CR_EINVAL, "cr_tape_value_and_gradient: grad is NULL");
+    if (f == NULL || (n > 0 && (x == NULL || grad == NULL)))
+        return cr_ctx_error(t->ctx, CR_EINVAL, "cr_tape_value_and_gradient: %s is NULL",
+                            f == NULL ? "f" : x == NULL ? "x" : "grad");
     cr_var out, small[16], *xs = n <= 16 ? small : NULL;
     cr_status st = cr__tape_record(t, f, env, x, n, &xs, &out, 1);
     if (st != CR_OK)
