@@ -240,16 +240,11 @@ cr_status cr_dual_call(const cr_config *cfg, cr_arena *arena, const cr_value *f,
         cr_status st = cr_frule(cfg, arena, dargs, f, vals, nargs, &y, &dy);
         if (st == CR_NOTHING && cfg != NULL && (cfg->caps & CR_CAP_FORWARD))
             st = cr_frule_via_ad(cfg, arena, dargs, f, vals, nargs, &y, &dy);
-        if (st == CR_NOTHING && fn->arity < 0 && fn->primal != NULL) {
-            /* A variadic function no rule takes with these arguments: its primal says
-             * whether they are wrong (hypot(x) or evalpoly(x): "takes two or more ..."). */
-            cr_value yp;
-            cr_status pst = cr_function_call(arena, f, vals, nargs, &yp);
-            cr_arena_rewind(arena, mk);
-            if (pst != CR_OK)
-                return pst;
-        }
         if (st == CR_NOTHING) {
+            cr_status ast = cr__variadic_args(arena, f, vals, nargs);
+            cr_arena_rewind(arena, mk);
+            if (ast != CR_OK)
+                return ast;
             char sig[256];
             cr__call_str(f, vals, nargs, sig, sizeof sig);
             return CR__FAIL(arena, CR_ENORULE,

@@ -1479,16 +1479,8 @@ cr_status cr__tape_call_any(cr_tape *t, const cr_value *f, const cr_var *args, s
     }
     if (row != NULL) /* an opted-out row: the row itself is still the function */
         return record_row(t, fn->name, row, args, nargs, out, nout, got);
-    if (fn->arity < 0 && fn->primal != NULL) {
-        /* A variadic function no rule takes with these arguments: its primal says whether
-         * they are wrong (hypot(x) or evalpoly(x): "takes two or more ..."). */
-        cr_arena_mark mk = cr_arena_get_mark(t->arena);
-        cr_value y;
-        st = cr_function_call(t->arena, f, vals, nargs, &y);
-        cr_arena_rewind(t->arena, mk);
-        if (st != CR_OK)
-            return cr__tape_fail_ctx(t, st, fn->name);
-    }
+    if ((st = cr__variadic_args(t->arena, f, vals, nargs)) != CR_OK)
+        return cr__tape_fail_ctx(t, st, fn->name);
     char sig[256];
     cr__call_str(f, vals, nargs, sig, sizeof sig);
     return cr__tape_fail(t, CR_ENORULE,

@@ -218,6 +218,23 @@ static inline const cr_scalar_rule *cr__row_for(const cr_function *fn, size_t na
     return row;
 }
 
+/* Before "no rule" for a call of fn that no rule takes: when fn is variadic and has a
+ * primal, the primal says whether the arguments themselves are wrong (hypot(x) or
+ * evalpoly(x): "takes two or more ..."), and that status is returned (its message on the
+ * arena's context); CR_OK otherwise. The primal's result goes above a mark, rewound. */
+static inline cr_status cr__variadic_args(cr_arena *arena, const cr_value *f, const cr_value *vals,
+                                          size_t nargs)
+{
+    const cr_function *fn = f->u.func.fn;
+    if (fn->arity >= 0 || fn->primal == NULL)
+        return CR_OK;
+    cr_arena_mark mk = cr_arena_get_mark(arena);
+    cr_value y;
+    cr_status st = cr_function_call(arena, f, vals, nargs, &y);
+    cr_arena_rewind(arena, mk);
+    return st;
+}
+
 /* ---- Tangents on the sweeps' paths ------------------------------------------------------ */
 
 /* cr_tangent_zero, cr_tangent_is_zero and cr_tangent_array, inline. The exported functions
