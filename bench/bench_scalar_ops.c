@@ -22,8 +22,8 @@
 #include <chainrules/tape.h>
 
 #define BATCH 1024
-#define REPS 400
-#define RUNS 7
+#define REPS  400
+#define RUNS  7
 
 typedef struct op {
     const char *name;
@@ -33,18 +33,18 @@ typedef struct op {
 } op;
 
 static const op k_ops[] = {
-    {"sin", &cr_fn_sin, sin, -3, 3},         {"cos", &cr_fn_cos, cos, -3, 3},
-    {"tan", &cr_fn_tan, tan, -1.4, 1.4},     {"asin", &cr_fn_asin, asin, -0.9, 0.9},
-    {"acos", &cr_fn_acos, acos, -0.9, 0.9},  {"atan", &cr_fn_atan, atan, -3, 3},
-    {"sinh", &cr_fn_sinh, sinh, -3, 3},      {"cosh", &cr_fn_cosh, cosh, -3, 3},
-    {"tanh", &cr_fn_tanh, tanh, -3, 3},      {"asinh", &cr_fn_asinh, asinh, -3, 3},
-    {"acosh", &cr_fn_acosh, acosh, 1.5, 4},  {"atanh", &cr_fn_atanh, atanh, -0.9, 0.9},
-    {"exp", &cr_fn_exp, exp, -3, 3},         {"exp2", &cr_fn_exp2, exp2, -3, 3},
-    {"expm1", &cr_fn_expm1, expm1, -3, 3},   {"log", &cr_fn_log, log, 0.1, 4},
-    {"log2", &cr_fn_log2, log2, 0.1, 4},     {"log10", &cr_fn_log10, log10, 0.1, 4},
-    {"log1p", &cr_fn_log1p, log1p, -0.5, 4}, {"sqrt", &cr_fn_sqrt, sqrt, 0.1, 4},
-    {"cbrt", &cr_fn_cbrt, cbrt, 0.1, 4},     {"erf", &cr_fn_erf, erf, -2, 2},
-    {"erfc", &cr_fn_erfc, erfc, -2, 2},      {"tgamma", &cr_fn_tgamma, tgamma, 0.5, 4},
+    {"sin", &cr_fn_sin, sin, -3, 3},           {"cos", &cr_fn_cos, cos, -3, 3},
+    {"tan", &cr_fn_tan, tan, -1.4, 1.4},       {"asin", &cr_fn_asin, asin, -0.9, 0.9},
+    {"acos", &cr_fn_acos, acos, -0.9, 0.9},    {"atan", &cr_fn_atan, atan, -3, 3},
+    {"sinh", &cr_fn_sinh, sinh, -3, 3},        {"cosh", &cr_fn_cosh, cosh, -3, 3},
+    {"tanh", &cr_fn_tanh, tanh, -3, 3},        {"asinh", &cr_fn_asinh, asinh, -3, 3},
+    {"acosh", &cr_fn_acosh, acosh, 1.5, 4},    {"atanh", &cr_fn_atanh, atanh, -0.9, 0.9},
+    {"exp", &cr_fn_exp, exp, -3, 3},           {"exp2", &cr_fn_exp2, exp2, -3, 3},
+    {"expm1", &cr_fn_expm1, expm1, -3, 3},     {"log", &cr_fn_log, log, 0.1, 4},
+    {"log2", &cr_fn_log2, log2, 0.1, 4},       {"log10", &cr_fn_log10, log10, 0.1, 4},
+    {"log1p", &cr_fn_log1p, log1p, -0.5, 4},   {"sqrt", &cr_fn_sqrt, sqrt, 0.1, 4},
+    {"cbrt", &cr_fn_cbrt, cbrt, 0.1, 4},       {"erf", &cr_fn_erf, erf, -2, 2},
+    {"erfc", &cr_fn_erfc, erfc, -2, 2},        {"tgamma", &cr_fn_tgamma, tgamma, 0.5, 4},
     {"lgamma", &cr_fn_lgamma, lgamma, 0.5, 4},
 };
 
@@ -164,8 +164,8 @@ static int check(cr_tape *tp, const op *o)
     cr_dual d = cr_dual_var(x, 0), r;
     if (cr_dual_call(NULL, NULL, o->fn, &d, 1, &r, 1) != CR_OK ||
         !(fabs(r.d[0] - fd) <= 1e-6 * (1 + fabs(fd)))) {
-        fprintf(stderr, "chainrules-bench-scalar: %s: dual derivative %.17g, FD %.17g\n",
-                o->name, r.d[0], fd);
+        fprintf(stderr, "chainrules-bench-scalar: %s: dual derivative %.17g, FD %.17g\n", o->name,
+                r.d[0], fd);
         return 1;
     }
     return 0;

@@ -49,8 +49,8 @@ int main(void)
     double x_bar = d_a[1].u.f64; /* ∂c/∂x = ∂foo/∂x */
 
     /* Find dfoo/dx via frules. */
-    cr_tangent x_dot = cr_tangent_f64(1.0);     /* ∂x/∂x */
-    cr_tangent nofields = cr_tangent_zero();    /* ∂self/∂self */
+    cr_tangent x_dot = cr_tangent_f64(1.0);  /* ∂x/∂x */
+    cr_tangent nofields = cr_tangent_zero(); /* ∂self/∂self */
     cr_tangent da[2] = {nofields, x_dot}, a_dot, b_dot, c_dot;
     err |= check(cr_frule(NULL, arena, da, &cr_fn_sin, &x, 1, &a, &a_dot), ctx, "frule(sin)");
     cr_tangent db[3] = {nofields, cr_tangent_zero(), a_dot};

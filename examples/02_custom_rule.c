@@ -55,8 +55,8 @@ static const cr_function logaddexp_fn = {
 
 /* What the pullback needs, computed in the rrule and kept in the arena. */
 typedef struct logaddexp_env {
-    double wx, wy;        /* ∂Ω/∂x = exp(x - Ω), ∂Ω/∂y = exp(y - Ω) */
-    cr_project *px, *py;  /* ProjectTo(x), ProjectTo(y), built outside the pullback */
+    double wx, wy;       /* ∂Ω/∂x = exp(x - Ω), ∂Ω/∂y = exp(y - Ω) */
+    cr_project *px, *py; /* ProjectTo(x), ProjectTo(y), built outside the pullback */
 } logaddexp_env;
 
 static cr_status logaddexp_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
@@ -86,8 +86,8 @@ static cr_status logaddexp_pullback(const cr_tangent *dy, cr_tangent *dx, size_t
 }
 
 static cr_status logaddexp_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                 const cr_value *args, size_t nargs, cr_value *y,
-                                 cr_pullback *pb, const void *udata)
+                                 const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                                 const void *udata)
 {
     (void)cfg;
     (void)udata;
@@ -104,8 +104,8 @@ static cr_status logaddexp_rrule(const cr_config *cfg, cr_arena *arena, const cr
         st = cr_project_new(arena, &args[1], &e->py);
     if (st != CR_OK)
         return st;
-    *pb = (cr_pullback){.fn = logaddexp_pullback, .env = e, .name = "logaddexp_pullback",
-                        .nx = nargs + 1};
+    *pb = (cr_pullback){
+        .fn = logaddexp_pullback, .env = e, .name = "logaddexp_pullback", .nx = nargs + 1};
     return CR_OK;
 }
 
@@ -131,8 +131,8 @@ static cr_status tangent_real(cr_arena *arena, cr_tangent t, double *out)
 }
 
 static cr_status logaddexp_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                                 const cr_value *f, const cr_value *args, size_t nargs,
-                                 cr_value *y, cr_tangent *dy, const void *udata)
+                                 const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                                 cr_tangent *dy, const void *udata)
 {
     (void)cfg;
     (void)udata;

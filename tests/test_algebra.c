@@ -21,9 +21,6 @@
 #define CR_TEST_OWN_FIXTURE
 #include "test_util.h"
 
-
-
-
 /* ---- fixture: a context with a counting hook, and an arena ---------------------------- */
 
 typedef struct fixture {

@@ -507,8 +507,7 @@ static void test_value_and_gradient_entry(void **state)
     assert_contains(cr_ctx_errmsg(f->ctx), "cr_tape_value_and_gradient: grad is NULL");
     assert_int_equal(cr_tape_value_and_gradient(t, NULL, NULL, &x, 1, &y, &g), CR_EINVAL);
     assert_contains(cr_ctx_errmsg(f->ctx), "cr_tape_value_and_gradient: f is NULL");
-    assert_int_equal(cr_tape_value_and_gradient(t, sin_times_x, NULL, NULL, 1, &y, &g),
-                     CR_EINVAL);
+    assert_int_equal(cr_tape_value_and_gradient(t, sin_times_x, NULL, NULL, 1, &y, &g), CR_EINVAL);
     assert_contains(cr_ctx_errmsg(f->ctx), "cr_tape_value_and_gradient: x is NULL");
     g = -7.0;
     assert_int_equal(cr_tape_value_and_gradient(t, elsewhere, other, &x, 1, &y, &g), CR_ETAPE);

@@ -22,8 +22,8 @@
 
 #include <chainrules/testing_cmocka.h>
 
-#include "testing/testing_impl.h"
 #include "test_testing_util.h"
+#include "testing/testing_impl.h"
 
 #define CI ((cr_complex)I)
 

@@ -19,10 +19,6 @@
 
 #include "test_util.h"
 
-
-
-
-
 /* Project dx onto primal v, expecting success. */
 static cr_tangent proj(fixture *f, cr_value v, cr_tangent dx)
 {

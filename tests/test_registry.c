@@ -136,8 +136,8 @@ static cr_status add_id(cr_registry *reg, const cr_function *fn, const cr_argspe
 }
 
 /* Which rule an rrule call reaches: its id, or -1 for CR_NOTHING, -2 for errors. */
-static int rrule_hit(fixture *fx, const cr_config *cfg, const cr_value *f,
-                     const cr_value *args, size_t nargs)
+static int rrule_hit(fixture *fx, const cr_config *cfg, const cr_value *f, const cr_value *args,
+                     size_t nargs)
 {
     cr_value y;
     cr_pullback pb;
@@ -150,8 +150,8 @@ static int rrule_hit(fixture *fx, const cr_config *cfg, const cr_value *f,
     return (int)y.u.i64;
 }
 
-static int frule_hit(fixture *fx, const cr_config *cfg, const cr_value *f,
-                     const cr_value *args, size_t nargs)
+static int frule_hit(fixture *fx, const cr_config *cfg, const cr_value *f, const cr_value *args,
+                     size_t nargs)
 {
     cr_value y;
     cr_tangent dargs[8], dy;
@@ -187,8 +187,8 @@ static const cr_function g_fn = {.name = "g", .arity = 1, .primal = first_primal
 static void test_specificity(void **state)
 {
     fixture *fx = *state;
-    const cr_argspec s_f64[1] = {CR_ARG_F64}, s_real[1] = {CR_ARG_REAL},
-                     s_num[1] = {CR_ARG_NUMBER}, s_any[1] = {CR_ARG_ANY};
+    const cr_argspec s_f64[1] = {CR_ARG_F64}, s_real[1] = {CR_ARG_REAL}, s_num[1] = {CR_ARG_NUMBER},
+                     s_any[1] = {CR_ARG_ANY};
     /* Registered from the most general to the most specific: order does not matter. */
     assert_int_equal(add_id(fx->reg, &g_fn, s_any, 1, false, 0, 4), CR_OK);
     assert_int_equal(add_id(fx->reg, &g_fn, s_num, 1, false, 0, 3), CR_OK);
@@ -271,7 +271,7 @@ static void test_variadic(void **state)
     fixture *fx = *state;
     const cr_argspec s_f64[1] = {CR_ARG_F64}, s_ff[2] = {CR_ARG_F64, CR_ARG_F64},
                      s_rf[2] = {CR_ARG_REAL, CR_ARG_F64};
-    assert_int_equal(add_id(fx->reg, &v_fn, s_f64, 1, true, 0, 1), CR_OK);  /* v(f64...) */
+    assert_int_equal(add_id(fx->reg, &v_fn, s_f64, 1, true, 0, 1), CR_OK); /* v(f64...) */
     assert_int_equal(add_id(fx->reg, &v_fn, s_ff, 2, false, 0, 2), CR_OK); /* v(f64, f64) */
     const cr_config cfg = {.registry = fx->reg};
     cr_value f = cr_value_function(&v_fn, NULL);
@@ -477,10 +477,8 @@ static void test_opt_out(void **state)
     fixture *fx = *state;
     const cr_argspec s_real[1] = {CR_ARG_REAL}, s_f32[1] = {CR_ARG_F32}, s_int[1] = {CR_ARG_INT};
     assert_int_equal(add_id(fx->reg, &o_fn, s_real, 1, false, 0, 1), CR_OK);
-    assert_int_equal(cr_registry_opt_out(fx->reg, CR_MODE_RRULE, &o_fn, s_f32, 1, false, 0),
-                     CR_OK);
-    assert_int_equal(cr_registry_opt_out(fx->reg, CR_MODE_FRULE, &o_fn, s_int, 1, false, 0),
-                     CR_OK);
+    assert_int_equal(cr_registry_opt_out(fx->reg, CR_MODE_RRULE, &o_fn, s_f32, 1, false, 0), CR_OK);
+    assert_int_equal(cr_registry_opt_out(fx->reg, CR_MODE_FRULE, &o_fn, s_int, 1, false, 0), CR_OK);
     const cr_config cfg = {.registry = fx->reg};
     cr_value f = cr_value_function(&o_fn, NULL);
     cr_value x64 = cr_value_f64(1), x32 = cr_value_f32(1), xi = cr_value_i64(1);
@@ -520,15 +518,13 @@ static void test_opt_out(void **state)
     assert_int_equal(cr_registry_get(fx->reg, 3, &info), CR_EINVAL);
 
     /* Opting out of a built-in rule for one kind, in a user registry. */
-    assert_int_equal(cr_registry_opt_out(fx->reg, CR_MODE_BOTH, cr_fn_exp.u.func.fn, s_f32, 1,
-                                         false, 0),
-                     CR_OK);
+    assert_int_equal(
+        cr_registry_opt_out(fx->reg, CR_MODE_BOTH, cr_fn_exp.u.func.fn, s_f32, 1, false, 0), CR_OK);
     cr_value y;
     cr_pullback pb;
     assert_int_equal(cr_rrule(&cfg, fx->arena, &cr_fn_exp, &x32, 1, &y, &pb), CR_NOTHING);
     cr_tangent dargs[2] = {cr_tangent_none(), cr_tangent_f32(1)}, dy;
-    assert_int_equal(cr_frule(&cfg, fx->arena, dargs, &cr_fn_exp, &x32, 1, &y, &dy),
-                     CR_NOTHING);
+    assert_int_equal(cr_frule(&cfg, fx->arena, dargs, &cr_fn_exp, &x32, 1, &y, &dy), CR_NOTHING);
     assert_int_equal(cr_rrule(&cfg, fx->arena, &cr_fn_exp, &x64, 1, &y, &pb), CR_OK);
     assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_exp, &x32, 1, &y, &pb), CR_OK);
     /* An opt-out without a mode is refused. */
@@ -749,7 +745,7 @@ static void test_capabilities(void **state)
     assert_int_equal(add_id(fx->reg, &c_fn, s_f64, 1, false, 0, 1), CR_OK);
     assert_int_equal(rrule_hit(fx, &rev, &f, &x, 1), 2);
     assert_int_equal(rrule_hit(fx, &none, &f, &x, 1), 1); /* ...else the fallback */
-    assert_int_equal(rrule_hit(fx, NULL, &f, &x, 1), -1);  /* NULL: the built-ins only */
+    assert_int_equal(rrule_hit(fx, NULL, &f, &x, 1), -1); /* NULL: the built-ins only */
     /* A config-specific rule for f64 only: other kinds fall back to the config-free rule
      * even under that configuration. */
     assert_int_equal(add_id(fx->reg, &c2_fn, s_f64, 1, false, CR_CAP_REVERSE, 3), CR_OK);
@@ -759,8 +755,7 @@ static void test_capabilities(void **state)
     assert_int_equal(rrule_hit(fx, &rev, &f2, &s, 1), 4);
     assert_int_equal(rrule_hit(fx, &none, &f2, &x, 1), 4);
     /* Among config-specific rules, the one needing more capabilities is more specific. */
-    assert_int_equal(add_id(fx->reg, &c2_fn, s_f64, 1, false, CR_CAP_REVERSE | CR_CAP_MUTATION,
-                            5),
+    assert_int_equal(add_id(fx->reg, &c2_fn, s_f64, 1, false, CR_CAP_REVERSE | CR_CAP_MUTATION, 5),
                      CR_OK);
     const cr_config revmut = {.registry = fx->reg, .caps = CR_CAP_REVERSE | CR_CAP_MUTATION};
     assert_int_equal(rrule_hit(fx, &revmut, &f2, &x, 1), 5);
@@ -773,8 +768,8 @@ typedef struct ad_log {
 } ad_log;
 
 static cr_status my_rrule_via_ad(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                 const cr_value *args, size_t nargs, cr_value *y,
-                                 cr_pullback *pb, void *ad_env)
+                                 const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                                 void *ad_env)
 {
     (void)cfg;
     (void)arena;
@@ -788,8 +783,8 @@ static cr_status my_rrule_via_ad(const cr_config *cfg, cr_arena *arena, const cr
 }
 
 static cr_status my_frule_via_ad(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                                 const cr_value *f, const cr_value *args, size_t nargs,
-                                 cr_value *y, cr_tangent *dy, void *ad_env)
+                                 const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                                 cr_tangent *dy, void *ad_env)
 {
     (void)cfg;
     (void)arena;
@@ -807,8 +802,8 @@ static cr_status my_frule_via_ad(const cr_config *cfg, cr_arena *arena, const cr
 /* A rule that calls back into the AD (as ChainRules' map does): only for configurations
  * with reverse mode. */
 static cr_status calls_back_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                  const cr_value *args, size_t nargs, cr_value *y,
-                                  cr_pullback *pb, const void *udata)
+                                  const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                                  const void *udata)
 {
     (void)f;
     (void)udata;
@@ -831,8 +826,7 @@ static void test_via_ad(void **state)
     assert_contains(cr_ctx_errmsg(fx->ctx), "rrule_via_ad(sin)");
     const cr_config fwd_only = {.caps = CR_CAP_FORWARD};
     cr_ctx_clear_error(fx->ctx);
-    assert_int_equal(cr_rrule_via_ad(&fwd_only, fx->arena, &cr_fn_exp, &x, 1, &y, &pb),
-                     CR_ENOCAP);
+    assert_int_equal(cr_rrule_via_ad(&fwd_only, fx->arena, &cr_fn_exp, &x, 1, &y, &pb), CR_ENOCAP);
     assert_contains(cr_ctx_errmsg(fx->ctx), "exp");
     cr_ctx_clear_error(fx->ctx);
     assert_int_equal(cr_frule_via_ad(NULL, fx->arena, dargs, &cr_fn_cos, &x, 1, &y, &dy),
@@ -893,8 +887,7 @@ static void test_frozen(void **state)
     assert_contains(cr_ctx_errmsg(fx->ctx), "frozen");
     assert_int_equal(cr_registry_opt_out(fx->reg, CR_MODE_RRULE, &k_fn, s_f64, 1, false, 0),
                      CR_EMISUSE);
-    assert_int_equal(cr_registry_non_differentiable(fx->reg, &g_fn, s_f64, 1, false),
-                     CR_EMISUSE);
+    assert_int_equal(cr_registry_non_differentiable(fx->reg, &g_fn, s_f64, 1, false), CR_EMISUSE);
     assert_int_equal(cr_registry_size(fx->reg), 1);
     /* Lookups still work. */
     const cr_config cfg = {.registry = fx->reg};
@@ -932,8 +925,7 @@ static void test_builtin_and_find(void **state)
         assert_true(info.has_rrule || info.no_rrule);
     }
     /* The built-in registry is frozen. */
-    assert_int_equal(add_id((cr_registry *)(uintptr_t)b, &k_fn, s_f64, 1, false, 0, 2),
-                     CR_EMISUSE);
+    assert_int_equal(add_id((cr_registry *)(uintptr_t)b, &k_fn, s_f64, 1, false, 0, 2), CR_EMISUSE);
 }
 
 static void test_signature_str(void **state)
@@ -1059,8 +1051,8 @@ static cr_status bad_rrule(const cr_config *cfg, cr_arena *arena, const cr_value
 }
 
 /* Another: a plain function (no fields) whose pullback gives a real ∂self. */
-static cr_status badself_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                  cr_arena *arena, void *env)
+static cr_status badself_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                  void *env)
 {
     (void)dy;
     (void)nx;
@@ -1308,8 +1300,7 @@ static void test_ignore_derivatives(void **state)
     /* Any kind of value passes through. */
     point p = {1, 2};
     cr_value pv = cr_value_struct(&point_type, &p);
-    assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_ignore_derivatives, &pv, 1, &y, &pb),
-                     CR_OK);
+    assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_ignore_derivatives, &pv, 1, &y, &pb), CR_OK);
     assert_ptr_equal(y.u.obj.ptr, &p);
 
     counter c = {0, CR_OK};

@@ -23,11 +23,11 @@
 #include <chainrules.h>
 
 #define NTHREADS 4
-#define NFIRST 8
-#define NITER 10000
-#define NPOINTS 7
-#define FD_H 1e-6
-#define FD_RTOL 1e-7
+#define NFIRST   8
+#define NITER    10000
+#define NPOINTS  7
+#define FD_H     1e-6
+#define FD_RTOL  1e-7
 
 /* ---- The first call to cr_registry_builtin() from several threads ----------------------- */
 
@@ -75,8 +75,8 @@ static void test_builtin_first_use(void **state)
 
 /* ---- A user rule: cube(x) = x^3, with a hand-written rrule and frule ------------------- */
 
-static cr_status cube_primal(cr_arena *arena, const cr_value *f, const cr_value *args,
-                             size_t nargs, cr_value *out)
+static cr_status cube_primal(cr_arena *arena, const cr_value *f, const cr_value *args, size_t nargs,
+                             cr_value *out)
 {
     (void)arena;
     (void)f;
@@ -172,14 +172,14 @@ static bool close_to(double a, double b)
     return fabs(a - b) <= FD_RTOL * fmax(1.0, fabs(b));
 }
 
-#define CHECK(w, cond)                                                                     \
-    do {                                                                                   \
-        (w)->checks++;                                                                     \
-        if (!(cond)) {                                                                     \
-            if ((w)->failures++ == 0)                                                      \
-                snprintf((w)->first_failure, sizeof (w)->first_failure, "line %d: %s",     \
-                         __LINE__, #cond);                                                 \
-        }                                                                                  \
+#define CHECK(w, cond)                                                                          \
+    do {                                                                                        \
+        (w)->checks++;                                                                          \
+        if (!(cond)) {                                                                          \
+            if ((w)->failures++ == 0)                                                           \
+                snprintf((w)->first_failure, sizeof(w)->first_failure, "line %d: %s", __LINE__, \
+                         #cond);                                                                \
+        }                                                                                       \
     } while (0)
 
 static void *worker_thread(void *arg)
@@ -251,9 +251,8 @@ static void test_concurrent_lookup(void **state)
     d.rrule = cube_rrule;
     d.frule = cube_frule;
     assert_int_equal(cr_registry_add(reg, &d), CR_OK);
-    assert_int_equal(cr_registry_opt_out(reg, CR_MODE_RRULE, cr_fn_exp.u.func.fn, s_f32, 1,
-                                         false, 0),
-                     CR_OK);
+    assert_int_equal(
+        cr_registry_opt_out(reg, CR_MODE_RRULE, cr_fn_exp.u.func.fn, s_f32, 1, false, 0), CR_OK);
     assert_int_equal(cr_registry_freeze(reg), CR_OK);
     const cr_config cfg = {.registry = reg};
 

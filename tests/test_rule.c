@@ -26,8 +26,7 @@
 
 /* ---- Fixture and helpers ---------------------------------------------------------------- */
 
-
-#define FD_H 1e-6
+#define FD_H    1e-6
 #define FD_RTOL 1e-7
 
 /* |a - b| <= rtol * max(1, |b|) */
@@ -40,8 +39,7 @@ static void assert_cclose_(cr_complex a, cr_complex b, double rtol, const char *
         _fail(file, line);
     }
 }
-#define assert_cclose(a, b, rtol)                                                          \
-    assert_cclose_((a), (b), (rtol), #a " ~ " #b, __FILE__, __LINE__)
+#define assert_cclose(a, b, rtol) assert_cclose_((a), (b), (rtol), #a " ~ " #b, __FILE__, __LINE__)
 
 /* Central difference of a real function. */
 static double fd1(double (*f)(double), double x)
@@ -258,10 +256,12 @@ static void test_builtin_binary(void **state)
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const binary_case *c = &cases[k];
-        double gx = (binary_primal(c->f, c->x + FD_H, c->y) -
-                     binary_primal(c->f, c->x - FD_H, c->y)) / (2 * FD_H);
-        double gy = (binary_primal(c->f, c->x, c->y + FD_H) -
-                     binary_primal(c->f, c->x, c->y - FD_H)) / (2 * FD_H);
+        double gx =
+            (binary_primal(c->f, c->x + FD_H, c->y) - binary_primal(c->f, c->x - FD_H, c->y)) /
+            (2 * FD_H);
+        double gy =
+            (binary_primal(c->f, c->x, c->y + FD_H) - binary_primal(c->f, c->x, c->y - FD_H)) /
+            (2 * FD_H);
         cr_value args[2] = {cr_value_f64(c->x), cr_value_f64(c->y)}, y;
 
         cr_tangent dargs[3] = {cr_tangent_zero(), cr_tangent_f64(0.3), cr_tangent_f64(-0.7)};
@@ -736,8 +736,8 @@ typedef struct affine_env {
     double a, x;
 } affine_env;
 
-static cr_status affine_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                 cr_arena *arena, void *env)
+static cr_status affine_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                 void *env)
 {
     (void)nx;
     const affine_env *e = env;
@@ -774,8 +774,8 @@ static cr_status affine_rrule(const cr_config *cfg, cr_arena *arena, const cr_va
 }
 
 static cr_status affine_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                              const cr_value *f, const cr_value *args, size_t nargs,
-                              cr_value *y, cr_tangent *dy, const void *udata)
+                              const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                              cr_tangent *dy, const void *udata)
 {
     (void)cfg;
     (void)udata;
@@ -832,12 +832,12 @@ static void test_functor(void **state)
     cr_value f = cr_value_function(&affine_fn, &p), x = cr_value_f64(x0), y;
 
     /* Partials by central differences of the primal in a, b and x. */
-    const double ga = (affine_eval(p.a + FD_H, p.b, x0) - affine_eval(p.a - FD_H, p.b, x0)) /
-                      (2 * FD_H);
-    const double gb = (affine_eval(p.a, p.b + FD_H, x0) - affine_eval(p.a, p.b - FD_H, x0)) /
-                      (2 * FD_H);
-    const double gx = (affine_eval(p.a, p.b, x0 + FD_H) - affine_eval(p.a, p.b, x0 - FD_H)) /
-                      (2 * FD_H);
+    const double ga =
+        (affine_eval(p.a + FD_H, p.b, x0) - affine_eval(p.a - FD_H, p.b, x0)) / (2 * FD_H);
+    const double gb =
+        (affine_eval(p.a, p.b + FD_H, x0) - affine_eval(p.a, p.b - FD_H, x0)) / (2 * FD_H);
+    const double gx =
+        (affine_eval(p.a, p.b, x0 + FD_H) - affine_eval(p.a, p.b, x0 - FD_H)) / (2 * FD_H);
 
     assert_int_equal(cr_function_call(fx->arena, &f, &x, 1, &y), CR_OK);
     assert_close(y.u.f64, 1.75 * 0.8 - 0.5, 1e-15);
@@ -989,7 +989,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_chained_rrules, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_nothing, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_sincos, fixture_setup, fixture_teardown),
-        cmocka_unit_test_setup_teardown(test_thunk_cotangent_scalar, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_thunk_cotangent_scalar, fixture_setup,
+                                        fixture_teardown),
         cmocka_unit_test_setup_teardown(test_int_args, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_f32_args, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_complex_convention, fixture_setup, fixture_teardown),

@@ -15,8 +15,6 @@
 
 #include "test_util.h"
 
-
-
 /* A described struct and a described tuple. */
 typedef struct point {
     double x;

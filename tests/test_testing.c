@@ -23,8 +23,8 @@
 #include <chainrules.h>
 #include <chainrules/testing_cmocka.h>
 
-#include "testing/testing_impl.h"
 #include "test_testing_util.h"
+#include "testing/testing_impl.h"
 
 /* The imaginary unit as a double complex (I alone is a float complex). */
 #define CI ((cr_complex)I)

@@ -297,8 +297,8 @@ int cr_check_main(int argc, char **argv, const cr_registry *reg)
             }
         }
     }
-    printf("%s: %zu rule%s checked at %zu points (%zu skipped), %zu checks in %.1f s\n", prog,
-           n, n == 1 ? "" : "s", all.npoints, all.nskipped, all.nchecks, secs);
+    printf("%s: %zu rule%s checked at %zu points (%zu skipped), %zu checks in %.1f s\n", prog, n,
+           n == 1 ? "" : "s", all.npoints, all.nskipped, all.nchecks, secs);
     printf("  pass %zu, marginal %zu, broken %zu, fail %zu, could not test %zu", npass, nmarg,
            nbroken, nfail, nerr);
     if (nskip_rule)

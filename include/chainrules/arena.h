@@ -94,9 +94,9 @@ CR_API size_t cr_arena_capacity(const cr_arena *arena);
 
 /** A position in an arena, from cr_arena_mark(). */
 typedef struct cr_arena_mark {
-    void *block; /**< Internal. */
-    size_t used; /**< Internal. */
-    size_t total; /**< Internal. */
+    void *block;   /**< Internal. */
+    size_t used;   /**< Internal. */
+    size_t total;  /**< Internal. */
     size_t ndefer; /**< Internal. */
 } cr_arena_mark;
 

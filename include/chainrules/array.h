@@ -59,13 +59,13 @@ typedef enum cr_matstruct {
 
 /** An array descriptor (a view: it does not own `data`). */
 typedef struct cr_array {
-    void *data;                            /**< First element (logical index 0,...,0). */
-    size_t shape[CR_ARRAY_MAX_DIMS];       /**< Extent of each dimension. */
-    ptrdiff_t strides[CR_ARRAY_MAX_DIMS];  /**< Step between elements, in elements. */
-    uint8_t dtype;                         /**< A cr_dtype. */
-    uint8_t ndim;                          /**< Number of dimensions, 0..CR_ARRAY_MAX_DIMS. */
-    uint8_t structure;                     /**< A cr_matstruct (ndim == 2 unless DENSE). */
-    uint8_t flags;                         /**< CR_ARRAY_WRITABLE or 0. */
+    void *data;                           /**< First element (logical index 0,...,0). */
+    size_t shape[CR_ARRAY_MAX_DIMS];      /**< Extent of each dimension. */
+    ptrdiff_t strides[CR_ARRAY_MAX_DIMS]; /**< Step between elements, in elements. */
+    uint8_t dtype;                        /**< A cr_dtype. */
+    uint8_t ndim;                         /**< Number of dimensions, 0..CR_ARRAY_MAX_DIMS. */
+    uint8_t structure;                    /**< A cr_matstruct (ndim == 2 unless DENSE). */
+    uint8_t flags;                        /**< CR_ARRAY_WRITABLE or 0. */
 } cr_array;
 
 /** Size in bytes of one element of `dtype`; 0 for an unknown dtype. */

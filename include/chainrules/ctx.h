@@ -38,12 +38,12 @@ typedef struct cr_ctx cr_ctx;
 
 /** Parameters for cr_ctx_new(). Zero-initialised means defaults. */
 typedef struct cr_ctx_params {
-    uint32_t struct_size;   /**< sizeof(cr_ctx_params), or 0 for the current size, or
-                                 offsetof(cr_ctx_params, debug) (the struct before debug);
-                                 other sizes: CR_EINVAL. */
+    uint32_t struct_size;     /**< sizeof(cr_ctx_params), or 0 for the current size, or
+                                   offsetof(cr_ctx_params, debug) (the struct before debug);
+                                   other sizes: CR_EINVAL. */
     cr_realloc_fn realloc_fn; /**< Allocation hook; NULL selects the C library's. */
-    void *alloc_env;        /**< Passed as `env` to realloc_fn. */
-    bool debug;             /**< Start in debug mode (see cr_ctx_set_debug()). */
+    void *alloc_env;          /**< Passed as `env` to realloc_fn. */
+    bool debug;               /**< Start in debug mode (see cr_ctx_set_debug()). */
 } cr_ctx_params;
 
 /**

@@ -64,7 +64,7 @@ CR_API bool cr_project_fits(const cr_project *p, cr_tangent dx);
 
 /** One-shot: cr_project_new() then cr_project_apply(). */
 CR_API cr_status cr_project_tangent(cr_arena *arena, const cr_value *primal, cr_tangent dx,
-                                   cr_tangent *out);
+                                    cr_tangent *out);
 
 CR_END_DECLS
 

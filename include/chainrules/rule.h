@@ -63,12 +63,12 @@ typedef cr_status (*cr_primal_fn)(cr_arena *arena, const cr_value *f, const cr_v
  * that type.
  */
 typedef struct cr_function {
-    const char *name;        /**< Name used in messages and by cr_registry_find(). */
-    int arity;               /**< Number of arguments, or -1 for variadic. */
-    cr_primal_fn primal;     /**< Primal implementation; may be NULL (rules only). */
+    const char *name;         /**< Name used in messages and by cr_registry_find(). */
+    int arity;                /**< Number of arguments, or -1 for variadic. */
+    cr_primal_fn primal;      /**< Primal implementation; may be NULL (rules only). */
     const cr_type *self_type; /**< Fields of a functor/closure; NULL for plain functions. */
-    const void *udata;       /**< Free for the definer (scalar rows keep their row here). */
-    uint32_t flags;          /**< CR_FN_* flags. */
+    const void *udata;        /**< Free for the definer (scalar rows keep their row here). */
+    uint32_t flags;           /**< CR_FN_* flags. */
 } cr_function;
 
 /** cr_function flag: udata is the function's cr_scalar_rule (see scalar_rule.h). */
@@ -120,9 +120,9 @@ CR_API cr_status cr_pullback_call(cr_arena *arena, const cr_pullback *pb, const 
 
 /** Capability flags of a rule configuration (an AD system). */
 typedef enum cr_caps {
-    CR_CAP_REVERSE = 1u,  /**< HasReverseMode: rrule_via_ad is available. */
-    CR_CAP_FORWARD = 2u,  /**< HasForwardsMode: frule_via_ad is available. */
-    CR_CAP_MUTATION = 4u  /**< SupportsMutation. */
+    CR_CAP_REVERSE = 1u, /**< HasReverseMode: rrule_via_ad is available. */
+    CR_CAP_FORWARD = 2u, /**< HasForwardsMode: frule_via_ad is available. */
+    CR_CAP_MUTATION = 4u /**< SupportsMutation. */
 } cr_caps;
 
 /** A pullback result of cr_rrule(). */
@@ -141,12 +141,12 @@ typedef cr_status (*cr_frule_via_ad_fn)(const struct cr_config *cfg, cr_arena *a
  * wherever a `const cr_config *` is taken means: no capabilities, built-in registry.
  */
 typedef struct cr_config {
-    uint32_t struct_size;                /**< sizeof(cr_config) or 0. */
-    uint32_t caps;                       /**< cr_caps flags. */
-    const struct cr_registry *registry;  /**< Where rules are looked up; NULL: built-ins. */
-    cr_frule_via_ad_fn frule_via_ad;     /**< Required with CR_CAP_FORWARD. */
-    cr_rrule_via_ad_fn rrule_via_ad;     /**< Required with CR_CAP_REVERSE. */
-    void *ad_env;                        /**< Passed to the callbacks. */
+    uint32_t struct_size;               /**< sizeof(cr_config) or 0. */
+    uint32_t caps;                      /**< cr_caps flags. */
+    const struct cr_registry *registry; /**< Where rules are looked up; NULL: built-ins. */
+    cr_frule_via_ad_fn frule_via_ad;    /**< Required with CR_CAP_FORWARD. */
+    cr_rrule_via_ad_fn rrule_via_ad;    /**< Required with CR_CAP_REVERSE. */
+    void *ad_env;                       /**< Passed to the callbacks. */
 } cr_config;
 
 /**
@@ -155,16 +155,15 @@ typedef struct cr_config {
  *         CR_CAP_REVERSE or the callback.
  */
 CR_API cr_status cr_rrule_via_ad(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                 const cr_value *args, size_t nargs, cr_value *y,
-                                 cr_pullback *pb);
+                                 const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb);
 
 /**
  * frule_via_ad: an frule computed by the configuration's AD system.
  * @return as cr_frule(); CR_ENOCAP when cfg lacks CR_CAP_FORWARD or the callback.
  */
 CR_API cr_status cr_frule_via_ad(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                                 const cr_value *f, const cr_value *args, size_t nargs,
-                                 cr_value *y, cr_tangent *dy);
+                                 const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                                 cr_tangent *dy);
 
 /* ---- Rules ---------------------------------------------------------------------------- */
 
@@ -173,16 +172,16 @@ CR_API cr_status cr_frule_via_ad(const cr_config *cfg, cr_arena *arena, const cr
  * *y = f(args...) and *dy, its tangent. `udata` is the rule's registered data.
  */
 typedef cr_status (*cr_frule_fn)(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                                 const cr_value *f, const cr_value *args, size_t nargs,
-                                 cr_value *y, cr_tangent *dy, const void *udata);
+                                 const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                                 cr_tangent *dy, const void *udata);
 
 /**
  * An rrule implementation: compute *y = f(args...) and the pullback *pb (whose env lives
  * in `arena`, whose name is set and whose nx is nargs + 1).
  */
 typedef cr_status (*cr_rrule_fn)(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                 const cr_value *args, size_t nargs, cr_value *y,
-                                 cr_pullback *pb, const void *udata);
+                                 const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                                 const void *udata);
 
 /**
  * frule((Δself, Δargs...), f, args...): find the most specific frule for the argument
@@ -215,25 +214,25 @@ CR_API cr_status cr_rrule(const cr_config *cfg, cr_arena *arena, const cr_value 
 
 /** Atoms of argument kinds; a matcher is a set of atoms. */
 enum {
-    CR_M_F64 = 1u << 0,      /**< double */
-    CR_M_F32 = 1u << 1,      /**< float */
-    CR_M_C128 = 1u << 2,     /**< complex double */
-    CR_M_INT = 1u << 3,      /**< int64 / int */
-    CR_M_BOOL = 1u << 4,     /**< bool */
-    CR_M_A_F64 = 1u << 5,    /**< array of double */
-    CR_M_A_F32 = 1u << 6,    /**< array of float */
-    CR_M_A_C128 = 1u << 7,   /**< array of complex */
-    CR_M_A_INT = 1u << 8,    /**< array of int64 */
-    CR_M_A_BOOL = 1u << 9,   /**< array of bool */
-    CR_M_STRUCT = 1u << 10,  /**< a struct (of `type`, or any when type is NULL) */
-    CR_M_FUNC = 1u << 11,    /**< a function value */
-    CR_M_NOTHING = 1u << 12  /**< no value */
+    CR_M_F64 = 1u << 0,     /**< double */
+    CR_M_F32 = 1u << 1,     /**< float */
+    CR_M_C128 = 1u << 2,    /**< complex double */
+    CR_M_INT = 1u << 3,     /**< int64 / int */
+    CR_M_BOOL = 1u << 4,    /**< bool */
+    CR_M_A_F64 = 1u << 5,   /**< array of double */
+    CR_M_A_F32 = 1u << 6,   /**< array of float */
+    CR_M_A_C128 = 1u << 7,  /**< array of complex */
+    CR_M_A_INT = 1u << 8,   /**< array of int64 */
+    CR_M_A_BOOL = 1u << 9,  /**< array of bool */
+    CR_M_STRUCT = 1u << 10, /**< a struct (of `type`, or any when type is NULL) */
+    CR_M_FUNC = 1u << 11,   /**< a function value */
+    CR_M_NOTHING = 1u << 12 /**< no value */
 };
 
 /** An argument matcher: a set of kinds, and a struct type for CR_M_STRUCT. */
 typedef struct cr_argspec {
-    uint32_t mask;        /**< Union of CR_M_* atoms. */
-    const cr_type *type;  /**< With CR_M_STRUCT: the struct type; NULL matches any struct. */
+    uint32_t mask;       /**< Union of CR_M_* atoms. */
+    const cr_type *type; /**< With CR_M_STRUCT: the struct type; NULL matches any struct. */
 } cr_argspec;
 
 /** Matcher: f64. */
@@ -249,8 +248,7 @@ typedef struct cr_argspec {
 /** Matcher: any real number (Julia's Real: f64, f32, integers, bool). */
 #define CR_ARG_REAL ((cr_argspec){CR_M_F64 | CR_M_F32 | CR_M_INT | CR_M_BOOL, NULL})
 /** Matcher: any number (Real or complex). */
-#define CR_ARG_NUMBER                                                                      \
-    ((cr_argspec){CR_M_F64 | CR_M_F32 | CR_M_INT | CR_M_BOOL | CR_M_C128, NULL})
+#define CR_ARG_NUMBER ((cr_argspec){CR_M_F64 | CR_M_F32 | CR_M_INT | CR_M_BOOL | CR_M_C128, NULL})
 /** Matcher: array of double. */
 #define CR_ARG_ARRAY_F64 ((cr_argspec){CR_M_A_F64, NULL})
 /** Matcher: array of float. */
@@ -258,7 +256,7 @@ typedef struct cr_argspec {
 /** Matcher: array of complex double. */
 #define CR_ARG_ARRAY_C128 ((cr_argspec){CR_M_A_C128, NULL})
 /** Matcher: array of any element type. */
-#define CR_ARG_ARRAY                                                                       \
+#define CR_ARG_ARRAY \
     ((cr_argspec){CR_M_A_F64 | CR_M_A_F32 | CR_M_A_C128 | CR_M_A_INT | CR_M_A_BOOL, NULL})
 /** Matcher: a struct of type T (a `const cr_type *`). */
 #define CR_ARG_STRUCT(T) ((cr_argspec){CR_M_STRUCT, (T)})
@@ -282,31 +280,30 @@ typedef enum cr_rule_mode {
  * Scalar-table rules fill it from their row. All members optional.
  */
 typedef struct cr_rule_test {
-    size_t npoints;            /**< Fixed test points. */
-    const double *points;      /**< npoints x nargs real coordinates (hard points). */
-    const double *lo;          /**< nargs lower bounds of the sampling box (NULL: -3). */
-    const double *hi;          /**< nargs upper bounds (NULL: 3). */
+    size_t npoints;       /**< Fixed test points. */
+    const double *points; /**< npoints x nargs real coordinates (hard points). */
+    const double *lo;     /**< nargs lower bounds of the sampling box (NULL: -3). */
+    const double *hi;     /**< nargs upper bounds (NULL: 3). */
     /** Custom generator of arguments (arrays, structs), or NULL. */
-    cr_status (*sample)(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                        void *env);
-    void *env;                 /**< For sample. */
-    double rtol;               /**< Tolerance override (0: tester default). */
-    double atol;               /**< Tolerance override (0: tester default). */
+    cr_status (*sample)(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs, void *env);
+    void *env;   /**< For sample. */
+    double rtol; /**< Tolerance override (0: tester default). */
+    double atol; /**< Tolerance override (0: tester default). */
 } cr_rule_test;
 
 /** A rule to register. Zero-initialise, then fill. */
 typedef struct cr_rule_def {
-    uint32_t struct_size;         /**< sizeof(cr_rule_def) or 0; other sizes: CR_EINVAL. */
-    const cr_function *fn;        /**< The function. */
-    size_t nargs;                 /**< Matchers in args (the fixed arity, or the minimum+1
-                                       for a variadic signature). */
-    const cr_argspec *args;       /**< nargs argument matchers. */
-    bool variadic;                /**< Last matcher repeats (zero or more times). */
-    uint32_t caps;                /**< Capabilities the config must have (cr_caps). */
-    cr_frule_fn frule;            /**< Forward rule, or NULL. */
-    cr_rrule_fn rrule;            /**< Reverse rule, or NULL. */
-    const void *udata;            /**< Passed to the rule functions. */
-    const cr_rule_test *test;     /**< Test registration, or NULL. */
+    uint32_t struct_size;     /**< sizeof(cr_rule_def) or 0; other sizes: CR_EINVAL. */
+    const cr_function *fn;    /**< The function. */
+    size_t nargs;             /**< Matchers in args (the fixed arity, or the minimum+1
+                                   for a variadic signature). */
+    const cr_argspec *args;   /**< nargs argument matchers. */
+    bool variadic;            /**< Last matcher repeats (zero or more times). */
+    uint32_t caps;            /**< Capabilities the config must have (cr_caps). */
+    cr_frule_fn frule;        /**< Forward rule, or NULL. */
+    cr_rrule_fn rrule;        /**< Reverse rule, or NULL. */
+    const void *udata;        /**< Passed to the rule functions. */
+    const cr_rule_test *test; /**< Test registration, or NULL. */
 } cr_rule_def;
 
 /** Opaque registry. */
@@ -374,18 +371,18 @@ CR_API cr_status cr_registry_non_differentiable(cr_registry *reg, const cr_funct
 
 /** What cr_registry_get() and cr_registry_no_rule() describe. */
 typedef struct cr_rule_info {
-    const cr_function *fn;      /**< The function. */
-    size_t nargs;               /**< Matchers. */
-    const cr_argspec *args;     /**< Argument matchers (registry storage). */
-    bool variadic;              /**< Last matcher repeats. */
-    uint32_t caps;              /**< Required capabilities. */
-    bool has_frule;             /**< An frule is registered. */
-    bool has_rrule;             /**< An rrule is registered. */
-    bool no_frule;              /**< frule opted out. */
-    bool no_rrule;              /**< rrule opted out. */
-    bool non_differentiable;    /**< Declared with cr_registry_non_differentiable(). */
-    const cr_rule_test *test;   /**< Test registration, or NULL. */
-    const cr_rule_def *def;     /**< The definition (registry storage). */
+    const cr_function *fn;    /**< The function. */
+    size_t nargs;             /**< Matchers. */
+    const cr_argspec *args;   /**< Argument matchers (registry storage). */
+    bool variadic;            /**< Last matcher repeats. */
+    uint32_t caps;            /**< Required capabilities. */
+    bool has_frule;           /**< An frule is registered. */
+    bool has_rrule;           /**< An rrule is registered. */
+    bool no_frule;            /**< frule opted out. */
+    bool no_rrule;            /**< rrule opted out. */
+    bool non_differentiable;  /**< Declared with cr_registry_non_differentiable(). */
+    const cr_rule_test *test; /**< Test registration, or NULL. */
+    const cr_rule_def *def;   /**< The definition (registry storage). */
 } cr_rule_info;
 
 /** Number of entries registered in reg itself (not its parents). */
@@ -409,8 +406,8 @@ CR_API const cr_function *cr_registry_find(const cr_registry *reg, const char *n
 
 /** A matched rule, from cr_registry_lookup(). */
 typedef struct cr_rule_match {
-    const cr_rule_def *def;  /**< The matching definition (NULL when opted out). */
-    bool opted_out;          /**< The most specific match is an opt-out. */
+    const cr_rule_def *def; /**< The matching definition (NULL when opted out). */
+    bool opted_out;         /**< The most specific match is an opt-out. */
 } cr_rule_match;
 
 /**
@@ -419,9 +416,9 @@ typedef struct cr_rule_match {
  * @return CR_OK (a rule or an opt-out); CR_NOTHING (nothing matches); CR_EMISUSE
  *         (two incomparable matches); CR_EINVAL.
  */
-CR_API cr_status cr_registry_lookup(const cr_registry *reg, const cr_config *cfg,
-                                    cr_rule_mode mode, const cr_value *f, const cr_value *args,
-                                    size_t nargs, cr_rule_match *out);
+CR_API cr_status cr_registry_lookup(const cr_registry *reg, const cr_config *cfg, cr_rule_mode mode,
+                                    const cr_value *f, const cr_value *args, size_t nargs,
+                                    cr_rule_match *out);
 
 /** The matcher of a value's kind (exact: one atom, and its struct type). */
 CR_API cr_argspec cr_argspec_of(const cr_value *v);

@@ -29,9 +29,9 @@
  *
  * Rows with comparisons or real-only functions (atan2, erf, fmod, ...) use
  * CR_SCALAR_EVALS_REAL / CR_SCALAR_ROW_REAL (double and float only). CR_SCALAR_ROW_EX adds
- * designated initialisers, e.g. `.test = {.lo = lo, .hi = hi}, .notes = "x > 0"`. Functions that are
- * not holomorphic (abs, angle, conj, real, imag) cannot be rows for complex arguments:
- * write their complex rules by hand.
+ * designated initialisers, e.g. `.test = {.lo = lo, .hi = hi}, .notes = "x > 0"`. Functions that
+ * are not holomorphic (abs, angle, conj, real, imag) cannot be rows for complex arguments: write
+ * their complex rules by hand.
  *
  * Include <tgmath.h> in the C file that defines rows (this header does not, so that it
  * does not change the meaning of math calls elsewhere).
@@ -59,77 +59,91 @@ typedef void (*cr_scalar_eval_c128)(const cr_complex *x, cr_complex *Y, cr_compl
 
 /** A scalar rule: one row. */
 typedef struct cr_scalar_rule {
-    const char *name;            /**< Function name. */
-    uint8_t nin;                 /**< Inputs (1..CR_SCALAR_MAX_IN). */
-    uint8_t nout;                /**< Outputs (1..CR_SCALAR_MAX_OUT); >1 gives a tuple. */
-    cr_scalar_eval_f64 f64;      /**< double instantiation (required). */
-    cr_scalar_eval_f32 f32;      /**< float instantiation, or NULL. */
-    cr_scalar_eval_c128 c128;    /**< complex instantiation, or NULL (real-only row). */
-    const char *primal_src;      /**< The primal as written (for generated docs). */
-    const char *partials_src;    /**< The partials as written (for generated docs). */
-    const char *pullback_name;   /**< "<name>_pullback". */
-    const char *notes;           /**< Domain and conventions at kinks (docs), or NULL. */
-    cr_rule_test test;           /**< Test registration: sampling box and hard points. */
+    const char *name;          /**< Function name. */
+    uint8_t nin;               /**< Inputs (1..CR_SCALAR_MAX_IN). */
+    uint8_t nout;              /**< Outputs (1..CR_SCALAR_MAX_OUT); >1 gives a tuple. */
+    cr_scalar_eval_f64 f64;    /**< double instantiation (required). */
+    cr_scalar_eval_f32 f32;    /**< float instantiation, or NULL. */
+    cr_scalar_eval_c128 c128;  /**< complex instantiation, or NULL (real-only row). */
+    const char *primal_src;    /**< The primal as written (for generated docs). */
+    const char *partials_src;  /**< The partials as written (for generated docs). */
+    const char *pullback_name; /**< "<name>_pullback". */
+    const char *notes;         /**< Domain and conventions at kinks (docs), or NULL. */
+    cr_rule_test test;         /**< Test registration: sampling box and hard points. */
 } cr_scalar_rule;
 
 /** Defines the functions NAME_f64, NAME_f32, NAME_c128 and the source strings of a row. */
-#define CR_SCALAR_EVALS(NAME, NIN, NOUT, PRIMAL, ...)                                      \
-    CR__SCALAR_EVAL(NAME##_f64, double, NIN, NOUT, PRIMAL, __VA_ARGS__)                    \
-    CR__SCALAR_EVAL_F32(NAME##_f32, NIN, NOUT, PRIMAL, __VA_ARGS__)                        \
-    CR__SCALAR_EVAL(NAME##_c128, cr_complex, NIN, NOUT, PRIMAL, __VA_ARGS__)               \
+#define CR_SCALAR_EVALS(NAME, NIN, NOUT, PRIMAL, ...)                        \
+    CR__SCALAR_EVAL(NAME##_f64, double, NIN, NOUT, PRIMAL, __VA_ARGS__)      \
+    CR__SCALAR_EVAL_F32(NAME##_f32, NIN, NOUT, PRIMAL, __VA_ARGS__)          \
+    CR__SCALAR_EVAL(NAME##_c128, cr_complex, NIN, NOUT, PRIMAL, __VA_ARGS__) \
     CR__SCALAR_SRC(NAME, NIN, NOUT, #PRIMAL, #__VA_ARGS__)
 
 /** Like CR_SCALAR_EVALS for real-only rows (no complex instantiation). */
-#define CR_SCALAR_EVALS_REAL(NAME, NIN, NOUT, PRIMAL, ...)                                 \
-    CR__SCALAR_EVAL(NAME##_f64, double, NIN, NOUT, PRIMAL, __VA_ARGS__)                    \
-    CR__SCALAR_EVAL_F32(NAME##_f32, NIN, NOUT, PRIMAL, __VA_ARGS__)                        \
+#define CR_SCALAR_EVALS_REAL(NAME, NIN, NOUT, PRIMAL, ...)              \
+    CR__SCALAR_EVAL(NAME##_f64, double, NIN, NOUT, PRIMAL, __VA_ARGS__) \
+    CR__SCALAR_EVAL_F32(NAME##_f32, NIN, NOUT, PRIMAL, __VA_ARGS__)     \
     CR__SCALAR_SRC(NAME, NIN, NOUT, #PRIMAL, #__VA_ARGS__)
 
 /** The row of CR_SCALAR_EVALS(NAME, ...). */
-#define CR_SCALAR_ROW(NAME) {CR__ROW_BASE(NAME), .c128 = NAME##_c128}
+#define CR_SCALAR_ROW(NAME)                     \
+    {                                           \
+        CR__ROW_BASE(NAME), .c128 = NAME##_c128 \
+    }
 /** The row of CR_SCALAR_EVALS(NAME, ...) with more designated initialisers (.test, .notes). */
-#define CR_SCALAR_ROW_EX(NAME, ...) {CR__ROW_BASE(NAME), .c128 = NAME##_c128, __VA_ARGS__}
+#define CR_SCALAR_ROW_EX(NAME, ...)                          \
+    {                                                        \
+        CR__ROW_BASE(NAME), .c128 = NAME##_c128, __VA_ARGS__ \
+    }
 /** The row of CR_SCALAR_EVALS_REAL(NAME, ...). */
-#define CR_SCALAR_ROW_REAL(NAME) {CR__ROW_BASE(NAME), .c128 = NULL}
+#define CR_SCALAR_ROW_REAL(NAME)         \
+    {                                    \
+        CR__ROW_BASE(NAME), .c128 = NULL \
+    }
 /** The row of CR_SCALAR_EVALS_REAL(NAME, ...) with more designated initialisers. */
-#define CR_SCALAR_ROW_REAL_EX(NAME, ...) {CR__ROW_BASE(NAME), .c128 = NULL, __VA_ARGS__}
+#define CR_SCALAR_ROW_REAL_EX(NAME, ...)              \
+    {                                                 \
+        CR__ROW_BASE(NAME), .c128 = NULL, __VA_ARGS__ \
+    }
 
 /** A cr_function whose primal evaluates the row ROW of NIN inputs. */
-#define CR_SCALAR_FUNCTION(NAMESTR, ROW, NIN)                                              \
-    {.name = (NAMESTR), .arity = (NIN), .primal = cr_scalar_primal, .self_type = NULL,     \
-     .udata = &(ROW), .flags = CR_FN_SCALAR_ROW}
+#define CR_SCALAR_FUNCTION(NAMESTR, ROW, NIN)                                             \
+    {                                                                                     \
+        .name = (NAMESTR), .arity = (NIN), .primal = cr_scalar_primal, .self_type = NULL, \
+        .udata = &(ROW), .flags = CR_FN_SCALAR_ROW                                        \
+    }
 
 /* Internals of the macros above. */
-#define CR__SCALAR_EVAL(FN, TYPE, NIN, NOUT, PRIMAL, ...)                                  \
-    static void FN(const TYPE *x, TYPE *Y, TYPE *D)                                        \
-    {                                                                                      \
-        typedef TYPE T;                                                                    \
-        (void)sizeof(T);                                                                   \
-        (void)x;                                                                           \
-        (void)D;                                                                           \
-        PRIMAL;                                                                            \
-        __VA_ARGS__;                                                                       \
+#define CR__SCALAR_EVAL(FN, TYPE, NIN, NOUT, PRIMAL, ...) \
+    static void FN(const TYPE *x, TYPE *Y, TYPE *D)       \
+    {                                                     \
+        typedef TYPE T;                                   \
+        (void)sizeof(T);                                  \
+        (void)x;                                          \
+        (void)D;                                          \
+        PRIMAL;                                           \
+        __VA_ARGS__;                                      \
     }
 #if defined(__GNUC__)
-#define CR__SCALAR_EVAL_F32(FN, NIN, NOUT, PRIMAL, ...)                                    \
-    _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wconversion\"")      \
-        _Pragma("GCC diagnostic ignored \"-Wdouble-promotion\"")                           \
-            _Pragma("GCC diagnostic ignored \"-Wfloat-conversion\"")                       \
-                CR__SCALAR_EVAL(FN, float, NIN, NOUT, PRIMAL, __VA_ARGS__)                 \
+#define CR__SCALAR_EVAL_F32(FN, NIN, NOUT, PRIMAL, ...)                               \
+    _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wconversion\"") \
+        _Pragma("GCC diagnostic ignored \"-Wdouble-promotion\"")                      \
+            _Pragma("GCC diagnostic ignored \"-Wfloat-conversion\"")                  \
+                CR__SCALAR_EVAL(FN, float, NIN, NOUT, PRIMAL, __VA_ARGS__)            \
                     _Pragma("GCC diagnostic pop")
 #else
-#define CR__SCALAR_EVAL_F32(FN, NIN, NOUT, PRIMAL, ...)                                    \
+#define CR__SCALAR_EVAL_F32(FN, NIN, NOUT, PRIMAL, ...) \
     CR__SCALAR_EVAL(FN, float, NIN, NOUT, PRIMAL, __VA_ARGS__)
 #endif
 /* The sources are stringified by the public macros, before their arguments are expanded
  * (<tgmath.h>'s sin is a macro), and passed here as strings. */
-#define CR__SCALAR_SRC(NAME, NIN, NOUT, PRIMAL_STR, PARTIALS_STR)                          \
-    enum { NAME##_nin = (NIN), NAME##_nout = (NOUT) };                                     \
-    static const char NAME##_primal_src[] = PRIMAL_STR;                                    \
+#define CR__SCALAR_SRC(NAME, NIN, NOUT, PRIMAL_STR, PARTIALS_STR) \
+    enum { NAME##_nin = (NIN), NAME##_nout = (NOUT) };            \
+    static const char NAME##_primal_src[] = PRIMAL_STR;           \
     static const char NAME##_partials_src[] = PARTIALS_STR;
-#define CR__ROW_BASE(NAME)                                                                 \
-    .name = #NAME, .nin = NAME##_nin, .nout = NAME##_nout, .f64 = NAME##_f64,              \
-    .f32 = NAME##_f32, .primal_src = NAME##_primal_src, .partials_src = NAME##_partials_src, \
+#define CR__ROW_BASE(NAME)                                                                       \
+    .name = #NAME, .nin = NAME##_nin, .nout = NAME##_nout, .f64 = NAME##_f64, .f32 = NAME##_f32, \
+    .primal_src = NAME##_primal_src, .partials_src = NAME##_partials_src,                        \
     .pullback_name = #NAME "_pullback"
 
 /**

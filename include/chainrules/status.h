@@ -5,8 +5,8 @@
  * The codes, their names and their messages come from one X-macro, `CR_STATUS_MAP`, so
  * they cannot drift apart. `CR_OK` is 0; every error is positive. `CR_NOTHING` (-1) is
  * not an error: it is what cr_frule() and cr_rrule() return when no rule applies (Julia's
- * `nothing`), so that the caller differentiates the function itself; no error is recorded. Details of the last
- * error (which function, which signature, which pullback) live on the context: see
+ * `nothing`), so that the caller differentiates the function itself; no error is recorded. Details
+ * of the last error (which function, which signature, which pullback) live on the context: see
  * cr_ctx_errmsg().
  *
  * @code
@@ -25,22 +25,22 @@ CR_BEGIN_DECLS
 /**
  * The status map: X(name, value, message). Append only; values never change.
  */
-#define CR_STATUS_MAP(X)                                                                   \
-    X(CR_NOTHING, -1, "no rule: the AD should differentiate the function itself")          \
-    X(CR_OK, 0, "success")                                                                 \
-    X(CR_ENOMEM, 1, "out of memory")                                                       \
-    X(CR_EINVAL, 2, "invalid argument")                                                    \
-    X(CR_EMISUSE, 3, "library used incorrectly")                                           \
-    X(CR_ENORULE, 4, "no rule for this function and signature")                            \
-    X(CR_ENONDIFF, 5, "function is not differentiable")                                    \
-    X(CR_ESHAPE, 6, "non-conformant shapes")                                               \
-    X(CR_EDOMAIN, 7, "argument outside the domain of the function")                        \
-    X(CR_ETANGENT, 8, "tangent of the wrong kind for this primal")                         \
-    X(CR_EARENA, 9, "fixed-size arena is full")                                            \
-    X(CR_EBACKEND, 10, "BLAS/LAPACK reported an error")                                    \
-    X(CR_EUNIMPL, 11, "derivative not implemented")                                        \
-    X(CR_ENOCAP, 12, "rule configuration lacks a required capability")                     \
-    X(CR_EOVERFLOW, 13, "size computation overflows")                                      \
+#define CR_STATUS_MAP(X)                                                          \
+    X(CR_NOTHING, -1, "no rule: the AD should differentiate the function itself") \
+    X(CR_OK, 0, "success")                                                        \
+    X(CR_ENOMEM, 1, "out of memory")                                              \
+    X(CR_EINVAL, 2, "invalid argument")                                           \
+    X(CR_EMISUSE, 3, "library used incorrectly")                                  \
+    X(CR_ENORULE, 4, "no rule for this function and signature")                   \
+    X(CR_ENONDIFF, 5, "function is not differentiable")                           \
+    X(CR_ESHAPE, 6, "non-conformant shapes")                                      \
+    X(CR_EDOMAIN, 7, "argument outside the domain of the function")               \
+    X(CR_ETANGENT, 8, "tangent of the wrong kind for this primal")                \
+    X(CR_EARENA, 9, "fixed-size arena is full")                                   \
+    X(CR_EBACKEND, 10, "BLAS/LAPACK reported an error")                           \
+    X(CR_EUNIMPL, 11, "derivative not implemented")                               \
+    X(CR_ENOCAP, 12, "rule configuration lacks a required capability")            \
+    X(CR_EOVERFLOW, 13, "size computation overflows")                             \
     X(CR_ETAPE, 14, "variable belongs to another tape, or the tape has failed")
 
 /** Status code: `CR_OK` (0) on success, a positive error code otherwise. */

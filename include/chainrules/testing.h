@@ -400,7 +400,6 @@ CR_API cr_status cr_test_cotangent_flatten(const cr_value *primal, cr_tangent t,
 
 /* ---- The command-line checker -------------------------------------------------------------- */
 
-
 CR_END_DECLS
 
 #endif /* CR_TESTING_H */

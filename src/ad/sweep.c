@@ -941,7 +941,9 @@ cr_status cr_tape_value_and_gradient(cr_tape *t, cr_ad_fn f, void *env, const do
         return CR_EINVAL;
     if (f == NULL || (n > 0 && (x == NULL || grad == NULL)))
         return cr_ctx_error(t->ctx, CR_EINVAL, "cr_tape_value_and_gradient: %s is NULL",
-                            f == NULL ? "f" : x == NULL ? "x" : "grad");
+                            f == NULL   ? "f"
+                            : x == NULL ? "x"
+                                        : "grad");
     cr_var out, small[16], *xs = n <= 16 ? small : NULL;
     cr_status st = cr__tape_record(t, f, env, x, n, &xs, &out, 1);
     if (st != CR_OK)

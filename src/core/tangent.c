@@ -50,8 +50,8 @@ cr_tangent cr_tangent_notimpl(const cr_notimpl *info)
     return t;
 }
 
-cr_status cr_tangent_not_implemented(cr_arena *arena, const char *file, int line,
-                                     const char *msg, cr_tangent *out)
+cr_status cr_tangent_not_implemented(cr_arena *arena, const char *file, int line, const char *msg,
+                                     cr_tangent *out)
 {
     *out = cr_tangent_zero();
     cr_notimpl *ni = cr_arena_alloc(arena, sizeof *ni, _Alignof(cr_notimpl));
@@ -93,8 +93,8 @@ cr_status cr_tangent_struct(cr_arena *arena, const cr_type *type, const char *co
         return CR__FAIL(arena, CR_EINVAL, "cr_tangent_struct: NULL argument");
     *out = cr_tangent_zero();
     if (n > type->nfields)
-        return CR__FAIL(arena, CR_EINVAL, "Tangent{%s}: %zu fields given, type has %zu",
-                        type->name, n, type->nfields);
+        return CR__FAIL(arena, CR_EINVAL, "Tangent{%s}: %zu fields given, type has %zu", type->name,
+                        n, type->nfields);
     cr_tangent *f = alloc_fields(arena, type->nfields, CR_TAN_ABSENT);
     if (f == NULL)
         return CR__ALLOC_STATUS(arena);
@@ -103,13 +103,12 @@ cr_status cr_tangent_struct(cr_arena *arena, const cr_type *type, const char *co
         if (names != NULL) {
             ptrdiff_t j = cr_type_field_index(type, names[k]);
             if (j < 0)
-                return CR__FAIL(arena, CR_EINVAL, "Tangent{%s}: no field named '%s'",
-                                type->name, names[k] != NULL ? names[k] : "(null)");
+                return CR__FAIL(arena, CR_EINVAL, "Tangent{%s}: no field named '%s'", type->name,
+                                names[k] != NULL ? names[k] : "(null)");
             i = (size_t)j;
         }
         if (f[i].tag != CR_TAN_ABSENT)
-            return CR__FAIL(arena, CR_EINVAL, "Tangent{%s}: field %zu given twice", type->name,
-                            i);
+            return CR__FAIL(arena, CR_EINVAL, "Tangent{%s}: field %zu given twice", type->name, i);
         if (values[k].tag == CR_TAN_ABSENT)
             continue;
         f[i] = values[k];

@@ -12,8 +12,7 @@
 
 const char *cr__fname(const cr_value *f)
 {
-    if (f == NULL || f->kind != CR_KIND_FUNC || f->u.func.fn == NULL ||
-        f->u.func.fn->name == NULL)
+    if (f == NULL || f->kind != CR_KIND_FUNC || f->u.func.fn == NULL || f->u.func.fn->name == NULL)
         return "?";
     return f->u.func.fn->name;
 }
@@ -35,8 +34,8 @@ cr_status cr_function_call(cr_arena *arena, const cr_value *f, const cr_value *a
         return CR__FAIL(arena, CR_EINVAL, "cr_function_call: not a function value");
     const cr_function *fn = f->u.func.fn;
     if (fn->arity >= 0 && (size_t)fn->arity != nargs)
-        return CR__FAIL(arena, CR_EINVAL, "%s takes %d arguments, %zu given", fn->name,
-                        fn->arity, nargs);
+        return CR__FAIL(arena, CR_EINVAL, "%s takes %d arguments, %zu given", fn->name, fn->arity,
+                        nargs);
     if (fn->primal == NULL)
         return CR__FAIL(arena, CR_ENORULE, "%s has no primal implementation", fn->name);
     return fn->primal(arena, f, args, nargs, out);
@@ -99,9 +98,8 @@ cr_status cr_frule_via_ad(const cr_config *cfg, cr_arena *arena, const cr_tangen
     return cfg->frule_via_ad(cfg, arena, dargs, f, args, nargs, y, dy, cfg->ad_env);
 }
 
-static cr_status lookup(const cr_config *cfg, cr_arena *arena, cr_rule_mode mode,
-                        const cr_value *f, const cr_value *args, size_t nargs,
-                        cr_rule_match *m)
+static cr_status lookup(const cr_config *cfg, cr_arena *arena, cr_rule_mode mode, const cr_value *f,
+                        const cr_value *args, size_t nargs, cr_rule_match *m)
 {
     if (f == NULL || f->kind != CR_KIND_FUNC || f->u.func.fn == NULL || (nargs > 0 && !args))
         return CR__FAIL(arena, CR_EINVAL, "%s: f must be a function value",
@@ -139,8 +137,8 @@ typedef struct checked_env {
     cr_project **proj; /* nargs projectors */
 } checked_env;
 
-static cr_status checked_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                  cr_arena *arena, void *env)
+static cr_status checked_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                  void *env)
 {
     checked_env *e = env;
     /* Called through cr_pullback_call() on the wrapper, which checked nx, skipped zero
@@ -186,8 +184,8 @@ static cr_status wrap_checked(cr_arena *arena, const cr_value *f, const cr_value
     return CR_OK;
 }
 
-cr_status cr_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                   const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb)
+cr_status cr_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f, const cr_value *args,
+                   size_t nargs, cr_value *y, cr_pullback *pb)
 {
     if (y == NULL || pb == NULL)
         return CR__FAIL(arena, CR_EINVAL, "rrule: NULL argument");
@@ -229,8 +227,8 @@ cr_status cr__nondiff_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
     return CR_OK;
 }
 
-static cr_status nondiff_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                  cr_arena *arena, void *env)
+static cr_status nondiff_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                  void *env)
 {
     (void)dy;
     (void)arena;

@@ -12,27 +12,23 @@
 
 #include "../core/core_impl.h"
 
-enum {
-    E_NO_FRULE = 1u,
-    E_NO_RRULE = 2u,
-    E_NONDIFF = 4u
-};
+enum { E_NO_FRULE = 1u, E_NO_RRULE = 2u, E_NONDIFF = 4u };
 
 typedef struct cr__entry {
     cr_rule_def def; /* def.args points to args below */
     cr_argspec args[CR_SIG_MAX_ARGS];
-    uint32_t flags;  /* E_* */
-    uint32_t next;   /* next entry of the same function in this registry, index + 1 */
+    uint32_t flags; /* E_* */
+    uint32_t next;  /* next entry of the same function in this registry, index + 1 */
 } cr__entry;
 
 struct cr_registry {
-    cr_ctx *ctx;                /* NULL for the built-in registry */
+    cr_ctx *ctx; /* NULL for the built-in registry */
     const cr_registry *parent;
     bool frozen;
     cr__entry *entries;
     size_t n, cap;
-    uint32_t *buckets;          /* head entry index + 1 per bucket */
-    size_t nbuckets;            /* power of two */
+    uint32_t *buckets; /* head entry index + 1 per bucket */
+    size_t nbuckets;   /* power of two */
 };
 
 /* A built-in rule family: called once, at indexing, to add its rules. */

@@ -11,10 +11,10 @@
 typedef enum { ST_F32 = 0, ST_F64 = 1, ST_C128 = 2 } stype;
 
 /* Tuple descriptors for multi-output rows: (T, T), (T, T, T), (T, T, T, T). */
-#define TUPLE_FIELDS(T, K)                                                                 \
-    {                                                                                      \
-        {NULL, 0 * sizeof(T), K, NULL}, {NULL, 1 * sizeof(T), K, NULL},                    \
-            {NULL, 2 * sizeof(T), K, NULL}, {NULL, 3 * sizeof(T), K, NULL},                \
+#define TUPLE_FIELDS(T, K)                                                  \
+    {                                                                       \
+        {NULL, 0 * sizeof(T), K, NULL}, {NULL, 1 * sizeof(T), K, NULL},     \
+            {NULL, 2 * sizeof(T), K, NULL}, {NULL, 3 * sizeof(T), K, NULL}, \
     }
 static const cr_field k_tf32[4] = TUPLE_FIELDS(float, CR_KIND_F32);
 static const cr_field k_tf64[4] = TUPLE_FIELDS(double, CR_KIND_F64);
@@ -58,14 +58,13 @@ static cr_status pick_type(cr_arena *arena, const cr_scalar_rule *row, const cr_
             s = true;
             break;
         default:
-            return CR__FAIL(arena, CR_EINVAL, "%s: argument %zu is a %s, not a number",
-                            row->name, j + 1, cr_kind_name(args[j].kind));
+            return CR__FAIL(arena, CR_EINVAL, "%s: argument %zu is a %s, not a number", row->name,
+                            j + 1, cr_kind_name(args[j].kind));
         }
     }
     if (c) {
         if (row->c128 == NULL)
-            return CR__FAIL(arena, CR_EDOMAIN, "%s is defined for real arguments only",
-                            row->name);
+            return CR__FAIL(arena, CR_EDOMAIN, "%s is defined for real arguments only", row->name);
         *t = ST_C128;
     } else if (d || !s || row->f32 == NULL) {
         *t = ST_F64;
@@ -236,8 +235,8 @@ cr_status cr__tangent_scalar(cr_arena *arena, const char *who, cr_tangent t, cr_
 /* ---- frule ----------------------------------------------------------------------------- */
 
 static cr_status scalar_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                              const cr_value *f, const cr_value *args, size_t nargs,
-                              cr_value *y, cr_tangent *dy, const void *udata)
+                              const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                              cr_tangent *dy, const void *udata)
 {
     (void)cfg;
     (void)f;
@@ -294,8 +293,8 @@ typedef struct scalar_env {
 
 #define ENV_HEADER (((sizeof(scalar_env) + 15) / 16) * 16)
 
-static cr_status scalar_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                 cr_arena *arena, void *env)
+static cr_status scalar_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                 void *env)
 {
     const scalar_env *e = env;
     const cr_scalar_rule *row = e->row;
@@ -388,8 +387,8 @@ static cr_status scalar_rrule(const cr_config *cfg, cr_arena *arena, const cr_va
     return CR_OK;
 }
 
-cr_status cr_scalar_primal(cr_arena *arena, const cr_value *f, const cr_value *args,
-                           size_t nargs, cr_value *out)
+cr_status cr_scalar_primal(cr_arena *arena, const cr_value *f, const cr_value *args, size_t nargs,
+                           cr_value *out)
 {
     const cr_scalar_rule *row = cr_scalar_rule_of(f->u.func.fn);
     if (row == NULL)

@@ -122,7 +122,7 @@ enum cut {
     CUT_ORIGIN        /* cinv, cabs: z = 0 */
 };
 
-#define SAMPLE_MARGIN 0.2
+#define SAMPLE_MARGIN  0.2
 #define SAMPLE_HALF_PI 1.5707963267948966
 
 static double sample_uniform(uint64_t *rng, double lo, double hi)
@@ -182,7 +182,10 @@ static cr_status complex_sample(cr_arena *arena, uint64_t *rng, cr_value *args, 
     return CR_OK;
 }
 
-#define SAMPLER(CUT) {.sample = complex_sample, .env = (void *)(uintptr_t)(CUT)}
+#define SAMPLER(CUT)                                              \
+    {                                                             \
+        .sample = complex_sample, .env = (void *)(uintptr_t)(CUT) \
+    }
 
 static const cr_rule_test k_test_none = SAMPLER(CUT_NONE);
 static const cr_rule_test k_test_neg_real = SAMPLER(CUT_NEG_REAL);
@@ -214,8 +217,8 @@ static cr_status crow_args(cr_arena *arena, const crow *row, const cr_value *arg
     for (size_t j = 0; j < row->nin; j++)
         x[j] = 0;
     if (nargs != row->nin)
-        return CR__FAIL(arena, CR_EINVAL, "%s takes %zu arguments, %zu given", row->name,
-                        row->nin, nargs);
+        return CR__FAIL(arena, CR_EINVAL, "%s takes %zu arguments, %zu given", row->name, row->nin,
+                        nargs);
     for (size_t j = 0; j < nargs; j++) {
         cr_status st = arg_complex(arena, row->name, &args[j], j, &x[j]);
         if (st != CR_OK)
@@ -224,8 +227,8 @@ static cr_status crow_args(cr_arena *arena, const crow *row, const cr_value *arg
     return CR_OK;
 }
 
-static cr_status crow_primal(cr_arena *arena, const cr_value *f, const cr_value *args,
-                             size_t nargs, cr_value *out)
+static cr_status crow_primal(cr_arena *arena, const cr_value *f, const cr_value *args, size_t nargs,
+                             cr_value *out)
 {
     const crow *row = f->u.func.fn->udata;
     cr_complex x[CROW_MAX_IN], y;
@@ -285,8 +288,8 @@ static cr_status crow_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     dx[0] = cr_tangent_none();
     for (size_t j = 0; j + 1 < nx; j++)
         dx[j + 1] = is_int_kind((cr_kind)e->kinds[j]) ? cr_tangent_none()
-                    : nz ? project_to(e->kinds[j], conj(e->D[j]) * g)
-                         : cr_tangent_zero();
+                    : nz                              ? project_to(e->kinds[j], conj(e->D[j]) * g)
+                                                      : cr_tangent_zero();
     return CR_OK;
 }
 
@@ -318,17 +321,17 @@ static cr_status crow_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
 
 /* Defines the row of the C function NAME with NIN complex inputs x[j]: PRIMAL sets Y[0],
  * PARTIALS set D[j] (skipped when D is NULL, for the primal alone); exports cr_fn_NAME. */
-#define COMPLEX_ROW(NAME, NIN, PRIMAL, PARTIALS)                                           \
-    static void NAME##_eval(const cr_complex *x, cr_complex *Y, cr_complex *D)             \
-    {                                                                                      \
-        PRIMAL;                                                                            \
-        if (D != NULL) {                                                                   \
-            PARTIALS;                                                                      \
-        }                                                                                  \
-    }                                                                                      \
-    static const crow NAME##_row = {#NAME, NIN, NAME##_eval, #NAME "_pullback"};           \
-    static const cr_function NAME##_function = {                                           \
-        .name = #NAME, .arity = NIN, .primal = crow_primal, .udata = &NAME##_row};         \
+#define COMPLEX_ROW(NAME, NIN, PRIMAL, PARTIALS)                                   \
+    static void NAME##_eval(const cr_complex *x, cr_complex *Y, cr_complex *D)     \
+    {                                                                              \
+        PRIMAL;                                                                    \
+        if (D != NULL) {                                                           \
+            PARTIALS;                                                              \
+        }                                                                          \
+    }                                                                              \
+    static const crow NAME##_row = {#NAME, NIN, NAME##_eval, #NAME "_pullback"};   \
+    static const cr_function NAME##_function = {                                   \
+        .name = #NAME, .arity = NIN, .primal = crow_primal, .udata = &NAME##_row}; \
     const cr_value cr_fn_##NAME = {.kind = CR_KIND_FUNC, .u.func = {&NAME##_function, NULL}};
 
 /* Trigonometric. tan' = 1 + tan² cancels to nothing when |im z| is large (tan z -> ±i);
@@ -341,10 +344,8 @@ COMPLEX_ROW(ctan, 1, Y[0] = ctan(x[0]), cr_complex c = ccos(x[0]); D[0] = 1 / (c
  * points ±1 (no cancellation), and on the cuts |re z| > 1 the product carries the sign of
  * the zero imaginary part into csqrt, so the derivative is the one from the side C's
  * casin takes there. catan's 1 + z² is (z - i)(z + i), exact near ±i. */
-COMPLEX_ROW(casin, 1, Y[0] = casin(x[0]),
-            D[0] = 1 / csqrt(one_minus(x[0]) * one_plus(x[0])))
-COMPLEX_ROW(cacos, 1, Y[0] = cacos(x[0]),
-            D[0] = -1 / csqrt(one_minus(x[0]) * one_plus(x[0])))
+COMPLEX_ROW(casin, 1, Y[0] = casin(x[0]), D[0] = 1 / csqrt(one_minus(x[0]) * one_plus(x[0])))
+COMPLEX_ROW(cacos, 1, Y[0] = cacos(x[0]), D[0] = -1 / csqrt(one_minus(x[0]) * one_plus(x[0])))
 COMPLEX_ROW(catan, 1, Y[0] = catan(x[0]),
             D[0] = 1 / ((x[0] - mkc(0.0, 1.0)) * (x[0] + mkc(0.0, 1.0))))
 
@@ -389,8 +390,8 @@ static cr_complex cpow_dw(cr_complex z, cr_complex w, cr_complex y)
     return creal(w) > 0 ? 0.0 : (double)NAN;
 }
 
-COMPLEX_ROW(cpow, 2, Y[0] = cpow(x[0], x[1]),
-            D[0] = cpow_dz(x[0], x[1], Y[0]); D[1] = cpow_dw(x[0], x[1], Y[0]))
+COMPLEX_ROW(cpow, 2, Y[0] = cpow(x[0], x[1]), D[0] = cpow_dz(x[0], x[1], Y[0]);
+            D[1] = cpow_dw(x[0], x[1], Y[0]))
 
 static const struct {
     const cr_function *fn;
@@ -440,8 +441,8 @@ static cr_status save_arg(cr_arena *arena, const cr_value *args, cr_complex z, z
 }
 
 /* The cotangent of a real output: its real part (Jᵀ has one column). */
-static cr_status real_cotangent(cr_arena *arena, const char *who, const cr_tangent *dy,
-                                double *g, bool *nz)
+static cr_status real_cotangent(cr_arena *arena, const char *who, const cr_tangent *dy, double *g,
+                                bool *nz)
 {
     cr_complex c;
     cr_status st = tangent_number(arena, who, *dy, &c, nz);
@@ -456,53 +457,53 @@ static cr_complex unit_of(cr_complex z, double r)
 }
 
 /* Common frule prologue: the argument, its tangent, and the number of outputs written. */
-#define FRULE_PROLOGUE(NAME)                                                               \
-    (void)cfg;                                                                             \
-    (void)f;                                                                               \
-    (void)udata;                                                                           \
-    cr_complex z, zd;                                                                      \
-    bool nz;                                                                               \
-    cr_status st = one_arg(arena, NAME, args, nargs, &z);                                  \
-    if (st != CR_OK)                                                                       \
-        return st;                                                                         \
-    st = arg_tangent(arena, NAME, dargs, args, 0, &zd, &nz);                               \
-    if (st != CR_OK)                                                                       \
+#define FRULE_PROLOGUE(NAME)                                 \
+    (void)cfg;                                               \
+    (void)f;                                                 \
+    (void)udata;                                             \
+    cr_complex z, zd;                                        \
+    bool nz;                                                 \
+    cr_status st = one_arg(arena, NAME, args, nargs, &z);    \
+    if (st != CR_OK)                                         \
+        return st;                                           \
+    st = arg_tangent(arena, NAME, dargs, args, 0, &zd, &nz); \
+    if (st != CR_OK)                                         \
         return st;
 
-#define RRULE_BODY(NAME, PULLBACK, VALUE)                                                  \
-    (void)cfg;                                                                             \
-    (void)f;                                                                               \
-    (void)udata;                                                                           \
-    cr_complex z = 0;                                                                      \
-    z_env *e = NULL;                                                                       \
-    cr_status st = one_arg(arena, NAME, args, nargs, &z);                                  \
-    if (st != CR_OK)                                                                       \
-        return st;                                                                         \
-    st = save_arg(arena, args, z, &e);                                                     \
-    if (st != CR_OK)                                                                       \
-        return st;                                                                         \
-    *y = (VALUE);                                                                          \
-    pb->fn = PULLBACK;                                                                     \
-    pb->env = e;                                                                           \
-    pb->name = #PULLBACK;                                                                  \
-    pb->nx = 2;                                                                            \
+#define RRULE_BODY(NAME, PULLBACK, VALUE)                 \
+    (void)cfg;                                            \
+    (void)f;                                              \
+    (void)udata;                                          \
+    cr_complex z = 0;                                     \
+    z_env *e = NULL;                                      \
+    cr_status st = one_arg(arena, NAME, args, nargs, &z); \
+    if (st != CR_OK)                                      \
+        return st;                                        \
+    st = save_arg(arena, args, z, &e);                    \
+    if (st != CR_OK)                                      \
+        return st;                                        \
+    *y = (VALUE);                                         \
+    pb->fn = PULLBACK;                                    \
+    pb->env = e;                                          \
+    pb->name = #PULLBACK;                                 \
+    pb->nx = 2;                                           \
     return CR_OK;
 
 /* Primal of a hand-written function: its value function applied to the argument. */
-#define HAND_PRIMAL(NAME, VALUE)                                                           \
+#define HAND_PRIMAL(NAME, VALUE)                                                             \
     static cr_status NAME##_primal(cr_arena *arena, const cr_value *f, const cr_value *args, \
-                                   size_t nargs, cr_value *out)                            \
-    {                                                                                      \
-        (void)f;                                                                           \
-        cr_complex z;                                                                      \
-        cr_status st = one_arg(arena, #NAME, args, nargs, &z);                             \
-        if (st != CR_OK)                                                                   \
-            return st;                                                                     \
-        *out = (VALUE);                                                                    \
-        return CR_OK;                                                                      \
-    }                                                                                      \
-    static const cr_function NAME##_function = {                                           \
-        .name = #NAME, .arity = 1, .primal = NAME##_primal};                               \
+                                   size_t nargs, cr_value *out)                              \
+    {                                                                                        \
+        (void)f;                                                                             \
+        cr_complex z;                                                                        \
+        cr_status st = one_arg(arena, #NAME, args, nargs, &z);                               \
+        if (st != CR_OK)                                                                     \
+            return st;                                                                       \
+        *out = (VALUE);                                                                      \
+        return CR_OK;                                                                        \
+    }                                                                                        \
+    static const cr_function NAME##_function = {                                             \
+        .name = #NAME, .arity = 1, .primal = NAME##_primal};                                 \
     const cr_value cr_fn_##NAME = {.kind = CR_KIND_FUNC, .u.func = {&NAME##_function, NULL}};
 
 /* -- cabs: J = [x, y]/r; frule re(conj(z)ż)/r; pullback z re(ȳ)/r; zero at z = 0. -- */
@@ -539,18 +540,16 @@ static cr_status cabs_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
 
 static cr_status cabs_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
-{
-    RRULE_BODY("cabs", cabs_pullback, cr_value_f64(cabs(z)))
-}
+                            const void *udata){
+    RRULE_BODY("cabs", cabs_pullback, cr_value_f64(cabs(z)))}
 
 /* -- carg: θ = atan2(y, x); J = [-y, x]/r²; frule im(conj(z)ż)/r²; pullback i z re(ȳ)/r².
  * Computed as (z/r)/r so that r² neither overflows nor underflows; zero at z = 0. -- */
 
 HAND_PRIMAL(carg, cr_value_f64(carg(z)))
 
-/* i z / r², or 0 where ChainRules takes 0 (z = 0) or the limit is 0 (z infinite). */
-static cr_complex carg_grad(cr_complex z)
+    /* i z / r², or 0 where ChainRules takes 0 (z = 0) or the limit is 0 (z infinite). */
+    static cr_complex carg_grad(cr_complex z)
 {
     double r = cabs(z);
     if (r == 0 || isinf(r))
@@ -588,18 +587,16 @@ static cr_status carg_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
 
 static cr_status carg_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
-{
-    RRULE_BODY("carg", carg_pullback, cr_value_f64(carg(z)))
-}
+                            const void *udata){
+    RRULE_BODY("carg", carg_pullback, cr_value_f64(carg(z)))}
 
 /* -- conj: J = diag(1, -1); frule conj(ż); pullback conj(ȳ). -- */
 
 HAND_PRIMAL(conj, cr_value_c128(conj(z)))
 
-static cr_status conj_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+    static cr_status
+    conj_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, const cr_value *f,
+               const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy, const void *udata)
 {
     FRULE_PROLOGUE("conj")
     *y = cr_value_c128(conj(z));
@@ -626,18 +623,16 @@ static cr_status conj_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
 
 static cr_status conj_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
-{
-    RRULE_BODY("conj", conj_pullback, cr_value_c128(conj(z)))
-}
+                            const void *udata){
+    RRULE_BODY("conj", conj_pullback, cr_value_c128(conj(z)))}
 
 /* -- creal: J = [1, 0]; frule re ż; pullback re ȳ (+ 0i). -- */
 
 HAND_PRIMAL(creal, cr_value_f64(creal(z)))
 
-static cr_status creal_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                             cr_tangent *dy, const void *udata)
+    static cr_status
+    creal_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, const cr_value *f,
+                const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy, const void *udata)
 {
     FRULE_PROLOGUE("creal")
     *y = cr_value_f64(creal(z));
@@ -645,8 +640,8 @@ static cr_status creal_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
     return CR_OK;
 }
 
-static cr_status creal_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                cr_arena *arena, void *env)
+static cr_status creal_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                void *env)
 {
     (void)nx;
     const z_env *e = env;
@@ -664,18 +659,16 @@ static cr_status creal_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
 
 static cr_status creal_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                             const void *udata)
-{
-    RRULE_BODY("creal", creal_pullback, cr_value_f64(creal(z)))
-}
+                             const void *udata){
+    RRULE_BODY("creal", creal_pullback, cr_value_f64(creal(z)))}
 
 /* -- cimag: J = [0, 1]; frule im ż; pullback i re ȳ. -- */
 
 HAND_PRIMAL(cimag, cr_value_f64(cimag(z)))
 
-static cr_status cimag_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                             cr_tangent *dy, const void *udata)
+    static cr_status
+    cimag_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, const cr_value *f,
+                const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy, const void *udata)
 {
     FRULE_PROLOGUE("cimag")
     *y = cr_value_f64(cimag(z));
@@ -683,8 +676,8 @@ static cr_status cimag_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
     return CR_OK;
 }
 
-static cr_status cimag_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                cr_arena *arena, void *env)
+static cr_status cimag_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                void *env)
 {
     (void)nx;
     const z_env *e = env;
@@ -702,16 +695,14 @@ static cr_status cimag_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
 
 static cr_status cimag_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                             const void *udata)
-{
-    RRULE_BODY("cimag", cimag_pullback, cr_value_f64(cimag(z)))
-}
+                             const void *udata){
+    RRULE_BODY("cimag", cimag_pullback, cr_value_f64(cimag(z)))}
 
 /* -- cproj: J = I for finite z; 0 when z has an infinite part (cproj is then constant). -- */
 
 HAND_PRIMAL(cproj, cr_value_c128(cproj(z)))
 
-static bool is_infinite(cr_complex z)
+    static bool is_infinite(cr_complex z)
 {
     return isinf(creal(z)) || isinf(cimag(z));
 }
@@ -726,8 +717,8 @@ static cr_status cproj_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
     return CR_OK;
 }
 
-static cr_status cproj_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                cr_arena *arena, void *env)
+static cr_status cproj_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                void *env)
 {
     (void)nx;
     const z_env *e = env;
@@ -737,9 +728,9 @@ static cr_status cproj_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
     if (st != CR_OK)
         return st;
     dx[0] = cr_tangent_none();
-    dx[1] = is_int_kind((cr_kind)e->kind)  ? cr_tangent_none()
-            : nz && !is_infinite(e->z)     ? project_to(e->kind, g)
-                                           : cr_tangent_zero();
+    dx[1] = is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
+            : nz && !is_infinite(e->z)    ? project_to(e->kind, g)
+                                          : cr_tangent_zero();
     return CR_OK;
 }
 

@@ -22,14 +22,14 @@
 
 #include "../rules/rules_impl.h"
 
-#define PI 3.14159265358979323846
-#define SQRT_PI 1.77245385090551602730
+#define PI               3.14159265358979323846
+#define SQRT_PI          1.77245385090551602730
 #define TWO_OVER_SQRT_PI 1.12837916709551257390
-#define SQRT_PI_OVER_2 0.88622692545275801365
-#define HALF_LOG_2PI 0.91893853320467274178
-#define EULER_GAMMA 0.57721566490153286061
+#define SQRT_PI_OVER_2   0.88622692545275801365
+#define HALF_LOG_2PI     0.91893853320467274178
+#define EULER_GAMMA      0.57721566490153286061
 /* <math.h> defines INFINITY and NAN as floats. */
-#define INF ((double)INFINITY)
+#define INF   ((double)INFINITY)
 #define NAN_D ((double)NAN)
 
 /* ---- Helpers ------------------------------------------------------------------------------ */
@@ -132,8 +132,8 @@ double cr_sf_digamma(double x)
 /* psi'(x) for x >= PSI_ASYMPTOTIC: 1/x + 1/(2x²) + sum B_2k / x^(2k+1) (DLMF 5.15.8). */
 static double trigamma_asymptotic(double x)
 {
-    static const double c[] = {1.0 / 6,   -1.0 / 30,     1.0 / 42, -1.0 / 30,      5.0 / 66,
-                               -691.0 / 2730, 7.0 / 6, -3617.0 / 510, 43867.0 / 798};
+    static const double c[] = {1.0 / 6,       -1.0 / 30, 1.0 / 42,      -1.0 / 30,    5.0 / 66,
+                               -691.0 / 2730, 7.0 / 6,   -3617.0 / 510, 43867.0 / 798};
     double t = 1 / (x * x), s = 0;
     for (int k = (int)(sizeof c / sizeof c[0]) - 1; k >= 0; k--)
         s = s * t + c[k];
@@ -345,8 +345,7 @@ static double erfcinv_tail(double q)
 /* |erfinv(x)| for 0 <= x <= 0.5 by Halley's method on erf(y) - x (f'' = -2y f'). */
 static double erfinv_central(double x)
 {
-    double y = x < 0.1 ? SQRT_PI_OVER_2 * x * (1 + PI / 12 * x * x)
-                       : erfinv_guess(log1p(-x * x));
+    double y = x < 0.1 ? SQRT_PI_OVER_2 * x * (1 + PI / 12 * x * x) : erfinv_guess(log1p(-x * x));
     for (int it = 0; it < 8; it++) {
         double f = erf(y) - x;
         double r = f / (TWO_OVER_SQRT_PI * exp(-y * y)); /* f / f' */
@@ -409,8 +408,8 @@ double cr_sf_loggamma(double x)
  * (DLMF 5.11.1): sum B_2k / (2k (2k-1) x^(2k-1)). */
 static double stirling_rest(double x)
 {
-    static const double c[] = {1.0 / 12,   -1.0 / 360,          1.0 / 1260, -1.0 / 1680,
-                               1.0 / 1188, -691.0 / 360360,     1.0 / 156,  -3617.0 / 122400};
+    static const double c[] = {1.0 / 12,   -1.0 / 360,      1.0 / 1260, -1.0 / 1680,
+                               1.0 / 1188, -691.0 / 360360, 1.0 / 156,  -3617.0 / 122400};
     double t = 1 / (x * x), s = 0;
     for (int k = (int)(sizeof c / sizeof c[0]) - 1; k >= 0; k--)
         s = s * t + c[k];
@@ -429,8 +428,7 @@ static double logbeta_pos(double a, double b)
         /* lnGamma(q) - lnGamma(p + q) = -(q - 1/2) log1p(p/q) - p ln(p + q) + p
          *                                + rest(q) - rest(p + q) */
         double c = p + q;
-        double d = -(q - 0.5) * log1p(p / q) - p * log(c) + p + stirling_rest(q) -
-                   stirling_rest(c);
+        double d = -(q - 0.5) * log1p(p / q) - p * log(c) + p + stirling_rest(q) - stirling_rest(c);
         return lgam(p) + d;
     }
     /* ln B = ln(2pi)/2 - ln(c)/2 + (p - 1/2) ln(p/c) + (q - 1/2) ln(q/c)
@@ -684,16 +682,14 @@ static const cr_scalar_rule digamma_row = CR_SCALAR_ROW_REAL_EX(
 DEFINE_FN(digamma, 1)
 
 /* trigamma(x): polygamma(2, x) */
-CR_SCALAR_EVALS_REAL(trigamma, 1, 1, Y[0] = cr_sf_trigamma(x[0]),
-                     D[0] = cr_sf_polygamma(2, x[0]))
+CR_SCALAR_EVALS_REAL(trigamma, 1, 1, Y[0] = cr_sf_trigamma(x[0]), D[0] = cr_sf_polygamma(2, x[0]))
 static const cr_scalar_rule trigamma_row = CR_SCALAR_ROW_REAL_EX(
     trigamma, .test = {.lo = k_pos_lo, .hi = k_pos_hi}, .notes = "poles at 0, -1, -2, ...");
 DEFINE_FN(trigamma, 1)
 
 /* erfinv(x): sqrt(pi)/2 exp(Ω²), with Ω² split exactly (exp_sq) because exp amplifies the
  * rounding of Ω² (up to 7e-14 relative in the tails). */
-CR_SCALAR_EVALS_REAL(erfinv, 1, 1, Y[0] = cr_sf_erfinv(x[0]),
-                     D[0] = SQRT_PI_OVER_2 * exp_sq(Y[0]))
+CR_SCALAR_EVALS_REAL(erfinv, 1, 1, Y[0] = cr_sf_erfinv(x[0]), D[0] = SQRT_PI_OVER_2 * exp_sq(Y[0]))
 static const cr_scalar_rule erfinv_row = CR_SCALAR_ROW_REAL_EX(
     erfinv, .test = {.lo = k_unit_lo, .hi = k_unit_hi}, .notes = "-1 < x < 1");
 DEFINE_FN(erfinv, 1)
@@ -701,8 +697,8 @@ DEFINE_FN(erfinv, 1)
 /* erfcinv(x): -sqrt(pi)/2 exp(Ω²) */
 CR_SCALAR_EVALS_REAL(erfcinv, 1, 1, Y[0] = cr_sf_erfcinv(x[0]),
                      D[0] = -SQRT_PI_OVER_2 * exp_sq(Y[0]))
-static const cr_scalar_rule erfcinv_row = CR_SCALAR_ROW_REAL_EX(
-    erfcinv, .test = {.lo = k_two_lo, .hi = k_two_hi}, .notes = "0 < x < 2");
+static const cr_scalar_rule erfcinv_row =
+    CR_SCALAR_ROW_REAL_EX(erfcinv, .test = {.lo = k_two_lo, .hi = k_two_hi}, .notes = "0 < x < 2");
 DEFINE_FN(erfcinv, 1)
 
 /* erfcx(x): 2xΩ - 2/sqrt(pi), from the continued fraction for x >= 2 (no cancellation) */
@@ -729,7 +725,8 @@ DEFINE_FN(beta, 2)
 
 /* logbeta(a, b): psi(a) - psi(a+b), psi(b) - psi(a+b) */
 CR_SCALAR_EVALS_REAL(logbeta, 2, 1, Y[0] = cr_sf_logbeta(x[0], x[1]),
-                     D[0] = digamma_diff(x[0], x[1]); D[1] = digamma_diff(x[1], x[0]))
+                     D[0] = digamma_diff(x[0], x[1]);
+                     D[1] = digamma_diff(x[1], x[0]))
 static const cr_scalar_rule logbeta_row =
     CR_SCALAR_ROW_REAL_EX(logbeta, .test = {.lo = k_pos_lo, .hi = k_pos_hi});
 DEFINE_FN(logbeta, 2)
@@ -743,15 +740,15 @@ DEFINE_FN(loggamma, 1)
 /* logabsgamma(x) = (log|Gamma(x)|, sign): (digamma(x), 0) */
 CR_SCALAR_EVALS_REAL(logabsgamma, 1, 2, int sg = 1; Y[0] = cr_sf_logabsgamma(x[0], &sg);
                      Y[1] = (T)sg, D[0] = cr_sf_digamma(x[0]); D[1] = 0)
-static const cr_scalar_rule logabsgamma_row = CR_SCALAR_ROW_REAL_EX(
-    logabsgamma, .test = {.lo = k_pos_lo, .hi = k_pos_hi},
-    .notes = "the sign is a real output with a zero derivative");
+static const cr_scalar_rule logabsgamma_row =
+    CR_SCALAR_ROW_REAL_EX(logabsgamma, .test = {.lo = k_pos_lo, .hi = k_pos_hi},
+                          .notes = "the sign is a real output with a zero derivative");
 DEFINE_FN(logabsgamma, 1)
 
 /* expint(x) = E1(x): -exp(-x)/x */
 CR_SCALAR_EVALS_REAL(expint, 1, 1, Y[0] = cr_sf_expint(x[0]), D[0] = -exp(-x[0]) / x[0])
-static const cr_scalar_rule expint_row = CR_SCALAR_ROW_REAL_EX(
-    expint, .test = {.lo = k_pos_lo, .hi = k_pos_hi}, .notes = "x > 0");
+static const cr_scalar_rule expint_row =
+    CR_SCALAR_ROW_REAL_EX(expint, .test = {.lo = k_pos_lo, .hi = k_pos_hi}, .notes = "x > 0");
 DEFINE_FN(expint, 1)
 
 /* Bessel functions of orders 0 and 1 (DLMF 10.6.2, 10.6.3): J0' = -J1,
@@ -765,26 +762,33 @@ static const cr_scalar_rule j1_row = CR_SCALAR_ROW_REAL(j1);
 DEFINE_FN(j1, 1)
 
 CR_SCALAR_EVALS_REAL(y0, 1, 1, Y[0] = y0(x[0]), D[0] = -y1(x[0]))
-static const cr_scalar_rule y0_row = CR_SCALAR_ROW_REAL_EX(
-    y0, .test = {.lo = k_bessel_y_lo, .hi = k_bessel_y_hi}, .notes = "x > 0");
+static const cr_scalar_rule y0_row =
+    CR_SCALAR_ROW_REAL_EX(y0, .test = {.lo = k_bessel_y_lo, .hi = k_bessel_y_hi}, .notes = "x > 0");
 DEFINE_FN(y0, 1)
 
 CR_SCALAR_EVALS_REAL(y1, 1, 1, Y[0] = y1(x[0]), D[0] = (y0(x[0]) - yn(2, x[0])) / 2)
-static const cr_scalar_rule y1_row = CR_SCALAR_ROW_REAL_EX(
-    y1, .test = {.lo = k_bessel_y_lo, .hi = k_bessel_y_hi}, .notes = "x > 0");
+static const cr_scalar_rule y1_row =
+    CR_SCALAR_ROW_REAL_EX(y1, .test = {.lo = k_bessel_y_lo, .hi = k_bessel_y_hi}, .notes = "x > 0");
 DEFINE_FN(y1, 1)
 
 static const struct {
     const cr_function *fn;
     const cr_scalar_rule *row;
 } k_rows[] = {
-    {&digamma_function, &digamma_row},       {&trigamma_function, &trigamma_row},
-    {&erfinv_function, &erfinv_row},         {&erfcinv_function, &erfcinv_row},
-    {&erfcx_function, &erfcx_row},           {&logerfc_function, &logerfc_row},
-    {&beta_function, &beta_row},             {&logbeta_function, &logbeta_row},
-    {&loggamma_function, &loggamma_row},     {&logabsgamma_function, &logabsgamma_row},
-    {&expint_function, &expint_row},         {&j0_function, &j0_row},
-    {&j1_function, &j1_row},                 {&y0_function, &y0_row},
+    {&digamma_function, &digamma_row},
+    {&trigamma_function, &trigamma_row},
+    {&erfinv_function, &erfinv_row},
+    {&erfcinv_function, &erfcinv_row},
+    {&erfcx_function, &erfcx_row},
+    {&logerfc_function, &logerfc_row},
+    {&beta_function, &beta_row},
+    {&logbeta_function, &logbeta_row},
+    {&loggamma_function, &loggamma_row},
+    {&logabsgamma_function, &logabsgamma_row},
+    {&expint_function, &expint_row},
+    {&j0_function, &j0_row},
+    {&j1_function, &j1_row},
+    {&y0_function, &y0_row},
     {&y1_function, &y1_row},
 };
 
@@ -796,8 +800,7 @@ static bool is_int_kind(cr_kind k)
 }
 
 /* A real argument as a double (CR_EINVAL for other kinds). */
-static cr_status arg_real(cr_arena *arena, const char *name, const cr_value *v, size_t j,
-                          double *x)
+static cr_status arg_real(cr_arena *arena, const char *name, const cr_value *v, size_t j, double *x)
 {
     *x = 0; /* set on every path: callers read it only on success */
     switch (v->kind) {
@@ -916,20 +919,19 @@ static const order_fn k_jn = {"jn", jn_value, jn_dx, "jn_pullback"};
 static const order_fn k_yn = {"yn", yn_value, yn_dx, "yn_pullback"};
 
 /* The order and the argument; the order must be an integer with n ± 1 representable. */
-static cr_status order_args(cr_arena *arena, const order_fn *of, const cr_value *args,
-                            size_t nargs, int *n, double *x)
+static cr_status order_args(cr_arena *arena, const order_fn *of, const cr_value *args, size_t nargs,
+                            int *n, double *x)
 {
     *n = 0;
     *x = 0;
     if (nargs != 2)
         return CR__FAIL(arena, CR_EINVAL, "%s takes 2 arguments, %zu given", of->name, nargs);
     if (!is_int_kind(args[0].kind))
-        return CR__FAIL(arena, CR_EINVAL, "%s: the order must be an integer, not a %s",
-                        of->name, cr_kind_name(args[0].kind));
+        return CR__FAIL(arena, CR_EINVAL, "%s: the order must be an integer, not a %s", of->name,
+                        cr_kind_name(args[0].kind));
     int64_t n64 = args[0].kind == CR_KIND_BOOL ? (int64_t)args[0].u.b : args[0].u.i64;
     if (n64 <= INT_MIN || n64 >= INT_MAX)
-        return CR__FAIL(arena, CR_EDOMAIN, "%s: order %lld out of range", of->name,
-                        (long long)n64);
+        return CR__FAIL(arena, CR_EDOMAIN, "%s: order %lld out of range", of->name, (long long)n64);
     *n = (int)n64;
     return arg_real(arena, of->name, &args[1], 1, x);
 }
@@ -1040,8 +1042,8 @@ const cr_value cr_fn_yn = {.kind = CR_KIND_FUNC, .u.func = {&yn_function, NULL}}
 
 /* ---- gamma_inc(a, x) = (P, Q) ------------------------------------------------------------ */
 
-#define GAMMA_INC_INFO                                                                     \
-    "the derivative of gamma_inc with respect to the order a is not implemented "          \
+#define GAMMA_INC_INFO                                                            \
+    "the derivative of gamma_inc with respect to the order a is not implemented " \
     "(SpecialFunctions.jl issue 317)"
 
 static const cr_field k_pq_fields[2] = {{NULL, 0, CR_KIND_F64, NULL},
@@ -1098,8 +1100,8 @@ static cr_status gamma_inc_primal(cr_arena *arena, const cr_value *f, const cr_v
  * ChainRules' algebra a zero Δa drops the NotImplemented term, and a nonzero one makes
  * both components NotImplemented. An integer a is not perturbed at all. */
 static cr_status gamma_inc_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                                 const cr_value *f, const cr_value *args, size_t nargs,
-                                 cr_value *y, cr_tangent *dy, const void *udata)
+                                 const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                                 cr_tangent *dy, const void *udata)
 {
     (void)cfg;
     (void)f;
@@ -1179,8 +1181,8 @@ static cr_status gamma_inc_pullback(const cr_tangent *dy, cr_tangent *dx, size_t
 }
 
 static cr_status gamma_inc_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                 const cr_value *args, size_t nargs, cr_value *y,
-                                 cr_pullback *pb, const void *udata)
+                                 const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                                 const void *udata)
 {
     (void)cfg;
     (void)f;

@@ -156,7 +156,10 @@ static cr_complex ref_neg(cr_complex a)
     return -a;
 }
 
-#define Z1(NAME) {#NAME, &cr_fn_##NAME, 1, OUT_COMPLEX, NAME, NULL, NULL}
+#define Z1(NAME)                                               \
+    {                                                          \
+#NAME, &cr_fn_##NAME, 1, OUT_COMPLEX, NAME, NULL, NULL \
+    }
 static const cfun F_csin = Z1(csin), F_ccos = Z1(ccos), F_ctan = Z1(ctan), F_casin = Z1(casin),
                   F_cacos = Z1(cacos), F_catan = Z1(catan), F_csinh = Z1(csinh),
                   F_ccosh = Z1(ccosh), F_ctanh = Z1(ctanh), F_casinh = Z1(casinh),
@@ -291,13 +294,12 @@ static void check_point_kinds(fixture *fx, const cfun *F, const point *p, const 
         }
         cr_complex yv = y.kind == CR_KIND_F64 ? y.u.f64 : y.u.c128;
         assert_int_equal(y.kind, F->out == OUT_REAL ? CR_KIND_F64 : CR_KIND_C128);
-        snprintf(what, sizeof what, "%s(%g%+gi, ...) primal", F->name, p->x[0],
-                 p->x[1]);
+        snprintf(what, sizeof what, "%s(%g%+gi, ...) primal", F->name, p->x[0], p->x[1]);
         check_close(yv, want_y, 4e-16 * cabs(want_y), what);
         assert_int_equal(dy.tag, F->out == OUT_REAL ? CR_TAN_F64 : CR_TAN_C128);
         cr_complex want = m == 1 ? J[k] : mkc(J[k], J[n + k]);
-        snprintf(what, sizeof what, "%s(%g%+gi, ...) frule dz[%zu] = %s", F->name, p->x[0],
-                 p->x[1], j, k % 2 ? "i" : "1");
+        snprintf(what, sizeof what, "%s(%g%+gi, ...) frule dz[%zu] = %s", F->name, p->x[0], p->x[1],
+                 j, k % 2 ? "i" : "1");
         check_close(tangent_value(dy, what), want, tol, what);
     }
 
@@ -350,7 +352,7 @@ static void check_points(fixture *fx, const cfun *F, const point *pts, size_t n)
 
 /* Points away from every cut (and from the poles of tan and tanh). */
 static const point k_generic[] = {
-    {{0.5, 0.3}, {0}, 0},  {{-1.2, 0.7}, {0}, 0}, {{0.3, -1.1}, {0}, 0},
+    {{0.5, 0.3}, {0}, 0},   {{-1.2, 0.7}, {0}, 0}, {{0.3, -1.1}, {0}, 0},
     {{-0.8, -0.4}, {0}, 0}, {{1.7, 1.9}, {0}, 0},
 };
 
@@ -396,8 +398,8 @@ static void check_imag_cuts(fixture *fx, const cfun *F, const double *ys, size_t
 
 static void test_entire(void **state)
 {
-    static const point extra[] = {{{0.3, 6.0}, {0}, 0}, {{-4.0, -2.5}, {0}, 0},
-                                  {{0.0, 0.0}, {0}, 0}};
+    static const point extra[] = {
+        {{0.3, 6.0}, {0}, 0}, {{-4.0, -2.5}, {0}, 0}, {{0.0, 0.0}, {0}, 0}};
     const cfun *fs[] = {&F_csin, &F_ccos, &F_csinh, &F_ccosh, &F_cexp};
     for (size_t i = 0; i < NPTS(fs); i++) {
         check_points(*state, fs[i], k_generic, NPTS(k_generic));
@@ -409,10 +411,10 @@ static void test_tan_tanh(void **state)
 {
     /* Near a pole, and with a large imaginary (real for tanh) part, where 1 + tan² would
      * have cancelled. */
-    static const point tan_pts[] = {{{1.5, 0.01}, {0}, 0.01}, {{0.4, 4.0}, {0}, 0},
-                                    {{-2.0, -3.0}, {0}, 0}};
-    static const point tanh_pts[] = {{{0.01, 1.5}, {0}, 0.01}, {{4.0, 0.4}, {0}, 0},
-                                     {{-3.0, -2.0}, {0}, 0}};
+    static const point tan_pts[] = {
+        {{1.5, 0.01}, {0}, 0.01}, {{0.4, 4.0}, {0}, 0}, {{-2.0, -3.0}, {0}, 0}};
+    static const point tanh_pts[] = {
+        {{0.01, 1.5}, {0}, 0.01}, {{4.0, 0.4}, {0}, 0}, {{-3.0, -2.0}, {0}, 0}};
     check_points(*state, &F_ctan, k_generic, NPTS(k_generic));
     check_points(*state, &F_ctan, tan_pts, NPTS(tan_pts));
     check_points(*state, &F_ctanh, k_generic, NPTS(k_generic));
@@ -424,11 +426,8 @@ static void test_casin_cacos_catanh(void **state)
     static const double cut[] = {1.5, 3.0, -1.2, -2.5};
     static const point branch[] = {
         /* Near the branch points ±1, where 1 - z² would cancel. */
-        {{1.001, 0.001}, {0}, 4e-4},
-        {{0.999, -0.001}, {0}, 4e-4},
-        {{-1.0, 0.002}, {0}, 1e-3},
-        {{0.9, 0.0}, {0}, 0.05},
-        {{-0.99, 0.0}, {0}, 0.005},
+        {{1.001, 0.001}, {0}, 4e-4}, {{0.999, -0.001}, {0}, 4e-4}, {{-1.0, 0.002}, {0}, 1e-3},
+        {{0.9, 0.0}, {0}, 0.05},     {{-0.99, 0.0}, {0}, 0.005},
     };
     const cfun *fs[] = {&F_casin, &F_cacos, &F_catanh};
     for (size_t i = 0; i < NPTS(fs); i++) {
@@ -466,8 +465,8 @@ static void test_cacosh(void **state)
 static void test_clog_csqrt_cinv(void **state)
 {
     static const double cut[] = {-2.0, -0.5, -1e-3};
-    static const point small[] = {{{1e-3, 1e-3}, {0}, 2e-4}, {{-3e-3, -1e-3}, {0}, 2e-4},
-                                  {{1e5, -3e5}, {0}, 1e3}};
+    static const point small[] = {
+        {{1e-3, 1e-3}, {0}, 2e-4}, {{-3e-3, -1e-3}, {0}, 2e-4}, {{1e5, -3e5}, {0}, 1e3}};
     const cfun *fs[] = {&F_clog, &F_csqrt};
     for (size_t i = 0; i < NPTS(fs); i++) {
         check_points(*state, fs[i], k_generic, NPTS(k_generic));
@@ -548,7 +547,9 @@ static void test_real_arguments(void **state)
 
 static void test_non_holomorphic(void **state)
 {
-    static const point extra[] = {{{3.0, 0.0}, {0}, 0}, {{0.0, -0.5}, {0}, 0}, {{1e3, -2e3}, {0}, 1},
+    static const point extra[] = {{{3.0, 0.0}, {0}, 0},
+                                  {{0.0, -0.5}, {0}, 0},
+                                  {{1e3, -2e3}, {0}, 1},
                                   {{1e-3, 3e-3}, {0}, 1e-4}};
     const cfun *fs[] = {&F_cabs, &F_carg, &F_conj, &F_creal, &F_cimag, &F_cproj, &F_abs2};
     for (size_t i = 0; i < NPTS(fs); i++) {
@@ -593,7 +594,8 @@ static void test_conventions_at_singular_points(void **state)
     cr_tangent g0 = cr_tangent_f64(1.0), dx0[2];
     assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_cabs, &z, 1, &y, &pb0), CR_OK);
     assert_int_equal(cr_pullback_call(fx->arena, &pb0, &g0, dx0, 2), CR_OK);
-    check_close(dx0[1].u.c128, mkc(0.70710678118654752440, 0.70710678118654752440), 1e-15, "cabs pullback at 1e200(1+i)");
+    check_close(dx0[1].u.c128, mkc(0.70710678118654752440, 0.70710678118654752440), 1e-15,
+                "cabs pullback at 1e200(1+i)");
     z = cr_value_c128(mkc(1e-200, -3e-200));
     assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_carg, &z, 1, &y, &pb0), CR_OK);
     assert_int_equal(cr_pullback_call(fx->arena, &pb0, &g0, dx0, 2), CR_OK);
@@ -658,10 +660,10 @@ static void test_registered(void **state)
 {
     (void)state;
     assert_int_equal(cr_registry_builtin_status(), CR_OK);
-    static const char *names[] = {"csin",   "ccos",   "ctan",   "casin", "cacos",  "catan",
-                                  "csinh",  "ccosh",  "ctanh",  "casinh", "cacosh", "catanh",
-                                  "cexp",   "clog",   "csqrt",  "cpow",  "cinv",   "cabs",
-                                  "carg",   "conj",   "creal",  "cimag", "cproj",  "abs2"};
+    static const char *names[] = {"csin",  "ccos",  "ctan",  "casin",  "cacos",  "catan",
+                                  "csinh", "ccosh", "ctanh", "casinh", "cacosh", "catanh",
+                                  "cexp",  "clog",  "csqrt", "cpow",   "cinv",   "cabs",
+                                  "carg",  "conj",  "creal", "cimag",  "cproj",  "abs2"};
     const cr_registry *reg = cr_registry_builtin();
     for (size_t i = 0; i < NPTS(names); i++) {
         const cr_function *fn = cr_registry_find(reg, names[i]);

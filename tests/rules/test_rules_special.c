@@ -481,14 +481,14 @@ static double sweep_point(uint64_t *s, double lo, double hi, bool log_scale)
 }
 
 typedef struct sweep {
-    const char *fn;   /* name for eval_named */
+    const char *fn; /* name for eval_named */
     mp_fn ref;
     double lo[2], hi[2];
     bool log_scale[2];
-    int int_first;    /* the first argument is an integer order */
-    double rtol;      /* bound on |v - r| / max(|r|, floor) */
-    double floor;     /* where absolute error takes over (zeros of the function) */
-    int npoints;      /* 0: 100 */
+    int int_first; /* the first argument is an integer order */
+    double rtol;   /* bound on |v - r| / max(|r|, floor) */
+    double floor;  /* where absolute error takes over (zeros of the function) */
+    int npoints;   /* 0: 100 */
 } sweep;
 
 static void test_primals_mpfr(void **state)
@@ -609,8 +609,8 @@ static double fd_partial(fd_env *e, size_t k, double range, double *tol)
 static void check_close(double got, double want, double tol, const char *what)
 {
     if (!(fabs(got - want) <= tol))
-        fail_msg("%s: got %.17g, finite differences %.17g (|diff| %.3g > %.3g)", what, got,
-                 want, fabs(got - want), tol);
+        fail_msg("%s: got %.17g, finite differences %.17g (|diff| %.3g > %.3g)", what, got, want,
+                 fabs(got - want), tol);
 }
 
 /* frule with a unit tangent on each argument in turn and the pullback of 1, against the
@@ -669,9 +669,11 @@ static void check_unary(fixture *fx, const cr_value *f, double (*prim)(double), 
 static void test_digamma_family(void **state)
 {
     /* Including the positive zero of digamma and negative arguments. */
-    static const point1 dg[] = {{0.3, 0.05},  {1.4616321449683622, 0.1}, {1.47, 0.1},
-                                {3.5, 0.25},  {12.0, 0.25},              {150.0, 1.0},
-                                {-0.4, 0.05}, {-2.7, 0.05},              {-11.2, 0.05}};
+    static const point1 dg[] = {{0.3, 0.05},  {1.4616321449683622, 0.1},
+                                {1.47, 0.1},  {3.5, 0.25},
+                                {12.0, 0.25}, {150.0, 1.0},
+                                {-0.4, 0.05}, {-2.7, 0.05},
+                                {-11.2, 0.05}};
     check_unary(*state, &cr_fn_digamma, cr_sf_digamma, "digamma", dg, NELEM(dg));
     check_unary(*state, &cr_fn_trigamma, cr_sf_trigamma, "trigamma", dg, NELEM(dg));
     check_unary(*state, &cr_fn_loggamma, cr_sf_loggamma, "loggamma", dg, 6);
@@ -686,9 +688,8 @@ static void test_error_functions(void **state)
                                   {1.0, 0.1},     {1.7, 0.05},  {2 - 1e-6, 1e-7}};
     check_unary(*state, &cr_fn_erfcinv, cr_sf_erfcinv, "erfcinv", cinv, NELEM(cinv));
     /* Both sides of 2, where erfcx changes method. */
-    static const point1 ex[] = {{-4.0, 0.1},   {-0.5, 0.1},   {0.0, 0.1},  {1.0, 0.1},
-                                {1.99, 0.005}, {2.01, 0.005}, {6.0, 0.25}, {40.0, 1.0},
-                                {3e3, 10.0}};
+    static const point1 ex[] = {{-4.0, 0.1},   {-0.5, 0.1}, {0.0, 0.1},  {1.0, 0.1}, {1.99, 0.005},
+                                {2.01, 0.005}, {6.0, 0.25}, {40.0, 1.0}, {3e3, 10.0}};
     check_unary(*state, &cr_fn_erfcx, cr_sf_erfcx, "erfcx", ex, NELEM(ex));
     check_unary(*state, &cr_fn_logerfc, cr_sf_logerfc, "logerfc", ex, NELEM(ex));
 }
@@ -696,7 +697,7 @@ static void test_error_functions(void **state)
 static void test_expint(void **state)
 {
     /* Both sides of 1, where E1 changes method. */
-    static const point1 pts[] = {{1e-4, 1e-5}, {0.2, 0.05}, {0.99, 0.005},
+    static const point1 pts[] = {{1e-4, 1e-5},  {0.2, 0.05}, {0.99, 0.005},
                                  {1.01, 0.005}, {3.0, 0.25}, {40.0, 1.0}};
     check_unary(*state, &cr_fn_expint, cr_sf_expint, "expint", pts, NELEM(pts));
 }
@@ -704,12 +705,13 @@ static void test_expint(void **state)
 static void test_bessel(void **state)
 {
     /* Including 0 (J1'(0) = 1/2) and the first zeros of J0, J1 and Y0. */
-    static const point1 j[] = {{0.0, 0.1},                {0.7, 0.1},  {2.404825557695773, 0.1},
-                               {3.8317059702075125, 0.1}, {-6.5, 0.1}, {30.0, 0.5}};
+    static const point1 j[] = {
+        {0.0, 0.1},  {0.7, 0.1}, {2.404825557695773, 0.1}, {3.8317059702075125, 0.1},
+        {-6.5, 0.1}, {30.0, 0.5}};
     check_unary(*state, &cr_fn_j0, j0, "j0", j, NELEM(j));
     check_unary(*state, &cr_fn_j1, j1, "j1", j, NELEM(j));
-    static const point1 y[] = {{0.05, 0.01}, {0.8, 0.1},  {0.8935769662791675, 0.1},
-                               {5.0, 0.25},  {30.0, 0.5}};
+    static const point1 y[] = {
+        {0.05, 0.01}, {0.8, 0.1}, {0.8935769662791675, 0.1}, {5.0, 0.25}, {30.0, 0.5}};
     check_unary(*state, &cr_fn_y0, y0, "y0", y, NELEM(y));
     check_unary(*state, &cr_fn_y1, y1, "y1", y, NELEM(y));
 }
@@ -761,7 +763,7 @@ static void test_orders(void **state)
     static const struct {
         int n;
         double x, range;
-    } pg[] = {{0, 2.5, 0.25}, {1, 0.7, 0.1},    {2, 3.0, 0.25},
+    } pg[] = {{0, 2.5, 0.25}, {1, 0.7, 0.1},   {2, 3.0, 0.25},
               {3, 0.4, 0.05}, {2, -1.3, 0.05}, {5, 12.0, 0.5}};
     for (size_t i = 0; i < NELEM(pg); i++)
         check_order(*state, &cr_fn_polygamma, cr_sf_polygamma, "polygamma", pg[i].n, pg[i].x,
@@ -864,13 +866,11 @@ static void test_gamma_inc(void **state)
         /* pullback of (1, 0) and (0, 1): NotImplemented for a, the partials for x. */
         for (int k = 0; k < 2; k++) {
             cr_pullback pb;
-            assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_gamma_inc, args, 2, &y, &pb),
-                             CR_OK);
+            assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_gamma_inc, args, 2, &y, &pb), CR_OK);
             cr_tangent seeds[2] = {cr_tangent_f64(k == 0 ? 1.0 : 0.0),
                                    cr_tangent_f64(k == 1 ? 1.0 : 0.0)};
             cr_tangent g, dx[3];
-            assert_int_equal(cr_tangent_struct(fx->arena, y.u.obj.type, NULL, seeds, 2, &g),
-                             CR_OK);
+            assert_int_equal(cr_tangent_struct(fx->arena, y.u.obj.type, NULL, seeds, 2, &g), CR_OK);
             assert_int_equal(cr_pullback_call(fx->arena, &pb, &g, dx, 3), CR_OK);
             assert_int_equal(dx[0].tag, CR_TAN_NONE);
             assert_int_equal(dx[1].tag, CR_TAN_NOTIMPL);
@@ -914,10 +914,10 @@ static void test_float_and_registration(void **state)
     cr_arena_reset(fx->arena);
 
     assert_int_equal(cr_registry_builtin_status(), CR_OK);
-    static const char *names[] = {"digamma",  "trigamma",    "polygamma", "erfinv", "erfcinv",
-                                  "erfcx",    "logerfc",     "beta",      "logbeta",
-                                  "loggamma", "logabsgamma", "gamma_inc", "expint", "j0",
-                                  "j1",       "jn",          "y0",        "y1",     "yn"};
+    static const char *names[] = {"digamma",     "trigamma",  "polygamma", "erfinv",  "erfcinv",
+                                  "erfcx",       "logerfc",   "beta",      "logbeta", "loggamma",
+                                  "logabsgamma", "gamma_inc", "expint",    "j0",      "j1",
+                                  "jn",          "y0",        "y1",        "yn"};
     for (size_t i = 0; i < NELEM(names); i++)
         if (cr_registry_find(cr_registry_builtin(), names[i]) == NULL)
             fail_msg("%s is not registered", names[i]);
