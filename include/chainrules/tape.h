@@ -706,7 +706,10 @@ CR_API cr_avar cr_tape_acall_a(cr_tape *t, const cr_value *f, const cr_targ *arg
 CR_API cr_var cr_tape_acall_s(cr_tape *t, const cr_value *f, const cr_targ *args, size_t nargs);
 
 /**
- * Broadcast (Julia's f.(x)) of a one-argument scalar function (cr_fn_broadcast).
+ * Broadcast (Julia's f.(x)) of a one-argument scalar function (cr_fn_broadcast). Over an f64
+ * array (contiguous, or 1-d of any stride) of a scalar-table function of one result, the call
+ * is recorded as a fused kernel (kernel.h: its row's values and partials, no rule called)
+ * unless the tape's engine has a rule of its own for broadcast; otherwise through the rule.
  * @param[in] t the tape (NULL: the current tape).
  * @param[in] f a scalar function (cr_fn_sin, cr_fn_square, ...).
  * @param[in] x its argument.
@@ -716,7 +719,8 @@ CR_API cr_avar cr_abroadcast1(cr_tape *t, const cr_value *f, cr_targ x);
 
 /**
  * Broadcast (Julia's f.(x, y)) of a two-argument scalar function (cr_fn_broadcast); x and y are
- * arrays of broadcasting shapes, scalar variables or constants.
+ * arrays of broadcasting shapes, scalar variables or constants. f64 arrays of one shape and f64
+ * scalars are recorded as a fused kernel, as cr_abroadcast1() says.
  * @param[in] t the tape (NULL: the current tape).
  * @param[in] f a scalar function (cr_fn_add, cr_fn_mul, ...).
  * @param[in] x first argument.
@@ -726,7 +730,9 @@ CR_API cr_avar cr_abroadcast1(cr_tape *t, const cr_value *f, cr_targ x);
 CR_API cr_avar cr_abroadcast2(cr_tape *t, const cr_value *f, cr_targ x, cr_targ y);
 
 /**
- * `sum(x)`, a scalar variable (cr_fn_sum).
+ * `sum(x)`, a scalar variable (cr_fn_sum). Of an f64 array (contiguous, or 1-d of any stride)
+ * it is recorded as a fused kernel sum (four interleaved partial sums) unless the tape's
+ * engine has a rule of its own for sum.
  * @param[in] t the tape (NULL: the current tape).
  * @param[in] x the array.
  * @return the sum (as cr_tape_acall_s()).

@@ -134,7 +134,12 @@ typedef struct karg {
 typedef struct knode {
     cr__anode base;
     const cr_kernel *k;
-    size_t n;
+    /* A broadcast of a scalar-table function (cr__kernel_broadcast): its row, whose f64
+     * instantiation the loops call element by element (row_map, ...); NULL for a kernel of
+     * CR_KERNEL, whose own loops run. */
+    const cr_scalar_rule *row;
+    size_t n; /* elements (an array result's shape is its recording's, base.y: n in one
+                 dimension for cr_akernel, the arguments' for a broadcast) */
     karg arg[CR_K_MAX_ARGS];
     uint32_t codes[CR_K_MAX_ARGS];
     /* Every argument an f64 array of unit stride: the loops read them in place (set with
@@ -158,6 +163,88 @@ typedef struct kblock {
 static inline cr_tape *tape_or_current(cr_tape *t)
 {
     return t != NULL ? t : cr_tape_current();
+}
+
+/* ---- The loops of a row (a broadcast of a scalar-table function) ------------------------ *
+ * The kernel loops' contracts (kernel.h), with the row's f64 instantiation called once per
+ * element for the value and the partials, and cr__row_hessian for the second derivatives
+ * (as the scalar second-order tape takes them). */
+
+static void row_map(const cr_scalar_rule *row, unsigned m, size_t n, const double *const *q,
+                    double *y)
+{
+    double x[CR_K_MAX_ARGS], Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+    for (size_t i = 0; i < n; i++) {
+        for (unsigned j = 0; j < m; j++)
+            x[j] = q[j][i];
+        row->f64(x, Y, D);
+        y[i] = Y[0];
+    }
+}
+
+static void row_partials(const cr_scalar_rule *row, unsigned m, size_t n, const double *const *q,
+                         double *P)
+{
+    double x[CR_K_MAX_ARGS], Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+    for (size_t i = 0; i < n; i++) {
+        for (unsigned j = 0; j < m; j++)
+            x[j] = q[j][i];
+        row->f64(x, Y, D);
+        for (unsigned j = 0; j < m; j++)
+            P[(size_t)j * CR_K_BLOCK + i] = D[j];
+    }
+}
+
+static void row_second(const cr_scalar_rule *row, unsigned m, size_t n, const double *const *q,
+                       const double *const *qd, double *P, double *PD)
+{
+    double x[CR_K_MAX_ARGS], Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+    double H[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN * CR_SCALAR_MAX_IN];
+    for (size_t i = 0; i < n; i++) {
+        for (unsigned j = 0; j < m; j++)
+            x[j] = q[j][i];
+        row->f64(x, Y, D);
+        cr__row_hessian(row, x, D, H, (1u << m) - 1u); /* H[j * m + l] = ∂D_j/∂x_l */
+        for (unsigned j = 0; j < m; j++) {
+            double s = 0.0;
+            for (unsigned l = 0; l < m; l++)
+                s += H[j * m + l] * qd[l][i];
+            P[(size_t)j * CR_K_BLOCK + i] = D[j];
+            PD[(size_t)j * CR_K_BLOCK + i] = s;
+        }
+    }
+}
+
+/* A node's loops: its row's, or its kernel's (a row's call has an array result: no sum). */
+static inline void k_map(const knode *nd, size_t n, const double *const *q, double *y)
+{
+    if (nd->row != NULL)
+        row_map(nd->row, nd->k->nargs, n, q, y);
+    else
+        nd->k->map(n, q, y);
+}
+
+static inline void k_partials(const knode *nd, size_t n, const double *const *q, double *P)
+{
+    if (nd->row != NULL)
+        row_partials(nd->row, nd->k->nargs, n, q, P);
+    else
+        nd->k->partials(n, q, P);
+}
+
+static inline void k_second(const knode *nd, size_t n, const double *const *q,
+                            const double *const *qd, double *P, double *PD)
+{
+    if (nd->row != NULL)
+        row_second(nd->row, nd->k->nargs, n, q, qd, P, PD);
+    else
+        nd->k->second(n, q, qd, P, PD);
+}
+
+/* Whether a node has a second-order form. */
+static inline bool has_second(const knode *nd)
+{
+    return nd->row != NULL || nd->k->second != NULL;
 }
 
 /* A failure reported by the arena: its message is on the context already. */
@@ -235,11 +322,11 @@ static inline bool in_place(const karg *a)
 
 /* Check a kernel call and read its arguments into nd; *any says whether one is a variable. */
 static ALWAYS_INLINE cr_status read_args(cr_tape *t, const char *kn, const cr_kernel *k,
-                                         const cr_kin *args, size_t nargs, size_t n, knode *nd,
-                                         bool *any)
+                                         const cr_scalar_rule *row, const cr_kin *args,
+                                         size_t nargs, size_t n, knode *nd, bool *any)
 {
-    if (k->nargs == 0 || k->nargs > CR_K_MAX_ARGS || k->map == NULL || k->sum == NULL ||
-        k->partials == NULL)
+    if (k->nargs == 0 || k->nargs > CR_K_MAX_ARGS ||
+        (row == NULL && (k->map == NULL || k->sum == NULL || k->partials == NULL)))
         return cr__tape_fail(t, CR_EINVAL,
                              "kernel %s: %u arguments and loops %s (1 to %d arguments and three "
                              "loops expected: make kernels with CR_KERNEL)",
@@ -253,6 +340,7 @@ static ALWAYS_INLINE cr_status read_args(cr_tape *t, const char *kn, const cr_ke
     if (n > (size_t)PTRDIFF_MAX / sizeof(double))
         return cr__tape_fail(t, CR_ESHAPE, "kernel %s: %zu elements", kn, n);
     nd->k = k;
+    nd->row = row;
     nd->n = n;
     *any = false;
     bool direct = true;
@@ -344,9 +432,9 @@ static ALWAYS_INLINE void set_readers(knode *nd)
 }
 
 /* Refusals of tapes that cannot hold a kernel record. */
-static cr_status check_tape(cr_tape *t, const char *kn, const cr_kernel *k)
+static cr_status check_tape(cr_tape *t, const char *kn, const knode *nd)
 {
-    if ((t->flags & CR_TAPE_SECOND_ORDER) && k->second == NULL)
+    if ((t->flags & CR_TAPE_SECOND_ORDER) && !has_second(nd))
         return cr__tape_fail(t, CR_EUNIMPL,
                              "kernel %s: no hyper-dual loop (second == NULL), so it has no "
                              "second-order form: make it with CR_KERNEL",
@@ -366,9 +454,9 @@ static void primal_blocks(const knode *nd, double *y, double *acc)
         size_t nb = nd->n - base < CR_K_BLOCK ? nd->n - base : CR_K_BLOCK;
         block_args(nd, base, nb, &b, base == 0, q);
         if (y != NULL)
-            nd->k->map(nb, q, y + base);
+            k_map(nd, nb, q, y + base);
         else
-            nd->k->sum(nb, q, acc);
+            nd->k->sum(nb, q, acc); /* (a row's call is never a sum) */
     }
 }
 
@@ -382,7 +470,7 @@ static ALWAYS_INLINE void run_primal(const knode *nd, double *y, double *sum)
     if (!nd->direct)
         primal_blocks(nd, y, acc);
     else if (y != NULL)
-        nd->k->map(nd->n, q, y);
+        k_map(nd, nd->n, q, y);
     else
         nd->k->sum(nd->n, q, acc);
     if (sum != NULL)
@@ -391,30 +479,35 @@ static ALWAYS_INLINE void run_primal(const knode *nd, double *y, double *sum)
 
 static cr_status kernel_pull(cr_tape *t, const cr__anode *an, const double *g, double *adj);
 
-/* Record a kernel call: the result is the array *ya, or the sum *ys when ya is NULL; *idx
- * is its slot or variable (CR_VAR_CONST for a call of constants). The callers build the
- * cr_var / cr_avar: written here field by field, the 16-byte struct would be read back as
- * one load that waits for the separate stores. */
+/* Record a kernel call: the result is the array *ya (of like's shape, or of n elements in
+ * one dimension when like is NULL), or the sum *ys when ya is NULL; *idx is its slot or
+ * variable (CR_VAR_CONST for a call of constants). row is NULL for a kernel's own loops, or
+ * a scalar-table row whose loops (row_map, ...) take the call; name, when not NULL, names the call.
+ * The callers build the cr_var / cr_avar: written here field by field, the 16-byte struct would be
+ * read back as one load that waits for the separate stores. */
 static ALWAYS_INLINE cr_status record(cr_tape *t, const char *who, const cr_kernel *k,
-                                      const cr_kin *args, size_t nargs, size_t n, cr_array **ya,
-                                      double *ys, uint32_t *idx)
+                                      const cr_scalar_rule *row, const char *name,
+                                      const cr_kin *args, size_t nargs, size_t n,
+                                      const cr_array *like, cr_array **ya, double *ys,
+                                      uint32_t *idx)
 {
     bool sum = ya == NULL;
     *idx = CR_VAR_CONST;
     if (k == NULL)
         return cr__tape_fail(t, CR_EINVAL, "%s: NULL kernel", who);
-    const char *kn = k->name != NULL ? k->name : "(unnamed)";
+    const char *kn = name != NULL ? name : k->name != NULL ? k->name : "(unnamed)";
     /* The node is read into its place in the arena (a call of constants leaves it unused). */
     knode *nd = cr_arena_alloc(t->arena, sizeof *nd, _Alignof(knode));
     if (nd == NULL)
         return fail_alloc(t, kn);
     bool any = false;
-    if (read_args(t, kn, k, args, nargs, n, nd, &any) != CR_OK)
+    if (read_args(t, kn, k, row, args, nargs, n, nd, &any) != CR_OK)
         return t->status;
-    if (any && check_tape(t, kn, k) != CR_OK)
+    if (any && check_tape(t, kn, nd) != CR_OK)
         return t->status;
     cr_array *y = NULL;
-    if (!sum && cr__new(t->arena, CR_DT_F64, 1, &n, false, &y) != CR_OK)
+    if (!sum && cr__new(t->arena, CR_DT_F64, like != NULL ? like->ndim : 1,
+                        like != NULL ? like->shape : &n, false, &y) != CR_OK)
         return fail_alloc(t, kn);
     size_t need = 2 + t->pre;
     if (any && (size_t)(t->lim - t->cur) < need && cr__tape_grow(t, need) != CR_OK)
@@ -445,7 +538,8 @@ static ALWAYS_INLINE cr_status record(cr_tape *t, const char *who, const cr_kern
     b->nout = 0;
     b->outs = NULL;
     static const cr_value zero_value;
-    b->fv = b->y = zero_value;
+    b->fv = zero_value;
+    b->y = sum ? zero_value : cr_value_array(y); /* the recording's result: its shape */
     b->vals = NULL;
     b->pull = kernel_pull;
     b->ext = NULL;
@@ -470,7 +564,7 @@ cr_avar cr_akernel(cr_tape *t, const cr_kernel *k, const cr_kin *args, size_t na
     cr_array *y = NULL;
     uint32_t idx;
     if ((t = tape_or_current(t)) == NULL || t->status != CR_OK ||
-        record(t, "cr_akernel", k, args, nargs, n, &y, NULL, &idx) != CR_OK)
+        record(t, "cr_akernel", k, NULL, NULL, args, nargs, n, NULL, &y, NULL, &idx) != CR_OK)
         return cr_aconst(NULL);
     cr_avar r;
     r.a = y;
@@ -484,13 +578,158 @@ cr_var cr_akernel_sum(cr_tape *t, const cr_kernel *k, const cr_kin *args, size_t
     double s = 0.0;
     uint32_t idx;
     if ((t = tape_or_current(t)) == NULL || t->status != CR_OK ||
-        record(t, "cr_akernel_sum", k, args, nargs, n, NULL, &s, &idx) != CR_OK)
+        record(t, "cr_akernel_sum", k, NULL, NULL, args, nargs, n, NULL, NULL, &s, &idx) != CR_OK)
         return cr_const((double)NAN);
     cr_var r;
     r.v = s;
     r.idx = idx;
     r.tape = idx == CR_VAR_CONST ? 0 : t->id;
     return r;
+}
+
+/* ---- Broadcasts and sums of array variables as kernels ------------------------------------ */
+
+/* The arithmetic rows as kernels of their own (their loops inline and vectorise, where a
+ * row's loops call its function once per element). Their partials are the rows' own
+ * (arith_rows.h, through kernel.h's operations). */
+#define BK_ADD(x) cr_k_add(x[0], x[1])
+#define BK_SUB(x) cr_k_sub(x[0], x[1])
+#define BK_MUL(x) cr_k_mul(x[0], x[1])
+#define BK_DIV(x) cr_k_div(x[0], x[1])
+#define BK_NEG(x) cr_k_neg(x[0])
+#define BK_SQ(x)  cr_k_sq(x[0])
+#define BK_ID(x)  (x[0])
+CR_KERNEL(bk_add, 2, BK_ADD);
+CR_KERNEL(bk_sub, 2, BK_SUB);
+CR_KERNEL(bk_mul, 2, BK_MUL);
+CR_KERNEL(bk_div, 2, BK_DIV);
+CR_KERNEL(bk_neg, 1, BK_NEG);
+CR_KERNEL(bk_square, 1, BK_SQ);
+CR_KERNEL(bk_sum, 1, BK_ID);
+
+/* The kernels a row's loops stand in for: their number of arguments (and no loops). */
+static const cr_kernel row_kernel[CR_K_MAX_ARGS] = {
+    {"broadcast", 1, NULL, NULL, NULL, NULL, NULL},
+    {"broadcast", 2, NULL, NULL, NULL, NULL, NULL},
+    {"broadcast", 3, NULL, NULL, NULL, NULL, NULL},
+    {"broadcast", 4, NULL, NULL, NULL, NULL, NULL},
+};
+
+/* The kernel of an arithmetic function of m arguments, or NULL. */
+static const cr_kernel *arith_kernel(const cr_function *fn, size_t m)
+{
+    static const struct {
+        const cr_value *f;
+        size_t m;
+        const cr_kernel *k;
+    } tab[] = {
+        {&cr_fn_sub, 2, &bk_sub},       {&cr_fn_mul, 2, &bk_mul}, {&cr_fn_add, 2, &bk_add},
+        {&cr_fn_square, 1, &bk_square}, {&cr_fn_div, 2, &bk_div}, {&cr_fn_neg, 1, &bk_neg},
+    };
+    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
+        if (tab[i].f->u.func.fn == fn && tab[i].m == m)
+            return tab[i].k;
+    return NULL;
+}
+
+/* An f64 array the kernel loops read in place or by stride: dense, contiguous or 1-d. */
+static inline bool kernel_array(const cr_array *a)
+{
+    return a != NULL && a->dtype == CR_DT_F64 && a->structure == CR_MAT_DENSE &&
+           (a->ndim <= 1 || cr_array_is_contiguous(a));
+}
+
+static inline bool same_shape(const cr_array *a, const cr_array *b)
+{
+    if (a->ndim != b->ndim)
+        return false;
+    for (size_t d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d])
+            return false;
+    return true;
+}
+
+/* args[j] as a kernel argument, when it is one: a scalar variable of this recording or a
+ * constant, an f64 constant, or an f64 array (variable of this recording, or constant) of
+ * the shape *like (set by the first array). */
+static bool kernel_arg(const cr_tape *t, const cr_targ *a, cr_kin *in, const cr_array **like)
+{
+    switch (a->kind) {
+    case CR_TARG_VAR:
+        if (a->u.s.idx != CR_VAR_CONST && (a->u.s.tape != t->id || a->u.s.idx >= t->nvars))
+            return false;
+        *in = cr_kin_var(a->u.s);
+        return true;
+    case CR_TARG_VALUE:
+        if (a->u.v.kind != CR_KIND_F64)
+            return false;
+        *in = cr_kin_var(cr_const(a->u.v.u.f64));
+        return true;
+    case CR_TARG_ARR: {
+        const cr_array *v = a->u.a.a;
+        if (!kernel_array(v) ||
+            (a->u.a.idx != CR_VAR_CONST && (a->u.a.tape != t->id || a->u.a.idx >= t->naslots)))
+            return false;
+        if (*like != NULL && !same_shape(v, *like))
+            return false;
+        *like = v;
+        *in = cr_kin_arr(a->u.a, 0);
+        return true;
+    }
+    }
+    return false;
+}
+
+cr_status cr__kernel_broadcast(cr_tape *t, const cr_function *fn, const cr_targ *args, size_t nargs,
+                               cr_targ *out)
+{
+    if (fn == NULL || nargs == 0 || nargs > CR_K_MAX_ARGS)
+        return CR_NOTHING;
+    const cr_kernel *k = arith_kernel(fn, nargs);
+    const cr_scalar_rule *row = NULL;
+    if (k == NULL) {
+        /* a row of this many arguments and one result (a variadic function's row covers
+         * its own arity only) */
+        row = cr_scalar_rule_of(fn);
+        if (row == NULL || row->nin != nargs || row->nout != 1)
+            return CR_NOTHING;
+        k = &row_kernel[nargs - 1];
+    }
+    cr_kin in[CR_K_MAX_ARGS];
+    const cr_array *like = NULL;
+    for (size_t j = 0; j < nargs; j++)
+        if (!kernel_arg(t, &args[j], &in[j], &like))
+            return CR_NOTHING;
+    if (like == NULL)
+        return CR_NOTHING; /* scalars only: the rule gives a 0-d array */
+    cr_array *y = NULL;
+    uint32_t idx;
+    if (record(t, "broadcast", k, row, "broadcast", in, nargs, cr_array_numel(like), like, &y, NULL,
+               &idx) != CR_OK)
+        return t->status;
+    out->kind = CR_TARG_ARR;
+    out->u.a.a = y;
+    out->u.a.idx = idx;
+    out->u.a.tape = idx == CR_VAR_CONST ? 0 : t->id;
+    return CR_OK;
+}
+
+cr_status cr__kernel_sum(cr_tape *t, const cr_targ *arg, cr_targ *out)
+{
+    cr_kin in;
+    const cr_array *like = NULL;
+    if (arg->kind != CR_TARG_ARR || !kernel_arg(t, arg, &in, &like))
+        return CR_NOTHING;
+    double s = 0.0;
+    uint32_t idx;
+    if (record(t, "sum", &bk_sum, NULL, "sum", &in, 1, cr_array_numel(like), NULL, NULL, &s,
+               &idx) != CR_OK)
+        return t->status;
+    out->kind = CR_TARG_VAR;
+    out->u.s.v = s;
+    out->u.s.idx = idx;
+    out->u.s.tape = idx == CR_VAR_CONST ? 0 : t->id;
+    return CR_OK;
 }
 
 /* ---- Replay (prepared gradients) -------------------------------------------------------- */
@@ -526,7 +765,8 @@ cr_status cr__kernel_rerun(cr_tape *t, cr__anode *an, double *v, uint32_t res)
         return CR_OK;
     }
     cr_array *y;
-    cr_status st = cr__new(t->arena, CR_DT_F64, 1, &nd->n, false, &y);
+    const cr_array *was = an->y.u.arr; /* the recording's result: its shape */
+    cr_status st = cr__new(t->arena, CR_DT_F64, was->ndim, was->shape, false, &y);
     if (st != CR_OK)
         return st; /* the arena put the message on the context */
     run_primal(nd, y->data, NULL);
@@ -846,7 +1086,7 @@ static cr_status kernel_pull(cr_tape *t, const cr__anode *an, const double *g, d
                 q[j] = nd->arg[j].p + base;
         else
             block_args(nd, base, nb, &b, base == 0, q);
-        nd->k->partials(nb, q, b.P);
+        k_partials(nd, nb, q, b.P);
         const double *gb = gy != NULL ? gy + base : NULL;
         for (unsigned j = 0; j < m; j++) {
             uint32_t c = nd->arg[j].code;
@@ -1024,8 +1264,10 @@ cr_status cr__kernel_forward(cr_tape *t, const cr__anode *an, double *tan, size_
     if (!any)
         return CR_OK; /* a zero tangent along every direction */
     cr_array *ya[K_MAX_DIRS];
+    const cr_array *yv = arr ? an->y.u.arr : NULL; /* the recording's result: its shape */
     for (size_t d = 0; d < k && arr; d++) {
-        if (nzd[d] && (st = cr__new(t->arena, CR_DT_F64, 1, &nd->n, false, &ya[d])) != CR_OK)
+        if (nzd[d] &&
+            (st = cr__new(t->arena, CR_DT_F64, yv->ndim, yv->shape, false, &ya[d])) != CR_OK)
             return step_failed(t, nd, "the forward step", st);
         yd[d] = nzd[d] ? ya[d]->data : NULL;
     }
@@ -1035,7 +1277,7 @@ cr_status cr__kernel_forward(cr_tape *t, const cr__anode *an, double *tan, size_
     for (size_t base = 0; base < n; base += CR_K_BLOCK) {
         size_t nb = n - base < CR_K_BLOCK ? n - base : CR_K_BLOCK;
         block_args(nd, base, nb, &b, base == 0, q);
-        nd->k->partials(nb, q, b.P);
+        k_partials(nd, nb, q, b.P);
         for (size_t d = 0; d < k; d++) {
             if (!nzd[d])
                 continue;
@@ -1158,7 +1400,7 @@ cr_status cr__kernel_pull2(cr_tape *t, const cr__anode *an, size_t i, double *ad
     const unsigned m = nd->k->nargs;
     const size_t n = nd->n;
     const bool arr = an->out != CR_VAR_CONST;
-    if (nd->k->second == NULL)
+    if (!has_second(nd))
         return cr__tape_fail(t, CR_EUNIMPL, "kernel %s: no hyper-dual loop (second-order form)",
                              an->fname);
     /* (array arguments and results exist only with the sweep's array state) */
@@ -1236,6 +1478,8 @@ cr_status cr__kernel_pull2(cr_tape *t, const cr__anode *an, size_t i, double *ad
                 st = dshadow_of(t, s, d, numel, &dsh[j][d]);
         }
     }
+    /* The block's scratch is given back when the step ends (the shadows above stay). */
+    cr_arena_mark scratch = cr_arena_get_mark(t->arena);
     kblock2 *b2 = st == CR_OK ? cr_arena_alloc(t->arena, sizeof *b2, _Alignof(kblock2)) : NULL;
     if (st == CR_OK && b2 == NULL)
         st = CR__ALLOC_STATUS(t->arena);
@@ -1269,11 +1513,11 @@ cr_status cr__kernel_pull2(cr_tape *t, const cr__anode *an, size_t i, double *ad
                     }
                     qd[j] = b2->tb[j];
                 }
-                nd->k->second(nb, q, qd, b.P, b2->PD);
+                k_second(nd, nb, q, qd, b.P, b2->PD);
                 PD = b2->PD;
                 haveP = true;
             } else if (!haveP) {
-                nd->k->partials(nb, q, b.P);
+                k_partials(nd, nb, q, b.P);
                 haveP = true;
             }
             const double *ga = gyd[d] != NULL ? gyd[d] + base : NULL;
@@ -1293,7 +1537,7 @@ cr_status cr__kernel_pull2(cr_tape *t, const cr__anode *an, size_t i, double *ad
         if (!ybar)
             continue;
         if (!haveP)
-            nd->k->partials(nb, q, b.P);
+            k_partials(nd, nb, q, b.P);
         const double *gb = gy != NULL ? gy + base : NULL;
         for (unsigned j = 0; j < m; j++) {
             uint32_t c = nd->arg[j].code;
@@ -1313,5 +1557,6 @@ cr_status cr__kernel_pull2(cr_tape *t, const cr__anode *an, size_t i, double *ad
     }
     if (arr && ybar)
         t->aslots[an->out].acc = cr_tangent_zero(); /* consumed: its record made it */
+    cr_arena_rewind(t->arena, scratch);
     return CR_OK;
 }

@@ -280,6 +280,35 @@ static cr_status tuple_of(cr_tape *t, const char *fname, const cr_value *y, cr_t
     return CR_OK;
 }
 
+/* Whether the tape's rules take f(args...) with the built-in rule: the kernels of
+ * cr__kernel_broadcast and cr__kernel_sum stand in for the built-in broadcast and sum only.
+ * A user registry's own rule (or opt-out) for the call, reverse or, on tapes with forward
+ * sweeps, forward, takes it through the generic path. */
+static bool builtin_rule(const cr_tape *t, const cr_value *f, const cr_targ *args, size_t nargs)
+{
+    const cr_registry *reg = t->config != NULL ? t->config->registry : NULL;
+    if (reg == NULL)
+        return true;
+    const cr_registry *builtin = cr_registry_builtin();
+    if (reg == builtin)
+        return true;
+    cr_value v[MAX_ARGS];
+    for (size_t j = 0; j < nargs; j++)
+        v[j] = args[j].kind == CR_TARG_VAR   ? cr_value_f64(args[j].u.s.v)
+               : args[j].kind == CR_TARG_ARR ? cr_value_array((cr_array *)(uintptr_t)args[j].u.a.a)
+                                             : args[j].u.v;
+    int nmodes = (t->flags & (CR_TAPE_FORWARD | CR_TAPE_SECOND_ORDER)) ? 2 : 1;
+    for (int i = 0; i < nmodes; i++) {
+        cr_rule_mode mode = i == 0 ? CR_MODE_RRULE : CR_MODE_FRULE;
+        cr_rule_match mine, theirs;
+        if (cr_registry_lookup(reg, t->config, mode, f, v, nargs, &mine) != CR_OK ||
+            cr_registry_lookup(builtin, t->config, mode, f, v, nargs, &theirs) != CR_OK ||
+            mine.opted_out || mine.def != theirs.def)
+            return false;
+    }
+    return true;
+}
+
 /* cr_tape_acall() and cr_tape_acall_n(): nout results (nout > 1 for a tuple). */
 static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const cr_targ *args,
                            size_t nargs, cr_targ *out, size_t nout)
@@ -293,6 +322,20 @@ static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const
     if (f == NULL || f->kind != CR_KIND_FUNC || f->u.func.fn == NULL || out == NULL || nout == 0 ||
         (nargs > 0 && args == NULL))
         return cr__tape_fail(t, CR_EINVAL, "%s: NULL or non-function argument, or no results", who);
+    /* Broadcasts of scalar functions and sums over f64 arrays: fused kernels (no rule, no
+     * pullback, no tangent values). */
+    if (nout == 1 && nargs >= 2 && nargs <= MAX_ARGS && f->u.func.fn == cr_fn_broadcast.u.func.fn &&
+        args[0].kind == CR_TARG_VALUE && args[0].u.v.kind == CR_KIND_FUNC &&
+        builtin_rule(t, f, args, nargs)) {
+        cr_status st = cr__kernel_broadcast(t, args[0].u.v.u.func.fn, args + 1, nargs - 1, out);
+        if (st != CR_NOTHING)
+            return st;
+    } else if (nout == 1 && nargs == 1 && f->u.func.fn == cr_fn_sum.u.func.fn &&
+               builtin_rule(t, f, args, nargs)) {
+        cr_status st = cr__kernel_sum(t, args, out);
+        if (st != CR_NOTHING)
+            return st;
+    }
     const char *fname = f->u.func.fn->name;
     if (nargs > MAX_ARGS)
         return cr__tape_fail(t, CR_EINVAL, "%s: more than %d arguments", fname, MAX_ARGS);
