@@ -141,8 +141,8 @@ static void test_primal_bits(void **state)
     double x[7] = {0.1, -0.5, 2.0, 3.5, -1.25, 0.75, 9.0}, w[7] = {1.5, 2, -3, 0.5, 4, -1, 2.5};
     cr_array xa = cr_array_vector(x, 7), wa = cr_array_vector(w, 7);
     const cr_value *fns1[] = {&cr_fn_sin, &cr_fn_exp, &cr_fn_square, &cr_fn_neg, &cr_fn_erf};
-    const cr_value *fns2[] = {&cr_fn_add, &cr_fn_sub, &cr_fn_mul, &cr_fn_div, &cr_fn_atan2,
-                              &cr_fn_hypot};
+    const cr_value *fns2[] = {&cr_fn_add, &cr_fn_sub,   &cr_fn_mul,
+                              &cr_fn_div, &cr_fn_atan2, &cr_fn_hypot};
     cr_tape *t;
     assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
     for (size_t k = 0; k < sizeof fns1 / sizeof fns1[0] + sizeof fns2 / sizeof fns2[0]; k++) {
@@ -177,8 +177,8 @@ static void test_strided(void **state)
     assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
     cr_avar X = cr_tape_array_input(t, &xa);
     /* sum(sin(x) * c) */
-    cr_var y = cr_asum(t, bc2(t, &cr_fn_mul, cr_targ_arr(bc1(t, &cr_fn_sin, X)),
-                              cr_targ_arr(cr_aconst(&ca))));
+    cr_var y = cr_asum(
+        t, bc2(t, &cr_fn_mul, cr_targ_arr(bc1(t, &cr_fn_sin, X)), cr_targ_arr(cr_aconst(&ca))));
     assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp));
     double v = 0;
     for (size_t i = 0; i < 5; i++) {
@@ -296,8 +296,8 @@ static cr_status counting_rrule(const cr_config *cfg, cr_arena *arena, const cr_
 }
 
 static cr_status counting_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                                const cr_value *f, const cr_value *args, size_t nargs,
-                                cr_value *y, cr_tangent *dy, const void *udata)
+                                const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                                cr_tangent *dy, const void *udata)
 {
     (void)cfg;
     (void)udata;
