@@ -39,8 +39,10 @@
  *   mse_ns             value_and_gradient of sum((x - y)^2) / 30 over 30 points, scalar
  *                      loop, per call
  *   mse_prepared_ns    the same from a prepared gradient (recorded once, replayed)
- *   mse_array_ns       the same as array operations (x an array variable), per call
- *   mse_array_prepared_ns  the array form from a prepared gradient (its rules called again)
+ *   mse_array_ns       the same as array operations (x an array variable: broadcasts and
+ *                      a sum, which the tape records as one-operation kernels), per call
+ *   mse_array_prepared_ns  the array form from a prepared gradient (its kernels' loops run
+ *                      again)
  *   mse_kernel_ns      the same as one fused kernel sum (x an array variable), per call
  *   mse_kernel_prepared_ns  the kernel form from a prepared gradient (its loops run again)
  *
