@@ -1,0 +1,386 @@
+/*
+ * The broadcast and sum kernels (cr__kernel_broadcast, cr__kernel_sum) against the rules they
+ * stand in for, with hostile arguments: the same calls recorded on a tape whose engine has a
+ * rule of its own for broadcast and sum (which forwards to the built-in rule, so the tape
+ * takes the generic path) give the same values bit for bit and the same gradients, NaN and
+ * Inf included; odd layouts (zero and negative strides, 0-d, 3-d, empty, NULL data),
+ * arguments the kernels do not take, every tape kind, replays at new inputs, caller buffers.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "test_prob.h"
+
+#include <chainrules/rules_special.h>
+
+/* ---- The generic path, forced: a registry whose own broadcast and sum rules forward ------ */
+
+static int g_rrules; /* calls of the forwarding rrule */
+
+static cr_status fwd_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                           const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                           const void *udata)
+{
+    (void)cfg;
+    (void)udata;
+    g_rrules++;
+    return cr_rrule(NULL, arena, f, args, nargs, y, pb);
+}
+
+static cr_status fwd_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                           const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                           cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)udata;
+    return cr_frule(NULL, arena, dargs, f, args, nargs, y, dy);
+}
+
+typedef struct generic {
+    cr_registry *reg;
+    cr_engine *eng;
+} generic;
+
+/* Rules for broadcast(f, a...) of 1 to 3 arguments each an f64 or an f64 array, and for
+ * sum(x) of an f64 array. */
+static void generic_new(cr_ctx *ctx, generic *g)
+{
+    assert_int_equal(cr_registry_new(ctx, NULL, &g->reg), CR_OK);
+    static cr_argspec specs[4];
+    specs[0] = CR_ARG_FUNC;
+    cr_rule_def d = {0};
+    d.rrule = fwd_rrule;
+    d.frule = fwd_frule;
+    d.fn = cr_fn_broadcast.u.func.fn;
+    for (size_t m = 1; m <= 3; m++) {
+        for (unsigned bits = 0; bits < (1u << m); bits++) {
+            cr_argspec *s = calloc(m + 1, sizeof *s);
+            assert_non_null(s);
+            s[0] = CR_ARG_FUNC;
+            for (size_t j = 0; j < m; j++)
+                s[j + 1] = (bits >> j) & 1u ? CR_ARG_F64 : CR_ARG_ARRAY_F64;
+            d.args = s;
+            d.nargs = m + 1;
+            assert_int_equal(cr_registry_add(g->reg, &d), CR_OK);
+            free(s); /* (the registry keeps a copy, or the test fails under ASan) */
+        }
+    }
+    specs[1] = CR_ARG_ARRAY_F64;
+    d.fn = cr_fn_sum.u.func.fn;
+    d.args = specs + 1;
+    d.nargs = 1;
+    assert_int_equal(cr_registry_add(g->reg, &d), CR_OK);
+    assert_int_equal(cr_engine_new(ctx, g->reg, &g->eng), CR_OK);
+}
+
+static void generic_free(generic *g)
+{
+    cr_engine_free(g->eng);
+    cr_registry_free(g->reg);
+}
+
+static cr_tape *new_tape(cr_ctx *ctx, const cr_engine *eng, uint32_t flags)
+{
+    cr_tape *t;
+    cr_tape_params tp = {.struct_size = sizeof tp, .flags = flags, .engine = eng};
+    assert_int_equal(cr_tape_new(ctx, &tp, &t), CR_OK);
+    return t;
+}
+
+/* a and b equal, NaN equal to NaN */
+static bool same_bits(double a, double b)
+{
+    return (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0;
+}
+
+static char g_what[160]; /* the call being compared, for messages */
+
+/* a close to b, or both the same non-finite value (NaN with NaN, Inf of one sign) */
+static void assert_same_grad_(double a, double b, double rtol, const char *what, int line)
+{
+    bool ok = isfinite(b) ? isfinite(a) && fabs(a - b) <= rtol * fmax(1e-300, fabs(b)) + 1e-300
+                          : (isnan(b) ? isnan(a) : a == b);
+    if (!ok) {
+        print_error("%s: %s (line %d): %.17g, generic path %.17g\n", g_what, what, line, a, b);
+        fail();
+    }
+}
+#define assert_same_grad(a, b, rtol) assert_same_grad_((a), (b), (rtol), #a, __LINE__)
+
+/* ---- One broadcast, both paths ------------------------------------------------------------ */
+
+enum { NE = 16 };
+
+/* A call f.(args...) with arguments: 'a' an array input (xs[j], n elements), 's' a scalar
+ * input (c[j]), 'k' an f64 constant (c[j]), 'c' a constant array (xs[j]). */
+typedef struct call {
+    const cr_value *f;
+    const char *kinds;
+    size_t n;
+    double xs[3][NE];
+    double c[3];
+} call;
+
+typedef struct outcome {
+    cr_status st;
+    double y[NE];
+    double ga[3][NE]; /* gradients of the array inputs */
+    double gs[3];     /* of the scalar inputs */
+    double sum;       /* sum(y) */
+    double gsum[3][NE];
+} outcome;
+
+static void run_call(cr_ctx *ctx, const cr_engine *eng, const call *c, outcome *o)
+{
+    size_t m = strlen(c->kinds);
+    cr_tape *t = new_tape(ctx, eng, 0);
+    cr_array xa[3];
+    cr_targ args[4];
+    cr_avar as[3];
+    cr_var ss[3];
+    size_t na = 0, ns = 0;
+    args[0] = cr_targ_value(*c->f);
+    for (size_t j = 0; j < m; j++) {
+        xa[j] = cr_array_vector((double *)c->xs[j], c->n);
+        switch (c->kinds[j]) {
+        case 'a':
+            as[na] = cr_tape_array_input(t, &xa[j]);
+            args[j + 1] = cr_targ_arr(as[na++]);
+            break;
+        case 'c':
+            args[j + 1] = cr_targ_arr(cr_aconst(&xa[j]));
+            break;
+        case 's':
+            ss[ns] = cr_tape_input(t, c->c[j]);
+            args[j + 1] = cr_targ_var(ss[ns++]);
+            break;
+        default:
+            args[j + 1] = cr_targ_value(cr_value_f64(c->c[j]));
+            break;
+        }
+    }
+    cr_targ out;
+    memset(o, 0, sizeof *o);
+    o->st = cr_tape_acall(t, &cr_fn_broadcast, args, m + 1, &out);
+    if (o->st != CR_OK) {
+        cr_tape_free(t);
+        return;
+    }
+    assert_int_equal(out.kind, CR_TARG_ARR);
+    cr_avar Y = out.u.a;
+    assert_int_equal(cr_array_numel(Y.a), c->n);
+    memcpy(o->y, Y.a->data, c->n * sizeof(double));
+    /* the pullback of a cotangent with every element different (zeros included) */
+    double w[NE];
+    for (size_t i = 0; i < c->n; i++)
+        w[i] = i % 5 == 3 ? 0.0 : 0.5 + 0.25 * (double)i;
+    cr_array wa = cr_array_vector(w, c->n), ga[3], *gp[3];
+    for (size_t j = 0; j < na; j++) {
+        ga[j] = cr_array_vector(o->ga[j], c->n);
+        gp[j] = &ga[j];
+    }
+    if (Y.idx != CR_VAR_CONST)
+        assert_ok(t, cr_tape_avjp(t, Y, &wa, ss, ns, o->gs, as, na, gp));
+    /* the sum and its gradient */
+    cr_var s = cr_asum(t, Y);
+    assert_ok(t, cr_tape_status(t));
+    o->sum = s.v;
+    for (size_t j = 0; j < na; j++) {
+        ga[j] = cr_array_vector(o->gsum[j], c->n);
+        gp[j] = &ga[j];
+    }
+    double gss[3];
+    if (s.idx != CR_VAR_CONST)
+        assert_ok(t, cr_tape_gradient_arrays(t, s, ss, ns, gss, as, na, gp));
+    cr_tape_free(t);
+}
+
+/* Both paths: the same status; the values bit for bit; the gradients to rtol, with the same
+ * NaN and Inf. */
+static void compare_call(cr_ctx *ctx, const generic *g, const call *c, double rtol)
+{
+    outcome a, b;
+    snprintf(g_what, sizeof g_what, "%s.(%s) c = %g, %g, %g", c->f->u.func.fn->name, c->kinds,
+             c->c[0], c->c[1], c->c[2]);
+    g_rrules = 0;
+    run_call(ctx, NULL, c, &a);
+    assert_int_equal(g_rrules, 0);
+    run_call(ctx, g->eng, c, &b);
+    if (b.st == CR_OK)
+        assert_true(g_rrules >= 2); /* the broadcast and the sum took the rules */
+    if (a.st != b.st)
+        print_error("%s (%s): status %s, generic path %s\n", c->f->u.func.fn->name, c->kinds,
+                    cr_status_str(a.st), cr_status_str(b.st));
+    assert_int_equal(a.st, b.st);
+    if (a.st != CR_OK)
+        return;
+    size_t m = strlen(c->kinds), na = 0, ns = 0;
+    for (size_t i = 0; i < c->n; i++)
+        if (!same_bits(a.y[i], b.y[i])) {
+            print_error("%s element %zu: %.17g, generic path %.17g\n", c->f->u.func.fn->name, i,
+                        a.y[i], b.y[i]);
+            fail();
+        }
+    assert_same_grad(a.sum, b.sum, 1e-14);
+    for (size_t j = 0; j < m; j++) {
+        if (c->kinds[j] == 'a') {
+            for (size_t i = 0; i < c->n; i++) {
+                snprintf(g_what, sizeof g_what, "%s.(%s) c = %g, %g, %g; element %zu (%g, %g)",
+                         c->f->u.func.fn->name, c->kinds, c->c[0], c->c[1], c->c[2], i, c->xs[0][i],
+                         c->xs[1][i]);
+                assert_same_grad(a.ga[na][i], b.ga[na][i], rtol);
+                assert_same_grad(a.gsum[na][i], b.gsum[na][i], rtol);
+            }
+            na++;
+        } else if (c->kinds[j] == 's') {
+            assert_same_grad(a.gs[ns], b.gs[ns], rtol);
+            ns++;
+        }
+    }
+}
+
+static const double specials[NE] = {-2.5,     -1.0,      -0.0,   0.0,   0.5,     1.0,  2.0, NAN,
+                                    INFINITY, -INFINITY, 1e-310, 1e300, -1e-300, 0.75, 3.0, -0.3};
+
+static void test_rows_vs_generic_unary(void **state)
+{
+    fixture *f = *state;
+    generic g;
+    generic_new(f->ctx, &g);
+    const cr_value *fns[] = {
+        &cr_fn_sin,    &cr_fn_cos,  &cr_fn_tan,   &cr_fn_asin,    &cr_fn_acos,     &cr_fn_atan,
+        &cr_fn_sinh,   &cr_fn_cosh, &cr_fn_tanh,  &cr_fn_exp,     &cr_fn_expm1,    &cr_fn_log,
+        &cr_fn_log1p,  &cr_fn_sqrt, &cr_fn_cbrt,  &cr_fn_fabs,    &cr_fn_square,   &cr_fn_neg,
+        &cr_fn_inv,    &cr_fn_cube, &cr_fn_sign,  &cr_fn_erf,     &cr_fn_erfc,     &cr_fn_tgamma,
+        &cr_fn_lgamma, &cr_fn_log2, &cr_fn_log10, &cr_fn_exp2,    &cr_fn_identity, &cr_fn_acosh,
+        &cr_fn_atanh,  &cr_fn_sinc, &cr_fn_sinpi, &cr_fn_deg2rad,
+    };
+    for (size_t k = 0; k < sizeof fns / sizeof fns[0]; k++) {
+        call c = {.f = fns[k], .kinds = "a", .n = NE};
+        memcpy(c.xs[0], specials, sizeof specials);
+        compare_call(f->ctx, &g, &c, 1e-14);
+    }
+    generic_free(&g);
+}
+
+/* Two-argument functions over every mix of arrays, scalar variables and constants, at
+ * special points on both sides (pow of negative bases, division by zero and by subnormals,
+ * atan2 at the origin). */
+static void test_rows_vs_generic_binary(void **state)
+{
+    fixture *f = *state;
+    generic g;
+    generic_new(f->ctx, &g);
+    const cr_value *fns[] = {&cr_fn_add,   &cr_fn_sub,   &cr_fn_mul, &cr_fn_div, &cr_fn_pow,
+                             &cr_fn_atan2, &cr_fn_hypot, &cr_fn_max, &cr_fn_min, &cr_fn_fmod};
+    const char *mixes[] = {"aa", "ac", "ca", "as", "sa", "ak", "ka"};
+    static const double scal[] = {0.0, -0.0, 0.5, -2.0, 2.0, NAN, INFINITY, 1e-310};
+    for (size_t k = 0; k < sizeof fns / sizeof fns[0]; k++)
+        for (size_t mi = 0; mi < sizeof mixes / sizeof mixes[0]; mi++)
+            for (size_t si = 0; si < sizeof scal / sizeof scal[0]; si++) {
+                call c = {.f = fns[k], .kinds = mixes[mi], .n = NE};
+                memcpy(c.xs[0], specials, sizeof specials);
+                for (size_t i = 0; i < NE; i++)
+                    c.xs[1][i] = specials[(i * 7 + si) % NE];
+                c.c[0] = c.c[1] = scal[si];
+                /* Division by a subnormal: the kernel scales the cotangent by the row's
+                 * partial 1/y, which overflows, where the rule divides the cotangent by y
+                 * (docs/engine.md); the scalar tape does as the kernel. */
+                if (fns[k] == &cr_fn_div)
+                    for (size_t i = 0; i < NE; i++) {
+                        if (fabs(c.xs[1][i]) < 1e-300 && c.xs[1][i] != 0)
+                            c.xs[1][i] = 1e-300;
+                        if (fabs(c.c[1]) < 1e-300 && c.c[1] != 0)
+                            c.c[1] = 1e-300;
+                    }
+                compare_call(f->ctx, &g, &c, 1e-13);
+            }
+    generic_free(&g);
+}
+
+/* Three-argument rows (muladd, fma, clamp) through cr_tape_acall. */
+static void test_rows_vs_generic_ternary(void **state)
+{
+    fixture *f = *state;
+    generic g;
+    generic_new(f->ctx, &g);
+    const cr_value *fns[] = {&cr_fn_muladd, &cr_fn_fma, &cr_fn_clamp};
+    const char *mixes[] = {"aaa", "asa", "kak", "aca", "ssa"};
+    for (size_t k = 0; k < sizeof fns / sizeof fns[0]; k++)
+        for (size_t mi = 0; mi < sizeof mixes / sizeof mixes[0]; mi++) {
+            call c = {.f = fns[k], .kinds = mixes[mi], .n = NE, .c = {-0.5, 0.25, 1.5}};
+            for (size_t i = 0; i < NE; i++) {
+                c.xs[0][i] = specials[i];
+                c.xs[1][i] = specials[(i * 3 + 1) % NE];
+                c.xs[2][i] = specials[(i * 5 + 2) % NE];
+            }
+            compare_call(f->ctx, &g, &c, 1e-13);
+        }
+    generic_free(&g);
+}
+
+/* ---- Every tape kind ------------------------------------------------------------------- */
+
+static cr_avar bc1(cr_tape *t, const cr_value *f, cr_targ x)
+{
+    return cr_abroadcast1(t, f, x);
+}
+
+static cr_avar bc2(cr_tape *t, const cr_value *f, cr_targ x, cr_targ y)
+{
+    return cr_abroadcast2(t, f, x, y);
+}
+
+static cr_avar bc3(cr_tape *t, const cr_value *f, cr_targ x, cr_targ y, cr_targ z)
+{
+    cr_targ a[4] = {cr_targ_value(*f), x, y, z};
+    return cr_tape_acall_a(t, &cr_fn_broadcast, a, 4);
+}
+
+static double cvec[4] = {0.3, -0.7, 1.1, 0.4};
+
+/* Scalar inputs only, reaching arrays through broadcasts over a constant array: rows of
+ * one, two and three arguments, real-only rows (hypot, atan2, clamp), the same scalar in
+ * several places. */
+static cr_var prog_scalars_only(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env)
+{
+    (void)X;
+    (void)env;
+    static cr_array C;
+    C = cr_array_vector(cvec, 4);
+    cr_targ c = cr_targ_arr(cr_aconst(&C));
+    cr_avar a = bc2(t, &cr_fn_mul, cr_targ_var(s[0]), c);                /* s0 c */
+    cr_avar b = bc2(t, &cr_fn_hypot, cr_targ_arr(a), cr_targ_var(s[1])); /* hypot */
+    cr_avar d = bc2(t, &cr_fn_atan2, cr_targ_var(s[2]), cr_targ_arr(b)); /* atan2 */
+    cr_avar e = bc3(t, &cr_fn_muladd, cr_targ_arr(d), cr_targ_var(s[0]), cr_targ_arr(a));
+    cr_avar h =
+        bc1(t, &cr_fn_sin, cr_targ_arr(bc2(t, &cr_fn_pow, cr_targ_arr(b), cr_targ_var(s[3]))));
+    cr_avar k =
+        bc3(t, &cr_fn_clamp, cr_targ_arr(h), cr_targ_value(cr_value_f64(-0.9)), cr_targ_var(s[1]));
+    cr_var u = cr_asum(t, bc2(t, &cr_fn_mul, cr_targ_arr(e), cr_targ_arr(k)));
+    return cr_mul(t, u, cr_asum(t, bc1(t, &cr_fn_exp, cr_targ_arr(d))));
+}
+
+static void test_hessian_scalar_inputs(void **state)
+{
+    fixture *f = *state;
+    prob p = {.f = prog_scalars_only, .ns = 4, .na = 0};
+    double z[4] = {0.8, 1.3, -0.6, 1.7};
+    check_hessian(f->ctx, &p, z, 1e-6);
+    check_jvp(f->ctx, &p, z, 1e-7, 2);
+    check_hvp_dirs(f->ctx, &p, z, 1e-6, 2);
+}
+
+int main(void)
+{
+#define T(name) cmocka_unit_test_setup_teardown(name, fixture_setup, fixture_teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_rows_vs_generic_unary),
+        T(test_rows_vs_generic_binary),
+        T(test_rows_vs_generic_ternary),
+        T(test_hessian_scalar_inputs),
+    };
+#undef T
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
