@@ -372,6 +372,175 @@ static void test_hessian_scalar_inputs(void **state)
     check_hvp_dirs(f->ctx, &p, z, 1e-6, 2);
 }
 
+/* ---- Layouts -------------------------------------------------------------------------- */
+
+typedef cr_var (*aprog)(cr_tape *t, cr_avar X, const void *env);
+
+/* Record p on x on a tape of engine eng; its value, and its gradient into ga (when not
+ * NULL). Returns the tape's status. */
+static cr_status eval_prog(cr_ctx *ctx, const cr_engine *eng, aprog p, const cr_array *xa,
+                           const void *env, double *y, cr_array *ga)
+{
+    cr_tape *t = new_tape(ctx, eng, 0);
+    cr_avar X = cr_tape_array_input(t, xa);
+    cr_var v = p(t, X, env);
+    cr_status st = cr_tape_status(t);
+    *y = v.v;
+    if (st == CR_OK && ga != NULL)
+        st = cr_tape_gradient_arrays(t, v, NULL, 0, NULL, &X, 1, &ga);
+    cr_tape_free(t);
+    return st;
+}
+
+/* sum(sin.(x) .* x + x .* x ./ 3) - sum(x): rows, a slot read twice, sums. */
+static cr_var prog_mix(cr_tape *t, cr_avar X, const void *env)
+{
+    (void)env;
+    cr_targ x = cr_targ_arr(X);
+    cr_avar a = bc2(t, &cr_fn_mul, cr_targ_arr(bc1(t, &cr_fn_sin, x)), x);
+    cr_avar b =
+        bc2(t, &cr_fn_div, cr_targ_arr(bc2(t, &cr_fn_mul, x, x)), cr_targ_value(cr_value_f64(3.0)));
+    return cr_sub(t, cr_asum(t, bc2(t, &cr_fn_add, cr_targ_arr(a), cr_targ_arr(b))), cr_asum(t, X));
+}
+
+/* The same on both paths (values to the sum's rounding, gradients to 1e-14). */
+static void compare_layout(fixture *f, const generic *g, const cr_array *xa, size_t numel)
+{
+    double ya, yb, da[24], db[24];
+    assert_true(numel <= 24);
+    cr_array gaa = cr_array_vector(da, numel), gab = cr_array_vector(db, numel);
+    g_rrules = 0;
+    assert_int_equal(eval_prog(f->ctx, NULL, prog_mix, xa, NULL, &ya, &gaa), CR_OK);
+    assert_int_equal(g_rrules, 0);
+    assert_int_equal(eval_prog(f->ctx, g->eng, prog_mix, xa, NULL, &yb, &gab), CR_OK);
+    assert_true(g_rrules > 0);
+    snprintf(g_what, sizeof g_what, "layout of %u dimensions, %zu elements", (unsigned)xa->ndim,
+             numel);
+    assert_same_grad(ya, yb, 1e-14);
+    for (size_t i = 0; i < numel; i++)
+        assert_same_grad(da[i], db[i], 1e-14);
+}
+
+/* A 1-d input of stride 0 (one element read four times), of negative stride, a 0-d array,
+ * a 3-d contiguous array, an empty array with NULL data; against the rules, and the zero
+ * stride against central differences of the same function in plain C (each of the four
+ * logical elements has its own gradient). */
+static void test_layouts(void **state)
+{
+    fixture *f = *state;
+    generic g;
+    generic_new(f->ctx, &g);
+    double one[1] = {0.7}, buf[24];
+    for (size_t i = 0; i < 24; i++)
+        buf[i] = 0.1 + 0.13 * (double)i - (i % 3 == 0 ? 1.0 : 0.0);
+    cr_array xa;
+    assert_int_equal(cr_array_view_init(&xa, one, CR_DT_F64, 1, (size_t[]){4}, (ptrdiff_t[]){0}),
+                     CR_OK);
+    compare_layout(f, &g, &xa, 4);
+    {
+        double y, d[4];
+        cr_array ga = cr_array_vector(d, 4);
+        assert_int_equal(eval_prog(f->ctx, NULL, prog_mix, &xa, NULL, &y, &ga), CR_OK);
+        double v = one[0], h = 1e-6;
+        ASSERT_CLOSE(y, 4 * (sin(v) * v + v * v / 3 - v), 1e-14);
+        for (size_t i = 0; i < 4; i++) /* each element by itself */
+            ASSERT_CLOSE(d[i],
+                         ((sin(v + h) * (v + h) + (v + h) * (v + h) / 3 - (v + h)) -
+                          (sin(v - h) * (v - h) + (v - h) * (v - h) / 3 - (v - h))) /
+                             (2 * h),
+                         1e-8);
+        assert_true(one[0] == 0.7);
+    }
+    assert_int_equal(
+        cr_array_view_init(&xa, buf + 9, CR_DT_F64, 1, (size_t[]){5}, (ptrdiff_t[]){-2}), CR_OK);
+    compare_layout(f, &g, &xa, 5);
+    assert_int_equal(cr_array_view_init(&xa, buf + 3, CR_DT_F64, 0, NULL, NULL), CR_OK);
+    compare_layout(f, &g, &xa, 1);
+    assert_int_equal(cr_array_view_init(&xa, buf, CR_DT_F64, 3, (size_t[]){2, 3, 4}, NULL), CR_OK);
+    compare_layout(f, &g, &xa, 24);
+    assert_int_equal(cr_array_view_init(&xa, NULL, CR_DT_F64, 2, (size_t[]){3, 0}, NULL), CR_OK);
+    compare_layout(f, &g, &xa, 0);
+    generic_free(&g);
+}
+
+/* ---- Arguments the kernels must not take ------------------------------------------------ */
+
+/* A constant array with NULL data and elements, and an array variable whose descriptor is not
+ * the one its slot holds (another shape), and one whose index is out of range: refused with
+ * a status and a message, as the rules refuse them, never read. */
+static void test_bad_arrays(void **state)
+{
+    fixture *f = *state;
+    double x[4] = {1, 2, 3, 4}, w[6] = {1, 2, 3, 4, 5, 6};
+    cr_array xa = cr_array_vector(x, 4), wa = cr_array_vector(w, 6), na = cr_array_vector(NULL, 4);
+    generic g;
+    generic_new(f->ctx, &g);
+    cr_tape *t = new_tape(f->ctx, NULL, 0);
+    for (int round = 0; round < 2; round++) {
+        cr_tape_reset(t);
+        cr_avar X = cr_tape_array_input(t, &xa);
+        cr_avar bad = round == 0 ? bc2(t, &cr_fn_mul, cr_targ_arr(X), cr_targ_arr(cr_aconst(&na)))
+                                 : bc1(t, &cr_fn_sin, cr_targ_arr(cr_aconst(&na)));
+        assert_null(bad.a);
+        assert_int_not_equal(cr_tape_status(t), CR_OK);
+        assert_contains(cr_tape_errmsg(t), "broadcast");
+        cr_tape_reset(t);
+        X = cr_tape_array_input(t, &xa);
+        cr_var s = cr_asum(t, cr_aconst(&na));
+        assert_true(isnan(s.v));
+        assert_int_not_equal(cr_tape_status(t), CR_OK);
+        assert_contains(cr_tape_errmsg(t), "sum");
+    }
+    /* X's index with W's descriptor (6 elements, X has 4): on both paths, a failure or a
+     * gradient of X's 4 elements, never 6 written */
+    for (int path = 0; path < 2; path++) {
+        cr_tape *tg = path == 0 ? t : new_tape(f->ctx, g.eng, 0);
+        cr_tape_reset(tg);
+        cr_avar X = cr_tape_array_input(tg, &xa);
+        cr_avar forged = X;
+        forged.a = &wa;
+        cr_var y = cr_asum(tg, bc1(tg, &cr_fn_sin, cr_targ_arr(forged)));
+        double gbuf[8] = {0, 0, 0, 0, 42, 42, 42, 42};
+        cr_array ga = cr_array_vector(gbuf, 4), *gp = &ga;
+        cr_status st = cr_tape_status(tg);
+        if (st == CR_OK)
+            st = cr_tape_gradient_arrays(tg, y, NULL, 0, NULL, &X, 1, &gp);
+        assert_int_not_equal(st, CR_OK);
+        assert_true(gbuf[4] == 42 && gbuf[7] == 42);
+        if (path == 1)
+            cr_tape_free(tg);
+    }
+    /* an index past the slots */
+    cr_tape_reset(t);
+    cr_avar X = cr_tape_array_input(t, &xa);
+    cr_avar forged = X;
+    forged.idx = 7;
+    cr_avar r = bc1(t, &cr_fn_exp, cr_targ_arr(forged));
+    assert_null(r.a);
+    assert_int_equal(cr_tape_status(t), CR_ETAPE);
+    cr_tape_reset(t);
+    X = cr_tape_array_input(t, &xa);
+    (void)cr_asum(t, forged);
+    assert_int_equal(cr_tape_status(t), CR_ETAPE);
+    /* a scalar variable of another tape, and of an earlier recording */
+    cr_tape *u = new_tape(f->ctx, NULL, 0);
+    cr_var su = cr_tape_input(u, 2.0);
+    cr_tape_reset(t);
+    X = cr_tape_array_input(t, &xa);
+    r = bc2(t, &cr_fn_mul, cr_targ_var(su), cr_targ_arr(X));
+    assert_null(r.a);
+    assert_int_equal(cr_tape_status(t), CR_ETAPE);
+    cr_tape_reset(t);
+    cr_var old = cr_tape_input(t, 1.0);
+    cr_tape_reset(t);
+    X = cr_tape_array_input(t, &xa);
+    r = bc2(t, &cr_fn_mul, cr_targ_var(old), cr_targ_arr(X));
+    assert_int_equal(cr_tape_status(t), CR_ETAPE);
+    cr_tape_free(u);
+    cr_tape_free(t);
+    generic_free(&g);
+}
+
 int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, fixture_setup, fixture_teardown)
@@ -380,6 +549,8 @@ int main(void)
         T(test_rows_vs_generic_binary),
         T(test_rows_vs_generic_ternary),
         T(test_hessian_scalar_inputs),
+        T(test_layouts),
+        T(test_bad_arrays),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -703,8 +703,10 @@ static bool kernel_arg(const cr_tape *t, const cr_targ *a, cr_kin *in, const cr_
         return true;
     case CR_TARG_ARR: {
         const cr_array *v = a->u.a.a;
+        /* (a variable's descriptor is the one its slot holds: the shadow has its shape) */
         if (!kernel_array(v) ||
-            (a->u.a.idx != CR_VAR_CONST && (a->u.a.tape != t->id || a->u.a.idx >= t->naslots)))
+            (a->u.a.idx != CR_VAR_CONST &&
+             (a->u.a.tape != t->id || a->u.a.idx >= t->naslots || t->aslots[a->u.a.idx].val != v)))
             return false;
         if (*like != NULL && !same_shape(v, *like))
             return false;
