@@ -541,6 +541,220 @@ static void test_bad_arrays(void **state)
     generic_free(&g);
 }
 
+/* ---- Fallbacks: the rule's results ------------------------------------------------------ */
+
+/* f32, complex and integer arrays, integer and bool constants, a transposed (non-contiguous)
+ * matrix, hypot of three arrays, a function of two results, scalars only: the rule path's
+ * values and status. */
+static void test_fallbacks(void **state)
+{
+    fixture *f = *state;
+    double x[6] = {0.5, -1.5, 2.0, 0.25, 3.0, -0.75}, g[6];
+    cr_array xa = cr_array_vector(x, 6), ga = cr_array_vector(g, 6), *gp = &ga;
+    cr_tape *t = new_tape(f->ctx, NULL, 0);
+    /* integer and bool constants: x .^ 3 and x .* true */
+    cr_avar X = cr_tape_array_input(t, &xa);
+    cr_avar p = bc2(t, &cr_fn_pow, cr_targ_arr(X), cr_targ_value(cr_value_i64(3)));
+    cr_avar q = bc2(t, &cr_fn_mul, cr_targ_value(cr_value_bool(true)), cr_targ_arr(p));
+    cr_var y = cr_asum(t, q);
+    assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp));
+    double want = 0;
+    for (size_t i = 0; i < 6; i++) {
+        want += x[i] * x[i] * x[i];
+        double h = 1e-5;
+        ASSERT_CLOSE(g[i], (pow(x[i] + h, 3) - pow(x[i] - h, 3)) / (2 * h), 1e-8);
+    }
+    ASSERT_CLOSE(y.v, want, 1e-14);
+    /* a transposed matrix: the 3x2 view of a 2x3 buffer; sum(x' .* W) */
+    cr_tape_reset(t);
+    cr_array m = cr_array_matrix(x, 2, 3), mt = m;
+    mt.shape[0] = 3;
+    mt.shape[1] = 2;
+    mt.strides[0] = 1;
+    mt.strides[1] = 3;
+    double w[6] = {1, 2, 3, 4, 5, 6}, gm[6];
+    cr_array wa = cr_array_matrix(w, 3, 2), gma = cr_array_matrix(gm, 3, 2), *gmp = &gma;
+    cr_avar M = cr_tape_array_input(t, &mt);
+    cr_avar S = bc1(t, &cr_fn_sin, cr_targ_arr(M));
+    cr_avar P = bc2(t, &cr_fn_mul, cr_targ_arr(S), cr_targ_arr(cr_aconst(&wa)));
+    y = cr_asum(t, P);
+    assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &M, 1, &gmp));
+    want = 0;
+    for (size_t i = 0; i < 3; i++)
+        for (size_t j = 0; j < 2; j++) {
+            double v = x[j * 3 + i], h = 1e-6;
+            want += sin(v) * w[i * 2 + j];
+            ASSERT_CLOSE(gm[i * 2 + j], (sin(v + h) - sin(v - h)) / (2 * h) * w[i * 2 + j], 1e-8);
+            ASSERT_DBL(
+                ((double *)
+                     S.a->data)[(ptrdiff_t)i * S.a->strides[0] + (ptrdiff_t)j * S.a->strides[1]],
+                sin(v));
+        }
+    ASSERT_CLOSE(y.v, want, 1e-14);
+    /* hypot of three arrays (its row has two arguments) */
+    cr_tape_reset(t);
+    X = cr_tape_array_input(t, &xa);
+    cr_array wv = cr_array_vector(w, 6);
+    cr_avar H = bc3(t, &cr_fn_hypot, cr_targ_arr(X), cr_targ_arr(cr_aconst(&wv)), cr_targ_arr(X));
+    y = cr_asum(t, H);
+    assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp));
+    want = 0;
+    for (size_t i = 0; i < 6; i++) {
+        double h = 1e-6, a = x[i], b = w[i];
+        want += sqrt(2 * a * a + b * b);
+        ASSERT_CLOSE(g[i],
+                     (sqrt(2 * (a + h) * (a + h) + b * b) - sqrt(2 * (a - h) * (a - h) + b * b)) /
+                         (2 * h),
+                     1e-8);
+    }
+    ASSERT_CLOSE(y.v, want, 1e-14);
+    /* sincos: two results, the rule's refusal */
+    cr_tape_reset(t);
+    X = cr_tape_array_input(t, &xa);
+    cr_avar bad = bc1(t, &cr_fn_sincos, cr_targ_arr(X));
+    assert_null(bad.a);
+    assert_int_equal(cr_tape_status(t), CR_EINVAL);
+    assert_contains(cr_tape_errmsg(t), "sincos");
+    /* scalars only: a 0-d array from the rule */
+    cr_tape_reset(t);
+    cr_var s = cr_tape_input(t, 0.3);
+    cr_avar z = bc1(t, &cr_fn_exp, cr_targ_var(s));
+    assert_ok(t, cr_tape_status(t));
+    assert_int_equal(z.a->ndim, 0);
+    double gs = 0;
+    y = cr_asum(t, z);
+    assert_ok(t, cr_tape_gradient_arrays(t, y, &s, 1, &gs, NULL, 0, NULL));
+    ASSERT_CLOSE(gs, (exp(0.3 + 1e-6) - exp(0.3 - 1e-6)) / 2e-6, 1e-8);
+    /* f32, c128 and i64 arrays */
+    float xf[3] = {0.5f, 1.5f, -2.0f};
+    cr_complex xc[3] = {CMPLX(0.5, 1), CMPLX(-1, 0.25), CMPLX(2, -1)};
+    int64_t xi[3] = {1, -2, 3};
+    cr_array fa, ca, ia;
+    assert_int_equal(cr_array_view_init(&fa, xf, CR_DT_F32, 1, (size_t[]){3}, NULL), CR_OK);
+    assert_int_equal(cr_array_view_init(&ca, xc, CR_DT_C128, 1, (size_t[]){3}, NULL), CR_OK);
+    assert_int_equal(cr_array_view_init(&ia, xi, CR_DT_I64, 1, (size_t[]){3}, NULL), CR_OK);
+    cr_tape_reset(t);
+    cr_avar F = cr_tape_array_input(t, &fa);
+    cr_avar FS = bc2(t, &cr_fn_mul, cr_targ_arr(F), cr_targ_arr(F));
+    assert_ok(t, cr_tape_status(t));
+    assert_int_equal(FS.a->dtype, CR_DT_F32);
+    cr_avar C = cr_tape_array_input(t, &ca);
+    cr_avar CS = bc1(t, &cr_fn_exp, cr_targ_arr(C));
+    assert_ok(t, cr_tape_status(t));
+    assert_int_equal(CS.a->dtype, CR_DT_C128);
+    cr_avar IF = bc2(t, &cr_fn_mul, cr_targ_arr(cr_aconst(&ia)), cr_targ_arr(F));
+    assert_ok(t, cr_tape_status(t));
+    assert_int_equal(IF.a->dtype, CR_DT_F32);
+    for (size_t i = 0; i < 3; i++)
+        assert_true(((float *)IF.a->data)[i] == (float)xi[i] * xf[i]);
+    cr_tape_free(t);
+}
+
+/* ---- Prepared gradients ------------------------------------------------------------------ */
+
+static cr_status prep_fn(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void *env)
+{
+    (void)n;
+    (void)env;
+    cr_targ x = cr_targ_arr(xs[0]);
+    cr_avar a = bc2(t, &cr_fn_mul, cr_targ_arr(bc1(t, &cr_fn_sin, x)), x);
+    cr_avar b = bc2(t, &cr_fn_pow, x, cr_targ_value(cr_value_f64(2.5)));
+    *y = cr_add(t, cr_asum(t, a), cr_asum(t, b));
+    return cr_tape_status(t);
+}
+
+static double prep_c(const double *x, size_t n, ptrdiff_t s)
+{
+    double v = 0;
+    for (size_t i = 0; i < n; i++)
+        v += sin(x[(ptrdiff_t)i * s]) * x[(ptrdiff_t)i * s] + pow(x[(ptrdiff_t)i * s], 2.5);
+    return v;
+}
+
+/* A replay at inputs of another shape is refused (never a gradient of the old shape's
+ * elements); strided vectors (stride 0, negative) and a non-contiguous matrix where a
+ * contiguous one was prepared are read, as the rules read them; the prepared gradient stays
+ * usable. */
+static void test_prepared_inputs(void **state)
+{
+    fixture *f = *state;
+    double x[12], g[12];
+    for (size_t i = 0; i < 12; i++)
+        x[i] = 0.3 + 0.1 * (double)i;
+    cr_array xa = cr_array_vector(x, 6), ga = cr_array_vector(g, 6);
+    const cr_array *xs[1] = {&xa};
+    cr_array *gs[1] = {&ga};
+    cr_prepared *pp;
+    assert_int_equal(cr_prepare_gradient_arrays(f->ctx, NULL, prep_fn, NULL, xs, 1, &pp), CR_OK);
+    double y = 0;
+    /* more and fewer elements */
+    for (size_t n = 5; n <= 7; n += 2) {
+        cr_array other = cr_array_vector(x, n), go = cr_array_vector(g, n);
+        const cr_array *os[1] = {&other};
+        cr_array *gos[1] = {&go};
+        for (size_t i = 0; i < 12; i++)
+            g[i] = 42;
+        assert_int_equal(cr_prepared_value_and_gradient_arrays(pp, os, 1, &y, gos), CR_ESHAPE);
+        assert_true(g[0] == 42);
+    }
+    /* a 2x3 matrix for a vector of 6 */
+    cr_array mat = cr_array_matrix(x, 2, 3);
+    const cr_array *ms[1] = {&mat};
+    assert_int_equal(cr_prepared_value_and_gradient_arrays(pp, ms, 1, &y, gs), CR_ESHAPE);
+    /* stride 2, stride -1, stride 0 */
+    static const ptrdiff_t strides[3] = {2, -1, 0};
+    for (int k = 0; k < 3; k++) {
+        cr_array sa;
+        double *base = strides[k] < 0 ? x + 5 : x;
+        assert_int_equal(cr_array_view_init(&sa, base, CR_DT_F64, 1, (size_t[]){6}, &strides[k]),
+                         CR_OK);
+        const cr_array *ss[1] = {&sa};
+        assert_int_equal(cr_prepared_value_and_gradient_arrays(pp, ss, 1, &y, gs), CR_OK);
+        ASSERT_CLOSE(y, prep_c(base, 6, strides[k]), 1e-14);
+        for (size_t i = 0; i < 6; i++) {
+            double v = base[(ptrdiff_t)i * strides[k]], h = 1e-6;
+            ASSERT_CLOSE(
+                g[i],
+                (sin(v + h) * (v + h) + pow(v + h, 2.5) - sin(v - h) * (v - h) - pow(v - h, 2.5)) /
+                    (2 * h),
+                1e-8);
+        }
+    }
+    assert_int_equal(cr_prepared_value_and_gradient_arrays(pp, xs, 1, &y, gs), CR_OK);
+    ASSERT_CLOSE(y, prep_c(x, 6, 1), 1e-14);
+    cr_prepared_free(pp);
+    /* a 2x3 matrix prepared, replayed at the transposed view of a 3x2 buffer */
+    cr_array m = cr_array_matrix(x, 2, 3), gmat = cr_array_matrix(g, 2, 3);
+    const cr_array *m1[1] = {&m};
+    cr_array *gm1[1] = {&gmat};
+    assert_int_equal(cr_prepare_gradient_arrays(f->ctx, NULL, prep_fn, NULL, m1, 1, &pp), CR_OK);
+    double tb[6] = {0.4, 0.9, 0.5, 1.1, 0.6, 1.3};
+    cr_array tv = cr_array_matrix(tb, 3, 2);
+    tv.shape[0] = 2;
+    tv.shape[1] = 3;
+    tv.strides[0] = 1;
+    tv.strides[1] = 2;
+    const cr_array *m2[1] = {&tv};
+    assert_int_equal(cr_prepared_value_and_gradient_arrays(pp, m2, 1, &y, gm1), CR_OK);
+    {
+        double want = 0;
+        for (size_t i = 0; i < 2; i++)
+            for (size_t j = 0; j < 3; j++) {
+                double v = tb[j * 2 + i], h = 1e-6;
+                want += sin(v) * v + pow(v, 2.5);
+                ASSERT_CLOSE(g[i * 3 + j],
+                             (sin(v + h) * (v + h) + pow(v + h, 2.5) - sin(v - h) * (v - h) -
+                              pow(v - h, 2.5)) /
+                                 (2 * h),
+                             1e-8);
+            }
+        ASSERT_CLOSE(y, want, 1e-14);
+    }
+    assert_int_equal(cr_prepared_value_and_gradient_arrays(pp, m1, 1, &y, gm1), CR_OK);
+    ASSERT_CLOSE(y, prep_c(x, 6, 1), 1e-14);
+    cr_prepared_free(pp);
+}
+
 int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, fixture_setup, fixture_teardown)
@@ -551,6 +765,8 @@ int main(void)
         T(test_hessian_scalar_inputs),
         T(test_layouts),
         T(test_bad_arrays),
+        T(test_fallbacks),
+        T(test_prepared_inputs),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

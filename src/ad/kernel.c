@@ -785,7 +785,19 @@ cr_status cr__kernel_rerun(cr_tape *t, cr__anode *an, double *v, uint32_t res)
             continue;
         }
         const cr_array *x = t->aslots[a->code & ~CR__ASLOT_BIT].val;
-        if (bind_array(a, x, a->off, nd->n) != BIND_OK) {
+        int b = bind_array(a, x, a->off, nd->n);
+        /* A broadcast or sum reads a matrix (or more) that is no longer contiguous from a
+         * dense copy, as the rules it stands in for would read it (kernels of CR_KERNEL
+         * refuse it). The copy is in the arena above the replay's mark. */
+        if (b == BIND_LAYOUT && (nd->row != NULL || nd->k == &bk_sum) && x->dtype == CR_DT_F64 &&
+            x->structure == CR_MAT_DENSE) {
+            const cr_array *c;
+            cr_status st = cr__dense(t->arena, x, CR_DT_F64, &c);
+            if (st != CR_OK)
+                return st; /* the arena put the message on the context */
+            b = bind_array(a, c, a->off, nd->n);
+        }
+        if (b != BIND_OK) {
             char buf[64];
             return cr_ctx_error(t->ctx, CR_ESHAPE,
                                 "prepared gradient: kernel %s: argument %u is a %s %s array at "
