@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "test_alloc.h"
 #include "test_prob.h"
 
 #include <chainrules/rules_special.h>
@@ -755,6 +756,220 @@ static void test_prepared_inputs(void **state)
     cr_prepared_free(pp);
 }
 
+/* ---- Interplay with the rules, sweeps, memory --------------------------------------------- */
+
+static double inter_c(const double *x)
+{
+    /* x a 2x3 matrix; e = exp.(x) .* x; m = e * B (B 3x1); c = cumsum(vec(e)); */
+    static const double B[3] = {0.5, -1.0, 2.0};
+    double e[6], v = 0, c = 0;
+    for (size_t i = 0; i < 6; i++)
+        e[i] = exp(x[i]) * x[i];
+    for (size_t r = 0; r < 2; r++) {
+        double m = 0;
+        for (size_t k = 0; k < 3; k++)
+            m += e[r * 3 + k] * B[k];
+        v += sin(m);
+    }
+    for (size_t i = 0; i < 6; i++) {
+        c += e[i];
+        v += c * c * 0.1;
+    }
+    return v + e[4] * x[1];
+}
+
+/* Kernel results through matmul, reshape, cumsum and getindex, and a rule's result (matmul)
+ * through a kernel again; x read by kernels and by rules. */
+static cr_var prog_inter(cr_tape *t, cr_avar X, const void *env)
+{
+    (void)env;
+    static double b[3] = {0.5, -1.0, 2.0};
+    static cr_array B;
+    B = cr_array_matrix(b, 3, 1);
+    cr_avar e = bc2(t, &cr_fn_mul, cr_targ_arr(bc1(t, &cr_fn_exp, cr_targ_arr(X))), cr_targ_arr(X));
+    cr_avar m = cr_amatmul(t, e, cr_aconst(&B));
+    cr_var v = cr_asum(t, bc1(t, &cr_fn_sin, cr_targ_arr(m)));
+    cr_targ ra[2] = {cr_targ_arr(e), cr_targ_value(cr_value_i64(6))};
+    cr_avar r = cr_tape_acall_a(t, &cr_fn_reshape, ra, 2);
+    cr_targ ca[1] = {cr_targ_arr(r)};
+    cr_avar c = cr_tape_acall_a(t, &cr_fn_cumsum, ca, 1);
+    cr_var q = cr_asum(t, bc2(t, &cr_fn_mul, cr_targ_arr(bc1(t, &cr_fn_square, cr_targ_arr(c))),
+                              cr_targ_value(cr_value_f64(0.1))));
+    cr_targ ga[3] = {cr_targ_arr(e), cr_targ_value(cr_value_i64(1)),
+                     cr_targ_value(cr_value_i64(1))};
+    cr_targ gx[3] = {cr_targ_arr(X), cr_targ_value(cr_value_i64(0)),
+                     cr_targ_value(cr_value_i64(1))};
+    cr_var e4 = cr_tape_acall_s(t, &cr_fn_getindex, ga, 3);
+    cr_var x1 = cr_tape_acall_s(t, &cr_fn_getindex, gx, 3);
+    return cr_add(t, cr_add(t, v, q), cr_mul(t, e4, x1));
+}
+
+static void test_interplay(void **state)
+{
+    fixture *f = *state;
+    double x[6] = {0.2, -0.4, 0.7, 0.1, -0.9, 0.5}, g[6], y;
+    cr_array xa = cr_array_matrix(x, 2, 3), ga = cr_array_matrix(g, 2, 3);
+    assert_int_equal(eval_prog(f->ctx, NULL, prog_inter, &xa, NULL, &y, &ga), CR_OK);
+    ASSERT_CLOSE(y, inter_c(x), 1e-13);
+    for (size_t i = 0; i < 6; i++) {
+        double xi = x[i], h = 1e-6;
+        x[i] = xi + h;
+        double fp = inter_c(x);
+        x[i] = xi - h;
+        double fm = inter_c(x);
+        x[i] = xi;
+        ASSERT_CLOSE(g[i], (fp - fm) / (2 * h), 1e-7);
+    }
+    /* the gradient into an f32 array and into a strided f64 array */
+    float gf[6];
+    double gbig[12];
+    cr_array gfa, gsa;
+    assert_int_equal(cr_array_view_init(&gfa, gf, CR_DT_F32, 2, (size_t[]){2, 3}, NULL), CR_OK);
+    assert_int_equal(
+        cr_array_view_init(&gsa, gbig, CR_DT_F64, 2, (size_t[]){2, 3}, (ptrdiff_t[]){1, 2}), CR_OK);
+    assert_int_equal(eval_prog(f->ctx, NULL, prog_inter, &xa, NULL, &y, &gfa), CR_OK);
+    assert_int_equal(eval_prog(f->ctx, NULL, prog_inter, &xa, NULL, &y, &gsa), CR_OK);
+    for (size_t i = 0; i < 2; i++)
+        for (size_t j = 0; j < 3; j++) {
+            ASSERT_CLOSE(gf[i * 3 + j], g[i * 3 + j], 1e-6);
+            ASSERT_DBL(gbig[i + 2 * j], g[i * 3 + j]);
+        }
+}
+
+/* cr_tape_avjp seeding a broadcast's result: a strided cotangent, an f32 one, and one whose
+ * memory is the gradient array's. */
+static void test_avjp_seeds(void **state)
+{
+    fixture *f = *state;
+    double x[4] = {0.3, -1.2, 0.8, 2.0}, wbuf[8] = {1, 9, -2, 9, 0.5, 9, 3, 9}, g[4], g2[4];
+    float wf[4] = {1, -2, 0.5f, 3};
+    cr_array xa = cr_array_vector(x, 4), ga = cr_array_vector(g, 4), *gp = &ga, wa, wfa;
+    assert_int_equal(cr_array_view_init(&wa, wbuf, CR_DT_F64, 1, (size_t[]){4}, (ptrdiff_t[]){2}),
+                     CR_OK);
+    assert_int_equal(cr_array_view_init(&wfa, wf, CR_DT_F32, 1, (size_t[]){4}, NULL), CR_OK);
+    cr_tape *t = new_tape(f->ctx, NULL, 0);
+    for (int k = 0; k < 3; k++) {
+        cr_tape_reset(t);
+        cr_avar X = cr_tape_array_input(t, &xa);
+        cr_avar Y =
+            bc2(t, &cr_fn_mul, cr_targ_arr(bc1(t, &cr_fn_atan, cr_targ_arr(X))), cr_targ_arr(X));
+        double w[4] = {1, -2, 0.5, 3};
+        cr_array wd = cr_array_vector(w, 4), gw = cr_array_vector(w, 4), *gwp = &gw;
+        if (k == 2) /* the seed's memory is the gradient's */
+            assert_ok(t, cr_tape_avjp(t, Y, &wd, NULL, 0, NULL, &X, 1, &gwp));
+        else
+            assert_ok(t, cr_tape_avjp(t, Y, k == 0 ? &wa : &wfa, NULL, 0, NULL, &X, 1, &gp));
+        const double *got = k == 2 ? w : g;
+        for (size_t i = 0; i < 4; i++) {
+            double h = 1e-6, v = x[i], c = wbuf[2 * i];
+            g2[i] = c * ((atan(v + h) * (v + h) - atan(v - h) * (v - h)) / (2 * h));
+            ASSERT_CLOSE(got[i], g2[i], 1e-8);
+        }
+    }
+    cr_tape_free(t);
+}
+
+static cr_var prog_small(cr_tape *t, cr_avar X, const void *env)
+{
+    (void)env;
+    cr_avar a =
+        bc2(t, &cr_fn_hypot, cr_targ_arr(bc1(t, &cr_fn_sin, cr_targ_arr(X))), cr_targ_arr(X));
+    return cr_asum(t, bc2(t, &cr_fn_mul, cr_targ_arr(a), cr_targ_arr(X)));
+}
+
+/* Caller buffers of every size up to the one that fits: CR_EARENA, sticky, then the same
+ * tape reset records and differentiates the program as a roomy tape does. */
+static void test_caller_buffers(void **state)
+{
+    fixture *f = *state;
+    double x[40], g[40], want[40], yw;
+    for (size_t i = 0; i < 40; i++)
+        x[i] = 0.1 * (double)i - 1.7;
+    cr_array xa = cr_array_vector(x, 40), ga = cr_array_vector(g, 40),
+             wa = cr_array_vector(want, 40);
+    assert_int_equal(eval_prog(f->ctx, NULL, prog_small, &xa, NULL, &yw, &wa), CR_OK);
+    static unsigned char buf[16384];
+    bool fitted = false;
+    for (size_t size = 256; size <= sizeof buf && !fitted; size += 64) {
+        cr_tape *t;
+        cr_tape_params tp = {.struct_size = sizeof tp, .buffer = buf, .buffer_size = size};
+        if (cr_tape_new(f->ctx, &tp, &t) != CR_OK)
+            continue;
+        cr_avar X = cr_tape_array_input(t, &xa);
+        cr_var y = prog_small(t, X, NULL);
+        cr_array *gp = &ga;
+        cr_status st = cr_tape_status(t);
+        if (st == CR_OK)
+            st = cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp);
+        if (st == CR_OK) {
+            fitted = true;
+            ASSERT_DBL(y.v, yw);
+            for (size_t i = 0; i < 40; i++)
+                ASSERT_DBL(g[i], want[i]);
+        } else {
+            assert_int_equal(st, CR_EARENA);
+            assert_int_equal(cr_tape_status(t), CR_EARENA); /* sticky */
+            (void)bc1(t, &cr_fn_exp, cr_targ_arr(X));
+            assert_int_equal(cr_tape_status(t), CR_EARENA);
+            /* a small program fits after the reset */
+            cr_tape_reset(t);
+            double s2[2] = {0.5, 1.5}, g2[2];
+            cr_array sa = cr_array_vector(s2, 2), g2a = cr_array_vector(g2, 2), *g2p = &g2a;
+            cr_avar S = cr_tape_array_input(t, &sa);
+            cr_var z = cr_asum(t, bc1(t, &cr_fn_sin, cr_targ_arr(S)));
+            if (cr_tape_status(t) == CR_OK &&
+                cr_tape_gradient_arrays(t, z, NULL, 0, NULL, &S, 1, &g2p) == CR_OK) {
+                ASSERT_DBL(g2[0], cos(0.5));
+                ASSERT_DBL(g2[1], cos(1.5));
+            }
+        }
+        cr_tape_free(t);
+    }
+    assert_true(fitted);
+}
+
+/* Every allocation failing in turn (a context whose hook fails the N-th): CR_ENOMEM, no crash,
+ * nothing live once freed; the first run that succeeds gives the gradient of a plain run. */
+static void test_alloc_failures(void **state)
+{
+    fixture *f = *state;
+    double x[6] = {0.2, -0.4, 0.7, 0.1, -0.9, 0.5}, g[6], want[6], yw, y;
+    cr_array xa = cr_array_matrix(x, 2, 3), ga = cr_array_matrix(g, 2, 3),
+             wa = cr_array_matrix(want, 2, 3);
+    assert_int_equal(eval_prog(f->ctx, NULL, prog_inter, &xa, NULL, &yw, &wa), CR_OK);
+    bool done = false;
+    for (size_t n = 1; n < 400 && !done; n++) {
+        counter c = {0, 0, 0};
+        cr_ctx_params cp = {.realloc_fn = counting_realloc, .alloc_env = &c};
+        cr_ctx *ctx;
+        assert_int_equal(cr_ctx_new(&cp, &ctx), CR_OK);
+        c.fail_at = c.allocs + n;
+        cr_tape *t;
+        cr_tape_params tp = {.struct_size = sizeof tp, .block_size = 256};
+        if (cr_tape_new(ctx, &tp, &t) == CR_OK) {
+            cr_avar X = cr_tape_array_input(t, &xa);
+            cr_var v = prog_inter(t, X, NULL);
+            cr_array *gp = &ga;
+            cr_status st = cr_tape_status(t);
+            if (st == CR_OK)
+                st = cr_tape_gradient_arrays(t, v, NULL, 0, NULL, &X, 1, &gp);
+            if (st == CR_OK && c.allocs < c.fail_at) {
+                done = true;
+                y = v.v;
+                ASSERT_DBL(y, yw);
+                for (size_t i = 0; i < 6; i++)
+                    ASSERT_DBL(g[i], want[i]);
+            } else {
+                assert_int_equal(st, CR_ENOMEM);
+            }
+            cr_tape_free(t);
+        }
+        cr_ctx_free(ctx);
+        assert_int_equal(c.live, 0);
+    }
+    assert_true(done);
+}
+
 int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, fixture_setup, fixture_teardown)
@@ -767,6 +982,10 @@ int main(void)
         T(test_bad_arrays),
         T(test_fallbacks),
         T(test_prepared_inputs),
+        T(test_interplay),
+        T(test_avjp_seeds),
+        T(test_caller_buffers),
+        T(test_alloc_failures),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
