@@ -215,10 +215,12 @@ static void row_second(const cr_scalar_rule *row, unsigned m, size_t n, const do
     }
 }
 
-/* A node's loops: its row's, or its kernel's (a row's call has an array result: no sum). */
+/* A node's loops: its kernel's, or its row's where the kernel has none (a row's call has an
+ * array result: no sum). A broadcast of * or / has both: the kernel's primal and partials
+ * (inline, from the row's definition), the row's second derivatives. */
 static inline void k_map(const knode *nd, size_t n, const double *const *q, double *y)
 {
-    if (nd->row != NULL)
+    if (nd->k->map == NULL)
         row_map(nd->row, nd->k->nargs, n, q, y);
     else
         nd->k->map(n, q, y);
@@ -226,7 +228,7 @@ static inline void k_map(const knode *nd, size_t n, const double *const *q, doub
 
 static inline void k_partials(const knode *nd, size_t n, const double *const *q, double *P)
 {
-    if (nd->row != NULL)
+    if (nd->k->partials == NULL)
         row_partials(nd->row, nd->k->nargs, n, q, P);
     else
         nd->k->partials(n, q, P);
@@ -235,7 +237,7 @@ static inline void k_partials(const knode *nd, size_t n, const double *const *q,
 static inline void k_second(const knode *nd, size_t n, const double *const *q,
                             const double *const *qd, double *P, double *PD)
 {
-    if (nd->row != NULL)
+    if (nd->k->second == NULL)
         row_second(nd->row, nd->k->nargs, n, q, qd, P, PD);
     else
         nd->k->second(n, q, qd, P, PD);
@@ -607,6 +609,40 @@ CR_KERNEL(bk_neg, 1, BK_NEG);
 CR_KERNEL(bk_square, 1, BK_SQ);
 CR_KERNEL(bk_sum, 1, BK_ID);
 
+/* The dual loops of the arithmetic broadcasts: each argument's own entry of the row
+ * (arith_rows.h), as the rule takes the partials. The kernels' dual numbers would carry the
+ * other argument's zero partial through a product (∂(xy)/∂x as y·1 + x·0), which is NaN
+ * where x is NaN or infinite, where the rule (and the scalar tape) gives y. The primal loops
+ * are the kernels'; so are the second-order loops of + - and negation, which have no such
+ * product; those of * and / are the row's (row_second). */
+#define BK_ROW_FN(NAME, NIN, NOUT, PRIMAL, PARTIALS)                            \
+    static inline void bk_row_##NAME(const double *x, double *Y, double *D)     \
+    {                                                                           \
+        PRIMAL;                                                                 \
+        PARTIALS;                                                               \
+    }                                                                           \
+    static void bk_partials_##NAME(size_t n, const double *const *q, double *P) \
+    {                                                                           \
+        for (size_t i = 0; i < n; i++) {                                        \
+            double x[NIN], Y[NOUT], D[NIN];                                     \
+            for (unsigned j = 0; j < (NIN); j++)                                \
+                x[j] = q[j][i];                                                 \
+            bk_row_##NAME(x, Y, D);                                             \
+            for (unsigned j = 0; j < (NIN); j++)                                \
+                P[(size_t)j * CR_K_BLOCK + i] = D[j];                           \
+        }                                                                       \
+    }
+CR__ARITH_ROWS(BK_ROW_FN)
+#define BK_ROW_KERNEL(NAME, NIN, SECOND)                                                \
+    static const cr_kernel bk_##NAME##_row = {                                          \
+        "broadcast", NIN, bk_##NAME##_cr_kmap, bk_##NAME##_cr_ksum, bk_partials_##NAME, \
+        SECOND,      NULL}
+BK_ROW_KERNEL(add, 2, bk_add_cr_ksecond);
+BK_ROW_KERNEL(sub, 2, bk_sub_cr_ksecond);
+BK_ROW_KERNEL(neg, 1, bk_neg_cr_ksecond);
+BK_ROW_KERNEL(mul, 2, NULL);
+BK_ROW_KERNEL(div, 2, NULL);
+
 /* The kernels a row's loops stand in for: their number of arguments (and no loops). */
 static const cr_kernel row_kernel[CR_K_MAX_ARGS] = {
     {"broadcast", 1, NULL, NULL, NULL, NULL, NULL},
@@ -623,8 +659,8 @@ static const cr_kernel *arith_kernel(const cr_function *fn, size_t m)
         size_t m;
         const cr_kernel *k;
     } tab[] = {
-        {&cr_fn_sub, 2, &bk_sub},       {&cr_fn_mul, 2, &bk_mul}, {&cr_fn_add, 2, &bk_add},
-        {&cr_fn_square, 1, &bk_square}, {&cr_fn_div, 2, &bk_div}, {&cr_fn_neg, 1, &bk_neg},
+        {&cr_fn_sub, 2, &bk_sub_row},   {&cr_fn_mul, 2, &bk_mul_row}, {&cr_fn_add, 2, &bk_add_row},
+        {&cr_fn_square, 1, &bk_square}, {&cr_fn_div, 2, &bk_div_row}, {&cr_fn_neg, 1, &bk_neg_row},
     };
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
         if (tab[i].f->u.func.fn == fn && tab[i].m == m)
@@ -667,8 +703,10 @@ static bool kernel_arg(const cr_tape *t, const cr_targ *a, cr_kin *in, const cr_
         return true;
     case CR_TARG_ARR: {
         const cr_array *v = a->u.a.a;
+        /* (a variable's descriptor is the one its slot holds: the shadow has its shape) */
         if (!kernel_array(v) ||
-            (a->u.a.idx != CR_VAR_CONST && (a->u.a.tape != t->id || a->u.a.idx >= t->naslots)))
+            (a->u.a.idx != CR_VAR_CONST &&
+             (a->u.a.tape != t->id || a->u.a.idx >= t->naslots || t->aslots[a->u.a.idx].val != v)))
             return false;
         if (*like != NULL && !same_shape(v, *like))
             return false;
@@ -685,16 +723,15 @@ cr_status cr__kernel_broadcast(cr_tape *t, const cr_function *fn, const cr_targ 
 {
     if (fn == NULL || nargs == 0 || nargs > CR_K_MAX_ARGS)
         return CR_NOTHING;
+    /* a row of this many arguments and one result (a variadic function's row covers its
+     * own arity only); the arithmetic functions' kernels run their own loops where they
+     * have them, the row's elsewhere */
+    const cr_scalar_rule *row = cr_scalar_rule_of(fn);
+    if (row == NULL || row->nin != nargs || row->nout != 1)
+        return CR_NOTHING;
     const cr_kernel *k = arith_kernel(fn, nargs);
-    const cr_scalar_rule *row = NULL;
-    if (k == NULL) {
-        /* a row of this many arguments and one result (a variadic function's row covers
-         * its own arity only) */
-        row = cr_scalar_rule_of(fn);
-        if (row == NULL || row->nin != nargs || row->nout != 1)
-            return CR_NOTHING;
+    if (k == NULL)
         k = &row_kernel[nargs - 1];
-    }
     cr_kin in[CR_K_MAX_ARGS];
     const cr_array *like = NULL;
     for (size_t j = 0; j < nargs; j++)
@@ -748,7 +785,19 @@ cr_status cr__kernel_rerun(cr_tape *t, cr__anode *an, double *v, uint32_t res)
             continue;
         }
         const cr_array *x = t->aslots[a->code & ~CR__ASLOT_BIT].val;
-        if (bind_array(a, x, a->off, nd->n) != BIND_OK) {
+        int b = bind_array(a, x, a->off, nd->n);
+        /* A broadcast or sum reads a matrix (or more) that is no longer contiguous from a
+         * dense copy, as the rules it stands in for would read it (kernels of CR_KERNEL
+         * refuse it). The copy is in the arena above the replay's mark. */
+        if (b == BIND_LAYOUT && (nd->row != NULL || nd->k == &bk_sum) && x->dtype == CR_DT_F64 &&
+            x->structure == CR_MAT_DENSE) {
+            const cr_array *c;
+            cr_status st = cr__dense(t->arena, x, CR_DT_F64, &c);
+            if (st != CR_OK)
+                return st; /* the arena put the message on the context */
+            b = bind_array(a, c, a->off, nd->n);
+        }
+        if (b != BIND_OK) {
             char buf[64];
             return cr_ctx_error(t->ctx, CR_ESHAPE,
                                 "prepared gradient: kernel %s: argument %u is a %s %s array at "

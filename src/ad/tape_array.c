@@ -322,6 +322,15 @@ static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const
     if (f == NULL || f->kind != CR_KIND_FUNC || f->u.func.fn == NULL || out == NULL || nout == 0 ||
         (nargs > 0 && args == NULL))
         return cr__tape_fail(t, CR_EINVAL, "%s: NULL or non-function argument, or no results", who);
+    /* An array with elements and no data (a constant: inputs are checked when made) is
+     * refused before a kernel or a rule reads it. */
+    for (size_t j = 0; j < nargs; j++)
+        if (args[j].kind == CR_TARG_ARR && args[j].u.a.a != NULL && args[j].u.a.a->data == NULL &&
+            cr_array_numel(args[j].u.a.a) > 0)
+            return cr__tape_fail(t, CR_EINVAL,
+                                 "%s: argument %zu is an array of %zu elements "
+                                 "with NULL data",
+                                 f->u.func.fn->name, j, cr_array_numel(args[j].u.a.a));
     /* Broadcasts of scalar functions and sums over f64 arrays: fused kernels (no rule, no
      * pullback, no tangent values). */
     if (nout == 1 && nargs >= 2 && nargs <= MAX_ARGS && f->u.func.fn == cr_fn_broadcast.u.func.fn &&
