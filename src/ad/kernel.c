@@ -614,7 +614,7 @@ CR_KERNEL(bk_sum, 1, BK_ID);
  * other argument's zero partial through a product (∂(xy)/∂x as y·1 + x·0), which is NaN
  * where x is NaN or infinite, where the rule (and the scalar tape) gives y. The primal loops
  * are the kernels'; so are the second-order loops of + - and negation, which have no such
- * product; those of * and / are the row's (row_second). */
+ * product; those of * and / are below. */
 #define BK_ROW_FN(NAME, NIN, NOUT, PRIMAL, PARTIALS)                            \
     static inline void bk_row_##NAME(const double *x, double *Y, double *D)     \
     {                                                                           \
@@ -640,8 +640,20 @@ CR__ARITH_ROWS(BK_ROW_FN)
 BK_ROW_KERNEL(add, 2, bk_add_cr_ksecond);
 BK_ROW_KERNEL(sub, 2, bk_sub_cr_ksecond);
 BK_ROW_KERNEL(neg, 1, bk_neg_cr_ksecond);
-BK_ROW_KERNEL(mul, 2, NULL);
-BK_ROW_KERNEL(div, 2, NULL);
+/* The second-order loops of * and /: the derivatives of the partials along the direction
+ * from the kernels' hyper-dual loops (constant or finite there: no product of a zero partial
+ * with the primal), the partials themselves from the row, as above. */
+#define BK_SECOND(NAME)                                                                     \
+    static void bk_second_##NAME(size_t n, const double *const *q, const double *const *qd, \
+                                 double *P, double *PD)                                     \
+    {                                                                                       \
+        bk_##NAME##_cr_ksecond(n, q, qd, P, PD);                                            \
+        bk_partials_##NAME(n, q, P);                                                        \
+    }
+BK_SECOND(mul)
+BK_SECOND(div)
+BK_ROW_KERNEL(mul, 2, bk_second_mul);
+BK_ROW_KERNEL(div, 2, bk_second_div);
 
 /* The kernels a row's loops stand in for: their number of arguments (and no loops). */
 static const cr_kernel row_kernel[CR_K_MAX_ARGS] = {
