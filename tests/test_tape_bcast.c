@@ -110,6 +110,21 @@ static cr_var prog_scalars(cr_tape *t, const cr_var *s, const cr_avar *X, const 
     return cr_mul(t, s[1], cr_add(t, cr_asum(t, ab), cr_asum(t, de)));
 }
 
+/* dot of two variables of one shape (matrices), of a variable and a constant, and of an
+ * array with itself. */
+static cr_var prog_dot(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env)
+{
+    (void)s;
+    (void)env;
+    static double c[6] = {0.5, -1.5, 2.0, 0.25, -0.75, 1.25};
+    static cr_array C;
+    C = cr_array_matrix(c, 2, 3);
+    cr_var a = cr_adot(t, X[0], X[1]);
+    cr_var b = cr_adot(t, bc1(t, &cr_fn_sin, X[0]), cr_aconst(&C));
+    cr_var d = cr_adot(t, X[1], X[1]);
+    return cr_add(t, cr_mul(t, a, b), d);
+}
+
 static void test_rows_and_arithmetic(void **state)
 {
     fixture *f = *state;
@@ -124,6 +139,26 @@ static void test_two_argument_rows_on_matrices(void **state)
     prob p = {.f = prog_binary, .ns = 0, .na = 2, .ndim = {2, 2}, .shape = {{2, 3}, {2, 3}}};
     double z[12] = {0.7, 1.2, 0.9, 1.5, 0.4, 1.1, 0.3, 1.7, 0.6, 0.8, 1.3, 0.5};
     check_all(f->ctx, &p, z);
+}
+
+static void test_dot(void **state)
+{
+    fixture *f = *state;
+    prob p = {.f = prog_dot, .ns = 0, .na = 2, .ndim = {2, 2}, .shape = {{2, 3}, {2, 3}}};
+    double z[12] = {0.7, -1.2, 0.9, 1.5, 0.4, -1.1, 0.3, 1.7, -0.6, 0.8, 1.3, 0.5};
+    check_all(f->ctx, &p, z);
+    /* the value: the sum of the products (to rounding: four interleaved sums) */
+    double want = 0;
+    for (size_t i = 0; i < 6; i++)
+        want += z[i] * z[6 + i];
+    cr_tape *t;
+    assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
+    cr_array xa = cr_array_matrix(z, 2, 3), ya = cr_array_matrix(z + 6, 2, 3);
+    cr_avar X = cr_tape_array_input(t, &xa), Y = cr_tape_array_input(t, &ya);
+    cr_var d = cr_adot(t, X, Y);
+    assert_ok(t, cr_tape_status(t));
+    ASSERT_CLOSE(d.v, want, 1e-15);
+    cr_tape_free(t);
 }
 
 static void test_scalar_arguments(void **state)
@@ -305,19 +340,21 @@ static cr_status counting_frule(const cr_config *cfg, cr_arena *arena, const cr_
     return cr_frule(NULL, arena, dargs, f, args, nargs, y, dy);
 }
 
-/* The gradient of sum(sin.(x)) on a tape of engine eng (NULL: built-ins), against cos. */
+/* The gradient of sum(sin.(x)) + dot(x, c) on a tape of engine eng (NULL: built-ins), against
+ * cos(x) + c. */
 static void sum_sin(fixture *f, cr_engine *eng, uint32_t flags)
 {
-    double x[4] = {0.1, 0.7, -1.2, 2.0}, g[4];
-    cr_array xa = cr_array_vector(x, 4), ga = cr_array_vector(g, 4), *gp = &ga;
+    double x[4] = {0.1, 0.7, -1.2, 2.0}, c[4] = {0.5, -1.0, 1.5, 2.0}, g[4];
+    cr_array xa = cr_array_vector(x, 4), ca = cr_array_vector(c, 4), ga = cr_array_vector(g, 4),
+             *gp = &ga;
     cr_tape *t;
     cr_tape_params tp = {.struct_size = sizeof tp, .flags = flags, .engine = eng};
     assert_int_equal(cr_tape_new(f->ctx, &tp, &t), CR_OK);
     cr_avar X = cr_tape_array_input(t, &xa);
-    cr_var y = cr_asum(t, bc1(t, &cr_fn_sin, X));
+    cr_var y = cr_add(t, cr_asum(t, bc1(t, &cr_fn_sin, X)), cr_adot(t, X, cr_aconst(&ca)));
     assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp));
     for (size_t i = 0; i < 4; i++)
-        ASSERT_CLOSE(g[i], cos(x[i]), 1e-15);
+        ASSERT_CLOSE(g[i], cos(x[i]) + c[i], 1e-15);
     cr_tape_free(t);
 }
 
@@ -329,14 +366,16 @@ static void test_user_rule(void **state)
     d.args = specs;
     d.rrule = counting_rrule;
     d.frule = counting_frule;
-    const cr_function *fns[2] = {cr_fn_broadcast.u.func.fn, cr_fn_sum.u.func.fn};
-    for (int which = 0; which < 2; which++) {
+    const cr_function *fns[3] = {cr_fn_broadcast.u.func.fn, cr_fn_sum.u.func.fn,
+                                 cr_fn_dot.u.func.fn};
+    cr_argspec dspecs[2] = {CR_ARG_ARRAY_F64, CR_ARG_ARRAY_F64};
+    for (int which = 0; which < 3; which++) {
         cr_registry *reg;
         cr_engine *eng;
         assert_int_equal(cr_registry_new(f->ctx, NULL, &reg), CR_OK);
         d.fn = fns[which];
-        d.nargs = which == 0 ? 2 : 1;
-        d.args = which == 0 ? specs : specs + 1;
+        d.nargs = which == 1 ? 1 : 2;
+        d.args = which == 0 ? specs : which == 1 ? specs + 1 : dspecs;
         assert_int_equal(cr_registry_add(reg, &d), CR_OK);
         assert_int_equal(cr_engine_new(f->ctx, reg, &eng), CR_OK);
         g_calls = 0;
@@ -409,6 +448,7 @@ int main(void)
         T(test_rows_and_arithmetic),
         T(test_two_argument_rows_on_matrices),
         T(test_scalar_arguments),
+        T(test_dot),
         T(test_primal_bits),
         T(test_strided),
         T(test_empty),

@@ -740,7 +740,9 @@ CR_API cr_avar cr_abroadcast2(cr_tape *t, const cr_value *f, cr_targ x, cr_targ 
 CR_API cr_var cr_asum(cr_tape *t, cr_avar x);
 
 /**
- * `dot(x, y)`, a scalar variable (cr_fn_dot).
+ * `dot(x, y)`, a scalar variable (cr_fn_dot). Of two f64 arrays of one shape (contiguous, or
+ * 1-d of any stride) it is recorded as a fused kernel sum of x .* y (four interleaved partial
+ * sums) unless the tape's engine has a rule of its own for dot.
  * @param[in] t the tape (NULL: the current tape).
  * @param[in] x first array.
  * @param[in] y second array.

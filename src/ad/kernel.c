@@ -763,16 +763,24 @@ cr_status cr__kernel_broadcast(cr_tape *t, const cr_function *fn, const cr_targ 
     return CR_OK;
 }
 
-cr_status cr__kernel_sum(cr_tape *t, const cr_targ *arg, cr_targ *out)
+cr_status cr__kernel_sum(cr_tape *t, const cr_targ *args, size_t nargs, cr_targ *out)
 {
-    cr_kin in;
+    /* sum(x): a kernel sum of x; dot(x, y) of two f64 arrays of one shape: of x .* y (the
+     * partials of * from its row, as its broadcast takes them) */
+    cr_kin in[2];
     const cr_array *like = NULL;
-    if (arg->kind != CR_TARG_ARR || !kernel_arg(t, arg, &in, &like))
+    if (nargs < 1 || nargs > 2)
         return CR_NOTHING;
+    for (size_t j = 0; j < nargs; j++)
+        if (args[j].kind != CR_TARG_ARR || !kernel_arg(t, &args[j], &in[j], &like))
+            return CR_NOTHING;
+    bool dot = nargs == 2;
+    const cr_scalar_rule *row = dot ? cr_scalar_rule_of(cr_fn_mul.u.func.fn) : NULL;
+    const char *name = dot ? "dot" : "sum";
     double s = 0.0;
     uint32_t idx;
-    if (record(t, "sum", &bk_sum, NULL, "sum", &in, 1, cr_array_numel(like), NULL, NULL, &s,
-               &idx) != CR_OK)
+    if (record(t, name, dot ? &bk_mul_row : &bk_sum, row, name, in, nargs, cr_array_numel(like),
+               NULL, NULL, &s, &idx) != CR_OK)
         return t->status;
     out->kind = CR_TARG_VAR;
     out->u.s.v = s;

@@ -281,7 +281,7 @@ static cr_status tuple_of(cr_tape *t, const char *fname, const cr_value *y, cr_t
 }
 
 /* Whether the tape's rules take f(args...) with the built-in rule: the kernels of
- * cr__kernel_broadcast and cr__kernel_sum stand in for the built-in broadcast and sum only.
+ * cr__kernel_broadcast and cr__kernel_sum stand in for the built-in broadcast, sum and dot only.
  * A user registry's own rule (or opt-out) for the call, reverse or, on tapes with forward
  * sweeps, forward, takes it through the generic path. */
 static bool builtin_rule(const cr_tape *t, const cr_value *f, const cr_targ *args, size_t nargs)
@@ -331,17 +331,19 @@ static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const
                                  "%s: argument %zu is an array of %zu elements "
                                  "with NULL data",
                                  f->u.func.fn->name, j, cr_array_numel(args[j].u.a.a));
-    /* Broadcasts of scalar functions and sums over f64 arrays: fused kernels (no rule, no
-     * pullback, no tangent values). */
+    /* Broadcasts of scalar functions, sums and dot products over f64 arrays: fused kernels (no
+     * rule, no pullback, no tangent values). */
     if (nout == 1 && nargs >= 2 && nargs <= MAX_ARGS && f->u.func.fn == cr_fn_broadcast.u.func.fn &&
         args[0].kind == CR_TARG_VALUE && args[0].u.v.kind == CR_KIND_FUNC &&
         builtin_rule(t, f, args, nargs)) {
         cr_status st = cr__kernel_broadcast(t, args[0].u.v.u.func.fn, args + 1, nargs - 1, out);
         if (st != CR_NOTHING)
             return st;
-    } else if (nout == 1 && nargs == 1 && f->u.func.fn == cr_fn_sum.u.func.fn &&
+    } else if (nout == 1 &&
+               ((nargs == 1 && f->u.func.fn == cr_fn_sum.u.func.fn) ||
+                (nargs == 2 && f->u.func.fn == cr_fn_dot.u.func.fn)) &&
                builtin_rule(t, f, args, nargs)) {
-        cr_status st = cr__kernel_sum(t, args, out);
+        cr_status st = cr__kernel_sum(t, args, nargs, out);
         if (st != CR_NOTHING)
             return st;
     }
