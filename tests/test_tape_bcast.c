@@ -1,11 +1,12 @@
 /*
- * Broadcasts and sums of f64 arrays on the tape, which the engine records as fused kernels
- * (an arithmetic function by its own loops, any other scalar-table function by its row's):
- * gradients against central differences of the recorded value, J v on forward tapes and H v
- * on second-order tapes against central differences, prepared replays at new inputs, results
- * of several dimensions keeping their shape, scalar and constant arguments, an array read
- * twice, strided and empty arrays, the primal bit for bit against the broadcast rule's own,
- * and a user registry's rule for broadcast or sum taking the call instead.
+ * Broadcasts, sums and dot products of f64 arrays on the tape, which the engine records as
+ * fused kernels (an arithmetic function by its own loops, any other scalar-table function by
+ * its row's): gradients against central differences of the recorded value, J v on forward
+ * tapes and H v on second-order tapes against central differences, prepared replays at new
+ * inputs, results of several dimensions keeping their shape, scalar and constant arguments,
+ * an array read twice, strided and empty arrays, the primal bit for bit against the
+ * broadcast rule's own, and a user registry's rule for broadcast, sum or dot taking the call
+ * instead.
  */
 #include <math.h>
 #include <stdio.h>
