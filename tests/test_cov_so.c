@@ -189,7 +189,7 @@ static void test_ajvp_checks(void **state)
     /* NULL arrays with nonzero counts */
     assert_int_equal(cr_tape_ajvp(t, &q.s, NULL, 1, NULL, NULL, 0, &q.y, 1, &yd, NULL, 0, NULL),
                      CR_EINVAL);
-    assert_contains(cr_ctx_errmsg(f->ctx), "cr_tape_ajvp: NULL inputs, tangents or outputs");
+    assert_string_equal(cr_ctx_errmsg(f->ctx), "cr_tape_ajvp: xdot is NULL");
     small_jvp_ok(&q);
     /* an output of another tape */
     assert_int_equal(cr_tape_ajvp(t, &q.s, &sd, 1, &q.X, dp, 1, &r.y, 1, &yd, NULL, 0, NULL),
@@ -213,7 +213,7 @@ static void test_ajvp_checks(void **state)
                      CR_EDOMAIN);
     assert_contains(cr_ctx_errmsg(f->ctx), "cr_tape_ajvp");
     small_jvp_ok(&q);
-    /* a direction array that is not a float array */
+    /* a tangent array that is not a float array */
     int64_t iv[3] = {1, 2, 3};
     cr_array Ia = cr_array_vector(q.d, 3);
     Ia.dtype = CR_DT_I64;
@@ -221,8 +221,8 @@ static void test_ajvp_checks(void **state)
     const cr_array *ip[1] = {&Ia};
     assert_int_equal(cr_tape_ajvp(t, &q.s, &sd, 1, &q.X, ip, 1, &q.y, 1, &yd, NULL, 0, NULL),
                      CR_EINVAL);
-    assert_contains(cr_ctx_errmsg(f->ctx),
-                    "cr_tape_ajvp: direction array 0 is NULL or not a float array");
+    assert_string_equal(cr_ctx_errmsg(f->ctx),
+                        "cr_tape_ajvp: tangent array 0 is NULL or not a float array");
     const cr_array *np[1] = {NULL};
     assert_int_equal(cr_tape_ajvp(t, &q.s, &sd, 1, &q.X, np, 1, &q.y, 1, &yd, NULL, 0, NULL),
                      CR_EINVAL);

@@ -434,10 +434,16 @@ static void test_second_order_entry(void **state)
     /* NULL buffers. */
     cr_ctx_clear_error(f->ctx);
     assert_int_equal(cr_tape_hvp(t, y, NULL, 2, v, hv, g), CR_EINVAL);
-    assert_contains(cr_ctx_errmsg(f->ctx), "cr_tape_hvp: NULL inputs, direction or result");
+    assert_contains(cr_ctx_errmsg(f->ctx), "cr_tape_hvp: xs is NULL");
+    assert_int_equal(cr_tape_hvp(t, y, x, 2, NULL, hv, g), CR_EINVAL);
+    assert_contains(cr_ctx_errmsg(f->ctx), "cr_tape_hvp: v is NULL");
     assert_int_equal(cr_tape_hvp(t, y, x, 2, v, NULL, g), CR_EINVAL);
+    assert_contains(cr_ctx_errmsg(f->ctx), "cr_tape_hvp: hv is NULL");
+    /* cr_tape_hessian takes no direction: its messages name what it takes. */
     assert_int_equal(cr_tape_hessian(t, y, x, 2, NULL), CR_EINVAL);
-    assert_contains(cr_ctx_errmsg(f->ctx), "cr_tape_hessian: NULL inputs, direction or result");
+    assert_string_equal(cr_ctx_errmsg(f->ctx), "cr_tape_hessian: H is NULL");
+    assert_int_equal(cr_tape_hessian(t, y, NULL, 2, H), CR_EINVAL);
+    assert_string_equal(cr_ctx_errmsg(f->ctx), "cr_tape_hessian: xs is NULL");
     assert_int_equal(cr_tape_hvp(NULL, y, x, 2, v, hv, g), CR_EINVAL);
     /* A constant output: zeros. */
     for (size_t j = 0; j < 2; j++)

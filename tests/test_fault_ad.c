@@ -274,6 +274,17 @@ static void reference(const scenario *sc, fault *fl)
         sc->check_ref(&g_ref);
 }
 
+/* A run that succeeded leaves no error on its context (it starts with none): an attempt
+ * that failed and was made good another way must not leave its status behind. */
+static void clean_ctx(const scenario *sc, const char *when, size_t n, const cr_ctx *ctx)
+{
+    if (cr_ctx_errcode(ctx) != CR_OK) {
+        print_error("%s, %s %zu: succeeded, but the context has %s (%s)\n", sc->name, when, n,
+                    cr_status_name(cr_ctx_errcode(ctx)), cr_ctx_errmsg(ctx));
+        fail();
+    }
+}
+
 /* One run with the n-th allocation failing; returns the status of the first attempt. */
 static cr_status run_once(const scenario *sc, fault *fl, size_t n, bool *fallback)
 {
@@ -324,6 +335,7 @@ static cr_status run_once(const scenario *sc, fault *fl, size_t n, bool *fallbac
             /* Succeeded: either the n-th allocation was never reached, or a fallback. */
             *fallback = fl->failures != 0;
             same_numbers(sc, "allocation", n, &g_got, &g_ref);
+            clean_ctx(sc, "allocation", n, s.ctx);
         }
     }
     teardown(&s);
@@ -452,6 +464,7 @@ static void run_scenario_fixed(const scenario *sc)
         runs++;
         if (st == CR_OK) {
             same_numbers(sc, "slices of", slice, &g_got, &g_ref);
+            clean_ctx(sc, "slices of", slice, s.ctx);
             done = true;
         } else {
             expect_status(sc, "slices of", slice, st, CR_EARENA);

@@ -257,10 +257,11 @@ static inline cr_kin cr_kin_const(double c)
  *         failure a constant with a NULL `a`, and the tape fails with: CR_EINVAL (NULL
  *         kernel or arguments, a number of arguments other than k->nargs or more than
  *         CR_K_MAX_ARGS, a NULL array); CR_ETAPE (a variable of another recording);
- *         CR_ESHAPE (an argument's offset + n past the end of its array); CR_EUNIMPL (an
- *         array that is neither f64 nor f32, not dense, or neither 1-d nor contiguous; a
- *         second-order tape and a kernel without hyper-dual loop); CR_ENOMEM, CR_EARENA.
- *         Messages name the kernel.
+ *         CR_ESHAPE (an argument's offset + n past the end of its array: the message gives
+ *         n, the offset and the array's length); CR_EOVERFLOW (n more elements than an
+ *         array of doubles can hold); CR_EUNIMPL (an array that is neither f64 nor f32, not
+ *         dense, or neither 1-d nor contiguous; a second-order tape and a kernel without
+ *         hyper-dual loop); CR_ENOMEM, CR_EARENA. Messages name the kernel.
  */
 CR_API cr_avar cr_akernel(cr_tape *t, const cr_kernel *k, const cr_kin *args, size_t nargs,
                           size_t n);

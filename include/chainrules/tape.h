@@ -388,8 +388,14 @@ CR_API cr_status cr_tape_hvp(cr_tape *t, cr_var y, const cr_var *xs, size_t n, c
 
 /**
  * The full n x n Hessian of y (row-major), by Hessian-vector products with the unit
- * vectors, several directions per sweep. For small n.
- * @return as cr_tape_hvp().
+ * vectors, several directions per sweep. For small n. Needs CR_TAPE_SECOND_ORDER.
+ * @param[in]  t  the tape.
+ * @param[in]  y  the output.
+ * @param[in]  xs the n input variables.
+ * @param[in]  n  number of inputs.
+ * @param[out] H  n * n results, H[i * n + j] = d2 y / dxs[i] dxs[j].
+ * @return as cr_tape_gradient(); CR_EMISUSE without CR_TAPE_SECOND_ORDER; CR_EINVAL for a
+ *         NULL xs or H (n > 0), named in the message.
  */
 CR_API cr_status cr_tape_hessian(cr_tape *t, cr_var y, const cr_var *xs, size_t n, double *H);
 

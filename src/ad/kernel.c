@@ -339,8 +339,6 @@ static ALWAYS_INLINE cr_status read_args(cr_tape *t, const char *kn, const cr_ke
                              nargs);
     if (args == NULL)
         return cr__tape_fail(t, CR_EINVAL, "kernel %s: NULL arguments", kn);
-    if (n > (size_t)PTRDIFF_MAX / sizeof(double))
-        return cr__tape_fail(t, CR_ESHAPE, "kernel %s: %zu elements", kn, n);
     nd->k = k;
     nd->row = row;
     nd->n = n;
@@ -376,19 +374,31 @@ static ALWAYS_INLINE cr_status read_args(cr_tape *t, const char *kn, const cr_ke
                                      "f64 and f32 arrays",
                                      kn, j, cr_dtype_name((cr_dtype)v->dtype));
             case BIND_LAYOUT:
+                if (v->structure != CR_MAT_DENSE)
+                    return cr__tape_fail(t, CR_EUNIMPL,
+                                         "kernel %s: argument %zu is a %s array: kernels read "
+                                         "dense arrays",
+                                         kn, j, cr_matstruct_name((cr_matstruct)v->structure));
                 return cr__tape_fail(t, CR_EUNIMPL,
-                                     "kernel %s: argument %zu is a %s array of %u dimensions "
-                                     "that is not contiguous: kernels read 1-d arrays of any "
-                                     "stride and contiguous dense arrays",
-                                     kn, j, cr_matstruct_name((cr_matstruct)v->structure),
-                                     (unsigned)v->ndim);
+                                     "kernel %s: argument %zu is an array of %u dimensions that "
+                                     "is not contiguous: kernels read 1-d arrays of any stride "
+                                     "and contiguous arrays",
+                                     kn, j, (unsigned)v->ndim);
             case BIND_RANGE: {
+                /* the numbers as given: off + n may wrap, numel - off when off > numel */
                 char buf[64];
+                const char *sh = cr__shape_str(v, buf, sizeof buf);
+                if (in->off > a->numel)
+                    return cr__tape_fail(t, CR_ESHAPE,
+                                         "kernel %s: argument %zu reads n = %zu elements from "
+                                         "offset %zu of a %s array of %zu elements: the offset "
+                                         "is past its end",
+                                         kn, j, n, in->off, sh, a->numel);
                 return cr__tape_fail(t, CR_ESHAPE,
-                                     "kernel %s: argument %zu reads elements %zu..%zu (offset "
-                                     "%zu, %zu elements) of an array %s of %zu",
-                                     kn, j, in->off, in->off + n - (n > 0), in->off, n,
-                                     cr__shape_str(v, buf, sizeof buf), a->numel);
+                                     "kernel %s: argument %zu reads n = %zu elements from offset "
+                                     "%zu of a %s array of %zu elements: only %zu are left from "
+                                     "that offset",
+                                     kn, j, n, in->off, sh, a->numel, a->numel - in->off);
             }
             default:
                 break;
@@ -402,6 +412,13 @@ static ALWAYS_INLINE cr_status read_args(cr_tape *t, const char *kn, const cr_ke
         *any |= a->code != CR_VAR_CONST;
         direct &= in_place(a);
     }
+    /* After the arguments, whose ranges name an n too large for them: here an n that no
+     * array of doubles can have (a call of scalars, or f32 arrays that long). */
+    if (n > (size_t)PTRDIFF_MAX / sizeof(double))
+        return cr__tape_fail(t, CR_EOVERFLOW,
+                             "kernel %s: n = %zu elements, more than an array of doubles can "
+                             "hold (%zu)",
+                             kn, n, (size_t)PTRDIFF_MAX / sizeof(double));
     nd->direct = direct;
     return CR_OK;
 }

@@ -300,7 +300,7 @@ cr_status cr_prepared_value_and_gradient_arrays(cr_prepared *p, const cr_array *
         cr_tangent acc = t->aslots[p->aidx[j]].acc;
         if (acc.tag == CR_TAN_ARRAY && acc.u.arr == grads[j])
             continue; /* the shadow is the gradient array (cr__gradient_dests) */
-        st = cr__array_write_out(t, who, j, acc, grads[j], xs[j]);
+        st = cr__array_write_out(t, who, "gradient array", j, acc, grads[j], xs[j]);
     }
     /* Accumulators cleared and destinations forgotten, in one pass: the next call finds
      * them clear (cr__prepared_run need not clear them again). */

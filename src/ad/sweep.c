@@ -806,8 +806,10 @@ cr_status cr_tape_jvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t n
 /* Directions per second-order sweep in cr_tape_hessian(). */
 #define HESS_CHUNK 8
 
-static cr_status second_order(cr_tape *t, const char *who, cr_var y, const cr_var *xs, size_t n,
-                              const double *v, double *hv, double *grad, double *H)
+/* cr_tape_hvp (hess false: v, hv, grad) and cr_tape_hessian (hess true: H; it takes no
+ * direction, and its messages name only what it takes). */
+static cr_status second_order(cr_tape *t, const char *who, bool hess, cr_var y, const cr_var *xs,
+                              size_t n, const double *v, double *hv, double *grad, double *H)
 {
     cr_status st = sweep_entry(t, who);
     if (st != CR_OK)
@@ -815,8 +817,12 @@ static cr_status second_order(cr_tape *t, const char *who, cr_var y, const cr_va
     if (!(t->flags & CR_TAPE_SECOND_ORDER))
         return cr_ctx_error(t->ctx, CR_EMISUSE,
                             "%s: the tape was not created with CR_TAPE_SECOND_ORDER", who);
-    if (n > 0 && (xs == NULL || (H == NULL && (v == NULL || hv == NULL))))
-        return cr_ctx_error(t->ctx, CR_EINVAL, "%s: NULL inputs, direction or result", who);
+    if (n > 0 && (xs == NULL || (hess ? H == NULL : v == NULL || hv == NULL)))
+        return cr_ctx_error(t->ctx, CR_EINVAL, "%s: %s is NULL", who,
+                            xs == NULL  ? "xs"
+                            : hess      ? "H"
+                            : v == NULL ? "v"
+                                        : "hv");
     if ((st = check_var(t, who, y, "output", 0)) != CR_OK ||
         (st = check_vars(t, who, xs, n, "input")) != CR_OK ||
         (v != NULL && (st = cr__check_finite(t, who, v, n, "direction")) != CR_OK))
@@ -896,12 +902,12 @@ static cr_status second_order(cr_tape *t, const char *who, cr_var y, const cr_va
 cr_status cr_tape_hvp(cr_tape *t, cr_var y, const cr_var *xs, size_t n, const double *v, double *hv,
                       double *grad)
 {
-    return second_order(t, "cr_tape_hvp", y, xs, n, v, hv, grad, NULL);
+    return second_order(t, "cr_tape_hvp", false, y, xs, n, v, hv, grad, NULL);
 }
 
 cr_status cr_tape_hessian(cr_tape *t, cr_var y, const cr_var *xs, size_t n, double *H)
 {
-    return second_order(t, "cr_tape_hessian", y, xs, n, NULL, NULL, NULL, H);
+    return second_order(t, "cr_tape_hessian", true, y, xs, n, NULL, NULL, NULL, H);
 }
 
 /* The gradient of y with respect to the recording's first n variables, its inputs when

@@ -366,18 +366,18 @@ static NOINLINE cr_status grow(cr_tape *t, size_t need)
     if (words < need)
         return cr__tape_fail(t, CR_EOVERFLOW, "tape: more than %zu variables in one recording",
                              CR_TAPE_MAX_VARS - 1);
-    cr__chunk *c = NULL;
-    for (;;) {
-        c = cr_arena_alloc(t->arena, sizeof(cr__chunk) + words * sizeof(cr__word),
-                           _Alignof(cr__word) > _Alignof(cr__chunk) ? _Alignof(cr__word)
-                                                                    : _Alignof(cr__chunk));
-        if (c != NULL)
-            break;
-        cr_status st = CR__ALLOC_STATUS(t->arena);
-        /* A caller buffer may still hold a smaller chunk. */
-        if (st != CR_EARENA || words / 2 < need + 64)
-            return cr__tape_fail_ctx(t, st == CR_OK ? CR_ENOMEM : st, "tape: no room for records");
+    size_t align =
+        _Alignof(cr__word) > _Alignof(cr__chunk) ? _Alignof(cr__word) : _Alignof(cr__chunk);
+    /* A caller buffer may still hold a smaller chunk: halve to what it holds before asking
+     * (a failed attempt would leave CR_EARENA on the context of a recording that goes on). */
+    size_t room = cr__arena_room(t->arena, align);
+    while (words / 2 >= need + 64 &&
+           (room < sizeof(cr__chunk) || (room - sizeof(cr__chunk)) / sizeof(cr__word) < words))
         words /= 2;
+    cr__chunk *c = cr_arena_alloc(t->arena, sizeof(cr__chunk) + words * sizeof(cr__word), align);
+    if (c == NULL) {
+        cr_status st = CR__ALLOC_STATUS(t->arena);
+        return cr__tape_fail_ctx(t, st == CR_OK ? CR_ENOMEM : st, "tape: no room for records");
     }
     if (t->chunk != NULL) {
         t->chunk->end = t->cur;

@@ -733,22 +733,20 @@ static bool same_dims(const void *a, const void *b, size_t n)
 }
 
 /* Write the accumulated cotangent acc into the caller's array dst (zeros when acc is). */
-cr_status cr__array_write_out(cr_tape *t, const char *who, size_t j, cr_tangent acc, cr_array *dst,
-                              const cr_array *like)
+cr_status cr__array_write_out(cr_tape *t, const char *who, const char *what, size_t j,
+                              cr_tangent acc, cr_array *dst, const cr_array *like)
 {
     if (acc.tag == CR_TAN_ARRAY && acc.u.arr == dst)
         return CR_OK; /* the shadow was the destination itself (cr__gradient_dests) */
     if (dst == NULL || dst->data == NULL || !cr_dtype_is_float((cr_dtype)dst->dtype) ||
         dst->structure != CR_MAT_DENSE)
         return cr_ctx_error(t->ctx, CR_EINVAL,
-                            "%s: gradient array %zu is NULL, structured or not a float array", who,
-                            j);
+                            "%s: %s %zu is NULL, structured or not a float array", who, what, j);
     /* Another shape of as many elements is written in row-major order (Julia's copyto!). */
     if (like != NULL && cr_array_numel(dst) != cr_array_numel(like)) {
         char b1[64], b2[64];
-        return cr_ctx_error(t->ctx, CR_ESHAPE, "%s: gradient array %zu is %s, its variable is %s",
-                            who, j, cr__shape_str(dst, b1, sizeof b1),
-                            cr__shape_str(like, b2, sizeof b2));
+        return cr_ctx_error(t->ctx, CR_ESHAPE, "%s: %s %zu is %s, its variable is %s", who, what, j,
+                            cr__shape_str(dst, b1, sizeof b1), cr__shape_str(like, b2, sizeof b2));
     }
     /* The shadow already lives in the destination (cr__gradient_dests). */
     if (acc.tag == CR_TAN_ARRAY && acc.u.arr->data == dst->data && acc.u.arr->dtype == dst->dtype &&
@@ -966,7 +964,7 @@ static ALWAYS_INLINE cr_status sweep_mixed(cr_tape *t, const char *who, cr_var y
         cr_tangent acc = as[j].idx == CR_VAR_CONST ? cr__tzero() : t->aslots[as[j].idx].acc;
         if (acc.tag == CR_TAN_ARRAY && acc.u.arr == agrad[j])
             continue; /* the shadow is the destination (gradient_dests) */
-        st = cr__array_write_out(t, who, j, acc, agrad[j], as[j].a);
+        st = cr__array_write_out(t, who, "gradient array", j, acc, agrad[j], as[j].a);
     }
     /* Accumulators cleared and destinations forgotten, in one pass. */
     for (uint32_t k = 0; k < t->naslots; k++) {

@@ -724,21 +724,21 @@ static cr_status check_svars(cr_tape *t, const char *who, const cr_var *xs, size
     return CR_OK;
 }
 
-/* Check a direction array against its variable (shape, finite values). */
-static cr_status check_dir(cr_tape *t, const char *who, size_t j, const cr_array *v,
-                           const cr_array *like)
+/* Check a direction or tangent array (what, as the caller names it) against its variable
+ * (shape, finite values). */
+static cr_status check_dir(cr_tape *t, const char *who, const char *what, size_t j,
+                           const cr_array *v, const cr_array *like)
 {
     if (v == NULL || v->data == NULL || !cr_dtype_is_float((cr_dtype)v->dtype))
-        return cr_ctx_error(t->ctx, CR_EINVAL,
-                            "%s: direction array %zu is NULL or not a float array", who, j);
+        return cr_ctx_error(t->ctx, CR_EINVAL, "%s: %s %zu is NULL or not a float array", who, what,
+                            j);
     bool same = like == NULL || v->ndim == like->ndim;
     for (size_t q = 0; same && like != NULL && q < v->ndim; q++)
         same = v->shape[q] == like->shape[q];
     if (!same) {
         char b1[64], b2[64];
-        return cr_ctx_error(t->ctx, CR_ESHAPE, "%s: direction array %zu is %s, its variable is %s",
-                            who, j, cr__shape_str(v, b1, sizeof b1),
-                            cr__shape_str(like, b2, sizeof b2));
+        return cr_ctx_error(t->ctx, CR_ESHAPE, "%s: %s %zu is %s, its variable is %s", who, what, j,
+                            cr__shape_str(v, b1, sizeof b1), cr__shape_str(like, b2, sizeof b2));
     }
     size_t m = cr_array_numel(v);
     if (v->dtype == CR_DT_F64 && cr__is_contig_dense(v)) { /* the common case, directly */
@@ -756,8 +756,8 @@ static cr_status check_dir(cr_tape *t, const char *who, size_t j, const cr_array
     for (size_t e = 0; e < m; e++) {
         cr_complex z = cr_array_get_linear(v, e);
         if (!isfinite(creal(z)) || !isfinite(cimag(z)))
-            return cr_ctx_error(t->ctx, CR_EDOMAIN,
-                                "%s: element %zu of direction array %zu is not finite", who, e, j);
+            return cr_ctx_error(t->ctx, CR_EDOMAIN, "%s: element %zu of %s %zu is not finite", who,
+                                e, what, j);
     }
     return CR_OK;
 }
@@ -812,7 +812,15 @@ cr_status cr_tape_ajvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t 
                             who);
     if ((n > 0 && (xs == NULL || xdot == NULL)) || (na > 0 && (as == NULL || adot == NULL)) ||
         (m > 0 && (ys == NULL || ydot == NULL)) || (nb > 0 && (bs == NULL || bdot == NULL)))
-        return cr_ctx_error(t->ctx, CR_EINVAL, "%s: NULL inputs, tangents or outputs", who);
+        return cr_ctx_error(t->ctx, CR_EINVAL, "%s: %s is NULL", who,
+                            n > 0 && xs == NULL      ? "xs"
+                            : n > 0 && xdot == NULL  ? "xdot"
+                            : na > 0 && as == NULL   ? "as"
+                            : na > 0 && adot == NULL ? "adot"
+                            : m > 0 && ys == NULL    ? "ys"
+                            : m > 0 && ydot == NULL  ? "ydot"
+                            : bs == NULL             ? "bs"
+                                                     : "bdot");
     cr_status st;
     if ((st = check_svars(t, who, xs, n, "input")) != CR_OK ||
         (st = check_svars(t, who, ys, m, "output")) != CR_OK ||
@@ -821,7 +829,7 @@ cr_status cr_tape_ajvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t 
         (st = cr__check_finite(t, who, xdot, n, "tangent")) != CR_OK)
         return st;
     for (size_t j = 0; j < na; j++)
-        if ((st = check_dir(t, who, j, adot[j], as[j].a)) != CR_OK)
+        if ((st = check_dir(t, who, "tangent array", j, adot[j], as[j].a)) != CR_OK)
             return st;
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
     size_t top = t->nvars;
@@ -841,7 +849,7 @@ cr_status cr_tape_ajvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t 
         ydot[j] = ys[j].idx == CR_VAR_CONST ? 0.0 : tan[ys[j].idx];
     for (size_t j = 0; j < nb && st == CR_OK; j++) {
         cr_tangent v = bs[j].idx == CR_VAR_CONST ? cr_tangent_zero() : t->asw->tan[bs[j].idx];
-        st = cr__array_write_out(t, who, j, v, bdot[j], bs[j].a);
+        st = cr__array_write_out(t, who, "output tangent array", j, v, bdot[j], bs[j].a);
     }
     cr__array_sweep_end(t);
     cr_arena_rewind(t->arena, mk);
@@ -862,7 +870,13 @@ cr_status cr_tape_ahvp(cr_tape *t, cr_var y, const cr_var *xs, size_t n, const d
                             "%s: the tape was not created with CR_TAPE_SECOND_ORDER", who);
     if ((n > 0 && (xs == NULL || v == NULL || hv == NULL)) ||
         (na > 0 && (as == NULL || av == NULL || ahv == NULL)))
-        return cr_ctx_error(t->ctx, CR_EINVAL, "%s: NULL inputs, directions or results", who);
+        return cr_ctx_error(t->ctx, CR_EINVAL, "%s: %s is NULL", who,
+                            n > 0 && xs == NULL    ? "xs"
+                            : n > 0 && v == NULL   ? "v"
+                            : n > 0 && hv == NULL  ? "hv"
+                            : na > 0 && as == NULL ? "as"
+                            : na > 0 && av == NULL ? "av"
+                                                   : "ahv");
     cr_status st;
     if ((st = check_svars(t, who, &y, 1, "output")) != CR_OK ||
         (st = check_svars(t, who, xs, n, "input")) != CR_OK ||
@@ -870,7 +884,7 @@ cr_status cr_tape_ahvp(cr_tape *t, cr_var y, const cr_var *xs, size_t n, const d
         (st = cr__check_finite(t, who, v, n, "direction")) != CR_OK)
         return st;
     for (size_t j = 0; j < na; j++)
-        if ((st = check_dir(t, who, j, av[j], as[j].a)) != CR_OK)
+        if ((st = check_dir(t, who, "direction array", j, av[j], as[j].a)) != CR_OK)
             return st;
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
     size_t top = y.idx == CR_VAR_CONST ? 0 : (size_t)y.idx + 1;
@@ -900,7 +914,7 @@ cr_status cr_tape_ahvp(cr_tape *t, cr_var y, const cr_var *xs, size_t n, const d
         hv[j] = xs[j].idx == CR_VAR_CONST || xs[j].idx >= top ? 0.0 : adjd[xs[j].idx];
     for (size_t j = 0; j < na && st == CR_OK; j++) {
         cr_tangent a = as[j].idx == CR_VAR_CONST ? cr_tangent_zero() : t->asw->accd[as[j].idx];
-        st = cr__array_write_out(t, who, j, a, ahv[j], as[j].a);
+        st = cr__array_write_out(t, who, "result array", j, a, ahv[j], as[j].a);
     }
     cr__array_sweep_end(t);
     cr_arena_rewind(t->arena, mk);

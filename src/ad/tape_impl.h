@@ -342,9 +342,10 @@ CR_INTERNAL cr_status cr__kernel_broadcast(cr_tape *t, const cr_function *fn, co
 CR_INTERNAL cr_status cr__kernel_sum(cr_tape *t, const cr_targ *args, size_t nargs, cr_targ *out);
 
 /* Write the accumulated cotangent acc of an array variable whose value is like into the
- * caller's gradient array dst (zeros when acc is); errors go to the context, naming who. */
-CR_INTERNAL cr_status cr__array_write_out(cr_tape *t, const char *who, size_t j, cr_tangent acc,
-                                          cr_array *dst, const cr_array *like);
+ * caller's array dst (zeros when acc is); errors go to the context, naming who and dst as
+ * `what` j (what: the caller's name for it, e.g. "gradient array"). */
+CR_INTERNAL cr_status cr__array_write_out(cr_tape *t, const char *who, const char *what, size_t j,
+                                          cr_tangent acc, cr_array *dst, const cr_array *like);
 
 /* Before a reverse sweep for the gradients of the array inputs as[0..na) into agrad: let
  * each input's shadow live in its destination when that is safe (dense row-major f64 of

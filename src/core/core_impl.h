@@ -94,6 +94,18 @@ static inline void cr__arena_set_cur(cr_arena *a, cr__block *b)
     a->cur_size = b != NULL ? b->size : 0;
 }
 
+/* Bytes that an allocation aligned to `align` (a power of two, at most CR_ARENA_ALIGN) can
+ * take from a caller-buffer arena; SIZE_MAX for an arena that grows. A caller that can make
+ * do with less asks for what fits instead of failing an attempt first: a failed allocation
+ * records CR_EARENA on the context, which would stay there after the call succeeded. */
+static inline size_t cr__arena_room(const cr_arena *a, size_t align)
+{
+    if (a == NULL || !a->fixed)
+        return SIZE_MAX;
+    size_t o = (a->used + align - 1) & ~(align - 1);
+    return o <= a->cur_size ? a->cur_size - o : 0;
+}
+
 /*
  * cr_arena_alloc's common case inline: the request fits in the current block. Anything
  * else (a new block, a bad alignment, size 0, no arena) goes to the function, which does
