@@ -704,16 +704,6 @@ static inline bool kernel_array(const cr_array *a)
            (a->ndim <= 1 || cr_array_is_contiguous(a));
 }
 
-static inline bool same_shape(const cr_array *a, const cr_array *b)
-{
-    if (a->ndim != b->ndim)
-        return false;
-    for (size_t d = 0; d < a->ndim; d++)
-        if (a->shape[d] != b->shape[d])
-            return false;
-    return true;
-}
-
 /* args[j] as a kernel argument, when it is one: a scalar variable of this recording or a
  * constant, an f64 constant, or an f64 array (variable of this recording, or constant) of
  * the shape *like (set by the first array). */
@@ -737,7 +727,7 @@ static bool kernel_arg(const cr_tape *t, const cr_targ *a, cr_kin *in, const cr_
             (a->u.a.idx != CR_VAR_CONST &&
              (a->u.a.tape != t->id || a->u.a.idx >= t->naslots || t->aslots[a->u.a.idx].val != v)))
             return false;
-        if (*like != NULL && !same_shape(v, *like))
+        if (*like != NULL && !cr_array_same_shape(v, *like))
             return false;
         *like = v;
         *in = cr_kin_arr(a->u.a, 0);
