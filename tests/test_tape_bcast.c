@@ -1,11 +1,11 @@
 /*
- * Broadcasts, sums and dot products of f64 arrays on the tape, which the engine records as
+ * Broadcasts, maps, sums and dot products of f64 arrays on the tape, which the engine records as
  * fused kernels (an arithmetic function by its own loops, any other scalar-table function by
  * its row's): gradients against central differences of the recorded value, J v on forward
  * tapes and H v on second-order tapes against central differences, prepared replays at new
  * inputs, results of several dimensions keeping their shape, scalar and constant arguments,
  * an array read twice, strided and empty arrays, the primal bit for bit against the
- * broadcast rule's own, and a user registry's rule for broadcast, sum or dot taking the call
+ * broadcast rule's own, and a user registry's rule for broadcast, map, sum or dot taking the call
  * instead.
  */
 #include <math.h>
@@ -126,6 +126,26 @@ static cr_var prog_dot(cr_tape *t, const cr_var *s, const cr_avar *X, const void
     return cr_add(t, cr_mul(t, a, b), d);
 }
 
+/* map(f, X...) of arrays of one shape: the same kernels as broadcasts. */
+static cr_avar map2(cr_tape *t, const cr_value *f, cr_avar x, cr_avar y)
+{
+    cr_targ a[3] = {cr_targ_value(*f), cr_targ_arr(x), cr_targ_arr(y)};
+    return cr_tape_acall_a(t, &cr_fn_map, a, 3);
+}
+
+static cr_var prog_map(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env)
+{
+    (void)s;
+    (void)env;
+    cr_targ a[2] = {cr_targ_value(cr_fn_sin), cr_targ_arr(X[0])};
+    cr_avar sn = cr_tape_acall_a(t, &cr_fn_map, a, 2);
+    cr_avar h = map2(t, &cr_fn_hypot, sn, X[1]);
+    cr_avar m = map2(t, &cr_fn_mul, h, X[0]);
+    assert_int_equal(m.a->ndim, 2);
+    assert_int_equal(m.a->shape[1], 3);
+    return cr_asum(t, m);
+}
+
 static void test_rows_and_arithmetic(void **state)
 {
     fixture *f = *state;
@@ -160,6 +180,14 @@ static void test_dot(void **state)
     assert_ok(t, cr_tape_status(t));
     ASSERT_CLOSE(d.v, want, 1e-15);
     cr_tape_free(t);
+}
+
+static void test_map(void **state)
+{
+    fixture *f = *state;
+    prob p = {.f = prog_map, .ns = 0, .na = 2, .ndim = {2, 2}, .shape = {{2, 3}, {2, 3}}};
+    double z[12] = {0.7, -1.2, 0.9, 1.5, 0.4, -1.1, 0.3, 1.7, -0.6, 0.8, 1.3, 0.5};
+    check_all(f->ctx, &p, z);
 }
 
 static void test_scalar_arguments(void **state)
@@ -341,8 +369,8 @@ static cr_status counting_frule(const cr_config *cfg, cr_arena *arena, const cr_
     return cr_frule(NULL, arena, dargs, f, args, nargs, y, dy);
 }
 
-/* The gradient of sum(sin.(x)) + dot(x, c) on a tape of engine eng (NULL: built-ins), against
- * cos(x) + c. */
+/* The gradient of sum(sin.(x)) + dot(x, c) + sum(map(-, x)) on a tape of engine eng (NULL:
+ * built-ins), against cos(x) + c - 1. */
 static void sum_sin(fixture *f, cr_engine *eng, uint32_t flags)
 {
     double x[4] = {0.1, 0.7, -1.2, 2.0}, c[4] = {0.5, -1.0, 1.5, 2.0}, g[4];
@@ -352,10 +380,12 @@ static void sum_sin(fixture *f, cr_engine *eng, uint32_t flags)
     cr_tape_params tp = {.struct_size = sizeof tp, .flags = flags, .engine = eng};
     assert_int_equal(cr_tape_new(f->ctx, &tp, &t), CR_OK);
     cr_avar X = cr_tape_array_input(t, &xa);
+    cr_targ neg[2] = {cr_targ_value(cr_fn_neg), cr_targ_arr(X)};
     cr_var y = cr_add(t, cr_asum(t, bc1(t, &cr_fn_sin, X)), cr_adot(t, X, cr_aconst(&ca)));
+    y = cr_add(t, y, cr_asum(t, cr_tape_acall_a(t, &cr_fn_map, neg, 2)));
     assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp));
     for (size_t i = 0; i < 4; i++)
-        ASSERT_CLOSE(g[i], cos(x[i]) + c[i], 1e-15);
+        ASSERT_CLOSE(g[i], cos(x[i]) + c[i] - 1.0, 1e-15);
     cr_tape_free(t);
 }
 
@@ -367,21 +397,21 @@ static void test_user_rule(void **state)
     d.args = specs;
     d.rrule = counting_rrule;
     d.frule = counting_frule;
-    const cr_function *fns[3] = {cr_fn_broadcast.u.func.fn, cr_fn_sum.u.func.fn,
-                                 cr_fn_dot.u.func.fn};
+    const cr_function *fns[4] = {cr_fn_broadcast.u.func.fn, cr_fn_sum.u.func.fn,
+                                 cr_fn_dot.u.func.fn, cr_fn_map.u.func.fn};
     cr_argspec dspecs[2] = {CR_ARG_ARRAY_F64, CR_ARG_ARRAY_F64};
-    for (int which = 0; which < 3; which++) {
+    for (int which = 0; which < 4; which++) {
         cr_registry *reg;
         cr_engine *eng;
         assert_int_equal(cr_registry_new(f->ctx, NULL, &reg), CR_OK);
         d.fn = fns[which];
         d.nargs = which == 1 ? 1 : 2;
-        d.args = which == 0 ? specs : which == 1 ? specs + 1 : dspecs;
+        d.args = which == 0 || which == 3 ? specs : which == 1 ? specs + 1 : dspecs;
         assert_int_equal(cr_registry_add(reg, &d), CR_OK);
         assert_int_equal(cr_engine_new(f->ctx, reg, &eng), CR_OK);
         g_calls = 0;
         sum_sin(f, eng, 0);
-        assert_int_equal(g_calls, 1); /* the rrule, once */
+        assert_int_equal(g_calls, which == 1 ? 2 : 1); /* the rrule, once per call (two sums) */
         g_calls = 0;
         sum_sin(f, eng, CR_TAPE_FORWARD);
         assert_true(g_calls >= 1);
@@ -450,6 +480,7 @@ int main(void)
         T(test_two_argument_rows_on_matrices),
         T(test_scalar_arguments),
         T(test_dot),
+        T(test_map),
         T(test_primal_bits),
         T(test_strided),
         T(test_empty),

@@ -737,8 +737,8 @@ static bool kernel_arg(const cr_tape *t, const cr_targ *a, cr_kin *in, const cr_
     return false;
 }
 
-cr_status cr__kernel_broadcast(cr_tape *t, const cr_function *fn, const cr_targ *args, size_t nargs,
-                               cr_targ *out)
+cr_status cr__kernel_broadcast(cr_tape *t, const char *who, const cr_function *fn,
+                               const cr_targ *args, size_t nargs, cr_targ *out)
 {
     if (fn == NULL || nargs == 0 || nargs > CR_K_MAX_ARGS)
         return CR_NOTHING;
@@ -760,8 +760,7 @@ cr_status cr__kernel_broadcast(cr_tape *t, const cr_function *fn, const cr_targ 
         return CR_NOTHING; /* scalars only: the rule gives a 0-d array */
     cr_array *y = NULL;
     uint32_t idx;
-    if (record(t, "broadcast", k, row, "broadcast", in, nargs, cr_array_numel(like), like, &y, NULL,
-               &idx) != CR_OK)
+    if (record(t, who, k, row, who, in, nargs, cr_array_numel(like), like, &y, NULL, &idx) != CR_OK)
         return t->status;
     out->kind = CR_TARG_ARR;
     out->u.a.a = y;

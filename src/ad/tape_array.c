@@ -280,8 +280,18 @@ static cr_status tuple_of(cr_tape *t, const char *fname, const cr_value *y, cr_t
     return CR_OK;
 }
 
+/* Whether every argument is an array (map takes arrays only: its rule refuses scalars). */
+static bool arrays_only(const cr_targ *args, size_t n)
+{
+    for (size_t j = 0; j < n; j++)
+        if (args[j].kind != CR_TARG_ARR)
+            return false;
+    return true;
+}
+
 /* Whether the tape's rules take f(args...) with the built-in rule: the kernels of
- * cr__kernel_broadcast and cr__kernel_sum stand in for the built-in broadcast, sum and dot only.
+ * cr__kernel_broadcast and cr__kernel_sum stand in for the built-in broadcast, map, sum and dot
+ * only.
  * A user registry's own rule (or opt-out) for the call, reverse or, on tapes with forward
  * sweeps, forward, takes it through the generic path. */
 static bool builtin_rule(const cr_tape *t, const cr_value *f, const cr_targ *args, size_t nargs)
@@ -331,12 +341,15 @@ static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const
                                  "%s: argument %zu is an array of %zu elements "
                                  "with NULL data",
                                  f->u.func.fn->name, j, cr_array_numel(args[j].u.a.a));
-    /* Broadcasts of scalar functions, sums and dot products over f64 arrays: fused kernels (no
-     * rule, no pullback, no tangent values). */
-    if (nout == 1 && nargs >= 2 && nargs <= MAX_ARGS && f->u.func.fn == cr_fn_broadcast.u.func.fn &&
+    /* Broadcasts and maps of scalar functions, sums and dot products over f64 arrays: fused
+     * kernels (no rule, no pullback, no tangent values). */
+    if (nout == 1 && nargs >= 2 && nargs <= MAX_ARGS &&
+        (f->u.func.fn == cr_fn_broadcast.u.func.fn ||
+         (f->u.func.fn == cr_fn_map.u.func.fn && arrays_only(args + 1, nargs - 1))) &&
         args[0].kind == CR_TARG_VALUE && args[0].u.v.kind == CR_KIND_FUNC &&
         builtin_rule(t, f, args, nargs)) {
-        cr_status st = cr__kernel_broadcast(t, args[0].u.v.u.func.fn, args + 1, nargs - 1, out);
+        cr_status st = cr__kernel_broadcast(t, f->u.func.fn->name, args[0].u.v.u.func.fn, args + 1,
+                                            nargs - 1, out);
         if (st != CR_NOTHING)
             return st;
     } else if (nout == 1 &&

@@ -332,13 +332,14 @@ CR_INTERNAL cr_status cr__tuple_cot(cr_tape *t, const cr__anode *nd, const doubl
  * array cannot be read as recorded. */
 CR_INTERNAL cr_status cr__kernel_rerun(cr_tape *t, cr__anode *nd, double *v, uint32_t res);
 
-/* broadcast(f, args...), sum(x) and dot(x, y) recorded as fused kernels (kernel.c), for f64
- * arrays of one shape (contiguous, or 1-d of any stride) and, for broadcasts, f64 scalars:
- * an arithmetic function by its own kernel, any other scalar-table function of one result by
- * its row's loops; *out is the result. CR_NOTHING, having done nothing, when the call is not
- * of that form (the generic rule takes it); otherwise the recording's status. */
-CR_INTERNAL cr_status cr__kernel_broadcast(cr_tape *t, const cr_function *fn, const cr_targ *args,
-                                           size_t nargs, cr_targ *out);
+/* broadcast(f, args...) (or map, named by who), sum(x) and dot(x, y) recorded as fused
+ * kernels (kernel.c), for f64 arrays of one shape (contiguous, or 1-d of any stride) and,
+ * for broadcasts, f64 scalars: an arithmetic function by its own kernel, any other
+ * scalar-table function of one result by its row's loops; *out is the result. CR_NOTHING, having
+ * done nothing, when the call is not of that form (the generic rule takes it); otherwise the
+ * recording's status. */
+CR_INTERNAL cr_status cr__kernel_broadcast(cr_tape *t, const char *who, const cr_function *fn,
+                                           const cr_targ *args, size_t nargs, cr_targ *out);
 CR_INTERNAL cr_status cr__kernel_sum(cr_tape *t, const cr_targ *args, size_t nargs, cr_targ *out);
 
 /* Write the accumulated cotangent acc of an array variable whose value is like into the
