@@ -609,8 +609,9 @@ cr_var cr_akernel_sum(cr_tape *t, const cr_kernel *k, const cr_kin *args, size_t
 /* ---- Broadcasts and sums of array variables as kernels ------------------------------------ */
 
 /* The arithmetic rows as kernels of their own (their loops inline and vectorise, where a
- * row's loops call its function once per element). Their partials are the rows' own
- * (arith_rows.h, through kernel.h's operations). */
+ * row's loops call its function once per element), through kernel.h's operations on the
+ * rows of arith_rows.h. Broadcasts take their primal loops (and the second-order loops of
+ * + - and negation); their partials are below. */
 #define BK_ADD(x) cr_k_add(x[0], x[1])
 #define BK_SUB(x) cr_k_sub(x[0], x[1])
 #define BK_MUL(x) cr_k_mul(x[0], x[1])
@@ -632,19 +633,14 @@ CR_KERNEL(bk_sum, 1, BK_ID);
  * where x is NaN or infinite, where the rule (and the scalar tape) gives y. The primal loops
  * are the kernels'; so are the second-order loops of + - and negation, which have no such
  * product; those of * and / are below. */
-#define BK_ROW_FN(NAME, NIN, NOUT, PRIMAL, PARTIALS)                            \
-    static inline void bk_row_##NAME(const double *x, double *Y, double *D)     \
-    {                                                                           \
-        PRIMAL;                                                                 \
-        PARTIALS;                                                               \
-    }                                                                           \
+#define BK_ROW_FN(NAME, NIN, NOUT, PRIMAL, ...)                                 \
     static void bk_partials_##NAME(size_t n, const double *const *q, double *P) \
     {                                                                           \
         for (size_t i = 0; i < n; i++) {                                        \
             double x[NIN], Y[NOUT], D[NIN];                                     \
             for (unsigned j = 0; j < (NIN); j++)                                \
                 x[j] = q[j][i];                                                 \
-            bk_row_##NAME(x, Y, D);                                             \
+            cr__k_row_##NAME(x, Y, D); /* kernel.h's expansion of the row */    \
             for (unsigned j = 0; j < (NIN); j++)                                \
                 P[(size_t)j * CR_K_BLOCK + i] = D[j];                           \
         }                                                                       \

@@ -119,13 +119,21 @@ cr_avar cr_tape_array_input(cr_tape *t, const cr_array *a)
     return r;
 }
 
+/* The value of an argument (any kind; arg_of checks it). */
+static cr_value targ_value(const cr_targ *a)
+{
+    return a->kind == CR_TARG_VAR   ? cr_value_f64(a->u.s.v)
+           : a->kind == CR_TARG_ARR ? cr_value_array((cr_array *)(uintptr_t)a->u.a.a)
+                                    : a->u.v;
+}
+
 /* The value of an argument, and its encoding in a K_ARRAY record. */
 static cr_status arg_of(cr_tape *t, const char *fname, const cr_targ *a, size_t j, cr_value *v,
                         uint32_t *code)
 {
+    *v = targ_value(a);
     switch (a->kind) {
     case CR_TARG_VAR:
-        *v = cr_value_f64(a->u.s.v);
         *code = a->u.s.idx;
         if (a->u.s.idx != CR_VAR_CONST && (a->u.s.tape != t->id || a->u.s.idx >= t->nvars))
             return cr__tape_fail(t, CR_ETAPE,
@@ -136,7 +144,6 @@ static cr_status arg_of(cr_tape *t, const char *fname, const cr_targ *a, size_t 
     case CR_TARG_ARR:
         if (a->u.a.a == NULL)
             return cr__tape_fail(t, CR_EINVAL, "%s: argument %zu is a NULL array", fname, j);
-        *v = cr_value_array((cr_array *)(uintptr_t)a->u.a.a);
         if (a->u.a.idx == CR_VAR_CONST) {
             *code = CR_VAR_CONST;
             return CR_OK;
@@ -149,7 +156,6 @@ static cr_status arg_of(cr_tape *t, const char *fname, const cr_targ *a, size_t 
         *code = a->u.a.idx | CR__ASLOT_BIT;
         return CR_OK;
     case CR_TARG_VALUE:
-        *v = a->u.v;
         *code = CR_VAR_CONST;
         return CR_OK;
     }
@@ -290,9 +296,8 @@ static bool arrays_only(const cr_targ *args, size_t n)
 }
 
 /* Whether the tape's rules take f(args...) with the built-in rule: the kernels of
- * cr__kernel_broadcast and cr__kernel_sum stand in for the built-in broadcast, map, sum and dot
- * only.
- * A user registry's own rule (or opt-out) for the call, reverse or, on tapes with forward
+ * cr__kernel_broadcast and cr__kernel_sum stand in for the built-in broadcast, map, sum and
+ * dot only. A user registry's own rule (or opt-out) for the call, reverse or, on tapes with forward
  * sweeps, forward, takes it through the generic path. */
 static bool builtin_rule(const cr_tape *t, const cr_value *f, const cr_targ *args, size_t nargs)
 {
@@ -304,9 +309,7 @@ static bool builtin_rule(const cr_tape *t, const cr_value *f, const cr_targ *arg
         return true;
     cr_value v[MAX_ARGS];
     for (size_t j = 0; j < nargs; j++)
-        v[j] = args[j].kind == CR_TARG_VAR   ? cr_value_f64(args[j].u.s.v)
-               : args[j].kind == CR_TARG_ARR ? cr_value_array((cr_array *)(uintptr_t)args[j].u.a.a)
-                                             : args[j].u.v;
+        v[j] = targ_value(&args[j]);
     int nmodes = (t->flags & (CR_TAPE_FORWARD | CR_TAPE_SECOND_ORDER)) ? 2 : 1;
     for (int i = 0; i < nmodes; i++) {
         cr_rule_mode mode = i == 0 ? CR_MODE_RRULE : CR_MODE_FRULE;
