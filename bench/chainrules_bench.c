@@ -34,6 +34,10 @@
  *   hvp_array_unfused_ratio  Rosenbrock, n = 1e5, as the unfused array operations on a
  *                      second-order tape: record + one Hessian-vector product
  *                      (cr_tape_ahvp) / the plain C loop
+ *   hvp_array_prepared_ratio  the fused kernel form of hvp_ratio prepared once
+ *                      (cr_prepare_hvp_arrays): one cr_prepared_hvp_arrays (value,
+ *                      gradient, H v) / the plain C loop
+ *   hvp_array_unfused_prepared_ratio  the same for the unfused array operations
  *   sum3_ns            value_and_gradient of a[1] + a[2] + a[3] of a length-30 input
  *                      (reset, record, sweep), per call
  *   mse_ns             value_and_gradient of sum((x - y)^2) / 30 over 30 points, scalar
@@ -810,6 +814,90 @@ static int fig_hvp(double *out)
     return isnan(*out);
 }
 
+/* The same two forms prepared once for H v (cr_prepare_hvp_arrays), then one
+ * cr_prepared_hvp_arrays (value, gradient, H v) per call, checked first at other inputs and
+ * another direction than the recording's. */
+typedef struct hvp_prep_env {
+    hvp_arr_env h;
+    cr_prepared *p;
+    cr_array ga;
+} hvp_prep_env;
+
+static cr_status rosen_kernel_fn(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void *env)
+{
+    (void)n;
+    (void)env;
+    cr_kin in[2] = {cr_kin_arr(xs[0], 0), cr_kin_arr(xs[0], 1)};
+    *y = cr_akernel_sum(t, &rosen_term, in, 2, cr_array_numel(xs[0].a) - 1);
+    return cr_tape_status(t);
+}
+
+static cr_status rosen_unfused_fn(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void *env)
+{
+    (void)n;
+    (void)env;
+    *y = rosen_array_taped(t, xs[0], cr_array_numel(xs[0].a));
+    return cr_tape_status(t);
+}
+
+static double rosen_prepared_ahvp(void *env)
+{
+    hvp_prep_env *e = env;
+    double y;
+    const cr_array *x = &e->h.xa, *v = &e->h.va;
+    cr_array *hv = &e->h.hva, *g = &e->ga;
+    if (cr_prepared_hvp_arrays(e->p, &x, 1, &v, &hv, &y, &g) != CR_OK)
+        return (double)NAN;
+    return y + e->h.r.hv[0] + e->h.r.grad[0];
+}
+
+static int fig_hvp_prep(cr_ad_array_fn f, const char *what, double *out)
+{
+    hvp_prep_env e = {.p = NULL};
+    int err = rosen_setup(&e.h.r, 100000, 0);
+    double *want = malloc(e.h.r.n * sizeof *want), *gw = malloc(e.h.r.n * sizeof *gw);
+    if (err || want == NULL || gw == NULL)
+        return 1;
+    e.h.xa = cr_array_vector(e.h.r.x, e.h.r.n);
+    e.h.va = cr_array_vector(e.h.r.v, e.h.r.n);
+    e.h.hva = cr_array_vector(e.h.r.hv, e.h.r.n);
+    e.ga = cr_array_vector(e.h.r.grad, e.h.r.n);
+    const cr_array *xs[1] = {&e.h.xa};
+    if (cr_prepare_hvp_arrays(g_ctx, NULL, f, NULL, xs, 1, &e.p) != CR_OK) {
+        fprintf(stderr, "%s: %s\n", what, cr_ctx_errmsg(g_ctx));
+        return 1;
+    }
+    for (size_t i = 0; i < e.h.r.n; i++) { /* elsewhere than recorded */
+        e.h.r.x[i] += 0.1 * cos(0.23 * (double)i);
+        e.h.r.v[i] = sin(0.07 * (double)i + 0.3);
+    }
+    if (isnan(rosen_prepared_ahvp(&e))) {
+        fprintf(stderr, "%s: %s\n", what, cr_ctx_errmsg(g_ctx));
+        return 1;
+    }
+    rosen_hvp_hand(e.h.r.x, e.h.r.v, e.h.r.n, want);
+    rosen_grad_hand(e.h.r.x, e.h.r.n, gw);
+    err = check_close(what, e.h.r.hv, want, e.h.r.n, 1e-12) ||
+          check_close(what, e.h.r.grad, gw, e.h.r.n, 1e-12);
+    free(want);
+    free(gw);
+    if (!err)
+        *out = median_ratio(rosen_prepared_ahvp, rosen_primal, &e); /* (r first) */
+    cr_prepared_free(e.p);
+    rosen_teardown(&e.h.r);
+    return err || isnan(*out);
+}
+
+static int fig_hvp_array_prepared(double *out)
+{
+    return fig_hvp_prep(rosen_kernel_fn, "prepared kernel hvp", out);
+}
+
+static int fig_hvp_array_unfused_prepared(double *out)
+{
+    return fig_hvp_prep(rosen_unfused_fn, "prepared unfused array hvp", out);
+}
+
 /* Small functions: the engine's fixed cost per call, on a length-30 input. */
 #define SMALL_N 30
 
@@ -1048,6 +1136,8 @@ static const struct {
     {"rosen_array_unfused_ratio", fig_rosen_unfused, "x", "%s %.2f %s\n"},
     {"rosen_array_vs_arrays_ratio", fig_rosen_vs_arrays, "x", "%s %.2f %s\n"},
     {"hvp_ratio", fig_hvp, "x", "%s %.2f %s\n"},
+    {"hvp_array_prepared_ratio", fig_hvp_array_prepared, "x", "%s %.2f %s\n"},
+    {"hvp_array_unfused_prepared_ratio", fig_hvp_array_unfused_prepared, "x", "%s %.2f %s\n"},
     {"hvp_loop_ratio", fig_hvp_loop, "x", "%s %.2f %s\n"},
     {"hvp_loop_sweep_ratio", fig_hvp_sweep, "x", "%s %.2f %s\n"},
     {"hvp_prepared_ratio", fig_hvp_prepared, "x", "%s %.2f %s\n"},

@@ -259,9 +259,9 @@ static void test_array_checks(void **state)
     assert_int_equal(cr_prepare_gradient_arrays(f->ctx, NULL, sumsq_t, NULL, xs, 1, &p), CR_OK);
     assert_int_equal(cr_prepared_value_and_gradient_arrays(NULL, xs, 1, &y, gs), CR_EINVAL);
     assert_int_equal(cr_prepared_value_and_gradient_arrays(p, nox, 1, &y, gs), CR_EINVAL);
-    assert_contains(cr_ctx_errmsg(f->ctx), "input or gradient 0 is NULL");
+    assert_contains(cr_ctx_errmsg(f->ctx), "input or gradient array 0 is NULL");
     assert_int_equal(cr_prepared_value_and_gradient_arrays(p, xs, 1, &y, nog), CR_EINVAL);
-    assert_contains(cr_ctx_errmsg(f->ctx), "input or gradient 0 is NULL");
+    assert_contains(cr_ctx_errmsg(f->ctx), "input or gradient array 0 is NULL");
     assert_true(g[0] == 9);
     x[1] = 0.25;
     assert_int_equal(cr_prepared_value_and_gradient_arrays(p, xs, 1, &y, gs), CR_OK);

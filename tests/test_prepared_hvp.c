@@ -13,62 +13,12 @@
 #include <string.h>
 
 #include "test_alloc.h"
+#include "test_fdhvp.h"
 #include "test_polar.h"
 #include "test_rosen.h"
 #include "test_util.h"
 
 #define MAXN 8
-
-/* ---- Central differences of plain C functions -------------------------------------------- */
-
-/* The methods and fixed steps of the references: 5-point central differences; the gradient's
- * step fixed so that it is a smooth function of x, which the outer difference along v
- * differentiates again. */
-typedef struct fdref {
-    cr_fd_vec_fn f; /* the plain C function */
-    void *env;
-    const double *x, *v;
-    size_t n;
-    cr_arena *arena;
-} fdref;
-
-static void fd_grad(fdref *r, const double *x, double *g)
-{
-    cr_fdm m;
-    assert_int_equal(cr_fdm_central(5, 1, &m), CR_OK);
-    cr_fd_opts o = {.struct_size = sizeof o, .step = 1e-3};
-    assert_int_equal(cr_fd_jacobian(&m, &o, r->f, r->env, x, r->n, 1, r->arena, g, NULL), CR_OK);
-}
-
-/* t -> the gradient of f at x + t v (n outputs). */
-static cr_status grad_along(const double *t, size_t one, double *g, size_t n, void *env)
-{
-    (void)one;
-    fdref *r = env;
-    double xt[MAXN];
-    for (size_t j = 0; j < n; j++)
-        xt[j] = r->x[j] + t[0] * r->v[j];
-    fd_grad(r, xt, g);
-    return CR_OK;
-}
-
-/* H v as the derivative of the gradient along v. */
-static void fd_hvp(fdref *r, double *hv)
-{
-    cr_fdm m;
-    assert_int_equal(cr_fdm_central(5, 1, &m), CR_OK);
-    cr_fd_opts o = {.struct_size = sizeof o, .step = 1e-3};
-    double t0 = 0.0;
-    assert_int_equal(cr_fd_jacobian(&m, &o, grad_along, r, &t0, 1, r->n, r->arena, hv, NULL),
-                     CR_OK);
-}
-
-/* A direction with every component nonzero. */
-static void direction(size_t n, unsigned seed, double *v)
-{
-    for (size_t i = 0; i < n; i++)
-        v[i] = cos(1.3 * (double)i + 0.7 * (double)seed + 0.2);
-}
 
 /* ---- The functions ----------------------------------------------------------------------- */
 
@@ -403,13 +353,78 @@ static cr_status polar_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_
     return cr_tape_status(t);
 }
 
+/* Array functions of scalar inputs: x1 sum(sin.(x0 .* b)) + sum(exp.(x1 .* b) .* b) x0, with
+ * b a constant array; broadcasts and sums recorded as kernels, the 2-norm of x0 .* b
+ * through its rule (which has its own second-order form). */
+static double k_b[5] = {0.1, -0.2, 0.3, 0.4, -0.5};
+
 static cr_status array_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
+{
+    (void)n;
+    (void)m;
+    (void)env;
+    static cr_array B; /* a constant's array lives as long as the prepared H v */
+    B = cr_array_vector(k_b, 5);
+    cr_avar bc = cr_aconst(&B);
+    cr_avar a = cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(x[0]), cr_targ_arr(bc));
+    cr_var s1 = cr_mul(t, cr_asum(t, cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(a))), x[1]);
+    cr_avar e = cr_abroadcast1(
+        t, &cr_fn_exp,
+        cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(x[1]), cr_targ_arr(bc))));
+    cr_var s2 = cr_mul(t, cr_adot(t, e, bc), x[0]);
+    cr_targ na[1] = {cr_targ_arr(a)};
+    y[0] = cr_add(t, cr_add(t, s1, s2), cr_tape_acall_s(t, &cr_fn_norm, na, 1));
+    return cr_tape_status(t);
+}
+
+static cr_status array_fd(const double *x, size_t n, double *y, size_t m, void *env)
+{
+    (void)n;
+    (void)m;
+    (void)env;
+    double s1 = 0, s2 = 0, nn = 0;
+    for (size_t i = 0; i < 5; i++) {
+        s1 += sin(x[0] * k_b[i]);
+        s2 += exp(x[1] * k_b[i]) * k_b[i];
+        nn += x[0] * k_b[i] * x[0] * k_b[i];
+    }
+    y[0] = x[1] * s1 + s2 * x[0] + sqrt(nn);
+    return CR_OK;
+}
+
+/* Array functions and kernels of scalar inputs are replayed: their rules or loops again,
+ * then their forward and second-order steps. */
+static void test_array_functions(void **state)
+{
+    (void)state;
+    cr_ctx *ctx;
+    assert_int_equal(cr_ctx_new(NULL, &ctx), CR_OK);
+    double x0[2] = {0.7, 0.4};
+    cr_prepared *p;
+    assert_int_equal(cr_prepare_hvp(ctx, NULL, array_t, NULL, x0, 2, &p), CR_OK);
+    const double pts[3][MAXN] = {{0.7, 0.4}, {-1.3, 2.2}, {2.5, -0.6}};
+    check_points(ctx, p, array_t, array_fd, pts, 3, 2, 3, 1e-7);
+    /* The first-order replay on the same p, after the second-order calls. */
+    double y, g[2], yw, gw[2];
+    assert_int_equal(cr_prepared_value_and_gradient(p, pts[1], 2, &y, g), CR_OK);
+    cr_prepared *q;
+    assert_int_equal(cr_prepare_gradient(ctx, NULL, array_t, NULL, x0, 2, &q), CR_OK);
+    assert_int_equal(cr_prepared_value_and_gradient(q, pts[1], 2, &yw, gw), CR_OK);
+    assert_true(y == yw && g[0] == gw[0] && g[1] == gw[1]);
+    cr_prepared_free(q);
+    cr_prepared_free(p);
+    cr_ctx_free(ctx);
+}
+
+/* norm(x0 .* B, x1): norm with a variable exponent has no second-order form. */
+static cr_status norm_p_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
 {
     (void)n;
     (void)m;
     const cr_array *B = env;
     cr_avar a = cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(x[0]), cr_targ_arr(cr_aconst(B)));
-    y[0] = cr_mul(t, cr_asum(t, cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(a))), x[1]);
+    cr_targ args[2] = {cr_targ_arr(a), cr_targ_var(x[1])};
+    y[0] = cr_tape_acall_s(t, &cr_fn_norm, args, 2);
     return cr_tape_status(t);
 }
 
@@ -454,20 +469,31 @@ static void test_refusals(void **state)
     assert_true(hv[0] == 42 && hv[1] == 42);
     cr_prepared_free(p);
 
-    /* Array functions. */
+    /* Array functions without a second-order form: refused as f records them, as a
+     * second-order tape refuses them. */
     double b[5] = {0.1, -0.2, 0.3, 0.4, -0.5};
     cr_array B = cr_array_vector(b, 5);
     p = (cr_prepared *)&x;
-    assert_int_equal(cr_prepare_hvp(ctx, NULL, array_t, &B, x, 2, &p), CR_EUNIMPL);
+    assert_int_equal(cr_prepare_hvp(ctx, NULL, norm_p_t, &B, x, 2, &p), CR_EUNIMPL);
     assert_null(p);
-    assert_contains(cr_ctx_errmsg(ctx), "cr_prepare_hvp: broadcast (record 2) is an array "
-                                        "function; a prepared Hessian-vector product replays "
-                                        "scalar programs only");
+    assert_contains(cr_ctx_errmsg(ctx),
+                    "norm: no second-order form on the tape: the exponent p is a variable");
+    /* ... which a first-order prepared gradient replays. */
+    assert_int_equal(cr_prepare_gradient(ctx, NULL, norm_p_t, &B, x, 2, &p), CR_OK);
+    cr_prepared_free(p);
     /* Arrays prepared for cr_prepared_value_and_gradient_arrays: not a prepared H v. */
     const cr_array *xs[1] = {&B};
     assert_int_equal(cr_prepare_gradient_arrays(ctx, NULL, arr_only_t, NULL, xs, 1, &p), CR_OK);
     assert_int_equal(cr_prepared_hvp(p, x, 2, v, hv, NULL, NULL), CR_EINVAL);
-    assert_contains(cr_ctx_errmsg(ctx), "prepared with cr_prepare_gradient_arrays");
+    assert_contains(cr_ctx_errmsg(ctx), "prepared with cr_prepare_gradient_arrays, which is "
+                                        "first order; prepare it with cr_prepare_hvp_arrays");
+    cr_prepared_free(p);
+    /* Prepared for H v of arrays: cr_prepared_hvp_arrays, not cr_prepared_hvp. */
+    assert_int_equal(cr_prepare_hvp_arrays(ctx, NULL, arr_only_t, NULL, xs, 1, &p), CR_OK);
+    assert_int_equal(cr_prepared_hvp(p, x, 2, v, hv, NULL, NULL), CR_EINVAL);
+    assert_contains(cr_ctx_errmsg(ctx),
+                    "cr_prepared_hvp: prepared for arrays; call cr_prepared_hvp_arrays");
+    assert_true(hv[0] == 42 && hv[1] == 42);
     cr_prepared_free(p);
 
     /* What cr_prepare_gradient refuses, named for cr_prepare_hvp. */
@@ -659,6 +685,7 @@ int main(void)
         cmocka_unit_test(test_constant_output), cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_bad_arguments),   cmocka_unit_test(test_no_allocation),
         cmocka_unit_test(test_fault_injection), cmocka_unit_test(test_branch_cut),
+        cmocka_unit_test(test_array_functions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

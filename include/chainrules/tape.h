@@ -461,9 +461,13 @@ CR_API cr_status cr_prepared_value_and_gradient(cr_prepared *p, const double *x,
  * The second derivatives come from the rows, as on a CR_TAPE_SECOND_ORDER tape. As for
  * cr_prepare_gradient(): branch with cr_tape_cmp(), whose outcome each call checks.
  * Zero-adjoint and non-differentiable functions of variables are evaluated again with no
- * derivative. Refused (CR_EUNIMPL): scalar rules kept as pullbacks (cr_tape_call() of a
- * function with a rule that is not a row, a user rule overriding a row), whose pullbacks
- * have no second-order form, and array functions (cr_tape_acall(), fused kernels).
+ * derivative. Array functions (cr_tape_acall()) and fused kernels are replayed as the
+ * first-order replay does (their rules or loops called again), then go through their
+ * forward and second-order steps as on a CR_TAPE_SECOND_ORDER tape; those without a
+ * second-order form are refused when f records them (CR_EUNIMPL, as a second-order tape
+ * refuses them). Refused too (CR_EUNIMPL): scalar rules kept as pullbacks (cr_tape_call()
+ * of a function with a rule that is not a row, a user rule overriding a row), whose
+ * pullbacks have no second-order form.
  * @param[in]  ctx allocations and errors; must outlive the prepared H v.
  * @param[in]  eng rules and user functions; NULL: built-in rules.
  * @param[in]  f   the function (its env must stay valid only during this call).
@@ -471,8 +475,9 @@ CR_API cr_status cr_prepared_value_and_gradient(cr_prepared *p, const double *x,
  * @param[in]  x   n inputs where f is recorded.
  * @param[in]  n   number of inputs.
  * @param[out] out caller owns; release with cr_prepared_free(). NULL on failure.
- * @return CR_OK; CR_EINVAL; CR_EUNIMPL (a pullback or an array function, naming it; a rule
- *         that cannot be replayed); the recording's status; CR_ENOMEM.
+ * @return CR_OK; CR_EINVAL; CR_EUNIMPL (a pullback, or an array function or kernel without
+ *         a second-order form, naming it; a rule that cannot be replayed); the recording's
+ *         status; CR_ENOMEM.
  */
 CR_API cr_status cr_prepare_hvp(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn f, void *env,
                                 const double *x, size_t n, cr_prepared **out);
@@ -481,7 +486,7 @@ CR_API cr_status cr_prepare_hvp(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn f, v
  * Value, gradient and Hessian-vector product H v at new inputs, by replaying the program of
  * cr_prepare_hvp(): one forward pass carries the values and the tangents along v, one
  * reverse pass the adjoints and their tangents. Allocates nothing (after the first call,
- * when f evaluates zero-adjoint functions again).
+ * when f evaluates zero-adjoint functions again or calls array functions).
  * @param[in]  p    prepared with cr_prepare_hvp().
  * @param[in]  x    n inputs.
  * @param[in]  n    must be the number p was prepared for.
@@ -489,10 +494,11 @@ CR_API cr_status cr_prepare_hvp(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn f, v
  * @param[out] hv   n components of H v.
  * @param[out] y    the value (may be NULL).
  * @param[out] grad n partial derivatives (may be NULL).
- * @return CR_OK; CR_EINVAL (NULL p, x, v or hv; p prepared with cr_prepare_gradient() or
- *         cr_prepare_gradient_arrays()); CR_ESHAPE (another number of inputs); CR_EDOMAIN
- *         (a non-finite v; a comparison recorded with cr_tape_cmp() comes out otherwise at
- *         x); a primal's status at x. Nothing is written on failure, and p stays usable.
+ * @return CR_OK; CR_EINVAL (NULL p, x, v or hv; p prepared with cr_prepare_gradient(),
+ *         cr_prepare_gradient_arrays() or cr_prepare_hvp_arrays()); CR_ESHAPE (another number
+ *         of inputs; an array function's result of another shape); CR_EDOMAIN (a non-finite
+ *         v; a comparison recorded with cr_tape_cmp() comes out otherwise at x); a primal's,
+ *         rule's or frule's status at x. Nothing is written on failure, and p stays usable.
  */
 CR_API cr_status cr_prepared_hvp(cr_prepared *p, const double *x, size_t n, const double *v,
                                  double *hv, double *y, double *grad);
@@ -972,6 +978,54 @@ CR_API cr_status cr_prepare_gradient_arrays(cr_ctx *ctx, const cr_engine *eng, c
  */
 CR_API cr_status cr_prepared_value_and_gradient_arrays(cr_prepared *p, const cr_array *const *xs,
                                                        size_t n, double *y, cr_array *const *grads);
+
+/**
+ * Prepare Hessian-vector products of a function of arrays: record f at the arrays xs, as
+ * cr_prepare_gradient_arrays() does, on a replay tape that refuses the array functions and
+ * kernels without a second-order form (as cr_prepare_hvp() does), and allocate the
+ * second-order workspace. cr_prepared_hvp_arrays() then gives value, gradient and H v at
+ * new arrays of the same shapes and dtypes along new direction arrays;
+ * cr_prepared_value_and_gradient_arrays() works on the same prepared H v.
+ * @param[in]  ctx allocations and errors; must outlive the prepared H v.
+ * @param[in]  eng rules and user functions; NULL: built-in rules.
+ * @param[in]  f   the function of the array variables (its env must stay valid only during
+ *                 this call).
+ * @param[in]  env passed to f.
+ * @param[in]  xs  n float arrays where f is recorded.
+ * @param[in]  n   number of arrays (at least 1).
+ * @param[out] out caller owns; release with cr_prepared_free(). NULL on failure.
+ * @return as cr_prepare_gradient_arrays(); CR_EUNIMPL (an array function or kernel without a
+ *         second-order form, or a scalar rule kept as a pullback, naming it).
+ */
+CR_API cr_status cr_prepare_hvp_arrays(cr_ctx *ctx, const cr_engine *eng, cr_ad_array_fn f,
+                                       void *env, const cr_array *const *xs, size_t n,
+                                       cr_prepared **out);
+
+/**
+ * Value, gradient and H v at new arrays by replaying the program of cr_prepare_hvp_arrays()
+ * (forward-over-reverse, as cr_tape_ahvp() on a CR_TAPE_SECOND_ORDER tape): H v is the
+ * Hessian of the value with respect to all the inputs, taken together, applied to the
+ * directions vs. Allocates nothing after the first call (the rules' and kernels' work lives
+ * in the tape's arena, rewound at each call).
+ * @param[in]  p     prepared with cr_prepare_hvp_arrays().
+ * @param[in]  xs    n arrays of the shapes and dtypes prepared for (any strides).
+ * @param[in]  n     must be the number p was prepared for.
+ * @param[in]  vs    n direction arrays of the inputs' shapes (any float dtype and strides,
+ *                   finite elements).
+ * @param[out] hvs   n arrays, as many elements as their inputs (any float dtype and
+ *                   strides): H v with respect to each input.
+ * @param[out] y     the value (may be NULL).
+ * @param[out] grads n gradient arrays as hvs, or NULL.
+ * @return CR_OK; CR_EINVAL (NULL p, xs, vs or hvs or an element of them; NULL data; p
+ *         prepared otherwise); CR_ESHAPE (another number of arrays, another shape or dtype
+ *         than prepared, an output with another number of elements, a direction of another
+ *         shape; an array function's result of another shape at xs); CR_EDOMAIN (a
+ *         non-finite direction element; a comparison that comes out otherwise at xs); a
+ *         rule's, frule's or kernel's status at xs. On failure p stays usable.
+ */
+CR_API cr_status cr_prepared_hvp_arrays(cr_prepared *p, const cr_array *const *xs, size_t n,
+                                        const cr_array *const *vs, cr_array *const *hvs, double *y,
+                                        cr_array *const *grads);
 
 /**
  * Jacobian-vector product over scalar and array variables: one forward sweep, seeded with

@@ -453,7 +453,7 @@ static ALWAYS_INLINE void set_readers(knode *nd)
 /* Refusals of tapes that cannot hold a kernel record. */
 static cr_status check_tape(cr_tape *t, const char *kn, const knode *nd)
 {
-    if ((t->flags & CR_TAPE_SECOND_ORDER) && !has_second(nd))
+    if ((t->flags & (CR_TAPE_SECOND_ORDER | CR__TAPE_SO_CHECK)) && !has_second(nd))
         return cr__tape_fail(t, CR_EUNIMPL,
                              "kernel %s: no hyper-dual loop (second == NULL), so it has no "
                              "second-order form: make it with CR_KERNEL",

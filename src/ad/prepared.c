@@ -25,6 +25,7 @@ void cr_prepared_free(cr_prepared *p)
     cr_ctx_dealloc(p->ctx, p->fops, p->nfops * sizeof *p->fops);
     cr_ctx_dealloc(p->ctx, p->ain, p->n * sizeof *p->ain);
     cr_ctx_dealloc(p->ctx, p->aidx, p->n * sizeof *p->aidx);
+    cr_ctx_dealloc(p->ctx, p->yrec, p->nprog * sizeof *p->yrec);
     cr_ctx_dealloc(p->ctx, p, sizeof *p);
 }
 
@@ -430,7 +431,7 @@ static NOINLINE cr_status call_forward(cr_prepared *p, const cr__rop *r, double 
         return cr__prepared_grerun(p, r, v);
     cr__anode *nd = r->ptr;
     return nd->pull != NULL ? cr__kernel_rerun(p->tape, nd, v, r->res) /* loops */
-                            : cr__prepared_rerun(p, r, v);
+                            : cr__prepared_rerun(p, r, v, NULL);
 }
 
 /* An array function or a GENERIC record, backwards: its pullback (or kernel). */
@@ -689,7 +690,8 @@ cr_status cr__prepared_run(cr_prepared *p, const double *x)
     return st == CR_OK ? reverse(p) : st;
 }
 
-cr_status cr__prepared_new(cr_ctx *ctx, const cr_engine *eng, size_t n, cr_prepared **out)
+cr_status cr__prepared_new(cr_ctx *ctx, const cr_engine *eng, size_t n, bool second,
+                           cr_prepared **out)
 {
     cr_prepared *p = cr_ctx_alloc(ctx, sizeof *p);
     *out = p;
@@ -700,15 +702,19 @@ cr_status cr__prepared_new(cr_ctx *ctx, const cr_engine *eng, size_t n, cr_prepa
     p->n = n;
     cr_tape_params tp = {.struct_size = sizeof tp, .engine = eng};
     cr_status st = cr_tape_new(ctx, &tp, &p->tape);
-    if (st == CR_OK)
+    if (st == CR_OK) {
         cr__tape_make_replay(p->tape);
+        if (second)
+            p->tape->flags |= CR__TAPE_SO_CHECK;
+    }
     return st;
 }
 
 /* ---- Scalar inputs ---------------------------------------------------------------------- */
 
 cr_status cr__prepare_scalar(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn f, void *env,
-                             const double *x, size_t n, const char *who, cr_prepared **out)
+                             const double *x, size_t n, const char *who, bool second,
+                             cr_prepared **out)
 {
     if (out == NULL)
         return cr_ctx_error(ctx, CR_EINVAL, "%s: out is NULL", who);
@@ -721,7 +727,7 @@ cr_status cr__prepare_scalar(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn f, void
         return cr_ctx_error(ctx, CR_EOVERFLOW, "%s: %zu inputs, more than a recording holds (%zu)",
                             who, n, (size_t)CR_TAPE_MAX_VARS - 1);
     cr_prepared *p;
-    cr_status st = cr__prepared_new(ctx, eng, n, &p);
+    cr_status st = cr__prepared_new(ctx, eng, n, second, &p);
     if (p == NULL)
         return st;
     if (st == CR_OK) {
@@ -757,7 +763,7 @@ cr_status cr__prepare_scalar(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn f, void
 cr_status cr_prepare_gradient(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn f, void *env,
                               const double *x, size_t n, cr_prepared **out)
 {
-    return cr__prepare_scalar(ctx, eng, f, env, x, n, "cr_prepare_gradient", out);
+    return cr__prepare_scalar(ctx, eng, f, env, x, n, "cr_prepare_gradient", false, out);
 }
 
 cr_status cr_prepared_value_and_gradient(cr_prepared *p, const double *x, size_t n, double *y,

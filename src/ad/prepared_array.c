@@ -112,7 +112,7 @@ static cr_status install(cr_prepared *p, const cr__anode *nd, long k, const cr_v
                         nd->fname, el);
 }
 
-cr_status cr__prepared_rerun(cr_prepared *p, const cr__rop *r, double *v)
+cr_status cr__prepared_rerun(cr_prepared *p, const cr__rop *r, double *v, cr_value *ynew)
 {
     cr_tape *t = p->tape;
     cr__anode *nd = r->ptr;
@@ -162,17 +162,20 @@ cr_status cr__prepared_rerun(cr_prepared *p, const cr__rop *r, double *v)
             st = install(p, nd, (long)k, &er, &en, nd->outs[k], v, r->res);
         }
     }
-    if (st == CR_OK)
+    if (st == CR_OK) {
         nd->pb = pb;
+        if (ynew != NULL)
+            *ynew = y;
+    }
     return st;
 }
 
 /* ---- Array inputs ----------------------------------------------------------------------- */
 
-cr_status cr_prepare_gradient_arrays(cr_ctx *ctx, const cr_engine *eng, cr_ad_array_fn f, void *env,
-                                     const cr_array *const *xs, size_t n, cr_prepared **out)
+cr_status cr__prepare_arrays(cr_ctx *ctx, const cr_engine *eng, cr_ad_array_fn f, void *env,
+                             const cr_array *const *xs, size_t n, const char *who, bool second,
+                             cr_prepared **out)
 {
-    const char *who = "cr_prepare_gradient_arrays";
     if (out == NULL)
         return cr_ctx_error(ctx, CR_EINVAL, "%s: out is NULL", who);
     *out = NULL;
@@ -185,7 +188,7 @@ cr_status cr_prepare_gradient_arrays(cr_ctx *ctx, const cr_engine *eng, cr_ad_ar
             return cr_ctx_error(ctx, CR_EINVAL, "%s: input %zu is %s", who, j,
                                 xs[j] == NULL ? "NULL" : "not a float array (f64, f32, c128)");
     cr_prepared *p;
-    cr_status st = cr__prepared_new(ctx, eng, n, &p);
+    cr_status st = cr__prepared_new(ctx, eng, n, second, &p);
     if (p == NULL)
         return st;
     p->arrays = true;
@@ -237,6 +240,40 @@ cr_status cr_prepare_gradient_arrays(cr_ctx *ctx, const cr_engine *eng, cr_ad_ar
     return CR_OK;
 }
 
+cr_status cr_prepare_gradient_arrays(cr_ctx *ctx, const cr_engine *eng, cr_ad_array_fn f, void *env,
+                                     const cr_array *const *xs, size_t n, cr_prepared **out)
+{
+    return cr__prepare_arrays(ctx, eng, f, env, xs, n, "cr_prepare_gradient_arrays", false, out);
+}
+
+cr_status cr__prepared_check_arrays(cr_prepared *p, const char *who, const cr_array *const *xs,
+                                    size_t n, cr_array *const *outs, const char *what)
+{
+    if (n != p->n)
+        return cr_ctx_error(p->ctx, CR_ESHAPE, "%s: prepared for %zu arrays, %zu given", who, p->n,
+                            n);
+    for (size_t j = 0; j < n; j++) {
+        if (xs[j] == NULL || (outs != NULL && outs[j] == NULL))
+            return cr_ctx_error(p->ctx, CR_EINVAL, "%s: input or %s %zu is NULL", who, what, j);
+        if (xs[j]->dtype != p->ain[j].dtype || xs[j]->ndim != p->ain[j].ndim ||
+            !same_extents(xs[j], &p->ain[j])) {
+            char s1[96], s2[96];
+            return cr_ctx_error(p->ctx, CR_ESHAPE, "%s: input %zu is %s, prepared for %s", who, j,
+                                shape_of(xs[j], s1, sizeof s1),
+                                shape_of(&p->ain[j], s2, sizeof s2));
+        }
+        if (xs[j]->data == NULL && cr_array_numel(xs[j]) > 0)
+            return cr_ctx_error(p->ctx, CR_EINVAL, "%s: input %zu has NULL data", who, j);
+        if (outs != NULL && (outs[j]->ndim > CR_ARRAY_MAX_DIMS ||
+                             cr_array_numel(outs[j]) != cr_array_numel(xs[j]))) {
+            char s1[96], s2[96];
+            return cr_ctx_error(p->ctx, CR_ESHAPE, "%s: %s %zu is %s, its input %s", who, what, j,
+                                shape_of(outs[j], s1, sizeof s1), shape_of(xs[j], s2, sizeof s2));
+        }
+    }
+    return CR_OK;
+}
+
 cr_status cr_prepared_value_and_gradient_arrays(cr_prepared *p, const cr_array *const *xs, size_t n,
                                                 double *y, cr_array *const *grads)
 {
@@ -248,34 +285,13 @@ cr_status cr_prepared_value_and_gradient_arrays(cr_prepared *p, const cr_array *
                             "%s: prepared for scalars; call cr_prepared_value_and_gradient", who);
     if (xs == NULL || grads == NULL)
         return cr_ctx_error(p->ctx, CR_EINVAL, "%s: NULL inputs or gradients", who);
-    if (n != p->n)
-        return cr_ctx_error(p->ctx, CR_ESHAPE, "%s: prepared for %zu arrays, %zu given", who, p->n,
-                            n);
-    for (size_t j = 0; j < n; j++) {
-        if (xs[j] == NULL || grads[j] == NULL)
-            return cr_ctx_error(p->ctx, CR_EINVAL, "%s: input or gradient %zu is NULL", who, j);
-        if (xs[j]->dtype != p->ain[j].dtype || xs[j]->ndim != p->ain[j].ndim ||
-            !same_extents(xs[j], &p->ain[j])) {
-            char s1[96], s2[96];
-            return cr_ctx_error(p->ctx, CR_ESHAPE, "%s: input %zu is %s, prepared for %s", who, j,
-                                shape_of(xs[j], s1, sizeof s1),
-                                shape_of(&p->ain[j], s2, sizeof s2));
-        }
-        if (xs[j]->data == NULL && cr_array_numel(xs[j]) > 0)
-            return cr_ctx_error(p->ctx, CR_EINVAL, "%s: input %zu has NULL data", who, j);
-        if (grads[j]->ndim > CR_ARRAY_MAX_DIMS ||
-            cr_array_numel(grads[j]) != cr_array_numel(xs[j])) {
-            char s1[96], s2[96];
-            return cr_ctx_error(p->ctx, CR_ESHAPE, "%s: gradient array %zu is %s, its input %s",
-                                who, j, shape_of(grads[j], s1, sizeof s1),
-                                shape_of(xs[j], s2, sizeof s2));
-        }
-    }
+    cr_status st = cr__prepared_check_arrays(p, who, xs, n, grads, "gradient array");
+    if (st != CR_OK)
+        return st;
     cr_tape *t = p->tape;
     cr__prepared_begin(p);
     for (size_t j = 0; j < n; j++)
         t->aslots[p->aidx[j]].val = xs[j];
-    cr_status st = CR_OK;
     double yv = p->y.v;
     if (p->y.idx != CR_VAR_CONST) {
         /* The shadows may live in the gradient arrays (as in cr_tape_gradient_arrays). */

@@ -15,13 +15,15 @@
  * definition (CR__ARITH_ROWS) instantiated for complex numbers, with the same steps. No
  * derivative is written here.
  *
- * A prepared H·v replays scalar programs: rows (inline or through their function pointers),
- * constants, comparisons (checked as the first-order replay checks them) and zero-adjoint
- * or non-differentiable functions evaluated again through their primal (no derivative, so
- * no second derivative either). Scalar rules kept as pullbacks and array functions are
- * refused when preparing (CR_EUNIMPL): a pullback has no second-order form, and the array
- * records' second-order steps need the forward and second-order tape's state
- * (tape_array2.c), which a replay tape does not keep.
+ * A prepared H·v replays rows (inline or through their function pointers), constants,
+ * comparisons (checked as the first-order replay checks them), zero-adjoint or
+ * non-differentiable functions evaluated again through their primal (no derivative, so no
+ * second derivative either), and array functions and fused kernels: their rules (or loops)
+ * are called again for the values, then their forward step (frule, or the kernel's) and
+ * their second-order reverse step (tape_array2.c, kernel.c) run on the replay tape's array
+ * state, as on a second-order tape. The replay tape refuses, when recording, the array
+ * functions and kernels without a second-order form (CR__TAPE_SO_CHECK); scalar rules kept
+ * as pullbacks are refused when preparing (CR_EUNIMPL): a pullback has no second-order form.
  */
 #include <math.h>
 #include <string.h>
@@ -61,6 +63,44 @@ CR__ARITH_ROWS(HCOL)
 #undef HCOL
 
 /* ---- The passes -------------------------------------------------------------------------- */
+
+/* An array function or a kernel, forwards: its rule (or loops) again for the values, then
+ * its forward step for the tangents of its results (added to zeros for scalar ones). The
+ * result of a rule goes into its node for the second-order forms, which read it
+ * (restore_results() puts the recorded one back after the call). */
+static cr_status array_forward(cr_prepared *p, const cr__rop *r, double *v, double *vd)
+{
+    cr__anode *nd = r->ptr;
+    cr_status st;
+    if (nd->pull != NULL) {
+        st = cr__kernel_rerun(p->tape, nd, v, r->res);
+    } else {
+        cr_value y;
+        nd->y = p->yrec[r - p->prog]; /* new results are checked against the recording's */
+        st = cr__prepared_rerun(p, r, v, &y);
+        if (st == CR_OK)
+            nd->y = y;
+    }
+    if (st != CR_OK)
+        return st;
+    for (size_t o = 0; o < r->nv; o++)
+        vd[r->res + o] = 0.0;
+    return cr__array_forward(p->tape, nd, vd, 1, r->res);
+}
+
+/* The recorded results back in the nodes of the rules (which the first-order replay and the
+ * next call check new results against). */
+static void restore_results(cr_prepared *p)
+{
+    if (p->yrec == NULL)
+        return;
+    for (size_t k = 0; k < p->nprog; k++)
+        if (p->prog[k].code == CR__ROP_ARRAY) {
+            cr__anode *nd = p->prog[k].ptr;
+            if (nd->pull == NULL)
+                nd->y = p->yrec[k];
+        }
+}
 
 /* Forward: values, partials and tangents at the inputs in (dir: the direction, per input). Tangents
  * of constant slots stay zero. */
@@ -114,6 +154,12 @@ static cr_status forward2(cr_prepared *p, const double *in, const double *dir)
                 return st;
             break;
         }
+        case CR__ROP_ARRAY: {
+            cr_status st = array_forward(p, r, v, vd);
+            if (st != CR_OK)
+                return st;
+            break;
+        }
         default: { /* CR__ROP_GENERIC, evaluated through its primal: no derivative */
             cr_status st = cr__prepared_grerun(p, r, v);
             if (st != CR_OK)
@@ -127,8 +173,9 @@ static cr_status forward2(cr_prepared *p, const double *in, const double *dir)
     return CR_OK;
 }
 
-/* Reverse: adjoints and their tangents, from y. */
-static void reverse2(cr_prepared *p)
+/* Reverse: adjoints and their tangents, from y (array records: the shadows and their
+ * derivatives in the tape's sweep state). */
+static cr_status reverse2(cr_prepared *p)
 {
     size_t nv = p->nws / 2;
     const double *v = p->vals, *vd = p->tan;
@@ -195,40 +242,104 @@ static void reverse2(cr_prepared *p)
             }
             break;
         }
+        case CR__ROP_ARRAY: {
+            cr_status st = cr__array_pull2(p->tape, r->ptr, r->res, adj, adjd, vd, 1);
+            if (st != CR_OK)
+                return st;
+            break;
+        }
         default: /* inputs, comparisons, functions of no derivative */
             break;
         }
     }
+    return CR_OK;
 }
 
 /* ---- API ---------------------------------------------------------------------------------- */
 
-/* CR_EUNIMPL, when preparing, for an instruction the second-order replay cannot run. */
-static cr_status check_program(cr_prepared *p)
+/* CR_EUNIMPL, when preparing, for an instruction the second-order replay cannot run (array
+ * functions and kernels without a second-order form were refused when recorded). */
+static cr_status check_program(cr_prepared *p, const char *who)
 {
     for (size_t k = 0; k < p->nprog; k++) {
         const cr__rop *r = &p->prog[k];
-        if (r->code == CR__ROP_ARRAY) {
-            const cr__anode *nd = r->ptr;
-            return cr_ctx_error(p->ctx, CR_EUNIMPL,
-                                "cr_prepare_hvp: %s (record %zu) is an array function; a "
-                                "prepared Hessian-vector product replays scalar programs only "
-                                "(use cr_tape_hvp or cr_tape_ahvp on a CR_TAPE_SECOND_ORDER "
-                                "tape)",
-                                nd->fname != NULL ? nd->fname : "(unnamed)", k);
-        }
         if (r->code == CR__ROP_GENERIC) {
             const cr__greplay *g = r->ptr;
             if (g->mode == CR__GREPLAY_RRULE)
                 return cr_ctx_error(p->ctx, CR_EUNIMPL,
-                                    "cr_prepare_hvp: %s (record %zu) is kept as its rrule's "
-                                    "pullback, which has no second-order form; a prepared "
-                                    "Hessian-vector product replays scalar-table functions "
-                                    "and implementations written against the tape",
-                                    g->node.fname, k);
+                                    "%s: %s (record %zu) is kept as its rrule's pullback, which "
+                                    "has no second-order form; a prepared Hessian-vector product "
+                                    "replays scalar-table functions, array functions with a "
+                                    "second-order form, fused kernels and implementations "
+                                    "written against the tape",
+                                    who, g->node.fname, k);
         }
     }
     return CR_OK;
+}
+
+/* The second-order workspace of a newly prepared p (freed with p on failure). */
+static cr_status finish_prepare(cr_prepared *p, const char *who, cr_prepared **out)
+{
+    cr_ctx *ctx = p->ctx;
+    cr_status st = check_program(p, who);
+    if (st == CR_OK) {
+        p->tan = cr_ctx_alloc(ctx, p->nws * sizeof *p->tan);
+        if (p->tan == NULL)
+            st = cr_ctx_error(ctx, CR_ENOMEM, "%s: no memory for a workspace of %zu doubles", who,
+                              p->nws);
+    }
+    if (st == CR_OK && p->has_arrays) {
+        p->yrec = cr_ctx_alloc(ctx, p->nprog * sizeof *p->yrec);
+        if (p->yrec == NULL)
+            st = cr_ctx_error(ctx, CR_ENOMEM, "%s: no memory for %zu recorded results", who,
+                              p->nprog);
+    }
+    if (st != CR_OK) {
+        cr_prepared_free(p);
+        return st;
+    }
+    p->ntan = p->nws;
+    memset(p->tan, 0, p->ntan * sizeof *p->tan);
+    for (size_t k = 0; p->yrec != NULL && k < p->nprog; k++) {
+        p->yrec[k] = (cr_value){.kind = CR_KIND_NOTHING};
+        if (p->prog[k].code == CR__ROP_ARRAY)
+            p->yrec[k] = ((const cr__anode *)p->prog[k].ptr)->y;
+    }
+    *out = p;
+    return CR_OK;
+}
+
+/* One second-order replay: the scalar inputs x along v, or (x NULL) the array inputs xs,
+ * bound already, along vs. Leaves the scalar results in p's workspace and the array ones in
+ * the tape's sweep state, which the caller ends (cr__array_sweep_end) once it has read
+ * them, whatever the status. */
+static cr_status run2(cr_prepared *p, const double *x, const double *v, const cr_array *const *xs,
+                      const cr_array *const *vs)
+{
+    cr_tape *t = p->tape;
+    cr_status st = CR_OK;
+    if (p->has_arrays)
+        st = cr__array_sweep_begin(t, 1, true);
+    if (st == CR_OK && vs != NULL) {
+        cr_avar few[4];
+        cr_avar *as =
+            p->n <= 4 ? few : cr_arena_alloc(t->arena, p->n * sizeof *as, _Alignof(cr_avar));
+        if (as == NULL)
+            return cr__tape_fail(t, CR__ALLOC_STATUS(t->arena),
+                                 "cr_prepared_hvp_arrays: no room for %zu array inputs", p->n);
+        for (size_t j = 0; j < p->n; j++) {
+            as[j].a = xs[j];
+            as[j].idx = p->aidx[j];
+            as[j].tape = t->id;
+        }
+        st = cr__array_seed(t, as, p->n, vs);
+    }
+    if (st == CR_OK)
+        st = forward2(p, x, v);
+    if (st == CR_OK)
+        st = reverse2(p);
+    return st;
 }
 
 cr_status cr_prepare_hvp(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn f, void *env, const double *x,
@@ -238,23 +349,38 @@ cr_status cr_prepare_hvp(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn f, void *en
         return cr_ctx_error(ctx, CR_EINVAL, "cr_prepare_hvp: out is NULL");
     *out = NULL;
     cr_prepared *p;
-    cr_status st = cr__prepare_scalar(ctx, eng, f, env, x, n, "cr_prepare_hvp", &p);
+    cr_status st = cr__prepare_scalar(ctx, eng, f, env, x, n, "cr_prepare_hvp", true, &p);
     if (st != CR_OK)
         return st;
-    st = check_program(p);
-    if (st == CR_OK) {
-        p->tan = cr_ctx_alloc(ctx, p->nws * sizeof *p->tan);
-        if (p->tan == NULL)
-            st = cr_ctx_error(ctx, CR_ENOMEM,
-                              "cr_prepare_hvp: no memory for a workspace of %zu doubles", p->nws);
-    }
-    if (st != CR_OK) {
-        cr_prepared_free(p);
+    return finish_prepare(p, "cr_prepare_hvp", out);
+}
+
+cr_status cr_prepare_hvp_arrays(cr_ctx *ctx, const cr_engine *eng, cr_ad_array_fn f, void *env,
+                                const cr_array *const *xs, size_t n, cr_prepared **out)
+{
+    const char *who = "cr_prepare_hvp_arrays";
+    if (out == NULL)
+        return cr_ctx_error(ctx, CR_EINVAL, "%s: out is NULL", who);
+    *out = NULL;
+    cr_prepared *p;
+    cr_status st = cr__prepare_arrays(ctx, eng, f, env, xs, n, who, true, &p);
+    if (st != CR_OK)
         return st;
-    }
-    p->ntan = p->nws;
-    memset(p->tan, 0, p->ntan * sizeof *p->tan);
-    *out = p;
+    return finish_prepare(p, who, out);
+}
+
+/* CR_EINVAL unless p was prepared for H v with inputs of the kind the call gives. */
+static cr_status check_kind(cr_prepared *p, const char *who, bool arrays)
+{
+    if (p->tan == NULL)
+        return cr_ctx_error(p->ctx, CR_EINVAL,
+                            "%s: prepared with %s, which is first order; prepare it with %s", who,
+                            p->arrays ? "cr_prepare_gradient_arrays" : "cr_prepare_gradient",
+                            p->arrays ? "cr_prepare_hvp_arrays" : "cr_prepare_hvp");
+    if (p->arrays != arrays)
+        return cr_ctx_error(p->ctx, CR_EINVAL, "%s: prepared for %s; call %s", who,
+                            p->arrays ? "arrays" : "scalars",
+                            p->arrays ? "cr_prepared_hvp_arrays" : "cr_prepared_hvp");
     return CR_OK;
 }
 
@@ -264,11 +390,9 @@ cr_status cr_prepared_hvp(cr_prepared *p, const double *x, size_t n, const doubl
     const char *who = "cr_prepared_hvp";
     if (p == NULL)
         return CR_EINVAL;
-    if (p->tan == NULL)
-        return cr_ctx_error(p->ctx, CR_EINVAL,
-                            "%s: prepared with %s, which is first order; prepare it with "
-                            "cr_prepare_hvp",
-                            who, p->arrays ? "cr_prepare_gradient_arrays" : "cr_prepare_gradient");
+    cr_status st = check_kind(p, who, false);
+    if (st != CR_OK)
+        return st;
     if (n > 0 && (x == NULL || v == NULL || hv == NULL))
         return cr_ctx_error(p->ctx, CR_EINVAL, "%s: NULL x, v or hv", who);
     if (n != p->n)
@@ -289,17 +413,67 @@ cr_status cr_prepared_hvp(cr_prepared *p, const double *x, size_t n, const doubl
     cr__prepared_begin(p);
     /* A failed replay (a comparison that changed, a primal that failed) leaves values of two
      * points; the next call rewrites all of them before any sweep. */
-    cr_status st = forward2(p, x, v);
+    st = run2(p, x, v, NULL, NULL);
+    if (st == CR_OK) {
+        const double *adjd = p->tan + p->nws / 2;
+        for (size_t j = 0; j < n; j++) {
+            hv[j] = adjd[p->xs[j].idx];
+            if (grad != NULL)
+                grad[j] = p->adj[p->xs[j].idx];
+        }
+        if (y != NULL)
+            *y = p->vals[p->y.idx];
+    }
+    cr__array_sweep_end(p->tape);
+    restore_results(p);
+    return st;
+}
+
+cr_status cr_prepared_hvp_arrays(cr_prepared *p, const cr_array *const *xs, size_t n,
+                                 const cr_array *const *vs, cr_array *const *hvs, double *y,
+                                 cr_array *const *grads)
+{
+    const char *who = "cr_prepared_hvp_arrays";
+    if (p == NULL)
+        return CR_EINVAL;
+    cr_status st = check_kind(p, who, true);
     if (st != CR_OK)
         return st;
-    reverse2(p);
-    const double *adjd = p->tan + p->nws / 2;
-    for (size_t j = 0; j < n; j++) {
-        hv[j] = adjd[p->xs[j].idx];
-        if (grad != NULL)
-            grad[j] = p->adj[p->xs[j].idx];
+    if (xs == NULL || vs == NULL || hvs == NULL)
+        return cr_ctx_error(p->ctx, CR_EINVAL, "%s: NULL inputs, directions or H v arrays", who);
+    cr_tape *t = p->tape;
+    if ((st = cr__prepared_check_arrays(p, who, xs, n, hvs, "H v array")) != CR_OK ||
+        (grads != NULL &&
+         (st = cr__prepared_check_arrays(p, who, xs, n, grads, "gradient array")) != CR_OK))
+        return st;
+    for (size_t j = 0; j < n; j++)
+        if ((st = cr__array_check_dir(t, who, "direction array", j, vs[j], xs[j])) != CR_OK)
+            return st;
+    cr__prepared_begin(p);
+    if (p->y.idx == CR_VAR_CONST) {
+        for (size_t j = 0; j < n && st == CR_OK; j++) {
+            st = cr__array_write_out(t, who, "H v array", j, cr__tzero(), hvs[j], xs[j]);
+            if (st == CR_OK && grads != NULL)
+                st = cr__array_write_out(t, who, "gradient array", j, cr__tzero(), grads[j], xs[j]);
+        }
+        if (st == CR_OK && y != NULL)
+            *y = p->y.v;
+        return st;
     }
-    if (y != NULL)
+    for (size_t j = 0; j < n; j++)
+        t->aslots[p->aidx[j]].val = xs[j];
+    st = run2(p, NULL, NULL, xs, vs);
+    for (size_t j = 0; j < n && st == CR_OK; j++) {
+        uint32_t s = p->aidx[j];
+        st = cr__array_write_out(t, who, "H v array", j, *cr__asweep_slot(t, s, 0, true), hvs[j],
+                                 xs[j]);
+        if (st == CR_OK && grads != NULL)
+            st =
+                cr__array_write_out(t, who, "gradient array", j, t->aslots[s].acc, grads[j], xs[j]);
+    }
+    if (st == CR_OK && y != NULL)
         *y = p->vals[p->y.idx];
-    return CR_OK;
+    cr__array_sweep_end(t);
+    restore_results(p);
+    return st;
 }

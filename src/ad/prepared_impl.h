@@ -103,11 +103,17 @@ struct cr_prepared {
      * direction (constant slots stay 0), then the adjoints' tangents; ntan doubles. */
     double *tan;
     size_t ntan;
+    /* cr_prepare_hvp(_arrays) of a program with array functions: per instruction, the
+     * result recorded (nd->y), which the second-order forms read at the new values during a
+     * call and which is put back after it; NULL otherwise. */
+    cr_value *yrec;
 };
 
 /* Call an array function's rrule again at the current values (instruction r): new pullback,
- * new result, checked against the recorded one. Errors go to the context. */
-CR_INTERNAL cr_status cr__prepared_rerun(cr_prepared *p, const cr__rop *r, double *v);
+ * new result, checked against the recorded one (nd->y), and given in *ynew when ynew is not
+ * NULL (a fused kernel's is not). Errors go to the context. */
+CR_INTERNAL cr_status cr__prepared_rerun(cr_prepared *p, const cr__rop *r, double *v,
+                                         cr_value *ynew);
 
 /* Evaluate a GENERIC record again at the current values v (instruction r): its results into
  * v, a new pullback kept for the reverse step; a result of another kind or structure than
@@ -130,16 +136,29 @@ CR_INTERNAL void cr__prepared_resolve(cr_prepared *p, cr__rop *r, const cr_value
 /* A zeroed prepared gradient for n inputs with an empty replay tape. *out is NULL when it
  * could not be allocated (CR_ENOMEM); with another failure status it is allocated but its
  * tape is NULL, and the caller frees it with cr_prepared_free(). */
-CR_INTERNAL cr_status cr__prepared_new(cr_ctx *ctx, const cr_engine *eng, size_t n,
+CR_INTERNAL cr_status cr__prepared_new(cr_ctx *ctx, const cr_engine *eng, size_t n, bool second,
                                        cr_prepared **out);
 
 CR_INTERNAL cr_status cr__prepared_build(cr_prepared *p);
 
 /* Record f at x on a new prepared gradient's replay tape and build its program, as
- * cr_prepare_gradient() does; messages name who. */
+ * cr_prepare_gradient() does; messages name who. second: the tape refuses, when recording,
+ * array functions and kernels without a second-order form (CR__TAPE_SO_CHECK). */
 CR_INTERNAL cr_status cr__prepare_scalar(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn f, void *env,
-                                         const double *x, size_t n, const char *who,
+                                         const double *x, size_t n, const char *who, bool second,
                                          cr_prepared **out);
+
+/* The same for array inputs, as cr_prepare_gradient_arrays() does. */
+CR_INTERNAL cr_status cr__prepare_arrays(cr_ctx *ctx, const cr_engine *eng, cr_ad_array_fn f,
+                                         void *env, const cr_array *const *xs, size_t n,
+                                         const char *who, bool second, cr_prepared **out);
+
+/* Check the n array inputs xs of a call of p (shape and dtype as prepared, data) and the
+ * arrays outs[j] (what: "gradient array", ...; one per input, as many elements as it; NULL
+ * outs: none). Errors on the context, naming who. */
+CR_INTERNAL cr_status cr__prepared_check_arrays(cr_prepared *p, const char *who,
+                                                const cr_array *const *xs, size_t n,
+                                                cr_array *const *outs, const char *what);
 
 /* A guard instruction r at the values v: CR_OK when its comparison comes out as recorded,
  * else CR_EDOMAIN with the message on the context. */

@@ -160,7 +160,7 @@ cr_status cr__array_ext(cr_tape *t, const cr_value *f, const cr_value *vals, con
     cr__so_form_fn form = NULL;
     const char *why;
     int cls = so_class(f, vals, codes, nargs, &row, &form, &why);
-    if (t->flags & CR_TAPE_SECOND_ORDER) {
+    if (t->flags & (CR_TAPE_SECOND_ORDER | CR__TAPE_SO_CHECK)) {
         if (cls == SO_NONE && why != NULL)
             return cr__tape_fail(t, CR_EUNIMPL, "%s: no second-order form on the tape: %s", fname,
                                  why);
@@ -919,4 +919,16 @@ cr_status cr_tape_ahvp(cr_tape *t, cr_var y, const cr_var *xs, size_t n, const d
     cr__array_sweep_end(t);
     cr_arena_rewind(t->arena, mk);
     return st;
+}
+
+/* For the prepared Hessian-vector products of array inputs (prepared_hvp.c). */
+cr_status cr__array_check_dir(cr_tape *t, const char *who, const char *what, size_t j,
+                              const cr_array *v, const cr_array *like)
+{
+    return check_dir(t, who, what, j, v, like);
+}
+
+cr_status cr__array_seed(cr_tape *t, const cr_avar *as, size_t na, const cr_array *const *v)
+{
+    return seed_arrays(t, as, na, v);
 }

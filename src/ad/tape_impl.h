@@ -400,6 +400,16 @@ CR_INTERNAL cr_status cr__array_forward(cr_tape *t, const cr__anode *nd, double 
 CR_INTERNAL cr_status cr__array_pull2(cr_tape *t, const cr__anode *nd, size_t i, double *adj,
                                       double *adjd, const double *tan, size_t k);
 
+/* CR_EINVAL / CR_ESHAPE / CR_EDOMAIN (on the context, naming who, what and j) unless v is
+ * a float array of like's shape (any layout; like NULL: any shape) with finite elements. */
+CR_INTERNAL cr_status cr__array_check_dir(cr_tape *t, const char *who, const char *what, size_t j,
+                                          const cr_array *v, const cr_array *like);
+
+/* During a forward or second-order sweep: add the tangent arrays v[j] (any float dtype and
+ * layout, of the variables' shapes) to the tangents of the array variables as[j]. */
+CR_INTERNAL cr_status cr__array_seed(cr_tape *t, const cr_avar *as, size_t na,
+                                     const cr_array *const *v);
+
 /* During a forward or second-order sweep: array variable slot's tangent along direction d
  * (deriv false), or its shadow's derivative (deriv true, second-order sweeps); NULL when
  * the sweep keeps none. */
@@ -413,6 +423,12 @@ CR_INTERNAL cr_status cr__kernel_pull2(cr_tape *t, const cr__anode *nd, size_t i
                                        double *adjd, const double *tan, size_t k);
 
 #define CR__TAPE_MSG 512
+
+/* An internal flag of cr_tape.flags (above the public CR_TAPE_* bits): array functions and
+ * fused kernels are refused when recorded unless they have a second-order form, as on a
+ * CR_TAPE_SECOND_ORDER tape, while scalar operations are recorded as first-order ones (the
+ * replay tape of cr_prepare_hvp and cr_prepare_hvp_arrays). */
+#define CR__TAPE_SO_CHECK (1u << 31)
 
 struct cr_tape {
     /* Hot fields first: the write cursor and what every operation checks. The inline
