@@ -418,8 +418,8 @@ typedef struct cr_prepared cr_prepared;
  * kept as pullbacks (cr_tape_call() of a function that is not a row): both are replayed by
  * calling their rrules again, as cr_prepare_gradient_arrays() describes, with the rules
  * looked up when preparing. Zero-adjoint and non-differentiable functions of variables are
- * evaluated again through their primal (or row); one known only through its overlay is
- * refused (CR_EUNIMPL).
+ * evaluated again through their primal (or row), or through their overlay run on constants
+ * when they have neither.
  * @param[in]  ctx allocations and errors; must outlive the prepared gradient.
  * @param[in]  eng rules and user functions; NULL: built-in rules.
  * @param[in]  f   the function (its env must stay valid only during this call).

@@ -55,6 +55,8 @@ static cr_status evaluate(cr_tape *t, const cr__greplay *g, cr_rrule_fn rrule, c
                                      : cr_rrule(t->config, t->arena, &g->fv, g->vals, nargs, y, pb);
         return st == CR_NOTHING ? CR_ENORULE : st;
     }
+    if (g->im != NULL)
+        return cr__overlay_values(t, g->im, &g->fv, g->vals, nargs, yv);
     if (g->row != NULL) {
         double x[CR_SCALAR_MAX_IN], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
         for (size_t j = 0; j < nargs; j++)
@@ -74,15 +76,18 @@ static int64_t int_value(const cr_value *y)
 /* ---- Recording -------------------------------------------------------------------------- */
 
 cr_status cr__replay_call(cr_tape *t, const cr_value *f, const cr_scalar_rule *row,
-                          const cr_var *args, const cr_value *vals, size_t nargs, cr_var *out,
-                          size_t nout, size_t *got, bool zero)
+                          const cr__impl *im, const cr_var *args, const cr_value *vals,
+                          size_t nargs, cr_var *out, size_t nout, size_t *got, bool zero)
 {
     const cr_function *fn = f->u.func.fn;
-    if (zero && row == NULL && fn->primal == NULL)
+    /* Evaluated again through its row, its primal, or else its overlay run on constants. */
+    if (!zero || row != NULL || fn->primal != NULL || im == NULL || im->impl == NULL)
+        im = NULL;
+    if (zero && row == NULL && fn->primal == NULL && im == NULL)
         return cr__tape_fail(t, CR_EUNIMPL,
-                             "%s is zero-adjoint through its overlay only: a prepared gradient "
-                             "evaluates it again at each call, which needs its primal (give "
-                             "the cr_function a primal)",
+                             "%s is zero-adjoint or non-differentiable with neither a row, a "
+                             "primal nor an overlay: a prepared gradient cannot evaluate it "
+                             "again",
                              fn->name);
     if (t->nvars + CR__MAX_TUPLE + 1 >= CR_TAPE_MAX_VARS)
         return cr__tape_fail(t, CR_EOVERFLOW, "tape: more than %zu variables in one recording",
@@ -102,6 +107,7 @@ cr_status cr__replay_call(cr_tape *t, const cr_value *f, const cr_scalar_rule *r
     g->fv = *f;
     g->vals = cv;
     g->row = zero ? row : NULL;
+    g->im = im;
     g->mode = zero ? CR__GREPLAY_PRIMAL : CR__GREPLAY_RRULE;
     g->node.nargs = (uint32_t)nargs;
     g->node.args = ai;
@@ -115,6 +121,8 @@ cr_status cr__replay_call(cr_tape *t, const cr_value *f, const cr_scalar_rule *r
     bool constant = false;
     if (g->row != NULL)
         nres = g->row->nout;
+    else if (g->im != NULL)
+        nres = g->im->nout;
     else if ((st = cr__unpack_result(t->ctx, fn->name, &g->y, yv, CR__MAX_TUPLE, &nres,
                                      &constant)) != CR_OK)
         return cr__tape_fail(t, st, "%s", cr_ctx_errmsg(t->ctx));
@@ -213,7 +221,7 @@ cr_status cr__prepared_grerun(cr_prepared *p, const cr__rop *r, double *v)
     if (st != CR_OK)
         return cr_ctx_error(p->ctx, st, "prepared gradient: %s failed at these inputs: %s",
                             g->node.fname, ctx_msg(p->ctx, st, msg, sizeof msg));
-    if (g->row == NULL && (st = check_result(p, g, &y, yv)) != CR_OK)
+    if (g->row == NULL && g->im == NULL && (st = check_result(p, g, &y, yv)) != CR_OK)
         return st;
     for (size_t o = 0; o < r->nv; o++)
         v[r->res + o] = yv[o];

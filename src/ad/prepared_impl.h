@@ -75,6 +75,7 @@ typedef struct cr__greplay {
     cr_value *vals;            /* its arguments (constants as recorded; the tape's arena) */
     cr_value y;                /* the result when recorded (CR_KIND_NOTHING for a row) */
     const cr_scalar_rule *row; /* PRIMAL mode through a row, else NULL */
+    const cr__impl *im;        /* PRIMAL mode through the overlay (no row, no primal), else NULL */
     uint8_t mode;              /* CR__GREPLAY_* */
 } cr__greplay;
 

@@ -1276,6 +1276,32 @@ static cr_status run_overlay(cr_tape *t, const cr__impl *im, const cr_value *f, 
     return im->impl(t, x, nf + nargs, out, k, im->env);
 }
 
+cr_status cr__overlay_values(cr_tape *t, const cr__impl *im, const cr_value *f,
+                             const cr_value *vals, size_t nargs, double *yv)
+{
+    const char *fname = f->u.func.fn->name;
+    cr_var cargs[16], out[CR__MAX_TUPLE];
+    if (nargs > 16 || im->nout > CR__MAX_TUPLE)
+        return cr_ctx_error(t->ctx, CR_EINVAL,
+                            "%s: %zu arguments and %zu results (at most 16 and %d)", fname, nargs,
+                            im->nout, CR__MAX_TUPLE);
+    cr_tape *sub; /* in t's arena: a replay rewinds it */
+    cr_status st = cr__tape_new_in(t->arena, t->engine, 0, &sub);
+    if (st != CR_OK)
+        return cr_ctx_error(t->ctx, st, "%s (zero-adjoint overlay): no room for its tape", fname);
+    for (size_t j = 0; j < nargs; j++)
+        cargs[j] = cr_const(vals[j].u.f64);
+    st = run_overlay(sub, im, f, cargs, nargs, out, im->nout);
+    if (st == CR_OK)
+        st = sub->status;
+    if (st != CR_OK)
+        return cr_ctx_error(t->ctx, st, "%s (zero-adjoint overlay) failed: %s", fname,
+                            sub->errmsg[0] != '\0' ? sub->errmsg : cr_status_str(st));
+    for (size_t o = 0; o < im->nout; o++)
+        yv[o] = out[o].v;
+    return CR_OK;
+}
+
 static cr_status call_constant(cr_tape *t, const cr_value *f, const cr__impl *im,
                                const cr_var *args, const cr_value *vals, size_t nargs, cr_var *out,
                                size_t nout, size_t *got)
@@ -1285,8 +1311,8 @@ static cr_status call_constant(cr_tape *t, const cr_value *f, const cr__impl *im
     /* A replay evaluates f again where an argument is a variable (prepared_generic.c). */
     for (size_t j = 0; j < nargs && t->pre > 1; j++)
         if (args[j].idx != CR_VAR_CONST)
-            return cr__replay_call(t, f, row != NULL && row->nin == nargs ? row : NULL, args, vals,
-                                   nargs, out, nout, got, true);
+            return cr__replay_call(t, f, row != NULL && row->nin == nargs ? row : NULL, im, args,
+                                   vals, nargs, out, nout, got, true);
     if (row != NULL && row->nin == nargs) {
         double x[CR_SCALAR_MAX_IN], Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
         for (size_t j = 0; j < nargs; j++)
@@ -1340,7 +1366,7 @@ static cr_status record_rrule(cr_tape *t, const cr_value *f, const cr_var *args,
 {
     const cr_function *fn = f->u.func.fn;
     if (t->pre > 1) /* a replay tape: the rule is called again at each replay */
-        return cr__replay_call(t, f, NULL, args, vals, nargs, out, nout, got, false);
+        return cr__replay_call(t, f, NULL, NULL, args, vals, nargs, out, nout, got, false);
     if (t->flags & CR_TAPE_SECOND_ORDER)
         return cr__tape_fail(t, CR_EUNIMPL,
                              "%s: its rrule's pullback has no second-order form; a "

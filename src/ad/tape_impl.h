@@ -182,14 +182,23 @@ typedef struct cr__gen_node {
 CR_INTERNAL cr_status cr__generic_pull(cr_tape *t, const cr__gen_node *nd, const double *g,
                                        double *adj);
 
+struct cr__impl; /* a user implementation of the engine (below) */
+
 /* On a replay tape (prepared gradients, prepared_generic.c): record the call f(args) (vals:
  * the arguments' values) so that a replay can evaluate it again: through its rrule, or, with
  * zero set (zero-adjoint or non-differentiable f, some argument a variable), through its
- * primal (row: its scalar row, else fn->primal), results of no derivative. out, nout, got
- * as cr__tape_call_any. Fails the tape. */
+ * primal (row: its scalar row, else fn->primal, else the overlay im on constants), results
+ * of no derivative. out, nout, got as cr__tape_call_any. Fails the tape. */
 CR_INTERNAL cr_status cr__replay_call(cr_tape *t, const cr_value *f, const cr_scalar_rule *row,
-                                      const cr_var *args, const cr_value *vals, size_t nargs,
-                                      cr_var *out, size_t nout, size_t *got, bool zero);
+                                      const struct cr__impl *im, const cr_var *args,
+                                      const cr_value *vals, size_t nargs, cr_var *out, size_t nout,
+                                      size_t *got, bool zero);
+
+/* The values of a zero-adjoint function known through its overlay im, at the arguments'
+ * values vals: the overlay run on constants, on a scratch tape in t's arena, its im->nout
+ * results into yv (tape.c). Errors on the context. */
+CR_INTERNAL cr_status cr__overlay_values(cr_tape *t, const struct cr__impl *im, const cr_value *f,
+                                         const cr_value *vals, size_t nargs, double *yv);
 
 /* A failure reported by a rule or the arena, whose message is on the context already:
  * recorded on the tape as "what: message" (tape.c). */
