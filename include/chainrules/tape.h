@@ -1008,7 +1008,8 @@ CR_API cr_status cr_prepare_hvp_arrays(cr_ctx *ctx, const cr_engine *eng, cr_ad_
  * directions vs. Allocates nothing after the first call (the rules' and kernels' work lives
  * in the tape's arena, rewound at each call).
  * @param[in]  p     prepared with cr_prepare_hvp_arrays().
- * @param[in]  xs    n arrays of the shapes and dtypes prepared for (any strides).
+ * @param[in]  xs    n arrays of the shapes, dtypes and structures prepared for (any
+ *                   strides).
  * @param[in]  n     must be the number p was prepared for.
  * @param[in]  vs    n direction arrays of the inputs' shapes (any float dtype and strides,
  *                   finite elements).

@@ -262,6 +262,13 @@ cr_status cr__prepared_check_arrays(cr_prepared *p, const char *who, const cr_ar
                                 shape_of(xs[j], s1, sizeof s1),
                                 shape_of(&p->ain[j], s2, sizeof s2));
         }
+        /* The rules and forms chosen when recording are those of the structure recorded (a
+         * second-order form may not cover another one). */
+        if (xs[j]->structure != p->ain[j].structure)
+            return cr_ctx_error(p->ctx, CR_ESHAPE,
+                                "%s: input %zu is a %s matrix, prepared for a %s one", who, j,
+                                cr_matstruct_name((cr_matstruct)xs[j]->structure),
+                                cr_matstruct_name((cr_matstruct)p->ain[j].structure));
         if (xs[j]->data == NULL && cr_array_numel(xs[j]) > 0)
             return cr_ctx_error(p->ctx, CR_EINVAL, "%s: input %zu has NULL data", who, j);
         if (outs != NULL && (outs[j]->ndim > CR_ARRAY_MAX_DIMS ||
@@ -270,6 +277,14 @@ cr_status cr__prepared_check_arrays(cr_prepared *p, const char *who, const cr_ar
             return cr_ctx_error(p->ctx, CR_ESHAPE, "%s: %s %zu is %s, its input %s", who, what, j,
                                 shape_of(outs[j], s1, sizeof s1), shape_of(xs[j], s2, sizeof s2));
         }
+        /* Refused here, before anything is evaluated or written, rather than when written
+         * (cr__array_write_out), after the outputs before it. */
+        if (outs != NULL &&
+            (outs[j]->data == NULL || !cr_dtype_is_float((cr_dtype)outs[j]->dtype) ||
+             outs[j]->structure != CR_MAT_DENSE))
+            return cr_ctx_error(p->ctx, CR_EINVAL,
+                                "%s: %s %zu is NULL, structured or not a float array", who, what,
+                                j);
     }
     return CR_OK;
 }
