@@ -3,6 +3,7 @@
  * work matrices, their conversion from and to row-major arrays, gemm on them, (co)tangents
  * as work matrices, tuple cotangent fields and the LAPACK error helpers.
  */
+#include <math.h>
 #include <string.h>
 
 #include "linalg_impl.h"
@@ -229,6 +230,22 @@ cr_status cr__tuple_field(cr_arena *arena, const char *who, cr_tangent dy, size_
 cr_status cr__lapack_fail(cr_arena *arena, const char *who, lapack_int info)
 {
     return CR__FAIL(arena, CR_EBACKEND, "%s: LAPACK reported info = %d", who, (int)info);
+}
+
+cr_status cr__lapack_finite(cr_arena *arena, const char *who, const cr__cmat *A)
+{
+    size_t n = A->r * A->c;
+    for (size_t e = 0; e < n; e++) {
+        bool ok = A->cplx ? isfinite(creal(((const cr_complex *)A->p)[e])) &&
+                                isfinite(cimag(((const cr_complex *)A->p)[e]))
+                          : isfinite(((const double *)A->p)[e]);
+        if (!ok)
+            return CR__FAIL(arena, CR_EDOMAIN,
+                            "%s: element (%zu, %zu) of the matrix is not finite; the "
+                            "decomposition is not defined there",
+                            who, e % A->r, e / A->r);
+    }
+    return CR_OK;
 }
 
 #else /* !CR_HAVE_LAPACKE */

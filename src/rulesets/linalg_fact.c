@@ -616,6 +616,8 @@ static cr_status geig_forward(cr_arena *arena, const char *who, const cr_value *
     cr__cmat F, R;
     st = cr__cmat_from(arena, e->A, cplx, &F);
     if (st == CR_OK)
+        st = cr__lapack_finite(arena, who, &F);
+    if (st == CR_OK)
         st = cr__cmat_new(arena, cplx, n, n, false, &R);
     if (st == CR_OK)
         st = cr__cmat_new(arena, true, n, n, false, &e->V);
@@ -1470,7 +1472,9 @@ typedef struct schur {
 static cr_status schur_of(cr_arena *arena, const char *who, const cr__cmat *M, schur *s)
 {
     size_t n = M->r;
-    cr_status st = cr__cmat_copy_as(arena, M, true, &s->T);
+    cr_status st = cr__lapack_finite(arena, who, M);
+    if (st == CR_OK)
+        st = cr__cmat_copy_as(arena, M, true, &s->T);
     if (st == CR_OK)
         st = cr__cmat_new(arena, true, n, n, false, &s->Q);
     if (st != CR_OK || n == 0)

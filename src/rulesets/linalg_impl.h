@@ -145,6 +145,12 @@ static inline bool cr__lapack_size_ok(size_t n)
 /* CR_EBACKEND for a LAPACK info != 0, naming `who`. */
 CR_INTERNAL cr_status cr__lapack_fail(cr_arena *arena, const char *who, lapack_int info);
 
+/* CR_EDOMAIN (message naming who and the element) when the work matrix A has a NaN or
+ * infinite element: the iterative LAPACK routines (SVD, eigendecompositions, Schur forms)
+ * are not defined there (they may report an illegal argument, print, or leave outputs
+ * unset), so their rules refuse such a matrix before calling them. */
+CR_INTERNAL cr_status cr__lapack_finite(cr_arena *arena, const char *who, const cr__cmat *A);
+
 #else /* !CR_HAVE_LAPACKE */
 
 /* The primal of a function that needs LAPACKE in a build without it: CR_EUNIMPL. */

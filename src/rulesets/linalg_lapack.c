@@ -163,7 +163,9 @@ static cr_status svd_of(cr_arena *arena, const char *who, const cr__cmat *A0, sv
     size_t m = A0->r, n = A0->c, k = m < n ? m : n;
     bool cplx = A0->cplx;
     cr__cmat A;
-    cr_status st = cr__cmat_copy(arena, A0, &A);
+    cr_status st = cr__lapack_finite(arena, who, A0);
+    if (st == CR_OK)
+        st = cr__cmat_copy(arena, A0, &A);
     if (st == CR_OK)
         st = cr__cmat_new(arena, cplx, m, k, false, &out->U);
     if (st == CR_OK)
@@ -215,6 +217,9 @@ static cr_status svd_of(cr_arena *arena, const char *who, const cr__cmat *A0, sv
 static cr_status eigh(cr_arena *arena, const char *who, cr__cmat *H, double **w)
 {
     size_t n = H->r;
+    cr_status st = cr__lapack_finite(arena, who, H);
+    if (st != CR_OK)
+        return st;
     *w = cr_arena_alloc(arena, (n ? n : 1) * sizeof(double), _Alignof(double));
     if (*w == NULL)
         return CR__ALLOC_STATUS(arena);
