@@ -1291,6 +1291,8 @@ static cr_status pinv_forward(cr_arena *arena, const cr_value *args, size_t narg
     cr__cmat F, U, Vt;
     st = cr__cmat_from(arena, *A, cplx, &F);
     if (st == CR_OK)
+        st = cr__lapack_finite(arena, "pinv", &F);
+    if (st == CR_OK)
         st = cr__cmat_new(arena, cplx, m, k, false, &U);
     if (st == CR_OK)
         st = cr__cmat_new(arena, cplx, k, n, false, &Vt);
