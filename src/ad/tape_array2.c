@@ -773,6 +773,17 @@ static cr_status seed_arrays(cr_tape *t, const cr_avar *as, size_t na, const cr_
         cr_array *c;
         cr_dtype dt = (cr_dtype)like->dtype;
         cr_status st = cr__dense(t->arena, v[j], cr__work(dt), &w);
+        if (st == CR_OK && like->ndim == 2 && like->structure != CR_MAT_DENSE) {
+            /* The direction as the input reads it: data changed by v read through the
+             * input's structure (Symmetric: the upper triangle mirrored; Upper, Lower: one
+             * triangle; Diagonal: the diagonal), which is what finite differences of the
+             * input's data see. */
+            cr_array s = *w;
+            s.structure = like->structure;
+            if (like->structure == CR_MAT_DIAGONAL)
+                s.strides[0] = (ptrdiff_t)w->shape[1] + 1;
+            st = cr__dense(t->arena, &s, cr__work(dt), &w);
+        }
         if (st == CR_OK)
             st = cr__cast(t->arena, w, dt == CR_DT_F32 ? CR_DT_F32 : cr__work(dt), &c);
         cr_array *r;
