@@ -71,18 +71,12 @@ CR__ARITH_ROWS(HCOL)
 static cr_status array_forward(cr_prepared *p, const cr__rop *r, double *v, double *vd)
 {
     cr__anode *nd = r->ptr;
-    cr_status st;
-    if (nd->pull != NULL) {
-        st = cr__kernel_rerun(p->tape, nd, v, r->res);
-    } else {
-        cr_value y;
-        nd->y = p->yrec[r - p->prog]; /* new results are checked against the recording's */
-        st = cr__prepared_rerun(p, r, v, &y);
-        if (st == CR_OK)
-            nd->y = y;
-    }
+    cr_value y = p->yrec[r - p->prog]; /* (a kernel gives no new result) */
+    nd->y = y;                         /* new results are checked against the recording's */
+    cr_status st = cr__prepared_rerun(p, r, v, &y);
     if (st != CR_OK)
         return st;
+    nd->y = y;
     for (size_t o = 0; o < r->nv; o++)
         vd[r->res + o] = 0.0;
     return cr__array_forward(p->tape, nd, vd, 1, r->res);
@@ -95,11 +89,8 @@ static void restore_results(cr_prepared *p)
     if (p->yrec == NULL)
         return;
     for (size_t k = 0; k < p->nprog; k++)
-        if (p->prog[k].code == CR__ROP_ARRAY) {
-            cr__anode *nd = p->prog[k].ptr;
-            if (nd->pull == NULL)
-                nd->y = p->yrec[k];
-        }
+        if (p->prog[k].code == CR__ROP_ARRAY)
+            ((cr__anode *)p->prog[k].ptr)->y = p->yrec[k];
 }
 
 /* Forward: values, partials and tangents at the inputs in (dir: the direction, per input). Tangents

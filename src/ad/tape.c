@@ -1283,9 +1283,12 @@ cr_status cr__overlay_values(cr_tape *t, const cr__impl *im, const cr_value *f,
     cr_var cargs[16], out[CR__MAX_TUPLE];
     if (nargs > 16 || im->nout > CR__MAX_TUPLE)
         return cr_ctx_error(t->ctx, CR_EINVAL,
-                            "%s: %zu arguments and %zu results (at most 16 and %d)", fname, nargs,
-                            im->nout, CR__MAX_TUPLE);
-    cr_tape *sub; /* in t's arena: a replay rewinds it */
+                            "%s: too many arguments or results (%zu and %zu; at most 16 and %d)",
+                            fname, nargs, im->nout, CR__MAX_TUPLE);
+    /* A scratch tape in t's arena, given back with whatever the overlay allocated: only the
+     * values are kept. */
+    cr_arena_mark mk = cr_arena_get_mark(t->arena);
+    cr_tape *sub;
     cr_status st = cr__tape_new_in(t->arena, t->engine, 0, &sub);
     if (st != CR_OK)
         return cr_ctx_error(t->ctx, st, "%s (zero-adjoint overlay): no room for its tape", fname);
@@ -1295,11 +1298,12 @@ cr_status cr__overlay_values(cr_tape *t, const cr__impl *im, const cr_value *f,
     if (st == CR_OK)
         st = sub->status;
     if (st != CR_OK)
-        return cr_ctx_error(t->ctx, st, "%s (zero-adjoint overlay) failed: %s", fname,
-                            sub->errmsg[0] != '\0' ? sub->errmsg : cr_status_str(st));
-    for (size_t o = 0; o < im->nout; o++)
+        cr_ctx_error(t->ctx, st, "%s (zero-adjoint overlay) failed: %s", fname,
+                     sub->errmsg[0] != '\0' ? sub->errmsg : cr_status_str(st));
+    for (size_t o = 0; o < im->nout && st == CR_OK; o++)
         yv[o] = out[o].v;
-    return CR_OK;
+    cr_arena_rewind(t->arena, mk);
+    return st;
 }
 
 static cr_status call_constant(cr_tape *t, const cr_value *f, const cr__impl *im,
@@ -1340,21 +1344,16 @@ static cr_status call_constant(cr_tape *t, const cr_value *f, const cr__impl *im
         return CR_OK;
     }
     if (im != NULL && im->impl != NULL) {
-        /* The overlay on constants records nothing. */
-        cr_var cargs[16];
-        if (nargs > 16 || cr__check_nout(t, fn->name, im->nout, nout, got) != CR_OK)
-            return t->status != CR_OK
-                       ? t->status
-                       : cr__tape_fail(t, CR_EINVAL, "%s: too many arguments", fn->name);
-        for (size_t j = 0; j < nargs; j++)
-            cargs[j] = cr_const(args[j].v);
-        cr_status st = run_overlay(t, im, f, cargs, nargs, out, im->nout);
+        /* The overlay on constants (a replay evaluates it the same way). */
+        double yv[CR__MAX_TUPLE];
+        if (cr__check_nout(t, fn->name, im->nout, nout, got) != CR_OK)
+            return t->status;
+        cr_status st = cr__overlay_values(t, im, f, vals, nargs, yv);
         if (st != CR_OK)
-            return cr__tape_fail(t, st, "%s (zero-adjoint overlay) failed: %s", fn->name,
-                                 cr_status_str(st));
+            return cr__tape_fail(t, st, "%s", cr_ctx_errmsg(t->ctx));
         for (size_t o = 0; o < im->nout; o++)
-            out[o] = cr_const(out[o].v);
-        return t->status;
+            out[o] = cr_const(yv[o]);
+        return CR_OK;
     }
     return cr__tape_fail(t, CR_EINVAL, "%s is zero-adjoint but has no primal to call", fn->name);
 }
