@@ -668,6 +668,23 @@ static size_t top_of(const cr_var *v, size_t n)
     return top;
 }
 
+size_t cr__sweep_top_slow(const cr_tape *t, size_t top)
+{
+    size_t i = t->nvars;
+    for (const cr__chunk *c = t->chunk; c != NULL && i > top; c = c->prev) {
+        const cr__word *p = c == t->chunk ? t->cur : c->end;
+        while (p > c->base && i > top) {
+            uint64_t h = p[-1].u;
+            size_t nv = rec_vars(h);
+            if (i - nv < top) /* the record makes variables below top and at or above it */
+                return i;
+            i -= nv;
+            p -= rec_words(h) + t->pre;
+        }
+    }
+    return top;
+}
+
 static void gather(const double *w, size_t top, const cr_var *xs, size_t n, size_t stride, size_t d,
                    double *out)
 {
@@ -703,7 +720,7 @@ static cr_status vjp(cr_tape *t, const char *who, const char *xbar_name, const c
         (st = check_vars(t, who, xs, n, "input")) != CR_OK ||
         (st = cr__check_finite(t, who, ybar, m, "seed")) != CR_OK)
         return st;
-    size_t top = top_of(ys, m);
+    size_t top = cr__sweep_top(t, top_of(ys, m));
     /* Small recordings sweep over a workspace on the stack. */
     double small[SMALL_WS];
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
@@ -747,7 +764,7 @@ cr_status cr_tape_jacobian(cr_tape *t, const cr_var *ys, size_t m, const cr_var 
     if ((st = check_vars(t, who, ys, m, "output")) != CR_OK ||
         (st = check_vars(t, who, xs, n, "input")) != CR_OK)
         return st;
-    size_t top = top_of(ys, m);
+    size_t top = cr__sweep_top(t, top_of(ys, m));
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
     double *adj = workspace(t, top, &st);
     if (adj == NULL)
@@ -757,7 +774,7 @@ cr_status cr_tape_jacobian(cr_tape *t, const cr_var *ys, size_t m, const cr_var 
             memset(jac + i * n, 0, n * sizeof *jac);
             continue;
         }
-        size_t ti = (size_t)ys[i].idx + 1;
+        size_t ti = cr__sweep_top(t, (size_t)ys[i].idx + 1);
         memset(adj, 0, ti * sizeof *adj);
         adj[ys[i].idx] = 1.0;
         st = cr__sweep_reverse(t, adj, ti);
@@ -784,7 +801,7 @@ cr_status cr_tape_jvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t n
         (st = check_vars(t, who, ys, m, "output")) != CR_OK ||
         (st = cr__check_finite(t, who, xdot, n, "tangent")) != CR_OK)
         return st;
-    size_t top = top_of(ys, m);
+    size_t top = cr__sweep_top(t, top_of(ys, m));
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
     double *tan = workspace(t, top, &st);
     if (tan == NULL)
@@ -838,7 +855,7 @@ static cr_status second_order(cr_tape *t, const char *who, bool hess, cr_var y, 
         }
         return CR_OK;
     }
-    size_t top = (size_t)y.idx + 1;
+    size_t top = cr__sweep_top(t, (size_t)y.idx + 1);
     size_t k = H != NULL ? (n < HESS_CHUNK ? (n ? n : 1) : HESS_CHUNK) : 1;
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
     double *adj = workspace(t, top, &st), *tan = NULL, *adjd = NULL;
@@ -918,7 +935,7 @@ static cr_status gradient_first(cr_tape *t, cr_var y, size_t n, double *grad)
     cr_status st = check_var(t, "cr_tape_value_and_gradient", y, "output", 0);
     if (st != CR_OK)
         return st;
-    size_t top = y.idx == CR_VAR_CONST ? 0 : (size_t)y.idx + 1;
+    size_t top = y.idx == CR_VAR_CONST ? 0 : cr__sweep_top(t, (size_t)y.idx + 1);
     double small[SMALL_WS];
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
     double *adj = small;

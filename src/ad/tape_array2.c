@@ -898,7 +898,7 @@ cr_status cr_tape_ahvp(cr_tape *t, cr_var y, const cr_var *xs, size_t n, const d
         if ((st = check_dir(t, who, "direction array", j, av[j], as[j].a)) != CR_OK)
             return st;
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
-    size_t top = y.idx == CR_VAR_CONST ? 0 : (size_t)y.idx + 1;
+    size_t top = y.idx == CR_VAR_CONST ? 0 : cr__sweep_top(t, (size_t)y.idx + 1);
     double *adj = workspace(t, top, &st), *tan = NULL, *adjd = NULL;
     if (adj != NULL)
         tan = workspace(t, top, &st);

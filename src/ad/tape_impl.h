@@ -597,6 +597,15 @@ CR_INTERNAL void cr__row_hessian(const cr_scalar_rule *row, const double *x, con
 
 /* ---- Sweeps (sweep.c) ------------------------------------------------------------------- */
 
+/* The workspace size of a sweep seeded at variables below top: top, or the end of the
+ * record that makes variable top - 1 when that record makes variables past it (a tuple's
+ * pullback, an array function's scalar results), since the sweeps take records whole. */
+CR_INTERNAL size_t cr__sweep_top_slow(const cr_tape *t, size_t top);
+static inline size_t cr__sweep_top(const cr_tape *t, size_t top)
+{
+    return top >= t->nvars ? top : cr__sweep_top_slow(t, top); /* (seeded at the last: top) */
+}
+
 /* Reverse sweep over the records of variables below `top`: adj holds `top` doubles,
  * seeded; on return it holds the adjoints. Scratch comes from the tape's arena (the
  * caller rewinds it). */
