@@ -940,8 +940,9 @@ CR_API cr_status cr_tape_value_and_gradient_arrays(cr_tape *t, cr_ad_array_fn f,
  * cr_aconst(), cr_targ_value()) keep their recorded values, and the arrays they hold must
  * stay valid as long as the prepared gradient. Integer elements of tuple results (indices,
  * pivots) are constants too: a replay where one of them changes fails (CR_EDOMAIN) rather
- * than use a stale index. f must not make inputs of its own, and rules whose pullbacks
- * are kept for scalar arguments only (cr_tape_call() of a non-row function) are refused.
+ * than use a stale index. f must not make inputs of its own. Scalar rules kept as
+ * pullbacks (cr_tape_call() of a function that is not a row) are replayed by calling their
+ * rrules again, as cr_prepare_gradient() describes.
  * @param[in]  ctx allocations and errors; must outlive the prepared gradient.
  * @param[in]  eng rules and user functions; NULL: built-in rules.
  * @param[in]  f   the function (its env must stay valid only during this call).
