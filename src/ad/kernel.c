@@ -574,7 +574,10 @@ static ALWAYS_INLINE cr_status record(cr_tape *t, const char *who, const cr_kern
     (w++)->u = h;
     t->cur = w;
     *idx = sum ? t->nvars : slot;
-    t->nvars += nv;
+    /* nvars moves as the key word (nvars, fast_id): the inline operations read the key as
+     * one word, which a 4-byte store of nvars would make wait for that store to reach the
+     * cache (cr_div after cr_akernel_sum, as in mse). */
+    t->hot.vt.key += nv * CR__TAPE_KEY_ONE;
     return CR_OK;
 }
 
@@ -903,17 +906,20 @@ static ALWAYS_INLINE cr_status shadow_of(cr_tape *t, uint32_t s, size_t numel, k
 {
     cr__aslot *slot = &t->aslots[s];
     const cr_array *v = slot->val;
-    cr_tangent acc = slot->acc;
     sh->numel = numel;
     /* The caller's gradient array (dense row-major f64 of v's shape, cr__gradient_dests) is
-     * the shadow: fresh, or written by an earlier step. */
-    bool fresh = cr__tis_zero(acc);
-    if (slot->dest != NULL && (fresh || (acc.tag == CR_TAN_ARRAY && acc.u.arr == slot->dest))) {
+     * the shadow: fresh, or written by an earlier step. Tested on the accumulator's fields:
+     * a copy of it would read its tag and pointer as one 16-byte load, which waits for the
+     * separate stores that cleared them. */
+    bool fresh = cr__tis_zero(slot->acc);
+    if (slot->dest != NULL &&
+        (fresh || (slot->acc.tag == CR_TAN_ARRAY && slot->acc.u.arr == slot->dest))) {
         sh->d = slot->dest->data;
         sh->z = fresh ? 0 : SIZE_MAX;
         slot->acc = cr__tarray(slot->dest);
         return CR_OK;
     }
+    cr_tangent acc = slot->acc;
     if (acc.tag == CR_TAN_ARRAY && (acc.u.arr->flags & CR_ARRAY_WRITABLE) &&
         acc.u.arr->dtype == CR_DT_F64 && cr__is_contig_dense(acc.u.arr) &&
         cr_array_numel(acc.u.arr) == numel) {
