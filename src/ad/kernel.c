@@ -1106,25 +1106,23 @@ static bool fused_pull(cr_tape *t, const knode *nd, double gs, cr_status *st)
 }
 
 /*
- * The reverse step: g is the sum's adjoint, or NULL for an array result (its cotangent is
- * its slot's accumulator). Block by block: the dual loop gives the partials of every
- * argument, which are scaled by the cotangent and added into the arguments' shadows
+ * The reverse step by blocks: g is the sum's adjoint, or NULL for an array result (its
+ * cotangent is its slot's accumulator). Block by block: the dual loop gives the partials of
+ * every argument, which are scaled by the cotangent and added into the arguments' shadows
  * (element i of the call into shadow element off + i; a slot read by two arguments in one
- * pass for both, pair_block) or summed into scalar adjoints.
+ * pass for both, pair_block) or summed into scalar adjoints. Out of line: its block of
+ * scratch (16 kB) and its registers are not set up for the fused step.
  */
-static cr_status kernel_pull(cr_tape *t, const cr__anode *an, const double *g, double *adj)
+static NOINLINE cr_status block_pull(cr_tape *t, const knode *nd, const double *g, double *adj)
 {
-    const knode *nd = (const knode *)(const void *)an;
+    const cr__anode *an = &nd->base;
     const unsigned m = nd->k->nargs;
     const size_t n = nd->n;
     double gs = 0.0;
     const double *gy = NULL;
     cr_status st = CR_OK;
     if (g != NULL) {
-        if ((gs = *g) == 0.0)
-            return CR_OK;
-        if (nd->direct && nd->k->pull != NULL && fused_pull(t, nd, gs, &st))
-            return st;
+        gs = *g;
     } else {
         cr_tangent acc = t->aslots[an->out].acc;
         if (cr__tis_zero(acc))
@@ -1228,6 +1226,21 @@ static cr_status kernel_pull(cr_tape *t, const cr__anode *an, const double *g, d
     if (g == NULL)
         t->aslots[an->out].acc = cr__tzero(); /* consumed: its record made it */
     return CR_OK;
+}
+
+/* The reverse step of a kernel record: a sum's step is the fused loop when it qualifies
+ * (fused_pull), else the step by blocks. */
+static cr_status kernel_pull(cr_tape *t, const cr__anode *an, const double *g, double *adj)
+{
+    const knode *nd = (const knode *)(const void *)an;
+    if (g != NULL) {
+        cr_status st = CR_OK;
+        if (*g == 0.0)
+            return CR_OK;
+        if (nd->direct && nd->k->pull != NULL && fused_pull(t, nd, *g, &st))
+            return st;
+    }
+    return block_pull(t, nd, g, adj);
 }
 
 /* ---- Forward and second-order sweeps ------------------------------------------------------ */

@@ -833,7 +833,7 @@ cr_status cr__array_write_out(cr_tape *t, const char *who, const char *what, siz
 }
 
 /* The bytes [*lo, *hi) an array's elements span. */
-static void extent(const cr_array *a, uintptr_t *lo, uintptr_t *hi)
+static ALWAYS_INLINE void extent(const cr_array *a, uintptr_t *lo, uintptr_t *hi)
 {
     ptrdiff_t mn = 0, mx = 0;
     for (size_t d = 0; d < a->ndim; d++) {
@@ -1055,6 +1055,10 @@ cr_status cr_tape_value_and_gradient_arrays(cr_tape *t, cr_ad_array_fn f, void *
      * each input again. */
     if (t->id != id)
         return cr_tape_gradient_arrays(t, out, NULL, 0, NULL, in, n, grads);
+    /* One input, the usual case, as a sweep of its own: its loops over the inputs unrolled. */
+    if (n == 1)
+        return sweep_mixed(t, "cr_tape_gradient_arrays", out, bad_avar(NULL), NULL, NULL, 0, NULL,
+                           in, 1, grads, true);
     return sweep_mixed(t, "cr_tape_gradient_arrays", out, bad_avar(NULL), NULL, NULL, 0, NULL, in,
                        n, grads, true);
 }
