@@ -853,7 +853,7 @@ static ALWAYS_INLINE void extent(const cr_array *a, uintptr_t *lo, uintptr_t *hi
 }
 
 /* Whether b's elements meet the bytes [alo, ahi). */
-static bool overlaps(uintptr_t alo, uintptr_t ahi, const cr_array *b)
+static ALWAYS_INLINE bool overlaps(uintptr_t alo, uintptr_t ahi, const cr_array *b)
 {
     uintptr_t blo, bhi;
     extent(b, &blo, &bhi);
@@ -906,7 +906,10 @@ static ALWAYS_INLINE void gradient_dests(cr_tape *t, const cr_avar *as, size_t n
 
 cr_status cr__gradient_dests(cr_tape *t, const cr_avar *as, size_t na, cr_array *const *agrad)
 {
-    gradient_dests(t, as, na, agrad);
+    if (na == 1) /* the usual case (a prepared call of one array), its loops unrolled */
+        gradient_dests(t, as, 1, agrad);
+    else
+        gradient_dests(t, as, na, agrad);
     return CR_OK;
 }
 
