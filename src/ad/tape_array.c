@@ -106,9 +106,11 @@ cr_status cr__array_slot(cr_tape *t, const cr_array *val, uint32_t *idx)
     return new_slot(t, val, false, idx);
 }
 
-cr_avar cr_tape_array_input(cr_tape *t, const cr_array *a)
+/* cr_tape_array_input on a tape (not NULL). Inline: cr_tape_value_and_gradient_arrays makes
+ * its inputs without a call per input. */
+static ALWAYS_INLINE cr_avar array_input(cr_tape *t, const cr_array *a)
 {
-    if ((t = tape_or_current(t)) == NULL || t->status != CR_OK)
+    if (t->status != CR_OK)
         return bad_avar(a);
     if (a == NULL || !cr_dtype_is_float((cr_dtype)a->dtype)) {
         cr__tape_fail(t, CR_EINVAL, "cr_tape_array_input: %s",
@@ -129,6 +131,13 @@ cr_avar cr_tape_array_input(cr_tape *t, const cr_array *a)
     r.idx = idx;
     r.tape = t->id;
     return r;
+}
+
+cr_avar cr_tape_array_input(cr_tape *t, const cr_array *a)
+{
+    if ((t = tape_or_current(t)) == NULL)
+        return bad_avar(a);
+    return array_input(t, a);
 }
 
 /* The value of an argument (any kind; arg_of checks it). */
@@ -1041,7 +1050,7 @@ cr_status cr_tape_value_and_gradient_arrays(cr_tape *t, cr_ad_array_fn f, void *
         (in = cr_arena_alloc(t->arena, n * sizeof *in, _Alignof(cr_avar))) == NULL)
         return cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), who);
     for (size_t j = 0; j < n; j++)
-        in[j] = cr_tape_array_input(t, xs[j]);
+        in[j] = array_input(t, xs[j]);
     if (t->status != CR_OK)
         return t->status;
     const uint32_t id = t->id;
