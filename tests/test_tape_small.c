@@ -5,9 +5,12 @@
  * just outside: strided, column-major, another shape, the input itself, a caller-writable
  * array, a generic pullback adding into it before or after a kernel, a scalar sweep before),
  * kernels whose arguments are not all read in place (a strided array, a scalar variable),
- * arguments sharing a slot around a constant, and prepared replays whose input changes layout
- * between calls. Every gradient is checked against central differences of the same function
- * written in plain C.
+ * arguments sharing a slot around a constant, prepared replays whose input changes layout
+ * between calls, cr_tape_value_and_gradient_arrays' inputs checked as a whole (f resetting
+ * the tape is still refused; more array variables than the tape holds itself), scalar
+ * operations recorded inline right after a kernel and a run of inputs, and a tape's reset of
+ * its arena (inline, and with a cleanup or a second block to undo). Every gradient is checked
+ * against central differences of the same function written in plain C.
  */
 #include <math.h>
 #include <stdio.h>
@@ -522,6 +525,57 @@ static void test_scalars_after_kernel(void **state)
     cr_tape_free(t);
 }
 
+/* ---- A tape's reset of its arena -------------------------------------------------------- */
+
+static void count_cleanup(void *env)
+{
+    ++*(int *)env;
+}
+
+/* The reset keeps the arena's first block and sets its offsets back inline when there is
+ * nothing else to undo; a cleanup registered on it, or a block past the first, takes the
+ * arena's own reset (the cleanup runs once, the memory is kept, the next recordings work). */
+static void test_reset_arena(void **state)
+{
+    fixture *f = *state;
+    cr_tape *t;
+    assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
+    double x[N], want[N], g[N];
+    set_up(x);
+    fd_grad(mse_c, NULL, x, N, want);
+    cr_array xa = cr_array_vector(x, N), ga = cr_array_vector(g, N);
+    cr_arena *arena = cr_tape_arena(t);
+    mse_gradient(t, &xa, &ga);
+    size_t cap = cr_arena_capacity(arena);
+    for (int round = 0; round < 3; round++) { /* nothing to undo but the offsets */
+        memset(g, 0x7f, sizeof g);
+        mse_gradient(t, &xa, &ga);
+        check_grad(g, 1, want, N);
+        assert_int_equal(cr_arena_capacity(arena), cap);
+    }
+    /* a cleanup: run at the next reset, once */
+    int runs = 0;
+    assert_int_equal(cr_arena_defer(arena, count_cleanup, &runs), CR_OK);
+    memset(g, 0x7f, sizeof g);
+    mse_gradient(t, &xa, &ga);
+    assert_int_equal(runs, 1);
+    check_grad(g, 1, want, N);
+    mse_gradient(t, &xa, &ga);
+    assert_int_equal(runs, 1);
+    /* a block past the first: the next recording goes back to the first block, and the
+     * arena keeps what it holds */
+    assert_non_null(cr_arena_alloc(arena, 8 * cap, 8));
+    size_t grown = cr_arena_capacity(arena);
+    assert_true(grown > cap);
+    for (int round = 0; round < 3; round++) {
+        memset(g, 0x7f, sizeof g);
+        mse_gradient(t, &xa, &ga);
+        check_grad(g, 1, want, N);
+        assert_int_equal(cr_arena_capacity(arena), grown);
+    }
+    cr_tape_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -536,6 +590,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_value_and_gradient_inputs, fixture_setup,
                                         fixture_teardown),
         cmocka_unit_test_setup_teardown(test_scalars_after_kernel, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_reset_arena, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
