@@ -296,6 +296,17 @@ enum { BIND_OK, BIND_DTYPE, BIND_LAYOUT, BIND_RANGE };
  * read (a->numel is set from BIND_RANGE on). */
 static ALWAYS_INLINE int bind_array(karg *a, const cr_array *v, size_t off, size_t n)
 {
+    /* The usual argument, a dense f64 vector, with its tests in one: what follows, for it */
+    if (v->dtype == CR_DT_F64 && v->structure == CR_MAT_DENSE && v->ndim == 1) {
+        a->numel = v->shape[0];
+        if (off > a->numel || n > a->numel - off)
+            return BIND_RANGE;
+        a->s = v->strides[0];
+        a->p = (const double *)v->data + (ptrdiff_t)off * a->s;
+        a->pf = NULL;
+        a->off = off;
+        return BIND_OK;
+    }
     if (v->dtype != CR_DT_F64 && v->dtype != CR_DT_F32)
         return BIND_DTYPE;
     if (v->structure != CR_MAT_DENSE || (v->ndim > 1 && !cr_array_is_contiguous(v)))
