@@ -5,9 +5,12 @@
  * just outside: strided, column-major, another shape, the input itself, a caller-writable
  * array, a generic pullback adding into it before or after a kernel, a scalar sweep before),
  * kernels whose arguments are not all read in place (a strided array, a scalar variable),
- * arguments sharing a slot around a constant, and prepared replays whose input changes layout
- * between calls. Every gradient is checked against central differences of the same function
- * written in plain C.
+ * arguments sharing a slot around a constant, prepared replays whose input changes layout
+ * between calls, cr_tape_value_and_gradient_arrays' inputs checked as a whole (f resetting
+ * the tape is still refused; more array variables than the tape holds itself), scalar
+ * operations recorded inline right after a kernel and a run of inputs, and a tape's reset of
+ * its arena (inline, and with a cleanup or a second block to undo). Every gradient is checked
+ * against central differences of the same function written in plain C.
  */
 #include <math.h>
 #include <stdio.h>
@@ -424,6 +427,155 @@ static void test_prepared_layouts(void **state)
     cr_prepared_free(p);
 }
 
+/* ---- cr_tape_value_and_gradient_arrays: its inputs checked as a whole ------------------- */
+
+/* mse of the input, after recording other array inputs (more slots than inputs: five
+ * extra ones go past the tape's own few into a table in the arena) */
+static cr_status mse_more_slots_fn(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void *env)
+{
+    (void)n;
+    for (int k = 0; k < 5; k++)
+        (void)cr_tape_array_input(t, env);
+    *y = mse_tape(t, xs[0], cr_aconst(env));
+    return cr_tape_status(t);
+}
+
+/* resets the tape and records mse of a new input: the given inputs are then of the
+ * recording before the reset */
+static cr_status mse_after_reset_fn(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void *env)
+{
+    (void)n;
+    const cr_array *x = xs[0].a;
+    cr_tape_reset(t);
+    *y = mse_tape(t, cr_tape_array_input(t, x), cr_aconst(env));
+    return cr_tape_status(t);
+}
+
+static void test_value_and_gradient_inputs(void **state)
+{
+    fixture *f = *state;
+    cr_tape *t;
+    assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
+    double x[N], want[N], g[N], y = 0.0;
+    set_up(x);
+    fd_grad(mse_c, NULL, x, N, want);
+    cr_array xa = cr_array_vector(x, N), ya = cr_array_vector(target, N),
+             ga = cr_array_vector(g, N);
+    const cr_array *xs[1] = {&xa};
+    cr_array *gp = &ga;
+    /* the inputs made by the call (twice: the same tape again, its slots reused), then
+     * with more array variables than the tape holds itself, then again with few */
+    cr_ad_array_fn fns[4] = {mse_fn, mse_fn, mse_more_slots_fn, mse_fn};
+    for (int k = 0; k < 4; k++) {
+        memset(g, 0x7f, sizeof g);
+        assert_ok(t, cr_tape_value_and_gradient_arrays(t, fns[k], &ya, xs, 1, &y, &gp));
+        ASSERT_CLOSE(y, mse_c(x, N, NULL), 1e-14);
+        check_grad(g, 1, want, N);
+    }
+    /* f reset the tape: its inputs are of the recording before, refused as before */
+    assert_int_equal(cr_tape_value_and_gradient_arrays(t, mse_after_reset_fn, &ya, xs, 1, &y, &gp),
+                     CR_ETAPE);
+    assert_contains(cr_ctx_errmsg(f->ctx), "cr_tape_gradient_arrays: array input 0");
+    assert_contains(cr_ctx_errmsg(f->ctx), "before its last reset");
+    /* and the tape works on */
+    memset(g, 0x7f, sizeof g);
+    assert_ok(t, cr_tape_value_and_gradient_arrays(t, mse_fn, &ya, xs, 1, &y, &gp));
+    check_grad(g, 1, want, N);
+    cr_tape_free(t);
+}
+
+/* ---- Scalar operations after a kernel and after a run of inputs -------------------------- */
+
+/* (mse(x) * s0 - s1) * s1 + s0: inline operations right after the kernel's variable and after
+ * the scalar inputs */
+static double mixed_c(const double *v, size_t n, const void *env)
+{
+    (void)env;
+    double m = mse_c(v, n - 2, NULL), s0 = v[n - 2], s1 = v[n - 1];
+    return (m * s0 - s1) * s1 + s0;
+}
+
+static void test_scalars_after_kernel(void **state)
+{
+    fixture *f = *state;
+    cr_tape *t;
+    assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
+    double v[N + 2], want[N + 2], g[N], gs[2];
+    set_up(v);
+    v[N] = 0.7;
+    v[N + 1] = -1.3;
+    fd_grad(mixed_c, NULL, v, N + 2, want);
+    cr_array xa = cr_array_vector(v, N), ya = cr_array_vector(target, N),
+             ga = cr_array_vector(g, N);
+    cr_array *gp = &ga;
+    for (int round = 0; round < 2; round++) {
+        cr_tape_reset(t);
+        cr_avar X = cr_tape_array_input(t, &xa);
+        cr_var m = mse_tape(t, X, cr_aconst(&ya));
+        cr_var s[2];
+        assert_ok(t, cr_tape_inputs(t, v + N, 2, s));
+        cr_var y = cr_add(t, cr_mul(t, cr_sub(t, cr_mul(t, m, s[0]), s[1]), s[1]), s[0]);
+        ASSERT_CLOSE(y.v, mixed_c(v, N + 2, NULL), 1e-14);
+        memset(g, 0x7f, sizeof g);
+        assert_ok(t, cr_tape_gradient_arrays(t, y, s, 2, gs, &X, 1, &gp));
+        check_grad(g, 1, want, N);
+        ASSERT_CLOSE(gs[0], want[N], 1e-8);
+        ASSERT_CLOSE(gs[1], want[N + 1], 1e-8);
+    }
+    cr_tape_free(t);
+}
+
+/* ---- A tape's reset of its arena -------------------------------------------------------- */
+
+static void count_cleanup(void *env)
+{
+    ++*(int *)env;
+}
+
+/* The reset keeps the arena's first block and sets its offsets back inline when there is
+ * nothing else to undo; a cleanup registered on it, or a block past the first, takes the
+ * arena's own reset (the cleanup runs once, the memory is kept, the next recordings work). */
+static void test_reset_arena(void **state)
+{
+    fixture *f = *state;
+    cr_tape *t;
+    assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
+    double x[N], want[N], g[N];
+    set_up(x);
+    fd_grad(mse_c, NULL, x, N, want);
+    cr_array xa = cr_array_vector(x, N), ga = cr_array_vector(g, N);
+    cr_arena *arena = cr_tape_arena(t);
+    mse_gradient(t, &xa, &ga);
+    size_t cap = cr_arena_capacity(arena);
+    for (int round = 0; round < 3; round++) { /* nothing to undo but the offsets */
+        memset(g, 0x7f, sizeof g);
+        mse_gradient(t, &xa, &ga);
+        check_grad(g, 1, want, N);
+        assert_int_equal(cr_arena_capacity(arena), cap);
+    }
+    /* a cleanup: run at the next reset, once */
+    int runs = 0;
+    assert_int_equal(cr_arena_defer(arena, count_cleanup, &runs), CR_OK);
+    memset(g, 0x7f, sizeof g);
+    mse_gradient(t, &xa, &ga);
+    assert_int_equal(runs, 1);
+    check_grad(g, 1, want, N);
+    mse_gradient(t, &xa, &ga);
+    assert_int_equal(runs, 1);
+    /* a block past the first: the next recording goes back to the first block, and the
+     * arena keeps what it holds */
+    assert_non_null(cr_arena_alloc(arena, 8 * cap, 8));
+    size_t grown = cr_arena_capacity(arena);
+    assert_true(grown > cap);
+    for (int round = 0; round < 3; round++) {
+        memset(g, 0x7f, sizeof g);
+        mse_gradient(t, &xa, &ga);
+        check_grad(g, 1, want, N);
+        assert_int_equal(cr_arena_capacity(arena), grown);
+    }
+    cr_tape_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -435,6 +587,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kernel_not_in_place, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_kernel_shared_slot, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_prepared_layouts, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_value_and_gradient_inputs, fixture_setup,
+                                        fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_scalars_after_kernel, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_reset_arena, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -296,6 +296,17 @@ enum { BIND_OK, BIND_DTYPE, BIND_LAYOUT, BIND_RANGE };
  * read (a->numel is set from BIND_RANGE on). */
 static ALWAYS_INLINE int bind_array(karg *a, const cr_array *v, size_t off, size_t n)
 {
+    /* The usual argument, a dense f64 vector, with its tests in one: what follows, for it */
+    if (v->dtype == CR_DT_F64 && v->structure == CR_MAT_DENSE && v->ndim == 1) {
+        a->numel = v->shape[0];
+        if (off > a->numel || n > a->numel - off)
+            return BIND_RANGE;
+        a->s = v->strides[0];
+        a->p = (const double *)v->data + (ptrdiff_t)off * a->s;
+        a->pf = NULL;
+        a->off = off;
+        return BIND_OK;
+    }
     if (v->dtype != CR_DT_F64 && v->dtype != CR_DT_F32)
         return BIND_DTYPE;
     if (v->structure != CR_MAT_DENSE || (v->ndim > 1 && !cr_array_is_contiguous(v)))
@@ -574,7 +585,10 @@ static ALWAYS_INLINE cr_status record(cr_tape *t, const char *who, const cr_kern
     (w++)->u = h;
     t->cur = w;
     *idx = sum ? t->nvars : slot;
-    t->nvars += nv;
+    /* nvars moves as the key word (nvars, fast_id): the inline operations read the key as
+     * one word, which a 4-byte store of nvars would make wait for that store to reach the
+     * cache (cr_div after cr_akernel_sum, as in mse). */
+    t->hot.vt.key += nv * CR__TAPE_KEY_ONE;
     return CR_OK;
 }
 
@@ -903,17 +917,20 @@ static ALWAYS_INLINE cr_status shadow_of(cr_tape *t, uint32_t s, size_t numel, k
 {
     cr__aslot *slot = &t->aslots[s];
     const cr_array *v = slot->val;
-    cr_tangent acc = slot->acc;
     sh->numel = numel;
     /* The caller's gradient array (dense row-major f64 of v's shape, cr__gradient_dests) is
-     * the shadow: fresh, or written by an earlier step. */
-    bool fresh = cr__tis_zero(acc);
-    if (slot->dest != NULL && (fresh || (acc.tag == CR_TAN_ARRAY && acc.u.arr == slot->dest))) {
+     * the shadow: fresh, or written by an earlier step. Tested on the accumulator's fields:
+     * a copy of it would read its tag and pointer as one 16-byte load, which waits for the
+     * separate stores that cleared them. */
+    bool fresh = cr__tis_zero(slot->acc);
+    if (slot->dest != NULL &&
+        (fresh || (slot->acc.tag == CR_TAN_ARRAY && slot->acc.u.arr == slot->dest))) {
         sh->d = slot->dest->data;
         sh->z = fresh ? 0 : SIZE_MAX;
         slot->acc = cr__tarray(slot->dest);
         return CR_OK;
     }
+    cr_tangent acc = slot->acc;
     if (acc.tag == CR_TAN_ARRAY && (acc.u.arr->flags & CR_ARRAY_WRITABLE) &&
         acc.u.arr->dtype == CR_DT_F64 && cr__is_contig_dense(acc.u.arr) &&
         cr_array_numel(acc.u.arr) == numel) {
@@ -1100,25 +1117,23 @@ static bool fused_pull(cr_tape *t, const knode *nd, double gs, cr_status *st)
 }
 
 /*
- * The reverse step: g is the sum's adjoint, or NULL for an array result (its cotangent is
- * its slot's accumulator). Block by block: the dual loop gives the partials of every
- * argument, which are scaled by the cotangent and added into the arguments' shadows
+ * The reverse step by blocks: g is the sum's adjoint, or NULL for an array result (its
+ * cotangent is its slot's accumulator). Block by block: the dual loop gives the partials of
+ * every argument, which are scaled by the cotangent and added into the arguments' shadows
  * (element i of the call into shadow element off + i; a slot read by two arguments in one
- * pass for both, pair_block) or summed into scalar adjoints.
+ * pass for both, pair_block) or summed into scalar adjoints. Out of line: its block of
+ * scratch (16 kB) and its registers are not set up for the fused step.
  */
-static cr_status kernel_pull(cr_tape *t, const cr__anode *an, const double *g, double *adj)
+static NOINLINE cr_status block_pull(cr_tape *t, const knode *nd, const double *g, double *adj)
 {
-    const knode *nd = (const knode *)(const void *)an;
+    const cr__anode *an = &nd->base;
     const unsigned m = nd->k->nargs;
     const size_t n = nd->n;
     double gs = 0.0;
     const double *gy = NULL;
     cr_status st = CR_OK;
     if (g != NULL) {
-        if ((gs = *g) == 0.0)
-            return CR_OK;
-        if (nd->direct && nd->k->pull != NULL && fused_pull(t, nd, gs, &st))
-            return st;
+        gs = *g;
     } else {
         cr_tangent acc = t->aslots[an->out].acc;
         if (cr__tis_zero(acc))
@@ -1222,6 +1237,21 @@ static cr_status kernel_pull(cr_tape *t, const cr__anode *an, const double *g, d
     if (g == NULL)
         t->aslots[an->out].acc = cr__tzero(); /* consumed: its record made it */
     return CR_OK;
+}
+
+/* The reverse step of a kernel record: a sum's step is the fused loop when it qualifies
+ * (fused_pull), else the step by blocks. */
+static cr_status kernel_pull(cr_tape *t, const cr__anode *an, const double *g, double *adj)
+{
+    const knode *nd = (const knode *)(const void *)an;
+    if (g != NULL) {
+        cr_status st = CR_OK;
+        if (*g == 0.0)
+            return CR_OK;
+        if (nd->direct && nd->k->pull != NULL && fused_pull(t, nd, *g, &st))
+            return st;
+    }
+    return block_pull(t, nd, g, adj);
 }
 
 /* ---- Forward and second-order sweeps ------------------------------------------------------ */

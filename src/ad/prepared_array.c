@@ -328,10 +328,13 @@ cr_status cr_prepared_value_and_gradient_arrays(cr_prepared *p, const cr_array *
         cr__array_clear(t);
     }
     for (size_t j = 0; j < n && st == CR_OK; j++) {
-        cr_tangent acc = t->aslots[p->aidx[j]].acc;
-        if (acc.tag == CR_TAN_ARRAY && acc.u.arr == grads[j])
-            continue; /* the shadow is the gradient array (cr__gradient_dests) */
-        st = cr__array_write_out(t, who, "gradient array", j, acc, grads[j], xs[j]);
+        /* The shadow is the gradient array (cr__gradient_dests): tested on the fields, as
+         * cr_tape_gradient_arrays does (a copy of the accumulator would load its tag and
+         * pointer as one word that waits for the reverse step's two stores). */
+        const cr_tangent *acc = &t->aslots[p->aidx[j]].acc;
+        if (acc->tag == CR_TAN_ARRAY && acc->u.arr == grads[j])
+            continue;
+        st = cr__array_write_out(t, who, "gradient array", j, *acc, grads[j], xs[j]);
     }
     /* Accumulators cleared and destinations forgotten, in one pass: the next call finds
      * them clear (cr__prepared_run need not clear them again). */

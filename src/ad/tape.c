@@ -99,7 +99,13 @@ static bool keys_work(void)
  * leading words) that has not failed. Called wherever id, slow or pre change. */
 static void set_fast(cr_tape *t)
 {
-    t->fast_id = t->slow == 0 && t->pre == 0 && keys_work() ? t->id : CR__TAPE_NO_ID;
+    /* Stored with nvars as one word, as the inline operations and the kernels read and
+     * write them (a key): a word read over two separate 4-byte stores waits for them to
+     * reach the cache instead of being forwarded. */
+    cr__tape_kvar u;
+    u.v.idx = t->nvars;
+    u.v.tape = t->slow == 0 && t->pre == 0 && keys_work() ? t->id : CR__TAPE_NO_ID;
+    t->hot.vt.key = u.k.key;
 }
 
 static _Thread_local cr_tape *g_current;
@@ -287,8 +293,9 @@ void cr_tape_reset(cr_tape *t)
         cr_arena_reset(t->arena);
     t->nvars = 0;
     t->ninputs = 0;
-    t->aslots = NULL;
-    t->naslots = t->aslot_cap = 0;
+    t->aslots = t->aslot_few; /* the first array variables' slots (tape_array.c) */
+    t->aslot_cap = CR__ASLOT_FEW;
+    t->naslots = 0;
     t->status = CR_OK;
     t->slow = (t->flags & CR_TAPE_SECOND_ORDER) != 0 || t->pre > 1;
     t->errmsg[0] = '\0';
@@ -413,8 +420,9 @@ static inline cr_var new_var(cr_tape *t, double v)
 {
     cr_var r;
     r.v = v;
-    r.idx = t->nvars++;
+    r.idx = t->nvars;
     r.tape = t->id;
+    t->hot.vt.key += CR__TAPE_KEY_ONE; /* nvars + 1, stored as the key word (set_fast) */
     return r;
 }
 
@@ -1107,7 +1115,7 @@ cr_status cr_tape_inputs(cr_tape *t, const double *x, size_t n, cr_var *out)
             }
         }
         t->cur[-1].u = h + k;
-        t->nvars = v + (uint32_t)k;
+        t->hot.vt.key += k * CR__TAPE_KEY_ONE; /* nvars = v + k, as one word (set_fast) */
         t->ninputs += k;
         j += k;
     }

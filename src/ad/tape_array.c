@@ -61,41 +61,56 @@ static cr_avar bad_avar(const cr_array *a)
     return r;
 }
 
-/* A new array slot holding val; its index in *idx. */
-static cr_status new_slot(cr_tape *t, const cr_array *val, uint32_t *idx)
+/* Room for one more array slot: the tape's own few (a reset points the table at them; a
+ * new tape has none yet), then a table in the arena four times as large. Out of line: a
+ * small recording never takes it after its first reset. */
+static NOINLINE cr_status more_slots(cr_tape *t)
 {
     if (t->aslot_cap == 0) {
         t->aslots = t->aslot_few;
         t->aslot_cap = CR__ASLOT_FEW;
+        return CR_OK;
     }
+    uint32_t cap = 4 * t->aslot_cap;
+    if (cap >= CR__ASLOT_BIT)
+        return cr__tape_fail(t, CR_EOVERFLOW, "tape: too many array variables");
+    cr__aslot *s = cr_arena_alloc(t->arena, cap * sizeof *s, _Alignof(cr__aslot));
+    if (s == NULL)
+        return cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), "tape: array variables");
+    if (t->naslots)
+        memcpy(s, t->aslots, t->naslots * sizeof *s);
+    t->aslots = s;
+    t->aslot_cap = cap;
+    return CR_OK;
+}
+
+/* A new array slot holding val; its index in *idx. Inline: one test and four stores. */
+static ALWAYS_INLINE cr_status new_slot(cr_tape *t, const cr_array *val, bool input, uint32_t *idx)
+{
     if (t->naslots == t->aslot_cap) {
-        uint32_t cap = 4 * t->aslot_cap;
-        if (cap >= CR__ASLOT_BIT)
-            return cr__tape_fail(t, CR_EOVERFLOW, "tape: too many array variables");
-        cr__aslot *s = cr_arena_alloc(t->arena, cap * sizeof *s, _Alignof(cr__aslot));
-        if (s == NULL)
-            return cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), "tape: array variables");
-        if (t->naslots)
-            memcpy(s, t->aslots, t->naslots * sizeof *s);
-        t->aslots = s;
-        t->aslot_cap = cap;
+        cr_status st = more_slots(t);
+        if (st != CR_OK)
+            return st;
     }
-    t->aslots[t->naslots].val = val;
-    t->aslots[t->naslots].acc = cr__tzero();
-    t->aslots[t->naslots].dest = NULL;
-    t->aslots[t->naslots].input = false;
+    cr__aslot *s = &t->aslots[t->naslots];
+    s->val = val;
+    s->acc = cr__tzero();
+    s->dest = NULL;
+    s->input = input;
     *idx = t->naslots++;
     return CR_OK;
 }
 
 cr_status cr__array_slot(cr_tape *t, const cr_array *val, uint32_t *idx)
 {
-    return new_slot(t, val, idx);
+    return new_slot(t, val, false, idx);
 }
 
-cr_avar cr_tape_array_input(cr_tape *t, const cr_array *a)
+/* cr_tape_array_input on a tape (not NULL). Inline: cr_tape_value_and_gradient_arrays makes
+ * its inputs without a call per input. */
+static ALWAYS_INLINE cr_avar array_input(cr_tape *t, const cr_array *a)
 {
-    if ((t = tape_or_current(t)) == NULL || t->status != CR_OK)
+    if (t->status != CR_OK)
         return bad_avar(a);
     if (a == NULL || !cr_dtype_is_float((cr_dtype)a->dtype)) {
         cr__tape_fail(t, CR_EINVAL, "cr_tape_array_input: %s",
@@ -109,14 +124,20 @@ cr_avar cr_tape_array_input(cr_tape *t, const cr_array *a)
         return bad_avar(a);
     }
     uint32_t idx = 0;
-    if (new_slot(t, a, &idx) != CR_OK)
+    if (new_slot(t, a, true, &idx) != CR_OK)
         return bad_avar(a);
-    t->aslots[idx].input = true;
     cr_avar r;
     r.a = a;
     r.idx = idx;
     r.tape = t->id;
     return r;
+}
+
+cr_avar cr_tape_array_input(cr_tape *t, const cr_array *a)
+{
+    if ((t = tape_or_current(t)) == NULL)
+        return bad_avar(a);
+    return array_input(t, a);
 }
 
 /* The value of an argument (any kind; arg_of checks it). */
@@ -191,7 +212,7 @@ static cr_status result_of(cr_tape *t, const char *fname, const cr_value *y, cr_
             cr_avar r = cr_aconst(y->u.arr);
             if (is_var) {
                 uint32_t idx;
-                if (new_slot(t, y->u.arr, &idx) != CR_OK)
+                if (new_slot(t, y->u.arr, false, &idx) != CR_OK)
                     return t->status;
                 r.idx = idx;
                 r.tape = t->id;
@@ -251,7 +272,7 @@ static cr_status tuple_of(cr_tape *t, const char *fname, const cr_value *y, cr_t
                 cr_avar r = cr_aconst(e.u.arr);
                 if (is_var) {
                     uint32_t idx;
-                    if (new_slot(t, e.u.arr, &idx) != CR_OK) {
+                    if (new_slot(t, e.u.arr, false, &idx) != CR_OK) {
                         t->naslots = slot0;
                         return t->status;
                     }
@@ -821,7 +842,7 @@ cr_status cr__array_write_out(cr_tape *t, const char *who, const char *what, siz
 }
 
 /* The bytes [*lo, *hi) an array's elements span. */
-static void extent(const cr_array *a, uintptr_t *lo, uintptr_t *hi)
+static ALWAYS_INLINE void extent(const cr_array *a, uintptr_t *lo, uintptr_t *hi)
 {
     ptrdiff_t mn = 0, mx = 0;
     for (size_t d = 0; d < a->ndim; d++) {
@@ -841,7 +862,7 @@ static void extent(const cr_array *a, uintptr_t *lo, uintptr_t *hi)
 }
 
 /* Whether b's elements meet the bytes [alo, ahi). */
-static bool overlaps(uintptr_t alo, uintptr_t ahi, const cr_array *b)
+static ALWAYS_INLINE bool overlaps(uintptr_t alo, uintptr_t ahi, const cr_array *b)
 {
     uintptr_t blo, bhi;
     extent(b, &blo, &bhi);
@@ -894,16 +915,22 @@ static ALWAYS_INLINE void gradient_dests(cr_tape *t, const cr_avar *as, size_t n
 
 cr_status cr__gradient_dests(cr_tape *t, const cr_avar *as, size_t na, cr_array *const *agrad)
 {
-    gradient_dests(t, as, na, agrad);
+    if (na == 1) /* the usual case (a prepared call of one array), its loops unrolled */
+        gradient_dests(t, as, 1, agrad);
+    else
+        gradient_dests(t, as, na, agrad);
     return CR_OK;
 }
 
 /* One reverse sweep seeded either at the scalar y (ybar == NULL) or at the array y. Inlined
- * into both entry points: the gradient's is the small calls' path, with ybar NULL. */
+ * into the entry points: the gradient's is the small calls' path, with ybar NULL. own is
+ * true when as[] are the array inputs cr_tape_value_and_gradient_arrays made in this
+ * recording (checked there as a whole: the recording's id is the one they were made in), so
+ * that they are not checked again one by one. */
 static ALWAYS_INLINE cr_status sweep_mixed(cr_tape *t, const char *who, cr_var y, cr_avar ay,
                                            const cr_array *ybar, const cr_var *xs, size_t n,
                                            double *grad, const cr_avar *as, size_t na,
-                                           cr_array *const *agrad)
+                                           cr_array *const *agrad, bool own)
 {
     if (t == NULL)
         return CR_EINVAL;
@@ -917,7 +944,7 @@ static ALWAYS_INLINE cr_status sweep_mixed(cr_tape *t, const char *who, cr_var y
                                 "%s: input %zu belongs to another tape, or to this tape before "
                                 "its last reset",
                                 who, j);
-    for (size_t j = 0; j < na; j++) {
+    for (size_t j = 0; j < na && !own; j++) {
         if (as[j].idx != CR_VAR_CONST && (as[j].tape != t->id || as[j].idx >= t->naslots))
             return cr_ctx_error(t->ctx, CR_ETAPE,
                                 "%s: array input %zu belongs to another tape, or to this tape "
@@ -977,10 +1004,14 @@ static ALWAYS_INLINE cr_status sweep_mixed(cr_tape *t, const char *who, cr_var y
     for (size_t j = 0; j < n && st == CR_OK; j++)
         grad[j] = xs[j].idx == CR_VAR_CONST ? 0.0 : adj[xs[j].idx];
     for (size_t j = 0; j < na && st == CR_OK; j++) {
-        cr_tangent acc = as[j].idx == CR_VAR_CONST ? cr__tzero() : t->aslots[as[j].idx].acc;
-        if (acc.tag == CR_TAN_ARRAY && acc.u.arr == agrad[j])
-            continue; /* the shadow is the destination (gradient_dests) */
-        st = cr__array_write_out(t, who, "gradient array", j, acc, agrad[j], as[j].a);
+        /* The shadow is the destination (gradient_dests): tested on the fields, since a copy
+         * of the whole accumulator would be one 16-byte load of its tag and pointer, which
+         * waits for the reverse step's separate stores of the two. */
+        const cr_tangent *acc = as[j].idx == CR_VAR_CONST ? NULL : &t->aslots[as[j].idx].acc;
+        if (acc != NULL && acc->tag == CR_TAN_ARRAY && acc->u.arr == agrad[j])
+            continue;
+        st = cr__array_write_out(t, who, "gradient array", j, acc != NULL ? *acc : cr__tzero(),
+                                 agrad[j], as[j].a);
     }
     /* Accumulators cleared and destinations forgotten, in one pass. */
     for (uint32_t k = 0; k < t->naslots; k++) {
@@ -995,7 +1026,7 @@ cr_status cr_tape_gradient_arrays(cr_tape *t, cr_var y, const cr_var *xs, size_t
                                   const cr_avar *as, size_t na, cr_array *const *agrad)
 {
     return sweep_mixed(t, "cr_tape_gradient_arrays", y, bad_avar(NULL), NULL, xs, n, grad, as, na,
-                       agrad);
+                       agrad, false);
 }
 
 cr_status cr_tape_value_and_gradient_arrays(cr_tape *t, cr_ad_array_fn f, void *env,
@@ -1019,9 +1050,10 @@ cr_status cr_tape_value_and_gradient_arrays(cr_tape *t, cr_ad_array_fn f, void *
         (in = cr_arena_alloc(t->arena, n * sizeof *in, _Alignof(cr_avar))) == NULL)
         return cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), who);
     for (size_t j = 0; j < n; j++)
-        in[j] = cr_tape_array_input(t, xs[j]);
+        in[j] = array_input(t, xs[j]);
     if (t->status != CR_OK)
         return t->status;
+    const uint32_t id = t->id;
     cr_var out = cr_const((double)NAN);
     cr_status st = f(t, in, n, &out, env);
     if (st != CR_OK && t->status == CR_OK)
@@ -1030,7 +1062,17 @@ cr_status cr_tape_value_and_gradient_arrays(cr_tape *t, cr_ad_array_fn f, void *
         return t->status;
     if (y != NULL)
         *y = out.v;
-    return cr_tape_gradient_arrays(t, out, NULL, 0, NULL, in, n, grads);
+    /* The inputs are this recording's unless f reset the tape (a new id): then the checked
+     * path says so. Otherwise the sweep of cr_tape_gradient_arrays, inline, without checking
+     * each input again. */
+    if (t->id != id)
+        return cr_tape_gradient_arrays(t, out, NULL, 0, NULL, in, n, grads);
+    /* One input, the usual case, as a sweep of its own: its loops over the inputs unrolled. */
+    if (n == 1)
+        return sweep_mixed(t, "cr_tape_gradient_arrays", out, bad_avar(NULL), NULL, NULL, 0, NULL,
+                           in, 1, grads, true);
+    return sweep_mixed(t, "cr_tape_gradient_arrays", out, bad_avar(NULL), NULL, NULL, 0, NULL, in,
+                       n, grads, true);
 }
 
 cr_status cr_tape_avjp(cr_tape *t, cr_avar y, const cr_array *ybar, const cr_var *xs, size_t n,
@@ -1064,5 +1106,5 @@ cr_status cr_tape_avjp(cr_tape *t, cr_avar y, const cr_array *ybar, const cr_var
             xbar[j] = 0.0;
         ybar = NULL;
     }
-    return sweep_mixed(t, who, cr_const(0.0), y, ybar, xs, n, xbar, as, na, abar);
+    return sweep_mixed(t, who, cr_const(0.0), y, ybar, xs, n, xbar, as, na, abar, false);
 }

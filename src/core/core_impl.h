@@ -162,7 +162,21 @@ static inline void cr__arena_rewind(cr_arena *arena, cr_arena_mark mark)
     (cr_arena_rewind)(arena, mark);
 }
 
+/* cr_arena_reset inline when there is nothing to undo but the offsets: no cleanups to run
+ * and the first block current (its data and size are then cur_data and cur_size already).
+ * A tape resets its arena at each recording. */
+static inline void cr__arena_reset(cr_arena *arena)
+{
+    if (arena != NULL && arena->ndefer == 0 && arena->cur == arena->first) {
+        arena->used = 0;
+        arena->total = 0;
+        return;
+    }
+    (cr_arena_reset)(arena);
+}
+
 #ifndef CR__ARENA_IMPL
+#define cr_arena_reset(arena)              cr__arena_reset(arena)
 #define cr_arena_alloc(arena, size, align) cr__arena_alloc((arena), (size), (align))
 #define cr_arena_calloc(arena, count, size, align) \
     cr__arena_calloc((arena), (count), (size), (align))
