@@ -124,16 +124,21 @@ enum op {
     O_FINDMAX,   /* tuple (max, index): the index is a constant of the recording */
     O_SVD,       /* tuple (U, S, V) */
     O_GEMM,      /* k A B + 0.5 C: no second-order form */
+    O_VIEWRC,    /* view(A, i, :) (i1 >= 0) or view(A, :, j) (j = -1 - i1): a strided vector */
+    O_OUTER,     /* (generator only) u .* w' or u .+ w' by broadcasting (r x 1) with (1 x c) */
+    O_SUMF,      /* sum(sin, A) */
+    O_CHOLSOLVE, /* cholesky_solve(U, B) */
     O_COUNT
 };
 
 static const char *const k_op_names[O_COUNT] = {
-    "sadd",    "smul", "ssq",     "matmul",  "transpose", "adjoint", "b+",      "b-",
-    "b*",      "s.*",  "k.*",     "tanh.",   "sin.",      "square.", "sum",     "dot",
-    "sumdims", "vec",  "reshape", "view",    "getindex",  "hcat",    "vcat",    "tr",
-    "+kI",     "kI*",  "det",     "logdet",  "inv",       "solve",   "chol",    "norm",
-    "kron",    "diag", "diagm",   "expm",    "Symmetric", "lse",     "softmax", "logabsdet",
-    "eigen",   "qr",   "lu",      "extrema", "findmax",   "svd",     "gemm"};
+    "sadd",    "smul",     "ssq",      "matmul",  "transpose", "adjoint", "b+",      "b-",
+    "b*",      "s.*",      "k.*",      "tanh.",   "sin.",      "square.", "sum",     "dot",
+    "sumdims", "vec",      "reshape",  "view",    "getindex",  "hcat",    "vcat",    "tr",
+    "+kI",     "kI*",      "det",      "logdet",  "inv",       "solve",   "chol",    "norm",
+    "kron",    "diag",     "diagm",    "expm",    "Symmetric", "lse",     "softmax", "logabsdet",
+    "eigen",   "qr",       "lu",       "extrema", "findmax",   "svd",     "gemm",    "view(i|j)",
+    "outer",   "sum(sin)", "cholsolve"};
 
 typedef struct ins {
     uint8_t op, path, nout;
@@ -274,7 +279,7 @@ static uint32_t un(gen *g, unsigned op, uint32_t a, double bnd)
     const reg *r = &g->p->regs[a];
     ins *in = emit(g, op, a, 0);
     size_t rr = r->r, cc = r->c;
-    unsigned st = CR_MAT_DENSE;
+    unsigned st = op == O_SYMM ? CR_MAT_SYMMETRIC : CR_MAT_DENSE;
     if (op == O_TRANSPOSE || op == O_ADJOINT) {
         rr = r->c;
         cc = r->r;
@@ -736,6 +741,58 @@ static void gen_one(gen *g)
         p->so = false;
         return;
     }
+    case O_VIEWRC: {
+        int64_t m = pick(g, is_mat);
+        if (m < 0)
+            break;
+        const reg *r = &p->regs[m];
+        in = emit(g, op, (uint32_t)m, 0);
+        bool row = rnd_unit(s) < 0.5;
+        in->i1 = row ? (int64_t)rnd_below(s, r->r) : -1 - (int64_t)rnd_below(s, r->c);
+        res(g, in, RK_A, row ? r->c : r->r, 0, CR_MAT_DENSE, r->bnd);
+        return;
+    }
+    case O_OUTER: {
+        int64_t u1 = pick(g, is_vec), u2 = pick(g, is_vec);
+        if (u1 < 0 || p->regs[u1].r > 8 || p->regs[u2].r > 8)
+            break;
+        size_t rr = p->regs[u1].r, cc = p->regs[u2].r;
+        ins *q = emit(g, O_RESHAPE, (uint32_t)u1, 0);
+        q->shp[0] = (int64_t)rr;
+        q->shp[1] = 1;
+        uint32_t col = res(g, q, RK_A, rr, 1, CR_MAT_DENSE, p->regs[u1].bnd);
+        q = emit(g, O_RESHAPE, (uint32_t)u2, 0);
+        q->shp[0] = 1;
+        q->shp[1] = (int64_t)cc;
+        uint32_t row = res(g, q, RK_A, 1, cc, CR_MAT_DENSE, p->regs[u2].bnd);
+        bool mul = rnd_unit(s) < 0.6;
+        in = emit(g, mul ? O_BMUL : O_BSUB, col, row);
+        double b1 = p->regs[col].bnd, b2 = p->regs[row].bnd;
+        tame(g, res(g, in, RK_A, rr, cc, CR_MAT_DENSE, mul ? b1 * b2 : b1 + b2));
+        return;
+    }
+    case O_SUMF:
+        in = emit(g, op, a, 0);
+        tame(g, res(g, in, RK_S, 0, 0, 0, (double)numel_of(ra)));
+        return;
+    case O_CHOLSOLVE: {
+        uint32_t m = square(g);
+        size_t n = p->regs[m].r;
+        uint32_t cand[MAX_REG];
+        size_t nc = 0;
+        for (size_t i = 0; i < p->nreg; i++)
+            if (p->regs[i].kind == RK_A && p->regs[i].r == n)
+                cand[nc++] = (uint32_t)i;
+        uint32_t b = cand[rnd_below(s, nc)];
+        ins *q = emit(g, O_CHOL, spd(g, m), 0);
+        uint32_t uu = res(g, q, RK_A, n, n, CR_MAT_UPPER, 1.5);
+        const reg *rb = &p->regs[b];
+        if (rb->st != CR_MAT_DENSE)
+            p->so = false; /* its second-order form covers a dense B only (refused) */
+        in = emit(g, op, uu, b);
+        tame(g, res(g, in, RK_A, n, rb->c, CR_MAT_DENSE, 2 * (double)n * rb->bnd));
+        return;
+    }
     case O_EXTREMA:
         if (numel_of(ra) < 2)
             break;
@@ -775,7 +832,8 @@ static void gen_prog(prog *p, uint64_t seed)
         off += ndata_of(&p->regs[i]);
     }
     p->off[p->nin] = off;
-    size_t len = 1 + rnd_below(s, rnd_unit(s) < 0.8 ? 8 : 24);
+    double lr = rnd_unit(s);
+    size_t len = 1 + rnd_below(s, lr < 0.6 ? 8 : lr < 0.9 ? 24 : 60);
     for (size_t i = 0; i < len && p->nins < MAX_INS - 40; i++)
         gen_one(&g);
     /* the array output: the last array result (an operation's, not an input) */
@@ -1041,6 +1099,20 @@ static size_t spec(ins *in, const cr_value **f, sarg *a)
         *f = &cr_fn_svd;
         a[0] = rg_(in->a);
         return 1;
+    case O_VIEWRC:
+        *f = &cr_fn_view;
+        a[0] = rg_(in->a);
+        a[1] = in->i1 >= 0 ? cv_(cr_value_i64(in->i1)) : cv_(cr_colon);
+        a[2] = in->i1 >= 0 ? cv_(cr_colon) : cv_(cr_value_i64(-1 - in->i1));
+        return 3;
+    case O_SUMF:
+        *f = &cr_fn_sum;
+        a[0] = cv_(cr_fn_sin);
+        a[1] = rg_(in->a);
+        return 2;
+    case O_CHOLSOLVE:
+        *f = &cr_fn_cholesky_solve;
+        break;
     case O_GEMM:
         *f = &cr_fn_gemm;
         a[0] = cv_(cr_value_f64(in->k));
