@@ -2025,7 +2025,7 @@ static void test_random_array_programs(void **state)
         run_seed(e, one);
         return;
     }
-    size_t n = programs(60);
+    size_t n = programs(120);
     for (size_t i = 0; i < n; i++) {
         uint64_t s = 0xA77A4000000000u + i;
         run_seed(e, rnd_next(&s) | 1);
