@@ -31,32 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "test_random.h"
 #include "test_util.h"
-
-/* ---- The generator's random numbers: splitmix64 (as test_tape_random.c) -------------------- */
-
-static uint64_t rnd_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15u);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
-    return z ^ (z >> 31);
-}
-
-static double rnd_unit(uint64_t *s) /* [0, 1) */
-{
-    return (double)(rnd_next(s) >> 11) * 0x1.0p-53;
-}
-
-static double rnd_range(uint64_t *s, double lo, double hi)
-{
-    return lo + (hi - lo) * rnd_unit(s);
-}
-
-static size_t rnd_below(uint64_t *s, size_t n) /* [0, n) */
-{
-    return (size_t)(rnd_next(s) % (uint64_t)n);
-}
 
 /* ---- Programs ------------------------------------------------------------------------------ */
 
@@ -1986,18 +1962,6 @@ static int env_teardown(void **state)
     cr_ctx_free(e->ctx);
     free(e);
     return 0;
-}
-
-static size_t programs(size_t dflt)
-{
-    const char *s = getenv("CR_RANDOM_PROGRAMS");
-    return s != NULL && *s != '\0' ? (size_t)strtoull(s, NULL, 0) : dflt;
-}
-
-static uint64_t replay_seed(void)
-{
-    const char *s = getenv("CR_RANDOM_SEED");
-    return s != NULL && *s != '\0' ? (uint64_t)strtoull(s, NULL, 0) : 0;
 }
 
 static void run_seed(env *e, uint64_t seed)
