@@ -337,6 +337,54 @@ static void test_repeated(void **state)
     }
 }
 
+/* Several reverse sweeps over one first-order recording: the pullback is called once per
+ * sweep, and the LU factors of V it makes must not outlive the sweep's memory (they were
+ * kept from the first call in memory the sweep rewinds, and the next sweep solved with
+ * whatever had been written there since: wrong cotangents, or a crash in zgetrs). */
+static void test_sweeps_again(void **state)
+{
+    fixture *f = *state;
+    cr_tape *t = NULL;
+    cr_tape_params tp = {.struct_size = sizeof tp};
+    assert_int_equal(cr_tape_new(f->ctx, &tp, &t), CR_OK);
+    double z[16], g1[16], g2[16], g3[16], gl[16];
+    size_t n = base_point(1, 11, z), env[2] = {n, 1};
+    cr_array A = cr_array_matrix(z, n, n), G1 = cr_array_matrix(g1, n, n),
+             G2 = cr_array_matrix(g2, n, n), G3 = cr_array_matrix(g3, n, n),
+             GL = cr_array_matrix(gl, n, n);
+    cr_avar X = cr_tape_array_input(t, &A);
+    cr_var y = eigen_p(t, NULL, &X, env);
+    env[1] = 3;
+    cr_var yl = eigen_p(t, NULL, &X, env); /* another output: eigenvalues only */
+    assert_int_equal(cr_tape_status(t), CR_OK);
+    cr_array *gp = &G1;
+    assert_int_equal(cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp), CR_OK);
+    gp = &GL;
+    assert_int_equal(cr_tape_gradient_arrays(t, yl, NULL, 0, NULL, &X, 1, &gp), CR_OK);
+    gp = &G2;
+    assert_int_equal(cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp), CR_OK);
+    gp = &G3;
+    assert_int_equal(cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp), CR_OK);
+    for (size_t e = 0; e < n * n; e++) {
+        assert_true(g2[e] == g1[e]);
+        assert_true(g3[e] == g1[e]);
+    }
+    /* and it is the gradient: against central differences of the recorded value */
+    env[1] = 1;
+    prob p = {.f = eigen_p, .env = env, .na = 1, .ndim = {2}, .shape = {{n, n}}};
+    const double h = 1e-5;
+    for (size_t e = 0; e < n * n; e++) {
+        double z0 = z[e];
+        z[e] = z0 + h;
+        double fp = value_at(f->ctx, &p, z);
+        z[e] = z0 - h;
+        double fm = value_at(f->ctx, &p, z);
+        z[e] = z0;
+        ASSERT_CLOSE(g1[e], (fp - fm) / (2 * h), 1e-6);
+    }
+    cr_tape_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -347,6 +395,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_refusals, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_defective, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_repeated, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_sweeps_again, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -838,8 +838,12 @@ static cr_status geig_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     for (size_t i = 0; i < n && Lb.p != NULL; i++)
         cr__cmat_set(&G, i, i, cr__cmat_get(&Lb, i, 0));
     st = cr__cmat_mul(arena, 'N', 'C', 1.0, &G, &e->V, &T);
+    /* V's factors are made in this call's arena, which the caller may rewind after it (a
+     * tape's sweep does): factor on a copy of the environment, never keep them */
+    geig_env ef = *e;
+    ef.factored = false;
     if (st == CR_OK)
-        st = geig_solve(arena, who, e, 'C', &T);
+        st = geig_solve(arena, who, &ef, 'C', &T);
     return st != CR_OK ? st : cr__cmat_give(arena, e->pA, &T, false, &dx[1]);
 }
 
