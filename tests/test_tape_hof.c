@@ -10,6 +10,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "test_util.h"
 
@@ -489,6 +490,45 @@ static void test_functor(void **state)
     }
 }
 
+/* The rrule of broadcast (and map) keeps what its pullback reads: the caller's array of
+ * arguments may be gone (a rule of a user function holding it on its stack) before the
+ * pullback runs, here once per row of a Jacobian. */
+static cr_status bc_rrule_on_stack(const cr_config *cfg, cr_arena *arena, const cr_value *fn,
+                                   cr_value f, cr_array *X, cr_value *y, cr_pullback *pb)
+{
+    cr_value args[2] = {f, cr_value_array(X)};
+    cr_status st = cr_rrule(cfg, arena, fn, args, 2, y, pb);
+    memset(args, 0, sizeof args); /* what a later call would leave there */
+    return st;
+}
+
+static void test_broadcast_args_kept(void **state)
+{
+    hfix *h = *state;
+    double a[3] = {0.5, -1.25, 2}, w[3] = {1, -2, 0.5};
+    cr_array A = cr_array_vector(a, 3), W = cr_array_vector(w, 3);
+    cr_value fs[2] = {cr_value_function(cr_registry_find(cr_registry_builtin(), "sin"), NULL),
+                      cr_value_function(&wave_fn, NULL)};
+    const cr_value *rules[2] = {&cr_fn_broadcast, &cr_fn_map};
+    for (size_t k = 0; k < 2; k++)
+        for (size_t r = 0; r < 2; r++) {
+            cr_value y;
+            cr_pullback pb;
+            assert_int_equal(bc_rrule_on_stack(h->cfg, h->arena, rules[r], fs[k], &A, &y, &pb),
+                             CR_OK);
+            for (int call = 0; call < 2; call++) {
+                cr_tangent dy = cr_tangent_array(&W), dx[3], d;
+                assert_int_equal(cr_pullback_call(h->arena, &pb, &dy, dx, 3), CR_OK);
+                assert_int_equal(cr_tangent_unthunk(dx[2], &d), CR_OK);
+                assert_int_equal(d.tag, CR_TAN_ARRAY);
+                for (size_t i = 0; i < 3; i++) {
+                    double want = k == 0 ? cos(a[i]) : sin(a[i]) + a[i] * cos(a[i]);
+                    ASSERT_DBL(creal(cr_array_get_linear(d.u.arr, i)), w[i] * want);
+                }
+            }
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -500,6 +540,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_capabilities, hfix_setup, hfix_teardown),
         cmocka_unit_test_setup_teardown(test_failures, hfix_setup, hfix_teardown),
         cmocka_unit_test_setup_teardown(test_functor, hfix_setup, hfix_teardown),
+        cmocka_unit_test_setup_teardown(test_broadcast_args_kept, hfix_setup, hfix_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

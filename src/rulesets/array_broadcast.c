@@ -798,6 +798,15 @@ cr_status cr__bc_rrule(const cr_config *cfg, cr_arena *arena, const char *who, c
                        size_t nargs, cr_value *y, cr_pullback *pb, const void *udata)
 {
     bool primal = udata == CR__PRIMAL_ONLY;
+    if (!primal && nargs > 0 && args != NULL) {
+        /* The pullback reads the arguments (b.args) after the caller's array of them is
+         * gone: keep a copy with it. */
+        cr_value *copy = cr_arena_alloc(arena, nargs * sizeof *copy, _Alignof(cr_value));
+        if (copy == NULL)
+            return CR__ALLOC_STATUS(arena);
+        memcpy(copy, args, nargs * sizeof *copy);
+        args = copy;
+    }
     bc b;
     cr_status st = bc_parse(arena, who, args, nargs, true, &b);
     if (st != CR_OK)
