@@ -1795,6 +1795,53 @@ static void friendly_check(const outv *o)
     }
 }
 
+/* ---- cr_prepare_hvp_arrays failing at each allocation ------------------------------------- */
+
+static cr_status a2_f(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void *env)
+{
+    (void)n;
+    (void)env;
+    *y = a2_t(t, xs[0], xs[1]);
+    return cr_tape_status(t);
+}
+
+/* Preparing H v of a program with array functions fails at each of its allocations in turn:
+ * CR_ENOMEM, no prepared object, nothing live and no free of a wrong size. (The workspace of
+ * tangents was freed with size 0 when the allocation after it failed.) */
+static void test_prepare_hvp_arrays_each_failure(void **state)
+{
+    (void)state;
+    fault *fl = new_tracker();
+    double z[12];
+    a2_point(z);
+    cr_array Aa = cr_array_matrix(z, 3, 3), ba = cr_array_vector(z + 9, 3);
+    const cr_array *xs[2] = {&Aa, &ba};
+    size_t n, failed = 0;
+    for (n = 1; n < 1000; n++) {
+        arm(fl, n);
+        cr_ctx_params p = {.struct_size = sizeof p, .realloc_fn = fault_realloc, .alloc_env = fl};
+        cr_ctx *ctx;
+        if (cr_ctx_new(&p, &ctx) != CR_OK)
+            continue;
+        cr_prepared *pr = NULL;
+        cr_status st = cr_prepare_hvp_arrays(ctx, NULL, a2_f, NULL, xs, 2, &pr);
+        cr_prepared_free(pr);
+        cr_ctx_free(ctx);
+        if (fl->live_blocks != 0 || fl->bad_frees != 0) {
+            print_error("allocation %zu failing: %zu blocks live, %zu bad frees\n", n,
+                        fl->live_blocks, fl->bad_frees);
+            fail();
+        }
+        if (st == CR_OK && fl->failures == 0)
+            break;
+        assert_int_equal(st, CR_ENOMEM);
+        assert_null(pr);
+        failed++;
+    }
+    assert_true(n < 1000);
+    assert_true(failed >= 3);
+}
+
 /* ---- the scenarios ----------------------------------------------------------------------- */
 
 static const scenario k_scenarios[] = {
@@ -1829,8 +1876,9 @@ static void test_scenario_fixed(void **state)
 
 int main(void)
 {
-    struct CMUnitTest tests[2 * N_SCENARIOS];
+    struct CMUnitTest tests[2 * N_SCENARIOS + 1];
     size_t n = 0;
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_prepare_hvp_arrays_each_failure);
     for (size_t i = 0; i < N_SCENARIOS; i++) {
         void *sc = (void *)(uintptr_t)&k_scenarios[i];
         struct CMUnitTest t = cmocka_unit_test_prestate(test_scenario, sc);

@@ -279,6 +279,8 @@ static cr_status finish_prepare(cr_prepared *p, const char *who, cr_prepared **o
         if (p->tan == NULL)
             st = cr_ctx_error(ctx, CR_ENOMEM, "%s: no memory for a workspace of %zu doubles", who,
                               p->nws);
+        else
+            p->ntan = p->nws; /* its size, for cr_prepared_free if what follows fails */
     }
     if (st == CR_OK && p->has_arrays) {
         p->yrec = cr_ctx_alloc(ctx, p->nprog * sizeof *p->yrec);
@@ -290,7 +292,6 @@ static cr_status finish_prepare(cr_prepared *p, const char *who, cr_prepared **o
         cr_prepared_free(p);
         return st;
     }
-    p->ntan = p->nws;
     memset(p->tan, 0, p->ntan * sizeof *p->tan);
     for (size_t k = 0; p->yrec != NULL && k < p->nprog; k++) {
         p->yrec[k] = (cr_value){.kind = CR_KIND_NOTHING};
