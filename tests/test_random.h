@@ -1,14 +1,21 @@
 /*
- * The random-program tests' generator numbers and environment (test_tape_random.c,
- * test_tape_random_arrays.c): splitmix64, and the variables that run more programs or
- * replay one.
+ * The random-program tests' generator numbers and environment (test_tape_random*.c):
+ * splitmix64, the variables that run more programs or replay one, and the checks of a
+ * program against its references.
  */
 #ifndef CR_TEST_RANDOM_H
 #define CR_TEST_RANDOM_H
 
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include <chainrules.h>
 
 static inline uint64_t rnd_next(uint64_t *s)
 {
@@ -45,6 +52,82 @@ static inline uint64_t replay_seed(void)
 {
     const char *s = getenv("CR_RANDOM_SEED");
     return s != NULL && *s != '\0' ? (uint64_t)strtoull(s, NULL, 0) : 0;
+}
+
+/* ---- Checks of a program ---------------------------------------------------------------- */
+
+/* Central differences of fourth order: offsets and weights (times 1/h). */
+static const double k_fd_o[4] = {-2, -1, 1, 2};
+static const double k_fd_c[4] = {1.0 / 12, -8.0 / 12, 8.0 / 12, -1.0 / 12};
+
+/* The checks of one program: the program (each test's own struct prog), its seed, the test
+ * (named in the replay line), the mode being checked, and the failures so far (the first
+ * four are printed). */
+typedef struct ck {
+    const struct prog *p;
+    uint64_t seed;
+    const char *test;
+    const char *mode;
+    int failed;
+} ck;
+
+/* One failure: "FAIL seed mode ", the message, and how to replay it. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static inline void
+ck_fail(ck *c, const char *fmt, ...)
+{
+    if (c->failed++ >= 4)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    printf("FAIL seed=%#" PRIx64 " mode=%s ", c->seed, c->mode);
+    vprintf(fmt, ap);
+    printf("\n  replay: CR_RANDOM_SEED=%#" PRIx64 " %s\n", c->seed, c->test);
+    va_end(ap);
+}
+
+/* got against want: |got - want| <= rtol * scale + 8 err, with scale = max(1, max |want|) over
+ * the vector (a derivative that is a cancellation of larger terms is compared at the scale of
+ * the others). err: the reference's estimated error (NULL: 0). */
+static inline void cmp_vec(ck *c, const char *what, const double *got, const double *want,
+                           const double *err, size_t n, double rtol)
+{
+    double scale = 1;
+    for (size_t i = 0; i < n; i++)
+        scale = fmax(scale, fabs(want[i]));
+    for (size_t i = 0; i < n; i++) {
+        double tol = rtol * scale + (err != NULL ? 8 * err[i] : 0);
+        if (!(fabs(got[i] - want[i]) <= tol)) {
+            ck_fail(c, "%s[%zu]: got %.17g want %.17g (tol %.3g)", what, i, got[i], want[i], tol);
+            return;
+        }
+    }
+}
+
+/* A call that must succeed. */
+static inline void ck_status(ck *c, const char *what, cr_status st, const char *msg)
+{
+    if (st != CR_OK)
+        ck_fail(c, "%s: %s (%s)", what, cr_status_str(st), msg);
+}
+
+/* A refusal: status want with a message (containing sub unless sub is NULL), never a
+ * number. */
+static inline void ck_refused_with(ck *c, const char *what, cr_status st, cr_status want,
+                                   const char *msg, const char *sub)
+{
+    if (st != want || msg == NULL || msg[0] == '\0' || (sub != NULL && strstr(msg, sub) == NULL))
+        ck_fail(c, "%s: %s, expected %s with a message%s%s (\"%s\")", what, cr_status_str(st),
+                cr_status_str(want), sub != NULL ? " containing " : "", sub != NULL ? sub : "",
+                msg != NULL ? msg : "");
+}
+
+static inline void ck_refused(ck *c, const char *what, cr_status st, cr_status want,
+                              const char *msg)
+{
+    ck_refused_with(c, what, st, want, msg, NULL);
 }
 
 #endif

@@ -1191,9 +1191,6 @@ static cr_status prog_dual(const cr_dual *x, size_t n, cr_dual *y, size_t m, voi
 #define FD_H  1e-3
 #define FD_H2 2e-3 /* the mixed second differences: rounding eps |f| / h^2 ~ 6e-11 |f| */
 
-static const double k_fd_o[4] = {-2, -1, 1, 2};
-static const double k_fd_c[4] = {1.0 / 12, -8.0 / 12, 8.0 / 12, -1.0 / 12};
-
 typedef struct fdw {
     const prog *p;
     double *x; /* scratch point */
@@ -1241,54 +1238,6 @@ static double fd_mixed(fdw *w, const double *x, const double *u, const double *v
 }
 
 /* ---- Comparison ------------------------------------------------------------------------------ */
-
-typedef struct ck {
-    const prog *p;
-    const char *mode;
-    int failed;
-} ck;
-
-/* got against want: |got - want| <= rtol * scale + 8 err, with scale = max(1, max |want|) over
- * the vector (a derivative that is a cancellation of larger terms is compared at the scale of
- * the others). err: the reference's estimated error (NULL: 0). */
-static void cmp_vec(ck *c, const char *what, const double *got, const double *want,
-                    const double *err, size_t n, double rtol)
-{
-    double scale = 1;
-    for (size_t i = 0; i < n; i++)
-        scale = fmax(scale, fabs(want[i]));
-    for (size_t i = 0; i < n; i++) {
-        double tol = rtol * scale + (err != NULL ? 8 * err[i] : 0);
-        if (!(fabs(got[i] - want[i]) <= tol)) {
-            if (c->failed++ < 4)
-                printf("FAIL seed=%#" PRIx64 " mode=%s %s[%zu]: got %.17g want %.17g (tol %.3g)\n"
-                       "  replay: CR_RANDOM_SEED=%#" PRIx64 " test_tape_random\n",
-                       c->p->seed, c->mode, what, i, got[i], want[i], tol, c->p->seed);
-            return;
-        }
-    }
-}
-
-static void ck_status(ck *c, const char *what, cr_status st, const char *msg)
-{
-    if (st != CR_OK) {
-        if (c->failed++ < 4)
-            printf("FAIL seed=%#" PRIx64 " mode=%s %s: %s (%s)\n  replay: CR_RANDOM_SEED=%#" PRIx64
-                   " test_tape_random\n",
-                   c->p->seed, c->mode, what, cr_status_str(st), msg, c->p->seed);
-    }
-}
-
-/* A refusal: a clean status with a message, never a number. */
-static void ck_refused(ck *c, const char *what, cr_status st, cr_status want, const char *msg)
-{
-    if (st != want || msg == NULL || msg[0] == '\0') {
-        if (c->failed++ < 4)
-            printf("FAIL seed=%#" PRIx64 " mode=%s %s: %s, expected %s with a message (\"%s\")\n",
-                   c->p->seed, c->mode, what, cr_status_str(st), cr_status_str(want),
-                   msg ? msg : "");
-    }
-}
 
 /* Value tolerance: the engines evaluate the same rows as the interpreter, but a rule may
  * associate differently (a kernel's four interleaved sums, hypot of three), and the
@@ -1850,7 +1799,7 @@ static void run_seed(env *e, uint64_t seed)
     prog p;
     gen_prog(&p, rnd_next(&s), len, arrays, arr_inputs);
     p.seed = seed;
-    ck c = {&p, "", 0};
+    ck c = {.p = &p, .seed = p.seed, .test = "test_tape_random", .mode = ""};
     if (getenv("CR_RANDOM_DUMP") != NULL)
         dump_prog(&p);
     if (arr_inputs)

@@ -1565,9 +1565,6 @@ static cr_status prog_afn(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, vo
 #define FD_H2    2e-3
 #define FD_H_F32 0.015625
 
-static const double k_fd_o[4] = {-2, -1, 1, 2};
-static const double k_fd_c[4] = {1.0 / 12, -8.0 / 12, 8.0 / 12, -1.0 / 12};
-
 typedef struct fdw {
     env *e;
     const prog *p;
@@ -1635,45 +1632,6 @@ static double fd_mixed(fdw *w, const double *x, const double *u, const double *v
 }
 
 /* ---- Comparison ------------------------------------------------------------------------------ */
-
-typedef struct ck {
-    const prog *p;
-    const char *mode;
-    int failed;
-} ck;
-
-static void cmp_vec(ck *c, const char *what, const double *got, const double *want,
-                    const double *err, size_t n, double rtol)
-{
-    double scale = 1;
-    for (size_t i = 0; i < n; i++)
-        scale = fmax(scale, fabs(want[i]));
-    for (size_t i = 0; i < n; i++) {
-        double tol = rtol * scale + (err != NULL ? 8 * err[i] : 0);
-        if (!(fabs(got[i] - want[i]) <= tol)) {
-            if (c->failed++ < 4)
-                printf("FAIL seed=%#" PRIx64 " mode=%s %s[%zu]: got %.17g want %.17g (tol %.3g)\n"
-                       "  replay: CR_RANDOM_SEED=%#" PRIx64 " test_tape_random_arrays2\n",
-                       c->p->seed, c->mode, what, i, got[i], want[i], tol, c->p->seed);
-            return;
-        }
-    }
-}
-
-static void ck_status(ck *c, const char *what, cr_status st, const char *msg)
-{
-    if (st != CR_OK && c->failed++ < 4)
-        printf("FAIL seed=%#" PRIx64 " mode=%s %s: %s (%s)\n  replay: CR_RANDOM_SEED=%#" PRIx64
-               " test_tape_random_arrays2\n",
-               c->p->seed, c->mode, what, cr_status_str(st), msg, c->p->seed);
-}
-
-static void ck_refused(ck *c, const char *what, cr_status st, cr_status want, const char *msg)
-{
-    if ((st != want || msg == NULL || msg[0] == '\0') && c->failed++ < 4)
-        printf("FAIL seed=%#" PRIx64 " mode=%s %s: %s, expected %s with a message (\"%s\")\n",
-               c->p->seed, c->mode, what, cr_status_str(st), cr_status_str(want), msg ? msg : "");
-}
 
 /* Tolerances. f64 as in test_tape_random_arrays.c. With an f32 input: values 1e-5 (the
  * tape and the plain interpreter round to float in different places, a kernel reads f32 as
@@ -2141,8 +2099,8 @@ static void run_prog(env *e, prog *p, ck *c)
     st = cr_prepare_hvp_arrays(e->ctx, NULL, prog_afn, p, xa, p->nin, &pg);
     if (!p->so) {
         ck_refused(c, "prepare", st, CR_EUNIMPL, cr_ctx_errmsg(e->ctx));
-        if (pg != NULL && c->failed++ < 4)
-            printf("FAIL seed=%#" PRIx64 ": a refused prepare_hvp_arrays gave a result\n", p->seed);
+        if (pg != NULL)
+            ck_fail(c, "a refused prepare_hvp_arrays gave a result");
     } else {
         ck_status(c, "prepare", st, cr_ctx_errmsg(e->ctx));
     }
@@ -2244,7 +2202,7 @@ static int run_seed(env *e, uint64_t seed)
     prog *p = calloc(1, sizeof *p);
     assert_non_null(p);
     gen_prog(p, seed);
-    ck c = {p, "", 0};
+    ck c = {.p = p, .seed = p->seed, .test = "test_tape_random_arrays2", .mode = ""};
     if (getenv("CR_RANDOM_DUMP") != NULL)
         dump_prog(p);
     run_prog(e, p, &c);
