@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "test_polar.h" /* polar(x, y) = (r, theta): a user rule with a tuple result */
 #include "test_random.h"
 #include "test_util.h"
 
@@ -86,57 +87,6 @@ static cr_status uf_rrule(const cr_config *cfg, cr_arena *arena, const cr_value 
     e->b = args[1].u.f64;
     *pb = (cr_pullback){uf_pullback, e, "uf_pullback", 3};
     return uf_primal(arena, fv, args, nargs, y);
-}
-
-/* polar(x, y) = (r, theta): a user rule with a tuple result (a struct of two f64). */
-static const cr_field polar_fields[2] = {{NULL, 0, CR_KIND_F64, NULL},
-                                         {NULL, sizeof(double), CR_KIND_F64, NULL}};
-static const cr_type polar_type = {"tuple(r,theta)", 2 * sizeof(double), 2, polar_fields};
-
-static cr_status polar_primal(cr_arena *arena, const cr_value *fv, const cr_value *args,
-                              size_t nargs, cr_value *out)
-{
-    (void)fv;
-    (void)nargs;
-    double *rt = cr_arena_alloc(arena, 2 * sizeof *rt, _Alignof(double));
-    if (rt == NULL)
-        return CR_ENOMEM;
-    double x = args[0].u.f64, y = args[1].u.f64;
-    rt[0] = sqrt(x * x + y * y);
-    rt[1] = atan2(y, x);
-    *out = cr_value_struct(&polar_type, rt);
-    return CR_OK;
-}
-static const cr_function polar_fn = {.name = "polar", .arity = 2, .primal = polar_primal};
-
-static cr_status polar_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                void *env)
-{
-    (void)nx;
-    (void)arena;
-    const uf_env *e = env;
-    cr_tangent tr = cr_tangent_field(*dy, 0), tt = cr_tangent_field(*dy, 1);
-    double gr = tr.tag == CR_TAN_F64 ? tr.u.f64 : 0.0, gt = tt.tag == CR_TAN_F64 ? tt.u.f64 : 0.0;
-    double r2 = e->a * e->a + e->b * e->b, r = sqrt(r2);
-    dx[0] = cr_tangent_none();
-    dx[1] = cr_tangent_f64(gr * e->a / r - gt * e->b / r2);
-    dx[2] = cr_tangent_f64(gr * e->b / r + gt * e->a / r2);
-    return CR_OK;
-}
-
-static cr_status polar_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *fv,
-                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                             const void *udata)
-{
-    (void)cfg;
-    (void)udata;
-    uf_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(uf_env));
-    if (e == NULL)
-        return CR_ENOMEM;
-    e->a = args[0].u.f64;
-    e->b = args[1].u.f64;
-    *pb = (cr_pullback){polar_pullback, e, "polar_pullback", 3};
-    return polar_primal(arena, fv, args, nargs, y);
 }
 
 /* ---- Programs ------------------------------------------------------------------------------ */
