@@ -535,6 +535,18 @@ static cr_status fmax_t(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void
     return cr_tape_status(t);
 }
 
+/* sum(x) > 0 ? sum(x .* x) : 3: a branch that makes the output a constant */
+static cr_status pos_or_const(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void *env)
+{
+    (void)n;
+    (void)env;
+    if (cr_tape_cmp(t, cr_asum(t, xs[0]), CR_CMP_GT, cr_const(0.0)))
+        *y = cr_adot(t, xs[0], xs[0]);
+    else
+        *y = cr_const(3.0);
+    return cr_tape_status(t);
+}
+
 static cr_status own_input(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void *env)
 {
     (void)n;
@@ -651,6 +663,25 @@ static void test_refusals(void **state)
     x[2] = 0.0;
     assert_int_equal(cr_prepared_value_and_gradient_arrays(p, xs, 1, &y, gs), CR_OK);
     assert_close(g[1], 3.0, 0);
+    cr_prepared_free(p);
+
+    /* A constant output still depends on the comparison that chose it (a replay used to
+     * return the constant and zero gradients where the comparison changed). */
+    x[0] = -1.0, x[1] = 0.5, x[2] = 0.2;
+    assert_int_equal(cr_prepare_gradient_arrays(f->ctx, NULL, pos_or_const, NULL, xs, 1, &p),
+                     CR_OK);
+    x[0] = -2.0;
+    assert_int_equal(cr_prepared_value_and_gradient_arrays(p, xs, 1, &y, gs), CR_OK);
+    assert_close(y, 3.0, 0);
+    assert_close(g[1], 0.0, 0);
+    x[0] = 1.0;
+    y = g[0] = 42.0;
+    assert_int_equal(cr_prepared_value_and_gradient_arrays(p, xs, 1, &y, gs), CR_EDOMAIN);
+    assert_contains(cr_ctx_errmsg(f->ctx), "the comparison 1.7 > 0");
+    assert_true(y == 42.0 && g[0] == 42.0);
+    x[0] = -1.0;
+    assert_int_equal(cr_prepared_value_and_gradient_arrays(p, xs, 1, &y, gs), CR_OK);
+    assert_close(y, 3.0, 0);
     cr_prepared_free(p);
 
     /* Inputs made inside the function; bad arguments. */

@@ -367,6 +367,16 @@ static cr_status branch_c(const double *x, size_t n, double *y, size_t m, void *
     return CR_OK;
 }
 
+/* s = sum(x.^2); s > 2 ? s : 3: the branch makes the output a constant */
+static cr_status branch_k(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void *env)
+{
+    (void)n;
+    (void)env;
+    cr_var s = cr_asum(t, cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(xs[0])));
+    *y = cr_tape_cmp(t, s, CR_CMP_GT, cr_const(2.0)) ? s : cr_const(3.0);
+    return cr_tape_status(t);
+}
+
 /* A branch that holds is replayed; one that flips gives CR_EDOMAIN, writes nothing, and the
  * next call at a good point works. */
 static void test_branch(void **state)
@@ -391,6 +401,17 @@ static void test_branch(void **state)
     double yw;
     assert_int_equal(branch_c(pts[1], 4, &yw, 1, NULL), CR_OK);
     assert_close(y, yw, 1e-14);
+    cr_prepared_free(p);
+    /* Prepared where the output is a constant: the comparison that chose it is checked too
+     * (a replay used to return the constant and zeros without it). */
+    xa = cr_array_vector((double *)(uintptr_t)small, 4);
+    assert_int_equal(cr_prepare_hvp_arrays(ctx, NULL, branch_k, NULL, xp, 1, &p), CR_OK);
+    hv[0] = gr[0] = y = 42;
+    assert_int_equal(call(p, &g, pts[0], v, hv, &y, gr), CR_EDOMAIN);
+    assert_contains(cr_ctx_errmsg(ctx), "comparison");
+    assert_true(y == 42 && hv[0] == 42 && gr[0] == 42);
+    assert_int_equal(call(p, &g, small, v, hv, &y, gr), CR_OK);
+    assert_true(y == 3.0 && hv[0] == 0.0 && gr[3] == 0.0);
     cr_prepared_free(p);
     cr_ctx_free(ctx);
 }

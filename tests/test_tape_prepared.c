@@ -150,6 +150,54 @@ static void test_branch_guard(void **state)
     cr_prepared_free(p);
 }
 
+/* clampish(x) = 2 if x < 0.5 else x^2: a branch that makes the output a constant */
+static cr_status clampish(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
+{
+    (void)n;
+    (void)m;
+    (void)env;
+    if (cr_tape_cmp(t, x[0], CR_CMP_LT, cr_const(0.5)))
+        y[0] = cr_const(2.0);
+    else
+        y[0] = cr_mul(t, x[0], x[0]);
+    return cr_tape_status(t);
+}
+
+/* A constant output still depends on the comparisons that chose it: a replay where one
+ * comes out otherwise is refused (it used to return the constant and a zero gradient). */
+static void test_branch_to_constant(void **state)
+{
+    fixture *f = *state;
+    double x = 0.0, y, g, v = 1.0, hv;
+    cr_prepared *p, *ph;
+    assert_int_equal(cr_prepare_gradient(f->ctx, NULL, clampish, NULL, &x, 1, &p), CR_OK);
+    assert_int_equal(cr_prepare_hvp(f->ctx, NULL, clampish, NULL, &x, 1, &ph), CR_OK);
+    x = 0.25;
+    assert_int_equal(cr_prepared_value_and_gradient(p, &x, 1, &y, &g), CR_OK);
+    ASSERT_DBL(y, 2.0);
+    ASSERT_DBL(g, 0.0);
+    assert_int_equal(cr_prepared_hvp(ph, &x, 1, &v, &hv, &y, &g), CR_OK);
+    ASSERT_DBL(y, 2.0);
+    ASSERT_DBL(g, 0.0);
+    ASSERT_DBL(hv, 0.0);
+    x = 1.0;
+    y = g = hv = 42.0;
+    assert_int_equal(cr_prepared_value_and_gradient(p, &x, 1, &y, &g), CR_EDOMAIN);
+    assert_contains(cr_ctx_errmsg(f->ctx), "the comparison 1 < 0.5");
+    assert_true(y == 42.0 && g == 42.0);
+    assert_int_equal(cr_prepared_hvp(ph, &x, 1, &v, &hv, &y, &g), CR_EDOMAIN);
+    assert_contains(cr_ctx_errmsg(f->ctx), "the comparison 1 < 0.5");
+    assert_true(y == 42.0 && g == 42.0 && hv == 42.0);
+    assert_int_equal(cr_prepared_value_and_gradient(ph, &x, 1, &y, &g), CR_EDOMAIN);
+    x = -3.0;
+    assert_int_equal(cr_prepared_value_and_gradient(p, &x, 1, &y, &g), CR_OK);
+    ASSERT_DBL(y, 2.0);
+    assert_int_equal(cr_prepared_hvp(ph, &x, 1, &v, &hv, &y, &g), CR_OK);
+    ASSERT_DBL(hv, 0.0);
+    cr_prepared_free(p);
+    cr_prepared_free(ph);
+}
+
 /* A pullback replayed; refusals: inputs made inside the function */
 static cr_status twice_primal(cr_arena *arena, const cr_value *fv, const cr_value *args,
                               size_t nargs, cr_value *out)
@@ -285,6 +333,7 @@ int main(void)
         cmocka_unit_test(test_rosenbrock_replay),
         cmocka_unit_test_setup_teardown(test_rows_replay, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_branch_guard, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_branch_to_constant, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_refusals, fixture_setup, fixture_teardown),
         cmocka_unit_test(test_prepare_fault_injection),
     };

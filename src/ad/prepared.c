@@ -687,7 +687,9 @@ out:
 cr_status cr__prepared_run(cr_prepared *p, const double *x)
 {
     cr_status st = forward(p, x);
-    return st == CR_OK ? reverse(p) : st;
+    /* A constant y (a branch chose a constant) has no sweep, but the forward pass still
+     * checks the comparisons that chose it. */
+    return st == CR_OK && p->y.idx != CR_VAR_CONST ? reverse(p) : st;
 }
 
 cr_status cr__prepared_new(cr_ctx *ctx, const cr_engine *eng, size_t n, bool second,
@@ -781,12 +783,6 @@ cr_status cr_prepared_value_and_gradient(cr_prepared *p, const double *x, size_t
         return cr_ctx_error(p->ctx, CR_ESHAPE,
                             "cr_prepared_value_and_gradient: prepared for %zu inputs, %zu given",
                             p->n, n);
-    if (p->y.idx == CR_VAR_CONST) {
-        if (y != NULL)
-            *y = p->y.v;
-        memset(grad, 0, n * sizeof *grad);
-        return CR_OK;
-    }
     cr__prepared_begin(p);
     /* A failed replay (a comparison that changed) leaves values and partials of two
      * points; the next replay rewrites all of them before any sweep, so the prepared
@@ -794,10 +790,11 @@ cr_status cr_prepared_value_and_gradient(cr_prepared *p, const double *x, size_t
     cr_status st = cr__prepared_run(p, x);
     if (st != CR_OK)
         return st;
+    bool yc = p->y.idx == CR_VAR_CONST;
     for (size_t j = 0; j < n; j++)
-        grad[j] = p->adj[p->xs[j].idx];
+        grad[j] = yc ? 0.0 : p->adj[p->xs[j].idx];
     if (y != NULL)
-        *y = p->vals[p->y.idx];
+        *y = yc ? p->y.v : p->vals[p->y.idx];
     if (p->has_arrays)
         cr__array_clear(p->tape);
     return CR_OK;

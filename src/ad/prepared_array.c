@@ -326,6 +326,8 @@ cr_status cr_prepared_value_and_gradient_arrays(cr_prepared *p, const cr_array *
         yv = p->vals[p->y.idx];
     } else {
         cr__array_clear(t);
+        if (p->has_arrays) /* the comparisons that may have chosen the constant */
+            st = cr__prepared_run(p, NULL);
     }
     for (size_t j = 0; j < n && st == CR_OK; j++) {
         /* The shadow is the gradient array (cr__gradient_dests): tested on the fields, as

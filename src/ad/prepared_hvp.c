@@ -329,7 +329,7 @@ static cr_status run2(cr_prepared *p, const double *x, const double *v, const cr
     }
     if (st == CR_OK)
         st = forward2(p, x, v);
-    if (st == CR_OK)
+    if (st == CR_OK && p->y.idx != CR_VAR_CONST) /* a constant y: the comparisons only */
         st = reverse2(p);
     return st;
 }
@@ -394,27 +394,20 @@ cr_status cr_prepared_hvp(cr_prepared *p, const double *x, size_t n, const doubl
         if (!isfinite(v[j]))
             return cr_ctx_error(p->ctx, CR_EDOMAIN, "%s: direction %zu is %g, not a finite number",
                                 who, j, v[j]);
-    if (p->y.idx == CR_VAR_CONST) {
-        if (y != NULL)
-            *y = p->y.v;
-        memset(hv, 0, n * sizeof *hv);
-        if (grad != NULL)
-            memset(grad, 0, n * sizeof *grad);
-        return CR_OK;
-    }
     cr__prepared_begin(p);
     /* A failed replay (a comparison that changed, a primal that failed) leaves values of two
      * points; the next call rewrites all of them before any sweep. */
     st = run2(p, x, v, NULL, NULL);
     if (st == CR_OK) {
         const double *adjd = p->tan + p->nws / 2;
+        bool yc = p->y.idx == CR_VAR_CONST;
         for (size_t j = 0; j < n; j++) {
-            hv[j] = adjd[p->xs[j].idx];
+            hv[j] = yc ? 0.0 : adjd[p->xs[j].idx];
             if (grad != NULL)
-                grad[j] = p->adj[p->xs[j].idx];
+                grad[j] = yc ? 0.0 : p->adj[p->xs[j].idx];
         }
         if (y != NULL)
-            *y = p->vals[p->y.idx];
+            *y = yc ? p->y.v : p->vals[p->y.idx];
     }
     cr__array_sweep_end(p->tape);
     restore_results(p);
@@ -442,6 +435,12 @@ cr_status cr_prepared_hvp_arrays(cr_prepared *p, const cr_array *const *xs, size
         if ((st = cr__array_check_dir(t, who, "direction array", j, vs[j], xs[j])) != CR_OK)
             return st;
     cr__prepared_begin(p);
+    for (size_t j = 0; j < n; j++)
+        t->aslots[p->aidx[j]].val = xs[j];
+    /* A constant y made from variables (all come from array records) may have been chosen
+     * by comparisons: run2 checks them. */
+    if (p->y.idx != CR_VAR_CONST || p->has_arrays)
+        st = run2(p, NULL, NULL, xs, vs);
     if (p->y.idx == CR_VAR_CONST) {
         for (size_t j = 0; j < n && st == CR_OK; j++) {
             st = cr__array_write_out(t, who, "H v array", j, cr__tzero(), hvs[j], xs[j]);
@@ -450,11 +449,10 @@ cr_status cr_prepared_hvp_arrays(cr_prepared *p, const cr_array *const *xs, size
         }
         if (st == CR_OK && y != NULL)
             *y = p->y.v;
+        cr__array_sweep_end(t);
+        restore_results(p);
         return st;
     }
-    for (size_t j = 0; j < n; j++)
-        t->aslots[p->aidx[j]].val = xs[j];
-    st = run2(p, NULL, NULL, xs, vs);
     for (size_t j = 0; j < n && st == CR_OK; j++) {
         uint32_t s = p->aidx[j];
         st = cr__array_write_out(t, who, "H v array", j, *cr__asweep_slot(t, s, 0, true), hvs[j],
