@@ -349,22 +349,16 @@ typedef struct env {
         reuse_steps, foreign, arr_ok, arr_refused;
 } env;
 
-typedef struct ck {
-    const prog *p;
-    size_t failed;
-} ck;
-
+/* A failure of mode at element i (the checks of test_random.h). */
 static void fail_at(ck *c, const char *mode, size_t i, double got, double want)
 {
-    if (c->failed++ < 8)
-        printf("seed 0x%016" PRIx64 " %s [%zu]: got %.17g, expected %.17g\n", c->p->seed, mode, i,
-               got, want);
+    ck_fail(c, "%s [%zu]: got %.17g, expected %.17g", mode, i, got, want);
 }
 
 static void check_true(ck *c, bool ok, const char *what)
 {
-    if (!ok && c->failed++ < 8)
-        printf("seed 0x%016" PRIx64 ": %s\n", c->p->seed, what);
+    if (!ok)
+        ck_fail(c, "%s", what);
 }
 
 static void close_to(ck *c, const char *mode, size_t i, double got, double want, double tol)
@@ -394,18 +388,17 @@ static void fill(double *v, size_t n)
 static bool fd_step(const prog *p, const double *x, const double *d, const path *want, double h,
                     double *out)
 {
-    static const double steps[4] = {-2.0, -1.0, 1.0, 2.0}, w[4] = {1.0, -8.0, 8.0, -1.0};
     double xs[64], acc = 0;
     for (int s = 0; s < 4; s++) {
         for (size_t i = 0; i < p->nin; i++)
-            xs[i] = x[i] + steps[s] * h * d[i];
+            xs[i] = x[i] + k_fd_o[s] * h * d[i];
         path pa;
         double f = interp(p, xs, &pa);
         if (!same_path(&pa, want))
             return false;
-        acc += w[s] * f;
+        acc += k_fd_c[s] * f;
     }
-    *out = acc / (12.0 * h);
+    *out = acc / h;
     return true;
 }
 
@@ -711,7 +704,7 @@ static void run_seed(env *e, uint64_t seed)
 {
     prog p;
     gen_prog(&p, seed);
-    ck c = {&p, 0};
+    ck c = {.p = &p, .seed = seed, .test = "test_tape_random_branch", .mode = ""};
     if (getenv("CR_RANDOM_DUMP") != NULL)
         dump_prog(&p);
     uint64_t s = seed ^ 0x5bd1e995u;
@@ -768,7 +761,7 @@ static void run_arrays(env *e, uint64_t seed)
 {
     uint64_t s = seed;
     prog dummy = {.seed = seed};
-    ck c = {&dummy, 0};
+    ck c = {.p = &dummy, .seed = seed, .test = "test_tape_random_branch", .mode = "arrays"};
     size_t len = 2 + rnd_below(&s, 7);
     aenv a = {rnd_range(&s, -1.0, 1.0)};
     double x0[8], x[8], g[8], gf[8], y, yf;
