@@ -314,38 +314,6 @@ static void test_hessian_chunks(void **state)
 
 /* ---- Errors -------------------------------------------------------------------------------- */
 
-static cr_status opaque_primal(cr_arena *arena, const cr_value *fv, const cr_value *args,
-                               size_t nargs, cr_value *out)
-{
-    (void)arena;
-    (void)fv;
-    (void)nargs;
-    *out = cr_value_f64(2 * args[0].u.f64);
-    return CR_OK;
-}
-static const cr_function twice_fn = {.name = "twice", .arity = 1, .primal = opaque_primal};
-
-static cr_status twice_pb(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                          void *env)
-{
-    (void)nx;
-    (void)arena;
-    (void)env;
-    dx[0] = cr_tangent_none();
-    dx[1] = cr_tangent_f64(2 * dy->u.f64);
-    return CR_OK;
-}
-
-static cr_status twice_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *fv,
-                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                             const void *udata)
-{
-    (void)cfg;
-    (void)udata;
-    *pb = (cr_pullback){twice_pb, NULL, "twice_pullback", 2};
-    return opaque_primal(arena, fv, args, nargs, y);
-}
-
 static void test_errors(void **state)
 {
     fixture *f = *state;
@@ -369,24 +337,6 @@ static void test_errors(void **state)
     assert_int_equal(cr_tape_hessian(t, y, &x, 1, &H), CR_OK);
     assert_close(H, -sin(1.0), 1e-15);
 
-    /* A pullback has no second-order form: refused when recorded. */
-    cr_engine *eng;
-    assert_int_equal(cr_engine_new(f->ctx, NULL, &eng), CR_OK);
-    static const cr_argspec a1[1] = {{CR_M_F64, NULL}};
-    cr_rule_def def = {
-        .struct_size = sizeof def, .fn = &twice_fn, .nargs = 1, .args = a1, .rrule = twice_rrule};
-    assert_int_equal(cr_engine_from_rrule(eng, &def), CR_OK);
-    cr_tape *s;
-    p.engine = eng;
-    assert_int_equal(cr_tape_new(f->ctx, &p, &s), CR_OK);
-    cr_value tw = cr_value_function(&twice_fn, NULL);
-    cr_var sx = cr_tape_input(s, 1.0);
-    assert_true(isnan(cr_tape_call1(s, &tw, &sx, 1).v));
-    assert_int_equal(cr_tape_status(s), CR_EUNIMPL);
-    assert_contains(cr_tape_errmsg(s), "twice");
-    assert_contains(cr_tape_errmsg(s), "second-order");
-    cr_tape_free(s);
-    cr_engine_free(eng);
     cr_tape_free(t);
     cr_tape_free(r);
 }

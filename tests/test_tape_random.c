@@ -177,7 +177,7 @@ typedef struct prog {
     ins *code;
     size_t m; /* outputs */
     uint32_t out[MAX_OUT];
-    bool generic; /* has rules kept as pullbacks: no second-order form */
+    bool generic; /* has rules kept as pullbacks: cr_prepare_hvp refuses it */
     bool dual_ok; /* uses only operations dual numbers take */
     double cdata[MAX_CLEN];
     size_t clen;
@@ -1399,43 +1399,39 @@ static void run_scalar(env *e, prog *p, ck *c)
     /* second order: cr_tape_hvp, cr_tape_hessian */
     t = new_tape(e, CR_TAPE_SECOND_ORDER);
     st = record(p, t, x, xs, ys);
-    set_mode(e, c, p->generic ? "hvp (refused)" : "hvp");
-    if (p->generic) {
-        /* Rules kept as pullbacks have no second-order form: a clean refusal. */
-        ck_refused(c, "second-order record", st, CR_EUNIMPL, cr_tape_errmsg(t));
-    } else {
-        ck_status(c, "record", st, cr_tape_errmsg(t));
-        y0 = ys[0].v;
-        cmp_vec(c, "y", &y0, yw, NULL, 1, RT_VALUE);
-        st = cr_tape_hvp(t, ys[0], xs, n, v, hv, g2);
-        ck_status(c, "hvp", st, cr_tape_errmsg(t));
-        cmp_vec(c, "hvp grad~value_and_gradient", g2, g, NULL, n, RT_MODE);
-        bool fd2 = n * p->nins <= 40000; /* 32 n evaluations of the program */
-        if (fd2) {
-            for (size_t j = 0; j < n; j++) {
-                memset(ej, 0, n * sizeof *ej);
-                ej[j] = 1;
-                fdh[j] = fd_mixed(&w, x, ej, v, FD_H2);
-                fdhe[j] = fabs(fdh[j] - fd_mixed(&w, x, ej, v, 2 * FD_H2)) / 15;
-            }
-            cmp_vec(c, "hvp", hv, fdh, fdhe, n, RT_FD2);
-            e->hvps++;
+    /* (rules kept as pullbacks: second derivatives from differences of their partials) */
+    set_mode(e, c, "hvp");
+    ck_status(c, "record", st, cr_tape_errmsg(t));
+    y0 = ys[0].v;
+    cmp_vec(c, "y", &y0, yw, NULL, 1, RT_VALUE);
+    st = cr_tape_hvp(t, ys[0], xs, n, v, hv, g2);
+    ck_status(c, "hvp", st, cr_tape_errmsg(t));
+    cmp_vec(c, "hvp grad~value_and_gradient", g2, g, NULL, n, RT_MODE);
+    bool fd2 = n * p->nins <= 40000; /* 32 n evaluations of the program */
+    if (fd2) {
+        for (size_t j = 0; j < n; j++) {
+            memset(ej, 0, n * sizeof *ej);
+            ej[j] = 1;
+            fdh[j] = fd_mixed(&w, x, ej, v, FD_H2);
+            fdhe[j] = fabs(fdh[j] - fd_mixed(&w, x, ej, v, 2 * FD_H2)) / 15;
         }
-        if (n <= 4) {
-            set_mode(e, c, "hessian");
-            st = cr_tape_hessian(t, ys[0], xs, n, H);
-            ck_status(c, "hessian", st, cr_tape_errmsg(t));
-            double Hv[8];
-            for (size_t i = 0; i < n; i++) {
-                Hv[i] = 0;
-                for (size_t j = 0; j < n; j++)
-                    Hv[i] += H[i * n + j] * v[j];
-            }
-            cmp_vec(c, "hessian v~hvp", Hv, hv, NULL, n, 1e-10);
-            for (size_t i = 0; i < n; i++)
-                for (size_t j = 0; j < i; j++)
-                    cmp_vec(c, "hessian symmetric", &H[i * n + j], &H[j * n + i], NULL, 1, 1e-10);
+        cmp_vec(c, "hvp", hv, fdh, fdhe, n, RT_FD2);
+        e->hvps++;
+    }
+    if (n <= 4) {
+        set_mode(e, c, "hessian");
+        st = cr_tape_hessian(t, ys[0], xs, n, H);
+        ck_status(c, "hessian", st, cr_tape_errmsg(t));
+        double Hv[8];
+        for (size_t i = 0; i < n; i++) {
+            Hv[i] = 0;
+            for (size_t j = 0; j < n; j++)
+                Hv[i] += H[i * n + j] * v[j];
         }
+        cmp_vec(c, "hessian v~hvp", Hv, hv, NULL, n, 1e-10);
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < i; j++)
+                cmp_vec(c, "hessian symmetric", &H[i * n + j], &H[j * n + i], NULL, 1, 1e-10);
     }
 
     /* prepared gradient at new points (and at the recording's) */
@@ -1476,7 +1472,6 @@ static void run_scalar(env *e, prog *p, ck *c)
         ck_refused(c, "prepare", st, CR_EUNIMPL, cr_ctx_errmsg(e->ctx));
     } else {
         ck_status(c, "prepare", st, cr_ctx_errmsg(e->ctx));
-        bool fd2 = n * p->nins <= 40000;
         for (int rep = 0; st == CR_OK && rep < 2; rep++) {
             double *x2 = xb;
             random_point(&s, x2, n);
@@ -1556,7 +1551,7 @@ static void run_array(env *e, prog *p, ck *c)
         fd_dir_err(&w, x, ej, tmp, tmpe);
         fdg[i] = tmp[0];
         fde[i] = tmpe[0];
-        if (fd2 && !p->generic) {
+        if (fd2) {
             fdh[i] = fd_mixed(&w, x, ej, v, FD_H2);
             fdhe[i] = fabs(fdh[i] - fd_mixed(&w, x, ej, v, 2 * FD_H2)) / 15;
         }
@@ -1593,23 +1588,19 @@ static void run_array(env *e, prog *p, ck *c)
     }
 
     /* second order: cr_tape_ahvp */
-    set_mode(e, c, p->generic ? "ahvp (refused)" : "ahvp");
+    set_mode(e, c, "ahvp");
     t = new_tape(e, CR_TAPE_SECOND_ORDER);
     XV = cr_tape_array_input(t, &X);
     st = tape_run(p, t, NULL, XV, ys, 1);
     cr_array HV = cr_array_vector(hv, n), HV2 = cr_array_vector(hv2, n);
     cr_array *hva[1] = {&HV}, *hva2[1] = {&HV2};
-    if (p->generic) {
-        ck_refused(c, "second-order record", st, CR_EUNIMPL, cr_tape_errmsg(t));
-    } else {
-        ck_status(c, "record", st, cr_tape_errmsg(t));
-        st = cr_tape_ahvp(t, ys[0], NULL, 0, NULL, NULL, &XV, 1, va, hva);
-        ck_status(c, "ahvp", st, cr_tape_errmsg(t));
-        if (fd2) {
-            for (size_t i = 0; i < nchk; i++)
-                got[i] = hv[chk[i]];
-            cmp_vec(c, "hvp", got, fdh, fdhe, nchk, RT_FD2);
-        }
+    ck_status(c, "record", st, cr_tape_errmsg(t));
+    st = cr_tape_ahvp(t, ys[0], NULL, 0, NULL, NULL, &XV, 1, va, hva);
+    ck_status(c, "ahvp", st, cr_tape_errmsg(t));
+    if (fd2) {
+        for (size_t i = 0; i < nchk; i++)
+            got[i] = hv[chk[i]];
+        cmp_vec(c, "hvp", got, fdh, fdhe, nchk, RT_FD2);
     }
 
     /* prepared gradient of arrays at the recording's point and new ones */

@@ -249,7 +249,10 @@ CR_API cr_var cr_asin(cr_tape *t, cr_var a);
  *  - a scalar-table function (and no user rule overriding it): the row gives value and
  *    partials in one evaluation, recorded compactly (one record per output);
  *  - an rrule (looked up once, with the tape's configuration): the pullback is kept on
- *    the tape (Mooncake's is_primitive);
+ *    the tape (Mooncake's is_primitive). On a CR_TAPE_SECOND_ORDER tape the record keeps
+ *    instead the partials the pullback gives and their central differences from the rrule
+ *    called again at x ± h along each variable argument (about ten significant digits; at
+ *    most CR_SCALAR_MAX_IN variable arguments);
  *  - an implementation registered with the engine (cr_engine_overlay()): it is called
  *    with this tape, so its operations are recorded inside;
  *  - otherwise CR_ENORULE, naming the function and the argument kinds.
@@ -261,8 +264,10 @@ CR_API cr_var cr_asin(cr_tape *t, cr_var a);
  * @param[in]  nout  number of results expected.
  * @return the tape's status: CR_OK; CR_ENORULE; CR_ETAPE (a variable from another tape or
  *         recording); CR_EINVAL (f not a function, nout does not match the result);
- *         CR_EUNIMPL (a result the scalar tape cannot hold, a rule without second order
- *         on a CR_TAPE_SECOND_ORDER tape); the rule's status; CR_ENOMEM, CR_EARENA.
+ *         CR_EUNIMPL (a result the scalar tape cannot hold; on a CR_TAPE_SECOND_ORDER
+ *         tape, a rule kept as a pullback with more than CR_SCALAR_MAX_IN variable
+ *         arguments); the rule's status (at x, or on both sides of x on a second-order
+ *         tape); CR_ENOMEM, CR_EARENA.
  */
 CR_API cr_status cr_tape_call(cr_tape *t, const cr_value *f, const cr_var *args, size_t nargs,
                               cr_var *out, size_t nout);

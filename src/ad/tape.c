@@ -614,6 +614,25 @@ static cr_var emit_general(cr_tape *t, double y, size_t k, const uint32_t *vi, c
 
 /* ---- Second derivatives of a row -------------------------------------------------------- */
 
+/* The step of the central differences of partials along an argument at x: cbrt(eps) max(1,
+ * |x|), about ten significant digits. */
+static inline double fd_step(double x)
+{
+    return cbrt(DBL_EPSILON) * fmax(1.0, fabs(x));
+}
+
+/* A second derivative from a partial at x - hm, x and x + hp (Dm, D, Dp): the central
+ * difference, or where the partial jumps within the step (a kink) the one-sided difference
+ * of smaller magnitude. */
+static double fd_second(double Dp, double D, double Dm, double hp, double hm)
+{
+    double f = (Dp - D) / hp, b = (D - Dm) / hm;
+    double second = fabs(Dp - 2 * D + Dm);
+    if (second > 1e-3 * (fabs(Dp) + fabs(Dm)) && second > 0)
+        return fabs(f) < fabs(b) ? f : b;
+    return (Dp - Dm) / (hp + hm);
+}
+
 /*
  * Column l of a row's second derivatives by central differences of its partials D at x,
  * with the step cbrt(eps) max(1, |x_l|) (about ten significant digits). Where the partials
@@ -626,7 +645,7 @@ static void fd_column(const cr_scalar_rule *row, const double *x, const double *
     size_t nin = row->nin, nout = row->nout;
     double xp[CR_SCALAR_MAX_IN], xm[CR_SCALAR_MAX_IN], Y2[CR_SCALAR_MAX_OUT];
     double Dp[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN], Dm[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
-    double h = cbrt(DBL_EPSILON) * fmax(1.0, fabs(x[l]));
+    double h = fd_step(x[l]);
     memcpy(xp, x, nin * sizeof *x);
     memcpy(xm, x, nin * sizeof *x);
     xp[l] = x[l] + h;
@@ -637,14 +656,7 @@ static void fd_column(const cr_scalar_rule *row, const double *x, const double *
     for (size_t o = 0; o < nout; o++)
         for (size_t j = 0; j < nin; j++) {
             size_t q = o * nin + j;
-            double f = (Dp[q] - D[q]) / hp, b = (D[q] - Dm[q]) / hm;
-            double second = fabs(Dp[q] - 2 * D[q] + Dm[q]);
-            double v;
-            if (second > 1e-3 * (fabs(Dp[q]) + fabs(Dm[q])) && second > 0)
-                v = fabs(f) < fabs(b) ? f : b;
-            else
-                v = (Dp[q] - Dm[q]) / (hp + hm);
-            H[q * nin + l] = v;
+            H[q * nin + l] = fd_second(Dp[q], D[q], Dm[q], hp, hm);
         }
 }
 
@@ -1366,7 +1378,131 @@ static cr_status call_constant(cr_tape *t, const cr_value *f, const cr__impl *im
     return cr__tape_fail(t, CR_EINVAL, "%s is zero-adjoint but has no primal to call", fn->name);
 }
 
-/* Record f's rrule: the pullback is kept in a GENERIC record. */
+#define MAX_GENERIC_ARGS 64
+
+/* f's rrule called at vals, and the partials of its nd->nout results from its pullback (one
+ * call per result): J[o * nargs + j], 0 for the constant arguments (nd->args). */
+static cr_status rrule_partials(cr_tape *t, const cr_value *f, const cr_value *vals, size_t nargs,
+                                cr__gen_node *nd, double *J)
+{
+    cr_value y;
+    cr_status st = cr_rrule(t->config, t->arena, f, vals, nargs, &y, &nd->pb);
+    if (st != CR_OK)
+        return st == CR_NOTHING ? CR_ENORULE : st;
+    double yv[CR__MAX_TUPLE];
+    size_t k = 0;
+    bool constant;
+    st = cr__unpack_result(t->ctx, nd->fname, &y, yv, CR__MAX_TUPLE, &k, &constant);
+    if (st == CR_OK && (constant || k != nd->nout))
+        return cr_ctx_error(t->ctx, CR_EINVAL, "%s gives another kind of result at a nearby point",
+                            nd->fname);
+    return st != CR_OK ? st : cr__generic_jacobian(t, nd, J);
+}
+
+/*
+ * A rule kept as a pullback, on a second-order tape: each result becomes a general record
+ * (emit_general) whose partials come from the pullback at x and whose second derivatives are
+ * central differences of those partials (fd_second), from the rrule called again at
+ * x ± h e_l for each variable argument l; where the rule fails on one side (the edge of its
+ * domain; an allocation failure fails the record), the one-sided difference on the other. The
+ * pullbacks are not kept: the 2k + 1 calls' memory is rewound.
+ */
+static cr_status record_rrule_second(cr_tape *t, const cr_value *f, const cr_var *args,
+                                     const cr_value *vals, size_t nargs, cr_var *out, size_t nout,
+                                     size_t *got)
+{
+    const char *name = f->u.func.fn->name;
+    uint32_t vi[CR_SCALAR_MAX_IN], ai[MAX_GENERIC_ARGS];
+    size_t slot[CR_SCALAR_MAX_IN], k = 0;
+    for (size_t j = 0; j < nargs; j++) {
+        ai[j] = args[j].idx;
+        if (args[j].idx == CR_VAR_CONST)
+            continue;
+        if (k == CR_SCALAR_MAX_IN)
+            return cr__tape_fail(t, CR_EUNIMPL,
+                                 "%s: a second-order tape takes the second derivatives of a rule "
+                                 "kept as a pullback in at most %d variable arguments",
+                                 name, CR_SCALAR_MAX_IN);
+        vi[k] = args[j].idx;
+        slot[k++] = j;
+    }
+    cr_arena_mark mk = cr_arena_get_mark(t->arena);
+    cr_value y;
+    cr__gen_node nd = {.nargs = (uint32_t)nargs, .args = ai, .fname = name};
+    cr_status st = cr_rrule(t->config, t->arena, f, vals, nargs, &y, &nd.pb);
+    if (st != CR_OK) {
+        cr_arena_rewind(t->arena, mk);
+        return cr__tape_fail_ctx(t, st == CR_NOTHING ? CR_ENORULE : st, name);
+    }
+    double yv[CR__MAX_TUPLE];
+    size_t nres = 0;
+    bool constant;
+    if (unpack_result(t, name, &y, yv, CR__MAX_TUPLE, &nres, &constant) != CR_OK ||
+        cr__check_nout(t, name, nres, nout, got) != CR_OK) {
+        cr_arena_rewind(t->arena, mk);
+        return t->status;
+    }
+    if (constant || k == 0) {
+        cr_arena_rewind(t->arena, mk);
+        for (size_t o = 0; o < nres; o++)
+            out[o] = cr_const(yv[o]);
+        return CR_OK;
+    }
+    nd.nout = (uint32_t)nres;
+    nd.tuple = nres > 1 ? cr__tuple_f64(nres) : NULL;
+    size_t nj = nres * nargs;
+    double *J = cr_arena_alloc(t->arena, 3 * nj * sizeof *J, _Alignof(double));
+    if (J == NULL) {
+        cr_arena_rewind(t->arena, mk);
+        return cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), name);
+    }
+    double *Jp = J + nj, *Jm = Jp + nj;
+    double p[CR__MAX_TUPLE][CR_SCALAR_MAX_IN],
+        H[CR__MAX_TUPLE][CR_SCALAR_MAX_IN * CR_SCALAR_MAX_IN];
+    st = cr__generic_jacobian(t, &nd, J);
+    cr_value xv[MAX_GENERIC_ARGS];
+    memcpy(xv, vals, nargs * sizeof *vals);
+    for (size_t l = 0; l < k && st == CR_OK; l++) {
+        size_t s = slot[l];
+        double x = vals[s].u.f64, h = fd_step(x);
+        xv[s] = cr_value_f64(x + h);
+        cr_status sp = rrule_partials(t, f, xv, nargs, &nd, Jp);
+        xv[s] = cr_value_f64(x - h);
+        cr_status sm = rrule_partials(t, f, xv, nargs, &nd, Jm);
+        double hp = (x + h) - x, hm = x - (x - h); /* the steps actually taken */
+        xv[s] = vals[s];
+        if (sp == CR_ENOMEM || sp == CR_EARENA || sm == CR_ENOMEM || sm == CR_EARENA) {
+            st = cr__tape_fail_ctx(t, sp == CR_ENOMEM || sp == CR_EARENA ? sp : sm, name);
+            break;
+        }
+        if (sp != CR_OK && sm != CR_OK) {
+            st = cr__tape_fail(t, sp,
+                               "%s: no second derivatives in argument %zu at %g: the rule fails "
+                               "on both sides (%s)",
+                               name, s + 1, x, cr_ctx_errmsg(t->ctx));
+            break;
+        }
+        for (size_t o = 0; o < nres; o++)
+            for (size_t q = 0; q < k; q++) {
+                size_t c = o * nargs + slot[q];
+                H[o][q * k + l] = sp != CR_OK   ? (J[c] - Jm[c]) / hm
+                                  : sm != CR_OK ? (Jp[c] - J[c]) / hp
+                                                : fd_second(Jp[c], J[c], Jm[c], hp, hm);
+            }
+    }
+    for (size_t o = 0; o < nres && st == CR_OK; o++)
+        for (size_t q = 0; q < k; q++)
+            p[o][q] = J[o * nargs + slot[q]];
+    cr_arena_rewind(t->arena, mk);
+    if (st != CR_OK)
+        return t->status != CR_OK ? t->status : cr__tape_fail_ctx(t, st, name);
+    for (size_t o = 0; o < nres; o++)
+        out[o] = emit_general(t, yv[o], k, vi, p[o], H[o]);
+    return t->status;
+}
+
+/* Record f's rrule: the pullback is kept in a GENERIC record (on a second-order tape, its
+ * partials and their differences: record_rrule_second). */
 static cr_status record_rrule(cr_tape *t, const cr_value *f, const cr_var *args,
                               const cr_value *vals, size_t nargs, cr_var *out, size_t nout,
                               size_t *got)
@@ -1375,11 +1511,7 @@ static cr_status record_rrule(cr_tape *t, const cr_value *f, const cr_var *args,
     if (t->pre > 1) /* a replay tape: the rule is called again at each replay */
         return cr__replay_call(t, f, NULL, NULL, args, vals, nargs, out, nout, got, false);
     if (t->flags & CR_TAPE_SECOND_ORDER)
-        return cr__tape_fail(t, CR_EUNIMPL,
-                             "%s: its rrule's pullback has no second-order form; a "
-                             "second-order tape records scalar-table functions and "
-                             "implementations written against the tape",
-                             fn->name);
+        return record_rrule_second(t, f, args, vals, nargs, out, nout, got);
     cr_value y;
     cr_pullback pb;
     cr_status st = cr_rrule(t->config, t->arena, f, vals, nargs, &y, &pb);
@@ -1441,8 +1573,6 @@ static cr_status record_row(cr_tape *t, const char *fname, const cr_scalar_rule 
     row->f64(x, Y, D);
     return record_evaluated(t, fname, row, args, x, Y, D, out);
 }
-
-#define MAX_GENERIC_ARGS 64
 
 cr_status cr__tape_call_any(cr_tape *t, const cr_value *f, const cr_var *args, size_t nargs,
                             cr_var *out, size_t nout, size_t *got)

@@ -182,6 +182,11 @@ typedef struct cr__gen_node {
 CR_INTERNAL cr_status cr__generic_pull(cr_tape *t, const cr__gen_node *nd, const double *g,
                                        double *adj);
 
+/* The Jacobian of a GENERIC record's results in its arguments, by calling the pullback once
+ * per result: J[o * nargs + j], 0 for the constant arguments (sweep.c). Errors go to the
+ * context. */
+CR_INTERNAL cr_status cr__generic_jacobian(cr_tape *t, const cr__gen_node *nd, double *J);
+
 struct cr__impl; /* a user implementation of the engine (below) */
 
 /* On a replay tape (prepared gradients, prepared_generic.c): record the call f(args) (vals:
