@@ -417,21 +417,23 @@ static void gen_arrays(prog *p, uint64_t *s)
             a->shape[0] = 1 + rnd_below(s, 5);
             a->shape[1] = 1 + rnd_below(s, 8);
         }
-        a->numel = a->shape[0] * (a->ndim == 2 ? a->shape[1] : 1);
-        draw_strides(s, a->ndim, a->shape, a->strides);
-        a->kernel_ok =
-            a->ndim == 1 || (a->strides[1] == 1 && a->strides[0] == (ptrdiff_t)a->shape[1]);
-        size_t count, start;
-        span(a->ndim, a->shape, a->strides, &count, &start);
-        a->buf = new_buf(a->dt, count, (double)NAN);
-        cr_array v = view(a->buf, start, a->dt, a->ndim, a->shape, a->strides);
-        a->xoff = xo;
-        for (size_t e = 0; e < a->numel; e++) {
-            double x = draw_value(s);
-            arr_set(&v, e, x);
-            p->x[xo++] = x;
+        if (!a->shared) {
+            a->numel = a->shape[0] * (a->ndim == 2 ? a->shape[1] : 1);
+            draw_strides(s, a->ndim, a->shape, a->strides);
+            a->kernel_ok =
+                a->ndim == 1 || (a->strides[1] == 1 && a->strides[0] == (ptrdiff_t)a->shape[1]);
+            size_t count, start;
+            span(a->ndim, a->shape, a->strides, &count, &start);
+            a->buf = new_buf(a->dt, count, (double)NAN);
+            cr_array v = view(a->buf, start, a->dt, a->ndim, a->shape, a->strides);
+            a->xoff = xo;
+            for (size_t e = 0; e < a->numel; e++) {
+                double x = draw_value(s);
+                arr_set(&v, e, x);
+                p->x[xo++] = x;
+            }
+            memcpy(p->obj + p->s[a->slot].off, &v, sizeof v);
         }
-        memcpy(p->obj + p->s[a->slot].off, &v, sizeof v);
         if (a->dt == CR_DT_F32)
             p->f32 = true;
         /* the destination: the input's shape (or another of as many elements), any dtype and
