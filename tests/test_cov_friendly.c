@@ -268,6 +268,12 @@ static double q_c(const double *x)
     return x[0] * x[1] + x[0] * (x[2] + x[3] + x[4]);
 }
 
+/* r(s, gain, b) = s sum(b) (b of 3 elements) */
+static double r_c(const double *x)
+{
+    return x[0] * (x[2] + x[3] + x[4]);
+}
+
 static void test_nested_arrays(void **state)
 {
     fixture *f = *state;
@@ -319,6 +325,58 @@ static void test_nested_arrays(void **state)
     assert_close(g.L.gain, fd_at(q_c, x, 5, 1), FD_RTOL);
     for (size_t i = 0; i < 3; i++)
         assert_close(gb[i], fd_at(q_c, x, 5, 2 + i), FD_RTOL);
+    cr_tape_free(t);
+}
+
+/* The raw tangent with array variables of an earlier recording: refused with CR_ETAPE before
+ * their arrays are read, since the struct and its arrays are borrowed only until the reset
+ * and may be gone (here: the struct is released and its memory reused with another
+ * shape). Found by test_tape_random_struct: the arrays were read first, to allocate the
+ * tangent's, and a released struct gave "element count overflows" or a read of freed
+ * memory. */
+static void test_old_array_variables(void **state)
+{
+    fixture *f = *state;
+    double b[3] = {0.5, -1.5, 2.25};
+    top *m = malloc(sizeof *m);
+    assert_non_null(m);
+    *m = (top){1.2, {cr_array_vector(b, 3), 0.7}};
+    cr_tape *t;
+    assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
+    cr_var v[2];
+    cr_avar old[1];
+    assert_ok(t, cr_tape_struct_inputs(t, &top_type, m, v, 2));
+    assert_ok(t, cr_tape_struct_array_inputs(t, &top_type, m, old, 1));
+    cr_tape_reset(t);
+    /* the caller reuses the struct's memory: the old variable's array now reads as garbage */
+    m->L.b.shape[0] = SIZE_MAX / 2;
+    m->L.b.ndim = 2;
+    m->L.b.shape[1] = 4;
+    top m2 = {0.3, {cr_array_vector(b, 3), -0.4}};
+    cr_avar av[1];
+    assert_ok(t, cr_tape_struct_inputs(t, &top_type, &m2, v, 2));
+    assert_ok(t, cr_tape_struct_array_inputs(t, &top_type, &m2, av, 1));
+    cr_var y = cr_mul(t, v[0], cr_asum(t, av[0]));
+    cr_tangent tan;
+    size_t used = cr_arena_used(f->arena);
+    assert_int_equal(cr_tape_gradient_tangent_arrays(t, y, &top_type, v, old, f->arena, &tan),
+                     CR_ETAPE);
+    assert_contains(cr_ctx_errmsg(f->ctx), "cr_tape_gradient_tangent_arrays: array input 0 "
+                                           "belongs to another tape, or to this tape before "
+                                           "its last reset");
+    assert_int_equal(cr_arena_used(f->arena), used);
+    free(m);
+    /* not the tape's failure: the same call with this recording's variables succeeds */
+    assert_int_equal(cr_tape_status(t), CR_OK);
+    assert_ok(t, cr_tape_gradient_tangent_arrays(t, y, &top_type, v, av, f->arena, &tan));
+    cr_tangent tl, ts, tb;
+    assert_int_equal(cr_tangent_getfield(tan, "s", &ts), CR_OK);
+    assert_int_equal(cr_tangent_getfield(tan, "L", &tl), CR_OK);
+    assert_int_equal(cr_tangent_getfield(tl, "b", &tb), CR_OK);
+    const double x[5] = {m2.s, m2.L.gain, b[0], b[1], b[2]};
+    assert_close(ts.u.f64, fd_at(r_c, x, 5, 0), FD_RTOL);
+    for (size_t i = 0; i < 3; i++)
+        assert_close(((const double *)tb.u.arr->data)[i], fd_at(r_c, x, 5, 2 + i), FD_RTOL);
     cr_tape_free(t);
 }
 
@@ -433,6 +491,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_nested_customised, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_many_customised, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_nested_arrays, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_old_array_variables, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_closure_fields, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

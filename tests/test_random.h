@@ -85,6 +85,7 @@ ck_fail(ck *c, const char *fmt, ...)
     printf("FAIL seed=%#" PRIx64 " mode=%s ", c->seed, c->mode);
     vprintf(fmt, ap);
     printf("\n  replay: CR_RANDOM_SEED=%#" PRIx64 " %s\n", c->seed, c->test);
+    fflush(stdout); /* kept if a later check crashes */
     va_end(ap);
 }
 

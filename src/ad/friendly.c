@@ -417,6 +417,16 @@ static cr_status gradient_tangent(cr_tape *t, const char *who, cr_var y, const c
         if (ag == NULL)
             st = CR__ALLOC_STATUS(arena);
         for (size_t j = 0; j < na && st == CR_OK; j++) {
+            /* A variable of an earlier recording is refused before its array, which the
+             * caller may have released after the reset, is read (as the sweep would). */
+            if (avars[j].idx != CR_VAR_CONST &&
+                (avars[j].tape != t->id || avars[j].idx >= t->naslots)) {
+                st = cr_ctx_error(t->ctx, CR_ETAPE,
+                                  "%s: array input %zu belongs to another tape, or to this tape "
+                                  "before its last reset",
+                                  who, j);
+                break;
+            }
             const cr_array *a = avars[j].a;
             st = a == NULL
                      ? cr_ctx_error(t->ctx, CR_EINVAL, "%s: array variable %zu is NULL", who, j)
