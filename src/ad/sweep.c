@@ -300,7 +300,9 @@ cr_status cr__sweep_reverse(cr_tape *t, double *adj, size_t top)
 }
 
 /* The Jacobian of a GENERIC record's results in its arguments, by calling the (linear)
- * pullback once per result: J[o * nargs + j]. */
+ * pullback once per result: J[o * nargs + j]. A constant argument's column is 0 and its
+ * cotangent is not read (as in the reverse sweep): it may be NotImplemented (gamma_inc's
+ * order). */
 static cr_status generic_jacobian(cr_tape *t, const cr__gen_node *nd, double *J)
 {
     cr_arena *arena = t->arena;
@@ -321,7 +323,8 @@ static cr_status generic_jacobian(cr_tape *t, const cr__gen_node *nd, double *J)
             st = cr_pullback_call(arena, &nd->pb, &dy, dx, nx);
         for (size_t j = 0; j < nd->nargs && st == CR_OK; j++) {
             J[o * nd->nargs + j] = 0.0;
-            st = cr__accum_real(arena, nd->pb.name, dx[j + 1], &J[o * nd->nargs + j]);
+            if (nd->args[j] != CR_VAR_CONST)
+                st = cr__accum_real(arena, nd->pb.name, dx[j + 1], &J[o * nd->nargs + j]);
         }
         if (st != CR_OK)
             return st;
