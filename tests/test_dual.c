@@ -273,6 +273,84 @@ static void test_dual_call(void **state)
     cr_registry_free(reg);
 }
 
+/* A user frule for sin that counts its calls and gives the built-in row's answer. */
+static int g_sin_calls;
+static cr_status counting_sin_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                                    const cr_value *fv, const cr_value *args, size_t nargs,
+                                    cr_value *y, cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)udata;
+    g_sin_calls++;
+    return cr_frule(NULL, arena, dargs, fv, args, nargs, y, dy);
+}
+
+/*
+ * A row called with a configuration that has a registry (a user registry, an engine's
+ * configuration): when the registry's rule is the row itself, the row is evaluated once for
+ * all directions and needs no arena, as with no configuration (it was sent through the frule,
+ * once per direction, and refused a NULL arena with CR_EINVAL). A user rule that overrides the
+ * row in the registry is still called, once per direction, and needs an arena.
+ */
+static void test_dual_call_registry_rows(void **state)
+{
+    fixture *f = *state;
+    cr_registry *reg;
+    assert_int_equal(cr_registry_new(f->ctx, NULL, &reg), CR_OK);
+    cr_engine *eng;
+    assert_int_equal(cr_engine_new(f->ctx, reg, &eng), CR_OK);
+    cr_config ucfg = {.struct_size = sizeof ucfg, .registry = reg};
+    const cr_config *cfgs[2] = {&ucfg, cr_engine_config(eng)};
+    double d[3] = {1.0, -2.0, 0.5};
+    cr_dual x = cr_dual_make(0.4, d, 3), y0, y, sc0[2], sc[2];
+    assert_int_equal(cr_dual_call(NULL, NULL, &cr_fn_tanh, &x, 1, &y0, 1), CR_OK);
+    assert_int_equal(cr_dual_call(NULL, NULL, &cr_fn_sincos, &x, 1, sc0, 2), CR_OK);
+    /* tanh's derivative against central differences */
+    double h = 1e-4,
+           fd = (tanh(0.4 - 2 * h) - 8 * tanh(0.4 - h) + 8 * tanh(0.4 + h) - tanh(0.4 + 2 * h)) /
+                (12 * h);
+    for (size_t c = 0; c < 2; c++) {
+        assert_int_equal(cr_dual_call(cfgs[c], NULL, &cr_fn_tanh, &x, 1, &y, 1), CR_OK);
+        assert_int_equal(y.n, 3);
+        assert_true(y.v == y0.v);
+        for (size_t k = 0; k < 3; k++) {
+            assert_true(y.d[k] == y0.d[k]);
+            assert_close(y.d[k], fd * d[k], FD_RTOL);
+        }
+        assert_int_equal(cr_dual_call(cfgs[c], NULL, &cr_fn_sincos, &x, 1, sc, 2), CR_OK);
+        for (size_t o = 0; o < 2; o++)
+            for (size_t k = 0; k < 3; k++)
+                assert_true(sc[o].d[k] == sc0[o].d[k]);
+    }
+    /* sin overridden in the registry by a user frule (the row's signature): called per
+     * direction, with an arena; without one, CR_EINVAL. */
+    cr_value xv = cr_value_f64(0.4);
+    cr_rule_match m;
+    assert_int_equal(cr_registry_lookup(NULL, NULL, CR_MODE_FRULE, &cr_fn_sin, &xv, 1, &m), CR_OK);
+    cr_rule_def def = {.struct_size = sizeof def,
+                       .fn = cr_fn_sin.u.func.fn,
+                       .nargs = m.def->nargs,
+                       .args = m.def->args,
+                       .variadic = m.def->variadic,
+                       .frule = counting_sin_frule};
+    assert_int_equal(cr_registry_add(reg, &def), CR_OK);
+    cr_dual s0;
+    assert_int_equal(cr_dual_call(NULL, NULL, &cr_fn_sin, &x, 1, &s0, 1), CR_OK);
+    for (size_t c = 0; c < 2; c++) {
+        g_sin_calls = 0;
+        assert_int_equal(cr_dual_call(cfgs[c], f->arena, &cr_fn_sin, &x, 1, &y, 1), CR_OK);
+        assert_int_equal(g_sin_calls, 3);
+        for (size_t k = 0; k < 3; k++)
+            assert_close(y.d[k], s0.d[k], 1e-15);
+        assert_int_equal(cr_dual_call(cfgs[c], NULL, &cr_fn_sin, &x, 1, &y, 1), CR_EINVAL);
+        assert_int_equal(g_sin_calls, 3);
+        /* rows of other functions are still taken directly */
+        assert_int_equal(cr_dual_call(cfgs[c], NULL, &cr_fn_tanh, &x, 1, &y, 1), CR_OK);
+    }
+    cr_engine_free(eng);
+    cr_registry_free(reg);
+}
+
 /*
  * hypot(x, y, ...) and evalpoly(x, c0, ...) of 2, 3, 5 and 10 arguments through cr_dual_call
  * (built-in rules, and a configuration with a user registry): alone with one direction per
@@ -346,6 +424,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_jvp_dual_and_tape, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_dual_call, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_dual_variadic, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_dual_call_registry_rows, fixture_setup,
+                                        fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,7 @@
 /*
- * The random-program tests' generator numbers and environment (test_tape_random*.c):
- * splitmix64, the variables that run more programs or replay one, and the checks of a
- * program against its references.
+ * The random-program tests' generator numbers and environment (test_tape_random*.c,
+ * test_dual_random.c): splitmix64, the variables that run more programs or replay one, the
+ * checks of a program against its references, and uf, a user rule with an rrule and an frule.
  */
 #ifndef CR_TEST_RANDOM_H
 #define CR_TEST_RANDOM_H
@@ -129,6 +129,71 @@ static inline void ck_refused(ck *c, const char *what, cr_status st, cr_status w
                               const char *msg)
 {
     ck_refused_with(c, what, st, want, msg, NULL);
+}
+
+/* ---- A user rule ---------------------------------------------------------------------------- */
+
+/* A real tangent's value (0 for a zero or absent tangent). */
+static inline double tan_f64(cr_tangent t)
+{
+    return t.tag == CR_TAN_F64 ? t.u.f64 : 0.0;
+}
+
+/* uf(a, b) = a b + sin(a): a user function with a hand-written rrule (its pullback keeps a and b
+ * in the rule's arena) and frule, registered with cr_engine_from_rrule. */
+static inline double uf_c(double a, double b)
+{
+    return a * b + sin(a);
+}
+
+static inline cr_status uf_primal(cr_arena *arena, const cr_value *fv, const cr_value *args,
+                                  size_t nargs, cr_value *out)
+{
+    (void)arena;
+    (void)fv;
+    (void)nargs;
+    *out = cr_value_f64(uf_c(args[0].u.f64, args[1].u.f64));
+    return CR_OK;
+}
+static const cr_function uf_fn = {.name = "uf", .arity = 2, .primal = uf_primal};
+
+static inline cr_status uf_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
+                                    cr_arena *arena, void *env)
+{
+    (void)nx;
+    (void)arena;
+    const double *e = env;
+    double g = dy->u.f64;
+    dx[0] = cr_tangent_none();
+    dx[1] = cr_tangent_f64(g * (e[1] + cos(e[0])));
+    dx[2] = cr_tangent_f64(g * e[0]);
+    return CR_OK;
+}
+
+static inline cr_status uf_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *fv,
+                                 const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                                 const void *udata)
+{
+    (void)cfg;
+    (void)udata;
+    double *e = cr_arena_alloc(arena, 2 * sizeof *e, _Alignof(double));
+    if (e == NULL)
+        return CR_ENOMEM;
+    e[0] = args[0].u.f64;
+    e[1] = args[1].u.f64;
+    *pb = (cr_pullback){uf_pullback, e, "uf_pullback", 3};
+    return uf_primal(arena, fv, args, nargs, y);
+}
+
+static inline cr_status uf_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                                 const cr_value *fv, const cr_value *args, size_t nargs,
+                                 cr_value *y, cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)udata;
+    double a = args[0].u.f64, b = args[1].u.f64;
+    *dy = cr_tangent_f64((b + cos(a)) * tan_f64(dargs[1]) + a * tan_f64(dargs[2]));
+    return uf_primal(arena, fv, args, nargs, y);
 }
 
 #endif

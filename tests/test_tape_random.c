@@ -44,51 +44,6 @@ static double kb_c(double e, double s, double u)
     return tanh(e) * s + cos(u * e);
 }
 
-/* A user function with a hand-written rrule (a GENERIC record): uf(a, b) = a b + sin(a). */
-static cr_status uf_primal(cr_arena *arena, const cr_value *fv, const cr_value *args, size_t nargs,
-                           cr_value *out)
-{
-    (void)arena;
-    (void)fv;
-    (void)nargs;
-    double a = args[0].u.f64, b = args[1].u.f64;
-    *out = cr_value_f64(a * b + sin(a));
-    return CR_OK;
-}
-static const cr_function uf_fn = {.name = "uf", .arity = 2, .primal = uf_primal};
-
-typedef struct uf_env {
-    double a, b;
-} uf_env;
-
-static cr_status uf_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                             void *env)
-{
-    (void)nx;
-    (void)arena;
-    const uf_env *e = env;
-    double g = dy->u.f64;
-    dx[0] = cr_tangent_none();
-    dx[1] = cr_tangent_f64(g * (e->b + cos(e->a)));
-    dx[2] = cr_tangent_f64(g * e->a);
-    return CR_OK;
-}
-
-static cr_status uf_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *fv,
-                          const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                          const void *udata)
-{
-    (void)cfg;
-    (void)udata;
-    uf_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(uf_env));
-    if (e == NULL)
-        return CR_ENOMEM;
-    e->a = args[0].u.f64;
-    e->b = args[1].u.f64;
-    *pb = (cr_pullback){uf_pullback, e, "uf_pullback", 3};
-    return uf_primal(arena, fv, args, nargs, y);
-}
-
 /* ---- Programs ------------------------------------------------------------------------------ */
 
 /* The operations. Each keeps its arguments in a domain where it is smooth for every value the

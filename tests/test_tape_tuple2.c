@@ -311,6 +311,46 @@ static void test_tuple_first_result(void **state)
     cr_engine_free(eng);
 }
 
+/* A rule kept as a pullback whose cotangent for a constant argument is NotImplemented
+ * (gamma_inc's order a): the forward sweep read that cotangent when it built the record's
+ * Jacobian, so cr_tape_jvp on a forward tape (and frule_via_ad, which records on one) failed
+ * with CR_EUNIMPL where the reverse sweep, which skips constants, succeeded. */
+static void test_forward_constant_notimplemented(void **state)
+{
+    fixture *f = *state;
+    cr_tape *t;
+    cr_tape_params tp = {.struct_size = sizeof tp, .flags = CR_TAPE_FORWARD};
+    assert_int_equal(cr_tape_new(f->ctx, &tp, &t), CR_OK);
+    const double a = 1.7, x0 = 0.8;
+    cr_var x = cr_tape_input(t, x0), pq[2];
+    cr_var args[2] = {cr_const(a), cr_add(t, cr_const(0.5), cr_mul(t, x, x))};
+    assert_int_equal(cr_tape_call(t, &cr_fn_gamma_inc, args, 2, pq, 2), CR_OK);
+    /* P and Q of a and 0.5 + x^2: central differences */
+    double h = 1e-4, dp = 0, dq = 0;
+    for (int k = 0; k < 4; k++) {
+        double xv = x0 + k_o4[k] * h, p, q;
+        cr_sf_gamma_inc(a, 0.5 + xv * xv, &p, &q);
+        dp += k_c4[k] * p / h;
+        dq += k_c4[k] * q / h;
+    }
+    double v = 1.0, jv[2], J[2];
+    assert_int_equal(cr_tape_jvp(t, &x, &v, 1, pq, 2, jv), CR_OK);
+    assert_close(jv[0], dp, 1e-8);
+    assert_close(jv[1], dq, 1e-8);
+    assert_int_equal(cr_tape_jacobian(t, pq, 2, &x, 1, J), CR_OK);
+    assert_close(J[0], jv[0], 1e-14);
+    assert_close(J[1], jv[1], 1e-14);
+    /* with a tangent on the order itself the derivative is still not implemented */
+    cr_tape_reset(t);
+    cr_var av = cr_tape_input(t, a);
+    args[0] = av;
+    args[1] = cr_const(0.5 + x0 * x0);
+    assert_int_equal(cr_tape_call(t, &cr_fn_gamma_inc, args, 2, pq, 2), CR_OK);
+    assert_int_equal(cr_tape_jvp(t, &av, &v, 1, pq, 2, jv), CR_EUNIMPL);
+    assert_contains(cr_ctx_errmsg(f->ctx), "gamma_inc");
+    cr_tape_free(t);
+}
+
 /* The same on a second-order tape: H v of the first scalar result of an array function with a
  * tuple result (lo of extrema, whose record makes lo and hi) skipped that record, and gave 0. */
 static void test_tuple_first_result_hvp(void **state)
@@ -373,6 +413,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_eigen2, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_hessian, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_tuple_first_result, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_forward_constant_notimplemented, fixture_setup,
+                                        fixture_teardown),
         cmocka_unit_test_setup_teardown(test_tuple_first_result_hvp, fixture_setup,
                                         fixture_teardown),
     };

@@ -88,7 +88,9 @@ CR_API cr_dual cr_dual_asin(cr_dual a);
  * engine.h), frule_via_ad.
  * @param[in]  cfg   configuration (rules, forward capability); NULL: built-in rules.
  * @param[in]  arena where rules allocate; may be NULL for scalar-table functions given their
- *                   row's number of arguments (hypot of two; not of three, which is its rule).
+ *                   row's number of arguments (hypot of two; not of three, which is its rule),
+ *                   also under a configuration with a registry unless a rule registered there
+ *                   overrides the row.
  * @param[in]  f     a function value.
  * @param[in]  args  nargs duals.
  * @param[in]  nargs number of arguments (at most 64).
@@ -130,14 +132,26 @@ CR_API cr_status cr_dual_derivative(cr_dual_fn f, void *env, double x, double *y
  *                     n + m <= 32.
  * @param[out] y  the m values (may be NULL).
  * @param[out] jv the m results.
- * @return CR_OK; CR_EINVAL; CR_EDOMAIN (v not finite); allocation statuses; f's status.
+ * @return CR_OK; CR_EINVAL; CR_EDOMAIN (v not finite); allocation statuses; f's status. On
+ *         failure y and jv are untouched.
  */
 CR_API cr_status cr_dual_jvp(cr_dual_fn f, void *env, const double *x, size_t n, const double *v,
                              size_t m, cr_arena *scratch, double *y, double *jv);
 
 /**
  * The m x n Jacobian (row-major) by chunks of CR_DUAL_MAX_CHUNK directions: one evaluation
- * of f per chunk.
+ * of f per chunk. When f fails in a chunk, its status is returned and the columns of the
+ * chunks before it have been written (y too, unless the first chunk failed); the rest of y
+ * and jac is untouched.
+ * @param[in]  f   the function (n inputs, m outputs).
+ * @param[in]  env passed to f.
+ * @param[in]  x   the n input values.
+ * @param[in]  n   number of inputs.
+ * @param[in]  m   number of outputs.
+ * @param[in]  scratch arena for n + m duals (released before return); may be NULL when
+ *                     n + m <= 32.
+ * @param[out] y   the m values (may be NULL).
+ * @param[out] jac the m x n Jacobian, row-major.
  * @return as cr_dual_jvp().
  */
 CR_API cr_status cr_dual_jacobian(cr_dual_fn f, void *env, const double *x, size_t n, size_t m,

@@ -179,6 +179,20 @@ static cr_status result_reals(cr_arena *arena, const char *fname, const cr_value
                     fname, cr_kind_name(y->kind), CR__MAX_TUPLE);
 }
 
+/* Whether the rule cfg's registry gives for a call of row's function is the row itself (as
+ * the tape decides, tape.c), so that it is evaluated once for every direction, with no
+ * arena. */
+static bool row_is_rule(const cr_config *cfg, const cr_value *f, const cr_dual *args, size_t nargs,
+                        const cr_scalar_rule *row)
+{
+    cr_value vals[CR_SCALAR_MAX_IN];
+    for (size_t j = 0; j < nargs; j++)
+        vals[j] = cr_value_f64(args[j].v);
+    cr_rule_match m;
+    return cr_registry_lookup(cfg->registry, cfg, CR_MODE_FRULE, f, vals, nargs, &m) == CR_OK &&
+           !m.opted_out && m.def != NULL && m.def->udata == row;
+}
+
 cr_status cr_dual_call(const cr_config *cfg, cr_arena *arena, const cr_value *f,
                        const cr_dual *args, size_t nargs, cr_dual *out, size_t nout)
 {
@@ -188,9 +202,13 @@ cr_status cr_dual_call(const cr_config *cfg, cr_arena *arena, const cr_value *f,
                              : CR_EINVAL;
     const cr_function *fn = f->u.func.fn;
     /* A variadic function's row covers one count (hypot(x, y) of hypot(x...)): a call of
-     * another count goes through the function's frule. */
+     * another count goes through the function's frule. Under a registry the row is used
+     * when it is the rule the registry gives (no user rule overrides it). */
     const cr_scalar_rule *row = cr__row_for(fn, nargs);
-    if (row != NULL && (cfg == NULL || cfg->registry == NULL)) {
+    if (row != NULL && cfg != NULL && cfg->registry != NULL && nargs == row->nin &&
+        nout == row->nout && !row_is_rule(cfg, f, args, nargs, row))
+        row = NULL;
+    if (row != NULL) {
         if (nargs != row->nin || nout != row->nout)
             return arena != NULL
                        ? CR__FAIL(arena, CR_EINVAL,

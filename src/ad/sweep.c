@@ -300,7 +300,9 @@ cr_status cr__sweep_reverse(cr_tape *t, double *adj, size_t top)
 }
 
 /* The Jacobian of a GENERIC record's results in its arguments, by calling the (linear)
- * pullback once per result: J[o * nargs + j] (0 for the constant arguments). */
+ * pullback once per result: J[o * nargs + j]. A constant argument's column is 0 and its
+ * cotangent is not read (as in the reverse sweep): it may be NotImplemented (gamma_inc's
+ * order). */
 static cr_status generic_jacobian(cr_tape *t, const cr__gen_node *nd, double *J)
 {
     cr_arena *arena = t->arena;
