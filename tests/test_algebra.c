@@ -1248,11 +1248,33 @@ static void test_accum_debug_checks_add(void **state)
     assert_ptr_equal(r.u.arr, X2);
     ASSERT_DBL(((double *)X2->data)[0], 2.0);
 
+    /* A destination described field by field in memory nobody initialised (as the tape's
+     * writable copies of gradient arrays are): the check reads the fields, not the padding
+     * or the dimensions past ndim (valgrind, `make valgrind`, flagged a comparison of the
+     * whole struct). */
+    cr_array *D = malloc(sizeof *D);
+    assert_non_null(D);
+    double dv[4] = {1, 2, 3, 4};
+    D->data = dv;
+    D->shape[0] = D->shape[1] = 2;
+    D->strides[0] = 2;
+    D->strides[1] = 1;
+    D->dtype = CR_DT_F64;
+    D->ndim = 2;
+    D->structure = CR_MAT_DENSE;
+    D->flags = CR_ARRAY_WRITABLE;
+    assert_int_equal(cr_tangent_accum(f->arena, cr_tangent_array(D), good, &r), CR_OK);
+    assert_ptr_equal(r.u.arr, D);
+    ASSERT_DBL(dv[3], 5.0);
+    /* Changing a field is still caught, whatever the descriptor's other bytes hold. */
+    assert_int_equal(cr_tangent_accum(f->arena, cr_tangent_array(D), it, &r), CR_EMISUSE);
+    free(D);
+
     /* Outside debug mode the check is not made. */
     cr_ctx_set_debug(f->ctx, false);
     cr_array *X3 = mk(f, CR_DT_F64, 2, sh, xv);
     assert_int_equal(cr_tangent_accum(f->arena, cr_tangent_array(X3), it, &r), CR_OK);
-    assert_int_equal(e.adds, 2);
+    assert_int_equal(e.adds, 3);
     assert_int_equal(e.calls, 0);
 }
 

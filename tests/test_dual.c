@@ -247,11 +247,22 @@ static void test_dual_call(void **state)
     assert_int_equal(cr_registry_add(reg, &def), CR_OK);
     cr_config cfg = {.struct_size = sizeof cfg, .registry = reg};
     cr_value cube = cr_value_function(&cube_fn, NULL);
-    cr_dual y;
+    cr_dual y, s0;
     assert_int_equal(cr_dual_call(&cfg, f->arena, &cube, &x, 1, &y, 1), CR_OK);
     assert_close(y.v, 0.729, 1e-15);
     for (size_t k = 0; k < 3; k++)
         assert_close(y.d[k], 3 * 0.81 * d[k], 1e-15);
+    /* The result in place of the argument: every direction still reads the argument's
+     * tangents (the first direction's result once overwrote them). */
+    cr_dual xy = x;
+    assert_int_equal(cr_dual_call(&cfg, f->arena, &cube, &xy, 1, &xy, 1), CR_OK);
+    assert_true(xy.v == y.v && xy.n == y.n);
+    assert_memory_equal(xy.d, y.d, sizeof y.d);
+    xy = x;
+    assert_int_equal(cr_dual_call(NULL, NULL, &cr_fn_sin, &xy, 1, &xy, 1), CR_OK);
+    assert_int_equal(cr_dual_call(NULL, NULL, &cr_fn_sin, &x, 1, &s0, 1), CR_OK);
+    assert_true(xy.v == s0.v && xy.n == s0.n);
+    assert_memory_equal(xy.d, s0.d, sizeof s0.d);
     /* The built-in rows still work with a registry (looked up, then the row's rule). */
     cr_dual s;
     assert_int_equal(cr_dual_call(&cfg, f->arena, &cr_fn_sin, &x, 1, &s, 1), CR_OK);

@@ -94,7 +94,8 @@ CR_API cr_dual cr_dual_asin(cr_dual a);
  * @param[in]  f     a function value.
  * @param[in]  args  nargs duals.
  * @param[in]  nargs number of arguments (at most 64).
- * @param[out] out   nout results (the elements of a tuple result).
+ * @param[out] out   nout results (the elements of a tuple result); may be args (they are
+ *                   read before out is written).
  * @param[in]  nout  number of results expected.
  * @return CR_OK; CR_ENORULE (no frule, naming the signature); CR_EINVAL (not a function,
  *         result count mismatch, NULL arena where a rule needs one); CR_EUNIMPL (a result

@@ -406,7 +406,16 @@ CR_API cr_status cr_tape_hessian(cr_tape *t, cr_var y, const cr_var *xs, size_t 
 
 /* ---- Prepared gradients ------------------------------------------------------------------ */
 
-/** Opaque prepared gradient (cr_prepare_gradient()). */
+/**
+ * Opaque prepared gradient (cr_prepare_gradient()).
+ * @note A prepared gradient is thread-confined, like the tape it holds and its context:
+ *       every call, cr_prepared_value_and_gradient() included, writes its workspace (the
+ *       values, adjoints and partials of the program, the replay tape's arena) and reports
+ *       errors on its context, so two threads must not call one at the same time. It may
+ *       move to another thread with its context (with the synchronisation that hands any
+ *       object over). Threads that need the same gradient each prepare their own, from one
+ *       engine, function and env that they only read.
+ */
 typedef struct cr_prepared cr_prepared;
 
 /**

@@ -245,8 +245,10 @@ cr_status cr_dual_call(const cr_config *cfg, cr_arena *arena, const cr_value *f,
         if (args[j].n > n)
             n = args[j].n;
     }
-    /* One frule call per direction (at least one, for the value). */
+    /* One frule call per direction (at least one, for the value). The results are made in
+     * res and written at the end: out may be args, whose tangents every direction reads. */
     double yv[CR__MAX_TUPLE];
+    cr_dual res[CR__MAX_TUPLE];
     size_t k = 0;
     for (uint32_t dir = 0; dir < (n ? n : 1); dir++) {
         dargs[0] = cr_tangent_zero();
@@ -277,18 +279,19 @@ cr_status cr_dual_call(const cr_config *cfg, cr_arena *arena, const cr_value *f,
                 CR__FAIL(arena, CR_EINVAL, "%s gives %zu results, %zu expected", fn->name, k, nout);
         if (st == CR_OK && dir == 0)
             for (size_t o = 0; o < nout; o++) {
-                out[o] = cr_dual_const(yv[o]);
-                out[o].n = n;
+                res[o] = cr_dual_const(yv[o]);
+                res[o].n = n;
             }
         /* A tuple result (even of one element) has a structural tangent: one field each. */
         for (size_t o = 0; o < nout && st == CR_OK && n > 0; o++) {
             cr_tangent to = y.kind == CR_KIND_STRUCT ? cr_tangent_field(dy, o) : dy;
-            st = cr__accum_real(arena, fn->name, to, &out[o].d[dir]);
+            st = cr__accum_real(arena, fn->name, to, &res[o].d[dir]);
         }
         cr_arena_rewind(arena, mk);
         if (st != CR_OK)
             return st;
     }
+    memcpy(out, res, nout * sizeof *out);
     return CR_OK;
 }
 

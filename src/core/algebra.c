@@ -550,13 +550,27 @@ static bool fits_into(const cr_array *dest, const cr_array *y)
     return dest->structure == CR_MAT_DENSE || dest->structure == y->structure;
 }
 
+/* Whether two descriptors describe the same view: their fields, not their bytes (the
+ * padding, and the dimensions past ndim, may hold anything: a struct copy need not copy
+ * them, and the engine's descriptors made field by field leave the padding unset). */
+static bool same_view(const cr_array *a, const cr_array *b)
+{
+    if (a->data != b->data || a->dtype != b->dtype || a->ndim != b->ndim ||
+        a->structure != b->structure || a->flags != b->flags)
+        return false;
+    for (size_t i = 0; i < a->ndim && i < CR_ARRAY_MAX_DIMS; i++)
+        if (a->shape[i] != b->shape[i] || a->strides[i] != b->strides[i])
+            return false;
+    return true;
+}
+
 static cr_status accum_ithunk(cr_arena *arena, cr_tangent x, cr_thunk *th, cr_tangent *out)
 {
     cr_array before = *x.u.arr;
     cr_status st = th->add(arena, x.u.arr, th->env);
     if (st != CR_OK)
         return st;
-    if (cr_ctx_debug(cr_arena_ctx(arena)) && memcmp(&before, x.u.arr, sizeof before) != 0)
+    if (cr_ctx_debug(cr_arena_ctx(arena)) && !same_view(&before, x.u.arr))
         return CR__FAIL(arena, CR_EMISUSE,
                         "add!! of InplaceableThunk '%s' did not leave its destination in place "
                         "(the add! function replaced the destination array)",
