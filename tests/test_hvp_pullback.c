@@ -9,26 +9,9 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "test_fdhess.h"
 #include "test_polar.h"
 #include "test_util.h"
-
-/* H_jl by central second differences of the plain-C f (about 1e-8 with h = 1e-4). */
-static double fd_hessian_entry(double (*f)(const double *), const double *x, size_t n, size_t j,
-                               size_t l)
-{
-    double xp[8];
-    const double h = 1e-4;
-    double s = 0;
-    for (int a = -1; a <= 1; a += 2)
-        for (int b = -1; b <= 1; b += 2) {
-            for (size_t i = 0; i < n; i++)
-                xp[i] = x[i];
-            xp[j] += a * h;
-            xp[l] += b * h;
-            s += a * b * f(xp);
-        }
-    return s / (4 * h * h);
-}
 
 /* ---- The user rules ------------------------------------------------------------------------ */
 
