@@ -286,7 +286,12 @@ static cr_status gradient_check(cr_tape *t, const char *who, const cr_type *type
         return cr_ctx_error(t->ctx, CR_EINVAL, "%s: NULL type or variables", who);
     if (t->status != CR_OK)
         return t->status;
-    return check_type(t->ctx, type);
+    cr_status st = check_type(t->ctx, type);
+    /* Variables of an earlier recording are refused before their arrays, which the caller
+     * may have released after the reset, are read. */
+    if (st == CR_OK && arrays)
+        st = cr__check_avars(t, who, avars, count_fields(type, true), "array input");
+    return st;
 }
 
 /* The gradient of y with respect to the struct's variables: the real fields' into *g (in
@@ -417,16 +422,6 @@ static cr_status gradient_tangent(cr_tape *t, const char *who, cr_var y, const c
         if (ag == NULL)
             st = CR__ALLOC_STATUS(arena);
         for (size_t j = 0; j < na && st == CR_OK; j++) {
-            /* A variable of an earlier recording is refused before its array, which the
-             * caller may have released after the reset, is read (as the sweep would). */
-            if (avars[j].idx != CR_VAR_CONST &&
-                (avars[j].tape != t->id || avars[j].idx >= t->naslots)) {
-                st = cr_ctx_error(t->ctx, CR_ETAPE,
-                                  "%s: array input %zu belongs to another tape, or to this tape "
-                                  "before its last reset",
-                                  who, j);
-                break;
-            }
             const cr_array *a = avars[j].a;
             st = a == NULL
                      ? cr_ctx_error(t->ctx, CR_EINVAL, "%s: array variable %zu is NULL", who, j)

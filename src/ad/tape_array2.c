@@ -700,8 +700,8 @@ cr_status cr__a2_add_d(cr_tape *t, const cr__anode *nd, size_t j, cr_tangent dx,
 
 /* ---- Public sweeps --------------------------------------------------------------------------- */
 
-static cr_status check_avars(cr_tape *t, const char *who, const cr_avar *as, size_t na,
-                             const char *role)
+cr_status cr__check_avars(cr_tape *t, const char *who, const cr_avar *as, size_t na,
+                          const char *role)
 {
     for (size_t j = 0; j < na; j++)
         if (as[j].idx != CR_VAR_CONST && (as[j].tape != t->id || as[j].idx >= t->naslots))
@@ -835,8 +835,8 @@ cr_status cr_tape_ajvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t 
     cr_status st;
     if ((st = check_svars(t, who, xs, n, "input")) != CR_OK ||
         (st = check_svars(t, who, ys, m, "output")) != CR_OK ||
-        (st = check_avars(t, who, as, na, "array input")) != CR_OK ||
-        (st = check_avars(t, who, bs, nb, "array output")) != CR_OK ||
+        (st = cr__check_avars(t, who, as, na, "array input")) != CR_OK ||
+        (st = cr__check_avars(t, who, bs, nb, "array output")) != CR_OK ||
         (st = cr__check_finite(t, who, xdot, n, "tangent")) != CR_OK)
         return st;
     for (size_t j = 0; j < na; j++)
@@ -891,7 +891,7 @@ cr_status cr_tape_ahvp(cr_tape *t, cr_var y, const cr_var *xs, size_t n, const d
     cr_status st;
     if ((st = check_svars(t, who, &y, 1, "output")) != CR_OK ||
         (st = check_svars(t, who, xs, n, "input")) != CR_OK ||
-        (st = check_avars(t, who, as, na, "array input")) != CR_OK ||
+        (st = cr__check_avars(t, who, as, na, "array input")) != CR_OK ||
         (st = cr__check_finite(t, who, v, n, "direction")) != CR_OK)
         return st;
     for (size_t j = 0; j < na; j++)

@@ -182,6 +182,11 @@ typedef struct cr__gen_node {
 CR_INTERNAL cr_status cr__generic_pull(cr_tape *t, const cr__gen_node *nd, const double *g,
                                        double *adj);
 
+/* CR_ETAPE (on the context, naming `who` and each variable as "<role> j") for an array
+ * variable of another tape or of this tape before its last reset (tape_array2.c). */
+CR_INTERNAL cr_status cr__check_avars(cr_tape *t, const char *who, const cr_avar *as, size_t na,
+                                      const char *role);
+
 /* The Jacobian of a GENERIC record's results in its arguments, by calling the pullback once
  * per result: J[o * nargs + j], 0 for the constant arguments (sweep.c). Errors go to the
  * context. */
