@@ -10,6 +10,7 @@
 
 #include "test_util.h"
 #include "test_variadic.h"
+#include "test_wave.h"
 
 #define FD_RTOL 1e-8
 
@@ -202,27 +203,6 @@ static cr_status cube_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
         dx = dargs[1].u.f64;
     *dy = cr_tangent_f64(3.0 * x * x * dx);
     return st;
-}
-
-/* A user function the engine records through an overlay: wave(x) = x sin(x). */
-static cr_status wave_primal(cr_arena *arena, const cr_value *fv, const cr_value *args,
-                             size_t nargs, cr_value *out)
-{
-    (void)arena;
-    (void)fv;
-    (void)nargs;
-    *out = cr_value_f64(args[0].u.f64 * sin(args[0].u.f64));
-    return CR_OK;
-}
-static const cr_function wave_fn = {.name = "wave", .arity = 1, .primal = wave_primal};
-
-static cr_status wave_ad(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
-{
-    (void)n;
-    (void)m;
-    (void)env;
-    y[0] = cr_mul(t, x[0], cr_sin(t, x[0]));
-    return cr_tape_status(t);
 }
 
 static void test_dual_call(void **state)

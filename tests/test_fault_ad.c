@@ -37,6 +37,7 @@
 
 #include "test_cube.h"
 #include "test_fault_hook.h"
+#include "test_wave.h"
 
 /* ---- what a run computes ---------------------------------------------------------------- */
 
@@ -622,27 +623,6 @@ static void scalar_check(const outv *o)
 }
 
 /* ---- forward mode: jvp and Jacobian by chunks, frule_via_ad of an overlay ------------------ */
-
-/* wave(x) = x sin(x): a primal for everyone, an overlay for the engine. */
-static cr_status wave_primal(cr_arena *arena, const cr_value *fv, const cr_value *args,
-                             size_t nargs, cr_value *out)
-{
-    (void)arena;
-    (void)fv;
-    (void)nargs;
-    *out = cr_value_f64(args[0].u.f64 * sin(args[0].u.f64));
-    return CR_OK;
-}
-static const cr_function wave_fn = {.name = "wave", .arity = 1, .primal = wave_primal};
-
-static cr_status wave_ad(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
-{
-    (void)n;
-    (void)m;
-    (void)env;
-    y[0] = cr_mul(t, x[0], cr_sin(t, x[0]));
-    return cr_tape_status(t);
-}
 
 /* mix(a, b) = a sin(b) + b */
 static cr_status mix_primal(cr_arena *arena, const cr_value *fv, const cr_value *args, size_t nargs,

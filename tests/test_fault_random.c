@@ -42,6 +42,7 @@
 #include "test_cube.h"
 #include "test_fault_hook.h"
 #include "test_random.h"
+#include "test_wave.h"
 
 /* ---- what a run computes ---------------------------------------------------------------- */
 
@@ -161,28 +162,6 @@ static void dump(const prog *p)
     for (size_t i = 0; i < p->nops; i++)
         print_message("  r%zu = %s(r%u, r%u)\n", p->nin + i, k_names[p->code[i].op], p->code[i].a,
                       p->code[i].b);
-}
-
-/* ---- user functions: cube (a registered rrule, test_cube.h), wave (an overlay) ----------- */
-
-static cr_status wave_primal(cr_arena *arena, const cr_value *fv, const cr_value *args,
-                             size_t nargs, cr_value *out)
-{
-    (void)arena;
-    (void)fv;
-    (void)nargs;
-    *out = cr_value_f64(args[0].u.f64 * sin(args[0].u.f64));
-    return CR_OK;
-}
-static const cr_function wave_fn = {.name = "wave", .arity = 1, .primal = wave_primal};
-
-static cr_status wave_ad(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
-{
-    (void)n;
-    (void)m;
-    (void)env;
-    y[0] = cr_mul(t, x[0], cr_sin(t, x[0]));
-    return cr_tape_status(t);
 }
 
 /* ka(e, s) = sin(e s) + e^2 / (1.5 + s^2) */

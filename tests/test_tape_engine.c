@@ -14,6 +14,7 @@
 #include "test_polar.h"
 #include "test_util.h"
 #include "test_variadic.h"
+#include "test_wave.h"
 
 #define FD_RTOL 1e-8
 
@@ -340,27 +341,6 @@ static void test_zero_adjoint_and_failures(void **state)
 }
 
 /* ---- rrule_via_ad, frule_via_ad and a higher-order rule ------------------------------------ */
-
-/* wave(x) = x sin(x), known to the engine only through its overlay */
-static cr_status wave_primal(cr_arena *arena, const cr_value *fv, const cr_value *args,
-                             size_t nargs, cr_value *out)
-{
-    (void)arena;
-    (void)fv;
-    (void)nargs;
-    *out = cr_value_f64(args[0].u.f64 * sin(args[0].u.f64));
-    return CR_OK;
-}
-static const cr_function wave_fn = {.name = "wave", .arity = 1, .primal = wave_primal};
-
-static cr_status wave_ad(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
-{
-    (void)n;
-    (void)m;
-    (void)env;
-    y[0] = cr_mul(t, x[0], cr_sin(t, x[0]));
-    return cr_tape_status(t);
-}
 
 static cr_status wave_wave(double x, double *y, void *env)
 {

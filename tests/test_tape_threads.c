@@ -18,6 +18,7 @@
 
 #include "test_random.h"
 #include "test_util.h"
+#include "test_wave.h"
 
 #include "test_cube.h"
 
@@ -54,28 +55,6 @@ static cr_status cube_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
 static double num(const cr_value *v)
 {
     return v->kind == CR_KIND_F32 ? (double)v->u.f32 : v->u.f64;
-}
-
-/* wave(x) = x sin(x) */
-static cr_status wave_primal(cr_arena *arena, const cr_value *fv, const cr_value *args,
-                             size_t nargs, cr_value *out)
-{
-    (void)arena;
-    (void)fv;
-    (void)nargs;
-    double x = num(&args[0]);
-    *out = cr_value_f64(x * sin(x));
-    return CR_OK;
-}
-static const cr_function wave_fn = {.name = "wave", .arity = 1, .primal = wave_primal};
-
-static cr_status wave_ad(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
-{
-    (void)n;
-    (void)m;
-    (void)env;
-    y[0] = cr_mul(t, x[0], cr_sin(t, x[0]));
-    return cr_tape_status(t);
 }
 
 /* frz(x) = x / (1 + x^2), declared zero-adjoint: a constant to the AD. */
