@@ -621,28 +621,18 @@ cr_status cr__sweep_second(cr_tape *t, double *adj, double *adjd, const double *
 
 /* ---- Public sweeps ----------------------------------------------------------------------- */
 
-/* Check that x is a constant or a variable of t's current recording. */
-static cr_status check_var(cr_tape *t, const char *who, cr_var x, const char *role, size_t j)
+cr_status cr__foreign_var(cr_tape *t, const char *who, const char *role, size_t j, uint32_t idx,
+                          bool arr)
 {
-    if (x.idx == CR_VAR_CONST)
-        return CR_OK;
-    if (x.tape != t->id || x.idx >= t->nvars)
+    if (arr)
         return cr_ctx_error(t->ctx, CR_ETAPE,
-                            "%s: %s %zu (variable %u) belongs to another tape, or to this tape "
-                            "before its last reset",
-                            who, role, j, (unsigned)x.idx);
-    return CR_OK;
-}
-
-static cr_status check_vars(cr_tape *t, const char *who, const cr_var *v, size_t n,
-                            const char *role)
-{
-    for (size_t j = 0; j < n; j++) {
-        cr_status st = check_var(t, who, v[j], role, j);
-        if (st != CR_OK)
-            return st;
-    }
-    return CR_OK;
+                            "%s: %s %zu belongs to another tape, or to this tape before its last "
+                            "reset",
+                            who, role, j);
+    return cr_ctx_error(t->ctx, CR_ETAPE,
+                        "%s: %s %zu (variable %u) belongs to another tape, or to this tape "
+                        "before its last reset",
+                        who, role, j, (unsigned)idx);
 }
 
 cr_status cr__check_finite(cr_tape *t, const char *who, const double *v, size_t n, const char *what)
@@ -724,8 +714,8 @@ static cr_status vjp(cr_tape *t, const char *who, const char *xbar_name, const c
                             : m > 0 && ybar == NULL ? "ybar"
                             : xs == NULL            ? "xs"
                                                     : xbar_name);
-    if ((st = check_vars(t, who, ys, m, "output")) != CR_OK ||
-        (st = check_vars(t, who, xs, n, "input")) != CR_OK ||
+    if ((st = cr__check_vars(t, who, ys, m, "output")) != CR_OK ||
+        (st = cr__check_vars(t, who, xs, n, "input")) != CR_OK ||
         (st = cr__check_finite(t, who, ybar, m, "seed")) != CR_OK)
         return st;
     size_t top = cr__sweep_top(t, top_of(ys, m));
@@ -769,8 +759,8 @@ cr_status cr_tape_jacobian(cr_tape *t, const cr_var *ys, size_t m, const cr_var 
         return st;
     if ((m > 0 && ys == NULL) || (n > 0 && xs == NULL) || (m * n > 0 && jac == NULL))
         return cr_ctx_error(t->ctx, CR_EINVAL, "%s: NULL outputs, inputs or result", who);
-    if ((st = check_vars(t, who, ys, m, "output")) != CR_OK ||
-        (st = check_vars(t, who, xs, n, "input")) != CR_OK)
+    if ((st = cr__check_vars(t, who, ys, m, "output")) != CR_OK ||
+        (st = cr__check_vars(t, who, xs, n, "input")) != CR_OK)
         return st;
     size_t top = cr__sweep_top(t, top_of(ys, m));
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
@@ -805,8 +795,8 @@ cr_status cr_tape_jvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t n
                             who);
     if ((n > 0 && (xs == NULL || xdot == NULL)) || (m > 0 && (ys == NULL || ydot == NULL)))
         return cr_ctx_error(t->ctx, CR_EINVAL, "%s: NULL inputs, tangents or outputs", who);
-    if ((st = check_vars(t, who, xs, n, "input")) != CR_OK ||
-        (st = check_vars(t, who, ys, m, "output")) != CR_OK ||
+    if ((st = cr__check_vars(t, who, xs, n, "input")) != CR_OK ||
+        (st = cr__check_vars(t, who, ys, m, "output")) != CR_OK ||
         (st = cr__check_finite(t, who, xdot, n, "tangent")) != CR_OK)
         return st;
     size_t top = cr__sweep_top(t, top_of(ys, m));
@@ -848,8 +838,8 @@ static cr_status second_order(cr_tape *t, const char *who, bool hess, cr_var y, 
                             : hess      ? "H"
                             : v == NULL ? "v"
                                         : "hv");
-    if ((st = check_var(t, who, y, "output", 0)) != CR_OK ||
-        (st = check_vars(t, who, xs, n, "input")) != CR_OK ||
+    if ((st = cr__check_vars(t, who, &y, 1, "output")) != CR_OK ||
+        (st = cr__check_vars(t, who, xs, n, "input")) != CR_OK ||
         (v != NULL && (st = cr__check_finite(t, who, v, n, "direction")) != CR_OK))
         return st;
     if (y.idx == CR_VAR_CONST) {
@@ -940,7 +930,7 @@ cr_status cr_tape_hessian(cr_tape *t, cr_var y, const cr_var *xs, size_t n, doub
  * and gathering n input variables one by one. */
 static cr_status gradient_first(cr_tape *t, cr_var y, size_t n, double *grad)
 {
-    cr_status st = check_var(t, "cr_tape_value_and_gradient", y, "output", 0);
+    cr_status st = cr__check_vars(t, "cr_tape_value_and_gradient", &y, 1, "output");
     if (st != CR_OK)
         return st;
     size_t top = y.idx == CR_VAR_CONST ? 0 : cr__sweep_top(t, (size_t)y.idx + 1);

@@ -938,18 +938,12 @@ static ALWAYS_INLINE cr_status sweep_mixed(cr_tape *t, const char *who, cr_var y
         return t->status;
     if ((n > 0 && (xs == NULL || grad == NULL)) || (na > 0 && (as == NULL || agrad == NULL)))
         return cr_ctx_error(t->ctx, CR_EINVAL, "%s: NULL inputs or gradients", who);
-    for (size_t j = 0; j < n; j++)
-        if (xs[j].idx != CR_VAR_CONST && (xs[j].tape != t->id || xs[j].idx >= t->nvars))
-            return cr_ctx_error(t->ctx, CR_ETAPE,
-                                "%s: input %zu belongs to another tape, or to this tape before "
-                                "its last reset",
-                                who, j);
+    cr_status cst = cr__check_vars(t, who, xs, n, "input");
+    if (cst == CR_OK && !own)
+        cst = cr__check_avars(t, who, as, na, "array input");
+    if (cst != CR_OK)
+        return cst;
     for (size_t j = 0; j < na && !own; j++) {
-        if (as[j].idx != CR_VAR_CONST && (as[j].tape != t->id || as[j].idx >= t->naslots))
-            return cr_ctx_error(t->ctx, CR_ETAPE,
-                                "%s: array input %zu belongs to another tape, or to this tape "
-                                "before its last reset",
-                                who, j);
         /* The sweep hands an intermediate's cotangent on to what made it (its buffer may
          * become an argument's): it is not there to read afterwards. */
         if (as[j].idx != CR_VAR_CONST && !t->aslots[as[j].idx].input)
@@ -977,15 +971,9 @@ static ALWAYS_INLINE cr_status sweep_mixed(cr_tape *t, const char *who, cr_var y
         return st;
     }
     cr_status st = CR_OK;
-    if (ybar == NULL) {
-        if (y.idx != CR_VAR_CONST && (y.tape != t->id || y.idx >= t->nvars))
-            st = cr_ctx_error(t->ctx, CR_ETAPE,
-                              "%s: the output belongs to another tape, or to this tape before "
-                              "its last reset",
-                              who);
-        else if (y.idx != CR_VAR_CONST)
-            adj[y.idx] = 1.0;
-    }
+    if (ybar == NULL && (st = cr__check_vars(t, who, &y, 1, "output")) == CR_OK &&
+        y.idx != CR_VAR_CONST)
+        adj[y.idx] = 1.0;
     /* The accumulators are cleared here rather than by cr__sweep_reverse (t->aseeded), so
      * that the gradient destinations see them clear; an array seed goes into its
      * accumulator after that. */
@@ -1085,11 +1073,9 @@ cr_status cr_tape_avjp(cr_tape *t, cr_avar y, const cr_array *ybar, const cr_var
         return t->status;
     if (ybar == NULL || y.a == NULL)
         return cr_ctx_error(t->ctx, CR_EINVAL, "%s: NULL output or seed", who);
-    if (y.idx != CR_VAR_CONST && (y.tape != t->id || y.idx >= t->naslots))
-        return cr_ctx_error(t->ctx, CR_ETAPE,
-                            "%s: the output belongs to another tape, or to this tape before its "
-                            "last reset",
-                            who);
+    cr_status cst = cr__check_avars(t, who, &y, 1, "array output");
+    if (cst != CR_OK)
+        return cst;
     if (cr_array_numel(ybar) != cr_array_numel(y.a) || ybar->ndim != y.a->ndim) {
         char b1[64], b2[64];
         return cr_ctx_error(t->ctx, CR_ESHAPE, "%s: the seed is %s, the output %s", who,

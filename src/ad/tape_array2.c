@@ -700,30 +700,6 @@ cr_status cr__a2_add_d(cr_tape *t, const cr__anode *nd, size_t j, cr_tangent dx,
 
 /* ---- Public sweeps --------------------------------------------------------------------------- */
 
-cr_status cr__check_avars(cr_tape *t, const char *who, const cr_avar *as, size_t na,
-                          const char *role)
-{
-    for (size_t j = 0; j < na; j++)
-        if (as[j].idx != CR_VAR_CONST && (as[j].tape != t->id || as[j].idx >= t->naslots))
-            return cr_ctx_error(t->ctx, CR_ETAPE,
-                                "%s: %s %zu belongs to another tape, or to this tape before its "
-                                "last reset",
-                                who, role, j);
-    return CR_OK;
-}
-
-static cr_status check_svars(cr_tape *t, const char *who, const cr_var *xs, size_t n,
-                             const char *role)
-{
-    for (size_t j = 0; j < n; j++)
-        if (xs[j].idx != CR_VAR_CONST && (xs[j].tape != t->id || xs[j].idx >= t->nvars))
-            return cr_ctx_error(t->ctx, CR_ETAPE,
-                                "%s: %s %zu belongs to another tape, or to this tape before its "
-                                "last reset",
-                                who, role, j);
-    return CR_OK;
-}
-
 /* Check a direction or tangent array (what, as the caller names it) against its variable
  * (shape, finite values). */
 static cr_status check_dir(cr_tape *t, const char *who, const char *what, size_t j,
@@ -833,8 +809,8 @@ cr_status cr_tape_ajvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t 
                             : bs == NULL             ? "bs"
                                                      : "bdot");
     cr_status st;
-    if ((st = check_svars(t, who, xs, n, "input")) != CR_OK ||
-        (st = check_svars(t, who, ys, m, "output")) != CR_OK ||
+    if ((st = cr__check_vars(t, who, xs, n, "input")) != CR_OK ||
+        (st = cr__check_vars(t, who, ys, m, "output")) != CR_OK ||
         (st = cr__check_avars(t, who, as, na, "array input")) != CR_OK ||
         (st = cr__check_avars(t, who, bs, nb, "array output")) != CR_OK ||
         (st = cr__check_finite(t, who, xdot, n, "tangent")) != CR_OK)
@@ -889,8 +865,8 @@ cr_status cr_tape_ahvp(cr_tape *t, cr_var y, const cr_var *xs, size_t n, const d
                             : na > 0 && av == NULL ? "av"
                                                    : "ahv");
     cr_status st;
-    if ((st = check_svars(t, who, &y, 1, "output")) != CR_OK ||
-        (st = check_svars(t, who, xs, n, "input")) != CR_OK ||
+    if ((st = cr__check_vars(t, who, &y, 1, "output")) != CR_OK ||
+        (st = cr__check_vars(t, who, xs, n, "input")) != CR_OK ||
         (st = cr__check_avars(t, who, as, na, "array input")) != CR_OK ||
         (st = cr__check_finite(t, who, v, n, "direction")) != CR_OK)
         return st;

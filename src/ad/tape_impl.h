@@ -182,11 +182,6 @@ typedef struct cr__gen_node {
 CR_INTERNAL cr_status cr__generic_pull(cr_tape *t, const cr__gen_node *nd, const double *g,
                                        double *adj);
 
-/* CR_ETAPE (on the context, naming `who` and each variable as "<role> j") for an array
- * variable of another tape or of this tape before its last reset (tape_array2.c). */
-CR_INTERNAL cr_status cr__check_avars(cr_tape *t, const char *who, const cr_avar *as, size_t na,
-                                      const char *role);
-
 /* The Jacobian of a GENERIC record's results in its arguments, by calling the pullback once
  * per result: J[o * nargs + j], 0 for the constant arguments (sweep.c). Errors go to the
  * context. */
@@ -494,6 +489,35 @@ struct cr_tape {
      * function of arrays allocates nothing for them. */
     cr__aslot aslot_few[CR__ASLOT_FEW];
 };
+
+/* ---- Checks of the variables given to the sweeps ----------------------------------------- */
+
+/* CR_ETAPE on the context for variable j (index idx; an array variable when arr) given as
+ * `role` to `who`: of another tape, or of this tape before its last reset (sweep.c). */
+CR_INTERNAL cr_status cr__foreign_var(cr_tape *t, const char *who, const char *role, size_t j,
+                                      uint32_t idx, bool arr);
+
+/* CR_OK when each of v[0..n) is a constant or a variable of t's current recording, else the
+ * error of cr__foreign_var for the first that is not. Inline: the small calls' entry points
+ * check their inputs on every call. */
+static inline cr_status cr__check_vars(cr_tape *t, const char *who, const cr_var *v, size_t n,
+                                       const char *role)
+{
+    for (size_t j = 0; j < n; j++)
+        if (v[j].idx != CR_VAR_CONST && (v[j].tape != t->id || v[j].idx >= t->nvars))
+            return cr__foreign_var(t, who, role, j, v[j].idx, false);
+    return CR_OK;
+}
+
+/* The same for array variables. */
+static inline cr_status cr__check_avars(cr_tape *t, const char *who, const cr_avar *as, size_t na,
+                                        const char *role)
+{
+    for (size_t j = 0; j < na; j++)
+        if (as[j].idx != CR_VAR_CONST && (as[j].tape != t->id || as[j].idx >= t->naslots))
+            return cr__foreign_var(t, who, role, j, as[j].idx, true);
+    return CR_OK;
+}
 
 /* ---- Engine (engine.c) ------------------------------------------------------------------ */
 
