@@ -277,6 +277,66 @@ static cr_status counting_sin_frule(const cr_config *cfg, cr_arena *arena, const
 }
 
 /*
+ * A function an engine declared zero-adjoint has zero tangents under the engine's
+ * configuration whatever rules it has, as on the engine's tapes: a user function with an
+ * frule in the engine's registry (cr_dual_call called the frule first, and gave its nonzero
+ * tangent), and a built-in row (evaluated for its value alone). The values stay those of the
+ * function; a configuration without the declaration still gives the rule's tangent.
+ */
+static void test_dual_call_zero_adjoint(void **state)
+{
+    fixture *f = *state;
+    cr_registry *reg;
+    assert_int_equal(cr_registry_new(f->ctx, NULL, &reg), CR_OK);
+    static const cr_argspec a1[1] = {{CR_M_F64, NULL}};
+    cr_rule_def def = {
+        .struct_size = sizeof def, .fn = &cube_fn, .nargs = 1, .args = a1, .frule = cube_frule};
+    assert_int_equal(cr_registry_add(reg, &def), CR_OK);
+    cr_engine *eng;
+    assert_int_equal(cr_engine_new(f->ctx, reg, &eng), CR_OK);
+    cr_value cube = cr_value_function(&cube_fn, NULL);
+    double d[3] = {1.0, -2.0, 0.5};
+    cr_dual x = cr_dual_make(0.7, d, 3), y;
+    /* Before the declarations: the frule's and the row's tangents (nonzero). */
+    assert_int_equal(cr_dual_call(cr_engine_config(eng), f->arena, &cube, &x, 1, &y, 1), CR_OK);
+    assert_true(y.d[0] != 0.0);
+    assert_int_equal(cr_dual_call(cr_engine_config(eng), NULL, &cr_fn_sin, &x, 1, &y, 1), CR_OK);
+    assert_true(y.d[0] != 0.0);
+    assert_int_equal(cr_engine_zero_adjoint(eng, &cube_fn), CR_OK);
+    assert_int_equal(cr_engine_zero_adjoint(eng, cr_fn_sin.u.func.fn), CR_OK);
+    const cr_value *fs[2] = {&cube, &cr_fn_sin};
+    const double want[2] = {0.7 * 0.7 * 0.7, sin(0.7)};
+    cr_tape_params p = {.struct_size = sizeof p, .engine = eng};
+    cr_tape *t;
+    assert_int_equal(cr_tape_new(f->ctx, &p, &t), CR_OK);
+    for (size_t c = 0; c < 2; c++) {
+        assert_int_equal(cr_dual_call(cr_engine_config(eng), f->arena, fs[c], &x, 1, &y, 1), CR_OK);
+        assert_close(y.v, want[c], 1e-15);
+        for (size_t k = 0; k < 3; k++)
+            assert_true(y.d[k] == 0.0);
+        /* The engine's reverse tape agrees: a zero gradient. */
+        cr_tape_reset(t);
+        cr_var xv = cr_tape_input(t, 0.7), yv;
+        assert_int_equal(cr_tape_call(t, fs[c], &xv, 1, &yv, 1), CR_OK);
+        assert_close(yv.v, want[c], 1e-15);
+        double g = 1.0;
+        assert_int_equal(cr_tape_gradient(t, yv, &xv, 1, &g), CR_OK);
+        assert_true(g == 0.0);
+    }
+    /* The row's value needs no arena; another configuration still differentiates it. */
+    assert_int_equal(cr_dual_call(cr_engine_config(eng), NULL, &cr_fn_sin, &x, 1, &y, 1), CR_OK);
+    assert_true(y.v == sin(0.7) && y.d[1] == 0.0);
+    cr_config ucfg = {.struct_size = sizeof ucfg, .registry = reg};
+    assert_int_equal(cr_dual_call(&ucfg, f->arena, &cube, &x, 1, &y, 1), CR_OK);
+    double h = 1e-4,
+           fd = ((0.7 + h) * (0.7 + h) * (0.7 + h) - (0.7 - h) * (0.7 - h) * (0.7 - h)) / (2 * h);
+    assert_close(y.d[1], fd * d[1], FD_RTOL);
+    cr_tape_free(t);
+    cr_engine_free(eng);
+    cr_registry_free(reg);
+}
+
+/*
  * A row called with a configuration that has a registry (a user registry, an engine's
  * configuration): when the registry's rule is the row itself, the row is evaluated once for
  * all directions and needs no arena, as with no configuration (it was sent through the frule,
@@ -415,6 +475,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_jvp_dual_and_tape, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_dual_call, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_dual_variadic, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_dual_call_zero_adjoint, fixture_setup,
+                                        fixture_teardown),
         cmocka_unit_test_setup_teardown(test_dual_call_registry_rows, fixture_setup,
                                         fixture_teardown),
     };

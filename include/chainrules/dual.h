@@ -85,7 +85,9 @@ CR_API cr_dual cr_dual_asin(cr_dual a);
  * f(args...) for any function value, on duals. A scalar-table function is evaluated once
  * (value and partials) for all directions. Otherwise the frule is called once per
  * direction; with no frule and a configuration with CR_CAP_FORWARD (an engine's, see
- * engine.h), frule_via_ad.
+ * engine.h), frule_via_ad. Under an engine's configuration, a function the engine declared
+ * zero-adjoint (cr_engine_zero_adjoint()) has zero tangents whatever its rules, as on the
+ * engine's tapes.
  * @param[in]  cfg   configuration (rules, forward capability); NULL: built-in rules.
  * @param[in]  arena where rules allocate; may be NULL for scalar-table functions given their
  *                   row's number of arguments (hypot of two; not of three, which is its rule),

@@ -201,11 +201,15 @@ cr_status cr_dual_call(const cr_config *cfg, cr_arena *arena, const cr_value *f,
         return arena != NULL ? CR__FAIL(arena, CR_EINVAL, "cr_dual_call: invalid arguments")
                              : CR_EINVAL;
     const cr_function *fn = f->u.func.fn;
+    /* A function the engine declared zero-adjoint has a zero tangent whatever its rules,
+     * as on the engine's tapes: its row gives the value alone; otherwise frule_via_ad,
+     * which evaluates it as a constant, is called without trying the frule. */
+    const bool zero = cr__config_zero_adjoint(cfg, fn);
     /* A variadic function's row covers one count (hypot(x, y) of hypot(x...)): a call of
      * another count goes through the function's frule. Under a registry the row is used
      * when it is the rule the registry gives (no user rule overrides it). */
     const cr_scalar_rule *row = cr__row_for(fn, nargs);
-    if (row != NULL && cfg != NULL && cfg->registry != NULL && nargs == row->nin &&
+    if (row != NULL && !zero && cfg != NULL && cfg->registry != NULL && nargs == row->nin &&
         nout == row->nout && !row_is_rule(cfg, f, args, nargs, row))
         row = NULL;
     if (row != NULL) {
@@ -227,7 +231,7 @@ cr_status cr_dual_call(const cr_config *cfg, cr_arena *arena, const cr_value *f,
         for (size_t o = 0; o < nout; o++) {
             cr_dual r = cr_dual_const(Y[o]);
             r.n = n;
-            for (size_t j = 0; j < nargs; j++)
+            for (size_t j = 0; j < nargs && !zero; j++)
                 if (args[j].n > 0)
                     for (size_t k = 0; k < CR_DUAL_MAX_CHUNK; k++)
                         r.d[k] += D[o * nargs + j] * args[j].d[k];
@@ -257,7 +261,7 @@ cr_status cr_dual_call(const cr_config *cfg, cr_arena *arena, const cr_value *f,
         cr_arena_mark mk = cr_arena_get_mark(arena);
         cr_value y;
         cr_tangent dy;
-        cr_status st = cr_frule(cfg, arena, dargs, f, vals, nargs, &y, &dy);
+        cr_status st = zero ? CR_NOTHING : cr_frule(cfg, arena, dargs, f, vals, nargs, &y, &dy);
         if (st == CR_NOTHING && cfg != NULL && (cfg->caps & CR_CAP_FORWARD))
             st = cr_frule_via_ad(cfg, arena, dargs, f, vals, nargs, &y, &dy);
         if (st == CR_NOTHING) {

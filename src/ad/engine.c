@@ -193,6 +193,14 @@ cr_status cr_engine_from_rrule(cr_engine *eng, const cr_rule_def *def)
     return cr_registry_add(eng->own, def);
 }
 
+bool cr__config_zero_adjoint(const cr_config *cfg, const cr_function *fn)
+{
+    if (cfg == NULL || cfg->frule_via_ad != engine_frule_via_ad || cfg->ad_env == NULL)
+        return false;
+    const cr__impl *im = cr__engine_find(cfg->ad_env, fn);
+    return im != NULL && im->kind == CR__IMPL_ZERO;
+}
+
 bool cr_engine_is_primitive(const cr_engine *eng, const cr_value *f, const cr_value *args,
                             size_t nargs)
 {

@@ -554,6 +554,11 @@ struct cr_engine {
 /* The engine's entry for fn, or NULL. */
 CR_INTERNAL const cr__impl *cr__engine_find(const cr_engine *eng, const cr_function *fn);
 
+/* Whether cfg is an engine's configuration (cr_engine_config) whose engine declared fn
+ * zero-adjoint (cr_engine_zero_adjoint): its derivative is zero whatever rules the registry
+ * has for it, in every mode (engine.c). */
+CR_INTERNAL bool cr__config_zero_adjoint(const cr_config *cfg, const cr_function *fn);
+
 /* The engine's customised friendly gradient of type, or NULL (eng may be NULL). */
 CR_INTERNAL const cr__friendly *cr__engine_friendly_of(const cr_engine *eng, const cr_type *type);
 
