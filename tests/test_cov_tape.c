@@ -558,8 +558,7 @@ static void test_pullback_cotangent_kinds(void **state)
     assert_int_equal(cr_tape_gradient(t, y, &x, 1, &g), CR_EUNIMPL);
     assert_int_equal(cr_tape_status(t), CR_EUNIMPL);
     assert_contains(cr_tape_errmsg(t), "pullback probe_pullback (of probe) failed");
-    assert_contains(cr_tape_errmsg(t),
-                    "(co)tangent is NotImplemented (probe.c:7: probe's derivative");
+    assert_contains(cr_tape_errmsg(t), "tangent is NotImplemented (probe.c:7: probe's derivative");
 
     /* A structural cotangent for a real argument. */
     cr_tape_reset(t);
@@ -567,7 +566,7 @@ static void test_pullback_cotangent_kinds(void **state)
     y = cr_tape_call1(t, &probe, &x, 1);
     g_tan = T_STRUCT;
     assert_int_equal(cr_tape_gradient(t, y, &x, 1, &g), CR_ETANGENT);
-    assert_contains(cr_tape_errmsg(t), "probe_pullback: expected a scalar (co)tangent, got");
+    assert_contains(cr_tape_errmsg(t), "probe_pullback: expected a scalar tangent, got");
 
     /* The same recording after the error is cleared, with a plain cotangent. */
     cr_tape_clear_error(t);

@@ -1161,32 +1161,11 @@ const cr_type *cr__tuple_f64(size_t n)
 
 cr_status cr__accum_real(cr_arena *arena, const char *who, cr_tangent t, double *acc)
 {
-    if (t.tag == CR_TAN_THUNK) {
-        cr_status st = cr_tangent_unthunk(t, &t);
-        if (st != CR_OK)
-            return st;
-    }
-    switch ((cr_tag)t.tag) {
-    case CR_TAN_ZERO:
-    case CR_TAN_NONE:
-    case CR_TAN_ABSENT:
-        return CR_OK;
-    case CR_TAN_F64:
-        *acc += t.u.f64;
-        return CR_OK;
-    case CR_TAN_F32:
-        *acc += (double)t.u.f32;
-        return CR_OK;
-    case CR_TAN_C128:
-        *acc += creal(t.u.c128); /* ProjectTo a real argument */
-        return CR_OK;
-    case CR_TAN_NOTIMPL:
-        return CR__FAIL(arena, CR_EUNIMPL, "%s: (co)tangent is NotImplemented (%s:%d: %s)", who,
-                        t.u.ni->file, t.u.ni->line, t.u.ni->msg);
-    default:
-        return CR__FAIL(arena, CR_ETANGENT, "%s: expected a scalar (co)tangent, got %s", who,
-                        cr_tag_name((cr_tag)t.tag));
-    }
+    cr_complex v;
+    cr_status st = cr__tangent_scalar(arena, who, t, &v, NULL);
+    if (st == CR_OK)
+        *acc += creal(v); /* ProjectTo a real argument */
+    return st;
 }
 
 cr_status cr__unpack_result(cr_ctx *ctx, const char *fname, const cr_value *y, double *vals,

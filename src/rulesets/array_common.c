@@ -379,37 +379,12 @@ cr_status cr__tan_scalar(cr_arena *arena, const char *who, cr_tangent t, cr_comp
     cr_status st = cr_tangent_unthunk(t, &t);
     if (st != CR_OK)
         return st;
-    *nz = true;
-    switch ((cr_tag)t.tag) {
-    case CR_TAN_ZERO:
-    case CR_TAN_NONE:
-    case CR_TAN_ABSENT:
-        *nz = false;
-        *v = 0.0;
+    if (t.tag == CR_TAN_ARRAY && cr_array_numel(t.u.arr) == 1) { /* a 1-element array */
+        *nz = true;
+        *v = cr_array_get_linear(t.u.arr, 0);
         return CR_OK;
-    case CR_TAN_F64:
-        *v = t.u.f64;
-        return CR_OK;
-    case CR_TAN_F32:
-        *v = (double)t.u.f32;
-        return CR_OK;
-    case CR_TAN_C128:
-        *v = t.u.c128;
-        return CR_OK;
-    case CR_TAN_ARRAY:
-        if (cr_array_numel(t.u.arr) == 1) {
-            *v = cr_array_get_linear(t.u.arr, 0);
-            return CR_OK;
-        }
-        break;
-    case CR_TAN_NOTIMPL:
-        return CR__FAIL(arena, CR_EUNIMPL, "%s: the tangent is NotImplemented (%s:%d: %s)", who,
-                        t.u.ni->file, t.u.ni->line, t.u.ni->msg);
-    default:
-        break;
     }
-    return CR__FAIL(arena, CR_ETANGENT, "%s: expected a scalar tangent, got %s", who,
-                    cr_tag_name((cr_tag)t.tag));
+    return cr__tangent_scalar(arena, who, t, v, nz);
 }
 
 cr_status cr__dx_array(cr_arena *arena, const char *who, const cr_tangent *dargs,
