@@ -124,6 +124,79 @@ static void test_hessian_all_kinds(void **state)
     }
 }
 
+/* Every way an arithmetic operation takes its operands on a second-order tape: two
+ * variables, a variable and a constant on either side, the same variable twice, and neg:
+ * a(x) = x0 x1 (x1 / x2) + (2.5 / x0)(x2 / 3) + (x0 x0) x2 + (x0 - x1)(x2 + 1)
+ *        + (-x1)(0.5 - x2) + (x1 x1) / (x0 + x2) + (x2 - x2) x0 + 4 x0 x1 - (x0 / x0) x1. */
+static double a_c(const double *x)
+{
+    return x[0] * x[1] * (x[1] / x[2]) + (2.5 / x[0]) * (x[2] / 3) + (x[0] * x[0]) * x[2] +
+           (x[0] - x[1]) * (x[2] + 1) + (-x[1]) * (0.5 - x[2]) + (x[1] * x[1]) / (x[0] + x[2]) +
+           4 * x[0] * x[1] - x[1];
+}
+
+static cr_var a_body(cr_tape *t, const cr_var *x)
+{
+    cr_var r = cr_mul(t, cr_mul(t, x[0], x[1]), cr_div(t, x[1], x[2]));
+    r = cr_add(t, r, cr_mul(t, cr_div(t, cr_const(2.5), x[0]), cr_div(t, x[2], cr_const(3.0))));
+    r = cr_add(t, r, cr_mul(t, cr_mul(t, x[0], x[0]), x[2]));
+    r = cr_add(t, r, cr_mul(t, cr_sub(t, x[0], x[1]), cr_add(t, x[2], cr_const(1.0))));
+    r = cr_add(t, r, cr_mul(t, cr_neg(t, x[1]), cr_sub(t, cr_const(0.5), x[2])));
+    r = cr_add(t, r, cr_div(t, cr_mul(t, x[1], x[1]), cr_add(t, x[0], x[2])));
+    r = cr_add(t, r, cr_mul(t, cr_sub(t, x[2], x[2]), x[0]));
+    r = cr_add(t, r, cr_mul(t, cr_const(4.0), cr_mul(t, x[0], x[1])));
+    return cr_sub(t, r, cr_mul(t, cr_div(t, x[0], x[0]), x[1]));
+}
+
+static cr_status a_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
+{
+    (void)n;
+    (void)m;
+    (void)env;
+    y[0] = a_body(t, x);
+    return cr_tape_status(t);
+}
+
+/* The same program through the thread's current tape (t NULL: the general path). */
+static cr_status a_cur(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
+{
+    (void)n;
+    (void)m;
+    (void)env;
+    y[0] = a_body(NULL, x);
+    return cr_tape_status(t);
+}
+
+/* Against second differences, and against the general path of each operation (the rows
+ * through their pointers, cr__row_hessian's complex step), which a tape given explicitly
+ * skips for the arithmetic rows. */
+static void test_hessian_arith_operands(void **state)
+{
+    fixture *f = *state;
+    const double pts[][3] = {{0.7, 1.3, 0.9}, {1.1, -0.6, 2.0}, {-0.4, 1.8, 1.5}};
+    cr_tape *t, *u;
+    cr_tape_params p = {.struct_size = sizeof p, .flags = CR_TAPE_SECOND_ORDER};
+    assert_int_equal(cr_tape_new(f->ctx, &p, &t), CR_OK);
+    assert_int_equal(cr_tape_new(f->ctx, &p, &u), CR_OK);
+    for (size_t i = 0; i < 3; i++) {
+        const double *x = pts[i];
+        check_tape_hessian(t, a_t, a_c, x, 3, 1e-13, 2e-6);
+        cr_var xs[3], xu[3], y, yu;
+        double H[9], Hu[9];
+        assert_int_equal(cr_tape_record(t, a_t, NULL, x, 3, xs, &y, 1), CR_OK);
+        assert_int_equal(cr_tape_hessian(t, y, xs, 3, H), CR_OK);
+        cr_tape *prev = cr_tape_set_current(u);
+        assert_int_equal(cr_tape_record(u, a_cur, NULL, x, 3, xu, &yu, 1), CR_OK);
+        cr_tape_set_current(prev);
+        assert_true(yu.v == y.v);
+        assert_int_equal(cr_tape_hessian(u, yu, xu, 3, Hu), CR_OK);
+        for (size_t q = 0; q < 9; q++)
+            assert_close(H[q], Hu[q], 1e-13);
+    }
+    cr_tape_free(t);
+    cr_tape_free(u);
+}
+
 /* Real-only rows: atan2, hypot, erf, fma, and kinks (fabs, relu, max). */
 static double r_c(const double *x)
 {
@@ -300,6 +373,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_rosenbrock_hvp, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_hessian_all_kinds, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_hessian_arith_operands, fixture_setup,
+                                        fixture_teardown),
         cmocka_unit_test_setup_teardown(test_hessian_real_only_rows, fixture_setup,
                                         fixture_teardown),
         cmocka_unit_test_setup_teardown(test_hessian_kinks, fixture_setup, fixture_teardown),
