@@ -462,8 +462,10 @@ static cr_status mix_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t 
         st = f2_t(t, x, 2, &b, m, env);
     if (st == CR_OK)
         st = via_t(t, x + 1, 2, &c, m, env);
+    if (st != CR_OK) /* (a, b, c may be unset) */
+        return st;
     y[0] = cr_add(t, cr_add(t, a, b), c);
-    return st != CR_OK ? st : cr_tape_status(t);
+    return cr_tape_status(t);
 }
 
 static double mix_c(const double *x)
