@@ -3,7 +3,8 @@
  * Memcontrol.failnext, SQLite's OOM tests). Each scenario goes through one engine path:
  * the scalar tape with a user rrule, forward mode with duals, second order, array
  * variables, fused kernels, second-order array forms, user functions through the engine's
- * RuleConfig, prepared gradients and friendly tangents. A scenario has a setup (contexts,
+ * RuleConfig, prepared gradients (and H v through rules kept as pullbacks) and friendly
+ * tangents. A scenario has a setup (contexts,
  * registries, engines, tapes, arenas, prepared gradients) and a run (recordings and sweeps
  * on those objects, whose numbers are collected). It is run
  *  (a) in a context whose allocation hook fails the N-th allocation, for N = 1, 2, ...
@@ -1764,6 +1765,93 @@ static void friendly_check(const outv *o)
     }
 }
 
+/* ---- prepared H v through rules kept as pullbacks ----------------------------------------- */
+
+/* vwave(x) = wave(x) = x sin(x), a rule whose rrule is rrule_via_ad of wave's overlay */
+static const cr_function vwave_fn = {.name = "vwave", .arity = 1};
+
+static cr_status vwave_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *fv,
+                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                             const void *udata)
+{
+    (void)fv;
+    (void)udata;
+    cr_value w = cr_value_function(&wave_fn, NULL);
+    return cr_rrule_via_ad(cfg, arena, &w, args, nargs, y, pb);
+}
+
+/* h2_c (cube, hypot of three arguments) plus vwave(x_i x_{i+1}) every fourth i */
+static double ph_c(const double *x, size_t n)
+{
+    double s = h2_c(x, n);
+    for (size_t i = 0; i + 1 < n; i += 4)
+        s += x[i] * x[i + 1] * sin(x[i] * x[i + 1]);
+    return s;
+}
+
+static cr_status ph_f(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
+{
+    if (h2_f(t, x, n, y, m, env) != CR_OK)
+        return cr_tape_status(t);
+    cr_value vw = cr_value_function(&vwave_fn, NULL);
+    for (size_t i = 0; i + 1 < n; i += 4) {
+        cr_var a = cr_mul(t, x[i], x[i + 1]);
+        y[0] = cr_add(t, y[0], cr_tape_call1(t, &vw, &a, 1));
+    }
+    return cr_tape_status(t);
+}
+
+static cr_status phvp_setup(sstate *s)
+{
+    TRY(add_cube_rule(s));
+    static const cr_argspec a1[1] = {{CR_M_F64, NULL}};
+    cr_rule_def def = {
+        .struct_size = sizeof def, .fn = &vwave_fn, .nargs = 1, .args = a1, .rrule = vwave_rrule};
+    TRY(cr_registry_add(s->reg, &def));
+    TRY(new_engine(s));
+    TRY(cr_engine_overlay(s->eng, &wave_fn, wave_ad, 1, NULL));
+    double x[HN];
+    point(x, HN, 0.3);
+    TRY(cr_prepare_hvp(s->ctx, s->eng, ph_f, NULL, x, HN, &s->prep[0]));
+    s->nprep = 1;
+    return CR_OK;
+}
+
+/* At two new points: the rules called again (1 + 2k calls each), their memory rewound. */
+static cr_status phvp_run(sstate *s, outv *o)
+{
+    for (int k = 0; k < 2; k++) {
+        double x[HN], v[HN], hv[HN], g[HN], y;
+        point(x, HN, 0.8 + k);
+        direction(v, HN);
+        TRY(cr_prepared_hvp(s->prep[0], x, HN, v, hv, &y, g));
+        put1(o, y);
+        put(o, hv, HN);
+        put(o, g, HN);
+    }
+    return CR_OK;
+}
+
+static void phvp_check(const outv *o)
+{
+    const double *r = o->v;
+    for (int k = 0; k < 2; k++) {
+        double x[HN], v[HN];
+        point(x, HN, 0.8 + k);
+        direction(v, HN);
+        assert_close(*r++, ph_c(x, HN), 1e-14);
+        const double *hv = r, *g = r + HN;
+        for (size_t i = 0; i < HN; i++) {
+            assert_close(g[i], fd1(ph_c, x, HN, i), 1e-7);
+            double want = 0;
+            for (size_t j = 0; j < HN; j++)
+                want += h_second(ph_c, x, i, j) * v[j];
+            ASSERT_CLOSE(hv[i], want, 1e-5);
+        }
+        r += 2 * HN;
+    }
+}
+
 /* ---- cr_prepare_hvp_arrays failing at each allocation ------------------------------------- */
 
 static cr_status a2_f(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void *env)
@@ -1828,6 +1916,7 @@ static const scenario k_scenarios[] = {
     {"engine: via_ad, map, foldl, overlays", "engine (caller buffers)", eng_setup, eng_run,
      eng_check, 2},
     {"prepared gradients", NULL, prep_setup, prep_run, prep_check, 0},
+    {"prepared H v through rules kept as pullbacks", NULL, phvp_setup, phvp_run, phvp_check, 0},
     {"friendly tangents", "friendly tangents (caller buffers)", friendly_setup, friendly_run,
      friendly_check, 2},
 };

@@ -443,7 +443,8 @@ static void test_refusals(void **state)
     assert_int_equal(cr_ctx_new(NULL, &ctx), CR_OK);
     double x[2] = {0.7, 0.4};
     cr_prepared *p;
-    /* A scalar rule kept as a pullback: no second-order form. */
+    /* A scalar rule kept as a pullback (test_prepared_hvp_pullback.c): replayed with the
+     * second derivatives a second-order tape records for it. */
     cr_engine *eng;
     assert_int_equal(cr_engine_new(ctx, NULL, &eng), CR_OK);
     static const cr_argspec f64_2[2] = {{CR_M_F64, NULL}, {CR_M_F64, NULL}};
@@ -453,11 +454,19 @@ static void test_refusals(void **state)
                        .args = f64_2,
                        .rrule = polar_rrule};
     assert_int_equal(cr_engine_from_rrule(eng, &def), CR_OK);
-    p = (cr_prepared *)&x;
-    assert_int_equal(cr_prepare_hvp(ctx, eng, polar_t, NULL, x, 2, &p), CR_EUNIMPL);
-    assert_null(p);
-    assert_contains(cr_ctx_errmsg(ctx), "cr_prepare_hvp: polar (record 2) is kept as its rrule's "
-                                        "pullback, which has no second-order form");
+    assert_int_equal(cr_prepare_hvp(ctx, eng, polar_t, NULL, x, 2, &p), CR_OK);
+    {
+        const double x2[2] = {-1.2, 0.5}, v2[2] = {0.3, -0.9};
+        double hv2[2], g2[2], y2, th[2], tg[2], ty;
+        assert_int_equal(cr_prepared_hvp(p, x2, 2, v2, hv2, &y2, g2), CR_OK);
+        tape_hvp(ctx, eng, polar_t, x2, 2, v2, th, &ty, tg);
+        assert_true(y2 == ty);
+        for (size_t j = 0; j < 2; j++) {
+            ASSERT_CLOSE(hv2[j], th[j], 1e-12);
+            ASSERT_CLOSE(g2[j], tg[j], 1e-14);
+        }
+    }
+    cr_prepared_free(p);
     /* The same function's first-order prepared gradient is fine. */
     assert_int_equal(cr_prepare_gradient(ctx, eng, polar_t, NULL, x, 2, &p), CR_OK);
     cr_engine_free(eng);

@@ -225,6 +225,7 @@ typedef struct prog {
                             second derivatives see that call's value change (not compared) */
     bool prep_second_ok; /* nor cr_prepare_hvp (its replays evaluate zero-adjoint calls of variables
                             again: what they feed is recorded) */
+    bool prep_either;    /* cr_prepare_hvp may take or refuse it (as so_either) */
     bool used_hof[H_COUNT];
 } prog;
 
@@ -361,12 +362,13 @@ static bool body_scan(prog *p, const body *b, const uint32_t *xm, bool recorded,
         }
         if (in->op == O_CALL) {
             p->uses[in->way] = true;
-            /* A scalar rule kept as a pullback: a second-order tape takes its second
-             * derivatives from its partials in up to 4 variable arguments; cr_prepare_hvp
-             * refuses it. */
+            /* A scalar rule kept as a pullback: a second-order tape and cr_prepare_hvp take its
+             * second derivatives from its partials in up to 4 variable arguments (zero: as
+             * the replay tape counts them, where zero-adjoint calls of variables give
+             * variables). */
             bool pullback = in->way == W_RULE || in->way == W_REGRULE || in->way == W_VIA ||
                             in->way == W_VIACL || in->way == W_HOF;
-            bool generic = (pullback && (zero || nvar > CR_SCALAR_MAX_IN)) ||
+            bool generic = (pullback && nvar > CR_SCALAR_MAX_IN) ||
                            (in->way == W_ACALL && !acall_second(&p->hofs[in->hof]));
             if (generic && recorded && any != 0)
                 ok = false;
@@ -390,7 +392,7 @@ static bool body_scan(prog *p, const body *b, const uint32_t *xm, bool recorded,
          * derivative zero) */
         if (over) {
             r[b->nin + i] =
-                in->op == O_CALL && (in->way == W_ZERO || in->way == W_NONDIFF) ? 0 : any;
+                !zero && in->op == O_CALL && (in->way == W_ZERO || in->way == W_NONDIFF) ? 0 : any;
             continue;
         }
         /* the register's mask, as body_mask gives it */
@@ -432,6 +434,7 @@ static void gen_prog(prog *p, uint64_t seed)
      * tape, which lies between the count of arguments with derivatives (second_ok) and that
      * of arguments that may be variables: where the two predictions differ, either outcome. */
     p->so_either = p->second_ok != body_scan(p, &p->main, xm, true, false, true);
+    p->prep_either = p->prep_second_ok != body_scan(p, &p->main, xm, true, true, true);
 }
 
 static void dump_body(const prog *p, const body *b, const char *name)
@@ -1559,7 +1562,11 @@ static void run_prog(env *e, prog *p, ck *c)
     {
         cr_prepared *pp = NULL;
         st = cr_prepare_hvp(e->ctx, eng, prog_fn, p, x, n, &pp);
-        if (!p->prep_second_ok) {
+        if (p->prep_either && st == CR_EUNIMPL) {
+            set_mode(e, c, "prepared hvp refused (variables without derivatives)");
+            ck_refused_with(c, "cr_prepare_hvp", st, CR_EUNIMPL, cr_ctx_errmsg(e->ctx),
+                            "second-order");
+        } else if (!p->prep_second_ok) {
             ck_refused_with(c, "cr_prepare_hvp", st, CR_EUNIMPL, cr_ctx_errmsg(e->ctx),
                             "second-order");
         } else {

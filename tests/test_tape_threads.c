@@ -133,7 +133,6 @@ enum {
 
 struct prog {
     uint64_t seed;
-    bool generic; /* calls rules kept as pullbacks: cr_prepare_hvp refuses it */
     size_t nin, nops;
     struct {
         uint8_t op, a, b;
@@ -161,7 +160,6 @@ static void gen_prog(prog *p, uint64_t seed, bool user)
         p->code[i].op = (uint8_t)op;
         p->code[i].a = (uint8_t)rnd_below(&s, p->nin + i);
         p->code[i].b = (uint8_t)rnd_below(&s, p->nin + i);
-        p->generic |= op == O_HYPOT3 || op == O_CUBE;
     }
     for (size_t j = 0; j < p->nin; j++) {
         p->x[j] = rnd_range(&s, -1.5, 1.5);
@@ -886,11 +884,6 @@ static void run_scalar(worker *w, const prog *p, sink *s)
         st = hvp ? cr_prepare_hvp(w->ctx, w->eng, f_tape, (void *)(uintptr_t)p, p->x, n, &pp)
                  : cr_prepare_gradient(w->ctx, w->eng, f_tape, (void *)(uintptr_t)p, p->x, n, &pp);
         put_st(s, st);
-        if (hvp && p->generic) {
-            ck_refused(c, "cr_prepare_hvp", st, CR_EUNIMPL, cr_ctx_errmsg(w->ctx));
-            cr_prepared_free(pp);
-            continue;
-        }
         ck_status(c, "prepare", st, cr_ctx_errmsg(w->ctx));
         if (st != CR_OK)
             continue;

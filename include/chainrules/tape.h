@@ -479,9 +479,13 @@ CR_API cr_status cr_prepared_value_and_gradient(cr_prepared *p, const double *x,
  * first-order replay does (their rules or loops called again), then go through their
  * forward and second-order steps as on a CR_TAPE_SECOND_ORDER tape; those without a
  * second-order form are refused when f records them (CR_EUNIMPL, as a second-order tape
- * refuses them). Refused too (CR_EUNIMPL): scalar rules kept as pullbacks (cr_tape_call()
- * of a function with a rule that is not a row, a user rule overriding a row), whose
- * pullbacks have no second-order form.
+ * refuses them). Scalar rules kept as pullbacks (cr_tape_call() of a function with a rule
+ * that is not a row, a user rule overriding a row, rrule_via_ad, hypot of three arguments,
+ * evalpoly, tuple rules) are called again at each replay as a CR_TAPE_SECOND_ORDER tape
+ * records them: the partials from the pullback, the second derivatives by central
+ * differences of the partials from the rule at x ± h along each variable argument (1 + 2k
+ * rule calls for k variable arguments); one called with more than CR_SCALAR_MAX_IN variable
+ * arguments is refused (CR_EUNIMPL).
  * @param[in]  ctx allocations and errors; must outlive the prepared H v.
  * @param[in]  eng rules and user functions; NULL: built-in rules.
  * @param[in]  f   the function (its env must stay valid only during this call).
@@ -489,8 +493,9 @@ CR_API cr_status cr_prepared_value_and_gradient(cr_prepared *p, const double *x,
  * @param[in]  x   n inputs where f is recorded.
  * @param[in]  n   number of inputs.
  * @param[out] out caller owns; release with cr_prepared_free(). NULL on failure.
- * @return CR_OK; CR_EINVAL; CR_EUNIMPL (a pullback, or an array function or kernel without
- *         a second-order form, naming it; a rule that cannot be replayed); the recording's
+ * @return CR_OK; CR_EINVAL; CR_EUNIMPL (a rule kept as a pullback with more than
+ *         CR_SCALAR_MAX_IN variable arguments, or an array function or kernel without a
+ *         second-order form, naming it; a rule that cannot be replayed); the recording's
  *         status; CR_ENOMEM.
  */
 CR_API cr_status cr_prepare_hvp(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn f, void *env,
@@ -512,7 +517,9 @@ CR_API cr_status cr_prepare_hvp(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn f, v
  *         cr_prepare_gradient_arrays() or cr_prepare_hvp_arrays()); CR_ESHAPE (another number
  *         of inputs; an array function's result of another shape); CR_EDOMAIN (a non-finite
  *         v; a comparison recorded with cr_tape_cmp() comes out otherwise at x); a primal's,
- *         rule's or frule's status at x. Nothing is written on failure, and p stays usable.
+ *         rule's or frule's status at x (a rule kept as a pullback: also its status when it
+ *         fails on both sides of x along an argument); CR_ENOMEM. Nothing is written on
+ *         failure, and p stays usable.
  */
 CR_API cr_status cr_prepared_hvp(cr_prepared *p, const double *x, size_t n, const double *v,
                                  double *hv, double *y, double *grad);
@@ -1010,7 +1017,8 @@ CR_API cr_status cr_prepared_value_and_gradient_arrays(cr_prepared *p, const cr_
  * @param[in]  n   number of arrays (at least 1).
  * @param[out] out caller owns; release with cr_prepared_free(). NULL on failure.
  * @return as cr_prepare_gradient_arrays(); CR_EUNIMPL (an array function or kernel without a
- *         second-order form, or a scalar rule kept as a pullback, naming it).
+ *         second-order form, or a scalar rule kept as a pullback with more than
+ *         CR_SCALAR_MAX_IN variable arguments, naming it).
  */
 CR_API cr_status cr_prepare_hvp_arrays(cr_ctx *ctx, const cr_engine *eng, cr_ad_array_fn f,
                                        void *env, const cr_array *const *xs, size_t n,

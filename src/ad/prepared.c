@@ -26,6 +26,7 @@ void cr_prepared_free(cr_prepared *p)
     cr_ctx_dealloc(p->ctx, p->ain, p->n * sizeof *p->ain);
     cr_ctx_dealloc(p->ctx, p->aidx, p->n * sizeof *p->aidx);
     cr_ctx_dealloc(p->ctx, p->yrec, p->nprog * sizeof *p->yrec);
+    cr_ctx_dealloc(p->ctx, p->gso, p->ngso * sizeof *p->gso);
     cr_ctx_dealloc(p->ctx, p, sizeof *p);
 }
 

@@ -242,3 +242,68 @@ cr_status cr__prepared_gpull(cr_prepared *p, const cr__rop *r, double *adj)
                         g->node.pb.name != NULL ? g->node.pb.name : "(unnamed)", g->node.fname,
                         ctx_msg(p->ctx, st, msg, sizeof msg));
 }
+
+/* ---- Second order (prepared H·v) ---------------------------------------------------------- */
+
+/* The result at the new values checked against the recorded one (cr__rrule_second's check):
+ * its failure has its whole message, which the caller keeps. */
+typedef struct grerun2_env {
+    cr_prepared *p;
+    const cr__greplay *g;
+    bool failed;
+} grerun2_env;
+
+static cr_status grerun2_check(const cr__rrule2 *q)
+{
+    grerun2_env *e = q->env;
+    double yv[CR__MAX_TUPLE];
+    cr_status st = check_result(e->p, e->g, &q->y, yv);
+    e->failed = st != CR_OK;
+    return st;
+}
+
+cr_status cr__prepared_grerun2(cr_prepared *p, const cr__rop *r, double *v, double *vd)
+{
+    cr_tape *t = p->tape;
+    cr__greplay *g = r->ptr;
+    const uint32_t *ai = g->node.args;
+    for (size_t j = 0; j < g->node.nargs; j++)
+        if (ai[j] != CR_VAR_CONST)
+            g->vals[j] = cr_value_f64(v[ai[j]]);
+    grerun2_env e = {p, g, false};
+    cr__rrule2 q = {.f = &g->fv,
+                    .rrule = r->rule.rrule,
+                    .udata = r->rule.udata,
+                    .vals = g->vals,
+                    .nargs = g->node.nargs,
+                    .args = ai,
+                    .check = grerun2_check,
+                    .env = &e};
+    /* The 2k + 1 calls' memory (results, pullbacks, the partials' scratch) goes back. */
+    cr_arena_mark mk = cr_arena_get_mark(t->arena);
+    cr_status st = cr__rrule_second(t, &q);
+    cr_arena_rewind(t->arena, mk);
+    if (st != CR_OK) {
+        if (e.failed)
+            return st;
+        char msg[256];
+        return cr_ctx_error(p->ctx, st, "prepared Hessian-vector product at these inputs: %s",
+                            ctx_msg(p->ctx, st, msg, sizeof msg));
+    }
+    size_t k = q.k, nv = r->nv;
+    double *P = g->so, *H = k > 0 ? P + nv * k : NULL;
+    for (size_t o = 0; o < nv; o++) {
+        double td = 0.0;
+        for (size_t c = 0; c < k; c++) {
+            P[o * k + c] = q.P[o * k + c];
+            td += q.P[o * k + c] * vd[ai[q.slot[c]]];
+            /* symmetrised, as a second-order tape keeps it */
+            for (size_t l = 0; l < k; l++)
+                H[(o * k + c) * k + l] =
+                    0.5 * (q.H[(o * k + c) * k + l] + q.H[(o * k + l) * k + c]);
+        }
+        v[r->res + o] = q.yv[o];
+        vd[r->res + o] = td;
+    }
+    return CR_OK;
+}

@@ -21,9 +21,15 @@
  * second derivative either), and array functions and fused kernels: their rules (or loops)
  * are called again for the values, then their forward step (frule, or the kernel's) and
  * their second-order reverse step (tape_array2.c, kernel.c) run on the replay tape's array
- * state, as on a second-order tape. The replay tape refuses, when recording, the array
- * functions and kernels without a second-order form (CR__TAPE_SO_CHECK); scalar rules kept
- * as pullbacks are refused when preparing (CR_EUNIMPL): a pullback has no second-order form.
+ * state, as on a second-order tape. Scalar rules kept as pullbacks (GENERIC records of user
+ * rules, rrule_via_ad, hypot of three arguments, evalpoly, tuple rules) are called again at
+ * the new values as a second-order tape records them (cr__rrule_second, tape.c: the partials
+ * from the pullback, their central differences from the rule at x ± h, 1 + 2k rule calls for
+ * k variable arguments, their memory given back at once); the forward pass keeps the partials
+ * and the symmetrised second derivatives (cr__greplay.so), the reverse pass applies them. The
+ * replay tape refuses, when recording, the array functions and kernels without a
+ * second-order form (CR__TAPE_SO_CHECK); a rule kept as a pullback with more than
+ * CR_SCALAR_MAX_IN variable arguments is refused when preparing (CR_EUNIMPL).
  */
 #include <math.h>
 #include <string.h>
@@ -151,7 +157,15 @@ static cr_status forward2(cr_prepared *p, const double *in, const double *dir)
                 return st;
             break;
         }
-        default: { /* CR__ROP_GENERIC, evaluated through its primal: no derivative */
+        default: { /* CR__ROP_GENERIC */
+            const cr__greplay *g = r->ptr;
+            if (g->so != NULL) { /* a rule kept as a pullback: its partials and Hessian */
+                cr_status st = cr__prepared_grerun2(p, r, v, vd);
+                if (st != CR_OK)
+                    return st;
+                break;
+            }
+            /* evaluated through its primal (or its rule, for a constant result): no derivative */
             cr_status st = cr__prepared_grerun(p, r, v);
             if (st != CR_OK)
                 return st;
@@ -239,6 +253,30 @@ static cr_status reverse2(cr_prepared *p)
                 return st;
             break;
         }
+        case CR__ROP_GENERIC: {
+            /* A rule kept as a pullback: the partials and second derivatives of this
+             * evaluation (cr__prepared_grerun2), per result o and variable argument q. */
+            const cr__greplay *g = r->ptr;
+            if (g->so == NULL) /* no derivative */
+                break;
+            uint32_t a[CR_SCALAR_MAX_IN];
+            size_t k = 0, nres = r->nv;
+            for (size_t j = 0; j < g->node.nargs; j++)
+                if (g->node.args[j] != CR_VAR_CONST)
+                    a[k++] = g->node.args[j];
+            const double *P = g->so, *H = P + nres * k;
+            for (size_t o = 0; o < nres; o++) {
+                double gy = adj[r->res + o], gyd = adjd[r->res + o];
+                for (size_t q = 0; q < k; q++) {
+                    double hd = 0.0;
+                    for (size_t l = 0; l < k; l++)
+                        hd += H[(o * k + q) * k + l] * vd[a[l]];
+                    adj[a[q]] += P[o * k + q] * gy;
+                    adjd[a[q]] += P[o * k + q] * gyd + gy * hd;
+                }
+            }
+            break;
+        }
         default: /* inputs, comparisons, functions of no derivative */
             break;
         }
@@ -249,22 +287,29 @@ static cr_status reverse2(cr_prepared *p)
 /* ---- API ---------------------------------------------------------------------------------- */
 
 /* CR_EUNIMPL, when preparing, for an instruction the second-order replay cannot run (array
- * functions and kernels without a second-order form were refused when recorded). */
-static cr_status check_program(cr_prepared *p, const char *who)
+ * functions and kernels without a second-order form were refused when recorded): a rule kept
+ * as a pullback with more variable arguments than a second-order record holds. *nso: the
+ * doubles of second-order data the rules kept as pullbacks need (cr__greplay.so). */
+static cr_status check_program(cr_prepared *p, const char *who, size_t *nso)
 {
+    *nso = 0;
     for (size_t k = 0; k < p->nprog; k++) {
         const cr__rop *r = &p->prog[k];
-        if (r->code == CR__ROP_GENERIC) {
-            const cr__greplay *g = r->ptr;
-            if (g->mode == CR__GREPLAY_RRULE)
-                return cr_ctx_error(p->ctx, CR_EUNIMPL,
-                                    "%s: %s (record %zu) is kept as its rrule's pullback, which "
-                                    "has no second-order form; a prepared Hessian-vector product "
-                                    "replays scalar-table functions, array functions with a "
-                                    "second-order form, fused kernels and implementations "
-                                    "written against the tape",
-                                    who, g->node.fname, k);
-        }
+        if (r->code != CR__ROP_GENERIC)
+            continue;
+        const cr__greplay *g = r->ptr;
+        if (g->mode != CR__GREPLAY_RRULE || r->nv == 0)
+            continue;
+        size_t nvar = 0;
+        for (size_t j = 0; j < g->node.nargs; j++)
+            nvar += g->node.args[j] != CR_VAR_CONST;
+        if (nvar > CR_SCALAR_MAX_IN)
+            return cr_ctx_error(p->ctx, CR_EUNIMPL,
+                                "%s: %s (record %zu) is kept as its rrule's pullback and called "
+                                "with %zu variable arguments: its second-order record takes at "
+                                "most %d (record it through its overlay instead)",
+                                who, g->node.fname, k, nvar, CR_SCALAR_MAX_IN);
+        *nso += r->nv * nvar * (1 + nvar) + 1; /* (at least one, so that so is not NULL) */
     }
     return CR_OK;
 }
@@ -273,7 +318,16 @@ static cr_status check_program(cr_prepared *p, const char *who)
 static cr_status finish_prepare(cr_prepared *p, const char *who, cr_prepared **out)
 {
     cr_ctx *ctx = p->ctx;
-    cr_status st = check_program(p, who);
+    size_t nso;
+    cr_status st = check_program(p, who, &nso);
+    if (st == CR_OK && nso > 0) {
+        p->gso = cr_ctx_alloc(ctx, nso * sizeof *p->gso);
+        if (p->gso == NULL)
+            st = cr_ctx_error(ctx, CR_ENOMEM,
+                              "%s: no memory for the second derivatives of %zu doubles", who, nso);
+        else
+            p->ngso = nso;
+    }
     if (st == CR_OK) {
         p->tan = cr_ctx_alloc(ctx, p->nws * sizeof *p->tan);
         if (p->tan == NULL)
@@ -293,6 +347,21 @@ static cr_status finish_prepare(cr_prepared *p, const char *who, cr_prepared **o
         return st;
     }
     memset(p->tan, 0, p->ntan * sizeof *p->tan);
+    /* Each rule kept as a pullback gets its part of gso. */
+    for (size_t k = 0, at = 0; p->gso != NULL && k < p->nprog; k++) {
+        const cr__rop *r = &p->prog[k];
+        if (r->code != CR__ROP_GENERIC)
+            continue;
+        cr__greplay *g = r->ptr;
+        if (g->mode != CR__GREPLAY_RRULE || r->nv == 0)
+            continue;
+        size_t nvar = 0;
+        for (size_t j = 0; j < g->node.nargs; j++)
+            nvar += g->node.args[j] != CR_VAR_CONST;
+        g->so = p->gso + at;
+        memset(g->so, 0, (r->nv * nvar * (1 + nvar) + 1) * sizeof *g->so);
+        at += r->nv * nvar * (1 + nvar) + 1;
+    }
     for (size_t k = 0; p->yrec != NULL && k < p->nprog; k++) {
         p->yrec[k] = (cr_value){.kind = CR_KIND_NOTHING};
         if (p->prog[k].code == CR__ROP_ARRAY)

@@ -77,6 +77,10 @@ typedef struct cr__greplay {
     const cr_scalar_rule *row; /* PRIMAL mode through a row, else NULL */
     const cr__impl *im;        /* PRIMAL mode through the overlay (no row, no primal), else NULL */
     uint8_t mode;              /* CR__GREPLAY_* */
+    /* Prepared with cr_prepare_hvp (RRULE mode, with results): the partials and second
+     * derivatives of the last evaluation, P[o*k + q] and H[(o*k + q)*k + l] (symmetrised)
+     * for its k variable arguments (cr_prepared.gso). */
+    double *so;
 } cr__greplay;
 
 struct cr_prepared {
@@ -108,6 +112,10 @@ struct cr_prepared {
      * result recorded (nd->y), which the second-order forms read at the new values during a
      * call and which is put back after it; NULL otherwise. */
     cr_value *yrec;
+    /* cr_prepare_hvp(_arrays) of a program with rules kept as pullbacks: their second-order
+     * data (cr__greplay.so), ngso doubles; NULL otherwise. */
+    double *gso;
+    size_t ngso;
 };
 
 /* Call an array function's rrule again at the current values (instruction r): new pullback,
@@ -121,6 +129,14 @@ CR_INTERNAL cr_status cr__prepared_rerun(cr_prepared *p, const cr__rop *r, doubl
  * when recorded, an integer result that changed, or a failing rule stop the replay (errors
  * on the context; prepared_generic.c). */
 CR_INTERNAL cr_status cr__prepared_grerun(cr_prepared *p, const cr__rop *r, double *v);
+
+/* A GENERIC instruction of RRULE mode with results, forwards, in a prepared H·v: its rule
+ * called again at the current values v as a second-order tape records it (cr__rrule_second:
+ * the partials from the pullback, their central differences from the rule at x ± h), the
+ * results into v and their tangents along the direction into vd (tangents of the variables
+ * in vd), the partials and second derivatives into g->so for the reverse pass. The rules'
+ * memory is given back before it returns. Errors as cr__prepared_grerun (on the context). */
+CR_INTERNAL cr_status cr__prepared_grerun2(cr_prepared *p, const cr__rop *r, double *v, double *vd);
 
 /* The reverse step of a GENERIC instruction: its pullback's cotangents added to adj. */
 CR_INTERNAL cr_status cr__prepared_gpull(cr_prepared *p, const cr__rop *r, double *adj);

@@ -1430,15 +1430,25 @@ static cr_status call_constant(cr_tape *t, const cr_value *f, const cr__impl *im
 
 #define MAX_GENERIC_ARGS 64
 
-/* f's rrule called at vals, and the partials of its nd->nout results from its pullback (one
+/* The rule q looks up (or cr_rrule's lookup) called at vals. */
+static cr_status call_rrule(cr_tape *t, const cr__rrule2 *q, const cr_value *vals, cr_value *y,
+                            cr_pullback *pb)
+{
+    cr_status st = q->rrule != NULL ? cr__rrule_with(t->config, t->arena, q->rrule, q->udata, q->f,
+                                                     vals, q->nargs, y, pb)
+                                    : cr_rrule(t->config, t->arena, q->f, vals, q->nargs, y, pb);
+    return st == CR_NOTHING ? CR_ENORULE : st;
+}
+
+/* q's rrule called at vals, and the partials of its nd->nout results from its pullback (one
  * call per result): J[o * nargs + j], 0 for the constant arguments (nd->args). */
-static cr_status rrule_partials(cr_tape *t, const cr_value *f, const cr_value *vals, size_t nargs,
+static cr_status rrule_partials(cr_tape *t, const cr__rrule2 *q, const cr_value *vals,
                                 cr__gen_node *nd, double *J)
 {
     cr_value y;
-    cr_status st = cr_rrule(t->config, t->arena, f, vals, nargs, &y, &nd->pb);
+    cr_status st = call_rrule(t, q, vals, &y, &nd->pb);
     if (st != CR_OK)
-        return st == CR_NOTHING ? CR_ENORULE : st;
+        return st;
     double yv[CR__MAX_TUPLE];
     size_t k = 0;
     bool constant;
@@ -1449,105 +1459,132 @@ static cr_status rrule_partials(cr_tape *t, const cr_value *f, const cr_value *v
     return st != CR_OK ? st : cr__generic_jacobian(t, nd, J);
 }
 
+/* A failure whose message (if any, for this status) is on the context: "name: message". */
+static cr_status named_failure(cr_ctx *ctx, cr_status st, const char *name)
+{
+    char msg[CR_ERRMSG_SIZE];
+    const char *m = cr_ctx_errmsg(ctx);
+    snprintf(msg, sizeof msg, "%s",
+             cr_ctx_errcode(ctx) == st && m[0] != '\0' ? m : cr_status_str(st));
+    return cr_ctx_error(ctx, st, "%s: %s", name, msg);
+}
+
+cr_status cr__rrule_second(cr_tape *t, cr__rrule2 *q)
+{
+    const char *name = q->f->u.func.fn->name;
+    size_t nargs = q->nargs, k = 0;
+    for (size_t j = 0; j < nargs; j++) {
+        if (q->args[j] == CR_VAR_CONST)
+            continue;
+        if (k == CR_SCALAR_MAX_IN)
+            return cr_ctx_error(t->ctx, CR_EUNIMPL,
+                                "%s: a second-order tape takes the second derivatives of a rule "
+                                "kept as a pullback in at most %d variable arguments",
+                                name, CR_SCALAR_MAX_IN);
+        q->slot[k++] = j;
+    }
+    q->k = k;
+    q->nres = 0;
+    q->constant = false;
+    cr__gen_node nd = {
+        .nargs = (uint32_t)nargs, .args = (uint32_t *)(uintptr_t)q->args, .fname = name};
+    cr_status st = call_rrule(t, q, q->vals, &q->y, &nd.pb);
+    if (st != CR_OK)
+        return named_failure(t->ctx, st, name);
+    if ((st = cr__unpack_result(t->ctx, name, &q->y, q->yv, CR__MAX_TUPLE, &q->nres,
+                                &q->constant)) != CR_OK ||
+        (q->check != NULL && (st = q->check(q)) != CR_OK))
+        return st;
+    if (q->constant || k == 0)
+        return CR_OK;
+    size_t nres = q->nres, nj = nres * nargs;
+    nd.nout = (uint32_t)nres;
+    nd.tuple = nres > 1 ? cr__tuple_f64(nres) : NULL;
+    double *J = cr_arena_alloc(t->arena, 3 * nj * sizeof *J, _Alignof(double));
+    if (J == NULL)
+        return named_failure(t->ctx, CR__ALLOC_STATUS(t->arena), name);
+    double *Jp = J + nj, *Jm = Jp + nj;
+    if ((st = cr__generic_jacobian(t, &nd, J)) != CR_OK)
+        return named_failure(t->ctx, st, name);
+    for (size_t o = 0; o < nres; o++)
+        for (size_t c = 0; c < k; c++)
+            q->P[o * k + c] = J[o * nargs + q->slot[c]];
+    cr_value xv[MAX_GENERIC_ARGS];
+    memcpy(xv, q->vals, nargs * sizeof *xv);
+    for (size_t l = 0; l < k; l++) {
+        size_t s = q->slot[l];
+        double x = q->vals[s].u.f64, h = fd_step(x);
+        xv[s] = cr_value_f64(x + h);
+        cr_status sp = rrule_partials(t, q, xv, &nd, Jp);
+        xv[s] = cr_value_f64(x - h);
+        cr_status sm = rrule_partials(t, q, xv, &nd, Jm);
+        double hp = (x + h) - x, hm = x - (x - h); /* the steps actually taken */
+        xv[s] = q->vals[s];
+        if (sp == CR_ENOMEM || sp == CR_EARENA || sm == CR_ENOMEM || sm == CR_EARENA)
+            return named_failure(t->ctx, sp == CR_ENOMEM || sp == CR_EARENA ? sp : sm, name);
+        if (sp != CR_OK && sm != CR_OK)
+            return cr_ctx_error(t->ctx, sp,
+                                "%s: no second derivatives in argument %zu at %g: the rule fails "
+                                "on both sides (%s)",
+                                name, s + 1, x, cr_ctx_errmsg(t->ctx));
+        for (size_t o = 0; o < nres; o++)
+            for (size_t c = 0; c < k; c++) {
+                size_t i = o * nargs + q->slot[c];
+                q->H[(o * k + c) * k + l] = sp != CR_OK   ? (J[i] - Jm[i]) / hm
+                                            : sm != CR_OK ? (Jp[i] - J[i]) / hp
+                                                          : fd_second(Jp[i], J[i], Jm[i], hp, hm);
+            }
+    }
+    return CR_OK;
+}
+
+/* On a second-order tape: the nout check of the call at x. */
+static cr_status second_nout(const cr__rrule2 *q)
+{
+    const struct {
+        cr_tape *t;
+        size_t nout;
+        size_t *got;
+    } *e = q->env;
+    return cr__check_nout(e->t, q->f->u.func.fn->name, q->nres, e->nout, e->got);
+}
+
 /*
  * A rule kept as a pullback, on a second-order tape: each result becomes a general record
  * (emit_general) whose partials come from the pullback at x and whose second derivatives are
- * central differences of those partials (fd_second), from the rrule called again at
- * x ± h e_l for each variable argument l; where the rule fails on one side (the edge of its
- * domain; an allocation failure fails the record), the one-sided difference on the other. The
- * pullbacks are not kept: the 2k + 1 calls' memory is rewound.
+ * central differences of those partials, from the rrule called again at x ± h e_l for each
+ * variable argument l (cr__rrule_second, which a prepared H·v replays too). The pullbacks
+ * are not kept: the 2k + 1 calls' memory is rewound.
  */
 static cr_status record_rrule_second(cr_tape *t, const cr_value *f, const cr_var *args,
                                      const cr_value *vals, size_t nargs, cr_var *out, size_t nout,
                                      size_t *got)
 {
-    const char *name = f->u.func.fn->name;
-    uint32_t vi[CR_SCALAR_MAX_IN], ai[MAX_GENERIC_ARGS];
-    size_t slot[CR_SCALAR_MAX_IN], k = 0;
-    for (size_t j = 0; j < nargs; j++) {
+    uint32_t ai[MAX_GENERIC_ARGS];
+    for (size_t j = 0; j < nargs; j++)
         ai[j] = args[j].idx;
-        if (args[j].idx == CR_VAR_CONST)
-            continue;
-        if (k == CR_SCALAR_MAX_IN)
-            return cr__tape_fail(t, CR_EUNIMPL,
-                                 "%s: a second-order tape takes the second derivatives of a rule "
-                                 "kept as a pullback in at most %d variable arguments",
-                                 name, CR_SCALAR_MAX_IN);
-        vi[k] = args[j].idx;
-        slot[k++] = j;
-    }
+    struct {
+        cr_tape *t;
+        size_t nout;
+        size_t *got;
+    } e = {t, nout, got};
+    cr__rrule2 q = {
+        .f = f, .vals = vals, .nargs = nargs, .args = ai, .check = second_nout, .env = &e};
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
-    cr_value y;
-    cr__gen_node nd = {.nargs = (uint32_t)nargs, .args = ai, .fname = name};
-    cr_status st = cr_rrule(t->config, t->arena, f, vals, nargs, &y, &nd.pb);
-    if (st != CR_OK) {
-        cr_arena_rewind(t->arena, mk);
-        return cr__tape_fail_ctx(t, st == CR_NOTHING ? CR_ENORULE : st, name);
-    }
-    double yv[CR__MAX_TUPLE];
-    size_t nres = 0;
-    bool constant;
-    if (unpack_result(t, name, &y, yv, CR__MAX_TUPLE, &nres, &constant) != CR_OK ||
-        cr__check_nout(t, name, nres, nout, got) != CR_OK) {
-        cr_arena_rewind(t->arena, mk);
-        return t->status;
-    }
-    if (constant || k == 0) {
-        cr_arena_rewind(t->arena, mk);
-        for (size_t o = 0; o < nres; o++)
-            out[o] = cr_const(yv[o]);
-        return CR_OK;
-    }
-    nd.nout = (uint32_t)nres;
-    nd.tuple = nres > 1 ? cr__tuple_f64(nres) : NULL;
-    size_t nj = nres * nargs;
-    double *J = cr_arena_alloc(t->arena, 3 * nj * sizeof *J, _Alignof(double));
-    if (J == NULL) {
-        cr_arena_rewind(t->arena, mk);
-        return cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), name);
-    }
-    double *Jp = J + nj, *Jm = Jp + nj;
-    double p[CR__MAX_TUPLE][CR_SCALAR_MAX_IN],
-        H[CR__MAX_TUPLE][CR_SCALAR_MAX_IN * CR_SCALAR_MAX_IN];
-    st = cr__generic_jacobian(t, &nd, J);
-    cr_value xv[MAX_GENERIC_ARGS];
-    memcpy(xv, vals, nargs * sizeof *vals);
-    for (size_t l = 0; l < k && st == CR_OK; l++) {
-        size_t s = slot[l];
-        double x = vals[s].u.f64, h = fd_step(x);
-        xv[s] = cr_value_f64(x + h);
-        cr_status sp = rrule_partials(t, f, xv, nargs, &nd, Jp);
-        xv[s] = cr_value_f64(x - h);
-        cr_status sm = rrule_partials(t, f, xv, nargs, &nd, Jm);
-        double hp = (x + h) - x, hm = x - (x - h); /* the steps actually taken */
-        xv[s] = vals[s];
-        if (sp == CR_ENOMEM || sp == CR_EARENA || sm == CR_ENOMEM || sm == CR_EARENA) {
-            st = cr__tape_fail_ctx(t, sp == CR_ENOMEM || sp == CR_EARENA ? sp : sm, name);
-            break;
-        }
-        if (sp != CR_OK && sm != CR_OK) {
-            st = cr__tape_fail(t, sp,
-                               "%s: no second derivatives in argument %zu at %g: the rule fails "
-                               "on both sides (%s)",
-                               name, s + 1, x, cr_ctx_errmsg(t->ctx));
-            break;
-        }
-        for (size_t o = 0; o < nres; o++)
-            for (size_t q = 0; q < k; q++) {
-                size_t c = o * nargs + slot[q];
-                H[o][q * k + l] = sp != CR_OK   ? (J[c] - Jm[c]) / hm
-                                  : sm != CR_OK ? (Jp[c] - J[c]) / hp
-                                                : fd_second(Jp[c], J[c], Jm[c], hp, hm);
-            }
-    }
-    for (size_t o = 0; o < nres && st == CR_OK; o++)
-        for (size_t q = 0; q < k; q++)
-            p[o][q] = J[o * nargs + slot[q]];
+    cr_status st = cr__rrule_second(t, &q);
     cr_arena_rewind(t->arena, mk);
     if (st != CR_OK)
-        return t->status != CR_OK ? t->status : cr__tape_fail_ctx(t, st, name);
-    for (size_t o = 0; o < nres; o++)
-        out[o] = emit_general(t, yv[o], k, vi, p[o], H[o]);
+        return t->status != CR_OK ? t->status : cr__tape_fail(t, st, "%s", cr_ctx_errmsg(t->ctx));
+    if (q.constant || q.k == 0) {
+        for (size_t o = 0; o < q.nres; o++)
+            out[o] = cr_const(q.yv[o]);
+        return CR_OK;
+    }
+    uint32_t vi[CR_SCALAR_MAX_IN];
+    for (size_t c = 0; c < q.k; c++)
+        vi[c] = ai[q.slot[c]];
+    for (size_t o = 0; o < q.nres; o++)
+        out[o] = emit_general(t, q.yv[o], q.k, vi, q.P + o * q.k, q.H + o * q.k * q.k);
     return t->status;
 }
 

@@ -634,6 +634,42 @@ static inline double cr__cstep(double xl)
 CR_INTERNAL void cr__row_hessian(const cr_scalar_rule *row, const double *x, const double *D,
                                  double *H, unsigned cols);
 
+/* Second order through a rule kept as a pullback (cr__rrule_second, tape.c): what a
+ * second-order tape records and a prepared H·v replays. The caller fills the inputs. */
+typedef struct cr__rrule2 {
+    const cr_value *f;    /* the function */
+    cr_rrule_fn rrule;    /* its rule as looked up once (with udata), or NULL: cr_rrule */
+    const void *udata;    /* */
+    const cr_value *vals; /* the arguments' values (f64 for the variables) */
+    size_t nargs;         /* at most 64 */
+    const uint32_t *args; /* per argument its variable, CR_VAR_CONST for a constant */
+    /* Called with the result at vals, before any difference is taken (NULL: none): its
+     * failure (message on the context or the tape) stops there. */
+    cr_status (*check)(const struct cr__rrule2 *q);
+    void *env; /* the check's */
+    /* Outputs. */
+    cr_value y;                                 /* the result as the rule gave it (the arena's) */
+    double yv[CR__MAX_TUPLE];                   /* its real values */
+    size_t nres;                                /* how many */
+    bool constant;                              /* an integer result: no partials */
+    size_t k;                                   /* variable arguments */
+    size_t slot[CR_SCALAR_MAX_IN];              /* their positions */
+    double P[CR__MAX_TUPLE * CR_SCALAR_MAX_IN]; /* P[o*k + q] = dy_o / dx_slot[q] */
+    /* H[(o*k + q)*k + l] = d(P[o*k + q]) / dx_slot[l], not symmetrised */
+    double H[CR__MAX_TUPLE * CR_SCALAR_MAX_IN * CR_SCALAR_MAX_IN];
+} cr__rrule2;
+
+/* q->f's rrule at q->vals: the result (q->y, q->yv, q->nres, q->constant); then, unless it
+ * is constant or no argument is a variable, the partials P from the pullback (one call per
+ * result) and their central differences H from the rrule called again at x ± h e_l for each
+ * variable argument l (step cbrt(eps) max(1, |x_l|); the one-sided difference where the rule
+ * fails on one side or the partial jumps within the step): 1 + 2k rule calls, whose memory
+ * comes from t's arena (the caller rewinds it). More than CR_SCALAR_MAX_IN variable
+ * arguments: CR_EUNIMPL. Errors: the status, with a message on the context naming the
+ * function ("f: ..."; the rule failing on both sides of x: "f: no second derivatives in
+ * argument j at x: ..."); an allocation failure gives the arena's status. */
+CR_INTERNAL cr_status cr__rrule_second(cr_tape *t, cr__rrule2 *q);
+
 /* ---- Sweeps (sweep.c) ------------------------------------------------------------------- */
 
 /* The workspace size of a sweep seeded at variables below top: top, or the end of the
