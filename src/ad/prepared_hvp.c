@@ -37,36 +37,8 @@
 #include <chainrules/rules_math.h>
 
 #include "../rulesets/array_impl.h"
+#include "arith_second.h"
 #include "prepared_impl.h"
-
-/* ---- Second derivatives of the arithmetic rows ------------------------------------------ */
-
-/* hcol_NAME(xr, l, w, hd): column l of the row's Hessian at xr times w, added to hd:
- * hd[j] += ∂D_j/∂x_l w for each argument j. ∂D_j/∂x_l is the imaginary part of partial j of
- * the row's body evaluated at x + i h e_l over complex numbers (as the row's c128
- * instantiation, CR_SCALAR_EVALS, evaluates it) over h. A linear row's partials are
- * constants, whose imaginary parts the compiler folds to zero, and the terms with them. */
-#define HCOL(NAME, NIN, NOUT, PRIMAL, ...)                                             \
-    static inline void hcol_##NAME(const double *xr, size_t l, double w, double *hd)   \
-    {                                                                                  \
-        cr_complex x_[2], Y[1], D[2];                                                  \
-        double h = cr__cstep(xr[l]);                                                   \
-        x_[0] = cr__c(xr[0], l == 0 ? h : 0.0);                                        \
-        x_[1] = cr__c((NIN) > 1 ? xr[1] : 0.0, l == 1 ? h : 0.0);                      \
-        {                                                                              \
-            const cr_complex *x = x_;                                                  \
-            PRIMAL;                                                                    \
-            __VA_ARGS__;                                                               \
-        }                                                                              \
-        (void)Y;                                                                       \
-        double im0 = cimag(D[0]), im1 = (NIN) > 1 ? cimag(D[(NIN) > 1 ? 1 : 0]) : 0.0; \
-        if (im0 != 0.0)                                                                \
-            hd[0] += im0 / h * w;                                                      \
-        if (im1 != 0.0)                                                                \
-            hd[1] += im1 / h * w;                                                      \
-    }
-CR__ARITH_ROWS(HCOL)
-#undef HCOL
 
 /* ---- The passes -------------------------------------------------------------------------- */
 
@@ -203,7 +175,7 @@ static cr_status reverse2(cr_prepared *p)
             uint32_t sl = l == 0 ? s0 : s1;                                       \
             if (sl >= nvar) /* a constant: not a column */                        \
                 continue;                                                         \
-            hcol_##NAME(xr, l, vd[sl], hd);                                       \
+            cr__hcol_##NAME(xr, l, vd[sl], hd);                                   \
         }                                                                         \
         adj[s0] += r->p[0] * g;                                                   \
         adjd[s0] += r->p[0] * gd + g * hd[0];                                     \

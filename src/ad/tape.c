@@ -27,6 +27,7 @@
 #pragma GCC diagnostic ignored "-Wunused-const-variable"
 #endif
 #include "../rulesets/rows_arith.h"
+#include "arith_second.h"
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop
 #endif
@@ -846,14 +847,12 @@ static inline bool second_fast(const cr_tape *t)
 /*
  * An arithmetic operation on a second-order tape, its arguments variables of this
  * recording or constants (at least one variable). Value and partials from the row (ev),
- * second derivatives by the complex step on the row's own complex instantiation (evc, from
- * the same definition), inline: what cr__row_hessian computes through the row's pointers,
- * without its check of the step against the partials. That check finds branch cuts on the
- * real axis (pow's complex form at x < 0); the arithmetic rows are rational, exact under
- * the complex step wherever they are defined. About five times faster per operation than
- * the general path (op2_slow) on Rosenbrock's scalar loop.
+ * second derivatives by the complex step on the row's body over complex numbers (hcol,
+ * arith_second.h: the same definition, expanded inline), the record written directly:
+ * what record_evaluated and cr__row_hessian compute through the row's pointers, about five
+ * times faster per operation on Rosenbrock's scalar loop.
  */
-static ALWAYS_INLINE cr_var op_second(cr_tape *t, cr_scalar_eval_f64 ev, cr_scalar_eval_c128 evc,
+static ALWAYS_INLINE cr_var op_second(cr_tape *t, cr_scalar_eval_f64 ev, cr__hcol_fn hcol,
                                       const cr_var *args, size_t nin)
 {
     double x[2], Y[1], D[2], p[2] = {0.0, 0.0}, H[4] = {0.0, 0.0, 0.0, 0.0};
@@ -868,13 +867,10 @@ static ALWAYS_INLINE cr_var op_second(cr_tape *t, cr_scalar_eval_f64 ev, cr_scal
     }
     ev(x, Y, D);
     for (size_t l = 0; l < k; l++) {
-        cr_complex z[2], Yc[1], Dc[2];
-        double h = cr__cstep(x[slot[l]]);
-        for (size_t j = 0; j < nin; j++)
-            z[j] = cr__c(x[j], j == slot[l] ? h : 0.0);
-        evc(z, Yc, Dc);
+        double col[2] = {0.0, 0.0};
+        hcol(x, slot[l], 1.0, col);
         for (size_t j = 0; j < k; j++)
-            H[j * k + l] = cimag(Dc[slot[j]]) / h;
+            H[j * k + l] = col[slot[j]];
     }
     for (size_t j = 0; j < k; j++)
         p[j] = D[slot[j]];
@@ -909,11 +905,11 @@ static NOINLINE cr_var op1_slow(cr_tape *t, const cr_value *f, cr_var a)
  * partial straight into its place in the record; the record is then closed with its
  * header (a partial of exactly +-1 leaves only the header: COPY, NEG).
  */
-static inline cr_var op1e(cr_tape *t, const cr_value *f, cr_scalar_eval_f64 ev,
-                          cr_scalar_eval_c128 evc, cr_var a)
+static inline cr_var op1e(cr_tape *t, const cr_value *f, cr_scalar_eval_f64 ev, cr__hcol_fn hcol,
+                          cr_var a)
 {
-    if (t != NULL && t->slow != 0 && evc != NULL && second_fast(t) && a.tape == t->id)
-        return op_second(t, ev, evc, &a, 1);
+    if (t != NULL && t->slow != 0 && hcol != NULL && second_fast(t) && a.tape == t->id)
+        return op_second(t, ev, hcol, &a, 1);
     if (t == NULL || t->slow != 0 || a.tape != t->id)
         return op1_slow(t, f, a);
     if (!room(t, 2 + t->pre) && grow(t, 2 + t->pre) != CR_OK)
@@ -960,17 +956,17 @@ static NOINLINE cr_var op2_slow(cr_tape *t, const cr_value *f, cr_var a, cr_var 
  * COPY, NEG for partials of exactly +-1); mul and div, whose partials are the operands,
  * always make UNARY and BINARY records, as their inline forms in tape.h do.
  */
-static inline cr_var op2e(cr_tape *t, const cr_value *f, cr_scalar_eval_f64 ev,
-                          cr_scalar_eval_c128 evc, cr_var a, cr_var b, bool compact)
+static inline cr_var op2e(cr_tape *t, const cr_value *f, cr_scalar_eval_f64 ev, cr__hcol_fn hcol,
+                          cr_var a, cr_var b, bool compact)
 {
     if (t == NULL)
         return op2_slow(t, f, a, b);
     uint32_t id = t->id;
     bool va = a.tape == id, vb = b.tape == id;
     bool ours = (va || a.idx == CR_VAR_CONST) && (vb || b.idx == CR_VAR_CONST) && (va || vb);
-    if (t->slow != 0 && evc != NULL && ours && second_fast(t)) {
+    if (t->slow != 0 && hcol != NULL && ours && second_fast(t)) {
         cr_var args[2] = {a, b};
-        return op_second(t, ev, evc, args, 2);
+        return op_second(t, ev, hcol, args, 2);
     }
     if (t->slow != 0 || !ours)
         return op2_slow(t, f, a, b);
@@ -1029,27 +1025,27 @@ static inline cr_var op2(cr_tape *t, const cr_value *f, cr_var a, cr_var b)
  * compiler inlines value and partials into the record. */
 cr_var cr_add(cr_tape *t, cr_var a, cr_var b)
 {
-    return op2e(t, &cr_fn_add, add_f64, add_c128, a, b, true);
+    return op2e(t, &cr_fn_add, add_f64, cr__hcol_add, a, b, true);
 }
 
 cr_var cr_sub(cr_tape *t, cr_var a, cr_var b)
 {
-    return op2e(t, &cr_fn_sub, sub_f64, sub_c128, a, b, true);
+    return op2e(t, &cr_fn_sub, sub_f64, cr__hcol_sub, a, b, true);
 }
 
 cr_var cr_mul(cr_tape *t, cr_var a, cr_var b)
 {
-    return op2e(t, &cr_fn_mul, mul_f64, mul_c128, a, b, false);
+    return op2e(t, &cr_fn_mul, mul_f64, cr__hcol_mul, a, b, false);
 }
 
 cr_var cr_div(cr_tape *t, cr_var a, cr_var b)
 {
-    return op2e(t, &cr_fn_div, div_f64, div_c128, a, b, false);
+    return op2e(t, &cr_fn_div, div_f64, cr__hcol_div, a, b, false);
 }
 
 cr_var cr_neg(cr_tape *t, cr_var a)
 {
-    return op1e(t, &cr_fn_neg, neg_f64, neg_c128, a);
+    return op1e(t, &cr_fn_neg, neg_f64, cr__hcol_neg, a);
 }
 
 cr_var cr_sin(cr_tape *t, cr_var a)
