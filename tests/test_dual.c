@@ -205,6 +205,18 @@ static cr_status cube_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
     return st;
 }
 
+/* A user registry holding cube's frule. */
+static cr_registry *cube_registry(fixture *f)
+{
+    cr_registry *reg;
+    assert_int_equal(cr_registry_new(f->ctx, NULL, &reg), CR_OK);
+    static const cr_argspec a1[1] = {{CR_M_F64, NULL}};
+    cr_rule_def def = {
+        .struct_size = sizeof def, .fn = &cube_fn, .nargs = 1, .args = a1, .frule = cube_frule};
+    assert_int_equal(cr_registry_add(reg, &def), CR_OK);
+    return reg;
+}
+
 static void test_dual_call(void **state)
 {
     fixture *f = *state;
@@ -219,12 +231,7 @@ static void test_dual_call(void **state)
     assert_int_equal(cr_dual_call(NULL, NULL, &cr_fn_sincos, &x, 1, sc, 1), CR_EINVAL);
 
     /* A user frule, in a user registry: one call per direction. */
-    cr_registry *reg;
-    assert_int_equal(cr_registry_new(f->ctx, NULL, &reg), CR_OK);
-    static const cr_argspec a1[1] = {{CR_M_F64, NULL}};
-    cr_rule_def def = {
-        .struct_size = sizeof def, .fn = &cube_fn, .nargs = 1, .args = a1, .frule = cube_frule};
-    assert_int_equal(cr_registry_add(reg, &def), CR_OK);
+    cr_registry *reg = cube_registry(f);
     cr_config cfg = {.struct_size = sizeof cfg, .registry = reg};
     cr_value cube = cr_value_function(&cube_fn, NULL);
     cr_dual y, s0;
@@ -286,12 +293,7 @@ static cr_status counting_sin_frule(const cr_config *cfg, cr_arena *arena, const
 static void test_dual_call_zero_adjoint(void **state)
 {
     fixture *f = *state;
-    cr_registry *reg;
-    assert_int_equal(cr_registry_new(f->ctx, NULL, &reg), CR_OK);
-    static const cr_argspec a1[1] = {{CR_M_F64, NULL}};
-    cr_rule_def def = {
-        .struct_size = sizeof def, .fn = &cube_fn, .nargs = 1, .args = a1, .frule = cube_frule};
-    assert_int_equal(cr_registry_add(reg, &def), CR_OK);
+    cr_registry *reg = cube_registry(f);
     cr_engine *eng;
     assert_int_equal(cr_engine_new(f->ctx, reg, &eng), CR_OK);
     cr_value cube = cr_value_function(&cube_fn, NULL);

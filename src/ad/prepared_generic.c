@@ -205,14 +205,20 @@ static cr_status check_result(cr_prepared *p, const cr__greplay *g, const cr_val
                         fname, (long long)ival, (long long)irec);
 }
 
-cr_status cr__prepared_grerun(cr_prepared *p, const cr__rop *r, double *v)
+/* The variable arguments' new values into the rule's argument list (the constants stay). */
+static void load_args(cr__greplay *g, const double *v)
 {
-    cr_tape *t = p->tape;
-    cr__greplay *g = r->ptr;
     const uint32_t *ai = g->node.args;
     for (size_t j = 0; j < g->node.nargs; j++)
         if (ai[j] != CR_VAR_CONST)
             g->vals[j] = cr_value_f64(v[ai[j]]);
+}
+
+cr_status cr__prepared_grerun(cr_prepared *p, const cr__rop *r, double *v)
+{
+    cr_tape *t = p->tape;
+    cr__greplay *g = r->ptr;
+    load_args(g, v);
     cr_value y;
     cr_pullback pb;
     char msg[256];
@@ -267,9 +273,7 @@ cr_status cr__prepared_grerun2(cr_prepared *p, const cr__rop *r, double *v, doub
     cr_tape *t = p->tape;
     cr__greplay *g = r->ptr;
     const uint32_t *ai = g->node.args;
-    for (size_t j = 0; j < g->node.nargs; j++)
-        if (ai[j] != CR_VAR_CONST)
-            g->vals[j] = cr_value_f64(v[ai[j]]);
+    load_args(g, v);
     grerun2_env e = {p, g, false};
     cr__rrule2 q = {.f = &g->fv,
                     .rrule = r->rule.rrule,
