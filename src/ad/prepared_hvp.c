@@ -258,6 +258,23 @@ static cr_status reverse2(cr_prepared *p)
 
 /* ---- API ---------------------------------------------------------------------------------- */
 
+/* The doubles of second-order data (cr__greplay.so) instruction r needs: for a rule kept as a
+ * pullback with results, its partials and second derivatives per result (nv (k + k^2) for
+ * its *nvar = k variable arguments) and one more, so that so is never NULL for a rule that
+ * has it; 0 for every other instruction. */
+static size_t so_size(const cr__rop *r, size_t *nvar)
+{
+    *nvar = 0;
+    if (r->code != CR__ROP_GENERIC)
+        return 0;
+    const cr__greplay *g = r->ptr;
+    if (g->mode != CR__GREPLAY_RRULE || r->nv == 0)
+        return 0;
+    for (size_t j = 0; j < g->node.nargs; j++)
+        *nvar += g->node.args[j] != CR_VAR_CONST;
+    return r->nv * *nvar * (1 + *nvar) + 1;
+}
+
 /* CR_EUNIMPL, when preparing, for an instruction the second-order replay cannot run (array
  * functions and kernels without a second-order form were refused when recorded): a rule kept
  * as a pullback with more variable arguments than a second-order record holds. *nso: the
@@ -267,21 +284,17 @@ static cr_status check_program(cr_prepared *p, const char *who, size_t *nso)
     *nso = 0;
     for (size_t k = 0; k < p->nprog; k++) {
         const cr__rop *r = &p->prog[k];
-        if (r->code != CR__ROP_GENERIC)
+        size_t nvar;
+        if (so_size(r, &nvar) == 0)
             continue;
         const cr__greplay *g = r->ptr;
-        if (g->mode != CR__GREPLAY_RRULE || r->nv == 0)
-            continue;
-        size_t nvar = 0;
-        for (size_t j = 0; j < g->node.nargs; j++)
-            nvar += g->node.args[j] != CR_VAR_CONST;
         if (nvar > CR_SCALAR_MAX_IN)
             return cr_ctx_error(p->ctx, CR_EUNIMPL,
                                 "%s: %s (record %zu) is kept as its rrule's pullback and called "
                                 "with %zu variable arguments: its second-order record takes at "
                                 "most %d (record it through its overlay instead)",
                                 who, g->node.fname, k, nvar, CR_SCALAR_MAX_IN);
-        *nso += r->nv * nvar * (1 + nvar) + 1; /* (at least one, so that so is not NULL) */
+        *nso += so_size(r, &nvar);
     }
     return CR_OK;
 }
@@ -322,17 +335,13 @@ static cr_status finish_prepare(cr_prepared *p, const char *who, cr_prepared **o
     /* Each rule kept as a pullback gets its part of gso. */
     for (size_t k = 0, at = 0; p->gso != NULL && k < p->nprog; k++) {
         const cr__rop *r = &p->prog[k];
-        if (r->code != CR__ROP_GENERIC)
+        size_t nvar, n = so_size(r, &nvar);
+        if (n == 0)
             continue;
         cr__greplay *g = r->ptr;
-        if (g->mode != CR__GREPLAY_RRULE || r->nv == 0)
-            continue;
-        size_t nvar = 0;
-        for (size_t j = 0; j < g->node.nargs; j++)
-            nvar += g->node.args[j] != CR_VAR_CONST;
         g->so = p->gso + at;
-        memset(g->so, 0, (r->nv * nvar * (1 + nvar) + 1) * sizeof *g->so);
-        at += r->nv * nvar * (1 + nvar) + 1;
+        memset(g->so, 0, n * sizeof *g->so);
+        at += n;
     }
     for (size_t k = 0; p->yrec != NULL && k < p->nprog; k++) {
         p->yrec[k] = (cr_value){.kind = CR_KIND_NOTHING};

@@ -1534,14 +1534,16 @@ cr_status cr__rrule_second(cr_tape *t, cr__rrule2 *q)
     return CR_OK;
 }
 
-/* On a second-order tape: the nout check of the call at x. */
+/* On a second-order tape: the nout check of the call at x (its environment). */
+typedef struct nout_env {
+    cr_tape *t;
+    size_t nout;
+    size_t *got;
+} nout_env;
+
 static cr_status second_nout(const cr__rrule2 *q)
 {
-    const struct {
-        cr_tape *t;
-        size_t nout;
-        size_t *got;
-    } *e = q->env;
+    const nout_env *e = q->env;
     return cr__check_nout(e->t, q->f->u.func.fn->name, q->nres, e->nout, e->got);
 }
 
@@ -1559,11 +1561,7 @@ static cr_status record_rrule_second(cr_tape *t, const cr_value *f, const cr_var
     uint32_t ai[MAX_GENERIC_ARGS];
     for (size_t j = 0; j < nargs; j++)
         ai[j] = args[j].idx;
-    struct {
-        cr_tape *t;
-        size_t nout;
-        size_t *got;
-    } e = {t, nout, got};
+    nout_env e = {t, nout, got};
     cr__rrule2 q = {
         .f = f, .vals = vals, .nargs = nargs, .args = ai, .check = second_nout, .env = &e};
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
