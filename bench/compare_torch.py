@@ -43,7 +43,7 @@ Figures, one `name value unit` line each:
   torch_mse_ns                ((x - y)**2).sum() / 30 over 30 points, per call
   torch_mse_primal_ns         the forward alone under no_grad, per call
   torch_mse_loop_ns           mse as a Python loop over 0-dim tensors (91 operations, as
-                              chainrules' mse_ns), per call
+                              chainrules' mse_loop_ns), per call
 
 PyTorch records its graph at each call: it has no form that records once and replays
 (chainrules' prepared figures, ADOL-C's taped-once ones).
