@@ -14,9 +14,12 @@ set -eu
 # cmake, compilers, pkg-config; cmocka (unit tests); OpenBLAS (CBLAS) and LAPACKE
 # (linear-algebra rules); MPFR (high-precision references) and cJSON (reports, and the
 # requests of `chainrules-eval --json`, docs/eval.md) for tools/;
-# g++ for the C++ header checks; doxygen for the API reference.
+# g++ for the C++ header checks; doxygen for the API reference; gfortran for libgfortran's
+# link library, which a static link against OpenBLAS needs (`pkg-config --static --libs
+# chainrules` lists -lgfortran from OpenBLAS's and LAPACK's .pc files; the install check
+# links that way), under a name that does not change with the compiler's version.
 required="cmake make gcc g++ pkg-config libcmocka-dev libopenblas-dev liblapacke-dev \
-libmpfr-dev libcjson-dev doxygen"
+libmpfr-dev libcjson-dev doxygen gfortran"
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
     echo "deps.sh: dpkg-query not found (not a Debian-based system): not checking packages." >&2
