@@ -1104,22 +1104,22 @@ static int fig_mse_arr(cr_ad_array_fn f, bool prepared, const char *what, double
     return err || isnan(*out);
 }
 
-static int fig_mse_array(double *out)
+static int fig_mse_array_unfused(double *out)
 {
     return fig_mse_arr(mse_array_taped, false, "array mse gradient", out);
 }
 
-static int fig_mse_array_prepared(double *out)
+static int fig_mse_array_unfused_prepared(double *out)
 {
     return fig_mse_arr(mse_array_taped, true, "prepared array mse gradient", out);
 }
 
-static int fig_mse_kernel(double *out)
+static int fig_mse(double *out)
 {
     return fig_mse_arr(mse_kernel_taped, false, "kernel mse gradient", out);
 }
 
-static int fig_mse_kernel_prepared(double *out)
+static int fig_mse_prepared(double *out)
 {
     return fig_mse_arr(mse_kernel_taped, true, "prepared kernel mse gradient", out);
 }
@@ -1145,12 +1145,12 @@ static const struct {
     {"rosen_loop_prepared_ratio", fig_rosen_loop_prepared, "x", "%s %.2f %s\n"},
     {"hvp_array_unfused_ratio", fig_hvp_array_unfused, "x", "%s %.2f %s\n"},
     {"sum3_ns", fig_sum3, "ns", "%s %.1f %s\n"},
-    {"mse_ns", fig_mse_kernel, "ns", "%s %.1f %s\n"},
-    {"mse_prepared_ns", fig_mse_kernel_prepared, "ns", "%s %.1f %s\n"},
+    {"mse_ns", fig_mse, "ns", "%s %.1f %s\n"},
+    {"mse_prepared_ns", fig_mse_prepared, "ns", "%s %.1f %s\n"},
     {"mse_loop_ns", fig_mse_loop, "ns", "%s %.1f %s\n"},
     {"mse_loop_prepared_ns", fig_mse_loop_prepared, "ns", "%s %.1f %s\n"},
-    {"mse_array_unfused_ns", fig_mse_array, "ns", "%s %.1f %s\n"},
-    {"mse_array_unfused_prepared_ns", fig_mse_array_prepared, "ns", "%s %.1f %s\n"},
+    {"mse_array_unfused_ns", fig_mse_array_unfused, "ns", "%s %.1f %s\n"},
+    {"mse_array_unfused_prepared_ns", fig_mse_array_unfused_prepared, "ns", "%s %.1f %s\n"},
 };
 
 static int wanted(int argc, char **argv, const char *name)
