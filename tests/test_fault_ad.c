@@ -759,14 +759,17 @@ static cr_status h_f(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m,
     return cr_tape_status(t);
 }
 
-/* h_c plus, every third i, cube(x_i) + hypot(x_i, x_{i+1}, 1): rules kept as pullbacks, whose
- * second derivatives come from differences of their partials (the rules called again) */
+/* h_c plus, every third i, cube(x_i) + hypot(x_i, x_{i+1}, 1), plus hypot(x_0, ..., x_4, 1):
+ * rules kept as pullbacks, whose second derivatives come from differences of their partials
+ * (the rules called again), the last one of more variable arguments than a row has */
 static double h2_c(const double *x, size_t n)
 {
-    double s = h_c(x, n);
+    double s = h_c(x, n), q = 1;
     for (size_t i = 0; i + 1 < n; i += 3)
         s += x[i] * x[i] * x[i] + sqrt(x[i] * x[i] + x[i + 1] * x[i + 1] + 1);
-    return s;
+    for (size_t i = 0; i < 5; i++)
+        q += x[i] * x[i];
+    return s + sqrt(q);
 }
 
 static cr_status h2_f(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
@@ -779,6 +782,8 @@ static cr_status h2_f(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m
         cr_var c = cr_tape_call1(t, &cube, &x[i], 1);
         y[0] = cr_add(t, y[0], cr_add(t, c, cr_tape_call1(t, &cr_fn_hypot, h, 3)));
     }
+    cr_var h6[6] = {x[0], x[1], x[2], x[3], x[4], cr_const(1)};
+    y[0] = cr_add(t, y[0], cr_tape_call1(t, &cr_fn_hypot, h6, 6));
     return cr_tape_status(t);
 }
 
@@ -1780,7 +1785,7 @@ static cr_status vwave_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
     return cr_rrule_via_ad(cfg, arena, &w, args, nargs, y, pb);
 }
 
-/* h2_c (cube, hypot of three arguments) plus vwave(x_i x_{i+1}) every fourth i */
+/* h2_c (cube, hypot of three and of six arguments) plus vwave(x_i x_{i+1}) every fourth i */
 static double ph_c(const double *x, size_t n)
 {
     double s = h2_c(x, n);

@@ -7,7 +7,7 @@
  * against central differences of plain-C versions of the programs and against cr_tape_hvp on
  * a fresh second-order recording; arrays and kernels around such a rule; a rule failing at a
  * new input, on one side (the one-sided difference) and on both sides of it; more variable
- * arguments than a record holds; no allocation after the first call; allocation failures at
+ * arguments than a row has; no allocation after the first call; allocation failures at
  * every point of preparing and of the first call.
  */
 #include <string.h>
@@ -15,7 +15,7 @@
 #include "test_alloc.h"
 #include "test_pullback_rules.h"
 
-#define MAXN 4
+#define MAXN WIDE_N
 
 /* The gradient of fc at x by central differences (h = 1e-6: about 1e-9 relative). */
 static void fd_grad(double (*fc)(const double *), const double *x, size_t n, double *g)
@@ -150,37 +150,22 @@ static void test_two_and_three_arguments(void **state)
     check_replays(*state, f1_t, f1_c, x0, pts, 3, 3, 1e-6);
 }
 
-/* sum5 of four variables and a constant (f5): the most a record holds */
-static void test_four_arguments(void **state)
+/* sum5 of four variables and a constant (f5), of five variables (f5v); wide of seven
+ * variables with two results (f6), of six with one twice and a constant (f7): more
+ * variable arguments than a row has */
+static void test_many_arguments(void **state)
 {
     const double x0[4] = {0.2, 0.9, -0.3, 1.7};
     const double pts[3][MAXN] = {{0.2, 0.9, -0.3, 1.7}, {-1.4, 0.6, 2.2, -0.8}, {3, -2, 1, 0.5}};
     check_replays(*state, f5_t, f5_c, x0, pts, 3, 4, 1e-6);
-}
-
-/* Five variable arguments: refused when preparing (CR_EUNIMPL), naming the function; the
- * first-order prepared gradient takes it. */
-static cr_status five_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
-{
-    (void)n;
-    (void)m;
-    (void)env;
-    cr_value f;
-    y[0] = cr_tape_call1(t, fv_of(&sum5_fn, &f), x, 5);
-    return cr_tape_status(t);
-}
-
-static void test_five_arguments(void **state)
-{
-    fixt *e = *state;
-    const double x[5] = {0.1, 0.2, 0.3, 0.4, 0.5};
-    cr_prepared *p = (cr_prepared *)&e;
-    assert_int_equal(cr_prepare_hvp(e->ctx, e->eng, five_t, NULL, x, 5, &p), CR_EUNIMPL);
-    assert_null(p);
-    assert_contains(cr_ctx_errmsg(e->ctx), "cr_prepare_hvp: sum5 (record 5)");
-    assert_contains(cr_ctx_errmsg(e->ctx), "5 variable arguments");
-    assert_int_equal(cr_prepare_gradient(e->ctx, e->eng, five_t, NULL, x, 5, &p), CR_OK);
-    cr_prepared_free(p);
+    const double x5[5] = {0.4, -1.2, 0.8, 1.1, -0.6};
+    const double p5[2][MAXN] = {{0.4, -1.2, 0.8, 1.1, -0.6}, {-0.9, 0.3, 1.4, -0.2, 0.7}};
+    check_replays(*state, f5v_t, f5v_c, x5, p5, 2, 5, 1e-6);
+    const double x7[MAXN] = {0.3, -0.7, 1.1, 0.5, -0.4, 0.9, -1.3};
+    const double p7[2][MAXN] = {{0.3, -0.7, 1.1, 0.5, -0.4, 0.9, -1.3},
+                                {-0.6, 0.4, 0.8, -1.2, 0.7, -0.3, 0.5}};
+    check_replays(*state, f6_t, f6_c, x7, p7, 2, WIDE_N, 1e-6);
+    check_replays(*state, f7_t, f7_c, x7, p7, 2, 5, 1e-6);
 }
 
 /* ---- Tuples, the built-in rules, rrule_via_ad ---------------------------------------------- */
@@ -552,8 +537,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_one_argument, env_setup, env_teardown),
         cmocka_unit_test_setup_teardown(test_two_and_three_arguments, env_setup, env_teardown),
-        cmocka_unit_test_setup_teardown(test_four_arguments, env_setup, env_teardown),
-        cmocka_unit_test_setup_teardown(test_five_arguments, env_setup, env_teardown),
+        cmocka_unit_test_setup_teardown(test_many_arguments, env_setup, env_teardown),
         cmocka_unit_test_setup_teardown(test_tuple_and_builtin_rules, env_setup, env_teardown),
         cmocka_unit_test_setup_teardown(test_rrule_via_ad, env_setup, env_teardown),
         cmocka_unit_test_setup_teardown(test_arrays, env_setup, env_teardown),

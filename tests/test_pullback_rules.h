@@ -2,14 +2,16 @@
  * Rules kept as pullbacks and programs through them, shared by the tests of second order
  * through them (test_hvp_pullback.c: second-order tapes; test_prepared_hvp_pullback.c:
  * prepared H v): user rules with hand-written pullbacks (bump of three arguments, capped
- * and pinned with a domain, sum5 of five), polar (test_polar.h), a fixture with an engine
- * holding them, and programs with their plain-C versions.
+ * and pinned with a domain, sum5 of five, wide of seven with two results), polar
+ * (test_polar.h), a fixture with an engine holding them, and programs with their plain-C
+ * versions.
  */
 #ifndef TEST_PULLBACK_RULES_H
 #define TEST_PULLBACK_RULES_H
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "test_fdhess.h"
 #include "test_polar.h"
@@ -161,6 +163,80 @@ static inline cr_status sum5_rrule(const cr_config *cfg, cr_arena *arena, const 
     return sum5_primal(arena, fv, args, nargs, y);
 }
 
+/* wide(a0..a6) = (log sum_j exp(w_j a_j), a0 a1 a2 + sin(a3 a6) + a4 a5 (a0 + a6)), w_j =
+ * 0.3 + 0.1 j: seven arguments, two results, every second derivative nonzero somewhere. */
+#define WIDE_N 7
+static const cr_field wide_fields[2] = {{NULL, 0, CR_KIND_F64, NULL},
+                                        {NULL, sizeof(double), CR_KIND_F64, NULL}};
+static const cr_type wide_type = {"tuple(lse,poly)", 2 * sizeof(double), 2, wide_fields};
+
+static inline void wide_c(const double *a, double *y)
+{
+    double m = -INFINITY, s = 0;
+    for (size_t j = 0; j < WIDE_N; j++)
+        m = fmax(m, (0.3 + 0.1 * (double)j) * a[j]);
+    for (size_t j = 0; j < WIDE_N; j++)
+        s += exp((0.3 + 0.1 * (double)j) * a[j] - m);
+    y[0] = m + log(s);
+    y[1] = a[0] * a[1] * a[2] + sin(a[3] * a[6]) + a[4] * a[5] * (a[0] + a[6]);
+}
+
+static inline cr_status wide_primal(cr_arena *arena, const cr_value *fv, const cr_value *args,
+                                    size_t nargs, cr_value *out)
+{
+    (void)fv;
+    (void)nargs;
+    double *y = cr_arena_alloc(arena, 2 * sizeof *y, _Alignof(double)), a[WIDE_N];
+    if (y == NULL)
+        return CR_ENOMEM;
+    for (size_t j = 0; j < WIDE_N; j++)
+        a[j] = args[j].u.f64;
+    wide_c(a, y);
+    *out = cr_value_struct(&wide_type, y);
+    return CR_OK;
+}
+static const cr_function wide_fn = {.name = "wide", .arity = WIDE_N, .primal = wide_primal};
+
+static inline cr_status wide_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
+                                      cr_arena *arena, void *env)
+{
+    (void)nx;
+    (void)arena;
+    const double *a = env;
+    cr_tangent t0 = cr_tangent_field(*dy, 0), t1 = cr_tangent_field(*dy, 1);
+    double g0 = t0.tag == CR_TAN_F64 ? t0.u.f64 : 0.0, g1 = t1.tag == CR_TAN_F64 ? t1.u.f64 : 0.0;
+    double y[2], d1[WIDE_N];
+    wide_c(a, y);
+    d1[0] = a[1] * a[2] + a[4] * a[5];
+    d1[1] = a[0] * a[2];
+    d1[2] = a[0] * a[1];
+    d1[3] = cos(a[3] * a[6]) * a[6];
+    d1[4] = a[5] * (a[0] + a[6]);
+    d1[5] = a[4] * (a[0] + a[6]);
+    d1[6] = cos(a[3] * a[6]) * a[3] + a[4] * a[5];
+    dx[0] = cr_tangent_none();
+    for (size_t j = 0; j < WIDE_N; j++) {
+        double w = 0.3 + 0.1 * (double)j;
+        dx[j + 1] = cr_tangent_f64(g0 * w * exp(w * a[j] - y[0]) + g1 * d1[j]);
+    }
+    return CR_OK;
+}
+
+static inline cr_status wide_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *fv,
+                                   const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                                   const void *udata)
+{
+    (void)cfg;
+    (void)udata;
+    double *e = cr_arena_alloc(arena, WIDE_N * sizeof *e, _Alignof(double));
+    if (e == NULL)
+        return CR_ENOMEM;
+    for (size_t j = 0; j < WIDE_N; j++)
+        e[j] = args[j].u.f64;
+    *pb = (cr_pullback){wide_pullback, e, "wide_pullback", WIDE_N + 1};
+    return wide_primal(arena, fv, args, nargs, y);
+}
+
 /* ---- Fixture: an engine with the rules --------------------------------------------------- */
 
 typedef struct fixt {
@@ -171,19 +247,18 @@ typedef struct fixt {
 /* An engine with the rules, in e->ctx (made by the caller). */
 static inline int env_setup_in(fixt *e)
 {
-    static const cr_argspec f64s[5] = {
-        {CR_M_F64, NULL}, {CR_M_F64, NULL}, {CR_M_F64, NULL}, {CR_M_F64, NULL}, {CR_M_F64, NULL}};
+    static const cr_argspec f64s[WIDE_N] = {{CR_M_F64, NULL}, {CR_M_F64, NULL}, {CR_M_F64, NULL},
+                                            {CR_M_F64, NULL}, {CR_M_F64, NULL}, {CR_M_F64, NULL},
+                                            {CR_M_F64, NULL}};
     if (cr_engine_new(e->ctx, NULL, &e->eng) != CR_OK)
         return -1;
     static const struct {
         const cr_function *fn;
         size_t nargs;
         cr_rrule_fn rrule;
-    } defs[] = {{&bump_fn, 3, bump_rrule},
-                {&polar_fn, 2, polar_rrule},
-                {&capped_fn, 1, unary_rrule},
-                {&pinned_fn, 1, unary_rrule},
-                {&sum5_fn, 5, sum5_rrule}};
+    } defs[] = {{&bump_fn, 3, bump_rrule},    {&polar_fn, 2, polar_rrule},
+                {&capped_fn, 1, unary_rrule}, {&pinned_fn, 1, unary_rrule},
+                {&sum5_fn, 5, sum5_rrule},    {&wide_fn, WIDE_N, wide_rrule}};
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
         cr_rule_def def = {.struct_size = sizeof def,
                            .fn = defs[i].fn,
@@ -331,6 +406,70 @@ static inline cr_status f5_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, s
     cr_value f;
     cr_var a[5] = {x[0], x[1], x[2], x[3], cr_const(1.5)};
     y[0] = cr_tape_call1(t, fv_of(&sum5_fn, &f), a, 5);
+    return cr_tape_status(t);
+}
+
+/* sum5 of five variables: more variable arguments than a row has */
+static inline double f5v_c(const double *x)
+{
+    return x[0] * x[1] + x[2] * x[3] * x[4];
+}
+
+static inline cr_status f5v_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
+{
+    (void)n;
+    (void)m;
+    (void)env;
+    cr_value f;
+    y[0] = cr_tape_call1(t, fv_of(&sum5_fn, &f), x, 5);
+    return cr_tape_status(t);
+}
+
+/* wide of seven variables, both results: r0 r1 + r1 */
+static inline double f6_c(const double *x)
+{
+    double y[2];
+    wide_c(x, y);
+    return y[0] * y[1] + y[1];
+}
+
+static inline cr_status f6_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
+{
+    (void)n;
+    (void)m;
+    (void)env;
+    cr_value f;
+    cr_var r[2] = {cr_const(NAN), cr_const(NAN)};
+    cr_tape_call(t, fv_of(&wide_fn, &f), x, WIDE_N, r, 2);
+    y[0] = cr_add(t, cr_mul(t, r[0], r[1]), r[1]);
+    return cr_tape_status(t);
+}
+
+/* wide(x0, x1 x2, x0, 1.5, x3, x2, x4): six variable arguments, x0 twice, a constant */
+static inline void f7_args(const double *x, double *a)
+{
+    const double v[WIDE_N] = {x[0], x[1] * x[2], x[0], 1.5, x[3], x[2], x[4]};
+    memcpy(a, v, sizeof v);
+}
+
+static inline double f7_c(const double *x)
+{
+    double a[WIDE_N], y[2];
+    f7_args(x, a);
+    wide_c(a, y);
+    return y[1] - 2 * y[0];
+}
+
+static inline cr_status f7_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
+{
+    (void)n;
+    (void)m;
+    (void)env;
+    cr_value f;
+    cr_var a[WIDE_N] = {x[0], cr_mul(t, x[1], x[2]), x[0], cr_const(1.5), x[3], x[2], x[4]};
+    cr_var r[2] = {cr_const(NAN), cr_const(NAN)};
+    cr_tape_call(t, fv_of(&wide_fn, &f), a, WIDE_N, r, 2);
+    y[0] = cr_sub(t, r[1], cr_mul(t, cr_const(2.0), r[0]));
     return cr_tape_status(t);
 }
 

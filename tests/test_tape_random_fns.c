@@ -342,9 +342,10 @@ static bool calls_zero(const prog *p, int c)
     return false;
 }
 
-/* Ways used, and whether a record a second-order tape refuses is made: a rule kept as a
- * pullback called with a variable (a call of constants only is evaluated, not recorded),
- * here or in a compound recorded from here. xm: the inputs' masks (0: a constant). */
+/* Ways used, and whether a record a second-order tape refuses is made: an array function
+ * without a second-order form called with a variable (a call of constants only is evaluated,
+ * not recorded), here or in a compound recorded from here. xm: the inputs' masks (0: a
+ * constant). */
 static bool body_scan(prog *p, const body *b, const uint32_t *xm, bool recorded, bool zero,
                       bool over)
 {
@@ -355,21 +356,17 @@ static bool body_scan(prog *p, const body *b, const uint32_t *xm, bool recorded,
     for (size_t i = 0; i < b->nins; i++) {
         const ins *in = &b->code[i];
         uint32_t am[MAXARG], any = 0;
-        size_t na = in->op == O_CALL ? in->nargs : 2, nvar = 0;
-        for (size_t j = 0; j < na; j++) {
+        size_t na = in->op == O_CALL ? in->nargs : 2;
+        for (size_t j = 0; j < na; j++)
             any |= am[j] = r[in->a[j]];
-            nvar += am[j] != 0;
-        }
         if (in->op == O_CALL) {
             p->uses[in->way] = true;
             /* A scalar rule kept as a pullback: a second-order tape and cr_prepare_hvp take its
-             * second derivatives from its partials in up to 4 variable arguments (zero: as
-             * the replay tape counts them, where zero-adjoint calls of variables give
-             * variables). */
+             * second derivatives from its partials, in any number of variable arguments; an
+             * array function without a second-order form is refused. */
             bool pullback = in->way == W_RULE || in->way == W_REGRULE || in->way == W_VIA ||
                             in->way == W_VIACL || in->way == W_HOF;
-            bool generic = (pullback && nvar > CR_SCALAR_MAX_IN) ||
-                           (in->way == W_ACALL && !acall_second(&p->hofs[in->hof]));
+            bool generic = in->way == W_ACALL && !acall_second(&p->hofs[in->hof]);
             if (generic && recorded && any != 0)
                 ok = false;
             bool hw = in->way == W_HOF || in->way == W_ACALL;

@@ -251,8 +251,8 @@ CR_API cr_var cr_asin(cr_tape *t, cr_var a);
  *  - an rrule (looked up once, with the tape's configuration): the pullback is kept on
  *    the tape (Mooncake's is_primitive). On a CR_TAPE_SECOND_ORDER tape the record keeps
  *    instead the partials the pullback gives and their central differences from the rrule
- *    called again at x ± h along each variable argument (about ten significant digits; at
- *    most CR_SCALAR_MAX_IN variable arguments);
+ *    called again at x ± h along each variable argument (about ten significant digits;
+ *    any number of variable arguments, 2k + 1 rule calls for k of them);
  *  - an implementation registered with the engine (cr_engine_overlay()): it is called
  *    with this tape, so its operations are recorded inside;
  *  - otherwise CR_ENORULE, naming the function and the argument kinds.
@@ -264,10 +264,8 @@ CR_API cr_var cr_asin(cr_tape *t, cr_var a);
  * @param[in]  nout  number of results expected.
  * @return the tape's status: CR_OK; CR_ENORULE; CR_ETAPE (a variable from another tape or
  *         recording); CR_EINVAL (f not a function, nout does not match the result);
- *         CR_EUNIMPL (a result the scalar tape cannot hold; on a CR_TAPE_SECOND_ORDER
- *         tape, a rule kept as a pullback with more than CR_SCALAR_MAX_IN variable
- *         arguments); the rule's status (at x, or on both sides of x on a second-order
- *         tape); CR_ENOMEM, CR_EARENA.
+ *         CR_EUNIMPL (a result the scalar tape cannot hold); the rule's status (at x, or
+ *         on both sides of x on a second-order tape); CR_ENOMEM, CR_EARENA.
  */
 CR_API cr_status cr_tape_call(cr_tape *t, const cr_value *f, const cr_var *args, size_t nargs,
                               cr_var *out, size_t nout);
@@ -484,8 +482,7 @@ CR_API cr_status cr_prepared_value_and_gradient(cr_prepared *p, const double *x,
  * evalpoly, tuple rules) are called again at each replay as a CR_TAPE_SECOND_ORDER tape
  * records them: the partials from the pullback, the second derivatives by central
  * differences of the partials from the rule at x ± h along each variable argument (1 + 2k
- * rule calls for k variable arguments); one called with more than CR_SCALAR_MAX_IN variable
- * arguments is refused (CR_EUNIMPL).
+ * rule calls for k variable arguments).
  * @param[in]  ctx allocations and errors; must outlive the prepared H v.
  * @param[in]  eng rules and user functions; NULL: built-in rules.
  * @param[in]  f   the function (its env must stay valid only during this call).
@@ -493,8 +490,7 @@ CR_API cr_status cr_prepared_value_and_gradient(cr_prepared *p, const double *x,
  * @param[in]  x   n inputs where f is recorded.
  * @param[in]  n   number of inputs.
  * @param[out] out caller owns; release with cr_prepared_free(). NULL on failure.
- * @return CR_OK; CR_EINVAL; CR_EUNIMPL (a rule kept as a pullback with more than
- *         CR_SCALAR_MAX_IN variable arguments, or an array function or kernel without a
+ * @return CR_OK; CR_EINVAL; CR_EUNIMPL (an array function or kernel without a
  *         second-order form, naming it; a rule that cannot be replayed); the recording's
  *         status; CR_ENOMEM.
  */
@@ -1017,8 +1013,7 @@ CR_API cr_status cr_prepared_value_and_gradient_arrays(cr_prepared *p, const cr_
  * @param[in]  n   number of arrays (at least 1).
  * @param[out] out caller owns; release with cr_prepared_free(). NULL on failure.
  * @return as cr_prepare_gradient_arrays(); CR_EUNIMPL (an array function or kernel without a
- *         second-order form, or a scalar rule kept as a pullback with more than
- *         CR_SCALAR_MAX_IN variable arguments, naming it).
+ *         second-order form, naming it).
  */
 CR_API cr_status cr_prepare_hvp_arrays(cr_ctx *ctx, const cr_engine *eng, cr_ad_array_fn f,
                                        void *env, const cr_array *const *xs, size_t n,

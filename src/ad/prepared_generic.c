@@ -256,6 +256,7 @@ cr_status cr__prepared_gpull(cr_prepared *p, const cr__rop *r, double *adj)
 typedef struct grerun2_env {
     cr_prepared *p;
     const cr__greplay *g;
+    size_t nv; /* the results recorded, which g->so has room for */
     bool failed;
 } grerun2_env;
 
@@ -264,6 +265,11 @@ static cr_status grerun2_check(const cr__rrule2 *q)
     grerun2_env *e = q->env;
     double yv[CR__MAX_TUPLE];
     cr_status st = check_result(e->p, e->g, &q->y, yv);
+    if (st == CR_OK && q->nres != e->nv) /* the same kind of result gives as many */
+        st = cr_ctx_error(e->p->ctx, CR_ESHAPE,
+                          "prepared Hessian-vector product: %s gives %zu results at these "
+                          "inputs, %zu when recorded; prepare it again",
+                          e->g->node.fname, q->nres, e->nv);
     e->failed = st != CR_OK;
     return st;
 }
@@ -274,7 +280,10 @@ cr_status cr__prepared_grerun2(cr_prepared *p, const cr__rop *r, double *v, doub
     cr__greplay *g = r->ptr;
     const uint32_t *ai = g->node.args;
     load_args(g, v);
-    grerun2_env e = {p, g, false};
+    /* The partials and second derivatives go straight into g->so (nv k partials, then nv
+     * k^2 second derivatives: so_size in prepared_hvp.c). */
+    size_t k = cr__rrule2_vars(ai, g->node.nargs), nv = r->nv;
+    grerun2_env e = {p, g, nv, false};
     cr__rrule2 q = {.f = &g->fv,
                     .rrule = r->rule.rrule,
                     .udata = r->rule.udata,
@@ -282,7 +291,9 @@ cr_status cr__prepared_grerun2(cr_prepared *p, const cr__rop *r, double *v, doub
                     .nargs = g->node.nargs,
                     .args = ai,
                     .check = grerun2_check,
-                    .env = &e};
+                    .env = &e,
+                    .P = g->so,
+                    .H = g->so + nv * k};
     /* The 2k + 1 calls' memory (results, pullbacks, the partials' scratch) goes back. */
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
     cr_status st = cr__rrule_second(t, &q);
@@ -294,17 +305,13 @@ cr_status cr__prepared_grerun2(cr_prepared *p, const cr__rop *r, double *v, doub
         return cr_ctx_error(p->ctx, st, "prepared Hessian-vector product at these inputs: %s",
                             ctx_msg(p->ctx, st, msg, sizeof msg));
     }
-    size_t k = q.k, nv = r->nv;
-    double *P = g->so, *H = k > 0 ? P + nv * k : NULL;
     for (size_t o = 0; o < nv; o++) {
-        double td = 0.0;
+        double td = 0.0, *Ho = q.H + o * k * k;
         for (size_t c = 0; c < k; c++) {
-            P[o * k + c] = q.P[o * k + c];
             td += q.P[o * k + c] * vd[ai[q.slot[c]]];
             /* symmetrised, as a second-order tape keeps it */
-            for (size_t l = 0; l < k; l++)
-                H[(o * k + c) * k + l] =
-                    0.5 * (q.H[(o * k + c) * k + l] + q.H[(o * k + l) * k + c]);
+            for (size_t l = c + 1; l < k; l++)
+                Ho[c * k + l] = Ho[l * k + c] = 0.5 * (Ho[c * k + l] + Ho[l * k + c]);
         }
         v[r->res + o] = q.yv[o];
         vd[r->res + o] = td;

@@ -28,8 +28,7 @@
  * k variable arguments, their memory given back at once); the forward pass keeps the partials
  * and the symmetrised second derivatives (cr__greplay.so), the reverse pass applies them. The
  * replay tape refuses, when recording, the array functions and kernels without a
- * second-order form (CR__TAPE_SO_CHECK); a rule kept as a pullback with more than
- * CR_SCALAR_MAX_IN variable arguments is refused when preparing (CR_EUNIMPL).
+ * second-order form (CR__TAPE_SO_CHECK).
  */
 #include <math.h>
 #include <string.h>
@@ -231,7 +230,7 @@ static cr_status reverse2(cr_prepared *p)
             const cr__greplay *g = r->ptr;
             if (g->so == NULL) /* no derivative */
                 break;
-            uint32_t a[CR_SCALAR_MAX_IN];
+            uint32_t a[CR__MAX_GENERIC_ARGS];
             size_t k = 0, nres = r->nv;
             for (size_t j = 0; j < g->node.nargs; j++)
                 if (g->node.args[j] != CR_VAR_CONST)
@@ -260,52 +259,29 @@ static cr_status reverse2(cr_prepared *p)
 
 /* The doubles of second-order data (cr__greplay.so) instruction r needs: for a rule kept as a
  * pullback with results, its partials and second derivatives per result (nv (k + k^2) for
- * its *nvar = k variable arguments) and one more, so that so is never NULL for a rule that
- * has it; 0 for every other instruction. */
-static size_t so_size(const cr__rop *r, size_t *nvar)
+ * its k variable arguments) and one more, so that so is never NULL for a rule that has it; 0
+ * for every other instruction. */
+static size_t so_size(const cr__rop *r)
 {
-    *nvar = 0;
     if (r->code != CR__ROP_GENERIC)
         return 0;
     const cr__greplay *g = r->ptr;
     if (g->mode != CR__GREPLAY_RRULE || r->nv == 0)
         return 0;
-    for (size_t j = 0; j < g->node.nargs; j++)
-        *nvar += g->node.args[j] != CR_VAR_CONST;
-    return r->nv * *nvar * (1 + *nvar) + 1;
-}
-
-/* CR_EUNIMPL, when preparing, for an instruction the second-order replay cannot run (array
- * functions and kernels without a second-order form were refused when recorded): a rule kept
- * as a pullback with more variable arguments than a second-order record holds. *nso: the
- * doubles of second-order data the rules kept as pullbacks need (cr__greplay.so). */
-static cr_status check_program(cr_prepared *p, const char *who, size_t *nso)
-{
-    *nso = 0;
-    for (size_t k = 0; k < p->nprog; k++) {
-        const cr__rop *r = &p->prog[k];
-        size_t nvar;
-        if (so_size(r, &nvar) == 0)
-            continue;
-        const cr__greplay *g = r->ptr;
-        if (nvar > CR_SCALAR_MAX_IN)
-            return cr_ctx_error(p->ctx, CR_EUNIMPL,
-                                "%s: %s (record %zu) is kept as its rrule's pullback and called "
-                                "with %zu variable arguments: its second-order record takes at "
-                                "most %d (record it through its overlay instead)",
-                                who, g->node.fname, k, nvar, CR_SCALAR_MAX_IN);
-        *nso += so_size(r, &nvar);
-    }
-    return CR_OK;
+    size_t k = cr__rrule2_vars(g->node.args, g->node.nargs);
+    return r->nv * k * (1 + k) + 1;
 }
 
 /* The second-order workspace of a newly prepared p (freed with p on failure). */
 static cr_status finish_prepare(cr_prepared *p, const char *who, cr_prepared **out)
 {
     cr_ctx *ctx = p->ctx;
-    size_t nso;
-    cr_status st = check_program(p, who, &nso);
-    if (st == CR_OK && nso > 0) {
+    /* The doubles of second-order data the rules kept as pullbacks need. */
+    size_t nso = 0;
+    for (size_t k = 0; k < p->nprog; k++)
+        nso += so_size(&p->prog[k]);
+    cr_status st = CR_OK;
+    if (nso > 0) {
         p->gso = cr_ctx_alloc(ctx, nso * sizeof *p->gso);
         if (p->gso == NULL)
             st = cr_ctx_error(ctx, CR_ENOMEM,
@@ -335,7 +311,7 @@ static cr_status finish_prepare(cr_prepared *p, const char *who, cr_prepared **o
     /* Each rule kept as a pullback gets its part of gso. */
     for (size_t k = 0, at = 0; p->gso != NULL && k < p->nprog; k++) {
         const cr__rop *r = &p->prog[k];
-        size_t nvar, n = so_size(r, &nvar);
+        size_t n = so_size(r);
         if (n == 0)
             continue;
         cr__greplay *g = r->ptr;

@@ -34,11 +34,6 @@
 
 #define FIRST_CHUNK_WORDS ((size_t)1024)
 #define MAX_CHUNK_WORDS   ((size_t)1 << 20)
-/* The largest record: an n-ary second-order record of CR_SCALAR_MAX_IN operands
- * (leading header, Hessian triangle, partials, packed operands, header). */
-#define MAX_RECORD_WORDS                                                    \
-    (2 + CR_SCALAR_MAX_IN * (CR_SCALAR_MAX_IN + 1) / 2 + CR_SCALAR_MAX_IN + \
-     (CR_SCALAR_MAX_IN + 1) / 2)
 
 /* Recording ids: one per recording, so that variables of another tape, or of this tape
  * before a reset, are recognised. A tape takes a block of ID_BLOCK ids from a process-wide
@@ -561,20 +556,29 @@ static inline cr_var emit_two2(cr_tape *t, double y, double p0, double p1, uint3
     return new_var(t, y);
 }
 
+/* The most words emit_general writes for k operands: the n-ary second-order record
+ * (leading header, Hessian triangle, partials, packed operands, header). */
+static inline size_t general_words(const cr_tape *t, size_t k)
+{
+    return t->pre + k * (k + 1) / 2 + k + (k + 1) / 2 + 1;
+}
+
 /*
- * The general record of k variable operands (indices vi) with partials p and, when H is
- * not NULL, the k x k Hessian H (row-major, symmetric) of the result in those operands.
- * Picks the compact kinds when the values allow.
+ * The general record of k variable operands (indices vi; k <= CR__MAX_GENERIC_ARGS) with
+ * partials p and, when H is not NULL, the k x k Hessian H (row-major, symmetric) of the
+ * result in those operands. Picks the compact kinds when the values allow. scratch: k^2
+ * doubles when k > CR_SCALAR_MAX_IN and H is not NULL (else unused, may be NULL).
  */
 static cr_var emit_general(cr_tape *t, double y, size_t k, const uint32_t *vi, const double *p,
-                           const double *H)
+                           const double *H, double *scratch)
 {
-    double pm[CR_SCALAR_MAX_IN], Hm[CR_SCALAR_MAX_IN * CR_SCALAR_MAX_IN];
-    uint32_t vm[CR_SCALAR_MAX_IN];
+    double pm[CR__MAX_GENERIC_ARGS], Hsmall[CR_SCALAR_MAX_IN * CR_SCALAR_MAX_IN];
+    double *Hm = k <= CR_SCALAR_MAX_IN ? Hsmall : scratch;
+    uint32_t vm[CR__MAX_GENERIC_ARGS];
     /* An operand that appears twice (x * x) is one operand whose partial is the sum, and
      * whose second derivative sums the block. */
     size_t m = 0;
-    size_t map[CR_SCALAR_MAX_IN];
+    size_t map[CR__MAX_GENERIC_ARGS];
     for (size_t j = 0; j < k; j++) {
         size_t r = m;
         for (size_t q = 0; q < m; q++)
@@ -606,8 +610,7 @@ static cr_var emit_general(cr_tape *t, double y, size_t k, const uint32_t *vi, c
         return linear ? emit_binary(t, y, pm[0], pm[1], vm[0], vm[1], K_BINARY)
                       : emit_two2(t, y, pm[0], pm[1], vm[0], vm[1], Hm);
     /* n-ary: [Hessian triangle][partials][operands, two per word][header] */
-    size_t nops = (m + 1) / 2, ntri = linear ? 0 : m * (m + 1) / 2;
-    size_t need = t->pre + ntri + m + nops + 1;
+    size_t need = linear ? general_words(t, m) - m * (m + 1) / 2 : general_words(t, m);
     if (!room(t, need) && grow(t, need) != CR_OK)
         return nan_const();
     unsigned kind = linear ? K_NARY : K_NARY2;
@@ -821,7 +824,7 @@ static cr_status record_evaluated(cr_tape *t, const char *fname, const cr_scalar
         else if (!second && k == 2 && vi[0] != vi[1])
             out[o] = emit_binary(t, Y[o], p[0], p[1], vi[0], vi[1], K_BINARY);
         else
-            out[o] = emit_general(t, Y[o], k, vi, p, second ? H : NULL);
+            out[o] = emit_general(t, Y[o], k, vi, p, second ? H : NULL, NULL);
     }
     return t->status;
 }
@@ -1424,8 +1427,6 @@ static cr_status call_constant(cr_tape *t, const cr_value *f, const cr__impl *im
     return cr__tape_fail(t, CR_EINVAL, "%s is zero-adjoint but has no primal to call", fn->name);
 }
 
-#define MAX_GENERIC_ARGS 64
-
 /* The rule q looks up (or cr_rrule's lookup) called at vals. */
 static cr_status call_rrule(cr_tape *t, const cr__rrule2 *q, const cr_value *vals, cr_value *y,
                             cr_pullback *pb)
@@ -1469,16 +1470,9 @@ cr_status cr__rrule_second(cr_tape *t, cr__rrule2 *q)
 {
     const char *name = q->f->u.func.fn->name;
     size_t nargs = q->nargs, k = 0;
-    for (size_t j = 0; j < nargs; j++) {
-        if (q->args[j] == CR_VAR_CONST)
-            continue;
-        if (k == CR_SCALAR_MAX_IN)
-            return cr_ctx_error(t->ctx, CR_EUNIMPL,
-                                "%s: a second-order tape takes the second derivatives of a rule "
-                                "kept as a pullback in at most %d variable arguments",
-                                name, CR_SCALAR_MAX_IN);
-        q->slot[k++] = j;
-    }
+    for (size_t j = 0; j < nargs; j++)
+        if (q->args[j] != CR_VAR_CONST)
+            q->slot[k++] = j;
     q->k = k;
     q->nres = 0;
     q->constant = false;
@@ -1505,7 +1499,7 @@ cr_status cr__rrule_second(cr_tape *t, cr__rrule2 *q)
     for (size_t o = 0; o < nres; o++)
         for (size_t c = 0; c < k; c++)
             q->P[o * k + c] = J[o * nargs + q->slot[c]];
-    cr_value xv[MAX_GENERIC_ARGS];
+    cr_value xv[CR__MAX_GENERIC_ARGS];
     memcpy(xv, q->vals, nargs * sizeof *xv);
     for (size_t l = 0; l < k; l++) {
         size_t s = q->slot[l];
@@ -1558,27 +1552,43 @@ static cr_status record_rrule_second(cr_tape *t, const cr_value *f, const cr_var
                                      const cr_value *vals, size_t nargs, cr_var *out, size_t nout,
                                      size_t *got)
 {
-    uint32_t ai[MAX_GENERIC_ARGS];
+    uint32_t ai[CR__MAX_GENERIC_ARGS];
     for (size_t j = 0; j < nargs; j++)
         ai[j] = args[j].idx;
+    /* At most nb results (the nout check and the tuples' size bound them). Their records'
+     * room is taken first, so that writing them allocates nothing above the mark: the rule
+     * calls' memory and the scratch (P, H, emit_general's) are given back after. */
+    size_t k = cr__rrule2_vars(ai, nargs), nb = nout < CR__MAX_TUPLE ? nout : CR__MAX_TUPLE;
+    size_t need = nb * general_words(t, k);
+    if (k > 0 && !room(t, need) && grow(t, need) != CR_OK)
+        return t->status;
     nout_env e = {t, nout, got};
     cr__rrule2 q = {
         .f = f, .vals = vals, .nargs = nargs, .args = ai, .check = second_nout, .env = &e};
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
+    if (k > 0) {
+        q.P = cr_arena_alloc(t->arena, (nb * k * (k + 1) + k * k) * sizeof *q.P, _Alignof(double));
+        if (q.P == NULL)
+            return cr__tape_fail(t, CR__ALLOC_STATUS(t->arena),
+                                 "%s: no room for the second derivatives in %zu arguments",
+                                 f->u.func.fn->name, k);
+        q.H = q.P + nb * k;
+    }
     cr_status st = cr__rrule_second(t, &q);
+    if (st == CR_OK && !q.constant && k > 0) {
+        uint32_t vi[CR__MAX_GENERIC_ARGS];
+        for (size_t c = 0; c < k; c++)
+            vi[c] = ai[q.slot[c]];
+        for (size_t o = 0; o < q.nres; o++)
+            out[o] =
+                emit_general(t, q.yv[o], k, vi, q.P + o * k, q.H + o * k * k, q.H + nb * k * k);
+    }
     cr_arena_rewind(t->arena, mk);
     if (st != CR_OK)
         return t->status != CR_OK ? t->status : cr__tape_fail(t, st, "%s", cr_ctx_errmsg(t->ctx));
-    if (q.constant || q.k == 0) {
+    if (q.constant || k == 0)
         for (size_t o = 0; o < q.nres; o++)
             out[o] = cr_const(q.yv[o]);
-        return CR_OK;
-    }
-    uint32_t vi[CR_SCALAR_MAX_IN];
-    for (size_t c = 0; c < q.k; c++)
-        vi[c] = ai[q.slot[c]];
-    for (size_t o = 0; o < q.nres; o++)
-        out[o] = emit_general(t, q.yv[o], q.k, vi, q.P + o * q.k, q.H + o * q.k * q.k);
     return t->status;
 }
 
@@ -1669,9 +1679,9 @@ cr_status cr__tape_call_any(cr_tape *t, const cr_value *f, const cr_var *args, s
     if ((nargs > 0 && args == NULL) || out == NULL || nout == 0)
         return cr__tape_fail(t, CR_EINVAL, "cr_tape_call(%s): NULL arguments or no results",
                              cr__fname(f));
-    if (nargs > MAX_GENERIC_ARGS)
+    if (nargs > CR__MAX_GENERIC_ARGS)
         return cr__tape_fail(t, CR_EINVAL, "cr_tape_call(%s): more than %d arguments", cr__fname(f),
-                             MAX_GENERIC_ARGS);
+                             CR__MAX_GENERIC_ARGS);
     const cr_function *fn = f->u.func.fn;
     bool all_const = true;
     for (size_t j = 0; j < nargs; j++) {
@@ -1690,7 +1700,7 @@ cr_status cr__tape_call_any(cr_tape *t, const cr_value *f, const cr_var *args, s
     /* Built-in rules only: a row is its own rule, no lookup needed. */
     if (row != NULL && t->config->registry == NULL && (im == NULL || im->kind != CR__IMPL_ZERO))
         return record_row(t, fn->name, row, args, nargs, out, nout, got);
-    cr_value vals[MAX_GENERIC_ARGS];
+    cr_value vals[CR__MAX_GENERIC_ARGS];
     for (size_t j = 0; j < nargs; j++)
         vals[j] = cr_value_f64(args[j].v);
     if ((im != NULL && im->kind == CR__IMPL_ZERO) || all_const)

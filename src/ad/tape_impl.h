@@ -586,6 +586,9 @@ CR_INTERNAL cr_status cr__tape_call_any(cr_tape *t, const cr_value *f, const cr_
 CR_INTERNAL cr_status cr__tape_record(cr_tape *t, cr_ad_fn f, void *env, const double *x, size_t n,
                                       cr_var **xs, cr_var *ys, size_t m);
 
+/* The most arguments a call on a tape takes (cr_tape_call). */
+#define CR__MAX_GENERIC_ARGS 64
+
 /* The f64 tuple type with n elements (2 <= n <= CR__MAX_TUPLE). */
 #define CR__MAX_TUPLE 8
 CR_INTERNAL const cr_type *cr__tuple_f64(size_t n);
@@ -641,22 +644,24 @@ typedef struct cr__rrule2 {
     cr_rrule_fn rrule;    /* its rule as looked up once (with udata), or NULL: cr_rrule */
     const void *udata;    /* */
     const cr_value *vals; /* the arguments' values (f64 for the variables) */
-    size_t nargs;         /* at most 64 */
+    size_t nargs;         /* at most CR__MAX_GENERIC_ARGS */
     const uint32_t *args; /* per argument its variable, CR_VAR_CONST for a constant */
     /* Called with the result at vals, before any difference is taken (NULL: none): its
      * failure (message on the context or the tape) stops there. */
     cr_status (*check)(const struct cr__rrule2 *q);
     void *env; /* the check's */
     /* Outputs. */
-    cr_value y;                                 /* the result as the rule gave it (the arena's) */
-    double yv[CR__MAX_TUPLE];                   /* its real values */
-    size_t nres;                                /* how many */
-    bool constant;                              /* an integer result: no partials */
-    size_t k;                                   /* variable arguments */
-    size_t slot[CR_SCALAR_MAX_IN];              /* their positions */
-    double P[CR__MAX_TUPLE * CR_SCALAR_MAX_IN]; /* P[o*k + q] = dy_o / dx_slot[q] */
-    /* H[(o*k + q)*k + l] = d(P[o*k + q]) / dx_slot[l], not symmetrised */
-    double H[CR__MAX_TUPLE * CR_SCALAR_MAX_IN * CR_SCALAR_MAX_IN];
+    cr_value y;                        /* the result as the rule gave it (the arena's) */
+    double yv[CR__MAX_TUPLE];          /* its real values */
+    size_t nres;                       /* how many */
+    bool constant;                     /* an integer result: no partials */
+    size_t k;                          /* variable arguments */
+    size_t slot[CR__MAX_GENERIC_ARGS]; /* their positions */
+    /* The caller's buffers, for nres results of k variable arguments (the check, or
+     * CR__MAX_TUPLE, bounds nres): P[o*k + q] = dy_o / dx_slot[q] (nres k doubles), and
+     * H[(o*k + q)*k + l] = d(P[o*k + q]) / dx_slot[l], not symmetrised (nres k^2). */
+    double *P;
+    double *H;
 } cr__rrule2;
 
 /* q->f's rrule at q->vals: the result (q->y, q->yv, q->nres, q->constant); then, unless it
@@ -664,11 +669,21 @@ typedef struct cr__rrule2 {
  * result) and their central differences H from the rrule called again at x ± h e_l for each
  * variable argument l (step cbrt(eps) max(1, |x_l|); the one-sided difference where the rule
  * fails on one side or the partial jumps within the step): 1 + 2k rule calls, whose memory
- * comes from t's arena (the caller rewinds it). More than CR_SCALAR_MAX_IN variable
- * arguments: CR_EUNIMPL. Errors: the status, with a message on the context naming the
- * function ("f: ..."; the rule failing on both sides of x: "f: no second derivatives in
- * argument j at x: ..."); an allocation failure gives the arena's status. */
+ * comes from t's arena (the caller rewinds it). P and H are written only after the check
+ * passed (cr__rrule2_vars gives k before the call). Errors: the status, with a message on the
+ * context naming the function ("f: ..."; the rule failing on both sides of x: "f: no second
+ * derivatives in argument j at x: ..."); an allocation failure gives the arena's status. */
 CR_INTERNAL cr_status cr__rrule_second(cr_tape *t, cr__rrule2 *q);
+
+/* The variable arguments of a call whose arguments' variables are args (CR_VAR_CONST for a
+ * constant): the k of cr__rrule_second, which sizes its P and H. */
+static inline size_t cr__rrule2_vars(const uint32_t *args, size_t nargs)
+{
+    size_t k = 0;
+    for (size_t j = 0; j < nargs; j++)
+        k += args[j] != CR_VAR_CONST;
+    return k;
+}
 
 /* ---- Sweeps (sweep.c) ------------------------------------------------------------------- */
 
