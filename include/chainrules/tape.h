@@ -36,7 +36,13 @@
  * Memory: records live in chunks carved from the tape's arena (caller buffer or growable
  * blocks); cr_tape_reset() rewinds and keeps them, so recording the same function again
  * allocates nothing. Sweeps take their workspace (one double per variable, more for
- * second order) from the same arena and give it back before returning.
+ * second order) from the same arena and give it back before returning, except one: a
+ * first-order tape made by cr_tape_new() without a caller buffer keeps the workspace of its
+ * gradients and vector-Jacobian products with respect to the recording's first inputs
+ * (those of cr_tape_record() and cr_tape_value_and_gradient()) between calls, kept at zero
+ * by the sweep itself so that no clearing pass precedes the next one; it grows with the
+ * recordings and is freed by cr_tape_free(). Should its allocation fail, the arena's
+ * workspace serves.
  *
  * @note A tape is thread-confined. Each thread records on its own tape.
  *

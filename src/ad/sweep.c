@@ -86,102 +86,25 @@ static cr_status generic_failed(cr_tape *t, const cr__gen_node *nd, cr_status st
 #define SWEEP_THREADED 0
 #endif
 
-/*
- * Sweep back from p over the records of a first-order tape (no words in front of the
- * payloads) while they are of the kinds scalar code records (INPUT, UNARY, BINARY, ADD,
- * SUB, COPY, NEG); i is the variable the record at p makes, plus one. Returns where it
- * stopped: base, or the end of a record of another kind, for the general loop. Constant
- * record sizes and nothing else per record (no top test, no leading words, no other
- * kinds): Rosenbrock's scalar loop is bound by instructions per record, not by memory.
- */
-// clang-format off
-static NOINLINE const cr__word *sweep_scalar(const cr__word *p, const cr__word *base, double *adj,
-                                             size_t *pi)
-{
-    size_t i = *pi;
-    uint64_t h;
-    double g;
-    /* STEP(K) opens the step of kind K; NEXT ends a step: on to the next record, or out. */
-#if SWEEP_THREADED
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wpedantic" /* labels as values and goto * */
-#define STEP(K) s_##K:
-#define NEXT                     \
-    do {                         \
-        if (p <= base)           \
-            goto out;            \
-        h = p[-1].u;             \
-        goto *step[hdr_kind(h)]; \
-    } while (0)
-    static const void *const step[16] = {
-        [K_INPUT] = &&s_K_INPUT, [K_UNARY] = &&s_K_UNARY, [K_BINARY] = &&s_K_BINARY,
-        [K_ADD] = &&s_K_ADD,     [K_SUB] = &&s_K_SUB,     [K_COPY] = &&s_K_COPY,
-        [K_NEG] = &&s_K_NEG,     [7] = &&out,             [8] = &&out,
-        [9] = &&out,             [10] = &&out,            [11] = &&out,
-        [12] = &&out,            [13] = &&out,            [14] = &&out,
-        [15] = &&out};
-    NEXT;
-    {
-#else
-#define STEP(K) case K:
-#define NEXT    continue
-    while (p > base) {
-        h = p[-1].u;
-        switch (hdr_kind(h)) {
-#endif
-    STEP(K_UNARY)
-        g = adj[--i];
-        adj[hdr_a(h)] += p[-2].d * g;
-        p -= 2;
-        NEXT;
-    STEP(K_ADD)
-        g = adj[--i];
-        adj[hdr_a(h)] += g;
-        adj[hdr_b(h)] += g;
-        p -= 1;
-        NEXT;
-    STEP(K_SUB)
-        g = adj[--i];
-        adj[hdr_a(h)] += g;
-        adj[hdr_b(h)] -= g;
-        p -= 1;
-        NEXT;
-    STEP(K_BINARY)
-        g = adj[--i];
-        adj[hdr_a(h)] += p[-3].d * g;
-        adj[hdr_b(h)] += p[-2].d * g;
-        p -= 3;
-        NEXT;
-    STEP(K_COPY)
-        adj[hdr_a(h)] += adj[--i];
-        p -= 1;
-        NEXT;
-    STEP(K_NEG)
-        adj[hdr_a(h)] -= adj[--i];
-        p -= 1;
-        NEXT;
-    STEP(K_INPUT)
-        i -= hdr_a(h);
-        p -= 1;
-        NEXT;
-#if SWEEP_THREADED
-    }
-#pragma GCC diagnostic pop
-#else
-        default:
-            goto out;
-        }
-    }
-#endif
-#undef STEP
-#undef NEXT
-out:
-    *pi = i;
-    return p;
-}
-// clang-format on
+/* sweep_scalar, and sweep_scalar_consume which leaves the adjoints it reads at zero
+ * (sweep_scalar.h). */
+#define SWEEP_NAME    sweep_scalar
+#define SWEEP_CONSUME 0
+#include "sweep_scalar.h"
+#undef SWEEP_NAME
+#undef SWEEP_CONSUME
+#define SWEEP_NAME    sweep_scalar_consume
+#define SWEEP_CONSUME 1
+#include "sweep_scalar.h"
+#undef SWEEP_NAME
+#undef SWEEP_CONSUME
 
-cr_status cr__sweep_reverse(cr_tape *t, double *adj, size_t top)
+/* cr__sweep_reverse; with consume, the scalar loop leaves the adjoints it reads at zero
+ * (sweep_scalar_consume: *in_hi, 0 on entry, receives the end of the highest input record's
+ * variables) and *general tells whether any record went through the general loop, whose
+ * adjoints are left as they are. */
+static cr_status sweep_reverse(cr_tape *t, double *adj, size_t top, bool consume, size_t *in_hi,
+                               bool *general)
 {
     size_t i = t->nvars;
     const size_t pre = t->pre;
@@ -199,12 +122,17 @@ cr_status cr__sweep_reverse(cr_tape *t, double *adj, size_t top)
             p -= rec_words(h) + pre;
         }
         while (p > base) {
-            if (pre == 0 && (p = sweep_scalar(p, base, adj, &i)) == base)
+            if (pre == 0 && (p = consume ? sweep_scalar_consume(p, base, adj, &i, in_hi)
+                                         : sweep_scalar(p, base, adj, &i, in_hi)) == base)
                 break;
             uint64_t h = p[-1].u;
             uint32_t a = hdr_a(h);
+            if (hdr_kind(h) != K_INPUT && hdr_kind(h) != K_GUARD)
+                *general = true;
             switch (hdr_kind(h)) {
             case K_INPUT:
+                if (consume && *in_hi == 0)
+                    *in_hi = i;
                 i -= a;
                 p -= 1 + pre;
                 break;
@@ -297,6 +225,13 @@ cr_status cr__sweep_reverse(cr_tape *t, double *adj, size_t top)
         }
     }
     return CR_OK;
+}
+
+cr_status cr__sweep_reverse(cr_tape *t, double *adj, size_t top)
+{
+    size_t in_hi = 0;
+    bool general = false;
+    return sweep_reverse(t, adj, top, false, &in_hi, &general);
 }
 
 /* The Jacobian of a GENERIC record's results in its arguments, by calling the (linear)
@@ -657,6 +592,63 @@ static double *workspace(cr_tape *t, size_t n, cr_status *st)
     return w;
 }
 
+/*
+ * The kept workspace of a first-order reverse sweep over top variables, all zero, or NULL
+ * (the caller takes the arena's). Only first-order tapes with their own chunk keep one: not
+ * a tape on a caller buffer (which allocates nothing after cr_tape_new), nor a tape in
+ * another tape's arena. It grows to top when smaller (a failed allocation gives NULL and
+ * leaves no error). The consuming sweep leaves zero every adjoint it reads, so that only
+ * the inputs' need clearing after it (kept_ws_done); on Rosenbrock's scalar loop at n = 1e6
+ * that saves clearing 72 bytes per term before each sweep (docs/engine.md, "The scalar
+ * loop").
+ */
+static double *kept_ws(cr_tape *t, size_t top)
+{
+    if (t->own_chunk == NULL || t->pre != 0)
+        return NULL;
+    if (top > t->ws_cap) {
+        double *w = cr__alloc_quiet(t->ctx, top * sizeof *w);
+        if (w == NULL)
+            return NULL;
+        cr_ctx_dealloc(t->ctx, t->ws, t->ws_cap * sizeof *t->ws);
+        t->ws = w;
+        t->ws_cap = top;
+        t->ws_dirty = top;
+    }
+    memset(t->ws, 0, t->ws_dirty * sizeof *t->ws);
+    /* Whatever happens next may leave it dirty; kept_ws_done says otherwise. */
+    t->ws_dirty = top;
+    return t->ws;
+}
+
+/* After a consuming sweep over the kept workspace w (kept_ws) that succeeded and whose
+ * adjoints were read: the sweep left only the inputs' adjoints nonzero, below in_hi, unless
+ * a record went through the general loop (general), whose adjoints it leaves as they are;
+ * the caller has set the first lo back to zero already. */
+static void kept_ws_done(cr_tape *t, double *w, size_t lo, size_t in_hi, bool general)
+{
+    if (general)
+        return;
+    if (in_hi > lo)
+        memset(w + lo, 0, (in_hi - lo) * sizeof *w);
+    t->ws_dirty = 0;
+}
+
+/* Whether every variable of v[0..n) is a constant or one of the inputs of the recording's
+ * first record: those are the adjoints a consuming sweep keeps. */
+static bool first_inputs(const cr_tape *t, const cr_var *v, size_t n)
+{
+    const cr__chunk *c = t->first;
+    if (c == NULL || t->pre != 0 || (c == t->chunk && t->cur == c->base) ||
+        hdr_kind(c->base[0].u) != K_INPUT)
+        return false;
+    uint32_t nin = hdr_a(c->base[0].u);
+    for (size_t j = 0; j < n; j++)
+        if (v[j].idx != CR_VAR_CONST && v[j].idx >= nin)
+            return false;
+    return true;
+}
+
 static size_t top_of(const cr_var *v, size_t n)
 {
     size_t top = 0;
@@ -719,21 +711,27 @@ static cr_status vjp(cr_tape *t, const char *who, const char *xbar_name, const c
         (st = cr__check_finite(t, who, ybar, m, "seed")) != CR_OK)
         return st;
     size_t top = cr__sweep_top(t, top_of(ys, m));
-    /* Small recordings sweep over a workspace on the stack. */
+    /* Small recordings sweep over a workspace on the stack; others over the tape's kept
+     * workspace when the adjoints asked for are inputs (a consuming sweep keeps those). */
     double small[SMALL_WS];
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
-    double *adj = small;
+    double *adj = small, *kept = NULL;
     if (top <= SMALL_WS)
         memset(small, 0, top * sizeof *small);
-    else if ((adj = workspace(t, top, &st)) == NULL)
-        return st;
+    else if (!first_inputs(t, xs, n) || (adj = kept = kept_ws(t, top)) == NULL)
+        if ((adj = workspace(t, top, &st)) == NULL)
+            return st;
     for (size_t i = 0; i < m; i++)
         if (ys[i].idx != CR_VAR_CONST)
             adj[ys[i].idx] += ybar[i];
-    st = cr__sweep_reverse(t, adj, top);
+    size_t in_hi = 0;
+    bool general = false;
+    st = sweep_reverse(t, adj, top, kept != NULL, &in_hi, &general);
     if (st == CR_OK)
         gather(adj, top, xs, n, 1, 0, xbar);
-    if (adj != small)
+    if (kept != NULL && st == CR_OK)
+        kept_ws_done(t, kept, 0, in_hi, general);
+    if (adj != small && kept == NULL)
         cr_arena_rewind(t->arena, mk);
     return st;
 }
@@ -936,21 +934,32 @@ static cr_status gradient_first(cr_tape *t, cr_var y, size_t n, double *grad)
     size_t top = y.idx == CR_VAR_CONST ? 0 : cr__sweep_top(t, (size_t)y.idx + 1);
     double small[SMALL_WS];
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
-    double *adj = small;
+    double *adj = small, *kept = NULL;
+    size_t in_hi = 0;
+    bool general = false;
+    /* The inputs are the first record's (cr__tape_record), so the kept workspace serves. */
     if (top <= SMALL_WS)
         memset(small, 0, top * sizeof *small);
-    else if ((adj = workspace(t, top, &st)) == NULL)
+    else if ((adj = kept = kept_ws(t, top)) == NULL && (adj = workspace(t, top, &st)) == NULL)
         return st;
     if (top > 0) {
         adj[y.idx] = 1.0;
-        st = cr__sweep_reverse(t, adj, top);
+        st = sweep_reverse(t, adj, top, kept != NULL, &in_hi, &general);
     }
-    if (st == CR_OK) {
-        size_t k = n < top ? n : top;
+    size_t k = n < top ? n : top;
+    if (st == CR_OK && kept != NULL) {
+        /* read out and cleared in one pass */
+        for (size_t j = 0; j < k; j++) {
+            grad[j] = adj[j];
+            adj[j] = 0.0;
+        }
+        memset(grad + k, 0, (n - k) * sizeof *grad);
+        kept_ws_done(t, kept, k, in_hi, general);
+    } else if (st == CR_OK) {
         memcpy(grad, adj, k * sizeof *grad);
         memset(grad + k, 0, (n - k) * sizeof *grad);
     }
-    if (adj != small)
+    if (adj != small && kept == NULL)
         cr_arena_rewind(t->arena, mk);
     return st;
 }

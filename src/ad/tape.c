@@ -277,6 +277,7 @@ void cr_tape_free(cr_tape *t)
         g_current = NULL;
     if (t->own_arena) {
         cr_arena_free(t->arena);
+        cr_ctx_dealloc(t->ctx, t->ws, t->ws_cap * sizeof *t->ws);
         cr_ctx_dealloc(t->ctx, t, tape_bytes(t->own_chunk != NULL));
     }
 }

@@ -484,6 +484,12 @@ struct cr_tape {
     uint32_t naslots, aslot_cap;
     bool aseeded;    /* the next reverse sweep keeps the accumulators (an array seed) */
     cr__asweep *asw; /* array tangents during a forward or second-order sweep, else NULL */
+    /* The first-order reverse sweeps' kept workspace (sweep.c, kept_ws): ws_cap doubles from
+     * the context's allocator, kept across sweeps and recordings on tapes with their own
+     * chunk (own_chunk), freed with the tape; its first ws_dirty doubles may be nonzero,
+     * the rest are zero. */
+    double *ws;
+    size_t ws_cap, ws_dirty;
     char errmsg[CR__TAPE_MSG];
     /* The first array variables of a recording live here, the rest in the arena: a small
      * function of arrays allocates nothing for them. */

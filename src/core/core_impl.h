@@ -30,6 +30,9 @@ struct cr_ctx {
 /* Every library allocation goes through these two (the allocation hook of the context). */
 CR_INTERNAL void *cr__alloc(cr_ctx *ctx, size_t size);
 CR_INTERNAL void cr__free(cr_ctx *ctx, void *ptr, size_t size);
+/* cr__alloc that records no error on failure: for what the caller can do without (a cache,
+ * a workspace it can take elsewhere). */
+CR_INTERNAL void *cr__alloc_quiet(cr_ctx *ctx, size_t size);
 
 /* Overflow-checked a * b; returns false when it overflows. */
 static inline bool cr__mul_size(size_t a, size_t b, size_t *out)

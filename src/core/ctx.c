@@ -64,6 +64,11 @@ void *cr__alloc(cr_ctx *ctx, size_t size)
     return p;
 }
 
+void *cr__alloc_quiet(cr_ctx *ctx, size_t size)
+{
+    return ctx->realloc_fn(ctx->alloc_env, NULL, 0, size == 0 ? 1 : size);
+}
+
 void cr__free(cr_ctx *ctx, void *ptr, size_t size)
 {
     if (ptr != NULL)
