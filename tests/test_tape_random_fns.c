@@ -1524,11 +1524,11 @@ static void run_prog(env *e, prog *p, ck *c)
             /* the differences' truncation error estimated from the step doubled, as
              * test_tape_random.c does (programs with large fourth derivatives) */
             double uhv = 0, fd = fd_mixed(&fw, x, u, v, FD_H2);
-            double fde = fabs(fd - fd_mixed(&fw, x, u, v, 2 * FD_H2)) / 15;
+            double fd_err = fabs(fd - fd_mixed(&fw, x, u, v, 2 * FD_H2)) / 15;
             for (size_t j = 0; j < n; j++)
                 uhv += u[j] * hv[j];
             if (!p->so_unheld)
-                cmp_vec(c, "u' H v", &uhv, &fd, &fde, 1, RT_FD2);
+                cmp_vec(c, "u' H v", &uhv, &fd, &fd_err, 1, RT_FD2);
         }
     }
 
