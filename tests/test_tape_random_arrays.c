@@ -1938,6 +1938,11 @@ static void run_seed(env *e, uint64_t seed)
     assert_int_equal(failed, 0);
 }
 
+/* Programs that found defects, run every time: 0x72e4124ae6e04d59 made a prepared replay
+ * compare its gradient destination with arrays of the previous replay, whose memory had
+ * been given back (UBSan saw the garbage strides overflow; cr__gradient_dests). */
+static const uint64_t k_found[] = {0x72e4124ae6e04d59u};
+
 static void test_random_array_programs(void **state)
 {
     env *e = *state;
@@ -1946,6 +1951,8 @@ static void test_random_array_programs(void **state)
         run_seed(e, one);
         return;
     }
+    for (size_t i = 0; i < sizeof k_found / sizeof k_found[0]; i++)
+        run_seed(e, k_found[i]);
     size_t n = programs(120);
     for (size_t i = 0; i < n; i++) {
         uint64_t s = 0xA77A4000000000u + i;

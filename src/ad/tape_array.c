@@ -877,7 +877,7 @@ static ALWAYS_INLINE bool overlaps(uintptr_t alo, uintptr_t ahi, const cr_array 
  * adds into it (cr__shadow_accum), and an accumulator that is dest is written out as it is
  * (cr__array_write_out). */
 static ALWAYS_INLINE void gradient_dests(cr_tape *t, const cr_avar *as, size_t na,
-                                         cr_array *const *agrad)
+                                         cr_array *const *agrad, bool inputs_only)
 {
     for (size_t j = 0; j < na; j++) {
         cr_array *g = agrad[j];
@@ -904,7 +904,7 @@ static ALWAYS_INLINE void gradient_dests(cr_tape *t, const cr_avar *as, size_t n
             continue;
         uintptr_t glo = (uintptr_t)g->data, ghi = glo + numel * sizeof(double);
         for (uint32_t k = 0; k < t->naslots && ok; k++)
-            ok = !overlaps(glo, ghi, t->aslots[k].val);
+            ok = (inputs_only && !t->aslots[k].input) || !overlaps(glo, ghi, t->aslots[k].val);
         for (size_t i = 0; i < na && ok; i++)
             ok = i == j || agrad[i] == NULL || agrad[i]->data == NULL ||
                  !overlaps(glo, ghi, agrad[i]);
@@ -916,9 +916,9 @@ static ALWAYS_INLINE void gradient_dests(cr_tape *t, const cr_avar *as, size_t n
 cr_status cr__gradient_dests(cr_tape *t, const cr_avar *as, size_t na, cr_array *const *agrad)
 {
     if (na == 1) /* the usual case (a prepared call of one array), its loops unrolled */
-        gradient_dests(t, as, 1, agrad);
+        gradient_dests(t, as, 1, agrad, true);
     else
-        gradient_dests(t, as, na, agrad);
+        gradient_dests(t, as, na, agrad, true);
     return CR_OK;
 }
 
@@ -985,7 +985,7 @@ static ALWAYS_INLINE cr_status sweep_mixed(cr_tape *t, const char *who, cr_var y
             t->aslots[ay.idx].acc = cr__tarray(seed);
     }
     if (st == CR_OK)
-        gradient_dests(t, as, na, agrad);
+        gradient_dests(t, as, na, agrad, false);
     if (st == CR_OK)
         st = cr__sweep_reverse(t, adj, top);
     t->aseeded = false;

@@ -362,10 +362,13 @@ CR_INTERNAL cr_status cr__kernel_sum(cr_tape *t, const cr_targ *args, size_t nar
 CR_INTERNAL cr_status cr__array_write_out(cr_tape *t, const char *who, const char *what, size_t j,
                                           cr_tangent acc, cr_array *dst, const cr_array *like);
 
-/* Before a reverse sweep for the gradients of the array inputs as[0..na) into agrad: let
- * each input's shadow live in its destination when that is safe (dense row-major f64 of
- * the input's shape, overlapping no array of the tape and no other destination); sets the
- * slots' dest, which the caller clears after the sweep. */
+/* Before a prepared replay's reverse sweep for the gradients of the array inputs as[0..na)
+ * into agrad: let each input's shadow live in its destination when that is safe (dense
+ * row-major f64 of the input's shape, overlapping no input array and no other destination);
+ * sets the slots' dest, which the caller clears after the sweep. Only the inputs' arrays
+ * (set for this call) are compared: the other slots still name the previous replay's
+ * arrays, whose memory cr__prepared_begin gave back, and the replay makes them again in
+ * the tape's own arena, where no caller's array lies. */
 CR_INTERNAL cr_status cr__gradient_dests(cr_tape *t, const cr_avar *as, size_t na,
                                          cr_array *const *agrad);
 
