@@ -124,7 +124,7 @@ static void check_call(cr_ctx *ctx, cr_tape *t, const prog *p, const double *x)
  * scalar loop, left dirty by a general record and cleared before the next sweep. */
 static void test_sequence(void **state)
 {
-    cr_ctx *ctx = *state;
+    cr_ctx *ctx = ((fixture *)*state)->ctx;
     cr_tape *t;
     assert_int_equal(cr_tape_new(ctx, NULL, &t), CR_OK);
     const prog seq[] = {{200, false, false}, {200, false, false}, {150, true, false},
@@ -159,7 +159,7 @@ static double inter_c(double v, double w)
 
 static void test_other_variables(void **state)
 {
-    cr_ctx *ctx = *state;
+    cr_ctx *ctx = ((fixture *)*state)->ctx;
     cr_tape *t;
     assert_int_equal(cr_tape_new(ctx, NULL, &t), CR_OK);
     const prog p = {200, false, false};
@@ -199,7 +199,7 @@ static void test_other_variables(void **state)
 /* vjp of two outputs, one of them an input: its seed lands in the inputs' adjoints */
 static void test_vjp_seeded_input(void **state)
 {
-    cr_ctx *ctx = *state;
+    cr_ctx *ctx = ((fixture *)*state)->ctx;
     cr_tape *t;
     assert_int_equal(cr_tape_new(ctx, NULL, &t), CR_OK);
     const prog p = {150, false, false};
@@ -276,7 +276,7 @@ static cr_status touchy_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size
 
 static void test_failing_pullback(void **state)
 {
-    cr_ctx *ctx = *state;
+    cr_ctx *ctx = ((fixture *)*state)->ctx;
     cr_engine *eng;
     assert_int_equal(cr_engine_new(ctx, NULL, &eng), CR_OK);
     static const cr_argspec f64s[1] = {{CR_M_F64, NULL}};
@@ -358,28 +358,13 @@ static void test_memory(void **state)
     assert_int_equal(c.live, 0);
 }
 
-static int setup(void **state)
-{
-    cr_ctx *ctx;
-    if (cr_ctx_new(NULL, &ctx) != CR_OK)
-        return -1;
-    *state = ctx;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    cr_ctx_free(*state);
-    return 0;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_sequence, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_other_variables, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_vjp_seeded_input, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_failing_pullback, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sequence, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_other_variables, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_vjp_seeded_input, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_failing_pullback, fixture_setup, fixture_teardown),
         cmocka_unit_test(test_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

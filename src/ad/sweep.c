@@ -623,14 +623,12 @@ static double *kept_ws(cr_tape *t, size_t top)
 
 /* After a consuming sweep over the kept workspace w (kept_ws) that succeeded and whose
  * adjoints were read: the sweep left only the inputs' adjoints nonzero, below in_hi, unless
- * a record went through the general loop (general), whose adjoints it leaves as they are;
- * the caller has set the first lo back to zero already. */
-static void kept_ws_done(cr_tape *t, double *w, size_t lo, size_t in_hi, bool general)
+ * a record went through the general loop (general), whose adjoints it leaves as they are. */
+static void kept_ws_done(cr_tape *t, double *w, size_t in_hi, bool general)
 {
     if (general)
         return;
-    if (in_hi > lo)
-        memset(w + lo, 0, (in_hi - lo) * sizeof *w);
+    memset(w, 0, in_hi * sizeof *w);
     t->ws_dirty = 0;
 }
 
@@ -730,7 +728,7 @@ static cr_status vjp(cr_tape *t, const char *who, const char *xbar_name, const c
     if (st == CR_OK)
         gather(adj, top, xs, n, 1, 0, xbar);
     if (kept != NULL && st == CR_OK)
-        kept_ws_done(t, kept, 0, in_hi, general);
+        kept_ws_done(t, kept, in_hi, general);
     if (adj != small && kept == NULL)
         cr_arena_rewind(t->arena, mk);
     return st;
@@ -946,19 +944,13 @@ static cr_status gradient_first(cr_tape *t, cr_var y, size_t n, double *grad)
         adj[y.idx] = 1.0;
         st = sweep_reverse(t, adj, top, kept != NULL, &in_hi, &general);
     }
-    size_t k = n < top ? n : top;
-    if (st == CR_OK && kept != NULL) {
-        /* read out and cleared in one pass */
-        for (size_t j = 0; j < k; j++) {
-            grad[j] = adj[j];
-            adj[j] = 0.0;
-        }
-        memset(grad + k, 0, (n - k) * sizeof *grad);
-        kept_ws_done(t, kept, k, in_hi, general);
-    } else if (st == CR_OK) {
+    if (st == CR_OK) {
+        size_t k = n < top ? n : top;
         memcpy(grad, adj, k * sizeof *grad);
         memset(grad + k, 0, (n - k) * sizeof *grad);
     }
+    if (kept != NULL && st == CR_OK)
+        kept_ws_done(t, kept, in_hi, general);
     if (adj != small && kept == NULL)
         cr_arena_rewind(t->arena, mk);
     return st;
