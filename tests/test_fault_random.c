@@ -747,7 +747,8 @@ static void test_random_fault(void **state)
         one_program(fl, seed, &c);
     } else {
         size_t np = programs(600);
-        for (size_t i = 0; i < np; i++) {
+        size_t from = programs_from();
+        for (size_t i = from; i < from + np; i++) {
             uint64_t s = 0xfa017ull + i;
             one_program(fl, rnd_next(&s), &c);
         }

@@ -47,6 +47,15 @@ static inline size_t programs(size_t dflt)
     return s != NULL && *s != '\0' ? (size_t)strtoull(s, NULL, 0) : dflt;
 }
 
+/* The number of the first program to run (CR_RANDOM_FROM, default 0): a longer run goes on
+ * past the programs that earlier runs checked (CR_RANDOM_FROM=20000 CR_RANDOM_PROGRAMS=20000
+ * runs programs 20000 to 39999 of each group). */
+static inline size_t programs_from(void)
+{
+    const char *s = getenv("CR_RANDOM_FROM");
+    return s != NULL && *s != '\0' ? (size_t)strtoull(s, NULL, 0) : 0;
+}
+
 /* The seed to replay alone (CR_RANDOM_SEED), or 0. */
 static inline uint64_t replay_seed(void)
 {
@@ -59,6 +68,16 @@ static inline uint64_t replay_seed(void)
 /* Central differences of fourth order: offsets and weights (times 1/h). */
 static const double k_fd_o[4] = {-2, -1, 1, 2};
 static const double k_fd_c[4] = {1.0 / 12, -8.0 / 12, 8.0 / 12, -1.0 / 12};
+
+/* The error of a fourth-order central difference d = D(h), from the same stencil at 2h (d2)
+ * and at h / 2 (dh). Where the h^4 term rules, the error of D(h) is |D(h) - D(2h)| / 15 and
+ * also 16/15 |D(h) - D(h/2)|. The larger is taken: a function that varies fast at the scale
+ * of 2h can bring D(2h) close to D(h) by chance (test_tape_random_arrays' program
+ * 0x5186d5dc65565cf1: D(h) was 3.4e-3 from the limit, |D(h) - D(2h)| / 15 said 3.1e-4). */
+static inline double fd_err4(double d, double d2, double dh)
+{
+    return fmax(fabs(d - d2) / 15, fabs(d - dh) * 16 / 15);
+}
 
 /* The checks of one program: the program (each test's own struct prog), its seed, the test
  * (named in the replay line), the mode being checked, and the failures so far (the first

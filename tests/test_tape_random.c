@@ -1716,7 +1716,8 @@ static void run_group(void **state, uint64_t base, size_t dflt)
         return;
     }
     size_t n = programs(dflt);
-    for (size_t i = 0; i < n; i++) {
+    size_t from = programs_from();
+    for (size_t i = from; i < from + n; i++) {
         uint64_t s = base * 0x100000000u + i;
         run_seed(e, rnd_next(&s) | 1);
     }

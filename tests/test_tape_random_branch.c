@@ -861,7 +861,8 @@ static void test_random_branch_programs(void **state)
         return;
     }
     size_t n = programs(2000);
-    for (size_t i = 0; i < n; i++) {
+    size_t from = programs_from();
+    for (size_t i = from; i < from + n; i++) {
         uint64_t s = 0xb7a0c4u * 0x100000000u + i;
         uint64_t seed = rnd_next(&s) | 1;
         run_seed(e, seed);

@@ -1693,7 +1693,8 @@ static void test_random_fn_programs(void **state)
         return;
     }
     size_t n = programs(4000);
-    for (size_t i = 0; i < n; i++) {
+    size_t from = programs_from();
+    for (size_t i = from; i < from + n; i++) {
         uint64_t s = 0x7F4A7C15u * 0x100000000u + i;
         run_seed(e, rnd_next(&s) | 1);
     }

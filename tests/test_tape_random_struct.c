@@ -1508,7 +1508,8 @@ static void test_random_struct_programs(void **state)
         return;
     }
     size_t n = programs(2000);
-    for (size_t i = 0; i < n; i++) {
+    size_t from = programs_from();
+    for (size_t i = from; i < from + n; i++) {
         uint64_t s = 0x57c7u * 0x100000000u + i;
         run_seed(ev, rnd_next(&s) | 1);
     }
