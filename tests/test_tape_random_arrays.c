@@ -1940,8 +1940,10 @@ static void run_seed(env *e, uint64_t seed)
 
 /* Programs that found defects, run every time: 0x72e4124ae6e04d59 made a prepared replay
  * compare its gradient destination with arrays of the previous replay, whose memory had
- * been given back (UBSan saw the garbage strides overflow; cr__gradient_dests). */
-static const uint64_t k_found[] = {0x72e4124ae6e04d59u};
+ * been given back (UBSan saw the garbage strides overflow; cr__gradient_dests);
+ * 0x5186d5dc65565cf1 is one whose differences of the gradient need fd_err4's estimate from
+ * h/2 (the one from 2h alone made a right H v fail). */
+static const uint64_t k_found[] = {0x72e4124ae6e04d59u, 0x5186d5dc65565cf1u};
 
 static void test_random_array_programs(void **state)
 {
