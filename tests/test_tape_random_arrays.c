@@ -1442,11 +1442,12 @@ static void fd_dir(fdw *w, const double *x, const double *v, double h, double *o
 
 static void fd_dir_err(fdw *w, const double *x, const double *v, double *d, double *err)
 {
-    double d2[MAX_OUT + 1];
+    double d2[MAX_OUT + 1], dh[MAX_OUT + 1];
     fd_dir(w, x, v, FD_H, d);
     fd_dir(w, x, v, 2 * FD_H, d2);
+    fd_dir(w, x, v, FD_H / 2, dh);
     for (size_t i = 0; i <= w->p->m; i++)
-        err[i] = fabs(d[i] - d2[i]) / 15;
+        err[i] = fd_err4(d[i], d2[i], dh[i]);
 }
 
 /* D_u D_v of output 0 */

@@ -1591,21 +1591,22 @@ static void fd_dir(fdw *w, const double *x, const double *v, double h, double *o
     }
 }
 
-/* Differences along v with their error estimate (the stencil at 2h against it). f32
+/* Differences along v with their error estimate (fd_err4: the stencil at 2h and h/2). f32
  * programs try the steps 2⁻⁶, 2⁻⁸ and 2⁻¹⁰ and keep the one of the smallest estimate: the
  * long step loses to truncation where the program is curved, the short ones to the float
  * noise elsewhere. */
 static void fd_dir_err(fdw *w, const double *x, const double *v, double *d, double *err)
 {
     size_t m = w->p->m;
-    double d2[MAX_OUT + 1], db[MAX_OUT + 1], eb[MAX_OUT + 1];
+    double d2[MAX_OUT + 1], dh[MAX_OUT + 1], db[MAX_OUT + 1], eb[MAX_OUT + 1];
     int nh = w->p->f32 ? 3 : 1;
     for (int k = 0; k < nh; k++) {
         double h = w->p->f32 ? FD_H_F32 / (double)(1 << (2 * k)) : FD_H;
         fd_dir(w, x, v, h, db);
         fd_dir(w, x, v, 2 * h, d2);
+        fd_dir(w, x, v, h / 2, dh);
         for (size_t i = 0; i <= m; i++) {
-            eb[i] = fabs(db[i] - d2[i]) / 15;
+            eb[i] = fd_err4(db[i], d2[i], dh[i]);
             if (k == 0 || eb[i] < err[i]) {
                 d[i] = db[i];
                 err[i] = eb[i];

@@ -1228,11 +1228,12 @@ static void fd_dir(fdw *w, const double *x, const double *v, double h, double *o
 
 static void fd_dir_err(fdw *w, const double *x, const double *v, double *d, double *err)
 {
-    double d2[MAX_OUT];
+    double d2[MAX_OUT], dh[MAX_OUT];
     fd_dir(w, x, v, FD_H, d);
     fd_dir(w, x, v, 2 * FD_H, d2);
+    fd_dir(w, x, v, FD_H / 2, dh);
     for (size_t i = 0; i < w->p->m; i++)
-        err[i] = fabs(d[i] - d2[i]) / 15;
+        err[i] = fd_err4(d[i], d2[i], dh[i]);
 }
 
 /* The m x n Jacobian (row-major) and its error estimate */
