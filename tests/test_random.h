@@ -69,11 +69,12 @@ static inline uint64_t replay_seed(void)
 static const double k_fd_o[4] = {-2, -1, 1, 2};
 static const double k_fd_c[4] = {1.0 / 12, -8.0 / 12, 8.0 / 12, -1.0 / 12};
 
-/* The error of a fourth-order central difference d = D(h), from the same stencil at 2h (d2)
- * and at h / 2 (dh). Where the h^4 term rules, the error of D(h) is |D(h) - D(2h)| / 15 and
- * also 16/15 |D(h) - D(h/2)|. The larger is taken: a function that varies fast at the scale
- * of 2h can bring D(2h) close to D(h) by chance (test_tape_random_arrays' program
- * 0x5186d5dc65565cf1: D(h) was 3.4e-3 from the limit, |D(h) - D(2h)| / 15 said 3.1e-4). */
+/* The error of a fourth-order central difference d = D(h) (first differences, or the mixed
+ * second differences), from the same stencil at 2h (d2) and at h / 2 (dh). Where the h^4
+ * term rules, the error of D(h) is |D(h) - D(2h)| / 15 and also 16/15 |D(h) - D(h/2)|. The
+ * larger is taken: a function that varies fast at the scale of 2h can bring D(2h) close to
+ * D(h) by chance (test_tape_random_arrays' program 0x5186d5dc65565cf1: D(h) was 3.4e-3
+ * from the limit, |D(h) - D(2h)| / 15 said 3.1e-4). */
 static inline double fd_err4(double d, double d2, double dh)
 {
     return fmax(fabs(d - d2) / 15, fabs(d - dh) * 16 / 15);

@@ -1369,7 +1369,8 @@ static void run_scalar(env *e, prog *p, ck *c)
             memset(ej, 0, n * sizeof *ej);
             ej[j] = 1;
             fdh[j] = fd_mixed(&w, x, ej, v, FD_H2);
-            fdhe[j] = fabs(fdh[j] - fd_mixed(&w, x, ej, v, 2 * FD_H2)) / 15;
+            fdhe[j] = fd_err4(fdh[j], fd_mixed(&w, x, ej, v, 2 * FD_H2),
+                              fd_mixed(&w, x, ej, v, FD_H2 / 2));
         }
         cmp_vec(c, "hvp", hv, fdh, fdhe, n, RT_FD2);
         e->hvps++;
@@ -1450,7 +1451,8 @@ static void run_scalar(env *e, prog *p, ck *c)
                 fde[j] = de[0];
                 if (fd2) {
                     fdh[j] = fd_mixed(&w, x2, ej, v, FD_H2);
-                    fdhe[j] = fabs(fdh[j] - fd_mixed(&w, x2, ej, v, 2 * FD_H2)) / 15;
+                    fdhe[j] = fd_err4(fdh[j], fd_mixed(&w, x2, ej, v, 2 * FD_H2),
+                                      fd_mixed(&w, x2, ej, v, FD_H2 / 2));
                 }
             }
             cmp_vec(c, "grad", g2, fdg, fde, n, RT_FD1);
@@ -1508,7 +1510,8 @@ static void run_array(env *e, prog *p, ck *c)
         fde[i] = tmpe[0];
         if (fd2) {
             fdh[i] = fd_mixed(&w, x, ej, v, FD_H2);
-            fdhe[i] = fabs(fdh[i] - fd_mixed(&w, x, ej, v, 2 * FD_H2)) / 15;
+            fdhe[i] = fd_err4(fdh[i], fd_mixed(&w, x, ej, v, 2 * FD_H2),
+                              fd_mixed(&w, x, ej, v, FD_H2 / 2));
         }
     }
 
@@ -1621,7 +1624,8 @@ static void run_array(env *e, prog *p, ck *c)
                     memset(ej, 0, n * sizeof *ej);
                     ej[chk[i]] = 1;
                     fdh[i] = fd_mixed(&w, x2, ej, v, FD_H2);
-                    fdhe[i] = fabs(fdh[i] - fd_mixed(&w, x2, ej, v, 2 * FD_H2)) / 15;
+                    fdhe[i] = fd_err4(fdh[i], fd_mixed(&w, x2, ej, v, 2 * FD_H2),
+                                      fd_mixed(&w, x2, ej, v, FD_H2 / 2));
                     got[i] = hv[chk[i]];
                 }
                 cmp_vec(c, "hvp", got, fdh, fdhe, nchk, RT_FD2);

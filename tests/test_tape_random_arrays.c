@@ -1785,7 +1785,8 @@ static void run_prog(env *e, prog *p, ck *c)
             /* u' H v against mixed differences of the plain program */
             w.fragile = false;
             double uhv = dotn(u, hd, nd), fm = fd_mixed(&w, x, u, v, FD_H2);
-            double fme = fabs(fm - fd_mixed(&w, x, u, v, 2 * FD_H2)) / 15;
+            double fme =
+                fd_err4(fm, fd_mixed(&w, x, u, v, 2 * FD_H2), fd_mixed(&w, x, u, v, FD_H2 / 2));
             if (!w.fragile) {
                 cmp_vec(c, "u'Hv", &uhv, &fm, &fme, 1, RT_FD2);
                 e->fd_hvps++;
@@ -1888,7 +1889,8 @@ static void run_prog(env *e, prog *p, ck *c)
             if (rep == 0) {
                 w.fragile = false;
                 double uhv = dotn(u, hd, nd), fm = fd_mixed(&w, x2, u, v, FD_H2);
-                double fme = fabs(fm - fd_mixed(&w, x2, u, v, 2 * FD_H2)) / 15;
+                double fme = fd_err4(fm, fd_mixed(&w, x2, u, v, 2 * FD_H2),
+                                     fd_mixed(&w, x2, u, v, FD_H2 / 2));
                 if (!w.fragile) {
                     cmp_vec(c, "u'Hv", &uhv, &fm, &fme, 1, RT_FD2);
                     e->fd_hvps++;
@@ -1942,9 +1944,10 @@ static void run_seed(env *e, uint64_t seed)
 /* Programs that found defects, run every time: 0x72e4124ae6e04d59 made a prepared replay
  * compare its gradient destination with arrays of the previous replay, whose memory had
  * been given back (UBSan saw the garbage strides overflow; cr__gradient_dests);
- * 0x5186d5dc65565cf1 is one whose differences of the gradient need fd_err4's estimate from
- * h/2 (the one from 2h alone made a right H v fail). */
-static const uint64_t k_found[] = {0x72e4124ae6e04d59u, 0x5186d5dc65565cf1u};
+ * 0x5186d5dc65565cf1 and 0xcef4bfed099b3bdd are ones whose differences of the gradient and
+ * mixed differences need fd_err4's estimate from h/2 (the one from 2h alone made a right H v
+ * fail). */
+static const uint64_t k_found[] = {0x72e4124ae6e04d59u, 0x5186d5dc65565cf1u, 0xcef4bfed099b3bddu};
 
 static void test_random_array_programs(void **state)
 {

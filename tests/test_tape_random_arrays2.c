@@ -2045,7 +2045,8 @@ static void run_prog(env *e, prog *p, ck *c)
         if (!p->f32) {
             w.fragile = false;
             double uhv = dotn(u, hd, nd), fm = fd_mixed(&w, x, u, v, FD_H2);
-            double fme = fabs(fm - fd_mixed(&w, x, u, v, 2 * FD_H2)) / 15;
+            double fme =
+                fd_err4(fm, fd_mixed(&w, x, u, v, 2 * FD_H2), fd_mixed(&w, x, u, v, FD_H2 / 2));
             if (!w.fragile) {
                 cmp_vec(c, "u'Hv", &uhv, &fm, &fme, 1, tl.fd2);
                 e->fd_hvps++;
@@ -2158,7 +2159,8 @@ static void run_prog(env *e, prog *p, ck *c)
             if (rep == 0 && !p->f32) {
                 w.fragile = false;
                 double uhv = dotn(u, hd, nd), fm = fd_mixed(&w, x2, u, v, FD_H2);
-                double fme = fabs(fm - fd_mixed(&w, x2, u, v, 2 * FD_H2)) / 15;
+                double fme = fd_err4(fm, fd_mixed(&w, x2, u, v, 2 * FD_H2),
+                                     fd_mixed(&w, x2, u, v, FD_H2 / 2));
                 if (!w.fragile) {
                     cmp_vec(c, "u'Hv", &uhv, &fm, &fme, 1, tl.fd2);
                     e->fd_hvps++;

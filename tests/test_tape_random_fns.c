@@ -1522,10 +1522,11 @@ static void run_prog(env *e, prog *p, ck *c)
             st = cr_tape_hvp(ts, ys[0], xs, n, v, hv, gt);
             ck_status(c, "cr_tape_hvp", st, cr_tape_errmsg(ts));
             cmp_vec(c, "hvp gradient vs gradient", gt, g, NULL, n, RT_MODE);
-            /* the differences' truncation error estimated from the step doubled, as
-             * test_tape_random.c does (programs with large fourth derivatives) */
+            /* the differences' truncation error estimated from the steps 2h and h/2
+             * (fd_err4), as everywhere (programs with large fourth derivatives) */
             double uhv = 0, fd = fd_mixed(&fw, x, u, v, FD_H2);
-            double fd_err = fabs(fd - fd_mixed(&fw, x, u, v, 2 * FD_H2)) / 15;
+            double fd_err =
+                fd_err4(fd, fd_mixed(&fw, x, u, v, 2 * FD_H2), fd_mixed(&fw, x, u, v, FD_H2 / 2));
             for (size_t j = 0; j < n; j++)
                 uhv += u[j] * hv[j];
             if (!p->so_unheld)
