@@ -718,7 +718,7 @@ static cr_status tape_run(const prog *p, cr_tape *t, const cr_var *xs, cr_avar X
 {
     cr_var *r = p->vr;
     cr_tape *prev = cr_tape_set_current(t);
-    if (!p->arr)
+    if (!p->arr && xs != NULL) /* (array programs pass no xs) */
         memcpy(r, xs, p->nin * sizeof *xs);
     for (size_t i = 0; i < p->nins; i++) {
         const ins *in = &p->code[i];
