@@ -6,7 +6,9 @@
  * fresh second-order recording. The programs: Rosenbrock as one fused kernel, Rosenbrock as
  * array operations (views, broadcasts, a sum), and a function of two arrays through matmul,
  * logsumexp and norm (rules with their own second-order forms, which read the rule's result)
- * and broadcast, sum and dot kernels. Also: the first-order replay on the same prepared H v,
+ * and broadcast, sum and dot kernels, and std(x) as the last operation (its form reads its
+ * result's tangent, which the replay leaves out for a last kernel). Also: the first-order
+ * replay on the same prepared H v,
  * strided and f32 arguments, a branch that holds or flips, a constant output, every bad
  * argument (nothing written, the prepared H v still usable), no allocation after the first
  * call, and allocation failures at every point.
@@ -121,6 +123,33 @@ static cr_status mixed_c(const double *z, size_t n, double *y, size_t m, void *e
         d += x[c] * w[c];
     }
     y[0] = mx + log(se) + sqrt(nn) + th + d * d / 4.0;
+    return CR_OK;
+}
+
+/* ---- The output's own record ---------------------------------------------------------------- */
+
+/* std(x), the program's last operation: the replay leaves out the forward step of a last
+ * operation that is a fused kernel (rosen_kernel above), but std's second-order form reads
+ * the tangent of its result, so its step stays. */
+static cr_status std_out(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void *env)
+{
+    (void)n;
+    (void)env;
+    cr_targ x[1] = {cr_targ_arr(xs[0])};
+    *y = cr_tape_acall_s(t, &cr_fn_std, x, 1);
+    return cr_tape_status(t);
+}
+
+static cr_status std_c(const double *x, size_t n, double *y, size_t m, void *env)
+{
+    (void)m;
+    (void)env;
+    double mean = 0.0, ss = 0.0;
+    for (size_t i = 0; i < n; i++)
+        mean += x[i] / (double)n;
+    for (size_t i = 0; i < n; i++)
+        ss += (x[i] - mean) * (x[i] - mean);
+    y[0] = sqrt(ss / (double)(n - 1)); /* corrected, as Julia's std */
     return CR_OK;
 }
 
@@ -282,6 +311,15 @@ static void test_forms_two_inputs(void **state)
     const double pts[3][MAXZ] = {{0.4, -0.7, 1.1, 0.2, -0.3, 0.9, 0.5, -1.2, 0.3, 0.8},
                                  {-1.5, 0.6, 0.2, 2.0, 0.7, -0.4, 1.3, 0.6, -0.9, 0.1},
                                  {2.2, 1.4, -0.8, -0.5, 1.0, 0.2, -0.3, 0.7, 1.5, -1.1}};
+    check_prog(&g, pts, 3);
+}
+
+static void test_std_output(void **state)
+{
+    (void)state;
+    prog g = {std_out, std_c, 1, {5, 0}};
+    const double pts[3][MAXZ] = {
+        {0.4, -0.7, 1.1, 0.2, -0.3}, {-1.5, 0.6, 0.2, 2.0, 0.7}, {2.2, 1.4, -0.8, -0.5, 1.0}};
     check_prog(&g, pts, 3);
 }
 
@@ -634,10 +672,10 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rosen_kernel),     cmocka_unit_test(test_rosen_ops),
-        cmocka_unit_test(test_forms_two_inputs), cmocka_unit_test(test_layouts),
-        cmocka_unit_test(test_branch),           cmocka_unit_test(test_bad_arguments),
-        cmocka_unit_test(test_refused),          cmocka_unit_test(test_no_allocation),
-        cmocka_unit_test(test_fault_injection),
+        cmocka_unit_test(test_forms_two_inputs), cmocka_unit_test(test_std_output),
+        cmocka_unit_test(test_layouts),          cmocka_unit_test(test_branch),
+        cmocka_unit_test(test_bad_arguments),    cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_no_allocation),    cmocka_unit_test(test_fault_injection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,7 +9,9 @@
  * array functions and by other kernels, programs whose result depends nonlinearly on the
  * kernel's (so that the derivative of its adjoint is not zero), strided and n-d arrays, the
  * full Hessian over several chunks of directions, memory reuse across resets and caller
- * buffers of every size.
+ * buffers of every size, and the output's own record (a kernel, whose forward step the
+ * second-order sweeps leave out, std, whose form reads its result's tangent, and a kernel
+ * followed by other records).
  */
 #include <math.h>
 #include <stdio.h>
@@ -303,6 +305,61 @@ static void test_array_results(void **state)
     prob p = {.f = arrays_p, .ns = 1, .na = 2, .ndim = {1, 1}, .shape = {{N}, {N}}};
     double z[1 + 2 * N] = {0.6, 0.3, -0.4, 0.9, 0.1, 0.5, 0.8, -0.6, 0.35, 1.1, -0.2};
     check_hvp(f->ctx, &p, z, 1e-6);
+}
+
+/* ---- The output's own record ---------------------------------------------------------- */
+
+/* The second-order sweeps leave out the forward step of the output's record when it is a
+ * fused kernel: its second-order step reads its arguments' tangents only, and nothing else
+ * reads its result's. An array function's form may read it (std's does), so its record
+ * keeps the step; so does a kernel that is not the last record. A forward sweep (jvp)
+ * returns that tangent and keeps the step. */
+static cr_var std_out_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env)
+{
+    (void)s;
+    (void)env;
+    cr_targ u[1] = {cr_targ_arr(X[0])};
+    return cr_tape_acall_s(t, &cr_fn_std, u, 1);
+}
+
+static cr_var ksum_out_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env)
+{
+    (void)s;
+    (void)env;
+    cr_kin e1[1] = {cr_kin_arr(X[0], 0)};
+    return cr_akernel_sum(t, &elem, e1, 1, cr_array_numel(X[0].a));
+}
+
+static cr_var ksum_then_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env)
+{
+    cr_var k = ksum_out_p(t, s, X, env);
+    return cr_mul(t, k, cr_sin(t, k));
+}
+
+/* Rosenbrock's term of two scalar variables, the output (cr_tape_hessian's sweeps) */
+static cr_var rosen2_out_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env)
+{
+    (void)X;
+    (void)env;
+    cr_kin in[2] = {cr_kin_var(s[0]), cr_kin_var(s[1])};
+    return cr_akernel_sum(t, &rosen_term, in, 2, 1);
+}
+
+static void test_output_records(void **state)
+{
+    fixture *f = *state;
+    enum { N = 5 };
+    double z[N] = {0.42, 0.17, 0.81, 0.66, 0.29};
+    prob ps = {.f = std_out_p, .ns = 0, .na = 1, .ndim = {1}, .shape = {{N}}};
+    check_hvp(f->ctx, &ps, z, 1e-6);
+    prob pk = {.f = ksum_out_p, .ns = 0, .na = 1, .ndim = {1}, .shape = {{N}}};
+    check_hvp(f->ctx, &pk, z, 1e-6);
+    check_jvp(f->ctx, &pk, z, 1e-7, 3);
+    prob pt = {.f = ksum_then_p, .ns = 0, .na = 1, .ndim = {1}, .shape = {{N}}};
+    check_hvp(f->ctx, &pt, z, 1e-6);
+    check_jvp(f->ctx, &pt, z, 1e-7, 3);
+    prob pr = {.f = rosen2_out_p, .ns = 2, .na = 0};
+    hessian_check(f->ctx, &pr, (double[2]){-0.7, 1.3});
 }
 
 /* ---- Strided and n-d arguments on a second-order tape ----------------------------------- */
@@ -685,6 +742,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_hessian, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_functions, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_array_results, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_output_records, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_layouts_second, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_forward, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_jvp_scalars, fixture_setup, fixture_teardown),

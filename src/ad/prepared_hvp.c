@@ -44,8 +44,11 @@
 /* An array function or a kernel, forwards: its rule (or loops) again for the values, then
  * its forward step for the tangents of its results (added to zeros for scalar ones). The
  * result of a rule goes into its node for the second-order forms, which read it
- * (restore_results() puts the recorded one back after the call). */
-static cr_status array_forward(cr_prepared *p, const cr__rop *r, double *v, double *vd)
+ * (restore_results() puts the recorded one back after the call). A kernel that is the
+ * program's last operation (usually the one making the output) takes no forward step, as
+ * on the tape (sweep.c's forward_k): its second-order step reads its arguments' tangents
+ * only, and no operation after it reads its result's. */
+static cr_status array_forward(cr_prepared *p, const cr__rop *r, double *v, double *vd, bool last)
 {
     cr__anode *nd = r->ptr;
     cr_value y = p->yrec[r - p->prog]; /* (a kernel gives no new result) */
@@ -56,6 +59,8 @@ static cr_status array_forward(cr_prepared *p, const cr__rop *r, double *v, doub
     nd->y = y;
     for (size_t o = 0; o < r->nv; o++)
         vd[r->res + o] = 0.0;
+    if (last && nd->pull != NULL)
+        return CR_OK;
     return cr__array_forward(p->tape, nd, vd, 1, r->res);
 }
 
@@ -123,7 +128,7 @@ static cr_status forward2(cr_prepared *p, const double *in, const double *dir)
             break;
         }
         case CR__ROP_ARRAY: {
-            cr_status st = array_forward(p, r, v, vd);
+            cr_status st = array_forward(p, r, v, vd, r + 1 == end);
             if (st != CR_OK)
                 return st;
             break;

@@ -272,7 +272,8 @@ cr_status cr__generic_jacobian(cr_tape *t, const cr__gen_node *nd, double *J)
     return generic_jacobian(t, nd, J);
 }
 
-static ALWAYS_INLINE cr_status forward_k(cr_tape *t, double *tan, size_t k, size_t top)
+static ALWAYS_INLINE cr_status forward_k(cr_tape *t, double *tan, size_t k, size_t top,
+                                         bool out_unread)
 {
     size_t i = 0;
     const size_t pre = t->pre;
@@ -357,6 +358,12 @@ static ALWAYS_INLINE cr_status forward_k(cr_tape *t, double *tan, size_t k, size
                 break;
             }
             case K_ARRAY: {
+                /* The output's record, when its tangents go unread (out_unread), is left
+                 * out if it is a fused kernel: its second-order step reads its arguments'
+                 * tangents only, and the records that read its results come after top. */
+                if (out_unread && i + rec_vars(h) == top && rec_vars(h) != 0 &&
+                    ((const cr__anode *)pl[0].p)->pull != NULL)
+                    break;
                 cr_status st = cr__array_forward(t, pl[0].p, tan, k, i);
                 if (st != CR_OK)
                     return st;
@@ -372,12 +379,12 @@ static ALWAYS_INLINE cr_status forward_k(cr_tape *t, double *tan, size_t k, size
     return CR_OK;
 }
 
-cr_status cr__sweep_forward(cr_tape *t, double *tan, size_t k, size_t top)
+cr_status cr__sweep_forward(cr_tape *t, double *tan, size_t k, size_t top, bool out_unread)
 {
     /* One direction (jvp, hvp) gets its own copy of the loop, without the inner loops. */
     if (k == 1)
-        return forward_k(t, tan, 1, top);
-    return forward_k(t, tan, k, top);
+        return forward_k(t, tan, 1, top, out_unread);
+    return forward_k(t, tan, k, top, out_unread);
 }
 
 /*
@@ -806,7 +813,7 @@ cr_status cr_tape_jvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t n
     if (t->naslots != 0) /* array variables' tangents (tape_array2.c) */
         st = cr__array_sweep_begin(t, 1, false);
     if (st == CR_OK)
-        st = cr__sweep_forward(t, tan, 1, top);
+        st = cr__sweep_forward(t, tan, 1, top, false);
     if (st == CR_OK)
         gather(tan, top, ys, m, 1, 0, ydot);
     cr__array_sweep_end(t);
@@ -868,7 +875,7 @@ static cr_status second_order(cr_tape *t, const char *who, bool hess, cr_var y, 
         if (t->naslots != 0) /* array variables (tape_array2.c) */
             st = cr__array_sweep_begin(t, 1, true);
         if (st == CR_OK)
-            st = cr__sweep_forward(t, tan, 1, top);
+            st = cr__sweep_forward(t, tan, 1, top, true);
         adj[y.idx] = 1.0;
         if (st == CR_OK)
             st = sweep_second_1(t, adj, adjd, tan, top);
@@ -891,7 +898,7 @@ static cr_status second_order(cr_tape *t, const char *who, bool hess, cr_var y, 
             if (t->naslots != 0)
                 st = cr__array_sweep_begin(t, k, true);
             if (st == CR_OK)
-                st = cr__sweep_forward(t, tan, k, top);
+                st = cr__sweep_forward(t, tan, k, top, true);
             adj[y.idx] = 1.0;
             if (st == CR_OK)
                 st = sweep_second_n(t, adj, adjd, tan, k, top);

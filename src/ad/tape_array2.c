@@ -831,7 +831,7 @@ cr_status cr_tape_ajvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t 
         st = seed_arrays(t, as, na, adot);
     /* every record: array records after the last scalar variable make array outputs */
     if (st == CR_OK)
-        st = cr__sweep_forward(t, tan, 1, (size_t)-1);
+        st = cr__sweep_forward(t, tan, 1, (size_t)-1, false);
     for (size_t j = 0; j < m && st == CR_OK; j++)
         ydot[j] = ys[j].idx == CR_VAR_CONST ? 0.0 : tan[ys[j].idx];
     for (size_t j = 0; j < nb && st == CR_OK; j++) {
@@ -892,7 +892,7 @@ cr_status cr_tape_ahvp(cr_tape *t, cr_var y, const cr_var *xs, size_t n, const d
         if (st == CR_OK)
             st = seed_arrays(t, as, na, av);
         if (st == CR_OK)
-            st = cr__sweep_forward(t, tan, 1, top);
+            st = cr__sweep_forward(t, tan, 1, top, true);
         adj[y.idx] = 1.0;
         if (st == CR_OK)
             st = cr__sweep_second(t, adj, adjd, tan, 1, top);

@@ -712,8 +712,12 @@ CR_INTERNAL cr_status cr__sweep_reverse(cr_tape *t, double *adj, size_t top);
 
 /* Forward sweep over the records of variables below `top`, k directions: tan holds
  * top * k doubles, zero except the seeds, which are added to the tangent each record
- * computes (a seed is a perturbation injected at that variable). */
-CR_INTERNAL cr_status cr__sweep_forward(cr_tape *t, double *tan, size_t k, size_t top);
+ * computes (a seed is a perturbation injected at that variable). out_unread: the
+ * second-order sweeps, which read no tangent of the output's record (the last below top);
+ * when it is a fused kernel its forward step is left out, and its results' tangents stay
+ * as they are. */
+CR_INTERNAL cr_status cr__sweep_forward(cr_tape *t, double *tan, size_t k, size_t top,
+                                        bool out_unread);
 
 /* Second-order reverse sweep (forward-over-reverse) after cr__sweep_forward: adj (top
  * doubles, seeded) and adjd (top * k, zero) receive the adjoints and their derivatives. */
