@@ -360,8 +360,9 @@ static ALWAYS_INLINE cr_status forward_k(cr_tape *t, double *tan, size_t k, size
             case K_ARRAY: {
                 /* The output's record, when its tangents go unread (out_unread), is left
                  * out if it is a fused kernel: its second-order step reads its arguments'
-                 * tangents only, and the records that read its results come after top. */
-                if (out_unread && i + rec_vars(h) == top && rec_vars(h) != 0 &&
+                 * tangents only, and the records that read its results come after top
+                 * (it makes variables: i < top). */
+                if (out_unread && i + rec_vars(h) == top &&
                     ((const cr__anode *)pl[0].p)->pull != NULL)
                     break;
                 cr_status st = cr__array_forward(t, pl[0].p, tan, k, i);
