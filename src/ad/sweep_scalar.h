@@ -19,24 +19,25 @@
 static NOINLINE const cr__word *SWEEP_NAME(const cr__word *p, const cr__word *base, double *adj,
                                            size_t *pi, size_t *in_hi)
 {
-    size_t i = *pi;
+    double *ai = adj + *pi; /* the adjoint after the one of the record at p */
     uint64_t h;
     double g;
 #if SWEEP_CONSUME
-#define TAKE(g) ((g) = adj[--i], adj[i] = 0.0)
+#define TAKE(g) ((g) = *--ai, *ai = 0.0)
 #else
-#define TAKE(g) ((g) = adj[--i])
+#define TAKE(g) ((g) = *--ai)
     (void)in_hi;
 #endif
-    /* STEP(K) opens the step of kind K; NEXT ends a step: on to the next record, or out. */
+    /* STEP(K) opens the step of kind K; NEXT ends a step: on to the next record, or out.
+     * The threaded form does not test p against base: p == base reads the chunk's stop
+     * header (cr__chunk.stop, kind K_STOP), whose step is out, as are those of the kinds
+     * the general loop sweeps. base must be the chunk's first word. */
 #if SWEEP_THREADED
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpedantic" /* labels as values and goto * */
 #define STEP(K) s_##K:
 #define NEXT                     \
     do {                         \
-        if (p <= base)           \
-            goto out;            \
         h = p[-1].u;             \
         goto *step[hdr_kind(h)]; \
     } while (0)
@@ -46,7 +47,8 @@ static NOINLINE const cr__word *SWEEP_NAME(const cr__word *p, const cr__word *ba
         [K_NEG] = &&s_K_NEG,     [7] = &&out,             [8] = &&out,
         [9] = &&out,             [10] = &&out,            [11] = &&out,
         [12] = &&out,            [13] = &&out,            [14] = &&out,
-        [15] = &&out};
+        [K_STOP] = &&out};
+    (void)base;
     NEXT;
     {
 #else
@@ -92,9 +94,9 @@ static NOINLINE const cr__word *SWEEP_NAME(const cr__word *p, const cr__word *ba
     STEP(K_INPUT)
 #if SWEEP_CONSUME
         if (*in_hi == 0)
-            *in_hi = i;
+            *in_hi = (size_t)(ai - adj);
 #endif
-        i -= hdr_a(h);
+        ai -= hdr_a(h);
         p -= 1;
         NEXT;
 #if SWEEP_THREADED
@@ -110,7 +112,7 @@ static NOINLINE const cr__word *SWEEP_NAME(const cr__word *p, const cr__word *ba
 #undef NEXT
 #undef TAKE
 out:
-    *pi = i;
+    *pi = (size_t)(ai - adj);
     return p;
 }
 // clang-format on

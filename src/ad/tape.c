@@ -70,6 +70,10 @@ _Static_assert(offsetof(struct cr_tape, hot) == 0 &&
                    offsetof(struct cr_tape, fast_id) == offsetof(cr__tape_hot, vt.f.fast_id),
                "the first fields of struct cr_tape are not cr__tape_hot");
 /* A key (tape.h) is a cr_var's (idx, tape) pair read as one word, as (nvars, fast_id) is. */
+/* A chunk's stop header is the word just before its first (c->base is c + 1). */
+_Static_assert(offsetof(cr__chunk, stop) + sizeof(uint64_t) == sizeof(cr__chunk) &&
+                   sizeof(cr__chunk) % sizeof(cr__word) == 0,
+               "cr__chunk.stop is the word before the chunk's first");
 _Static_assert(sizeof(cr_var) == 16 && offsetof(cr_var, idx) == 8 && offsetof(cr_var, tape) == 12 &&
                    offsetof(cr__tape_kvar, k.key) == offsetof(cr_var, idx) &&
                    offsetof(cr__tape_hot, vt.f.fast_id) - offsetof(cr__tape_hot, vt.f.nvars) ==
@@ -252,6 +256,7 @@ cr_status cr_tape_new(cr_ctx *ctx, const cr_tape_params *params, cr_tape **out)
     if (own_chunk) {
         cr__chunk *c = (cr__chunk *)(void *)(t + 1);
         c->base = (cr__word *)(void *)(c + 1);
+        c->stop = hdr_make(K_STOP, 0, 0);
         t->own_chunk = c;
         start_stream(t);
     }
@@ -394,6 +399,7 @@ static NOINLINE cr_status grow(cr_tape *t, size_t need)
     else
         t->first = c;
     c->base = (cr__word *)(void *)(c + 1);
+    c->stop = hdr_make(K_STOP, 0, 0);
     c->end = c->base;
     t->chunk = c;
     t->cur = c->base;

@@ -79,8 +79,10 @@ enum {
     K_MUL = 11,
     K_NARY2 = 12,
     K_GUARD = 13,
-    K_ARRAY = 14 /* an array function's pullback (tape_array.c): payload cr__anode*, a = the
+    K_ARRAY = 14, /* an array function's pullback (tape_array.c): payload cr__anode*, a = the
                     scalar variables it makes (0 for an array result, 1 for a scalar one) */
+    K_STOP = 15 /* never recorded: the header each chunk keeps in the word before its first
+                   (cr__chunk.stop) */
 };
 
 /* Replay tapes (prepared gradients) lead each record with its header and a pointer to
@@ -165,6 +167,8 @@ typedef struct cr__chunk {
     struct cr__chunk *next;
     cr__word *base; /* first word */
     cr__word *end;  /* one past the last used word (set when the chunk is left) */
+    uint64_t stop;  /* the word before base: a header of kind K_STOP, where the scalar
+                       sweep's threaded loop (sweep_scalar.h) leaves the chunk */
 } cr__chunk;
 
 /* A recorded pullback (kind GENERIC). */
