@@ -13,7 +13,9 @@
  *
  *   chain_ratio        1e6 taped scalar ops (t = t + x[k % 1000] * exp(sin(t)), 250000
  *                      steps of sin, exp, *, +): record + reverse sweep / primal
- *   rosen_loop_ratio   Rosenbrock, n = 1e6, as a scalar loop: record + sweep / primal
+ *   rosen_loop_ratio   Rosenbrock, n = 1e6, as a scalar loop recorded through a cursor
+ *                      (tape.h, cr_rec_open ... cr_rec_close): record + sweep / primal
+ *   rosen_loop_plain_ratio  the same loop with the operations on the tape (cr_add(t, ...))
  *   tape_bytes_per_op  bytes of records per taped operation of that loop
  *   hvp_ratio          Rosenbrock, n = 1e5, array form as one fused kernel
  *                      (cr_akernel_sum over offsets 0 and 1 of x) on a second-order tape:
@@ -368,13 +370,44 @@ static cr_status rosen_taped(cr_tape *t, const cr_var *x, size_t n, cr_var *y, s
     return cr_tape_status(t);
 }
 
-static double rosen_gradient(void *env)
+/* The same loop through a recording cursor (tape.h, cr_rec): the write position stays in
+ * registers across the operations. */
+static cr_status rosen_taped_rec(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m,
+                                 void *env)
 {
-    rosen_env *e = env;
+    (void)m;
+    (void)env;
+    cr_var s = cr_const(0.0), hundred = cr_const(100.0), one = cr_const(1.0);
+    cr_rec r;
+    cr_rec_open(&r, t);
+    for (size_t i = 0; i + 1 < n; i++) {
+        cr_var a = cr_rec_sub(&r, x[i + 1], cr_rec_mul(&r, x[i], x[i]));
+        cr_var b = cr_rec_sub(&r, one, x[i]);
+        s = cr_rec_add(&r, s,
+                       cr_rec_add(&r, cr_rec_mul(&r, hundred, cr_rec_mul(&r, a, a)),
+                                  cr_rec_mul(&r, b, b)));
+    }
+    cr_rec_close(&r);
+    y[0] = s;
+    return cr_tape_status(t);
+}
+
+static double rosen_gradient_with(rosen_env *e, cr_ad_fn f)
+{
     double y;
-    if (cr_tape_value_and_gradient(e->tape, rosen_taped, NULL, e->x, e->n, &y, e->grad) != CR_OK)
+    if (cr_tape_value_and_gradient(e->tape, f, NULL, e->x, e->n, &y, e->grad) != CR_OK)
         return (double)NAN;
     return y + e->grad[0];
+}
+
+static double rosen_gradient(void *env)
+{
+    return rosen_gradient_with(env, rosen_taped_rec);
+}
+
+static double rosen_gradient_plain(void *env)
+{
+    return rosen_gradient_with(env, rosen_taped);
 }
 
 static void rosen_grad_hand(const double *x, size_t n, double *g)
@@ -430,12 +463,13 @@ static void rosen_teardown(rosen_env *e)
 
 static double g_tape_bytes_per_op = (double)NAN;
 
-static int fig_rosen_loop(double *out)
+/* rosen_loop_ratio (the loop through a cursor) or rosen_loop_plain_ratio (plain). */
+static int rosen_loop_fig(double *out, double (*grad)(void *))
 {
     rosen_env e;
     int err = rosen_setup(&e, 1000000, 0);
     double *want = malloc(e.n * sizeof *want);
-    if (err || want == NULL || isnan(rosen_gradient(&e)))
+    if (err || want == NULL || isnan(grad(&e)))
         return 1;
     rosen_grad_hand(e.x, e.n, want);
     err = check_close("rosenbrock gradient", e.grad, want, e.n, 1e-12);
@@ -445,9 +479,19 @@ static int fig_rosen_loop(double *out)
     cr_tape_stats st;
     cr_tape_stats_get(e.tape, &st);
     g_tape_bytes_per_op = (double)st.record_bytes / (double)(st.nrecords - st.ninputs);
-    *out = median_ratio(rosen_gradient, rosen_primal, &e);
+    *out = median_ratio(grad, rosen_primal, &e);
     rosen_teardown(&e);
     return isnan(*out);
+}
+
+static int fig_rosen_loop(double *out)
+{
+    return rosen_loop_fig(out, rosen_gradient);
+}
+
+static int fig_rosen_loop_plain(double *out)
+{
+    return rosen_loop_fig(out, rosen_gradient_plain);
 }
 
 static int fig_tape_bytes(double *out)
@@ -1132,6 +1176,7 @@ static const struct {
 } k_engine_figures[] = {
     {"chain_ratio", fig_chain, "x", "%s %.2f %s\n"},
     {"rosen_loop_ratio", fig_rosen_loop, "x", "%s %.2f %s\n"},
+    {"rosen_loop_plain_ratio", fig_rosen_loop_plain, "x", "%s %.2f %s\n"},
     {"tape_bytes_per_op", fig_tape_bytes, "B", "%s %.1f %s\n"},
     {"rosen_array_ratio", fig_rosen_array, "x", "%s %.2f %s\n"},
     {"rosen_array_unfused_ratio", fig_rosen_unfused, "x", "%s %.2f %s\n"},

@@ -302,6 +302,149 @@ typedef enum cr_cmp {
  */
 CR_API bool cr_tape_cmp(cr_tape *t, cr_var a, cr_cmp op, cr_var b);
 
+/* ---- Recording cursors ------------------------------------------------------------------- */
+
+/**
+ * @cond CR_PRIVATE
+ * One word of the record stream (private: the inline operations write it).
+ */
+typedef union cr__word {
+    double d;
+    uint64_t u;
+    void *p;
+    const void *cp;
+} cr__word;
+/** @endcond */
+
+/**
+ * A recording cursor: a tape's write position, held in the caller's variable while a loop
+ * records on it.
+ *
+ * The inline operations on a tape (cr_add(t, ...), ...) keep the write position in the
+ * tape, so each one stores it back to memory: the compiler cannot keep it in a register
+ * across operations that may call into the library. A cursor is a local copy the compiler
+ * can keep in registers; cr_rec_add(), cr_rec_sub(), cr_rec_mul(), cr_rec_div() and
+ * cr_rec_neg() record through it the same records, values and errors as cr_add() ...
+ * cr_neg() on the tape, and cr_rec_call1() / cr_rec_call2() record any other operation
+ * (cr_sin, ...). On Rosenbrock's scalar loop the recording takes about a sixth less time
+ * (docs/engine.md, "Recording cursors").
+ *
+ * @code
+ * cr_rec r;
+ * cr_rec_open(&r, t);
+ * for (size_t i = 0; i + 1 < n; i++) {
+ *     cr_var a = cr_rec_sub(&r, x[i + 1], cr_rec_mul(&r, x[i], x[i]));
+ *     s = cr_rec_add(&r, s, cr_rec_mul(&r, a, a));
+ *     s = cr_rec_call1(&r, cr_sin, s);            // any other operation
+ * }
+ * cr_rec_close(&r);                               // before using t otherwise
+ * @endcode
+ *
+ * Rules:
+ *  - Between cr_rec_open() and cr_rec_close() the tape records through the cursor only.
+ *    Anything else that records on it (cr_add(t, ...), cr_tape_call(), an array function,
+ *    another cursor) or sweeps it fails the tape with CR_EMISUSE, naming the cursor.
+ *  - A function recorded by cr_tape_record() (or value_and_gradient, a prepared gradient)
+ *    closes the cursors it opens before it returns; one left open fails the recording
+ *    with CR_EMISUSE.
+ *  - After cr_rec_close(), a reset of the tape or its failure, a cursor records through
+ *    the tape's exported functions, as cr_add(t, ...) would. A copy of a cursor is not a
+ *    cursor: once another cursor is opened on the tape, do not use an old one.
+ *  - Keep the cursor in a local variable and pass its address to the cr_rec_ operations
+ *    only: they are inline, so the compiler keeps its fields in registers; passing the
+ *    address to a function of your own that is not inlined costs that.
+ *
+ * The fields are private.
+ */
+typedef struct cr_rec {
+    /** @cond CR_PRIVATE */
+    cr__word *cur;            /* the next free word, while the cursor is open */
+    uint64_t key;             /* the next variable's key (see cr__tape_hot) */
+    cr__word *const *lim;     /* where the open cursor's chunk end is read: the tape's, NULL
+                                 once the cursor may not write (closed, reset, failed) */
+    cr_tape *t;               /* the tape, or NULL */
+    uint32_t gen;             /* which opening of the tape this cursor is */
+    /** @endcond */
+} cr_rec;
+
+/**
+ * Open a recording cursor on t.
+ * @param[out] r the cursor (a local variable).
+ * @param[in]  t the tape (NULL: the current tape; with none, the cursor's operations give
+ *               NaN constants, as cr_add(NULL, ...) does).
+ * A tape with a cursor already open fails with CR_EMISUSE, and r then records through the
+ * exported functions (which give NaN constants on the failed tape).
+ */
+CR_API void cr_rec_open(cr_rec *r, cr_tape *t);
+
+/**
+ * Close a cursor: its position goes back to the tape, which records and sweeps as usual
+ * again. Closing a cursor that is not open (closed, or its tape reset) does nothing.
+ * @param[in] r the cursor.
+ */
+CR_API void cr_rec_close(cr_rec *r);
+
+/** a + b through cursor r: the records, values and errors of cr_add() on its tape. */
+CR_API cr_var cr_rec_add(cr_rec *r, cr_var a, cr_var b);
+/** a - b through cursor r (cr_sub()). */
+CR_API cr_var cr_rec_sub(cr_rec *r, cr_var a, cr_var b);
+/** a * b through cursor r (cr_mul()). */
+CR_API cr_var cr_rec_mul(cr_rec *r, cr_var a, cr_var b);
+/** a / b through cursor r (cr_div()). */
+CR_API cr_var cr_rec_div(cr_rec *r, cr_var a, cr_var b);
+/** -a through cursor r (cr_neg()). */
+CR_API cr_var cr_rec_neg(cr_rec *r, cr_var a);
+
+/**
+ * f(t, a) recorded through cursor r: any one-argument operation of this header (cr_sin,
+ * cr_exp, ...) or of the caller's, on r's tape, as if the cursor were closed around it.
+ * @return f's result.
+ */
+CR_API cr_var cr_rec_call1(cr_rec *r, cr_var (*f)(cr_tape *, cr_var), cr_var a);
+
+/** f(t, a, b) recorded through cursor r (see cr_rec_call1()). */
+CR_API cr_var cr_rec_call2(cr_rec *r, cr_var (*f)(cr_tape *, cr_var, cr_var), cr_var a,
+                           cr_var b);
+
+/**
+ * What cr_rec_apply1() and cr_rec_apply2() give back: the operation's result and the
+ * cursor's position after it (private fields, for the cursor to take back).
+ */
+typedef struct cr_rec_result {
+    cr_var v; /**< The operation's result. */
+    /** @cond CR_PRIVATE */
+    cr__word *cur;
+    uint64_t key;
+    /** @endcond */
+} cr_rec_result;
+
+/**
+ * The library's side of the cursor, with the cursor passed by value (the inline forms of
+ * cr_rec_open() ... cr_rec_call2() call these, so that a cursor's address never leaves the
+ * caller and its fields can stay in registers). Use the cr_rec_ operations above instead.
+ *
+ * cr_rec_begin(): a cursor opened on t (cr_rec_open()).
+ * @param[in] t the tape (NULL: the current tape).
+ * @return the cursor.
+ */
+CR_API cr_rec cr_rec_begin(cr_tape *t);
+
+/** Close cursor r, given by value (cr_rec_close()). @param[in] r the cursor. */
+CR_API void cr_rec_end(cr_rec r);
+
+/**
+ * f(t, a) through cursor r, given by value (cr_rec_call1()): the result and the cursor's
+ * new position, which the caller stores back into its cursor.
+ * @param[in] r the cursor.
+ * @param[in] f the operation.
+ * @param[in] a its argument.
+ */
+CR_API cr_rec_result cr_rec_apply1(cr_rec r, cr_var (*f)(cr_tape *, cr_var), cr_var a);
+
+/** f(t, a, b) through cursor r, given by value (see cr_rec_apply1()). */
+CR_API cr_rec_result cr_rec_apply2(cr_rec r, cr_var (*f)(cr_tape *, cr_var, cr_var), cr_var a,
+                                   cr_var b);
+
 /* ---- User functions ------------------------------------------------------------------------ */
 
 /**
@@ -1133,19 +1276,15 @@ CR_API cr_status cr_tape_ahvp(cr_tape *t, cr_var y, const cr_var *xs, size_t n, 
  * exported functions; `&cr_add` and `(cr_add)(t, a, b)` always name them.
  */
 
-/* One word of the record stream. */
-typedef union cr__word {
-    double d;
-    uint64_t u;
-    void *p;
-    const void *cp;
-} cr__word;
 
 /* The first fields of every tape, read and written by the inline operations. fast_id is
  * the current recording's id while the inline path may record on the tape, and
  * CR__TAPE_NO_ID (an id no recording has) otherwise. nvars and fast_id are laid out as a
  * cr_var's idx and tape, so that `key` holds, in one word, the (idx, tape) pair of the
- * next variable the inline path makes. */
+ * next variable the inline path makes. While a cursor (cr_rec) is open, cur, lim and key
+ * are where they were when it last left the library, lim is cur (so that the inline path
+ * on the tape, and every other record, goes to the library, which refuses it) and rlim is
+ * the chunk's end the cursor may write up to; rlim is NULL otherwise. */
 typedef struct cr__tape_hot {
     cr__word *cur; /* next free word of the current chunk */
     cr__word *lim; /* end of the current chunk */
@@ -1157,6 +1296,7 @@ typedef struct cr__tape_hot {
         } f;
         uint64_t key; /* the same two fields as one word */
     } vt;
+    cr__word *rlim; /* the open cursor's chunk end, or NULL */
 } cr__tape_hot;
 
 #define CR__TAPE_NO_ID UINT32_MAX
@@ -1254,15 +1394,22 @@ CR__TAPE_INLINE uint64_t cr__tape_key(cr_var a)
     return u.k.key;
 }
 
-/* The new variable of value y whose key is k (the tape's key before the record), the
- * record written up to w. */
-CR__TAPE_INLINE cr_var cr__tape_push(cr__tape_hot *h, cr__word *w, uint64_t k, double y)
+/* Where the inline path writes: the position and the key it advances (the tape's own
+ * fields, or a cursor's copies of them). */
+typedef struct cr__tape_at {
+    cr__word **cur;
+    uint64_t *key;
+} cr__tape_at;
+
+/* The new variable of value y whose key is k (the key before the record), the record
+ * written up to w. */
+CR__TAPE_INLINE cr_var cr__tape_push(cr__tape_at at, cr__word *w, uint64_t k, double y)
 {
     cr__tape_kvar r;
     r.k.d = y;
     r.k.key = k;
-    h->vt.key = k + CR__TAPE_KEY_ONE;
-    h->cur = w;
+    *at.key = k + CR__TAPE_KEY_ONE;
+    *at.cur = w;
     return r.v;
 }
 
@@ -1270,84 +1417,149 @@ CR__TAPE_INLINE cr_var cr__tape_push(cr__tape_hot *h, cr__word *w, uint64_t k, d
  * are +-1: add, sub, neg), COPY and NEG for partials of exactly 1 and -1 (the header
  * alone); UNARY otherwise; then the new variable (cr__tape_push). Each branch ends with
  * its own push, so that the cursor moves by a constant. */
-CR__TAPE_INLINE cr_var cr__tape_push1(cr__tape_hot *h, cr__word *w, uint64_t k, double y,
+CR__TAPE_INLINE cr_var cr__tape_push1(cr__tape_at at, cr__word *w, uint64_t k, double y,
                                       uint32_t v, double p, int unit)
 {
     uint64_t u = cr__tape_bits(p);
     if (unit && CR__TAPE_PM1(u)) {
         *cr__tape_u(&w[0]) = cr__tape_hdr(CR__TAPE_K_COPY + (unsigned)(u >> 63), v, 0);
-        return cr__tape_push(h, w + 1, k, y);
+        return cr__tape_push(at, w + 1, k, y);
     }
     *cr__tape_d(&w[0]) = p;
     *cr__tape_u(&w[1]) = cr__tape_hdr(CR__TAPE_K_UNARY, v, 0);
-    return cr__tape_push(h, w + 2, k, y);
+    return cr__tape_push(at, w + 2, k, y);
 }
 
-/* A two-argument operation with value y and partials pa, pb; `slow` is the exported
- * function. The kinds follow the operation, as in the exported functions: when unit (add,
- * sub), ADD, SUB, COPY and NEG for partials of exactly +-1; UNARY and BINARY otherwise
- * (mul, div), whatever the values (testing them cost more than the words they save). */
+/* A two-argument operation with value y and partials pa, pb, written at *at.cur (w) up to
+ * lim with key *at.key (k) when it can be: returns 1 and the variable in *out, else 0 (the
+ * caller goes to the library). The kinds follow the operation, as in the exported
+ * functions: when unit (add, sub), ADD, SUB, COPY and NEG for partials of exactly +-1;
+ * UNARY and BINARY otherwise (mul, div), whatever the values (testing them cost more than
+ * the words they save). */
+CR__TAPE_INLINE int cr__tape_try2(cr__tape_at at, cr__word *w, cr__word *lim, uint64_t k,
+                                  cr_var a, cr_var b, double y, double pa, double pb, int unit,
+                                  cr_var *out)
+{
+    uint64_t ka = cr__tape_key(a), kb = cr__tape_key(b);
+    /* Two variables of this recording (a constant's tape is 0, never an id): both keys
+     * agree with the tape's in their tape half. The test is skipped when an operand is
+     * known to be a constant at compile time. */
+    if (!CR__TAPE_CONST(a) && !CR__TAPE_CONST(b) &&
+        CR__TAPE_LIKELY((CR__TAPE_KEY_ID((ka ^ k) | (kb ^ k)) == 0) &
+                        CR__TAPE_FITS(w, lim, 3))) {
+        if (a.idx == b.idx) { /* x op x: one operand, the partials summed */
+            *out = cr__tape_push1(at, w, k, y, a.idx, pa + pb, unit);
+            return 1;
+        }
+        uint64_t ua = cr__tape_bits(pa), ub = cr__tape_bits(pb);
+        if (unit && ua == (uint64_t)0x3FF0000000000000u && CR__TAPE_PM1(ub)) {
+            *cr__tape_u(&w[0]) = cr__tape_hdr(CR__TAPE_K_ADD + (unsigned)(ub >> 63), a.idx, b.idx);
+            *out = cr__tape_push(at, w + 1, k, y);
+            return 1;
+        }
+        *cr__tape_d(&w[0]) = pa;
+        *cr__tape_d(&w[1]) = pb;
+        *cr__tape_u(&w[2]) = cr__tape_hdr(CR__TAPE_K_BINARY, a.idx, b.idx);
+        *out = cr__tape_push(at, w + 3, k, y);
+        return 1;
+    }
+    bool ca = a.idx == CR_VAR_CONST, cb = b.idx == CR_VAR_CONST;
+    if (ca != cb) { /* one variable and a constant */
+        uint32_t v = ca ? b.idx : a.idx;
+        if (CR__TAPE_LIKELY((CR__TAPE_KEY_ID((ca ? kb : ka) ^ k) == 0) &
+                            CR__TAPE_FITS(w, lim, 2))) {
+            *out = cr__tape_push1(at, w, k, y, v, ca ? pb : pa, unit);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A one-argument operation whose partial is +-1 (neg; see cr__tape_try2). */
+CR__TAPE_INLINE int cr__tape_try1(cr__tape_at at, cr__word *w, cr__word *lim, uint64_t k,
+                                  cr_var a, double y, double p, cr_var *out)
+{
+    if (CR__TAPE_LIKELY((CR__TAPE_KEY_ID(cr__tape_key(a) ^ k) == 0) &
+                        CR__TAPE_FITS(w, lim, 2))) {
+        *out = cr__tape_push1(at, w, k, y, a.idx, p, 1);
+        return 1;
+    }
+    return 0;
+}
+
+/* The operation on tape t: inline when it can be, else `slow`, the exported function. */
 CR__TAPE_INLINE cr_var cr__tape_op2(cr_tape *t, cr_var a, cr_var b, double y, double pa, double pb,
                                     int unit, cr_var (*slow)(cr_tape *, cr_var, cr_var))
 {
     if (CR__TAPE_LIKELY(t != NULL)) {
         cr__tape_hot *h = (cr__tape_hot *)(void *)t;
-        cr__word *w = h->cur;
-        cr__word *lim = h->lim;
-        uint64_t k = h->vt.key, ka = cr__tape_key(a), kb = cr__tape_key(b);
-        /* Two variables of this recording (a constant's tape is 0, never an id): both
-         * keys agree with the tape's in their tape half. The test is skipped when an
-         * operand is known to be a constant at compile time. */
-        if (!CR__TAPE_CONST(a) && !CR__TAPE_CONST(b) &&
-            CR__TAPE_LIKELY((CR__TAPE_KEY_ID((ka ^ k) | (kb ^ k)) == 0) &
-                            CR__TAPE_FITS(w, lim, 3))) {
-            if (a.idx == b.idx) /* x op x: one operand, the partials summed */
-                return cr__tape_push1(h, w, k, y, a.idx, pa + pb, unit);
-            uint64_t ua = cr__tape_bits(pa), ub = cr__tape_bits(pb);
-            if (unit && ua == (uint64_t)0x3FF0000000000000u && CR__TAPE_PM1(ub)) {
-                *cr__tape_u(&w[0]) =
-                    cr__tape_hdr(CR__TAPE_K_ADD + (unsigned)(ub >> 63), a.idx, b.idx);
-                return cr__tape_push(h, w + 1, k, y);
-            }
-            *cr__tape_d(&w[0]) = pa;
-            *cr__tape_d(&w[1]) = pb;
-            *cr__tape_u(&w[2]) = cr__tape_hdr(CR__TAPE_K_BINARY, a.idx, b.idx);
-            return cr__tape_push(h, w + 3, k, y);
-        }
-        bool ca = a.idx == CR_VAR_CONST, cb = b.idx == CR_VAR_CONST;
-        if (ca != cb) { /* one variable and a constant */
-            uint32_t v = ca ? b.idx : a.idx;
-            if (CR__TAPE_LIKELY((CR__TAPE_KEY_ID((ca ? kb : ka) ^ k) == 0) &
-                                CR__TAPE_FITS(w, lim, 2)))
-                return cr__tape_push1(h, w, k, y, v, ca ? pb : pa, unit);
-        }
+        cr__tape_at at = {&h->cur, &h->vt.key};
+        cr_var out;
+        if (cr__tape_try2(at, h->cur, h->lim, h->vt.key, a, b, y, pa, pb, unit, &out))
+            return out;
     }
     return slow(t, a, b);
 }
 
-/* A one-argument operation whose partial is +-1 (neg; see cr__tape_op2). */
 CR__TAPE_INLINE cr_var cr__tape_op1(cr_tape *t, cr_var a, double y, double p,
                                     cr_var (*slow)(cr_tape *, cr_var))
 {
     if (CR__TAPE_LIKELY(t != NULL)) {
         cr__tape_hot *h = (cr__tape_hot *)(void *)t;
-        cr__word *w = h->cur;
-        uint64_t k = h->vt.key;
-        if (CR__TAPE_LIKELY((CR__TAPE_KEY_ID(cr__tape_key(a) ^ k) == 0) &
-                            CR__TAPE_FITS(w, h->lim, 2)))
-            return cr__tape_push1(h, w, k, y, a.idx, p, 1);
+        cr__tape_at at = {&h->cur, &h->vt.key};
+        cr_var out;
+        if (cr__tape_try1(at, h->cur, h->lim, h->vt.key, a, y, p, &out))
+            return out;
     }
     return slow(t, a);
 }
 
-#define CR__TAPE_OP2(NAME, UNIT)                                           \
-    CR__TAPE_INLINE cr_var cr__tape_##NAME(cr_tape *t, cr_var a, cr_var b) \
-    {                                                                      \
-        double x[2], Y[1], D[2];                                           \
-        x[0] = a.v;                                                        \
-        x[1] = b.v;                                                        \
-        cr__tape_row_##NAME(x, Y, D);                                      \
-        return cr__tape_op2(t, a, b, Y[0], D[0], D[1], UNIT, cr_##NAME);   \
+/* The operation through cursor r: inline when it can be (the cursor's copies of the
+ * position and key, the chunk's end read from the tape), else the library with the
+ * cursor by value (cr_rec_apply2), whose answer the cursor takes back. */
+CR__TAPE_INLINE cr_var cr__rec_take(cr_rec *r, cr_rec_result st)
+{
+    r->cur = st.cur;
+    r->key = st.key;
+    return st.v;
+}
+
+CR__TAPE_INLINE cr_var cr__rec_op2(cr_rec *r, cr_var a, cr_var b, double y, double pa, double pb,
+                                   int unit, cr_var (*slow)(cr_tape *, cr_var, cr_var))
+{
+    cr__tape_at at = {&r->cur, &r->key};
+    cr_var out;
+    if (cr__tape_try2(at, r->cur, *r->lim, r->key, a, b, y, pa, pb, unit, &out))
+        return out;
+    return cr__rec_take(r, cr_rec_apply2(*r, slow, a, b));
+}
+
+CR__TAPE_INLINE cr_var cr__rec_op1(cr_rec *r, cr_var a, double y, double p,
+                                   cr_var (*slow)(cr_tape *, cr_var))
+{
+    cr__tape_at at = {&r->cur, &r->key};
+    cr_var out;
+    if (cr__tape_try1(at, r->cur, *r->lim, r->key, a, y, p, &out))
+        return out;
+    return cr__rec_take(r, cr_rec_apply1(*r, slow, a));
+}
+
+#define CR__TAPE_OP2(NAME, UNIT)                                                 \
+    CR__TAPE_INLINE cr_var cr__tape_##NAME(cr_tape *t, cr_var a, cr_var b)       \
+    {                                                                            \
+        double x[2], Y[1], D[2];                                                 \
+        x[0] = a.v;                                                              \
+        x[1] = b.v;                                                              \
+        cr__tape_row_##NAME(x, Y, D);                                            \
+        return cr__tape_op2(t, a, b, Y[0], D[0], D[1], UNIT, cr_##NAME);         \
+    }                                                                            \
+    CR__TAPE_INLINE cr_var cr__rec_##NAME(cr_rec *r, cr_var a, cr_var b)         \
+    {                                                                            \
+        double x[2], Y[1], D[2];                                                 \
+        x[0] = a.v;                                                              \
+        x[1] = b.v;                                                              \
+        cr__tape_row_##NAME(x, Y, D);                                            \
+        return cr__rec_op2(r, a, b, Y[0], D[0], D[1], UNIT, cr_##NAME);          \
     }
 CR__TAPE_OP2(add, 1)
 CR__TAPE_OP2(sub, 1)
@@ -1362,11 +1574,49 @@ CR__TAPE_INLINE cr_var cr__tape_neg(cr_tape *t, cr_var a)
     return cr__tape_op1(t, a, Y[0], D[0], cr_neg);
 }
 
+CR__TAPE_INLINE cr_var cr__rec_neg(cr_rec *r, cr_var a)
+{
+    double Y[1], D[1];
+    cr__tape_row_neg(&a.v, Y, D);
+    return cr__rec_op1(r, a, Y[0], D[0], cr_neg);
+}
+
+CR__TAPE_INLINE void cr__rec_open_i(cr_rec *r, cr_tape *t)
+{
+    *r = cr_rec_begin(t);
+}
+
+CR__TAPE_INLINE void cr__rec_close_i(cr_rec *r)
+{
+    cr_rec_end(*r);
+}
+
+CR__TAPE_INLINE cr_var cr__rec_call1_i(cr_rec *r, cr_var (*f)(cr_tape *, cr_var), cr_var a)
+{
+    return cr__rec_take(r, cr_rec_apply1(*r, f, a));
+}
+
+CR__TAPE_INLINE cr_var cr__rec_call2_i(cr_rec *r, cr_var (*f)(cr_tape *, cr_var, cr_var),
+                                       cr_var a, cr_var b)
+{
+    return cr__rec_take(r, cr_rec_apply2(*r, f, a, b));
+}
+
 #define cr_add(t, a, b) cr__tape_add((t), (a), (b))
 #define cr_sub(t, a, b) cr__tape_sub((t), (a), (b))
 #define cr_mul(t, a, b) cr__tape_mul((t), (a), (b))
 #define cr_div(t, a, b) cr__tape_div((t), (a), (b))
 #define cr_neg(t, a)    cr__tape_neg((t), (a))
+
+#define cr_rec_open(r, t)        cr__rec_open_i((r), (t))
+#define cr_rec_close(r)          cr__rec_close_i((r))
+#define cr_rec_add(r, a, b)      cr__rec_add((r), (a), (b))
+#define cr_rec_sub(r, a, b)      cr__rec_sub((r), (a), (b))
+#define cr_rec_mul(r, a, b)      cr__rec_mul((r), (a), (b))
+#define cr_rec_div(r, a, b)      cr__rec_div((r), (a), (b))
+#define cr_rec_neg(r, a)         cr__rec_neg((r), (a))
+#define cr_rec_call1(r, f, a)    cr__rec_call1_i((r), (f), (a))
+#define cr_rec_call2(r, f, a, b) cr__rec_call2_i((r), (f), (a), (b))
 
 #endif /* !CR_TAPE_NO_INLINE */
 

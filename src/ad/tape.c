@@ -67,7 +67,8 @@ _Static_assert(offsetof(struct cr_tape, hot) == 0 &&
                    offsetof(struct cr_tape, cur) == offsetof(cr__tape_hot, cur) &&
                    offsetof(struct cr_tape, lim) == offsetof(cr__tape_hot, lim) &&
                    offsetof(struct cr_tape, nvars) == offsetof(cr__tape_hot, vt.f.nvars) &&
-                   offsetof(struct cr_tape, fast_id) == offsetof(cr__tape_hot, vt.f.fast_id),
+                   offsetof(struct cr_tape, fast_id) == offsetof(cr__tape_hot, vt.f.fast_id) &&
+                   offsetof(struct cr_tape, rlim) == offsetof(cr__tape_hot, rlim),
                "the first fields of struct cr_tape are not cr__tape_hot");
 /* A key (tape.h) is a cr_var's (idx, tape) pair read as one word, as (nvars, fast_id) is. */
 /* A chunk's stop header is the word just before its first (c->base is c + 1). */
@@ -135,6 +136,7 @@ cr_status cr__tape_fail(cr_tape *t, cr_status st, const char *fmt, ...)
         return t->status; /* the first failure wins */
     t->status = st;
     t->slow = 1;
+    t->rlim = NULL; /* an open cursor records through the exported functions now */
     set_fast(t);
     va_list ap;
     va_start(ap, fmt);
@@ -192,6 +194,10 @@ static void start_stream(cr_tape *t)
         t->chunk = t->first = NULL;
         t->cur = t->lim = &t->dummy;
     }
+    /* A cursor open before (on the old recording) records through the exported functions
+     * from now on (cr_rec_apply2: not open). */
+    t->rec_open = false;
+    t->rlim = NULL;
     set_fast(t);
 }
 
@@ -364,6 +370,10 @@ static NOINLINE cr_status grow(cr_tape *t, size_t need)
 {
     if (t->status != CR_OK)
         return t->status;
+    if (t->rec_open) /* lim is cur while a cursor is open: every other record comes here */
+        return cr__tape_fail(t, CR_EMISUSE,
+                             "tape: a record made on the tape while a recording cursor is open "
+                             "(record through the cursor, cr_rec_call1/2, or close it first)");
     size_t words = t->next_words;
     if (words < need)
         words = need;
@@ -1093,8 +1103,9 @@ cr_var cr_tape_input(cr_tape *t, double v)
     if ((t = tape_or_current(t)) == NULL || t->status != CR_OK)
         return nan_const();
     t->rinfo = NULL;
-    /* On a first-order tape, an input right after an input record joins it. */
-    if (t->pre == 0 && t->chunk != NULL && t->cur > t->chunk->base) {
+    /* On a first-order tape, an input right after an input record joins it (not while a
+     * cursor holds the write position: emit0 refuses the record then). */
+    if (t->pre == 0 && !t->rec_open && t->chunk != NULL && t->cur > t->chunk->base) {
         uint64_t h = t->cur[-1].u;
         if (hdr_kind(h) == K_INPUT && hdr_a(h) < IDX_MASK && t->nvars + 1 < CR_TAPE_MAX_VARS) {
             t->cur[-1].u = h + 1; /* a + 1 */
@@ -1763,6 +1774,196 @@ cr_var cr_tape_call1(cr_tape *t, const cr_value *f, const cr_var *args, size_t n
     return r;
 }
 
+/* ---- Recording cursors (tape.h, cr_rec) ------------------------------------------------- */
+
+/* The chunk end of a cursor that may not write. */
+static cr__word *const rec_nolim = NULL;
+
+/* The key of a cursor that is not open: no variable's (no recording has CR__TAPE_NO_ID). */
+static uint64_t rec_dead_key(void)
+{
+    cr__tape_kvar u;
+    u.v.v = 0.0;
+    u.v.idx = 0;
+    u.v.tape = CR__TAPE_NO_ID;
+    return u.k.key;
+}
+
+/* Give the write position to the open cursor: the inline path on the tape, and every
+ * other record, then find no room (lim is cur) and reach grow(), which refuses them; the
+ * cursor may write up to the chunk's end unless the tape has failed. */
+static void rec_lend(cr_tape *t)
+{
+    t->rec_open = true;
+    t->rec_lim = t->lim;
+    t->lim = t->cur;
+    t->rlim = t->status == CR_OK ? t->rec_lim : NULL;
+}
+
+/* Take the write position back from the open cursor (cur, and the variables counted in
+ * key's index half). */
+static void rec_return(cr_tape *t, cr__word *cur, uint64_t key)
+{
+    cr__tape_kvar u;
+    u.k.key = key;
+    t->cur = cur;
+    t->nvars = u.v.idx;
+    t->lim = t->rec_lim;
+    t->rec_open = false;
+    t->rlim = NULL;
+}
+
+static cr_rec_result rec_step(cr_var v, cr__word *cur, uint64_t key)
+{
+    cr_rec_result st;
+    st.v = v;
+    st.cur = cur;
+    st.key = key;
+    return st;
+}
+
+cr_rec cr_rec_begin(cr_tape *t)
+{
+    cr_rec r;
+    if (t == NULL)
+        t = g_current;
+    r.t = t;
+    r.gen = 0; /* no opening's */
+    r.cur = NULL;
+    r.key = rec_dead_key();
+    r.lim = &rec_nolim;
+    if (t == NULL)
+        return r;
+    if (t->rec_open) {
+        cr__tape_fail(t, CR_EMISUSE, "cr_rec_open: a recording cursor is already open on the tape");
+        return r;
+    }
+    if (++t->rec_gen == 0)
+        t->rec_gen = 1;
+    rec_lend(t);
+    r.gen = t->rec_gen;
+    r.cur = t->cur;
+    r.key = t->hot.vt.key;
+    r.lim = &t->rlim;
+    return r;
+}
+
+void cr_rec_end(cr_rec r)
+{
+    if (r.t != NULL && r.t->rec_open && r.t->rec_gen == r.gen)
+        rec_return(r.t, r.cur, r.key);
+}
+
+/* Around an exported operation called for the cursor (gen, cur, key): the position back
+ * to the tape before, to the cursor after. A cursor that is not open gets the call alone,
+ * and a key that keeps it on this path. */
+static bool rec_before(cr_tape *t, uint32_t gen, cr__word *cur, uint64_t key)
+{
+    if (t == NULL || !t->rec_open || t->rec_gen != gen)
+        return false;
+    rec_return(t, cur, key);
+    return true;
+}
+
+static cr_rec_result rec_after(cr_tape *t, uint32_t gen, bool open, cr_var v)
+{
+    if (!open)
+        return rec_step(v, NULL, rec_dead_key());
+    if (t->rec_open) { /* f opened a cursor of its own and left it open */
+        t->rec_open = false;
+        t->lim = t->rec_lim;
+        cr__tape_fail(t, CR_EMISUSE,
+                      "cr_rec_call: the function returned with a recording cursor open");
+    }
+    t->rec_gen = gen;
+    rec_lend(t);
+    return rec_step(v, t->cur, t->hot.vt.key);
+}
+
+cr_rec_result cr_rec_apply2(cr_rec r, cr_var (*f)(cr_tape *, cr_var, cr_var), cr_var a, cr_var b)
+{
+    if (f == NULL) {
+        if (r.t != NULL)
+            cr__tape_fail(r.t, CR_EINVAL, "cr_rec_call2: f is NULL");
+        return rec_step(nan_const(), r.cur, r.key);
+    }
+    bool open = rec_before(r.t, r.gen, r.cur, r.key);
+    cr_var v = f(r.t, a, b);
+    return rec_after(r.t, r.gen, open, v);
+}
+
+cr_rec_result cr_rec_apply1(cr_rec r, cr_var (*f)(cr_tape *, cr_var), cr_var a)
+{
+    if (f == NULL) {
+        if (r.t != NULL)
+            cr__tape_fail(r.t, CR_EINVAL, "cr_rec_call1: f is NULL");
+        return rec_step(nan_const(), r.cur, r.key);
+    }
+    bool open = rec_before(r.t, r.gen, r.cur, r.key);
+    cr_var v = f(r.t, a);
+    return rec_after(r.t, r.gen, open, v);
+}
+
+/* The exported forms (CR_TAPE_NO_INLINE, bindings): each operation goes through the
+ * library, with the records of the inline forms. */
+void cr_rec_open(cr_rec *r, cr_tape *t)
+{
+    if (r != NULL)
+        *r = cr_rec_begin(t);
+}
+
+void cr_rec_close(cr_rec *r)
+{
+    if (r != NULL)
+        cr_rec_end(*r);
+}
+
+static cr_var rec_take(cr_rec *r, cr_rec_result st)
+{
+    r->cur = st.cur;
+    r->key = st.key;
+    return st.v;
+}
+
+cr_var cr_rec_call1(cr_rec *r, cr_var (*f)(cr_tape *, cr_var), cr_var a)
+{
+    if (r == NULL)
+        return nan_const();
+    return rec_take(r, cr_rec_apply1(*r, f, a));
+}
+
+cr_var cr_rec_call2(cr_rec *r, cr_var (*f)(cr_tape *, cr_var, cr_var), cr_var a, cr_var b)
+{
+    if (r == NULL)
+        return nan_const();
+    return rec_take(r, cr_rec_apply2(*r, f, a, b));
+}
+
+cr_var cr_rec_add(cr_rec *r, cr_var a, cr_var b)
+{
+    return cr_rec_call2(r, cr_add, a, b);
+}
+
+cr_var cr_rec_sub(cr_rec *r, cr_var a, cr_var b)
+{
+    return cr_rec_call2(r, cr_sub, a, b);
+}
+
+cr_var cr_rec_mul(cr_rec *r, cr_var a, cr_var b)
+{
+    return cr_rec_call2(r, cr_mul, a, b);
+}
+
+cr_var cr_rec_div(cr_rec *r, cr_var a, cr_var b)
+{
+    return cr_rec_call2(r, cr_div, a, b);
+}
+
+cr_var cr_rec_neg(cr_rec *r, cr_var a)
+{
+    return cr_rec_call1(r, cr_neg, a);
+}
+
 /* ---- Recording user functions ------------------------------------------------------------ */
 
 cr_status cr__tape_record(cr_tape *t, cr_ad_fn f, void *env, const double *x, size_t n, cr_var **xs,
@@ -1786,6 +1987,15 @@ cr_status cr__tape_record(cr_tape *t, cr_ad_fn f, void *env, const double *x, si
         for (size_t i = 0; i < m; i++)
             ys[i] = nan_const();
         st = f(t, in, n, ys, m, env);
+    }
+    if (t->rec_open) {
+        /* The cursor's position is lost with it: the records it made after its last call
+         * into the library are not the tape's. */
+        t->rec_open = false;
+        t->lim = t->rec_lim;
+        cr__tape_fail(t, CR_EMISUSE,
+                      "the recorded function returned with a recording cursor open "
+                      "(cr_rec_open without cr_rec_close)");
     }
     if (st != CR_OK && t->status == CR_OK)
         return cr__tape_fail(t, st, "the recorded function failed: %s", cr_status_str(st));

@@ -462,6 +462,7 @@ struct cr_tape {
             cr__word *lim;    /* end of the current chunk */
             uint32_t nvars;   /* as a cr_var's idx: hot.vt.key is the next variable's key */
             uint32_t fast_id; /* id while the inline operations may record, else CR__TAPE_NO_ID */
+            cr__word *rlim;   /* the open cursor's chunk end, or NULL (tape.h, cr__tape_hot) */
         };
     };
     uint32_t id; /* id of the current recording, never 0 nor CR__TAPE_NO_ID */
@@ -497,6 +498,12 @@ struct cr_tape {
      * the rest are zero. */
     double *ws;
     size_t ws_cap, ws_dirty;
+    /* A recording cursor (tape.h, cr_rec): rec_open while one holds the write position;
+     * rec_gen numbers the openings (never 0), rec_lim keeps the chunk's end while lim is
+     * cur. */
+    bool rec_open;
+    uint32_t rec_gen;
+    cr__word *rec_lim;
     char errmsg[CR__TAPE_MSG];
     /* The first array variables of a recording live here, the rest in the arena: a small
      * function of arrays allocates nothing for them. */
