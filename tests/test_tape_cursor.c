@@ -570,8 +570,10 @@ static void test_closed_cursor(void **state)
     cr_tape_free(u);
 }
 
-/* cr_tape_reset under an open cursor: the cursor is closed by it; its old variables are
- * foreign (CR_ETAPE), and what it records from new variables is right. */
+/* cr_tape_reset under an open cursor: the cursor is closed by it. Its old variables, which
+ * its key still names, are refused by the exported function (CR_ETAPE) instead of being
+ * written inline at the cursor's old position; then it records through the exported
+ * functions. */
 static void test_reset_under_cursor(void **state)
 {
     fixture *f = *state;
@@ -581,22 +583,44 @@ static void test_reset_under_cursor(void **state)
     cr_rec r;
     cr_rec_open(&r, t);
     cr_var a = cr_rec_mul(&r, x, x);
-    for (int i = 0; i < 100; i++) /* records the reset below must not be overwritten by */
+    for (int i = 0; i < 100; i++)
         a = cr_rec_add(&r, a, x);
     cr_tape_reset(t);
+    cr_var c = cr_rec_mul(&r, a, x);
+    assert_true(isnan(c.v));
+    assert_int_equal(cr_tape_status(t), CR_ETAPE);
+    cr_tape_clear_error(t);
     cr_var z = cr_tape_input(t, 3.0);
-    cr_var w = cr_mul(t, z, z); /* the tape is usable at once */
+    cr_var w = cr_mul(t, z, z); /* the tape records as usual */
     cr_var b = cr_rec_mul(&r, w, z);
     assert_int_equal(cr_tape_status(t), CR_OK);
     double g;
     assert_int_equal(cr_tape_gradient(t, b, &z, 1, &g), CR_OK);
     assert_close(g, 27.0, 1e-15); /* d/dz z^3 at 3 */
-    /* Two variables of the old recording, which the cursor's key still names: refused by
-     * the exported function, not written inline at the cursor's old position. */
-    cr_var c = cr_rec_mul(&r, a, x);
-    assert_true(isnan(c.v));
-    assert_int_equal(cr_tape_status(t), CR_ETAPE);
     cr_rec_close(&r);
+    cr_tape_free(t);
+}
+
+/* A closed cursor called into the library while another cursor is open: it does not take
+ * the write position (the openings are told apart); its record is refused as one made on
+ * the tape (CR_EMISUSE). */
+static void test_stale_cursor(void **state)
+{
+    fixture *f = *state;
+    cr_tape *t;
+    assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
+    cr_var x = cr_tape_input(t, 0.25);
+    cr_rec r1, r2;
+    cr_rec_open(&r1, t);
+    cr_var a = cr_rec_mul(&r1, x, x);
+    cr_rec_close(&r1);
+    cr_rec_open(&r2, t);
+    cr_var b = cr_rec_mul(&r2, a, x);
+    assert_int_equal(cr_tape_status(t), CR_OK);
+    cr_var c = cr_rec_call1(&r1, cr_sin, b);
+    assert_true(isnan(c.v));
+    assert_int_equal(cr_tape_status(t), CR_EMISUSE);
+    cr_rec_close(&r2);
     cr_tape_free(t);
 }
 
@@ -713,6 +737,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sweep_while_open, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_closed_cursor, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_reset_under_cursor, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_stale_cursor, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_failure_under_cursor, fixture_setup,
                                         fixture_teardown),
         cmocka_unit_test_setup_teardown(test_clear_error_under_cursor, fixture_setup,
