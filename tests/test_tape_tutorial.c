@@ -50,6 +50,24 @@ static cr_status loss_t(cr_tape *t, const cr_var *p, size_t n, cr_var *y, size_t
     return cr_tape_status(t);
 }
 
+/* Tutorial, step 8: the same function through a recording cursor. */
+static cr_status loss_rec(cr_tape *t, const cr_var *p, size_t n, cr_var *y, size_t m, void *env)
+{
+    (void)n, (void)m, (void)env;
+    cr_rec r;
+    cr_rec_open(&r, t);
+    cr_var s = cr_const(0.0);
+    for (int i = 0; i < 4; i++) {
+        cr_var u = cr_rec_add(&r, cr_rec_mul(&r, p[0], cr_const(T[i])), p[1]);
+        cr_var q = cr_rec_call1(&r, cr_sqrt, cr_rec_add(&r, cr_const(1.0), cr_rec_mul(&r, u, u)));
+        cr_var e = cr_rec_sub(&r, cr_rec_div(&r, u, q), cr_const(Z[i]));
+        s = cr_rec_add(&r, s, cr_rec_mul(&r, e, e));
+    }
+    cr_rec_close(&r);
+    y[0] = s;
+    return cr_tape_status(t);
+}
+
 /* Tutorial, step 4: softclip as a function with its own rule. */
 static cr_status softclip_primal(cr_arena *arena, const cr_value *f, const cr_value *args,
                                  size_t nargs, cr_value *out)
@@ -212,6 +230,28 @@ static void test_tutorial_runs(void **state)
     assert_non_null(strstr(r.msg, "softclip(f64)"));
 }
 
+/* Step 8: the cursor's recording gives the gradient of step 3 (the same records), which
+ * agrees with finite differences. */
+static void test_cursor_loss(void **state)
+{
+    fixture *f = *state;
+    cr_tape *t;
+    assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
+    const double p[2] = {0.7, -0.2};
+    double y, yr, g[2], gr[2], fd[2];
+    assert_int_equal(cr_tape_value_and_gradient(t, loss_t, NULL, p, 2, &y, g), CR_OK);
+    assert_int_equal(cr_tape_value_and_gradient(t, loss_rec, NULL, p, 2, &yr, gr), CR_OK);
+    cr_fdm m;
+    assert_int_equal(cr_fdm_central(5, 1, &m), CR_OK);
+    assert_int_equal(cr_fd_jacobian(&m, NULL, loss_fd, NULL, p, 2, 1, f->arena, fd, NULL), CR_OK);
+    assert_true(yr == y);
+    for (int j = 0; j < 2; j++) {
+        assert_true(gr[j] == g[j]);
+        assert_true(fabs(gr[j] - fd[j]) < 1e-8);
+    }
+    cr_tape_free(t);
+}
+
 /* Whitespace-collapsed copy of s[0..n) into out. */
 static size_t squash(const char *s, size_t n, char *out)
 {
@@ -298,6 +338,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_tutorial_runs, fixture_setup, fixture_teardown),
         cmocka_unit_test(test_snippets_are_here),
+        cmocka_unit_test_setup_teardown(test_cursor_loss, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

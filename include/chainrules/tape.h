@@ -326,7 +326,7 @@ typedef union cr__word {
  * can keep in registers; cr_rec_add(), cr_rec_sub(), cr_rec_mul(), cr_rec_div() and
  * cr_rec_neg() record through it the same records, values and errors as cr_add() ...
  * cr_neg() on the tape, and cr_rec_call1() / cr_rec_call2() record any other operation
- * (cr_sin, ...). On Rosenbrock's scalar loop the recording takes about a sixth less time
+ * (cr_sin, ...). On Rosenbrock's scalar loop the recording takes about 14% less time
  * (docs/engine.md, "Recording cursors").
  *
  * @code
@@ -360,8 +360,9 @@ typedef struct cr_rec {
     /** @cond CR_PRIVATE */
     cr__word *cur;            /* the next free word, while the cursor is open */
     uint64_t key;             /* the next variable's key (see cr__tape_hot) */
-    cr__word *const *lim;     /* where the open cursor's chunk end is read: the tape's, NULL
-                                 once the cursor may not write (closed, reset, failed) */
+    cr__word *const *lim;     /* where the chunk's end is read at each operation: the tape's
+                                 field, NULL when the cursor may not write inline (closed,
+                                 reset, failed), or a NULL of the library's */
     cr_tape *t;               /* the tape, or NULL */
     uint32_t gen;             /* which opening of the tape this cursor is */
     /** @endcond */
