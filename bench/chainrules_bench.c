@@ -383,9 +383,9 @@ static cr_status rosen_taped_rec(cr_tape *t, const cr_var *x, size_t n, cr_var *
     for (size_t i = 0; i + 1 < n; i++) {
         cr_var a = cr_rec_sub(&r, x[i + 1], cr_rec_mul(&r, x[i], x[i]));
         cr_var b = cr_rec_sub(&r, one, x[i]);
-        s = cr_rec_add(&r, s,
-                       cr_rec_add(&r, cr_rec_mul(&r, hundred, cr_rec_mul(&r, a, a)),
-                                  cr_rec_mul(&r, b, b)));
+        s = cr_rec_add(
+            &r, s,
+            cr_rec_add(&r, cr_rec_mul(&r, hundred, cr_rec_mul(&r, a, a)), cr_rec_mul(&r, b, b)));
     }
     cr_rec_close(&r);
     y[0] = s;

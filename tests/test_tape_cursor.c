@@ -21,14 +21,6 @@
 
 #define FD_RTOL 1e-8
 
-static void assert_same_bits(double a, double b)
-{
-    if (memcmp(&a, &b, sizeof a) != 0) {
-        print_error("%.17g and %.17g differ\n", a, b);
-        fail();
-    }
-}
-
 /* The function under test in plain C: every arithmetic operation with two variables, a
  * variable and a constant on either side, the same variable twice, partials of exactly
  * +-1 at run time (x[5] is 1, x[6] is -1), and a sine and an exponential. */
@@ -59,19 +51,19 @@ static const double k_pts[][NP] = {
 };
 
 /* The body, over the operations ADD ... NEG and two calls SIN(z), EXP(z). */
-#define P_BODY(ADD, SUB, MUL, DIV, NEG, SIN, EXP)                                         \
-    cr_var two5 = cr_const(2.5), three = cr_const(3.0), half = cr_const(0.5);            \
-    cr_var seven = cr_const(7.0), quarter = cr_const(0.25), four = cr_const(4.0);        \
-    cr_var a = ADD(MUL(x[0], x[1]), DIV(x[2], x[0]));                                    \
-    cr_var d12 = SUB(x[1], x[2]);                                                        \
-    cr_var b = ADD(SUB(MUL(d12, d12), DIV(x[0], x[0])), MUL(x[3], x[3]));                \
-    cr_var c = ADD(ADD(DIV(NEG(SUB(a, two5)), b), SUB(MUL(three, x[2]), MUL(x[1], half))), \
-                   DIV(seven, x[3]));                                                    \
-    cr_var d = ADD(SUB(MUL(ADD(c, x[4]), x[4]), MUL(x[4], x[4])),                        \
-                   ADD(MUL(x[5], x[2]), NEG(x[5])));                                     \
-    cr_var e = MUL(SIN(d), EXP(MUL(cr_const(0.1), a)));                                  \
+#define P_BODY(ADD, SUB, MUL, DIV, NEG, SIN, EXP)                                             \
+    cr_var two5 = cr_const(2.5), three = cr_const(3.0), half = cr_const(0.5);                 \
+    cr_var seven = cr_const(7.0), quarter = cr_const(0.25), four = cr_const(4.0);             \
+    cr_var a = ADD(MUL(x[0], x[1]), DIV(x[2], x[0]));                                         \
+    cr_var d12 = SUB(x[1], x[2]);                                                             \
+    cr_var b = ADD(SUB(MUL(d12, d12), DIV(x[0], x[0])), MUL(x[3], x[3]));                     \
+    cr_var c = ADD(ADD(DIV(NEG(SUB(a, two5)), b), SUB(MUL(three, x[2]), MUL(x[1], half))),    \
+                   DIV(seven, x[3]));                                                         \
+    cr_var d =                                                                                \
+        ADD(SUB(MUL(ADD(c, x[4]), x[4]), MUL(x[4], x[4])), ADD(MUL(x[5], x[2]), NEG(x[5])));  \
+    cr_var e = MUL(SIN(d), EXP(MUL(cr_const(0.1), a)));                                       \
     y[0] = ADD(ADD(ADD(SUB(MUL(d, cr_const(1.5)), SUB(quarter, a)), MUL(DIV(b, four), x[6])), \
-                   ADD(MUL(x[6], x[5]), MUL(x[5], cr_const(1.0)))),                      \
+                   ADD(MUL(x[6], x[5]), MUL(x[5], cr_const(1.0)))),                           \
                e);
 
 /* On the tape with the exported functions: the reference recording. */
@@ -156,8 +148,8 @@ static void check_all(fixture *f, uint32_t flags)
     for (size_t k = 0; k < sizeof k_pts / sizeof k_pts[0]; k++) {
         double y[3], g[3][NP], fd[NP];
         for (int i = 0; i < 3; i++)
-            assert_int_equal(cr_tape_value_and_gradient(t[i], fns[i], NULL, k_pts[k], NP, &y[i], g[i]),
-                             CR_OK);
+            assert_int_equal(
+                cr_tape_value_and_gradient(t[i], fns[i], NULL, k_pts[k], NP, &y[i], g[i]), CR_OK);
         assert_int_equal(cr_fd_jacobian(&m, NULL, p_fd, NULL, k_pts[k], NP, 1, f->arena, fd, NULL),
                          CR_OK);
         assert_close(y[0], p_c(k_pts[k]), 1e-14);
@@ -244,8 +236,7 @@ static double rosen_c(const double *x, size_t n)
     return s;
 }
 
-static cr_status rosen_cursor(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m,
-                              void *env)
+static cr_status rosen_cursor(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
 {
     (void)m;
     (void)env;
@@ -255,9 +246,9 @@ static cr_status rosen_cursor(cr_tape *t, const cr_var *x, size_t n, cr_var *y, 
     for (size_t i = 0; i + 1 < n; i++) {
         cr_var a = cr_rec_sub(&r, x[i + 1], cr_rec_mul(&r, x[i], x[i]));
         cr_var b = cr_rec_sub(&r, one, x[i]);
-        s = cr_rec_add(&r, s,
-                       cr_rec_add(&r, cr_rec_mul(&r, hundred, cr_rec_mul(&r, a, a)),
-                                  cr_rec_mul(&r, b, b)));
+        s = cr_rec_add(
+            &r, s,
+            cr_rec_add(&r, cr_rec_mul(&r, hundred, cr_rec_mul(&r, a, a)), cr_rec_mul(&r, b, b)));
     }
     cr_rec_close(&r);
     y[0] = s;
@@ -281,7 +272,8 @@ static cr_status rosen_tape(cr_tape *t, const cr_var *x, size_t n, cr_var *y, si
 static void test_chunk_boundaries(void **state)
 {
     fixture *f = *state;
-    double *x = malloc(NR * sizeof *x), *gc = malloc(NR * sizeof *gc), *gt = malloc(NR * sizeof *gt);
+    double *x = malloc(NR * sizeof *x), *gc = malloc(NR * sizeof *gc),
+           *gt = malloc(NR * sizeof *gt);
     assert_non_null(x);
     assert_non_null(gc);
     assert_non_null(gt);
@@ -445,8 +437,7 @@ static void test_record_on_tape_while_open(void **state)
                          CR_EMISUSE);
         assert_msg_has(t, "recording cursor is open");
         /* The tape records again after the failure (the next recording resets it). */
-        assert_int_equal(cr_tape_value_and_gradient(t, p_cursor, NULL, k_pts[0], NP, &y, g),
-                         CR_OK);
+        assert_int_equal(cr_tape_value_and_gradient(t, p_cursor, NULL, k_pts[0], NP, &y, g), CR_OK);
         assert_close(y, p_c(k_pts[0]), 1e-14);
     }
     cr_tape_free(t);
@@ -738,8 +729,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_closed_cursor, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_reset_under_cursor, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_stale_cursor, fixture_setup, fixture_teardown),
-        cmocka_unit_test_setup_teardown(test_failure_under_cursor, fixture_setup,
-                                        fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_failure_under_cursor, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_clear_error_under_cursor, fixture_setup,
                                         fixture_teardown),
         cmocka_unit_test_setup_teardown(test_current_tape, fixture_setup, fixture_teardown),

@@ -21,14 +21,6 @@
 
 #define FD_RTOL 1e-8
 
-static void assert_same_bits(double a, double b)
-{
-    if (memcmp(&a, &b, sizeof a) != 0) {
-        print_error("%.17g and %.17g differ\n", a, b);
-        fail();
-    }
-}
-
 /*
  * The function under test, in plain C: every arithmetic operation with two variables,
  * a variable and a constant on either side, the same variable twice, and operands whose

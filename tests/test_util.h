@@ -110,6 +110,15 @@ static inline int fixture_teardown(void **state)
 
 #endif /* CR_TEST_OWN_FIXTURE */
 
+/* a and b are the same double, bit for bit. */
+static inline void assert_same_bits(double a, double b)
+{
+    if (memcmp(&a, &b, sizeof a) != 0) {
+        print_error("%.17g and %.17g differ\n", a, b);
+        fail();
+    }
+}
+
 /* A tape call that must succeed; prints the tape's message when it does not. */
 #define assert_ok(t, expr)                                                              \
     do {                                                                                \

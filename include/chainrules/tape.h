@@ -358,13 +358,13 @@ typedef union cr__word {
  */
 typedef struct cr_rec {
     /** @cond CR_PRIVATE */
-    cr__word *cur;            /* the next free word, while the cursor is open */
-    uint64_t key;             /* the next variable's key (see cr__tape_hot) */
-    cr__word *const *lim;     /* where the chunk's end is read at each operation: the tape's
-                                 field, NULL when the cursor may not write inline (closed,
-                                 reset, failed), or a NULL of the library's */
-    cr_tape *t;               /* the tape, or NULL */
-    uint32_t gen;             /* which opening of the tape this cursor is */
+    cr__word *cur;        /* the next free word, while the cursor is open */
+    uint64_t key;         /* the next variable's key (see cr__tape_hot) */
+    cr__word *const *lim; /* where the chunk's end is read at each operation: the tape's
+                             field, NULL when the cursor may not write inline (closed,
+                             reset, failed), or a NULL of the library's */
+    cr_tape *t;           /* the tape, or NULL */
+    uint32_t gen;         /* which opening of the tape this cursor is */
     /** @endcond */
 } cr_rec;
 
@@ -404,8 +404,7 @@ CR_API cr_var cr_rec_neg(cr_rec *r, cr_var a);
 CR_API cr_var cr_rec_call1(cr_rec *r, cr_var (*f)(cr_tape *, cr_var), cr_var a);
 
 /** f(t, a, b) recorded through cursor r (see cr_rec_call1()). */
-CR_API cr_var cr_rec_call2(cr_rec *r, cr_var (*f)(cr_tape *, cr_var, cr_var), cr_var a,
-                           cr_var b);
+CR_API cr_var cr_rec_call2(cr_rec *r, cr_var (*f)(cr_tape *, cr_var, cr_var), cr_var a, cr_var b);
 
 /**
  * What cr_rec_apply1() and cr_rec_apply2() give back: the operation's result and the
@@ -1277,7 +1276,6 @@ CR_API cr_status cr_tape_ahvp(cr_tape *t, cr_var y, const cr_var *xs, size_t n, 
  * exported functions; `&cr_add` and `(cr_add)(t, a, b)` always name them.
  */
 
-
 /* The first fields of every tape, read and written by the inline operations. fast_id is
  * the current recording's id while the inline path may record on the tape, and
  * CR__TAPE_NO_ID (an id no recording has) otherwise. nvars and fast_id are laid out as a
@@ -1418,8 +1416,8 @@ CR__TAPE_INLINE cr_var cr__tape_push(cr__tape_at at, cr__word *w, uint64_t k, do
  * are +-1: add, sub, neg), COPY and NEG for partials of exactly 1 and -1 (the header
  * alone); UNARY otherwise; then the new variable (cr__tape_push). Each branch ends with
  * its own push, so that the cursor moves by a constant. */
-CR__TAPE_INLINE cr_var cr__tape_push1(cr__tape_at at, cr__word *w, uint64_t k, double y,
-                                      uint32_t v, double p, int unit)
+CR__TAPE_INLINE cr_var cr__tape_push1(cr__tape_at at, cr__word *w, uint64_t k, double y, uint32_t v,
+                                      double p, int unit)
 {
     uint64_t u = cr__tape_bits(p);
     if (unit && CR__TAPE_PM1(u)) {
@@ -1437,17 +1435,15 @@ CR__TAPE_INLINE cr_var cr__tape_push1(cr__tape_at at, cr__word *w, uint64_t k, d
  * functions: when unit (add, sub), ADD, SUB, COPY and NEG for partials of exactly +-1;
  * UNARY and BINARY otherwise (mul, div), whatever the values (testing them cost more than
  * the words they save). */
-CR__TAPE_INLINE int cr__tape_try2(cr__tape_at at, cr__word *w, cr__word *lim, uint64_t k,
-                                  cr_var a, cr_var b, double y, double pa, double pb, int unit,
-                                  cr_var *out)
+CR__TAPE_INLINE int cr__tape_try2(cr__tape_at at, cr__word *w, cr__word *lim, uint64_t k, cr_var a,
+                                  cr_var b, double y, double pa, double pb, int unit, cr_var *out)
 {
     uint64_t ka = cr__tape_key(a), kb = cr__tape_key(b);
     /* Two variables of this recording (a constant's tape is 0, never an id): both keys
      * agree with the tape's in their tape half. The test is skipped when an operand is
      * known to be a constant at compile time. */
     if (!CR__TAPE_CONST(a) && !CR__TAPE_CONST(b) &&
-        CR__TAPE_LIKELY((CR__TAPE_KEY_ID((ka ^ k) | (kb ^ k)) == 0) &
-                        CR__TAPE_FITS(w, lim, 3))) {
+        CR__TAPE_LIKELY((CR__TAPE_KEY_ID((ka ^ k) | (kb ^ k)) == 0) & CR__TAPE_FITS(w, lim, 3))) {
         if (a.idx == b.idx) { /* x op x: one operand, the partials summed */
             *out = cr__tape_push1(at, w, k, y, a.idx, pa + pb, unit);
             return 1;
@@ -1477,11 +1473,10 @@ CR__TAPE_INLINE int cr__tape_try2(cr__tape_at at, cr__word *w, cr__word *lim, ui
 }
 
 /* A one-argument operation whose partial is +-1 (neg; see cr__tape_try2). */
-CR__TAPE_INLINE int cr__tape_try1(cr__tape_at at, cr__word *w, cr__word *lim, uint64_t k,
-                                  cr_var a, double y, double p, cr_var *out)
+CR__TAPE_INLINE int cr__tape_try1(cr__tape_at at, cr__word *w, cr__word *lim, uint64_t k, cr_var a,
+                                  double y, double p, cr_var *out)
 {
-    if (CR__TAPE_LIKELY((CR__TAPE_KEY_ID(cr__tape_key(a) ^ k) == 0) &
-                        CR__TAPE_FITS(w, lim, 2))) {
+    if (CR__TAPE_LIKELY((CR__TAPE_KEY_ID(cr__tape_key(a) ^ k) == 0) & CR__TAPE_FITS(w, lim, 2))) {
         *out = cr__tape_push1(at, w, k, y, a.idx, p, 1);
         return 1;
     }
@@ -1545,42 +1540,36 @@ CR__TAPE_INLINE cr_var cr__rec_op1(cr_rec *r, cr_var a, double y, double p,
     return cr__rec_take(r, cr_rec_apply1(*r, slow, a));
 }
 
-#define CR__TAPE_OP2(NAME, UNIT)                                                 \
-    CR__TAPE_INLINE cr_var cr__tape_##NAME(cr_tape *t, cr_var a, cr_var b)       \
-    {                                                                            \
-        double x[2], Y[1], D[2];                                                 \
-        x[0] = a.v;                                                              \
-        x[1] = b.v;                                                              \
-        cr__tape_row_##NAME(x, Y, D);                                            \
-        return cr__tape_op2(t, a, b, Y[0], D[0], D[1], UNIT, cr_##NAME);         \
-    }                                                                            \
-    CR__TAPE_INLINE cr_var cr__rec_##NAME(cr_rec *r, cr_var a, cr_var b)         \
-    {                                                                            \
-        double x[2], Y[1], D[2];                                                 \
-        x[0] = a.v;                                                              \
-        x[1] = b.v;                                                              \
-        cr__tape_row_##NAME(x, Y, D);                                            \
-        return cr__rec_op2(r, a, b, Y[0], D[0], D[1], UNIT, cr_##NAME);          \
+/* The rows' operations on a tape (cr__tape_add, ...) and through a cursor (cr__rec_add, ...):
+ * the row evaluated once for value and partials, then recorded by OP2 / OP1 on W. */
+#define CR__TAPE_OP2_ON(PREFIX, W, OP2, NAME, UNIT)              \
+    CR__TAPE_INLINE cr_var PREFIX##NAME(W w, cr_var a, cr_var b) \
+    {                                                            \
+        double x[2], Y[1], D[2];                                 \
+        x[0] = a.v;                                              \
+        x[1] = b.v;                                              \
+        cr__tape_row_##NAME(x, Y, D);                            \
+        return OP2(w, a, b, Y[0], D[0], D[1], UNIT, cr_##NAME);  \
     }
+#define CR__TAPE_OP1_ON(PREFIX, W, OP1, NAME)          \
+    CR__TAPE_INLINE cr_var PREFIX##NAME(W w, cr_var a) \
+    {                                                  \
+        double Y[1], D[1];                             \
+        cr__tape_row_##NAME(&a.v, Y, D);               \
+        return OP1(w, a, Y[0], D[0], cr_##NAME);       \
+    }
+#define CR__TAPE_OP2(NAME, UNIT)                                    \
+    CR__TAPE_OP2_ON(cr__tape_, cr_tape *, cr__tape_op2, NAME, UNIT) \
+    CR__TAPE_OP2_ON(cr__rec_, cr_rec *, cr__rec_op2, NAME, UNIT)
 CR__TAPE_OP2(add, 1)
 CR__TAPE_OP2(sub, 1)
 CR__TAPE_OP2(mul, 0)
 CR__TAPE_OP2(div, 0)
+CR__TAPE_OP1_ON(cr__tape_, cr_tape *, cr__tape_op1, neg)
+CR__TAPE_OP1_ON(cr__rec_, cr_rec *, cr__rec_op1, neg)
 #undef CR__TAPE_OP2
-
-CR__TAPE_INLINE cr_var cr__tape_neg(cr_tape *t, cr_var a)
-{
-    double Y[1], D[1];
-    cr__tape_row_neg(&a.v, Y, D);
-    return cr__tape_op1(t, a, Y[0], D[0], cr_neg);
-}
-
-CR__TAPE_INLINE cr_var cr__rec_neg(cr_rec *r, cr_var a)
-{
-    double Y[1], D[1];
-    cr__tape_row_neg(&a.v, Y, D);
-    return cr__rec_op1(r, a, Y[0], D[0], cr_neg);
-}
+#undef CR__TAPE_OP2_ON
+#undef CR__TAPE_OP1_ON
 
 CR__TAPE_INLINE void cr__rec_open_i(cr_rec *r, cr_tape *t)
 {
@@ -1597,8 +1586,8 @@ CR__TAPE_INLINE cr_var cr__rec_call1_i(cr_rec *r, cr_var (*f)(cr_tape *, cr_var)
     return cr__rec_take(r, cr_rec_apply1(*r, f, a));
 }
 
-CR__TAPE_INLINE cr_var cr__rec_call2_i(cr_rec *r, cr_var (*f)(cr_tape *, cr_var, cr_var),
-                                       cr_var a, cr_var b)
+CR__TAPE_INLINE cr_var cr__rec_call2_i(cr_rec *r, cr_var (*f)(cr_tape *, cr_var, cr_var), cr_var a,
+                                       cr_var b)
 {
     return cr__rec_take(r, cr_rec_apply2(*r, f, a, b));
 }

@@ -81,8 +81,8 @@ enum {
     K_GUARD = 13,
     K_ARRAY = 14, /* an array function's pullback (tape_array.c): payload cr__anode*, a = the
                     scalar variables it makes (0 for an array result, 1 for a scalar one) */
-    K_STOP = 15 /* never recorded: the header each chunk keeps in the word before its first
-                   (cr__chunk.stop) */
+    K_STOP = 15   /* never recorded: the header each chunk keeps in the word before its first
+                     (cr__chunk.stop) */
 };
 
 /* Replay tapes (prepared gradients) lead each record with its header and a pointer to
