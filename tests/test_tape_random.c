@@ -108,9 +108,11 @@ static const char *const k_op_names[O_COUNT] = {
     "log1p", "cbrt",  "hypot2", "pow",  "atan2", "muladd",   "sincos", "hypot3", "evalpoly",
     "user",  "polar", "ksum",   "kmap", "bcast", "lse",      "getidx"};
 
-/* Where an operation is recorded: tape.h's inline path, the exported function, or the
- * thread's current tape (NULL as the tape). */
-enum { P_INLINE = 0, P_EXPORTED = 1, P_CURRENT = 2 };
+/* Where an operation is recorded: tape.h's inline path, the exported function, the thread's
+ * current tape (NULL as the tape), or a recording cursor (tape.h, cr_rec) opened on the tape
+ * for a run of arithmetic instructions (the other instructions take P_INLINE, with the
+ * cursor closed before them). */
+enum { P_INLINE = 0, P_EXPORTED = 1, P_CURRENT = 2, P_CURSOR = 3 };
 
 typedef struct ins {
     uint8_t op, path, arr, flag; /* arr: 1 reads X, 0 reads C; flag: KMAP's dot */
@@ -195,7 +197,7 @@ static ins *emit(gen *g, unsigned op, uint32_t a, uint32_t b, double bnd, unsign
     in->b = b;
     in->dst = (uint32_t)p->nreg;
     double r = rnd_unit(&g->s);
-    in->path = r < 0.6 ? P_INLINE : r < 0.85 ? P_EXPORTED : P_CURRENT;
+    in->path = r < 0.3 ? P_CURSOR : r < 0.6 ? P_INLINE : r < 0.85 ? P_EXPORTED : P_CURRENT;
     for (unsigned i = 0; i < nres; i++) {
         g->bnd[p->nreg] = bnd;
         g->isc[p->nreg] = g->isc[a] && g->isc[b];
@@ -484,6 +486,7 @@ static void dump_prog(const prog *p)
                k_op_names[in->op],
                in->path == P_EXPORTED  ? "[exported]"
                : in->path == P_CURRENT ? "[current]"
+               : in->path == P_CURSOR  ? "[cursor]"
                                        : "",
                (unsigned)in->a, (unsigned)in->b, (unsigned)in->c, in->k, in->arr ? " X" : "",
                (unsigned)in->off, (unsigned)in->len);
@@ -664,33 +667,43 @@ static void plain_run(const prog *p, const double *x, double *y)
 /* ---- The program on a tape --------------------------------------------------------------------
  */
 
+/* The cursor of P_CURSOR instructions (tape_run opens and closes it). */
+static cr_rec g_rc;
+
 static cr_var t_add(int path, cr_tape *t, cr_var a, cr_var b)
 {
     return path == P_INLINE     ? cr_add(t, a, b)
            : path == P_EXPORTED ? (cr_add)(t, a, b)
+           : path == P_CURSOR   ? cr_rec_add(&g_rc, a, b)
                                 : cr_add(NULL, a, b);
 }
 static cr_var t_sub(int path, cr_tape *t, cr_var a, cr_var b)
 {
     return path == P_INLINE     ? cr_sub(t, a, b)
            : path == P_EXPORTED ? (cr_sub)(t, a, b)
+           : path == P_CURSOR   ? cr_rec_sub(&g_rc, a, b)
                                 : cr_sub(NULL, a, b);
 }
 static cr_var t_mul(int path, cr_tape *t, cr_var a, cr_var b)
 {
     return path == P_INLINE     ? cr_mul(t, a, b)
            : path == P_EXPORTED ? (cr_mul)(t, a, b)
+           : path == P_CURSOR   ? cr_rec_mul(&g_rc, a, b)
                                 : cr_mul(NULL, a, b);
 }
 static cr_var t_div(int path, cr_tape *t, cr_var a, cr_var b)
 {
     return path == P_INLINE     ? cr_div(t, a, b)
            : path == P_EXPORTED ? (cr_div)(t, a, b)
+           : path == P_CURSOR   ? cr_rec_div(&g_rc, a, b)
                                 : cr_div(NULL, a, b);
 }
 static cr_var t_neg(int path, cr_tape *t, cr_var a)
 {
-    return path == P_INLINE ? cr_neg(t, a) : path == P_EXPORTED ? (cr_neg)(t, a) : cr_neg(NULL, a);
+    return path == P_INLINE     ? cr_neg(t, a)
+           : path == P_EXPORTED ? (cr_neg)(t, a)
+           : path == P_CURSOR   ? cr_rec_neg(&g_rc, a)
+                                : cr_neg(NULL, a);
 }
 static cr_var t_call1(int path, cr_tape *t, const cr_value *f, const cr_var *args, size_t n)
 {
@@ -720,9 +733,17 @@ static cr_status tape_run(const prog *p, cr_tape *t, const cr_var *xs, cr_avar X
     cr_tape *prev = cr_tape_set_current(t);
     if (!p->arr && xs != NULL) /* (array programs pass no xs) */
         memcpy(r, xs, p->nin * sizeof *xs);
+    bool open = false; /* g_rc is open on t */
     for (size_t i = 0; i < p->nins; i++) {
         const ins *in = &p->code[i];
         int pa = in->path;
+        if (pa == P_CURSOR && in->op > O_CONST) /* only the arithmetic goes through the cursor */
+            pa = P_INLINE;
+        if (pa == P_CURSOR && !open)
+            cr_rec_open(&g_rc, t);
+        else if (pa != P_CURSOR && open)
+            cr_rec_close(&g_rc);
+        open = pa == P_CURSOR;
         cr_tape *tp = pa == P_CURRENT ? NULL : t;
         cr_var a = r[in->a], b = r[in->b], c = r[in->c], k = cr_const(in->k), *d = &r[in->dst];
         switch (in->op) {
@@ -897,6 +918,8 @@ static cr_status tape_run(const prog *p, cr_tape *t, const cr_var *xs, cr_avar X
             break;
         }
     }
+    if (open)
+        cr_rec_close(&g_rc);
     for (size_t i = 0; i < m && i < p->m; i++)
         ys[i] = r[p->out[i]];
     cr_tape_set_current(prev);
