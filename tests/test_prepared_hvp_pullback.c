@@ -441,7 +441,7 @@ static void counted(counter *c, fixt *e)
 
 static cr_status mix_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
 {
-    cr_var a, b, c;
+    cr_var a = cr_const(0.0), b = a, c = a; /* set by the calls below when they succeed */
     cr_status st = f1_t(t, x, n, &a, m, env);
     if (st == CR_OK)
         st = f2_t(t, x, 2, &b, m, env);
