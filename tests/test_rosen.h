@@ -23,6 +23,17 @@ static inline cr_status rosen_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y
     return cr_tape_status(t);
 }
 
+/* The function in plain C (the finite-difference and value reference). */
+static inline double rosen_value(const double *x, size_t n)
+{
+    double s = 0.0;
+    for (size_t i = 0; i + 1 < n; i++) {
+        double a = x[i + 1] - x[i] * x[i], b = 1.0 - x[i];
+        s += 100.0 * a * a + b * b;
+    }
+    return s;
+}
+
 static inline void rosen_grad(const double *x, size_t n, double *g)
 {
     for (size_t i = 0; i < n; i++)

@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "test_rosen.h"
 #include "test_util.h"
 
 #ifndef cr_rec_add
@@ -223,19 +224,9 @@ static void test_prepared(void **state)
     cr_prepared_free(pg);
 }
 
-/* Rosenbrock over N inputs, through a cursor and on the tape: the records cross many chunk
- * boundaries (each a call into the library from the cursor). */
+/* Rosenbrock over N inputs, through a cursor and on the tape (test_rosen.h's rosen_t): the
+ * records cross many chunk boundaries (each a call into the library from the cursor). */
 enum { NR = 20000 };
-static double rosen_c(const double *x, size_t n)
-{
-    double s = 0.0;
-    for (size_t i = 0; i + 1 < n; i++) {
-        double a = x[i + 1] - x[i] * x[i], b = 1.0 - x[i];
-        s += 100.0 * a * a + b * b;
-    }
-    return s;
-}
-
 static cr_status rosen_cursor(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
 {
     (void)m;
@@ -251,20 +242,6 @@ static cr_status rosen_cursor(cr_tape *t, const cr_var *x, size_t n, cr_var *y, 
             cr_rec_add(&r, cr_rec_mul(&r, hundred, cr_rec_mul(&r, a, a)), cr_rec_mul(&r, b, b)));
     }
     cr_rec_close(&r);
-    y[0] = s;
-    return cr_tape_status(t);
-}
-
-static cr_status rosen_tape(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
-{
-    (void)m;
-    (void)env;
-    cr_var s = cr_const(0.0), hundred = cr_const(100.0), one = cr_const(1.0);
-    for (size_t i = 0; i + 1 < n; i++) {
-        cr_var a = (cr_sub)(t, x[i + 1], (cr_mul)(t, x[i], x[i]));
-        cr_var b = (cr_sub)(t, one, x[i]);
-        s = (cr_add)(t, s, (cr_add)(t, (cr_mul)(t, hundred, (cr_mul)(t, a, a)), (cr_mul)(t, b, b)));
-    }
     y[0] = s;
     return cr_tape_status(t);
 }
@@ -287,9 +264,9 @@ static void test_chunk_boundaries(void **state)
     double yc, yt;
     for (int round = 0; round < 2; round++) { /* the second reuses the chunks */
         assert_int_equal(cr_tape_value_and_gradient(tc, rosen_cursor, NULL, x, NR, &yc, gc), CR_OK);
-        assert_int_equal(cr_tape_value_and_gradient(tt, rosen_tape, NULL, x, NR, &yt, gt), CR_OK);
+        assert_int_equal(cr_tape_value_and_gradient(tt, rosen_t, NULL, x, NR, &yt, gt), CR_OK);
         assert_same_bits(yc, yt);
-        assert_close(yc, rosen_c(x, NR), 1e-13);
+        assert_close(yc, rosen_value(x, NR), 1e-13);
         for (size_t i = 0; i < NR; i++)
             assert_same_bits(gc[i], gt[i]);
         same_stats(tc, tt);
@@ -303,9 +280,9 @@ static void test_chunk_boundaries(void **state)
         size_t j = js[q];
         double xj = x[j], h = 1e-6;
         x[j] = xj + h;
-        double fp = rosen_c(x, NR);
+        double fp = rosen_value(x, NR);
         x[j] = xj - h;
-        double fm = rosen_c(x, NR);
+        double fm = rosen_value(x, NR);
         x[j] = xj;
         assert_close(gc[j], (fp - fm) / (2 * h), 1e-5);
     }

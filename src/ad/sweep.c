@@ -564,14 +564,19 @@ cr_status cr__sweep_second(cr_tape *t, double *adj, double *adjd, const double *
 
 /* ---- Public sweeps ----------------------------------------------------------------------- */
 
+/* The error of a sweep (who) asked for while a recording cursor is open on t. */
+static cr_status cursor_open(cr_tape *t, const char *who)
+{
+    return cr_ctx_error(t->ctx, CR_EMISUSE,
+                        "%s: a recording cursor is open on the tape (close it first: cr_rec_close)",
+                        who);
+}
+
 cr_status cr__foreign_var(cr_tape *t, const char *who, const char *role, size_t j, uint32_t idx,
                           bool arr)
 {
     if (t->rec_open) /* the variable may be the cursor's, made since it last left the library */
-        return cr_ctx_error(t->ctx, CR_EMISUSE,
-                            "%s: a recording cursor is open on the tape (close it first: "
-                            "cr_rec_close)",
-                            who);
+        return cursor_open(t, who);
     if (arr)
         return cr_ctx_error(t->ctx, CR_ETAPE,
                             "%s: %s %zu belongs to another tape, or to this tape before its last "
@@ -701,10 +706,7 @@ static cr_status sweep_entry(cr_tape *t, const char *who)
     if (t->status != CR_OK)
         return t->status;
     if (t->rec_open)
-        return cr_ctx_error(t->ctx, CR_EMISUSE,
-                            "%s: a recording cursor is open on the tape (close it first: "
-                            "cr_rec_close)",
-                            who);
+        return cursor_open(t, who);
     return CR_OK;
 }
 
