@@ -479,8 +479,8 @@ static void test_left_open(void **state)
     cr_tape_free(t);
 }
 
-/* Sweeping while a cursor is open: CR_EMISUSE, whether the output was made by the cursor or
- * before it; after cr_rec_close the same sweep gives the gradient. */
+/* Sweeping, or reading the stats, while a cursor is open: CR_EMISUSE, whether the output was
+ * made by the cursor or before it; after cr_rec_close the same sweep gives the gradient. */
 static void test_sweep_while_open(void **state)
 {
     fixture *f = *state;
@@ -490,6 +490,10 @@ static void test_sweep_while_open(void **state)
     cr_rec r;
     cr_rec_open(&r, t);
     cr_var y = cr_rec_mul(&r, w, x); /* x^3 */
+    cr_tape_stats st = {.nrecords = 99};
+    assert_int_equal(cr_tape_stats_get(t, &st), CR_EMISUSE); /* its counts would miss y's */
+    assert_non_null(strstr(cr_ctx_errmsg(f->ctx), "cr_tape_stats_get: a recording cursor"));
+    assert_int_equal(st.nrecords, 99);
     double g = 0.0;
     assert_int_equal(cr_tape_gradient(t, y, &x, 1, &g), CR_EMISUSE);
     assert_non_null(strstr(cr_ctx_errmsg(f->ctx), "recording cursor is open"));
@@ -498,6 +502,9 @@ static void test_sweep_while_open(void **state)
     assert_int_equal(cr_tape_jacobian(t, &y, 1, &x, 1, &J), CR_EMISUSE);
     assert_int_equal(cr_tape_status(t), CR_OK); /* a sweep's refusal does not fail the tape */
     cr_rec_close(&r);
+    assert_int_equal(cr_tape_stats_get(t, &st), CR_OK);
+    assert_int_equal(st.nrecords, 3); /* the input, w and y */
+    assert_int_equal(st.nvars, 3);
     assert_int_equal(cr_tape_gradient(t, y, &x, 1, &g), CR_OK);
     assert_close(g, 3.0 * 0.5 * 0.5, 1e-15); /* d/dx x^3 */
     cr_tape_free(t);

@@ -181,7 +181,12 @@ typedef struct cr_tape_stats {
     size_t arena_bytes;  /**< Bytes the tape's arena holds (records, pullback environments). */
 } cr_tape_stats;
 
-/** Sizes of the current recording. @return CR_OK; CR_EINVAL for NULL. */
+/**
+ * Sizes of the current recording.
+ * @return CR_OK; CR_EINVAL for NULL; CR_EMISUSE while a recording cursor is open on the
+ * tape (cr_rec_open(): its latest records are the cursor's until it is closed), with *out
+ * left as it was.
+ */
 CR_API cr_status cr_tape_stats_get(const cr_tape *t, cr_tape_stats *out);
 
 /**

@@ -338,6 +338,10 @@ cr_status cr_tape_stats_get(const cr_tape *t, cr_tape_stats *out)
 {
     if (t == NULL || out == NULL)
         return CR_EINVAL;
+    if (t->rec_open) /* the cursor's records since it last left the library are not counted */
+        return cr_ctx_error(t->ctx, CR_EMISUSE,
+                            "cr_tape_stats_get: a recording cursor is open on the tape (close it "
+                            "first: cr_rec_close)");
     size_t words = t->record_words;
     if (t->chunk != NULL)
         words += (size_t)(t->cur - t->chunk->base);
