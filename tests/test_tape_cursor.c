@@ -190,16 +190,7 @@ static void test_forward_and_second_order_tapes(void **state)
     assert_int_equal(cr_tape_record(t, p_cursor, NULL, x0, NP, xs, &y, 1), CR_OK);
     double hv[NP];
     assert_int_equal(cr_tape_hvp(t, y, xs, NP, v, hv, NULL), CR_OK);
-    const double h = 1e-5;
-    double xp[NP], xm[NP], gp[NP], gm[NP], yv;
-    for (size_t j = 0; j < NP; j++) {
-        xp[j] = x0[j] + h * v[j];
-        xm[j] = x0[j] - h * v[j];
-    }
-    assert_int_equal(cr_tape_value_and_gradient(u, p_tape, NULL, xp, NP, &yv, gp), CR_OK);
-    assert_int_equal(cr_tape_value_and_gradient(u, p_tape, NULL, xm, NP, &yv, gm), CR_OK);
-    for (size_t j = 0; j < NP; j++)
-        assert_close(hv[j], (gp[j] - gm[j]) / (2 * h), 1e-5);
+    assert_hvp_by_gradients(u, p_tape, x0, v, NP, hv);
     cr_tape_free(u);
     cr_tape_free(t);
 }

@@ -119,6 +119,26 @@ static inline void assert_same_bits(double a, double b)
     }
 }
 
+/* hv[0..n) (up to 16) agrees with H v of f at x0 by central differences of f's gradient
+ * along v, (grad(x0 + h v) - grad(x0 - h v)) / 2h with h = 1e-5, on the first-order tape
+ * u, within a relative 1e-5. */
+static inline void assert_hvp_by_gradients(cr_tape *u, cr_ad_fn f, const double *x0,
+                                           const double *v, size_t n, const double *hv)
+{
+    enum { MAX_N = 16 };
+    const double h = 1e-5;
+    double xp[MAX_N], xm[MAX_N], gp[MAX_N], gm[MAX_N], yv;
+    assert_true(n <= MAX_N);
+    for (size_t j = 0; j < n; j++) {
+        xp[j] = x0[j] + h * v[j];
+        xm[j] = x0[j] - h * v[j];
+    }
+    assert_int_equal(cr_tape_value_and_gradient(u, f, NULL, xp, n, &yv, gp), CR_OK);
+    assert_int_equal(cr_tape_value_and_gradient(u, f, NULL, xm, n, &yv, gm), CR_OK);
+    for (size_t j = 0; j < n; j++)
+        assert_close(hv[j], (gp[j] - gm[j]) / (2 * h), 1e-5);
+}
+
 /* A tape call that must succeed; prints the tape's message when it does not. */
 #define assert_ok(t, expr)                                                              \
     do {                                                                                \
