@@ -181,6 +181,7 @@ typedef struct ad_stmt {
     /* analysis */
     bool has_exit;         /* contains a break/continue/return leaving this statement */
     bool rev;              /* has adjoint work (reverse sweep code) */
+    bool recompute;        /* ST_DECL in a loop body: recomputed by the adjoint, not stored */
     int id;                /* number, for generated labels and names */
     ad_var *canon;         /* ST_FOR: the counter of a canonical loop, or NULL */
     long long canon_step;  /* its constant step */
@@ -286,6 +287,9 @@ void ad_emit_expr(ad_buf *b, const ad_expr *e);
 void ad_emit_shadow(ad_buf *b, const ad_expr *e, const char *suffix);
 /* The C type spelling of a variable's declaration with a name ("double t[16]"). */
 void ad_emit_decl(ad_buf *b, const ad_type *t, const char *name);
+/* The same for a parameter of a generated definition: pointers are restrict (the
+ * transformer assumes that pointer parameters do not alias). */
+void ad_emit_param(ad_buf *b, const ad_type *t, const char *name);
 /* The generated signature of f's derivative (mode 'r', 'f' or 'v') without the body. */
 void ad_emit_signature(ad_buf *b, const ad_func *f, char mode);
 

@@ -528,6 +528,163 @@ static void find_canonical(ad_stmt *s, void *env)
     i->counter = true;
 }
 
+/* ---- Recomputed locals ------------------------------------------------------------------------- */
+
+/* The roots a statement assigns (directly or through the pointer arguments of a callee). */
+typedef struct roots {
+    ad_var *v[256];
+    int n;
+    bool overflow;
+} roots;
+
+static void add_root(roots *r, ad_var *v)
+{
+    if (!v)
+        return;
+    for (int i = 0; i < r->n; i++)
+        if (r->v[i] == v)
+            return;
+    if (r->n == 256)
+        r->overflow = true;
+    else
+        r->v[r->n++] = v;
+}
+
+static void roots_expr(ad_expr *e, void *env)
+{
+    roots *r = env;
+    if (e->kind == EX_ASSIGN || e->kind == EX_INCDEC)
+        add_root(r, ad_root(e->a));
+    if (e->kind == EX_CALL && e->callee)
+        for (int i = 0; i < e->nargs && i < e->callee->nparams && i < 64; i++)
+            if (e->callee->writes_param[i])
+                add_root(r, ad_root(e->args[i]));
+}
+
+static void roots_stmt(ad_stmt *s, void *env)
+{
+    if (s->kind == ST_DECL && s->var)
+        add_root(env, s->var);
+    walk_expr(s->e, roots_expr, env);
+    walk_expr(s->inc, roots_expr, env);
+}
+
+static bool in_roots(const roots *r, const ad_var *v)
+{
+    for (int i = 0; i < r->n; i++)
+        if (r->v[i] == v)
+            return true;
+    return false;
+}
+
+typedef struct recomp_env {
+    const roots *assigned;
+    const ad_var *counter;
+    ad_var **ok; /* recomputable decls seen so far in the body */
+    int nok;
+    bool fine;
+} recomp_env;
+
+static void recomp_reads(ad_expr *e, void *env)
+{
+    recomp_env *r = env;
+    if (e->kind == EX_CALL && e->callee)
+        r->fine = false;
+    if (e->kind != EX_VAR)
+        return;
+    if (e->var == r->counter || !in_roots(r->assigned, e->var))
+        return;
+    for (int i = 0; i < r->nok; i++)
+        if (r->ok[i] == e->var)
+            return;
+    r->fine = false;
+}
+
+static int count_assignments(ad_stmt *body, const ad_var *v);
+
+static void count_expr(ad_expr *e, void *env)
+{
+    void **p = env;
+    if ((e->kind == EX_ASSIGN || e->kind == EX_INCDEC) && ad_root(e->a) == p[0])
+        (*(int *)p[1])++;
+    if (e->kind == EX_ADDR && ad_root(e->a) == p[0])
+        (*(int *)p[1]) += 2;
+    if (e->kind == EX_CALL && e->callee)
+        for (int i = 0; i < e->nargs && i < 64; i++)
+            if (ad_root(e->args[i]) == p[0] && i < e->callee->nparams &&
+                e->callee->writes_param[i])
+                (*(int *)p[1]) += 2;
+}
+
+static void count_stmt(ad_stmt *s, void *env)
+{
+    void **p = env;
+    if (s->kind == ST_DECL && s->var == p[0])
+        (*(int *)p[1])++;
+    walk_expr(s->e, count_expr, env);
+    walk_expr(s->inc, count_expr, env);
+}
+
+static int count_assignments(ad_stmt *body, const ad_var *v)
+{
+    int n = 0;
+    void *p[2] = {(void *)v, &n};
+    walk_stmt(body, count_stmt, p);
+    return n;
+}
+
+/* A scalar declared (and only assigned) at the top level of a loop body, from values the
+ * body does not change, is recomputed by the adjoint instead of stored. */
+static void find_recompute(ad_func *f, ad_stmt *loop)
+{
+    ad_stmt *body = loop->then;
+    if (!body || body->kind != ST_BLOCK || body->has_exit)
+        return;
+    roots assigned = {.n = 0};
+    walk_stmt(body, roots_stmt, &assigned);
+    if (loop->kind == ST_FOR && loop->inc)
+        walk_expr(loop->inc, roots_expr, &assigned);
+    if (assigned.overflow)
+        return;
+    ad_var *ok[256];
+    recomp_env r = {&assigned, loop->canon, ok, 0, true};
+    for (int i = 0; i < body->n; i++) {
+        ad_stmt *items[64];
+        int n = 0;
+        ad_stmt *s = body->body[i];
+        if (s->kind == ST_DECL) {
+            items[n++] = s;
+        } else if (s->kind == ST_BLOCK && !s->has_exit) {
+            bool decls = s->n <= 64;
+            for (int j = 0; decls && j < s->n; j++)
+                decls = s->body[j]->kind == ST_DECL;
+            if (decls)
+                for (int j = 0; j < s->n; j++)
+                    items[n++] = s->body[j];
+        }
+        for (int j = 0; j < n; j++) {
+            ad_stmt *d = items[j];
+            ad_var *v = d->var;
+            if (!d->e || d->ninits || v->type->kind == TY_ARRAY || v->type->kind == TY_STRUCT ||
+                v->type->kind == TY_PTR || !v->needed || count_assignments(f->body, v) != 1)
+                continue;
+            r.fine = true;
+            walk_expr(d->e, recomp_reads, &r);
+            if (!r.fine)
+                continue;
+            d->recompute = true;
+            if (r.nok < 256)
+                ok[r.nok++] = v;
+        }
+    }
+}
+
+static void recompute_stmt(ad_stmt *s, void *env)
+{
+    if (s->kind == ST_FOR || s->kind == ST_WHILE || s->kind == ST_DO)
+        find_recompute(env, s);
+}
+
 /* ---- Driver ------------------------------------------------------------------------------------ */
 
 static void reset_var(ad_var *v)
@@ -552,6 +709,8 @@ static void clear_stmt(ad_stmt *s, void *env)
     for (int i = 0; i < s->ninits; i++)
         walk_expr(s->inits[i], clear_expr, env);
     s->canon = NULL;
+    s->recompute = false;
+    s->id = 0;
 }
 
 static void mark_active_stmt(ad_stmt *s, void *env)
@@ -697,5 +856,6 @@ int ad_analyse(ad_unit *u, ad_func *f, uint64_t mask)
     walk_stmt(f->body, need_stmt, NULL);
     walk_stmt(f->body, find_canonical, NULL);
     mark_exits(f->body, false);
+    walk_stmt(f->body, recompute_stmt, f);
     return f->nerrors > before;
 }

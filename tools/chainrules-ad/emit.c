@@ -25,6 +25,8 @@ void ad_emit_preamble(const ad_unit *u, ad_buf *out)
     memcpy(cuts, u->cuts, (size_t)u->ncuts * sizeof *cuts);
     qsort(cuts, (size_t)u->ncuts, sizeof *cuts, cut_cmp);
     size_t pos = 0;
+    ad_buf_put(out, "#if defined(__GNUC__)\n#define CR_AD_UNUSED __attribute__((unused))\n#else\n"
+                    "#define CR_AD_UNUSED\n#endif\n");
     ad_buf_printf(out, "#line 1 \"%s\"\n", u->file);
     for (int i = 0; i < u->ncuts; i++) {
         if (cuts[i].begin < pos || cuts[i].end > u->source_len)
@@ -47,7 +49,7 @@ void ad_emit_preamble(const ad_unit *u, ad_buf *out)
     ad_buf_put(out, u->source + pos);
     free(cuts);
     ad_buf_put(out, "\n#line 1 \"<chainrules-ad>\"\n#include <chainrules.h>\n"
-                    "#include <chainrules/adstack.h>\n\n");
+                    "#include <chainrules/adstack.h>\n#include <math.h>\n#include <stdint.h>\n\n");
 }
 
 /* ---- Expressions -------------------------------------------------------------------------- */
@@ -200,6 +202,19 @@ void ad_emit_shadow(ad_buf *b, const ad_expr *e, const char *sfx)
 
 /* "double *" -> "double *name"; "double [16]" -> "double name[16]"; "const double *" keeps
  * const. */
+void ad_emit_param(ad_buf *b, const ad_type *t, const char *name)
+{
+    if (t->kind == TY_PTR) {
+        const char *s = t->spelling;
+        size_t n = strlen(s);
+        if (n && s[n - 1] == '*') {
+            ad_buf_printf(b, "%srestrict %s", s, name);
+            return;
+        }
+    }
+    ad_emit_decl(b, t, name);
+}
+
 void ad_emit_decl(ad_buf *b, const ad_type *t, const char *name)
 {
     if (t->kind == TY_ARRAY) {
@@ -243,9 +258,9 @@ static void shadow_param(ad_buf *b, const ad_var *p, char mode)
         base = e->spelling;
     bool input_only = t->is_const;
     if (mode == 'r')
-        ad_buf_printf(b, "%s *%s_b", base, p->cname);
+        ad_buf_printf(b, "%s *restrict %s_b", base, p->cname);
     else
-        ad_buf_printf(b, "%s%s *%s_d", input_only ? "const " : "", base, p->cname);
+        ad_buf_printf(b, "%s%s *restrict %s_d", input_only ? "const " : "", base, p->cname);
 }
 
 void ad_emit_signature(ad_buf *b, const ad_func *f, char mode)
@@ -259,7 +274,7 @@ void ad_emit_signature(ad_buf *b, const ad_func *f, char mode)
         if (!first)
             ad_buf_put(b, ", ");
         first = false;
-        ad_emit_decl(b, p->type, p->cname);
+        ad_emit_param(b, p->type, p->cname);
         if (p->shadowed) {
             ad_buf_put(b, ", ");
             shadow_param(b, p, mode);

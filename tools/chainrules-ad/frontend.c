@@ -819,6 +819,11 @@ static enum CXChildVisitResult top_visit(CXCursor c, CXCursor parent, CXClientDa
     if (k == CXCursor_FunctionDecl && clang_isCursorDefinition(c)) {
         ad_func *f = read_function(t->s, c);
         u->funcs[u->nfuncs++] = f;
+        if (f->is_static) {
+            /* the output calls the transformed copies: the primal may be unused there */
+            size_t b = offset_of(clang_getRangeStart(clang_getCursorExtent(c)));
+            u->cuts[u->ncuts++] = (struct ad_cut){b, b, "CR_AD_UNUSED "};
+        }
         if (!f->is_static) {
             /* the output declares it: its body is cut from the copy of the input */
             kids ch = children(c);
@@ -1015,7 +1020,7 @@ int ad_parse(const char *path, const char *const *flags, int nflags, ad_unit *u)
     int ntop = 0;
     clang_visitChildren(root, count_top, &ntop);
     u->funcs = ad_alloc((size_t)(ntop + 1) * sizeof *u->funcs);
-    u->cuts = ad_alloc((size_t)(2 * ntop + 1) * sizeof *u->cuts);
+    u->cuts = ad_alloc((size_t)(3 * ntop + 1) * sizeof *u->cuts);
     top t = {&s, clang_getFile(tu, path)};
     read_pragmas(u);
     clang_visitChildren(root, top_visit, &t);

@@ -64,7 +64,7 @@ const char *lin_value(lin *l, ad_expr *e)
         const char *vc = lin_value(l, e->c);
         ad_buf_printf(l->out, "%st%d_ = %s;\n", l->ind, n, vc);
         l->ind = ind;
-        ad_buf_printf(l->out, "%s}\n", l->ind);
+        ad_buf_printf(l->out, "%s}\n%s(void)t%d_;\n", l->ind, l->ind, n);
         return ad_fmt("t%d_", n);
     }
     if (!e->row) {
@@ -82,7 +82,8 @@ const char *lin_value(lin *l, ad_expr *e)
                   k, l->ind, l->ind, T, k);
     for (int j = 0; j < k; j++)
         ad_buf_printf(l->out, "%s(%s)%s", j ? ", " : "", T, vals[j]);
-    ad_buf_printf(l->out, "};\n%s    %s(x_, &t%d_, t%d_D);\n%s}\n", l->ind, helper, n, n, l->ind);
+    ad_buf_printf(l->out, "};\n%s    %s(x_, &t%d_, t%d_D);\n%s}\n%s(void)t%d_;\n", l->ind, helper,
+                  n, n, l->ind, l->ind, n);
     return ad_fmt("t%d_", n);
 }
 

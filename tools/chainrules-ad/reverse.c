@@ -281,12 +281,26 @@ static void bw_call(rv *r, ad_expr *lhs, ad_expr *c, const char *ind)
 /* An assignment place = value (value may be a call of the file). */
 static void fw_assign(rv *r, ad_expr *place, ad_expr *value, bool fresh, const char *ind)
 {
-    if (pushes(ad_root(place), fresh))
-        push_place(r, place, ind);
     if (value->kind == EX_CALL && value->callee) {
-        fw_call(r, place, value, ind);
+        /* the callee's pushes come first, then the old value: the adjoint restores the old
+         * value (which the call's arguments may read), then runs the callee's adjoint */
+        if (!pushes(ad_root(place), fresh)) {
+            fw_call(r, place, value, ind);
+            return;
+        }
+        ad_expr *tmp = ad_alloc(sizeof *tmp);
+        *tmp = *place;
+        tmp->kind = EX_TEXT;
+        tmp->text = ad_fmt("c%d_", ++r->l.tmp);
+        ad_buf_printf(r->fw, "%s{\n%s    %s %s;\n", ind, ind, place->type->spelling, tmp->text);
+        const char *ind2 = ad_fmt("%s    ", ind);
+        fw_call(r, tmp, value, ind2);
+        push_place(r, place, ind2);
+        ad_buf_printf(r->fw, "%s%s = %s;\n%s}\n", ind2, text(place), tmp->text, ind);
         return;
     }
+    if (pushes(ad_root(place), fresh))
+        push_place(r, place, ind);
     ad_buf_printf(r->fw, "%s%s = %s;\n", ind, text(place), text(value));
 }
 
@@ -363,7 +377,7 @@ static void fw_stmt(rv *r, ad_stmt *s, const char *ind)
         return;
     }
     case ST_DECL: {
-        bool fresh = s->var->loop_depth == 0 || s->var->counter;
+        bool fresh = s->var->loop_depth == 0 || s->var->counter || s->recompute;
         if (s->e)
             fw_assign(r, var_ref(s->var), s->e, fresh, ind);
         for (int i = 0; i < s->ninits; i++)
@@ -493,6 +507,24 @@ static void fw_stmt(rv *r, ad_stmt *s, const char *ind)
     }
 }
 
+/* The locals of a loop body that the adjoint recomputes (analysis: find_recompute), in
+ * their order, at the start of the iteration's adjoint. */
+static void recompute_locals(rv *r, ad_stmt *body, const char *ind)
+{
+    if (!body || body->kind != ST_BLOCK)
+        return;
+    for (int i = 0; i < body->n; i++) {
+        ad_stmt *s = body->body[i];
+        if (s->kind == ST_DECL && s->recompute)
+            ad_buf_printf(r->bw, "%s%s = %s;\n", ind, s->var->cname, text(s->e));
+        if (s->kind == ST_BLOCK)
+            for (int j = 0; j < s->n; j++)
+                if (s->body[j]->kind == ST_DECL && s->body[j]->recompute)
+                    ad_buf_printf(r->bw, "%s%s = %s;\n", ind, s->body[j]->var->cname,
+                                  text(s->body[j]->e));
+    }
+}
+
 /* ---- Adjoint sweep -------------------------------------------------------------------------- */
 
 static void bw_stmt(rv *r, ad_stmt *s, const char *ind)
@@ -519,7 +551,7 @@ static void bw_stmt(rv *r, ad_stmt *s, const char *ind)
         }
         return;
     case ST_DECL: {
-        bool fresh = s->var->loop_depth == 0 || s->var->counter;
+        bool fresh = s->var->loop_depth == 0 || s->var->counter || s->recompute;
         if (s->ninits && s->var->type->kind == TY_ARRAY)
             for (long long i = s->var->type->len - 1; i >= s->ninits; i--)
                 bw_assign(r, elem_ref(s->var, (int)i), s->inits[0], fresh, ind);
@@ -567,7 +599,9 @@ static void bw_stmt(rv *r, ad_stmt *s, const char *ind)
         int id = s->id;
         ad_buf_printf(r->bw, "%s{\n", ind);
         if (brk)
-            ad_buf_printf(r->bw, "%sconst int64_t brk_%d_ = cr_adstack_pop_i64(&st_);\n", ind2, id);
+            ad_buf_printf(r->bw,
+                          "%sconst int64_t brk_%d_ = cr_adstack_pop_i64(&st_);\n%s(void)brk_%d_;\n",
+                          ind2, id, ind2, id);
         ad_buf_printf(r->bw, "%sconst int64_t n_%d_ = cr_adstack_pop_i64(&st_);\n", ind2, id);
         const char *ind3 = ad_fmt("%s    ", ind2);
         if (s->canon) {
@@ -589,6 +623,7 @@ static void bw_stmt(rv *r, ad_stmt *s, const char *ind)
                 ad_buf_printf(r->bw, "%s}\n", ind3);
             }
         }
+        recompute_locals(r, s->then, ind3);
         if (rev_stmt(s->then))
             bw_stmt(r, s->then, ind3);
         ad_buf_printf(r->bw, "%s}\n", ind2);
@@ -624,7 +659,7 @@ static void emit_locals(rv *r, ad_buf *b)
     if (ad_type_is_real(f->ret) || f->ret->kind != TY_VOID) {
         ad_buf_put(b, "    ");
         ad_emit_decl(b, f->ret, "ret_");
-        ad_buf_put(b, " = 0;\n");
+        ad_buf_put(b, " = 0;\n    (void)ret_;\n");
     }
 }
 
