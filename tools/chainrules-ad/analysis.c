@@ -760,10 +760,6 @@ static void check_active_expr(ad_expr *e, void *env)
             }
         }
     }
-    if (e->kind == EX_INCDEC && ad_type_is_real(e->type) && e->active) {
-        ad_error(e->loc, "unsupported construct: ++/-- on a floating-point value (write x += 1)");
-        f->nerrors++;
-    }
 }
 
 static void check_active_stmt(ad_stmt *s, void *env)

@@ -130,7 +130,7 @@ static ad_type *convert_type(CXType t0)
         CXCursor d = clang_getTypeDeclaration(t);
         r->kind = TY_STRUCT;
         r->is_union = clang_getCursorKind(d) == CXCursor_UnionDecl;
-        r->name = type_spelling(t0);
+        r->name = type_spelling(clang_getUnqualifiedType(t0));
         clang_visitChildren(d, field_visit, r);
         break;
     }
@@ -496,6 +496,8 @@ static ad_expr *expr(fe *s, CXCursor c)
                                "call the function by name, or register a rule for it");
         ad_expr *e = new_expr(EX_CALL, c);
         e->text = spelling(callee);
+        if (strstr(e->text, "setjmp") || strstr(e->text, "longjmp"))
+            return unsupported(c, "setjmp and longjmp", "use structured control flow");
         e->nargs = clang_Cursor_getNumArguments(c);
         e->args = ad_alloc((size_t)(e->nargs ? e->nargs : 1) * sizeof *e->args);
         for (int i = 0; i < e->nargs; i++) {
@@ -678,6 +680,234 @@ static ad_stmt *for_stmt(fe *s, CXCursor c, ctx *x)
     return st->then ? st : NULL;
 }
 
+
+/* ---- switch, lowered to structured code ------------------------------------------------ */
+
+/* switch (e) { case A: S1 case B: case C: S2 default: S3 } becomes
+ *   sw = e; hit = (sw == A || sw == B || sw == C); m = 0;
+ *   do { if (m || sw == A) { m = 1; S1 } if (m || sw == B || sw == C) { m = 1; S2 }
+ *        if (m || !hit) { m = 1; S3 } } while (0);
+ * so that fall-through, `break` (which leaves the do) and a default anywhere keep their
+ * meaning. `continue` inside the switch would continue the do, and is refused. */
+
+typedef struct seg {
+    const char **vals; /* case values as C text */
+    int nvals;
+    bool is_default;
+    ad_stmt **items;
+    int nitems, capitems;
+} seg;
+
+static ad_type *int_type(void)
+{
+    ad_type *t = ad_alloc(sizeof *t);
+    t->kind = TY_INT;
+    t->spelling = "long long";
+    return t;
+}
+
+static ad_expr *mk(ad_ekind k, ad_type *t, ad_loc loc)
+{
+    ad_expr *e = ad_alloc(sizeof *e);
+    e->kind = k;
+    e->type = t;
+    e->loc = loc;
+    e->tmp = -1;
+    return e;
+}
+
+static ad_expr *mk_bin(const char *op, ad_expr *a, ad_expr *b, ad_type *t)
+{
+    ad_expr *e = mk(EX_BIN, t, a->loc);
+    e->op = op;
+    e->a = a;
+    e->b = b;
+    return e;
+}
+
+static ad_expr *mk_var(ad_var *v, ad_loc loc)
+{
+    ad_expr *e = mk(EX_VAR, v->type, loc);
+    e->var = v;
+    return e;
+}
+
+static ad_expr *mk_num(const char *text, ad_type *t, ad_loc loc)
+{
+    ad_expr *e = mk(EX_NUM, t, loc);
+    e->text = text;
+    return e;
+}
+
+static ad_stmt *mk_assign(ad_var *v, ad_expr *val, ad_loc loc)
+{
+    ad_stmt *st = ad_alloc(sizeof *st);
+    st->kind = ST_EXPR;
+    st->loc = loc;
+    ad_expr *as = mk(EX_ASSIGN, v->type, loc);
+    as->op = "=";
+    as->a = mk_var(v, loc);
+    as->b = val;
+    st->e = as;
+    return st;
+}
+
+static ad_var *switch_var(fe *s, const char *base, ad_loc loc, int depth)
+{
+    ad_func *f = s->f;
+    ad_var *v = ad_alloc(sizeof *v);
+    v->name = v->cname = ad_fmt("%s%d_", base, f->nlocals);
+    v->type = int_type();
+    v->kind = VAR_LOCAL;
+    v->loc = loc;
+    v->loop_depth = depth;
+    if (f->nlocals == f->caplocals) {
+        int cap = f->caplocals ? 2 * f->caplocals : 32;
+        ad_var **nl = ad_alloc((size_t)cap * sizeof *nl);
+        if (f->nlocals)
+            memcpy(nl, f->locals, (size_t)f->nlocals * sizeof *nl);
+        f->locals = nl;
+        f->caplocals = cap;
+    }
+    v->index = f->nlocals;
+    f->locals[f->nlocals++] = v;
+    return v;
+}
+
+static void seg_add(seg *g, ad_stmt *st)
+{
+    if (g->nitems == g->capitems) {
+        int cap = g->capitems ? 2 * g->capitems : 8;
+        ad_stmt **n = ad_alloc((size_t)cap * sizeof *n);
+        if (g->nitems)
+            memcpy(n, g->items, (size_t)g->nitems * sizeof *n);
+        g->items = n;
+        g->capitems = cap;
+    }
+    g->items[g->nitems++] = st;
+}
+
+static bool has_continue(const ad_stmt *st)
+{
+    if (!st)
+        return false;
+    if (st->kind == ST_CONTINUE)
+        return true;
+    if (st->kind == ST_FOR || st->kind == ST_WHILE || st->kind == ST_DO)
+        return false;
+    for (int i = 0; i < st->n; i++)
+        if (has_continue(st->body[i]))
+            return true;
+    return has_continue(st->then) || has_continue(st->els);
+}
+
+static ad_stmt *switch_stmt(fe *s, CXCursor c, ctx *x)
+{
+    kids ch = children(c);
+    if (ch.n != 2 || clang_getCursorKind(ch.c[1]) != CXCursor_CompoundStmt)
+        return (ad_stmt *)unsupported(c, "switch", "write its body as a { } block of cases");
+    ad_loc loc = loc_of(c);
+    ad_expr *cond = expr(s, ch.c[0]);
+    if (!cond)
+        return NULL;
+    kids body = children(ch.c[1]);
+    seg *segs = ad_alloc((size_t)(body.n + 1) * sizeof *segs);
+    int nseg = 0;
+    x->loop_depth++; /* the statements run inside a do { } while (0) */
+    for (int i = 0; i < body.n; i++) {
+        CXCursor it = body.c[i];
+        bool label = false;
+        for (;;) {
+            enum CXCursorKind k = clang_getCursorKind(it);
+            if (k != CXCursor_CaseStmt && k != CXCursor_DefaultStmt)
+                break;
+            kids lk = children(it);
+            if (!label) {
+                nseg++;
+                label = true;
+            }
+            seg *g = &segs[nseg - 1];
+            if (k == CXCursor_DefaultStmt) {
+                g->is_default = true;
+            } else {
+                if (lk.n != 2) {
+                    x->loop_depth--;
+                    return (ad_stmt *)unsupported(it, "case range", "list the values");
+                }
+                char *v = constant_text(lk.c[0]);
+                if (!v) {
+                    x->loop_depth--;
+                    return (ad_stmt *)unsupported(it, "case label", "not a constant");
+                }
+                const char **nv = ad_alloc((size_t)(g->nvals + 1) * sizeof *nv);
+                if (g->nvals)
+                    memcpy(nv, g->vals, (size_t)g->nvals * sizeof *nv);
+                nv[g->nvals++] = v;
+                g->vals = nv;
+            }
+            it = lk.c[lk.n - 1];
+        }
+        if (!nseg) {
+            x->loop_depth--;
+            return (ad_stmt *)unsupported(it, "a statement before the first case", "remove it");
+        }
+        ad_stmt *st = stmt(s, it, x);
+        if (!st) {
+            x->loop_depth--;
+            return NULL;
+        }
+        if (has_continue(st)) {
+            x->loop_depth--;
+            return (ad_stmt *)unsupported(it, "continue inside a switch",
+                                          "set a flag and continue after the switch");
+        }
+        seg_add(&segs[nseg - 1], st);
+    }
+    x->loop_depth--;
+    ad_type *it = int_type();
+    ad_var *sw = switch_var(s, "sw", loc, x->loop_depth);
+    ad_var *hit = switch_var(s, "hit", loc, x->loop_depth);
+    ad_var *m = switch_var(s, "m", loc, x->loop_depth);
+    ad_stmt **out = ad_alloc(4 * sizeof *out);
+    ad_expr *cast = mk(EX_CAST, it, loc);
+    cast->a = cond;
+    out[0] = mk_assign(sw, cast, loc);
+    ad_expr *any = mk_num("0", it, loc);
+    for (int g = 0; g < nseg; g++)
+        for (int j = 0; j < segs[g].nvals; j++)
+            any = mk_bin("||", any, mk_bin("==", mk_var(sw, loc), mk_num(segs[g].vals[j], it, loc), it), it);
+    out[1] = mk_assign(hit, any, loc);
+    out[2] = mk_assign(m, mk_num("0", it, loc), loc);
+    ad_stmt **ifs = ad_alloc((size_t)(nseg + 1) * sizeof *ifs);
+    for (int g = 0; g < nseg; g++) {
+        ad_expr *when = mk_var(m, loc);
+        for (int j = 0; j < segs[g].nvals; j++)
+            when = mk_bin("||", when, mk_bin("==", mk_var(sw, loc), mk_num(segs[g].vals[j], it, loc), it), it);
+        if (segs[g].is_default) {
+            ad_expr *no = mk(EX_UN, it, loc);
+            no->op = "!";
+            no->a = mk_var(hit, loc);
+            when = mk_bin("||", when, no, it);
+        }
+        ad_stmt **items = ad_alloc((size_t)(segs[g].nitems + 1) * sizeof *items);
+        items[0] = mk_assign(m, mk_num("1", it, loc), loc);
+        memcpy(items + 1, segs[g].items, (size_t)segs[g].nitems * sizeof *items);
+        ad_stmt *st = ad_alloc(sizeof *st);
+        st->kind = ST_IF;
+        st->loc = loc;
+        st->e = when;
+        st->then = block_of(items, segs[g].nitems + 1, loc);
+        ifs[g] = st;
+    }
+    ad_stmt *dowhile = ad_alloc(sizeof *dowhile);
+    dowhile->kind = ST_DO;
+    dowhile->loc = loc;
+    dowhile->then = block_of(ifs, nseg, loc);
+    dowhile->e = mk_num("0", it, loc);
+    out[3] = dowhile;
+    return block_of(out, 4, loc);
+}
+
 static ad_stmt *stmt(fe *s, CXCursor c, ctx *x)
 {
     enum CXCursorKind k = clang_getCursorKind(c);
@@ -750,7 +980,7 @@ static ad_stmt *stmt(fe *s, CXCursor c, ctx *x)
         return (ad_stmt *)unsupported(c, "goto and labels",
                                       "use structured loops, break, continue and return");
     case CXCursor_SwitchStmt:
-        return (ad_stmt *)unsupported(c, "switch", "write it as an if/else chain");
+        return switch_stmt(s, c, x);
     case CXCursor_GCCAsmStmt:
     case CXCursor_MSAsmStmt:
         return (ad_stmt *)unsupported(c, "inline assembly", "move it to a function with a rule");
