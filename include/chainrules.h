@@ -27,6 +27,7 @@
 #include "chainrules/fd.h"
 #include "chainrules/kernel.h"
 #include "chainrules/project.h"
+#include "chainrules/revolve.h"
 #include "chainrules/rule.h"
 #include "chainrules/rules_array.h"
 #include "chainrules/rules_complex.h"
