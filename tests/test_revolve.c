@@ -365,6 +365,13 @@ static void test_misuse(void **state)
     rv.top = 7;
     assert_int_equal(cr_revolve_next(&rv, &op), CR_REVOLVE_FAILED);
     assert_int_equal(cr_revolve_status(&rv), CR_EMISUSE);
+    assert_int_equal(cr_revolve_next(&rv, &op), CR_REVOLVE_FAILED); /* it stays failed */
+    assert_int_equal(cr_revolve_init(&rv, 100, 4), CR_OK);
+    assert_int_equal(cr_revolve_next(&rv, &op), CR_REVOLVE_STORE);
+    assert_int_equal(cr_revolve_next(&rv, &op), CR_REVOLVE_ADVANCE);
+    rv.snaps = 1; /* no slot left for the STORE that comes next */
+    assert_int_equal(cr_revolve_next(&rv, &op), CR_REVOLVE_FAILED);
+    assert_int_equal(cr_revolve_status(&rv), CR_EMISUSE);
     /* Zero steps: DONE at once, and again. */
     assert_int_equal(cr_revolve_init(&rv, 0, 1), CR_OK);
     assert_int_equal(cr_revolve_next(&rv, &op), CR_REVOLVE_DONE);

@@ -56,22 +56,19 @@ static uint64_t binom_cap(uint64_t n, uint64_t k, uint64_t cap)
     return b;
 }
 
-/* beta(s, r) = binom(s + r, r), capped; 0 for r < 0. */
+/* beta(s, r) = binom(s + r, r), capped, for r >= 0. */
 static uint64_t beta_cap(int64_t s, int64_t r, uint64_t cap)
 {
-    if (r < 0)
-        return 0;
     return binom_cap((uint64_t)s + (uint64_t)r, (uint64_t)r, cap);
 }
 
-/* r(l, s): the least r >= 0 with beta(s, r) >= l, for l >= 1, s >= 1 (beta(s, l-1) >= l
- * bounds it). A doubling search then bisection: O(log r) binomials of O(min(s, r)) terms. */
+/* r(l, s): the least r with beta(s, r) >= l, for l >= 2, s >= 1 (so r >= 1, and
+ * beta(s, l-1) >= l bounds it). A doubling search then bisection: O(log r) binomials of
+ * O(min(s, r)) terms. */
 static int64_t reps(int64_t l, int64_t s)
 {
     uint64_t ul = (uint64_t)l;
-    if (beta_cap(s, 0, ul) >= ul)
-        return 0;
-    int64_t lo = 0, hi = 1; // beta(s, lo) < l
+    int64_t lo = 0, hi = 1; // beta(s, lo) = 1 < l
     while (beta_cap(s, hi, ul) < ul) {
         lo = hi;
         hi = hi > (l - 1) / 2 ? l - 1 : 2 * hi;
@@ -96,6 +93,8 @@ static int64_t split(int64_t l, int64_t s)
     int64_t head = (int64_t)beta_cap(s, r - 1, UINT64_MAX);
     int64_t tail = (int64_t)beta_cap(s - 1, r - 1, UINT64_MAX);
     int64_t j = head < l - tail ? head : l - tail;
+    // 1 <= j <= l - 1 holds (beta(s, r-1) >= 1 and l - beta(s-1, r-1) > beta(s, r-2) >= 0;
+    // beta(s-1, r-1) >= 1); the clamps only guarantee a well-formed schedule regardless.
     if (j < 1)
         j = 1;
     if (j > l - 1)
