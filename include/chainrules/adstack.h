@@ -19,10 +19,10 @@
  *
  * Speed: push and pop are static inline functions whose common path is one comparison
  * with the current chunk's end (push) or start (pop), the move of the top and one store
- * (load); a pop also keeps the high-water mark (one more comparison, and a store only on the
- * first pop after pushes) so that cr_adstack_peak_bytes() is exact at no cost to pushes. Going to
- * the next chunk and back to the previous one is done out of line by cr_adstack_push_slow() and
- * cr_adstack_pop_slow() (exported functions of the library).
+ * (load); a pop also keeps the high-water mark (one more comparison, and a store only on
+ * the first pop after pushes) so that cr_adstack_peak_bytes() is exact at no cost to
+ * pushes. Going to the next chunk and back to the previous one is done out of line by
+ * cr_adstack_push_slow() and cr_adstack_pop_slow() (exported functions of the library).
  *
  * Memory: chunks come from `malloc`/`free` (the stack has no cr_ctx), or from the
  * cr_realloc_fn given to cr_adstack_init_ex(). Allocation failure does not stop the caller:
@@ -221,9 +221,10 @@ CR_API size_t cr_adstack_reserved_bytes(const cr_adstack *s);
 /* The inline paths. A push compares the top with the chunk's end, moves the top and
  * stores; a pop compares the top with the chunk's start, raises the high-water mark if the
  * top is above it (the first pop after pushes; a run of pops only compares), moves the top
- * and loads. The stores and loads go through a pointer to the member's type, not
- * through the union, so that they cannot alias the stack's pointers (which the compiler
- * can then keep in registers). */
+ * and loads. Items are read and written as members of the union, so that an item popped
+ * with another type than it was pushed with is type punning (unspecified bits), not an
+ * aliasing violation; the union has no pointer member, so that its stores cannot alias the
+ * stack's pointers. */
 
 /* The inline push of `value` into union member `member` (of the type pushed). */
 #define CR__ADSTACK_PUSH(s, member, value)             \
@@ -262,8 +263,7 @@ static inline double cr_adstack_pop_f64(cr_adstack *s)
     if (p > s->high)
         s->high = p;
     s->top = --p;
-    const double *d = &p->f64;
-    return *d;
+    return p->f64;
 }
 
 /**
@@ -289,8 +289,7 @@ static inline int64_t cr_adstack_pop_i64(cr_adstack *s)
     if (p > s->high)
         s->high = p;
     s->top = --p;
-    const int64_t *d = &p->i64;
-    return *d;
+    return p->i64;
 }
 
 /**
@@ -316,8 +315,7 @@ static inline float cr_adstack_pop_f32(cr_adstack *s)
     if (p > s->high)
         s->high = p;
     s->top = --p;
-    const float *d = &p->f32;
-    return *d;
+    return p->f32;
 }
 
 /**
@@ -343,8 +341,7 @@ static inline void *cr_adstack_pop_ptr(cr_adstack *s)
     if (p > s->high)
         s->high = p;
     s->top = --p;
-    const uint64_t *d = &p->u64;
-    return (void *)(uintptr_t)*d;
+    return (void *)(uintptr_t)p->u64;
 }
 
 CR_END_DECLS
