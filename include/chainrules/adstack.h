@@ -191,6 +191,15 @@ CR_API cr_adstack_slot cr_adstack_pop_slow(cr_adstack *s, cr_adstack_kind kind);
 CR_API int cr_adstack_failed(const cr_adstack *s);
 
 /**
+ * Release the calling thread's cache of stack chunks. Chunks of stacks that use the default
+ * allocator are not returned to the system by cr_adstack_deinit(): up to 64 MiB of them are
+ * kept for the thread's next stack (so that a generated f_rev called in a loop does not
+ * fault in its memory on every call), and freed when the thread exits or by this call.
+ * @note Thread-safe: it touches only the calling thread's cache.
+ */
+CR_API void cr_adstack_trim(void);
+
+/**
  * The largest number of bytes of items the stack has held at once (8 per item) since
  * cr_adstack_init() or cr_adstack_deinit(); exact.
  * @param[in] s the stack; NULL gives 0.
