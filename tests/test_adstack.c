@@ -503,6 +503,32 @@ static void test_params_and_null(void **state)
     assert_int_equal(cr_adstack_reserved_bytes(NULL), 0);
 }
 
+/* A zero-initialised stack, never through init, is an empty one with the defaults; sizes
+ * broken by the caller make the first push fail, never write out of bounds. */
+static void test_zero_initialised(void **state)
+{
+    (void)state;
+    cr_adstack s;
+    memset(&s, 0, sizeof s);
+    assert_false(cr_adstack_failed(&s));
+    assert_true(isnan(cr_adstack_pop_f64(&s))); /* empty */
+    cr_adstack_reset(&s);
+    for (int i = 0; i < 2000; i++)
+        cr_adstack_push_i64(&s, i);
+    assert_int_equal(cr_adstack_reserved_bytes(&s), 4096 + 8192 + 16384);
+    for (int i = 2000; i-- > 0;)
+        assert_int_equal(cr_adstack_pop_i64(&s), i);
+    assert_false(cr_adstack_failed(&s));
+    cr_adstack_deinit(&s);
+
+    cr_adstack_init(&s);
+    s.first_chunk = 8; /* below the minimum: no room for a header */
+    cr_adstack_push_f64(&s, 1.0);
+    assert_true(cr_adstack_failed(&s));
+    assert_int_equal(cr_adstack_reserved_bytes(&s), 0);
+    cr_adstack_deinit(&s);
+}
+
 /* The out-of-line functions called directly while the chunk has room (or items) act as the
  * inline paths do; their failure values follow the kind. */
 static void test_slow_paths_called_directly(void **state)
@@ -542,6 +568,7 @@ int main(void)
         cmocka_unit_test(test_allocation_failure),
         cmocka_unit_test(test_empty_pops),
         cmocka_unit_test(test_params_and_null),
+        cmocka_unit_test(test_zero_initialised),
         cmocka_unit_test(test_slow_paths_called_directly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

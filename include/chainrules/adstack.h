@@ -30,7 +30,8 @@
  * later pop returns NaN, 0 or NULL; check cr_adstack_failed() once at the end of the
  * adjoint sweep. A pop on an empty stack (a misuse: generated code never pops more than it
  * pushed) marks the stack failed the same way and returns NaN, 0 or NULL. No input reaches
- * undefined behaviour, except a stack used without cr_adstack_init() or cr_adstack_init_ex().
+ * undefined behaviour; a zero-initialised cr_adstack (`cr_adstack st = {0};`, static
+ * storage) is an empty stack with the defaults, as after cr_adstack_init().
  *
  * @code
  * cr_adstack st;
@@ -82,8 +83,8 @@ typedef struct cr_adstack_chunk cr_adstack_chunk;
 
 /**
  * A value stack. Caller storage: declare it anywhere and set it up with cr_adstack_init()
- * or cr_adstack_init_ex(). The fields are described for debugging and to make the inline
- * functions possible; they are private: use the functions.
+ * or cr_adstack_init_ex(), or zero-initialise it (the defaults). The fields are described for
+ * debugging and to make the inline functions possible; they are private: use the functions.
  */
 typedef struct cr_adstack {
     cr_adstack_slot *top;     /**< Next free slot of the current chunk. */

@@ -199,9 +199,16 @@ void cr_adstack_push_slow(cr_adstack *s, cr_adstack_slot v)
         if (cur != NULL && cur->next != NULL) {
             next = cur->next; // left by pops: reuse it
         } else {
-            size_t bytes = s->first_chunk;
+            // A zero-initialised stack (never through init) has the default sizes.
+            size_t first = s->first_chunk != 0 ? s->first_chunk : CR_ADSTACK_FIRST_CHUNK;
+            size_t max = s->max_chunk != 0 ? s->max_chunk : CR_ADSTACK_MAX_CHUNK;
+            if (first < CR_ADSTACK_MIN_CHUNK || max < first || max > SIZE_MAX / 4) {
+                fail(s); // sizes changed by the caller
+                return;
+            }
+            size_t bytes = first;
             if (cur != NULL)
-                bytes = cur->bytes >= s->max_chunk / 2 ? s->max_chunk : 2 * cur->bytes;
+                bytes = cur->bytes >= max / 2 ? max : 2 * cur->bytes;
             if (bytes > SIZE_MAX - s->reserved) { // cannot happen with real memory
                 fail(s);
                 return;
