@@ -192,6 +192,15 @@ CR_API cr_adstack_slot cr_adstack_pop_slow(cr_adstack *s, cr_adstack_kind kind);
 CR_API int cr_adstack_failed(const cr_adstack *s);
 
 /**
+ * Mark the stack failed, as an allocation failure does (later pushes are dropped, pops give
+ * NaN, 0 or NULL). Generated code calls it when memory it needs beside the stack (the
+ * snapshots of a checkpointed loop) cannot be had, so that one cr_adstack_failed() at the
+ * end reports every failure.
+ * @param[in,out] s the stack; NULL is ignored.
+ */
+CR_API void cr_adstack_set_failed(cr_adstack *s);
+
+/**
  * Release the calling thread's cache of stack chunks. Chunks of stacks that use the default
  * allocator are not returned to the system by cr_adstack_deinit(): up to 64 MiB of them are
  * kept for the thread's next stack (so that a generated f_rev called in a loop does not
@@ -199,6 +208,14 @@ CR_API int cr_adstack_failed(const cr_adstack *s);
  * @note Thread-safe: it touches only the calling thread's cache.
  */
 CR_API void cr_adstack_trim(void);
+
+/**
+ * The bytes of chunks in the calling thread's cache (see cr_adstack_trim()). After a
+ * generated f_rev returns, it is the chunk memory the call's stack needed at its peak, as
+ * long as that was under 64 MiB and the cache was empty before (cr_adstack_trim()).
+ * @note Thread-safe: it reads only the calling thread's cache.
+ */
+CR_API size_t cr_adstack_cache_bytes(void);
 
 /**
  * The largest number of bytes of items the stack has held at once (8 per item) since

@@ -116,6 +116,11 @@ void cr_adstack_trim(void)
     cache_release(&t_cache);
 }
 
+size_t cr_adstack_cache_bytes(void)
+{
+    return t_cache.bytes;
+}
+
 static void *chunk_alloc(cr_adstack *s, size_t bytes)
 {
     if (s->realloc_fn != NULL)
@@ -300,6 +305,12 @@ void cr_adstack_reset(cr_adstack *s)
         s->chunk = NULL;
         s->top = s->end = s->base = s->high = NULL;
     }
+}
+
+void cr_adstack_set_failed(cr_adstack *s)
+{
+    if (s != NULL && !s->failed)
+        fail(s);
 }
 
 int cr_adstack_failed(const cr_adstack *s)

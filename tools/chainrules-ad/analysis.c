@@ -15,9 +15,10 @@
 
 /* Functions whose derivative is zero everywhere it exists: their results are constants. */
 static const char *const k_zero_derivative[] = {
-    "floor", "ceil", "trunc", "round", "rint", "nearbyint", "lround", "llround", "lrint",
-    "llrint", "floorf", "ceilf", "truncf", "roundf", "rintf", "nearbyintf", "isnan", "isinf",
-    "isfinite", "signbit", "abs", "labs", "llabs", "fpclassify", NULL};
+    "floor",   "ceil",       "trunc",      "round",  "rint",     "nearbyint", "lround",
+    "llround", "lrint",      "llrint",     "floorf", "ceilf",    "truncf",    "roundf",
+    "rintf",   "nearbyintf", "isnan",      "isinf",  "isfinite", "signbit",   "abs",
+    "labs",    "llabs",      "fpclassify", NULL};
 
 static bool zero_derivative(const char *name)
 {
@@ -55,7 +56,8 @@ ad_var *ad_root(const ad_expr *e)
     return NULL;
 }
 
-/* ---- Walks ------------------------------------------------------------------------------------ */
+/* ---- Walks ------------------------------------------------------------------------------------
+ */
 
 typedef void (*expr_fn)(ad_expr *e, void *env);
 
@@ -85,7 +87,8 @@ static void walk_stmt(ad_stmt *s, stmt_fn fn, void *env)
     walk_stmt(s->els, fn, env);
 }
 
-/* ---- Calls ------------------------------------------------------------------------------------ */
+/* ---- Calls ------------------------------------------------------------------------------------
+ */
 
 typedef struct call_env {
     ad_unit *u;
@@ -95,8 +98,8 @@ typedef struct call_env {
 static void resolve_call(ad_expr *e, void *env)
 {
     call_env *c = env;
-    if (e->kind == EX_BIN && (!strcmp(e->op, "+") || !strcmp(e->op, "-") || !strcmp(e->op, "*") ||
-                              !strcmp(e->op, "/")))
+    if (e->kind == EX_BIN &&
+        (!strcmp(e->op, "+") || !strcmp(e->op, "-") || !strcmp(e->op, "*") || !strcmp(e->op, "/")))
         e->row = ad_type_is_real(e->type) ? ad_row_for_op(e->op) : NULL;
     if (e->kind == EX_UN && !strcmp(e->op, "-"))
         e->row = ad_type_is_real(e->type) ? ad_row_for_op("neg") : NULL;
@@ -113,7 +116,8 @@ static void resolve_call(ad_expr *e, void *env)
         e->row = NULL;
 }
 
-/* ---- Writes ----------------------------------------------------------------------------------- */
+/* ---- Writes -----------------------------------------------------------------------------------
+ */
 
 static void mark_written_lvalue(ad_func *f, ad_expr *l)
 {
@@ -164,7 +168,8 @@ static void writes_stmt(ad_stmt *s, void *env)
     walk_expr(s->inc, writes_expr, w);
 }
 
-/* ---- Activity --------------------------------------------------------------------------------- */
+/* ---- Activity ---------------------------------------------------------------------------------
+ */
 
 typedef struct act_env {
     bool changed;
@@ -301,7 +306,8 @@ static void act_stmt(ad_stmt *s, void *env)
     walk_expr(s->inc, act_expr, a);
 }
 
-/* ---- Expression activity and the values the adjoint needs -------------------------------------- */
+/* ---- Expression activity and the values the adjoint needs --------------------------------------
+ */
 
 static void mark_active(ad_expr *e, void *env)
 {
@@ -405,7 +411,8 @@ static void need_stmt(ad_stmt *s, void *env)
     }
 }
 
-/* ---- Exits and loops ---------------------------------------------------------------------------- */
+/* ---- Exits and loops ----------------------------------------------------------------------------
+ */
 
 /* Sets has_exit on every statement that contains a break or continue leaving it (not
  * inside a loop of its own) or a return. Returns whether s has one. */
@@ -473,8 +480,7 @@ static bool assigns_var(ad_stmt *s, const ad_var *v);
 static void assigns_expr(ad_expr *e, void *env)
 {
     void **p = env;
-    if ((e->kind == EX_ASSIGN || e->kind == EX_INCDEC) && e->a->kind == EX_VAR &&
-        e->a->var == p[0])
+    if ((e->kind == EX_ASSIGN || e->kind == EX_INCDEC) && e->a->kind == EX_VAR && e->a->var == p[0])
         p[1] = (void *)1;
     if (e->kind == EX_ADDR && ad_root(e->a) == p[0])
         p[1] = (void *)1;
@@ -528,7 +534,8 @@ static void find_canonical(ad_stmt *s, void *env)
     i->counter = true;
 }
 
-/* ---- Recomputed locals ------------------------------------------------------------------------- */
+/* ---- Recomputed locals -------------------------------------------------------------------------
+ */
 
 /* The roots a statement assigns (directly or through the pointer arguments of a callee). */
 typedef struct roots {
@@ -611,8 +618,7 @@ static void count_expr(ad_expr *e, void *env)
         (*(int *)p[1]) += 2;
     if (e->kind == EX_CALL && e->callee)
         for (int i = 0; i < e->nargs && i < 64; i++)
-            if (ad_root(e->args[i]) == p[0] && i < e->callee->nparams &&
-                e->callee->writes_param[i])
+            if (ad_root(e->args[i]) == p[0] && i < e->callee->nparams && e->callee->writes_param[i])
                 (*(int *)p[1]) += 2;
 }
 
@@ -685,7 +691,81 @@ static void recompute_stmt(ad_stmt *s, void *env)
         find_recompute(env, s);
 }
 
-/* ---- Driver ------------------------------------------------------------------------------------ */
+/* ---- The state of a checkpointed loop ----------------------------------------------------- */
+
+static void decls_stmt(ad_stmt *s, void *env)
+{
+    if (s->kind == ST_DECL && s->var)
+        add_root(env, s->var);
+}
+
+int ad_loop_state(ad_stmt *loop, ad_var **out, int max)
+{
+    roots written = {.n = 0}, local = {.n = 0};
+    walk_stmt(loop->then, roots_stmt, &written);
+    walk_stmt(loop->then, decls_stmt, &local);
+    if (written.overflow || local.overflow)
+        return -1;
+    int n = 0;
+    for (int i = 0; i < written.n; i++) {
+        ad_var *v = written.v[i];
+        if (v == loop->canon || in_roots(&local, v))
+            continue;
+        if (n == max)
+            return -1;
+        out[n++] = v;
+    }
+    return n;
+}
+
+static int count_needed(const ad_func *f)
+{
+    int n = 0;
+    for (int i = 0; i < f->nparams; i++)
+        n += f->params[i]->needed;
+    for (int i = 0; i < f->nlocals; i++)
+        n += f->locals[i]->needed;
+    return n;
+}
+
+static void clear_recompute(ad_stmt *s, void *env)
+{
+    (void)env;
+    s->recompute = false;
+}
+
+/* The indices of a place (not its root): read when the place is restored. */
+static void need_indices(ad_expr *e)
+{
+    for (; e; e = e->a) {
+        if (e->kind == EX_INDEX)
+            walk_expr(e->b, need_all, NULL);
+        if (e->kind != EX_INDEX && e->kind != EX_MEMBER && e->kind != EX_CAST &&
+            e->kind != EX_DEREF && e->kind != EX_ADDR)
+            break;
+    }
+}
+
+static void need_closure_expr(ad_expr *e, void *env)
+{
+    (void)env;
+    if (e->kind == EX_ASSIGN) {
+        ad_var *v = ad_root(e->a);
+        if (v && v->needed)
+            need_indices(e->a);
+    }
+}
+
+static void need_closure(ad_stmt *s, void *env)
+{
+    if (s->kind == ST_DECL && s->recompute)
+        walk_expr(s->e, need_all, NULL);
+    walk_expr(s->e, need_closure_expr, env);
+    walk_expr(s->inc, need_closure_expr, env);
+}
+
+/* ---- Driver ------------------------------------------------------------------------------------
+ */
 
 static void reset_var(ad_var *v)
 {
@@ -852,6 +932,15 @@ int ad_analyse(ad_unit *u, ad_func *f, uint64_t mask)
     walk_stmt(f->body, need_stmt, NULL);
     walk_stmt(f->body, find_canonical, NULL);
     mark_exits(f->body, false);
-    walk_stmt(f->body, recompute_stmt, f);
+    /* Until nothing changes: a restored place's indices are read by the adjoint, and so
+     * are the operands of a recomputed local (whose own choice depends on what is needed). */
+    for (;;) {
+        int before_needed = count_needed(f);
+        walk_stmt(f->body, clear_recompute, NULL);
+        walk_stmt(f->body, recompute_stmt, f);
+        walk_stmt(f->body, need_closure, NULL);
+        if (count_needed(f) == before_needed)
+            break;
+    }
     return f->nerrors > before;
 }

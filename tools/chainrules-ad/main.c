@@ -49,8 +49,9 @@ static int public_mask(ad_func *f, const ad_options *opt, uint64_t *mask)
         if (!ad_type_has_real(p->type))
             continue;
         if (p->type->kind == TY_STRUCT) {
-            ad_error(p->loc, "unsupported construct: the struct parameter '%s' passed by value "
-                             "(pass a pointer)",
+            ad_error(p->loc,
+                     "unsupported construct: the struct parameter '%s' passed by value "
+                     "(pass a pointer)",
                      p->name);
             return 1;
         }
@@ -184,8 +185,9 @@ int main(int argc, char **argv)
                     found |= !strcmp(f->params[j]->name, opt.wrt[i]);
             }
         if (!found) {
-            fprintf(stderr, "%s: error: --wrt names '%s', which is not a parameter of the "
-                            "functions to differentiate\n",
+            fprintf(stderr,
+                    "%s: error: --wrt names '%s', which is not a parameter of the "
+                    "functions to differentiate\n",
                     in_path, opt.wrt[i]);
             rc = 1;
         }

@@ -24,11 +24,12 @@ static int g_nrows;
 /* Identifiers a row's text may use and still be emitted inline: the row's own names and
  * <math.h>. A local of the row ends in '_' (the rows' convention). */
 static const char *const k_math_names[] = {
-    "x", "Y", "D", "T", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh",
-    "tanh", "asinh", "acosh", "atanh", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p",
-    "sqrt", "cbrt", "pow", "hypot", "fabs", "erf", "erfc", "tgamma", "lgamma", "fmax", "fmin",
-    "copysign", "floor", "ceil", "trunc", "round", "fma", "fmod", "isnan", "isinf", "isfinite",
-    "signbit", "INFINITY", "NAN", "HUGE_VAL", NULL};
+    "x",       "Y",        "D",     "T",        "sin",    "cos",    "tan",   "asin",  "acos",
+    "atan",    "atan2",    "sinh",  "cosh",     "tanh",   "asinh",  "acosh", "atanh", "exp",
+    "exp2",    "expm1",    "log",   "log2",     "log10",  "log1p",  "sqrt",  "cbrt",  "pow",
+    "hypot",   "fabs",     "erf",   "erfc",     "tgamma", "lgamma", "fmax",  "fmin",  "copysign",
+    "floor",   "ceil",     "trunc", "round",    "fma",    "fmod",   "isnan", "isinf", "isfinite",
+    "signbit", "INFINITY", "NAN",   "HUGE_VAL", NULL};
 
 static bool allowed_ident(const char *s, size_t n)
 {
@@ -62,8 +63,8 @@ static bool scan_text(const char *s, ad_row *r, bool partials)
         } else if (isdigit((unsigned char)*s) || *s == '.') {
             /* a number, with exponent and suffix */
             while (isalnum((unsigned char)*s) || *s == '.' ||
-                   ((*s == '+' || *s == '-') && (s[-1] == 'e' || s[-1] == 'E' || s[-1] == 'p' ||
-                                                 s[-1] == 'P')))
+                   ((*s == '+' || *s == '-') &&
+                    (s[-1] == 'e' || s[-1] == 'E' || s[-1] == 'p' || s[-1] == 'P')))
                 s++;
         } else {
             s++;
@@ -101,11 +102,11 @@ const ad_row *ad_row_for_call(const char *name, bool *is_float)
     /* the generic names of the rows that C spells differently are not mapped: only C's
      * <math.h> names, and their float spellings */
     static const char *const k_c_names[] = {
-        "sin",   "cos",   "tan",   "asin",      "acos",   "atan",  "atan2", "sinh",  "cosh",
-        "tanh",  "asinh", "acosh", "atanh",     "exp",    "exp2",  "expm1", "log",   "log2",
-        "log10", "log1p", "sqrt",  "cbrt",      "pow",    "hypot", "fabs",  "erf",   "erfc",
-        "tgamma", "lgamma", "fmax", "fmin",     "fdim",   "fma",   "fmod",  "remainder",
-        "copysign", "ldexp", "scalbn", "scalbln", NULL};
+        "sin",  "cos",  "tan",       "asin",     "acos",   "atan",   "atan2",   "sinh",
+        "cosh", "tanh", "asinh",     "acosh",    "atanh",  "exp",    "exp2",    "expm1",
+        "log",  "log2", "log10",     "log1p",    "sqrt",   "cbrt",   "pow",     "hypot",
+        "fabs", "erf",  "erfc",      "tgamma",   "lgamma", "fmax",   "fmin",    "fdim",
+        "fma",  "fmod", "remainder", "copysign", "ldexp",  "scalbn", "scalbln", NULL};
     for (int i = 0; k_c_names[i]; i++) {
         size_t n = strlen(k_c_names[i]);
         if (strcmp(name, k_c_names[i]) == 0)
@@ -151,8 +152,7 @@ void ad_rows_emit(ad_buf *out)
             ad_buf_printf(out, "/* The rule row '%s' (%s):\n *   %s\n *   %s */\n", r->name,
                           r->inline_ok && !fl ? "its text, inline" : "the library's instantiation",
                           rule->primal_src, rule->partials_src);
-            ad_buf_printf(out,
-                          "static inline void cr_ad_row_%s_%s(const %s *x, %s *Y, %s *D)\n{\n",
+            ad_buf_printf(out, "static inline void cr_ad_row_%s_%s(const %s *x, %s *Y, %s *D)\n{\n",
                           r->name, sfx, T, T, T);
             if (r->inline_ok && !fl) {
                 ad_buf_printf(out, "    typedef %s T;\n    (void)sizeof(T);\n    (void)x;\n", T);
