@@ -1,5 +1,4 @@
-/* expect: global.c:5:19: error: unsupported construct: the mutable global .scale. holding real data
- */
+/* expect: global.c:5:19: error: unsupported construct: the mutable global .scale. holding real data */
 double scale = 2.0;
 double f(const double *x, int n)
 {

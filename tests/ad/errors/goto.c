@@ -2,7 +2,7 @@
 double f(const double *x, int n)
 {
     double s = 0;
-    goto done;
+        goto done;
     s = x[0] * n;
 done:
     return s;

@@ -1,5 +1,4 @@
-/* expect: sideeffect.c:7:16: error: unsupported construct: an assignment or \+\+/-- inside an
- * expression */
+/* expect: sideeffect.c:7:16: error: unsupported construct: an assignment or \+\+/-- inside an expression */
 double f(const double *x, int n)
 {
     double s = 0;
