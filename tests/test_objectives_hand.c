@@ -7,8 +7,9 @@
  * vectors, and the exact solution of the ODE), and closed forms where there are some.
  * Derivatives: every hand-written gradient and Jacobian against central finite differences
  * (cr_fd_jacobian, 5 points, adaptive step), at the sizes of the brief (gmm d=3 k=4 n=10,
- * lstm l=2 c=5 b=4, one ba block, rosen n=10); the gradient functions add into their
- * shadows and scale with the seed, which is checked too.
+ * lstm l=2 c=5 b=4, one ba block, rosen n=10); ht (no hand-written derivative) against a
+ * long-double pose built from general matrix products, and its closed form at theta = 0; the
+ * gradient functions add into their shadows and scale with the seed, which is checked too.
  */
 #include <math.h>
 #include <stdio.h>
@@ -578,6 +579,150 @@ static void test_ode(void **state)
     assert_close(y[1], 2.0 * x[0] * x[1], 1e-15);
 }
 
+/* ------------------------------------------------------------------------------------ */
+/* ht */
+
+enum { HB = HT_MIN_BONES, HV = 50, HP = 20, HTRI = 30 };
+
+typedef struct ht_model {
+    int parents[HB];
+    double rel[HB * 16], inv[HB * 16], pos[HV * 4], w[HV * HB];
+} ht_model;
+
+static void mat_l(const long double *a, const long double *b, int n, int m, int p, long double *out)
+{
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < p; k++) {
+            long double s = 0.0L;
+            for (int j = 0; j < m; j++)
+                s += a[i * m + j] * b[j * p + k];
+            out[i * p + k] = s;
+        }
+}
+
+/* GradBench's pose with general matrix products: Rz Ry Rx as matrices, the relative
+ * transform base * [R 0; 0 1], the skinning as transform times the 4 x nverts base
+ * positions; the global rotation as cos I + sin [k]x + (1 - cos) k k^T. pos[3][HV]. */
+static void ht_ref_positions(const ht_model *md, int mirrored, const double *theta,
+                             long double pos[3][HV])
+{
+    long double pose[HB + 3][3] = {{0}};
+    for (int r = 0; r < 3; r++) {
+        pose[0][r] = theta[r];
+        pose[1][r] = 1.0L;
+        pose[2][r] = theta[3 + r];
+    }
+    int it = 6, col = 5;
+    for (int f = 0; f < 5; f++, col++)
+        for (int i = 2; i <= 4; i++, col++) {
+            pose[col][0] = theta[it++];
+            if (i == 2)
+                pose[col][1] = theta[it++];
+        }
+    long double A[HB][16], T[HB][16];
+    for (int b = 0; b < HB; b++) {
+        long double tx = pose[b + 3][0], tz = pose[b + 3][1], ty = pose[b + 3][2];
+        long double Rx[9] = {1, 0, 0, 0, cosl(tx), -sinl(tx), 0, sinl(tx), cosl(tx)};
+        long double Ry[9] = {cosl(ty), 0, sinl(ty), 0, 1, 0, -sinl(ty), 0, cosl(ty)};
+        long double Rz[9] = {cosl(tz), -sinl(tz), 0, sinl(tz), cosl(tz), 0, 0, 0, 1};
+        long double t1[9], R[9], tr[16] = {0}, base[16], rel[16], inv[16];
+        mat_l(Rz, Ry, 3, 3, 3, t1);
+        mat_l(t1, Rx, 3, 3, 3, R);
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 3; j++)
+                tr[i * 4 + j] = R[i * 3 + j];
+        tr[15] = 1.0L;
+        for (int i = 0; i < 16; i++) {
+            base[i] = md->rel[b * 16 + i];
+            inv[i] = md->inv[b * 16 + i];
+        }
+        mat_l(base, tr, 4, 4, 4, rel);
+        if (md->parents[b] < 0)
+            memcpy(A[b], rel, sizeof rel);
+        else
+            mat_l(A[md->parents[b]], rel, 4, 4, 4, A[b]);
+        mat_l(A[b], inv, 4, 4, 4, T[b]);
+    }
+    static long double bp[4 * HV], cur[4 * HV];
+    for (int v = 0; v < HV; v++)
+        for (int j = 0; j < 4; j++)
+            bp[j * HV + v] = md->pos[v * 4 + j];
+    for (int i = 0; i < 3; i++)
+        for (int v = 0; v < HV; v++)
+            pos[i][v] = 0.0L;
+    for (int b = 0; b < HB; b++) {
+        mat_l(T[b], bp, 4, 4, HV, cur);
+        for (int i = 0; i < 3; i++)
+            for (int v = 0; v < HV; v++)
+                pos[i][v] += cur[i * HV + v] * md->w[v * HB + b];
+    }
+    if (mirrored)
+        for (int v = 0; v < HV; v++)
+            pos[0][v] = -pos[0][v];
+    long double G[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+    long double nrm =
+        sqrtl(pose[0][0] * pose[0][0] + pose[0][1] * pose[0][1] + pose[0][2] * pose[0][2]);
+    if (nrm >= 1e-4L) {
+        long double k[3] = {pose[0][0] / nrm, pose[0][1] / nrm, pose[0][2] / nrm};
+        long double K[9] = {0, -k[2], k[1], k[2], 0, -k[0], -k[1], k[0], 0};
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 3; j++)
+                G[i * 3 + j] = (i == j ? cosl(nrm) : 0.0L) + sinl(nrm) * K[i * 3 + j] +
+                               (1.0L - cosl(nrm)) * k[i] * k[j];
+    }
+    for (int v = 0; v < HV; v++) {
+        long double p[3] = {pos[0][v], pos[1][v], pos[2][v]};
+        for (int i = 0; i < 3; i++)
+            pos[i][v] = G[i * 3] * p[0] + G[i * 3 + 1] * p[1] + G[i * 3 + 2] * p[2] + pose[2][i];
+    }
+}
+
+static void test_ht(void **state)
+{
+    (void)state;
+    static ht_model md;
+    double theta[HT_NTHETA], pts[HP * 3], us[HP * 2], err[HP * 3];
+    int corr[HP], ctri[HP], tri[HTRI * 3];
+    long double pos[3][HV];
+    ht_make_model(HV, 21, md.parents, md.rel, md.inv, md.pos, md.w);
+    ht_make_input(HV, 0, HP, 22, theta, corr, pts, NULL, NULL);
+    ht_make_input(HV, HTRI, HP, 23, theta, ctri, pts, tri, us);
+    for (int mirrored = 0; mirrored < 2; mirrored++) {
+        ht_objective(HB, HV, HP, md.parents, md.rel, md.inv, md.pos, md.w, mirrored, corr, pts,
+                     theta, err);
+        ht_ref_positions(&md, mirrored, theta, pos);
+        for (int i = 0; i < HP; i++)
+            for (int j = 0; j < 3; j++)
+                assert_close(err[i * 3 + j], (double)(pts[i * 3 + j] - pos[j][corr[i]]), 1e-13);
+        ht_objective_complicated(HB, HV, HP, md.parents, md.rel, md.inv, md.pos, md.w, mirrored,
+                                 ctri, tri, pts, theta, us, err);
+        for (int i = 0; i < HP; i++) {
+            const int *t = tri + 3 * ctri[i];
+            long double u0 = us[2 * i], u1 = us[2 * i + 1];
+            for (int j = 0; j < 3; j++) {
+                long double hp =
+                    u0 * pos[j][t[0]] + u1 * pos[j][t[1]] + (1.0L - u0 - u1) * pos[j][t[2]];
+                assert_close(err[i * 3 + j], (double)(pts[i * 3 + j] - hp), 1e-13);
+            }
+        }
+    }
+    /* at theta = 0 every skinning transform is the identity and the weights sum to 1: the
+     * model is its base positions */
+    for (int i = 0; i < HT_NTHETA; i++)
+        theta[i] = 0.0;
+    ht_objective(HB, HV, HP, md.parents, md.rel, md.inv, md.pos, md.w, 0, corr, pts, theta, err);
+    for (int i = 0; i < HP; i++)
+        for (int j = 0; j < 3; j++)
+            assert_close(err[i * 3 + j], pts[i * 3 + j] - md.pos[corr[i] * 4 + j], 1e-14);
+    /* sizes out of range */
+    ht_objective(HB - 1, HV, HP, md.parents, md.rel, md.inv, md.pos, md.w, 0, corr, pts, theta,
+                 err);
+    assert_true(isnan(err[0]) && isnan(err[3 * HP - 1]));
+    ht_objective_complicated(HB, HT_MAX_VERTS + 1, HP, md.parents, md.rel, md.inv, md.pos, md.w, 0,
+                             ctri, tri, pts, theta, us, err);
+    assert_true(isnan(err[0]));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -591,6 +736,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ba, fixture_setup, fixture_teardown),
         cmocka_unit_test(test_ba_problem),
         cmocka_unit_test(test_ode),
+        cmocka_unit_test(test_ht),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,6 +4,7 @@
  * splitmix64 stream, uniforms from its top 53 bits, normals by Box-Muller.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "objectives.h"
@@ -137,4 +138,127 @@ void ba_make_problem(int n, int m, int p, unsigned long seed, double *cams, doub
 void ode_make_input(int n, unsigned long seed, double *x)
 {
     obj_fill_uniform(x, n, 0.0, 1.0, seed);
+}
+
+/* A rigid transform [R t; 0 1] with R = Rz(c) Ry(b) Rx(a), row-major. */
+static void rigid(double a, double b, double c, const double *t, double *m)
+{
+    double ca = cos(a), sa = sin(a), cb = cos(b), sb = sin(b), cc = cos(c), sc = sin(c);
+    double R[9] = {cc * cb,
+                   cc * sb * sa - sc * ca,
+                   cc * sb * ca + sc * sa,
+                   sc * cb,
+                   sc * sb * sa + cc * ca,
+                   sc * sb * ca - cc * sa,
+                   -sb,
+                   cb * sa,
+                   cb * ca};
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 3; j++)
+            m[i * 4 + j] = R[i * 3 + j];
+        m[i * 4 + 3] = t[i];
+    }
+    m[12] = m[13] = m[14] = 0.0;
+    m[15] = 1.0;
+}
+
+static void mat4_mul(const double *a, const double *b, double *out)
+{
+    for (int i = 0; i < 4; i++)
+        for (int k = 0; k < 4; k++) {
+            double s = 0.0;
+            for (int j = 0; j < 4; j++)
+                s += a[i * 4 + j] * b[j * 4 + k];
+            out[i * 4 + k] = s;
+        }
+}
+
+void ht_make_model(int nverts, unsigned long seed, int *parents, double *base_relatives,
+                   double *inverse_base_absolutes, double *base_positions, double *weights)
+{
+    enum { NB = HT_MIN_BONES };
+    obj_rng r = rng_seeded(seed);
+    double absolutes[NB * 16];
+    for (int b = 0; b < NB; b++) {
+        if (b == 0 || b == NB - 1)
+            parents[b] = b == 0 ? -1 : 0; /* wrist, forearm */
+        else
+            parents[b] = (b - 1) % 4 == 0 ? 0 : b - 1; /* finger bones in a chain */
+        double ang[3], t[3];
+        for (int i = 0; i < 3; i++)
+            ang[i] = 0.5 * (2.0 * rng_uniform(&r) - 1.0);
+        for (int i = 0; i < 3; i++)
+            t[i] = 0.05 * (2.0 * rng_uniform(&r) - 1.0);
+        double *m = base_relatives + b * 16, *A = absolutes + b * 16;
+        rigid(ang[0], ang[1], ang[2], t, m);
+        if (parents[b] < 0)
+            for (int i = 0; i < 16; i++)
+                A[i] = m[i];
+        else
+            mat4_mul(absolutes + parents[b] * 16, m, A);
+        /* inverse of [R t; 0 1]: [R^T -R^T t; 0 1] */
+        double *inv = inverse_base_absolutes + b * 16;
+        for (int i = 0; i < 3; i++) {
+            double s = 0.0;
+            for (int j = 0; j < 3; j++) {
+                inv[i * 4 + j] = A[j * 4 + i];
+                s -= A[j * 4 + i] * A[j * 4 + 3];
+            }
+            inv[i * 4 + 3] = s;
+        }
+        inv[12] = inv[13] = inv[14] = 0.0;
+        inv[15] = 1.0;
+    }
+    for (int v = 0; v < nverts; v++) {
+        for (int i = 0; i < 3; i++)
+            base_positions[v * 4 + i] = 0.1 * (2.0 * rng_uniform(&r) - 1.0);
+        base_positions[v * 4 + 3] = 1.0;
+        double *w = weights + v * NB, sum = 0.0;
+        for (int b = 0; b < NB; b++)
+            w[b] = 0.0;
+        int nb = 1 + (int)(rng_next(&r) % 4u);
+        for (int j = 0; j < nb; j++) {
+            int b = (int)(rng_next(&r) % (uint64_t)NB);
+            double x = 0.1 + rng_uniform(&r);
+            w[b] += x;
+            sum += x;
+        }
+        for (int b = 0; b < NB; b++)
+            w[b] /= sum;
+    }
+}
+
+void ht_make_input(int nverts, int ntri, int npts, unsigned long seed, double *theta,
+                   int *correspondences, double *points, int *triangles, double *us)
+{
+    obj_rng r = rng_seeded(seed);
+    for (int i = 0; i < HT_NTHETA; i++)
+        theta[i] = 0.3 * rng_normal(&r);
+    if (triangles != NULL) {
+        for (int t = 0; t < ntri; t++) {
+            int a = (int)(rng_next(&r) % (uint64_t)nverts), b = a, c = a;
+            while (nverts > 2 && (b == a))
+                b = (int)(rng_next(&r) % (uint64_t)nverts);
+            while (nverts > 2 && (c == a || c == b))
+                c = (int)(rng_next(&r) % (uint64_t)nverts);
+            triangles[3 * t] = a;
+            triangles[3 * t + 1] = b;
+            triangles[3 * t + 2] = c;
+        }
+    }
+    int range = triangles != NULL ? ntri : nverts;
+    for (int i = 0; i < npts; i++) {
+        correspondences[i] = (int)(rng_next(&r) % (uint64_t)range);
+        for (int j = 0; j < 3; j++)
+            points[3 * i + j] = 0.1 * (2.0 * rng_uniform(&r) - 1.0);
+        if (us != NULL) {
+            double u0 = rng_uniform(&r), u1 = rng_uniform(&r);
+            if (u0 + u1 > 1.0) {
+                u0 = 1.0 - u0;
+                u1 = 1.0 - u1;
+            }
+            us[2 * i] = u0;
+            us[2 * i + 1] = u1;
+        }
+    }
 }

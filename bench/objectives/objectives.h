@@ -35,6 +35,15 @@ extern "C" {
 #define LSTM_MAX_L 8
 /** Largest number of character bits b accepted by lstm_objective(). */
 #define LSTM_MAX_B 32
+/** Smallest number of bones of a hand model (the pose addresses 5 fingers of 4 bones after
+ *  the wrist: GradBench's models have 22). */
+#define HT_MIN_BONES 22
+/** Largest number of bones accepted by ht_objective(). */
+#define HT_MAX_BONES 32
+/** Largest number of vertices accepted by ht_objective() (GradBench's big model: 10000). */
+#define HT_MAX_VERTS 10000
+/** Number of pose parameters theta of the hand model. */
+#define HT_NTHETA 26
 /** Number of camera parameters of a bundle-adjustment camera. */
 #define BA_NCAMPARAMS 11
 /** Columns of one reprojection block's Jacobian: 11 camera, 3 point, 1 weight. */
@@ -150,6 +159,54 @@ void ba_weight_error(const double *w, double *err);
  * @param[out] yf n values y(2).
  */
 void ode_primal(int n, const double *x, int s, double *yf);
+
+/**
+ * GradBench's ht objective, "simple" variant (ht.c): the differences between measured
+ * points and the vertices of a skinned hand model posed by theta.
+ *
+ * The pose: theta[0..2] a global angle-axis rotation, theta[3..5] a global translation,
+ * theta[6..25] Euler angles of the finger bones (GradBench's to_pose_params). Each bone b
+ * has the relative transform base_relatives[b] times the rotation of its angles, its
+ * absolute transform is its parent's absolute transform times that, and its skinning
+ * transform that times inverse_base_absolutes[b]. A vertex's position is the weighted sum
+ * of its skinning transforms applied to its base position (x -x if is_mirrored), then the
+ * global rotation and translation.
+ *
+ * @param[in]  nbones                 number of bones, HT_MIN_BONES..HT_MAX_BONES.
+ * @param[in]  nverts                 number of vertices, 1..HT_MAX_VERTS.
+ * @param[in]  npts                   number of measured points.
+ * @param[in]  parents                nbones parent indices (-1 for a root), each parent
+ *                                    before its children.
+ * @param[in]  base_relatives         nbones 4 x 4 row-major matrices.
+ * @param[in]  inverse_base_absolutes nbones 4 x 4 row-major matrices.
+ * @param[in]  base_positions         nverts homogeneous positions (4 values each).
+ * @param[in]  weights                nverts x nbones skinning weights, vertex-major.
+ * @param[in]  is_mirrored            non-zero to mirror the model in x.
+ * @param[in]  correspondences        npts vertex indices.
+ * @param[in]  points                 npts x 3 measured points.
+ * @param[in]  theta                  HT_NTHETA pose parameters.
+ * @param[out] err                    npts x 3: point - vertex; NaN if a size is out of range.
+ */
+void ht_objective(int nbones, int nverts, int npts, const int *parents,
+                  const double *base_relatives, const double *inverse_base_absolutes,
+                  const double *base_positions, const double *weights, int is_mirrored,
+                  const int *correspondences, const double *points, const double *theta,
+                  double *err);
+
+/**
+ * GradBench's ht objective, "complicated" variant (ht.c): as ht_objective(), but the model
+ * point of measurement i is u0 A + u1 B + (1 - u0 - u1) C on triangle correspondences[i]
+ * = (A, B, C), with (u0, u1) = us[2i..2i+1].
+ * @param[in]  triangles 3 vertex indices per triangle.
+ * @param[in]  us        npts x 2 barycentric coordinates.
+ * The other parameters are those of ht_objective(), correspondences indexing triangles.
+ */
+void ht_objective_complicated(int nbones, int nverts, int npts, const int *parents,
+                              const double *base_relatives, const double *inverse_base_absolutes,
+                              const double *base_positions, const double *weights, int is_mirrored,
+                              const int *correspondences, const int *triangles,
+                              const double *points, const double *theta, const double *us,
+                              double *err);
 
 /* ----------------------------------------------------------------------------------- */
 /* Hand-written derivatives (bench/objectives/hand/)                                     */
@@ -309,6 +366,43 @@ void ba_make_block(unsigned long seed, double *cam, double *X, double *w, double
  */
 void ba_make_problem(int n, int m, int p, unsigned long seed, double *cams, double *X, double *w,
                      int *obs, double *feats);
+
+/**
+ * A synthetic hand model shaped as GradBench's (a wrist, 5 fingers of 4 bones each, a
+ * forearm: 22 bones; the fingers' bones each the child of the previous one): base relative
+ * transforms are random rotations (angles up to 0.5) with translations up to 0.05, the
+ * inverse base absolutes are the exact inverses of the base absolutes, base positions are
+ * homogeneous points in [-0.1, 0.1)^3, and each vertex has 1 to 4 bones with weights
+ * summing to 1.
+ * @param[in]  nverts                 number of vertices.
+ * @param[in]  seed                   seed.
+ * @param[out] parents                22 values.
+ * @param[out] base_relatives         22 x 16 values.
+ * @param[out] inverse_base_absolutes 22 x 16 values.
+ * @param[out] base_positions         nverts x 4 values.
+ * @param[out] weights                nverts x 22 values.
+ */
+void ht_make_model(int nverts, unsigned long seed, int *parents, double *base_relatives,
+                   double *inverse_base_absolutes, double *base_positions, double *weights);
+
+/**
+ * Measurements for a hand model of nverts vertices (and ntri triangles, for the
+ * complicated variant): theta normal with standard deviation 0.3, correspondences uniform
+ * (vertex indices if triangles is NULL, triangle indices otherwise), triangles random
+ * triples of distinct vertices, points uniform in [-0.1, 0.1)^3, us uniform in the
+ * triangle (u0, u1 >= 0, u0 + u1 <= 1).
+ * @param[in]  nverts          number of vertices.
+ * @param[in]  ntri            number of triangles to make (0 with triangles NULL).
+ * @param[in]  npts            number of points.
+ * @param[in]  seed            seed.
+ * @param[out] theta           HT_NTHETA values.
+ * @param[out] correspondences npts indices.
+ * @param[out] points          npts x 3 values.
+ * @param[out] triangles       ntri x 3 indices, or NULL.
+ * @param[out] us              npts x 2 values, or NULL.
+ */
+void ht_make_input(int nverts, int ntri, int npts, unsigned long seed, double *theta,
+                   int *correspondences, double *points, int *triangles, double *us);
 
 /**
  * An ode input distributed as GradBench's (ode/run.py): x uniform in [0, 1).
