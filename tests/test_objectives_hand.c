@@ -69,8 +69,8 @@ static void test_rosen(void **state)
     long double want = 0.0L;
     obj_fill_uniform(x, N, -1.5, 1.5, 7);
     for (int i = 0; i + 1 < N; i++) {
-        long double a = (long double)x[i + 1] - (long double)x[i] * x[i];
-        long double b = 1.0L - x[i];
+        long double a = (long double)x[i + 1] - (long double)x[i] * (long double)x[i];
+        long double b = 1.0L - (long double)x[i];
         want += 100.0L * a * a + b * b;
     }
     assert_close(rosen(x, N), (double)want, 1e-14);
@@ -114,7 +114,7 @@ static void test_chain(void **state)
         x[i] = 1e-1 * (1.0 + sin((double)i));
     long double t = 0.0L;
     for (long k = 0; k < e.steps; k++)
-        t = t + x[k % N] * expl(sinl(t));
+        t = t + (long double)x[k % N] * expl(sinl(t));
     assert_close(chain(x, N, e.steps), (double)t, 1e-13);
     ASSERT_DBL(chain(x, N, 0), 0.0);
 
@@ -150,7 +150,8 @@ static void test_mse(void **state)
     }
     long double s = 0.0L;
     for (int i = 0; i < N; i++)
-        s += ((long double)x[i] - k_mse_y[i]) * ((long double)x[i] - k_mse_y[i]);
+        s += ((long double)x[i] - (long double)k_mse_y[i]) *
+             ((long double)x[i] - (long double)k_mse_y[i]);
     assert_close(mse(x, k_mse_y, N), (double)(s / N), 1e-15);
     double a[2] = {1.0, 3.0}, b[2] = {0.0, 1.0};
     ASSERT_DBL(mse(a, b, 2), 2.5);
@@ -219,17 +220,17 @@ static double gmm_naive(int d, int k, int n, const double *al, const double *mu,
     long double logdet[GK];
     assert_true(d == GD && k == GK);
     for (int j = 0; j < k; j++)
-        asum += expl(al[j]);
+        asum += expl((long double)al[j]);
     for (int j = 0; j < k; j++)
-        phi[j] = expl(al[j]) / asum;
+        phi[j] = expl((long double)al[j]) / asum;
     for (int j = 0; j < k; j++) {
         for (int i = 0; i < d * d; i++)
             Q[i] = 0.0L;
         int ii = 0;
         for (int c = 0; c < d; c++) {
-            Q[c * d + c] = expl(q[j * d + c]);
+            Q[c * d + c] = expl((long double)q[j * d + c]);
             for (int r = c + 1; r < d; r++)
-                Q[r * d + c] = l[j * GL + ii++];
+                Q[r * d + c] = (long double)l[j * GL + ii++];
         }
         long double a[GD * GD];
         for (int r = 0; r < d; r++)
@@ -248,13 +249,13 @@ static double gmm_naive(int d, int k, int n, const double *al, const double *mu,
             long double quad = 0.0L;
             for (int r = 0; r < d; r++)
                 for (int c = 0; c < d; c++)
-                    quad += ((long double)x[i * d + r] - mu[j * d + r]) * S[r][j][c] *
-                            ((long double)x[i * d + c] - mu[j * d + c]);
+                    quad += ((long double)x[i * d + r] - (long double)mu[j * d + r]) * S[r][j][c] *
+                            ((long double)x[i * d + c] - (long double)mu[j * d + c]);
             lik += phi[j] * expl(-0.5L * quad) / sqrtl(powl(2.0L * pi, d) / expl(logdet[j]));
         }
         total += logl(lik);
     }
-    long double nw = d + m + 1, g = gamma;
+    long double nw = d + m + 1, g = (long double)gamma;
     long double mgl = 0.25L * d * (d - 1) * logl(pi);
     for (int j = 1; j <= d; j++)
         mgl += lgammal(nw / 2.0L + (1 - j) / 2.0L);
@@ -341,13 +342,13 @@ static double lstm_ref(const double *mp, const double *ep, const double *st0, co
     long double h[LL][LB], cl[LL][LB], total = 0.0L;
     for (int ly = 0; ly < LL; ly++)
         for (int i = 0; i < LB; i++) {
-            h[ly][i] = st0[(ly * 2 + 0) * LB + i];
-            cl[ly][i] = st0[(ly * 2 + 1) * LB + i];
+            h[ly][i] = (long double)st0[(ly * 2 + 0) * LB + i];
+            cl[ly][i] = (long double)st0[(ly * 2 + 1) * LB + i];
         }
     for (int t = 0; t + 1 < LC; t++) {
         long double in[LB];
         for (int i = 0; i < LB; i++)
-            in[i] = (long double)seq[t * LB + i] * ep[i];
+            in[i] = (long double)seq[t * LB + i] * (long double)ep[i];
         for (int ly = 0; ly < LL; ly++) {
 #define W(gate, i) ((long double)mp[((ly * 2 + 0) * 4 + (gate)) * LB + (i)])
 #define B(gate, i) ((long double)mp[((ly * 2 + 1) * 4 + (gate)) * LB + (i)])
@@ -365,11 +366,11 @@ static double lstm_ref(const double *mp, const double *ep, const double *st0, co
         }
         long double yp[LB], s = 2.0L;
         for (int i = 0; i < LB; i++) {
-            yp[i] = in[i] * ep[LB + i] + ep[2 * LB + i];
+            yp[i] = in[i] * (long double)ep[LB + i] + (long double)ep[2 * LB + i];
             s += expl(yp[i]);
         }
         for (int i = 0; i < LB; i++)
-            total += seq[(t + 1) * LB + i] * (yp[i] - logl(s));
+            total += (long double)seq[(t + 1) * LB + i] * (yp[i] - logl(s));
     }
     return (double)(-total / ((LC - 1) * LB));
 }
@@ -448,7 +449,8 @@ static cr_status baw_packed(const double *v, size_t n, double *y, size_t m, void
 /* The projection with the rotation as a matrix, R = cos t I + sin t [k]x + (1 - cos t) k k^T. */
 static void ba_ref(const double *cam, const double *X, double w, const double *feat, double *err)
 {
-    long double r[3] = {cam[0], cam[1], cam[2]}, t = sqrtl(r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
+    long double r[3] = {(long double)cam[0], (long double)cam[1], (long double)cam[2]},
+                t = sqrtl(r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
     long double R[3][3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
     if (t > 0) {
         long double kx = r[0] / t, ky = r[1] / t, kz = r[2] / t, c = cosl(t), s = sinl(t);
@@ -460,13 +462,15 @@ static void ba_ref(const double *cam, const double *X, double w, const double *f
     }
     long double xo[3], xc[3];
     for (int i = 0; i < 3; i++)
-        xo[i] = (long double)X[i] - cam[3 + i];
+        xo[i] = (long double)X[i] - (long double)cam[3 + i];
     for (int i = 0; i < 3; i++)
         xc[i] = R[i][0] * xo[0] + R[i][1] * xo[1] + R[i][2] * xo[2];
     long double p0 = xc[0] / xc[2], p1 = xc[1] / xc[2], rs = p0 * p0 + p1 * p1;
-    long double L = 1.0L + cam[9] * rs + cam[10] * rs * rs;
-    err[0] = (double)(w * (p0 * L * cam[6] + cam[7] - feat[0]));
-    err[1] = (double)(w * (p1 * L * cam[6] + cam[8] - feat[1]));
+    long double L = 1.0L + (long double)cam[9] * rs + (long double)cam[10] * rs * rs;
+    err[0] = (double)((long double)w *
+                      (p0 * L * (long double)cam[6] + (long double)cam[7] - (long double)feat[0]));
+    err[1] = (double)((long double)w *
+                      (p1 * L * (long double)cam[6] + (long double)cam[8] - (long double)feat[1]));
 }
 
 static void ba_case(fixture *f, const double *v, const double *feat)
@@ -534,19 +538,19 @@ static void ode_ref(int n, const double *x, int s, long double *y)
         y[i] = 0.0L;
     for (int st = 0; st < s; st++) {
         for (int i = 0; i < n; i++)
-            k1[i] = i == 0 ? x[0] : x[i] * y[i - 1];
+            k1[i] = i == 0 ? (long double)x[0] : (long double)x[i] * y[i - 1];
         for (int i = 0; i < n; i++)
             yt[i] = y[i] + h * k1[i] / 2;
         for (int i = 0; i < n; i++)
-            k2[i] = i == 0 ? x[0] : x[i] * yt[i - 1];
+            k2[i] = i == 0 ? (long double)x[0] : (long double)x[i] * yt[i - 1];
         for (int i = 0; i < n; i++)
             yt[i] = y[i] + h * k2[i] / 2;
         for (int i = 0; i < n; i++)
-            k3[i] = i == 0 ? x[0] : x[i] * yt[i - 1];
+            k3[i] = i == 0 ? (long double)x[0] : (long double)x[i] * yt[i - 1];
         for (int i = 0; i < n; i++)
             yt[i] = y[i] + h * k3[i];
         for (int i = 0; i < n; i++)
-            k4[i] = i == 0 ? x[0] : x[i] * yt[i - 1];
+            k4[i] = i == 0 ? (long double)x[0] : (long double)x[i] * yt[i - 1];
         for (int i = 0; i < n; i++)
             y[i] += h * (k1[i] + 2 * k2[i] + 2 * k3[i] + k4[i]) / 6;
     }
@@ -608,16 +612,16 @@ static void ht_ref_positions(const ht_model *md, int mirrored, const double *the
 {
     long double pose[HB + 3][3] = {{0}};
     for (int r = 0; r < 3; r++) {
-        pose[0][r] = theta[r];
+        pose[0][r] = (long double)theta[r];
         pose[1][r] = 1.0L;
-        pose[2][r] = theta[3 + r];
+        pose[2][r] = (long double)theta[3 + r];
     }
     int it = 6, col = 5;
     for (int f = 0; f < 5; f++, col++)
         for (int i = 2; i <= 4; i++, col++) {
-            pose[col][0] = theta[it++];
+            pose[col][0] = (long double)theta[it++];
             if (i == 2)
-                pose[col][1] = theta[it++];
+                pose[col][1] = (long double)theta[it++];
         }
     long double A[HB][16], T[HB][16];
     for (int b = 0; b < HB; b++) {
@@ -633,8 +637,8 @@ static void ht_ref_positions(const ht_model *md, int mirrored, const double *the
                 tr[i * 4 + j] = R[i * 3 + j];
         tr[15] = 1.0L;
         for (int i = 0; i < 16; i++) {
-            base[i] = md->rel[b * 16 + i];
-            inv[i] = md->inv[b * 16 + i];
+            base[i] = (long double)md->rel[b * 16 + i];
+            inv[i] = (long double)md->inv[b * 16 + i];
         }
         mat_l(base, tr, 4, 4, 4, rel);
         if (md->parents[b] < 0)
@@ -646,7 +650,7 @@ static void ht_ref_positions(const ht_model *md, int mirrored, const double *the
     static long double bp[4 * HV], cur[4 * HV];
     for (int v = 0; v < HV; v++)
         for (int j = 0; j < 4; j++)
-            bp[j * HV + v] = md->pos[v * 4 + j];
+            bp[j * HV + v] = (long double)md->pos[v * 4 + j];
     for (int i = 0; i < 3; i++)
         for (int v = 0; v < HV; v++)
             pos[i][v] = 0.0L;
@@ -654,7 +658,7 @@ static void ht_ref_positions(const ht_model *md, int mirrored, const double *the
         mat_l(T[b], bp, 4, 4, HV, cur);
         for (int i = 0; i < 3; i++)
             for (int v = 0; v < HV; v++)
-                pos[i][v] += cur[i * HV + v] * md->w[v * HB + b];
+                pos[i][v] += cur[i * HV + v] * (long double)md->w[v * HB + b];
     }
     if (mirrored)
         for (int v = 0; v < HV; v++)
@@ -693,16 +697,17 @@ static void test_ht(void **state)
         ht_ref_positions(&md, mirrored, theta, pos);
         for (int i = 0; i < HP; i++)
             for (int j = 0; j < 3; j++)
-                assert_close(err[i * 3 + j], (double)(pts[i * 3 + j] - pos[j][corr[i]]), 1e-13);
+                assert_close(err[i * 3 + j],
+                             (double)((long double)pts[i * 3 + j] - pos[j][corr[i]]), 1e-13);
         ht_objective_complicated(HB, HV, HP, md.parents, md.rel, md.inv, md.pos, md.w, mirrored,
                                  ctri, tri, pts, theta, us, err);
         for (int i = 0; i < HP; i++) {
             const int *t = tri + 3 * ctri[i];
-            long double u0 = us[2 * i], u1 = us[2 * i + 1];
+            long double u0 = (long double)us[2 * i], u1 = (long double)us[2 * i + 1];
             for (int j = 0; j < 3; j++) {
                 long double hp =
                     u0 * pos[j][t[0]] + u1 * pos[j][t[1]] + (1.0L - u0 - u1) * pos[j][t[2]];
-                assert_close(err[i * 3 + j], (double)(pts[i * 3 + j] - hp), 1e-13);
+                assert_close(err[i * 3 + j], (double)((long double)pts[i * 3 + j] - hp), 1e-13);
             }
         }
     }

@@ -47,7 +47,7 @@ double gmm_objective_grad(int d, int k, int n, const double *alphas, double *alp
     double slse = 0.0;
     for (int i = 0; i < n; i++) {
         const double *xi = x + (long)i * d;
-        double mx = -INFINITY;
+        double mx = -(double)INFINITY;
         for (int j = 0; j < k; j++) {
             const double *mu = means + (long)j * d, *qd = qdiag + (long)j * d;
             const double *lj = l + (long)j * lsz;
