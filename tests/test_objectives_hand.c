@@ -556,6 +556,50 @@ static void ode_ref(int n, const double *x, int s, long double *y)
     }
 }
 
+typedef struct ode_env {
+    int s;
+} ode_env;
+
+static cr_status ode_packed(const double *v, size_t n, double *y, size_t m, void *env)
+{
+    (void)m;
+    ode_primal((int)n, v, ((const ode_env *)env)->s, y);
+    return CR_OK;
+}
+
+/* ode_primal_grad against the Jacobian by central differences: x_b = J^T yf_b. */
+static void ode_grad_case(fixture *f, int s)
+{
+    enum { N = 8 };
+    ode_env e = {s};
+    double x[N], y[N], yv[N], yb[N], wb[N], xb[N], jac[N * N], want[N];
+    ode_make_input(N, 5, x);
+    obj_fill_normal(wb, N, 6);
+    fd_jacobian(f, ode_packed, &e, x, N, N, jac);
+    for (int j = 0; j < N; j++) {
+        want[j] = 0.0;
+        for (int i = 0; i < N; i++)
+            want[j] += jac[i * N + j] * wb[i];
+        xb[j] = 0.5; /* added to */
+        yb[j] = wb[j];
+    }
+    ode_primal_grad(N, x, xb, s, y, yb);
+    ode_primal(N, x, s, yv);
+    for (int i = 0; i < N; i++) {
+        ASSERT_DBL(y[i], yv[i]);
+        ASSERT_DBL(yb[i], 0.0);
+        xb[i] -= 0.5;
+    }
+    assert_vec_close(xb, want, N, RTOL, "ode gradient");
+}
+
+static void test_ode_grad(void **state)
+{
+    fixture *f = *state;
+    ode_grad_case(f, 1);
+    ode_grad_case(f, 10);
+}
+
 static void test_ode(void **state)
 {
     (void)state;
@@ -741,6 +785,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ba, fixture_setup, fixture_teardown),
         cmocka_unit_test(test_ba_problem),
         cmocka_unit_test(test_ode),
+        cmocka_unit_test_setup_teardown(test_ode_grad, fixture_setup, fixture_teardown),
         cmocka_unit_test(test_ht),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -265,6 +265,19 @@ double lstm_objective_grad(int l, int c, int b, const double *main_params, doubl
                            const double *sequence, double lstm_objective_b);
 
 /**
+ * Reverse mode of ode_primal(): the signature chainrules-ad gives ode_primal_rev (yf an
+ * output). The y at the start of every step are kept (n s doubles).
+ * @param[in]     n    dimension.
+ * @param[in]     x    n coefficients.
+ * @param[in,out] x_b  n shadows: x_b += (d yf / d x)^T yf_b.
+ * @param[in]     s    number of steps.
+ * @param[out]    yf   n values y(2), as ode_primal(); NaN if the buffer cannot be
+ *                     allocated (x_b and yf_b are then untouched).
+ * @param[in,out] yf_b n cotangents of yf on entry; zero on exit (consumed).
+ */
+void ode_primal_grad(int n, const double *x, double *x_b, int s, double *yf, double *yf_b);
+
+/**
  * ba_project() and its 2 x 15 Jacobian.
  * @param[in]  cam  11 camera parameters.
  * @param[in]  X    3 point coordinates.
