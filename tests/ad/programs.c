@@ -189,6 +189,32 @@ double p_index_local(const double *x, int n)
     return s;
 }
 
+/* A callee (split in a forward and an adjoint function) whose adjoint reads its own local
+ * array, and integer counters stepped in nested loops (undone by their inverses). */
+static double smooth_energy(const double *x, int n, int start)
+{
+    double work[16];
+    int k = start;
+    for (int i = 0; i < n && i < 16; i++) {
+        work[i] = sin(x[k % n]);
+        k++;
+        if (i % 3 == 0)
+            k++;
+    }
+    double e = 0.0;
+    for (int i = 0; i < n && i < 16; i++)
+        e += work[i] * work[(i + 1) % n] * x[i];
+    return e;
+}
+
+double p_callee_locals(const double *x, int n)
+{
+    double s = 0.0;
+    for (int r = 0; r < 2; r++)
+        s += smooth_energy(x, n, r) * (r + 1);
+    return s;
+}
+
 /* ---- Other signatures ------------------------------------------------------------------ */
 
 /* Scalars in, a scalar out. */

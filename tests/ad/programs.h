@@ -26,7 +26,8 @@ struct p_model {
     X(p_switch)        \
     X(p_recursion)     \
     X(p_local_array)   \
-    X(p_index_local)
+    X(p_index_local)   \
+    X(p_callee_locals)
 
 P_ARRAY_FNS(P_ARRAY_FN)
 

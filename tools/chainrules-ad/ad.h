@@ -182,9 +182,13 @@ typedef struct ad_stmt {
     int checkpoint;                 /* loops: K of `#pragma chainrules checkpoint(K)`, else 0 */
     const struct ad_pragma *pragma; /* the pragma itself (its sizes) */
     /* analysis */
-    bool has_exit;        /* contains a break/continue/return leaving this statement */
-    bool rev;             /* has adjoint work (reverse sweep code) */
-    bool recompute;       /* ST_DECL in a loop body: recomputed by the adjoint, not stored */
+    bool has_exit;  /* contains a break/continue/return leaving this statement */
+    bool rev;       /* has adjoint work (reverse sweep code) */
+    bool recompute; /* ST_DECL in a loop body: recomputed by the adjoint, not stored */
+    bool push;      /* assignment (ST_EXPR, ST_DECL): store the old value first */
+    bool invert;    /* integer v = v +- c: the adjoint restores v by the inverse */
+    bool inc_push;  /* the same two for a for loop's increment */
+    bool inc_invert;
     int id;               /* number, for generated labels and names */
     ad_var *canon;        /* ST_FOR: the counter of a canonical loop, or NULL */
     long long canon_step; /* its constant step */
@@ -247,9 +251,11 @@ int ad_parse(const char *path, const char *const *flags, int nflags, ad_unit *ou
 typedef struct ad_row {
     const char *name; /* the row's name (sin, mul, ...) */
     int nin, nout;
-    bool inline_ok; /* its text uses only <math.h>: emitted inline */
-    bool uses_x[4]; /* partials (or Ω) read input j */
-    bool uses_y;    /* partials read Ω */
+    bool inline_ok;  /* its text uses only <math.h>: emitted inline */
+    bool uses_x[4];  /* partials (or Ω) read input j */
+    bool uses_y;     /* partials read Ω */
+    unsigned dep[4]; /* bit j of dep[k]: the partial D[k] reads input j (through Ω, the
+                        row's locals and the other partials) */
     bool emitted_f64, emitted_f32;
     const void *rule; /* the library's cr_scalar_rule */
 } ad_row;
@@ -277,9 +283,11 @@ typedef struct ad_options {
 void ad_normalize(ad_func *f);
 /* analysis.c: resolves calls and finds the parameters each function writes (once). */
 void ad_prepare(ad_unit *u);
-/* Activity, needed values, exits and canonical loops of f when the parameters of `mask` have
- * shadows (bit i: parameter i); nonzero on error (reported). */
-int ad_analyse(ad_unit *u, ad_func *f, uint64_t mask);
+/* Activity, needed values, exits, canonical loops and what to store, of f when the
+ * parameters of `mask` have shadows (bit i: parameter i); `callee` for the split pair of a
+ * function called from another (its arrays hold the caller's values). Nonzero on error
+ * (reported). */
+int ad_analyse(ad_unit *u, ad_func *f, uint64_t mask, bool callee);
 /* The variables a loop's iterations write and that live across them (not the canonical
  * counter, not the body's own locals): the state a checkpoint saves. Their number, or -1
  * past `max`. */

@@ -201,7 +201,7 @@ int main(int argc, char **argv)
             rc = 1;
             break;
         }
-        if (ad_analyse(&u, f, mask) || report(f)) {
+        if (ad_analyse(&u, f, mask, kind == REQ_SPLIT) || report(f)) {
             rc = 1;
             break;
         }

@@ -72,11 +72,8 @@ static char *shadow_text(const ad_expr *e)
 
 /* ---- Which statements have adjoint work --------------------------------------------------- */
 
-/* Whether assigning the place of root v must store the old value first. */
-static bool pushes(const ad_var *v, bool fresh_decl)
-{
-    return v && v->needed && !fresh_decl;
-}
+/* How an assignment keeps the value it destroys (the to-be-recorded analysis decided). */
+enum { KEEP_NONE, KEEP_PUSH, KEEP_INVERT };
 
 static bool assign_active(const ad_expr *l)
 {
@@ -106,11 +103,10 @@ static bool rev_stmt(const ad_stmt *s)
                 return true;
         return false;
     case ST_DECL:
-        return s->var->active || (s->var->needed && s->var->loop_depth > 0);
+        return s->var->active || s->push;
     case ST_EXPR:
         if (s->e->kind == EX_ASSIGN) {
-            const ad_var *v = ad_root(s->e->a);
-            return assign_active(s->e->a) || pushes(v, false) || call_active(s->e->b);
+            return assign_active(s->e->a) || s->push || s->invert || call_active(s->e->b);
         }
         return call_active(s->e);
     case ST_RETURN:
@@ -119,7 +115,7 @@ static bool rev_stmt(const ad_stmt *s)
         return s->has_exit || rev_stmt(s->then) || rev_stmt(s->els);
     case ST_FOR:
         return rev_stmt(s->then) || rev_stmt(s->init) ||
-               (s->inc && !s->canon && pushes(ad_root(s->inc->a), false));
+               (s->inc && !s->canon && (s->inc_push || s->inc_invert));
     case ST_WHILE:
     case ST_DO:
         return rev_stmt(s->then);
@@ -283,14 +279,15 @@ static void bw_call(rv *r, ad_expr *lhs, ad_expr *c, const char *ind)
 }
 
 /* An assignment place = value (value may be a call of the file). */
-static void fw_assign(rv *r, ad_expr *place, ad_expr *value, bool fresh, const char *ind)
+static void fw_assign(rv *r, ad_expr *place, ad_expr *value, int keep, const char *ind)
 {
     if (r->plain)
-        fresh = true; /* nothing is stored */
+        keep = KEEP_NONE; /* nothing is stored */
+    bool push = keep == KEEP_PUSH;
     if (value->kind == EX_CALL && value->callee) {
         /* the callee's pushes come first, then the old value: the adjoint restores the old
          * value (which the call's arguments may read), then runs the callee's adjoint */
-        if (!pushes(ad_root(place), fresh)) {
+        if (!push) {
             fw_call(r, place, value, ind);
             return;
         }
@@ -298,36 +295,48 @@ static void fw_assign(rv *r, ad_expr *place, ad_expr *value, bool fresh, const c
         *tmp = *place;
         tmp->kind = EX_TEXT;
         tmp->text = ad_fmt("c%d_", ++r->l.tmp);
-        ad_buf_printf(r->fw, "%s{\n%s    %s %s;\n", ind, ind, place->type->spelling, tmp->text);
+        ad_buf_printf(r->fw, "%s{\n%s    %s %s;\n", ind, ind, place->type->unq, tmp->text);
         const char *ind2 = ad_fmt("%s    ", ind);
         fw_call(r, tmp, value, ind2);
         push_place(r, place, ind2);
         ad_buf_printf(r->fw, "%s%s = %s;\n%s}\n", ind2, text(place), tmp->text, ind);
         return;
     }
-    if (pushes(ad_root(place), fresh))
+    if (push)
         push_place(r, place, ind);
     ad_buf_printf(r->fw, "%s%s = %s;\n", ind, text(place), text(value));
 }
 
-static void bw_assign(rv *r, ad_expr *place, ad_expr *value, bool fresh, const char *ind)
+/* Undoes `place = place +- c` (KEEP_INVERT). */
+static void invert_place(rv *r, const ad_expr *place, const ad_expr *value, const char *ind)
 {
-    bool restore = pushes(ad_root(place), fresh);
+    ad_buf_printf(r->bw, "%s%s = %s %s %s;\n", ind, text(place), text(place),
+                  value->op[0] == '+' ? "-" : "+", text(value->b));
+}
+
+static void restore_place(rv *r, const ad_expr *place, const ad_expr *value, int keep,
+                          const char *ind)
+{
+    if (keep == KEEP_PUSH)
+        pop_place(r, place, ind);
+    else if (keep == KEEP_INVERT)
+        invert_place(r, place, value, ind);
+}
+
+static void bw_assign(rv *r, ad_expr *place, ad_expr *value, int keep, const char *ind)
+{
     if (value->kind == EX_CALL && value->callee) {
-        if (restore)
-            pop_place(r, place, ind);
+        restore_place(r, place, value, keep, ind);
         bw_call(r, place, value, ind);
         return;
     }
     if (!assign_active(place)) {
-        if (restore)
-            pop_place(r, place, ind);
+        restore_place(r, place, value, keep, ind);
         return;
     }
     ad_buf_printf(r->bw, "%s{\n", ind);
     const char *ind2 = ad_fmt("%s    ", ind);
-    if (restore)
-        pop_place(r, place, ind2);
+    restore_place(r, place, value, keep, ind2);
     int a = ++r->l.tmp;
     const char *sh = shadow_text(place);
     ad_buf_printf(r->bw, "%sconst %s a%d_ = %s;\n%s(void)a%d_;\n%s%s = 0;\n", ind2,
@@ -337,6 +346,23 @@ static void bw_assign(rv *r, ad_expr *place, ad_expr *value, bool fresh, const c
     lin_value(&r->l, value);
     lin_adjoint(&r->l, value, ad_fmt("a%d_", a));
     ad_buf_printf(r->bw, "%s}\n", ind);
+}
+
+static int keep_of(bool push, bool invert)
+{
+    return push ? KEEP_PUSH : invert ? KEEP_INVERT : KEEP_NONE;
+}
+
+/* The value of the elements an initialiser list leaves out: zero of the list's type. */
+static ad_expr *zero_of(const ad_expr *like)
+{
+    ad_expr *z = ad_alloc(sizeof *z);
+    z->kind = EX_NUM;
+    z->type = like->type;
+    z->loc = like->loc;
+    z->text = "0";
+    z->tmp = -1;
+    return z;
 }
 
 static ad_expr *var_ref(ad_var *v)
@@ -383,20 +409,19 @@ static void fw_stmt(rv *r, ad_stmt *s, const char *ind)
         return;
     }
     case ST_DECL: {
-        bool fresh = s->var->loop_depth == 0 || s->var->counter || s->recompute;
+        int keep = keep_of(s->push, s->invert);
         if (s->e)
-            fw_assign(r, var_ref(s->var), s->e, fresh, ind);
+            fw_assign(r, var_ref(s->var), s->e, keep, ind);
         for (int i = 0; i < s->ninits; i++)
-            fw_assign(r, elem_ref(s->var, i), s->inits[i], fresh, ind);
+            fw_assign(r, elem_ref(s->var, i), s->inits[i], keep, ind);
         if (s->ninits && s->var->type->kind == TY_ARRAY)
             for (long long i = s->ninits; i < s->var->type->len; i++)
-                fw_assign(r, elem_ref(s->var, (int)i),
-                          s->inits[0]->kind == EX_NUM ? s->inits[0] : s->inits[0], fresh, ind);
+                fw_assign(r, elem_ref(s->var, (int)i), zero_of(s->inits[0]), keep, ind);
         return;
     }
     case ST_EXPR:
         if (s->e->kind == EX_ASSIGN)
-            fw_assign(r, s->e->a, s->e->b, false, ind);
+            fw_assign(r, s->e->a, s->e->b, keep_of(s->push, s->invert), ind);
         else if (s->e->kind == EX_CALL && s->e->callee)
             fw_call(r, NULL, s->e, ind);
         else
@@ -494,7 +519,8 @@ static void fw_stmt(rv *r, ad_stmt *s, const char *ind)
         const char *inc = "";
         if (s->kind == ST_FOR && s->inc) {
             ad_var *iv = ad_root(s->inc->a);
-            if (!s->canon && pushes(iv, false))
+            (void)iv;
+            if (!s->canon && s->inc_push)
                 inc = ad_fmt("(cr_adstack_push_%s(&st_, %s), %s)", stack_kind(s->inc->a->type),
                              text(s->inc->a), text(s->inc));
             else
@@ -612,45 +638,51 @@ static int checkpoint_state(rv *r, ad_stmt *s, ckstate *st)
     return bad;
 }
 
+/* Pushes, or pops into, one variable: a scalar, an array (every element) or, with `len`,
+ * the first `len` elements a pointer points to. */
+static void var_stack(ad_buf *b, const ad_var *v, const char *len, bool push, const char *ind)
+{
+    const ad_type *e = ad_type_scalar_of(v->type);
+    const char *kind = stack_kind(e);
+    const char *name = v->cname;
+    if (v->type->kind == TY_ARRAY || v->type->kind == TY_PTR) {
+        if (!len)
+            len = ad_fmt("(int64_t)(sizeof %s / sizeof %s[0])", name, name);
+        const char *flat = v->type->kind == TY_ARRAY && v->type->elem->kind == TY_ARRAY
+                               ? ad_fmt("((%s *)%s)", e->unq, name)
+                               : name;
+        if (v->type->kind == TY_ARRAY && v->type->elem->kind == TY_ARRAY)
+            len = ad_fmt("(int64_t)(sizeof %s / sizeof(%s))", name, e->unq);
+        if (push)
+            ad_buf_printf(b,
+                          "%sfor (int64_t j_ = 0; j_ < %s; j_++)\n%s    "
+                          "cr_adstack_push_%s(&st_, %s[j_]);\n",
+                          ind, len, ind, kind, flat);
+        else if (!strcmp(kind, "i64") || !strcmp(kind, "ptr"))
+            ad_buf_printf(b,
+                          "%sfor (int64_t j_ = %s - 1; j_ >= 0; j_--)\n%s    %s[j_] = (%s)"
+                          "cr_adstack_pop_%s(&st_);\n",
+                          ind, len, ind, flat, e->unq, kind);
+        else
+            ad_buf_printf(b,
+                          "%sfor (int64_t j_ = %s - 1; j_ >= 0; j_--)\n%s    %s[j_] = "
+                          "cr_adstack_pop_%s(&st_);\n",
+                          ind, len, ind, flat, kind);
+    } else if (push) {
+        ad_buf_printf(b, "%scr_adstack_push_%s(&st_, %s);\n", ind, kind, name);
+    } else if (!strcmp(kind, "i64") || !strcmp(kind, "ptr")) {
+        ad_buf_printf(b, "%s%s = (%s)cr_adstack_pop_%s(&st_);\n", ind, name, v->type->unq, kind);
+    } else {
+        ad_buf_printf(b, "%s%s = cr_adstack_pop_%s(&st_);\n", ind, name, kind);
+    }
+}
+
 /* Pushes (or, popping in the reverse order, restores) the state. */
 static void state_stack(ad_buf *b, const ckstate *st, bool push, int id, const char *ind)
 {
     for (int k = 0; k < st->n; k++) {
         int i = push ? k : st->n - 1 - k;
-        const ad_var *v = st->v[i];
-        const ad_type *e = ad_type_scalar_of(v->type);
-        const char *kind = stack_kind(e);
-        const char *name = v->cname;
-        if (v->type->kind == TY_ARRAY || v->type->kind == TY_PTR) {
-            const char *len = st->size[i]
-                                  ? ad_fmt("sz%d_%d_", i, id)
-                                  : ad_fmt("(int64_t)(sizeof %s / sizeof %s[0])", name, name);
-            const char *flat = v->type->kind == TY_ARRAY && v->type->elem->kind == TY_ARRAY
-                                   ? ad_fmt("((%s *)%s)", e->spelling, name)
-                                   : name;
-            if (push)
-                ad_buf_printf(b,
-                              "%sfor (int64_t j_ = 0; j_ < %s; j_++)\n%s    "
-                              "cr_adstack_push_%s(&st_, %s[j_]);\n",
-                              ind, len, ind, kind, flat);
-            else if (!strcmp(kind, "i64"))
-                ad_buf_printf(b,
-                              "%sfor (int64_t j_ = %s - 1; j_ >= 0; j_--)\n%s    %s[j_] = (%s)"
-                              "cr_adstack_pop_i64(&st_);\n",
-                              ind, len, ind, flat, e->spelling);
-            else
-                ad_buf_printf(b,
-                              "%sfor (int64_t j_ = %s - 1; j_ >= 0; j_--)\n%s    %s[j_] = "
-                              "cr_adstack_pop_%s(&st_);\n",
-                              ind, len, ind, flat, kind);
-        } else if (push) {
-            ad_buf_printf(b, "%scr_adstack_push_%s(&st_, %s);\n", ind, kind, name);
-        } else if (!strcmp(kind, "i64")) {
-            ad_buf_printf(b, "%s%s = (%s)cr_adstack_pop_i64(&st_);\n", ind, name,
-                          v->type->spelling);
-        } else {
-            ad_buf_printf(b, "%s%s = cr_adstack_pop_%s(&st_);\n", ind, name, kind);
-        }
+        var_stack(b, st->v[i], st->size[i] ? ad_fmt("sz%d_%d_", i, id) : NULL, push, ind);
     }
 }
 
@@ -825,19 +857,19 @@ static void bw_stmt(rv *r, ad_stmt *s, const char *ind)
         }
         return;
     case ST_DECL: {
-        bool fresh = s->var->loop_depth == 0 || s->var->counter || s->recompute;
+        int keep = keep_of(s->push, s->invert);
         if (s->ninits && s->var->type->kind == TY_ARRAY)
             for (long long i = s->var->type->len - 1; i >= s->ninits; i--)
-                bw_assign(r, elem_ref(s->var, (int)i), s->inits[0], fresh, ind);
+                bw_assign(r, elem_ref(s->var, (int)i), zero_of(s->inits[0]), keep, ind);
         for (int i = s->ninits - 1; i >= 0; i--)
-            bw_assign(r, elem_ref(s->var, i), s->inits[i], fresh, ind);
+            bw_assign(r, elem_ref(s->var, i), s->inits[i], keep, ind);
         if (s->e)
-            bw_assign(r, var_ref(s->var), s->e, fresh, ind);
+            bw_assign(r, var_ref(s->var), s->e, keep, ind);
         return;
     }
     case ST_EXPR:
         if (s->e->kind == EX_ASSIGN)
-            bw_assign(r, s->e->a, s->e->b, false, ind);
+            bw_assign(r, s->e->a, s->e->b, keep_of(s->push, s->invert), ind);
         else if (s->e->kind == EX_CALL && s->e->callee)
             bw_call(r, NULL, s->e, ind);
         return;
@@ -894,10 +926,11 @@ static void bw_stmt(rv *r, ad_stmt *s, const char *ind)
         } else {
             ad_buf_printf(r->bw, "%sfor (int64_t k_%d_ = n_%d_; k_%d_ > 0; k_%d_--) {\n", ind2, id,
                           id, id, id);
-            if (s->kind == ST_FOR && s->inc && pushes(ad_root(s->inc->a), false)) {
+            if (s->kind == ST_FOR && s->inc && (s->inc_push || s->inc_invert)) {
                 const char *cond = brk ? ad_fmt("!(brk_%d_ && k_%d_ == n_%d_)", id, id, id) : "1";
                 ad_buf_printf(r->bw, "%sif (%s) {\n", ind3, cond);
-                pop_place(r, s->inc->a, ad_fmt("%s    ", ind3));
+                restore_place(r, s->inc->a, s->inc->b, keep_of(s->inc_push, s->inc_invert),
+                              ad_fmt("%s    ", ind3));
                 ad_buf_printf(r->bw, "%s}\n", ind3);
             }
         }
@@ -946,8 +979,11 @@ static void emit_locals(rv *r, ad_buf *b)
  * sweep, popped at the start of the adjoint sweep). */
 static bool carried(const ad_var *v)
 {
-    return v->needed && v->type->kind != TY_ARRAY && v->type->kind != TY_STRUCT &&
-           (v->kind == VAR_LOCAL || v->written);
+    if (!v->needed || v->type->kind == TY_STRUCT)
+        return false;
+    if (v->kind == VAR_LOCAL)
+        return v->type->kind != TY_ARRAY || ad_type_scalar_of(v->type)->kind != TY_STRUCT;
+    return v->written && v->type->kind != TY_PTR && v->type->kind != TY_ARRAY;
 }
 
 static void silence_unused(rv *r, ad_buf *b)
@@ -1021,15 +1057,13 @@ void ad_emit_reverse_split(ad_buf *out, ad_unit *u, ad_func *f, const char *mnam
     silence_unused(&r, out);
     ad_buf_put(out, fw.p ? fw.p : "");
     ad_buf_put(out, "    goto fw_end_;\nfw_end_:\n");
+    /* the values the adjoint reads, as the forward sweep leaves them */
     for (int i = 0; i < f->nlocals; i++)
         if (carried(f->locals[i]))
-            ad_buf_printf(out, "    cr_adstack_push_%s(&st_, %s);\n",
-                          stack_kind(f->locals[i]->type), f->locals[i]->cname);
+            var_stack(out, f->locals[i], NULL, true, "    ");
     for (int i = 0; i < f->nparams; i++)
-        if (carried(f->params[i]) && f->params[i]->kind == VAR_PARAM && f->params[i]->written &&
-            f->params[i]->type->kind != TY_PTR)
-            ad_buf_printf(out, "    cr_adstack_push_%s(&st_, %s);\n",
-                          stack_kind(f->params[i]->type), f->params[i]->cname);
+        if (carried(f->params[i]))
+            var_stack(out, f->params[i], NULL, true, "    ");
     if (f->ret->kind != TY_VOID)
         ad_buf_put(out, "    return ret_;\n");
     ad_buf_put(out, "#undef st_\n}\n\n");
@@ -1061,13 +1095,11 @@ void ad_emit_reverse_split(ad_buf *out, ad_unit *u, ad_func *f, const char *mnam
     emit_locals(&r, out);
     silence_unused(&r, out);
     for (int i = f->nparams - 1; i >= 0; i--)
-        if (carried(f->params[i]) && f->params[i]->written && f->params[i]->type->kind != TY_PTR)
-            ad_buf_printf(out, "    %s = (%s)cr_adstack_pop_%s(&st_);\n", f->params[i]->cname,
-                          f->params[i]->type->spelling, stack_kind(f->params[i]->type));
+        if (carried(f->params[i]))
+            var_stack(out, f->params[i], NULL, false, "    ");
     for (int i = f->nlocals - 1; i >= 0; i--)
         if (carried(f->locals[i]))
-            ad_buf_printf(out, "    %s = (%s)cr_adstack_pop_%s(&st_);\n", f->locals[i]->cname,
-                          f->locals[i]->type->spelling, stack_kind(f->locals[i]->type));
+            var_stack(out, f->locals[i], NULL, false, "    ");
     ad_buf_put(out, bw.p ? bw.p : "");
     ad_buf_put(out, "#undef st_\n}\n\n");
     ad_buf_free(&fw);

@@ -73,6 +73,99 @@ static bool scan_text(const char *s, ad_row *r, bool partials)
     return ok;
 }
 
+/* The inputs each partial reads: the row's partials text is a sequence of assignments
+ * (`D[k] = ...`, `T s_ = ...`) whose right sides read x[j], Y (all inputs), earlier partials
+ * and the row's locals. Anything else makes every partial read every input. */
+static void partial_deps(ad_row *r, const char *src)
+{
+    unsigned all = (1u << r->nin) - 1;
+    for (int k = 0; k < 4; k++)
+        r->dep[k] = all;
+    struct {
+        char name[32];
+        unsigned mask;
+    } locals[8];
+    int nlocals = 0;
+    unsigned dep[4] = {0};
+    const char *p = src;
+    while (*p) {
+        /* one statement: up to ';' at depth 0 */
+        const char *b = p, *eq = NULL;
+        int depth = 0;
+        for (; *p && !(depth == 0 && *p == ';'); p++) {
+            if (*p == '(')
+                depth++;
+            else if (*p == ')')
+                depth--;
+            else if (*p == '=' && depth == 0 && !eq && p[1] != '=' && p > b &&
+                     !strchr("=!<>", p[-1]))
+                eq = p;
+        }
+        const char *end = p;
+        if (*p == ';')
+            p++;
+        if (!eq)
+            return;
+        /* the target: D[k] or a local */
+        int target = -1;
+        char lname[32] = "";
+        const char *t = eq;
+        while (t > b && isspace((unsigned char)t[-1]))
+            t--;
+        if (t - b >= 4 && t[-1] == ']' && t[-4] == 'D' && t[-3] == '[' &&
+            isdigit((unsigned char)t[-2]))
+            target = t[-2] - '0';
+        else {
+            const char *e = t;
+            while (t > b && (isalnum((unsigned char)t[-1]) || t[-1] == '_'))
+                t--;
+            if (e - t <= 0 || e - t >= 31)
+                return;
+            memcpy(lname, t, (size_t)(e - t));
+            lname[e - t] = 0;
+        }
+        if (target >= 4 || (target < 0 && nlocals == 8))
+            return;
+        /* what the right side reads */
+        unsigned m = 0;
+        for (const char *q = eq + 1; q < end;) {
+            if (isalpha((unsigned char)*q) || *q == '_') {
+                const char *w = q;
+                while (q < end && (isalnum((unsigned char)*q) || *q == '_'))
+                    q++;
+                size_t n = (size_t)(q - w);
+                if (n == 1 && *w == 'Y')
+                    m |= all;
+                else if (n == 1 && *w == 'x' && q[0] == '[' && isdigit((unsigned char)q[1]))
+                    m |= 1u << (q[1] - '0');
+                else if (n == 1 && *w == 'D' && q[0] == '[' && isdigit((unsigned char)q[1]) &&
+                         q[1] - '0' < 4)
+                    m |= dep[q[1] - '0'];
+                else
+                    for (int i = 0; i < nlocals; i++)
+                        if (strlen(locals[i].name) == n && !strncmp(locals[i].name, w, n))
+                            m |= locals[i].mask;
+            } else if (isdigit((unsigned char)*q)) {
+                while (q < end && (isalnum((unsigned char)*q) || *q == '.'))
+                    q++;
+            } else {
+                q++;
+            }
+        }
+        if (target >= 0) {
+            dep[target] = m & all;
+        } else {
+            memcpy(locals[nlocals].name, lname, sizeof lname);
+            locals[nlocals].mask = m;
+            nlocals++;
+        }
+        while (*p && isspace((unsigned char)*p))
+            p++;
+    }
+    for (int k = 0; k < 4; k++)
+        r->dep[k] = dep[k];
+}
+
 static const ad_row *row_named(const char *regname)
 {
     const cr_function *fn = cr_registry_find(cr_registry_builtin(), regname);
@@ -93,6 +186,7 @@ static const ad_row *row_named(const char *regname)
     bool ok_primal = scan_text(rule->primal_src, r, false);
     bool ok_partials = scan_text(rule->partials_src, r, true);
     r->inline_ok = ok_primal && ok_partials;
+    partial_deps(r, rule->partials_src);
     return r;
 }
 
