@@ -25,7 +25,9 @@ void ad_emit_preamble(const ad_unit *u, ad_buf *out)
     memcpy(cuts, u->cuts, (size_t)u->ncuts * sizeof *cuts);
     qsort(cuts, (size_t)u->ncuts, sizeof *cuts, cut_cmp);
     size_t pos = 0;
-    ad_buf_put(out, "#if defined(__GNUC__)\n#define CR_AD_UNUSED __attribute__((unused))\n#else\n"
+    /* the copy declares the input's functions again, after any header that declares them */
+    ad_buf_put(out, "#if defined(__GNUC__)\n#define CR_AD_UNUSED __attribute__((unused))\n"
+                    "#pragma GCC diagnostic ignored \"-Wredundant-decls\"\n#else\n"
                     "#define CR_AD_UNUSED\n#endif\n");
     ad_buf_printf(out, "#line 1 \"%s\"\n", u->file);
     for (int i = 0; i < u->ncuts; i++) {

@@ -209,14 +209,19 @@ int main(int argc, char **argv)
         ad_buf fn = {0};
         switch (kind) {
         case REQ_REV:
-            ad_emit_reverse_public(&publics, &u, f);
-            break;
         case REQ_FWD:
-            ad_emit_forward_fn(&publics, &u, f, mn, false, true);
+        case REQ_FWDV: {
+            /* a public function, declared first (the generated signature) */
+            ad_buf sig = {0};
+            ad_emit_signature(&sig, f, kind == REQ_REV ? 'r' : kind == REQ_FWD ? 'f' : 'v');
+            ad_buf_printf(&protos, "%s;\n", sig.p);
+            ad_buf_free(&sig);
+            if (kind == REQ_REV)
+                ad_emit_reverse_public(&publics, &u, f);
+            else
+                ad_emit_forward_fn(&publics, &u, f, mn, kind == REQ_FWDV, true);
             break;
-        case REQ_FWDV:
-            ad_emit_forward_fn(&publics, &u, f, mn, true, true);
-            break;
+        }
         case REQ_SPLIT:
             ad_emit_reverse_split(&fn, &u, f, mn);
             break;
