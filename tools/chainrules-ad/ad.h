@@ -314,10 +314,9 @@ void ad_emit_param(ad_buf *b, const ad_type *t, const char *name);
 /* The generated signature of f's derivative (mode 'r', 'f' or 'v') without the body. */
 void ad_emit_signature(ad_buf *b, const ad_func *f, char mode);
 
-/* forward.c / reverse.c: the derivative functions of f. */
-void ad_emit_forward(ad_buf *out, ad_unit *u, ad_func *f, bool vector);
-void ad_emit_reverse(ad_buf *out, ad_unit *u, ad_func *f);
-/* The rules of --emit-rules. */
-void ad_emit_rules(ad_buf *out, ad_unit *u, const char *regfn);
+/* rules.c: the rules of --emit-rules (each function's scalar rule row, its function value
+ * `<f>_fn` and the registry function `regfn`); their declarations go to `decls`. Nonzero
+ * on error (reported). */
+int ad_emit_rules(ad_buf *out, ad_buf *decls, ad_func **fs, int n, const char *regfn);
 
 #endif /* CR_AD_H */

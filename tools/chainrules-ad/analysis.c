@@ -1128,6 +1128,16 @@ int ad_analyse(ad_unit *u, ad_func *f, uint64_t mask, bool callee)
     walk_stmt(f->body, need_stmt, NULL);
     walk_stmt(f->body, find_canonical, NULL);
     mark_exits(f->body, false);
+    /* a return that ends the function leaves nothing unexecuted */
+    ad_stmt *body = f->body;
+    if (body && body->kind == ST_BLOCK && body->n > 0 &&
+        body->body[body->n - 1]->kind == ST_RETURN) {
+        bool other = false;
+        for (int i = 0; i + 1 < body->n; i++)
+            other |= body->body[i]->has_exit;
+        if (!other)
+            body->has_exit = false;
+    }
     /* Until nothing changes: a restored place's indices are read by the adjoint, and so
      * are the operands of a recomputed local (whose own choice depends on what is needed). */
     for (;;) {

@@ -1009,7 +1009,11 @@ void ad_emit_reverse_public(ad_buf *out, ad_unit *u, ad_func *f)
     bw_stmt(&r, f->body, "    ");
     ad_buf sig = {0};
     ad_emit_signature(&sig, f, 'r');
-    ad_buf_printf(out, "%s\n{\n    cr_adstack st_;\n    cr_adstack_init(&st_);\n", sig.p);
+    ad_buf_printf(
+        out,
+        "%s\n{\n    cr_adstack st_;\n    cr_adstack_slot stbuf_[128]; /* the first chunk */\n"
+        "    cr_adstack_init_buf(&st_, stbuf_, sizeof stbuf_);\n",
+        sig.p);
     emit_locals(&r, out);
     silence_unused(&r, out);
     ad_buf_put(out, "    /* forward sweep */\n");
