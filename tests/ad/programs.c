@@ -215,6 +215,15 @@ double p_callee_locals(const double *x, int n)
     return s;
 }
 
+/* Calls of the file's functions in the branches of ?: (lowered to if/else). */
+double p_ternary_calls(const double *x, int n)
+{
+    double s = 0.0;
+    for (int i = 0; i < n; i++)
+        s += x[i] > 0.5 ? sq(x[i]) * 2 : sq(sin(x[i])) + dot(x, x, i);
+    return s;
+}
+
 /* ---- Other signatures ------------------------------------------------------------------ */
 
 /* Scalars in, a scalar out. */

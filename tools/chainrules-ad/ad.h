@@ -228,7 +228,7 @@ typedef struct ad_unit {
         size_t begin, end;
         const char *with;
     } * cuts;
-    int ncuts;
+    int ncuts, capcuts;
     /* `#pragma chainrules checkpoint(K)` lines */
     struct ad_pragma {
         unsigned line;

@@ -1056,7 +1056,7 @@ void ad_emit_reverse_split(ad_buf *out, ad_unit *u, ad_func *f, const char *mnam
         ad_emit_decl(out, f->params[i]->type, f->params[i]->cname);
         ad_buf_put(out, ", ");
     }
-    ad_buf_put(out, "cr_adstack *stp_)\n{\n#define st_ (*stp_)\n");
+    ad_buf_put(out, "cr_adstack *stp_)\n{\n#define st_ (*stp_)\n    (void)stp_;\n");
     emit_locals(&r, out);
     silence_unused(&r, out);
     ad_buf_put(out, fw.p ? fw.p : "");
@@ -1095,7 +1095,7 @@ void ad_emit_reverse_split(ad_buf *out, ad_unit *u, ad_func *f, const char *mnam
     ad_buf_put(out, "cr_adstack *stp_");
     if (ad_type_is_real(f->ret))
         ad_buf_printf(out, ", %s %s_b", f->ret->spelling, f->name);
-    ad_buf_put(out, ")\n{\n#define st_ (*stp_)\n");
+    ad_buf_put(out, ")\n{\n#define st_ (*stp_)\n    (void)stp_;\n");
     emit_locals(&r, out);
     silence_unused(&r, out);
     for (int i = f->nparams - 1; i >= 0; i--)
