@@ -220,7 +220,7 @@ double p_ternary_calls(const double *x, int n)
 {
     double s = 0.0;
     for (int i = 0; i < n; i++)
-        s += x[i] > 0.5 ? sq(x[i]) * 2 : sq(sin(x[i])) + dot(x, x, i);
+        s += x[i] > 0.7 ? sq(x[i]) * 2 : sq(sin(x[i])) + dot(x, x, i);
     return s;
 }
 
