@@ -1008,7 +1008,7 @@ static void check_calls(ad_expr *e, void *env)
     if (varied) {
         ad_error(e->loc,
                  "call to '%s' with active arguments has no rule and no body: provide its body in "
-                 "this file, or register a rule for it (--rules)",
+                 "this file (rules from a user registry are not supported yet)",
                  e->text);
         f->nerrors++;
     }
