@@ -192,6 +192,9 @@ typedef struct ad_stmt {
     int id;               /* number, for generated labels and names */
     ad_var *canon;        /* ST_FOR: the counter of a canonical loop, or NULL */
     long long canon_step; /* its constant step */
+    ad_expr *lo, *hi;     /* static bounds: the counter's first value and the bound, which
+                             the adjoint evaluates again (no trip count stored), or NULL */
+    const char *hi_op;    /* the comparison with hi: "<", "<=", ">", ">=" */
 } ad_stmt;
 
 /* ---- Functions and the translation unit ---------------------------------------------------- */

@@ -510,10 +510,12 @@ static void fw_stmt(rv *r, ad_stmt *s, const char *ind)
         s->id = ++r->loops;
         bool brk = loop_breaks(s->then, false);
         ad_buf_printf(r->fw, "%s{\n", ind);
-        if (s->canon && s->canon->needed)
+        bool stat = s->lo != NULL; /* static bounds: nothing stored */
+        if (s->canon && s->canon->needed && !stat)
             ad_buf_printf(r->fw, "%sconst int64_t i0_%d_ = (int64_t)%s;\n", ind2, s->id,
                           s->canon->cname);
-        ad_buf_printf(r->fw, "%sint64_t n_%d_ = 0;\n", ind2, s->id);
+        if (!stat)
+            ad_buf_printf(r->fw, "%sint64_t n_%d_ = 0;\n", ind2, s->id);
         if (brk)
             ad_buf_printf(r->fw, "%sint brk_%d_ = 0;\n", ind2, s->id);
         const char *inc = "";
@@ -533,15 +535,17 @@ static void fw_stmt(rv *r, ad_stmt *s, const char *ind)
         else
             ad_buf_printf(r->fw, "%sdo {\n", ind2);
         const char *ind3 = ad_fmt("%s    ", ind2);
-        ad_buf_printf(r->fw, "%sn_%d_++;\n", ind3, s->id);
+        if (!stat)
+            ad_buf_printf(r->fw, "%sn_%d_++;\n", ind3, s->id);
         r->xs[r->nxs++] = (xc){'l', 0, s};
         fw_stmt(r, s->then, ind3);
         r->nxs--;
         ad_buf_printf(r->fw, "%s}%s\n", ind2,
                       s->kind == ST_DO ? ad_fmt(" while (%s);", text(s->e)) : "");
-        if (s->canon && s->canon->needed)
+        if (s->canon && s->canon->needed && !stat)
             ad_buf_printf(r->fw, "%scr_adstack_push_i64(&st_, i0_%d_);\n", ind2, s->id);
-        ad_buf_printf(r->fw, "%scr_adstack_push_i64(&st_, n_%d_);\n", ind2, s->id);
+        if (!stat)
+            ad_buf_printf(r->fw, "%scr_adstack_push_i64(&st_, n_%d_);\n", ind2, s->id);
         if (brk)
             ad_buf_printf(r->fw, "%scr_adstack_push_i64(&st_, brk_%d_);\n", ind2, s->id);
         ad_buf_printf(r->fw, "%s}\n", ind);
@@ -912,10 +916,29 @@ static void bw_stmt(rv *r, ad_stmt *s, const char *ind)
             ad_buf_printf(r->bw,
                           "%sconst int64_t brk_%d_ = cr_adstack_pop_i64(&st_);\n%s(void)brk_%d_;\n",
                           ind2, id, ind2, id);
-        ad_buf_printf(r->bw, "%sconst int64_t n_%d_ = cr_adstack_pop_i64(&st_);\n", ind2, id);
         const char *ind3 = ad_fmt("%s    ", ind2);
+        if (s->lo) {
+            /* static bounds: the first value and the trip count again */
+            long long c = s->canon_step;
+            const char *lo = ad_fmt("(int64_t)(%s)", text(s->lo));
+            const char *hi = ad_fmt("(int64_t)(%s)", text(s->hi));
+            const char *n;
+            if (!strcmp(s->hi_op, "<"))
+                n = ad_fmt("(%s < %s ? (%s - %s + %lld) / %lld : 0)", lo, hi, hi, lo, c - 1, c);
+            else if (!strcmp(s->hi_op, "<="))
+                n = ad_fmt("(%s <= %s ? (%s - %s) / %lld + 1 : 0)", lo, hi, hi, lo, c);
+            else if (!strcmp(s->hi_op, ">"))
+                n = ad_fmt("(%s > %s ? (%s - %s + %lld) / %lld : 0)", lo, hi, lo, hi, -c - 1, -c);
+            else
+                n = ad_fmt("(%s >= %s ? (%s - %s) / %lld + 1 : 0)", lo, hi, lo, hi, -c);
+            ad_buf_printf(r->bw, "%sconst int64_t i0_%d_ = %s;\n%s(void)i0_%d_;\n", ind2, id, lo,
+                          ind2, id);
+            ad_buf_printf(r->bw, "%sconst int64_t n_%d_ = %s;\n", ind2, id, n);
+        } else {
+            ad_buf_printf(r->bw, "%sconst int64_t n_%d_ = cr_adstack_pop_i64(&st_);\n", ind2, id);
+        }
         if (s->canon) {
-            if (s->canon->needed)
+            if (s->canon->needed && !s->lo)
                 ad_buf_printf(r->bw, "%sconst int64_t i0_%d_ = cr_adstack_pop_i64(&st_);\n", ind2,
                               id);
             ad_buf_printf(r->bw, "%sfor (int64_t k_%d_ = n_%d_ - 1; k_%d_ >= 0; k_%d_--) {\n", ind2,
