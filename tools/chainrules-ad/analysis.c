@@ -1040,6 +1040,11 @@ static void tbr_stmt(tbr *t, ad_stmt *s, unsigned char *R, bool kill)
 
 static void tbr_function(ad_func *f, bool callee)
 {
+    /* a callee's arrays hold its caller's values, which the caller's adjoint may read: the
+     * callee restores what it overwrites there */
+    for (int i = 0; callee && i < f->nparams; i++)
+        if (f->params[i]->type->kind == TY_PTR && f->params[i]->written)
+            f->params[i]->needed = true;
     tbr t = {f, f->nparams + f->nlocals};
     g_nparams = f->nparams;
     unsigned char *R = tbr_new(&t);

@@ -327,6 +327,11 @@ static void bw_assign(rv *r, ad_expr *place, ad_expr *value, int keep, const cha
 {
     if (value->kind == EX_CALL && value->callee) {
         restore_place(r, place, value, keep, ind);
+        if (!ad_call_mask(value) && assign_active(place)) {
+            /* an active place given a constant: its adjoint stops here */
+            ad_buf_printf(r->bw, "%s%s = 0;\n", ind, shadow_text(place));
+            return;
+        }
         bw_call(r, place, value, ind);
         return;
     }
