@@ -21,6 +21,8 @@ void *ad_alloc(size_t size);
 char *ad_strdup(const char *s);
 char *ad_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void ad_pool_free(void);
+/* The pool array p of n elements of `elem` bytes, with room for one more (capacity *cap). */
+void *ad_grow(void *p, int n, int *cap, size_t elem);
 
 /* A growable text buffer. */
 typedef struct ad_buf {
@@ -245,6 +247,14 @@ typedef struct ad_unit {
 } ad_unit;
 
 ad_func *ad_unit_find(const ad_unit *u, const char *name);
+/* Appends v to f's locals (its index set). */
+void ad_func_add_local(ad_func *f, ad_var *v);
+/* A new local of f named `name` (used as is in generated code). */
+ad_var *ad_func_new_local(ad_func *f, ad_type *t, const char *name, ad_loc loc, int depth);
+/* Expressions made by the transformer: v; v[i]; a zero of like's type. */
+ad_expr *ad_expr_var(ad_var *v);
+ad_expr *ad_expr_elem(ad_var *v, long long i);
+ad_expr *ad_expr_zero(const ad_expr *like);
 
 /* frontend.c: parse `path` with the compiler flags; 0 on success (errors reported). */
 int ad_parse(const char *path, const char *const *flags, int nflags, ad_unit *out);
@@ -295,6 +305,9 @@ int ad_analyse(ad_unit *u, ad_func *f, uint64_t mask, bool callee);
  * counter, not the body's own locals): the state a checkpoint saves. Their number, or -1
  * past `max`. */
 int ad_loop_state(ad_stmt *loop, ad_var **out, int max);
+/* Whether a loop body holds a break that leaves the loop (nested: inside a loop of its own,
+ * where breaks stay) or a return. */
+bool ad_leaves_loop(const ad_stmt *s, bool nested);
 /* The variable at the root of an lvalue or pointer expression, or NULL. */
 ad_var *ad_root(const ad_expr *e);
 

@@ -514,8 +514,7 @@ static bool assigns_var(ad_stmt *s, const ad_var *v)
     return p[1] != NULL;
 }
 
-/* Whether a loop body holds a break that leaves the loop, or a return. */
-static bool leaves_loop(const ad_stmt *s, bool nested)
+bool ad_leaves_loop(const ad_stmt *s, bool nested)
 {
     if (!s)
         return false;
@@ -527,11 +526,11 @@ static bool leaves_loop(const ad_stmt *s, bool nested)
     case ST_FOR:
     case ST_WHILE:
     case ST_DO:
-        return leaves_loop(s->then, true);
+        return ad_leaves_loop(s->then, true);
     default: {
-        bool r = leaves_loop(s->then, nested) || leaves_loop(s->els, nested);
+        bool r = ad_leaves_loop(s->then, nested) || ad_leaves_loop(s->els, nested);
         for (int i = 0; i < s->n; i++)
-            r |= leaves_loop(s->body[i], nested);
+            r |= ad_leaves_loop(s->body[i], nested);
         return r;
     }
     }
@@ -620,7 +619,7 @@ static void find_canonical(ad_stmt *s, void *env)
     if (reads_var(lo, i) || reads_var(c->b, i) || changes_any(s, lo) || changes_any(s, c->b) ||
         c->b->type->kind != TY_INT || lo->type->kind != TY_INT)
         return;
-    if (leaves_loop(s->then, false))
+    if (ad_leaves_loop(s->then, false))
         return;
     s->lo = lo;
     s->hi = c->b;

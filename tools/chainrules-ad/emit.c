@@ -219,7 +219,8 @@ void ad_emit_param(ad_buf *b, const ad_type *t, const char *name)
     ad_emit_decl(b, t, name);
 }
 
-void ad_emit_decl(ad_buf *b, const ad_type *t, const char *name)
+/* `t name` as C writes a declaration; unqualified: without t's own qualifiers. */
+static void declarator(ad_buf *b, const ad_type *t, const char *name, bool unqualified)
 {
     if (t->kind == TY_ARRAY) {
         const ad_type *e = t;
@@ -228,12 +229,12 @@ void ad_emit_decl(ad_buf *b, const ad_type *t, const char *name)
             ad_buf_printf(&dims, "[%lld]", e->len);
             e = e->elem;
         }
-        ad_emit_decl(b, e, name);
+        declarator(b, e, name, unqualified);
         ad_buf_put(b, dims.p);
         ad_buf_free(&dims);
         return;
     }
-    const char *s = t->spelling;
+    const char *s = unqualified && t->unq ? t->unq : t->spelling;
     size_t n = strlen(s);
     if (n && s[n - 1] == '*')
         ad_buf_printf(b, "%s%s", s, name);
@@ -241,26 +242,14 @@ void ad_emit_decl(ad_buf *b, const ad_type *t, const char *name)
         ad_buf_printf(b, "%s %s", s, name);
 }
 
+void ad_emit_decl(ad_buf *b, const ad_type *t, const char *name)
+{
+    declarator(b, t, name, false);
+}
+
 void ad_emit_local(ad_buf *b, const ad_type *t, const char *name)
 {
-    if (t->kind == TY_ARRAY) {
-        const ad_type *e = t;
-        ad_buf dims = {0};
-        while (e->kind == TY_ARRAY) {
-            ad_buf_printf(&dims, "[%lld]", e->len);
-            e = e->elem;
-        }
-        ad_emit_local(b, e, name);
-        ad_buf_put(b, dims.p);
-        ad_buf_free(&dims);
-        return;
-    }
-    const char *s = t->unq ? t->unq : t->spelling;
-    size_t n = strlen(s);
-    if (n && s[n - 1] == '*')
-        ad_buf_printf(b, "%s%s", s, name);
-    else
-        ad_buf_printf(b, "%s %s", s, name);
+    declarator(b, t, name, true);
 }
 
 /* The type of a parameter's shadow: the same pointer type without const ("double *") for

@@ -184,32 +184,6 @@ static void tan_assign(fw *w, ad_expr *place, ad_expr *value, const char *ind)
     ad_buf_printf(w->out, "%s}\n", ind);
 }
 
-static ad_expr *var_ref(ad_var *v)
-{
-    ad_expr *e = ad_alloc(sizeof *e);
-    e->kind = EX_VAR;
-    e->var = v;
-    e->type = v->type;
-    e->loc = v->loc;
-    e->tmp = -1;
-    return e;
-}
-
-static ad_expr *elem_ref(ad_var *v, long long i)
-{
-    ad_expr *e = ad_alloc(sizeof *e);
-    e->kind = EX_INDEX;
-    e->a = var_ref(v);
-    e->b = ad_alloc(sizeof *e->b);
-    e->b->kind = EX_NUM;
-    e->b->text = ad_fmt("%lld", i);
-    e->b->type = v->type;
-    e->type = v->type->elem;
-    e->loc = v->loc;
-    e->tmp = -1;
-    return e;
-}
-
 static void tan_stmt(fw *w, ad_stmt *s, const char *ind)
 {
     const char *ind2 = ad_fmt("%s    ", ind);
@@ -220,9 +194,9 @@ static void tan_stmt(fw *w, ad_stmt *s, const char *ind)
         return;
     case ST_DECL:
         if (s->e)
-            tan_assign(w, var_ref(s->var), s->e, ind);
+            tan_assign(w, ad_expr_var(s->var), s->e, ind);
         for (int i = 0; i < s->ninits; i++)
-            tan_assign(w, elem_ref(s->var, i), s->inits[i], ind);
+            tan_assign(w, ad_expr_elem(s->var, i), s->inits[i], ind);
         return;
     case ST_EXPR:
         if (s->e->kind == EX_ASSIGN)

@@ -164,14 +164,7 @@ static ad_var *new_var(fe *s, CXCursor decl, ad_vkind kind, int loop_depth)
     v->kind = kind;
     v->loc = loc_of(decl);
     v->loop_depth = loop_depth;
-    if (s->nvars == s->capvars) {
-        int cap = s->capvars ? 2 * s->capvars : 32;
-        struct fe_var *nv = ad_alloc((size_t)cap * sizeof *nv);
-        if (s->nvars)
-            memcpy(nv, s->vars, (size_t)s->nvars * sizeof *nv);
-        s->vars = nv;
-        s->capvars = cap;
-    }
+    s->vars = ad_grow(s->vars, s->nvars, &s->capvars, sizeof *s->vars);
     s->vars[s->nvars].decl = decl;
     s->vars[s->nvars].var = v;
     s->nvars++;
@@ -187,16 +180,7 @@ static ad_var *new_var(fe *s, CXCursor decl, ad_vkind kind, int loop_depth)
                 same++;
         if (same)
             v->cname = ad_fmt("%s_%d", v->name, same + 1);
-        if (f->nlocals == f->caplocals) {
-            int cap = f->caplocals ? 2 * f->caplocals : 32;
-            ad_var **nl = ad_alloc((size_t)cap * sizeof *nl);
-            if (f->nlocals)
-                memcpy(nl, f->locals, (size_t)f->nlocals * sizeof *nl);
-            f->locals = nl;
-            f->caplocals = cap;
-        }
-        v->index = f->nlocals;
-        f->locals[f->nlocals++] = v;
+        ad_func_add_local(f, v);
     }
     return v;
 }
@@ -212,14 +196,7 @@ static enum CXChildVisitResult kids_visit(CXCursor c, CXCursor parent, CXClientD
 {
     (void)parent;
     kids *k = data;
-    if (k->n == k->cap) {
-        int cap = k->cap ? 2 * k->cap : 8;
-        CXCursor *nc = ad_alloc((size_t)cap * sizeof *nc);
-        if (k->n)
-            memcpy(nc, k->c, (size_t)k->n * sizeof *nc);
-        k->c = nc;
-        k->cap = cap;
-    }
+    k->c = ad_grow(k->c, k->n, &k->cap, sizeof *k->c);
     k->c[k->n++] = c;
     return CXChildVisit_Continue;
 }
@@ -791,36 +768,12 @@ static ad_stmt *mk_assign(ad_var *v, ad_expr *val, ad_loc loc)
 
 static ad_var *switch_var(fe *s, const char *base, ad_loc loc, int depth)
 {
-    ad_func *f = s->f;
-    ad_var *v = ad_alloc(sizeof *v);
-    v->name = v->cname = ad_fmt("%s%d_", base, f->nlocals);
-    v->type = int_type();
-    v->kind = VAR_LOCAL;
-    v->loc = loc;
-    v->loop_depth = depth;
-    if (f->nlocals == f->caplocals) {
-        int cap = f->caplocals ? 2 * f->caplocals : 32;
-        ad_var **nl = ad_alloc((size_t)cap * sizeof *nl);
-        if (f->nlocals)
-            memcpy(nl, f->locals, (size_t)f->nlocals * sizeof *nl);
-        f->locals = nl;
-        f->caplocals = cap;
-    }
-    v->index = f->nlocals;
-    f->locals[f->nlocals++] = v;
-    return v;
+    return ad_func_new_local(s->f, int_type(), ad_fmt("%s%d_", base, s->f->nlocals), loc, depth);
 }
 
 static void seg_add(seg *g, ad_stmt *st)
 {
-    if (g->nitems == g->capitems) {
-        int cap = g->capitems ? 2 * g->capitems : 8;
-        ad_stmt **n = ad_alloc((size_t)cap * sizeof *n);
-        if (g->nitems)
-            memcpy(n, g->items, (size_t)g->nitems * sizeof *n);
-        g->items = n;
-        g->capitems = cap;
-    }
+    g->items = ad_grow(g->items, g->nitems, &g->capitems, sizeof *g->items);
     g->items[g->nitems++] = st;
 }
 
@@ -1265,13 +1218,7 @@ static void read_pragmas(ad_unit *u)
                                 "1 <= K <= 64 snapshots, and 'sizes(p: n, ...)' for the arrays "
                                 "the loop updates through pointers, just before a for loop");
                 } else {
-                    if (u->npragmas == cap) {
-                        cap = cap ? 2 * cap : 8;
-                        struct ad_pragma *np = ad_alloc((size_t)cap * sizeof *np);
-                        if (u->npragmas)
-                            memcpy(np, u->pragmas, (size_t)u->npragmas * sizeof *np);
-                        u->pragmas = np;
-                    }
+                    u->pragmas = ad_grow(u->pragmas, u->npragmas, &cap, sizeof *u->pragmas);
                     u->pragmas[u->npragmas++] = pg;
                 }
             }

@@ -82,36 +82,13 @@ typedef struct hoist {
 
 static void add_pre(hoist *h, ad_stmt *s)
 {
-    if (h->npre == h->cappre) {
-        int cap = h->cappre ? 2 * h->cappre : 4;
-        ad_stmt **n = ad_alloc((size_t)cap * sizeof *n);
-        if (h->npre)
-            memcpy(n, h->pre, (size_t)h->npre * sizeof *n);
-        h->pre = n;
-        h->cappre = cap;
-    }
+    h->pre = ad_grow(h->pre, h->npre, &h->cappre, sizeof *h->pre);
     h->pre[h->npre++] = s;
 }
 
 static ad_var *new_local(ad_func *f, ad_type *t, const char *base, ad_loc loc, int depth)
 {
-    ad_var *v = ad_alloc(sizeof *v);
-    v->name = v->cname = ad_fmt("%s_r%d_", base, ++g_tmp);
-    v->type = t;
-    v->kind = VAR_LOCAL;
-    v->loc = loc;
-    v->loop_depth = depth;
-    if (f->nlocals == f->caplocals) {
-        int cap = f->caplocals ? 2 * f->caplocals : 32;
-        ad_var **n = ad_alloc((size_t)cap * sizeof *n);
-        if (f->nlocals)
-            memcpy(n, f->locals, (size_t)f->nlocals * sizeof *n);
-        f->locals = n;
-        f->caplocals = cap;
-    }
-    v->index = f->nlocals;
-    f->locals[f->nlocals++] = v;
-    return v;
+    return ad_func_new_local(f, t, ad_fmt("%s_r%d_", base, ++g_tmp), loc, depth);
 }
 
 static bool has_local_call(const ad_expr *e)
@@ -132,12 +109,8 @@ static ad_expr *hoist_calls(hoist *h, ad_expr *e, bool top);
 
 static ad_expr *var_expr(ad_var *v, ad_loc loc)
 {
-    ad_expr *ref = ad_alloc(sizeof *ref);
-    ref->kind = EX_VAR;
-    ref->var = v;
-    ref->type = v->type;
+    ad_expr *ref = ad_expr_var(v);
     ref->loc = loc;
-    ref->tmp = -1;
     return ref;
 }
 

@@ -127,29 +127,6 @@ static bool rev_stmt(const ad_stmt *s)
     }
 }
 
-/* Whether a loop body holds a break that leaves this loop, or a return. */
-static bool loop_breaks(const ad_stmt *s, bool nested)
-{
-    if (!s)
-        return false;
-    switch (s->kind) {
-    case ST_BREAK:
-        return !nested;
-    case ST_RETURN:
-        return true;
-    case ST_FOR:
-    case ST_WHILE:
-    case ST_DO:
-        return loop_breaks(s->then, true);
-    default: {
-        bool r = loop_breaks(s->then, nested) || loop_breaks(s->els, nested);
-        for (int i = 0; i < s->n; i++)
-            r |= loop_breaks(s->body[i], nested);
-        return r;
-    }
-    }
-}
-
 /* ---- Forward sweep -------------------------------------------------------------------------- */
 
 static void fw_stmt(rv *r, ad_stmt *s, const char *ind);
@@ -358,44 +335,6 @@ static int keep_of(bool push, bool invert)
     return push ? KEEP_PUSH : invert ? KEEP_INVERT : KEEP_NONE;
 }
 
-/* The value of the elements an initialiser list leaves out: zero of the list's type. */
-static ad_expr *zero_of(const ad_expr *like)
-{
-    ad_expr *z = ad_alloc(sizeof *z);
-    z->kind = EX_NUM;
-    z->type = like->type;
-    z->loc = like->loc;
-    z->text = "0";
-    z->tmp = -1;
-    return z;
-}
-
-static ad_expr *var_ref(ad_var *v)
-{
-    ad_expr *e = ad_alloc(sizeof *e);
-    e->kind = EX_VAR;
-    e->var = v;
-    e->type = v->type;
-    e->loc = v->loc;
-    e->tmp = -1;
-    return e;
-}
-
-static ad_expr *elem_ref(ad_var *v, int i)
-{
-    ad_expr *e = ad_alloc(sizeof *e);
-    e->kind = EX_INDEX;
-    e->a = var_ref(v);
-    e->b = ad_alloc(sizeof *e->b);
-    e->b->kind = EX_NUM;
-    e->b->text = ad_fmt("%d", i);
-    e->b->type = v->type; /* unused */
-    e->type = v->type->elem;
-    e->loc = v->loc;
-    e->tmp = -1;
-    return e;
-}
-
 static void fw_stmt(rv *r, ad_stmt *s, const char *ind)
 {
     const char *ind2 = ad_fmt("%s    ", ind);
@@ -416,12 +355,12 @@ static void fw_stmt(rv *r, ad_stmt *s, const char *ind)
     case ST_DECL: {
         int keep = keep_of(s->push, s->invert);
         if (s->e)
-            fw_assign(r, var_ref(s->var), s->e, keep, ind);
+            fw_assign(r, ad_expr_var(s->var), s->e, keep, ind);
         for (int i = 0; i < s->ninits; i++)
-            fw_assign(r, elem_ref(s->var, i), s->inits[i], keep, ind);
+            fw_assign(r, ad_expr_elem(s->var, i), s->inits[i], keep, ind);
         if (s->ninits && s->var->type->kind == TY_ARRAY)
             for (long long i = s->ninits; i < s->var->type->len; i++)
-                fw_assign(r, elem_ref(s->var, (int)i), zero_of(s->inits[0]), keep, ind);
+                fw_assign(r, ad_expr_elem(s->var, (int)i), ad_expr_zero(s->inits[0]), keep, ind);
         return;
     }
     case ST_EXPR:
@@ -513,7 +452,7 @@ static void fw_stmt(rv *r, ad_stmt *s, const char *ind)
             return;
         }
         s->id = ++r->loops;
-        bool brk = loop_breaks(s->then, false);
+        bool brk = ad_leaves_loop(s->then, false);
         ad_buf_printf(r->fw, "%s{\n", ind);
         bool stat = s->lo != NULL; /* static bounds: nothing stored */
         if (s->canon && s->canon->needed && !stat)
@@ -600,7 +539,7 @@ typedef struct ckstate {
 static int checkpoint_state(rv *r, ad_stmt *s, ckstate *st)
 {
     int bad = 0;
-    if (s->kind != ST_FOR || !s->canon || s->then->has_exit || loop_breaks(s->then, false)) {
+    if (s->kind != ST_FOR || !s->canon || s->then->has_exit || ad_leaves_loop(s->then, false)) {
         ad_error(s->loc, "'#pragma chainrules checkpoint' needs a counted for loop (for (i = a; "
                          "i < b; i++) with i not assigned in the body) without break or return");
         return 1;
@@ -869,11 +808,11 @@ static void bw_stmt(rv *r, ad_stmt *s, const char *ind)
         int keep = keep_of(s->push, s->invert);
         if (s->ninits && s->var->type->kind == TY_ARRAY)
             for (long long i = s->var->type->len - 1; i >= s->ninits; i--)
-                bw_assign(r, elem_ref(s->var, (int)i), zero_of(s->inits[0]), keep, ind);
+                bw_assign(r, ad_expr_elem(s->var, (int)i), ad_expr_zero(s->inits[0]), keep, ind);
         for (int i = s->ninits - 1; i >= 0; i--)
-            bw_assign(r, elem_ref(s->var, i), s->inits[i], keep, ind);
+            bw_assign(r, ad_expr_elem(s->var, i), s->inits[i], keep, ind);
         if (s->e)
-            bw_assign(r, var_ref(s->var), s->e, keep, ind);
+            bw_assign(r, ad_expr_var(s->var), s->e, keep, ind);
         return;
     }
     case ST_EXPR:
@@ -914,7 +853,7 @@ static void bw_stmt(rv *r, ad_stmt *s, const char *ind)
                 bw_stmt(r, s->init, ind);
             return;
         }
-        bool brk = loop_breaks(s->then, false);
+        bool brk = ad_leaves_loop(s->then, false);
         int id = s->id;
         ad_buf_printf(r->bw, "%s{\n", ind);
         if (brk)

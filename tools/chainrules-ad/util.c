@@ -49,6 +49,18 @@ void ad_pool_free(void)
     }
 }
 
+void *ad_grow(void *p, int n, int *cap, size_t elem)
+{
+    if (n < *cap)
+        return p;
+    int nc = *cap ? 2 * *cap : 8;
+    void *np = ad_alloc((size_t)nc * elem);
+    if (n)
+        memcpy(np, p, (size_t)n * elem);
+    *cap = nc;
+    return np;
+}
+
 char *ad_strdup(const char *s)
 {
     size_t n = strlen(s) + 1;
@@ -192,4 +204,63 @@ ad_type *ad_type_scalar_of(ad_type *t)
 const char *ad_type_real_name(const ad_type *t)
 {
     return t && t->kind == TY_FLOAT ? "float" : "double";
+}
+
+/* ---- Functions' locals and made expressions -------------------------------------------------- */
+
+void ad_func_add_local(ad_func *f, ad_var *v)
+{
+    f->locals = ad_grow(f->locals, f->nlocals, &f->caplocals, sizeof *f->locals);
+    v->index = f->nlocals;
+    f->locals[f->nlocals++] = v;
+}
+
+ad_var *ad_func_new_local(ad_func *f, ad_type *t, const char *name, ad_loc loc, int depth)
+{
+    ad_var *v = ad_alloc(sizeof *v);
+    v->name = v->cname = name;
+    v->type = t;
+    v->kind = VAR_LOCAL;
+    v->loc = loc;
+    v->loop_depth = depth;
+    ad_func_add_local(f, v);
+    return v;
+}
+
+ad_expr *ad_expr_var(ad_var *v)
+{
+    ad_expr *e = ad_alloc(sizeof *e);
+    e->kind = EX_VAR;
+    e->var = v;
+    e->type = v->type;
+    e->loc = v->loc;
+    e->tmp = -1;
+    return e;
+}
+
+ad_expr *ad_expr_zero(const ad_expr *like)
+{
+    ad_expr *z = ad_alloc(sizeof *z);
+    z->kind = EX_NUM;
+    z->type = like->type;
+    z->loc = like->loc;
+    z->text = "0";
+    z->tmp = -1;
+    return z;
+}
+
+ad_expr *ad_expr_elem(ad_var *v, long long i)
+{
+    ad_expr *e = ad_alloc(sizeof *e);
+    e->kind = EX_INDEX;
+    e->a = ad_expr_var(v);
+    e->b = ad_alloc(sizeof *e->b);
+    e->b->kind = EX_NUM;
+    e->b->text = ad_fmt("%lld", i);
+    e->b->type = v->type;
+    e->b->tmp = -1;
+    e->type = v->type->elem;
+    e->loc = v->loc;
+    e->tmp = -1;
+    return e;
 }
