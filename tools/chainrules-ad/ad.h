@@ -319,6 +319,9 @@ void ad_emit_preamble(const ad_unit *u, ad_buf *out);
 void ad_emit_expr(ad_buf *b, const ad_expr *e);
 /* The same with the root variable of an lvalue replaced by its shadow + suffix. */
 void ad_emit_shadow(ad_buf *b, const ad_expr *e, const char *suffix);
+/* The two as strings (of the pool). */
+char *ad_expr_text(const ad_expr *e);
+char *ad_shadow_text(const ad_expr *e, const char *suffix);
 /* The C type spelling of a variable's declaration with a name ("double t[16]"). */
 void ad_emit_decl(ad_buf *b, const ad_type *t, const char *name);
 /* The same without const (the locals of generated code are assigned after their

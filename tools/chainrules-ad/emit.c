@@ -139,6 +139,15 @@ void ad_emit_expr(ad_buf *b, const ad_expr *e)
     }
 }
 
+char *ad_expr_text(const ad_expr *e)
+{
+    ad_buf b = {0};
+    ad_emit_expr(&b, e);
+    char *r = ad_strdup(b.p ? b.p : "");
+    ad_buf_free(&b);
+    return r;
+}
+
 /* The shadow of a variable in generated code: locals and arrays `v_b` (or `_d`), scalar
  * parameters through their pointer in the reverse mode. */
 static const char *shadow_root(const ad_var *v, const char *sfx)
@@ -314,4 +323,13 @@ void ad_emit_signature(ad_buf *b, const ad_func *f, char mode)
     if (first)
         ad_buf_put(b, "void");
     ad_buf_put(b, ")");
+}
+
+char *ad_shadow_text(const ad_expr *e, const char *suffix)
+{
+    ad_buf b = {0};
+    ad_emit_shadow(&b, e, suffix);
+    char *r = ad_strdup(b.p ? b.p : "");
+    ad_buf_free(&b);
+    return r;
 }

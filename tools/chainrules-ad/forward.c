@@ -18,15 +18,6 @@ typedef struct fw {
     bool vector;
 } fw;
 
-static char *text(const ad_expr *e)
-{
-    ad_buf b = {0};
-    ad_emit_expr(&b, e);
-    char *r = ad_strdup(b.p);
-    ad_buf_free(&b);
-    return r;
-}
-
 static bool active_place(const ad_expr *l)
 {
     const ad_var *v = ad_root(l);
@@ -54,9 +45,9 @@ static void tan_call(fw *w, ad_expr *place, ad_expr *c, const char *ind)
     uint64_t mask = ad_call_mask(c);
     if (!mask) {
         if (place)
-            ad_buf_printf(w->out, "%s%s = %s;\n", ind, text(place), text(c));
+            ad_buf_printf(w->out, "%s%s = %s;\n", ind, ad_expr_text(place), ad_expr_text(c));
         else
-            ad_buf_printf(w->out, "%s%s;\n", ind, text(c));
+            ad_buf_printf(w->out, "%s%s;\n", ind, ad_expr_text(c));
         if (place && active_place(place)) {
             if (w->vector)
                 ad_buf_printf(w->out, "%sfor (int k_ = 0; k_ < w_; k_++)\n%s    %s = 0;\n", ind,
@@ -89,12 +80,12 @@ static void tan_call(fw *w, ad_expr *place, ad_expr *c, const char *ind)
     }
     ad_buf b = {0};
     if (place)
-        ad_buf_printf(&b, "%s = ", text(place));
+        ad_buf_printf(&b, "%s = ", ad_expr_text(place));
     ad_buf_printf(&b, "cr_ad_%s_%s%s(", g->name, w->vector ? "tanv" : "tan", mn);
     for (int i = 0; i < c->nargs; i++) {
         if (i)
             ad_buf_put(&b, ", ");
-        ad_buf_put(&b, text(c->args[i]));
+        ad_buf_put(&b, ad_expr_text(c->args[i]));
         if (i >= 64 || !(mask >> i & 1))
             continue;
         if (targ[i]) {
@@ -159,7 +150,7 @@ static void tan_assign(fw *w, ad_expr *place, ad_expr *value, const char *ind)
         return;
     }
     if (!active_place(place)) {
-        ad_buf_printf(w->out, "%s%s = %s;\n", ind, text(place), text(value));
+        ad_buf_printf(w->out, "%s%s = %s;\n", ind, ad_expr_text(place), ad_expr_text(value));
         return;
     }
     ad_buf_printf(w->out, "%s{\n", ind);
@@ -180,7 +171,7 @@ static void tan_assign(fw *w, ad_expr *place, ad_expr *value, const char *ind)
         ad_buf_printf(w->out, "%sconst %s e%d_ = %s;\n", ind2, T, n, d);
         ad_buf_printf(w->out, "%s%s = e%d_;\n", ind2, tangent_dst(w, place), n);
     }
-    ad_buf_printf(w->out, "%s%s = v%d_;\n", ind2, text(place), n);
+    ad_buf_printf(w->out, "%s%s = v%d_;\n", ind2, ad_expr_text(place), n);
     ad_buf_printf(w->out, "%s}\n", ind);
 }
 
@@ -204,7 +195,7 @@ static void tan_stmt(fw *w, ad_stmt *s, const char *ind)
         else if (s->e->kind == EX_CALL && s->e->callee)
             tan_call(w, NULL, s->e, ind);
         else
-            ad_buf_printf(w->out, "%s%s;\n", ind, text(s->e));
+            ad_buf_printf(w->out, "%s%s;\n", ind, ad_expr_text(s->e));
         return;
     case ST_RETURN:
         if (s->e && ad_type_is_real(w->f->ret)) {
@@ -223,7 +214,7 @@ static void tan_stmt(fw *w, ad_stmt *s, const char *ind)
             }
             ad_buf_printf(w->out, "%sreturn v%d_;\n%s}\n", ind2, n, ind);
         } else if (s->e) {
-            ad_buf_printf(w->out, "%sreturn %s;\n", ind, text(s->e));
+            ad_buf_printf(w->out, "%sreturn %s;\n", ind, ad_expr_text(s->e));
         } else {
             ad_buf_printf(w->out, "%sreturn;\n", ind);
         }
@@ -235,7 +226,7 @@ static void tan_stmt(fw *w, ad_stmt *s, const char *ind)
         ad_buf_printf(w->out, "%scontinue;\n", ind);
         return;
     case ST_IF:
-        ad_buf_printf(w->out, "%sif (%s) {\n", ind, text(s->e));
+        ad_buf_printf(w->out, "%sif (%s) {\n", ind, ad_expr_text(s->e));
         tan_stmt(w, s->then, ind2);
         if (s->els) {
             ad_buf_printf(w->out, "%s} else {\n", ind);
@@ -251,20 +242,20 @@ static void tan_stmt(fw *w, ad_stmt *s, const char *ind)
                              "an integer)");
             w->f->nerrors++;
         }
-        ad_buf_printf(w->out, "%sfor (; %s; %s) {\n", ind, s->e ? text(s->e) : "",
-                      s->inc ? text(s->inc) : "");
+        ad_buf_printf(w->out, "%sfor (; %s; %s) {\n", ind, s->e ? ad_expr_text(s->e) : "",
+                      s->inc ? ad_expr_text(s->inc) : "");
         tan_stmt(w, s->then, ind2);
         ad_buf_printf(w->out, "%s}\n", ind);
         return;
     case ST_WHILE:
-        ad_buf_printf(w->out, "%swhile (%s) {\n", ind, text(s->e));
+        ad_buf_printf(w->out, "%swhile (%s) {\n", ind, ad_expr_text(s->e));
         tan_stmt(w, s->then, ind2);
         ad_buf_printf(w->out, "%s}\n", ind);
         return;
     case ST_DO:
         ad_buf_printf(w->out, "%sdo {\n", ind);
         tan_stmt(w, s->then, ind2);
-        ad_buf_printf(w->out, "%s} while (%s);\n", ind, text(s->e));
+        ad_buf_printf(w->out, "%s} while (%s);\n", ind, ad_expr_text(s->e));
         return;
     case ST_NULL:
         return;

@@ -32,27 +32,18 @@ static bool is_place(const ad_expr *e)
     return e->kind == EX_VAR || e->kind == EX_INDEX || e->kind == EX_MEMBER || e->kind == EX_DEREF;
 }
 
-static char *text_of(const ad_expr *e)
-{
-    ad_buf b = {0};
-    ad_emit_expr(&b, e);
-    char *r = ad_strdup(b.p ? b.p : "");
-    ad_buf_free(&b);
-    return r;
-}
-
 const char *lin_value(lin *l, ad_expr *e)
 {
     if (!e->active || is_place(e))
-        return text_of(e);
+        return ad_expr_text(e);
     if (e->kind == EX_CAST)
         return ad_fmt("((%s)%s)", e->type->spelling, lin_value(l, e->a));
     int n = ++l->tmp;
     e->tmp = n;
     const char *T = real_of(e);
     if (e->kind == EX_COND) {
-        ad_buf_printf(l->out, "%sint c%d_ = (%s) != 0;\n%s%s t%d_;\n", l->ind, n, text_of(e->a),
-                      l->ind, T, n);
+        ad_buf_printf(l->out, "%sint c%d_ = (%s) != 0;\n%s%s t%d_;\n", l->ind, n,
+                      ad_expr_text(e->a), l->ind, T, n);
         ad_buf_printf(l->out, "%sif (c%d_) {\n", l->ind, n);
         const char *ind = l->ind;
         l->ind = ad_fmt("%s    ", ind);
@@ -69,7 +60,7 @@ const char *lin_value(lin *l, ad_expr *e)
     }
     if (!e->row) {
         /* an active node without a row cannot be differentiated: refused by the analysis */
-        return text_of(e);
+        return ad_expr_text(e);
     }
     ad_expr *ops[4];
     int k = operands(e, ops);

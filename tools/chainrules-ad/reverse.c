@@ -52,24 +52,6 @@ static const char *stack_kind(const ad_type *t)
     }
 }
 
-static char *text(const ad_expr *e)
-{
-    ad_buf b = {0};
-    ad_emit_expr(&b, e);
-    char *r = ad_strdup(b.p);
-    ad_buf_free(&b);
-    return r;
-}
-
-static char *shadow_text(const ad_expr *e)
-{
-    ad_buf b = {0};
-    ad_emit_shadow(&b, e, "_b");
-    char *r = ad_strdup(b.p);
-    ad_buf_free(&b);
-    return r;
-}
-
 /* ---- Which statements have adjoint work --------------------------------------------------- */
 
 /* How an assignment keeps the value it destroys (the to-be-recorded analysis decided). */
@@ -137,20 +119,21 @@ static void recompute_locals(rv *r, ad_stmt *body, const char *ind);
 
 static void push_place(rv *r, const ad_expr *l, const char *ind)
 {
-    ad_buf_printf(r->fw, "%scr_adstack_push_%s(&st_, %s);\n", ind, stack_kind(l->type), text(l));
+    ad_buf_printf(r->fw, "%scr_adstack_push_%s(&st_, %s);\n", ind, stack_kind(l->type),
+                  ad_expr_text(l));
 }
 
 static void pop_place(rv *r, const ad_expr *l, const char *ind)
 {
     const char *k = stack_kind(l->type);
     if (!strcmp(k, "ptr"))
-        ad_buf_printf(r->bw, "%s%s = (%s)cr_adstack_pop_ptr(&st_);\n", ind, text(l),
+        ad_buf_printf(r->bw, "%s%s = (%s)cr_adstack_pop_ptr(&st_);\n", ind, ad_expr_text(l),
                       l->type->spelling);
     else if (!strcmp(k, "i64"))
-        ad_buf_printf(r->bw, "%s%s = (%s)cr_adstack_pop_i64(&st_);\n", ind, text(l),
+        ad_buf_printf(r->bw, "%s%s = (%s)cr_adstack_pop_i64(&st_);\n", ind, ad_expr_text(l),
                       l->type->spelling);
     else
-        ad_buf_printf(r->bw, "%s%s = cr_adstack_pop_%s(&st_);\n", ind, text(l), k);
+        ad_buf_printf(r->bw, "%s%s = cr_adstack_pop_%s(&st_);\n", ind, ad_expr_text(l), k);
 }
 
 /* The exit chain at a break/continue (to the innermost loop) or return (to the function). */
@@ -182,13 +165,13 @@ static void call_args(rv *r, const ad_expr *c, uint64_t mask, bool shadows, ad_b
     for (int i = 0; i < c->nargs; i++) {
         if (i)
             ad_buf_put(b, ", ");
-        ad_buf_put(b, text(c->args[i]));
+        ad_buf_put(b, ad_expr_text(c->args[i]));
         if (!shadows || i >= 64 || !(mask >> i & 1))
             continue;
         if (ad_type_is_real(g->params[i]->type)) {
             ad_buf_printf(b, ", &%s", scalar_adj[i]);
         } else {
-            ad_buf_printf(b, ", %s", shadow_text(c->args[i]));
+            ad_buf_printf(b, ", %s", ad_shadow_text(c->args[i], "_b"));
         }
     }
     (void)r;
@@ -199,7 +182,7 @@ static void fw_call(rv *r, ad_expr *lhs, ad_expr *c, const char *ind)
     uint64_t mask = r->plain ? 0 : ad_call_mask(c);
     ad_buf b = {0};
     if (lhs) {
-        ad_buf_printf(&b, "%s = ", text(lhs));
+        ad_buf_printf(&b, "%s = ", ad_expr_text(lhs));
     }
     if (mask) {
         const char *name = ad_request(r->u, c->callee, mask, REQ_SPLIT);
@@ -207,7 +190,7 @@ static void fw_call(rv *r, ad_expr *lhs, ad_expr *c, const char *ind)
         call_args(r, c, mask, false, &b, NULL);
         ad_buf_put(&b, c->nargs ? ", &st_)" : "&st_)");
     } else {
-        ad_buf_put(&b, text(c));
+        ad_buf_put(&b, ad_expr_text(c));
     }
     ad_buf_printf(r->fw, "%s%s;\n", ind, b.p);
     ad_buf_free(&b);
@@ -233,7 +216,7 @@ static void bw_call(rv *r, ad_expr *lhs, ad_expr *c, const char *ind)
         seed = ad_fmt("r%d_", ++r->l.tmp);
         if (lhs && assign_active(lhs)) {
             ad_buf_printf(r->bw, "%sconst %s %s = %s;\n%s%s = 0;\n", ind2, g->ret->spelling, seed,
-                          shadow_text(lhs), ind2, shadow_text(lhs));
+                          ad_shadow_text(lhs, "_b"), ind2, ad_shadow_text(lhs, "_b"));
         } else {
             ad_buf_printf(r->bw, "%sconst %s %s = 0;\n", ind2, g->ret->spelling, seed);
         }
@@ -276,19 +259,19 @@ static void fw_assign(rv *r, ad_expr *place, ad_expr *value, int keep, const cha
         const char *ind2 = ad_fmt("%s    ", ind);
         fw_call(r, tmp, value, ind2);
         push_place(r, place, ind2);
-        ad_buf_printf(r->fw, "%s%s = %s;\n%s}\n", ind2, text(place), tmp->text, ind);
+        ad_buf_printf(r->fw, "%s%s = %s;\n%s}\n", ind2, ad_expr_text(place), tmp->text, ind);
         return;
     }
     if (push)
         push_place(r, place, ind);
-    ad_buf_printf(r->fw, "%s%s = %s;\n", ind, text(place), text(value));
+    ad_buf_printf(r->fw, "%s%s = %s;\n", ind, ad_expr_text(place), ad_expr_text(value));
 }
 
 /* Undoes `place = place +- c` (KEEP_INVERT). */
 static void invert_place(rv *r, const ad_expr *place, const ad_expr *value, const char *ind)
 {
-    ad_buf_printf(r->bw, "%s%s = %s %s %s;\n", ind, text(place), text(place),
-                  value->op[0] == '+' ? "-" : "+", text(value->b));
+    ad_buf_printf(r->bw, "%s%s = %s %s %s;\n", ind, ad_expr_text(place), ad_expr_text(place),
+                  value->op[0] == '+' ? "-" : "+", ad_expr_text(value->b));
 }
 
 static void restore_place(rv *r, const ad_expr *place, const ad_expr *value, int keep,
@@ -306,7 +289,7 @@ static void bw_assign(rv *r, ad_expr *place, ad_expr *value, int keep, const cha
         restore_place(r, place, value, keep, ind);
         if (!ad_call_mask(value) && assign_active(place)) {
             /* an active place given a constant: its adjoint stops here */
-            ad_buf_printf(r->bw, "%s%s = 0;\n", ind, shadow_text(place));
+            ad_buf_printf(r->bw, "%s%s = 0;\n", ind, ad_shadow_text(place, "_b"));
             return;
         }
         bw_call(r, place, value, ind);
@@ -320,7 +303,7 @@ static void bw_assign(rv *r, ad_expr *place, ad_expr *value, int keep, const cha
     const char *ind2 = ad_fmt("%s    ", ind);
     restore_place(r, place, value, keep, ind2);
     int a = ++r->l.tmp;
-    const char *sh = shadow_text(place);
+    const char *sh = ad_shadow_text(place, "_b");
     ad_buf_printf(r->bw, "%sconst %s a%d_ = %s;\n%s(void)a%d_;\n%s%s = 0;\n", ind2,
                   ad_type_real_name(place->type), a, sh, ind2, a, ind2, sh);
     r->l.out = r->bw;
@@ -369,11 +352,11 @@ static void fw_stmt(rv *r, ad_stmt *s, const char *ind)
         else if (s->e->kind == EX_CALL && s->e->callee)
             fw_call(r, NULL, s->e, ind);
         else
-            ad_buf_printf(r->fw, "%s%s;\n", ind, text(s->e));
+            ad_buf_printf(r->fw, "%s%s;\n", ind, ad_expr_text(s->e));
         return;
     case ST_RETURN:
         if (s->e)
-            ad_buf_printf(r->fw, "%sret_ = %s;\n", ind, text(s->e));
+            ad_buf_printf(r->fw, "%sret_ = %s;\n", ind, ad_expr_text(s->e));
         if (r->plain) {
             ad_buf_printf(r->fw, "%sgoto fw_end_;\n", ind);
             return;
@@ -400,7 +383,7 @@ static void fw_stmt(rv *r, ad_stmt *s, const char *ind)
         return;
     case ST_IF: {
         bool dir = rev_stmt(s) && !r->plain;
-        ad_buf_printf(r->fw, "%sif (%s) {\n", ind, text(s->e));
+        ad_buf_printf(r->fw, "%sif (%s) {\n", ind, ad_expr_text(s->e));
         if (dir)
             r->xs[r->nxs++] = (xc){'i', 1, s};
         fw_stmt(r, s->then, ind2);
@@ -434,10 +417,10 @@ static void fw_stmt(rv *r, ad_stmt *s, const char *ind)
             /* no adjoint work: the primal loop as it is */
             ad_buf b = {0};
             if (s->kind == ST_FOR) {
-                ad_buf_printf(&b, "%sfor (; %s; %s)\n", ind, s->e ? text(s->e) : "",
-                              s->inc ? text(s->inc) : "");
+                ad_buf_printf(&b, "%sfor (; %s; %s)\n", ind, s->e ? ad_expr_text(s->e) : "",
+                              s->inc ? ad_expr_text(s->inc) : "");
             } else if (s->kind == ST_WHILE) {
-                ad_buf_printf(&b, "%swhile (%s)\n", ind, text(s->e));
+                ad_buf_printf(&b, "%swhile (%s)\n", ind, ad_expr_text(s->e));
             } else {
                 ad_buf_printf(&b, "%sdo\n", ind);
             }
@@ -448,7 +431,7 @@ static void fw_stmt(rv *r, ad_stmt *s, const char *ind)
             fw_stmt(r, s->then, ind2);
             r->nxs--;
             ad_buf_printf(r->fw, "%s}%s\n", ind,
-                          s->kind == ST_DO ? ad_fmt(" while (%s);", text(s->e)) : "");
+                          s->kind == ST_DO ? ad_fmt(" while (%s);", ad_expr_text(s->e)) : "");
             return;
         }
         s->id = ++r->loops;
@@ -468,14 +451,14 @@ static void fw_stmt(rv *r, ad_stmt *s, const char *ind)
             (void)iv;
             if (!s->canon && s->inc_push)
                 inc = ad_fmt("(cr_adstack_push_%s(&st_, %s), %s)", stack_kind(s->inc->a->type),
-                             text(s->inc->a), text(s->inc));
+                             ad_expr_text(s->inc->a), ad_expr_text(s->inc));
             else
-                inc = text(s->inc);
+                inc = ad_expr_text(s->inc);
         }
         if (s->kind == ST_FOR)
-            ad_buf_printf(r->fw, "%sfor (; %s; %s) {\n", ind2, s->e ? text(s->e) : "", inc);
+            ad_buf_printf(r->fw, "%sfor (; %s; %s) {\n", ind2, s->e ? ad_expr_text(s->e) : "", inc);
         else if (s->kind == ST_WHILE)
-            ad_buf_printf(r->fw, "%swhile (%s) {\n", ind2, text(s->e));
+            ad_buf_printf(r->fw, "%swhile (%s) {\n", ind2, ad_expr_text(s->e));
         else
             ad_buf_printf(r->fw, "%sdo {\n", ind2);
         const char *ind3 = ad_fmt("%s    ", ind2);
@@ -485,7 +468,7 @@ static void fw_stmt(rv *r, ad_stmt *s, const char *ind)
         fw_stmt(r, s->then, ind3);
         r->nxs--;
         ad_buf_printf(r->fw, "%s}%s\n", ind2,
-                      s->kind == ST_DO ? ad_fmt(" while (%s);", text(s->e)) : "");
+                      s->kind == ST_DO ? ad_fmt(" while (%s);", ad_expr_text(s->e)) : "");
         if (s->canon && s->canon->needed && !stat)
             ad_buf_printf(r->fw, "%scr_adstack_push_i64(&st_, i0_%d_);\n", ind2, s->id);
         if (!stat)
@@ -509,12 +492,12 @@ static void recompute_locals(rv *r, ad_stmt *body, const char *ind)
     for (int i = 0; i < body->n; i++) {
         ad_stmt *s = body->body[i];
         if (s->kind == ST_DECL && s->recompute)
-            ad_buf_printf(r->bw, "%s%s = %s;\n", ind, s->var->cname, text(s->e));
+            ad_buf_printf(r->bw, "%s%s = %s;\n", ind, s->var->cname, ad_expr_text(s->e));
         if (s->kind == ST_BLOCK)
             for (int j = 0; j < s->n; j++)
                 if (s->body[j]->kind == ST_DECL && s->body[j]->recompute)
                     ad_buf_printf(r->bw, "%s%s = %s;\n", ind, s->body[j]->var->cname,
-                                  text(s->body[j]->e));
+                                  ad_expr_text(s->body[j]->e));
     }
 }
 
@@ -682,7 +665,7 @@ static void fw_checkpoint(rv *r, ad_stmt *s, const char *ind)
     state_stack(r->fw, &st, true, id, ind2);
     ad_buf_printf(r->fw, "%sconst int64_t i0_%d_ = (int64_t)%s;\n%sint64_t n_%d_ = 0;\n", ind2, id,
                   s->canon->cname, ind2, id);
-    ad_buf_printf(r->fw, "%sfor (; %s; %s) {\n", ind2, text(s->e), text(s->inc));
+    ad_buf_printf(r->fw, "%sfor (; %s; %s) {\n", ind2, ad_expr_text(s->e), ad_expr_text(s->inc));
     ad_buf_printf(r->fw, "%s    n_%d_++;\n", ind2, id);
     bool plain = r->plain;
     r->plain = true;
@@ -864,8 +847,8 @@ static void bw_stmt(rv *r, ad_stmt *s, const char *ind)
         if (s->lo) {
             /* static bounds: the first value and the trip count again */
             long long c = s->canon_step;
-            const char *lo = ad_fmt("(int64_t)(%s)", text(s->lo));
-            const char *hi = ad_fmt("(int64_t)(%s)", text(s->hi));
+            const char *lo = ad_fmt("(int64_t)(%s)", ad_expr_text(s->lo));
+            const char *hi = ad_fmt("(int64_t)(%s)", ad_expr_text(s->hi));
             const char *n;
             if (!strcmp(s->hi_op, "<"))
                 n = ad_fmt("(%s < %s ? (%s - %s + %lld) / %lld : 0)", lo, hi, hi, lo, c - 1, c);
