@@ -34,13 +34,37 @@ CR_INTERNAL void cr__free(cr_ctx *ctx, void *ptr, size_t size);
  * a workspace it can take elsewhere). */
 CR_INTERNAL void *cr__alloc_quiet(cr_ctx *ctx, size_t size);
 
-/* Overflow-checked a * b; returns false when it overflows. */
-static inline bool cr__mul_size(size_t a, size_t b, size_t *out)
+/* ---- Checked arithmetic (checked.h; these record the error, checked.c) --------------- */
+
+#include "checked.h"
+
+/* Each returns CR_OK, or records CR_EOVERFLOW on ctx with a message naming `who` and the
+ * operands ("fill: shape 4294967296 x 4294967296 overflows ...") and returns it. */
+/* The element count of a shape (cr__shape_numel), elsize bytes an element (0: any). */
+CR_INTERNAL cr_status cr__ck_numel(cr_ctx *ctx, const char *who, size_t ndim, const size_t *shape,
+                                   size_t elsize, size_t *out);
+/* a * b, and a + b, as sizes no larger than CR__MAX_BYTES. */
+CR_INTERNAL cr_status cr__ck_mul(cr_ctx *ctx, const char *who, size_t a, size_t b, size_t *out);
+CR_INTERNAL cr_status cr__ck_add(cr_ctx *ctx, const char *who, size_t a, size_t b, size_t *out);
+/* a * b, a + b, a - b and -a in int64_t. */
+CR_INTERNAL cr_status cr__ck_mul_i64(cr_ctx *ctx, const char *who, int64_t a, int64_t b,
+                                     int64_t *out);
+CR_INTERNAL cr_status cr__ck_add_i64(cr_ctx *ctx, const char *who, int64_t a, int64_t b,
+                                     int64_t *out);
+CR_INTERNAL cr_status cr__ck_sub_i64(cr_ctx *ctx, const char *who, int64_t a, int64_t b,
+                                     int64_t *out);
+CR_INTERNAL cr_status cr__ck_neg_i64(cr_ctx *ctx, const char *who, int64_t a, int64_t *out);
+/* An int64_t extent or count as a size_t: CR_EINVAL when negative ("who: negative
+ * <what> -3"), CR_EOVERFLOW beyond CR__MAX_BYTES. */
+CR_INTERNAL cr_status cr__ck_extent(cr_ctx *ctx, const char *who, const char *what, int64_t a,
+                                    size_t *out);
+
+/* Whether msg starts with "name:", i.e. names the function already (a message that is
+ * prefixed with the function's name must not name it twice: "view: view: ..."). */
+static inline bool cr__names(const char *msg, const char *name)
 {
-    if (a != 0 && b > SIZE_MAX / a)
-        return false;
-    *out = a * b;
-    return true;
+    size_t n = strlen(name);
+    return strncmp(msg, name, n) == 0 && msg[n] == ':';
 }
 
 /* ---- Arenas (arena.c) ------------------------------------------------------------- */

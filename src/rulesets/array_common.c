@@ -130,12 +130,11 @@ cr_status cr__new(cr_arena *arena, cr_dtype dt, size_t ndim, const size_t *shape
     if (ndim > CR_ARRAY_MAX_DIMS)
         return CR__FAIL(arena, CR_EINVAL, "array of %zu dimensions (at most %d)", ndim,
                         CR_ARRAY_MAX_DIMS);
-    size_t n = 1, bytes;
-    for (size_t d = 0; d < ndim; d++)
-        if (!cr__mul_size(n, shape[d], &n))
-            return CR__FAIL(arena, CR_EOVERFLOW, "array element count overflows");
-    if (!cr__mul_size(n, cr_dtype_size(dt), &bytes))
-        return CR__FAIL(arena, CR_EOVERFLOW, "array byte count overflows");
+    size_t n, bytes;
+    cr_status st = cr__ck_numel(cr_arena_ctx(arena), "array", ndim, shape, cr_dtype_size(dt), &n);
+    if (st != CR_OK)
+        return st;
+    bytes = n * cr_dtype_size(dt); /* checked above */
     cr_array *a = cr_arena_alloc(arena, sizeof *a, _Alignof(cr_array));
     if (a == NULL)
         return CR__ALLOC_STATUS(arena);
@@ -989,7 +988,19 @@ cr_status cr__array_arg(cr_arena *arena, const char *who, const cr_value *args, 
 {
     if (i >= nargs || args[i].kind != CR_KIND_ARRAY || args[i].u.arr == NULL)
         return CR__FAIL(arena, CR_EINVAL, "%s: argument %zu must be an array", who, i + 1);
-    *out = args[i].u.arr;
+    /* A descriptor the caller built may claim any extents: its element count must fit the
+     * library's invariant before any product of them is taken. */
+    const cr_array *a = args[i].u.arr;
+    size_t n;
+    if (a->ndim > CR_ARRAY_MAX_DIMS)
+        return CR__FAIL(arena, CR_EINVAL, "%s: argument %zu has %u dimensions (at most %d)", who,
+                        i + 1, (unsigned)a->ndim, CR_ARRAY_MAX_DIMS);
+    if (!cr__shape_numel(a->ndim, a->shape, 0, &n)) {
+        char buf[96];
+        return CR__FAIL(arena, CR_EOVERFLOW, "%s: argument %zu has shape %s, which overflows", who,
+                        i + 1, cr__shape_str(a, buf, sizeof buf));
+    }
+    *out = a;
     return CR_OK;
 }
 
