@@ -577,6 +577,13 @@ cr_status cr__foreign_var(cr_tape *t, const char *who, const char *role, size_t 
 {
     if (t->rec_open) /* the variable may be the cursor's, made since it last left the library */
         return cursor_open(t, who);
+    size_t have = arr ? t->naslots : t->nvars;
+    if (idx >= have)
+        return cr_ctx_error(t->ctx, CR_ETAPE,
+                            "%s: %s %zu (%svariable %u) is past this recording's %zu %svariables "
+                            "(forged, of another tape, or of this tape before its last reset)",
+                            who, role, j, arr ? "array " : "", (unsigned)idx, have,
+                            arr ? "array " : "");
     if (arr)
         return cr_ctx_error(t->ctx, CR_ETAPE,
                             "%s: %s %zu belongs to another tape, or to this tape before its last "

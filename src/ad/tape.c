@@ -150,7 +150,8 @@ cr_status cr__tape_fail_ctx(cr_tape *t, cr_status st, const char *what)
 {
     const char *msg = cr_ctx_errmsg(t->ctx);
     if (cr_ctx_errcode(t->ctx) == st && msg[0] != '\0')
-        return cr__tape_fail(t, st, "%s: %s", what, msg);
+        return cr__names(msg, what) ? cr__tape_fail(t, st, "%s", msg)
+                                    : cr__tape_fail(t, st, "%s: %s", what, msg);
     return cr__tape_fail(t, st, "%s: %s", what, cr_status_str(st));
 }
 
@@ -748,6 +749,17 @@ void cr__row_hessian(const cr_scalar_rule *row, const double *x, const double *D
 
 static cr_var foreign(cr_tape *t, const char *fname, cr_var x)
 {
+    if (t->rec_open && x.tape == t->id) { /* a variable the open cursor made */
+        cr__tape_fail(t, CR_EMISUSE,
+                      "tape: a record made on the tape while a recording cursor is open "
+                      "(record through the cursor, cr_rec_call1/2, or close it first)");
+        return nan_const();
+    }
+    if (x.tape == t->id)
+        cr__tape_fail(t, CR_ETAPE,
+                      "%s: variable %u is past this recording's %u variables (forged, or of "
+                      "this tape before its last reset)",
+                      fname, (unsigned)x.idx, (unsigned)t->nvars);
     cr__tape_fail(t, CR_ETAPE,
                   "%s: variable %u belongs to another tape, or to this tape before its last "
                   "reset (tape id %u, this recording is %u)",
@@ -813,7 +825,7 @@ static cr_status record_evaluated(cr_tape *t, const char *fname, const cr_scalar
     for (size_t j = 0; j < nin; j++) {
         if (args[j].idx == CR_VAR_CONST)
             continue;
-        if (args[j].tape != t->id) {
+        if (!cr__var_ours(t, args[j])) {
             foreign(t, fname, args[j]);
             return t->status;
         }
@@ -915,7 +927,7 @@ static NOINLINE cr_var op1_slow(cr_tape *t, const cr_value *f, cr_var a)
     row_of(f)->f64(&a.v, Y, D);
     if (a.idx == CR_VAR_CONST)
         return cr_const(Y[0]);
-    if (a.tape != t->id)
+    if (!cr__var_ours(t, a))
         return foreign(t, f->u.func.fn->name, a);
     cr_var r;
     if (record_evaluated(t, f->u.func.fn->name, row_of(f), &a, &a.v, Y, D, &r) != CR_OK)
@@ -932,9 +944,9 @@ static NOINLINE cr_var op1_slow(cr_tape *t, const cr_value *f, cr_var a)
 static inline cr_var op1e(cr_tape *t, const cr_value *f, cr_scalar_eval_f64 ev, cr__hcol_fn hcol,
                           cr_var a)
 {
-    if (t != NULL && t->slow != 0 && hcol != NULL && second_fast(t) && a.tape == t->id)
+    if (t != NULL && t->slow != 0 && hcol != NULL && second_fast(t) && cr__var_ours(t, a))
         return op_second(t, ev, hcol, &a, 1);
-    if (t == NULL || t->slow != 0 || a.tape != t->id)
+    if (t == NULL || t->slow != 0 || !cr__var_ours(t, a))
         return op1_slow(t, f, a);
     if (!room(t, 2 + t->pre) && grow(t, 2 + t->pre) != CR_OK)
         return nan_const();
@@ -985,8 +997,7 @@ static inline cr_var op2e(cr_tape *t, const cr_value *f, cr_scalar_eval_f64 ev, 
 {
     if (t == NULL)
         return op2_slow(t, f, a, b);
-    uint32_t id = t->id;
-    bool va = a.tape == id, vb = b.tape == id;
+    bool va = cr__var_ours(t, a), vb = cr__var_ours(t, b);
     bool ours = (va || a.idx == CR_VAR_CONST) && (vb || b.idx == CR_VAR_CONST) && (va || vb);
     if (t->slow != 0 && hcol != NULL && ours && second_fast(t)) {
         cr_var args[2] = {a, b};
@@ -1142,17 +1153,22 @@ bool cr_tape_cmp(cr_tape *t, cr_var a, cr_cmp op, cr_var b)
     case CR_CMP_EQ:
         r = a.v == b.v;
         break;
-    default:
+    case CR_CMP_NE:
         r = a.v != b.v;
         break;
+    default: /* not a cr_cmp: refused, never compared as some other comparison */
+        if ((t = tape_or_current(t)) != NULL)
+            cr__tape_fail(t, CR_EINVAL, "cr_tape_cmp: invalid comparison %d (CR_CMP_LT..NE)",
+                          (int)op);
+        return false;
     }
     if ((t = tape_or_current(t)) == NULL || t->status != CR_OK || t->pre < 2)
         return r;
     bool ca = a.idx == CR_VAR_CONST, cb = b.idx == CR_VAR_CONST;
     if (ca && cb)
         return r;
-    if ((!ca && a.tape != t->id) || (!cb && b.tape != t->id)) {
-        foreign(t, "cr_tape_cmp", !ca && a.tape != t->id ? a : b);
+    if ((!ca && !cr__var_ours(t, a)) || (!cb && !cr__var_ours(t, b))) {
+        foreign(t, "cr_tape_cmp", !ca && !cr__var_ours(t, a) ? a : b);
         return r;
     }
     /* A replay tape keeps the comparison: a replay where it comes out otherwise fails. */
@@ -1180,7 +1196,8 @@ cr_status cr_tape_inputs(cr_tape *t, const double *x, size_t n, cr_var *out)
         return CR_EMISUSE;
     if (n > 0 && (x == NULL || out == NULL))
         return cr__tape_fail(t, CR_EINVAL, "cr_tape_inputs: NULL x or out");
-    if (t->status == CR_OK && n >= CR_TAPE_MAX_VARS - t->nvars) /* before reading x */
+    /* Before reading x, on a failed tape too (which writes n NaN constants below). */
+    if (n >= CR_TAPE_MAX_VARS - t->nvars)
         return cr__tape_fail(t, CR_EOVERFLOW,
                              "cr_tape_inputs: %zu inputs after %zu variables, "
                              "more than a recording holds (%zu)",
@@ -1485,6 +1502,8 @@ static cr_status named_failure(cr_ctx *ctx, cr_status st, const char *name)
     const char *m = cr_ctx_errmsg(ctx);
     snprintf(msg, sizeof msg, "%s",
              cr_ctx_errcode(ctx) == st && m[0] != '\0' ? m : cr_status_str(st));
+    if (cr__names(msg, name))
+        return cr_ctx_error(ctx, st, "%s", msg);
     return cr_ctx_error(ctx, st, "%s: %s", name, msg);
 }
 
@@ -1710,7 +1729,7 @@ cr_status cr__tape_call_any(cr_tape *t, const cr_value *f, const cr_var *args, s
         if (args[j].idx == CR_VAR_CONST)
             continue;
         all_const = false;
-        if (args[j].tape != t->id) {
+        if (!cr__var_ours(t, args[j])) {
             foreign(t, fn->name, args[j]);
             return t->status;
         }

@@ -517,6 +517,14 @@ struct cr_tape {
 CR_INTERNAL cr_status cr__foreign_var(cr_tape *t, const char *who, const char *role, size_t j,
                                       uint32_t idx, bool arr);
 
+/* Whether variable a (not a constant) is one of t's current recording: its tape id, and an
+ * index below the variables recorded (a forged or stale index past the recording would
+ * have the sweeps read and write past their adjoints). */
+static inline bool cr__var_ours(const cr_tape *t, cr_var a)
+{
+    return a.tape == t->id && a.idx < t->nvars;
+}
+
 /* CR_OK when each of v[0..n) is a constant or a variable of t's current recording, else the
  * error of cr__foreign_var for the first that is not. Inline: the small calls' entry points
  * check their inputs on every call. */
