@@ -268,9 +268,16 @@ static bool fail_int(job *j, const char *what, const cJSON *n)
 {
     if (is_inexact_int(n))
         return fail(j,
-                    "%s: %.17g is 2^53 or beyond, where a JSON number is not exact: write the "
-                    "integer as a string, e.g. {\"int\": \"9007199254740993\"}",
+                    "%s: an integer of 2^53 or more (read as %.17g) is not exact as a JSON "
+                    "number: write it as a string, e.g. {\"int\": \"9007199254740993\"}",
                     what, n->valuedouble);
+    if (cJSON_IsString(n) && n->valuestring[0] != '\0') {
+        char *end;
+        errno = 0;
+        (void)strtoll(n->valuestring, &end, 10);
+        if (*end == '\0' && errno == ERANGE)
+            return fail(j, "%s: \"%.64s\" is outside the int64 range", what, n->valuestring);
+    }
     return fail(j, "%s: not an integer", what);
 }
 
@@ -509,7 +516,7 @@ static bool parse_untyped(job *j, const char *what, const cJSON *n, cr_value *ou
                 return true;
             }
             int64_t k;
-            if (is_inexact_int(i))
+            if (!get_int(i, &k) && (is_inexact_int(i) || cJSON_IsString(i)))
                 return fail_int(j, what, i);
             if (!get_int(i, &k))
                 return fail(j, "%s: {\"int\": ..} takes an integer or a nested list of them", what);
