@@ -145,6 +145,16 @@ CR_API cr_status cr_tape_new(cr_ctx *ctx, const cr_tape_params *params, cr_tape 
 CR_API void cr_tape_free(cr_tape *t);
 
 /**
+ * Make the calling thread the owner of a tape whose context checks threads
+ * (CR_CTX_CHECK_THREAD): a tape handed over to another thread (with the synchronisation
+ * that hands any object over) is adopted there before its first call. Without the check
+ * it does nothing.
+ * @param[in] t the tape; may be NULL.
+ * @return CR_OK; CR_EINVAL (NULL); CR_EMISUSE (a tape freed under CR_CTX_CHECK_FREED).
+ */
+CR_API cr_status cr_tape_adopt(cr_tape *t);
+
+/**
  * Forget the recording, keep the memory, clear the error. Variables of the old
  * recording become foreign (using one is a CR_ETAPE error).
  * @param[in] t may be NULL.

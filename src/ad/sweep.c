@@ -710,6 +710,8 @@ static cr_status sweep_entry(cr_tape *t, const char *who)
 {
     if (t == NULL)
         return CR_EINVAL;
+    if (cr__tape_misused(t))
+        return CR_EMISUSE;
     if (t->status != CR_OK)
         return t->status;
     if (t->rec_open)

@@ -111,6 +111,9 @@ static void set_fast(cr_tape *t)
 
 static _Thread_local cr_tape *g_current;
 
+/* A byte per thread: its address tells the threads apart (CR_CTX_CHECK_THREAD). */
+static _Thread_local char g_thread_tag;
+
 cr_tape *cr_tape_set_current(cr_tape *t)
 {
     cr_tape *old = g_current;
@@ -129,6 +132,42 @@ static inline cr_var nan_const(void)
 }
 
 /* ---- Errors ---------------------------------------------------------------------------- */
+
+bool cr__tape_check(cr_tape *t)
+{
+    if (t->magic == CR__TAPE_FREED)
+        return true; /* failed with its message when it was freed */
+    if ((t->checks & CR_CTX_CHECK_THREAD) && t->owner != &g_thread_tag) {
+        /* Another thread's tape: nothing of it is written here but the flag its owner
+         * reads at its next call. */
+        atomic_store_explicit(&t->foreign_use, 1, memory_order_relaxed);
+        return true;
+    }
+    if (t->ctx->dead) {
+        cr__tape_fail(t, CR_EMISUSE, "tape used after cr_ctx_free of its context");
+        return true;
+    }
+    if (atomic_load_explicit(&t->foreign_use, memory_order_relaxed) != 0) {
+        atomic_store_explicit(&t->foreign_use, 0, memory_order_relaxed);
+        cr__tape_fail(t, CR_EMISUSE,
+                      "tape used from a thread other than its owner (tapes are thread-confined; "
+                      "a tape handed over is adopted with cr_tape_adopt)");
+        return true;
+    }
+    return false;
+}
+
+cr_status cr_tape_adopt(cr_tape *t)
+{
+    if (t == NULL)
+        return CR_EINVAL;
+    if (t->checks == 0)
+        return CR_OK;
+    if (t->magic == CR__TAPE_FREED)
+        return CR_EMISUSE;
+    t->owner = &g_thread_tag;
+    return CR_OK;
+}
 
 cr_status cr__tape_fail(cr_tape *t, cr_status st, const char *fmt, ...)
 {
@@ -167,10 +206,10 @@ const char *cr_tape_errmsg(const cr_tape *t)
 
 void cr_tape_clear_error(cr_tape *t)
 {
-    if (t == NULL)
+    if (t == NULL || cr__tape_misused(t))
         return;
     t->status = CR_OK;
-    t->slow = (t->flags & CR_TAPE_SECOND_ORDER) != 0 || t->pre > 1;
+    t->slow = (t->flags & CR_TAPE_SECOND_ORDER) != 0 || t->pre > 1 || t->checks != 0;
     t->errmsg[0] = '\0';
     set_fast(t);
 }
@@ -260,6 +299,14 @@ cr_status cr_tape_new(cr_ctx *ctx, const cr_tape_params *params, cr_tape **out)
         return CR_ENOMEM;
     }
     tape_init(t, ctx, arena, true, p.engine, p.flags);
+    if (ctx->checks != 0) { /* cr_ctx_params.checks: every operation through the library */
+        t->checks = ctx->checks;
+        t->owner = &g_thread_tag;
+        t->slow = 1;
+        set_fast(t);
+        if (ctx->checks & CR_CTX_CHECK_FREED)
+            ctx->live_tapes++;
+    }
     if (own_chunk) {
         cr__chunk *c = (cr__chunk *)(void *)(t + 1);
         c->base = (cr__word *)(void *)(c + 1);
@@ -283,10 +330,36 @@ cr_status cr__tape_new_in(cr_arena *arena, const cr_engine *eng, uint32_t flags,
 
 void cr_tape_free(cr_tape *t)
 {
-    if (t == NULL)
+    if (t == NULL || (t->checks != 0 && t->magic == CR__TAPE_FREED))
         return;
+    if ((t->checks & CR_CTX_CHECK_THREAD) && t->owner != &g_thread_tag) {
+        (void)cr__tape_check(t); /* another thread's: flagged for its owner, not freed */
+        return;
+    }
     if (g_current == t)
         g_current = NULL;
+    if (t->checks & CR_CTX_CHECK_FREED) {
+        /* Release what the tape holds, keep its struct poisoned: a failed tape whose every
+         * call stops at cr__tape_check, in the context's quarantine. */
+        cr_ctx *ctx = t->ctx;
+        size_t bytes = tape_bytes(t->own_chunk != NULL);
+        cr_arena_free(t->arena);
+        cr_ctx_dealloc(ctx, t->ws, t->ws_cap * sizeof *t->ws);
+        t->arena = NULL;
+        t->ws = NULL;
+        t->ws_cap = t->ws_dirty = 0;
+        t->chunk = t->first = t->own_chunk = NULL;
+        t->cur = t->lim = &t->dummy;
+        t->rlim = NULL;
+        t->rec_open = false;
+        t->nvars = 0;
+        t->naslots = 0;
+        t->status = CR_OK;
+        cr__tape_fail(t, CR_EMISUSE, "tape used after cr_tape_free");
+        t->magic = CR__TAPE_FREED;
+        cr__ctx_quarantine(ctx, &t->qnode, t, bytes);
+        return;
+    }
     if (t->own_arena) {
         cr_arena_free(t->arena);
         cr_ctx_dealloc(t->ctx, t->ws, t->ws_cap * sizeof *t->ws);
@@ -296,7 +369,7 @@ void cr_tape_free(cr_tape *t)
 
 void cr_tape_reset(cr_tape *t)
 {
-    if (t == NULL)
+    if (t == NULL || cr__tape_misused(t))
         return;
     if (t->own_arena)
         cr_arena_reset(t->arena);
@@ -306,7 +379,7 @@ void cr_tape_reset(cr_tape *t)
     t->aslot_cap = CR__ASLOT_FEW;
     t->naslots = 0;
     t->status = CR_OK;
-    t->slow = (t->flags & CR_TAPE_SECOND_ORDER) != 0 || t->pre > 1;
+    t->slow = (t->flags & CR_TAPE_SECOND_ORDER) != 0 || t->pre > 1 || t->checks != 0;
     t->errmsg[0] = '\0';
     t->id = new_id(t);
     start_stream(t);
@@ -868,9 +941,12 @@ static inline const cr_scalar_rule *row_of(const cr_value *f)
     return (const cr_scalar_rule *)f->u.func.fn->udata;
 }
 
+/* The tape of a call (NULL: the current one); NULL too when a checked tape's call must not
+ * go on (cr__tape_misused): the callers' answer to no tape, a NaN constant or CR_EMISUSE. */
 static inline cr_tape *tape_or_current(cr_tape *t)
 {
-    return t != NULL ? t : g_current;
+    t = t != NULL ? t : g_current;
+    return t != NULL && cr__tape_misused(t) ? NULL : t;
 }
 
 /* Whether t is a second-order tape on which the arithmetic operations take op_second: not
@@ -1848,8 +1924,7 @@ static cr_rec_result rec_step(cr_var v, cr__word *cur, uint64_t key)
 cr_rec cr_rec_begin(cr_tape *t)
 {
     cr_rec r;
-    if (t == NULL)
-        t = g_current;
+    t = tape_or_current(t);
     r.t = t;
     r.gen = 0; /* no opening's */
     r.cur = NULL;
@@ -1994,6 +2069,8 @@ cr_status cr__tape_record(cr_tape *t, cr_ad_fn f, void *env, const double *x, si
 {
     if (t == NULL)
         return CR_EINVAL;
+    if (cr__tape_misused(t))
+        return CR_EMISUSE;
     if (f == NULL || (n > 0 && x == NULL) || (m > 0 && ys == NULL))
         return cr_ctx_error(t->ctx, CR_EINVAL, "cr_tape_record: NULL function or buffers");
     cr_tape_reset(t);

@@ -69,6 +69,9 @@ cr_status cr_array_view_init(cr_array *out, void *data, cr_dtype dtype, size_t n
         (ndim > 0 && shape == NULL))
         return CR_EINVAL;
     memset(out, 0, sizeof *out);
+    size_t n;
+    if (!cr__shape_numel(ndim, shape, cr_dtype_size(dtype), &n))
+        return CR_EOVERFLOW; /* the element or byte count (or a row-major stride) overflows */
     out->dtype = (uint8_t)dtype;
     out->ndim = (uint8_t)ndim;
     for (size_t d = 0; d < ndim; d++)

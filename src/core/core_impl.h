@@ -19,13 +19,32 @@
 
 #define CR_ERRMSG_SIZE 512
 
+/* A block kept in a context's quarantine (CR_CTX_CHECK_FREED): released by cr_ctx_free.
+ * The node lives inside the block. */
+typedef struct cr__qnode {
+    struct cr__qnode *next;
+    void *ptr;
+    size_t size;
+} cr__qnode;
+
 struct cr_ctx {
     cr_realloc_fn realloc_fn;
     void *alloc_env;
     cr_status errcode;
     bool debug;
     char errmsg[CR_ERRMSG_SIZE];
+    /* Misuse checks (cr_ctx_params.checks, CR_CTX_CHECK_*): tapes alive, freed tapes kept
+     * poisoned, and whether cr_ctx_free was called while tapes were alive. */
+    uint32_t checks;
+    bool dead;
+    size_t live_tapes;
+    cr__qnode *quarantine;
 };
+
+/* Put a freed block in the context's quarantine (node inside it), and note that a checked
+ * object of the context is gone: releases the context when cr_ctx_free was called before
+ * and it was the last. */
+CR_INTERNAL void cr__ctx_quarantine(cr_ctx *ctx, cr__qnode *node, void *ptr, size_t size);
 
 /* Every library allocation goes through these two (the allocation hook of the context). */
 CR_INTERNAL void *cr__alloc(cr_ctx *ctx, size_t size);

@@ -3,7 +3,7 @@
  * `chainrules-eval --json` and bad command lines of the positional `chainrules-eval`,
  * each with the exact outcome expected. tests/test_hostile.c is the C API's part.
  *
- *   test_hostile <chainrules-eval> <tools/tests/hostile_requests.jsonl>
+ *   test_hostile_tools <chainrules-eval> <tools/tests/hostile_requests.jsonl>
  *
  * Each request of the file carries its expectation in its "id", which the tool echoes:
  * {"status": "CR_EOVERFLOW", "names": "fill"} means an error ending "(CR_EOVERFLOW)" whose
@@ -213,7 +213,7 @@ static void test_cli_catalogue(void **state)
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: test_hostile <chainrules-eval> <hostile_requests.jsonl>\n");
+        fprintf(stderr, "usage: test_hostile_tools <chainrules-eval> <hostile_requests.jsonl>\n");
         return 2;
     }
     g_tool = argv[1];
