@@ -521,7 +521,7 @@ CR_API cr_status cr_tape_vjp(cr_tape *t, const cr_var *ys, const double *ybar, s
 /**
  * The m x n Jacobian (row-major, jac[i*n + j] = d ys[i] / d xs[j]), one reverse sweep per
  * output.
- * @return as cr_tape_gradient().
+ * @return as cr_tape_gradient(); CR_EOVERFLOW when m x n overflows.
  */
 CR_API cr_status cr_tape_jacobian(cr_tape *t, const cr_var *ys, size_t m, const cr_var *xs,
                                   size_t n, double *jac);

@@ -781,7 +781,10 @@ cr_status cr_tape_jacobian(cr_tape *t, const cr_var *ys, size_t m, const cr_var 
     cr_status st = sweep_entry(t, who);
     if (st != CR_OK)
         return st;
-    if ((m > 0 && ys == NULL) || (n > 0 && xs == NULL) || (m * n > 0 && jac == NULL))
+    size_t mn;
+    if ((st = cr__ck_mul(t->ctx, who, m, n, &mn)) != CR_OK)
+        return st;
+    if ((m > 0 && ys == NULL) || (n > 0 && xs == NULL) || (mn > 0 && jac == NULL))
         return cr_ctx_error(t->ctx, CR_EINVAL, "%s: NULL outputs, inputs or result", who);
     if ((st = cr__check_vars(t, who, ys, m, "output")) != CR_OK ||
         (st = cr__check_vars(t, who, xs, n, "input")) != CR_OK)

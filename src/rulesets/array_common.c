@@ -597,7 +597,10 @@ cr_status cr__bc_shape(cr_arena *arena, const char *who, const cr_array *const *
         }
     }
     *ndim = nd;
-    return CR_OK;
+    /* Each argument fits the size invariant, their broadcast need not ([n, 1] with [1, n]):
+     * its element count is checked here, before any caller multiplies the extents. */
+    size_t m;
+    return cr__ck_numel(cr_arena_ctx(arena), who, nd, shape, sizeof(cr_complex), &m);
 }
 
 typedef struct acc_ctx {
