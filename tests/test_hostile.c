@@ -168,6 +168,19 @@ static void test_overflowing_shapes(void **state)
     expect(f, call(f, &cr_fn_reverse, a, 1, NULL), CR_EOVERFLOW, "reverse", NULL);
     a[1] = cr_value_i64(1);
     expect(f, call(f, &cr_fn_circshift, a, 2, NULL), CR_EOVERFLOW, "circshift", NULL);
+    /* The same forgery as an index list (an i64 array). */
+    int64_t zero_index = 0;
+    cr_array ilist_forged;
+    assert_int_equal(cr_array_view_init(&ilist_forged, &zero_index, CR_DT_I64, 1, &one_elem, NULL),
+                     CR_OK);
+    ilist_forged.ndim = 2;
+    ilist_forged.shape[0] = ilist_forged.shape[1] = (size_t)1 << 32;
+    ilist_forged.strides[0] = ilist_forged.strides[1] = 0;
+    a[0] = cr_value_array(vec(f, 4, one));
+    a[1] = cr_value_array(&ilist_forged);
+    expect(f, call(f, &cr_fn_getindex, a, 2, NULL), CR_EOVERFLOW, "getindex", "4294967296");
+    a[0] = cr_value_f64(1.0);
+    expect(f, call(f, &cr_fn_fill, a, 2, NULL), CR_EOVERFLOW, "fill", NULL);
 }
 
 /* ---- INT64 extremes (issue: circshift, diag, diagm, slices) ------------------------------- */

@@ -245,8 +245,15 @@ cr_status cr__int_list(cr_arena *arena, const char *who, const cr_value *v, int6
         return CR__FAIL(arena, CR_EINVAL, "%s: expected an i64 array, got a %s", who,
                         cr_kind_name(v->kind));
     const cr_array *a = v->u.arr;
-    size_t m = cr_array_numel(a);
-    int64_t *r = cr_arena_alloc(arena, (m ? m : 1) * sizeof *r, _Alignof(int64_t));
+    size_t m;
+    cr_status st =
+        a->ndim <= CR_ARRAY_MAX_DIMS
+            ? cr__ck_numel(cr_arena_ctx(arena), who, a->ndim, a->shape, sizeof(int64_t), &m)
+            : CR__FAIL(arena, CR_EINVAL, "%s: an index array of %u dimensions", who,
+                       (unsigned)a->ndim);
+    if (st != CR_OK)
+        return st;
+    int64_t *r = cr_arena_alloc(arena, (m ? m : 1) * sizeof(int64_t), _Alignof(int64_t));
     if (r == NULL)
         return CR__ALLOC_STATUS(arena);
     if (m > 0) {
