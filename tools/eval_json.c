@@ -21,6 +21,8 @@
 #include <cJSON.h>
 #include <chainrules.h>
 
+#include "checked.h" /* the library's checked arithmetic (src/core/checked.h) */
+
 /* Most arguments a request may pass (variadic functions such as cat take up to 8 arrays). */
 #define MAX_ARGS 32
 
@@ -45,14 +47,18 @@ static void sb_put(sbuf *b, const char *s, size_t len)
 {
     if (b->oom)
         return;
-    if (len + 1 > b->cap - b->n || b->p == NULL) {
+    size_t need;
+    if (!cr__add_size(len, 1, &need)) {
+        b->oom = true;
+        return;
+    }
+    if (need > b->cap - b->n || b->p == NULL) {
         size_t cap = b->cap ? b->cap : 256;
-        while (cap - b->n < len + 1) {
-            if (cap > SIZE_MAX / 2) {
+        while (cap - b->n < need) {
+            if (!cr__mul_size(cap, 2, &cap)) {
                 b->oom = true;
                 return;
             }
-            cap *= 2;
         }
         char *p = realloc(b->p, cap);
         if (p == NULL) {
@@ -246,8 +252,37 @@ static bool get_number(const cJSON *n, double *out)
     return false;
 }
 
-/* An integer: a JSON number with an integral value that fits in int64, or a decimal
- * string (for values beyond 2^53, which a JSON number cannot carry exactly). */
+/* Whether n is a JSON number with an integral value of 2^53 or beyond, which a JSON number does
+ * not carry exactly (9007199254740993 reads as ...992): such integers are written as
+ * strings. */
+static bool is_inexact_int(const cJSON *n)
+{
+    if (!cJSON_IsNumber(n))
+        return false;
+    double v = fabs(n->valuedouble);
+    return v >= 9007199254740992.0 && v == trunc(v);
+}
+
+/* The message for an integer that get_int refused. */
+static bool fail_int(job *j, const char *what, const cJSON *n)
+{
+    if (is_inexact_int(n))
+        return fail(j,
+                    "%s: an integer of 2^53 or more (read as %.17g) is not exact as a JSON "
+                    "number: write it as a string, e.g. {\"int\": \"9007199254740993\"}",
+                    what, n->valuedouble);
+    if (cJSON_IsString(n) && n->valuestring[0] != '\0') {
+        char *end;
+        errno = 0;
+        (void)strtoll(n->valuestring, &end, 10);
+        if (*end == '\0' && errno == ERANGE)
+            return fail(j, "%s: \"%.64s\" is outside the int64 range", what, n->valuestring);
+    }
+    return fail(j, "%s: not an integer", what);
+}
+
+/* An integer: a JSON number with an integral value below 2^53 in magnitude, or a
+ * decimal string (for values beyond 2^53, which a JSON number cannot carry exactly). */
 static bool get_int(const cJSON *n, int64_t *out)
 {
     if (cJSON_IsString(n) && n->valuestring[0] != '\0') {
@@ -262,7 +297,7 @@ static bool get_int(const cJSON *n, int64_t *out)
     if (!cJSON_IsNumber(n))
         return false;
     double v = n->valuedouble;
-    if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0) || v != trunc(v))
+    if (!(v > -9007199254740992.0 && v < 9007199254740992.0) || v != trunc(v))
         return false;
     *out = (int64_t)v;
     return true;
@@ -352,8 +387,11 @@ static bool store_leaf(job *j, const char *what, const cJSON *n, bool pairs, cr_
     }
     case CR_DT_I64: {
         int64_t v;
-        if (!get_int(n, &v))
-            return fail(j, "%s: element %zu is not an integer", what, k);
+        if (!get_int(n, &v)) {
+            char w[96];
+            snprintf(w, sizeof w, "%s: element %zu", what, k);
+            return fail_int(j, w, n);
+        }
         ((int64_t *)a->data)[k] = v;
         return true;
     }
@@ -478,6 +516,8 @@ static bool parse_untyped(job *j, const char *what, const cJSON *n, cr_value *ou
                 return true;
             }
             int64_t k;
+            if (!get_int(i, &k) && (is_inexact_int(i) || cJSON_IsString(i)))
+                return fail_int(j, what, i);
             if (!get_int(i, &k))
                 return fail(j, "%s: {\"int\": ..} takes an integer or a nested list of them", what);
             *out = cr_value_i64(k);
@@ -543,7 +583,7 @@ static bool parse_typed(job *j, const char *what, const cJSON *n, cr_dtype dt, c
     case CR_DT_I64: {
         int64_t k;
         if (!get_int(n, &k))
-            return fail(j, "%s: not an integer", what);
+            return fail_int(j, what, n);
         *out = cr_value_i64(k);
         return true;
     }
@@ -710,6 +750,11 @@ static void put_array_rec(sbuf *b, const cr_array *a, size_t depth, size_t *k, b
 
 static void put_array(sbuf *b, const cr_array *a, bool zeros_only)
 {
+    size_t n;
+    if (!cr__shape_numel(a->ndim, a->shape, 0, &n)) { /* never from the library */
+        b->oom = true;
+        return;
+    }
     size_t k = 0;
     put_array_rec(b, a, 0, &k, zeros_only);
 }
@@ -922,6 +967,10 @@ static bool check_keys(job *j, const cJSON *req)
 {
     static const char *const known[] = {"fn", "args", "dtypes", "tangents", "cotangent", "id"};
     for (const cJSON *c = req->child; c != NULL; c = c->next) {
+        for (const cJSON *p = req->child; p != c; p = p->next)
+            if (strcmp(p->string, c->string) == 0)
+                return fail(j, "duplicate key \"%s\" (each key appears once in a request)",
+                            c->string);
         bool ok = false;
         for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
             ok = ok || strcmp(c->string, known[i]) == 0;

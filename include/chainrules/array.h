@@ -88,7 +88,9 @@ CR_API const char *cr_matstruct_name(cr_matstruct s);
  * @param[in]  ndim    number of dimensions (<= CR_ARRAY_MAX_DIMS).
  * @param[in]  shape   ndim extents (may be NULL when ndim == 0).
  * @param[in]  strides ndim strides in elements, or NULL for contiguous row-major.
- * @return CR_OK; CR_EINVAL (NULL out, bad dtype, ndim too large, NULL data with elements).
+ * @return CR_OK; CR_EINVAL (NULL out, bad dtype, ndim too large, NULL data with elements);
+ *         CR_EOVERFLOW (the element count or the byte count of the shape exceeds
+ *         PTRDIFF_MAX, extents 0 counted as 1).
  */
 CR_API cr_status cr_array_view_init(cr_array *out, void *data, cr_dtype dtype, size_t ndim,
                                     const size_t *shape, const ptrdiff_t *strides);

@@ -39,12 +39,38 @@ typedef struct cr_ctx cr_ctx;
 /** Parameters for cr_ctx_new(). Zero-initialised means defaults. */
 typedef struct cr_ctx_params {
     uint32_t struct_size;     /**< sizeof(cr_ctx_params), or 0 for the current size, or
-                                   offsetof(cr_ctx_params, debug) (the struct before debug);
+                                   offsetof(cr_ctx_params, debug) or
+                                   offsetof(cr_ctx_params, checks) (the earlier versions);
                                    other sizes: CR_EINVAL. */
     cr_realloc_fn realloc_fn; /**< Allocation hook; NULL selects the C library's. */
     void *alloc_env;          /**< Passed as `env` to realloc_fn. */
     bool debug;               /**< Start in debug mode (see cr_ctx_set_debug()). */
+    uint64_t checks;          /**< Misuse checks of the context's tapes: CR_CTX_CHECK_* bits
+                                   (0, the default: none, and no cost). */
 } cr_ctx_params;
+
+/**
+ * cr_ctx_params.checks: each tape made by cr_tape_new() records the thread that made it,
+ * and its calls (recording, sweeps, reset, free) check that they run on that thread: a
+ * call from another thread returns CR_EMISUSE (or a NaN constant) without touching the
+ * tape, and the owner's next call fails the tape with CR_EMISUSE and a message saying so.
+ * A tape handed over to another thread is adopted there first (cr_tape_adopt()). The
+ * inline operations of tape.h are closed on such tapes (every operation goes through the
+ * library), which is the cost of the check. docs/engine.md, "Threads".
+ */
+#define CR_CTX_CHECK_THREAD 1u
+/**
+ * cr_ctx_params.checks: cr_tape_free() releases a tape's records and arena but keeps its
+ * struct, poisoned, in a quarantine of the context until cr_ctx_free(); a later call on
+ * the freed tape fails with CR_EMISUSE ("used after cr_tape_free") instead of reading freed
+ * memory, and a second cr_tape_free() of it does nothing. cr_ctx_free() with tapes still
+ * alive keeps the context (poisoned) until the last of them is freed, so that a tape used
+ * after cr_ctx_free() fails with CR_EMISUSE too. A freed tape whose context has been freed
+ * as well is gone: its use is not detected.
+ */
+#define CR_CTX_CHECK_FREED 2u
+/** cr_ctx_params.checks: every check (CR_CTX_CHECK_THREAD | CR_CTX_CHECK_FREED). */
+#define CR_CTX_CHECK_TAPES 3u
 
 /**
  * Create a context.

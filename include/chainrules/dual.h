@@ -155,7 +155,7 @@ CR_API cr_status cr_dual_jvp(cr_dual_fn f, void *env, const double *x, size_t n,
  *                     n + m <= 32.
  * @param[out] y   the m values (may be NULL).
  * @param[out] jac the m x n Jacobian, row-major.
- * @return as cr_dual_jvp().
+ * @return as cr_dual_jvp(); CR_EOVERFLOW when m x n (or n + m duals) overflows.
  */
 CR_API cr_status cr_dual_jacobian(cr_dual_fn f, void *env, const double *x, size_t n, size_t m,
                                   cr_arena *scratch, double *y, double *jac);

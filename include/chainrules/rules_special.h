@@ -77,14 +77,15 @@ CR_API extern const cr_value cr_fn_expint;
 CR_API extern const cr_value cr_fn_j0;
 /** Bessel J1(x) (C's j1); derivative (J0(x) - J2(x))/2. */
 CR_API extern const cr_value cr_fn_j1;
-/** Bessel Jn(n, x) (C's jn), integer order n (NoTangent); ∂/∂x = (J(n-1) - J(n+1))/2. */
+/** Bessel Jn(n, x) (C's jn), integer order n (NoTangent), |n| <= 100000 (CR_EDOMAIN
+ *  beyond: C's jn takes time proportional to n); ∂/∂x = (J(n-1) - J(n+1))/2. */
 CR_API extern const cr_value cr_fn_jn;
 /** Bessel Y0(x) (C's y0), x > 0; derivative -Y1(x). */
 CR_API extern const cr_value cr_fn_y0;
 /** Bessel Y1(x) (C's y1), x > 0; derivative (Y0(x) - Y2(x))/2. */
 CR_API extern const cr_value cr_fn_y1;
-/** Bessel Yn(n, x) (C's yn), integer order n (NoTangent), x > 0;
- *  ∂/∂x = (Y(n-1) - Y(n+1))/2. */
+/** Bessel Yn(n, x) (C's yn), integer order n (NoTangent), |n| <= 100000 (CR_EDOMAIN
+ *  beyond), x > 0; ∂/∂x = (Y(n-1) - Y(n+1))/2. */
 CR_API extern const cr_value cr_fn_yn;
 
 /* ---- The C functions ------------------------------------------------------------------ */
@@ -100,8 +101,9 @@ CR_API double cr_sf_digamma(double x);
 CR_API double cr_sf_trigamma(double x);
 
 /**
- * The polygamma function ψ^(m)(x) for m >= 0 (NaN for m < 0). For x < 0 it uses the
- * reflection formula, up to m = 170 (NaN above: the values overflow there).
+ * The polygamma function ψ^(m)(x) for m >= 0 (NaN for m < 0; cr_fn_polygamma refuses it
+ * with CR_EDOMAIN). For x < 0 it uses the reflection formula, up to m = 170 (NaN above: the
+ * values overflow there). Its time does not grow with m.
  */
 CR_API double cr_sf_polygamma(int m, double x);
 

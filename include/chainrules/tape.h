@@ -145,6 +145,16 @@ CR_API cr_status cr_tape_new(cr_ctx *ctx, const cr_tape_params *params, cr_tape 
 CR_API void cr_tape_free(cr_tape *t);
 
 /**
+ * Make the calling thread the owner of a tape whose context checks threads
+ * (CR_CTX_CHECK_THREAD): a tape handed over to another thread (with the synchronisation
+ * that hands any object over) is adopted there before its first call. Without the check
+ * it does nothing.
+ * @param[in] t the tape; may be NULL.
+ * @return CR_OK; CR_EINVAL (NULL); CR_EMISUSE (a tape freed under CR_CTX_CHECK_FREED).
+ */
+CR_API cr_status cr_tape_adopt(cr_tape *t);
+
+/**
  * Forget the recording, keep the memory, clear the error. Variables of the old
  * recording become foreign (using one is a CR_ETAPE error).
  * @param[in] t may be NULL.
@@ -303,7 +313,8 @@ typedef enum cr_cmp {
  * @param[in] a  left operand.
  * @param[in] op the comparison.
  * @param[in] b  right operand.
- * @return the comparison's result.
+ * @return the comparison's result; false for an op that is not a cr_cmp, which fails the
+ *         tape with CR_EINVAL.
  */
 CR_API bool cr_tape_cmp(cr_tape *t, cr_var a, cr_cmp op, cr_var b);
 
@@ -510,7 +521,7 @@ CR_API cr_status cr_tape_vjp(cr_tape *t, const cr_var *ys, const double *ybar, s
 /**
  * The m x n Jacobian (row-major, jac[i*n + j] = d ys[i] / d xs[j]), one reverse sweep per
  * output.
- * @return as cr_tape_gradient().
+ * @return as cr_tape_gradient(); CR_EOVERFLOW when m x n overflows.
  */
 CR_API cr_status cr_tape_jacobian(cr_tape *t, const cr_var *ys, size_t m, const cr_var *xs,
                                   size_t n, double *jac);
@@ -1332,13 +1343,20 @@ typedef union cr__tape_kvar {
  * tape) read as one word, so which half is the tape depends on the byte order; the
  * library checks the layout when a tape is made and keeps the inline path closed if it
  * differs. */
+/* CR__TAPE_OURS(ka, k): key ka is a variable of the recording whose next key is k: the same
+ * tape half and an index below nvars (an index past the recording, forged or stale, would
+ * have the sweep read past its adjoints). In the little-endian layout (nvars the low half)
+ * that is one test: ka = k - d with 1 <= d <= nvars, where k - ka cannot borrow from the
+ * tape half; a constant (index UINT32_MAX, tape 0) never passes. */
 #if defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__) && \
     __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-#define CR__TAPE_KEY_ID(k) ((uint32_t)(k))
-#define CR__TAPE_KEY_ONE   ((uint64_t)1 << 32)
+#define CR__TAPE_KEY_ID(k)   ((uint32_t)(k))
+#define CR__TAPE_KEY_ONE     ((uint64_t)1 << 32)
+#define CR__TAPE_OURS(ka, k) ((CR__TAPE_KEY_ID((ka) ^ (k)) == 0) & ((ka) < (k)))
 #else
-#define CR__TAPE_KEY_ID(k) ((uint32_t)((k) >> 32))
-#define CR__TAPE_KEY_ONE   ((uint64_t)1)
+#define CR__TAPE_KEY_ID(k)   ((uint32_t)((k) >> 32))
+#define CR__TAPE_KEY_ONE     ((uint64_t)1)
+#define CR__TAPE_OURS(ka, k) ((uint64_t)((k) - (ka)-1u) < (uint64_t)(uint32_t)(k))
 #endif
 
 #if !defined(CR_TAPE_NO_INLINE) && !defined(CR_DOXYGEN)
@@ -1445,10 +1463,11 @@ CR__TAPE_INLINE int cr__tape_try2(cr__tape_at at, cr__word *w, cr__word *lim, ui
 {
     uint64_t ka = cr__tape_key(a), kb = cr__tape_key(b);
     /* Two variables of this recording (a constant's tape is 0, never an id): both keys
-     * agree with the tape's in their tape half. The test is skipped when an operand is
-     * known to be a constant at compile time. */
+     * agree with the tape's in their tape half and have an index below nvars
+     * (CR__TAPE_OURS). The test is skipped when an operand is known to be a constant at
+     * compile time. */
     if (!CR__TAPE_CONST(a) && !CR__TAPE_CONST(b) &&
-        CR__TAPE_LIKELY((CR__TAPE_KEY_ID((ka ^ k) | (kb ^ k)) == 0) & CR__TAPE_FITS(w, lim, 3))) {
+        CR__TAPE_LIKELY(CR__TAPE_OURS(ka, k) & CR__TAPE_OURS(kb, k) & CR__TAPE_FITS(w, lim, 3))) {
         if (a.idx == b.idx) { /* x op x: one operand, the partials summed */
             *out = cr__tape_push1(at, w, k, y, a.idx, pa + pb, unit);
             return 1;
@@ -1468,8 +1487,7 @@ CR__TAPE_INLINE int cr__tape_try2(cr__tape_at at, cr__word *w, cr__word *lim, ui
     bool ca = a.idx == CR_VAR_CONST, cb = b.idx == CR_VAR_CONST;
     if (ca != cb) { /* one variable and a constant */
         uint32_t v = ca ? b.idx : a.idx;
-        if (CR__TAPE_LIKELY((CR__TAPE_KEY_ID((ca ? kb : ka) ^ k) == 0) &
-                            CR__TAPE_FITS(w, lim, 2))) {
+        if (CR__TAPE_LIKELY(CR__TAPE_OURS(ca ? kb : ka, k) & CR__TAPE_FITS(w, lim, 2))) {
             *out = cr__tape_push1(at, w, k, y, v, ca ? pb : pa, unit);
             return 1;
         }
@@ -1481,7 +1499,7 @@ CR__TAPE_INLINE int cr__tape_try2(cr__tape_at at, cr__word *w, cr__word *lim, ui
 CR__TAPE_INLINE int cr__tape_try1(cr__tape_at at, cr__word *w, cr__word *lim, uint64_t k, cr_var a,
                                   double y, double p, cr_var *out)
 {
-    if (CR__TAPE_LIKELY((CR__TAPE_KEY_ID(cr__tape_key(a) ^ k) == 0) & CR__TAPE_FITS(w, lim, 2))) {
+    if (CR__TAPE_LIKELY(CR__TAPE_OURS(cr__tape_key(a), k) & CR__TAPE_FITS(w, lim, 2))) {
         *out = cr__tape_push1(at, w, k, y, a.idx, p, 1);
         return 1;
     }

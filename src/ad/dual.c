@@ -327,7 +327,12 @@ typedef struct duals {
 static cr_status duals_get(duals *b, cr_arena *scratch, size_t n, size_t m)
 {
     b->arena = scratch;
-    if (n + m <= SMALL) {
+    size_t nm, bytes;
+    if (!cr__add_size(n, m, &nm) || !cr__mul_size(nm, sizeof(cr_dual), &bytes))
+        return scratch != NULL ? CR__FAIL(scratch, CR_EOVERFLOW,
+                                          "cr_dual: %zu inputs and %zu outputs overflow", n, m)
+                               : CR_EOVERFLOW;
+    if (nm <= SMALL) {
         b->x = b->small;
         b->y = b->small + n;
         return CR_OK;
@@ -335,7 +340,7 @@ static cr_status duals_get(duals *b, cr_arena *scratch, size_t n, size_t m)
     if (scratch == NULL)
         return CR_EINVAL;
     b->mark = cr_arena_get_mark(scratch);
-    b->x = cr_arena_alloc(scratch, (n + m) * sizeof(cr_dual), _Alignof(cr_dual));
+    b->x = cr_arena_alloc(scratch, bytes, _Alignof(cr_dual));
     if (b->x == NULL)
         return CR__ALLOC_STATUS(scratch);
     b->y = b->x + n;
@@ -381,7 +386,12 @@ cr_status cr_dual_jvp(cr_dual_fn f, void *env, const double *x, size_t n, const 
 cr_status cr_dual_jacobian(cr_dual_fn f, void *env, const double *x, size_t n, size_t m,
                            cr_arena *scratch, double *y, double *jac)
 {
-    if (f == NULL || (n > 0 && x == NULL) || (m * n > 0 && jac == NULL))
+    size_t mn;
+    if (!cr__mul_size(m, n, &mn))
+        return scratch != NULL
+                   ? CR__FAIL(scratch, CR_EOVERFLOW, "cr_dual_jacobian: %zu x %zu overflows", m, n)
+                   : CR_EOVERFLOW;
+    if (f == NULL || (n > 0 && x == NULL) || (mn > 0 && jac == NULL))
         return scratch != NULL ? CR__FAIL(scratch, CR_EINVAL, "cr_dual_jacobian: NULL argument")
                                : CR_EINVAL;
     duals b;

@@ -160,9 +160,11 @@ typedef struct kblock {
     double P[CR_K_MAX_ARGS * CR_K_BLOCK];
 } kblock;
 
+/* NULL too for a call that a checked tape refuses (cr__tape_misused). */
 static inline cr_tape *tape_or_current(cr_tape *t)
 {
-    return t != NULL ? t : cr_tape_current();
+    t = t != NULL ? t : cr_tape_current();
+    return t != NULL && cr__tape_misused(t) ? NULL : t;
 }
 
 /* ---- The loops of a row (a broadcast of a scalar-table function) ------------------------ *

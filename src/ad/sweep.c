@@ -577,6 +577,13 @@ cr_status cr__foreign_var(cr_tape *t, const char *who, const char *role, size_t 
 {
     if (t->rec_open) /* the variable may be the cursor's, made since it last left the library */
         return cursor_open(t, who);
+    size_t have = arr ? t->naslots : t->nvars;
+    if (idx >= have)
+        return cr_ctx_error(t->ctx, CR_ETAPE,
+                            "%s: %s %zu (%svariable %u) is past this recording's %zu %svariables "
+                            "(forged, of another tape, or of this tape before its last reset)",
+                            who, role, j, arr ? "array " : "", (unsigned)idx, have,
+                            arr ? "array " : "");
     if (arr)
         return cr_ctx_error(t->ctx, CR_ETAPE,
                             "%s: %s %zu belongs to another tape, or to this tape before its last "
@@ -703,6 +710,8 @@ static cr_status sweep_entry(cr_tape *t, const char *who)
 {
     if (t == NULL)
         return CR_EINVAL;
+    if (cr__tape_misused(t))
+        return CR_EMISUSE;
     if (t->status != CR_OK)
         return t->status;
     if (t->rec_open)
@@ -772,7 +781,10 @@ cr_status cr_tape_jacobian(cr_tape *t, const cr_var *ys, size_t m, const cr_var 
     cr_status st = sweep_entry(t, who);
     if (st != CR_OK)
         return st;
-    if ((m > 0 && ys == NULL) || (n > 0 && xs == NULL) || (m * n > 0 && jac == NULL))
+    size_t mn;
+    if ((st = cr__ck_mul(t->ctx, who, m, n, &mn)) != CR_OK)
+        return st;
+    if ((m > 0 && ys == NULL) || (n > 0 && xs == NULL) || (mn > 0 && jac == NULL))
         return cr_ctx_error(t->ctx, CR_EINVAL, "%s: NULL outputs, inputs or result", who);
     if ((st = cr__check_vars(t, who, ys, m, "output")) != CR_OK ||
         (st = cr__check_vars(t, who, xs, n, "input")) != CR_OK)

@@ -111,6 +111,9 @@ static void set_fast(cr_tape *t)
 
 static _Thread_local cr_tape *g_current;
 
+/* A byte per thread: its address tells the threads apart (CR_CTX_CHECK_THREAD). */
+static _Thread_local char g_thread_tag;
+
 cr_tape *cr_tape_set_current(cr_tape *t)
 {
     cr_tape *old = g_current;
@@ -129,6 +132,42 @@ static inline cr_var nan_const(void)
 }
 
 /* ---- Errors ---------------------------------------------------------------------------- */
+
+bool cr__tape_check(cr_tape *t)
+{
+    if (t->magic == CR__TAPE_FREED)
+        return true; /* failed with its message when it was freed */
+    if ((t->checks & CR_CTX_CHECK_THREAD) && t->owner != &g_thread_tag) {
+        /* Another thread's tape: nothing of it is written here but the flag its owner
+         * reads at its next call. */
+        atomic_store_explicit(&t->foreign_use, 1, memory_order_relaxed);
+        return true;
+    }
+    if (t->ctx->dead) {
+        cr__tape_fail(t, CR_EMISUSE, "tape used after cr_ctx_free of its context");
+        return true;
+    }
+    if (atomic_load_explicit(&t->foreign_use, memory_order_relaxed) != 0) {
+        atomic_store_explicit(&t->foreign_use, 0, memory_order_relaxed);
+        cr__tape_fail(t, CR_EMISUSE,
+                      "tape used from a thread other than its owner (tapes are thread-confined; "
+                      "a tape handed over is adopted with cr_tape_adopt)");
+        return true;
+    }
+    return false;
+}
+
+cr_status cr_tape_adopt(cr_tape *t)
+{
+    if (t == NULL)
+        return CR_EINVAL;
+    if (t->checks == 0)
+        return CR_OK;
+    if (t->magic == CR__TAPE_FREED)
+        return CR_EMISUSE;
+    t->owner = &g_thread_tag;
+    return CR_OK;
+}
 
 cr_status cr__tape_fail(cr_tape *t, cr_status st, const char *fmt, ...)
 {
@@ -150,7 +189,8 @@ cr_status cr__tape_fail_ctx(cr_tape *t, cr_status st, const char *what)
 {
     const char *msg = cr_ctx_errmsg(t->ctx);
     if (cr_ctx_errcode(t->ctx) == st && msg[0] != '\0')
-        return cr__tape_fail(t, st, "%s: %s", what, msg);
+        return cr__names(msg, what) ? cr__tape_fail(t, st, "%s", msg)
+                                    : cr__tape_fail(t, st, "%s: %s", what, msg);
     return cr__tape_fail(t, st, "%s: %s", what, cr_status_str(st));
 }
 
@@ -166,10 +206,10 @@ const char *cr_tape_errmsg(const cr_tape *t)
 
 void cr_tape_clear_error(cr_tape *t)
 {
-    if (t == NULL)
+    if (t == NULL || cr__tape_misused(t))
         return;
     t->status = CR_OK;
-    t->slow = (t->flags & CR_TAPE_SECOND_ORDER) != 0 || t->pre > 1;
+    t->slow = (t->flags & CR_TAPE_SECOND_ORDER) != 0 || t->pre > 1 || t->checks != 0;
     t->errmsg[0] = '\0';
     set_fast(t);
 }
@@ -259,6 +299,14 @@ cr_status cr_tape_new(cr_ctx *ctx, const cr_tape_params *params, cr_tape **out)
         return CR_ENOMEM;
     }
     tape_init(t, ctx, arena, true, p.engine, p.flags);
+    if (ctx->checks != 0) { /* cr_ctx_params.checks: every operation through the library */
+        t->checks = ctx->checks;
+        t->owner = &g_thread_tag;
+        t->slow = 1;
+        set_fast(t);
+        if (ctx->checks & CR_CTX_CHECK_FREED)
+            ctx->live_tapes++;
+    }
     if (own_chunk) {
         cr__chunk *c = (cr__chunk *)(void *)(t + 1);
         c->base = (cr__word *)(void *)(c + 1);
@@ -282,10 +330,36 @@ cr_status cr__tape_new_in(cr_arena *arena, const cr_engine *eng, uint32_t flags,
 
 void cr_tape_free(cr_tape *t)
 {
-    if (t == NULL)
+    if (t == NULL || (t->checks != 0 && t->magic == CR__TAPE_FREED))
         return;
+    if ((t->checks & CR_CTX_CHECK_THREAD) && t->owner != &g_thread_tag) {
+        (void)cr__tape_check(t); /* another thread's: flagged for its owner, not freed */
+        return;
+    }
     if (g_current == t)
         g_current = NULL;
+    if (t->checks & CR_CTX_CHECK_FREED) {
+        /* Release what the tape holds, keep its struct poisoned: a failed tape whose every
+         * call stops at cr__tape_check, in the context's quarantine. */
+        cr_ctx *ctx = t->ctx;
+        size_t bytes = tape_bytes(t->own_chunk != NULL);
+        cr_arena_free(t->arena);
+        cr_ctx_dealloc(ctx, t->ws, t->ws_cap * sizeof *t->ws);
+        t->arena = NULL;
+        t->ws = NULL;
+        t->ws_cap = t->ws_dirty = 0;
+        t->chunk = t->first = t->own_chunk = NULL;
+        t->cur = t->lim = &t->dummy;
+        t->rlim = NULL;
+        t->rec_open = false;
+        t->nvars = 0;
+        t->naslots = 0;
+        t->status = CR_OK;
+        cr__tape_fail(t, CR_EMISUSE, "tape used after cr_tape_free");
+        t->magic = CR__TAPE_FREED;
+        cr__ctx_quarantine(ctx, &t->qnode, t, bytes);
+        return;
+    }
     if (t->own_arena) {
         cr_arena_free(t->arena);
         cr_ctx_dealloc(t->ctx, t->ws, t->ws_cap * sizeof *t->ws);
@@ -295,7 +369,7 @@ void cr_tape_free(cr_tape *t)
 
 void cr_tape_reset(cr_tape *t)
 {
-    if (t == NULL)
+    if (t == NULL || cr__tape_misused(t))
         return;
     if (t->own_arena)
         cr_arena_reset(t->arena);
@@ -305,7 +379,7 @@ void cr_tape_reset(cr_tape *t)
     t->aslot_cap = CR__ASLOT_FEW;
     t->naslots = 0;
     t->status = CR_OK;
-    t->slow = (t->flags & CR_TAPE_SECOND_ORDER) != 0 || t->pre > 1;
+    t->slow = (t->flags & CR_TAPE_SECOND_ORDER) != 0 || t->pre > 1 || t->checks != 0;
     t->errmsg[0] = '\0';
     t->id = new_id(t);
     start_stream(t);
@@ -748,6 +822,17 @@ void cr__row_hessian(const cr_scalar_rule *row, const double *x, const double *D
 
 static cr_var foreign(cr_tape *t, const char *fname, cr_var x)
 {
+    if (t->rec_open && x.tape == t->id) { /* a variable the open cursor made */
+        cr__tape_fail(t, CR_EMISUSE,
+                      "tape: a record made on the tape while a recording cursor is open "
+                      "(record through the cursor, cr_rec_call1/2, or close it first)");
+        return nan_const();
+    }
+    if (x.tape == t->id)
+        cr__tape_fail(t, CR_ETAPE,
+                      "%s: variable %u is past this recording's %u variables (forged, or of "
+                      "this tape before its last reset)",
+                      fname, (unsigned)x.idx, (unsigned)t->nvars);
     cr__tape_fail(t, CR_ETAPE,
                   "%s: variable %u belongs to another tape, or to this tape before its last "
                   "reset (tape id %u, this recording is %u)",
@@ -813,7 +898,7 @@ static cr_status record_evaluated(cr_tape *t, const char *fname, const cr_scalar
     for (size_t j = 0; j < nin; j++) {
         if (args[j].idx == CR_VAR_CONST)
             continue;
-        if (args[j].tape != t->id) {
+        if (!cr__var_ours(t, args[j])) {
             foreign(t, fname, args[j]);
             return t->status;
         }
@@ -856,9 +941,12 @@ static inline const cr_scalar_rule *row_of(const cr_value *f)
     return (const cr_scalar_rule *)f->u.func.fn->udata;
 }
 
+/* The tape of a call (NULL: the current one); NULL too when a checked tape's call must not
+ * go on (cr__tape_misused): the callers' answer to no tape, a NaN constant or CR_EMISUSE. */
 static inline cr_tape *tape_or_current(cr_tape *t)
 {
-    return t != NULL ? t : g_current;
+    t = t != NULL ? t : g_current;
+    return t != NULL && cr__tape_misused(t) ? NULL : t;
 }
 
 /* Whether t is a second-order tape on which the arithmetic operations take op_second: not
@@ -915,7 +1003,7 @@ static NOINLINE cr_var op1_slow(cr_tape *t, const cr_value *f, cr_var a)
     row_of(f)->f64(&a.v, Y, D);
     if (a.idx == CR_VAR_CONST)
         return cr_const(Y[0]);
-    if (a.tape != t->id)
+    if (!cr__var_ours(t, a))
         return foreign(t, f->u.func.fn->name, a);
     cr_var r;
     if (record_evaluated(t, f->u.func.fn->name, row_of(f), &a, &a.v, Y, D, &r) != CR_OK)
@@ -932,9 +1020,9 @@ static NOINLINE cr_var op1_slow(cr_tape *t, const cr_value *f, cr_var a)
 static inline cr_var op1e(cr_tape *t, const cr_value *f, cr_scalar_eval_f64 ev, cr__hcol_fn hcol,
                           cr_var a)
 {
-    if (t != NULL && t->slow != 0 && hcol != NULL && second_fast(t) && a.tape == t->id)
+    if (t != NULL && t->slow != 0 && hcol != NULL && second_fast(t) && cr__var_ours(t, a))
         return op_second(t, ev, hcol, &a, 1);
-    if (t == NULL || t->slow != 0 || a.tape != t->id)
+    if (t == NULL || t->slow != 0 || !cr__var_ours(t, a))
         return op1_slow(t, f, a);
     if (!room(t, 2 + t->pre) && grow(t, 2 + t->pre) != CR_OK)
         return nan_const();
@@ -985,8 +1073,7 @@ static inline cr_var op2e(cr_tape *t, const cr_value *f, cr_scalar_eval_f64 ev, 
 {
     if (t == NULL)
         return op2_slow(t, f, a, b);
-    uint32_t id = t->id;
-    bool va = a.tape == id, vb = b.tape == id;
+    bool va = cr__var_ours(t, a), vb = cr__var_ours(t, b);
     bool ours = (va || a.idx == CR_VAR_CONST) && (vb || b.idx == CR_VAR_CONST) && (va || vb);
     if (t->slow != 0 && hcol != NULL && ours && second_fast(t)) {
         cr_var args[2] = {a, b};
@@ -1142,17 +1229,22 @@ bool cr_tape_cmp(cr_tape *t, cr_var a, cr_cmp op, cr_var b)
     case CR_CMP_EQ:
         r = a.v == b.v;
         break;
-    default:
+    case CR_CMP_NE:
         r = a.v != b.v;
         break;
+    default: /* not a cr_cmp: refused, never compared as some other comparison */
+        if ((t = tape_or_current(t)) != NULL)
+            cr__tape_fail(t, CR_EINVAL, "cr_tape_cmp: invalid comparison %d (CR_CMP_LT..NE)",
+                          (int)op);
+        return false;
     }
     if ((t = tape_or_current(t)) == NULL || t->status != CR_OK || t->pre < 2)
         return r;
     bool ca = a.idx == CR_VAR_CONST, cb = b.idx == CR_VAR_CONST;
     if (ca && cb)
         return r;
-    if ((!ca && a.tape != t->id) || (!cb && b.tape != t->id)) {
-        foreign(t, "cr_tape_cmp", !ca && a.tape != t->id ? a : b);
+    if ((!ca && !cr__var_ours(t, a)) || (!cb && !cr__var_ours(t, b))) {
+        foreign(t, "cr_tape_cmp", !ca && !cr__var_ours(t, a) ? a : b);
         return r;
     }
     /* A replay tape keeps the comparison: a replay where it comes out otherwise fails. */
@@ -1180,7 +1272,8 @@ cr_status cr_tape_inputs(cr_tape *t, const double *x, size_t n, cr_var *out)
         return CR_EMISUSE;
     if (n > 0 && (x == NULL || out == NULL))
         return cr__tape_fail(t, CR_EINVAL, "cr_tape_inputs: NULL x or out");
-    if (t->status == CR_OK && n >= CR_TAPE_MAX_VARS - t->nvars) /* before reading x */
+    /* Before reading x, on a failed tape too (which writes n NaN constants below). */
+    if (n >= CR_TAPE_MAX_VARS - t->nvars)
         return cr__tape_fail(t, CR_EOVERFLOW,
                              "cr_tape_inputs: %zu inputs after %zu variables, "
                              "more than a recording holds (%zu)",
@@ -1485,6 +1578,8 @@ static cr_status named_failure(cr_ctx *ctx, cr_status st, const char *name)
     const char *m = cr_ctx_errmsg(ctx);
     snprintf(msg, sizeof msg, "%s",
              cr_ctx_errcode(ctx) == st && m[0] != '\0' ? m : cr_status_str(st));
+    if (cr__names(msg, name))
+        return cr_ctx_error(ctx, st, "%s", msg);
     return cr_ctx_error(ctx, st, "%s: %s", name, msg);
 }
 
@@ -1710,7 +1805,7 @@ cr_status cr__tape_call_any(cr_tape *t, const cr_value *f, const cr_var *args, s
         if (args[j].idx == CR_VAR_CONST)
             continue;
         all_const = false;
-        if (args[j].tape != t->id) {
+        if (!cr__var_ours(t, args[j])) {
             foreign(t, fn->name, args[j]);
             return t->status;
         }
@@ -1829,8 +1924,7 @@ static cr_rec_result rec_step(cr_var v, cr__word *cur, uint64_t key)
 cr_rec cr_rec_begin(cr_tape *t)
 {
     cr_rec r;
-    if (t == NULL)
-        t = g_current;
+    t = tape_or_current(t);
     r.t = t;
     r.gen = 0; /* no opening's */
     r.cur = NULL;
@@ -1975,6 +2069,8 @@ cr_status cr__tape_record(cr_tape *t, cr_ad_fn f, void *env, const double *x, si
 {
     if (t == NULL)
         return CR_EINVAL;
+    if (cr__tape_misused(t))
+        return CR_EMISUSE;
     if (f == NULL || (n > 0 && x == NULL) || (m > 0 && ys == NULL))
         return cr_ctx_error(t->ctx, CR_EINVAL, "cr_tape_record: NULL function or buffers");
     cr_tape_reset(t);

@@ -23,9 +23,11 @@
 /* Scalar variables whose adjoints a sweep keeps on the stack. */
 #define SMALL_WS 64
 
+/* NULL too for a call that a checked tape refuses (cr__tape_misused). */
 static inline cr_tape *tape_or_current(cr_tape *t)
 {
-    return t != NULL ? t : cr_tape_current();
+    t = t != NULL ? t : cr_tape_current();
+    return t != NULL && cr__tape_misused(t) ? NULL : t;
 }
 
 cr_targ cr_targ_var(cr_var x)
@@ -1069,6 +1071,8 @@ cr_status cr_tape_avjp(cr_tape *t, cr_avar y, const cr_array *ybar, const cr_var
     const char *who = "cr_tape_avjp";
     if (t == NULL)
         return CR_EINVAL;
+    if (cr__tape_misused(t))
+        return CR_EMISUSE;
     if (t->status != CR_OK)
         return t->status;
     if (ybar == NULL || y.a == NULL)

@@ -792,6 +792,8 @@ cr_status cr_tape_ajvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t 
     const char *who = "cr_tape_ajvp";
     if (t == NULL)
         return CR_EINVAL;
+    if (cr__tape_misused(t))
+        return CR_EMISUSE;
     if (t->status != CR_OK)
         return t->status;
     if (!(t->flags & CR_TAPE_FORWARD))
@@ -850,6 +852,8 @@ cr_status cr_tape_ahvp(cr_tape *t, cr_var y, const cr_var *xs, size_t n, const d
     const char *who = "cr_tape_ahvp";
     if (t == NULL)
         return CR_EINVAL;
+    if (cr__tape_misused(t))
+        return CR_EMISUSE;
     if (t->status != CR_OK)
         return t->status;
     if (!(t->flags & CR_TAPE_SECOND_ORDER))

@@ -11,6 +11,8 @@
 #define CR_TAPE_NO_INLINE
 #endif
 
+#include <stdatomic.h>
+
 #include <chainrules/engine.h>
 #include <chainrules/tape.h>
 
@@ -508,7 +510,30 @@ struct cr_tape {
     /* The first array variables of a recording live here, the rest in the arena: a small
      * function of arrays allocates nothing for them. */
     cr__aslot aslot_few[CR__ASLOT_FEW];
+    /* Misuse checks (CR_CTX_CHECK_*, the context's at cr_tape_new; 0 otherwise, and then
+     * nothing below is read): the owning thread, a use from another thread (set by that
+     * thread, seen by the owner), the poison of a freed tape and its quarantine node. */
+    uint32_t checks;
+    uint32_t magic;
+    const void *owner;
+    atomic_int foreign_use;
+    cr__qnode qnode;
 };
+
+/* magic of a tape freed under CR_CTX_CHECK_FREED. */
+#define CR__TAPE_FREED 0xDEADDEADu
+
+/* The checks of a checked tape (tape.c): true when the call must not go on (the tape is
+ * freed, its context freed, or it belongs to another thread), after failing the tape with
+ * CR_EMISUSE where that is safe (not from another thread). */
+CR_INTERNAL bool cr__tape_check(cr_tape *t);
+
+/* Whether a call on t must stop for a misuse: nothing but a test of a field that never
+ * changes unless t's context checks (cr_ctx_params.checks). */
+static inline bool cr__tape_misused(cr_tape *t)
+{
+    return t->checks != 0 && cr__tape_check(t);
+}
 
 /* ---- Checks of the variables given to the sweeps ----------------------------------------- */
 
@@ -516,6 +541,14 @@ struct cr_tape {
  * `role` to `who`: of another tape, or of this tape before its last reset (sweep.c). */
 CR_INTERNAL cr_status cr__foreign_var(cr_tape *t, const char *who, const char *role, size_t j,
                                       uint32_t idx, bool arr);
+
+/* Whether variable a (not a constant) is one of t's current recording: its tape id, and an
+ * index below the variables recorded (a forged or stale index past the recording would
+ * have the sweeps read and write past their adjoints). */
+static inline bool cr__var_ours(const cr_tape *t, cr_var a)
+{
+    return a.tape == t->id && a.idx < t->nvars;
+}
 
 /* CR_OK when each of v[0..n) is a constant or a variable of t's current recording, else the
  * error of cr__foreign_var for the first that is not. Inline: the small calls' entry points

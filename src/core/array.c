@@ -69,6 +69,9 @@ cr_status cr_array_view_init(cr_array *out, void *data, cr_dtype dtype, size_t n
         (ndim > 0 && shape == NULL))
         return CR_EINVAL;
     memset(out, 0, sizeof *out);
+    size_t n;
+    if (!cr__shape_numel(ndim, shape, cr_dtype_size(dtype), &n))
+        return CR_EOVERFLOW; /* the element or byte count (or a row-major stride) overflows */
     out->dtype = (uint8_t)dtype;
     out->ndim = (uint8_t)ndim;
     for (size_t d = 0; d < ndim; d++)
@@ -135,13 +138,12 @@ static cr_status alloc_array(cr_arena *arena, cr_dtype dtype, size_t ndim, const
     if (ndim > CR_ARRAY_MAX_DIMS || cr_dtype_size(dtype) == 0 || (ndim > 0 && shape == NULL))
         return CR__FAIL(arena, CR_EINVAL, "cr_array_new: invalid dtype %d or ndim %zu", (int)dtype,
                         ndim);
-    size_t n = 1;
-    for (size_t d = 0; d < ndim; d++)
-        if (!cr__mul_size(n, shape[d], &n))
-            return CR__FAIL(arena, CR_EOVERFLOW, "cr_array_new: element count overflows");
-    size_t bytes;
-    if (!cr__mul_size(n, cr_dtype_size(dtype), &bytes))
-        return CR__FAIL(arena, CR_EOVERFLOW, "cr_array_new: byte count overflows");
+    size_t n, bytes;
+    cr_status st =
+        cr__ck_numel(cr_arena_ctx(arena), "cr_array_new", ndim, shape, cr_dtype_size(dtype), &n);
+    if (st != CR_OK)
+        return st;
+    bytes = n * cr_dtype_size(dtype); /* checked above */
     cr_array *a = cr_arena_alloc(arena, sizeof *a, _Alignof(cr_array));
     if (a == NULL)
         return CR__ALLOC_STATUS(arena);

@@ -19,13 +19,32 @@
 
 #define CR_ERRMSG_SIZE 512
 
+/* A block kept in a context's quarantine (CR_CTX_CHECK_FREED): released by cr_ctx_free.
+ * The node lives inside the block. */
+typedef struct cr__qnode {
+    struct cr__qnode *next;
+    void *ptr;
+    size_t size;
+} cr__qnode;
+
 struct cr_ctx {
     cr_realloc_fn realloc_fn;
     void *alloc_env;
     cr_status errcode;
     bool debug;
     char errmsg[CR_ERRMSG_SIZE];
+    /* Misuse checks (cr_ctx_params.checks, CR_CTX_CHECK_*): tapes alive, freed tapes kept
+     * poisoned, and whether cr_ctx_free was called while tapes were alive. */
+    uint32_t checks;
+    bool dead;
+    size_t live_tapes;
+    cr__qnode *quarantine;
 };
+
+/* Put a freed block in the context's quarantine (node inside it), and note that a checked
+ * object of the context is gone: releases the context when cr_ctx_free was called before
+ * and it was the last. */
+CR_INTERNAL void cr__ctx_quarantine(cr_ctx *ctx, cr__qnode *node, void *ptr, size_t size);
 
 /* Every library allocation goes through these two (the allocation hook of the context). */
 CR_INTERNAL void *cr__alloc(cr_ctx *ctx, size_t size);
@@ -34,13 +53,37 @@ CR_INTERNAL void cr__free(cr_ctx *ctx, void *ptr, size_t size);
  * a workspace it can take elsewhere). */
 CR_INTERNAL void *cr__alloc_quiet(cr_ctx *ctx, size_t size);
 
-/* Overflow-checked a * b; returns false when it overflows. */
-static inline bool cr__mul_size(size_t a, size_t b, size_t *out)
+/* ---- Checked arithmetic (checked.h; these record the error, checked.c) --------------- */
+
+#include "checked.h"
+
+/* Each returns CR_OK, or records CR_EOVERFLOW on ctx with a message naming `who` and the
+ * operands ("fill: shape 4294967296 x 4294967296 overflows ...") and returns it. */
+/* The element count of a shape (cr__shape_numel), elsize bytes an element (0: any). */
+CR_INTERNAL cr_status cr__ck_numel(cr_ctx *ctx, const char *who, size_t ndim, const size_t *shape,
+                                   size_t elsize, size_t *out);
+/* a * b, and a + b, as sizes no larger than CR__MAX_BYTES. */
+CR_INTERNAL cr_status cr__ck_mul(cr_ctx *ctx, const char *who, size_t a, size_t b, size_t *out);
+CR_INTERNAL cr_status cr__ck_add(cr_ctx *ctx, const char *who, size_t a, size_t b, size_t *out);
+/* a * b, a + b, a - b and -a in int64_t. */
+CR_INTERNAL cr_status cr__ck_mul_i64(cr_ctx *ctx, const char *who, int64_t a, int64_t b,
+                                     int64_t *out);
+CR_INTERNAL cr_status cr__ck_add_i64(cr_ctx *ctx, const char *who, int64_t a, int64_t b,
+                                     int64_t *out);
+CR_INTERNAL cr_status cr__ck_sub_i64(cr_ctx *ctx, const char *who, int64_t a, int64_t b,
+                                     int64_t *out);
+CR_INTERNAL cr_status cr__ck_neg_i64(cr_ctx *ctx, const char *who, int64_t a, int64_t *out);
+/* An int64_t extent or count as a size_t: CR_EINVAL when negative ("who: negative
+ * <what> -3"), CR_EOVERFLOW beyond CR__MAX_BYTES. */
+CR_INTERNAL cr_status cr__ck_extent(cr_ctx *ctx, const char *who, const char *what, int64_t a,
+                                    size_t *out);
+
+/* Whether msg starts with "name:", i.e. names the function already (a message that is
+ * prefixed with the function's name must not name it twice: "view: view: ..."). */
+static inline bool cr__names(const char *msg, const char *name)
 {
-    if (a != 0 && b > SIZE_MAX / a)
-        return false;
-    *out = a * b;
-    return true;
+    size_t n = strlen(name);
+    return strncmp(msg, name, n) == 0 && msg[n] == ':';
 }
 
 /* ---- Arenas (arena.c) ------------------------------------------------------------- */

@@ -84,7 +84,8 @@ cr_status cr_ctx_new(const cr_ctx_params *params, cr_ctx **out)
     if (params != NULL) {
         size_t n = params->struct_size == 0 ? sizeof p : params->struct_size;
         /* this version, or the one before debug was added; any other size cuts a field */
-        if (n != sizeof p && n != offsetof(cr_ctx_params, debug))
+        if (n != sizeof p && n != offsetof(cr_ctx_params, debug) &&
+            n != offsetof(cr_ctx_params, checks))
             return CR_EINVAL;
         memcpy(&p, params, n);
     }
@@ -96,15 +97,46 @@ cr_status cr_ctx_new(const cr_ctx_params *params, cr_ctx **out)
     ctx->realloc_fn = fn;
     ctx->alloc_env = p.alloc_env;
     ctx->debug = p.debug;
+    if (p.checks & ~(uint64_t)CR_CTX_CHECK_TAPES) {
+        fn(p.alloc_env, ctx, sizeof *ctx, 0);
+        return CR_EINVAL;
+    }
+    ctx->checks = (uint32_t)p.checks;
     *out = ctx;
     return CR_OK;
 }
 
+/* Release the quarantine and the context. */
+static void release(cr_ctx *ctx)
+{
+    for (cr__qnode *q = ctx->quarantine, *next; q != NULL; q = next) {
+        next = q->next;
+        ctx->realloc_fn(ctx->alloc_env, q->ptr, q->size, 0);
+    }
+    ctx->realloc_fn(ctx->alloc_env, ctx, sizeof *ctx, 0);
+}
+
+void cr__ctx_quarantine(cr_ctx *ctx, cr__qnode *node, void *ptr, size_t size)
+{
+    node->ptr = ptr;
+    node->size = size;
+    node->next = ctx->quarantine;
+    ctx->quarantine = node;
+    if (ctx->live_tapes > 0)
+        ctx->live_tapes--;
+    if (ctx->dead && ctx->live_tapes == 0)
+        release(ctx);
+}
+
 void cr_ctx_free(cr_ctx *ctx)
 {
-    if (ctx == NULL)
+    if (ctx == NULL || ctx->dead)
         return;
-    ctx->realloc_fn(ctx->alloc_env, ctx, sizeof *ctx, 0);
+    if ((ctx->checks & CR_CTX_CHECK_FREED) && ctx->live_tapes > 0) {
+        ctx->dead = true; /* kept, poisoned, until its last tape is freed */
+        return;
+    }
+    release(ctx);
 }
 
 cr_status cr_ctx_errcode(const cr_ctx *ctx)

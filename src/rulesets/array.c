@@ -53,11 +53,10 @@ static cr_status reshape_shape(cr_arena *arena, const cr_value *v, size_t *ndim,
     if (n > CR_ARRAY_MAX_DIMS)
         return CR__FAIL(arena, CR_EINVAL, "reshape: %zu dimensions (at most %d)", n,
                         CR_ARRAY_MAX_DIMS);
-    for (size_t d = 0; d < n; d++) {
-        if (list[d] < 0)
-            return CR__FAIL(arena, CR_EINVAL, "reshape: negative extent %lld", (long long)list[d]);
-        shape[d] = (size_t)list[d];
-    }
+    for (size_t d = 0; d < n; d++)
+        if ((st = cr__ck_extent(cr_arena_ctx(arena), "reshape", "extent", list[d], &shape[d])) !=
+            CR_OK)
+            return st;
     *ndim = n;
     return CR_OK;
 }
@@ -93,9 +92,9 @@ static cr_status reshape_rrule(const cr_config *cfg, cr_arena *arena, const cr_v
         st = reshape_shape(arena, &args[1], &ndim, shape);
     if (st != CR_OK)
         return st;
-    size_t n = 1;
-    for (size_t d = 0; d < ndim; d++)
-        n *= shape[d];
+    size_t n;
+    if ((st = cr__ck_numel(cr_arena_ctx(arena), "reshape", ndim, shape, 0, &n)) != CR_OK)
+        return st;
     if (n != cr_array_numel(A)) {
         char buf[96];
         return CR__FAIL(arena, CR_ESHAPE, "reshape: an array of shape %s has %zu elements, not %zu",

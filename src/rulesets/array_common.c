@@ -130,12 +130,11 @@ cr_status cr__new(cr_arena *arena, cr_dtype dt, size_t ndim, const size_t *shape
     if (ndim > CR_ARRAY_MAX_DIMS)
         return CR__FAIL(arena, CR_EINVAL, "array of %zu dimensions (at most %d)", ndim,
                         CR_ARRAY_MAX_DIMS);
-    size_t n = 1, bytes;
-    for (size_t d = 0; d < ndim; d++)
-        if (!cr__mul_size(n, shape[d], &n))
-            return CR__FAIL(arena, CR_EOVERFLOW, "array element count overflows");
-    if (!cr__mul_size(n, cr_dtype_size(dt), &bytes))
-        return CR__FAIL(arena, CR_EOVERFLOW, "array byte count overflows");
+    size_t n, bytes;
+    cr_status st = cr__ck_numel(cr_arena_ctx(arena), "array", ndim, shape, cr_dtype_size(dt), &n);
+    if (st != CR_OK)
+        return st;
+    bytes = n * cr_dtype_size(dt); /* checked above */
     cr_array *a = cr_arena_alloc(arena, sizeof *a, _Alignof(cr_array));
     if (a == NULL)
         return CR__ALLOC_STATUS(arena);
@@ -246,8 +245,15 @@ cr_status cr__int_list(cr_arena *arena, const char *who, const cr_value *v, int6
         return CR__FAIL(arena, CR_EINVAL, "%s: expected an i64 array, got a %s", who,
                         cr_kind_name(v->kind));
     const cr_array *a = v->u.arr;
-    size_t m = cr_array_numel(a);
-    int64_t *r = cr_arena_alloc(arena, (m ? m : 1) * sizeof *r, _Alignof(int64_t));
+    size_t m;
+    cr_status st =
+        a->ndim <= CR_ARRAY_MAX_DIMS
+            ? cr__ck_numel(cr_arena_ctx(arena), who, a->ndim, a->shape, sizeof(int64_t), &m)
+            : CR__FAIL(arena, CR_EINVAL, "%s: an index array of %u dimensions", who,
+                       (unsigned)a->ndim);
+    if (st != CR_OK)
+        return st;
+    int64_t *r = cr_arena_alloc(arena, (m ? m : 1) * sizeof(int64_t), _Alignof(int64_t));
     if (r == NULL)
         return CR__ALLOC_STATUS(arena);
     if (m > 0) {
@@ -598,7 +604,10 @@ cr_status cr__bc_shape(cr_arena *arena, const char *who, const cr_array *const *
         }
     }
     *ndim = nd;
-    return CR_OK;
+    /* Each argument fits the size invariant, their broadcast need not ([n, 1] with [1, n]):
+     * its element count is checked here, before any caller multiplies the extents. */
+    size_t m;
+    return cr__ck_numel(cr_arena_ctx(arena), who, nd, shape, sizeof(cr_complex), &m);
 }
 
 typedef struct acc_ctx {
@@ -989,7 +998,19 @@ cr_status cr__array_arg(cr_arena *arena, const char *who, const cr_value *args, 
 {
     if (i >= nargs || args[i].kind != CR_KIND_ARRAY || args[i].u.arr == NULL)
         return CR__FAIL(arena, CR_EINVAL, "%s: argument %zu must be an array", who, i + 1);
-    *out = args[i].u.arr;
+    /* A descriptor the caller built may claim any extents: its element count must fit the
+     * library's invariant before any product of them is taken. */
+    const cr_array *a = args[i].u.arr;
+    size_t n;
+    if (a->ndim > CR_ARRAY_MAX_DIMS)
+        return CR__FAIL(arena, CR_EINVAL, "%s: argument %zu has %u dimensions (at most %d)", who,
+                        i + 1, (unsigned)a->ndim, CR_ARRAY_MAX_DIMS);
+    if (!cr__shape_numel(a->ndim, a->shape, 0, &n)) {
+        char buf[96];
+        return CR__FAIL(arena, CR_EOVERFLOW, "%s: argument %zu has shape %s, which overflows", who,
+                        i + 1, cr__shape_str(a, buf, sizeof buf));
+    }
+    *out = a;
     return CR_OK;
 }
 

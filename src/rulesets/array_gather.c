@@ -34,11 +34,11 @@ typedef struct gop {
     gmap_builder build;
 } gop;
 
-static cr_status gmap_alloc(cr_arena *arena, gmap *g, bool with_src)
+static cr_status gmap_alloc(cr_arena *arena, const char *who, gmap *g, bool with_src)
 {
-    g->m = 1;
-    for (size_t d = 0; d < g->ndim; d++)
-        g->m *= g->shape[d];
+    cr_status st = cr__ck_numel(cr_arena_ctx(arena), who, g->ndim, g->shape, sizeof *g->lin, &g->m);
+    if (st != CR_OK)
+        return st;
     g->lin = cr_arena_alloc(arena, (g->m ? g->m : 1) * sizeof *g->lin, _Alignof(int64_t));
     g->src = with_src ? cr_arena_calloc(arena, g->m ? g->m : 1, 1, 1) : NULL;
     if (g->lin == NULL || (with_src && g->src == NULL))
@@ -106,7 +106,7 @@ static cr_status build_reverse(cr_arena *arena, const cr_value *args, size_t nar
             mask[d] = true;
     g->ndim = A->ndim;
     memcpy(g->shape, A->shape, sizeof g->shape);
-    if ((st = gmap_alloc(arena, g, false)) != CR_OK)
+    if ((st = gmap_alloc(arena, "reverse", g, false)) != CR_OK)
         return st;
     size_t idx[CR_ARRAY_MAX_DIMS];
     for (size_t k = 0; k < g->m; k++) {
@@ -141,15 +141,19 @@ static cr_status build_circshift(cr_arena *arena, const cr_value *args, size_t n
                         (unsigned)A->ndim);
     g->ndim = A->ndim;
     memcpy(g->shape, A->shape, sizeof g->shape);
-    if ((st = gmap_alloc(arena, g, false)) != CR_OK)
+    if ((st = gmap_alloc(arena, "circshift", g, false)) != CR_OK)
         return st;
-    size_t idx[CR_ARRAY_MAX_DIMS];
+    /* Each shift reduced modulo its extent first (to [0, e)): idx - s then cannot
+     * overflow, whatever the shift (INT64_MIN included). */
+    size_t s[CR_ARRAY_MAX_DIMS] = {0}, idx[CR_ARRAY_MAX_DIMS];
+    for (size_t d = 0; d < g->ndim; d++) {
+        int64_t e = (int64_t)g->shape[d], r = e > 0 ? sh[d] % e : 0;
+        s[d] = (size_t)(r < 0 ? r + e : r);
+    }
     for (size_t k = 0; k < g->m; k++) {
         unravel(k, g->ndim, g->shape, idx);
-        for (size_t d = 0; d < g->ndim; d++) {
-            int64_t e = (int64_t)g->shape[d], v = ((int64_t)idx[d] - sh[d]) % e;
-            idx[d] = (size_t)(v < 0 ? v + e : v);
-        }
+        for (size_t d = 0; d < g->ndim; d++)
+            idx[d] = idx[d] >= s[d] ? idx[d] - s[d] : idx[d] + g->shape[d] - s[d];
         g->lin[k] = ravel(g->ndim, g->shape, idx);
     }
     return CR_OK;
@@ -175,12 +179,14 @@ static cr_status build_repeat(cr_arena *arena, const cr_value *args, size_t narg
         return CR__FAIL(arena, CR_EINVAL, "repeat: %zu counts for %u dimensions", n,
                         (unsigned)A->ndim);
     g->ndim = A->ndim;
+    cr_ctx *ctx = cr_arena_ctx(arena);
     for (size_t d = 0; d < g->ndim; d++) {
-        if (c[d] < 0)
-            return CR__FAIL(arena, CR_EINVAL, "repeat: negative count");
-        g->shape[d] = A->shape[d] * (size_t)c[d];
+        size_t cd;
+        if ((st = cr__ck_extent(ctx, "repeat", "count", c[d], &cd)) != CR_OK ||
+            (st = cr__ck_mul(ctx, "repeat", A->shape[d], cd, &g->shape[d])) != CR_OK)
+            return st;
     }
-    if ((st = gmap_alloc(arena, g, false)) != CR_OK)
+    if ((st = gmap_alloc(arena, "repeat", g, false)) != CR_OK)
         return st;
     size_t idx[CR_ARRAY_MAX_DIMS];
     for (size_t k = 0; k < g->m; k++) {
@@ -226,10 +232,12 @@ static cr_status build_cat(cr_arena *arena, const cr_value *args, size_t nargs, 
                                 "cat: argument %zu differs in extent along dimension %zu", j + 2,
                                 d);
         g->argi[j] = j + 1;
-        offs[j + 1] = offs[j] + A->shape[dd];
-        g->shape[dd] += A->shape[dd];
+        if ((st = cr__ck_add(cr_arena_ctx(arena), "cat", offs[j], A->shape[dd], &offs[j + 1])) !=
+            CR_OK)
+            return st;
+        g->shape[dd] = offs[j + 1];
     }
-    if ((st = gmap_alloc(arena, g, true)) != CR_OK)
+    if ((st = gmap_alloc(arena, "cat", g, true)) != CR_OK)
         return st;
     size_t idx[CR_ARRAY_MAX_DIMS];
     for (size_t k = 0; k < g->m; k++) {
@@ -270,7 +278,7 @@ static cr_status build_stack(cr_arena *arena, const cr_value *args, size_t nargs
     g->shape[0] = nargs;
     for (size_t d = 0; d < A0->ndim; d++)
         g->shape[d + 1] = A0->shape[d];
-    if ((st = gmap_alloc(arena, g, true)) != CR_OK)
+    if ((st = gmap_alloc(arena, "stack", g, true)) != CR_OK)
         return st;
     size_t per = cr_array_numel(A0);
     for (size_t k = 0; k < g->m; k++) {
@@ -300,12 +308,11 @@ static cr_status build_fill(cr_arena *arena, const cr_value *args, size_t nargs,
     if (n > CR_ARRAY_MAX_DIMS)
         return CR__FAIL(arena, CR_EINVAL, "fill: too many dimensions");
     g->ndim = n;
-    for (size_t d = 0; d < n; d++) {
-        if (s[d] < 0)
-            return CR__FAIL(arena, CR_EINVAL, "fill: negative extent");
-        g->shape[d] = (size_t)s[d];
-    }
-    if ((st = gmap_alloc(arena, g, false)) != CR_OK)
+    for (size_t d = 0; d < n; d++)
+        if ((st = cr__ck_extent(cr_arena_ctx(arena), "fill", "extent", s[d], &g->shape[d])) !=
+            CR_OK)
+            return st;
+    if ((st = gmap_alloc(arena, "fill", g, false)) != CR_OK)
         return st;
     for (size_t i = 0; i < g->m; i++)
         g->lin[i] = 0;
@@ -332,7 +339,7 @@ static cr_status build_dropdims(cr_arena *arena, const cr_value *args, size_t na
         if (!mask[d])
             g->shape[g->ndim++] = A->shape[d];
     }
-    if ((st = gmap_alloc(arena, g, false)) != CR_OK)
+    if ((st = gmap_alloc(arena, "dropdims", g, false)) != CR_OK)
         return st;
     for (size_t k = 0; k < g->m; k++)
         g->lin[k] = (int64_t)k;
@@ -360,15 +367,16 @@ static cr_status build_diag(cr_arena *arena, const cr_value *args, size_t nargs,
     cr_status st = square_or_matrix(arena, "diag", args, nargs, &A, &k);
     if (st != CR_OK)
         return st;
-    int64_t r = (int64_t)A->shape[0], c = (int64_t)A->shape[1];
-    int64_t i0 = k >= 0 ? 0 : -k, j0 = k >= 0 ? k : 0;
-    int64_t len = r - i0 < c - j0 ? r - i0 : c - j0;
+    /* The first element (i0, j0) in uint64_t: |k| is exact there, INT64_MIN included. */
+    uint64_t r = A->shape[0], c = A->shape[1];
+    uint64_t i0 = k >= 0 ? 0 : cr__abs_u64(k), j0 = k >= 0 ? (uint64_t)k : 0;
+    uint64_t len = i0 < r && j0 < c ? (r - i0 < c - j0 ? r - i0 : c - j0) : 0;
     g->ndim = 1;
-    g->shape[0] = (size_t)(len > 0 ? len : 0);
-    if ((st = gmap_alloc(arena, g, false)) != CR_OK)
+    g->shape[0] = (size_t)len;
+    if ((st = gmap_alloc(arena, "diag", g, false)) != CR_OK)
         return st;
     for (size_t t = 0; t < g->m; t++)
-        g->lin[t] = (i0 + (int64_t)t) * c + j0 + (int64_t)t;
+        g->lin[t] = (int64_t)((i0 + t) * c + j0 + t);
     return CR_OK;
 }
 
@@ -386,10 +394,16 @@ static cr_status build_diagm(cr_arena *arena, const cr_value *args, size_t nargs
         return st;
     if (v->ndim != 1)
         return CR__FAIL(arena, CR_ESHAPE, "diagm: expected a vector");
-    size_t n = v->shape[0] + (size_t)(k >= 0 ? k : -k);
+    uint64_t ak = cr__abs_u64(k);
+    size_t n;
+    if (ak > CR__MAX_BYTES)
+        return CR__FAIL(arena, CR_EOVERFLOW, "diagm: diagonal %lld overflows (at most %zu)",
+                        (long long)k, CR__MAX_BYTES);
+    if ((st = cr__ck_add(cr_arena_ctx(arena), "diagm", v->shape[0], (size_t)ak, &n)) != CR_OK)
+        return st;
     g->ndim = 2;
     g->shape[0] = g->shape[1] = n;
-    if ((st = gmap_alloc(arena, g, false)) != CR_OK)
+    if ((st = gmap_alloc(arena, "diagm", g, false)) != CR_OK)
         return st;
     for (size_t t = 0; t < g->m; t++) {
         int64_t i = (int64_t)(t / n), j = (int64_t)(t % n);
@@ -410,7 +424,7 @@ static cr_status build_tri(cr_arena *arena, const char *who, bool upper, const c
     g->ndim = 2;
     g->shape[0] = A->shape[0];
     g->shape[1] = A->shape[1];
-    if ((st = gmap_alloc(arena, g, false)) != CR_OK)
+    if ((st = gmap_alloc(arena, who, g, false)) != CR_OK)
         return st;
     size_t c = A->shape[1];
     for (size_t t = 0; t < g->m; t++) {
@@ -566,7 +580,7 @@ static cr_status build_hcat(cr_arena *arena, const cr_value *args, size_t nargs,
     g->ndim = 2;
     g->shape[0] = n;
     g->shape[1] = nargs;
-    if ((st = gmap_alloc(arena, g, true)) != CR_OK)
+    if ((st = gmap_alloc(arena, "hcat", g, true)) != CR_OK)
         return st;
     for (size_t k = 0; k < g->m; k++) {
         g->src[k] = (uint8_t)(k % nargs);

@@ -115,6 +115,10 @@ static cr_status map_check(cr_arena *arena, const cr_value *args, size_t nargs)
         if (args[j].kind != CR_KIND_ARRAY || args[j].u.arr == NULL)
             return CR__FAIL(arena, CR_EINVAL, "map: argument %zu is a %s, not an array", j + 1,
                             cr_kind_name(args[j].kind));
+        const cr_array *A;
+        cr_status st = cr__array_arg(arena, "map", args, nargs, j, &A); /* the size invariant */
+        if (st != CR_OK)
+            return st;
         if (!cr_array_same_shape(args[j].u.arr, args[1].u.arr)) {
             char a[96], b[96];
             return CR__FAIL(arena, CR_ESHAPE,

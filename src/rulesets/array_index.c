@@ -74,14 +74,16 @@ static cr_status resolve(cr_arena *arena, const char *who, const cr_value *v, si
             if (step == 0)
                 return CR__FAIL(arena, CR_EINVAL, "%s: range with step 0", who);
         }
-        int64_t len =
-            step > 0 ? (stop - start + step - 1) / step : (start - stop - step - 1) / -step;
-        if (len < 0)
-            len = 0;
+        /* The length is exact for any start, stop and step (cr__range_len). A range of
+         * more than n elements leaves the extent; otherwise its last element lies between
+         * start and stop, so start + (len - 1) * step cannot overflow. */
+        uint64_t len = cr__range_len(start, stop, step);
         if (len > 0) {
-            int64_t last = start + (len - 1) * step;
             if (start < 0 || (uint64_t)start >= n)
                 return out_of_bounds(arena, who, start, n, d);
+            if (len > n)
+                return out_of_bounds(arena, who, stop, n, d);
+            int64_t last = start + (int64_t)(len - 1) * step;
             if (last < 0 || (uint64_t)last >= n)
                 return out_of_bounds(arena, who, last, n, d);
         }
@@ -184,8 +186,11 @@ static cr_status index_parse(cr_arena *arena, const char *who, const cr_value *a
         ix->strided = ix->strided && d->strided;
         if (!d->drop)
             ix->oshape[ix->ondim++] = d->n;
-        m *= d->n;
     }
+    /* Index lists may repeat indices: their product is checked, not the array's. */
+    st = cr__ck_numel(cr_arena_ctx(arena), who, ix->ondim, ix->oshape, sizeof *ix->lin, &m);
+    if (st != CR_OK)
+        return st;
     ix->scalar = ix->ondim == 0;
     ix->m = m;
     ix->lin = cr_arena_alloc(arena, (m ? m : 1) * sizeof *ix->lin, _Alignof(int64_t));

@@ -18,12 +18,14 @@ typedef struct red {
     size_t oshape[CR_ARRAY_MAX_DIMS];
     size_t count; /* elements per slice */
     cr_dtype wdt;
+    const char *who; /* the function's name, for messages */
 } red;
 
 static cr_status red_parse(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
                            size_t max_args, bool real_only, red *r)
 {
     memset(r, 0, sizeof *r);
+    r->who = who;
     cr_status st = cr__nargs(arena, who, nargs, 1, max_args);
     if (st == CR_OK)
         st = cr__array_arg(arena, who, args, nargs, 0, &r->A);
@@ -643,7 +645,9 @@ static cr_status ext_forward(cr_arena *arena, const red *r, bool max, cr_array *
 {
     if (r->count == 0)
         return CR__FAIL(arena, CR_EINVAL, "%s: reducing over an empty dimension",
-                        max ? "maximum" : "minimum");
+                        r->who != NULL ? r->who
+                        : max          ? "maximum"
+                                       : "minimum");
     cr_status st = cr__new(arena, CR_DT_F64, r->ndim, r->oshape, false, best);
     if (st == CR_OK)
         st = cr__new(arena, CR_DT_I64, r->ndim, r->oshape, false, idx);

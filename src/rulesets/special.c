@@ -208,6 +208,37 @@ static double hurwitz_zeta(double s, double q)
     return sum + tail + corr;
 }
 
+/* zeta(s, q) q^s, the Hurwitz zeta function scaled by its first term, for large s (used
+ * from s = 172 on, where zeta itself leaves the range of a double while m! zeta does not):
+ * the terms ((q + k)/q)^-s are summed until one is below 1e-18 of the sum, with the
+ * Euler-Maclaurin tail of hurwitz_zeta once w >= s + 12. The terms fall at least as
+ * exp(-s log(1 + k/q)) and the loop runs only while w < s + 12, so about 60 terms at most
+ * whatever s: the time does not grow with the order. When the loop stops early, the rest
+ * is below w^(1-s)/(s-1) <= 8 times the last term. */
+static double hurwitz_zeta_scaled(double s, double q)
+{
+    double wmin = s + 12, sum = 0, w = q;
+    while (w < wmin) {
+        double term = exp(-s * log1p((w - q) / q));
+        sum += term;
+        if (term <= 1e-18 * sum)
+            return sum;
+        w += 1;
+    }
+    double ws = exp(-s * log(w / q));
+    double tail = w * ws / (s - 1) + 0.5 * ws;
+    double rising = s, wpow = ws / w, corr = 0;
+    for (size_t j = 0; j < sizeof k_bern_fact / sizeof k_bern_fact[0]; j++) {
+        double term = k_bern_fact[j] * rising * wpow;
+        corr += term;
+        if (fabs(term) <= 1e-18 * (sum + tail))
+            break;
+        rising *= (s + 2 * (double)j + 1) * (s + 2 * (double)j + 2);
+        wpow /= w * w;
+    }
+    return sum + tail + corr;
+}
+
 /* The largest order of the reflection formula (the value overflows long before: for
  * x < 0, |psi^(m)(x)| >= m! 2^(m+1) / ... exceeds DBL_MAX for m > 170). */
 #define POLYGAMMA_MAX_REFLECT 170
@@ -227,10 +258,12 @@ double cr_sf_polygamma(int m, double x)
         return m % 2 == 1 ? INF : NAN_D; /* odd m: +inf both sides; even: sign change */
     if (x > 0) {
         /* DLMF 25.11.12: psi^(m)(x) = (-1)^(m+1) m! zeta(m + 1, x). */
-        double zeta = hurwitz_zeta((double)m + 1, x);
         if (m <= 170)
-            return sign * tgamma((double)m + 1) * zeta;
-        return sign * exp(lgam((double)m + 1) + log(zeta)); /* m! alone overflows */
+            return sign * tgamma((double)m + 1) * hurwitz_zeta((double)m + 1, x);
+        /* m! alone overflows, and zeta(m + 1, x) ~ x^-(m+1) soon leaves the range too: the
+         * logarithms of the three factors, with zeta scaled by x^(m+1). */
+        double s = (double)m + 1;
+        return sign * exp(lgam(s) - s * log(x) + log(hurwitz_zeta_scaled(s, x)));
     }
     if (m > POLYGAMMA_MAX_REFLECT)
         return NAN_D;
@@ -898,9 +931,15 @@ static double jn_dx(int n, double x)
     return (jn(n - 1, x) - jn(n + 1, x)) / 2;
 }
 
+/* Where Y(n-1) and Y(n+1) both overflow to the same infinity (an order large against x),
+ * their difference is that of the larger order's, whose magnitude dominates: Y(n+1) for
+ * n > 0, Y(n-1) for n < 0 (Y(-n) = (-1)^n Y(n)); not inf - inf = NaN. */
 static double yn_dx(int n, double x)
 {
-    return (yn(n - 1, x) - yn(n + 1, x)) / 2;
+    double a = yn(n - 1, x), b = yn(n + 1, x);
+    if (isinf(a) && isinf(b) && a == b)
+        return n > 0 ? -b : a;
+    return (a - b) / 2;
 }
 
 static double jn_value(int n, double x)
@@ -918,6 +957,17 @@ static const order_fn k_polygamma = {"polygamma", cr_sf_polygamma, polygamma_dx,
 static const order_fn k_jn = {"jn", jn_value, jn_dx, "jn_pullback"};
 static const order_fn k_yn = {"yn", yn_value, yn_dx, "yn_pullback"};
 
+/* The largest |order| of jn and yn: the C library's jn and yn take time proportional to
+ * the order (about 30 ns a unit here: 56 s at 2^31), so larger orders are refused with
+ * CR_EDOMAIN rather than run for seconds (docs/rules-complex-special.md). */
+#define BESSEL_MAX_ORDER 100000
+
+/* ∂f/∂x, NaN where the value is NaN: a domain error gives NaN value and derivative alike. */
+static double order_d(const order_fn *of, int n, double x, double y)
+{
+    return isnan(y) ? y : of->df(n, x);
+}
+
 /* The order and the argument; the order must be an integer with n ± 1 representable. */
 static cr_status order_args(cr_arena *arena, const order_fn *of, const cr_value *args, size_t nargs,
                             int *n, double *x)
@@ -932,6 +982,12 @@ static cr_status order_args(cr_arena *arena, const order_fn *of, const cr_value 
     int64_t n64 = args[0].kind == CR_KIND_BOOL ? (int64_t)args[0].u.b : args[0].u.i64;
     if (n64 <= INT_MIN || n64 >= INT_MAX)
         return CR__FAIL(arena, CR_EDOMAIN, "%s: order %lld out of range", of->name, (long long)n64);
+    if (of == &k_polygamma && n64 < 0)
+        return CR__FAIL(arena, CR_EDOMAIN, "%s: order %lld is negative (m >= 0)", of->name,
+                        (long long)n64);
+    if (of != &k_polygamma && (n64 > BESSEL_MAX_ORDER || n64 < -BESSEL_MAX_ORDER))
+        return CR__FAIL(arena, CR_EDOMAIN, "%s: order %lld beyond the supported +-%d", of->name,
+                        (long long)n64, BESSEL_MAX_ORDER);
     *n = (int)n64;
     return arg_real(arena, of->name, &args[1], 1, x);
 }
@@ -971,12 +1027,13 @@ static cr_status order_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
     st = tangent_real(arena, of->name, dargs[2], &xd, &nz, NULL);
     if (st != CR_OK)
         return st;
-    *y = order_value(&args[1], of->f(n, x));
+    double v = of->f(n, x);
+    *y = order_value(&args[1], v);
     if (!nz || is_int_kind(args[1].kind)) {
         *dy = cr_tangent_zero();
         return CR_OK;
     }
-    double t = of->df(n, x) * xd;
+    double t = order_d(of, n, x, v) * xd;
     *dy = args[1].kind == CR_KIND_F32 ? cr_tangent_f32((float)t) : cr_tangent_f64(t);
     return CR_OK;
 }
@@ -1020,9 +1077,10 @@ static cr_status order_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
     order_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(order_env));
     if (e == NULL)
         return CR__ALLOC_STATUS(arena);
-    e->d = of->df(n, x);
+    double v = of->f(n, x);
+    e->d = order_d(of, n, x, v);
     e->xkind = (uint8_t)args[1].kind;
-    *y = order_value(&args[1], of->f(n, x));
+    *y = order_value(&args[1], v);
     pb->fn = order_pullback;
     pb->env = e;
     pb->name = of->pullback_name;
