@@ -9,7 +9,9 @@
  * array is expected) and the rrule and its pullback (cr_rrule, cr_pullback_call, with a
  * cotangent of the output's shape or a wrong one), and evaluates the thunks the pullback
  * gives. Half of the inputs run with the context in debug mode (pullbacks checked against
- * their arguments' projections).
+ * their arguments' projections); half are given the engine's rule configuration (reverse
+ * and forward capabilities: rules of higher-order functions call rrule_via_ad and
+ * frule_via_ad), the others none.
  *
  * Besides the sanitizers' findings, a call that fails must leave a message on the
  * context. Byte layout: docs/fuzzing.md; the seeds (fuzz/corpus/fuzz_rules/) start with
@@ -304,6 +306,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const entry *e = &g_entries[fuzz_below(&in, g_nentries)];
     uint8_t flags = fuzz_u8(&in);
     cr_ctx_set_debug(g_ctx, flags & 1u);
+    const cr_config *cfg = (flags & 32u) ? cr_engine_config(NULL) : NULL;
 
     /* How many arguments: the signature's (a variadic one's last matcher repeated 0 to 3
      * times), or (1 in 16) one more or one fewer. */
@@ -339,7 +342,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cr_value y;
         cr_tangent dy;
         cr_ctx_clear_error(g_ctx);
-        st = cr_frule(NULL, g_arena, dargs, &f, args, nargs, &y, &dy);
+        st = cr_frule(cfg, g_arena, dargs, &f, args, nargs, &y, &dy);
         check_failure(st);
         if (st == CR_OK)
             unthunk(dy, 0);
@@ -348,7 +351,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cr_value y;
         cr_pullback pb;
         cr_ctx_clear_error(g_ctx);
-        st = cr_rrule(NULL, g_arena, &f, args, nargs, &y, &pb);
+        st = cr_rrule(cfg, g_arena, &f, args, nargs, &y, &pb);
         check_failure(st);
         if (st == CR_OK) {
             cr_tangent dy = make_tangent(&in, &y);

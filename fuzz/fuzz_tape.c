@@ -675,10 +675,13 @@ static void run(vm *m, fuzz_in *in, size_t max_ops)
             break;
         case OP_FORGE: {
             /* A variable with the current recording's id (taken from a live variable)
-             * and an index past the recording. */
+             * and an index past the recording: just past it (inside the sweep's
+             * workspace, which an arena block may hold: invisible to ASan) or far past. */
             cr_var x = pick_v(m, in);
             if (!cr_var_is_const(x)) {
-                x.idx += 1 + (uint32_t)fuzz_below(in, 1024);
+                static const uint32_t far[4] = {1u << 16, 1u << 20, 1u << 29, UINT32_MAX - 1};
+                uint8_t c = fuzz_u8(in);
+                x.idx = c < 192 ? x.idx + 1 + (uint32_t)fuzz_below(in, 1024) : far[c & 3u];
                 push_v(m, x);
             }
             break;
