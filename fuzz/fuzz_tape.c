@@ -24,6 +24,8 @@
  */
 #include "fuzz_common.h"
 
+#include <stdio.h>
+
 #define NV       32  /* scalar variable pool */
 #define NA       16  /* array variable pool */
 #define MAX_OPS  160 /* operations of one input */
@@ -37,7 +39,9 @@ typedef struct vm {
     cr_var v[NV];
     size_t nv, vnext;
     cr_avar a[NA];
+    uint32_t aepoch[NA]; /* the epoch each array variable was made in */
     size_t na, anext;
+    uint32_t epoch; /* how many times the tape was reset */
 } vm;
 
 typedef struct entry {
@@ -47,6 +51,7 @@ typedef struct entry {
     bool variadic;
 } entry;
 
+static bool g_trace; /* FUZZ_TAPE_TRACE set: each operation and the tape's status after it */
 static fuzz_alloc g_alloc;
 static cr_ctx *g_ctx;
 static cr_arena *g_arena; /* the harness's: arrays and buffers of one input */
@@ -61,6 +66,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argc;
     (void)argv;
     fuzz_one_thread();
+    g_trace = getenv("FUZZ_TAPE_TRACE") != NULL;
     g_ctx = fuzz_ctx_new(&g_alloc);
     if (g_ctx == NULL || cr_arena_new(g_ctx, NULL, &g_arena) != CR_OK)
         abort();
@@ -120,24 +126,66 @@ static void push_a(vm *m, cr_avar x)
 {
     if (x.a == NULL)
         return;
+    m->aepoch[m->anext] = m->epoch;
     m->a[m->anext] = x;
     m->anext = (m->anext + 1) % NA;
     if (m->na < NA)
         m->na++;
 }
 
-/* An array operand: a pool variable, or a constant array. */
-static cr_avar pick_a(vm *m, fuzz_in *in)
+/* After the tape is reset: the pool's constant arrays that results made (all-constant
+ * calls) live in the tape's arena and are gone; drop them. Variables of the old recording
+ * stay: using one must be refused (CR_ETAPE) before its array is read. */
+static void drop_constants(vm *m)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < m->na; i++)
+        if (m->a[i].idx != CR_VAR_CONST) {
+            m->aepoch[k] = m->aepoch[i];
+            m->a[k++] = m->a[i];
+        }
+    m->na = k;
+    m->anext = k % NA;
+    m->epoch++;
+}
+
+/* An array operand: a pool variable, or a constant array. *shape_of is where the harness
+ * may read the operand's shape: its array, or NULL for a variable of an older recording,
+ * whose array the reset released (the library must refuse it without reading it). */
+/* In trace mode: an array made by the harness. */
+static void trace_array(const char *what, const cr_array *a)
+{
+    if (!g_trace || a == NULL)
+        return;
+    fprintf(stderr, "      %s: %s ndim %u structure %s shape", what,
+            cr_dtype_name((cr_dtype)a->dtype), (unsigned)a->ndim,
+            cr_matstruct_name((cr_matstruct)a->structure));
+    for (unsigned d = 0; d < a->ndim; d++)
+        fprintf(stderr, " %zu", a->shape[d]);
+    fprintf(stderr, " strides");
+    for (unsigned d = 0; d < a->ndim; d++)
+        fprintf(stderr, " %td", a->strides[d]);
+    fprintf(stderr, "\n");
+}
+
+static cr_avar pick_a2(vm *m, fuzz_in *in, const cr_array **shape_of)
 {
     uint8_t c = fuzz_u8(in);
     if (m->na == 0 || c >= 240) {
         cr_array *x = fuzz_array(in, g_arena, CR_DT_F64);
-        cr_avar k = {0};
-        k.idx = CR_VAR_CONST;
-        k.a = x;
-        return k;
+        trace_array("constant", x);
+        *shape_of = x;
+        return cr_aconst(x);
     }
-    return m->a[c % m->na];
+    size_t i = c % m->na;
+    *shape_of = m->aepoch[i] == m->epoch ? m->a[i].a : NULL;
+    return m->a[i];
+}
+
+static cr_avar pick_a(vm *m, fuzz_in *in)
+{
+    const cr_array *unused;
+    return pick_a2(m, in, &unused);
 }
 
 /* Up to MAX_ARGN pool variables. */
@@ -149,12 +197,12 @@ static size_t pick_vs(vm *m, fuzz_in *in, cr_var *out)
     return n;
 }
 
-/* An f64 array of a's shape (for gradients, seeds, directions), or NULL. */
+/* An f64 array of a's shape (for gradients, seeds, directions); of a drawn shape when a is
+ * NULL. NULL when out of memory. */
 static cr_array *like(fuzz_in *in, const cr_array *a, bool finite)
 {
-    if (a == NULL)
-        return NULL;
-    cr_array *g = fuzz_array_shaped(in, g_arena, CR_DT_F64, a->ndim, a->shape);
+    cr_array *g = a != NULL ? fuzz_array_shaped(in, g_arena, CR_DT_F64, a->ndim, a->shape)
+                            : fuzz_array(in, g_arena, CR_DT_F64);
     if (g != NULL && finite) {
         size_t n = cr_array_numel(g);
         for (size_t k = 0; k < n; k++) {
@@ -413,10 +461,13 @@ static void op_engine(vm *m, fuzz_in *in, int op)
     }
     if (op == OP_VG) {
         cr_tape_value_and_gradient(m->tt, sub_fn, &s, x, n, &y, grad);
+        drop_constants(m); /* it resets the tape */
     } else if (op == OP_RECORD) {
         cr_var xs[MAX_ARGN], ys[3];
         size_t mo = 1 + fuzz_below(in, 3);
-        if (cr_tape_record(m->tt, sub_fn, &s, x, n, xs, ys, mo) == CR_OK) {
+        cr_status st = cr_tape_record(m->tt, sub_fn, &s, x, n, xs, ys, mo);
+        drop_constants(m); /* it resets the tape */
+        if (st == CR_OK) {
             for (size_t i = 0; i < n; i++)
                 push_v(m, xs[i]);
             for (size_t i = 0; i < mo; i++)
@@ -497,17 +548,19 @@ static void op_asweep(vm *m, fuzz_in *in, int op)
     cr_array *ag[4];
     const cr_array *ad[4];
     for (size_t i = 0; i < na; i++) {
-        as[i] = pick_a(m, in);
-        ag[i] = like(in, as[i].a, false);
-        ad[i] = like(in, as[i].a, true);
+        const cr_array *shape;
+        as[i] = pick_a2(m, in, &shape);
+        ag[i] = like(in, shape, false);
+        ad[i] = like(in, shape, true);
         if (ag[i] == NULL || ad[i] == NULL)
             return;
     }
     if (op == OP_AGRAD) {
         cr_tape_gradient_arrays(m->t, pick_v(m, in), xs, n, g, as, na, ag);
     } else if (op == OP_AVJP) {
-        cr_avar y = pick_a(m, in);
-        cr_array *ybar = like(in, y.a, true);
+        const cr_array *shape;
+        cr_avar y = pick_a2(m, in, &shape);
+        cr_array *ybar = like(in, shape, true);
         if (ybar != NULL)
             cr_tape_avjp(m->t, y, ybar, xs, n, g, as, na, ag);
     } else if (op == OP_AJVP) {
@@ -518,8 +571,9 @@ static void op_asweep(vm *m, fuzz_in *in, int op)
         cr_array *bd[2];
         size_t nb = m->na == 0 ? 0 : fuzz_below(in, 3);
         for (size_t i = 0; i < nb; i++) {
-            bs[i] = pick_a(m, in);
-            bd[i] = like(in, bs[i].a, false);
+            const cr_array *shape;
+            bs[i] = pick_a2(m, in, &shape);
+            bd[i] = like(in, shape, false);
             if (bd[i] == NULL)
                 return;
         }
@@ -561,12 +615,20 @@ static void op_sweep(vm *m, fuzz_in *in, int op)
     }
 }
 
+static const char *const op_names[OP_COUNT] = {
+    "input",  "inputs", "const",  "bin",     "un",     "call",    "cmp",  "rec",
+    "ainput", "acall",  "abcast", "areduce", "aslice", "amatmul", "grad", "vjp",
+    "jac",    "jvp",    "hvp",    "hess",    "agrad",  "avjp",    "ajvp", "ahvp",
+    "stats",  "reset",  "clear",  "forge",   "vg",     "record",  "prep", "prep_arr"};
+
 static void run(vm *m, fuzz_in *in, size_t max_ops)
 {
     for (size_t k = 0; k < max_ops && fuzz_more(in); k++) {
         int op = (int)(fuzz_u8(in) % OP_COUNT);
         if (m->inside && op >= OP_RECORDING)
             continue; /* a function given to the engine only records */
+        if (g_trace)
+            fprintf(stderr, "%s%s\n", m->inside ? "    " : "", op_names[op]);
         switch (op) {
         case OP_INPUT:
             push_v(m, cr_tape_input(m->t, fuzz_double(in)));
@@ -610,6 +672,7 @@ static void run(vm *m, fuzz_in *in, size_t max_ops)
         case OP_AINPUT: {
             static const cr_dtype dts[4] = {CR_DT_F64, CR_DT_F64, CR_DT_F32, CR_DT_C128};
             cr_array *x = fuzz_array(in, g_arena, dts[fuzz_u8(in) & 3u]);
+            trace_array("input", x);
             if (x != NULL)
                 push_a(m, cr_tape_array_input(m->t, x));
             break;
@@ -669,6 +732,7 @@ static void run(vm *m, fuzz_in *in, size_t max_ops)
         }
         case OP_RESET:
             cr_tape_reset(m->tt);
+            drop_constants(m);
             break;
         case OP_CLEAR:
             cr_tape_clear_error(m->tt);
@@ -697,6 +761,9 @@ static void run(vm *m, fuzz_in *in, size_t max_ops)
         default:
             break;
         }
+        if (g_trace && cr_tape_status(m->tt) != CR_OK)
+            fprintf(stderr, "%s  -> %s: %s\n", m->inside ? "    " : "",
+                    cr_status_name(cr_tape_status(m->tt)), cr_tape_errmsg(m->tt));
     }
 }
 
