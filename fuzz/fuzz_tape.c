@@ -793,5 +793,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     run(&m, &in, MAX_OPS);
     cr_tape_set_current(NULL);
     cr_tape_free(t);
+    if (g_trace)
+        fprintf(stderr, "live bytes of the context: %zu\n", g_alloc.live);
     return 0;
 }
