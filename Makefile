@@ -11,14 +11,16 @@
 #                      of every source file (tools/coverage.sh)
 #   make docs          the API reference (doxygen; warnings are errors unless
 #                      DOCS_WERROR=OFF) in build/docs/html
+#   make fuzz          the libFuzzer harnesses of fuzz/ (clang-19, ASan + UBSan, build-fuzz/),
+#                      each run for FUZZ_SECONDS (10), then the inputs of fuzz/regressions/
 #   make format-check  clang-format check; `make format` rewrites the files
 #   make install       install build/ into PREFIX (default /usr/local)
 #   make clean         remove every build tree
 #
 # Each target first runs tools/deps.sh, which checks (and as root installs) the Debian
 # packages. Variables: JOBS (2), BUILD (build), BUILD_TYPE (RelWithDebInfo), CMAKE_ARGS
-# (extra -D options), CTEST_ARGS (e.g. CTEST_ARGS='-L unit'), PREFIX. With CI=true,
-# warnings are errors (-DCR_WERROR=ON).
+# (extra -D options), CTEST_ARGS (e.g. CTEST_ARGS='-L unit'), PREFIX, FUZZ_SECONDS,
+# FUZZ_CC (clang-19). With CI=true, warnings are errors (-DCR_WERROR=ON).
 
 JOBS       ?= 2
 BUILD      ?= build
@@ -31,6 +33,9 @@ CTEST_ARGS ?=
 WERROR     ?= $(if $(filter true TRUE 1 yes,$(CI)),ON,OFF)
 DOCS_WERROR ?= ON
 DEPS       := sh tools/deps.sh
+
+FUZZ_CC      ?= clang-19
+FUZZ_SECONDS ?= 10
 
 # Every build tree shares these; each target adds its own.
 COMMON_ARGS = -DCR_WERROR=$(WERROR) $(CMAKE_ARGS)
@@ -45,10 +50,17 @@ VG_ARGS     = -DCMAKE_BUILD_TYPE=Debug -DCR_VALGRIND=ON -DCR_BUILD_BENCH=OFF -DC
 COV_ARGS    = -DCMAKE_BUILD_TYPE=Debug -DCR_BUILD_BENCH=OFF -DCR_BUILD_EXAMPLES=OFF \
               -DCMAKE_C_FLAGS="--coverage -O0" -DCMAKE_EXE_LINKER_FLAGS=--coverage \
               -DCMAKE_SHARED_LINKER_FLAGS=--coverage $(COMMON_ARGS)
+# Fuzzing tree (docs/fuzzing.md): clang with libFuzzer, ASan + UBSan on everything, only the
+# library and the harnesses. -Werror applies to the harnesses (CR_FUZZ_WERROR); the library's
+# own warnings gate is the gcc build.
+FUZZ_ARGS   = -DCMAKE_C_COMPILER=$(FUZZ_CC) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCR_ENABLE_ASSERTS=ON \
+              -DCR_FUZZ=ON -DCR_BUILD_TESTS=OFF -DCR_BUILD_EXAMPLES=OFF -DCR_BUILD_TOOLS=OFF \
+              -DCR_BUILD_BENCH=OFF -DCR_INSTALL=OFF $(COMMON_ARGS) -DCR_WERROR=OFF \
+              -DCR_FUZZ_WERROR=$(WERROR)
 SAN_ENV     = ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1 \
               UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
               TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
-FORMAT_DIRS = src include tests examples tools bench
+FORMAT_DIRS = src include tests examples tools bench fuzz
 
 # $(call configure_tree,<dir>,<cmake args>): configure quietly; show the whole log when it
 # fails or warns, else the one-line summary.
@@ -64,13 +76,13 @@ MAKEFLAGS += --no-print-directory
 
 # The steps run in order even under make -j.
 .NOTPARALLEL:
-.PHONY: all deps configure build demo test sanitize tsan valgrind coverage docs format format-check \
-        install clean help
+.PHONY: all deps configure build demo test sanitize tsan valgrind coverage fuzz docs format \
+        format-check install clean help
 
 all: build
 
 help:
-	@sed -n '2,21p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '2,23p' Makefile | sed 's/^# \{0,1\}//'
 
 deps:
 	@$(DEPS)
@@ -118,6 +130,13 @@ coverage: deps
 	cd build-cov && $(CTEST) --output-on-failure -j $(JOBS) -E '^install$$' $(CTEST_ARGS)
 	sh tools/coverage.sh build-cov
 
+# The packages are passed to deps.sh here only: clang-19 and its libFuzzer/sanitizer runtimes.
+fuzz:
+	@$(DEPS) clang-19 libclang-rt-19-dev
+	$(call configure_tree,build-fuzz,$(FUZZ_ARGS))
+	$(CMAKE) --build build-fuzz -j $(JOBS) --target cr_fuzz
+	sh fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
+
 docs: configure
 	$(CMAKE) --build $(BUILD) --target docs
 
@@ -135,4 +154,4 @@ install: build
 	$(CMAKE) --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf build build-asan build-tsan build-valgrind build-cov $(BUILD)
+	rm -rf build build-asan build-tsan build-valgrind build-cov build-fuzz $(BUILD)

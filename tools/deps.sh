@@ -6,8 +6,9 @@
 # Silent when everything is there. When something is missing: as root, runs
 # `apt-get update` once and `apt-get install -y` of the missing packages; otherwise prints
 # the exact `sudo apt-get install -y ...` line and exits with status 1.
-# Extra packages (for instance valgrind, clang-format) are checked the same way; the
-# Makefile passes them for the targets that need them.
+# Extra packages (for instance valgrind, clang-format, and clang-19 with libclang-rt-19-dev
+# for `make fuzz`: the compiler, and its libFuzzer and sanitizer runtimes) are checked the
+# same way; the Makefile passes them for the targets that need them.
 # On a system without dpkg-query (not Debian-like) it says so and checks nothing.
 set -eu
 

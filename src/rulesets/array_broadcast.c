@@ -606,8 +606,18 @@ static cr_value elem_value(const bc *b, size_t j, const size_t *idx)
         return cr_value_f32((float)creal(z));
     case CR_DT_C128:
         return cr_value_c128(z);
-    case CR_DT_I64:
-        return cr_value_i64((int64_t)creal(z));
+    case CR_DT_I64: {
+        /* Read exactly: through a double, integers beyond 2^53 would change and INT64_MAX
+         * would convert back out of range. */
+        if (a->structure == CR_MAT_DENSE || a->ndim != 2) {
+            ptrdiff_t off = 0;
+            for (size_t d = a->ndim, k = lin; d-- > 0; k /= a->shape[d])
+                off += (ptrdiff_t)(k % a->shape[d]) * a->strides[d];
+            return cr_value_i64(((const int64_t *)a->data)[off]);
+        }
+        double x = creal(z); /* a structured integer matrix: 0 or a stored element */
+        return cr_value_i64(x >= 0x1p63 ? INT64_MAX : x < -0x1p63 ? INT64_MIN : (int64_t)x);
+    }
     case CR_DT_BOOL:
         return cr_value_bool(creal(z) != 0);
     default:

@@ -794,6 +794,13 @@ cr_status cr__as_mat(cr_arena *arena, const cr_array *a, cr_dtype wdt, bool as_r
     if (a->ndim == 2 && a->dtype == wdt && a->structure == CR_MAT_DENSE) {
         size_t r = a->shape[0], c = a->shape[1];
         ptrdiff_t s0 = a->strides[0], s1 = a->strides[1];
+        if (r == 0 || c == 0) {
+            /* No element is read, whatever the strides: an r x 0 matrix with strides
+             * (0, 1) counts as contiguous, so densifying it would give it back unchanged
+             * and this function would call itself without end. */
+            *out = (cr__mat){a->data, r, c, c ? c : 1, 0};
+            return CR_OK;
+        }
         if ((s1 == 1 || c <= 1) && (s0 >= (ptrdiff_t)(c ? c : 1) || r <= 1)) {
             *out = (cr__mat){a->data, r, c, r <= 1 ? (c ? c : 1) : (size_t)s0, 0};
             return CR_OK;
