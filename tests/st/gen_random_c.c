@@ -2,6 +2,7 @@
  * Random C programs for the source transformer (docs/source-transformation-testing.md).
  *
  *   gen_random_c --seed S [--funcs F] --prog prog.c --harness harness.c
+ *       [--calls-in-conditions]
  *       writes prog.c, F random differentiable functions f0..f{F-1} (and the static helpers
  *       they call) in the C subset chainrules-ad accepts, and harness.c: the same functions
  *       written a second time against the tape API (the independent engine), wrappers that
@@ -14,7 +15,9 @@
  * Every generated function has the signature
  *   [double|void] fK(const double *x, int n[, double a[, double b]][, double *y])
  * with y an output of M <= 3 values (written before anything reads it) and a void return only
- * when y is present. The program is deterministic in the seed.
+ * when y is present. The program is deterministic in the seed. Calls of the generated
+ * functions stay out of conditions and of the operands of ?: unless --calls-in-conditions is
+ * given (chainrules-ad asks for them to be assigned to a variable first).
  *
  * Magnitudes are bounded by construction: every expression is built so that its value is at
  * most 4 in magnitude when its operands are (a tracked bound per variable; a variable whose
@@ -218,6 +221,8 @@ static int g_budget; /* statements left in this function */
 static int g_ret;    /* the function returns a double */
 static int g_uniq;   /* names */
 static int g_exprdepth;
+static int g_incond;         /* generating a condition or a branch of ?: */
+static int g_calls_in_conds; /* --calls-in-conditions: calls there too */
 
 static fninfo g_fn[256];
 static int g_nfn;
@@ -341,6 +346,8 @@ static ex gen_leaf(void)
 static int gen_call(ex *out, int depth)
 {
     int cands[256], nc = 0;
+    if (g_incond > 0 && !g_calls_in_conds)
+        return 0;
     for (int i = 0; i < g_cur; i++) {
         const fninfo *f = &g_fn[i];
         if (f->kind == K_H3 || (f->kind == K_MAIN && (f->m > 0 || !f->ret)))
@@ -493,7 +500,9 @@ static ex gen_expr(int depth)
         if (g_exprdepth > 2)
             return gen_leaf();
         g_exprdepth++;
+        g_incond++;
         ex c = gen_cond(1), a = gen_expr(d), b = gen_expr(d);
+        g_incond--;
         g_exprdepth--;
         return ex2(fmt("(%s ? %s : %s)", c.c, a.c, b.c), fmt("(%s ? %s : %s)", c.t, a.t, b.t));
     }
@@ -523,7 +532,17 @@ static ex gen_cmp(int depth)
 
 /* A condition: comparisons of values (the tape version notes their distance to the tie),
  * or of loop counters. */
+static ex gen_cond1(int depth);
+
 static ex gen_cond(int depth)
+{
+    g_incond++;
+    ex e = gen_cond1(depth);
+    g_incond--;
+    return e;
+}
+
+static ex gen_cond1(int depth)
 {
     int r = rnd(10);
     if (r < 2 && g_niv > 0) {
@@ -626,12 +645,12 @@ static void stmt_assign(void)
     var *v = &g_v[i];
     int r = rnd(10);
     if (r < 4 || !(r < 7 ? can_accumulate(v) : 1)) {
-        ex t = target(v), e = gen_expr(3);
+        ex t = target(v), e = gen_expr(2 + chance(0.25));
         line2(fmt("%s = %s;", t.c, e.c), fmt("%s = %s;", t.t, e.t));
         if (v->bound < 4)
             v->bound = 4;
     } else if (r < 7) {
-        ex t = target(v), e = gen_expr(3);
+        ex t = target(v), e = gen_expr(2 + chance(0.25));
         char op = chance(0.5) ? '+' : '-';
         line2(fmt("%s %c= %s;", t.c, op, e.c),
               fmt("%s = %s(tp, %s, %s);", t.t, op == '+' ? "(cr_add)" : "(cr_sub)", t.t, e.t));
@@ -649,7 +668,7 @@ static void stmt_decl(void)
 {
     char name[16];
     snprintf(name, sizeof name, "v%d", g_uniq++);
-    ex e = gen_expr(3);
+    ex e = gen_expr(2 + chance(0.25));
     line2(fmt("double %s = %s;", name, e.c), fmt("cr_var %s = %s;", name, e.t));
     add_var(name, 0, NULL, 4);
 }
@@ -709,7 +728,9 @@ static void stmt_loop(void)
             x = &g_v[k];
     if (kind <= 1 && x != NULL) { /* over x */
         snprintf(iv->len, sizeof iv->len, "n");
-        if (kind == 0)
+        if (kind == 0 && chance(0.3))
+            line1(fmt("for (size_t %s = 0; %s < (size_t)n; %s++) {", i, i, i));
+        else if (kind == 0)
             line1(fmt("for (int %s = 0; %s < n; %s++) {", i, i, i));
         else
             line1(fmt("for (int %s = n - 1; %s >= 0; %s--) {", i, i, i));
@@ -735,7 +756,9 @@ static void stmt_loop(void)
             }
         if (chance(0.5)) {
             g_niv--; /* the counter is not an index inside the condition */
+            g_incond++;
             ex cond = gen_cmp(1);
+            g_incond--;
             g_niv++;
             line2(fmt("while (%s > 0 && %s) {", i, cond.c),
                   fmt("while (%s > 0 && %s) {", i, cond.t));
@@ -802,7 +825,7 @@ static void stmt_jump(void)
     line2(fmt("if %s {", c.c), fmt("if (%s) {", c.t));
     g_ind++;
     if (g_ret) {
-        ex e = gen_expr(3);
+        ex e = gen_expr(2 + chance(0.25));
         line2(fmt("return %s;", e.c), fmt("return %s;", e.t));
     } else {
         line1("return;");
@@ -885,7 +908,7 @@ static void begin_fn(void)
 
 static void final_return(void)
 {
-    ex e = gen_expr(3);
+    ex e = gen_expr(2 + chance(0.25));
     line2(fmt("return %s;", e.c), fmt("return %s;", e.t));
 }
 
@@ -961,7 +984,7 @@ static void gen_main(int idx)
     g_cur = idx;
     begin_fn();
     g_ret = f->ret;
-    g_budget = 6 + rnd(14);
+    g_budget = 3 + rnd(8);
     g_ind = 0;
     char *pc = fmt("%s %s(const double *x, int n", f->ret ? "double" : "void", f->name);
     char *pt = fmt("static %s %s_t(cr_tape *tp, const cr_var *x, int n", f->ret ? "cr_var" : "void",
@@ -1207,6 +1230,8 @@ int main(int argc, char **argv)
             harness = argv[++i];
         else if (strcmp(argv[i], "--harness-for") == 0 && i + 1 < argc)
             hfor = argv[++i];
+        else if (strcmp(argv[i], "--calls-in-conditions") == 0)
+            g_calls_in_conds = 1;
         else {
             usage();
             return 2;
@@ -1256,7 +1281,7 @@ int main(int argc, char **argv)
     fprintf(p,
             "/* Random program, seed %#llx (tests/st/gen_random_c.c --seed %#llx --funcs %d). */\n",
             (unsigned long long)seed, (unsigned long long)seed, nmain);
-    fprintf(p, "#include <math.h>\n\n");
+    fprintf(p, "#include <math.h>\n#include <stddef.h>\n\n");
     for (int i = first_main; i < g_nfn; i++)
         fprintf(p, "// st: %s ns=%d m=%d ret=%d\n", g_fn[i].name, g_fn[i].ns, g_fn[i].m,
                 g_fn[i].ret);

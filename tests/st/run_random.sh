@@ -20,7 +20,7 @@
 set -u
 
 gen="" tool="" cc="cc" cflags="" incs="" libs="" work="" regdir=""
-files=10 funcs=20 seed=1 jobs=2
+files=8 funcs=20 seed=1 jobs=2
 while [ $# -gt 0 ]; do
     case "$1" in
     --gen) gen="$2"; shift 2 ;;
@@ -71,7 +71,8 @@ run_case() {
     local log="$dir/log"
     : >"$log"
     step() { echo "+ $*" >>"$log"; "$@" >>"$log" 2>&1; }
-    if ! step "$tool" --reverse "$names" --forward "$names" -o "$dir/prog_ad.c" "$dir/prog.c" \
+    if ! step "$tool" --reverse "$names" --forward "$names" --vector "$names" \
+        -o "$dir/prog_ad.c" "$dir/prog.c" \
         -- -std=c11 "${inc_flags[@]}"; then
         echo "TOOL-ERROR $dir: chainrules-ad failed (see $log)" >"$dir/result"
         return
@@ -127,6 +128,7 @@ one_regression() {
     run_case "$dir" "$names" 1
 }
 
+rm -rf "$work"/regression-*
 start=$(date +%s)
 running=0
 for ((k = 0; k < files; k++)); do

@@ -355,7 +355,10 @@ static inline void st_check_fn(st_run *r, cr_tape *tp, const st_fn *f)
     for (int k = 0; k < nout; k++)
         ws += fabs(w[k]);
     st_cmp(r, "f_rev: gradient", g, want, Eref ? ew : NULL, nin, rtol, scale * fmax(ws, 1));
-    st_cmp(r, "f_rev: primal", out, out0, NULL, nout, 1e-12, fmax(1, st_maxabs(out0, nout)));
+    /* The value f_rev returns; the outputs y it leaves as they were on entry (the tool's
+     * choice, as Tapenade's), so they are not compared. */
+    if (f->ret)
+        st_cmp(r, "f_rev: primal", out, out0, NULL, 1, 1e-12, fmax(1, fabs(out0[0])));
     if (left != 0) {
         printf("FAIL %s %s: f_rev left %d output shadows non-zero (seed %#llx)\n", r->prog, f->name,
                left, (unsigned long long)r->seed);
