@@ -207,6 +207,7 @@ typedef struct fninfo {
     int kind; /* K_MAIN: (x, n, scalars..., [y]); K_H1: (u, v); K_H2: (x, n, u);
                  K_H3: (x, n, u, w, m) void; K_REC: (u, d) */
     int ns, m, ret;
+    int io;        /* K_MAIN: y is read before it is written (an in-out array) */
     double wbound; /* K_H3: the bound of w after a call */
 } fninfo;
 
@@ -1004,12 +1005,14 @@ static void gen_main(int idx)
     add_var("x", 1, "n", 4)->ro = 1;
     for (int s = 0; s < f->ns; s++)
         add_var(sn[s], 0, NULL, 4)->writable = 0;
-    if (f->m > 0) {
+    if (f->m > 0 && !f->io) {
         /* the outputs are written before anything reads them */
         for (int j = 0; j < f->m; j++) {
             ex e = gen_expr(2);
             line2(fmt("y[%d] = %s;", j, e.c), fmt("y[%d] = %s;", j, e.t));
         }
+    }
+    if (f->m > 0) {
         char len[16];
         snprintf(len, sizeof len, "%d", f->m);
         add_var("y", 1, len, 4);
@@ -1055,6 +1058,8 @@ static void emit_wrappers(FILE *h, const fninfo *f, int with_tape)
     /* call */
     fprintf(h, "static void %s_call(const double *u, int n, double *out)\n{\n", N);
     fprintf(h, "    double y[3] = {ST_YFILL, ST_YFILL, ST_YFILL};\n    (void)y;\n");
+    for (int j = 0; f->io && j < f->m; j++)
+        fprintf(h, "    y[%d] = u[n + %d];\n", j, f->ns + j);
     fprintf(h, "    %s%s(u, n", f->ret ? "out[0] = " : "", N);
     for (int s = 0; s < f->ns; s++)
         fprintf(h, ", u[n + %d]", s);
@@ -1073,13 +1078,22 @@ static void emit_wrappers(FILE *h, const fninfo *f, int with_tape)
     fprintf(h, "    (void)y;\n    (void)y_b;\n");
     for (int j = 0; j < f->m; j++)
         fprintf(h, "    y_b[%d] = w[%d];\n", j, f->ret + j);
+    for (int j = 0; f->io && j < f->m; j++)
+        fprintf(h, "    y[%d] = u[n + %d];\n", j, f->ns + j);
     fprintf(h, "    %s%s_rev(u, g, n", f->ret ? "out[0] = " : "", N);
     for (int s = 0; s < f->ns; s++)
         fprintf(h, ", u[n + %d], &g[n + %d]", s, s);
     fprintf(h, "%s%s);\n", f->m ? ", y, y_b" : "", f->ret ? ", w[0]" : "");
     for (int j = 0; j < f->m; j++)
         fprintf(h, "    out[%d] = y[%d];\n", f->ret + j, j);
-    fprintf(h, "    return (y_b[0] != 0) + (y_b[1] != 0) + (y_b[2] != 0);\n}\n");
+    if (f->io) {
+        /* an in-out array's shadow holds the cotangent of the input values on exit */
+        for (int j = 0; j < f->m; j++)
+            fprintf(h, "    g[n + %d] += y_b[%d];\n", f->ns + j, j);
+        fprintf(h, "    return 0;\n}\n");
+    } else {
+        fprintf(h, "    return (y_b[0] != 0) + (y_b[1] != 0) + (y_b[2] != 0);\n}\n");
+    }
 
     /* fwd */
     fprintf(h,
@@ -1088,6 +1102,9 @@ static void emit_wrappers(FILE *h, const fninfo *f, int with_tape)
             N);
     fprintf(h, "    double y[3] = {ST_YFILL, ST_YFILL, ST_YFILL}, y_d[3] = {0, 0, 0};\n");
     fprintf(h, "    (void)y;\n    (void)y_d;\n");
+    for (int j = 0; f->io && j < f->m; j++)
+        fprintf(h, "    y[%d] = u[n + %d];\n    y_d[%d] = du[n + %d];\n", j, f->ns + j, j,
+                f->ns + j);
     fprintf(h, "    %s%s_fwd(u, du, n", f->ret ? "out[0] = " : "", N);
     for (int s = 0; s < f->ns; s++)
         fprintf(h, ", u[n + %d], du[n + %d]", s, s);
@@ -1102,7 +1119,7 @@ static void emit_wrappers(FILE *h, const fninfo *f, int with_tape)
             "static void %s_fwdv_call(const double *u, int n, const double *du, int nd, double "
             "*out, double *dout)\n{\n",
             N);
-    fprintf(h, "    int nin = n + %d, nout = %d;\n", f->ns, f->ret + f->m);
+    fprintf(h, "    int nin = n + %d, nout = %d;\n", f->ns + f->io * f->m, f->ret + f->m);
     fprintf(h, "    double y[3] = {ST_YFILL, ST_YFILL, ST_YFILL}, y_d[3 * ST_NDMAX] = {0};\n");
     fprintf(h, "    double x_d[ST_NMAX * ST_NDMAX], s_d[2][ST_NDMAX], f_d[ST_NDMAX];\n");
     fprintf(h, "    (void)y;\n    (void)s_d;\n    (void)f_d;\n    (void)nout;\n");
@@ -1112,7 +1129,11 @@ static void emit_wrappers(FILE *h, const fninfo *f, int with_tape)
     fprintf(h,
             "        for (int s = 0; s < %d; s++)\n            s_d[s][k] = du[k * nin + n + s];\n",
             f->ns);
+    for (int j = 0; f->io && j < f->m; j++)
+        fprintf(h, "        y_d[%d * nd + k] = du[k * nin + n + %d];\n", j, f->ns + j);
     fprintf(h, "    }\n");
+    for (int j = 0; f->io && j < f->m; j++)
+        fprintf(h, "    y[%d] = u[n + %d];\n", j, f->ns + j);
     fprintf(h, "    %s%s_fwdv(u, x_d, n", f->ret ? "out[0] = " : "", N);
     for (int s = 0; s < f->ns; s++)
         fprintf(h, ", u[n + %d], s_d[%d]", s, s);
@@ -1133,13 +1154,15 @@ static void emit_wrappers(FILE *h, const fninfo *f, int with_tape)
                 "static int %s_tape_call(cr_tape *tp, const double *u, int n, double *J, double "
                 "*out)\n{\n",
                 N);
-        fprintf(h, "    int nin = n + %d;\n", f->ns);
-        fprintf(h, "    cr_var in[ST_NMAX + 2], ys[4], y[3];\n");
+        fprintf(h, "    int nin = n + %d;\n", f->ns + f->io * f->m);
+        fprintf(h, "    cr_var in[ST_INMAX], ys[4], y[3];\n");
         fprintf(h, "    (void)y;\n");
         fprintf(h, "    cr_tape_reset(tp);\n");
         fprintf(h,
                 "    if (cr_tape_inputs(tp, u, (size_t)nin, in) != CR_OK)\n        return -1;\n");
         fprintf(h, "    for (int j = 0; j < 3; j++)\n        y[j] = cr_const(ST_YFILL);\n");
+        for (int j = 0; f->io && j < f->m; j++)
+            fprintf(h, "    y[%d] = in[n + %d];\n", j, f->ns + j);
         fprintf(h, "    %s%s_t(tp, in, n", f->ret ? "ys[0] = " : "", N);
         for (int s = 0; s < f->ns; s++)
             fprintf(h, ", in[n + %d]", s);
@@ -1159,7 +1182,7 @@ static void emit_table(FILE *h, int nf, const fninfo *fs, int with_tape)
                 "    {\"%s\", %d, %d, %d, %s_call, ST_AD_FN(%s_rev_call), ST_AD_FN(%s_fwd_call), "
                 "ST_FWDV_FN(%s_fwdv_call), "
                 "%s},\n",
-                f->name, f->ns, f->m, f->ret, f->name, f->name, f->name, f->name,
+                f->name, f->ns + f->io * f->m, f->m, f->ret, f->name, f->name, f->name, f->name,
                 with_tape ? fmt("%s_tape_call", f->name) : "NULL");
     }
     fprintf(h, "};\n\nST_MAIN(st_fns)\n");
@@ -1184,8 +1207,10 @@ static int harness_for(const char *path, const char *hpath)
     while (fgets(buf, sizeof buf, in) != NULL && nf < 64) {
         fninfo f;
         memset(&f, 0, sizeof f);
-        if (sscanf(buf, "// st: %15s ns=%d m=%d ret=%d", f.name, &f.ns, &f.m, &f.ret) == 4)
+        if (sscanf(buf, "// st: %15s ns=%d m=%d ret=%d", f.name, &f.ns, &f.m, &f.ret) == 4) {
+            f.io = strstr(buf, "io=1") != NULL;
             fs[nf++] = f;
+        }
     }
     fclose(in);
     if (nf == 0) {
@@ -1263,6 +1288,7 @@ int main(int argc, char **argv)
         f->ns = rnd(3);
         f->m = chance(0.5) ? 1 + rnd(3) : 0;
         f->ret = f->m == 0 ? 1 : chance(0.5);
+        f->io = f->m > 0 && chance(0.3);
     }
 
     put(&g_c, "");
@@ -1283,8 +1309,8 @@ int main(int argc, char **argv)
             (unsigned long long)seed, (unsigned long long)seed, nmain);
     fprintf(p, "#include <math.h>\n#include <stddef.h>\n\n");
     for (int i = first_main; i < g_nfn; i++)
-        fprintf(p, "// st: %s ns=%d m=%d ret=%d\n", g_fn[i].name, g_fn[i].ns, g_fn[i].m,
-                g_fn[i].ret);
+        fprintf(p, "// st: %s ns=%d m=%d ret=%d%s\n", g_fn[i].name, g_fn[i].ns, g_fn[i].m,
+                g_fn[i].ret, g_fn[i].io ? " io=1" : "");
     fprintf(p, "\n%s", g_c.s);
     fclose(p);
 

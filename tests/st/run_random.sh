@@ -12,8 +12,10 @@
 #                 --work DIR --regressions DIR [--files N] [--funcs F] [--seed S] [--jobs J]
 #
 # Environment (overrides): ST_RANDOM_FILES, ST_RANDOM_FUNCS, ST_RANDOM_SEED (the first seed),
-# ST_RANDOM_JOBS, ST_KEEP=1 (keep the work files of passing seeds too). The long run:
-#   ST_RANDOM_FILES=500 ST_RANDOM_SEED=1000 ST_RANDOM_JOBS=1 ctest -R st_random --verbose
+# ST_RANDOM_JOBS, ST_RANDOM_CFLAGS (the flags of the program and its derivatives), ST_KEEP=1
+# (keep the work files of passing seeds too). The long run (docs/source-transformation-testing.md):
+#   ST_RANDOM_FILES=250 ST_RANDOM_FUNCS=40 ST_RANDOM_SEED=1000 ST_RANDOM_JOBS=1 \
+#   ST_RANDOM_CFLAGS=-O0 ctest -R st_random --output-on-failure --timeout 20000
 # Replay one file: ST_RANDOM_FILES=1 ST_RANDOM_SEED=<seed> ... (its files stay in the work
 # directory: seed-<seed>/prog.c, prog_ad.c, harness.c, and the commands in seed-<seed>/log).
 # Exit: 0 all passed, 1 a failure, 77 the tool is not built (CTest's SKIP_RETURN_CODE).
@@ -42,6 +44,7 @@ files="${ST_RANDOM_FILES:-$files}"
 funcs="${ST_RANDOM_FUNCS:-$funcs}"
 seed="${ST_RANDOM_SEED:-$seed}"
 jobs="${ST_RANDOM_JOBS:-$jobs}"
+cflags="${ST_RANDOM_CFLAGS:-$cflags}"
 
 if [ -z "$tool" ] || [ ! -x "$tool" ]; then
     echo "st_random: chainrules-ad is not built; skipped"

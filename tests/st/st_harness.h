@@ -49,7 +49,7 @@
 #define ST_FWDV_FN(f) NULL
 #endif
 
-enum { ST_NMAX = 6, ST_NDMAX = 3, ST_INMAX = ST_NMAX + 2, ST_OUTMAX = 4 };
+enum { ST_NMAX = 6, ST_NDMAX = 3, ST_INMAX = ST_NMAX + 5, ST_OUTMAX = 4 };
 
 /* The value the outputs hold on entry (a pure output is written before it is read). */
 #define ST_YFILL 0.75
@@ -58,7 +58,8 @@ enum { ST_NMAX = 6, ST_NDMAX = 3, ST_INMAX = ST_NMAX + 2, ST_OUTMAX = 4 };
 
 typedef struct st_fn {
     const char *name;
-    int ns, m, ret; /* scalar parameters, outputs, returns a double */
+    int ns, m, ret; /* inputs after x (the scalars, then an in-out y's values), outputs in y,
+                       returns a double */
     void (*call)(const double *u, int n, double *out);
     int (*rev)(const double *u, int n, const double *w, double *g, double *out);
     void (*fwd)(const double *u, int n, const double *du, double *out, double *dout);
