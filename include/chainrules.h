@@ -15,6 +15,7 @@
 #ifndef CR_CHAINRULES_H
 #define CR_CHAINRULES_H
 
+#include "chainrules/adstack.h"
 #include "chainrules/arena.h"
 #include "chainrules/arith_rows.h"
 #include "chainrules/array.h"
@@ -26,6 +27,7 @@
 #include "chainrules/fd.h"
 #include "chainrules/kernel.h"
 #include "chainrules/project.h"
+#include "chainrules/revolve.h"
 #include "chainrules/rule.h"
 #include "chainrules/rules_array.h"
 #include "chainrules/rules_complex.h"

@@ -19,6 +19,7 @@ set -eu
 # chainrules` lists -lgfortran from OpenBLAS's and LAPACK's .pc files; the install check
 # links that way), under a name that does not change with the compiler's version.
 required="cmake make gcc g++ pkg-config libcmocka-dev libopenblas-dev liblapacke-dev \
+libclang-19-dev \
 libmpfr-dev libcjson-dev doxygen gfortran"
 
 if ! command -v dpkg-query >/dev/null 2>&1; then

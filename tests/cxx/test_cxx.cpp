@@ -2,7 +2,9 @@
  * The C API used from C++ (C++11, no extensions): the structs with unions can be declared
  * without an initialiser (arrays of them too); a complex member of those unions converts
  * to and from std::complex<double> with the value C sees; a complex frule and a tape's
- * gradient give what finite differences of the same function written in C++ give.
+ * gradient give what finite differences of the same function written in C++ give; the
+ * value stack's inline push and pop (compiled as C++) keep the order of mixed items over
+ * chunk boundaries, and a revolve schedule runs every adjoint step once, in reverse order.
  * Exit status 0 when every check holds; each failed check prints one line.
  */
 #include <chainrules.h>
@@ -94,6 +96,44 @@ int main()
     cr_tape_free(t);
     cr_arena_free(arena);
     cr_ctx_free(ctx);
+
+    /* The value stack's inline functions as C++: 10^5 mixed items, LIFO. */
+    cr_adstack st;
+    cr_adstack_init(&st);
+    for (int i = 0; i < 100000; i++) {
+        cr_adstack_push_f64(&st, 0.5 * i);
+        cr_adstack_push_i64(&st, -i);
+        cr_adstack_push_f32(&st, static_cast<float>(i));
+        cr_adstack_push_ptr(&st, &st);
+    }
+    bool lifo = cr_adstack_bytes(&st) == 400000u * 8u;
+    for (int i = 100000; i-- > 0;) {
+        lifo = lifo && cr_adstack_pop_ptr(&st) == static_cast<void *>(&st);
+        lifo = lifo && cr_adstack_pop_f32(&st) == static_cast<float>(i);
+        lifo = lifo && cr_adstack_pop_i64(&st) == -i;
+        lifo = lifo && cr_adstack_pop_f64(&st) == 0.5 * i;
+    }
+    check(lifo && !cr_adstack_failed(&st), "value stack from C++");
+    check(std::isnan(cr_adstack_pop_f64(&st)) && cr_adstack_failed(&st), "empty pop");
+    cr_adstack_deinit(&st);
+
+    /* A revolve schedule: the adjoint steps 999 .. 0, once each. */
+    cr_revolve rv;
+    cr_revolve_op op;
+    check(cr_revolve_init(&rv, 1000, 5) == CR_OK, "revolve init");
+    int64_t next = 999, forward = 0;
+    cr_revolve_action a;
+    while ((a = cr_revolve_next(&rv, &op)) != CR_REVOLVE_DONE && a != CR_REVOLVE_FAILED) {
+        if (a == CR_REVOLVE_ADVANCE)
+            forward += op.end - op.step;
+        if (a == CR_REVOLVE_REVERSE) {
+            check(op.step == next, "revolve order");
+            next--;
+            forward++;
+        }
+    }
+    check(a == CR_REVOLVE_DONE && next == -1, "revolve done");
+    check(forward == cr_revolve_forward_steps(1000, 5), "revolve forward steps");
     if (g_failed == 0)
         std::printf("all C++ checks passed\n");
     return g_failed == 0 ? 0 : 1;

@@ -1,0 +1,857 @@
+/*
+ * The analyses of one function under one activity context:
+ *  - calls: a function of the file (transformed with it), a rule row (<math.h>), a
+ *    function whose derivative is zero (floor...), or an error;
+ *  - which parameters each function writes (interprocedural);
+ *  - activity: varied (depends on an independent input) and useful (influences an active
+ *    output), per variable, flow-insensitively (arrays and structs as a whole);
+ *  - the values the adjoint sweep reads (operands of non-linear partials, indices, the
+ *    arguments of calls), so that only those are stored when overwritten;
+ *  - statements that leave their block early, and canonical for loops.
+ */
+#include <string.h>
+
+#include "ad.h"
+
+/* Functions whose derivative is zero everywhere it exists: their results are constants. */
+static const char *const k_zero_derivative[] = {
+    "floor", "ceil", "trunc", "round", "rint", "nearbyint", "lround", "llround", "lrint",
+    "llrint", "floorf", "ceilf", "truncf", "roundf", "rintf", "nearbyintf", "isnan", "isinf",
+    "isfinite", "signbit", "abs", "labs", "llabs", "fpclassify", NULL};
+
+static bool zero_derivative(const char *name)
+{
+    for (int i = 0; k_zero_derivative[i]; i++)
+        if (strcmp(name, k_zero_derivative[i]) == 0)
+            return true;
+    return false;
+}
+
+/* The variable at the root of an lvalue or pointer expression (x in x[i].f, p in p->a[j],
+ * p in p + 3), or NULL. */
+ad_var *ad_root(const ad_expr *e)
+{
+    while (e) {
+        switch (e->kind) {
+        case EX_VAR:
+            return e->var;
+        case EX_INDEX:
+        case EX_MEMBER:
+        case EX_CAST:
+        case EX_ADDR:
+        case EX_DEREF:
+            e = e->a;
+            break;
+        case EX_BIN:
+            if (strcmp(e->op, "+") == 0 || strcmp(e->op, "-") == 0)
+                e = e->a->type->kind == TY_PTR || e->a->type->kind == TY_ARRAY ? e->a : e->b;
+            else
+                return NULL;
+            break;
+        default:
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+/* ---- Walks ------------------------------------------------------------------------------------ */
+
+typedef void (*expr_fn)(ad_expr *e, void *env);
+
+static void walk_expr(ad_expr *e, expr_fn fn, void *env)
+{
+    if (!e)
+        return;
+    walk_expr(e->a, fn, env);
+    walk_expr(e->b, fn, env);
+    walk_expr(e->c, fn, env);
+    for (int i = 0; i < e->nargs; i++)
+        walk_expr(e->args[i], fn, env);
+    fn(e, env);
+}
+
+typedef void (*stmt_fn)(ad_stmt *s, void *env);
+
+static void walk_stmt(ad_stmt *s, stmt_fn fn, void *env)
+{
+    if (!s)
+        return;
+    fn(s, env);
+    for (int i = 0; i < s->n; i++)
+        walk_stmt(s->body[i], fn, env);
+    walk_stmt(s->init, fn, env);
+    walk_stmt(s->then, fn, env);
+    walk_stmt(s->els, fn, env);
+}
+
+/* ---- Calls ------------------------------------------------------------------------------------ */
+
+typedef struct call_env {
+    ad_unit *u;
+    int errors;
+} call_env;
+
+static void resolve_call(ad_expr *e, void *env)
+{
+    call_env *c = env;
+    if (e->kind == EX_BIN && (!strcmp(e->op, "+") || !strcmp(e->op, "-") || !strcmp(e->op, "*") ||
+                              !strcmp(e->op, "/")))
+        e->row = ad_type_is_real(e->type) ? ad_row_for_op(e->op) : NULL;
+    if (e->kind == EX_UN && !strcmp(e->op, "-"))
+        e->row = ad_type_is_real(e->type) ? ad_row_for_op("neg") : NULL;
+    if (e->kind != EX_CALL)
+        return;
+    ad_func *g = ad_unit_find(c->u, e->text);
+    if (g && g->has_body) {
+        e->callee = g;
+        return;
+    }
+    bool fl;
+    e->row = ad_row_for_call(e->text, &fl);
+    if (e->row && e->row->nin != e->nargs)
+        e->row = NULL;
+}
+
+/* ---- Writes ----------------------------------------------------------------------------------- */
+
+static void mark_written_lvalue(ad_func *f, ad_expr *l)
+{
+    ad_var *v = ad_root(l);
+    if (!v)
+        return;
+    v->written = true;
+    if (v->kind == VAR_PARAM && v->index < 64 && (l->kind != EX_VAR || v->type->kind != TY_PTR))
+        f->writes_param[v->index] = true;
+}
+
+typedef struct write_env {
+    ad_func *f;
+    bool changed;
+} write_env;
+
+static void writes_expr(ad_expr *e, void *env)
+{
+    write_env *w = env;
+    if (e->kind == EX_ASSIGN || e->kind == EX_INCDEC) {
+        ad_var *v = ad_root(e->a);
+        bool before = v && v->kind == VAR_PARAM && v->index < 64 && w->f->writes_param[v->index];
+        mark_written_lvalue(w->f, e->a);
+        if (v && v->kind == VAR_PARAM && v->index < 64 && !before && w->f->writes_param[v->index])
+            w->changed = true;
+    }
+    if (e->kind == EX_CALL && e->callee) {
+        for (int i = 0; i < e->nargs && i < e->callee->nparams && i < 64; i++)
+            if (e->callee->writes_param[i] && e->callee->params[i]->type->kind == TY_PTR) {
+                ad_var *v = ad_root(e->args[i]);
+                if (!v)
+                    continue;
+                v->written = true;
+                if (v->kind == VAR_PARAM && v->index < 64 && !w->f->writes_param[v->index]) {
+                    w->f->writes_param[v->index] = true;
+                    w->changed = true;
+                }
+            }
+    }
+}
+
+static void writes_stmt(ad_stmt *s, void *env)
+{
+    write_env *w = env;
+    if (s->kind == ST_DECL && s->var)
+        s->var->written = true;
+    walk_expr(s->e, writes_expr, w);
+    walk_expr(s->inc, writes_expr, w);
+}
+
+/* ---- Activity --------------------------------------------------------------------------------- */
+
+typedef struct act_env {
+    bool changed;
+    bool any;
+} act_env;
+
+/* Whether the value of e depends on a varied variable. Results of zero-derivative calls and
+ * integer-valued subexpressions are constants. */
+static bool expr_varied(const ad_expr *e)
+{
+    if (!e)
+        return false;
+    switch (e->kind) {
+    case EX_VAR:
+        return e->var->varied && ad_type_has_real(e->var->type) && ad_type_has_real(e->type);
+    case EX_NUM:
+    case EX_GLOBAL:
+    case EX_TEXT:
+        return false;
+    case EX_CALL:
+        if (!e->callee && !e->row)
+            return false;
+        for (int i = 0; i < e->nargs; i++)
+            if (expr_varied(e->args[i]))
+                return ad_type_has_real(e->type) || e->type->kind == TY_VOID;
+        return false;
+    case EX_INDEX:
+        return ad_type_has_real(e->type) && expr_varied(e->a);
+    case EX_MEMBER:
+    case EX_DEREF:
+    case EX_ADDR:
+        return ad_type_has_real(e->type) && expr_varied(e->a);
+    case EX_COND:
+        return ad_type_has_real(e->type) && (expr_varied(e->b) || expr_varied(e->c));
+    default:
+        if (!ad_type_has_real(e->type))
+            return false;
+        return expr_varied(e->a) || expr_varied(e->b);
+    }
+}
+
+static void set_varied(ad_var *v, act_env *a)
+{
+    if (v && !v->varied && ad_type_has_real(v->type)) {
+        v->varied = true;
+        a->changed = true;
+    }
+}
+
+static void set_useful(ad_var *v, act_env *a)
+{
+    if (v && !v->useful && ad_type_has_real(v->type)) {
+        v->useful = true;
+        a->changed = true;
+    }
+}
+
+static void useful_vars(ad_expr *e, void *env)
+{
+    if (e->kind == EX_VAR)
+        set_useful(e->var, env);
+}
+
+/* Marks every variable read by e (its real data) useful. */
+static void make_useful(ad_expr *e, act_env *a)
+{
+    walk_expr(e, useful_vars, a);
+}
+
+static void act_expr(ad_expr *e, void *env)
+{
+    act_env *a = env;
+    if (e->kind == EX_ASSIGN || e->kind == EX_INCDEC) {
+        ad_var *v = ad_root(e->a);
+        if (e->kind == EX_ASSIGN && expr_varied(e->b))
+            set_varied(v, a);
+        if (v && v->useful && ad_type_has_real(e->a->type) && e->kind == EX_ASSIGN)
+            make_useful(e->b, a);
+    }
+    if (e->kind == EX_CALL && e->callee) {
+        bool varied = false, useful = false;
+        for (int i = 0; i < e->nargs; i++)
+            varied |= expr_varied(e->args[i]);
+        for (int i = 0; i < e->nargs && i < 64; i++) {
+            ad_var *v = ad_root(e->args[i]);
+            if (i < e->callee->nparams && e->callee->writes_param[i] &&
+                e->callee->params[i]->type->kind == TY_PTR) {
+                if (varied)
+                    set_varied(v, a);
+                if (v && v->useful)
+                    useful = true;
+            }
+        }
+        if (useful || e->active)
+            for (int i = 0; i < e->nargs; i++)
+                make_useful(e->args[i], a);
+    }
+}
+
+/* The call expressions whose value flows into a useful variable are marked through
+ * e->active before act_expr runs; the statement walk sets it. */
+static void mark_call_values(ad_expr *e, void *env)
+{
+    (void)env;
+    if (e->kind == EX_CALL && e->callee)
+        e->active = true; /* conservative: a call's result is assumed used */
+}
+
+typedef struct stmt_act {
+    act_env a;
+    ad_func *f;
+} stmt_act;
+
+static void act_stmt(ad_stmt *s, void *env)
+{
+    stmt_act *sa = env;
+    act_env *a = &sa->a;
+    if (s->kind == ST_DECL && s->var) {
+        if (s->e && expr_varied(s->e))
+            set_varied(s->var, a);
+        for (int i = 0; i < s->ninits; i++)
+            if (expr_varied(s->inits[i]))
+                set_varied(s->var, a);
+        if (s->var->useful) {
+            make_useful(s->e, a);
+            for (int i = 0; i < s->ninits; i++)
+                make_useful(s->inits[i], a);
+        }
+    }
+    if (s->kind == ST_RETURN && s->e && ad_type_has_real(sa->f->ret))
+        make_useful(s->e, a);
+    walk_expr(s->e, mark_call_values, NULL);
+    walk_expr(s->e, act_expr, a);
+    walk_expr(s->inc, act_expr, a);
+}
+
+/* ---- Expression activity and the values the adjoint needs -------------------------------------- */
+
+static void mark_active(ad_expr *e, void *env)
+{
+    (void)env;
+    e->active = expr_varied(e) && ad_type_is_real(e->type);
+}
+
+static void need_all(ad_expr *e, void *env)
+{
+    (void)env;
+    if (e->kind == EX_VAR)
+        e->var->needed = true;
+}
+
+/* The values read when e's adjoint is propagated: operands of partials that read them, all
+ * indices, conditions and call arguments. */
+static void need_expr(ad_expr *e)
+{
+    if (!e)
+        return;
+    switch (e->kind) {
+    case EX_INDEX:
+        walk_expr(e->b, need_all, NULL);
+        need_expr(e->a);
+        return;
+    case EX_MEMBER:
+    case EX_CAST:
+    case EX_ADDR:
+    case EX_DEREF:
+        need_expr(e->a);
+        return;
+    case EX_COND:
+        walk_expr(e->a, need_all, NULL);
+        need_expr(e->b);
+        need_expr(e->c);
+        return;
+    case EX_CALL:
+    case EX_BIN:
+    case EX_UN:
+        if (e->kind == EX_CALL && e->callee) {
+            for (int i = 0; i < e->nargs; i++)
+                walk_expr(e->args[i], need_all, NULL);
+            return;
+        }
+        if (e->row) {
+            ad_expr *ops[4] = {e->kind == EX_CALL ? NULL : e->a, e->kind == EX_CALL ? NULL : e->b};
+            int n = e->kind == EX_CALL ? e->nargs : (e->kind == EX_UN ? 1 : 2);
+            for (int j = 0; j < n && j < 4; j++) {
+                ad_expr *o = e->kind == EX_CALL ? e->args[j] : ops[j];
+                if (e->row->uses_y || e->row->uses_x[j])
+                    walk_expr(o, need_all, NULL);
+                need_expr(o);
+            }
+            return;
+        }
+        need_expr(e->a);
+        need_expr(e->b);
+        for (int i = 0; i < e->nargs; i++)
+            need_expr(e->args[i]);
+        return;
+    default:
+        return;
+    }
+}
+
+typedef struct need_env {
+    ad_func *f;
+} need_env;
+
+static void need_stmt(ad_stmt *s, void *env)
+{
+    (void)env;
+    ad_expr *e = s->e;
+    if (s->kind == ST_DECL && s->var && s->var->active) {
+        need_expr(s->e);
+        for (int i = 0; i < s->ninits; i++)
+            need_expr(s->inits[i]);
+    } else if (s->kind == ST_RETURN && e && e->active) {
+        need_expr(e);
+    } else if (s->kind == ST_EXPR && e) {
+        if (e->kind == EX_ASSIGN) {
+            ad_var *v = ad_root(e->a);
+            if (v && v->active && ad_type_is_real(e->a->type)) {
+                /* the lvalue's indices, and the operands the compound operator reads */
+                need_expr(e->a);
+                if (strcmp(e->op, "=") != 0) {
+                    const ad_row *r = ad_row_for_op(e->op[0] == '+'   ? "+"
+                                                    : e->op[0] == '-' ? "-"
+                                                    : e->op[0] == '*' ? "*"
+                                                                      : "/");
+                    if (r && (r->uses_y || r->uses_x[0]))
+                        walk_expr(e->a, need_all, NULL);
+                    if (r && (r->uses_y || r->uses_x[1]))
+                        walk_expr(e->b, need_all, NULL);
+                }
+                need_expr(e->b);
+            }
+        } else if (e->kind == EX_CALL && e->callee) {
+            need_expr(e);
+        }
+    }
+}
+
+/* ---- Exits and loops ---------------------------------------------------------------------------- */
+
+/* Sets has_exit on every statement that contains a break or continue leaving it (not
+ * inside a loop of its own) or a return. Returns whether s has one. */
+static bool mark_exits(ad_stmt *s, bool in_loop_body)
+{
+    if (!s)
+        return false;
+    bool r = false;
+    switch (s->kind) {
+    case ST_BREAK:
+    case ST_CONTINUE:
+        r = true;
+        break;
+    case ST_RETURN:
+        r = true;
+        break;
+    case ST_BLOCK:
+        for (int i = 0; i < s->n; i++)
+            r |= mark_exits(s->body[i], in_loop_body);
+        break;
+    case ST_IF:
+        r = mark_exits(s->then, in_loop_body);
+        r |= mark_exits(s->els, in_loop_body);
+        break;
+    case ST_FOR:
+    case ST_WHILE:
+    case ST_DO:
+        /* break/continue inside stay inside; a return leaves */
+        mark_exits(s->then, true);
+        r = false;
+        {
+            /* does the body contain a return? */
+            struct {
+                bool ret;
+            } f = {false};
+            ad_stmt *stack[256];
+            int sp = 0;
+            stack[sp++] = s->then;
+            while (sp) {
+                ad_stmt *t = stack[--sp];
+                if (!t)
+                    continue;
+                if (t->kind == ST_RETURN)
+                    f.ret = true;
+                for (int i = 0; i < t->n && sp < 250; i++)
+                    stack[sp++] = t->body[i];
+                if (sp < 250) {
+                    stack[sp++] = t->then;
+                    stack[sp++] = t->els;
+                }
+            }
+            r = f.ret;
+        }
+        break;
+    default:
+        break;
+    }
+    s->has_exit = r;
+    (void)in_loop_body;
+    return r;
+}
+
+static bool assigns_var(ad_stmt *s, const ad_var *v);
+
+static void assigns_expr(ad_expr *e, void *env)
+{
+    void **p = env;
+    if ((e->kind == EX_ASSIGN || e->kind == EX_INCDEC) && e->a->kind == EX_VAR &&
+        e->a->var == p[0])
+        p[1] = (void *)1;
+    if (e->kind == EX_ADDR && ad_root(e->a) == p[0])
+        p[1] = (void *)1;
+}
+
+static void assigns_stmt_fn(ad_stmt *s, void *env)
+{
+    walk_expr(s->e, assigns_expr, env);
+    walk_expr(s->inc, assigns_expr, env);
+    for (int i = 0; i < s->ninits; i++)
+        walk_expr(s->inits[i], assigns_expr, env);
+}
+
+static bool assigns_var(ad_stmt *s, const ad_var *v)
+{
+    void *p[2] = {(void *)v, NULL};
+    walk_stmt(s, assigns_stmt_fn, p);
+    return p[1] != NULL;
+}
+
+/* for (i = a; i <op> b; i++ | i-- | i += c | i -= c) with i an integer not assigned in the
+ * body: the adjoint recomputes i from its first value and the trip count. */
+static void find_canonical(ad_stmt *s, void *env)
+{
+    (void)env;
+    if (s->kind != ST_FOR || !s->init || !s->inc || !s->e)
+        return;
+    ad_var *i = NULL;
+    if (s->init->kind == ST_DECL && s->init->var && s->init->e)
+        i = s->init->var;
+    else if (s->init->kind == ST_EXPR && s->init->e->kind == EX_ASSIGN &&
+             !strcmp(s->init->e->op, "=") && s->init->e->a->kind == EX_VAR)
+        i = s->init->e->a->var;
+    if (!i || i->type->kind != TY_INT)
+        return;
+    long long step = 0;
+    ad_expr *inc = s->inc;
+    /* after normalisation the increment is i = i + c or i = i - c */
+    if (inc->kind == EX_ASSIGN && inc->a->kind == EX_VAR && inc->a->var == i &&
+        inc->b->kind == EX_BIN && (!strcmp(inc->b->op, "+") || !strcmp(inc->b->op, "-")) &&
+        inc->b->a->kind == EX_VAR && inc->b->a->var == i && inc->b->b->kind == EX_NUM) {
+        long long c = 0;
+        if (sscanf(inc->b->b->text, "%lld", &c) != 1 || c == 0)
+            return;
+        step = inc->b->op[0] == '+' ? c : -c;
+    }
+    if (!step || assigns_var(s->then, i))
+        return;
+    s->canon = i;
+    s->canon_step = step;
+    i->counter = true;
+}
+
+/* ---- Recomputed locals ------------------------------------------------------------------------- */
+
+/* The roots a statement assigns (directly or through the pointer arguments of a callee). */
+typedef struct roots {
+    ad_var *v[256];
+    int n;
+    bool overflow;
+} roots;
+
+static void add_root(roots *r, ad_var *v)
+{
+    if (!v)
+        return;
+    for (int i = 0; i < r->n; i++)
+        if (r->v[i] == v)
+            return;
+    if (r->n == 256)
+        r->overflow = true;
+    else
+        r->v[r->n++] = v;
+}
+
+static void roots_expr(ad_expr *e, void *env)
+{
+    roots *r = env;
+    if (e->kind == EX_ASSIGN || e->kind == EX_INCDEC)
+        add_root(r, ad_root(e->a));
+    if (e->kind == EX_CALL && e->callee)
+        for (int i = 0; i < e->nargs && i < e->callee->nparams && i < 64; i++)
+            if (e->callee->writes_param[i])
+                add_root(r, ad_root(e->args[i]));
+}
+
+static void roots_stmt(ad_stmt *s, void *env)
+{
+    if (s->kind == ST_DECL && s->var)
+        add_root(env, s->var);
+    walk_expr(s->e, roots_expr, env);
+    walk_expr(s->inc, roots_expr, env);
+}
+
+static bool in_roots(const roots *r, const ad_var *v)
+{
+    for (int i = 0; i < r->n; i++)
+        if (r->v[i] == v)
+            return true;
+    return false;
+}
+
+typedef struct recomp_env {
+    const roots *assigned;
+    const ad_var *counter;
+    ad_var **ok; /* recomputable decls seen so far in the body */
+    int nok;
+    bool fine;
+} recomp_env;
+
+static void recomp_reads(ad_expr *e, void *env)
+{
+    recomp_env *r = env;
+    if (e->kind == EX_CALL && e->callee)
+        r->fine = false;
+    if (e->kind != EX_VAR)
+        return;
+    if (e->var == r->counter || !in_roots(r->assigned, e->var))
+        return;
+    for (int i = 0; i < r->nok; i++)
+        if (r->ok[i] == e->var)
+            return;
+    r->fine = false;
+}
+
+static int count_assignments(ad_stmt *body, const ad_var *v);
+
+static void count_expr(ad_expr *e, void *env)
+{
+    void **p = env;
+    if ((e->kind == EX_ASSIGN || e->kind == EX_INCDEC) && ad_root(e->a) == p[0])
+        (*(int *)p[1])++;
+    if (e->kind == EX_ADDR && ad_root(e->a) == p[0])
+        (*(int *)p[1]) += 2;
+    if (e->kind == EX_CALL && e->callee)
+        for (int i = 0; i < e->nargs && i < 64; i++)
+            if (ad_root(e->args[i]) == p[0] && i < e->callee->nparams &&
+                e->callee->writes_param[i])
+                (*(int *)p[1]) += 2;
+}
+
+static void count_stmt(ad_stmt *s, void *env)
+{
+    void **p = env;
+    if (s->kind == ST_DECL && s->var == p[0])
+        (*(int *)p[1])++;
+    walk_expr(s->e, count_expr, env);
+    walk_expr(s->inc, count_expr, env);
+}
+
+static int count_assignments(ad_stmt *body, const ad_var *v)
+{
+    int n = 0;
+    void *p[2] = {(void *)v, &n};
+    walk_stmt(body, count_stmt, p);
+    return n;
+}
+
+/* A scalar declared (and only assigned) at the top level of a loop body, from values the
+ * body does not change, is recomputed by the adjoint instead of stored. */
+static void find_recompute(ad_func *f, ad_stmt *loop)
+{
+    ad_stmt *body = loop->then;
+    if (!body || body->kind != ST_BLOCK || body->has_exit)
+        return;
+    roots assigned = {.n = 0};
+    walk_stmt(body, roots_stmt, &assigned);
+    if (loop->kind == ST_FOR && loop->inc)
+        walk_expr(loop->inc, roots_expr, &assigned);
+    if (assigned.overflow)
+        return;
+    ad_var *ok[256];
+    recomp_env r = {&assigned, loop->canon, ok, 0, true};
+    for (int i = 0; i < body->n; i++) {
+        ad_stmt *items[64];
+        int n = 0;
+        ad_stmt *s = body->body[i];
+        if (s->kind == ST_DECL) {
+            items[n++] = s;
+        } else if (s->kind == ST_BLOCK && !s->has_exit) {
+            bool decls = s->n <= 64;
+            for (int j = 0; decls && j < s->n; j++)
+                decls = s->body[j]->kind == ST_DECL;
+            if (decls)
+                for (int j = 0; j < s->n; j++)
+                    items[n++] = s->body[j];
+        }
+        for (int j = 0; j < n; j++) {
+            ad_stmt *d = items[j];
+            ad_var *v = d->var;
+            if (!d->e || d->ninits || v->type->kind == TY_ARRAY || v->type->kind == TY_STRUCT ||
+                v->type->kind == TY_PTR || !v->needed || count_assignments(f->body, v) != 1)
+                continue;
+            r.fine = true;
+            walk_expr(d->e, recomp_reads, &r);
+            if (!r.fine)
+                continue;
+            d->recompute = true;
+            if (r.nok < 256)
+                ok[r.nok++] = v;
+        }
+    }
+}
+
+static void recompute_stmt(ad_stmt *s, void *env)
+{
+    if (s->kind == ST_FOR || s->kind == ST_WHILE || s->kind == ST_DO)
+        find_recompute(env, s);
+}
+
+/* ---- Driver ------------------------------------------------------------------------------------ */
+
+static void reset_var(ad_var *v)
+{
+    v->varied = v->useful = v->active = v->needed = false;
+    v->wrt = v->output = v->shadowed = false;
+    v->counter = false;
+}
+
+static void clear_expr(ad_expr *e, void *env)
+{
+    (void)env;
+    e->active = false;
+    e->need_val = false;
+    e->tmp = -1;
+}
+
+static void clear_stmt(ad_stmt *s, void *env)
+{
+    walk_expr(s->e, clear_expr, env);
+    walk_expr(s->inc, clear_expr, env);
+    for (int i = 0; i < s->ninits; i++)
+        walk_expr(s->inits[i], clear_expr, env);
+    s->canon = NULL;
+    s->recompute = false;
+    s->id = 0;
+}
+
+static void mark_active_stmt(ad_stmt *s, void *env)
+{
+    walk_expr(s->e, mark_active, env);
+    walk_expr(s->inc, mark_active, env);
+    for (int i = 0; i < s->ninits; i++)
+        walk_expr(s->inits[i], mark_active, env);
+}
+
+static void check_calls(ad_expr *e, void *env)
+{
+    ad_func *f = env;
+    if (e->kind != EX_CALL || e->callee || e->row || zero_derivative(e->text))
+        return;
+    bool varied = false;
+    for (int i = 0; i < e->nargs; i++)
+        varied |= expr_varied(e->args[i]);
+    if (varied) {
+        ad_error(e->loc,
+                 "call to '%s' with active arguments has no rule and no body: provide its body in "
+                 "this file, or register a rule for it (--rules)",
+                 e->text);
+        f->nerrors++;
+    }
+}
+
+static void check_calls_stmt(ad_stmt *s, void *env)
+{
+    walk_expr(s->e, check_calls, env);
+    walk_expr(s->inc, check_calls, env);
+}
+
+/* Unsupported uses of active data found after activity is known. */
+static void check_active_expr(ad_expr *e, void *env)
+{
+    ad_func *f = env;
+    if (e->kind == EX_BIN && e->a && e->b) {
+        bool ptr = e->a->type->kind == TY_PTR || e->b->type->kind == TY_PTR;
+        if (ptr && (!strcmp(e->op, "<") || !strcmp(e->op, ">") || !strcmp(e->op, "==") ||
+                    !strcmp(e->op, "!=") || !strcmp(e->op, "<=") || !strcmp(e->op, ">="))) {
+            ad_var *v = ad_root(e->a);
+            if (v && v->active) {
+                ad_error(e->loc, "unsupported construct: an active pointer compared (compare "
+                                 "indices instead)");
+                f->nerrors++;
+            }
+        }
+    }
+}
+
+static void check_active_stmt(ad_stmt *s, void *env)
+{
+    walk_expr(s->e, check_active_expr, env);
+    walk_expr(s->inc, check_active_expr, env);
+}
+
+static void resolve_stmt(ad_stmt *s, void *env)
+{
+    walk_expr(s->e, resolve_call, env);
+    walk_expr(s->inc, resolve_call, env);
+    for (int i = 0; i < s->ninits; i++)
+        walk_expr(s->inits[i], resolve_call, env);
+}
+
+void ad_prepare(ad_unit *u)
+{
+    call_env ce = {u, 0};
+    for (int i = 0; i < u->nfuncs; i++)
+        walk_stmt(u->funcs[i]->body, resolve_stmt, &ce);
+    for (int i = 0; i < u->nfuncs; i++)
+        if (u->funcs[i]->body && !u->funcs[i]->nerrors) {
+            ad_error_sink(&u->funcs[i]->errors);
+            ad_normalize(u->funcs[i]);
+            ad_error_sink(NULL);
+            u->funcs[i]->nerrors = u->funcs[i]->errors.len != 0;
+        }
+    /* the operators normalisation made get their rows */
+    for (int i = 0; i < u->nfuncs; i++)
+        walk_stmt(u->funcs[i]->body, resolve_stmt, &ce);
+    bool changed;
+    do {
+        changed = false;
+        for (int i = 0; i < u->nfuncs; i++) {
+            write_env w = {u->funcs[i], false};
+            walk_stmt(u->funcs[i]->body, writes_stmt, &w);
+            changed |= w.changed;
+        }
+    } while (changed);
+    for (int i = 0; i < u->nfuncs; i++) {
+        ad_func *f = u->funcs[i];
+        for (int j = 0; j < f->nparams && j < 64; j++)
+            f->params[j]->output = f->writes_param[j] && f->params[j]->type->kind == TY_PTR &&
+                                   !f->params[j]->type->is_const &&
+                                   ad_type_has_real(f->params[j]->type);
+    }
+}
+
+int ad_analyse(ad_unit *u, ad_func *f, uint64_t mask)
+{
+    (void)u;
+    for (int i = 0; i < f->nparams; i++) {
+        ad_var *p = f->params[i];
+        bool out = p->output;
+        reset_var(p);
+        p->output = out;
+        if (i < 64 && (mask >> i & 1) && ad_type_has_real(p->type)) {
+            p->shadowed = p->wrt = true;
+            p->varied = p->useful = true;
+        }
+    }
+    for (int i = 0; i < f->nlocals; i++)
+        reset_var(f->locals[i]);
+    walk_stmt(f->body, clear_stmt, NULL);
+    stmt_act sa = {{false, false}, f};
+    do {
+        sa.a.changed = false;
+        walk_stmt(f->body, act_stmt, &sa);
+    } while (sa.a.changed);
+    for (int i = 0; i < f->nparams; i++) {
+        ad_var *p = f->params[i];
+        if (!p->shadowed)
+            p->varied = p->useful = false; /* not active in this context */
+        p->active = p->shadowed;
+    }
+    for (int i = 0; i < f->nlocals; i++) {
+        ad_var *v = f->locals[i];
+        v->active = v->varied && v->useful && ad_type_has_real(v->type);
+    }
+    /* expressions are active where they read active data */
+    for (int i = 0; i < f->nlocals; i++)
+        f->locals[i]->varied = f->locals[i]->active;
+    for (int i = 0; i < f->nparams; i++)
+        f->params[i]->varied = f->params[i]->active;
+    walk_stmt(f->body, mark_active_stmt, NULL);
+    int before = f->nerrors;
+    walk_stmt(f->body, check_calls_stmt, f);
+    walk_stmt(f->body, check_active_stmt, f);
+    walk_stmt(f->body, need_stmt, NULL);
+    walk_stmt(f->body, find_canonical, NULL);
+    mark_exits(f->body, false);
+    walk_stmt(f->body, recompute_stmt, f);
+    return f->nerrors > before;
+}

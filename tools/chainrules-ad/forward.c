@@ -1,0 +1,441 @@
+/*
+ * The tangent (forward-mode) generator: each statement computes its value and partials
+ * with the rule rows, then its tangent, in the primal's own control flow. The vector form
+ * carries up to CR_AD_VMAX directions per evaluation of the primal (a tangent is an array
+ * of the directions); f_fwdv runs it once per CR_AD_VMAX directions.
+ */
+#include <string.h>
+
+#include "ad.h"
+#include "lin.h"
+#include "requests.h"
+
+typedef struct fw {
+    ad_unit *u;
+    ad_func *f;
+    lin l;
+    ad_buf *out;
+    bool vector;
+} fw;
+
+static char *text(const ad_expr *e)
+{
+    ad_buf b = {0};
+    ad_emit_expr(&b, e);
+    char *r = ad_strdup(b.p);
+    ad_buf_free(&b);
+    return r;
+}
+
+static bool active_place(const ad_expr *l)
+{
+    const ad_var *v = ad_root(l);
+    return v && v->active && ad_type_is_real(l->type);
+}
+
+/* The tangent storage of a place, for assignment (vector mode: without the [k_]). */
+static const char *tangent_dst(fw *w, const ad_expr *place)
+{
+    if (!w->vector) {
+        ad_buf b = {0};
+        ad_emit_shadow(&b, place, "_d");
+        char *r = ad_strdup(b.p);
+        ad_buf_free(&b);
+        return r;
+    }
+    const char *t = lin_place_tangent(&w->l, place);
+    /* strip the trailing "[k_]" or "+ k_]" form: lin_tangent_assign adds [k_] itself, so the
+     * vector destination is written as an lvalue expression through a pointer instead */
+    return ad_fmt("(&%s)", t);
+}
+
+static void tan_call(fw *w, ad_expr *place, ad_expr *c, const char *ind)
+{
+    uint64_t mask = ad_call_mask(c);
+    if (!mask) {
+        if (place)
+            ad_buf_printf(w->out, "%s%s = %s;\n", ind, text(place), text(c));
+        else
+            ad_buf_printf(w->out, "%s%s;\n", ind, text(c));
+        if (place && active_place(place)) {
+            if (w->vector)
+                ad_buf_printf(w->out, "%sfor (int k_ = 0; k_ < w_; k_++)\n%s    %s = 0;\n", ind,
+                              ind, lin_place_tangent(&w->l, place));
+            else
+                ad_buf_printf(w->out, "%s%s = 0;\n", ind, tangent_dst(w, place));
+        }
+        return;
+    }
+    ad_func *g = c->callee;
+    const char *mn = ad_request(w->u, g, mask, w->vector ? REQ_TANV : REQ_TAN);
+    ad_buf_printf(w->out, "%s{\n", ind);
+    const char *ind2 = ad_fmt("%s    ", ind);
+    const char *targ[64] = {0};
+    w->l.out = w->out;
+    w->l.ind = ind2;
+    for (int i = 0; i < c->nargs && i < 64; i++)
+        if ((mask >> i & 1) && ad_type_is_real(g->params[i]->type)) {
+            lin_value(&w->l, c->args[i]);
+            targ[i] = ad_fmt("s%d_", ++w->l.tmp);
+            ad_buf_printf(w->out, "%s%s %s%s;\n", ind2, g->params[i]->type->spelling, targ[i],
+                          w->vector ? "[CR_AD_VMAX]" : "");
+            lin_tangent_assign(&w->l, c->args[i], targ[i]);
+        }
+    const char *rt = NULL;
+    if (ad_type_is_real(g->ret)) {
+        rt = ad_fmt("r%d_", ++w->l.tmp);
+        ad_buf_printf(w->out, "%s%s %s%s;\n", ind2, g->ret->spelling, rt,
+                      w->vector ? "[CR_AD_VMAX]" : "");
+    }
+    ad_buf b = {0};
+    if (place)
+        ad_buf_printf(&b, "%s = ", text(place));
+    ad_buf_printf(&b, "cr_ad_%s_%s%s(", g->name, w->vector ? "tanv" : "tan", mn);
+    for (int i = 0; i < c->nargs; i++) {
+        if (i)
+            ad_buf_put(&b, ", ");
+        ad_buf_put(&b, text(c->args[i]));
+        if (i >= 64 || !(mask >> i & 1))
+            continue;
+        if (targ[i]) {
+            ad_buf_printf(&b, ", %s", targ[i]);
+        } else if (!w->vector) {
+            ad_buf_put(&b, ", ");
+            ad_emit_shadow(&b, c->args[i], "_d");
+        } else {
+            /* a pointer argument: its tangent block and its stride */
+            const ad_var *v = ad_root(c->args[i]);
+            const ad_expr *a = c->args[i];
+            if (v->kind == VAR_PARAM) {
+                ad_buf_printf(&b, ", %s_d", v->cname);
+                if (a->kind == EX_BIN) {
+                    ad_buf_printf(&b, " %s (", a->op);
+                    ad_emit_expr(&b, a->b);
+                    ad_buf_printf(&b, ") * %s_ds_", v->cname);
+                } else if (a->kind == EX_ADDR && a->a->kind == EX_INDEX) {
+                    ad_buf_put(&b, " + (");
+                    ad_emit_expr(&b, a->a->b);
+                    ad_buf_printf(&b, ") * %s_ds_", v->cname);
+                } else if (a->kind != EX_VAR) {
+                    w->l.unsupported = true;
+                }
+                ad_buf_printf(&b, ", %s_ds_", v->cname);
+            } else {
+                ad_buf_printf(&b, ", &%s_d", v->cname);
+                if (a->kind == EX_ADDR && a->a->kind == EX_INDEX) {
+                    ad_buf_put(&b, "[");
+                    ad_emit_expr(&b, a->a->b);
+                    ad_buf_put(&b, "][0]");
+                } else if (a->kind == EX_VAR) {
+                    ad_buf_put(&b, "[0][0]");
+                } else {
+                    w->l.unsupported = true;
+                }
+                ad_buf_put(&b, ", CR_AD_VMAX");
+            }
+        }
+    }
+    if (rt)
+        ad_buf_printf(&b, "%s%s", c->nargs ? ", " : "", w->vector ? rt : ad_fmt("&%s", rt));
+    if (w->vector)
+        ad_buf_printf(&b, "%sw_", (c->nargs || rt) ? ", " : "");
+    ad_buf_put(&b, ")");
+    ad_buf_printf(w->out, "%s%s;\n", ind2, b.p);
+    ad_buf_free(&b);
+    if (place && active_place(place) && rt) {
+        if (w->vector)
+            ad_buf_printf(w->out, "%sfor (int k_ = 0; k_ < w_; k_++)\n%s    %s = %s[k_];\n", ind2,
+                          ind2, lin_place_tangent(&w->l, place), rt);
+        else
+            ad_buf_printf(w->out, "%s%s = %s;\n", ind2, tangent_dst(w, place), rt);
+    }
+    ad_buf_printf(w->out, "%s}\n", ind);
+}
+
+static void tan_assign(fw *w, ad_expr *place, ad_expr *value, const char *ind)
+{
+    if (value->kind == EX_CALL && value->callee) {
+        tan_call(w, place, value, ind);
+        return;
+    }
+    if (!active_place(place)) {
+        ad_buf_printf(w->out, "%s%s = %s;\n", ind, text(place), text(value));
+        return;
+    }
+    ad_buf_printf(w->out, "%s{\n", ind);
+    const char *ind2 = ad_fmt("%s    ", ind);
+    w->l.out = w->out;
+    w->l.ind = ind2;
+    const char *v = lin_value(&w->l, value);
+    int n = ++w->l.tmp;
+    const char *T = ad_type_real_name(place->type);
+    ad_buf_printf(w->out, "%sconst %s v%d_ = %s;\n", ind2, T, n, v);
+    if (w->vector) {
+        ad_buf_printf(w->out, "%s%s e%d_[CR_AD_VMAX];\n", ind2, T, n);
+        lin_tangent_assign(&w->l, value, ad_fmt("e%d_", n));
+        ad_buf_printf(w->out, "%sfor (int k_ = 0; k_ < w_; k_++)\n%s    %s = e%d_[k_];\n", ind2,
+                      ind2, lin_place_tangent(&w->l, place), n);
+    } else {
+        const char *d = lin_tangent(&w->l, value);
+        ad_buf_printf(w->out, "%sconst %s e%d_ = %s;\n", ind2, T, n, d);
+        ad_buf_printf(w->out, "%s%s = e%d_;\n", ind2, tangent_dst(w, place), n);
+    }
+    ad_buf_printf(w->out, "%s%s = v%d_;\n", ind2, text(place), n);
+    ad_buf_printf(w->out, "%s}\n", ind);
+}
+
+static ad_expr *var_ref(ad_var *v)
+{
+    ad_expr *e = ad_alloc(sizeof *e);
+    e->kind = EX_VAR;
+    e->var = v;
+    e->type = v->type;
+    e->loc = v->loc;
+    e->tmp = -1;
+    return e;
+}
+
+static ad_expr *elem_ref(ad_var *v, long long i)
+{
+    ad_expr *e = ad_alloc(sizeof *e);
+    e->kind = EX_INDEX;
+    e->a = var_ref(v);
+    e->b = ad_alloc(sizeof *e->b);
+    e->b->kind = EX_NUM;
+    e->b->text = ad_fmt("%lld", i);
+    e->b->type = v->type;
+    e->type = v->type->elem;
+    e->loc = v->loc;
+    e->tmp = -1;
+    return e;
+}
+
+static void tan_stmt(fw *w, ad_stmt *s, const char *ind)
+{
+    const char *ind2 = ad_fmt("%s    ", ind);
+    switch (s->kind) {
+    case ST_BLOCK:
+        for (int i = 0; i < s->n; i++)
+            tan_stmt(w, s->body[i], ind);
+        return;
+    case ST_DECL:
+        if (s->e)
+            tan_assign(w, var_ref(s->var), s->e, ind);
+        for (int i = 0; i < s->ninits; i++)
+            tan_assign(w, elem_ref(s->var, i), s->inits[i], ind);
+        return;
+    case ST_EXPR:
+        if (s->e->kind == EX_ASSIGN)
+            tan_assign(w, s->e->a, s->e->b, ind);
+        else if (s->e->kind == EX_CALL && s->e->callee)
+            tan_call(w, NULL, s->e, ind);
+        else
+            ad_buf_printf(w->out, "%s%s;\n", ind, text(s->e));
+        return;
+    case ST_RETURN:
+        if (s->e && ad_type_is_real(w->f->ret)) {
+            ad_buf_printf(w->out, "%s{\n", ind);
+            w->l.out = w->out;
+            w->l.ind = ind2;
+            const char *v = lin_value(&w->l, s->e);
+            int n = ++w->l.tmp;
+            ad_buf_printf(w->out, "%sconst %s v%d_ = %s;\n", ind2, w->f->ret->spelling, n, v);
+            if (w->vector) {
+                lin_tangent_assign(&w->l, s->e, ad_fmt("%s_d", w->f->name));
+            } else {
+                const char *d = lin_tangent(&w->l, s->e);
+                ad_buf_printf(w->out, "%sif (%s_d)\n%s    *%s_d = %s;\n", ind2, w->f->name, ind2,
+                              w->f->name, d);
+            }
+            ad_buf_printf(w->out, "%sreturn v%d_;\n%s}\n", ind2, n, ind);
+        } else if (s->e) {
+            ad_buf_printf(w->out, "%sreturn %s;\n", ind, text(s->e));
+        } else {
+            ad_buf_printf(w->out, "%sreturn;\n", ind);
+        }
+        return;
+    case ST_BREAK:
+        ad_buf_printf(w->out, "%sbreak;\n", ind);
+        return;
+    case ST_CONTINUE:
+        ad_buf_printf(w->out, "%scontinue;\n", ind);
+        return;
+    case ST_IF:
+        ad_buf_printf(w->out, "%sif (%s) {\n", ind, text(s->e));
+        tan_stmt(w, s->then, ind2);
+        if (s->els) {
+            ad_buf_printf(w->out, "%s} else {\n", ind);
+            tan_stmt(w, s->els, ind2);
+        }
+        ad_buf_printf(w->out, "%s}\n", ind);
+        return;
+    case ST_FOR:
+        if (s->init)
+            tan_stmt(w, s->init, ind);
+        if (s->inc && active_place(s->inc->a)) {
+            ad_error(s->loc, "unsupported construct: a floating-point loop increment (count with "
+                             "an integer)");
+            w->f->nerrors++;
+        }
+        ad_buf_printf(w->out, "%sfor (; %s; %s) {\n", ind, s->e ? text(s->e) : "",
+                      s->inc ? text(s->inc) : "");
+        tan_stmt(w, s->then, ind2);
+        ad_buf_printf(w->out, "%s}\n", ind);
+        return;
+    case ST_WHILE:
+        ad_buf_printf(w->out, "%swhile (%s) {\n", ind, text(s->e));
+        tan_stmt(w, s->then, ind2);
+        ad_buf_printf(w->out, "%s}\n", ind);
+        return;
+    case ST_DO:
+        ad_buf_printf(w->out, "%sdo {\n", ind);
+        tan_stmt(w, s->then, ind2);
+        ad_buf_printf(w->out, "%s} while (%s);\n", ind, text(s->e));
+        return;
+    case ST_NULL:
+        return;
+    }
+}
+
+static void tan_locals(fw *w, ad_buf *b)
+{
+    ad_func *f = w->f;
+    for (int i = 0; i < f->nlocals; i++) {
+        ad_var *v = f->locals[i];
+        bool agg = v->type->kind == TY_ARRAY || v->type->kind == TY_STRUCT;
+        ad_buf_put(b, "    ");
+        ad_emit_decl(b, v->type, v->cname);
+        ad_buf_put(b, agg ? " = {0};\n" : " = 0;\n");
+        ad_buf_printf(b, "    (void)%s;\n", v->cname);
+        if (v->active) {
+            ad_buf_put(b, "    ");
+            ad_emit_decl(b, v->type, ad_fmt("%s_d%s", v->cname, w->vector ? "" : ""));
+            if (w->vector)
+                ad_buf_put(b, "[CR_AD_VMAX]");
+            ad_buf_put(b, agg || w->vector ? " = {0};\n" : " = 0;\n");
+            ad_buf_printf(b, "    (void)%s_d;\n", v->cname);
+        }
+    }
+    for (int i = 0; i < f->nparams; i++) {
+        ad_var *p = f->params[i];
+        if (w->vector && p->shadowed && ad_type_is_real(p->type)) {
+            ad_buf_printf(b,
+                          "    %s %s_dv[CR_AD_VMAX];\n    for (int k_ = 0; k_ < w_; k_++)\n"
+                          "        %s_dv[k_] = %s_d[k_];\n",
+                          ad_type_real_name(p->type), p->cname, p->cname, p->cname);
+        }
+    }
+}
+
+/* Parameter list of the vector kernel: pointers carry a stride. */
+static void tanv_params(ad_buf *b, const ad_func *f)
+{
+    for (int i = 0; i < f->nparams; i++) {
+        const ad_var *p = f->params[i];
+        ad_emit_decl(b, p->type, p->cname);
+        if (p->shadowed) {
+            const char *T = ad_type_real_name(ad_type_scalar_of(p->type));
+            if (ad_type_is_real(p->type))
+                ad_buf_printf(b, ", const %s *%s_d", T, p->cname);
+            else
+                ad_buf_printf(b, ", %s%s *%s_d, size_t %s_ds_", p->type->is_const ? "const " : "",
+                              T, p->cname, p->cname);
+        }
+        ad_buf_put(b, ", ");
+    }
+    if (ad_type_is_real(f->ret))
+        ad_buf_printf(b, "%s *%s_d, ", f->ret->spelling, f->name);
+    ad_buf_put(b, "int w_");
+}
+
+void ad_emit_forward_fn(ad_buf *out, ad_unit *u, ad_func *f, const char *mname, bool vector,
+                        bool public_fn)
+{
+    fw w = {.u = u, .f = f, .vector = vector};
+    w.l.vector = vector;
+    ad_buf body = {0};
+    w.out = &body;
+    tan_stmt(&w, f->body, "    ");
+    if (vector && public_fn) {
+        /* f_fwdv: blocks of CR_AD_VMAX directions through the vector kernel */
+        ad_buf sig = {0};
+        ad_emit_signature(&sig, f, 'v');
+        ad_buf_printf(out, "%s\n{\n", sig.p);
+        if (f->ret->kind != TY_VOID)
+            ad_buf_printf(out, "    %s r_ = 0;\n", f->ret->spelling);
+        ad_buf_put(out, "    for (int k0_ = 0; k0_ < nd; k0_ += CR_AD_VMAX) {\n"
+                        "        const int w_ = nd - k0_ < CR_AD_VMAX ? nd - k0_ : CR_AD_VMAX;\n");
+        ad_buf_printf(out, "        %scr_ad_%s_tanv%s(", f->ret->kind != TY_VOID ? "r_ = " : "",
+                      f->name, mname);
+        for (int i = 0; i < f->nparams; i++) {
+            const ad_var *p = f->params[i];
+            ad_buf_put(out, p->cname);
+            if (p->shadowed) {
+                if (ad_type_is_real(p->type))
+                    ad_buf_printf(out, ", %s_d + k0_", p->cname);
+                else
+                    ad_buf_printf(out, ", %s_d + k0_, (size_t)nd", p->cname);
+            }
+            ad_buf_put(out, ", ");
+        }
+        if (ad_type_is_real(f->ret))
+            ad_buf_printf(out, "%s_d + k0_, ", f->name);
+        ad_buf_put(out, "w_);\n    }\n");
+        if (f->ret->kind != TY_VOID)
+            ad_buf_put(out, "    return r_;\n");
+        ad_buf_put(out, "}\n\n");
+        ad_buf_free(&sig);
+        ad_buf_free(&body);
+        return;
+    }
+    if (public_fn) {
+        ad_buf sig = {0};
+        ad_emit_signature(&sig, f, 'f');
+        ad_buf_printf(out, "%s\n{\n", sig.p);
+        ad_buf_free(&sig);
+    } else if (vector) {
+        ad_buf_printf(out, "static %s cr_ad_%s_tanv%s(", f->ret->spelling, f->name, mname);
+        tanv_params(out, f);
+        ad_buf_put(out, ")\n{\n");
+    } else {
+        ad_buf_printf(out, "static %s cr_ad_%s_tan%s(", f->ret->spelling, f->name, mname);
+        bool first = true;
+        for (int i = 0; i < f->nparams; i++) {
+            const ad_var *p = f->params[i];
+            if (!first)
+                ad_buf_put(out, ", ");
+            first = false;
+            ad_emit_decl(out, p->type, p->cname);
+            if (p->shadowed) {
+                const char *T = ad_type_real_name(ad_type_scalar_of(p->type));
+                if (ad_type_is_real(p->type))
+                    ad_buf_printf(out, ", %s %s_d", T, p->cname);
+                else if (p->type->elem->kind == TY_STRUCT)
+                    ad_buf_printf(out, ", %s%s *%s_d", p->type->is_const ? "const " : "",
+                                  p->type->elem->name, p->cname);
+                else
+                    ad_buf_printf(out, ", %s%s *%s_d", p->type->is_const ? "const " : "", T,
+                                  p->cname);
+            }
+        }
+        if (ad_type_is_real(f->ret)) {
+            ad_buf_printf(out, "%s%s *%s_d", first ? "" : ", ", f->ret->spelling, f->name);
+            first = false;
+        }
+        ad_buf_printf(out, "%s)\n{\n", first ? "void" : "");
+    }
+    tan_locals(&w, out);
+    for (int i = 0; i < f->nparams; i++)
+        ad_buf_printf(out, "    (void)%s;\n", f->params[i]->cname);
+    ad_buf_put(out, body.p ? body.p : "");
+    if (f->ret->kind != TY_VOID)
+        ad_buf_printf(out, "    return (%s)0;\n", f->ret->spelling);
+    ad_buf_put(out, "}\n\n");
+    ad_buf_free(&body);
+    if (w.l.unsupported) {
+        ad_error(f->loc, "unsupported construct in the vector forward mode of '%s' (a pointer "
+                         "argument other than p, p + k or &p[k])",
+                 f->name);
+        f->nerrors++;
+    }
+}

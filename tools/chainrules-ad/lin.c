@@ -1,0 +1,236 @@
+/*
+ * Linearisation of one expression, shared by the tangent and adjoint generators: the values
+ * of its active subexpressions and their partials from the rule rows (pass 1), then the
+ * adjoint propagated down to the variables it reads (pass 2) or the tangent pushed up
+ * (forward).
+ */
+#include <string.h>
+
+#include "ad.h"
+#include "lin.h"
+
+static const char *real_of(const ad_expr *e)
+{
+    return ad_type_real_name(e->type);
+}
+
+/* The operands of a row node. */
+static int operands(ad_expr *e, ad_expr **ops)
+{
+    if (e->kind == EX_CALL) {
+        for (int i = 0; i < e->nargs && i < 4; i++)
+            ops[i] = e->args[i];
+        return e->nargs;
+    }
+    ops[0] = e->a;
+    ops[1] = e->b;
+    return e->kind == EX_UN ? 1 : 2;
+}
+
+static bool is_place(const ad_expr *e)
+{
+    return e->kind == EX_VAR || e->kind == EX_INDEX || e->kind == EX_MEMBER || e->kind == EX_DEREF;
+}
+
+static char *text_of(const ad_expr *e)
+{
+    ad_buf b = {0};
+    ad_emit_expr(&b, e);
+    char *r = ad_strdup(b.p ? b.p : "");
+    ad_buf_free(&b);
+    return r;
+}
+
+const char *lin_value(lin *l, ad_expr *e)
+{
+    if (!e->active || is_place(e))
+        return text_of(e);
+    if (e->kind == EX_CAST)
+        return ad_fmt("((%s)%s)", e->type->spelling, lin_value(l, e->a));
+    int n = ++l->tmp;
+    e->tmp = n;
+    const char *T = real_of(e);
+    if (e->kind == EX_COND) {
+        ad_buf_printf(l->out, "%sint c%d_ = (%s) != 0;\n%s%s t%d_;\n", l->ind, n, text_of(e->a),
+                      l->ind, T, n);
+        ad_buf_printf(l->out, "%sif (c%d_) {\n", l->ind, n);
+        const char *ind = l->ind;
+        l->ind = ad_fmt("%s    ", ind);
+        const char *vb = lin_value(l, e->b);
+        ad_buf_printf(l->out, "%st%d_ = %s;\n", l->ind, n, vb);
+        l->ind = ind;
+        ad_buf_printf(l->out, "%s} else {\n", l->ind);
+        l->ind = ad_fmt("%s    ", ind);
+        const char *vc = lin_value(l, e->c);
+        ad_buf_printf(l->out, "%st%d_ = %s;\n", l->ind, n, vc);
+        l->ind = ind;
+        ad_buf_printf(l->out, "%s}\n%s(void)t%d_;\n", l->ind, l->ind, n);
+        return ad_fmt("t%d_", n);
+    }
+    if (!e->row) {
+        /* an active node without a row cannot be differentiated: refused by the analysis */
+        return text_of(e);
+    }
+    ad_expr *ops[4];
+    int k = operands(e, ops);
+    const char *vals[4];
+    for (int j = 0; j < k; j++)
+        vals[j] = lin_value(l, ops[j]);
+    bool fl = e->type->kind == TY_FLOAT;
+    const char *helper = ad_row_helper(e->row, fl);
+    ad_buf_printf(l->out, "%s%s t%d_, t%d_D[%d];\n%s{\n%s    const %s x_[%d] = {", l->ind, T, n, n,
+                  k, l->ind, l->ind, T, k);
+    for (int j = 0; j < k; j++)
+        ad_buf_printf(l->out, "%s(%s)%s", j ? ", " : "", T, vals[j]);
+    ad_buf_printf(l->out, "};\n%s    %s(x_, &t%d_, t%d_D);\n%s}\n%s(void)t%d_;\n", l->ind, helper,
+                  n, n, l->ind, l->ind, n);
+    return ad_fmt("t%d_", n);
+}
+
+void lin_adjoint(lin *l, ad_expr *e, const char *A)
+{
+    if (!e->active)
+        return;
+    if (is_place(e)) {
+        ad_buf b = {0};
+        ad_emit_shadow(&b, e, "_b");
+        ad_buf_printf(l->out, "%s%s += %s;\n", l->ind, b.p, A);
+        ad_buf_free(&b);
+        return;
+    }
+    if (e->kind == EX_CAST) {
+        lin_adjoint(l, e->a, A);
+        return;
+    }
+    int n = e->tmp;
+    if (e->kind == EX_COND) {
+        const char *ind = l->ind;
+        ad_buf_printf(l->out, "%sif (c%d_) {\n", ind, n);
+        l->ind = ad_fmt("%s    ", ind);
+        lin_value(l, e->b);
+        lin_adjoint(l, e->b, A);
+        l->ind = ind;
+        ad_buf_printf(l->out, "%s} else {\n", ind);
+        l->ind = ad_fmt("%s    ", ind);
+        lin_value(l, e->c);
+        lin_adjoint(l, e->c, A);
+        l->ind = ind;
+        ad_buf_printf(l->out, "%s}\n", ind);
+        return;
+    }
+    if (!e->row)
+        return;
+    ad_expr *ops[4];
+    int k = operands(e, ops);
+    for (int j = 0; j < k; j++) {
+        if (!ops[j]->active)
+            continue;
+        int a = ++l->tmp;
+        ad_buf_printf(l->out, "%sconst %s a%d_ = %s * t%d_D[%d];\n", l->ind, real_of(e), a, A, n,
+                      j);
+        lin_adjoint(l, ops[j], ad_fmt("a%d_", a));
+    }
+}
+
+/* ---- Tangents ------------------------------------------------------------------------------- */
+
+/* The tangent of a place: its shadow (vector mode: element k_ of its direction block). */
+static const char *place_tangent(lin *l, const ad_expr *e)
+{
+    ad_buf b = {0};
+    if (l->vector) {
+        const ad_var *v = ad_root(e);
+        if (v && v->kind == VAR_PARAM && v->type->kind == TY_PTR) {
+            /* element (index) of a parameter array: a_d[(i)*nd + k0_ + k_] */
+            if (e->kind == EX_INDEX && e->a->kind == EX_VAR) {
+                ad_buf_printf(&b, "%s_d[(size_t)(", v->cname);
+                ad_emit_expr(&b, e->b);
+                ad_buf_printf(&b, ") * %s_ds_ + (size_t)k_]", v->cname);
+            } else if (e->kind == EX_DEREF && e->a->kind == EX_VAR) {
+                ad_buf_printf(&b, "%s_d[k_]", v->cname);
+            } else {
+                ad_buf_put(&b, "0 /* unsupported */");
+                l->unsupported = true;
+            }
+        } else if (v && v->kind == VAR_PARAM) {
+            ad_buf_printf(&b, "%s_dv[k_]", v->cname);
+        } else {
+            /* a local: its tangent has a trailing direction dimension */
+            ad_emit_shadow(&b, e, "_d");
+            ad_buf_put(&b, "[k_]");
+        }
+    } else {
+        ad_emit_shadow(&b, e, "_d");
+    }
+    char *r = ad_strdup(b.p);
+    ad_buf_free(&b);
+    return r;
+}
+
+const char *lin_place_tangent(lin *l, const ad_expr *e)
+{
+    return place_tangent(l, e);
+}
+
+/* Pass 1 and the tangent together; the tangent is a scalar expression (in vector mode, of
+ * direction k_ inside the loop the caller writes: every node's tangent is then an array). */
+const char *lin_tangent(lin *l, ad_expr *e)
+{
+    if (!e->active)
+        return "0";
+    if (is_place(e))
+        return place_tangent(l, e);
+    if (e->kind == EX_CAST)
+        return ad_fmt("((%s)%s)", e->type->spelling, lin_tangent(l, e->a));
+    int n = e->tmp;
+    const char *T = real_of(e);
+    const char *K = l->vector ? "[k_]" : "";
+    if (e->kind == EX_COND) {
+        ad_buf_printf(l->out, "%s%s d%d_%s;\n", l->ind, T, n, l->vector ? "[CR_AD_VMAX]" : "");
+        ad_buf_printf(l->out, "%sif (c%d_) {\n", l->ind, n);
+        const char *ind = l->ind;
+        l->ind = ad_fmt("%s    ", ind);
+        lin_value(l, e->b);
+        lin_tangent_assign(l, e->b, ad_fmt("d%d_", n));
+        l->ind = ind;
+        ad_buf_printf(l->out, "%s} else {\n", ind);
+        l->ind = ad_fmt("%s    ", ind);
+        lin_value(l, e->c);
+        lin_tangent_assign(l, e->c, ad_fmt("d%d_", n));
+        l->ind = ind;
+        ad_buf_printf(l->out, "%s}\n", ind);
+        return ad_fmt("d%d_%s", n, K);
+    }
+    if (!e->row)
+        return "0";
+    ad_expr *ops[4];
+    int k = operands(e, ops);
+    const char *dots[4];
+    for (int j = 0; j < k; j++)
+        dots[j] = ops[j]->active ? lin_tangent(l, ops[j]) : NULL;
+    ad_buf_printf(l->out, "%s%s d%d_%s;\n", l->ind, T, n, l->vector ? "[CR_AD_VMAX]" : "");
+    if (l->vector)
+        ad_buf_printf(l->out, "%sfor (int k_ = 0; k_ < w_; k_++)\n    ", l->ind);
+    ad_buf_printf(l->out, "%sd%d_%s = ", l->ind, n, K);
+    bool first = true;
+    for (int j = 0; j < k; j++) {
+        if (!dots[j])
+            continue;
+        ad_buf_printf(l->out, "%st%d_D[%d] * %s", first ? "" : " + ", n, j, dots[j]);
+        first = false;
+    }
+    if (first)
+        ad_buf_put(l->out, "0");
+    ad_buf_put(l->out, ";\n");
+    return ad_fmt("d%d_%s", n, K);
+}
+
+void lin_tangent_assign(lin *l, ad_expr *e, const char *dst)
+{
+    const char *d = lin_tangent(l, e);
+    if (l->vector)
+        ad_buf_printf(l->out, "%sfor (int k_ = 0; k_ < w_; k_++)\n%s    %s[k_] = %s;\n", l->ind,
+                      l->ind, dst, d);
+    else
+        ad_buf_printf(l->out, "%s%s = %s;\n", l->ind, dst, d);
+}

@@ -1,0 +1,26 @@
+/* chainrules-ad: linearisation of expressions (lin.c), shared by forward.c and reverse.c. */
+#ifndef CR_AD_LIN_H
+#define CR_AD_LIN_H
+
+#include "ad.h"
+
+typedef struct lin {
+    ad_buf *out;      /* where the code goes */
+    const char *ind;  /* indentation */
+    int tmp;          /* the last temporary number used in the function */
+    bool vector;      /* tangents of nd directions (k0_, k_, w_, nd in scope) */
+    bool unsupported; /* a construct the vector mode cannot write */
+} lin;
+
+/* Pass 1: writes the values and partials of e's active nodes; returns e's value as text. */
+const char *lin_value(lin *l, ad_expr *e);
+/* Pass 2: adds A times the derivative of e into the shadows of the places e reads. */
+void lin_adjoint(lin *l, ad_expr *e, const char *A);
+/* After lin_value: the tangent of e as text (in vector mode, of direction k_). */
+const char *lin_tangent(lin *l, ad_expr *e);
+/* After lin_value: dst = tangent of e (vector mode: dst[k_] for every direction). */
+void lin_tangent_assign(lin *l, ad_expr *e, const char *dst);
+/* The tangent of a place (a variable, element or field). */
+const char *lin_place_tangent(lin *l, const ad_expr *e);
+
+#endif /* CR_AD_LIN_H */

@@ -1,0 +1,269 @@
+/*
+ * chainrules-ad: differentiates plain C with the rules of chainrules-c.
+ *
+ *   chainrules-ad --reverse f[,g...] [--wrt a,b] [--forward h[,...]] [--vector h[,...]]
+ *                 [-o out.c] input.c [-- cflags...]
+ *
+ * docs/source-transformation.md is the reference: the generated signatures, the supported
+ * C, how the rules are used, memory, errors.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ad.h"
+#include "requests.h"
+
+static void usage(FILE *fp)
+{
+    fputs("usage: chainrules-ad [--reverse f[,g...]] [--forward h[,...]] [--vector h[,...]]\n"
+          "                     [--wrt a,b] [-o out.c] input.c [-- cflags...]\n"
+          "Writes f_rev (reverse mode), h_fwd (forward mode) and h_fwdv (vector forward mode)\n"
+          "for functions of input.c; see docs/source-transformation.md.\n",
+          fp);
+}
+
+/* Splits "a,b,c" into *list (appended). */
+static void split_names(const char *s, const char ***list, int *n)
+{
+    char *copy = ad_strdup(s);
+    for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
+        const char **nl = ad_alloc((size_t)(*n + 1) * sizeof *nl);
+        if (*n)
+            memcpy(nl, *list, (size_t)*n * sizeof *nl);
+        nl[(*n)++] = tok;
+        *list = nl;
+    }
+}
+
+/* The public mask of a requested function: every parameter with real data, or those named
+ * by --wrt; outputs (real pointers the function writes) always. */
+static int public_mask(ad_func *f, const ad_options *opt, uint64_t *mask)
+{
+    *mask = 0;
+    if (f->nparams > 64) {
+        ad_error(f->loc, "'%s' has more than 64 parameters", f->name);
+        return 1;
+    }
+    for (int i = 0; i < f->nparams; i++) {
+        ad_var *p = f->params[i];
+        if (!ad_type_has_real(p->type))
+            continue;
+        if (p->type->kind == TY_STRUCT) {
+            ad_error(p->loc, "unsupported construct: the struct parameter '%s' passed by value "
+                             "(pass a pointer)",
+                     p->name);
+            return 1;
+        }
+        bool in = opt->nwrt == 0 || p->output;
+        for (int j = 0; j < opt->nwrt; j++)
+            if (strcmp(opt->wrt[j], p->name) == 0)
+                in = true;
+        if (in)
+            *mask |= (uint64_t)1 << i;
+    }
+    return 0;
+}
+
+static int report(ad_func *f)
+{
+    if (f->errors.len)
+        fputs(f->errors.p, stderr);
+    return f->nerrors != 0 || f->errors.len != 0;
+}
+
+/* Appends a static function and its prototype. */
+static void add_static(ad_buf *protos, ad_buf *bodies, ad_buf *fn)
+{
+    if (!fn->p)
+        return;
+    char *brace = strstr(fn->p, ")\n{\n");
+    if (brace) {
+        size_t n = (size_t)(brace - fn->p) + 1;
+        char *proto = ad_alloc(n + 3);
+        memcpy(proto, fn->p, n);
+        strcpy(proto + n, ";\n");
+        ad_buf_put(protos, proto);
+        /* a second function in the same text (the split pair) */
+        char *second = strstr(brace, "\n}\n\nstatic ");
+        if (second) {
+            char *s2 = second + 4;
+            char *b2 = strstr(s2, ")\n{\n");
+            if (b2) {
+                size_t n2 = (size_t)(b2 - s2) + 1;
+                char *p2 = ad_alloc(n2 + 3);
+                memcpy(p2, s2, n2);
+                strcpy(p2 + n2, ";\n");
+                ad_buf_put(protos, p2);
+            }
+        }
+    }
+    ad_buf_put(bodies, fn->p);
+}
+
+int main(int argc, char **argv)
+{
+    const char **rev = NULL, **fwd = NULL, **vec = NULL;
+    int nrev = 0, nfwd = 0, nvec = 0;
+    ad_options opt = {0};
+    const char *out_path = NULL, *in_path = NULL;
+    const char **flags = NULL;
+    int nflags = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--")) {
+            flags = (const char **)argv + i + 1;
+            nflags = argc - i - 1;
+            break;
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if ((!strcmp(a, "--reverse") || !strcmp(a, "--forward") || !strcmp(a, "--vector") ||
+                    !strcmp(a, "--wrt") || !strcmp(a, "-o")) &&
+                   i + 1 < argc) {
+            const char *v = argv[++i];
+            if (!strcmp(a, "--reverse"))
+                split_names(v, &rev, &nrev);
+            else if (!strcmp(a, "--forward"))
+                split_names(v, &fwd, &nfwd);
+            else if (!strcmp(a, "--vector"))
+                split_names(v, &vec, &nvec);
+            else if (!strcmp(a, "--wrt"))
+                split_names(v, &opt.wrt, &opt.nwrt);
+            else
+                out_path = v;
+        } else if (a[0] == '-') {
+            fprintf(stderr, "chainrules-ad: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        } else if (!in_path) {
+            in_path = a;
+        } else {
+            fprintf(stderr, "chainrules-ad: more than one input file ('%s')\n", a);
+            return 2;
+        }
+    }
+    if (!in_path || (nrev + nfwd + nvec) == 0) {
+        usage(stderr);
+        return 2;
+    }
+    ad_unit u;
+    if (ad_parse(in_path, flags, nflags, &u)) {
+        ad_pool_free();
+        return 1;
+    }
+    ad_prepare(&u);
+    int rc = 0;
+    /* the requested functions */
+    const char **lists[3] = {rev, fwd, vec};
+    int counts[3] = {nrev, nfwd, nvec};
+    ad_req_kind kinds[3] = {REQ_REV, REQ_FWD, REQ_FWDV};
+    for (int m = 0; m < 3; m++)
+        for (int i = 0; i < counts[m]; i++) {
+            ad_func *f = ad_unit_find(&u, lists[m][i]);
+            if (!f || !f->has_body) {
+                fprintf(stderr, "%s: error: no function '%s' with a body in this file\n", in_path,
+                        lists[m][i]);
+                rc = 1;
+                continue;
+            }
+            uint64_t mask;
+            if (public_mask(f, &opt, &mask)) {
+                rc = 1;
+                continue;
+            }
+            ad_request(&u, f, mask, kinds[m]);
+            if (kinds[m] == REQ_FWDV)
+                ad_request(&u, f, mask, REQ_TANV);
+        }
+    for (int i = 0; i < opt.nwrt; i++) {
+        bool found = false;
+        for (int m = 0; m < 3; m++)
+            for (int k = 0; k < counts[m]; k++) {
+                ad_func *f = ad_unit_find(&u, lists[m][k]);
+                for (int j = 0; f && j < f->nparams; j++)
+                    found |= !strcmp(f->params[j]->name, opt.wrt[i]);
+            }
+        if (!found) {
+            fprintf(stderr, "%s: error: --wrt names '%s', which is not a parameter of the "
+                            "functions to differentiate\n",
+                    in_path, opt.wrt[i]);
+            rc = 1;
+        }
+    }
+    ad_buf publics = {0}, protos = {0}, bodies = {0};
+    ad_func *f;
+    uint64_t mask;
+    ad_req_kind kind;
+    while (!rc && ad_next_request(&f, &mask, &kind)) {
+        if (report(f)) {
+            rc = 1;
+            break;
+        }
+        if (ad_analyse(&u, f, mask) || report(f)) {
+            rc = 1;
+            break;
+        }
+        const char *mn = ad_fmt("_%llx", (unsigned long long)mask);
+        ad_buf fn = {0};
+        switch (kind) {
+        case REQ_REV:
+            ad_emit_reverse_public(&publics, &u, f);
+            break;
+        case REQ_FWD:
+            ad_emit_forward_fn(&publics, &u, f, mn, false, true);
+            break;
+        case REQ_FWDV:
+            ad_emit_forward_fn(&publics, &u, f, mn, true, true);
+            break;
+        case REQ_SPLIT:
+            ad_emit_reverse_split(&fn, &u, f, mn);
+            break;
+        case REQ_TAN:
+            ad_emit_forward_fn(&fn, &u, f, mn, false, false);
+            break;
+        case REQ_TANV:
+            ad_emit_forward_fn(&fn, &u, f, mn, true, false);
+            break;
+        }
+        add_static(&protos, &bodies, &fn);
+        ad_buf_free(&fn);
+        if (report(f) || ad_errors()) {
+            rc = 1;
+            break;
+        }
+    }
+    if (!rc && ad_errors())
+        rc = 1;
+    if (!rc) {
+        ad_buf out = {0};
+        ad_emit_preamble(&u, &out);
+        ad_buf_put(&out, "#ifndef CR_AD_VMAX\n#define CR_AD_VMAX 16 /* directions per sweep of "
+                         "the vector forward mode */\n#endif\n\n");
+        ad_rows_emit(&out);
+        ad_buf_put(&out, protos.p ? protos.p : "");
+        ad_buf_put(&out, "\n");
+        ad_buf_put(&out, bodies.p ? bodies.p : "");
+        ad_buf_put(&out, publics.p ? publics.p : "");
+        FILE *fp = out_path ? fopen(out_path, "w") : stdout;
+        if (!fp) {
+            fprintf(stderr, "chainrules-ad: cannot write '%s'\n", out_path);
+            rc = 1;
+        } else {
+            if (fwrite(out.p, 1, out.len, fp) != out.len)
+                rc = 1;
+            if (fp != stdout && fclose(fp) != 0)
+                rc = 1;
+            if (rc) {
+                fprintf(stderr, "chainrules-ad: error writing '%s'\n", out_path);
+                if (out_path)
+                    remove(out_path);
+            }
+        }
+        ad_buf_free(&out);
+    }
+    ad_buf_free(&publics);
+    ad_buf_free(&protos);
+    ad_buf_free(&bodies);
+    ad_pool_free();
+    return rc;
+}

@@ -1,0 +1,278 @@
+/*
+ * Normalisation before the analyses: compound assignments and ++/-- become plain
+ * assignments (x += e is x = x + e, whose partials come from the row of +), and a call to a
+ * function of the file inside an expression is moved to a statement of its own that assigns
+ * a new local (so that its forward sweep and its adjoint each run exactly once).
+ */
+#include <string.h>
+
+#include "ad.h"
+
+static int g_tmp;
+
+static ad_expr *num_one(const ad_expr *like)
+{
+    ad_expr *e = ad_alloc(sizeof *e);
+    e->kind = EX_NUM;
+    e->type = like->type;
+    e->loc = like->loc;
+    e->text = ad_type_is_real(like->type) ? "1.0" : "1";
+    e->tmp = -1;
+    return e;
+}
+
+static ad_expr *bin(const char *op, ad_expr *a, ad_expr *b, ad_type *t)
+{
+    ad_expr *e = ad_alloc(sizeof *e);
+    e->kind = EX_BIN;
+    e->op = op;
+    e->a = a;
+    e->b = b;
+    e->type = t;
+    e->loc = a->loc;
+    e->tmp = -1;
+    return e;
+}
+
+/* x op= e -> x = x op e; x++ -> x = x + 1. */
+static ad_expr *desugar(ad_expr *e)
+{
+    if (e->kind == EX_ASSIGN && strcmp(e->op, "=") != 0) {
+        size_t n = strlen(e->op);
+        const char *op = ad_fmt("%.*s", (int)(n - 1), e->op);
+        ad_expr *rhs = e->b;
+        /* the operation is done in the type of the left operand */
+        e->b = bin(op, e->a, rhs, e->a->type);
+        e->op = "=";
+    } else if (e->kind == EX_INCDEC) {
+        ad_expr *a = ad_alloc(sizeof *a);
+        *a = *e;
+        a->kind = EX_ASSIGN;
+        a->op = "=";
+        a->a = e->a;
+        a->b = bin(e->op[0] == '+' ? "+" : "-", e->a, num_one(e->a), e->a->type);
+        return a;
+    }
+    return e;
+}
+
+static bool nested_side_effect(const ad_expr *e, bool top)
+{
+    if (!e)
+        return false;
+    if (!top && (e->kind == EX_ASSIGN || e->kind == EX_INCDEC)) {
+        ad_error(e->loc, "unsupported construct: an assignment or ++/-- inside an expression "
+                         "(write it as a statement of its own)");
+        return true;
+    }
+    bool r = nested_side_effect(e->a, false) | nested_side_effect(e->b, false) |
+             nested_side_effect(e->c, false);
+    for (int i = 0; i < e->nargs; i++)
+        r |= nested_side_effect(e->args[i], false);
+    return r;
+}
+
+typedef struct hoist {
+    ad_func *f;
+    ad_stmt **pre; /* statements to insert before */
+    int npre, cappre;
+    int depth;
+    bool forbid; /* inside && || ?: */
+} hoist;
+
+static void add_pre(hoist *h, ad_stmt *s)
+{
+    if (h->npre == h->cappre) {
+        int cap = h->cappre ? 2 * h->cappre : 4;
+        ad_stmt **n = ad_alloc((size_t)cap * sizeof *n);
+        if (h->npre)
+            memcpy(n, h->pre, (size_t)h->npre * sizeof *n);
+        h->pre = n;
+        h->cappre = cap;
+    }
+    h->pre[h->npre++] = s;
+}
+
+static ad_var *new_local(ad_func *f, ad_type *t, const char *base, ad_loc loc, int depth)
+{
+    ad_var *v = ad_alloc(sizeof *v);
+    v->name = v->cname = ad_fmt("%s_r%d_", base, ++g_tmp);
+    v->type = t;
+    v->kind = VAR_LOCAL;
+    v->loc = loc;
+    v->loop_depth = depth;
+    if (f->nlocals == f->caplocals) {
+        int cap = f->caplocals ? 2 * f->caplocals : 32;
+        ad_var **n = ad_alloc((size_t)cap * sizeof *n);
+        if (f->nlocals)
+            memcpy(n, f->locals, (size_t)f->nlocals * sizeof *n);
+        f->locals = n;
+        f->caplocals = cap;
+    }
+    v->index = f->nlocals;
+    f->locals[f->nlocals++] = v;
+    return v;
+}
+
+/* Replaces calls of functions of the file below e by new locals assigned before. */
+static ad_expr *hoist_calls(hoist *h, ad_expr *e, bool top)
+{
+    if (!e)
+        return e;
+    bool forbid = h->forbid;
+    if (e->kind == EX_COND || (e->kind == EX_BIN && (!strcmp(e->op, "&&") || !strcmp(e->op, "||"))))
+        h->forbid = true;
+    e->a = hoist_calls(h, e->a, false);
+    e->b = hoist_calls(h, e->b, false);
+    e->c = hoist_calls(h, e->c, false);
+    h->forbid = forbid;
+    for (int i = 0; i < e->nargs; i++)
+        e->args[i] = hoist_calls(h, e->args[i], false);
+    if (e->kind != EX_CALL || top || !e->callee)
+        return e;
+    if (h->forbid) {
+        ad_error(e->loc, "unsupported construct: a call to '%s' inside &&, || or ?: (assign it to "
+                         "a variable first)",
+                 e->text);
+        return e;
+    }
+    if (e->type->kind == TY_VOID)
+        return e;
+    ad_var *v = new_local(h->f, e->type, e->text, e->loc, h->depth);
+    ad_expr *ref = ad_alloc(sizeof *ref);
+    ref->kind = EX_VAR;
+    ref->var = v;
+    ref->type = e->type;
+    ref->loc = e->loc;
+    ref->tmp = -1;
+    ad_stmt *s = ad_alloc(sizeof *s);
+    s->kind = ST_EXPR;
+    s->loc = e->loc;
+    ad_expr *as = ad_alloc(sizeof *as);
+    as->kind = EX_ASSIGN;
+    as->op = "=";
+    as->a = ref;
+    as->b = e;
+    as->type = e->type;
+    as->loc = e->loc;
+    as->tmp = -1;
+    s->e = as;
+    add_pre(h, s);
+    return ref;
+}
+
+static ad_stmt *norm_stmt(hoist *h, ad_stmt *s);
+
+/* A statement with the hoisted calls before it: a block when there are any. */
+static ad_stmt *with_pre(hoist *h, ad_stmt *s, int mark)
+{
+    if (h->npre == mark)
+        return s;
+    int n = h->npre - mark + 1;
+    ad_stmt **items = ad_alloc((size_t)n * sizeof *items);
+    memcpy(items, h->pre + mark, (size_t)(n - 1) * sizeof *items);
+    items[n - 1] = s;
+    h->npre = mark;
+    ad_stmt *b = ad_alloc(sizeof *b);
+    b->kind = ST_BLOCK;
+    b->loc = s->loc;
+    b->body = items;
+    b->n = n;
+    return b;
+}
+
+static ad_expr *norm_top_expr(hoist *h, ad_expr *e)
+{
+    if (!e)
+        return e;
+    nested_side_effect(e, true);
+    e = desugar(e);
+    if (e->kind == EX_ASSIGN) {
+        e->a = hoist_calls(h, e->a, false);
+        e->b = hoist_calls(h, e->b, e->b->kind == EX_CALL);
+        return e;
+    }
+    return hoist_calls(h, e, true);
+}
+
+static void no_calls(ad_expr *e, const char *where)
+{
+    if (!e)
+        return;
+    if (e->kind == EX_CALL && e->callee)
+        ad_error(e->loc,
+                 "unsupported construct: a call to '%s' in %s (assign it to a variable first)",
+                 e->text, where);
+    no_calls(e->a, where);
+    no_calls(e->b, where);
+    no_calls(e->c, where);
+    for (int i = 0; i < e->nargs; i++)
+        no_calls(e->args[i], where);
+}
+
+static ad_stmt *norm_stmt(hoist *h, ad_stmt *s)
+{
+    if (!s)
+        return s;
+    int mark = h->npre;
+    switch (s->kind) {
+    case ST_BLOCK: {
+        for (int i = 0; i < s->n; i++)
+            s->body[i] = norm_stmt(h, s->body[i]);
+        return s;
+    }
+    case ST_DECL:
+        if (s->e) {
+            nested_side_effect(s->e, false);
+            s->e = hoist_calls(h, s->e, false);
+        }
+        for (int i = 0; i < s->ninits; i++) {
+            nested_side_effect(s->inits[i], false);
+            no_calls(s->inits[i], "an initialiser list");
+        }
+        return with_pre(h, s, mark);
+    case ST_EXPR:
+        s->e = norm_top_expr(h, s->e);
+        return with_pre(h, s, mark);
+    case ST_RETURN:
+        if (s->e) {
+            nested_side_effect(s->e, false);
+            s->e = hoist_calls(h, s->e, false);
+        }
+        return with_pre(h, s, mark);
+    case ST_IF:
+        nested_side_effect(s->e, false);
+        no_calls(s->e, "a condition");
+        s->then = norm_stmt(h, s->then);
+        s->els = norm_stmt(h, s->els);
+        return s;
+    case ST_FOR:
+    case ST_WHILE:
+    case ST_DO:
+        nested_side_effect(s->e, false);
+        no_calls(s->e, "a loop condition");
+        if (s->init) {
+            s->init = norm_stmt(h, s->init);
+            if (s->init->kind == ST_BLOCK && h->npre != mark) {
+                ad_error(s->loc, "unsupported construct: a call in a for loop's initialisation");
+            }
+        }
+        if (s->inc) {
+            nested_side_effect(s->inc, true);
+            no_calls(s->inc, "a for loop's increment");
+            s->inc = desugar(s->inc);
+        }
+        h->depth++;
+        s->then = norm_stmt(h, s->then);
+        h->depth--;
+        return s;
+    default:
+        return s;
+    }
+}
+
+void ad_normalize(ad_func *f)
+{
+    hoist h = {.f = f};
+    f->body = norm_stmt(&h, f->body);
+}

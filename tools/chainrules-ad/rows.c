@@ -1,0 +1,170 @@
+/*
+ * The rule rows in generated code.
+ *
+ * Every derivative the generated code takes comes from a scalar rule row of the library
+ * (CR_SCALAR_EVALS): the row's own text (its primal and partials, as the row's single
+ * definition wrote them, kept in cr_scalar_rule.primal_src / partials_src) becomes a static
+ * inline helper `cr_ad_row_NAME_f64(const double *x, double *Y, double *D)` of the output
+ * when it uses only <math.h>; a row whose text calls private helpers of the library (for
+ * accuracy near hard points) is called through the library's own instantiation
+ * (cr_fn_NAME's row->f64). No partial derivative is written anywhere else.
+ */
+#include <ctype.h>
+#include <string.h>
+
+#include <chainrules.h>
+
+#include "ad.h"
+
+#define MAX_ROWS 256
+
+static ad_row g_rows[MAX_ROWS];
+static int g_nrows;
+
+/* Identifiers a row's text may use and still be emitted inline: the row's own names and
+ * <math.h>. A local of the row ends in '_' (the rows' convention). */
+static const char *const k_math_names[] = {
+    "x", "Y", "D", "T", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh",
+    "tanh", "asinh", "acosh", "atanh", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p",
+    "sqrt", "cbrt", "pow", "hypot", "fabs", "erf", "erfc", "tgamma", "lgamma", "fmax", "fmin",
+    "copysign", "floor", "ceil", "trunc", "round", "fma", "fmod", "isnan", "isinf", "isfinite",
+    "signbit", "INFINITY", "NAN", "HUGE_VAL", NULL};
+
+static bool allowed_ident(const char *s, size_t n)
+{
+    if (n > 1 && s[n - 1] == '_')
+        return true;
+    for (int i = 0; k_math_names[i]; i++)
+        if (strlen(k_math_names[i]) == n && strncmp(k_math_names[i], s, n) == 0)
+            return true;
+    return false;
+}
+
+/* Scans a row's text: are all identifiers allowed; which x[j] and Y it reads. */
+static bool scan_text(const char *s, ad_row *r, bool partials)
+{
+    bool ok = true;
+    while (*s) {
+        if (isalpha((unsigned char)*s) || *s == '_') {
+            const char *b = s;
+            while (isalnum((unsigned char)*s) || *s == '_')
+                s++;
+            size_t n = (size_t)(s - b);
+            if (!allowed_ident(b, n))
+                ok = false;
+            if (partials && n == 1 && b[0] == 'x' && s[0] == '[' && isdigit((unsigned char)s[1])) {
+                int j = s[1] - '0';
+                if (j >= 0 && j < 4)
+                    r->uses_x[j] = true;
+            }
+            if (partials && n == 1 && b[0] == 'Y')
+                r->uses_y = true;
+        } else if (isdigit((unsigned char)*s) || *s == '.') {
+            /* a number, with exponent and suffix */
+            while (isalnum((unsigned char)*s) || *s == '.' ||
+                   ((*s == '+' || *s == '-') && (s[-1] == 'e' || s[-1] == 'E' || s[-1] == 'p' ||
+                                                 s[-1] == 'P')))
+                s++;
+        } else {
+            s++;
+        }
+    }
+    return ok;
+}
+
+static const ad_row *row_named(const char *regname)
+{
+    const cr_function *fn = cr_registry_find(cr_registry_builtin(), regname);
+    if (!fn || !(fn->flags & CR_FN_SCALAR_ROW))
+        return NULL;
+    const cr_scalar_rule *rule = fn->udata;
+    for (int i = 0; i < g_nrows; i++)
+        if (g_rows[i].rule == rule)
+            return &g_rows[i];
+    if (g_nrows == MAX_ROWS || rule->nout != 1)
+        return NULL;
+    ad_row *r = &g_rows[g_nrows++];
+    memset(r, 0, sizeof *r);
+    r->name = rule->name;
+    r->nin = rule->nin;
+    r->nout = rule->nout;
+    r->rule = rule;
+    bool ok_primal = scan_text(rule->primal_src, r, false);
+    bool ok_partials = scan_text(rule->partials_src, r, true);
+    r->inline_ok = ok_primal && ok_partials;
+    return r;
+}
+
+const ad_row *ad_row_for_call(const char *name, bool *is_float)
+{
+    *is_float = false;
+    /* the generic names of the rows that C spells differently are not mapped: only C's
+     * <math.h> names, and their float spellings */
+    static const char *const k_c_names[] = {
+        "sin",   "cos",   "tan",   "asin",      "acos",   "atan",  "atan2", "sinh",  "cosh",
+        "tanh",  "asinh", "acosh", "atanh",     "exp",    "exp2",  "expm1", "log",   "log2",
+        "log10", "log1p", "sqrt",  "cbrt",      "pow",    "hypot", "fabs",  "erf",   "erfc",
+        "tgamma", "lgamma", "fmax", "fmin",     "fdim",   "fma",   "fmod",  "remainder",
+        "copysign", "ldexp", "scalbn", "scalbln", NULL};
+    for (int i = 0; k_c_names[i]; i++) {
+        size_t n = strlen(k_c_names[i]);
+        if (strcmp(name, k_c_names[i]) == 0)
+            return row_named(name);
+        if (strncmp(name, k_c_names[i], n) == 0 && name[n] == 'f' && name[n + 1] == 0) {
+            *is_float = true;
+            return row_named(k_c_names[i]);
+        }
+    }
+    return NULL;
+}
+
+const ad_row *ad_row_for_op(const char *op)
+{
+    return row_named(op);
+}
+
+const char *ad_row_helper(const ad_row *r0, bool is_float)
+{
+    ad_row *r = (ad_row *)r0;
+    if (is_float)
+        r->emitted_f32 = true;
+    else
+        r->emitted_f64 = true;
+    return ad_fmt("cr_ad_row_%s_%s", r->name, is_float ? "f32" : "f64");
+}
+
+static void emit_text(ad_buf *out, const char *src)
+{
+    ad_buf_printf(out, "    %s;\n", src);
+}
+
+void ad_rows_emit(ad_buf *out)
+{
+    for (int i = 0; i < g_nrows; i++) {
+        const ad_row *r = &g_rows[i];
+        const cr_scalar_rule *rule = r->rule;
+        for (int fl = 0; fl < 2; fl++) {
+            if (!(fl ? r->emitted_f32 : r->emitted_f64))
+                continue;
+            const char *T = fl ? "float" : "double";
+            const char *sfx = fl ? "f32" : "f64";
+            ad_buf_printf(out, "/* The rule row '%s' (%s):\n *   %s\n *   %s */\n", r->name,
+                          r->inline_ok && !fl ? "its text, inline" : "the library's instantiation",
+                          rule->primal_src, rule->partials_src);
+            ad_buf_printf(out,
+                          "static inline void cr_ad_row_%s_%s(const %s *x, %s *Y, %s *D)\n{\n",
+                          r->name, sfx, T, T, T);
+            if (r->inline_ok && !fl) {
+                ad_buf_printf(out, "    typedef %s T;\n    (void)sizeof(T);\n    (void)x;\n", T);
+                emit_text(out, rule->primal_src);
+                emit_text(out, rule->partials_src);
+            } else {
+                ad_buf_printf(out,
+                              "    ((const cr_scalar_rule *)cr_fn_%s.u.func.fn->udata)->%s(x, Y, "
+                              "D);\n",
+                              r->name, sfx);
+            }
+            ad_buf_put(out, "}\n\n");
+        }
+    }
+}
