@@ -2,7 +2,7 @@
  * Random C programs for the source transformer (docs/source-transformation-testing.md).
  *
  *   gen_random_c --seed S [--funcs F] --prog prog.c --harness harness.c
- *       [--calls-in-conditions]
+ *       [--calls-in-conditions] [--checkpoint]
  *       writes prog.c, F random differentiable functions f0..f{F-1} (and the static helpers
  *       they call) in the C subset chainrules-ad accepts, and harness.c: the same functions
  *       written a second time against the tape API (the independent engine), wrappers that
@@ -17,7 +17,9 @@
  * with y an output of M <= 3 values (written before anything reads it) and a void return only
  * when y is present. The program is deterministic in the seed. Calls of the generated
  * functions stay out of conditions and of the operands of ?: unless --calls-in-conditions is
- * given (chainrules-ad asks for them to be assigned to a variable first).
+ * given (chainrules-ad asks for them to be assigned to a variable first). --checkpoint puts
+ * `#pragma chainrules checkpoint(K)` (K from 1 to 3) before some outermost for loops of the
+ * checked functions.
  *
  * Magnitudes are bounded by construction: every expression is built so that its value is at
  * most 4 in magnitude when its operands are (a tracked bound per variable; a variable whose
@@ -224,6 +226,8 @@ static int g_uniq;   /* names */
 static int g_exprdepth;
 static int g_incond;         /* generating a condition or a branch of ?: */
 static int g_calls_in_conds; /* --calls-in-conditions: calls there too */
+static int g_checkpoint;     /* --checkpoint: #pragma chainrules checkpoint(K) before loops */
+static int g_in_main;        /* generating a checked function (not a helper) */
 
 static fninfo g_fn[256];
 static int g_nfn;
@@ -727,6 +731,8 @@ static void stmt_loop(void)
     for (int k = 0; k < g_nv; k++)
         if (strcmp(g_v[k].name, "x") == 0)
             x = &g_v[k];
+    if (g_checkpoint && g_in_main && g_depth == 0 && kind <= 3 && chance(0.4))
+        line1(fmt("#pragma chainrules checkpoint(%d)", 1 + rnd(3)));
     if (kind <= 1 && x != NULL) { /* over x */
         snprintf(iv->len, sizeof iv->len, "n");
         if (kind == 0 && chance(0.3))
@@ -1257,11 +1263,14 @@ int main(int argc, char **argv)
             hfor = argv[++i];
         else if (strcmp(argv[i], "--calls-in-conditions") == 0)
             g_calls_in_conds = 1;
+        else if (strcmp(argv[i], "--checkpoint") == 0)
+            g_checkpoint = 1;
         else {
             usage();
             return 2;
         }
     }
+
     if (hfor != NULL && harness != NULL)
         return harness_for(hfor, harness);
     if (prog == NULL || harness == NULL || nmain < 1 || nmain > 200) {
@@ -1295,6 +1304,7 @@ int main(int argc, char **argv)
     put(&g_t, "");
     for (int i = 0; i < first_main; i++)
         gen_helper(i);
+    g_in_main = 1;
     for (int i = first_main; i < g_nfn; i++)
         gen_main(i);
 

@@ -12,7 +12,8 @@
 #                 --work DIR --regressions DIR [--files N] [--funcs F] [--seed S] [--jobs J]
 #
 # Environment (overrides): ST_RANDOM_FILES, ST_RANDOM_FUNCS, ST_RANDOM_SEED (the first seed),
-# ST_RANDOM_JOBS, ST_RANDOM_CFLAGS (the flags of the program and its derivatives), ST_KEEP=1
+# ST_RANDOM_JOBS, ST_RANDOM_CFLAGS (the flags of the program and its derivatives),
+# ST_RANDOM_GENFLAGS (more generator options: --checkpoint, --calls-in-conditions), ST_KEEP=1
 # (keep the work files of passing seeds too). The long run (docs/source-transformation-testing.md):
 #   ST_RANDOM_FILES=250 ST_RANDOM_FUNCS=40 ST_RANDOM_SEED=1000 ST_RANDOM_JOBS=1 \
 #   ST_RANDOM_CFLAGS=-O0 ctest -R st_random --output-on-failure --timeout 20000
@@ -45,6 +46,8 @@ funcs="${ST_RANDOM_FUNCS:-$funcs}"
 seed="${ST_RANDOM_SEED:-$seed}"
 jobs="${ST_RANDOM_JOBS:-$jobs}"
 cflags="${ST_RANDOM_CFLAGS:-$cflags}"
+# shellcheck disable=SC2206
+genflags=(${ST_RANDOM_GENFLAGS:-})
 
 if [ -z "$tool" ] || [ ! -x "$tool" ]; then
     echo "st_random: chainrules-ad is not built; skipped"
@@ -110,7 +113,8 @@ one_seed() {
     rm -rf "$dir"
     mkdir -p "$dir"
     local names
-    if ! names="$("$gen" --seed "$s" --funcs "$funcs" --prog "$dir/prog.c" --harness "$dir/harness.c")"; then
+    if ! names="$("$gen" --seed "$s" --funcs "$funcs" "${genflags[@]}" --prog "$dir/prog.c" \
+        --harness "$dir/harness.c")"; then
         echo "GEN-ERROR $dir" >"$dir/result"
         return
     fi
