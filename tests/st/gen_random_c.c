@@ -2,7 +2,7 @@
  * Random C programs for the source transformer (docs/source-transformation-testing.md).
  *
  *   gen_random_c --seed S [--funcs F] --prog prog.c --harness harness.c
- *       [--calls-in-conditions] [--checkpoint]
+ *       [--calls-in-conditions] [--checkpoint] [--no-inout-helpers] [--no-fcalls]
  *       writes prog.c, F random differentiable functions f0..f{F-1} (and the static helpers
  *       they call) in the C subset chainrules-ad accepts, and harness.c: the same functions
  *       written a second time against the tape API (the independent engine), wrappers that
@@ -19,7 +19,8 @@
  * functions stay out of conditions and of the operands of ?: unless --calls-in-conditions is
  * given (chainrules-ad asks for them to be assigned to a variable first). --checkpoint puts
  * `#pragma chainrules checkpoint(K)` (K from 1 to 3) before some outermost for loops of the
- * checked functions.
+ * checked functions. --no-inout-helpers and --no-fcalls leave out helpers that write through
+ * a pointer and calls between the checked functions (to look past faults found there).
  *
  * Magnitudes are bounded by construction: every expression is built so that its value is at
  * most 4 in magnitude when its operands are (a tracked bound per variable; a variable whose
@@ -228,6 +229,8 @@ static int g_incond;         /* generating a condition or a branch of ?: */
 static int g_calls_in_conds; /* --calls-in-conditions: calls there too */
 static int g_checkpoint;     /* --checkpoint: #pragma chainrules checkpoint(K) before loops */
 static int g_in_main;        /* generating a checked function (not a helper) */
+static int g_no_inout;       /* --no-inout-helpers: no helpers writing through a pointer */
+static int g_no_fcalls;      /* --no-fcalls: checked functions do not call each other */
 
 static fninfo g_fn[256];
 static int g_nfn;
@@ -355,7 +358,7 @@ static int gen_call(ex *out, int depth)
         return 0;
     for (int i = 0; i < g_cur; i++) {
         const fninfo *f = &g_fn[i];
-        if (f->kind == K_H3 || (f->kind == K_MAIN && (f->m > 0 || !f->ret)))
+        if (f->kind == K_H3 || (f->kind == K_MAIN && (f->m > 0 || !f->ret || g_no_fcalls)))
             continue;
         cands[nc++] = i;
     }
@@ -1265,6 +1268,10 @@ int main(int argc, char **argv)
             g_calls_in_conds = 1;
         else if (strcmp(argv[i], "--checkpoint") == 0)
             g_checkpoint = 1;
+        else if (strcmp(argv[i], "--no-inout-helpers") == 0)
+            g_no_inout = 1;
+        else if (strcmp(argv[i], "--no-fcalls") == 0)
+            g_no_fcalls = 1;
         else {
             usage();
             return 2;
@@ -1286,6 +1293,8 @@ int main(int argc, char **argv)
         memset(f, 0, sizeof *f);
         static const int kinds[5] = {K_H1, K_H2, K_H3, K_H3, K_REC};
         f->kind = kinds[rnd(5)];
+        if (g_no_inout && f->kind == K_H3)
+            f->kind = K_H2;
         snprintf(f->name, sizeof f->name, "%c%d", f->kind == K_REC ? 'r' : 'h', i);
     }
     int first_main = g_nfn;

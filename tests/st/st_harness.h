@@ -320,8 +320,18 @@ static inline void st_check_fn(st_run *r, cr_tape *tp, const st_fn *f)
     /* No point away from the kinks (a value that stays near one, as y *= tanh(y) driving y
      * to 0): the last point, where the tape and the transformed code take the same path, is
      * checked against the tape alone. */
-    if (!good)
+    if (!good) {
+        /* a kink the point could not leave can also give the tape NaN partials on a dead
+         * branch (atan2(0, 0) feeding only a comparison): 0 x NaN poisons its gradient */
+        for (int i = 0; i < nout * nin; i++)
+            if (!isfinite(Jt[i])) {
+                r->skipped++;
+                if (r->verbose)
+                    printf("skip %s %s: the tape's Jacobian is not finite\n", r->prog, f->name);
+                return;
+            }
         r->tape_only++;
+    }
     r->n = n;
     r->u = u;
     double scale = fmax(1, st_maxabs(f->tape ? Jt : Jfd, nout * nin));
