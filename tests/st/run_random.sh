@@ -70,10 +70,27 @@ IFS='|' read -r -a lib_list <<<"$libs"
 # shellcheck disable=SC2206
 cflag_list=($cflags)
 
-# One case: prog.c (and its harness.c) in directory $1, functions $2. Writes $1/result:
-# the harness's summary line, or a line saying which step failed.
+# The sanitizers, when the compiler has them: the regression cases (and every case with
+# ST_SANITIZE_ALL=1) compile the program and its derivatives with them, so that a write out
+# of bounds in the generated code fails at any optimisation level.
+san_flags=()
+printf 'int main(void) { return 0; }\n' >"$work/probe.c"
+if "$cc" -fsanitize=address,undefined "$work/probe.c" -o "$work/probe" >/dev/null 2>&1 &&
+    "$work/probe" >/dev/null 2>&1; then
+    san_flags=(-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+fi
+export ASAN_OPTIONS=detect_leaks=0
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+# One case: prog.c (and its harness.c) in directory $1, functions $2, point seed $3, whether
+# to use the sanitizers $4. Writes $1/result: the harness's summary line, or a line saying
+# which step failed.
 run_case() {
     local dir="$1" names="$2" fwdv=1
+    local flags=("${cflag_list[@]}")
+    if [ "${4:-0}" = 1 ] || [ "${ST_SANITIZE_ALL:-0}" = 1 ]; then
+        flags+=("${san_flags[@]}")
+    fi
     local log="$dir/log"
     : >"$log"
     step() { echo "+ $*" >>"$log"; "$@" >>"$log" 2>&1; }
@@ -84,13 +101,13 @@ run_case() {
         return
     fi
     grep -q '_fwdv *(' "$dir/prog_ad.c" || fwdv=0
-    if ! step "$cc" -std=c11 "${cflag_list[@]}" "${inc_flags[@]}" -c "$dir/prog.c" -o "$dir/prog.o" ||
-        ! step "$cc" -std=c11 "${cflag_list[@]}" "${inc_flags[@]}" -c "$dir/prog_ad.c" -o "$dir/prog_ad.o"; then
+    if ! step "$cc" -std=c11 "${flags[@]}" "${inc_flags[@]}" -c "$dir/prog.c" -o "$dir/prog.o" ||
+        ! step "$cc" -std=c11 "${flags[@]}" "${inc_flags[@]}" -c "$dir/prog_ad.c" -o "$dir/prog_ad.o"; then
         echo "COMPILE-ERROR $dir: the program or its derivatives do not compile (see $log)" >"$dir/result"
         return
     fi
     if ! step "$cc" -std=c11 -O0 -DST_FWDV=$fwdv "${inc_flags[@]}" -c "$dir/harness.c" -o "$dir/harness.o" ||
-        ! step "$cc" "${cflag_list[@]}" -o "$dir/check" "$dir/harness.o" "$dir/prog.o" "$dir/prog_ad.o" "${lib_list[@]}"; then
+        ! step "$cc" "${flags[@]}" -o "$dir/check" "$dir/harness.o" "$dir/prog.o" "$dir/prog_ad.o" "${lib_list[@]}"; then
         echo "COMPILE-ERROR $dir: the harness does not compile or link (see $log)" >"$dir/result"
         return
     fi
@@ -118,7 +135,7 @@ one_seed() {
         echo "GEN-ERROR $dir" >"$dir/result"
         return
     fi
-    run_case "$dir" "$names" "$s"
+    run_case "$dir" "$names" "$s" 0
 }
 
 one_regression() {
@@ -132,7 +149,7 @@ one_regression() {
         echo "GEN-ERROR $dir" >"$dir/result"
         return
     fi
-    run_case "$dir" "$names" 1
+    run_case "$dir" "$names" 1 1
 }
 
 rm -rf "$work"/regression-*
