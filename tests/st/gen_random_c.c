@@ -702,6 +702,15 @@ static void stmt_decl_arr(void)
     add_var(name, 1, len, 4);
 }
 
+/* Whether v may become an accumulator of the loop just opened (g_depth counts it): declared in
+ * the body that holds the loop. A variable declared further out may be read by an enclosing
+ * loop's body, whose next iteration would see it grown; it may only be accumulated here if an
+ * enclosing loop already made it an accumulator. */
+static int acc_ok(const var *v)
+{
+    return can_assign(v) && !v->acc && v->decl == g_depth - 1;
+}
+
 /* Open a loop: choose its accumulators, run the body, restore the scope. */
 static void loop_body(int trips)
 {
@@ -710,7 +719,7 @@ static void loop_body(int trips)
     g_depth++;
     g_trip[g_depth] = trips;
     for (int i = 0; i < g_nv; i++)
-        if (can_assign(&g_v[i]) && !g_v[i].acc && chance(0.3)) {
+        if (acc_ok(&g_v[i]) && chance(0.3)) {
             g_v[i].acc = 1;
             locked[nl++] = i;
         }
@@ -760,7 +769,7 @@ static void stmt_loop(void)
         g_trip[g_depth] = c;
         int locked[MAXV], nl = 0;
         for (int k = 0; k < g_nv; k++)
-            if (can_assign(&g_v[k]) && !g_v[k].acc && chance(0.3)) {
+            if (acc_ok(&g_v[k]) && chance(0.3)) {
                 g_v[k].acc = 1;
                 locked[nl++] = k;
             }

@@ -281,7 +281,7 @@ static inline void st_check_fn(st_run *r, cr_tape *tp, const st_fn *f)
 {
     double u[ST_INMAX], out0[ST_OUTMAX], outt[ST_OUTMAX];
     double Jt[ST_OUTMAX * ST_INMAX], Jfd[ST_OUTMAX * ST_INMAX], E[ST_OUTMAX * ST_INMAX];
-    int nout = f->ret + f->m, n = 0, nin = 0, good = 0;
+    int nout = f->ret + f->m, n = 0, nin = 0, good = 0, finite = 0;
     r->f = f;
     r->fn_failed = 0;
     for (int attempt = 0; attempt < 16 && !good; attempt++) {
@@ -290,6 +290,11 @@ static inline void st_check_fn(st_run *r, cr_tape *tp, const st_fn *f)
         for (int i = 0; i < nin; i++)
             u[i] = 3 * st_unit() - 1.5;
         f->call(u, n, out0);
+        finite = 1;
+        for (int k = 0; k < nout; k++)
+            finite = finite && isfinite(out0[k]);
+        if (!finite)
+            continue; /* out of the generator's bounds: not the transformer's fault */
         if (f->tape != NULL) {
             st_margin = INFINITY;
             if (f->tape(tp, u, n, Jt, outt) != 0) {
@@ -310,6 +315,12 @@ static inline void st_check_fn(st_run *r, cr_tape *tp, const st_fn *f)
         if (!good && r->verbose)
             printf("move %s %s: differences unsteady (error %g, scale %g)\n", r->prog, f->name,
                    st_maxabs(E, nout * nin), scale);
+    }
+    if (!finite) {
+        r->skipped++;
+        printf("skip %s %s: the primal is not finite at any point tried (seed %#llx)\n", r->prog,
+               f->name, (unsigned long long)r->seed);
+        return;
     }
     if (!good && f->tape == NULL) {
         r->skipped++;
