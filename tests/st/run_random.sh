@@ -205,7 +205,7 @@ for r in "$work"/seed-*/result "$work"/regression-*/result; do
         done
         if [ "$f" != 0 ]; then
             echo "---- $dir"
-            grep -A4 '^FAIL' "$dir/out" | head -40
+            grep -E -A4 '^FAIL|runtime error|ERROR: AddressSanitizer' "$dir/out" | head -40
         elif [ "${ST_KEEP:-0}" != 1 ]; then
             rm -f "$dir"/*.o "$dir/check"
         fi

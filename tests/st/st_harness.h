@@ -17,9 +17,16 @@
  * the differences (within their error), and the tape against the differences.
  *
  * Run: ./harness [seed]; ST_ONLY=f3 checks one function; ST_VERBOSE=1 prints every check.
+ * Where fork() exists each function is checked in a child process, so that a crash in one
+ * (a derivative writing out of bounds) is reported as that function's failure and the others
+ * are still checked; ST_NOFORK=1 checks them all in one process (for a debugger).
  */
 #ifndef ST_HARNESS_H
 #define ST_HARNESS_H
+
+#if defined(__unix__) && !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200809L /* fork, waitpid */
+#endif
 
 #include <math.h>
 #include <stdint.h>
@@ -28,6 +35,14 @@
 #include <string.h>
 
 #include <chainrules.h>
+
+#if defined(__unix__)
+#include <sys/wait.h>
+#include <unistd.h>
+#define ST_FORK 1
+#else
+#define ST_FORK 0
+#endif
 
 /* ST_AD=0: no derivative functions (the generator checked alone: tape against differences). */
 #ifndef ST_AD
@@ -427,9 +442,46 @@ static inline int st_main(const st_fn *fns, int nf, int argc, char **argv)
         printf("FAIL %s: cannot create a tape\n", r.prog);
         return 1;
     }
+    const char *nofork = getenv("ST_NOFORK");
+    int use_fork = ST_FORK && !(nofork != NULL && *nofork != '\0' && *nofork != '0');
     for (int i = 0; i < nf; i++) {
         if (only != NULL && *only != '\0' && strcmp(only, fns[i].name) != 0)
             continue;
+        /* each function's points depend on the seed and its place only (ST_ONLY replays) */
+        st_rng = r.seed + 0x9E3779B97F4A7C15u * (uint64_t)(i + 1);
+#if ST_FORK
+        if (use_fork) {
+            /* the child reports its counts in its exit status: 64 (its mark: a sanitizer
+             * exits with 1) + 1 checked, 2 tape only, 4 skipped, 8 failed */
+            fflush(stdout);
+            pid_t pid = fork();
+            if (pid == 0) {
+                st_run c = r;
+                c.checked = c.tape_only = c.skipped = c.failed = 0;
+                st_check_fn(&c, tp, &fns[i]);
+                fflush(stdout);
+                _exit(64 | (c.checked ? 1 : 0) | (c.tape_only ? 2 : 0) | (c.skipped ? 4 : 0) |
+                      (c.failed ? 8 : 0));
+            }
+            int status = 0;
+            if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+                (WEXITSTATUS(status) & 64) == 0) {
+                printf("FAIL %s %s: the check crashed (%s %d, seed %#llx)\n", r.prog, fns[i].name,
+                       WIFSIGNALED(status) ? "signal" : "status",
+                       WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status),
+                       (unsigned long long)r.seed);
+                r.failed++;
+            } else {
+                int code = WEXITSTATUS(status);
+                r.checked += code & 1;
+                r.tape_only += (code >> 1) & 1;
+                r.skipped += (code >> 2) & 1;
+                r.failed += (code >> 3) & 1;
+            }
+            continue;
+        }
+#endif
+        (void)use_fork;
         st_check_fn(&r, tp, &fns[i]);
     }
     cr_tape_free(tp);
