@@ -5,6 +5,7 @@
  * undefined behaviour), and the parameters cr_adstack_init_ex() refuses.
  */
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -503,6 +504,32 @@ static void test_params_and_null(void **state)
     assert_int_equal(cr_adstack_reserved_bytes(NULL), 0);
 }
 
+/* A zero-initialised stack, never through init, is an empty one with the defaults; sizes
+ * broken by the caller make the first push fail, never write out of bounds. */
+static void test_zero_initialised(void **state)
+{
+    (void)state;
+    cr_adstack s;
+    memset(&s, 0, sizeof s);
+    assert_false(cr_adstack_failed(&s));
+    assert_true(isnan(cr_adstack_pop_f64(&s))); /* empty */
+    cr_adstack_reset(&s);
+    for (int i = 0; i < 2000; i++)
+        cr_adstack_push_i64(&s, i);
+    assert_int_equal(cr_adstack_reserved_bytes(&s), 4096 + 8192 + 16384);
+    for (int i = 2000; i-- > 0;)
+        assert_int_equal(cr_adstack_pop_i64(&s), i);
+    assert_false(cr_adstack_failed(&s));
+    cr_adstack_deinit(&s);
+
+    cr_adstack_init(&s);
+    s.first_chunk = 8; /* below the minimum: no room for a header */
+    cr_adstack_push_f64(&s, 1.0);
+    assert_true(cr_adstack_failed(&s));
+    assert_int_equal(cr_adstack_reserved_bytes(&s), 0);
+    cr_adstack_deinit(&s);
+}
+
 /* The out-of-line functions called directly while the chunk has room (or items) act as the
  * inline paths do; their failure values follow the kind. */
 static void test_slow_paths_called_directly(void **state)
@@ -530,6 +557,60 @@ static void test_slow_paths_called_directly(void **state)
     cr_adstack_deinit(&s);
 }
 
+/* Stacks set up and released in turn reuse the thread's cached chunks (the chunk memory of
+ * the second stack is at the same addresses as the first's), keep LIFO order, and the
+ * cache is released by cr_adstack_trim() and by a thread's exit (ASan and valgrind see no
+ * leak). */
+static void fill_and_check(long n, const void **first_chunk)
+{
+    cr_adstack s;
+    cr_adstack_init(&s);
+    for (long i = 0; i < n; i++)
+        cr_adstack_push_f64(&s, (double)i);
+    /* the first slot of the first chunk: where the stack's memory starts */
+    const cr_adstack_slot *p = s.base;
+    for (long i = n - 1; i >= 0; i--)
+        assert_true(cr_adstack_pop_f64(&s) == (double)i);
+    *first_chunk = p;
+    assert_false(cr_adstack_failed(&s));
+    cr_adstack_deinit(&s);
+}
+
+static void test_chunk_cache_reuse(void **state)
+{
+    (void)state;
+    const void *a, *b;
+    cr_adstack_trim();
+    fill_and_check(100, &a); /* one chunk, cached by deinit */
+    fill_and_check(100, &b); /* takes it back */
+    assert_ptr_equal(a, b);
+    for (int round = 0; round < 3; round++) {
+        fill_and_check(3000000, &a); /* 24 MB over many chunks */
+        if (round == 1)
+            cr_adstack_trim();
+    }
+    cr_adstack_trim();
+    cr_adstack_trim(); /* twice is fine */
+}
+
+static void *thread_stack(void *arg)
+{
+    const void *p;
+    fill_and_check(500000, &p);
+    (void)arg;
+    return NULL; /* the thread's cache is freed by its exit */
+}
+
+static void test_chunk_cache_threads(void **state)
+{
+    (void)state;
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, thread_stack, NULL), 0);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -542,7 +623,10 @@ int main(void)
         cmocka_unit_test(test_allocation_failure),
         cmocka_unit_test(test_empty_pops),
         cmocka_unit_test(test_params_and_null),
+        cmocka_unit_test(test_zero_initialised),
         cmocka_unit_test(test_slow_paths_called_directly),
+        cmocka_unit_test(test_chunk_cache_reuse),
+        cmocka_unit_test(test_chunk_cache_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -30,7 +30,8 @@
  * later pop returns NaN, 0 or NULL; check cr_adstack_failed() once at the end of the
  * adjoint sweep. A pop on an empty stack (a misuse: generated code never pops more than it
  * pushed) marks the stack failed the same way and returns NaN, 0 or NULL. No input reaches
- * undefined behaviour, except a stack used without cr_adstack_init() or cr_adstack_init_ex().
+ * undefined behaviour; a zero-initialised cr_adstack (`cr_adstack st = {0};`, static
+ * storage) is an empty stack with the defaults, as after cr_adstack_init().
  *
  * @code
  * cr_adstack st;
@@ -82,8 +83,8 @@ typedef struct cr_adstack_chunk cr_adstack_chunk;
 
 /**
  * A value stack. Caller storage: declare it anywhere and set it up with cr_adstack_init()
- * or cr_adstack_init_ex(). The fields are described for debugging and to make the inline
- * functions possible; they are private: use the functions.
+ * or cr_adstack_init_ex(), or zero-initialise it (the defaults). The fields are described for
+ * debugging and to make the inline functions possible; they are private: use the functions.
  */
 typedef struct cr_adstack {
     cr_adstack_slot *top;     /**< Next free slot of the current chunk. */
@@ -189,6 +190,32 @@ CR_API cr_adstack_slot cr_adstack_pop_slow(cr_adstack *s, cr_adstack_kind kind);
  * @return nonzero once failed.
  */
 CR_API int cr_adstack_failed(const cr_adstack *s);
+
+/**
+ * Mark the stack failed, as an allocation failure does (later pushes are dropped, pops give
+ * NaN, 0 or NULL). Generated code calls it when memory it needs beside the stack (the
+ * snapshots of a checkpointed loop) cannot be had, so that one cr_adstack_failed() at the
+ * end reports every failure.
+ * @param[in,out] s the stack; NULL is ignored.
+ */
+CR_API void cr_adstack_set_failed(cr_adstack *s);
+
+/**
+ * Release the calling thread's cache of stack chunks. Chunks of stacks that use the default
+ * allocator are not returned to the system by cr_adstack_deinit(): up to 64 MiB of them are
+ * kept for the thread's next stack (so that a generated f_rev called in a loop does not
+ * fault in its memory on every call), and freed when the thread exits or by this call.
+ * @note Thread-safe: it touches only the calling thread's cache.
+ */
+CR_API void cr_adstack_trim(void);
+
+/**
+ * The bytes of chunks in the calling thread's cache (see cr_adstack_trim()). After a
+ * generated f_rev returns, it is the chunk memory the call's stack needed at its peak, as
+ * long as that was under 64 MiB and the cache was empty before (cr_adstack_trim()).
+ * @note Thread-safe: it reads only the calling thread's cache.
+ */
+CR_API size_t cr_adstack_cache_bytes(void);
 
 /**
  * The largest number of bytes of items the stack has held at once (8 per item) since

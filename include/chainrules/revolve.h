@@ -131,8 +131,8 @@ CR_API cr_status cr_revolve_status(const cr_revolve *r);
  * The number of primal steps the schedule of (steps, snaps) runs: the steps of its
  * ADVANCE operations plus one recorded run per REVERSE. This is the binomial optimum:
  * with r the least integer such that binom(snaps + r, r) >= steps, the advanced steps
- * number r * steps - binom(snaps + r, r - 1) (Griewank and Walther 2000), and the recorded
- * runs `steps` more; 0 for steps == 0.
+ * number r * steps - binom(snaps + r, r - 1) (Griewank and Walther 2000, Proposition 1),
+ * and the recorded runs `steps` more; 0 for steps == 0.
  * @param[in] steps the number of time steps, >= 0.
  * @param[in] snaps the number of slots, >= 1 (any size: the count does not depend on
  *                  CR_REVOLVE_MAX_SNAPS).

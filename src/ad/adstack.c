@@ -4,6 +4,7 @@
  * The inline half is in include/chainrules/adstack.h.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,19 +70,88 @@ cr_status cr_adstack_init_ex(cr_adstack *s, const cr_adstack_params *params)
     return CR_OK;
 }
 
+/* ---- The per-thread cache of chunks ------------------------------------------------------
+ *
+ * A generated f_rev sets up a stack, uses it and releases it on every call. With malloc and
+ * free alone, the large chunks of a long sweep would go back to the system on every call
+ * and be faulted in again on the next (several times the cost of the sweep). Chunks of the
+ * default allocator are therefore kept, up to CACHE_MAX_BYTES per thread, and reused by the
+ * next stack of the same thread; cr_adstack_trim() releases them, and so does the thread's
+ * exit (a POSIX thread-specific key's destructor). */
+
+#define CACHE_MAX_BYTES ((size_t)64 << 20)
+
+typedef struct chunk_cache {
+    cr_adstack_chunk *list; /* linked through `next` */
+    size_t bytes;
+} chunk_cache;
+
+static _Thread_local chunk_cache t_cache;
+static pthread_once_t g_cache_once = PTHREAD_ONCE_INIT;
+static pthread_key_t g_cache_key;
+static int g_cache_key_ok;
+
+static void cache_release(chunk_cache *cache)
+{
+    while (cache->list != NULL) {
+        cr_adstack_chunk *next = cache->list->next;
+        free(cache->list);
+        cache->list = next;
+    }
+    cache->bytes = 0;
+}
+
+static void cache_destroy(void *p)
+{
+    cache_release(p);
+}
+
+static void cache_key_create(void)
+{
+    g_cache_key_ok = pthread_key_create(&g_cache_key, cache_destroy) == 0;
+}
+
+void cr_adstack_trim(void)
+{
+    cache_release(&t_cache);
+}
+
+size_t cr_adstack_cache_bytes(void)
+{
+    return t_cache.bytes;
+}
+
 static void *chunk_alloc(cr_adstack *s, size_t bytes)
 {
     if (s->realloc_fn != NULL)
         return s->realloc_fn(s->alloc_env, NULL, 0, bytes);
+    for (cr_adstack_chunk **p = &t_cache.list; *p != NULL; p = &(*p)->next)
+        if ((*p)->bytes == bytes) {
+            cr_adstack_chunk *c = *p;
+            *p = c->next;
+            t_cache.bytes -= bytes;
+            return c;
+        }
     return malloc(bytes);
 }
 
 static void chunk_free(cr_adstack *s, cr_adstack_chunk *c)
 {
-    if (s->realloc_fn != NULL)
+    if (s->realloc_fn != NULL) {
         (void)s->realloc_fn(s->alloc_env, c, c->bytes, 0);
-    else
-        free(c);
+        return;
+    }
+    if (c->bytes <= CACHE_MAX_BYTES - t_cache.bytes) {
+        /* the key's destructor frees the cache when the thread exits */
+        if (pthread_once(&g_cache_once, cache_key_create) == 0 && g_cache_key_ok &&
+            pthread_setspecific(g_cache_key, &t_cache) == 0) {
+            c->next = t_cache.list;
+            t_cache.list = c;
+            t_cache.bytes += c->bytes;
+            return;
+        }
+    }
+    free(c);
 }
 
 /* The items held now. */
@@ -134,9 +204,16 @@ void cr_adstack_push_slow(cr_adstack *s, cr_adstack_slot v)
         if (cur != NULL && cur->next != NULL) {
             next = cur->next; // left by pops: reuse it
         } else {
-            size_t bytes = s->first_chunk;
+            // A zero-initialised stack (never through init) has the default sizes.
+            size_t first = s->first_chunk != 0 ? s->first_chunk : CR_ADSTACK_FIRST_CHUNK;
+            size_t max = s->max_chunk != 0 ? s->max_chunk : CR_ADSTACK_MAX_CHUNK;
+            if (first < CR_ADSTACK_MIN_CHUNK || max < first || max > SIZE_MAX / 4) {
+                fail(s); // sizes changed by the caller
+                return;
+            }
+            size_t bytes = first;
             if (cur != NULL)
-                bytes = cur->bytes >= s->max_chunk / 2 ? s->max_chunk : 2 * cur->bytes;
+                bytes = cur->bytes >= max / 2 ? max : 2 * cur->bytes;
             if (bytes > SIZE_MAX - s->reserved) { // cannot happen with real memory
                 fail(s);
                 return;
@@ -228,6 +305,12 @@ void cr_adstack_reset(cr_adstack *s)
         s->chunk = NULL;
         s->top = s->end = s->base = s->high = NULL;
     }
+}
+
+void cr_adstack_set_failed(cr_adstack *s)
+{
+    if (s != NULL && !s->failed)
+        fail(s);
 }
 
 int cr_adstack_failed(const cr_adstack *s)

@@ -6,8 +6,8 @@
  * Notation: beta(s, r) = binom(s + r, r) is the largest number of steps that s slots
  * reverse when no step is advanced more than r times. For l steps and s slots, r(l, s) is
  * the least r with beta(s, r) >= l, and the least number of advanced steps is
- * p(l, s) = r l - beta(s + 1, r - 1). p is convex and piecewise linear in l, with slope r
- * on beta(s, r - 1) < l <= beta(s, r).
+ * p(l, s) = r l - beta(s + 1, r - 1) (Griewank and Walther 2000, Proposition 1). p is convex and
+ * piecewise linear in l, with slope r on beta(s, r - 1) < l <= beta(s, r).
  *
  * The schedule: with the state of step a in a slot and the steps a .. e-1 to reverse with s
  * slots (that one included), advance a to a + j, store there and reverse a + j .. e-1 with

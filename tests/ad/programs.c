@@ -174,6 +174,47 @@ double p_local_array(const double *x, int n)
     return s + (float)x[0];
 }
 
+/* An index computed into a local from the counters of two loops (the adjoint recomputes
+ * the local, so it must restore both counters), and const locals. */
+double p_index_local(const double *x, int n)
+{
+    const double half = 0.5;
+    const double w[2] = {1.0, -2.0};
+    double s = 0.0;
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < n / 2; i++) {
+            int j = 2 * i + r;
+            s += w[r] * half * x[j] * x[j] * x[(j + 1) % n];
+        }
+    return s;
+}
+
+/* A callee (split in a forward and an adjoint function) whose adjoint reads its own local
+ * array, and integer counters stepped in nested loops (undone by their inverses). */
+static double smooth_energy(const double *x, int n, int start)
+{
+    double work[16];
+    int k = start;
+    for (int i = 0; i < n && i < 16; i++) {
+        work[i] = sin(x[k % n]);
+        k++;
+        if (i % 3 == 0)
+            k++;
+    }
+    double e = 0.0;
+    for (int i = 0; i < n && i < 16; i++)
+        e += work[i] * work[(i + 1) % n] * x[i];
+    return e;
+}
+
+double p_callee_locals(const double *x, int n)
+{
+    double s = 0.0;
+    for (int r = 0; r < 2; r++)
+        s += smooth_energy(x, n, r) * (r + 1);
+    return s;
+}
+
 /* ---- Other signatures ------------------------------------------------------------------ */
 
 /* Scalars in, a scalar out. */
@@ -220,10 +261,24 @@ float p_float(const float *x, int n)
 
 /* ---- Long loops: the time loop of the checkpointing test -------------------------------- */
 
-/* A nonlinear oscillator integrated with steps explicit steps; the state is (u[0], u[1]). */
+/* A nonlinear oscillator integrated with `steps` explicit steps; the state is (u[0], u[1]).
+ * p_timeloop_ck is the same loop with binomial checkpointing (20 snapshots). */
 double p_timeloop(const double *p, double *u, long steps)
 {
     double dt = 1e-4;
+    for (long k = 0; k < steps; k++) {
+        double a = -p[0] * sin(u[0]) - p[1] * u[1];
+        double v = u[1] + dt * a;
+        u[0] = u[0] + dt * v;
+        u[1] = v;
+    }
+    return u[0] * u[0] + u[1];
+}
+
+double p_timeloop_ck(const double *p, double *u, long steps)
+{
+    double dt = 1e-4;
+#pragma chainrules checkpoint(20) sizes(u : 2)
     for (long k = 0; k < steps; k++) {
         double a = -p[0] * sin(u[0]) - p[1] * u[1];
         double v = u[1] + dt * a;

@@ -9,10 +9,10 @@ struct p_model {
     double scale;
 };
 
-#define P_ARRAY_FN(name)                                                                    \
-    double name(const double *x, int n);                                                    \
-    double name##_rev(const double *x, double *x_b, int n, double name##_b);                \
-    double name##_fwd(const double *x, const double *x_d, int n, double *name##_d);         \
+#define P_ARRAY_FN(name)                                                            \
+    double name(const double *x, int n);                                            \
+    double name##_rev(const double *x, double *x_b, int n, double name##_b);        \
+    double name##_fwd(const double *x, const double *x_d, int n, double *name##_d); \
     double name##_fwdv(const double *x, const double *x_d, int n, double *name##_d, int nd);
 
 #define P_ARRAY_FNS(X) \
@@ -25,7 +25,9 @@ struct p_model {
     X(p_nested)        \
     X(p_switch)        \
     X(p_recursion)     \
-    X(p_local_array)
+    X(p_local_array)   \
+    X(p_index_local)   \
+    X(p_callee_locals)
 
 P_ARRAY_FNS(P_ARRAY_FN)
 
@@ -58,5 +60,9 @@ float p_float_fwd(const float *x, const float *x_d, int n, float *p_float_d);
 double p_timeloop(const double *p, double *u, long steps);
 double p_timeloop_rev(const double *p, double *p_b, double *u, double *u_b, long steps,
                       double p_timeloop_b);
+
+double p_timeloop_ck(const double *p, double *u, long steps);
+double p_timeloop_ck_rev(const double *p, double *p_b, double *u, double *u_b, long steps,
+                         double p_timeloop_ck_b);
 
 #endif

@@ -63,12 +63,13 @@ typedef struct ad_field ad_field;
 
 typedef struct ad_type {
     ad_tkind kind;
-    bool is_const;         /* the object (for TY_PTR: the pointee) is const */
-    struct ad_type *elem;  /* TY_PTR, TY_ARRAY */
-    long long len;         /* TY_ARRAY */
-    const char *spelling;  /* as C writes it, e.g. "const double *", "struct s" */
-    const char *name;      /* TY_STRUCT: "struct s" or the typedef name */
-    ad_field *fields;      /* TY_STRUCT */
+    bool is_const;        /* the object (for TY_PTR: the pointee) is const */
+    struct ad_type *elem; /* TY_PTR, TY_ARRAY */
+    long long len;        /* TY_ARRAY */
+    const char *spelling; /* as C writes it, e.g. "const double *", "struct s" */
+    const char *unq;      /* the same without its own qualifiers ("double" for "const double") */
+    const char *name;     /* TY_STRUCT: "struct s" or the typedef name */
+    ad_field *fields;     /* TY_STRUCT */
     bool is_union;
 } ad_type;
 
@@ -78,9 +79,10 @@ struct ad_field {
     ad_field *next;
 };
 
-bool ad_type_is_real(const ad_type *t);     /* float or double */
-bool ad_type_has_real(const ad_type *t);    /* holds float/double data (through arrays, pointers, fields) */
-ad_type *ad_type_scalar_of(ad_type *t);     /* the element type under arrays and pointers */
+bool ad_type_is_real(const ad_type *t); /* float or double */
+bool ad_type_has_real(
+    const ad_type *t); /* holds float/double data (through arrays, pointers, fields) */
+ad_type *ad_type_scalar_of(ad_type *t);          /* the element type under arrays and pointers */
 const char *ad_type_real_name(const ad_type *t); /* "double" or "float" of a real type */
 
 /* ---- Variables ---------------------------------------------------------------------------- */
@@ -92,19 +94,19 @@ typedef struct ad_var {
     const char *cname; /* the name in generated code (locals renamed where they shadow) */
     ad_type *type;
     ad_vkind kind;
-    int index;         /* parameter position, or local number */
+    int index; /* parameter position, or local number */
     ad_loc loc;
     /* analysis */
-    bool varied;       /* depends on an active input */
-    bool useful;       /* influences an active output */
-    bool active;       /* varied && useful && holds real data */
-    bool needed;       /* its value is read by the adjoint sweep */
-    bool written;      /* assigned in the function (or through a callee) */
-    bool wrt;          /* parameter: an independent input of the derivative */
-    bool output;       /* parameter: a non-const real pointer the function writes */
-    bool shadowed;     /* parameter: has a shadow in the generated signature */
-    int loop_depth;    /* loops enclosing its declaration */
-    bool counter;      /* the counter of a canonical for loop (restored, not stored) */
+    bool varied;    /* depends on an active input */
+    bool useful;    /* influences an active output */
+    bool active;    /* varied && useful && holds real data */
+    bool needed;    /* its value is read by the adjoint sweep */
+    bool written;   /* assigned in the function (or through a callee) */
+    bool wrt;       /* parameter: an independent input of the derivative */
+    bool output;    /* parameter: a non-const real pointer the function writes */
+    bool shadowed;  /* parameter: has a shadow in the generated signature */
+    int loop_depth; /* loops enclosing its declaration */
+    bool counter;   /* the counter of a canonical for loop (restored, not stored) */
 } ad_var;
 
 /* ---- Expressions -------------------------------------------------------------------------- */
@@ -138,22 +140,22 @@ typedef struct ad_expr {
     bool arrow;       /* EX_MEMBER */
     const char *text; /* EX_NUM, EX_GLOBAL, EX_TEXT; EX_MEMBER: the field; EX_CALL: the name */
     ad_var *var;      /* EX_VAR */
-    struct ad_expr *a, *b, *c;  /* operands (EX_COND: c ? a : b uses a=cond, b, c) */
-    struct ad_expr **args;      /* EX_CALL */
+    struct ad_expr *a, *b, *c; /* operands (EX_COND: c ? a : b uses a=cond, b, c) */
+    struct ad_expr **args;     /* EX_CALL */
     int nargs;
-    struct ad_func *callee;     /* EX_CALL: a function of this file, or NULL */
-    const struct ad_row *row;   /* EX_CALL of a math function, or EX_BIN/EX_UN arithmetic */
+    struct ad_func *callee;   /* EX_CALL: a function of this file, or NULL */
+    const struct ad_row *row; /* EX_CALL of a math function, or EX_BIN/EX_UN arithmetic */
     /* analysis */
-    bool active;      /* real-valued and depends on an active variable */
-    bool need_val;    /* its value is needed by the adjoint */
-    int tmp;          /* code generation: the number of the temporary holding it */
+    bool active;   /* real-valued and depends on an active variable */
+    bool need_val; /* its value is needed by the adjoint */
+    int tmp;       /* code generation: the number of the temporary holding it */
 } ad_expr;
 
 /* ---- Statements --------------------------------------------------------------------------- */
 
 typedef enum ad_skind {
     ST_BLOCK,
-    ST_DECL,   /* var [= init] */
+    ST_DECL, /* var [= init] */
     ST_EXPR,
     ST_IF,
     ST_FOR,
@@ -170,21 +172,26 @@ typedef struct ad_stmt {
     ad_loc loc;
     struct ad_stmt **body; /* ST_BLOCK */
     int n;
-    ad_var *var;           /* ST_DECL */
-    ad_expr *e;            /* ST_DECL init, ST_EXPR, ST_RETURN value, condition of if/loops */
-    ad_expr **inits;       /* ST_DECL of an array with an initialiser list */
+    ad_var *var;     /* ST_DECL */
+    ad_expr *e;      /* ST_DECL init, ST_EXPR, ST_RETURN value, condition of if/loops */
+    ad_expr **inits; /* ST_DECL of an array with an initialiser list */
     int ninits;
-    struct ad_stmt *init;  /* ST_FOR init (a statement), or NULL */
-    ad_expr *inc;          /* ST_FOR increment, or NULL */
-    struct ad_stmt *then, *els; /* ST_IF; loops: then = body */
-    int checkpoint;        /* loops: K of `#pragma chainrules checkpoint(K)`, else 0 */
+    struct ad_stmt *init;           /* ST_FOR init (a statement), or NULL */
+    ad_expr *inc;                   /* ST_FOR increment, or NULL */
+    struct ad_stmt *then, *els;     /* ST_IF; loops: then = body */
+    int checkpoint;                 /* loops: K of `#pragma chainrules checkpoint(K)`, else 0 */
+    const struct ad_pragma *pragma; /* the pragma itself (its sizes) */
     /* analysis */
-    bool has_exit;         /* contains a break/continue/return leaving this statement */
-    bool rev;              /* has adjoint work (reverse sweep code) */
-    bool recompute;        /* ST_DECL in a loop body: recomputed by the adjoint, not stored */
-    int id;                /* number, for generated labels and names */
-    ad_var *canon;         /* ST_FOR: the counter of a canonical loop, or NULL */
-    long long canon_step;  /* its constant step */
+    bool has_exit;  /* contains a break/continue/return leaving this statement */
+    bool rev;       /* has adjoint work (reverse sweep code) */
+    bool recompute; /* ST_DECL in a loop body: recomputed by the adjoint, not stored */
+    bool push;      /* assignment (ST_EXPR, ST_DECL): store the old value first */
+    bool invert;    /* integer v = v +- c: the adjoint restores v by the inverse */
+    bool inc_push;  /* the same two for a for loop's increment */
+    bool inc_invert;
+    int id;               /* number, for generated labels and names */
+    ad_var *canon;        /* ST_FOR: the counter of a canonical loop, or NULL */
+    long long canon_step; /* its constant step */
 } ad_stmt;
 
 /* ---- Functions and the translation unit ---------------------------------------------------- */
@@ -200,19 +207,19 @@ typedef struct ad_func {
     ad_stmt *body;
     bool is_static;
     bool has_body;
-    ad_buf errors;                /* the frontend's messages about its body */
+    ad_buf errors; /* the frontend's messages about its body */
     int nerrors;
     /* requests and analysis */
-    bool want_rev, want_fwd;      /* asked for on the command line */
-    bool need_rev, need_fwd;      /* generated (asked for or called from a generated function) */
+    bool want_rev, want_fwd; /* asked for on the command line */
+    bool need_rev, need_fwd; /* generated (asked for or called from a generated function) */
     bool analysed;
-    bool writes_param[64];        /* parameter i is written (directly or through a callee) */
+    bool writes_param[64]; /* parameter i is written (directly or through a callee) */
     int nstmts;
 } ad_func;
 
 typedef struct ad_unit {
-    const char *file;     /* the input path */
-    const char *source;   /* its text */
+    const char *file;   /* the input path */
+    const char *source; /* its text */
     size_t source_len;
     ad_func **funcs;
     int nfuncs;
@@ -220,14 +227,17 @@ typedef struct ad_unit {
     struct ad_cut {
         size_t begin, end;
         const char *with;
-    } *cuts;
+    } * cuts;
     int ncuts;
     /* `#pragma chainrules checkpoint(K)` lines */
     struct ad_pragma {
         unsigned line;
         int k;
         bool used;
-    } *pragmas;
+        const char **size_names; /* sizes(name: expr, ...) */
+        const char **size_exprs;
+        int nsizes;
+    } * pragmas;
     int npragmas;
 } ad_unit;
 
@@ -239,13 +249,15 @@ int ad_parse(const char *path, const char *const *flags, int nflags, ad_unit *ou
 /* ---- Rule rows ------------------------------------------------------------------------------ */
 
 typedef struct ad_row {
-    const char *name;     /* the row's name (sin, mul, ...) */
+    const char *name; /* the row's name (sin, mul, ...) */
     int nin, nout;
-    bool inline_ok;       /* its text uses only <math.h>: emitted inline */
-    bool uses_x[4];       /* partials (or Ω) read input j */
-    bool uses_y;          /* partials read Ω */
+    bool inline_ok;  /* its text uses only <math.h>: emitted inline */
+    bool uses_x[4];  /* partials (or Ω) read input j */
+    bool uses_y;     /* partials read Ω */
+    unsigned dep[4]; /* bit j of dep[k]: the partial D[k] reads input j (through Ω, the
+                        row's locals and the other partials) */
     bool emitted_f64, emitted_f32;
-    const void *rule;     /* the library's cr_scalar_rule */
+    const void *rule; /* the library's cr_scalar_rule */
 } ad_row;
 
 /* rows.c: the row of a C function name (sin, sinf, fabs, pow...), or NULL; *is_float is set
@@ -261,7 +273,7 @@ void ad_rows_emit(ad_buf *out);
 /* ---- Analysis ------------------------------------------------------------------------------- */
 
 typedef struct ad_options {
-    const char **wrt;  /* --wrt names, or NULL */
+    const char **wrt; /* --wrt names, or NULL */
     int nwrt;
     bool emit_rules;
 } ad_options;
@@ -271,9 +283,15 @@ typedef struct ad_options {
 void ad_normalize(ad_func *f);
 /* analysis.c: resolves calls and finds the parameters each function writes (once). */
 void ad_prepare(ad_unit *u);
-/* Activity, needed values, exits and canonical loops of f when the parameters of `mask` have
- * shadows (bit i: parameter i); nonzero on error (reported). */
-int ad_analyse(ad_unit *u, ad_func *f, uint64_t mask);
+/* Activity, needed values, exits, canonical loops and what to store, of f when the
+ * parameters of `mask` have shadows (bit i: parameter i); `callee` for the split pair of a
+ * function called from another (its arrays hold the caller's values). Nonzero on error
+ * (reported). */
+int ad_analyse(ad_unit *u, ad_func *f, uint64_t mask, bool callee);
+/* The variables a loop's iterations write and that live across them (not the canonical
+ * counter, not the body's own locals): the state a checkpoint saves. Their number, or -1
+ * past `max`. */
+int ad_loop_state(ad_stmt *loop, ad_var **out, int max);
 /* The variable at the root of an lvalue or pointer expression, or NULL. */
 ad_var *ad_root(const ad_expr *e);
 
@@ -287,6 +305,9 @@ void ad_emit_expr(ad_buf *b, const ad_expr *e);
 void ad_emit_shadow(ad_buf *b, const ad_expr *e, const char *suffix);
 /* The C type spelling of a variable's declaration with a name ("double t[16]"). */
 void ad_emit_decl(ad_buf *b, const ad_type *t, const char *name);
+/* The same without const (the locals of generated code are assigned after their
+ * declaration, at the top of the function). */
+void ad_emit_local(ad_buf *b, const ad_type *t, const char *name);
 /* The same for a parameter of a generated definition: pointers are restrict (the
  * transformer assumes that pointer parameters do not alias). */
 void ad_emit_param(ad_buf *b, const ad_type *t, const char *name);

@@ -15,9 +15,10 @@
 
 /* Functions whose derivative is zero everywhere it exists: their results are constants. */
 static const char *const k_zero_derivative[] = {
-    "floor", "ceil", "trunc", "round", "rint", "nearbyint", "lround", "llround", "lrint",
-    "llrint", "floorf", "ceilf", "truncf", "roundf", "rintf", "nearbyintf", "isnan", "isinf",
-    "isfinite", "signbit", "abs", "labs", "llabs", "fpclassify", NULL};
+    "floor",   "ceil",       "trunc",      "round",  "rint",     "nearbyint", "lround",
+    "llround", "lrint",      "llrint",     "floorf", "ceilf",    "truncf",    "roundf",
+    "rintf",   "nearbyintf", "isnan",      "isinf",  "isfinite", "signbit",   "abs",
+    "labs",    "llabs",      "fpclassify", NULL};
 
 static bool zero_derivative(const char *name)
 {
@@ -55,7 +56,8 @@ ad_var *ad_root(const ad_expr *e)
     return NULL;
 }
 
-/* ---- Walks ------------------------------------------------------------------------------------ */
+/* ---- Walks ------------------------------------------------------------------------------------
+ */
 
 typedef void (*expr_fn)(ad_expr *e, void *env);
 
@@ -85,7 +87,8 @@ static void walk_stmt(ad_stmt *s, stmt_fn fn, void *env)
     walk_stmt(s->els, fn, env);
 }
 
-/* ---- Calls ------------------------------------------------------------------------------------ */
+/* ---- Calls ------------------------------------------------------------------------------------
+ */
 
 typedef struct call_env {
     ad_unit *u;
@@ -95,8 +98,8 @@ typedef struct call_env {
 static void resolve_call(ad_expr *e, void *env)
 {
     call_env *c = env;
-    if (e->kind == EX_BIN && (!strcmp(e->op, "+") || !strcmp(e->op, "-") || !strcmp(e->op, "*") ||
-                              !strcmp(e->op, "/")))
+    if (e->kind == EX_BIN &&
+        (!strcmp(e->op, "+") || !strcmp(e->op, "-") || !strcmp(e->op, "*") || !strcmp(e->op, "/")))
         e->row = ad_type_is_real(e->type) ? ad_row_for_op(e->op) : NULL;
     if (e->kind == EX_UN && !strcmp(e->op, "-"))
         e->row = ad_type_is_real(e->type) ? ad_row_for_op("neg") : NULL;
@@ -113,7 +116,8 @@ static void resolve_call(ad_expr *e, void *env)
         e->row = NULL;
 }
 
-/* ---- Writes ----------------------------------------------------------------------------------- */
+/* ---- Writes -----------------------------------------------------------------------------------
+ */
 
 static void mark_written_lvalue(ad_func *f, ad_expr *l)
 {
@@ -164,7 +168,8 @@ static void writes_stmt(ad_stmt *s, void *env)
     walk_expr(s->inc, writes_expr, w);
 }
 
-/* ---- Activity --------------------------------------------------------------------------------- */
+/* ---- Activity ---------------------------------------------------------------------------------
+ */
 
 typedef struct act_env {
     bool changed;
@@ -301,7 +306,8 @@ static void act_stmt(ad_stmt *s, void *env)
     walk_expr(s->inc, act_expr, a);
 }
 
-/* ---- Expression activity and the values the adjoint needs -------------------------------------- */
+/* ---- Expression activity and the values the adjoint needs --------------------------------------
+ */
 
 static void mark_active(ad_expr *e, void *env)
 {
@@ -309,10 +315,24 @@ static void mark_active(ad_expr *e, void *env)
     e->active = expr_varied(e) && ad_type_is_real(e->type);
 }
 
+/* Where need_all() records: the variables' `needed` flags, or (the to-be-recorded analysis)
+ * the set of the variables one statement's adjoint reads. */
+static unsigned char *g_reads;
+static int g_nparams;
+
+static int var_slot(const ad_var *v)
+{
+    return v->kind == VAR_PARAM ? v->index : g_nparams + v->index;
+}
+
 static void need_all(ad_expr *e, void *env)
 {
     (void)env;
-    if (e->kind == EX_VAR)
+    if (e->kind != EX_VAR || e->var->kind == VAR_GLOBAL)
+        return;
+    if (g_reads)
+        g_reads[var_slot(e->var)] = 1;
+    else
         e->var->needed = true;
 }
 
@@ -349,11 +369,20 @@ static void need_expr(ad_expr *e)
         if (e->row) {
             ad_expr *ops[4] = {e->kind == EX_CALL ? NULL : e->a, e->kind == EX_CALL ? NULL : e->b};
             int n = e->kind == EX_CALL ? e->nargs : (e->kind == EX_UN ? 1 : 2);
-            for (int j = 0; j < n && j < 4; j++) {
-                ad_expr *o = e->kind == EX_CALL ? e->args[j] : ops[j];
-                if (e->row->uses_y || e->row->uses_x[j])
-                    walk_expr(o, need_all, NULL);
-                need_expr(o);
+            if (n > 4)
+                n = 4;
+            if (e->kind == EX_CALL)
+                for (int j = 0; j < n; j++)
+                    ops[j] = e->args[j];
+            /* operand j's value is read by the partials of the active operands */
+            unsigned reads = 0;
+            for (int k = 0; k < n; k++)
+                if (ops[k]->active)
+                    reads |= e->row->dep[k];
+            for (int j = 0; j < n; j++) {
+                if (reads >> j & 1)
+                    walk_expr(ops[j], need_all, NULL);
+                need_expr(ops[j]);
             }
             return;
         }
@@ -387,16 +416,6 @@ static void need_stmt(ad_stmt *s, void *env)
             if (v && v->active && ad_type_is_real(e->a->type)) {
                 /* the lvalue's indices, and the operands the compound operator reads */
                 need_expr(e->a);
-                if (strcmp(e->op, "=") != 0) {
-                    const ad_row *r = ad_row_for_op(e->op[0] == '+'   ? "+"
-                                                    : e->op[0] == '-' ? "-"
-                                                    : e->op[0] == '*' ? "*"
-                                                                      : "/");
-                    if (r && (r->uses_y || r->uses_x[0]))
-                        walk_expr(e->a, need_all, NULL);
-                    if (r && (r->uses_y || r->uses_x[1]))
-                        walk_expr(e->b, need_all, NULL);
-                }
                 need_expr(e->b);
             }
         } else if (e->kind == EX_CALL && e->callee) {
@@ -405,7 +424,8 @@ static void need_stmt(ad_stmt *s, void *env)
     }
 }
 
-/* ---- Exits and loops ---------------------------------------------------------------------------- */
+/* ---- Exits and loops ----------------------------------------------------------------------------
+ */
 
 /* Sets has_exit on every statement that contains a break or continue leaving it (not
  * inside a loop of its own) or a return. Returns whether s has one. */
@@ -473,8 +493,7 @@ static bool assigns_var(ad_stmt *s, const ad_var *v);
 static void assigns_expr(ad_expr *e, void *env)
 {
     void **p = env;
-    if ((e->kind == EX_ASSIGN || e->kind == EX_INCDEC) && e->a->kind == EX_VAR &&
-        e->a->var == p[0])
+    if ((e->kind == EX_ASSIGN || e->kind == EX_INCDEC) && e->a->kind == EX_VAR && e->a->var == p[0])
         p[1] = (void *)1;
     if (e->kind == EX_ADDR && ad_root(e->a) == p[0])
         p[1] = (void *)1;
@@ -528,7 +547,8 @@ static void find_canonical(ad_stmt *s, void *env)
     i->counter = true;
 }
 
-/* ---- Recomputed locals ------------------------------------------------------------------------- */
+/* ---- Recomputed locals -------------------------------------------------------------------------
+ */
 
 /* The roots a statement assigns (directly or through the pointer arguments of a callee). */
 typedef struct roots {
@@ -611,8 +631,7 @@ static void count_expr(ad_expr *e, void *env)
         (*(int *)p[1]) += 2;
     if (e->kind == EX_CALL && e->callee)
         for (int i = 0; i < e->nargs && i < 64; i++)
-            if (ad_root(e->args[i]) == p[0] && i < e->callee->nparams &&
-                e->callee->writes_param[i])
+            if (ad_root(e->args[i]) == p[0] && i < e->callee->nparams && e->callee->writes_param[i])
                 (*(int *)p[1]) += 2;
 }
 
@@ -685,7 +704,263 @@ static void recompute_stmt(ad_stmt *s, void *env)
         find_recompute(env, s);
 }
 
-/* ---- Driver ------------------------------------------------------------------------------------ */
+/* ---- The state of a checkpointed loop ----------------------------------------------------- */
+
+static void decls_stmt(ad_stmt *s, void *env)
+{
+    if (s->kind == ST_DECL && s->var)
+        add_root(env, s->var);
+}
+
+int ad_loop_state(ad_stmt *loop, ad_var **out, int max)
+{
+    roots written = {.n = 0}, local = {.n = 0};
+    walk_stmt(loop->then, roots_stmt, &written);
+    walk_stmt(loop->then, decls_stmt, &local);
+    if (written.overflow || local.overflow)
+        return -1;
+    int n = 0;
+    for (int i = 0; i < written.n; i++) {
+        ad_var *v = written.v[i];
+        if (v == loop->canon || in_roots(&local, v))
+            continue;
+        if (n == max)
+            return -1;
+        out[n++] = v;
+    }
+    return n;
+}
+
+static int count_needed(const ad_func *f)
+{
+    int n = 0;
+    for (int i = 0; i < f->nparams; i++)
+        n += f->params[i]->needed;
+    for (int i = 0; i < f->nlocals; i++)
+        n += f->locals[i]->needed;
+    return n;
+}
+
+static void clear_recompute(ad_stmt *s, void *env)
+{
+    (void)env;
+    s->recompute = false;
+}
+
+/* The indices of a place (not its root): read when the place is restored. */
+static void need_indices(ad_expr *e)
+{
+    for (; e; e = e->a) {
+        if (e->kind == EX_INDEX)
+            walk_expr(e->b, need_all, NULL);
+        if (e->kind != EX_INDEX && e->kind != EX_MEMBER && e->kind != EX_CAST &&
+            e->kind != EX_DEREF && e->kind != EX_ADDR)
+            break;
+    }
+}
+
+static void need_closure_expr(ad_expr *e, void *env)
+{
+    (void)env;
+    if (e->kind == EX_ASSIGN) {
+        ad_var *v = ad_root(e->a);
+        if (v && v->needed)
+            need_indices(e->a);
+    }
+}
+
+static void need_closure(ad_stmt *s, void *env)
+{
+    if (s->kind == ST_DECL && s->recompute)
+        walk_expr(s->e, need_all, NULL);
+    walk_expr(s->e, need_closure_expr, env);
+    walk_expr(s->inc, need_closure_expr, env);
+}
+
+/* ---- What to store: the to-be-recorded analysis --------------------------------------------
+ *
+ * A flow-sensitive pass in execution order keeps R, the variables whose current value the
+ * adjoint of some statement already passed reads. An assignment to v stores v's old value
+ * only if v is in R (else nothing will read the value it destroys); assigning a scalar
+ * removes it from R. Arrays and structs are never removed (an element's write does not
+ * overwrite the others). Branches join by union; a loop body is iterated to a fixpoint. An
+ * integer increment by a constant is undone by its inverse instead of being stored. */
+
+typedef struct tbr {
+    ad_func *f;
+    int nvars;
+} tbr;
+
+static unsigned char *tbr_new(const tbr *t)
+{
+    return ad_alloc((size_t)t->nvars + 1);
+}
+
+static void tbr_union(const tbr *t, unsigned char *a, const unsigned char *b)
+{
+    for (int i = 0; i < t->nvars; i++)
+        a[i] |= b[i];
+}
+
+/* The variables the adjoint of s (a simple statement) reads, added to R. */
+static void tbr_reads(ad_stmt *s, unsigned char *R)
+{
+    g_reads = R;
+    need_stmt(s, NULL);
+    g_reads = NULL;
+}
+
+static bool scalar_var(const ad_var *v)
+{
+    return v->type->kind != TY_ARRAY && v->type->kind != TY_PTR && v->type->kind != TY_STRUCT;
+}
+
+/* v = v + c or v = v - c, v an integer, c an integer constant. */
+static bool invertible(const ad_expr *place, const ad_expr *value)
+{
+    return place->kind == EX_VAR && place->var->type->kind == TY_INT && value->kind == EX_BIN &&
+           (!strcmp(value->op, "+") || !strcmp(value->op, "-")) && value->a->kind == EX_VAR &&
+           value->a->var == place->var && value->b->kind == EX_NUM &&
+           value->b->type->kind == TY_INT;
+}
+
+/* Decides whether assigning `place` stores, with R as it is before the assignment. */
+static void tbr_assign(ad_expr *place, ad_expr *value, bool fresh, bool kill, unsigned char *R,
+                       bool *push, bool *invert)
+{
+    ad_var *v = ad_root(place);
+    *push = *invert = false;
+    if (!v || v->kind == VAR_GLOBAL)
+        return;
+    if (!fresh && v->needed && R[var_slot(v)]) {
+        if (value && invertible(place, value))
+            *invert = true;
+        else
+            *push = true;
+        /* the adjoint restores the place: its indices are read there */
+        g_reads = R;
+        need_indices(place);
+        g_reads = NULL;
+    }
+    if (*invert)
+        R[var_slot(v)] = 1; /* the inverse reads the new value */
+    else if (kill && scalar_var(v))
+        R[var_slot(v)] = 0;
+}
+
+static void tbr_stmt(tbr *t, ad_stmt *s, unsigned char *R, bool kill);
+
+static void tbr_list(tbr *t, ad_stmt *s, unsigned char *R, bool kill)
+{
+    if (s->kind == ST_BLOCK)
+        for (int i = 0; i < s->n; i++)
+            tbr_stmt(t, s->body[i], R, kill);
+    else
+        tbr_stmt(t, s, R, kill);
+}
+
+static void recompute_reads(ad_stmt *body, unsigned char *R)
+{
+    if (!body || body->kind != ST_BLOCK)
+        return;
+    g_reads = R;
+    for (int i = 0; i < body->n; i++) {
+        ad_stmt *s = body->body[i];
+        if (s->kind == ST_DECL && s->recompute)
+            walk_expr(s->e, need_all, NULL);
+        for (int j = 0; s->kind == ST_BLOCK && j < s->n; j++)
+            if (s->body[j]->kind == ST_DECL && s->body[j]->recompute)
+                walk_expr(s->body[j]->e, need_all, NULL);
+    }
+    g_reads = NULL;
+}
+
+static void tbr_stmt(tbr *t, ad_stmt *s, unsigned char *R, bool kill)
+{
+    if (!s)
+        return;
+    switch (s->kind) {
+    case ST_BLOCK:
+        for (int i = 0; i < s->n; i++)
+            tbr_stmt(t, s->body[i], R, kill && !s->has_exit);
+        return;
+    case ST_DECL: {
+        tbr_reads(s, R);
+        bool fresh = s->var->counter || s->recompute;
+        if (s->e)
+            tbr_assign(&(ad_expr){.kind = EX_VAR, .var = s->var, .type = s->var->type}, s->e, fresh,
+                       kill && !s->ninits, R, &s->push, &s->invert);
+        else if (s->ninits)
+            tbr_assign(&(ad_expr){.kind = EX_VAR, .var = s->var, .type = s->var->type}, NULL, fresh,
+                       false, R, &s->push, &s->invert);
+        return;
+    }
+    case ST_EXPR:
+        tbr_reads(s, R);
+        if (s->e->kind == EX_ASSIGN)
+            tbr_assign(s->e->a, s->e->b, false, kill, R, &s->push, &s->invert);
+        return;
+    case ST_RETURN:
+        tbr_reads(s, R);
+        return;
+    case ST_IF: {
+        unsigned char *r2 = tbr_new(t);
+        memcpy(r2, R, (size_t)t->nvars);
+        tbr_stmt(t, s->then, R, kill && !s->has_exit);
+        tbr_stmt(t, s->els, r2, kill && !s->has_exit);
+        tbr_union(t, R, r2);
+        return;
+    }
+    case ST_FOR:
+    case ST_WHILE:
+    case ST_DO: {
+        if (s->kind == ST_FOR)
+            tbr_stmt(t, s->init, R, kill);
+        bool k2 = kill && !s->then->has_exit;
+        unsigned char *in = tbr_new(t), *body = tbr_new(t);
+        memcpy(in, R, (size_t)t->nvars);
+        for (int round = 0; round < 1000; round++) {
+            memcpy(body, in, (size_t)t->nvars);
+            tbr_list(t, s->then, body, k2);
+            recompute_reads(s->then, body);
+            if (s->kind == ST_FOR && s->inc && s->inc->kind == EX_ASSIGN) {
+                if (s->canon) {
+                    s->inc_push = s->inc_invert = false;
+                } else {
+                    tbr_assign(s->inc->a, s->inc->b, false, k2, body, &s->inc_push, &s->inc_invert);
+                }
+            }
+            bool grew = false;
+            for (int i = 0; i < t->nvars; i++)
+                if (body[i] && !in[i]) {
+                    in[i] = 1;
+                    grew = true;
+                }
+            if (!grew)
+                break;
+        }
+        memcpy(R, in, (size_t)t->nvars);
+        return;
+    }
+    default:
+        return;
+    }
+}
+
+static void tbr_function(ad_func *f, bool callee)
+{
+    tbr t = {f, f->nparams + f->nlocals};
+    g_nparams = f->nparams;
+    unsigned char *R = tbr_new(&t);
+    /* a callee's arrays hold the caller's values, which the caller's adjoint may read */
+    for (int i = 0; callee && i < f->nparams; i++)
+        if (f->params[i]->type->kind == TY_PTR)
+            R[i] = 1;
+    tbr_stmt(&t, f->body, R, true);
+}
+
+/* ---- Driver ------------------------------------------------------------------------------------
+ */
 
 static void reset_var(ad_var *v)
 {
@@ -710,6 +985,7 @@ static void clear_stmt(ad_stmt *s, void *env)
         walk_expr(s->inits[i], clear_expr, env);
     s->canon = NULL;
     s->recompute = false;
+    s->push = s->invert = s->inc_push = s->inc_invert = false;
     s->id = 0;
 }
 
@@ -809,7 +1085,7 @@ void ad_prepare(ad_unit *u)
     }
 }
 
-int ad_analyse(ad_unit *u, ad_func *f, uint64_t mask)
+int ad_analyse(ad_unit *u, ad_func *f, uint64_t mask, bool callee)
 {
     (void)u;
     for (int i = 0; i < f->nparams; i++) {
@@ -852,6 +1128,16 @@ int ad_analyse(ad_unit *u, ad_func *f, uint64_t mask)
     walk_stmt(f->body, need_stmt, NULL);
     walk_stmt(f->body, find_canonical, NULL);
     mark_exits(f->body, false);
-    walk_stmt(f->body, recompute_stmt, f);
+    /* Until nothing changes: a restored place's indices are read by the adjoint, and so
+     * are the operands of a recomputed local (whose own choice depends on what is needed). */
+    for (;;) {
+        int before_needed = count_needed(f);
+        walk_stmt(f->body, clear_recompute, NULL);
+        walk_stmt(f->body, recompute_stmt, f);
+        walk_stmt(f->body, need_closure, NULL);
+        if (count_needed(f) == before_needed)
+            break;
+    }
+    tbr_function(f, callee);
     return f->nerrors > before;
 }

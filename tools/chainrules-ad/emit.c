@@ -25,7 +25,9 @@ void ad_emit_preamble(const ad_unit *u, ad_buf *out)
     memcpy(cuts, u->cuts, (size_t)u->ncuts * sizeof *cuts);
     qsort(cuts, (size_t)u->ncuts, sizeof *cuts, cut_cmp);
     size_t pos = 0;
-    ad_buf_put(out, "#if defined(__GNUC__)\n#define CR_AD_UNUSED __attribute__((unused))\n#else\n"
+    /* the copy declares the input's functions again, after any header that declares them */
+    ad_buf_put(out, "#if defined(__GNUC__)\n#define CR_AD_UNUSED __attribute__((unused))\n"
+                    "#pragma GCC diagnostic ignored \"-Wredundant-decls\"\n#else\n"
                     "#define CR_AD_UNUSED\n#endif\n");
     ad_buf_printf(out, "#line 1 \"%s\"\n", u->file);
     for (int i = 0; i < u->ncuts; i++) {
@@ -49,7 +51,9 @@ void ad_emit_preamble(const ad_unit *u, ad_buf *out)
     ad_buf_put(out, u->source + pos);
     free(cuts);
     ad_buf_put(out, "\n#line 1 \"<chainrules-ad>\"\n#include <chainrules.h>\n"
-                    "#include <chainrules/adstack.h>\n#include <math.h>\n#include <stdint.h>\n\n");
+                    "#include <chainrules/adstack.h>\n#include <math.h>\n#include "
+                    "<stdint.h>\n#include <stdlib.h>\n"
+                    "#include <string.h>\n\n");
 }
 
 /* ---- Expressions -------------------------------------------------------------------------- */
@@ -237,6 +241,28 @@ void ad_emit_decl(ad_buf *b, const ad_type *t, const char *name)
         ad_buf_printf(b, "%s %s", s, name);
 }
 
+void ad_emit_local(ad_buf *b, const ad_type *t, const char *name)
+{
+    if (t->kind == TY_ARRAY) {
+        const ad_type *e = t;
+        ad_buf dims = {0};
+        while (e->kind == TY_ARRAY) {
+            ad_buf_printf(&dims, "[%lld]", e->len);
+            e = e->elem;
+        }
+        ad_emit_local(b, e, name);
+        ad_buf_put(b, dims.p);
+        ad_buf_free(&dims);
+        return;
+    }
+    const char *s = t->unq ? t->unq : t->spelling;
+    size_t n = strlen(s);
+    if (n && s[n - 1] == '*')
+        ad_buf_printf(b, "%s%s", s, name);
+    else
+        ad_buf_printf(b, "%s %s", s, name);
+}
+
 /* The type of a parameter's shadow: the same pointer type without const ("double *") for
  * the adjoint; for tangents of inputs the pointee stays const. */
 static void shadow_param(ad_buf *b, const ad_var *p, char mode)
@@ -253,7 +279,8 @@ static void shadow_param(ad_buf *b, const ad_var *p, char mode)
     }
     /* pointers (and arrays adjusted to pointers) */
     const ad_type *e = t->elem;
-    const char *base = e->kind == TY_STRUCT ? e->name : ad_type_real_name(ad_type_scalar_of((ad_type *)t));
+    const char *base =
+        e->kind == TY_STRUCT ? e->name : ad_type_real_name(ad_type_scalar_of((ad_type *)t));
     if (e->kind == TY_PTR || e->kind == TY_ARRAY)
         base = e->spelling;
     bool input_only = t->is_const;

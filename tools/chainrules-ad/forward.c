@@ -304,12 +304,12 @@ static void tan_locals(fw *w, ad_buf *b)
         ad_var *v = f->locals[i];
         bool agg = v->type->kind == TY_ARRAY || v->type->kind == TY_STRUCT;
         ad_buf_put(b, "    ");
-        ad_emit_decl(b, v->type, v->cname);
+        ad_emit_local(b, v->type, v->cname);
         ad_buf_put(b, agg ? " = {0};\n" : " = 0;\n");
         ad_buf_printf(b, "    (void)%s;\n", v->cname);
         if (v->active) {
             ad_buf_put(b, "    ");
-            ad_emit_decl(b, v->type, ad_fmt("%s_d%s", v->cname, w->vector ? "" : ""));
+            ad_emit_local(b, v->type, ad_fmt("%s_d", v->cname));
             if (w->vector)
                 ad_buf_put(b, "[CR_AD_VMAX]");
             ad_buf_put(b, agg || w->vector ? " = {0};\n" : " = 0;\n");
@@ -433,8 +433,9 @@ void ad_emit_forward_fn(ad_buf *out, ad_unit *u, ad_func *f, const char *mname, 
     ad_buf_put(out, "}\n\n");
     ad_buf_free(&body);
     if (w.l.unsupported) {
-        ad_error(f->loc, "unsupported construct in the vector forward mode of '%s' (a pointer "
-                         "argument other than p, p + k or &p[k])",
+        ad_error(f->loc,
+                 "unsupported construct in the vector forward mode of '%s' (a pointer "
+                 "argument other than p, p + k or &p[k])",
                  f->name);
         f->nerrors++;
     }

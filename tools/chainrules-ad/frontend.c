@@ -17,7 +17,7 @@ typedef struct fe {
     struct fe_var {
         CXCursor decl;
         ad_var *var;
-    } *vars;
+    } * vars;
     int nvars, capvars;
 } fe;
 
@@ -83,6 +83,7 @@ static ad_type *convert_type(CXType t0)
     CXType t = clang_getCanonicalType(t0);
     ad_type *r = ad_alloc(sizeof *r);
     r->spelling = type_spelling(t0);
+    r->unq = type_spelling(clang_getUnqualifiedType(t0));
     r->is_const = clang_isConstQualifiedType(t) != 0;
     switch (t.kind) {
     case CXType_Void:
@@ -244,37 +245,68 @@ static ad_expr *new_expr(ad_ekind kind, CXCursor c)
 static const char *binop_text(enum CXBinaryOperatorKind k)
 {
     switch (k) {
-    case CXBinaryOperator_Mul: return "*";
-    case CXBinaryOperator_Div: return "/";
-    case CXBinaryOperator_Rem: return "%";
-    case CXBinaryOperator_Add: return "+";
-    case CXBinaryOperator_Sub: return "-";
-    case CXBinaryOperator_Shl: return "<<";
-    case CXBinaryOperator_Shr: return ">>";
-    case CXBinaryOperator_LT: return "<";
-    case CXBinaryOperator_GT: return ">";
-    case CXBinaryOperator_LE: return "<=";
-    case CXBinaryOperator_GE: return ">=";
-    case CXBinaryOperator_EQ: return "==";
-    case CXBinaryOperator_NE: return "!=";
-    case CXBinaryOperator_And: return "&";
-    case CXBinaryOperator_Xor: return "^";
-    case CXBinaryOperator_Or: return "|";
-    case CXBinaryOperator_LAnd: return "&&";
-    case CXBinaryOperator_LOr: return "||";
-    case CXBinaryOperator_Assign: return "=";
-    case CXBinaryOperator_MulAssign: return "*=";
-    case CXBinaryOperator_DivAssign: return "/=";
-    case CXBinaryOperator_RemAssign: return "%=";
-    case CXBinaryOperator_AddAssign: return "+=";
-    case CXBinaryOperator_SubAssign: return "-=";
-    case CXBinaryOperator_ShlAssign: return "<<=";
-    case CXBinaryOperator_ShrAssign: return ">>=";
-    case CXBinaryOperator_AndAssign: return "&=";
-    case CXBinaryOperator_XorAssign: return "^=";
-    case CXBinaryOperator_OrAssign: return "|=";
-    case CXBinaryOperator_Comma: return ",";
-    default: return NULL;
+    case CXBinaryOperator_Mul:
+        return "*";
+    case CXBinaryOperator_Div:
+        return "/";
+    case CXBinaryOperator_Rem:
+        return "%";
+    case CXBinaryOperator_Add:
+        return "+";
+    case CXBinaryOperator_Sub:
+        return "-";
+    case CXBinaryOperator_Shl:
+        return "<<";
+    case CXBinaryOperator_Shr:
+        return ">>";
+    case CXBinaryOperator_LT:
+        return "<";
+    case CXBinaryOperator_GT:
+        return ">";
+    case CXBinaryOperator_LE:
+        return "<=";
+    case CXBinaryOperator_GE:
+        return ">=";
+    case CXBinaryOperator_EQ:
+        return "==";
+    case CXBinaryOperator_NE:
+        return "!=";
+    case CXBinaryOperator_And:
+        return "&";
+    case CXBinaryOperator_Xor:
+        return "^";
+    case CXBinaryOperator_Or:
+        return "|";
+    case CXBinaryOperator_LAnd:
+        return "&&";
+    case CXBinaryOperator_LOr:
+        return "||";
+    case CXBinaryOperator_Assign:
+        return "=";
+    case CXBinaryOperator_MulAssign:
+        return "*=";
+    case CXBinaryOperator_DivAssign:
+        return "/=";
+    case CXBinaryOperator_RemAssign:
+        return "%=";
+    case CXBinaryOperator_AddAssign:
+        return "+=";
+    case CXBinaryOperator_SubAssign:
+        return "-=";
+    case CXBinaryOperator_ShlAssign:
+        return "<<=";
+    case CXBinaryOperator_ShrAssign:
+        return ">>=";
+    case CXBinaryOperator_AndAssign:
+        return "&=";
+    case CXBinaryOperator_XorAssign:
+        return "^=";
+    case CXBinaryOperator_OrAssign:
+        return "|=";
+    case CXBinaryOperator_Comma:
+        return ",";
+    default:
+        return NULL;
     }
 }
 
@@ -355,8 +387,8 @@ static ad_expr *expr(fe *s, CXCursor c)
             ad_type *t = convert_type(clang_getCursorType(d));
             if (ad_type_has_real(t) && !t->is_const &&
                 !(t->kind == TY_ARRAY && t->elem && t->elem->is_const))
-                return unsupported(c, ad_fmt("the mutable global '%s' holding real data",
-                                             spelling(d)),
+                return unsupported(c,
+                                   ad_fmt("the mutable global '%s' holding real data", spelling(d)),
                                    "pass it as a parameter");
             ad_expr *e = new_expr(EX_GLOBAL, c);
             e->text = spelling(d);
@@ -387,8 +419,8 @@ static ad_expr *expr(fe *s, CXCursor c)
         ad_expr *e = new_expr(EX_CAST, c);
         /* an implicit conversion that changes nothing is dropped */
         if (k == CXCursor_UnexposedExpr &&
-            (e->type->kind == sub->type->kind &&
-             (e->type->kind != TY_PTR || true) && e->type->kind != TY_OTHER))
+            (e->type->kind == sub->type->kind && (e->type->kind != TY_PTR || true) &&
+             e->type->kind != TY_OTHER))
             return sub;
         if (e->type->kind == TY_PTR && sub->type->kind == TY_ARRAY)
             return sub; /* array decay */
@@ -585,18 +617,20 @@ static ad_stmt *decl_stmt(fe *s, CXCursor c, ctx *x)
             }
         }
         ad_var *v = new_var(s, d, VAR_LOCAL, x->loop_depth);
-        if (v->type->kind == TY_OTHER || (v->type->kind == TY_STRUCT && v->type->is_union &&
-                                          ad_type_has_real(v->type))) {
-            ad_error(v->loc, "unsupported construct: a local of type '%s' (use double, float, "
-                             "integers, fixed arrays and structs of them)",
+        if (v->type->kind == TY_OTHER ||
+            (v->type->kind == TY_STRUCT && v->type->is_union && ad_type_has_real(v->type))) {
+            ad_error(v->loc,
+                     "unsupported construct: a local of type '%s' (use double, float, "
+                     "integers, fixed arrays and structs of them)",
                      v->type->spelling);
             return NULL;
         }
         if (v->type->kind == TY_PTR && ad_type_has_real(v->type)) {
             /* a local pointer to real data: allowed only as an alias of a parameter that never
              * changes; refused for simplicity */
-            ad_error(v->loc, "unsupported construct: a local pointer to real data '%s' (index the "
-                             "parameter directly)",
+            ad_error(v->loc,
+                     "unsupported construct: a local pointer to real data '%s' (index the "
+                     "parameter directly)",
                      v->name);
             return NULL;
         }
@@ -613,8 +647,9 @@ static ad_stmt *decl_stmt(fe *s, CXCursor c, ctx *x)
                         return NULL;
                 if (v->type->kind != TY_ARRAY || v->type->elem->kind == TY_ARRAY ||
                     v->type->elem->kind == TY_STRUCT) {
-                    ad_error(v->loc, "unsupported construct: an initialiser list for '%s' (only "
-                                     "one-dimensional arrays of numbers)",
+                    ad_error(v->loc,
+                             "unsupported construct: an initialiser list for '%s' (only "
+                             "one-dimensional arrays of numbers)",
                              v->name);
                     return NULL;
                 }
@@ -679,7 +714,6 @@ static ad_stmt *for_stmt(fe *s, CXCursor c, ctx *x)
     x->loop_depth--;
     return st->then ? st : NULL;
 }
-
 
 /* ---- switch, lowered to structured code ------------------------------------------------ */
 
@@ -875,14 +909,16 @@ static ad_stmt *switch_stmt(fe *s, CXCursor c, ctx *x)
     ad_expr *any = mk_num("0", it, loc);
     for (int g = 0; g < nseg; g++)
         for (int j = 0; j < segs[g].nvals; j++)
-            any = mk_bin("||", any, mk_bin("==", mk_var(sw, loc), mk_num(segs[g].vals[j], it, loc), it), it);
+            any = mk_bin("||", any,
+                         mk_bin("==", mk_var(sw, loc), mk_num(segs[g].vals[j], it, loc), it), it);
     out[1] = mk_assign(hit, any, loc);
     out[2] = mk_assign(m, mk_num("0", it, loc), loc);
     ad_stmt **ifs = ad_alloc((size_t)(nseg + 1) * sizeof *ifs);
     for (int g = 0; g < nseg; g++) {
         ad_expr *when = mk_var(m, loc);
         for (int j = 0; j < segs[g].nvals; j++)
-            when = mk_bin("||", when, mk_bin("==", mk_var(sw, loc), mk_num(segs[g].vals[j], it, loc), it), it);
+            when = mk_bin("||", when,
+                          mk_bin("==", mk_var(sw, loc), mk_num(segs[g].vals[j], it, loc), it), it);
         if (segs[g].is_default) {
             ad_expr *no = mk(EX_UN, it, loc);
             no->op = "!";
@@ -1107,6 +1143,73 @@ static enum CXChildVisitResult count_top(CXCursor c, CXCursor parent, CXClientDa
     return CXChildVisit_Continue;
 }
 
+/* "checkpoint(K) [sizes(name: expr, ...)]" (the text after "#pragma chainrules"), to the
+ * end of the line. */
+static const char *skip_ws(const char *q)
+{
+    while (*q == ' ' || *q == '\t')
+        q++;
+    return q;
+}
+
+static int parse_pragma(const char *q, struct ad_pragma *pg)
+{
+    int k = 0, used = 0;
+    if (sscanf(q, "checkpoint ( %d )%n", &k, &used) != 1 || used == 0 || k < 1 || k > 64)
+        return 1;
+    pg->k = k;
+    q = skip_ws(q + used);
+    if (*q == '\n' || *q == 0 || *q == '\r')
+        return 0;
+    if (strncmp(q, "sizes", 5) != 0)
+        return 1;
+    q = skip_ws(q + 5);
+    if (*q != '(')
+        return 1;
+    q++;
+    for (;;) {
+        q = skip_ws(q);
+        const char *b = q;
+        while (*q == '_' || (*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') ||
+               (*q >= '0' && *q <= '9'))
+            q++;
+        if (q == b)
+            return 1;
+        const char *name = ad_fmt("%.*s", (int)(q - b), b);
+        q = skip_ws(q);
+        if (*q != ':')
+            return 1;
+        q++;
+        const char *e = q;
+        int depth = 0;
+        while (*q && *q != '\n' && !(depth == 0 && (*q == ',' || *q == ')'))) {
+            if (*q == '(')
+                depth++;
+            if (*q == ')')
+                depth--;
+            q++;
+        }
+        if (*q != ',' && *q != ')')
+            return 1;
+        const char **nn = ad_alloc((size_t)(pg->nsizes + 1) * sizeof *nn);
+        const char **ne = ad_alloc((size_t)(pg->nsizes + 1) * sizeof *ne);
+        if (pg->nsizes) {
+            memcpy(nn, pg->size_names, (size_t)pg->nsizes * sizeof *nn);
+            memcpy(ne, pg->size_exprs, (size_t)pg->nsizes * sizeof *ne);
+        }
+        nn[pg->nsizes] = name;
+        ne[pg->nsizes] = ad_fmt("%.*s", (int)(q - e), e);
+        pg->size_names = nn;
+        pg->size_exprs = ne;
+        pg->nsizes++;
+        if (*q == ')')
+            break;
+        q++;
+    }
+    q = skip_ws(q + 1);
+    return (*q == '\n' || *q == 0 || *q == '\r') ? 0 : 1;
+}
+
 /* `#pragma chainrules checkpoint(K)` lines of the input. */
 static void read_pragmas(ad_unit *u)
 {
@@ -1125,11 +1228,12 @@ static void read_pragmas(ad_unit *u)
                 q += 10;
                 while (*q == ' ' || *q == '\t')
                     q++;
-                int k = 0;
                 ad_loc l = {u->file, line, 1};
-                if (sscanf(q, "checkpoint ( %d )", &k) != 1 || k < 1) {
+                struct ad_pragma pg = {line, 0, false, NULL, NULL, 0};
+                if (parse_pragma(q, &pg) != 0) {
                     ad_error(l, "malformed pragma: write '#pragma chainrules checkpoint(K)' with "
-                                "K >= 1 snapshots, before a loop");
+                                "1 <= K <= 64 snapshots, and 'sizes(p: n, ...)' for the arrays "
+                                "the loop updates through pointers, just before a for loop");
                 } else {
                     if (u->npragmas == cap) {
                         cap = cap ? 2 * cap : 8;
@@ -1138,7 +1242,7 @@ static void read_pragmas(ad_unit *u)
                             memcpy(np, u->pragmas, (size_t)u->npragmas * sizeof *np);
                         u->pragmas = np;
                     }
-                    u->pragmas[u->npragmas++] = (struct ad_pragma){line, k, false};
+                    u->pragmas[u->npragmas++] = pg;
                 }
             }
         }
@@ -1161,6 +1265,7 @@ static void attach_pragmas(ad_unit *u, ad_stmt *st)
             if (!u->pragmas[i].used && u->pragmas[i].line < st->loc.line &&
                 st->loc.line - u->pragmas[i].line <= 2) {
                 st->checkpoint = u->pragmas[i].k;
+                st->pragma = &u->pragmas[i];
                 u->pragmas[i].used = true;
             }
     }
@@ -1218,9 +1323,8 @@ int ad_parse(const char *path, const char *const *flags, int nflags, ad_unit *u)
     args[na++] = "-Wno-unknown-pragmas";
     CXIndex index = clang_createIndex(0, 0);
     CXTranslationUnit tu = NULL;
-    enum CXErrorCode ec = clang_parseTranslationUnit2(index, path, args, na, NULL, 0,
-                                                      CXTranslationUnit_SkipFunctionBodies * 0,
-                                                      &tu);
+    enum CXErrorCode ec = clang_parseTranslationUnit2(
+        index, path, args, na, NULL, 0, CXTranslationUnit_SkipFunctionBodies * 0, &tu);
     if (ec != CXError_Success || !tu) {
         fprintf(stderr, "%s: error: cannot parse the file (libclang error %d)\n", path, (int)ec);
         clang_disposeIndex(index);

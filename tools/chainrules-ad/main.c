@@ -49,8 +49,9 @@ static int public_mask(ad_func *f, const ad_options *opt, uint64_t *mask)
         if (!ad_type_has_real(p->type))
             continue;
         if (p->type->kind == TY_STRUCT) {
-            ad_error(p->loc, "unsupported construct: the struct parameter '%s' passed by value "
-                             "(pass a pointer)",
+            ad_error(p->loc,
+                     "unsupported construct: the struct parameter '%s' passed by value "
+                     "(pass a pointer)",
                      p->name);
             return 1;
         }
@@ -184,8 +185,9 @@ int main(int argc, char **argv)
                     found |= !strcmp(f->params[j]->name, opt.wrt[i]);
             }
         if (!found) {
-            fprintf(stderr, "%s: error: --wrt names '%s', which is not a parameter of the "
-                            "functions to differentiate\n",
+            fprintf(stderr,
+                    "%s: error: --wrt names '%s', which is not a parameter of the "
+                    "functions to differentiate\n",
                     in_path, opt.wrt[i]);
             rc = 1;
         }
@@ -199,7 +201,7 @@ int main(int argc, char **argv)
             rc = 1;
             break;
         }
-        if (ad_analyse(&u, f, mask) || report(f)) {
+        if (ad_analyse(&u, f, mask, kind == REQ_SPLIT) || report(f)) {
             rc = 1;
             break;
         }
@@ -207,14 +209,19 @@ int main(int argc, char **argv)
         ad_buf fn = {0};
         switch (kind) {
         case REQ_REV:
-            ad_emit_reverse_public(&publics, &u, f);
-            break;
         case REQ_FWD:
-            ad_emit_forward_fn(&publics, &u, f, mn, false, true);
+        case REQ_FWDV: {
+            /* a public function, declared first (the generated signature) */
+            ad_buf sig = {0};
+            ad_emit_signature(&sig, f, kind == REQ_REV ? 'r' : kind == REQ_FWD ? 'f' : 'v');
+            ad_buf_printf(&protos, "%s;\n", sig.p);
+            ad_buf_free(&sig);
+            if (kind == REQ_REV)
+                ad_emit_reverse_public(&publics, &u, f);
+            else
+                ad_emit_forward_fn(&publics, &u, f, mn, kind == REQ_FWDV, true);
             break;
-        case REQ_FWDV:
-            ad_emit_forward_fn(&publics, &u, f, mn, true, true);
-            break;
+        }
         case REQ_SPLIT:
             ad_emit_reverse_split(&fn, &u, f, mn);
             break;

@@ -131,8 +131,9 @@ static ad_expr *hoist_calls(hoist *h, ad_expr *e, bool top)
     if (e->kind != EX_CALL || top || !e->callee)
         return e;
     if (h->forbid) {
-        ad_error(e->loc, "unsupported construct: a call to '%s' inside &&, || or ?: (assign it to "
-                         "a variable first)",
+        ad_error(e->loc,
+                 "unsupported construct: a call to '%s' inside &&, || or ?: (assign it to "
+                 "a variable first)",
                  e->text);
         return e;
     }

@@ -34,6 +34,7 @@ typedef struct rv {
     xc xs[512];
     int nxs;
     bool split; /* emitting cr_ad_f_fw / cr_ad_f_bw */
+    bool plain; /* the primal only: no pushes (runs between checkpoints) */
     int loops;
 } rv;
 
@@ -71,11 +72,8 @@ static char *shadow_text(const ad_expr *e)
 
 /* ---- Which statements have adjoint work --------------------------------------------------- */
 
-/* Whether assigning the place of root v must store the old value first. */
-static bool pushes(const ad_var *v, bool fresh_decl)
-{
-    return v && v->needed && !fresh_decl;
-}
+/* How an assignment keeps the value it destroys (the to-be-recorded analysis decided). */
+enum { KEEP_NONE, KEEP_PUSH, KEEP_INVERT };
 
 static bool assign_active(const ad_expr *l)
 {
@@ -105,11 +103,10 @@ static bool rev_stmt(const ad_stmt *s)
                 return true;
         return false;
     case ST_DECL:
-        return s->var->active || (s->var->needed && s->var->loop_depth > 0);
+        return s->var->active || s->push;
     case ST_EXPR:
         if (s->e->kind == EX_ASSIGN) {
-            const ad_var *v = ad_root(s->e->a);
-            return assign_active(s->e->a) || pushes(v, false) || call_active(s->e->b);
+            return assign_active(s->e->a) || s->push || s->invert || call_active(s->e->b);
         }
         return call_active(s->e);
     case ST_RETURN:
@@ -118,7 +115,7 @@ static bool rev_stmt(const ad_stmt *s)
         return s->has_exit || rev_stmt(s->then) || rev_stmt(s->els);
     case ST_FOR:
         return rev_stmt(s->then) || rev_stmt(s->init) ||
-               (s->inc && !s->canon && pushes(ad_root(s->inc->a), false));
+               (s->inc && !s->canon && (s->inc_push || s->inc_invert));
     case ST_WHILE:
     case ST_DO:
         return rev_stmt(s->then);
@@ -157,6 +154,9 @@ static bool loop_breaks(const ad_stmt *s, bool nested)
 
 static void fw_stmt(rv *r, ad_stmt *s, const char *ind);
 static void bw_stmt(rv *r, ad_stmt *s, const char *ind);
+static void fw_checkpoint(rv *r, ad_stmt *s, const char *ind);
+static void bw_checkpoint(rv *r, ad_stmt *s, const char *ind);
+static void recompute_locals(rv *r, ad_stmt *body, const char *ind);
 
 static void push_place(rv *r, const ad_expr *l, const char *ind)
 {
@@ -219,7 +219,7 @@ static void call_args(rv *r, const ad_expr *c, uint64_t mask, bool shadows, ad_b
 
 static void fw_call(rv *r, ad_expr *lhs, ad_expr *c, const char *ind)
 {
-    uint64_t mask = ad_call_mask(c);
+    uint64_t mask = r->plain ? 0 : ad_call_mask(c);
     ad_buf b = {0};
     if (lhs) {
         ad_buf_printf(&b, "%s = ", text(lhs));
@@ -279,12 +279,15 @@ static void bw_call(rv *r, ad_expr *lhs, ad_expr *c, const char *ind)
 }
 
 /* An assignment place = value (value may be a call of the file). */
-static void fw_assign(rv *r, ad_expr *place, ad_expr *value, bool fresh, const char *ind)
+static void fw_assign(rv *r, ad_expr *place, ad_expr *value, int keep, const char *ind)
 {
+    if (r->plain)
+        keep = KEEP_NONE; /* nothing is stored */
+    bool push = keep == KEEP_PUSH;
     if (value->kind == EX_CALL && value->callee) {
         /* the callee's pushes come first, then the old value: the adjoint restores the old
          * value (which the call's arguments may read), then runs the callee's adjoint */
-        if (!pushes(ad_root(place), fresh)) {
+        if (!push) {
             fw_call(r, place, value, ind);
             return;
         }
@@ -292,36 +295,48 @@ static void fw_assign(rv *r, ad_expr *place, ad_expr *value, bool fresh, const c
         *tmp = *place;
         tmp->kind = EX_TEXT;
         tmp->text = ad_fmt("c%d_", ++r->l.tmp);
-        ad_buf_printf(r->fw, "%s{\n%s    %s %s;\n", ind, ind, place->type->spelling, tmp->text);
+        ad_buf_printf(r->fw, "%s{\n%s    %s %s;\n", ind, ind, place->type->unq, tmp->text);
         const char *ind2 = ad_fmt("%s    ", ind);
         fw_call(r, tmp, value, ind2);
         push_place(r, place, ind2);
         ad_buf_printf(r->fw, "%s%s = %s;\n%s}\n", ind2, text(place), tmp->text, ind);
         return;
     }
-    if (pushes(ad_root(place), fresh))
+    if (push)
         push_place(r, place, ind);
     ad_buf_printf(r->fw, "%s%s = %s;\n", ind, text(place), text(value));
 }
 
-static void bw_assign(rv *r, ad_expr *place, ad_expr *value, bool fresh, const char *ind)
+/* Undoes `place = place +- c` (KEEP_INVERT). */
+static void invert_place(rv *r, const ad_expr *place, const ad_expr *value, const char *ind)
 {
-    bool restore = pushes(ad_root(place), fresh);
+    ad_buf_printf(r->bw, "%s%s = %s %s %s;\n", ind, text(place), text(place),
+                  value->op[0] == '+' ? "-" : "+", text(value->b));
+}
+
+static void restore_place(rv *r, const ad_expr *place, const ad_expr *value, int keep,
+                          const char *ind)
+{
+    if (keep == KEEP_PUSH)
+        pop_place(r, place, ind);
+    else if (keep == KEEP_INVERT)
+        invert_place(r, place, value, ind);
+}
+
+static void bw_assign(rv *r, ad_expr *place, ad_expr *value, int keep, const char *ind)
+{
     if (value->kind == EX_CALL && value->callee) {
-        if (restore)
-            pop_place(r, place, ind);
+        restore_place(r, place, value, keep, ind);
         bw_call(r, place, value, ind);
         return;
     }
     if (!assign_active(place)) {
-        if (restore)
-            pop_place(r, place, ind);
+        restore_place(r, place, value, keep, ind);
         return;
     }
     ad_buf_printf(r->bw, "%s{\n", ind);
     const char *ind2 = ad_fmt("%s    ", ind);
-    if (restore)
-        pop_place(r, place, ind2);
+    restore_place(r, place, value, keep, ind2);
     int a = ++r->l.tmp;
     const char *sh = shadow_text(place);
     ad_buf_printf(r->bw, "%sconst %s a%d_ = %s;\n%s(void)a%d_;\n%s%s = 0;\n", ind2,
@@ -331,6 +346,23 @@ static void bw_assign(rv *r, ad_expr *place, ad_expr *value, bool fresh, const c
     lin_value(&r->l, value);
     lin_adjoint(&r->l, value, ad_fmt("a%d_", a));
     ad_buf_printf(r->bw, "%s}\n", ind);
+}
+
+static int keep_of(bool push, bool invert)
+{
+    return push ? KEEP_PUSH : invert ? KEEP_INVERT : KEEP_NONE;
+}
+
+/* The value of the elements an initialiser list leaves out: zero of the list's type. */
+static ad_expr *zero_of(const ad_expr *like)
+{
+    ad_expr *z = ad_alloc(sizeof *z);
+    z->kind = EX_NUM;
+    z->type = like->type;
+    z->loc = like->loc;
+    z->text = "0";
+    z->tmp = -1;
+    return z;
 }
 
 static ad_expr *var_ref(ad_var *v)
@@ -364,7 +396,7 @@ static void fw_stmt(rv *r, ad_stmt *s, const char *ind)
     const char *ind2 = ad_fmt("%s    ", ind);
     switch (s->kind) {
     case ST_BLOCK: {
-        bool mark = s->has_exit;
+        bool mark = s->has_exit && !r->plain;
         for (int i = 0; i < s->n; i++) {
             if (mark)
                 r->xs[r->nxs++] = (xc){'b', i + 1, s};
@@ -377,19 +409,19 @@ static void fw_stmt(rv *r, ad_stmt *s, const char *ind)
         return;
     }
     case ST_DECL: {
-        bool fresh = s->var->loop_depth == 0 || s->var->counter || s->recompute;
+        int keep = keep_of(s->push, s->invert);
         if (s->e)
-            fw_assign(r, var_ref(s->var), s->e, fresh, ind);
+            fw_assign(r, var_ref(s->var), s->e, keep, ind);
         for (int i = 0; i < s->ninits; i++)
-            fw_assign(r, elem_ref(s->var, i), s->inits[i], fresh, ind);
+            fw_assign(r, elem_ref(s->var, i), s->inits[i], keep, ind);
         if (s->ninits && s->var->type->kind == TY_ARRAY)
             for (long long i = s->ninits; i < s->var->type->len; i++)
-                fw_assign(r, elem_ref(s->var, (int)i), s->inits[0]->kind == EX_NUM ? s->inits[0] : s->inits[0], fresh, ind);
+                fw_assign(r, elem_ref(s->var, (int)i), zero_of(s->inits[0]), keep, ind);
         return;
     }
     case ST_EXPR:
         if (s->e->kind == EX_ASSIGN)
-            fw_assign(r, s->e->a, s->e->b, false, ind);
+            fw_assign(r, s->e->a, s->e->b, keep_of(s->push, s->invert), ind);
         else if (s->e->kind == EX_CALL && s->e->callee)
             fw_call(r, NULL, s->e, ind);
         else
@@ -398,11 +430,19 @@ static void fw_stmt(rv *r, ad_stmt *s, const char *ind)
     case ST_RETURN:
         if (s->e)
             ad_buf_printf(r->fw, "%sret_ = %s;\n", ind, text(s->e));
+        if (r->plain) {
+            ad_buf_printf(r->fw, "%sgoto fw_end_;\n", ind);
+            return;
+        }
         exit_chain(r, true, ind);
         ad_buf_printf(r->fw, "%sgoto fw_end_;\n", ind);
         return;
     case ST_BREAK:
     case ST_CONTINUE:
+        if (r->plain) {
+            ad_buf_printf(r->fw, "%s%s;\n", ind, s->kind == ST_BREAK ? "break" : "continue");
+            return;
+        }
         exit_chain(r, false, ind);
         if (s->kind == ST_BREAK) {
             /* the innermost loop records that it was left by a break */
@@ -415,7 +455,7 @@ static void fw_stmt(rv *r, ad_stmt *s, const char *ind)
         ad_buf_printf(r->fw, "%s%s;\n", ind, s->kind == ST_BREAK ? "break" : "continue");
         return;
     case ST_IF: {
-        bool dir = rev_stmt(s);
+        bool dir = rev_stmt(s) && !r->plain;
         ad_buf_printf(r->fw, "%sif (%s) {\n", ind, text(s->e));
         if (dir)
             r->xs[r->nxs++] = (xc){'i', 1, s};
@@ -439,7 +479,11 @@ static void fw_stmt(rv *r, ad_stmt *s, const char *ind)
     case ST_FOR:
     case ST_WHILE:
     case ST_DO: {
-        bool any = rev_stmt(s);
+        bool any = rev_stmt(s) && !r->plain;
+        if (any && s->checkpoint) {
+            fw_checkpoint(r, s, ind);
+            return;
+        }
         if (s->kind == ST_FOR && s->init)
             fw_stmt(r, s->init, ind);
         if (!any) {
@@ -475,7 +519,8 @@ static void fw_stmt(rv *r, ad_stmt *s, const char *ind)
         const char *inc = "";
         if (s->kind == ST_FOR && s->inc) {
             ad_var *iv = ad_root(s->inc->a);
-            if (!s->canon && pushes(iv, false))
+            (void)iv;
+            if (!s->canon && s->inc_push)
                 inc = ad_fmt("(cr_adstack_push_%s(&st_, %s), %s)", stack_kind(s->inc->a->type),
                              text(s->inc->a), text(s->inc));
             else
@@ -525,6 +570,267 @@ static void recompute_locals(rv *r, ad_stmt *body, const char *ind)
     }
 }
 
+/* ---- Checkpointed loops -------------------------------------------------------------------- *
+ *
+ * `#pragma chainrules checkpoint(K) [sizes(p: n, ...)]` before a counted for loop: the
+ * forward sweep stores the loop's state at its entry on the value stack and runs the loop
+ * without storing anything else; the adjoint restores that state and follows the binomial
+ * schedule of cr_revolve with K snapshots (K state copies, allocated by the adjoint): it
+ * advances the primal between snapshots and runs each iteration's recording forward sweep
+ * and its adjoint in reverse order. Memory: K copies of the state instead of what every
+ * iteration stores. */
+
+#define MAX_STATE 64
+
+typedef struct ckstate {
+    ad_var *v[MAX_STATE];
+    const char *size[MAX_STATE]; /* element count of a pointer's array, else NULL */
+    int n;
+} ckstate;
+
+static int checkpoint_state(rv *r, ad_stmt *s, ckstate *st)
+{
+    int bad = 0;
+    if (s->kind != ST_FOR || !s->canon || s->then->has_exit || loop_breaks(s->then, false)) {
+        ad_error(s->loc, "'#pragma chainrules checkpoint' needs a counted for loop (for (i = a; "
+                         "i < b; i++) with i not assigned in the body) without break or return");
+        return 1;
+    }
+    st->n = ad_loop_state(s, st->v, MAX_STATE);
+    if (st->n < 0) {
+        ad_error(s->loc, "a checkpointed loop writes more than %d variables", MAX_STATE);
+        return 1;
+    }
+    for (int i = 0; i < st->n; i++) {
+        ad_var *v = st->v[i];
+        st->size[i] = NULL;
+        for (int j = 0; j < s->pragma->nsizes; j++)
+            if (!strcmp(s->pragma->size_names[j], v->name))
+                st->size[i] = s->pragma->size_exprs[j];
+        bool ptr = v->type->kind == TY_PTR;
+        if (ptr && !st->size[i]) {
+            ad_error(s->loc,
+                     "the checkpointed loop writes through the pointer '%s': give the "
+                     "length of its array, '#pragma chainrules checkpoint(%d) sizes(%s: "
+                     "n)'",
+                     v->name, s->checkpoint, v->name);
+            bad = 1;
+        } else if ((ptr && (v->type->elem->kind == TY_STRUCT || v->type->elem->kind == TY_PTR)) ||
+                   v->type->kind == TY_STRUCT) {
+            ad_error(s->loc,
+                     "the checkpointed loop writes the struct '%s': not supported in a "
+                     "checkpoint's state",
+                     v->name);
+            bad = 1;
+        }
+    }
+    for (int j = 0; j < s->pragma->nsizes; j++) {
+        bool found = false;
+        for (int i = 0; i < st->n; i++)
+            found |= !strcmp(s->pragma->size_names[j], st->v[i]->name);
+        if (!found) {
+            ad_error(s->loc, "sizes() names '%s', which the loop does not write through",
+                     s->pragma->size_names[j]);
+            bad = 1;
+        }
+    }
+    (void)r;
+    return bad;
+}
+
+/* Pushes, or pops into, one variable: a scalar, an array (every element) or, with `len`,
+ * the first `len` elements a pointer points to. */
+static void var_stack(ad_buf *b, const ad_var *v, const char *len, bool push, const char *ind)
+{
+    const ad_type *e = ad_type_scalar_of(v->type);
+    const char *kind = stack_kind(e);
+    const char *name = v->cname;
+    if (v->type->kind == TY_ARRAY || v->type->kind == TY_PTR) {
+        if (!len)
+            len = ad_fmt("(int64_t)(sizeof %s / sizeof %s[0])", name, name);
+        const char *flat = v->type->kind == TY_ARRAY && v->type->elem->kind == TY_ARRAY
+                               ? ad_fmt("((%s *)%s)", e->unq, name)
+                               : name;
+        if (v->type->kind == TY_ARRAY && v->type->elem->kind == TY_ARRAY)
+            len = ad_fmt("(int64_t)(sizeof %s / sizeof(%s))", name, e->unq);
+        if (push)
+            ad_buf_printf(b,
+                          "%sfor (int64_t j_ = 0; j_ < %s; j_++)\n%s    "
+                          "cr_adstack_push_%s(&st_, %s[j_]);\n",
+                          ind, len, ind, kind, flat);
+        else if (!strcmp(kind, "i64") || !strcmp(kind, "ptr"))
+            ad_buf_printf(b,
+                          "%sfor (int64_t j_ = %s - 1; j_ >= 0; j_--)\n%s    %s[j_] = (%s)"
+                          "cr_adstack_pop_%s(&st_);\n",
+                          ind, len, ind, flat, e->unq, kind);
+        else
+            ad_buf_printf(b,
+                          "%sfor (int64_t j_ = %s - 1; j_ >= 0; j_--)\n%s    %s[j_] = "
+                          "cr_adstack_pop_%s(&st_);\n",
+                          ind, len, ind, flat, kind);
+    } else if (push) {
+        ad_buf_printf(b, "%scr_adstack_push_%s(&st_, %s);\n", ind, kind, name);
+    } else if (!strcmp(kind, "i64") || !strcmp(kind, "ptr")) {
+        ad_buf_printf(b, "%s%s = (%s)cr_adstack_pop_%s(&st_);\n", ind, name, v->type->unq, kind);
+    } else {
+        ad_buf_printf(b, "%s%s = cr_adstack_pop_%s(&st_);\n", ind, name, kind);
+    }
+}
+
+/* Pushes (or, popping in the reverse order, restores) the state. */
+static void state_stack(ad_buf *b, const ckstate *st, bool push, int id, const char *ind)
+{
+    for (int k = 0; k < st->n; k++) {
+        int i = push ? k : st->n - 1 - k;
+        var_stack(b, st->v[i], st->size[i] ? ad_fmt("sz%d_%d_", i, id) : NULL, push, ind);
+    }
+}
+
+/* Copies the state to (save) or from a snapshot slot at p. */
+static void state_copy(ad_buf *b, const ckstate *st, bool save, const char *p, int id,
+                       const char *ind)
+{
+    ad_buf_printf(b, "%s{\n%s    unsigned char *q_ = %s;\n", ind, ind, p);
+    for (int i = 0; i < st->n; i++) {
+        const ad_var *v = st->v[i];
+        const char *bytes;
+        const char *addr;
+        if (v->type->kind == TY_PTR) {
+            bytes = ad_fmt("sizeof *%s * (size_t)sz%d_%d_", v->cname, i, id);
+            addr = v->cname;
+        } else if (v->type->kind == TY_ARRAY) {
+            bytes = ad_fmt("sizeof %s", v->cname);
+            addr = v->cname;
+        } else {
+            bytes = ad_fmt("sizeof %s", v->cname);
+            addr = ad_fmt("&%s", v->cname);
+        }
+        if (save)
+            ad_buf_printf(b, "%s    memcpy(q_, %s, %s);\n", ind, addr, bytes);
+        else
+            ad_buf_printf(b, "%s    memcpy(%s, q_, %s);\n", ind, addr, bytes);
+        ad_buf_printf(b, "%s    q_ += %s;\n", ind, bytes);
+    }
+    ad_buf_printf(b, "%s}\n", ind);
+}
+
+static void fw_checkpoint(rv *r, ad_stmt *s, const char *ind)
+{
+    ckstate st;
+    if (checkpoint_state(r, s, &st)) {
+        r->f->nerrors++;
+        return;
+    }
+    s->id = ++r->loops;
+    int id = s->id;
+    const char *ind2 = ad_fmt("%s    ", ind);
+    if (s->init)
+        fw_stmt(r, s->init, ind);
+    ad_buf_printf(r->fw, "%s{ /* checkpointed loop (%d snapshots) */\n", ind, s->checkpoint);
+    for (int i = 0; i < st.n; i++)
+        if (st.size[i])
+            ad_buf_printf(r->fw, "%sconst int64_t sz%d_%d_ = (int64_t)(%s);\n", ind2, i, id,
+                          st.size[i]);
+    state_stack(r->fw, &st, true, id, ind2);
+    ad_buf_printf(r->fw, "%sconst int64_t i0_%d_ = (int64_t)%s;\n%sint64_t n_%d_ = 0;\n", ind2, id,
+                  s->canon->cname, ind2, id);
+    ad_buf_printf(r->fw, "%sfor (; %s; %s) {\n", ind2, text(s->e), text(s->inc));
+    ad_buf_printf(r->fw, "%s    n_%d_++;\n", ind2, id);
+    bool plain = r->plain;
+    r->plain = true;
+    fw_stmt(r, s->then, ad_fmt("%s    ", ind2));
+    r->plain = plain;
+    ad_buf_printf(r->fw, "%s}\n", ind2);
+    for (int i = 0; i < st.n; i++)
+        if (st.size[i])
+            ad_buf_printf(r->fw, "%scr_adstack_push_i64(&st_, sz%d_%d_);\n", ind2, i, id);
+    ad_buf_printf(r->fw,
+                  "%scr_adstack_push_i64(&st_, i0_%d_);\n%scr_adstack_push_i64(&st_, n_%d_);\n",
+                  ind2, id, ind2, id);
+    ad_buf_printf(r->fw, "%s}\n", ind);
+}
+
+static void bw_checkpoint(rv *r, ad_stmt *s, const char *ind)
+{
+    ckstate st;
+    if (checkpoint_state(r, s, &st))
+        return; /* reported by the forward sweep */
+    int id = s->id;
+    const char *i2 = ad_fmt("%s    ", ind), *i3 = ad_fmt("%s        ", ind),
+               *i4 = ad_fmt("%s            ", ind), *i5 = ad_fmt("%s                ", ind);
+    ad_buf_printf(r->bw, "%s{ /* checkpointed loop: binomial schedule */\n", ind);
+    ad_buf_printf(r->bw, "%sconst int64_t n_%d_ = cr_adstack_pop_i64(&st_);\n", i2, id);
+    ad_buf_printf(r->bw, "%sconst int64_t i0_%d_ = cr_adstack_pop_i64(&st_);\n", i2, id);
+    for (int i = st.n - 1; i >= 0; i--)
+        if (st.size[i])
+            ad_buf_printf(r->bw, "%sconst int64_t sz%d_%d_ = cr_adstack_pop_i64(&st_);\n", i2, i,
+                          id);
+    state_stack(r->bw, &st, false, id, i2);
+    /* the bytes of one snapshot */
+    ad_buf_printf(r->bw, "%ssize_t b_%d_ = 0;\n%sint ok_%d_ = 1;\n", i2, id, i2, id);
+    for (int i = 0; i < st.n; i++) {
+        const ad_var *v = st.v[i];
+        if (v->type->kind == TY_PTR)
+            ad_buf_printf(
+                r->bw,
+                "%sok_%d_ &= sz%d_%d_ >= 0 && (uint64_t)sz%d_%d_ <= (SIZE_MAX - b_%d_) / "
+                "sizeof *%s;\n%sif (ok_%d_)\n%s    b_%d_ += sizeof *%s * (size_t)sz%d_%d_;\n",
+                i2, id, i, id, i, id, id, v->cname, i2, id, i2, id, v->cname, i, id);
+        else
+            ad_buf_printf(r->bw, "%sb_%d_ += sizeof %s;\n", i2, id, v->cname);
+    }
+    ad_buf_printf(
+        r->bw,
+        "%sunsigned char *ck_%d_ = ok_%d_ && b_%d_ <= SIZE_MAX / %d ? malloc(b_%d_ * %d + "
+        "1) : NULL;\n",
+        i2, id, id, id, s->checkpoint, id, s->checkpoint);
+    ad_buf_printf(r->bw, "%scr_revolve rv_%d_;\n", i2, id);
+    ad_buf_printf(r->bw,
+                  "%sif (ck_%d_ == NULL || cr_revolve_init(&rv_%d_, n_%d_, %d) != CR_OK) {\n%s"
+                  "cr_adstack_set_failed(&st_);\n%s} else {\n",
+                  i2, id, id, id, s->checkpoint, i3, i2);
+    ad_buf_printf(r->bw, "%sfor (;;) {\n%scr_revolve_op op_;\n", i3, i4);
+    ad_buf_printf(r->bw, "%sconst cr_revolve_action a_ = cr_revolve_next(&rv_%d_, &op_);\n", i4,
+                  id);
+    ad_buf_printf(r->bw, "%sif (a_ == CR_REVOLVE_DONE)\n%s    break;\n", i4, i4);
+    ad_buf_printf(r->bw, "%sif (a_ == CR_REVOLVE_STORE) {\n", i4);
+    state_copy(r->bw, &st, true, ad_fmt("ck_%d_ + (size_t)op_.slot * b_%d_", id, id), id, i5);
+    ad_buf_printf(r->bw, "%s} else if (a_ == CR_REVOLVE_RESTORE) {\n", i4);
+    state_copy(r->bw, &st, false, ad_fmt("ck_%d_ + (size_t)op_.slot * b_%d_", id, id), id, i5);
+    ad_buf_printf(r->bw, "%s} else if (a_ == CR_REVOLVE_ADVANCE) {\n", i4);
+    ad_buf_printf(r->bw, "%sfor (int64_t k_ = op_.step; k_ < op_.end; k_++) {\n", i5);
+    const char *i6 = ad_fmt("%s    ", i5);
+    ad_buf_printf(r->bw, "%s%s = (%s)(i0_%d_ + k_ * (%lld));\n", i6, s->canon->cname,
+                  s->canon->type->spelling, id, s->canon_step);
+    /* the primal body */
+    ad_buf *save_fw = r->fw;
+    r->fw = r->bw;
+    bool plain = r->plain;
+    r->plain = true;
+    fw_stmt(r, s->then, i6);
+    r->plain = false;
+    ad_buf_printf(r->bw, "%s}\n", i5);
+    ad_buf_printf(r->bw, "%s} else if (a_ == CR_REVOLVE_REVERSE) {\n", i4);
+    ad_buf_printf(r->bw, "%s%s = (%s)(i0_%d_ + op_.step * (%lld));\n", i5, s->canon->cname,
+                  s->canon->type->spelling, id, s->canon_step);
+    /* one recorded iteration, then its adjoint */
+    int nxs = r->nxs;
+    r->nxs = 0;
+    fw_stmt(r, s->then, i5);
+    r->fw = save_fw;
+    r->plain = plain;
+    recompute_locals(r, s->then, i5);
+    if (rev_stmt(s->then))
+        bw_stmt(r, s->then, i5);
+    r->nxs = nxs;
+    ad_buf_printf(r->bw, "%s} else {\n%scr_adstack_set_failed(&st_);\n%sbreak;\n%s}\n", i4, i5, i5,
+                  i4);
+    ad_buf_printf(r->bw, "%s}\n%s}\n%sfree(ck_%d_);\n", i3, i2, i2, id);
+    ad_buf_printf(r->bw, "%s}\n", ind);
+    if (s->init && rev_stmt(s->init))
+        bw_stmt(r, s->init, ind);
+}
+
 /* ---- Adjoint sweep -------------------------------------------------------------------------- */
 
 static void bw_stmt(rv *r, ad_stmt *s, const char *ind)
@@ -551,19 +857,19 @@ static void bw_stmt(rv *r, ad_stmt *s, const char *ind)
         }
         return;
     case ST_DECL: {
-        bool fresh = s->var->loop_depth == 0 || s->var->counter || s->recompute;
+        int keep = keep_of(s->push, s->invert);
         if (s->ninits && s->var->type->kind == TY_ARRAY)
             for (long long i = s->var->type->len - 1; i >= s->ninits; i--)
-                bw_assign(r, elem_ref(s->var, (int)i), s->inits[0], fresh, ind);
+                bw_assign(r, elem_ref(s->var, (int)i), zero_of(s->inits[0]), keep, ind);
         for (int i = s->ninits - 1; i >= 0; i--)
-            bw_assign(r, elem_ref(s->var, i), s->inits[i], fresh, ind);
+            bw_assign(r, elem_ref(s->var, i), s->inits[i], keep, ind);
         if (s->e)
-            bw_assign(r, var_ref(s->var), s->e, fresh, ind);
+            bw_assign(r, var_ref(s->var), s->e, keep, ind);
         return;
     }
     case ST_EXPR:
         if (s->e->kind == EX_ASSIGN)
-            bw_assign(r, s->e->a, s->e->b, false, ind);
+            bw_assign(r, s->e->a, s->e->b, keep_of(s->push, s->invert), ind);
         else if (s->e->kind == EX_CALL && s->e->callee)
             bw_call(r, NULL, s->e, ind);
         return;
@@ -589,6 +895,10 @@ static void bw_stmt(rv *r, ad_stmt *s, const char *ind)
     case ST_FOR:
     case ST_WHILE:
     case ST_DO: {
+        if (s->checkpoint && s->id) {
+            bw_checkpoint(r, s, ind);
+            return;
+        }
         if (s->id == 0) {
             /* no adjoint work inside: only the initialisation */
             if (s->kind == ST_FOR && s->init && rev_stmt(s->init))
@@ -616,10 +926,11 @@ static void bw_stmt(rv *r, ad_stmt *s, const char *ind)
         } else {
             ad_buf_printf(r->bw, "%sfor (int64_t k_%d_ = n_%d_; k_%d_ > 0; k_%d_--) {\n", ind2, id,
                           id, id, id);
-            if (s->kind == ST_FOR && s->inc && pushes(ad_root(s->inc->a), false)) {
+            if (s->kind == ST_FOR && s->inc && (s->inc_push || s->inc_invert)) {
                 const char *cond = brk ? ad_fmt("!(brk_%d_ && k_%d_ == n_%d_)", id, id, id) : "1";
                 ad_buf_printf(r->bw, "%sif (%s) {\n", ind3, cond);
-                pop_place(r, s->inc->a, ad_fmt("%s    ", ind3));
+                restore_place(r, s->inc->a, s->inc->b, keep_of(s->inc_push, s->inc_invert),
+                              ad_fmt("%s    ", ind3));
                 ad_buf_printf(r->bw, "%s}\n", ind3);
             }
         }
@@ -637,7 +948,8 @@ static void bw_stmt(rv *r, ad_stmt *s, const char *ind)
     }
 }
 
-/* ---- Functions -------------------------------------------------------------------------------- */
+/* ---- Functions --------------------------------------------------------------------------------
+ */
 
 /* Declarations of the locals (all at the top, renamed where they shadow) and their shadows. */
 static void emit_locals(rv *r, ad_buf *b)
@@ -646,19 +958,19 @@ static void emit_locals(rv *r, ad_buf *b)
     for (int i = 0; i < f->nlocals; i++) {
         ad_var *v = f->locals[i];
         ad_buf_put(b, "    ");
-        ad_emit_decl(b, v->type, v->cname);
+        ad_emit_local(b, v->type, v->cname);
         ad_buf_put(b, v->type->kind == TY_ARRAY || v->type->kind == TY_STRUCT ? " = {0};\n"
-                                                                               : " = 0;\n");
+                                                                              : " = 0;\n");
         if (v->active) {
             ad_buf_put(b, "    ");
             ad_type *t = v->type;
-            ad_emit_decl(b, t, ad_fmt("%s_b", v->cname));
+            ad_emit_local(b, t, ad_fmt("%s_b", v->cname));
             ad_buf_put(b, t->kind == TY_ARRAY || t->kind == TY_STRUCT ? " = {0};\n" : " = 0;\n");
         }
     }
     if (ad_type_is_real(f->ret) || f->ret->kind != TY_VOID) {
         ad_buf_put(b, "    ");
-        ad_emit_decl(b, f->ret, "ret_");
+        ad_emit_local(b, f->ret, "ret_");
         ad_buf_put(b, " = 0;\n    (void)ret_;\n");
     }
 }
@@ -667,8 +979,11 @@ static void emit_locals(rv *r, ad_buf *b)
  * sweep, popped at the start of the adjoint sweep). */
 static bool carried(const ad_var *v)
 {
-    return v->needed && v->type->kind != TY_ARRAY && v->type->kind != TY_STRUCT &&
-           (v->kind == VAR_LOCAL || v->written);
+    if (!v->needed || v->type->kind == TY_STRUCT)
+        return false;
+    if (v->kind == VAR_LOCAL)
+        return v->type->kind != TY_ARRAY || ad_type_scalar_of(v->type)->kind != TY_STRUCT;
+    return v->written && v->type->kind != TY_PTR && v->type->kind != TY_ARRAY;
 }
 
 static void silence_unused(rv *r, ad_buf *b)
@@ -710,6 +1025,9 @@ void ad_emit_reverse_public(ad_buf *out, ad_unit *u, ad_func *f)
         ad_buf_put(out, "        return;\n");
     ad_buf_put(out, "    }\n    /* adjoint sweep */\n");
     ad_buf_put(out, bw.p ? bw.p : "");
+    if (ad_type_is_real(f->ret))
+        ad_buf_printf(out, "    if (cr_adstack_failed(&st_))\n        ret_ = (%s)NAN;\n",
+                      f->ret->spelling);
     ad_buf_put(out, "    cr_adstack_deinit(&st_);\n");
     if (f->ret->kind != TY_VOID)
         ad_buf_put(out, "    return ret_;\n");
@@ -739,15 +1057,13 @@ void ad_emit_reverse_split(ad_buf *out, ad_unit *u, ad_func *f, const char *mnam
     silence_unused(&r, out);
     ad_buf_put(out, fw.p ? fw.p : "");
     ad_buf_put(out, "    goto fw_end_;\nfw_end_:\n");
+    /* the values the adjoint reads, as the forward sweep leaves them */
     for (int i = 0; i < f->nlocals; i++)
         if (carried(f->locals[i]))
-            ad_buf_printf(out, "    cr_adstack_push_%s(&st_, %s);\n", stack_kind(f->locals[i]->type),
-                          f->locals[i]->cname);
+            var_stack(out, f->locals[i], NULL, true, "    ");
     for (int i = 0; i < f->nparams; i++)
-        if (carried(f->params[i]) && f->params[i]->kind == VAR_PARAM && f->params[i]->written &&
-            f->params[i]->type->kind != TY_PTR)
-            ad_buf_printf(out, "    cr_adstack_push_%s(&st_, %s);\n",
-                          stack_kind(f->params[i]->type), f->params[i]->cname);
+        if (carried(f->params[i]))
+            var_stack(out, f->params[i], NULL, true, "    ");
     if (f->ret->kind != TY_VOID)
         ad_buf_put(out, "    return ret_;\n");
     ad_buf_put(out, "#undef st_\n}\n\n");
@@ -763,7 +1079,10 @@ void ad_emit_reverse_split(ad_buf *out, ad_unit *u, ad_func *f, const char *mnam
             else {
                 ad_buf dummy = {0};
                 const ad_type *e = p->type->elem;
-                const char *base = e->kind == TY_STRUCT ? e->name : e->kind == TY_PTR || e->kind == TY_ARRAY ? e->spelling : ad_type_real_name(ad_type_scalar_of(p->type));
+                const char *base = e->kind == TY_STRUCT ? e->name
+                                   : e->kind == TY_PTR || e->kind == TY_ARRAY
+                                       ? e->spelling
+                                       : ad_type_real_name(ad_type_scalar_of(p->type));
                 ad_buf_printf(out, "%s *%s_b, ", base, p->cname);
                 ad_buf_free(&dummy);
             }
@@ -776,13 +1095,11 @@ void ad_emit_reverse_split(ad_buf *out, ad_unit *u, ad_func *f, const char *mnam
     emit_locals(&r, out);
     silence_unused(&r, out);
     for (int i = f->nparams - 1; i >= 0; i--)
-        if (carried(f->params[i]) && f->params[i]->written && f->params[i]->type->kind != TY_PTR)
-            ad_buf_printf(out, "    %s = (%s)cr_adstack_pop_%s(&st_);\n", f->params[i]->cname,
-                          f->params[i]->type->spelling, stack_kind(f->params[i]->type));
+        if (carried(f->params[i]))
+            var_stack(out, f->params[i], NULL, false, "    ");
     for (int i = f->nlocals - 1; i >= 0; i--)
         if (carried(f->locals[i]))
-            ad_buf_printf(out, "    %s = (%s)cr_adstack_pop_%s(&st_);\n", f->locals[i]->cname,
-                          f->locals[i]->type->spelling, stack_kind(f->locals[i]->type));
+            var_stack(out, f->locals[i], NULL, false, "    ");
     ad_buf_put(out, bw.p ? bw.p : "");
     ad_buf_put(out, "#undef st_\n}\n\n");
     ad_buf_free(&fw);

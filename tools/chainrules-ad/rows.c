@@ -24,11 +24,12 @@ static int g_nrows;
 /* Identifiers a row's text may use and still be emitted inline: the row's own names and
  * <math.h>. A local of the row ends in '_' (the rows' convention). */
 static const char *const k_math_names[] = {
-    "x", "Y", "D", "T", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh",
-    "tanh", "asinh", "acosh", "atanh", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p",
-    "sqrt", "cbrt", "pow", "hypot", "fabs", "erf", "erfc", "tgamma", "lgamma", "fmax", "fmin",
-    "copysign", "floor", "ceil", "trunc", "round", "fma", "fmod", "isnan", "isinf", "isfinite",
-    "signbit", "INFINITY", "NAN", "HUGE_VAL", NULL};
+    "x",       "Y",        "D",     "T",        "sin",    "cos",    "tan",   "asin",  "acos",
+    "atan",    "atan2",    "sinh",  "cosh",     "tanh",   "asinh",  "acosh", "atanh", "exp",
+    "exp2",    "expm1",    "log",   "log2",     "log10",  "log1p",  "sqrt",  "cbrt",  "pow",
+    "hypot",   "fabs",     "erf",   "erfc",     "tgamma", "lgamma", "fmax",  "fmin",  "copysign",
+    "floor",   "ceil",     "trunc", "round",    "fma",    "fmod",   "isnan", "isinf", "isfinite",
+    "signbit", "INFINITY", "NAN",   "HUGE_VAL", NULL};
 
 static bool allowed_ident(const char *s, size_t n)
 {
@@ -62,14 +63,107 @@ static bool scan_text(const char *s, ad_row *r, bool partials)
         } else if (isdigit((unsigned char)*s) || *s == '.') {
             /* a number, with exponent and suffix */
             while (isalnum((unsigned char)*s) || *s == '.' ||
-                   ((*s == '+' || *s == '-') && (s[-1] == 'e' || s[-1] == 'E' || s[-1] == 'p' ||
-                                                 s[-1] == 'P')))
+                   ((*s == '+' || *s == '-') &&
+                    (s[-1] == 'e' || s[-1] == 'E' || s[-1] == 'p' || s[-1] == 'P')))
                 s++;
         } else {
             s++;
         }
     }
     return ok;
+}
+
+/* The inputs each partial reads: the row's partials text is a sequence of assignments
+ * (`D[k] = ...`, `T s_ = ...`) whose right sides read x[j], Y (all inputs), earlier partials
+ * and the row's locals. Anything else makes every partial read every input. */
+static void partial_deps(ad_row *r, const char *src)
+{
+    unsigned all = (1u << r->nin) - 1;
+    for (int k = 0; k < 4; k++)
+        r->dep[k] = all;
+    struct {
+        char name[32];
+        unsigned mask;
+    } locals[8];
+    int nlocals = 0;
+    unsigned dep[4] = {0};
+    const char *p = src;
+    while (*p) {
+        /* one statement: up to ';' at depth 0 */
+        const char *b = p, *eq = NULL;
+        int depth = 0;
+        for (; *p && !(depth == 0 && *p == ';'); p++) {
+            if (*p == '(')
+                depth++;
+            else if (*p == ')')
+                depth--;
+            else if (*p == '=' && depth == 0 && !eq && p[1] != '=' && p > b &&
+                     !strchr("=!<>", p[-1]))
+                eq = p;
+        }
+        const char *end = p;
+        if (*p == ';')
+            p++;
+        if (!eq)
+            return;
+        /* the target: D[k] or a local */
+        int target = -1;
+        char lname[32] = "";
+        const char *t = eq;
+        while (t > b && isspace((unsigned char)t[-1]))
+            t--;
+        if (t - b >= 4 && t[-1] == ']' && t[-4] == 'D' && t[-3] == '[' &&
+            isdigit((unsigned char)t[-2]))
+            target = t[-2] - '0';
+        else {
+            const char *e = t;
+            while (t > b && (isalnum((unsigned char)t[-1]) || t[-1] == '_'))
+                t--;
+            if (e - t <= 0 || e - t >= 31)
+                return;
+            memcpy(lname, t, (size_t)(e - t));
+            lname[e - t] = 0;
+        }
+        if (target >= 4 || (target < 0 && nlocals == 8))
+            return;
+        /* what the right side reads */
+        unsigned m = 0;
+        for (const char *q = eq + 1; q < end;) {
+            if (isalpha((unsigned char)*q) || *q == '_') {
+                const char *w = q;
+                while (q < end && (isalnum((unsigned char)*q) || *q == '_'))
+                    q++;
+                size_t n = (size_t)(q - w);
+                if (n == 1 && *w == 'Y')
+                    m |= all;
+                else if (n == 1 && *w == 'x' && q[0] == '[' && isdigit((unsigned char)q[1]))
+                    m |= 1u << (q[1] - '0');
+                else if (n == 1 && *w == 'D' && q[0] == '[' && isdigit((unsigned char)q[1]) &&
+                         q[1] - '0' < 4)
+                    m |= dep[q[1] - '0'];
+                else
+                    for (int i = 0; i < nlocals; i++)
+                        if (strlen(locals[i].name) == n && !strncmp(locals[i].name, w, n))
+                            m |= locals[i].mask;
+            } else if (isdigit((unsigned char)*q)) {
+                while (q < end && (isalnum((unsigned char)*q) || *q == '.'))
+                    q++;
+            } else {
+                q++;
+            }
+        }
+        if (target >= 0) {
+            dep[target] = m & all;
+        } else {
+            memcpy(locals[nlocals].name, lname, sizeof lname);
+            locals[nlocals].mask = m;
+            nlocals++;
+        }
+        while (*p && isspace((unsigned char)*p))
+            p++;
+    }
+    for (int k = 0; k < 4; k++)
+        r->dep[k] = dep[k];
 }
 
 static const ad_row *row_named(const char *regname)
@@ -92,6 +186,7 @@ static const ad_row *row_named(const char *regname)
     bool ok_primal = scan_text(rule->primal_src, r, false);
     bool ok_partials = scan_text(rule->partials_src, r, true);
     r->inline_ok = ok_primal && ok_partials;
+    partial_deps(r, rule->partials_src);
     return r;
 }
 
@@ -101,11 +196,11 @@ const ad_row *ad_row_for_call(const char *name, bool *is_float)
     /* the generic names of the rows that C spells differently are not mapped: only C's
      * <math.h> names, and their float spellings */
     static const char *const k_c_names[] = {
-        "sin",   "cos",   "tan",   "asin",      "acos",   "atan",  "atan2", "sinh",  "cosh",
-        "tanh",  "asinh", "acosh", "atanh",     "exp",    "exp2",  "expm1", "log",   "log2",
-        "log10", "log1p", "sqrt",  "cbrt",      "pow",    "hypot", "fabs",  "erf",   "erfc",
-        "tgamma", "lgamma", "fmax", "fmin",     "fdim",   "fma",   "fmod",  "remainder",
-        "copysign", "ldexp", "scalbn", "scalbln", NULL};
+        "sin",  "cos",  "tan",       "asin",     "acos",   "atan",   "atan2",   "sinh",
+        "cosh", "tanh", "asinh",     "acosh",    "atanh",  "exp",    "exp2",    "expm1",
+        "log",  "log2", "log10",     "log1p",    "sqrt",   "cbrt",   "pow",     "hypot",
+        "fabs", "erf",  "erfc",      "tgamma",   "lgamma", "fmax",   "fmin",    "fdim",
+        "fma",  "fmod", "remainder", "copysign", "ldexp",  "scalbn", "scalbln", NULL};
     for (int i = 0; k_c_names[i]; i++) {
         size_t n = strlen(k_c_names[i]);
         if (strcmp(name, k_c_names[i]) == 0)
@@ -151,8 +246,7 @@ void ad_rows_emit(ad_buf *out)
             ad_buf_printf(out, "/* The rule row '%s' (%s):\n *   %s\n *   %s */\n", r->name,
                           r->inline_ok && !fl ? "its text, inline" : "the library's instantiation",
                           rule->primal_src, rule->partials_src);
-            ad_buf_printf(out,
-                          "static inline void cr_ad_row_%s_%s(const %s *x, %s *Y, %s *D)\n{\n",
+            ad_buf_printf(out, "static inline void cr_ad_row_%s_%s(const %s *x, %s *Y, %s *D)\n{\n",
                           r->name, sfx, T, T, T);
             if (r->inline_ok && !fl) {
                 ad_buf_printf(out, "    typedef %s T;\n    (void)sizeof(T);\n    (void)x;\n", T);

@@ -139,8 +139,8 @@ void ad_error(ad_loc loc, const char *fmt, ...)
     va_start(ap, fmt);
     char *msg = vfmt(fmt, ap);
     va_end(ap);
-    char *line = ad_fmt("%s:%u:%u: error: %s\n", loc.file ? loc.file : "<input>", loc.line,
-                        loc.col, msg);
+    char *line =
+        ad_fmt("%s:%u:%u: error: %s\n", loc.file ? loc.file : "<input>", loc.line, loc.col, msg);
     if (g_sink) {
         ad_buf_put(g_sink, line);
         return;

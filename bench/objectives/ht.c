@@ -1,0 +1,216 @@
+/*
+ * GradBench's hand-tracking objective, "simple" and "complicated" variants
+ * (cpp/gradbench/evals/ht.hpp, from ADBench): a skinned hand model posed by 26 parameters
+ * theta (global rotation, global translation, 4 angles per finger); the errors are the
+ * differences between measured points and the posed model's vertices (simple) or points
+ * given by barycentric coordinates us on the model's triangles (complicated).
+ *
+ * Matrices are row-major 4 x 4 (M[r*4 + c]); the vertex positions are vertex-major. The
+ * pose is computed in the static helper ht_vertex_positions() into the caller's local
+ * array of HT_MAX_VERTS x 3 values (240 KB).
+ */
+#include <math.h>
+
+#include "objectives.h"
+
+/* The posed, skinned vertex positions: positions[v*3 + r], v < nverts. */
+static void ht_vertex_positions(int nbones, int nverts, const int *parents,
+                                const double *base_relatives, const double *inverse_base_absolutes,
+                                const double *base_positions, const double *weights,
+                                int is_mirrored, const double *theta, double *positions)
+{
+    double pose[3 * (HT_MAX_BONES + 3)]; /* pose[col*3 + row] */
+    double rel[16];
+    double absolutes[16 * HT_MAX_BONES];
+    double transforms[16 * HT_MAX_BONES];
+
+    /* to_pose_params: column 0 global rotation, 1 scale (ones), 2 translation, then
+     * column 3 + b the Euler angles of bone b. */
+    for (int i = 0; i < 3 * (nbones + 3); i++)
+        pose[i] = 0.0;
+    for (int r = 0; r < 3; r++) {
+        pose[r] = theta[r];
+        pose[3 + r] = 1.0;
+        pose[6 + r] = theta[3 + r];
+    }
+    int it = 6;
+    int ipp = 5;
+    for (int finger = 0; finger < 5; finger++) {
+        for (int i = 2; i <= 4; i++) {
+            pose[ipp * 3] = theta[it];
+            it++;
+            if (i == 2) {
+                pose[ipp * 3 + 1] = theta[it];
+                it++;
+            }
+            ipp++;
+        }
+        ipp++;
+    }
+
+    /* get_posed_relatives and relatives_to_absolutes: relative = base_relative * [R 0; 0 1]
+     * with R = Rz(a[1]) Ry(a[2]) Rx(a[0]); absolute = absolute(parent) * relative. */
+    for (int b = 0; b < nbones; b++) {
+        int pc = (b + 3) * 3;
+        double cx = cos(pose[pc]);
+        double sx = sin(pose[pc]);
+        double cz = cos(pose[pc + 1]);
+        double sz = sin(pose[pc + 1]);
+        double cy = cos(pose[pc + 2]);
+        double sy = sin(pose[pc + 2]);
+        /* Rz Ry = [cz cy, -sz, cz sy; sz cy, cz, sz sy; -sy, 0, cy], times Rx */
+        double r00 = cz * cy;
+        double r01 = -sz * cx + cz * sy * sx;
+        double r02 = -sz * -sx + cz * sy * cx;
+        double r10 = sz * cy;
+        double r11 = cz * cx + sz * sy * sx;
+        double r12 = cz * -sx + sz * sy * cx;
+        double r20 = -sy;
+        double r21 = cy * sx;
+        double r22 = cy * cx;
+        int bb = b * 16;
+        for (int i = 0; i < 4; i++) {
+            double b0 = base_relatives[bb + i * 4];
+            double b1 = base_relatives[bb + i * 4 + 1];
+            double b2 = base_relatives[bb + i * 4 + 2];
+            rel[i * 4] = b0 * r00 + b1 * r10 + b2 * r20;
+            rel[i * 4 + 1] = b0 * r01 + b1 * r11 + b2 * r21;
+            rel[i * 4 + 2] = b0 * r02 + b1 * r12 + b2 * r22;
+            rel[i * 4 + 3] = base_relatives[bb + i * 4 + 3];
+        }
+        int pa = parents[b];
+        if (pa < 0) {
+            for (int i = 0; i < 16; i++)
+                absolutes[bb + i] = rel[i];
+        } else {
+            for (int i = 0; i < 4; i++) {
+                for (int k = 0; k < 4; k++) {
+                    double s = absolutes[pa * 16 + i * 4] * rel[k];
+                    for (int j = 1; j < 4; j++)
+                        s += absolutes[pa * 16 + i * 4 + j] * rel[j * 4 + k];
+                    absolutes[bb + i * 4 + k] = s;
+                }
+            }
+        }
+        /* transform = absolute * inverse_base_absolute */
+        for (int i = 0; i < 4; i++) {
+            for (int k = 0; k < 4; k++) {
+                double s = absolutes[bb + i * 4] * inverse_base_absolutes[bb + k];
+                for (int j = 1; j < 4; j++)
+                    s += absolutes[bb + i * 4 + j] * inverse_base_absolutes[bb + j * 4 + k];
+                transforms[bb + i * 4 + k] = s;
+            }
+        }
+    }
+
+    /* Skinning: position = sum_b weight(v, b) (transform_b * base_position(v))[0..2]. */
+    for (int v = 0; v < nverts; v++) {
+        double p0 = 0.0;
+        double p1 = 0.0;
+        double p2 = 0.0;
+        double x0 = base_positions[v * 4];
+        double x1 = base_positions[v * 4 + 1];
+        double x2 = base_positions[v * 4 + 2];
+        double x3 = base_positions[v * 4 + 3];
+        for (int b = 0; b < nbones; b++) {
+            int bb = b * 16;
+            double wv = weights[v * nbones + b];
+            p0 += (transforms[bb] * x0 + transforms[bb + 1] * x1 + transforms[bb + 2] * x2 +
+                   transforms[bb + 3] * x3) *
+                  wv;
+            p1 += (transforms[bb + 4] * x0 + transforms[bb + 5] * x1 + transforms[bb + 6] * x2 +
+                   transforms[bb + 7] * x3) *
+                  wv;
+            p2 += (transforms[bb + 8] * x0 + transforms[bb + 9] * x1 + transforms[bb + 10] * x2 +
+                   transforms[bb + 11] * x3) *
+                  wv;
+        }
+        if (is_mirrored)
+            p0 = -p0;
+        positions[v * 3] = p0;
+        positions[v * 3 + 1] = p1;
+        positions[v * 3 + 2] = p2;
+    }
+
+    /* apply_global_transform: R(angle axis theta[0..2]) (times the unit scale), then the
+     * translation. */
+    double g00 = 1.0, g01 = 0.0, g02 = 0.0;
+    double g10 = 0.0, g11 = 1.0, g12 = 0.0;
+    double g20 = 0.0, g21 = 0.0, g22 = 1.0;
+    double norm = sqrt(pose[0] * pose[0] + pose[1] * pose[1] + pose[2] * pose[2]);
+    if (norm >= 0.0001) {
+        double ax = pose[0] / norm;
+        double ay = pose[1] / norm;
+        double az = pose[2] / norm;
+        double s = sin(norm);
+        double c = cos(norm);
+        g00 = ax * ax + (1 - ax * ax) * c;
+        g01 = ax * ay * (1 - c) - az * s;
+        g02 = ax * az * (1 - c) + ay * s;
+        g10 = ax * ay * (1 - c) + az * s;
+        g11 = ay * ay + (1 - ay * ay) * c;
+        g12 = ay * az * (1 - c) - ax * s;
+        g20 = ax * az * (1 - c) - ay * s;
+        g21 = az * ay * (1 - c) + ax * s;
+        g22 = az * az + (1 - az * az) * c;
+    }
+    for (int v = 0; v < nverts; v++) {
+        double p0 = positions[v * 3];
+        double p1 = positions[v * 3 + 1];
+        double p2 = positions[v * 3 + 2];
+        positions[v * 3] = g00 * p0 + g01 * p1 + g02 * p2 + pose[6];
+        positions[v * 3 + 1] = g10 * p0 + g11 * p1 + g12 * p2 + pose[7];
+        positions[v * 3 + 2] = g20 * p0 + g21 * p1 + g22 * p2 + pose[8];
+    }
+}
+
+void ht_objective(int nbones, int nverts, int npts, const int *parents,
+                  const double *base_relatives, const double *inverse_base_absolutes,
+                  const double *base_positions, const double *weights, int is_mirrored,
+                  const int *correspondences, const double *points, const double *theta,
+                  double *err)
+{
+    double positions[3 * HT_MAX_VERTS];
+    if (nbones < HT_MIN_BONES || nbones > HT_MAX_BONES || nverts < 1 || nverts > HT_MAX_VERTS) {
+        for (int i = 0; i < 3 * npts; i++)
+            err[i] = 0.0 / 0.0;
+        return;
+    }
+    ht_vertex_positions(nbones, nverts, parents, base_relatives, inverse_base_absolutes,
+                        base_positions, weights, is_mirrored, theta, positions);
+    for (int i = 0; i < npts; i++) {
+        int v = correspondences[i];
+        for (int j = 0; j < 3; j++)
+            err[i * 3 + j] = points[i * 3 + j] - positions[v * 3 + j];
+    }
+}
+
+void ht_objective_complicated(int nbones, int nverts, int npts, const int *parents,
+                              const double *base_relatives, const double *inverse_base_absolutes,
+                              const double *base_positions, const double *weights, int is_mirrored,
+                              const int *correspondences, const int *triangles,
+                              const double *points, const double *theta, const double *us,
+                              double *err)
+{
+    double positions[3 * HT_MAX_VERTS];
+    if (nbones < HT_MIN_BONES || nbones > HT_MAX_BONES || nverts < 1 || nverts > HT_MAX_VERTS) {
+        for (int i = 0; i < 3 * npts; i++)
+            err[i] = 0.0 / 0.0;
+        return;
+    }
+    ht_vertex_positions(nbones, nverts, parents, base_relatives, inverse_base_absolutes,
+                        base_positions, weights, is_mirrored, theta, positions);
+    for (int i = 0; i < npts; i++) {
+        int t = correspondences[i];
+        int v0 = triangles[t * 3];
+        int v1 = triangles[t * 3 + 1];
+        int v2 = triangles[t * 3 + 2];
+        double u0 = us[i * 2];
+        double u1 = us[i * 2 + 1];
+        for (int j = 0; j < 3; j++) {
+            double hp = u0 * positions[v0 * 3 + j] + u1 * positions[v1 * 3 + j] +
+                        (1.0 - u0 - u1) * positions[v2 * 3 + j];
+            err[i * 3 + j] = points[i * 3 + j] - hp;
+        }
+    }
+}

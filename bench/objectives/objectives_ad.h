@@ -1,0 +1,83 @@
+/**
+ * @file objectives_ad.h
+ * @brief The derivatives chainrules-ad writes for the objectives of objectives.h (library
+ *        cr_objectives_ad, bench/objectives/CMakeLists.txt): declared here from the
+ *        documented signature rules (docs/source-transformation.md), so that a change of
+ *        the generated signatures fails to compile.
+ */
+#ifndef CR_BENCH_OBJECTIVES_AD_H
+#define CR_BENCH_OBJECTIVES_AD_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Reverse mode of rosen(): adds the gradient times rosen_b into x_b; returns the value. */
+double rosen_rev(const double *x, double *x_b, long n, double rosen_b);
+/** Reverse mode of chain() with respect to x. */
+double chain_rev(const double *x, double *x_b, int n, long steps, double chain_b);
+/** Reverse mode of mse() with respect to x. */
+double mse_rev(const double *x, double *x_b, const double *y, int n, double mse_b);
+/** Reverse mode of gmm_objective() with respect to alphas, means, q and l. */
+double gmm_objective_rev(int d, int k, int n, const double *alphas, double *alphas_b,
+                         const double *means, double *means_b, const double *q, double *q_b,
+                         const double *l, double *l_b, const double *x, double wishart_gamma,
+                         int wishart_m, double gmm_objective_b);
+/** Reverse mode of lstm_objective() with respect to the parameters. */
+double lstm_objective_rev(int l, int c, int b, const double *main_params, double *main_params_b,
+                          const double *extra_params, double *extra_params_b, const double *state,
+                          const double *sequence, double lstm_objective_b);
+/** Reverse mode of ba_project() with respect to cam, X and w (err_b: the seed, zeroed). */
+void ba_project_rev(const double *cam, double *cam_b, const double *X, double *X_b, const double *w,
+                    double *w_b, const double *feat, double *err, double *err_b);
+/** Forward mode of ba_project(). */
+void ba_project_fwd(const double *cam, const double *cam_d, const double *X, const double *X_d,
+                    const double *w, const double *w_d, const double *feat, double *err,
+                    double *err_d);
+/** Vector forward mode of ba_project(): nd directions, element-major (a_d[i*nd + k]). */
+void ba_project_fwdv(const double *cam, const double *cam_d, const double *X, const double *X_d,
+                     const double *w, const double *w_d, const double *feat, double *err,
+                     double *err_d, int nd);
+/** Reverse mode of ba_weight_error(). */
+void ba_weight_error_rev(const double *w, double *w_b, double *err, double *err_b);
+/** Forward mode of ba_weight_error(). */
+void ba_weight_error_fwd(const double *w, const double *w_d, double *err, double *err_d);
+/** Reverse mode of ode_primal() (yf_b: the seed, zeroed). */
+void ode_primal_rev(int n, const double *x, double *x_b, int s, double *yf, double *yf_b);
+/** Forward mode of ode_primal(). */
+void ode_primal_fwd(int n, const double *x, const double *x_d, int s, double *yf, double *yf_d);
+/** Reverse mode of ht_objective() with respect to theta. */
+void ht_objective_rev(int nbones, int nverts, int npts, const int *parents,
+                      const double *base_relatives, const double *inverse_base_absolutes,
+                      const double *base_positions, const double *weights, int is_mirrored,
+                      const int *correspondences, const double *points, const double *theta,
+                      double *theta_b, double *err, double *err_b);
+/** Vector forward mode of ht_objective() with respect to theta. */
+void ht_objective_fwdv(int nbones, int nverts, int npts, const int *parents,
+                       const double *base_relatives, const double *inverse_base_absolutes,
+                       const double *base_positions, const double *weights, int is_mirrored,
+                       const int *correspondences, const double *points, const double *theta,
+                       const double *theta_d, double *err, double *err_d, int nd);
+/** Reverse mode of ht_objective_complicated() with respect to theta and us. */
+void ht_objective_complicated_rev(int nbones, int nverts, int npts, const int *parents,
+                                  const double *base_relatives,
+                                  const double *inverse_base_absolutes,
+                                  const double *base_positions, const double *weights,
+                                  int is_mirrored, const int *correspondences, const int *triangles,
+                                  const double *points, const double *theta, double *theta_b,
+                                  const double *us, double *us_b, double *err, double *err_b);
+/** Vector forward mode of ht_objective_complicated() with respect to theta and us. */
+void ht_objective_complicated_fwdv(int nbones, int nverts, int npts, const int *parents,
+                                   const double *base_relatives,
+                                   const double *inverse_base_absolutes,
+                                   const double *base_positions, const double *weights,
+                                   int is_mirrored, const int *correspondences,
+                                   const int *triangles, const double *points, const double *theta,
+                                   const double *theta_d, const double *us, const double *us_d,
+                                   double *err, double *err_d, int nd);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CR_BENCH_OBJECTIVES_AD_H */
