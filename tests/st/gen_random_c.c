@@ -230,6 +230,8 @@ static int g_calls_in_conds; /* --calls-in-conditions: calls there too */
 static int g_checkpoint;     /* --checkpoint: #pragma chainrules checkpoint(K) before loops */
 static int g_in_main;        /* generating a checked function (not a helper) */
 static int g_no_inout;       /* --no-inout-helpers: no helpers writing through a pointer */
+static int g_ckpt_depth;     /* depth of the checkpointed loop being generated, or 0 */
+static int g_main_m;         /* the length of y in the function being generated (0: none) */
 static int g_no_fcalls;      /* --no-fcalls: checked functions do not call each other */
 
 static fninfo g_fn[256];
@@ -743,11 +745,20 @@ static void stmt_loop(void)
     for (int k = 0; k < g_nv; k++)
         if (strcmp(g_v[k].name, "x") == 0)
             x = &g_v[k];
-    if (g_checkpoint && g_in_main && g_depth == 0 && kind <= 3 && chance(0.4))
-        line1(fmt("#pragma chainrules checkpoint(%d)", 1 + rnd(3)));
+    /* a checkpointed loop is counted upwards (for (i = a; i < b; i++)) and has no break or
+     * return of its own; the arrays it writes through pointers get their lengths */
+    int ckpt = g_checkpoint && g_in_main && g_depth == 0 && kind <= 3 && chance(0.4);
+    if (ckpt) {
+        if (kind == 1)
+            kind = 0;
+        line1(g_main_m > 0
+                  ? fmt("#pragma chainrules checkpoint(%d) sizes(y: %d)", 1 + rnd(3), g_main_m)
+                  : fmt("#pragma chainrules checkpoint(%d)", 1 + rnd(3)));
+        g_ckpt_depth = 1;
+    }
     if (kind <= 1 && x != NULL) { /* over x */
         snprintf(iv->len, sizeof iv->len, "n");
-        if (kind == 0 && chance(0.3))
+        if (kind == 0 && !ckpt && chance(0.3))
             line1(fmt("for (size_t %s = 0; %s < (size_t)n; %s++) {", i, i, i));
         else if (kind == 0)
             line1(fmt("for (int %s = 0; %s < n; %s++) {", i, i, i));
@@ -806,6 +817,8 @@ static void stmt_loop(void)
     g_ind--;
     line1("}");
     g_niv = niv0;
+    if (ckpt)
+        g_ckpt_depth = 0;
 }
 
 static void stmt_if(void)
@@ -831,8 +844,11 @@ static void stmt_if(void)
 
 static void stmt_jump(void)
 {
+    /* in a checkpointed loop: no return, and break only in the loops inside it */
+    if (g_ckpt_depth > 0 && g_depth == g_ckpt_depth)
+        return;
     ex c = gen_cond(2);
-    if (g_depth > 0 && chance(0.7)) {
+    if (g_depth > 0 && (g_ckpt_depth > 0 || chance(0.7))) {
         const char *j = chance(0.5) ? "break;" : "continue;";
         line2(fmt("if %s {", c.c), fmt("if (%s) {", c.t));
         g_ind++;
@@ -923,6 +939,8 @@ static void begin_fn(void)
     g_ifdepth = 0;
     g_uniq = 0;
     g_exprdepth = 0;
+    g_ckpt_depth = 0;
+    g_main_m = 0;
 }
 
 static void final_return(void)
@@ -1003,6 +1021,7 @@ static void gen_main(int idx)
     g_cur = idx;
     begin_fn();
     g_ret = f->ret;
+    g_main_m = f->m;
     g_budget = 3 + rnd(8);
     g_ind = 0;
     char *pc = fmt("%s %s(const double *x, int n", f->ret ? "double" : "void", f->name);
