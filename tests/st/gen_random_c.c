@@ -713,6 +713,47 @@ static int acc_ok(const var *v)
     return can_assign(v) && !v->acc && v->decl == g_depth - 1;
 }
 
+/* Whether the C text from `from` on writes through y (y[...] assigned, or y given to a helper
+ * that writes through its pointer). */
+static int writes_y(size_t from)
+{
+    const char *t = g_c.s + from;
+    for (const char *p = strstr(t, "y["); p != NULL; p = strstr(p + 1, "y[")) {
+        if (p > g_c.s &&
+            (p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z') || (p[-1] >= '0' && p[-1] <= '9')))
+            continue;
+        int depth = 0;
+        const char *q = p + 1;
+        for (; *q != '\0'; q++) {
+            if (*q == '[')
+                depth++;
+            else if (*q == ']' && --depth == 0)
+                break;
+        }
+        if (*q == ']' && (strncmp(q + 1, " = ", 3) == 0 || strncmp(q + 1, " += ", 4) == 0 ||
+                          strncmp(q + 1, " -= ", 4) == 0 || strncmp(q + 1, " *= ", 4) == 0 ||
+                          strncmp(q + 1, " /= ", 4) == 0))
+            return 1;
+    }
+    return strstr(t, ", y, ") != NULL;
+}
+
+/* Put `#pragma chainrules checkpoint(k)` (with y's length when the loop writes y) before the
+ * loop written from `at` on, in the plain C only. */
+static void insert_pragma(size_t at, int k)
+{
+    char *rest = fmt("%s", g_c.s + at);
+    char *pragma = g_main_m > 0 && writes_y(at)
+                       ? fmt("#pragma chainrules checkpoint(%d) sizes(y: %d)\n", k, g_main_m)
+                       : fmt("#pragma chainrules checkpoint(%d)\n", k);
+    g_c.len = at;
+    g_c.s[at] = '\0';
+    for (int i = 0; i < g_ind; i++)
+        put(&g_c, "    ");
+    put(&g_c, pragma);
+    put(&g_c, rest);
+}
+
 /* Open a loop: choose its accumulators, run the body, restore the scope. */
 static void loop_body(int trips)
 {
@@ -747,13 +788,13 @@ static void stmt_loop(void)
             x = &g_v[k];
     /* a checkpointed loop is counted upwards (for (i = a; i < b; i++)) and has no break or
      * return of its own; the arrays it writes through pointers get their lengths */
-    int ckpt = g_checkpoint && g_in_main && g_depth == 0 && kind <= 3 && chance(0.4);
+    int ckpt = g_checkpoint && g_in_main && g_depth == 0 && kind <= 3 && chance(0.8);
+    size_t ckpt_at = g_c.len; /* the pragma goes there once the loop is written */
+    int ckpt_k = 0;
     if (ckpt) {
         if (kind == 1)
             kind = 0;
-        line1(g_main_m > 0
-                  ? fmt("#pragma chainrules checkpoint(%d) sizes(y: %d)", 1 + rnd(3), g_main_m)
-                  : fmt("#pragma chainrules checkpoint(%d)", 1 + rnd(3)));
+        ckpt_k = 1 + rnd(3);
         g_ckpt_depth = 1;
     }
     if (kind <= 1 && x != NULL) { /* over x */
@@ -817,8 +858,10 @@ static void stmt_loop(void)
     g_ind--;
     line1("}");
     g_niv = niv0;
-    if (ckpt)
+    if (ckpt) {
         g_ckpt_depth = 0;
+        insert_pragma(ckpt_at, ckpt_k);
+    }
 }
 
 static void stmt_if(void)
