@@ -7,7 +7,7 @@
  * f = cos(g), g = cos(sin(x0)):
  * d f / d x0 = -sin(g) * -sin(sin(x0)) * cos(x0); f_rev gave 0. (A scalar local is carried
  * over; f_rev of g itself is right: only g called from another function is wrong.) Found as
- * random program seed 1003, f39, calling f0 (tests/st/gen_random_c).
+ * random program seed 1003, f39, calling f0 (tests/st/gen_random_c of commit e4d15f8).
  */
 #include <math.h>
 

@@ -5,8 +5,8 @@
  * forward sweep has to save it).
  *
  * y[1] = x0 + sin(x0): d y[1] / d x0 = 1 + cos(x0). Found as random program seed 3, f2
- * (tests/st/gen_random_c). f_rev gave 1 + cos(x0 + sin(x0)): the helper's forward sweep wrote
- * w[1] without saving it, and the caller evaluated cos at the new value.
+ * (an early version of tests/st/gen_random_c). f_rev gave 1 + cos(x0 + sin(x0)): the helper's
+ * forward sweep wrote w[1] without saving it, and the caller evaluated cos at the new value.
  */
 #include <math.h>
 
