@@ -53,6 +53,10 @@
  *   mse_array_unfused_prepared_ns  the unfused form from a prepared gradient (its kernels'
  *                      loops run again)
  *
+ * Source-transformation figures (bench_st.c, when chainrules-ad is built): st_chain_ratio,
+ * st_rosen_loop_ratio, st_rosen_bytes_per_term, st_mse_ns, st_gmm_vs_hand, st_lstm_vs_hand,
+ * st_ba_vs_hand and their hand-written references (BENCHMARKS.md).
+ *
  * Usage: chainrules-bench [figure...]   (no argument: all figures)
  */
 #define _POSIX_C_SOURCE 199309L
@@ -63,6 +67,10 @@
 #include <time.h>
 
 #include <chainrules.h>
+
+#ifdef CR_BENCH_ST
+#include "bench_st.h"
+#endif
 
 #define RUNS 7
 
@@ -1238,6 +1246,13 @@ int main(int argc, char **argv)
         }
         printf(k_engine_figures[i].fmt, k_engine_figures[i].name, v, k_engine_figures[i].unit);
     }
+#ifdef CR_BENCH_ST
+    /* the derivatives written by chainrules-ad (bench_st.c) */
+    if (bench_st(argc, argv) != 0) {
+        fprintf(stderr, "chainrules-bench: the st_* figures failed\n");
+        return 1;
+    }
+#endif
     cr_arena_free(g_arena);
     cr_ctx_free(g_ctx);
     return 0;

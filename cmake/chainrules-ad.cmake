@@ -3,6 +3,7 @@
 #
 #   chainrules_differentiate(TARGET app SOURCE model.c
 #                            [REVERSE f ...] [FORWARD g ...] [VECTOR h ...] [WRT x ...]
+#                            [EMIT_RULES f ...] [RULES_FUNCTION name]
 #                            [OUTPUT model_ad.c] [FLAGS -DX=1 ...])
 #
 # runs `chainrules-ad` on SOURCE whenever it changes and adds the generated file to TARGET
@@ -11,12 +12,12 @@
 # in-tree target `chainrules-ad` when there is one, else CHAINRULES_AD_EXECUTABLE (found
 # next to the installed package).
 function(chainrules_differentiate)
-  cmake_parse_arguments(CRD "" "TARGET;SOURCE;OUTPUT" "REVERSE;FORWARD;VECTOR;WRT;FLAGS"
-                        ${ARGN})
+  cmake_parse_arguments(CRD "" "TARGET;SOURCE;OUTPUT;RULES_FUNCTION"
+                        "REVERSE;FORWARD;VECTOR;WRT;EMIT_RULES;FLAGS" ${ARGN})
   if(NOT CRD_TARGET OR NOT CRD_SOURCE)
     message(FATAL_ERROR "chainrules_differentiate: TARGET and SOURCE are required")
   endif()
-  if(NOT CRD_REVERSE AND NOT CRD_FORWARD AND NOT CRD_VECTOR)
+  if(NOT CRD_REVERSE AND NOT CRD_FORWARD AND NOT CRD_VECTOR AND NOT CRD_EMIT_RULES)
     message(FATAL_ERROR "chainrules_differentiate: name functions with REVERSE, FORWARD or VECTOR")
   endif()
   get_filename_component(src "${CRD_SOURCE}" ABSOLUTE)
@@ -37,13 +38,17 @@ function(chainrules_differentiate)
                         "CHAINRULES_AD_EXECUTABLE)")
   endif()
   set(args)
-  foreach(mode REVERSE FORWARD VECTOR WRT)
+  foreach(mode REVERSE FORWARD VECTOR WRT EMIT_RULES)
     if(CRD_${mode})
       string(TOLOWER "${mode}" opt)
+      string(REPLACE "_" "-" opt "${opt}")
       list(JOIN CRD_${mode} "," names)
       list(APPEND args "--${opt}" "${names}")
     endif()
   endforeach()
+  if(CRD_RULES_FUNCTION)
+    list(APPEND args --rules-function "${CRD_RULES_FUNCTION}")
+  endif()
   set(incs "$<TARGET_PROPERTY:${CRD_TARGET},INCLUDE_DIRECTORIES>")
   set(defs "$<TARGET_PROPERTY:${CRD_TARGET},COMPILE_DEFINITIONS>")
   add_custom_command(

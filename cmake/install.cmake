@@ -58,6 +58,7 @@ else()
   set(CR_STATIC_LIB OFF)
 endif()
 install(EXPORT chainrules-targets NAMESPACE chainrules:: DESTINATION ${CR_CMAKE_DIR})
+install(FILES ${PROJECT_SOURCE_DIR}/cmake/chainrules-ad.cmake DESTINATION ${CR_CMAKE_DIR})
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/chainrules-config.cmake.in
   ${PROJECT_BINARY_DIR}/cmake/chainrules-config.cmake
   INSTALL_DESTINATION ${CR_CMAKE_DIR})

@@ -230,6 +230,27 @@ static void test_tutorial_runs(void **state)
     assert_non_null(strstr(r.msg, "softclip(f64)"));
 }
 
+#ifdef CR_TUTORIAL_AD
+/* Step 9: the plain C differentiated by chainrules-ad (tests/tutorial_model.c, written at
+ * build time) gives step 3's gradient. */
+double loss_model_rev(const double *p, double *p_b, double loss_model_b); /* generated */
+
+static void test_source_transformation(void **state)
+{
+    fixture *f = *state;
+    double p_st[2] = {0.7, -0.2}, grad_st[2] = {0.0, 0.0};
+    double value_st = loss_model_rev(p_st, grad_st, 1.0);
+    cr_tape *t;
+    assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
+    double y, grad[2];
+    assert_int_equal(cr_tape_value_and_gradient(t, loss_t, NULL, p_st, 2, &y, grad), CR_OK);
+    assert_true(fabs(value_st - y) < 1e-14);
+    for (int j = 0; j < 2; j++)
+        assert_true(fabs(grad_st[j] - grad[j]) < 1e-13);
+    cr_tape_free(t);
+}
+#endif
+
 /* Step 8: the cursor's recording gives the gradient of step 3 (the same records), which
  * agrees with finite differences. */
 static void test_cursor_loss(void **state)
@@ -339,6 +360,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tutorial_runs, fixture_setup, fixture_teardown),
         cmocka_unit_test(test_snippets_are_here),
         cmocka_unit_test_setup_teardown(test_cursor_loss, fixture_setup, fixture_teardown),
+#ifdef CR_TUTORIAL_AD
+        cmocka_unit_test_setup_teardown(test_source_transformation, fixture_setup,
+                                        fixture_teardown),
+#endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -102,6 +102,7 @@ typedef struct cr_adstack {
     cr_realloc_fn realloc_fn; /**< Allocation hook, NULL for malloc/free. */
     void *alloc_env;          /**< Passed to realloc_fn. */
     int failed;               /**< Nonzero once an allocation failed or the stack underflowed. */
+    void *borrowed;           /**< The caller's first chunk (cr_adstack_init_buf()), or NULL. */
 } cr_adstack;
 
 /** Parameters of cr_adstack_init_ex(). Zero-initialised means defaults. */
@@ -124,6 +125,19 @@ typedef struct cr_adstack_params {
  * @note Cannot fail.
  */
 CR_API void cr_adstack_init(cr_adstack *s);
+
+/**
+ * Set up an empty stack whose first chunk is the caller's buffer (on its own stack, for
+ * instance), so that a stack that stays small allocates nothing; more chunks come from
+ * malloc as with cr_adstack_init(). Generated reverse-mode code sets up its stack this way.
+ * @param[out] s     the stack; NULL is ignored.
+ * @param[in]  buf   the first chunk, aligned for a cr_adstack_slot (declare it as an array of
+ *                   cr_adstack_slot); borrowed until cr_adstack_deinit(). NULL, or bytes
+ *                   under CR_ADSTACK_MIN_CHUNK, give a stack set up as by cr_adstack_init().
+ * @param[in]  bytes its size in bytes.
+ * @note Cannot fail.
+ */
+CR_API void cr_adstack_init_buf(cr_adstack *s, void *buf, size_t bytes);
 
 /**
  * Set up an empty stack with chosen chunk sizes and allocator. Allocates nothing.

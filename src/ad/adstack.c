@@ -39,6 +39,23 @@ void cr_adstack_init(cr_adstack *s)
         set_defaults(s);
 }
 
+void cr_adstack_init_buf(cr_adstack *s, void *buf, size_t bytes)
+{
+    if (s == NULL)
+        return;
+    set_defaults(s);
+    if (buf == NULL || bytes < CR_ADSTACK_MIN_CHUNK || bytes > SIZE_MAX / 4)
+        return;
+    /* the borrowed chunk is entered by the first push, as an allocated one would be */
+    cr_adstack_chunk *c = buf;
+    c->prev = c->next = NULL;
+    c->bytes = bytes;
+    c->nslots = (bytes - HEADER_BYTES) / sizeof(cr_adstack_slot);
+    s->borrowed = c;
+    if (bytes > s->first_chunk)
+        s->first_chunk = bytes;
+}
+
 cr_status cr_adstack_init_ex(cr_adstack *s, const cr_adstack_params *params)
 {
     if (s == NULL)
@@ -84,6 +101,7 @@ cr_status cr_adstack_init_ex(cr_adstack *s, const cr_adstack_params *params)
 typedef struct chunk_cache {
     cr_adstack_chunk *list; /* linked through `next` */
     size_t bytes;
+    int registered; /* the key's destructor will free it */
 } chunk_cache;
 
 static _Thread_local chunk_cache t_cache;
@@ -137,14 +155,18 @@ static void *chunk_alloc(cr_adstack *s, size_t bytes)
 
 static void chunk_free(cr_adstack *s, cr_adstack_chunk *c)
 {
+    if (c == s->borrowed)
+        return;
     if (s->realloc_fn != NULL) {
         (void)s->realloc_fn(s->alloc_env, c, c->bytes, 0);
         return;
     }
     if (c->bytes <= CACHE_MAX_BYTES - t_cache.bytes) {
         /* the key's destructor frees the cache when the thread exits */
-        if (pthread_once(&g_cache_once, cache_key_create) == 0 && g_cache_key_ok &&
-            pthread_setspecific(g_cache_key, &t_cache) == 0) {
+        if (!t_cache.registered && pthread_once(&g_cache_once, cache_key_create) == 0 &&
+            g_cache_key_ok && pthread_setspecific(g_cache_key, &t_cache) == 0)
+            t_cache.registered = 1;
+        if (t_cache.registered) {
             c->next = t_cache.list;
             t_cache.list = c;
             t_cache.bytes += c->bytes;
@@ -203,6 +225,8 @@ void cr_adstack_push_slow(cr_adstack *s, cr_adstack_slot v)
         cr_adstack_chunk *cur = s->chunk, *next = NULL;
         if (cur != NULL && cur->next != NULL) {
             next = cur->next; // left by pops: reuse it
+        } else if (cur == NULL && s->borrowed != NULL) {
+            next = s->borrowed; // the caller's first chunk
         } else {
             // A zero-initialised stack (never through init) has the default sizes.
             size_t first = s->first_chunk != 0 ? s->first_chunk : CR_ADSTACK_FIRST_CHUNK;

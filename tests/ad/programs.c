@@ -215,6 +215,34 @@ double p_callee_locals(const double *x, int n)
     return s;
 }
 
+/* Calls of the file's functions in the branches of ?: (lowered to if/else). */
+double p_ternary_calls(const double *x, int n)
+{
+    double s = 0.0;
+    for (int i = 0; i < n; i++)
+        s += x[i] > 0.7 ? sq(x[i]) * 2 : sq(sin(x[i])) + dot(x, x, i);
+    return s;
+}
+
+/* Counted loops whose trip counts the adjoint computes again from their bounds: <=, a
+ * step of 2, counting down by 3, an inner bound from the outer counter, an empty loop. */
+double p_bounds(const double *x, int n)
+{
+    double s = 0.0;
+    for (int i = 1; i <= n - 1; i += 2)
+        s += x[i] * x[i - 1];
+    for (int j = n - 1; j > 0; j -= 3)
+        s += sin(x[j]) * s;
+    for (int p = 0; p < n; p++)
+        for (int r = p + 1; r < n; r++)
+            s += x[p] * x[r] * 0.1;
+    for (int k = 5; k < 2; k++)
+        s *= x[k];
+    for (int q = n; q >= 2; q--)
+        s += cos(x[q - 1]) * x[q - 2];
+    return s;
+}
+
 /* ---- Other signatures ------------------------------------------------------------------ */
 
 /* Scalars in, a scalar out. */

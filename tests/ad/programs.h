@@ -27,7 +27,9 @@ struct p_model {
     X(p_recursion)     \
     X(p_local_array)   \
     X(p_index_local)   \
-    X(p_callee_locals)
+    X(p_callee_locals) \
+    X(p_ternary_calls) \
+    X(p_bounds)
 
 P_ARRAY_FNS(P_ARRAY_FN)
 

@@ -79,12 +79,30 @@ check_prefix() {
 
     # CMake package.
     step "$kind: find_package(chainrules $version CONFIG)"
+    local expect_ad=OFF
+    [ -x "$prefix/bin/chainrules-ad" ] && expect_ad=ON
     quiet "$cmake" -S "$src/tests/install" -B "$work/consumer-cmake-$kind" \
         -DCMAKE_C_COMPILER="$cc" -DCMAKE_PREFIX_PATH="$prefix" \
-        -DCR_EXPECTED_VERSION="$version" -DCMAKE_BUILD_TYPE=Release
+        -DCR_EXPECTED_VERSION="$version" -DCMAKE_BUILD_TYPE=Release -DCR_EXPECT_AD=$expect_ad
     quiet "$cmake" --build "$work/consumer-cmake-$kind"
     "$work/consumer-cmake-$kind/consumer" || fail "$kind: the CMake consumer failed"
     consumers=("$work/consumer-pc-$kind" "$work/consumer-cmake-$kind/consumer")
+    if [ "$expect_ad" = ON ]; then
+        # chainrules_differentiate() through the package, and the recipe without CMake
+        # (docs/source-transformation.md): the tool, then the compiler with pkg-config.
+        "$work/consumer-cmake-$kind/consumer_ad" >/dev/null ||
+            fail "$kind: the chainrules_differentiate consumer failed"
+        step "$kind: chainrules-ad -o model_ad.c model.c, then pkg-config"
+        quiet "$prefix/bin/chainrules-ad" --reverse energy -o "$work/model_ad-$kind.c" \
+            "$src/tests/install/model.c"
+        export PKG_CONFIG_PATH="$pcdir"
+        # shellcheck disable=SC2086 # word splitting of the flags is wanted
+        quiet "$cc" -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags chainrules) \
+            "$src/tests/install/consumer_ad.c" "$src/tests/install/model.c" \
+            "$work/model_ad-$kind.c" -o "$work/consumer-ad-pc-$kind" $libs -lm
+        unset PKG_CONFIG_PATH
+        "$work/consumer-ad-pc-$kind" >/dev/null || fail "$kind: the pkg-config chainrules-ad consumer failed"
+    fi
 }
 
 # 1. Static library: the tree that was built and tested.

@@ -192,6 +192,9 @@ typedef struct ad_stmt {
     int id;               /* number, for generated labels and names */
     ad_var *canon;        /* ST_FOR: the counter of a canonical loop, or NULL */
     long long canon_step; /* its constant step */
+    ad_expr *lo, *hi;     /* static bounds: the counter's first value and the bound, which
+                             the adjoint evaluates again (no trip count stored), or NULL */
+    const char *hi_op;    /* the comparison with hi: "<", "<=", ">", ">=" */
 } ad_stmt;
 
 /* ---- Functions and the translation unit ---------------------------------------------------- */
@@ -228,7 +231,7 @@ typedef struct ad_unit {
         size_t begin, end;
         const char *with;
     } * cuts;
-    int ncuts;
+    int ncuts, capcuts;
     /* `#pragma chainrules checkpoint(K)` lines */
     struct ad_pragma {
         unsigned line;
@@ -314,10 +317,9 @@ void ad_emit_param(ad_buf *b, const ad_type *t, const char *name);
 /* The generated signature of f's derivative (mode 'r', 'f' or 'v') without the body. */
 void ad_emit_signature(ad_buf *b, const ad_func *f, char mode);
 
-/* forward.c / reverse.c: the derivative functions of f. */
-void ad_emit_forward(ad_buf *out, ad_unit *u, ad_func *f, bool vector);
-void ad_emit_reverse(ad_buf *out, ad_unit *u, ad_func *f);
-/* The rules of --emit-rules. */
-void ad_emit_rules(ad_buf *out, ad_unit *u, const char *regfn);
+/* rules.c: the rules of --emit-rules (each function's scalar rule row, its function value
+ * `<f>_fn` and the registry function `regfn`); their declarations go to `decls`. Nonzero
+ * on error (reported). */
+int ad_emit_rules(ad_buf *out, ad_buf *decls, ad_func **fs, int n, const char *regfn);
 
 #endif /* CR_AD_H */

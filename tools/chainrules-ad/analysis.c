@@ -514,6 +514,68 @@ static bool assigns_var(ad_stmt *s, const ad_var *v)
     return p[1] != NULL;
 }
 
+/* Whether a loop body holds a break that leaves the loop, or a return. */
+static bool leaves_loop(const ad_stmt *s, bool nested)
+{
+    if (!s)
+        return false;
+    switch (s->kind) {
+    case ST_BREAK:
+        return !nested;
+    case ST_RETURN:
+        return true;
+    case ST_FOR:
+    case ST_WHILE:
+    case ST_DO:
+        return leaves_loop(s->then, true);
+    default: {
+        bool r = leaves_loop(s->then, nested) || leaves_loop(s->els, nested);
+        for (int i = 0; i < s->n; i++)
+            r |= leaves_loop(s->body[i], nested);
+        return r;
+    }
+    }
+}
+
+static void reads_fn(ad_expr *e, void *env)
+{
+    void **p = env;
+    if (e->kind == EX_VAR && e->var == p[0])
+        p[1] = (void *)1;
+    if (e->kind == EX_CALL)
+        p[1] = (void *)1; /* a call: not a static bound */
+}
+
+static bool reads_var(ad_expr *e, const ad_var *v)
+{
+    void *p[2] = {(void *)v, NULL};
+    walk_expr(e, reads_fn, p);
+    return p[1] != NULL;
+}
+
+typedef struct changes_env {
+    ad_stmt *loop;
+    bool changed;
+} changes_env;
+
+static void changes_fn(ad_expr *e, void *env)
+{
+    changes_env *c = env;
+    if (e->kind == EX_VAR && (assigns_var(c->loop->then, e->var) || e->var->type->kind != TY_INT))
+        c->changed = true;
+    if (e->kind == EX_INDEX || e->kind == EX_MEMBER || e->kind == EX_DEREF || e->kind == EX_CALL)
+        c->changed = true; /* memory: not proved unchanged */
+}
+
+/* Whether the loop may change what e reads (e reads only integer variables the body does
+ * not assign). */
+static bool changes_any(ad_stmt *loop, ad_expr *e)
+{
+    changes_env c = {loop, false};
+    walk_expr(e, changes_fn, &c);
+    return c.changed;
+}
+
 /* for (i = a; i <op> b; i++ | i-- | i += c | i -= c) with i an integer not assigned in the
  * body: the adjoint recomputes i from its first value and the trip count. */
 static void find_canonical(ad_stmt *s, void *env)
@@ -545,6 +607,24 @@ static void find_canonical(ad_stmt *s, void *env)
     s->canon = i;
     s->canon_step = step;
     i->counter = true;
+    /* static bounds: i OP hi with hi and the first value not changed by the loop, and no
+     * early exit: the adjoint computes the trip count instead of storing it */
+    ad_expr *lo = s->init->kind == ST_DECL ? s->init->e : s->init->e->b;
+    ad_expr *c = s->e;
+    if (c->kind != EX_BIN || c->a->kind != EX_VAR || c->a->var != i)
+        return;
+    bool up = !strcmp(c->op, "<") || !strcmp(c->op, "<=");
+    bool down = !strcmp(c->op, ">") || !strcmp(c->op, ">=");
+    if (!((up && step > 0) || (down && step < 0)))
+        return;
+    if (reads_var(lo, i) || reads_var(c->b, i) || changes_any(s, lo) || changes_any(s, c->b) ||
+        c->b->type->kind != TY_INT || lo->type->kind != TY_INT)
+        return;
+    if (leaves_loop(s->then, false))
+        return;
+    s->lo = lo;
+    s->hi = c->b;
+    s->hi_op = c->op;
 }
 
 /* ---- Recomputed locals -------------------------------------------------------------------------
@@ -773,6 +853,10 @@ static void need_closure(ad_stmt *s, void *env)
 {
     if (s->kind == ST_DECL && s->recompute)
         walk_expr(s->e, need_all, NULL);
+    if (s->kind == ST_FOR && s->lo) {
+        walk_expr(s->lo, need_all, NULL);
+        walk_expr(s->hi, need_all, NULL);
+    }
     walk_expr(s->e, need_closure_expr, env);
     walk_expr(s->inc, need_closure_expr, env);
 }
@@ -940,6 +1024,13 @@ static void tbr_stmt(tbr *t, ad_stmt *s, unsigned char *R, bool kill)
                 break;
         }
         memcpy(R, in, (size_t)t->nvars);
+        if (s->kind == ST_FOR && s->lo) {
+            /* the adjoint evaluates the bounds again after the statements that follow */
+            g_reads = R;
+            walk_expr(s->lo, need_all, NULL);
+            walk_expr(s->hi, need_all, NULL);
+            g_reads = NULL;
+        }
         return;
     }
     default:
@@ -949,6 +1040,11 @@ static void tbr_stmt(tbr *t, ad_stmt *s, unsigned char *R, bool kill)
 
 static void tbr_function(ad_func *f, bool callee)
 {
+    /* a callee's arrays hold its caller's values, which the caller's adjoint may read: the
+     * callee restores what it overwrites there */
+    for (int i = 0; callee && i < f->nparams; i++)
+        if (f->params[i]->type->kind == TY_PTR && f->params[i]->written)
+            f->params[i]->needed = true;
     tbr t = {f, f->nparams + f->nlocals};
     g_nparams = f->nparams;
     unsigned char *R = tbr_new(&t);
@@ -984,6 +1080,8 @@ static void clear_stmt(ad_stmt *s, void *env)
     for (int i = 0; i < s->ninits; i++)
         walk_expr(s->inits[i], clear_expr, env);
     s->canon = NULL;
+    s->lo = s->hi = NULL;
+    s->hi_op = NULL;
     s->recompute = false;
     s->push = s->invert = s->inc_push = s->inc_invert = false;
     s->id = 0;
@@ -1008,7 +1106,7 @@ static void check_calls(ad_expr *e, void *env)
     if (varied) {
         ad_error(e->loc,
                  "call to '%s' with active arguments has no rule and no body: provide its body in "
-                 "this file, or register a rule for it (--rules)",
+                 "this file (rules from a user registry are not supported yet)",
                  e->text);
         f->nerrors++;
     }
@@ -1128,6 +1226,16 @@ int ad_analyse(ad_unit *u, ad_func *f, uint64_t mask, bool callee)
     walk_stmt(f->body, need_stmt, NULL);
     walk_stmt(f->body, find_canonical, NULL);
     mark_exits(f->body, false);
+    /* a return that ends the function leaves nothing unexecuted */
+    ad_stmt *body = f->body;
+    if (body && body->kind == ST_BLOCK && body->n > 0 &&
+        body->body[body->n - 1]->kind == ST_RETURN) {
+        bool other = false;
+        for (int i = 0; i + 1 < body->n; i++)
+            other |= body->body[i]->has_exit;
+        if (!other)
+            body->has_exit = false;
+    }
     /* Until nothing changes: a restored place's indices are read by the adjoint, and so
      * are the operands of a recomputed local (whose own choice depends on what is needed). */
     for (;;) {

@@ -3,6 +3,9 @@
  * function definitions of the main file into the tree of ad.h and refuses, with a located
  * message, every construct the transformer does not support.
  */
+/* realpath() is POSIX. */
+#define _DEFAULT_SOURCE 1
+
 #include <clang-c/Index.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1210,6 +1213,31 @@ static int parse_pragma(const char *q, struct ad_pragma *pg)
     return (*q == '\n' || *q == 0 || *q == '\r') ? 0 : 1;
 }
 
+/* `#include "name"` of a file next to the input: the output (written elsewhere) names it
+ * by its full path, so that it compiles wherever it is written. */
+static void rewrite_include(ad_unit *u, const char *q)
+{
+    while (*q == ' ' || *q == '\t')
+        q++;
+    if (*q != '"' || q[1] == '/')
+        return;
+    const char *b = q + 1, *e = strchr(b, '"');
+    const char *nl = strchr(b, '\n');
+    if (!e || (nl && nl < e))
+        return;
+    const char *slash = strrchr(u->file, '/');
+    char *dir = slash ? ad_fmt("%.*s", (int)(slash - u->file), u->file) : ad_strdup(".");
+    char *path = ad_fmt("%s/%.*s", dir, (int)(e - b), b);
+    char *full = realpath(path, NULL);
+    if (!full)
+        return;
+    if (u->ncuts < u->capcuts) {
+        size_t off = (size_t)(b - u->source);
+        u->cuts[u->ncuts++] = (struct ad_cut){off, off + (size_t)(e - b), ad_strdup(full)};
+    }
+    free(full);
+}
+
 /* `#pragma chainrules checkpoint(K)` lines of the input. */
 static void read_pragmas(ad_unit *u)
 {
@@ -1220,6 +1248,8 @@ static void read_pragmas(ad_unit *u)
         const char *q = p;
         while (*q == ' ' || *q == '\t')
             q++;
+        if (strncmp(q, "#include", 8) == 0)
+            rewrite_include(u, q + 8);
         if (strncmp(q, "#pragma", 7) == 0) {
             q += 7;
             while (*q == ' ' || *q == '\t')
@@ -1354,7 +1384,12 @@ int ad_parse(const char *path, const char *const *flags, int nflags, ad_unit *u)
     int ntop = 0;
     clang_visitChildren(root, count_top, &ntop);
     u->funcs = ad_alloc((size_t)(ntop + 1) * sizeof *u->funcs);
-    u->cuts = ad_alloc((size_t)(3 * ntop + 1) * sizeof *u->cuts);
+    /* three cuts a top-level entity at most, and one an include line */
+    size_t lines = 1;
+    for (const char *c = u->source; *c; c++)
+        lines += *c == '\n';
+    u->capcuts = (int)(3 * (size_t)ntop + lines + 1);
+    u->cuts = ad_alloc((size_t)u->capcuts * sizeof *u->cuts);
     top t = {&s, clang_getFile(tu, path)};
     read_pragmas(u);
     clang_visitChildren(root, top_visit, &t);

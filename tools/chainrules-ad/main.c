@@ -16,7 +16,8 @@
 static void usage(FILE *fp)
 {
     fputs("usage: chainrules-ad [--reverse f[,g...]] [--forward h[,...]] [--vector h[,...]]\n"
-          "                     [--wrt a,b] [-o out.c] input.c [-- cflags...]\n"
+          "                     [--wrt a,b] [--emit-rules f[,...] [--rules-function name]]\n"
+          "                     [-o out.c] input.c [-- cflags...]\n"
           "Writes f_rev (reverse mode), h_fwd (forward mode) and h_fwdv (vector forward mode)\n"
           "for functions of input.c; see docs/source-transformation.md.\n",
           fp);
@@ -107,6 +108,9 @@ int main(int argc, char **argv)
     int nrev = 0, nfwd = 0, nvec = 0;
     ad_options opt = {0};
     const char *out_path = NULL, *in_path = NULL;
+    const char **rules = NULL;
+    int nrules = 0;
+    const char *rules_fn = NULL;
     const char **flags = NULL;
     int nflags = 0;
     for (int i = 1; i < argc; i++) {
@@ -118,6 +122,10 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
+        } else if (!strcmp(a, "--emit-rules") && i + 1 < argc) {
+            split_names(argv[++i], &rules, &nrules);
+        } else if (!strcmp(a, "--rules-function") && i + 1 < argc) {
+            rules_fn = argv[++i];
         } else if ((!strcmp(a, "--reverse") || !strcmp(a, "--forward") || !strcmp(a, "--vector") ||
                     !strcmp(a, "--wrt") || !strcmp(a, "-o")) &&
                    i + 1 < argc) {
@@ -143,6 +151,9 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    /* a function emitted as a rule needs its reverse mode */
+    for (int i = 0; i < nrules; i++)
+        split_names(rules[i], &rev, &nrev);
     if (!in_path || (nrev + nfwd + nvec) == 0) {
         usage(stderr);
         return 2;
@@ -239,6 +250,32 @@ int main(int argc, char **argv)
             break;
         }
     }
+    ad_buf rules_out = {0};
+    if (!rc && nrules) {
+        const char *name = rules_fn;
+        if (!name) {
+            /* <input file stem>_register_rules */
+            const char *b = strrchr(in_path, '/');
+            b = b ? b + 1 : in_path;
+            size_t n = strcspn(b, ".");
+            char *stem = ad_fmt("%.*s", (int)n, b);
+            for (char *c = stem; *c; c++)
+                if (!(*c == '_' || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                      (*c >= '0' && *c <= '9')))
+                    *c = '_';
+            name = ad_fmt("%s_register_rules", stem);
+        }
+        ad_func **fs = ad_alloc((size_t)nrules * sizeof *fs);
+        for (int i = 0; i < nrules; i++) {
+            uint64_t pm;
+            fs[i] = ad_unit_find(&u, rules[i]);
+            /* the public signature, which the rule calls */
+            if (fs[i] && !public_mask(fs[i], &opt, &pm))
+                ad_analyse(&u, fs[i], pm, false);
+        }
+        if (ad_emit_rules(&rules_out, &protos, fs, nrules, name))
+            rc = 1;
+    }
     if (!rc && ad_errors())
         rc = 1;
     if (!rc) {
@@ -251,6 +288,7 @@ int main(int argc, char **argv)
         ad_buf_put(&out, "\n");
         ad_buf_put(&out, bodies.p ? bodies.p : "");
         ad_buf_put(&out, publics.p ? publics.p : "");
+        ad_buf_put(&out, rules_out.p ? rules_out.p : "");
         FILE *fp = out_path ? fopen(out_path, "w") : stdout;
         if (!fp) {
             fprintf(stderr, "chainrules-ad: cannot write '%s'\n", out_path);
@@ -268,6 +306,7 @@ int main(int argc, char **argv)
         }
         ad_buf_free(&out);
     }
+    ad_buf_free(&rules_out);
     ad_buf_free(&publics);
     ad_buf_free(&protos);
     ad_buf_free(&bodies);

@@ -114,11 +114,85 @@ static ad_var *new_local(ad_func *f, ad_type *t, const char *base, ad_loc loc, i
     return v;
 }
 
+static bool has_local_call(const ad_expr *e)
+{
+    if (!e)
+        return false;
+    if (e->kind == EX_CALL && e->callee)
+        return true;
+    if (has_local_call(e->a) || has_local_call(e->b) || has_local_call(e->c))
+        return true;
+    for (int i = 0; i < e->nargs; i++)
+        if (has_local_call(e->args[i]))
+            return true;
+    return false;
+}
+
+static ad_expr *hoist_calls(hoist *h, ad_expr *e, bool top);
+
+static ad_expr *var_expr(ad_var *v, ad_loc loc)
+{
+    ad_expr *ref = ad_alloc(sizeof *ref);
+    ref->kind = EX_VAR;
+    ref->var = v;
+    ref->type = v->type;
+    ref->loc = loc;
+    ref->tmp = -1;
+    return ref;
+}
+
+static ad_stmt *assign_stmt(ad_var *v, ad_expr *value)
+{
+    ad_stmt *s = ad_alloc(sizeof *s);
+    s->kind = ST_EXPR;
+    s->loc = value->loc;
+    ad_expr *as = ad_alloc(sizeof *as);
+    as->kind = EX_ASSIGN;
+    as->op = "=";
+    as->a = var_expr(v, value->loc);
+    as->b = value;
+    as->type = v->type;
+    as->loc = value->loc;
+    as->tmp = -1;
+    s->e = as;
+    return s;
+}
+
+/* One branch of a lowered c ? a : b: its own hoisted calls, then t = value. */
+static ad_stmt *branch_block(hoist *h, ad_var *t, ad_expr *value)
+{
+    hoist inner = {.f = h->f, .depth = h->depth};
+    ad_expr *v = hoist_calls(&inner, value, false);
+    ad_stmt **items = ad_alloc((size_t)(inner.npre + 1) * sizeof *items);
+    if (inner.npre)
+        memcpy(items, inner.pre, (size_t)inner.npre * sizeof *items);
+    items[inner.npre] = assign_stmt(t, v);
+    ad_stmt *b = ad_alloc(sizeof *b);
+    b->kind = ST_BLOCK;
+    b->loc = value->loc;
+    b->body = items;
+    b->n = inner.npre + 1;
+    return b;
+}
+
 /* Replaces calls of functions of the file below e by new locals assigned before. */
 static ad_expr *hoist_calls(hoist *h, ad_expr *e, bool top)
 {
     if (!e)
         return e;
+    if (e->kind == EX_COND && !h->forbid && (has_local_call(e->b) || has_local_call(e->c)) &&
+        !has_local_call(e->a)) {
+        /* t = c ? a : b with calls in a branch: if (c) t = a; else t = b; */
+        ad_var *t = new_local(h->f, e->type, "cond", e->loc, h->depth);
+        ad_stmt *st = ad_alloc(sizeof *st);
+        st->kind = ST_IF;
+        st->loc = e->loc;
+        st->e = e->a;
+        st->then = branch_block(h, t, e->b);
+        st->els = branch_block(h, t, e->c);
+        add_pre(h, st);
+        return var_expr(t, e->loc);
+    }
     bool forbid = h->forbid;
     if (e->kind == EX_COND || (e->kind == EX_BIN && (!strcmp(e->op, "&&") || !strcmp(e->op, "||"))))
         h->forbid = true;

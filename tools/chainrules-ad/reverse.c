@@ -327,6 +327,11 @@ static void bw_assign(rv *r, ad_expr *place, ad_expr *value, int keep, const cha
 {
     if (value->kind == EX_CALL && value->callee) {
         restore_place(r, place, value, keep, ind);
+        if (!ad_call_mask(value) && assign_active(place)) {
+            /* an active place given a constant: its adjoint stops here */
+            ad_buf_printf(r->bw, "%s%s = 0;\n", ind, shadow_text(place));
+            return;
+        }
         bw_call(r, place, value, ind);
         return;
     }
@@ -510,10 +515,12 @@ static void fw_stmt(rv *r, ad_stmt *s, const char *ind)
         s->id = ++r->loops;
         bool brk = loop_breaks(s->then, false);
         ad_buf_printf(r->fw, "%s{\n", ind);
-        if (s->canon && s->canon->needed)
+        bool stat = s->lo != NULL; /* static bounds: nothing stored */
+        if (s->canon && s->canon->needed && !stat)
             ad_buf_printf(r->fw, "%sconst int64_t i0_%d_ = (int64_t)%s;\n", ind2, s->id,
                           s->canon->cname);
-        ad_buf_printf(r->fw, "%sint64_t n_%d_ = 0;\n", ind2, s->id);
+        if (!stat)
+            ad_buf_printf(r->fw, "%sint64_t n_%d_ = 0;\n", ind2, s->id);
         if (brk)
             ad_buf_printf(r->fw, "%sint brk_%d_ = 0;\n", ind2, s->id);
         const char *inc = "";
@@ -533,15 +540,17 @@ static void fw_stmt(rv *r, ad_stmt *s, const char *ind)
         else
             ad_buf_printf(r->fw, "%sdo {\n", ind2);
         const char *ind3 = ad_fmt("%s    ", ind2);
-        ad_buf_printf(r->fw, "%sn_%d_++;\n", ind3, s->id);
+        if (!stat)
+            ad_buf_printf(r->fw, "%sn_%d_++;\n", ind3, s->id);
         r->xs[r->nxs++] = (xc){'l', 0, s};
         fw_stmt(r, s->then, ind3);
         r->nxs--;
         ad_buf_printf(r->fw, "%s}%s\n", ind2,
                       s->kind == ST_DO ? ad_fmt(" while (%s);", text(s->e)) : "");
-        if (s->canon && s->canon->needed)
+        if (s->canon && s->canon->needed && !stat)
             ad_buf_printf(r->fw, "%scr_adstack_push_i64(&st_, i0_%d_);\n", ind2, s->id);
-        ad_buf_printf(r->fw, "%scr_adstack_push_i64(&st_, n_%d_);\n", ind2, s->id);
+        if (!stat)
+            ad_buf_printf(r->fw, "%scr_adstack_push_i64(&st_, n_%d_);\n", ind2, s->id);
         if (brk)
             ad_buf_printf(r->fw, "%scr_adstack_push_i64(&st_, brk_%d_);\n", ind2, s->id);
         ad_buf_printf(r->fw, "%s}\n", ind);
@@ -912,10 +921,29 @@ static void bw_stmt(rv *r, ad_stmt *s, const char *ind)
             ad_buf_printf(r->bw,
                           "%sconst int64_t brk_%d_ = cr_adstack_pop_i64(&st_);\n%s(void)brk_%d_;\n",
                           ind2, id, ind2, id);
-        ad_buf_printf(r->bw, "%sconst int64_t n_%d_ = cr_adstack_pop_i64(&st_);\n", ind2, id);
         const char *ind3 = ad_fmt("%s    ", ind2);
+        if (s->lo) {
+            /* static bounds: the first value and the trip count again */
+            long long c = s->canon_step;
+            const char *lo = ad_fmt("(int64_t)(%s)", text(s->lo));
+            const char *hi = ad_fmt("(int64_t)(%s)", text(s->hi));
+            const char *n;
+            if (!strcmp(s->hi_op, "<"))
+                n = ad_fmt("(%s < %s ? (%s - %s + %lld) / %lld : 0)", lo, hi, hi, lo, c - 1, c);
+            else if (!strcmp(s->hi_op, "<="))
+                n = ad_fmt("(%s <= %s ? (%s - %s) / %lld + 1 : 0)", lo, hi, hi, lo, c);
+            else if (!strcmp(s->hi_op, ">"))
+                n = ad_fmt("(%s > %s ? (%s - %s + %lld) / %lld : 0)", lo, hi, lo, hi, -c - 1, -c);
+            else
+                n = ad_fmt("(%s >= %s ? (%s - %s) / %lld + 1 : 0)", lo, hi, lo, hi, -c);
+            ad_buf_printf(r->bw, "%sconst int64_t i0_%d_ = %s;\n%s(void)i0_%d_;\n", ind2, id, lo,
+                          ind2, id);
+            ad_buf_printf(r->bw, "%sconst int64_t n_%d_ = %s;\n", ind2, id, n);
+        } else {
+            ad_buf_printf(r->bw, "%sconst int64_t n_%d_ = cr_adstack_pop_i64(&st_);\n", ind2, id);
+        }
         if (s->canon) {
-            if (s->canon->needed)
+            if (s->canon->needed && !s->lo)
                 ad_buf_printf(r->bw, "%sconst int64_t i0_%d_ = cr_adstack_pop_i64(&st_);\n", ind2,
                               id);
             ad_buf_printf(r->bw, "%sfor (int64_t k_%d_ = n_%d_ - 1; k_%d_ >= 0; k_%d_--) {\n", ind2,
@@ -1009,7 +1037,11 @@ void ad_emit_reverse_public(ad_buf *out, ad_unit *u, ad_func *f)
     bw_stmt(&r, f->body, "    ");
     ad_buf sig = {0};
     ad_emit_signature(&sig, f, 'r');
-    ad_buf_printf(out, "%s\n{\n    cr_adstack st_;\n    cr_adstack_init(&st_);\n", sig.p);
+    ad_buf_printf(
+        out,
+        "%s\n{\n    cr_adstack st_;\n    cr_adstack_slot stbuf_[128]; /* the first chunk */\n"
+        "    cr_adstack_init_buf(&st_, stbuf_, sizeof stbuf_);\n",
+        sig.p);
     emit_locals(&r, out);
     silence_unused(&r, out);
     ad_buf_put(out, "    /* forward sweep */\n");
@@ -1052,7 +1084,7 @@ void ad_emit_reverse_split(ad_buf *out, ad_unit *u, ad_func *f, const char *mnam
         ad_emit_decl(out, f->params[i]->type, f->params[i]->cname);
         ad_buf_put(out, ", ");
     }
-    ad_buf_put(out, "cr_adstack *stp_)\n{\n#define st_ (*stp_)\n");
+    ad_buf_put(out, "cr_adstack *stp_)\n{\n#define st_ (*stp_)\n    (void)stp_;\n");
     emit_locals(&r, out);
     silence_unused(&r, out);
     ad_buf_put(out, fw.p ? fw.p : "");
@@ -1091,7 +1123,7 @@ void ad_emit_reverse_split(ad_buf *out, ad_unit *u, ad_func *f, const char *mnam
     ad_buf_put(out, "cr_adstack *stp_");
     if (ad_type_is_real(f->ret))
         ad_buf_printf(out, ", %s %s_b", f->ret->spelling, f->name);
-    ad_buf_put(out, ")\n{\n#define st_ (*stp_)\n");
+    ad_buf_put(out, ")\n{\n#define st_ (*stp_)\n    (void)stp_;\n");
     emit_locals(&r, out);
     silence_unused(&r, out);
     for (int i = f->nparams - 1; i >= 0; i--)

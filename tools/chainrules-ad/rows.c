@@ -228,9 +228,32 @@ const char *ad_row_helper(const ad_row *r0, bool is_float)
     return ad_fmt("cr_ad_row_%s_%s", r->name, is_float ? "f32" : "f64");
 }
 
+/* The row's text with its own names (x, Y, D, T and its locals) prefixed, so that they
+ * can neither shadow nor meet the input's names and macros. */
 static void emit_text(ad_buf *out, const char *src)
 {
-    ad_buf_printf(out, "    %s;\n", src);
+    ad_buf_put(out, "    ");
+    const char *s = src;
+    while (*s) {
+        if (isalpha((unsigned char)*s) || *s == '_') {
+            const char *b = s;
+            while (isalnum((unsigned char)*s) || *s == '_')
+                s++;
+            size_t n = (size_t)(s - b);
+            bool own = (n == 1 && strchr("xYDT", *b)) || (n > 1 && b[n - 1] == '_');
+            ad_buf_printf(out, "%s%.*s", own ? "cr_ad_" : "", (int)n, b);
+        } else if (isdigit((unsigned char)*s) || *s == '.') {
+            const char *b = s;
+            while (isalnum((unsigned char)*s) || *s == '.' ||
+                   ((*s == '+' || *s == '-') && strchr("eEpP", s[-1])))
+                s++;
+            ad_buf_printf(out, "%.*s", (int)(s - b), b);
+        } else {
+            char c[2] = {*s++, 0};
+            ad_buf_put(out, c);
+        }
+    }
+    ad_buf_put(out, ";\n");
 }
 
 void ad_rows_emit(ad_buf *out)
@@ -246,17 +269,23 @@ void ad_rows_emit(ad_buf *out)
             ad_buf_printf(out, "/* The rule row '%s' (%s):\n *   %s\n *   %s */\n", r->name,
                           r->inline_ok && !fl ? "its text, inline" : "the library's instantiation",
                           rule->primal_src, rule->partials_src);
-            ad_buf_printf(out, "static inline void cr_ad_row_%s_%s(const %s *x, %s *Y, %s *D)\n{\n",
+            ad_buf_printf(out,
+                          "static inline void cr_ad_row_%s_%s(const %s *cr_ad_x, %s *cr_ad_Y, "
+                          "%s *cr_ad_D)\n{\n",
                           r->name, sfx, T, T, T);
             if (r->inline_ok && !fl) {
-                ad_buf_printf(out, "    typedef %s T;\n    (void)sizeof(T);\n    (void)x;\n", T);
+                ad_buf_printf(out,
+                              "    typedef %s cr_ad_T;\n    (void)sizeof(cr_ad_T);\n"
+                              "    (void)cr_ad_x;\n",
+                              T);
                 emit_text(out, rule->primal_src);
                 emit_text(out, rule->partials_src);
             } else {
-                ad_buf_printf(out,
-                              "    ((const cr_scalar_rule *)cr_fn_%s.u.func.fn->udata)->%s(x, Y, "
-                              "D);\n",
-                              r->name, sfx);
+                ad_buf_printf(
+                    out,
+                    "    ((const cr_scalar_rule *)cr_fn_%s.u.func.fn->udata)->%s(cr_ad_x, "
+                    "cr_ad_Y, cr_ad_D);\n",
+                    r->name, sfx);
             }
             ad_buf_put(out, "}\n\n");
         }

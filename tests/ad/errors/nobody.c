@@ -1,4 +1,4 @@
-/* expect: nobody.c:6:12: error: call to .my_special. with active arguments has no rule and no body: provide its body in this file, or register a rule for it */
+/* expect: nobody.c:6:12: error: call to .my_special. with active arguments has no rule and no body: provide its body in this file */
 double my_special(double v);
 double f(const double *x, int n)
 {
