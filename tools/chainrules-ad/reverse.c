@@ -933,7 +933,8 @@ static bool carried(const ad_var *v)
         return false;
     if (v->kind == VAR_LOCAL)
         return v->type->kind != TY_ARRAY || ad_type_scalar_of(v->type)->kind != TY_STRUCT;
-    return v->written && v->type->kind != TY_PTR && v->type->kind != TY_ARRAY;
+    /* a scalar parameter too: the caller's argument may read memory the callee wrote */
+    return v->type->kind != TY_PTR && v->type->kind != TY_ARRAY;
 }
 
 static void silence_unused(rv *r, ad_buf *b)
