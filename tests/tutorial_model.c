@@ -2,6 +2,8 @@
  * chainrules-ad differentiates at build time (tests/CMakeLists.txt). */
 #include <math.h>
 
+double loss_model(const double *p);
+
 static double softclip_c(double u)
 {
     return u / sqrt(1.0 + u * u);

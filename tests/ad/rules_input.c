@@ -4,6 +4,9 @@
  */
 #include <math.h>
 
+double r_softclip(double x, double y);
+double r_blend(double a, double b, double t);
+
 /* A smooth clipped product, with a loop and a branch inside. */
 double r_softclip(double x, double y)
 {
