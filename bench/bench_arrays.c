@@ -27,30 +27,13 @@
 
 #include <chainrules.h>
 
+#include "bench_util.h"
+
 #if defined(CR_HAVE_CBLAS)
 #include <cblas.h>
 #endif
 
 #define RUNS 7
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
-}
 
 static void die(const char *what, cr_status st, cr_ctx *ctx)
 {
@@ -283,19 +266,19 @@ static void bench_mlp(cr_arena *arena, bool print_ratio, bool print_ms)
     double t_rules[RUNS], t_ref[RUNS];
     for (int r = 0; r < RUNS; r++) {
         /* Interleave the two, so that machine load affects both alike. */
-        double t0 = now_ns();
+        double t0 = bench_now_ns();
         for (int i = 0; i < iters; i++)
             mlp_reference(&m, ref);
-        double t1 = now_ns();
+        double t1 = bench_now_ns();
         for (int i = 0; i < iters; i++) {
             cr_arena_reset(arena);
             mlp_rules(arena, &m, got);
         }
-        double t2 = now_ns();
+        double t2 = bench_now_ns();
         t_ref[r] = (t1 - t0) / iters;
         t_rules[r] = (t2 - t1) / iters;
     }
-    double a = median(t_rules, RUNS), b = median(t_ref, RUNS);
+    double a = bench_median(t_rules, RUNS), b = bench_median(t_ref, RUNS);
     if (print_ratio)
         printf("mlp_ratio %.3f x\n", a / b);
     if (print_ms) {
@@ -343,17 +326,17 @@ static void bench_matmul(cr_arena *arena, bool print_pb, bool print_acc)
         double fwd = 0, pbt = 0, acc = 0;
         for (int i = 0; i < iters; i++) {
             cr_arena_rewind(arena, mark);
-            double s0 = now_ns();
+            double s0 = bench_now_ns();
             CHECK(cr_rrule(NULL, arena, &cr_fn_matmul, args, 2, &y, &pb));
-            double s1 = now_ns();
+            double s1 = bench_now_ns();
             CHECK(cr_pullback_call(arena, &pb, &dy, dx, 3));
             CHECK(cr_tangent_unthunk(dx[1], &v));
             CHECK(cr_tangent_unthunk(dx[2], &v));
-            double s2 = now_ns();
+            double s2 = bench_now_ns();
             CHECK(cr_pullback_call(arena, &pb, &dy, dx, 3));
             CHECK(cr_tangent_accum(arena, cr_tangent_array(accA), dx[1], &v));
             CHECK(cr_tangent_accum(arena, cr_tangent_array(accB), dx[2], &v));
-            double s3 = now_ns();
+            double s3 = bench_now_ns();
             fwd += s1 - s0;
             pbt += s2 - s1;
             acc += s3 - s2;
@@ -362,7 +345,8 @@ static void bench_matmul(cr_arena *arena, bool print_pb, bool print_acc)
         t_pb[r] = pbt / iters;
         t_acc[r] = acc / iters;
     }
-    double f = median(t_fwd, RUNS), p = median(t_pb, RUNS), c = median(t_acc, RUNS);
+    double f = bench_median(t_fwd, RUNS), p = bench_median(t_pb, RUNS),
+           c = bench_median(t_acc, RUNS);
     if (print_pb)
         printf("matmul_pullback_ratio %.3f x\n", p / f);
     if (print_acc)

@@ -21,6 +21,8 @@
 #include <chainrules/dual.h>
 #include <chainrules/tape.h>
 
+#include "bench_util.h"
+
 #define BATCH 1024
 #define REPS  400
 #define RUNS  7
@@ -51,25 +53,6 @@ static const op k_ops[] = {
 static double g_x[BATCH];
 static volatile double g_sink;
 
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v)
-{
-    qsort(v, RUNS, sizeof *v, cmp_double);
-    return v[RUNS / 2];
-}
-
 static void fill_inputs(const op *o)
 {
     for (int i = 0; i < BATCH; i++)
@@ -81,14 +64,14 @@ static double time_primal(const op *o)
 {
     double t[RUNS];
     for (int r = 0; r < RUNS; r++) {
-        double s = 0, t0 = now_ns();
+        double s = 0, t0 = bench_now_ns();
         for (int k = 0; k < REPS; k++)
             for (int i = 0; i < BATCH; i++)
                 s += o->primal(g_x[i]);
-        t[r] = (now_ns() - t0) / (REPS * BATCH);
+        t[r] = (bench_now_ns() - t0) / (REPS * BATCH);
         g_sink = s;
     }
-    return median(t);
+    return bench_median(t, RUNS);
 }
 
 /* ns per recorded operation: (inputs + ops) - (inputs only), per op; and ns per op of
@@ -99,34 +82,34 @@ static double time_taped(cr_tape *tp, const op *o, double *sweep_ns)
     static double grad[BATCH];
     double t_full[RUNS], t_in[RUNS], t_sw[RUNS];
     for (int r = 0; r < RUNS; r++) {
-        double t0 = now_ns();
+        double t0 = bench_now_ns();
         for (int k = 0; k < REPS; k++) {
             cr_tape_reset(tp);
             cr_tape_inputs(tp, g_x, BATCH, in);
         }
-        t_in[r] = now_ns() - t0;
-        t0 = now_ns();
+        t_in[r] = bench_now_ns() - t0;
+        t0 = bench_now_ns();
         for (int k = 0; k < REPS; k++) {
             cr_tape_reset(tp);
             cr_tape_inputs(tp, g_x, BATCH, in);
             for (int i = 0; i < BATCH; i++)
                 out[i] = cr_tape_call1(tp, o->fn, &in[i], 1);
         }
-        t_full[r] = now_ns() - t0;
+        t_full[r] = bench_now_ns() - t0;
         if (cr_tape_status(tp) != CR_OK)
             return -1;
         /* One sweep seeded on every output: the vjp with unit seeds. */
         static double ones[BATCH];
         for (int i = 0; i < BATCH; i++)
             ones[i] = 1.0;
-        t0 = now_ns();
+        t0 = bench_now_ns();
         for (int k = 0; k < 20; k++)
             if (cr_tape_vjp(tp, out, ones, BATCH, in, BATCH, grad) != CR_OK)
                 return -1;
-        t_sw[r] = (now_ns() - t0) / (20.0 * BATCH);
+        t_sw[r] = (bench_now_ns() - t0) / (20.0 * BATCH);
     }
-    *sweep_ns = median(t_sw);
-    double full = median(t_full), inputs = median(t_in);
+    *sweep_ns = bench_median(t_sw, RUNS);
+    double full = bench_median(t_full, RUNS), inputs = bench_median(t_in, RUNS);
     return (full - inputs) / (REPS * BATCH);
 }
 
@@ -134,7 +117,7 @@ static double time_dual(const op *o)
 {
     double t[RUNS];
     for (int r = 0; r < RUNS; r++) {
-        double s = 0, t0 = now_ns();
+        double s = 0, t0 = bench_now_ns();
         for (int k = 0; k < REPS; k++)
             for (int i = 0; i < BATCH; i++) {
                 cr_dual x = cr_dual_var(g_x[i], 0), y;
@@ -142,10 +125,10 @@ static double time_dual(const op *o)
                     return -1;
                 s += y.d[0];
             }
-        t[r] = (now_ns() - t0) / (REPS * BATCH);
+        t[r] = (bench_now_ns() - t0) / (REPS * BATCH);
         g_sink = s;
     }
-    return median(t);
+    return bench_median(t, RUNS);
 }
 
 /* The taped gradient and the dual derivative at a point against a central difference. */

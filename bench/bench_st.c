@@ -30,22 +30,11 @@
 #include "objectives.h"
 #include "objectives_ad.h"
 
+#include "bench_util.h"
+
 #define ST_RUNS 9
 
 static volatile double g_sink;
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 typedef double (*work_fn)(void *env);
 
@@ -58,24 +47,23 @@ static double median_ratio(work_fn num, work_fn den, void *env)
     for (int i = 0; i < ST_RUNS; i++) {
         double tn, td, t0, t1;
         if (i % 2) {
-            t0 = now_ns();
+            t0 = bench_now_ns();
             g_sink += den(env);
-            t1 = now_ns();
+            t1 = bench_now_ns();
             td = t1 - t0;
             g_sink += num(env);
-            tn = now_ns() - t1;
+            tn = bench_now_ns() - t1;
         } else {
-            t0 = now_ns();
+            t0 = bench_now_ns();
             g_sink += num(env);
-            t1 = now_ns();
+            t1 = bench_now_ns();
             tn = t1 - t0;
             g_sink += den(env);
-            td = now_ns() - t1;
+            td = bench_now_ns() - t1;
         }
         r[i] = tn / td;
     }
-    qsort(r, ST_RUNS, sizeof r[0], cmp_double);
-    return isnan(g_sink) ? (double)NAN : r[ST_RUNS / 2];
+    return isnan(g_sink) ? (double)NAN : bench_median(r, ST_RUNS);
 }
 
 /* Median time of one call of f in ns (f runs `reps` calls). */
@@ -84,12 +72,11 @@ static double median_ns(work_fn f, void *env, long reps)
     double r[ST_RUNS];
     g_sink = f(env);
     for (int i = 0; i < ST_RUNS; i++) {
-        double t0 = now_ns();
+        double t0 = bench_now_ns();
         g_sink += f(env);
-        r[i] = (now_ns() - t0) / (double)reps;
+        r[i] = (bench_now_ns() - t0) / (double)reps;
     }
-    qsort(r, ST_RUNS, sizeof r[0], cmp_double);
-    return r[ST_RUNS / 2];
+    return bench_median(r, ST_RUNS);
 }
 
 /* ---- chain, Rosenbrock, mse ------------------------------------------------------------- */

@@ -68,30 +68,13 @@
 
 #include <chainrules.h>
 
+#include "bench_util.h"
+
 #ifdef CR_BENCH_ST
 #include "bench_st.h"
 #endif
 
 #define RUNS 7
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
-}
 
 static cr_ctx *g_ctx;
 static cr_arena *g_arena;
@@ -199,13 +182,13 @@ static double time_per_op(kernel_fn k, long n)
     double t[RUNS];
     k(n / 10); /* warm up */
     for (int r = 0; r < RUNS; r++) {
-        double t0 = now_ns();
+        double t0 = bench_now_ns();
         g_sink = k(n);
-        t[r] = (now_ns() - t0) / (double)n;
+        t[r] = (bench_now_ns() - t0) / (double)n;
         if (isnan(g_sink))
             return (double)NAN;
     }
-    return median(t, RUNS);
+    return bench_median(t, RUNS);
 }
 
 static const struct {
@@ -240,13 +223,13 @@ static double median_time(double (*run)(void *env), void *env, int runs)
         runs = RUNS;
     g_sink = run(env); /* warm up */
     for (int r = 0; r < runs; r++) {
-        double t0 = now_ns();
+        double t0 = bench_now_ns();
         g_sink = run(env);
-        t[r] = now_ns() - t0;
+        t[r] = bench_now_ns() - t0;
         if (isnan(g_sink))
             return (double)NAN;
     }
-    return median(t, runs);
+    return bench_median(t, runs);
 }
 
 /* The ratio of two timings, measured in alternation so that a change of the machine's
@@ -256,16 +239,16 @@ static double median_ratio(double (*num)(void *env), double (*den)(void *env), v
     double r[RUNS];
     g_sink = num(env) + den(env); /* warm up */
     for (int i = 0; i < RUNS; i++) {
-        double t0 = now_ns();
+        double t0 = bench_now_ns();
         g_sink = den(env);
-        double t1 = now_ns();
+        double t1 = bench_now_ns();
         g_sink += num(env);
-        double t2 = now_ns();
+        double t2 = bench_now_ns();
         if (isnan(g_sink))
             return (double)NAN;
         r[i] = (t2 - t1) / (t1 - t0);
     }
-    return median(r, RUNS);
+    return bench_median(r, RUNS);
 }
 
 /* chain: t = t + x[k % 1000] * exp(sin(t)), 250000 steps = 1e6 operations */
