@@ -3,7 +3,7 @@
 #
 #   chainrules_differentiate(TARGET app SOURCE model.c
 #                            [REVERSE f ...] [FORWARD g ...] [VECTOR h ...] [WRT x ...]
-#                            [EMIT_RULES f ...] [RULES_FUNCTION name]
+#                            [EMIT_RULES f ...] [RULES_FUNCTION name] [RULES lib.so ...]
 #                            [OUTPUT model_ad.c] [FLAGS -DX=1 ...])
 #
 # runs `chainrules-ad` on SOURCE whenever it changes and adds the generated file to TARGET
@@ -13,7 +13,7 @@
 # next to the installed package).
 function(chainrules_differentiate)
   cmake_parse_arguments(CRD "" "TARGET;SOURCE;OUTPUT;RULES_FUNCTION"
-                        "REVERSE;FORWARD;VECTOR;WRT;EMIT_RULES;FLAGS" ${ARGN})
+                        "REVERSE;FORWARD;VECTOR;WRT;EMIT_RULES;RULES;FLAGS" ${ARGN})
   if(NOT CRD_TARGET OR NOT CRD_SOURCE)
     message(FATAL_ERROR "chainrules_differentiate: TARGET and SOURCE are required")
   endif()
@@ -49,6 +49,9 @@ function(chainrules_differentiate)
   if(CRD_RULES_FUNCTION)
     list(APPEND args --rules-function "${CRD_RULES_FUNCTION}")
   endif()
+  foreach(lib IN LISTS CRD_RULES)
+    list(APPEND args --rules "${lib}")
+  endforeach()
   set(incs "$<TARGET_PROPERTY:${CRD_TARGET},INCLUDE_DIRECTORIES>")
   set(defs "$<TARGET_PROPERTY:${CRD_TARGET},COMPILE_DEFINITIONS>")
   add_custom_command(

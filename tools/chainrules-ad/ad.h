@@ -276,6 +276,10 @@ typedef struct ad_row {
 /* rows.c: the row of a C function name (sin, sinf, fabs, pow...), or NULL; *is_float is set
  * for the float spelling (sinf). */
 const ad_row *ad_row_for_call(const char *name, bool *is_float);
+/* Adds a user's registry (--rules): its scalar rows are used for calls of their names. */
+void ad_rows_add_registry(const void *reg);
+/* Why a user's rule named `name` cannot be used, or NULL. */
+const char *ad_rows_why_not(const char *name);
 /* The row of an arithmetic operator ("+", "-", "*", "/", "neg"). */
 const ad_row *ad_row_for_op(const char *op);
 /* The name of the generated helper of a row for a type ("cr_ad_row_sin_f64"); marks it used. */

@@ -1103,10 +1103,14 @@ static void check_calls(ad_expr *e, void *env)
     for (int i = 0; i < e->nargs; i++)
         varied |= expr_varied(e->args[i]);
     if (varied) {
-        ad_error(e->loc,
-                 "call to '%s' with active arguments has no rule and no body: provide its body in "
-                 "this file (rules from a user registry are not supported yet)",
-                 e->text);
+        const char *why = ad_rows_why_not(e->text);
+        if (why)
+            ad_error(e->loc, "call to '%s': a rule was found with --rules, but %s", e->text, why);
+        else
+            ad_error(e->loc,
+                     "call to '%s' with active arguments has no rule and no body: provide its "
+                     "body in this file, or a scalar rule row for it (--rules lib.so)",
+                     e->text);
         f->nerrors++;
     }
 }

@@ -7,8 +7,11 @@
  * docs/source-transformation.md is the reference: the generated signatures, the supported
  * C, how the rules are used, memory, errors.
  */
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <chainrules.h>
 
 #include "ad.h"
 #include "requests.h"
@@ -16,7 +19,8 @@
 static void usage(FILE *fp)
 {
     fputs("usage: chainrules-ad [--reverse f[,g...]] [--forward h[,...]] [--vector h[,...]]\n"
-          "                     [--wrt a,b] [--emit-rules f[,...] [--rules-function name]]\n"
+          "                     [--wrt a,b] [--rules lib.so] [--emit-rules f[,...]\n"
+          "                     [--rules-function name]]\n"
           "                     [-o out.c] input.c [-- cflags...]\n"
           "Writes f_rev (reverse mode), h_fwd (forward mode) and h_fwdv (vector forward mode)\n"
           "for functions of input.c; see docs/source-transformation.md.\n",
@@ -66,6 +70,58 @@ static int public_mask(ad_func *f, const ad_options *opt, uint64_t *mask)
     return 0;
 }
 
+/* --rules lib.so: a shared object exporting cr_check_plugin_init (as chainrules-check
+ * --plugin loads), whose registry's scalar rows the generated code uses. The library stays
+ * loaded until the tool exits. */
+typedef cr_status (*plugin_init_fn)(cr_ctx *ctx, cr_registry **out);
+
+static cr_registry *g_rules[8];
+static void *g_libs[8];
+static int g_nrules;
+
+static void unload_rules(cr_ctx *ctx)
+{
+    for (int i = 0; i < g_nrules; i++) {
+        cr_registry_free(g_rules[i]);
+        dlclose(g_libs[i]);
+    }
+    g_nrules = 0;
+    cr_ctx_free(ctx);
+}
+
+static int load_rules(const char *path, cr_ctx *ctx)
+{
+    if (g_nrules == 8) {
+        fputs("chainrules-ad: at most 8 --rules\n", stderr);
+        return 1;
+    }
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        fprintf(stderr, "chainrules-ad: cannot load '%s': %s\n", path, dlerror());
+        return 1;
+    }
+    void *sym = dlsym(lib, "cr_check_plugin_init");
+    plugin_init_fn init;
+    memcpy(&init, &sym, sizeof init); /* object pointer to function pointer, as POSIX allows */
+    cr_registry *reg = NULL;
+    if (!sym) {
+        fprintf(stderr, "chainrules-ad: '%s' does not export cr_check_plugin_init\n", path);
+        dlclose(lib);
+        return 1;
+    }
+    cr_status st = init(ctx, &reg);
+    if (st != CR_OK || !reg) {
+        fprintf(stderr, "chainrules-ad: cr_check_plugin_init of '%s' failed: %s: %s\n", path,
+                cr_status_name(st), cr_ctx_errmsg(ctx));
+        dlclose(lib);
+        return 1;
+    }
+    g_rules[g_nrules] = reg;
+    g_libs[g_nrules++] = lib;
+    ad_rows_add_registry(reg);
+    return 0;
+}
+
 static int report(ad_func *f)
 {
     if (f->errors.len)
@@ -111,6 +167,9 @@ int main(int argc, char **argv)
     const char **rules = NULL;
     int nrules = 0;
     const char *rules_fn = NULL;
+    cr_ctx *rules_ctx = NULL; /* owns the --rules registries until exit */
+    const char **rule_libs = NULL;
+    int nrule_libs = 0;
     const char **flags = NULL;
     int nflags = 0;
     for (int i = 1; i < argc; i++) {
@@ -122,6 +181,8 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
+        } else if (!strcmp(a, "--rules") && i + 1 < argc) {
+            split_names(argv[++i], &rule_libs, &nrule_libs);
         } else if (!strcmp(a, "--emit-rules") && i + 1 < argc) {
             split_names(argv[++i], &rules, &nrules);
         } else if (!strcmp(a, "--rules-function") && i + 1 < argc) {
@@ -158,8 +219,22 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (nrule_libs) {
+        if (cr_ctx_new(NULL, &rules_ctx) != CR_OK) {
+            fputs("chainrules-ad: out of memory\n", stderr);
+            return 1;
+        }
+        for (int i = 0; i < nrule_libs; i++)
+            if (load_rules(rule_libs[i], rules_ctx)) {
+                unload_rules(rules_ctx);
+                ad_pool_free();
+                return 1;
+            }
+    }
     ad_unit u;
     if (ad_parse(in_path, flags, nflags, &u)) {
+        if (rules_ctx)
+            unload_rules(rules_ctx);
         ad_pool_free();
         return 1;
     }
@@ -307,6 +382,8 @@ int main(int argc, char **argv)
         ad_buf_free(&out);
     }
     ad_buf_free(&rules_out);
+    if (rules_ctx)
+        unload_rules(rules_ctx);
     ad_buf_free(&publics);
     ad_buf_free(&protos);
     ad_buf_free(&bodies);

@@ -190,6 +190,63 @@ static const ad_row *row_named(const char *regname)
     return r;
 }
 
+/* The registries of --rules (users' scalar rows). */
+static const cr_registry *g_user[8];
+static int g_nuser;
+
+void ad_rows_add_registry(const void *reg)
+{
+    if (g_nuser < 8)
+        g_user[g_nuser++] = reg;
+}
+
+/* A user's scalar row named `name`, or NULL; *why says why a rule found is not usable. */
+static const ad_row *user_row(const char *name, const char **why)
+{
+    for (int i = 0; i < g_nuser; i++) {
+        const cr_function *fn = cr_registry_find(g_user[i], name);
+        if (!fn)
+            continue;
+        if (!(fn->flags & CR_FN_SCALAR_ROW)) {
+            *why = "its rule is not a scalar row (only scalar rows can be used by generated code)";
+            return NULL;
+        }
+        const cr_scalar_rule *rule = fn->udata;
+        for (int k = 0; k < g_nrows; k++)
+            if (g_rows[k].rule == rule)
+                return &g_rows[k];
+        if (g_nrows == MAX_ROWS || rule->nout != 1) {
+            *why = "its row has more than one output";
+            return NULL;
+        }
+        ad_row *r = &g_rows[g_nrows];
+        memset(r, 0, sizeof *r);
+        r->name = rule->name;
+        r->nin = rule->nin;
+        r->nout = rule->nout;
+        r->rule = rule;
+        r->inline_ok =
+            scan_text(rule->primal_src, r, false) && scan_text(rule->partials_src, r, true);
+        if (!r->inline_ok) {
+            /* generated code cannot reach a user's instantiation: its text must be inlined */
+            *why = "its row's text calls functions other than <math.h>'s";
+            return NULL;
+        }
+        partial_deps(r, rule->partials_src);
+        g_nrows++;
+        return r;
+    }
+    return NULL;
+}
+
+const char *ad_rows_why_not(const char *name)
+{
+    const char *why = NULL;
+    if (!user_row(name, &why) && why)
+        return why;
+    return NULL;
+}
+
 const ad_row *ad_row_for_call(const char *name, bool *is_float)
 {
     *is_float = false;
@@ -210,7 +267,8 @@ const ad_row *ad_row_for_call(const char *name, bool *is_float)
             return row_named(k_c_names[i]);
         }
     }
-    return NULL;
+    const char *why = NULL;
+    return user_row(name, &why);
 }
 
 const ad_row *ad_row_for_op(const char *op)
