@@ -427,9 +427,21 @@ static void need_stmt(ad_stmt *s, void *env)
 /* ---- Exits and loops ----------------------------------------------------------------------------
  */
 
+static bool contains_return(const ad_stmt *s)
+{
+    if (!s)
+        return false;
+    if (s->kind == ST_RETURN)
+        return true;
+    for (int i = 0; i < s->n; i++)
+        if (contains_return(s->body[i]))
+            return true;
+    return contains_return(s->init) || contains_return(s->then) || contains_return(s->els);
+}
+
 /* Sets has_exit on every statement that contains a break or continue leaving it (not
  * inside a loop of its own) or a return. Returns whether s has one. */
-static bool mark_exits(ad_stmt *s, bool in_loop_body)
+static bool mark_exits(ad_stmt *s)
 {
     if (!s)
         return false;
@@ -437,54 +449,28 @@ static bool mark_exits(ad_stmt *s, bool in_loop_body)
     switch (s->kind) {
     case ST_BREAK:
     case ST_CONTINUE:
-        r = true;
-        break;
     case ST_RETURN:
         r = true;
         break;
     case ST_BLOCK:
         for (int i = 0; i < s->n; i++)
-            r |= mark_exits(s->body[i], in_loop_body);
+            r |= mark_exits(s->body[i]);
         break;
     case ST_IF:
-        r = mark_exits(s->then, in_loop_body);
-        r |= mark_exits(s->els, in_loop_body);
+        r = mark_exits(s->then);
+        r |= mark_exits(s->els);
         break;
     case ST_FOR:
     case ST_WHILE:
     case ST_DO:
-        /* break/continue inside stay inside; a return leaves */
-        mark_exits(s->then, true);
-        r = false;
-        {
-            /* does the body contain a return? */
-            struct {
-                bool ret;
-            } f = {false};
-            ad_stmt *stack[256];
-            int sp = 0;
-            stack[sp++] = s->then;
-            while (sp) {
-                ad_stmt *t = stack[--sp];
-                if (!t)
-                    continue;
-                if (t->kind == ST_RETURN)
-                    f.ret = true;
-                for (int i = 0; i < t->n && sp < 250; i++)
-                    stack[sp++] = t->body[i];
-                if (sp < 250) {
-                    stack[sp++] = t->then;
-                    stack[sp++] = t->els;
-                }
-            }
-            r = f.ret;
-        }
+        /* a break or continue inside stays inside; a return leaves */
+        mark_exits(s->then);
+        r = contains_return(s->then);
         break;
     default:
         break;
     }
     s->has_exit = r;
-    (void)in_loop_body;
     return r;
 }
 
@@ -1228,7 +1214,7 @@ int ad_analyse(ad_unit *u, ad_func *f, uint64_t mask, bool callee)
     walk_stmt(f->body, check_active_stmt, f);
     walk_stmt(f->body, need_stmt, NULL);
     walk_stmt(f->body, find_canonical, NULL);
-    mark_exits(f->body, false);
+    mark_exits(f->body);
     /* a return that ends the function leaves nothing unexecuted */
     ad_stmt *body = f->body;
     if (body && body->kind == ST_BLOCK && body->n > 0 &&

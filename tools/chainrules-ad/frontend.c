@@ -399,8 +399,7 @@ static ad_expr *expr(fe *s, CXCursor c)
         ad_expr *e = new_expr(EX_CAST, c);
         /* an implicit conversion that changes nothing is dropped */
         if (k == CXCursor_UnexposedExpr &&
-            (e->type->kind == sub->type->kind && (e->type->kind != TY_PTR || true) &&
-             e->type->kind != TY_OTHER))
+            (e->type->kind == sub->type->kind && e->type->kind != TY_OTHER))
             return sub;
         if (e->type->kind == TY_PTR && sub->type->kind == TY_ARRAY)
             return sub; /* array decay */
@@ -587,8 +586,6 @@ static ad_stmt *decl_stmt(fe *s, CXCursor c, ctx *x)
         }
         if (clang_Cursor_getStorageClass(d) == CX_SC_Static ||
             clang_Cursor_getStorageClass(d) == CX_SC_Extern) {
-            ad_var *tmp = NULL;
-            (void)tmp;
             ad_type *t = convert_type(clang_getCursorType(d));
             if (ad_type_has_real(t) && !t->is_const) {
                 ad_error(loc_of(d), "unsupported construct: a static local holding real data "
@@ -1300,8 +1297,8 @@ int ad_parse(const char *path, const char *const *flags, int nflags, ad_unit *u)
     args[na++] = "-Wno-unknown-pragmas";
     CXIndex index = clang_createIndex(0, 0);
     CXTranslationUnit tu = NULL;
-    enum CXErrorCode ec = clang_parseTranslationUnit2(
-        index, path, args, na, NULL, 0, CXTranslationUnit_SkipFunctionBodies * 0, &tu);
+    enum CXErrorCode ec =
+        clang_parseTranslationUnit2(index, path, args, na, NULL, 0, CXTranslationUnit_None, &tu);
     if (ec != CXError_Success || !tu) {
         fprintf(stderr, "%s: error: cannot parse the file (libclang error %d)\n", path, (int)ec);
         clang_disposeIndex(index);
