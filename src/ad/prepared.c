@@ -191,7 +191,8 @@ enum { LOC_M, LOC_P, LOC_S };
 #define RCODE(OP, G, D0, D1) ((OP)*27 + (G)*9 + (D0)*3 + (D1))
 enum { FC_ROW = CR__ARITH_NROWS * 18, FC_INPUT, FC_GUARD, FC_CALL, FC_END };
 enum { RC_ROW = CR__ARITH_NROWS * 27, RC_SKIP, RC_CALL, RC_END };
-enum { NONE = UINT32_MAX };
+/* No variable (an enum constant must fit an int: UINT32_MAX does not). */
+#define NONE UINT32_MAX
 
 static bool is_arith(const cr__rop *r)
 {

@@ -1127,11 +1127,6 @@ static inline cr_var op1(cr_tape *t, const cr_value *f, cr_var a)
     return op1e(t, f, row_of(f)->f64, NULL, a);
 }
 
-static inline cr_var op2(cr_tape *t, const cr_value *f, cr_var a, cr_var b)
-{
-    return op2e(t, f, row_of(f)->f64, NULL, a, b, true);
-}
-
 /* The arithmetic operations call the same rows' bodies directly (rows_arith.h), so the
  * compiler inlines value and partials into the record. */
 cr_var cr_add(cr_tape *t, cr_var a, cr_var b)

@@ -1407,7 +1407,7 @@ static cr_status sample_opnorm(cr_arena *arena, uint64_t *rng, cr_value *args, s
     args[0] = cr_value_array(A);
     if (nargs < 2)
         return CR_OK;
-    args[1] = p == 0 ? cr_value_f64(INFINITY) : cr_value_i64(p);
+    args[1] = p == 0 ? cr_value_f64((double)INFINITY) : cr_value_i64(p);
     return CR_OK;
 }
 
