@@ -5,8 +5,8 @@
  * the new value.
  *
  * f = y1 sin(y1) with y1 = a + x1: d f / d a = d f / d x1 = sin(y1) + y1 cos(y1). Found as
- * random program seed 3, f0 of the CTest run (tests/st/gen_random_c of commit 5a81ea5), with
- * main at 0dcbfe2, after the fix of callee_overwrites_value_caller_needs.c.
+ * random program seed 3, f0 of the CTest run (tests/st/gen_random_c of commit f9c27f8), with
+ * main at bc56bf6, after the fix of callee_overwrites_value_caller_needs.c.
  */
 #include <math.h>
 

@@ -7,7 +7,7 @@
  *
  * y1 = y1 / (1 + 0.5 y0): d y1 / d y0 = -0.5 y1 / (1 + 0.5 y0)^2,
  * d y1 / d y1(on entry) = 1 / (1 + 0.5 y0). Found as random program seed 5004 (generator of
- * commit 3ed0dd0, with --no-inout-helpers --no-fcalls), f28.
+ * commit 720e207, with --no-inout-helpers --no-fcalls), f28.
  */
 #include <math.h>
 
