@@ -94,7 +94,7 @@ cr_status cr_adstack_init_ex(cr_adstack *s, const cr_adstack_params *params)
  * and be faulted in again on the next (several times the cost of the sweep). Chunks of the
  * default allocator are therefore kept, up to CACHE_MAX_BYTES per thread, and reused by the
  * next stack of the same thread; cr_adstack_trim() releases them, and so does the thread's
- * exit (a POSIX thread-specific key's destructor). */
+ * end (a POSIX thread-specific key's destructor). */
 
 #define CACHE_MAX_BYTES ((size_t)64 << 20)
 

@@ -179,6 +179,23 @@ static const double k_bern_fact[] = {
     657931.0 / 186134520519971831808000000.0,
 };
 
+/* The Euler-Maclaurin correction of a Hurwitz zeta sum stopped at w (ws = w^-s, or the
+ * same scaled): sum over j of B_2j/(2j)! s (s+1) ... (s+2j-2) w^(-s-2j+1), until a term is
+ * below 1e-18 of `scale`. */
+static double em_correction(double s, double w, double ws, double scale)
+{
+    double rising = s, wpow = ws / w, corr = 0;
+    for (size_t j = 0; j < sizeof k_bern_fact / sizeof k_bern_fact[0]; j++) {
+        double term = k_bern_fact[j] * rising * wpow;
+        corr += term;
+        if (fabs(term) <= 1e-18 * scale)
+            break;
+        rising *= (s + 2 * (double)j + 1) * (s + 2 * (double)j + 2);
+        wpow /= w * w;
+    }
+    return corr;
+}
+
 /* The Hurwitz zeta function zeta(s, q) = sum_k (q + k)^-s for s > 1, q > 0, by
  * Euler-Maclaurin summation (DLMF 25.11.5 with the remainder expanded, as in 2.10.1): the
  * first n terms directly, then the integral, half the boundary term and the Bernoulli
@@ -195,17 +212,7 @@ static double hurwitz_zeta(double s, double q)
     }
     double ws = pow(w, -s);
     double tail = w * ws / (s - 1) + 0.5 * ws;
-    /* term_j = B_2j/(2j)! · s (s+1) ... (s+2j-2) · w^(-s-2j+1) */
-    double rising = s, wpow = ws / w, corr = 0;
-    for (size_t j = 0; j < sizeof k_bern_fact / sizeof k_bern_fact[0]; j++) {
-        double term = k_bern_fact[j] * rising * wpow;
-        corr += term;
-        if (fabs(term) <= 1e-18 * (sum + tail))
-            break;
-        rising *= (s + 2 * (double)j + 1) * (s + 2 * (double)j + 2);
-        wpow /= w * w;
-    }
-    return sum + tail + corr;
+    return sum + tail + em_correction(s, w, ws, sum + tail);
 }
 
 /* zeta(s, q) q^s, the Hurwitz zeta function scaled by its first term, for large s (used
@@ -227,16 +234,7 @@ static double hurwitz_zeta_scaled(double s, double q)
     }
     double ws = exp(-s * log(w / q));
     double tail = w * ws / (s - 1) + 0.5 * ws;
-    double rising = s, wpow = ws / w, corr = 0;
-    for (size_t j = 0; j < sizeof k_bern_fact / sizeof k_bern_fact[0]; j++) {
-        double term = k_bern_fact[j] * rising * wpow;
-        corr += term;
-        if (fabs(term) <= 1e-18 * (sum + tail))
-            break;
-        rising *= (s + 2 * (double)j + 1) * (s + 2 * (double)j + 2);
-        wpow /= w * w;
-    }
-    return sum + tail + corr;
+    return sum + tail + em_correction(s, w, ws, sum + tail);
 }
 
 /* The largest order of the reflection formula (the value overflows long before: for
