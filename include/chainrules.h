@@ -15,6 +15,7 @@
 #ifndef CR_CHAINRULES_H
 #define CR_CHAINRULES_H
 
+#include "chainrules/adcall.h"
 #include "chainrules/adstack.h"
 #include "chainrules/arena.h"
 #include "chainrules/arith_rows.h"

@@ -201,6 +201,19 @@ typedef struct ad_stmt {
 
 /* ---- Functions and the translation unit ---------------------------------------------------- */
 
+/* A primitive (`#pragma chainrules primitive`, prim.c): a function differentiated by a rule of
+ * the rule API. */
+#define AD_PRIM_MAX_PARAMS 32
+typedef struct ad_prim {
+    const char *rule; /* the C object: cr_fn_NAME, or a user's cr_rule_def */
+    bool is_def;      /* a cr_rule_def (called directly), not a library function value */
+    int nargs;
+    int argp[8];                            /* rule argument k is parameter argp[k] */
+    int outp;                               /* the output parameter, or -1: the return value */
+    int ndim[AD_PRIM_MAX_PARAMS];           /* pointer parameters: 1 or 2 extents */
+    const char *ext[AD_PRIM_MAX_PARAMS][2]; /* their C expressions */
+} ad_prim;
+
 typedef struct ad_func {
     const char *name;
     ad_loc loc;
@@ -212,6 +225,7 @@ typedef struct ad_func {
     ad_stmt *body;
     bool is_static;
     bool has_body;
+    ad_prim *prim; /* a primitive: calls use its rule, its body (if any) is not transformed */
     ad_buf errors; /* the frontend's messages about its body */
     int nerrors;
     /* requests and analysis */
@@ -244,6 +258,18 @@ typedef struct ad_unit {
         int nsizes;
     } * pragmas;
     int npragmas;
+    /* `#pragma chainrules primitive(g) rule(r) shape(p[e]...)` lines */
+    struct ad_prim_pragma {
+        unsigned line;
+        const char *name, *rule;
+        struct ad_prim_shape {
+            const char *name;
+            int ndim;
+            const char *ext[2];
+        } shapes[AD_PRIM_MAX_PARAMS];
+        int nshapes;
+    } * prims;
+    int nprims, capprims;
 } ad_unit;
 
 ad_func *ad_unit_find(const ad_unit *u, const char *name);
@@ -336,6 +362,18 @@ void ad_emit_local(ad_buf *b, const ad_type *t, const char *name);
 void ad_emit_param(ad_buf *b, const ad_type *t, const char *name);
 /* The generated signature of f's derivative (mode 'r', 'f' or 'v') without the body. */
 void ad_emit_signature(ad_buf *b, const ad_func *f, char mode);
+
+/* prim.c: a `#pragma chainrules primitive(...)` line (the text after "chainrules"); nonzero
+ * when malformed. */
+int ad_prim_pragma(ad_unit *u, const char *q, unsigned line);
+/* Binds the primitives to the functions they name (after the functions are read); nonzero
+ * on error (reported). */
+int ad_prim_attach(ad_unit *u);
+/* The wrappers of primitive g under mask: kind 0 the split pair (cr_ad_g_fw/bw), 1 the
+ * tangent function, 2 the vector tangent function; declarations of users' rule
+ * definitions go to decls. */
+void ad_emit_prim(ad_buf *out, ad_buf *decls, const ad_func *g, uint64_t mask, int kind,
+                  const char *mn);
 
 /* rules.c: the rules of --emit-rules (each function's scalar rule row, its function value
  * `<f>_fn` and the registry function `regfn`); their declarations go to `decls`. Nonzero

@@ -106,7 +106,7 @@ static void resolve_call(ad_expr *e, void *env)
     if (e->kind != EX_CALL)
         return;
     ad_func *g = ad_unit_find(c->u, e->text);
-    if (g && g->has_body) {
+    if (g && (g->has_body || g->prim)) {
         e->callee = g;
         return;
     }
@@ -1095,7 +1095,8 @@ static void check_calls(ad_expr *e, void *env)
         else
             ad_error(e->loc,
                      "call to '%s' with active arguments has no rule and no body: provide its "
-                     "body in this file, or a scalar rule row for it (--rules lib.so)",
+                     "body in this file, a scalar rule row for it (--rules lib.so), or a rule "
+                     "of the rule API (#pragma chainrules primitive)",
                      e->text);
         f->nerrors++;
     }
@@ -1145,7 +1146,7 @@ void ad_prepare(ad_unit *u)
     for (int i = 0; i < u->nfuncs; i++)
         walk_stmt(u->funcs[i]->body, resolve_stmt, &ce);
     for (int i = 0; i < u->nfuncs; i++)
-        if (u->funcs[i]->body && !u->funcs[i]->nerrors) {
+        if (u->funcs[i]->body && !u->funcs[i]->nerrors && !u->funcs[i]->prim) {
             ad_error_sink(&u->funcs[i]->errors);
             ad_normalize(u->funcs[i]);
             ad_error_sink(NULL);
@@ -1159,7 +1160,8 @@ void ad_prepare(ad_unit *u)
         changed = false;
         for (int i = 0; i < u->nfuncs; i++) {
             write_env w = {u->funcs[i], false};
-            walk_stmt(u->funcs[i]->body, writes_stmt, &w);
+            if (!u->funcs[i]->prim)
+                walk_stmt(u->funcs[i]->body, writes_stmt, &w);
             changed |= w.changed;
         }
     } while (changed);

@@ -1031,10 +1031,21 @@ static enum CXChildVisitResult top_visit(CXCursor c, CXCursor parent, CXClientDa
     top *t = data;
     CXFile file;
     clang_getExpansionLocation(clang_getCursorLocation(c), &file, NULL, NULL, NULL);
-    if (!clang_File_isEqual(file, t->main))
-        return CXChildVisit_Continue;
     ad_unit *u = t->s->u;
     enum CXCursorKind k = clang_getCursorKind(c);
+    if (k == CXCursor_FunctionDecl && !clang_isCursorDefinition(c) &&
+        clang_Cursor_isNull(clang_getCursorDefinition(c))) {
+        /* a function declared only (here or in a header): read if a primitive names it */
+        const char *name = spelling(c);
+        for (int i = 0; i < u->nprims; i++)
+            if (!strcmp(u->prims[i].name, name) && !ad_unit_find(u, name)) {
+                u->funcs[u->nfuncs++] = read_function(t->s, c);
+                break;
+            }
+        return CXChildVisit_Continue;
+    }
+    if (!clang_File_isEqual(file, t->main))
+        return CXChildVisit_Continue;
     if (k == CXCursor_FunctionDecl && clang_isCursorDefinition(c)) {
         ad_func *f = read_function(t->s, c);
         u->funcs[u->nfuncs++] = f;
@@ -1210,7 +1221,11 @@ static void read_pragmas(ad_unit *u)
                     q++;
                 ad_loc l = {u->file, line, 1};
                 struct ad_pragma pg = {line, 0, false, NULL, NULL, 0};
-                if (parse_pragma(q, &pg) != 0) {
+                if (strncmp(q, "primitive", 9) == 0) {
+                    if (ad_prim_pragma(u, q, line) != 0)
+                        ad_error(l, "malformed pragma: write '#pragma chainrules primitive(g) "
+                                    "rule(cr_fn_NAME or a cr_rule_def) shape(p[n], A[m][n], ...)'");
+                } else if (parse_pragma(q, &pg) != 0) {
                     ad_error(l, "malformed pragma: write '#pragma chainrules checkpoint(K)' with "
                                 "1 <= K <= 64 snapshots, and 'sizes(p: n, ...)' for the arrays "
                                 "the loop updates through pointers, just before a for loop");
@@ -1337,6 +1352,7 @@ int ad_parse(const char *path, const char *const *flags, int nflags, ad_unit *u)
     top t = {&s, clang_getFile(tu, path)};
     read_pragmas(u);
     clang_visitChildren(root, top_visit, &t);
+    ad_prim_attach(u);
     for (int i = 0; i < u->nfuncs; i++)
         attach_pragmas(u, u->funcs[i]->body);
     for (int i = 0; i < u->npragmas; i++)

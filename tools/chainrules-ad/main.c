@@ -247,6 +247,14 @@ int main(int argc, char **argv)
     for (int m = 0; m < 3; m++)
         for (int i = 0; i < counts[m]; i++) {
             ad_func *f = ad_unit_find(&u, lists[m][i]);
+            if (f && f->prim) {
+                fprintf(stderr,
+                        "%s: error: '%s' is a primitive (#pragma chainrules primitive): its "
+                        "derivatives are its rule's\n",
+                        in_path, lists[m][i]);
+                rc = 1;
+                continue;
+            }
             if (!f || !f->has_body) {
                 fprintf(stderr, "%s: error: no function '%s' with a body in this file\n", in_path,
                         lists[m][i]);
@@ -286,6 +294,17 @@ int main(int argc, char **argv)
         if (report(f)) {
             rc = 1;
             break;
+        }
+        if (f->prim) {
+            ad_buf fn = {0};
+            ad_emit_prim(&fn, &protos, f, mask,
+                         kind == REQ_SPLIT ? 0
+                         : kind == REQ_TAN ? 1
+                                           : 2,
+                         ad_fmt("_%llx", (unsigned long long)mask));
+            add_static(&protos, &bodies, &fn);
+            ad_buf_free(&fn);
+            continue;
         }
         if (ad_analyse(&u, f, mask, kind == REQ_SPLIT) || report(f)) {
             rc = 1;
