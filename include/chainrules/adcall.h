@@ -26,9 +26,11 @@
 
 #include <stddef.h>
 
+#include "arena.h"
 #include "common.h"
 #include "rule.h"
 #include "status.h"
+#include "tangent.h"
 #include "value.h"
 
 CR_BEGIN_DECLS
@@ -83,6 +85,36 @@ CR_API cr_status cr_adcall_reverse(const cr_value *fn, const cr_rule_def *def,
 CR_API cr_status cr_adcall_forward(const cr_value *fn, const cr_rule_def *def,
                                    const cr_adcall_arg *args, size_t nargs,
                                    const cr_adcall_arg *out);
+
+/* ---- For the rules that `chainrules-ad --emit-rules` writes over arrays ------------------ */
+
+/**
+ * The elements of an f64 array value as one contiguous row-major block: its own memory when
+ * it is dense and contiguous, else a copy in `arena`.
+ * @param[in]  arena where a copy is made.
+ * @param[in]  v     the value (an array of dtype f64).
+ * @param[in]  count the element count the caller expects.
+ * @param[out] out   the block.
+ * @return CR_OK; CR_EINVAL (not an f64 array, NULL); CR_ESHAPE (another element count);
+ *         CR_ENOMEM.
+ */
+CR_API cr_status cr_adcall_dense(cr_arena *arena, const cr_value *v, size_t count,
+                                 const double **out);
+
+/**
+ * The same for a tangent: a zero tangent (ZeroTangent, NoTangent) gives `count` zeros, a
+ * thunk is evaluated, a real array tangent of `count` elements is made contiguous.
+ * @return as cr_adcall_dense(); CR_ETANGENT for a complex, scalar or structural tangent.
+ */
+CR_API cr_status cr_adcall_dense_tangent(cr_arena *arena, const cr_tangent *t, size_t count,
+                                         const double **out);
+
+/**
+ * A real scalar tangent as a double: 0 for the zeros, the value of an f64 or f32 tangent
+ * or of a one-element real array.
+ * @return CR_OK; CR_ETANGENT for any other tangent (*out is then 0).
+ */
+CR_API cr_status cr_adcall_seed(const cr_tangent *t, double *out);
 
 /**
  * The message of the last failure of cr_adcall_reverse() or cr_adcall_forward() in this

@@ -327,3 +327,96 @@ cr_status cr_adcall_forward(const cr_value *fn, const cr_rule_def *def, const cr
     end(&c);
     return st;
 }
+
+/* ---- Helpers of the generated rules -----------------------------------------------------------
+ */
+
+/* The elements of array a (count of them) contiguous: a itself or a copy. */
+static cr_status dense(cr_arena *arena, const cr_array *a, size_t count, const double **out)
+{
+    if (cr_array_numel(a) != count)
+        return CR_ESHAPE;
+    if (a->structure == CR_MAT_DENSE && cr_array_is_contiguous(a)) {
+        *out = a->data;
+        return CR_OK;
+    }
+    double *p = cr_arena_alloc(arena, (count ? count : 1) * sizeof *p, 0);
+    if (!p)
+        return CR_ENOMEM;
+    for (size_t i = 0; i < count; i++)
+        p[i] = elem(a, i);
+    *out = p;
+    return CR_OK;
+}
+
+cr_status cr_adcall_dense(cr_arena *arena, const cr_value *v, size_t count, const double **out)
+{
+    if (!arena || !v || !out || v->kind != CR_KIND_ARRAY || !v->u.arr ||
+        v->u.arr->dtype != CR_DT_F64)
+        return CR_EINVAL;
+    return dense(arena, v->u.arr, count, out);
+}
+
+cr_status cr_adcall_dense_tangent(cr_arena *arena, const cr_tangent *t, size_t count,
+                                  const double **out)
+{
+    if (!arena || !t || !out)
+        return CR_EINVAL;
+    cr_tangent u;
+    cr_status st = cr_tangent_unthunk(*t, &u);
+    if (st != CR_OK)
+        return st;
+    if (u.tag == CR_TAN_ZERO || u.tag == CR_TAN_NONE) {
+        if (count > (size_t)PTRDIFF_MAX / sizeof(double))
+            return CR_EOVERFLOW;
+        double *p = cr_arena_calloc(arena, count ? count : 1, sizeof *p, 0);
+        if (!p)
+            return CR_ENOMEM;
+        *out = p;
+        return CR_OK;
+    }
+    if (u.tag != CR_TAN_ARRAY || u.u.arr->dtype == CR_DT_C128 || u.u.arr->dtype == CR_DT_I64 ||
+        u.u.arr->dtype == CR_DT_BOOL)
+        return CR_ETANGENT;
+    if (u.u.arr->dtype == CR_DT_F64)
+        return dense(arena, u.u.arr, count, out);
+    if (cr_array_numel(u.u.arr) != count)
+        return CR_ESHAPE;
+    double *p = cr_arena_alloc(arena, (count ? count : 1) * sizeof *p, 0);
+    if (!p)
+        return CR_ENOMEM;
+    for (size_t i = 0; i < count; i++)
+        p[i] = elem(u.u.arr, i);
+    *out = p;
+    return CR_OK;
+}
+
+cr_status cr_adcall_seed(const cr_tangent *t, double *out)
+{
+    *out = 0;
+    if (!t)
+        return CR_ETANGENT;
+    cr_tangent u;
+    if (cr_tangent_unthunk(*t, &u) != CR_OK)
+        return CR_ETANGENT;
+    switch (u.tag) {
+    case CR_TAN_ZERO:
+    case CR_TAN_NONE:
+        return CR_OK;
+    case CR_TAN_F64:
+        *out = u.u.f64;
+        return CR_OK;
+    case CR_TAN_F32:
+        *out = u.u.f32;
+        return CR_OK;
+    case CR_TAN_ARRAY:
+        if (cr_array_numel(u.u.arr) == 1 && u.u.arr->dtype != CR_DT_C128 &&
+            cr_dtype_is_float(u.u.arr->dtype)) {
+            *out = elem(u.u.arr, 0);
+            return CR_OK;
+        }
+        return CR_ETANGENT;
+    default:
+        return CR_ETANGENT;
+    }
+}

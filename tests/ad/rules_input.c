@@ -22,3 +22,15 @@ double r_blend(double a, double b, double t)
     double w = 1 / (1 + exp(-t));
     return w * sin(a) + (1 - w) * b * b;
 }
+
+/* A function of arrays, a double and an integer: its rule is a cr_rule_def over arrays.
+ * The weighted log-sum-exp of x (n elements) with weights from the 2 x n matrix W. */
+#pragma chainrules arrays(r_wlse) shape(x[n], W[2][n])
+double r_wlse(const double *x, const double *W, double t, int n);
+double r_wlse(const double *x, const double *W, double t, int n)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        s += exp(t * x[i] * W[i] + W[n + i]);
+    return log(s);
+}

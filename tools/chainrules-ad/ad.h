@@ -270,6 +270,10 @@ typedef struct ad_unit {
         int nshapes;
     } * prims;
     int nprims, capprims;
+    /* `#pragma chainrules arrays(f) shape(p[e]...)`: the arrays of a function --emit-rules
+     * writes as a rule (rule is NULL) */
+    struct ad_prim_pragma *arrays;
+    int narrays, caparrays;
 } ad_unit;
 
 ad_func *ad_unit_find(const ad_unit *u, const char *name);
@@ -366,6 +370,8 @@ void ad_emit_signature(ad_buf *b, const ad_func *f, char mode);
 /* prim.c: a `#pragma chainrules primitive(...)` line (the text after "chainrules"); nonzero
  * when malformed. */
 int ad_prim_pragma(ad_unit *u, const char *q, unsigned line);
+/* The same for `#pragma chainrules arrays(f) shape(...)`. */
+int ad_arrays_pragma(ad_unit *u, const char *q, unsigned line);
 /* Binds the primitives to the functions they name (after the functions are read); nonzero
  * on error (reported). */
 int ad_prim_attach(ad_unit *u);
@@ -378,6 +384,7 @@ void ad_emit_prim(ad_buf *out, ad_buf *decls, const ad_func *g, uint64_t mask, i
 /* rules.c: the rules of --emit-rules (each function's scalar rule row, its function value
  * `<f>_fn` and the registry function `regfn`); their declarations go to `decls`. Nonzero
  * on error (reported). */
-int ad_emit_rules(ad_buf *out, ad_buf *decls, ad_func **fs, int n, const char *regfn);
+int ad_emit_rules(ad_buf *out, ad_buf *decls, const ad_unit *u, ad_func **fs, int n,
+                  const char *regfn);
 
 #endif /* CR_AD_H */

@@ -1225,6 +1225,10 @@ static void read_pragmas(ad_unit *u)
                     if (ad_prim_pragma(u, q, line) != 0)
                         ad_error(l, "malformed pragma: write '#pragma chainrules primitive(g) "
                                     "rule(cr_fn_NAME or a cr_rule_def) shape(p[n], A[m][n], ...)'");
+                } else if (strncmp(q, "arrays", 6) == 0) {
+                    if (ad_arrays_pragma(u, q, line) != 0)
+                        ad_error(l, "malformed pragma: write '#pragma chainrules arrays(f) "
+                                    "shape(p[n], A[m][n], ...)'");
                 } else if (parse_pragma(q, &pg) != 0) {
                     ad_error(l, "malformed pragma: write '#pragma chainrules checkpoint(K)' with "
                                 "1 <= K <= 64 snapshots, and 'sizes(p: n, ...)' for the arrays "

@@ -213,8 +213,10 @@ int main(int argc, char **argv)
         }
     }
     /* a function emitted as a rule needs its reverse mode */
-    for (int i = 0; i < nrules; i++)
+    for (int i = 0; i < nrules; i++) {
         split_names(rules[i], &rev, &nrev);
+        split_names(rules[i], &fwd, &nfwd);
+    }
     if (!in_path || (nrev + nfwd + nvec) == 0) {
         usage(stderr);
         return 2;
@@ -367,7 +369,7 @@ int main(int argc, char **argv)
             if (fs[i] && !public_mask(fs[i], &opt, &pm))
                 ad_analyse(&u, fs[i], pm, false);
         }
-        if (ad_emit_rules(&rules_out, &protos, fs, nrules, name))
+        if (ad_emit_rules(&rules_out, &protos, &u, fs, nrules, name))
             rc = 1;
     }
     if (!rc && ad_errors())

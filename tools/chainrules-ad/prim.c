@@ -74,10 +74,12 @@ static const char *extent(const char **q)
     return ad_fmt("%.*s", (int)(p - b), b);
 }
 
-int ad_prim_pragma(ad_unit *u, const char *q, unsigned line)
+static int shape_pragma(ad_unit *u, const char *q, unsigned line, bool prim)
 {
     struct ad_prim_pragma pp = {.line = line};
-    if (!(pp.name = keyed(&q, "primitive")) || !(pp.rule = keyed(&q, "rule")))
+    if (prim && (!(pp.name = keyed(&q, "primitive")) || !(pp.rule = keyed(&q, "rule"))))
+        return 1;
+    if (!prim && !(pp.name = keyed(&q, "arrays")))
         return 1;
     q = skip_ws(q);
     if (strncmp(q, "shape", 5) == 0) {
@@ -105,9 +107,24 @@ int ad_prim_pragma(ad_unit *u, const char *q, unsigned line)
     q = skip_ws(q);
     if (*q != '\n' && *q != '\r' && *q != 0)
         return 1;
-    u->prims = ad_grow(u->prims, u->nprims, &u->capprims, sizeof *u->prims);
-    u->prims[u->nprims++] = pp;
+    if (prim) {
+        u->prims = ad_grow(u->prims, u->nprims, &u->capprims, sizeof *u->prims);
+        u->prims[u->nprims++] = pp;
+    } else {
+        u->arrays = ad_grow(u->arrays, u->narrays, &u->caparrays, sizeof *u->arrays);
+        u->arrays[u->narrays++] = pp;
+    }
     return 0;
+}
+
+int ad_prim_pragma(ad_unit *u, const char *q, unsigned line)
+{
+    return shape_pragma(u, q, line, true);
+}
+
+int ad_arrays_pragma(ad_unit *u, const char *q, unsigned line)
+{
+    return shape_pragma(u, q, line, false);
 }
 
 /* The rule's arguments and output from g's parameters; nonzero on error (reported). */
