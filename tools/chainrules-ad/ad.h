@@ -210,6 +210,7 @@ typedef struct ad_prim {
     int nargs;
     int argp[8];                            /* rule argument k is parameter argp[k] */
     int outp;                               /* the output parameter, or -1: the return value */
+    int mpi;                                /* an MPI function (mpi.c): its kind + 1, else 0 */
     int ndim[AD_PRIM_MAX_PARAMS];           /* pointer parameters: 1 or 2 extents */
     const char *ext[AD_PRIM_MAX_PARAMS][2]; /* their C expressions */
 } ad_prim;
@@ -380,6 +381,16 @@ int ad_prim_attach(ad_unit *u);
  * definitions go to decls. */
 void ad_emit_prim(ad_buf *out, ad_buf *decls, const ad_func *g, uint64_t mask, int kind,
                   const char *mn);
+
+/* mpi.c: the MPI functions whose calls are differentiated (their adjoint and tangent
+ * communications): the kind of a name, or -1; binding a declaration as a primitive
+ * (nonzero on error, reported); the shadows of a call (bit 63 always set: the wrappers run
+ * on every rank); whether parameter i is a buffer; the wrappers (kind as ad_emit_prim). */
+int ad_mpi_kind(const char *name);
+int ad_mpi_bind(ad_func *g, int kind);
+uint64_t ad_mpi_mask(const ad_expr *call);
+bool ad_mpi_buffer(const ad_func *g, int i);
+void ad_mpi_emit(ad_buf *out, const ad_func *g, uint64_t mask, int kind, const char *mn);
 
 /* rules.c: the rules of --emit-rules (each function's scalar rule row, its function value
  * `<f>_fn` and the registry function `regfn`); their declarations go to `decls`. Nonzero

@@ -253,6 +253,9 @@ static void act_expr(ad_expr *e, void *env)
         bool varied = false, useful = false;
         for (int i = 0; i < e->nargs; i++)
             varied |= expr_varied(e->args[i]);
+        /* data received from another rank may depend on its active inputs */
+        if (e->callee->prim && e->callee->prim->mpi)
+            varied = true;
         for (int i = 0; i < e->nargs && i < 64; i++) {
             ad_var *v = ad_root(e->args[i]);
             if (i < e->callee->nparams && e->callee->writes_param[i] &&
@@ -1080,26 +1083,61 @@ static void mark_active_stmt(ad_stmt *s, void *env)
         walk_expr(s->inits[i], mark_active, env);
 }
 
+/* Whether a call may produce real data: it returns a real, or takes a non-const pointer
+ * (through which it may write reals: void *, char * and pointers to reals). */
+static bool may_write_real(const ad_expr *e)
+{
+    if (ad_type_has_real(e->type))
+        return true;
+    for (int i = 0; i < e->nargs; i++) {
+        const ad_type *t = e->args[i]->type;
+        bool ptr = t->kind == TY_PTR || t->kind == TY_ARRAY;
+        if (ptr && !t->is_const && t->elem->kind != TY_STRUCT && t->elem->kind != TY_PTR)
+            return true;
+        if (ptr && !t->is_const && ad_type_has_real(t->elem))
+            return true;
+    }
+    return false;
+}
+
+/* The first argument of a call that reads data depending on the inputs (before usefulness
+ * is known): a varied value, or a pointer (under any cast) to a varied variable. */
+static const ad_expr *varied_arg(const ad_expr *e)
+{
+    for (int i = 0; i < e->nargs; i++) {
+        if (expr_varied(e->args[i]))
+            return e->args[i];
+        const ad_expr *a = e->args[i];
+        while (a->kind == EX_CAST && a->a)
+            a = a->a;
+        const ad_var *v = ad_root(a);
+        if ((a->type->kind == TY_PTR || a->type->kind == TY_ARRAY) && v && v->varied &&
+            ad_type_has_real(v->type))
+            return e->args[i];
+    }
+    return NULL;
+}
+
+/* A call of a function with no body and no rule that may carry a derivative: data that
+ * depend on the inputs go in, and reals may come out (its value, or through a pointer). Run
+ * before usefulness prunes the varied set, since the tool cannot see what the call writes. */
 static void check_calls(ad_expr *e, void *env)
 {
     ad_func *f = env;
     if (e->kind != EX_CALL || e->callee || e->row || zero_derivative(e->text))
         return;
-    bool varied = false;
-    for (int i = 0; i < e->nargs; i++)
-        varied |= expr_varied(e->args[i]);
-    if (varied) {
-        const char *why = ad_rows_why_not(e->text);
-        if (why)
-            ad_error(e->loc, "call to '%s': a rule was found with --rules, but %s", e->text, why);
-        else
-            ad_error(e->loc,
-                     "call to '%s' with active arguments has no rule and no body: provide its "
-                     "body in this file, a scalar rule row for it (--rules lib.so), or a rule "
-                     "of the rule API (#pragma chainrules primitive)",
-                     e->text);
-        f->nerrors++;
-    }
+    if (!varied_arg(e) || !may_write_real(e))
+        return;
+    const char *why = ad_rows_why_not(e->text);
+    if (why)
+        ad_error(e->loc, "call to '%s': a rule was found with --rules, but %s", e->text, why);
+    else
+        ad_error(e->loc,
+                 "call to '%s' with active arguments has no rule and no body: provide its "
+                 "body in this file, a scalar rule row for it (--rules lib.so), or a rule "
+                 "of the rule API (#pragma chainrules primitive)",
+                 e->text);
+    f->nerrors++;
 }
 
 static void check_calls_stmt(ad_stmt *s, void *env)
@@ -1195,6 +1233,8 @@ int ad_analyse(ad_unit *u, ad_func *f, uint64_t mask, bool callee)
         sa.a.changed = false;
         walk_stmt(f->body, act_stmt, &sa);
     } while (sa.a.changed);
+    int before = f->nerrors;
+    walk_stmt(f->body, check_calls_stmt, f);
     for (int i = 0; i < f->nparams; i++) {
         ad_var *p = f->params[i];
         if (!p->shadowed)
@@ -1211,8 +1251,6 @@ int ad_analyse(ad_unit *u, ad_func *f, uint64_t mask, bool callee)
     for (int i = 0; i < f->nparams; i++)
         f->params[i]->varied = f->params[i]->active;
     walk_stmt(f->body, mark_active_stmt, NULL);
-    int before = f->nerrors;
-    walk_stmt(f->body, check_calls_stmt, f);
     walk_stmt(f->body, check_active_stmt, f);
     walk_stmt(f->body, need_stmt, NULL);
     walk_stmt(f->body, find_canonical, NULL);

@@ -1037,6 +1037,13 @@ static enum CXChildVisitResult top_visit(CXCursor c, CXCursor parent, CXClientDa
         clang_Cursor_isNull(clang_getCursorDefinition(c))) {
         /* a function declared only (here or in a header): read if a primitive names it */
         const char *name = spelling(c);
+        int mk = ad_mpi_kind(name);
+        if (mk >= 0 && !ad_unit_find(u, name)) {
+            ad_func *g = read_function(t->s, c);
+            u->funcs[u->nfuncs++] = g;
+            ad_mpi_bind(g, mk);
+            return CXChildVisit_Continue;
+        }
         for (int i = 0; i < u->nprims; i++)
             if (!strcmp(u->prims[i].name, name) && !ad_unit_find(u, name)) {
                 u->funcs[u->nfuncs++] = read_function(t->s, c);

@@ -432,6 +432,17 @@ void ad_emit_prim(ad_buf *out, ad_buf *decls, const ad_func *g, uint64_t mask, i
     static const char *declared[64];
     static int ndeclared;
     const ad_prim *p = g->prim;
+    if (p->mpi) {
+        if (kind == 2) {
+            ad_error(g->loc,
+                     "%s in the vector forward mode is not supported: use f_fwd for each "
+                     "direction, or the reverse mode",
+                     g->name);
+            return;
+        }
+        ad_mpi_emit(out, g, mask, kind, mn);
+        return;
+    }
     bool seen = false;
     for (int i = 0; i < ndeclared; i++)
         seen |= strcmp(declared[i], p->rule) == 0;

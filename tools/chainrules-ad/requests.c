@@ -18,6 +18,8 @@ uint64_t ad_call_mask(const ad_expr *c)
     uint64_t m = 0;
     if (!c->callee)
         return 0;
+    if (c->callee->prim && c->callee->prim->mpi)
+        return ad_mpi_mask(c);
     for (int i = 0; i < c->nargs && i < c->callee->nparams && i < 64; i++) {
         const ad_var *p = c->callee->params[i];
         if (!ad_type_has_real(p->type))
