@@ -398,6 +398,89 @@ CR_API cr_status cr_test_tangent_unflatten(cr_arena *arena, const cr_value *prim
 CR_API cr_status cr_test_cotangent_flatten(const cr_value *primal, cr_tangent t, double *g,
                                            size_t n);
 
+/* ---- Utilities: test_approx, a finite-difference RuleConfig, grad, random matrices --------- */
+
+/**
+ * `test_approx`: whether two tangents of `primal` agree component by component within
+ * |a - b| <= max(atol, rtol * max(|a|, |b|)) (zeros, NoTangent and absent fields read as
+ * zeros; thunks are evaluated). When they do not, `where` says which component differs
+ * most (as the testers name it: ".x", "[1,0].im", "re") and by how much: both values, the
+ * absolute and the relative error; or why a tangent does not fit the primal.
+ * @param[in]  primal the primal both are tangents of.
+ * @param[in]  a, b   the tangents.
+ * @param[in]  rtol   relative tolerance (>= 0).
+ * @param[in]  atol   absolute tolerance (>= 0).
+ * @param[out] where  the explanation ("" when they agree), or NULL.
+ * @param[in]  size   its size.
+ * @return true when they agree.
+ */
+CR_API bool cr_test_approx(const cr_value *primal, cr_tangent a, cr_tangent b, double rtol,
+                           double atol, char *where, size_t size);
+
+/** State of a finite-difference rule configuration (cr_test_fd_config()). */
+typedef struct cr_test_fd_env {
+    cr_fdm method;             /**< The method (first derivative). */
+    const cr_fd_opts *fd_opts; /**< Finite-difference options, or NULL. */
+} cr_test_fd_env;
+
+/**
+ * ChainRulesTestUtils' TestConfig: a rule configuration with reverse and forward
+ * capabilities whose `rrule_via_ad` and `frule_via_ad` are finite differences of the
+ * function's primal (a j'vp and a jvp over the arguments' coordinates, cr_test_flatten()),
+ * so that higher-order rules (map, broadcast, foldl with a function that has no rule) are
+ * tested without an AD engine: pass it as cr_test_opts.cfg. The pullback's cotangents are
+ * natural tangents of the arguments; ∂self is NoTangent.
+ * @param[in]  method   a first-derivative method, or NULL for central_fdm(5, 1).
+ * @param[in]  fd_opts  finite-difference options, or NULL.
+ * @param[in]  registry where the configuration's rules are looked up (NULL: built-ins).
+ * @param[out] env      the state; keep it alive and in place while `out` is used.
+ * @param[out] out      the configuration.
+ * @return CR_OK; CR_EINVAL (NULL, a method whose order is not 1); a method's status.
+ */
+CR_API cr_status cr_test_fd_config(const cr_fdm *method, const cr_fd_opts *fd_opts,
+                                   const cr_registry *registry, cr_test_fd_env *env,
+                                   cr_config *out);
+
+/**
+ * FiniteDifferences' `grad`: the gradient of a real-valued function by finite differences,
+ * one cotangent per argument (natural tangents of the arguments; NoTangent for integers).
+ * @param[in]  arena   where values, the gradient and scratch live.
+ * @param[in]  method  a first-derivative method, or NULL for central_fdm(5, 1).
+ * @param[in]  fd_opts finite-difference options, or NULL.
+ * @param[in]  f       the function value (its primal is called).
+ * @param[in]  args    the nargs arguments (at most CR_SIG_MAX_ARGS).
+ * @param[in]  nargs   their number.
+ * @param[out] grads   nargs cotangents.
+ * @return CR_OK; CR_EINVAL; CR_ESHAPE (f does not return a real number); statuses of f
+ *         and of the finite differences.
+ */
+CR_API cr_status cr_fd_grad(cr_arena *arena, const cr_fdm *method, const cr_fd_opts *fd_opts,
+                            const cr_value *f, const cr_value *args, size_t nargs,
+                            cr_tangent *grads);
+
+/** Kinds of cr_test_rand_matrix(). */
+typedef enum cr_test_matrix_kind {
+    CR_TEST_MATRIX_GENERAL = 0,   /**< U S V^T: U, V random orthogonal. */
+    CR_TEST_MATRIX_SPD = 1,       /**< U S U^T: symmetric positive definite. */
+    CR_TEST_MATRIX_ORTHOGONAL = 2 /**< A random orthogonal matrix (cond is 1). */
+} cr_test_matrix_kind;
+
+/**
+ * A random n x n matrix of a given 2-norm condition number: singular values (eigenvalues
+ * for SPD) from `cond` down to 1, evenly spaced in the logarithm, between random
+ * orthogonal factors (Householder reflections of normal vectors). For the linear-algebra
+ * rules' tests: a matrix that is safely invertible, or exactly as ill-conditioned as asked.
+ * @param[in]     arena where the new writable f64 array lives.
+ * @param[in,out] rng   the generator state (advanced).
+ * @param[in]     n     the size (>= 1).
+ * @param[in]     cond  the condition number (>= 1, finite; ignored for ORTHOGONAL).
+ * @param[in]     kind  GENERAL, SPD or ORTHOGONAL.
+ * @param[out]    out   the matrix.
+ * @return CR_OK; CR_EINVAL; CR_EOVERFLOW (n * n); allocation statuses.
+ */
+CR_API cr_status cr_test_rand_matrix(cr_arena *arena, uint64_t *rng, size_t n, double cond,
+                                     cr_test_matrix_kind kind, cr_array **out);
+
 /* ---- The command-line checker -------------------------------------------------------------- */
 
 CR_END_DECLS
