@@ -118,7 +118,7 @@ static void test_prod(void **state)
 /* ---- norm ------------------------------------------------------------------------------------ */
 
 /* A 2 x 3, u of 4: sin(norm(A)) + norm(u, 3) * norm(u, 1.5) + norm(A, 4)^2 + s norm(u, Inf)
- *   + cos(nrm2(u)) */
+ *   + cos(nrm2(u)) + s norm(u, -1.5) + sin(norm(A, -Inf)) + s norm(u, 0) */
 static cr_var norm_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env)
 {
     (void)env;
@@ -129,7 +129,13 @@ static cr_var norm_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *
     cr_var c = call_s(t, &cr_fn_norm, A, cr_targ_value(cr_value_f64(4.0)), 2);
     cr_var d = cr_mul(t, s[0], call_s(t, &cr_fn_norm, u, cr_targ_value(cr_value_f64(INFINITY)), 2));
     cr_var e = cr_cos(t, call_s(t, &cr_fn_nrm2, u, u, 1));
-    return cr_add(t, cr_add(t, cr_add(t, a, b), cr_mul(t, c, c)), cr_add(t, d, e));
+    /* the exponents of Julia's norm at or below zero: -1.5, -Inf (the smallest |u|), 0 (the
+     * count of nonzeros, locally constant) */
+    cr_var g = cr_mul(t, s[0], call_s(t, &cr_fn_norm, u, cr_targ_value(cr_value_f64(-1.5)), 2));
+    cr_var h = cr_sin(t, call_s(t, &cr_fn_norm, A, cr_targ_value(cr_value_f64(-INFINITY)), 2));
+    cr_var k = cr_mul(t, s[0], call_s(t, &cr_fn_norm, u, cr_targ_value(cr_value_f64(0.0)), 2));
+    return cr_add(t, cr_add(t, cr_add(t, cr_add(t, a, b), cr_mul(t, c, c)), cr_add(t, d, e)),
+                  cr_add(t, cr_add(t, g, h), k));
 }
 
 static void test_norm(void **state)

@@ -231,10 +231,12 @@ CR_API extern const cr_value cr_fn_std;
 /**
  * `norm(A)`, `norm(A, p)`: (Σ |a|^p)^(1/p) over all elements (p = 2 by default: Frobenius
  * for a matrix, as Julia's `norm`; p = 1; p = Inf, the largest |a|; any p > 0), computed
- * scaled by the largest |a| so it neither overflows nor underflows. The cotangent at a
+ * scaled by the largest |a| so it neither overflows nor underflows. As Julia's: p = -Inf
+ * is the smallest |a|; p < 0 the same sum scaled by the smallest |a| (0 when an element is
+ * 0); p = 0 the number of nonzero elements (its derivatives are 0). The cotangent at a
  * zero array (or of a zero element when p < 2) is 0, the subgradient, not NaN; p = Inf
- * gives the whole cotangent to the first largest element; a float p gets its cotangent
- * too.
+ * (-Inf) gives the whole cotangent to the first largest (smallest) element; a float p gets
+ * its cotangent too. A NaN p is CR_EDOMAIN.
  */
 CR_API extern const cr_value cr_fn_norm;
 

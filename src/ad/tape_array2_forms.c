@@ -495,15 +495,16 @@ static cr_status norm_domain(const form *F, double p, double y)
  * so, with G = ȳ g (the recorded pullback applied to ȳ) and ẏ = g·ẋ (norm's frule, from the
  * forward sweep),
  *     S = (p-1)/y (ȳ (|x|/y)^(p-2) ⊙ ẋ - G ẏ);   p = 2: S = (ȳ ẋ - G ẏ) / y.
- * p = Inf: the norm is the largest |x_j|, linear near x: S = 0. Refused (CR_EDOMAIN, no
- * second derivative there): y = 0, and a zero element when p < 2.
+ * p = Inf: the norm is the largest |x_j|, linear near x: S = 0 (p = -Inf the smallest; p = 0
+ * counts the nonzero elements, constant near x). The same S for p < 0. Refused
+ * (CR_EDOMAIN, no second derivative there): y = 0, and a zero element when p < 2.
  */
 static cr_status form_norm(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
                            const double *tan, size_t k)
 {
     double p = norm_p(nd), y = creal(cr__scalar_of(&nd->y));
-    if (isinf(p))
-        return CR_OK;
+    if (isinf(p) || p == 0)
+        return CR_OK; /* the largest or smallest |x_j|, or a count: linear or constant */
     form F;
     const double *yb, *G;
     cr_status st = form_init(&F, t, nd, 0, NULL);

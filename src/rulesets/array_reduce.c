@@ -1780,14 +1780,48 @@ static cr_status norm_forward(cr_arena *arena, const cr_value *args, size_t narg
             return CR__FAIL(arena, CR_EINVAL, "norm: p must be a real number");
         e->p = creal(cr__scalar_of(&args[1]));
         e->dp = cr__is_diff(&args[1]);
-        if (!(e->p > 0))
-            return CR__FAIL(arena, CR_EDOMAIN, "norm: p must be positive (got %g)", e->p);
+        if (isnan(e->p))
+            return CR__FAIL(arena, CR_EDOMAIN, "norm: p is NaN");
     }
     e->A = A;
     st = cr__dense(arena, A, cr__work((cr_dtype)A->dtype), &e->Aw);
     if (st != CR_OK)
         return st;
     size_t n = cr_array_numel(A);
+    if (e->p == 0) {
+        /* Julia's norm(x, 0): the number of nonzero elements, a step function of x */
+        double c = 0;
+        for (size_t i = 0; i < n; i++)
+            c += cr__load(e->Aw, (ptrdiff_t)i) != 0;
+        e->y = c;
+        return CR_OK;
+    }
+    if (e->p < 0) {
+        /* the smallest |x| scales: (Σ (|x|/m)^p)^(1/p) m with every term <= 1; a zero
+         * element makes the norm 0; p = -Inf is the smallest |x| itself */
+        double m = HUGE_VAL;
+        e->imax = 0;
+        for (size_t i = 0; i < n; i++) {
+            double a = cabs(cr__load(e->Aw, (ptrdiff_t)i));
+            if (a < m || isnan(a)) {
+                m = a;
+                e->imax = i;
+                if (isnan(a))
+                    break;
+            }
+        }
+        if (n == 0)
+            m = isinf(e->p) ? HUGE_VAL : 0; /* Julia: norm([], -Inf) = Inf, other p 0 */
+        if (isinf(e->p) || m == 0 || !isfinite(m) || n == 0) {
+            e->y = m;
+            return CR_OK;
+        }
+        double s = 0;
+        for (size_t i = 0; i < n; i++)
+            s += pow(cabs(cr__load(e->Aw, (ptrdiff_t)i)) / m, e->p);
+        e->y = m * pow(s, 1 / e->p);
+        return CR_OK;
+    }
     double m = 0;
     e->imax = 0;
     for (size_t i = 0; i < n; i++) {
@@ -1813,13 +1847,14 @@ static cr_status norm_forward(cr_arena *arena, const cr_value *args, size_t narg
 }
 
 /* ∂y/∂x_i = |x_i|^(p-2) x_i y^(1-p) (sign(x_i) for p = 1; the first maximal element's sign
- * for p = Inf; 0 at y = 0, the subgradient); the pullback multiplies by ȳ (conj
- * convention: x̄ = ∂y/∂x · ȳ for the real y). ∂y/∂p = y (Σ |x|^p log|x| / Σ|x|^p - log y) / p. */
+ * for p = Inf, the first minimal one's for p = -Inf; 0 for p = 0, a count; 0 at y = 0, the
+ * subgradient); the pullback multiplies by ȳ (conj convention: x̄ = ∂y/∂x · ȳ for the real
+ * y). ∂y/∂p = y (Σ |x|^p log|x| / Σ|x|^p - log y) / p. */
 static cr_complex norm_partial(const norm_env *e, size_t i)
 {
     cr_complex x = cr__load(e->Aw, (ptrdiff_t)i);
     double a = cabs(x), p = e->p;
-    if (e->y == 0 || a == 0)
+    if (e->y == 0 || a == 0 || p == 0 || !isfinite(e->y))
         return 0;
     if (isinf(p))
         return i == e->imax ? x / a : 0;
@@ -1832,7 +1867,7 @@ static cr_complex norm_partial(const norm_env *e, size_t i)
 
 static double norm_dp(const norm_env *e)
 {
-    if (isinf(e->p) || e->y == 0 || !isfinite(e->y))
+    if (isinf(e->p) || e->p == 0 || e->y == 0 || !isfinite(e->y))
         return 0;
     size_t n = cr_array_numel(e->A);
     double num = 0, den = 0;
