@@ -166,7 +166,11 @@ CR_API extern const cr_value cr_fn_tril;
  */
 CR_API extern const cr_value cr_fn_sum;
 
-/** `mean(A)`, `mean(A, dims)`: sum divided by the number of reduced elements. */
+/**
+ * `mean(A)`, `mean(A, dims)`: sum divided by the number of reduced elements. `mean(f, A)`,
+ * `mean(f, A, dims)`: the same of `sum(f, A[, dims])` (Statistics' mean(f, itr)), with its
+ * rules: Ā = conj(f'(A)) Ȳ / n with a row. An empty A is CR_EINVAL.
+ */
 CR_API extern const cr_value cr_fn_mean;
 
 /**

@@ -526,6 +526,95 @@ static cr_status sumf_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
     return st;
 }
 
+/* ---- mean(f, A[, dims]) ------------------------------------------------------------------ */
+
+/* mean(f, A; dims) = sum(f, A; dims) / n, n the number of reduced elements: sum(f, A)'s
+ * rules, the output scaled by 1/n and the cotangent by 1/n before sum's pullback. */
+typedef struct meanf_env {
+    cr_pullback sum_pb;
+    double scale;
+} meanf_env;
+
+/* 1 / the number of elements each output of sum(f, A[, dims]) reduces. */
+static cr_status meanf_scale(cr_arena *arena, const cr_value *args, size_t nargs, double *scale)
+{
+    sumf s;
+    cr_status st = sumf_parse(arena, args, nargs, &s);
+    if (st != CR_OK)
+        return st;
+    size_t in = cr_array_numel(s.A), out = 1;
+    for (size_t d = 0; d < s.ndim; d++)
+        out *= s.oshape[d]; /* each oshape extent divides A's: no overflow */
+    if (in == 0 || out == 0)
+        return CR__FAIL(arena, CR_EINVAL, "mean: mean(f, A) of an empty array");
+    *scale = (double)out / (double)in;
+    return CR_OK;
+}
+
+/* y <- scale y, a number or a new contiguous array of the call's own (of any float
+ * dtype: f32 too, which cr__scal does not take) */
+static void meanf_scale_value(double scale, cr_value *y)
+{
+    if (y->kind == CR_KIND_ARRAY)
+        for (size_t i = 0; i < cr_array_numel(y->u.arr); i++)
+            cr__store(y->u.arr, (ptrdiff_t)i, cr__load(y->u.arr, (ptrdiff_t)i) * scale);
+    else
+        *y = cr__scalar_value(cr__value_dtype(y), cr__scalar_of(y) * scale);
+}
+
+static cr_status meanf_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                void *env)
+{
+    meanf_env *e = env;
+    cr_tangent sdy;
+    cr_status st = cr_tangent_scale(arena, e->scale, *dy, &sdy);
+    return st != CR_OK ? st : cr_pullback_call(arena, &e->sum_pb, &sdy, dx, nx);
+}
+
+cr_status cr__mean_f_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                           const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                           const void *udata)
+{
+    double scale;
+    cr_status st = meanf_scale(arena, args, nargs, &scale);
+    meanf_env *e = NULL;
+    if (st == CR_OK && udata != CR__PRIMAL_ONLY &&
+        !(e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(meanf_env))))
+        st = CR__ALLOC_STATUS(arena);
+    if (st == CR_OK)
+        st = cr__sum_f_rrule(cfg, arena, f, args, nargs, y, e ? &e->sum_pb : NULL, udata);
+    if (st != CR_OK)
+        return st;
+    meanf_scale_value(scale, y);
+    if (e == NULL)
+        return CR_OK;
+    e->scale = scale;
+    *pb = (cr_pullback){meanf_pullback, e, "mean_pullback", nargs + 1};
+    return CR_OK;
+}
+
+static cr_status meanf_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                             const void *udata)
+{
+    return cr__mean_f_rrule(cfg, arena, f, args, nargs, y, pb, udata);
+}
+
+static cr_status meanf_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                             cr_tangent *dy, const void *udata)
+{
+    double scale;
+    cr_status st = meanf_scale(arena, args, nargs, &scale);
+    if (st == CR_OK)
+        st = sumf_frule(cfg, arena, dargs, f, args, nargs, y, dy, udata);
+    if (st == CR_OK) {
+        meanf_scale_value(scale, y);
+        st = cr_tangent_scale(arena, scale, *dy, dy);
+    }
+    return st;
+}
+
 /* ---- foldl and accumulate ------------------------------------------------------------ */
 
 typedef struct fold {
@@ -1184,6 +1273,9 @@ cr_status cr__array_register_hof(cr_registry *reg)
         st = cr__add_rule(reg, &map_function, a_map, 3, true, map_frule, map_rrule, &k_test_map);
     for (size_t n = 2; n <= 3 && st == CR_OK; n++)
         st = cr__add_rule(reg, sum_fn, a_sum, n, false, sumf_frule, sumf_rrule, &k_test_sum_f);
+    for (size_t n = 2; n <= 3 && st == CR_OK; n++)
+        st = cr__add_rule(reg, cr_fn_mean.u.func.fn, a_sum, n, false, meanf_frule, meanf_rrule,
+                          &k_test_sum_f);
     for (size_t n = 2; n <= 3 && st == CR_OK; n++)
         st = cr__add_rule(reg, &foldl_function, a_fold, n, false, foldl_frule, foldl_rrule,
                           &k_test_fold);

@@ -462,5 +462,10 @@ CR_INTERNAL cr_status cr__bc_frule(const cr_config *cfg, cr_arena *arena, const 
 CR_INTERNAL cr_status cr__sum_f_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
                                       const cr_value *args, size_t nargs, cr_value *y,
                                       cr_pullback *pb, const void *udata);
+/* mean(f, A[, dims]): sum(f, A[, dims]) divided by the number of reduced elements
+ * (array_hof.c); mean's primal reaches it through mean_rrule. */
+CR_INTERNAL cr_status cr__mean_f_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                                       const cr_value *args, size_t nargs, cr_value *y,
+                                       cr_pullback *pb, const void *udata);
 
 #endif /* CR_ARRAY_IMPL_H */

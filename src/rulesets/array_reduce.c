@@ -210,13 +210,15 @@ static cr_status sum_rrule(const cr_config *cfg, cr_arena *arena, const cr_value
 }
 CR__ARRAY_FN(sum, "sum", -1)
 
-/* mean(A; dims) = sum(A; dims) / n: Ā = broadcast(Ȳ) / n. */
+/* mean(A; dims) = sum(A; dims) / n: Ā = broadcast(Ȳ) / n. mean(f, A; dims): array_hof.c. */
 static cr_status mean_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
                             const void *udata)
 {
     (void)cfg;
     (void)f;
+    if (nargs > 0 && args[0].kind == CR_KIND_FUNC) /* mean(f, A): array_hof.c */
+        return cr__mean_f_rrule(cfg, arena, f, args, nargs, y, pb, udata);
     return sum_mean_rrule(arena, "mean", args, nargs, y, pb, udata, true);
 }
 CR__ARRAY_FN(mean, "mean", -1)

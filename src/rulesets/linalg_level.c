@@ -2104,9 +2104,12 @@ static cr_status sample_trsyl(cr_arena *arena, uint64_t *rng, cr_value *args, si
     if (st != CR_OK)
         return st;
     if (!cplx && C->dtype == CR_DT_C128) {
-        /* The complex solver reads triangles only: no 2 x 2 blocks then. */
+        /* The complex solver reads triangles only: no 2 x 2 blocks then; and it takes 'N'
+         * or 'C' only ('C' is 'T' for the real A and B). */
         A->structure = CR_MAT_UPPER;
         B->structure = CR_MAT_UPPER;
+        args[0] = rand_flag(rng, "NC");
+        args[1] = rand_flag(rng, "NC");
     }
     args[3] = cr_value_array(A);
     args[4] = cr_value_array(B);
