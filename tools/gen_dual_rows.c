@@ -293,7 +293,7 @@ static void gen_row(buf *b, const row *r)
         printf_(b, "    cr__dual_row_%s(cr__x, cr__Y, cr__D);\n", r->name);
         puts_(b, "    cr__r.v = cr__Y[0];\n    cr__r.d = ");
         for (unsigned j = 0; j < nin; j++)
-            printf_(b, "%scr__dual_term(cr__D[%u], %s.d)", j ? " + " : "", j, k_args[j]);
+            printf_(b, "%scr__D[%u] * %s.d", j ? " + " : "", j, k_args[j]);
         puts_(b, ";\n    return cr__r;\n}\n\n");
     } else {
         printf_(b,
@@ -307,7 +307,7 @@ static void gen_row(buf *b, const row *r)
         printf_(b, "    cr__dual_row_%s(&a.v, cr__Y, cr__D);\n", r->name);
         printf_(b, "    for (int cr__k = 0; cr__k < %u; cr__k++) {\n", nout);
         puts_(b, "        y[cr__k].v = cr__Y[cr__k];\n"
-                 "        y[cr__k].d = cr__dual_term(cr__D[cr__k], a.d);\n    }\n}\n\n");
+                 "        y[cr__k].d = cr__D[cr__k] * a.d;\n    }\n}\n\n");
     }
 
     /* n directions */

@@ -16,9 +16,10 @@
  * mul, div, neg, sin, tanh, logistic, atan2, hypot, pow, muladd, sincos, ...):
  *
  * - **one direction**, cr_dual1 {v, d}: `cr_dual1_NAME(a, ...)`.
- * - **N directions fixed at compile time**: `CR_DUALN_DEFINE(my_dual, 4)` defines the type
- *   `my_dual` {v, d[4]} and `my_dual_NAME(a, ...)`, whose loops over the N directions have
- *   a constant trip count the compiler unrolls and vectorises.
+ * - **N directions fixed at compile time**: `CR_DUALN_DEFINE(my_dual, 4);` defines the
+ *   type `my_dual` {d[4], v} and `my_dual_NAME(a, ...)`, whose loops over the directions
+ *   have a constant trip count (N rounded up to a multiple of 4, the extra lanes zero) that
+ *   the compiler unrolls and vectorises at -O2.
  * - **n directions chosen at run time**: `cr_dualv_NAME(n, a, da, ..., dy)` takes each
  *   operand as its value and the address of its n tangents, writes the n tangents of the
  *   result to dy and returns its value; the storage is the caller's.
@@ -33,16 +34,16 @@
  * // y.v = asin(0.2 + sin(3)), y.d = its derivative
  *
  * // the gradient of f(x, y) = x * exp(y) in one evaluation
- * CR_DUALN_DEFINE(dual2, 2)
+ * CR_DUALN_DEFINE(dual2, 2);    // at file scope
  * dual2 a = dual2_var(1.5, 0), b = dual2_var(0.5, 1);
  * dual2 f = dual2_mul(a, dual2_exp(b));   // f.d[0] = ∂f/∂x, f.d[1] = ∂f/∂y
  * @endcode
  *
- * **Zero tangents are strong zeros.** A direction along which an operand does not move
- * contributes nothing to the result, even where the operand's partial is infinite or NaN
- * (the tangent of `x * sqrt(c)` for a constant c = 0 is sqrt(0) = 0, not NaN): the
- * product ∂·ẋ is taken as 0 when ẋ = 0 and the partial is not finite. Finite partials
- * cost no test per direction.
+ * **IEEE products.** A tangent is Σ_j ∂_j·ẋ_j computed as written: where a partial is
+ * infinite or NaN (sqrt and log at 0, asin at 1), a zero tangent times it is NaN, as in
+ * ForwardDiff. So the tangent of `x * sqrt(c)` for a constant c = 0 is NaN, not 0. The
+ * operations test nothing per direction; cr_dual_call() of dual.h skips constant operands
+ * instead.
  *
  * **Real only.** The duals hold doubles; the rows' complex instantiations are reached
  * through the rules (cr_frule) and the tape, not through these types.
@@ -110,87 +111,105 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_make(double v, double d)
 }
 
 /** @cond CR_PRIVATE */
-/* The term D·d of a tangent: 0 when d is 0, whatever D (strong zero). A finite D (a
- * constant in the rows of +, -, *) takes the product alone. */
-CR__DUAL_INLINE double cr__dual_term(double D, double d)
-{
-    return isfinite(D) || d != 0.0 ? D * d : 0.0;
-}
-
-/* dy[i] = D0 da[i] (+ D1 db[i] (+ D2 dc[i])) for i < n. The test of the partials is made
- * once, out of the loop; dy may be one of the inputs (each i is read before written). */
+/* dy[i] = D0 da[i] (+ D1 db[i] (+ D2 dc[i])) for i < n; dy may be one of the inputs (each
+ * i is read before it is written). */
 CR__DUAL_INLINE void cr__dualv_lin1(size_t n, double D0, const double *da, double *dy)
 {
-    if (isfinite(D0))
-        for (size_t i = 0; i < n; i++)
-            dy[i] = D0 * da[i];
-    else
-        for (size_t i = 0; i < n; i++)
-            dy[i] = cr__dual_term(D0, da[i]);
+    for (size_t i = 0; i < n; i++)
+        dy[i] = D0 * da[i];
 }
 
 CR__DUAL_INLINE void cr__dualv_lin2(size_t n, double D0, const double *da, double D1,
                                     const double *db, double *dy)
 {
-    if (isfinite(D0) && isfinite(D1))
-        for (size_t i = 0; i < n; i++)
-            dy[i] = D0 * da[i] + D1 * db[i];
-    else
-        for (size_t i = 0; i < n; i++)
-            dy[i] = cr__dual_term(D0, da[i]) + cr__dual_term(D1, db[i]);
+    for (size_t i = 0; i < n; i++)
+        dy[i] = D0 * da[i] + D1 * db[i];
 }
 
 CR__DUAL_INLINE void cr__dualv_lin3(size_t n, double D0, const double *da, double D1,
                                     const double *db, double D2, const double *dc, double *dy)
 {
-    if (isfinite(D0) && isfinite(D1) && isfinite(D2))
-        for (size_t i = 0; i < n; i++)
-            dy[i] = D0 * da[i] + D1 * db[i] + D2 * dc[i];
-    else
-        for (size_t i = 0; i < n; i++)
-            dy[i] = cr__dual_term(D0, da[i]) + cr__dual_term(D1, db[i]) + cr__dual_term(D2, dc[i]);
+    for (size_t i = 0; i < n; i++)
+        dy[i] = D0 * da[i] + D1 * db[i] + D2 * dc[i];
 }
 
-/* The operations of a CR_DUALN_DEFINE type, one per row (see CR__DUAL_ROWS). */
-#define CR__DUALN_1(TYPE, N, NAME)                         \
-    CR__DUALN_INLINE TYPE TYPE##_##NAME(TYPE a)            \
-    {                                                      \
-        TYPE cr__r;                                        \
-        cr__r.v = cr_dualv_##NAME((N), a.v, a.d, cr__r.d); \
-        return cr__r;                                      \
+/* The tangents of a CR_DUALN_DEFINE type: N rounded up to a multiple of 4, so that the
+ * loops have a trip count the vectorisers of -O2 accept (the lanes past N stay zero). */
+#define CR__DUALN_LANES(N) (((size_t)(N) + 3) / 4 * 4)
+
+/* Unroll the loops over the directions: with constant indices the operands' arrays can
+ * live in registers (an indexed access would keep every dual in memory). */
+#if defined(__clang__)
+#define CR__DUALN_UNROLL _Pragma("unroll 64")
+#elif defined(__GNUC__)
+#define CR__DUALN_UNROLL _Pragma("GCC unroll 64")
+#else
+#define CR__DUALN_UNROLL
+#endif
+
+/* The operations of a CR_DUALN_DEFINE type, one per row (see CR__DUAL_ROWS): the row's
+ * partials, then the loop over the directions on the operands' own arrays. */
+#define CR__DUALN_1(TYPE, N, NAME)                                                   \
+    CR__DUALN_INLINE TYPE TYPE##_##NAME(TYPE a)                                      \
+    {                                                                                \
+        double cr__x[1], cr__Y[1], cr__D[1];                                         \
+        TYPE cr__r;                                                                  \
+        cr__x[0] = a.v;                                                              \
+        cr__dual_row_##NAME(cr__x, cr__Y, cr__D);                                    \
+        cr__r.v = cr__Y[0];                                                          \
+        CR__DUALN_UNROLL for (size_t cr__i = 0; cr__i < CR__DUALN_LANES(N); cr__i++) \
+            cr__r.d[cr__i] = cr__D[0] * a.d[cr__i];                                  \
+        return cr__r;                                                                \
     }
-#define CR__DUALN_2(TYPE, N, NAME)                                   \
-    CR__DUALN_INLINE TYPE TYPE##_##NAME(TYPE a, TYPE b)              \
-    {                                                                \
-        TYPE cr__r;                                                  \
-        cr__r.v = cr_dualv_##NAME((N), a.v, a.d, b.v, b.d, cr__r.d); \
-        return cr__r;                                                \
+#define CR__DUALN_2(TYPE, N, NAME)                                                   \
+    CR__DUALN_INLINE TYPE TYPE##_##NAME(TYPE a, TYPE b)                              \
+    {                                                                                \
+        double cr__x[2], cr__Y[1], cr__D[2];                                         \
+        TYPE cr__r;                                                                  \
+        cr__x[0] = a.v;                                                              \
+        cr__x[1] = b.v;                                                              \
+        cr__dual_row_##NAME(cr__x, cr__Y, cr__D);                                    \
+        cr__r.v = cr__Y[0];                                                          \
+        CR__DUALN_UNROLL for (size_t cr__i = 0; cr__i < CR__DUALN_LANES(N); cr__i++) \
+            cr__r.d[cr__i] = cr__D[0] * a.d[cr__i] + cr__D[1] * b.d[cr__i];          \
+        return cr__r;                                                                \
     }
-#define CR__DUALN_3(TYPE, N, NAME)                                             \
-    CR__DUALN_INLINE TYPE TYPE##_##NAME(TYPE a, TYPE b, TYPE c)                \
-    {                                                                          \
-        TYPE cr__r;                                                            \
-        cr__r.v = cr_dualv_##NAME((N), a.v, a.d, b.v, b.d, c.v, c.d, cr__r.d); \
-        return cr__r;                                                          \
+#define CR__DUALN_3(TYPE, N, NAME)                                                   \
+    CR__DUALN_INLINE TYPE TYPE##_##NAME(TYPE a, TYPE b, TYPE c)                      \
+    {                                                                                \
+        double cr__x[3], cr__Y[1], cr__D[3];                                         \
+        TYPE cr__r;                                                                  \
+        cr__x[0] = a.v;                                                              \
+        cr__x[1] = b.v;                                                              \
+        cr__x[2] = c.v;                                                              \
+        cr__dual_row_##NAME(cr__x, cr__Y, cr__D);                                    \
+        cr__r.v = cr__Y[0];                                                          \
+        CR__DUALN_UNROLL for (size_t cr__i = 0; cr__i < CR__DUALN_LANES(N); cr__i++) \
+            cr__r.d[cr__i] =                                                         \
+            cr__D[0] * a.d[cr__i] + cr__D[1] * b.d[cr__i] + cr__D[2] * c.d[cr__i];   \
+        return cr__r;                                                                \
     }
-#define CR__DUALN_M(TYPE, N, NAME, NOUT)                                \
-    CR__DUALN_INLINE void TYPE##_##NAME(TYPE a, TYPE *y)                \
-    {                                                                   \
-        double cr__v[NOUT], cr__d[(NOUT) * (N)];                        \
-        cr_dualv_##NAME((N), a.v, a.d, cr__v, cr__d);                   \
-        for (size_t cr__k = 0; cr__k < (NOUT); cr__k++) {               \
-            y[cr__k].v = cr__v[cr__k];                                  \
-            for (size_t cr__i = 0; cr__i < (size_t)(N); cr__i++)        \
-                y[cr__k].d[cr__i] = cr__d[cr__k * (size_t)(N) + cr__i]; \
-        }                                                               \
+#define CR__DUALN_M(TYPE, N, NAME, NOUT)                                                          \
+    CR__DUALN_INLINE void TYPE##_##NAME(TYPE a, TYPE *y)                                          \
+    {                                                                                             \
+        double cr__x[1], cr__Y[NOUT], cr__D[NOUT];                                                \
+        cr__x[0] = a.v;                                                                           \
+        cr__dual_row_##NAME(cr__x, cr__Y, cr__D);                                                 \
+        for (size_t cr__k = 0; cr__k < (NOUT); cr__k++) {                                         \
+            y[cr__k].v = cr__Y[cr__k];                                                            \
+            CR__DUALN_UNROLL for (size_t cr__i = 0; cr__i < CR__DUALN_LANES(N); cr__i++) y[cr__k] \
+                .d[cr__i] = cr__D[cr__k] * a.d[cr__i];                                            \
+        }                                                                                         \
     }
 /** @endcond */
 
 /**
  * Defines a dual type TYPE with N directions fixed at compile time (N >= 1, a constant
- * expression) and its operations, all `static inline`:
+ * expression) and its operations, all `static inline`. Use it once per type, at file
+ * scope, followed by a semicolon, in any number of translation units:
  *
- * - `typedef struct TYPE { double v; double d[N]; } TYPE;`
+ * - `typedef struct TYPE { double d[L]; double v; } TYPE;`: the tangents d[0..N) (L is N
+ *   rounded up to a multiple of 4; d[N..L) are zero and stay zero) and the value v;
  * - `TYPE TYPE_const(double v)`: tangents 0;
  * - `TYPE TYPE_var(double v, size_t dir)`: tangent 1 along dir, 0 along the others (a
  *   constant when dir >= N);
@@ -198,19 +217,17 @@ CR__DUAL_INLINE void cr__dualv_lin3(size_t n, double D0, const double *da, doubl
  * - `TYPE TYPE_NAME(TYPE a, ...)` for every row NAME of one result (TYPE_add, TYPE_sin,
  *   TYPE_atan2, TYPE_muladd, ...) and `void TYPE_NAME(TYPE a, TYPE *y)` for the rows of
  *   several results (TYPE_sincos writes y[0], y[1]).
- *
- * Use it once per type, at file scope, in any number of translation units.
  */
 #define CR_DUALN_DEFINE(TYPE, N)                                               \
     typedef struct TYPE {                                                      \
+        double d[CR__DUALN_LANES(N)];                                          \
         double v;                                                              \
-        double d[N];                                                           \
     } TYPE;                                                                    \
     CR__DUALN_INLINE TYPE TYPE##_const(double v)                               \
     {                                                                          \
         TYPE cr__r;                                                            \
         cr__r.v = v;                                                           \
-        for (size_t cr__i = 0; cr__i < (size_t)(N); cr__i++)                   \
+        for (size_t cr__i = 0; cr__i < CR__DUALN_LANES(N); cr__i++)            \
             cr__r.d[cr__i] = 0.0;                                              \
         return cr__r;                                                          \
     }                                                                          \
@@ -225,8 +242,8 @@ CR__DUAL_INLINE void cr__dualv_lin3(size_t n, double D0, const double *da, doubl
     {                                                                          \
         TYPE cr__r;                                                            \
         cr__r.v = v;                                                           \
-        for (size_t cr__i = 0; cr__i < (size_t)(N); cr__i++)                   \
-            cr__r.d[cr__i] = d[cr__i];                                         \
+        for (size_t cr__i = 0; cr__i < CR__DUALN_LANES(N); cr__i++)            \
+            cr__r.d[cr__i] = cr__i < (size_t)(N) ? d[cr__i] : 0.0;             \
         return cr__r;                                                          \
     }                                                                          \
     CR__DUAL_ROWS(CR__DUALN_1, CR__DUALN_2, CR__DUALN_3, CR__DUALN_M, TYPE, N) \

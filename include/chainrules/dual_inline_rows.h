@@ -48,7 +48,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_add(cr_dual1 a, cr_dual1 b)
     cr__x[1] = b.v;
     cr__dual_row_add(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d) + cr__dual_term(cr__D[1], b.d);
+    cr__r.d = cr__D[0] * a.d + cr__D[1] * b.d;
     return cr__r;
 }
 
@@ -89,7 +89,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_sub(cr_dual1 a, cr_dual1 b)
     cr__x[1] = b.v;
     cr__dual_row_sub(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d) + cr__dual_term(cr__D[1], b.d);
+    cr__r.d = cr__D[0] * a.d + cr__D[1] * b.d;
     return cr__r;
 }
 
@@ -130,7 +130,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_mul(cr_dual1 a, cr_dual1 b)
     cr__x[1] = b.v;
     cr__dual_row_mul(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d) + cr__dual_term(cr__D[1], b.d);
+    cr__r.d = cr__D[0] * a.d + cr__D[1] * b.d;
     return cr__r;
 }
 
@@ -171,7 +171,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_div(cr_dual1 a, cr_dual1 b)
     cr__x[1] = b.v;
     cr__dual_row_div(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d) + cr__dual_term(cr__D[1], b.d);
+    cr__r.d = cr__D[0] * a.d + cr__D[1] * b.d;
     return cr__r;
 }
 
@@ -210,7 +210,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_neg(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_neg(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -248,7 +248,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_identity(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_identity(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -286,7 +286,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_inv(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_inv(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -324,7 +324,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_square(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_square(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -363,7 +363,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_cube(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_cube(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -401,7 +401,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_sign(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_sign(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -443,7 +443,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_muladd(cr_dual1 a, cr_dual1 b, cr_dual1 c)
     cr__x[2] = c.v;
     cr__dual_row_muladd(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d) + cr__dual_term(cr__D[1], b.d) + cr__dual_term(cr__D[2], c.d);
+    cr__r.d = cr__D[0] * a.d + cr__D[1] * b.d + cr__D[2] * c.d;
     return cr__r;
 }
 
@@ -487,7 +487,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_clamp(cr_dual1 a, cr_dual1 b, cr_dual1 c)
     cr__x[2] = c.v;
     cr__dual_row_clamp(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d) + cr__dual_term(cr__D[1], b.d) + cr__dual_term(cr__D[2], c.d);
+    cr__r.d = cr__D[0] * a.d + cr__D[1] * b.d + cr__D[2] * c.d;
     return cr__r;
 }
 
@@ -529,7 +529,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_max(cr_dual1 a, cr_dual1 b)
     cr__x[1] = b.v;
     cr__dual_row_max(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d) + cr__dual_term(cr__D[1], b.d);
+    cr__r.d = cr__D[0] * a.d + cr__D[1] * b.d;
     return cr__r;
 }
 
@@ -570,7 +570,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_min(cr_dual1 a, cr_dual1 b)
     cr__x[1] = b.v;
     cr__dual_row_min(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d) + cr__dual_term(cr__D[1], b.d);
+    cr__r.d = cr__D[0] * a.d + cr__D[1] * b.d;
     return cr__r;
 }
 
@@ -609,7 +609,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_sin(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_sin(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -647,7 +647,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_cos(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_cos(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -686,7 +686,7 @@ CR__DUAL_INLINE void cr_dual1_sincos(cr_dual1 a, cr_dual1 *y)
     cr__dual_row_sincos(&a.v, cr__Y, cr__D);
     for (int cr__k = 0; cr__k < 2; cr__k++) {
         y[cr__k].v = cr__Y[cr__k];
-        y[cr__k].d = cr__dual_term(cr__D[cr__k], a.d);
+        y[cr__k].d = cr__D[cr__k] * a.d;
     }
 }
 
@@ -725,7 +725,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_exp(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_exp(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -763,7 +763,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_log(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_log(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -801,7 +801,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_sqrt(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_sqrt(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -839,7 +839,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_tan(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_tan(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -877,7 +877,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_asin(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_asin(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -915,7 +915,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_acos(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_acos(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -949,7 +949,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_atan(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_atan(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -984,7 +984,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_atan2(cr_dual1 a, cr_dual1 b)
     cr__x[1] = b.v;
     cr__dual_row_atan2(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d) + cr__dual_term(cr__D[1], b.d);
+    cr__r.d = cr__D[0] * a.d + cr__D[1] * b.d;
     return cr__r;
 }
 
@@ -1023,7 +1023,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_sec(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_sec(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -1061,7 +1061,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_csc(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_csc(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -1099,7 +1099,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_cot(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_cot(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -1133,7 +1133,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_asec(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_asec(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -1167,7 +1167,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_acsc(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_acsc(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -1201,7 +1201,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_acot(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_acot(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -1239,7 +1239,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_sinh(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_sinh(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -1277,7 +1277,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_cosh(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_cosh(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -1316,7 +1316,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_tanh(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_tanh(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -1350,7 +1350,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_asinh(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_asinh(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -1388,7 +1388,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_acosh(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_acosh(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -1426,7 +1426,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_atanh(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_atanh(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -1464,7 +1464,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_sech(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_sech(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -1502,7 +1502,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_csch(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_csch(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -1541,7 +1541,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_coth(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_coth(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -1575,7 +1575,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_asech(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_asech(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -1609,7 +1609,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_acsch(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_acsch(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -1643,7 +1643,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_acoth(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_acoth(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -1677,7 +1677,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_sinpi(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_sinpi(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -1711,7 +1711,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_cospi(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_cospi(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -1744,7 +1744,7 @@ CR__DUAL_INLINE void cr_dual1_sincospi(cr_dual1 a, cr_dual1 *y)
     cr__dual_row_sincospi(&a.v, cr__Y, cr__D);
     for (int cr__k = 0; cr__k < 2; cr__k++) {
         y[cr__k].v = cr__Y[cr__k];
-        y[cr__k].d = cr__dual_term(cr__D[cr__k], a.d);
+        y[cr__k].d = cr__D[cr__k] * a.d;
     }
 }
 
@@ -1779,7 +1779,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_sinc(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_sinc(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -1813,7 +1813,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_sind(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_sind(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -1847,7 +1847,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_cosd(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_cosd(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -1881,7 +1881,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_tand(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_tand(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -1915,7 +1915,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_secd(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_secd(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -1949,7 +1949,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_cscd(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_cscd(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -1983,7 +1983,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_cotd(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_cotd(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -2017,7 +2017,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_asind(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_asind(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -2051,7 +2051,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_acosd(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_acosd(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -2085,7 +2085,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_atand(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_atand(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -2119,7 +2119,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_asecd(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_asecd(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -2153,7 +2153,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_acscd(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_acscd(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -2187,7 +2187,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_acotd(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_acotd(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -2221,7 +2221,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_deg2rad(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_deg2rad(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -2255,7 +2255,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_rad2deg(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_rad2deg(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -2289,7 +2289,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_exp2(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_exp2(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -2323,7 +2323,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_exp10(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_exp10(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -2357,7 +2357,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_expm1(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_expm1(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -2391,7 +2391,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_log2(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_log2(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -2425,7 +2425,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_log10(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_log10(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -2459,7 +2459,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_log1p(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_log1p(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -2494,7 +2494,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_pow(cr_dual1 a, cr_dual1 b)
     cr__x[1] = b.v;
     cr__dual_row_pow(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d) + cr__dual_term(cr__D[1], b.d);
+    cr__r.d = cr__D[0] * a.d + cr__D[1] * b.d;
     return cr__r;
 }
 
@@ -2533,7 +2533,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_cbrt(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_cbrt(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -2567,7 +2567,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_erf(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_erf(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -2601,7 +2601,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_erfc(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_erfc(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -2635,7 +2635,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_tgamma(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_tgamma(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -2669,7 +2669,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_lgamma(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_lgamma(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -2704,7 +2704,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_hypot(cr_dual1 a, cr_dual1 b)
     cr__x[1] = b.v;
     cr__dual_row_hypot(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d) + cr__dual_term(cr__D[1], b.d);
+    cr__r.d = cr__D[0] * a.d + cr__D[1] * b.d;
     return cr__r;
 }
 
@@ -2747,7 +2747,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_fma(cr_dual1 a, cr_dual1 b, cr_dual1 c)
     cr__x[2] = c.v;
     cr__dual_row_fma(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d) + cr__dual_term(cr__D[1], b.d) + cr__dual_term(cr__D[2], c.d);
+    cr__r.d = cr__D[0] * a.d + cr__D[1] * b.d + cr__D[2] * c.d;
     return cr__r;
 }
 
@@ -2784,7 +2784,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_fmod(cr_dual1 a, cr_dual1 b)
     cr__x[1] = b.v;
     cr__dual_row_fmod(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d) + cr__dual_term(cr__D[1], b.d);
+    cr__r.d = cr__D[0] * a.d + cr__D[1] * b.d;
     return cr__r;
 }
 
@@ -2820,7 +2820,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_rem(cr_dual1 a, cr_dual1 b)
     cr__x[1] = b.v;
     cr__dual_row_rem(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d) + cr__dual_term(cr__D[1], b.d);
+    cr__r.d = cr__D[0] * a.d + cr__D[1] * b.d;
     return cr__r;
 }
 
@@ -2856,7 +2856,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_remainder(cr_dual1 a, cr_dual1 b)
     cr__x[1] = b.v;
     cr__dual_row_remainder(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d) + cr__dual_term(cr__D[1], b.d);
+    cr__r.d = cr__D[0] * a.d + cr__D[1] * b.d;
     return cr__r;
 }
 
@@ -2892,7 +2892,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_mod(cr_dual1 a, cr_dual1 b)
     cr__x[1] = b.v;
     cr__dual_row_mod(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d) + cr__dual_term(cr__D[1], b.d);
+    cr__r.d = cr__D[0] * a.d + cr__D[1] * b.d;
     return cr__r;
 }
 
@@ -2928,7 +2928,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_fdim(cr_dual1 a, cr_dual1 b)
     cr__x[1] = b.v;
     cr__dual_row_fdim(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d) + cr__dual_term(cr__D[1], b.d);
+    cr__r.d = cr__D[0] * a.d + cr__D[1] * b.d;
     return cr__r;
 }
 
@@ -2969,7 +2969,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_fmax(cr_dual1 a, cr_dual1 b)
     cr__x[1] = b.v;
     cr__dual_row_fmax(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d) + cr__dual_term(cr__D[1], b.d);
+    cr__r.d = cr__D[0] * a.d + cr__D[1] * b.d;
     return cr__r;
 }
 
@@ -3010,7 +3010,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_fmin(cr_dual1 a, cr_dual1 b)
     cr__x[1] = b.v;
     cr__dual_row_fmin(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d) + cr__dual_term(cr__D[1], b.d);
+    cr__r.d = cr__D[0] * a.d + cr__D[1] * b.d;
     return cr__r;
 }
 
@@ -3051,7 +3051,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_copysign(cr_dual1 a, cr_dual1 b)
     cr__x[1] = b.v;
     cr__dual_row_copysign(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d) + cr__dual_term(cr__D[1], b.d);
+    cr__r.d = cr__D[0] * a.d + cr__D[1] * b.d;
     return cr__r;
 }
 
@@ -3090,7 +3090,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_fabs(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_fabs(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -3125,7 +3125,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_ldexp(cr_dual1 a, cr_dual1 b)
     cr__x[1] = b.v;
     cr__dual_row_ldexp(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d) + cr__dual_term(cr__D[1], b.d);
+    cr__r.d = cr__D[0] * a.d + cr__D[1] * b.d;
     return cr__r;
 }
 
@@ -3161,7 +3161,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_scalbn(cr_dual1 a, cr_dual1 b)
     cr__x[1] = b.v;
     cr__dual_row_scalbn(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d) + cr__dual_term(cr__D[1], b.d);
+    cr__r.d = cr__D[0] * a.d + cr__D[1] * b.d;
     return cr__r;
 }
 
@@ -3197,7 +3197,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_scalbln(cr_dual1 a, cr_dual1 b)
     cr__x[1] = b.v;
     cr__dual_row_scalbln(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d) + cr__dual_term(cr__D[1], b.d);
+    cr__r.d = cr__D[0] * a.d + cr__D[1] * b.d;
     return cr__r;
 }
 
@@ -3231,7 +3231,7 @@ CR__DUAL_INLINE void cr_dual1_modf(cr_dual1 a, cr_dual1 *y)
     cr__dual_row_modf(&a.v, cr__Y, cr__D);
     for (int cr__k = 0; cr__k < 2; cr__k++) {
         y[cr__k].v = cr__Y[cr__k];
-        y[cr__k].d = cr__dual_term(cr__D[cr__k], a.d);
+        y[cr__k].d = cr__D[cr__k] * a.d;
     }
 }
 
@@ -3266,7 +3266,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_logistic(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_logistic(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -3300,7 +3300,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_sigmoid(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_sigmoid(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -3334,7 +3334,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_log1pexp(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_log1pexp(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -3368,7 +3368,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_softplus(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_softplus(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -3403,7 +3403,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_logaddexp(cr_dual1 a, cr_dual1 b)
     cr__x[1] = b.v;
     cr__dual_row_logaddexp(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d) + cr__dual_term(cr__D[1], b.d);
+    cr__r.d = cr__D[0] * a.d + cr__D[1] * b.d;
     return cr__r;
 }
 
@@ -3444,7 +3444,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_xlogy(cr_dual1 a, cr_dual1 b)
     cr__x[1] = b.v;
     cr__dual_row_xlogy(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d) + cr__dual_term(cr__D[1], b.d);
+    cr__r.d = cr__D[0] * a.d + cr__D[1] * b.d;
     return cr__r;
 }
 
@@ -3480,7 +3480,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_xlog1py(cr_dual1 a, cr_dual1 b)
     cr__x[1] = b.v;
     cr__dual_row_xlog1py(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d) + cr__dual_term(cr__D[1], b.d);
+    cr__r.d = cr__D[0] * a.d + cr__D[1] * b.d;
     return cr__r;
 }
 
@@ -3519,7 +3519,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_relu(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_relu(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -3553,7 +3553,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_digamma(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_digamma(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -3587,7 +3587,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_trigamma(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_trigamma(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -3621,7 +3621,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_erfinv(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_erfinv(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -3655,7 +3655,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_erfcinv(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_erfcinv(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -3689,7 +3689,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_erfcx(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_erfcx(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -3723,7 +3723,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_logerfc(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_logerfc(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -3758,7 +3758,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_beta(cr_dual1 a, cr_dual1 b)
     cr__x[1] = b.v;
     cr__dual_row_beta(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d) + cr__dual_term(cr__D[1], b.d);
+    cr__r.d = cr__D[0] * a.d + cr__D[1] * b.d;
     return cr__r;
 }
 
@@ -3794,7 +3794,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_logbeta(cr_dual1 a, cr_dual1 b)
     cr__x[1] = b.v;
     cr__dual_row_logbeta(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d) + cr__dual_term(cr__D[1], b.d);
+    cr__r.d = cr__D[0] * a.d + cr__D[1] * b.d;
     return cr__r;
 }
 
@@ -3829,7 +3829,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_loggamma(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_loggamma(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -3862,7 +3862,7 @@ CR__DUAL_INLINE void cr_dual1_logabsgamma(cr_dual1 a, cr_dual1 *y)
     cr__dual_row_logabsgamma(&a.v, cr__Y, cr__D);
     for (int cr__k = 0; cr__k < 2; cr__k++) {
         y[cr__k].v = cr__Y[cr__k];
-        y[cr__k].d = cr__dual_term(cr__D[cr__k], a.d);
+        y[cr__k].d = cr__D[cr__k] * a.d;
     }
 }
 
@@ -3897,7 +3897,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_expint(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_expint(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -3931,7 +3931,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_j0(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_j0(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -3965,7 +3965,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_j1(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_j1(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -3999,7 +3999,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_y0(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_y0(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
@@ -4033,7 +4033,7 @@ CR__DUAL_INLINE cr_dual1 cr_dual1_y1(cr_dual1 a)
     cr__x[0] = a.v;
     cr__dual_row_y1(cr__x, cr__Y, cr__D);
     cr__r.v = cr__Y[0];
-    cr__r.d = cr__dual_term(cr__D[0], a.d);
+    cr__r.d = cr__D[0] * a.d;
     return cr__r;
 }
 
