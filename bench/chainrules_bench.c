@@ -57,6 +57,9 @@
  * st_rosen_loop_ratio, st_rosen_bytes_per_term, st_mse_ns, st_gmm_vs_hand, st_lstm_vs_hand,
  * st_ba_vs_hand and their hand-written references (BENCHMARKS.md).
  *
+ * Forward-mode figures (bench_dual.c): dual_ba_ratio (the Jacobians of all ba1 blocks on
+ * inline duals / primal) and dual_chain_ratio (one direction through the chain / primal).
+ *
  * Usage: chainrules-bench [figure...]   (no argument: all figures)
  */
 #define _POSIX_C_SOURCE 199309L
@@ -72,6 +75,9 @@
 
 #ifdef CR_BENCH_ST
 #include "bench_st.h"
+#endif
+#ifdef CR_BENCH_DUAL
+#include "bench_dual.h"
 #endif
 
 #define RUNS 7
@@ -1229,6 +1235,13 @@ int main(int argc, char **argv)
         }
         printf(k_engine_figures[i].fmt, k_engine_figures[i].name, v, k_engine_figures[i].unit);
     }
+#ifdef CR_BENCH_DUAL
+    /* the inline forward mode (bench_dual.c) */
+    if (bench_dual(argc, argv) != 0) {
+        fprintf(stderr, "chainrules-bench: the dual_* figures failed\n");
+        return 1;
+    }
+#endif
 #ifdef CR_BENCH_ST
     /* the derivatives written by chainrules-ad (bench_st.c) */
     if (bench_st(argc, argv) != 0) {

@@ -24,6 +24,8 @@
 #include "chainrules/common.h"
 #include "chainrules/ctx.h"
 #include "chainrules/dual.h"
+#include "chainrules/dual_inline.h"
+#include "chainrules/dual_inline_rows.h"
 #include "chainrules/engine.h"
 #include "chainrules/fd.h"
 #include "chainrules/kernel.h"

@@ -1,0 +1,256 @@
+/**
+ * @file dual_inline.h
+ * @brief Inline forward mode: dual numbers whose arithmetic and scalar rows compile into
+ *        the caller (header-only), with one direction, a compile-time number of directions
+ *        (CR_DUALN_DEFINE) or a run-time number (cr_dualv_*).
+ *
+ * Every operation is a `static inline` function that evaluates the scalar rule row of its
+ * function (the row's primal and partials, the single definition of its derivative:
+ * arith_rows.h and src/rulesets) and pushes the tangents through the partials:
+ * ẏ = Σ_j ∂y/∂x_j ẋ_j. The operations of every row are generated from the row table into
+ * dual_inline_rows.h (tools/gen_dual_rows.c); this file holds the types, the constructors
+ * and the chain-rule loops. There is no allocation, no state and no status: the
+ * operations are plain arithmetic, safe from any thread.
+ *
+ * Three forms, with the same operation names (NAME is the row's registered name: add, sub,
+ * mul, div, neg, sin, tanh, logistic, atan2, hypot, pow, muladd, sincos, ...):
+ *
+ * - **one direction**, cr_dual1 {v, d}: `cr_dual1_NAME(a, ...)`.
+ * - **N directions fixed at compile time**: `CR_DUALN_DEFINE(my_dual, 4);` defines the
+ *   type `my_dual` {d[4], v} and `my_dual_NAME(a, ...)`, whose loops over the directions
+ *   have a constant trip count (N rounded up to a multiple of 4, the extra lanes zero) that
+ *   the compiler unrolls and vectorises at -O2.
+ * - **n directions chosen at run time**: `cr_dualv_NAME(n, a, da, ..., dy)` takes each
+ *   operand as its value and the address of its n tangents, writes the n tangents of the
+ *   result to dy and returns its value; the storage is the caller's.
+ *
+ * Functions of several results (sincos, sincospi, modf, logabsgamma) write their results
+ * to an array instead of returning them.
+ *
+ * @code
+ * // d/dx asin(0.2 + sin(x)) at x = 3
+ * cr_dual1 x = cr_dual1_var(3.0);
+ * cr_dual1 y = cr_dual1_asin(cr_dual1_add(cr_dual1_const(0.2), cr_dual1_sin(x)));
+ * // y.v = asin(0.2 + sin(3)), y.d = its derivative
+ *
+ * // the gradient of f(x, y) = x * exp(y) in one evaluation
+ * CR_DUALN_DEFINE(dual2, 2);    // at file scope
+ * dual2 a = dual2_var(1.5, 0), b = dual2_var(0.5, 1);
+ * dual2 f = dual2_mul(a, dual2_exp(b));   // f.d[0] = ∂f/∂x, f.d[1] = ∂f/∂y
+ * @endcode
+ *
+ * **IEEE products.** A tangent is Σ_j ∂_j·ẋ_j computed as written: where a partial is
+ * infinite or NaN (sqrt and log at 0, asin at 1), a zero tangent times it is NaN, as in
+ * ForwardDiff. So the tangent of `x * sqrt(c)` for a constant c = 0 is NaN, not 0. The
+ * operations test nothing per direction; cr_dual_call() of dual.h skips constant operands
+ * instead.
+ *
+ * **Real only.** The duals hold doubles; the rows' complex instantiations are reached
+ * through the rules (cr_frule) and the tape, not through these types.
+ *
+ * Rows whose text calls private helpers of the library (near hard points, or special
+ * functions: atan, pow, erf, digamma, ...) call the library's instantiation of the row, an
+ * out-of-line call; the rest of their operation, and every other row, is inline.
+ * dual_inline_rows.h says which rows are which.
+ *
+ * For Jacobians through function values and registered frules, see dual.h (cr_dual,
+ * cr_dual_call(), cr_dual_jacobian()).
+ */
+#ifndef CR_DUAL_INLINE_H
+#define CR_DUAL_INLINE_H
+
+#include <math.h>
+#include <stddef.h>
+
+#include "common.h"
+
+CR_BEGIN_DECLS
+
+/** @cond CR_PRIVATE */
+#define CR__DUAL_INLINE static inline
+/* The operations CR_DUALN_DEFINE writes into the includer's file: unused ones are not
+ * worth a warning there. */
+#if defined(__GNUC__)
+#define CR__DUALN_INLINE static inline __attribute__((unused))
+#else
+#define CR__DUALN_INLINE static inline
+#endif
+/** @endcond */
+
+/** A dual number with one direction: the value v and its tangent d. */
+typedef struct cr_dual1 {
+    double v; /**< The value. */
+    double d; /**< The tangent. */
+} cr_dual1;
+
+/** A constant: tangent 0. */
+CR__DUAL_INLINE cr_dual1 cr_dual1_const(double v)
+{
+    cr_dual1 r;
+    r.v = v;
+    r.d = 0.0;
+    return r;
+}
+
+/** The variable: tangent 1. */
+CR__DUAL_INLINE cr_dual1 cr_dual1_var(double v)
+{
+    cr_dual1 r;
+    r.v = v;
+    r.d = 1.0;
+    return r;
+}
+
+/** The value v with tangent d. */
+CR__DUAL_INLINE cr_dual1 cr_dual1_make(double v, double d)
+{
+    cr_dual1 r;
+    r.v = v;
+    r.d = d;
+    return r;
+}
+
+/** @cond CR_PRIVATE */
+/* dy[i] = D0 da[i] (+ D1 db[i] (+ D2 dc[i])) for i < n; dy may be one of the inputs (each
+ * i is read before it is written). */
+CR__DUAL_INLINE void cr__dualv_lin1(size_t n, double D0, const double *da, double *dy)
+{
+    for (size_t i = 0; i < n; i++)
+        dy[i] = D0 * da[i];
+}
+
+CR__DUAL_INLINE void cr__dualv_lin2(size_t n, double D0, const double *da, double D1,
+                                    const double *db, double *dy)
+{
+    for (size_t i = 0; i < n; i++)
+        dy[i] = D0 * da[i] + D1 * db[i];
+}
+
+CR__DUAL_INLINE void cr__dualv_lin3(size_t n, double D0, const double *da, double D1,
+                                    const double *db, double D2, const double *dc, double *dy)
+{
+    for (size_t i = 0; i < n; i++)
+        dy[i] = D0 * da[i] + D1 * db[i] + D2 * dc[i];
+}
+
+/* The tangents of a CR_DUALN_DEFINE type: N rounded up to a multiple of 4, so that the
+ * loops have a trip count the vectorisers of -O2 accept (the lanes past N stay zero). */
+#define CR__DUALN_LANES(N) (((size_t)(N) + 3) / 4 * 4)
+
+/* Unroll the loops over the directions: with constant indices the operands' arrays can
+ * live in registers (an indexed access would keep every dual in memory). */
+#if defined(__clang__)
+#define CR__DUALN_UNROLL _Pragma("unroll 64")
+#elif defined(__GNUC__)
+#define CR__DUALN_UNROLL _Pragma("GCC unroll 64")
+#else
+#define CR__DUALN_UNROLL
+#endif
+
+/* The operations of a CR_DUALN_DEFINE type, one per row (see CR__DUAL_ROWS): the row's
+ * partials, then the loop over the directions on the operands' own arrays. */
+#define CR__DUALN_1(TYPE, N, NAME)                                                   \
+    CR__DUALN_INLINE TYPE TYPE##_##NAME(TYPE a)                                      \
+    {                                                                                \
+        double cr__x[1], cr__Y[1], cr__D[1];                                         \
+        TYPE cr__r;                                                                  \
+        cr__x[0] = a.v;                                                              \
+        cr__dual_row_##NAME(cr__x, cr__Y, cr__D);                                    \
+        cr__r.v = cr__Y[0];                                                          \
+        CR__DUALN_UNROLL for (size_t cr__i = 0; cr__i < CR__DUALN_LANES(N); cr__i++) \
+            cr__r.d[cr__i] = cr__D[0] * a.d[cr__i];                                  \
+        return cr__r;                                                                \
+    }
+#define CR__DUALN_2(TYPE, N, NAME)                                                   \
+    CR__DUALN_INLINE TYPE TYPE##_##NAME(TYPE a, TYPE b)                              \
+    {                                                                                \
+        double cr__x[2], cr__Y[1], cr__D[2];                                         \
+        TYPE cr__r;                                                                  \
+        cr__x[0] = a.v;                                                              \
+        cr__x[1] = b.v;                                                              \
+        cr__dual_row_##NAME(cr__x, cr__Y, cr__D);                                    \
+        cr__r.v = cr__Y[0];                                                          \
+        CR__DUALN_UNROLL for (size_t cr__i = 0; cr__i < CR__DUALN_LANES(N); cr__i++) \
+            cr__r.d[cr__i] = cr__D[0] * a.d[cr__i] + cr__D[1] * b.d[cr__i];          \
+        return cr__r;                                                                \
+    }
+#define CR__DUALN_3(TYPE, N, NAME)                                                   \
+    CR__DUALN_INLINE TYPE TYPE##_##NAME(TYPE a, TYPE b, TYPE c)                      \
+    {                                                                                \
+        double cr__x[3], cr__Y[1], cr__D[3];                                         \
+        TYPE cr__r;                                                                  \
+        cr__x[0] = a.v;                                                              \
+        cr__x[1] = b.v;                                                              \
+        cr__x[2] = c.v;                                                              \
+        cr__dual_row_##NAME(cr__x, cr__Y, cr__D);                                    \
+        cr__r.v = cr__Y[0];                                                          \
+        CR__DUALN_UNROLL for (size_t cr__i = 0; cr__i < CR__DUALN_LANES(N); cr__i++) \
+            cr__r.d[cr__i] =                                                         \
+            cr__D[0] * a.d[cr__i] + cr__D[1] * b.d[cr__i] + cr__D[2] * c.d[cr__i];   \
+        return cr__r;                                                                \
+    }
+#define CR__DUALN_M(TYPE, N, NAME, NOUT)                                                          \
+    CR__DUALN_INLINE void TYPE##_##NAME(TYPE a, TYPE *y)                                          \
+    {                                                                                             \
+        double cr__x[1], cr__Y[NOUT], cr__D[NOUT];                                                \
+        cr__x[0] = a.v;                                                                           \
+        cr__dual_row_##NAME(cr__x, cr__Y, cr__D);                                                 \
+        for (size_t cr__k = 0; cr__k < (NOUT); cr__k++) {                                         \
+            y[cr__k].v = cr__Y[cr__k];                                                            \
+            CR__DUALN_UNROLL for (size_t cr__i = 0; cr__i < CR__DUALN_LANES(N); cr__i++) y[cr__k] \
+                .d[cr__i] = cr__D[cr__k] * a.d[cr__i];                                            \
+        }                                                                                         \
+    }
+/** @endcond */
+
+/**
+ * Defines a dual type TYPE with N directions fixed at compile time (N >= 1, a constant
+ * expression) and its operations, all `static inline`. Use it once per type, at file
+ * scope, followed by a semicolon, in any number of translation units:
+ *
+ * - `typedef struct TYPE { double d[L]; double v; } TYPE;`: the tangents d[0..N) (L is N
+ *   rounded up to a multiple of 4; d[N..L) are zero and stay zero) and the value v;
+ * - `TYPE TYPE_const(double v)`: tangents 0;
+ * - `TYPE TYPE_var(double v, size_t dir)`: tangent 1 along dir, 0 along the others (a
+ *   constant when dir >= N);
+ * - `TYPE TYPE_make(double v, const double *d)`: the tangents d[0..N);
+ * - `TYPE TYPE_NAME(TYPE a, ...)` for every row NAME of one result (TYPE_add, TYPE_sin,
+ *   TYPE_atan2, TYPE_muladd, ...) and `void TYPE_NAME(TYPE a, TYPE *y)` for the rows of
+ *   several results (TYPE_sincos writes y[0], y[1]).
+ */
+#define CR_DUALN_DEFINE(TYPE, N)                                               \
+    typedef struct TYPE {                                                      \
+        double d[CR__DUALN_LANES(N)];                                          \
+        double v;                                                              \
+    } TYPE;                                                                    \
+    CR__DUALN_INLINE TYPE TYPE##_const(double v)                               \
+    {                                                                          \
+        TYPE cr__r;                                                            \
+        cr__r.v = v;                                                           \
+        for (size_t cr__i = 0; cr__i < CR__DUALN_LANES(N); cr__i++)            \
+            cr__r.d[cr__i] = 0.0;                                              \
+        return cr__r;                                                          \
+    }                                                                          \
+    CR__DUALN_INLINE TYPE TYPE##_var(double v, size_t dir)                     \
+    {                                                                          \
+        TYPE cr__r = TYPE##_const(v);                                          \
+        if (dir < (size_t)(N))                                                 \
+            cr__r.d[dir] = 1.0;                                                \
+        return cr__r;                                                          \
+    }                                                                          \
+    CR__DUALN_INLINE TYPE TYPE##_make(double v, const double *d)               \
+    {                                                                          \
+        TYPE cr__r;                                                            \
+        cr__r.v = v;                                                           \
+        for (size_t cr__i = 0; cr__i < CR__DUALN_LANES(N); cr__i++)            \
+            cr__r.d[cr__i] = cr__i < (size_t)(N) ? d[cr__i] : 0.0;             \
+        return cr__r;                                                          \
+    }                                                                          \
+    CR__DUAL_ROWS(CR__DUALN_1, CR__DUALN_2, CR__DUALN_3, CR__DUALN_M, TYPE, N) \
+    typedef int TYPE##_cr__dualn_end
+
+CR_END_DECLS
+
+#include "dual_inline_rows.h"
+
+#endif /* CR_DUAL_INLINE_H */
