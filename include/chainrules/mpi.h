@@ -55,6 +55,7 @@
 
 #include <mpi.h>
 
+#include "dual.h"
 #include "tape.h"
 
 CR_BEGIN_DECLS
@@ -369,6 +370,123 @@ CR_API cr_status cr_mpi_allgatherv(cr_tape *t, cr_mpi_in x, cr_mpi_out y, const 
  * @return as cr_mpi_bcast().
  */
 CR_API cr_status cr_mpi_alltoall(cr_tape *t, cr_mpi_in x, cr_mpi_out y, MPI_Comm comm);
+
+/* ---- Forward mode on dual numbers ---------------------------------------------------------- */
+
+/**
+ * MPI_Sendrecv of dual numbers (dual.h): the values and their tangents travel together,
+ * each element as its value and k directions (k the most any element of x carries; the
+ * receiver's elements get k directions). Either side may be MPI_PROC_NULL.
+ * @param[in]  ctx     errors (messages); memory for the packed messages. Not NULL.
+ * @param[in]  x       nx duals sent to dest.
+ * @param[in]  nx      their count.
+ * @param[in]  dest    destination rank.
+ * @param[in]  sendtag tag of the message sent.
+ * @param[out] y       ny duals received from source.
+ * @param[in]  ny      their count.
+ * @param[in]  source  source rank (MPI_ANY_SOURCE allowed).
+ * @param[in]  recvtag tag of the message received.
+ * @param[in]  comm    communicator.
+ * @param[out] status  the receive's status, or MPI_STATUS_IGNORE.
+ * @return CR_OK; CR_EINVAL (NULL ctx, a buffer without storage); CR_ESHAPE (a message of
+ *         another count); CR_ECOMM (the sender failed, naming it; MPI failed); CR_ENOMEM.
+ */
+CR_API cr_status cr_mpi_dual_sendrecv(cr_ctx *ctx, const cr_dual *x, size_t nx, int dest,
+                                      int sendtag, cr_dual *y, size_t ny, int source, int recvtag,
+                                      MPI_Comm comm, MPI_Status *status);
+
+/**
+ * MPI_Send of n duals (as cr_mpi_dual_sendrecv()).
+ * @param[in] ctx  errors and memory. @param[in] x the duals. @param[in] n their count.
+ * @param[in] dest destination rank. @param[in] tag message tag. @param[in] comm communicator.
+ * @return as cr_mpi_dual_sendrecv().
+ */
+CR_API cr_status cr_mpi_dual_send(cr_ctx *ctx, const cr_dual *x, size_t n, int dest, int tag,
+                                  MPI_Comm comm);
+
+/**
+ * MPI_Recv of n duals (as cr_mpi_dual_sendrecv()).
+ * @param[in]  ctx    errors and memory. @param[out] y the duals. @param[in] n their count.
+ * @param[in]  source source rank. @param[in] tag message tag. @param[in] comm communicator.
+ * @param[out] status the status, or MPI_STATUS_IGNORE.
+ * @return as cr_mpi_dual_sendrecv().
+ */
+CR_API cr_status cr_mpi_dual_recv(cr_ctx *ctx, cr_dual *y, size_t n, int source, int tag,
+                                  MPI_Comm comm, MPI_Status *status);
+
+/**
+ * MPI_Bcast of n duals, in place: buf on the root is sent, elsewhere received. Collectives
+ * on duals agree first as the tape's do (an error or different counts on one rank fail
+ * every rank) and carry the most directions any rank has.
+ * @param[in]     ctx  errors and memory.
+ * @param[in,out] buf  n duals.
+ * @param[in]     n    their count.
+ * @param[in]     root the root.
+ * @param[in]     comm communicator.
+ * @return CR_OK; CR_EINVAL; CR_ESHAPE; CR_ECOMM (another rank failed); CR_ENOMEM.
+ */
+CR_API cr_status cr_mpi_dual_bcast(cr_ctx *ctx, cr_dual *buf, size_t n, int root, MPI_Comm comm);
+
+/**
+ * MPI_Reduce of n duals (MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN; the tangent of MAX and MIN
+ * is the winner's, the lowest rank on ties): y on the root only.
+ * @param[in]  ctx  errors and memory. @param[in] x each rank's n duals.
+ * @param[out] y    the result on the root (ignored elsewhere). @param[in] n the count.
+ * @param[in]  op   the operation (others: CR_EUNIMPL). @param[in] root the root.
+ * @param[in]  comm communicator.
+ * @return as cr_mpi_dual_bcast(); CR_EUNIMPL.
+ */
+CR_API cr_status cr_mpi_dual_reduce(cr_ctx *ctx, const cr_dual *x, cr_dual *y, size_t n, MPI_Op op,
+                                    int root, MPI_Comm comm);
+
+/**
+ * MPI_Allreduce of n duals (as cr_mpi_dual_reduce(), the result on every rank).
+ * @param[in]  ctx errors and memory. @param[in] x each rank's n duals.
+ * @param[out] y   the result. @param[in] n the count. @param[in] op the operation.
+ * @param[in]  comm communicator.
+ * @return as cr_mpi_dual_reduce().
+ */
+CR_API cr_status cr_mpi_dual_allreduce(cr_ctx *ctx, const cr_dual *x, cr_dual *y, size_t n,
+                                       MPI_Op op, MPI_Comm comm);
+
+/**
+ * MPI_Gather of n duals per rank into the root's y (n times the ranks).
+ * @param[in]  ctx  errors and memory. @param[in] x n duals. @param[in] n the count.
+ * @param[out] y    the root's result. @param[in] root the root. @param[in] comm communicator.
+ * @return as cr_mpi_dual_bcast().
+ */
+CR_API cr_status cr_mpi_dual_gather(cr_ctx *ctx, const cr_dual *x, size_t n, cr_dual *y, int root,
+                                    MPI_Comm comm);
+
+/**
+ * MPI_Scatter of the root's x (n times the ranks) into n duals per rank.
+ * @param[in]  ctx  errors and memory. @param[in] x the root's duals.
+ * @param[out] y    n duals. @param[in] n the count. @param[in] root the root.
+ * @param[in]  comm communicator.
+ * @return as cr_mpi_dual_bcast().
+ */
+CR_API cr_status cr_mpi_dual_scatter(cr_ctx *ctx, const cr_dual *x, cr_dual *y, size_t n, int root,
+                                     MPI_Comm comm);
+
+/**
+ * MPI_Allgather of n duals per rank into y (n times the ranks) on every rank.
+ * @param[in]  ctx  errors and memory. @param[in] x n duals. @param[in] n the count.
+ * @param[out] y    the result. @param[in] comm communicator.
+ * @return as cr_mpi_dual_bcast().
+ */
+CR_API cr_status cr_mpi_dual_allgather(cr_ctx *ctx, const cr_dual *x, size_t n, cr_dual *y,
+                                       MPI_Comm comm);
+
+/**
+ * MPI_Alltoall of blocks of n duals: block s of rank r's x becomes block r of rank s's y
+ * (x and y hold n times the ranks).
+ * @param[in]  ctx  errors and memory. @param[in] x the blocks sent.
+ * @param[out] y    the blocks received. @param[in] n the block's count.
+ * @param[in]  comm communicator.
+ * @return as cr_mpi_dual_bcast().
+ */
+CR_API cr_status cr_mpi_dual_alltoall(cr_ctx *ctx, const cr_dual *x, cr_dual *y, size_t n,
+                                      MPI_Comm comm);
 
 CR_END_DECLS
 

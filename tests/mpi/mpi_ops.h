@@ -422,4 +422,40 @@ static inline cr_var post1(cr_tape *t, int r, const cr_var *y, size_t n)
     return acc;
 }
 
+/* The serial objective around op of every rank's inputs xall (p L values: the ranks' x one
+ * after the other) and its gradient into g. */
+static inline double serial_objective(cr_ctx *ctx, int op, int p, size_t L, const double *xall,
+                                      double *g)
+{
+    size_t N = (size_t)p * L;
+    cr_tape *t;
+    if (cr_tape_new(ctx, NULL, &t) != CR_OK)
+        return (double)NAN;
+    cr_var(*U)[MAXL] = calloc(MAXP, sizeof *U);
+    cr_var(*Y)[MAXY] = calloc(MAXP, sizeof *Y);
+    cr_var *xs = calloc(N, sizeof *xs);
+    size_t ny[MAXP];
+    double J = (double)NAN;
+    if (U != NULL && Y != NULL && xs != NULL) {
+        cr_tape_inputs(t, xall, N, xs);
+        for (int r = 0; r < p; r++)
+            for (size_t i = 0; i < L; i++)
+                U[r][i] = pre1(t, xs[(size_t)r * L + i]);
+        serial_op(t, op, p, L, U, Y, ny);
+        cr_var acc = cr_const(0.0);
+        for (int r = 0; r < p; r++)
+            acc = cr_add(t, acc, post1(t, r, Y[r], ny[r]));
+        J = acc.v;
+        if (cr_var_is_const(acc))
+            memset(g, 0, N * sizeof *g);
+        else if (cr_tape_gradient(t, acc, xs, N, g) != CR_OK)
+            J = (double)NAN;
+    }
+    free(U);
+    free(Y);
+    free(xs);
+    cr_tape_free(t);
+    return J;
+}
+
 #endif /* CR_TEST_MPI_OPS_H */

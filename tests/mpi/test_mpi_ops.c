@@ -64,39 +64,9 @@ static cr_status dist_J(cr_tape *t, int op, int mode, const double *x, cr_var *x
     return st != CR_OK ? st : s2;
 }
 
-/* The serial objective of every rank's inputs xall (p L values) and its gradient. */
 static double serial_J(int op, const double *xall, double *g)
 {
-    int p = g_p;
-    size_t L = g_L, N = (size_t)p * L;
-    cr_tape *t;
-    if (cr_tape_new(g_ctx, NULL, &t) != CR_OK)
-        return NAN;
-    cr_var(*U)[MAXL] = calloc(MAXP, sizeof *U);
-    cr_var(*Y)[MAXY] = calloc(MAXP, sizeof *Y);
-    cr_var *xs = calloc(N, sizeof *xs);
-    size_t ny[MAXP];
-    double J = NAN;
-    if (U != NULL && Y != NULL && xs != NULL) {
-        cr_tape_inputs(t, xall, N, xs);
-        for (int r = 0; r < p; r++)
-            for (size_t i = 0; i < L; i++)
-                U[r][i] = pre1(t, xs[(size_t)r * L + i]);
-        serial_op(t, op, p, L, U, Y, ny);
-        cr_var acc = cr_const(0.0);
-        for (int r = 0; r < p; r++)
-            acc = cr_add(t, acc, post1(t, r, Y[r], ny[r]));
-        J = acc.v;
-        if (cr_var_is_const(acc))
-            memset(g, 0, N * sizeof *g);
-        else if (cr_tape_gradient(t, acc, xs, N, g) != CR_OK)
-            J = NAN;
-    }
-    free(U);
-    free(Y);
-    free(xs);
-    cr_tape_free(t);
-    return J;
+    return serial_objective(g_ctx, op, g_p, g_L, xall, g);
 }
 
 /* The distributed objective's value at this rank's x (recorded, not swept). */
