@@ -18,10 +18,12 @@ set -eu
 # g++ for the C++ header checks; doxygen for the API reference; gfortran for libgfortran's
 # link library, which a static link against OpenBLAS needs (`pkg-config --static --libs
 # chainrules` lists -lgfortran from OpenBLAS's and LAPACK's .pc files; the install check
-# links that way), under a name that does not change with the compiler's version.
+# links that way), under a name that does not change with the compiler's version;
+# OpenMPI (libopenmpi-dev, and openmpi-bin for mpirun) for chainrules-mpi and its tests.
 required="cmake make gcc g++ pkg-config libcmocka-dev libopenblas-dev liblapacke-dev \
 libclang-19-dev \
-libmpfr-dev libcjson-dev doxygen gfortran"
+libmpfr-dev libcjson-dev doxygen gfortran \
+libopenmpi-dev openmpi-bin"
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
     echo "deps.sh: dpkg-query not found (not a Debian-based system): not checking packages." >&2

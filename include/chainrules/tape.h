@@ -963,6 +963,78 @@ CR_API cr_avar cr_aslice(cr_tape *t, cr_avar x, int64_t start, int64_t stop);
  */
 CR_API cr_avar cr_amatmul(cr_tape *t, cr_avar A, cr_avar B);
 
+/* ---- Operations with their own steps --------------------------------------------------------- */
+
+/**
+ * A step of an operation recorded with cr_tape_op_record(): read `in` (the concatenated
+ * elements of one side of the operation, f64, dense) and write `out` (the other side's,
+ * zeroed before the call).
+ * @return CR_OK or an error (its message on the tape's context, or set with
+ *         cr_tape_op_fail()).
+ */
+typedef cr_status (*cr_tape_op_fn)(cr_tape *t, void *env, const double *in, double *out);
+
+/**
+ * An operation whose reverse (and forward) steps are the caller's: the tape keeps the step
+ * functions and their environment, not a rule. Made for operations with effects outside
+ * the tape that must run in every sweep, in record order or its reverse, such as the
+ * adjoint communication of a message-passing call (chainrules/mpi.h).
+ */
+typedef struct cr_tape_op {
+    const char *name;      /**< Named in messages. */
+    cr_tape_op_fn reverse; /**< Reverse step: in = the outputs' cotangents, out = the
+                                cotangents to add to the inputs'. Required. */
+    cr_tape_op_fn forward; /**< Forward step (cr_tape_jvp() on a CR_TAPE_FORWARD tape): in =
+                                the inputs' tangents, out = the outputs' tangents. NULL: forward
+                                sweeps fail with CR_EUNIMPL naming the operation. */
+} cr_tape_op;
+
+/**
+ * Record an operation whose steps are op's: its inputs `in` (scalar variables, f64 array
+ * variables, or constants of either) and its outputs, whose values the caller computed
+ * (`vals`: a scalar's value in `u.s.v`, an array's in `u.a.a`, an f64 array that must stay
+ * valid and unchanged until the tape is reset, for instance in cr_tape_arena()), made new
+ * variables in `out`.
+ *
+ * Unlike a rule's pullback, which is skipped when its result's cotangent is zero, the
+ * reverse step runs in every reverse sweep that reaches the record (every sweep seeded at a
+ * variable made after it, or at the last variable made before it: seed the objective
+ * recorded last), in the reverse order of recording, with zeros for cotangents
+ * nobody gave; a record with no input and no output variable is recorded and run too. The
+ * elements of `in` and of the outputs are concatenated in argument order (a scalar is one
+ * element, an array its elements in row-major order); the step's `out` holds as many
+ * doubles as the other side, zeroed; what it writes for constant inputs is dropped. The
+ * forward step runs in every forward sweep, once per direction, in record order.
+ *
+ * Records made this way are refused (CR_EUNIMPL naming op) on CR_TAPE_SECOND_ORDER tapes
+ * and in prepared gradients and H v (which replay records by their rules).
+ * @param[in]  t    the tape (NULL: the current tape).
+ * @param[in]  op   the steps (must outlive the recording; usually static).
+ * @param[in]  env  passed to the steps (keep it valid until the tape is reset: allocate it
+ *                  in cr_tape_arena()).
+ * @param[in]  in   nin inputs (NULL when nin is 0).
+ * @param[in]  nin  number of inputs.
+ * @param[in]  vals nout output values (kinds CR_TARG_VAR or CR_TARG_ARR).
+ * @param[out] out  nout output variables (NaN constants on failure).
+ * @param[in]  nout number of outputs.
+ * @return the tape's status: CR_OK; CR_EINVAL (NULL op, op->reverse, in, vals or out where
+ *         needed; an array that is not f64 or has NULL data; a value of kind CR_TARG_VALUE);
+ *         CR_ETAPE (a variable of another recording); CR_EUNIMPL (as above); CR_EOVERFLOW;
+ *         CR_ENOMEM, CR_EARENA.
+ */
+CR_API cr_status cr_tape_op_record(cr_tape *t, const cr_tape_op *op, void *env, const cr_targ *in,
+                                   size_t nin, const cr_targ *vals, cr_targ *out, size_t nout);
+
+/**
+ * Fail the tape from inside an operation's step (or while preparing one) with status st and
+ * a message, which cr_tape_errmsg() then gives.
+ * @param[in] t   the tape.
+ * @param[in] st  a failure status.
+ * @param[in] msg the message (copied).
+ * @return st.
+ */
+CR_API cr_status cr_tape_op_fail(cr_tape *t, cr_status st, const char *msg);
+
 /**
  * Gradient of a scalar output with respect to scalar and array variables: one reverse
  * sweep. Array gradients are written into caller arrays of the variables' shapes (dense

@@ -575,6 +575,7 @@ static ALWAYS_INLINE cr_status record(cr_tape *t, const char *who, const cr_kern
     b->vals = NULL;
     b->pull = kernel_pull;
     b->ext = NULL;
+    b->custom = 0;
     set_readers(nd);
     unsigned nv = sum ? 1u : 0u;
     uint64_t h = hdr_make(K_ARRAY, nv, 0);

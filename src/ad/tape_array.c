@@ -463,6 +463,7 @@ static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const
     memcpy(ai + nargs, outs, (tuple ? nout : 0) * sizeof *ai);
     nd->pb = pb;
     nd->pull = NULL;
+    nd->custom = 0;
     nd->fname = fname;
     nd->nargs = (uint32_t)nargs;
     nd->out = aslot;

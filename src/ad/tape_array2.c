@@ -299,6 +299,8 @@ static cr_status tuple_tangents(cr_tape *t, const cr__anode *nd, cr_tangent dy, 
 
 cr_status cr__array_forward(cr_tape *t, const cr__anode *nd, double *tan, size_t k, size_t i)
 {
+    if (nd->custom) /* an operation with its own steps */
+        return cr__custom_forward(t, nd, tan, k, i);
     if (nd->pull != NULL) /* a fused kernel */
         return cr__kernel_forward(t, nd, tan, k, i);
     const cr__aext *e = nd->ext;
@@ -652,6 +654,8 @@ static cr_status result_cots(cr_tape *t, const cr__anode *nd, size_t i, double *
 cr_status cr__array_pull2(cr_tape *t, const cr__anode *nd, size_t i, double *adj, double *adjd,
                           const double *tan, size_t k)
 {
+    if (nd->custom) /* refused when recorded; a corrupt record otherwise */
+        return cr__tape_fail(t, CR_EUNIMPL, "%s: no second-order step", nd->fname);
     if (nd->pull != NULL) /* a fused kernel */
         return cr__kernel_pull2(t, nd, i, adj, adjd, tan, k);
     const cr__aext *e = nd->ext;

@@ -330,6 +330,10 @@ typedef struct cr__anode {
     cr_status (*pull)(cr_tape *t, const struct cr__anode *nd, const double *g, double *adj);
     const cr__aext
         *ext; /* forward and second-order tapes only (not tuples, not kernels), else NULL */
+    /* 1: an operation with its own steps (tape_custom.c, cr_tape_op_record): pull is its
+     * reverse step, cr__custom_forward its forward step; never on second-order or replay
+     * tapes. 0 otherwise. */
+    unsigned char custom;
 } cr__anode;
 
 /* The reverse step of a K_ARRAY record: g is the adjoint of its first scalar result (NULL
@@ -437,6 +441,10 @@ CR_INTERNAL cr_status cr__array_seed(cr_tape *t, const cr_avar *as, size_t na,
  * (deriv false), or its shadow's derivative (deriv true, second-order sweeps); NULL when
  * the sweep keeps none. */
 CR_INTERNAL cr_tangent *cr__asweep_slot(cr_tape *t, uint32_t slot, size_t d, bool deriv);
+
+/* The forward step of an operation with its own steps (tape_custom.c; nd->custom set). */
+CR_INTERNAL cr_status cr__custom_forward(cr_tape *t, const cr__anode *nd, double *tan, size_t k,
+                                         size_t i);
 
 /* The forward and second-order steps of a fused kernel's record (kernel.c; nd->pull set),
  * as cr__array_forward and cr__array_pull2. */

@@ -1,0 +1,176 @@
+/*
+ * The dual-number operations of chainrules-mpi (values and tangents in one message) under
+ * mpirun on 1 to 4 ranks: the objective of test_mpi_ops.c computed on duals with two
+ * directions, J and its two directional derivatives on every rank, against the serial
+ * objective's value and its gradient (one tape on one process, the data movement written
+ * out) dotted with each direction; and their errors on every rank.
+ */
+#include "mpi_ops.h"
+
+static cr_ctx *g_ctx;
+static int g_rank, g_p;
+static size_t g_L;
+
+/* The direction vectors of every rank: v_j(k) for the k-th of the p L inputs. */
+static double dir(int j, size_t k)
+{
+    return j == 0 ? cos(1.0 + 0.37 * (double)k) : sin(0.5 + 0.21 * (double)k * (double)k);
+}
+
+/* The operation of mpi_ops.h on duals; *ny its result's count here. */
+static cr_status dual_op(int op, const cr_dual *u, cr_dual *y, size_t *ny)
+{
+    MPI_Comm c = MPI_COMM_WORLD;
+    int r = g_rank, p = g_p, next = (r + 1) % p, prev = (r + p - 1) % p, root = p - 1;
+    size_t P = (size_t)p;
+    cr_status st;
+    *ny = NPER;
+    switch (op) {
+    case OP_SENDRECV:
+        return cr_mpi_dual_sendrecv(g_ctx, u, NPER, next, 7, y, NPER, prev, 7, c,
+                                    MPI_STATUS_IGNORE);
+    case OP_SEND_RECV:
+        if (p == 1) {
+            *ny = 0;
+            return CR_OK;
+        }
+        if (r == 0) {
+            st = cr_mpi_dual_send(g_ctx, u, NPER, next, 3, c);
+            return st != CR_OK ? st
+                               : cr_mpi_dual_recv(g_ctx, y, NPER, prev, 3, c, MPI_STATUS_IGNORE);
+        }
+        st = cr_mpi_dual_recv(g_ctx, y, NPER, MPI_ANY_SOURCE, 3, c, MPI_STATUS_IGNORE);
+        cr_status s2 = cr_mpi_dual_send(g_ctx, u, NPER, next, 3, c);
+        return st != CR_OK ? st : s2;
+    case OP_BCAST:
+        if (r == root)
+            memcpy(y, u + 1, NPER * sizeof *y);
+        return cr_mpi_dual_bcast(g_ctx, y, NPER, root, c);
+    case OP_REDUCE_SUM:
+    case OP_REDUCE_PROD:
+    case OP_REDUCE_MAX:
+    case OP_REDUCE_MIN:
+        *ny = r == 0 ? NPER : 0;
+        return cr_mpi_dual_reduce(g_ctx, u, y, NPER, red_op(op), 0, c);
+    case OP_ALLREDUCE_SUM:
+    case OP_ALLREDUCE_PROD:
+    case OP_ALLREDUCE_MAX:
+    case OP_ALLREDUCE_MIN:
+        return cr_mpi_dual_allreduce(g_ctx, u, y, NPER, red_op(op), c);
+    case OP_GATHER:
+        *ny = r == 0 ? NPER * P : 0;
+        return cr_mpi_dual_gather(g_ctx, u, NPER, y, 0, c);
+    case OP_SCATTER:
+        return cr_mpi_dual_scatter(g_ctx, u, y, NPER, root, c);
+    case OP_ALLGATHER:
+        *ny = NPER * P;
+        return cr_mpi_dual_allgather(g_ctx, u, NPER, y, c);
+    default: /* OP_ALLTOALL */
+        *ny = NPER * P;
+        return cr_mpi_dual_alltoall(g_ctx, u, y, NPER, c);
+    }
+}
+
+static const int dual_ops[] = {
+    OP_SENDRECV,      OP_SEND_RECV,  OP_BCAST,         OP_REDUCE_SUM,     OP_REDUCE_PROD,
+    OP_REDUCE_MAX,    OP_REDUCE_MIN, OP_ALLREDUCE_SUM, OP_ALLREDUCE_PROD, OP_ALLREDUCE_MAX,
+    OP_ALLREDUCE_MIN, OP_GATHER,     OP_SCATTER,       OP_ALLGATHER,      OP_ALLTOALL};
+
+static void test_op(int op)
+{
+    size_t L = g_L, N = (size_t)g_p * L;
+    double xall[MAXP * MAXL], gser[MAXP * MAXL];
+    for (int r = 0; r < g_p; r++)
+        for (size_t i = 0; i < L; i++)
+            xall[(size_t)r * L + i] = input_value(r, i, L);
+    double Js = serial_objective(g_ctx, op, g_p, L, xall, gser);
+    double want[2] = {0.0, 0.0};
+    for (size_t k = 0; k < N; k++)
+        for (int j = 0; j < 2; j++)
+            want[j] += gser[k] * dir(j, k);
+    cr_dual *u = calloc(MAXL + MAXY, sizeof *u);
+    if (u == NULL)
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    cr_dual *y = u + MAXL;
+    for (size_t i = 0; i < L; i++) {
+        size_t k = (size_t)g_rank * L + i;
+        double d[2] = {dir(0, k), dir(1, k)};
+        cr_dual x = cr_dual_make(xall[k], d, 2);
+        u[i] = cr_dual_add(cr_dual_mul(x, x), cr_dual_sin(x));
+    }
+    size_t ny = 0;
+    cr_status st = dual_op(op, u, y, &ny);
+    CHECK(st == CR_OK, "%s on duals: %s", op_names[op], cr_ctx_errmsg(g_ctx));
+    cr_dual local = cr_dual_const(0.0), J;
+    for (size_t i = 0; i < ny && st == CR_OK; i++)
+        local =
+            cr_dual_add(local, cr_dual_mul(cr_dual_const(weight(g_rank, i)), cr_dual_cos(y[i])));
+    st = cr_mpi_dual_allreduce(g_ctx, &local, &J, 1, MPI_SUM, MPI_COMM_WORLD);
+    CHECK(st == CR_OK, "%s: the objective's allreduce: %s", op_names[op], cr_ctx_errmsg(g_ctx));
+    CHECK(close_to(J.v, Js, 1e-13, 1e-13), "%s on duals: J = %.17g, serial %.17g", op_names[op],
+          J.v, Js);
+    for (int j = 0; j < 2; j++)
+        CHECK(close_to(J.d[j], want[j], 1e-12, 1e-13),
+              "%s on duals: direction %d: %.17g, serial gradient . v = %.17g", op_names[op], j,
+              J.d[j], want[j]);
+    free(u);
+}
+
+static void test_errors(void)
+{
+    cr_dual x[3] = {cr_dual_var(1.0, 0), cr_dual_var(2.0, 1), cr_dual_const(3.0)}, y[3];
+    /* a buffer without storage on rank 1: every rank fails */
+    cr_status st =
+        cr_mpi_dual_allreduce(g_ctx, g_rank == 1 ? NULL : x, y, 3, MPI_SUM, MPI_COMM_WORLD);
+    if (g_rank == 1)
+        CHECK(st == CR_EINVAL, "rank 1's own error: %s", cr_status_name(st));
+    else
+        CHECK(st == CR_ECOMM && strstr(cr_ctx_errmsg(g_ctx), "rank 1 failed") != NULL,
+              "the others learn it: %s (%s)", cr_status_name(st), cr_ctx_errmsg(g_ctx));
+    /* counts that differ */
+    st = cr_mpi_dual_bcast(g_ctx, x, g_rank == 0 ? 3 : 2, 0, MPI_COMM_WORLD);
+    CHECK(st == CR_ESHAPE, "different counts: %s", cr_status_name(st));
+    /* an uncovered operation */
+    st = cr_mpi_dual_allreduce(g_ctx, x, y, 3, MPI_LAND, MPI_COMM_WORLD);
+    CHECK(st == CR_EUNIMPL, "MPI_LAND: %s", cr_status_name(st));
+    /* a sender that fails, and a size that does not match */
+    if (g_rank == 0) {
+        st = cr_mpi_dual_send(g_ctx, NULL, 3, 1, 4, MPI_COMM_WORLD);
+        CHECK(st == CR_EINVAL, "the sender's error: %s", cr_status_name(st));
+        st = cr_mpi_dual_send(g_ctx, x, 3, 1, 4, MPI_COMM_WORLD);
+        CHECK(st == CR_OK, "a sound send: %s", cr_status_name(st));
+    } else if (g_rank == 1) {
+        st = cr_mpi_dual_recv(g_ctx, y, 3, 0, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        CHECK(st == CR_ECOMM && strstr(cr_ctx_errmsg(g_ctx), "rank 0 (the sender) failed"),
+              "the receiver learns it: %s (%s)", cr_status_name(st), cr_ctx_errmsg(g_ctx));
+        st = cr_mpi_dual_recv(g_ctx, y, 2, 0, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        CHECK(st == CR_ESHAPE, "a message of another count: %s", cr_status_name(st));
+    }
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_p);
+    if (g_p > MAXP) {
+        MPI_Finalize();
+        return 1;
+    }
+    g_L = (size_t)NPER * (size_t)(g_p + 1);
+    if (cr_ctx_new(NULL, &g_ctx) != CR_OK)
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    for (size_t k = 0; k < sizeof dual_ops / sizeof dual_ops[0]; k++)
+        test_op(dual_ops[k]);
+    if (g_p >= 2)
+        test_errors();
+    int fails = 0, checks = 0;
+    MPI_Allreduce(&g_fail, &fails, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(&g_checks, &checks, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (g_rank == 0)
+        printf("test_mpi_dual on %d ranks: %d checks, %d failed\n", g_p, checks, fails);
+    cr_ctx_free(g_ctx);
+    MPI_Finalize();
+    return fails == 0 ? 0 : 1;
+}
