@@ -21,6 +21,7 @@
 #include <chainrules/rules_special.h>
 
 #include "../rules/rules_impl.h"
+#include "special_impl.h"
 
 #define PI               3.14159265358979323846
 #define SQRT_PI          1.77245385090551602730
@@ -1291,6 +1292,16 @@ static const cr_rule_test k_order_test = {.sample = order_sample};
 static const double k_gamma_inc_lo[] = {0.3, 0.1}, k_gamma_inc_hi[] = {6.0, 8.0};
 static const cr_rule_test k_gamma_inc_test = {.lo = k_gamma_inc_lo, .hi = k_gamma_inc_hi};
 
+double cr__sf_erfcx_deriv(double x, double y)
+{
+    return erfcx_deriv(x, y);
+}
+
+double cr__sf_gamma_inc_dx(double a, double x)
+{
+    return gamma_inc_dx(a, x);
+}
+
 cr_status cr__family_special(cr_registry *reg)
 {
     for (size_t i = 0; i < sizeof k_rows / sizeof k_rows[0]; i++) {
@@ -1321,5 +1332,6 @@ cr_status cr__family_special(cr_registry *reg)
     d.frule = gamma_inc_frule;
     d.rrule = gamma_inc_rrule;
     d.test = &k_gamma_inc_test;
-    return cr_registry_add(reg, &d);
+    cr_status st = cr_registry_add(reg, &d);
+    return st == CR_OK ? cr__family_special_more(reg) : st;
 }
