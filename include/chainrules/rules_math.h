@@ -66,7 +66,10 @@ CR_API extern const cr_value cr_fn_clamp;
 CR_API extern const cr_value cr_fn_max;
 /** `min(x, y)` (Julia: NaN if either argument is NaN; min(-0.0, 0.0) = -0.0). */
 CR_API extern const cr_value cr_fn_min;
-/** `evalpoly(x, c0, c1, ...) = c0 + c1 x + ...`: variadic, at least one coefficient. */
+/** `evalpoly(x, c0, c1, ...) = c0 + c1 x + ...`: variadic, at least one coefficient; or
+ *  `evalpoly(x, c)` with the coefficients in a non-empty vector c (an array of f64, f32 or
+ *  c128; its cotangent is an array of c's element type, x̄ = conj(p'(x)) ȳ,
+ *  c̄_i = conj(x)^i ȳ). */
 CR_API extern const cr_value cr_fn_evalpoly;
 /** `ignore_derivatives(x) = x`, with NoTangent derivatives. */
 CR_API extern const cr_value cr_fn_ignore_derivatives;

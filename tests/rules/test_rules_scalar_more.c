@@ -1,6 +1,7 @@
 /*
  * Tests of the Julia Base scalars tanpi, sincosd, mod2pi, rem2pi, log_base (log(b, x)), the
- * complex fma, csign (sign of a complex number) and chypot (hypot of complex numbers).
+ * complex fma, csign (sign of a complex number), chypot (hypot of complex numbers) and
+ * evalpoly with a vector of coefficients.
  * Primals: against 512-bit MPFR values when the build has MPFR (tan(pi x), sin and cos of
  * x pi/180, x - 2 pi n with n rounded in MPFR, log x / log b), and exact values (zeros,
  * poles, quadrants) in every build. Derivatives: each argument's real and imaginary
@@ -418,6 +419,84 @@ static void test_complex_rules(void **state)
     cr_arena_reset(fx->arena);
 }
 
+/* ---- evalpoly with a vector of coefficients ------------------------------------------------ */
+
+typedef struct ep_env {
+    fixture *fx;
+    double x, c[4];
+    int k; /* -1: x, else the coefficient perturbed */
+} ep_env;
+
+static cr_status ep_fn(double t, double *y, void *env)
+{
+    ep_env *e = env;
+    double c[4];
+    memcpy(c, e->c, sizeof c);
+    double x = e->x;
+    if (e->k < 0)
+        x += t;
+    else
+        c[e->k] += t;
+    cr_array a = cr_array_vector(c, 4);
+    cr_value args[2] = {cr_value_f64(x), cr_value_array(&a)}, v;
+    cr_status st = cr_function_call(e->fx->arena, &cr_fn_evalpoly, args, 2, &v);
+    *y = v.u.f64;
+    return st;
+}
+
+static void test_evalpoly_vector(void **state)
+{
+    fixture *fx = *state;
+    ep_env e = {.fx = fx, .x = -1.3, .c = {1.5, -2.0, 0.25, 3.0}};
+    double c[4] = {1.5, -2.0, 0.25, 3.0};
+    cr_array a = cr_array_vector(c, 4);
+    cr_value args[2] = {cr_value_f64(e.x), cr_value_array(&a)}, y;
+    /* the value against the polynomial written out */
+    double x = e.x, want = 1.5 - 2.0 * x + 0.25 * x * x + 3.0 * x * x * x;
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_evalpoly, args, 2, &y), CR_OK);
+    assert_true(fabs(y.u.f64 - want) < 1e-14);
+    cr_fdm m;
+    assert_int_equal(cr_fdm_central(5, 1, &m), CR_OK);
+    cr_fd_opts opts = {0};
+    opts.max_range = 0.1;
+    double d[5], err;
+    for (int k = -1; k < 4; k++) {
+        e.k = k;
+        assert_int_equal(cr_fd_derivative(&m, &opts, ep_fn, &e, 0.0, &d[k + 1], &err), CR_OK);
+    }
+    /* frule: Δx = 1 with a zero Δc, then Δc = e_k */
+    cr_tangent dargs[3] = {cr_tangent_none(), cr_tangent_f64(1.0), cr_tangent_zero()}, dy;
+    assert_int_equal(cr_frule(NULL, fx->arena, dargs, &cr_fn_evalpoly, args, 2, &y, &dy), CR_OK);
+    assert_true(dy.tag == CR_TAN_F64 && fabs(dy.u.f64 - d[0]) < 1e-8);
+    for (int k = 0; k < 4; k++) {
+        double t[4] = {0, 0, 0, 0};
+        t[k] = 1;
+        cr_array ta = cr_array_vector(t, 4);
+        dargs[1] = cr_tangent_zero();
+        dargs[2] = cr_tangent_array(&ta);
+        assert_int_equal(cr_frule(NULL, fx->arena, dargs, &cr_fn_evalpoly, args, 2, &y, &dy),
+                         CR_OK);
+        assert_true(fabs(dy.u.f64 - d[k + 1]) < 1e-8);
+    }
+    /* pullback of 2: (2 p'(x), [2 x^i]) */
+    cr_pullback pb;
+    assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_evalpoly, args, 2, &y, &pb), CR_OK);
+    cr_tangent g = cr_tangent_f64(2.0), dx[3];
+    assert_int_equal(cr_pullback_call(fx->arena, &pb, &g, dx, 3), CR_OK);
+    assert_true(dx[1].tag == CR_TAN_F64 && fabs(dx[1].u.f64 - 2 * d[0]) < 2e-8);
+    assert_int_equal(dx[2].tag, CR_TAN_ARRAY);
+    for (size_t k = 0; k < 4; k++)
+        assert_true(fabs(creal(cr_array_get_linear(dx[2].u.arr, k)) - 2 * d[k + 1]) < 2e-8);
+    /* bad input: an empty vector, a matrix */
+    cr_array empty = cr_array_vector(c, 0);
+    args[1] = cr_value_array(&empty);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_evalpoly, args, 2, &y), CR_EINVAL);
+    cr_array mat = cr_array_matrix(c, 2, 2);
+    args[1] = cr_value_array(&mat);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_evalpoly, args, 2, &y), CR_EINVAL);
+    cr_arena_reset(fx->arena);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -427,6 +506,7 @@ int main(void)
 #endif
         cmocka_unit_test_setup_teardown(test_real_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_complex_rules, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_evalpoly_vector, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
