@@ -74,7 +74,9 @@ CR_API extern const cr_value cr_fn_logabsgamma;
 /**
  * gamma_inc(a, x) = (P(a, x), Q(a, x)), the regularised incomplete gamma functions, a
  * tuple of two doubles. ∂P/∂x = x^(a-1) e^-x / Γ(a) = -∂Q/∂x; the derivatives with
- * respect to `a` are NotImplemented (SpecialFunctions.jl issue 317). a > 0, x >= 0.
+ * respect to `a` are NotImplemented (SpecialFunctions.jl issue 317). a > 0, x >= 0. Also
+ * gamma_inc(a, x, IND) with an integer IND in 0..2 (SpecialFunctions' requested accuracy:
+ * the full accuracy is computed for every IND; IND gets NoTangent).
  */
 CR_API extern const cr_value cr_fn_gamma_inc;
 /** expint(x) = E1(x) = ∫_1^∞ e^(-xt)/t dt for x > 0; derivative -e^(-x)/x. */

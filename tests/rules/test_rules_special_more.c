@@ -989,6 +989,40 @@ static void test_gamma_upper(void **state)
     }
 }
 
+/* gamma_inc(a, x, IND): the values and derivatives of gamma_inc(a, x) for every IND (the full
+ * accuracy is computed), NoTangent for IND, CR_EINVAL for another IND. */
+static void test_gamma_inc3(void **state)
+{
+    fixture *fx = *state;
+    for (int64_t ind = 0; ind <= 2; ind++) {
+        cr_value a3[3] = {cr_value_f64(2.5), cr_value_f64(1.75), cr_value_i64(ind)}, y3, y2;
+        cr_pullback pb3, pb2;
+        assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_gamma_inc, a3, 3, &y3, &pb3), CR_OK);
+        assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_gamma_inc, a3, 2, &y2, &pb2), CR_OK);
+        const double *p3 = y3.u.obj.ptr, *p2 = y2.u.obj.ptr;
+        assert_true(p3[0] == p2[0] && p3[1] == p2[1]);
+        cr_tangent seeds[2] = {cr_tangent_f64(1.0), cr_tangent_f64(-0.5)}, g, dx3[4], dx2[3];
+        assert_int_equal(cr_tangent_struct(fx->arena, y3.u.obj.type, NULL, seeds, 2, &g), CR_OK);
+        assert_int_equal(cr_pullback_call(fx->arena, &pb3, &g, dx3, 4), CR_OK);
+        assert_int_equal(cr_pullback_call(fx->arena, &pb2, &g, dx2, 3), CR_OK);
+        assert_int_equal(dx3[1].tag, CR_TAN_NOTIMPL);
+        assert_true(dx3[2].tag == CR_TAN_F64 && dx3[2].u.f64 == dx2[2].u.f64);
+        assert_int_equal(dx3[3].tag, CR_TAN_NONE);
+        /* ∂P/∂x against differences of P */
+        fd_env e = {.f2 = cr_sf_gamma_upper, .args = {2.5, 1.75}};
+        double tol, d = fd_partial(&e, 1, 0.1, &tol);
+        /* P = 1 - Γ(a, x)/Γ(a): the pullback of (1, -1/2) is 1.5 ∂P/∂x */
+        check_close(dx3[2].u.f64, -1.5 * d / tgamma(2.5), 1.5 * tol / tgamma(2.5),
+                    "gamma_inc(a, x, IND) pullback");
+        cr_arena_reset(fx->arena);
+    }
+    cr_value bad[3] = {cr_value_f64(2.5), cr_value_f64(1.75), cr_value_i64(3)}, y;
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_gamma_inc, bad, 3, &y), CR_EINVAL);
+    bad[2] = cr_value_f64(1.0);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_gamma_inc, bad, 3, &y), CR_EINVAL);
+    cr_arena_reset(fx->arena);
+}
+
 /* The complex-valued Hankel functions of a real x: the frule's tangent is f'(x) ẋ (real and
  * imaginary parts against differences), the pullback of ȳ is real(conj(f'(x)) ȳ) = the
  * derivative of real(conj(ȳ) f(x)). */
@@ -1095,6 +1129,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_erf2, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bessel_real_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gamma_upper, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gamma_inc3, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hankel, setup, teardown),
         cmocka_unit_test_setup_teardown(test_float_input_registration, setup, teardown),
     };
