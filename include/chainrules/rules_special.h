@@ -79,7 +79,8 @@ CR_API extern const cr_value cr_fn_logabsgamma;
  * the full accuracy is computed for every IND; IND gets NoTangent).
  */
 CR_API extern const cr_value cr_fn_gamma_inc;
-/** expint(x) = E1(x) = ∫_1^∞ e^(-xt)/t dt for x > 0; derivative -e^(-x)/x. */
+/** expint(x) = E1(x) = ∫_1^∞ e^(-xt)/t dt: a real x > 0, or a complex z (principal branch,
+ *  so E1 of a negative x is expint(x ± 0i) = -Ei(-x) ∓ iπ); derivative -e^(-z)/z. */
 CR_API extern const cr_value cr_fn_expint;
 /** Bessel J0(x) (C's j0); derivative -J1(x). */
 CR_API extern const cr_value cr_fn_j0;
@@ -231,6 +232,14 @@ CR_API void cr_sf_gamma_inc(double a, double x, double *p, double *q);
 
 /** The exponential integral E1(x) for x > 0 (+inf at 0, NaN for x < 0: complex there). */
 CR_API double cr_sf_expint(double x);
+
+/**
+ * E1(z) for complex z, the principal branch: the cut is the negative real axis, whose side
+ * the sign of a zero imaginary part selects (E1(-x ± 0i) = -Ei(x) ∓ iπ for x > 0); +inf at 0.
+ * The power series where it does not cancel (|z| <= 1, or Re z < 0 with Im² <= 6|Re z|), the
+ * continued fraction of DLMF 6.9.1 elsewhere.
+ */
+CR_API cr_complex cr_sf_expint_complex(cr_complex z);
 
 /** Ai(x), the Airy function of the first kind. */
 CR_API double cr_sf_airyai(double x);

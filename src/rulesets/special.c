@@ -777,10 +777,14 @@ static const cr_scalar_rule logabsgamma_row =
                           .notes = "the sign is a real output with a zero derivative");
 DEFINE_FN(logabsgamma, 1)
 
-/* expint(x) = E1(x): -exp(-x)/x */
-CR_SCALAR_EVALS_REAL(expint, 1, 1, Y[0] = cr_sf_expint(x[0]), D[0] = -exp(-x[0]) / x[0])
-static const cr_scalar_rule expint_row =
-    CR_SCALAR_ROW_REAL_EX(expint, .test = {.lo = k_pos_lo, .hi = k_pos_hi}, .notes = "x > 0");
+/* expint(x) = E1(x): -exp(-x)/x, holomorphic off the negative real axis: the row has a
+ * complex instantiation (cr_sf_expint_complex), which also gives E1 at x < 0 as
+ * expint(x ± 0i) = -Ei(-x) ∓ iπ. */
+#define EXPINT_G(X) _Generic((X), cr_complex : cr_sf_expint_complex, default : cr_sf_expint)(X)
+CR_SCALAR_EVALS(expint, 1, 1, Y[0] = EXPINT_G(x[0]), D[0] = -exp(-x[0]) / x[0])
+static const cr_scalar_rule expint_row = CR_SCALAR_ROW_EX(
+    expint, .test = {.lo = k_pos_lo, .hi = k_pos_hi},
+    .notes = "x > 0 for a real x; complex z: principal branch, cut on the negative real axis");
 DEFINE_FN(expint, 1)
 
 /* Bessel functions of orders 0 and 1 (DLMF 10.6.2, 10.6.3): J0' = -J1,

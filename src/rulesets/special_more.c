@@ -1034,6 +1034,65 @@ double cr_sf_airyaiprimex(double x)
     return o[1];
 }
 
+/* ---- expint of a complex argument (DLMF 6.6.2, 6.9.1) ----------------------------------- */
+
+/* E1(z) = -gamma - log z - sum_(k>=1) (-z)^k/(k k!), principal branch (cut on the negative
+ * real axis; the sign of a zero imaginary part selects its side). */
+static cr_complex e1_series(cr_complex z)
+{
+    cr_complex s = 0, t = 1;
+    double az = cabs(z);
+    for (int k = 1; k < 4000; k++) {
+        t *= -z / k;
+        cr_complex term = t / k;
+        s += term;
+        if (cabs(term) <= 1e-17 * cabs(s) && k > az)
+            break;
+    }
+    return -EULER_GAMMA - clog(z) - s;
+}
+
+/* E1(z) = e^-z / (z + 1 - 1²/(z + 3 - 2²/(z + 5 - ...))), evaluated backwards, the depth
+ * doubled until two agree. */
+static cr_complex e1_cf_n(cr_complex z, int n)
+{
+    cr_complex t = z + (2.0 * n + 1);
+    for (int k = n; k >= 1; k--)
+        t = z + (2.0 * (k - 1) + 1) - (double)k * (double)k / t;
+    return t;
+}
+
+static cr_complex e1_cf(cr_complex z)
+{
+    cr_complex f = e1_cf_n(z, 40);
+    for (int n = 80; n <= (1 << 18); n *= 2) {
+        cr_complex g = e1_cf_n(z, n);
+        if (cabs(g - f) <= 1e-16 * cabs(g)) {
+            f = g;
+            break;
+        }
+        f = g;
+    }
+    return cexp(-z) / f;
+}
+
+cr_complex cr_sf_expint_complex(cr_complex z)
+{
+    double x = creal(z), y = cimag(z), r = cabs(z);
+    if (isnan(x) || isnan(y))
+        return CMPLX(NAN_D, NAN_D);
+    if (r == 0)
+        return CMPLX(INF, 0.0);
+    if (y == 0 && x > 0)
+        return CMPLX(cr_sf_expint(x), y); /* keeps the sign of the zero */
+    /* The series where its terms (about e^|z|) do not cancel much against the result
+     * (about e^-Re z/|z|): |z| <= 1, or left of 0 near the negative axis (y² <= 6|x|: at
+     * most a factor e^3 cancels); the continued fraction elsewhere (away from the cut). */
+    if (r <= 1 || (x < 0 && y * y <= 6 * -x))
+        return r > 740 ? CMPLX(-INF, -copysign(PI, y)) : e1_series(z);
+    return e1_cf(z);
+}
+
 /* ==== Rules ================================================================================ */
 
 /* Declares the cr_function of a row and its exported function value cr_fn_NAME. */

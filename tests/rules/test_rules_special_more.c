@@ -724,6 +724,88 @@ static void test_primals_mpfr(void **state)
     mpfr_free_cache();
     assert_int_equal(bad, 0);
 }
+
+/* E1(z) = -gamma - log z - sum_(k>=1) (-z)^k/(k k!) (DLMF 6.6.2) in MPFR's arithmetic on the
+ * real and imaginary parts, for the complex expint; *re, *im the rounded parts. */
+static void mp_expint_complex(double x, double y, double *re, double *im)
+{
+    mpfr_t tr, ti, sr, si, zr, zi, a, b, u;
+    mpfr_inits2(MP_PREC, tr, ti, sr, si, zr, zi, a, b, u, (mpfr_ptr)0);
+    mpfr_set_d(zr, -x, MPFR_RNDN); /* w = -z */
+    mpfr_set_d(zi, -y, MPFR_RNDN);
+    mpfr_set_ui(tr, 1, MPFR_RNDN); /* t = w^k / k! */
+    mpfr_set_ui(ti, 0, MPFR_RNDN);
+    mpfr_set_ui(sr, 0, MPFR_RNDN);
+    mpfr_set_ui(si, 0, MPFR_RNDN);
+    for (long k = 1; k < 3000; k++) {
+        /* t = t w / k */
+        mpfr_mul(a, tr, zr, MPFR_RNDN);
+        mpfr_mul(b, ti, zi, MPFR_RNDN);
+        mpfr_sub(u, a, b, MPFR_RNDN);
+        mpfr_mul(a, tr, zi, MPFR_RNDN);
+        mpfr_mul(b, ti, zr, MPFR_RNDN);
+        mpfr_add(ti, a, b, MPFR_RNDN);
+        mpfr_set(tr, u, MPFR_RNDN);
+        mpfr_div_si(tr, tr, k, MPFR_RNDN);
+        mpfr_div_si(ti, ti, k, MPFR_RNDN);
+        mpfr_div_si(a, tr, k, MPFR_RNDN);
+        mpfr_div_si(b, ti, k, MPFR_RNDN);
+        mpfr_add(sr, sr, a, MPFR_RNDN);
+        mpfr_add(si, si, b, MPFR_RNDN);
+        if (k > 3 * hypot(x, y) + 10 && mpfr_get_exp(a) < -MP_PREC && mpfr_get_exp(b) < -MP_PREC)
+            break;
+    }
+    /* - gamma - log|z| - s_r ; - arg z - s_i */
+    mpfr_set_d(a, x, MPFR_RNDN);
+    mpfr_set_d(b, y, MPFR_RNDN);
+    mpfr_hypot(u, a, b, MPFR_RNDN);
+    mpfr_log(u, u, MPFR_RNDN);
+    mpfr_const_euler(tr, MPFR_RNDN);
+    mpfr_add(u, u, tr, MPFR_RNDN);
+    mpfr_add(u, u, sr, MPFR_RNDN);
+    *re = -mpfr_get_d(u, MPFR_RNDN);
+    mpfr_atan2(u, b, a, MPFR_RNDN);
+    mpfr_add(u, u, si, MPFR_RNDN);
+    *im = -mpfr_get_d(u, MPFR_RNDN);
+    mpfr_clears(tr, ti, sr, si, zr, zi, a, b, u, (mpfr_ptr)0);
+}
+
+static void test_expint_complex_mpfr(void **state)
+{
+    (void)state;
+    uint64_t seed = 777;
+    double worst = 0, wx = 0, wy = 0;
+    for (int k = 0; k < 300; k++) {
+        double x = sweep_point(&seed, -20, 20, false), y = sweep_point(&seed, -20, 20, false);
+        if (k % 4 == 0)
+            y *= 1e-4; /* near the cut and the positive axis */
+        double re, im;
+        mp_expint_complex(x, y, &re, &im);
+        cr_complex v = cr_sf_expint_complex(CMPLX(x, y));
+        double e = cabs(v - CMPLX(re, im)) / cabs(CMPLX(re, im));
+        if (!(e <= worst)) {
+            worst = e;
+            wx = x;
+            wy = y;
+        }
+    }
+    print_message("MPFR expint(complex) max error %.3g at (%.17g, %.17g)\n", worst, wx, wy);
+    assert_true(worst < 6e-15);
+    /* On the cut: E1(-x ± 0i) = -Ei(x) ∓ i pi, from mpfr_eint. */
+    mpfr_t r;
+    mpfr_init2(r, MP_PREC);
+    for (double x = 0.5; x < 40; x *= 1.9) {
+        mpfr_set_d(r, x, MPFR_RNDN);
+        mpfr_eint(r, r, MPFR_RNDN);
+        double want = -mpfr_get_d(r, MPFR_RNDN);
+        cr_complex up = cr_sf_expint_complex(CMPLX(-x, 0.0)),
+                   down = cr_sf_expint_complex(CMPLX(-x, -0.0));
+        assert_true(fabs(creal(up) - want) <= 4e-15 * fabs(want));
+        assert_true(creal(down) == creal(up) && cimag(up) == -PI_D && cimag(down) == PI_D);
+    }
+    mpfr_clear(r);
+    mpfr_free_cache();
+}
 #endif /* CR_HAVE_MPFR */
 
 /* ---- Derivatives against finite differences ---------------------------------------------- */
@@ -1023,6 +1105,70 @@ static void test_gamma_inc3(void **state)
     cr_arena_reset(fx->arena);
 }
 
+/* The complex expint row: frule with ż = 1 and i against differences of both parts, the
+ * pullback of ȳ = 0.3 - 0.7i against the gradient of real(conj(ȳ) E1). */
+typedef struct cz_env {
+    cr_complex z, dir, c;
+} cz_env;
+
+static cr_status cz_fn(double t, double *y, void *env)
+{
+    const cz_env *e = env;
+    *y = creal(conj(e->c) * cr_sf_expint_complex(e->z + t * e->dir));
+    return isfinite(*y) ? CR_OK : CR_EDOMAIN;
+}
+
+static double cz_fd(cz_env *e, double *tol)
+{
+    cr_fdm m;
+    assert_int_equal(cr_fdm_central(5, 1, &m), CR_OK);
+    cr_fd_opts opts = {0};
+    opts.max_range = 0.05;
+    double d = 0, err = 0;
+    assert_int_equal(cr_fd_derivative(&m, &opts, cz_fn, e, 0.0, &d, &err), CR_OK);
+    *tol = 1e-8 * fmax(1.0, fabs(d)) + 20 * err;
+    return d;
+}
+
+static void test_expint_complex(void **state)
+{
+    fixture *fx = *state;
+    static const cr_complex zs[] = {CMPLX(0.5, 0.5),  CMPLX(-3.0, 2.0), CMPLX(-2.0, 0.3),
+                                    CMPLX(4.0, -6.0), CMPLX(0.2, -0.9), CMPLX(-8.0, -1.0)};
+    for (size_t i = 0; i < NELEM(zs); i++) {
+        cr_value z = cr_value_c128(zs[i]), y;
+        for (int di = 0; di < 2; di++) {
+            cr_complex dir = di == 0 ? 1.0 : CMPLX(0.0, 1.0);
+            cz_env e = {.z = zs[i], .dir = dir, .c = 1.0};
+            double tr, ti, tp;
+            double dr = cz_fd(&e, &tr);
+            e.c = CMPLX(0.0, 1.0);
+            double dim = cz_fd(&e, &ti);
+            e.c = CMPLX(0.3, -0.7);
+            double dp = cz_fd(&e, &tp);
+            cr_tangent dargs[2] = {cr_tangent_none(), cr_tangent_c128(dir)}, dy, dx[2];
+            assert_int_equal(cr_frule(NULL, fx->arena, dargs, &cr_fn_expint, &z, 1, &y, &dy),
+                             CR_OK);
+            assert_true(y.kind == CR_KIND_C128 && y.u.c128 == cr_sf_expint_complex(zs[i]));
+            check_close(creal(dy.u.c128), dr, tr, "expint(z) frule, real part");
+            check_close(cimag(dy.u.c128), dim, ti, "expint(z) frule, imaginary part");
+            cr_pullback pb;
+            assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_expint, &z, 1, &y, &pb), CR_OK);
+            cr_tangent g = cr_tangent_c128(CMPLX(0.3, -0.7));
+            assert_int_equal(cr_pullback_call(fx->arena, &pb, &g, dx, 2), CR_OK);
+            assert_int_equal(dx[1].tag, CR_TAN_C128);
+            check_close(di == 0 ? creal(dx[1].u.c128) : cimag(dx[1].u.c128), dp, tp,
+                        "expint(z) pullback");
+            cr_arena_reset(fx->arena);
+        }
+    }
+    /* A real argument keeps the real row: NaN below 0 (the value is complex there). */
+    cr_value x = cr_value_f64(-1.0), y;
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_expint, &x, 1, &y), CR_OK);
+    assert_true(y.kind == CR_KIND_F64 && isnan(y.u.f64));
+    cr_arena_reset(fx->arena);
+}
+
 /* The complex-valued Hankel functions of a real x: the frule's tangent is f'(x) ẋ (real and
  * imaginary parts against differences), the pullback of ȳ is real(conj(f'(x)) ȳ) = the
  * derivative of real(conj(ȳ) f(x)). */
@@ -1122,6 +1268,7 @@ int main(void)
         cmocka_unit_test(test_special_values),
 #ifdef CR_HAVE_MPFR
         cmocka_unit_test(test_primals_mpfr),
+        cmocka_unit_test(test_expint_complex_mpfr),
 #endif
         cmocka_unit_test_setup_teardown(test_airy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_error_function_relatives, setup, teardown),
@@ -1130,6 +1277,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bessel_real_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gamma_upper, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gamma_inc3, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_expint_complex, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hankel, setup, teardown),
         cmocka_unit_test_setup_teardown(test_float_input_registration, setup, teardown),
     };
