@@ -113,6 +113,11 @@ CR_API extern const cr_value cr_fn_airybiprime;
 CR_API extern const cr_value cr_fn_airyaix;
 /** airyaiprimex(x) = Ai'(x) e^ζ, x >= 0; derivative x airyaix(x) + √x Ω. */
 CR_API extern const cr_value cr_fn_airyaiprimex;
+/** airybix(x) = Bi(x) e^(-|Re ζ|): Bi(x) e^(-ζ) for x >= 0, Bi(x) for x < 0; derivative
+ *  airybiprimex(x) - √x Ω for x > 0. */
+CR_API extern const cr_value cr_fn_airybix;
+/** airybiprimex(x) = Bi'(x) e^(-|Re ζ|); derivative x airybix(x) - √x Ω for x > 0. */
+CR_API extern const cr_value cr_fn_airybiprimex;
 /** dawson(x) = e^(-x²) ∫_0^x e^(t²) dt; derivative 1 - 2xΩ. */
 CR_API extern const cr_value cr_fn_dawson;
 /** erfi(x) = -i erf(ix); derivative (2/√π) e^(x²). */
@@ -253,6 +258,10 @@ CR_API double cr_sf_airybiprime(double x);
 CR_API double cr_sf_airyaix(double x);
 /** Ai'(x) e^ζ for x >= 0 (NaN for x < 0). */
 CR_API double cr_sf_airyaiprimex(double x);
+/** Bi(x) e^(-|Re ζ|), ζ = (2/3) x^(3/2): Bi(x) e^(-ζ) for x >= 0, Bi(x) for x < 0. */
+CR_API double cr_sf_airybix(double x);
+/** Bi'(x) e^(-|Re ζ|). */
+CR_API double cr_sf_airybiprimex(double x);
 /** Dawson's integral F(x) = e^(-x²) ∫_0^x e^(t²) dt. */
 CR_API double cr_sf_dawson(double x);
 /** The imaginary error function erfi(x) = (2/√π) ∫_0^x e^(t²) dt (±inf beyond about ±26.6). */

@@ -944,8 +944,10 @@ static void airy_all(double x, bool scaled, double out[4])
         out[0] = out[1] = out[2] = out[3] = x;
         return;
     }
-    if (scaled && x < 0) { /* the scale is complex for x < 0 */
-        out[0] = out[1] = out[2] = out[3] = NAN_D;
+    if (scaled && x < 0) {
+        /* Ai's scale e^zeta is complex for x < 0 (NaN); Bi's, e^-|Re zeta|, is 1 there */
+        airy_all(x, false, out);
+        out[0] = out[1] = NAN_D;
         return;
     }
     double a = fabs(x), r = sqrt(a), z = 2.0 / 3.0 * a * r;
@@ -1032,6 +1034,20 @@ double cr_sf_airyaiprimex(double x)
     double o[4];
     airy_all(x, true, o);
     return o[1];
+}
+
+double cr_sf_airybix(double x)
+{
+    double o[4];
+    airy_all(x, true, o);
+    return o[2];
+}
+
+double cr_sf_airybiprimex(double x)
+{
+    double o[4];
+    airy_all(x, true, o);
+    return o[3];
 }
 
 /* ---- expint of a complex argument (DLMF 6.6.2, 6.9.1) ----------------------------------- */
@@ -1249,10 +1265,29 @@ static const cr_scalar_rule erf2_row =
                           .notes = "SpecialFunctions' erf(x, y) = erf(y) - erf(x)");
 DEFINE_FN(erf2, 2)
 
+/* Bi scaled by e^-|Re zeta| (e^-zeta for x > 0, 1 for x < 0): the scale's derivative is
+ * -sqrt(x) e^-zeta for x > 0 and 0 for x < 0. */
+static const double k_airybx_lo[] = {-6.0}, k_airybx_hi[] = {30.0};
+static const double k_airybx_pts[] = {0.0, 1.0, -1.0, 1.0001, 50.0, -5.5};
+CR_SCALAR_EVALS_REAL(airybix, 1, 1, Y[0] = cr_sf_airybix(x[0]),
+                     D[0] = cr_sf_airybiprimex(x[0]) - (x[0] > 0 ? sqrt(x[0]) * Y[0] : 0))
+static const cr_scalar_rule airybix_row =
+    CR_SCALAR_ROW_REAL_EX(airybix, ROW_TEST(k_airybx_lo, k_airybx_hi, k_airybx_pts),
+                          .notes = "Bi(x) e^-|Re zeta|: Bi(x) itself for x < 0");
+DEFINE_FN(airybix, 1)
+
+CR_SCALAR_EVALS_REAL(airybiprimex, 1, 1, Y[0] = cr_sf_airybiprimex(x[0]),
+                     D[0] = x[0] * cr_sf_airybix(x[0]) - (x[0] > 0 ? sqrt(x[0]) * Y[0] : 0))
+static const cr_scalar_rule airybiprimex_row =
+    CR_SCALAR_ROW_REAL_EX(airybiprimex, ROW_TEST(k_airybx_lo, k_airybx_hi, k_airybx_pts),
+                          .notes = "Bi'(x) e^-|Re zeta|: Bi'(x) itself for x < 0");
+DEFINE_FN(airybiprimex, 1)
+
 static const struct {
     const cr_function *fn;
     const cr_scalar_rule *row;
 } k_rows[] = {
+    {&airybix_function, &airybix_row},   {&airybiprimex_function, &airybiprimex_row},
     {&airyai_function, &airyai_row},     {&airyaiprime_function, &airyaiprime_row},
     {&airybi_function, &airybi_row},     {&airybiprime_function, &airybiprime_row},
     {&airyaix_function, &airyaix_row},   {&airyaiprimex_function, &airyaiprimex_row},

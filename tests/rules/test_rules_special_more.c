@@ -340,6 +340,38 @@ static void mp_airyaix(mpfr_t y, double x, double b)
     mp_airy_scale(y, x);
 }
 
+/* e^-zeta for x > 0 */
+static void mp_airy_unscale(mpfr_t y, double xd)
+{
+    mpfr_t z;
+    mpfr_init2(z, MP_PREC);
+    mpfr_set_d(z, xd, MPFR_RNDN);
+    mpfr_sqrt(z, z, MPFR_RNDN);
+    mpfr_mul_d(z, z, xd, MPFR_RNDN);
+    mpfr_mul_ui(z, z, 2, MPFR_RNDN);
+    mpfr_div_ui(z, z, 3, MPFR_RNDN);
+    mpfr_neg(z, z, MPFR_RNDN);
+    mpfr_exp(z, z, MPFR_RNDN);
+    mpfr_mul(y, y, z, MPFR_RNDN);
+    mpfr_clear(z);
+}
+
+static void mp_airybix(mpfr_t y, double x, double b)
+{
+    (void)b;
+    mp_airy(y, x, 2);
+    if (x > 0)
+        mp_airy_unscale(y, x);
+}
+
+static void mp_airybiprimex(mpfr_t y, double x, double b)
+{
+    (void)b;
+    mp_airy(y, x, 3);
+    if (x > 0)
+        mp_airy_unscale(y, x);
+}
+
 static void mp_airyaiprimex(mpfr_t y, double x, double b)
 {
     (void)b;
@@ -594,6 +626,8 @@ static const named k_named[] = {
     {"airybiprime", cr_sf_airybiprime, NULL},
     {"airyaix", cr_sf_airyaix, NULL},
     {"airyaiprimex", cr_sf_airyaiprimex, NULL},
+    {"airybix", cr_sf_airybix, NULL},
+    {"airybiprimex", cr_sf_airybiprimex, NULL},
     {"dawson", cr_sf_dawson, NULL},
     {"erfi", cr_sf_erfi, NULL},
     {"logerfcx", cr_sf_logerfcx, NULL},
@@ -654,6 +688,9 @@ static void test_primals_mpfr(void **state)
         {"airybiprime", mp_airybiprime, {-12, 0}, {12, 0}, {false, false}, 0, 6e-14, 0.1, false},
         {"airyaix", mp_airyaix, {1e-3, 0}, {40, 0}, {true, false}, 0, 2e-15, 0, false},
         {"airyaiprimex", mp_airyaiprimex, {1e-3, 0}, {10, 0}, {true, false}, 0, 2e-15, 0, false},
+        {"airybix", mp_airybix, {1e-3, 0}, {14, 0}, {true, false}, 0, 3e-15, 0, false},
+        {"airybiprimex", mp_airybiprimex, {1e-3, 0}, {14, 0}, {true, false}, 0, 3e-15, 0, false},
+        {"airybix", mp_airybix, {-12, 0}, {0, 0}, {false, false}, 0, 3e-14, 0.1, false},
         {"dawson", mp_dawson, {-12, 0}, {12, 0}, {false, false}, 0, 6e-15, 0, false},
         {"dawson", mp_dawson, {1e-4, 0}, {60, 0}, {true, false}, 0, 6e-15, 0, false},
         {"erfi", mp_erfi, {-26, 0}, {26, 0}, {false, false}, 0, 6e-15, 0, false},
@@ -910,6 +947,13 @@ static void test_airy(void **state)
                                  {4.0, 0.25},  {60.0, 1.0},   {2e3, 10.0}};
     check_unary(*state, &cr_fn_airyaix, cr_sf_airyaix, "airyaix", pos, NELEM(pos));
     check_unary(*state, &cr_fn_airyaiprimex, cr_sf_airyaiprimex, "airyaiprimex", pos, NELEM(pos));
+    check_unary(*state, &cr_fn_airybix, cr_sf_airybix, "airybix", pos, NELEM(pos));
+    check_unary(*state, &cr_fn_airybiprimex, cr_sf_airybiprimex, "airybiprimex", pos, NELEM(pos));
+    /* For x < 0 the scale of Bi is 1: airybix is Bi there. */
+    static const point1 neg[] = {{-0.5, 0.1}, {-3.0, 0.1}, {-9.0, 0.1}};
+    check_unary(*state, &cr_fn_airybix, cr_sf_airybix, "airybix", neg, NELEM(neg));
+    check_unary(*state, &cr_fn_airybiprimex, cr_sf_airybiprimex, "airybiprimex", neg, NELEM(neg));
+    assert_true(cr_sf_airybix(-2.5) == cr_sf_airybi(-2.5));
 }
 
 static void test_error_function_relatives(void **state)
@@ -1251,12 +1295,12 @@ static void test_float_input_registration(void **state)
 
     assert_int_equal(cr_registry_builtin_status(), CR_OK);
     static const char *names[] = {
-        "airyai",        "airyaiprime", "airybi",   "airybiprime", "airyaix",   "airyaiprimex",
-        "dawson",        "erfi",        "logerfcx", "invdigamma",  "expintx",   "expinti",
-        "sinint",        "cosint",      "ellipk",   "ellipe",      "erf2",      "besselj",
-        "bessely",       "besseli",     "besselk",  "besselix",    "besselkx",  "besseljx",
-        "besselyx",      "hankelh1",    "hankelh2", "hankelh1x",   "hankelh2x", "gamma_upper",
-        "loggamma_upper"};
+        "airyai",    "airyaiprime",  "airybi",        "airybiprime", "airyaix",  "airyaiprimex",
+        "airybix",   "airybiprimex", "dawson",        "erfi",        "logerfcx", "invdigamma",
+        "expintx",   "expinti",      "sinint",        "cosint",      "ellipk",   "ellipe",
+        "erf2",      "besselj",      "bessely",       "besseli",     "besselk",  "besselix",
+        "besselkx",  "besseljx",     "besselyx",      "hankelh1",    "hankelh2", "hankelh1x",
+        "hankelh2x", "gamma_upper",  "loggamma_upper"};
     for (size_t i = 0; i < NELEM(names); i++)
         if (cr_registry_find(cr_registry_builtin(), names[i]) == NULL)
             fail_msg("%s is not registered", names[i]);
