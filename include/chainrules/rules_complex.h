@@ -115,6 +115,12 @@ CR_API extern const cr_value cr_fn_cproj;
 /** abs2(z) = re² + im² (a double, Julia's abs2). J = 2[re z, im z]: frule
  *  2 re(conj(z)·ż), pullback 2·z·re(ȳ). */
 CR_API extern const cr_value cr_fn_abs2;
+/** `csign(z) = z/|z|` (Julia's sign of a complex number; 0 at 0): not holomorphic; frule
+ *  (ż - Ω re(conj(Ω)ż))/|z|, and the same map for the pullback; zero at z = 0. */
+CR_API extern const cr_value cr_fn_csign;
+/** `chypot(z, w) = sqrt(|z|² + |w|²)` (Julia's hypot of complex numbers), real; frule
+ *  re(conj(z)ż + conj(w)ẇ)/Ω, pullback (z, w) re(ȳ)/Ω; zero at z = w = 0. */
+CR_API extern const cr_value cr_fn_chypot;
 
 CR_END_DECLS
 

@@ -66,7 +66,10 @@ CR_API extern const cr_value cr_fn_clamp;
 CR_API extern const cr_value cr_fn_max;
 /** `min(x, y)` (Julia: NaN if either argument is NaN; min(-0.0, 0.0) = -0.0). */
 CR_API extern const cr_value cr_fn_min;
-/** `evalpoly(x, c0, c1, ...) = c0 + c1 x + ...`: variadic, at least one coefficient. */
+/** `evalpoly(x, c0, c1, ...) = c0 + c1 x + ...`: variadic, at least one coefficient; or
+ *  `evalpoly(x, c)` with the coefficients in a non-empty vector c (an array of f64, f32 or
+ *  c128; its cotangent is an array of c's element type, x̄ = conj(p'(x)) ȳ,
+ *  c̄_i = conj(x)^i ȳ). */
 CR_API extern const cr_value cr_fn_evalpoly;
 /** `ignore_derivatives(x) = x`, with NoTangent derivatives. */
 CR_API extern const cr_value cr_fn_ignore_derivatives;
@@ -205,7 +208,8 @@ CR_API extern const cr_value cr_fn_lgamma;
 
 /* ---- Arithmetic of <math.h> (real arguments) ---- */
 
-/** `fma(x, y, z) = x*y + z` with one rounding. */
+/** `fma(x, y, z) = x*y + z`, one rounding for real arguments; complex arguments too (each
+ *  part formed with nested fmas), holomorphic: partials (y, x, 1). */
 CR_API extern const cr_value cr_fn_fma;
 /** `fmod(x, y)`: remainder with the sign of x. */
 CR_API extern const cr_value cr_fn_fmod;
@@ -299,6 +303,33 @@ CR_API extern const cr_value cr_fn_fpclassify;
 CR_API extern const cr_value cr_fn_nextafter;
 /** `nexttoward(x, y)`. */
 CR_API extern const cr_value cr_fn_nexttoward;
+
+/* ---- Julia Base scalars: tanpi, sincosd, mod2pi, rem2pi, log(b, x) ---------------------- */
+
+/** Rounding modes of cr_fn_rem2pi (its second argument, an integer): Julia's RoundNearest. */
+#define CR_ROUND_NEAREST 0
+/** RoundToZero: the remainder has the sign of x. */
+#define CR_ROUND_TO_ZERO 1
+/** RoundDown: the remainder is in [0, 2π) (mod2pi). */
+#define CR_ROUND_DOWN 2
+/** RoundUp: the remainder is in (-2π, 0]. */
+#define CR_ROUND_UP 3
+
+/** `tanpi(x) = tan(pi x)`, exactly reduced (real x): exact zeros at the integers, ±inf at the
+ *  half-integers; derivative π(1 + Ω²). */
+CR_API extern const cr_value cr_fn_tanpi;
+/** `sincosd(x) = (sind x, cosd x)`, a tuple (real x, degrees, exactly reduced). */
+CR_API extern const cr_value cr_fn_sincosd;
+/** `mod2pi(x)`: x modulo 2π in [0, 2π), reduced with 2π to 160 bits, for |x| < 2^50 (NaN
+ *  beyond); derivative 1 (ChainRules, also at the jumps). */
+CR_API extern const cr_value cr_fn_mod2pi;
+/** `rem2pi(x, mode)`: x - 2πn with n = x/(2π) rounded by mode (CR_ROUND_NEAREST,
+ *  CR_ROUND_TO_ZERO, CR_ROUND_DOWN, CR_ROUND_UP; NaN for another value); |x| < 2^50;
+ *  derivatives (1, 0), NoTangent for an integer mode. */
+CR_API extern const cr_value cr_fn_rem2pi;
+/** `log_base(b, x) = log(x)/log(b)`: Julia's two-argument log(b, x), real or complex;
+ *  ∂/∂b = -Ω/(b log b), ∂/∂x = 1/(x log b). */
+CR_API extern const cr_value cr_fn_log_base;
 
 CR_END_DECLS
 

@@ -306,10 +306,202 @@ static cr_tangent ep_project(cr_kind k, cr_complex v)
     }
 }
 
+/* ---- evalpoly(x, c) with the coefficients in a vector c (Julia's evalpoly(x, p::Vector)) - */
+
+/* The vector of coefficients: 1-d, at least one element, of a number dtype. */
+static cr_status epa_args(cr_arena *arena, const cr_value *args, size_t nargs, ep_type *t,
+                          const cr_array **c)
+{
+    *c = NULL;
+    *t = EP_F64;
+    if (nargs != 2 || args[1].kind != CR_KIND_ARRAY || args[1].u.arr == NULL)
+        return CR__FAIL(arena, CR_EINVAL, "evalpoly takes a number x and a vector of coefficients");
+    const cr_array *a = args[1].u.arr;
+    if (a->ndim != 1 || a->shape[0] == 0)
+        return CR__FAIL(arena, CR_EINVAL,
+                        "evalpoly: the coefficients must be a non-empty vector (got %u dimensions, "
+                        "%zu elements)",
+                        (unsigned)a->ndim, cr_array_numel(a));
+    if (!ep_promote(args, 1, t))
+        return CR__FAIL(arena, CR_EINVAL, "evalpoly: x must be a number, not a %s",
+                        cr_kind_name(args[0].kind));
+    bool xc = args[0].kind == CR_KIND_C128, xs = args[0].kind == CR_KIND_F32;
+    bool xi = !xc && !xs && args[0].kind != CR_KIND_F64;
+    *t = (xc || a->dtype == CR_DT_C128)                                           ? EP_C128
+         : (a->dtype == CR_DT_F32 && (xs || xi)) || (xs && a->dtype != CR_DT_F64) ? EP_F32
+                                                                                  : EP_F64;
+    *c = a;
+    return CR_OK;
+}
+
+/* p(x) and p'(x) by Horner's scheme over the vector (complex arithmetic, rounded to t). */
+static void epa_horner(ep_type t, cr_complex x, const cr_array *c, cr_complex *p, cr_complex *dp)
+{
+    size_t m = c->shape[0];
+    if (t != EP_C128)
+        x = creal(x);
+    cr_complex y = cr_array_get_linear(c, m - 1), d = 0;
+    for (size_t i = m - 1; i-- > 0;) {
+        d = d * x + y;
+        y = y * x + cr_array_get_linear(c, i);
+    }
+    *p = y;
+    *dp = d;
+}
+
+static cr_status epa_primal(cr_arena *arena, const cr_value *args, size_t nargs, cr_value *out,
+                            ep_type *t, cr_complex *dp)
+{
+    const cr_array *c;
+    cr_status st = epa_args(arena, args, nargs, t, &c);
+    if (st != CR_OK)
+        return st;
+    cr_complex p, d;
+    epa_horner(*t, ep_value(&args[0]), c, &p, &d);
+    *out = ep_result(*t, p);
+    if (dp != NULL)
+        *dp = d;
+    return CR_OK;
+}
+
+/* frule: Δy = p'(x) Δx + sum_i x^i Δc_i, Δc an array tangent (or a zero). */
+static cr_status evalpoly_arr_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                                    const cr_value *f, const cr_value *args, size_t nargs,
+                                    cr_value *y, cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    ep_type t;
+    cr_complex dp, dx = 0, acc = 0, x = ep_value(&args[0]);
+    cr_status st = epa_primal(arena, args, nargs, y, &t, &dp);
+    if (st != CR_OK)
+        return st;
+    st = ep_tangent_value(arena, "evalpoly", dargs[1], &dx);
+    if (st != CR_OK)
+        return st;
+    if (args[0].kind != CR_KIND_F64 && args[0].kind != CR_KIND_F32 && args[0].kind != CR_KIND_C128)
+        dx = 0;
+    cr_tangent tc;
+    st = cr_tangent_unthunk(dargs[2], &tc);
+    if (st != CR_OK)
+        return st;
+    const cr_array *c = args[1].u.arr;
+    if (tc.tag == CR_TAN_ARRAY && cr_dtype_is_float((cr_dtype)c->dtype)) {
+        if (!cr_array_same_shape(tc.u.arr, c))
+            return CR__FAIL(arena, CR_ETANGENT,
+                            "evalpoly: the tangent of the coefficients has another shape");
+        for (size_t i = c->shape[0]; i-- > 0;)
+            acc = acc * (t == EP_C128 ? x : creal(x)) + cr_array_get_linear(tc.u.arr, i);
+    } else if (tc.tag != CR_TAN_ARRAY && !cr_tangent_is_zero(tc))
+        return CR__FAIL(arena, CR_ETANGENT,
+                        "evalpoly: the tangent of the coefficients must be an array, not %s",
+                        cr_tag_name((cr_tag)tc.tag));
+    *dy = ep_tangent(t, dx == 0 ? acc : dp * dx + acc);
+    return CR_OK;
+}
+
+typedef struct evalpoly_arr_env {
+    cr_complex x, dp;
+    const cr_array *c;
+    cr_kind xkind;
+} evalpoly_arr_env;
+
+/* (NoTangent, conj(p'(x)) ȳ projected on x, [conj(x)^i ȳ] projected on c's dtype) */
+static cr_status evalpoly_arr_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
+                                       cr_arena *arena, void *env)
+{
+    (void)nx;
+    const evalpoly_arr_env *e = env;
+    cr_complex g;
+    cr_status st = ep_tangent_value(arena, "evalpoly_pullback", *dy, &g);
+    if (st != CR_OK)
+        return st;
+    dx[0] = cr_tangent_none();
+    dx[1] = ep_project(e->xkind, conj(e->dp) * g);
+    cr_dtype dt = (cr_dtype)e->c->dtype;
+    if (!cr_dtype_is_float(dt)) {
+        dx[2] = cr_tangent_none();
+        return CR_OK;
+    }
+    cr_array *G;
+    st = cr_array_new(arena, dt, 1, e->c->shape, &G);
+    if (st != CR_OK)
+        return st;
+    cr_complex xi = 1;
+    for (size_t i = 0; i < e->c->shape[0]; i++) {
+        cr_complex v = xi * g;
+        if (dt == CR_DT_C128)
+            ((cr_complex *)G->data)[i] = v;
+        else if (dt == CR_DT_F32)
+            ((float *)G->data)[i] = (float)creal(v);
+        else
+            ((double *)G->data)[i] = creal(v);
+        xi *= conj(e->x);
+    }
+    dx[2] = cr_tangent_array(G);
+    return CR_OK;
+}
+
+static cr_status evalpoly_arr_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                                    const cr_value *args, size_t nargs, cr_value *y,
+                                    cr_pullback *pb, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    ep_type t;
+    cr_complex dp;
+    cr_status st = epa_primal(arena, args, nargs, y, &t, &dp);
+    if (st != CR_OK)
+        return st;
+    evalpoly_arr_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(evalpoly_arr_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    e->x = t == EP_C128 ? ep_value(&args[0]) : creal(ep_value(&args[0]));
+    e->dp = dp;
+    e->c = args[1].u.arr;
+    e->xkind = args[0].kind;
+    *pb = (cr_pullback){evalpoly_arr_pullback, e, "evalpoly_pullback", nargs + 1};
+    return CR_OK;
+}
+
+/* Arguments for the rule tester: x in [-2, 2] and 1 to 5 coefficients in [-3, 3] (f64). */
+static cr_status evalpoly_arr_sample(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                                     void *env)
+{
+    (void)env;
+    if (nargs != 2)
+        return CR_EINVAL;
+    uint64_t s[7];
+    for (int k = 0; k < 7; k++) { /* splitmix64 */
+        uint64_t z = (*rng += 0x9E3779B97F4A7C15u);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+        s[k] = z ^ (z >> 31);
+    }
+    size_t n = 1 + (size_t)(s[0] % 5);
+    cr_array *c;
+    cr_status st = cr_array_new(arena, CR_DT_F64, 1, &n, &c);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < n; i++)
+        ((double *)c->data)[i] = -3 + 6 * ((double)(s[i + 2] >> 11) * 0x1.0p-53);
+    args[0] = cr_value_f64(-2 + 4 * ((double)(s[1] >> 11) * 0x1.0p-53));
+    args[1] = cr_value_array(c);
+    return CR_OK;
+}
+
+static const cr_rule_test evalpoly_arr_test = {.sample = evalpoly_arr_sample};
+
 static cr_status evalpoly_primal(cr_arena *arena, const cr_value *f, const cr_value *args,
                                  size_t nargs, cr_value *out)
 {
     (void)f;
+    if (nargs == 2 && args[1].kind == CR_KIND_ARRAY) {
+        ep_type t;
+        return epa_primal(arena, args, nargs, out, &t, NULL);
+    }
     ep_type t = EP_F64;
     if (nargs < 2 || !ep_promote(args, nargs, &t))
         return CR__FAIL(arena, CR_EINVAL,
@@ -452,6 +644,19 @@ cr_status cr__family_basic(cr_registry *reg)
     d.rrule = evalpoly_rrule;
     d.test = &evalpoly_test;
     cr_status st = cr_registry_add(reg, &d);
+    if (st != CR_OK)
+        return st;
+    /* evalpoly(x, c) with a vector of coefficients */
+    const cr_argspec num_arr[2] = {{CR_M_F64 | CR_M_F32 | CR_M_INT | CR_M_BOOL | CR_M_C128, NULL},
+                                   CR_ARG_ARRAY};
+    cr_rule_def da = {0};
+    da.fn = &evalpoly_function;
+    da.nargs = 2;
+    da.args = num_arr;
+    da.frule = evalpoly_arr_frule;
+    da.rrule = evalpoly_arr_rrule;
+    da.test = &evalpoly_arr_test;
+    st = cr_registry_add(reg, &da);
     if (st != CR_OK)
         return st;
     static const cr_argspec any1[1] = {{0x1FFFu, NULL}};

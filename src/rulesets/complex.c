@@ -784,6 +784,185 @@ static cr_status abs2_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
     RRULE_BODY("abs2", abs2_pullback, cr_value_f64(abs2_of(z)))
 }
 
+/* -- csign: Ω = z/|z| (Julia's sign of a complex number), 0 at z = 0. With n = |z|,
+ * dΩ = (ż - Ω re(conj(Ω) ż))/n, the projection of ż/n on the direction iΩ; it is symmetric,
+ * so the pullback is (ȳ - Ω re(conj(Ω) ȳ))/n. Zero at z = 0, where sign jumps (as the real
+ * sign's derivative, 0 at its jump); zero for infinite z. -- */
+
+static cr_complex sign_of(cr_complex z)
+{
+    double r = cabs(z);
+    if (isinf(r)) /* the direction of an infinite z: its infinite parts as ±1 */
+        return unit_of(mkc(isinf(creal(z)) ? copysign(1.0, creal(z)) : 0.0,
+                           isinf(cimag(z)) ? copysign(1.0, cimag(z)) : 0.0),
+                       cabs(mkc(isinf(creal(z)) ? 1.0 : 0.0, isinf(cimag(z)) ? 1.0 : 0.0)));
+    return unit_of(z, r);
+}
+
+/* (t - Ω re(conj(Ω) t))/|z| */
+static cr_complex csign_jvp(cr_complex z, cr_complex t)
+{
+    double r = cabs(z);
+    if (r == 0 || isinf(r))
+        return 0.0;
+    cr_complex u = z / r;
+    return (t - u * creal(conj(u) * t)) / r;
+}
+
+HAND_PRIMAL(csign, cr_value_c128(sign_of(z)))
+
+static cr_status csign_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                             cr_tangent *dy, const void *udata)
+{
+    FRULE_PROLOGUE("csign")
+    *y = cr_value_c128(sign_of(z));
+    *dy = nz ? cr_tangent_c128(csign_jvp(z, zd)) : cr_tangent_zero();
+    return CR_OK;
+}
+
+static cr_status csign_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                void *env)
+{
+    (void)nx;
+    const z_env *e = env;
+    cr_complex g;
+    bool nz;
+    cr_status st = tangent_number(arena, "csign_pullback", *dy, &g, &nz);
+    if (st != CR_OK)
+        return st;
+    dx[0] = cr_tangent_none();
+    dx[1] = is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
+            : nz                          ? project_to(e->kind, csign_jvp(e->z, g))
+                                          : cr_tangent_zero();
+    return CR_OK;
+}
+
+static cr_status csign_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                             const void *udata)
+{
+    RRULE_BODY("csign", csign_pullback, cr_value_c128(sign_of(z)))
+}
+
+/* -- chypot(z, w) = sqrt(|z|² + |w|²) (Julia's hypot of complex numbers), real: J = [z, w]/Ω
+ * (each as a 2-vector); frule re(conj(z)ż + conj(w)ẇ)/Ω; pullback (z, w) re(ȳ)/Ω; zero at
+ * z = w = 0 (ChainRules' hypot). The value scales by the larger modulus (no overflow). -- */
+
+static double chypot_of(cr_complex z, cr_complex w)
+{
+    return hypot(cabs(z), cabs(w));
+}
+
+static cr_complex chypot_grad(cr_complex z, double h)
+{
+    return h == 0 || isinf(h) ? 0.0 : z / h;
+}
+
+static cr_status two_args(cr_arena *arena, const cr_value *args, size_t nargs, cr_complex *z,
+                          cr_complex *w)
+{
+    *z = *w = 0;
+    if (nargs != 2)
+        return CR__FAIL(arena, CR_EINVAL, "chypot takes 2 arguments, %zu given", nargs);
+    cr_status st = arg_complex(arena, "chypot", &args[0], 0, z);
+    return st == CR_OK ? arg_complex(arena, "chypot", &args[1], 1, w) : st;
+}
+
+static cr_status chypot_primal(cr_arena *arena, const cr_value *f, const cr_value *args,
+                               size_t nargs, cr_value *out)
+{
+    (void)f;
+    cr_complex z, w;
+    cr_status st = two_args(arena, args, nargs, &z, &w);
+    if (st != CR_OK)
+        return st;
+    *out = cr_value_f64(chypot_of(z, w));
+    return CR_OK;
+}
+
+static const cr_function chypot_function = {.name = "chypot", .arity = 2, .primal = chypot_primal};
+const cr_value cr_fn_chypot = {.kind = CR_KIND_FUNC, .u.func = {&chypot_function, NULL}};
+
+static cr_status chypot_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                              const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                              cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    cr_complex z, w, zd, wd;
+    bool znz, wnz;
+    cr_status st = two_args(arena, args, nargs, &z, &w);
+    if (st == CR_OK)
+        st = arg_tangent(arena, "chypot", dargs, args, 0, &zd, &znz);
+    if (st == CR_OK)
+        st = arg_tangent(arena, "chypot", dargs, args, 1, &wd, &wnz);
+    if (st != CR_OK)
+        return st;
+    double h = chypot_of(z, w);
+    *y = cr_value_f64(h);
+    double t = 0;
+    if (znz)
+        t += creal(conj(chypot_grad(z, h)) * zd);
+    if (wnz)
+        t += creal(conj(chypot_grad(w, h)) * wd);
+    *dy = znz || wnz ? cr_tangent_f64(t) : cr_tangent_zero();
+    return CR_OK;
+}
+
+typedef struct zw_env {
+    cr_complex z, w;
+    uint8_t zkind, wkind;
+} zw_env;
+
+static cr_status chypot_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                 void *env)
+{
+    (void)nx;
+    const zw_env *e = env;
+    double g;
+    bool nz;
+    cr_status st = real_cotangent(arena, "chypot_pullback", dy, &g, &nz);
+    if (st != CR_OK)
+        return st;
+    double h = chypot_of(e->z, e->w);
+    dx[0] = cr_tangent_none();
+    dx[1] = is_int_kind((cr_kind)e->zkind) ? cr_tangent_none()
+            : nz                           ? project_to(e->zkind, chypot_grad(e->z, h) * g)
+                                           : cr_tangent_zero();
+    dx[2] = is_int_kind((cr_kind)e->wkind) ? cr_tangent_none()
+            : nz                           ? project_to(e->wkind, chypot_grad(e->w, h) * g)
+                                           : cr_tangent_zero();
+    return CR_OK;
+}
+
+static cr_status chypot_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                              const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    cr_complex z, w;
+    cr_status st = two_args(arena, args, nargs, &z, &w);
+    if (st != CR_OK)
+        return st;
+    zw_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(zw_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    e->z = z;
+    e->w = w;
+    e->zkind = (uint8_t)args[0].kind;
+    e->wkind = (uint8_t)args[1].kind;
+    *y = cr_value_f64(chypot_of(z, w));
+    pb->fn = chypot_pullback;
+    pb->env = e;
+    pb->name = "chypot_pullback";
+    pb->nx = 3;
+    return CR_OK;
+}
+
 static const struct {
     const cr_function *fn;
     cr_frule_fn frule;
@@ -797,6 +976,7 @@ static const struct {
     {&cimag_function, cimag_frule, cimag_rrule, &k_test_none},
     {&cproj_function, cproj_frule, cproj_rrule, &k_test_none},
     {&abs2_function, abs2_frule, abs2_rrule, &k_test_none},
+    {&csign_function, csign_frule, csign_rrule, &k_test_origin},
 };
 
 /* ---- Registration ------------------------------------------------------------------------ */
@@ -830,5 +1010,12 @@ cr_status cr__family_complex(cr_registry *reg)
         if (st != CR_OK)
             return st;
     }
-    return CR_OK;
+    cr_rule_def d = {0};
+    d.fn = &chypot_function;
+    d.nargs = 2;
+    d.args = number2;
+    d.frule = chypot_frule;
+    d.rrule = chypot_rrule;
+    d.test = &k_test_origin;
+    return cr_registry_add(reg, &d);
 }

@@ -1453,11 +1453,33 @@ static const cr_scalar_rule hypot_row =
 
 /* ---- Arithmetic of <math.h> ---- */
 
-/* fma(x, y, z) = xy + z, one rounding: (y, x, 1) */
+/* fma of each instantiation: C's fma and fmaf; for complex numbers xy + z with each part
+ * formed by nested fmas (re = xr yr - xi yi + zr, im = xr yi + xi yr + zi), so that a real
+ * product part and z are added before rounding (Julia's fma of complex numbers is xy + z). */
+static double fma_d(double x, double y, double z)
+{
+    return fma(x, y, z);
+}
+
+static float fma_f(float x, float y, float z)
+{
+    return fmaf(x, y, z);
+}
+
+static cr_complex fma_c(cr_complex x, cr_complex y, cr_complex z)
+{
+    double xr = creal(x), xi = cimag(x), yr = creal(y), yi = cimag(y);
+    return cplx(fma(xr, yr, fma(-xi, yi, creal(z))), fma(xr, yi, fma(xi, yr, cimag(z))));
+}
+
+#define FMA_G(X, Y, Z) _Generic((X), float : fma_f, double : fma_d, default : fma_c)(X, Y, Z)
+
+/* fma(x, y, z) = xy + z, one rounding for real arguments: (y, x, 1); holomorphic, so the
+ * row has a complex instantiation. */
 static const double fma_lo[] = {-3, -3, -3}, fma_hi[] = {3, 3, 3};
 static const double fma_pts[] = {1e-300, 1e-300, 1e-310, 1e200, 1e100, -1e300};
-CR_SCALAR_EVALS_REAL(fma, 3, 1, Y[0] = fma(x[0], x[1], x[2]), D[0] = x[1]; D[1] = x[0]; D[2] = 1)
-static const cr_scalar_rule fma_row = CR_SCALAR_ROW_REAL_EX(fma, TESTREG(fma));
+CR_SCALAR_EVALS(fma, 3, 1, Y[0] = FMA_G(x[0], x[1], x[2]), D[0] = x[1]; D[1] = x[0]; D[2] = 1)
+static const cr_scalar_rule fma_row = CR_SCALAR_ROW_EX(fma, TESTREG(fma));
 DEFINE_FN(fma, "fma", 3)
 
 /* fmod(x, y) = x - trunc(x/y) y: (1, -trunc(x/y)); jumps where x/y is a nonzero integer */
@@ -2363,6 +2385,132 @@ DEFINE_ND(isnormal, ND_ISNORMAL, 1)
 DEFINE_ND(nextafter, ND_NEXTAFTER, 2)
 DEFINE_ND(nexttoward, ND_NEXTTOWARD, 2)
 
+/* ---- tanpi, sincosd, mod2pi, rem2pi, log(b, x) ------------------------------------------- */
+
+/* tan(pi x) = sinpi(x)/cospi(x), both exactly reduced: exact zeros at the integers, ±inf at
+ * the half-integers (cospi's exact zeros). */
+static double tanpi_d(double x)
+{
+    if (x == 0)
+        return x;                           /* ±0 */
+    double f = fmod(x, 1.0);                /* exact */
+    if (fabs(f) == 0.25 || fabs(f) == 0.75) /* exactly ±1 (the two roundings may not cancel) */
+        return (fabs(f) == 0.25) == (f > 0) ? 1.0 : -1.0; /* tan(pi/4) = 1, tan(3pi/4) = -1 */
+    double s, c;
+    sincos_units(x, &k_halfturns, &s, &c);
+    return s / c;
+}
+
+FLOAT_VIA_DOUBLE(tanpi)
+
+/* tanpi(x): pi (1 + Ω²) */
+static const double tanpi_lo[] = {-0.45}, tanpi_hi[] = {0.45};
+static const double tanpi_pts[] = {0.0, 0.25, -0.75, 1e-300, 3.375, 1e15 + 0.25};
+CR_SCALAR_EVALS_REAL(tanpi, 1, 1, Y[0] = GENR(tanpi, x[0])(x[0]),
+                     D[0] = GENR(pimul, x[0])(1 + Y[0] * Y[0]))
+static const cr_scalar_rule tanpi_row = CR_SCALAR_ROW_REAL_EX(
+    tanpi, TESTREG(tanpi), .notes = "exact zeros at integers, ±inf at half-integers");
+DEFINE_FN(tanpi, "tanpi", 1)
+
+/* sincosd(x) = (sind(x), cosd(x)): ((pi/180) cosd(x), -(pi/180) sind(x)) */
+static const double sincosd_lo[] = {-400}, sincosd_hi[] = {400};
+static const double sincosd_pts[] = {90.0, 180.0, -45.0, 1e-300, 1e15 + 90};
+CR_SCALAR_EVALS_REAL(sincosd, 1, 2, Y[0] = GENR(sind, x[0])(x[0]);
+                     Y[1] = GENR(cosd, x[0])(x[0]), D[0] = GENR(deg2rad, x[0])(Y[1]);
+                     D[1] = -GENR(deg2rad, x[0])(Y[0]))
+static const cr_scalar_rule sincosd_row = CR_SCALAR_ROW_REAL_EX(sincosd, TESTREG(sincosd));
+DEFINE_FN(sincosd, "sincosd", 1)
+
+/* 2 pi as a sum of three doubles (to 1e-49 relative). */
+#define TWOPI_HI  6.283185307179586
+#define TWOPI_MID 2.4492935982947064e-16
+#define TWOPI_LO  (-5.989539619436679e-33)
+/* Largest |x| reduced: n = x/(2 pi) must be an exact integer, with margin. */
+#define REM2PI_MAX 0x1p50
+
+/* x - n 2pi for an integer n, |n| < 2^48: each product is fused with its subtraction, so
+ * the error is a few ulps of the result's magnitude (2 pi), not of x. */
+static double minus_2pi_n(double x, double n)
+{
+    double r = fma(-n, TWOPI_HI, x);
+    r = fma(-n, TWOPI_MID, r);
+    return r - n * TWOPI_LO;
+}
+
+/*
+ * Julia's rem2pi(x, mode): x - 2 pi n with n rounded from x/(2 pi) by the mode (the
+ * CR_ROUND_* values: nearest, toward zero, down, up), so the result lies in [-pi, pi], has
+ * the sign of x with |r| < 2 pi, lies in [0, 2 pi) or in (-2 pi, 0]. The quotient is
+ * corrected once or twice against the exactly reduced remainder. The mode is rounded to an
+ * integer (the rule tester perturbs it as a real number). NaN for |x| >= 2^50, an unknown
+ * mode or a non-finite x.
+ */
+static double rem2pi_d(double x, double mode)
+{
+    double m = nearbyint(mode);
+    if (!(fabs(x) < REM2PI_MAX) || m < CR_ROUND_NEAREST || m > CR_ROUND_UP)
+        return (double)NAN;
+    double q = x / TWOPI_HI;
+    double n = m == CR_ROUND_NEAREST   ? nearbyint(q)
+               : m == CR_ROUND_TO_ZERO ? trunc(q)
+               : m == CR_ROUND_DOWN    ? floor(q)
+                                       : ceil(q);
+    double r = minus_2pi_n(x, n);
+    for (int it = 0; it < 2; it++) {
+        double step = 0;
+        if (m == CR_ROUND_NEAREST)
+            step = r > PI_HI ? 1 : r < -PI_HI ? -1 : 0;
+        else if (m == CR_ROUND_DOWN || (m == CR_ROUND_TO_ZERO && x >= 0))
+            step = r < 0 ? -1 : r >= TWOPI_HI ? 1 : 0;
+        else
+            step = r > 0 ? 1 : r <= -TWOPI_HI ? -1 : 0;
+        if (step == 0)
+            break;
+        n += step;
+        r = minus_2pi_n(x, n);
+    }
+    return r;
+}
+
+static double mod2pi_d(double x)
+{
+    return rem2pi_d(x, CR_ROUND_DOWN);
+}
+
+FLOAT_VIA_DOUBLE(mod2pi)
+FLOAT_VIA_DOUBLE2(rem2pi)
+
+/* mod2pi(x) = rem2pi(x, RoundDown), in [0, 2 pi): 1 (ChainRules: the jumps included) */
+static const double mod2pi_lo[] = {0.1}, mod2pi_hi[] = {6.1};
+static const double mod2pi_pts[] = {-1.0, 100.3, -100.3, 1e6 + 0.5, 3.0};
+CR_SCALAR_EVALS_REAL(mod2pi, 1, 1, Y[0] = GENR(mod2pi, x[0])(x[0]), D[0] = 1)
+static const cr_scalar_rule mod2pi_row =
+    CR_SCALAR_ROW_REAL_EX(mod2pi, TESTREG(mod2pi),
+                          .notes = "in [0, 2 pi); derivative 1, also at the jumps (ChainRules); "
+                                   "|x| < 2^50 (NaN beyond)");
+DEFINE_FN(mod2pi, "mod2pi", 1)
+
+/* rem2pi(x, mode): (1, 0); the mode is a CR_ROUND_* value (an integer gets NoTangent) */
+static const double rem2pi_lo[] = {-3.0, 0.0}, rem2pi_hi[] = {3.0, 0.3};
+static const double rem2pi_pts[] = {100.3, 1.0, -100.3, 1.0,  7.0, 2.0,       -7.0,
+                                    2.0,   7.0, 3.0,    -7.0, 3.0, 1e6 + 0.5, 0.0};
+CR_SCALAR_EVALS_REAL(rem2pi, 2, 1, Y[0] = GENR(rem2pi, x[0])(x[0], x[1]), D[0] = 1; D[1] = 0)
+static const cr_scalar_rule rem2pi_row = CR_SCALAR_ROW_REAL_EX(
+    rem2pi, TESTREG(rem2pi),
+    .notes = "mode CR_ROUND_NEAREST (0, result in [-pi, pi]), _TO_ZERO (1), _DOWN (2), _UP (3); "
+             "derivative 1 in x (ChainRules), 0 in the mode; |x| < 2^50");
+DEFINE_FN(rem2pi, "rem2pi", 2)
+
+/* log_base(b, x) = log(x)/log(b) (Julia's log(b, x)): -Ω/(b log b), 1/(x log b) */
+static const double log_base_lo[] = {1.5, 0.2}, log_base_hi[] = {6.0, 6.0};
+static const double log_base_pts[] = {2.0, 8.0, 10.0, 1e-300, 0.5, 3.0, 1e300, 7.0};
+CR_SCALAR_EVALS(log_base, 2, 1, Y[0] = log(x[1]) / log(x[0]), D[0] = -Y[0] / (x[0] * log(x[0]));
+                D[1] = 1 / (x[1] * log(x[0])))
+static const cr_scalar_rule log_base_row =
+    CR_SCALAR_ROW_EX(log_base, TESTREG(log_base),
+                     .notes = "Julia's log(b, x); b, x > 0 and b != 1 for real arguments");
+DEFINE_FN(log_base, "log_base", 2)
+
 /* ========================================================================================
  * Registration
  * ======================================================================================== */
@@ -2453,6 +2601,11 @@ static const struct {
     {&xlogy_function, &xlogy_row},
     {&xlog1py_function, &xlog1py_row},
     {&relu_function, &relu_row},
+    {&tanpi_function, &tanpi_row},
+    {&sincosd_function, &sincosd_row},
+    {&mod2pi_function, &mod2pi_row},
+    {&rem2pi_function, &rem2pi_row},
+    {&log_base_function, &log_base_row},
 };
 
 static const cr_function *const k_nondiff1[] = {

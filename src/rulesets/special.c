@@ -21,6 +21,7 @@
 #include <chainrules/rules_special.h>
 
 #include "../rules/rules_impl.h"
+#include "special_impl.h"
 
 #define PI               3.14159265358979323846
 #define SQRT_PI          1.77245385090551602730
@@ -776,10 +777,14 @@ static const cr_scalar_rule logabsgamma_row =
                           .notes = "the sign is a real output with a zero derivative");
 DEFINE_FN(logabsgamma, 1)
 
-/* expint(x) = E1(x): -exp(-x)/x */
-CR_SCALAR_EVALS_REAL(expint, 1, 1, Y[0] = cr_sf_expint(x[0]), D[0] = -exp(-x[0]) / x[0])
-static const cr_scalar_rule expint_row =
-    CR_SCALAR_ROW_REAL_EX(expint, .test = {.lo = k_pos_lo, .hi = k_pos_hi}, .notes = "x > 0");
+/* expint(x) = E1(x): -exp(-x)/x, holomorphic off the negative real axis: the row has a
+ * complex instantiation (cr_sf_expint_complex), which also gives E1 at x < 0 as
+ * expint(x ± 0i) = -Ei(-x) ∓ iπ. */
+#define EXPINT_G(X) _Generic((X), cr_complex : cr_sf_expint_complex, default : cr_sf_expint)(X)
+CR_SCALAR_EVALS(expint, 1, 1, Y[0] = EXPINT_G(x[0]), D[0] = -exp(-x[0]) / x[0])
+static const cr_scalar_rule expint_row = CR_SCALAR_ROW_EX(
+    expint, .test = {.lo = k_pos_lo, .hi = k_pos_hi},
+    .notes = "x > 0 for a real x; complex z: principal branch, cut on the negative real axis");
 DEFINE_FN(expint, 1)
 
 /* Bessel functions of orders 0 and 1 (DLMF 10.6.2, 10.6.3): J0' = -J1,
@@ -1123,8 +1128,14 @@ static cr_status gamma_inc_args(cr_arena *arena, const cr_value *args, size_t na
 {
     *a = 0;
     *x = 0;
-    if (nargs != 2)
-        return CR__FAIL(arena, CR_EINVAL, "gamma_inc takes 2 arguments, %zu given", nargs);
+    if (nargs != 2 && nargs != 3)
+        return CR__FAIL(arena, CR_EINVAL, "gamma_inc takes 2 or 3 arguments, %zu given", nargs);
+    /* SpecialFunctions' gamma_inc(a, x, IND): IND = 0, 1, 2 asks for 14, 6 or 3 digits; the
+     * full accuracy is computed for every IND. */
+    if (nargs == 3 &&
+        (!is_int_kind(args[2].kind) || (args[2].kind == CR_KIND_BOOL ? 0 : args[2].u.i64) < 0 ||
+         (args[2].kind == CR_KIND_BOOL ? 0 : args[2].u.i64) > 2))
+        return CR__FAIL(arena, CR_EINVAL, "gamma_inc: IND must be the integer 0, 1 or 2");
     cr_status st = arg_real(arena, "gamma_inc", &args[0], 0, a);
     if (st == CR_OK)
         st = arg_real(arena, "gamma_inc", &args[1], 1, x);
@@ -1233,6 +1244,8 @@ static cr_status gamma_inc_pullback(const cr_tangent *dy, cr_tangent *dx, size_t
     dx[2] = is_int_kind((cr_kind)e->xkind) ? cr_tangent_none()
             : pnz || qnz                   ? project_real(e->xkind, e->z * (gp - gq))
                                            : cr_tangent_zero();
+    if (nx > 3)
+        dx[3] = cr_tangent_none(); /* IND */
     return CR_OK;
 }
 
@@ -1258,12 +1271,12 @@ static cr_status gamma_inc_rrule(const cr_config *cfg, cr_arena *arena, const cr
     pb->fn = gamma_inc_pullback;
     pb->env = e;
     pb->name = "gamma_inc_pullback";
-    pb->nx = 3;
+    pb->nx = nargs + 1;
     return CR_OK;
 }
 
 static const cr_function gamma_inc_function = {
-    .name = "gamma_inc", .arity = 2, .primal = gamma_inc_primal};
+    .name = "gamma_inc", .arity = -1, .primal = gamma_inc_primal}; /* 2 or 3 arguments */
 const cr_value cr_fn_gamma_inc = {.kind = CR_KIND_FUNC, .u.func = {&gamma_inc_function, NULL}};
 
 /* ---- Registration ------------------------------------------------------------------------ */
@@ -1290,6 +1303,39 @@ static cr_status order_sample(cr_arena *arena, uint64_t *rng, cr_value *args, si
 static const cr_rule_test k_order_test = {.sample = order_sample};
 static const double k_gamma_inc_lo[] = {0.3, 0.1}, k_gamma_inc_hi[] = {6.0, 8.0};
 static const cr_rule_test k_gamma_inc_test = {.lo = k_gamma_inc_lo, .hi = k_gamma_inc_hi};
+
+/* gamma_inc(a, x, IND): a and x as above, IND = 0, 1 or 2. */
+static cr_status gamma_inc3_sample(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                                   void *env)
+{
+    (void)arena;
+    (void)env;
+    if (nargs != 3)
+        return CR_EINVAL;
+    double u[3];
+    for (int k = 0; k < 3; k++) { /* splitmix64 */
+        uint64_t z = (*rng += 0x9E3779B97F4A7C15u);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+        u[k] = (double)((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
+    }
+    args[0] = cr_value_f64(k_gamma_inc_lo[0] + u[0] * (k_gamma_inc_hi[0] - k_gamma_inc_lo[0]));
+    args[1] = cr_value_f64(k_gamma_inc_lo[1] + u[1] * (k_gamma_inc_hi[1] - k_gamma_inc_lo[1]));
+    args[2] = cr_value_i64((int64_t)(u[2] * 3));
+    return CR_OK;
+}
+
+static const cr_rule_test k_gamma_inc3_test = {.sample = gamma_inc3_sample};
+
+double cr__sf_erfcx_deriv(double x, double y)
+{
+    return erfcx_deriv(x, y);
+}
+
+double cr__sf_gamma_inc_dx(double a, double x)
+{
+    return gamma_inc_dx(a, x);
+}
 
 cr_status cr__family_special(cr_registry *reg)
 {
@@ -1321,5 +1367,14 @@ cr_status cr__family_special(cr_registry *reg)
     d.frule = gamma_inc_frule;
     d.rrule = gamma_inc_rrule;
     d.test = &k_gamma_inc_test;
-    return cr_registry_add(reg, &d);
+    cr_status st = cr_registry_add(reg, &d);
+    if (st != CR_OK)
+        return st;
+    /* gamma_inc(a, x, IND) */
+    const cr_argspec real2_int[3] = {CR_ARG_REAL, CR_ARG_REAL, CR_ARG_INT};
+    d.nargs = 3;
+    d.args = real2_int;
+    d.test = &k_gamma_inc3_test;
+    st = cr_registry_add(reg, &d);
+    return st == CR_OK ? cr__family_special_more(reg) : st;
 }

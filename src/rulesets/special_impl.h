@@ -1,0 +1,20 @@
+/*
+ * Internal pieces shared by the two files of the special-function family (special.c and
+ * special_more.c).
+ */
+#ifndef CR_SPECIAL_IMPL_H
+#define CR_SPECIAL_IMPL_H
+
+#include "../rules/rules_impl.h"
+
+/* erfcx'(x) = 2x erfcx(x) - 2/sqrt(pi) given y = erfcx(x), without the cancellation of that
+ * form for x >= 2. */
+CR_INTERNAL double cr__sf_erfcx_deriv(double x, double y);
+
+/* dP(a, x)/dx = x^(a-1) e^-x / Gamma(a), with its limits at x = 0. */
+CR_INTERNAL double cr__sf_gamma_inc_dx(double a, double x);
+
+/* Registers the rules of special_more.c. */
+CR_INTERNAL cr_status cr__family_special_more(cr_registry *reg);
+
+#endif
