@@ -51,6 +51,8 @@ check_prefix() {
     [ -n "$pc" ] || fail "$kind: no chainrules.pc under $prefix"
     [ -f "$prefix/include/chainrules.h" ] || fail "$kind: include/chainrules.h not installed"
     [ -f "$prefix/include/chainrules/version.h" ] || fail "$kind: generated version.h not installed"
+    cmp -s "$src/LICENSE" "$prefix/share/doc/chainrules/LICENSE" ||
+        fail "$kind: LICENSE not installed as share/doc/chainrules/LICENSE"
     if find "$prefix/include" -name '*_impl.h' | grep -q .; then
         fail "$kind: private src/ headers were installed"
     fi
