@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Install check (ggml examples/test-cmake): installs chainrules into temporary prefixes and
-# builds tests/install/consumer.c against them, through pkg-config and through
-# find_package(chainrules CONFIG), then runs both programs.
-#   1. static: the already built tree (--build) is installed as it is;
-#   2. shared: a small separate build of the library alone (BUILD_SHARED_LIBS=ON), whose
-#      exported symbols are checked too (the public cr_* API only, nothing internal).
+# builds tests/install/consumer.c against them, through pkg-config (with the commands of
+# docs/tutorial.md, taken from the page itself) and through find_package(chainrules CONFIG),
+# then runs the programs.
+#   1. shared: the already built tree (--build, shared by default) is installed as it is;
+#      its exported symbols are checked (the public cr_* API only, nothing internal);
+#   2. static: a small separate build of the library alone (BUILD_SHARED_LIBS=OFF).
 # Usage: check.sh --source DIR --build DIR --work DIR --cc CC --cmake CMAKE --version X.Y.Z
-#                 [--jobs N] [-- extra cmake arguments for the shared build]
+#                 [--jobs N] [-- extra cmake arguments for the static build]
 set -euo pipefail
 
 jobs=2
@@ -25,7 +26,7 @@ while [ $# -gt 0 ]; do
 done
 : "${src:?--source missing}" "${build:?--build missing}" "${work:?--work missing}"
 : "${cc:?--cc missing}" "${cmake:?--cmake missing}" "${version:?--version missing}"
-shared_args=("$@")
+static_args=("$@")
 
 step() { printf '== install check: %s\n' "$*"; }
 fail() { printf 'install check FAILED: %s\n' "$*" >&2; exit 1; }
@@ -38,9 +39,24 @@ quiet() {
     fi
 }
 
-# Start from empty prefixes; the shared build tree is kept so that reruns are incremental.
+# Start from empty prefixes; the static build tree is kept so that reruns are incremental.
 mkdir -p "$work"
-find "$work" -mindepth 1 -maxdepth 1 ! -name shared-build -exec rm -rf {} +
+find "$work" -mindepth 1 -maxdepth 1 ! -name static-build -exec rm -rf {} +
+
+# The tutorial's link commands, word for word: `cc -std=c11 app.c ...` for the shared
+# library, and the same with --static for the static one.
+tutorial="$src/docs/tutorial.md"
+tutorial_cmd() { # tutorial_cmd shared|static
+    local line
+    if [ "$1" = static ]; then
+        line=$(grep -o '^cc -std=c11 app\.c .*--static.*' "$tutorial" | head -n 1)
+    else
+        line=$(grep -o '^cc -std=c11 app\.c .*' "$tutorial" | grep -v -- '--static' | head -n 1)
+    fi
+    line=${line%%#*}
+    [ -n "$line" ] || fail "docs/tutorial.md has no '$1' line 'cc -std=c11 app.c ...'"
+    printf '%s\n' "$line"
+}
 
 # check_prefix <kind> <prefix> <pkg-config flags...>; sets consumers to the two programs.
 check_prefix() {
@@ -72,6 +88,19 @@ check_prefix() {
     cflags=$(pkg-config --cflags chainrules)
     libs=$(pkg-config "$@" --libs chainrules)
     step "$kind: pkg-config --cflags --libs $*: $cflags $libs"
+    # The tutorial's command, run in a directory holding the consumer as app.c.
+    local cmd appdir="$work/tutorial-$kind"
+    cmd=$(tutorial_cmd "$kind")
+    mkdir -p "$appdir"
+    cp "$src/tests/install/consumer.c" "$appdir/app.c"
+    step "$kind: $cmd"
+    (cd "$appdir" && quiet sh -c "$cmd") || fail "$kind: the tutorial's command failed"
+    local app
+    app=$(find "$appdir" -maxdepth 1 -type f -perm -u+x -print -quit)
+    [ -n "$app" ] || fail "$kind: the tutorial's command made no program"
+    LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$app" ||
+        fail "$kind: the program of the tutorial's command failed"
+    # And with strict warnings.
     # shellcheck disable=SC2086 # word splitting of the flags is wanted
     quiet "$cc" -std=c11 -Wall -Wextra -pedantic -Werror $cflags \
         "$src/tests/install/consumer.c" -o "$work/consumer-pc-$kind" $libs
@@ -88,7 +117,7 @@ check_prefix() {
         -DCR_EXPECTED_VERSION="$version" -DCMAKE_BUILD_TYPE=Release -DCR_EXPECT_AD=$expect_ad
     quiet "$cmake" --build "$work/consumer-cmake-$kind"
     "$work/consumer-cmake-$kind/consumer" || fail "$kind: the CMake consumer failed"
-    consumers=("$work/consumer-pc-$kind" "$work/consumer-cmake-$kind/consumer")
+    consumers=("$app" "$work/consumer-pc-$kind" "$work/consumer-cmake-$kind/consumer")
     if [ "$expect_ad" = ON ]; then
         # chainrules_differentiate() through the package, and the recipe without CMake
         # (docs/source-transformation.md): the tool, then the compiler with pkg-config.
@@ -103,25 +132,16 @@ check_prefix() {
             "$src/tests/install/consumer_ad.c" "$src/tests/install/model.c" \
             "$work/model_ad-$kind.c" -o "$work/consumer-ad-pc-$kind" $libs -lm
         unset PKG_CONFIG_PATH
-        "$work/consumer-ad-pc-$kind" >/dev/null || fail "$kind: the pkg-config chainrules-ad consumer failed"
+        LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$work/consumer-ad-pc-$kind" \
+            >/dev/null || fail "$kind: the pkg-config chainrules-ad consumer failed"
     fi
 }
 
-# 1. Static library: the tree that was built and tested.
-step "static: cmake --install $build"
-quiet "$cmake" --install "$build" --prefix "$work/static"
-find "$work/static" -name 'libchainrules.a' | grep -q . || fail "static: libchainrules.a not installed"
-check_prefix static "$work/static" --static
-
-# 2. Shared library: a build of the library alone.
-step "shared: configure and build with BUILD_SHARED_LIBS=ON"
-quiet "$cmake" -S "$src" -B "$work/shared-build" "${shared_args[@]}" \
-    -DCMAKE_C_COMPILER="$cc" -DBUILD_SHARED_LIBS=ON -DCR_BUILD_TESTS=OFF \
-    -DCR_BUILD_EXAMPLES=OFF -DCR_BUILD_TOOLS=OFF -DCR_BUILD_BENCH=OFF
-quiet "$cmake" --build "$work/shared-build" -j "$jobs"
-quiet "$cmake" --install "$work/shared-build" --prefix "$work/shared"
+# 1. Shared library: the tree that was built and tested.
+step "shared: cmake --install $build"
+quiet "$cmake" --install "$build" --prefix "$work/shared"
 so=$(find "$work/shared" -name 'libchainrules.so.*' -type f -print -quit)
-[ -n "$so" ] || fail "shared: libchainrules.so not installed"
+[ -n "$so" ] || fail "shared: libchainrules.so not installed (was $build configured with BUILD_SHARED_LIBS=OFF?)"
 
 # Only the public API is exported: cr_* symbols, none of the internal cr__* ones.
 exported=$(nm -D --defined-only "$so" | awk '$2 ~ /^[TDRBVW]$/ { print $3 }' | sort)
@@ -137,5 +157,30 @@ for exe in "${consumers[@]}"; do
     readelf -d "$exe" | grep -q 'NEEDED.*libchainrules\.so' ||
         fail "shared: $exe does not link libchainrules.so"
 done
-step "shared: both consumers link libchainrules.so"
+step "shared: the consumers link libchainrules.so"
+# The installed programs find the library through their RPATH ($ORIGIN/../lib).
+for exe in "$work/shared/bin/"*; do
+    [ -x "$exe" ] || continue
+    if env -u LD_LIBRARY_PATH ldd "$exe" | grep -q 'not found'; then
+        fail "shared: the installed $(basename "$exe") does not find its libraries"
+    fi
+done
+
+# 2. Static library: a build of the library alone.
+step "static: configure and build with BUILD_SHARED_LIBS=OFF"
+quiet "$cmake" -S "$src" -B "$work/static-build" "${static_args[@]}" \
+    -DCMAKE_C_COMPILER="$cc" -DBUILD_SHARED_LIBS=OFF -DCR_BUILD_TESTS=OFF \
+    -DCR_BUILD_EXAMPLES=OFF -DCR_BUILD_TOOLS=OFF -DCR_BUILD_BENCH=OFF
+quiet "$cmake" --build "$work/static-build" -j "$jobs"
+quiet "$cmake" --install "$work/static-build" --prefix "$work/static"
+find "$work/static" -name 'libchainrules.a' | grep -q . || fail "static: libchainrules.a not installed"
+if find "$work/static" -name 'libchainrules.so*' | grep -q .; then
+    fail "static: a shared library was installed"
+fi
+check_prefix static "$work/static" --static
+for exe in "${consumers[@]}"; do
+    if readelf -d "$exe" | grep -q 'NEEDED.*libchainrules'; then
+        fail "static: $exe needs a shared libchainrules"
+    fi
+done
 step "OK"
