@@ -40,6 +40,7 @@ static const status_row k_statuses[] = {
     {CR_ENOCAP, 12, "CR_ENOCAP", "rule configuration lacks a required capability"},
     {CR_EOVERFLOW, 13, "CR_EOVERFLOW", "size computation overflows"},
     {CR_ETAPE, 14, "CR_ETAPE", "variable belongs to another tape, or the tape has failed"},
+    {CR_ENONFINITE, 15, "CR_ENONFINITE", "non-finite value from finite inputs"},
 };
 #define N_STATUSES (sizeof k_statuses / sizeof k_statuses[0])
 
