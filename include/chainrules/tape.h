@@ -1676,4 +1676,7 @@ CR__TAPE_INLINE cr_var cr__rec_call2_i(cr_rec *r, cr_var (*f)(cr_tape *, cr_var,
 
 CR_END_DECLS
 
+/* The named operations of every scalar row (cr_tanh(), cr_atan2(), ...). */
+#include "tape_ops.h"
+
 #endif /* CR_TAPE_H */

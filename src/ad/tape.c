@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include <chainrules/rules_math.h>
+#include <chainrules/rules_special.h>
 
 #include "../rulesets/array_impl.h"
 #include "tape_impl.h"
@@ -1494,6 +1495,44 @@ cr_var cr_asin(cr_tape *t, cr_var a)
 {
     return op1(t, &cr_fn_asin, a);
 }
+
+/* The named operations of the other scalar rows (tape_ops.h, generated from the registry):
+ * rows of one and two inputs through the paths of cr_sin() and the arithmetic, the others
+ * through cr_tape_call(). HAND = 1 marks those defined above. */
+#define OP_HAND0(...) __VA_ARGS__
+#define OP_HAND1(...)
+#define OP_1_1(OP, NAME)                 \
+    cr_var OP(cr_tape *t, cr_var x)      \
+    {                                    \
+        return op1(t, &cr_fn_##NAME, x); \
+    }
+#define OP_2_1(OP, NAME)                                                              \
+    cr_var OP(cr_tape *t, cr_var x, cr_var y)                                         \
+    {                                                                                 \
+        return op2e(t, &cr_fn_##NAME, row_of(&cr_fn_##NAME)->f64, NULL, x, y, false); \
+    }
+#define OP_3_1(OP, NAME)                                 \
+    cr_var OP(cr_tape *t, cr_var x, cr_var y, cr_var z)  \
+    {                                                    \
+        cr_var args[3] = {x, y, z};                      \
+        return cr_tape_call1(t, &cr_fn_##NAME, args, 3); \
+    }
+#define OP_1_2(OP, NAME)                                      \
+    cr_status OP(cr_tape *t, cr_var x, cr_var *out)           \
+    {                                                         \
+        if (out != NULL)                                      \
+            out[0] = out[1] = nan_const();                    \
+        return cr_tape_call(t, &cr_fn_##NAME, &x, 1, out, 2); \
+    }
+#define DEFINE_OP(NAME, OP, NIN, NOUT, HAND) OP_HAND##HAND(OP_##NIN##_##NOUT(OP, NAME))
+CR_TAPE_SCALAR_OPS(DEFINE_OP)
+#undef DEFINE_OP
+#undef OP_1_2
+#undef OP_3_1
+#undef OP_2_1
+#undef OP_1_1
+#undef OP_HAND1
+#undef OP_HAND0
 
 cr_var cr_tape_input(cr_tape *t, double v)
 {
