@@ -3,11 +3,13 @@
 # builds tests/install/consumer.c against them, through pkg-config (with the commands of
 # docs/tutorial.md, taken from the page itself) and through find_package(chainrules CONFIG),
 # then runs the programs.
-#   1. shared: the already built tree (--build, shared by default) is installed as it is;
-#      its exported symbols are checked (the public cr_* API only, nothing internal);
-#   2. static: a small separate build of the library alone (BUILD_SHARED_LIBS=OFF).
+#   1. the already built tree (--build; shared by default) is installed as it is;
+#   2. the other kind (static, or shared for a tree built with BUILD_SHARED_LIBS=OFF): a
+#      small separate build of the library alone.
+# A shared library's exported symbols are checked too (the public cr_* API only, nothing
+# internal), and the installed programs must find it without LD_LIBRARY_PATH.
 # Usage: check.sh --source DIR --build DIR --work DIR --cc CC --cmake CMAKE --version X.Y.Z
-#                 [--jobs N] [-- extra cmake arguments for the static build]
+#                 [--jobs N] [-- extra cmake arguments for the separate build]
 set -euo pipefail
 
 jobs=2
@@ -26,7 +28,7 @@ while [ $# -gt 0 ]; do
 done
 : "${src:?--source missing}" "${build:?--build missing}" "${work:?--work missing}"
 : "${cc:?--cc missing}" "${cmake:?--cmake missing}" "${version:?--version missing}"
-static_args=("$@")
+other_args=("$@")
 
 step() { printf '== install check: %s\n' "$*"; }
 fail() { printf 'install check FAILED: %s\n' "$*" >&2; exit 1; }
@@ -39,9 +41,9 @@ quiet() {
     fi
 }
 
-# Start from empty prefixes; the static build tree is kept so that reruns are incremental.
+# Start from empty prefixes; the separate build trees are kept so that reruns are incremental.
 mkdir -p "$work"
-find "$work" -mindepth 1 -maxdepth 1 ! -name static-build -exec rm -rf {} +
+find "$work" -mindepth 1 -maxdepth 1 ! -name static-build ! -name shared-build -exec rm -rf {} +
 
 # The tutorial's link commands, word for word: `cc -std=c11 app.c ...` for the shared
 # library, and the same with --static for the static one.
@@ -137,50 +139,68 @@ check_prefix() {
     fi
 }
 
-# 1. Shared library: the tree that was built and tested.
-step "shared: cmake --install $build"
-quiet "$cmake" --install "$build" --prefix "$work/shared"
-so=$(find "$work/shared" -name 'libchainrules.so.*' -type f -print -quit)
-[ -n "$so" ] || fail "shared: libchainrules.so not installed (was $build configured with BUILD_SHARED_LIBS=OFF?)"
+# check_shared <prefix>: an installed shared library, its exports and its consumers.
+check_shared() {
+    local prefix=$1 so exported bad internal
+    so=$(find "$prefix" -name 'libchainrules.so.*' -type f -print -quit)
+    [ -n "$so" ] || fail "shared: libchainrules.so not installed"
 
-# Only the public API is exported: cr_* symbols, none of the internal cr__* ones.
-exported=$(nm -D --defined-only "$so" | awk '$2 ~ /^[TDRBVW]$/ { print $3 }' | sort)
-echo "$exported" | grep -qx 'cr_version_number' || fail "shared: cr_version_number not exported"
-bad=$(echo "$exported" | grep -v '^cr_' | grep -v '^_' || true)
-internal=$(echo "$exported" | grep '^cr__' || true)
-[ -z "$bad" ] || fail "shared: symbols outside the cr_ namespace exported: $(tr '\n' ' ' <<<"$bad")"
-[ -z "$internal" ] || fail "shared: internal symbols exported: $(tr '\n' ' ' <<<"$internal")"
-step "shared: $(echo "$exported" | wc -l) symbols exported from $(basename "$so"), all cr_*"
+    # Only the public API is exported: cr_* symbols, none of the internal cr__* ones.
+    exported=$(nm -D --defined-only "$so" | awk '$2 ~ /^[TDRBVW]$/ { print $3 }' | sort)
+    echo "$exported" | grep -qx 'cr_version_number' || fail "shared: cr_version_number not exported"
+    bad=$(echo "$exported" | grep -v '^cr_' | grep -v '^_' || true)
+    internal=$(echo "$exported" | grep '^cr__' || true)
+    [ -z "$bad" ] || fail "shared: symbols outside the cr_ namespace exported: $(tr '\n' ' ' <<<"$bad")"
+    [ -z "$internal" ] || fail "shared: internal symbols exported: $(tr '\n' ' ' <<<"$internal")"
+    step "shared: $(echo "$exported" | wc -l) symbols exported from $(basename "$so"), all cr_*"
 
-check_prefix shared "$work/shared"
-for exe in "${consumers[@]}"; do
-    readelf -d "$exe" | grep -q 'NEEDED.*libchainrules\.so' ||
-        fail "shared: $exe does not link libchainrules.so"
-done
-step "shared: the consumers link libchainrules.so"
-# The installed programs find the library through their RPATH ($ORIGIN/../lib).
-for exe in "$work/shared/bin/"*; do
-    [ -x "$exe" ] || continue
-    if env -u LD_LIBRARY_PATH ldd "$exe" | grep -q 'not found'; then
-        fail "shared: the installed $(basename "$exe") does not find its libraries"
+    check_prefix shared "$prefix"
+    for exe in "${consumers[@]}"; do
+        readelf -d "$exe" | grep -q 'NEEDED.*libchainrules\.so' ||
+            fail "shared: $exe does not link libchainrules.so"
+    done
+    step "shared: the consumers link libchainrules.so"
+    # The installed programs find the library through their RPATH ($ORIGIN/../lib).
+    for exe in "$prefix/bin/"*; do
+        [ -x "$exe" ] || continue
+        if env -u LD_LIBRARY_PATH ldd "$exe" | grep -q 'not found'; then
+            fail "shared: the installed $(basename "$exe") does not find its libraries"
+        fi
+    done
+}
+
+# check_static <prefix>: an installed static library and its consumers.
+check_static() {
+    local prefix=$1
+    find "$prefix" -name 'libchainrules.a' | grep -q . || fail "static: libchainrules.a not installed"
+    if find "$prefix" -name 'libchainrules.so*' | grep -q .; then
+        fail "static: a shared library was installed"
     fi
-done
+    check_prefix static "$prefix" --static
+    for exe in "${consumers[@]}"; do
+        if readelf -d "$exe" | grep -q 'NEEDED.*libchainrules'; then
+            fail "static: $exe needs a shared libchainrules"
+        fi
+    done
+}
 
-# 2. Static library: a build of the library alone.
-step "static: configure and build with BUILD_SHARED_LIBS=OFF"
-quiet "$cmake" -S "$src" -B "$work/static-build" "${static_args[@]}" \
-    -DCMAKE_C_COMPILER="$cc" -DBUILD_SHARED_LIBS=OFF -DCR_BUILD_TESTS=OFF \
-    -DCR_BUILD_EXAMPLES=OFF -DCR_BUILD_TOOLS=OFF -DCR_BUILD_BENCH=OFF
-quiet "$cmake" --build "$work/static-build" -j "$jobs"
-quiet "$cmake" --install "$work/static-build" --prefix "$work/static"
-find "$work/static" -name 'libchainrules.a' | grep -q . || fail "static: libchainrules.a not installed"
-if find "$work/static" -name 'libchainrules.so*' | grep -q .; then
-    fail "static: a shared library was installed"
+# 1. The tree that was built and tested (shared by default; a tree configured with
+#    BUILD_SHARED_LIBS=OFF is the static one).
+if grep -qx 'BUILD_SHARED_LIBS:BOOL=ON' "$build/CMakeCache.txt"; then
+    tree=shared other=static other_shared=OFF
+else
+    tree=static other=shared other_shared=ON
 fi
-check_prefix static "$work/static" --static
-for exe in "${consumers[@]}"; do
-    if readelf -d "$exe" | grep -q 'NEEDED.*libchainrules'; then
-        fail "static: $exe needs a shared libchainrules"
-    fi
-done
+step "$tree: cmake --install $build"
+quiet "$cmake" --install "$build" --prefix "$work/$tree"
+"check_$tree" "$work/$tree"
+
+# 2. The other kind: a build of the library alone.
+step "$other: configure and build with BUILD_SHARED_LIBS=$other_shared"
+quiet "$cmake" -S "$src" -B "$work/$other-build" "${other_args[@]}" \
+    -DCMAKE_C_COMPILER="$cc" -DBUILD_SHARED_LIBS=$other_shared -DCR_BUILD_TESTS=OFF \
+    -DCR_BUILD_EXAMPLES=OFF -DCR_BUILD_TOOLS=OFF -DCR_BUILD_BENCH=OFF
+quiet "$cmake" --build "$work/$other-build" -j "$jobs"
+quiet "$cmake" --install "$work/$other-build" --prefix "$work/$other"
+"check_$other" "$work/$other"
 step "OK"
