@@ -238,6 +238,22 @@ static void test_check_arrays(void **state)
     assert_int_equal(cr_tape_status(f->t), CR_OK);
 }
 
+/* A recording cursor records through the checked operations too. */
+static void test_check_cursor(void **state)
+{
+    fixture *f = *state;
+    cr_tape_set_check_finite(f->t, true);
+    cr_var a = cr_tape_input(f->t, 2.0), b = cr_tape_input(f->t, 0.0);
+    cr_rec r;
+    cr_rec_open(&r, f->t);
+    cr_var c = cr_rec_mul(&r, a, a);
+    cr_var d = cr_rec_div(&r, c, b);
+    cr_rec_close(&r);
+    ASSERT_DBL(c.v, 4.0);
+    assert_true(isnan(d.v));
+    assert_failed_with(f->t, CR_ENONFINITE, "non-finite value: 4 / 0 = inf");
+}
+
 /* The tape flag, the context flag and a second-order tape. */
 static void test_check_flags(void **state)
 {
@@ -328,6 +344,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_check_pop_and_depth, setup, teardown),
         cmocka_unit_test_setup_teardown(test_check_not_born_here, setup, teardown),
         cmocka_unit_test_setup_teardown(test_check_arrays, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_check_cursor, setup, teardown),
         cmocka_unit_test(test_check_flags),
         cmocka_unit_test_setup_teardown(test_check_gradient_unchanged, setup, teardown),
     };
