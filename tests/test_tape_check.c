@@ -228,6 +228,18 @@ static void test_check_arrays(void **state)
     assert_failed_with(f->t, CR_ENONFINITE,
                        "non-finite value: broadcast(log, [-1, 2] (2 elements)) = "
                        "[nan, 0.6931471805599453] (2 elements), element 0 is nan (in model)");
+#ifdef CR_HAVE_LAPACKE
+    /* A tuple: the singular values of a matrix of finite elements overflow. */
+    cr_tape_reset(f->t);
+    double m[4] = {1e308, 1e308, 1e308, 1e308};
+    cr_array M;
+    assert_int_equal(cr_array_view_init(&M, m, CR_DT_F64, 2, (size_t[]){2, 2}, NULL), CR_OK);
+    cr_targ arg = cr_targ_arr(cr_tape_array_input(f->t, &M)), usv[3];
+    assert_int_equal(cr_tape_acall_n(f->t, &cr_fn_svd, &arg, 1, usv, 3), CR_ENONFINITE);
+    assert_failed_with(f->t, CR_ENONFINITE,
+                       "non-finite value: svd([1e+308, 1e+308, 1e+308, 1e+308] (4 elements)) = "
+                       "[inf, 0] (2 elements) (result 2), element 0 is inf");
+#endif
     /* Finite results, and a non-finite one from a non-finite input: no failure. */
     cr_tape_reset(f->t);
     double e[3] = {1.0, INFINITY, 3.0};

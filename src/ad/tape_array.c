@@ -345,6 +345,19 @@ static bool builtin_rule(const cr_tape *t, const cr_value *f, const cr_targ *arg
     return true;
 }
 
+/* The checking mode over the results of a tuple (cr__tape_check_finite_values). */
+static cr_status check_tuple(cr_tape *t, const char *fname, const cr_value *vals, size_t nargs,
+                             const cr_targ *res, size_t nout)
+{
+    cr_value outv[CR_TAPE_MAX_TUPLE];
+    for (size_t k = 0; k < nout && k < CR_TAPE_MAX_TUPLE; k++)
+        outv[k] = res[k].kind == CR_TARG_VAR   ? cr_value_f64(res[k].u.s.v)
+                  : res[k].kind == CR_TARG_ARR ? cr_value_array((cr_array *)res[k].u.a.a)
+                                               : res[k].u.v;
+    return cr__tape_check_finite_values(t, fname, vals, nargs, outv,
+                                        nout < CR_TAPE_MAX_TUPLE ? nout : CR_TAPE_MAX_TUPLE);
+}
+
 /* cr_tape_acall() and cr_tape_acall_n(): nout results (nout > 1 for a tuple). */
 static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const cr_targ *args,
                            size_t nargs, cr_targ *out, size_t nout)
@@ -416,9 +429,11 @@ static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const
             return cr__tape_fail_ctx(t, st, fname);
         if (t->check_finite && cr__tape_check_finite_values(t, fname, vals, nargs, &y, 1) != CR_OK)
             return t->status;
-        if (y.kind == CR_KIND_STRUCT)
+        if (y.kind == CR_KIND_STRUCT) {
             st = tuple_of(t, fname, &y, out, nout, false, outs, &ns);
-        else if (nout != 1)
+            if (st == CR_OK && t->check_finite)
+                st = check_tuple(t, fname, vals, nargs, out, nout);
+        } else if (nout != 1)
             st = cr__tape_fail(t, CR_EINVAL, "%s returns one value, %zu result%s expected", fname,
                                nout, CR__S(nout));
         else
@@ -447,8 +462,11 @@ static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const
     uint32_t slot0 = t->naslots;
     bool tuple = y.kind == CR_KIND_STRUCT;
     if (tuple) {
-        if (tuple_of(t, fname, &y, res, nout, true, outs, &ns) != CR_OK)
+        if (tuple_of(t, fname, &y, res, nout, true, outs, &ns) != CR_OK ||
+            (t->check_finite && check_tuple(t, fname, vals, nargs, res, nout) != CR_OK)) {
+            t->naslots = slot0;
             return t->status;
+        }
     } else if (nout != 1) {
         return cr__tape_fail(t, CR_EINVAL, "%s returns one value, %zu result%s expected", fname,
                              nout, CR__S(nout));
