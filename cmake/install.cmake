@@ -17,6 +17,8 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/ DESTINATION ${CMAKE_INSTALL_INC
   FILES_MATCHING PATTERN "*.h")
 install(FILES ${PROJECT_BINARY_DIR}/include/chainrules/version.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/chainrules)
+# The license (MIT) goes with every installed copy: <prefix>/share/doc/chainrules/LICENSE.
+install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
 # --- pkg-config -----------------------------------------------------------------------
 # A static chainrules needs its backends at link time: `pkg-config --static` pulls them

@@ -41,6 +41,7 @@
 #include "chainrules/status.h"
 #include "chainrules/tangent.h"
 #include "chainrules/tape.h"
+#include "chainrules/tape_ops.h"
 #include "chainrules/testing.h"
 #include "chainrules/value.h"
 #include "chainrules/version.h"

@@ -90,7 +90,8 @@ static void test_scalar_checks(void **state)
     p = (cr_prepared *)(uintptr_t)1;
     assert_int_equal(cr_prepare_gradient(f->ctx, NULL, own_array_t, &ba, x, 2, &p), CR_EINVAL);
     assert_null(p);
-    assert_contains(cr_ctx_errmsg(f->ctx), "cr_prepare_gradient: the function made 1 array inputs");
+    assert_contains(cr_ctx_errmsg(f->ctx),
+                    "cr_prepare_gradient: the function made 1 array input of its own");
     /* The checks of a call. */
     assert_int_equal(cr_prepare_gradient(f->ctx, NULL, prod_t, NULL, x, 2, &p), CR_OK);
     assert_int_equal(cr_prepared_value_and_gradient(NULL, x, 2, &y, g), CR_EINVAL);
@@ -742,7 +743,7 @@ static void test_user_scalar_results(void **state)
     a.nout = 3;
     x[0] = 2.0;
     assert_int_equal(cr_prepare_gradient(f->ctx, eng, scal_t, &a, x, 2, &p), CR_EINVAL);
-    assert_contains(cr_ctx_errmsg(f->ctx), "slog gives 1 results, 3 expected");
+    assert_contains(cr_ctx_errmsg(f->ctx), "slog gives 1 result, 3 expected");
     /* More results than asked. */
     a.fn = &pair_fn;
     a.nout = 1;

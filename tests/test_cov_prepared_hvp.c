@@ -549,7 +549,7 @@ static void test_failed_calls(void **state)
         bad[i] = -bad[i];
     direction(18, 1, v);
     assert_int_equal(call2(p, bad, v, h, g, &y), CR_EDOMAIN);
-    assert_contains(cr_ctx_errmsg(ctx), "cholesky failed at these inputs: cholesky: the matrix "
+    assert_contains(cr_ctx_errmsg(ctx), "cholesky failed at these inputs: the matrix "
                                         "is not positive definite");
     cr_prepared_free(p);
     p = prep_ok(ctx, E_NORM);

@@ -128,7 +128,7 @@ static void test_scalar_primal_errors(void **state)
     cr_value fc = cr_value_function(&cov_cube_fn, NULL);
     cr_value two[2] = {cr_value_f64(1.0), cr_value_f64(2.0)}, out;
     assert_int_equal(cr_scalar_primal(f->arena, &fc, two, 2, &out), CR_EINVAL);
-    expect_msg(f, "cov_cube takes 1 arguments, 2 given");
+    expect_msg(f, "cov_cube takes 1 argument, 2 given");
     cr_value fr = cr_value_function(&cov_rsq_fn, NULL);
     cr_value z = cr_value_c128(CMPLX(1, 1));
     assert_int_equal(cr_scalar_primal(f->arena, &fr, &z, 1, &out), CR_EDOMAIN);
@@ -230,7 +230,7 @@ static void test_scalar_rule_fns_refuse(void **state)
     expect_msg(f, "cov_rsq is defined for real arguments only");
     cr_value two[2] = {x, x};
     assert_int_equal(def->rrule(NULL, f->arena, &fr, two, 2, &y, &pb, def->udata), CR_EINVAL);
-    expect_msg(f, "cov_rsq takes 1 arguments, 2 given");
+    expect_msg(f, "cov_rsq takes 1 argument, 2 given");
     cr_registry_free(reg);
 }
 

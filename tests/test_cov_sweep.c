@@ -234,7 +234,7 @@ static void test_forward_pullback_failure(void **state)
     assert_int_equal(cr_tape_jvp(t, &x, &one, 1, &y, 1, &jv), CR_EDOMAIN);
     assert_close(jv, -7.0, 0); /* nothing written */
     assert_int_equal(cr_tape_status(t), CR_EDOMAIN);
-    assert_contains(cr_tape_errmsg(t), "pullback bad_pullback (of bad) failed: bad: no derivative");
+    assert_contains(cr_tape_errmsg(t), "pullback bad_pullback (of bad) failed: no derivative");
     assert_int_equal(cr_tape_jvp(t, &x, &one, 1, &y, 1, &jv), CR_EDOMAIN); /* sticky */
     /* Reset, the same tape differentiates a function without the failing rule. */
     cr_tape_reset(t);

@@ -246,9 +246,9 @@ static void test_new_refusals(void **state)
         assert_contains(cr_ctx_errmsg(f->ctx), "cr_tape_new: unknown struct_size");
     }
     p.struct_size = sizeof p;
-    p.flags = 4u;
+    p.flags = 8u;
     assert_int_equal(cr_tape_new(f->ctx, &p, &t), CR_EINVAL);
-    assert_contains(cr_ctx_errmsg(f->ctx), "cr_tape_new: unknown flags 0x4");
+    assert_contains(cr_ctx_errmsg(f->ctx), "cr_tape_new: unknown flags 0x8");
     /* The same parameters with known flags make a tape. */
     p.flags = CR_TAPE_FORWARD;
     assert_int_equal(cr_tape_new(f->ctx, &p, &t), CR_OK);
@@ -509,7 +509,7 @@ static void test_rrule_result_kinds(void **state)
     x = cr_tape_input(t, 1.5);
     g_res = R_F64;
     assert_int_equal(cr_tape_call(t, &probe, &x, 1, r, 2), CR_EINVAL);
-    assert_contains(cr_tape_errmsg(t), "probe gives 1 results, 2 expected");
+    assert_contains(cr_tape_errmsg(t), "probe gives 1 result, 2 expected");
     /* The rule fails: its status and message. */
     cr_tape_reset(t);
     x = cr_tape_input(t, 1.5);
@@ -652,7 +652,7 @@ static void test_zero_adjoint_paths(void **state)
     cr_tape_reset(t);
     args[0] = x = cr_tape_input(t, 1.5);
     assert_int_equal(cr_tape_call(t, &ovl, args, 2, r, 2), CR_EINVAL);
-    assert_contains(cr_tape_errmsg(t), "ovl gives 1 results, 2 expected");
+    assert_contains(cr_tape_errmsg(t), "ovl gives 1 result, 2 expected");
     cr_tape_reset(t);
     args[0] = x = cr_tape_input(t, 1.5);
     fail = 1;
@@ -699,7 +699,7 @@ static void test_rows_with_registry(void **state)
     assert_close(sc.v, sin(0.6), 0);
     assert_int_equal(nrecords(t), n0);
     assert_int_equal(cr_tape_call(t, &cr_fn_sin, &c, 1, r, 2), CR_EINVAL);
-    assert_contains(cr_tape_errmsg(t), "sin gives 1 results, 2 expected");
+    assert_contains(cr_tape_errmsg(t), "sin gives 1 result, 2 expected");
     cr_tape_free(t);
 
     /* The row itself, not its rrule's pullback: a second-order tape records it. */
@@ -809,7 +809,7 @@ static void test_call_refusals(void **state)
     assert_int_equal(cr_tape_status(t), CR_OK);
 
     assert_int_equal(cr_tape_call(t, &cr_fn_sin, args, 2, r, 1), CR_EINVAL);
-    assert_contains(cr_tape_errmsg(t), "sin takes 1 arguments, 2 given");
+    assert_contains(cr_tape_errmsg(t), "sin takes 1 argument, 2 given");
     cr_tape_reset(t);
     x = cr_tape_input(t, 0.6);
     assert_int_equal(cr_tape_call(t, &cr_fn_sin, NULL, 1, r, 1), CR_EINVAL);

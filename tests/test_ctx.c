@@ -41,6 +41,7 @@ static const status_row k_statuses[] = {
     {CR_EOVERFLOW, 13, "CR_EOVERFLOW", "size computation overflows"},
     {CR_ETAPE, 14, "CR_ETAPE", "variable belongs to another tape, or the tape has failed"},
     {CR_ECOMM, 15, "CR_ECOMM", "communication failed, on this process or on another"},
+    {CR_ENONFINITE, 16, "CR_ENONFINITE", "non-finite value from finite inputs"},
 };
 #define N_STATUSES (sizeof k_statuses / sizeof k_statuses[0])
 

@@ -319,7 +319,7 @@ static void test_struct_sizes(void **state)
     cr_ctx_params cp = {.struct_size = 7};
     assert_int_equal(cr_ctx_new(&cp, &c), CR_EINVAL);
     assert_null(c);
-    cp = (cr_ctx_params){.struct_size = sizeof cp, .checks = 4};
+    cp = (cr_ctx_params){.struct_size = sizeof cp, .checks = 8};
     assert_int_equal(cr_ctx_new(&cp, &c), CR_EINVAL);
     cp = (cr_ctx_params){.struct_size = (uint32_t)offsetof(cr_ctx_params, checks)};
     assert_int_equal(cr_ctx_new(&cp, &c), CR_OK); /* the version before checks */

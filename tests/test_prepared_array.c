@@ -587,7 +587,7 @@ static void test_refusals(void **state)
         assert_close(g[i], 2 * x[i], 1e-15);
     /* Another number of inputs, another shape, another dtype. */
     assert_int_equal(cr_prepared_value_and_gradient_arrays(p, xs, 2, &y, gs), CR_ESHAPE);
-    assert_contains(cr_ctx_errmsg(f->ctx), "prepared for 1 arrays, 2 given");
+    assert_contains(cr_ctx_errmsg(f->ctx), "prepared for 1 array, 2 given");
     cr_array x2 = cr_array_vector(x, 2), xm = cr_array_matrix(x, 1, 3);
     const cr_array *xs2[1] = {&x2}, *xsm[1] = {&xm};
     assert_int_equal(cr_prepared_value_and_gradient_arrays(p, xs2, 1, &y, gs), CR_ESHAPE);
@@ -689,10 +689,10 @@ static void test_refusals(void **state)
     assert_int_equal(cr_prepare_gradient_arrays(f->ctx, NULL, own_input, &xa, xs, 1, &p),
                      CR_EINVAL);
     assert_null(p);
-    assert_contains(cr_ctx_errmsg(f->ctx), "made 1 array inputs of its own");
+    assert_contains(cr_ctx_errmsg(f->ctx), "made 1 array input of its own");
     assert_int_equal(cr_prepare_gradient_arrays(f->ctx, NULL, own_scalar, NULL, xs, 1, &p),
                      CR_EINVAL);
-    assert_contains(cr_ctx_errmsg(f->ctx), "made 1 scalar inputs of its own");
+    assert_contains(cr_ctx_errmsg(f->ctx), "made 1 scalar input of its own");
     assert_int_equal(cr_prepare_gradient_arrays(f->ctx, NULL, rosen_t, NULL, xs, 0, &p), CR_EINVAL);
     assert_int_equal(cr_prepare_gradient_arrays(f->ctx, NULL, NULL, NULL, xs, 1, &p), CR_EINVAL);
     cr_array ia;

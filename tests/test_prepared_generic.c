@@ -835,7 +835,7 @@ static void test_refusals(void **state)
     y = g[0] = g[1] = 42.0;
     assert_int_equal(cr_prepared_value_and_gradient(p, bad, 2, &y, g), CR_EDOMAIN);
     assert_contains(cr_ctx_errmsg(f->ctx),
-                    "prepared gradient: slog failed at these inputs: slog: x = -0.5 is not "
+                    "prepared gradient: slog failed at these inputs: x = -0.5 is not "
                     "positive");
     assert_true(y == 42.0 && g[0] == 42.0 && g[1] == 42.0);
     const double good[2] = {3.0, 0.25};

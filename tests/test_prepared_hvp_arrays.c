@@ -491,7 +491,7 @@ static void test_bad_arguments(void **state)
     assert_int_equal(cr_prepared_hvp_arrays(p, xp, 1, vp, NULL, &y, gp), CR_EINVAL);
     assert_int_equal(cr_prepared_hvp_arrays(p, np, 1, vp, hp, &y, gp), CR_EINVAL);
     assert_int_equal(cr_prepared_hvp_arrays(p, xp, 2, vp, hp, &y, gp), CR_ESHAPE);
-    assert_contains(cr_ctx_errmsg(ctx), "prepared for 1 arrays, 2 given");
+    assert_contains(cr_ctx_errmsg(ctx), "prepared for 1 array, 2 given");
     assert_int_equal(cr_prepared_hvp_arrays(p, sp, 1, vp, hp, &y, gp), CR_ESHAPE);
     assert_contains(cr_ctx_errmsg(ctx), "input 0 is f64 (3), prepared for f64 (4)");
     assert_int_equal(cr_prepared_hvp_arrays(p, xp, 1, sp, hp, &y, gp), CR_ESHAPE);

@@ -83,7 +83,7 @@ static void test_overlay(void **state)
     /* Wrong result count for an overlay */
     cr_var two[2];
     assert_int_equal(cr_tape_call(t, &scale, &x, 1, two, 2), CR_EINVAL);
-    assert_contains(cr_tape_errmsg(t), "scale gives 1 results, 2 expected");
+    assert_contains(cr_tape_errmsg(t), "scale gives 1 result, 2 expected");
     cr_tape_reset(t);
     assert_int_equal(cr_engine_overlay(eng, &scale_fn, scale_overlay, 0, NULL), CR_EINVAL);
     cr_tape_free(t);
@@ -606,7 +606,7 @@ static void test_variadic(void **state)
     cr_var x2[2] = {cr_tape_input(t, 0.5), cr_tape_input(t, 1.5)};
     cr_tape_call1(t, &cr_fn_sin, x2, 2);
     assert_int_equal(cr_tape_status(t), CR_EINVAL);
-    assert_contains(cr_tape_errmsg(t), "sin takes 1 arguments, 2 given");
+    assert_contains(cr_tape_errmsg(t), "sin takes 1 argument, 2 given");
 
     cr_tape_free(t);
     cr_tape_free(et);

@@ -423,7 +423,7 @@ static void test_failures(void **state)
     assert_contains(cr_ctx_errmsg(h->ctx), "accumulate: fragile failed at element 3");
     /* The primal's failure, without an engine. */
     assert_int_equal(cr_function_call(h->arena, &cr_fn_foldl, args, 3, &y), CR_EDOMAIN);
-    assert_contains(cr_ctx_errmsg(h->ctx), "foldl: fragile failed at element 3: fragile: negative");
+    assert_contains(cr_ctx_errmsg(h->ctx), "foldl: fragile failed at element 3: negative");
     /* A function the engine has neither a rule nor an overlay for. */
     args[0] = cr_value_function(&opaque_fn, NULL);
     assert_int_equal(cr_rrule(h->cfg, h->arena, &cr_fn_map, args, 2, &y, &pb), CR_ENORULE);

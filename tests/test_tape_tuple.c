@@ -315,7 +315,7 @@ static void test_errors(void **state)
     cr_targ x = cr_targ_arr(X), out[3];
     /* A tuple through cr_tape_acall: its one result cannot hold it. */
     assert_int_equal(cr_tape_acall(t, &cr_fn_svd, &x, 1, out), CR_EINVAL);
-    assert_contains(cr_tape_errmsg(t), "svd returns a tuple of 3 elements, 1 results expected");
+    assert_contains(cr_tape_errmsg(t), "svd returns a tuple of 3 elements, 1 result expected");
     assert_contains(cr_tape_errmsg(t), "cr_tape_acall_n");
     assert_true(out[0].kind == CR_TARG_VAR && isnan(out[0].u.s.v));
     cr_tape_reset(t);

@@ -71,6 +71,13 @@ typedef struct cr_ctx_params {
 #define CR_CTX_CHECK_FREED 2u
 /** cr_ctx_params.checks: every check (CR_CTX_CHECK_THREAD | CR_CTX_CHECK_FREED). */
 #define CR_CTX_CHECK_TAPES 3u
+/**
+ * cr_ctx_params.checks: every tape made by cr_tape_new() (the tapes of the prepared
+ * gradients included) starts in the checking mode of cr_tape_set_check_finite(): a
+ * recording stops with CR_ENONFINITE at the first operation that makes a non-finite value
+ * from finite inputs. Not part of CR_CTX_CHECK_TAPES.
+ */
+#define CR_CTX_CHECK_FINITE 4u
 
 /**
  * Create a context.

@@ -116,7 +116,10 @@ enum {
     CR_TAPE_FORWARD = 1u,
     /** Records also keep each operation's second derivatives: cr_tape_hvp(),
      *  cr_tape_hessian(). Implies CR_TAPE_FORWARD. */
-    CR_TAPE_SECOND_ORDER = 2u
+    CR_TAPE_SECOND_ORDER = 2u,
+    /** Checking mode: the recording stops at the first operation that makes a non-finite
+     *  value from finite inputs (cr_tape_set_check_finite()). */
+    CR_TAPE_CHECK_FINITE = 4u
 };
 
 /** Parameters for cr_tape_new(). Zero-initialised means defaults. */
@@ -172,6 +175,42 @@ CR_API const char *cr_tape_errmsg(const cr_tape *t);
  * @param[in] t may be NULL.
  */
 CR_API void cr_tape_clear_error(cr_tape *t);
+
+/**
+ * Turn the checking mode of a tape on or off (also set by CR_TAPE_CHECK_FINITE, or by
+ * CR_CTX_CHECK_FINITE for every tape of a context). While it is on, a scalar operation
+ * (arithmetic, the named operations, cr_tape_call()) or an array function
+ * (cr_tape_acall() and the functions built on it) whose result holds an infinity or a
+ * NaN although all its inputs are finite fails the tape with CR_ENONFINITE and a message
+ * naming the operation, its input values, the value it made and the labels pushed with
+ * cr_tape_push_label(), e.g. "non-finite value: log(-1) = nan (in loss > softclip)".
+ * Operations on constants only are checked too. Every operation goes through the library
+ * while the mode is on (the inline fast path is closed), which is its cost. Fused kernels
+ * (kernel.h) are not checked.
+ * @param[in] t  the tape; NULL does nothing.
+ * @param[in] on true to check.
+ */
+CR_API void cr_tape_set_check_finite(cr_tape *t, bool on);
+
+/** Whether the checking mode of cr_tape_set_check_finite() is on (false for NULL). */
+CR_API bool cr_tape_check_finite(const cr_tape *t);
+
+/** Most labels of cr_tape_push_label() a message names; deeper ones are counted. */
+#define CR_TAPE_MAX_LABELS 16
+
+/**
+ * Push a label naming the user function being recorded, as a call stack: the messages of
+ * the checking mode (cr_tape_set_check_finite()) name the labels pushed, outermost first.
+ * The label is borrowed: it must stay valid until it is popped (a string literal, usually).
+ * More than CR_TAPE_MAX_LABELS may be pushed; the message then names the first ones and the
+ * number of the others. cr_tape_reset() pops every label.
+ * @param[in] t     the tape; NULL does nothing.
+ * @param[in] label a NUL-terminated name; NULL is taken as "?".
+ */
+CR_API void cr_tape_push_label(cr_tape *t, const char *label);
+
+/** Pop the label pushed last (nothing when none is left). @param[in] t may be NULL. */
+CR_API void cr_tape_pop_label(cr_tape *t);
 
 /** The context of a tape. */
 CR_API cr_ctx *cr_tape_ctx(const cr_tape *t);
@@ -1708,5 +1747,8 @@ CR__TAPE_INLINE cr_var cr__rec_call2_i(cr_rec *r, cr_var (*f)(cr_tape *, cr_var,
 /** @endcond */
 
 CR_END_DECLS
+
+/* The named operations of every scalar row (cr_tanh(), cr_atan2(), ...). */
+#include "tape_ops.h"
 
 #endif /* CR_TAPE_H */

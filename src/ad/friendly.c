@@ -111,8 +111,8 @@ static cr_status inputs_check(cr_tape **tp, const char *who, const cr_type *type
         return cr__tape_fail(t, st, "%s", cr_ctx_errmsg(t->ctx));
     size_t need = count_fields(type, arrays);
     if (n < need)
-        return cr__tape_fail(t, CR_EINVAL, "%s: %s has %zu %s fields, room for %zu variables", who,
-                             type->name, need, arrays ? "array" : "real", n);
+        return cr__tape_fail(t, CR_EINVAL, "%s: %s has %zu %s fields, room for %zu variable%s", who,
+                             type->name, need, arrays ? "array" : "real", n, CR__S(n));
     return CR_OK;
 }
 

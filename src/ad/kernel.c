@@ -259,7 +259,7 @@ static cr_status fail_alloc(cr_tape *t, const char *who)
         st = CR_ENOMEM;
     const char *msg = cr_ctx_errmsg(t->ctx);
     if (cr_ctx_errcode(t->ctx) == st && msg[0] != '\0')
-        return cr__tape_fail(t, st, "kernel %s: %s", who, msg);
+        return cr__tape_fail(t, st, "kernel %s: %s", who, cr__after_name(msg, who));
     return cr__tape_fail(t, st, "kernel %s: %s", who, cr_status_str(st));
 }
 
@@ -343,13 +343,14 @@ static ALWAYS_INLINE cr_status read_args(cr_tape *t, const char *kn, const cr_ke
     if (k->nargs == 0 || k->nargs > CR_K_MAX_ARGS ||
         (row == NULL && (k->map == NULL || k->sum == NULL || k->partials == NULL)))
         return cr__tape_fail(t, CR_EINVAL,
-                             "kernel %s: %u arguments and loops %s (1 to %d arguments and three "
+                             "kernel %s: %u argument%s and loops %s (1 to %d argument%s and three "
                              "loops expected: make kernels with CR_KERNEL)",
-                             kn, k->nargs, k->map && k->sum && k->partials ? "given" : "missing",
-                             CR_K_MAX_ARGS);
+                             kn, k->nargs, CR__S(k->nargs),
+                             k->map && k->sum && k->partials ? "given" : "missing", CR_K_MAX_ARGS,
+                             CR__S(CR_K_MAX_ARGS));
     if (nargs != k->nargs)
-        return cr__tape_fail(t, CR_EINVAL, "kernel %s takes %u arguments, %zu given", kn, k->nargs,
-                             nargs);
+        return cr__tape_fail(t, CR_EINVAL, "kernel %s takes %u argument%s, %zu given", kn, k->nargs,
+                             CR__S(k->nargs), nargs);
     if (args == NULL)
         return cr__tape_fail(t, CR_EINVAL, "kernel %s: NULL arguments", kn);
     nd->k = k;
@@ -393,25 +394,27 @@ static ALWAYS_INLINE cr_status read_args(cr_tape *t, const char *kn, const cr_ke
                                          "dense arrays",
                                          kn, j, cr_matstruct_name((cr_matstruct)v->structure));
                 return cr__tape_fail(t, CR_EUNIMPL,
-                                     "kernel %s: argument %zu is an array of %u dimensions that "
+                                     "kernel %s: argument %zu is an array of %u dimension%s that "
                                      "is not contiguous: kernels read 1-d arrays of any stride "
                                      "and contiguous arrays",
-                                     kn, j, (unsigned)v->ndim);
+                                     kn, j, (unsigned)v->ndim, CR__S((unsigned)v->ndim));
             case BIND_RANGE: {
                 /* the numbers as given: off + n may wrap, numel - off when off > numel */
                 char buf[64];
                 const char *sh = cr__shape_str(v, buf, sizeof buf);
                 if (in->off > a->numel)
                     return cr__tape_fail(t, CR_ESHAPE,
-                                         "kernel %s: argument %zu reads n = %zu elements from "
-                                         "offset %zu of a %s array of %zu elements: the offset "
+                                         "kernel %s: argument %zu reads n = %zu element%s from "
+                                         "offset %zu of a %s array of %zu element%s: the offset "
                                          "is past its end",
-                                         kn, j, n, in->off, sh, a->numel);
+                                         kn, j, n, CR__S(n), in->off, sh, a->numel,
+                                         CR__S(a->numel));
                 return cr__tape_fail(t, CR_ESHAPE,
-                                     "kernel %s: argument %zu reads n = %zu elements from offset "
-                                     "%zu of a %s array of %zu elements: only %zu are left from "
+                                     "kernel %s: argument %zu reads n = %zu element%s from offset "
+                                     "%zu of a %s array of %zu element%s: only %zu are left from "
                                      "that offset",
-                                     kn, j, n, in->off, sh, a->numel, a->numel - in->off);
+                                     kn, j, n, CR__S(n), in->off, sh, a->numel, CR__S(a->numel),
+                                     a->numel - in->off);
             }
             default:
                 break;
@@ -429,9 +432,9 @@ static ALWAYS_INLINE cr_status read_args(cr_tape *t, const char *kn, const cr_ke
      * array of doubles can have (a call of scalars, or f32 arrays that long). */
     if (n > (size_t)PTRDIFF_MAX / sizeof(double))
         return cr__tape_fail(t, CR_EOVERFLOW,
-                             "kernel %s: n = %zu elements, more than an array of doubles can "
+                             "kernel %s: n = %zu element%s, more than an array of doubles can "
                              "hold (%zu)",
-                             kn, n, (size_t)PTRDIFF_MAX / sizeof(double));
+                             kn, n, CR__S(n), (size_t)PTRDIFF_MAX / sizeof(double));
     nd->direct = direct;
     return CR_OK;
 }
@@ -472,8 +475,8 @@ static cr_status check_tape(cr_tape *t, const char *kn, const knode *nd)
                              "second-order form: make it with CR_KERNEL",
                              kn);
     if (t->nvars + 2 >= CR_TAPE_MAX_VARS)
-        return cr__tape_fail(t, CR_EOVERFLOW, "tape: more than %zu variables in one recording",
-                             CR_TAPE_MAX_VARS - 1);
+        return cr__tape_fail(t, CR_EOVERFLOW, "tape: more than %zu variable%s in one recording",
+                             CR_TAPE_MAX_VARS - 1, CR__S(CR_TAPE_MAX_VARS - 1));
     return CR_OK;
 }
 
@@ -1072,7 +1075,7 @@ static cr_status pull_failed(cr_tape *t, const knode *nd, cr_status st)
 {
     const char *msg = cr_ctx_errmsg(t->ctx);
     return cr__tape_fail(t, st, "kernel %s: reverse step failed: %s", nd->base.fname,
-                         msg[0] != '\0' ? msg : cr_status_str(st));
+                         msg[0] != '\0' ? cr__after_name(msg, nd->base.fname) : cr_status_str(st));
 }
 
 /*
@@ -1294,7 +1297,7 @@ static cr_status step_failed(cr_tape *t, const knode *nd, const char *what, cr_s
         return t->status;
     const char *msg = cr_ctx_errmsg(t->ctx);
     return cr__tape_fail(t, st, "kernel %s: %s failed: %s", nd->base.fname, what,
-                         msg[0] != '\0' ? msg : cr_status_str(st));
+                         msg[0] != '\0' ? cr__after_name(msg, nd->base.fname) : cr_status_str(st));
 }
 
 /* The tangents of every argument along direction d; *any says whether one is nonzero. An
@@ -1348,8 +1351,8 @@ cr_status cr__kernel_forward(cr_tape *t, const cr__anode *an, double *tan, size_
     const size_t n = nd->n;
     const bool arr = an->out != CR_VAR_CONST;
     if (k > K_MAX_DIRS)
-        return cr__tape_fail(t, CR_EINVAL, "kernel %s: %zu directions in one sweep (at most %d)",
-                             an->fname, k, K_MAX_DIRS);
+        return cr__tape_fail(t, CR_EINVAL, "kernel %s: %zu direction%s in one sweep (at most %d)",
+                             an->fname, k, CR__S(k), K_MAX_DIRS);
     if (arr && cr__asweep_slot(t, an->out, 0, false) == NULL)
         return cr__tape_fail(t, CR_EINVAL, "tape: %s: forward sweep without array tangents",
                              an->fname);

@@ -728,8 +728,8 @@ cr_status cr__prepare_scalar(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn f, void
     if (f == NULL || (n > 0 && x == NULL))
         return cr_ctx_error(ctx, CR_EINVAL, "%s: NULL function or inputs", who);
     if (n >= CR_TAPE_MAX_VARS) /* (before n variables are allocated: n * size could wrap) */
-        return cr_ctx_error(ctx, CR_EOVERFLOW, "%s: %zu inputs, more than a recording holds (%zu)",
-                            who, n, (size_t)CR_TAPE_MAX_VARS - 1);
+        return cr_ctx_error(ctx, CR_EOVERFLOW, "%s: %zu input%s, more than a recording holds (%zu)",
+                            who, n, CR__S(n), (size_t)CR_TAPE_MAX_VARS - 1);
     cr_prepared *p;
     cr_status st = cr__prepared_new(ctx, eng, n, second, &p);
     if (p == NULL)
@@ -746,16 +746,17 @@ cr_status cr__prepare_scalar(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn f, void
     }
     if (st == CR_OK && p->tape->ninputs != n)
         st = cr_ctx_error(ctx, CR_EINVAL,
-                          "%s: the function made %zu inputs of its own; a "
+                          "%s: the function made %zu input%s of its own; a "
                           "prepared gradient replays with the given inputs only",
-                          who, p->tape->ninputs - n);
+                          who, p->tape->ninputs - n, CR__S(p->tape->ninputs - n));
     if (st == CR_OK)
         st = cr__prepared_build(p);
     if (st == CR_OK && p->tape->naslots != p->nres_slots)
         st = cr_ctx_error(ctx, CR_EINVAL,
-                          "%s: the function made %zu array inputs of its own; "
+                          "%s: the function made %zu array input%s of its own; "
                           "a prepared gradient replays with the given inputs only",
-                          who, (size_t)(p->tape->naslots - p->nres_slots));
+                          who, (size_t)(p->tape->naslots - p->nres_slots),
+                          CR__S(p->tape->naslots - p->nres_slots));
     if (st != CR_OK) {
         cr_prepared_free(p);
         return st;
@@ -783,8 +784,8 @@ cr_status cr_prepared_value_and_gradient(cr_prepared *p, const double *x, size_t
         return cr_ctx_error(p->ctx, CR_EINVAL, "cr_prepared_value_and_gradient: NULL x or grad");
     if (n != p->n)
         return cr_ctx_error(p->ctx, CR_ESHAPE,
-                            "cr_prepared_value_and_gradient: prepared for %zu inputs, %zu given",
-                            p->n, n);
+                            "cr_prepared_value_and_gradient: prepared for %zu input%s, %zu given",
+                            p->n, CR__S(p->n), n);
     cr__prepared_begin(p);
     /* A failed replay (a comparison that changed) leaves values and partials of two
      * points; the next replay rewrites all of them before any sweep, so the prepared

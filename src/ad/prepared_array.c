@@ -140,7 +140,8 @@ cr_status cr__prepared_rerun(cr_prepared *p, const cr__rop *r, double *v, cr_val
         if (st == CR_NOTHING)
             st = CR_ENORULE;
         return cr_ctx_error(p->ctx, st, "prepared gradient: %s failed at these inputs: %s",
-                            nd->fname, msg[0] != '\0' ? msg : cr_status_str(st));
+                            nd->fname,
+                            msg[0] != '\0' ? cr__after_name(msg, nd->fname) : cr_status_str(st));
     }
     if (nd->nout == 0) {
         st = install(p, nd, -1, &nd->y, &y, nd->out, v, r->res);
@@ -221,16 +222,17 @@ cr_status cr__prepare_arrays(cr_ctx *ctx, const cr_engine *eng, cr_ad_array_fn f
         st = cr_ctx_error(ctx, CR_ETAPE, "%s: the output belongs to another tape", who);
     if (st == CR_OK && t->ninputs != 0)
         st = cr_ctx_error(ctx, CR_EINVAL,
-                          "%s: the function made %zu scalar inputs of its own; a prepared "
+                          "%s: the function made %zu scalar input%s of its own; a prepared "
                           "gradient replays with the given inputs only",
-                          who, t->ninputs);
+                          who, t->ninputs, CR__S(t->ninputs));
     if (st == CR_OK)
         st = cr__prepared_build(p);
     if (st == CR_OK && t->naslots != n + p->nres_slots)
         st = cr_ctx_error(ctx, CR_EINVAL,
-                          "%s: the function made %zu array inputs of its own; a prepared "
+                          "%s: the function made %zu array input%s of its own; a prepared "
                           "gradient replays with the given inputs only",
-                          who, (size_t)t->naslots - n - p->nres_slots);
+                          who, (size_t)t->naslots - n - p->nres_slots,
+                          CR__S((size_t)t->naslots - n - p->nres_slots));
     if (st != CR_OK) {
         cr_prepared_free(p);
         return st;
@@ -250,8 +252,8 @@ cr_status cr__prepared_check_arrays(cr_prepared *p, const char *who, const cr_ar
                                     size_t n, cr_array *const *outs, const char *what)
 {
     if (n != p->n)
-        return cr_ctx_error(p->ctx, CR_ESHAPE, "%s: prepared for %zu arrays, %zu given", who, p->n,
-                            n);
+        return cr_ctx_error(p->ctx, CR_ESHAPE, "%s: prepared for %zu array%s, %zu given", who, p->n,
+                            CR__S(p->n), n);
     for (size_t j = 0; j < n; j++) {
         if (xs[j] == NULL || (outs != NULL && outs[j] == NULL))
             return cr_ctx_error(p->ctx, CR_EINVAL, "%s: input or %s %zu is NULL", who, what, j);

@@ -90,8 +90,8 @@ cr_status cr__replay_call(cr_tape *t, const cr_value *f, const cr_scalar_rule *r
                              "again",
                              fn->name);
     if (t->nvars + CR__MAX_TUPLE + 1 >= CR_TAPE_MAX_VARS)
-        return cr__tape_fail(t, CR_EOVERFLOW, "tape: more than %zu variables in one recording",
-                             CR_TAPE_MAX_VARS - 1);
+        return cr__tape_fail(t, CR_EOVERFLOW, "tape: more than %zu variable%s in one recording",
+                             CR_TAPE_MAX_VARS - 1, CR__S(CR_TAPE_MAX_VARS - 1));
     /* The arguments stay with the record: a replay writes the variables' new values into
      * them and calls the rule with them (rules may keep the list until their pullback runs). */
     cr__greplay *g = cr_arena_alloc(t->arena, sizeof *g, _Alignof(cr__greplay));
@@ -226,7 +226,8 @@ cr_status cr__prepared_grerun(cr_prepared *p, const cr__rop *r, double *v)
     cr_status st = evaluate(t, g, r->rule.rrule, r->rule.udata, &y, &pb, yv);
     if (st != CR_OK)
         return cr_ctx_error(p->ctx, st, "prepared gradient: %s failed at these inputs: %s",
-                            g->node.fname, ctx_msg(p->ctx, st, msg, sizeof msg));
+                            g->node.fname,
+                            cr__after_name(ctx_msg(p->ctx, st, msg, sizeof msg), g->node.fname));
     if (g->row == NULL && g->im == NULL && (st = check_result(p, g, &y, yv)) != CR_OK)
         return st;
     for (size_t o = 0; o < r->nv; o++)
@@ -246,7 +247,7 @@ cr_status cr__prepared_gpull(cr_prepared *p, const cr__rop *r, double *adj)
     char msg[256];
     return cr_ctx_error(p->ctx, st, "prepared gradient: pullback %s (of %s) failed: %s",
                         g->node.pb.name != NULL ? g->node.pb.name : "(unnamed)", g->node.fname,
-                        ctx_msg(p->ctx, st, msg, sizeof msg));
+                        cr__after_name(ctx_msg(p->ctx, st, msg, sizeof msg), g->node.fname));
 }
 
 /* ---- Second order (prepared H·v) ---------------------------------------------------------- */
@@ -267,9 +268,9 @@ static cr_status grerun2_check(const cr__rrule2 *q)
     cr_status st = check_result(e->p, e->g, &q->y, yv);
     if (st == CR_OK && q->nres != e->nv) /* the same kind of result gives as many */
         st = cr_ctx_error(e->p->ctx, CR_ESHAPE,
-                          "prepared Hessian-vector product: %s gives %zu results at these "
+                          "prepared Hessian-vector product: %s gives %zu result%s at these "
                           "inputs, %zu when recorded; prepare it again",
-                          e->g->node.fname, q->nres, e->nv);
+                          e->g->node.fname, q->nres, CR__S(q->nres), e->nv);
     e->failed = st != CR_OK;
     return st;
 }

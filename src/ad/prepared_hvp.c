@@ -419,8 +419,8 @@ cr_status cr_prepared_hvp(cr_prepared *p, const double *x, size_t n, const doubl
     if (n > 0 && (x == NULL || v == NULL || hv == NULL))
         return cr_ctx_error(p->ctx, CR_EINVAL, "%s: NULL x, v or hv", who);
     if (n != p->n)
-        return cr_ctx_error(p->ctx, CR_ESHAPE, "%s: prepared for %zu inputs, %zu given", who, p->n,
-                            n);
+        return cr_ctx_error(p->ctx, CR_ESHAPE, "%s: prepared for %zu input%s, %zu given", who, p->n,
+                            CR__S(p->n), n);
     for (size_t j = 0; j < n; j++)
         if (!isfinite(v[j]))
             return cr_ctx_error(p->ctx, CR_EDOMAIN, "%s: direction %zu is %g, not a finite number",

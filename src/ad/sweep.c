@@ -66,7 +66,7 @@ static cr_status generic_failed(cr_tape *t, const cr__gen_node *nd, cr_status st
 {
     const char *msg = cr_ctx_errmsg(t->ctx);
     return cr__tape_fail(t, st, "pullback %s (of %s) failed: %s", nd->pb.name, nd->fname,
-                         msg[0] != '\0' ? msg : cr_status_str(st));
+                         msg[0] != '\0' ? cr__after_name(msg, nd->fname) : cr_status_str(st));
 }
 
 /* ---- First-order tapes: the scalar kinds in a tight loop --------------------------------- */

@@ -9,9 +9,11 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <chainrules/rules_math.h>
+#include <chainrules/rules_special.h>
 
 #include "../rulesets/array_impl.h"
 #include "tape_impl.h"
@@ -107,6 +109,14 @@ static void set_fast(cr_tape *t)
     u.v.idx = t->nvars;
     u.v.tape = t->slow == 0 && t->pre == 0 && keys_work() ? t->id : CR__TAPE_NO_ID;
     t->hot.vt.key = u.k.key;
+}
+
+/* The slow flag of a tape that has not failed: second order, replay, misuse checks and the
+ * checking mode take the exported functions. */
+static uint32_t slow_base(const cr_tape *t)
+{
+    return (t->flags & CR_TAPE_SECOND_ORDER) != 0 || t->pre > 1 || t->checks != 0 ||
+           t->check_finite;
 }
 
 static _Thread_local cr_tape *g_current;
@@ -209,7 +219,7 @@ void cr_tape_clear_error(cr_tape *t)
     if (t == NULL || cr__tape_misused(t))
         return;
     t->status = CR_OK;
-    t->slow = (t->flags & CR_TAPE_SECOND_ORDER) != 0 || t->pre > 1 || t->checks != 0;
+    t->slow = slow_base(t);
     t->errmsg[0] = '\0';
     set_fast(t);
 }
@@ -282,7 +292,7 @@ cr_status cr_tape_new(cr_ctx *ctx, const cr_tape_params *params, cr_tape **out)
             return cr_ctx_error(ctx, CR_EINVAL, "cr_tape_new: unknown struct_size %zu", n);
         memcpy(&p, params, n);
     }
-    if (p.flags & ~(uint32_t)(CR_TAPE_FORWARD | CR_TAPE_SECOND_ORDER))
+    if (p.flags & ~(uint32_t)(CR_TAPE_FORWARD | CR_TAPE_SECOND_ORDER | CR_TAPE_CHECK_FINITE))
         return cr_ctx_error(ctx, CR_EINVAL, "cr_tape_new: unknown flags 0x%x", p.flags);
     cr_arena *arena;
     cr_arena_params ap = {.struct_size = sizeof ap,
@@ -298,9 +308,14 @@ cr_status cr_tape_new(cr_ctx *ctx, const cr_tape_params *params, cr_tape **out)
         cr_arena_free(arena);
         return CR_ENOMEM;
     }
-    tape_init(t, ctx, arena, true, p.engine, p.flags);
-    if (ctx->checks != 0) { /* cr_ctx_params.checks: every operation through the library */
-        t->checks = ctx->checks;
+    tape_init(t, ctx, arena, true, p.engine, p.flags & ~(uint32_t)CR_TAPE_CHECK_FINITE);
+    if ((p.flags & CR_TAPE_CHECK_FINITE) || (ctx->checks & CR_CTX_CHECK_FINITE)) {
+        t->check_finite = true;
+        t->slow = 1;
+        set_fast(t);
+    }
+    if ((ctx->checks & CR_CTX_CHECK_TAPES) != 0) { /* every operation through the library */
+        t->checks = ctx->checks & CR_CTX_CHECK_TAPES;
         t->owner = &g_thread_tag;
         t->slow = 1;
         set_fast(t);
@@ -379,8 +394,9 @@ void cr_tape_reset(cr_tape *t)
     t->aslot_cap = CR__ASLOT_FEW;
     t->naslots = 0;
     t->status = CR_OK;
-    t->slow = (t->flags & CR_TAPE_SECOND_ORDER) != 0 || t->pre > 1 || t->checks != 0;
+    t->slow = slow_base(t);
     t->errmsg[0] = '\0';
+    t->nlabels = 0;
     t->id = new_id(t);
     start_stream(t);
 }
@@ -391,6 +407,295 @@ void cr__tape_make_replay(cr_tape *t)
     t->pre = 2;
     t->slow = 1;
     set_fast(t);
+}
+
+/* ---- Checking mode: non-finite values from finite inputs ---------------------------------- */
+
+void cr_tape_set_check_finite(cr_tape *t, bool on)
+{
+    if (t == NULL || cr__tape_misused(t))
+        return;
+    t->check_finite = on;
+    if (t->status == CR_OK)
+        t->slow = slow_base(t);
+    set_fast(t);
+}
+
+bool cr_tape_check_finite(const cr_tape *t)
+{
+    return t != NULL && t->check_finite;
+}
+
+void cr_tape_push_label(cr_tape *t, const char *label)
+{
+    if (t == NULL || cr__tape_misused(t))
+        return;
+    if (t->nlabels < CR_TAPE_MAX_LABELS)
+        t->labels[t->nlabels] = label != NULL ? label : "?";
+    if (t->nlabels < UINT32_MAX)
+        t->nlabels++;
+}
+
+void cr_tape_pop_label(cr_tape *t)
+{
+    if (t == NULL || cr__tape_misused(t))
+        return;
+    if (t->nlabels > 0)
+        t->nlabels--;
+}
+
+/* A text buffer that truncates. */
+typedef struct msgbuf {
+    char *p;
+    size_t n, cap;
+} msgbuf;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void
+mb_put(msgbuf *b, const char *fmt, ...)
+{
+    if (b->n + 1 >= b->cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
+    va_end(ap);
+    if (k > 0)
+        b->n = b->n + (size_t)k < b->cap ? b->n + (size_t)k : b->cap - 1;
+}
+
+/* The shortest of %.15g, %.16g and %.17g that reads back as v. */
+static void mb_num(msgbuf *b, double v)
+{
+    char tmp[40];
+    if (isnan(v)) { /* whatever its sign bit */
+        mb_put(b, "nan");
+        return;
+    }
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(tmp, sizeof tmp, "%.*g", prec, v);
+        if (!isfinite(v) || strtod(tmp, NULL) == v)
+            break;
+    }
+    mb_put(b, "%s", tmp);
+}
+
+/* " (in a > b > c)", from the labels pushed. */
+static void mb_labels(msgbuf *b, const cr_tape *t)
+{
+    if (t->nlabels == 0)
+        return;
+    size_t kept = t->nlabels < CR_TAPE_MAX_LABELS ? t->nlabels : CR_TAPE_MAX_LABELS;
+    mb_put(b, " (in ");
+    for (size_t i = 0; i < kept; i++)
+        mb_put(b, "%s%s", i > 0 ? " > " : "", t->labels[i]);
+    if (t->nlabels > kept)
+        mb_put(b, " > %lu more", (unsigned long)(t->nlabels - kept));
+    mb_put(b, ")");
+}
+
+cr_status cr__tape_check_finite(cr_tape *t, const char *what, const double *x, size_t nx,
+                                const double *y, size_t n)
+{
+    if (!t->check_finite || t->status != CR_OK)
+        return t->status;
+    size_t o = 0;
+    while (o < n && isfinite(y[o]))
+        o++;
+    if (o == n)
+        return CR_OK;
+    for (size_t j = 0; j < nx; j++)
+        if (!isfinite(x[j]))
+            return CR_OK; /* not born here */
+    char text[CR__TAPE_MSG];
+    msgbuf b = {text, 0, sizeof text};
+    /* The arithmetic rows (+ - * /) as "x op y", the others as "name(x, ...)". */
+    bool infix = nx == 2 && what[0] != '\0' && what[1] == '\0' && strchr("+-*/", what[0]);
+    char op[4] = {' ', what[0], ' ', '\0'};
+    mb_put(&b, "non-finite value: %s%s", infix ? "" : what, infix ? "" : "(");
+    for (size_t j = 0; j < nx; j++) {
+        mb_put(&b, "%s", j == 0 ? "" : infix ? op : ", ");
+        mb_num(&b, x[j]);
+    }
+    mb_put(&b, "%s = %s", infix ? "" : ")", n > 1 ? "(" : "");
+    for (size_t k = 0; k < n; k++) {
+        mb_put(&b, "%s", k > 0 ? ", " : "");
+        mb_num(&b, y[k]);
+    }
+    mb_put(&b, "%s", n > 1 ? ")" : "");
+    mb_labels(&b, t);
+    return cr__tape_fail(t, CR_ENONFINITE, "%s", text);
+}
+
+/* The elements of a float value (f64, f32, c128 scalars and arrays; other kinds have none):
+ * calls fn on each (re, and im for a complex one) until it returns false. */
+typedef bool (*elem_fn)(void *env, double re, double im, bool cplx);
+
+static void each_elem(const cr_value *v, elem_fn fn, void *env)
+{
+    switch (v->kind) {
+    case CR_KIND_F64:
+        fn(env, v->u.f64, 0.0, false);
+        return;
+    case CR_KIND_F32:
+        fn(env, (double)v->u.f32, 0.0, false);
+        return;
+    case CR_KIND_C128: {
+        cr_complex z = v->u.c128;
+        fn(env, creal(z), cimag(z), true);
+        return;
+    }
+    case CR_KIND_ARRAY:
+        break;
+    default:
+        return;
+    }
+    const cr_array *a = v->u.arr;
+    if (a == NULL || a->data == NULL || !cr_dtype_is_float((cr_dtype)a->dtype))
+        return;
+    size_t idx[CR_ARRAY_MAX_DIMS] = {0};
+    for (size_t d = 0; d < a->ndim; d++)
+        if (a->shape[d] == 0)
+            return;
+    for (;;) {
+        ptrdiff_t off = 0;
+        for (size_t d = 0; d < a->ndim; d++)
+            off += (ptrdiff_t)idx[d] * a->strides[d];
+        bool go;
+        if (a->dtype == CR_DT_F64) {
+            go = fn(env, ((const double *)a->data)[off], 0.0, false);
+        } else if (a->dtype == CR_DT_F32) {
+            go = fn(env, (double)((const float *)a->data)[off], 0.0, false);
+        } else {
+            cr_complex z = ((const cr_complex *)a->data)[off];
+            go = fn(env, creal(z), cimag(z), true);
+        }
+        if (!go)
+            return;
+        size_t d = 0;
+        while (d < a->ndim && ++idx[d] == a->shape[d])
+            idx[d++] = 0;
+        if (d == a->ndim)
+            return;
+    }
+}
+
+typedef struct find_bad {
+    size_t k;      /* elements seen */
+    size_t at;     /* the first non-finite one, or SIZE_MAX */
+    double re, im; /* its value */
+    bool cplx;
+} find_bad;
+
+static bool find_bad_elem(void *env, double re, double im, bool cplx)
+{
+    find_bad *f = env;
+    if (!isfinite(re) || !isfinite(im)) {
+        f->at = f->k;
+        f->re = re;
+        f->im = im;
+        f->cplx = cplx;
+        return false;
+    }
+    f->k++;
+    return true;
+}
+
+static void mb_elem(msgbuf *b, double re, double im, bool cplx)
+{
+    if (!cplx) {
+        mb_num(b, re);
+        return;
+    }
+    mb_put(b, "(");
+    mb_num(b, re);
+    mb_put(b, "%s", signbit(im) ? " - " : " + ");
+    mb_num(b, fabs(im));
+    mb_put(b, "i)");
+}
+
+typedef struct show_elems {
+    msgbuf *b;
+    size_t k;
+} show_elems;
+
+enum { SHOW_ELEMS = 4 };
+
+static bool show_elem(void *env, double re, double im, bool cplx)
+{
+    show_elems *s = env;
+    if (s->k == SHOW_ELEMS) {
+        mb_put(s->b, ", ...");
+        return false;
+    }
+    mb_put(s->b, "%s", s->k > 0 ? ", " : "");
+    mb_elem(s->b, re, im, cplx);
+    s->k++;
+    return true;
+}
+
+/* A value in a message: a number, or an array's first elements and its element count. */
+static void mb_value(msgbuf *b, const cr_value *v)
+{
+    if (v->kind != CR_KIND_ARRAY) {
+        show_elems s = {b, 0};
+        if (v->kind == CR_KIND_F64 || v->kind == CR_KIND_F32 || v->kind == CR_KIND_C128)
+            each_elem(v, show_elem, &s);
+        else if (v->kind == CR_KIND_FUNC && v->u.func.fn != NULL)
+            mb_put(b, "%s", v->u.func.fn->name);
+        else
+            mb_put(b, "%s", cr_kind_name(v->kind));
+        return;
+    }
+    size_t numel = 1;
+    for (size_t d = 0; d < v->u.arr->ndim; d++)
+        numel *= v->u.arr->shape[d];
+    show_elems s = {b, 0};
+    mb_put(b, "[");
+    each_elem(v, show_elem, &s);
+    mb_put(b, "] (%zu element%s)", numel, numel == 1 ? "" : "s");
+}
+
+cr_status cr__tape_check_finite_values(cr_tape *t, const char *what, const cr_value *in, size_t nin,
+                                       const cr_value *out, size_t nout)
+{
+    if (!t->check_finite || t->status != CR_OK)
+        return t->status;
+    size_t o = 0;
+    find_bad bad = {0, SIZE_MAX, 0.0, 0.0, false};
+    for (; o < nout; o++) {
+        bad.k = 0;
+        each_elem(&out[o], find_bad_elem, &bad);
+        if (bad.at != SIZE_MAX)
+            break;
+    }
+    if (o == nout)
+        return CR_OK;
+    for (size_t j = 0; j < nin; j++) {
+        find_bad src = {0, SIZE_MAX, 0.0, 0.0, false};
+        each_elem(&in[j], find_bad_elem, &src);
+        if (src.at != SIZE_MAX)
+            return CR_OK; /* not born here */
+    }
+    char text[CR__TAPE_MSG];
+    msgbuf b = {text, 0, sizeof text};
+    mb_put(&b, "non-finite value: %s(", what);
+    for (size_t j = 0; j < nin; j++) {
+        mb_put(&b, "%s", j > 0 ? ", " : "");
+        mb_value(&b, &in[j]);
+    }
+    mb_put(&b, ") = ");
+    mb_value(&b, &out[o]);
+    if (nout > 1)
+        mb_put(&b, " (result %zu)", o + 1);
+    if (out[o].kind == CR_KIND_ARRAY) {
+        mb_put(&b, ", element %zu is ", bad.at);
+        mb_elem(&b, bad.re, bad.im, bad.cplx);
+    }
+    mb_labels(&b, t);
+    return cr__tape_fail(t, CR_ENONFINITE, "%s", text);
 }
 
 cr_ctx *cr_tape_ctx(const cr_tape *t)
@@ -461,8 +766,8 @@ static NOINLINE cr_status grow(cr_tape *t, size_t need)
     if (words > left)
         words = left;
     if (words < need)
-        return cr__tape_fail(t, CR_EOVERFLOW, "tape: more than %zu variables in one recording",
-                             CR_TAPE_MAX_VARS - 1);
+        return cr__tape_fail(t, CR_EOVERFLOW, "tape: more than %zu variable%s in one recording",
+                             CR_TAPE_MAX_VARS - 1, CR__S(CR_TAPE_MAX_VARS - 1));
     size_t align =
         _Alignof(cr__word) > _Alignof(cr__chunk) ? _Alignof(cr__word) : _Alignof(cr__chunk);
     /* A caller buffer may still hold a smaller chunk: halve to what it holds before asking
@@ -830,9 +1135,9 @@ static cr_var foreign(cr_tape *t, const char *fname, cr_var x)
     }
     if (x.tape == t->id)
         cr__tape_fail(t, CR_ETAPE,
-                      "%s: variable %u is past this recording's %u variables (forged, or of "
+                      "%s: variable %u is past this recording's %u variable%s (forged, or of "
                       "this tape before its last reset)",
-                      fname, (unsigned)x.idx, (unsigned)t->nvars);
+                      fname, (unsigned)x.idx, (unsigned)t->nvars, CR__S((unsigned)t->nvars));
     cr__tape_fail(t, CR_ETAPE,
                   "%s: variable %u belongs to another tape, or to this tape before its last "
                   "reset (tape id %u, this recording is %u)",
@@ -953,7 +1258,8 @@ static inline cr_tape *tape_or_current(cr_tape *t)
  * failed, not a replay tape (whose records op2_slow makes). */
 static inline bool second_fast(const cr_tape *t)
 {
-    return (t->flags & CR_TAPE_SECOND_ORDER) != 0 && t->status == CR_OK && t->pre <= 1;
+    return (t->flags & CR_TAPE_SECOND_ORDER) != 0 && t->status == CR_OK && t->pre <= 1 &&
+           !t->check_finite;
 }
 
 /*
@@ -1001,6 +1307,9 @@ static NOINLINE cr_var op1_slow(cr_tape *t, const cr_value *f, cr_var a)
         return nan_const();
     double Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
     row_of(f)->f64(&a.v, Y, D);
+    if (t->check_finite &&
+        cr__tape_check_finite(t, f->u.func.fn->name, &a.v, 1, Y, row_of(f)->nout) != CR_OK)
+        return nan_const();
     if (a.idx == CR_VAR_CONST)
         return cr_const(Y[0]);
     if (!cr__var_ours(t, a))
@@ -1053,6 +1362,9 @@ static NOINLINE cr_var op2_slow(cr_tape *t, const cr_value *f, cr_var a, cr_var 
         return nan_const();
     double x[2] = {a.v, b.v}, Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
     row_of(f)->f64(x, Y, D);
+    if (t->check_finite &&
+        cr__tape_check_finite(t, f->u.func.fn->name, x, 2, Y, row_of(f)->nout) != CR_OK)
+        return nan_const();
     if (a.idx == CR_VAR_CONST && b.idx == CR_VAR_CONST)
         return cr_const(Y[0]);
     cr_var args[2] = {a, b}, r;
@@ -1184,6 +1496,44 @@ cr_var cr_asin(cr_tape *t, cr_var a)
     return op1(t, &cr_fn_asin, a);
 }
 
+/* The named operations of the other scalar rows (tape_ops.h, generated from the registry):
+ * rows of one and two inputs through the paths of cr_sin() and the arithmetic, the others
+ * through cr_tape_call(). HAND = 1 marks those defined above. */
+#define OP_HAND0(...) __VA_ARGS__
+#define OP_HAND1(...)
+#define OP_1_1(OP, NAME)                 \
+    cr_var OP(cr_tape *t, cr_var x)      \
+    {                                    \
+        return op1(t, &cr_fn_##NAME, x); \
+    }
+#define OP_2_1(OP, NAME)                                                              \
+    cr_var OP(cr_tape *t, cr_var x, cr_var y)                                         \
+    {                                                                                 \
+        return op2e(t, &cr_fn_##NAME, row_of(&cr_fn_##NAME)->f64, NULL, x, y, false); \
+    }
+#define OP_3_1(OP, NAME)                                 \
+    cr_var OP(cr_tape *t, cr_var x, cr_var y, cr_var z)  \
+    {                                                    \
+        cr_var args[3] = {x, y, z};                      \
+        return cr_tape_call1(t, &cr_fn_##NAME, args, 3); \
+    }
+#define OP_1_2(OP, NAME)                                      \
+    cr_status OP(cr_tape *t, cr_var x, cr_var *out)           \
+    {                                                         \
+        if (out != NULL)                                      \
+            out[0] = out[1] = nan_const();                    \
+        return cr_tape_call(t, &cr_fn_##NAME, &x, 1, out, 2); \
+    }
+#define DEFINE_OP(NAME, OP, NIN, NOUT, HAND) OP_HAND##HAND(OP_##NIN##_##NOUT(OP, NAME))
+CR_TAPE_SCALAR_OPS(DEFINE_OP)
+#undef DEFINE_OP
+#undef OP_1_2
+#undef OP_3_1
+#undef OP_2_1
+#undef OP_1_1
+#undef OP_HAND1
+#undef OP_HAND0
+
 cr_var cr_tape_input(cr_tape *t, double v)
 {
     if ((t = tape_or_current(t)) == NULL || t->status != CR_OK)
@@ -1270,9 +1620,10 @@ cr_status cr_tape_inputs(cr_tape *t, const double *x, size_t n, cr_var *out)
     /* Before reading x, on a failed tape too (which writes n NaN constants below). */
     if (n >= CR_TAPE_MAX_VARS - t->nvars)
         return cr__tape_fail(t, CR_EOVERFLOW,
-                             "cr_tape_inputs: %zu inputs after %zu variables, "
+                             "cr_tape_inputs: %zu input%s after %zu variable%s, "
                              "more than a recording holds (%zu)",
-                             n, (size_t)t->nvars, (size_t)CR_TAPE_MAX_VARS - 1);
+                             n, CR__S(n), (size_t)t->nvars, CR__S((size_t)t->nvars),
+                             (size_t)CR_TAPE_MAX_VARS - 1);
     size_t j = 0;
     /* First-order tapes: the inputs join one record (its a counts them): one input made
      * the usual way opens it, the others are added to its count at once. */
@@ -1420,7 +1771,8 @@ cr_status cr__check_nout(cr_tape *t, const char *fname, size_t k, size_t nout, s
     } else if (k == nout) {
         return CR_OK;
     }
-    return cr__tape_fail(t, CR_EINVAL, "%s gives %zu results, %zu expected", fname, k, nout);
+    return cr__tape_fail(t, CR_EINVAL, "%s gives %zu result%s, %zu expected", fname, k, CR__S(k),
+                         nout);
 }
 
 /* Call f with its primal (or its overlay on constants): the results are constants. */
@@ -1478,7 +1830,8 @@ cr_status cr__overlay_values(cr_tape *t, const cr__impl *im, const cr_value *f,
         st = sub->status;
     if (st != CR_OK)
         cr_ctx_error(t->ctx, st, "%s (zero-adjoint overlay) failed: %s", fname,
-                     sub->errmsg[0] != '\0' ? sub->errmsg : cr_status_str(st));
+                     sub->errmsg[0] != '\0' ? cr__after_name(sub->errmsg, fname)
+                                            : cr_status_str(st));
     for (size_t o = 0; o < im->nout && st == CR_OK; o++)
         yv[o] = out[o].v;
     cr_arena_rewind(t->arena, mk);
@@ -1682,8 +2035,8 @@ static cr_status record_rrule_second(cr_tape *t, const cr_value *f, const cr_var
         q.P = cr_arena_alloc(t->arena, (nb * k * (k + 1) + k * k) * sizeof *q.P, _Alignof(double));
         if (q.P == NULL)
             return cr__tape_fail(t, CR__ALLOC_STATUS(t->arena),
-                                 "%s: no room for the second derivatives in %zu arguments",
-                                 f->u.func.fn->name, k);
+                                 "%s: no room for the second derivatives in %zu argument%s",
+                                 f->u.func.fn->name, k, CR__S(k));
         q.H = q.P + nb * k;
     }
     cr_status st = cr__rrule_second(t, &q);
@@ -1731,8 +2084,8 @@ static cr_status record_rrule(cr_tape *t, const cr_value *f, const cr_var *args,
         return CR_OK;
     }
     if (t->nvars + k + 1 >= CR_TAPE_MAX_VARS)
-        return cr__tape_fail(t, CR_EOVERFLOW, "tape: more than %zu variables in one recording",
-                             CR_TAPE_MAX_VARS - 1);
+        return cr__tape_fail(t, CR_EOVERFLOW, "tape: more than %zu variable%s in one recording",
+                             CR_TAPE_MAX_VARS - 1, CR__S(CR_TAPE_MAX_VARS - 1));
     cr__gen_node *node = cr_arena_alloc(t->arena, sizeof *node, _Alignof(cr__gen_node));
     uint32_t *ai = cr_arena_alloc(t->arena, (nargs ? nargs : 1) * sizeof *ai, _Alignof(uint32_t));
     if (node == NULL || ai == NULL)
@@ -1766,8 +2119,8 @@ static cr_status record_row(cr_tape *t, const char *fname, const cr_scalar_rule 
                             const cr_var *args, size_t nargs, cr_var *out, size_t nout, size_t *got)
 {
     if (nargs != row->nin)
-        return cr__tape_fail(t, CR_EINVAL, "%s takes %u arguments, %zu given", fname,
-                             (unsigned)row->nin, nargs);
+        return cr__tape_fail(t, CR_EINVAL, "%s takes %u argument%s, %zu given", fname,
+                             (unsigned)row->nin, CR__S((unsigned)row->nin), nargs);
     if (cr__check_nout(t, fname, row->nout, nout, got) != CR_OK)
         return t->status;
     double x[CR_SCALAR_MAX_IN], Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
@@ -1777,11 +2130,34 @@ static cr_status record_row(cr_tape *t, const char *fname, const cr_scalar_rule 
     return record_evaluated(t, fname, row, args, x, Y, D, out);
 }
 
+static cr_status tape_call(cr_tape *t, const cr_value *f, const cr_var *args, size_t nargs,
+                           cr_var *out, size_t nout, size_t *got);
+
 cr_status cr__tape_call_any(cr_tape *t, const cr_value *f, const cr_var *args, size_t nargs,
                             cr_var *out, size_t nout, size_t *got)
 {
     if ((t = tape_or_current(t)) == NULL)
         return CR_EMISUSE;
+    cr_status st = tape_call(t, f, args, nargs, out, nout, got);
+    if (st != CR_OK || !t->check_finite)
+        return st;
+    /* The checking mode: the values of the arguments and of the results. */
+    double x[CR__MAX_GENERIC_ARGS], y[CR__MAX_TUPLE];
+    size_t ny = got != NULL ? *got : nout;
+    for (size_t j = 0; j < nargs; j++)
+        x[j] = args[j].v;
+    for (size_t o = 0; o < ny && o < CR__MAX_TUPLE; o++)
+        y[o] = out[o].v;
+    st = cr__tape_check_finite(t, f->u.func.fn->name, x, nargs, y,
+                               ny < CR__MAX_TUPLE ? ny : CR__MAX_TUPLE);
+    for (size_t o = 0; o < nout && st != CR_OK; o++)
+        out[o] = nan_const();
+    return st;
+}
+
+static cr_status tape_call(cr_tape *t, const cr_value *f, const cr_var *args, size_t nargs,
+                           cr_var *out, size_t nout, size_t *got)
+{
     for (size_t o = 0; o < nout && out != NULL; o++)
         out[o] = nan_const();
     if (t->status != CR_OK)
@@ -1792,8 +2168,8 @@ cr_status cr__tape_call_any(cr_tape *t, const cr_value *f, const cr_var *args, s
         return cr__tape_fail(t, CR_EINVAL, "cr_tape_call(%s): NULL arguments or no results",
                              cr__fname(f));
     if (nargs > CR__MAX_GENERIC_ARGS)
-        return cr__tape_fail(t, CR_EINVAL, "cr_tape_call(%s): more than %d arguments", cr__fname(f),
-                             CR__MAX_GENERIC_ARGS);
+        return cr__tape_fail(t, CR_EINVAL, "cr_tape_call(%s): more than %d argument%s",
+                             cr__fname(f), CR__MAX_GENERIC_ARGS, CR__S(CR__MAX_GENERIC_ARGS));
     const cr_function *fn = f->u.func.fn;
     bool all_const = true;
     for (size_t j = 0; j < nargs; j++) {

@@ -247,9 +247,9 @@ static cr_status tuple_of(cr_tape *t, const char *fname, const cr_value *y, cr_t
     size_t nf = ty != NULL ? ty->nfields : 0;
     if (nout != nf)
         return cr__tape_fail(t, CR_EINVAL,
-                             "%s returns a tuple of %zu elements, %zu results expected "
+                             "%s returns a tuple of %zu element%s, %zu result%s expected "
                              "(cr_tape_acall_n gives one per element)",
-                             fname, nf, nout);
+                             fname, nf, CR__S(nf), nout, CR__S(nout));
     uint32_t slot0 = t->naslots;
     *ns = 0;
     for (size_t k = 0; k < nf; k++) {
@@ -345,6 +345,19 @@ static bool builtin_rule(const cr_tape *t, const cr_value *f, const cr_targ *arg
     return true;
 }
 
+/* The checking mode over the results of a tuple (cr__tape_check_finite_values). */
+static cr_status check_tuple(cr_tape *t, const char *fname, const cr_value *vals, size_t nargs,
+                             const cr_targ *res, size_t nout)
+{
+    cr_value outv[CR_TAPE_MAX_TUPLE];
+    for (size_t k = 0; k < nout && k < CR_TAPE_MAX_TUPLE; k++)
+        outv[k] = res[k].kind == CR_TARG_VAR   ? cr_value_f64(res[k].u.s.v)
+                  : res[k].kind == CR_TARG_ARR ? cr_value_array((cr_array *)res[k].u.a.a)
+                                               : res[k].u.v;
+    return cr__tape_check_finite_values(t, fname, vals, nargs, outv,
+                                        nout < CR_TAPE_MAX_TUPLE ? nout : CR_TAPE_MAX_TUPLE);
+}
+
 /* cr_tape_acall() and cr_tape_acall_n(): nout results (nout > 1 for a tuple). */
 static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const cr_targ *args,
                            size_t nargs, cr_targ *out, size_t nout)
@@ -364,12 +377,13 @@ static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const
         if (args[j].kind == CR_TARG_ARR && args[j].u.a.a != NULL && args[j].u.a.a->data == NULL &&
             cr_array_numel(args[j].u.a.a) > 0)
             return cr__tape_fail(t, CR_EINVAL,
-                                 "%s: argument %zu is an array of %zu elements "
+                                 "%s: argument %zu is an array of %zu element%s "
                                  "with NULL data",
-                                 f->u.func.fn->name, j, cr_array_numel(args[j].u.a.a));
+                                 f->u.func.fn->name, j, cr_array_numel(args[j].u.a.a),
+                                 CR__S(cr_array_numel(args[j].u.a.a)));
     /* Broadcasts and maps of scalar functions, sums and dot products over f64 arrays: fused
      * kernels (no rule, no pullback, no tangent values). */
-    if (nout == 1 && nargs >= 2 && nargs <= MAX_ARGS &&
+    if (nout == 1 && nargs >= 2 && nargs <= MAX_ARGS && !t->check_finite &&
         (f->u.func.fn == cr_fn_broadcast.u.func.fn ||
          (f->u.func.fn == cr_fn_map.u.func.fn && arrays_only(args + 1, nargs - 1))) &&
         args[0].kind == CR_TARG_VALUE && args[0].u.v.kind == CR_KIND_FUNC &&
@@ -378,7 +392,7 @@ static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const
                                             nargs - 1, out);
         if (st != CR_NOTHING)
             return st;
-    } else if (nout == 1 &&
+    } else if (nout == 1 && !t->check_finite &&
                ((nargs == 1 && f->u.func.fn == cr_fn_sum.u.func.fn) ||
                 (nargs == 2 && f->u.func.fn == cr_fn_dot.u.func.fn)) &&
                builtin_rule(t, f, args, nargs)) {
@@ -388,7 +402,8 @@ static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const
     }
     const char *fname = f->u.func.fn->name;
     if (nargs > MAX_ARGS)
-        return cr__tape_fail(t, CR_EINVAL, "%s: more than %d arguments", fname, MAX_ARGS);
+        return cr__tape_fail(t, CR_EINVAL, "%s: more than %d argument%s", fname, MAX_ARGS,
+                             CR__S(MAX_ARGS));
     /* Rules may keep the argument list itself (not only the arrays) until their pullback
      * runs, as Julia's closures capture their arguments: it lives in the tape's arena. */
     cr_value *vals =
@@ -406,16 +421,21 @@ static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const
     uint32_t aslot = CR_VAR_CONST, ns = 0;
     uint32_t outs[CR_TAPE_MAX_TUPLE];
     if (nout > CR_TAPE_MAX_TUPLE)
-        return cr__tape_fail(t, CR_EINVAL, "%s: more than %d results", fname, CR_TAPE_MAX_TUPLE);
+        return cr__tape_fail(t, CR_EINVAL, "%s: more than %d result%s", fname, CR_TAPE_MAX_TUPLE,
+                             CR__S(CR_TAPE_MAX_TUPLE));
     if (!any) { /* nothing to differentiate: the primal */
         cr_status st = cr_function_call(t->arena, f, vals, nargs, &y);
         if (st != CR_OK)
             return cr__tape_fail_ctx(t, st, fname);
-        if (y.kind == CR_KIND_STRUCT)
+        if (t->check_finite && cr__tape_check_finite_values(t, fname, vals, nargs, &y, 1) != CR_OK)
+            return t->status;
+        if (y.kind == CR_KIND_STRUCT) {
             st = tuple_of(t, fname, &y, out, nout, false, outs, &ns);
-        else if (nout != 1)
-            st = cr__tape_fail(t, CR_EINVAL, "%s returns one value, %zu results expected", fname,
-                               nout);
+            if (st == CR_OK && t->check_finite)
+                st = check_tuple(t, fname, vals, nargs, out, nout);
+        } else if (nout != 1)
+            st = cr__tape_fail(t, CR_EINVAL, "%s returns one value, %zu result%s expected", fname,
+                               nout, CR__S(nout));
         else
             st = result_of(t, fname, &y, out, false, &aslot);
         return st == CR_OK ? CR_OK : t->status;
@@ -425,8 +445,8 @@ static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const
     if ((t->flags & CR_TAPE_FORWARD) && cr__array_ext(t, f, vals, codes, nargs, &ext) != CR_OK)
         return t->status;
     if (t->nvars + nout + 1 >= CR_TAPE_MAX_VARS)
-        return cr__tape_fail(t, CR_EOVERFLOW, "tape: more than %zu variables in one recording",
-                             CR_TAPE_MAX_VARS - 1);
+        return cr__tape_fail(t, CR_EOVERFLOW, "tape: more than %zu variable%s in one recording",
+                             CR_TAPE_MAX_VARS - 1, CR__S(CR_TAPE_MAX_VARS - 1));
     cr_pullback pb;
     cr_status st = cr_rrule(t->config, t->arena, f, vals, nargs, &y, &pb);
     if (st == CR_NOTHING) {
@@ -436,15 +456,20 @@ static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const
     }
     if (st != CR_OK)
         return cr__tape_fail_ctx(t, st, fname);
+    if (t->check_finite && cr__tape_check_finite_values(t, fname, vals, nargs, &y, 1) != CR_OK)
+        return t->status;
     cr_targ res[CR_TAPE_MAX_TUPLE];
     uint32_t slot0 = t->naslots;
     bool tuple = y.kind == CR_KIND_STRUCT;
     if (tuple) {
-        if (tuple_of(t, fname, &y, res, nout, true, outs, &ns) != CR_OK)
+        if (tuple_of(t, fname, &y, res, nout, true, outs, &ns) != CR_OK ||
+            (t->check_finite && check_tuple(t, fname, vals, nargs, res, nout) != CR_OK)) {
+            t->naslots = slot0;
             return t->status;
+        }
     } else if (nout != 1) {
-        return cr__tape_fail(t, CR_EINVAL, "%s returns one value, %zu results expected", fname,
-                             nout);
+        return cr__tape_fail(t, CR_EINVAL, "%s returns one value, %zu result%s expected", fname,
+                             nout, CR__S(nout));
     } else {
         if (result_of(t, fname, &y, res, true, &aslot) != CR_OK)
             return t->status;
@@ -677,7 +702,7 @@ static cr_status pull_failed(cr_tape *t, const cr__anode *nd, cr_status st)
 {
     const char *msg = cr_ctx_errmsg(t->ctx);
     return cr__tape_fail(t, st, "pullback %s (of %s) failed: %s", nd->pb.name, nd->fname,
-                         msg[0] != '\0' ? msg : cr_status_str(st));
+                         msg[0] != '\0' ? cr__after_name(msg, nd->fname) : cr_status_str(st));
 }
 
 cr_status cr__tuple_cot(cr_tape *t, const cr__anode *nd, const double *g, size_t gs,

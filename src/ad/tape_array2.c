@@ -241,7 +241,7 @@ static cr_status rule_failed(cr_tape *t, const cr__anode *nd, const char *what, 
 {
     const char *msg = cr_ctx_errmsg(t->ctx);
     return cr__tape_fail(t, st, "%s of %s failed: %s", what, nd->fname,
-                         msg[0] != '\0' ? msg : cr_status_str(st));
+                         msg[0] != '\0' ? cr__after_name(msg, nd->fname) : cr_status_str(st));
 }
 
 cr_tangent *cr__asweep_slot(cr_tape *t, uint32_t slot, size_t d, bool deriv)

@@ -515,6 +515,11 @@ struct cr_tape {
     uint32_t rec_gen;
     cr__word *rec_lim;
     char errmsg[CR__TAPE_MSG];
+    /* The checking mode (cr_tape_set_check_finite; it keeps slow set) and the labels of
+     * cr_tape_push_label: nlabels pushed, the first CR_TAPE_MAX_LABELS of them kept. */
+    bool check_finite;
+    uint32_t nlabels;
+    const char *labels[CR_TAPE_MAX_LABELS];
     /* The first array variables of a recording live here, the rest in the arena: a small
      * function of arrays allocates nothing for them. */
     cr__aslot aslot_few[CR__ASLOT_FEW];
@@ -542,6 +547,16 @@ static inline bool cr__tape_misused(cr_tape *t)
 {
     return t->checks != 0 && cr__tape_check(t);
 }
+
+/* The checking mode (tape.c): when t checks, fails t with CR_ENONFINITE if one of the n
+ * values y is not finite while the nx inputs x are (x may be NULL when nx is 0); what
+ * names the operation. Returns t's status. */
+CR_INTERNAL cr_status cr__tape_check_finite(cr_tape *t, const char *what, const double *x,
+                                            size_t nx, const double *y, size_t n);
+/* The same over values (f64, f32, c128 scalars and arrays; other kinds are not looked at):
+ * the nin inputs of an array function and its nout results. */
+CR_INTERNAL cr_status cr__tape_check_finite_values(cr_tape *t, const char *what, const cr_value *in,
+                                                   size_t nin, const cr_value *out, size_t nout);
 
 /* ---- Checks of the variables given to the sweeps ----------------------------------------- */
 

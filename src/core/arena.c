@@ -123,8 +123,8 @@ void *cr_arena_alloc(cr_arena *arena, size_t size, size_t align)
     }
     if (arena->fixed) {
         cr_ctx_error(arena->ctx, CR_EARENA,
-                     "arena buffer of %zu bytes is full (request of %zu bytes)",
-                     arena->fixed_block.size, size);
+                     "arena buffer of %zu byte%s is full (request of %zu byte%s)",
+                     arena->fixed_block.size, CR__S(arena->fixed_block.size), size, CR__S(size));
         return NULL;
     }
     /* Move on to the next kept block if it is large enough, else insert a new one. */
@@ -137,7 +137,8 @@ void *cr_arena_alloc(cr_arena *arena, size_t size, size_t align)
         return block_data(arena, next) + off;
     }
     if (size > SIZE_MAX - HEADER_SIZE - CR_ARENA_ALIGN) {
-        cr_ctx_error(arena->ctx, CR_EOVERFLOW, "cr_arena_alloc: %zu bytes overflows", size);
+        cr_ctx_error(arena->ctx, CR_EOVERFLOW, "cr_arena_alloc: %zu byte%s overflows", size,
+                     CR__S(size));
         return NULL;
     }
     size_t bsize = arena->next_size;

@@ -29,10 +29,10 @@ cr_status cr__ck_numel(cr_ctx *ctx, const char *who, size_t ndim, const size_t *
     }
     if (elsize != 0)
         return cr_ctx_error(ctx, CR_EOVERFLOW,
-                            "%s: shape %s of %zu-byte elements overflows (at most %zu bytes)",
-                            name_of(who), buf, elsize, CR__MAX_BYTES);
-    return cr_ctx_error(ctx, CR_EOVERFLOW, "%s: shape %s overflows (at most %zu elements)",
-                        name_of(who), buf, CR__MAX_BYTES);
+                            "%s: shape %s of %zu-byte elements overflows (at most %zu byte%s)",
+                            name_of(who), buf, elsize, CR__MAX_BYTES, CR__S(CR__MAX_BYTES));
+    return cr_ctx_error(ctx, CR_EOVERFLOW, "%s: shape %s overflows (at most %zu element%s)",
+                        name_of(who), buf, CR__MAX_BYTES, CR__S(CR__MAX_BYTES));
 }
 
 cr_status cr__ck_mul(cr_ctx *ctx, const char *who, size_t a, size_t b, size_t *out)

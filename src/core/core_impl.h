@@ -86,6 +86,19 @@ static inline bool cr__names(const char *msg, const char *name)
     return strncmp(msg, name, n) == 0 && msg[n] == ':';
 }
 
+/* msg without its leading "name: " when it has one (cr__names): where a message that
+ * already names the function is put after a text naming it, the name is said once. */
+static inline const char *cr__after_name(const char *msg, const char *name)
+{
+    if (name == NULL || !cr__names(msg, name))
+        return msg;
+    msg += strlen(name) + 1;
+    return *msg == ' ' ? msg + 1 : msg;
+}
+
+/* The plural ending of a count in a message: "%zu argument%s", n, CR__S(n). */
+#define CR__S(n) ((n) == 1 ? "" : "s")
+
 /* ---- Arenas (arena.c) ------------------------------------------------------------- */
 
 /* A block of an arena: its data follows the header (or is the caller's fixed buffer). */

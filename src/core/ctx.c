@@ -60,7 +60,7 @@ void *cr__alloc(cr_ctx *ctx, size_t size)
 {
     void *p = ctx->realloc_fn(ctx->alloc_env, NULL, 0, size == 0 ? 1 : size);
     if (p == NULL)
-        cr_ctx_error(ctx, CR_ENOMEM, "out of memory allocating %zu bytes", size);
+        cr_ctx_error(ctx, CR_ENOMEM, "out of memory allocating %zu byte%s", size, CR__S(size));
     return p;
 }
 
@@ -97,7 +97,7 @@ cr_status cr_ctx_new(const cr_ctx_params *params, cr_ctx **out)
     ctx->realloc_fn = fn;
     ctx->alloc_env = p.alloc_env;
     ctx->debug = p.debug;
-    if (p.checks & ~(uint64_t)CR_CTX_CHECK_TAPES) {
+    if (p.checks & ~(uint64_t)(CR_CTX_CHECK_TAPES | CR_CTX_CHECK_FINITE)) {
         fn(p.alloc_env, ctx, sizeof *ctx, 0);
         return CR_EINVAL;
     }

@@ -191,8 +191,8 @@ static cr_status project_array(cr_arena *arena, const cr_project *p, const cr_ar
     size_t n = pnumel(p);
     if (cr_array_numel(dx) != n) {
         return CR__FAIL(arena, CR_ESHAPE,
-                        "ProjectTo(array): tangent has %zu elements, primal has %zu",
-                        cr_array_numel(dx), n);
+                        "ProjectTo(array): tangent has %zu element%s, primal has %zu",
+                        cr_array_numel(dx), CR__S(cr_array_numel(dx)), n);
     }
     bool same_shape = shape_matches(p, dx);
     if (same_shape && dx->dtype == p->dtype &&

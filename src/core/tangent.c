@@ -93,8 +93,8 @@ cr_status cr_tangent_struct(cr_arena *arena, const cr_type *type, const char *co
         return CR__FAIL(arena, CR_EINVAL, "cr_tangent_struct: NULL argument");
     *out = cr_tangent_zero();
     if (n > type->nfields)
-        return CR__FAIL(arena, CR_EINVAL, "Tangent{%s}: %zu fields given, type has %zu", type->name,
-                        n, type->nfields);
+        return CR__FAIL(arena, CR_EINVAL, "Tangent{%s}: %zu field%s given, type has %zu",
+                        type->name, n, CR__S(n), type->nfields);
     cr_tangent *f = alloc_fields(arena, type->nfields, CR_TAN_ABSENT);
     if (f == NULL)
         return CR__ALLOC_STATUS(arena);

@@ -34,8 +34,8 @@ cr_status cr_function_call(cr_arena *arena, const cr_value *f, const cr_value *a
         return CR__FAIL(arena, CR_EINVAL, "cr_function_call: not a function value");
     const cr_function *fn = f->u.func.fn;
     if (fn->arity >= 0 && (size_t)fn->arity != nargs)
-        return CR__FAIL(arena, CR_EINVAL, "%s takes %d arguments, %zu given", fn->name, fn->arity,
-                        nargs);
+        return CR__FAIL(arena, CR_EINVAL, "%s takes %d argument%s, %zu given", fn->name, fn->arity,
+                        CR__S(fn->arity), nargs);
     if (fn->primal == NULL)
         return CR__FAIL(arena, CR_ENORULE, "%s has no primal implementation", fn->name);
     return fn->primal(arena, f, args, nargs, out);

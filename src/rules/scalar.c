@@ -37,8 +37,8 @@ static cr_status pick_type(cr_arena *arena, const cr_scalar_rule *row, const cr_
                            size_t nargs, stype *t)
 {
     if (nargs != row->nin)
-        return CR__FAIL(arena, CR_EINVAL, "%s takes %u arguments, %zu given", row->name,
-                        (unsigned)row->nin, nargs);
+        return CR__FAIL(arena, CR_EINVAL, "%s takes %u argument%s, %zu given", row->name,
+                        (unsigned)row->nin, CR__S((unsigned)row->nin), nargs);
     /* Julia's promotion: integers and bools join any float type (Float32 * Int is
      * Float32); only integers and bools alone compute in f64. */
     bool c = false, d = false, s = false;

@@ -51,7 +51,7 @@ static cr_status reshape_shape(cr_arena *arena, const cr_value *v, size_t *ndim,
     if (st != CR_OK)
         return st;
     if (n > CR_ARRAY_MAX_DIMS)
-        return CR__FAIL(arena, CR_EINVAL, "reshape: %zu dimensions (at most %d)", n,
+        return CR__FAIL(arena, CR_EINVAL, "reshape: %zu dimension%s (at most %d)", n, CR__S(n),
                         CR_ARRAY_MAX_DIMS);
     for (size_t d = 0; d < n; d++)
         if ((st = cr__ck_extent(cr_arena_ctx(arena), "reshape", "extent", list[d], &shape[d])) !=
@@ -97,8 +97,9 @@ static cr_status reshape_rrule(const cr_config *cfg, cr_arena *arena, const cr_v
         return st;
     if (n != cr_array_numel(A)) {
         char buf[96];
-        return CR__FAIL(arena, CR_ESHAPE, "reshape: an array of shape %s has %zu elements, not %zu",
-                        cr__shape_str(A, buf, sizeof buf), cr_array_numel(A), n);
+        return CR__FAIL(
+            arena, CR_ESHAPE, "reshape: an array of shape %s has %zu element%s, not %zu",
+            cr__shape_str(A, buf, sizeof buf), cr_array_numel(A), CR__S(cr_array_numel(A)), n);
     }
     cr_array *r = NULL;
     if (cr__is_contig_dense(A)) {
@@ -135,8 +136,8 @@ static cr_status transpose_of(cr_arena *arena, const char *who, const cr_array *
                               cr_array **out)
 {
     if (A->ndim != 1 && A->ndim != 2)
-        return CR__FAIL(arena, CR_ESHAPE, "%s: expected a vector or a matrix, got %u dimensions",
-                        who, (unsigned)A->ndim);
+        return CR__FAIL(arena, CR_ESHAPE, "%s: expected a vector or a matrix, got %u dimension%s",
+                        who, (unsigned)A->ndim, CR__S((unsigned)A->ndim));
     bool cplx = A->dtype == CR_DT_C128;
     bool needs_conj = conj_ && cplx;
     cr_array *r = NULL;
@@ -366,8 +367,8 @@ static cr_status permutedims_rrule(const cr_config *cfg, cr_arena *arena, const 
         return st;
     bool seen[CR_ARRAY_MAX_DIMS] = {false};
     if (np != A->ndim)
-        return CR__FAIL(arena, CR_EINVAL, "permutedims: %zu entries in perm for %u dimensions", np,
-                        (unsigned)A->ndim);
+        return CR__FAIL(arena, CR_EINVAL, "permutedims: %zu entries in perm for %u dimension%s", np,
+                        (unsigned)A->ndim, CR__S((unsigned)A->ndim));
     for (size_t k = 0; k < np; k++) {
         if (perm[k] < 0 || (size_t)perm[k] >= np || seen[perm[k]])
             return CR__FAIL(arena, CR_EINVAL, "permutedims: perm is not a permutation of 0..%zu",

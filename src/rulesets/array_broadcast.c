@@ -52,16 +52,18 @@ static cr_status bc_parse(cr_arena *arena, const char *who, const cr_value *args
     b->n = nargs - 1;
     b->args = args + 1;
     if (b->n > BC_MAX_IN)
-        return CR__FAIL(arena, CR_EINVAL, "%s: at most %d arguments", who, BC_MAX_IN);
+        return CR__FAIL(arena, CR_EINVAL, "%s: at most %d argument%s", who, BC_MAX_IN,
+                        CR__S(BC_MAX_IN));
     /* A variadic function whose row covers one arity (hypot(x, y) of hypot(x...)): other
      * arities go element by element, through the function's own rules. */
     if (b->row != NULL && b->row->nin != b->n && b->fn->arity < 0)
         b->row = NULL;
     if (b->row != NULL && (b->row->nin != b->n || b->row->nout != 1))
         return CR__FAIL(arena, CR_EINVAL,
-                        "%s: %s takes %u arguments and has %u outputs (one output "
+                        "%s: %s takes %u argument%s and has %u output%s (one output "
                         "needed), %zu given",
-                        who, b->fn->name, (unsigned)b->row->nin, (unsigned)b->row->nout, b->n);
+                        who, b->fn->name, (unsigned)b->row->nin, CR__S((unsigned)b->row->nin),
+                        (unsigned)b->row->nout, CR__S((unsigned)b->row->nout), b->n);
     cr_dtype dt = (cr_dtype)0;
     const cr_array *shapes[BC_MAX_IN] = {NULL};
     for (size_t j = 0; j < b->n; j++) {

@@ -128,8 +128,8 @@ cr_status cr__new(cr_arena *arena, cr_dtype dt, size_t ndim, const size_t *shape
         return cr_array_new(arena, dt, ndim, shape, out);
     *out = NULL;
     if (ndim > CR_ARRAY_MAX_DIMS)
-        return CR__FAIL(arena, CR_EINVAL, "array of %zu dimensions (at most %d)", ndim,
-                        CR_ARRAY_MAX_DIMS);
+        return CR__FAIL(arena, CR_EINVAL, "array of %zu dimension%s (at most %d)", ndim,
+                        CR__S(ndim), CR_ARRAY_MAX_DIMS);
     size_t n, bytes;
     cr_status st = cr__ck_numel(cr_arena_ctx(arena), "array", ndim, shape, cr_dtype_size(dt), &n);
     if (st != CR_OK)
@@ -249,8 +249,8 @@ cr_status cr__int_list(cr_arena *arena, const char *who, const cr_value *v, int6
     cr_status st =
         a->ndim <= CR_ARRAY_MAX_DIMS
             ? cr__ck_numel(cr_arena_ctx(arena), who, a->ndim, a->shape, sizeof(int64_t), &m)
-            : CR__FAIL(arena, CR_EINVAL, "%s: an index array of %u dimensions", who,
-                       (unsigned)a->ndim);
+            : CR__FAIL(arena, CR_EINVAL, "%s: an index array of %u dimension%s", who,
+                       (unsigned)a->ndim, CR__S((unsigned)a->ndim));
     if (st != CR_OK)
         return st;
     int64_t *r = cr_arena_alloc(arena, (m ? m : 1) * sizeof(int64_t), _Alignof(int64_t));
@@ -286,9 +286,9 @@ cr_status cr__dims_arg(cr_arena *arena, const char *who, const cr_value *v, size
     for (size_t k = 0; k < n; k++) {
         if (list[k] < 0 || (uint64_t)list[k] >= ndim)
             return CR__FAIL(arena, CR_EINVAL,
-                            "%s: dimension %lld out of range for an array of %zu dimensions "
+                            "%s: dimension %lld out of range for an array of %zu dimension%s "
                             "(dimensions count from 0)",
-                            who, (long long)list[k], ndim);
+                            who, (long long)list[k], ndim, CR__S(ndim));
         if (mask[list[k]])
             return CR__FAIL(arena, CR_EINVAL, "%s: dimension %lld listed twice", who,
                             (long long)list[k]);
@@ -327,8 +327,8 @@ cr_status cr__tan_array(cr_arena *arena, const char *who, cr_tangent t, size_t n
     case CR_TAN_F32:
     case CR_TAN_C128: {
         if (n != 1)
-            return CR__FAIL(arena, CR_ETANGENT, "%s: a scalar tangent for an array of %zu elements",
-                            who, n);
+            return CR__FAIL(arena, CR_ETANGENT,
+                            "%s: a scalar tangent for an array of %zu element%s", who, n, CR__S(n));
         cr_array *a;
         st = cr__new(arena, wdt, ndim, shape, false, &a);
         if (st != CR_OK)
@@ -819,8 +819,8 @@ cr_status cr__as_mat(cr_arena *arena, const cr_array *a, cr_dtype wdt, bool as_r
         return CR_OK;
     }
     if (a->ndim != 1 && a->ndim != 2)
-        return CR__FAIL(arena, CR_ESHAPE, "expected a vector or a matrix, got %u dimensions",
-                        (unsigned)a->ndim);
+        return CR__FAIL(arena, CR_ESHAPE, "expected a vector or a matrix, got %u dimension%s",
+                        (unsigned)a->ndim, CR__S((unsigned)a->ndim));
     const cr_array *d;
     cr_status st = cr__dense(arena, a, wdt, &d);
     if (st != CR_OK)
@@ -1010,8 +1010,8 @@ cr_status cr__array_arg(cr_arena *arena, const char *who, const cr_value *args, 
     const cr_array *a = args[i].u.arr;
     size_t n;
     if (a->ndim > CR_ARRAY_MAX_DIMS)
-        return CR__FAIL(arena, CR_EINVAL, "%s: argument %zu has %u dimensions (at most %d)", who,
-                        i + 1, (unsigned)a->ndim, CR_ARRAY_MAX_DIMS);
+        return CR__FAIL(arena, CR_EINVAL, "%s: argument %zu has %u dimension%s (at most %d)", who,
+                        i + 1, (unsigned)a->ndim, CR__S((unsigned)a->ndim), CR_ARRAY_MAX_DIMS);
     if (!cr__shape_numel(a->ndim, a->shape, 0, &n)) {
         char buf[96];
         return CR__FAIL(arena, CR_EOVERFLOW, "%s: argument %zu has shape %s, which overflows", who,
@@ -1025,9 +1025,10 @@ cr_status cr__nargs(cr_arena *arena, const char *who, size_t nargs, size_t lo, s
 {
     if (nargs < lo || nargs > hi) {
         if (lo == hi)
-            return CR__FAIL(arena, CR_EINVAL, "%s takes %zu arguments, %zu given", who, lo, nargs);
-        return CR__FAIL(arena, CR_EINVAL, "%s takes %zu to %zu arguments, %zu given", who, lo, hi,
-                        nargs);
+            return CR__FAIL(arena, CR_EINVAL, "%s takes %zu argument%s, %zu given", who, lo,
+                            CR__S(lo), nargs);
+        return CR__FAIL(arena, CR_EINVAL, "%s takes %zu to %zu argument%s, %zu given", who, lo, hi,
+                        CR__S(hi), nargs);
     }
     return CR_OK;
 }

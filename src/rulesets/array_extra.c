@@ -83,8 +83,8 @@ static cr_status sl_parse(cr_arena *arena, sl_kind k, const cr_value *args, size
     if (k != SL_SLICE) {
         if (A->ndim != 1 && A->ndim != 2)
             return CR__FAIL(arena, CR_ESHAPE,
-                            "%s: expected a vector or a matrix, got %u dimensions", who,
-                            (unsigned)A->ndim);
+                            "%s: expected a vector or a matrix, got %u dimension%s", who,
+                            (unsigned)A->ndim, CR__S((unsigned)A->ndim));
         /* eachrow iterates dimension 0; eachcol dimension 1 (a vector is one column). */
         size_t d = k == SL_ROW ? 0 : 1;
         if (d < A->ndim) {
@@ -102,8 +102,8 @@ static cr_status sl_parse(cr_arena *arena, sl_kind k, const cr_value *args, size
             if (list[i] < 0 || list[i] >= (int64_t)A->ndim || used[list[i]])
                 return CR__FAIL(arena, CR_EINVAL,
                                 "eachslice: dimension %lld is out of range or repeated (the array "
-                                "has %u dimensions)",
-                                (long long)list[i], (unsigned)A->ndim);
+                                "has %u dimension%s)",
+                                (long long)list[i], (unsigned)A->ndim, CR__S(A->ndim));
             used[list[i]] = true;
             s->kd[s->kdim++] = (size_t)list[i];
         }

@@ -137,8 +137,8 @@ static cr_status build_circshift(cr_arena *arena, const cr_value *args, size_t n
     if (st != CR_OK)
         return st;
     if (n != A->ndim)
-        return CR__FAIL(arena, CR_EINVAL, "circshift: %zu shifts for %u dimensions", n,
-                        (unsigned)A->ndim);
+        return CR__FAIL(arena, CR_EINVAL, "circshift: %zu shifts for %u dimension%s", n,
+                        (unsigned)A->ndim, CR__S((unsigned)A->ndim));
     g->ndim = A->ndim;
     memcpy(g->shape, A->shape, sizeof g->shape);
     if ((st = gmap_alloc(arena, "circshift", g, false)) != CR_OK)
@@ -176,8 +176,8 @@ static cr_status build_repeat(cr_arena *arena, const cr_value *args, size_t narg
     if (st != CR_OK)
         return st;
     if (n != A->ndim)
-        return CR__FAIL(arena, CR_EINVAL, "repeat: %zu counts for %u dimensions", n,
-                        (unsigned)A->ndim);
+        return CR__FAIL(arena, CR_EINVAL, "repeat: %zu counts for %u dimension%s", n,
+                        (unsigned)A->ndim, CR__S((unsigned)A->ndim));
     g->ndim = A->ndim;
     cr_ctx *ctx = cr_arena_ctx(arena);
     for (size_t d = 0; d < g->ndim; d++) {
@@ -204,7 +204,8 @@ static cr_status build_cat(cr_arena *arena, const cr_value *args, size_t nargs, 
 {
     int64_t dim;
     if (nargs < 2 || nargs - 1 > G_MAX_IN)
-        return CR__FAIL(arena, CR_EINVAL, "cat: takes a dimension and 1 to %d arrays", G_MAX_IN);
+        return CR__FAIL(arena, CR_EINVAL, "cat: takes a dimension and 1 to %d array%s", G_MAX_IN,
+                        CR__S(G_MAX_IN));
     cr_status st = cr__int_arg(arena, "cat", &args[0], &dim);
     const cr_array *A0;
     if (st == CR_OK)
@@ -257,7 +258,8 @@ static cr_status build_cat(cr_arena *arena, const cr_value *args, size_t nargs, 
 static cr_status build_stack(cr_arena *arena, const cr_value *args, size_t nargs, gmap *g)
 {
     if (nargs < 1 || nargs > G_MAX_IN)
-        return CR__FAIL(arena, CR_EINVAL, "stack: takes 1 to %d arrays", G_MAX_IN);
+        return CR__FAIL(arena, CR_EINVAL, "stack: takes 1 to %d array%s", G_MAX_IN,
+                        CR__S(G_MAX_IN));
     const cr_array *A0;
     cr_status st = float_array(arena, "stack", args, nargs, 0, &A0);
     if (st != CR_OK)
@@ -524,8 +526,8 @@ static cr_status build_partialsort(cr_arena *arena, const cr_value *args, size_t
     if (st != CR_OK)
         return st;
     if (k < 0 || (uint64_t)k >= n)
-        return CR__FAIL(arena, CR_EINVAL, "partialsort: k = %lld out of range for %zu elements",
-                        (long long)k, n);
+        return CR__FAIL(arena, CR_EINVAL, "partialsort: k = %lld out of range for %zu element%s",
+                        (long long)k, n, CR__S(n));
     g->ndim = 0;
     g->m = 1;
     g->lin = perm + k;
@@ -537,7 +539,7 @@ static cr_status build_partialsort(cr_arena *arena, const cr_value *args, size_t
 static cr_status build_vcat(cr_arena *arena, const cr_value *args, size_t nargs, gmap *g)
 {
     if (nargs < 1 || nargs > G_MAX_IN)
-        return CR__FAIL(arena, CR_EINVAL, "vcat: takes 1 to %d arrays", G_MAX_IN);
+        return CR__FAIL(arena, CR_EINVAL, "vcat: takes 1 to %d array%s", G_MAX_IN, CR__S(G_MAX_IN));
     cr_value a[G_MAX_IN + 1];
     a[0] = cr_value_i64(0);
     memcpy(a + 1, args, nargs * sizeof *args);
@@ -552,7 +554,7 @@ static cr_status build_vcat(cr_arena *arena, const cr_value *args, size_t nargs,
 static cr_status build_hcat(cr_arena *arena, const cr_value *args, size_t nargs, gmap *g)
 {
     if (nargs < 1 || nargs > G_MAX_IN)
-        return CR__FAIL(arena, CR_EINVAL, "hcat: takes 1 to %d arrays", G_MAX_IN);
+        return CR__FAIL(arena, CR_EINVAL, "hcat: takes 1 to %d array%s", G_MAX_IN, CR__S(G_MAX_IN));
     const cr_array *A0;
     cr_status st = float_array(arena, "hcat", args, nargs, 0, &A0);
     if (st != CR_OK)

@@ -24,7 +24,8 @@ static cr_status elem_fail(cr_arena *arena, cr_status st, const char *who, const
     char msg[512];
     snprintf(msg, sizeof msg, "%s",
              cr_ctx_errcode(ctx) == st ? cr_ctx_errmsg(ctx) : cr_status_str(st));
-    return cr_ctx_error(ctx, st, "%s: %s failed at element %zu: %s", who, cr__fname(f), k, msg);
+    return cr_ctx_error(ctx, st, "%s: %s failed at element %zu: %s", who, cr__fname(f), k,
+                        cr__after_name(msg, cr__fname(f)));
 }
 
 cr_status cr__elem_rrule(const cr_config *cfg, cr_arena *arena, const char *who, size_t k,
@@ -190,8 +191,9 @@ static cr_status sumf_parse(cr_arena *arena, const cr_value *args, size_t nargs,
     s->row = cr_scalar_rule_of(fn);
     if (s->row != NULL && (s->row->nin != 1 || s->row->nout != 1))
         return CR__FAIL(arena, CR_EINVAL,
-                        "sum: %s takes %u arguments and has %u outputs (one of each needed)",
-                        fn->name, (unsigned)s->row->nin, (unsigned)s->row->nout);
+                        "sum: %s takes %u argument%s and has %u output%s (one of each needed)",
+                        fn->name, (unsigned)s->row->nin, CR__S((unsigned)s->row->nin),
+                        (unsigned)s->row->nout, CR__S((unsigned)s->row->nout));
     if (s->row != NULL && s->wdt == CR_DT_C128 && s->row->c128 == NULL)
         return CR__FAIL(arena, CR_EDOMAIN, "sum: %s is defined for real arguments only", fn->name);
     s->ndim = s->A->ndim;
@@ -677,9 +679,10 @@ static cr_status fold_parse(cr_arena *arena, const char *who, bool acc, const cr
     F->row = cr_scalar_rule_of(fn);
     if (F->row != NULL && (F->row->nin != 2 || F->row->nout != 1))
         return CR__FAIL(arena, CR_EINVAL,
-                        "%s: %s takes %u arguments and has %u outputs (two arguments and one "
+                        "%s: %s takes %u argument%s and has %u output%s (two arguments and one "
                         "output needed)",
-                        who, fn->name, (unsigned)F->row->nin, (unsigned)F->row->nout);
+                        who, fn->name, (unsigned)F->row->nin, CR__S((unsigned)F->row->nin),
+                        (unsigned)F->row->nout, CR__S((unsigned)F->row->nout));
     if (F->row != NULL && F->wdt == CR_DT_C128 && F->row->c128 == NULL)
         return CR__FAIL(arena, CR_EDOMAIN, "%s: %s is defined for real arguments only", who,
                         fn->name);

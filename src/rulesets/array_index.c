@@ -119,8 +119,8 @@ static cr_status resolve(cr_arena *arena, const char *who, const cr_value *v, si
                                 : numel == n;
             if (!shape_ok)
                 return CR__FAIL(arena, CR_ESHAPE,
-                                "%s: a mask of %zu elements for an extent of %zu (index %zu)", who,
-                                numel, n, d + 1);
+                                "%s: a mask of %zu element%s for an extent of %zu (index %zu)", who,
+                                numel, CR__S(numel), n, d + 1);
             out->list =
                 cr_arena_alloc(arena, (numel ? numel : 1) * sizeof *out->list, _Alignof(int64_t));
             if (out->list == NULL)
@@ -160,9 +160,9 @@ static cr_status index_parse(cr_arena *arena, const char *who, const cr_value *a
     bool linear = nidx == 1 && A->ndim != 1;
     if (!linear && nidx != A->ndim)
         return CR__FAIL(arena, CR_EINVAL,
-                        "%s: %zu indices for an array of %u dimensions (give one per dimension, "
+                        "%s: %zu indices for an array of %u dimension%s (give one per dimension, "
                         "or one linear index)",
-                        who, nidx, (unsigned)A->ndim);
+                        who, nidx, (unsigned)A->ndim, CR__S((unsigned)A->ndim));
     if (linear) {
         index_dim *d = &ix->dims[0];
         st = resolve(arena, who, &args[1], cr_array_numel(A), A, 0, d);

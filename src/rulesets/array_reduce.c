@@ -551,8 +551,8 @@ static cr_status cumsum_rrule(const cr_config *cfg, cr_arena *arena, const cr_va
     if (nargs == 1) {
         if (A->ndim != 1)
             return CR__FAIL(arena, CR_EINVAL,
-                            "cumsum: give the dimension for an array of %u dimensions",
-                            (unsigned)A->ndim);
+                            "cumsum: give the dimension for an array of %u dimension%s",
+                            (unsigned)A->ndim, CR__S((unsigned)A->ndim));
     } else {
         int64_t d;
         st = cr__int_arg(arena, "cumsum", &args[1], &d);
@@ -1649,8 +1649,8 @@ static cr_status cumprod_forward(cr_arena *arena, const cr_value *args, size_t n
     if (nargs == 1) {
         if (r->A->ndim != 1)
             return CR__FAIL(arena, CR_EINVAL,
-                            "cumprod: give the dimension for an array of %u dimensions",
-                            (unsigned)r->A->ndim);
+                            "cumprod: give the dimension for an array of %u dimension%s",
+                            (unsigned)r->A->ndim, CR__S((unsigned)r->A->ndim));
     } else {
         int64_t d;
         st = cr__int_arg(arena, "cumprod", &args[1], &d);

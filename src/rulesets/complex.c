@@ -217,8 +217,8 @@ static cr_status crow_args(cr_arena *arena, const crow *row, const cr_value *arg
     for (size_t j = 0; j < row->nin; j++)
         x[j] = 0;
     if (nargs != row->nin)
-        return CR__FAIL(arena, CR_EINVAL, "%s takes %zu arguments, %zu given", row->name, row->nin,
-                        nargs);
+        return CR__FAIL(arena, CR_EINVAL, "%s takes %zu argument%s, %zu given", row->name, row->nin,
+                        CR__S(row->nin), nargs);
     for (size_t j = 0; j < nargs; j++) {
         cr_status st = arg_complex(arena, row->name, &args[j], j, &x[j]);
         if (st != CR_OK)

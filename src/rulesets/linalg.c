@@ -81,8 +81,8 @@ static cr_status product_shape(cr_arena *arena, const char *who, const cr_array 
         (A->ndim == 1 && B->ndim == 1))
         return CR__FAIL(arena, CR_ESHAPE,
                         "%s: expected matrix-matrix, matrix-vector or vector-matrix operands "
-                        "(got %u and %u dimensions; use dot for two vectors)",
-                        who, (unsigned)A->ndim, (unsigned)B->ndim);
+                        "(got %u and %u dimension%s; use dot for two vectors)",
+                        who, (unsigned)A->ndim, (unsigned)B->ndim, CR__S((unsigned)B->ndim));
     size_t k1 = A->shape[A->ndim - 1], k2 = B->shape[0];
     if (k1 != k2) {
         char s1[96], s2[96];
@@ -648,8 +648,8 @@ static cr_status dot_forward(cr_arena *arena, const cr_value *args, size_t nargs
         return st;
     if (A == NULL) {
         if (cr_array_numel(x) != cr_array_numel(y))
-            return CR__FAIL(arena, CR_ESHAPE, "dot: %zu and %zu elements", cr_array_numel(x),
-                            cr_array_numel(y));
+            return CR__FAIL(arena, CR_ESHAPE, "dot: %zu and %zu element%s", cr_array_numel(x),
+                            cr_array_numel(y), CR__S(cr_array_numel(y)));
         *val = cr__dotc(e->wdt, cr_array_numel(x), e->x->data, e->y->data);
         return CR_OK;
     }

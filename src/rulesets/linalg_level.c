@@ -62,8 +62,8 @@ static cr_status rhs_arg(cr_arena *arena, const char *who, const cr_value *args,
     if ((b->ndim != 1 && b->ndim != 2) || b->shape[0] != n ||
         !cr_dtype_is_float((cr_dtype)b->dtype) || (b->ndim == 2 && b->shape[1] > INT32_MAX))
         return CR__FAIL(arena, CR_ESHAPE,
-                        "%s: argument %zu must be a float vector or matrix with %zu rows", who,
-                        i + 1, n);
+                        "%s: argument %zu must be a float vector or matrix with %zu row%s", who,
+                        i + 1, n, CR__S(n));
     return CR_OK;
 }
 
@@ -613,8 +613,8 @@ static cr_status lu_args(cr_arena *arena, const char *who, const cr_value *args,
         return st;
     size_t n = (*Farg)->shape[0];
     if (np != n)
-        return CR__FAIL(arena, CR_ESHAPE, "%s: ipiv has %zu entries, the matrix %zu rows", who, np,
-                        n);
+        return CR__FAIL(arena, CR_ESHAPE, "%s: ipiv has %zu entries, the matrix %zu row%s", who, np,
+                        n, CR__S(n));
     f->n = n;
     f->ipiv = cr_arena_alloc(arena, (n ? n : 1) * sizeof *f->ipiv, _Alignof(lapack_int));
     if (f->ipiv == NULL)

@@ -862,9 +862,9 @@ static void test_errors_shapes_gather(void **state)
     expect_err(fx, &cr_fn_reverse, &iarr, 1, CR_EINVAL, "reverse: argument 1 must be an f64");
     int64_t two[2] = {1, 1};
     expect_err(fx, &cr_fn_circshift, ((cr_value[]){v, i64s(&I2, two, 2)}), 2, CR_EINVAL,
-               "circshift: 2 shifts for 1 dimensions");
+               "circshift: 2 shifts for 1 dimension");
     expect_err(fx, &cr_fn_repeat, ((cr_value[]){v, i64s(&I2, two, 2)}), 2, CR_EINVAL,
-               "repeat: 2 counts for 1 dimensions");
+               "repeat: 2 counts for 1 dimension");
     int64_t m1[1] = {-1};
     expect_err(fx, &cr_fn_repeat, ((cr_value[]){v, i64s(&I1, m1, 1)}), 2, CR_EINVAL,
                "repeat: negative count");
@@ -1018,7 +1018,7 @@ static void test_errors_hof_broadcast_extra(void **state)
     cr_value many[7] = {fn_named("hypot"), A, A, A, A, A, A};
     expect_err(fx, &cr_fn_broadcast, many, 7, CR_EINVAL, "broadcast: at most");
     expect_err(fx, &cr_fn_broadcast, ((cr_value[]){sn, A, A}), 3, CR_EINVAL,
-               "broadcast: sin takes 1 arguments and has 1 outputs");
+               "broadcast: sin takes 1 argument and has 1 output");
     cr_range r = {0, 1, 1};
     expect_err(fx, &cr_fn_broadcast, ((cr_value[]){sn, cr_value_struct(&cr_range_type, &r)}), 2,
                CR_EINVAL, "broadcast: argument 2 is a struct, not a number or an array");

@@ -323,7 +323,7 @@ static void test_complex_args_and_errors(void **state)
     cr_range r = {0, 1, 1};
     cr_value s = cr_value_struct(&cr_range_type, &r);
     expect_err(fx, &cr_fn_csin, &s, 1, CR_EINVAL, "csin: argument 1 is a struct, not a number");
-    expect_err(fx, &cr_fn_csin, args, 2, CR_EINVAL, "csin takes 1 arguments, 2 given");
+    expect_err(fx, &cr_fn_csin, args, 2, CR_EINVAL, "csin takes 1 argument, 2 given");
 }
 
 /* ---- evalpoly ---------------------------------------------------------------------------------
