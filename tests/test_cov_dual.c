@@ -407,7 +407,7 @@ static void test_call_invalid(void **state)
     assert_int_equal(cr_dual_call(NULL, NULL, &cr_fn_sin, NULL, 1, y, 1), CR_EINVAL);
     /* A row called with the wrong arity, with an arena: the message names the row. */
     assert_int_equal(cr_dual_call(NULL, h->arena, &cr_fn_sin, x, 2, y, 1), CR_EINVAL);
-    assert_contains(cr_ctx_errmsg(h->ctx), "takes 1 arguments and gives 1 results (2, 1 given)");
+    assert_contains(cr_ctx_errmsg(h->ctx), "takes 1 argument and gives 1 result (2, 1 given)");
     /* A function that needs its rule called, without an arena. */
     cr_value pair = cr_value_function(&pair_fn, NULL);
     g_mode = P_TUPLE;

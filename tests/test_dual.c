@@ -460,7 +460,7 @@ static void test_dual_variadic(void **state)
         assert_contains(cr_ctx_errmsg(f->ctx), "evalpoly takes a number x and one or more");
     }
     assert_int_equal(cr_dual_call(NULL, f->arena, &cr_fn_sin, d3, 2, &o, 1), CR_EINVAL);
-    assert_contains(cr_ctx_errmsg(f->ctx), "sin takes 1 arguments");
+    assert_contains(cr_ctx_errmsg(f->ctx), "sin takes 1 argument");
     /* Another count of results: refused. */
     cr_dual o2[2];
     assert_int_equal(cr_dual_call(NULL, f->arena, &cr_fn_hypot, d3, 3, o2, 2), CR_EINVAL);

@@ -1427,9 +1427,9 @@ static void run_error(env *e, prog *p, ck *c, uint64_t *s, const double *x, cons
         cr_arena *ar = rnd_unit(s) < 0.5 ? e->arena : NULL;
         st = cr_dual_call(NULL, ar, rd->f, args, rd->nin, out, nout);
         char want[96];
-        snprintf(want, sizeof want, "%s takes %u arguments and gives %u results (%u, %zu given)",
-                 rd->f->u.func.fn->name, (unsigned)rd->nin, (unsigned)rd->nout, (unsigned)rd->nin,
-                 nout);
+        snprintf(want, sizeof want, "%s takes %u argument%s and gives %u result%s (%u, %zu given)",
+                 rd->f->u.func.fn->name, (unsigned)rd->nin, rd->nin == 1 ? "" : "s",
+                 (unsigned)rd->nout, rd->nout == 1 ? "" : "s", (unsigned)rd->nin, nout);
         if (ar != NULL)
             ck_refused_with(c, "cr_dual_call", st, CR_EINVAL, msg_of(e), want);
         else if (st != CR_EINVAL)

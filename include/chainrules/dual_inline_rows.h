@@ -9,7 +9,7 @@
  * For each row NAME: cr_dual1_NAME (one direction) and cr_dualv_NAME (n directions in
  * caller arrays); CR_DUALN_DEFINE(TYPE, N) adds TYPE_NAME. Partials come from the row:
  * its text inline where it uses only <math.h> (42 rows), the library's instantiation of
- * the row otherwise (69 rows, whose text calls private helpers).
+ * the row otherwise (93 rows, whose text calls private helpers).
  */
 /* clang-format off */
 #ifndef CR_DUAL_INLINE_ROWS_H
@@ -2722,18 +2722,12 @@ CR__DUAL_INLINE double cr_dualv_hypot(size_t n, double a, const double *da, doub
 /* ---- fma ---- */
 
 /** @cond CR_PRIVATE */
-/* The row 'fma', its text inline:
- *   Y[0] = fma(x[0], x[1], x[2])
+/* The row 'fma' (its text calls private helpers of the library: its instantiation is called):
+ *   Y[0] = FMA_G(x[0], x[1], x[2])
  *   D[0] = x[1]; D[1] = x[0]; D[2] = 1 */
 CR__DUAL_INLINE void cr__dual_row_fma(const double *cr__x, double *cr__Y, double *cr__D)
 {
-    typedef double cr__T;
-    (void)sizeof(cr__T);
-    (void)cr__x;
-    cr__Y[0] = fma(cr__x[0], cr__x[1], cr__x[2]);
-    cr__D[0] = cr__x[1];
-    cr__D[1] = cr__x[0];
-    cr__D[2] = 1;
+    ((const cr_scalar_rule *)cr_fn_fma.u.func.fn->udata)->f64(cr__x, cr__Y, cr__D);
 }
 /** @endcond */
 
@@ -3533,6 +3527,185 @@ CR__DUAL_INLINE double cr_dualv_relu(size_t n, double a, const double *da, doubl
     return cr__Y[0];
 }
 
+/* ---- tanpi ---- */
+
+/** @cond CR_PRIVATE */
+/* The row 'tanpi' (its text calls private helpers of the library: its instantiation is called):
+ *   Y[0] = GENR(tanpi, x[0])(x[0])
+ *   D[0] = GENR(pimul, x[0])(1 + Y[0] * Y[0]) */
+CR__DUAL_INLINE void cr__dual_row_tanpi(const double *cr__x, double *cr__Y, double *cr__D)
+{
+    ((const cr_scalar_rule *)cr_fn_tanpi.u.func.fn->udata)->f64(cr__x, cr__Y, cr__D);
+}
+/** @endcond */
+
+/** tanpi(a) on one-direction duals; partials of the row: `D[0] = GENR(pimul, x[0])(1 + Y[0] * Y[0])`. */
+CR__DUAL_INLINE cr_dual1 cr_dual1_tanpi(cr_dual1 a)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr_dual1 cr__r;
+    cr__x[0] = a.v;
+    cr__dual_row_tanpi(cr__x, cr__Y, cr__D);
+    cr__r.v = cr__Y[0];
+    cr__r.d = cr__D[0] * a.d;
+    return cr__r;
+}
+
+/** tanpi(a) on n directions: returns the value and writes its n tangents to dy from the operands' n tangents in da (dy may be one of them). */
+CR__DUAL_INLINE double cr_dualv_tanpi(size_t n, double a, const double *da, double *dy)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr__x[0] = a;
+    cr__dual_row_tanpi(cr__x, cr__Y, cr__D);
+    cr__dualv_lin1(n, cr__D[0], da, dy);
+    return cr__Y[0];
+}
+
+/* ---- sincosd ---- */
+
+/** @cond CR_PRIVATE */
+/* The row 'sincosd' (its text calls private helpers of the library: its instantiation is called):
+ *   Y[0] = GENR(sind, x[0])(x[0]); Y[1] = GENR(cosd, x[0])(x[0])
+ *   D[0] = GENR(deg2rad, x[0])(Y[1]); D[1] = -GENR(deg2rad, x[0])(Y[0]) */
+CR__DUAL_INLINE void cr__dual_row_sincosd(const double *cr__x, double *cr__Y, double *cr__D)
+{
+    ((const cr_scalar_rule *)cr_fn_sincosd.u.func.fn->udata)->f64(cr__x, cr__Y, cr__D);
+}
+/** @endcond */
+
+/** sincosd(a) on a one-direction dual: its 2 results in y[0..2); partials of the row: `D[0] = GENR(deg2rad, x[0])(Y[1]); D[1] = -GENR(deg2rad, x[0])(Y[0])`. */
+CR__DUAL_INLINE void cr_dual1_sincosd(cr_dual1 a, cr_dual1 *y)
+{
+    double cr__Y[2], cr__D[2];
+    cr__dual_row_sincosd(&a.v, cr__Y, cr__D);
+    for (int cr__k = 0; cr__k < 2; cr__k++) {
+        y[cr__k].v = cr__Y[cr__k];
+        y[cr__k].d = cr__D[cr__k] * a.d;
+    }
+}
+
+/** sincosd(a) on n directions: its 2 values in y[0..2), the tangents of result k in dy[k*n .. k*n+n) (dy must not overlap da). */
+CR__DUAL_INLINE void cr_dualv_sincosd(size_t n, double a, const double *da, double *y, double *dy)
+{
+    double cr__Y[2], cr__D[2];
+    cr__dual_row_sincosd(&a, cr__Y, cr__D);
+    for (int cr__k = 0; cr__k < 2; cr__k++) {
+        y[cr__k] = cr__Y[cr__k];
+        cr__dualv_lin1(n, cr__D[cr__k], da, dy + (size_t)cr__k * n);
+    }
+}
+
+/* ---- mod2pi ---- */
+
+/** @cond CR_PRIVATE */
+/* The row 'mod2pi' (its text calls private helpers of the library: its instantiation is called):
+ *   Y[0] = GENR(mod2pi, x[0])(x[0])
+ *   D[0] = 1 */
+CR__DUAL_INLINE void cr__dual_row_mod2pi(const double *cr__x, double *cr__Y, double *cr__D)
+{
+    ((const cr_scalar_rule *)cr_fn_mod2pi.u.func.fn->udata)->f64(cr__x, cr__Y, cr__D);
+}
+/** @endcond */
+
+/** mod2pi(a) on one-direction duals; partials of the row: `D[0] = 1`. */
+CR__DUAL_INLINE cr_dual1 cr_dual1_mod2pi(cr_dual1 a)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr_dual1 cr__r;
+    cr__x[0] = a.v;
+    cr__dual_row_mod2pi(cr__x, cr__Y, cr__D);
+    cr__r.v = cr__Y[0];
+    cr__r.d = cr__D[0] * a.d;
+    return cr__r;
+}
+
+/** mod2pi(a) on n directions: returns the value and writes its n tangents to dy from the operands' n tangents in da (dy may be one of them). */
+CR__DUAL_INLINE double cr_dualv_mod2pi(size_t n, double a, const double *da, double *dy)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr__x[0] = a;
+    cr__dual_row_mod2pi(cr__x, cr__Y, cr__D);
+    cr__dualv_lin1(n, cr__D[0], da, dy);
+    return cr__Y[0];
+}
+
+/* ---- rem2pi ---- */
+
+/** @cond CR_PRIVATE */
+/* The row 'rem2pi' (its text calls private helpers of the library: its instantiation is called):
+ *   Y[0] = GENR(rem2pi, x[0])(x[0], x[1])
+ *   D[0] = 1; D[1] = 0 */
+CR__DUAL_INLINE void cr__dual_row_rem2pi(const double *cr__x, double *cr__Y, double *cr__D)
+{
+    ((const cr_scalar_rule *)cr_fn_rem2pi.u.func.fn->udata)->f64(cr__x, cr__Y, cr__D);
+}
+/** @endcond */
+
+/** rem2pi(a, b) on one-direction duals; partials of the row: `D[0] = 1; D[1] = 0`. */
+CR__DUAL_INLINE cr_dual1 cr_dual1_rem2pi(cr_dual1 a, cr_dual1 b)
+{
+    double cr__x[2], cr__Y[1], cr__D[2];
+    cr_dual1 cr__r;
+    cr__x[0] = a.v;
+    cr__x[1] = b.v;
+    cr__dual_row_rem2pi(cr__x, cr__Y, cr__D);
+    cr__r.v = cr__Y[0];
+    cr__r.d = cr__D[0] * a.d + cr__D[1] * b.d;
+    return cr__r;
+}
+
+/** rem2pi(a, b) on n directions: returns the value and writes its n tangents to dy from the operands' n tangents in da, db (dy may be one of them). */
+CR__DUAL_INLINE double cr_dualv_rem2pi(size_t n, double a, const double *da, double b, const double *db, double *dy)
+{
+    double cr__x[2], cr__Y[1], cr__D[2];
+    cr__x[0] = a;
+    cr__x[1] = b;
+    cr__dual_row_rem2pi(cr__x, cr__Y, cr__D);
+    cr__dualv_lin2(n, cr__D[0], da, cr__D[1], db, dy);
+    return cr__Y[0];
+}
+
+/* ---- log_base ---- */
+
+/** @cond CR_PRIVATE */
+/* The row 'log_base', its text inline:
+ *   Y[0] = log(x[1]) / log(x[0])
+ *   D[0] = -Y[0] / (x[0] * log(x[0])); D[1] = 1 / (x[1] * log(x[0])) */
+CR__DUAL_INLINE void cr__dual_row_log_base(const double *cr__x, double *cr__Y, double *cr__D)
+{
+    typedef double cr__T;
+    (void)sizeof(cr__T);
+    (void)cr__x;
+    cr__Y[0] = log(cr__x[1]) / log(cr__x[0]);
+    cr__D[0] = -cr__Y[0] / (cr__x[0] * log(cr__x[0]));
+    cr__D[1] = 1 / (cr__x[1] * log(cr__x[0]));
+}
+/** @endcond */
+
+/** log_base(a, b) on one-direction duals; partials of the row: `D[0] = -Y[0] / (x[0] * log(x[0])); D[1] = 1 / (x[1] * log(x[0]))`. */
+CR__DUAL_INLINE cr_dual1 cr_dual1_log_base(cr_dual1 a, cr_dual1 b)
+{
+    double cr__x[2], cr__Y[1], cr__D[2];
+    cr_dual1 cr__r;
+    cr__x[0] = a.v;
+    cr__x[1] = b.v;
+    cr__dual_row_log_base(cr__x, cr__Y, cr__D);
+    cr__r.v = cr__Y[0];
+    cr__r.d = cr__D[0] * a.d + cr__D[1] * b.d;
+    return cr__r;
+}
+
+/** log_base(a, b) on n directions: returns the value and writes its n tangents to dy from the operands' n tangents in da, db (dy may be one of them). */
+CR__DUAL_INLINE double cr_dualv_log_base(size_t n, double a, const double *da, double b, const double *db, double *dy)
+{
+    double cr__x[2], cr__Y[1], cr__D[2];
+    cr__x[0] = a;
+    cr__x[1] = b;
+    cr__dual_row_log_base(cr__x, cr__Y, cr__D);
+    cr__dualv_lin2(n, cr__D[0], da, cr__D[1], db, dy);
+    return cr__Y[0];
+}
+
 /* ---- digamma ---- */
 
 /** @cond CR_PRIVATE */
@@ -3881,7 +4054,7 @@ CR__DUAL_INLINE void cr_dualv_logabsgamma(size_t n, double a, const double *da, 
 
 /** @cond CR_PRIVATE */
 /* The row 'expint' (its text calls private helpers of the library: its instantiation is called):
- *   Y[0] = cr_sf_expint(x[0])
+ *   Y[0] = EXPINT_G(x[0])
  *   D[0] = -exp(-x[0]) / x[0] */
 CR__DUAL_INLINE void cr__dual_row_expint(const double *cr__x, double *cr__Y, double *cr__D)
 {
@@ -4047,6 +4220,654 @@ CR__DUAL_INLINE double cr_dualv_y1(size_t n, double a, const double *da, double 
     return cr__Y[0];
 }
 
+/* ---- airybix ---- */
+
+/** @cond CR_PRIVATE */
+/* The row 'airybix' (its text calls private helpers of the library: its instantiation is called):
+ *   Y[0] = cr_sf_airybix(x[0])
+ *   D[0] = cr_sf_airybiprimex(x[0]) - (x[0] > 0 ? sqrt(x[0]) * Y[0] : 0) */
+CR__DUAL_INLINE void cr__dual_row_airybix(const double *cr__x, double *cr__Y, double *cr__D)
+{
+    ((const cr_scalar_rule *)cr_fn_airybix.u.func.fn->udata)->f64(cr__x, cr__Y, cr__D);
+}
+/** @endcond */
+
+/** airybix(a) on one-direction duals; partials of the row: `D[0] = cr_sf_airybiprimex(x[0]) - (x[0] > 0 ? sqrt(x[0]) * Y[0] : 0)`. */
+CR__DUAL_INLINE cr_dual1 cr_dual1_airybix(cr_dual1 a)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr_dual1 cr__r;
+    cr__x[0] = a.v;
+    cr__dual_row_airybix(cr__x, cr__Y, cr__D);
+    cr__r.v = cr__Y[0];
+    cr__r.d = cr__D[0] * a.d;
+    return cr__r;
+}
+
+/** airybix(a) on n directions: returns the value and writes its n tangents to dy from the operands' n tangents in da (dy may be one of them). */
+CR__DUAL_INLINE double cr_dualv_airybix(size_t n, double a, const double *da, double *dy)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr__x[0] = a;
+    cr__dual_row_airybix(cr__x, cr__Y, cr__D);
+    cr__dualv_lin1(n, cr__D[0], da, dy);
+    return cr__Y[0];
+}
+
+/* ---- airybiprimex ---- */
+
+/** @cond CR_PRIVATE */
+/* The row 'airybiprimex' (its text calls private helpers of the library: its instantiation is called):
+ *   Y[0] = cr_sf_airybiprimex(x[0])
+ *   D[0] = x[0] * cr_sf_airybix(x[0]) - (x[0] > 0 ? sqrt(x[0]) * Y[0] : 0) */
+CR__DUAL_INLINE void cr__dual_row_airybiprimex(const double *cr__x, double *cr__Y, double *cr__D)
+{
+    ((const cr_scalar_rule *)cr_fn_airybiprimex.u.func.fn->udata)->f64(cr__x, cr__Y, cr__D);
+}
+/** @endcond */
+
+/** airybiprimex(a) on one-direction duals; partials of the row: `D[0] = x[0] * cr_sf_airybix(x[0]) - (x[0] > 0 ? sqrt(x[0]) * Y[0] : 0)`. */
+CR__DUAL_INLINE cr_dual1 cr_dual1_airybiprimex(cr_dual1 a)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr_dual1 cr__r;
+    cr__x[0] = a.v;
+    cr__dual_row_airybiprimex(cr__x, cr__Y, cr__D);
+    cr__r.v = cr__Y[0];
+    cr__r.d = cr__D[0] * a.d;
+    return cr__r;
+}
+
+/** airybiprimex(a) on n directions: returns the value and writes its n tangents to dy from the operands' n tangents in da (dy may be one of them). */
+CR__DUAL_INLINE double cr_dualv_airybiprimex(size_t n, double a, const double *da, double *dy)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr__x[0] = a;
+    cr__dual_row_airybiprimex(cr__x, cr__Y, cr__D);
+    cr__dualv_lin1(n, cr__D[0], da, dy);
+    return cr__Y[0];
+}
+
+/* ---- airyai ---- */
+
+/** @cond CR_PRIVATE */
+/* The row 'airyai' (its text calls private helpers of the library: its instantiation is called):
+ *   Y[0] = cr_sf_airyai(x[0])
+ *   D[0] = cr_sf_airyaiprime(x[0]) */
+CR__DUAL_INLINE void cr__dual_row_airyai(const double *cr__x, double *cr__Y, double *cr__D)
+{
+    ((const cr_scalar_rule *)cr_fn_airyai.u.func.fn->udata)->f64(cr__x, cr__Y, cr__D);
+}
+/** @endcond */
+
+/** airyai(a) on one-direction duals; partials of the row: `D[0] = cr_sf_airyaiprime(x[0])`. */
+CR__DUAL_INLINE cr_dual1 cr_dual1_airyai(cr_dual1 a)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr_dual1 cr__r;
+    cr__x[0] = a.v;
+    cr__dual_row_airyai(cr__x, cr__Y, cr__D);
+    cr__r.v = cr__Y[0];
+    cr__r.d = cr__D[0] * a.d;
+    return cr__r;
+}
+
+/** airyai(a) on n directions: returns the value and writes its n tangents to dy from the operands' n tangents in da (dy may be one of them). */
+CR__DUAL_INLINE double cr_dualv_airyai(size_t n, double a, const double *da, double *dy)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr__x[0] = a;
+    cr__dual_row_airyai(cr__x, cr__Y, cr__D);
+    cr__dualv_lin1(n, cr__D[0], da, dy);
+    return cr__Y[0];
+}
+
+/* ---- airyaiprime ---- */
+
+/** @cond CR_PRIVATE */
+/* The row 'airyaiprime' (its text calls private helpers of the library: its instantiation is called):
+ *   Y[0] = cr_sf_airyaiprime(x[0])
+ *   D[0] = x[0] * cr_sf_airyai(x[0]) */
+CR__DUAL_INLINE void cr__dual_row_airyaiprime(const double *cr__x, double *cr__Y, double *cr__D)
+{
+    ((const cr_scalar_rule *)cr_fn_airyaiprime.u.func.fn->udata)->f64(cr__x, cr__Y, cr__D);
+}
+/** @endcond */
+
+/** airyaiprime(a) on one-direction duals; partials of the row: `D[0] = x[0] * cr_sf_airyai(x[0])`. */
+CR__DUAL_INLINE cr_dual1 cr_dual1_airyaiprime(cr_dual1 a)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr_dual1 cr__r;
+    cr__x[0] = a.v;
+    cr__dual_row_airyaiprime(cr__x, cr__Y, cr__D);
+    cr__r.v = cr__Y[0];
+    cr__r.d = cr__D[0] * a.d;
+    return cr__r;
+}
+
+/** airyaiprime(a) on n directions: returns the value and writes its n tangents to dy from the operands' n tangents in da (dy may be one of them). */
+CR__DUAL_INLINE double cr_dualv_airyaiprime(size_t n, double a, const double *da, double *dy)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr__x[0] = a;
+    cr__dual_row_airyaiprime(cr__x, cr__Y, cr__D);
+    cr__dualv_lin1(n, cr__D[0], da, dy);
+    return cr__Y[0];
+}
+
+/* ---- airybi ---- */
+
+/** @cond CR_PRIVATE */
+/* The row 'airybi' (its text calls private helpers of the library: its instantiation is called):
+ *   Y[0] = cr_sf_airybi(x[0])
+ *   D[0] = cr_sf_airybiprime(x[0]) */
+CR__DUAL_INLINE void cr__dual_row_airybi(const double *cr__x, double *cr__Y, double *cr__D)
+{
+    ((const cr_scalar_rule *)cr_fn_airybi.u.func.fn->udata)->f64(cr__x, cr__Y, cr__D);
+}
+/** @endcond */
+
+/** airybi(a) on one-direction duals; partials of the row: `D[0] = cr_sf_airybiprime(x[0])`. */
+CR__DUAL_INLINE cr_dual1 cr_dual1_airybi(cr_dual1 a)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr_dual1 cr__r;
+    cr__x[0] = a.v;
+    cr__dual_row_airybi(cr__x, cr__Y, cr__D);
+    cr__r.v = cr__Y[0];
+    cr__r.d = cr__D[0] * a.d;
+    return cr__r;
+}
+
+/** airybi(a) on n directions: returns the value and writes its n tangents to dy from the operands' n tangents in da (dy may be one of them). */
+CR__DUAL_INLINE double cr_dualv_airybi(size_t n, double a, const double *da, double *dy)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr__x[0] = a;
+    cr__dual_row_airybi(cr__x, cr__Y, cr__D);
+    cr__dualv_lin1(n, cr__D[0], da, dy);
+    return cr__Y[0];
+}
+
+/* ---- airybiprime ---- */
+
+/** @cond CR_PRIVATE */
+/* The row 'airybiprime' (its text calls private helpers of the library: its instantiation is called):
+ *   Y[0] = cr_sf_airybiprime(x[0])
+ *   D[0] = x[0] * cr_sf_airybi(x[0]) */
+CR__DUAL_INLINE void cr__dual_row_airybiprime(const double *cr__x, double *cr__Y, double *cr__D)
+{
+    ((const cr_scalar_rule *)cr_fn_airybiprime.u.func.fn->udata)->f64(cr__x, cr__Y, cr__D);
+}
+/** @endcond */
+
+/** airybiprime(a) on one-direction duals; partials of the row: `D[0] = x[0] * cr_sf_airybi(x[0])`. */
+CR__DUAL_INLINE cr_dual1 cr_dual1_airybiprime(cr_dual1 a)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr_dual1 cr__r;
+    cr__x[0] = a.v;
+    cr__dual_row_airybiprime(cr__x, cr__Y, cr__D);
+    cr__r.v = cr__Y[0];
+    cr__r.d = cr__D[0] * a.d;
+    return cr__r;
+}
+
+/** airybiprime(a) on n directions: returns the value and writes its n tangents to dy from the operands' n tangents in da (dy may be one of them). */
+CR__DUAL_INLINE double cr_dualv_airybiprime(size_t n, double a, const double *da, double *dy)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr__x[0] = a;
+    cr__dual_row_airybiprime(cr__x, cr__Y, cr__D);
+    cr__dualv_lin1(n, cr__D[0], da, dy);
+    return cr__Y[0];
+}
+
+/* ---- airyaix ---- */
+
+/** @cond CR_PRIVATE */
+/* The row 'airyaix' (its text calls private helpers of the library: its instantiation is called):
+ *   Y[0] = cr_sf_airyaix(x[0])
+ *   D[0] = cr_sf_airyaiprimex(x[0]) + sqrt(x[0]) * Y[0] */
+CR__DUAL_INLINE void cr__dual_row_airyaix(const double *cr__x, double *cr__Y, double *cr__D)
+{
+    ((const cr_scalar_rule *)cr_fn_airyaix.u.func.fn->udata)->f64(cr__x, cr__Y, cr__D);
+}
+/** @endcond */
+
+/** airyaix(a) on one-direction duals; partials of the row: `D[0] = cr_sf_airyaiprimex(x[0]) + sqrt(x[0]) * Y[0]`. */
+CR__DUAL_INLINE cr_dual1 cr_dual1_airyaix(cr_dual1 a)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr_dual1 cr__r;
+    cr__x[0] = a.v;
+    cr__dual_row_airyaix(cr__x, cr__Y, cr__D);
+    cr__r.v = cr__Y[0];
+    cr__r.d = cr__D[0] * a.d;
+    return cr__r;
+}
+
+/** airyaix(a) on n directions: returns the value and writes its n tangents to dy from the operands' n tangents in da (dy may be one of them). */
+CR__DUAL_INLINE double cr_dualv_airyaix(size_t n, double a, const double *da, double *dy)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr__x[0] = a;
+    cr__dual_row_airyaix(cr__x, cr__Y, cr__D);
+    cr__dualv_lin1(n, cr__D[0], da, dy);
+    return cr__Y[0];
+}
+
+/* ---- airyaiprimex ---- */
+
+/** @cond CR_PRIVATE */
+/* The row 'airyaiprimex' (its text calls private helpers of the library: its instantiation is called):
+ *   Y[0] = cr_sf_airyaiprimex(x[0])
+ *   D[0] = x[0] * cr_sf_airyaix(x[0]) + sqrt(x[0]) * Y[0] */
+CR__DUAL_INLINE void cr__dual_row_airyaiprimex(const double *cr__x, double *cr__Y, double *cr__D)
+{
+    ((const cr_scalar_rule *)cr_fn_airyaiprimex.u.func.fn->udata)->f64(cr__x, cr__Y, cr__D);
+}
+/** @endcond */
+
+/** airyaiprimex(a) on one-direction duals; partials of the row: `D[0] = x[0] * cr_sf_airyaix(x[0]) + sqrt(x[0]) * Y[0]`. */
+CR__DUAL_INLINE cr_dual1 cr_dual1_airyaiprimex(cr_dual1 a)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr_dual1 cr__r;
+    cr__x[0] = a.v;
+    cr__dual_row_airyaiprimex(cr__x, cr__Y, cr__D);
+    cr__r.v = cr__Y[0];
+    cr__r.d = cr__D[0] * a.d;
+    return cr__r;
+}
+
+/** airyaiprimex(a) on n directions: returns the value and writes its n tangents to dy from the operands' n tangents in da (dy may be one of them). */
+CR__DUAL_INLINE double cr_dualv_airyaiprimex(size_t n, double a, const double *da, double *dy)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr__x[0] = a;
+    cr__dual_row_airyaiprimex(cr__x, cr__Y, cr__D);
+    cr__dualv_lin1(n, cr__D[0], da, dy);
+    return cr__Y[0];
+}
+
+/* ---- dawson ---- */
+
+/** @cond CR_PRIVATE */
+/* The row 'dawson' (its text calls private helpers of the library: its instantiation is called):
+ *   Y[0] = cr_sf_dawson(x[0])
+ *   D[0] = 1 - 2 * x[0] * Y[0] */
+CR__DUAL_INLINE void cr__dual_row_dawson(const double *cr__x, double *cr__Y, double *cr__D)
+{
+    ((const cr_scalar_rule *)cr_fn_dawson.u.func.fn->udata)->f64(cr__x, cr__Y, cr__D);
+}
+/** @endcond */
+
+/** dawson(a) on one-direction duals; partials of the row: `D[0] = 1 - 2 * x[0] * Y[0]`. */
+CR__DUAL_INLINE cr_dual1 cr_dual1_dawson(cr_dual1 a)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr_dual1 cr__r;
+    cr__x[0] = a.v;
+    cr__dual_row_dawson(cr__x, cr__Y, cr__D);
+    cr__r.v = cr__Y[0];
+    cr__r.d = cr__D[0] * a.d;
+    return cr__r;
+}
+
+/** dawson(a) on n directions: returns the value and writes its n tangents to dy from the operands' n tangents in da (dy may be one of them). */
+CR__DUAL_INLINE double cr_dualv_dawson(size_t n, double a, const double *da, double *dy)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr__x[0] = a;
+    cr__dual_row_dawson(cr__x, cr__Y, cr__D);
+    cr__dualv_lin1(n, cr__D[0], da, dy);
+    return cr__Y[0];
+}
+
+/* ---- erfi ---- */
+
+/** @cond CR_PRIVATE */
+/* The row 'erfi' (its text calls private helpers of the library: its instantiation is called):
+ *   Y[0] = cr_sf_erfi(x[0])
+ *   D[0] = TWO_OVER_SQRT_PI * exp_sq(x[0]) */
+CR__DUAL_INLINE void cr__dual_row_erfi(const double *cr__x, double *cr__Y, double *cr__D)
+{
+    ((const cr_scalar_rule *)cr_fn_erfi.u.func.fn->udata)->f64(cr__x, cr__Y, cr__D);
+}
+/** @endcond */
+
+/** erfi(a) on one-direction duals; partials of the row: `D[0] = TWO_OVER_SQRT_PI * exp_sq(x[0])`. */
+CR__DUAL_INLINE cr_dual1 cr_dual1_erfi(cr_dual1 a)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr_dual1 cr__r;
+    cr__x[0] = a.v;
+    cr__dual_row_erfi(cr__x, cr__Y, cr__D);
+    cr__r.v = cr__Y[0];
+    cr__r.d = cr__D[0] * a.d;
+    return cr__r;
+}
+
+/** erfi(a) on n directions: returns the value and writes its n tangents to dy from the operands' n tangents in da (dy may be one of them). */
+CR__DUAL_INLINE double cr_dualv_erfi(size_t n, double a, const double *da, double *dy)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr__x[0] = a;
+    cr__dual_row_erfi(cr__x, cr__Y, cr__D);
+    cr__dualv_lin1(n, cr__D[0], da, dy);
+    return cr__Y[0];
+}
+
+/* ---- logerfcx ---- */
+
+/** @cond CR_PRIVATE */
+/* The row 'logerfcx' (its text calls private helpers of the library: its instantiation is called):
+ *   Y[0] = cr_sf_logerfcx(x[0])
+ *   D[0] = logerfcx_dx(x[0]) */
+CR__DUAL_INLINE void cr__dual_row_logerfcx(const double *cr__x, double *cr__Y, double *cr__D)
+{
+    ((const cr_scalar_rule *)cr_fn_logerfcx.u.func.fn->udata)->f64(cr__x, cr__Y, cr__D);
+}
+/** @endcond */
+
+/** logerfcx(a) on one-direction duals; partials of the row: `D[0] = logerfcx_dx(x[0])`. */
+CR__DUAL_INLINE cr_dual1 cr_dual1_logerfcx(cr_dual1 a)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr_dual1 cr__r;
+    cr__x[0] = a.v;
+    cr__dual_row_logerfcx(cr__x, cr__Y, cr__D);
+    cr__r.v = cr__Y[0];
+    cr__r.d = cr__D[0] * a.d;
+    return cr__r;
+}
+
+/** logerfcx(a) on n directions: returns the value and writes its n tangents to dy from the operands' n tangents in da (dy may be one of them). */
+CR__DUAL_INLINE double cr_dualv_logerfcx(size_t n, double a, const double *da, double *dy)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr__x[0] = a;
+    cr__dual_row_logerfcx(cr__x, cr__Y, cr__D);
+    cr__dualv_lin1(n, cr__D[0], da, dy);
+    return cr__Y[0];
+}
+
+/* ---- invdigamma ---- */
+
+/** @cond CR_PRIVATE */
+/* The row 'invdigamma' (its text calls private helpers of the library: its instantiation is called):
+ *   Y[0] = cr_sf_invdigamma(x[0])
+ *   D[0] = 1 / cr_sf_trigamma(Y[0]) */
+CR__DUAL_INLINE void cr__dual_row_invdigamma(const double *cr__x, double *cr__Y, double *cr__D)
+{
+    ((const cr_scalar_rule *)cr_fn_invdigamma.u.func.fn->udata)->f64(cr__x, cr__Y, cr__D);
+}
+/** @endcond */
+
+/** invdigamma(a) on one-direction duals; partials of the row: `D[0] = 1 / cr_sf_trigamma(Y[0])`. */
+CR__DUAL_INLINE cr_dual1 cr_dual1_invdigamma(cr_dual1 a)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr_dual1 cr__r;
+    cr__x[0] = a.v;
+    cr__dual_row_invdigamma(cr__x, cr__Y, cr__D);
+    cr__r.v = cr__Y[0];
+    cr__r.d = cr__D[0] * a.d;
+    return cr__r;
+}
+
+/** invdigamma(a) on n directions: returns the value and writes its n tangents to dy from the operands' n tangents in da (dy may be one of them). */
+CR__DUAL_INLINE double cr_dualv_invdigamma(size_t n, double a, const double *da, double *dy)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr__x[0] = a;
+    cr__dual_row_invdigamma(cr__x, cr__Y, cr__D);
+    cr__dualv_lin1(n, cr__D[0], da, dy);
+    return cr__Y[0];
+}
+
+/* ---- expintx ---- */
+
+/** @cond CR_PRIVATE */
+/* The row 'expintx' (its text calls private helpers of the library: its instantiation is called):
+ *   Y[0] = cr_sf_expintx(x[0])
+ *   D[0] = Y[0] - 1 / x[0] */
+CR__DUAL_INLINE void cr__dual_row_expintx(const double *cr__x, double *cr__Y, double *cr__D)
+{
+    ((const cr_scalar_rule *)cr_fn_expintx.u.func.fn->udata)->f64(cr__x, cr__Y, cr__D);
+}
+/** @endcond */
+
+/** expintx(a) on one-direction duals; partials of the row: `D[0] = Y[0] - 1 / x[0]`. */
+CR__DUAL_INLINE cr_dual1 cr_dual1_expintx(cr_dual1 a)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr_dual1 cr__r;
+    cr__x[0] = a.v;
+    cr__dual_row_expintx(cr__x, cr__Y, cr__D);
+    cr__r.v = cr__Y[0];
+    cr__r.d = cr__D[0] * a.d;
+    return cr__r;
+}
+
+/** expintx(a) on n directions: returns the value and writes its n tangents to dy from the operands' n tangents in da (dy may be one of them). */
+CR__DUAL_INLINE double cr_dualv_expintx(size_t n, double a, const double *da, double *dy)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr__x[0] = a;
+    cr__dual_row_expintx(cr__x, cr__Y, cr__D);
+    cr__dualv_lin1(n, cr__D[0], da, dy);
+    return cr__Y[0];
+}
+
+/* ---- expinti ---- */
+
+/** @cond CR_PRIVATE */
+/* The row 'expinti' (its text calls private helpers of the library: its instantiation is called):
+ *   Y[0] = cr_sf_expinti(x[0])
+ *   D[0] = exp(x[0]) / x[0] */
+CR__DUAL_INLINE void cr__dual_row_expinti(const double *cr__x, double *cr__Y, double *cr__D)
+{
+    ((const cr_scalar_rule *)cr_fn_expinti.u.func.fn->udata)->f64(cr__x, cr__Y, cr__D);
+}
+/** @endcond */
+
+/** expinti(a) on one-direction duals; partials of the row: `D[0] = exp(x[0]) / x[0]`. */
+CR__DUAL_INLINE cr_dual1 cr_dual1_expinti(cr_dual1 a)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr_dual1 cr__r;
+    cr__x[0] = a.v;
+    cr__dual_row_expinti(cr__x, cr__Y, cr__D);
+    cr__r.v = cr__Y[0];
+    cr__r.d = cr__D[0] * a.d;
+    return cr__r;
+}
+
+/** expinti(a) on n directions: returns the value and writes its n tangents to dy from the operands' n tangents in da (dy may be one of them). */
+CR__DUAL_INLINE double cr_dualv_expinti(size_t n, double a, const double *da, double *dy)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr__x[0] = a;
+    cr__dual_row_expinti(cr__x, cr__Y, cr__D);
+    cr__dualv_lin1(n, cr__D[0], da, dy);
+    return cr__Y[0];
+}
+
+/* ---- sinint ---- */
+
+/** @cond CR_PRIVATE */
+/* The row 'sinint' (its text calls private helpers of the library: its instantiation is called):
+ *   Y[0] = cr_sf_sinint(x[0])
+ *   D[0] = x[0] == 0 ? (T)1 : sin(x[0]) / x[0] */
+CR__DUAL_INLINE void cr__dual_row_sinint(const double *cr__x, double *cr__Y, double *cr__D)
+{
+    ((const cr_scalar_rule *)cr_fn_sinint.u.func.fn->udata)->f64(cr__x, cr__Y, cr__D);
+}
+/** @endcond */
+
+/** sinint(a) on one-direction duals; partials of the row: `D[0] = x[0] == 0 ? (T)1 : sin(x[0]) / x[0]`. */
+CR__DUAL_INLINE cr_dual1 cr_dual1_sinint(cr_dual1 a)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr_dual1 cr__r;
+    cr__x[0] = a.v;
+    cr__dual_row_sinint(cr__x, cr__Y, cr__D);
+    cr__r.v = cr__Y[0];
+    cr__r.d = cr__D[0] * a.d;
+    return cr__r;
+}
+
+/** sinint(a) on n directions: returns the value and writes its n tangents to dy from the operands' n tangents in da (dy may be one of them). */
+CR__DUAL_INLINE double cr_dualv_sinint(size_t n, double a, const double *da, double *dy)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr__x[0] = a;
+    cr__dual_row_sinint(cr__x, cr__Y, cr__D);
+    cr__dualv_lin1(n, cr__D[0], da, dy);
+    return cr__Y[0];
+}
+
+/* ---- cosint ---- */
+
+/** @cond CR_PRIVATE */
+/* The row 'cosint' (its text calls private helpers of the library: its instantiation is called):
+ *   Y[0] = cr_sf_cosint(x[0])
+ *   D[0] = cos(x[0]) / x[0] */
+CR__DUAL_INLINE void cr__dual_row_cosint(const double *cr__x, double *cr__Y, double *cr__D)
+{
+    ((const cr_scalar_rule *)cr_fn_cosint.u.func.fn->udata)->f64(cr__x, cr__Y, cr__D);
+}
+/** @endcond */
+
+/** cosint(a) on one-direction duals; partials of the row: `D[0] = cos(x[0]) / x[0]`. */
+CR__DUAL_INLINE cr_dual1 cr_dual1_cosint(cr_dual1 a)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr_dual1 cr__r;
+    cr__x[0] = a.v;
+    cr__dual_row_cosint(cr__x, cr__Y, cr__D);
+    cr__r.v = cr__Y[0];
+    cr__r.d = cr__D[0] * a.d;
+    return cr__r;
+}
+
+/** cosint(a) on n directions: returns the value and writes its n tangents to dy from the operands' n tangents in da (dy may be one of them). */
+CR__DUAL_INLINE double cr_dualv_cosint(size_t n, double a, const double *da, double *dy)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr__x[0] = a;
+    cr__dual_row_cosint(cr__x, cr__Y, cr__D);
+    cr__dualv_lin1(n, cr__D[0], da, dy);
+    return cr__Y[0];
+}
+
+/* ---- ellipk ---- */
+
+/** @cond CR_PRIVATE */
+/* The row 'ellipk' (its text calls private helpers of the library: its instantiation is called):
+ *   Y[0] = cr_sf_ellipk(x[0])
+ *   D[0] = ellipk_dm(x[0], Y[0]) */
+CR__DUAL_INLINE void cr__dual_row_ellipk(const double *cr__x, double *cr__Y, double *cr__D)
+{
+    ((const cr_scalar_rule *)cr_fn_ellipk.u.func.fn->udata)->f64(cr__x, cr__Y, cr__D);
+}
+/** @endcond */
+
+/** ellipk(a) on one-direction duals; partials of the row: `D[0] = ellipk_dm(x[0], Y[0])`. */
+CR__DUAL_INLINE cr_dual1 cr_dual1_ellipk(cr_dual1 a)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr_dual1 cr__r;
+    cr__x[0] = a.v;
+    cr__dual_row_ellipk(cr__x, cr__Y, cr__D);
+    cr__r.v = cr__Y[0];
+    cr__r.d = cr__D[0] * a.d;
+    return cr__r;
+}
+
+/** ellipk(a) on n directions: returns the value and writes its n tangents to dy from the operands' n tangents in da (dy may be one of them). */
+CR__DUAL_INLINE double cr_dualv_ellipk(size_t n, double a, const double *da, double *dy)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr__x[0] = a;
+    cr__dual_row_ellipk(cr__x, cr__Y, cr__D);
+    cr__dualv_lin1(n, cr__D[0], da, dy);
+    return cr__Y[0];
+}
+
+/* ---- ellipe ---- */
+
+/** @cond CR_PRIVATE */
+/* The row 'ellipe' (its text calls private helpers of the library: its instantiation is called):
+ *   Y[0] = cr_sf_ellipe(x[0])
+ *   D[0] = ellipe_dm(x[0], Y[0]) */
+CR__DUAL_INLINE void cr__dual_row_ellipe(const double *cr__x, double *cr__Y, double *cr__D)
+{
+    ((const cr_scalar_rule *)cr_fn_ellipe.u.func.fn->udata)->f64(cr__x, cr__Y, cr__D);
+}
+/** @endcond */
+
+/** ellipe(a) on one-direction duals; partials of the row: `D[0] = ellipe_dm(x[0], Y[0])`. */
+CR__DUAL_INLINE cr_dual1 cr_dual1_ellipe(cr_dual1 a)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr_dual1 cr__r;
+    cr__x[0] = a.v;
+    cr__dual_row_ellipe(cr__x, cr__Y, cr__D);
+    cr__r.v = cr__Y[0];
+    cr__r.d = cr__D[0] * a.d;
+    return cr__r;
+}
+
+/** ellipe(a) on n directions: returns the value and writes its n tangents to dy from the operands' n tangents in da (dy may be one of them). */
+CR__DUAL_INLINE double cr_dualv_ellipe(size_t n, double a, const double *da, double *dy)
+{
+    double cr__x[1], cr__Y[1], cr__D[1];
+    cr__x[0] = a;
+    cr__dual_row_ellipe(cr__x, cr__Y, cr__D);
+    cr__dualv_lin1(n, cr__D[0], da, dy);
+    return cr__Y[0];
+}
+
+/* ---- erf2 ---- */
+
+/** @cond CR_PRIVATE */
+/* The row 'erf2' (its text calls private helpers of the library: its instantiation is called):
+ *   Y[0] = cr_sf_erf2(x[0], x[1])
+ *   D[0] = -TWO_OVER_SQRT_PI / exp_sq(x[0]); D[1] = TWO_OVER_SQRT_PI / exp_sq(x[1]) */
+CR__DUAL_INLINE void cr__dual_row_erf2(const double *cr__x, double *cr__Y, double *cr__D)
+{
+    ((const cr_scalar_rule *)cr_fn_erf2.u.func.fn->udata)->f64(cr__x, cr__Y, cr__D);
+}
+/** @endcond */
+
+/** erf2(a, b) on one-direction duals; partials of the row: `D[0] = -TWO_OVER_SQRT_PI / exp_sq(x[0]); D[1] = TWO_OVER_SQRT_PI / exp_sq(x[1])`. */
+CR__DUAL_INLINE cr_dual1 cr_dual1_erf2(cr_dual1 a, cr_dual1 b)
+{
+    double cr__x[2], cr__Y[1], cr__D[2];
+    cr_dual1 cr__r;
+    cr__x[0] = a.v;
+    cr__x[1] = b.v;
+    cr__dual_row_erf2(cr__x, cr__Y, cr__D);
+    cr__r.v = cr__Y[0];
+    cr__r.d = cr__D[0] * a.d + cr__D[1] * b.d;
+    return cr__r;
+}
+
+/** erf2(a, b) on n directions: returns the value and writes its n tangents to dy from the operands' n tangents in da, db (dy may be one of them). */
+CR__DUAL_INLINE double cr_dualv_erf2(size_t n, double a, const double *da, double b, const double *db, double *dy)
+{
+    double cr__x[2], cr__Y[1], cr__D[2];
+    cr__x[0] = a;
+    cr__x[1] = b;
+    cr__dual_row_erf2(cr__x, cr__Y, cr__D);
+    cr__dualv_lin2(n, cr__D[0], da, cr__D[1], db, dy);
+    return cr__Y[0];
+}
+
 /** @cond CR_PRIVATE */
 /* Every row, for CR_DUALN_DEFINE: X1/X2/X3(TYPE, N, NAME) for the rows of 1, 2, 3 inputs
  * and one output, XM(TYPE, N, NAME, NOUT) for the rows of one input and NOUT > 1 outputs. */
@@ -4147,6 +4968,11 @@ CR__DUAL_INLINE double cr_dualv_y1(size_t n, double a, const double *da, double 
     X2(TYPE, N, xlogy) \
     X2(TYPE, N, xlog1py) \
     X1(TYPE, N, relu) \
+    X1(TYPE, N, tanpi) \
+    XM(TYPE, N, sincosd, 2) \
+    X1(TYPE, N, mod2pi) \
+    X2(TYPE, N, rem2pi) \
+    X2(TYPE, N, log_base) \
     X1(TYPE, N, digamma) \
     X1(TYPE, N, trigamma) \
     X1(TYPE, N, erfinv) \
@@ -4161,10 +4987,29 @@ CR__DUAL_INLINE double cr_dualv_y1(size_t n, double a, const double *da, double 
     X1(TYPE, N, j0) \
     X1(TYPE, N, j1) \
     X1(TYPE, N, y0) \
-    X1(TYPE, N, y1)
+    X1(TYPE, N, y1) \
+    X1(TYPE, N, airybix) \
+    X1(TYPE, N, airybiprimex) \
+    X1(TYPE, N, airyai) \
+    X1(TYPE, N, airyaiprime) \
+    X1(TYPE, N, airybi) \
+    X1(TYPE, N, airybiprime) \
+    X1(TYPE, N, airyaix) \
+    X1(TYPE, N, airyaiprimex) \
+    X1(TYPE, N, dawson) \
+    X1(TYPE, N, erfi) \
+    X1(TYPE, N, logerfcx) \
+    X1(TYPE, N, invdigamma) \
+    X1(TYPE, N, expintx) \
+    X1(TYPE, N, expinti) \
+    X1(TYPE, N, sinint) \
+    X1(TYPE, N, cosint) \
+    X1(TYPE, N, ellipk) \
+    X1(TYPE, N, ellipe) \
+    X2(TYPE, N, erf2)
 
 /* The number of rows. */
-enum { CR__DUAL_NROWS = 111 };
+enum { CR__DUAL_NROWS = 135 };
 /** @endcond */
 
 CR_END_DECLS

@@ -137,6 +137,11 @@ CR_BEGIN_DECLS
     X(xlogy, cr_xlogy, 2, 1, 0) \
     X(xlog1py, cr_xlog1py, 2, 1, 0) \
     X(relu, cr_relu, 1, 1, 0) \
+    X(tanpi, cr_tanpi, 1, 1, 0) \
+    X(sincosd, cr_sincosd, 1, 2, 0) \
+    X(mod2pi, cr_mod2pi, 1, 1, 0) \
+    X(rem2pi, cr_rem2pi, 2, 1, 0) \
+    X(log_base, cr_log_base, 2, 1, 0) \
     X(digamma, cr_digamma, 1, 1, 0) \
     X(trigamma, cr_trigamma, 1, 1, 0) \
     X(erfinv, cr_erfinv, 1, 1, 0) \
@@ -151,10 +156,29 @@ CR_BEGIN_DECLS
     X(j0, cr_j0, 1, 1, 0) \
     X(j1, cr_j1, 1, 1, 0) \
     X(y0, cr_y0, 1, 1, 0) \
-    X(y1, cr_y1, 1, 1, 0)
+    X(y1, cr_y1, 1, 1, 0) \
+    X(airybix, cr_airybix, 1, 1, 0) \
+    X(airybiprimex, cr_airybiprimex, 1, 1, 0) \
+    X(airyai, cr_airyai, 1, 1, 0) \
+    X(airyaiprime, cr_airyaiprime, 1, 1, 0) \
+    X(airybi, cr_airybi, 1, 1, 0) \
+    X(airybiprime, cr_airybiprime, 1, 1, 0) \
+    X(airyaix, cr_airyaix, 1, 1, 0) \
+    X(airyaiprimex, cr_airyaiprimex, 1, 1, 0) \
+    X(dawson, cr_dawson, 1, 1, 0) \
+    X(erfi, cr_erfi, 1, 1, 0) \
+    X(logerfcx, cr_logerfcx, 1, 1, 0) \
+    X(invdigamma, cr_invdigamma, 1, 1, 0) \
+    X(expintx, cr_expintx, 1, 1, 0) \
+    X(expinti, cr_expinti, 1, 1, 0) \
+    X(sinint, cr_sinint, 1, 1, 0) \
+    X(cosint, cr_cosint, 1, 1, 0) \
+    X(ellipk, cr_ellipk, 1, 1, 0) \
+    X(ellipe, cr_ellipe, 1, 1, 0) \
+    X(erf2, cr_erf2, 2, 1, 0)
 
 /** The number of entries of CR_TAPE_SCALAR_OPS. */
-#define CR_TAPE_SCALAR_NOPS 111
+#define CR_TAPE_SCALAR_NOPS 135
 
 /** `identity(x)` recorded on tape t (NULL: the current tape), from the scalar row `identity` (docs/rules-scalar.md); as cr_sin(). */
 CR_API cr_var cr_identity(cr_tape *t, cr_var x);
@@ -326,6 +350,16 @@ CR_API cr_var cr_xlogy(cr_tape *t, cr_var x, cr_var y);
 CR_API cr_var cr_xlog1py(cr_tape *t, cr_var x, cr_var y);
 /** `relu(x)` recorded on tape t (NULL: the current tape), from the scalar row `relu` (docs/rules-scalar.md); as cr_sin(). */
 CR_API cr_var cr_relu(cr_tape *t, cr_var x);
+/** `tanpi(x)` recorded on tape t (NULL: the current tape), from the scalar row `tanpi` (docs/rules-scalar.md); as cr_sin(). */
+CR_API cr_var cr_tanpi(cr_tape *t, cr_var x);
+/** `sincosd(x)` recorded on tape t (NULL: the current tape), from the scalar row `sincosd` (docs/rules-scalar.md): its 2 results in out[0..1] (NaN constants on failure). @return as cr_tape_call(). */
+CR_API cr_status cr_sincosd(cr_tape *t, cr_var x, cr_var *out);
+/** `mod2pi(x)` recorded on tape t (NULL: the current tape), from the scalar row `mod2pi` (docs/rules-scalar.md); as cr_sin(). */
+CR_API cr_var cr_mod2pi(cr_tape *t, cr_var x);
+/** `rem2pi(x, y)` recorded on tape t (NULL: the current tape), from the scalar row `rem2pi` (docs/rules-scalar.md); as cr_sin(). */
+CR_API cr_var cr_rem2pi(cr_tape *t, cr_var x, cr_var y);
+/** `log_base(x, y)` recorded on tape t (NULL: the current tape), from the scalar row `log_base` (docs/rules-scalar.md); as cr_sin(). */
+CR_API cr_var cr_log_base(cr_tape *t, cr_var x, cr_var y);
 /** `digamma(x)` recorded on tape t (NULL: the current tape), from the scalar row `digamma` (docs/rules-scalar.md); as cr_sin(). */
 CR_API cr_var cr_digamma(cr_tape *t, cr_var x);
 /** `trigamma(x)` recorded on tape t (NULL: the current tape), from the scalar row `trigamma` (docs/rules-scalar.md); as cr_sin(). */
@@ -356,6 +390,44 @@ CR_API cr_var cr_j1(cr_tape *t, cr_var x);
 CR_API cr_var cr_y0(cr_tape *t, cr_var x);
 /** `y1(x)` recorded on tape t (NULL: the current tape), from the scalar row `y1` (docs/rules-scalar.md); as cr_sin(). */
 CR_API cr_var cr_y1(cr_tape *t, cr_var x);
+/** `airybix(x)` recorded on tape t (NULL: the current tape), from the scalar row `airybix` (docs/rules-scalar.md); as cr_sin(). */
+CR_API cr_var cr_airybix(cr_tape *t, cr_var x);
+/** `airybiprimex(x)` recorded on tape t (NULL: the current tape), from the scalar row `airybiprimex` (docs/rules-scalar.md); as cr_sin(). */
+CR_API cr_var cr_airybiprimex(cr_tape *t, cr_var x);
+/** `airyai(x)` recorded on tape t (NULL: the current tape), from the scalar row `airyai` (docs/rules-scalar.md); as cr_sin(). */
+CR_API cr_var cr_airyai(cr_tape *t, cr_var x);
+/** `airyaiprime(x)` recorded on tape t (NULL: the current tape), from the scalar row `airyaiprime` (docs/rules-scalar.md); as cr_sin(). */
+CR_API cr_var cr_airyaiprime(cr_tape *t, cr_var x);
+/** `airybi(x)` recorded on tape t (NULL: the current tape), from the scalar row `airybi` (docs/rules-scalar.md); as cr_sin(). */
+CR_API cr_var cr_airybi(cr_tape *t, cr_var x);
+/** `airybiprime(x)` recorded on tape t (NULL: the current tape), from the scalar row `airybiprime` (docs/rules-scalar.md); as cr_sin(). */
+CR_API cr_var cr_airybiprime(cr_tape *t, cr_var x);
+/** `airyaix(x)` recorded on tape t (NULL: the current tape), from the scalar row `airyaix` (docs/rules-scalar.md); as cr_sin(). */
+CR_API cr_var cr_airyaix(cr_tape *t, cr_var x);
+/** `airyaiprimex(x)` recorded on tape t (NULL: the current tape), from the scalar row `airyaiprimex` (docs/rules-scalar.md); as cr_sin(). */
+CR_API cr_var cr_airyaiprimex(cr_tape *t, cr_var x);
+/** `dawson(x)` recorded on tape t (NULL: the current tape), from the scalar row `dawson` (docs/rules-scalar.md); as cr_sin(). */
+CR_API cr_var cr_dawson(cr_tape *t, cr_var x);
+/** `erfi(x)` recorded on tape t (NULL: the current tape), from the scalar row `erfi` (docs/rules-scalar.md); as cr_sin(). */
+CR_API cr_var cr_erfi(cr_tape *t, cr_var x);
+/** `logerfcx(x)` recorded on tape t (NULL: the current tape), from the scalar row `logerfcx` (docs/rules-scalar.md); as cr_sin(). */
+CR_API cr_var cr_logerfcx(cr_tape *t, cr_var x);
+/** `invdigamma(x)` recorded on tape t (NULL: the current tape), from the scalar row `invdigamma` (docs/rules-scalar.md); as cr_sin(). */
+CR_API cr_var cr_invdigamma(cr_tape *t, cr_var x);
+/** `expintx(x)` recorded on tape t (NULL: the current tape), from the scalar row `expintx` (docs/rules-scalar.md); as cr_sin(). */
+CR_API cr_var cr_expintx(cr_tape *t, cr_var x);
+/** `expinti(x)` recorded on tape t (NULL: the current tape), from the scalar row `expinti` (docs/rules-scalar.md); as cr_sin(). */
+CR_API cr_var cr_expinti(cr_tape *t, cr_var x);
+/** `sinint(x)` recorded on tape t (NULL: the current tape), from the scalar row `sinint` (docs/rules-scalar.md); as cr_sin(). */
+CR_API cr_var cr_sinint(cr_tape *t, cr_var x);
+/** `cosint(x)` recorded on tape t (NULL: the current tape), from the scalar row `cosint` (docs/rules-scalar.md); as cr_sin(). */
+CR_API cr_var cr_cosint(cr_tape *t, cr_var x);
+/** `ellipk(x)` recorded on tape t (NULL: the current tape), from the scalar row `ellipk` (docs/rules-scalar.md); as cr_sin(). */
+CR_API cr_var cr_ellipk(cr_tape *t, cr_var x);
+/** `ellipe(x)` recorded on tape t (NULL: the current tape), from the scalar row `ellipe` (docs/rules-scalar.md); as cr_sin(). */
+CR_API cr_var cr_ellipe(cr_tape *t, cr_var x);
+/** `erf2(x, y)` recorded on tape t (NULL: the current tape), from the scalar row `erf2` (docs/rules-scalar.md); as cr_sin(). */
+CR_API cr_var cr_erf2(cr_tape *t, cr_var x, cr_var y);
 
 CR_END_DECLS
 

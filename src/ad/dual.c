@@ -214,12 +214,12 @@ cr_status cr_dual_call(const cr_config *cfg, cr_arena *arena, const cr_value *f,
         row = NULL;
     if (row != NULL) {
         if (nargs != row->nin || nout != row->nout)
-            return arena != NULL
-                       ? CR__FAIL(arena, CR_EINVAL,
-                                  "%s takes %u arguments and gives %u results "
-                                  "(%zu, %zu given)",
-                                  fn->name, (unsigned)row->nin, (unsigned)row->nout, nargs, nout)
-                       : CR_EINVAL;
+            return arena != NULL ? CR__FAIL(arena, CR_EINVAL,
+                                            "%s takes %u argument%s and gives %u result%s "
+                                            "(%zu, %zu given)",
+                                            fn->name, (unsigned)row->nin, CR__S(row->nin),
+                                            (unsigned)row->nout, CR__S(row->nout), nargs, nout)
+                                 : CR_EINVAL;
         double x[CR_SCALAR_MAX_IN], Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
         uint32_t n = 0;
         for (size_t j = 0; j < nargs; j++) {
