@@ -180,6 +180,11 @@ static ad_var *new_var(fe *s, CXCursor decl, ad_vkind kind, int loop_depth)
                 same++;
         if (same)
             v->cname = ad_fmt("%s_%d", v->name, same + 1);
+        /* a name of the generated code's form (t4_, t4_D, x_: the input is itself
+         * generated, differentiated again) is renamed, so that it meets no temporary */
+        size_t len = strlen(v->name);
+        if ((len && v->name[len - 1] == '_') || (len > 2 && !strcmp(v->name + len - 2, "_D")))
+            v->cname = ad_fmt("%sin", v->cname);
         ad_func_add_local(f, v);
     }
     return v;
