@@ -208,6 +208,53 @@ void ht_objective_complicated(int nbones, int nverts, int npts, const int *paren
                               const double *points, const double *theta, const double *us,
                               double *err);
 
+/**
+ * GradBench's hello eval (hello.c): x squared.
+ * @param[in] x the value.
+ * @return x * x.
+ */
+double hello_square(double x);
+
+/**
+ * GradBench's lse eval (lse.c): log(sum_i exp(x_i)), shifted by the maximum.
+ * @param[in] x n values.
+ * @param[in] n number of values, >= 1.
+ * @return the log-sum-exp of x.
+ */
+double lse_objective(const double *x, long n);
+
+/**
+ * GradBench's llsq eval (llsq.c): half the squared residual of the polynomial with
+ * coefficients x fitted to sign(t) at n points t_i = -1 + 2 i / (n - 1).
+ * @param[in] x m coefficients.
+ * @param[in] m number of coefficients.
+ * @param[in] n number of points, >= 2.
+ * @return (1/2) sum_i (sign(t_i) - sum_j x_j t_i^j)^2.
+ */
+double llsq_objective(const double *x, long m, long n);
+
+/**
+ * GradBench's det eval (det.c): the determinant by expansion in minors (ell! products).
+ * @param[in]     a   ell x ell matrix, row-major.
+ * @param[in]     ell order, >= 1.
+ * @param[in,out] r   ell + 1 integers of working storage.
+ * @param[in,out] c   ell + 1 integers of working storage.
+ * @return det(a).
+ */
+double det_objective(const double *a, long ell, long *r, long *c);
+
+/**
+ * GradBench's kmeans eval (kmeans.c): sum over the points of the squared distance to the
+ * closest centroid.
+ * @param[in] n         number of points.
+ * @param[in] k         number of centroids, >= 1.
+ * @param[in] d         dimension.
+ * @param[in] points    n x d points, point-major.
+ * @param[in] centroids k x d centroids.
+ * @return the cost.
+ */
+double kmeans_cost(int n, int k, int d, const double *points, const double *centroids);
+
 /* ----------------------------------------------------------------------------------- */
 /* Hand-written derivatives (bench/objectives/hand/)                                     */
 

@@ -76,6 +76,31 @@ void ht_objective_complicated_fwdv(int nbones, int nverts, int npts, const int *
                                    const double *theta_d, const double *us, const double *us_d,
                                    double *err, double *err_d, int nd);
 
+/** Reverse mode of hello_square(). */
+double hello_square_rev(double x, double *x_b, double hello_square_b);
+/** Reverse mode of lse_objective(). */
+double lse_objective_rev(const double *x, double *x_b, long n, double lse_objective_b);
+/** Reverse mode of llsq_objective(). */
+double llsq_objective_rev(const double *x, double *x_b, long m, long n, double llsq_objective_b);
+/** Reverse mode of det_objective() with respect to a (r and c: working storage). */
+double det_objective_rev(const double *a, double *a_b, long ell, long *r, long *c,
+                         double det_objective_b);
+/** Reverse mode of kmeans_cost() with respect to the centroids. */
+double kmeans_cost_rev(int n, int k, int d, const double *points, const double *centroids,
+                       double *centroids_b, double kmeans_cost_b);
+/** Forward mode of kmeans_cost() with respect to the centroids. */
+double kmeans_cost_fwd(int n, int k, int d, const double *points, const double *centroids,
+                       const double *centroids_d, double *kmeans_cost_d);
+/**
+ * Reverse mode of kmeans_cost_fwd() (second order: the tool applied to its own output) with
+ * respect to the centroids and their tangent: centroids_b += H centroids_d * kmeans_cost_d_b
+ * + grad * kmeans_cost_fwd_b, centroids_d_b += grad * kmeans_cost_d_b (H the Hessian).
+ */
+double kmeans_cost_fwd_rev(int n, int k, int d, const double *points, const double *centroids,
+                           double *centroids_b, const double *centroids_d, double *centroids_d_b,
+                           double *kmeans_cost_d, double *kmeans_cost_d_b,
+                           double kmeans_cost_fwd_b);
+
 #ifdef __cplusplus
 }
 #endif
