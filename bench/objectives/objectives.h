@@ -255,6 +255,48 @@ double det_objective(const double *a, long ell, long *r, long *c);
  */
 double kmeans_cost(int n, int k, int d, const double *points, const double *centroids);
 
+/**
+ * GradBench's saddle function (saddle.c): (p1x^2 + p1y^2) - (p2x^2 + p2y^2).
+ * @param[in] p1x first point, x.
+ * @param[in] p1y first point, y.
+ * @param[in] p2x second point, x.
+ * @param[in] p2y second point, y.
+ * @return the value.
+ */
+double saddle_f(double p1x, double p1y, double p2x, double p2y);
+
+/**
+ * The inner maximum of GradBench's saddle eval (nested/saddle_max.c): max over p2 of
+ * saddle_f(p1, p2) by GradBench's gradient descent from s, the gradient by
+ * saddle_f_fwd().
+ * @param[in] p1x first point, x.
+ * @param[in] p1y first point, y.
+ * @param[in] s0  starting point, x.
+ * @param[in] s1  starting point, y.
+ * @return saddle_f(p1, p2) at the maximising p2 found.
+ */
+double saddle_max_f(double p1x, double p1y, double s0, double s1);
+
+/**
+ * The potential of GradBench's particle eval (particle.c): 1 / |c0 - x| + 1 / |c1 - x|.
+ * @param[in] cx0 first charge, x.
+ * @param[in] cy0 first charge, y.
+ * @param[in] cx1 second charge, x.
+ * @param[in] cy1 second charge, y.
+ * @param[in] x   the particle, x.
+ * @param[in] y   the particle, y.
+ * @return the potential.
+ */
+double particle_accel(double cx0, double cy0, double cx1, double cy1, double x, double y);
+
+/**
+ * GradBench's particle path (nested/particle_euler.c): Euler's method with the charges at
+ * (10, 10 - w) and (10, 0), the acceleration by particle_accel_fwd().
+ * @param[in] w the control parameter.
+ * @return the squared x coordinate where the path crosses the x axis.
+ */
+double particle_euler_f(double w);
+
 /* ----------------------------------------------------------------------------------- */
 /* Hand-written derivatives (bench/objectives/hand/)                                     */
 

@@ -328,6 +328,29 @@ static void test_kmeans_nested(void **state)
         assert_close(hv[i], (gp[i] - gm[i]) / (2 * h), 1e-6);
 }
 
+/* saddle and particle: the tool applied to a function that calls its own forward mode
+ * (forward over forward, reverse over forward), against central differences. */
+static void test_nested_outer(void **state)
+{
+    (void)state;
+    double p[2] = {0.7, -0.3}, g[2] = {0, 0}, fd;
+    double v = saddle_max_f_rev(p[0], &g[0], p[1], &g[1], 1.0, 1.0, 1.0);
+    assert_close(v, saddle_max_f(p[0], p[1], 1.0, 1.0), 1e-15);
+    for (int i = 0; i < 2; i++) {
+        double d = 0;
+        saddle_max_f_fwd(p[0], i == 0, p[1], i == 1, 1.0, 1.0, &d);
+        CENTRAL(saddle_max_f(p[0], p[1], 1.0, 1.0), p, i, 1e-6);
+        assert_close(g[i], fd, 1e-6);
+        assert_close(d, fd, 1e-6);
+    }
+    double w[1] = {0.1}, gw = 0, dw = 0;
+    particle_euler_f_rev(w[0], &gw, 1.0);
+    particle_euler_f_fwd(w[0], 1.0, &dw);
+    CENTRAL(particle_euler_f(w[0]), w, 0, 1e-6);
+    assert_close(gw, fd, 1e-5);
+    assert_close(dw, gw, 1e-12);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -338,6 +361,7 @@ int main(void)
         cmocka_unit_test(test_ode),
         cmocka_unit_test(test_gradbench_scalars),
         cmocka_unit_test(test_kmeans_nested),
+        cmocka_unit_test(test_nested_outer),
         cmocka_unit_test_setup_teardown(test_ht, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -818,6 +818,184 @@ static cJSON *lstm_jacobian_output(const gb_state *s)
     return vector_json(s->res, 8 * s->l * s->b + 3 * s->b);
 }
 
+/* saddle and particle: GradBench's gradient descent (cpp/gradbench/gd.hpp) -------------- */
+
+/* An objective and its gradient for the descent, of up to 2 variables. */
+typedef struct gb_problem {
+    int n;
+    double (*f)(const struct gb_problem *pb, const double *x);
+    void (*grad)(const struct gb_problem *pb, const double *x, double *g);
+    double p[2]; /* parameters */
+    double sign; /* -1: maximise */
+} gb_problem;
+
+static double vec_norm(const double *v, int n)
+{
+    double a = 0.0;
+    for (int i = 0; i < n; i++)
+        a += v[i] * v[i];
+    return sqrt(a);
+}
+
+/* multivariate_argmin of gd.hpp, the objective and gradient multiplied by pb->sign. */
+static void gd_argmin(const gb_problem *pb, const double *start, double *x)
+{
+    double g[2], xp[2], d[2];
+    memcpy(x, start, (size_t)pb->n * sizeof *x);
+    double fx = pb->sign * pb->f(pb, x);
+    pb->grad(pb, x, g);
+    for (int j = 0; j < pb->n; j++)
+        g[j] *= pb->sign;
+    int i = 0;
+    double eta = 1e-5;
+    for (;;) {
+        if (vec_norm(g, pb->n) <= 1e-5)
+            return;
+        if (i == 10) {
+            eta *= 2;
+            i = 0;
+            continue;
+        }
+        for (int j = 0; j < pb->n; j++) {
+            xp[j] = x[j] - eta * g[j];
+            d[j] = x[j] - xp[j];
+        }
+        if (vec_norm(d, pb->n) <= 1e-5)
+            return;
+        double fxp = pb->sign * pb->f(pb, xp);
+        if (fxp < fx) {
+            memcpy(x, xp, (size_t)pb->n * sizeof *x);
+            fx = fxp;
+            pb->grad(pb, x, g);
+            for (int j = 0; j < pb->n; j++)
+                g[j] *= pb->sign;
+            i++;
+        } else {
+            eta /= 2;
+            i = 0;
+        }
+    }
+}
+
+static double particle_obj(const gb_problem *pb, const double *x)
+{
+    (void)pb;
+    return particle_euler_f(x[0]);
+}
+
+/* the outer derivative of the path (whose inner one is the forward mode) */
+static void particle_grad_f(const gb_problem *pb, const double *x, double *g)
+{
+    (void)pb;
+    particle_euler_f_fwd(x[0], 1.0, g);
+}
+
+static void particle_grad_r(const gb_problem *pb, const double *x, double *g)
+{
+    (void)pb;
+    g[0] = 0.0;
+    particle_euler_f_rev(x[0], g, 1.0);
+}
+
+static bool particle_prepare(const cJSON *in, gb_state *s, gb_err *e)
+{
+    return get_number(in, "w", &s->scalar, e);
+}
+
+static void particle_run(gb_state *s, bool outer_reverse)
+{
+    gb_problem pb = {
+        1, particle_obj, outer_reverse ? particle_grad_r : particle_grad_f, {0, 0}, 1.0};
+    gd_argmin(&pb, &s->scalar, &s->out);
+}
+
+static void particle_ff_run(gb_state *s)
+{
+    particle_run(s, false);
+}
+
+static void particle_rf_run(gb_state *s)
+{
+    particle_run(s, true);
+}
+
+/* saddle: p1 = argmin_p1 max_p2 f(p1, p2) (the max by saddle_max_f, whose gradient comes
+ * from the forward mode), then p2 = argmax_p2 f(p1, p2) with the outer mode's gradient */
+static double saddle_outer_obj(const gb_problem *pb, const double *x)
+{
+    return saddle_max_f(x[0], x[1], pb->p[0], pb->p[1]);
+}
+
+static void saddle_outer_grad_f(const gb_problem *pb, const double *x, double *g)
+{
+    saddle_max_f_fwd(x[0], 1.0, x[1], 0.0, pb->p[0], pb->p[1], &g[0]);
+    saddle_max_f_fwd(x[0], 0.0, x[1], 1.0, pb->p[0], pb->p[1], &g[1]);
+}
+
+static void saddle_outer_grad_r(const gb_problem *pb, const double *x, double *g)
+{
+    g[0] = g[1] = 0.0;
+    saddle_max_f_rev(x[0], &g[0], x[1], &g[1], pb->p[0], pb->p[1], 1.0);
+}
+
+static double saddle_inner_obj(const gb_problem *pb, const double *x)
+{
+    return saddle_f(pb->p[0], pb->p[1], x[0], x[1]);
+}
+
+static void saddle_inner_grad_f(const gb_problem *pb, const double *x, double *g)
+{
+    saddle_f_fwd(pb->p[0], pb->p[1], x[0], 1.0, x[1], 0.0, &g[0]);
+    saddle_f_fwd(pb->p[0], pb->p[1], x[0], 0.0, x[1], 1.0, &g[1]);
+}
+
+static void saddle_inner_grad_r(const gb_problem *pb, const double *x, double *g)
+{
+    g[0] = g[1] = 0.0;
+    saddle_f_rev(pb->p[0], pb->p[1], x[0], &g[0], x[1], &g[1], 1.0);
+}
+
+static bool saddle_prepare(const cJSON *in, gb_state *s, gb_err *e)
+{
+    long n;
+    if (!get_vector(in, "start", &n, &s->x, e))
+        return false;
+    if (n != 2)
+        return fail(e, "%s", "start does not hold 2 values");
+    return alloc_zero(&s->res, 4, e);
+}
+
+static void saddle_run(gb_state *s, bool outer_reverse)
+{
+    gb_problem outer = {2,
+                        saddle_outer_obj,
+                        outer_reverse ? saddle_outer_grad_r : saddle_outer_grad_f,
+                        {s->x[0], s->x[1]},
+                        1.0};
+    gd_argmin(&outer, s->x, s->res);
+    gb_problem inner = {2,
+                        saddle_inner_obj,
+                        outer_reverse ? saddle_inner_grad_r : saddle_inner_grad_f,
+                        {s->res[0], s->res[1]},
+                        -1.0};
+    gd_argmin(&inner, s->x, s->res + 2);
+}
+
+static void saddle_ff_run(gb_state *s)
+{
+    saddle_run(s, false);
+}
+
+static void saddle_rf_run(gb_state *s)
+{
+    saddle_run(s, true);
+}
+
+static cJSON *saddle_output(const gb_state *s)
+{
+    return vector_json(s->res, 4);
+}
+
 /* ------------------------------------------------------------------------------------ */
 
 static const gb_fn g_fns[] = {
@@ -841,6 +1019,10 @@ static const gb_fn g_fns[] = {
     {"ht", "jacobian", ht_prepare, ht_jacobian_run, ht_jacobian_output},
     {"lstm", "objective", lstm_prepare, lstm_objective_run, out_scalar},
     {"lstm", "jacobian", lstm_prepare, lstm_jacobian_run, lstm_jacobian_output},
+    {"particle", "ff", particle_prepare, particle_ff_run, out_scalar},
+    {"particle", "rf", particle_prepare, particle_rf_run, out_scalar},
+    {"saddle", "ff", saddle_prepare, saddle_ff_run, saddle_output},
+    {"saddle", "rf", saddle_prepare, saddle_rf_run, saddle_output},
 };
 #define GB_NFNS (sizeof g_fns / sizeof g_fns[0])
 
@@ -888,7 +1070,12 @@ static void evaluate(const cJSON *msg, cJSON *resp)
                 f = &g_fns[i];
     if (!f || !in) {
         cJSON_AddBoolToObject(resp, "success", false);
-        cJSON_AddStringToObject(resp, "error", !in ? "no input" : "unknown module or function");
+        const char *why = !in ? "no input" : "unknown module or function";
+        if (f == NULL && cJSON_IsString(fun) && fun->valuestring[0] && fun->valuestring[1] == 'r')
+            why = "not implemented: the inner gradient in reverse mode would have to be "
+                  "differentiated again, and chainrules-ad's reverse mode (its value stack) "
+                  "cannot be (docs/gradbench.md)";
+        cJSON_AddStringToObject(resp, "error", why);
         return;
     }
     double min_runs = 1, min_seconds = 0;
