@@ -8,11 +8,13 @@
 
 double lse_objective(const double *x, long n)
 {
-    double a = x[0];
+    /* the index of the maximum, an integer: the search is not differentiated */
+    long imax = 0;
     for (long i = 1; i < n; i++) {
-        if (x[i] > a)
-            a = x[i];
+        if (x[i] > x[imax])
+            imax = i;
     }
+    double a = x[imax];
     double s = 0.0;
     for (long i = 0; i < n; i++)
         s += exp(x[i] - a);
