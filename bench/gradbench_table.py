@@ -64,6 +64,30 @@ def load(results, tools):
     return data, order
 
 
+def validation(results, tools):
+    """Markdown lines: per tool and eval, the evaluations valid, invalid and failed."""
+    lines = ["| tool | eval | sizes | valid | invalid | failed (function) |", "|---|---|---|---|---|---|"]
+    for tool in tools:
+        for path in sorted(glob.glob(os.path.join(results, f"{tool}.*.summary"))):
+            tag = os.path.basename(path)[len(tool) + 1 : -len(".summary")]
+            ok = bad = 0
+            failed, sizes = [], []
+            with open(path) as f:
+                for line in f:
+                    r = json.loads(line)
+                    if r["description"] not in sizes:
+                        sizes.append(r["description"])
+                    if not r["success"]:
+                        failed.append(r["function"])
+                    elif r["valid"]:
+                        ok += 1
+                    else:
+                        bad += 1
+            fl = f"{len(failed)} ({', '.join(sorted(set(failed)))})" if failed else "0"
+            lines.append(f"| {tool} | {label_of(tag)} | {len(sizes)} | {ok} | {bad} | {fl} |")
+    return lines
+
+
 def nightly(git_dir):
     """({eval: {tool: {desc: ratio}}}, commit) from the nightly branch."""
     if not git_dir:
@@ -176,6 +200,8 @@ def main():
                 for t, f in per_tool.items():
                     print(f"| {label} | {t} | " +
                           " | ".join(fmt_t(f.get(v)) for v in ("ff", "rf", "fr", "rr")) + " |")
+    print("\n## Validation\n")
+    print("\n".join(validation(args.results, args.tools)))
     if args.svg:
         write_svg(args.svg, order, medians, cols)
 

@@ -388,17 +388,21 @@ static void kmeans_cost_run(gb_state *s)
 }
 
 /* The Newton direction J / diag(H) (H is diagonal: each point's term depends on one
- * centroid). One call of the reverse mode of the forward mode with tangent v = 1 and the
- * tangent output's cotangent 1: the gradient with respect to the tangent is J, the one
- * with respect to the centroids is H v = diag(H). */
+ * centroid). The reverse mode of the forward mode with tangent v = 1 and the tangent
+ * output's cotangent 1: the gradient with respect to the tangent is J, the one with
+ * respect to the centroids is H v = diag(H). The cost is a sum over the points and the
+ * generated function adds into the shadows: it is called once per point, so that its
+ * value stack holds one point's values (k d of them), not the whole sum's. */
 static void kmeans_dir_run(gb_state *s)
 {
     long kd = s->k * s->d;
     memset(s->res2, 0, (size_t)kd * sizeof *s->res2);
     memset(s->res3, 0, (size_t)kd * sizeof *s->res3);
-    double jv = 0.0, jv_b = 1.0;
-    kmeans_cost_fwd_rev((int)s->n, (int)s->k, (int)s->d, s->x, s->y, s->res2, s->v, s->res3, &jv,
-                        &jv_b, 0.0);
+    for (long i = 0; i < s->n; i++) {
+        double jv = 0.0, jv_b = 1.0;
+        kmeans_cost_fwd_rev(1, (int)s->k, (int)s->d, s->x + i * s->d, s->y, s->res2, s->v, s->res3,
+                            &jv, &jv_b, 0.0);
+    }
     for (long i = 0; i < kd; i++)
         s->res[i] = s->res3[i] / s->res2[i];
 }
