@@ -501,9 +501,7 @@ static bool ba_prepare(const cJSON *in, gb_state *s, gb_err *e)
     ok = ok && alloc_zero(&s->x, BA_NCAMPARAMS * s->n, e) && alloc_zero(&s->y, 3 * s->m, e) &&
          alloc_zero(&s->w, s->p, e) && alloc_zero(&s->z, 2 * s->p, e) &&
          alloc_zero(&s->res, 2 * s->p, e) && alloc_zero(&s->res2, s->p, e) &&
-         alloc_zero(&s->res3, 2 * BA_NCOLS * s->p, e) && alloc_zero(&s->res4, s->p, e) &&
-         alloc_zero(&s->bufs[0], BA_NCAMPARAMS * BA_NCOLS, e) &&
-         alloc_zero(&s->bufs[1], 3 * BA_NCOLS, e) && alloc_zero(&s->bufs[2], BA_NCOLS, e);
+         alloc_zero(&s->res3, 2 * BA_NCOLS * s->p, e) && alloc_zero(&s->res4, s->p, e);
     if (ok) {
         for (long i = 0; i < s->n; i++)
             memcpy(s->x + i * BA_NCAMPARAMS, cam, BA_NCAMPARAMS * sizeof(double));
@@ -514,12 +512,6 @@ static bool ba_prepare(const cJSON *in, gb_state *s, gb_err *e)
             s->z[2 * i] = feat[0];
             s->z[2 * i + 1] = feat[1];
         }
-        /* the seeds of the 15 columns: element i of the 15 inputs in direction i */
-        for (int i = 0; i < BA_NCAMPARAMS; i++)
-            s->bufs[0][i * BA_NCOLS + i] = 1.0;
-        for (int i = 0; i < 3; i++)
-            s->bufs[1][i * BA_NCOLS + BA_NCAMPARAMS + i] = 1.0;
-        s->bufs[2][BA_NCOLS - 1] = 1.0;
     }
     free(cam);
     free(x);
@@ -538,13 +530,20 @@ static void ba_objective_run(gb_state *s)
         ba_weight_error(s->w + i, s->res2 + i);
 }
 
+/* Each block's 2 x 15 Jacobian: one reverse sweep per row (the row's cotangent seeded),
+ * which costs less than the vector forward mode's 15 directions. */
 static void ba_jacobian_run(gb_state *s)
 {
     for (long i = 0; i < s->p; i++) {
         long cam = i % s->n, pt = i % s->m;
         double err[2];
-        ba_project_fwdv(s->x + BA_NCAMPARAMS * cam, s->bufs[0], s->y + 3 * pt, s->bufs[1], s->w + i,
-                        s->bufs[2], s->z + 2 * i, err, s->res3 + 2 * BA_NCOLS * i, BA_NCOLS);
+        for (int row = 0; row < 2; row++) {
+            double *j = s->res3 + 2 * BA_NCOLS * i + BA_NCOLS * row;
+            double err_b[2] = {row == 0, row == 1};
+            memset(j, 0, BA_NCOLS * sizeof *j);
+            ba_project_rev(s->x + BA_NCAMPARAMS * cam, j, s->y + 3 * pt, j + BA_NCAMPARAMS,
+                           s->w + i, j + BA_NCAMPARAMS + 3, s->z + 2 * i, err, err_b);
+        }
     }
     for (long i = 0; i < s->p; i++) {
         double one = 1.0, err;
