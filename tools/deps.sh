@@ -9,6 +9,10 @@
 # Extra packages (for instance valgrind, clang-format, and clang-19 with libclang-rt-19-dev
 # for `make fuzz`: the compiler, and its libFuzzer and sanitizer runtimes) are checked the
 # same way; the Makefile passes them for the targets that need them.
+# GradBench's evals (bench/gradbench.sh, the CTest test gradbench; docs/gradbench.md) need
+# the extra packages python3-numpy python3-scipy python3-pydantic python3-dataclasses-json
+# and nlohmann-json3-dev (GradBench's C++ `manual` tool): `sh tools/deps.sh python3-numpy
+# python3-scipy python3-pydantic python3-dataclasses-json nlohmann-json3-dev`.
 # On a system without dpkg-query (not Debian-like) it says so and checks nothing.
 set -eu
 

@@ -208,6 +208,95 @@ void ht_objective_complicated(int nbones, int nverts, int npts, const int *paren
                               const double *points, const double *theta, const double *us,
                               double *err);
 
+/**
+ * GradBench's hello eval (hello.c): x squared.
+ * @param[in] x the value.
+ * @return x * x.
+ */
+double hello_square(double x);
+
+/**
+ * GradBench's lse eval (lse.c): log(sum_i exp(x_i)), shifted by the maximum.
+ * @param[in] x n values.
+ * @param[in] n number of values, >= 1.
+ * @return the log-sum-exp of x.
+ */
+double lse_objective(const double *x, long n);
+
+/**
+ * GradBench's llsq eval (llsq.c): half the squared residual of the polynomial with
+ * coefficients x fitted to sign(t) at n points t_i = -1 + 2 i / (n - 1).
+ * @param[in] x m coefficients.
+ * @param[in] m number of coefficients.
+ * @param[in] n number of points, >= 2.
+ * @return (1/2) sum_i (sign(t_i) - sum_j x_j t_i^j)^2.
+ */
+double llsq_objective(const double *x, long m, long n);
+
+/**
+ * GradBench's det eval (det.c): the determinant by expansion in minors (ell! products).
+ * @param[in]     a   ell x ell matrix, row-major.
+ * @param[in]     ell order, >= 1.
+ * @param[in,out] r   ell + 1 integers of working storage.
+ * @param[in,out] c   ell + 1 integers of working storage.
+ * @return det(a).
+ */
+double det_objective(const double *a, long ell, long *r, long *c);
+
+/**
+ * GradBench's kmeans eval (kmeans.c): sum over the points of the squared distance to the
+ * closest centroid.
+ * @param[in] n         number of points.
+ * @param[in] k         number of centroids, >= 1.
+ * @param[in] d         dimension.
+ * @param[in] points    n x d points, point-major.
+ * @param[in] centroids k x d centroids.
+ * @return the cost.
+ */
+double kmeans_cost(int n, int k, int d, const double *points, const double *centroids);
+
+/**
+ * GradBench's saddle function (saddle.c): (p1x^2 + p1y^2) - (p2x^2 + p2y^2).
+ * @param[in] p1x first point, x.
+ * @param[in] p1y first point, y.
+ * @param[in] p2x second point, x.
+ * @param[in] p2y second point, y.
+ * @return the value.
+ */
+double saddle_f(double p1x, double p1y, double p2x, double p2y);
+
+/**
+ * The inner maximum of GradBench's saddle eval (nested/saddle_max.c): max over p2 of
+ * saddle_f(p1, p2) by GradBench's gradient descent from s, the gradient by
+ * saddle_f_fwd().
+ * @param[in] p1x first point, x.
+ * @param[in] p1y first point, y.
+ * @param[in] s0  starting point, x.
+ * @param[in] s1  starting point, y.
+ * @return saddle_f(p1, p2) at the maximising p2 found.
+ */
+double saddle_max_f(double p1x, double p1y, double s0, double s1);
+
+/**
+ * The potential of GradBench's particle eval (particle.c): 1 / |c0 - x| + 1 / |c1 - x|.
+ * @param[in] cx0 first charge, x.
+ * @param[in] cy0 first charge, y.
+ * @param[in] cx1 second charge, x.
+ * @param[in] cy1 second charge, y.
+ * @param[in] x   the particle, x.
+ * @param[in] y   the particle, y.
+ * @return the potential.
+ */
+double particle_accel(double cx0, double cy0, double cx1, double cy1, double x, double y);
+
+/**
+ * GradBench's particle path (nested/particle_euler.c): Euler's method with the charges at
+ * (10, 10 - w) and (10, 0), the acceleration by particle_accel_fwd().
+ * @param[in] w the control parameter.
+ * @return the squared x coordinate where the path crosses the x axis.
+ */
+double particle_euler_f(double w);
+
 /* ----------------------------------------------------------------------------------- */
 /* Hand-written derivatives (bench/objectives/hand/)                                     */
 

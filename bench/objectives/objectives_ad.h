@@ -76,6 +76,51 @@ void ht_objective_complicated_fwdv(int nbones, int nverts, int npts, const int *
                                    const double *theta_d, const double *us, const double *us_d,
                                    double *err, double *err_d, int nd);
 
+/** Reverse mode of hello_square(). */
+double hello_square_rev(double x, double *x_b, double hello_square_b);
+/** Reverse mode of lse_objective(). */
+double lse_objective_rev(const double *x, double *x_b, long n, double lse_objective_b);
+/** Reverse mode of llsq_objective(). */
+double llsq_objective_rev(const double *x, double *x_b, long m, long n, double llsq_objective_b);
+/** Reverse mode of det_objective() with respect to a (r and c: working storage). */
+double det_objective_rev(const double *a, double *a_b, long ell, long *r, long *c,
+                         double det_objective_b);
+/** Reverse mode of kmeans_cost() with respect to the centroids. */
+double kmeans_cost_rev(int n, int k, int d, const double *points, const double *centroids,
+                       double *centroids_b, double kmeans_cost_b);
+/** Forward mode of kmeans_cost() with respect to the centroids. */
+double kmeans_cost_fwd(int n, int k, int d, const double *points, const double *centroids,
+                       const double *centroids_d, double *kmeans_cost_d);
+/**
+ * Reverse mode of kmeans_cost_fwd() (second order: the tool applied to its own output) with
+ * respect to the centroids and their tangent: centroids_b += H centroids_d * kmeans_cost_d_b
+ * + grad * kmeans_cost_fwd_b, centroids_d_b += grad * kmeans_cost_d_b (H the Hessian).
+ */
+double kmeans_cost_fwd_rev(int n, int k, int d, const double *points, const double *centroids,
+                           double *centroids_b, const double *centroids_d, double *centroids_d_b,
+                           double *kmeans_cost_d, double *kmeans_cost_d_b,
+                           double kmeans_cost_fwd_b);
+
+/** Forward mode of saddle_f() with respect to p2. */
+double saddle_f_fwd(double p1x, double p1y, double p2x, double p2x_d, double p2y, double p2y_d,
+                    double *saddle_f_d);
+/** Reverse mode of saddle_f() with respect to p2. */
+double saddle_f_rev(double p1x, double p1y, double p2x, double *p2x_b, double p2y, double *p2y_b,
+                    double saddle_f_b);
+/** Forward mode of saddle_max_f() with respect to p1 (forward over forward). */
+double saddle_max_f_fwd(double p1x, double p1x_d, double p1y, double p1y_d, double s0, double s1,
+                        double *saddle_max_f_d);
+/** Reverse mode of saddle_max_f() with respect to p1 (reverse over forward). */
+double saddle_max_f_rev(double p1x, double *p1x_b, double p1y, double *p1y_b, double s0, double s1,
+                        double saddle_max_f_b);
+/** Forward mode of particle_accel() with respect to the particle's position. */
+double particle_accel_fwd(double cx0, double cy0, double cx1, double cy1, double x, double x_d,
+                          double y, double y_d, double *particle_accel_d);
+/** Forward mode of particle_euler_f() (forward over forward). */
+double particle_euler_f_fwd(double w, double w_d, double *particle_euler_f_d);
+/** Reverse mode of particle_euler_f() (reverse over forward). */
+double particle_euler_f_rev(double w, double *w_b, double particle_euler_f_b);
+
 #ifdef __cplusplus
 }
 #endif

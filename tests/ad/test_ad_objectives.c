@@ -237,6 +237,120 @@ static void test_ht(void **state)
     }
 }
 
+/* Central difference of f at x along coordinate i. */
+#define CENTRAL(expr_at, x, i, h)     \
+    do {                              \
+        double x0_ = (x)[i];          \
+        (x)[i] = x0_ + (h);           \
+        double fp_ = (expr_at);       \
+        (x)[i] = x0_ - (h);           \
+        double fm_ = (expr_at);       \
+        (x)[i] = x0_;                 \
+        fd = (fp_ - fm_) / (2 * (h)); \
+    } while (0)
+
+/* hello, lse, llsq and det: the reverse mode against central differences. */
+static void test_gradbench_scalars(void **state)
+{
+    (void)state;
+    double g = 0, fd;
+    assert_close(hello_square_rev(-1.75, &g, 2.0), 3.0625, 1e-15);
+    assert_close(g, -7.0, 1e-15);
+
+    enum { N = 40, M = 6, L = 5 };
+    double x[N], gx[N];
+    obj_fill_uniform(x, N, -3, 3, 5);
+    memset(gx, 0, sizeof gx);
+    lse_objective_rev(x, gx, N, 1.0);
+    for (int i = 0; i < N; i++) {
+        CENTRAL(lse_objective(x, N), x, i, 1e-6);
+        assert_close(gx[i], fd, 1e-7);
+    }
+    memset(gx, 0, sizeof gx);
+    llsq_objective_rev(x, gx, M, 33, 1.0);
+    for (int i = 0; i < M; i++) {
+        CENTRAL(llsq_objective(x, M, 33), x, i, 1e-6);
+        assert_close(gx[i], fd, 1e-6 * fmax(1, fabs(fd)));
+    }
+    double a[L * L], ga[L * L];
+    long r[L + 1], c[L + 1];
+    obj_fill_uniform(a, L * L, 0, 1, 6);
+    memset(ga, 0, sizeof ga);
+    double det = det_objective_rev(a, ga, L, r, c, 1.0);
+    assert_close(det, det_objective(a, L, r, c), 1e-15);
+    for (int i = 0; i < L * L; i++) {
+        CENTRAL(det_objective(a, L, r, c), a, i, 1e-6);
+        assert_close(ga[i], fd, 1e-8);
+    }
+}
+
+/* kmeans: the gradient (reverse) against central differences of the cost, and the
+ * second-order kmeans_cost_fwd_rev (the tool's reverse mode of its own forward mode):
+ * the gradient and H v against central differences of the first-order gradient. */
+static void test_kmeans_nested(void **state)
+{
+    (void)state;
+    enum { NP = 60, K = 4, D = 3 };
+    double pts[NP * D], cen[K * D], g[K * D], hv[K * D], gd[K * D], v[K * D], fd;
+    obj_fill_uniform(pts, NP * D, 0, 1, 7);
+    memcpy(cen, pts, sizeof cen);
+    for (int i = 0; i < K * D; i++)
+        cen[i] += 0.01 * (i % 5);
+    obj_fill_uniform(v, K * D, -1, 1, 8);
+    memset(g, 0, sizeof g);
+    kmeans_cost_rev(NP, K, D, pts, cen, g, 1.0);
+    for (int i = 0; i < K * D; i++) {
+        CENTRAL(kmeans_cost(NP, K, D, pts, cen), cen, i, 1e-7);
+        assert_close(g[i], fd, 1e-6);
+    }
+    memset(hv, 0, sizeof hv);
+    memset(gd, 0, sizeof gd);
+    double jv = 0, jv_b = 1;
+    kmeans_cost_fwd_rev(NP, K, D, pts, cen, hv, v, gd, &jv, &jv_b, 0.0);
+    assert_true(jv_b == 0.0); /* the output's cotangent is consumed */
+    double dot = 0;
+    for (int i = 0; i < K * D; i++)
+        dot += g[i] * v[i];
+    assert_close(jv, dot, 1e-12);
+    assert_all_close("kmeans grad", gd, g, K * D, 1e-12);
+    /* H v = d/dt grad(cen + t v): central differences of the reverse-mode gradient */
+    double gp[K * D], gm[K * D], cp[K * D], cm[K * D];
+    const double h = 1e-6;
+    for (int i = 0; i < K * D; i++) {
+        cp[i] = cen[i] + h * v[i];
+        cm[i] = cen[i] - h * v[i];
+    }
+    memset(gp, 0, sizeof gp);
+    memset(gm, 0, sizeof gm);
+    kmeans_cost_rev(NP, K, D, pts, cp, gp, 1.0);
+    kmeans_cost_rev(NP, K, D, pts, cm, gm, 1.0);
+    for (int i = 0; i < K * D; i++)
+        assert_close(hv[i], (gp[i] - gm[i]) / (2 * h), 1e-6);
+}
+
+/* saddle and particle: the tool applied to a function that calls its own forward mode
+ * (forward over forward, reverse over forward), against central differences. */
+static void test_nested_outer(void **state)
+{
+    (void)state;
+    double p[2] = {0.7, -0.3}, g[2] = {0, 0}, fd;
+    double v = saddle_max_f_rev(p[0], &g[0], p[1], &g[1], 1.0, 1.0, 1.0);
+    assert_close(v, saddle_max_f(p[0], p[1], 1.0, 1.0), 1e-15);
+    for (int i = 0; i < 2; i++) {
+        double d = 0;
+        saddle_max_f_fwd(p[0], i == 0, p[1], i == 1, 1.0, 1.0, &d);
+        CENTRAL(saddle_max_f(p[0], p[1], 1.0, 1.0), p, i, 1e-6);
+        assert_close(g[i], fd, 1e-6);
+        assert_close(d, fd, 1e-6);
+    }
+    double w[1] = {0.1}, gw = 0, dw = 0;
+    particle_euler_f_rev(w[0], &gw, 1.0);
+    particle_euler_f_fwd(w[0], 1.0, &dw);
+    CENTRAL(particle_euler_f(w[0]), w, 0, 1e-6);
+    assert_close(gw, fd, 1e-5);
+    assert_close(dw, gw, 1e-12);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -245,6 +359,9 @@ int main(void)
         cmocka_unit_test(test_lstm),
         cmocka_unit_test(test_ba),
         cmocka_unit_test(test_ode),
+        cmocka_unit_test(test_gradbench_scalars),
+        cmocka_unit_test(test_kmeans_nested),
+        cmocka_unit_test(test_nested_outer),
         cmocka_unit_test_setup_teardown(test_ht, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

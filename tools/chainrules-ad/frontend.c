@@ -182,6 +182,15 @@ static ad_var *new_var(fe *s, CXCursor decl, ad_vkind kind, int loop_depth)
             v->cname = ad_fmt("%s_%d", v->name, same + 1);
         ad_func_add_local(f, v);
     }
+    /* a name of the generated code's form (t4_, t4_D, x_, and shadows x_d, x_b: the input
+     * is itself generated, differentiated again) is renamed, so that it meets no
+     * temporary or shadow of the new derivative */
+    if (kind == VAR_LOCAL || kind == VAR_PARAM) {
+        size_t len = strlen(v->name);
+        if ((len && v->name[len - 1] == '_') ||
+            (len > 2 && v->name[len - 2] == '_' && strchr("Ddb", v->name[len - 1])))
+            v->cname = ad_fmt("%sin", v->cname);
+    }
     return v;
 }
 

@@ -327,6 +327,10 @@ void ad_rows_emit(ad_buf *out)
             ad_buf_printf(out, "/* The rule row '%s' (%s):\n *   %s\n *   %s */\n", r->name,
                           r->inline_ok && !fl ? "its text, inline" : "the library's instantiation",
                           rule->primal_src, rule->partials_src);
+            /* guarded, so that the output differentiated again (nested modes, whose input
+             * already defines the rows it used) defines each row once */
+            ad_buf_printf(out, "#ifndef CR_AD_ROW_%s_%s\n#define CR_AD_ROW_%s_%s 1\n", r->name, sfx,
+                          r->name, sfx);
             ad_buf_printf(out,
                           "static inline void cr_ad_row_%s_%s(const %s *cr_ad_x, %s *cr_ad_Y, "
                           "%s *cr_ad_D)\n{\n",
@@ -345,7 +349,7 @@ void ad_rows_emit(ad_buf *out)
                     "cr_ad_Y, cr_ad_D);\n",
                     r->name, sfx);
             }
-            ad_buf_put(out, "}\n\n");
+            ad_buf_put(out, "}\n#endif\n\n");
         }
     }
 }

@@ -1,0 +1,141 @@
+#!/bin/sh
+# GradBench's evals run here, for chainrules-c and GradBench's `manual` C++ tool
+# (docs/gradbench.md).
+#
+#   bench/gradbench.sh --setup            prepare the GradBench copy (below) and build `manual`
+#   bench/gradbench.sh [--quick] [EVAL...]  run the evals (all by default) for both tools,
+#                                          then print the table and draw the plot
+#
+# Variables: GRADBENCH_REPO, a clone of https://github.com/gradbench/gradbench (bare or not;
+# needed by --setup); GRADBENCH_DIR, the prepared copy (default build/gradbench, which the
+# CTest test `gradbench` uses); BUILD (default build), where chainrules-gradbench is built;
+# MIN_SECONDS (default 0.5) and MIN_RUNS (default 3), the evals' timing loop; TOOLS (default
+# "chainrules-c manual"); OUT (default $BUILD/gradbench-results), the logs and summaries.
+# --quick runs the smallest size of every eval only.
+#
+# The copy holds GradBench's python/, cpp/, tools/manual/ and evals/ (with their data files
+# as the repository stores them; files absent from the clone are left out, and the evals
+# that need them skip those sizes). When evals/lstm/data/lstm_full.txt is absent (it is a
+# large text file), a substitute is written from the ASCII text of the repository's
+# Markdown files: the lstm eval only takes its first characters as bits, so the inputs
+# differ from GradBench's published ones but are validated the same way.
+set -eu
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-$here/build}
+GRADBENCH_DIR=${GRADBENCH_DIR:-$BUILD/gradbench}
+MIN_SECONDS=${MIN_SECONDS:-0.5}
+MIN_RUNS=${MIN_RUNS:-3}
+TOOLS=${TOOLS:-chainrules-c manual}
+OUT=${OUT:-$BUILD/gradbench-results}
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+
+setup() {
+    if [ -z "${GRADBENCH_REPO:-}" ]; then
+        echo "gradbench.sh: set GRADBENCH_REPO to a clone of https://github.com/gradbench/gradbench" >&2
+        exit 2
+    fi
+    g="git -C $GRADBENCH_REPO"
+    mkdir -p "$GRADBENCH_DIR"
+    $g archive HEAD CONTRIBUTING.md python cpp tools/manual | tar -x -C "$GRADBENCH_DIR"
+    $g ls-tree -r --name-only HEAD evals | while read -r f; do
+        dst="$GRADBENCH_DIR/$f"
+        [ -e "$dst" ] && continue
+        if $g cat-file -e "HEAD:$f" 2>/dev/null; then
+            mkdir -p "$(dirname "$dst")"
+            $g show "HEAD:$f" >"$dst"
+        else
+            echo "gradbench.sh: $f is not in the clone: left out" >&2
+        fi
+    done
+    txt="$GRADBENCH_DIR/evals/lstm/data/lstm_full.txt"
+    if [ ! -e "$txt" ]; then
+        mkdir -p "$(dirname "$txt")"
+        $g ls-tree -r --name-only HEAD | grep '\.md$' | while read -r f; do
+            $g show "HEAD:$f" 2>/dev/null || true
+        done | LC_ALL=C tr -cd '\11\12\15\40-\176' >"$txt"
+        echo "gradbench.sh: wrote a substitute lstm_full.txt ($(wc -c <"$txt") characters)" >&2
+    fi
+    if [ ! -e "$GRADBENCH_DIR/cpp/json.hpp" ]; then
+        if [ -e /usr/include/nlohmann/json.hpp ]; then
+            ln -s /usr/include/nlohmann/json.hpp "$GRADBENCH_DIR/cpp/json.hpp"
+        else
+            echo "gradbench.sh: GradBench's C++ tools need nlohmann/json.hpp (Debian nlohmann-json3-dev)" >&2
+            exit 1
+        fi
+    fi
+    make -s -C "$GRADBENCH_DIR/tools/manual" NATIVE=no
+}
+
+# eval arguments: the evals' default configurations (their run.py), or the smallest sizes
+configs() {
+    if [ "$quick" = 1 ]; then
+        cat <<EOF
+hello
+lse -n 2500
+llsq -n 16
+det -l 5
+kmeans -k 10 -n 1000 -d 8
+ode -n 1000 -s 1
+gmm -d 2 -k 5
+ba --min 1 --max 1
+ht --min 1 --max 1
+ht --min 1 --max 1 --variant simple --model small
+lstm -l 2 -c 1024
+particle
+saddle
+EOF
+    else
+        cat <<EOF
+hello
+lse
+llsq
+det
+kmeans
+ode
+gmm
+ba
+ht --max 11
+ht --max 11 --variant simple --model small
+lstm
+particle
+saddle
+EOF
+    fi
+}
+
+tool_cmd() {
+    case $1 in
+        chainrules-c) echo "$BUILD/tools/gradbench/chainrules-gradbench" ;;
+        manual) echo "$PY python/gradbench/gradbench/cpp.py manual" ;;
+        *) echo "gradbench.sh: unknown tool $1" >&2; exit 2 ;;
+    esac
+}
+
+quick=0
+case "${1:-}" in
+    --setup) setup; exit 0 ;;
+    --quick) quick=1; shift ;;
+esac
+mkdir -p "$OUT"
+status=0
+configs >"$OUT/configs"
+while read -r name args; do
+    if [ $# -gt 0 ]; then
+        case " $* " in *" $name "*) ;; *) continue ;; esac
+    fi
+    for tool in $TOOLS; do
+        tag=$(echo "$name $args" | tr ' ' '_' | tr -s '_' | sed 's/_$//; s/--//g')
+        # shellcheck disable=SC2086 # the eval's arguments are words
+        "$PY" "$here/tools/gradbench/run.py" --python "$PY" --gradbench "$GRADBENCH_DIR" \
+            --tool "$(tool_cmd "$tool")" --tool-cwd "$GRADBENCH_DIR" --eval "$name" --unimplemented fr,rr \
+            --log "$OUT/$tool.$tag.jsonl" --summary "$OUT/$tool.$tag.summary" \
+            -- $args --min-runs "$MIN_RUNS" --min-seconds "$MIN_SECONDS" || status=1
+    done
+done <"$OUT/configs"
+# shellcheck disable=SC2086 # one word per tool
+"$PY" "$here/bench/gradbench_table.py" --results "$OUT" --tools $TOOLS \
+    ${GRADBENCH_REPO:+--nightly "$GRADBENCH_REPO"} --svg "$OUT/gradbench.svg" >"$OUT/table.md"
+cat "$OUT/table.md"
+exit $status

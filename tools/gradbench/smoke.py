@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Runs the smallest size of every GradBench eval through a tool and its validation.
+
+    smoke.py --gradbench DIR --tool 'COMMAND' [--python PYTHON]
+
+DIR as for run.py (bench/gradbench.sh --setup prepares it). Exit status 0 when every
+evaluation is valid, 1 otherwise, 77 (skipped) when the eval's Python packages or DIR
+(with GradBench's `manual` tool built: the evals validate against it) are missing.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# The smallest size of each eval's default configuration; the timing loop runs once.
+SMALL = [
+    ("hello", []),
+    ("lse", ["-n", "2500"]),
+    ("llsq", ["-n", "16"]),
+    ("det", ["-l", "5"]),
+    ("kmeans", ["-k", "10", "-n", "1000", "-d", "8"]),
+    ("ode", ["-n", "1000", "-s", "1"]),
+    ("gmm", ["-d", "2", "-k", "5"]),
+    ("ba", ["--min", "1", "--max", "1"]),
+    ("ht", ["--min", "1", "--max", "1"]),
+    ("ht", ["--min", "1", "--max", "1", "--variant", "simple", "--model", "small"]),
+    ("lstm", ["-l", "2", "-c", "1024"]),
+    ("particle", []),
+    ("saddle", []),
+]
+ONCE = ["--min-runs", "1", "--min-seconds", "0"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gradbench", required=True)
+    ap.add_argument("--tool", required=True)
+    ap.add_argument("--python", default=sys.executable)
+    args = ap.parse_args()
+    probe = subprocess.run(
+        [args.python, "-c", "import numpy, scipy, pydantic, dataclasses_json"],
+        capture_output=True,
+    )
+    if probe.returncode != 0:
+        print("skipped: the evals need python3-numpy, python3-scipy, python3-pydantic and "
+              "python3-dataclasses-json")
+        return 77
+    manual = os.path.join(args.gradbench, "tools", "manual", "bin", "gmm")
+    if not os.path.exists(manual):
+        print(f"skipped: no GradBench copy with its manual tool built in {args.gradbench} "
+              "(bench/gradbench.sh --setup prepares it)")
+        return 77
+    bad = []
+    for name, extra in SMALL:
+        r = subprocess.run(
+            [args.python, os.path.join(HERE, "run.py"), "--python", args.python,
+             "--gradbench", args.gradbench, "--tool", args.tool, "--eval", name,
+             "--timeout", "120", "--unimplemented", "fr,rr", "--"] + extra + ONCE
+        )
+        if r.returncode != 0:
+            bad.append(f"{name} {' '.join(extra)} (status {r.returncode})")
+    for b in bad:
+        print(f"FAILED: {b}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
