@@ -42,7 +42,7 @@ CR_BEGIN_DECLS
     X(CR_ENOCAP, 12, "rule configuration lacks a required capability")            \
     X(CR_EOVERFLOW, 13, "size computation overflows")                             \
     X(CR_ETAPE, 14, "variable belongs to another tape, or the tape has failed")   \
-    X(CR_ECOMM, 15, "communication failed, on this process or on another")       \
+    X(CR_ECOMM, 15, "communication failed, on this process or on another")        \
     X(CR_ENONFINITE, 16, "non-finite value from finite inputs")
 
 /** Status code: `CR_OK` (0) on success, a positive error code otherwise. */
