@@ -2,8 +2,8 @@
  * MPI calls in the input: their adjoint and tangent communications.
  *
  * A call of MPI_Send, MPI_Recv, MPI_Sendrecv, MPI_Bcast, MPI_Reduce, MPI_Allreduce,
- * MPI_Gather, MPI_Scatter or MPI_Allgather is a primitive whose derivative is a
- * communication of the same shape:
+ * MPI_Gather, MPI_Scatter, MPI_Allgather or MPI_Alltoall is a primitive whose derivative is
+ * a communication of the same shape:
  *
  *   primal                      adjoint (reverse mode)                   tangent
  *   send x to d                 receive from d, add into x_b             send x_d to d
@@ -14,13 +14,17 @@
  *   gather x to y at r          scatter y_b from r, add into x_b          gather x_d
  *   scatter x at r to y         gather y_b to r, add into x_b (at r)      scatter x_d
  *   allgather x to y            reduce-scatter-sum y_b, add into x_b     allgather x_d
+ *   alltoall x to y             alltoall y_b back, add into x_b          alltoall x_d
+ *   allreduce-max/min x to y    allreduce-sum y_b, to each element's     the winner's x_d
+ *                               winner only (MPI_MAXLOC/MINLOC rank)
  *
  * The wrappers run on every rank whether or not the buffers are active there (a rank
  * whose buffer is inactive still sends zeros or receives into a scratch), so that the
  * derivative communications match whenever the primal ones do: the adjoint sweep performs
  * them in the reverse order of the primal's, each rank in the reverse order of its own,
  * which cannot deadlock when the primal does not (docs/mpi.md). Buffers whose data is
- * differentiated must be doubles sent as MPI_DOUBLE, and reductions must use MPI_SUM;
+ * differentiated must be doubles sent as MPI_DOUBLE, and reductions must use MPI_SUM (an
+ * allreduce also MPI_MAX or MPI_MIN);
  * otherwise the derivative is marked failed (NaN), the communications still matched.
  * Received data are treated as depending on the active inputs (varied), and sent data as
  * influencing the outputs (useful), on every rank alike.
@@ -38,7 +42,8 @@ enum {
     K_ALLREDUCE,
     K_GATHER,
     K_SCATTER,
-    K_ALLGATHER
+    K_ALLGATHER,
+    K_ALLTOALL
 };
 
 typedef struct mpi_fn {
@@ -58,6 +63,7 @@ static const mpi_fn k_mpi[] = {
     {"MPI_Gather", K_GATHER, 8, 0, 1, 2, 3, 4, 5},
     {"MPI_Scatter", K_SCATTER, 8, 0, 1, 2, 3, 4, 5},
     {"MPI_Allgather", K_ALLGATHER, 7, 0, 1, 2, 3, 4, 5},
+    {"MPI_Alltoall", K_ALLTOALL, 7, 0, 1, 2, 3, 4, 5},
 };
 
 int ad_mpi_kind(const char *name)
@@ -193,8 +199,40 @@ static void checks(ad_buf *o, const mpi_fn *m, const char *fail)
     for (int k = 0; k < 2; k++)
         if (t[k] >= 0 && (k == 0 || t[1] != t[0]))
             ad_buf_printf(o, "    if (%s != MPI_DOUBLE)\n        %s;\n", arg(t[k]), fail);
-    if (m->kind == K_REDUCE || m->kind == K_ALLREDUCE)
+    if (m->kind == K_REDUCE)
         ad_buf_printf(o, "    if (%s != MPI_SUM)\n        %s;\n", arg(4), fail);
+    if (m->kind == K_ALLREDUCE)
+        ad_buf_printf(o, "    if (%s != MPI_SUM && %s != MPI_MAX && %s != MPI_MIN)\n        %s;\n",
+                      arg(4), arg(4), arg(4), fail);
+}
+
+/* MPI_MAX and MPI_MIN of an allreduce: each element's winning rank (MPI_MAXLOC and
+ * MPI_MINLOC: the lowest rank among ties, the same on every rank) into w_[i].r, from the
+ * input values (read before an in-place call overwrites them); me_ is the rank. */
+static void winners(ad_buf *o, const char *comm)
+{
+    ad_buf_printf(o,
+                  "    const int loc_ = a4_ == MPI_MAX ? 1 : a4_ == MPI_MIN ? 2 : 0;\n"
+                  "    struct {\n        double v;\n        int r;\n    } *w_ = NULL;\n"
+                  "    int me_ = 0;\n    MPI_Comm_rank(%s, &me_);\n"
+                  "    if (loc_) {\n"
+                  "        w_ = malloc((size_t)(a2_ > 0 ? a2_ : 1) * sizeof *w_);\n"
+                  "        if (!w_)\n            MPI_Abort(MPI_COMM_WORLD, 1);\n"
+                  "        const double *src_ = a0_ == MPI_IN_PLACE ? (const double *)a1_ : "
+                  "(const double *)a0_;\n"
+                  "        for (int i_ = 0; i_ < a2_; i_++) {\n"
+                  "            w_[i_].v = src_[i_];\n            w_[i_].r = me_;\n        }\n"
+                  "    }\n",
+                  comm);
+}
+
+/* After the primal: the winners found (collective: every rank takes part). */
+static void winners_reduce(ad_buf *o, const char *comm)
+{
+    ad_buf_printf(o,
+                  "    if (loc_)\n        MPI_Allreduce(MPI_IN_PLACE, w_, a2_, MPI_DOUBLE_INT, "
+                  "loc_ == 1 ? MPI_MAXLOC : MPI_MINLOC, %s);\n",
+                  comm);
 }
 
 static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
@@ -215,11 +253,13 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
     ad_buf_printf(o, "static int cr_ad_%s_fw%s(", g->name, mn);
     params(o, g, 0, NULL);
     ad_buf_put(o, ", cr_adstack *stp_)\n{\n    (void)stp_;\n");
-    if (rooted || m->kind == K_ALLGATHER || m->kind == K_BCAST)
+    if (rooted || m->kind == K_ALLGATHER || m->kind == K_BCAST || m->kind == K_ALLTOALL)
         ad_buf_printf(o,
                       "    int rank_ = 0, size_ = 1;\n    MPI_Comm_rank(%s, &rank_);\n"
                       "    MPI_Comm_size(%s, &size_);\n    (void)size_;\n    (void)rank_;\n",
                       comm, comm);
+    if (m->kind == K_ALLREDUCE)
+        winners(o, comm);
     if (m->kind == K_RECV || m->kind == K_SENDRECV || m->kind == K_ALLREDUCE)
         loop_push(o, out, out_n, "    ");
     else if (m->kind == K_BCAST)
@@ -228,8 +268,8 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
         ad_buf_printf(o, "    if (rank_ == %s) {\n", root),
             loop_push(o, out, m->kind == K_GATHER ? gathered : out_n, "        "),
             ad_buf_put(o, "    }\n");
-    else if (m->kind == K_SCATTER || m->kind == K_ALLGATHER)
-        loop_push(o, out, m->kind == K_ALLGATHER ? gathered : out_n, "    ");
+    else if (m->kind == K_SCATTER || m->kind == K_ALLGATHER || m->kind == K_ALLTOALL)
+        loop_push(o, out, m->kind == K_SCATTER ? out_n : gathered, "    ");
     if (status) {
         ad_buf_put(o, "    MPI_Status s_;\n    const int r_ = ");
         call_primal(o, g, "&s_");
@@ -238,6 +278,15 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
                       "    cr_adstack_push_i64(stp_, s_.MPI_TAG);\n"
                       "    if (%s != MPI_STATUS_IGNORE)\n        *%s = s_;\n    return r_;\n}\n\n",
                       arg(g->nparams - 1), arg(g->nparams - 1));
+    } else if (m->kind == K_ALLREDUCE) {
+        /* the winners go on the stack after the primal, so the adjoint pops them first */
+        ad_buf_put(o, "    const int r_ = ");
+        call_primal(o, g, NULL);
+        ad_buf_put(o, ";\n");
+        winners_reduce(o, comm);
+        ad_buf_put(o, "    if (loc_) {\n        for (int i_ = 0; i_ < a2_; i_++)\n"
+                      "            cr_adstack_push_i64(stp_, w_[i_].r);\n"
+                      "        free(w_);\n    }\n    return r_;\n}\n\n");
     } else {
         ad_buf_put(o, "    return ");
         call_primal(o, g, NULL);
@@ -249,7 +298,7 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
     params(o, g, mask, "_b");
     ad_buf_put(o, ", cr_adstack *stp_)\n{\n    (void)stp_;\n");
     checks(o, m, "cr_adstack_set_failed(stp_)");
-    if (rooted || m->kind == K_ALLGATHER || m->kind == K_BCAST)
+    if (rooted || m->kind == K_ALLGATHER || m->kind == K_BCAST || m->kind == K_ALLTOALL)
         ad_buf_printf(o,
                       "    int rank_ = 0, size_ = 1;\n    MPI_Comm_rank(%s, &rank_);\n"
                       "    MPI_Comm_size(%s, &size_);\n    (void)size_;\n",
@@ -308,10 +357,19 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
          * call's buffer is its own input */
         yb = shadow_or_scratch(o, mask, m->out, "_b", out_n, "y_");
         xb = shadow_or_scratch(o, mask, m->in, "_b", in_n, "x_");
-        if (m->kind == K_ALLREDUCE)
-            ad_buf_printf(o, "    MPI_Allreduce(MPI_IN_PLACE, %s, %s, MPI_DOUBLE, MPI_SUM, %s);\n",
-                          dbl(yb), out_n, comm);
-        else
+        if (m->kind == K_ALLREDUCE) {
+            /* the sum of every rank's adjoint of y; for MPI_MAX and MPI_MIN it goes to each
+             * element's winner only (its rank popped from the forward sweep) */
+            ad_buf_printf(o,
+                          "    MPI_Allreduce(MPI_IN_PLACE, %s, %s, MPI_DOUBLE, MPI_SUM, %s);\n"
+                          "    int me_ = 0;\n    MPI_Comm_rank(%s, &me_);\n"
+                          "    if (a4_ == MPI_MAX || a4_ == MPI_MIN) {\n"
+                          "        for (int i_ = (%s); i_-- > 0;) {\n"
+                          "            const int w_ = (int)cr_adstack_pop_i64(stp_);\n"
+                          "            if (w_ != me_)\n                %s[i_] = 0;\n"
+                          "        }\n    }\n",
+                          dbl(yb), out_n, comm, comm, out_n, dbl(yb));
+        } else
             ad_buf_printf(o,
                           "    if (rank_ != %s) {\n"
                           "        for (int i_ = 0; i_ < (%s); i_++)\n"
@@ -343,11 +401,12 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
         break;
     case K_GATHER:
     case K_SCATTER:
-    case K_ALLGATHER: {
+    case K_ALLGATHER:
+    case K_ALLTOALL: {
         /* the adjoint of the blocks: scattered back (gather), gathered to the root (scatter),
-         * reduced and scattered (allgather), added into x_b */
+         * reduced and scattered (allgather), sent back (alltoall), added into x_b */
         const char *yn = m->kind == K_SCATTER ? out_n : gathered;
-        const char *xn = m->kind == K_SCATTER ? scattered : in_n;
+        const char *xn = m->kind == K_SCATTER || m->kind == K_ALLTOALL ? scattered : in_n;
         yb = shadow_or_scratch(o, mask, m->out, "_b", yn, "y_");
         xb = shadow_or_scratch(o, mask, m->in, "_b", xn, "x_");
         const char *guard = m->kind == K_SCATTER ? ad_fmt("if (rank_ == %s) ", root) : "";
@@ -360,6 +419,9 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
         else if (m->kind == K_SCATTER)
             ad_buf_printf(o, "    MPI_Gather(%s, %s, MPI_DOUBLE, %s, %s, MPI_DOUBLE, %s, %s);\n",
                           dbl(yb), out_n, dbl(xb), in_n, root, comm);
+        else if (m->kind == K_ALLTOALL)
+            ad_buf_printf(o, "    MPI_Alltoall(%s, %s, MPI_DOUBLE, %s, %s, MPI_DOUBLE, %s);\n",
+                          dbl(yb), out_n, dbl(xb), in_n, comm);
         else
             ad_buf_printf(o, "    MPI_Reduce_scatter_block(%s, %s, %s, MPI_DOUBLE, MPI_SUM, %s);\n",
                           dbl(yb), dbl(xb), in_n, comm);
@@ -395,7 +457,8 @@ static void tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
     params(o, g, mask, "_d");
     ad_buf_put(o, ")\n{\n    int fail_ = 0;\n");
     checks(o, m, "fail_ = 1");
-    bool sized = m->kind == K_GATHER || m->kind == K_SCATTER || m->kind == K_ALLGATHER;
+    bool sized = m->kind == K_GATHER || m->kind == K_SCATTER || m->kind == K_ALLGATHER ||
+                 m->kind == K_ALLTOALL;
     if (sized)
         ad_buf_printf(o,
                       "    int rank_ = 0, size_ = 1;\n    MPI_Comm_rank(%s, &rank_);\n"
@@ -403,12 +466,16 @@ static void tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
                       comm, comm);
     const char *in_n = m->in >= 0 ? arg(m->in_count) : "0";
     const char *out_n = m->out >= 0 ? arg(m->out_count) : "0";
-    const char *xn = m->kind == K_SCATTER ? ad_fmt("size_ * (%s)", in_n) : in_n;
-    const char *yn =
-        m->kind == K_GATHER || m->kind == K_ALLGATHER ? ad_fmt("size_ * (%s)", out_n) : out_n;
+    const char *xn =
+        m->kind == K_SCATTER || m->kind == K_ALLTOALL ? ad_fmt("size_ * (%s)", in_n) : in_n;
+    const char *yn = m->kind == K_GATHER || m->kind == K_ALLGATHER || m->kind == K_ALLTOALL
+                         ? ad_fmt("size_ * (%s)", out_n)
+                         : out_n;
     const char *xd = m->in >= 0 ? shadow_or_scratch(o, mask, m->in, "_d", xn, "x_") : NULL;
     const char *yd =
         m->out >= 0 && m->out != m->in ? shadow_or_scratch(o, mask, m->out, "_d", yn, "y_") : xd;
+    if (m->kind == K_ALLREDUCE)
+        winners(o, comm);
     /* the primal, then the same communication of the tangents */
     if (status)
         ad_buf_put(o, "    MPI_Status s_;\n    const int r_ = "), call_primal(o, g, "&s_"),
@@ -436,8 +503,18 @@ static void tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
         ad_buf_printf(o, "    MPI_Bcast(%s, %s, MPI_DOUBLE, %s, %s);\n", dbl(xd), in_n, arg(3),
                       comm);
         break;
-    case K_REDUCE:
     case K_ALLREDUCE:
+        /* MPI_MAX and MPI_MIN: the winner's tangent, summed with the others' zeros */
+        winners_reduce(o, comm);
+        ad_buf_printf(
+            o,
+            "    if (loc_) {\n        for (int i_ = 0; i_ < a2_; i_++)\n"
+            "            %s[i_] = w_[i_].r == me_ ? (a0_ == MPI_IN_PLACE ? %s : %s)[i_] : 0;\n"
+            "        MPI_Allreduce(MPI_IN_PLACE, %s, a2_, MPI_DOUBLE, MPI_SUM, %s);\n"
+            "        free(w_);\n    } else\n    ",
+            dbl(yd), dbl(yd), dbl(xd), dbl(yd), comm);
+        /* FALLTHROUGH */
+    case K_REDUCE:
         ad_buf_printf(o,
                       "    %s(%s == MPI_IN_PLACE ? MPI_IN_PLACE : (const void *)%s, %s, %s, "
                       "MPI_DOUBLE, MPI_SUM%s, %s);\n",
@@ -451,8 +528,10 @@ static void tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
                       out_n, arg(6), comm);
         break;
     case K_ALLGATHER:
-        ad_buf_printf(o, "    MPI_Allgather(%s, %s, MPI_DOUBLE, %s, %s, MPI_DOUBLE, %s);\n",
-                      dbl(xd), in_n, dbl(yd), out_n, comm);
+    case K_ALLTOALL:
+        ad_buf_printf(o, "    %s(%s, %s, MPI_DOUBLE, %s, %s, MPI_DOUBLE, %s);\n",
+                      m->kind == K_ALLGATHER ? "MPI_Allgather" : "MPI_Alltoall", dbl(xd), in_n,
+                      dbl(yd), out_n, comm);
         break;
     }
     if (status)

@@ -1,7 +1,8 @@
 /*
  * A distributed objective whose calls of MPI chainrules-ad differentiates: every
- * communication it maps (send, receive, sendrecv, broadcast, reduce, allreduce, gather,
- * scatter, allgather), between arithmetic, on any number of ranks up to 8.
+ * communication it maps (send, receive, sendrecv, broadcast, reduce, allreduce with sum,
+ * max and min, gather, scatter, allgather, alltoall), between arithmetic, on any number of
+ * ranks up to 8.
  */
 #include <math.h>
 #include <mpi.h>
@@ -44,9 +45,20 @@ double m_obj(const double *x, int n)
         for (int k = 0; k < n * size; k++)
             h[k] = exp(0.3 * h[k]) + g[k];
     MPI_Scatter(h, n, MPI_DOUBLE, d, n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    double y = t * t + u;
+    /* the largest of every rank's value, the smallest of a scalar, and blocks sent to every
+     * rank */
+    double cm[4], mx[4], at[32];
     for (int i = 0; i < n; i++)
-        y += d[i] * c[i] + 0.1 * g[i];
+        cm[i] = c[i] * (rank + 1) + 0.1 * a[i];
+    MPI_Allreduce(cm, mx, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    double lo = cm[0] - cm[1] * (rank + 2);
+    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Alltoall(g, n, MPI_DOUBLE, at, n, MPI_DOUBLE, MPI_COMM_WORLD);
+    double y = t * t + u + 0.2 * lo;
+    for (int i = 0; i < n; i++)
+        y += d[i] * c[i] + 0.1 * g[i] + 0.3 * mx[i] * mx[i];
+    for (int k = 0; k < n * size; k++)
+        y += 0.01 * (k + 1) * at[k] * at[k];
     /* an in-place allreduce of the result */
     MPI_Allreduce(MPI_IN_PLACE, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     return y * (rank + 1);
