@@ -129,6 +129,14 @@ static int report(ad_func *f)
     return f->nerrors != 0 || f->errors.len != 0;
 }
 
+/* Frees the messages kept about the functions' bodies (those of functions that were not
+ * transformed were never printed). */
+static void free_errors(ad_unit *u)
+{
+    for (int i = 0; i < u->nfuncs; i++)
+        ad_buf_free(&u->funcs[i]->errors);
+}
+
 /* Appends a static function and its prototype. */
 static void add_static(ad_buf *protos, ad_buf *bodies, ad_buf *fn)
 {
@@ -237,6 +245,7 @@ int main(int argc, char **argv)
     if (ad_parse(in_path, flags, nflags, &u)) {
         if (rules_ctx)
             unload_rules(rules_ctx);
+        free_errors(&u);
         ad_pool_free();
         return 1;
     }
@@ -408,6 +417,7 @@ int main(int argc, char **argv)
     ad_buf_free(&publics);
     ad_buf_free(&protos);
     ad_buf_free(&bodies);
+    free_errors(&u);
     ad_pool_free();
     return rc;
 }
