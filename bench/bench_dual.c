@@ -29,35 +29,7 @@
 
 static volatile double g_sink;
 
-typedef double (*work_fn)(void *env);
-
-/* Median over DUAL_RUNS of time(num) / time(den), the two timed back to back in each run
- * (which one goes first alternates). */
-static double median_ratio(work_fn num, work_fn den, void *env)
-{
-    double r[DUAL_RUNS];
-    g_sink = num(env) + den(env);
-    for (int i = 0; i < DUAL_RUNS; i++) {
-        double tn, td, t0, t1;
-        if (i % 2) {
-            t0 = bench_now_ns();
-            g_sink += den(env);
-            t1 = bench_now_ns();
-            td = t1 - t0;
-            g_sink += num(env);
-            tn = bench_now_ns() - t1;
-        } else {
-            t0 = bench_now_ns();
-            g_sink += num(env);
-            t1 = bench_now_ns();
-            tn = t1 - t0;
-            g_sink += den(env);
-            td = bench_now_ns() - t1;
-        }
-        r[i] = tn / td;
-    }
-    return isnan(g_sink) ? (double)NAN : bench_median(r, DUAL_RUNS);
-}
+typedef bench_work_fn work_fn;
 
 /* ---- ba --------------------------------------------------------------------------------- */
 
@@ -220,7 +192,7 @@ static int fig_ba(void)
     ba_make_problem(BA_N, BA_M, BA_P, 1, e.cams, e.X, e.w, obs, e.feats);
     int rc = ba_check(&e);
     if (rc == 0)
-        printf("dual_ba_ratio %.2f x\n", median_ratio(ba_dual_jacobian, ba_primal, &e));
+        printf("dual_ba_ratio %.2f x\n", bench_median_ratio(ba_dual_jacobian, ba_primal, &e));
     free(buf);
     free(obs);
     return rc;
@@ -277,7 +249,7 @@ static int fig_chain(void)
                 got, e.dt, y, want);
         return 1;
     }
-    printf("dual_chain_ratio %.2f x\n", median_ratio(chain_dual, chain_primal, &e));
+    printf("dual_chain_ratio %.2f x\n", bench_median_ratio(chain_dual, chain_primal, &e));
     return 0;
 }
 

@@ -36,35 +36,7 @@
 
 static volatile double g_sink;
 
-typedef double (*work_fn)(void *env);
-
-/* Median over ST_RUNS of time(num) / time(den), the two timed back to back in each run
- * (which one goes first alternates). */
-static double median_ratio(work_fn num, work_fn den, void *env)
-{
-    double r[ST_RUNS];
-    g_sink = num(env) + den(env);
-    for (int i = 0; i < ST_RUNS; i++) {
-        double tn, td, t0, t1;
-        if (i % 2) {
-            t0 = bench_now_ns();
-            g_sink += den(env);
-            t1 = bench_now_ns();
-            td = t1 - t0;
-            g_sink += num(env);
-            tn = bench_now_ns() - t1;
-        } else {
-            t0 = bench_now_ns();
-            g_sink += num(env);
-            t1 = bench_now_ns();
-            tn = t1 - t0;
-            g_sink += den(env);
-            td = bench_now_ns() - t1;
-        }
-        r[i] = tn / td;
-    }
-    return isnan(g_sink) ? (double)NAN : bench_median(r, ST_RUNS);
-}
+typedef bench_work_fn work_fn;
 
 /* Median time of one call of f in ns (f runs `reps` calls). */
 static double median_ns(work_fn f, void *env, long reps)
@@ -249,15 +221,15 @@ int bench_st(int argc, char **argv)
     for (long i = 0; i < CHAIN_N; i++)
         v.x[i] = 1e-3 * (1.0 + sin((double)i));
     if (wanted(argc, argv, "st_chain_ratio"))
-        printf("st_chain_ratio %.2f x\n", median_ratio(chain_g, chain_p, &v));
+        printf("st_chain_ratio %.2f x\n", bench_median_ratio(chain_g, chain_p, &v));
     if (wanted(argc, argv, "st_chain_hand_ratio"))
-        printf("st_chain_hand_ratio %.2f x\n", median_ratio(chain_h, chain_p, &v));
+        printf("st_chain_hand_ratio %.2f x\n", bench_median_ratio(chain_h, chain_p, &v));
     obj_fill_uniform(v.x, ROSEN_N, -1.5, 1.5, 11);
     v.n = ROSEN_N;
     if (wanted(argc, argv, "st_rosen_loop_ratio"))
-        printf("st_rosen_loop_ratio %.2f x\n", median_ratio(rosen_g, rosen_p, &v));
+        printf("st_rosen_loop_ratio %.2f x\n", bench_median_ratio(rosen_g, rosen_p, &v));
     if (wanted(argc, argv, "st_rosen_hand_ratio"))
-        printf("st_rosen_hand_ratio %.2f x\n", median_ratio(rosen_h, rosen_p, &v));
+        printf("st_rosen_hand_ratio %.2f x\n", bench_median_ratio(rosen_h, rosen_p, &v));
     if (wanted(argc, argv, "st_rosen_bytes_per_term")) {
         cr_adstack_trim();
         g_sink = rosen_rev(v.x, v.g, v.n, 1.0);
@@ -281,7 +253,7 @@ int bench_st(int argc, char **argv)
             return 1;
         gmm_env e = {in, in + GK, in + GK + GD * GK, in + GK + 2 * GD * GK, in + np, g};
         gmm_make_input(GD, GK, GN, 21, e.alphas, e.means, e.q, e.l, e.x);
-        printf("st_gmm_vs_hand %.2f x\n", median_ratio(gmm_g, gmm_h, &e));
+        printf("st_gmm_vs_hand %.2f x\n", bench_median_ratio(gmm_g, gmm_h, &e));
         free(in);
         free(g);
     }
@@ -292,7 +264,7 @@ int bench_st(int argc, char **argv)
             return 1;
         lstm_env e = {in, in + nm, in + nm + ne, in + nm + ne + ns, g};
         lstm_make_input(LL, LC, LB, 22, e.mp, e.ep, e.st, e.seq);
-        printf("st_lstm_vs_hand %.2f x\n", median_ratio(lstm_g, lstm_h, &e));
+        printf("st_lstm_vs_hand %.2f x\n", bench_median_ratio(lstm_g, lstm_h, &e));
         free(in);
         free(g);
     }
@@ -311,9 +283,9 @@ int bench_st(int argc, char **argv)
             k_X_d[j * 15 + 11 + j] = 1;
         k_w_d[14] = 1;
         if (wanted(argc, argv, "st_ba_vs_hand"))
-            printf("st_ba_vs_hand %.2f x\n", median_ratio(ba_g, ba_h, &e));
+            printf("st_ba_vs_hand %.2f x\n", bench_median_ratio(ba_g, ba_h, &e));
         if (wanted(argc, argv, "st_ba_rev_vs_hand"))
-            printf("st_ba_rev_vs_hand %.2f x\n", median_ratio(ba_r, ba_h, &e));
+            printf("st_ba_rev_vs_hand %.2f x\n", bench_median_ratio(ba_r, ba_h, &e));
         free(in);
     }
     return isnan(g_sink) ? 1 : 0;

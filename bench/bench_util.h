@@ -2,6 +2,7 @@
 #ifndef CR_BENCH_UTIL_H
 #define CR_BENCH_UTIL_H
 
+#include <math.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -24,6 +25,42 @@ static inline double bench_median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
     return v[n / 2];
+}
+
+/* A piece of work to time: returns a number that depends on its result (kept in a sink, so
+ * that the work is not optimised away). */
+typedef double (*bench_work_fn)(void *env);
+
+/* Where the timed work's results go. */
+static volatile double bench_sink;
+
+/* The median over 9 runs of time(num) / time(den), the two timed back to back in each run
+ * (which one goes first alternates); NaN when a result was NaN. */
+static inline double bench_median_ratio(bench_work_fn num, bench_work_fn den, void *env)
+{
+    enum { RUNS = 9 };
+    double r[RUNS];
+    bench_sink = num(env) + den(env);
+    for (int i = 0; i < RUNS; i++) {
+        double tn, td, t0, t1;
+        if (i % 2) {
+            t0 = bench_now_ns();
+            bench_sink += den(env);
+            t1 = bench_now_ns();
+            td = t1 - t0;
+            bench_sink += num(env);
+            tn = bench_now_ns() - t1;
+        } else {
+            t0 = bench_now_ns();
+            bench_sink += num(env);
+            t1 = bench_now_ns();
+            tn = t1 - t0;
+            bench_sink += den(env);
+            td = bench_now_ns() - t1;
+        }
+        r[i] = tn / td;
+    }
+    return isnan(bench_sink) ? (double)NAN : bench_median(r, RUNS);
 }
 
 #endif /* CR_BENCH_UTIL_H */

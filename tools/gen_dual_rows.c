@@ -29,53 +29,8 @@
 #include <chainrules/scalar_rule.h>
 #include <chainrules/status.h>
 
-/* A growable string. */
-typedef struct buf {
-    char *p;
-    size_t n, cap;
-} buf;
-
-static void put(buf *b, const char *s, size_t len)
-{
-    if (b->n + len + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 65536;
-        while (cap < b->n + len + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (p == NULL) {
-            fputs("gen-dual-rows: out of memory\n", stderr);
-            exit(2);
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, len);
-    b->n += len;
-    b->p[b->n] = '\0';
-}
-
-static void puts_(buf *b, const char *s)
-{
-    put(b, s, strlen(s));
-}
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static void
-printf_(buf *b, const char *fmt, ...)
-{
-    char tmp[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof tmp) {
-        fputs("gen-dual-rows: line too long\n", stderr);
-        exit(2);
-    }
-    put(b, tmp, (size_t)n);
-}
+#define GEN_PROG "gen-dual-rows"
+#include "gen_buf.h"
 
 /* Identifiers a row's text may use and still be written inline: the row's own names and
  * C's <math.h>. A local of a row ends in '_' (the rows' convention). */

@@ -29,50 +29,8 @@ static const char k_marker[] =
     "built-in registry: do not edit it by hand; `cmake --build <dir> --target rules-doc` "
     "rewrites it. -->\n";
 
-/* A growable string. */
-typedef struct buf {
-    char *p;
-    size_t n, cap;
-} buf;
-
-static void put(buf *b, const char *s, size_t len)
-{
-    if (b->n + len + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + len + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (p == NULL) {
-            fputs("gen-rules-doc: out of memory\n", stderr);
-            exit(2);
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, len);
-    b->n += len;
-    b->p[b->n] = '\0';
-}
-
-static void puts_(buf *b, const char *s)
-{
-    put(b, s, strlen(s));
-}
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static void
-printf_(buf *b, const char *fmt, ...)
-{
-    char tmp[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
+#define GEN_PROG "gen-rules-doc"
+#include "gen_buf.h"
 
 /* Text inside a Markdown table cell as code: `...`, with | escaped and whitespace runs
  * (the rows' source spans lines) collapsed to one space. */
