@@ -15,16 +15,17 @@
  *   scatter x at r to y         gather y_b to r, add into x_b (at r)      scatter x_d
  *   allgather x to y            reduce-scatter-sum y_b, add into x_b     allgather x_d
  *   alltoall x to y             alltoall y_b back, add into x_b          alltoall x_d
- *   allreduce-max/min x to y    allreduce-sum y_b, to each element's     the winner's x_d
- *                               winner only (MPI_MAXLOC/MINLOC rank)
+ *   (all)reduce-max/min x to y  (allreduce-sum / root's bcast of) y_b,   the winner's x_d
+ *                               to each element's winner only
+ *                               (MPI_MAXLOC/MINLOC rank)
  *
  * The wrappers run on every rank whether or not the buffers are active there (a rank
  * whose buffer is inactive still sends zeros or receives into a scratch), so that the
  * derivative communications match whenever the primal ones do: the adjoint sweep performs
  * them in the reverse order of the primal's, each rank in the reverse order of its own,
  * which cannot deadlock when the primal does not (docs/mpi.md). Buffers whose data is
- * differentiated must be doubles sent as MPI_DOUBLE, and reductions must use MPI_SUM (an
- * allreduce also MPI_MAX or MPI_MIN);
+ * differentiated must be doubles sent as MPI_DOUBLE, and reductions must use MPI_SUM,
+ * MPI_MAX or MPI_MIN;
  * otherwise the derivative is marked failed (NaN), the communications still matched.
  * Received data are treated as depending on the active inputs (varied), and sent data as
  * influencing the outputs (useful), on every rank alike.
@@ -199,9 +200,7 @@ static void checks(ad_buf *o, const mpi_fn *m, const char *fail)
     for (int k = 0; k < 2; k++)
         if (t[k] >= 0 && (k == 0 || t[1] != t[0]))
             ad_buf_printf(o, "    if (%s != MPI_DOUBLE)\n        %s;\n", arg(t[k]), fail);
-    if (m->kind == K_REDUCE)
-        ad_buf_printf(o, "    if (%s != MPI_SUM)\n        %s;\n", arg(4), fail);
-    if (m->kind == K_ALLREDUCE)
+    if (m->kind == K_ALLREDUCE || m->kind == K_REDUCE)
         ad_buf_printf(o, "    if (%s != MPI_SUM && %s != MPI_MAX && %s != MPI_MIN)\n        %s;\n",
                       arg(4), arg(4), arg(4), fail);
 }
@@ -258,7 +257,7 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
                       "    int rank_ = 0, size_ = 1;\n    MPI_Comm_rank(%s, &rank_);\n"
                       "    MPI_Comm_size(%s, &size_);\n    (void)size_;\n    (void)rank_;\n",
                       comm, comm);
-    if (m->kind == K_ALLREDUCE)
+    if (m->kind == K_ALLREDUCE || m->kind == K_REDUCE)
         winners(o, comm);
     if (m->kind == K_RECV || m->kind == K_SENDRECV || m->kind == K_ALLREDUCE)
         loop_push(o, out, out_n, "    ");
@@ -278,8 +277,9 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
                       "    cr_adstack_push_i64(stp_, s_.MPI_TAG);\n"
                       "    if (%s != MPI_STATUS_IGNORE)\n        *%s = s_;\n    return r_;\n}\n\n",
                       arg(g->nparams - 1), arg(g->nparams - 1));
-    } else if (m->kind == K_ALLREDUCE) {
-        /* the winners go on the stack after the primal, so the adjoint pops them first */
+    } else if (m->kind == K_ALLREDUCE || m->kind == K_REDUCE) {
+        /* the winners (known to every rank) go on the stack after the primal, so the adjoint
+         * pops them first */
         ad_buf_put(o, "    const int r_ = ");
         call_primal(o, g, NULL);
         ad_buf_put(o, ";\n");
@@ -369,28 +369,45 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
                           "            if (w_ != me_)\n                %s[i_] = 0;\n"
                           "        }\n    }\n",
                           dbl(yb), out_n, comm, comm, out_n, dbl(yb));
-        } else
+        } else {
+            /* the root's adjoint of y, broadcast; for MPI_MAX and MPI_MIN kept by each
+             * element's winner only (the ranks popped from the forward sweep) */
+            ad_buf_printf(o,
+                          "    int me_ = 0, *wr_ = NULL;\n    MPI_Comm_rank(%s, &me_);\n"
+                          "    if (a4_ == MPI_MAX || a4_ == MPI_MIN) {\n"
+                          "        wr_ = malloc((size_t)(a2_ > 0 ? a2_ : 1) * sizeof *wr_);\n"
+                          "        if (!wr_)\n            MPI_Abort(MPI_COMM_WORLD, 1);\n"
+                          "        for (int i_ = a2_; i_-- > 0;)\n"
+                          "            wr_[i_] = (int)cr_adstack_pop_i64(stp_);\n    }\n",
+                          comm);
             ad_buf_printf(o,
                           "    if (rank_ != %s) {\n"
                           "        for (int i_ = 0; i_ < (%s); i_++)\n"
                           "            cr_adstack_push_f64(stp_, %s[i_]);\n"
                           "        MPI_Bcast(%s, %s, MPI_DOUBLE, %s, %s);\n"
+                          "        for (int i_ = 0; wr_ && i_ < (%s); i_++)\n"
+                          "            if (wr_[i_] != me_)\n                %s[i_] = 0;\n"
                           "        for (int i_ = (%s); i_-- > 0;)\n"
                           "            %s[i_] += cr_adstack_pop_f64(stp_);\n"
-                          "    } else {\n        MPI_Bcast(%s, %s, MPI_DOUBLE, %s, %s);\n",
-                          root, in_n, dbl(xb), dbl(xb), in_n, root, comm, in_n, dbl(xb), dbl(yb),
-                          out_n, root, comm);
+                          "    } else {\n        MPI_Bcast(%s, %s, MPI_DOUBLE, %s, %s);\n"
+                          "        for (int i_ = 0; wr_ && i_ < (%s); i_++)\n"
+                          "            if (wr_[i_] != me_ && %s == MPI_IN_PLACE)\n"
+                          "                %s[i_] = 0;\n",
+                          root, in_n, dbl(xb), dbl(xb), in_n, root, comm, in_n, dbl(xb), in_n,
+                          dbl(xb), dbl(yb), out_n, root, comm, out_n, in, dbl(yb));
+        }
         ad_buf_printf(o,
                       "%s    if (%s != MPI_IN_PLACE) {\n"
                       "%s        for (int i_ = 0; i_ < (%s); i_++) {\n"
-                      "%s            %s[i_] += %s[i_];\n%s            %s[i_] = 0;\n%s        }\n"
+                      "%s            %s[i_] += %s%s[i_];\n%s            %s[i_] = 0;\n%s        }\n"
                       "%s    }\n",
                       m->kind == K_REDUCE ? "    " : "", in, m->kind == K_REDUCE ? "    " : "",
-                      out_n, m->kind == K_REDUCE ? "    " : "", dbl(xb), dbl(yb),
+                      out_n, m->kind == K_REDUCE ? "    " : "", dbl(xb),
+                      m->kind == K_REDUCE ? "wr_ && wr_[i_] != me_ ? 0 : " : "", dbl(yb),
                       m->kind == K_REDUCE ? "    " : "", dbl(yb), m->kind == K_REDUCE ? "    " : "",
                       m->kind == K_REDUCE ? "    " : "");
         if (m->kind == K_REDUCE)
-            ad_buf_put(o, "    }\n");
+            ad_buf_put(o, "    }\n    free(wr_);\n");
         free_scratch(o, mask, m->in, "x_");
         free_scratch(o, mask, m->out, "y_");
         if (m->kind == K_ALLREDUCE)
@@ -474,7 +491,7 @@ static void tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
     const char *xd = m->in >= 0 ? shadow_or_scratch(o, mask, m->in, "_d", xn, "x_") : NULL;
     const char *yd =
         m->out >= 0 && m->out != m->in ? shadow_or_scratch(o, mask, m->out, "_d", yn, "y_") : xd;
-    if (m->kind == K_ALLREDUCE)
+    if (m->kind == K_ALLREDUCE || m->kind == K_REDUCE)
         winners(o, comm);
     /* the primal, then the same communication of the tangents */
     if (status)
@@ -515,6 +532,24 @@ static void tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
             dbl(yd), dbl(yd), dbl(xd), dbl(yd), comm);
         /* FALLTHROUGH */
     case K_REDUCE:
+        if (m->kind == K_REDUCE) {
+            /* MPI_MAX and MPI_MIN: the winners' tangents, summed at the root */
+            winners_reduce(o, comm);
+            ad_buf_printf(
+                o,
+                "    if (loc_) {\n"
+                "        double *t_ = malloc((size_t)(a2_ > 0 ? a2_ : 1) * sizeof *t_);\n"
+                "        if (!t_)\n            MPI_Abort(MPI_COMM_WORLD, 1);\n"
+                "        for (int i_ = 0; i_ < a2_; i_++)\n"
+                "            t_[i_] = w_[i_].r == me_ ? (a0_ == MPI_IN_PLACE ? %s : %s)[i_] : 0;\n"
+                "        if (a0_ == MPI_IN_PLACE) {\n"
+                "            memcpy(%s, t_, (size_t)(a2_ > 0 ? a2_ : 0) * sizeof *t_);\n"
+                "            MPI_Reduce(MPI_IN_PLACE, %s, a2_, MPI_DOUBLE, MPI_SUM, %s, %s);\n"
+                "        } else {\n"
+                "            MPI_Reduce(t_, %s, a2_, MPI_DOUBLE, MPI_SUM, %s, %s);\n"
+                "        }\n        free(t_);\n        free(w_);\n    } else\n    ",
+                dbl(yd), dbl(xd), dbl(yd), dbl(yd), arg(5), comm, dbl(yd), arg(5), comm);
+        }
         ad_buf_printf(o,
                       "    %s(%s == MPI_IN_PLACE ? MPI_IN_PLACE : (const void *)%s, %s, %s, "
                       "MPI_DOUBLE, MPI_SUM%s, %s);\n",

@@ -1,8 +1,8 @@
 /*
  * A distributed objective whose calls of MPI chainrules-ad differentiates: every
- * communication it maps (send, receive, sendrecv, broadcast, reduce, allreduce with sum,
- * max and min, gather, scatter, allgather, alltoall), between arithmetic, on any number of
- * ranks up to 8.
+ * communication it maps (send, receive, sendrecv, broadcast, reduce and allreduce with
+ * sum, max and min, gather, scatter, allgather, alltoall), between arithmetic, on any
+ * number of ranks up to 8.
  */
 #include <math.h>
 #include <mpi.h>
@@ -54,7 +54,17 @@ double m_obj(const double *x, int n)
     double lo = cm[0] - cm[1] * (rank + 2);
     MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
     MPI_Alltoall(g, n, MPI_DOUBLE, at, n, MPI_DOUBLE, MPI_COMM_WORLD);
+    /* the same maximum to the last rank only, and a minimum to rank 0 */
+    double rmx[4] = {0, 0, 0, 0}, rmn[4] = {0, 0, 0, 0};
+    MPI_Reduce(cm, rmx, n, MPI_DOUBLE, MPI_MAX, size - 1, MPI_COMM_WORLD);
+    MPI_Reduce(cm, rmn, n, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
     double y = t * t + u + 0.2 * lo;
+    if (rank == size - 1)
+        for (int i = 0; i < n; i++)
+            y += 0.7 * rmx[i] * rmx[i];
+    if (rank == 0)
+        for (int i = 0; i < n; i++)
+            y += 0.4 * sin(rmn[i]);
     for (int i = 0; i < n; i++)
         y += d[i] * c[i] + 0.1 * g[i] + 0.3 * mx[i] * mx[i];
     for (int k = 0; k < n * size; k++)
