@@ -1480,34 +1480,6 @@ static const order2_fn k_order2[] = {
 };
 #define N_ORDER2 (sizeof k_order2 / sizeof k_order2[0])
 
-static bool is_int_kind(cr_kind k)
-{
-    return k == CR_KIND_I64 || k == CR_KIND_I32 || k == CR_KIND_BOOL;
-}
-
-static cr_status arg_real(cr_arena *arena, const char *name, const cr_value *v, size_t j, double *x)
-{
-    *x = 0;
-    switch (v->kind) {
-    case CR_KIND_F64:
-        *x = v->u.f64;
-        return CR_OK;
-    case CR_KIND_F32:
-        *x = (double)v->u.f32;
-        return CR_OK;
-    case CR_KIND_I64:
-    case CR_KIND_I32:
-        *x = (double)v->u.i64;
-        return CR_OK;
-    case CR_KIND_BOOL:
-        *x = v->u.b ? 1.0 : 0.0;
-        return CR_OK;
-    default:
-        return CR__FAIL(arena, CR_EINVAL, "%s: argument %zu is a %s, not a real number", name,
-                        j + 1, cr_kind_name(v->kind));
-    }
-}
-
 /* The (real or complex) number a tangent carries; *nonzero is false for the zeros; a
  * NotImplemented tangent sets *ni. */
 static cr_status tangent_number(cr_arena *arena, const char *who, cr_tangent t, cr_complex *v,
@@ -1552,9 +1524,9 @@ static cr_status order2_args(cr_arena *arena, const order2_fn *of, const cr_valu
     *x = 0;
     if (nargs != 2)
         return CR__FAIL(arena, CR_EINVAL, "%s takes 2 arguments, %zu given", of->name, nargs);
-    cr_status st = arg_real(arena, of->name, &args[0], 0, nu);
+    cr_status st = cr__sf_arg_real(arena, of->name, &args[0], 0, nu);
     if (st == CR_OK)
-        st = arg_real(arena, of->name, &args[1], 1, x);
+        st = cr__sf_arg_real(arena, of->name, &args[1], 1, x);
     if (st == CR_OK && of->bessel && !(fabs(*nu) <= ORDER_MAX))
         return CR__FAIL(arena, CR_EDOMAIN, "%s: order %g beyond the supported +-%g", of->name, *nu,
                         ORDER_MAX);
@@ -1622,8 +1594,8 @@ static cr_status order2_frule(const cr_config *cfg, cr_arena *arena, const cr_ta
     cr_complex v, d;
     order2_eval(of, nu, x, &v, &d);
     *y = order2_value(of, &args[1], v);
-    nnz = (nnz || nni) && !is_int_kind(args[0].kind);
-    xnz = (xnz || xni) && !is_int_kind(args[1].kind);
+    nnz = (nnz || nni) && !cr__sf_is_int_kind(args[0].kind);
+    xnz = (xnz || xni) && !cr__sf_is_int_kind(args[1].kind);
     if (nnz || (xnz && xni))
         return CR_NOT_IMPLEMENTED(arena, nnz ? of->info : "NotImplemented tangent of x", dy);
     if (!xnz) {
@@ -1670,7 +1642,7 @@ static cr_status order2_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
     if (st != CR_OK)
         return st;
     dx[0] = cr_tangent_none();
-    if (is_int_kind((cr_kind)e->nkind))
+    if (cr__sf_is_int_kind((cr_kind)e->nkind))
         dx[1] = cr_tangent_none();
     else if (nz || ni) {
         st = CR_NOT_IMPLEMENTED(arena, e->of->info, &dx[1]);
@@ -1678,7 +1650,7 @@ static cr_status order2_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
             return st;
     } else
         dx[1] = cr_tangent_zero();
-    if (is_int_kind((cr_kind)e->xkind))
+    if (cr__sf_is_int_kind((cr_kind)e->xkind))
         dx[2] = cr_tangent_none();
     else if (ni)
         return CR_NOT_IMPLEMENTED(arena, "NotImplemented cotangent", &dx[2]);
