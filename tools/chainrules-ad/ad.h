@@ -189,6 +189,7 @@ typedef struct ad_stmt {
     bool recompute; /* ST_DECL in a loop body: recomputed by the adjoint, not stored */
     bool push;      /* assignment (ST_EXPR, ST_DECL): store the old value first */
     bool invert;    /* integer v = v +- c: the adjoint restores v by the inverse */
+    bool preacc;    /* active assignment whose partials the forward sweep stores (lin.c) */
     bool inc_push;  /* the same two for a for loop's increment */
     bool inc_invert;
     int id;               /* number, for generated labels and names */

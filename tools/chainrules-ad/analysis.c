@@ -399,6 +399,30 @@ static void need_expr(ad_expr *e)
     }
 }
 
+/* The values the adjoint of a statement with stored partials reads: only the indices of the
+ * places its active operands are (the partials themselves come from the stack). */
+static void need_preacc(ad_expr *e)
+{
+    if (!e || !e->active)
+        return;
+    switch (e->kind) {
+    case EX_VAR:
+    case EX_INDEX:
+    case EX_MEMBER:
+    case EX_DEREF:
+        need_expr(e);
+        return;
+    case EX_CALL:
+        for (int i = 0; i < e->nargs; i++)
+            need_preacc(e->args[i]);
+        return;
+    default:
+        need_preacc(e->a);
+        need_preacc(e->b);
+        return;
+    }
+}
+
 typedef struct need_env {
     ad_func *f;
 } need_env;
@@ -407,7 +431,11 @@ static void need_stmt(ad_stmt *s, void *env)
 {
     (void)env;
     ad_expr *e = s->e;
-    if (s->kind == ST_DECL && s->var && s->var->active) {
+    if (s->preacc) {
+        if (s->kind == ST_EXPR)
+            need_expr(e->a);
+        need_preacc(s->kind == ST_EXPR ? e->b : e);
+    } else if (s->kind == ST_DECL && s->var && s->var->active) {
         need_expr(s->e);
         for (int i = 0; i < s->ninits; i++)
             need_expr(s->inits[i]);
@@ -1072,6 +1100,7 @@ static void clear_stmt(ad_stmt *s, void *env)
     s->hi_op = NULL;
     s->recompute = false;
     s->push = s->invert = s->inc_push = s->inc_invert = false;
+    s->preacc = false;
     s->id = 0;
 }
 
@@ -1081,6 +1110,111 @@ static void mark_active_stmt(ad_stmt *s, void *env)
     walk_expr(s->inc, mark_active, env);
     for (int i = 0; i < s->ninits; i++)
         walk_expr(s->inits[i], mark_active, env);
+}
+
+/* ---- Stored partials ------------------------------------------------------------------------
+ *
+ * An active assignment whose right-hand side calls a costly function (sin, exp, pow, ...)
+ * and reads few active places has its partials with respect to those places computed by the
+ * forward sweep, with the value, and stored; its adjoint then multiplies stored numbers
+ * instead of evaluating the rows again, and reads no value (which also spares the stores of
+ * the values it would have read). Arithmetic-only right-hand sides are recomputed: that costs
+ * less than storing their partials. */
+
+enum { PREACC_MAX_LEAVES = 4 };
+
+typedef struct preacc_env {
+    const char *leaves[PREACC_MAX_LEAVES];
+    int nleaves;
+    bool costly;
+    bool fine;
+} preacc_env;
+
+/* Rows whose evaluation costs about as much as a store and a load of their partials. */
+static bool cheap_row(const char *name)
+{
+    static const char *const k_cheap[] = {"fabs",  "abs",      "fmax",     "fmin", "max",
+                                          "min",   "copysign", "floor",    "ceil", "trunc",
+                                          "round", "fdim",     "identity", NULL};
+    for (int i = 0; k_cheap[i]; i++)
+        if (!strcmp(name, k_cheap[i]))
+            return true;
+    return false;
+}
+
+static bool place_expr(const ad_expr *e)
+{
+    return e->kind == EX_VAR || e->kind == EX_INDEX || e->kind == EX_MEMBER || e->kind == EX_DEREF;
+}
+
+static void preacc_walk(const ad_expr *e, preacc_env *p)
+{
+    if (!p->fine || !e || !e->active)
+        return;
+    if (e->type->kind != TY_DOUBLE) {
+        p->fine = false;
+        return;
+    }
+    if (place_expr(e)) {
+        const char *t = ad_expr_text(e);
+        for (int i = 0; i < p->nleaves; i++)
+            if (!strcmp(p->leaves[i], t))
+                return;
+        if (p->nleaves == PREACC_MAX_LEAVES)
+            p->fine = false;
+        else
+            p->leaves[p->nleaves++] = t;
+        return;
+    }
+    switch (e->kind) {
+    case EX_CAST:
+        preacc_walk(e->a, p);
+        return;
+    case EX_CALL:
+        if (!e->row || e->callee || e->nargs > 4) {
+            p->fine = false;
+            return;
+        }
+        if (!cheap_row(e->row->name))
+            p->costly = true;
+        for (int i = 0; i < e->nargs; i++)
+            preacc_walk(e->args[i], p);
+        return;
+    case EX_BIN:
+    case EX_UN:
+        if (!e->row) {
+            p->fine = false;
+            return;
+        }
+        preacc_walk(e->a, p);
+        if (e->kind == EX_BIN)
+            preacc_walk(e->b, p);
+        return;
+    default:
+        p->fine = false; /* conditional expressions and the rest: evaluated again */
+        return;
+    }
+}
+
+static bool preacc_worth(const ad_expr *place, const ad_expr *value)
+{
+    ad_var *v = ad_root(place);
+    if (!v || !v->active || place->type->kind != TY_DOUBLE || !value || !value->active ||
+        (value->kind == EX_CALL && value->callee))
+        return false;
+    preacc_env p = {.fine = true};
+    preacc_walk(value, &p);
+    return p.fine && p.costly && p.nleaves > 0;
+}
+
+static void mark_preacc(ad_stmt *s, void *env)
+{
+    (void)env;
+    if (s->kind == ST_EXPR && s->e && s->e->kind == EX_ASSIGN && !strcmp(s->e->op, "="))
+        s->preacc = preacc_worth(s->e->a, s->e->b);
+    else if (s->kind == ST_DECL && s->var && s->e && !s->ninits && s->var->type->kind == TY_DOUBLE)
+        s->preacc =
+            preacc_worth(&(ad_expr){.kind = EX_VAR, .var = s->var, .type = s->var->type}, s->e);
 }
 
 /* Whether a call may produce real data: it returns a real, or takes a non-const pointer
@@ -1252,6 +1386,7 @@ int ad_analyse(ad_unit *u, ad_func *f, uint64_t mask, bool callee)
         f->params[i]->varied = f->params[i]->active;
     walk_stmt(f->body, mark_active_stmt, NULL);
     walk_stmt(f->body, check_active_stmt, f);
+    walk_stmt(f->body, mark_preacc, NULL);
     walk_stmt(f->body, need_stmt, NULL);
     walk_stmt(f->body, find_canonical, NULL);
     mark_exits(f->body);

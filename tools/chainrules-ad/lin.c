@@ -123,6 +123,80 @@ void lin_adjoint(lin *l, ad_expr *e, const char *A)
     }
 }
 
+/* ---- Stored partials ------------------------------------------------------------------------ */
+
+typedef struct partials {
+    lin *l;
+    ad_expr **leaves;
+    const char **J;
+    const char *text[16];
+    int n, max;
+} partials;
+
+/* Adds A (NULL: 1) times the derivative of e to the partials of the places e reads. */
+static void partials_walk(partials *p, ad_expr *e, const char *A)
+{
+    if (p->n < 0 || !e->active)
+        return;
+    if (is_place(e)) {
+        const char *t = ad_expr_text(e);
+        const char *a = A ? A : "1.0";
+        for (int i = 0; i < p->n; i++)
+            if (!strcmp(p->text[i], t)) {
+                if (p->J) {
+                    int s = ++p->l->tmp;
+                    ad_buf_printf(p->l->out, "%sconst double a%d_ = %s + %s;\n", p->l->ind, s,
+                                  p->J[i], a);
+                    p->J[i] = ad_fmt("a%d_", s);
+                }
+                return;
+            }
+        if (p->n == p->max || p->n == 16) {
+            p->n = -1;
+            return;
+        }
+        p->text[p->n] = t;
+        p->leaves[p->n] = e;
+        if (p->J)
+            p->J[p->n] = a;
+        p->n++;
+        return;
+    }
+    if (e->kind == EX_CAST) {
+        partials_walk(p, e->a, A);
+        return;
+    }
+    if (!e->row) {
+        p->n = -1;
+        return;
+    }
+    ad_expr *ops[4];
+    int k = operands(e, ops);
+    for (int j = 0; j < k && j < 4; j++) {
+        if (!ops[j]->active)
+            continue;
+        const char *a = NULL;
+        if (p->J) {
+            if (A) {
+                int s = ++p->l->tmp;
+                ad_buf_printf(p->l->out, "%sconst double a%d_ = %s * t%d_D[%d];\n", p->l->ind, s, A,
+                              e->tmp, j);
+                a = ad_fmt("a%d_", s);
+            } else {
+                a = ad_fmt("t%d_D[%d]", e->tmp, j);
+            }
+        }
+        partials_walk(p, ops[j], p->J ? a : "");
+    }
+}
+
+int lin_partials(lin *l, ad_expr *e, ad_expr **leaves, const char **J, int max)
+{
+    partials p = {.l = l, .leaves = leaves, .J = J, .max = max};
+    partials_walk(&p, e, NULL);
+    return p.n;
+}
+
 /* ---- Tangents ------------------------------------------------------------------------------- */
 
 /* The tangent of a place: its shadow (vector mode: element k_ of its direction block). */

@@ -16,6 +16,11 @@ typedef struct lin {
 const char *lin_value(lin *l, ad_expr *e);
 /* Pass 2: adds A times the derivative of e into the shadows of the places e reads. */
 void lin_adjoint(lin *l, ad_expr *e, const char *A);
+/* After lin_value: the partials of e with respect to the distinct places it reads (in a
+ * fixed order, places of the same text merged), written as temporaries when l->out is set.
+ * Fills leaves[] and, if J is not NULL, J[] (the partials' texts); returns their number, or -1
+ * past max. */
+int lin_partials(lin *l, ad_expr *e, ad_expr **leaves, const char **J, int max);
 /* After lin_value: the tangent of e as text (in vector mode, of direction k_). */
 const char *lin_tangent(lin *l, ad_expr *e);
 /* After lin_value: dst = tangent of e (vector mode: dst[k_] for every direction). */

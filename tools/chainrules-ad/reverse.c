@@ -238,11 +238,36 @@ static void bw_call(rv *r, ad_expr *lhs, ad_expr *c, const char *ind)
     ad_buf_printf(r->bw, "%s}\n", ind);
 }
 
+enum { PREACC_MAX = 4 };
+
+/* An assignment with stored partials (ad_stmt.preacc): the value and the partials with
+ * respect to the places it reads, the partials pushed, then the old value if it is kept. */
+static void fw_preacc(rv *r, ad_expr *place, ad_expr *value, int keep, const char *ind)
+{
+    const char *ind2 = ad_fmt("%s    ", ind);
+    ad_buf_printf(r->fw, "%s{\n", ind);
+    r->l.out = r->fw;
+    r->l.ind = ind2;
+    const char *v = lin_value(&r->l, value);
+    ad_expr *leaves[PREACC_MAX];
+    const char *J[PREACC_MAX];
+    int n = lin_partials(&r->l, value, leaves, J, PREACC_MAX);
+    for (int i = 0; i < n; i++)
+        ad_buf_printf(r->fw, "%scr_adstack_push_f64(&st_, %s);\n", ind2, J[i]);
+    if (keep == KEEP_PUSH)
+        push_place(r, place, ind2);
+    ad_buf_printf(r->fw, "%s%s = %s;\n%s}\n", ind2, ad_expr_text(place), v, ind);
+}
+
 /* An assignment place = value (value may be a call of the file). */
-static void fw_assign(rv *r, ad_expr *place, ad_expr *value, int keep, const char *ind)
+static void fw_assign(rv *r, ad_expr *place, ad_expr *value, int keep, bool preacc, const char *ind)
 {
     if (r->plain)
         keep = KEEP_NONE; /* nothing is stored */
+    else if (preacc) {
+        fw_preacc(r, place, value, keep, ind);
+        return;
+    }
     bool push = keep == KEEP_PUSH;
     if (value->kind == EX_CALL && value->callee) {
         /* the callee's pushes come first, then the old value: the adjoint restores the old
@@ -283,8 +308,28 @@ static void restore_place(rv *r, const ad_expr *place, const ad_expr *value, int
         invert_place(r, place, value, ind);
 }
 
-static void bw_assign(rv *r, ad_expr *place, ad_expr *value, int keep, const char *ind)
+static void bw_assign(rv *r, ad_expr *place, ad_expr *value, int keep, bool preacc, const char *ind)
 {
+    if (preacc) {
+        /* the partials the forward sweep stored, last first */
+        ad_buf_printf(r->bw, "%s{\n", ind);
+        const char *ind2 = ad_fmt("%s    ", ind);
+        restore_place(r, place, value, keep, ind2);
+        int a = ++r->l.tmp;
+        const char *sh = ad_shadow_text(place, "_b");
+        ad_buf_printf(r->bw, "%sconst double a%d_ = %s;\n%s%s = 0;\n", ind2, a, sh, ind2, sh);
+        ad_expr *leaves[PREACC_MAX];
+        int n = lin_partials(&r->l, value, leaves, NULL, PREACC_MAX);
+        int j0 = r->l.tmp + 1;
+        r->l.tmp += n;
+        for (int i = n - 1; i >= 0; i--)
+            ad_buf_printf(r->bw, "%sconst double a%d_ = cr_adstack_pop_f64(&st_);\n", ind2, j0 + i);
+        for (int i = 0; i < n; i++)
+            ad_buf_printf(r->bw, "%s%s += a%d_ * a%d_;\n", ind2, ad_shadow_text(leaves[i], "_b"), a,
+                          j0 + i);
+        ad_buf_printf(r->bw, "%s}\n", ind);
+        return;
+    }
     if (value->kind == EX_CALL && value->callee) {
         restore_place(r, place, value, keep, ind);
         if (!ad_call_mask(value) && assign_active(place)) {
@@ -338,17 +383,18 @@ static void fw_stmt(rv *r, ad_stmt *s, const char *ind)
     case ST_DECL: {
         int keep = keep_of(s->push, s->invert);
         if (s->e)
-            fw_assign(r, ad_expr_var(s->var), s->e, keep, ind);
+            fw_assign(r, ad_expr_var(s->var), s->e, keep, s->preacc, ind);
         for (int i = 0; i < s->ninits; i++)
-            fw_assign(r, ad_expr_elem(s->var, i), s->inits[i], keep, ind);
+            fw_assign(r, ad_expr_elem(s->var, i), s->inits[i], keep, false, ind);
         if (s->ninits && s->var->type->kind == TY_ARRAY)
             for (long long i = s->ninits; i < s->var->type->len; i++)
-                fw_assign(r, ad_expr_elem(s->var, (int)i), ad_expr_zero(s->inits[0]), keep, ind);
+                fw_assign(r, ad_expr_elem(s->var, (int)i), ad_expr_zero(s->inits[0]), keep, false,
+                          ind);
         return;
     }
     case ST_EXPR:
         if (s->e->kind == EX_ASSIGN)
-            fw_assign(r, s->e->a, s->e->b, keep_of(s->push, s->invert), ind);
+            fw_assign(r, s->e->a, s->e->b, keep_of(s->push, s->invert), s->preacc, ind);
         else if (s->e->kind == EX_CALL && s->e->callee)
             fw_call(r, NULL, s->e, ind);
         else
@@ -791,16 +837,17 @@ static void bw_stmt(rv *r, ad_stmt *s, const char *ind)
         int keep = keep_of(s->push, s->invert);
         if (s->ninits && s->var->type->kind == TY_ARRAY)
             for (long long i = s->var->type->len - 1; i >= s->ninits; i--)
-                bw_assign(r, ad_expr_elem(s->var, (int)i), ad_expr_zero(s->inits[0]), keep, ind);
+                bw_assign(r, ad_expr_elem(s->var, (int)i), ad_expr_zero(s->inits[0]), keep, false,
+                          ind);
         for (int i = s->ninits - 1; i >= 0; i--)
-            bw_assign(r, ad_expr_elem(s->var, i), s->inits[i], keep, ind);
+            bw_assign(r, ad_expr_elem(s->var, i), s->inits[i], keep, false, ind);
         if (s->e)
-            bw_assign(r, ad_expr_var(s->var), s->e, keep, ind);
+            bw_assign(r, ad_expr_var(s->var), s->e, keep, s->preacc, ind);
         return;
     }
     case ST_EXPR:
         if (s->e->kind == EX_ASSIGN)
-            bw_assign(r, s->e->a, s->e->b, keep_of(s->push, s->invert), ind);
+            bw_assign(r, s->e->a, s->e->b, keep_of(s->push, s->invert), s->preacc, ind);
         else if (s->e->kind == EX_CALL && s->e->callee)
             bw_call(r, NULL, s->e, ind);
         return;
