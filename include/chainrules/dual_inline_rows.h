@@ -1296,19 +1296,21 @@ CR__DUAL_INLINE double cr_dualv_cosh(size_t n, double a, const double *da, doubl
 /** @cond CR_PRIVATE */
 /* The row 'tanh', its text inline:
  *   Y[0] = tanh(x[0])
- *   T s_ = 1 / cosh(x[0]); D[0] = s_ * s_ */
+ *   T y_ = Y[0]; T n_ = 2 * fabs(y_) < 1; T s_ = n_ != 0 ? 1 : 1 / cosh(x[0]); D[0] = n_ != 0 ? (1 - y_) * (1 + y_) : s_ * s_ */
 CR__DUAL_INLINE void cr__dual_row_tanh(const double *cr__x, double *cr__Y, double *cr__D)
 {
     typedef double cr__T;
     (void)sizeof(cr__T);
     (void)cr__x;
     cr__Y[0] = tanh(cr__x[0]);
-    cr__T cr__s_ = 1 / cosh(cr__x[0]);
-    cr__D[0] = cr__s_ * cr__s_;
+    cr__T cr__y_ = cr__Y[0];
+    cr__T cr__n_ = 2 * fabs(cr__y_) < 1;
+    cr__T cr__s_ = cr__n_ != 0 ? 1 : 1 / cosh(cr__x[0]);
+    cr__D[0] = cr__n_ != 0 ? (1 - cr__y_) * (1 + cr__y_) : cr__s_ * cr__s_;
 }
 /** @endcond */
 
-/** tanh(a) on one-direction duals; partials of the row: `T s_ = 1 / cosh(x[0]); D[0] = s_ * s_`. */
+/** tanh(a) on one-direction duals; partials of the row: `T y_ = Y[0]; T n_ = 2 * fabs(y_) < 1; T s_ = n_ != 0 ? 1 : 1 / cosh(x[0]); D[0] = n_ != 0 ? (1 - y_) * (1 + y_) : s_ * s_`. */
 CR__DUAL_INLINE cr_dual1 cr_dual1_tanh(cr_dual1 a)
 {
     double cr__x[1], cr__Y[1], cr__D[1];

@@ -1071,12 +1071,14 @@ CR_SCALAR_EVALS(cosh, 1, 1, Y[0] = cosh(x[0]), D[0] = sinh(x[0]))
 static const cr_scalar_rule cosh_row = CR_SCALAR_ROW_EX(cosh, TESTREG(cosh));
 DEFINE_FN(cosh, "cosh", 1)
 
-/* tanh(x): sech²(x) = (1/cosh x)². 1 - Ω² would round to 0 once Ω rounds to ±1
+/* tanh(x): sech²(x) = (1 - Ω)(1 + Ω) while |Ω| < 1/2 (no cancellation there: within two
+ * ulps, and no second call), else (1/cosh x)²: 1 - Ω² would round to 0 once Ω rounds to ±1
  * (|x| > 19) although the derivative is 4e^-2|x|; 1/cosh neither cancels nor overflows
  * early. */
 static const double tanh_lo[] = {-3}, tanh_hi[] = {3};
-static const double tanh_pts[] = {20, -40, 300, -354, 1e-300, 0.3};
-CR_SCALAR_EVALS(tanh, 1, 1, Y[0] = tanh(x[0]), T s_ = 1 / cosh(x[0]); D[0] = s_ * s_)
+static const double tanh_pts[] = {20, -40, 300, -354, 1e-300, 0.3, 0.549, 0.5493, 0.55, -0.5493};
+CR_SCALAR_EVALS(tanh, 1, 1, Y[0] = tanh(x[0]), T y_ = Y[0]; T n_ = 2 * fabs(y_) < 1;
+                T s_ = n_ != 0 ? 1 : 1 / cosh(x[0]); D[0] = n_ != 0 ? (1 - y_) * (1 + y_) : s_ * s_)
 static const cr_scalar_rule tanh_row = CR_SCALAR_ROW_EX(tanh, TESTREG(tanh));
 DEFINE_FN(tanh, "tanh", 1)
 
