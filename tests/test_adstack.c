@@ -417,6 +417,66 @@ static void test_allocation_failure(void **state)
     }
 }
 
+/* Blocks of 1..5 doubles pushed and popped at once, mixed with single items, on 4-slot
+ * chunks (every block size meets every offset in a chunk, so most blocks straddle a
+ * boundary): every value comes back, the accounting matches single pushes, and on a failed
+ * or empty stack a block pop gives NaNs. */
+static void test_blocks(void **state)
+{
+    (void)state;
+    alloc_log c = {0};
+    cr_adstack_params p = params_with(&c, 64, 64);
+    cr_adstack s;
+    assert_int_equal(cr_adstack_init_ex(&s, &p), CR_OK);
+    double v[5], w[5];
+    size_t items = 0;
+    for (int k = 0; k < 200; k++) {
+        size_t n = (size_t)(k % 5) + 1;
+        for (size_t i = 0; i < n; i++)
+            v[i] = k + 0.125 * (double)i;
+        cr_adstack_push_f64n(&s, v, n);
+        cr_adstack_push_i64(&s, k);
+        items += n + 1;
+        assert_int_equal(cr_adstack_bytes(&s), items * 8);
+    }
+    for (int k = 200; k-- > 0;) {
+        size_t n = (size_t)(k % 5) + 1;
+        assert_int_equal(cr_adstack_pop_i64(&s), k);
+        cr_adstack_pop_f64n(&s, w, n);
+        for (size_t i = 0; i < n; i++)
+            assert_true(w[i] == k + 0.125 * (double)i);
+    }
+    assert_int_equal(cr_adstack_bytes(&s), 0);
+    assert_false(cr_adstack_failed(&s));
+    /* single pushes popped as a block and the reverse */
+    for (int i = 0; i < 3; i++)
+        cr_adstack_push_f64(&s, i);
+    cr_adstack_pop_f64n(&s, w, 3);
+    assert_true(w[0] == 0 && w[1] == 1 && w[2] == 2);
+    cr_adstack_push_f64n(&s, (const double[]){4, 5, 6}, 3);
+    assert_true(cr_adstack_pop_f64(&s) == 6 && cr_adstack_pop_f64(&s) == 5);
+    assert_true(cr_adstack_pop_f64(&s) == 4);
+    /* one value too many: the missing one is NaN and the stack has failed */
+    cr_adstack_push_f64(&s, 7);
+    cr_adstack_pop_f64n(&s, w, 2);
+    assert_true(isnan(w[0]) && w[1] == 7);
+    assert_true(cr_adstack_failed(&s));
+    cr_adstack_push_f64n(&s, v, 3); /* dropped */
+    cr_adstack_pop_f64n(&s, w, 3);
+    assert_true(isnan(w[0]) && isnan(w[1]) && isnan(w[2]));
+    cr_adstack_deinit(&s);
+    assert_int_equal(c.live, 0);
+
+    /* a zero-initialised stack (no chunk yet) takes a block */
+    cr_adstack z = {0};
+    cr_adstack_push_f64n(&z, v, 4);
+    cr_adstack_pop_f64n(&z, w, 4);
+    for (size_t i = 0; i < 4; i++)
+        assert_true(w[i] == v[i]);
+    assert_false(cr_adstack_failed(&z));
+    cr_adstack_deinit(&z);
+}
+
 /* Pops on an empty stack: NaN / 0 / NULL, the stack marked failed, pushes then dropped;
  * after reset the stack works. Also one pop too many after pushes, across a chunk. */
 static void test_empty_pops(void **state)
@@ -621,6 +681,7 @@ int main(void)
         cmocka_unit_test(test_accounting_and_reset),
         cmocka_unit_test(test_special_values),
         cmocka_unit_test(test_allocation_failure),
+        cmocka_unit_test(test_blocks),
         cmocka_unit_test(test_empty_pops),
         cmocka_unit_test(test_params_and_null),
         cmocka_unit_test(test_zero_initialised),

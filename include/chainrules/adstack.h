@@ -385,6 +385,50 @@ static inline void *cr_adstack_pop_ptr(cr_adstack *s)
     return (void *)(uintptr_t)p->u64;
 }
 
+/**
+ * Push n doubles, v[0] first, with one room check when the current chunk holds them all
+ * (generated code stores a statement's partials this way); the same as n calls of
+ * cr_adstack_push_f64() otherwise.
+ * @param[in,out] s the stack.
+ * @param[in]     v n values.
+ * @param[in]     n their number.
+ */
+static inline void cr_adstack_push_f64n(cr_adstack *s, const double *v, size_t n)
+{
+    cr_adstack_slot *p = s->top;
+    if (!CR__ADSTACK_UNLIKELY(p == NULL) && (size_t)(s->end - p) >= n) {
+        for (size_t i = 0; i < n; i++)
+            p[i].f64 = v[i];
+        s->top = p + n;
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        cr_adstack_push_f64(s, v[i]);
+}
+
+/**
+ * Pop the n doubles of a cr_adstack_push_f64n() (or of n pushes): v[0] receives the first
+ * pushed, v[n - 1] the last; the same as n calls of cr_adstack_pop_f64(), last first.
+ * @param[in,out] s the stack.
+ * @param[out]    v n values (NaN where the stack has failed or was empty).
+ * @param[in]     n their number.
+ */
+static inline void cr_adstack_pop_f64n(cr_adstack *s, double *v, size_t n)
+{
+    cr_adstack_slot *p = s->top;
+    if (!CR__ADSTACK_UNLIKELY(p == NULL) && (size_t)(p - s->base) >= n) {
+        if (p > s->high)
+            s->high = p;
+        p -= n;
+        for (size_t i = 0; i < n; i++)
+            v[i] = p[i].f64;
+        s->top = p;
+        return;
+    }
+    for (size_t i = n; i-- > 0;)
+        v[i] = cr_adstack_pop_f64(s);
+}
+
 CR_END_DECLS
 
 #endif /* CR_ADSTACK_H */

@@ -250,12 +250,20 @@ static void fw_preacc(rv *r, ad_expr *place, ad_expr *value, int keep, const cha
     r->l.ind = ind2;
     const char *v = lin_value(&r->l, value);
     ad_expr *leaves[PREACC_MAX];
-    const char *J[PREACC_MAX];
+    const char *J[PREACC_MAX + 1];
     int n = lin_partials(&r->l, value, leaves, J, PREACC_MAX);
-    for (int i = 0; i < n; i++)
-        ad_buf_printf(r->fw, "%scr_adstack_push_f64(&st_, %s);\n", ind2, J[i]);
+    /* the partials, then the old value if it is kept, in one push */
     if (keep == KEEP_PUSH)
-        push_place(r, place, ind2);
+        J[n++] = ad_expr_text(place);
+    if (n == 1) {
+        ad_buf_printf(r->fw, "%scr_adstack_push_f64(&st_, %s);\n", ind2, J[0]);
+    } else {
+        int p = ++r->l.tmp;
+        ad_buf_printf(r->fw, "%sconst double p%d_[%d] = {", ind2, p, n);
+        for (int i = 0; i < n; i++)
+            ad_buf_printf(r->fw, "%s%s", i ? ", " : "", J[i]);
+        ad_buf_printf(r->fw, "};\n%scr_adstack_push_f64n(&st_, p%d_, %d);\n", ind2, p, n);
+    }
     ad_buf_printf(r->fw, "%s%s = %s;\n%s}\n", ind2, ad_expr_text(place), v, ind);
 }
 
@@ -311,22 +319,26 @@ static void restore_place(rv *r, const ad_expr *place, const ad_expr *value, int
 static void bw_assign(rv *r, ad_expr *place, ad_expr *value, int keep, bool preacc, const char *ind)
 {
     if (preacc) {
-        /* the partials the forward sweep stored, last first */
+        /* the partials the forward sweep stored (and the old value, if kept) */
         ad_buf_printf(r->bw, "%s{\n", ind);
         const char *ind2 = ad_fmt("%s    ", ind);
-        restore_place(r, place, value, keep, ind2);
+        ad_expr *leaves[PREACC_MAX];
+        int n = lin_partials(&r->l, value, leaves, NULL, PREACC_MAX);
+        int m = n + (keep == KEEP_PUSH), q = ++r->l.tmp;
+        if (m == 1) {
+            ad_buf_printf(r->bw, "%sconst double q%d_[1] = {cr_adstack_pop_f64(&st_)};\n", ind2, q);
+        } else {
+            ad_buf_printf(r->bw, "%sdouble q%d_[%d];\n%scr_adstack_pop_f64n(&st_, q%d_, %d);\n",
+                          ind2, q, m, ind2, q, m);
+        }
+        if (keep == KEEP_PUSH)
+            ad_buf_printf(r->bw, "%s%s = q%d_[%d];\n", ind2, ad_expr_text(place), q, n);
         int a = ++r->l.tmp;
         const char *sh = ad_shadow_text(place, "_b");
         ad_buf_printf(r->bw, "%sconst double a%d_ = %s;\n%s%s = 0;\n", ind2, a, sh, ind2, sh);
-        ad_expr *leaves[PREACC_MAX];
-        int n = lin_partials(&r->l, value, leaves, NULL, PREACC_MAX);
-        int j0 = r->l.tmp + 1;
-        r->l.tmp += n;
-        for (int i = n - 1; i >= 0; i--)
-            ad_buf_printf(r->bw, "%sconst double a%d_ = cr_adstack_pop_f64(&st_);\n", ind2, j0 + i);
         for (int i = 0; i < n; i++)
-            ad_buf_printf(r->bw, "%s%s += a%d_ * a%d_;\n", ind2, ad_shadow_text(leaves[i], "_b"), a,
-                          j0 + i);
+            ad_buf_printf(r->bw, "%s%s += a%d_ * q%d_[%d];\n", ind2,
+                          ad_shadow_text(leaves[i], "_b"), a, q, i);
         ad_buf_printf(r->bw, "%s}\n", ind);
         return;
     }
