@@ -243,6 +243,78 @@ double p_bounds(const double *x, int n)
     return s;
 }
 
+/* Costly assignments in a loop: the forward sweep stores their partials; the first
+ * overwrites t, whose old value the adjoint of u's update reads (kept with the partials). */
+double p_stored_partials(const double *x, int n)
+{
+    double t = 0.1, u = 0;
+    for (int i = 0; i < n; i++) {
+        u = u + t * x[i];
+        t = t + x[i] * exp(sin(t));
+        double c = sqrt(1 + t * t) * cos(x[(i + 1) % n]);
+        t = 0.5 * t + tanh(c);
+    }
+    return t + u;
+}
+
+/* A local array written whole by a loop, then updated by a triangular loop and read by a
+ * sum, in each iteration of an outer loop, after an early return: its updates are not
+ * stored (the whole write undoes them). */
+double p_whole_array(const double *x, int n)
+{
+    double a[8], b[8];
+    if (n < 2 || n > 8)
+        return 0;
+    double s = 0;
+    for (int k = 0; k < 3; k++) {
+        for (int p = 0; p < n; p++) {
+            b[p] = x[p] - 0.1 * k;
+            a[p] = (1 + 0.2 * k) * b[p];
+        }
+        for (int p = 0; p < n; p++)
+            for (int r = p + 1; r < n; r++)
+                a[r] += x[(p + r + k) % n] * b[p];
+        double q = 0;
+        for (int p = 0; p < n; p++)
+            q += a[p] * a[p];
+        s += log(1 + q);
+    }
+    return s;
+}
+
+/* A loop writing all but the last element, which is read before it and overwritten after
+ * it in each iteration: the last element's old value is stored. */
+double p_part_array(const double *x, int n)
+{
+    double a[8] = {0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5};
+    double s = 0;
+    for (int k = 0; k < 3; k++) {
+        s += a[n - 1] * x[0] + a[0] * a[0];
+        for (int p = 0; p < n - 1; p++)
+            a[p] = x[p] * (k + 1);
+        a[n - 1] = x[n - 1] * x[1] * (k + 2);
+    }
+    return s + a[n - 1];
+}
+
+/* A whole write followed by a break: no update is left unstored in the loop's body. */
+double p_whole_break(const double *x, int n)
+{
+    double a[8];
+    double s = 0;
+    for (int k = 0; k < 4; k++) {
+        for (int p = 0; p < n; p++)
+            a[p] = x[p] * (k + 1);
+        if (s > 2.5)
+            break;
+        for (int p = 0; p < n; p++)
+            a[p] = a[p] * a[p] + s;
+        for (int p = 0; p < n; p++)
+            s += 0.1 * a[p];
+    }
+    return s;
+}
+
 /* ---- Other signatures ------------------------------------------------------------------ */
 
 /* Scalars in, a scalar out. */

@@ -15,21 +15,25 @@ struct p_model {
     double name##_fwd(const double *x, const double *x_d, int n, double *name##_d); \
     double name##_fwdv(const double *x, const double *x_d, int n, double *name##_d, int nd);
 
-#define P_ARRAY_FNS(X) \
-    X(p_rosen)         \
-    X(p_break)         \
-    X(p_return)        \
-    X(p_while)         \
-    X(p_calls)         \
-    X(p_ternary)       \
-    X(p_nested)        \
-    X(p_switch)        \
-    X(p_recursion)     \
-    X(p_local_array)   \
-    X(p_index_local)   \
-    X(p_callee_locals) \
-    X(p_ternary_calls) \
-    X(p_bounds)
+#define P_ARRAY_FNS(X)   \
+    X(p_rosen)           \
+    X(p_break)           \
+    X(p_return)          \
+    X(p_while)           \
+    X(p_calls)           \
+    X(p_ternary)         \
+    X(p_nested)          \
+    X(p_switch)          \
+    X(p_recursion)       \
+    X(p_local_array)     \
+    X(p_index_local)     \
+    X(p_callee_locals)   \
+    X(p_ternary_calls)   \
+    X(p_bounds)          \
+    X(p_stored_partials) \
+    X(p_whole_array)     \
+    X(p_part_array)      \
+    X(p_whole_break)
 
 P_ARRAY_FNS(P_ARRAY_FN)
 

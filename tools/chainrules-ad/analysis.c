@@ -948,6 +948,183 @@ static void tbr_assign(ad_expr *place, ad_expr *value, bool fresh, bool kill, un
         R[var_slot(v)] = 0;
 }
 
+/* ---- Arrays written whole ------------------------------------------------------------------
+ *
+ * A canonical loop `for (i = 0; i < E; i++) { ... a[i] = ...; ... }` writes every element of a
+ * local array `a` that the function ever reads, when every access to `a` is `a[j]` with j the
+ * counter of a canonical loop `j < E` whose first value is not negative, and E does not change
+ * in the function. After such a loop no adjoint already passed can read a value of `a` that a
+ * later write destroys (each later write is undone, at the latest, by the restores of this
+ * loop's writes), so the to-be-recorded analysis removes `a` from R there, as it does for a
+ * scalar's assignment. */
+
+static const ad_expr *strip_casts(const ad_expr *e)
+{
+    while (e && e->kind == EX_CAST)
+        e = e->a;
+    return e;
+}
+
+typedef struct cover {
+    const ad_var *a;
+    const char *E;            /* the bound's text */
+    const ad_stmt *loops[64]; /* the enclosing canonical loops */
+    int n;
+    bool ok;
+} cover;
+
+static const ad_stmt *cover_loop(const cover *c, const ad_var *counter)
+{
+    for (int i = c->n - 1; i >= 0; i--)
+        if (c->loops[i]->canon == counter)
+            return c->loops[i];
+    return NULL;
+}
+
+/* A first value that is not negative: a constant >= 0, or such a counter (+ a constant >= 0). */
+static bool cover_nonneg(const cover *c, const ad_expr *e, int depth)
+{
+    e = strip_casts(e);
+    if (!e || depth > 8)
+        return false;
+    long long v = -1;
+    if (e->kind == EX_NUM)
+        return sscanf(e->text, "%lld", &v) == 1 && v >= 0;
+    if (e->kind == EX_VAR) {
+        const ad_stmt *l = cover_loop(c, e->var);
+        return l && l->canon_step > 0 && cover_nonneg(c, l->lo, depth + 1);
+    }
+    if (e->kind == EX_BIN && !strcmp(e->op, "+"))
+        return cover_nonneg(c, e->a, depth + 1) && cover_nonneg(c, e->b, depth + 1);
+    return false;
+}
+
+static void cover_expr(cover *c, const ad_expr *e)
+{
+    if (!e || !c->ok)
+        return;
+    if (e->kind == EX_INDEX && e->a->kind == EX_VAR && e->a->var == c->a) {
+        const ad_expr *i = strip_casts(e->b);
+        const ad_stmt *l = i && i->kind == EX_VAR ? cover_loop(c, i->var) : NULL;
+        if (!l || l->canon_step <= 0 || strcmp(l->hi_op, "<") != 0 ||
+            strcmp(ad_expr_text(l->hi), c->E) != 0 || !cover_nonneg(c, l->lo, 0))
+            c->ok = false;
+        cover_expr(c, e->b);
+        return;
+    }
+    if (e->kind == EX_VAR && e->var == c->a) {
+        c->ok = false; /* the array itself: passed, pointed into */
+        return;
+    }
+    cover_expr(c, e->a);
+    cover_expr(c, e->b);
+    cover_expr(c, e->c);
+    for (int i = 0; i < e->nargs; i++)
+        cover_expr(c, e->args[i]);
+}
+
+static void cover_stmt(cover *c, const ad_stmt *s)
+{
+    if (!s || !c->ok)
+        return;
+    bool loop = s->kind == ST_FOR && s->canon && s->lo;
+    if (loop) {
+        if (c->n == 64) {
+            c->ok = false;
+            return;
+        }
+        c->loops[c->n++] = s;
+    }
+    cover_expr(c, s->e);
+    cover_expr(c, s->inc);
+    for (int i = 0; i < s->ninits; i++)
+        cover_expr(c, s->inits[i]);
+    for (int i = 0; i < s->n; i++)
+        cover_stmt(c, s->body[i]);
+    cover_stmt(c, s->init);
+    cover_stmt(c, s->then);
+    cover_stmt(c, s->els);
+    if (loop)
+        c->n--;
+}
+
+/* E reads only integer variables the function never writes (nor lets a callee write). */
+static bool fixed_bound(const ad_expr *e)
+{
+    e = strip_casts(e);
+    if (!e)
+        return false;
+    switch (e->kind) {
+    case EX_NUM:
+        return true;
+    case EX_VAR:
+        return e->var->type->kind == TY_INT && !e->var->written;
+    case EX_BIN:
+        return (!strcmp(e->op, "+") || !strcmp(e->op, "-") || !strcmp(e->op, "*")) &&
+               fixed_bound(e->a) && fixed_bound(e->b);
+    default:
+        return false;
+    }
+}
+
+/* Whether loop s writes every element of local array a that f reads (see above). */
+static bool writes_whole(ad_func *f, const ad_stmt *s, const ad_var *a)
+{
+    if (s->kind != ST_FOR || !s->canon || !s->lo || s->canon_step != 1 ||
+        strcmp(s->hi_op, "<") != 0 || !fixed_bound(s->hi))
+        return false;
+    const ad_expr *lo = strip_casts(s->lo);
+    if (lo->kind != EX_NUM || strcmp(lo->text, "0") != 0)
+        return false;
+    if (a->kind != VAR_LOCAL || a->type->kind != TY_ARRAY || !a->type->elem ||
+        !ad_type_is_real(a->type->elem))
+        return false;
+    const ad_stmt *body = s->then;
+    int n = body && body->kind == ST_BLOCK ? body->n : 1;
+    bool found = false;
+    for (int i = 0; i < n && !found; i++) {
+        const ad_stmt *st = body->kind == ST_BLOCK ? body->body[i] : body;
+        if (st->kind != ST_EXPR || st->e->kind != EX_ASSIGN || strcmp(st->e->op, "=") != 0)
+            continue;
+        const ad_expr *pl = st->e->a;
+        const ad_expr *ix = pl->kind == EX_INDEX ? strip_casts(pl->b) : NULL;
+        found = pl->kind == EX_INDEX && pl->a->kind == EX_VAR && pl->a->var == a && ix &&
+                ix->kind == EX_VAR && ix->var == s->canon;
+    }
+    if (!found || (body->kind == ST_BLOCK && body->has_exit))
+        return false;
+    cover c = {.a = a, .E = ad_expr_text(s->hi), .ok = true};
+    cover_stmt(&c, f->body);
+    return c.ok;
+}
+
+/* Whether s holds a break or continue that leaves it (jumps to a point the flow of the
+ * analysis does not join): kills are not made inside such a statement. A return leaves the
+ * function: nothing after it runs, so it does not prevent kills. */
+static bool jumps_out(const ad_stmt *s, bool in_loop)
+{
+    if (!s)
+        return false;
+    switch (s->kind) {
+    case ST_BREAK:
+    case ST_CONTINUE:
+        return !in_loop;
+    case ST_BLOCK:
+        for (int i = 0; i < s->n; i++)
+            if (jumps_out(s->body[i], in_loop))
+                return true;
+        return false;
+    case ST_IF:
+        return jumps_out(s->then, in_loop) || jumps_out(s->els, in_loop);
+    case ST_FOR:
+    case ST_WHILE:
+    case ST_DO:
+        return jumps_out(s->then, true);
+    default:
+        return false;
+    }
+}
+
 static void tbr_stmt(tbr *t, ad_stmt *s, unsigned char *R, bool kill);
 
 static void tbr_list(tbr *t, ad_stmt *s, unsigned char *R, bool kill)
@@ -982,7 +1159,7 @@ static void tbr_stmt(tbr *t, ad_stmt *s, unsigned char *R, bool kill)
     switch (s->kind) {
     case ST_BLOCK:
         for (int i = 0; i < s->n; i++)
-            tbr_stmt(t, s->body[i], R, kill && !s->has_exit);
+            tbr_stmt(t, s->body[i], R, kill && !jumps_out(s, false));
         return;
     case ST_DECL: {
         tbr_reads(s, R);
@@ -1006,8 +1183,9 @@ static void tbr_stmt(tbr *t, ad_stmt *s, unsigned char *R, bool kill)
     case ST_IF: {
         unsigned char *r2 = tbr_new(t);
         memcpy(r2, R, (size_t)t->nvars);
-        tbr_stmt(t, s->then, R, kill && !s->has_exit);
-        tbr_stmt(t, s->els, r2, kill && !s->has_exit);
+        bool k2 = kill && !jumps_out(s, false);
+        tbr_stmt(t, s->then, R, k2);
+        tbr_stmt(t, s->els, r2, k2);
         tbr_union(t, R, r2);
         return;
     }
@@ -1016,7 +1194,7 @@ static void tbr_stmt(tbr *t, ad_stmt *s, unsigned char *R, bool kill)
     case ST_DO: {
         if (s->kind == ST_FOR)
             tbr_stmt(t, s->init, R, kill);
-        bool k2 = kill && !s->then->has_exit;
+        bool k2 = kill && !jumps_out(s->then, false);
         unsigned char *in = tbr_new(t), *body = tbr_new(t);
         memcpy(in, R, (size_t)t->nvars);
         for (int round = 0; round < 1000; round++) {
@@ -1040,6 +1218,11 @@ static void tbr_stmt(tbr *t, ad_stmt *s, unsigned char *R, bool kill)
                 break;
         }
         memcpy(R, in, (size_t)t->nvars);
+        for (int i = 0; kill && s->kind == ST_FOR && i < t->f->nlocals; i++) {
+            ad_var *v = t->f->locals[i];
+            if (R[var_slot(v)] && writes_whole(t->f, s, v))
+                R[var_slot(v)] = 0;
+        }
         if (s->kind == ST_FOR && s->lo) {
             /* the adjoint evaluates the bounds again after the statements that follow */
             g_reads = R;
