@@ -1019,30 +1019,38 @@ void ad_emit_reverse_public(ad_buf *out, ad_unit *u, ad_func *f)
     bw_stmt(&r, f->body, "    ");
     ad_buf sig = {0};
     ad_emit_signature(&sig, f, 'r');
-    ad_buf_printf(
-        out,
-        "%s\n{\n    cr_adstack st_;\n    cr_adstack_slot stbuf_[128]; /* the first chunk */\n"
-        "    cr_adstack_init_buf(&st_, stbuf_, sizeof stbuf_);\n",
-        sig.p);
+    /* a function that stores nothing (mse, Rosenbrock) has no value stack */
+    bool stack = (fw.p && (strstr(fw.p, "(&st_") || strstr(fw.p, ", &st_"))) ||
+                 (bw.p && (strstr(bw.p, "(&st_") || strstr(bw.p, ", &st_")));
+    ad_buf_printf(out, "%s\n{\n", sig.p);
+    if (stack)
+        ad_buf_put(out,
+                   "    cr_adstack st_;\n    cr_adstack_slot stbuf_[128]; /* the first chunk */\n"
+                   "    cr_adstack_init_buf(&st_, stbuf_, sizeof stbuf_);\n");
     emit_locals(&r, out);
     silence_unused(&r, out);
     ad_buf_put(out, "    /* forward sweep */\n");
     ad_buf_put(out, fw.p ? fw.p : "");
-    ad_buf_put(out, "    goto fw_end_;\nfw_end_:\n    if (cr_adstack_failed(&st_)) {\n"
-                    "        /* the value stack could not grow: no adjoint (see the docs) */\n"
-                    "        cr_adstack_deinit(&st_);\n");
-    if (ad_type_is_real(f->ret))
-        ad_buf_printf(out, "        return (%s)NAN;\n", f->ret->spelling);
-    else if (f->ret->kind != TY_VOID)
-        ad_buf_put(out, "        return ret_;\n");
-    else
-        ad_buf_put(out, "        return;\n");
-    ad_buf_put(out, "    }\n    /* adjoint sweep */\n");
+    ad_buf_put(out, "    goto fw_end_;\nfw_end_:\n");
+    if (stack) {
+        ad_buf_put(out, "    if (cr_adstack_failed(&st_)) {\n"
+                        "        /* the value stack could not grow: no adjoint (see the docs) */\n"
+                        "        cr_adstack_deinit(&st_);\n");
+        if (ad_type_is_real(f->ret))
+            ad_buf_printf(out, "        return (%s)NAN;\n", f->ret->spelling);
+        else if (f->ret->kind != TY_VOID)
+            ad_buf_put(out, "        return ret_;\n");
+        else
+            ad_buf_put(out, "        return;\n");
+        ad_buf_put(out, "    }\n");
+    }
+    ad_buf_put(out, "    /* adjoint sweep */\n");
     ad_buf_put(out, bw.p ? bw.p : "");
-    if (ad_type_is_real(f->ret))
+    if (stack && ad_type_is_real(f->ret))
         ad_buf_printf(out, "    if (cr_adstack_failed(&st_))\n        ret_ = (%s)NAN;\n",
                       f->ret->spelling);
-    ad_buf_put(out, "    cr_adstack_deinit(&st_);\n");
+    if (stack)
+        ad_buf_put(out, "    cr_adstack_deinit(&st_);\n");
     if (f->ret->kind != TY_VOID)
         ad_buf_put(out, "    return ret_;\n");
     ad_buf_put(out, "}\n\n");
