@@ -161,7 +161,9 @@ static void tan_assign(fw *w, ad_expr *place, ad_expr *value, const char *ind)
     int n = ++w->l.tmp;
     const char *T = ad_type_real_name(place->type);
     ad_buf_printf(w->out, "%sconst %s v%d_ = %s;\n", ind2, T, n, v);
-    if (w->vector) {
+    if (w->vector && lin_tangent_lanes(&w->l, value, lin_place_tangent(&w->l, place))) {
+        /* each direction reads only its own lane: the place's tangent is written in place */
+    } else if (w->vector) {
         ad_buf_printf(w->out, "%s%s e%d_[CR_AD_VMAX];\n", ind2, T, n);
         lin_tangent_assign(&w->l, value, ad_fmt("e%d_", n));
         ad_buf_printf(w->out, "%sfor (int k_ = 0; k_ < w_; k_++)\n%s    %s = e%d_[k_];\n", ind2,
@@ -206,7 +208,8 @@ static void tan_stmt(fw *w, ad_stmt *s, const char *ind)
             int n = ++w->l.tmp;
             ad_buf_printf(w->out, "%sconst %s v%d_ = %s;\n", ind2, w->f->ret->spelling, n, v);
             if (w->vector) {
-                lin_tangent_assign(&w->l, s->e, ad_fmt("%s_d", w->f->name));
+                if (!lin_tangent_lanes(&w->l, s->e, ad_fmt("%s_d[k_]", w->f->name)))
+                    lin_tangent_assign(&w->l, s->e, ad_fmt("%s_d", w->f->name));
             } else {
                 const char *d = lin_tangent(&w->l, s->e);
                 ad_buf_printf(w->out, "%sif (%s_d)\n%s    *%s_d = %s;\n", ind2, w->f->name, ind2,

@@ -249,7 +249,7 @@ const char *lin_tangent(lin *l, ad_expr *e)
         return ad_fmt("((%s)%s)", e->type->spelling, lin_tangent(l, e->a));
     int n = e->tmp;
     const char *T = real_of(e);
-    const char *K = l->vector ? "[k_]" : "";
+    const char *K = l->vector && !l->lane ? "[k_]" : "";
     if (e->kind == EX_COND) {
         ad_buf_printf(l->out, "%s%s d%d_%s;\n", l->ind, T, n, l->vector ? "[CR_AD_VMAX]" : "");
         ad_buf_printf(l->out, "%sif (c%d_) {\n", l->ind, n);
@@ -273,10 +273,14 @@ const char *lin_tangent(lin *l, ad_expr *e)
     const char *dots[4];
     for (int j = 0; j < k; j++)
         dots[j] = ops[j]->active ? lin_tangent(l, ops[j]) : NULL;
-    ad_buf_printf(l->out, "%s%s d%d_%s;\n", l->ind, T, n, l->vector ? "[CR_AD_VMAX]" : "");
-    if (l->vector)
-        ad_buf_printf(l->out, "%sfor (int k_ = 0; k_ < w_; k_++)\n    ", l->ind);
-    ad_buf_printf(l->out, "%sd%d_%s = ", l->ind, n, K);
+    if (l->lane) {
+        ad_buf_printf(l->out, "%sconst %s d%d_ = ", l->ind, T, n);
+    } else {
+        ad_buf_printf(l->out, "%s%s d%d_%s;\n", l->ind, T, n, l->vector ? "[CR_AD_VMAX]" : "");
+        if (l->vector)
+            ad_buf_printf(l->out, "%sfor (int k_ = 0; k_ < w_; k_++)\n    ", l->ind);
+        ad_buf_printf(l->out, "%sd%d_%s = ", l->ind, n, K);
+    }
     bool first = true;
     for (int j = 0; j < k; j++) {
         if (!dots[j])
@@ -298,4 +302,34 @@ void lin_tangent_assign(lin *l, ad_expr *e, const char *dst)
                       l->ind, dst, d);
     else
         ad_buf_printf(l->out, "%s%s = %s;\n", l->ind, dst, d);
+}
+
+static bool has_active_cond(const ad_expr *e)
+{
+    if (!e || !e->active)
+        return false;
+    if (e->kind == EX_COND)
+        return true;
+    if (has_active_cond(e->a) || has_active_cond(e->b) || has_active_cond(e->c))
+        return true;
+    for (int i = 0; i < e->nargs; i++)
+        if (has_active_cond(e->args[i]))
+            return true;
+    return false;
+}
+
+bool lin_tangent_lanes(lin *l, ad_expr *e, const char *lane_dst)
+{
+    if (has_active_cond(e))
+        return false;
+    const char *ind = l->ind;
+    ad_buf_printf(l->out, "%sfor (int k_ = 0; k_ < w_; k_++) {\n", ind);
+    l->ind = ad_fmt("%s    ", ind);
+    l->lane = true;
+    const char *d = lin_tangent(l, e);
+    l->lane = false;
+    ad_buf_printf(l->out, "%s%s = %s;\n", l->ind, lane_dst, d);
+    l->ind = ind;
+    ad_buf_printf(l->out, "%s}\n", ind);
+    return true;
 }

@@ -9,6 +9,7 @@ typedef struct lin {
     const char *ind;  /* indentation */
     int tmp;          /* the last temporary number used in the function */
     bool vector;      /* tangents of nd directions (k0_, k_, w_, nd in scope) */
+    bool lane;        /* vector mode inside the loop over k_: a node's tangent is a scalar */
     bool unsupported; /* a construct the vector mode cannot write */
 } lin;
 
@@ -25,6 +26,10 @@ int lin_partials(lin *l, ad_expr *e, ad_expr **leaves, const char **J, int max);
 const char *lin_tangent(lin *l, ad_expr *e);
 /* After lin_value: dst = tangent of e (vector mode: dst[k_] for every direction). */
 void lin_tangent_assign(lin *l, ad_expr *e, const char *dst);
+/* Vector mode, after lin_value: one loop over the directions that computes e's tangent
+ * and stores it into `lane_dst` (a text indexed by k_); false (nothing written) when e
+ * holds an active conditional expression, whose tangent needs the per-node form. */
+bool lin_tangent_lanes(lin *l, ad_expr *e, const char *lane_dst);
 /* The tangent of a place (a variable, element or field). */
 const char *lin_place_tangent(lin *l, const ad_expr *e);
 
