@@ -78,15 +78,33 @@ const char *lin_value(lin *l, ad_expr *e)
     return ad_fmt("t%d_", n);
 }
 
+void lin_flush_zero(lin *l)
+{
+    if (l->zero)
+        ad_buf_printf(l->out, "%s%s = 0;\n", l->ind, l->zero);
+    l->zero = NULL;
+}
+
+void lin_add_place(lin *l, const ad_expr *e, const char *A)
+{
+    ad_buf b = {0};
+    ad_emit_shadow(&b, e, "_b");
+    if (l->zero && !strcmp(l->zero, b.p)) {
+        ad_buf_printf(l->out, "%s%s = %s;\n", l->ind, b.p, A);
+        l->zero = NULL;
+    } else {
+        lin_flush_zero(l);
+        ad_buf_printf(l->out, "%s%s += %s;\n", l->ind, b.p, A);
+    }
+    ad_buf_free(&b);
+}
+
 void lin_adjoint(lin *l, ad_expr *e, const char *A)
 {
     if (!e->active)
         return;
     if (is_place(e)) {
-        ad_buf b = {0};
-        ad_emit_shadow(&b, e, "_b");
-        ad_buf_printf(l->out, "%s%s += %s;\n", l->ind, b.p, A);
-        ad_buf_free(&b);
+        lin_add_place(l, e, A);
         return;
     }
     if (e->kind == EX_CAST) {
@@ -95,6 +113,7 @@ void lin_adjoint(lin *l, ad_expr *e, const char *A)
     }
     int n = e->tmp;
     if (e->kind == EX_COND) {
+        lin_flush_zero(l); /* both branches add to zeroed shadows */
         const char *ind = l->ind;
         ad_buf_printf(l->out, "%sif (c%d_) {\n", ind, n);
         l->ind = ad_fmt("%s    ", ind);

@@ -10,6 +10,7 @@ typedef struct lin {
     int tmp;          /* the last temporary number used in the function */
     bool vector;      /* tangents of nd directions (k0_, k_, w_, nd in scope) */
     bool lane;        /* vector mode inside the loop over k_: a node's tangent is a scalar */
+    const char *zero; /* a shadow still to be zeroed before the first contribution (or NULL) */
     bool unsupported; /* a construct the vector mode cannot write */
 } lin;
 
@@ -17,6 +18,13 @@ typedef struct lin {
 const char *lin_value(lin *l, ad_expr *e);
 /* Pass 2: adds A times the derivative of e into the shadows of the places e reads. */
 void lin_adjoint(lin *l, ad_expr *e, const char *A);
+/* Adds A into the shadow of place e. While l->zero is set (the shadow of an assigned
+ * place, which its adjoint zeroes), the first contribution resolves it: to that same
+ * shadow it is an assignment (no `0 + A`, whose sign-of-zero rule keeps compilers from
+ * removing a loop-carried addition); to another, the zero is written first. */
+void lin_add_place(lin *l, const ad_expr *e, const char *A);
+/* Writes the pending zero of l->zero, if any. */
+void lin_flush_zero(lin *l);
 /* After lin_value: the partials of e with respect to the distinct places it reads (in a
  * fixed order, places of the same text merged), written as temporaries when l->out is set.
  * Fills leaves[] and, if J is not NULL, J[] (the partials' texts); returns their number, or -1

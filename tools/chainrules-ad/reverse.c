@@ -335,10 +335,13 @@ static void bw_assign(rv *r, ad_expr *place, ad_expr *value, int keep, bool prea
             ad_buf_printf(r->bw, "%s%s = q%d_[%d];\n", ind2, ad_expr_text(place), q, n);
         int a = ++r->l.tmp;
         const char *sh = ad_shadow_text(place, "_b");
-        ad_buf_printf(r->bw, "%sconst double a%d_ = %s;\n%s%s = 0;\n", ind2, a, sh, ind2, sh);
+        ad_buf_printf(r->bw, "%sconst double a%d_ = %s;\n", ind2, a, sh);
+        r->l.out = r->bw;
+        r->l.ind = ind2;
+        r->l.zero = sh;
         for (int i = 0; i < n; i++)
-            ad_buf_printf(r->bw, "%s%s += a%d_ * q%d_[%d];\n", ind2,
-                          ad_shadow_text(leaves[i], "_b"), a, q, i);
+            lin_add_place(&r->l, leaves[i], ad_fmt("a%d_ * q%d_[%d]", a, q, i));
+        lin_flush_zero(&r->l);
         ad_buf_printf(r->bw, "%s}\n", ind);
         return;
     }
@@ -361,12 +364,14 @@ static void bw_assign(rv *r, ad_expr *place, ad_expr *value, int keep, bool prea
     restore_place(r, place, value, keep, ind2);
     int a = ++r->l.tmp;
     const char *sh = ad_shadow_text(place, "_b");
-    ad_buf_printf(r->bw, "%sconst %s a%d_ = %s;\n%s(void)a%d_;\n%s%s = 0;\n", ind2,
-                  ad_type_real_name(place->type), a, sh, ind2, a, ind2, sh);
+    ad_buf_printf(r->bw, "%sconst %s a%d_ = %s;\n%s(void)a%d_;\n", ind2,
+                  ad_type_real_name(place->type), a, sh, ind2, a);
     r->l.out = r->bw;
     r->l.ind = ind2;
     lin_value(&r->l, value);
+    r->l.zero = sh;
     lin_adjoint(&r->l, value, ad_fmt("a%d_", a));
+    lin_flush_zero(&r->l);
     ad_buf_printf(r->bw, "%s}\n", ind);
 }
 
@@ -822,6 +827,119 @@ static void bw_checkpoint(rv *r, ad_stmt *s, const char *ind)
 
 /* ---- Adjoint sweep -------------------------------------------------------------------------- */
 
+/* ---- Loops whose adjoint runs forwards ------------------------------------------------------
+ *
+ * The adjoints of a loop's iterations commute when the body stores and restores nothing, and
+ * every variable it carries from one iteration to the next is a sum `v = v + e` (or `v - e`,
+ * `e + v`) read nowhere else in the body: v's adjoint then passes through unchanged and each
+ * iteration only adds into shadows. Such a loop's adjoint runs in the primal's order, which
+ * lets the processor overlap it with what precedes it and a vectorised loop read memory
+ * forwards (mse: 47 -> 24 ns in a test of the two orders). */
+
+typedef struct fwd_env {
+    const ad_var *v;
+    int uses;
+} fwd_env;
+
+static void count_uses(ad_expr *e, fwd_env *c)
+{
+    if (!e)
+        return;
+    if (e->kind == EX_VAR && e->var == c->v)
+        c->uses++;
+    count_uses(e->a, c);
+    count_uses(e->b, c);
+    count_uses(e->c, c);
+    for (int i = 0; i < e->nargs; i++)
+        count_uses(e->args[i], c);
+}
+
+static void count_uses_stmt(const ad_stmt *s, fwd_env *c)
+{
+    if (!s)
+        return;
+    count_uses(s->e, c);
+    count_uses(s->inc, c);
+    for (int i = 0; i < s->ninits; i++)
+        count_uses(s->inits[i], c);
+    for (int i = 0; i < s->n; i++)
+        count_uses_stmt(s->body[i], c);
+    count_uses_stmt(s->init, c);
+    count_uses_stmt(s->then, c);
+    count_uses_stmt(s->els, c);
+}
+
+static bool declared_in(const ad_stmt *s, const ad_var *v)
+{
+    if (!s)
+        return false;
+    if (s->kind == ST_DECL && s->var == v)
+        return true;
+    for (int i = 0; i < s->n; i++)
+        if (declared_in(s->body[i], v))
+            return true;
+    return false;
+}
+
+/* v = v + e, v = e + v or v = v - e, e not reading v; v used nowhere else in the body. */
+static bool reduction(const ad_stmt *body, const ad_expr *place, const ad_expr *value)
+{
+    if (place->kind != EX_VAR || place->type->kind != TY_DOUBLE || value->kind != EX_BIN)
+        return false;
+    const ad_var *v = place->var;
+    bool plus = !strcmp(value->op, "+"), minus = !strcmp(value->op, "-");
+    const ad_expr *other = NULL;
+    if ((plus || minus) && value->a->kind == EX_VAR && value->a->var == v)
+        other = value->b;
+    else if (plus && value->b->kind == EX_VAR && value->b->var == v)
+        other = value->a;
+    if (!other)
+        return false;
+    fwd_env c = {v, 0};
+    count_uses((ad_expr *)other, &c);
+    if (c.uses)
+        return false;
+    count_uses_stmt(body, &c);
+    return c.uses == 2; /* the place and the operand */
+}
+
+static bool commuting_stmt(const ad_stmt *body, const ad_stmt *s)
+{
+    switch (s->kind) {
+    case ST_NULL:
+        return true;
+    case ST_BLOCK:
+        for (int i = 0; i < s->n; i++)
+            if (!commuting_stmt(body, s->body[i]))
+                return false;
+        return true;
+    case ST_DECL:
+        return !s->push && !s->invert && !s->preacc && !s->ninits &&
+               (!s->e || !(s->e->kind == EX_CALL && s->e->callee));
+    case ST_EXPR: {
+        if (s->push || s->invert || s->preacc)
+            return false;
+        const ad_expr *e = s->e;
+        if (e->kind != EX_ASSIGN)
+            return !(e->kind == EX_CALL && e->callee) && !e->active;
+        if (e->b->kind == EX_CALL && e->b->callee)
+            return false;
+        const ad_var *v = ad_root(e->a);
+        if (!v || !v->active || !ad_type_is_real(e->a->type))
+            return true; /* no adjoint (an inactive integer: nothing restored, see above) */
+        return (e->a->kind == EX_VAR && declared_in(body, v)) || reduction(body, e->a, e->b);
+    }
+    default:
+        return false;
+    }
+}
+
+static bool adjoint_forwards(const ad_stmt *loop)
+{
+    return loop->kind == ST_FOR && loop->canon && loop->then &&
+           !ad_leaves_loop(loop->then, false) && commuting_stmt(loop->then, loop->then);
+}
+
 static void bw_stmt(rv *r, ad_stmt *s, const char *ind)
 {
     const char *ind2 = ad_fmt("%s    ", ind);
@@ -896,6 +1014,7 @@ static void bw_stmt(rv *r, ad_stmt *s, const char *ind)
             return;
         }
         bool brk = ad_leaves_loop(s->then, false);
+        bool fwd = s->canon && adjoint_forwards(s);
         int id = s->id;
         ad_buf_printf(r->bw, "%s{\n", ind);
         if (brk)
@@ -927,8 +1046,12 @@ static void bw_stmt(rv *r, ad_stmt *s, const char *ind)
             if (s->canon->needed && !s->lo)
                 ad_buf_printf(r->bw, "%sconst int64_t i0_%d_ = cr_adstack_pop_i64(&st_);\n", ind2,
                               id);
-            ad_buf_printf(r->bw, "%sfor (int64_t k_%d_ = n_%d_ - 1; k_%d_ >= 0; k_%d_--) {\n", ind2,
-                          id, id, id, id);
+            if (fwd)
+                ad_buf_printf(r->bw, "%sfor (int64_t k_%d_ = 0; k_%d_ < n_%d_; k_%d_++) {\n", ind2,
+                              id, id, id, id);
+            else
+                ad_buf_printf(r->bw, "%sfor (int64_t k_%d_ = n_%d_ - 1; k_%d_ >= 0; k_%d_--) {\n",
+                              ind2, id, id, id, id);
             if (s->canon->needed)
                 ad_buf_printf(r->bw, "%s%s = (%s)(i0_%d_ + k_%d_ * (%lld));\n", ind3,
                               s->canon->cname, s->canon->type->spelling, id, id, s->canon_step);
@@ -947,6 +1070,9 @@ static void bw_stmt(rv *r, ad_stmt *s, const char *ind)
         if (rev_stmt(s->then))
             bw_stmt(r, s->then, ind3);
         ad_buf_printf(r->bw, "%s}\n", ind2);
+        if (fwd && s->canon->needed) /* the counter as the backward order leaves it */
+            ad_buf_printf(r->bw, "%s%s = (%s)i0_%d_;\n", ind2, s->canon->cname,
+                          s->canon->type->spelling, id);
         ad_buf_printf(r->bw, "%s}\n", ind);
         if (s->kind == ST_FOR && s->init && rev_stmt(s->init))
             bw_stmt(r, s->init, ind);
