@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Random C programs through chainrules-ad (docs/source-transformation-testing.md).
 #
-# For each of FILES seeds: tests/st/gen_random_c writes a program of FUNCS functions and its
+# For each of FILES seeds: tests/tools/st/gen_random_c writes a program of FUNCS functions and its
 # harness; chainrules-ad differentiates every function in reverse and forward mode; the
 # program and its derivative file are compiled with the build's compiler and flags, the
 # harness (the tape versions, the checks of st_harness.h) without optimisation; the harness
 # compares f_rev, f_fwd and f_fwdv with the tape and with central differences. Then every
-# case of tests/st/regressions/ goes through the same steps (checked against differences).
+# case of tests/tools/st/regressions/ goes through the same steps (checked against differences).
 #
 #   run_random.sh --gen G --tool T --cc CC --cflags "..." --incs "dir|dir" --libs "lib|-lm"
 #                 --work DIR --regressions DIR [--files N] [--funcs F] [--seed S] [--jobs J]

@@ -323,10 +323,10 @@ static void test_snippets_are_here(void **state)
     size_t nmd, nsrc;
     snprintf(path, sizeof path, "%s/../docs/tutorial.md", dir);
     char *md = slurp(path, &nmd);
-    snprintf(path, sizeof path, "%s/test_tape_tutorial.c", dir);
+    snprintf(path, sizeof path, "%s/ad/test_tape_tutorial.c", dir);
     char *src = slurp(path, &nsrc);
     if (md == NULL || src == NULL) {
-        print_error("cannot read docs/tutorial.md or tests/test_tape_tutorial.c from %s\n", dir);
+        print_error("cannot read docs/tutorial.md or tests/ad/test_tape_tutorial.c from %s\n", dir);
         fail();
     }
     char *flat = malloc(nsrc + 1), *snip = malloc(nmd + 1);

@@ -4,7 +4,7 @@
  * nonzero elements). Values against the definitions computed here directly; frule and rrule
  * through the testers (finite differences, the dot-product test).
  */
-#include "../test_util.h"
+#include "test_util.h"
 
 static double norm_ref(const double *x, size_t n, double p)
 {

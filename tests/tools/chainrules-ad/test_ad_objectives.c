@@ -4,7 +4,7 @@
  * one (bench/objectives/hand, itself checked against central differences by
  * tests/test_objectives_hand.c) or, for ht, against central differences directly.
  */
-#include "../test_util.h"
+#include "test_util.h"
 
 #include "objectives.h"
 #include "objectives_ad.h"

@@ -1,10 +1,10 @@
 /*
- * Rules written by chainrules-ad --emit-rules (tests/ad/rules_input.c): the library's own
+ * Rules written by chainrules-ad --emit-rules (tests/tools/chainrules-ad/rules_input.c): the library's own
  * rule testers pass them (cr_test_scalar: frule and rrule against finite differences and
  * the dot-product test), a registry finds them by name, and the tape engine records them as
  * primitives, its gradient agreeing with central differences.
  */
-#include "../test_util.h"
+#include "test_util.h"
 
 extern const cr_value r_softclip_fn, r_blend_fn, r_wlse_fn;
 cr_status rules_input_register_rules(cr_registry *reg);

@@ -1,7 +1,7 @@
 /*
  * A call of a function that has no body here but a rule in a user's registry: the scalar
  * row plugin_cube of tools/check_plugin_example.c, given to chainrules-ad with --rules
- * (tests/ad/CMakeLists.txt). The generated code inlines that row's text.
+ * (tests/tools/chainrules-ad/CMakeLists.txt). The generated code inlines that row's text.
  */
 #include <math.h>
 

@@ -1,6 +1,6 @@
 /*
  * Functions of scalars that chainrules-ad writes as rules (--emit-rules): the library
- * then treats them as primitives (tests/ad/test_ad_rules.c).
+ * then treats them as primitives (tests/tools/chainrules-ad/test_ad_rules.c).
  */
 #include <math.h>
 

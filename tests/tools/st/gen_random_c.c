@@ -9,7 +9,7 @@
  *       call f, f_rev, f_fwd and f_fwdv with one layout, and a table that st_harness.h's
  *       main() checks. Prints the names f0,...,f{F-1} (for --reverse and --forward).
  *   gen_random_c --harness-for case.c --harness harness.c
- *       the harness of a hand-written case (tests/st/regressions/): its functions are named
+ *       the harness of a hand-written case (tests/tools/st/regressions/): its functions are named
  *       by lines `// st: NAME ns=K m=M ret=R` and are checked against differences only.
  *
  * Every generated function has the signature
@@ -1270,7 +1270,7 @@ static void emit_table(FILE *h, int nf, const fninfo *fs, int with_tape)
 
 static void harness_head(FILE *h, const char *what)
 {
-    fprintf(h, "/* The harness of %s (written by tests/st/gen_random_c.c). */\n", what);
+    fprintf(h, "/* The harness of %s (written by tests/tools/st/gen_random_c.c). */\n", what);
     fprintf(h, "#include \"st_harness.h\"\n\n");
 }
 
@@ -1395,7 +1395,7 @@ int main(int argc, char **argv)
         return 2;
     }
     fprintf(p,
-            "/* Random program, seed %#llx (tests/st/gen_random_c.c --seed %#llx --funcs %d). */\n",
+            "/* Random program, seed %#llx (tests/tools/st/gen_random_c.c --seed %#llx --funcs %d). */\n",
             (unsigned long long)seed, (unsigned long long)seed, nmain);
     fprintf(p, "#include <math.h>\n#include <stddef.h>\n\n");
     for (int i = first_main; i < g_nfn; i++)

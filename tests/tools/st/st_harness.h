@@ -1,6 +1,6 @@
 /*
  * The checks of the random programs and regression cases of the source transformer
- * (tests/st/gen_random_c.c writes the harness that includes this header; see
+ * (tests/tools/st/gen_random_c.c writes the harness that includes this header; see
  * docs/source-transformation-testing.md).
  *
  * Each function is reached through wrappers with one layout: the inputs u = (x[0..n-1], the

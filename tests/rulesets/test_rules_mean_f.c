@@ -4,7 +4,7 @@
  * dot-product test), with a scalar row (sin) and with a function that has no rule, which
  * the finite-difference configuration differentiates (testing.h).
  */
-#include "../test_util.h"
+#include "test_util.h"
 
 static cr_status cube_primal(cr_arena *arena, const cr_value *f, const cr_value *args, size_t n,
                              cr_value *out)

@@ -3,7 +3,7 @@
  * check-plugin example), differentiated with that row: the gradient against central
  * differences of the same function.
  */
-#include "../test_util.h"
+#include "test_util.h"
 
 double plugin_cube(double x);
 double p_plugin(const double *x, int n);
