@@ -313,7 +313,7 @@ static void test_refusals(void **state)
     assert_int_equal(cr_tape_new(f->ctx, &tp, &t), CR_OK);
     cr_targ out;
 
-    /* (cholesky of a Diagonal or triangular matrix has a form: test_tape_array2_struct4.c) */
+    /* (cholesky of a Diagonal or triangular matrix has a form: test_hvp_structured.c) */
 
     /* cholesky_solve with a Symmetric or a Diagonal U, and with a Diagonal B */
     for (int q = 0; q < 3; q++) {

@@ -262,7 +262,7 @@ static void test_refusals(void **state)
                                     : cr_tape_acall(t, fns[1], &X, 1, out),
                          cplx ? CR_EUNIMPL : CR_OK);
         if (!cplx)
-            continue; /* a structured A has a form (test_tape_array2_struct4.c) */
+            continue; /* a structured A has a form (test_hvp_structured.c) */
         char msg[160];
         snprintf(msg, sizeof msg, "%s: no second-order form on the tape: %s", names[q % 2],
                  "A is complex; the form covers real matrices only");

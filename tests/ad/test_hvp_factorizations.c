@@ -7,7 +7,7 @@
  * of square, tall and wide matrices, each composed with other functions so that the
  * cotangents vary from element to element; a full Hessian (cr_tape_hessian) of three scalars
  * through all three; and the refusals: pinv at a rank-deficient matrix and qr at a
- * rank-deficient matrix in the sweep (structured matrices: test_tape_array2_struct3.c).
+ * rank-deficient matrix in the sweep (structured matrices: test_hvp_structured.c).
  */
 #include <math.h>
 #include <stdio.h>

@@ -273,7 +273,7 @@ static void test_refusals(void **state)
         assert_contains(cr_tape_errmsg(t), msg);
         assert_int_equal(cr_tape_status(t), CR_EUNIMPL); /* sticky */
     }
-    /* matfun_herm: a Diagonal A (accepted: test_tape_array2_struct4.c), a complex A, an f that
+    /* matfun_herm: a Diagonal A (accepted: test_hvp_structured.c), a complex A, an f that
      * is not a row of one argument */
     static const char *const mmsgs[3] = {
         NULL, "matfun_herm: no second-order form on the tape: A is complex",

@@ -441,7 +441,7 @@ static void test_failures(void **state)
 
 /* A functor recorded through a plain overlay (which reads its field through env, not as a
  * variable): its fields' cotangent is NotImplemented, the arguments' cotangents are right
- * (tests/test_tape_closure.c has the closure overlay that differentiates the fields). */
+ * (tests/ad/test_tape_closure.c has the closure overlay that differentiates the fields). */
 static void test_functor(void **state)
 {
     hfix *h = *state;

@@ -340,8 +340,8 @@ static void test_snippets_are_here(void **state)
         assert_non_null(e);
         squash(p, (size_t)(e - p), snip);
         if (strstr(flat, snip) == NULL) {
-            print_error("tutorial snippet not in tests/test_tape_tutorial.c:\n%.*s\n", (int)(e - p),
-                        p);
+            print_error("tutorial snippet not in tests/ad/test_tape_tutorial.c:\n%.*s\n",
+                        (int)(e - p), p);
             fail();
         }
         nsnip++;

@@ -1,5 +1,5 @@
 /*
- * Helpers shared by the tests of the second-order forms (test_tape_array2_forms*.c): points
+ * Helpers shared by the tests of the second-order forms (test_hvp_*.c): points
  * from a seed, constant arguments, calls of array functions with one or two arguments, and
  * small reductions that make a scalar of an array so that a form's cotangent is not 1.
  */

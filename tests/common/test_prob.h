@@ -1,5 +1,5 @@
 /*
- * The problems of the second-order tests (test_tape_array2.c, test_tape_kernel2.c): a
+ * The problems of the second-order tests (test_tape_array_jvp_hvp.c, test_tape_kernel_jvp_hvp.c): a
  * program of ns scalar and na array inputs packed in one flat vector, recorded on a tape,
  * its gradient from a first-order tape, H v from a second-order tape, and H v as central
  * differences of that gradient.

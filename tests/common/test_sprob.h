@@ -1,6 +1,6 @@
 /*
- * A harness for second-order tests of structured array inputs, shared by the
- * test_tape_array2_struct*.c and test_tape_array2_lapack.c files: a problem (test_forms.h's
+ * A harness for second-order tests of structured array inputs, shared by
+ * test_hvp_structured.c and test_hvp_lapack.c: a problem (test_forms.h's
  * prob) whose array input j is recorded tagged with a structure, its gradient from a
  * first-order tape, and H·v from a second-order tape checked against central differences of
  * that gradient, the direction tagged like its input.

@@ -1,8 +1,8 @@
 /*
- * The fixture of the rule-testing tests (test_testing.c, test_cov_testing*.c): a context,
- * the testers' scratch arena, an arena for the values a test builds, a registry of the
- * test's own rules with a configuration that dispatches to it, and the testers' options
- * over that configuration; and small helpers over scalar values and tangents.
+ * The fixture of the rule-testing tests (test_testing.c, test_testers_wrong_rules.c,
+ * test_registration_reports.c): a context, the testers' scratch arena, an arena for the values a
+ * test builds, a registry of the test's own rules with a configuration that dispatches to it, and
+ * the testers' options over that configuration; and small helpers over scalar values and tangents.
  */
 #ifndef TEST_TESTING_UTIL_H
 #define TEST_TESTING_UTIL_H

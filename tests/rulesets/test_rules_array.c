@@ -603,9 +603,7 @@ static int run_rules_array(void)
  * Derivatives are checked with the library's rule testers (finite differences).
  */
 
-
 /* ---- Helpers ------------------------------------------------------------------------------ */
-
 
 static cr_value fn_named(const char *name)
 {

@@ -10,8 +10,8 @@
 
 #include "test_util.h"
 
-#include <chainrules/testing_cmocka.h>
 #include "test_linalg_fns.h"
+#include <chainrules/testing_cmocka.h>
 
 static cr_tangent unthunked(cr_tangent t)
 {
@@ -597,8 +597,6 @@ static int run_rules_linalg(void)
  * Derivatives are checked by the rule tester against finite differences.
  */
 
-
-
 /* A tangent that is NoTangent, ZeroTangent, or made of zeros (arrays, numbers, tuples). */
 static bool zeroish(cr_tangent t)
 {
@@ -1145,7 +1143,6 @@ static int run_linalg_edges(void)
  * result), nrm2 when the registry has no rule for norm, and products over an empty inner
  * dimension.
  */
-
 
 static bool is_linalg(const cr_function *fn)
 {

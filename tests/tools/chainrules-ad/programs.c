@@ -1,7 +1,7 @@
 /*
- * Plain C functions that tests/tools/chainrules-ad/test_ad_programs.c differentiates with chainrules-ad
- * (tests/tools/chainrules-ad/CMakeLists.txt lists which, in which modes) and checks against central
- * differences and the tape. Each exercises a construct of the supported C
+ * Plain C functions that tests/tools/chainrules-ad/test_ad_programs.c differentiates with
+ * chainrules-ad (tests/tools/chainrules-ad/CMakeLists.txt lists which, in which modes) and checks
+ * against central differences and the tape. Each exercises a construct of the supported C
  * (docs/source-transformation.md).
  */
 #include <math.h>

@@ -1,4 +1,5 @@
-/* The functions of tests/tools/chainrules-ad/programs.c and the derivatives chainrules-ad writes for them. */
+/* The functions of tests/tools/chainrules-ad/programs.c and the derivatives chainrules-ad writes
+ * for them. */
 #ifndef CR_TEST_AD_PROGRAMS_H
 #define CR_TEST_AD_PROGRAMS_H
 

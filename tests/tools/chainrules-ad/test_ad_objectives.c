@@ -2,7 +2,7 @@
  * The GradBench objectives of bench/objectives, written as plain C and differentiated by
  * chainrules-ad at build time (cr_objectives_ad): each derivative against the hand-written
  * one (bench/objectives/hand, itself checked against central differences by
- * tests/test_objectives_hand.c) or, for ht, against central differences directly.
+ * tests/tools/test_objectives_hand.c) or, for ht, against central differences directly.
  */
 #include "test_util.h"
 

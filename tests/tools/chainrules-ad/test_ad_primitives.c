@@ -5,8 +5,8 @@
  * are checked against central differences of q_chain itself. Then the failure paths:
  * a rule that does not apply, and bad descriptors given to cr_adcall_* directly.
  */
-#include "test_util.h"
 #include "primitives.h"
+#include "test_util.h"
 
 /* ---- The primitives' primal code (the rules are the references' subject, not these) ---- */
 

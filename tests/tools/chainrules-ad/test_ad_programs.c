@@ -1,12 +1,12 @@
 /*
- * The derivatives chainrules-ad writes for tests/tools/chainrules-ad/programs.c, checked against central
- * differences (cr_fd_jacobian, five points, adaptive steps), against one another's
+ * The derivatives chainrules-ad writes for tests/tools/chainrules-ad/programs.c, checked against
+ * central differences (cr_fd_jacobian, five points, adaptive steps), against one another's
  * independent code paths (reverse sweep, tangent, vector tangent) and against the tape
  * engine (Rosenbrock): never against the generated code itself.
  */
+#include "programs.h"
 #include "test_rosen.h"
 #include "test_util.h"
-#include "programs.h"
 
 enum { N = 6 };
 

@@ -1,7 +1,7 @@
 /*
- * Rules written by chainrules-ad --emit-rules (tests/tools/chainrules-ad/rules_input.c): the library's own
- * rule testers pass them (cr_test_scalar: frule and rrule against finite differences and
- * the dot-product test), a registry finds them by name, and the tape engine records them as
+ * Rules written by chainrules-ad --emit-rules (tests/tools/chainrules-ad/rules_input.c): the
+ * library's own rule testers pass them (cr_test_scalar: frule and rrule against finite differences
+ * and the dot-product test), a registry finds them by name, and the tape engine records them as
  * primitives, its gradient agreeing with central differences.
  */
 #include "test_util.h"

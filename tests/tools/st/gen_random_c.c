@@ -1395,7 +1395,8 @@ int main(int argc, char **argv)
         return 2;
     }
     fprintf(p,
-            "/* Random program, seed %#llx (tests/tools/st/gen_random_c.c --seed %#llx --funcs %d). */\n",
+            "/* Random program, seed %#llx (tests/tools/st/gen_random_c.c --seed %#llx --funcs "
+            "%d). */\n",
             (unsigned long long)seed, (unsigned long long)seed, nmain);
     fprintf(p, "#include <math.h>\n#include <stddef.h>\n\n");
     for (int i = first_main; i < g_nfn; i++)
