@@ -655,8 +655,6 @@ static void test_normalize(void **state)
 
 /* ---- Full Hessians of scalar inputs --------------------------------------------------------- */
 
-static double k_e9_forms_statistics[9][9];
-
 /* M (3 x 3) = Σ s_i E_i:
  *   sum(inv(M)) + var(M) + sum(sin.(M \ bc)) + sum(cumprod(M, 1)) + std(M, 0) · (1, 2, 3)
  *   + sum(sin.(normalize(M))) + maximum(M)^2 */
@@ -668,7 +666,7 @@ static cr_var hess_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *
     (void)env;
     static cr_array basis[9], bc, w3;
     for (size_t i = 0; i < 9; i++)
-        basis[i] = cr_array_matrix(k_e9_forms_statistics[i], 3, 3);
+        basis[i] = cr_array_matrix(k_e9[i], 3, 3);
     bc = cr_array_vector(k_bc, 3);
     w3 = cr_array_matrix(k_w3, 1, 3);
     cr_avar acc =
@@ -693,7 +691,7 @@ static void test_hessian(void **state)
 {
     fixture *f = *state;
     for (size_t i = 0; i < 9; i++)
-        k_e9_forms_statistics[i][i] = 1.0;
+        k_e9[i][i] = 1.0;
     prob p = {.f = hess_p, .ns = 9, .na = 0};
     for (unsigned seed = 0; seed < 2; seed++) {
         double z[9];

@@ -863,8 +863,6 @@ static void each_structure_structured_spectral(cr_ctx *ctx, prog_fn f, const voi
 }
 
 /* Weights, all different. */
-static double k_w_structured_spectral[9] = {1.0, -0.7, 2.0, 0.4, -1.3, 0.9, 0.25, -0.5, 1.7};
-static double k_w2_structured_spectral[9] = {0.3, 1.1, -0.6, -0.9, 0.5, 1.4, -1.2, 0.8, 0.2};
 
 static cr_avar weights_structured_spectral(double *w, size_t r, size_t c, cr_array *store)
 {
@@ -878,7 +876,7 @@ static cr_var vec_loss(cr_tape *t, cr_avar x)
     static cr_array w;
     cr_var q = sum_sq(t, x);
     cr_avar s = cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(x));
-    return cr_add(t, sum_mul(t, s, weights_structured_spectral(k_w_structured_spectral, 3, 1, &w)),
+    return cr_add(t, sum_mul(t, s, weights_structured_spectral(k_w, 3, 1, &w)),
                   cr_mul(t, cr_mul(t, q, q), cr_const(0.01)));
 }
 
@@ -888,7 +886,7 @@ static cr_var mat_loss(cr_tape *t, cr_avar M)
     static cr_array W;
     cr_avar s = cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(M));
     cr_var q = sum_sq(t, M);
-    return cr_add(t, sum_mul(t, s, weights_structured_spectral(k_w_structured_spectral, 3, 3, &W)),
+    return cr_add(t, sum_mul(t, s, weights_structured_spectral(k_w, 3, 3, &W)),
                   cr_mul(t, cr_mul(t, q, q), cr_const(0.025)));
 }
 
@@ -898,11 +896,10 @@ static cr_var vecs_loss(cr_tape *t, cr_avar lam, cr_avar V)
 {
     static cr_array W, W2, c;
     cr_avar v2 = cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(V));
-    cr_var a = sum_mul(t, v2, weights_structured_spectral(k_w2_structured_spectral, 3, 3, &W2));
-    cr_var b = sum_mul(t, v2, weights_structured_spectral(k_w_structured_spectral, 3, 3, &W));
-    cr_avar Vc = cr_abroadcast2(
-        t, &cr_fn_mul, cr_targ_arr(V),
-        cr_targ_arr(weights_structured_spectral(k_w2_structured_spectral + 3, 1, 3, &c)));
+    cr_var a = sum_mul(t, v2, weights_structured_spectral(k_w2, 3, 3, &W2));
+    cr_var b = sum_mul(t, v2, weights_structured_spectral(k_w, 3, 3, &W));
+    cr_avar Vc = cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(V),
+                                cr_targ_arr(weights_structured_spectral(k_w2 + 3, 1, 3, &c)));
     cr_avar Vt = call_a(t, &cr_fn_transpose, cr_targ_arr(V), i64(0), 1);
     cr_avar M = cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(cr_amatmul(t, Vc, Vt)));
     cr_var e = sum_mul(t, M, cr_aconst(&W));
@@ -989,9 +986,8 @@ static cr_var clam_loss(cr_tape *t, cr_avar lam)
 {
     static cr_array w2;
     cr_avar im2 = cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(cpart(t, &cr_fn_cimag, lam)));
-    return cr_add(
-        t, vec_loss(t, cpart(t, &cr_fn_creal, lam)),
-        sum_mul(t, im2, weights_structured_spectral(k_w2_structured_spectral, 3, 1, &w2)));
+    return cr_add(t, vec_loss(t, cpart(t, &cr_fn_creal, lam)),
+                  sum_mul(t, im2, weights_structured_spectral(k_w2, 3, 1, &w2)));
 }
 
 /* Through the gauge (unit columns, largest component real and positive): Σ W ∘ sin(re V) +
@@ -1003,8 +999,8 @@ static cr_var cvecs_loss(cr_tape *t, cr_avar V)
     cr_avar r2 = cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(re));
     cr_avar i2 = cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(im));
     cr_var a = sum_mul(t, cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(re)),
-                       weights_structured_spectral(k_w_structured_spectral, 3, 3, &W));
-    cr_var b = sum_mul(t, i2, weights_structured_spectral(k_w2_structured_spectral, 3, 3, &W2));
+                       weights_structured_spectral(k_w, 3, 3, &W));
+    cr_var b = sum_mul(t, i2, weights_structured_spectral(k_w2, 3, 3, &W2));
     cr_var c =
         sum_mul(t, cr_abroadcast2(t, &cr_fn_add, cr_targ_arr(r2), cr_targ_arr(i2)), cr_aconst(&W2));
     return cr_add(t, cr_add(t, a, b), cr_mul(t, c, c));
@@ -1083,7 +1079,7 @@ static cr_var hess_p_structured_spectral(cr_tape *t, const cr_var *s, const cr_a
         return cr_const((double)NAN);
     cr_var b = cr_add(t, sum_sq(t, r[0].u.a),
                       sum_mul(t, cr_abroadcast1(t, &cr_fn_square, r[1]),
-                              weights_structured_spectral(k_w_structured_spectral, 3, 3, &W)));
+                              weights_structured_spectral(k_w, 3, 3, &W)));
     cr_var c = sum_sin(t, call_a(t, &cr_fn_cholesky, Dg, i64(0), 1));
     cr_var d = sum_sin(t, call_a(t, &cr_fn_matfun_herm, cr_targ_value(cr_fn_sin), Dg, 2));
     cr_var e = sum_sq(t, cpart(t, &cr_fn_creal, call_a(t, &cr_fn_eigvals_general, Dg, i64(0), 1)));
