@@ -1,0 +1,75 @@
+/* The functions of tests/tools/chainrules-ad/programs.c and the derivatives chainrules-ad writes
+ * for them. */
+#ifndef CR_TEST_AD_PROGRAMS_H
+#define CR_TEST_AD_PROGRAMS_H
+
+struct p_model {
+    int id;
+    double bias;
+    double w[3];
+    double scale;
+};
+
+#define P_ARRAY_FN(name)                                                            \
+    double name(const double *x, int n);                                            \
+    double name##_rev(const double *x, double *x_b, int n, double name##_b);        \
+    double name##_fwd(const double *x, const double *x_d, int n, double *name##_d); \
+    double name##_fwdv(const double *x, const double *x_d, int n, double *name##_d, int nd);
+
+#define P_ARRAY_FNS(X)   \
+    X(p_rosen)           \
+    X(p_break)           \
+    X(p_return)          \
+    X(p_while)           \
+    X(p_calls)           \
+    X(p_ternary)         \
+    X(p_nested)          \
+    X(p_switch)          \
+    X(p_recursion)       \
+    X(p_local_array)     \
+    X(p_index_local)     \
+    X(p_callee_locals)   \
+    X(p_ternary_calls)   \
+    X(p_bounds)          \
+    X(p_stored_partials) \
+    X(p_whole_array)     \
+    X(p_part_array)      \
+    X(p_whole_break)
+
+P_ARRAY_FNS(P_ARRAY_FN)
+
+double p_scalar(double a, double b, int k);
+double p_scalar_rev(double a, double *a_b, double b, double *b_b, int k, double p_scalar_b);
+double p_scalar_fwd(double a, double a_d, double b, double b_d, int k, double *p_scalar_d);
+
+void p_outputs(const double *x, double scale, double *y, int n);
+void p_outputs_rev(const double *x, double *x_b, double scale, double *scale_b, double *y,
+                   double *y_b, int n);
+void p_outputs_fwd(const double *x, const double *x_d, double scale, double scale_d, double *y,
+                   double *y_d, int n);
+void p_outputs_fwdv(const double *x, const double *x_d, double scale, const double *scale_d,
+                    double *y, double *y_d, int n, int nd);
+
+void p_inplace(double *u, int n, double h);
+void p_inplace_rev(double *u, double *u_b, int n, double h, double *h_b);
+void p_inplace_fwd(double *u, double *u_d, int n, double h, double h_d);
+
+double p_struct(const struct p_model *m, const double *x, int n);
+double p_struct_rev(const struct p_model *m, struct p_model *m_b, const double *x, double *x_b,
+                    int n, double p_struct_b);
+double p_struct_fwd(const struct p_model *m, const struct p_model *m_d, const double *x,
+                    const double *x_d, int n, double *p_struct_d);
+
+float p_float(const float *x, int n);
+float p_float_rev(const float *x, float *x_b, int n, float p_float_b);
+float p_float_fwd(const float *x, const float *x_d, int n, float *p_float_d);
+
+double p_timeloop(const double *p, double *u, long steps);
+double p_timeloop_rev(const double *p, double *p_b, double *u, double *u_b, long steps,
+                      double p_timeloop_b);
+
+double p_timeloop_ck(const double *p, double *u, long steps);
+double p_timeloop_ck_rev(const double *p, double *p_b, double *u, double *u_b, long steps,
+                         double p_timeloop_ck_b);
+
+#endif
