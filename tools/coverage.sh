@@ -11,13 +11,21 @@ set -eu
 
 build=${1:?usage: tools/coverage.sh BUILD_DIR [OUT_DIR]}
 out=${2:-$build/coverage}
-objdir=$build/CMakeFiles/chainrules.dir/src
-[ -d "$objdir" ] || { echo "coverage.sh: $objdir not found (run make coverage)" >&2; exit 1; }
+# the library's objects: the object library that both the shared and the static library use
+objdir=
+for t in cr_objects chainrules chainrules_static; do
+    if [ -d "$build/CMakeFiles/$t.dir/src" ]; then
+        objdir=$build/CMakeFiles/$t.dir/src
+        break
+    fi
+done
+[ -n "$objdir" ] || { echo "coverage.sh: no library objects in $build (run make coverage)" >&2; exit 1; }
 command -v gcov >/dev/null 2>&1 || { echo "coverage.sh: gcov not found" >&2; exit 1; }
 
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 objdir=$(cd "$objdir" && pwd)
+build=$(cd "$build" && pwd)
 rm -f "$out"/*.gcov
 
 # gcov names its output after the source's base name; two sources of the same name
@@ -27,7 +35,9 @@ for dir in "$objdir"/*/; do
     d=$(basename "$dir")
     ls "$dir"*.gcda >/dev/null 2>&1 || continue
     tmp=$(mktemp -d)
-    (cd "$tmp" && gcov -o "$dir" "$dir"*.gcda >/dev/null 2>&1) || true
+    # gcov runs where the compiler ran (the build tree), so that source paths recorded
+    # relative to it (ccache's CCACHE_BASEDIR) are found; its output is moved to tmp.
+    (cd "$build" && gcov -o "$dir" "$dir"*.gcda >/dev/null 2>&1 && mv ./*.gcov "$tmp"/) || true
     for f in "$tmp"/*.gcov; do
         [ -e "$f" ] || continue
         # Only the library's own sources (not the headers of the system or of include/).
