@@ -312,12 +312,13 @@ static const char *const k_runtime[] = {
     "    const void *key; /* the user's request object */\n"
     "    int phase, kind, count, peer, tag, fail, deferred;\n"
     "    MPI_Comm comm;\n"
+    "    MPI_Datatype type; /* a receive's, for its count */\n"
     "    double *shadow, *tmp;\n"
     "    MPI_Request dreq;\n"
     "} cr_ad_mreq_;\n",
     "static cr_ad_mreq_ *cr_ad_mreqs_;\n"
     "static int cr_ad_nmreqs_, cr_ad_capmreqs_;\n\n"
-    "static cr_ad_mreq_ *cr_ad_mreq_add_(const void *key, int phase, int kind, int count,\n"
+    "static inline cr_ad_mreq_ *cr_ad_mreq_add_(const void *key, int phase, int kind, int count,\n"
     "                                    int tmp)\n{\n"
     "    if (cr_ad_nmreqs_ == cr_ad_capmreqs_) {\n"
     "        const int cap = cr_ad_capmreqs_ ? 2 * cr_ad_capmreqs_ : 16;\n"
@@ -333,39 +334,60 @@ static const char *const k_runtime[] = {
     "        e->tmp = calloc((size_t)(e->count > 0 ? e->count : 1), sizeof(double));\n"
     "        if (!e->tmp)\n            MPI_Abort(MPI_COMM_WORLD, 1);\n    }\n"
     "    return e;\n}\n\n",
-    "static cr_ad_mreq_ *cr_ad_mreq_find_(const void *key, int phase)\n{\n"
+    "static inline cr_ad_mreq_ *cr_ad_mreq_find_(const void *key, int phase)\n{\n"
     "    for (int i = cr_ad_nmreqs_; i-- > 0;)\n"
     "        if (cr_ad_mreqs_[i].key == key && cr_ad_mreqs_[i].phase == phase)\n"
     "            return &cr_ad_mreqs_[i];\n"
     "    return NULL;\n}\n\n",
-    "static void cr_ad_mreq_del_(cr_ad_mreq_ *e)\n{\n"
+    "static inline void cr_ad_mreq_del_(cr_ad_mreq_ *e)\n{\n"
     "    free(e->tmp);\n"
     "    const int i = (int)(e - cr_ad_mreqs_);\n"
     "    memmove(e, e + 1, (size_t)(cr_ad_nmreqs_ - 1 - i) * sizeof *e);\n"
     "    if (--cr_ad_nmreqs_ == 0) {\n"
     "        free(cr_ad_mreqs_);\n        cr_ad_mreqs_ = NULL;\n        cr_ad_capmreqs_ = 0;\n"
     "    }\n}\n\n",
-    "/* forward sweep: the request at key completed (status s); what its adjoint needs */\n"
-    "static void cr_ad_mreq_fw_wait_(cr_adstack *stp_, const void *key, const MPI_Status *s)\n"
+    "/* the elements a completed receive got (its count when from MPI_PROC_NULL) and whether\n"
+    " * they are the count posted, without an error (rc: the wait's) */\n"
+    "static inline int cr_ad_mreq_got_(const cr_ad_mreq_ *e, const MPI_Status *s, int rc, int "
+    "*got)\n"
     "{\n"
+    "    int c = e->count;\n"
+    "    if (s->MPI_SOURCE != MPI_PROC_NULL &&\n"
+    "        (MPI_Get_count(s, e->type, &c) != MPI_SUCCESS || c == MPI_UNDEFINED || c < 0))\n"
+    "        c = e->count;\n"
+    "    *got = c < e->count ? c : e->count;\n"
+    "    return rc == MPI_SUCCESS && c == e->count;\n}\n\n",
+    "/* forward sweep: the request at key completed (status s, rc its error or MPI_SUCCESS);\n"
+    " * what its adjoint needs */\n"
+    "static inline void cr_ad_mreq_fw_wait_(cr_adstack *stp_, const void *key, const MPI_Status "
+    "*s,\n"
+    "                                int rc)\n{\n"
     "    cr_ad_mreq_ *e = cr_ad_mreq_find_(key, 0);\n"
-    "    if (!e) {\n        cr_adstack_push_i64(stp_, 0); /* not a request of a double buffer */\n"
+    "    if (!e) {\n        cr_adstack_push_i64(stp_, 0); /* not a request of the wrappers */\n"
     "        return;\n    }\n"
+    "    int got = e->count, ok = rc == MPI_SUCCESS;\n"
+    "    if (e->kind == 2)\n        ok = cr_ad_mreq_got_(e, s, rc, &got);\n"
     "    cr_adstack_push_ptr(stp_, e->shadow);\n"
     "    cr_adstack_push_i64(stp_, e->count);\n"
+    "    cr_adstack_push_i64(stp_, got);\n"
+    "    cr_adstack_push_i64(stp_, ok);\n"
     "    cr_adstack_push_i64(stp_, e->kind == 2 ? s->MPI_SOURCE : e->peer);\n"
     "    cr_adstack_push_i64(stp_, e->kind == 2 ? s->MPI_TAG : e->tag);\n"
     "    cr_adstack_push_i64(stp_, (int64_t)MPI_Comm_c2f(e->comm));\n"
     "    cr_adstack_push_i64(stp_, e->kind);\n"
     "    cr_ad_mreq_del_(e);\n}\n\n",
     "/* adjoint sweep of a wait: post the adjoint message (an isend's: a receive of the\n"
-    " * adjoint; an irecv's: a send of its buffer's adjoint, which is then zero) */\n"
-    "static void cr_ad_mreq_bw_wait_(cr_adstack *stp_, const void *key)\n{\n"
+    " * adjoint; an irecv's: a send of the adjoint of the elements it got, which is then zero;\n"
+    " * NaN when the receive got another count or failed, so that the sender's derivative\n"
+    " * says so too) */\n"
+    "static inline void cr_ad_mreq_bw_wait_(cr_adstack *stp_, const void *key)\n{\n"
     "    const int kind = (int)cr_adstack_pop_i64(stp_);\n"
     "    if (kind == 0)\n        return;\n"
     "    const MPI_Comm comm = MPI_Comm_f2c((MPI_Fint)cr_adstack_pop_i64(stp_));\n"
     "    const int tag = (int)cr_adstack_pop_i64(stp_);\n"
     "    const int peer = (int)cr_adstack_pop_i64(stp_);\n"
+    "    const int ok = (int)cr_adstack_pop_i64(stp_);\n"
+    "    const int got = (int)cr_adstack_pop_i64(stp_);\n"
     "    const int count = (int)cr_adstack_pop_i64(stp_);\n"
     "    double *shadow = cr_adstack_pop_ptr(stp_);\n"
     "    cr_ad_mreq_ *e = cr_ad_mreq_add_(key, 1, kind, count, 1);\n"
@@ -374,31 +396,42 @@ static const char *const k_runtime[] = {
     "    if (kind == 1) {\n"
     "        MPI_Irecv(e->tmp, count, MPI_DOUBLE, peer, tag, comm, &e->dreq);\n"
     "        return;\n    }\n"
-    "    if (shadow)\n"
-    "        for (int i = 0; i < count; i++) {\n"
-    "            e->tmp[i] = shadow[i];\n            shadow[i] = 0;\n        }\n"
-    "    MPI_Isend(e->tmp, count, MPI_DOUBLE, peer, tag, comm, &e->dreq);\n}\n\n",
+    "    for (int i = 0; i < got; i++) {\n"
+    "        e->tmp[i] = !ok ? (double)NAN : shadow ? shadow[i] : 0;\n"
+    "        if (shadow)\n            shadow[i] = 0;\n    }\n"
+    "    MPI_Isend(e->tmp, got, MPI_DOUBLE, peer, tag, comm, &e->dreq);\n}\n\n",
     "/* adjoint sweep of an isend or irecv: its adjoint message completes (an isend's is\n"
-    " * added into the shadow of its buffer) */\n"
-    "static void cr_ad_mreq_bw_post_(cr_adstack *stp_, const void *key, double *shadow)\n{\n"
+    " * added into the shadow of its buffer: NaN when it has another count) */\n"
+    "static inline void cr_ad_mreq_bw_post_(cr_adstack *stp_, const void *key, double *shadow)\n{\n"
     "    cr_ad_mreq_ *e = cr_ad_mreq_find_(key, 1);\n"
     "    if (!e) { /* never completed in the primal: no adjoint */\n"
     "        cr_adstack_set_failed(stp_);\n        return;\n    }\n"
-    "    MPI_Wait(&e->dreq, MPI_STATUS_IGNORE);\n"
+    "    MPI_Status s;\n"
+    "    const int rc = MPI_Wait(&e->dreq, &s);\n"
+    "    int c = e->count;\n"
+    "    if (e->kind == 1 && s.MPI_SOURCE != MPI_PROC_NULL &&\n"
+    "        MPI_Get_count(&s, MPI_DOUBLE, &c) != MPI_SUCCESS)\n        c = -1;\n"
     "    if (e->kind == 1 && shadow)\n"
-    "        for (int i = 0; i < e->count; i++)\n            shadow[i] += e->tmp[i];\n"
+    "        for (int i = 0; i < e->count; i++)\n"
+    "            shadow[i] += rc == MPI_SUCCESS && c == e->count ? e->tmp[i] : (double)NAN;\n"
     "    cr_ad_mreq_del_(e);\n}\n\n",
-    "/* forward mode: the tangent message of the request at key completes (status s: the\n"
-    " * actual source and tag of a receive posted with wildcards) */\n"
-    "static void cr_ad_mreq_tan_wait_(const void *key, const MPI_Status *s)\n{\n"
+    "/* forward mode: the tangent message of the request at key completes (status s and rc\n"
+    " * the primal's: a receive posted with wildcards takes its tangent from the actual source\n"
+    " * and tag); the tangents NaN when the primal or the tangent message had another count */\n"
+    "static inline void cr_ad_mreq_tan_wait_(const void *key, const MPI_Status *s, int rc)\n{\n"
     "    cr_ad_mreq_ *e = cr_ad_mreq_find_(key, 2);\n"
     "    if (!e)\n        return;\n"
     "    double *dst = e->shadow ? e->shadow : e->tmp;\n"
+    "    int got = e->count, ok = e->kind != 2 || cr_ad_mreq_got_(e, s, rc, &got);\n"
+    "    MPI_Status ts;\n"
+    "    int trc, c = e->count;\n"
     "    if (e->deferred)\n"
-    "        MPI_Recv(dst, e->count, MPI_DOUBLE, s->MPI_SOURCE, s->MPI_TAG, e->comm,\n"
-    "                 MPI_STATUS_IGNORE);\n"
-    "    else\n        MPI_Wait(&e->dreq, MPI_STATUS_IGNORE);\n"
-    "    if (e->kind == 2 && e->fail && e->shadow)\n"
+    "        trc = MPI_Recv(dst, e->count, MPI_DOUBLE, s->MPI_SOURCE, s->MPI_TAG, e->comm, &ts);\n"
+    "    else\n        trc = MPI_Wait(&e->dreq, &ts);\n"
+    "    if (e->kind == 2 && ts.MPI_SOURCE != MPI_PROC_NULL &&\n"
+    "        (trc != MPI_SUCCESS || MPI_Get_count(&ts, MPI_DOUBLE, &c) != MPI_SUCCESS))\n"
+    "        c = -1;\n"
+    "    if (e->kind == 2 && (e->fail || !ok || c != e->count) && e->shadow)\n"
     "        for (int i = 0; i < e->count; i++)\n            e->shadow[i] = (double)NAN;\n"
     "    cr_ad_mreq_del_(e);\n}\n\n",
     NULL};
@@ -434,23 +467,25 @@ static void nb_split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
         ad_buf_printf(o,
                       ";\n    cr_ad_mreq_ *e_ = cr_ad_mreq_add_(a6_, 0, 2, a1_, 0);\n"
                       "    e_->peer = a3_;\n    e_->tag = a4_;\n    e_->comm = a5_;\n"
-                      "    e_->shadow = %s;\n",
+                      "    e_->type = a2_;\n    e_->shadow = %s;\n",
                       mask & 1 ? "dbl_ ? (double *)(uintptr_t)a0__b : NULL" : "NULL");
         break;
     case K_WAIT:
         ad_buf_put(o, "    MPI_Status s_;\n    const int r_ = ");
         call_primal(o, g, "&s_");
-        ad_buf_put(o, ";\n    cr_ad_mreq_fw_wait_(stp_, a0_, &s_);\n"
+        ad_buf_put(o, ";\n    cr_ad_mreq_fw_wait_(stp_, a0_, &s_, r_);\n"
                       "    if (a1_ != MPI_STATUS_IGNORE)\n        *a1_ = s_;\n");
         break;
     case K_WAITALL:
         ad_buf_put(o, "    MPI_Status *s_ = malloc((size_t)(a0_ > 0 ? a0_ : 1) * sizeof *s_);\n"
                       "    if (!s_)\n        MPI_Abort(MPI_COMM_WORLD, 1);\n    const int r_ = ");
         call_primal(o, g, "s_");
-        ad_buf_put(o, ";\n    for (int i_ = 0; i_ < a0_; i_++) {\n"
-                      "        cr_ad_mreq_fw_wait_(stp_, &a1_[i_], &s_[i_]);\n"
-                      "        if (a2_ != MPI_STATUSES_IGNORE)\n            a2_[i_] = s_[i_];\n"
-                      "    }\n    free(s_);\n");
+        ad_buf_put(o,
+                   ";\n    for (int i_ = 0; i_ < a0_; i_++) {\n"
+                   "        cr_ad_mreq_fw_wait_(stp_, &a1_[i_], &s_[i_],\n"
+                   "                            r_ == MPI_ERR_IN_STATUS ? s_[i_].MPI_ERROR : r_);\n"
+                   "        if (a2_ != MPI_STATUSES_IGNORE)\n            a2_[i_] = s_[i_];\n"
+                   "    }\n    free(s_);\n");
         break;
     }
     ad_buf_put(o, "    return r_;\n}\n\n");
@@ -514,6 +549,7 @@ static void nb_tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *m
             o,
             ";\n    cr_ad_mreq_ *e_ = cr_ad_mreq_add_(a6_, 2, 2, a1_, 1);\n"
             "    e_->shadow = %s;\n    e_->fail = fail_;\n    e_->comm = a5_;\n"
+            "    e_->type = a2_;\n"
             "    if (a3_ == MPI_ANY_SOURCE || a4_ == MPI_ANY_TAG)\n        e_->deferred = 1;\n"
             "    else\n        MPI_Irecv(e_->shadow && !fail_ ? e_->shadow : e_->tmp, a1_, "
             "MPI_DOUBLE, a3_, a4_, a5_, &e_->dreq);\n",
@@ -522,17 +558,19 @@ static void nb_tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *m
     case K_WAIT:
         ad_buf_put(o, "    MPI_Status s_;\n    const int r_ = ");
         call_primal(o, g, "&s_");
-        ad_buf_put(o, ";\n    cr_ad_mreq_tan_wait_(a0_, &s_);\n"
+        ad_buf_put(o, ";\n    cr_ad_mreq_tan_wait_(a0_, &s_, r_);\n"
                       "    if (a1_ != MPI_STATUS_IGNORE)\n        *a1_ = s_;\n");
         break;
     case K_WAITALL:
         ad_buf_put(o, "    MPI_Status *s_ = malloc((size_t)(a0_ > 0 ? a0_ : 1) * sizeof *s_);\n"
                       "    if (!s_)\n        MPI_Abort(MPI_COMM_WORLD, 1);\n    const int r_ = ");
         call_primal(o, g, "s_");
-        ad_buf_put(o, ";\n    for (int i_ = 0; i_ < a0_; i_++) {\n"
-                      "        cr_ad_mreq_tan_wait_(&a1_[i_], &s_[i_]);\n"
-                      "        if (a2_ != MPI_STATUSES_IGNORE)\n            a2_[i_] = s_[i_];\n"
-                      "    }\n    free(s_);\n");
+        ad_buf_put(
+            o, ";\n    for (int i_ = 0; i_ < a0_; i_++) {\n"
+               "        cr_ad_mreq_tan_wait_(&a1_[i_], &s_[i_],\n"
+               "                             r_ == MPI_ERR_IN_STATUS ? s_[i_].MPI_ERROR : r_);\n"
+               "        if (a2_ != MPI_STATUSES_IGNORE)\n            a2_[i_] = s_[i_];\n"
+               "    }\n    free(s_);\n");
         break;
     }
     for (int i = 0; i < g->nparams; i++)

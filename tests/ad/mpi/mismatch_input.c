@@ -1,0 +1,41 @@
+/*
+ * A message whose size does not match in plain C that chainrules-ad differentiates: rank 0
+ * sends 3 doubles to rank 1 by MPI_Isend, rank 1 posts MPI_Irecv for 3 + bad (bad -1: the
+ * message is longer, an MPI error; +1: shorter, another count). *err is rank 1's view: the
+ * wait's error, or 1 for another count (test_ad_mismatch.c).
+ */
+#include <math.h>
+#include <mpi.h>
+
+double mm_obj(const double *x, int bad, int *err);
+
+double mm_obj(const double *x, int bad, int *err)
+{
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    double s[4], r[4];
+    MPI_Request q;
+    MPI_Status st;
+    *err = 0;
+    for (int i = 0; i < 4; i++) {
+        s[i] = sin(x[i]) * (rank + 1);
+        r[i] = 0.5 * x[i];
+    }
+    if (rank == 0) {
+        MPI_Isend(s, 3, MPI_DOUBLE, 1, 2, MPI_COMM_WORLD, &q);
+        MPI_Wait(&q, MPI_STATUS_IGNORE);
+    } else if (rank == 1) {
+        MPI_Irecv(r, 3 + bad, MPI_DOUBLE, 0, 2, MPI_COMM_WORLD, &q);
+        *err = MPI_Wait(&q, &st);
+        int c = 0;
+        MPI_Get_count(&st, MPI_DOUBLE, &c);
+        if (*err == MPI_SUCCESS && c != 3 + bad)
+            *err = 1;
+    }
+    double y = 0;
+    for (int i = 0; i < 4; i++)
+        y += r[i] * r[i] + s[i];
+    MPI_Allreduce(MPI_IN_PLACE, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    return y;
+}
