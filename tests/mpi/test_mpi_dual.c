@@ -3,7 +3,8 @@
  * mpirun on 1 to 4 ranks: the objective of test_mpi_ops.c computed on duals with two
  * directions, J and its two directional derivatives on every rank, against the serial
  * objective's value and its gradient (one tape on one process, the data movement written
- * out) dotted with each direction; and their errors on every rank.
+ * out) dotted with each direction, and central differences of the distributed objective
+ * along each direction; and their errors on every rank.
  */
 #include "mpi_ops.h"
 
@@ -118,6 +119,33 @@ static const int dual_ops[] = {
     OP_ALLREDUCE_MAX, OP_ALLREDUCE_MIN, OP_GATHER,      OP_GATHERV,       OP_SCATTER,
     OP_SCATTERV,      OP_ALLGATHER,     OP_ALLGATHERV,  OP_ALLTOALL,      OP_ISEND_CROSS};
 
+/* The distributed objective on duals at this rank's inputs xall + h v_j (j < 0: no shift),
+ * with the two directions as tangents; *st the first failure. */
+static cr_dual dual_J(int op, const double *xall, int j, double h, cr_status *st)
+{
+    size_t L = g_L;
+    cr_dual *u = calloc(MAXL + MAXY, sizeof *u), J = cr_dual_const((double)NAN);
+    if (u == NULL)
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    cr_dual *y = u + MAXL;
+    for (size_t i = 0; i < L; i++) {
+        size_t k = (size_t)g_rank * L + i;
+        double d[2] = {dir(0, k), dir(1, k)};
+        cr_dual x = cr_dual_make(xall[k] + (j >= 0 ? h * dir(j, k) : 0.0), d, 2);
+        u[i] = cr_dual_add(cr_dual_mul(x, x), cr_dual_sin(x));
+    }
+    size_t ny = 0;
+    *st = dual_op(op, u, y, &ny);
+    cr_dual local = cr_dual_const(0.0);
+    for (size_t i = 0; i < ny && *st == CR_OK; i++)
+        local =
+            cr_dual_add(local, cr_dual_mul(cr_dual_const(weight(g_rank, i)), cr_dual_cos(y[i])));
+    cr_status s2 = cr_mpi_dual_allreduce(g_ctx, &local, &J, 1, MPI_SUM, MPI_COMM_WORLD);
+    *st = *st != CR_OK ? *st : s2;
+    free(u);
+    return J;
+}
+
 static void test_op(int op)
 {
     size_t L = g_L, N = (size_t)g_p * L;
@@ -133,32 +161,25 @@ static void test_op(int op)
     for (size_t k = 0; k < N; k++)
         for (int j = 0; j < 2; j++)
             want[j] += gser[k] * dir(j, k);
-    cr_dual *u = calloc(MAXL + MAXY, sizeof *u);
-    if (u == NULL)
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    cr_dual *y = u + MAXL;
-    for (size_t i = 0; i < L; i++) {
-        size_t k = (size_t)g_rank * L + i;
-        double d[2] = {dir(0, k), dir(1, k)};
-        cr_dual x = cr_dual_make(xall[k], d, 2);
-        u[i] = cr_dual_add(cr_dual_mul(x, x), cr_dual_sin(x));
-    }
-    size_t ny = 0;
-    cr_status st = dual_op(op, u, y, &ny);
+    cr_status st;
+    cr_dual J = dual_J(op, xall, -1, 0.0, &st);
     CHECK(st == CR_OK, "%s on duals: %s", op_names[op], cr_ctx_errmsg(g_ctx));
-    cr_dual local = cr_dual_const(0.0), J;
-    for (size_t i = 0; i < ny && st == CR_OK; i++)
-        local =
-            cr_dual_add(local, cr_dual_mul(cr_dual_const(weight(g_rank, i)), cr_dual_cos(y[i])));
-    st = cr_mpi_dual_allreduce(g_ctx, &local, &J, 1, MPI_SUM, MPI_COMM_WORLD);
-    CHECK(st == CR_OK, "%s: the objective's allreduce: %s", op_names[op], cr_ctx_errmsg(g_ctx));
     CHECK(close_to(J.v, Js, 1e-13, 1e-13), "%s on duals: J = %.17g, serial %.17g", op_names[op],
           J.v, Js);
     for (int j = 0; j < 2; j++)
         CHECK(close_to(J.d[j], want[j], 1e-12, 1e-13),
               "%s on duals: direction %d: %.17g, serial gradient . v = %.17g", op_names[op], j,
               J.d[j], want[j]);
-    free(u);
+    /* central differences of the distributed objective along each direction */
+    const double h = 1e-6;
+    for (int j = 0; j < 2; j++) {
+        cr_status sp, sm;
+        double jp = dual_J(op, xall, j, h, &sp).v, jm = dual_J(op, xall, j, -h, &sm).v;
+        double fd = (jp - jm) / (2 * h);
+        CHECK(sp == CR_OK && sm == CR_OK && close_to(J.d[j], fd, 1e-6, 1e-8),
+              "%s on duals: direction %d: %.12g, central difference %.12g", op_names[op], j, J.d[j],
+              fd);
+    }
 }
 
 static void test_errors(void)
