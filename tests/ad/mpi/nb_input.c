@@ -1,10 +1,10 @@
 /*
  * MPI calls chainrules-ad differentiates, in plain C: a 1-D heat equation whose halos
  * travel by MPI_Irecv / MPI_Isend / MPI_Waitall (MPI_PROC_NULL at the two ends of the
- * domain), and an objective through MPI_Gatherv, MPI_Scatterv (overlapping parts),
- * MPI_Allgatherv (also in place), MPI_Reduce and MPI_Allreduce of a product (with a zero
- * factor), and an MPI_Irecv from MPI_ANY_SOURCE completed by MPI_Wait; each with the same
- * computation on one process without MPI, for the serial reference (test_ad_nb.c).
+ * domain; the time loop checkpointed, 10 snapshots), and an objective through MPI_Gatherv,
+ * MPI_Scatterv (overlapping parts), MPI_Allgatherv (also in place), MPI_Reduce and MPI_Allreduce of
+ * a product (with a zero factor), and an MPI_Irecv from MPI_ANY_SOURCE completed by MPI_Wait; each
+ * with the same computation on one process without MPI, for the serial reference (test_ad_nb.c).
  */
 #include <math.h>
 #include <mpi.h>
@@ -35,6 +35,7 @@ double heat_nb(const double *u0, int steps, double nu)
         u[i + 1] = u0[i];
     u[0] = 0;
     u[NL + 1] = 0;
+#pragma chainrules checkpoint(10)
     for (int t = 0; t < steps; t++) {
         /* the halos posted first, then my end points sent; all four completed together */
         MPI_Irecv(&u[0], 1, MPI_DOUBLE, left, 0, MPI_COMM_WORLD, &rq[0]);
