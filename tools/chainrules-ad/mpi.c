@@ -928,8 +928,10 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
     case K_RECV:
     case K_SENDRECV:
         yb = shadow_or_scratch(o, mask, m->out, "_b", out_n, "y_");
-        ad_buf_put(o, "    const int tag_ = (int)cr_adstack_pop_i64(stp_);\n"
-                      "    const int src_ = (int)cr_adstack_pop_i64(stp_);\n");
+        /* a receive from MPI_PROC_NULL has the tag MPI_ANY_TAG, which no send may carry */
+        ad_buf_put(o, "    const int tag0_ = (int)cr_adstack_pop_i64(stp_);\n"
+                      "    const int src_ = (int)cr_adstack_pop_i64(stp_);\n"
+                      "    const int tag_ = src_ == MPI_PROC_NULL ? 0 : tag0_;\n");
         if (m->kind == K_RECV) {
             ad_buf_printf(o, "    MPI_Send(%s, %s, MPI_DOUBLE, src_, tag_, %s);\n", dbl(yb), out_n,
                           comm);

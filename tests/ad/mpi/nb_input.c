@@ -1,10 +1,12 @@
 /*
  * MPI calls chainrules-ad differentiates, in plain C: a 1-D heat equation whose halos
  * travel by MPI_Irecv / MPI_Isend / MPI_Waitall (MPI_PROC_NULL at the two ends of the
- * domain; the time loop checkpointed, 10 snapshots), and an objective through MPI_Gatherv,
- * MPI_Scatterv (overlapping parts), MPI_Allgatherv (also in place), MPI_Reduce and MPI_Allreduce of
- * a product (with a zero factor), and an MPI_Irecv from MPI_ANY_SOURCE completed by MPI_Wait; each
- * with the same computation on one process without MPI, for the serial reference (test_ad_nb.c).
+ * domain; the time loop checkpointed, 10 snapshots), and an objective through
+ * MPI_Gatherv, MPI_Scatterv (overlapping parts), MPI_Allgatherv (also in place),
+ * MPI_Reduce and MPI_Allreduce of a product (with a zero factor), an MPI_Irecv from
+ * MPI_ANY_SOURCE completed by MPI_Wait and an MPI_Sendrecv from MPI_PROC_NULL (which keeps
+ * the buffer); each with the same computation on one process without MPI, for the serial
+ * reference (test_ad_nb.c).
  */
 #include <math.h>
 #include <mpi.h>
@@ -140,6 +142,12 @@ double v_obj(const double *x, int n)
     MPI_Wait(&rs, MPI_STATUS_IGNORE);
     MPI_Wait(&rr, &st);
     y += w[0] * w[1] + 0.1 * w[0] * st.MPI_SOURCE;
+    /* a blocking chain: rank 0 receives from MPI_PROC_NULL, which keeps its value */
+    double c0 = sin(x[1]) * (rank + 2), hb = x[0] * x[0];
+    MPI_Sendrecv(&c0, 1, MPI_DOUBLE, rank + 1 < size ? rank + 1 : MPI_PROC_NULL, 4, &hb, 1,
+                 MPI_DOUBLE, rank > 0 ? rank - 1 : MPI_PROC_NULL, 4, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+    y += 0.7 * hb * hb;
     MPI_Allreduce(MPI_IN_PLACE, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     return y;
 }
@@ -195,6 +203,8 @@ double v_serial(const double *x, int p)
         const int s = (q + p - 1) % p; /* the sender to q */
         const double w0 = cos(x[3 * s]) * (1 + s), w1 = x[3 * s + 2] * x[3 * s + 1];
         y += w0 * w1 + 0.1 * w0 * s;
+        const double hb = q == 0 ? x[0] * x[0] : sin(x[3 * (q - 1) + 1]) * (q - 1 + 2);
+        y += 0.7 * hb * hb;
     }
     return p * y;
 }
