@@ -262,6 +262,15 @@ static void test_errors(void)
               "scatterv, a block outside: %s (%s)", cr_status_name(st), cr_ctx_errmsg(g_ctx));
     else
         CHECK(st == CR_ECOMM, "scatterv: the others learn it: %s", cr_status_name(st));
+    /* blocks written twice (MPI forbids it) */
+    displs[g_p - 1] = 0;
+    st = cr_mpi_dual_gatherv(g_ctx, x, 1, big, (size_t)g_p, counts, displs, 0, MPI_COMM_WORLD);
+    if (g_rank == 0)
+        CHECK(st == CR_EINVAL && strstr(cr_ctx_errmsg(g_ctx), "overlap"),
+              "gatherv, overlapping blocks: %s (%s)", cr_status_name(st), cr_ctx_errmsg(g_ctx));
+    else
+        CHECK(st == CR_ECOMM, "gatherv, overlapping blocks: the others: %s", cr_status_name(st));
+    displs[g_p - 1] = g_p - 1;
     st = cr_mpi_dual_allgatherv(g_ctx, x, g_rank == 0 ? 2 : 1, big, (size_t)g_p, counts, displs,
                                 MPI_COMM_WORLD);
     CHECK(st == (g_rank == 0 ? CR_ESHAPE : CR_ECOMM), "allgatherv, a count unlike counts[0]: %s",
