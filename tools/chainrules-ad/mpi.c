@@ -406,7 +406,7 @@ static const char *const k_runtime[] = {
     "static inline void cr_ad_mreq_bw_post_(cr_adstack *stp_, const void *key, double *shadow)\n{\n"
     "    cr_ad_mreq_ *e = cr_ad_mreq_find_(key, 1);\n"
     "    if (!e) { /* never completed in the primal: no adjoint */\n"
-    "        cr_adstack_set_failed(stp_);\n        return;\n    }\n"
+    "        cr_ad_mpi_failed_ = 1;\n        return;\n    }\n"
     "    if (e->peer == MPI_PROC_NULL) { /* nothing came, nothing to add */\n"
     "        cr_ad_mreq_del_(e);\n        return;\n    }\n"
     "    MPI_Status s;\n"
@@ -439,7 +439,18 @@ static const char *const k_runtime[] = {
     "    cr_ad_mreq_del_(e);\n}\n\n",
     NULL};
 
-static bool g_runtime_done;
+static bool g_runtime_done, g_flag_done;
+
+/* A derivative that fails in an adjoint sweep (a datatype or operation not covered, a
+ * request completed elsewhere than it was posted) sets this flag instead of failing the value
+ * stack there: a failed stack gives the rest of the sweep nothing (no partners, tags or trip
+ * counts), and the ranks' remaining adjoint messages would no longer match. The public
+ * reverse function fails its stack when its sweep is over (reverse.c). */
+static const char k_flag[] =
+    "/* chainrules-ad: an MPI derivative failed in the adjoint sweep (the sweep goes on, so\n"
+    " * that every adjoint message is matched; the stack is failed at its end) */\n"
+    "#define CR_AD_MPI_FAILED_ 1\n"
+    "static int cr_ad_mpi_failed_;\n\n";
 
 /* Isend, Irecv, Wait, Waitall in the reverse mode: the forward and adjoint sweeps. */
 static void nb_split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
@@ -498,7 +509,7 @@ static void nb_split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
     params(o, g, mask, "_b");
     ad_buf_put(o, ", cr_adstack *stp_)\n{\n    (void)stp_;\n");
     if (post)
-        checks(o, m, "cr_adstack_set_failed(stp_)");
+        checks(o, m, "cr_ad_mpi_failed_ = 1");
     switch (m->kind) {
     case K_ISEND:
         ad_buf_printf(o, "    cr_ad_mreq_bw_post_(stp_, a6_, %s);\n",
@@ -579,6 +590,13 @@ static void nb_tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *m
     for (int i = 0; i < g->nparams; i++)
         ad_buf_printf(o, "    (void)%s;\n", arg(i));
     ad_buf_put(o, "    (void)fail_;\n    return r_;\n}\n\n");
+}
+
+const char *ad_mpi_sweep_end(void)
+{
+    return "#ifdef CR_AD_MPI_FAILED_\n    if (cr_ad_mpi_failed_) {\n"
+           "        cr_ad_mpi_failed_ = 0;\n        cr_adstack_set_failed(&st_);\n    }\n"
+           "#endif\n";
 }
 
 bool ad_mpi_fw_shadows(const ad_expr *c, uint64_t mask, bool split)
@@ -701,7 +719,7 @@ static void v_split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
     params(o, g, mask, "_b");
     ad_buf_put(o, ", cr_adstack *stp_)\n{\n    (void)stp_;\n");
     v_head(o, comm);
-    v_checks(o, m->kind, "cr_adstack_set_failed(stp_)");
+    v_checks(o, m->kind, "cr_ad_mpi_failed_ = 1");
     v_layout(o, where, cn, dn);
     /* scratch for the shadows the call does not have */
     const char *xn = m->kind == K_SCATTERV ? "ext_" : "a1_";
@@ -908,7 +926,7 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
     ad_buf_printf(o, "static void cr_ad_%s_bw%s(", g->name, mn);
     params(o, g, mask, "_b");
     ad_buf_put(o, ", cr_adstack *stp_)\n{\n    (void)stp_;\n");
-    checks(o, m, "cr_adstack_set_failed(stp_)");
+    checks(o, m, "cr_ad_mpi_failed_ = 1");
     if (rooted || m->kind == K_ALLGATHER || m->kind == K_BCAST || m->kind == K_ALLTOALL)
         ad_buf_printf(o,
                       "    int rank_ = 0, size_ = 1;\n    MPI_Comm_rank(%s, &rank_);\n"
@@ -1231,6 +1249,9 @@ void ad_mpi_emit(ad_buf *out, ad_buf *decls, const ad_func *g, uint64_t mask, in
                  const char *mn)
 {
     const int k = k_mpi[g->prim->mpi - 1].kind;
+    if (kind == 0 && !g_flag_done)
+        ad_buf_put(decls, k_flag);
+    g_flag_done |= kind == 0;
     if (k == K_ISEND || k == K_IRECV || k == K_WAIT || k == K_WAITALL) {
         for (int i = 0; !g_runtime_done && k_runtime[i]; i++)
             ad_buf_put(decls, k_runtime[i]);
