@@ -980,6 +980,7 @@ void ad_emit_reverse_public(ad_buf *out, ad_unit *u, ad_func *f)
         ad_buf_put(out, "        return;\n");
     ad_buf_put(out, "    }\n    /* adjoint sweep */\n");
     ad_buf_put(out, bw.p ? bw.p : "");
+    ad_buf_put(out, ad_mpi_sweep_end());
     if (ad_type_is_real(f->ret))
         ad_buf_printf(out, "    if (cr_adstack_failed(&st_))\n        ret_ = (%s)NAN;\n",
                       f->ret->spelling);
