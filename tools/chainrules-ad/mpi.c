@@ -102,8 +102,11 @@ int ad_mpi_kind(const char *name)
     return -1;
 }
 
+static bool g_bound; /* the unit declares MPI functions */
+
 int ad_mpi_bind(ad_func *g, int kind)
 {
+    g_bound = true;
     const mpi_fn *m = &k_mpi[kind];
     if (g->nparams != m->nparams) {
         ad_error(g->loc, "%s is declared with %d parameters, not the %d of MPI-3", g->name,
@@ -594,6 +597,8 @@ static void nb_tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *m
 
 const char *ad_mpi_sweep_end(void)
 {
+    if (!g_bound)
+        return "";
     return "#ifdef CR_AD_MPI_FAILED_\n    if (cr_ad_mpi_failed_) {\n"
            "        cr_ad_mpi_failed_ = 0;\n        cr_adstack_set_failed(&st_);\n    }\n"
            "#endif\n";
