@@ -248,29 +248,44 @@ static void checks(ad_buf *o, const mpi_fn *m, const char *fail)
                       arg(4), arg(4), arg(4), arg(4), fail);
 }
 
+/* Counts of another datatype than MPI_DOUBLE become 0 for the derivative's messages and
+ * the values saved (they count elements of that type, not doubles: no access past the
+ * buffers; the derivative has failed already, by checks()). */
+static void zero_counts(ad_buf *o, const mpi_fn *m)
+{
+    if (m->in >= 0)
+        ad_buf_printf(o, "    if (%s != MPI_DOUBLE)\n        %s = 0;\n", arg(m->in_type),
+                      arg(m->in_count));
+    if (m->out >= 0 && m->out_count != m->in_count)
+        ad_buf_printf(o, "    if (%s != MPI_DOUBLE)\n        %s = 0;\n", arg(m->out_type),
+                      arg(m->out_count));
+}
+
 /* MPI_MAX and MPI_MIN of an allreduce: each element's winning rank (MPI_MAXLOC and
  * MPI_MINLOC: the lowest rank among ties, the same on every rank) into w_[i].r, from the
  * input values (read before an in-place call overwrites them); me_ is the rank. */
 static void winners(ad_buf *o, const char *comm)
 {
-    ad_buf_printf(o,
-                  "    const int loc_ = a4_ == MPI_MAX ? 1 : a4_ == MPI_MIN ? 2 : 0;\n"
-                  "    struct {\n        double v;\n        int r;\n    } *w_ = NULL;\n"
-                  "    int me_ = 0;\n    MPI_Comm_rank(%s, &me_);\n"
-                  "    if (loc_) {\n"
-                  "        w_ = malloc((size_t)(a2_ > 0 ? a2_ : 1) * sizeof *w_);\n"
-                  "        if (!w_)\n            MPI_Abort(MPI_COMM_WORLD, 1);\n"
-                  "        const double *src_ = a0_ == MPI_IN_PLACE ? (const double *)a1_ : "
-                  "(const double *)a0_;\n"
-                  "        for (int i_ = 0; i_ < a2_; i_++) {\n"
-                  "            w_[i_].v = src_[i_];\n            w_[i_].r = me_;\n        }\n"
-                  "    }\n",
-                  comm);
+    ad_buf_printf(
+        o,
+        "    const int loc_ = a3_ != MPI_DOUBLE ? 0 : a4_ == MPI_MAX ? 1 : a4_ == MPI_MIN ? 2 "
+        ": 0;\n"
+        "    struct {\n        double v;\n        int r;\n    } *w_ = NULL;\n"
+        "    int me_ = 0;\n    MPI_Comm_rank(%s, &me_);\n"
+        "    if (loc_) {\n"
+        "        w_ = malloc((size_t)(a2_ > 0 ? a2_ : 1) * sizeof *w_);\n"
+        "        if (!w_)\n            MPI_Abort(MPI_COMM_WORLD, 1);\n"
+        "        const double *src_ = a0_ == MPI_IN_PLACE ? (const double *)a1_ : "
+        "(const double *)a0_;\n"
+        "        for (int i_ = 0; i_ < a2_; i_++) {\n"
+        "            w_[i_].v = src_[i_];\n            w_[i_].r = me_;\n        }\n"
+        "    }\n",
+        comm);
     /* MPI_PROD: the product of the other ranks' elements, from every rank's (no division,
      * so that a zero factor has its derivative too) */
     ad_buf_printf(o,
                   "    double *oth_ = NULL;\n"
-                  "    if (a4_ == MPI_PROD) {\n"
+                  "    if (a3_ == MPI_DOUBLE && a4_ == MPI_PROD) {\n"
                   "        int np_ = 1;\n        MPI_Comm_size(%s, &np_);\n"
                   "        const size_t n_ = (size_t)(a2_ > 0 ? a2_ : 1);\n"
                   "        double *all_ = malloc(n_ * (size_t)np_ * sizeof *all_);\n"
@@ -314,6 +329,7 @@ static const char *const k_runtime[] = {
     "typedef struct cr_ad_mreq_ {\n"
     "    const void *key; /* the user's request object */\n"
     "    int phase, kind, count, peer, tag, fail, deferred;\n"
+    "    int orig; /* a tangent receive's count as posted (count: 0 for another datatype) */\n"
     "    MPI_Comm comm;\n"
     "    MPI_Datatype type; /* a receive's, for its count */\n"
     "    double *shadow, *tmp;\n"
@@ -437,8 +453,10 @@ static const char *const k_runtime[] = {
     "    if (e->kind == 2 && ts.MPI_SOURCE != MPI_PROC_NULL &&\n"
     "        (trc != MPI_SUCCESS || MPI_Get_count(&ts, MPI_DOUBLE, &c) != MPI_SUCCESS))\n"
     "        c = -1;\n"
-    "    if (e->kind == 2 && (e->fail || !ok || c != e->count) && e->shadow)\n"
+    "    if (e->kind == 2 && (e->fail || !ok || c != e->count) && e->shadow) {\n"
     "        for (int i = 0; i < e->count; i++)\n            e->shadow[i] = (double)NAN;\n"
+    "        if (e->orig > 0) /* another datatype: its first element at least */\n"
+    "            e->shadow[0] = (double)NAN;\n    }\n"
     "    cr_ad_mreq_del_(e);\n}\n\n",
     NULL};
 
@@ -469,8 +487,10 @@ static void nb_split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
     case K_ISEND:
         ad_buf_put(o, "    const int r_ = ");
         call_primal(o, g, NULL);
-        ad_buf_put(o, ";\n    cr_ad_mreq_ *e_ = cr_ad_mreq_add_(a6_, 0, 1, a1_, 0);\n"
-                      "    e_->peer = a3_;\n    e_->tag = a4_;\n    e_->comm = a5_;\n");
+        ad_buf_put(
+            o,
+            ";\n    cr_ad_mreq_ *e_ = cr_ad_mreq_add_(a6_, 0, 1, a2_ == MPI_DOUBLE ? a1_ : 0, 0);\n"
+            "    e_->peer = a3_;\n    e_->tag = a4_;\n    e_->comm = a5_;\n");
         break;
     case K_IRECV:
         /* the buffer's contents before the receive, for the adjoint to restore */
@@ -482,7 +502,7 @@ static void nb_split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
                       dbl("a0_"));
         call_primal(o, g, NULL);
         ad_buf_printf(o,
-                      ";\n    cr_ad_mreq_ *e_ = cr_ad_mreq_add_(a6_, 0, 2, a1_, 0);\n"
+                      ";\n    cr_ad_mreq_ *e_ = cr_ad_mreq_add_(a6_, 0, 2, dbl_ ? a1_ : 0, 0);\n"
                       "    e_->peer = a3_;\n    e_->tag = a4_;\n    e_->comm = a5_;\n"
                       "    e_->type = a2_;\n    e_->shadow = %s;\n",
                       mask & 1 ? "dbl_ ? (double *)(uintptr_t)a0__b : NULL" : "NULL");
@@ -553,22 +573,23 @@ static void nb_tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *m
     case K_ISEND:
         ad_buf_put(o, "    const int r_ = ");
         call_primal(o, g, NULL);
-        ad_buf_put(o, ";\n    cr_ad_mreq_ *e_ = cr_ad_mreq_add_(a6_, 2, 1, a1_, 1);\n");
+        ad_buf_put(o, ";\n    cr_ad_mreq_ *e_ = cr_ad_mreq_add_(a6_, 2, 1, fail_ ? 0 : a1_, 1);\n");
         if (mask & 1)
             ad_buf_put(o, "    if (!fail_)\n        memcpy(e_->tmp, a0__d, (size_t)e_->count * "
                           "sizeof(double));\n");
-        ad_buf_put(o, "    MPI_Isend(e_->tmp, a1_, MPI_DOUBLE, a3_, a4_, a5_, &e_->dreq);\n");
+        ad_buf_put(o, "    MPI_Isend(e_->tmp, e_->count, MPI_DOUBLE, a3_, a4_, a5_, &e_->dreq);\n");
         break;
     case K_IRECV:
         ad_buf_put(o, "    const int r_ = ");
         call_primal(o, g, NULL);
         ad_buf_printf(
             o,
-            ";\n    cr_ad_mreq_ *e_ = cr_ad_mreq_add_(a6_, 2, 2, a1_, 1);\n"
+            ";\n    cr_ad_mreq_ *e_ = cr_ad_mreq_add_(a6_, 2, 2, fail_ ? 0 : a1_, 1);\n"
             "    e_->shadow = %s;\n    e_->fail = fail_;\n    e_->comm = a5_;\n"
+            "    e_->orig = a1_;\n"
             "    e_->type = a2_;\n"
             "    if (a3_ == MPI_ANY_SOURCE || a4_ == MPI_ANY_TAG)\n        e_->deferred = 1;\n"
-            "    else\n        MPI_Irecv(e_->shadow && !fail_ ? e_->shadow : e_->tmp, a1_, "
+            "    else\n        MPI_Irecv(e_->shadow && !fail_ ? e_->shadow : e_->tmp, e_->count, "
             "MPI_DOUBLE, a3_, a4_, a5_, &e_->dreq);\n",
             mask & 1 ? "(double *)(uintptr_t)a0__d" : "NULL");
         break;
@@ -878,6 +899,10 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
     /* the receive count of a gather at the root is the size times the count */
     const char *gathered = ad_fmt("size_ * (%s)", out_n ? out_n : "0");
     const char *scattered = ad_fmt("size_ * (%s)", in_n ? in_n : "0");
+    /* the forward sweep saves nothing of a buffer of another datatype (zero_counts) */
+    const char *fw_n =
+        out_n ? ad_fmt("(%s == MPI_DOUBLE ? %s : 0)", arg(m->out_type), out_n) : NULL;
+    const char *fw_gathered = ad_fmt("size_ * %s", fw_n ? fw_n : "0");
 
     /* ---- forward sweep: the overwritten contents, the primal, the actual source and tag */
     ad_buf_printf(o, "static int cr_ad_%s_fw%s(", g->name, mn);
@@ -891,15 +916,15 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
     if (m->kind == K_ALLREDUCE || m->kind == K_REDUCE)
         winners(o, comm);
     if (m->kind == K_RECV || m->kind == K_SENDRECV || m->kind == K_ALLREDUCE)
-        loop_push(o, out, out_n, "    ");
+        loop_push(o, out, fw_n, "    ");
     else if (m->kind == K_BCAST)
-        loop_push(o, out, out_n, "    ");
+        loop_push(o, out, fw_n, "    ");
     else if (m->kind == K_REDUCE || m->kind == K_GATHER)
         ad_buf_printf(o, "    if (rank_ == %s) {\n", root),
-            loop_push(o, out, m->kind == K_GATHER ? gathered : out_n, "        "),
+            loop_push(o, out, m->kind == K_GATHER ? fw_gathered : fw_n, "        "),
             ad_buf_put(o, "    }\n");
     else if (m->kind == K_SCATTER || m->kind == K_ALLGATHER || m->kind == K_ALLTOALL)
-        loop_push(o, out, m->kind == K_SCATTER ? out_n : gathered, "    ");
+        loop_push(o, out, m->kind == K_SCATTER ? fw_n : fw_gathered, "    ");
     if (status) {
         ad_buf_put(o, "    MPI_Status s_;\n    const int r_ = ");
         call_primal(o, g, "&s_");
@@ -932,6 +957,7 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
     params(o, g, mask, "_b");
     ad_buf_put(o, ", cr_adstack *stp_)\n{\n    (void)stp_;\n");
     checks(o, m, "cr_ad_mpi_failed_ = 1");
+    zero_counts(o, m);
     if (rooted || m->kind == K_ALLGATHER || m->kind == K_BCAST || m->kind == K_ALLTOALL)
         ad_buf_printf(o,
                       "    int rank_ = 0, size_ = 1;\n    MPI_Comm_rank(%s, &rank_);\n"
@@ -1152,6 +1178,8 @@ static void tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
             ad_buf_put(o, ";\n");
     else
         ad_buf_put(o, "    const int r_ = "), call_primal(o, g, NULL), ad_buf_put(o, ";\n");
+    ad_buf_printf(o, "    const int on_ = %s;\n    (void)on_;\n", out_n);
+    zero_counts(o, m);
     switch (m->kind) {
     case K_SEND:
         ad_buf_printf(o, "    MPI_Send(%s, %s, MPI_DOUBLE, %s, %s, %s);\n", dbl(xd), in_n, arg(3),
@@ -1238,9 +1266,11 @@ static void tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
                       arg(g->nparams - 1), arg(g->nparams - 1));
     if (m->out >= 0 && (mask >> m->out & 1))
         ad_buf_printf(o,
-                      "    if (fail_)\n        for (int i_ = 0; i_ < (%s); i_++)\n"
-                      "            %s[i_] = (double)NAN;\n",
-                      yn, dbl(yd));
+                      "    if (fail_) {\n        for (int i_ = 0; i_ < (%s); i_++)\n"
+                      "            %s[i_] = (double)NAN;\n"
+                      "        if (on_ > 0) /* another datatype: its first element at least */\n"
+                      "            %s[0] = (double)NAN;\n    }\n",
+                      yn, dbl(yd), dbl(yd));
     if (m->in >= 0)
         free_scratch(o, mask, m->in, "x_");
     if (m->out >= 0 && m->out != m->in)

@@ -1,8 +1,8 @@
 /*
  * A message whose size does not match in plain C that chainrules-ad differentiates: rank 0
  * sends 3 doubles to rank 1 by MPI_Isend, rank 1 posts MPI_Irecv for 3 + bad (bad -1: the
- * message is longer, an MPI error; +1: shorter, another count; 2: the sizes match, then a
- * blocking message that rank 1 receives as MPI_UINT64_T). *err is rank 1's view: the
+ * message is longer, an MPI error; +1: shorter, another count; 2, 3: the sizes match, then
+ * a blocking message that rank 1 receives as MPI_UINT64_T, as MPI_BYTE). *err is rank 1's view: the
  * wait's error, or 1 for another count (test_ad_mismatch.c).
  */
 #include <math.h>
@@ -27,18 +27,21 @@ double mm_obj(const double *x, int bad, int *err)
         MPI_Isend(s, 3, MPI_DOUBLE, 1, 2, MPI_COMM_WORLD, &q);
         MPI_Wait(&q, MPI_STATUS_IGNORE);
     } else if (rank == 1) {
-        MPI_Irecv(r, 3 + (bad == 2 ? 0 : bad), MPI_DOUBLE, 0, 2, MPI_COMM_WORLD, &q);
+        MPI_Irecv(r, 3 + (bad >= 2 ? 0 : bad), MPI_DOUBLE, 0, 2, MPI_COMM_WORLD, &q);
         *err = MPI_Wait(&q, &st);
         int c = 0;
         MPI_Get_count(&st, MPI_DOUBLE, &c);
-        if (*err == MPI_SUCCESS && c != 3 + (bad == 2 ? 0 : bad))
+        if (*err == MPI_SUCCESS && c != 3 + (bad >= 2 ? 0 : bad))
             *err = 1;
     }
-    /* bad 2: the receiver gives a datatype that is not MPI_DOUBLE (of a double's size) */
-    if (bad == 2 && rank == 0)
+    /* bad 2, 3: the receiver gives a datatype that is not MPI_DOUBLE (of a double's size;
+     * bytes) */
+    if (bad >= 2 && rank == 0)
         MPI_Send(&s[1], 2, MPI_DOUBLE, 1, 5, MPI_COMM_WORLD);
     else if (bad == 2 && rank == 1)
         MPI_Recv(&r[1], 2, MPI_UINT64_T, 0, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    else if (bad == 3 && rank == 1)
+        MPI_Recv(&r[1], 16, MPI_BYTE, 0, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     double y = 0;
     for (int i = 0; i < 4; i++)
         y += r[i] * r[i] + s[i];
