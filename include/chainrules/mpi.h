@@ -551,7 +551,8 @@ typedef struct cr_mpi_dual_req *cr_mpi_dual_request;
  * MPI_Isend of n duals (values and tangents in one message, as cr_mpi_dual_send()). x is
  * packed at once: it may be reused before the wait. A sender that fails still sends an
  * error mark, which its receiver reports; complete the request with cr_mpi_dual_wait()
- * whatever the status (*req is NULL only when ctx or req is NULL).
+ * whatever the status (*req is NULL only when ctx or req is NULL, or when the request
+ * itself could not be allocated: CR_ENOMEM, the error mark sent all the same).
  * @param[in]  ctx  errors and memory (the request's, until its wait). Not NULL.
  * @param[in]  x    the duals.
  * @param[in]  n    their count.
@@ -569,7 +570,8 @@ CR_API cr_status cr_mpi_dual_isend(cr_ctx *ctx, const cr_dual *x, size_t n, int 
  * MPI_Irecv of n duals into y, written by the cr_mpi_dual_wait() that completes the request
  * (y must stay valid until then). Room is posted for n elements with the most directions
  * (CR_DUAL_MAX_CHUNK): a message of another count is CR_ESHAPE at the wait, one longer than
- * that room an MPI error (truncation: CR_ECOMM under MPI_ERRORS_RETURN).
+ * that room an MPI error (truncation: CR_ECOMM under MPI_ERRORS_RETURN). When the request
+ * itself cannot be allocated (CR_ENOMEM, *req NULL) the message is received and dropped.
  * @param[in]  ctx    errors and memory. Not NULL.
  * @param[out] y      the duals received.
  * @param[in]  n      their count.

@@ -624,8 +624,13 @@ cr_status cr_mpi_dual_irecv(cr_ctx *ctx, cr_dual *y, size_t n, int source, int t
         local = failf(ctx, CR_EINVAL,
                       "%s: the buffer (%zu elements) has no storage or is too large", who, n);
     struct cr_mpi_dual_req *q = cr_ctx_alloc(ctx, sizeof *q);
-    if (q == NULL)
+    if (q == NULL) { /* the message is taken and dropped, so that its sender completes */
+        static double sink;
+        MPI_Request lost;
+        if (MPI_Irecv(&sink, 1, MPI_DOUBLE, source, tag, comm, &lost) == MPI_SUCCESS)
+            MPI_Request_free(&lost);
         return local != CR_OK ? local : failf(ctx, CR_ENOMEM, "%s: no memory for the request", who);
+    }
     memset(q, 0, sizeof *q);
     q->ctx = ctx;
     q->who = who;
@@ -684,7 +689,8 @@ cr_status cr_mpi_dual_wait(cr_mpi_dual_request *req, MPI_Status *status)
     if (status != MPI_STATUS_IGNORE) {
         *status = s;
         if (q->recv)
-            MPI_Status_set_elements(status, MPI_DOUBLE, st == CR_OK ? (int)q->n : 0);
+            MPI_Status_set_elements(status, MPI_DOUBLE,
+                                    st == CR_OK && s.MPI_SOURCE != MPI_PROC_NULL ? (int)q->n : 0);
     }
     give(ctx, q->buf, q->bytes);
     cr_ctx_dealloc(ctx, q, sizeof *q);
