@@ -703,6 +703,24 @@ static void v_checks(ad_buf *o, int kind, const char *fail)
     ad_buf_printf(o, "    if (%s)\n        %s;\n", c, fail);
 }
 
+/* The derivative buffers of a v variant, xw_ and yw_: the shadows (or scratch) x and y, or
+ * zeros of xn / yn doubles in their place for a buffer of another datatype (its counts
+ * and displacements count that type's elements: the derivative's collective still takes
+ * place, on buffers that hold them as doubles). xo_, yo_: whether they were replaced. */
+static void v_substitute(ad_buf *o, int kind, const char *x, const char *y, const char *xn,
+                         const char *yn)
+{
+    const char *xbad =
+        kind == K_SCATTERV ? "a3_ != MPI_DOUBLE" : "a0_ != MPI_IN_PLACE && a2_ != MPI_DOUBLE";
+    ad_buf_printf(o,
+                  "    double *xw_ = %s, *yw_ = %s;\n"
+                  "    const int xo_ = %s, yo_ = a6_ != MPI_DOUBLE;\n"
+                  "    if (xo_)\n        xw_ = calloc((size_t)(%s > 0 ? %s : 1), sizeof(double));\n"
+                  "    if (yo_)\n        yw_ = calloc((size_t)(%s > 0 ? %s : 1), sizeof(double));\n"
+                  "    if (!xw_ || !yw_)\n        MPI_Abort(MPI_COMM_WORLD, 1);\n",
+                  x, y, xbad, xn, xn, yn, yn);
+}
+
 /* MPI_Gatherv, MPI_Scatterv, MPI_Allgatherv in the reverse mode. In place (MPI_IN_PLACE at
  * the root, everywhere for allgatherv) the rank's own segment stays where it is. */
 static void v_split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
@@ -723,17 +741,19 @@ static void v_split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
     } else {
         cn = "a4_", dn = "a5_", where = "1", inplace = "(a0_ == MPI_IN_PLACE)";
     }
-    moved = ad_fmt("%s && !(%s && q_ == rank_)", where, inplace);
+    /* (a receive buffer of another datatype: nothing saved, its counts are not in doubles) */
+    moved = ad_fmt("%s && a6_ == MPI_DOUBLE && !(%s && q_ == rank_)", where, inplace);
     /* forward sweep: the elements the call overwrites, then the call */
     ad_buf_printf(o, "static int cr_ad_%s_fw%s(", g->name, mn);
     params(o, g, 0, NULL);
     ad_buf_put(o, ", cr_adstack *stp_)\n{\n");
     v_head(o, comm);
     if (m->kind == K_SCATTERV)
-        ad_buf_printf(o,
-                      "    if (!%s)\n        for (int i_ = 0; i_ < a5_; i_++)\n"
-                      "            cr_adstack_push_f64(stp_, %s[i_]);\n",
-                      inplace, dbl(y));
+        ad_buf_printf(
+            o,
+            "    if (!%s && a6_ == MPI_DOUBLE)\n        for (int i_ = 0; i_ < a5_; i_++)\n"
+            "            cr_adstack_push_f64(stp_, %s[i_]);\n",
+            inplace, dbl(y));
     else
         v_segments(o, moved, cn, dn, false, ad_fmt("cr_adstack_push_f64(stp_, %s[k_]);", dbl(y)));
     ad_buf_put(o, "    return ");
@@ -760,7 +780,8 @@ static void v_split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
                       "    double *y_ = calloc((size_t)(%s > 0 ? %s : 1), sizeof(double));\n"
                       "    if (!y_)\n        MPI_Abort(MPI_COMM_WORLD, 1);\n",
                       yn, yn);
-    const char *X = dbl(xb), *Y = dbl(yb);
+    v_substitute(o, m->kind, dbl(xb), dbl(yb), xn, yn);
+    const char *X = "xw_", *Y = "yw_";
     switch (m->kind) {
     case K_GATHERV:
         /* the root scatters the adjoints of the segments back, added into x_b */
@@ -816,11 +837,12 @@ static void v_split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
         ad_buf_put(o, "    free(x_);\n");
     if (!(mask >> m->out & 1))
         ad_buf_put(o, "    free(y_);\n");
+    ad_buf_put(o, "    if (xo_)\n        free(xw_);\n    if (yo_)\n        free(yw_);\n");
     ad_buf_put(o, "    free(pd_);\n    (void)ext_;\n");
     /* the overwritten elements restored */
     if (m->kind == K_SCATTERV)
         ad_buf_printf(o,
-                      "    if (!%s)\n        for (int i_ = a5_; i_-- > 0;)\n"
+                      "    if (!%s && a6_ == MPI_DOUBLE)\n        for (int i_ = a5_; i_-- > 0;)\n"
                       "            %s[i_] = cr_adstack_pop_f64(stp_);\n",
                       inplace, dbl(y));
     else
@@ -849,7 +871,8 @@ static void v_tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn
     const char *yn = m->kind == K_SCATTERV ? "a5_" : "ext_";
     const char *xd = shadow_or_scratch(o, mask, m->in, "_d", xn, "x_");
     const char *yd = shadow_or_scratch(o, mask, m->out, "_d", yn, "y_");
-    const char *X = dbl(xd), *Y = dbl(yd);
+    v_substitute(o, m->kind, dbl(xd), dbl(yd), xn, yn);
+    const char *X = "xw_", *Y = "yw_";
     ad_buf_put(o, "    const int r_ = ");
     call_primal(o, g, NULL);
     ad_buf_put(o, ";\n");
@@ -875,11 +898,14 @@ static void v_tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn
     }
     if (mask >> m->out & 1)
         ad_buf_printf(o,
-                      "    if (fail_)\n        for (int i_ = 0; i_ < %s; i_++)\n"
-                      "            %s[i_] = (double)NAN;\n",
-                      yn, Y);
+                      "    if (fail_) {\n        for (int i_ = 0; i_ < %s; i_++)\n"
+                      "            %s[i_] = (double)NAN;\n"
+                      "        if (yo_ && %s > 0) /* another datatype: its first element */\n"
+                      "            %s[0] = (double)NAN;\n    }\n",
+                      yn, Y, yn, dbl(yd));
     free_scratch(o, mask, m->in, "x_");
     free_scratch(o, mask, m->out, "y_");
+    ad_buf_put(o, "    if (xo_)\n        free(xw_);\n    if (yo_)\n        free(yw_);\n");
     ad_buf_put(o, "    free(pd_);\n    (void)tot_;\n");
     for (int i = 0; i < g->nparams; i++)
         ad_buf_printf(o, "    (void)%s;\n", arg(i));

@@ -2,7 +2,8 @@
  * A message whose size does not match in plain C that chainrules-ad differentiates: rank 0
  * sends 3 doubles to rank 1 by MPI_Isend, rank 1 posts MPI_Irecv for 3 + bad (bad -1: the
  * message is longer, an MPI error; +1: shorter, another count; 2, 3: the sizes match, then
- * a blocking message that rank 1 receives as MPI_UINT64_T, as MPI_BYTE). *err is rank 1's view: the
+ * a blocking message that rank 1 receives as MPI_UINT64_T, as MPI_BYTE; 4: an
+ * MPI_Allgatherv of MPI_BYTE on every rank). *err is rank 1's view: the
  * wait's error, or 1 for another count (test_ad_mismatch.c).
  */
 #include <math.h>
@@ -36,7 +37,7 @@ double mm_obj(const double *x, int bad, int *err)
     }
     /* bad 2, 3: the receiver gives a datatype that is not MPI_DOUBLE (of a double's size;
      * bytes) */
-    if (bad >= 2 && rank == 0)
+    if ((bad == 2 || bad == 3) && rank == 0)
         MPI_Send(&s[1], 2, MPI_DOUBLE, 1, 5, MPI_COMM_WORLD);
     else if (bad == 2 && rank == 1)
         MPI_Recv(&r[1], 2, MPI_UINT64_T, 0, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
@@ -45,6 +46,18 @@ double mm_obj(const double *x, int bad, int *err)
     double y = 0;
     for (int i = 0; i < 4; i++)
         y += r[i] * r[i] + s[i];
+    /* bad 4: every rank gathers one double from each as 8 MPI_BYTEs */
+    if (bad == 4 && size <= 8) {
+        int cnt[8], dis[8];
+        double g[8];
+        for (int q = 0; q < size; q++) {
+            cnt[q] = 8;
+            dis[q] = 8 * q;
+        }
+        MPI_Allgatherv(&s[0], 8, MPI_BYTE, g, cnt, dis, MPI_BYTE, MPI_COMM_WORLD);
+        for (int q = 0; q < size; q++)
+            y += g[q] * g[q];
+    }
     MPI_Allreduce(MPI_IN_PLACE, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     return y;
 }

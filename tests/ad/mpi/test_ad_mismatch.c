@@ -6,7 +6,7 @@
  * adjoint of the receive is NaN). With sizes that match, every derivative is finite; a
  * receive of another datatype (of a double's size, or bytes) makes the receiver's
  * derivatives NaN and both sweeps end (the sweep goes on after the failure, its messages
- * matched, none past the buffers).
+ * matched, none past the buffers); so does an MPI_Allgatherv of MPI_BYTE, on every rank.
  */
 #include <math.h>
 #include <mpi.h>
@@ -27,7 +27,7 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 0;
     }
-    for (int bad = -1; bad <= 3; bad++) {
+    for (int bad = -1; bad <= 4; bad++) {
         double x[4], xb[4] = {0}, xd[4], yd = 0;
         int err = 0, errf = 0;
         for (int i = 0; i < 4; i++) {
@@ -42,6 +42,11 @@ int main(int argc, char **argv)
         const char *what = bad < 0 ? "longer" : bad == 1 ? "shorter" : "matching";
         if (bad == 0 && (!finite || err != 0)) {
             fprintf(stderr, "rank %d: matching sizes: err %d, finite %d\n", rank, err, finite);
+            bad_test = 1;
+        }
+        if (bad == 4 && (isfinite(yr) || isfinite(yd))) {
+            fprintf(stderr, "rank %d: allgatherv of MPI_BYTE: f_rev %g, tangent %g\n", rank, yr,
+                    yd);
             bad_test = 1;
         }
         if (bad >= 2) {
