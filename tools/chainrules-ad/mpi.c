@@ -423,6 +423,7 @@ static const char *const k_runtime[] = {
     "/* adjoint sweep of an isend or irecv: its adjoint message completes (an isend's is\n"
     " * added into the shadow of its buffer: NaN when it has another count) */\n"
     "static inline void cr_ad_mreq_bw_post_(cr_adstack *stp_, const void *key, double *shadow)\n{\n"
+    "    (void)stp_;\n"
     "    cr_ad_mreq_ *e = cr_ad_mreq_find_(key, 1);\n"
     "    if (!e) { /* never completed in the primal: no adjoint */\n"
     "        cr_ad_mpi_failed_ = 1;\n        return;\n    }\n"
@@ -556,6 +557,8 @@ static void nb_split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
     }
     for (int i = 0; i < g->nparams; i++)
         ad_buf_printf(o, "    (void)%s;\n", arg(i));
+    if (mask & 1)
+        ad_buf_put(o, "    (void)a0__b;\n");
     ad_buf_put(o, "}\n\n");
 }
 
