@@ -235,13 +235,16 @@ static void free_scratch(ad_buf *o, uint64_t mask, int i, const char *name)
 }
 
 /* The datatype and operation checks: a failed derivative, the communications kept. */
-static void checks(ad_buf *o, const mpi_fn *m, const char *fail)
+static void checks(ad_buf *o, const mpi_fn *m, uint64_t mask, const char *fail)
 {
+    /* only buffers whose data is differentiated (an int's messages carry no derivative) */
+    bool ain = m->in >= 0 && (mask >> m->in & 1), aout = m->out >= 0 && (mask >> m->out & 1);
     int t[2] = {m->in_type, m->out_type};
+    bool act[2] = {ain || (aout && t[1] == t[0]), aout && t[1] != t[0]};
     for (int k = 0; k < 2; k++)
-        if (t[k] >= 0 && (k == 0 || t[1] != t[0]))
+        if (t[k] >= 0 && act[k])
             ad_buf_printf(o, "    if (%s != MPI_DOUBLE)\n        %s;\n", arg(t[k]), fail);
-    if (m->kind == K_ALLREDUCE || m->kind == K_REDUCE)
+    if ((m->kind == K_ALLREDUCE || m->kind == K_REDUCE) && (ain || aout))
         ad_buf_printf(o,
                       "    if (%s != MPI_SUM && %s != MPI_PROD && %s != MPI_MAX && %s != MPI_MIN)\n"
                       "        %s;\n",
@@ -533,7 +536,7 @@ static void nb_split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
     params(o, g, mask, "_b");
     ad_buf_put(o, ", cr_adstack *stp_)\n{\n    (void)stp_;\n");
     if (post)
-        checks(o, m, "cr_ad_mpi_failed_ = 1");
+        checks(o, m, mask, "cr_ad_mpi_failed_ = 1");
     switch (m->kind) {
     case K_ISEND:
         ad_buf_printf(o, "    cr_ad_mreq_bw_post_(stp_, a6_, %s);\n",
@@ -571,7 +574,7 @@ static void nb_tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *m
     ad_buf_printf(o, "static int cr_ad_%s_tan%s(", g->name, mn);
     params(o, g, mask, "_d");
     ad_buf_put(o, ")\n{\n    int fail_ = 0;\n");
-    checks(o, m, "fail_ = 1");
+    checks(o, m, mask, "fail_ = 1");
     switch (m->kind) {
     case K_ISEND:
         ad_buf_put(o, "    const int r_ = ");
@@ -694,16 +697,20 @@ static void v_head(ad_buf *o, const char *comm)
 
 /* The datatype checks of a v variant, where the datatypes are significant (not beside
  * MPI_IN_PLACE; the root's side only at the root). */
-static void v_checks(ad_buf *o, int kind, const char *fail)
+static void v_checks(ad_buf *o, int kind, uint64_t mask, const char *fail)
 {
-    const char *c = kind == K_GATHERV
-                        ? "(a0_ != MPI_IN_PLACE && a2_ != MPI_DOUBLE) || (rank_ == a7_ && a6_ != "
-                          "MPI_DOUBLE)"
-                    : kind == K_SCATTERV
-                        ? "(rank_ == a7_ && a3_ != MPI_DOUBLE) || (a4_ != MPI_IN_PLACE && a6_ != "
-                          "MPI_DOUBLE)"
-                        : "(a0_ != MPI_IN_PLACE && a2_ != MPI_DOUBLE) || a6_ != MPI_DOUBLE";
-    ad_buf_printf(o, "    if (%s)\n        %s;\n", c, fail);
+    /* the send buffer (bit 0) and the receive buffer (bit 3, or 4 for scatterv), where they
+     * are differentiated */
+    bool ax = mask & 1, ay = mask >> (kind == K_SCATTERV ? 4 : 3) & 1;
+    const char *cx = kind == K_SCATTERV ? "(rank_ == a7_ && a3_ != MPI_DOUBLE)"
+                                        : "(a0_ != MPI_IN_PLACE && a2_ != MPI_DOUBLE)";
+    const char *cy = kind == K_GATHERV    ? "(rank_ == a7_ && a6_ != MPI_DOUBLE)"
+                     : kind == K_SCATTERV ? "(a4_ != MPI_IN_PLACE && a6_ != MPI_DOUBLE)"
+                                          : "a6_ != MPI_DOUBLE";
+    if (ax)
+        ad_buf_printf(o, "    if %s\n        %s;\n", cx, fail);
+    if (ay)
+        ad_buf_printf(o, "    if (%s)\n        %s;\n", cy, fail);
 }
 
 /* The derivative buffers of a v variant, xw_ and yw_: the shadows (or scratch) x and y, or
@@ -768,7 +775,7 @@ static void v_split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
     params(o, g, mask, "_b");
     ad_buf_put(o, ", cr_adstack *stp_)\n{\n    (void)stp_;\n");
     v_head(o, comm);
-    v_checks(o, m->kind, "cr_ad_mpi_failed_ = 1");
+    v_checks(o, m->kind, mask, "cr_ad_mpi_failed_ = 1");
     v_layout(o, where, cn, dn);
     /* scratch for the shadows the call does not have */
     const char *xn = m->kind == K_SCATTERV ? "ext_" : "a1_";
@@ -865,7 +872,7 @@ static void v_tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn
     params(o, g, mask, "_d");
     ad_buf_put(o, ")\n{\n    int fail_ = 0;\n");
     v_head(o, comm);
-    v_checks(o, m->kind, "fail_ = 1");
+    v_checks(o, m->kind, mask, "fail_ = 1");
     const char *where = m->kind == K_ALLGATHERV ? "1" : "rank_ == a7_";
     const char *cn = m->kind == K_SCATTERV ? "a1_" : "a4_",
                *dn = m->kind == K_SCATTERV ? "a2_" : "a5_";
@@ -985,7 +992,7 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
     ad_buf_printf(o, "static void cr_ad_%s_bw%s(", g->name, mn);
     params(o, g, mask, "_b");
     ad_buf_put(o, ", cr_adstack *stp_)\n{\n    (void)stp_;\n");
-    checks(o, m, "cr_ad_mpi_failed_ = 1");
+    checks(o, m, mask, "cr_ad_mpi_failed_ = 1");
     zero_counts(o, m);
     if (rooted || m->kind == K_ALLGATHER || m->kind == K_BCAST || m->kind == K_ALLTOALL)
         ad_buf_printf(o,
@@ -1181,7 +1188,7 @@ static void tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
     ad_buf_printf(o, "static int cr_ad_%s_tan%s(", g->name, mn);
     params(o, g, mask, "_d");
     ad_buf_put(o, ")\n{\n    int fail_ = 0;\n");
-    checks(o, m, "fail_ = 1");
+    checks(o, m, mask, "fail_ = 1");
     bool sized = m->kind == K_GATHER || m->kind == K_SCATTER || m->kind == K_ALLGATHER ||
                  m->kind == K_ALLTOALL;
     if (sized)

@@ -4,9 +4,9 @@
  * domain; the time loop checkpointed, 10 snapshots), and an objective through
  * MPI_Gatherv, MPI_Scatterv (overlapping parts), MPI_Allgatherv (also in place),
  * MPI_Reduce and MPI_Allreduce of a product (with a zero factor), an MPI_Irecv from
- * MPI_ANY_SOURCE completed by MPI_Wait and an MPI_Sendrecv from MPI_PROC_NULL (which keeps
- * the buffer); each with the same computation on one process without MPI, for the serial
- * reference (test_ad_nb.c).
+ * MPI_ANY_SOURCE completed by MPI_Wait, an MPI_Sendrecv from MPI_PROC_NULL (which keeps
+ * the buffer) and integers sent and reduced beside them; each with the same computation on one
+ * process without MPI, for the serial reference (test_ad_nb.c).
  */
 #include <math.h>
 #include <mpi.h>
@@ -148,6 +148,14 @@ double v_obj(const double *x, int n)
                  MPI_DOUBLE, rank > 0 ? rank - 1 : MPI_PROC_NULL, 4, MPI_COMM_WORLD,
                  MPI_STATUS_IGNORE);
     y += 0.7 * hb * hb;
+    /* integers travel too (no derivative, and no failure): a ring, and their maximum */
+    int ni = rank + 3, nr = 0, nmax = 0;
+    MPI_Request ri[2];
+    MPI_Irecv(&nr, 1, MPI_INT, (rank + size - 1) % size, 11, MPI_COMM_WORLD, &ri[0]);
+    MPI_Isend(&ni, 1, MPI_INT, (rank + 1) % size, 11, MPI_COMM_WORLD, &ri[1]);
+    MPI_Waitall(2, ri, MPI_STATUSES_IGNORE);
+    MPI_Allreduce(&ni, &nmax, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    y += 0.01 * nr * nmax * x[0];
     MPI_Allreduce(MPI_IN_PLACE, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     return y;
 }
@@ -205,6 +213,7 @@ double v_serial(const double *x, int p)
         y += w0 * w1 + 0.1 * w0 * s;
         const double hb = q == 0 ? x[0] * x[0] : sin(x[3 * (q - 1) + 1]) * (q - 1 + 2);
         y += 0.7 * hb * hb;
+        y += 0.01 * ((q + p - 1) % p + 3) * (p + 2) * x[3 * q];
     }
     return p * y;
 }
