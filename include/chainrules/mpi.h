@@ -488,6 +488,122 @@ CR_API cr_status cr_mpi_dual_allgather(cr_ctx *ctx, const cr_dual *x, size_t n, 
 CR_API cr_status cr_mpi_dual_alltoall(cr_ctx *ctx, const cr_dual *x, cr_dual *y, size_t n,
                                       MPI_Comm comm);
 
+/**
+ * MPI_Gatherv of duals: rank r's x (n duals, counts[r] on the root) goes to
+ * y[displs[r] ...] on the root; y's other elements are left as they are.
+ * @param[in]  ctx    errors and memory. Not NULL.
+ * @param[in]  x      this rank's n duals.
+ * @param[in]  n      their count.
+ * @param[out] y      the root's buffer of ny duals (ignored elsewhere).
+ * @param[in]  ny     its count (read on the root).
+ * @param[in]  counts per rank (read on the root).
+ * @param[in]  displs per rank (read on the root); blocks inside y, not overlapping.
+ * @param[in]  root   the root.
+ * @param[in]  comm   communicator.
+ * @return CR_OK; CR_EINVAL (a buffer without storage, NULL counts, overlapping blocks, a bad
+ *         root); CR_ESHAPE (a block outside y, a rank's n unlike its count); CR_ECOMM
+ *         (another rank failed, naming it); CR_ENOMEM. Every rank fails alike.
+ */
+CR_API cr_status cr_mpi_dual_gatherv(cr_ctx *ctx, const cr_dual *x, size_t n, cr_dual *y, size_t ny,
+                                     const int *counts, const int *displs, int root, MPI_Comm comm);
+
+/**
+ * MPI_Scatterv of duals: rank r's y (n duals, counts[r] on the root) is the root's
+ * x[displs[r] ...] (blocks may overlap).
+ * @param[in]  ctx    errors and memory. Not NULL.
+ * @param[in]  x      the root's nx duals (ignored elsewhere).
+ * @param[in]  nx     their count (read on the root).
+ * @param[in]  counts per rank (read on the root).
+ * @param[in]  displs per rank (read on the root); blocks inside x.
+ * @param[out] y      this rank's n duals.
+ * @param[in]  n      their count.
+ * @param[in]  root   the root.
+ * @param[in]  comm   communicator.
+ * @return as cr_mpi_dual_gatherv().
+ */
+CR_API cr_status cr_mpi_dual_scatterv(cr_ctx *ctx, const cr_dual *x, size_t nx, const int *counts,
+                                      const int *displs, cr_dual *y, size_t n, int root,
+                                      MPI_Comm comm);
+
+/**
+ * MPI_Allgatherv of duals: rank r's x (n == counts[r] duals) goes to y[displs[r] ...] on
+ * every rank (counts and displs the same everywhere); y's other elements are left as they
+ * are.
+ * @param[in]  ctx    errors and memory. Not NULL.
+ * @param[in]  x      this rank's n duals.
+ * @param[in]  n      their count.
+ * @param[out] y      ny duals.
+ * @param[in]  ny     their count.
+ * @param[in]  counts per rank.
+ * @param[in]  displs per rank; blocks inside y, not overlapping.
+ * @param[in]  comm   communicator.
+ * @return as cr_mpi_dual_gatherv().
+ */
+CR_API cr_status cr_mpi_dual_allgatherv(cr_ctx *ctx, const cr_dual *x, size_t n, cr_dual *y,
+                                        size_t ny, const int *counts, const int *displs,
+                                        MPI_Comm comm);
+
+/** A non-blocking message of duals: from cr_mpi_dual_isend() or cr_mpi_dual_irecv(); NULL
+ *  once completed by cr_mpi_dual_wait(). Memory of the cr_ctx given to the call. */
+typedef struct cr_mpi_dual_req *cr_mpi_dual_request;
+
+/**
+ * MPI_Isend of n duals (values and tangents in one message, as cr_mpi_dual_send()). x is
+ * packed at once: it may be reused before the wait. A sender that fails still sends an
+ * error mark, which its receiver reports; complete the request with cr_mpi_dual_wait()
+ * whatever the status (*req is NULL only when ctx or req is NULL, or when the request
+ * itself could not be allocated: CR_ENOMEM, the error mark sent all the same).
+ * @param[in]  ctx  errors and memory (the request's, until its wait). Not NULL.
+ * @param[in]  x    the duals.
+ * @param[in]  n    their count.
+ * @param[in]  dest destination rank (or MPI_PROC_NULL).
+ * @param[in]  tag  message tag.
+ * @param[in]  comm communicator.
+ * @param[out] req  the request.
+ * @return CR_OK; CR_EINVAL (NULL ctx or req, a buffer without storage); CR_ECOMM (MPI
+ *         failed); CR_ENOMEM.
+ */
+CR_API cr_status cr_mpi_dual_isend(cr_ctx *ctx, const cr_dual *x, size_t n, int dest, int tag,
+                                   MPI_Comm comm, cr_mpi_dual_request *req);
+
+/**
+ * MPI_Irecv of n duals into y, written by the cr_mpi_dual_wait() that completes the request
+ * (y must stay valid until then). Room is posted for n elements with the most directions
+ * (CR_DUAL_MAX_CHUNK): a message of another count is CR_ESHAPE at the wait, one longer than
+ * that room an MPI error (truncation: CR_ECOMM under MPI_ERRORS_RETURN). When the request
+ * itself cannot be allocated (CR_ENOMEM, *req NULL) the message is received and dropped.
+ * @param[in]  ctx    errors and memory. Not NULL.
+ * @param[out] y      the duals received.
+ * @param[in]  n      their count.
+ * @param[in]  source source rank (MPI_ANY_SOURCE, MPI_PROC_NULL allowed).
+ * @param[in]  tag    message tag (MPI_ANY_TAG allowed).
+ * @param[in]  comm   communicator.
+ * @param[out] req    the request.
+ * @return as cr_mpi_dual_isend().
+ */
+CR_API cr_status cr_mpi_dual_irecv(cr_ctx *ctx, cr_dual *y, size_t n, int source, int tag,
+                                   MPI_Comm comm, cr_mpi_dual_request *req);
+
+/**
+ * MPI_Wait on a request of duals; *req becomes NULL (a NULL *req: CR_OK at once).
+ * @param[in,out] req    the request.
+ * @param[out]    status MPI status (count in doubles: n for a receive), or
+ *                       MPI_STATUS_IGNORE.
+ * @return CR_OK; the post's failure again; CR_ECOMM (the sender failed, naming it; MPI
+ *         failed); CR_ESHAPE (a message of another count); CR_EINVAL (NULL req).
+ */
+CR_API cr_status cr_mpi_dual_wait(cr_mpi_dual_request *req, MPI_Status *status);
+
+/**
+ * MPI_Waitall on n requests of duals (cr_mpi_dual_wait() on each, in order: all are posted,
+ * so none blocks another).
+ * @param[in]     n        number of requests.
+ * @param[in,out] reqs     the requests.
+ * @param[out]    statuses n statuses, or MPI_STATUSES_IGNORE.
+ * @return the first failure, as cr_mpi_dual_wait().
+ */
+CR_API cr_status cr_mpi_dual_waitall(size_t n, cr_mpi_dual_request *reqs, MPI_Status *statuses);
+
 CR_END_DECLS
 
 #endif /* CR_MPI_H */

@@ -421,3 +421,293 @@ cr_status cr_mpi_dual_alltoall(cr_ctx *ctx, const cr_dual *x, cr_dual *y, size_t
     return collective(ctx, "cr_mpi_dual_alltoall", D_ALLTOALL, x, n * (size_t)p, y, n * (size_t)p,
                       (long)n, MPI_SUM, 0, comm);
 }
+
+/* ---- The v variants ---------------------------------------------------------------------- */
+
+typedef enum { V_GATHER, V_SCATTER, V_ALLGATHER } vkind;
+
+/* Counts and displacements (p ranks) against a buffer of total elements: each block inside
+ * it; blocks that are written (gatherv, allgatherv) must not overlap, as MPI requires. */
+static cr_status check_blocks(cr_ctx *ctx, const char *who, const int *counts, const int *displs,
+                              int p, size_t total, bool written)
+{
+    if (counts == NULL || displs == NULL)
+        return failf(ctx, CR_EINVAL, "%s: NULL counts or displacements", who);
+    for (int r = 0; r < p; r++) {
+        if (counts[r] < 0 || displs[r] < 0 || (size_t)displs[r] + (size_t)counts[r] > total)
+            return failf(ctx, CR_ESHAPE,
+                         "%s: block %d (%d elements at %d) is outside the buffer of %zu", who, r,
+                         counts[r], displs[r], total);
+        for (int s = 0; written && s < r; s++)
+            if (counts[r] > 0 && counts[s] > 0 && displs[r] < displs[s] + counts[s] &&
+                displs[s] < displs[r] + counts[r])
+                return failf(ctx, CR_EINVAL, "%s: blocks %d and %d overlap", who, s, r);
+    }
+    return CR_OK;
+}
+
+/* One v variant. own: this rank's part (x for gatherv and allgatherv, y for scatterv) of n
+ * duals; big: the root's whole buffer (every rank's for allgatherv) of nb duals, blocks at
+ * counts / displs (read where big is). */
+static cr_status vcollective(cr_ctx *ctx, const char *who, vkind kind, const cr_dual *x, cr_dual *y,
+                             size_t n, size_t nb, const int *counts, const int *displs, int root,
+                             MPI_Comm comm)
+{
+    if (ctx == NULL)
+        return CR_EINVAL;
+    int rank = 0, p = 1;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &p);
+    bool rooted = kind != V_ALLGATHER, has_big = !rooted || rank == root;
+    const void *ownb = kind == V_SCATTER ? (const void *)y : (const void *)x;
+    const void *bigb = kind == V_SCATTER ? (const void *)x : (const void *)y;
+    cr_status local = CR_OK, st;
+    if (rooted && (root < 0 || root >= p))
+        local = failf(ctx, CR_EINVAL, "%s: root %d is not a rank of the communicator (size %d)",
+                      who, root, p);
+    else if (bad_buffer(ownb, n) || bad_count(n, 0) ||
+             (has_big && (bad_buffer(bigb, nb) || bad_count(nb, 0))))
+        local = failf(ctx, CR_EINVAL,
+                      "%s: a buffer of %zu or %zu elements has no storage or is too large", who, n,
+                      has_big ? nb : 0);
+    else if (has_big)
+        local = check_blocks(ctx, who, counts, displs, p, nb, kind != V_SCATTER);
+    if (local == CR_OK && kind == V_ALLGATHER && (size_t)counts[rank] != n)
+        local = failf(ctx, CR_ESHAPE, "%s: this rank sends %zu elements, counts[%d] is %d", who, n,
+                      rank, counts[rank]);
+    /* room for the most directions (k is agreed below) */
+    size_t bo = 0, bb = 0, bc = 0;
+    double *po = NULL, *pb = NULL;
+    int *sc = NULL;
+    if (local == CR_OK) {
+        po = take(ctx, n, W(CR_DUAL_MAX_CHUNK), &bo);
+        pb = take(ctx, has_big ? nb : 0, W(CR_DUAL_MAX_CHUNK), &bb);
+        sc = (int *)take(ctx, 2 * (size_t)p, (sizeof(int) + sizeof(double) - 1) / sizeof(double),
+                         &bc);
+        if (po == NULL || pb == NULL || sc == NULL)
+            local = failf(ctx, CR_ENOMEM, "%s: no memory for the packed buffers", who);
+    }
+    uint32_t k = 0;
+    if (local == CR_OK)
+        k = kind == V_SCATTER ? (has_big ? dirs(x, nb) : 0) : dirs(x, n);
+    st = agree(ctx, comm, who, local, -1, &k);
+    /* rooted: each rank checks its count against the root's, and all learn the outcome */
+    if (st == CR_OK && rooted) {
+        int mine = -1;
+        int rc = MPI_Scatter(counts, 1, MPI_INT, &mine, 1, MPI_INT, root, comm);
+        if (rc != MPI_SUCCESS) {
+            st = mpi_rc(ctx, who, "MPI_Scatter of the counts", rc);
+            goto done;
+        }
+        cr_status own = CR_OK;
+        if (mine < 0 || (size_t)mine != n)
+            own = failf(ctx, CR_ESHAPE,
+                        "%s: this rank's buffer has %zu elements, the root's "
+                        "counts say %d",
+                        who, n, mine);
+        st = agree(ctx, comm, who, own, -1, &k);
+    }
+    if (st != CR_OK)
+        goto done;
+    int *scn = sc, *sds = sc + p, cn = (int)(n * W(k));
+    if (has_big)
+        for (int r = 0; r < p; r++) { /* in doubles: within the checked sizes */
+            scn[r] = (int)((size_t)counts[r] * W(k));
+            sds[r] = (int)((size_t)displs[r] * W(k));
+        }
+    switch (kind) {
+    case V_GATHER:
+        pack(x, n, k, po);
+        RC(who, "MPI_Gatherv",
+           MPI_Gatherv(po, cn, MPI_DOUBLE, pb, scn, sds, MPI_DOUBLE, root, comm));
+        break;
+    case V_SCATTER:
+        if (has_big)
+            pack(x, nb, k, pb);
+        RC(who, "MPI_Scatterv",
+           MPI_Scatterv(pb, scn, sds, MPI_DOUBLE, po, cn, MPI_DOUBLE, root, comm));
+        unpack(po, n, k, y);
+        break;
+    default:
+        pack(x, n, k, po);
+        RC(who, "MPI_Allgatherv",
+           MPI_Allgatherv(po, cn, MPI_DOUBLE, pb, scn, sds, MPI_DOUBLE, comm));
+        break;
+    }
+    if (kind != V_SCATTER && has_big) /* the blocks only: the rest of y is left as it was */
+        for (int r = 0; r < p; r++)
+            unpack(pb + sds[r], (size_t)counts[r], k, y + displs[r]);
+done:
+    give(ctx, po, bo);
+    give(ctx, pb, bb);
+    give(ctx, (double *)sc, bc);
+    return st;
+}
+
+cr_status cr_mpi_dual_gatherv(cr_ctx *ctx, const cr_dual *x, size_t n, cr_dual *y, size_t ny,
+                              const int *counts, const int *displs, int root, MPI_Comm comm)
+{
+    return vcollective(ctx, "cr_mpi_dual_gatherv", V_GATHER, x, y, n, ny, counts, displs, root,
+                       comm);
+}
+
+cr_status cr_mpi_dual_scatterv(cr_ctx *ctx, const cr_dual *x, size_t nx, const int *counts,
+                               const int *displs, cr_dual *y, size_t n, int root, MPI_Comm comm)
+{
+    return vcollective(ctx, "cr_mpi_dual_scatterv", V_SCATTER, x, y, n, nx, counts, displs, root,
+                       comm);
+}
+
+cr_status cr_mpi_dual_allgatherv(cr_ctx *ctx, const cr_dual *x, size_t n, cr_dual *y, size_t ny,
+                                 const int *counts, const int *displs, MPI_Comm comm)
+{
+    return vcollective(ctx, "cr_mpi_dual_allgatherv", V_ALLGATHER, x, y, n, ny, counts, displs, 0,
+                       comm);
+}
+
+/* ---- Non-blocking ------------------------------------------------------------------------ */
+
+struct cr_mpi_dual_req {
+    cr_ctx *ctx;
+    const char *who;
+    MPI_Request rq;
+    MPI_Comm comm;
+    cr_status local; /* this side's failure, reported again by the wait */
+    bool recv;
+    cr_dual *y; /* a receive's destination */
+    size_t n;
+    double *buf; /* the packed message (header, then the elements), or NULL */
+    size_t bytes;
+};
+
+/* The error mark of a sender that failed: nothing can wait for it when the request itself
+ * could not be made, so it is sent and its request freed (MPI completes it). */
+static double g_mark = -1.0;
+
+cr_status cr_mpi_dual_isend(cr_ctx *ctx, const cr_dual *x, size_t n, int dest, int tag,
+                            MPI_Comm comm, cr_mpi_dual_request *req)
+{
+    const char *who = "cr_mpi_dual_isend";
+    if (ctx == NULL || req == NULL)
+        return ctx == NULL ? CR_EINVAL : failf(ctx, CR_EINVAL, "%s: NULL request", who);
+    *req = NULL;
+    cr_status local = CR_OK;
+    if (bad_buffer(x, n) || bad_count(n, 0))
+        local = failf(ctx, CR_EINVAL,
+                      "%s: the buffer (%zu elements) has no storage or is too large", who, n);
+    struct cr_mpi_dual_req *q = cr_ctx_alloc(ctx, sizeof *q);
+    if (q == NULL) {
+        MPI_Request lost;
+        if (MPI_Isend(&g_mark, 1, MPI_DOUBLE, dest, tag, comm, &lost) == MPI_SUCCESS)
+            MPI_Request_free(&lost);
+        return local != CR_OK ? local : failf(ctx, CR_ENOMEM, "%s: no memory for the request", who);
+    }
+    memset(q, 0, sizeof *q);
+    q->ctx = ctx;
+    q->who = who;
+    q->comm = comm;
+    cr_status st = send_part(ctx, who, x, n, local, dest, tag, comm, &q->rq, &q->buf, &q->bytes);
+    q->local = st;
+    *req = q;
+    return st;
+}
+
+cr_status cr_mpi_dual_irecv(cr_ctx *ctx, cr_dual *y, size_t n, int source, int tag, MPI_Comm comm,
+                            cr_mpi_dual_request *req)
+{
+    const char *who = "cr_mpi_dual_irecv";
+    if (ctx == NULL || req == NULL)
+        return ctx == NULL ? CR_EINVAL : failf(ctx, CR_EINVAL, "%s: NULL request", who);
+    *req = NULL;
+    cr_status local = CR_OK;
+    if (bad_buffer(y, n) || bad_count(n, 0))
+        local = failf(ctx, CR_EINVAL,
+                      "%s: the buffer (%zu elements) has no storage or is too large", who, n);
+    struct cr_mpi_dual_req *q = cr_ctx_alloc(ctx, sizeof *q);
+    if (q == NULL) { /* the message is taken and dropped, so that its sender completes */
+        static double sink;
+        MPI_Request lost;
+        if (MPI_Irecv(&sink, 1, MPI_DOUBLE, source, tag, comm, &lost) == MPI_SUCCESS)
+            MPI_Request_free(&lost);
+        return local != CR_OK ? local : failf(ctx, CR_ENOMEM, "%s: no memory for the request", who);
+    }
+    memset(q, 0, sizeof *q);
+    q->ctx = ctx;
+    q->who = who;
+    q->comm = comm;
+    q->recv = true;
+    q->y = y;
+    q->n = n;
+    /* room for n elements with the most directions and the header; a longer message is an
+     * MPI error (truncation) */
+    q->buf = !bad_count(n, 0) ? take(ctx, n + 1, W(CR_DUAL_MAX_CHUNK), &q->bytes) : NULL;
+    static double one;
+    if (local == CR_OK && q->buf == NULL)
+        local = failf(ctx, CR_ENOMEM, "%s: no memory for the message", who);
+    /* a receiver that failed still takes the message (or the sender's error mark), so that
+     * its sender completes */
+    int rc = q->buf != NULL ? MPI_Irecv(q->buf, (int)(2 + n * W(CR_DUAL_MAX_CHUNK)), MPI_DOUBLE,
+                                        source, tag, comm, &q->rq)
+                            : MPI_Irecv(&one, 1, MPI_DOUBLE, source, tag, comm, &q->rq);
+    if (rc != MPI_SUCCESS && local == CR_OK)
+        local = mpi_rc(ctx, who, "MPI_Irecv", rc);
+    q->local = local;
+    *req = q;
+    return local;
+}
+
+cr_status cr_mpi_dual_wait(cr_mpi_dual_request *req, MPI_Status *status)
+{
+    if (req == NULL)
+        return CR_EINVAL;
+    struct cr_mpi_dual_req *q = *req;
+    if (q == NULL)
+        return CR_OK;
+    cr_ctx *ctx = q->ctx;
+    const char *who = q->who;
+    MPI_Status s;
+    int rc = MPI_Wait(&q->rq, &s), c = 0;
+    cr_status st = q->local;
+    if (rc != MPI_SUCCESS)
+        st = st != CR_OK ? st : mpi_rc(ctx, who, "MPI_Wait", rc);
+    else if (q->recv && st == CR_OK && s.MPI_SOURCE != MPI_PROC_NULL) {
+        MPI_Get_count(&s, MPI_DOUBLE, &c);
+        const double *b = q->buf;
+        if (c < 2 || b[0] < 0)
+            st = failf(ctx, CR_ECOMM, "%s: rank %d (the sender) failed (its own status says why)",
+                       who, s.MPI_SOURCE);
+        else {
+            uint32_t k = (uint32_t)b[1];
+            if ((size_t)b[0] != q->n || k > CR_DUAL_MAX_CHUNK || (size_t)c != 2 + q->n * W(k))
+                st = failf(ctx, CR_ESHAPE,
+                           "%s: the message from rank %d has %g elements, %zu expected", who,
+                           s.MPI_SOURCE, b[0], q->n);
+            else
+                unpack(b + 2, q->n, k, q->y);
+        }
+    }
+    if (status != MPI_STATUS_IGNORE) {
+        *status = s;
+        if (q->recv)
+            MPI_Status_set_elements(status, MPI_DOUBLE,
+                                    st == CR_OK && s.MPI_SOURCE != MPI_PROC_NULL ? (int)q->n : 0);
+    }
+    give(ctx, q->buf, q->bytes);
+    cr_ctx_dealloc(ctx, q, sizeof *q);
+    *req = NULL;
+    return st;
+}
+
+cr_status cr_mpi_dual_waitall(size_t n, cr_mpi_dual_request *reqs, MPI_Status *statuses)
+{
+    if (reqs == NULL && n > 0)
+        return CR_EINVAL;
+    /* every request is posted: completing them one after the other cannot block any */
+    cr_status first = CR_OK;
+    for (size_t i = 0; i < n; i++) {
+        cr_status st = cr_mpi_dual_wait(
+            &reqs[i], statuses != MPI_STATUSES_IGNORE ? &statuses[i] : MPI_STATUS_IGNORE);
+        first = first != CR_OK ? first : st;
+    }
+    return first;
+}

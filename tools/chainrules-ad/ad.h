@@ -391,7 +391,15 @@ int ad_mpi_kind(const char *name);
 int ad_mpi_bind(ad_func *g, int kind);
 uint64_t ad_mpi_mask(const ad_expr *call);
 bool ad_mpi_buffer(const ad_func *g, int i);
-void ad_mpi_emit(ad_buf *out, const ad_func *g, uint64_t mask, int kind, const char *mn);
+void ad_mpi_emit(ad_buf *out, ad_buf *decls, const ad_func *g, uint64_t mask, int kind,
+                 const char *mn);
+/* mpi.c: whether the forward sweep's call c (under mask) passes shadows (an MPI_Irecv of a
+ * differentiated buffer: the adjoint of its wait sends the shadow); in a called function
+ * (split) an error, reported. */
+bool ad_mpi_fw_shadows(const ad_expr *c, uint64_t mask, bool split);
+/* mpi.c: the text that ends a public reverse function's adjoint sweep: its stack failed
+ * when an MPI derivative failed during the sweep (nothing where MPI is not used). */
+const char *ad_mpi_sweep_end(void);
 
 /* rules.c: the rules of --emit-rules (each function's scalar rule row, its function value
  * `<f>_fn` and the registry function `regfn`); their declarations go to `decls`. Nonzero

@@ -2,8 +2,9 @@
  * MPI calls in the input: their adjoint and tangent communications.
  *
  * A call of MPI_Send, MPI_Recv, MPI_Sendrecv, MPI_Bcast, MPI_Reduce, MPI_Allreduce,
- * MPI_Gather, MPI_Scatter, MPI_Allgather or MPI_Alltoall is a primitive whose derivative is
- * a communication of the same shape:
+ * MPI_Gather(v), MPI_Scatter(v), MPI_Allgather(v), MPI_Alltoall, MPI_Isend, MPI_Irecv,
+ * MPI_Wait or MPI_Waitall is a primitive whose derivative is a communication of the same
+ * shape:
  *
  *   primal                      adjoint (reverse mode)                   tangent
  *   send x to d                 receive from d, add into x_b             send x_d to d
@@ -18,6 +19,17 @@
  *   (all)reduce-max/min x to y  (allreduce-sum / root's bcast of) y_b,   the winner's x_d
  *                               to each element's winner only
  *                               (MPI_MAXLOC/MINLOC rank)
+ *   (all)reduce-prod x to y     as sum, times the product of the other   sum of x_d times
+ *                               ranks' x (from an allgather: no division) the others' product
+ *   gatherv / scatterv /        scatterv / gatherv (summed into          the same call on
+ *   allgatherv                  overlapping parts) / reduce-scatter       the tangents
+ *   isend x, its wait           at the wait: irecv of the adjoint;       isend x_d with x
+ *                               at the isend: wait, add into x_b
+ *   irecv y, its wait           at the wait: isend of y_b, y_b = 0;      irecv y_d with y
+ *                               at the irecv: wait, restore y            (wildcards: at the wait)
+ *
+ * The user's MPI_Request objects are mapped to the derivative messages by their addresses
+ * (k_runtime below: a table in the generated file).
  *
  * The wrappers run on every rank whether or not the buffers are active there (a rank
  * whose buffer is inactive still sends zeros or receives into a scratch), so that the
@@ -25,7 +37,7 @@
  * them in the reverse order of the primal's, each rank in the reverse order of its own,
  * which cannot deadlock when the primal does not (docs/mpi.md). Buffers whose data is
  * differentiated must be doubles sent as MPI_DOUBLE, and reductions must use MPI_SUM,
- * MPI_MAX or MPI_MIN;
+ * MPI_PROD, MPI_MAX or MPI_MIN;
  * otherwise the derivative is marked failed (NaN), the communications still matched.
  * Received data are treated as depending on the active inputs (varied), and sent data as
  * influencing the outputs (useful), on every rank alike.
@@ -44,7 +56,14 @@ enum {
     K_GATHER,
     K_SCATTER,
     K_ALLGATHER,
-    K_ALLTOALL
+    K_ALLTOALL,
+    K_ISEND,
+    K_IRECV,
+    K_WAIT,
+    K_WAITALL,
+    K_GATHERV,
+    K_SCATTERV,
+    K_ALLGATHERV
 };
 
 typedef struct mpi_fn {
@@ -65,6 +84,14 @@ static const mpi_fn k_mpi[] = {
     {"MPI_Scatter", K_SCATTER, 8, 0, 1, 2, 3, 4, 5},
     {"MPI_Allgather", K_ALLGATHER, 7, 0, 1, 2, 3, 4, 5},
     {"MPI_Alltoall", K_ALLTOALL, 7, 0, 1, 2, 3, 4, 5},
+    {"MPI_Isend", K_ISEND, 7, 0, 1, 2, -1, -1, -1},
+    {"MPI_Irecv", K_IRECV, 7, -1, -1, -1, 0, 1, 2},
+    {"MPI_Wait", K_WAIT, 2, -1, -1, -1, -1, -1, -1},
+    {"MPI_Waitall", K_WAITALL, 3, -1, -1, -1, -1, -1, -1},
+    /* the counts of the v variants are arrays (the receiver's and the root's) */
+    {"MPI_Gatherv", K_GATHERV, 9, 0, 1, 2, 3, 4, 6},
+    {"MPI_Scatterv", K_SCATTERV, 9, 0, 1, 3, 4, 5, 6},
+    {"MPI_Allgatherv", K_ALLGATHERV, 8, 0, 1, 2, 3, 4, 6},
 };
 
 int ad_mpi_kind(const char *name)
@@ -75,8 +102,11 @@ int ad_mpi_kind(const char *name)
     return -1;
 }
 
+static bool g_bound; /* the unit declares MPI functions */
+
 int ad_mpi_bind(ad_func *g, int kind)
 {
+    g_bound = true;
     const mpi_fn *m = &k_mpi[kind];
     if (g->nparams != m->nparams) {
         ad_error(g->loc, "%s is declared with %d parameters, not the %d of MPI-3", g->name,
@@ -130,12 +160,23 @@ static const char *arg(int i)
     return ad_fmt("a%d_", i);
 }
 
+/* A parameter's declaration; an array of unknown size ("const int[]", the counts of the v
+ * variants, the requests of MPI_Waitall) as the pointer it is adjusted to. */
+static void decl(ad_buf *out, const ad_type *t, const char *name)
+{
+    size_t n = strlen(t->spelling);
+    if (n > 2 && !strcmp(t->spelling + n - 2, "[]"))
+        ad_buf_printf(out, "%.*s *%s", (int)(n - 2), t->spelling, name);
+    else
+        ad_emit_decl(out, t, name);
+}
+
 static void params(ad_buf *out, const ad_func *g, uint64_t mask, const char *sfx)
 {
     for (int i = 0; i < g->nparams; i++) {
         if (i)
             ad_buf_put(out, ", ");
-        ad_emit_decl(out, g->params[i]->type, arg(i));
+        decl(out, g->params[i]->type, arg(i));
         if (sfx && (mask >> i & 1))
             ad_buf_printf(out, ", const void *%s%s", arg(i), sfx);
     }
@@ -194,15 +235,33 @@ static void free_scratch(ad_buf *o, uint64_t mask, int i, const char *name)
 }
 
 /* The datatype and operation checks: a failed derivative, the communications kept. */
-static void checks(ad_buf *o, const mpi_fn *m, const char *fail)
+static void checks(ad_buf *o, const mpi_fn *m, uint64_t mask, const char *fail)
 {
+    /* only buffers whose data is differentiated (an int's messages carry no derivative) */
+    bool ain = m->in >= 0 && (mask >> m->in & 1), aout = m->out >= 0 && (mask >> m->out & 1);
     int t[2] = {m->in_type, m->out_type};
+    bool act[2] = {ain || (aout && t[1] == t[0]), aout && t[1] != t[0]};
     for (int k = 0; k < 2; k++)
-        if (t[k] >= 0 && (k == 0 || t[1] != t[0]))
+        if (t[k] >= 0 && act[k])
             ad_buf_printf(o, "    if (%s != MPI_DOUBLE)\n        %s;\n", arg(t[k]), fail);
-    if (m->kind == K_ALLREDUCE || m->kind == K_REDUCE)
-        ad_buf_printf(o, "    if (%s != MPI_SUM && %s != MPI_MAX && %s != MPI_MIN)\n        %s;\n",
-                      arg(4), arg(4), arg(4), fail);
+    if ((m->kind == K_ALLREDUCE || m->kind == K_REDUCE) && (ain || aout))
+        ad_buf_printf(o,
+                      "    if (%s != MPI_SUM && %s != MPI_PROD && %s != MPI_MAX && %s != MPI_MIN)\n"
+                      "        %s;\n",
+                      arg(4), arg(4), arg(4), arg(4), fail);
+}
+
+/* Counts of another datatype than MPI_DOUBLE become 0 for the derivative's messages and
+ * the values saved (they count elements of that type, not doubles: no access past the
+ * buffers; the derivative has failed already, by checks()). */
+static void zero_counts(ad_buf *o, const mpi_fn *m)
+{
+    if (m->in >= 0)
+        ad_buf_printf(o, "    if (%s != MPI_DOUBLE)\n        %s = 0;\n", arg(m->in_type),
+                      arg(m->in_count));
+    if (m->out >= 0 && m->out_count != m->in_count)
+        ad_buf_printf(o, "    if (%s != MPI_DOUBLE)\n        %s = 0;\n", arg(m->out_type),
+                      arg(m->out_count));
 }
 
 /* MPI_MAX and MPI_MIN of an allreduce: each element's winning rank (MPI_MAXLOC and
@@ -210,19 +269,42 @@ static void checks(ad_buf *o, const mpi_fn *m, const char *fail)
  * input values (read before an in-place call overwrites them); me_ is the rank. */
 static void winners(ad_buf *o, const char *comm)
 {
+    ad_buf_printf(
+        o,
+        "    const int loc_ = a3_ != MPI_DOUBLE ? 0 : a4_ == MPI_MAX ? 1 : a4_ == MPI_MIN ? 2 "
+        ": 0;\n"
+        "    struct {\n        double v;\n        int r;\n    } *w_ = NULL;\n"
+        "    int me_ = 0;\n    MPI_Comm_rank(%s, &me_);\n"
+        "    if (loc_) {\n"
+        "        w_ = malloc((size_t)(a2_ > 0 ? a2_ : 1) * sizeof *w_);\n"
+        "        if (!w_)\n            MPI_Abort(MPI_COMM_WORLD, 1);\n"
+        "        const double *src_ = a0_ == MPI_IN_PLACE ? (const double *)a1_ : "
+        "(const double *)a0_;\n"
+        "        for (int i_ = 0; i_ < a2_; i_++) {\n"
+        "            w_[i_].v = src_[i_];\n            w_[i_].r = me_;\n        }\n"
+        "    }\n",
+        comm);
+    /* MPI_PROD: the product of the other ranks' elements, from every rank's (no division,
+     * so that a zero factor has its derivative too) */
     ad_buf_printf(o,
-                  "    const int loc_ = a4_ == MPI_MAX ? 1 : a4_ == MPI_MIN ? 2 : 0;\n"
-                  "    struct {\n        double v;\n        int r;\n    } *w_ = NULL;\n"
-                  "    int me_ = 0;\n    MPI_Comm_rank(%s, &me_);\n"
-                  "    if (loc_) {\n"
-                  "        w_ = malloc((size_t)(a2_ > 0 ? a2_ : 1) * sizeof *w_);\n"
-                  "        if (!w_)\n            MPI_Abort(MPI_COMM_WORLD, 1);\n"
+                  "    double *oth_ = NULL;\n"
+                  "    if (a3_ == MPI_DOUBLE && a4_ == MPI_PROD) {\n"
+                  "        int np_ = 1;\n        MPI_Comm_size(%s, &np_);\n"
+                  "        const size_t n_ = (size_t)(a2_ > 0 ? a2_ : 1);\n"
+                  "        double *all_ = malloc(n_ * (size_t)np_ * sizeof *all_);\n"
+                  "        oth_ = malloc(n_ * sizeof *oth_);\n"
+                  "        if (!all_ || !oth_)\n            MPI_Abort(MPI_COMM_WORLD, 1);\n"
                   "        const double *src_ = a0_ == MPI_IN_PLACE ? (const double *)a1_ : "
                   "(const double *)a0_;\n"
+                  "        MPI_Allgather(src_, a2_, MPI_DOUBLE, all_, a2_, MPI_DOUBLE, %s);\n"
                   "        for (int i_ = 0; i_ < a2_; i_++) {\n"
-                  "            w_[i_].v = src_[i_];\n            w_[i_].r = me_;\n        }\n"
-                  "    }\n",
-                  comm);
+                  "            double p_ = 1;\n"
+                  "            for (int q_ = 0; q_ < np_; q_++)\n"
+                  "                if (q_ != me_)\n"
+                  "                    p_ *= all_[(size_t)q_ * (size_t)a2_ + (size_t)i_];\n"
+                  "            oth_[i_] = p_;\n        }\n"
+                  "        free(all_);\n    }\n",
+                  comm, comm);
 }
 
 /* After the primal: the winners found (collective: every rank takes part). */
@@ -232,6 +314,612 @@ static void winners_reduce(ad_buf *o, const char *comm)
                   "    if (loc_)\n        MPI_Allreduce(MPI_IN_PLACE, w_, a2_, MPI_DOUBLE_INT, "
                   "loc_ == 1 ? MPI_MAXLOC : MPI_MINLOC, %s);\n",
                   comm);
+}
+
+/* ---- Non-blocking requests ---------------------------------------------------------------- */
+
+/* The map from the user's request objects to the derivative messages, in the generated
+ * file once (before the first wrapper that uses it). A request object is known by its
+ * address, as the calls pass it: MPI_Isend / MPI_Irecv(..., &r) make an entry, the
+ * MPI_Wait(&r) or MPI_Waitall(n, r) that completes it finds and removes it. Three phases
+ * keep their entries apart: 0 the forward sweep of the reverse mode (what the adjoint will
+ * need: kind, count, actual partner and tag, communicator, the shadow of a receive's
+ * buffer, pushed on the value stack at the wait), 1 its adjoint sweep (the adjoint message
+ * posted at the wait's adjoint, completed at the post's adjoint), 2 the forward (tangent)
+ * mode (the tangent message posted with the primal one, completed at its wait). */
+static const char *const k_runtime[] = {
+    "/* chainrules-ad: the user's MPI requests and their derivative messages */\n"
+    "typedef struct cr_ad_mreq_ {\n"
+    "    const void *key; /* the user's request object */\n"
+    "    int phase, kind, count, peer, tag, fail, deferred;\n"
+    "    int orig; /* a tangent receive's count as posted (count: 0 for another datatype) */\n"
+    "    MPI_Comm comm;\n"
+    "    MPI_Datatype type; /* a receive's, for its count */\n"
+    "    double *shadow, *tmp;\n"
+    "    MPI_Request dreq;\n"
+    "} cr_ad_mreq_;\n",
+    "static cr_ad_mreq_ *cr_ad_mreqs_;\n"
+    "static int cr_ad_nmreqs_, cr_ad_capmreqs_;\n\n"
+    "static inline cr_ad_mreq_ *cr_ad_mreq_add_(const void *key, int phase, int kind, int count,\n"
+    "                                    int tmp)\n{\n"
+    "    if (cr_ad_nmreqs_ == cr_ad_capmreqs_) {\n"
+    "        const int cap = cr_ad_capmreqs_ ? 2 * cr_ad_capmreqs_ : 16;\n"
+    "        cr_ad_mreq_ *p = realloc(cr_ad_mreqs_, (size_t)cap * sizeof *p);\n"
+    "        if (!p)\n            MPI_Abort(MPI_COMM_WORLD, 1);\n"
+    "        cr_ad_mreqs_ = p;\n        cr_ad_capmreqs_ = cap;\n    }\n"
+    "    cr_ad_mreq_ *e = &cr_ad_mreqs_[cr_ad_nmreqs_++];\n"
+    "    memset(e, 0, sizeof *e);\n"
+    "    e->key = key;\n    e->phase = phase;\n    e->kind = kind;\n"
+    "    e->count = count > 0 ? count : 0;\n    e->dreq = MPI_REQUEST_NULL;\n"
+    "    e->comm = MPI_COMM_NULL;\n"
+    "    if (tmp) {\n"
+    "        e->tmp = calloc((size_t)(e->count > 0 ? e->count : 1), sizeof(double));\n"
+    "        if (!e->tmp)\n            MPI_Abort(MPI_COMM_WORLD, 1);\n    }\n"
+    "    return e;\n}\n\n",
+    "static inline cr_ad_mreq_ *cr_ad_mreq_find_(const void *key, int phase)\n{\n"
+    "    for (int i = cr_ad_nmreqs_; i-- > 0;)\n"
+    "        if (cr_ad_mreqs_[i].key == key && cr_ad_mreqs_[i].phase == phase)\n"
+    "            return &cr_ad_mreqs_[i];\n"
+    "    return NULL;\n}\n\n",
+    "static inline void cr_ad_mreq_del_(cr_ad_mreq_ *e)\n{\n"
+    "    free(e->tmp);\n"
+    "    const int i = (int)(e - cr_ad_mreqs_);\n"
+    "    memmove(e, e + 1, (size_t)(cr_ad_nmreqs_ - 1 - i) * sizeof *e);\n"
+    "    if (--cr_ad_nmreqs_ == 0) {\n"
+    "        free(cr_ad_mreqs_);\n        cr_ad_mreqs_ = NULL;\n        cr_ad_capmreqs_ = 0;\n"
+    "    }\n}\n\n",
+    "/* the elements a completed receive got (its count when from MPI_PROC_NULL) and whether\n"
+    " * they are the count posted, without an error (rc: the wait's) */\n"
+    "static inline int cr_ad_mreq_got_(const cr_ad_mreq_ *e, const MPI_Status *s, int rc, int "
+    "*got)\n"
+    "{\n"
+    "    int c = e->count;\n"
+    "    if (s->MPI_SOURCE != MPI_PROC_NULL &&\n"
+    "        (MPI_Get_count(s, e->type, &c) != MPI_SUCCESS || c == MPI_UNDEFINED || c < 0))\n"
+    "        c = e->count;\n"
+    "    *got = c < e->count ? c : e->count;\n"
+    "    return rc == MPI_SUCCESS && c == e->count;\n}\n\n",
+    "/* forward sweep: the request at key completed (status s, rc its error or MPI_SUCCESS);\n"
+    " * what its adjoint needs */\n"
+    "static inline void cr_ad_mreq_fw_wait_(cr_adstack *stp_, const void *key, const MPI_Status "
+    "*s,\n"
+    "                                int rc)\n{\n"
+    "    cr_ad_mreq_ *e = cr_ad_mreq_find_(key, 0);\n"
+    "    if (!e) {\n        cr_adstack_push_i64(stp_, 0); /* not a request of the wrappers */\n"
+    "        return;\n    }\n"
+    "    int got = e->count, ok = rc == MPI_SUCCESS;\n"
+    "    if (e->kind == 2)\n        ok = cr_ad_mreq_got_(e, s, rc, &got);\n"
+    "    cr_adstack_push_ptr(stp_, e->shadow);\n"
+    "    cr_adstack_push_i64(stp_, e->count);\n"
+    "    cr_adstack_push_i64(stp_, got);\n"
+    "    cr_adstack_push_i64(stp_, ok);\n"
+    "    cr_adstack_push_i64(stp_, e->kind == 2 ? s->MPI_SOURCE : e->peer);\n"
+    "    cr_adstack_push_i64(stp_, e->kind == 2 ? s->MPI_TAG : e->tag);\n"
+    "    cr_adstack_push_i64(stp_, (int64_t)MPI_Comm_c2f(e->comm));\n"
+    "    cr_adstack_push_i64(stp_, e->kind);\n"
+    "    cr_ad_mreq_del_(e);\n}\n\n",
+    "/* adjoint sweep of a wait: post the adjoint message (an isend's: a receive of the\n"
+    " * adjoint; an irecv's: a send of the adjoint of the elements it got, which is then zero;\n"
+    " * NaN when the receive got another count or failed, so that the sender's derivative\n"
+    " * says so too) */\n"
+    "static inline void cr_ad_mreq_bw_wait_(cr_adstack *stp_, const void *key)\n{\n"
+    "    const int kind = (int)cr_adstack_pop_i64(stp_);\n"
+    "    if (kind == 0)\n        return;\n"
+    "    const MPI_Comm comm = MPI_Comm_f2c((MPI_Fint)cr_adstack_pop_i64(stp_));\n"
+    "    const int tag = (int)cr_adstack_pop_i64(stp_);\n"
+    "    const int peer = (int)cr_adstack_pop_i64(stp_);\n"
+    "    const int ok = (int)cr_adstack_pop_i64(stp_);\n"
+    "    const int got = (int)cr_adstack_pop_i64(stp_);\n"
+    "    const int count = (int)cr_adstack_pop_i64(stp_);\n"
+    "    double *shadow = cr_adstack_pop_ptr(stp_);\n"
+    "    cr_ad_mreq_ *e = cr_ad_mreq_add_(key, 1, kind, count, 1);\n"
+    "    e->peer = peer;\n"
+    "    if (peer == MPI_PROC_NULL) /* no message, and the buffer was kept */\n"
+    "        return;\n"
+    "    if (kind == 1) {\n"
+    "        MPI_Irecv(e->tmp, count, MPI_DOUBLE, peer, tag, comm, &e->dreq);\n"
+    "        return;\n    }\n"
+    "    for (int i = 0; i < got; i++) {\n"
+    "        e->tmp[i] = !ok ? (double)NAN : shadow ? shadow[i] : 0;\n"
+    "        if (shadow)\n            shadow[i] = 0;\n    }\n"
+    "    MPI_Isend(e->tmp, got, MPI_DOUBLE, peer, tag, comm, &e->dreq);\n}\n\n",
+    "/* adjoint sweep of an isend or irecv: its adjoint message completes (an isend's is\n"
+    " * added into the shadow of its buffer: NaN when it has another count) */\n"
+    "static inline void cr_ad_mreq_bw_post_(cr_adstack *stp_, const void *key, double *shadow)\n{\n"
+    "    (void)stp_;\n"
+    "    cr_ad_mreq_ *e = cr_ad_mreq_find_(key, 1);\n"
+    "    if (!e) { /* never completed in the primal: no adjoint */\n"
+    "        cr_ad_mpi_failed_ = 1;\n        return;\n    }\n"
+    "    if (e->peer == MPI_PROC_NULL) { /* nothing came, nothing to add */\n"
+    "        cr_ad_mreq_del_(e);\n        return;\n    }\n"
+    "    MPI_Status s;\n"
+    "    const int rc = MPI_Wait(&e->dreq, &s);\n"
+    "    int c = e->count;\n"
+    "    if (e->kind == 1 && s.MPI_SOURCE != MPI_PROC_NULL &&\n"
+    "        MPI_Get_count(&s, MPI_DOUBLE, &c) != MPI_SUCCESS)\n        c = -1;\n"
+    "    if (e->kind == 1 && shadow)\n"
+    "        for (int i = 0; i < e->count; i++)\n"
+    "            shadow[i] += rc == MPI_SUCCESS && c == e->count ? e->tmp[i] : (double)NAN;\n"
+    "    cr_ad_mreq_del_(e);\n}\n\n",
+    "/* forward mode: the tangent message of the request at key completes (status s and rc\n"
+    " * the primal's: a receive posted with wildcards takes its tangent from the actual source\n"
+    " * and tag); the tangents NaN when the primal or the tangent message had another count */\n"
+    "static inline void cr_ad_mreq_tan_wait_(const void *key, const MPI_Status *s, int rc)\n{\n"
+    "    cr_ad_mreq_ *e = cr_ad_mreq_find_(key, 2);\n"
+    "    if (!e)\n        return;\n"
+    "    double *dst = e->shadow ? e->shadow : e->tmp;\n"
+    "    int got = e->count, ok = e->kind != 2 || cr_ad_mreq_got_(e, s, rc, &got);\n"
+    "    MPI_Status ts;\n"
+    "    int trc, c = e->count;\n"
+    "    if (e->deferred)\n"
+    "        trc = MPI_Recv(dst, e->count, MPI_DOUBLE, s->MPI_SOURCE, s->MPI_TAG, e->comm, &ts);\n"
+    "    else\n        trc = MPI_Wait(&e->dreq, &ts);\n"
+    "    if (e->kind == 2 && ts.MPI_SOURCE != MPI_PROC_NULL &&\n"
+    "        (trc != MPI_SUCCESS || MPI_Get_count(&ts, MPI_DOUBLE, &c) != MPI_SUCCESS))\n"
+    "        c = -1;\n"
+    "    if (e->kind == 2 && (e->fail || !ok || c != e->count) && e->shadow) {\n"
+    "        for (int i = 0; i < e->count; i++)\n            e->shadow[i] = (double)NAN;\n"
+    "        if (e->orig > 0) /* another datatype: its first element at least */\n"
+    "            e->shadow[0] = (double)NAN;\n    }\n"
+    "    cr_ad_mreq_del_(e);\n}\n\n",
+    NULL};
+
+static bool g_runtime_done, g_flag_done;
+
+/* A derivative that fails in an adjoint sweep (a datatype or operation not covered, a
+ * request completed elsewhere than it was posted) sets this flag instead of failing the value
+ * stack there: a failed stack gives the rest of the sweep nothing (no partners, tags or trip
+ * counts), and the ranks' remaining adjoint messages would no longer match. The public
+ * reverse function fails its stack when its sweep is over (reverse.c). */
+static const char k_flag[] =
+    "/* chainrules-ad: an MPI derivative failed in the adjoint sweep (the sweep goes on, so\n"
+    " * that every adjoint message is matched; the stack is failed at its end) */\n"
+    "#define CR_AD_MPI_FAILED_ 1\n"
+    "static int cr_ad_mpi_failed_;\n\n";
+
+/* Isend, Irecv, Wait, Waitall in the reverse mode: the forward and adjoint sweeps. */
+static void nb_split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
+{
+    const mpi_fn *m = &k_mpi[g->prim->mpi - 1];
+    const bool post = m->kind == K_ISEND || m->kind == K_IRECV;
+    /* forward sweep (an irecv gets the shadow of its buffer: the adjoint of its wait sends
+     * it) */
+    ad_buf_printf(o, "static int cr_ad_%s_fw%s(", g->name, mn);
+    params(o, g, m->kind == K_IRECV ? mask : 0, "_b");
+    ad_buf_put(o, ", cr_adstack *stp_)\n{\n    (void)stp_;\n");
+    switch (m->kind) {
+    case K_ISEND:
+        ad_buf_put(o, "    const int r_ = ");
+        call_primal(o, g, NULL);
+        ad_buf_put(
+            o,
+            ";\n    cr_ad_mreq_ *e_ = cr_ad_mreq_add_(a6_, 0, 1, a2_ == MPI_DOUBLE ? a1_ : 0, 0);\n"
+            "    e_->peer = a3_;\n    e_->tag = a4_;\n    e_->comm = a5_;\n");
+        break;
+    case K_IRECV:
+        /* the buffer's contents before the receive, for the adjoint to restore */
+        ad_buf_printf(o,
+                      "    const int dbl_ = a2_ == MPI_DOUBLE;\n    if (dbl_)\n"
+                      "        for (int i_ = 0; i_ < a1_; i_++)\n"
+                      "            cr_adstack_push_f64(stp_, %s[i_]);\n"
+                      "    cr_adstack_push_i64(stp_, dbl_);\n    const int r_ = ",
+                      dbl("a0_"));
+        call_primal(o, g, NULL);
+        ad_buf_printf(o,
+                      ";\n    cr_ad_mreq_ *e_ = cr_ad_mreq_add_(a6_, 0, 2, dbl_ ? a1_ : 0, 0);\n"
+                      "    e_->peer = a3_;\n    e_->tag = a4_;\n    e_->comm = a5_;\n"
+                      "    e_->type = a2_;\n    e_->shadow = %s;\n",
+                      mask & 1 ? "dbl_ ? (double *)(uintptr_t)a0__b : NULL" : "NULL");
+        break;
+    case K_WAIT:
+        ad_buf_put(o, "    MPI_Status s_;\n    const int r_ = ");
+        call_primal(o, g, "&s_");
+        ad_buf_put(o, ";\n    cr_ad_mreq_fw_wait_(stp_, a0_, &s_, r_);\n"
+                      "    if (a1_ != MPI_STATUS_IGNORE)\n        *a1_ = s_;\n");
+        break;
+    case K_WAITALL:
+        ad_buf_put(o, "    MPI_Status *s_ = malloc((size_t)(a0_ > 0 ? a0_ : 1) * sizeof *s_);\n"
+                      "    if (!s_)\n        MPI_Abort(MPI_COMM_WORLD, 1);\n    const int r_ = ");
+        call_primal(o, g, "s_");
+        ad_buf_put(o,
+                   ";\n    for (int i_ = 0; i_ < a0_; i_++) {\n"
+                   "        cr_ad_mreq_fw_wait_(stp_, &a1_[i_], &s_[i_],\n"
+                   "                            r_ == MPI_ERR_IN_STATUS ? s_[i_].MPI_ERROR : r_);\n"
+                   "        if (a2_ != MPI_STATUSES_IGNORE)\n            a2_[i_] = s_[i_];\n"
+                   "    }\n    free(s_);\n");
+        break;
+    }
+    ad_buf_put(o, "    return r_;\n}\n\n");
+
+    /* adjoint sweep */
+    ad_buf_printf(o, "static void cr_ad_%s_bw%s(", g->name, mn);
+    params(o, g, mask, "_b");
+    ad_buf_put(o, ", cr_adstack *stp_)\n{\n    (void)stp_;\n");
+    if (post)
+        checks(o, m, mask, "cr_ad_mpi_failed_ = 1");
+    switch (m->kind) {
+    case K_ISEND:
+        ad_buf_printf(o, "    cr_ad_mreq_bw_post_(stp_, a6_, %s);\n",
+                      mask & 1 ? "a2_ == MPI_DOUBLE ? (double *)(uintptr_t)a0__b : NULL" : "NULL");
+        break;
+    case K_IRECV:
+        ad_buf_printf(o,
+                      "    cr_ad_mreq_bw_post_(stp_, a6_, NULL);\n"
+                      "    if (cr_adstack_pop_i64(stp_))\n"
+                      "        for (int i_ = a1_; i_-- > 0;)\n"
+                      "            %s[i_] = cr_adstack_pop_f64(stp_);\n",
+                      dbl("a0_"));
+        break;
+    case K_WAIT:
+        ad_buf_put(o, "    cr_ad_mreq_bw_wait_(stp_, a0_);\n");
+        break;
+    case K_WAITALL:
+        ad_buf_put(o, "    for (int i_ = a0_; i_-- > 0;)\n"
+                      "        cr_ad_mreq_bw_wait_(stp_, &a1_[i_]);\n");
+        break;
+    }
+    for (int i = 0; i < g->nparams; i++)
+        ad_buf_printf(o, "    (void)%s;\n", arg(i));
+    if (mask & 1)
+        ad_buf_put(o, "    (void)a0__b;\n");
+    ad_buf_put(o, "}\n\n");
+}
+
+/* Isend, Irecv, Wait, Waitall in the forward mode: the tangent messages travel beside the
+ * primal ones (a receive with a wildcard source or tag takes its tangent at the wait, from
+ * the actual source and tag). */
+static void nb_tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
+{
+    const mpi_fn *m = &k_mpi[g->prim->mpi - 1];
+    ad_buf_printf(o, "static int cr_ad_%s_tan%s(", g->name, mn);
+    params(o, g, mask, "_d");
+    ad_buf_put(o, ")\n{\n    int fail_ = 0;\n");
+    checks(o, m, mask, "fail_ = 1");
+    switch (m->kind) {
+    case K_ISEND:
+        ad_buf_put(o, "    const int r_ = ");
+        call_primal(o, g, NULL);
+        ad_buf_put(o, ";\n    cr_ad_mreq_ *e_ = cr_ad_mreq_add_(a6_, 2, 1, fail_ ? 0 : a1_, 1);\n");
+        if (mask & 1)
+            ad_buf_put(o, "    if (!fail_)\n        memcpy(e_->tmp, a0__d, (size_t)e_->count * "
+                          "sizeof(double));\n");
+        ad_buf_put(o, "    MPI_Isend(e_->tmp, e_->count, MPI_DOUBLE, a3_, a4_, a5_, &e_->dreq);\n");
+        break;
+    case K_IRECV:
+        ad_buf_put(o, "    const int r_ = ");
+        call_primal(o, g, NULL);
+        ad_buf_printf(
+            o,
+            ";\n    cr_ad_mreq_ *e_ = cr_ad_mreq_add_(a6_, 2, 2, fail_ ? 0 : a1_, 1);\n"
+            "    e_->shadow = %s;\n    e_->fail = fail_;\n    e_->comm = a5_;\n"
+            "    e_->orig = a1_;\n"
+            "    e_->type = a2_;\n"
+            "    if (a3_ == MPI_ANY_SOURCE || a4_ == MPI_ANY_TAG)\n        e_->deferred = 1;\n"
+            "    else\n        MPI_Irecv(e_->shadow && !fail_ ? e_->shadow : e_->tmp, e_->count, "
+            "MPI_DOUBLE, a3_, a4_, a5_, &e_->dreq);\n",
+            mask & 1 ? "(double *)(uintptr_t)a0__d" : "NULL");
+        break;
+    case K_WAIT:
+        ad_buf_put(o, "    MPI_Status s_;\n    const int r_ = ");
+        call_primal(o, g, "&s_");
+        ad_buf_put(o, ";\n    cr_ad_mreq_tan_wait_(a0_, &s_, r_);\n"
+                      "    if (a1_ != MPI_STATUS_IGNORE)\n        *a1_ = s_;\n");
+        break;
+    case K_WAITALL:
+        ad_buf_put(o, "    MPI_Status *s_ = malloc((size_t)(a0_ > 0 ? a0_ : 1) * sizeof *s_);\n"
+                      "    if (!s_)\n        MPI_Abort(MPI_COMM_WORLD, 1);\n    const int r_ = ");
+        call_primal(o, g, "s_");
+        ad_buf_put(
+            o, ";\n    for (int i_ = 0; i_ < a0_; i_++) {\n"
+               "        cr_ad_mreq_tan_wait_(&a1_[i_], &s_[i_],\n"
+               "                             r_ == MPI_ERR_IN_STATUS ? s_[i_].MPI_ERROR : r_);\n"
+               "        if (a2_ != MPI_STATUSES_IGNORE)\n            a2_[i_] = s_[i_];\n"
+               "    }\n    free(s_);\n");
+        break;
+    }
+    for (int i = 0; i < g->nparams; i++)
+        ad_buf_printf(o, "    (void)%s;\n", arg(i));
+    ad_buf_put(o, "    (void)fail_;\n    return r_;\n}\n\n");
+}
+
+const char *ad_mpi_sweep_end(void)
+{
+    if (!g_bound)
+        return "";
+    return "#ifdef CR_AD_MPI_FAILED_\n    if (cr_ad_mpi_failed_) {\n"
+           "        cr_ad_mpi_failed_ = 0;\n        cr_adstack_set_failed(&st_);\n    }\n"
+           "#endif\n";
+}
+
+bool ad_mpi_fw_shadows(const ad_expr *c, uint64_t mask, bool split)
+{
+    if (!c->callee || !c->callee->prim || !c->callee->prim->mpi ||
+        k_mpi[c->callee->prim->mpi - 1].kind != K_IRECV || !(mask & 1))
+        return false;
+    if (split) {
+        ad_error(c->loc,
+                 "MPI_Irecv of a differentiated buffer in a function called by the function "
+                 "differentiated: the adjoint of its wait needs the buffer's adjoint, which the "
+                 "forward sweep of a called function does not have; post the receive in the "
+                 "function differentiated");
+        return false;
+    }
+    return true;
+}
+
+/* ---- The v variants ----------------------------------------------------------------------- */
+
+/* The segments of a v variant's counts (cn) and displacements (dn): the extent ext_ of the
+ * buffer they address and the packed displacements pd_ (their sum tot_), on the ranks
+ * where the arrays are significant (cond). */
+static void v_layout(ad_buf *o, const char *cond, const char *cn, const char *dn)
+{
+    ad_buf_printf(o,
+                  "    int ext_ = 0, tot_ = 0, *pd_ = malloc((size_t)size_ * sizeof *pd_);\n"
+                  "    if (!pd_)\n        MPI_Abort(MPI_COMM_WORLD, 1);\n"
+                  "    for (int q_ = 0; q_ < size_; q_++) {\n"
+                  "        pd_[q_] = tot_;\n"
+                  "        if (%s) {\n"
+                  "            tot_ += %s[q_];\n"
+                  "            if (%s[q_] + %s[q_] > ext_)\n"
+                  "                ext_ = %s[q_] + %s[q_];\n        }\n    }\n",
+                  cond, cn, dn, cn, dn, cn);
+}
+
+/* For each segment q of buffer p (counts cn, displacements dn) where cond holds: body on
+ * element p[dn[q] + j_] (forwards, or backwards for pops). */
+static void v_segments(ad_buf *o, const char *cond, const char *cn, const char *dn, bool back,
+                       const char *body)
+{
+    if (back)
+        ad_buf_printf(o,
+                      "    for (int q_ = size_; q_-- > 0;)\n        if (%s)\n"
+                      "            for (int j_ = %s[q_]; j_-- > 0;) {\n"
+                      "                const int k_ = %s[q_] + j_;\n                %s\n"
+                      "            }\n",
+                      cond, cn, dn, body);
+    else
+        ad_buf_printf(o,
+                      "    for (int q_ = 0; q_ < size_; q_++)\n        if (%s)\n"
+                      "            for (int j_ = 0; j_ < %s[q_]; j_++) {\n"
+                      "                const int k_ = %s[q_] + j_;\n                %s\n"
+                      "            }\n",
+                      cond, cn, dn, body);
+}
+
+static void v_head(ad_buf *o, const char *comm)
+{
+    ad_buf_printf(o,
+                  "    int rank_ = 0, size_ = 1;\n    MPI_Comm_rank(%s, &rank_);\n"
+                  "    MPI_Comm_size(%s, &size_);\n    (void)rank_;\n    (void)size_;\n",
+                  comm, comm);
+}
+
+/* The datatype checks of a v variant, where the datatypes are significant (not beside
+ * MPI_IN_PLACE; the root's side only at the root). */
+static void v_checks(ad_buf *o, int kind, uint64_t mask, const char *fail)
+{
+    /* the send buffer (bit 0) and the receive buffer (bit 3, or 4 for scatterv), where they
+     * are differentiated */
+    bool ax = mask & 1, ay = mask >> (kind == K_SCATTERV ? 4 : 3) & 1;
+    const char *cx = kind == K_SCATTERV ? "(rank_ == a7_ && a3_ != MPI_DOUBLE)"
+                                        : "(a0_ != MPI_IN_PLACE && a2_ != MPI_DOUBLE)";
+    const char *cy = kind == K_GATHERV    ? "(rank_ == a7_ && a6_ != MPI_DOUBLE)"
+                     : kind == K_SCATTERV ? "(a4_ != MPI_IN_PLACE && a6_ != MPI_DOUBLE)"
+                                          : "a6_ != MPI_DOUBLE";
+    if (ax)
+        ad_buf_printf(o, "    if %s\n        %s;\n", cx, fail);
+    if (ay)
+        ad_buf_printf(o, "    if (%s)\n        %s;\n", cy, fail);
+}
+
+/* The derivative buffers of a v variant, xw_ and yw_: the shadows (or scratch) x and y, or
+ * zeros of xn / yn doubles in their place for a buffer of another datatype (its counts
+ * and displacements count that type's elements: the derivative's collective still takes
+ * place, on buffers that hold them as doubles). xo_, yo_: whether they were replaced. */
+static void v_substitute(ad_buf *o, int kind, const char *x, const char *y, const char *xn,
+                         const char *yn)
+{
+    const char *xbad =
+        kind == K_SCATTERV ? "a3_ != MPI_DOUBLE" : "a0_ != MPI_IN_PLACE && a2_ != MPI_DOUBLE";
+    ad_buf_printf(o,
+                  "    double *xw_ = %s, *yw_ = %s;\n"
+                  "    const int xo_ = %s, yo_ = a6_ != MPI_DOUBLE;\n"
+                  "    if (xo_)\n        xw_ = calloc((size_t)(%s > 0 ? %s : 1), sizeof(double));\n"
+                  "    if (yo_)\n        yw_ = calloc((size_t)(%s > 0 ? %s : 1), sizeof(double));\n"
+                  "    if (!xw_ || !yw_)\n        MPI_Abort(MPI_COMM_WORLD, 1);\n",
+                  x, y, xbad, xn, xn, yn, yn);
+}
+
+/* MPI_Gatherv, MPI_Scatterv, MPI_Allgatherv in the reverse mode. In place (MPI_IN_PLACE at
+ * the root, everywhere for allgatherv) the rank's own segment stays where it is. */
+static void v_split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
+{
+    const mpi_fn *m = &k_mpi[g->prim->mpi - 1];
+    const char *comm = arg(g->nparams - 1);
+    const char *xb = mask & 1 ? ad_fmt("%s_b", arg(m->in)) : "x_";
+    const char *yb = mask >> m->out & 1 ? ad_fmt("%s_b", arg(m->out)) : "y_";
+    const char *x = arg(m->in), *y = arg(m->out);
+    /* the segments: counts and displacements, where they are read, which are moved */
+    const char *cn, *dn, *where, *moved, *inplace;
+    if (m->kind == K_GATHERV) {
+        cn = "a4_", dn = "a5_", where = "rank_ == a7_";
+        inplace = "(rank_ == a7_ && a0_ == MPI_IN_PLACE)";
+    } else if (m->kind == K_SCATTERV) {
+        cn = "a1_", dn = "a2_", where = "rank_ == a7_";
+        inplace = "(rank_ == a7_ && a4_ == MPI_IN_PLACE)";
+    } else {
+        cn = "a4_", dn = "a5_", where = "1", inplace = "(a0_ == MPI_IN_PLACE)";
+    }
+    /* (a receive buffer of another datatype: nothing saved, its counts are not in doubles) */
+    moved = ad_fmt("%s && a6_ == MPI_DOUBLE && !(%s && q_ == rank_)", where, inplace);
+    /* forward sweep: the elements the call overwrites, then the call */
+    ad_buf_printf(o, "static int cr_ad_%s_fw%s(", g->name, mn);
+    params(o, g, 0, NULL);
+    ad_buf_put(o, ", cr_adstack *stp_)\n{\n");
+    v_head(o, comm);
+    if (m->kind == K_SCATTERV)
+        ad_buf_printf(
+            o,
+            "    if (!%s && a6_ == MPI_DOUBLE)\n        for (int i_ = 0; i_ < a5_; i_++)\n"
+            "            cr_adstack_push_f64(stp_, %s[i_]);\n",
+            inplace, dbl(y));
+    else
+        v_segments(o, moved, cn, dn, false, ad_fmt("cr_adstack_push_f64(stp_, %s[k_]);", dbl(y)));
+    ad_buf_put(o, "    return ");
+    call_primal(o, g, NULL);
+    ad_buf_put(o, ";\n}\n\n");
+
+    /* adjoint sweep */
+    ad_buf_printf(o, "static void cr_ad_%s_bw%s(", g->name, mn);
+    params(o, g, mask, "_b");
+    ad_buf_put(o, ", cr_adstack *stp_)\n{\n    (void)stp_;\n");
+    v_head(o, comm);
+    v_checks(o, m->kind, mask, "cr_ad_mpi_failed_ = 1");
+    v_layout(o, where, cn, dn);
+    /* scratch for the shadows the call does not have */
+    const char *xn = m->kind == K_SCATTERV ? "ext_" : "a1_";
+    const char *yn = m->kind == K_SCATTERV ? "a5_" : "ext_";
+    if (!(mask & 1))
+        ad_buf_printf(o,
+                      "    double *x_ = calloc((size_t)(%s > 0 ? %s : 1), sizeof(double));\n"
+                      "    if (!x_)\n        MPI_Abort(MPI_COMM_WORLD, 1);\n",
+                      xn, xn);
+    if (!(mask >> m->out & 1))
+        ad_buf_printf(o,
+                      "    double *y_ = calloc((size_t)(%s > 0 ? %s : 1), sizeof(double));\n"
+                      "    if (!y_)\n        MPI_Abort(MPI_COMM_WORLD, 1);\n",
+                      yn, yn);
+    v_substitute(o, m->kind, dbl(xb), dbl(yb), xn, yn);
+    const char *X = "xw_", *Y = "yw_";
+    switch (m->kind) {
+    case K_GATHERV:
+        /* the root scatters the adjoints of the segments back, added into x_b */
+        ad_buf_printf(o,
+                      "    double *t_ = calloc((size_t)(a1_ > 0 ? a1_ : 1), sizeof(double));\n"
+                      "    if (!t_)\n        MPI_Abort(MPI_COMM_WORLD, 1);\n"
+                      "    if (rank_ == a7_)\n"
+                      "        MPI_Scatterv(%s, a4_, a5_, MPI_DOUBLE, %s ? MPI_IN_PLACE : "
+                      "(void *)t_, a1_, MPI_DOUBLE, a7_, %s);\n"
+                      "    else\n        MPI_Scatterv(NULL, NULL, NULL, MPI_DOUBLE, t_, a1_, "
+                      "MPI_DOUBLE, a7_, %s);\n"
+                      "    if (!%s)\n        for (int i_ = 0; i_ < a1_; i_++)\n"
+                      "            %s[i_] += t_[i_];\n    free(t_);\n",
+                      Y, inplace, comm, comm, inplace, X);
+        v_segments(o, moved, cn, dn, false, ad_fmt("%s[k_] = 0;", Y));
+        break;
+    case K_SCATTERV:
+        /* the root gathers the adjoints of the parts, added into its segments of x_b */
+        ad_buf_printf(o,
+                      "    double *t_ = calloc((size_t)(tot_ > 0 ? tot_ : 1), sizeof(double));\n"
+                      "    if (!t_)\n        MPI_Abort(MPI_COMM_WORLD, 1);\n"
+                      "    if (rank_ == a7_)\n"
+                      "        MPI_Gatherv(%s ? MPI_IN_PLACE : (const void *)%s, a5_, MPI_DOUBLE, "
+                      "t_, a1_, pd_, MPI_DOUBLE, a7_, %s);\n"
+                      "    else\n        MPI_Gatherv(%s, a5_, MPI_DOUBLE, NULL, NULL, NULL, "
+                      "MPI_DOUBLE, a7_, %s);\n",
+                      inplace, Y, comm, Y, comm);
+        v_segments(o, moved, cn, dn, false, ad_fmt("%s[k_] += t_[pd_[q_] + j_];", X));
+        ad_buf_printf(o,
+                      "    free(t_);\n    if (!%s)\n        for (int i_ = 0; i_ < a5_; i_++)\n"
+                      "            %s[i_] = 0;\n",
+                      inplace, Y);
+        break;
+    default:
+        /* every rank's adjoints of the segments, packed, reduced and scattered: rank q
+         * gets the sum of segment q's */
+        ad_buf_printf(o, "    double *t_ = calloc((size_t)(tot_ > 0 ? tot_ : 1), sizeof(double));\n"
+                         "    double *u_ = calloc((size_t)(a4_[rank_] > 0 ? a4_[rank_] : 1), "
+                         "sizeof(double));\n"
+                         "    if (!t_ || !u_)\n        MPI_Abort(MPI_COMM_WORLD, 1);\n");
+        v_segments(o, "1", cn, dn, false, ad_fmt("t_[pd_[q_] + j_] = %s[k_];", Y));
+        ad_buf_printf(o, "    MPI_Reduce_scatter(t_, u_, a4_, MPI_DOUBLE, MPI_SUM, %s);\n", comm);
+        v_segments(o, "1", cn, dn, false, ad_fmt("%s[k_] = 0;", Y));
+        ad_buf_printf(o,
+                      "    for (int i_ = 0; i_ < a4_[rank_]; i_++) {\n"
+                      "        if (%s)\n            %s[a5_[rank_] + i_] = u_[i_];\n"
+                      "        else\n            %s[i_] += u_[i_];\n    }\n"
+                      "    free(t_);\n    free(u_);\n",
+                      inplace, Y, X);
+        break;
+    }
+    if (!(mask & 1))
+        ad_buf_put(o, "    free(x_);\n");
+    if (!(mask >> m->out & 1))
+        ad_buf_put(o, "    free(y_);\n");
+    ad_buf_put(o, "    if (xo_)\n        free(xw_);\n    if (yo_)\n        free(yw_);\n");
+    ad_buf_put(o, "    free(pd_);\n    (void)ext_;\n");
+    /* the overwritten elements restored */
+    if (m->kind == K_SCATTERV)
+        ad_buf_printf(o,
+                      "    if (!%s && a6_ == MPI_DOUBLE)\n        for (int i_ = a5_; i_-- > 0;)\n"
+                      "            %s[i_] = cr_adstack_pop_f64(stp_);\n",
+                      inplace, dbl(y));
+    else
+        v_segments(o, moved, cn, dn, true, ad_fmt("%s[k_] = cr_adstack_pop_f64(stp_);", dbl(y)));
+    (void)x;
+    for (int i = 0; i < g->nparams; i++)
+        ad_buf_printf(o, "    (void)%s;\n", arg(i));
+    ad_buf_put(o, "}\n\n");
+}
+
+/* The v variants in the forward mode: the same call on the tangents. */
+static void v_tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
+{
+    const mpi_fn *m = &k_mpi[g->prim->mpi - 1];
+    const char *comm = arg(g->nparams - 1);
+    ad_buf_printf(o, "static int cr_ad_%s_tan%s(", g->name, mn);
+    params(o, g, mask, "_d");
+    ad_buf_put(o, ")\n{\n    int fail_ = 0;\n");
+    v_head(o, comm);
+    v_checks(o, m->kind, mask, "fail_ = 1");
+    const char *where = m->kind == K_ALLGATHERV ? "1" : "rank_ == a7_";
+    const char *cn = m->kind == K_SCATTERV ? "a1_" : "a4_",
+               *dn = m->kind == K_SCATTERV ? "a2_" : "a5_";
+    v_layout(o, where, cn, dn);
+    const char *xn = m->kind == K_SCATTERV ? "ext_" : "a1_";
+    const char *yn = m->kind == K_SCATTERV ? "a5_" : "ext_";
+    const char *xd = shadow_or_scratch(o, mask, m->in, "_d", xn, "x_");
+    const char *yd = shadow_or_scratch(o, mask, m->out, "_d", yn, "y_");
+    v_substitute(o, m->kind, dbl(xd), dbl(yd), xn, yn);
+    const char *X = "xw_", *Y = "yw_";
+    ad_buf_put(o, "    const int r_ = ");
+    call_primal(o, g, NULL);
+    ad_buf_put(o, ";\n");
+    switch (m->kind) {
+    case K_GATHERV:
+        ad_buf_printf(o,
+                      "    MPI_Gatherv(a0_ == MPI_IN_PLACE ? MPI_IN_PLACE : (const void *)%s, a1_, "
+                      "MPI_DOUBLE, %s, a4_, a5_, MPI_DOUBLE, a7_, %s);\n",
+                      X, Y, comm);
+        break;
+    case K_SCATTERV:
+        ad_buf_printf(o,
+                      "    MPI_Scatterv(%s, a1_, a2_, MPI_DOUBLE, a4_ == MPI_IN_PLACE ? "
+                      "MPI_IN_PLACE : (void *)%s, a5_, MPI_DOUBLE, a7_, %s);\n",
+                      X, Y, comm);
+        break;
+    default:
+        ad_buf_printf(o,
+                      "    MPI_Allgatherv(a0_ == MPI_IN_PLACE ? MPI_IN_PLACE : (const void *)%s, "
+                      "a1_, MPI_DOUBLE, %s, a4_, a5_, MPI_DOUBLE, %s);\n",
+                      X, Y, comm);
+        break;
+    }
+    if (mask >> m->out & 1)
+        ad_buf_printf(o,
+                      "    if (fail_) {\n        for (int i_ = 0; i_ < %s; i_++)\n"
+                      "            %s[i_] = (double)NAN;\n"
+                      "        if (yo_ && %s > 0) /* another datatype: its first element */\n"
+                      "            %s[0] = (double)NAN;\n    }\n",
+                      yn, Y, yn, dbl(yd));
+    free_scratch(o, mask, m->in, "x_");
+    free_scratch(o, mask, m->out, "y_");
+    ad_buf_put(o, "    if (xo_)\n        free(xw_);\n    if (yo_)\n        free(yw_);\n");
+    ad_buf_put(o, "    free(pd_);\n    (void)tot_;\n");
+    for (int i = 0; i < g->nparams; i++)
+        ad_buf_printf(o, "    (void)%s;\n", arg(i));
+    ad_buf_put(o, "    (void)fail_;\n    return r_;\n}\n\n");
 }
 
 static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
@@ -247,6 +935,10 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
     /* the receive count of a gather at the root is the size times the count */
     const char *gathered = ad_fmt("size_ * (%s)", out_n ? out_n : "0");
     const char *scattered = ad_fmt("size_ * (%s)", in_n ? in_n : "0");
+    /* the forward sweep saves nothing of a buffer of another datatype (zero_counts) */
+    const char *fw_n =
+        out_n ? ad_fmt("(%s == MPI_DOUBLE ? %s : 0)", arg(m->out_type), out_n) : NULL;
+    const char *fw_gathered = ad_fmt("size_ * %s", fw_n ? fw_n : "0");
 
     /* ---- forward sweep: the overwritten contents, the primal, the actual source and tag */
     ad_buf_printf(o, "static int cr_ad_%s_fw%s(", g->name, mn);
@@ -260,15 +952,15 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
     if (m->kind == K_ALLREDUCE || m->kind == K_REDUCE)
         winners(o, comm);
     if (m->kind == K_RECV || m->kind == K_SENDRECV || m->kind == K_ALLREDUCE)
-        loop_push(o, out, out_n, "    ");
+        loop_push(o, out, fw_n, "    ");
     else if (m->kind == K_BCAST)
-        loop_push(o, out, out_n, "    ");
+        loop_push(o, out, fw_n, "    ");
     else if (m->kind == K_REDUCE || m->kind == K_GATHER)
         ad_buf_printf(o, "    if (rank_ == %s) {\n", root),
-            loop_push(o, out, m->kind == K_GATHER ? gathered : out_n, "        "),
+            loop_push(o, out, m->kind == K_GATHER ? fw_gathered : fw_n, "        "),
             ad_buf_put(o, "    }\n");
     else if (m->kind == K_SCATTER || m->kind == K_ALLGATHER || m->kind == K_ALLTOALL)
-        loop_push(o, out, m->kind == K_SCATTER ? out_n : gathered, "    ");
+        loop_push(o, out, m->kind == K_SCATTER ? fw_n : fw_gathered, "    ");
     if (status) {
         ad_buf_put(o, "    MPI_Status s_;\n    const int r_ = ");
         call_primal(o, g, "&s_");
@@ -286,7 +978,10 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
         winners_reduce(o, comm);
         ad_buf_put(o, "    if (loc_) {\n        for (int i_ = 0; i_ < a2_; i_++)\n"
                       "            cr_adstack_push_i64(stp_, w_[i_].r);\n"
-                      "        free(w_);\n    }\n    return r_;\n}\n\n");
+                      "        free(w_);\n    }\n"
+                      "    if (oth_) {\n        for (int i_ = 0; i_ < a2_; i_++)\n"
+                      "            cr_adstack_push_f64(stp_, oth_[i_]);\n"
+                      "        free(oth_);\n    }\n    return r_;\n}\n\n");
     } else {
         ad_buf_put(o, "    return ");
         call_primal(o, g, NULL);
@@ -297,7 +992,8 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
     ad_buf_printf(o, "static void cr_ad_%s_bw%s(", g->name, mn);
     params(o, g, mask, "_b");
     ad_buf_put(o, ", cr_adstack *stp_)\n{\n    (void)stp_;\n");
-    checks(o, m, "cr_adstack_set_failed(stp_)");
+    checks(o, m, mask, "cr_ad_mpi_failed_ = 1");
+    zero_counts(o, m);
     if (rooted || m->kind == K_ALLGATHER || m->kind == K_BCAST || m->kind == K_ALLTOALL)
         ad_buf_printf(o,
                       "    int rank_ = 0, size_ = 1;\n    MPI_Comm_rank(%s, &rank_);\n"
@@ -317,8 +1013,10 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
     case K_RECV:
     case K_SENDRECV:
         yb = shadow_or_scratch(o, mask, m->out, "_b", out_n, "y_");
-        ad_buf_put(o, "    const int tag_ = (int)cr_adstack_pop_i64(stp_);\n"
-                      "    const int src_ = (int)cr_adstack_pop_i64(stp_);\n");
+        /* a receive from MPI_PROC_NULL has the tag MPI_ANY_TAG, which no send may carry */
+        ad_buf_put(o, "    const int tag0_ = (int)cr_adstack_pop_i64(stp_);\n"
+                      "    const int src_ = (int)cr_adstack_pop_i64(stp_);\n"
+                      "    const int tag_ = src_ == MPI_PROC_NULL ? 0 : tag0_;\n");
         if (m->kind == K_RECV) {
             ad_buf_printf(o, "    MPI_Send(%s, %s, MPI_DOUBLE, src_, tag_, %s);\n", dbl(yb), out_n,
                           comm);
@@ -334,8 +1032,11 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
             loop_pop(o, xb, in_n, "+=", "    ");
             free_scratch(o, mask, m->in, "x_");
         }
-        ad_buf_printf(o, "    for (int i_ = 0; i_ < (%s); i_++)\n        %s[i_] = 0;\n", out_n,
-                      dbl(yb));
+        /* a receive from MPI_PROC_NULL leaves the buffer, and its adjoint, as they were */
+        ad_buf_printf(o,
+                      "    if (src_ != MPI_PROC_NULL)\n        for (int i_ = 0; i_ < (%s); i_++)\n"
+                      "            %s[i_] = 0;\n",
+                      out_n, dbl(yb));
         free_scratch(o, mask, m->out, "y_");
         loop_pop(o, out, out_n, "=", "    ");
         break;
@@ -367,8 +1068,11 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
                           "        for (int i_ = (%s); i_-- > 0;) {\n"
                           "            const int w_ = (int)cr_adstack_pop_i64(stp_);\n"
                           "            if (w_ != me_)\n                %s[i_] = 0;\n"
-                          "        }\n    }\n",
-                          dbl(yb), out_n, comm, comm, out_n, dbl(yb));
+                          "        }\n    }\n"
+                          "    if (a4_ == MPI_PROD)\n"
+                          "        for (int i_ = (%s); i_-- > 0;)\n"
+                          "            %s[i_] *= cr_adstack_pop_f64(stp_);\n",
+                          dbl(yb), out_n, comm, comm, out_n, dbl(yb), out_n, dbl(yb));
         } else {
             /* the root's adjoint of y, broadcast; for MPI_MAX and MPI_MIN kept by each
              * element's winner only (the ranks popped from the forward sweep) */
@@ -378,7 +1082,13 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
                           "        wr_ = malloc((size_t)(a2_ > 0 ? a2_ : 1) * sizeof *wr_);\n"
                           "        if (!wr_)\n            MPI_Abort(MPI_COMM_WORLD, 1);\n"
                           "        for (int i_ = a2_; i_-- > 0;)\n"
-                          "            wr_[i_] = (int)cr_adstack_pop_i64(stp_);\n    }\n",
+                          "            wr_[i_] = (int)cr_adstack_pop_i64(stp_);\n    }\n"
+                          "    double *ot_ = NULL;\n"
+                          "    if (a4_ == MPI_PROD) {\n"
+                          "        ot_ = malloc((size_t)(a2_ > 0 ? a2_ : 1) * sizeof *ot_);\n"
+                          "        if (!ot_)\n            MPI_Abort(MPI_COMM_WORLD, 1);\n"
+                          "        for (int i_ = a2_; i_-- > 0;)\n"
+                          "            ot_[i_] = cr_adstack_pop_f64(stp_);\n    }\n",
                           comm);
             ad_buf_printf(o,
                           "    if (rank_ != %s) {\n"
@@ -387,14 +1097,19 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
                           "        MPI_Bcast(%s, %s, MPI_DOUBLE, %s, %s);\n"
                           "        for (int i_ = 0; wr_ && i_ < (%s); i_++)\n"
                           "            if (wr_[i_] != me_)\n                %s[i_] = 0;\n"
+                          "        for (int i_ = 0; ot_ && i_ < (%s); i_++)\n"
+                          "            %s[i_] *= ot_[i_];\n"
                           "        for (int i_ = (%s); i_-- > 0;)\n"
                           "            %s[i_] += cr_adstack_pop_f64(stp_);\n"
                           "    } else {\n        MPI_Bcast(%s, %s, MPI_DOUBLE, %s, %s);\n"
                           "        for (int i_ = 0; wr_ && i_ < (%s); i_++)\n"
                           "            if (wr_[i_] != me_ && %s == MPI_IN_PLACE)\n"
-                          "                %s[i_] = 0;\n",
+                          "                %s[i_] = 0;\n"
+                          "        for (int i_ = 0; ot_ && i_ < (%s); i_++)\n"
+                          "            %s[i_] *= ot_[i_];\n",
                           root, in_n, dbl(xb), dbl(xb), in_n, root, comm, in_n, dbl(xb), in_n,
-                          dbl(xb), dbl(yb), out_n, root, comm, out_n, in, dbl(yb));
+                          dbl(xb), in_n, dbl(xb), dbl(yb), out_n, root, comm, out_n, in, dbl(yb),
+                          out_n, dbl(yb));
         }
         ad_buf_printf(o,
                       "%s    if (%s != MPI_IN_PLACE) {\n"
@@ -407,7 +1122,7 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
                       m->kind == K_REDUCE ? "    " : "", dbl(yb), m->kind == K_REDUCE ? "    " : "",
                       m->kind == K_REDUCE ? "    " : "");
         if (m->kind == K_REDUCE)
-            ad_buf_put(o, "    }\n    free(wr_);\n");
+            ad_buf_put(o, "    }\n    free(wr_);\n    free(ot_);\n");
         free_scratch(o, mask, m->in, "x_");
         free_scratch(o, mask, m->out, "y_");
         if (m->kind == K_ALLREDUCE)
@@ -473,7 +1188,7 @@ static void tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
     ad_buf_printf(o, "static int cr_ad_%s_tan%s(", g->name, mn);
     params(o, g, mask, "_d");
     ad_buf_put(o, ")\n{\n    int fail_ = 0;\n");
-    checks(o, m, "fail_ = 1");
+    checks(o, m, mask, "fail_ = 1");
     bool sized = m->kind == K_GATHER || m->kind == K_SCATTER || m->kind == K_ALLGATHER ||
                  m->kind == K_ALLTOALL;
     if (sized)
@@ -499,6 +1214,8 @@ static void tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
             ad_buf_put(o, ";\n");
     else
         ad_buf_put(o, "    const int r_ = "), call_primal(o, g, NULL), ad_buf_put(o, ";\n");
+    ad_buf_printf(o, "    const int on_ = %s;\n    (void)on_;\n", out_n);
+    zero_counts(o, m);
     switch (m->kind) {
     case K_SEND:
         ad_buf_printf(o, "    MPI_Send(%s, %s, MPI_DOUBLE, %s, %s, %s);\n", dbl(xd), in_n, arg(3),
@@ -521,8 +1238,15 @@ static void tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
                       comm);
         break;
     case K_ALLREDUCE:
-        /* MPI_MAX and MPI_MIN: the winner's tangent, summed with the others' zeros */
+        /* MPI_MAX and MPI_MIN: the winner's tangent, summed with the others' zeros; MPI_PROD:
+         * each rank's tangent times the others' product, summed */
         winners_reduce(o, comm);
+        ad_buf_printf(o,
+                      "    if (oth_) {\n        for (int i_ = 0; i_ < a2_; i_++)\n"
+                      "            %s[i_] = oth_[i_] * (a0_ == MPI_IN_PLACE ? %s : %s)[i_];\n"
+                      "        MPI_Allreduce(MPI_IN_PLACE, %s, a2_, MPI_DOUBLE, MPI_SUM, %s);\n"
+                      "        free(oth_);\n    } else\n",
+                      dbl(yd), dbl(yd), dbl(xd), dbl(yd), comm);
         ad_buf_printf(
             o,
             "    if (loc_) {\n        for (int i_ = 0; i_ < a2_; i_++)\n"
@@ -533,22 +1257,26 @@ static void tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
         /* FALLTHROUGH */
     case K_REDUCE:
         if (m->kind == K_REDUCE) {
-            /* MPI_MAX and MPI_MIN: the winners' tangents, summed at the root */
+            /* MPI_MAX and MPI_MIN: the winners' tangents, summed at the root; MPI_PROD: the
+             * tangents times the others' products */
             winners_reduce(o, comm);
             ad_buf_printf(
                 o,
-                "    if (loc_) {\n"
+                "    if (loc_ || oth_) {\n"
                 "        double *t_ = malloc((size_t)(a2_ > 0 ? a2_ : 1) * sizeof *t_);\n"
                 "        if (!t_)\n            MPI_Abort(MPI_COMM_WORLD, 1);\n"
                 "        for (int i_ = 0; i_ < a2_; i_++)\n"
-                "            t_[i_] = w_[i_].r == me_ ? (a0_ == MPI_IN_PLACE ? %s : %s)[i_] : 0;\n"
+                "            t_[i_] = oth_ ? oth_[i_] * (a0_ == MPI_IN_PLACE ? %s : %s)[i_]\n"
+                "                 : w_[i_].r == me_ ? (a0_ == MPI_IN_PLACE ? %s : %s)[i_] : 0;\n"
                 "        if (a0_ == MPI_IN_PLACE) {\n"
                 "            memcpy(%s, t_, (size_t)(a2_ > 0 ? a2_ : 0) * sizeof *t_);\n"
                 "            MPI_Reduce(MPI_IN_PLACE, %s, a2_, MPI_DOUBLE, MPI_SUM, %s, %s);\n"
                 "        } else {\n"
                 "            MPI_Reduce(t_, %s, a2_, MPI_DOUBLE, MPI_SUM, %s, %s);\n"
-                "        }\n        free(t_);\n        free(w_);\n    } else\n    ",
-                dbl(yd), dbl(xd), dbl(yd), dbl(yd), arg(5), comm, dbl(yd), arg(5), comm);
+                "        }\n        free(t_);\n        free(w_);\n        free(oth_);\n    } "
+                "else\n    ",
+                dbl(yd), dbl(xd), dbl(yd), dbl(xd), dbl(yd), dbl(yd), arg(5), comm, dbl(yd), arg(5),
+                comm);
         }
         ad_buf_printf(o,
                       "    %s(%s == MPI_IN_PLACE ? MPI_IN_PLACE : (const void *)%s, %s, %s, "
@@ -574,9 +1302,11 @@ static void tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
                       arg(g->nparams - 1), arg(g->nparams - 1));
     if (m->out >= 0 && (mask >> m->out & 1))
         ad_buf_printf(o,
-                      "    if (fail_)\n        for (int i_ = 0; i_ < (%s); i_++)\n"
-                      "            %s[i_] = (double)NAN;\n",
-                      yn, dbl(yd));
+                      "    if (fail_) {\n        for (int i_ = 0; i_ < (%s); i_++)\n"
+                      "            %s[i_] = (double)NAN;\n"
+                      "        if (on_ > 0) /* another datatype: its first element at least */\n"
+                      "            %s[0] = (double)NAN;\n    }\n",
+                      yn, dbl(yd), dbl(yd));
     if (m->in >= 0)
         free_scratch(o, mask, m->in, "x_");
     if (m->out >= 0 && m->out != m->in)
@@ -586,10 +1316,29 @@ static void tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
     ad_buf_put(o, "    (void)fail_;\n    return r_;\n}\n\n");
 }
 
-void ad_mpi_emit(ad_buf *out, const ad_func *g, uint64_t mask, int kind, const char *mn)
+void ad_mpi_emit(ad_buf *out, ad_buf *decls, const ad_func *g, uint64_t mask, int kind,
+                 const char *mn)
 {
-    if (kind == 0)
+    const int k = k_mpi[g->prim->mpi - 1].kind;
+    if (kind == 0 && !g_flag_done)
+        ad_buf_put(decls, k_flag);
+    g_flag_done |= kind == 0;
+    if (k == K_ISEND || k == K_IRECV || k == K_WAIT || k == K_WAITALL) {
+        for (int i = 0; !g_runtime_done && k_runtime[i]; i++)
+            ad_buf_put(decls, k_runtime[i]);
+        g_runtime_done = true;
+        if (kind == 0)
+            nb_split(out, g, mask, mn);
+        else
+            nb_tangent(out, g, mask, mn);
+    } else if (k == K_GATHERV || k == K_SCATTERV || k == K_ALLGATHERV) {
+        if (kind == 0)
+            v_split(out, g, mask, mn);
+        else
+            v_tangent(out, g, mask, mn);
+    } else if (kind == 0) {
         split(out, g, mask, mn);
-    else
+    } else {
         tangent(out, g, mask, mn);
+    }
 }

@@ -440,7 +440,7 @@ void ad_emit_prim(ad_buf *out, ad_buf *decls, const ad_func *g, uint64_t mask, i
                      g->name);
             return;
         }
-        ad_mpi_emit(out, g, mask, kind, mn);
+        ad_mpi_emit(out, decls, g, mask, kind, mn);
         return;
     }
     bool seen = false;

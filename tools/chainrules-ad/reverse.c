@@ -187,7 +187,7 @@ static void fw_call(rv *r, ad_expr *lhs, ad_expr *c, const char *ind)
     if (mask) {
         const char *name = ad_request(r->u, c->callee, mask, REQ_SPLIT);
         ad_buf_printf(&b, "cr_ad_%s_fw%s(", c->callee->name, name);
-        call_args(r, c, mask, false, &b, NULL);
+        call_args(r, c, mask, ad_mpi_fw_shadows(c, mask, r->split), &b, NULL);
         ad_buf_put(&b, c->nargs ? ", &st_)" : "&st_)");
     } else {
         ad_buf_put(&b, ad_expr_text(c));
@@ -1172,6 +1172,8 @@ void ad_emit_reverse_public(ad_buf *out, ad_unit *u, ad_func *f)
     }
     ad_buf_put(out, "    /* adjoint sweep */\n");
     ad_buf_put(out, bw.p ? bw.p : "");
+    if (stack)
+        ad_buf_put(out, ad_mpi_sweep_end());
     if (stack && ad_type_is_real(f->ret))
         ad_buf_printf(out, "    if (cr_adstack_failed(&st_))\n        ret_ = (%s)NAN;\n",
                       f->ret->spelling);
