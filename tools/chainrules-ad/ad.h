@@ -341,6 +341,8 @@ int ad_analyse(ad_unit *u, ad_func *f, uint64_t mask, bool callee);
  * counter, not the body's own locals): the state a checkpoint saves. Their number, or -1
  * past `max`. */
 int ad_loop_state(ad_stmt *loop, ad_var **out, int max);
+/* Whether the adjoint of the simple statement s (of f, analysed) reads the value of v. */
+bool ad_adjoint_reads(const ad_func *f, ad_stmt *s, const ad_var *v);
 /* Whether a loop body holds a break that leaves the loop (nested: inside a loop of its own,
  * where breaks stay) or a return. */
 bool ad_leaves_loop(const ad_stmt *s, bool nested);

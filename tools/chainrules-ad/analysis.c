@@ -455,6 +455,16 @@ static void need_stmt(ad_stmt *s, void *env)
     }
 }
 
+bool ad_adjoint_reads(const ad_func *f, ad_stmt *s, const ad_var *v)
+{
+    unsigned char *R = ad_alloc((size_t)(f->nparams + f->nlocals) + 1);
+    g_nparams = f->nparams;
+    g_reads = R;
+    need_stmt(s, NULL);
+    g_reads = NULL;
+    return R[var_slot(v)] != 0;
+}
+
 /* ---- Exits and loops ----------------------------------------------------------------------------
  */
 

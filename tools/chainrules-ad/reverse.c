@@ -1135,14 +1135,166 @@ static void silence_unused(rv *r, ad_buf *b)
     }
 }
 
+/* ---- A last loop fused with its adjoint ---------------------------------------------------
+ *
+ * When the function body ends with a counted loop whose iterations' adjoints commute
+ * (adjoint_forwards) followed only by simple statements (the tail) whose adjoints read no
+ * value the loop or the tail writes (`return s;`, `return s / n;`), the tail's adjoint does
+ * not depend on the loop: it runs before the loop, and each iteration's adjoint runs right
+ * after its primal, in one pass (Rosenbrock's gradient reads x once). The adjoint sweep then
+ * starts at the statements before the loop. */
+
+typedef struct written {
+    ad_var *v[256];
+    int n;
+    bool overflow;
+} written;
+
+static void written_add(written *w, ad_var *v)
+{
+    if (!v)
+        return;
+    for (int i = 0; i < w->n; i++)
+        if (w->v[i] == v)
+            return;
+    if (w->n == 256)
+        w->overflow = true;
+    else
+        w->v[w->n++] = v;
+}
+
+static void written_expr(ad_expr *e, written *w)
+{
+    if (!e)
+        return;
+    if (e->kind == EX_ASSIGN || e->kind == EX_INCDEC || e->kind == EX_ADDR)
+        written_add(w, ad_root(e->a));
+    if (e->kind == EX_CALL)
+        for (int i = 0; i < e->nargs; i++)
+            if (e->args[i]->type->kind == TY_PTR || e->args[i]->type->kind == TY_ARRAY)
+                written_add(w, ad_root(e->args[i]));
+    written_expr(e->a, w);
+    written_expr(e->b, w);
+    written_expr(e->c, w);
+    for (int i = 0; i < e->nargs; i++)
+        written_expr(e->args[i], w);
+}
+
+static void written_stmt(const ad_stmt *s, written *w)
+{
+    if (!s)
+        return;
+    if (s->kind == ST_DECL)
+        written_add(w, s->var);
+    written_expr(s->e, w);
+    written_expr(s->inc, w);
+    for (int i = 0; i < s->ninits; i++)
+        written_expr(s->inits[i], w);
+    for (int i = 0; i < s->n; i++)
+        written_stmt(s->body[i], w);
+    written_stmt(s->init, w);
+    written_stmt(s->then, w);
+    written_stmt(s->els, w);
+}
+
+/* A statement of the tail: no control flow, no call of the file, nothing stored. */
+static bool tail_stmt(const ad_stmt *s)
+{
+    if (s->push || s->invert || s->preacc)
+        return false;
+    switch (s->kind) {
+    case ST_NULL:
+        return true;
+    case ST_DECL:
+        return !s->ninits && !(s->e && s->e->kind == EX_CALL && s->e->callee);
+    case ST_EXPR:
+        return s->e->kind == EX_ASSIGN && !(s->e->b->kind == EX_CALL && s->e->b->callee);
+    case ST_RETURN:
+        return !(s->e && s->e->kind == EX_CALL && s->e->callee);
+    default:
+        return false;
+    }
+}
+
+/* The index of the loop to fuse in f's body, or -1. */
+static int fused_loop(const ad_func *f)
+{
+    const ad_stmt *b = f->body;
+    if (!b || b->kind != ST_BLOCK || b->has_exit)
+        return -1;
+    int i = b->n - 1;
+    while (i >= 0 && b->body[i]->kind != ST_FOR)
+        i--;
+    if (i < 0)
+        return -1;
+    const ad_stmt *L = b->body[i];
+    if (L->checkpoint || !rev_stmt(L) || !adjoint_forwards(L))
+        return -1;
+    written w = {.n = 0};
+    for (int j = i; j < b->n; j++)
+        written_stmt(b->body[j], &w);
+    if (w.overflow)
+        return -1;
+    for (int j = i + 1; j < b->n; j++) {
+        ad_stmt *t = b->body[j];
+        if (!tail_stmt(t))
+            return -1;
+        for (int k = 0; k < w.n; k++)
+            if (ad_adjoint_reads(f, t, w.v[k]))
+                return -1;
+    }
+    return i;
+}
+
+/* The two sweeps of f with the loop at index iL of its body fused (see above). */
+static void emit_fused(rv *r, int iL)
+{
+    ad_stmt *b = r->f->body;
+    ad_stmt *L = b->body[iL];
+    const char *ind = "    ", *ind2 = "        ", *ind3 = "            ";
+    for (int i = 0; i < iL; i++)
+        fw_stmt(r, b->body[i], ind);
+    /* the tail's adjoint, into the forward sweep */
+    ad_buf *bw = r->bw;
+    r->bw = r->fw;
+    for (int i = b->n - 1; i > iL; i--)
+        if (rev_stmt(b->body[i]))
+            bw_stmt(r, b->body[i], ind);
+    r->bw = bw;
+    if (L->init)
+        fw_stmt(r, L->init, ind);
+    ad_buf_printf(r->fw, "%s{\n%sfor (; %s; %s) {\n", ind, ind2, L->e ? ad_expr_text(L->e) : "",
+                  L->inc ? ad_expr_text(L->inc) : "");
+    r->xs[r->nxs++] = (xc){'l', 0, L};
+    fw_stmt(r, L->then, ind3);
+    r->nxs--;
+    r->bw = r->fw;
+    bw_stmt(r, L->then, ind3);
+    r->bw = bw;
+    ad_buf_printf(r->fw, "%s}\n%s}\n", ind2, ind);
+    for (int i = iL + 1; i < b->n; i++)
+        fw_stmt(r, b->body[i], ind);
+    /* the adjoint sweep: the loop's initialisation, then what precedes the loop */
+    if (L->init && rev_stmt(L->init))
+        bw_stmt(r, L->init, ind);
+    for (int i = iL - 1; i >= 0; i--)
+        if (rev_stmt(b->body[i]))
+            bw_stmt(r, b->body[i], ind);
+}
+
 void ad_emit_reverse_public(ad_buf *out, ad_unit *u, ad_func *f)
 {
     rv r = {.u = u, .f = f};
     ad_buf fw = {0}, bw = {0};
     r.fw = &fw;
     r.bw = &bw;
-    fw_stmt(&r, f->body, "    ");
-    bw_stmt(&r, f->body, "    ");
+    int iL = fused_loop(f);
+    if (iL >= 0) {
+        emit_fused(&r, iL);
+    } else {
+        fw_stmt(&r, f->body, "    ");
+        bw_stmt(&r, f->body, "    ");
+    }
     ad_buf sig = {0};
     ad_emit_signature(&sig, f, 'r');
     /* a function that stores nothing (mse, Rosenbrock) has no value stack */

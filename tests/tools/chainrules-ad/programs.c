@@ -257,6 +257,32 @@ double p_stored_partials(const double *x, int n)
     return t + u;
 }
 
+/* A last loop of sums whose tail's adjoint reads only values the loop does not write: the
+ * loop and its adjoint run as one pass. */
+double p_fused_tail(const double *x, int n)
+{
+    double s = 0, q = 0;
+    double c = x[0] * x[1];
+    for (int i = 0; i < n; i++) {
+        double d = x[i] - 0.3 * i;
+        s += d * d * c;
+        q = q - x[i] * d * 0.5;
+    }
+    double m = s / n;
+    return 3 * m - q * n;
+}
+
+/* The same loop with a tail whose adjoint reads the loop's sum: not fused. */
+double p_unfused_tail(const double *x, int n)
+{
+    double s = 0.5;
+    for (int i = 0; i < n; i++) {
+        double d = x[i] - 0.3 * i;
+        s += d * d;
+    }
+    return log(s) * x[2];
+}
+
 /* A local array written whole by a loop, then updated by a triangular loop and read by a
  * sum, in each iteration of an outer loop, after an early return: its updates are not
  * stored (the whole write undoes them). */

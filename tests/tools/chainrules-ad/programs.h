@@ -34,7 +34,9 @@ struct p_model {
     X(p_stored_partials) \
     X(p_whole_array)     \
     X(p_part_array)      \
-    X(p_whole_break)
+    X(p_whole_break)     \
+    X(p_fused_tail)      \
+    X(p_unfused_tail)
 
 P_ARRAY_FNS(P_ARRAY_FN)
 
