@@ -66,12 +66,15 @@ int gbt_ht(int nbones, int nverts, int npts, const int *parents, const double *b
            const double *points, const double *theta, const double *us, double *J);
 
 /** particle: the derivative of particle_euler_f at w, by the tape's reverse sweep
- *  (outer_reverse) or forward sweep; the inner gradient is chainrules-ad's forward mode. */
-int gbt_particle(int outer_reverse, double w, double *g);
+ *  (outer_reverse) or forward sweep; the inner gradient is chainrules-ad's reverse mode
+ *  (inner_reverse) or forward mode, recorded on the tape. */
+int gbt_particle(int outer_reverse, int inner_reverse, double w, double *g);
 
 /** saddle: the gradient of saddle_max_f(p1, start) with respect to p1 (2 values), by the
- *  tape's reverse sweep (outer_reverse) or two forward sweeps. */
-int gbt_saddle_outer(int outer_reverse, const double *p1, const double *start, double *g);
+ *  tape's reverse sweep (outer_reverse) or two forward sweeps; the inner gradient as for
+ *  gbt_particle(). */
+int gbt_saddle_outer(int outer_reverse, int inner_reverse, const double *p1, const double *start,
+                     double *g);
 
 /** saddle: the gradient of saddle_f(p1, p2) with respect to p2, by the tape's reverse
  *  sweep (reverse) or two forward sweeps. */

@@ -235,7 +235,7 @@ typedef struct gb_fn {
     const char *module;
     const char *function;
     bool (*prepare)(const cJSON *in, gb_state *s, gb_err *e);
-    void (*run)(gb_state *s);
+    void (*run)(gb_state *s); /* chainrules-c's run; NULL: not implemented there */
     cJSON *(*output)(const gb_state *s);
     void (*run_tape)(gb_state *s); /* the tape variant's run; NULL: run (a primal) */
 } gb_fn;
@@ -1090,45 +1090,52 @@ static void gd_tape_grad(int rc, double *g, int n)
             g[j] = 0.0;
 }
 
-static void particle_grad_tf(const gb_problem *pb, const double *x, double *g)
+/* the outer mode (the tape's sweep) and the inner one (chainrules-ad's mode, recorded),
+ * in pb->p: 1 reverse, 0 forward */
+static void particle_grad_t(const gb_problem *pb, const double *x, double *g)
 {
-    (void)pb;
-    gd_tape_grad(gbt_particle(0, x[0], g), g, 1);
+    gd_tape_grad(gbt_particle(pb->p[0] != 0, pb->p[1] != 0, x[0], g), g, 1);
 }
 
-static void particle_grad_tr(const gb_problem *pb, const double *x, double *g)
-{
-    (void)pb;
-    gd_tape_grad(gbt_particle(1, x[0], g), g, 1);
-}
-
-static void particle_run_tape(gb_state *s, bool outer_reverse)
+static void particle_run_tape(gb_state *s, bool outer_reverse, bool inner_reverse)
 {
     g_gd_status = 0;
-    gb_problem pb = {
-        1, particle_obj, outer_reverse ? particle_grad_tr : particle_grad_tf, {0, 0}, 1.0};
+    gb_problem pb = {1, particle_obj, particle_grad_t, {outer_reverse, inner_reverse}, 1.0};
     gd_argmin(&pb, &s->scalar, &s->out);
     s->status = g_gd_status;
 }
 
 static void particle_ff_tape(gb_state *s)
 {
-    particle_run_tape(s, false);
+    particle_run_tape(s, false, false);
+}
+
+static void particle_fr_tape(gb_state *s)
+{
+    particle_run_tape(s, false, true);
 }
 
 static void particle_rf_tape(gb_state *s)
 {
-    particle_run_tape(s, true);
+    particle_run_tape(s, true, false);
 }
+
+static void particle_rr_tape(gb_state *s)
+{
+    particle_run_tape(s, true, true);
+}
+
+/* the inner mode of the saddle's outer gradient (set by saddle_run_tape) */
+static bool g_saddle_inner_reverse;
 
 static void saddle_outer_grad_tf(const gb_problem *pb, const double *x, double *g)
 {
-    gd_tape_grad(gbt_saddle_outer(0, x, pb->p, g), g, 2);
+    gd_tape_grad(gbt_saddle_outer(0, g_saddle_inner_reverse, x, pb->p, g), g, 2);
 }
 
 static void saddle_outer_grad_tr(const gb_problem *pb, const double *x, double *g)
 {
-    gd_tape_grad(gbt_saddle_outer(1, x, pb->p, g), g, 2);
+    gd_tape_grad(gbt_saddle_outer(1, g_saddle_inner_reverse, x, pb->p, g), g, 2);
 }
 
 static void saddle_inner_grad_tf(const gb_problem *pb, const double *x, double *g)
@@ -1141,9 +1148,10 @@ static void saddle_inner_grad_tr(const gb_problem *pb, const double *x, double *
     gd_tape_grad(gbt_saddle_inner(1, pb->p, x, g), g, 2);
 }
 
-static void saddle_run_tape(gb_state *s, bool outer_reverse)
+static void saddle_run_tape(gb_state *s, bool outer_reverse, bool inner_reverse)
 {
     g_gd_status = 0;
+    g_saddle_inner_reverse = inner_reverse;
     gb_problem outer = {2,
                         saddle_outer_obj,
                         outer_reverse ? saddle_outer_grad_tr : saddle_outer_grad_tf,
@@ -1161,12 +1169,22 @@ static void saddle_run_tape(gb_state *s, bool outer_reverse)
 
 static void saddle_ff_tape(gb_state *s)
 {
-    saddle_run_tape(s, false);
+    saddle_run_tape(s, false, false);
+}
+
+static void saddle_fr_tape(gb_state *s)
+{
+    saddle_run_tape(s, false, true);
 }
 
 static void saddle_rf_tape(gb_state *s)
 {
-    saddle_run_tape(s, true);
+    saddle_run_tape(s, true, false);
+}
+
+static void saddle_rr_tape(gb_state *s)
+{
+    saddle_run_tape(s, true, true);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -1194,8 +1212,12 @@ static const gb_fn g_fns[] = {
     {"lstm", "jacobian", lstm_prepare, lstm_jacobian_run, lstm_jacobian_output, lstm_jacobian_tape},
     {"particle", "ff", particle_prepare, particle_ff_run, out_scalar, particle_ff_tape},
     {"particle", "rf", particle_prepare, particle_rf_run, out_scalar, particle_rf_tape},
+    {"particle", "fr", particle_prepare, NULL, out_scalar, particle_fr_tape},
+    {"particle", "rr", particle_prepare, NULL, out_scalar, particle_rr_tape},
     {"saddle", "ff", saddle_prepare, saddle_ff_run, saddle_output, saddle_ff_tape},
     {"saddle", "rf", saddle_prepare, saddle_rf_run, saddle_output, saddle_rf_tape},
+    {"saddle", "fr", saddle_prepare, NULL, saddle_output, saddle_fr_tape},
+    {"saddle", "rr", saddle_prepare, NULL, saddle_output, saddle_rr_tape},
 };
 #define GB_NFNS (sizeof g_fns / sizeof g_fns[0])
 
@@ -1241,17 +1263,17 @@ static void evaluate(const cJSON *msg, cJSON *resp)
             if (!strcmp(g_fns[i].module, mod->valuestring) &&
                 !strcmp(g_fns[i].function, fun->valuestring))
                 f = &g_fns[i];
-    if (!f || !in) {
+    void (*run)(gb_state *) = !f ? NULL : g_tape && f->run_tape ? f->run_tape : f->run;
+    if (!run || !in) {
         cJSON_AddBoolToObject(resp, "success", false);
         const char *why = !in ? "no input" : "unknown module or function";
-        if (f == NULL && cJSON_IsString(fun) && fun->valuestring[0] && fun->valuestring[1] == 'r')
-            why = "not implemented: the inner gradient in reverse mode would have to be "
-                  "differentiated again, and chainrules-ad's reverse mode (its value stack) "
-                  "cannot be (docs/gradbench.md)";
+        if (f && !run)
+            why = "not implemented in this variant: the inner gradient in reverse mode would "
+                  "have to be differentiated again, and chainrules-ad cannot read its own "
+                  "reverse mode (goto, the value stack; docs/gradbench.md)";
         cJSON_AddStringToObject(resp, "error", why);
         return;
     }
-    void (*run)(gb_state *) = g_tape && f->run_tape ? f->run_tape : f->run;
     double min_runs = 1, min_seconds = 0;
     if (cJSON_IsObject(in)) {
         const cJSON *r = cJSON_GetObjectItemCaseSensitive(in, "min_runs");

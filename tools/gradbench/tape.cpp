@@ -192,6 +192,40 @@ static inline treal lgamma(treal a)
 #include "saddle_max_nested.c"
 #undef double
 
+/* fr and rr: the same outer functions with the inner gradient from chainrules-ad's reverse
+ * mode instead (straight-line code: its value stack holds nothing, so it records on the
+ * tape as it is). The outer files call the inner forward mode f_fwd(..., x, dx, y, dy,
+ * &out) for the derivative along (dx, dy); here that call is the dot product of the
+ * reverse mode's gradient with (dx, dy), and the outer functions are renamed _r. */
+#define double treal
+static double particle_accel_dir_rev(double cx0, double cy0, double cx1, double cy1, double x,
+                                     double dx, double y, double dy, double *out)
+{
+    double bx = 0.0, by = 0.0;
+    double v = particle_accel_rev(cx0, cy0, cx1, cy1, x, &bx, y, &by, 1.0);
+    out[0] = bx * dx + by * dy;
+    return v;
+}
+static double saddle_f_dir_rev(double p1x, double p1y, double x0, double d0, double x1, double d1,
+                               double *out)
+{
+    double b0 = 0.0, b1 = 0.0;
+    double v = saddle_f_rev(p1x, p1y, x0, &b0, x1, &b1, 1.0);
+    out[0] = b0 * d0 + b1 * d1;
+    return v;
+}
+#define particle_accel_fwd particle_accel_dir_rev
+#define particle_euler_f   particle_euler_f_r
+#define saddle_f_fwd       saddle_f_dir_rev
+#define saddle_max_f       saddle_max_f_r
+#include "nested/particle_euler.c"
+#include "nested/saddle_max.c"
+#undef particle_accel_fwd
+#undef particle_euler_f
+#undef saddle_f_fwd
+#undef saddle_max_f
+#undef double
+
 } // namespace gbt
 
 using gbt::treal;
@@ -632,7 +666,7 @@ extern "C" int gbt_ht(int nbones, int nverts, int npts, const int *parents,
 
 /* particle and saddle: the outer derivative ------------------------------------------ */
 
-extern "C" int gbt_particle(int outer_reverse, double w, double *g)
+extern "C" int gbt_particle(int outer_reverse, int inner_reverse, double w, double *g)
 {
     cr_tape *t;
     GBT_TRY(tape(outer_reverse ? 0 : 1, &t));
@@ -640,7 +674,7 @@ extern "C" int gbt_particle(int outer_reverse, double w, double *g)
     if (GBT_NOMEM(xs))
         return failed(CR_ENOMEM, "particle", nullptr);
     GBT_TRY(inputs(t, xs, 0, &w, 1));
-    treal y = gbt::particle_euler_f(xs.p[0]);
+    treal y = inner_reverse ? gbt::particle_euler_f_r(xs.p[0]) : gbt::particle_euler_f(xs.p[0]);
     GBT_TRY(recorded(t));
     if (outer_reverse)
         return swept(t, cr_tape_gradient(t, y.v, xs.vars(), 1, g));
@@ -650,7 +684,8 @@ extern "C" int gbt_particle(int outer_reverse, double w, double *g)
 
 /* The gradient of saddle_max_f (p1, s) with respect to p1, or of saddle_f (p1, p2) with
  * respect to p2 (inner != 0). */
-static int saddle_grad(int reverse, int inner, const double *a, const double *b, double *g)
+static int saddle_grad(int reverse, int inner, int inner_reverse, const double *a, const double *b,
+                       double *g)
 {
     cr_tape *t;
     GBT_TRY(tape(reverse ? 0 : 1, &t));
@@ -658,8 +693,9 @@ static int saddle_grad(int reverse, int inner, const double *a, const double *b,
     if (GBT_NOMEM(xs))
         return failed(CR_ENOMEM, "saddle", nullptr);
     GBT_TRY(inputs(t, xs, 0, inner ? b : a, 2));
-    treal y = inner ? gbt::saddle_f(a[0], a[1], xs.p[0], xs.p[1])
-                    : gbt::saddle_max_f(xs.p[0], xs.p[1], b[0], b[1]);
+    treal y = inner           ? gbt::saddle_f(a[0], a[1], xs.p[0], xs.p[1])
+              : inner_reverse ? gbt::saddle_max_f_r(xs.p[0], xs.p[1], b[0], b[1])
+                              : gbt::saddle_max_f(xs.p[0], xs.p[1], b[0], b[1]);
     GBT_TRY(recorded(t));
     if (reverse)
         return swept(t, cr_tape_gradient(t, y.v, xs.vars(), 2, g));
@@ -670,12 +706,13 @@ static int saddle_grad(int reverse, int inner, const double *a, const double *b,
     return 0;
 }
 
-extern "C" int gbt_saddle_outer(int outer_reverse, const double *p1, const double *start, double *g)
+extern "C" int gbt_saddle_outer(int outer_reverse, int inner_reverse, const double *p1,
+                                const double *start, double *g)
 {
-    return saddle_grad(outer_reverse, 0, p1, start, g);
+    return saddle_grad(outer_reverse, 0, inner_reverse, p1, start, g);
 }
 
 extern "C" int gbt_saddle_inner(int reverse, const double *p1, const double *p2, double *g)
 {
-    return saddle_grad(reverse, 1, p1, p2, g);
+    return saddle_grad(reverse, 1, 0, p1, p2, g);
 }
