@@ -14,7 +14,8 @@
  * inner argmax) calls an inner gradient, which is chainrules-ad's forward mode of the inner
  * function (plain C, included here with the rest, so recorded on the tape like the
  * objectives); the tape gives the outer derivative, by a forward sweep (ff) or a reverse
- * sweep (rf).
+ * sweep (rf). For fr and rr the same outer files are included again with the inner
+ * gradient taken from chainrules-ad's reverse mode (below).
  *
  * Where a recording would be too large to keep (gmm and kmeans at GradBench's larger
  * sizes), the objective is recorded over blocks of points: both are sums over the points
@@ -44,9 +45,10 @@ struct treal {
     treal() : v(cr_const(0.0))
     {
     }
+    /* implicit: literals and passive values become constants */
     treal(double c) : v(cr_const(c))
     {
-    } /* NOLINT: literals and passive values */
+    }
     explicit treal(cr_var x) : v(x)
     {
     }
