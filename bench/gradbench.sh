@@ -1,16 +1,16 @@
 #!/bin/sh
-# GradBench's evals run here, for chainrules-c and GradBench's `manual` C++ tool
-# (docs/gradbench.md).
+# GradBench's evals run here, for chainrules-c's two variants (chainrules-c, chainrules-c-tape)
+# and GradBench's `manual` C++ tool (docs/gradbench.md).
 #
 #   bench/gradbench.sh --setup            prepare the GradBench copy (below) and build `manual`
-#   bench/gradbench.sh [--quick] [EVAL...]  run the evals (all by default) for both tools,
+#   bench/gradbench.sh [--quick] [EVAL...]  run the evals (all by default) for every tool,
 #                                          then print the table and draw the plot
 #
 # Variables: GRADBENCH_REPO, a clone of https://github.com/gradbench/gradbench (bare or not;
 # needed by --setup); GRADBENCH_DIR, the prepared copy (default build/gradbench, which the
 # CTest test `gradbench` uses); BUILD (default build), where chainrules-gradbench is built;
 # MIN_SECONDS (default 0.5) and MIN_RUNS (default 3), the evals' timing loop; TOOLS (default
-# "chainrules-c manual"); OUT (default $BUILD/gradbench-results), the logs and summaries.
+# "chainrules-c chainrules-c-tape manual"); OUT (default $BUILD/gradbench-results), the logs and summaries.
 # --quick runs the smallest size of every eval only.
 #
 # The copy holds GradBench's python/, cpp/, tools/manual/ and evals/ (with their data files
@@ -26,7 +26,7 @@ BUILD=${BUILD:-$here/build}
 GRADBENCH_DIR=${GRADBENCH_DIR:-$BUILD/gradbench}
 MIN_SECONDS=${MIN_SECONDS:-0.5}
 MIN_RUNS=${MIN_RUNS:-3}
-TOOLS=${TOOLS:-chainrules-c manual}
+TOOLS=${TOOLS:-chainrules-c chainrules-c-tape manual}
 OUT=${OUT:-$BUILD/gradbench-results}
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
@@ -108,6 +108,7 @@ EOF
 tool_cmd() {
     case $1 in
         chainrules-c) echo "$BUILD/tools/gradbench/chainrules-gradbench" ;;
+        chainrules-c-tape) echo "$BUILD/tools/gradbench/chainrules-gradbench-tape" ;;
         manual) echo "$PY python/gradbench/gradbench/cpp.py manual" ;;
         *) echo "gradbench.sh: unknown tool $1" >&2; exit 2 ;;
     esac

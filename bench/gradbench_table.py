@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """The GradBench results table and plot (bench/gradbench.sh, docs/gradbench.md).
 
-    gradbench_table.py --results DIR [--tools chainrules-c manual] [--nightly GIT_DIR]
+    gradbench_table.py --results DIR [--tools chainrules-c chainrules-c-tape manual]
+                       [--nightly GIT_DIR]
                        [--svg FILE]
 
 Reads DIR/TOOL.TAG.summary (tools/gradbench/run.py --summary) and prints Markdown: for
 every eval and size, each tool's primal and derivative time (the mean of the evaluate
 timings of the message, as GradBench's scorer computes them) and their ratio; then per
 eval the median ratio over the sizes, beside GradBench's published nightly ratios (read
-from the nightly branch of the clone GIT_DIR: evals/EVAL/summary.json).
+from the nightly branch of the clone GIT_DIR: evals/EVAL/summary.json). The per-size table
+ends with each tool's ratio over the reference's (`manual` when it is among the tools, else
+the last one).
 """
 
 import argparse
@@ -136,7 +139,7 @@ def fmt_r(r):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--results", required=True)
-    ap.add_argument("--tools", nargs="+", default=["chainrules-c", "manual"])
+    ap.add_argument("--tools", nargs="+", default=["chainrules-c", "chainrules-c-tape", "manual"])
     ap.add_argument("--nightly", help="GradBench clone with the nightly branch")
     ap.add_argument("--svg")
     args = ap.parse_args()
@@ -148,8 +151,9 @@ def main():
     head = ["eval", "size"]
     for t in args.tools:
         head += [f"{t} primal", f"{t} derivative", f"{t} ratio"]
-    if len(args.tools) > 1:
-        head += [f"{args.tools[0]} / {args.tools[1]}"]
+    ref = "manual" if "manual" in args.tools else args.tools[-1]
+    others = [t for t in args.tools if t != ref]
+    head += [f"{t} / {ref}" for t in others]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for label in order:
@@ -169,8 +173,10 @@ def main():
                     ratios[t].append(r)
                 rs.append(r)
                 row += [fmt_t(p), fmt_t(d), fmt_r(r)]
-            if len(args.tools) > 1:
-                row.append(fmt_r(rs[0] / rs[1]) if rs[0] and rs[1] else "-")
+            rr = rs[args.tools.index(ref)]
+            for t in others:
+                r = rs[args.tools.index(t)]
+                row.append(fmt_r(r / rr) if r and rr else "-")
             print("| " + " | ".join(row) + " |")
         medians[label] = {f"{t} (here)": statistics.median(v) for t, v in ratios.items() if v}
         if not label.startswith("ht (simple"):

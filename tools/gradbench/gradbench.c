@@ -8,7 +8,11 @@
  * computes a derivative. This file only converts JSON to flat arrays and back, seeds the
  * derivative functions and times them.
  *
- *   chainrules-gradbench            (reads messages until end of input)
+ * The variant chainrules-c-tape (selected by the option --tape, or by a program name
+ * ending in "-tape") computes the same functions' derivatives on the library's tape instead:
+ * the same objectives, recorded (tools/gradbench/tape.cpp).
+ *
+ *   chainrules-gradbench [--tape]   (reads messages until end of input)
  */
 #define _POSIX_C_SOURCE 200809L
 #include <cjson/cJSON.h>
@@ -20,10 +24,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "gb_tape.h"
 #include "objectives.h"
 #include "objectives_ad.h"
 
-#define GB_TOOL_NAME "chainrules-c"
 #define GB_MAX_ELEMS 100000000L /* largest array accepted from an input */
 
 /* ------------------------------------------------------------------------------------ */
@@ -195,6 +199,7 @@ typedef struct gb_state {
     /* outputs */
     double out;
     double *res, *res2, *res3, *res4;
+    int status; /* the tape variant: non-zero when a gbt_ function failed (gbt_errmsg()) */
 } gb_state;
 
 static void state_free(gb_state *s)
@@ -230,9 +235,13 @@ typedef struct gb_fn {
     const char *module;
     const char *function;
     bool (*prepare)(const cJSON *in, gb_state *s, gb_err *e);
-    void (*run)(gb_state *s);
+    void (*run)(gb_state *s); /* chainrules-c's run; NULL: not implemented there */
     cJSON *(*output)(const gb_state *s);
+    void (*run_tape)(gb_state *s); /* the tape variant's run; NULL: run (a primal) */
 } gb_fn;
+
+/* The variant: false chainrules-c (chainrules-ad's derivatives), true chainrules-c-tape. */
+static bool g_tape;
 
 static cJSON *out_scalar(const gb_state *s)
 {
@@ -1000,32 +1009,215 @@ static cJSON *saddle_output(const gb_state *s)
 }
 
 /* ------------------------------------------------------------------------------------ */
+/* The tape variant (chainrules-c-tape): the same objectives recorded on the tape and     */
+/* swept (tools/gradbench/tape.cpp). Inputs and outputs as in the runs above.              */
+
+static void hello_double_tape(gb_state *s)
+{
+    s->status = gbt_hello(s->scalar, &s->out);
+}
+
+static void lse_gradient_tape(gb_state *s)
+{
+    s->status = gbt_lse(s->x, s->n, s->res);
+}
+
+static void llsq_gradient_tape(gb_state *s)
+{
+    s->status = gbt_llsq(s->x, s->m, s->n, s->res);
+}
+
+static void ode_gradient_tape(gb_state *s)
+{
+    s->status = gbt_ode((int)s->n, s->x, (int)s->s, s->res);
+}
+
+static void det_gradient_tape(gb_state *s)
+{
+    s->status = gbt_det(s->x, s->ell, s->ibuf[0], s->ibuf[1], s->res);
+}
+
+/* J / diag(H): the gradient and H 1 (H is diagonal) from one Hessian-vector product */
+static void kmeans_dir_tape(gb_state *s)
+{
+    long kd = s->k * s->d;
+    s->status = gbt_kmeans((int)s->n, (int)s->k, (int)s->d, s->x, s->y, s->res2, s->res3);
+    for (long i = 0; i < kd && !s->status; i++)
+        s->res[i] = s->res2[i] / s->res3[i];
+}
+
+static void gmm_jacobian_tape(gb_state *s)
+{
+    s->status = gbt_gmm((int)s->d, (int)s->k, (int)s->n, s->u, s->v, s->w, s->z, s->x, s->gamma,
+                        (int)s->m, s->res, s->res2, s->res3, s->res4);
+}
+
+static void ba_jacobian_tape(gb_state *s)
+{
+    for (long i = 0; i < s->p && !s->status; i++) {
+        long cam = i % s->n, pt = i % s->m;
+        s->status = gbt_ba_block(s->x + BA_NCAMPARAMS * cam, s->y + 3 * pt, s->w + i, s->z + 2 * i,
+                                 s->res3 + 2 * BA_NCOLS * i, s->res4 + i);
+    }
+}
+
+static void ht_jacobian_tape(gb_state *s)
+{
+    s->status =
+        gbt_ht(s->nbones, s->nverts, s->npts, s->ints[0], s->bufs[0], s->bufs[1], s->bufs[2],
+               s->bufs[3], s->mirrored, s->ints[1], s->complicated ? s->ints[2] : NULL, s->bufs[4],
+               s->u, s->complicated ? s->v : NULL, s->bufs[7]);
+}
+
+static void lstm_jacobian_tape(gb_state *s)
+{
+    long nm = 8 * s->l * s->b;
+    s->status =
+        gbt_lstm((int)s->l, (int)s->c, (int)s->b, s->x, s->y, s->z, s->w, s->res, s->res + nm);
+}
+
+/* particle and saddle: the outer derivative on the tape (the inner one is chainrules-ad's
+ * forward mode, recorded with the outer function). A failure stops the descent (a zero
+ * gradient) and is reported after it. */
+static int g_gd_status;
+
+static void gd_tape_grad(int rc, double *g, int n)
+{
+    if (rc && !g_gd_status)
+        g_gd_status = rc;
+    if (g_gd_status)
+        for (int j = 0; j < n; j++)
+            g[j] = 0.0;
+}
+
+/* the outer mode (the tape's sweep) and the inner one (chainrules-ad's mode, recorded),
+ * in pb->p: 1 reverse, 0 forward */
+static void particle_grad_t(const gb_problem *pb, const double *x, double *g)
+{
+    gd_tape_grad(gbt_particle(pb->p[0] != 0, pb->p[1] != 0, x[0], g), g, 1);
+}
+
+static void particle_run_tape(gb_state *s, bool outer_reverse, bool inner_reverse)
+{
+    g_gd_status = 0;
+    gb_problem pb = {1, particle_obj, particle_grad_t, {outer_reverse, inner_reverse}, 1.0};
+    gd_argmin(&pb, &s->scalar, &s->out);
+    s->status = g_gd_status;
+}
+
+static void particle_ff_tape(gb_state *s)
+{
+    particle_run_tape(s, false, false);
+}
+
+static void particle_fr_tape(gb_state *s)
+{
+    particle_run_tape(s, false, true);
+}
+
+static void particle_rf_tape(gb_state *s)
+{
+    particle_run_tape(s, true, false);
+}
+
+static void particle_rr_tape(gb_state *s)
+{
+    particle_run_tape(s, true, true);
+}
+
+/* the inner mode of the saddle's outer gradient (set by saddle_run_tape) */
+static bool g_saddle_inner_reverse;
+
+static void saddle_outer_grad_tf(const gb_problem *pb, const double *x, double *g)
+{
+    gd_tape_grad(gbt_saddle_outer(0, g_saddle_inner_reverse, x, pb->p, g), g, 2);
+}
+
+static void saddle_outer_grad_tr(const gb_problem *pb, const double *x, double *g)
+{
+    gd_tape_grad(gbt_saddle_outer(1, g_saddle_inner_reverse, x, pb->p, g), g, 2);
+}
+
+static void saddle_inner_grad_tf(const gb_problem *pb, const double *x, double *g)
+{
+    gd_tape_grad(gbt_saddle_inner(0, pb->p, x, g), g, 2);
+}
+
+static void saddle_inner_grad_tr(const gb_problem *pb, const double *x, double *g)
+{
+    gd_tape_grad(gbt_saddle_inner(1, pb->p, x, g), g, 2);
+}
+
+static void saddle_run_tape(gb_state *s, bool outer_reverse, bool inner_reverse)
+{
+    g_gd_status = 0;
+    g_saddle_inner_reverse = inner_reverse;
+    gb_problem outer = {2,
+                        saddle_outer_obj,
+                        outer_reverse ? saddle_outer_grad_tr : saddle_outer_grad_tf,
+                        {s->x[0], s->x[1]},
+                        1.0};
+    gd_argmin(&outer, s->x, s->res);
+    gb_problem inner = {2,
+                        saddle_inner_obj,
+                        outer_reverse ? saddle_inner_grad_tr : saddle_inner_grad_tf,
+                        {s->res[0], s->res[1]},
+                        -1.0};
+    gd_argmin(&inner, s->x, s->res + 2);
+    s->status = g_gd_status;
+}
+
+static void saddle_ff_tape(gb_state *s)
+{
+    saddle_run_tape(s, false, false);
+}
+
+static void saddle_fr_tape(gb_state *s)
+{
+    saddle_run_tape(s, false, true);
+}
+
+static void saddle_rf_tape(gb_state *s)
+{
+    saddle_run_tape(s, true, false);
+}
+
+static void saddle_rr_tape(gb_state *s)
+{
+    saddle_run_tape(s, true, true);
+}
+
+/* ------------------------------------------------------------------------------------ */
 
 static const gb_fn g_fns[] = {
-    {"hello", "square", hello_prepare, hello_square_run, out_scalar},
-    {"hello", "double", hello_prepare, hello_double_run, out_scalar},
-    {"lse", "primal", lse_prepare, lse_primal_run, out_scalar},
-    {"lse", "gradient", lse_prepare, lse_gradient_run, out_res_n},
-    {"llsq", "primal", llsq_prepare, llsq_primal_run, out_scalar},
-    {"llsq", "gradient", llsq_prepare, llsq_gradient_run, out_res_m},
-    {"ode", "primal", ode_prepare, ode_primal_run, out_res_n},
-    {"ode", "gradient", ode_prepare, ode_gradient_run, out_res_n},
-    {"det", "primal", det_prepare, det_primal_run, out_scalar},
-    {"det", "gradient", det_prepare, det_gradient_run, out_res_n},
-    {"kmeans", "cost", kmeans_prepare, kmeans_cost_run, out_scalar},
-    {"kmeans", "dir", kmeans_prepare, kmeans_dir_run, kmeans_dir_output},
-    {"gmm", "objective", gmm_prepare, gmm_objective_run, out_scalar},
-    {"gmm", "jacobian", gmm_prepare, gmm_jacobian_run, gmm_jacobian_output},
-    {"ba", "objective", ba_prepare, ba_objective_run, ba_objective_output},
-    {"ba", "jacobian", ba_prepare, ba_jacobian_run, ba_jacobian_output},
-    {"ht", "objective", ht_prepare, ht_objective_run, ht_objective_output},
-    {"ht", "jacobian", ht_prepare, ht_jacobian_run, ht_jacobian_output},
-    {"lstm", "objective", lstm_prepare, lstm_objective_run, out_scalar},
-    {"lstm", "jacobian", lstm_prepare, lstm_jacobian_run, lstm_jacobian_output},
-    {"particle", "ff", particle_prepare, particle_ff_run, out_scalar},
-    {"particle", "rf", particle_prepare, particle_rf_run, out_scalar},
-    {"saddle", "ff", saddle_prepare, saddle_ff_run, saddle_output},
-    {"saddle", "rf", saddle_prepare, saddle_rf_run, saddle_output},
+    {"hello", "square", hello_prepare, hello_square_run, out_scalar, NULL},
+    {"hello", "double", hello_prepare, hello_double_run, out_scalar, hello_double_tape},
+    {"lse", "primal", lse_prepare, lse_primal_run, out_scalar, NULL},
+    {"lse", "gradient", lse_prepare, lse_gradient_run, out_res_n, lse_gradient_tape},
+    {"llsq", "primal", llsq_prepare, llsq_primal_run, out_scalar, NULL},
+    {"llsq", "gradient", llsq_prepare, llsq_gradient_run, out_res_m, llsq_gradient_tape},
+    {"ode", "primal", ode_prepare, ode_primal_run, out_res_n, NULL},
+    {"ode", "gradient", ode_prepare, ode_gradient_run, out_res_n, ode_gradient_tape},
+    {"det", "primal", det_prepare, det_primal_run, out_scalar, NULL},
+    {"det", "gradient", det_prepare, det_gradient_run, out_res_n, det_gradient_tape},
+    {"kmeans", "cost", kmeans_prepare, kmeans_cost_run, out_scalar, NULL},
+    {"kmeans", "dir", kmeans_prepare, kmeans_dir_run, kmeans_dir_output, kmeans_dir_tape},
+    {"gmm", "objective", gmm_prepare, gmm_objective_run, out_scalar, NULL},
+    {"gmm", "jacobian", gmm_prepare, gmm_jacobian_run, gmm_jacobian_output, gmm_jacobian_tape},
+    {"ba", "objective", ba_prepare, ba_objective_run, ba_objective_output, NULL},
+    {"ba", "jacobian", ba_prepare, ba_jacobian_run, ba_jacobian_output, ba_jacobian_tape},
+    {"ht", "objective", ht_prepare, ht_objective_run, ht_objective_output, NULL},
+    {"ht", "jacobian", ht_prepare, ht_jacobian_run, ht_jacobian_output, ht_jacobian_tape},
+    {"lstm", "objective", lstm_prepare, lstm_objective_run, out_scalar, NULL},
+    {"lstm", "jacobian", lstm_prepare, lstm_jacobian_run, lstm_jacobian_output, lstm_jacobian_tape},
+    {"particle", "ff", particle_prepare, particle_ff_run, out_scalar, particle_ff_tape},
+    {"particle", "rf", particle_prepare, particle_rf_run, out_scalar, particle_rf_tape},
+    {"particle", "fr", particle_prepare, NULL, out_scalar, particle_fr_tape},
+    {"particle", "rr", particle_prepare, NULL, out_scalar, particle_rr_tape},
+    {"saddle", "ff", saddle_prepare, saddle_ff_run, saddle_output, saddle_ff_tape},
+    {"saddle", "rf", saddle_prepare, saddle_rf_run, saddle_output, saddle_rf_tape},
+    {"saddle", "fr", saddle_prepare, NULL, saddle_output, saddle_fr_tape},
+    {"saddle", "rr", saddle_prepare, NULL, saddle_output, saddle_rr_tape},
 };
 #define GB_NFNS (sizeof g_fns / sizeof g_fns[0])
 
@@ -1071,13 +1263,14 @@ static void evaluate(const cJSON *msg, cJSON *resp)
             if (!strcmp(g_fns[i].module, mod->valuestring) &&
                 !strcmp(g_fns[i].function, fun->valuestring))
                 f = &g_fns[i];
-    if (!f || !in) {
+    void (*run)(gb_state *) = !f ? NULL : g_tape && f->run_tape ? f->run_tape : f->run;
+    if (!run || !in) {
         cJSON_AddBoolToObject(resp, "success", false);
         const char *why = !in ? "no input" : "unknown module or function";
-        if (f == NULL && cJSON_IsString(fun) && fun->valuestring[0] && fun->valuestring[1] == 'r')
-            why = "not implemented: the inner gradient in reverse mode would have to be "
-                  "differentiated again, and chainrules-ad's reverse mode (its value stack) "
-                  "cannot be (docs/gradbench.md)";
+        if (f && !run)
+            why = "not implemented in this variant: the inner gradient in reverse mode would "
+                  "have to be differentiated again, and chainrules-ad cannot read its own "
+                  "reverse mode (goto, the value stack; docs/gradbench.md)";
         cJSON_AddStringToObject(resp, "error", why);
         return;
     }
@@ -1101,8 +1294,12 @@ static void evaluate(const cJSON *msg, cJSON *resp)
         double elapsed = 0;
         for (double runs = 0; runs < min_runs || elapsed < min_seconds; runs++) {
             int64_t a = now_ns();
-            f->run(&s);
+            run(&s);
             int64_t b = now_ns();
+            if (s.status) {
+                ok = fail(&e, "%s", gbt_errmsg());
+                break;
+            }
             elapsed += (double)(b - a) * 1e-9;
             if (!add_timing(timings, "evaluate", b - a)) {
                 ok = fail(&e, "%s", "out of memory");
@@ -1124,8 +1321,19 @@ static void evaluate(const cJSON *msg, cJSON *resp)
     }
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    const char *name = argc > 0 && argv[0] ? argv[0] : "";
+    size_t nlen = strlen(name);
+    g_tape = nlen >= 5 && !strcmp(name + nlen - 5, "-tape");
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--tape")) {
+            g_tape = true;
+        } else {
+            fprintf(stderr, "usage: chainrules-gradbench [--tape]\n");
+            return 2;
+        }
+    }
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;
@@ -1150,7 +1358,7 @@ int main(void)
         cJSON_AddNumberToObject(resp, "id", id->valuedouble);
         const char *k = kind->valuestring;
         if (!strcmp(k, "start")) {
-            cJSON_AddStringToObject(resp, "tool", GB_TOOL_NAME);
+            cJSON_AddStringToObject(resp, "tool", g_tape ? "chainrules-c-tape" : "chainrules-c");
         } else if (!strcmp(k, "define")) {
             const cJSON *mod = cJSON_GetObjectItemCaseSensitive(msg, "module");
             bool known = cJSON_IsString(mod) && module_known(mod->valuestring);
@@ -1176,5 +1384,6 @@ int main(void)
             break;
     }
     free(line);
+    gbt_shutdown();
     return 0;
 }

@@ -2,10 +2,13 @@
 # The GradBench protocol without Python (CTest gradbench-protocol): chainrules-gradbench
 # answers every message with its id, start with the tool's name, define with success for
 # a known module only, evaluate with one "evaluate" timing per run (min_runs) and the
-# function's value, bad input with success false and an error, end by exiting.
-#   protocol_test.sh TOOL
+# function's value, bad input with success false and an error, end by exiting. The variant
+# chainrules-c-tape (TOOL run as chainrules-gradbench-tape or with --tape) answers
+# saddle's rr, which chainrules-c does not implement.
+#   protocol_test.sh TOOL [chainrules-c | chainrules-c-tape]
 set -eu
 tool=$1
+name=${2:-chainrules-c}
 out=$(printf '%s\n' \
     '{"id":0,"kind":"start","eval":"det"}' \
     '{"id":1,"kind":"define","module":"det"}' \
@@ -20,7 +23,7 @@ out=$(printf '%s\n' \
 fail() { echo "protocol_test: $1"; echo "$out"; exit 1; }
 line() { echo "$out" | sed -n "$1p"; }
 [ "$(echo "$out" | wc -l)" -eq 9 ] || fail "expected 9 responses (none after end)"
-line 1 | grep -q '^{"id":0,"tool":"chainrules-c"}$' || fail "start"
+line 1 | grep -q "^{\"id\":0,\"tool\":\"$name\"}\$" || fail "start"
 line 2 | grep -q '^{"id":1,"success":true}$' || fail "define det"
 line 3 | grep -q '"id":2,"success":false,"error":' || fail "define unknown"
 # d det / dA of [[1, 2], [3, 4]] is the cofactor matrix [[4, -3], [-2, 1]]
@@ -30,6 +33,11 @@ line 4 | grep -q '"name":"prepare"' || fail "prepare timing"
 line 5 | grep -q '^{"id":4}$' || fail "analysis"
 line 6 | grep -q '"id":5,"success":true,"output":3[,}]' || fail "hello double"
 line 7 | grep -q '"id":6,"success":false,"error":"input has no field' || fail "bad input"
-line 8 | grep -q '"id":7,"success":false,"error":"not implemented' || fail "saddle rr"
+if [ "$name" = chainrules-c-tape ]; then
+    # the saddle point of (x1^2 + y1^2) - (x2^2 + y2^2) from (1, 1) is near the origin
+    line 8 | grep -q '"id":7,"success":true,"output":\[' || fail "saddle rr (tape)"
+else
+    line 8 | grep -q '"id":7,"success":false,"error":"not implemented' || fail "saddle rr"
+fi
 line 9 | grep -q '^{"id":8}$' || fail "end"
 echo "protocol_test: ok"
