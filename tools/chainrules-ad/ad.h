@@ -184,13 +184,15 @@ typedef struct ad_stmt {
     int checkpoint;                 /* loops: K of `#pragma chainrules checkpoint(K)`, else 0 */
     const struct ad_pragma *pragma; /* the pragma itself (its sizes) */
     /* analysis */
-    bool has_exit;  /* contains a break/continue/return leaving this statement */
-    bool rev;       /* has adjoint work (reverse sweep code) */
-    bool recompute; /* ST_DECL in a loop body: recomputed by the adjoint, not stored */
-    bool push;      /* assignment (ST_EXPR, ST_DECL): store the old value first */
-    bool invert;    /* integer v = v +- c: the adjoint restores v by the inverse */
-    bool preacc;    /* active assignment whose partials the forward sweep stores (lin.c) */
-    bool inc_push;  /* the same two for a for loop's increment */
+    bool has_exit;   /* contains a break/continue/return leaving this statement */
+    bool rev;        /* has adjoint work (reverse sweep code) */
+    bool recompute;  /* ST_DECL in a loop body: recomputed by the adjoint, not stored */
+    bool push;       /* assignment (ST_EXPR, ST_DECL): store the old value first */
+    bool invert;     /* integer v = v +- c: the adjoint restores v by the inverse */
+    bool preacc;     /* active assignment whose partials the forward sweep stores (lin.c) */
+    bool preacc_top; /* ... outside every loop: stored in locals when the sweeps share them */
+    int preacc_slot; /* code generation: the number of those locals (pa<n>_), or 0 */
+    bool inc_push;   /* the same two for a for loop's increment */
     bool inc_invert;
     int id;               /* number, for generated labels and names */
     ad_var *canon;        /* ST_FOR: the counter of a canonical loop, or NULL */

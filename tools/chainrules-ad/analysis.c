@@ -1293,7 +1293,8 @@ static void clear_stmt(ad_stmt *s, void *env)
     s->hi_op = NULL;
     s->recompute = false;
     s->push = s->invert = s->inc_push = s->inc_invert = false;
-    s->preacc = false;
+    s->preacc = s->preacc_top = false;
+    s->preacc_slot = 0;
     s->id = 0;
 }
 
@@ -1400,14 +1401,24 @@ static bool preacc_worth(const ad_expr *place, const ad_expr *value)
     return p.fine && p.costly && p.nleaves > 0;
 }
 
-static void mark_preacc(ad_stmt *s, void *env)
+/* A statement outside every loop runs once: its partials go to locals of the function
+ * (preacc_top), not the value stack, where both sweeps are in one function. */
+static void mark_preacc(ad_stmt *s, int loops)
 {
-    (void)env;
+    if (!s)
+        return;
     if (s->kind == ST_EXPR && s->e && s->e->kind == EX_ASSIGN && !strcmp(s->e->op, "="))
         s->preacc = preacc_worth(s->e->a, s->e->b);
     else if (s->kind == ST_DECL && s->var && s->e && !s->ninits && s->var->type->kind == TY_DOUBLE)
         s->preacc =
             preacc_worth(&(ad_expr){.kind = EX_VAR, .var = s->var, .type = s->var->type}, s->e);
+    s->preacc_top = s->preacc && loops == 0;
+    bool loop = s->kind == ST_FOR || s->kind == ST_WHILE || s->kind == ST_DO;
+    for (int i = 0; i < s->n; i++)
+        mark_preacc(s->body[i], loops);
+    mark_preacc(s->init, loops);
+    mark_preacc(s->then, loops + loop);
+    mark_preacc(s->els, loops);
 }
 
 /* Whether a call may produce real data: it returns a real, or takes a non-const pointer
@@ -1579,7 +1590,7 @@ int ad_analyse(ad_unit *u, ad_func *f, uint64_t mask, bool callee)
         f->params[i]->varied = f->params[i]->active;
     walk_stmt(f->body, mark_active_stmt, NULL);
     walk_stmt(f->body, check_active_stmt, f);
-    walk_stmt(f->body, mark_preacc, NULL);
+    mark_preacc(f->body, 0);
     walk_stmt(f->body, need_stmt, NULL);
     walk_stmt(f->body, find_canonical, NULL);
     mark_exits(f->body);

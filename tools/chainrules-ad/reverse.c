@@ -33,7 +33,9 @@ typedef struct rv {
     ad_buf *fw, *bw;
     xc xs[512];
     int nxs;
-    bool split; /* emitting cr_ad_f_fw / cr_ad_f_bw */
+    bool split;   /* emitting cr_ad_f_fw / cr_ad_f_bw */
+    ad_buf decls; /* locals of stored partials outside loops (pa<n>_) */
+    int slots;
     bool plain; /* the primal only: no pushes (runs between checkpoints) */
     int loops;
 } rv;
@@ -242,7 +244,7 @@ enum { PREACC_MAX = 4 };
 
 /* An assignment with stored partials (ad_stmt.preacc): the value and the partials with
  * respect to the places it reads, the partials pushed, then the old value if it is kept. */
-static void fw_preacc(rv *r, ad_expr *place, ad_expr *value, int keep, const char *ind)
+static void fw_preacc(rv *r, ad_stmt *st, ad_expr *place, ad_expr *value, int keep, const char *ind)
 {
     const char *ind2 = ad_fmt("%s    ", ind);
     ad_buf_printf(r->fw, "%s{\n", ind);
@@ -252,6 +254,18 @@ static void fw_preacc(rv *r, ad_expr *place, ad_expr *value, int keep, const cha
     ad_expr *leaves[PREACC_MAX];
     const char *J[PREACC_MAX + 1];
     int n = lin_partials(&r->l, value, leaves, J, PREACC_MAX);
+    if (st->preacc_top && !r->split && n > 0) {
+        /* run once: the partials stay in locals of the function */
+        st->preacc_slot = ++r->slots;
+        ad_buf_printf(&r->decls, "    double pa%d_[%d] = {0};\n", st->preacc_slot, n);
+        for (int i = 0; i < n; i++)
+            ad_buf_printf(r->fw, "%spa%d_[%d] = %s;\n", ind2, st->preacc_slot, i, J[i]);
+        if (keep == KEEP_PUSH)
+            push_place(r, place, ind2);
+        ad_buf_printf(r->fw, "%s%s = %s;\n%s}\n", ind2, ad_expr_text(place), v, ind);
+        return;
+    }
+    st->preacc_slot = 0;
     /* the partials, then the old value if it is kept, in one push */
     if (keep == KEEP_PUSH)
         J[n++] = ad_expr_text(place);
@@ -268,12 +282,12 @@ static void fw_preacc(rv *r, ad_expr *place, ad_expr *value, int keep, const cha
 }
 
 /* An assignment place = value (value may be a call of the file). */
-static void fw_assign(rv *r, ad_expr *place, ad_expr *value, int keep, bool preacc, const char *ind)
+static void fw_assign(rv *r, ad_expr *place, ad_expr *value, int keep, ad_stmt *pa, const char *ind)
 {
     if (r->plain)
         keep = KEEP_NONE; /* nothing is stored */
-    else if (preacc) {
-        fw_preacc(r, place, value, keep, ind);
+    else if (pa) {
+        fw_preacc(r, pa, place, value, keep, ind);
         return;
     }
     bool push = keep == KEEP_PUSH;
@@ -316,22 +330,25 @@ static void restore_place(rv *r, const ad_expr *place, const ad_expr *value, int
         invert_place(r, place, value, ind);
 }
 
-static void bw_assign(rv *r, ad_expr *place, ad_expr *value, int keep, bool preacc, const char *ind)
+static void bw_assign(rv *r, ad_expr *place, ad_expr *value, int keep, ad_stmt *pa, const char *ind)
 {
-    if (preacc) {
+    if (pa) {
         /* the partials the forward sweep stored (and the old value, if kept) */
         ad_buf_printf(r->bw, "%s{\n", ind);
         const char *ind2 = ad_fmt("%s    ", ind);
         ad_expr *leaves[PREACC_MAX];
         int n = lin_partials(&r->l, value, leaves, NULL, PREACC_MAX);
         int m = n + (keep == KEEP_PUSH), q = ++r->l.tmp;
-        if (m == 1) {
+        if (pa->preacc_slot > 0) {
+            restore_place(r, place, value, keep, ind2);
+            ad_buf_printf(r->bw, "%sconst double *q%d_ = pa%d_;\n", ind2, q, pa->preacc_slot);
+        } else if (m == 1) {
             ad_buf_printf(r->bw, "%sconst double q%d_[1] = {cr_adstack_pop_f64(&st_)};\n", ind2, q);
         } else {
             ad_buf_printf(r->bw, "%sdouble q%d_[%d];\n%scr_adstack_pop_f64n(&st_, q%d_, %d);\n",
                           ind2, q, m, ind2, q, m);
         }
-        if (keep == KEEP_PUSH)
+        if (keep == KEEP_PUSH && pa->preacc_slot == 0)
             ad_buf_printf(r->bw, "%s%s = q%d_[%d];\n", ind2, ad_expr_text(place), q, n);
         int a = ++r->l.tmp;
         const char *sh = ad_shadow_text(place, "_b");
@@ -400,18 +417,18 @@ static void fw_stmt(rv *r, ad_stmt *s, const char *ind)
     case ST_DECL: {
         int keep = keep_of(s->push, s->invert);
         if (s->e)
-            fw_assign(r, ad_expr_var(s->var), s->e, keep, s->preacc, ind);
+            fw_assign(r, ad_expr_var(s->var), s->e, keep, s->preacc ? s : NULL, ind);
         for (int i = 0; i < s->ninits; i++)
-            fw_assign(r, ad_expr_elem(s->var, i), s->inits[i], keep, false, ind);
+            fw_assign(r, ad_expr_elem(s->var, i), s->inits[i], keep, NULL, ind);
         if (s->ninits && s->var->type->kind == TY_ARRAY)
             for (long long i = s->ninits; i < s->var->type->len; i++)
-                fw_assign(r, ad_expr_elem(s->var, (int)i), ad_expr_zero(s->inits[0]), keep, false,
+                fw_assign(r, ad_expr_elem(s->var, (int)i), ad_expr_zero(s->inits[0]), keep, NULL,
                           ind);
         return;
     }
     case ST_EXPR:
         if (s->e->kind == EX_ASSIGN)
-            fw_assign(r, s->e->a, s->e->b, keep_of(s->push, s->invert), s->preacc, ind);
+            fw_assign(r, s->e->a, s->e->b, keep_of(s->push, s->invert), s->preacc ? s : NULL, ind);
         else if (s->e->kind == EX_CALL && s->e->callee)
             fw_call(r, NULL, s->e, ind);
         else
@@ -967,17 +984,17 @@ static void bw_stmt(rv *r, ad_stmt *s, const char *ind)
         int keep = keep_of(s->push, s->invert);
         if (s->ninits && s->var->type->kind == TY_ARRAY)
             for (long long i = s->var->type->len - 1; i >= s->ninits; i--)
-                bw_assign(r, ad_expr_elem(s->var, (int)i), ad_expr_zero(s->inits[0]), keep, false,
+                bw_assign(r, ad_expr_elem(s->var, (int)i), ad_expr_zero(s->inits[0]), keep, NULL,
                           ind);
         for (int i = s->ninits - 1; i >= 0; i--)
-            bw_assign(r, ad_expr_elem(s->var, i), s->inits[i], keep, false, ind);
+            bw_assign(r, ad_expr_elem(s->var, i), s->inits[i], keep, NULL, ind);
         if (s->e)
-            bw_assign(r, ad_expr_var(s->var), s->e, keep, s->preacc, ind);
+            bw_assign(r, ad_expr_var(s->var), s->e, keep, s->preacc ? s : NULL, ind);
         return;
     }
     case ST_EXPR:
         if (s->e->kind == EX_ASSIGN)
-            bw_assign(r, s->e->a, s->e->b, keep_of(s->push, s->invert), s->preacc, ind);
+            bw_assign(r, s->e->a, s->e->b, keep_of(s->push, s->invert), s->preacc ? s : NULL, ind);
         else if (s->e->kind == EX_CALL && s->e->callee)
             bw_call(r, NULL, s->e, ind);
         return;
@@ -1306,6 +1323,7 @@ void ad_emit_reverse_public(ad_buf *out, ad_unit *u, ad_func *f)
                    "    cr_adstack st_;\n    cr_adstack_slot stbuf_[128]; /* the first chunk */\n"
                    "    cr_adstack_init_buf(&st_, stbuf_, sizeof stbuf_);\n");
     emit_locals(&r, out);
+    ad_buf_put(out, r.decls.p ? r.decls.p : "");
     silence_unused(&r, out);
     ad_buf_put(out, "    /* forward sweep */\n");
     ad_buf_put(out, fw.p ? fw.p : "");
@@ -1336,6 +1354,7 @@ void ad_emit_reverse_public(ad_buf *out, ad_unit *u, ad_func *f)
     ad_buf_put(out, "}\n\n");
     ad_buf_free(&fw);
     ad_buf_free(&bw);
+    ad_buf_free(&r.decls);
     ad_buf_free(&sig);
 }
 
