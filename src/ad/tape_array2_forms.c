@@ -1,7 +1,8 @@
 /*
- * Second-order forms of the nonlinear array functions that are neither broadcasts nor
- * (multi)linear: logsumexp, softmax, logsoftmax, prod, norm (and nrm2), det, logdet,
- * sum(f, A) of a scalar-table function (the library has no mean(f, A)). For a record y = f(x, ...)
+ * Second-order forms of the linear-algebra functions whose forms have not moved into their
+ * rulesets yet (the reductions', softmax's, norm's and the broadcasts' forms are beside their
+ * rules: cr_rule_form, docs/second-order-forms.md): det, logdet, the factorizations, solves
+ * and matrix functions of the table at the end. For a record y = f(x, ...)
  * whose result has the cotangent ȳ, a form gives, along each direction ẋ,
  *
  *     S = d/dε [pullback at x + ε ẋ](ȳ),
@@ -103,11 +104,6 @@ static cr_status form_init(form *F, cr_tape *t, const cr__anode *nd, size_t xj,
     return CR_OK;
 }
 
-static size_t slice(const form *F, size_t e)
-{
-    return F->sl == NULL ? 0 : F->sl[e];
-}
-
 /* The cotangent of a reduction's result (ns values, in slice order). */
 static cr_status ybar_slices(const form *F, cr_tangent ybar, const double **yb)
 {
@@ -155,13 +151,6 @@ static cr_status frule_along(const form *F, const cr_value *fn, cr_tangent raw, 
     return cr__tape_fail(F->t, st == CR_NOTHING ? CR_EUNIMPL : st,
                          "%s: the second-order form needs %s's frule: %s", F->who,
                          fn->u.func.fn->name, msg[0] != '\0' ? msg : cr_status_str(st));
-}
-
-/* The tangent ẏ of the record's scalar result i along d (from the function's frule, in the
- * forward sweep). */
-static double y_dot(const double *tan, size_t i, size_t k, size_t d)
-{
-    return tan[i * k + d];
 }
 
 /* A new f64 array of x's shape (zeros). */
@@ -212,325 +201,6 @@ static cr_status pulled(const form *F, cr_tangent ybar, const double **G)
             *G = z->data;
     }
     return st;
-}
-
-/* ---- softmax, logsoftmax, logsumexp -----------------------------------------------------------
- */
-
-/* ṡ = softmax's frule tangent at the record's arguments (x[, dims]) along ẋ. */
-static cr_status softmax_dot(const form *F, cr_tangent xdot, const double **sd)
-{
-    cr_tangent dargs[3] = {cr_tangent_none(), xdot, cr_tangent_zero()};
-    cr_value y;
-    cr_tangent dy;
-    cr_status st =
-        cr_frule(F->t->config, F->arena, dargs, &cr_fn_softmax, F->nd->vals, F->nd->nargs, &y, &dy);
-    if (st == CR_OK)
-        st = like_x(F, dy, sd);
-    if (st == CR_OK && *sd == NULL) {
-        cr_array *z;
-        if ((st = new_s(F, &z)) == CR_OK)
-            *sd = z->data;
-    }
-    return st;
-}
-
-static const cr_value *dims_of(const cr__anode *nd, size_t j)
-{
-    return nd->nargs > j ? &nd->vals[j] : NULL;
-}
-
-/*
- * logsumexp(x[, dims]): the pullback is x̄ = ȳ ⊙ softmax(x) (ȳ spread over each slice), so
- *     S = ȳ ⊙ ṡ,   ṡ = softmax's frule tangent at x along ẋ.
- */
-static cr_status form_logsumexp(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
-                                double *adjd, const double *tan, size_t k)
-{
-    (void)i;
-    form F;
-    const double *yb;
-    cr_status st = form_init(&F, t, nd, 0, dims_of(nd, 1));
-    if (st == CR_OK)
-        st = ybar_slices(&F, ybar, &yb);
-    for (size_t d = 0; d < k && st == CR_OK; d++) {
-        cr_tangent raw;
-        const double *xd, *sd;
-        cr_array *S;
-        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK || xd == NULL)
-            continue;
-        if ((st = softmax_dot(&F, raw, &sd)) != CR_OK || (st = new_s(&F, &S)) != CR_OK)
-            break;
-        double *s = S->data;
-        for (size_t e = 0; e < F.N; e++)
-            s[e] = yb[slice(&F, e)] * sd[e];
-        st = put(&F, S, adjd, k, d);
-    }
-    return st;
-}
-
-/* Σ over each slice of a ⊙ b (b NULL: of a), into a new array of ns values. */
-static cr_status slice_sums(const form *F, const double *a, const double *b, double **out)
-{
-    double *o = cr_arena_calloc(F->arena, F->ns, sizeof *o, _Alignof(double));
-    if (o == NULL)
-        return CR__ALLOC_STATUS(F->arena);
-    for (size_t e = 0; e < F->N; e++)
-        o[slice(F, e)] += b == NULL ? a[e] : a[e] * b[e];
-    *out = o;
-    return CR_OK;
-}
-
-/*
- * logsoftmax(x[, dims]) = x - logsumexp(x): the pullback is x̄ = ȳ - softmax(x) Σȳ (the sum
- * over each slice), so
- *     S = -ṡ Σȳ,   ṡ = softmax's frule tangent at x along ẋ.
- */
-static cr_status form_logsoftmax(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
-                                 double *adjd, const double *tan, size_t k)
-{
-    (void)i;
-    form F;
-    const double *yb;
-    double *ysum;
-    cr_status st = form_init(&F, t, nd, 0, dims_of(nd, 1));
-    if (st == CR_OK && (st = like_x(&F, ybar, &yb)) == CR_OK && yb == NULL)
-        return CR_OK;
-    if (st == CR_OK)
-        st = slice_sums(&F, yb, NULL, &ysum);
-    for (size_t d = 0; d < k && st == CR_OK; d++) {
-        cr_tangent raw;
-        const double *xd, *sd;
-        cr_array *S;
-        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK || xd == NULL)
-            continue;
-        if ((st = softmax_dot(&F, raw, &sd)) != CR_OK || (st = new_s(&F, &S)) != CR_OK)
-            break;
-        double *s = S->data;
-        for (size_t e = 0; e < F.N; e++)
-            s[e] = -ysum[slice(&F, e)] * sd[e];
-        st = put(&F, S, adjd, k, d);
-    }
-    return st;
-}
-
-/*
- * softmax(x[, dims]) = y: the pullback is x̄ = y ⊙ (ȳ - c), c = Σ y ⊙ ȳ over each slice. Its
- * derivative along ẋ, with ẏ the result's tangent (softmax's frule, from the forward sweep):
- *     S = ẏ ⊙ (ȳ - c) - y ⊙ ċ,   ċ = Σ ẏ ⊙ ȳ over each slice.
- */
-static cr_status form_softmax(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
-                              double *adjd, const double *tan, size_t k)
-{
-    (void)i;
-    form F;
-    const double *yb, *y;
-    double *c;
-    cr_status st = form_init(&F, t, nd, 0, dims_of(nd, 1));
-    if (st == CR_OK && (st = like_x(&F, ybar, &yb)) == CR_OK && yb == NULL)
-        return CR_OK;
-    const cr_array *ya;
-    if (st == CR_OK && (st = cr__dense(F.arena, nd->y.u.arr, CR_DT_F64, &ya)) == CR_OK)
-        y = ya->data;
-    if (st == CR_OK)
-        st = slice_sums(&F, y, yb, &c);
-    for (size_t d = 0; d < k && st == CR_OK; d++) {
-        cr_tangent raw;
-        const double *xd, *yd;
-        double *cd;
-        cr_array *S;
-        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK || xd == NULL)
-            continue;
-        cr_tangent ydt = cr__a2_arg_tangent(t, nd->out | CR__ASLOT_BIT, tan, k, d);
-        if ((st = like_x(&F, ydt, &yd)) != CR_OK || yd == NULL)
-            continue;
-        if ((st = slice_sums(&F, yd, yb, &cd)) != CR_OK || (st = new_s(&F, &S)) != CR_OK)
-            break;
-        double *s = S->data;
-        for (size_t e = 0; e < F.N; e++) {
-            size_t q = slice(&F, e);
-            s[e] = yd[e] * (yb[e] - c[q]) - y[e] * cd[q];
-        }
-        st = put(&F, S, adjd, k, d);
-    }
-    return st;
-}
-
-/* ---- prod -------------------------------------------------------------------------------------
- */
-
-/*
- * prod(x[, dims]): per slice, y = Π x_j and the pullback is x̄_i = ȳ Π_{j≠i} x_j = G_i
- * (G: the recorded pullback applied to ȳ, which never divides by zero). Its derivative:
- *     S_i = ȳ Σ_{k≠i} ẋ_k Π_{j∉{i,k}} x_j,
- * by the number of zeros z of the slice:
- *   z = 0: Π_{j∉{i,k}} x_j = y / (x_i x_k), so S_i = G_i (T - ẋ_i / x_i), T = Σ_k ẋ_k / x_k;
- *   z = 1, x_a = 0: G_a = ȳ Π_{j≠a} x_j and the other G are 0; only the terms without x_a
- *          remain: S_a = G_a T (T over the nonzero elements), S_i = ẋ_a G_a / x_i (i ≠ a);
- *   z = 2, x_a = x_b = 0: G = 0; S_a = ȳ ẋ_b Q, S_b = ȳ ẋ_a Q with Q = Π_{j∉{a,b}} x_j, the
- *          other S are 0;
- *   z ≥ 3: every product has a zero factor: S = 0.
- */
-static cr_status form_prod(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
-                           const double *tan, size_t k)
-{
-    (void)i;
-    form F;
-    const double *yb, *G;
-    cr_status st = form_init(&F, t, nd, 0, dims_of(nd, 1));
-    if (st == CR_OK)
-        st = ybar_slices(&F, ybar, &yb);
-    if (st == CR_OK)
-        st = pulled(&F, ybar, &G);
-    if (st != CR_OK)
-        return st;
-    size_t ns = F.ns, N = F.N;
-    const double *x = F.x->data;
-    size_t *z = cr_arena_calloc(F.arena, 3 * ns, sizeof *z, _Alignof(size_t));
-    double *Q = cr_arena_alloc(F.arena, 2 * ns * sizeof *Q, _Alignof(double));
-    if (z == NULL || Q == NULL)
-        return CR__ALLOC_STATUS(F.arena);
-    size_t *za = z + ns, *zb = z + 2 * ns; /* the first two zeros of each slice */
-    double *T = Q + ns;
-    for (size_t q = 0; q < ns; q++)
-        Q[q] = 1.0;
-    for (size_t e = 0; e < N; e++) {
-        size_t q = slice(&F, e);
-        if (x[e] != 0.0) {
-            Q[q] *= x[e];
-            continue;
-        }
-        if (z[q] == 0)
-            za[q] = e;
-        else if (z[q] == 1)
-            zb[q] = e;
-        z[q]++;
-    }
-    for (size_t d = 0; d < k; d++) {
-        cr_tangent raw;
-        const double *xd;
-        cr_array *S;
-        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK)
-            return st;
-        if (xd == NULL)
-            continue;
-        if ((st = new_s(&F, &S)) != CR_OK)
-            return st;
-        double *s = S->data;
-        memset(T, 0, ns * sizeof *T);
-        for (size_t e = 0; e < N; e++)
-            if (x[e] != 0.0)
-                T[slice(&F, e)] += xd[e] / x[e];
-        for (size_t e = 0; e < N; e++) {
-            size_t q = slice(&F, e);
-            if (z[q] == 0) {
-                s[e] = G[e] * (T[q] - xd[e] / x[e]);
-            } else if (z[q] == 1) {
-                size_t a = za[q];
-                s[e] = e == a ? G[a] * T[q] : xd[a] * G[a] / x[e];
-            } else if (z[q] == 2) {
-                if (e == za[q])
-                    s[e] = yb[q] * xd[zb[q]] * Q[q];
-                else if (e == zb[q])
-                    s[e] = yb[q] * xd[za[q]] * Q[q];
-            }
-        }
-        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
-            return st;
-    }
-    return CR_OK;
-}
-
-/* ---- norm -------------------------------------------------------------------------------------
- */
-
-/* The exponent of norm(x[, p]). */
-static double norm_p(const cr__anode *nd)
-{
-    return nd->nargs > 1 ? creal(cr__scalar_of(&nd->vals[1])) : 2.0;
-}
-
-/* The norm's second derivative along ẋ, scaled (see form_norm for the derivation): with
- * G = ȳ ∇y and ẏ = ∇y · ẋ,
- *     s = (p-1)/y (ȳ (|x|/y)^(p-2) ⊙ ẋ - G ẏ)   (0 for p = Inf).
- * Also used by normalize's form (ȳ = 1, G = ∇y). */
-static void norm_hdir(const double *x, size_t N, double p, double y, double ybar, const double *G,
-                      const double *xd, double ydot, double *s)
-{
-    double c = (p - 1.0) / y;
-    for (size_t e = 0; e < N; e++) {
-        if (isinf(p)) {
-            s[e] = 0.0;
-            continue;
-        }
-        double w = p == 2.0 ? 1.0 : pow(fabs(x[e]) / y, p - 2.0);
-        s[e] = c * (ybar * w * xd[e] - G[e] * ydot);
-    }
-}
-
-/* The points where the norm of x (y) has no second derivative: a zero array, and a zero
- * element when p < 2 (CR_EDOMAIN, recorded on the tape). */
-static cr_status norm_domain(const form *F, double p, double y)
-{
-    const double *x = F->x->data;
-    if (y == 0.0)
-        return cr__tape_fail(F->t, CR_EDOMAIN,
-                             "%s: no second derivative at a zero array (the norm is not twice "
-                             "differentiable there)",
-                             F->who);
-    for (size_t e = 0; e < F->N && p < 2.0; e++)
-        if (x[e] == 0.0)
-            return cr__tape_fail(F->t, CR_EDOMAIN,
-                                 "%s: no second derivative at a zero element (element %zu) when "
-                                 "p = %g < 2",
-                                 F->who, e, p);
-    return CR_OK;
-}
-
-/*
- * norm(x, p) = y = (Σ |x_j|^p)^(1/p) (p = 2 by default). With g = ∇y (g_i = sgn(x_i)
- * |x_i|^(p-1) / y^(p-1)), differentiating g_i once more:
- *     ∂g_i/∂x_l = (p-1) |x_i|^(p-2) / y^(p-1) δ_il + (1-p) sgn(x_i) |x_i|^(p-1) y^(-p) g_l
- *               = (p-1)/y ((|x_i|/y)^(p-2) δ_il - g_i g_l),
- * so, with G = ȳ g (the recorded pullback applied to ȳ) and ẏ = g·ẋ (norm's frule, from the
- * forward sweep),
- *     S = (p-1)/y (ȳ (|x|/y)^(p-2) ⊙ ẋ - G ẏ);   p = 2: S = (ȳ ẋ - G ẏ) / y.
- * p = Inf: the norm is the largest |x_j|, linear near x: S = 0 (p = -Inf the smallest; p = 0
- * counts the nonzero elements, constant near x). The same S for p < 0. Refused
- * (CR_EDOMAIN, no second derivative there): y = 0, and a zero element when p < 2.
- */
-static cr_status form_norm(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
-                           const double *tan, size_t k)
-{
-    double p = norm_p(nd), y = creal(cr__scalar_of(&nd->y));
-    if (isinf(p) || p == 0)
-        return CR_OK; /* the largest or smallest |x_j|, or a count: linear or constant */
-    form F;
-    const double *yb, *G;
-    cr_status st = form_init(&F, t, nd, 0, NULL);
-    if (st == CR_OK)
-        st = ybar_slices(&F, ybar, &yb);
-    if (st == CR_OK)
-        st = norm_domain(&F, p, y);
-    if (st != CR_OK)
-        return st;
-    if ((st = pulled(&F, ybar, &G)) != CR_OK)
-        return st;
-    for (size_t d = 0; d < k; d++) {
-        cr_tangent raw;
-        const double *xd;
-        cr_array *S;
-        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK)
-            return st;
-        if (xd == NULL)
-            continue;
-        if ((st = new_s(&F, &S)) != CR_OK)
-            return st;
-        norm_hdir(F.x->data, F.N, p, y, yb[0], G, xd, y_dot(tan, i, k, d), S->data);
-        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
-            return st;
-    }
-    return CR_OK;
 }
 
 /* ---- det, logdet ------------------------------------------------------------------------------
@@ -913,77 +583,7 @@ static cr_status form_eigen(cr_tape *t, const cr__anode *nd, size_t i, cr_tangen
     return CR_OK;
 }
 
-/* ---- sum(f, A) --------------------------------------------------------------------
- */
-
-/*
- * sum(f, A[, dims]) of a scalar-table function f of one argument: the pullback is
- * Ā_e = ȳ f'(a_e) (ȳ of e's slice), elementwise, so
- *     S_e = ȳ f''(a_e) ȧ_e,
- * with f'' taken as the broadcast form and the scalar second-order tape take it
- * (cr__row_hessian: the complex step, or central differences for real-only rows), once per
- * element for all directions.
- */
-static cr_status form_sum_f(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
-                            double *adjd, const double *tan, size_t k)
-{
-    (void)i;
-    form F;
-    const double *yb;
-    cr_status st = form_init(&F, t, nd, 1, dims_of(nd, 2));
-    if (st == CR_OK)
-        st = ybar_slices(&F, ybar, &yb);
-    if (st != CR_OK)
-        return st;
-    const cr_scalar_rule *row = cr_scalar_rule_of(nd->vals[0].u.func.fn);
-    const double *xd[MAX_DIRS];
-    double *s[MAX_DIRS];
-    cr_array *S[MAX_DIRS];
-    bool any = false;
-    for (size_t d = 0; d < k; d++) {
-        cr_tangent raw;
-        s[d] = NULL;
-        if ((st = x_dot(&F, tan, k, d, &raw, &xd[d])) != CR_OK)
-            return st;
-        if (xd[d] == NULL)
-            continue;
-        if ((st = new_s(&F, &S[d])) != CR_OK)
-            return st;
-        s[d] = S[d]->data;
-        any = true;
-    }
-    const double *x = F.x->data;
-    for (size_t e = 0; e < F.N && any; e++) {
-        double g = yb[slice(&F, e)];
-        if (g == 0.0)
-            continue;
-        double xe = x[e], Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
-        double H[CR_SCALAR_MAX_IN * CR_SCALAR_MAX_IN];
-        /* the partials at x (cr__row_hessian starts from them) */
-        row->f64(&xe, Y, D);
-        cr__row_hessian(row, &xe, D, H, 1u);
-        for (size_t d = 0; d < k; d++)
-            if (s[d] != NULL)
-                s[d][e] = g * H[0] * xd[d][e];
-    }
-    for (size_t d = 0; d < k; d++)
-        if (s[d] != NULL && (st = put(&F, S[d], adjd, k, d)) != CR_OK)
-            return st;
-    return CR_OK;
-}
-
 /* ---- Helpers of the forms below ------------------------------------------------------------- */
-
-/* The tangent ẋ of x along d as an f64 array of x's shape (NULL when zero). */
-static cr_status x_dot_arr(const form *F, const double *tan, size_t k, size_t d,
-                           const cr_array **xa)
-{
-    cr_tangent raw = cr__a2_arg_tangent(F->t, F->nd->args[F->xj], tan, k, d);
-    *xa = NULL;
-    if (cr_tangent_is_zero(raw))
-        return CR_OK;
-    return cr__tan_array(F->arena, F->who, raw, F->x->ndim, F->x->shape, CR_DT_F64, xa);
-}
 
 /* The record's result value as a dense f64 array (an array result only). */
 static cr_status y_array(const form *F, const double **y)
@@ -1008,54 +608,6 @@ static cr_status y_dot_arr(const form *F, const double *tan, size_t k, size_t d,
     return st;
 }
 
-/* The result (y) and its tangent along d (yd, NULL when zero) of a reduction, in slice
- * order: one value for a scalar result, the result array's elements otherwise. */
-static cr_status y_slices(const form *F, const double **y)
-{
-    if (F->nd->out == CR_VAR_CONST) {
-        double *v = cr_arena_alloc(F->arena, sizeof *v, _Alignof(double));
-        if (v == NULL)
-            return CR__ALLOC_STATUS(F->arena);
-        *v = creal(cr__scalar_of(&F->nd->y));
-        *y = v;
-        return CR_OK;
-    }
-    return y_array(F, y);
-}
-
-static cr_status y_dot_slices(const form *F, const double *tan, size_t i, size_t k, size_t d,
-                              const double **yd)
-{
-    if (F->nd->out != CR_VAR_CONST)
-        return y_dot_arr(F, tan, k, d, yd);
-    double *v = cr_arena_alloc(F->arena, sizeof *v, _Alignof(double));
-    if (v == NULL)
-        return CR__ALLOC_STATUS(F->arena);
-    *v = y_dot(tan, i, k, d);
-    *yd = v;
-    return CR_OK;
-}
-
-/* var's rrule at the record's arguments with x replaced by xa, its pullback applied to cot:
- * x's component (a tangent of x's shape). */
-static cr_status var_pulled_at(const form *F, const cr_array *xa, cr_tangent cot, cr_tangent *out)
-{
-    const cr__anode *nd = F->nd;
-    cr_value vals[MAX_ARGS], y;
-    cr_tangent dx[MAX_ARGS + 1];
-    if (nd->nargs > MAX_ARGS)
-        return CR_EINVAL;
-    memcpy(vals, nd->vals, nd->nargs * sizeof *vals);
-    vals[F->xj] = cr_value_array((cr_array *)(uintptr_t)xa); /* only read */
-    cr_pullback pb;
-    cr_status st = cr_rrule(F->t->config, F->arena, &cr_fn_var, vals, nd->nargs, &y, &pb);
-    if (st == CR_OK)
-        st = cr_pullback_call(F->arena, &pb, &cot, dx, (size_t)nd->nargs + 1);
-    if (st == CR_OK)
-        *out = dx[F->xj + 1];
-    return st;
-}
-
 /* C = alpha op(A) op(B) + beta C for dense row-major f64 matrices (A ar x ac, B br x bc as
  * stored; ta, tb: transposed). */
 static void mm(double alpha, const double *A, size_t ar, size_t ac, int ta, const double *B,
@@ -1063,177 +615,6 @@ static void mm(double alpha, const double *A, size_t ar, size_t ac, int ta, cons
 {
     cr__mat a = {A, ar, ac, ac, ta}, b = {B, br, bc, bc, tb};
     cr__gemm(CR_DT_F64, &a, &b, alpha, beta, C, cr__mat_cols(&b));
-}
-
-/* ---- var, std ------------------------------------------------------------------------------ */
-
-/*
- * var(x[, dims]) = Σ (x - μ)² / (n - 1) per slice is a quadratic form of x, so its pullback,
- * x̄ = 2 ȳ (x - μ) / (n - 1), is linear in x and its derivative along ẋ is the same pullback
- * at ẋ:
- *     S = var's rrule at ẋ (same dims), its pullback applied to ȳ.
- * No derivative is written: a call of the rule.
- */
-static cr_status form_var(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
-                          const double *tan, size_t k)
-{
-    (void)i;
-    form F;
-    cr_status st = form_init(&F, t, nd, 0, NULL);
-    for (size_t d = 0; d < k && st == CR_OK; d++) {
-        const cr_array *xa;
-        cr_tangent S;
-        if ((st = x_dot_arr(&F, tan, k, d, &xa)) != CR_OK || xa == NULL)
-            continue;
-        if ((st = var_pulled_at(&F, xa, ybar, &S)) == CR_OK)
-            st = put_arg(&F, 0, S, adjd, k, d);
-    }
-    return st;
-}
-
-/*
- * std(x[, dims]) = σ = sqrt(var) per slice: the pullback is G = c (x - μ) with
- * c = ȳ / ((n - 1) σ). Its derivative along ẋ, with σ̇ the result's tangent (std's frule, from
- * the forward sweep) and ċ = -c σ̇ / σ:
- *     S = c (ẋ - μ̇) - (σ̇ / σ) G,
- * where c (ẋ - μ̇) is var's pullback at ẋ applied to ȳ / (2σ) (var's is 2 ȳ (x - μ)/(n - 1))
- * and G std's recorded pullback applied to ȳ. Where σ = 0 (all the slice's elements equal) std
- * has no second derivative (|x - μ| scaled, a kink: the rule gives the subgradient 0 there):
- * refused with CR_EDOMAIN.
- */
-static cr_status form_std(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
-                          const double *tan, size_t k)
-{
-    form F;
-    const double *yb = NULL, *sig = NULL, *G;
-    cr_status st = form_init(&F, t, nd, 0, dims_of(nd, 1));
-    if (st == CR_OK)
-        st = ybar_slices(&F, ybar, &yb);
-    if (st == CR_OK)
-        st = y_slices(&F, &sig);
-    if (st != CR_OK)
-        return st;
-    for (size_t q = 0; q < F.ns; q++)
-        if (!(sig[q] > 0.0))
-            return cr__tape_fail(t, CR_EDOMAIN,
-                                 "%s: no second derivative where the standard deviation is zero "
-                                 "(slice %zu: all its elements are equal)",
-                                 F.who, q);
-    if ((st = pulled(&F, ybar, &G)) != CR_OK)
-        return st;
-    /* var's cotangent ȳ / (2σ), of the result's shape */
-    cr_tangent cot;
-    if (nd->out == CR_VAR_CONST) {
-        cot = cr_tangent_f64(yb[0] / (2.0 * sig[0]));
-    } else {
-        const cr_array *yv = t->aslots[nd->out].val;
-        cr_array *c;
-        if ((st = cr__new(F.arena, CR_DT_F64, yv->ndim, yv->shape, false, &c)) != CR_OK)
-            return st;
-        for (size_t q = 0; q < F.ns; q++)
-            ((double *)c->data)[q] = yb[q] / (2.0 * sig[q]);
-        cot = cr_tangent_array(c);
-    }
-    for (size_t d = 0; d < k; d++) {
-        const cr_array *xa;
-        const double *V = NULL, *sd = NULL;
-        cr_tangent Vt;
-        cr_array *S;
-        if ((st = x_dot_arr(&F, tan, k, d, &xa)) != CR_OK)
-            return st;
-        if (xa == NULL)
-            continue;
-        if ((st = var_pulled_at(&F, xa, cot, &Vt)) != CR_OK || (st = like_x(&F, Vt, &V)) != CR_OK ||
-            (st = y_dot_slices(&F, tan, i, k, d, &sd)) != CR_OK || (st = new_s(&F, &S)) != CR_OK)
-            return st;
-        double *s = S->data;
-        for (size_t e = 0; e < F.N; e++) {
-            size_t q = slice(&F, e);
-            s[e] = (V != NULL ? V[e] : 0.0) - (sd != NULL ? sd[q] / sig[q] : 0.0) * G[e];
-        }
-        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
-            return st;
-    }
-    return CR_OK;
-}
-
-/* ---- cumprod -------------------------------------------------------------------------------- */
-
-/*
- * cumprod(x[, dim]): along each line y_k = y_{k-1} x_k (y_{-1} = 1), and the rule's pullback
- * runs the recurrence backwards without dividing:
- *     a_k = ȳ_k + x_{k+1} a_{k+1} (a_{L-1} = ȳ_{L-1}),   x̄_k = y_{k-1} a_k.
- * The rule does not expose a (x̄_k / y_{k-1} is no substitute at zeros), so it is run here;
- * differentiating both lines along ẋ (ȳ fixed), with ẏ the result's tangent (cumprod's frule,
- * from the forward sweep):
- *     ȧ_k = ẋ_{k+1} a_{k+1} + x_{k+1} ȧ_{k+1} (ȧ_{L-1} = 0),
- *     S_k = ẏ_{k-1} a_k + y_{k-1} ȧ_k (ẏ_{-1} = 0).
- * Nothing divides, so zeros in x are exact, as in the rule.
- */
-static cr_status form_cumprod(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
-                              double *adjd, const double *tan, size_t k)
-{
-    (void)i;
-    form F;
-    const double *yb, *y;
-    cr_status st = form_init(&F, t, nd, 0, NULL);
-    if (st == CR_OK && (st = like_x(&F, ybar, &yb)) == CR_OK && yb == NULL)
-        return CR_OK;
-    if (st == CR_OK)
-        st = y_array(&F, &y);
-    int64_t dim = 0;
-    if (st == CR_OK && nd->nargs > 1)
-        st = cr__int_arg(F.arena, F.who, &nd->vals[1], &dim);
-    if (st != CR_OK)
-        return st;
-    if (dim < 0 || (size_t)dim >= F.x->ndim || F.N == 0)
-        return CR_OK; /* the rule refused it when recorded */
-    size_t L = F.x->shape[dim], inner = 1;
-    for (size_t q = (size_t)dim + 1; q < F.x->ndim; q++)
-        inner *= F.x->shape[q];
-    size_t nlines = F.N / L;
-    const double *x = F.x->data;
-    double *a = cr_arena_alloc(F.arena, F.N * sizeof *a, _Alignof(double));
-    if (a == NULL)
-        return CR__ALLOC_STATUS(F.arena);
-        /* element k of line l: (l / inner) L inner + l % inner + k inner */
-#define CP_AT(l, kk) (((l) / inner) * L * inner + (l) % inner + (kk)*inner)
-    for (size_t l = 0; l < nlines; l++)
-        for (size_t kk = L; kk-- > 0;)
-            a[CP_AT(l, kk)] =
-                yb[CP_AT(l, kk)] + (kk + 1 < L ? x[CP_AT(l, kk + 1)] * a[CP_AT(l, kk + 1)] : 0.0);
-    for (size_t d = 0; d < k; d++) {
-        cr_tangent raw;
-        const double *xd, *yd;
-        cr_array *S;
-        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK)
-            return st;
-        if (xd == NULL)
-            continue;
-        if ((st = y_dot_arr(&F, tan, k, d, &yd)) != CR_OK || (st = new_s(&F, &S)) != CR_OK)
-            return st;
-        double *s = S->data;
-        for (size_t l = 0; l < nlines; l++) {
-            double ad = 0.0; /* ȧ_k */
-            for (size_t kk = L; kk-- > 0;) {
-                size_t e = CP_AT(l, kk);
-                if (kk + 1 < L) {
-                    size_t e1 = CP_AT(l, kk + 1);
-                    ad = xd[e1] * a[e1] + x[e1] * ad;
-                }
-                if (kk == 0) {
-                    s[e] = ad;
-                } else {
-                    size_t e0 = CP_AT(l, kk - 1);
-                    s[e] = (yd != NULL ? yd[e0] : 0.0) * a[e] + y[e0] * ad;
-                }
-            }
-        }
-#undef CP_AT
-        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
-            return st;
-    }
-    return CR_OK;
 }
 
 /* ---- matinv, solve -------------------------------------------------------------------------- */
@@ -1388,74 +769,6 @@ static cr_status form_solve(cr_tape *t, const cr__anode *nd, size_t i, cr_tangen
             mm(-1.0, bb, n, m, 0, yd, n, m, 1, 1.0, SA->data);
         if ((st = put(&F, SA, adjd, k, d)) != CR_OK ||
             (st = put_arg(&F, 1, SB, adjd, k, d)) != CR_OK)
-            return st;
-    }
-    return CR_OK;
-}
-
-/* ---- normalize ------------------------------------------------------------------------------ */
-
-/*
- * normalize(x[, p]) = y = x / n, n = norm(x, p): the rule's pullback is
- *     x̄ = Ȳ / n + n̄ g,   n̄ = -⟨y, Ȳ⟩ / n,   g = ∇n (norm's pullback applied to 1).
- * Along ẋ, with ṅ = ⟨g, ẋ⟩, ẏ the result's tangent (normalize's frule, from the forward sweep)
- * and ġ = H_n ẋ (the norm's second derivative, norm_hdir):
- *     ṅ̄ = -⟨ẏ, Ȳ⟩ / n + ⟨y, Ȳ⟩ ṅ / n² = -(⟨ẏ, Ȳ⟩ + n̄ ṅ) / n,
- *     S = -Ȳ ṅ / n² + n̄ H_n ẋ + ṅ̄ g.
- * The norm's points without a second derivative (a zero element when p < 2) are refused as
- * for norm (a zero array is refused by the rule itself).
- */
-static cr_status form_normalize(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
-                                double *adjd, const double *tan, size_t k)
-{
-    (void)i;
-    form F;
-    const double *yb, *y, *g;
-    cr_status st = form_init(&F, t, nd, 0, NULL);
-    if (st == CR_OK && (st = like_x(&F, ybar, &yb)) == CR_OK && yb == NULL)
-        return CR_OK;
-    if (st == CR_OK)
-        st = y_array(&F, &y);
-    cr_value nv;
-    cr_pullback npb;
-    cr_tangent one = cr_tangent_f64(1.0), dx[3];
-    if (st == CR_OK)
-        st = cr_rrule(t->config, F.arena, &cr_fn_norm, nd->vals, nd->nargs, &nv, &npb);
-    if (st == CR_OK)
-        st = cr_pullback_call(F.arena, &npb, &one, dx, (size_t)nd->nargs + 1);
-    if (st == CR_OK)
-        st = like_x(&F, dx[1], &g);
-    if (st != CR_OK)
-        return st;
-    double p = norm_p(nd), n = creal(cr__scalar_of(&nv));
-    if ((st = norm_domain(&F, p, n)) != CR_OK)
-        return st;
-    if (g == NULL)
-        return CR_OK; /* the rule refused a zero norm when recorded */
-    double c = 0.0;
-    for (size_t e = 0; e < F.N; e++)
-        c += y[e] * yb[e];
-    double nbar = -c / n;
-    for (size_t d = 0; d < k; d++) {
-        cr_tangent raw;
-        const double *xd, *yd;
-        cr_array *S;
-        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK)
-            return st;
-        if (xd == NULL)
-            continue;
-        if ((st = y_dot_arr(&F, tan, k, d, &yd)) != CR_OK || (st = new_s(&F, &S)) != CR_OK)
-            return st;
-        double nd_ = 0.0, yy = 0.0; /* ṅ, ⟨ẏ, Ȳ⟩ */
-        for (size_t e = 0; e < F.N; e++) {
-            nd_ += g[e] * xd[e];
-            yy += yd != NULL ? yd[e] * yb[e] : 0.0;
-        }
-        double *s = S->data, nbd = -(yy + nbar * nd_) / n;
-        norm_hdir(F.x->data, F.N, p, n, 1.0, g, xd, nd_, s); /* H_n ẋ */
-        for (size_t e = 0; e < F.N; e++)
-            s[e] = -yb[e] * nd_ / (n * n) + nbar * s[e] + nbd * g[e];
-        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
             return st;
     }
     return CR_OK;
@@ -3615,21 +2928,11 @@ static const struct {
     size_t nvar;
     const char *(*check)(const cr_value *vals, size_t nargs);
 } k_forms[] = {
-    {&cr_fn_logsumexp, form_logsumexp, 1, NULL},
-    {&cr_fn_logsoftmax, form_logsoftmax, 1, NULL},
-    {&cr_fn_softmax, form_softmax, 1, NULL},
-    {&cr_fn_prod, form_prod, 1, NULL},
-    {&cr_fn_norm, form_norm, 1, NULL},
-    {&cr_fn_nrm2, form_norm, 1, NULL},
     {&cr_fn_det, form_det, 1, NULL},
     {&cr_fn_logdet, form_logdet, 1, NULL},
     {&cr_fn_logabsdet, form_logdet, 1, NULL},
-    {&cr_fn_var, form_var, 1, NULL},
-    {&cr_fn_std, form_std, 1, NULL},
-    {&cr_fn_cumprod, form_cumprod, 1, NULL},
     {&cr_fn_matinv, form_matinv, 1, a_first_structured},
     {&cr_fn_solve, form_solve, 2, a_first_structured},
-    {&cr_fn_normalize, form_normalize, 1, NULL},
     {&cr_fn_svdvals, form_svdvals, 1, NULL},
     {&cr_fn_opnorm, form_opnorm, 1, NULL},
     {&cr_fn_eigvals, form_eigvals, 1, NULL},
@@ -3661,17 +2964,6 @@ cr__so_form_fn cr__so_form_of(const cr_value *f, const cr_value *vals, const uin
 {
     const cr_function *fn = f->u.func.fn;
     *why = NULL;
-    if (fn == cr_fn_sum.u.func.fn) {
-        if (nargs < 2 || vals[0].kind != CR_KIND_FUNC)
-            return NULL; /* sum(A): linear */
-        const cr_scalar_rule *r =
-            vals[0].u.func.fn == NULL ? NULL : cr_scalar_rule_of(vals[0].u.func.fn);
-        if (r == NULL || r->nin != 1 || r->nout != 1 || vals[1].kind != CR_KIND_ARRAY) {
-            *why = "the function summed is not a scalar-table function of one argument";
-            return NULL;
-        }
-        return form_sum_f;
-    }
     if (fn == cr_fn_matfun_herm.u.func.fn) {
         const cr_scalar_rule *r =
             nargs < 2 || vals[0].kind != CR_KIND_FUNC || vals[0].u.func.fn == NULL
@@ -3702,9 +2994,7 @@ cr__so_form_fn cr__so_form_of(const cr_value *f, const cr_value *vals, const uin
         }
         for (size_t a = k_forms[j].nvar; a < nargs; a++)
             if (codes[a] != CR_VAR_CONST) {
-                *why = fn == cr_fn_norm.u.func.fn || fn == cr_fn_normalize.u.func.fn
-                           ? "the exponent p is a variable"
-                           : "an argument after the array is a variable";
+                *why = "an argument after the array is a variable";
                 return NULL;
             }
         if (k_forms[j].check != NULL && (*why = k_forms[j].check(vals, nargs)) != NULL)
