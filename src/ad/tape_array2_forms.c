@@ -203,112 +203,6 @@ static cr_status pulled(const form *F, cr_tangent ybar, const double **G)
     return st;
 }
 
-/* ---- det, logdet ------------------------------------------------------------------------------
- */
-
-/*
- * det(A): the pullback is Ā = ȳ C(A), C the cofactor matrix. det is linear in each row of A
- * separately, and row i of C (∂det/∂(row i)) does not depend on row i and is linear in every
- * other row k. So, as for the multilinear functions, its derivative along Ȧ is
- *     S_i = ȳ Σ_{k≠i} C_i(A with row k replaced by row k of Ȧ),
- * each term a call of det's own rrule at that matrix, its pullback applied to ȳ (rows i ≠ k
- * kept). Nothing is written but calls of the rule, and a singular A is no exception (the rule
- * takes the adjugate from the SVD there); the cost is n rule calls, O(n^4), per direction.
- */
-static cr_status form_det(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
-                          const double *tan, size_t k)
-{
-    (void)i;
-    form F;
-    cr_status st = form_init(&F, t, nd, 0, NULL);
-    if (st != CR_OK)
-        return st;
-    size_t n = F.x->ndim == 2 ? F.x->shape[0] : 0;
-    if (n == 0 || F.x->shape[1] != n)
-        return CR_OK; /* the rule refused it when recorded */
-    for (size_t d = 0; d < k; d++) {
-        cr_tangent raw;
-        const double *xd;
-        cr_array *S, *Ak;
-        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK)
-            return st;
-        if (xd == NULL)
-            continue;
-        if ((st = new_s(&F, &S)) != CR_OK || (st = new_s(&F, &Ak)) != CR_OK)
-            return st;
-        double *s = S->data, *ak = Ak->data;
-        for (size_t r = 0; r < n; r++) {
-            memcpy(ak, F.x->data, n * n * sizeof *ak);
-            memcpy(ak + r * n, xd + r * n, n * sizeof *ak);
-            cr_value av = cr_value_array(Ak), y;
-            cr_pullback pb;
-            cr_tangent dx[2];
-            const double *C;
-            st = cr_rrule(t->config, F.arena, &cr_fn_det, &av, 1, &y, &pb);
-            if (st == CR_OK)
-                st = cr_pullback_call(F.arena, &pb, &ybar, dx, 2);
-            if (st == CR_OK)
-                st = like_x(&F, dx[1], &C);
-            if (st != CR_OK)
-                return st;
-            for (size_t q = 0; q < n && C != NULL; q++)
-                if (q != r)
-                    for (size_t c = 0; c < n; c++)
-                        s[q * n + c] += C[q * n + c];
-        }
-        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
-            return st;
-    }
-    return CR_OK;
-}
-
-/*
- * logdet(A) of a matrix with positive determinant: the pullback is Ā = ȳ A⁻ᵀ, so
- *     S = ȳ Ẏᵀ,   Ẏ = -A⁻¹ Ȧ A⁻¹, matinv's frule tangent at A along Ȧ.
- * logabsdet(A) = (log|det A|, sign det A) of a real A, of either sign: its pullback is the
- * same, Ā = ȳ₁ A⁻ᵀ with ȳ₁ the cotangent of the first element (the sign is piecewise
- * constant: its cotangent adds nothing), so its S is the same with ȳ₁ for ȳ.
- * A structured A (det's too): the rules read its logical dense matrix and project Ā onto its
- * structure, so S is projected the same way (put).
- */
-static cr_status form_logdet(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
-                             double *adjd, const double *tan, size_t k)
-{
-    (void)i;
-    form F;
-    const double *yb;
-    if (nd->nout > 0 && cr_tangent_is_zero(ybar = cr_tangent_field(ybar, 0)))
-        return CR_OK;
-    cr_status st = form_init(&F, t, nd, 0, NULL);
-    if (st == CR_OK)
-        st = ybar_slices(&F, ybar, &yb);
-    if (st != CR_OK)
-        return st;
-    size_t n = F.x->ndim == 2 ? F.x->shape[0] : 0;
-    for (size_t d = 0; d < k; d++) {
-        cr_tangent raw;
-        const double *xd, *Yd;
-        cr_array *S;
-        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK)
-            return st;
-        if (xd == NULL)
-            continue;
-        cr_value inv;
-        cr_tangent dinv;
-        if ((st = frule_along(&F, &cr_fn_matinv, raw, &inv, &dinv)) != CR_OK)
-            return st;
-        if ((st = like_x(&F, dinv, &Yd)) != CR_OK || (st = new_s(&F, &S)) != CR_OK)
-            return st;
-        double *s = S->data;
-        for (size_t r = 0; r < n && Yd != NULL; r++)
-            for (size_t c = 0; c < n; c++)
-                s[r * n + c] = yb[0] * Yd[c * n + r];
-        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
-            return st;
-    }
-    return CR_OK;
-}
-
 /* ---- svdvals, opnorm(A, 2), eigvals --------------------------------------------------------- */
 
 /* Element e of a tuple value (a float array of ndim dimensions), as a dense f64 array. */
@@ -617,56 +511,6 @@ static void mm(double alpha, const double *A, size_t ar, size_t ac, int ta, cons
     cr__gemm(CR_DT_F64, &a, &b, alpha, beta, C, cr__mat_cols(&b));
 }
 
-/* ---- matinv, solve -------------------------------------------------------------------------- */
-
-/*
- * inv(A) = Y: the pullback is Ā = -Yᵀ Ȳ Yᵀ (projected onto A's structure). Its derivative
- * along Ȧ, with Ẏ = -Y Ȧ Y the result's tangent (matinv's frule, from the forward sweep), by
- * the product rule:
- *     S = -(Ẏᵀ Ȳ Yᵀ + Yᵀ Ȳ Ẏᵀ) = -(Ẏᵀ P + Q Ẏᵀ),   P = Ȳ Yᵀ, Q = Yᵀ Ȳ (once per record),
- * projected as the rule projects Ā (put).
- */
-static cr_status form_matinv(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
-                             double *adjd, const double *tan, size_t k)
-{
-    (void)i;
-    form F;
-    const double *yb, *y;
-    cr_status st = form_init(&F, t, nd, 0, NULL);
-    if (st == CR_OK && (st = like_x(&F, ybar, &yb)) == CR_OK && yb == NULL)
-        return CR_OK;
-    if (st == CR_OK)
-        st = y_array(&F, &y);
-    if (st != CR_OK)
-        return st;
-    size_t n = F.x->shape[0];
-    cr_array *P, *Q;
-    if ((st = new_s(&F, &P)) != CR_OK || (st = new_s(&F, &Q)) != CR_OK)
-        return st;
-    mm(1.0, yb, n, n, 0, y, n, n, 1, 0.0, P->data);
-    mm(1.0, y, n, n, 1, yb, n, n, 0, 0.0, Q->data);
-    for (size_t d = 0; d < k; d++) {
-        cr_tangent raw;
-        const double *xd, *yd;
-        cr_array *S;
-        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK)
-            return st;
-        if (xd == NULL)
-            continue;
-        if ((st = y_dot_arr(&F, tan, k, d, &yd)) != CR_OK)
-            return st;
-        if (yd == NULL)
-            continue;
-        if ((st = new_s(&F, &S)) != CR_OK)
-            return st;
-        mm(-1.0, yd, n, n, 1, P->data, n, n, 0, 0.0, S->data);
-        mm(-1.0, Q->data, n, n, 0, yd, n, n, 1, 1.0, S->data);
-        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
-            return st;
-    }
-    return CR_OK;
-}
-
 /* The rule's pullback with x's cotangent unprojected, for a form that needs the unprojected
  * cotangent Ā(ȳ) (qr's and lu's G) or B̄ (solve's and rdiv's, at ȳ and at W), argument j being
  * the matrix: a rule projects the cotangent of a structured matrix onto its structure. A dense
@@ -707,71 +551,6 @@ static cr_status pulled_dense(const form *F, cr_tangent ybar, const double **G)
             *G = z->data;
     }
     return st;
-}
-
-/*
- * solve(A, B) = A \ B = Y (B a vector or a matrix): the pullback is B̄ = P_B(G), G = A⁻ᵀ Ȳ,
- * Ā = P(-G Yᵀ), P and P_B the projections onto A's and B's structures (the identity for a
- * dense matrix). Along (Ȧ, Ḃ), with Ẏ the result's tangent (solve's frule, from the forward
- * sweep) and d(A⁻ᵀ) = -A⁻ᵀ Ȧᵀ A⁻ᵀ:
- *     dG = -A⁻ᵀ Ȧᵀ G = G(W),   W = -Ȧᵀ G,   S_B = P_B(G(W)),
- *     S_A = P(-dG Yᵀ - G Ẏᵀ) = Ā(W) - P(G Ẏᵀ),
- * where G(W) and Ā(W) are the pullback applied to W (one call gives both; Ā(W) is projected
- * already, and P(P(X)) = P(X)), the recorded one for a dense B, else the rule's at B's dense
- * matrix (pullback_dense: G unprojected). solve is linear in B: with A a constant, S = 0.
- */
-static cr_status form_solve(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
-                            double *adjd, const double *tan, size_t k)
-{
-    (void)i;
-    if (nd->args[0] == CR_VAR_CONST)
-        return CR_OK;
-    form F;
-    cr_status st = form_init(&F, t, nd, 0, NULL);
-    if (st != CR_OK)
-        return st;
-    const cr_array *Bv = nd->vals[1].u.arr, *Bb;
-    size_t n = F.x->shape[0], m = Bv->ndim == 1 ? 1 : Bv->shape[1];
-    cr_tangent dx[3];
-    cr_pullback pb;
-    if ((st = pullback_dense(&F, 1, &pb)) != CR_OK ||
-        (st = cr_pullback_call(F.arena, &pb, &ybar, dx, 3)) != CR_OK ||
-        (st = cr__tan_array(F.arena, F.who, dx[2], Bv->ndim, Bv->shape, CR_DT_F64, &Bb)) != CR_OK)
-        return st;
-    if (Bb == NULL)
-        return CR_OK; /* Ȳ = 0 */
-    const double *bb = Bb->data;
-    for (size_t d = 0; d < k; d++) {
-        cr_tangent raw;
-        const double *xd, *yd, *Sa;
-        cr_array *SA, *W;
-        cr_tangent SB = cr_tangent_zero(), dw[3];
-        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK ||
-            (st = y_dot_arr(&F, tan, k, d, &yd)) != CR_OK)
-            return st;
-        if (xd == NULL && yd == NULL)
-            continue;
-        if ((st = new_s(&F, &SA)) != CR_OK)
-            return st;
-        if (xd != NULL) {
-            if ((st = cr__new(F.arena, CR_DT_F64, Bv->ndim, Bv->shape, false, &W)) != CR_OK)
-                return st;
-            mm(-1.0, xd, n, n, 1, bb, n, m, 0, 0.0, W->data);
-            cr_tangent wt = cr_tangent_array(W);
-            if ((st = cr_pullback_call(F.arena, &pb, &wt, dw, 3)) != CR_OK ||
-                (st = like_x(&F, dw[1], &Sa)) != CR_OK)
-                return st;
-            if (Sa != NULL)
-                memcpy(SA->data, Sa, n * n * sizeof *Sa);
-            SB = dw[2];
-        }
-        if (yd != NULL)
-            mm(-1.0, bb, n, m, 0, yd, n, m, 1, 1.0, SA->data);
-        if ((st = put(&F, SA, adjd, k, d)) != CR_OK ||
-            (st = put_arg(&F, 1, SB, adjd, k, d)) != CR_OK)
-            return st;
-    }
-    return CR_OK;
 }
 
 /* ---- expm, svd (a tuple result) --------------------------------------------------------------
@@ -1994,99 +1773,6 @@ static cr_status form_matfun(cr_tape *t, const cr__anode *nd, size_t i, cr_tange
     return CR_OK;
 }
 
-/* ---- rdiv, and the structured matrices of solve, inv and rdiv ----------------------------------
- */
-
-/*
- * rdiv(B, A) = B / A = B A⁻¹ = Y (A n x n; B m x n, or a vector of n taken as one row, whose
- * result is a vector): the pullback is B̄ = P_B(G), G = Ȳ A⁻ᵀ, Ā = P(-Yᵀ G), P and P_B the
- * projections onto A's and B's structures (the identity for a dense matrix). Along (Ȧ, Ḃ),
- * with Ẏ the result's tangent (rdiv's frule, from the forward sweep) and
- * d(A⁻ᵀ) = -A⁻ᵀ Ȧᵀ A⁻ᵀ:
- *     dG = -Ȳ A⁻ᵀ Ȧᵀ A⁻ᵀ = G(W),   W = -G Ȧᵀ (m x n),   S_B = P_B(G(W)),
- *     S_A = P(-Ẏᵀ G - Yᵀ dG) = Ā(W) - P(Ẏᵀ G),
- * where G(W) and Ā(W) are the pullback applied to W (one call gives both; Ā(W) is projected
- * already), the recorded one for a dense B, else the rule's at B's dense matrix
- * (pullback_dense, as for solve). rdiv is linear in B: with A a constant, S = 0.
- */
-static cr_status form_rdiv(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
-                           const double *tan, size_t k)
-{
-    (void)i;
-    if (nd->args[1] == CR_VAR_CONST)
-        return CR_OK;
-    form F;
-    cr_status st = form_init(&F, t, nd, 1, NULL);
-    if (st != CR_OK || F.x->ndim != 2 || F.x->shape[0] != F.x->shape[1])
-        return st; /* the rule refused it when recorded */
-    const cr_array *Bv = nd->vals[0].u.arr, *Bb;
-    size_t n = F.x->shape[0], m = Bv->ndim == 1 ? 1 : Bv->shape[0];
-    cr_tangent dx[3];
-    cr_pullback pb;
-    if ((st = pullback_dense(&F, 0, &pb)) != CR_OK ||
-        (st = cr_pullback_call(F.arena, &pb, &ybar, dx, 3)) != CR_OK ||
-        (st = cr__tan_array(F.arena, F.who, dx[1], Bv->ndim, Bv->shape, CR_DT_F64, &Bb)) != CR_OK)
-        return st;
-    if (Bb == NULL)
-        return CR_OK; /* Ȳ = 0 */
-    const double *bb = Bb->data;
-    for (size_t d = 0; d < k; d++) {
-        cr_tangent raw, SB = cr_tangent_zero(), dw[3];
-        const double *xd, *yd, *Sa;
-        cr_array *SA, *W;
-        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK ||
-            (st = y_dot_arr(&F, tan, k, d, &yd)) != CR_OK)
-            return st;
-        if (xd == NULL && yd == NULL)
-            continue;
-        if ((st = new_s(&F, &SA)) != CR_OK)
-            return st;
-        if (xd != NULL) {
-            if ((st = cr__new(F.arena, CR_DT_F64, Bv->ndim, Bv->shape, false, &W)) != CR_OK)
-                return st;
-            mm(-1.0, bb, m, n, 0, xd, n, n, 1, 0.0, W->data); /* W = -B̄ Ȧᵀ */
-            cr_tangent wt = cr_tangent_array(W);
-            if ((st = cr_pullback_call(F.arena, &pb, &wt, dw, 3)) != CR_OK ||
-                (st = like_x(&F, dw[2], &Sa)) != CR_OK)
-                return st;
-            if (Sa != NULL)
-                memcpy(SA->data, Sa, n * n * sizeof *Sa);
-            SB = dw[1];
-        }
-        if (yd != NULL)
-            mm(-1.0, yd, m, n, 1, bb, m, n, 0, 1.0, SA->data); /* - Ẏᵀ B̄ */
-        if ((st = put(&F, SA, adjd, k, d)) != CR_OK ||
-            (st = put_arg(&F, 0, SB, adjd, k, d)) != CR_OK)
-            return st;
-    }
-    return CR_OK;
-}
-
-/* solve(A, B), inv(A), rdiv(B, A) (a: A's position): A and B dense, Diagonal, Upper, Lower,
- * Symmetric or Hermitian (A's S projected as the rule projects Ā: put; B's as it projects
- * B̄: put_arg); real arguments (complex variables are refused by the tape; a complex constant
- * here too). */
-static const char *real_a_b(const cr_value *vals, size_t nargs, size_t a)
-{
-    for (size_t j = 0; j < nargs && j < 2; j++) {
-        const cr_array *x = vals[j].kind == CR_KIND_ARRAY ? vals[j].u.arr : NULL;
-        if (x != NULL && x->dtype == CR_DT_C128)
-            return j == a ? "A is complex; the form covers real matrices"
-                          : "B is complex; the form covers real B";
-    }
-    return NULL;
-}
-
-static const char *a_first_structured(const cr_value *vals, size_t nargs)
-{
-    return real_a_b(vals, nargs, 0);
-}
-
-static const char *a_second_structured(const cr_value *vals, size_t nargs)
-{
-    return real_a_b(vals, nargs, 1);
-}
-
 /* ---- eigen_general, eigvals_general (complex results of a real matrix) ------------------------
  */
 
@@ -2928,11 +2614,6 @@ static const struct {
     size_t nvar;
     const char *(*check)(const cr_value *vals, size_t nargs);
 } k_forms[] = {
-    {&cr_fn_det, form_det, 1, NULL},
-    {&cr_fn_logdet, form_logdet, 1, NULL},
-    {&cr_fn_logabsdet, form_logdet, 1, NULL},
-    {&cr_fn_matinv, form_matinv, 1, a_first_structured},
-    {&cr_fn_solve, form_solve, 2, a_first_structured},
     {&cr_fn_svdvals, form_svdvals, 1, NULL},
     {&cr_fn_opnorm, form_opnorm, 1, NULL},
     {&cr_fn_eigvals, form_eigvals, 1, NULL},
@@ -2948,7 +2629,6 @@ static const struct {
     {&cr_fn_pinv, form_pinv, 1, NULL},
     {&cr_fn_sylvester, form_sylvester, 3, real_dense},
     {&cr_fn_lyap, form_sylvester, 2, real_dense},
-    {&cr_fn_rdiv, form_rdiv, 2, a_second_structured},
     {&cr_fn_eigen_general, form_eigen_general, 1, geig_real},
     {&cr_fn_eigvals_general, form_eigvals_general, 1, geig_real},
     {&cr_fn_potrf, form_potrf, 1, lapack_real},

@@ -96,4 +96,8 @@ CR_INTERNAL extern const cr_rule_form cr__form_logsumexp, cr__form_logsoftmax, c
 /* Broadcasts and maps of scalar-table functions (array_broadcast.c). */
 CR_INTERNAL extern const cr_rule_form cr__form_broadcast;
 
+/* det, logdet (and logabsdet), inv, solve, rdiv (linalg_forms.c). */
+CR_INTERNAL extern const cr_rule_form cr__form_det, cr__form_logdet, cr__form_inv, cr__form_solve,
+    cr__form_rdiv;
+
 #endif /* CR_FORMS_IMPL_H */
