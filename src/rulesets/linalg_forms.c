@@ -379,3 +379,598 @@ static cr_status solve_rdiv_dir(const cr_form_point *p, void *state, const cr_ta
 
 const cr_rule_form cr__form_solve = {solve_check, solve_init, solve_rdiv_dir};
 const cr_rule_form cr__form_rdiv = {rdiv_check, rdiv_init, solve_rdiv_dir};
+
+/* ---- svdvals, opnorm(A, 2), eigvals -----------------------------------------------------------
+ */
+
+/* Element e of a tuple value (a float array of ndim dimensions), as a dense f64 array. */
+static cr_status factor_of(const cr__form *F, const cr_value *y, size_t e, size_t ndim,
+                           const cr_array **out)
+{
+    cr_value v;
+    if (y->kind != CR_KIND_STRUCT ||
+        cr_type_field_value(y->u.obj.type, y->u.obj.ptr, e, &v) != CR_OK ||
+        v.kind != CR_KIND_ARRAY || v.u.arr == NULL || v.u.arr->ndim != ndim)
+        return CR_EINVAL;
+    return cr__dense(F->arena, v.u.arr, CR_DT_F64, out);
+}
+
+/* The cotangent of a dense square matrix of which a rule reads the upper triangle (n x n,
+ * row-major): s_ij + s_ji above the diagonal, 0 below, as the rule folds its own. */
+static void fold_upper(double *s, size_t n)
+{
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = a + 1; b < n; b++) {
+            s[a * n + b] += s[b * n + a];
+            s[b * n + a] = 0.0;
+        }
+}
+
+/* A spectral function's state: the factorization fact whose factors W, Z are elements wi and
+ * zi of its tuple, the cotangent's coefficients c (nc of them), and whether to fold. */
+typedef struct spectral_state {
+    cr__form F;
+    const cr_value *fact;
+    size_t wi, zi, nc;
+    const double *c;
+    bool fold;
+} spectral_state;
+
+/*
+ * A spectral function's pullback Ā = W diag(c) Zᵀ, with W, Z the factors of A's
+ * factorization fact (element wi and zi of its tuple) and c the cotangent's coefficients
+ * (nc of them): svdvals, W = U, Z = V, c = s̄; opnorm(A, 2), the same with c = (ȳ, 0, ...);
+ * eigvals of a symmetric A, W = Z = V (the eigenvectors), c = λ̄. Along Ȧ, c fixed (it is the
+ * cotangent), its derivative is
+ *     S = Ẇ diag(c) Zᵀ + W diag(c) Żᵀ,
+ * Ẇ and Ż the factors' tangents from the factorization's frule at A along Ȧ. A sign (or
+ * basis) chosen differently by the two factorizations cancels in each product. Where two
+ * singular values (eigenvalues) coincide, the frule's tangents follow its convention for
+ * them (docs/rules-linalg.md), and the function has no second derivative there in general.
+ * fold: A is a matrix of which the rule reads the upper triangle (eigvals of a dense,
+ * Diagonal or triangular A: the symmetric matrix of its logical matrix's upper triangle), so
+ * its cotangent lives there, S_ij + S_ji above the diagonal, as the rule gives it (the engine
+ * then projects it onto A's structure).
+ */
+static cr_status spectral_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
+                              cr_tangent ydot, cr_tangent *S)
+{
+    (void)p;
+    (void)ydot;
+    const spectral_state *z = state;
+    const cr__form *F = &z->F;
+    size_t m = F->x->shape[0], n = F->x->shape[1], nc = z->nc;
+    const double *xd, *c = z->c;
+    cr_status st = cr__form_like_x(F, xdot[0], &xd);
+    if (st != CR_OK || xd == NULL)
+        return st;
+    cr_tangent dy;
+    cr_value y;
+    if ((st = cr__form_frule_along(F, z->fact, xdot[0], &y, &dy)) != CR_OK)
+        return st;
+    const cr_array *W, *Z, *Wd = NULL, *Zd = NULL;
+    if ((st = factor_of(F, &y, z->wi, 2, &W)) != CR_OK ||
+        (st = factor_of(F, &y, z->zi, 2, &Z)) != CR_OK)
+        return st;
+    if (W->shape[0] != m || Z->shape[0] != n || W->shape[1] < nc || Z->shape[1] < nc)
+        return CR_EINVAL;
+    if ((st = cr__tan_array(F->arena, F->who, cr_tangent_field(dy, z->wi), 2, W->shape, CR_DT_F64,
+                            &Wd)) != CR_OK ||
+        (st = cr__tan_array(F->arena, F->who, cr_tangent_field(dy, z->zi), 2, Z->shape, CR_DT_F64,
+                            &Zd)) != CR_OK)
+        return st;
+    cr_array *Sa;
+    if ((st = cr__form_new_s(F, &Sa)) != CR_OK)
+        return st;
+    const double *w = W->data, *zz = Z->data;
+    const double *wd = Wd != NULL ? Wd->data : NULL, *zd = Zd != NULL ? Zd->data : NULL;
+    size_t rw = W->shape[1], rz = Z->shape[1];
+    double *sd = Sa->data;
+    for (size_t a = 0; a < m; a++)
+        for (size_t b = 0; b < n; b++) {
+            double acc = 0.0;
+            for (size_t i = 0; i < nc; i++) {
+                double t = 0.0;
+                if (wd != NULL)
+                    t += wd[a * rw + i] * zz[b * rz + i];
+                if (zd != NULL)
+                    t += w[a * rw + i] * zd[b * rz + i];
+                acc += c[i] * t;
+            }
+            sd[a * n + b] = acc;
+        }
+    if (z->fold)
+        fold_upper(sd, n);
+    S[0] = cr_tangent_array(Sa);
+    return CR_OK;
+}
+
+/* svdvals(A) or eigvals(A) (fact: svd or eigen) with an array cotangent ȳ = c. */
+static cr_status spectral_values_init(const cr_form_point *p, void **state, const cr_value *fact,
+                                      size_t wi, size_t zi)
+{
+    cr_status st = cr__form_state(p, sizeof(spectral_state), 0, NULL, state);
+    spectral_state *z = *state;
+    if (st != CR_OK)
+        return st;
+    if (z->F.x->ndim != 2)
+        return CR_NOTHING;
+    const cr_array *yv = p->y->u.arr, *Yb;
+    if ((st = cr__tan_array(p->arena, p->name, p->ybar, yv->ndim, yv->shape, CR_DT_F64, &Yb)) !=
+        CR_OK)
+        return st;
+    if (Yb == NULL)
+        return CR_NOTHING;
+    const cr_array *A = p->args[0].u.arr;
+    z->fact = fact;
+    z->wi = wi;
+    z->zi = zi;
+    z->c = Yb->data;
+    z->nc = cr_array_numel(Yb);
+    z->fold = fact == &cr_fn_eigen && A->structure != CR_MAT_SYMMETRIC &&
+              A->structure != CR_MAT_HERMITIAN;
+    return CR_OK;
+}
+
+/* svdvals(A) = s: Ā = U diag(s̄) Vᵀ, S from svd's frule (U, V: elements 0 and 2). */
+static cr_status svdvals_init(const cr_form_point *p, void **state)
+{
+    return spectral_values_init(p, state, &cr_fn_svd, 0, 2);
+}
+
+/* eigvals(A) of a symmetric A = λ: Ā = V diag(λ̄) Vᵀ, S from eigen's frule (V: element 1). */
+static cr_status eigvals_init(const cr_form_point *p, void **state)
+{
+    return spectral_values_init(p, state, &cr_fn_eigen, 1, 1);
+}
+
+/* opnorm(A[, p]): for p = 2, Ā = ȳ u₁ v₁ᵀ, S from svd's frule with c = (ȳ); for p = 1 and
+ * Inf, the cotangent ȳ sgn(a) on the largest column (row) does not depend on A as long as
+ * that column (row) stays the largest and the signs hold: S = 0, as for maximum. */
+static cr_status opnorm_init(const cr_form_point *p, void **state)
+{
+    if (p->nargs > 1) {
+        const cr_value *pv = &p->args[1];
+        double v = pv->kind == CR_KIND_F64   ? pv->u.f64
+                   : pv->kind == CR_KIND_I64 ? (double)pv->u.i64
+                                             : 2.0;
+        if (v != 2.0)
+            return CR_NOTHING;
+    }
+    cr_status st = cr__form_state(p, sizeof(spectral_state), 0, NULL, state);
+    spectral_state *z = *state;
+    if (st == CR_OK)
+        st = cr__form_ybar_slices(&z->F, &z->c);
+    if (st != CR_OK)
+        return st;
+    if (z->F.x->ndim != 2)
+        return CR_NOTHING;
+    z->fact = &cr_fn_svd;
+    z->wi = 0;
+    z->zi = 2;
+    z->nc = 1;
+    z->fold = false;
+    return CR_OK;
+}
+
+const cr_rule_form cr__form_svdvals = {matrix_check, svdvals_init, spectral_dir};
+const cr_rule_form cr__form_eigvals = {matrix_check, eigvals_init, spectral_dir};
+const cr_rule_form cr__form_opnorm = {matrix_check, opnorm_init, spectral_dir};
+
+/* ---- eigen (a tuple result) -------------------------------------------------------------------
+ */
+
+/* C = op(X) op(Y) of n x n row-major matrices, op transposing when tx (ty). */
+static void mul_nn(size_t n, const double *X, bool tx, const double *Y, bool ty, double *C)
+{
+    cr__mat a = {X, n, n, n, tx}, b = {Y, n, n, n, ty};
+    cr__gemm(CR_DT_F64, &a, &b, 1.0, 0.0, C, n);
+}
+
+typedef struct eigen_state {
+    cr__form F;
+    size_t n;
+    bool fold;
+    const double *lam, *v;
+    const cr_array *Vb;
+    double *K, *B, *Fm, *Bd, *Kd, *T, *Sd;
+} eigen_state;
+
+/*
+ * eigen(A) = (λ, V) of a symmetric A. The rule's pullback of (λ̄, V̄) is
+ *     Ā = sym(V K Vᵀ),  K = diag(λ̄) + F ∘ (Vᵀ V̄),  F_ij = 1/(λ_j − λ_i) (0 on the diagonal),
+ * sym(X) = (X + Xᵀ)/2, folded onto the upper triangle for a dense, Diagonal or triangular A
+ * (the rule reads the symmetric matrix of the logical matrix's upper triangle). Along Ȧ, with
+ * λ̇ and V̇ from eigen's frule (λ̄, V̄ fixed: they are the cotangent), the product rule gives
+ *     S = sym(V̇ K Vᵀ + V K̇ Vᵀ + V K V̇ᵀ),  K̇ = F ∘ (V̇ᵀ V̄) + Ḟ ∘ (Vᵀ V̄),
+ *     Ḟ_ij = −(λ̇_j − λ̇_i) F_ij².
+ * F takes the rule's gaps (cr__inv_gap): 0 between eigenvalues equal to working precision,
+ * where no second derivative exists in general.
+ */
+static cr_status eigen_init(const cr_form_point *p, void **state)
+{
+    cr_status st = cr__form_state(p, sizeof(eigen_state), 0, NULL, state);
+    eigen_state *z = *state;
+    if (st != CR_OK)
+        return st;
+    const cr__form *F = &z->F;
+    if (F->x->ndim != 2 || F->x->shape[0] != F->x->shape[1])
+        return CR_NOTHING;
+    size_t n = F->x->shape[0], nn = n * n, sh[2] = {n, n};
+    const cr_array *lb, *L, *V;
+    if ((st = cr__tan_array(F->arena, F->who, cr_tangent_field(p->ybar, 0), 1, sh, CR_DT_F64,
+                            &lb)) != CR_OK ||
+        (st = cr__tan_array(F->arena, F->who, cr_tangent_field(p->ybar, 1), 2, sh, CR_DT_F64,
+                            &z->Vb)) != CR_OK ||
+        (st = factor_of(F, p->y, 0, 1, &L)) != CR_OK ||
+        (st = factor_of(F, p->y, 1, 2, &V)) != CR_OK)
+        return st;
+    const cr_array *A = p->args[0].u.arr;
+    z->fold = A->structure != CR_MAT_SYMMETRIC && A->structure != CR_MAT_HERMITIAN;
+    /* K, B = Vᵀ V̄ and F, once per record; then per direction K̇ and S. */
+    double *w = cr_arena_alloc(F->arena, (7 * nn + 1) * sizeof *w, _Alignof(double));
+    if (w == NULL)
+        return CR__ALLOC_STATUS(F->arena);
+    double *K = w, *B = K + nn, *Fm = B + nn;
+    z->K = K;
+    z->B = B;
+    z->Fm = Fm;
+    z->Bd = Fm + nn;
+    z->Kd = z->Bd + nn;
+    z->T = z->Kd + nn;
+    z->Sd = z->T + nn;
+    const double *lam = L->data, *v = V->data;
+    double scale = cr__spectrum_scale(lam, n);
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = 0; b < n; b++)
+            Fm[a * n + b] = a == b ? 0.0 : cr__inv_gap(lam[b], lam[a], scale);
+    if (z->Vb != NULL)
+        mul_nn(n, v, true, z->Vb->data, false, B);
+    for (size_t q = 0; q < nn; q++)
+        K[q] = z->Vb != NULL ? Fm[q] * B[q] : 0.0;
+    for (size_t a = 0; a < n && lb != NULL; a++)
+        K[a * n + a] = ((const double *)lb->data)[a];
+    z->n = n;
+    z->lam = lam;
+    z->v = v;
+    return CR_OK;
+}
+
+static cr_status eigen_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
+                           cr_tangent ydot, cr_tangent *S)
+{
+    (void)p;
+    (void)ydot;
+    const eigen_state *z = state;
+    const cr__form *F = &z->F;
+    size_t n = z->n, nn = n * n, sh[2] = {n, n};
+    const double *xd, *v = z->v, *K = z->K, *B = z->B, *Fm = z->Fm;
+    double *Bd = z->Bd, *Kd = z->Kd, *T = z->T, *Sd = z->Sd;
+    const cr_array *Vb = z->Vb;
+    cr_tangent dy;
+    cr_status st = cr__form_like_x(F, xdot[0], &xd);
+    if (st != CR_OK || xd == NULL)
+        return st;
+    cr_value y;
+    if ((st = cr__form_frule_along(F, &cr_fn_eigen, xdot[0], &y, &dy)) != CR_OK)
+        return st;
+    const cr_array *ld, *Vd;
+    if ((st = cr__tan_array(F->arena, F->who, cr_tangent_field(dy, 0), 1, sh, CR_DT_F64, &ld)) !=
+            CR_OK ||
+        (st = cr__tan_array(F->arena, F->who, cr_tangent_field(dy, 1), 2, sh, CR_DT_F64, &Vd)) !=
+            CR_OK)
+        return st;
+    /* K̇ = F ∘ (V̇ᵀ V̄) + Ḟ ∘ (Vᵀ V̄) */
+    memset(Kd, 0, nn * sizeof *Kd);
+    if (Vb != NULL && Vd != NULL)
+        mul_nn(n, Vd->data, true, Vb->data, false, Bd);
+    for (size_t a = 0; a < n && Vb != NULL; a++)
+        for (size_t b = 0; b < n; b++) {
+            size_t q = a * n + b;
+            double dl =
+                ld != NULL ? ((const double *)ld->data)[b] - ((const double *)ld->data)[a] : 0.0;
+            Kd[q] = (Vd != NULL ? Fm[q] * Bd[q] : 0.0) - dl * Fm[q] * Fm[q] * B[q];
+        }
+    /* Ṡ0 = V̇ K Vᵀ + V K̇ Vᵀ + V K V̇ᵀ, in Sd */
+    memset(Sd, 0, nn * sizeof *Sd);
+    if (Vd != NULL) {
+        mul_nn(n, Vd->data, false, K, false, T); /* V̇ K */
+        mul_nn(n, T, false, v, true, Bd);        /* (V̇ K) Vᵀ */
+        for (size_t q = 0; q < nn; q++)
+            Sd[q] += Bd[q];
+        mul_nn(n, v, false, K, false, T);        /* V K */
+        mul_nn(n, T, false, Vd->data, true, Bd); /* (V K) V̇ᵀ */
+        for (size_t q = 0; q < nn; q++)
+            Sd[q] += Bd[q];
+    }
+    mul_nn(n, v, false, Kd, false, T); /* V K̇ */
+    mul_nn(n, T, false, v, true, Bd);  /* (V K̇) Vᵀ */
+    cr_array *Sa;
+    if ((st = cr__form_new_s(F, &Sa)) != CR_OK)
+        return st;
+    double *s = Sa->data;
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = 0; b < n; b++)
+            s[a * n + b] = 0.5 * (Sd[a * n + b] + Bd[a * n + b] + Sd[b * n + a] + Bd[b * n + a]);
+    if (z->fold)
+        fold_upper(s, n);
+    S[0] = cr_tangent_array(Sa);
+    return CR_OK;
+}
+
+const cr_rule_form cr__form_eigen = {matrix_check, eigen_init, eigen_dir};
+
+/* ---- expm -------------------------------------------------------------------------------------
+ */
+
+typedef struct expm_state {
+    cr__form F;
+    const double *yb;
+} expm_state;
+
+/*
+ * expm(A) = exp(A) of a real square A: the pullback is Ā = L(Aᵀ, Ȳ), the Fréchet derivative
+ * of exp at Aᵀ in the direction Ȳ. Along Ȧ (Ȳ fixed: it is the cotangent) its derivative is
+ * the second Fréchet derivative at Aᵀ in the directions Ȧᵀ and Ȳ:
+ *     S = d/dε L(Aᵀ + ε Ȧᵀ, Ȳ) = L²(Aᵀ; Ȧᵀ, Ȳ).
+ * It is one block of one exponential. For two scalars ε₁, ε₂ with ε₁² = ε₂² = 0 that commute
+ * with everything, the power series of exp gives exactly
+ *     exp(X + ε₁ E₁ + ε₂ E₂) = exp(X) + ε₁ L(X, E₁) + ε₂ L(X, E₂) + ε₁ ε₂ L²(X; E₁, E₂)
+ * (the coefficient of ε₁ ε₂ is Σ_k 1/k! times the sum of the products of k factors X with
+ * one E₁ and one E₂ among them, which is ∂²/∂s∂t exp(X + s E₁ + t E₂) at 0). The 4 x 4 block
+ * matrices ε₁ = I₂ ⊗ N ⊗ I and ε₂ = N ⊗ I₂ ⊗ I, N = [0 1; 0 0], are such scalars: block j of
+ * the four goes to block j + 1 (j = 0, 2) under ε₁, to j + 2 (j = 0, 1) under ε₂, and ε₁ ε₂ =
+ * N ⊗ N ⊗ I takes block 0 to block 3 only. So with X = Aᵀ, E₁ = Ȧᵀ, E₂ = Ȳ:
+ *         [Aᵀ Ȧᵀ Ȳ  0 ]
+ *     M = [0  Aᵀ 0  Ȳ ],   exp(M) = [exp(Aᵀ) L(Aᵀ, Ȧᵀ) L(Aᵀ, Ȳ) S; ...],
+ *         [0  0  Aᵀ Ȧᵀ]
+ *         [0  0  0  Aᵀ]
+ * S the top-right n x n block (Najfeld and Havel 1995; Higham and Relton, "Higher order
+ * Fréchet derivatives of matrix functions", 2014). exp(M) is expm's own primal (scaling and
+ * squaring): one 4n x 4n exponential per direction, nothing else written.
+ */
+static cr_status expm_init(const cr_form_point *p, void **state)
+{
+    cr_status st = cr__form_state(p, sizeof(expm_state), 0, NULL, state);
+    expm_state *z = *state;
+    if (st == CR_OK && (st = cr__form_like_x(&z->F, p->ybar, &z->yb)) == CR_OK && z->yb == NULL)
+        return CR_NOTHING;
+    if (st != CR_OK)
+        return st;
+    if (z->F.x->ndim != 2 || z->F.x->shape[0] != z->F.x->shape[1])
+        return CR_NOTHING; /* a matrix that is not square: the rule refused it when recorded */
+    return CR_OK;
+}
+
+static cr_status expm_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
+                          cr_tangent ydot, cr_tangent *S)
+{
+    (void)p;
+    (void)ydot;
+    const expm_state *z = state;
+    const cr__form *F = &z->F;
+    size_t n = F->x->shape[0], w = 4 * n, shape[2] = {w, w};
+    const double *a = F->x->data, *yb = z->yb, *xd;
+    cr_status st = cr__form_like_x(F, xdot[0], &xd);
+    if (st != CR_OK || xd == NULL)
+        return st;
+    cr_array *M, *Sa;
+    const cr_array *E;
+    if ((st = cr__new(F->arena, CR_DT_F64, 2, shape, true, &M)) != CR_OK)
+        return st;
+    double *m = M->data;
+    for (size_t r = 0; r < n; r++)
+        for (size_t c = 0; c < n; c++) {
+            for (size_t b = 0; b < 4; b++) /* Aᵀ on the diagonal */
+                m[(b * n + r) * w + b * n + c] = a[c * n + r];
+            for (size_t b = 0; b < 4; b += 2) /* Ȧᵀ at (0, 1) and (2, 3) */
+                m[(b * n + r) * w + (b + 1) * n + c] = xd[c * n + r];
+            for (size_t b = 0; b < 2; b++) /* Ȳ at (0, 2) and (1, 3) */
+                m[(b * n + r) * w + (b + 2) * n + c] = yb[r * n + c];
+        }
+    cr_value mv = cr_value_array(M), ev;
+    if ((st = cr_function_call(F->arena, &cr_fn_expm, &mv, 1, &ev)) != CR_OK ||
+        (st = cr__dense(F->arena, ev.u.arr, CR_DT_F64, &E)) != CR_OK ||
+        (st = cr__form_new_s(F, &Sa)) != CR_OK)
+        return st;
+    const double *e = E->data;
+    double *s = Sa->data;
+    for (size_t r = 0; r < n; r++)
+        memcpy(s + r * n, e + r * w + 3 * n, n * sizeof *s);
+    S[0] = cr_tangent_array(Sa);
+    return CR_OK;
+}
+
+const cr_rule_form cr__form_expm = {matrix_check, expm_init, expm_dir};
+
+/* ---- svd (a tuple result) ---------------------------------------------------------------------
+ */
+
+/* Element e of a tuple cotangent or tangent (ndim dimensions, the given shape) in f64, zeros
+ * for a zero one. */
+static cr_status tuple_part(const cr__form *F, cr_tangent v, size_t e, size_t ndim,
+                            const size_t *shape, const double **out)
+{
+    const cr_array *a;
+    cr_status st =
+        cr__tan_array(F->arena, F->who, cr_tangent_field(v, e), ndim, shape, CR_DT_F64, &a);
+    if (st != CR_OK)
+        return st;
+    if (a != NULL) {
+        *out = a->data;
+        return CR_OK;
+    }
+    size_t N = ndim == 1 ? shape[0] : shape[0] * shape[1];
+    double *z = cr_arena_calloc(F->arena, N ? N : 1, sizeof *z, _Alignof(double));
+    if (z == NULL)
+        return CR__ALLOC_STATUS(F->arena);
+    *out = z;
+    return CR_OK;
+}
+
+typedef struct svd_state {
+    cr__form F;
+    size_t m, n, r;
+    bool pu, pv;
+    const double *U, *s, *V, *Ub, *Vb;
+    double *Fm, *Ku, *Kv, *C, *Ju, *Jv, *Jud, *Jvd, *Pu, *P2, *P1, *Pv, *PvS, *Rd, *si, *sid, *W;
+} svd_state;
+
+/*
+ * svd(A) = (U, s, V), the thin SVD of a real m x n A, r = min(m, n): U m x r, V n x r. With
+ * the cotangent (Ū, s̄, V̄), Ju = Uᵀ Ū, Jv = Vᵀ V̄ (r x r), Ku = Ju − Juᵀ, Kv = Jv − Jvᵀ,
+ * F_ij = 1/(s_j² − s_i²) (0 for i = j) and Σ⁻¹ = diag(1/s), the rule's pullback is
+ *     Ā = U C Vᵀ + Pu Σ⁻¹ Vᵀ + U Σ⁻¹ Pvᵀ,
+ *     C_ij = (F ∘ Ku)_ij s_j + s_i (F ∘ Kv)_ij + δ_ij s̄_i,
+ *     Pu = (I − U Uᵀ) Ū = Ū − U Ju (m > r only),  Pv = (I − V Vᵀ) V̄ = V̄ − V Jv (n > r only).
+ * Along Ȧ, with U̇, ṡ, V̇ from svd's frule at A along Ȧ (the cotangent fixed), the product
+ * rule gives, term by term,
+ *     J̇u = U̇ᵀ Ū,  J̇v = V̇ᵀ V̄,  K̇u = J̇u − J̇uᵀ,  K̇v = J̇v − J̇vᵀ,
+ *     Ḟ_ij = −2 (s_j ṡ_j − s_i ṡ_i) F_ij²,  (Σ⁻¹)˙ = −diag(ṡ / s²),
+ *     Ċ_ij = (Ḟ ∘ Ku + F ∘ K̇u)_ij s_j + (F ∘ Ku)_ij ṡ_j + ṡ_i (F ∘ Kv)_ij
+ *            + s_i (Ḟ ∘ Kv + F ∘ K̇v)_ij,
+ *     Ṗu = −(U̇ Ju + U J̇u),  Ṗv = −(V̇ Jv + V J̇v),
+ *     S = (U̇ C + U Ċ + Ṗu Σ⁻¹ + Pu (Σ⁻¹)˙) Vᵀ + (U C + Pu Σ⁻¹) V̇ᵀ
+ *         + U̇ (Pv Σ⁻¹)ᵀ + U (Ṗv Σ⁻¹ + Pv (Σ⁻¹)˙)ᵀ.
+ * For a square (m = r) U, U Uᵀ = I and Pu = 0, as its derivative: the rule and the form skip
+ * the term (likewise Pv for n = r). The conventions are the rule's: F_ij = 0 where s_i and
+ * s_j are equal to working precision (cr__inv_gap) and 1/s = 0 where s is zero
+ * (cr__inv_sval); both are constant there, so Ḟ and (Σ⁻¹)˙ are 0 too, and the frule's U̇, V̇
+ * drop the same terms. At such points the form is the derivative of that convention's
+ * pullback, not a second derivative of the loss (the singular vectors are not
+ * differentiable there, and the loss in general not twice). svd's frule recomputes the same
+ * factorization (the same LAPACK call on the same A), so its U̇, V̇ belong to the recorded U,
+ * V and signs chosen by the factorization agree.
+ */
+static cr_status svd_init(const cr_form_point *p, void **state)
+{
+    cr_status st = cr__form_state(p, sizeof(svd_state), 0, NULL, state);
+    svd_state *z = *state;
+    if (st != CR_OK)
+        return st;
+    const cr__form *F = &z->F;
+    if (F->x->ndim != 2)
+        return CR_NOTHING;
+    size_t m = F->x->shape[0], n = F->x->shape[1], r = m < n ? m : n, rr = r * r;
+    size_t su[2] = {m, r}, sv[2] = {n, r};
+    const cr_array *Ua, *sa, *Va;
+    const double *Ub, *sb, *Vb;
+    if ((st = factor_of(F, p->y, 0, 2, &Ua)) != CR_OK ||
+        (st = factor_of(F, p->y, 1, 1, &sa)) != CR_OK ||
+        (st = factor_of(F, p->y, 2, 2, &Va)) != CR_OK ||
+        (st = tuple_part(F, p->ybar, 0, 2, su, &Ub)) != CR_OK ||
+        (st = tuple_part(F, p->ybar, 1, 1, &r, &sb)) != CR_OK ||
+        (st = tuple_part(F, p->ybar, 2, 2, sv, &Vb)) != CR_OK)
+        return st;
+    if (Ua->shape[1] != r || Va->shape[1] != r || sa->shape[0] != r)
+        return CR_EINVAL;
+    const double *U = Ua->data, *s = sa->data, *V = Va->data;
+    bool pu = m > r, pv = n > r;
+    /* Once per record: F, Ku, Kv, C, Ju, Jv, Σ⁻¹, Pu, Pv, Pv Σ⁻¹ (PvS) and U C + Pu Σ⁻¹ (P2).
+     * Per direction: J̇u, J̇v, (Σ⁻¹)˙, Ċ, P1 (the factor of Vᵀ), Rd (that of U) and W. */
+    size_t mx = m > n ? m : n;
+    size_t nw = 8 * rr + 3 * m * r + 3 * n * r + 2 * r + mx * r;
+    double *wk = cr_arena_calloc(F->arena, nw ? nw : 1, sizeof *wk, _Alignof(double));
+    if (wk == NULL)
+        return CR__ALLOC_STATUS(F->arena);
+    double *Fm = wk, *Ku = Fm + rr, *Kv = Ku + rr, *C = Kv + rr, *Ju = C + rr, *Jv = Ju + rr,
+           *Jud = Jv + rr, *Jvd = Jud + rr, *Pu = Jvd + rr, *P2 = Pu + m * r, *P1 = P2 + m * r,
+           *Pv = P1 + m * r, *PvS = Pv + n * r, *Rd = PvS + n * r, *si = Rd + n * r, *sid = si + r,
+           *W = sid + r;
+    double smax = r > 0 ? s[0] : 0.0;
+    for (size_t a = 0; a < r; a++) {
+        si[a] = cr__inv_sval(s[a], smax);
+        for (size_t b = 0; b < r; b++)
+            Fm[a * r + b] = a == b ? 0.0 : cr__inv_gap(s[b] * s[b], s[a] * s[a], smax * smax);
+    }
+    mm(1.0, U, m, r, 1, Ub, m, r, 0, 0.0, Ju);
+    mm(1.0, V, n, r, 1, Vb, n, r, 0, 0.0, Jv);
+    for (size_t a = 0; a < r; a++)
+        for (size_t b = 0; b < r; b++) {
+            size_t q = a * r + b;
+            Ku[q] = Ju[q] - Ju[b * r + a];
+            Kv[q] = Jv[q] - Jv[b * r + a];
+            C[q] = Fm[q] * Ku[q] * s[b] + s[a] * Fm[q] * Kv[q] + (a == b ? sb[a] : 0.0);
+        }
+    mm(1.0, U, m, r, 0, C, r, r, 0, 0.0, P2); /* U C */
+    if (pu) {                                 /* Pu = Ū − U Ju; P2 += Pu Σ⁻¹ */
+        memcpy(Pu, Ub, m * r * sizeof *Pu);
+        mm(-1.0, U, m, r, 0, Ju, r, r, 0, 1.0, Pu);
+        for (size_t e = 0; e < m * r; e++)
+            P2[e] += Pu[e] * si[e % r];
+    }
+    if (pv) { /* Pv = V̄ − V Jv, PvS = Pv Σ⁻¹ */
+        memcpy(Pv, Vb, n * r * sizeof *Pv);
+        mm(-1.0, V, n, r, 0, Jv, r, r, 0, 1.0, Pv);
+        for (size_t e = 0; e < n * r; e++)
+            PvS[e] = Pv[e] * si[e % r];
+    }
+    *z = (svd_state){z->F, m,  n,  r,   pu,  pv, U,  s,  V,  Ub,  Vb, Fm, Ku,  Kv,
+                     C,    Ju, Jv, Jud, Jvd, Pu, P2, P1, Pv, PvS, Rd, si, sid, W};
+    return CR_OK;
+}
+
+static cr_status svd_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
+                         cr_tangent ydot, cr_tangent *S)
+{
+    (void)p;
+    (void)ydot;
+    const svd_state *z = state;
+    const cr__form *F = &z->F;
+    size_t m = z->m, n = z->n, r = z->r, su[2] = {m, r}, sv[2] = {n, r};
+    const double *U = z->U, *s = z->s, *V = z->V, *Ub = z->Ub, *Vb = z->Vb;
+    const double *Fm = z->Fm, *Ku = z->Ku, *Kv = z->Kv, *C = z->C, *Ju = z->Ju, *Jv = z->Jv;
+    const double *Pu = z->Pu, *P2 = z->P2, *Pv = z->Pv, *PvS = z->PvS, *si = z->si;
+    double *Jud = z->Jud, *Jvd = z->Jvd, *P1 = z->P1, *Rd = z->Rd, *sid = z->sid, *W = z->W;
+    cr_tangent dy;
+    const double *xd, *Ud, *sd, *Vd;
+    cr_value y;
+    cr_status st = cr__form_like_x(F, xdot[0], &xd);
+    if (st != CR_OK || xd == NULL)
+        return st;
+    if ((st = cr__form_frule_along(F, &cr_fn_svd, xdot[0], &y, &dy)) != CR_OK ||
+        (st = tuple_part(F, dy, 0, 2, su, &Ud)) != CR_OK ||
+        (st = tuple_part(F, dy, 1, 1, &r, &sd)) != CR_OK ||
+        (st = tuple_part(F, dy, 2, 2, sv, &Vd)) != CR_OK)
+        return st;
+    for (size_t a = 0; a < r; a++)
+        sid[a] = -sd[a] * si[a] * si[a]; /* (Σ⁻¹)˙ */
+    mm(1.0, Ud, m, r, 1, Ub, m, r, 0, 0.0, Jud);
+    mm(1.0, Vd, n, r, 1, Vb, n, r, 0, 0.0, Jvd);
+    double *Cd = W; /* Ċ (r x r; W holds max(m, n) x r) */
+    for (size_t a = 0; a < r; a++)
+        for (size_t b = 0; b < r; b++) {
+            size_t q = a * r + b, pp = b * r + a;
+            double Fd = -2.0 * (s[b] * sd[b] - s[a] * sd[a]) * Fm[q] * Fm[q];
+            double Kud = Jud[q] - Jud[pp], Kvd = Jvd[q] - Jvd[pp];
+            Cd[q] = (Fd * Ku[q] + Fm[q] * Kud) * s[b] + Fm[q] * Ku[q] * sd[b] +
+                    sd[a] * Fm[q] * Kv[q] + s[a] * (Fd * Kv[q] + Fm[q] * Kvd);
+        }
+    /* P1 = U̇ C + U Ċ + Ṗu Σ⁻¹ + Pu (Σ⁻¹)˙ */
+    mm(1.0, Ud, m, r, 0, C, r, r, 0, 0.0, P1);
+    mm(1.0, U, m, r, 0, Cd, r, r, 0, 1.0, P1);
+    if (z->pu) {
+        mm(1.0, Ud, m, r, 0, Ju, r, r, 0, 0.0, W); /* W = U̇ Ju + U J̇u = −Ṗu */
+        mm(1.0, U, m, r, 0, Jud, r, r, 0, 1.0, W);
+        for (size_t e = 0; e < m * r; e++)
+            P1[e] += -W[e] * si[e % r] + Pu[e] * sid[e % r];
+    }
+    cr_array *Sa;
+    if ((st = cr__form_new_s(F, &Sa)) != CR_OK)
+        return st;
+    double *sm = Sa->data;
+    mm(1.0, P1, m, r, 0, V, n, r, 1, 0.0, sm);  /* P1 Vᵀ */
+    mm(1.0, P2, m, r, 0, Vd, n, r, 1, 1.0, sm); /* (U C + Pu Σ⁻¹) V̇ᵀ */
+    if (z->pv) {
+        mm(1.0, Vd, n, r, 0, Jv, r, r, 0, 0.0, W); /* W = V̇ Jv + V J̇v = −Ṗv */
+        mm(1.0, V, n, r, 0, Jvd, r, r, 0, 1.0, W);
+        for (size_t e = 0; e < n * r; e++)
+            Rd[e] = -W[e] * si[e % r] + Pv[e] * sid[e % r]; /* Ṗv Σ⁻¹ + Pv (Σ⁻¹)˙ */
+        mm(1.0, Ud, m, r, 0, PvS, n, r, 1, 1.0, sm);        /* U̇ (Pv Σ⁻¹)ᵀ */
+        mm(1.0, U, m, r, 0, Rd, n, r, 1, 1.0, sm); /* U (Ṗv Σ⁻¹ + Pv (Σ⁻¹)˙)ᵀ */
+    }
+    S[0] = cr_tangent_array(Sa);
+    return CR_OK;
+}
+
+const cr_rule_form cr__form_svd = {matrix_check, svd_init, svd_dir};

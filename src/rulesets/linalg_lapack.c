@@ -2535,11 +2535,11 @@ cr_status cr__linalg_register_lapack(cr_registry *reg)
         {&matinv_function, 1, matinv_frule, matinv_rrule, &k_t_general, &cr__form_inv},
         {&solve_function, 2, solve_frule, solve_rrule, &k_t_general, &cr__form_solve},
         {&cholesky_function, 1, cholesky_frule, cholesky_rrule, &k_t_spd, NULL},
-        {&eigen_function, 1, eigen_frule, eigen_rrule, &k_t_realsym, NULL},
-        {&eigvals_function, 1, eigvals_frule, eigvals_rrule, &k_t_herm, NULL},
-        {&svd_function, 1, svd_frule, svd_rrule, &k_t_rect, NULL},
-        {&svdvals_function, 1, svdvals_frule, svdvals_rrule, &k_t_rect, NULL},
-        {&expm_function, 1, expm_frule, expm_rrule, &k_t_expm, NULL},
+        {&eigen_function, 1, eigen_frule, eigen_rrule, &k_t_realsym, &cr__form_eigen},
+        {&eigvals_function, 1, eigvals_frule, eigvals_rrule, &k_t_herm, &cr__form_eigvals},
+        {&svd_function, 1, svd_frule, svd_rrule, &k_t_rect, &cr__form_svd},
+        {&svdvals_function, 1, svdvals_frule, svdvals_rrule, &k_t_rect, &cr__form_svdvals},
+        {&expm_function, 1, expm_frule, expm_rrule, &k_t_expm, &cr__form_expm},
         {&rdiv_function, 2, rdiv_frule, rdiv_rrule, &k_t_rdiv, &cr__form_rdiv},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
