@@ -18,6 +18,7 @@
 #include <chainrules/rules_linalg.h>
 
 #include "forms_impl.h"
+#include "linalg_impl.h"
 
 /* C = alpha op(A) op(B) + beta C for dense row-major f64 matrices (A ar x ac, B br x bc as
  * stored; ta, tb: transposed). */
@@ -974,3 +975,247 @@ static cr_status svd_dir(const cr_form_point *p, void *state, const cr_tangent *
 }
 
 const cr_rule_form cr__form_svd = {matrix_check, svd_init, svd_dir};
+
+/* ---- eigen_general, eigvals_general (complex results of a real matrix) ------------------------
+ */
+
+/* Element e of the tuple value y (a c128 array of ndim dimensions) as a work matrix. */
+static cr_status geig_part(const cr__form *F, const cr_value *y, size_t e, size_t ndim, cr__cmat *m)
+{
+    cr_value v;
+    if (y->kind != CR_KIND_STRUCT ||
+        cr_type_field_value(y->u.obj.type, y->u.obj.ptr, e, &v) != CR_OK ||
+        v.kind != CR_KIND_ARRAY || v.u.arr == NULL || v.u.arr->ndim != ndim)
+        return CR_EINVAL;
+    return cr__cmat_from(F->arena, v.u.arr, true, m);
+}
+
+/* A tangent of a c128 array of `shape` (ndim 1 or 2) as a complex work matrix, zeros when it
+ * is zero. */
+static cr_status geig_tan(const cr__form *F, cr_tangent v, size_t ndim, const size_t *shape,
+                          cr__cmat *m)
+{
+    cr_status st = cr__cmat_tan(F->arena, F->who, v, ndim, shape, true, m);
+    if (st != CR_OK || m->p != NULL)
+        return st;
+    return cr__cmat_new(F->arena, true, shape[0], ndim == 1 ? 1 : shape[1], true, m);
+}
+
+/* The gauge component k_j of column j of eigen_general's V (each column has unit 2-norm and
+ * its component of largest modulus, the first on a tie, real and positive): the row of that
+ * component, as the rule picks it (the phase the rule applied does not change the moduli). */
+static size_t geig_gauge_row(const cr__cmat *V, size_t j)
+{
+    size_t k = 0;
+    double big = -1;
+    for (size_t i = 0; i < V->r; i++) {
+        double a = cabs(cr__cmat_get(V, i, j));
+        if (a > big) {
+            big = a;
+            k = i;
+        }
+    }
+    return k;
+}
+
+/* eigen_general, eigvals_general: a real A, of any structure (the rule reads a structured A
+ * as its logical dense matrix and projects its cotangent, as the engine projects S); a
+ * complex A is not a real matrix. */
+static const char *geig_check(const cr_value *args, size_t nargs, const bool *var,
+                              uint32_t *linearity)
+{
+    (void)linearity;
+    const char *why = cr__form_check_leading(args, nargs, var, 1);
+    if (why != NULL)
+        return why;
+    const cr_array *A = args[0].u.arr;
+    return A != NULL && A->dtype == CR_DT_C128 ? "A is complex; the form covers real matrices only"
+                                               : NULL;
+}
+
+typedef struct geig_state {
+    cr__form F;
+    size_t n, *kr;
+    cr__cmat V, Vi, Vb, Q, G, H, Fc;
+    cr_complex *z, *g;
+} geig_state;
+
+/*
+ * eigen_general(A) = (λ, V) of a real n x n A (complex λ and V; each column of V of unit
+ * 2-norm with its component k_j of largest modulus real and positive), and eigvals_general(A)
+ * = λ (the same with V̄ = 0). With the cotangent (λ̄, V̄), the rule's pullback is
+ *     Ā = re(Ā_c),  Ā_c = W G Vᴴ,  W = V⁻ᴴ,  G = diag(λ̄) + Fc ∘ H (off the diagonal),
+ *     Fc_ij = conj(F_ij), F_ij = 1/(λ_j − λ_i) (cr__inv_gap_c: 0 between equal eigenvalues),
+ *     H_ij = K_ij − Q_ij re(g_j) + z_j conj(V_{k_j i}),  K = Vᴴ V̄,  Q = Vᴴ V,  g_j = K_jj,
+ *     z_j = −i im(g_j) / V_{k_j j}
+ * (re: the projection onto a real A; the Q term is the unit norm, the z term the phase
+ * convention). Along Ȧ, with λ̇ and V̇ from eigen_general's frule at A along Ȧ (λ̄, V̄ fixed:
+ * they are the cotangent; k_j fixed: the largest component stays the largest nearby), the
+ * product rule over each factor, with dW = −W V̇ᴴ W and M = V⁻¹ V̇ (so that V̇ᴴ W = Mᴴ and
+ * V̇ᴴ = Mᴴ Vᴴ), gives
+ *     S = re(W Ġ Vᴴ − W V̇ᴴ W G Vᴴ + W G V̇ᴴ) = re(W (Ġ + G Mᴴ − Mᴴ G) Vᴴ),
+ *     Ġ = Ḟc ∘ H + Fc ∘ Ḣ (off the diagonal; λ̄ fixed, so 0 on it),
+ *     Ḟc_ij = −conj(λ̇_j − λ̇_i) Fc_ij²,
+ *     Ḣ_ij = K̇_ij − Q̇_ij re(g_j) − Q_ij re(ġ_j) + ż_j conj(V_{k_j i}) + z_j conj(V̇_{k_j i}),
+ *     K̇ = V̇ᴴ V̄,  Q̇ = V̇ᴴ V + Vᴴ V̇,  ġ_j = K̇_jj,
+ *     ż_j = −i im(ġ_j) / V_{k_j j} + i im(g_j) V̇_{k_j j} / V_{k_j j}².
+ * For eigvals_general (V̄ = 0) only S = re(W (G Mᴴ − Mᴴ G) Vᴴ) with G = diag(λ̄) remains: the
+ * eigenvalues do not depend on V's normalisation, and neither does S (the diagonal of M, the
+ * gauge's part of V̇, cancels in G Mᴴ − Mᴴ G). V⁻¹ is matinv's primal of V, once per record.
+ * Where two eigenvalues are equal to working precision, F and Ḟ are 0 as in the rule (and
+ * the frule's V̇ drops the same terms): S is then the derivative of that convention's
+ * pullback, not a second derivative (none exists there in general). A defective A (V
+ * singular) is refused by eigen_general's frule (CR_EDOMAIN).
+ */
+static cr_status geig_init(const cr_form_point *p, void **state, cr_tangent lbt, cr_tangent vbt)
+{
+    cr_status st = cr__form_state(p, sizeof(geig_state), 0, NULL, state);
+    geig_state *w = *state;
+    if (st != CR_OK)
+        return st;
+    const cr__form *F = &w->F;
+    if (F->x->ndim != 2 || F->x->shape[0] != F->x->shape[1] || F->x->shape[0] == 0)
+        return CR_NOTHING; /* the rule refused it when recorded, or nothing to add */
+    size_t n = F->x->shape[0], sh[2] = {n, n};
+    cr_value ev = *p->y, vv;
+    if (p->y->kind != CR_KIND_STRUCT &&
+        (st = cr_function_call(F->arena, &cr_fn_eigen_general, &p->args[0], 1, &ev)) != CR_OK)
+        return st;
+    cr__cmat L, K;
+    cr__cmat *V = &w->V, *Vb = &w->Vb, *Q = &w->Q, *G = &w->G, *H = &w->H, *Fc = &w->Fc;
+    cr__cmat Lb;
+    if ((st = geig_part(F, &ev, 0, 1, &L)) != CR_OK || (st = geig_part(F, &ev, 1, 2, V)) != CR_OK ||
+        (st = cr__cmat_tan(F->arena, F->who, lbt, 1, &n, true, &Lb)) != CR_OK ||
+        (st = cr__cmat_tan(F->arena, F->who, vbt, 2, sh, true, Vb)) != CR_OK)
+        return st;
+    if (Lb.p == NULL && Vb->p == NULL)
+        return CR_NOTHING;
+    cr_array *Va;
+    cr_value iv;
+    if ((st = cr__cmat_to_array(F->arena, V, false, &Va)) != CR_OK)
+        return st;
+    vv = cr_value_array(Va);
+    if ((st = cr_function_call(F->arena, &cr_fn_matinv, &vv, 1, &iv)) != CR_OK ||
+        (st = cr__cmat_from(F->arena, iv.u.arr, true, &w->Vi)) != CR_OK)
+        return st;
+    /* Once per record: k_j, Fc, and with V̄: K, Q, g, z, H; then G. */
+    size_t *kr = cr_arena_alloc(F->arena, (n ? n : 1) * sizeof *kr, _Alignof(size_t));
+    cr_complex *z = cr_arena_alloc(F->arena, 2 * (n ? n : 1) * sizeof *z, _Alignof(cr_complex));
+    if (kr == NULL || z == NULL)
+        return CR__ALLOC_STATUS(F->arena);
+    cr_complex *lam = L.p, *g = z + n;
+    double scale = cr__spectrum_scale_c(lam, n);
+    if ((st = cr__cmat_new(F->arena, true, n, n, true, G)) != CR_OK ||
+        (st = cr__cmat_new(F->arena, true, n, n, true, H)) != CR_OK ||
+        (st = cr__cmat_new(F->arena, true, n, n, true, Fc)) != CR_OK)
+        return st;
+    for (size_t j = 0; j < n; j++) {
+        kr[j] = geig_gauge_row(V, j);
+        for (size_t a = 0; a < n; a++)
+            if (a != j)
+                cr__cmat_set(Fc, a, j, conj(cr__inv_gap_c(lam[j], lam[a], scale)));
+    }
+    if (Vb->p != NULL) {
+        if ((st = cr__cmat_mul(F->arena, 'C', 'N', 1.0, V, Vb, &K)) != CR_OK ||
+            (st = cr__cmat_mul(F->arena, 'C', 'N', 1.0, V, V, Q)) != CR_OK)
+            return st;
+        for (size_t j = 0; j < n; j++) {
+            g[j] = cr__cmat_get(&K, j, j);
+            z[j] = cr__c(0, -cimag(g[j])) / cr__cmat_get(V, kr[j], j);
+            for (size_t a = 0; a < n; a++)
+                if (a != j) {
+                    cr_complex h = cr__cmat_get(&K, a, j) - cr__cmat_get(Q, a, j) * creal(g[j]) +
+                                   z[j] * conj(cr__cmat_get(V, kr[j], a));
+                    cr__cmat_set(H, a, j, h);
+                    cr__cmat_set(G, a, j, cr__cmat_get(Fc, a, j) * h);
+                }
+        }
+    }
+    for (size_t a = 0; a < n && Lb.p != NULL; a++)
+        cr__cmat_set(G, a, a, cr__cmat_get(&Lb, a, 0));
+    w->n = n;
+    w->kr = kr;
+    w->z = z;
+    w->g = g;
+    return CR_OK;
+}
+
+static cr_status geig_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
+                          cr_tangent ydot, cr_tangent *S)
+{
+    (void)p;
+    (void)ydot;
+    const geig_state *w = state;
+    const cr__form *F = &w->F;
+    size_t n = w->n, sh[2] = {n, n};
+    const size_t *kr = w->kr;
+    const cr_complex *z = w->z, *g = w->g;
+    const cr__cmat *V = &w->V, *Vb = &w->Vb;
+    cr_tangent dy;
+    const double *xd;
+    cr_value y;
+    cr_status st = cr__form_like_x(F, xdot[0], &xd);
+    if (st != CR_OK || xd == NULL)
+        return st;
+    cr__cmat Ld, Vd, M, T, Kd, Qd, U, Sm;
+    if ((st = cr__form_frule_along(F, &cr_fn_eigen_general, xdot[0], &y, &dy)) != CR_OK ||
+        (st = geig_tan(F, cr_tangent_field(dy, 0), 1, &n, &Ld)) != CR_OK ||
+        (st = geig_tan(F, cr_tangent_field(dy, 1), 2, sh, &Vd)) != CR_OK ||
+        (st = cr__cmat_mul(F->arena, 'N', 'N', 1.0, &w->Vi, &Vd, &M)) != CR_OK ||
+        (st = cr__cmat_new(F->arena, true, n, n, true, &T)) != CR_OK)
+        return st;
+    /* T = Ġ off the diagonal */
+    if (Vb->p != NULL) {
+        if ((st = cr__cmat_mul(F->arena, 'C', 'N', 1.0, &Vd, Vb, &Kd)) != CR_OK ||
+            (st = cr__cmat_mul(F->arena, 'C', 'N', 1.0, &Vd, V, &Qd)) != CR_OK)
+            return st;
+        cr__cmat_gemm('C', 'N', 1.0, V, &Vd, 1.0, &Qd); /* Q̇ = V̇ᴴ V + Vᴴ V̇ */
+        const cr_complex *ld = Ld.p;
+        for (size_t j = 0; j < n; j++) {
+            size_t kj = kr[j];
+            cr_complex gd = cr__cmat_get(&Kd, j, j), vk = cr__cmat_get(V, kj, j);
+            cr_complex zd = cr__c(0, -cimag(gd)) / vk +
+                            cr__c(0, cimag(g[j])) * cr__cmat_get(&Vd, kj, j) / (vk * vk);
+            for (size_t a = 0; a < n; a++) {
+                if (a == j)
+                    continue;
+                cr_complex fc = cr__cmat_get(&w->Fc, a, j);
+                cr_complex hd = cr__cmat_get(&Kd, a, j) - cr__cmat_get(&Qd, a, j) * creal(g[j]) -
+                                cr__cmat_get(&w->Q, a, j) * creal(gd) +
+                                zd * conj(cr__cmat_get(V, kj, a)) +
+                                z[j] * conj(cr__cmat_get(&Vd, kj, a));
+                cr_complex fcd = -conj(ld[j] - ld[a]) * fc * fc;
+                cr__cmat_set(&T, a, j, fcd * cr__cmat_get(&w->H, a, j) + fc * hd);
+            }
+        }
+    }
+    /* T += G Mᴴ − Mᴴ G; S = re(W T Vᴴ), W = V⁻ᴴ */
+    cr__cmat_gemm('N', 'C', 1.0, &w->G, &M, 1.0, &T);
+    cr__cmat_gemm('C', 'N', -1.0, &M, &w->G, 1.0, &T);
+    cr_array *Sa;
+    if ((st = cr__cmat_mul(F->arena, 'C', 'N', 1.0, &w->Vi, &T, &U)) != CR_OK ||
+        (st = cr__cmat_mul(F->arena, 'N', 'C', 1.0, &U, V, &Sm)) != CR_OK ||
+        (st = cr__cmat_out(F->arena, &Sm, false, CR_DT_F64, &Sa)) != CR_OK)
+        return st;
+    S[0] = cr_tangent_array(Sa);
+    return CR_OK;
+}
+
+/* eigvals_general(A) = λ: its cotangent is ȳ = λ̄ (V̄ = 0). */
+static cr_status eigvals_general_init(const cr_form_point *p, void **state)
+{
+    return geig_init(p, state, p->ybar, cr_tangent_zero());
+}
+
+/* eigen_general(A) = (λ, V): the tuple cotangent's elements λ̄ and V̄. */
+static cr_status eigen_general_init(const cr_form_point *p, void **state)
+{
+    cr_tangent lb, vb;
+    cr_status st = cr__tuple_field(p->arena, p->name, p->ybar, 0, &lb);
+    if (st == CR_OK)
+        st = cr__tuple_field(p->arena, p->name, p->ybar, 1, &vb);
+    return st != CR_OK ? st : geig_init(p, state, lb, vb);
+}
+
+const cr_rule_form cr__form_eigen_general = {geig_check, eigen_general_init, geig_dir};
+const cr_rule_form cr__form_eigvals_general = {geig_check, eigvals_general_init, geig_dir};
