@@ -226,13 +226,6 @@ static void fold_upper(double *s, size_t n)
         }
 }
 
-/* C = op(X) op(Y) of n x n row-major matrices, op transposing when tx (ty). */
-static void mul_nn(size_t n, const double *X, bool tx, const double *Y, bool ty, double *C)
-{
-    cr__mat a = {X, n, n, n, tx}, b = {Y, n, n, n, ty};
-    cr__gemm(CR_DT_F64, &a, &b, 1.0, 0.0, C, n);
-}
-
 /* ---- Helpers of the forms below ------------------------------------------------------------- */
 
 /* The record's result value as a dense f64 array (an array result only). */
@@ -1167,128 +1160,6 @@ static cr_status form_sylvester(cr_tape *t, const cr__anode *nd, size_t i, cr_ta
     return st != CR_OK ? st : sylv_s(&F, &g, ybar, adjd, tan, k);
 }
 
-/* f'' at x from the scalar row (as form_sum_f takes it). */
-static double row_f2(const cr_scalar_rule *row, double x)
-{
-    double Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
-    double H[CR_SCALAR_MAX_IN * CR_SCALAR_MAX_IN];
-    /* the partials at x (cr__row_hessian starts from them) */
-    row->f64(&x, Y, D);
-    cr__row_hessian(row, &x, D, H, 1u);
-    return H[0];
-}
-
-/* The first divided difference f[a, b] as the rule takes it (cr__divdiff1). */
-static double dd1(const cr_scalar_rule *row, double a, double b, double tol)
-{
-    double fa, fb, da, db;
-    row->f64(&a, &fa, &da);
-    row->f64(&b, &fb, &db);
-    return cr__divdiff1(row, a, b, fa, fb, tol);
-}
-
-/* The second divided difference f[a, b, c] (symmetric in its arguments): f''(midpoint)/2
- * when all three are within tol, else (f[b, c] - f[a, b]) / (c - a) over the sorted values. */
-static double dd2(const cr_scalar_rule *row, double a, double b, double c, double tol)
-{
-    double t;
-    if (a > b)
-        t = a, a = b, b = t;
-    if (b > c)
-        t = b, b = c, c = t;
-    if (a > b)
-        t = a, a = b, b = t;
-    if (c - a <= tol)
-        return 0.5 * row_f2(row, 0.5 * (a + c));
-    return (dd1(row, b, c, tol) - dd1(row, a, b, tol)) / (c - a);
-}
-
-/*
- * matfun_herm(f, A) = f(A) = V diag(f(λ)) Vᵀ of a symmetric A (its upper triangle read, or a
- * Symmetric view). The pullback is the Daleckii-Krein derivative applied to Ḡ = sym(Ȳ):
- * Ā = Df(A)[Ḡ] = V (F ∘ (Vᵀ Ḡ V)) Vᵀ, F_ij = f[λ_i, λ_j] (folded onto the upper triangle for
- * a dense A). Its derivative along Ȧ is the second derivative of the matrix function,
- * symmetric in its two directions; in the eigenbasis (Ã = Vᵀ Ȧ V, G̃ = Vᵀ Ḡ V) it is
- *     S = V S̃ Vᵀ,   S̃_ij = Σ_k f[λ_i, λ_k, λ_j] (Ã_ik G̃_kj + G̃_ik Ã_kj)
- * (Daleckii-Krein for the second derivative: differentiate F_ij(λ(A)) and V together, or
- * check on f = x², where f[., ., .] = 1 and D²f[E, G] = E G + G E). f[a, b, c] is the second
- * divided difference of f, from f, f' and f'' (the scalar row, f'' as for sum(f, A)), so S
- * has no 1/(λ_i − λ_j) of its own and exists at repeated eigenvalues too. λ, V: eigen at A
- * (its frule's primal); Ȧ is read on its upper triangle as the rule reads A. A Diagonal or
- * triangular A is read as its logical dense matrix, S folded as for a dense A and then
- * projected onto A's structure (put), as the rule gives its cotangent.
- */
-static cr_status form_matfun(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
-                             double *adjd, const double *tan, size_t k)
-{
-    (void)i;
-    form F;
-    const double *yb;
-    cr_status st = form_init(&F, t, nd, 1, NULL);
-    if (st != CR_OK || F.x->ndim != 2 || F.x->shape[0] != F.x->shape[1])
-        return st;
-    if ((st = like_x(&F, ybar, &yb)) != CR_OK || yb == NULL)
-        return st;
-    size_t n = F.x->shape[0], nn = n * n;
-    cr_value y;
-    cr_tangent dy;
-    const cr_array *L, *V;
-    if ((st = frule_along(&F, &cr_fn_eigen, cr_tangent_zero(), &y, &dy)) != CR_OK ||
-        (st = factor_of(&F, &y, 0, 1, &L)) != CR_OK || (st = factor_of(&F, &y, 1, 2, &V)) != CR_OK)
-        return st;
-    const cr_scalar_rule *row = cr_scalar_rule_of(nd->vals[0].u.func.fn);
-    const double *lam = L->data, *v = V->data;
-    double tol = cr__matfun_tol(lam, n); /* the rule's */
-    double *w = cr_arena_alloc(F.arena, (n * nn + 5 * nn + 1) * sizeof *w, _Alignof(double));
-    if (w == NULL)
-        return CR__ALLOC_STATUS(F.arena);
-    double *D2 = w, *G = D2 + n * nn, *Ad = G + nn, *T = Ad + nn, *At = T + nn, *St = At + nn;
-    for (size_t a = 0; a < n; a++)
-        for (size_t c = 0; c < n; c++)
-            for (size_t b = 0; b < n; b++)
-                D2[(a * n + c) * n + b] = dd2(row, lam[a], lam[b], lam[c], tol);
-    /* G̃ = Vᵀ sym(Ȳ) V */
-    for (size_t a = 0; a < n; a++)
-        for (size_t b = 0; b < n; b++)
-            T[a * n + b] = 0.5 * (yb[a * n + b] + yb[b * n + a]);
-    mul_nn(n, v, true, T, false, At);
-    mul_nn(n, At, false, v, false, G);
-    uint8_t as = nd->vals[1].u.arr->structure; /* F.x is A's logical dense matrix */
-    bool fold = as != CR_MAT_SYMMETRIC && as != CR_MAT_HERMITIAN;
-    for (size_t d = 0; d < k; d++) {
-        const double *xd;
-        cr_tangent raw;
-        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK)
-            return st;
-        if (xd == NULL)
-            continue;
-        /* Ã = Vᵀ Ȧ V, Ȧ mirrored from its upper triangle */
-        for (size_t a = 0; a < n; a++)
-            for (size_t b = 0; b < n; b++)
-                Ad[a * n + b] = a <= b ? xd[a * n + b] : xd[b * n + a];
-        mul_nn(n, v, true, Ad, false, T);
-        mul_nn(n, T, false, v, false, At);
-        for (size_t a = 0; a < n; a++)
-            for (size_t c = 0; c < n; c++) {
-                double acc = 0.0;
-                for (size_t b = 0; b < n; b++)
-                    acc += D2[(a * n + c) * n + b] *
-                           (At[a * n + b] * G[b * n + c] + G[a * n + b] * At[b * n + c]);
-                St[a * n + c] = acc;
-            }
-        cr_array *S;
-        if ((st = new_s(&F, &S)) != CR_OK)
-            return st;
-        mul_nn(n, v, false, St, false, T);
-        mul_nn(n, T, false, v, true, S->data);
-        if (fold)
-            fold_upper(S->data, n);
-        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
-            return st;
-    }
-    return CR_OK;
-}
-
 /* ---- LAPACK-level functions: potrf, potrs, getrf, getri, getrs, trtrs, trsyl -----------------
  *
  * Each is a higher-level function (cholesky, cholesky_solve, lu, inv, solve, sylvester) with
@@ -1892,16 +1763,6 @@ static const char *real_dense(const cr_value *vals, size_t nargs)
     return NULL;
 }
 
-/* matfun_herm(f, A): A real, of any structure (the rule reads the symmetric matrix of the
- * logical matrix's upper triangle and projects its cotangent onto A's structure; the form's
- * S goes through the same projection, put). */
-static const char *real_matrix(const cr_value *vals, size_t nargs)
-{
-    const cr_array *A = nargs > 1 ? vals[1].u.arr : NULL;
-    return A != NULL && A->dtype == CR_DT_C128 ? "A is complex; the form covers real matrices only"
-                                               : NULL;
-}
-
 /* ---- The table --------------------------------------------------------------------------------
  */
 
@@ -1935,19 +1796,6 @@ cr__so_form_fn cr__so_form_of(const cr_value *f, const cr_value *vals, const uin
 {
     const cr_function *fn = f->u.func.fn;
     *why = NULL;
-    if (fn == cr_fn_matfun_herm.u.func.fn) {
-        const cr_scalar_rule *r =
-            nargs < 2 || vals[0].kind != CR_KIND_FUNC || vals[0].u.func.fn == NULL
-                ? NULL
-                : cr_scalar_rule_of(vals[0].u.func.fn);
-        if (r == NULL || r->nin != 1 || r->nout != 1 || vals[1].kind != CR_KIND_ARRAY) {
-            *why = "f is not a scalar-table function of one argument";
-            return NULL;
-        }
-        if ((*why = real_matrix(vals, nargs)) != NULL)
-            return NULL;
-        return form_matfun;
-    }
     if (fn == cr_fn_trsyl.u.func.fn) { /* trsyl(transa, transb, isgn, A, B, C) */
         for (size_t a = 0; a < 3 && a < nargs; a++)
             if (codes[a] != CR_VAR_CONST) {

@@ -1219,3 +1219,174 @@ static cr_status eigen_general_init(const cr_form_point *p, void **state)
 
 const cr_rule_form cr__form_eigen_general = {geig_check, eigen_general_init, geig_dir};
 const cr_rule_form cr__form_eigvals_general = {geig_check, eigvals_general_init, geig_dir};
+
+/* ---- matfun_herm ------------------------------------------------------------------------------
+ */
+
+/* f'' at x from the scalar row (as sum(f, A)'s form takes it). */
+static double row_f2(const cr_scalar_rule *row, double x)
+{
+    double Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+    double H[CR_SCALAR_MAX_IN * CR_SCALAR_MAX_IN];
+    /* the partials at x (cr__row_hessian starts from them) */
+    row->f64(&x, Y, D);
+    cr__row_hessian(row, &x, D, H, 1u);
+    return H[0];
+}
+
+/* The first divided difference f[a, b] as the rule takes it (cr__divdiff1). */
+static double dd1(const cr_scalar_rule *row, double a, double b, double tol)
+{
+    double fa, fb, da, db;
+    row->f64(&a, &fa, &da);
+    row->f64(&b, &fb, &db);
+    return cr__divdiff1(row, a, b, fa, fb, tol);
+}
+
+/* The second divided difference f[a, b, c] (symmetric in its arguments): f''(midpoint)/2
+ * when all three are within tol, else (f[b, c] - f[a, b]) / (c - a) over the sorted values. */
+static double dd2(const cr_scalar_rule *row, double a, double b, double c, double tol)
+{
+    double t;
+    if (a > b)
+        t = a, a = b, b = t;
+    if (b > c)
+        t = b, b = c, c = t;
+    if (a > b)
+        t = a, a = b, b = t;
+    if (c - a <= tol)
+        return 0.5 * row_f2(row, 0.5 * (a + c));
+    return (dd1(row, b, c, tol) - dd1(row, a, b, tol)) / (c - a);
+}
+
+/* matfun_herm(f, A): f a scalar-table function of one argument; A real, of any structure
+ * (the rule reads the symmetric matrix of the logical matrix's upper triangle and projects its
+ * cotangent onto A's structure; the engine projects S the same way). */
+static const char *matfun_check(const cr_value *args, size_t nargs, const bool *var,
+                                uint32_t *linearity)
+{
+    (void)var;
+    (void)linearity;
+    const cr_scalar_rule *r = nargs < 2 || args[0].kind != CR_KIND_FUNC || args[0].u.func.fn == NULL
+                                  ? NULL
+                                  : cr_scalar_rule_of(args[0].u.func.fn);
+    if (r == NULL || r->nin != 1 || r->nout != 1 || args[1].kind != CR_KIND_ARRAY)
+        return "f is not a scalar-table function of one argument";
+    const cr_array *A = args[1].u.arr;
+    return A != NULL && A->dtype == CR_DT_C128 ? "A is complex; the form covers real matrices only"
+                                               : NULL;
+}
+
+typedef struct matfun_state {
+    cr__form F;
+    size_t n;
+    bool fold;
+    const double *v;
+    double *D2, *G, *Ad, *T, *At, *St;
+} matfun_state;
+
+/*
+ * matfun_herm(f, A) = f(A) = V diag(f(λ)) Vᵀ of a symmetric A (its upper triangle read, or a
+ * Symmetric view). The pullback is the Daleckii-Krein derivative applied to Ḡ = sym(Ȳ):
+ * Ā = Df(A)[Ḡ] = V (F ∘ (Vᵀ Ḡ V)) Vᵀ, F_ij = f[λ_i, λ_j] (folded onto the upper triangle for
+ * a dense A). Its derivative along Ȧ is the second derivative of the matrix function,
+ * symmetric in its two directions; in the eigenbasis (Ã = Vᵀ Ȧ V, G̃ = Vᵀ Ḡ V) it is
+ *     S = V S̃ Vᵀ,   S̃_ij = Σ_k f[λ_i, λ_k, λ_j] (Ã_ik G̃_kj + G̃_ik Ã_kj)
+ * (Daleckii-Krein for the second derivative: differentiate F_ij(λ(A)) and V together, or
+ * check on f = x², where f[., ., .] = 1 and D²f[E, G] = E G + G E). f[a, b, c] is the second
+ * divided difference of f, from f, f' and f'' (the scalar row, f'' as for sum(f, A)), so S
+ * has no 1/(λ_i − λ_j) of its own and exists at repeated eigenvalues too. λ, V: eigen at A
+ * (its frule's primal); Ȧ is read on its upper triangle as the rule reads A. A Diagonal or
+ * triangular A is read as its logical dense matrix, S folded as for a dense A (the engine then
+ * projects it onto A's structure, as the rule gives its cotangent).
+ */
+static cr_status matfun_init(const cr_form_point *p, void **state)
+{
+    const double *yb;
+    cr_status st = cr__form_state(p, sizeof(matfun_state), 1, NULL, state);
+    matfun_state *w = *state;
+    if (st != CR_OK)
+        return st;
+    const cr__form *F = &w->F;
+    if (F->x->ndim != 2 || F->x->shape[0] != F->x->shape[1])
+        return CR_NOTHING;
+    if ((st = cr__form_like_x(F, p->ybar, &yb)) != CR_OK)
+        return st;
+    if (yb == NULL)
+        return CR_NOTHING;
+    size_t n = F->x->shape[0], nn = n * n;
+    cr_value y;
+    cr_tangent dy;
+    const cr_array *L, *V;
+    if ((st = cr__form_frule_along(F, &cr_fn_eigen, cr_tangent_zero(), &y, &dy)) != CR_OK ||
+        (st = factor_of(F, &y, 0, 1, &L)) != CR_OK || (st = factor_of(F, &y, 1, 2, &V)) != CR_OK)
+        return st;
+    const cr_scalar_rule *row = cr_scalar_rule_of(p->args[0].u.func.fn);
+    const double *lam = L->data, *v = V->data;
+    double tol = cr__matfun_tol(lam, n); /* the rule's */
+    double *wk = cr_arena_alloc(F->arena, (n * nn + 5 * nn + 1) * sizeof *wk, _Alignof(double));
+    if (wk == NULL)
+        return CR__ALLOC_STATUS(F->arena);
+    double *D2 = wk, *G = D2 + n * nn, *Ad = G + nn, *T = Ad + nn, *At = T + nn, *St = At + nn;
+    for (size_t a = 0; a < n; a++)
+        for (size_t c = 0; c < n; c++)
+            for (size_t b = 0; b < n; b++)
+                D2[(a * n + c) * n + b] = dd2(row, lam[a], lam[b], lam[c], tol);
+    /* G̃ = Vᵀ sym(Ȳ) V */
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = 0; b < n; b++)
+            T[a * n + b] = 0.5 * (yb[a * n + b] + yb[b * n + a]);
+    mul_nn(n, v, true, T, false, At);
+    mul_nn(n, At, false, v, false, G);
+    uint8_t as = p->args[1].u.arr->structure; /* F->x is A's logical dense matrix */
+    w->fold = as != CR_MAT_SYMMETRIC && as != CR_MAT_HERMITIAN;
+    w->n = n;
+    w->v = v;
+    w->D2 = D2;
+    w->G = G;
+    w->Ad = Ad;
+    w->T = T;
+    w->At = At;
+    w->St = St;
+    return CR_OK;
+}
+
+static cr_status matfun_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
+                            cr_tangent ydot, cr_tangent *S)
+{
+    (void)p;
+    (void)ydot;
+    const matfun_state *w = state;
+    const cr__form *F = &w->F;
+    size_t n = w->n;
+    const double *xd, *v = w->v, *D2 = w->D2, *G = w->G;
+    double *Ad = w->Ad, *T = w->T, *At = w->At, *St = w->St;
+    cr_status st = cr__form_like_x(F, xdot[1], &xd);
+    if (st != CR_OK || xd == NULL)
+        return st;
+    /* Ã = Vᵀ Ȧ V, Ȧ mirrored from its upper triangle */
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = 0; b < n; b++)
+            Ad[a * n + b] = a <= b ? xd[a * n + b] : xd[b * n + a];
+    mul_nn(n, v, true, Ad, false, T);
+    mul_nn(n, T, false, v, false, At);
+    for (size_t a = 0; a < n; a++)
+        for (size_t c = 0; c < n; c++) {
+            double acc = 0.0;
+            for (size_t b = 0; b < n; b++)
+                acc += D2[(a * n + c) * n + b] *
+                       (At[a * n + b] * G[b * n + c] + G[a * n + b] * At[b * n + c]);
+            St[a * n + c] = acc;
+        }
+    cr_array *Sa;
+    if ((st = cr__form_new_s(F, &Sa)) != CR_OK)
+        return st;
+    mul_nn(n, v, false, St, false, T);
+    mul_nn(n, T, false, v, true, Sa->data);
+    if (w->fold)
+        fold_upper(Sa->data, n);
+    S[1] = cr_tangent_array(Sa);
+    return CR_OK;
+}
+
+const cr_rule_form cr__form_matfun_herm = {matfun_check, matfun_init, matfun_dir};

@@ -2549,8 +2549,8 @@ cr_status cr__linalg_register_lapack(cr_registry *reg)
             return st;
     }
     static const cr_argspec fa[2] = {{CR_M_FUNC, NULL}, {CR__M_FARRAY, NULL}};
-    return cr__add_rule(reg, &matfun_herm_function, fa, 2, false, matfun_herm_frule,
-                        matfun_herm_rrule, &k_t_matfun);
+    return cr__add_rule_so(reg, &matfun_herm_function, fa, 2, false, matfun_herm_frule,
+                           matfun_herm_rrule, &k_t_matfun, CR_NONLINEAR, &cr__form_matfun_herm);
 }
 
 #else /* !CR_HAVE_LAPACKE */
