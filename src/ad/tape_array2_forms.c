@@ -899,108 +899,6 @@ static cr_status form_lu(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent y
     return CR_OK;
 }
 
-/*
- * pinv(A) = Y, A m x n of full rank (Y n x m). The rule's pullback (Golub and Pereyra) is
- *     Ā = -Yᵀ Ȳ Yᵀ + P Ȳᵀ Y Yᵀ + Yᵀ Y Ȳᵀ Q,   P = I - A Y (m x m), Q = I - Y A (n x n).
- * Along Ȧ, with Ẏ the result's tangent (pinv's frule, from the forward sweep), Ȳ fixed, the
- * product rule gives, with Ṗ = -(Ȧ Y + A Ẏ), Q̇ = -(Ẏ A + Y Ȧ), Ė = Ẏ Yᵀ + Y Ẏᵀ
- * (= d(Y Yᵀ)), Ḟ = Ẏᵀ Y + Yᵀ Ẏ (= d(Yᵀ Y)):
- *     S = -Ẏᵀ (Ȳ Yᵀ) - (Yᵀ Ȳ) Ẏᵀ + Ṗ (Ȳᵀ Y Yᵀ) + (P Ȳᵀ) Ė + Ḟ (Ȳᵀ Q) + (Yᵀ Y Ȳᵀ) Q̇,
- * the parenthesized products once per record. At a rank-deficient A (rank(A) = tr(A Y) <
- * min(m, n): pinv truncated singular values) the pseudo-inverse is not continuous (a small
- * change of A restores the rank, and any step above the truncation's tolerance does): no
- * second derivative exists there, and the form refuses it (CR_EDOMAIN). A structured A: its
- * logical dense matrix read (F.x, Ȧ), S projected as the rule projects Ā (put).
- */
-static cr_status form_pinv(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
-                           const double *tan, size_t k)
-{
-    (void)i;
-    form F;
-    const double *Yb, *Y;
-    cr_status st = form_init(&F, t, nd, 0, NULL);
-    if (st != CR_OK || F.x->ndim != 2)
-        return st;
-    size_t m = F.x->shape[0], n = F.x->shape[1], r = m < n ? m : n;
-    if ((st = y_array(&F, &Y)) != CR_OK)
-        return st;
-    {
-        size_t sh[2] = {n, m};
-        const cr_array *a;
-        if ((st = cr__tan_array(F.arena, F.who, ybar, 2, sh, CR_DT_F64, &a)) != CR_OK || a == NULL)
-            return st;
-        Yb = a->data;
-    }
-    const double *A = F.x->data;
-    double rank = 0.0; /* tr(A Y): A Y projects onto A's (truncated) range */
-    for (size_t a = 0; a < m; a++)
-        for (size_t b = 0; b < n; b++)
-            rank += A[a * n + b] * Y[b * m + a];
-    if (rank < (double)r - 0.5)
-        return cr__tape_fail(t, CR_EDOMAIN,
-                             "%s: no second derivative at a rank-deficient matrix (rank %.0f < "
-                             "%zu: the pseudo-inverse is not continuous there)",
-                             F.who, rank, r);
-    double *w;
-    size_t mm_ = m * m, nn = n * n, mn = m * n;
-    if ((st = new_mat(&F, 1, 6 * mn + 4 * mm_ + 4 * nn, &w)) != CR_OK)
-        return st;
-    double *P = w, *Q = P + mm_, *W5 = Q + nn, *W6 = W5 + nn, *W1 = W6 + mm_, *W2 = W1 + mn,
-           *W3 = W2 + mn, *W4 = W3 + mn, *Pd = W4 + mn, *Fd = Pd + mm_, *Qd = Fd + mm_,
-           *Ed = Qd + nn, *Yz = Ed + nn, *Sd = Yz + mn; /* Yz: a zero Ẏ */
-    /* P = I - A Y, Q = I - Y A; W5 = Ȳ Yᵀ, W6 = Yᵀ Ȳ; W1 = Ȳᵀ (Y Yᵀ), W2 = Ȳᵀ Q,
-     * W3 = (Yᵀ Y) Ȳᵀ, W4 = P Ȳᵀ */
-    mm(-1.0, A, m, n, 0, Y, n, m, 0, 0.0, P);
-    mm(-1.0, Y, n, m, 0, A, m, n, 0, 0.0, Q);
-    for (size_t a = 0; a < m; a++)
-        P[a * m + a] += 1.0;
-    for (size_t a = 0; a < n; a++)
-        Q[a * n + a] += 1.0;
-    mm(1.0, Yb, n, m, 0, Y, n, m, 1, 0.0, W5);
-    mm(1.0, Y, n, m, 1, Yb, n, m, 0, 0.0, W6);
-    mm(1.0, Y, n, m, 0, Y, n, m, 1, 0.0, Ed); /* Y Yᵀ, for now */
-    mm(1.0, Yb, n, m, 1, Ed, n, n, 0, 0.0, W1);
-    mm(1.0, Yb, n, m, 1, Q, n, n, 0, 0.0, W2);
-    mm(1.0, Y, n, m, 1, Y, n, m, 0, 0.0, Fd); /* Yᵀ Y, for now */
-    mm(1.0, Fd, m, m, 0, Yb, n, m, 1, 0.0, W3);
-    mm(1.0, P, m, m, 0, Yb, n, m, 1, 0.0, W4);
-    for (size_t d = 0; d < k; d++) {
-        cr_tangent raw;
-        const double *Ad, *Yd;
-        if ((st = x_dot(&F, tan, k, d, &raw, &Ad)) != CR_OK)
-            return st;
-        if (Ad == NULL)
-            continue;
-        if ((st = y_dot_arr(&F, tan, k, d, &Yd)) != CR_OK)
-            return st;
-        if (Yd == NULL)
-            Yd = Yz;
-        /* Ṗ, Q̇, Ė, Ḟ */
-        mm(-1.0, Ad, m, n, 0, Y, n, m, 0, 0.0, Pd);
-        mm(-1.0, A, m, n, 0, Yd, n, m, 0, 1.0, Pd);
-        mm(-1.0, Yd, n, m, 0, A, m, n, 0, 0.0, Qd);
-        mm(-1.0, Y, n, m, 0, Ad, m, n, 0, 1.0, Qd);
-        mm(1.0, Yd, n, m, 0, Y, n, m, 1, 0.0, Ed);
-        mm(1.0, Y, n, m, 0, Yd, n, m, 1, 1.0, Ed);
-        mm(1.0, Yd, n, m, 1, Y, n, m, 0, 0.0, Fd);
-        mm(1.0, Y, n, m, 1, Yd, n, m, 0, 1.0, Fd);
-        /* the six terms of S */
-        mm(-1.0, Yd, n, m, 1, W5, n, n, 0, 0.0, Sd);
-        mm(-1.0, W6, m, m, 0, Yd, n, m, 1, 1.0, Sd);
-        mm(1.0, Pd, m, m, 0, W1, m, n, 0, 1.0, Sd);
-        mm(1.0, W4, m, n, 0, Ed, n, n, 0, 1.0, Sd);
-        mm(1.0, Fd, m, m, 0, W2, m, n, 0, 1.0, Sd);
-        mm(1.0, W3, m, n, 0, Qd, n, n, 0, 1.0, Sd);
-        cr_array *S;
-        if ((st = new_s(&F, &S)) != CR_OK)
-            return st;
-        memcpy(S->data, Sd, mn * sizeof *Sd);
-        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
-            return st;
-    }
-    return CR_OK;
-}
-
 /* ---- sylvester, lyap, matfun_herm ------------------------------------------------------------ */
 
 /* The tangent of the record's argument j (an r x c matrix) along d, as f64 (NULL when zero). */
@@ -1780,7 +1678,6 @@ static const struct {
     {&cr_fn_cholesky_det, form_cholesky_det, 1, NULL},
     {&cr_fn_qr, form_qr, 1, NULL},
     {&cr_fn_lu, form_lu, 1, NULL},
-    {&cr_fn_pinv, form_pinv, 1, NULL},
     {&cr_fn_sylvester, form_sylvester, 3, real_dense},
     {&cr_fn_lyap, form_sylvester, 2, real_dense},
     {&cr_fn_potrf, form_potrf, 1, lapack_real},

@@ -1923,7 +1923,7 @@ cr_status cr__linalg_register_fact(cr_registry *reg)
         {&cholesky_det_function, 1, cholesky_det_frule, cholesky_det_rrule, &k_t_factor, NULL},
         {&cholesky_logdet_function, 1, cholesky_logdet_frule, cholesky_logdet_rrule, &k_t_factor,
          NULL},
-        {&pinv_function, 1, pinv_frule, pinv_rrule, &k_t_pinv, NULL},
+        {&pinv_function, 1, pinv_frule, pinv_rrule, &k_t_pinv, &cr__form_pinv},
         {&sylvester_function, 3, sylvester_frule, sylvester_rrule, &k_t_sylv, NULL},
         {&lyap_function, 2, lyap_frule, lyap_rrule, &k_t_sylv, NULL},
     };

@@ -1390,3 +1390,126 @@ static cr_status matfun_dir(const cr_form_point *p, void *state, const cr_tangen
 }
 
 const cr_rule_form cr__form_matfun_herm = {matfun_check, matfun_init, matfun_dir};
+
+/* ---- pinv -------------------------------------------------------------------------------------
+ */
+
+typedef struct pinv_state {
+    cr__form F;
+    size_t m, n;
+    const double *Y;
+    double *P, *Q, *W1, *W2, *W3, *W4, *W5, *W6, *Pd, *Fd, *Qd, *Ed, *Yz, *Sd;
+} pinv_state;
+
+/*
+ * pinv(A) = Y, A m x n of full rank (Y n x m). The rule's pullback (Golub and Pereyra) is
+ *     Ā = -Yᵀ Ȳ Yᵀ + P Ȳᵀ Y Yᵀ + Yᵀ Y Ȳᵀ Q,   P = I - A Y (m x m), Q = I - Y A (n x n).
+ * Along Ȧ, with Ẏ the result's tangent (pinv's frule, from the forward sweep), Ȳ fixed, the
+ * product rule gives, with Ṗ = -(Ȧ Y + A Ẏ), Q̇ = -(Ẏ A + Y Ȧ), Ė = Ẏ Yᵀ + Y Ẏᵀ
+ * (= d(Y Yᵀ)), Ḟ = Ẏᵀ Y + Yᵀ Ẏ (= d(Yᵀ Y)):
+ *     S = -Ẏᵀ (Ȳ Yᵀ) - (Yᵀ Ȳ) Ẏᵀ + Ṗ (Ȳᵀ Y Yᵀ) + (P Ȳᵀ) Ė + Ḟ (Ȳᵀ Q) + (Yᵀ Y Ȳᵀ) Q̇,
+ * the parenthesized products once per record. At a rank-deficient A (rank(A) = tr(A Y) <
+ * min(m, n): pinv truncated singular values) the pseudo-inverse is not continuous (a small
+ * change of A restores the rank, and any step above the truncation's tolerance does): no
+ * second derivative exists there, and the form refuses it (CR_EDOMAIN).
+ */
+static cr_status pinv_init(const cr_form_point *p, void **state)
+{
+    const double *Yb, *Y;
+    cr_status st = cr__form_state(p, sizeof(pinv_state), 0, NULL, state);
+    pinv_state *z = *state;
+    if (st != CR_OK)
+        return st;
+    const cr__form *F = &z->F;
+    if (F->x->ndim != 2)
+        return CR_NOTHING;
+    size_t m = F->x->shape[0], n = F->x->shape[1], r = m < n ? m : n;
+    if ((st = cr__form_y_array(F, &Y)) != CR_OK)
+        return st;
+    {
+        size_t sh[2] = {n, m};
+        const cr_array *a;
+        if ((st = cr__tan_array(F->arena, F->who, p->ybar, 2, sh, CR_DT_F64, &a)) != CR_OK)
+            return st;
+        if (a == NULL)
+            return CR_NOTHING;
+        Yb = a->data;
+    }
+    const double *A = F->x->data;
+    double rank = 0.0; /* tr(A Y): A Y projects onto A's (truncated) range */
+    for (size_t a = 0; a < m; a++)
+        for (size_t b = 0; b < n; b++)
+            rank += A[a * n + b] * Y[b * m + a];
+    if (rank < (double)r - 0.5)
+        return cr__form_fail(F, CR_EDOMAIN,
+                             "%s: no second derivative at a rank-deficient matrix (rank %.0f < "
+                             "%zu: the pseudo-inverse is not continuous there)",
+                             F->who, rank, r);
+    size_t mm_ = m * m, nn = n * n, mn = m * n, nw = 6 * mn + 4 * mm_ + 4 * nn;
+    double *w = cr_arena_calloc(F->arena, nw > 0 ? nw : 1, sizeof *w, _Alignof(double));
+    if (w == NULL)
+        return CR__ALLOC_STATUS(F->arena);
+    double *P = w, *Q = P + mm_, *W5 = Q + nn, *W6 = W5 + nn, *W1 = W6 + mm_, *W2 = W1 + mn,
+           *W3 = W2 + mn, *W4 = W3 + mn, *Pd = W4 + mn, *Fd = Pd + mm_, *Qd = Fd + mm_,
+           *Ed = Qd + nn, *Yz = Ed + nn, *Sd = Yz + mn; /* Yz: a zero Ẏ */
+    /* P = I - A Y, Q = I - Y A; W5 = Ȳ Yᵀ, W6 = Yᵀ Ȳ; W1 = Ȳᵀ (Y Yᵀ), W2 = Ȳᵀ Q,
+     * W3 = (Yᵀ Y) Ȳᵀ, W4 = P Ȳᵀ */
+    mm(-1.0, A, m, n, 0, Y, n, m, 0, 0.0, P);
+    mm(-1.0, Y, n, m, 0, A, m, n, 0, 0.0, Q);
+    for (size_t a = 0; a < m; a++)
+        P[a * m + a] += 1.0;
+    for (size_t a = 0; a < n; a++)
+        Q[a * n + a] += 1.0;
+    mm(1.0, Yb, n, m, 0, Y, n, m, 1, 0.0, W5);
+    mm(1.0, Y, n, m, 1, Yb, n, m, 0, 0.0, W6);
+    mm(1.0, Y, n, m, 0, Y, n, m, 1, 0.0, Ed); /* Y Yᵀ, for now */
+    mm(1.0, Yb, n, m, 1, Ed, n, n, 0, 0.0, W1);
+    mm(1.0, Yb, n, m, 1, Q, n, n, 0, 0.0, W2);
+    mm(1.0, Y, n, m, 1, Y, n, m, 0, 0.0, Fd); /* Yᵀ Y, for now */
+    mm(1.0, Fd, m, m, 0, Yb, n, m, 1, 0.0, W3);
+    mm(1.0, P, m, m, 0, Yb, n, m, 1, 0.0, W4);
+    *z = (pinv_state){z->F, m, n, Y, P, Q, W1, W2, W3, W4, W5, W6, Pd, Fd, Qd, Ed, Yz, Sd};
+    return CR_OK;
+}
+
+static cr_status pinv_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
+                          cr_tangent ydot, cr_tangent *S)
+{
+    (void)p;
+    const pinv_state *z = state;
+    const cr__form *F = &z->F;
+    size_t m = z->m, n = z->n;
+    const double *Ad, *Yd, *A = F->x->data, *Y = z->Y;
+    double *Pd = z->Pd, *Qd = z->Qd, *Ed = z->Ed, *Fd = z->Fd, *Sd = z->Sd;
+    cr_status st = cr__form_like_x(F, xdot[0], &Ad);
+    if (st != CR_OK || Ad == NULL)
+        return st;
+    if ((st = cr__form_y_dot_arr(F, ydot, &Yd)) != CR_OK)
+        return st;
+    if (Yd == NULL)
+        Yd = z->Yz;
+    /* Ṗ, Q̇, Ė, Ḟ */
+    mm(-1.0, Ad, m, n, 0, Y, n, m, 0, 0.0, Pd);
+    mm(-1.0, A, m, n, 0, Yd, n, m, 0, 1.0, Pd);
+    mm(-1.0, Yd, n, m, 0, A, m, n, 0, 0.0, Qd);
+    mm(-1.0, Y, n, m, 0, Ad, m, n, 0, 1.0, Qd);
+    mm(1.0, Yd, n, m, 0, Y, n, m, 1, 0.0, Ed);
+    mm(1.0, Y, n, m, 0, Yd, n, m, 1, 1.0, Ed);
+    mm(1.0, Yd, n, m, 1, Y, n, m, 0, 0.0, Fd);
+    mm(1.0, Y, n, m, 1, Yd, n, m, 0, 1.0, Fd);
+    /* the six terms of S */
+    mm(-1.0, Yd, n, m, 1, z->W5, n, n, 0, 0.0, Sd);
+    mm(-1.0, z->W6, m, m, 0, Yd, n, m, 1, 1.0, Sd);
+    mm(1.0, Pd, m, m, 0, z->W1, m, n, 0, 1.0, Sd);
+    mm(1.0, z->W4, m, n, 0, Ed, n, n, 0, 1.0, Sd);
+    mm(1.0, Fd, m, m, 0, z->W2, m, n, 0, 1.0, Sd);
+    mm(1.0, z->W3, m, n, 0, Qd, n, n, 0, 1.0, Sd);
+    cr_array *Sa;
+    if ((st = cr__form_new_s(F, &Sa)) != CR_OK)
+        return st;
+    memcpy(Sa->data, Sd, m * n * sizeof *Sd);
+    S[0] = cr_tangent_array(Sa);
+    return CR_OK;
+}
+
+const cr_rule_form cr__form_pinv = {matrix_check, pinv_init, pinv_dir};
