@@ -689,93 +689,6 @@ static cr_status new_mat(const form *F, size_t r, size_t c, double **out)
     return *out != NULL ? CR_OK : CR__ALLOC_STATUS(F->arena);
 }
 
-/* copyltu(M) of a real n x n M in place: its lower triangle mirrored onto the upper one. */
-static void copyltu(double *M, size_t n)
-{
-    for (size_t a = 0; a < n; a++)
-        for (size_t b = a + 1; b < n; b++)
-            M[a * n + b] = M[b * n + a];
-}
-
-/*
- * qr(A) = (Q, R), A m x n with m >= n, of full rank. With the cotangent (Q̄, R̄), the pullback
- * is
- *     M = R R̄ᵀ - Q̄ᵀ Q,   B = Q̄ + Q copyltu(M),   Ā = B R⁻ᵀ = G.
- * Along Ȧ, with Q̇, Ṙ from qr's frule (Q̄, R̄ fixed: they are the cotangent), the product rule
- * and d(R⁻ᵀ) = -R⁻ᵀ Ṙᵀ R⁻ᵀ give
- *     Ṁ = Ṙ R̄ᵀ - Q̄ᵀ Q̇,   Ḃ = Q̇ copyltu(M) + Q copyltu(Ṁ)   (copyltu is linear),
- *     S = Ḃ R⁻ᵀ - B R⁻ᵀ Ṙᵀ R⁻ᵀ = (Ḃ - G Ṙᵀ) R⁻ᵀ,
- * with G the pullback applied to (Q̄, R̄), unprojected (pulled_dense). The rule reads R̄ on
- * its upper triangle; R and Ṙ being upper triangular, the lower triangles of R R̄ᵀ and Ṙ R̄ᵀ,
- * all copyltu reads, involve no other element of R̄, so R̄ is used as it comes. A
- * rank-deficient A is refused by the rule (its pullback and frule need R⁻¹). A structured A:
- * G unprojected (pulled_dense: a rule call at A's dense matrix), S projected as the rule
- * projects Ā (put).
- */
-static cr_status form_qr(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar, double *adjd,
-                         const double *tan, size_t k)
-{
-    (void)i;
-    form F;
-    cr_status st = form_init(&F, t, nd, 0, NULL);
-    if (st != CR_OK || F.x->ndim != 2 || F.x->shape[0] < F.x->shape[1])
-        return st; /* the rule refused it when recorded */
-    size_t m = F.x->shape[0], n = F.x->shape[1];
-    const cr_array *Qa, *Ra;
-    const double *Qb, *Rb, *G;
-    if ((st = factor_of(&F, &nd->y, 0, 2, &Qa)) != CR_OK ||
-        (st = factor_of(&F, &nd->y, 1, 2, &Ra)) != CR_OK ||
-        (st = field_mat(&F, ybar, 0, m, n, &Qb)) != CR_OK ||
-        (st = field_mat(&F, ybar, 1, n, n, &Rb)) != CR_OK ||
-        (st = pulled_dense(&F, ybar, &G)) != CR_OK)
-        return st;
-    const double *Q = Qa->data, *R = Ra->data;
-    double *C, *Md, *W;
-    if ((st = new_mat(&F, n, n, &C)) != CR_OK || (st = new_mat(&F, n, n, &Md)) != CR_OK ||
-        (st = new_mat(&F, m, n, &W)) != CR_OK)
-        return st;
-    /* C = copyltu(M), M = R R̄ᵀ - Q̄ᵀ Q, once per record */
-    if (Rb != NULL)
-        mm(1.0, R, n, n, 0, Rb, n, n, 1, 0.0, C);
-    if (Qb != NULL)
-        mm(-1.0, Qb, m, n, 1, Q, m, n, 0, 1.0, C);
-    copyltu(C, n);
-    for (size_t d = 0; d < k; d++) {
-        cr_tangent raw, dy;
-        const double *xd, *Qd, *Rd;
-        cr_value y;
-        if ((st = x_dot(&F, tan, k, d, &raw, &xd)) != CR_OK)
-            return st;
-        if (xd == NULL)
-            continue;
-        if ((st = frule_along(&F, &cr_fn_qr, raw, &y, &dy)) != CR_OK ||
-            (st = field_mat(&F, dy, 0, m, n, &Qd)) != CR_OK ||
-            (st = field_mat(&F, dy, 1, n, n, &Rd)) != CR_OK)
-            return st;
-        /* Ṁ = Ṙ R̄ᵀ - Q̄ᵀ Q̇, then copyltu */
-        memset(Md, 0, n * n * sizeof *Md);
-        if (Rd != NULL && Rb != NULL)
-            mm(1.0, Rd, n, n, 0, Rb, n, n, 1, 0.0, Md);
-        if (Qd != NULL && Qb != NULL)
-            mm(-1.0, Qb, m, n, 1, Qd, m, n, 0, 1.0, Md);
-        copyltu(Md, n);
-        /* W = Q̇ C + Q Ṁ - G Ṙᵀ, then S = W R⁻ᵀ */
-        mm(1.0, Q, m, n, 0, Md, n, n, 0, 0.0, W);
-        if (Qd != NULL)
-            mm(1.0, Qd, m, n, 0, C, n, n, 0, 1.0, W);
-        if (Rd != NULL)
-            mm(-1.0, G, m, n, 0, Rd, n, n, 1, 1.0, W);
-        cr_array *S;
-        if ((st = new_s(&F, &S)) != CR_OK)
-            return st;
-        memcpy(S->data, W, m * n * sizeof *W);
-        right_solve_upper_t(R, n, S->data, m);
-        if ((st = put(&F, S, adjd, k, d)) != CR_OK)
-            return st;
-    }
-    return CR_OK;
-}
-
 /*
  * lu(A) = (L, U, p), P A = L U with the row permutation p (A[p[i], :] = (L U)[i, :]). With
  * the cotangent (L̄, Ū) (p has none) the pullback is
@@ -1676,7 +1589,6 @@ static const struct {
     {&cr_fn_cholesky_solve, form_cholesky_solve, 2, factor_dense_or_upper},
     {&cr_fn_cholesky_logdet, form_cholesky_logdet, 1, NULL},
     {&cr_fn_cholesky_det, form_cholesky_det, 1, NULL},
-    {&cr_fn_qr, form_qr, 1, NULL},
     {&cr_fn_lu, form_lu, 1, NULL},
     {&cr_fn_sylvester, form_sylvester, 3, real_dense},
     {&cr_fn_lyap, form_sylvester, 2, real_dense},

@@ -97,10 +97,10 @@ CR_INTERNAL extern const cr_rule_form cr__form_logsumexp, cr__form_logsoftmax, c
 CR_INTERNAL extern const cr_rule_form cr__form_broadcast;
 
 /* det, logdet (and logabsdet), inv, solve, rdiv, svdvals, eigvals, opnorm, eigen, expm, svd,
- * eigen_general, eigvals_general, matfun_herm, pinv (linalg_forms.c). */
+ * eigen_general, eigvals_general, matfun_herm, pinv, qr (linalg_forms.c). */
 CR_INTERNAL extern const cr_rule_form cr__form_det, cr__form_logdet, cr__form_inv, cr__form_solve,
     cr__form_rdiv, cr__form_svdvals, cr__form_eigvals, cr__form_opnorm, cr__form_eigen,
     cr__form_expm, cr__form_svd, cr__form_eigen_general, cr__form_eigvals_general,
-    cr__form_matfun_herm, cr__form_pinv;
+    cr__form_matfun_herm, cr__form_pinv, cr__form_qr;
 
 #endif /* CR_FORMS_IMPL_H */

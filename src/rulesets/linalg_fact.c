@@ -1913,7 +1913,7 @@ cr_status cr__linalg_register_fact(cr_registry *reg)
         const cr_rule_form *form; /* the second-order form (linalg_forms.c), or NULL */
     } k[] = {
         {&lu_function, 1, lu_frule, lu_rrule, &k_t_lu, NULL},
-        {&qr_function, 1, qr_frule, qr_rrule, &k_t_qr, NULL},
+        {&qr_function, 1, qr_frule, qr_rrule, &k_t_qr, &cr__form_qr},
         {&eigen_general_function, 1, eigen_general_frule, eigen_general_rrule, &k_t_geig,
          &cr__form_eigen_general},
         {&eigvals_general_function, 1, eigvals_general_frule, eigvals_general_rrule, &k_t_geig,

@@ -1513,3 +1513,149 @@ static cr_status pinv_dir(const cr_form_point *p, void *state, const cr_tangent 
 }
 
 const cr_rule_form cr__form_pinv = {matrix_check, pinv_init, pinv_dir};
+
+/* ---- qr ---------------------------------------------------------------------------------------
+ */
+
+/* X <- X T⁻ᵀ for X (r x n) and T (n x n, upper triangular, nonzero diagonal): the rows z of
+ * the result solve T z = x, back substitution from the last element. */
+static void right_solve_upper_t(const double *T, size_t n, double *X, size_t r)
+{
+    for (size_t a = 0; a < r; a++) {
+        double *x = X + a * n;
+        for (size_t b = n; b-- > 0;) {
+            double v = x[b];
+            for (size_t j = b + 1; j < n; j++)
+                v -= x[j] * T[b * n + j];
+            x[b] = v / T[b * n + b];
+        }
+    }
+}
+
+/* Element e (a matrix of shape r x c) of a tuple tangent, dense f64 (NULL when zero). */
+static cr_status field_mat(const cr__form *F, cr_tangent t, size_t e, size_t r, size_t c,
+                           const double **out)
+{
+    size_t sh[2] = {r, c};
+    const cr_array *a;
+    cr_status st = cr__tan_array(F->arena, F->who, cr_tangent_field(t, e), 2, sh, CR_DT_F64, &a);
+    *out = st == CR_OK && a != NULL ? a->data : NULL;
+    return st;
+}
+
+/* copyltu(M) of a real n x n M in place: its lower triangle mirrored onto the upper one. */
+static void copyltu(double *M, size_t n)
+{
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = a + 1; b < n; b++)
+            M[a * n + b] = M[b * n + a];
+}
+
+typedef struct qr_state {
+    cr__form F;
+    size_t m, n;
+    const double *Q, *R, *Qb, *Rb, *G;
+    double *C, *Md, *W;
+} qr_state;
+
+/*
+ * qr(A) = (Q, R), A m x n with m >= n, of full rank. With the cotangent (Q̄, R̄), the pullback
+ * is
+ *     M = R R̄ᵀ - Q̄ᵀ Q,   B = Q̄ + Q copyltu(M),   Ā = B R⁻ᵀ = G.
+ * Along Ȧ, with Q̇, Ṙ from qr's frule (Q̄, R̄ fixed: they are the cotangent), the product rule
+ * and d(R⁻ᵀ) = -R⁻ᵀ Ṙᵀ R⁻ᵀ give
+ *     Ṁ = Ṙ R̄ᵀ - Q̄ᵀ Q̇,   Ḃ = Q̇ copyltu(M) + Q copyltu(Ṁ)   (copyltu is linear),
+ *     S = Ḃ R⁻ᵀ - B R⁻ᵀ Ṙᵀ R⁻ᵀ = (Ḃ - G Ṙᵀ) R⁻ᵀ,
+ * with G the pullback applied to (Q̄, R̄), unprojected (pullback_dense). The rule reads R̄ on
+ * its upper triangle; R and Ṙ being upper triangular, the lower triangles of R R̄ᵀ and Ṙ R̄ᵀ,
+ * all copyltu reads, involve no other element of R̄, so R̄ is used as it comes. A
+ * rank-deficient A is refused by the rule (its pullback and frule need R⁻¹). A structured A:
+ * G unprojected (pullback_dense: a rule call at A's dense matrix).
+ */
+static cr_status qr_init(const cr_form_point *p, void **state)
+{
+    cr_status st = cr__form_state(p, sizeof(qr_state), 0, NULL, state);
+    qr_state *z = *state;
+    if (st != CR_OK)
+        return st;
+    const cr__form *F = &z->F;
+    if (F->x->ndim != 2 || F->x->shape[0] < F->x->shape[1])
+        return CR_NOTHING; /* the rule refused it when recorded */
+    size_t m = F->x->shape[0], n = F->x->shape[1];
+    const cr_array *Qa, *Ra;
+    const double *Qb, *Rb;
+    cr_tangent dx[2];
+    cr_pullback pb;
+    if ((st = factor_of(F, p->y, 0, 2, &Qa)) != CR_OK ||
+        (st = factor_of(F, p->y, 1, 2, &Ra)) != CR_OK ||
+        (st = field_mat(F, p->ybar, 0, m, n, &Qb)) != CR_OK ||
+        (st = field_mat(F, p->ybar, 1, n, n, &Rb)) != CR_OK ||
+        (st = pullback_dense(F, 0, &pb)) != CR_OK ||
+        (st = cr_pullback_call(F->arena, &pb, &p->ybar, dx, 2)) != CR_OK ||
+        (st = cr__form_like_x0(F, dx[1], &z->G)) != CR_OK)
+        return st;
+    const double *Q = Qa->data, *R = Ra->data;
+    double *w = cr_arena_calloc(F->arena, 2 * n * n + m * n + 1, sizeof *w, _Alignof(double));
+    if (w == NULL)
+        return CR__ALLOC_STATUS(F->arena);
+    double *C = w, *Md = C + n * n, *W = Md + n * n;
+    /* C = copyltu(M), M = R R̄ᵀ - Q̄ᵀ Q, once per record */
+    if (Rb != NULL)
+        mm(1.0, R, n, n, 0, Rb, n, n, 1, 0.0, C);
+    if (Qb != NULL)
+        mm(-1.0, Qb, m, n, 1, Q, m, n, 0, 1.0, C);
+    copyltu(C, n);
+    z->m = m;
+    z->n = n;
+    z->Q = Q;
+    z->R = R;
+    z->Qb = Qb;
+    z->Rb = Rb;
+    z->C = C;
+    z->Md = Md;
+    z->W = W;
+    return CR_OK;
+}
+
+static cr_status qr_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
+                        cr_tangent ydot, cr_tangent *S)
+{
+    (void)p;
+    (void)ydot;
+    const qr_state *z = state;
+    const cr__form *F = &z->F;
+    size_t m = z->m, n = z->n;
+    const double *xd, *Qd, *Rd, *Q = z->Q, *Qb = z->Qb, *Rb = z->Rb;
+    double *Md = z->Md, *W = z->W;
+    cr_tangent dy;
+    cr_value y;
+    cr_status st = cr__form_like_x(F, xdot[0], &xd);
+    if (st != CR_OK || xd == NULL)
+        return st;
+    if ((st = cr__form_frule_along(F, &cr_fn_qr, xdot[0], &y, &dy)) != CR_OK ||
+        (st = field_mat(F, dy, 0, m, n, &Qd)) != CR_OK ||
+        (st = field_mat(F, dy, 1, n, n, &Rd)) != CR_OK)
+        return st;
+    /* Ṁ = Ṙ R̄ᵀ - Q̄ᵀ Q̇, then copyltu */
+    memset(Md, 0, n * n * sizeof *Md);
+    if (Rd != NULL && Rb != NULL)
+        mm(1.0, Rd, n, n, 0, Rb, n, n, 1, 0.0, Md);
+    if (Qd != NULL && Qb != NULL)
+        mm(-1.0, Qb, m, n, 1, Qd, m, n, 0, 1.0, Md);
+    copyltu(Md, n);
+    /* W = Q̇ C + Q Ṁ - G Ṙᵀ, then S = W R⁻ᵀ */
+    mm(1.0, Q, m, n, 0, Md, n, n, 0, 0.0, W);
+    if (Qd != NULL)
+        mm(1.0, Qd, m, n, 0, z->C, n, n, 0, 1.0, W);
+    if (Rd != NULL)
+        mm(-1.0, z->G, m, n, 0, Rd, n, n, 1, 1.0, W);
+    cr_array *Sa;
+    if ((st = cr__form_new_s(F, &Sa)) != CR_OK)
+        return st;
+    memcpy(Sa->data, W, m * n * sizeof *W);
+    right_solve_upper_t(z->R, n, Sa->data, m);
+    S[0] = cr_tangent_array(Sa);
+    return CR_OK;
+}
+
+const cr_rule_form cr__form_qr = {matrix_check, qr_init, qr_dir};
