@@ -291,6 +291,92 @@ typedef struct cr_rule_test {
     double atol; /**< Tolerance override (0: tester default). */
 } cr_rule_test;
 
+/* ---- Second-order behaviour -------------------------------------------------------------- */
+
+/**
+ * The linearity class of a rule's function (cr_rule_def.linearity): what a second-order
+ * engine (forward over reverse: cr_tape_hvp() and the prepared H·v of a
+ * CR_TAPE_SECOND_ORDER tape) may take for S = d/dε [pullback at x + ε ẋ](ȳ), the
+ * derivative of the pullback along the arguments' tangents. Only the differentiable
+ * arguments count (integers, dims, index arrays are not). See docs/second-order-forms.md.
+ */
+typedef enum cr_linearity {
+    /** No class: a second-order tape records the function only when the rule has a
+     *  form (cr_rule_def.form); without one it refuses it with CR_EUNIMPL. */
+    CR_NONLINEAR = 0,
+    /** Linear in its differentiable arguments (sum, reshape, transpose, cat, ...): the
+     *  pullback does not depend on the point, S = 0. */
+    CR_LINEAR = 1,
+    /** Linear in each differentiable argument separately (matmul, dot, kron): S_j is the
+     *  sum over the other variable arguments l of the rule's pullback at the point with
+     *  argument l replaced by its tangent, applied to ȳ. */
+    CR_MULTILINEAR = 2,
+    /** Linear near almost every point, the pullback fixed by a choice the rule makes
+     *  (maximum, sort, findmax): S = 0, the Hessian of the branch the rule took. */
+    CR_PIECEWISE_LINEAR = 3
+} cr_linearity;
+
+/**
+ * Where a second-order form is called: one call y = f(args...) recorded on a second-order
+ * tape, in a sweep where y's cotangent ȳ is not zero.
+ */
+typedef struct cr_form_point {
+    const struct cr_config *cfg; /**< The tape's configuration (to call other rules). */
+    cr_arena *arena;       /**< Scratch, state and S; errors go to its context (cr_arena_ctx()). */
+    const char *name;      /**< The function's name, for messages ("name: ..."). */
+    const cr_value *f;     /**< The function called. */
+    const cr_value *args;  /**< Its arguments, as the rrule got them. */
+    size_t nargs;          /**< Number of arguments. */
+    const bool *var;       /**< var[j]: argument j is a variable (S is taken for these only). */
+    const cr_value *y;     /**< The result when recorded. */
+    const cr_pullback *pb; /**< The rrule's pullback at args, as recorded. */
+    cr_tangent ybar;       /**< The cotangent of y (not zero; structural for a tuple). */
+} cr_form_point;
+
+/**
+ * A form's preparation, once per record and sweep: compute what does not depend on the
+ * direction (factors, the pullback applied to ȳ, ...) into *state (memory of p->arena).
+ * @return CR_OK; CR_NOTHING when S = 0 at this point along every direction (dir is not
+ *         called); an error (with its message on the arena's context).
+ */
+typedef cr_status (*cr_form_init_fn)(const cr_form_point *p, void **state);
+
+/**
+ * A form's step along one direction: given the arguments' tangents xdot[0..nargs)
+ * (ZeroTangent for constants and for arguments that do not move along it) and ydot, the
+ * result's tangent along the same direction (from the function's frule in the forward
+ * sweep; ZeroTangent for a tuple result), write into S[j], for each variable argument j,
+ *     S_j = d/dε [pullback at args + ε xdot](ȳ)_j,
+ * the derivative of the pullback itself (the engine adds pullback(ȳ̇) separately). The
+ * caller sets every S[j] to ZeroTangent first, and projects S[j] onto a structured matrix
+ * argument's structure as the rule projects its cotangent. The engine runs this once per
+ * direction with at least one nonzero xdot.
+ * @return CR_OK or an error (with its message on the arena's context; a message that
+ *         starts with "name: " is kept as it is).
+ */
+typedef cr_status (*cr_form_dir_fn)(const cr_form_point *p, void *state, const cr_tangent *xdot,
+                                    cr_tangent ydot, cr_tangent *S);
+
+/**
+ * A form's check when a call is recorded on a second-order tape: NULL to accept it, or the
+ * reason to refuse it (a static string, quoted in the tape's CR_EUNIMPL message). It may
+ * set *linearity to a cr_linearity class that holds at these arguments (a broadcast of a
+ * linear scalar function, a norm with p = Inf): the engine then takes S from the class and
+ * does not call the form.
+ */
+typedef const char *(*cr_form_check_fn)(const cr_value *args, size_t nargs, const bool *var,
+                                        uint32_t *linearity);
+
+/**
+ * The second-order form of a rule: the directional derivative of its pullback, in the
+ * three steps above. Usually `static const`, placed beside the rrule.
+ */
+typedef struct cr_rule_form {
+    cr_form_check_fn check; /**< Refusals at record time, or NULL (accept every call). */
+    cr_form_init_fn init;   /**< Per-record preparation, or NULL (state NULL). */
+    cr_form_dir_fn dir;     /**< Per-direction step; required. */
+} cr_rule_form;
+
 /** A rule to register. Zero-initialise, then fill. */
 typedef struct cr_rule_def {
     uint32_t struct_size;     /**< sizeof(cr_rule_def) or 0; other sizes: CR_EINVAL. */
@@ -304,6 +390,15 @@ typedef struct cr_rule_def {
     cr_rrule_fn rrule;        /**< Reverse rule, or NULL. */
     const void *udata;        /**< Passed to the rule functions. */
     const cr_rule_test *test; /**< Test registration, or NULL. */
+    /** cr_linearity class of fn in its differentiable arguments (CR_NONLINEAR: none).
+     *  Added in the second version of the struct (a struct_size of the first version,
+     *  offsetof(cr_rule_def, linearity), reads it as CR_NONLINEAR). */
+    uint32_t linearity;
+    /** Second-order form (the directional derivative of the pullback), or NULL; a
+     *  nonlinear array rule with a form is recorded on second-order tapes. A rule that
+     *  overrides a built-in rule of the same call and declares neither linearity nor form
+     *  keeps the built-in rule's (they belong to the function it computes). */
+    const cr_rule_form *form;
 } cr_rule_def;
 
 /** Opaque registry. */

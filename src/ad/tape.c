@@ -1030,99 +1030,6 @@ static cr_var emit_general(cr_tape *t, double y, size_t k, const uint32_t *vi, c
     return new_var(t, y);
 }
 
-/* ---- Second derivatives of a row -------------------------------------------------------- */
-
-/* The step of the central differences of partials along an argument at x: cbrt(eps) max(1,
- * |x|), about ten significant digits. */
-static inline double fd_step(double x)
-{
-    return cbrt(DBL_EPSILON) * fmax(1.0, fabs(x));
-}
-
-/* A second derivative from a partial at x - hm, x and x + hp (Dm, D, Dp): the central
- * difference, or where the partial jumps within the step (a kink) the one-sided difference
- * of smaller magnitude. */
-static double fd_second(double Dp, double D, double Dm, double hp, double hm)
-{
-    double f = (Dp - D) / hp, b = (D - Dm) / hm;
-    double second = fabs(Dp - 2 * D + Dm);
-    if (second > 1e-3 * (fabs(Dp) + fabs(Dm)) && second > 0)
-        return fabs(f) < fabs(b) ? f : b;
-    return (Dp - Dm) / (hp + hm);
-}
-
-/*
- * Column l of a row's second derivatives by central differences of its partials D at x,
- * with the step cbrt(eps) max(1, |x_l|) (about ten significant digits). Where the partials
- * jump within one step (a kink: abs, max, relu near 0), the one-sided difference of smaller
- * magnitude is used, which is exact for piecewise-linear functions.
- */
-static void fd_column(const cr_scalar_rule *row, const double *x, const double *D, double *H,
-                      size_t l)
-{
-    size_t nin = row->nin, nout = row->nout;
-    double xp[CR_SCALAR_MAX_IN], xm[CR_SCALAR_MAX_IN], Y2[CR_SCALAR_MAX_OUT];
-    double Dp[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN], Dm[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
-    double h = fd_step(x[l]);
-    memcpy(xp, x, nin * sizeof *x);
-    memcpy(xm, x, nin * sizeof *x);
-    xp[l] = x[l] + h;
-    xm[l] = x[l] - h;
-    double hp = xp[l] - x[l], hm = x[l] - xm[l]; /* the steps actually taken */
-    row->f64(xp, Y2, Dp);
-    row->f64(xm, Y2, Dm);
-    for (size_t o = 0; o < nout; o++)
-        for (size_t j = 0; j < nin; j++) {
-            size_t q = o * nin + j;
-            H[q * nin + l] = fd_second(Dp[q], D[q], Dm[q], hp, hm);
-        }
-}
-
-/*
- * H[(o*nin + j)*nin + l] = d^2 Y_o / dx_j dx_l of a row at x, whose partials there are D,
- * for the columns l in the bit set `cols` (the arguments that are variables).
- *
- * Rows with a complex instantiation: the complex step. Where the partials are holomorphic,
- * D(x + i h e_l) = D(x) + i h dD/dx_l + O(h^2): the imaginary part divided by h is the
- * second derivative with no cancellation at all, exact to rounding for h = 1e-20 |x_l|.
- * That holds only where the complex function is real on the real axis around x: pow(x, 3)
- * at x < 0 is real, but its complex instantiation exp(3 log x) sits on the branch cut of
- * log there, and its imaginary part is rounding (3.7e-16 |x|^3) that, divided by h, swamps
- * the answer. The step checks itself on the values: Im Y(x + i h e_l) / h is the first
- * derivative, which the row gives exactly (D), so where the two disagree by more than 1e-6
- * of their size the column is taken by central differences of the partials instead.
- *
- * Real-only rows: central differences of the partials (fd_column).
- */
-void cr__row_hessian(const cr_scalar_rule *row, const double *x, const double *D, double *H,
-                     unsigned cols)
-{
-    size_t nin = row->nin, nout = row->nout;
-    for (size_t l = 0; l < nin; l++) {
-        if (!(cols & (1u << l)))
-            continue;
-        bool stepped = false;
-        if (row->c128 != NULL) {
-            cr_complex z[CR_SCALAR_MAX_IN], Yc[CR_SCALAR_MAX_OUT];
-            cr_complex Dc[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
-            double h = cr__cstep(x[l]);
-            for (size_t j = 0; j < nin; j++)
-                z[j] = cr__c(x[j], j == l ? h : 0.0);
-            row->c128(z, Yc, Dc);
-            stepped = true;
-            for (size_t o = 0; o < nout && stepped; o++) {
-                double r = cimag(Yc[o]) / h, d = D[o * nin + l];
-                stepped = fabs(r - d) <= 1e-6 * fmax(fabs(r), fabs(d));
-            }
-            for (size_t o = 0; o < nout && stepped; o++)
-                for (size_t j = 0; j < nin; j++)
-                    H[(o * nin + j) * nin + l] = cimag(Dc[o * nin + j]) / h;
-        }
-        if (!stepped)
-            fd_column(row, x, D, H, l);
-    }
-}
-
 /* ---- Operations on scalar rows ---------------------------------------------------------- */
 
 static cr_var foreign(cr_tape *t, const char *fname, cr_var x)
@@ -1968,7 +1875,7 @@ cr_status cr__rrule_second(cr_tape *t, cr__rrule2 *q)
     memcpy(xv, q->vals, nargs * sizeof *xv);
     for (size_t l = 0; l < k; l++) {
         size_t s = q->slot[l];
-        double x = q->vals[s].u.f64, h = fd_step(x);
+        double x = q->vals[s].u.f64, h = cr__fd_step(x);
         xv[s] = cr_value_f64(x + h);
         cr_status sp = rrule_partials(t, q, xv, &nd, Jp);
         xv[s] = cr_value_f64(x - h);
@@ -1985,9 +1892,10 @@ cr_status cr__rrule_second(cr_tape *t, cr__rrule2 *q)
         for (size_t o = 0; o < nres; o++)
             for (size_t c = 0; c < k; c++) {
                 size_t i = o * nargs + q->slot[c];
-                q->H[(o * k + c) * k + l] = sp != CR_OK   ? (J[i] - Jm[i]) / hm
-                                            : sm != CR_OK ? (Jp[i] - J[i]) / hp
-                                                          : fd_second(Jp[i], J[i], Jm[i], hp, hm);
+                q->H[(o * k + c) * k + l] = sp != CR_OK ? (J[i] - Jm[i]) / hm
+                                            : sm != CR_OK
+                                                ? (Jp[i] - J[i]) / hp
+                                                : cr__fd_second(Jp[i], J[i], Jm[i], hp, hm);
             }
     }
     return CR_OK;

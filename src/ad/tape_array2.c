@@ -3,18 +3,18 @@
  * Forward: each record's result tangent comes from the function's frule, called on the
  * recorded arguments with their tangents. Second order (forward-over-reverse): each record's
  * arguments get x̄ += pullback(ȳ) and x̄̇ += pullback(ȳ̇) + S, where S, the derivative of the
- * pullback along the tangents ẋ applied to ȳ, is found by the function's class (a table
- * below, keyed by the function's identity): zero for linear functions, calls of the same
- * rrule at tangents for multilinear ones, and the row's second derivatives (as the scalar
- * second-order tape takes them) for broadcasts of a scalar-table function (and maps); the
- * other nonlinear functions (logsumexp, softmax, prod, norm, det, sum(f, A), ...) have forms
- * of their own in tape_array2_forms.c.
+ * pullback along the tangents ẋ applied to ȳ, comes from the rule the call dispatched to
+ * (cr_rule_def.linearity and .form, docs/second-order-forms.md): zero for linear and
+ * piecewise-linear functions, calls of the same rrule at tangents for multilinear ones, and
+ * the rule's form otherwise, run here once per direction. The linear-algebra functions whose
+ * forms are still the engine's (tape_array2_forms.c) are found there by their identity.
  */
 #include <complex.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include <chainrules/project.h>
 #include <chainrules/rules_array.h>
 #include <chainrules/rules_complex.h>
 #include <chainrules/rules_linalg.h>
@@ -34,109 +34,97 @@ enum {
     SO_LINEAR,   /* linear in its differentiable arguments: S = 0 */
     SO_MULTI,    /* multilinear: S from the rrule called with one argument replaced by its
                     tangent */
-    SO_ROW,      /* broadcast of a scalar-table function: S from the row's second derivatives */
-    SO_FORM      /* a nonlinear function with its own second-order form (tape_array2_forms.c) */
+    SO_FORM,     /* a nonlinear function with its own second-order form (tape_array2_forms.c) */
+    SO_RFORM     /* a nonlinear function whose rule declares a form (cr_rule_def.form) */
 };
 
 /*
- * Functions linear in all their differentiable arguments (integers, ranges, dims and
- * index arrays are not differentiable): their pullbacks do not depend on the point, so the
- * pullback's derivative along any tangent is zero. `sum(f, A)` and `mean(f, A)` take a
- * function first and are not linear: they have their own form (tape_array2_forms.c).
+ * No rule of f matches these arguments: the form of another of f's rules (the first found,
+ * from the configuration's registry down to the built-ins) says why, if it has a check that
+ * refuses them (prod of a number: "the first argument is not an array"); *why is its reason.
  */
-static const cr_value *const k_linear[] = {
-    &cr_fn_sum,       &cr_fn_mean,      &cr_fn_view,        &cr_fn_getindex,    &cr_fn_reshape,
-    &cr_fn_transpose, &cr_fn_adjoint,   &cr_fn_permutedims, &cr_fn_reverse,     &cr_fn_circshift,
-    &cr_fn_repeat,    &cr_fn_cat,       &cr_fn_vcat,        &cr_fn_hcat,        &cr_fn_stack,
-    &cr_fn_fill,      &cr_fn_dropdims,  &cr_fn_diag,        &cr_fn_diagm,       &cr_fn_triu,
-    &cr_fn_tril,      &cr_fn_cumsum,    &cr_fn_tr,          &cr_fn_add_uniform, &cr_fn_sub_uniform,
-    &cr_fn_symmetric, &cr_fn_hermitian, &cr_fn_diagonal,
-};
-
-/*
- * Functions linear in each differentiable argument separately (matmul, dot(x, y) and
- * dot(x, A, y), kron, cross, λI * A). For such f the pullback's component for argument j is
- * linear in every other argument l, so its derivative along the tangents is the sum over
- * l != j of the same pullback at the point with argument l replaced by ẋ_l.
- */
-static const cr_value *const k_multi[] = {
-    &cr_fn_matmul, &cr_fn_dot, &cr_fn_kron, &cr_fn_cross, &cr_fn_mul_uniform,
-};
-
-/*
- * Piecewise linear functions: their pullback does not depend on the point where it is
- * taken, as long as the choice the rule made there stands. maximum and minimum put ȳ on the
- * first extremal element of each slice, and findmax, findmin and extrema likewise (with or
- * without dims; tuple results); sort sends the cotangent back through the permutation,
- * partialsort to the k-th element, unique to the first occurrence of each value; asum
- * (Σ |x_i|) multiplies it by the signs. So S = 0. At a tie (or a zero of asum) the pullback
- * jumps as the tie breaks: no second derivative exists there either way, and S = 0 gives the
- * Hessian of the branch the rule took.
- */
-static const cr_value *const k_piecewise[] = {&cr_fn_maximum,     &cr_fn_minimum, &cr_fn_findmax,
-                                              &cr_fn_findmin,     &cr_fn_extrema, &cr_fn_sort,
-                                              &cr_fn_partialsort, &cr_fn_unique,  &cr_fn_asum};
-
-/* Scalar rows whose broadcasts are linear, and the bilinear one. */
-static const cr_value *const k_linear_rows[] = {&cr_fn_add, &cr_fn_sub, &cr_fn_neg,
-                                                &cr_fn_identity};
-
-/* The real-linear maps of a complex number (not scalar-table rows): their broadcasts take a
- * complex array (eigvals_general's, eigen_general's results) to real ones, with S = 0. */
-static const cr_value *const k_linear_cplx[] = {&cr_fn_creal, &cr_fn_cimag, &cr_fn_conj};
-
-static bool in_table(const cr_function *fn, const cr_value *const *tab, size_t n)
+static bool other_form_refuses(const cr_tape *t, const cr_value *f, const cr_value *vals,
+                               size_t nargs, const bool *var, const char **why)
 {
-    for (size_t i = 0; i < n; i++)
-        if (tab[i]->u.func.fn == fn)
-            return true;
+    const cr_registry *reg = t->config != NULL && t->config->registry != NULL
+                                 ? t->config->registry
+                                 : cr_registry_builtin();
+    for (; reg != NULL; reg = cr_registry_parent(reg)) {
+        size_t n = cr_registry_size(reg);
+        for (size_t e = 0; e < n; e++) {
+            cr_rule_info info;
+            if (cr_registry_get(reg, e, &info) != CR_OK || info.fn != f->u.func.fn ||
+                info.def == NULL || info.def->form == NULL || info.def->form->check == NULL)
+                continue;
+            uint32_t lin = CR_NONLINEAR;
+            return (*why = info.def->form->check(vals, nargs, var, &lin)) != NULL;
+        }
+    }
     return false;
 }
 
-#define IN_TABLE(fn, tab) in_table((fn), (tab), sizeof(tab) / sizeof((tab)[0]))
-
-/* The class of f(vals...); *row is the broadcast's row for SO_ROW, *form the form for SO_FORM,
- * *why a reason for SO_NONE (or NULL). map(f, A...) is a broadcast over arrays of one shape. */
-static int so_class(const cr_value *f, const cr_value *vals, const uint32_t *codes, size_t nargs,
-                    const cr_scalar_rule **row, cr__so_form_fn *form, const char **why)
+/*
+ * The class the rule that f(vals...) dispatches to declares: its linearity, refined by its
+ * form's check at these arguments, or its form (*rform). -1 when the rule declares neither
+ * (the tables below decide); SO_NONE with *why when the form's check refuses the call.
+ */
+static int rule_class(const cr_tape *t, const cr_value *f, const cr_value *vals,
+                      const uint32_t *codes, size_t nargs, const cr_rule_form **rform,
+                      const char **why)
 {
-    const cr_function *fn = f->u.func.fn;
-    *row = NULL;
-    *why = NULL;
-    if (fn == cr_fn_broadcast.u.func.fn || fn == cr_fn_map.u.func.fn) {
-        if (nargs < 2 || vals[0].kind != CR_KIND_FUNC || vals[0].u.func.fn == NULL)
-            return SO_NONE;
-        const cr_function *g = vals[0].u.func.fn;
-        if (nargs == 2 && IN_TABLE(g, k_linear_cplx))
-            return SO_LINEAR;
-        const cr_scalar_rule *r = cr_scalar_rule_of(g);
-        if (r == NULL || r->nout != 1 || r->nin != nargs - 1)
-            return SO_NONE;
-        if (IN_TABLE(g, k_linear_rows))
-            return SO_LINEAR;
-        if (g == cr_fn_mul.u.func.fn)
-            return SO_MULTI;
-        *row = r;
-        return SO_ROW;
+    cr_rule_match m;
+    bool var[MAX_ARGS];
+    for (size_t j = 0; j < nargs; j++)
+        var[j] = codes[j] != CR_VAR_CONST;
+    *rform = NULL;
+    if (cr_registry_lookup(NULL, t->config, CR_MODE_RRULE, f, vals, nargs, &m) != CR_OK ||
+        m.def == NULL)
+        return other_form_refuses(t, f, vals, nargs, var, why) ? SO_NONE : -1;
+    const cr_rule_def *def = m.def;
+    cr_rule_match b;
+    /* A user's rule that overrides a built-in one and declares nothing of its own keeps the
+     * built-in rule's class and form: they belong to the function it computes. */
+    if (def->linearity == CR_NONLINEAR && def->form == NULL && t->config != NULL &&
+        t->config->registry != NULL &&
+        cr_registry_lookup(cr_registry_builtin(), t->config, CR_MODE_RRULE, f, vals, nargs, &b) ==
+            CR_OK &&
+        b.def != NULL)
+        def = b.def;
+    uint32_t lin = def->linearity;
+    if (def->form != NULL && def->form->check != NULL &&
+        (*why = def->form->check(vals, nargs, var, &lin)) != NULL)
+        return SO_NONE;
+    if (lin == CR_LINEAR || lin == CR_PIECEWISE_LINEAR)
+        return SO_LINEAR;
+    if (lin == CR_MULTILINEAR)
+        return SO_MULTI;
+    if (def->form != NULL) {
+        *rform = def->form;
+        return SO_RFORM;
     }
+    return -1;
+}
+
+/* The class of f(vals...) from its rule (rule_class), or the engine's own form (*form, for
+ * SO_FORM) of a function whose rule declares neither; *why a reason for SO_NONE (or NULL). */
+static int so_class(const cr_tape *t, const cr_value *f, const cr_value *vals,
+                    const uint32_t *codes, size_t nargs, cr__so_form_fn *form,
+                    const cr_rule_form **rform, const char **why)
+{
+    *why = NULL;
+    int rc = rule_class(t, f, vals, codes, nargs, rform, why);
+    if (rc >= 0)
+        return rc;
     if ((*form = cr__so_form_of(f, vals, codes, nargs, why)) != NULL)
         return SO_FORM;
-    if (*why != NULL)
-        return SO_NONE;
-    if (IN_TABLE(fn, k_linear))
-        return nargs > 0 && vals[0].kind == CR_KIND_FUNC ? SO_NONE : SO_LINEAR;
-    if (IN_TABLE(fn, k_piecewise))
-        return nargs > 0 && vals[0].kind == CR_KIND_FUNC ? SO_NONE : SO_LINEAR;
-    if (IN_TABLE(fn, k_multi))
-        return SO_MULTI;
     return SO_NONE;
 }
 
 struct cr__aext {
     cr_value f;                /* the function called (a copy) */
     const cr_value *vals;      /* its arguments' values (the tape's copy, in the arena) */
-    const cr_scalar_rule *row; /* SO_ROW: the broadcast's row */
     cr__so_form_fn form;       /* SO_FORM: the function's second-order form */
+    const cr_rule_form *rform; /* SO_RFORM: the form its rule declares */
     int cls;                   /* SO_*; SO_NONE on forward tapes for unknown functions */
 };
 
@@ -156,10 +144,10 @@ cr_status cr__array_ext(cr_tape *t, const cr_value *f, const cr_value *vals, con
                         size_t nargs, const cr__aext **out)
 {
     const char *fname = f->u.func.fn->name;
-    const cr_scalar_rule *row;
     cr__so_form_fn form = NULL;
+    const cr_rule_form *rform = NULL;
     const char *why;
-    int cls = so_class(f, vals, codes, nargs, &row, &form, &why);
+    int cls = so_class(t, f, vals, codes, nargs, &form, &rform, &why);
     if (t->flags & (CR_TAPE_SECOND_ORDER | CR__TAPE_SO_CHECK)) {
         if (cls == SO_NONE && why != NULL)
             return cr__tape_fail(t, CR_EUNIMPL, "%s: no second-order form on the tape: %s", fname,
@@ -183,8 +171,8 @@ cr_status cr__array_ext(cr_tape *t, const cr_value *f, const cr_value *vals, con
         return cr__tape_fail(t, CR__ALLOC_STATUS(t->arena), "%s: no room for the record", fname);
     e->f = *f;
     e->vals = vals;
-    e->row = row;
     e->form = form;
+    e->rform = rform;
     e->cls = cls;
     *out = e;
     return CR_OK;
@@ -437,164 +425,66 @@ static cr_status second_multi(cr_tape *t, const cr__anode *nd, cr_tangent ybar, 
     return CR_OK;
 }
 
-/* An operand of the elementwise loop: p[e * step] for e < N (step 0: one value). */
-typedef struct stream {
-    const double *p;
-    size_t step;
-} stream;
-
-/* The array a (any float dtype and strides, or a tangent already in f64) broadcast to the
- * result's shape (ndim, shape; N elements), in f64. */
-static cr_status stream_of(cr_arena *arena, const cr_array *a, size_t ndim, const size_t *shape,
-                           size_t N, stream *s)
+/* A failure of a rule's form: a message that names the function is kept as the form wrote
+ * it; any other is put after "the second-order term of f failed". */
+static cr_status form_failed(cr_tape *t, const cr__anode *nd, cr_status st)
 {
-    const cr_array *w;
-    cr_status st = cr__strided(arena, a, CR_DT_F64, &w);
-    if (st != CR_OK)
-        return st;
-    bool same = w->ndim == ndim && cr__is_contig_dense(w);
-    for (size_t q = 0; q < ndim && same; q++)
-        same = w->shape[q] == shape[q];
-    if (same) {
-        s->p = w->data;
-        s->step = 1;
-        return CR_OK;
-    }
-    cr_array *full;
-    if ((st = cr__new(arena, CR_DT_F64, ndim, shape, false, &full)) != CR_OK)
-        return st;
-    cr__broadcast_into(full, w, 1.0);
-    s->p = full->data;
-    s->step = N > 0 ? 1 : 0;
-    return CR_OK;
-}
-
-/* A scalar operand. */
-static cr_status stream_scalar(cr_arena *arena, double v, stream *s)
-{
-    double *p = cr_arena_alloc(arena, sizeof *p, _Alignof(double));
-    if (p == NULL)
-        return CR__ALLOC_STATUS(arena);
-    *p = v;
-    s->p = p;
-    s->step = 0;
-    return CR_OK;
+    if (t->status != CR_OK)
+        return t->status;
+    const char *msg = cr_ctx_errmsg(t->ctx);
+    if (cr_ctx_errcode(t->ctx) == st && cr__names(msg, nd->fname))
+        return cr__tape_fail(t, st, "%s", msg);
+    return rule_failed(t, nd, "the second-order term", st);
 }
 
 /*
- * S of a broadcast f.(x_1, ..., x_n) of a scalar row: per element e of the result,
- *     S_j(e) = ȳ(e) Σ_l ∂²f/∂x_j∂x_l (x(e)) ẋ_l(e)
- * with the row's second derivatives taken as the scalar second-order tape takes them
- * (cr__row_hessian: complex step, or central differences for real-only rows); then summed
- * over the dimensions argument j was broadcast along (unbroadcast), all of them for a
- * scalar argument.
+ * S of a function whose rule declares a form (cr_rule_form): the form's preparation once,
+ * then, for each direction along which an argument moves, its step with the arguments' and
+ * the result's tangents; each variable argument's S_j, projected onto the argument's
+ * structure as the rule projects its cotangent, is added into the derivative of its
+ * cotangent along that direction.
  */
-static cr_status second_row(cr_tape *t, const cr__anode *nd, cr_tangent ybar, double *adjd,
-                            const double *tan, size_t k)
+static cr_status second_form(cr_tape *t, const cr__anode *nd, size_t i, cr_tangent ybar,
+                             double *adjd, const double *tan, size_t k)
 {
     const cr__aext *e = nd->ext;
-    const cr_scalar_rule *row = e->row;
-    cr_arena *arena = t->arena;
-    size_t n = row->nin;
-    /* A broadcast over scalars only has a scalar result: one element of no dimension. */
-    static const size_t k_no_shape[1] = {1};
-    const cr_array *yv = nd->out == CR_VAR_CONST ? NULL : t->aslots[nd->out].val;
-    size_t ndim = yv != NULL ? yv->ndim : 0, N = yv != NULL ? cr_array_numel(yv) : 1;
-    const size_t *shape = yv != NULL ? yv->shape : k_no_shape;
-    const char *who = nd->fname;
-    stream X[CR_SCALAR_MAX_IN], XD[CR_SCALAR_MAX_IN][MAX_DIRS];
-    double *S[CR_SCALAR_MAX_IN][MAX_DIRS], Ssc[CR_SCALAR_MAX_IN][MAX_DIRS];
-    bool var[CR_SCALAR_MAX_IN], arr[CR_SCALAR_MAX_IN], nzd[CR_SCALAR_MAX_IN][MAX_DIRS];
-    unsigned cols = 0;
-    const cr_array *Yb;
-    cr_status st = cr__tan_array(arena, who, ybar, ndim, shape, CR_DT_F64, &Yb);
-    if (st != CR_OK || Yb == NULL)
-        return st;
-    for (size_t j = 0; j < n && st == CR_OK; j++) {
-        const cr_value *v = &e->vals[j + 1];
-        uint32_t c = nd->args[j + 1];
-        var[j] = c != CR_VAR_CONST;
-        arr[j] = v->kind == CR_KIND_ARRAY;
-        cols |= var[j] ? 1u << j : 0u;
-        st = arr[j] ? stream_of(arena, v->u.arr, ndim, shape, N, &X[j])
-                    : stream_scalar(arena, creal(cr__scalar_of(v)), &X[j]);
-        for (size_t d = 0; d < k && st == CR_OK && var[j]; d++) {
-            cr_tangent td = arg_tangent(t, c, tan, k, d);
-            nzd[j][d] = !cr_tangent_is_zero(td);
-            Ssc[j][d] = 0.0;
-            S[j][d] = NULL;
-            if (arr[j]) {
-                cr_array *buf;
-                if ((st = cr__new(arena, CR_DT_F64, ndim, shape, true, &buf)) != CR_OK)
-                    break;
-                S[j][d] = buf->data;
-            }
-            if (!nzd[j][d])
+    const cr_rule_form *fm = e->rform;
+    size_t nargs = nd->nargs;
+    bool var[MAX_ARGS];
+    for (size_t j = 0; j < nargs; j++)
+        var[j] = nd->args[j] != CR_VAR_CONST;
+    cr_form_point p = {t->config, t->arena, nd->fname, &e->f,   nd->vals,
+                       nargs,     var,      &nd->y,    &nd->pb, ybar};
+    void *state = NULL;
+    cr_status st = fm->init != NULL ? fm->init(&p, &state) : CR_OK;
+    if (st == CR_NOTHING)
+        return CR_OK; /* S = 0 at this point */
+    /* the result's tangent: scalar variable i, or the array slot (none for a tuple) */
+    uint32_t ycode = nd->nout > 0              ? CR_VAR_CONST
+                     : nd->out == CR_VAR_CONST ? (uint32_t)i
+                                               : nd->out | CR__ASLOT_BIT;
+    cr_tangent xd[MAX_ARGS], S[MAX_ARGS];
+    for (size_t d = 0; d < k && st == CR_OK; d++) {
+        bool any = false;
+        for (size_t j = 0; j < nargs; j++) {
+            xd[j] = var[j] ? arg_tangent(t, nd->args[j], tan, k, d) : cr_tangent_zero();
+            any = any || !cr_tangent_is_zero(xd[j]);
+            S[j] = cr_tangent_zero();
+        }
+        if (!any)
+            continue;
+        st = fm->dir(&p, state, xd, arg_tangent(t, ycode, tan, k, d), S);
+        for (size_t j = 0; j < nargs && st == CR_OK; j++) {
+            const cr_value *v = &nd->vals[j];
+            if (!var[j] || cr_tangent_is_zero(S[j]))
                 continue;
-            if (arr[j]) {
-                const cr_array *ta;
-                st = cr__tan_array(arena, who, td, v->u.arr->ndim, v->u.arr->shape, CR_DT_F64, &ta);
-                if (st == CR_OK && ta == NULL)
-                    nzd[j][d] = false;
-                else if (st == CR_OK)
-                    st = stream_of(arena, ta, ndim, shape, N, &XD[j][d]);
-            } else {
-                st = stream_scalar(arena, tan[(size_t)c * k + d], &XD[j][d]);
-            }
+            if (v->kind == CR_KIND_ARRAY && v->u.arr != NULL && v->u.arr->structure != CR_MAT_DENSE)
+                st = cr_project_tangent(t->arena, v, S[j], &S[j]);
+            if (st == CR_OK)
+                st = add_d(t, nd, j, S[j], adjd, k, d);
         }
     }
-    if (st != CR_OK)
-        return st;
-    const double *yb = Yb->data;
-    for (size_t el = 0; el < N; el++) {
-        double g = yb[el];
-        if (g == 0.0)
-            continue;
-        double x[CR_SCALAR_MAX_IN], Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
-        double H[CR_SCALAR_MAX_IN * CR_SCALAR_MAX_IN];
-        for (size_t j = 0; j < n; j++)
-            x[j] = X[j].p[el * X[j].step];
-        /* the partials at x (cr__row_hessian starts from them) */
-        row->f64(x, Y, D);
-        cr__row_hessian(row, x, D, H, cols);
-        for (size_t d = 0; d < k; d++)
-            for (size_t j = 0; j < n; j++) {
-                if (!var[j])
-                    continue;
-                double s = 0.0;
-                for (size_t l = 0; l < n; l++)
-                    if (var[l] && nzd[l][d])
-                        s += H[j * n + l] * XD[l][d].p[el * XD[l][d].step];
-                if (arr[j])
-                    S[j][d][el] += g * s;
-                else
-                    Ssc[j][d] += g * s;
-            }
-    }
-    /* Each argument's S, reduced to its shape. */
-    for (size_t j = 0; j < n && st == CR_OK; j++) {
-        if (!var[j])
-            continue;
-        const cr_value *v = &e->vals[j + 1];
-        for (size_t d = 0; d < k && st == CR_OK; d++) {
-            cr_tangent s;
-            if (!arr[j]) {
-                s = cr_tangent_f64(Ssc[j][d]);
-            } else {
-                cr_array full, *red;
-                size_t sh[CR_ARRAY_MAX_DIMS];
-                memcpy(sh, shape, ndim * sizeof *sh);
-                if ((st = cr_array_view_init(&full, S[j][d], CR_DT_F64, ndim, sh, NULL)) != CR_OK)
-                    break;
-                if ((st = cr__unbroadcast(arena, &full, v->u.arr->ndim, v->u.arr->shape, &red)) !=
-                    CR_OK)
-                    break;
-                s = cr_tangent_array(red);
-            }
-            st = add_d(t, nd, j + 1, s, adjd, k, d);
-        }
-    }
-    return st;
+    return st == CR_OK ? CR_OK : form_failed(t, nd, st);
 }
 
 /* pullback(dy) added into the derivatives along direction d. */
@@ -675,8 +565,8 @@ cr_status cr__array_pull2(cr_tape *t, const cr__anode *nd, size_t i, double *adj
     if (st == CR_OK && !cr_tangent_is_zero(ybar)) {
         if (e->cls == SO_MULTI)
             st = second_multi(t, nd, ybar, adjd, tan, k);
-        else if (e->cls == SO_ROW && (st = second_row(t, nd, ybar, adjd, tan, k)) != CR_OK)
-            st = rule_failed(t, nd, "the second-order term", st);
+        else if (e->cls == SO_RFORM)
+            st = second_form(t, nd, i, ybar, adjd, tan, k);
         else if (e->cls == SO_FORM && (st = e->form(t, nd, i, ybar, adjd, tan, k)) != CR_OK)
             st = t->status != CR_OK ? t->status : rule_failed(t, nd, "the second-order term", st);
         /* the ordinary reverse step: x̄ += pullback(ȳ) */

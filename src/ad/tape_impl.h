@@ -698,21 +698,6 @@ CR_INTERNAL cr_status cr__struct_tangent_values(cr_arena *arena, const char *who
 /* Make a new, empty tape a replay tape (prepared gradients). */
 CR_INTERNAL void cr__tape_make_replay(cr_tape *t);
 
-/* The complex step along an argument at x_l: 1e-20 max(|x_l|, 1e-200) (written out: fmax is
- * a call). cr__row_hessian and the prepared H·v's inline arithmetic rows both take it. */
-static inline double cr__cstep(double xl)
-{
-    double a = xl < 0 ? -xl : xl;
-    return 1e-20 * (a >= 1e-200 ? a : 1e-200);
-}
-
-/* Second derivatives of a row at x (partials D there, which every caller passes): H[(o*nin +
- * j)*nin + l] for the columns l in the bit set cols; the complex step where its first
- * derivative agrees with D, else (a branch cut on the real axis, a real-only row) central
- * differences of the partials (tape.c). */
-CR_INTERNAL void cr__row_hessian(const cr_scalar_rule *row, const double *x, const double *D,
-                                 double *H, unsigned cols);
-
 /* Second order through a rule kept as a pullback (cr__rrule_second, tape.c): what a
  * second-order tape records and a prepared H·v replays. The caller fills the inputs. */
 typedef struct cr__rrule2 {

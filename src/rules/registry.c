@@ -600,9 +600,17 @@ static cr_status add_entry(cr_registry *reg, const cr_rule_def *def, uint32_t fl
     cr__entry cand;
     memset(&cand, 0, sizeof cand);
     size_t sz = def->struct_size == 0 ? sizeof cand.def : def->struct_size;
-    if (sz != sizeof cand.def) /* one version so far: a smaller size cuts a field */
+    /* two versions: the first ends before linearity (then CR_NONLINEAR, no form); another
+     * size cuts a field */
+    if (sz != sizeof cand.def && sz != offsetof(cr_rule_def, linearity))
         return cr_ctx_error(reg->ctx, CR_EINVAL, "cr_rule_def: unknown struct_size %zu", sz);
     memcpy(&cand.def, def, sz);
+    if (cand.def.linearity > CR_PIECEWISE_LINEAR)
+        return cr_ctx_error(reg->ctx, CR_EINVAL, "rule for %s: unknown linearity class %u",
+                            def->fn->name, (unsigned)cand.def.linearity);
+    if (cand.def.form != NULL && cand.def.form->dir == NULL)
+        return cr_ctx_error(reg->ctx, CR_EINVAL, "rule for %s: a second-order form without dir",
+                            def->fn->name);
     if (def->nargs)
         memcpy(cand.args, def->args, def->nargs * sizeof *def->args);
     cand.def.args = cand.args;

@@ -5,6 +5,7 @@
 #ifndef CR_RULES_IMPL_H
 #define CR_RULES_IMPL_H
 
+#include <string.h>
 #include <tgmath.h>
 
 #include <chainrules/rule.h>
@@ -73,5 +74,40 @@ CR_INTERNAL const char *cr__fname(const cr_value *f);
 /* "name(kind, kind, ...)" of an actual call, into buf. */
 CR_INTERNAL void cr__call_str(const cr_value *f, const cr_value *args, size_t nargs, char *buf,
                               size_t size);
+
+/* re + i im without the float-complex promotion of `I`. */
+static inline cr_complex cr__c(double re, double im)
+{
+    double parts[2] = {re, im};
+    cr_complex z;
+    memcpy(&z, parts, sizeof z);
+    return z;
+}
+
+/* ---- Second derivatives of a scalar row (scalar.c) ------------------------------------------ */
+
+/* The complex step along an argument at x_l: 1e-20 max(|x_l|, 1e-200) (written out: fmax is
+ * a call). cr__row_hessian and the prepared H·v's inline arithmetic rows both take it. */
+static inline double cr__cstep(double xl)
+{
+    double a = xl < 0 ? -xl : xl;
+    return 1e-20 * (a >= 1e-200 ? a : 1e-200);
+}
+
+/* Second derivatives of a row at x (partials D there, which every caller passes): H[(o*nin +
+ * j)*nin + l] for the columns l in the bit set cols; the complex step where its first
+ * derivative agrees with D, else (a branch cut on the real axis, a real-only row) central
+ * differences of the partials (tape.c). */
+CR_INTERNAL void cr__row_hessian(const cr_scalar_rule *row, const double *x, const double *D,
+                                 double *H, unsigned cols);
+
+/* The step of the central differences of partials along an argument at x: cbrt(eps) max(1,
+ * |x|), about ten significant digits. */
+CR_INTERNAL double cr__fd_step(double x);
+
+/* A second derivative from a partial at x - hm, x and x + hp (Dm, D, Dp): the central
+ * difference, or where the partial jumps within the step (a kink) the one-sided difference
+ * of smaller magnitude. */
+CR_INTERNAL double cr__fd_second(double Dp, double D, double Dm, double hp, double hm);
 
 #endif /* CR_RULES_IMPL_H */

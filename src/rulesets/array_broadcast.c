@@ -10,8 +10,9 @@
  */
 #include <math.h>
 
-#include "array_impl.h"
+#include "forms_impl.h"
 
+#include <chainrules/rules_complex.h>
 #include <chainrules/rules_math.h>
 
 #define BC_MAX_IN CR_SCALAR_MAX_IN
@@ -999,6 +1000,247 @@ static cr_status sample_broadcast(cr_arena *arena, uint64_t *rng, cr_value *args
     return st;
 }
 
+/* ---- Second order ---------------------------------------------------------------------------- */
+
+/* The real-linear maps of a complex number (not scalar-table rows): their broadcasts take a
+ * complex array (eigvals_general's, eigen_general's results) to real ones. */
+static bool linear_cplx(const cr_function *g)
+{
+    return g == cr_fn_creal.u.func.fn || g == cr_fn_cimag.u.func.fn || g == cr_fn_conj.u.func.fn;
+}
+
+/* The scalar rows whose broadcasts are linear. */
+static bool linear_row(const cr_function *g)
+{
+    return g == cr_fn_add.u.func.fn || g == cr_fn_sub.u.func.fn || g == cr_fn_neg.u.func.fn ||
+           g == cr_fn_identity.u.func.fn;
+}
+
+/*
+ * The class of broadcast(f, x_1, ..., x_n) (and map, a broadcast over arrays of one shape)
+ * at its arguments: linear for the linear rows and the real-linear maps of a complex number,
+ * multilinear for mul; otherwise the form below, for f a scalar-table row of n arguments and
+ * one result. Anything else is refused.
+ */
+static const char *bc_check(const cr_value *args, size_t nargs, const bool *var,
+                            uint32_t *linearity)
+{
+    (void)var;
+    if (nargs < 2 || args[0].kind != CR_KIND_FUNC || args[0].u.func.fn == NULL)
+        return "the function applied is not a function";
+    const cr_function *g = args[0].u.func.fn;
+    if (nargs == 2 && linear_cplx(g)) {
+        *linearity = CR_LINEAR;
+        return NULL;
+    }
+    const cr_scalar_rule *r = cr_scalar_rule_of(g);
+    if (r == NULL || r->nout != 1 || r->nin != nargs - 1)
+        return "the function applied is not a scalar-table function of as many arguments "
+               "with one result";
+    if (linear_row(g))
+        *linearity = CR_LINEAR;
+    else if (g == cr_fn_mul.u.func.fn)
+        *linearity = CR_MULTILINEAR;
+    return NULL;
+}
+
+/* An operand of the elementwise loop: p[e * step] for e < N (step 0: one value). */
+typedef struct bc_stream {
+    const double *p;
+    size_t step;
+} bc_stream;
+
+/* The array a (any float dtype and strides, or a tangent already in f64) broadcast to the
+ * result's shape (ndim, shape; N elements), in f64. */
+static cr_status stream_of(cr_arena *arena, const cr_array *a, size_t ndim, const size_t *shape,
+                           size_t N, bc_stream *s)
+{
+    const cr_array *w;
+    cr_status st = cr__strided(arena, a, CR_DT_F64, &w);
+    if (st != CR_OK)
+        return st;
+    bool same = w->ndim == ndim && cr__is_contig_dense(w);
+    for (size_t q = 0; q < ndim && same; q++)
+        same = w->shape[q] == shape[q];
+    if (same) {
+        s->p = w->data;
+        s->step = 1;
+        return CR_OK;
+    }
+    cr_array *full;
+    if ((st = cr__new(arena, CR_DT_F64, ndim, shape, false, &full)) != CR_OK)
+        return st;
+    cr__broadcast_into(full, w, 1.0);
+    s->p = full->data;
+    s->step = N > 0 ? 1 : 0;
+    return CR_OK;
+}
+
+/* A scalar operand. */
+static cr_status stream_scalar(cr_arena *arena, double v, bc_stream *s)
+{
+    double *p = cr_arena_alloc(arena, sizeof *p, _Alignof(double));
+    if (p == NULL)
+        return CR__ALLOC_STATUS(arena);
+    *p = v;
+    s->p = p;
+    s->step = 0;
+    return CR_OK;
+}
+
+/* The state of a broadcast's form: the result's shape, the operands, and per element the
+ * cotangent g and the row's second derivatives H there (NULL where g = 0). */
+typedef struct bc_state {
+    size_t n, ndim, N;
+    const size_t *shape;
+    bc_stream X[CR_SCALAR_MAX_IN];
+    bool var[CR_SCALAR_MAX_IN], arr[CR_SCALAR_MAX_IN];
+    const double *g; /* ȳ per element */
+    double *H;       /* n x n per element */
+} bc_state;
+
+/*
+ * S of a broadcast f.(x_1, ..., x_n) of a scalar row: per element e of the result,
+ *     S_j(e) = ȳ(e) Σ_l ∂²f/∂x_j∂x_l (x(e)) ẋ_l(e)
+ * with the row's second derivatives taken as the scalar second-order tape takes them
+ * (cr__row_hessian: complex step, or central differences for real-only rows), once per
+ * element for all directions; then summed over the dimensions argument j was broadcast along
+ * (unbroadcast), all of them for a scalar argument.
+ */
+static cr_status bc_init(const cr_form_point *p, void **state)
+{
+    cr_arena *arena = p->arena;
+    const cr_scalar_rule *row = cr_scalar_rule_of(p->args[0].u.func.fn);
+    /* A broadcast over scalars only has a scalar result: one element of no dimension. */
+    static const size_t k_no_shape[1] = {1};
+    bc_state *w = cr_arena_calloc(arena, 1, sizeof *w, _Alignof(bc_state));
+    if (w == NULL)
+        return CR__ALLOC_STATUS(arena);
+    const cr_array *yv = p->y->kind == CR_KIND_ARRAY ? p->y->u.arr : NULL;
+    size_t n = row->nin, ndim = yv != NULL ? yv->ndim : 0, N = yv != NULL ? cr_array_numel(yv) : 1;
+    const size_t *shape = yv != NULL ? yv->shape : k_no_shape;
+    unsigned cols = 0;
+    const cr_array *Yb;
+    cr_status st = cr__tan_array(arena, p->name, p->ybar, ndim, shape, CR_DT_F64, &Yb);
+    if (st != CR_OK)
+        return st;
+    if (Yb == NULL)
+        return CR_NOTHING;
+    for (size_t j = 0; j < n && st == CR_OK; j++) {
+        const cr_value *v = &p->args[j + 1];
+        w->var[j] = p->var[j + 1];
+        w->arr[j] = v->kind == CR_KIND_ARRAY;
+        cols |= w->var[j] ? 1u << j : 0u;
+        st = w->arr[j] ? stream_of(arena, v->u.arr, ndim, shape, N, &w->X[j])
+                       : stream_scalar(arena, creal(cr__scalar_of(v)), &w->X[j]);
+    }
+    double *H = st == CR_OK
+                    ? cr_arena_alloc(arena, (N ? N : 1) * n * n * sizeof *H, _Alignof(double))
+                    : NULL;
+    if (st == CR_OK && H == NULL)
+        st = CR__ALLOC_STATUS(arena);
+    if (st != CR_OK)
+        return st;
+    const double *yb = Yb->data;
+    for (size_t el = 0; el < N; el++) {
+        if (yb[el] == 0.0)
+            continue;
+        double x[CR_SCALAR_MAX_IN], Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+        for (size_t j = 0; j < n; j++)
+            x[j] = w->X[j].p[el * w->X[j].step];
+        /* the partials at x (cr__row_hessian starts from them) */
+        row->f64(x, Y, D);
+        cr__row_hessian(row, x, D, H + el * n * n, cols);
+    }
+    w->n = n;
+    w->ndim = ndim;
+    w->N = N;
+    w->shape = shape;
+    w->g = yb;
+    w->H = H;
+    *state = w;
+    return CR_OK;
+}
+
+static cr_status bc_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
+                        cr_tangent ydot, cr_tangent *S)
+{
+    (void)ydot;
+    const bc_state *w = state;
+    cr_arena *arena = p->arena;
+    size_t n = w->n, ndim = w->ndim, N = w->N;
+    bc_stream XD[CR_SCALAR_MAX_IN];
+    double *Sa[CR_SCALAR_MAX_IN], Ssc[CR_SCALAR_MAX_IN];
+    bool nzd[CR_SCALAR_MAX_IN];
+    cr_status st = CR_OK;
+    for (size_t j = 0; j < n && st == CR_OK; j++) {
+        const cr_value *v = &p->args[j + 1];
+        nzd[j] = w->var[j] && !cr_tangent_is_zero(xdot[j + 1]);
+        Ssc[j] = 0.0;
+        Sa[j] = NULL;
+        if (!w->var[j])
+            continue;
+        if (w->arr[j]) {
+            cr_array *buf;
+            if ((st = cr__new(arena, CR_DT_F64, ndim, w->shape, true, &buf)) != CR_OK)
+                break;
+            Sa[j] = buf->data;
+        }
+        if (!nzd[j])
+            continue;
+        if (w->arr[j]) {
+            const cr_array *ta;
+            st = cr__tan_array(arena, p->name, xdot[j + 1], v->u.arr->ndim, v->u.arr->shape,
+                               CR_DT_F64, &ta);
+            if (st == CR_OK && ta == NULL)
+                nzd[j] = false;
+            else if (st == CR_OK)
+                st = stream_of(arena, ta, ndim, w->shape, N, &XD[j]);
+        } else {
+            st = stream_scalar(arena, cr__form_scalar(xdot[j + 1]), &XD[j]);
+        }
+    }
+    if (st != CR_OK)
+        return st;
+    for (size_t el = 0; el < N; el++) {
+        double g = w->g[el];
+        if (g == 0.0)
+            continue;
+        const double *H = w->H + el * n * n;
+        for (size_t j = 0; j < n; j++) {
+            if (!w->var[j])
+                continue;
+            double s = 0.0;
+            for (size_t l = 0; l < n; l++)
+                if (w->var[l] && nzd[l])
+                    s += H[j * n + l] * XD[l].p[el * XD[l].step];
+            if (w->arr[j])
+                Sa[j][el] += g * s;
+            else
+                Ssc[j] += g * s;
+        }
+    }
+    /* Each argument's S, reduced to its shape. */
+    for (size_t j = 0; j < n && st == CR_OK; j++) {
+        if (!w->var[j])
+            continue;
+        const cr_value *v = &p->args[j + 1];
+        if (!w->arr[j]) {
+            S[j + 1] = cr_tangent_f64(Ssc[j]);
+            continue;
+        }
+        cr_array full, *red;
+        size_t sh[CR_ARRAY_MAX_DIMS];
+        memcpy(sh, w->shape, ndim * sizeof *sh);
+        if ((st = cr_array_view_init(&full, Sa[j], CR_DT_F64, ndim, sh, NULL)) == CR_OK &&
+            (st = cr__unbroadcast(arena, &full, v->u.arr->ndim, v->u.arr->shape, &red)) == CR_OK)
+            S[j + 1] = cr_tangent_array(red);
+    }
+    return st;
+}
+
+const cr_rule_form cr__form_broadcast = {bc_check, bc_init, bc_dir};
+
 static const cr_rule_test k_test_broadcast = {.sample = sample_broadcast};
 
 cr_status cr__array_register_broadcast(cr_registry *reg)
@@ -1008,10 +1250,11 @@ cr_status cr__array_register_broadcast(cr_registry *reg)
         {CR__M_FARRAY | CR_M_A_INT | CR_M_A_BOOL | CR__M_NUM, NULL},
         {CR__M_FARRAY | CR_M_A_INT | CR_M_A_BOOL | CR__M_NUM, NULL},
     };
-    cr_status st = cr__add_rule(reg, &broadcast_function, a, 2, false, broadcast_frule,
-                                broadcast_rrule, &k_test_broadcast);
+    cr_status st =
+        cr__add_rule_so(reg, &broadcast_function, a, 2, false, broadcast_frule, broadcast_rrule,
+                        &k_test_broadcast, CR_NONLINEAR, &cr__form_broadcast);
     if (st == CR_OK)
-        st = cr__add_rule(reg, &broadcast_function, a, 3, true, broadcast_frule, broadcast_rrule,
-                          &k_test_broadcast);
+        st = cr__add_rule_so(reg, &broadcast_function, a, 3, true, broadcast_frule, broadcast_rrule,
+                             &k_test_broadcast, CR_NONLINEAR, &cr__form_broadcast);
     return st;
 }

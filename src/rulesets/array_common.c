@@ -28,6 +28,13 @@ cr_status cr__add_rule(cr_registry *reg, const cr_function *fn, const cr_argspec
                        bool variadic, cr_frule_fn frule, cr_rrule_fn rrule,
                        const cr_rule_test *test)
 {
+    return cr__add_rule_so(reg, fn, args, n, variadic, frule, rrule, test, CR_NONLINEAR, NULL);
+}
+
+cr_status cr__add_rule_so(cr_registry *reg, const cr_function *fn, const cr_argspec *args, size_t n,
+                          bool variadic, cr_frule_fn frule, cr_rrule_fn rrule,
+                          const cr_rule_test *test, uint32_t linearity, const cr_rule_form *form)
+{
     cr_rule_def d = {0};
     d.struct_size = sizeof d;
     d.fn = fn;
@@ -37,6 +44,8 @@ cr_status cr__add_rule(cr_registry *reg, const cr_function *fn, const cr_argspec
     d.frule = frule;
     d.rrule = rrule;
     d.test = test;
+    d.linearity = linearity;
+    d.form = form;
     return cr_registry_add(reg, &d);
 }
 

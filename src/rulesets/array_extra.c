@@ -8,7 +8,7 @@
 #include <float.h>
 #include <math.h>
 
-#include "array_impl.h"
+#include "forms_impl.h"
 
 /* ---- Shared helpers ------------------------------------------------------------------------ */
 
@@ -1530,28 +1530,46 @@ cr_status cr__array_register_extra(cr_registry *reg)
         cr_frule_fn frule;
         cr_rrule_fn rrule;
         const cr_rule_test *test;
-        bool lapack; /* needs the LAPACK rules (matinv) */
+        bool lapack;              /* needs the LAPACK rules (matinv) */
+        uint32_t lin;             /* the cr_linearity class */
+        const cr_rule_form *form; /* the second-order form */
     } k[] = {
-        {&eachrow_function, f1, 1, eachrow_frule, eachrow_rrule, &k_t_eachrow, false},
-        {&eachcol_function, f1, 1, eachcol_frule, eachcol_rrule, &k_t_eachcol, false},
-        {&eachslice_function, fd, 2, eachslice_frule, eachslice_rrule, &k_t_eachslice, false},
-        {&unique_function, r1, 1, unique_frule, unique_rrule, &k_t_unique, false},
-        {&opnorm_function, f1, 1, opnorm_frule, opnorm_rrule, &k_t_opnorm, true},
-        {&opnorm_function, fp, 2, opnorm_frule, opnorm_rrule, &k_t_opnorm, false},
-        {&normalize_function, f1, 1, normalize_frule, normalize_rrule, &k_t_normalize, false},
-        {&normalize_function, fp, 2, normalize_frule, normalize_rrule, &k_t_normalize, false},
-        {&add_uniform_function, al, 2, add_uniform_frule, add_uniform_rrule, &k_t_add_al, false},
-        {&add_uniform_function, la, 2, add_uniform_frule, add_uniform_rrule, &k_t_add_la, false},
-        {&sub_uniform_function, al, 2, sub_uniform_frule, sub_uniform_rrule, &k_t_sub_al, false},
-        {&sub_uniform_function, la, 2, sub_uniform_frule, sub_uniform_rrule, &k_t_sub_la, false},
-        {&mul_uniform_function, al, 2, mul_uniform_frule, mul_uniform_rrule, &k_t_mul_al, false},
-        {&mul_uniform_function, la, 2, mul_uniform_frule, mul_uniform_rrule, &k_t_mul_la, false},
-        {&ldiv_uniform_function, la, 2, ldiv_uniform_frule, ldiv_uniform_rrule, &k_t_ldiv_la,
-         false},
-        {&ldiv_uniform_function, al, 2, ldiv_uniform_frule, ldiv_uniform_rrule, &k_t_ldiv_al, true},
-        {&rdiv_uniform_function, al, 2, rdiv_uniform_frule, rdiv_uniform_rrule, &k_t_rdiv_al,
-         false},
-        {&rdiv_uniform_function, la, 2, rdiv_uniform_frule, rdiv_uniform_rrule, &k_t_rdiv_la, true},
+        {&eachrow_function, f1, 1, eachrow_frule, eachrow_rrule, &k_t_eachrow, false, CR_NONLINEAR,
+         NULL},
+        {&eachcol_function, f1, 1, eachcol_frule, eachcol_rrule, &k_t_eachcol, false, CR_NONLINEAR,
+         NULL},
+        {&eachslice_function, fd, 2, eachslice_frule, eachslice_rrule, &k_t_eachslice, false,
+         CR_NONLINEAR, NULL},
+        {&unique_function, r1, 1, unique_frule, unique_rrule, &k_t_unique, false,
+         CR_PIECEWISE_LINEAR, NULL},
+        {&opnorm_function, f1, 1, opnorm_frule, opnorm_rrule, &k_t_opnorm, true, CR_NONLINEAR,
+         &cr__form_opnorm},
+        {&opnorm_function, fp, 2, opnorm_frule, opnorm_rrule, &k_t_opnorm, false, CR_NONLINEAR,
+         &cr__form_opnorm},
+        {&normalize_function, f1, 1, normalize_frule, normalize_rrule, &k_t_normalize, false,
+         CR_NONLINEAR, &cr__form_normalize},
+        {&normalize_function, fp, 2, normalize_frule, normalize_rrule, &k_t_normalize, false,
+         CR_NONLINEAR, &cr__form_normalize},
+        {&add_uniform_function, al, 2, add_uniform_frule, add_uniform_rrule, &k_t_add_al, false,
+         CR_LINEAR, NULL},
+        {&add_uniform_function, la, 2, add_uniform_frule, add_uniform_rrule, &k_t_add_la, false,
+         CR_LINEAR, NULL},
+        {&sub_uniform_function, al, 2, sub_uniform_frule, sub_uniform_rrule, &k_t_sub_al, false,
+         CR_LINEAR, NULL},
+        {&sub_uniform_function, la, 2, sub_uniform_frule, sub_uniform_rrule, &k_t_sub_la, false,
+         CR_LINEAR, NULL},
+        {&mul_uniform_function, al, 2, mul_uniform_frule, mul_uniform_rrule, &k_t_mul_al, false,
+         CR_MULTILINEAR, NULL},
+        {&mul_uniform_function, la, 2, mul_uniform_frule, mul_uniform_rrule, &k_t_mul_la, false,
+         CR_MULTILINEAR, NULL},
+        {&ldiv_uniform_function, la, 2, ldiv_uniform_frule, ldiv_uniform_rrule, &k_t_ldiv_la, false,
+         CR_NONLINEAR, NULL},
+        {&ldiv_uniform_function, al, 2, ldiv_uniform_frule, ldiv_uniform_rrule, &k_t_ldiv_al, true,
+         CR_NONLINEAR, NULL},
+        {&rdiv_uniform_function, al, 2, rdiv_uniform_frule, rdiv_uniform_rrule, &k_t_rdiv_al, false,
+         CR_NONLINEAR, NULL},
+        {&rdiv_uniform_function, la, 2, rdiv_uniform_frule, rdiv_uniform_rrule, &k_t_rdiv_la, true,
+         CR_NONLINEAR, NULL},
     };
 #if defined(CR_HAVE_LAPACKE)
     const bool have_lapack = true;
@@ -1561,8 +1579,8 @@ cr_status cr__array_register_extra(cr_registry *reg)
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         if (k[i].lapack && !have_lapack)
             continue;
-        cr_status st =
-            cr__add_rule(reg, k[i].fn, k[i].args, k[i].n, false, k[i].frule, k[i].rrule, k[i].test);
+        cr_status st = cr__add_rule_so(reg, k[i].fn, k[i].args, k[i].n, false, k[i].frule,
+                                       k[i].rrule, k[i].test, k[i].lin, k[i].form);
         if (st != CR_OK)
             return st;
     }

@@ -995,31 +995,32 @@ cr_status cr__array_register_gather(cr_registry *reg)
         size_t n;
         bool variadic;
         gsample t;
+        uint32_t lin; /* the cr_linearity class */
     } k[] = {
-        {&reverse_function, {FA}, 1, false, GS_REVERSE},
-        {&reverse_function, {FA, IA}, 2, false, GS_REVERSE},
-        {&circshift_function, {FA, IA}, 2, false, GS_CIRCSHIFT},
-        {&repeat_function, {FA, IA}, 2, false, GS_REPEAT},
-        {&cat_function, {IN, FA, FA}, 3, true, GS_CAT},
-        {&stack_function, {FA, FA}, 2, true, GS_STACK},
-        {&fill_function, {NU, IA}, 2, false, GS_FILL},
-        {&dropdims_function, {FA, IA}, 2, false, GS_DROPDIMS},
-        {&diag_function, {FA}, 1, false, GS_MATRIX},
-        {&diag_function, {FA, IN}, 2, false, GS_MATRIX},
-        {&diagm_function, {FA}, 1, false, GS_VECTOR},
-        {&diagm_function, {FA, IN}, 2, false, GS_VECTOR},
-        {&triu_function, {FA}, 1, false, GS_MATRIX},
-        {&triu_function, {FA, IN}, 2, false, GS_MATRIX},
-        {&tril_function, {FA}, 1, false, GS_MATRIX},
-        {&tril_function, {FA, IN}, 2, false, GS_MATRIX},
-        {&sort_function, {RA}, 1, false, GS_SORT},
-        {&partialsort_function, {RA, IN}, 2, false, GS_SORT},
-        {&vcat_function, {FA, FA}, 2, true, GS_STACK},
-        {&hcat_function, {FA, FA}, 2, true, GS_HCAT},
+        {&reverse_function, {FA}, 1, false, GS_REVERSE, CR_LINEAR},
+        {&reverse_function, {FA, IA}, 2, false, GS_REVERSE, CR_LINEAR},
+        {&circshift_function, {FA, IA}, 2, false, GS_CIRCSHIFT, CR_LINEAR},
+        {&repeat_function, {FA, IA}, 2, false, GS_REPEAT, CR_LINEAR},
+        {&cat_function, {IN, FA, FA}, 3, true, GS_CAT, CR_LINEAR},
+        {&stack_function, {FA, FA}, 2, true, GS_STACK, CR_LINEAR},
+        {&fill_function, {NU, IA}, 2, false, GS_FILL, CR_LINEAR},
+        {&dropdims_function, {FA, IA}, 2, false, GS_DROPDIMS, CR_LINEAR},
+        {&diag_function, {FA}, 1, false, GS_MATRIX, CR_LINEAR},
+        {&diag_function, {FA, IN}, 2, false, GS_MATRIX, CR_LINEAR},
+        {&diagm_function, {FA}, 1, false, GS_VECTOR, CR_LINEAR},
+        {&diagm_function, {FA, IN}, 2, false, GS_VECTOR, CR_LINEAR},
+        {&triu_function, {FA}, 1, false, GS_MATRIX, CR_LINEAR},
+        {&triu_function, {FA, IN}, 2, false, GS_MATRIX, CR_LINEAR},
+        {&tril_function, {FA}, 1, false, GS_MATRIX, CR_LINEAR},
+        {&tril_function, {FA, IN}, 2, false, GS_MATRIX, CR_LINEAR},
+        {&sort_function, {RA}, 1, false, GS_SORT, CR_PIECEWISE_LINEAR},
+        {&partialsort_function, {RA, IN}, 2, false, GS_SORT, CR_PIECEWISE_LINEAR},
+        {&vcat_function, {FA, FA}, 2, true, GS_STACK, CR_LINEAR},
+        {&hcat_function, {FA, FA}, 2, true, GS_HCAT, CR_LINEAR},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        cr_status st = cr__add_rule(reg, k[i].fn, k[i].a, k[i].n, k[i].variadic, gather_frule,
-                                    gather_rrule, &k_gt[k[i].t]);
+        cr_status st = cr__add_rule_so(reg, k[i].fn, k[i].a, k[i].n, k[i].variadic, gather_frule,
+                                       gather_rrule, &k_gt[k[i].t], k[i].lin, NULL);
         if (st != CR_OK)
             return st;
     }

@@ -8,7 +8,7 @@
  */
 #include <stdio.h>
 
-#include "array_impl.h"
+#include "forms_impl.h"
 
 #include <chainrules/rules_complex.h>
 #include <chainrules/rules_math.h>
@@ -1270,12 +1270,14 @@ cr_status cr__array_register_hof(cr_registry *reg)
     static const cr_argspec a_fold[3] = {
         {CR_M_FUNC, NULL}, {CR__M_FARRAY, NULL}, {CR__M_NUM, NULL}};
     const cr_function *sum_fn = cr_fn_sum.u.func.fn;
-    cr_status st =
-        cr__add_rule(reg, &map_function, a_map, 2, false, map_frule, map_rrule, &k_test_map);
+    cr_status st = cr__add_rule_so(reg, &map_function, a_map, 2, false, map_frule, map_rrule,
+                                   &k_test_map, CR_NONLINEAR, &cr__form_broadcast);
     if (st == CR_OK)
-        st = cr__add_rule(reg, &map_function, a_map, 3, true, map_frule, map_rrule, &k_test_map);
+        st = cr__add_rule_so(reg, &map_function, a_map, 3, true, map_frule, map_rrule, &k_test_map,
+                             CR_NONLINEAR, &cr__form_broadcast);
     for (size_t n = 2; n <= 3 && st == CR_OK; n++)
-        st = cr__add_rule(reg, sum_fn, a_sum, n, false, sumf_frule, sumf_rrule, &k_test_sum_f);
+        st = cr__add_rule_so(reg, sum_fn, a_sum, n, false, sumf_frule, sumf_rrule, &k_test_sum_f,
+                             CR_NONLINEAR, &cr__form_sum_f);
     for (size_t n = 2; n <= 3 && st == CR_OK; n++)
         st = cr__add_rule(reg, cr_fn_mean.u.func.fn, a_sum, n, false, meanf_frule, meanf_rrule,
                           &k_test_sum_f);

@@ -94,6 +94,14 @@ CR_INTERNAL cr_status cr__add_rule(cr_registry *reg, const cr_function *fn, cons
                                    size_t n, bool variadic, cr_frule_fn frule, cr_rrule_fn rrule,
                                    const cr_rule_test *test);
 
+/* The same with the rule's second-order behaviour: its cr_linearity class and its form (or
+ * NULL), docs/second-order-forms.md. */
+CR_INTERNAL cr_status cr__add_rule_so(cr_registry *reg, const cr_function *fn,
+                                      const cr_argspec *args, size_t n, bool variadic,
+                                      cr_frule_fn frule, cr_rrule_fn rrule,
+                                      const cr_rule_test *test, uint32_t linearity,
+                                      const cr_rule_form *form);
+
 /* Matchers used by the families. */
 #define CR__M_FARRAY   (CR_M_A_F64 | CR_M_A_F32 | CR_M_A_C128)
 #define CR__M_RARRAY   (CR_M_A_F64 | CR_M_A_F32)
@@ -107,15 +115,6 @@ CR_INTERNAL cr_status cr__add_rule(cr_registry *reg, const cr_function *fn, cons
 static inline bool cr__is_cplx(cr_dtype d)
 {
     return d == CR_DT_C128;
-}
-
-/* re + i im without the float-complex promotion of `I`. */
-static inline cr_complex cr__c(double re, double im)
-{
-    double parts[2] = {re, im};
-    cr_complex z;
-    memcpy(&z, parts, sizeof z);
-    return z;
 }
 
 /* The work dtype of an element type: double for real types, complex for c128. */

@@ -474,12 +474,14 @@ cr_status cr__array_register_index(cr_registry *reg)
     const cr_function *fns[2] = {&getindex_function, &view_function};
     const cr_rrule_fn rr[2] = {getindex_rrule, view_rrule};
     for (size_t i = 0; i < 2; i++) {
-        cr_status st =
-            cr__add_rule(reg, fns[i], a, 2, false, cr__linear_frule, rr[i], &k_test_getindex);
+        cr_status st = cr__add_rule_so(reg, fns[i], a, 2, false, cr__linear_frule, rr[i],
+                                       &k_test_getindex, CR_LINEAR, NULL);
         if (st == CR_OK)
-            st = cr__add_rule(reg, fns[i], a, 3, false, cr__linear_frule, rr[i], &k_test_getindex);
+            st = cr__add_rule_so(reg, fns[i], a, 3, false, cr__linear_frule, rr[i],
+                                 &k_test_getindex, CR_LINEAR, NULL);
         if (st == CR_OK)
-            st = cr__add_rule(reg, fns[i], a, 5, true, cr__linear_frule, rr[i], &k_test_getindex);
+            st = cr__add_rule_so(reg, fns[i], a, 5, true, cr__linear_frule, rr[i], &k_test_getindex,
+                                 CR_LINEAR, NULL);
         if (st != CR_OK)
             return st;
     }

@@ -6,7 +6,7 @@
  */
 #include <math.h>
 
-#include "array_impl.h"
+#include "forms_impl.h"
 
 /* A parsed reduction: the argument, the output shape (A's, reduced dimensions 1). */
 typedef struct red {
@@ -2104,43 +2104,64 @@ cr_status cr__array_register_reduce(cr_registry *reg)
         cr_frule_fn frule;
         cr_rrule_fn rrule;
         const cr_rule_test *test;
+        uint32_t lin;             /* the cr_linearity class */
+        const cr_rule_form *form; /* the second-order form (array_reduce_forms.c) */
     } k[] = {
-        {&sum_function, f1, 1, cr__linear_frule, sum_rrule, &k_t_all},
-        {&sum_function, f2, 2, cr__linear_frule, sum_rrule, &k_t_dims},
-        {&mean_function, f1, 1, cr__linear_frule, mean_rrule, &k_t_all},
-        {&mean_function, f2, 2, cr__linear_frule, mean_rrule, &k_t_dims},
-        {&prod_function, f1, 1, prod_frule, prod_rrule, &k_t_prod},
-        {&prod_function, f2, 2, prod_frule, prod_rrule, &k_t_prod_dims},
-        {&cumsum_function, f1, 1, cr__linear_frule, cumsum_rrule, &k_t_vector},
-        {&cumsum_function, fi, 2, cr__linear_frule, cumsum_rrule, &k_t_cumsum},
-        {&maximum_function, r1, 1, maximum_frule, maximum_rrule, &k_t_real},
-        {&maximum_function, r2, 2, maximum_frule, maximum_rrule, &k_t_real_dims},
-        {&minimum_function, r1, 1, minimum_frule, minimum_rrule, &k_t_real},
-        {&minimum_function, r2, 2, minimum_frule, minimum_rrule, &k_t_real_dims},
-        {&findmax_function, r1, 1, findmax_frule, findmax_rrule, &k_t_real},
-        {&findmax_function, r2, 2, findmax_frule, findmax_rrule, &k_t_real_dims},
-        {&findmin_function, r1, 1, findmin_frule, findmin_rrule, &k_t_real},
-        {&findmin_function, r2, 2, findmin_frule, findmin_rrule, &k_t_real_dims},
-        {&softmax_function, r1, 1, softmax_frule, softmax_rrule, &k_t_real},
-        {&softmax_function, r2, 2, softmax_frule, softmax_rrule, &k_t_real_dims},
-        {&logsoftmax_function, r1, 1, logsoftmax_frule, logsoftmax_rrule, &k_t_real},
-        {&logsoftmax_function, r2, 2, logsoftmax_frule, logsoftmax_rrule, &k_t_real_dims},
-        {&logsumexp_function, r1, 1, logsumexp_frule, logsumexp_rrule, &k_t_real},
-        {&logsumexp_function, r2, 2, logsumexp_frule, logsumexp_rrule, &k_t_real_dims},
-        {&var_function, f1, 1, var_frule, var_rrule, &k_t_all},
-        {&var_function, f2, 2, var_frule, var_rrule, &k_t_dims},
-        {&std_function, f1, 1, std_frule, std_rrule, &k_t_all},
-        {&std_function, f2, 2, std_frule, std_rrule, &k_t_dims},
-        {&extrema_function, r1, 1, extrema_frule, extrema_rrule, &k_t_real},
-        {&extrema_function, r2, 2, extrema_frule, extrema_rrule, &k_t_real_dims},
-        {&cumprod_function, f1, 1, cumprod_frule, cumprod_rrule, &k_t_vector},
-        {&cumprod_function, fi, 2, cumprod_frule, cumprod_rrule, &k_t_cumprod},
-        {&norm_function, f1, 1, norm_frule, norm_rrule, &k_t_all},
-        {&norm_function, fp, 2, norm_frule, norm_rrule, &k_t_norm},
+        {&sum_function, f1, 1, cr__linear_frule, sum_rrule, &k_t_all, CR_LINEAR, NULL},
+        {&sum_function, f2, 2, cr__linear_frule, sum_rrule, &k_t_dims, CR_LINEAR, NULL},
+        {&mean_function, f1, 1, cr__linear_frule, mean_rrule, &k_t_all, CR_LINEAR, NULL},
+        {&mean_function, f2, 2, cr__linear_frule, mean_rrule, &k_t_dims, CR_LINEAR, NULL},
+        {&prod_function, f1, 1, prod_frule, prod_rrule, &k_t_prod, CR_NONLINEAR, &cr__form_prod},
+        {&prod_function, f2, 2, prod_frule, prod_rrule, &k_t_prod_dims, CR_NONLINEAR,
+         &cr__form_prod},
+        {&cumsum_function, f1, 1, cr__linear_frule, cumsum_rrule, &k_t_vector, CR_LINEAR, NULL},
+        {&cumsum_function, fi, 2, cr__linear_frule, cumsum_rrule, &k_t_cumsum, CR_LINEAR, NULL},
+        {&maximum_function, r1, 1, maximum_frule, maximum_rrule, &k_t_real, CR_PIECEWISE_LINEAR,
+         NULL},
+        {&maximum_function, r2, 2, maximum_frule, maximum_rrule, &k_t_real_dims,
+         CR_PIECEWISE_LINEAR, NULL},
+        {&minimum_function, r1, 1, minimum_frule, minimum_rrule, &k_t_real, CR_PIECEWISE_LINEAR,
+         NULL},
+        {&minimum_function, r2, 2, minimum_frule, minimum_rrule, &k_t_real_dims,
+         CR_PIECEWISE_LINEAR, NULL},
+        {&findmax_function, r1, 1, findmax_frule, findmax_rrule, &k_t_real, CR_PIECEWISE_LINEAR,
+         NULL},
+        {&findmax_function, r2, 2, findmax_frule, findmax_rrule, &k_t_real_dims,
+         CR_PIECEWISE_LINEAR, NULL},
+        {&findmin_function, r1, 1, findmin_frule, findmin_rrule, &k_t_real, CR_PIECEWISE_LINEAR,
+         NULL},
+        {&findmin_function, r2, 2, findmin_frule, findmin_rrule, &k_t_real_dims,
+         CR_PIECEWISE_LINEAR, NULL},
+        {&softmax_function, r1, 1, softmax_frule, softmax_rrule, &k_t_real, CR_NONLINEAR,
+         &cr__form_softmax},
+        {&softmax_function, r2, 2, softmax_frule, softmax_rrule, &k_t_real_dims, CR_NONLINEAR,
+         &cr__form_softmax},
+        {&logsoftmax_function, r1, 1, logsoftmax_frule, logsoftmax_rrule, &k_t_real, CR_NONLINEAR,
+         &cr__form_logsoftmax},
+        {&logsoftmax_function, r2, 2, logsoftmax_frule, logsoftmax_rrule, &k_t_real_dims,
+         CR_NONLINEAR, &cr__form_logsoftmax},
+        {&logsumexp_function, r1, 1, logsumexp_frule, logsumexp_rrule, &k_t_real, CR_NONLINEAR,
+         &cr__form_logsumexp},
+        {&logsumexp_function, r2, 2, logsumexp_frule, logsumexp_rrule, &k_t_real_dims, CR_NONLINEAR,
+         &cr__form_logsumexp},
+        {&var_function, f1, 1, var_frule, var_rrule, &k_t_all, CR_NONLINEAR, &cr__form_var},
+        {&var_function, f2, 2, var_frule, var_rrule, &k_t_dims, CR_NONLINEAR, &cr__form_var},
+        {&std_function, f1, 1, std_frule, std_rrule, &k_t_all, CR_NONLINEAR, &cr__form_std},
+        {&std_function, f2, 2, std_frule, std_rrule, &k_t_dims, CR_NONLINEAR, &cr__form_std},
+        {&extrema_function, r1, 1, extrema_frule, extrema_rrule, &k_t_real, CR_PIECEWISE_LINEAR,
+         NULL},
+        {&extrema_function, r2, 2, extrema_frule, extrema_rrule, &k_t_real_dims,
+         CR_PIECEWISE_LINEAR, NULL},
+        {&cumprod_function, f1, 1, cumprod_frule, cumprod_rrule, &k_t_vector, CR_NONLINEAR,
+         &cr__form_cumprod},
+        {&cumprod_function, fi, 2, cumprod_frule, cumprod_rrule, &k_t_cumprod, CR_NONLINEAR,
+         &cr__form_cumprod},
+        {&norm_function, f1, 1, norm_frule, norm_rrule, &k_t_all, CR_NONLINEAR, &cr__form_norm},
+        {&norm_function, fp, 2, norm_frule, norm_rrule, &k_t_norm, CR_NONLINEAR, &cr__form_norm},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        cr_status st =
-            cr__add_rule(reg, k[i].fn, k[i].args, k[i].n, false, k[i].frule, k[i].rrule, k[i].test);
+        cr_status st = cr__add_rule_so(reg, k[i].fn, k[i].args, k[i].n, false, k[i].frule,
+                                       k[i].rrule, k[i].test, k[i].lin, k[i].form);
         if (st != CR_OK)
             return st;
     }

@@ -1564,34 +1564,37 @@ cr_status cr__linalg_register_blas(cr_registry *reg)
                                      {CR__M_FARRAY, NULL},
                                      {CR__M_NUM, NULL},
                                      {CR__M_FARRAY, NULL}};
-    cr_status st = cr__add_rule(reg, &matmul_function, a2, 2, false, matmul_frule, matmul_rrule,
-                                &k_test_matmul);
+    cr_status st = cr__add_rule_so(reg, &matmul_function, a2, 2, false, matmul_frule, matmul_rrule,
+                                   &k_test_matmul, CR_MULTILINEAR, NULL);
     if (st == CR_OK)
         st =
             cr__add_rule(reg, &gemm_function, g5, 5, false, gemm_frule, gemm_rrule, &k_test_matmul);
     if (st == CR_OK)
-        st = cr__add_rule(reg, &dot_function, a2, 2, false, dot_frule, dot_rrule, &k_test_dot);
+        st = cr__add_rule_so(reg, &dot_function, a2, 2, false, dot_frule, dot_rrule, &k_test_dot,
+                             CR_MULTILINEAR, NULL);
     if (st == CR_OK)
-        st = cr__add_rule(reg, &dot_function, a3, 3, false, dot_frule, dot_rrule, &k_test_dot);
+        st = cr__add_rule_so(reg, &dot_function, a3, 3, false, dot_frule, dot_rrule, &k_test_dot,
+                             CR_MULTILINEAR, NULL);
     if (st == CR_OK)
-        st = cr__add_rule(reg, &tr_function, a1, 1, false, cr__linear_frule, tr_rrule,
-                          &k_test_square);
+        st = cr__add_rule_so(reg, &tr_function, a1, 1, false, cr__linear_frule, tr_rrule,
+                             &k_test_square, CR_LINEAR, NULL);
     if (st == CR_OK)
-        st = cr__add_rule(reg, &kron_function, a2, 2, false, kron_frule, kron_rrule, &k_test_kron);
+        st = cr__add_rule_so(reg, &kron_function, a2, 2, false, kron_frule, kron_rrule,
+                             &k_test_kron, CR_MULTILINEAR, NULL);
     if (st == CR_OK)
-        st = cr__add_rule(reg, &cross_function, a2, 2, false, cross_frule, cross_rrule,
-                          &k_test_cross);
+        st = cr__add_rule_so(reg, &cross_function, a2, 2, false, cross_frule, cross_rrule,
+                             &k_test_cross, CR_MULTILINEAR, NULL);
     if (st == CR_OK)
-        st = cr__add_rule(reg, &symmetric_function, a1, 1, false, cr__linear_frule, symmetric_rrule,
-                          &k_test_wrap);
+        st = cr__add_rule_so(reg, &symmetric_function, a1, 1, false, cr__linear_frule,
+                             symmetric_rrule, &k_test_wrap, CR_LINEAR, NULL);
     if (st == CR_OK)
-        st = cr__add_rule(reg, &hermitian_function, a1, 1, false, cr__linear_frule, hermitian_rrule,
-                          &k_test_wrap);
+        st = cr__add_rule_so(reg, &hermitian_function, a1, 1, false, cr__linear_frule,
+                             hermitian_rrule, &k_test_wrap, CR_LINEAR, NULL);
     if (st == CR_OK)
-        st = cr__add_rule(reg, &diagonal_function, a1, 1, false, cr__linear_frule, diagonal_rrule,
-                          &k_test_wrap_diag);
+        st = cr__add_rule_so(reg, &diagonal_function, a1, 1, false, cr__linear_frule,
+                             diagonal_rrule, &k_test_wrap_diag, CR_LINEAR, NULL);
     if (st == CR_OK)
-        st = cr__add_rule(reg, &asum_function, a1, 1, false, asum_frule, asum_rrule,
-                          &k_test_dot_asum);
+        st = cr__add_rule_so(reg, &asum_function, a1, 1, false, asum_frule, asum_rrule,
+                             &k_test_dot_asum, CR_PIECEWISE_LINEAR, NULL);
     return st;
 }

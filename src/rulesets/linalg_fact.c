@@ -11,6 +11,7 @@
 #include <float.h>
 #include <math.h>
 
+#include "forms_impl.h"
 #include "linalg_impl.h"
 
 #if defined(CR_HAVE_LAPACKE)
@@ -1909,21 +1910,26 @@ cr_status cr__linalg_register_fact(cr_registry *reg)
         cr_frule_fn frule;
         cr_rrule_fn rrule;
         const cr_rule_test *test;
+        const cr_rule_form *form; /* the second-order form (linalg_forms.c), or NULL */
     } k[] = {
-        {&lu_function, 1, lu_frule, lu_rrule, &k_t_lu},
-        {&qr_function, 1, qr_frule, qr_rrule, &k_t_qr},
-        {&eigen_general_function, 1, eigen_general_frule, eigen_general_rrule, &k_t_geig},
-        {&eigvals_general_function, 1, eigvals_general_frule, eigvals_general_rrule, &k_t_geig},
-        {&cholesky_solve_function, 2, cholesky_solve_frule, cholesky_solve_rrule, &k_t_factor},
-        {&cholesky_det_function, 1, cholesky_det_frule, cholesky_det_rrule, &k_t_factor},
-        {&cholesky_logdet_function, 1, cholesky_logdet_frule, cholesky_logdet_rrule, &k_t_factor},
-        {&pinv_function, 1, pinv_frule, pinv_rrule, &k_t_pinv},
-        {&sylvester_function, 3, sylvester_frule, sylvester_rrule, &k_t_sylv},
-        {&lyap_function, 2, lyap_frule, lyap_rrule, &k_t_sylv},
+        {&lu_function, 1, lu_frule, lu_rrule, &k_t_lu, NULL},
+        {&qr_function, 1, qr_frule, qr_rrule, &k_t_qr, &cr__form_qr},
+        {&eigen_general_function, 1, eigen_general_frule, eigen_general_rrule, &k_t_geig,
+         &cr__form_eigen_general},
+        {&eigvals_general_function, 1, eigvals_general_frule, eigvals_general_rrule, &k_t_geig,
+         &cr__form_eigvals_general},
+        {&cholesky_solve_function, 2, cholesky_solve_frule, cholesky_solve_rrule, &k_t_factor,
+         NULL},
+        {&cholesky_det_function, 1, cholesky_det_frule, cholesky_det_rrule, &k_t_factor, NULL},
+        {&cholesky_logdet_function, 1, cholesky_logdet_frule, cholesky_logdet_rrule, &k_t_factor,
+         NULL},
+        {&pinv_function, 1, pinv_frule, pinv_rrule, &k_t_pinv, &cr__form_pinv},
+        {&sylvester_function, 3, sylvester_frule, sylvester_rrule, &k_t_sylv, NULL},
+        {&lyap_function, 2, lyap_frule, lyap_rrule, &k_t_sylv, NULL},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        cr_status st =
-            cr__add_rule(reg, k[i].fn, a3, k[i].n, false, k[i].frule, k[i].rrule, k[i].test);
+        cr_status st = cr__add_rule_so(reg, k[i].fn, a3, k[i].n, false, k[i].frule, k[i].rrule,
+                                       k[i].test, CR_NONLINEAR, k[i].form);
         if (st != CR_OK)
             return st;
     }

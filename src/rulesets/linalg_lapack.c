@@ -11,6 +11,7 @@
 #include <float.h>
 #include <math.h>
 
+#include "forms_impl.h"
 #include "linalg_impl.h"
 
 #if defined(CR_HAVE_LAPACKE)
@@ -2526,29 +2527,30 @@ cr_status cr__linalg_register_lapack(cr_registry *reg)
         cr_frule_fn frule;
         cr_rrule_fn rrule;
         const cr_rule_test *test;
+        const cr_rule_form *form; /* the second-order form (linalg_forms.c), or NULL */
     } k[] = {
-        {&det_function, 1, det_frule, det_rrule, &k_t_general},
-        {&logdet_function, 1, logdet_frule, logdet_rrule, &k_t_general},
-        {&logabsdet_function, 1, logabsdet_frule, logabsdet_rrule, &k_t_general},
-        {&matinv_function, 1, matinv_frule, matinv_rrule, &k_t_general},
-        {&solve_function, 2, solve_frule, solve_rrule, &k_t_general},
-        {&cholesky_function, 1, cholesky_frule, cholesky_rrule, &k_t_spd},
-        {&eigen_function, 1, eigen_frule, eigen_rrule, &k_t_realsym},
-        {&eigvals_function, 1, eigvals_frule, eigvals_rrule, &k_t_herm},
-        {&svd_function, 1, svd_frule, svd_rrule, &k_t_rect},
-        {&svdvals_function, 1, svdvals_frule, svdvals_rrule, &k_t_rect},
-        {&expm_function, 1, expm_frule, expm_rrule, &k_t_expm},
-        {&rdiv_function, 2, rdiv_frule, rdiv_rrule, &k_t_rdiv},
+        {&det_function, 1, det_frule, det_rrule, &k_t_general, &cr__form_det},
+        {&logdet_function, 1, logdet_frule, logdet_rrule, &k_t_general, &cr__form_logdet},
+        {&logabsdet_function, 1, logabsdet_frule, logabsdet_rrule, &k_t_general, &cr__form_logdet},
+        {&matinv_function, 1, matinv_frule, matinv_rrule, &k_t_general, &cr__form_inv},
+        {&solve_function, 2, solve_frule, solve_rrule, &k_t_general, &cr__form_solve},
+        {&cholesky_function, 1, cholesky_frule, cholesky_rrule, &k_t_spd, NULL},
+        {&eigen_function, 1, eigen_frule, eigen_rrule, &k_t_realsym, &cr__form_eigen},
+        {&eigvals_function, 1, eigvals_frule, eigvals_rrule, &k_t_herm, &cr__form_eigvals},
+        {&svd_function, 1, svd_frule, svd_rrule, &k_t_rect, &cr__form_svd},
+        {&svdvals_function, 1, svdvals_frule, svdvals_rrule, &k_t_rect, &cr__form_svdvals},
+        {&expm_function, 1, expm_frule, expm_rrule, &k_t_expm, &cr__form_expm},
+        {&rdiv_function, 2, rdiv_frule, rdiv_rrule, &k_t_rdiv, &cr__form_rdiv},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        cr_status st = cr__add_rule(reg, k[i].fn, k[i].n == 1 ? a1 : a2, k[i].n, false, k[i].frule,
-                                    k[i].rrule, k[i].test);
+        cr_status st = cr__add_rule_so(reg, k[i].fn, k[i].n == 1 ? a1 : a2, k[i].n, false,
+                                       k[i].frule, k[i].rrule, k[i].test, CR_NONLINEAR, k[i].form);
         if (st != CR_OK)
             return st;
     }
     static const cr_argspec fa[2] = {{CR_M_FUNC, NULL}, {CR__M_FARRAY, NULL}};
-    return cr__add_rule(reg, &matfun_herm_function, fa, 2, false, matfun_herm_frule,
-                        matfun_herm_rrule, &k_t_matfun);
+    return cr__add_rule_so(reg, &matfun_herm_function, fa, 2, false, matfun_herm_frule,
+                           matfun_herm_rrule, &k_t_matfun, CR_NONLINEAR, &cr__form_matfun_herm);
 }
 
 #else /* !CR_HAVE_LAPACKE */

@@ -11,6 +11,7 @@
 #include <float.h>
 #include <math.h>
 
+#include "forms_impl.h"
 #include "linalg_impl.h"
 
 #if defined(CR_HAVE_LAPACKE)
@@ -2131,8 +2132,8 @@ cr_status cr__linalg_register_level(cr_registry *reg)
     static const cr_argspec s_gemv[6] = {{CR_M_INT, NULL},     {CR__M_NUM, NULL},
                                          {CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL},
                                          {CR__M_NUM, NULL},    {CR__M_FARRAY, NULL}};
-    cr_status st =
-        cr__add_rule(reg, &nrm2_function, s_nrm2, 1, false, nrm2_frule, nrm2_rrule, &k_t_nrm2);
+    cr_status st = cr__add_rule_so(reg, &nrm2_function, s_nrm2, 1, false, nrm2_frule, nrm2_rrule,
+                                   &k_t_nrm2, CR_NONLINEAR, &cr__form_norm);
     if (st == CR_OK)
         st = cr__add_rule(reg, &gemv_function, s_gemv, 4, false, gemv_frule, gemv_rrule, &k_t_gemv);
     if (st == CR_OK)

@@ -1,0 +1,106 @@
+/*
+ * Shared parts of the built-in second-order forms (cr_rule_form, docs/second-order-forms.md):
+ * an array argument as the forms read it (dense f64, its slices for a reduction over dims),
+ * the cotangent and tangents in that layout, calls of other rules a form needs for a first
+ * derivative, and the forms each ruleset family registers with its rules.
+ *
+ * A form's init builds its state (a struct that starts with a cr__form) in the point's arena;
+ * its dir, called once per direction by the engine, writes S into the argument slots.
+ */
+#ifndef CR_FORMS_IMPL_H
+#define CR_FORMS_IMPL_H
+
+#include "array_impl.h"
+
+#define CR__FORM_MAX_ARGS 16 /* as the tape's array records */
+
+/* A call's array argument xj as the forms read it. */
+typedef struct cr__form {
+    const cr_form_point *p;
+    cr_arena *arena;
+    const char *who;   /* the function's name */
+    size_t xj;         /* the array argument's position */
+    const cr_array *x; /* its value, f64, contiguous row-major */
+    size_t N;          /* its elements */
+    size_t ns;         /* slices (1 without dims) */
+    size_t *sl;        /* the slice of each element; NULL when ns == 1 */
+} cr__form;
+
+/* Set up F for argument xj of the call at p; dims (or NULL) are the reduced dimensions. */
+CR_INTERNAL cr_status cr__form_init(cr__form *F, const cr_form_point *p, size_t xj,
+                                    const cr_value *dims);
+
+/* Allocate a form's state of `size` bytes (its first member a cr__form) and set it up as
+ * cr__form_init does; *out is NULL on failure. */
+CR_INTERNAL cr_status cr__form_state(const cr_form_point *p, size_t size, size_t xj,
+                                     const cr_value *dims, void **out);
+
+/* The slice of element e. */
+static inline size_t cr__form_slice(const cr__form *F, size_t e)
+{
+    return F->sl == NULL ? 0 : F->sl[e];
+}
+
+/* Argument j of the call, or NULL past the end (an optional dims or p). */
+static inline const cr_value *cr__form_opt(const cr_form_point *p, size_t j)
+{
+    return p->nargs > j ? &p->args[j] : NULL;
+}
+
+/* The cotangent ȳ of a reduction's result (ns values, in slice order). */
+CR_INTERNAL cr_status cr__form_ybar_slices(const cr__form *F, const double **yb);
+
+/* A tangent or cotangent of x's shape, in f64 (NULL for a zero one). */
+CR_INTERNAL cr_status cr__form_like_x(const cr__form *F, cr_tangent v, const double **out);
+
+/* The same, never NULL: a zero one is an array of zeros. */
+CR_INTERNAL cr_status cr__form_like_x0(const cr__form *F, cr_tangent v, const double **out);
+
+/* The tangent ẏ of a scalar result as a number. */
+CR_INTERNAL double cr__form_scalar(cr_tangent v);
+
+/* The result's tangent ydot, as f64 of the array result's shape; NULL when zero. */
+CR_INTERNAL cr_status cr__form_y_dot_arr(const cr__form *F, cr_tangent ydot, const double **yd);
+
+/* The result as a dense f64 array (an array result). */
+CR_INTERNAL cr_status cr__form_y_array(const cr__form *F, const double **y);
+
+/* A new f64 array of x's shape (zeros). */
+CR_INTERNAL cr_status cr__form_new_s(const cr__form *F, cr_array **S);
+
+/* The recorded pullback applied to ȳ: x's cotangent G = pullback(ȳ)_x, in f64. */
+CR_INTERNAL cr_status cr__form_pulled(const cr__form *F, const double **G);
+
+/* The frule of fn (a function of the call's one array argument) at x along raw, which a form
+ * needs for a first derivative; a failure names both ("f: the second-order form needs g's
+ * frule: ..."). */
+CR_INTERNAL cr_status cr__form_frule_along(const cr__form *F, const cr_value *fn, cr_tangent raw,
+                                           cr_value *y, cr_tangent *dy);
+
+/* A form's failure: the message "who: ..." on the arena's context (kept by the engine). */
+CR_INTERNAL cr_status cr__form_fail(const cr__form *F, cr_status st, const char *fmt, ...);
+
+/* A check that accepts a call whose first argument is an array and whose arguments from
+ * nvar on are constants (dims, p); the reasons to refuse otherwise. */
+CR_INTERNAL const char *cr__form_check_leading(const cr_value *args, size_t nargs, const bool *var,
+                                               size_t nvar);
+
+/* ---- The forms of the families ---------------------------------------------------------------
+ */
+
+/* Reductions (array_reduce_forms.c). */
+CR_INTERNAL extern const cr_rule_form cr__form_logsumexp, cr__form_logsoftmax, cr__form_softmax,
+    cr__form_prod, cr__form_norm, cr__form_var, cr__form_std, cr__form_cumprod, cr__form_sum_f,
+    cr__form_normalize;
+
+/* Broadcasts and maps of scalar-table functions (array_broadcast.c). */
+CR_INTERNAL extern const cr_rule_form cr__form_broadcast;
+
+/* det, logdet (and logabsdet), inv, solve, rdiv, svdvals, eigvals, opnorm, eigen, expm, svd,
+ * eigen_general, eigvals_general, matfun_herm, pinv, qr (linalg_forms.c). */
+CR_INTERNAL extern const cr_rule_form cr__form_det, cr__form_logdet, cr__form_inv, cr__form_solve,
+    cr__form_rdiv, cr__form_svdvals, cr__form_eigvals, cr__form_opnorm, cr__form_eigen,
+    cr__form_expm, cr__form_svd, cr__form_eigen_general, cr__form_eigvals_general,
+    cr__form_matfun_herm, cr__form_pinv, cr__form_qr;
+
+#endif /* CR_FORMS_IMPL_H */
