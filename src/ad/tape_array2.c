@@ -6,8 +6,7 @@
  * pullback along the tangents ẋ applied to ȳ, comes from the rule the call dispatched to
  * (cr_rule_def.linearity and .form, docs/second-order-forms.md): zero for linear and
  * piecewise-linear functions, calls of the same rrule at tangents for multilinear ones, and
- * the rule's form otherwise, run here once per direction. The linear-algebra functions whose
- * forms are still the engine's (tape_array2_forms.c) are found there by their identity.
+ * the rule's form otherwise, run here once per direction.
  */
 #include <complex.h>
 #include <math.h>
@@ -21,7 +20,6 @@
 #include <chainrules/rules_math.h>
 
 #include "../rulesets/array_impl.h"
-#include "tape_array2_forms.h"
 #include "tape_impl.h"
 
 #define MAX_ARGS 16 /* as tape_array.c */
@@ -34,7 +32,6 @@ enum {
     SO_LINEAR,   /* linear in its differentiable arguments: S = 0 */
     SO_MULTI,    /* multilinear: S from the rrule called with one argument replaced by its
                     tangent */
-    SO_FORM,     /* a nonlinear function with its own second-order form (tape_array2_forms.c) */
     SO_RFORM     /* a nonlinear function whose rule declares a form (cr_rule_def.form) */
 };
 
@@ -105,25 +102,20 @@ static int rule_class(const cr_tape *t, const cr_value *f, const cr_value *vals,
     return -1;
 }
 
-/* The class of f(vals...) from its rule (rule_class), or the engine's own form (*form, for
- * SO_FORM) of a function whose rule declares neither; *why a reason for SO_NONE (or NULL). */
+/* The class of f(vals...) from its rule (rule_class): SO_NONE when the rule declares neither
+ * a class nor a form; *why a reason for SO_NONE (or NULL). */
 static int so_class(const cr_tape *t, const cr_value *f, const cr_value *vals,
-                    const uint32_t *codes, size_t nargs, cr__so_form_fn *form,
-                    const cr_rule_form **rform, const char **why)
+                    const uint32_t *codes, size_t nargs, const cr_rule_form **rform,
+                    const char **why)
 {
     *why = NULL;
     int rc = rule_class(t, f, vals, codes, nargs, rform, why);
-    if (rc >= 0)
-        return rc;
-    if ((*form = cr__so_form_of(f, vals, codes, nargs, why)) != NULL)
-        return SO_FORM;
-    return SO_NONE;
+    return rc >= 0 ? rc : SO_NONE;
 }
 
 struct cr__aext {
     cr_value f;                /* the function called (a copy) */
     const cr_value *vals;      /* its arguments' values (the tape's copy, in the arena) */
-    cr__so_form_fn form;       /* SO_FORM: the function's second-order form */
     const cr_rule_form *rform; /* SO_RFORM: the form its rule declares */
     int cls;                   /* SO_*; SO_NONE on forward tapes for unknown functions */
 };
@@ -144,10 +136,9 @@ cr_status cr__array_ext(cr_tape *t, const cr_value *f, const cr_value *vals, con
                         size_t nargs, const cr__aext **out)
 {
     const char *fname = f->u.func.fn->name;
-    cr__so_form_fn form = NULL;
     const cr_rule_form *rform = NULL;
     const char *why;
-    int cls = so_class(t, f, vals, codes, nargs, &form, &rform, &why);
+    int cls = so_class(t, f, vals, codes, nargs, &rform, &why);
     if (t->flags & (CR_TAPE_SECOND_ORDER | CR__TAPE_SO_CHECK)) {
         if (cls == SO_NONE && why != NULL)
             return cr__tape_fail(t, CR_EUNIMPL, "%s: no second-order form on the tape: %s", fname,
@@ -171,7 +162,6 @@ cr_status cr__array_ext(cr_tape *t, const cr_value *f, const cr_value *vals, con
         return cr__tape_fail(t, CR__ALLOC_STATUS(t->arena), "%s: no room for the record", fname);
     e->f = *f;
     e->vals = vals;
-    e->form = form;
     e->rform = rform;
     e->cls = cls;
     *out = e;
@@ -567,8 +557,6 @@ cr_status cr__array_pull2(cr_tape *t, const cr__anode *nd, size_t i, double *adj
             st = second_multi(t, nd, ybar, adjd, tan, k);
         else if (e->cls == SO_RFORM)
             st = second_form(t, nd, i, ybar, adjd, tan, k);
-        else if (e->cls == SO_FORM && (st = e->form(t, nd, i, ybar, adjd, tan, k)) != CR_OK)
-            st = t->status != CR_OK ? t->status : rule_failed(t, nd, "the second-order term", st);
         /* the ordinary reverse step: x̄ += pullback(ȳ) */
         if (st == CR_OK)
             st = cr__array_pull(t, nd, scalar ? &adj[i] : NULL, adj);
@@ -577,19 +565,6 @@ cr_status cr__array_pull2(cr_tape *t, const cr__anode *nd, size_t i, double *adj
         if (!cr_tangent_is_zero(ybd[d]))
             st = pull_d(t, nd, ybd[d], adjd, k, d);
     return st;
-}
-
-/* For the second-order forms (tape_array2_forms.c). */
-cr_tangent cr__a2_arg_tangent(const cr_tape *t, uint32_t code, const double *tan, size_t k,
-                              size_t d)
-{
-    return arg_tangent(t, code, tan, k, d);
-}
-
-cr_status cr__a2_add_d(cr_tape *t, const cr__anode *nd, size_t j, cr_tangent dx, double *adjd,
-                       size_t k, size_t d)
-{
-    return add_d(t, nd, j, dx, adjd, k, d);
 }
 
 /* ---- Public sweeps --------------------------------------------------------------------------- */

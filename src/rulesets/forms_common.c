@@ -4,6 +4,7 @@
  */
 #include <complex.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -185,4 +186,73 @@ const char *cr__form_check_leading(const cr_value *args, size_t nargs, const boo
         if (var[a])
             return "an argument after the array is a variable";
     return NULL;
+}
+
+void cr__form_mm(double alpha, const double *A, size_t ar, size_t ac, int ta, const double *B,
+                 size_t br, size_t bc, int tb, double beta, double *C)
+{
+    cr__mat a = {A, ar, ac, ac, ta}, b = {B, br, bc, bc, tb};
+    cr__gemm(CR_DT_F64, &a, &b, alpha, beta, C, cr__mat_cols(&b));
+}
+
+cr_status cr__form_pullback_dense(const cr__form *F, size_t j, cr_pullback *pb)
+{
+    const cr_form_point *p = F->p;
+    if (p->args[j].u.arr->structure == CR_MAT_DENSE) {
+        *pb = *p->pb;
+        return CR_OK;
+    }
+    cr_value vals[CR__FORM_MAX_ARGS], y;
+    const cr_array *D;
+    if (p->nargs > CR__FORM_MAX_ARGS)
+        return CR_EINVAL;
+    memcpy(vals, p->args, p->nargs * sizeof *vals);
+    cr_status st = cr__dense(F->arena, p->args[j].u.arr, CR_DT_F64, &D);
+    if (st != CR_OK)
+        return st;
+    vals[j] = cr_value_array((cr_array *)(uintptr_t)D); /* only read */
+    return cr_rrule(p->cfg, F->arena, p->f, vals, p->nargs, &y, pb);
+}
+
+cr_status cr__form_factor_of(const cr__form *F, const cr_value *y, size_t e, size_t ndim,
+                             const cr_array **out)
+{
+    cr_value v;
+    if (y->kind != CR_KIND_STRUCT ||
+        cr_type_field_value(y->u.obj.type, y->u.obj.ptr, e, &v) != CR_OK ||
+        v.kind != CR_KIND_ARRAY || v.u.arr == NULL || v.u.arr->ndim != ndim)
+        return CR_EINVAL;
+    return cr__dense(F->arena, v.u.arr, CR_DT_F64, out);
+}
+
+cr_status cr__form_field_mat(const cr__form *F, cr_tangent t, size_t e, size_t r, size_t c,
+                             const double **out)
+{
+    size_t sh[2] = {r, c};
+    const cr_array *a;
+    cr_status st = cr__tan_array(F->arena, F->who, cr_tangent_field(t, e), 2, sh, CR_DT_F64, &a);
+    *out = st == CR_OK && a != NULL ? a->data : NULL;
+    return st;
+}
+
+void cr__form_fold_upper(double *s, size_t n)
+{
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = a + 1; b < n; b++) {
+            s[a * n + b] += s[b * n + a];
+            s[b * n + a] = 0.0;
+        }
+}
+
+void cr__form_right_solve_upper_t(const double *T, size_t n, double *X, size_t r)
+{
+    for (size_t a = 0; a < r; a++) {
+        double *x = X + a * n;
+        for (size_t b = n; b-- > 0;) {
+            double v = x[b];
+            for (size_t j = b + 1; j < n; j++)
+                v -= x[j] * T[b * n + j];
+            x[b] = v / T[b * n + b];
+        }
+    }
 }

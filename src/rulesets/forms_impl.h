@@ -85,6 +85,36 @@ CR_INTERNAL cr_status cr__form_fail(const cr__form *F, cr_status st, const char 
 CR_INTERNAL const char *cr__form_check_leading(const cr_value *args, size_t nargs, const bool *var,
                                                size_t nvar);
 
+/* ---- Matrix helpers of the linear-algebra forms ---------------------------------------------
+ */
+
+/* C = alpha op(A) op(B) + beta C for dense row-major f64 matrices (A ar x ac, B br x bc as
+ * stored; ta, tb: transposed). */
+CR_INTERNAL void cr__form_mm(double alpha, const double *A, size_t ar, size_t ac, int ta,
+                             const double *B, size_t br, size_t bc, int tb, double beta, double *C);
+
+/* The rule's pullback with argument j's cotangent unprojected, for a form that needs it (a
+ * rule projects the cotangent of a structured matrix onto its structure): the recorded
+ * pullback for a dense argument j, else the rule's pullback at the call's arguments with
+ * argument j replaced by its logical dense matrix, as the rule reads it. */
+CR_INTERNAL cr_status cr__form_pullback_dense(const cr__form *F, size_t j, cr_pullback *pb);
+
+/* Element e of a tuple value (a float array of ndim dimensions), as a dense f64 array. */
+CR_INTERNAL cr_status cr__form_factor_of(const cr__form *F, const cr_value *y, size_t e,
+                                         size_t ndim, const cr_array **out);
+
+/* Element e (a matrix of shape r x c) of a tuple tangent, dense f64 (NULL when zero). */
+CR_INTERNAL cr_status cr__form_field_mat(const cr__form *F, cr_tangent t, size_t e, size_t r,
+                                         size_t c, const double **out);
+
+/* The cotangent of a dense square matrix of which a rule reads the upper triangle (n x n,
+ * row-major), in place: s_ij + s_ji above the diagonal, 0 below, as the rule folds its own. */
+CR_INTERNAL void cr__form_fold_upper(double *s, size_t n);
+
+/* X <- X T⁻ᵀ for X (r x n) and T (n x n, upper triangular, nonzero diagonal): the rows z of
+ * the result solve T z = x, back substitution from the last element. */
+CR_INTERNAL void cr__form_right_solve_upper_t(const double *T, size_t n, double *X, size_t r);
+
 /* ---- The forms of the families ---------------------------------------------------------------
  */
 
@@ -102,5 +132,12 @@ CR_INTERNAL extern const cr_rule_form cr__form_det, cr__form_logdet, cr__form_in
     cr__form_rdiv, cr__form_svdvals, cr__form_eigvals, cr__form_opnorm, cr__form_eigen,
     cr__form_expm, cr__form_svd, cr__form_eigen_general, cr__form_eigvals_general,
     cr__form_matfun_herm, cr__form_pinv, cr__form_qr;
+
+/* cholesky, cholesky_solve, cholesky_det, cholesky_logdet, lu, sylvester, lyap and the
+ * LAPACK-level potrf, potrs, getrf, getri, getrs, trtrs, trsyl (linalg_fact_forms.c). */
+CR_INTERNAL extern const cr_rule_form cr__form_cholesky, cr__form_cholesky_solve,
+    cr__form_cholesky_det, cr__form_cholesky_logdet, cr__form_lu, cr__form_sylvester, cr__form_lyap,
+    cr__form_potrf, cr__form_potrs, cr__form_getrf, cr__form_getri, cr__form_getrs, cr__form_trtrs,
+    cr__form_trsyl;
 
 #endif /* CR_FORMS_IMPL_H */

@@ -1910,22 +1910,23 @@ cr_status cr__linalg_register_fact(cr_registry *reg)
         cr_frule_fn frule;
         cr_rrule_fn rrule;
         const cr_rule_test *test;
-        const cr_rule_form *form; /* the second-order form (linalg_forms.c), or NULL */
+        const cr_rule_form *form; /* the second-order form (linalg_forms.c, linalg_fact_forms.c) */
     } k[] = {
-        {&lu_function, 1, lu_frule, lu_rrule, &k_t_lu, NULL},
+        {&lu_function, 1, lu_frule, lu_rrule, &k_t_lu, &cr__form_lu},
         {&qr_function, 1, qr_frule, qr_rrule, &k_t_qr, &cr__form_qr},
         {&eigen_general_function, 1, eigen_general_frule, eigen_general_rrule, &k_t_geig,
          &cr__form_eigen_general},
         {&eigvals_general_function, 1, eigvals_general_frule, eigvals_general_rrule, &k_t_geig,
          &cr__form_eigvals_general},
         {&cholesky_solve_function, 2, cholesky_solve_frule, cholesky_solve_rrule, &k_t_factor,
-         NULL},
-        {&cholesky_det_function, 1, cholesky_det_frule, cholesky_det_rrule, &k_t_factor, NULL},
+         &cr__form_cholesky_solve},
+        {&cholesky_det_function, 1, cholesky_det_frule, cholesky_det_rrule, &k_t_factor,
+         &cr__form_cholesky_det},
         {&cholesky_logdet_function, 1, cholesky_logdet_frule, cholesky_logdet_rrule, &k_t_factor,
-         NULL},
+         &cr__form_cholesky_logdet},
         {&pinv_function, 1, pinv_frule, pinv_rrule, &k_t_pinv, &cr__form_pinv},
-        {&sylvester_function, 3, sylvester_frule, sylvester_rrule, &k_t_sylv, NULL},
-        {&lyap_function, 2, lyap_frule, lyap_rrule, &k_t_sylv, NULL},
+        {&sylvester_function, 3, sylvester_frule, sylvester_rrule, &k_t_sylv, &cr__form_sylvester},
+        {&lyap_function, 2, lyap_frule, lyap_rrule, &k_t_sylv, &cr__form_lyap},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         cr_status st = cr__add_rule_so(reg, k[i].fn, a3, k[i].n, false, k[i].frule, k[i].rrule,

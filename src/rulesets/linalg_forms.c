@@ -20,15 +20,6 @@
 #include "forms_impl.h"
 #include "linalg_impl.h"
 
-/* C = alpha op(A) op(B) + beta C for dense row-major f64 matrices (A ar x ac, B br x bc as
- * stored; ta, tb: transposed). */
-static void mm(double alpha, const double *A, size_t ar, size_t ac, int ta, const double *B,
-               size_t br, size_t bc, int tb, double beta, double *C)
-{
-    cr__mat a = {A, ar, ac, ac, ta}, b = {B, br, bc, bc, tb};
-    cr__gemm(CR_DT_F64, &a, &b, alpha, beta, C, cr__mat_cols(&b));
-}
-
 /* One variable matrix argument first (det, logdet, logabsdet). */
 static const char *matrix_check(const cr_value *args, size_t nargs, const bool *var,
                                 uint32_t *linearity)
@@ -219,8 +210,8 @@ static cr_status inv_init(const cr_form_point *p, void **state)
     if (st != CR_OK)
         return st;
     size_t n = w->F.x->shape[0];
-    mm(1.0, yb, n, n, 0, y, n, n, 1, 0.0, w->P->data);
-    mm(1.0, y, n, n, 1, yb, n, n, 0, 0.0, w->Q->data);
+    cr__form_mm(1.0, yb, n, n, 0, y, n, n, 1, 0.0, w->P->data);
+    cr__form_mm(1.0, y, n, n, 1, yb, n, n, 0, 0.0, w->Q->data);
     return CR_OK;
 }
 
@@ -240,37 +231,13 @@ static cr_status inv_dir(const cr_form_point *p, void *state, const cr_tangent *
         return st;
     if ((st = cr__form_new_s(F, &Sa)) != CR_OK)
         return st;
-    mm(-1.0, yd, n, n, 1, w->P->data, n, n, 0, 0.0, Sa->data);
-    mm(-1.0, w->Q->data, n, n, 0, yd, n, n, 1, 1.0, Sa->data);
+    cr__form_mm(-1.0, yd, n, n, 1, w->P->data, n, n, 0, 0.0, Sa->data);
+    cr__form_mm(-1.0, w->Q->data, n, n, 0, yd, n, n, 1, 1.0, Sa->data);
     S[0] = cr_tangent_array(Sa);
     return CR_OK;
 }
 
 const cr_rule_form cr__form_inv = {inv_check, inv_init, inv_dir};
-
-/* The rule's pullback with argument j's cotangent unprojected, for a form that needs the
- * unprojected B̄ (solve's and rdiv's, at ȳ and at W): a rule projects the cotangent of a
- * structured matrix onto its structure. A dense argument j: the recorded pullback. A
- * structured one: the rule's pullback at the call's arguments with argument j replaced by its
- * logical dense matrix, as the rule reads it. */
-static cr_status pullback_dense(const cr__form *F, size_t j, cr_pullback *pb)
-{
-    const cr_form_point *p = F->p;
-    if (p->args[j].u.arr->structure == CR_MAT_DENSE) {
-        *pb = *p->pb;
-        return CR_OK;
-    }
-    cr_value vals[CR__FORM_MAX_ARGS], y;
-    const cr_array *D;
-    if (p->nargs > CR__FORM_MAX_ARGS)
-        return CR_EINVAL;
-    memcpy(vals, p->args, p->nargs * sizeof *vals);
-    cr_status st = cr__dense(F->arena, p->args[j].u.arr, CR_DT_F64, &D);
-    if (st != CR_OK)
-        return st;
-    vals[j] = cr_value_array((cr_array *)(uintptr_t)D); /* only read */
-    return cr_rrule(p->cfg, F->arena, p->f, vals, p->nargs, &y, pb);
-}
 
 /* solve's and rdiv's state: B's position, the pullback with B̄ unprojected, and B̄ = G. */
 typedef struct solve_state {
@@ -295,7 +262,7 @@ static cr_status solve_rdiv_init(const cr_form_point *p, void **state, size_t a)
     size_t jb = 1 - a;
     const cr_array *Bv = p->args[jb].u.arr, *Bb;
     cr_tangent dx[3];
-    if ((st = pullback_dense(&w->F, jb, &w->pb)) != CR_OK ||
+    if ((st = cr__form_pullback_dense(&w->F, jb, &w->pb)) != CR_OK ||
         (st = cr_pullback_call(p->arena, &w->pb, &p->ybar, dx, 3)) != CR_OK ||
         (st = cr__tan_array(p->arena, p->name, dx[jb + 1], Bv->ndim, Bv->shape, CR_DT_F64, &Bb)) !=
             CR_OK)
@@ -359,9 +326,9 @@ static cr_status solve_rdiv_dir(const cr_form_point *p, void *state, const cr_ta
         if ((st = cr__new(F->arena, CR_DT_F64, Bv->ndim, Bv->shape, false, &W)) != CR_OK)
             return st;
         if (rdiv)
-            mm(-1.0, w->bb, m, n, 0, xd, n, n, 1, 0.0, W->data); /* W = -B̄ Ȧᵀ */
+            cr__form_mm(-1.0, w->bb, m, n, 0, xd, n, n, 1, 0.0, W->data); /* W = -B̄ Ȧᵀ */
         else
-            mm(-1.0, xd, n, n, 1, w->bb, n, m, 0, 0.0, W->data); /* W = -Ȧᵀ B̄ */
+            cr__form_mm(-1.0, xd, n, n, 1, w->bb, n, m, 0, 0.0, W->data); /* W = -Ȧᵀ B̄ */
         cr_tangent wt = cr_tangent_array(W);
         if ((st = cr_pullback_call(F->arena, &w->pb, &wt, dw, 3)) != CR_OK ||
             (st = cr__form_like_x(F, dw[a + 1], &Sa)) != CR_OK)
@@ -371,9 +338,9 @@ static cr_status solve_rdiv_dir(const cr_form_point *p, void *state, const cr_ta
         S[jb] = dw[jb + 1];
     }
     if (yd != NULL && rdiv)
-        mm(-1.0, yd, m, n, 1, w->bb, m, n, 0, 1.0, SA->data); /* - Ẏᵀ B̄ */
+        cr__form_mm(-1.0, yd, m, n, 1, w->bb, m, n, 0, 1.0, SA->data); /* - Ẏᵀ B̄ */
     else if (yd != NULL)
-        mm(-1.0, w->bb, n, m, 0, yd, n, m, 1, 1.0, SA->data); /* - B̄ Ẏᵀ */
+        cr__form_mm(-1.0, w->bb, n, m, 0, yd, n, m, 1, 1.0, SA->data); /* - B̄ Ẏᵀ */
     S[a] = cr_tangent_array(SA);
     return CR_OK;
 }
@@ -383,29 +350,6 @@ const cr_rule_form cr__form_rdiv = {rdiv_check, rdiv_init, solve_rdiv_dir};
 
 /* ---- svdvals, opnorm(A, 2), eigvals -----------------------------------------------------------
  */
-
-/* Element e of a tuple value (a float array of ndim dimensions), as a dense f64 array. */
-static cr_status factor_of(const cr__form *F, const cr_value *y, size_t e, size_t ndim,
-                           const cr_array **out)
-{
-    cr_value v;
-    if (y->kind != CR_KIND_STRUCT ||
-        cr_type_field_value(y->u.obj.type, y->u.obj.ptr, e, &v) != CR_OK ||
-        v.kind != CR_KIND_ARRAY || v.u.arr == NULL || v.u.arr->ndim != ndim)
-        return CR_EINVAL;
-    return cr__dense(F->arena, v.u.arr, CR_DT_F64, out);
-}
-
-/* The cotangent of a dense square matrix of which a rule reads the upper triangle (n x n,
- * row-major): s_ij + s_ji above the diagonal, 0 below, as the rule folds its own. */
-static void fold_upper(double *s, size_t n)
-{
-    for (size_t a = 0; a < n; a++)
-        for (size_t b = a + 1; b < n; b++) {
-            s[a * n + b] += s[b * n + a];
-            s[b * n + a] = 0.0;
-        }
-}
 
 /* A spectral function's state: the factorization fact whose factors W, Z are elements wi and
  * zi of its tuple, the cotangent's coefficients c (nc of them), and whether to fold. */
@@ -450,8 +394,8 @@ static cr_status spectral_dir(const cr_form_point *p, void *state, const cr_tang
     if ((st = cr__form_frule_along(F, z->fact, xdot[0], &y, &dy)) != CR_OK)
         return st;
     const cr_array *W, *Z, *Wd = NULL, *Zd = NULL;
-    if ((st = factor_of(F, &y, z->wi, 2, &W)) != CR_OK ||
-        (st = factor_of(F, &y, z->zi, 2, &Z)) != CR_OK)
+    if ((st = cr__form_factor_of(F, &y, z->wi, 2, &W)) != CR_OK ||
+        (st = cr__form_factor_of(F, &y, z->zi, 2, &Z)) != CR_OK)
         return st;
     if (W->shape[0] != m || Z->shape[0] != n || W->shape[1] < nc || Z->shape[1] < nc)
         return CR_EINVAL;
@@ -481,7 +425,7 @@ static cr_status spectral_dir(const cr_form_point *p, void *state, const cr_tang
             sd[a * n + b] = acc;
         }
     if (z->fold)
-        fold_upper(sd, n);
+        cr__form_fold_upper(sd, n);
     S[0] = cr_tangent_array(Sa);
     return CR_OK;
 }
@@ -603,8 +547,8 @@ static cr_status eigen_init(const cr_form_point *p, void **state)
                             &lb)) != CR_OK ||
         (st = cr__tan_array(F->arena, F->who, cr_tangent_field(p->ybar, 1), 2, sh, CR_DT_F64,
                             &z->Vb)) != CR_OK ||
-        (st = factor_of(F, p->y, 0, 1, &L)) != CR_OK ||
-        (st = factor_of(F, p->y, 1, 2, &V)) != CR_OK)
+        (st = cr__form_factor_of(F, p->y, 0, 1, &L)) != CR_OK ||
+        (st = cr__form_factor_of(F, p->y, 1, 2, &V)) != CR_OK)
         return st;
     const cr_array *A = p->args[0].u.arr;
     z->fold = A->structure != CR_MAT_SYMMETRIC && A->structure != CR_MAT_HERMITIAN;
@@ -694,7 +638,7 @@ static cr_status eigen_dir(const cr_form_point *p, void *state, const cr_tangent
         for (size_t b = 0; b < n; b++)
             s[a * n + b] = 0.5 * (Sd[a * n + b] + Bd[a * n + b] + Sd[b * n + a] + Bd[b * n + a]);
     if (z->fold)
-        fold_upper(s, n);
+        cr__form_fold_upper(s, n);
     S[0] = cr_tangent_array(Sa);
     return CR_OK;
 }
@@ -856,9 +800,9 @@ static cr_status svd_init(const cr_form_point *p, void **state)
     size_t su[2] = {m, r}, sv[2] = {n, r};
     const cr_array *Ua, *sa, *Va;
     const double *Ub, *sb, *Vb;
-    if ((st = factor_of(F, p->y, 0, 2, &Ua)) != CR_OK ||
-        (st = factor_of(F, p->y, 1, 1, &sa)) != CR_OK ||
-        (st = factor_of(F, p->y, 2, 2, &Va)) != CR_OK ||
+    if ((st = cr__form_factor_of(F, p->y, 0, 2, &Ua)) != CR_OK ||
+        (st = cr__form_factor_of(F, p->y, 1, 1, &sa)) != CR_OK ||
+        (st = cr__form_factor_of(F, p->y, 2, 2, &Va)) != CR_OK ||
         (st = tuple_part(F, p->ybar, 0, 2, su, &Ub)) != CR_OK ||
         (st = tuple_part(F, p->ybar, 1, 1, &r, &sb)) != CR_OK ||
         (st = tuple_part(F, p->ybar, 2, 2, sv, &Vb)) != CR_OK)
@@ -884,8 +828,8 @@ static cr_status svd_init(const cr_form_point *p, void **state)
         for (size_t b = 0; b < r; b++)
             Fm[a * r + b] = a == b ? 0.0 : cr__inv_gap(s[b] * s[b], s[a] * s[a], smax * smax);
     }
-    mm(1.0, U, m, r, 1, Ub, m, r, 0, 0.0, Ju);
-    mm(1.0, V, n, r, 1, Vb, n, r, 0, 0.0, Jv);
+    cr__form_mm(1.0, U, m, r, 1, Ub, m, r, 0, 0.0, Ju);
+    cr__form_mm(1.0, V, n, r, 1, Vb, n, r, 0, 0.0, Jv);
     for (size_t a = 0; a < r; a++)
         for (size_t b = 0; b < r; b++) {
             size_t q = a * r + b;
@@ -893,16 +837,16 @@ static cr_status svd_init(const cr_form_point *p, void **state)
             Kv[q] = Jv[q] - Jv[b * r + a];
             C[q] = Fm[q] * Ku[q] * s[b] + s[a] * Fm[q] * Kv[q] + (a == b ? sb[a] : 0.0);
         }
-    mm(1.0, U, m, r, 0, C, r, r, 0, 0.0, P2); /* U C */
-    if (pu) {                                 /* Pu = Ū − U Ju; P2 += Pu Σ⁻¹ */
+    cr__form_mm(1.0, U, m, r, 0, C, r, r, 0, 0.0, P2); /* U C */
+    if (pu) {                                          /* Pu = Ū − U Ju; P2 += Pu Σ⁻¹ */
         memcpy(Pu, Ub, m * r * sizeof *Pu);
-        mm(-1.0, U, m, r, 0, Ju, r, r, 0, 1.0, Pu);
+        cr__form_mm(-1.0, U, m, r, 0, Ju, r, r, 0, 1.0, Pu);
         for (size_t e = 0; e < m * r; e++)
             P2[e] += Pu[e] * si[e % r];
     }
     if (pv) { /* Pv = V̄ − V Jv, PvS = Pv Σ⁻¹ */
         memcpy(Pv, Vb, n * r * sizeof *Pv);
-        mm(-1.0, V, n, r, 0, Jv, r, r, 0, 1.0, Pv);
+        cr__form_mm(-1.0, V, n, r, 0, Jv, r, r, 0, 1.0, Pv);
         for (size_t e = 0; e < n * r; e++)
             PvS[e] = Pv[e] * si[e % r];
     }
@@ -936,8 +880,8 @@ static cr_status svd_dir(const cr_form_point *p, void *state, const cr_tangent *
         return st;
     for (size_t a = 0; a < r; a++)
         sid[a] = -sd[a] * si[a] * si[a]; /* (Σ⁻¹)˙ */
-    mm(1.0, Ud, m, r, 1, Ub, m, r, 0, 0.0, Jud);
-    mm(1.0, Vd, n, r, 1, Vb, n, r, 0, 0.0, Jvd);
+    cr__form_mm(1.0, Ud, m, r, 1, Ub, m, r, 0, 0.0, Jud);
+    cr__form_mm(1.0, Vd, n, r, 1, Vb, n, r, 0, 0.0, Jvd);
     double *Cd = W; /* Ċ (r x r; W holds max(m, n) x r) */
     for (size_t a = 0; a < r; a++)
         for (size_t b = 0; b < r; b++) {
@@ -948,11 +892,11 @@ static cr_status svd_dir(const cr_form_point *p, void *state, const cr_tangent *
                     sd[a] * Fm[q] * Kv[q] + s[a] * (Fd * Kv[q] + Fm[q] * Kvd);
         }
     /* P1 = U̇ C + U Ċ + Ṗu Σ⁻¹ + Pu (Σ⁻¹)˙ */
-    mm(1.0, Ud, m, r, 0, C, r, r, 0, 0.0, P1);
-    mm(1.0, U, m, r, 0, Cd, r, r, 0, 1.0, P1);
+    cr__form_mm(1.0, Ud, m, r, 0, C, r, r, 0, 0.0, P1);
+    cr__form_mm(1.0, U, m, r, 0, Cd, r, r, 0, 1.0, P1);
     if (z->pu) {
-        mm(1.0, Ud, m, r, 0, Ju, r, r, 0, 0.0, W); /* W = U̇ Ju + U J̇u = −Ṗu */
-        mm(1.0, U, m, r, 0, Jud, r, r, 0, 1.0, W);
+        cr__form_mm(1.0, Ud, m, r, 0, Ju, r, r, 0, 0.0, W); /* W = U̇ Ju + U J̇u = −Ṗu */
+        cr__form_mm(1.0, U, m, r, 0, Jud, r, r, 0, 1.0, W);
         for (size_t e = 0; e < m * r; e++)
             P1[e] += -W[e] * si[e % r] + Pu[e] * sid[e % r];
     }
@@ -960,15 +904,15 @@ static cr_status svd_dir(const cr_form_point *p, void *state, const cr_tangent *
     if ((st = cr__form_new_s(F, &Sa)) != CR_OK)
         return st;
     double *sm = Sa->data;
-    mm(1.0, P1, m, r, 0, V, n, r, 1, 0.0, sm);  /* P1 Vᵀ */
-    mm(1.0, P2, m, r, 0, Vd, n, r, 1, 1.0, sm); /* (U C + Pu Σ⁻¹) V̇ᵀ */
+    cr__form_mm(1.0, P1, m, r, 0, V, n, r, 1, 0.0, sm);  /* P1 Vᵀ */
+    cr__form_mm(1.0, P2, m, r, 0, Vd, n, r, 1, 1.0, sm); /* (U C + Pu Σ⁻¹) V̇ᵀ */
     if (z->pv) {
-        mm(1.0, Vd, n, r, 0, Jv, r, r, 0, 0.0, W); /* W = V̇ Jv + V J̇v = −Ṗv */
-        mm(1.0, V, n, r, 0, Jvd, r, r, 0, 1.0, W);
+        cr__form_mm(1.0, Vd, n, r, 0, Jv, r, r, 0, 0.0, W); /* W = V̇ Jv + V J̇v = −Ṗv */
+        cr__form_mm(1.0, V, n, r, 0, Jvd, r, r, 0, 1.0, W);
         for (size_t e = 0; e < n * r; e++)
-            Rd[e] = -W[e] * si[e % r] + Pv[e] * sid[e % r]; /* Ṗv Σ⁻¹ + Pv (Σ⁻¹)˙ */
-        mm(1.0, Ud, m, r, 0, PvS, n, r, 1, 1.0, sm);        /* U̇ (Pv Σ⁻¹)ᵀ */
-        mm(1.0, U, m, r, 0, Rd, n, r, 1, 1.0, sm); /* U (Ṗv Σ⁻¹ + Pv (Σ⁻¹)˙)ᵀ */
+            Rd[e] = -W[e] * si[e % r] + Pv[e] * sid[e % r];   /* Ṗv Σ⁻¹ + Pv (Σ⁻¹)˙ */
+        cr__form_mm(1.0, Ud, m, r, 0, PvS, n, r, 1, 1.0, sm); /* U̇ (Pv Σ⁻¹)ᵀ */
+        cr__form_mm(1.0, U, m, r, 0, Rd, n, r, 1, 1.0, sm); /* U (Ṗv Σ⁻¹ + Pv (Σ⁻¹)˙)ᵀ */
     }
     S[0] = cr_tangent_array(Sa);
     return CR_OK;
@@ -1319,7 +1263,8 @@ static cr_status matfun_init(const cr_form_point *p, void **state)
     cr_tangent dy;
     const cr_array *L, *V;
     if ((st = cr__form_frule_along(F, &cr_fn_eigen, cr_tangent_zero(), &y, &dy)) != CR_OK ||
-        (st = factor_of(F, &y, 0, 1, &L)) != CR_OK || (st = factor_of(F, &y, 1, 2, &V)) != CR_OK)
+        (st = cr__form_factor_of(F, &y, 0, 1, &L)) != CR_OK ||
+        (st = cr__form_factor_of(F, &y, 1, 2, &V)) != CR_OK)
         return st;
     const cr_scalar_rule *row = cr_scalar_rule_of(p->args[0].u.func.fn);
     const double *lam = L->data, *v = V->data;
@@ -1384,7 +1329,7 @@ static cr_status matfun_dir(const cr_form_point *p, void *state, const cr_tangen
     mul_nn(n, v, false, St, false, T);
     mul_nn(n, T, false, v, true, Sa->data);
     if (w->fold)
-        fold_upper(Sa->data, n);
+        cr__form_fold_upper(Sa->data, n);
     S[1] = cr_tangent_array(Sa);
     return CR_OK;
 }
@@ -1454,20 +1399,20 @@ static cr_status pinv_init(const cr_form_point *p, void **state)
            *Ed = Qd + nn, *Yz = Ed + nn, *Sd = Yz + mn; /* Yz: a zero Ẏ */
     /* P = I - A Y, Q = I - Y A; W5 = Ȳ Yᵀ, W6 = Yᵀ Ȳ; W1 = Ȳᵀ (Y Yᵀ), W2 = Ȳᵀ Q,
      * W3 = (Yᵀ Y) Ȳᵀ, W4 = P Ȳᵀ */
-    mm(-1.0, A, m, n, 0, Y, n, m, 0, 0.0, P);
-    mm(-1.0, Y, n, m, 0, A, m, n, 0, 0.0, Q);
+    cr__form_mm(-1.0, A, m, n, 0, Y, n, m, 0, 0.0, P);
+    cr__form_mm(-1.0, Y, n, m, 0, A, m, n, 0, 0.0, Q);
     for (size_t a = 0; a < m; a++)
         P[a * m + a] += 1.0;
     for (size_t a = 0; a < n; a++)
         Q[a * n + a] += 1.0;
-    mm(1.0, Yb, n, m, 0, Y, n, m, 1, 0.0, W5);
-    mm(1.0, Y, n, m, 1, Yb, n, m, 0, 0.0, W6);
-    mm(1.0, Y, n, m, 0, Y, n, m, 1, 0.0, Ed); /* Y Yᵀ, for now */
-    mm(1.0, Yb, n, m, 1, Ed, n, n, 0, 0.0, W1);
-    mm(1.0, Yb, n, m, 1, Q, n, n, 0, 0.0, W2);
-    mm(1.0, Y, n, m, 1, Y, n, m, 0, 0.0, Fd); /* Yᵀ Y, for now */
-    mm(1.0, Fd, m, m, 0, Yb, n, m, 1, 0.0, W3);
-    mm(1.0, P, m, m, 0, Yb, n, m, 1, 0.0, W4);
+    cr__form_mm(1.0, Yb, n, m, 0, Y, n, m, 1, 0.0, W5);
+    cr__form_mm(1.0, Y, n, m, 1, Yb, n, m, 0, 0.0, W6);
+    cr__form_mm(1.0, Y, n, m, 0, Y, n, m, 1, 0.0, Ed); /* Y Yᵀ, for now */
+    cr__form_mm(1.0, Yb, n, m, 1, Ed, n, n, 0, 0.0, W1);
+    cr__form_mm(1.0, Yb, n, m, 1, Q, n, n, 0, 0.0, W2);
+    cr__form_mm(1.0, Y, n, m, 1, Y, n, m, 0, 0.0, Fd); /* Yᵀ Y, for now */
+    cr__form_mm(1.0, Fd, m, m, 0, Yb, n, m, 1, 0.0, W3);
+    cr__form_mm(1.0, P, m, m, 0, Yb, n, m, 1, 0.0, W4);
     *z = (pinv_state){z->F, m, n, Y, P, Q, W1, W2, W3, W4, W5, W6, Pd, Fd, Qd, Ed, Yz, Sd};
     return CR_OK;
 }
@@ -1489,21 +1434,21 @@ static cr_status pinv_dir(const cr_form_point *p, void *state, const cr_tangent 
     if (Yd == NULL)
         Yd = z->Yz;
     /* Ṗ, Q̇, Ė, Ḟ */
-    mm(-1.0, Ad, m, n, 0, Y, n, m, 0, 0.0, Pd);
-    mm(-1.0, A, m, n, 0, Yd, n, m, 0, 1.0, Pd);
-    mm(-1.0, Yd, n, m, 0, A, m, n, 0, 0.0, Qd);
-    mm(-1.0, Y, n, m, 0, Ad, m, n, 0, 1.0, Qd);
-    mm(1.0, Yd, n, m, 0, Y, n, m, 1, 0.0, Ed);
-    mm(1.0, Y, n, m, 0, Yd, n, m, 1, 1.0, Ed);
-    mm(1.0, Yd, n, m, 1, Y, n, m, 0, 0.0, Fd);
-    mm(1.0, Y, n, m, 1, Yd, n, m, 0, 1.0, Fd);
+    cr__form_mm(-1.0, Ad, m, n, 0, Y, n, m, 0, 0.0, Pd);
+    cr__form_mm(-1.0, A, m, n, 0, Yd, n, m, 0, 1.0, Pd);
+    cr__form_mm(-1.0, Yd, n, m, 0, A, m, n, 0, 0.0, Qd);
+    cr__form_mm(-1.0, Y, n, m, 0, Ad, m, n, 0, 1.0, Qd);
+    cr__form_mm(1.0, Yd, n, m, 0, Y, n, m, 1, 0.0, Ed);
+    cr__form_mm(1.0, Y, n, m, 0, Yd, n, m, 1, 1.0, Ed);
+    cr__form_mm(1.0, Yd, n, m, 1, Y, n, m, 0, 0.0, Fd);
+    cr__form_mm(1.0, Y, n, m, 1, Yd, n, m, 0, 1.0, Fd);
     /* the six terms of S */
-    mm(-1.0, Yd, n, m, 1, z->W5, n, n, 0, 0.0, Sd);
-    mm(-1.0, z->W6, m, m, 0, Yd, n, m, 1, 1.0, Sd);
-    mm(1.0, Pd, m, m, 0, z->W1, m, n, 0, 1.0, Sd);
-    mm(1.0, z->W4, m, n, 0, Ed, n, n, 0, 1.0, Sd);
-    mm(1.0, Fd, m, m, 0, z->W2, m, n, 0, 1.0, Sd);
-    mm(1.0, z->W3, m, n, 0, Qd, n, n, 0, 1.0, Sd);
+    cr__form_mm(-1.0, Yd, n, m, 1, z->W5, n, n, 0, 0.0, Sd);
+    cr__form_mm(-1.0, z->W6, m, m, 0, Yd, n, m, 1, 1.0, Sd);
+    cr__form_mm(1.0, Pd, m, m, 0, z->W1, m, n, 0, 1.0, Sd);
+    cr__form_mm(1.0, z->W4, m, n, 0, Ed, n, n, 0, 1.0, Sd);
+    cr__form_mm(1.0, Fd, m, m, 0, z->W2, m, n, 0, 1.0, Sd);
+    cr__form_mm(1.0, z->W3, m, n, 0, Qd, n, n, 0, 1.0, Sd);
     cr_array *Sa;
     if ((st = cr__form_new_s(F, &Sa)) != CR_OK)
         return st;
@@ -1516,32 +1461,6 @@ const cr_rule_form cr__form_pinv = {matrix_check, pinv_init, pinv_dir};
 
 /* ---- qr ---------------------------------------------------------------------------------------
  */
-
-/* X <- X T⁻ᵀ for X (r x n) and T (n x n, upper triangular, nonzero diagonal): the rows z of
- * the result solve T z = x, back substitution from the last element. */
-static void right_solve_upper_t(const double *T, size_t n, double *X, size_t r)
-{
-    for (size_t a = 0; a < r; a++) {
-        double *x = X + a * n;
-        for (size_t b = n; b-- > 0;) {
-            double v = x[b];
-            for (size_t j = b + 1; j < n; j++)
-                v -= x[j] * T[b * n + j];
-            x[b] = v / T[b * n + b];
-        }
-    }
-}
-
-/* Element e (a matrix of shape r x c) of a tuple tangent, dense f64 (NULL when zero). */
-static cr_status field_mat(const cr__form *F, cr_tangent t, size_t e, size_t r, size_t c,
-                           const double **out)
-{
-    size_t sh[2] = {r, c};
-    const cr_array *a;
-    cr_status st = cr__tan_array(F->arena, F->who, cr_tangent_field(t, e), 2, sh, CR_DT_F64, &a);
-    *out = st == CR_OK && a != NULL ? a->data : NULL;
-    return st;
-}
 
 /* copyltu(M) of a real n x n M in place: its lower triangle mirrored onto the upper one. */
 static void copyltu(double *M, size_t n)
@@ -1586,11 +1505,11 @@ static cr_status qr_init(const cr_form_point *p, void **state)
     const double *Qb, *Rb;
     cr_tangent dx[2];
     cr_pullback pb;
-    if ((st = factor_of(F, p->y, 0, 2, &Qa)) != CR_OK ||
-        (st = factor_of(F, p->y, 1, 2, &Ra)) != CR_OK ||
-        (st = field_mat(F, p->ybar, 0, m, n, &Qb)) != CR_OK ||
-        (st = field_mat(F, p->ybar, 1, n, n, &Rb)) != CR_OK ||
-        (st = pullback_dense(F, 0, &pb)) != CR_OK ||
+    if ((st = cr__form_factor_of(F, p->y, 0, 2, &Qa)) != CR_OK ||
+        (st = cr__form_factor_of(F, p->y, 1, 2, &Ra)) != CR_OK ||
+        (st = cr__form_field_mat(F, p->ybar, 0, m, n, &Qb)) != CR_OK ||
+        (st = cr__form_field_mat(F, p->ybar, 1, n, n, &Rb)) != CR_OK ||
+        (st = cr__form_pullback_dense(F, 0, &pb)) != CR_OK ||
         (st = cr_pullback_call(F->arena, &pb, &p->ybar, dx, 2)) != CR_OK ||
         (st = cr__form_like_x0(F, dx[1], &z->G)) != CR_OK)
         return st;
@@ -1601,9 +1520,9 @@ static cr_status qr_init(const cr_form_point *p, void **state)
     double *C = w, *Md = C + n * n, *W = Md + n * n;
     /* C = copyltu(M), M = R R̄ᵀ - Q̄ᵀ Q, once per record */
     if (Rb != NULL)
-        mm(1.0, R, n, n, 0, Rb, n, n, 1, 0.0, C);
+        cr__form_mm(1.0, R, n, n, 0, Rb, n, n, 1, 0.0, C);
     if (Qb != NULL)
-        mm(-1.0, Qb, m, n, 1, Q, m, n, 0, 1.0, C);
+        cr__form_mm(-1.0, Qb, m, n, 1, Q, m, n, 0, 1.0, C);
     copyltu(C, n);
     z->m = m;
     z->n = n;
@@ -1633,27 +1552,27 @@ static cr_status qr_dir(const cr_form_point *p, void *state, const cr_tangent *x
     if (st != CR_OK || xd == NULL)
         return st;
     if ((st = cr__form_frule_along(F, &cr_fn_qr, xdot[0], &y, &dy)) != CR_OK ||
-        (st = field_mat(F, dy, 0, m, n, &Qd)) != CR_OK ||
-        (st = field_mat(F, dy, 1, n, n, &Rd)) != CR_OK)
+        (st = cr__form_field_mat(F, dy, 0, m, n, &Qd)) != CR_OK ||
+        (st = cr__form_field_mat(F, dy, 1, n, n, &Rd)) != CR_OK)
         return st;
     /* Ṁ = Ṙ R̄ᵀ - Q̄ᵀ Q̇, then copyltu */
     memset(Md, 0, n * n * sizeof *Md);
     if (Rd != NULL && Rb != NULL)
-        mm(1.0, Rd, n, n, 0, Rb, n, n, 1, 0.0, Md);
+        cr__form_mm(1.0, Rd, n, n, 0, Rb, n, n, 1, 0.0, Md);
     if (Qd != NULL && Qb != NULL)
-        mm(-1.0, Qb, m, n, 1, Qd, m, n, 0, 1.0, Md);
+        cr__form_mm(-1.0, Qb, m, n, 1, Qd, m, n, 0, 1.0, Md);
     copyltu(Md, n);
     /* W = Q̇ C + Q Ṁ - G Ṙᵀ, then S = W R⁻ᵀ */
-    mm(1.0, Q, m, n, 0, Md, n, n, 0, 0.0, W);
+    cr__form_mm(1.0, Q, m, n, 0, Md, n, n, 0, 0.0, W);
     if (Qd != NULL)
-        mm(1.0, Qd, m, n, 0, z->C, n, n, 0, 1.0, W);
+        cr__form_mm(1.0, Qd, m, n, 0, z->C, n, n, 0, 1.0, W);
     if (Rd != NULL)
-        mm(-1.0, z->G, m, n, 0, Rd, n, n, 1, 1.0, W);
+        cr__form_mm(-1.0, z->G, m, n, 0, Rd, n, n, 1, 1.0, W);
     cr_array *Sa;
     if ((st = cr__form_new_s(F, &Sa)) != CR_OK)
         return st;
     memcpy(Sa->data, W, m * n * sizeof *W);
-    right_solve_upper_t(z->R, n, Sa->data, m);
+    cr__form_right_solve_upper_t(z->R, n, Sa->data, m);
     S[0] = cr_tangent_array(Sa);
     return CR_OK;
 }

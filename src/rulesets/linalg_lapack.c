@@ -2534,7 +2534,7 @@ cr_status cr__linalg_register_lapack(cr_registry *reg)
         {&logabsdet_function, 1, logabsdet_frule, logabsdet_rrule, &k_t_general, &cr__form_logdet},
         {&matinv_function, 1, matinv_frule, matinv_rrule, &k_t_general, &cr__form_inv},
         {&solve_function, 2, solve_frule, solve_rrule, &k_t_general, &cr__form_solve},
-        {&cholesky_function, 1, cholesky_frule, cholesky_rrule, &k_t_spd, NULL},
+        {&cholesky_function, 1, cholesky_frule, cholesky_rrule, &k_t_spd, &cr__form_cholesky},
         {&eigen_function, 1, eigen_frule, eigen_rrule, &k_t_realsym, &cr__form_eigen},
         {&eigvals_function, 1, eigvals_frule, eigvals_rrule, &k_t_herm, &cr__form_eigvals},
         {&svd_function, 1, svd_frule, svd_rrule, &k_t_rect, &cr__form_svd},

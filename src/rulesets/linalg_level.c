@@ -2168,17 +2168,19 @@ cr_status cr__linalg_register_level(cr_registry *reg)
         cr_frule_fn frule;
         cr_rrule_fn rrule;
         const cr_rule_test *test;
+        const cr_rule_form *form; /* the second-order form (linalg_fact_forms.c) */
     } k[] = {
-        {&getrf_function, s_getrf, 1, getrf_frule, getrf_rrule, &k_t_getrf},
-        {&getrs_function, s_getrs, 4, getrs_frule, getrs_rrule, &k_t_lu},
-        {&getri_function, s_getri, 2, getri_frule, getri_rrule, &k_t_lu},
-        {&potrf_function, s_potrf, 2, potrf_frule, potrf_rrule, &k_t_potrf},
-        {&potrs_function, s_potrs, 3, potrs_frule, potrs_rrule, &k_t_tri},
-        {&trtrs_function, s_trtrs, 5, trtrs_frule, trtrs_rrule, &k_t_tri},
-        {&trsyl_function, s_trsyl, 6, trsyl_frule, trsyl_rrule, &k_t_trsyl},
+        {&getrf_function, s_getrf, 1, getrf_frule, getrf_rrule, &k_t_getrf, &cr__form_getrf},
+        {&getrs_function, s_getrs, 4, getrs_frule, getrs_rrule, &k_t_lu, &cr__form_getrs},
+        {&getri_function, s_getri, 2, getri_frule, getri_rrule, &k_t_lu, &cr__form_getri},
+        {&potrf_function, s_potrf, 2, potrf_frule, potrf_rrule, &k_t_potrf, &cr__form_potrf},
+        {&potrs_function, s_potrs, 3, potrs_frule, potrs_rrule, &k_t_tri, &cr__form_potrs},
+        {&trtrs_function, s_trtrs, 5, trtrs_frule, trtrs_rrule, &k_t_tri, &cr__form_trtrs},
+        {&trsyl_function, s_trsyl, 6, trsyl_frule, trsyl_rrule, &k_t_trsyl, &cr__form_trsyl},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0] && st == CR_OK; i++)
-        st = cr__add_rule(reg, k[i].fn, k[i].sig, k[i].n, false, k[i].frule, k[i].rrule, k[i].test);
+        st = cr__add_rule_so(reg, k[i].fn, k[i].sig, k[i].n, false, k[i].frule, k[i].rrule,
+                             k[i].test, CR_NONLINEAR, k[i].form);
 #endif
     return st;
 }
