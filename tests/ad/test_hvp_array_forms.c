@@ -1,7 +1,7 @@
 /*
- * Second-order forms of the nonlinear array functions (src/ad/tape_array2_forms.c) on
- * second-order tapes: logsumexp, softmax, logsoftmax (with and without dims), prod (with
- * zeros), norm (p = 2, other p, Inf) and nrm2, det (also singular) and logdet, sum(f, A)
+ * Second-order forms of the nonlinear array functions (src/rulesets/array_reduce_forms.c,
+ * linalg_forms.c) on second-order tapes: logsumexp, softmax, logsoftmax (with and without dims),
+ * prod (with zeros), norm (p = 2, other p, Inf) and nrm2, det (also singular) and logdet, sum(f, A)
  * (with dims), map(f, A...). Each H v (cr_tape_ahvp) is checked against central differences,
  * along the direction, of the gradient the tape computes on a first-order tape, at several
  * directions, with each function composed with others so that its cotangent is not 1; full
@@ -420,16 +420,16 @@ static int run_forms_reductions(void)
 }
 
 /*
- * More second-order forms of nonlinear array functions (src/ad/tape_array2_forms.c) on
- * second-order tapes: var and std (with and without dims), cumprod (with zeros), maximum and
- * minimum (with dims; a tie), inv (matinv), solve (vector and matrix B, either argument a
- * constant), normalize (p = 2, 3, 1.5, Inf). Each H v (cr_tape_ahvp) is checked against
- * central differences, along the direction, of the gradient the tape computes on a
- * first-order tape, at several points and directions, with each function composed with
- * others so that its cotangent is not 1; full Hessians (cr_tape_hessian) of composites of
- * scalar inputs likewise. Also the refusals: structured matrices and a variable exponent
- * (CR_EUNIMPL when recording), zero spread for std and a zero element for normalize with
- * p < 2 (CR_EDOMAIN from the sweep), and the factorizations' tuple results (CR_EUNIMPL).
+ * More second-order forms of nonlinear array functions (src/rulesets/array_reduce_forms.c,
+ * linalg_forms.c) on second-order tapes: var and std (with and without dims), cumprod (with zeros),
+ * maximum and minimum (with dims; a tie), inv (matinv), solve (vector and matrix B, either argument
+ * a constant), normalize (p = 2, 3, 1.5, Inf). Each H v (cr_tape_ahvp) is checked against central
+ * differences, along the direction, of the gradient the tape computes on a first-order tape, at
+ * several points and directions, with each function composed with others so that its cotangent is
+ * not 1; full Hessians (cr_tape_hessian) of composites of scalar inputs likewise. Also the
+ * refusals: structured matrices and a variable exponent (CR_EUNIMPL when recording), zero spread
+ * for std and a zero element for normalize with p < 2 (CR_EDOMAIN from the sweep), and the
+ * factorizations' tuple results (CR_EUNIMPL).
  */
 
 static cr_var sum_mul(cr_tape *t, cr_avar a, cr_avar b)
@@ -805,8 +805,8 @@ static int run_forms_statistics(void)
 }
 
 /*
- * Paths of the second-order forms (src/ad/tape_array2_forms.c) that the other tests do not
- * reach:
+ * Paths of the second-order forms (src/rulesets/array_reduce_forms.c, linalg_forms.c) that the
+ * other tests do not reach:
  *   - a form's matrix argument without a tangent along the direction while the record's
  *     cotangent is not zero (the argument is s0 C, C a constant and the direction's s0
  *     component zero, so the forward sweep leaves its tangent zero): the single-argument

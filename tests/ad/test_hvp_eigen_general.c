@@ -1,6 +1,6 @@
 /*
- * The second-order forms of eigen_general and eigvals_general (src/ad/tape_array2_forms.c,
- * geig_form): the eigendecomposition of a real general matrix, complex eigenvalues and
+ * The second-order forms of eigen_general and eigvals_general (src/rulesets/linalg_forms.c,
+ * geig_init, geig_dir): the eigendecomposition of a real general matrix, complex eigenvalues and
  * eigenvectors, on second-order tapes. The programs take the complex results to real arrays
  * with broadcasts of creal, cimag and conj (linear: S = 0, accepted on second-order tapes for
  * complex arrays) and feed them to nonlinear real functions, so that the cotangents of λ and

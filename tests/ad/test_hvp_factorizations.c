@@ -1,13 +1,13 @@
 /*
- * The second-order forms of qr, lu and pinv (src/ad/tape_array2_forms.c: form_qr, form_lu,
- * form_pinv) on second-order tapes. Each H v (cr_tape_ahvp) is checked against central
- * differences, along the direction, of the gradient a first-order tape computes, at several
- * points and directions: qr of square and tall matrices with both Q and R feeding the loss,
- * lu of 3 x 3 and 4 x 4 matrices (pivoting that permutes rows) with L and U feeding it, pinv
- * of square, tall and wide matrices, each composed with other functions so that the
- * cotangents vary from element to element; a full Hessian (cr_tape_hessian) of three scalars
- * through all three; and the refusals: pinv at a rank-deficient matrix and qr at a
- * rank-deficient matrix in the sweep (structured matrices: test_hvp_structured.c).
+ * The second-order forms of qr, lu and pinv (src/rulesets/linalg_forms.c, linalg_fact_forms.c: qr,
+ * lu, pinv) on second-order tapes. Each H v (cr_tape_ahvp) is checked against central differences,
+ * along the direction, of the gradient a first-order tape computes, at several points and
+ * directions: qr of square and tall matrices with both Q and R feeding the loss, lu of 3 x 3 and 4
+ * x 4 matrices (pivoting that permutes rows) with L and U feeding it, pinv of square, tall and wide
+ * matrices, each composed with other functions so that the cotangents vary from element to element;
+ * a full Hessian (cr_tape_hessian) of three scalars through all three; and the refusals: pinv at a
+ * rank-deficient matrix and qr at a rank-deficient matrix in the sweep (structured matrices:
+ * test_hvp_structured.c).
  */
 #include <math.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * The second-order forms of the LAPACK-level functions (src/ad/tape_array2_forms.c): potrf,
+ * The second-order forms of the LAPACK-level functions (src/rulesets/linalg_fact_forms.c): potrf,
  * potrs, getrf, getri, getrs, trtrs and trsyl on second-order tapes. Each H v (cr_tape_ahvp)
  * is checked against central differences, along the direction, of the gradient a first-order
  * tape computes, at several points and directions, each function composed with others so

@@ -1,5 +1,5 @@
 /*
- * The spectral second-order forms (src/ad/tape_array2_forms.c, form_spectral): svdvals,
+ * The spectral second-order forms (src/rulesets/linalg_forms.c): svdvals,
  * opnorm (p = 2 through the SVD; p = 1 and Inf piecewise linear) and eigvals of a
  * symmetric matrix, on second-order tapes. Each H v (cr_tape_ahvp) is checked against
  * central differences, along the direction, of the gradient a first-order tape computes, at
@@ -236,8 +236,8 @@ static int run_spectral(void)
 }
 
 /*
- * The second-order forms of expm and svd (src/ad/tape_array2_forms.c, form_expm and
- * form_svd) on second-order tapes. Each H v (cr_tape_ahvp) is checked against central
+ * The second-order forms of expm and svd (src/rulesets/linalg_forms.c: expm and
+ * svd) on second-order tapes. Each H v (cr_tape_ahvp) is checked against central
  * differences, along the direction, of the gradient a first-order tape computes, at several
  * points and directions: expm of matrices of small and large norm (every branch of its
  * scaling and squaring), composed so that its cotangent is not constant; svd of tall, wide

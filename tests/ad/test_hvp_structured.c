@@ -3,8 +3,8 @@
  * with a structured A (Diagonal, Upper, Lower, Symmetric, Hermitian, and dense), of the other
  * forms of a matrix argument (logsumexp, prod, norm, var, std, softmax, logsoftmax, cumprod,
  * normalize, sum(f, A), cholesky_logdet, cholesky_det) with one, and of solve(A, B) and
- * rdiv(B, A) with a structured B, on second-order tapes (src/ad/tape_array2_forms.c: put,
- * put_arg, pullback_dense). The rules read a
+ * rdiv(B, A) with a structured B, on second-order tapes (src/ad/tape_array2.c: the projection of S;
+ * cr__form_pullback_dense). The rules read a
  * structured matrix as its logical dense matrix and project its cotangent onto its
  * structure; so must each S be. Each H v (cr_tape_ahvp) is checked against central
  * differences, along the direction, of the gradient a first-order tape computes, at several
@@ -534,7 +534,7 @@ static int run_structured_forms(void)
 /*
  * Second-order forms of solve(A, B), inv(A) (matinv) and rdiv(B, A) = B / A with a
  * structured A (Diagonal, Upper, Lower, Symmetric, Hermitian, and dense), on second-order
- * tapes (src/ad/tape_array2_forms.c, put_projected and form_rdiv). The rules project A's
+ * tapes (src/ad/tape_array2.c and rdiv's form). The rules project A's
  * cotangent onto A's structure; so must each S be. Each H v (cr_tape_ahvp) is checked
  * against central differences, along the direction, of the gradient a first-order tape
  * computes, at several points and directions:
@@ -826,10 +826,10 @@ static int run_structured_solve(void)
 /*
  * Second-order forms of eigvals, eigen, cholesky and matfun_herm of a Diagonal, Upper or Lower
  * matrix, and of eigen_general and eigvals_general of a structured real matrix, on
- * second-order tapes (src/ad/tape_array2_forms.c). The rules read a structured matrix as its
- * logical dense matrix: eigvals, eigen, cholesky and matfun_herm then take the symmetric
- * matrix of its upper triangle (a Lower matrix's is its diagonal), and fold the cotangent onto
- * that triangle as for a dense matrix before projecting it onto the structure;
+ * second-order tapes (src/rulesets/linalg_forms.c, linalg_fact_forms.c). The rules read a
+ * structured matrix as its logical dense matrix: eigvals, eigen, cholesky and matfun_herm then take
+ * the symmetric matrix of its upper triangle (a Lower matrix's is its diagonal), and fold the
+ * cotangent onto that triangle as for a dense matrix before projecting it onto the structure;
  * eigen_general and eigvals_general take the logical matrix itself. Each H v (cr_tape_ahvp)
  * is checked against central differences, along the direction, of the gradient a first-order
  * tape computes (the gradient of a structured input is the projected cotangent, so an S left
