@@ -1278,51 +1278,6 @@ static cr_status getrs_init(const cr_form_point *p, void **state)
     return CR_OK;
 }
 
-static cr_status getrs_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
-                           cr_tangent ydot, cr_tangent *S)
-{
-    (void)p;
-    lapack_state *w = state;
-    cr__form *F = &w->F;
-    size_t n = w->n, m = w->m, nn = n * n;
-    cr_tangent SB = cr_tangent_zero(), dw[CR__FORM_MAX_ARGS + 1];
-    const double *xd, *yd, *Sw, *G = w->G;
-    double *Ld, *Ud, *T = w->T, *E = w->E;
-    cr_array *Sa, *W;
-    cr_status st;
-    if ((st = cr__form_like_x(F, xdot[0], &xd)) != CR_OK ||
-        (st = cr__form_y_dot_arr(F, ydot, &yd)) != CR_OK)
-        return st;
-    if (xd == NULL && yd == NULL)
-        return CR_OK;
-    if ((st = cr__form_new_s(F, &Sa)) != CR_OK)
-        return st;
-    double *s = Sa->data;
-    if (xd != NULL) {
-        if ((st = lu_unpack(F, xd, n, false, &Ld, &Ud)) != CR_OK ||
-            (st = cr__new(F->arena, CR_DT_F64, w->Bv->ndim, w->Bv->shape, false, &W)) != CR_OK)
-            return st;
-        lu_tan(n, w->p, w->L, w->U, Ld, Ud, w->ws, w->Ad);
-        cr__form_mm(-1.0, w->Ad, n, n, w->op == 'N', G, n, m, 0, 0.0, W->data); /* W = −Ṁᵀ G */
-        if ((st = pull_at(F, &w->pb, cr_tangent_array(W), dw, 0, n, n, &Sw)) != CR_OK)
-            return st;
-        if (Sw != NULL)
-            memcpy(s, Sw, nn * sizeof *s);
-        SB = dw[3];
-        lu_adj_add(n, w->p, Ld, Ud, w->Ab, w->ws, s); /* + T_Ḟ(Ā) */
-    }
-    if (yd != NULL) {
-        cr__form_mm(-1.0, G, n, m, 0, yd, n, m, 1, 0.0, T); /* op⁻¹(−G Ẋᵀ) */
-        for (size_t a = 0; a < n; a++)
-            for (size_t b = 0; b < n; b++)
-                E[a * n + b] = w->op == 'N' ? T[a * n + b] : T[b * n + a];
-        lu_adj_add(n, w->p, w->L, w->U, E, w->ws, s); /* + T_F(op⁻¹(−G Ẋᵀ)) */
-    }
-    S[0] = cr_tangent_array(Sa);
-    S[2] = SB;
-    return CR_OK;
-}
-
 /* The triangle uplo of a (n x n) in place, strict (the diagonal zeroed) when strict. */
 static void tri_keep(double *a, size_t n, char uplo, bool strict)
 {
@@ -1354,21 +1309,30 @@ static cr_status trtrs_init(const cr_form_point *p, void **state)
     w->uplo = flag_of(F, &p->args[1]);
     w->op = flag_of(F, &p->args[2]);
     w->unit = flag_of(F, &p->args[3]) == 'U';
-    if ((st = new_mat(F, w->n, w->n, &w->Ad)) != CR_OK)
+    double *ws;
+    if ((st = new_mat(F, 3, w->n * w->n, &ws)) != CR_OK)
         return st;
-    return new_mat(F, w->n, w->n, &w->T);
+    w->Ad = ws;
+    w->T = ws + w->n * w->n;
+    w->E = ws + 2 * w->n * w->n;
+    return CR_OK;
 }
 
-static cr_status trtrs_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
-                           cr_tangent ydot, cr_tangent *S)
+/* getrs and trtrs along one direction (their derivations above): Ṁ from Ḟ (getrs: op(P (L̇ U +
+ * L U̇))) or from Ȧ (trtrs: op(tri(Ȧ))), W = −Ṁᵀ G and the pullback at W; the term of Ẋ,
+ * op⁻¹(−G Ẋᵀ), through the packing's adjoint T_F (getrs) or onto the triangle (trtrs); getrs's
+ * curvature T_Ḟ(Ā). */
+static cr_status solve_like_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
+                                cr_tangent ydot, cr_tangent *S)
 {
     (void)p;
     lapack_state *w = state;
     cr__form *F = &w->F;
     size_t n = w->n, m = w->m, nn = n * n;
+    bool lu = w->jb == 2; /* getrs(F, ipiv, B, trans); else trtrs(A, uplo, trans, diag, B) */
     cr_tangent SB = cr_tangent_zero(), dw[CR__FORM_MAX_ARGS + 1];
     const double *xd, *yd, *Sw, *G = w->G;
-    double *Td = w->Ad, *T = w->T;
+    double *Ld = NULL, *Ud = NULL, *T = w->T, *E = w->E;
     cr_array *Sa, *W;
     cr_status st;
     if ((st = cr__form_like_x(F, xdot[0], &xd)) != CR_OK ||
@@ -1380,32 +1344,39 @@ static cr_status trtrs_dir(const cr_form_point *p, void *state, const cr_tangent
         return st;
     double *s = Sa->data;
     if (xd != NULL) {
-        if ((st = cr__new(F->arena, CR_DT_F64, w->Bv->ndim, w->Bv->shape, false, &W)) != CR_OK)
+        if ((lu && (st = lu_unpack(F, xd, n, false, &Ld, &Ud)) != CR_OK) ||
+            (st = cr__new(F->arena, CR_DT_F64, w->Bv->ndim, w->Bv->shape, false, &W)) != CR_OK)
             return st;
-        memcpy(Td, xd, nn * sizeof *Td);
-        tri_keep(Td, n, w->uplo, w->unit);                                   /* Ṫ */
-        cr__form_mm(-1.0, Td, n, n, w->op == 'N', G, n, m, 0, 0.0, W->data); /* W = −Ṁᵀ G */
+        if (lu) {
+            lu_tan(n, w->p, w->L, w->U, Ld, Ud, w->ws, w->Ad); /* Ȧ */
+        } else {
+            memcpy(w->Ad, xd, nn * sizeof *w->Ad);
+            tri_keep(w->Ad, n, w->uplo, w->unit); /* Ṫ */
+        }
+        cr__form_mm(-1.0, w->Ad, n, n, w->op == 'N', G, n, m, 0, 0.0, W->data); /* W = −Ṁᵀ G */
         if ((st = pull_at(F, &w->pb, cr_tangent_array(W), dw, 0, n, n, &Sw)) != CR_OK)
             return st;
         if (Sw != NULL)
             memcpy(s, Sw, nn * sizeof *s);
-        SB = dw[5];
+        SB = dw[w->jb + 1];
+        if (lu)
+            lu_adj_add(n, w->p, Ld, Ud, w->Ab, w->ws, s); /* + T_Ḟ(Ā) */
     }
     if (yd != NULL) {
-        cr__form_mm(-1.0, G, n, m, 0, yd, n, m, 1, 0.0, T); /* −G Ẋᵀ */
-        if (w->op != 'N')
-            for (size_t a = 0; a < n; a++) /* op⁻¹: transposed */
-                for (size_t b = a + 1; b < n; b++) {
-                    double v = T[a * n + b];
-                    T[a * n + b] = T[b * n + a];
-                    T[b * n + a] = v;
-                }
-        tri_keep(T, n, w->uplo, w->unit);
-        for (size_t q = 0; q < nn; q++)
-            s[q] += T[q];
+        cr__form_mm(-1.0, G, n, m, 0, yd, n, m, 1, 0.0, T); /* op⁻¹(−G Ẋᵀ) */
+        for (size_t a = 0; a < n; a++)
+            for (size_t b = 0; b < n; b++)
+                E[a * n + b] = w->op == 'N' ? T[a * n + b] : T[b * n + a];
+        if (lu) {
+            lu_adj_add(n, w->p, w->L, w->U, E, w->ws, s); /* + T_F(op⁻¹(−G Ẋᵀ)) */
+        } else {
+            tri_keep(E, n, w->uplo, w->unit);
+            for (size_t q = 0; q < nn; q++)
+                s[q] += E[q];
+        }
     }
     S[0] = cr_tangent_array(Sa);
-    S[4] = SB;
+    S[w->jb] = SB;
     return CR_OK;
 }
 
@@ -1472,6 +1443,6 @@ const cr_rule_form cr__form_potrf = {lapack1_check, potrf_init, chol_dir};
 const cr_rule_form cr__form_potrs = {lapack3_check, potrs_init, chol_solve_dir};
 const cr_rule_form cr__form_getrf = {lapack1_check, getrf_init, lu_dir};
 const cr_rule_form cr__form_getri = {lapack1_check, getri_init, getri_dir};
-const cr_rule_form cr__form_getrs = {lapack3_check, getrs_init, getrs_dir};
-const cr_rule_form cr__form_trtrs = {trtrs_check, trtrs_init, trtrs_dir};
+const cr_rule_form cr__form_getrs = {lapack3_check, getrs_init, solve_like_dir};
+const cr_rule_form cr__form_trtrs = {trtrs_check, trtrs_init, solve_like_dir};
 const cr_rule_form cr__form_trsyl = {trsyl_check, trsyl_init, sylv_dir};
