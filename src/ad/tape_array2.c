@@ -62,21 +62,24 @@ static bool other_form_refuses(const cr_tape *t, const cr_value *f, const cr_val
 
 /*
  * The class the rule that f(vals...) dispatches to declares: its linearity, refined by its
- * form's check at these arguments, or its form (*rform). -1 when the rule declares neither
- * (the tables below decide); SO_NONE with *why when the form's check refuses the call.
+ * form's check at these arguments, or its form (*rform). SO_NONE when the rule declares
+ * neither, or with *why (else NULL) when the form's check refuses the call.
  */
-static int rule_class(const cr_tape *t, const cr_value *f, const cr_value *vals,
-                      const uint32_t *codes, size_t nargs, const cr_rule_form **rform,
-                      const char **why)
+static int so_class(const cr_tape *t, const cr_value *f, const cr_value *vals,
+                    const uint32_t *codes, size_t nargs, const cr_rule_form **rform,
+                    const char **why)
 {
     cr_rule_match m;
     bool var[MAX_ARGS];
     for (size_t j = 0; j < nargs; j++)
         var[j] = codes[j] != CR_VAR_CONST;
     *rform = NULL;
+    *why = NULL;
     if (cr_registry_lookup(NULL, t->config, CR_MODE_RRULE, f, vals, nargs, &m) != CR_OK ||
-        m.def == NULL)
-        return other_form_refuses(t, f, vals, nargs, var, why) ? SO_NONE : -1;
+        m.def == NULL) {
+        (void)other_form_refuses(t, f, vals, nargs, var, why);
+        return SO_NONE;
+    }
     const cr_rule_def *def = m.def;
     cr_rule_match b;
     /* A user's rule that overrides a built-in one and declares nothing of its own keeps the
@@ -99,18 +102,7 @@ static int rule_class(const cr_tape *t, const cr_value *f, const cr_value *vals,
         *rform = def->form;
         return SO_RFORM;
     }
-    return -1;
-}
-
-/* The class of f(vals...) from its rule (rule_class): SO_NONE when the rule declares neither
- * a class nor a form; *why a reason for SO_NONE (or NULL). */
-static int so_class(const cr_tape *t, const cr_value *f, const cr_value *vals,
-                    const uint32_t *codes, size_t nargs, const cr_rule_form **rform,
-                    const char **why)
-{
-    *why = NULL;
-    int rc = rule_class(t, f, vals, codes, nargs, rform, why);
-    return rc >= 0 ? rc : SO_NONE;
+    return SO_NONE;
 }
 
 struct cr__aext {
