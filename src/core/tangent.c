@@ -272,9 +272,11 @@ static bool storage_is_disjoint(const cr_array *a)
         }
     size_t span = 0; /* largest offset the smaller dimensions reach */
     for (size_t i = 0; i < nd; i++) {
-        if (str[i] <= span)
+        size_t reach;
+        /* A caller's descriptor may claim extents and strides whose span wraps: uncertain. */
+        if (str[i] <= span || !cr__mul_size(str[i], ext[i] - 1, &reach) ||
+            !cr__add_size(span, reach, &span))
             return false;
-        span += str[i] * (ext[i] - 1);
     }
     return true;
 }
