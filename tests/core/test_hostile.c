@@ -198,6 +198,12 @@ static void test_overflowing_shapes(void **state)
     overlap.strides[2] = 4; /* disjoint: 1, 2 and 4 elements */
     assert_true(cr_tangent_is_inplaceable_destination(cr_tangent_array(&overlap)));
     g_cases += 3;
+    /* A struct type claiming 2^62 fields: its tangent's field array would wrap size_t. */
+    static const cr_field one_field[1] = {{"x", 0, CR_KIND_F64, NULL}};
+    const cr_type huge_type = {"Huge", sizeof(double), (size_t)1 << 62, one_field};
+    cr_tangent tan;
+    expect(f, cr_tangent_struct(f->arena, &huge_type, NULL, NULL, 0, &tan), CR_EOVERFLOW,
+           "cr_tangent_struct", "4611686018427387904");
 }
 
 /* ---- INT64 extremes (issue: circshift, diag, diagm, slices) ------------------------------- */
