@@ -287,8 +287,8 @@ static cr_status struct_binary(cr_arena *arena, binop op, cr_tangent x, cr_tange
         *out = x;
         return CR_OK;
     }
-    cr_tangent *f = cr_arena_alloc(arena, (type->nfields ? type->nfields : 1) * sizeof *f,
-                                   _Alignof(cr_tangent));
+    cr_tangent *f = cr__arena_array(arena, op == OP_ADD ? "+" : "-", type->nfields, sizeof *f,
+                                    _Alignof(cr_tangent));
     if (f == NULL)
         return CR__ALLOC_STATUS(arena);
     for (size_t i = 0; i < type->nfields; i++) {
@@ -365,8 +365,8 @@ static cr_status struct_map_scale(cr_arena *arena, unop op, cr_complex s, cr_tan
         *out = x;
         return CR_OK;
     }
-    cr_tangent *f = cr_arena_alloc(arena, (type->nfields ? type->nfields : 1) * sizeof *f,
-                                   _Alignof(cr_tangent));
+    cr_tangent *f = cr__arena_array(arena, op == UN_SCALE ? "*" : "conj", type->nfields, sizeof *f,
+                                    _Alignof(cr_tangent));
     if (f == NULL)
         return CR__ALLOC_STATUS(arena);
     for (size_t i = 0; i < type->nfields; i++) {
@@ -605,8 +605,8 @@ cr_status cr_tangent_accum(cr_arena *arena, cr_tangent x, cr_tangent y, cr_tange
         if (st != CR_OK)
             return st;
         const cr_type *type = x.u.s.type;
-        cr_tangent *f = cr_arena_alloc(arena, (type->nfields ? type->nfields : 1) * sizeof *f,
-                                       _Alignof(cr_tangent));
+        cr_tangent *f =
+            cr__arena_array(arena, "add!!", type->nfields, sizeof *f, _Alignof(cr_tangent));
         if (f == NULL)
             return CR__ALLOC_STATUS(arena);
         for (size_t i = 0; i < type->nfields; i++) {
@@ -742,7 +742,8 @@ cr_status cr_tangent_copy(cr_arena *arena, cr_tangent t, cr_tangent *out)
     }
     if (t.tag == CR_TAN_STRUCT && t.u.s.fields != NULL) {
         size_t n = t.u.s.type->nfields;
-        cr_tangent *f = cr_arena_alloc(arena, (n ? n : 1) * sizeof *f, _Alignof(cr_tangent));
+        cr_tangent *f =
+            cr__arena_array(arena, "cr_tangent_copy", n, sizeof *f, _Alignof(cr_tangent));
         if (f == NULL)
             return CR__ALLOC_STATUS(arena);
         for (size_t i = 0; i < n; i++) {

@@ -162,8 +162,9 @@ void *cr_arena_alloc(cr_arena *arena, size_t size, size_t align)
         arena->first = b;
     }
     set_cur(arena, b);
-    if (arena->next_size <= SIZE_MAX / 4)
-        arena->next_size = bsize * 2;
+    size_t grown; /* bsize may be the request itself, up to SIZE_MAX - HEADER_SIZE */
+    if (arena->next_size <= SIZE_MAX / 4 && cr__mul_size(bsize, 2, &grown))
+        arena->next_size = grown;
     arena->used = size;
     return block_data(arena, b);
 }

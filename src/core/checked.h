@@ -12,7 +12,9 @@
  * The library keeps one invariant on top of these: an array's element count, and its byte
  * count, fit in ptrdiff_t (CR__MAX_BYTES), so that a product of the extents of an array that
  * exists, a linear index into it or an offset in bytes never overflows a size_t, int64_t or
- * ptrdiff_t. cr__shape_numel checks it.
+ * ptrdiff_t. cr__shape_numel checks it. tools/check_products.py fails on any raw product of
+ * integer operands that tools/check_products.allow does not list with the reason it cannot
+ * overflow (docs/reliability.md, "Raw products").
  */
 #ifndef CR_CHECKED_H
 #define CR_CHECKED_H

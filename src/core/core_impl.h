@@ -324,4 +324,16 @@ CR_INTERNAL cr_status cr__densify(cr_arena *arena, const cr_array *a, cr_dtype d
 /* Status of a failed arena allocation. */
 #define CR__ALLOC_STATUS(arena) cr_ctx_errcode(cr_arena_ctx(arena))
 
+/* n elements of size bytes (at least one element, so that n == 0 gives a valid pointer),
+ * for a count that comes from a caller: NULL with CR_EOVERFLOW naming who when n * size
+ * exceeds CR__MAX_BYTES, NULL with the arena's status when the allocation fails. */
+static inline void *cr__arena_array(cr_arena *arena, const char *who, size_t n, size_t size,
+                                    size_t align)
+{
+    size_t bytes;
+    if (cr__ck_mul(cr_arena_ctx(arena), who, n ? n : 1, size, &bytes) != CR_OK)
+        return NULL;
+    return cr_arena_alloc(arena, bytes, align);
+}
+
 #endif /* CR_CORE_IMPL_H */

@@ -375,7 +375,8 @@ cr_status cr_project_apply(cr_arena *arena, const cr_project *p, cr_tangent dx, 
         }
         size_t n = p->type->nfields;
         cr_arena_mark m = cr_arena_get_mark(arena);
-        cr_tangent *f = cr_arena_alloc(arena, (n ? n : 1) * sizeof *f, _Alignof(cr_tangent));
+        cr_tangent *f =
+            cr__arena_array(arena, "cr_project_apply", n, sizeof *f, _Alignof(cr_tangent));
         if (f == NULL)
             return CR__ALLOC_STATUS(arena);
         bool changed = false;

@@ -74,9 +74,9 @@ cr_tangent cr_tangent_struct_empty(const cr_type *type)
     return t;
 }
 
-static cr_tangent *alloc_fields(cr_arena *arena, size_t n, uint8_t fill)
+static cr_tangent *alloc_fields(cr_arena *arena, const char *who, size_t n, uint8_t fill)
 {
-    cr_tangent *f = cr_arena_alloc(arena, (n == 0 ? 1 : n) * sizeof *f, _Alignof(cr_tangent));
+    cr_tangent *f = cr__arena_array(arena, who, n, sizeof *f, _Alignof(cr_tangent));
     if (f == NULL)
         return NULL;
     for (size_t i = 0; i < n; i++) {
@@ -95,7 +95,7 @@ cr_status cr_tangent_struct(cr_arena *arena, const cr_type *type, const char *co
     if (n > type->nfields)
         return CR__FAIL(arena, CR_EINVAL, "Tangent{%s}: %zu field%s given, type has %zu",
                         type->name, n, CR__S(n), type->nfields);
-    cr_tangent *f = alloc_fields(arena, type->nfields, CR_TAN_ABSENT);
+    cr_tangent *f = alloc_fields(arena, "cr_tangent_struct", type->nfields, CR_TAN_ABSENT);
     if (f == NULL)
         return CR__ALLOC_STATUS(arena);
     for (size_t k = 0; k < n; k++) {
@@ -156,7 +156,7 @@ cr_status cr_tangent_canonicalize(cr_arena *arena, cr_tangent t, cr_tangent *out
     if (t.tag != CR_TAN_STRUCT)
         return CR_OK;
     size_t n = t.u.s.type->nfields;
-    cr_tangent *f = alloc_fields(arena, n, CR_TAN_ZERO);
+    cr_tangent *f = alloc_fields(arena, "cr_tangent_canonicalize", n, CR_TAN_ZERO);
     if (f == NULL)
         return CR__ALLOC_STATUS(arena);
     for (size_t i = 0; i < n; i++)
@@ -272,9 +272,11 @@ static bool storage_is_disjoint(const cr_array *a)
         }
     size_t span = 0; /* largest offset the smaller dimensions reach */
     for (size_t i = 0; i < nd; i++) {
-        if (str[i] <= span)
+        size_t reach;
+        /* A caller's descriptor may claim extents and strides whose span wraps: uncertain. */
+        if (str[i] <= span || !cr__mul_size(str[i], ext[i] - 1, &reach) ||
+            !cr__add_size(span, reach, &span))
             return false;
-        span += str[i] * (ext[i] - 1);
     }
     return true;
 }

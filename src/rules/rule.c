@@ -171,7 +171,7 @@ static cr_status wrap_checked(cr_arena *arena, const cr_value *f, const cr_value
     e->inner = *pb;
     e->fn = f->u.func.fn;
     e->nargs = nargs;
-    e->proj = cr_arena_alloc(arena, (nargs ? nargs : 1) * sizeof *e->proj, _Alignof(cr_project *));
+    e->proj = cr__arena_array(arena, e->fn->name, nargs, sizeof *e->proj, _Alignof(cr_project *));
     if (e->proj == NULL)
         return CR__ALLOC_STATUS(arena);
     for (size_t i = 0; i < nargs; i++) {

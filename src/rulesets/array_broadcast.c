@@ -1134,9 +1134,13 @@ static cr_status bc_init(const cr_form_point *p, void **state)
         st = w->arr[j] ? stream_of(arena, v->u.arr, ndim, shape, N, &w->X[j])
                        : stream_scalar(arena, creal(cr__scalar_of(v)), &w->X[j]);
     }
-    double *H = st == CR_OK
-                    ? cr_arena_alloc(arena, (N ? N : 1) * n * n * sizeof *H, _Alignof(double))
-                    : NULL;
+    /* N x n x n second derivatives (n <= CR_SCALAR_MAX_IN) */
+    size_t nh = 0, hbytes = 0;
+    if (st == CR_OK)
+        st = cr__ck_mul(cr_arena_ctx(arena), p->name, N ? N : 1, n * n, &nh);
+    if (st == CR_OK)
+        st = cr__ck_mul(cr_arena_ctx(arena), p->name, nh, sizeof(double), &hbytes);
+    double *H = st == CR_OK ? cr_arena_alloc(arena, hbytes, _Alignof(double)) : NULL;
     if (st == CR_OK && H == NULL)
         st = CR__ALLOC_STATUS(arena);
     if (st != CR_OK)

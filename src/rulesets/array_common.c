@@ -414,7 +414,7 @@ cr_status cr__dx_array(cr_arena *arena, const char *who, const cr_tangent *dargs
 
 cr_status cr__projectors(cr_arena *arena, const cr_value *args, size_t nargs, cr_project ***out)
 {
-    cr_project **p = cr_arena_alloc(arena, (nargs ? nargs : 1) * sizeof *p, _Alignof(cr_project *));
+    cr_project **p = cr__arena_array(arena, "projection", nargs, sizeof *p, _Alignof(cr_project *));
     if (p == NULL)
         return CR__ALLOC_STATUS(arena);
     for (size_t i = 0; i < nargs; i++) {

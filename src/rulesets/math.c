@@ -2220,7 +2220,12 @@ static cr_status hypot_n_rrule(const cr_config *cfg, cr_arena *arena, const cr_v
     cr_status st = hypot_primal(arena, f, args, nargs, y);
     if (st != CR_OK)
         return st;
-    hypot_env *e = cr_arena_alloc(arena, sizeof *e + nargs * sizeof(hypot_arg), _Alignof(double));
+    size_t bytes;
+    if ((st = cr__ck_mul(cr_arena_ctx(arena), "hypot", nargs, sizeof(hypot_arg), &bytes)) !=
+            CR_OK ||
+        (st = cr__ck_add(cr_arena_ctx(arena), "hypot", sizeof(hypot_env), bytes, &bytes)) != CR_OK)
+        return st;
+    hypot_env *e = cr_arena_alloc(arena, bytes, _Alignof(double));
     if (e == NULL)
         return CR__ALLOC_STATUS(arena);
     hypot_arg *a = (hypot_arg *)(void *)(e + 1);

@@ -181,6 +181,29 @@ static void test_overflowing_shapes(void **state)
     expect(f, call(f, &cr_fn_getindex, a, 2, NULL), CR_EOVERFLOW, "getindex", "4294967296");
     a[0] = cr_value_f64(1.0);
     expect(f, call(f, &cr_fn_fill, a, 2, NULL), CR_EOVERFLOW, "fill", NULL);
+    /* A destination whose strides overlap (dimensions 2 and 3 both step 2 elements) behind an
+     * extent whose span wraps: 2 * 2^63 is 0 in size_t. Not disjoint, so not in place. */
+    double cells[8] = {0};
+    size_t shape3[3] = {2, 2, 2};
+    cr_array overlap;
+    assert_int_equal(cr_array_view_init(&overlap, cells, CR_DT_F64, 3, shape3, NULL), CR_OK);
+    overlap.shape[1] = ((size_t)1 << 63) + 1;
+    overlap.strides[0] = 1;
+    overlap.strides[1] = 2;
+    overlap.strides[2] = 2;
+    overlap.flags |= CR_ARRAY_WRITABLE;
+    assert_false(cr_tangent_is_inplaceable_destination(cr_tangent_array(&overlap)));
+    overlap.shape[1] = 2; /* the same strides with honest extents: overlapping too */
+    assert_false(cr_tangent_is_inplaceable_destination(cr_tangent_array(&overlap)));
+    overlap.strides[2] = 4; /* disjoint: 1, 2 and 4 elements */
+    assert_true(cr_tangent_is_inplaceable_destination(cr_tangent_array(&overlap)));
+    g_cases += 3;
+    /* A struct type claiming 2^62 fields: its tangent's field array would wrap size_t. */
+    static const cr_field one_field[1] = {{"x", 0, CR_KIND_F64, NULL}};
+    const cr_type huge_type = {"Huge", sizeof(double), (size_t)1 << 62, one_field};
+    cr_tangent tan;
+    expect(f, cr_tangent_struct(f->arena, &huge_type, NULL, NULL, 0, &tan), CR_EOVERFLOW,
+           "cr_tangent_struct", "4611686018427387904");
 }
 
 /* ---- INT64 extremes (issue: circshift, diag, diagm, slices) ------------------------------- */
