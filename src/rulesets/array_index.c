@@ -317,7 +317,9 @@ static cr_status index_rrule(cr_arena *arena, bool view, const cr_value *args, s
             if (id->drop)
                 continue;
             r->shape[k] = id->n;
-            r->strides[k] = (ptrdiff_t)id->step * A->strides[d];
+            /* A range of one element may have any step (INT64_MIN included); with two or
+             * more its step is below the extent, so the product is below the array's size. */
+            r->strides[k] = id->n > 1 ? (ptrdiff_t)id->step * A->strides[d] : A->strides[d];
             k++;
         }
         for (size_t d = k; d < CR_ARRAY_MAX_DIMS; d++) {

@@ -267,6 +267,21 @@ static void test_int64_extremes(void **state)
     assert_int_equal(cr_array_numel(y.u.arr), 0);
     a[1] = cr_value_i64(INT64_MIN);
     expect(f, call(f, &cr_fn_getindex, a, 2, NULL), CR_EINVAL, "getindex", "out of bounds");
+    /* A strided view along a one-element range of step -(2^63 - 1): the view's stride is the
+     * array's (step times stride overflowed; fuzz_rules/view-one-element-huge-step). */
+    cr_range r1 = {1, 0, -INT64_MAX}, r2 = {0, 2, 1};
+    cr_value b[3] = {cr_value_array(mat22(f)), cr_value_struct(&cr_range_type, &r1),
+                     cr_value_struct(&cr_range_type, &r2)};
+    expect(f, call(f, &cr_fn_view, b, 3, &y), CR_OK, "view", NULL);
+    assert_int_equal(y.u.arr->ndim, 2);
+    assert_int_equal(y.u.arr->shape[0], 1);
+    assert_int_equal(y.u.arr->shape[1], 2);
+    cr_value g;
+    expect(f, call(f, &cr_fn_getindex, b, 3, &g), CR_OK, "getindex", NULL);
+    for (size_t k = 0; k < 2; k++)
+        assert_true(creal(cr_array_get_linear(y.u.arr, k)) ==
+                    creal(cr_array_get_linear(g.u.arr, k)));
+    assert_true(creal(cr_array_get_linear(g.u.arr, 0)) != creal(cr_array_get_linear(g.u.arr, 1)));
 }
 
 /* ---- Special functions of an integer order: bounded, consistent NaN ------------------------ */
