@@ -343,11 +343,14 @@ int ad_analyse(ad_unit *u, ad_func *f, uint64_t mask, bool callee);
  * counter, not the body's own locals): the state a checkpoint saves. Their number, or -1
  * past `max`. */
 int ad_loop_state(ad_stmt *loop, ad_var **out, int max);
-/* Whether the adjoint of the simple statement s (of f, analysed) reads the value of v. */
-bool ad_adjoint_reads(const ad_func *f, ad_stmt *s, const ad_var *v);
+/* Whether the adjoints of the simple statements after f's top-level statement `from` read no
+ * value that those statements or statement `from` write (or may write through a pointer). */
+bool ad_tail_independent(const ad_func *f, int from);
 /* Whether a loop body holds a break that leaves the loop (nested: inside a loop of its own,
  * where breaks stay) or a return. */
 bool ad_leaves_loop(const ad_stmt *s, bool nested);
+/* Whether e is a place: a variable, an element, a field or a dereference. */
+bool ad_is_place(const ad_expr *e);
 /* The variable at the root of an lvalue or pointer expression, or NULL. */
 ad_var *ad_root(const ad_expr *e);
 

@@ -455,16 +455,6 @@ static void need_stmt(ad_stmt *s, void *env)
     }
 }
 
-bool ad_adjoint_reads(const ad_func *f, ad_stmt *s, const ad_var *v)
-{
-    unsigned char *R = ad_alloc((size_t)(f->nparams + f->nlocals) + 1);
-    g_nparams = f->nparams;
-    g_reads = R;
-    need_stmt(s, NULL);
-    g_reads = NULL;
-    return R[var_slot(v)] != 0;
-}
-
 /* ---- Exits and loops ----------------------------------------------------------------------------
  */
 
@@ -701,6 +691,45 @@ static bool in_roots(const roots *r, const ad_var *v)
         if (r->v[i] == v)
             return true;
     return false;
+}
+
+/* Also written, for ad_tail_independent: what a call may write through a pointer argument
+ * and what has its address taken. */
+static void escapes_expr(ad_expr *e, void *env)
+{
+    if (e->kind == EX_ADDR)
+        add_root(env, ad_root(e->a));
+    if (e->kind == EX_CALL)
+        for (int i = 0; i < e->nargs; i++)
+            if (e->args[i]->type->kind == TY_PTR || e->args[i]->type->kind == TY_ARRAY)
+                add_root(env, ad_root(e->args[i]));
+}
+
+static void written_stmt(ad_stmt *s, void *env)
+{
+    roots_stmt(s, env);
+    walk_expr(s->e, escapes_expr, env);
+    walk_expr(s->inc, escapes_expr, env);
+}
+
+bool ad_tail_independent(const ad_func *f, int from)
+{
+    const ad_stmt *b = f->body;
+    roots w = {.n = 0};
+    for (int j = from; j < b->n; j++)
+        walk_stmt(b->body[j], written_stmt, &w);
+    if (w.overflow)
+        return false;
+    unsigned char *R = ad_alloc((size_t)(f->nparams + f->nlocals) + 1);
+    g_nparams = f->nparams;
+    g_reads = R;
+    for (int j = from + 1; j < b->n; j++)
+        need_stmt(b->body[j], NULL);
+    g_reads = NULL;
+    for (int k = 0; k < w.n; k++)
+        if (w.v[k]->kind != VAR_GLOBAL && R[var_slot(w.v[k])])
+            return false;
+    return true;
 }
 
 typedef struct recomp_env {
@@ -1336,7 +1365,7 @@ static bool cheap_row(const char *name)
     return false;
 }
 
-static bool place_expr(const ad_expr *e)
+bool ad_is_place(const ad_expr *e)
 {
     return e->kind == EX_VAR || e->kind == EX_INDEX || e->kind == EX_MEMBER || e->kind == EX_DEREF;
 }
@@ -1349,7 +1378,7 @@ static void preacc_walk(const ad_expr *e, preacc_env *p)
         p->fine = false;
         return;
     }
-    if (place_expr(e)) {
+    if (ad_is_place(e)) {
         const char *t = ad_expr_text(e);
         for (int i = 0; i < p->nleaves; i++)
             if (!strcmp(p->leaves[i], t))

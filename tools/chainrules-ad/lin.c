@@ -27,14 +27,9 @@ static int operands(ad_expr *e, ad_expr **ops)
     return e->kind == EX_UN ? 1 : 2;
 }
 
-static bool is_place(const ad_expr *e)
-{
-    return e->kind == EX_VAR || e->kind == EX_INDEX || e->kind == EX_MEMBER || e->kind == EX_DEREF;
-}
-
 const char *lin_value(lin *l, ad_expr *e)
 {
-    if (!e->active || is_place(e))
+    if (!e->active || ad_is_place(e))
         return ad_expr_text(e);
     if (e->kind == EX_CAST)
         return ad_fmt("((%s)%s)", e->type->spelling, lin_value(l, e->a));
@@ -103,7 +98,7 @@ void lin_adjoint(lin *l, ad_expr *e, const char *A)
 {
     if (!e->active)
         return;
-    if (is_place(e)) {
+    if (ad_is_place(e)) {
         lin_add_place(l, e, A);
         return;
     }
@@ -157,7 +152,7 @@ static void partials_walk(partials *p, ad_expr *e, const char *A)
 {
     if (p->n < 0 || !e->active)
         return;
-    if (is_place(e)) {
+    if (ad_is_place(e)) {
         const char *t = ad_expr_text(e);
         const char *a = A ? A : "1.0";
         for (int i = 0; i < p->n; i++)
@@ -262,7 +257,7 @@ const char *lin_tangent(lin *l, ad_expr *e)
 {
     if (!e->active)
         return "0";
-    if (is_place(e))
+    if (ad_is_place(e))
         return place_tangent(l, e);
     if (e->kind == EX_CAST)
         return ad_fmt("((%s)%s)", e->type->spelling, lin_tangent(l, e->a));

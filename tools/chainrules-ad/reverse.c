@@ -1161,59 +1161,6 @@ static void silence_unused(rv *r, ad_buf *b)
  * after its primal, in one pass (Rosenbrock's gradient reads x once). The adjoint sweep then
  * starts at the statements before the loop. */
 
-typedef struct written {
-    ad_var *v[256];
-    int n;
-    bool overflow;
-} written;
-
-static void written_add(written *w, ad_var *v)
-{
-    if (!v)
-        return;
-    for (int i = 0; i < w->n; i++)
-        if (w->v[i] == v)
-            return;
-    if (w->n == 256)
-        w->overflow = true;
-    else
-        w->v[w->n++] = v;
-}
-
-static void written_expr(ad_expr *e, written *w)
-{
-    if (!e)
-        return;
-    if (e->kind == EX_ASSIGN || e->kind == EX_INCDEC || e->kind == EX_ADDR)
-        written_add(w, ad_root(e->a));
-    if (e->kind == EX_CALL)
-        for (int i = 0; i < e->nargs; i++)
-            if (e->args[i]->type->kind == TY_PTR || e->args[i]->type->kind == TY_ARRAY)
-                written_add(w, ad_root(e->args[i]));
-    written_expr(e->a, w);
-    written_expr(e->b, w);
-    written_expr(e->c, w);
-    for (int i = 0; i < e->nargs; i++)
-        written_expr(e->args[i], w);
-}
-
-static void written_stmt(const ad_stmt *s, written *w)
-{
-    if (!s)
-        return;
-    if (s->kind == ST_DECL)
-        written_add(w, s->var);
-    written_expr(s->e, w);
-    written_expr(s->inc, w);
-    for (int i = 0; i < s->ninits; i++)
-        written_expr(s->inits[i], w);
-    for (int i = 0; i < s->n; i++)
-        written_stmt(s->body[i], w);
-    written_stmt(s->init, w);
-    written_stmt(s->then, w);
-    written_stmt(s->els, w);
-}
-
 /* A statement of the tail: no control flow, no call of the file, nothing stored. */
 static bool tail_stmt(const ad_stmt *s)
 {
@@ -1247,19 +1194,11 @@ static int fused_loop(const ad_func *f)
     const ad_stmt *L = b->body[i];
     if (L->checkpoint || !rev_stmt(L) || !adjoint_forwards(L))
         return -1;
-    written w = {.n = 0};
-    for (int j = i; j < b->n; j++)
-        written_stmt(b->body[j], &w);
-    if (w.overflow)
-        return -1;
-    for (int j = i + 1; j < b->n; j++) {
-        ad_stmt *t = b->body[j];
-        if (!tail_stmt(t))
+    for (int j = i + 1; j < b->n; j++)
+        if (!tail_stmt(b->body[j]))
             return -1;
-        for (int k = 0; k < w.n; k++)
-            if (ad_adjoint_reads(f, t, w.v[k]))
-                return -1;
-    }
+    if (!ad_tail_independent(f, i))
+        return -1;
     return i;
 }
 
