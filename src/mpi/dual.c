@@ -17,6 +17,8 @@
 
 #include <chainrules/mpi.h>
 
+#include "../core/checked.h"
+
 #define W(k) ((size_t)1 + (size_t)(k)) /* doubles per packed element */
 
 static cr_status failf(cr_ctx *ctx, cr_status st, const char *fmt, ...)
@@ -59,10 +61,9 @@ static cr_status mpi_rc(cr_ctx *ctx, const char *who, const char *call, int rc)
 static double *take(cr_ctx *ctx, size_t n, size_t w, size_t *bytes)
 {
     *bytes = 0;
-    if (w != 0 && n > SIZE_MAX / w / sizeof(double))
+    size_t nw = 0, b = 0;
+    if (!cr__mul_size(n, w, &nw) || !cr__mul_size(nw != 0 ? nw : 1, sizeof(double), &b))
         return NULL;
-    size_t nw = n * w;
-    size_t b = (nw != 0 ? nw : 1) * sizeof(double);
     double *p = cr_ctx_alloc(ctx, b);
     if (p != NULL)
         *bytes = b;
@@ -101,6 +102,18 @@ static void unpack(const double *p, size_t n, uint32_t k, cr_dual *y)
 static bool bad_buffer(const void *b, size_t n)
 {
     return b == NULL && n > 0;
+}
+
+/* n elements per rank times the p ranks of a communicator; TIMES_P_OVERFLOW when the
+ * product does not fit a size_t (collective() then fails with CR_EOVERFLOW, on every rank
+ * through its agreement). */
+#define TIMES_P_OVERFLOW SIZE_MAX
+
+static size_t times_p(size_t n, int p)
+{
+    size_t np = 0;
+    return cr__mul_size(n, p > 0 ? (size_t)p : 0, &np) && np != TIMES_P_OVERFLOW ? np
+                                                                                 : TIMES_P_OVERFLOW;
 }
 
 static bool bad_count(size_t n, uint32_t k)
@@ -273,6 +286,9 @@ static cr_status collective(cr_ctx *ctx, const char *who, dkind kind, const cr_d
              (root < 0 || root >= p))
         local = failf(ctx, CR_EINVAL, "%s: root %d is not a rank of the communicator (size %d)",
                       who, root, p);
+    else if (nx == TIMES_P_OVERFLOW || ny == TIMES_P_OVERFLOW)
+        local = failf(ctx, CR_EOVERFLOW,
+                      "%s: the count times the %d ranks of the communicator overflows", who, p);
     else if (bad_buffer(x, nx) || bad_buffer(y, ny) || bad_count(nx, 0) || bad_count(ny, 0))
         local = failf(ctx, CR_EINVAL,
                       "%s: a buffer of %zu or %zu elements has no storage or is "
@@ -283,7 +299,7 @@ static cr_status collective(cr_ctx *ctx, const char *who, dkind kind, const cr_d
     double *px = NULL, *py = NULL, *pz = NULL;
     if (local == CR_OK) {
         /* room for the most directions (k is agreed below, and can only grow) */
-        size_t zn = kind == D_REDUCE || kind == D_ALLREDUCE ? nx * (size_t)p : 0;
+        size_t zn = kind == D_REDUCE || kind == D_ALLREDUCE ? times_p(nx, p) : 0;
         px = take(ctx, nx, W(CR_DUAL_MAX_CHUNK), &bx);
         py = take(ctx, ny, W(CR_DUAL_MAX_CHUNK), &by);
         pz = take(ctx, zn, W(CR_DUAL_MAX_CHUNK), &bz);
@@ -392,7 +408,7 @@ cr_status cr_mpi_dual_gather(cr_ctx *ctx, const cr_dual *x, size_t n, cr_dual *y
     MPI_Comm_size(comm, &p);
     bool r = rank == root;
     return collective(ctx, "cr_mpi_dual_gather", D_GATHER, x, n, r ? y : NULL,
-                      r ? n * (size_t)p : 0, (long)n, MPI_SUM, root, comm);
+                      r ? times_p(n, p) : 0, (long)n, MPI_SUM, root, comm);
 }
 
 cr_status cr_mpi_dual_scatter(cr_ctx *ctx, const cr_dual *x, cr_dual *y, size_t n, int root,
@@ -402,7 +418,7 @@ cr_status cr_mpi_dual_scatter(cr_ctx *ctx, const cr_dual *x, cr_dual *y, size_t 
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &p);
     bool r = rank == root;
-    return collective(ctx, "cr_mpi_dual_scatter", D_SCATTER, r ? x : NULL, r ? n * (size_t)p : 0, y,
+    return collective(ctx, "cr_mpi_dual_scatter", D_SCATTER, r ? x : NULL, r ? times_p(n, p) : 0, y,
                       n, (long)n, MPI_SUM, root, comm);
 }
 
@@ -410,7 +426,7 @@ cr_status cr_mpi_dual_allgather(cr_ctx *ctx, const cr_dual *x, size_t n, cr_dual
 {
     int p = 1;
     MPI_Comm_size(comm, &p);
-    return collective(ctx, "cr_mpi_dual_allgather", D_ALLGATHER, x, n, y, n * (size_t)p, (long)n,
+    return collective(ctx, "cr_mpi_dual_allgather", D_ALLGATHER, x, n, y, times_p(n, p), (long)n,
                       MPI_SUM, 0, comm);
 }
 
@@ -418,7 +434,7 @@ cr_status cr_mpi_dual_alltoall(cr_ctx *ctx, const cr_dual *x, cr_dual *y, size_t
 {
     int p = 1;
     MPI_Comm_size(comm, &p);
-    return collective(ctx, "cr_mpi_dual_alltoall", D_ALLTOALL, x, n * (size_t)p, y, n * (size_t)p,
+    return collective(ctx, "cr_mpi_dual_alltoall", D_ALLTOALL, x, times_p(n, p), y, times_p(n, p),
                       (long)n, MPI_SUM, 0, comm);
 }
 

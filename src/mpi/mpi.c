@@ -19,6 +19,8 @@
 
 #include <chainrules/mpi.h>
 
+#include "../core/checked.h"
+
 /* ---- Failures ------------------------------------------------------------------------------ */
 
 static cr_status failf(cr_tape *t, cr_status st, const char *fmt, ...)
@@ -67,11 +69,14 @@ static cr_status status_of(cr_tape *t)
     return t == NULL ? CR_EMISUSE : cr_tape_status(t);
 }
 
+/* n elements of size bytes from the tape's arena (NULL: no memory, or the byte count does
+ * not fit a size_t; the callers fail the tape with CR_ENOMEM). */
 static void *arena_alloc(cr_tape *t, size_t n, size_t size)
 {
-    if (n > SIZE_MAX / size)
+    size_t bytes = 0;
+    if (!cr__mul_size(n ? n : 1, size, &bytes))
         return NULL;
-    return cr_arena_alloc(cr_tape_arena(t), (n ? n : 1) * size, 16);
+    return cr_arena_alloc(cr_tape_arena(t), bytes, 16);
 }
 
 /* ---- Buffers ------------------------------------------------------------------------------- */
@@ -1085,20 +1090,24 @@ static cr_status reduce_any(cr_tape *t, const char *who, bool all, cr_mpi_in x, 
     double *all_x = NULL;
     dint *a = NULL;
     if (ok) {
-        size_t np = n * (size_t)size;
+        size_t np = 0;
         e->scratch = arena_alloc(t, n, sizeof(double));
         if (red == RED_PROD) {
             e->w = arena_alloc(t, n, sizeof(double));
             /* every rank's x, to form the product of the others' without dividing (a zero
              * factor has its derivative too): n times the ranks doubles */
-            all_x = n > 0 && np / n != (size_t)size ? NULL : arena_alloc(t, np, sizeof(double));
+            if (!cr__mul_size(n, (size_t)size, &np)) {
+                failf(t, CR_EOVERFLOW, "%s: %zu elements times %d ranks overflows", who, n, size);
+                ok = false;
+            } else
+                all_x = arena_alloc(t, np, sizeof(double));
         }
         if (red == RED_WIN) {
             e->win = arena_alloc(t, n, sizeof(int));
             a = arena_alloc(t, 2 * n, sizeof *a);
         }
-        if (e->scratch == NULL || (red == RED_PROD && (e->w == NULL || all_x == NULL)) ||
-            (red == RED_WIN && (e->win == NULL || a == NULL))) {
+        if (ok && (e->scratch == NULL || (red == RED_PROD && (e->w == NULL || all_x == NULL)) ||
+                   (red == RED_WIN && (e->win == NULL || a == NULL)))) {
             failf(t, CR_ENOMEM, "%s: no memory", who);
             ok = false;
         }

@@ -196,6 +196,15 @@ static void test_errors(void)
     /* counts that differ */
     st = cr_mpi_dual_bcast(g_ctx, x, g_rank == 0 ? 3 : 2, 0, MPI_COMM_WORLD);
     CHECK(st == CR_ESHAPE, "different counts: %s", cr_status_name(st));
+    /* a count whose product with the number of ranks does not fit a size_t: CR_EOVERFLOW
+     * on every rank, nothing read or written */
+    const size_t huge = SIZE_MAX / 2 + 1;
+    st = cr_mpi_dual_alltoall(g_ctx, x, y, huge, MPI_COMM_WORLD);
+    CHECK(st == CR_EOVERFLOW && strstr(cr_ctx_errmsg(g_ctx), "cr_mpi_dual_alltoall") != NULL,
+          "alltoall, count x ranks overflows: %s (%s)", cr_status_name(st), cr_ctx_errmsg(g_ctx));
+    st = cr_mpi_dual_allgather(g_ctx, x, huge, y, MPI_COMM_WORLD);
+    CHECK(st == CR_EOVERFLOW && strstr(cr_ctx_errmsg(g_ctx), "cr_mpi_dual_allgather") != NULL,
+          "allgather, count x ranks overflows: %s (%s)", cr_status_name(st), cr_ctx_errmsg(g_ctx));
     /* an uncovered operation */
     st = cr_mpi_dual_allreduce(g_ctx, x, y, 3, MPI_LAND, MPI_COMM_WORLD);
     CHECK(st == CR_EUNIMPL, "MPI_LAND: %s", cr_status_name(st));
