@@ -374,6 +374,8 @@ static const char *const k_runtime[] = {
     "*got)\n"
     "{\n"
     "    int c = e->count;\n"
+    "    if (e->type != MPI_DOUBLE) { /* no derivative: nothing to send back */\n"
+    "        *got = 0;\n        return rc == MPI_SUCCESS;\n    }\n"
     "    if (s->MPI_SOURCE != MPI_PROC_NULL &&\n"
     "        (MPI_Get_count(s, e->type, &c) != MPI_SUCCESS || c == MPI_UNDEFINED || c < 0))\n"
     "        c = e->count;\n"
@@ -400,8 +402,8 @@ static const char *const k_runtime[] = {
     "    cr_ad_mreq_del_(e);\n}\n\n",
     "/* adjoint sweep of a wait: post the adjoint message (an isend's: a receive of the\n"
     " * adjoint; an irecv's: a send of the adjoint of the elements it got, which is then zero;\n"
-    " * NaN when the receive got another count or failed, so that the sender's derivative\n"
-    " * says so too) */\n"
+    " * empty when the receive got another count or failed, so that the sender's derivative\n"
+    " * fails too) */\n"
     "static inline void cr_ad_mreq_bw_wait_(cr_adstack *stp_, const void *key)\n{\n"
     "    const int kind = (int)cr_adstack_pop_i64(stp_);\n"
     "    if (kind == 0)\n        return;\n"
@@ -420,9 +422,10 @@ static const char *const k_runtime[] = {
     "        MPI_Irecv(e->tmp, count, MPI_DOUBLE, peer, tag, comm, &e->dreq);\n"
     "        return;\n    }\n"
     "    for (int i = 0; i < got; i++) {\n"
-    "        e->tmp[i] = !ok ? (double)NAN : shadow ? shadow[i] : 0;\n"
+    "        e->tmp[i] = shadow ? shadow[i] : 0;\n"
     "        if (shadow)\n            shadow[i] = 0;\n    }\n"
-    "    MPI_Isend(e->tmp, got, MPI_DOUBLE, peer, tag, comm, &e->dreq);\n}\n\n",
+    "    if (!ok)\n        cr_ad_mpi_failed_ = 1;\n"
+    "    MPI_Isend(e->tmp, ok ? got : 0, MPI_DOUBLE, peer, tag, comm, &e->dreq);\n}\n\n",
     "/* adjoint sweep of an isend or irecv: its adjoint message completes (an isend's is\n"
     " * added into the shadow of its buffer: NaN when it has another count) */\n"
     "static inline void cr_ad_mreq_bw_post_(cr_adstack *stp_, const void *key, double *shadow)\n{\n"
@@ -437,6 +440,8 @@ static const char *const k_runtime[] = {
     "    int c = e->count;\n"
     "    if (e->kind == 1 && s.MPI_SOURCE != MPI_PROC_NULL &&\n"
     "        MPI_Get_count(&s, MPI_DOUBLE, &c) != MPI_SUCCESS)\n        c = -1;\n"
+    "    if (e->kind == 1 && (rc != MPI_SUCCESS || c != e->count))\n"
+    "        cr_ad_mpi_failed_ = 1;\n"
     "    if (e->kind == 1 && shadow)\n"
     "        for (int i = 0; i < e->count; i++)\n"
     "            shadow[i] += rc == MPI_SUCCESS && c == e->count ? e->tmp[i] : (double)NAN;\n"
@@ -464,7 +469,82 @@ static const char *const k_runtime[] = {
     "    cr_ad_mreq_del_(e);\n}\n\n",
     NULL};
 
-static bool g_runtime_done, g_flag_done;
+/* The agreement of a blocking collective, before its primal call (every rank, in the
+ * forward sweep of the reverse mode and in the forward mode): the ranks' byte counts
+ * (count times MPI_Type_size) must be the same, the root's per-rank count (rn) equal to
+ * each rank's, and each count times mul (the ranks, for the buffers of gathers, scatters and
+ * alltoalls) must fit an int. When they do not, every rank learns it here, the call is
+ * made with every count 0 (matched, nothing moved) and returns MPI_ERR_COUNT, and the
+ * derivative fails: a rank with the wrong count would otherwise leave its partners
+ * waiting or be written past its buffer, in the primal or in the adjoint. */
+static const char k_agree[] =
+    "/* chainrules-ad: the ranks agree on a collective's sizes before it (1: they do) */\n"
+    "static inline int cr_ad_mpi_agree_(MPI_Comm comm, int mul, int sn, MPI_Datatype st,\n"
+    "                                   int has_r, int rn, MPI_Datatype rt)\n{\n"
+    "    int ss = 0, rs = 0, bad = sn < 0 || MPI_Type_size(st, &ss) != MPI_SUCCESS;\n"
+    "    if (has_r)\n"
+    "        bad |= rn < 0 || MPI_Type_size(rt, &rs) != MPI_SUCCESS;\n"
+    "    const int64_t lim = (int64_t)(~0u >> 1) / (mul > 0 ? mul : 1); /* INT_MAX / mul */\n"
+    "    bad |= sn > lim || (has_r && rn > lim);\n"
+    "    const int64_t s = bad ? 0 : (int64_t)sn * ss, r = bad ? 0 : (int64_t)rn * rs;\n"
+    "    int64_t v[5] = {bad, s, -s, has_r ? r : INT64_MIN, has_r ? -r : INT64_MIN};\n"
+    "    if (MPI_Allreduce(MPI_IN_PLACE, v, 5, MPI_INT64_T, MPI_MAX, comm) != MPI_SUCCESS)\n"
+    "        return 0;\n"
+    "    return v[0] == 0 && v[1] == -v[2] &&\n"
+    "           (v[3] == INT64_MIN || (v[3] == -v[4] && v[3] == v[1]));\n}\n\n";
+
+static bool g_runtime_done, g_flag_done, g_agree_done;
+
+/* The counts of a collective whose ranks disagree: 0. */
+static void zero_agreed(ad_buf *o, const mpi_fn *m)
+{
+    if (m->kind == K_BCAST)
+        ad_buf_put(o, "        a1_ = 0;\n");
+    else if (m->kind == K_REDUCE || m->kind == K_ALLREDUCE)
+        ad_buf_put(o, "        a2_ = 0;\n");
+    else
+        ad_buf_put(o, "        a1_ = 0;\n        a4_ = 0;\n");
+}
+
+/* The agreement of a blocking collective (k_agree), as agreed_; the counts zeroed where
+ * the ranks disagree (and fail, a statement, run unless NULL). */
+static void agree(ad_buf *o, const mpi_fn *m, const char *comm, const char *fail)
+{
+    const char *args;
+    switch (m->kind) {
+    case K_BCAST:
+        args = "1, a1_, a2_, 0, 0, a2_";
+        break;
+    case K_REDUCE:
+    case K_ALLREDUCE:
+        args = "1, a2_, a3_, 0, 0, a3_";
+        break;
+    case K_GATHER:
+        args = "size_, rank_ == a6_ && a0_ == MPI_IN_PLACE ? a4_ : a1_, rank_ == a6_ && a0_ == "
+               "MPI_IN_PLACE ? a5_ : a2_, rank_ == a6_, a4_, a5_";
+        break;
+    case K_SCATTER:
+        args = "size_, rank_ == a6_ && a3_ == MPI_IN_PLACE ? a1_ : a4_, rank_ == a6_ && a3_ == "
+               "MPI_IN_PLACE ? a2_ : a5_, rank_ == a6_, a1_, a2_";
+        break;
+    default: /* allgather, alltoall */
+        args = "size_, a0_ == MPI_IN_PLACE ? a4_ : a1_, a0_ == MPI_IN_PLACE ? a5_ : a2_, 1, a4_, "
+               "a5_";
+        break;
+    }
+    ad_buf_printf(o, "    const int agreed_ = cr_ad_mpi_agree_(%s, %s);\n    if (!agreed_) {\n",
+                  comm, args);
+    if (fail)
+        ad_buf_printf(o, "        %s;\n", fail);
+    zero_agreed(o, m);
+    ad_buf_put(o, "    }\n");
+}
+
+static bool agreed_kind(int k)
+{
+    return k == K_BCAST || k == K_REDUCE || k == K_ALLREDUCE || k == K_GATHER || k == K_SCATTER ||
+           k == K_ALLGATHER || k == K_ALLTOALL;
+}
 
 /* A derivative that fails in an adjoint sweep (a datatype or operation not covered, a
  * request completed elsewhere than it was posted) sets this flag instead of failing the value
@@ -922,6 +1002,22 @@ static void v_tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn
     ad_buf_put(o, "    (void)fail_;\n    return r_;\n}\n\n");
 }
 
+/* The adjoint of a blocking send received into x_b (status s_, result r_): of another
+ * count than sent (its receiver failed or got another count), or with an error, the
+ * adjoint is NaN and the derivative fails. */
+static void adjoint_count(ad_buf *o, const char *xb, const char *n, const char *peer)
+{
+    ad_buf_printf(o,
+                  "    int c_ = %s;\n"
+                  "    if (%s != MPI_PROC_NULL &&\n"
+                  "        (r_ != MPI_SUCCESS || MPI_Get_count(&s_, MPI_DOUBLE, &c_) != "
+                  "MPI_SUCCESS || c_ != %s)) {\n"
+                  "        for (int i_ = 0; i_ < (%s); i_++)\n"
+                  "            %s[i_] = (double)NAN;\n"
+                  "        cr_ad_mpi_failed_ = 1;\n    }\n",
+                  n, peer, n, n, dbl(xb));
+}
+
 static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
 {
     const mpi_fn *m = &k_mpi[g->prim->mpi - 1];
@@ -949,6 +1045,8 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
                       "    int rank_ = 0, size_ = 1;\n    MPI_Comm_rank(%s, &rank_);\n"
                       "    MPI_Comm_size(%s, &size_);\n    (void)size_;\n    (void)rank_;\n",
                       comm, comm);
+    if (agreed_kind(m->kind)) /* (the adjoint sweep fails the derivative) */
+        agree(o, m, comm, NULL);
     if (m->kind == K_ALLREDUCE || m->kind == K_REDUCE)
         winners(o, comm);
     if (m->kind == K_RECV || m->kind == K_SENDRECV || m->kind == K_ALLREDUCE)
@@ -964,11 +1062,18 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
     if (status) {
         ad_buf_put(o, "    MPI_Status s_;\n    const int r_ = ");
         call_primal(o, g, "&s_");
+        /* whether the receive got the count it posted, without an error: otherwise its
+         * adjoint message is empty, which its sender takes for a failure */
         ad_buf_printf(o,
                       ";\n    cr_adstack_push_i64(stp_, s_.MPI_SOURCE);\n"
                       "    cr_adstack_push_i64(stp_, s_.MPI_TAG);\n"
+                      "    int c_ = %s;\n"
+                      "    if (r_ != MPI_SUCCESS || (s_.MPI_SOURCE != MPI_PROC_NULL &&\n"
+                      "                              MPI_Get_count(&s_, %s, &c_) != MPI_SUCCESS))\n"
+                      "        c_ = -1;\n"
+                      "    cr_adstack_push_i64(stp_, c_ == %s);\n"
                       "    if (%s != MPI_STATUS_IGNORE)\n        *%s = s_;\n    return r_;\n}\n\n",
-                      arg(g->nparams - 1), arg(g->nparams - 1));
+                      out_n, arg(m->out_type), out_n, arg(g->nparams - 1), arg(g->nparams - 1));
     } else if (m->kind == K_ALLREDUCE || m->kind == K_REDUCE) {
         /* the winners (known to every rank) go on the stack after the primal, so the adjoint
          * pops them first */
@@ -981,7 +1086,15 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
                       "        free(w_);\n    }\n"
                       "    if (oth_) {\n        for (int i_ = 0; i_ < a2_; i_++)\n"
                       "            cr_adstack_push_f64(stp_, oth_[i_]);\n"
-                      "        free(oth_);\n    }\n    return r_;\n}\n\n");
+                      "        free(oth_);\n    }\n"
+                      "    cr_adstack_push_i64(stp_, agreed_);\n"
+                      "    return agreed_ ? r_ : MPI_ERR_COUNT;\n}\n\n");
+    } else if (agreed_kind(m->kind)) {
+        /* the agreement goes on the stack last, so the adjoint pops it first */
+        ad_buf_put(o, "    const int r_ = ");
+        call_primal(o, g, NULL);
+        ad_buf_put(o, ";\n    cr_adstack_push_i64(stp_, agreed_);\n"
+                      "    return agreed_ ? r_ : MPI_ERR_COUNT;\n}\n\n");
     } else {
         ad_buf_put(o, "    return ");
         call_primal(o, g, NULL);
@@ -999,14 +1112,23 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
                       "    int rank_ = 0, size_ = 1;\n    MPI_Comm_rank(%s, &rank_);\n"
                       "    MPI_Comm_size(%s, &size_);\n    (void)size_;\n",
                       comm, comm);
+    if (agreed_kind(m->kind)) {
+        /* the ranks disagreed in the forward sweep: every rank's counts were 0 there */
+        ad_buf_put(o, "    if (!cr_adstack_pop_i64(stp_)) {\n        cr_ad_mpi_failed_ = 1;\n");
+        zero_agreed(o, m);
+        ad_buf_put(o, "    }\n");
+    }
     const char *xb = NULL, *yb = NULL;
     switch (m->kind) {
     case K_SEND:
         /* receive the adjoint from the destination, added into x_b */
         xb = shadow_or_scratch(o, mask, m->in, "_b", in_n, "x_");
         loop_push(o, xb, in_n, "    ");
-        ad_buf_printf(o, "    MPI_Recv(%s, %s, MPI_DOUBLE, %s, %s, %s, MPI_STATUS_IGNORE);\n",
+        ad_buf_printf(o,
+                      "    MPI_Status s_;\n"
+                      "    const int r_ = MPI_Recv(%s, %s, MPI_DOUBLE, %s, %s, %s, &s_);\n",
                       dbl(xb), in_n, arg(3), arg(4), comm);
+        adjoint_count(o, xb, in_n, arg(3));
         loop_pop(o, xb, in_n, "+=", "    ");
         free_scratch(o, mask, m->in, "x_");
         break;
@@ -1014,21 +1136,27 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
     case K_SENDRECV:
         yb = shadow_or_scratch(o, mask, m->out, "_b", out_n, "y_");
         /* a receive from MPI_PROC_NULL has the tag MPI_ANY_TAG, which no send may carry */
-        ad_buf_put(o, "    const int tag0_ = (int)cr_adstack_pop_i64(stp_);\n"
+        /* a receive that failed or got another count sends an empty adjoint (its sender
+         * fails too: another count than it sent) */
+        ad_buf_put(o, "    const int got_ = (int)cr_adstack_pop_i64(stp_);\n"
+                      "    const int tag0_ = (int)cr_adstack_pop_i64(stp_);\n"
                       "    const int src_ = (int)cr_adstack_pop_i64(stp_);\n"
-                      "    const int tag_ = src_ == MPI_PROC_NULL ? 0 : tag0_;\n");
+                      "    const int tag_ = src_ == MPI_PROC_NULL ? 0 : tag0_;\n"
+                      "    if (!got_)\n        cr_ad_mpi_failed_ = 1;\n");
         if (m->kind == K_RECV) {
-            ad_buf_printf(o, "    MPI_Send(%s, %s, MPI_DOUBLE, src_, tag_, %s);\n", dbl(yb), out_n,
-                          comm);
+            ad_buf_printf(o, "    MPI_Send(%s, got_ ? %s : 0, MPI_DOUBLE, src_, tag_, %s);\n",
+                          dbl(yb), out_n, comm);
         } else {
             /* the adjoint of the received part goes back to its source while the adjoint
              * of the sent part comes from the destination */
             xb = shadow_or_scratch(o, mask, m->in, "_b", in_n, "x_");
             loop_push(o, xb, in_n, "    ");
             ad_buf_printf(o,
-                          "    MPI_Sendrecv(%s, %s, MPI_DOUBLE, src_, tag_, %s, %s, MPI_DOUBLE, "
-                          "%s, %s, %s, MPI_STATUS_IGNORE);\n",
+                          "    MPI_Status s_;\n"
+                          "    const int r_ = MPI_Sendrecv(%s, got_ ? %s : 0, MPI_DOUBLE, src_, "
+                          "tag_, %s, %s, MPI_DOUBLE, %s, %s, %s, &s_);\n",
                           dbl(yb), out_n, dbl(xb), in_n, arg(3), arg(4), comm);
+            adjoint_count(o, xb, in_n, arg(3));
             loop_pop(o, xb, in_n, "+=", "    ");
             free_scratch(o, mask, m->in, "x_");
         }
@@ -1180,6 +1308,21 @@ static void split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
     ad_buf_put(o, "}\n\n");
 }
 
+/* The tangent of a blocking receive (statuses s_ of the primal, ts_ of the tangent
+ * message, tr_ its result): of another count than posted, or with an error, in either
+ * message, the tangent fails (NaN). on_: the primal count as posted, n: the tangent's. */
+static void tangent_count(ad_buf *o, const mpi_fn *m, const char *n)
+{
+    ad_buf_printf(o,
+                  "    int pc_ = on_, tc_ = %s;\n"
+                  "    if (s_.MPI_SOURCE != MPI_PROC_NULL &&\n"
+                  "        (r_ != MPI_SUCCESS || tr_ != MPI_SUCCESS ||\n"
+                  "         MPI_Get_count(&s_, %s, &pc_) != MPI_SUCCESS || pc_ != on_ ||\n"
+                  "         MPI_Get_count(&ts_, MPI_DOUBLE, &tc_) != MPI_SUCCESS || tc_ != %s))\n"
+                  "        fail_ = 1;\n",
+                  n, arg(m->out_type), n);
+}
+
 static void tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
 {
     const mpi_fn *m = &k_mpi[g->prim->mpi - 1];
@@ -1197,6 +1340,13 @@ static void tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
                       "    MPI_Comm_size(%s, &size_);\n    (void)rank_;\n",
                       comm, comm);
     const char *in_n = m->in >= 0 ? arg(m->in_count) : "0";
+    if (agreed_kind(m->kind)) {
+        /* the sizes agreed before any buffer is sized by them; on0_: the rank's own count,
+         * for the NaN of a disagreement */
+        ad_buf_printf(o, "    const int on0_ = %s;\n    (void)on0_;\n",
+                      m->out >= 0 ? arg(m->out_count) : "0");
+        agree(o, m, comm, "fail_ = 1");
+    }
     const char *out_n = m->out >= 0 ? arg(m->out_count) : "0";
     const char *xn =
         m->kind == K_SCATTER || m->kind == K_ALLTOALL ? ad_fmt("size_ * (%s)", in_n) : in_n;
@@ -1212,6 +1362,9 @@ static void tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
     if (status)
         ad_buf_put(o, "    MPI_Status s_;\n    const int r_ = "), call_primal(o, g, "&s_"),
             ad_buf_put(o, ";\n");
+    else if (agreed_kind(m->kind))
+        ad_buf_put(o, "    int r_ = "), call_primal(o, g, NULL),
+            ad_buf_put(o, ";\n    if (!agreed_)\n        r_ = MPI_ERR_COUNT;\n");
     else
         ad_buf_put(o, "    const int r_ = "), call_primal(o, g, NULL), ad_buf_put(o, ";\n");
     ad_buf_printf(o, "    const int on_ = %s;\n    (void)on_;\n", out_n);
@@ -1223,15 +1376,19 @@ static void tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
         break;
     case K_RECV:
         ad_buf_printf(o,
-                      "    MPI_Recv(%s, %s, MPI_DOUBLE, s_.MPI_SOURCE, s_.MPI_TAG, %s, "
-                      "MPI_STATUS_IGNORE);\n",
+                      "    MPI_Status ts_;\n"
+                      "    const int tr_ = MPI_Recv(%s, %s, MPI_DOUBLE, s_.MPI_SOURCE, s_.MPI_TAG, "
+                      "%s, &ts_);\n",
                       dbl(yd), out_n, comm);
+        tangent_count(o, m, out_n);
         break;
     case K_SENDRECV:
         ad_buf_printf(o,
-                      "    MPI_Sendrecv(%s, %s, MPI_DOUBLE, %s, %s, %s, %s, MPI_DOUBLE, "
-                      "s_.MPI_SOURCE, s_.MPI_TAG, %s, MPI_STATUS_IGNORE);\n",
+                      "    MPI_Status ts_;\n"
+                      "    const int tr_ = MPI_Sendrecv(%s, %s, MPI_DOUBLE, %s, %s, %s, %s, "
+                      "MPI_DOUBLE, s_.MPI_SOURCE, s_.MPI_TAG, %s, &ts_);\n",
                       dbl(xd), in_n, arg(3), arg(4), dbl(yd), out_n, comm);
+        tangent_count(o, m, out_n);
         break;
     case K_BCAST:
         ad_buf_printf(o, "    MPI_Bcast(%s, %s, MPI_DOUBLE, %s, %s);\n", dbl(xd), in_n, arg(3),
@@ -1304,9 +1461,10 @@ static void tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
         ad_buf_printf(o,
                       "    if (fail_) {\n        for (int i_ = 0; i_ < (%s); i_++)\n"
                       "            %s[i_] = (double)NAN;\n"
-                      "        if (on_ > 0) /* another datatype: its first element at least */\n"
+                      "        if (%s > 0) /* another datatype, or the ranks disagreed: its "
+                      "first element at least */\n"
                       "            %s[0] = (double)NAN;\n    }\n",
-                      yn, dbl(yd), dbl(yd));
+                      yn, dbl(yd), agreed_kind(m->kind) ? "on0_" : "on_", dbl(yd));
     if (m->in >= 0)
         free_scratch(o, mask, m->in, "x_");
     if (m->out >= 0 && m->out != m->in)
@@ -1320,9 +1478,14 @@ void ad_mpi_emit(ad_buf *out, ad_buf *decls, const ad_func *g, uint64_t mask, in
                  const char *mn)
 {
     const int k = k_mpi[g->prim->mpi - 1].kind;
-    if (kind == 0 && !g_flag_done)
+    /* (the requests' table refers to the flag in either mode) */
+    const bool nb = k == K_ISEND || k == K_IRECV || k == K_WAIT || k == K_WAITALL;
+    if ((kind == 0 || nb) && !g_flag_done)
         ad_buf_put(decls, k_flag);
-    g_flag_done |= kind == 0;
+    g_flag_done |= kind == 0 || nb;
+    if (agreed_kind(k) && !g_agree_done)
+        ad_buf_put(decls, k_agree);
+    g_agree_done |= agreed_kind(k);
     if (k == K_ISEND || k == K_IRECV || k == K_WAIT || k == K_WAITALL) {
         for (int i = 0; !g_runtime_done && k_runtime[i]; i++)
             ad_buf_put(decls, k_runtime[i]);

@@ -3,8 +3,9 @@
  * sends 3 doubles to rank 1 by MPI_Isend, rank 1 posts MPI_Irecv for 3 + bad (bad -1: the
  * message is longer, an MPI error; +1: shorter, another count; 2, 3: the sizes match, then
  * a blocking message that rank 1 receives as MPI_UINT64_T, as MPI_BYTE; 4: an
- * MPI_Allgatherv of MPI_BYTE on every rank). *err is rank 1's view: the
- * wait's error, or 1 for another count (test_ad_mismatch.c).
+ * MPI_Allgatherv of MPI_BYTE on every rank; 5 to 10: blocking calls whose counts do not
+ * match, below). *err is rank 1's view: the wait's or receive's error, or 1 for another
+ * count; for the collectives, each rank's MPI result (test_ad_mismatch.c).
  */
 #include <math.h>
 #include <mpi.h>
@@ -43,6 +44,41 @@ double mm_obj(const double *x, int bad, int *err)
         MPI_Recv(&r[1], 2, MPI_UINT64_T, 0, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     else if (bad == 3 && rank == 1)
         MPI_Recv(&r[1], 16, MPI_BYTE, 0, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    /* bad 5, 6: a blocking message of 3 that rank 1 receives with a count of 4 (shorter than
+     * posted) or 2 (longer: MPI's truncation error) */
+    if ((bad == 5 || bad == 6) && rank == 0)
+        MPI_Send(s, 3, MPI_DOUBLE, 1, 7, MPI_COMM_WORLD);
+    else if ((bad == 5 || bad == 6) && rank == 1) {
+        MPI_Status s2;
+        const int n = bad == 5 ? 4 : 2;
+        *err = MPI_Recv(r, n, MPI_DOUBLE, 0, 7, MPI_COMM_WORLD, &s2);
+        int c = 0;
+        MPI_Get_count(&s2, MPI_DOUBLE, &c);
+        if (*err == MPI_SUCCESS && c != n)
+            *err = 1;
+    }
+    /* bad 7 to 10: collectives whose ranks give different counts (every rank's call returns
+     * MPI_ERR_COUNT, nothing moves): a broadcast (the root 3, the others 2), an allreduce
+     * (rank 1: 3, the others 2), a gather (the last rank sends 2, the root takes 1 of each)
+     * and an allgather (rank 0 sends 2, every rank takes 1 of each) */
+    if (bad == 7)
+        *err = MPI_Bcast(r, rank == 0 ? 3 : 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (bad == 8) {
+        double t[3] = {0, 0, 0};
+        *err = MPI_Allreduce(s, t, rank == 1 ? 3 : 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        r[0] += t[0] * t[1];
+    }
+    if ((bad == 9 || bad == 10) && size <= 8) {
+        double g[16] = {0};
+        if (bad == 9)
+            *err = MPI_Gather(s, rank == size - 1 ? 2 : 1, MPI_DOUBLE, g, 1, MPI_DOUBLE, 0,
+                              MPI_COMM_WORLD);
+        else
+            *err =
+                MPI_Allgather(s, rank == 0 ? 2 : 1, MPI_DOUBLE, g, 1, MPI_DOUBLE, MPI_COMM_WORLD);
+        for (int q = 0; q < size; q++)
+            r[0] += g[q] * g[q];
+    }
     double y = 0;
     for (int i = 0; i < 4; i++)
         y += r[i] * r[i] + s[i];

@@ -6,7 +6,10 @@
  * adjoint of the receive is NaN). With sizes that match, every derivative is finite; a
  * receive of another datatype (of a double's size, or bytes) makes the receiver's
  * derivatives NaN and both sweeps end (the sweep goes on after the failure, its messages
- * matched, none past the buffers); so does an MPI_Allgatherv of MPI_BYTE, on every rank.
+ * matched, none past the buffers); so does an MPI_Allgatherv of MPI_BYTE, on every rank. A
+ * blocking receive of another count fails the derivatives of both ranks (f_rev NaN); a
+ * broadcast, allreduce, gather or allgather whose ranks give different counts returns
+ * MPI_ERR_COUNT on every rank and fails every rank's derivative.
  */
 #include <math.h>
 #include <mpi.h>
@@ -27,7 +30,7 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 0;
     }
-    for (int bad = -1; bad <= 4; bad++) {
+    for (int bad = -1; bad <= 10; bad++) {
         double x[4], xb[4] = {0}, xd[4], yd = 0;
         int err = 0, errf = 0;
         for (int i = 0; i < 4; i++) {
@@ -48,6 +51,37 @@ int main(int argc, char **argv)
             fprintf(stderr, "rank %d: allgatherv of MPI_BYTE: f_rev %g, tangent %g\n", rank, yr,
                     yd);
             bad_test = 1;
+        }
+        if (bad >= 7) {
+            /* collectives of counts that differ: every rank's call fails, and every rank's
+             * derivative (f_rev NaN: its stack failed; the tangent NaN) */
+            if (err != MPI_ERR_COUNT || errf != MPI_ERR_COUNT || isfinite(yr) || isfinite(yd)) {
+                fprintf(stderr,
+                        "rank %d: collective %d of other counts: err %d / %d (%d "
+                        "expected), f_rev %g, tangent %g\n",
+                        rank, bad, err, errf, MPI_ERR_COUNT, yr, yd);
+                bad_test = 1;
+            }
+            continue;
+        }
+        if (bad == 5 || bad == 6) {
+            /* a blocking receive of another count: its rank sees MPI's error or the count;
+             * both ranks' derivatives fail (the sender's adjoint message is empty) */
+            if (rank == 1 && (err == 0 || errf == 0 || isfinite(yd) || isfinite(yr))) {
+                fprintf(stderr,
+                        "rank 1: a blocking message %s: err %d / %d, f_rev %g, "
+                        "tangent %g\n",
+                        bad == 5 ? "shorter than posted" : "longer than posted", err, errf, yr, yd);
+                bad_test = 1;
+            }
+            if (rank == 0 && (isfinite(xb[0]) || isfinite(yr))) {
+                fprintf(stderr,
+                        "rank 0: its blocking message received with count %d: "
+                        "gradient %g, f_rev %g, NaN expected\n",
+                        bad == 5 ? 4 : 2, xb[0], yr);
+                bad_test = 1;
+            }
+            continue;
         }
         if (bad >= 2) {
             /* the receiver's derivative fails (NaN value and tangent); the sweeps of both
