@@ -1493,6 +1493,10 @@ static void check_calls(ad_expr *e, void *env)
     ad_func *f = env;
     if (e->kind != EX_CALL || e->callee || e->row || zero_derivative(e->text))
         return;
+    if (ad_mpi_refused(e)) {
+        f->nerrors++;
+        return;
+    }
     if (!varied_arg(e) || !may_write_real(e))
         return;
     const char *why = ad_rows_why_not(e->text);

@@ -63,7 +63,13 @@ enum {
     K_WAITALL,
     K_GATHERV,
     K_SCATTERV,
-    K_ALLGATHERV
+    K_ALLGATHERV,
+    K_TEST,
+    K_TESTALL,
+    K_WAITANY,
+    K_TESTANY,
+    K_WAITSOME,
+    K_TESTSOME
 };
 
 typedef struct mpi_fn {
@@ -92,7 +98,21 @@ static const mpi_fn k_mpi[] = {
     {"MPI_Gatherv", K_GATHERV, 9, 0, 1, 2, 3, 4, 6},
     {"MPI_Scatterv", K_SCATTERV, 9, 0, 1, 3, 4, 5, 6},
     {"MPI_Allgatherv", K_ALLGATHERV, 8, 0, 1, 2, 3, 4, 6},
+    /* the other completions of requests: as MPI_Wait / MPI_Waitall for those they complete */
+    {"MPI_Test", K_TEST, 3, -1, -1, -1, -1, -1, -1},
+    {"MPI_Testall", K_TESTALL, 4, -1, -1, -1, -1, -1, -1},
+    {"MPI_Waitany", K_WAITANY, 4, -1, -1, -1, -1, -1, -1},
+    {"MPI_Testany", K_TESTANY, 5, -1, -1, -1, -1, -1, -1},
+    {"MPI_Waitsome", K_WAITSOME, 5, -1, -1, -1, -1, -1, -1},
+    {"MPI_Testsome", K_TESTSOME, 5, -1, -1, -1, -1, -1, -1},
 };
+
+/* A call that completes requests (the wrappers' table, below). */
+static bool completes(int k)
+{
+    return k == K_WAIT || k == K_WAITALL || k == K_TEST || k == K_TESTALL || k == K_WAITANY ||
+           k == K_TESTANY || k == K_WAITSOME || k == K_TESTSOME;
+}
 
 int ad_mpi_kind(const char *name)
 {
@@ -100,6 +120,92 @@ int ad_mpi_kind(const char *name)
         if (!strcmp(k_mpi[i].name, name))
             return (int)i;
     return -1;
+}
+
+/* MPI functions that move none of the program's data and complete no request: their calls
+ * stay as they are. Any other MPI function the tool does not differentiate is refused
+ * (ad_mpi_refused). */
+static const char *const k_inert[] = {
+    "MPI_Init",
+    "MPI_Init_thread",
+    "MPI_Finalize",
+    "MPI_Initialized",
+    "MPI_Finalized",
+    "MPI_Abort",
+    "MPI_Barrier",
+    "MPI_Wtime",
+    "MPI_Wtick",
+    "MPI_Get_count",
+    "MPI_Get_elements",
+    "MPI_Get_elements_x",
+    "MPI_Probe",
+    "MPI_Iprobe",
+    "MPI_Get_processor_name",
+    "MPI_Get_version",
+    "MPI_Get_library_version",
+    "MPI_Query_thread",
+    "MPI_Is_thread_main",
+    "MPI_Dims_create",
+    "MPI_Pcontrol",
+    "MPI_Status_set_elements",
+    "MPI_Status_set_cancelled",
+    "MPI_Test_cancelled",
+};
+
+/* ... and the families of communicators, groups, datatypes, errors and topologies */
+static const char *const k_inert_prefix[] = {
+    "MPI_Comm_",
+    "MPI_Group_",
+    "MPI_Type_",
+    "MPI_Errhandler_",
+    "MPI_Error_",
+    "MPI_Add_error_",
+    "MPI_Cart_",
+    "MPI_Graph_",
+    "MPI_Topo_",
+    "MPI_Info_",
+    "MPI_Op_",
+    "MPI_Keyval_",
+    "MPI_Attr_",
+    "MPI_Dist_graph_create",
+    "MPI_Dist_graph_neighbors",
+};
+
+/* Persistent requests, and requests freed or cancelled before they complete */
+static const char *const k_persistent[] = {
+    "MPI_Send_init", "MPI_Bsend_init", "MPI_Ssend_init",   "MPI_Rsend_init", "MPI_Recv_init",
+    "MPI_Start",     "MPI_Startall",   "MPI_Request_free", "MPI_Cancel",
+};
+
+static bool listed(const char *name, const char *const *list, size_t n, bool prefix)
+{
+    for (size_t i = 0; i < n; i++)
+        if (prefix ? !strncmp(name, list[i], strlen(list[i])) : !strcmp(name, list[i]))
+            return true;
+    return false;
+}
+
+bool ad_mpi_refused(const ad_expr *call)
+{
+    const char *name = call->text;
+    if (call->kind != EX_CALL || call->callee || !name || strncmp(name, "MPI_", 4) != 0 ||
+        listed(name, k_inert, sizeof k_inert / sizeof *k_inert, false) ||
+        listed(name, k_inert_prefix, sizeof k_inert_prefix / sizeof *k_inert_prefix, true))
+        return false;
+    if (listed(name, k_persistent, sizeof k_persistent / sizeof *k_persistent, false))
+        ad_error(call->loc,
+                 "%s is not covered by chainrules-ad: persistent requests (MPI_Send_init, "
+                 "MPI_Recv_init, MPI_Start, MPI_Startall) and requests freed or cancelled "
+                 "(MPI_Request_free, MPI_Cancel) have no adjoint here; post each message with "
+                 "MPI_Isend or MPI_Irecv and complete it with a wait or a test",
+                 name);
+    else
+        ad_error(call->loc,
+                 "%s is an MPI function that chainrules-ad does not differentiate: the data it "
+                 "moves or the requests it completes would have no derivative, and the partners' "
+                 "adjoint messages no match (docs/mpi.md lists the calls covered)",
+                 name);
+    return true;
 }
 
 static bool g_bound; /* the unit declares MPI functions */
@@ -557,7 +663,97 @@ static const char k_flag[] =
     "#define CR_AD_MPI_FAILED_ 1\n"
     "static int cr_ad_mpi_failed_;\n\n";
 
-/* Isend, Irecv, Wait, Waitall in the reverse mode: the forward and adjoint sweeps. */
+/* MPI_Test, MPI_Testall, MPI_Waitany, MPI_Testany, MPI_Waitsome, MPI_Testsome: the primal,
+ * then each request it completed as at a wait: done(key, status, rc) is
+ * cr_ad_mreq_fw_wait_ (the forward sweep of the reverse mode, which also records which
+ * requests completed: push true) or cr_ad_mreq_tan_wait_ (the forward mode). */
+static void completion(ad_buf *o, const ad_func *g, int kind, bool push)
+{
+    const char *done = push ? "cr_ad_mreq_fw_wait_(stp_, " : "cr_ad_mreq_tan_wait_(";
+    const char *rc = "r_ == MPI_ERR_IN_STATUS ? s_[i_].MPI_ERROR : r_";
+    const bool many = kind == K_TESTALL || kind == K_WAITSOME || kind == K_TESTSOME;
+    if (many)
+        ad_buf_put(o, "    MPI_Status *s_ = malloc((size_t)(a0_ > 0 ? a0_ : 1) * sizeof *s_);\n"
+                      "    if (!s_)\n        MPI_Abort(MPI_COMM_WORLD, 1);\n    const int r_ = ");
+    else
+        ad_buf_put(o, "    MPI_Status s_;\n    const int r_ = ");
+    call_primal(o, g, many ? "s_" : "&s_");
+    ad_buf_put(o, ";\n");
+    switch (kind) {
+    case K_TEST:
+        ad_buf_printf(
+            o,
+            "    const int done_ = *a1_ != 0;\n    if (done_) {\n        %sa0_, &s_, r_);\n"
+            "        if (a2_ != MPI_STATUS_IGNORE)\n            *a2_ = s_;\n    }\n",
+            done);
+        if (push)
+            ad_buf_put(o, "    cr_adstack_push_i64(stp_, done_);\n");
+        break;
+    case K_TESTALL:
+        ad_buf_printf(o,
+                      "    const int done_ = *a2_ != 0;\n"
+                      "    for (int i_ = 0; i_ < (done_ ? a0_ : 0); i_++) {\n"
+                      "        %s&a1_[i_], &s_[i_], %s);\n"
+                      "        if (a3_ != MPI_STATUSES_IGNORE)\n            a3_[i_] = s_[i_];\n"
+                      "    }\n    free(s_);\n",
+                      done, rc);
+        if (push)
+            ad_buf_put(o, "    cr_adstack_push_i64(stp_, done_);\n");
+        break;
+    case K_WAITANY:
+    case K_TESTANY: {
+        const bool test = kind == K_TESTANY;
+        ad_buf_printf(o,
+                      "    const int k_ = *a2_ == MPI_UNDEFINED%s ? -1 : *a2_;\n"
+                      "    if (k_ >= 0)\n        %s&a1_[k_], &s_, r_);\n"
+                      "    if (%s != MPI_STATUS_IGNORE%s)\n        *%s = s_;\n",
+                      test ? " || !*a3_" : "", done, arg(g->nparams - 1), test ? " && *a3_" : "",
+                      arg(g->nparams - 1));
+        if (push)
+            ad_buf_put(o, "    cr_adstack_push_i64(stp_, k_);\n");
+        break;
+    }
+    default: /* waitsome, testsome */
+        ad_buf_printf(o,
+                      "    const int n_ = *a2_ == MPI_UNDEFINED ? 0 : *a2_;\n"
+                      "    for (int i_ = 0; i_ < n_; i_++) {\n"
+                      "        %s&a1_[a3_[i_]], &s_[i_], %s);\n%s"
+                      "        if (a4_ != MPI_STATUSES_IGNORE)\n            a4_[i_] = s_[i_];\n"
+                      "    }\n    free(s_);\n",
+                      done, rc, push ? "        cr_adstack_push_i64(stp_, a3_[i_]);\n" : "");
+        if (push)
+            ad_buf_put(o, "    cr_adstack_push_i64(stp_, n_);\n");
+        break;
+    }
+}
+
+/* The adjoint of completion(): the adjoint messages of the requests it completed, the last
+ * first. */
+static void completion_bw(ad_buf *o, int kind)
+{
+    switch (kind) {
+    case K_TEST:
+        ad_buf_put(o,
+                   "    if (cr_adstack_pop_i64(stp_))\n        cr_ad_mreq_bw_wait_(stp_, a0_);\n");
+        break;
+    case K_TESTALL:
+        ad_buf_put(o, "    if (cr_adstack_pop_i64(stp_))\n        for (int i_ = a0_; i_-- > 0;)\n"
+                      "            cr_ad_mreq_bw_wait_(stp_, &a1_[i_]);\n");
+        break;
+    case K_WAITANY:
+    case K_TESTANY:
+        ad_buf_put(o, "    const int k_ = (int)cr_adstack_pop_i64(stp_);\n"
+                      "    if (k_ >= 0)\n        cr_ad_mreq_bw_wait_(stp_, &a1_[k_]);\n");
+        break;
+    default:
+        ad_buf_put(o, "    for (int n_ = (int)cr_adstack_pop_i64(stp_); n_ > 0; n_--) {\n"
+                      "        const int k_ = (int)cr_adstack_pop_i64(stp_);\n"
+                      "        cr_ad_mreq_bw_wait_(stp_, &a1_[k_]);\n    }\n");
+        break;
+    }
+}
+
+/* Isend, Irecv and the completions in the reverse mode: the forward and adjoint sweeps. */
 static void nb_split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
 {
     const mpi_fn *m = &k_mpi[g->prim->mpi - 1];
@@ -608,6 +804,9 @@ static void nb_split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
                    "        if (a2_ != MPI_STATUSES_IGNORE)\n            a2_[i_] = s_[i_];\n"
                    "    }\n    free(s_);\n");
         break;
+    default:
+        completion(o, g, m->kind, true);
+        break;
     }
     ad_buf_put(o, "    return r_;\n}\n\n");
 
@@ -637,6 +836,9 @@ static void nb_split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
         ad_buf_put(o, "    for (int i_ = a0_; i_-- > 0;)\n"
                       "        cr_ad_mreq_bw_wait_(stp_, &a1_[i_]);\n");
         break;
+    default:
+        completion_bw(o, m->kind);
+        break;
     }
     for (int i = 0; i < g->nparams; i++)
         ad_buf_printf(o, "    (void)%s;\n", arg(i));
@@ -645,7 +847,7 @@ static void nb_split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
     ad_buf_put(o, "}\n\n");
 }
 
-/* Isend, Irecv, Wait, Waitall in the forward mode: the tangent messages travel beside the
+/* Isend, Irecv and the completions in the forward mode: the tangent messages travel beside the
  * primal ones (a receive with a wildcard source or tag takes its tangent at the wait, from
  * the actual source and tag). */
 static void nb_tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
@@ -695,6 +897,9 @@ static void nb_tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *m
                "                             r_ == MPI_ERR_IN_STATUS ? s_[i_].MPI_ERROR : r_);\n"
                "        if (a2_ != MPI_STATUSES_IGNORE)\n            a2_[i_] = s_[i_];\n"
                "    }\n    free(s_);\n");
+        break;
+    default:
+        completion(o, g, m->kind, false);
         break;
     }
     for (int i = 0; i < g->nparams; i++)
@@ -1479,14 +1684,14 @@ void ad_mpi_emit(ad_buf *out, ad_buf *decls, const ad_func *g, uint64_t mask, in
 {
     const int k = k_mpi[g->prim->mpi - 1].kind;
     /* (the requests' table refers to the flag in either mode) */
-    const bool nb = k == K_ISEND || k == K_IRECV || k == K_WAIT || k == K_WAITALL;
+    const bool nb = k == K_ISEND || k == K_IRECV || completes(k);
     if ((kind == 0 || nb) && !g_flag_done)
         ad_buf_put(decls, k_flag);
     g_flag_done |= kind == 0 || nb;
     if (agreed_kind(k) && !g_agree_done)
         ad_buf_put(decls, k_agree);
     g_agree_done |= agreed_kind(k);
-    if (k == K_ISEND || k == K_IRECV || k == K_WAIT || k == K_WAITALL) {
+    if (nb) {
         for (int i = 0; !g_runtime_done && k_runtime[i]; i++)
             ad_buf_put(decls, k_runtime[i]);
         g_runtime_done = true;
