@@ -599,7 +599,96 @@ static const char k_agree[] =
     "    return v[0] == 0 && v[1] == -v[2] &&\n"
     "           (v[3] == INT64_MIN || (v[3] == -v[4] && v[3] == v[1]));\n}\n\n";
 
-static bool g_runtime_done, g_flag_done, g_agree_done;
+/* The same for the v variants: the root's count for each rank (every rank's counts, for
+ * allgatherv) against that rank's own, in bytes, by an MPI_Scatter (MPI_Allgather) of
+ * int64_t and an MPI_Allreduce of the outcome; counts and displacements not negative, the
+ * extent they address (*ext, the rank's, where it has them) within an int. */
+static const char k_vagree[] =
+    "/* chainrules-ad: a count in bytes (-2: a negative count or no datatype size) */\n"
+    "static inline int64_t cr_ad_mpi_bytes_(int n, MPI_Datatype t)\n{\n"
+    "    int ts = 0;\n"
+    "    return n < 0 || MPI_Type_size(t, &ts) != MPI_SUCCESS ? -2 : (int64_t)n * ts;\n}\n\n"
+    "/* chainrules-ad: the ranks agree on a v variant's counts (1: they do); own: this rank's\n"
+    " * bytes (-1: in place), cnt and dsp of type t at the root (at every rank: all) */\n"
+    "static inline int cr_ad_mpi_vagree_(MPI_Comm comm, int root, int all, int64_t own,\n"
+    "                                    const int *cnt, const int *dsp, MPI_Datatype t,\n"
+    "                                    int64_t *ext)\n{\n"
+    "    int rank = 0, size = 1, ts = 0, bad = 0, rc = MPI_SUCCESS;\n"
+    "    MPI_Comm_rank(comm, &rank);\n    MPI_Comm_size(comm, &size);\n"
+    "    int64_t *e = malloc((size_t)(size > 0 ? size : 1) * sizeof *e), mine = -1;\n"
+    "    int64_t *b = malloc((size_t)(size > 0 ? size : 1) * sizeof *b);\n"
+    "    if (!e || !b)\n        MPI_Abort(MPI_COMM_WORLD, 1);\n"
+    "    *ext = 0;\n"
+    "    if (all || rank == root) {\n"
+    "        bad = !cnt || !dsp || MPI_Type_size(t, &ts) != MPI_SUCCESS;\n"
+    "        for (int q = 0; q < size; q++) {\n"
+    "            e[q] = bad ? -3 : (int64_t)cnt[q] * ts;\n"
+    "            if (!bad && (cnt[q] < 0 || dsp[q] < 0))\n                bad = 1;\n"
+    "            if (!bad && cnt[q] > 0 && (int64_t)dsp[q] + cnt[q] > *ext)\n"
+    "                *ext = (int64_t)dsp[q] + cnt[q];\n        }\n"
+    "        bad |= *ext > (int64_t)(~0u >> 1); /* INT_MAX */\n    }\n"
+    "    if (all) {\n"
+    "        rc = MPI_Allgather(&own, 1, MPI_INT64_T, b, 1, MPI_INT64_T, comm);\n"
+    "        for (int q = 0; rc == MPI_SUCCESS && q < size; q++)\n"
+    "            bad |= b[q] != -1 && b[q] != e[q];\n"
+    "    } else {\n"
+    "        rc = MPI_Scatter(e, 1, MPI_INT64_T, &mine, 1, MPI_INT64_T, root, comm);\n"
+    "        bad |= own != -1 && own != mine;\n    }\n"
+    "    bad |= rc != MPI_SUCCESS;\n"
+    "    free(e);\n    free(b);\n"
+    "    int any = 1;\n"
+    "    if (MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, comm) != MPI_SUCCESS)\n"
+    "        any = 1;\n"
+    "    return !any;\n}\n\n";
+
+static bool g_runtime_done, g_flag_done, g_agree_done, g_vagree_done;
+
+static void v_zero(ad_buf *o, int kind);
+
+/* The agreement of a v variant (k_vagree) as agreed_, with ext0_ the extent of the rank's
+ * result as given; where the ranks disagree, fail (a statement, run unless NULL) and every
+ * count and displacement 0 (zc_, freed by the caller). */
+static void v_agree(ad_buf *o, int kind, const char *comm, const char *fail)
+{
+    if (kind == K_GATHERV)
+        ad_buf_printf(
+            o,
+            "    int64_t ext0_ = 0;\n"
+            "    const int agreed_ = cr_ad_mpi_vagree_(%s, a7_, 0, rank_ == a7_ && a0_ == "
+            "MPI_IN_PLACE ? -1 : cr_ad_mpi_bytes_(a1_, a2_), a4_, a5_, a6_, &ext0_);\n",
+            comm);
+    else if (kind == K_SCATTERV)
+        ad_buf_printf(
+            o,
+            "    int64_t ext0_ = 0;\n"
+            "    const int agreed_ = cr_ad_mpi_vagree_(%s, a7_, 0, rank_ == a7_ && a4_ == "
+            "MPI_IN_PLACE ? -1 : cr_ad_mpi_bytes_(a5_, a6_), a1_, a2_, a3_, &ext0_);\n"
+            "    ext0_ = rank_ == a7_ && a4_ == MPI_IN_PLACE ? 0 : a5_;\n",
+            comm);
+    else
+        ad_buf_printf(
+            o,
+            "    int64_t ext0_ = 0;\n"
+            "    const int agreed_ = cr_ad_mpi_vagree_(%s, 0, 1, a0_ == MPI_IN_PLACE ? -1 "
+            ": cr_ad_mpi_bytes_(a1_, a2_), a4_, a5_, a6_, &ext0_);\n",
+            comm);
+    ad_buf_put(o, "    (void)ext0_;\n    int *zc_ = NULL;\n    if (!agreed_) {\n");
+    if (fail)
+        ad_buf_printf(o, "        %s;\n", fail);
+    v_zero(o, kind);
+    ad_buf_put(o, "    }\n");
+}
+
+/* The counts and displacements of a v variant whose ranks disagree: 0 (zc_). */
+static void v_zero(ad_buf *o, int kind)
+{
+    ad_buf_put(o, "        zc_ = calloc((size_t)(size_ > 0 ? size_ : 1), sizeof *zc_);\n"
+                  "        if (!zc_)\n            MPI_Abort(MPI_COMM_WORLD, 1);\n");
+    if (kind == K_SCATTERV)
+        ad_buf_put(o, "        a5_ = 0;\n        a1_ = zc_;\n        a2_ = zc_;\n");
+    else
+        ad_buf_put(o, "        a1_ = 0;\n        a4_ = zc_;\n        a5_ = zc_;\n");
+}
 
 /* The counts of a collective whose ranks disagree: 0. */
 static void zero_agreed(ad_buf *o, const mpi_fn *m)
@@ -1043,6 +1132,7 @@ static void v_split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
     params(o, g, 0, NULL);
     ad_buf_put(o, ", cr_adstack *stp_)\n{\n");
     v_head(o, comm);
+    v_agree(o, m->kind, comm, NULL); /* (the adjoint sweep fails the derivative) */
     if (m->kind == K_SCATTERV)
         ad_buf_printf(
             o,
@@ -1051,15 +1141,21 @@ static void v_split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
             inplace, dbl(y));
     else
         v_segments(o, moved, cn, dn, false, ad_fmt("cr_adstack_push_f64(stp_, %s[k_]);", dbl(y)));
-    ad_buf_put(o, "    return ");
+    ad_buf_put(o, "    const int r_ = ");
     call_primal(o, g, NULL);
-    ad_buf_put(o, ";\n}\n\n");
+    ad_buf_put(o, ";\n    cr_adstack_push_i64(stp_, agreed_);\n    free(zc_);\n"
+                  "    return agreed_ ? r_ : MPI_ERR_COUNT;\n}\n\n");
 
     /* adjoint sweep */
     ad_buf_printf(o, "static void cr_ad_%s_bw%s(", g->name, mn);
     params(o, g, mask, "_b");
     ad_buf_put(o, ", cr_adstack *stp_)\n{\n    (void)stp_;\n");
     v_head(o, comm);
+    /* the ranks disagreed in the forward sweep: every count was 0 there */
+    ad_buf_put(o, "    int *zc_ = NULL;\n    if (!cr_adstack_pop_i64(stp_)) {\n"
+                  "        cr_ad_mpi_failed_ = 1;\n");
+    v_zero(o, m->kind);
+    ad_buf_put(o, "    }\n");
     v_checks(o, m->kind, mask, "cr_ad_mpi_failed_ = 1");
     v_layout(o, where, cn, dn);
     /* scratch for the shadows the call does not have */
@@ -1134,7 +1230,7 @@ static void v_split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
         ad_buf_put(o, "    free(y_);\n");
     ad_buf_put(o, "    if (xo_)\n        free(xw_);\n    if (yo_)\n        free(yw_);\n");
     ad_buf_put(o, "    free(pd_);\n    (void)ext_;\n");
-    /* the overwritten elements restored */
+    /* the overwritten elements restored (before zc_ is freed: the counts may be it) */
     if (m->kind == K_SCATTERV)
         ad_buf_printf(o,
                       "    if (!%s && a6_ == MPI_DOUBLE)\n        for (int i_ = a5_; i_-- > 0;)\n"
@@ -1142,6 +1238,7 @@ static void v_split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
                       inplace, dbl(y));
     else
         v_segments(o, moved, cn, dn, true, ad_fmt("%s[k_] = cr_adstack_pop_f64(stp_);", dbl(y)));
+    ad_buf_put(o, "    free(zc_);\n");
     (void)x;
     for (int i = 0; i < g->nparams; i++)
         ad_buf_printf(o, "    (void)%s;\n", arg(i));
@@ -1158,6 +1255,7 @@ static void v_tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn
     ad_buf_put(o, ")\n{\n    int fail_ = 0;\n");
     v_head(o, comm);
     v_checks(o, m->kind, mask, "fail_ = 1");
+    v_agree(o, m->kind, comm, "fail_ = 1");
     const char *where = m->kind == K_ALLGATHERV ? "1" : "rank_ == a7_";
     const char *cn = m->kind == K_SCATTERV ? "a1_" : "a4_",
                *dn = m->kind == K_SCATTERV ? "a2_" : "a5_";
@@ -1168,9 +1266,9 @@ static void v_tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn
     const char *yd = shadow_or_scratch(o, mask, m->out, "_d", yn, "y_");
     v_substitute(o, m->kind, dbl(xd), dbl(yd), xn, yn);
     const char *X = "xw_", *Y = "yw_";
-    ad_buf_put(o, "    const int r_ = ");
+    ad_buf_put(o, "    int r_ = ");
     call_primal(o, g, NULL);
-    ad_buf_put(o, ";\n");
+    ad_buf_put(o, ";\n    if (!agreed_)\n        r_ = MPI_ERR_COUNT;\n");
     switch (m->kind) {
     case K_GATHERV:
         ad_buf_printf(o,
@@ -1196,12 +1294,15 @@ static void v_tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn
                       "    if (fail_) {\n        for (int i_ = 0; i_ < %s; i_++)\n"
                       "            %s[i_] = (double)NAN;\n"
                       "        if (yo_ && %s > 0) /* another datatype: its first element */\n"
+                      "            %s[0] = (double)NAN;\n"
+                      "        if (!agreed_ && a6_ == MPI_DOUBLE && ext0_ > 0) /* the ranks "
+                      "disagreed */\n"
                       "            %s[0] = (double)NAN;\n    }\n",
-                      yn, Y, yn, dbl(yd));
+                      yn, Y, yn, dbl(yd), dbl(yd));
     free_scratch(o, mask, m->in, "x_");
     free_scratch(o, mask, m->out, "y_");
     ad_buf_put(o, "    if (xo_)\n        free(xw_);\n    if (yo_)\n        free(yw_);\n");
-    ad_buf_put(o, "    free(pd_);\n    (void)tot_;\n");
+    ad_buf_put(o, "    free(pd_);\n    free(zc_);\n    (void)tot_;\n");
     for (int i = 0; i < g->nparams; i++)
         ad_buf_printf(o, "    (void)%s;\n", arg(i));
     ad_buf_put(o, "    (void)fail_;\n    return r_;\n}\n\n");
@@ -1691,6 +1792,10 @@ void ad_mpi_emit(ad_buf *out, ad_buf *decls, const ad_func *g, uint64_t mask, in
     if (agreed_kind(k) && !g_agree_done)
         ad_buf_put(decls, k_agree);
     g_agree_done |= agreed_kind(k);
+    const bool v = k == K_GATHERV || k == K_SCATTERV || k == K_ALLGATHERV;
+    if (v && !g_vagree_done)
+        ad_buf_put(decls, k_vagree);
+    g_vagree_done |= v;
     if (nb) {
         for (int i = 0; !g_runtime_done && k_runtime[i]; i++)
             ad_buf_put(decls, k_runtime[i]);

@@ -3,7 +3,7 @@
  * sends 3 doubles to rank 1 by MPI_Isend, rank 1 posts MPI_Irecv for 3 + bad (bad -1: the
  * message is longer, an MPI error; +1: shorter, another count; 2, 3: the sizes match, then
  * a blocking message that rank 1 receives as MPI_UINT64_T, as MPI_BYTE; 4: an
- * MPI_Allgatherv of MPI_BYTE on every rank; 5 to 10: blocking calls whose counts do not
+ * MPI_Allgatherv of MPI_BYTE on every rank; 5 to 13: blocking calls whose counts do not
  * match, below). *err is rank 1's view: the wait's or receive's error, or 1 for another
  * count; for the collectives, each rank's MPI result (test_ad_mismatch.c).
  */
@@ -78,6 +78,29 @@ double mm_obj(const double *x, int bad, int *err)
                 MPI_Allgather(s, rank == 0 ? 2 : 1, MPI_DOUBLE, g, 1, MPI_DOUBLE, MPI_COMM_WORLD);
         for (int q = 0; q < size; q++)
             r[0] += g[q] * g[q];
+    }
+    /* bad 11 to 13: the v variants, one block of 1 per rank in the counts, while the last
+     * rank gives 2 (gatherv: it sends 2; scatterv: it receives 2) or rank 0 sends 2
+     * (allgatherv) */
+    if (bad >= 11 && bad <= 13 && size <= 8) {
+        int cnt[8], dis[8];
+        double g[16] = {0}, h[2] = {0, 0};
+        for (int q = 0; q < size; q++) {
+            cnt[q] = 1;
+            dis[q] = q;
+        }
+        if (bad == 11)
+            *err = MPI_Gatherv(s, rank == size - 1 ? 2 : 1, MPI_DOUBLE, g, cnt, dis, MPI_DOUBLE, 0,
+                               MPI_COMM_WORLD);
+        else if (bad == 12)
+            *err = MPI_Scatterv(s, cnt, dis, MPI_DOUBLE, h, rank == size - 1 ? 2 : 1, MPI_DOUBLE, 0,
+                                MPI_COMM_WORLD);
+        else
+            *err = MPI_Allgatherv(s, rank == 0 ? 2 : 1, MPI_DOUBLE, g, cnt, dis, MPI_DOUBLE,
+                                  MPI_COMM_WORLD);
+        for (int q = 0; q < size; q++)
+            r[0] += g[q] * g[q];
+        r[1] += h[0] * h[1];
     }
     double y = 0;
     for (int i = 0; i < 4; i++)

@@ -8,8 +8,8 @@
  * derivatives NaN and both sweeps end (the sweep goes on after the failure, its messages
  * matched, none past the buffers); so does an MPI_Allgatherv of MPI_BYTE, on every rank. A
  * blocking receive of another count fails the derivatives of both ranks (f_rev NaN); a
- * broadcast, allreduce, gather or allgather whose ranks give different counts returns
- * MPI_ERR_COUNT on every rank and fails every rank's derivative.
+ * broadcast, allreduce, gather, allgather, gatherv, scatterv or allgatherv whose ranks give
+ * different counts returns MPI_ERR_COUNT on every rank and fails every rank's derivative.
  */
 #include <math.h>
 #include <mpi.h>
@@ -30,7 +30,7 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 0;
     }
-    for (int bad = -1; bad <= 10; bad++) {
+    for (int bad = -1; bad <= 13; bad++) {
         double x[4], xb[4] = {0}, xd[4], yd = 0;
         int err = 0, errf = 0;
         for (int i = 0; i < 4; i++) {
