@@ -69,7 +69,12 @@ enum {
     K_WAITANY,
     K_TESTANY,
     K_WAITSOME,
-    K_TESTSOME
+    K_TESTSOME,
+    K_SEND_INIT,
+    K_RECV_INIT,
+    K_START,
+    K_STARTALL,
+    K_REQUEST_FREE
 };
 
 typedef struct mpi_fn {
@@ -105,7 +110,23 @@ static const mpi_fn k_mpi[] = {
     {"MPI_Testany", K_TESTANY, 5, -1, -1, -1, -1, -1, -1},
     {"MPI_Waitsome", K_WAITSOME, 5, -1, -1, -1, -1, -1, -1},
     {"MPI_Testsome", K_TESTSOME, 5, -1, -1, -1, -1, -1, -1},
+    /* persistent requests: a template made by the init, posted by each start */
+    {"MPI_Send_init", K_SEND_INIT, 7, 0, 1, 2, -1, -1, -1},
+    {"MPI_Ssend_init", K_SEND_INIT, 7, 0, 1, 2, -1, -1, -1},
+    {"MPI_Bsend_init", K_SEND_INIT, 7, 0, 1, 2, -1, -1, -1},
+    {"MPI_Rsend_init", K_SEND_INIT, 7, 0, 1, 2, -1, -1, -1},
+    {"MPI_Recv_init", K_RECV_INIT, 7, -1, -1, -1, 0, 1, 2},
+    {"MPI_Start", K_START, 1, -1, -1, -1, -1, -1, -1},
+    {"MPI_Startall", K_STARTALL, 2, -1, -1, -1, -1, -1, -1},
+    {"MPI_Request_free", K_REQUEST_FREE, 1, -1, -1, -1, -1, -1, -1},
 };
+
+/* A call that posts, completes or frees requests (the wrappers' table, below). */
+static bool requests(int k)
+{
+    return k == K_ISEND || k == K_IRECV || k == K_SEND_INIT || k == K_RECV_INIT || k == K_START ||
+           k == K_STARTALL || k == K_REQUEST_FREE;
+}
 
 /* A call that completes requests (the wrappers' table, below). */
 static bool completes(int k)
@@ -171,11 +192,8 @@ static const char *const k_inert_prefix[] = {
     "MPI_Dist_graph_neighbors",
 };
 
-/* Persistent requests, and requests freed or cancelled before they complete */
-static const char *const k_persistent[] = {
-    "MPI_Send_init", "MPI_Bsend_init", "MPI_Ssend_init",   "MPI_Rsend_init", "MPI_Recv_init",
-    "MPI_Start",     "MPI_Startall",   "MPI_Request_free", "MPI_Cancel",
-};
+/* Requests cancelled */
+static const char *const k_persistent[] = {"MPI_Cancel"};
 
 static bool listed(const char *name, const char *const *list, size_t n, bool prefix)
 {
@@ -194,10 +212,9 @@ bool ad_mpi_refused(const ad_expr *call)
         return false;
     if (listed(name, k_persistent, sizeof k_persistent / sizeof *k_persistent, false))
         ad_error(call->loc,
-                 "%s is not covered by chainrules-ad: persistent requests (MPI_Send_init, "
-                 "MPI_Recv_init, MPI_Start, MPI_Startall) and requests freed or cancelled "
-                 "(MPI_Request_free, MPI_Cancel) have no adjoint here; post each message with "
-                 "MPI_Isend or MPI_Irecv and complete it with a wait or a test",
+                 "%s is not covered by chainrules-ad: a cancelled request has no adjoint "
+                 "here (its partner's adjoint message would have no match); complete each "
+                 "request with a wait or a test",
                  name);
     else
         ad_error(call->loc,
@@ -442,6 +459,7 @@ static const char *const k_runtime[] = {
     "    MPI_Comm comm;\n"
     "    MPI_Datatype type; /* a receive's, for its count */\n"
     "    double *shadow, *tmp;\n"
+    "    double *buf; /* a persistent request's buffer (its template) */\n"
     "    MPI_Request dreq;\n"
     "} cr_ad_mreq_;\n",
     "static cr_ad_mreq_ *cr_ad_mreqs_;\n"
@@ -573,6 +591,111 @@ static const char *const k_runtime[] = {
     "        if (e->orig > 0) /* another datatype: its first element at least */\n"
     "            e->shadow[0] = (double)NAN;\n    }\n"
     "    cr_ad_mreq_del_(e);\n}\n\n",
+    "/* persistent requests: the template of an init (phase 3 in the reverse mode, 4 in the\n"
+    " * forward mode) */\n"
+    "static inline void cr_ad_mreq_init_(const void *key, int phase, int kind, void *buf, int "
+    "count,\n"
+    "                                    MPI_Datatype type, int peer, int tag, MPI_Comm comm,\n"
+    "                                    double *shadow, int fail)\n{\n"
+    "    const int dbl = type == MPI_DOUBLE && !fail;\n"
+    "    cr_ad_mreq_ *t = cr_ad_mreq_add_(key, phase, kind, dbl ? count : 0, 0);\n"
+    "    t->buf = dbl ? (double *)buf : NULL;\n"
+    "    t->type = type;\n    t->peer = peer;\n    t->tag = tag;\n    t->comm = comm;\n"
+    "    t->shadow = dbl ? shadow : NULL;\n    t->fail = fail;\n    t->orig = count;\n}\n\n",
+    "static inline void cr_ad_mreq_uninit_(const void *key, int phase)\n{\n"
+    "    cr_ad_mreq_ *t = cr_ad_mreq_find_(key, phase);\n"
+    "    if (t)\n        cr_ad_mreq_del_(t);\n}\n\n",
+    "/* forward sweep of a start: the buffer of a receive saved, the request posted as an\n"
+    " * isend or irecv would be (1 pushed; 0: not a template of the wrappers) */\n"
+    "static inline void cr_ad_mreq_fw_start_(cr_adstack *stp_, const void *key)\n{\n"
+    "    const cr_ad_mreq_ *t = cr_ad_mreq_find_(key, 3);\n"
+    "    if (!t) {\n        cr_adstack_push_i64(stp_, 0);\n        return;\n    }\n"
+    "    const cr_ad_mreq_ c = *t; /* (the table may move) */\n"
+    "    for (int i = 0; c.kind == 2 && c.buf && i < c.count; i++)\n"
+    "        cr_adstack_push_f64(stp_, c.buf[i]);\n"
+    "    cr_adstack_push_i64(stp_, c.kind == 2 && c.buf ? c.count : 0);\n"
+    "    cr_adstack_push_i64(stp_, 1);\n"
+    "    cr_ad_mreq_ *e = cr_ad_mreq_add_(key, 0, c.kind, c.count, 0);\n"
+    "    e->peer = c.peer;\n    e->tag = c.tag;\n    e->comm = c.comm;\n    e->type = c.type;\n"
+    "    e->shadow = c.kind == 2 ? c.shadow : NULL;\n}\n\n",
+    "/* adjoint sweep of a start: its adjoint message completes (a send's added into the\n"
+    " * shadow of its buffer), a receive's buffer restored */\n"
+    "static inline void cr_ad_mreq_bw_start_(cr_adstack *stp_, const void *key)\n{\n"
+    "    if (!cr_adstack_pop_i64(stp_))\n        return;\n"
+    "    const cr_ad_mreq_ *t = cr_ad_mreq_find_(key, 3);\n"
+    "    double *buf = t ? t->buf : NULL, *shadow = t && t->kind == 1 ? t->shadow : NULL;\n"
+    "    cr_ad_mreq_bw_post_(stp_, key, shadow);\n"
+    "    for (int i = (int)cr_adstack_pop_i64(stp_); i-- > 0;) {\n"
+    "        const double v = cr_adstack_pop_f64(stp_);\n"
+    "        if (buf)\n            buf[i] = v;\n    }\n}\n\n",
+    "/* forward sweep of MPI_Request_free: an active request completes here for its adjoint\n"
+    " * (a send exactly; a receive, whose data arrive at an unknown point, fails the\n"
+    " * derivative with an empty adjoint message), a template is saved and removed */\n"
+    "static inline void cr_ad_mreq_fw_free_(cr_adstack *stp_, const void *key)\n{\n"
+    "    const cr_ad_mreq_ *e = cr_ad_mreq_find_(key, 0);\n"
+    "    if (e) {\n"
+    "        MPI_Status s;\n        memset(&s, 0, sizeof s);\n"
+    "        s.MPI_SOURCE = e->peer == MPI_ANY_SOURCE ? MPI_PROC_NULL : e->peer;\n"
+    "        s.MPI_TAG = e->tag;\n"
+    "        MPI_Status_set_elements(&s, MPI_DOUBLE, 0);\n"
+    "        cr_ad_mreq_fw_wait_(stp_, key, &s, e->kind == 1 ? MPI_SUCCESS : MPI_ERR_REQUEST);\n"
+    "    }\n"
+    "    cr_adstack_push_i64(stp_, e != NULL);\n"
+    "    const cr_ad_mreq_ *t = cr_ad_mreq_find_(key, 3);\n"
+    "    if (t) {\n"
+    "        cr_adstack_push_ptr(stp_, t->buf);\n        cr_adstack_push_ptr(stp_, t->shadow);\n"
+    "        cr_adstack_push_i64(stp_, t->count);\n        cr_adstack_push_i64(stp_, t->peer);\n"
+    "        cr_adstack_push_i64(stp_, t->tag);\n"
+    "        cr_adstack_push_i64(stp_, (int64_t)MPI_Comm_c2f(t->comm));\n"
+    "        cr_adstack_push_i64(stp_, (int64_t)MPI_Type_c2f(t->type));\n"
+    "        cr_adstack_push_i64(stp_, t->kind);\n"
+    "        cr_ad_mreq_del_((cr_ad_mreq_ *)t);\n    }\n"
+    "    cr_adstack_push_i64(stp_, t != NULL);\n}\n\n",
+    "static inline void cr_ad_mreq_bw_free_(cr_adstack *stp_, const void *key)\n{\n"
+    "    if (cr_adstack_pop_i64(stp_)) { /* the template again */\n"
+    "        const int kind = (int)cr_adstack_pop_i64(stp_);\n"
+    "        const MPI_Datatype type = MPI_Type_f2c((MPI_Fint)cr_adstack_pop_i64(stp_));\n"
+    "        const MPI_Comm comm = MPI_Comm_f2c((MPI_Fint)cr_adstack_pop_i64(stp_));\n"
+    "        const int tag = (int)cr_adstack_pop_i64(stp_);\n"
+    "        const int peer = (int)cr_adstack_pop_i64(stp_);\n"
+    "        const int count = (int)cr_adstack_pop_i64(stp_);\n"
+    "        double *shadow = cr_adstack_pop_ptr(stp_);\n"
+    "        double *buf = cr_adstack_pop_ptr(stp_);\n"
+    "        cr_ad_mreq_ *t = cr_ad_mreq_add_(key, 3, kind, count, 0);\n"
+    "        t->buf = buf;\n        t->shadow = shadow;\n        t->peer = peer;\n"
+    "        t->tag = tag;\n        t->comm = comm;\n        t->type = type;\n    }\n"
+    "    if (cr_adstack_pop_i64(stp_)) /* an active request: as at its wait */\n"
+    "        cr_ad_mreq_bw_wait_(stp_, key);\n}\n\n",
+    "/* forward mode: a start posts the tangent message beside the primal one */\n"
+    "static inline void cr_ad_mreq_tan_start_(const void *key)\n{\n"
+    "    const cr_ad_mreq_ *t = cr_ad_mreq_find_(key, 4);\n"
+    "    if (!t)\n        return;\n"
+    "    const cr_ad_mreq_ c = *t; /* (the table may move) */\n"
+    "    cr_ad_mreq_ *e = cr_ad_mreq_add_(key, 2, c.kind, c.count, 1);\n"
+    "    e->comm = c.comm;\n"
+    "    if (c.kind == 1) {\n"
+    "        if (c.shadow)\n"
+    "            memcpy(e->tmp, c.shadow, (size_t)c.count * sizeof(double));\n"
+    "        MPI_Isend(e->tmp, c.count, MPI_DOUBLE, c.peer, c.tag, c.comm, &e->dreq);\n"
+    "        return;\n    }\n"
+    "    e->shadow = c.shadow;\n    e->fail = c.fail;\n    e->orig = c.orig;\n    e->type = "
+    "c.type;\n"
+    "    if (c.peer == MPI_ANY_SOURCE || c.tag == MPI_ANY_TAG)\n        e->deferred = 1;\n"
+    "    else\n"
+    "        MPI_Irecv(e->shadow && !e->fail ? e->shadow : e->tmp, e->count, MPI_DOUBLE, c.peer,\n"
+    "                  c.tag, c.comm, &e->dreq);\n}\n\n",
+    "/* forward mode of MPI_Request_free: an active request's tangent message completes here\n"
+    " * (MPI_Wait: the program must not need the free to return before its partner posts\n"
+    " * the matching call); a template is removed */\n"
+    "static inline void cr_ad_mreq_tan_free_(const void *key)\n{\n"
+    "    cr_ad_mreq_ *e = cr_ad_mreq_find_(key, 2);\n"
+    "    if (e) {\n"
+    "        if (e->deferred)\n            e->fail = 1;\n"
+    "        else\n            MPI_Wait(&e->dreq, MPI_STATUS_IGNORE);\n"
+    "        if (e->kind == 2 && e->shadow)\n"
+    "            for (int i = 0; i < e->count; i++)\n                e->shadow[i] = (double)NAN;\n"
+    "        cr_ad_mreq_del_(e);\n    }\n"
+    "    cr_ad_mreq_uninit_(key, 4);\n}\n\n",
     NULL};
 
 /* The agreement of a blocking collective, before its primal call (every rank, in the
@@ -846,11 +969,13 @@ static void completion_bw(ad_buf *o, int kind)
 static void nb_split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
 {
     const mpi_fn *m = &k_mpi[g->prim->mpi - 1];
-    const bool post = m->kind == K_ISEND || m->kind == K_IRECV;
+    const bool post = m->kind == K_ISEND || m->kind == K_IRECV || m->kind == K_SEND_INIT ||
+                      m->kind == K_RECV_INIT;
+    const bool init = m->kind == K_SEND_INIT || m->kind == K_RECV_INIT;
     /* forward sweep (an irecv gets the shadow of its buffer: the adjoint of its wait sends
      * it) */
     ad_buf_printf(o, "static int cr_ad_%s_fw%s(", g->name, mn);
-    params(o, g, m->kind == K_IRECV ? mask : 0, "_b");
+    params(o, g, m->kind == K_IRECV || init ? mask : 0, "_b");
     ad_buf_put(o, ", cr_adstack *stp_)\n{\n    (void)stp_;\n");
     switch (m->kind) {
     case K_ISEND:
@@ -893,6 +1018,33 @@ static void nb_split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
                    "        if (a2_ != MPI_STATUSES_IGNORE)\n            a2_[i_] = s_[i_];\n"
                    "    }\n    free(s_);\n");
         break;
+    case K_SEND_INIT:
+    case K_RECV_INIT:
+        /* the template (the buffer, its shadow) for the starts */
+        ad_buf_put(o, "    const int r_ = ");
+        call_primal(o, g, NULL);
+        ad_buf_printf(o,
+                      ";\n    cr_ad_mreq_init_(a6_, 3, %d, (void *)(uintptr_t)a0_, a1_, a2_, a3_, "
+                      "a4_, a5_, %s, 0);\n",
+                      m->kind == K_SEND_INIT ? 1 : 2,
+                      mask & 1 ? "(double *)(uintptr_t)a0__b" : "NULL");
+        break;
+    case K_START:
+        ad_buf_put(o, "    cr_ad_mreq_fw_start_(stp_, a0_);\n    const int r_ = ");
+        call_primal(o, g, NULL);
+        ad_buf_put(o, ";\n");
+        break;
+    case K_STARTALL:
+        ad_buf_put(o, "    for (int i_ = 0; i_ < a0_; i_++)\n"
+                      "        cr_ad_mreq_fw_start_(stp_, &a1_[i_]);\n    const int r_ = ");
+        call_primal(o, g, NULL);
+        ad_buf_put(o, ";\n");
+        break;
+    case K_REQUEST_FREE:
+        ad_buf_put(o, "    cr_ad_mreq_fw_free_(stp_, a0_);\n    const int r_ = ");
+        call_primal(o, g, NULL);
+        ad_buf_put(o, ";\n");
+        break;
     default:
         completion(o, g, m->kind, true);
         break;
@@ -924,6 +1076,20 @@ static void nb_split(ad_buf *o, const ad_func *g, uint64_t mask, const char *mn)
     case K_WAITALL:
         ad_buf_put(o, "    for (int i_ = a0_; i_-- > 0;)\n"
                       "        cr_ad_mreq_bw_wait_(stp_, &a1_[i_]);\n");
+        break;
+    case K_SEND_INIT:
+    case K_RECV_INIT:
+        ad_buf_put(o, "    cr_ad_mreq_uninit_(a6_, 3);\n");
+        break;
+    case K_START:
+        ad_buf_put(o, "    cr_ad_mreq_bw_start_(stp_, a0_);\n");
+        break;
+    case K_STARTALL:
+        ad_buf_put(o, "    for (int i_ = a0_; i_-- > 0;)\n"
+                      "        cr_ad_mreq_bw_start_(stp_, &a1_[i_]);\n");
+        break;
+    case K_REQUEST_FREE:
+        ad_buf_put(o, "    cr_ad_mreq_bw_free_(stp_, a0_);\n");
         break;
     default:
         completion_bw(o, m->kind);
@@ -987,6 +1153,32 @@ static void nb_tangent(ad_buf *o, const ad_func *g, uint64_t mask, const char *m
                "        if (a2_ != MPI_STATUSES_IGNORE)\n            a2_[i_] = s_[i_];\n"
                "    }\n    free(s_);\n");
         break;
+    case K_SEND_INIT:
+    case K_RECV_INIT:
+        ad_buf_put(o, "    const int r_ = ");
+        call_primal(o, g, NULL);
+        ad_buf_printf(o,
+                      ";\n    cr_ad_mreq_init_(a6_, 4, %d, (void *)(uintptr_t)a0_, a1_, a2_, a3_, "
+                      "a4_, a5_, %s, fail_);\n",
+                      m->kind == K_SEND_INIT ? 1 : 2,
+                      mask & 1 ? "(double *)(uintptr_t)a0__d" : "NULL");
+        break;
+    case K_START:
+        ad_buf_put(o, "    const int r_ = ");
+        call_primal(o, g, NULL);
+        ad_buf_put(o, ";\n    cr_ad_mreq_tan_start_(a0_);\n");
+        break;
+    case K_STARTALL:
+        ad_buf_put(o, "    const int r_ = ");
+        call_primal(o, g, NULL);
+        ad_buf_put(o, ";\n    for (int i_ = 0; i_ < a0_; i_++)\n"
+                      "        cr_ad_mreq_tan_start_(&a1_[i_]);\n");
+        break;
+    case K_REQUEST_FREE:
+        ad_buf_put(o, "    cr_ad_mreq_tan_free_(a0_);\n    const int r_ = ");
+        call_primal(o, g, NULL);
+        ad_buf_put(o, ";\n");
+        break;
     default:
         completion(o, g, m->kind, false);
         break;
@@ -1008,14 +1200,18 @@ const char *ad_mpi_sweep_end(void)
 bool ad_mpi_fw_shadows(const ad_expr *c, uint64_t mask, bool split)
 {
     if (!c->callee || !c->callee->prim || !c->callee->prim->mpi ||
-        k_mpi[c->callee->prim->mpi - 1].kind != K_IRECV || !(mask & 1))
+        (k_mpi[c->callee->prim->mpi - 1].kind != K_IRECV &&
+         k_mpi[c->callee->prim->mpi - 1].kind != K_SEND_INIT &&
+         k_mpi[c->callee->prim->mpi - 1].kind != K_RECV_INIT) ||
+        !(mask & 1))
         return false;
     if (split) {
         ad_error(c->loc,
-                 "MPI_Irecv of a differentiated buffer in a function called by the function "
-                 "differentiated: the adjoint of its wait needs the buffer's adjoint, which the "
-                 "forward sweep of a called function does not have; post the receive in the "
-                 "function differentiated");
+                 "%s of a differentiated buffer in a function called by the function "
+                 "differentiated: the adjoint of its request needs the buffer's adjoint, which "
+                 "the forward sweep of a called function does not have; post the request in the "
+                 "function differentiated",
+                 c->callee->name);
         return false;
     }
     return true;
@@ -1785,7 +1981,7 @@ void ad_mpi_emit(ad_buf *out, ad_buf *decls, const ad_func *g, uint64_t mask, in
 {
     const int k = k_mpi[g->prim->mpi - 1].kind;
     /* (the requests' table refers to the flag in either mode) */
-    const bool nb = k == K_ISEND || k == K_IRECV || completes(k);
+    const bool nb = requests(k) || completes(k);
     if ((kind == 0 || nb) && !g_flag_done)
         ad_buf_put(decls, k_flag);
     g_flag_done |= kind == 0 || nb;

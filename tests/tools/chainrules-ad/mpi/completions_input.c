@@ -1,6 +1,7 @@
 /*
  * Requests completed by MPI_Test, MPI_Testall, MPI_Waitany, MPI_Testany, MPI_Waitsome and
- * MPI_Testsome (mode 0 to 5), in plain C that chainrules-ad differentiates: a ring in which
+ * MPI_Testsome (mode 0 to 5), and persistent requests (6, 7: below), in plain C that
+ * chainrules-ad differentiates: a ring in which
  * each rank sends s = sin(x) (rank + 1) to the right and t = x x to the left by MPI_Isend,
  * receives the left's s and the right's t by MPI_Irecv, and completes the four requests
  * with the call of its mode (the tests in loops until they succeed); its value is
@@ -13,7 +14,7 @@
 #define CN 3
 
 double c_obj(const double *x, int mode);
-double c_serial(const double *x, int p);
+double c_serial(const double *x, int p, int persistent);
 
 double c_obj(const double *x, int mode)
 {
@@ -57,11 +58,36 @@ double c_obj(const double *x, int mode)
             MPI_Waitsome(4, q, &out, ids, MPI_STATUSES_IGNORE);
             done += out;
         }
-    } else {
+    } else if (mode == 5) {
         while (done < 4) {
             MPI_Testsome(4, q, &out, ids, MPI_STATUSES_IGNORE);
             done += out;
         }
+    } else {
+        /* then two rounds of a persistent exchange to the right, by MPI_Startall and
+         * MPI_Waitall (6) or MPI_Start and MPI_Wait (7), the requests freed after */
+        MPI_Waitall(4, q, MPI_STATUSES_IGNORE);
+        double s2[CN], r3[CN];
+        MPI_Request pq[2];
+        MPI_Recv_init(r3, CN, MPI_DOUBLE, left, 3, MPI_COMM_WORLD, &pq[0]);
+        MPI_Send_init(s2, CN, MPI_DOUBLE, right, 3, MPI_COMM_WORLD, &pq[1]);
+        for (int round = 0; round < 2; round++) {
+            for (int i = 0; i < CN; i++)
+                s2[i] = s[i] * (1 + round) + r1[i] * r1[i];
+            if (mode == 6) {
+                MPI_Startall(2, pq);
+                MPI_Waitall(2, pq, MPI_STATUSES_IGNORE);
+            } else {
+                MPI_Start(&pq[0]);
+                MPI_Start(&pq[1]);
+                MPI_Wait(&pq[1], MPI_STATUS_IGNORE);
+                MPI_Wait(&pq[0], MPI_STATUS_IGNORE);
+            }
+            for (int i = 0; i < CN; i++)
+                r2[i] += r3[i] * (round + 1);
+        }
+        MPI_Request_free(&pq[0]);
+        MPI_Request_free(&pq[1]);
     }
     double y = 0;
     for (int i = 0; i < CN; i++)
@@ -69,14 +95,21 @@ double c_obj(const double *x, int mode)
     return y;
 }
 
-double c_serial(const double *x, int p)
+double c_serial(const double *x, int p, int persistent)
 {
     double y = 0;
     for (int q = 0; q < p; q++) {
-        const int l = (q + p - 1) % p, r = (q + 1) % p;
+        const int l = (q + p - 1) % p, ll = (l + p - 1) % p, r = (q + 1) % p;
         for (int i = 0; i < CN; i++) {
             const double r1 = sin(x[CN * l + i]) * (l + 1);
-            const double r2 = x[CN * r + i] * x[CN * r + i];
+            double r2 = x[CN * r + i] * x[CN * r + i];
+            if (persistent) {
+                /* the left's s2 of each round: its s and the s of its own left, squared */
+                const double sl = sin(x[CN * l + i]) * (l + 1);
+                const double sll = sin(x[CN * ll + i]) * (ll + 1);
+                for (int round = 0; round < 2; round++)
+                    r2 += (sl * (1 + round) + sll * sll) * (round + 1);
+            }
             y += r1 * r2 + x[CN * q + i];
         }
     }

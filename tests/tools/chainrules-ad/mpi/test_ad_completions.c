@@ -1,7 +1,8 @@
 /*
  * The derivatives chainrules-ad writes for requests completed by MPI_Test, MPI_Testall,
- * MPI_Waitany, MPI_Testany, MPI_Waitsome and MPI_Testsome (completions_input.c), on the
- * ranks mpirun starts. For each of the six, on every rank:
+ * MPI_Waitany, MPI_Testany, MPI_Waitsome and MPI_Testsome, and for persistent requests
+ * (MPI_Send_init, MPI_Recv_init, MPI_Startall or MPI_Start, MPI_Request_free;
+ * completions_input.c), on the ranks mpirun starts. For each, on every rank:
  * - the gradient of J (the sum over the ranks of the function's value) equals the rank's
  *   block of the gradient of the serial program (the same tool on code without MPI);
  * - central differences of the distributed J along a direction agree with <dJ/dx, d>;
@@ -18,11 +19,17 @@
 double c_obj(const double *x, int mode);
 double c_obj_rev(const double *x, double *x_b, int mode, double c_obj_b);
 double c_obj_fwd(const double *x, const double *x_d, int mode, double *c_obj_d);
-double c_serial(const double *x, int p);
-double c_serial_rev(const double *x, double *x_b, int p, double c_serial_b);
+double c_serial(const double *x, int p, int persistent);
+double c_serial_rev(const double *x, double *x_b, int p, int persistent, double c_serial_b);
 
-static const char *const names[] = {"MPI_Test",    "MPI_Testall",  "MPI_Waitany",
-                                    "MPI_Testany", "MPI_Waitsome", "MPI_Testsome"};
+static const char *const names[] = {"MPI_Test",
+                                    "MPI_Testall",
+                                    "MPI_Waitany",
+                                    "MPI_Testany",
+                                    "MPI_Waitsome",
+                                    "MPI_Testsome",
+                                    "persistent requests by MPI_Startall",
+                                    "persistent requests by MPI_Start"};
 
 static int close_to(double a, double b, double tol)
 {
@@ -46,14 +53,16 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 1;
     }
-    double all[CN * PM], gs[CN * PM] = {0};
+    double all[CN * PM], gs1[CN * PM] = {0}, gs2[CN * PM] = {0};
     for (int k = 0; k < CN * size; k++)
         all[k] = 0.3 + 0.5 * sin(1.0 + 1.3 * k);
-    const double js = c_serial_rev(all, gs, size, 1.0);
+    const double js1 = c_serial_rev(all, gs1, size, 0, 1.0);
+    const double js2 = c_serial_rev(all, gs2, size, 1, 1.0);
     double *x = all + CN * rank, d[CN];
     for (int i = 0; i < CN; i++)
         d[i] = cos(0.9 * i + rank);
-    for (int mode = 0; mode < 6; mode++) {
+    for (int mode = 0; mode < 8; mode++) {
+        const double js = mode < 6 ? js1 : js2, *gs = mode < 6 ? gs1 : gs2;
         double xb[CN] = {0}, yd = 0, xp[CN], xm[CN];
         const double y = c_obj_rev(x, xb, mode, 1.0);
         if (!close_to(sum_all(y), js, 1e-13)) {
