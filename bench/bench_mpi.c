@@ -1,7 +1,8 @@
 /*
  * chainrules-mpi's overhead per communication (BENCHMARKS.md, "MPI"): for each operation
  * and message size n (doubles), on however many ranks it is launched with
- * (mpiexec -n P chainrules-bench-mpi [reps-scale]):
+ * (mpiexec -n P chainrules-bench-mpi [reps-scale [n ...]], n 1, 1024 and 1048576 unless
+ * given; CR_BENCH_MPI_OP=name measures that operation only):
  *
  *   primal   the plain MPI call on a double buffer;
  *   record   the call on the tape (cr_mpi_*, an f64 array variable: the communication, the
@@ -38,6 +39,13 @@ static const char *const names[B_COUNT] = {"sendrecv",   "isend+irecv+wait", "bc
                                            "reduce sum", "allreduce sum",    "allreduce max",
                                            "gather",     "allgather",        "alltoall"};
 
+/* plain() and taped() stay functions of their own, for callgrind's inclusive counts */
+#if defined(__GNUC__)
+#define NOINLINE __attribute__((noinline))
+#else
+#define NOINLINE
+#endif
+
 static int rank_, p_;
 static cr_ctx *ctx_;
 
@@ -59,7 +67,7 @@ static void sizes(int op, size_t n, size_t *nx, size_t *ny)
         *ny = 0;
 }
 
-static void plain(int op, const double *x, double *y, size_t n)
+NOINLINE static void plain(int op, const double *x, double *y, size_t n)
 {
     int c = (int)n, next = (rank_ + 1) % p_, prev = (rank_ + p_ - 1) % p_;
     MPI_Request q[2];
@@ -99,7 +107,7 @@ static void plain(int op, const double *x, double *y, size_t n)
     }
 }
 
-static cr_status taped(cr_tape *t, int op, cr_avar X, size_t n, cr_avar *Y)
+NOINLINE static cr_status taped(cr_tape *t, int op, cr_avar X, size_t n, cr_avar *Y)
 {
     int next = (rank_ + 1) % p_, prev = (rank_ + p_ - 1) % p_;
     size_t nx, ny;
@@ -276,14 +284,24 @@ int main(int argc, char **argv)
     double scale = argc > 1 ? atof(argv[1]) : 1.0;
     if (cr_ctx_new(NULL, &ctx_) != CR_OK)
         MPI_Abort(MPI_COMM_WORLD, 1);
-    static const size_t ns[] = {1, 64, 4096, 262144};
+    /* 1, 1k and 1M doubles, or the sizes given after the scale */
+    size_t ns[8] = {1, 1024, 1048576};
+    size_t nn = 3;
+    if (argc > 2) {
+        nn = 0;
+        for (int a = 2; a < argc && nn < 8; a++)
+            ns[nn++] = (size_t)strtoul(argv[a], NULL, 10);
+    }
     if (rank_ == 0)
         printf("| ranks | operation | n (doubles) | primal µs | record µs | adjoint µs | "
                "record / primal | adjoint / primal (range) |\n|---|---|---|---|---|---|---|---|\n");
+    /* CR_BENCH_MPI_OP=name: that operation only (and no heat step), e.g. for callgrind */
+    const char *only = getenv("CR_BENCH_MPI_OP");
     for (int op = 0; op < B_COUNT; op++)
-        for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
-            measure(op, ns[k], scale);
-    if (rank_ == 0 && p_ == 1)
+        for (size_t k = 0; k < nn; k++)
+            if (only == NULL || strcmp(only, names[op]) == 0)
+                measure(op, ns[k], scale);
+    if (rank_ == 0 && p_ == 1 && only == NULL)
         heat_costs();
     cr_ctx_free(ctx_);
     MPI_Finalize();
