@@ -410,6 +410,9 @@ const char *ad_mpi_sweep_end(void);
 /* mpi.c: whether a call names an MPI function the tool does not cover (then an error at
  * its line, reported). */
 bool ad_mpi_refused(const ad_expr *call);
+/* mpi.c: whether an MPI call passes a constant count of MPI_DOUBLE larger than an array of
+ * known length it names (then an error at its line, reported). */
+bool ad_mpi_counts_past(const ad_expr *call);
 
 /* rules.c: the rules of --emit-rules (each function's scalar rule row, its function value
  * `<f>_fn` and the registry function `regfn`); their declarations go to `decls`. Nonzero

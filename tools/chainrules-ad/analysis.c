@@ -1491,6 +1491,8 @@ static const ad_expr *varied_arg(const ad_expr *e)
 static void check_calls(ad_expr *e, void *env)
 {
     ad_func *f = env;
+    if (ad_mpi_counts_past(e))
+        f->nerrors++;
     if (e->kind != EX_CALL || e->callee || e->row || zero_derivative(e->text))
         return;
     if (ad_mpi_refused(e)) {

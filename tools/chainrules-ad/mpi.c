@@ -42,6 +42,7 @@
  * Received data are treated as depending on the active inputs (varied), and sent data as
  * influencing the outputs (useful), on every rank alike.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "ad.h"
@@ -201,6 +202,63 @@ static bool listed(const char *name, const char *const *list, size_t n, bool pre
         if (prefix ? !strncmp(name, list[i], strlen(list[i])) : !strcmp(name, list[i]))
             return true;
     return false;
+}
+
+/* The argument under its casts (and an address taken, for the datatype's handle). */
+static const ad_expr *bare(const ad_expr *a, bool addr)
+{
+    while (a && ((a->kind == EX_CAST && a->a) || (addr && a->kind == EX_ADDR && a->a)))
+        a = a->a;
+    return a;
+}
+
+/* Whether a datatype argument is MPI_DOUBLE, where the MPI library names it by a global
+ * (OpenMPI: the address of ompi_mpi_double); false where it cannot be told. */
+static bool is_double_type(const ad_expr *a)
+{
+    a = bare(a, true);
+    if (!a || a->kind != EX_GLOBAL || !a->text)
+        return false;
+    size_t n = strlen(a->text);
+    return n >= 10 && !strcmp(a->text + n - 10, "mpi_double");
+}
+
+/* A buffer argument that names an array of doubles of known length, with a constant count
+ * of MPI_DOUBLE larger than it: an error at the call (true). */
+static bool count_past(const ad_expr *call, int buf, int count, int type)
+{
+    if (buf < 0 || count < 0 || type < 0 || buf >= call->nargs || count >= call->nargs ||
+        type >= call->nargs)
+        return false;
+    const ad_expr *b = bare(call->args[buf], false), *c = bare(call->args[count], false);
+    if (!b || b->kind != EX_VAR || !b->var || b->var->type->kind != TY_ARRAY ||
+        b->var->type->len <= 0 || !b->var->type->elem || b->var->type->elem->kind != TY_DOUBLE ||
+        !c || c->kind != EX_NUM || !c->text || !is_double_type(call->args[type]))
+        return false;
+    char *end = NULL;
+    long long n = strtoll(c->text, &end, 0);
+    if (!end || end == c->text || (*end && strspn(end, "uUlL") != strlen(end)) ||
+        n <= b->var->type->len)
+        return false;
+    ad_error(call->loc, "%s: a count of %lld doubles for '%s', an array of %lld",
+             call->callee->name, n, b->var->name, b->var->type->len);
+    return true;
+}
+
+bool ad_mpi_counts_past(const ad_expr *call)
+{
+    if (call->kind != EX_CALL || !call->callee || !call->callee->prim || !call->callee->prim->mpi)
+        return false;
+    const mpi_fn *m = &k_mpi[call->callee->prim->mpi - 1];
+    /* the counts of these buffers count their own elements on every rank (not the other
+     * ranks' blocks, nor the insignificant buffers of a root's partners) */
+    bool in = m->kind != K_SCATTER && m->kind != K_SCATTERV;
+    bool out = m->kind != K_GATHER && m->kind != K_REDUCE && m->kind != K_GATHERV &&
+               m->kind != K_SCATTERV && m->kind != K_ALLGATHERV && m->kind != K_ALLGATHER &&
+               m->kind != K_ALLTOALL;
+    bool bad = in && count_past(call, m->in, m->in_count, m->in_type);
+    bad |= out && m->out != m->in && count_past(call, m->out, m->out_count, m->out_type);
+    return bad;
 }
 
 bool ad_mpi_refused(const ad_expr *call)
