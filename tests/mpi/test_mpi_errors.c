@@ -1,9 +1,11 @@
 /*
  * Failures of one rank reach every rank concerned as a clear status, never a hang (the test
- * has a timeout): a bad buffer or a mismatched count in collectives and in point-to-point
- * messages, a rank whose tape failed earlier, an uncovered reduction, a tape that cannot
- * hold the records; and cr_mpi_agree() lets every rank sweep, or none.
+ * has a timeout): a bad buffer, a count beyond MPI's or a mismatched count in collectives and
+ * in point-to-point messages, a rank whose tape failed earlier, an uncovered reduction, a tape that
+ * cannot hold the records; and cr_mpi_agree() lets every rank sweep, or none.
  */
+#include <limits.h>
+
 #include "mpi_ops.h"
 
 static cr_ctx *g_ctx;
@@ -42,6 +44,25 @@ static void bad_buffer_collective(void)
     /* Every rank then refuses to sweep. */
     cr_status sa = cr_mpi_agree(t, MPI_COMM_WORLD);
     CHECK(sa != CR_OK, "cr_mpi_agree after a failure gave CR_OK");
+    cr_tape_free(t);
+}
+
+/* Rank 1 gives a count beyond MPI's int counts (its variables are not read): CR_EOVERFLOW
+ * there, and the others learn it. */
+static void count_overflow(void)
+{
+    cr_tape *t = fresh(0);
+    cr_var x[3], y[3];
+    double v[3] = {1, 2, 3};
+    cr_tape_inputs(t, v, 3, x);
+    size_t n = g_rank == 1 ? (size_t)INT_MAX : 3;
+    cr_status st = cr_mpi_allreduce(t, cr_mpi_in_vars(x, n), cr_mpi_out_vars(y, 3), MPI_SUM, NULL,
+                                    MPI_COMM_WORLD);
+    if (g_rank == 1)
+        EXPECT(t, st, CR_EOVERFLOW, "cr_mpi_allreduce: the buffer has 2147483647 elements");
+    else
+        EXPECT(t, st, CR_ECOMM, "cr_mpi_allreduce: rank 1 failed");
+    CHECK(y[0].v != y[0].v, "the results of a failed call are NaN");
     cr_tape_free(t);
 }
 
@@ -231,6 +252,7 @@ int main(int argc, char **argv)
     }
     bad_buffer_collective();
     mismatched_collective();
+    count_overflow();
     bad_buffer_p2p();
     mismatched_p2p();
     failed_rank_keeps_step();
