@@ -39,6 +39,7 @@
 #define CR_RULES_ARRAY_H
 
 #include "common.h"
+#include "rule.h"
 #include "value.h"
 
 CR_BEGIN_DECLS
@@ -409,6 +410,76 @@ CR_API extern const cr_value cr_fn_foldl;
  * it. Pullback: as foldl, the cotangent of y[k] joining the running cotangent at step k.
  */
 CR_API extern const cr_value cr_fn_accumulate;
+
+/* ---- Mutating functions -------------------------------------------------------------- */
+
+/**
+ * Julia's mutating functions (names with `!`). As rules they do not mutate: each returns the
+ * new contents of its destination (the first argument), and the arguments are untouched
+ * (rules never write through them). cr_mutate_frule() and cr_mutate_rrule() apply one in
+ * place. The destination's old contents get the cotangent of the part not overwritten
+ * (zero when all of it is), docs/rules-arrays.md.
+ *
+ * `copyto!(dest, src)`: dest with its first numel(src) elements (row-major) replaced by
+ * src's (numel(src) <= numel(dest)). Pullback: src̄ = those elements of ȳ, dest̄ = ȳ with
+ * them zeroed.
+ */
+CR_API extern const cr_value cr_fn_copyto_bang;
+
+/**
+ * `setindex!(A, x, inds...)`: A with A[inds...] = x, the indices as cr_fn_getindex takes
+ * them (one per dimension, or one linear index or i64 array); x a number (written at every
+ * position) or an array with one value per position. A position written twice keeps the
+ * last value. Pullback: Ā = ȳ zeroed at the positions, x̄ = ȳ at them (the sum for a
+ * number; zero for a value overwritten by a later one).
+ */
+CR_API extern const cr_value cr_fn_setindex_bang;
+
+/** `fill!(A, x)`: an array of A's shape and type filled with x. Pullback: x̄ = sum(ȳ). */
+CR_API extern const cr_value cr_fn_fill_bang;
+
+/**
+ * `sum!(r, A)`: sum(A) over the dimensions where r has extent 1 and A does not (r has A's
+ * number of dimensions). Pullback: Ā = ȳ broadcast, r̄ = 0.
+ */
+CR_API extern const cr_value cr_fn_sum_bang;
+
+/** `cumsum!(B, A)`, `cumsum!(B, A, dim)`: cumsum(A[, dim]) (B of A's shape). */
+CR_API extern const cr_value cr_fn_cumsum_bang;
+
+/** `permutedims!(dest, src, perm)`: permutedims(src, perm) (dest of the result's shape). */
+CR_API extern const cr_value cr_fn_permutedims_bang;
+
+/** `reverse!(A)`, `reverse!(A, dims)`: reverse(A[, dims]), the input being the destination. */
+CR_API extern const cr_value cr_fn_reverse_bang;
+
+/** `circshift!(dest, src, shifts)`: circshift(src, shifts) (dest of src's shape). */
+CR_API extern const cr_value cr_fn_circshift_bang;
+
+/**
+ * Run the frule of a mutating function (cr_fn_copyto_bang ... cr_fn_circshift_bang) in
+ * place: the destination args[0] is overwritten with the result and its tangent dargs[1]
+ * (a dense array of the destination's dtype and size) with the result's tangent.
+ * @param[in] cfg   configuration, or NULL.
+ * @param[in] arena scratch and errors.
+ * @param[in] f     the mutating function.
+ * @param[in,out] args  nargs arguments; args[0]'s array is written.
+ * @param[in,out] dargs nargs + 1 tangents (dargs[0] for f); dargs[1]'s array is written.
+ * @return CR_OK; CR_EINVAL (not a mutating function, bad arguments), CR_ETANGENT (no
+ *         buffer to write the tangent into), or the rule's status (then nothing is written).
+ */
+CR_API cr_status cr_mutate_frule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                                 const cr_value *args, const cr_tangent *dargs, size_t nargs);
+
+/**
+ * Run the rrule of a mutating function in place: args[0]'s array is overwritten with the
+ * result; *pb is the pullback, which gives the cotangents of the arguments' values before
+ * the call (the destination's: ȳ with the overwritten part zeroed). The pullbacks of these
+ * functions never read the destination, so overwriting it is safe.
+ * @return CR_OK; CR_EINVAL; or the rule's status (then nothing is written).
+ */
+CR_API cr_status cr_mutate_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                                 const cr_value *args, size_t nargs, cr_pullback *pb);
 
 CR_END_DECLS
 
