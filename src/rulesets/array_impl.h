@@ -46,6 +46,7 @@ CR_INTERNAL cr_status cr__linalg_register_lapack(cr_registry *reg);   /* linalg_
 CR_INTERNAL cr_status cr__linalg_register_fact(cr_registry *reg);     /* linalg_fact.c */
 CR_INTERNAL cr_status cr__linalg_register_level(cr_registry *reg);    /* linalg_level.c */
 CR_INTERNAL cr_status cr__linalg_register_sparse(cr_registry *reg);   /* linalg/sparse.c */
+CR_INTERNAL cr_status cr__linalg_register_blas_tri(cr_registry *reg); /* linalg/blas_tri.c */
 
 /* The udata with which a function's primal calls its own rrule: compute the output only,
  * build no pullback. */
