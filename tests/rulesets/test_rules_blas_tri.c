@@ -58,6 +58,7 @@ static void test_registrations(void **state)
         cr_test_report r;
         cr_status st = cr_test_rule_registration(fx->arena, &opts, &info, &r);
         expect_pass(fx, st, &r, info.fn->name);
+        assert_int_equal(r.nskipped, 0);
         assert_true(r.npoints >= 40);
     }
     for (size_t k = 0; k < NFNS; k++)

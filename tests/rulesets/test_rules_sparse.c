@@ -94,6 +94,7 @@ static void test_registrations(void **state)
         char sig[160];
         cr_signature_str(info.fn->name, info.args, info.nargs, info.variadic, sig, sizeof sig);
         expect_pass(fx, st, &r, sig);
+        assert_int_equal(r.nskipped, 0);
         assert_true(r.npoints >= 20);
     }
     for (size_t k = 0; k < NFNS; k++)
