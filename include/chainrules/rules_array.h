@@ -411,6 +411,58 @@ CR_API extern const cr_value cr_fn_foldl;
  */
 CR_API extern const cr_value cr_fn_accumulate;
 
+/* ---- Selections with options: filter, sort with rev and by, unique and sortslices along
+ * a dimension, repeat with inner, hvcat --------------------------------------------------- */
+
+/**
+ * `filter(f, A)`: the elements x of A (row-major order) for which f(x) returns true, as a
+ * vector (f a function value returning a bool). Pullback: the cotangent scattered back to
+ * the chosen elements; f gets NoTangent (its choice is held fixed).
+ */
+CR_API extern const cr_value cr_fn_filter;
+
+/**
+ * `sortslices(A, dim)`: the slices of a real array along dim (0: the rows of a matrix)
+ * sorted lexicographically by isless (NaN last; a stable sort, elements compared in
+ * row-major order). Pullback: the cotangent sent back through the permutation.
+ */
+CR_API extern const cr_value cr_fn_sortslices;
+
+/**
+ * `unique_ex(A, dim)`: unique(A; dims = dim): the first occurrence of each distinct slice
+ * along dim (isequal: NaNs equal, -0.0 and 0.0 not), in order. Pullback: each slice's
+ * cotangent to its first occurrence.
+ */
+CR_API extern const cr_value cr_fn_unique_ex;
+
+/**
+ * `sort_ex(v, rev)`, `sort_ex(v, rev, by)`: sort(v; rev, by): a stable sort of the vector by
+ * the keys by(v[i]) (real numbers; by a function value, or CR_KIND_NOTHING / absent for the
+ * values themselves, which must then be real), in reversed order when rev is true (ties
+ * still in input order, NaN keys first). Pullback: through the permutation.
+ */
+CR_API extern const cr_value cr_fn_sort_ex;
+
+/**
+ * `partialsort_ex(v, k, rev[, by])`: partialsort(v, k; rev, by): element k (0-based) of
+ * sort_ex's order, a number, or for a cr_range k the vector of those elements.
+ */
+CR_API extern const cr_value cr_fn_partialsort_ex;
+
+/**
+ * `repeat_ex(A, inner, outer)`: repeat(A; inner, outer): each element repeated inner[d]
+ * times along dimension d, the result tiled outer[d] times (one count per dimension, i64
+ * arrays or an integer for a vector). Pullback: the sum over the copies.
+ */
+CR_API extern const cr_value cr_fn_repeat_ex;
+
+/**
+ * `hvcat(rows, A...)`: the block matrix of the arrays, rows[i] of them side by side (hcat)
+ * in block row i, the block rows stacked (vcat); rows an integer (every block row) or an
+ * i64 array. Pullback: through vcat's and hcat's.
+ */
+CR_API extern const cr_value cr_fn_hvcat;
+
 /* ---- Mutating functions -------------------------------------------------------------- */
 
 /**
