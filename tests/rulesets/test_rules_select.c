@@ -226,6 +226,11 @@ static void test_sort(void **state)
     const double pr[2] = {2, 4};
     expect_values(&y, pr, 2);
     check_point(fx, &cr_fn_partialsort_ex, pargs, 4, "partialsort_ex range");
+    /* a range with a huge step: one element, no step past it */
+    cr_range big = {1, 2, INT64_MAX};
+    pargs[1] = cr_value_struct(&cr_range_type, &big);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_partialsort_ex, pargs, 3, &y), CR_OK);
+    expect_values(&y, pr, 1);
     pargs[1] = cr_value_i64(4);
     assert_int_equal(cr_function_call(fx->arena, &cr_fn_partialsort_ex, pargs, 3, &y), CR_EINVAL);
     assert_contains(cr_ctx_errmsg(fx->ctx), "k = 4 outside");

@@ -393,7 +393,8 @@ static cr_status choose_partialsort(cr_arena *arena, const cr_value *args, size_
             return CR__FAIL(arena, CR_EINVAL, "%s: range element %lld outside 0..%zu", who,
                             (long long)at, n);
         sel[i] = perm[at];
-        at += r->step; /* stays within [start, stop] by the range's length */
+        if (i + 1 < len)
+            at += r->step; /* the next element: between start and stop, no overflow */
     }
     return index_at_dim(arena, &args[0], 0, sel, (size_t)len, gargs, ng);
 }
