@@ -21,8 +21,8 @@ import sys
 # Julia names that are rules here under another name.
 ALIASES = {
     "\\": "solve", "/": "/", "*": "*", "+": "+", "-": "-", "^": "pow",
-    "Base.literal_pow": "pow", "inv": "inv", "LinearAlgebra.inv!": "inv",
-    "exp": "exp", "LinearAlgebra.exp!": "expm", "eigen!": "eigen", "eigvals!": "eigvals",
+    "Base.literal_pow": "pow", "inv": "inv", "LinearAlgebra.inv!": "inv!",
+    "exp": "exp", "LinearAlgebra.exp!": "exp!", "eigen!": "eigen", "eigvals!": "eigvals",
     "lu!": "lu", "mul!": "matmul", "BLAS.dot": "dot", "BLAS.asum": "asum", "BLAS.nrm2": "nrm2",
     "BLAS.gemm!": "gemm", "BLAS.gemv!": "gemv", "LAPACK.trsyl!": "trsyl", "Base.vect": "vcat",
     "$findm": "findmax", "reduce": "foldl", "broadcasted": "broadcast",

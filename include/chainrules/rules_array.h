@@ -509,7 +509,16 @@ CR_API extern const cr_value cr_fn_reverse_bang;
 CR_API extern const cr_value cr_fn_circshift_bang;
 
 /**
- * Run the frule of a mutating function (cr_fn_copyto_bang ... cr_fn_circshift_bang) in
+ * `inv!(A)` and `exp!(A)` (LinearAlgebra's): the inverse (cr_fn_matinv) and the matrix
+ * exponential (cr_fn_expm) of a square matrix, the input being the destination. LAPACKE
+ * builds only (CR_EUNIMPL otherwise).
+ */
+CR_API extern const cr_value cr_fn_inv_bang;
+/** See cr_fn_inv_bang. */
+CR_API extern const cr_value cr_fn_exp_bang;
+
+/**
+ * Run the frule of a mutating function (cr_fn_copyto_bang ... cr_fn_exp_bang) in
  * place: the destination args[0] is overwritten with the result and its tangent dargs[1]
  * (a dense array of the destination's dtype and size) with the result's tangent.
  * @param[in] cfg   configuration, or NULL.

@@ -52,8 +52,12 @@ static cr_array i64v(int64_t *p, size_t n)
     return a;
 }
 
-static const char *const k_fns[] = {"copyto!", "setindex!",    "fill!",    "sum!",
-                                    "cumsum!", "permutedims!", "reverse!", "circshift!"};
+static const char *const k_fns[] = {
+    "copyto!", "setindex!", "fill!", "sum!", "cumsum!", "permutedims!", "reverse!", "circshift!",
+#if defined(CR_HAVE_LAPACKE)
+    "inv!",    "exp!",
+#endif
+};
 #define NFNS (sizeof k_fns / sizeof k_fns[0])
 
 static void test_registrations(void **state)
@@ -277,6 +281,47 @@ static void test_in_place(void **state)
     dargs[1] = cr_tangent_zero();
     assert_int_equal(cr_mutate_frule(NULL, fx->arena, &cr_fn_copyto_bang, args, dargs, 2),
                      CR_ETANGENT);
+    /* a structured destination is no plain buffer: refused, nothing written */
+    double q[4] = {1, 2, 3, 4};
+    cr_array Q = cr_array_matrix(q, 2, 2);
+    Q.structure = CR_MAT_UPPER;
+    cr_value qargs[2] = {cr_value_array(&Q), cr_value_f64(0)};
+    assert_int_equal(cr_mutate_rrule(NULL, fx->arena, &cr_fn_fill_bang, qargs, 2, &pb), CR_EINVAL);
+    assert_contains(cr_ctx_errmsg(fx->ctx), "must be a dense array");
+    ASSERT_DBL(q[0], 1);
+}
+
+/* inv! in place: A becomes A⁻¹ (checked by the product), and the pullback is inv's */
+static void test_inv_exp(void **state)
+{
+    fixture *fx = *state;
+#if !defined(CR_HAVE_LAPACKE)
+    (void)fx;
+    skip();
+#else
+    double a[4] = {2, 1, 1, 3}, a0[4] = {2, 1, 1, 3};
+    cr_array A = cr_array_matrix(a, 2, 2);
+    cr_value args[1] = {cr_value_array(&A)};
+    check_point(fx, &cr_fn_inv_bang, args, 1, "inv!");
+    check_point(fx, &cr_fn_exp_bang, args, 1, "exp!");
+    cr_pullback pb;
+    assert_int_equal(cr_mutate_rrule(NULL, fx->arena, &cr_fn_inv_bang, args, 1, &pb), CR_OK);
+    for (size_t i = 0; i < 2; i++)
+        for (size_t j = 0; j < 2; j++)
+            ASSERT_CLOSE(a0[2 * i] * a[j] + a0[2 * i + 1] * a[2 + j], i == j ? 1.0 : 0.0, 1e-15);
+    /* exp! of a diagonal matrix: the exponentials of its entries */
+    double d[4] = {0.5, 0, 0, -1}, dd[4] = {1, 0, 0, 1};
+    cr_array D = cr_array_matrix(d, 2, 2), DD = cr_array_matrix(dd, 2, 2);
+    cr_value dargs[1] = {cr_value_array(&D)};
+    cr_tangent t[2] = {cr_tangent_zero(), cr_tangent_array(&DD)};
+    assert_int_equal(cr_mutate_frule(NULL, fx->arena, &cr_fn_exp_bang, dargs, t, 1), CR_OK);
+    ASSERT_CLOSE(d[0], exp(0.5), 1e-14);
+    ASSERT_CLOSE(d[3], exp(-1.0), 1e-14);
+    ASSERT_CLOSE(d[1], 0, 1e-15);
+    /* the tangent along I: d/dε exp(D + ε I) = exp(D) */
+    ASSERT_CLOSE(dd[0], exp(0.5), 1e-12);
+    ASSERT_CLOSE(dd[3], exp(-1.0), 1e-12);
+#endif
 }
 
 static void test_errors(void **state)
@@ -314,6 +359,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_setindex, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_wrappers, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_in_place, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_inv_exp, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_errors, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -566,6 +566,8 @@ BANG(cumsum, "cumsum!", cr_fn_cumsum, true, PREP_REST, 2, 3, -1)
 BANG(permutedims, "permutedims!", cr_fn_permutedims, true, PREP_REST, 3, 3, 3)
 BANG(reverse, "reverse!", cr_fn_reverse, false, PREP_SELF, 1, 2, -1)
 BANG(circshift, "circshift!", cr_fn_circshift, true, PREP_REST, 3, 3, 3)
+BANG(inv, "inv!", cr_fn_matinv, false, PREP_SELF, 1, 1, 1)
+BANG(exp, "exp!", cr_fn_expm, false, PREP_SELF, 1, 1, 1)
 
 /* ---- In place ----------------------------------------------------------------------------------
  */
@@ -602,10 +604,12 @@ static cr_status mutate_check(cr_arena *arena, const cr_value *f, const cr_value
     if (fn != &copyto_bang_function && fn != &setindex_bang_function && fn != &fill_bang_function &&
         fn != &sum_bang_function && fn != &cumsum_bang_function &&
         fn != &permutedims_bang_function && fn != &reverse_bang_function &&
-        fn != &circshift_bang_function)
+        fn != &circshift_bang_function && fn != &inv_bang_function && fn != &exp_bang_function)
         return CR__FAIL(arena, CR_EINVAL, "cr_mutate: %s is not a mutating function", *who);
-    if (args[0].kind != CR_KIND_ARRAY || args[0].u.arr == NULL)
-        return CR__FAIL(arena, CR_EINVAL, "%s: the destination must be an array", *who);
+    if (args[0].kind != CR_KIND_ARRAY || args[0].u.arr == NULL ||
+        args[0].u.arr->structure != CR_MAT_DENSE)
+        return CR__FAIL(arena, CR_EINVAL,
+                        "%s: the destination must be a dense array (a buffer to overwrite)", *who);
     return CR_OK;
 }
 
@@ -684,7 +688,9 @@ enum {
     MS_CUMSUM,
     MS_PERMUTEDIMS,
     MS_REVERSE,
-    MS_CIRCSHIFT
+    MS_CIRCSHIFT,
+    MS_INV,
+    MS_EXP
 };
 
 static cr_status sample_mutate(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
@@ -802,6 +808,19 @@ static cr_status sample_mutate(cr_arena *arena, uint64_t *rng, cr_value *args, s
         if (nargs == 2)
             args[1] = cr_value_i64((int64_t)cr__rng_below(rng, nd));
         return st;
+    case MS_INV:
+    case MS_EXP: {
+        /* square, small entries; for inv! a dominant diagonal (well conditioned) */
+        size_t n = 1 + cr__rng_below(rng, 4), sq[2] = {n, n};
+        if ((st = cr__rand_array(arena, rng, dt, 2, sq, -0.5, 0.5, &A)) != CR_OK)
+            return st;
+        for (size_t k = 0; what == MS_INV && k < n; k++) {
+            ptrdiff_t off = (ptrdiff_t)(k * n + k);
+            cr__store(A, off, cr__load(A, off) + (cr__rng_below(rng, 2) ? 2.0 : -2.0));
+        }
+        args[0] = cr_value_array(A);
+        return CR_OK;
+    }
     case MS_CIRCSHIFT:
     default: {
         int64_t sh[3];
@@ -833,6 +852,8 @@ MT(cumsum, MS_CUMSUM)
 MT(permutedims, MS_PERMUTEDIMS)
 MT(reverse, MS_REVERSE)
 MT(circshift, MS_CIRCSHIFT)
+MT(inv, MS_INV)
+MT(exp, MS_EXP)
 
 cr_status cr__array_register_mutate(cr_registry *reg)
 {
@@ -898,5 +919,15 @@ cr_status cr__array_register_mutate(cr_registry *reg)
         if (st != CR_OK)
             return st;
     }
+#if defined(CR_HAVE_LAPACKE)
+    /* inv! and exp!: the LAPACK functions, nonlinear (no second-order form here) */
+    cr_status st = cr__add_rule_so(reg, &inv_bang_function, a_f, 1, false, bang_frule, bang_rrule,
+                                   &k_t_inv, CR_NONLINEAR, NULL);
+    if (st == CR_OK)
+        st = cr__add_rule_so(reg, &exp_bang_function, a_f, 1, false, bang_frule, bang_rrule,
+                             &k_t_exp, CR_NONLINEAR, NULL);
+    return st;
+#else
     return CR_OK;
+#endif
 }
