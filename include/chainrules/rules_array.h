@@ -526,6 +526,7 @@ CR_API extern const cr_value cr_fn_exp_bang;
  * @param[in] f     the mutating function.
  * @param[in,out] args  nargs arguments; args[0]'s array is written.
  * @param[in,out] dargs nargs + 1 tangents (dargs[0] for f); dargs[1]'s array is written.
+ * @param[in] nargs number of arguments.
  * @return CR_OK; CR_EINVAL (not a mutating function, bad arguments), CR_ETANGENT (no
  *         buffer to write the tangent into), or the rule's status (then nothing is written).
  */
@@ -537,6 +538,12 @@ CR_API cr_status cr_mutate_frule(const cr_config *cfg, cr_arena *arena, const cr
  * result; *pb is the pullback, which gives the cotangents of the arguments' values before
  * the call (the destination's: ȳ with the overwritten part zeroed). The pullbacks of these
  * functions never read the destination, so overwriting it is safe.
+ * @param[in] cfg   configuration, or NULL.
+ * @param[in] arena scratch, the pullback's environment and errors.
+ * @param[in] f     the mutating function.
+ * @param[in,out] args nargs arguments; args[0]'s array is written.
+ * @param[in] nargs number of arguments.
+ * @param[out] pb   the pullback (its environment lives in arena).
  * @return CR_OK; CR_EINVAL; or the rule's status (then nothing is written).
  */
 CR_API cr_status cr_mutate_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
