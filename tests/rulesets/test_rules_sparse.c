@@ -149,6 +149,18 @@ static void test_sparse_values(void **state)
     const double want[5] = {10, 30, 20, 10, 40};
     for (size_t k = 0; k < 5; k++)
         ASSERT_DBL(creal(cr_array_get_linear(v.u.arr, k)), want[k]);
+    /* a dense 4 x 3 cotangent is read at the stored positions (ProjectTo) */
+    double gd[12] = {10, 0, 40, 20, 0, 0, 0, 30, 0, 0, 0, 0};
+    cr_array GD = cr_array_matrix(gd, 4, 3);
+    cr_tangent dyd = cr_tangent_array(&GD);
+    assert_int_equal(cr_pullback_call(fx->arena, &pb, &dyd, dx, 6), CR_OK);
+    assert_int_equal(cr_tangent_unthunk(dx[3], &v), CR_OK);
+    for (size_t k = 0; k < 5; k++)
+        ASSERT_DBL(creal(cr_array_get_linear(v.u.arr, k)), want[k]);
+    /* a cotangent of another size is refused */
+    cr_array GW = cr_array_matrix(gd, 2, 3);
+    dyd = cr_tangent_array(&GW);
+    assert_int_equal(cr_pullback_call(fx->arena, &pb, &dyd, dx, 6), CR_ESHAPE);
     /* an empty matrix */
     cr_array E = i64v(Ix, 0), Ev = cr_array_vector(V, 0);
     cr_value eargs[5] = {cr_value_array(&E), cr_value_array(&E), cr_value_array(&Ev),

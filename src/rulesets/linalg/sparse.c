@@ -175,8 +175,12 @@ static cr_status sp_build(cr_arena *arena, size_t m, size_t n, size_t nnz, const
     return CR_OK;
 }
 
+static cr_status sp_gather(cr_arena *arena, const char *who, const spm *s, cr_tangent t,
+                           cr_array **out);
+
 /* The nzval part of a (co)tangent of the sparse matrix s: a contiguous work array of nnz
- * values, or NULL for a zero. A structural tangent gives its nzval field; a tangent of
+ * values, or NULL for a zero. A structural tangent gives its nzval field, a dense m x n
+ * array its entries at the stored positions (ProjectTo of a SparseMatrixCSC); a tangent of
  * another kind is refused. */
 static cr_status sp_tan(cr_arena *arena, const char *who, cr_tangent t, const spm *s,
                         const cr_array **out)
@@ -187,10 +191,16 @@ static cr_status sp_tan(cr_arena *arena, const char *who, cr_tangent t, const sp
         return st;
     if (t.tag == CR_TAN_ZERO || t.tag == CR_TAN_NONE || t.tag == CR_TAN_ABSENT)
         return CR_OK;
+    if (t.tag == CR_TAN_ARRAY) {
+        cr_array *g;
+        st = sp_gather(arena, who, s, t, &g);
+        *out = g;
+        return st;
+    }
     if (t.tag != CR_TAN_STRUCT || t.u.s.type != &cr_sparse_type)
         return CR__FAIL(arena, CR_ETANGENT,
                         "%s: the tangent of a sparse matrix must be a structural tangent of "
-                        "cr_sparse (its nzval field), got %s",
+                        "cr_sparse (its nzval field) or a dense m x n array, got %s",
                         who, cr_tag_name((cr_tag)t.tag));
     return cr__tan_array(arena, who, cr_tangent_field(t, NZVAL_FIELD), 1, &s->nnz, cr__work(s->dt),
                          out);
