@@ -52,7 +52,8 @@ CR_API extern const cr_type cr_sparse_type;
  * `sparse(I, J, V)` and `sparse(I, J, V, m, n)`: the m x n matrix with V[k] at (I[k], J[k])
  * (0-based i64 arrays of V's length; repeated positions are summed, zeros are stored). The
  * size defaults to max(I) + 1 by max(J) + 1. Pullback: V̄[k] = S̄'s stored value at
- * (I[k], J[k]).
+ * (I[k], J[k]). `sparse(A)` of a dense matrix (a vector: one column) stores its nonzero
+ * entries; Ā = S̄ at those, 0 at the zeros.
  */
 CR_API extern const cr_value cr_fn_sparse;
 

@@ -170,6 +170,49 @@ static void test_sparse_values(void **state)
     check_point(fx, &cr_fn_sparse, eargs, 5, "sparse of nothing");
 }
 
+/* sparse(A) of a dense matrix: its nonzeros stored in column order; the cotangent of a zero
+ * (not stored) is zero, as ProjectTo of the sparse result makes it */
+static void test_sparse_of_dense(void **state)
+{
+    fixture *fx = *state;
+    double a[6] = {0, 2, 0, 3, 0, -1};
+    cr_array A = cr_array_matrix(a, 2, 3);
+    cr_value arg = cr_value_array(&A), y;
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_sparse, &arg, 1, &y), CR_OK);
+    const cr_sparse *S = sparse_of(&y);
+    assert_int_equal(S->m, 2);
+    assert_int_equal(S->n, 3);
+    /* columns: 0 holds (1,0) = 3; 1 holds (0,1) = 2; 2 holds (1,2) = -1 */
+    const int64_t cp[4] = {0, 1, 2, 3}, rv[3] = {1, 0, 1};
+    const double nz[3] = {3, 2, -1};
+    for (size_t j = 0; j < 4; j++)
+        assert_int_equal(i64_at(&S->colptr, j), cp[j]);
+    for (size_t p = 0; p < 3; p++) {
+        assert_int_equal(i64_at(&S->rowval, p), rv[p]);
+        ASSERT_DBL(creal(cr_array_get_linear(&S->nzval, p)), nz[p]);
+    }
+    cr_pullback pb;
+    assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_sparse, &arg, 1, &y, &pb), CR_OK);
+    double g[3] = {10, 20, 30};
+    cr_array G = cr_array_vector(g, 3);
+    cr_tangent nzt = cr_tangent_array(&G), dy, dx[2], v;
+    static const char *const names[1] = {"nzval"};
+    assert_int_equal(cr_tangent_struct(fx->arena, &cr_sparse_type, names, &nzt, 1, &dy), CR_OK);
+    assert_int_equal(cr_pullback_call(fx->arena, &pb, &dy, dx, 2), CR_OK);
+    assert_int_equal(cr_tangent_unthunk(dx[1], &v), CR_OK);
+    const double ga[6] = {0, 20, 0, 10, 0, 30};
+    for (size_t k = 0; k < 6; k++)
+        ASSERT_DBL(creal(cr_array_get_linear(v.u.arr, k)), ga[k]);
+    /* the rules at a matrix without zeros (a zero is a jump of the pattern) */
+    double b[6] = {1, 2, -3, 0.5, 4, -1};
+    cr_array B = cr_array_matrix(b, 2, 3);
+    cr_value barg = cr_value_array(&B);
+    check_point(fx, &cr_fn_sparse, &barg, 1, "sparse(A)");
+    /* two arguments fit no form */
+    cr_value two[2] = {barg, barg};
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_sparse, two, 2, &y), CR_EINVAL);
+}
+
 static void test_spdiagm_findnz(void **state)
 {
     fixture *fx = *state;
@@ -439,6 +482,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_registrations, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_sparse_values, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_sparse_of_dense, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_spdiagm_findnz, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_mul, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_det, fixture_setup, fixture_teardown),

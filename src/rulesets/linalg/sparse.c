@@ -229,10 +229,13 @@ static cr_status sp_projector(cr_arena *arena, const spm *s, cr_project **out)
     return cr_project_new(arena, &v, out);
 }
 
-/* ---- sparse(Ir, Jc, V[, m, n]) and spdiagm([k,] v): values scattered onto a pattern ------------
+/* ---- sparse(I, J, V[, m, n]) and spdiagm([k,] v): values scattered onto a pattern ------------
  */
 
-/* The result's stored value slot[k] receives V[k]; the pullback gathers V̄[k] from there. */
+/* The result's stored value slot[k] receives V[k] (NO_SLOT: a zero of sparse(A), not
+ * stored); the pullback gathers V̄[k] from there. */
+#define NO_SLOT SIZE_MAX
+
 typedef struct scatter_env {
     const char *who;
     size_t vi; /* index of V among the arguments */
@@ -261,7 +264,7 @@ static int trip_cmp(const void *a, const void *b)
     return x->k < y->k ? -1 : (x->k > y->k);
 }
 
-/* Sorts the K triplets (Ir, Jc) into column order, finds the distinct positions and fills
+/* Sorts the K triplets (I, J) into column order, finds the distinct positions and fills
  * e->slot, then builds the result with the summed values. */
 static cr_status scatter_build(cr_arena *arena, scatter_env *e, size_t m, size_t n,
                                const int64_t *Ir, const int64_t *Jc, const cr_array *Vw,
@@ -302,14 +305,67 @@ static cr_status scatter_build(cr_arena *arena, scatter_env *e, size_t m, size_t
     return st;
 }
 
-/* sparse's arguments: Ir, Jc (i64), V (float), and m, n or their defaults. */
+/* sparse(A): the nonzero entries of a dense matrix (a vector: a column), in column order;
+ * slot[k] of A's element k (row-major) is its stored slot, or NO_SLOT for a zero. */
+static cr_status sparse_of_dense(cr_arena *arena, const cr_value *args, scatter_env *e, cr_value *y)
+{
+    const char *who = "sparse";
+    e->vi = 0;
+    cr_status st = cr__array_arg(arena, who, args, 1, 0, &e->V);
+    if (st != CR_OK)
+        return st;
+    if (!cr_dtype_is_float((cr_dtype)e->V->dtype) || e->V->ndim < 1 || e->V->ndim > 2)
+        return CR__FAIL(arena, CR_EINVAL, "sparse: A must be an f64, f32 or c128 matrix or vector");
+    size_t m = e->V->shape[0], n = e->V->ndim == 2 ? e->V->shape[1] : 1;
+    e->dt = (cr_dtype)e->V->dtype;
+    const cr_array *Aw;
+    if ((st = cr__dense(arena, e->V, cr__work(e->dt), &Aw)) != CR_OK)
+        return st;
+    size_t K = cr_array_numel(Aw), nz = 0;
+    for (size_t k = 0; k < K; k++)
+        if (wget(Aw, k) != 0)
+            nz++;
+    int64_t *Ir = cr_arena_calloc(arena, nz ? nz : 1, sizeof *Ir, _Alignof(int64_t));
+    int64_t *Jc = cr_arena_calloc(arena, nz ? nz : 1, sizeof *Jc, _Alignof(int64_t));
+    size_t *pos = cr_arena_calloc(arena, nz ? nz : 1, sizeof *pos, _Alignof(size_t));
+    size_t *full = cr_arena_calloc(arena, K ? K : 1, sizeof *full, _Alignof(size_t));
+    cr_array *Vn;
+    if (Ir == NULL || Jc == NULL || pos == NULL || full == NULL)
+        return CR__ALLOC_STATUS(arena);
+    if ((st = cr__new(arena, cr__work(e->dt), 1, &nz, false, &Vn)) != CR_OK)
+        return st;
+    size_t q = 0;
+    for (size_t k = 0; k < K; k++) {
+        full[k] = NO_SLOT;
+        if (wget(Aw, k) == 0)
+            continue;
+        Ir[q] = (int64_t)(k / n);
+        Jc[q] = (int64_t)(k % n);
+        pos[q] = k;
+        wset(Vn, q++, wget(Aw, k));
+    }
+    e->K = nz;
+    if ((st = scatter_build(arena, e, m, n, Ir, Jc, Vn, y)) != CR_OK)
+        return st;
+    for (size_t k = 0; k < nz; k++)
+        full[pos[k]] = e->slot[k];
+    e->slot = full;
+    e->K = K;
+    return CR_OK;
+}
+
+/* sparse's arguments: I, J (i64), V (float), and m, n or their defaults; or a dense A. */
 static cr_status sparse_forward(cr_arena *arena, const cr_value *args, size_t nargs, scatter_env *e,
                                 cr_value *y)
 {
     const char *who = "sparse";
     e->who = who;
     e->vi = 2;
-    cr_status st = cr__nargs(arena, who, nargs, 3, 5);
+    if (nargs == 1)
+        return sparse_of_dense(arena, args, e, y);
+    cr_status st = cr__nargs(arena, who, nargs, 1, 5);
+    if (st == CR_OK && nargs == 2)
+        st = CR__FAIL(arena, CR_EINVAL, "sparse: give A, or I, J, V[, m, n]");
     if (st == CR_OK && nargs == 4)
         st = CR__FAIL(arena, CR_EINVAL, "sparse: give both sizes m and n, or neither");
     int64_t *Ir, *Jc;
@@ -361,7 +417,7 @@ static cr_status sparse_forward(cr_arena *arena, const cr_value *args, size_t na
     return scatter_build(arena, e, (size_t)m, (size_t)n, Ir, Jc, Vw, y);
 }
 
-/* spdiagm([k,] v): Ir = 0..len-1 shifted below (k < 0) or Jc shifted right (k > 0). */
+/* spdiagm([k,] v): I = 0..len-1 shifted below (k < 0) or J shifted right (k > 0). */
 static cr_status spdiagm_forward(cr_arena *arena, const cr_value *args, size_t nargs,
                                  scatter_env *e, cr_value *y)
 {
@@ -416,7 +472,7 @@ static cr_status scatter_pullback_body(const cr_tangent *dy, cr_tangent *dx, siz
     if (st != CR_OK)
         return st;
     for (size_t k = 0; k < e->K; k++)
-        wset(raw, k, wget(g, e->slot[k]));
+        wset(raw, k, e->slot[k] == NO_SLOT ? 0 : wget(g, e->slot[k]));
     return cr__give(arena, e->pV, raw, &dx[e->vi + 1]);
 }
 
@@ -467,7 +523,8 @@ static cr_status scatter_frule(cr_arena *arena, scatter_fwd fwd, const cr_tangen
     if (st != CR_OK)
         return st;
     for (size_t k = 0; k < e.K; k++)
-        wset(raw, e.slot[k], wget(raw, e.slot[k]) + wget(dv, k));
+        if (e.slot[k] != NO_SLOT)
+            wset(raw, e.slot[k], wget(raw, e.slot[k]) + wget(dv, k));
     cr_project *p;
     st = sp_projector(arena, &e.out, &p);
     return st == CR_OK ? sp_give(arena, p, raw, dy) : st;
@@ -1084,6 +1141,20 @@ static cr_status sample_sparse(cr_arena *arena, uint64_t *rng, cr_value *args, s
     cr_status st = CR_OK;
     switch (what) {
     case SS_SPARSE: {
+        if (nargs == 1) {
+            /* a dense matrix or vector without zeros: perturbing a zero would store it */
+            size_t sh[2] = {1 + cr__rng_below(rng, 4), 1 + cr__rng_below(rng, 4)};
+            cr_array *A;
+            if ((st = cr__rand_array(arena, rng, dt, 1 + cr__rng_below(rng, 2), sh, 0.25, 2, &A)) !=
+                CR_OK)
+                return st;
+            size_t na = cr_array_numel(A);
+            for (size_t k = 0; k < na; k++)
+                if (cr__rng_below(rng, 2))
+                    cr__store(A, (ptrdiff_t)k, -cr__load(A, (ptrdiff_t)k));
+            args[0] = cr_value_array(A);
+            return CR_OK;
+        }
         size_t K = cr__rng_below(rng, 7), m = 1 + cr__rng_below(rng, 4),
                n = 1 + cr__rng_below(rng, 4);
         int64_t Ir[6], Jc[6];
@@ -1193,6 +1264,7 @@ cr_status cr__linalg_register_sparse(cr_registry *reg)
     {                      \
         CR__M_FARRAY, NULL \
     }
+    static const cr_argspec a_dense[1] = {FA};
     static const cr_argspec a_coo3[3] = {{CR_M_A_INT, NULL}, {CR_M_A_INT, NULL}, FA};
     static const cr_argspec a_coo5[5] = {
         {CR_M_A_INT, NULL}, {CR_M_A_INT, NULL}, FA, {CR_M_INT, NULL}, {CR_M_INT, NULL}};
@@ -1213,6 +1285,7 @@ cr_status cr__linalg_register_sparse(cr_registry *reg)
         bool lapack;
         uint32_t lin;
     } k[] = {
+        {&sparse_function, a_dense, 1, sparse_frule, sparse_rrule, &k_t_sparse, false, CR_LINEAR},
         {&sparse_function, a_coo3, 3, sparse_frule, sparse_rrule, &k_t_sparse, false, CR_LINEAR},
         {&sparse_function, a_coo5, 5, sparse_frule, sparse_rrule, &k_t_sparse, false, CR_LINEAR},
         {&spdiagm_function, a_v, 1, spdiagm_frule, spdiagm_rrule, &k_t_spdiagm, false, CR_LINEAR},
