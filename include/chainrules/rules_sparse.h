@@ -83,6 +83,13 @@ CR_API extern const cr_value cr_fn_sparse_dense;
 CR_API extern const cr_value cr_fn_sparse_mul;
 
 /**
+ * `sparse_rmul(B, S)` and `sparse_rmul(B, S, trans)`: B op(S) for a dense matrix B (or a
+ * vector, as a row). Pullback: B̄ = Ȳ op(S)ᴴ, and S̄ = the entries of Bᴴ Ȳ (through op) on
+ * S's pattern.
+ */
+CR_API extern const cr_value cr_fn_sparse_rmul;
+
+/**
  * `sparse_det(S)`, `sparse_logdet(S)`, `sparse_logabsdet(S)`: det, logdet and logabsdet of
  * a square sparse matrix, through the dense rules (cr_fn_det, ...) on its dense matrix:
  * the same values, domain errors and finite pullbacks at singular matrices; the cotangent

@@ -342,6 +342,53 @@ static void test_mul(void **state)
     ASSERT_CLOSE(creal(cr_array_get_linear(nz.u.arr, 2)), creal(gy[0] * conj(cb[2])), 1e-6);
 }
 
+/* B op(S) against a dense loop, and the rules at each op */
+static void test_rmul(void **state)
+{
+    fixture *fx = *state;
+    /* S = [1 0 2; 0 3 0] (2 x 3) */
+    int64_t cp[4] = {0, 1, 2, 3}, rv[3] = {0, 1, 0};
+    double sv[3] = {1, 3, 2};
+    cr_sparse S = make_sparse(2, 3, cp, rv, sv, 3);
+    const double Sd[2][3] = {{1, 0, 2}, {0, 3, 0}};
+    double b[4] = {1, 2, -1, 0.5};
+    cr_array B = cr_array_matrix(b, 2, 2);
+    cr_value args[3] = {cr_value_array(&B), cr_value_struct(&cr_sparse_type, &S),
+                        cr_value_i64('N')},
+             y;
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_sparse_rmul, args, 2, &y), CR_OK);
+    assert_int_equal(y.u.arr->shape[0], 2);
+    assert_int_equal(y.u.arr->shape[1], 3);
+    for (size_t i = 0; i < 2; i++)
+        for (size_t j = 0; j < 3; j++)
+            ASSERT_DBL(creal(cr_array_get_linear(y.u.arr, i * 3 + j)),
+                       b[i * 2] * Sd[0][j] + b[i * 2 + 1] * Sd[1][j]);
+    check_point(fx, &cr_fn_sparse_rmul, args, 3, "sparse_rmul 'N'");
+    /* a row vector times Sᵀ */
+    double x[3] = {1, -2, 0.5};
+    cr_array X = cr_array_vector(x, 3);
+    args[0] = cr_value_array(&X);
+    args[2] = cr_value_i64('T');
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_sparse_rmul, args, 3, &y), CR_OK);
+    assert_int_equal(y.u.arr->ndim, 1);
+    for (size_t i = 0; i < 2; i++)
+        ASSERT_DBL(creal(cr_array_get_linear(y.u.arr, i)),
+                   x[0] * Sd[i][0] + x[1] * Sd[i][1] + x[2] * Sd[i][2]);
+    check_point(fx, &cr_fn_sparse_rmul, args, 3, "sparse_rmul 'T' vector");
+    /* complex S, 'C' */
+    cr_complex zv[3] = {CMPLX(1, 1), CMPLX(0, -2), CMPLX(0.5, 0.25)};
+    cr_sparse Z = S;
+    size_t three = 3;
+    assert_int_equal(cr_array_view_init(&Z.nzval, zv, CR_DT_C128, 1, &three, NULL), CR_OK);
+    args[1] = cr_value_struct(&cr_sparse_type, &Z);
+    args[2] = cr_value_i64('C');
+    check_point(fx, &cr_fn_sparse_rmul, args, 3, "sparse_rmul 'C' complex");
+    /* B's columns must match op(S)'s rows */
+    args[2] = cr_value_i64('N');
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_sparse_rmul, args, 3, &y), CR_ESHAPE);
+    assert_contains(cr_ctx_errmsg(fx->ctx), "B has 3 columns, op(S) has 2 rows");
+}
+
 /* ---- Determinants ---------------------------------------------------------------------------- */
 
 static void test_det(void **state)
@@ -485,6 +532,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sparse_of_dense, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_spdiagm_findnz, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_mul, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_rmul, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_det, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_errors, fixture_setup, fixture_teardown),
     };

@@ -965,6 +965,230 @@ static cr_status sparse_mul_frule(const cr_config *cfg, cr_arena *arena, const c
     return st;
 }
 
+/* ---- sparse_rmul(B, S[, trans]): B op(S) ------------------------------------------------ */
+
+/* Y = B M with M = op(S) is Yᵀ = Mᵀ Bᵀ: spmm on Bᵀ with Mᵀ = Sᵀ ('N'), S ('T'), conj(S) ('C'). */
+
+/* A new row-major work array: the transpose of the r x c row-major work array X. */
+static cr_status transpose_of(cr_arena *arena, const cr_array *X, size_t r, size_t c,
+                              cr_array **out)
+{
+    size_t shape[2] = {c, r};
+    cr_status st = cr__new(arena, (cr_dtype)X->dtype, 2, shape, false, out);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < r; i++)
+        for (size_t j = 0; j < c; j++)
+            wset(*out, j * r + i, wget(X, i * c + j));
+    return CR_OK;
+}
+
+typedef struct rmul_env {
+    spm s;
+    char trans;
+    const cr_array *Bt; /* Bᵀ: p x r, work dtype */
+    size_t r, p, q;     /* B is r x p, op(S) p x q */
+    bool vec;           /* B (and Y) 1-d */
+    cr_dtype wdt;
+    cr_project *pS, *pB;
+    uint32_t nd;
+} rmul_env;
+
+static cr_status rmul_forward(cr_arena *arena, const cr_value *args, size_t nargs, rmul_env *e,
+                              cr_value *y)
+{
+    const char *who = "sparse_rmul";
+    const cr_array *B;
+    cr_status st = cr__nargs(arena, who, nargs, 2, 3);
+    if (st == CR_OK)
+        st = cr__array_arg(arena, who, args, nargs, 0, &B);
+    if (st == CR_OK)
+        st = sp_read(arena, who, &args[1], &e->s);
+    e->trans = 'N';
+    if (st == CR_OK && nargs == 3) {
+        int64_t t;
+        st = cr__int_arg(arena, who, &args[2], &t);
+        if (st == CR_OK && t >= 'a' && t <= 'z')
+            t -= 'a' - 'A';
+        if (st == CR_OK && t != 'N' && t != 'T' && t != 'C')
+            st = CR__FAIL(arena, CR_EINVAL, "sparse_rmul: trans must be 'N', 'T' or 'C'");
+        e->trans = (char)t;
+    }
+    if (st != CR_OK)
+        return st;
+    if (!cr_dtype_is_float((cr_dtype)B->dtype) || B->ndim < 1 || B->ndim > 2)
+        return CR__FAIL(arena, CR_EINVAL, "sparse_rmul: B must be a float vector or matrix");
+    bool tr = e->trans != 'N';
+    e->p = tr ? e->s.n : e->s.m;
+    e->q = tr ? e->s.m : e->s.n;
+    e->vec = B->ndim == 1;
+    e->r = e->vec ? 1 : B->shape[0];
+    size_t bp = B->shape[B->ndim - 1];
+    if (bp != e->p)
+        return CR__FAIL(arena, CR_ESHAPE, "sparse_rmul: B has %zu columns, op(S) has %zu rows", bp,
+                        e->p);
+    cr_dtype dt = cr__promote(e->s.dt, (cr_dtype)B->dtype);
+    e->wdt = cr__work(dt);
+    if (e->wdt != cr__work(e->s.dt)) {
+        const cr_array *v;
+        if ((st = cr__dense(arena, &e->s.S->nzval, e->wdt, &v)) != CR_OK)
+            return st;
+        e->s.val = v;
+    }
+    const cr_array *Bw;
+    cr_array *Bt, *Zt, *Y, *o;
+    if ((st = cr__dense(arena, B, e->wdt, &Bw)) != CR_OK ||
+        (st = transpose_of(arena, Bw, e->r, e->p, &Bt)) != CR_OK)
+        return st;
+    e->Bt = Bt;
+    size_t zs[2] = {e->q, e->r};
+    if ((st = cr__new(arena, e->wdt, 2, zs, true, &Zt)) != CR_OK)
+        return st;
+    /* Mᵀ: 'N' Sᵀ, 'T' S, 'C' conj(S) */
+    spmm(&e->s, e->s.val, e->trans == 'N', e->trans == 'C', Bt, e->r, Zt);
+    if ((st = transpose_of(arena, Zt, e->q, e->r, &Y)) != CR_OK)
+        return st;
+    if (e->vec) {
+        Y->ndim = 1;
+        Y->shape[0] = e->q;
+        Y->strides[0] = 1;
+    }
+    if ((st = cr__cast(arena, Y, dt, &o)) != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    return CR_OK;
+}
+
+/* B̄ᵀ = conj(M) Ȳᵀ; S̄ on the pattern: 'N' Σ_c conj(B[c,i]) Ȳ[c,j], 'T' Σ_c conj(B[c,j])
+ * Ȳ[c,i], 'C' Σ_c B[c,j] conj(Ȳ[c,i]). */
+static cr_status rmul_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t nx,
+                                    cr_arena *arena, void *env)
+{
+    (void)nx;
+    const rmul_env *e = env;
+    size_t ys[2] = {e->r, e->q};
+    const cr_array *G;
+    cr_status st = e->vec ? cr__tan_array(arena, "sparse_rmul", *dy, 1, &e->q, e->wdt, &G)
+                          : cr__tan_array(arena, "sparse_rmul", *dy, 2, ys, e->wdt, &G);
+    if (st != CR_OK || G == NULL)
+        return st;
+    cr_array *Gt, *Bbt, *Bb;
+    if ((st = transpose_of(arena, G, e->r, e->q, &Gt)) != CR_OK)
+        return st;
+    size_t bs[2] = {e->p, e->r};
+    if ((st = cr__new(arena, e->wdt, 2, bs, true, &Bbt)) != CR_OK)
+        return st;
+    /* conj(M): 'N' conj(S), 'T' conj(Sᵀ), 'C' Sᵀ */
+    spmm(&e->s, e->s.val, e->trans != 'N', e->trans != 'C', Gt, e->r, Bbt);
+    if ((st = transpose_of(arena, Bbt, e->p, e->r, &Bb)) != CR_OK)
+        return st;
+    if (e->vec) {
+        Bb->ndim = 1;
+        Bb->shape[0] = e->p;
+        Bb->strides[0] = 1;
+    }
+    if ((st = cr__give(arena, e->pB, Bb, &dx[1])) != CR_OK)
+        return st;
+    cr_array *Sb;
+    if ((st = cr__new(arena, e->wdt, 1, &e->s.nnz, false, &Sb)) != CR_OK)
+        return st;
+    /* B[c, k] is Bt[k, c]; Ȳ[c, k] is Gt[k, c] */
+    for (size_t j = 0; j < e->s.n; j++)
+        for (int64_t pp = e->s.colptr[j]; pp < e->s.colptr[j + 1]; pp++) {
+            size_t i = (size_t)e->s.rowval[pp];
+            cr_complex acc = 0;
+            for (size_t c = 0; c < e->r; c++) {
+                if (e->trans == 'N')
+                    acc += conj(wget(e->Bt, i * e->r + c)) * wget(Gt, j * e->r + c);
+                else if (e->trans == 'T')
+                    acc += conj(wget(e->Bt, j * e->r + c)) * wget(Gt, i * e->r + c);
+                else
+                    acc += wget(e->Bt, j * e->r + c) * conj(wget(Gt, i * e->r + c));
+            }
+            wset(Sb, (size_t)pp, acc);
+        }
+    return sp_give(arena, e->pS, Sb, &dx[2]);
+}
+
+static cr_status rmul_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                               void *env)
+{
+    cr_status st = rmul_pullback_body(dy, dx, nx, arena, env);
+    mark_nondiff(dx, nx, ((const rmul_env *)env)->nd);
+    return st;
+}
+
+static cr_status sparse_rmul_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                                   const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                                   const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    rmul_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(rmul_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr_status st = rmul_forward(arena, args, nargs, e, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
+    if ((st = sp_projector(arena, &e->s, &e->pS)) != CR_OK ||
+        (st = cr_project_new(arena, &args[0], &e->pB)) != CR_OK)
+        return st;
+    e->nd = nondiff_mask(args, nargs);
+    *pb = (cr_pullback){rmul_pullback, e, "sparse_rmul_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(sparse_rmul, "sparse_rmul", -1)
+
+/* frule: Ẏ = Ḃ op(S) + B op(Ṡ), each as its transpose through spmm. */
+static cr_status sparse_rmul_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                                   const cr_value *f, const cr_value *args, size_t nargs,
+                                   cr_value *y, cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    rmul_env e;
+    memset(&e, 0, sizeof e);
+    cr_status st = rmul_forward(arena, args, nargs, &e, y);
+    const cr_array *dB = NULL, *dS = NULL;
+    if (st == CR_OK)
+        st = cr__dx_array(arena, "sparse_rmul", dargs, args, 0, e.wdt, &dB);
+    if (st == CR_OK)
+        st = sp_tan(arena, "sparse_rmul", dargs[2], &e.s, &dS);
+    if (st != CR_OK || (dB == NULL && dS == NULL)) {
+        *dy = cr_tangent_zero();
+        return st;
+    }
+    size_t zs[2] = {e.q, e.r};
+    cr_array *Zt, *Y, *o;
+    if ((st = cr__new(arena, e.wdt, 2, zs, true, &Zt)) != CR_OK)
+        return st;
+    bool tr = e.trans == 'N', cj = e.trans == 'C';
+    if (dB != NULL) {
+        cr_array *dBt;
+        if ((st = transpose_of(arena, dB, e.r, e.p, &dBt)) != CR_OK)
+            return st;
+        spmm(&e.s, e.s.val, tr, cj, dBt, e.r, Zt);
+    }
+    if (dS != NULL) {
+        const cr_array *v = dS;
+        if (dS->dtype != e.wdt && (st = cr__dense(arena, dS, e.wdt, &v)) != CR_OK)
+            return st;
+        spmm(&e.s, v, tr, cj, e.Bt, e.r, Zt);
+    }
+    if ((st = transpose_of(arena, Zt, e.q, e.r, &Y)) != CR_OK)
+        return st;
+    if (e.vec) {
+        Y->ndim = 1;
+        Y->shape[0] = e.q;
+        Y->strides[0] = 1;
+    }
+    st = cr__cast(arena, Y, (cr_dtype)y->u.arr->dtype, &o);
+    if (st == CR_OK)
+        *dy = cr_tangent_array(o);
+    return st;
+}
+
 /* ---- det, logdet, logabsdet: the dense rules on the dense matrix --------------------------- */
 
 typedef struct dense_env {
@@ -1098,6 +1322,7 @@ typedef enum sp_sample {
     SS_SPDIAGM, /* a diagonal, with or without its offset */
     SS_READ,    /* a random sparse matrix */
     SS_MUL,     /* a sparse matrix and a dense B, with or without trans */
+    SS_RMUL,    /* a dense B and a sparse matrix, with or without trans */
     SS_DET,     /* a square sparse matrix; singular, 1 x 1 or empty now and then */
     SS_LOGDET,  /* a square sparse matrix with a positive determinant */
     SS_NONSING  /* a square nonsingular sparse matrix, 1 x 1 or empty now and then */
@@ -1208,6 +1433,24 @@ static cr_status sample_sparse(cr_arena *arena, uint64_t *rng, cr_value *args, s
             args[2] = cr_value_i64(t);
         return CR_OK;
     }
+    case SS_RMUL: {
+        size_t m = cr__rng_below(rng, 5), n = cr__rng_below(rng, 5);
+        char t = nargs == 3 ? "NTC"[cr__rng_below(rng, 3)] : 'N';
+        if ((st = rand_sparse(arena, rng, dt, m, n, false, 0, &args[1])) != CR_OK)
+            return st;
+        size_t shape[2] = {1 + cr__rng_below(rng, 3), t == 'N' ? m : n};
+        size_t nd = 1 + cr__rng_below(rng, 2);
+        if (nd == 1)
+            shape[0] = shape[1];
+        cr_array *B;
+        st = cr__rand_array(arena, rng, cr__rng_dtype(rng), nd, shape, -2, 2, &B);
+        if (st != CR_OK)
+            return st;
+        args[0] = cr_value_array(B);
+        if (nargs == 3)
+            args[2] = cr_value_i64(t);
+        return CR_OK;
+    }
     case SS_DET:
     case SS_LOGDET:
     case SS_NONSING:
@@ -1250,6 +1493,8 @@ static const cr_rule_test k_t_sparse = {.sample = sample_sparse, .env = (void *)
 static const cr_rule_test k_t_spdiagm = {.sample = sample_sparse, .env = (void *)&k_ss_spdiagm};
 static const cr_rule_test k_t_read = {.sample = sample_sparse, .env = (void *)&k_ss_read};
 static const cr_rule_test k_t_mul = {.sample = sample_sparse, .env = (void *)&k_ss_mul};
+static const sp_sample k_ss_rmul = SS_RMUL;
+static const cr_rule_test k_t_rmul = {.sample = sample_sparse, .env = (void *)&k_ss_rmul};
 static const cr_rule_test k_t_det = {.sample = sample_sparse, .env = (void *)&k_ss_det};
 static const cr_rule_test k_t_logdet = {.sample = sample_sparse, .env = (void *)&k_ss_logdet};
 static const cr_rule_test k_t_nonsing = {.sample = sample_sparse, .env = (void *)&k_ss_nonsing};
@@ -1273,6 +1518,8 @@ cr_status cr__linalg_register_sparse(cr_registry *reg)
     static const cr_argspec a_s[1] = {SP};
     static const cr_argspec a_sb[2] = {SP, FA};
     static const cr_argspec a_sbt[3] = {SP, FA, {CR_M_INT, NULL}};
+    static const cr_argspec a_bs[2] = {FA, SP};
+    static const cr_argspec a_bst[3] = {FA, SP, {CR_M_INT, NULL}};
 #undef SP
 #undef FA
     static const struct {
@@ -1296,6 +1543,10 @@ cr_status cr__linalg_register_sparse(cr_registry *reg)
         {&sparse_mul_function, a_sb, 2, sparse_mul_frule, sparse_mul_rrule, &k_t_mul, false,
          CR_NONLINEAR},
         {&sparse_mul_function, a_sbt, 3, sparse_mul_frule, sparse_mul_rrule, &k_t_mul, false,
+         CR_NONLINEAR},
+        {&sparse_rmul_function, a_bs, 2, sparse_rmul_frule, sparse_rmul_rrule, &k_t_rmul, false,
+         CR_NONLINEAR},
+        {&sparse_rmul_function, a_bst, 3, sparse_rmul_frule, sparse_rmul_rrule, &k_t_rmul, false,
          CR_NONLINEAR},
         {&sparse_det_function, a_s, 1, sparse_det_frule, sparse_det_rrule, &k_t_det, true,
          CR_NONLINEAR},
