@@ -776,6 +776,20 @@ READ_RULES(sparse_dense, true)
 static void spmm(const spm *s, const cr_array *val, bool tr, bool cj, const cr_array *B, size_t nc,
                  cr_array *Y)
 {
+    if (val->dtype == CR_DT_F64 && B->dtype == CR_DT_F64 && Y->dtype == CR_DT_F64) {
+        /* real: plain double loops (no complex products, no dtype tests per element) */
+        const double *vp = val->data, *bp = B->data;
+        double *yp = Y->data;
+        for (size_t j = 0; j < s->n; j++)
+            for (int64_t p = s->colptr[j]; p < s->colptr[j + 1]; p++) {
+                size_t i = (size_t)s->rowval[p];
+                const double *brow = bp + (tr ? i : j) * nc;
+                double *yrow = yp + (tr ? j : i) * nc, v = vp[p];
+                for (size_t c = 0; c < nc; c++)
+                    yrow[c] += v * brow[c];
+            }
+        return;
+    }
     for (size_t j = 0; j < s->n; j++)
         for (int64_t p = s->colptr[j]; p < s->colptr[j + 1]; p++) {
             size_t i = (size_t)s->rowval[p];
@@ -879,6 +893,22 @@ static cr_status mul_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t 
     cr_array *Sb;
     if ((st = cr__new(arena, e->wdt, 1, &e->s.nnz, false, &Sb)) != CR_OK)
         return st;
+    if (e->wdt == CR_DT_F64) {
+        /* real: S̄(i, j) = Σ_c Ȳ[i,c] B[j,c] ('N') or B[i,c] Ȳ[j,c] ('T', 'C') */
+        const double *gp = G->data, *bp = e->B->data;
+        double *sp = Sb->data;
+        for (size_t j = 0; j < e->s.n; j++)
+            for (int64_t p = e->s.colptr[j]; p < e->s.colptr[j + 1]; p++) {
+                size_t i = (size_t)e->s.rowval[p];
+                const double *u = (e->trans == 'N' ? gp : bp) + i * e->nc,
+                             *w = (e->trans == 'N' ? bp : gp) + j * e->nc;
+                double acc = 0;
+                for (size_t c = 0; c < e->nc; c++)
+                    acc += u[c] * w[c];
+                sp[p] = acc;
+            }
+        return sp_give(arena, e->pS, Sb, &dx[1]);
+    }
     for (size_t j = 0; j < e->s.n; j++)
         for (int64_t p = e->s.colptr[j]; p < e->s.colptr[j + 1]; p++) {
             size_t i = (size_t)e->s.rowval[p];
