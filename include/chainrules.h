@@ -36,6 +36,7 @@
 #include "chainrules/rules_complex.h"
 #include "chainrules/rules_linalg.h"
 #include "chainrules/rules_math.h"
+#include "chainrules/rules_sparse.h"
 #include "chainrules/rules_special.h"
 #include "chainrules/scalar_rule.h"
 #include "chainrules/status.h"

@@ -39,6 +39,7 @@
 #define CR_RULES_ARRAY_H
 
 #include "common.h"
+#include "rule.h"
 #include "value.h"
 
 CR_BEGIN_DECLS
@@ -409,6 +410,144 @@ CR_API extern const cr_value cr_fn_foldl;
  * it. Pullback: as foldl, the cotangent of y[k] joining the running cotangent at step k.
  */
 CR_API extern const cr_value cr_fn_accumulate;
+
+/* ---- Selections with options: filter, sort with rev and by, unique and sortslices along
+ * a dimension, repeat with inner, hvcat --------------------------------------------------- */
+
+/**
+ * `filter(f, A)`: the elements x of A (row-major order) for which f(x) returns true, as a
+ * vector (f a function value returning a bool). Pullback: the cotangent scattered back to
+ * the chosen elements; f gets NoTangent (its choice is held fixed).
+ */
+CR_API extern const cr_value cr_fn_filter;
+
+/**
+ * `sortslices(A, dim)`: the slices of a real array along dim (0: the rows of a matrix)
+ * sorted lexicographically by isless (NaN last; a stable sort, elements compared in
+ * row-major order). Pullback: the cotangent sent back through the permutation.
+ */
+CR_API extern const cr_value cr_fn_sortslices;
+
+/**
+ * `unique_ex(A, dim)`: unique(A; dims = dim): the first occurrence of each distinct slice
+ * along dim (isequal: NaNs equal, -0.0 and 0.0 not), in order. Pullback: each slice's
+ * cotangent to its first occurrence.
+ */
+CR_API extern const cr_value cr_fn_unique_ex;
+
+/**
+ * `sort_ex(v, rev)`, `sort_ex(v, rev, by)`: sort(v; rev, by): a stable sort of the vector by
+ * the keys by(v[i]) (real numbers; by a function value, or CR_KIND_NOTHING / absent for the
+ * values themselves, which must then be real), in reversed order when rev is true (ties
+ * still in input order, NaN keys first). Pullback: through the permutation.
+ */
+CR_API extern const cr_value cr_fn_sort_ex;
+
+/**
+ * `partialsort_ex(v, k, rev[, by])`: partialsort(v, k; rev, by): element k (0-based) of
+ * sort_ex's order, a number, or for a cr_range k the vector of those elements.
+ */
+CR_API extern const cr_value cr_fn_partialsort_ex;
+
+/**
+ * `repeat_ex(A, inner, outer)`: repeat(A; inner, outer): each element repeated inner[d]
+ * times along dimension d, the result tiled outer[d] times (one count per dimension, i64
+ * arrays or an integer for a vector). Pullback: the sum over the copies.
+ */
+CR_API extern const cr_value cr_fn_repeat_ex;
+
+/**
+ * `hvcat(rows, A...)`: the block matrix of the arrays, rows[i] of them side by side (hcat)
+ * in block row i, the block rows stacked (vcat); rows an integer (every block row) or an
+ * i64 array. Pullback: through vcat's and hcat's.
+ */
+CR_API extern const cr_value cr_fn_hvcat;
+
+/* ---- Mutating functions -------------------------------------------------------------- */
+
+/**
+ * Julia's mutating functions (names with `!`). As rules they do not mutate: each returns the
+ * new contents of its destination (the first argument), and the arguments are untouched
+ * (rules never write through them). cr_mutate_frule() and cr_mutate_rrule() apply one in
+ * place. The destination's old contents get the cotangent of the part not overwritten
+ * (zero when all of it is), docs/rules-arrays.md.
+ *
+ * `copyto!(dest, src)`: dest with its first numel(src) elements (row-major) replaced by
+ * src's (numel(src) <= numel(dest)). Pullback: src̄ = those elements of ȳ, dest̄ = ȳ with
+ * them zeroed.
+ */
+CR_API extern const cr_value cr_fn_copyto_bang;
+
+/**
+ * `setindex!(A, x, inds...)`: A with A[inds...] = x, the indices as cr_fn_getindex takes
+ * them (one per dimension, or one linear index or i64 array); x a number (written at every
+ * position) or an array with one value per position. A position written twice keeps the
+ * last value. Pullback: Ā = ȳ zeroed at the positions, x̄ = ȳ at them (the sum for a
+ * number; zero for a value overwritten by a later one).
+ */
+CR_API extern const cr_value cr_fn_setindex_bang;
+
+/** `fill!(A, x)`: an array of A's shape and type filled with x. Pullback: x̄ = sum(ȳ). */
+CR_API extern const cr_value cr_fn_fill_bang;
+
+/**
+ * `sum!(r, A)`: sum(A) over the dimensions where r has extent 1 and A does not (r has A's
+ * number of dimensions). Pullback: Ā = ȳ broadcast, r̄ = 0.
+ */
+CR_API extern const cr_value cr_fn_sum_bang;
+
+/** `cumsum!(B, A)`, `cumsum!(B, A, dim)`: cumsum(A[, dim]) (B of A's shape). */
+CR_API extern const cr_value cr_fn_cumsum_bang;
+
+/** `permutedims!(dest, src, perm)`: permutedims(src, perm) (dest of the result's shape). */
+CR_API extern const cr_value cr_fn_permutedims_bang;
+
+/** `reverse!(A)`, `reverse!(A, dims)`: reverse(A[, dims]), the input being the destination. */
+CR_API extern const cr_value cr_fn_reverse_bang;
+
+/** `circshift!(dest, src, shifts)`: circshift(src, shifts) (dest of src's shape). */
+CR_API extern const cr_value cr_fn_circshift_bang;
+
+/**
+ * `inv!(A)` and `exp!(A)` (LinearAlgebra's): the inverse (cr_fn_matinv) and the matrix
+ * exponential (cr_fn_expm) of a square matrix, the input being the destination. LAPACKE
+ * builds only (CR_EUNIMPL otherwise).
+ */
+CR_API extern const cr_value cr_fn_inv_bang;
+/** See cr_fn_inv_bang. */
+CR_API extern const cr_value cr_fn_exp_bang;
+
+/**
+ * Run the frule of a mutating function (cr_fn_copyto_bang ... cr_fn_exp_bang) in
+ * place: the destination args[0] is overwritten with the result and its tangent dargs[1]
+ * (a dense array of the destination's dtype and size) with the result's tangent.
+ * @param[in] cfg   configuration, or NULL.
+ * @param[in] arena scratch and errors.
+ * @param[in] f     the mutating function.
+ * @param[in,out] args  nargs arguments; args[0]'s array is written.
+ * @param[in,out] dargs nargs + 1 tangents (dargs[0] for f); dargs[1]'s array is written.
+ * @param[in] nargs number of arguments.
+ * @return CR_OK; CR_EINVAL (not a mutating function, bad arguments), CR_ETANGENT (no
+ *         buffer to write the tangent into), or the rule's status (then nothing is written).
+ */
+CR_API cr_status cr_mutate_frule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                                 const cr_value *args, const cr_tangent *dargs, size_t nargs);
+
+/**
+ * Run the rrule of a mutating function in place: args[0]'s array is overwritten with the
+ * result; *pb is the pullback, which gives the cotangents of the arguments' values before
+ * the call (the destination's: ȳ with the overwritten part zeroed). The pullbacks of these
+ * functions never read the destination, so overwriting it is safe.
+ * @param[in] cfg   configuration, or NULL.
+ * @param[in] arena scratch, the pullback's environment and errors.
+ * @param[in] f     the mutating function.
+ * @param[in,out] args nargs arguments; args[0]'s array is written.
+ * @param[in] nargs number of arguments.
+ * @param[out] pb   the pullback (its environment lives in arena).
+ * @return CR_OK; CR_EINVAL; or the rule's status (then nothing is written).
+ */
+CR_API cr_status cr_mutate_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                                 const cr_value *args, size_t nargs, cr_pullback *pb);
 
 CR_END_DECLS
 

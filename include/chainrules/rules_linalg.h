@@ -370,6 +370,48 @@ CR_API extern const cr_value cr_fn_trtrs;
  */
 CR_API extern const cr_value cr_fn_trsyl;
 
+/* ---- BLAS level 1-3 in functional form: scal, triangular products and solves, lacpy ---- */
+
+/**
+ * `scal(α, x)` = α x (BLAS scal; x any float array, α a number). Pullback: x̄ = conj(α) ȳ,
+ * ᾱ = Σ conj(x) ȳ.
+ */
+CR_API extern const cr_value cr_fn_scal;
+
+/**
+ * `trmv(uplo, trans, diag, A, x)` = op(T) x for T the triangle uplo of the square A (unit
+ * diagonal, not read, for diag 'U'). Pullback: x̄ = op(T)ᴴ ȳ, Ā = the triangle of
+ * op⁻¹(ȳ xᴴ) (strict for a unit diagonal). Plain C: every build.
+ */
+CR_API extern const cr_value cr_fn_trmv;
+
+/**
+ * `trsv(uplo, trans, diag, A, x)` = op(T)⁻¹ x. CR_EDOMAIN for a zero on T's diagonal.
+ * Pullback: x̄ = op(T)⁻ᴴ ȳ, Ā = the triangle of op⁻¹(-x̄ yᴴ).
+ */
+CR_API extern const cr_value cr_fn_trsv;
+
+/**
+ * `trmm(side, uplo, transa, diag, α, A, B)` = α op(T) B (side 'L') or α B op(T) ('R').
+ * Pullback: with G = conj(α) Ȳ: B̄ = op(T)ᴴ G (or G op(T)ᴴ), op(T)̄ = G Bᴴ (or Bᴴ G) read
+ * on the triangle, ᾱ = Σ conj(op(T) B) Ȳ.
+ */
+CR_API extern const cr_value cr_fn_trmm;
+
+/**
+ * `trsm(side, uplo, transa, diag, α, A, B)` = α op(T)⁻¹ B (side 'L') or α B op(T)⁻¹ ('R').
+ * CR_EDOMAIN for a zero on T's diagonal. Pullback: W = op(T)⁻ᴴ G (or G op(T)⁻ᴴ) with
+ * G = conj(α) Ȳ; B̄ = W, op(T)̄ = -W Zᴴ (or -Zᴴ W) on the triangle, Z = Y / α; ᾱ = Σ conj(Z) Ȳ.
+ */
+CR_API extern const cr_value cr_fn_trsm;
+
+/**
+ * `lacpy(B, A, uplo)`: B with A's triangle uplo ('U': i <= j, 'L': i >= j, any other code:
+ * every entry) copied over it (LAPACK lacpy; A and B of one shape). Pullback: Ā = ȳ on the
+ * copied entries, B̄ = ȳ on the others.
+ */
+CR_API extern const cr_value cr_fn_lacpy;
+
 CR_END_DECLS
 
 #endif /* CR_RULES_LINALG_H */

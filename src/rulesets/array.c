@@ -521,5 +521,9 @@ cr_status cr__family_array(cr_registry *reg)
         st = cr__array_register_extra(reg);
     if (st == CR_OK)
         st = cr__array_register_hof(reg);
+    if (st == CR_OK)
+        st = cr__array_register_mutate(reg);
+    if (st == CR_OK)
+        st = cr__array_register_select(reg);
     return st;
 }

@@ -40,10 +40,14 @@ CR_INTERNAL cr_status cr__array_register_broadcast(cr_registry *reg); /* array_b
 CR_INTERNAL cr_status cr__array_register_gather(cr_registry *reg);    /* array_gather.c */
 CR_INTERNAL cr_status cr__array_register_extra(cr_registry *reg);     /* array_extra.c */
 CR_INTERNAL cr_status cr__array_register_hof(cr_registry *reg);       /* array_hof.c */
+CR_INTERNAL cr_status cr__array_register_mutate(cr_registry *reg);    /* array/mutate.c */
+CR_INTERNAL cr_status cr__array_register_select(cr_registry *reg);    /* array/select.c */
 CR_INTERNAL cr_status cr__linalg_register_blas(cr_registry *reg);     /* linalg.c */
 CR_INTERNAL cr_status cr__linalg_register_lapack(cr_registry *reg);   /* linalg_lapack.c */
 CR_INTERNAL cr_status cr__linalg_register_fact(cr_registry *reg);     /* linalg_fact.c */
 CR_INTERNAL cr_status cr__linalg_register_level(cr_registry *reg);    /* linalg_level.c */
+CR_INTERNAL cr_status cr__linalg_register_sparse(cr_registry *reg);   /* linalg/sparse.c */
+CR_INTERNAL cr_status cr__linalg_register_blas_tri(cr_registry *reg); /* linalg/blas_tri.c */
 
 /* The udata with which a function's primal calls its own rrule: compute the output only,
  * build no pullback. */

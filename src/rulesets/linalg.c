@@ -17,6 +17,10 @@ cr_status cr__family_linalg(cr_registry *reg)
         st = cr__linalg_register_fact(reg);
     if (st == CR_OK)
         st = cr__linalg_register_level(reg);
+    if (st == CR_OK)
+        st = cr__linalg_register_sparse(reg);
+    if (st == CR_OK)
+        st = cr__linalg_register_blas_tri(reg);
     return st;
 }
 

@@ -1,0 +1,300 @@
+/*
+ * Tests of filter, sortslices, unique_ex, sort_ex, partialsort_ex, repeat_ex and hvcat
+ * (rules_array.h, src/rulesets/array/select.c): every registered rule through the rule
+ * tester at its sampler's points; values written out by hand from Julia's semantics (stable
+ * orders, reversed ties, NaN placement, first occurrences, inner before outer repeats,
+ * blocks by rows); cotangents scattered to the chosen elements; errors.
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "test_util.h"
+
+static void expect_pass(fixture *fx, cr_status st, const cr_test_report *r, const char *what)
+{
+    if (st != CR_OK || r->verdict == CR_VERDICT_FAIL) {
+        char buf[1200];
+        cr_test_report_format(r, buf, sizeof buf);
+        print_error("%s: %s (%s; %s)\n", what, buf, cr_status_name(st), cr_ctx_errmsg(fx->ctx));
+        fail();
+    }
+}
+
+static void check_point(fixture *fx, const cr_value *f, const cr_value *args, size_t nargs,
+                        const char *what)
+{
+    cr_test_report r;
+    expect_pass(fx, cr_test_frule(fx->arena, NULL, f, args, nargs, &r), &r, what);
+    expect_pass(fx, cr_test_rrule(fx->arena, NULL, f, args, nargs, &r), &r, what);
+    expect_pass(fx, cr_test_consistency(fx->arena, NULL, f, args, nargs, &r), &r, what);
+}
+
+static void expect_values(const cr_value *y, const double *want, size_t n)
+{
+    assert_int_equal(y->kind, CR_KIND_ARRAY);
+    assert_int_equal(cr_array_numel(y->u.arr), n);
+    for (size_t i = 0; i < n; i++) {
+        double g = creal(cr_array_get_linear(y->u.arr, i));
+        if (isnan(want[i]))
+            assert_true(isnan(g));
+        else
+            ASSERT_DBL(g, want[i]);
+    }
+}
+
+static cr_status positive_primal(cr_arena *arena, const cr_value *f, const cr_value *args, size_t n,
+                                 cr_value *out)
+{
+    (void)arena;
+    (void)f;
+    (void)n;
+    *out = cr_value_bool(args[0].u.f64 > 0);
+    return CR_OK;
+}
+static const cr_function positive_fn = {"positive", 1, positive_primal, NULL, NULL, 0};
+
+static cr_status twice_primal(cr_arena *arena, const cr_value *f, const cr_value *args, size_t n,
+                              cr_value *out)
+{
+    (void)arena;
+    (void)f;
+    (void)n;
+    *out = cr_value_f64(2 * args[0].u.f64);
+    return CR_OK;
+}
+static const cr_function twice_fn = {"twice", 1, twice_primal, NULL, NULL, 0};
+
+static const char *const k_fns[] = {"filter",         "sortslices", "unique_ex", "sort_ex",
+                                    "partialsort_ex", "repeat_ex",  "hvcat"};
+#define NFNS (sizeof k_fns / sizeof k_fns[0])
+
+static void test_registrations(void **state)
+{
+    fixture *fx = *state;
+    cr_ctx_set_debug(fx->ctx, true);
+    const cr_registry *reg = cr_registry_builtin();
+    bool seen[NFNS] = {false};
+    for (size_t i = 0; i < cr_registry_size(reg); i++) {
+        cr_rule_info info;
+        assert_int_equal(cr_registry_get(reg, i, &info), CR_OK);
+        size_t k = 0;
+        while (k < NFNS && strcmp(info.fn->name, k_fns[k]) != 0)
+            k++;
+        if (k == NFNS)
+            continue;
+        seen[k] = true;
+        cr_test_opts opts = {0};
+        opts.npoints = 30;
+        cr_test_report r;
+        cr_status st = cr_test_rule_registration(fx->arena, &opts, &info, &r);
+        char sig[160];
+        cr_signature_str(info.fn->name, info.args, info.nargs, info.variadic, sig, sizeof sig);
+        expect_pass(fx, st, &r, sig);
+        assert_int_equal(r.nskipped, 0);
+        assert_true(r.npoints >= 15);
+    }
+    for (size_t k = 0; k < NFNS; k++)
+        if (!seen[k]) {
+            print_error("no rule registered for %s\n", k_fns[k]);
+            fail();
+        }
+}
+
+static void test_filter(void **state)
+{
+    fixture *fx = *state;
+    double a[5] = {1, -2, 3, -4, 0.5};
+    cr_array A = cr_array_vector(a, 5);
+    cr_value args[2] = {cr_value_function(&positive_fn, NULL), cr_value_array(&A)}, y;
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_filter, args, 2, &y), CR_OK);
+    const double want[3] = {1, 3, 0.5};
+    expect_values(&y, want, 3);
+    check_point(fx, &cr_fn_filter, args, 2, "filter");
+    cr_pullback pb;
+    assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_filter, args, 2, &y, &pb), CR_OK);
+    double g[3] = {10, 20, 30};
+    cr_array G = cr_array_vector(g, 3);
+    cr_tangent dy = cr_tangent_array(&G), dx[3], v;
+    assert_int_equal(cr_pullback_call(fx->arena, &pb, &dy, dx, 3), CR_OK);
+    assert_int_equal(dx[1].tag, CR_TAN_NONE);
+    assert_int_equal(cr_tangent_unthunk(dx[2], &v), CR_OK);
+    const double ga[5] = {10, 0, 20, 0, 30};
+    for (size_t i = 0; i < 5; i++)
+        ASSERT_DBL(creal(cr_array_get_linear(v.u.arr, i)), ga[i]);
+    /* a predicate that does not return a bool */
+    args[0] = cr_value_function(&twice_fn, NULL);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_filter, args, 2, &y), CR_EINVAL);
+    assert_contains(cr_ctx_errmsg(fx->ctx), "returned a f64, not a bool");
+}
+
+static void test_slices(void **state)
+{
+    fixture *fx = *state;
+    double a[6] = {2, 1, 1, 5, 1, 3};
+    cr_array A = cr_array_matrix(a, 3, 2);
+    cr_value args[2] = {cr_value_array(&A), cr_value_i64(0)}, y;
+    /* rows [2 1], [1 5], [1 3] sorted: [1 3], [1 5], [2 1] */
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_sortslices, args, 2, &y), CR_OK);
+    const double rows[6] = {1, 3, 1, 5, 2, 1};
+    expect_values(&y, rows, 6);
+    /* rows tied on their first element are a kink: check the rules away from one */
+    double t[6] = {2, 1, 1.5, 5, 1, 3};
+    cr_array T = cr_array_matrix(t, 3, 2);
+    cr_value targs[2] = {cr_value_array(&T), cr_value_i64(0)};
+    check_point(fx, &cr_fn_sortslices, targs, 2, "sortslices rows");
+    /* columns [2 1 1] and [1 5 3]: the second first */
+    args[1] = cr_value_i64(1);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_sortslices, args, 2, &y), CR_OK);
+    const double cols[6] = {1, 2, 5, 1, 3, 1};
+    expect_values(&y, cols, 6);
+    targs[1] = cr_value_i64(1);
+    check_point(fx, &cr_fn_sortslices, targs, 2, "sortslices columns");
+
+    /* unique rows, first occurrences kept; -0.0 differs from 0.0 */
+    double u[10] = {1, 2, 3, 4, 1, 2, 0.0, 0.0, 0.0, -0.0};
+    cr_array U = cr_array_matrix(u, 5, 2);
+    cr_value uargs[2] = {cr_value_array(&U), cr_value_i64(0)};
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_unique_ex, uargs, 2, &y), CR_OK);
+    const double uw[8] = {1, 2, 3, 4, 0, 0, 0, 0};
+    expect_values(&y, uw, 8);
+    assert_true(signbit(creal(cr_array_get_linear(y.u.arr, 7))));
+    /* equal slices are a jump (a perturbation separates them): the rules away from one */
+    targs[1] = cr_value_i64(0);
+    check_point(fx, &cr_fn_unique_ex, targs, 2, "unique_ex rows");
+    cr_pullback pb;
+    assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_unique_ex, uargs, 2, &y, &pb), CR_OK);
+    double g[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    cr_array G = cr_array_matrix(g, 4, 2);
+    cr_tangent dy = cr_tangent_array(&G), dx[3], v;
+    assert_int_equal(cr_pullback_call(fx->arena, &pb, &dy, dx, 3), CR_OK);
+    assert_int_equal(cr_tangent_unthunk(dx[1], &v), CR_OK);
+    const double gu[10] = {1, 2, 3, 4, 0, 0, 5, 6, 7, 8};
+    for (size_t i = 0; i < 10; i++)
+        ASSERT_DBL(creal(cr_array_get_linear(v.u.arr, i)), gu[i]);
+    /* NaN rows are equal to each other */
+    double n[4] = {NAN, 1, NAN, 1};
+    cr_array N = cr_array_matrix(n, 2, 2);
+    uargs[0] = cr_value_array(&N);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_unique_ex, uargs, 2, &y), CR_OK);
+    assert_int_equal(y.u.arr->shape[0], 1);
+    /* complex sortslices and an out-of-range dimension */
+    cr_complex z[2] = {CMPLX(1, 1), CMPLX(0, 1)};
+    cr_array Z;
+    size_t two = 2;
+    assert_int_equal(cr_array_view_init(&Z, z, CR_DT_C128, 1, &two, NULL), CR_OK);
+    cr_value zargs[2] = {cr_value_array(&Z), cr_value_i64(0)};
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_sortslices, zargs, 2, &y), CR_EINVAL);
+    args[1] = cr_value_i64(2);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_sortslices, args, 2, &y), CR_EINVAL);
+    assert_contains(cr_ctx_errmsg(fx->ctx), "dimension 2 of an array of 2");
+}
+
+static void test_sort(void **state)
+{
+    fixture *fx = *state;
+    double a[4] = {1, -1, 2, NAN};
+    cr_array A = cr_array_vector(a, 4);
+    cr_value args[3] = {cr_value_array(&A), cr_value_bool(false), cr_fn_fabs}, y;
+    /* by |x|: keys 1, 1, 2, NaN: stable, NaN last */
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_sort_ex, args, 3, &y), CR_OK);
+    const double by[4] = {1, -1, 2, NAN};
+    expect_values(&y, by, 4);
+    /* reversed: NaN first, the tie still in input order */
+    args[1] = cr_value_bool(true);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_sort_ex, args, 3, &y), CR_OK);
+    const double rev[4] = {NAN, 2, 1, -1};
+    expect_values(&y, rev, 4);
+    /* by the values, reversed */
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_sort_ex, args, 2, &y), CR_OK);
+    const double rv[4] = {NAN, 2, 1, -1};
+    expect_values(&y, rv, 4);
+    double b[4] = {5, 1, 4, 2};
+    cr_array B = cr_array_vector(b, 4);
+    cr_value bargs[3] = {cr_value_array(&B), cr_value_bool(true), cr_fn_fabs};
+    check_point(fx, &cr_fn_sort_ex, bargs, 3, "sort_ex rev by");
+    check_point(fx, &cr_fn_sort_ex, bargs, 2, "sort_ex rev");
+
+    /* partialsort: element 1 of the ascending order, then the range 1:3 */
+    cr_value pargs[4] = {cr_value_array(&B), cr_value_i64(1), cr_value_bool(false), cr_fn_fabs};
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_partialsort_ex, pargs, 3, &y), CR_OK);
+    assert_int_equal(y.kind, CR_KIND_F64);
+    ASSERT_DBL(y.u.f64, 2);
+    check_point(fx, &cr_fn_partialsort_ex, pargs, 3, "partialsort_ex k");
+    cr_range r = {1, 3, 1};
+    pargs[1] = cr_value_struct(&cr_range_type, &r);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_partialsort_ex, pargs, 4, &y), CR_OK);
+    const double pr[2] = {2, 4};
+    expect_values(&y, pr, 2);
+    check_point(fx, &cr_fn_partialsort_ex, pargs, 4, "partialsort_ex range");
+    /* a range with a huge step: one element, no step past it */
+    cr_range big = {1, 2, INT64_MAX};
+    pargs[1] = cr_value_struct(&cr_range_type, &big);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_partialsort_ex, pargs, 3, &y), CR_OK);
+    expect_values(&y, pr, 1);
+    pargs[1] = cr_value_i64(4);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_partialsort_ex, pargs, 3, &y), CR_EINVAL);
+    assert_contains(cr_ctx_errmsg(fx->ctx), "k = 4 outside");
+}
+
+static void test_repeat_hvcat(void **state)
+{
+    fixture *fx = *state;
+    double a[2] = {1, 2};
+    cr_array A = cr_array_vector(a, 2);
+    cr_value args[3] = {cr_value_array(&A), cr_value_i64(2), cr_value_i64(2)}, y;
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_repeat_ex, args, 3, &y), CR_OK);
+    const double r1[8] = {1, 1, 2, 2, 1, 1, 2, 2};
+    expect_values(&y, r1, 8);
+    check_point(fx, &cr_fn_repeat_ex, args, 3, "repeat_ex inner outer");
+    /* a matrix: inner (1, 2), outer (2, 1) */
+    double m[4] = {1, 2, 3, 4};
+    cr_array M = cr_array_matrix(m, 2, 2);
+    int64_t in[2] = {1, 2}, out[2] = {2, 1};
+    cr_array In, Out;
+    size_t two = 2;
+    assert_int_equal(cr_array_view_init(&In, in, CR_DT_I64, 1, &two, NULL), CR_OK);
+    assert_int_equal(cr_array_view_init(&Out, out, CR_DT_I64, 1, &two, NULL), CR_OK);
+    cr_value margs[3] = {cr_value_array(&M), cr_value_array(&In), cr_value_array(&Out)};
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_repeat_ex, margs, 3, &y), CR_OK);
+    assert_int_equal(y.u.arr->shape[0], 4);
+    assert_int_equal(y.u.arr->shape[1], 4);
+    const double r2[16] = {1, 1, 2, 2, 3, 3, 4, 4, 1, 1, 2, 2, 3, 3, 4, 4};
+    expect_values(&y, r2, 16);
+    check_point(fx, &cr_fn_repeat_ex, margs, 3, "repeat_ex matrix");
+    margs[1] = cr_value_i64(2);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_repeat_ex, margs, 3, &y), CR_EINVAL);
+    assert_contains(cr_ctx_errmsg(fx->ctx), "1 inner counts for 2 dimensions");
+
+    /* [A B; C D] with A 1x1, B 1x2, C 2x1, D 2x2 */
+    double pa[1] = {1}, pb[2] = {2, 3}, pc[2] = {4, 7}, pd[4] = {5, 6, 8, 9};
+    cr_array PA = cr_array_matrix(pa, 1, 1), PB = cr_array_matrix(pb, 1, 2),
+             PC = cr_array_matrix(pc, 2, 1), PD = cr_array_matrix(pd, 2, 2);
+    cr_value h[5] = {cr_value_i64(2), cr_value_array(&PA), cr_value_array(&PB), cr_value_array(&PC),
+                     cr_value_array(&PD)};
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_hvcat, h, 5, &y), CR_OK);
+    const double hw[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    expect_values(&y, hw, 9);
+    check_point(fx, &cr_fn_hvcat, h, 5, "hvcat 2 x 2 blocks");
+    /* rows as an array: [A B] over [C D] again, then a mismatch */
+    int64_t rows[2] = {2, 2};
+    cr_array R;
+    assert_int_equal(cr_array_view_init(&R, rows, CR_DT_I64, 1, &two, NULL), CR_OK);
+    h[0] = cr_value_array(&R);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_hvcat, h, 5, &y), CR_OK);
+    expect_values(&y, hw, 9);
+    rows[1] = 3;
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_hvcat, h, 5, &y), CR_EINVAL);
+    assert_contains(cr_ctx_errmsg(fx->ctx), "row sizes do not add up to 4 blocks");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_registrations, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_filter, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_slices, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_sort, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_repeat_hvcat, fixture_setup, fixture_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
