@@ -88,6 +88,17 @@ CR_INTERNAL const char *cr__form_check_leading(const cr_value *args, size_t narg
 /* ---- Matrix helpers of the linear-algebra forms ---------------------------------------------
  */
 
+/* One term c x r x s of a workspace size (cr__form_work). */
+typedef struct cr__form_term {
+    size_t c, r, s;
+} cr__form_term;
+
+/* A new zeroed workspace of Σ c·r·s doubles over the nterms terms (at least one double), each
+ * product and the sum checked: CR_EOVERFLOW naming the form's function when one overflows.
+ * Offsets into the workspace that add up its terms then stay below its size. */
+CR_INTERNAL cr_status cr__form_work(const cr__form *F, size_t nterms, const cr__form_term *terms,
+                                    double **out);
+
 /* C = alpha op(A) op(B) + beta C for dense row-major f64 matrices (A ar x ac, B br x bc as
  * stored; ta, tb: transposed). */
 CR_INTERNAL void cr__form_mm(double alpha, const double *A, size_t ar, size_t ac, int ta,

@@ -178,6 +178,10 @@ static cr_status matmul_forward(cr_arena *arena, const char *who, const cr_value
     cr_dtype d = cr__promote(cr__value_dtype(&args[0]), cr__value_dtype(&args[1]));
     *dt = d == 0 ? CR_DT_F64 : d;
     e->wdt = cr__work(*dt);
+    size_t numel; /* m x n of two arguments' extents: A (m x 0) B (0 x n) has no bound */
+    st = cr__ck_numel(cr_arena_ctx(arena), who, e->ndim, e->shape, cr_dtype_size(e->wdt), &numel);
+    if (st != CR_OK)
+        return st;
     e->A = (operand){A, {0}, cr__is_diff(&args[0])};
     e->B = (operand){B, {0}, cr__is_diff(&args[1])};
     st = cr__as_mat(arena, A, e->wdt, true, &e->A.m);
@@ -1026,8 +1030,14 @@ static cr_status bil_forward(cr_arena *arena, bool cross, const cr_value *args, 
         size_t m, n, p, q;
         rc_of(A, &m, &n);
         rc_of(B, &p, &q);
-        e->shape[0] = m * p;
-        e->shape[1] = n * q;
+        cr_ctx *ctx = cr_arena_ctx(arena);
+        size_t sh[2], numel;
+        if ((st = cr__ck_mul(ctx, who, m, p, &sh[0])) != CR_OK ||
+            (st = cr__ck_mul(ctx, who, n, q, &sh[1])) != CR_OK ||
+            (st = cr__ck_numel(ctx, who, 2, sh, cr_dtype_size(e->wdt), &numel)) != CR_OK)
+            return st;
+        e->shape[0] = sh[0];
+        e->shape[1] = sh[1];
     }
     st = cr__dense(arena, A, e->wdt, &e->A);
     if (st == CR_OK)

@@ -16,9 +16,13 @@
 
 cr_status cr__cmat_new(cr_arena *arena, bool cplx, size_t r, size_t c, bool zero, cr__cmat *m)
 {
-    size_t n = r * c, es = cplx ? sizeof(cr_complex) : sizeof(double);
+    size_t n, es = cplx ? sizeof(cr_complex) : sizeof(double), shape[2] = {r, c};
+    m->p = NULL;
+    cr_status st = cr__ck_numel(cr_arena_ctx(arena), "linalg work matrix", 2, shape, es, &n);
+    if (st != CR_OK)
+        return st;
     m->p = zero ? cr_arena_calloc(arena, n ? n : 1, es, 0)
-                : cr_arena_alloc(arena, (n ? n : 1) * es, 0);
+                : cr__arena_array(arena, "linalg work matrix", n, es, 0);
     m->r = r;
     m->c = c;
     m->cplx = cplx;

@@ -146,8 +146,8 @@ static cr_status lu_forward(cr_arena *arena, const cr_value *args, size_t nargs,
         st = cr__cmat_new(arena, cplx, n, n, true, &e->U);
     if (st != CR_OK)
         return st;
-    lapack_int *ipiv = cr_arena_alloc(arena, (n ? n : 1) * sizeof *ipiv, _Alignof(lapack_int));
-    e->p = cr_arena_alloc(arena, (n ? n : 1) * sizeof *e->p, _Alignof(int64_t));
+    lapack_int *ipiv = cr__arena_array(arena, "lu", n, sizeof *ipiv, _Alignof(lapack_int));
+    e->p = cr__arena_array(arena, "lu", n, sizeof *e->p, _Alignof(int64_t));
     if (ipiv == NULL || e->p == NULL)
         return CR__ALLOC_STATUS(arena);
     lapack_int ln = (lapack_int)n;
@@ -366,7 +366,7 @@ static cr_status qr_forward(cr_arena *arena, const cr_value *args, size_t nargs,
         return CR_OK;
     lapack_int lm = (lapack_int)m, ln = (lapack_int)n, info;
     size_t es = cplx ? sizeof(cr_complex) : sizeof(double);
-    void *tau = cr_arena_alloc(arena, n * es, 0);
+    void *tau = cr__arena_array(arena, "qr", n, es, 0);
     if (tau == NULL)
         return CR__ALLOC_STATUS(arena);
     /* One workspace for both calls: the larger of the two queries. */
@@ -389,7 +389,7 @@ static cr_status qr_forward(cr_arena *arena, const cr_value *args, size_t nargs,
             return cr__lapack_fail(arena, "qr", info);
     }
     lw += 1;
-    void *work = cr_arena_alloc(arena, lw * es, 0);
+    void *work = cr__arena_array(arena, "qr", lw, es, 0);
     if (work == NULL)
         return CR__ALLOC_STATUS(arena);
     info =
@@ -624,10 +624,10 @@ static cr_status geig_forward(cr_arena *arena, const char *who, const cr_value *
         st = cr__cmat_new(arena, true, n, n, false, &e->V);
     if (st != CR_OK)
         return st;
-    cr_complex *w = cr_arena_alloc(arena, (n ? n : 1) * sizeof *w, _Alignof(cr_complex));
-    e->w = cr_arena_alloc(arena, (n ? n : 1) * sizeof *e->w, _Alignof(cr_complex));
-    e->k = cr_arena_alloc(arena, (n ? n : 1) * sizeof *e->k, _Alignof(size_t));
-    size_t *idx = cr_arena_alloc(arena, (n ? n : 1) * sizeof *idx, _Alignof(size_t));
+    cr_complex *w = cr__arena_array(arena, who, n, sizeof *w, _Alignof(cr_complex));
+    e->w = cr__arena_array(arena, who, n, sizeof *e->w, _Alignof(cr_complex));
+    e->k = cr__arena_array(arena, who, n, sizeof *e->k, _Alignof(size_t));
+    size_t *idx = cr__arena_array(arena, who, n, sizeof *idx, _Alignof(size_t));
     if (w == NULL || e->w == NULL || e->k == NULL || idx == NULL)
         return CR__ALLOC_STATUS(arena);
     if (n == 0)
@@ -639,27 +639,27 @@ static cr_status geig_forward(cr_arena *arena, const char *who, const cr_value *
         return st;
     if (cplx) {
         cr_complex q, dummy = 0;
-        double *rwork = cr_arena_alloc(arena, 2 * n * sizeof *rwork, _Alignof(double));
+        double *rwork = cr__arena_array(arena, who, 2 * n, sizeof *rwork, _Alignof(double));
         if (rwork == NULL)
             return CR__ALLOC_STATUS(arena);
         info = LAPACKE_zgeev_work(LAPACK_COL_MAJOR, 'N', 'V', ln, F.p, ln, w, &dummy, 1, Vc.p, ln,
                                   &q, -1, rwork);
         size_t lw = (size_t)creal(q) + 1;
-        cr_complex *work = cr_arena_alloc(arena, lw * sizeof *work, _Alignof(cr_complex));
+        cr_complex *work = cr__arena_array(arena, who, lw, sizeof *work, _Alignof(cr_complex));
         if (work == NULL)
             return CR__ALLOC_STATUS(arena);
         info = LAPACKE_zgeev_work(LAPACK_COL_MAJOR, 'N', 'V', ln, F.p, ln, w, &dummy, 1, Vc.p, ln,
                                   work, (lapack_int)lw, rwork);
     } else {
         double q, dummy = 0;
-        double *wr = cr_arena_alloc(arena, 2 * n * sizeof *wr, _Alignof(double));
+        double *wr = cr__arena_array(arena, who, 2 * n, sizeof *wr, _Alignof(double));
         if (wr == NULL)
             return CR__ALLOC_STATUS(arena);
         double *wi = wr + n;
         info = LAPACKE_dgeev_work(LAPACK_COL_MAJOR, 'N', 'V', ln, F.p, ln, wr, wi, &dummy, 1, R.p,
                                   ln, &q, -1);
         size_t lw = (size_t)q + 1;
-        double *work = cr_arena_alloc(arena, lw * sizeof *work, _Alignof(double));
+        double *work = cr__arena_array(arena, who, lw, sizeof *work, _Alignof(double));
         if (work == NULL)
             return CR__ALLOC_STATUS(arena);
         info = LAPACKE_dgeev_work(LAPACK_COL_MAJOR, 'N', 'V', ln, F.p, ln, wr, wi, &dummy, 1, R.p,
@@ -728,7 +728,7 @@ static cr_status geig_factor(cr_arena *arena, const char *who, geig_env *e)
     cr_status st = cr__cmat_copy_as(arena, &e->V, true, &e->Vf);
     if (st != CR_OK)
         return st;
-    e->ipiv = cr_arena_alloc(arena, (n ? n : 1) * sizeof *e->ipiv, _Alignof(lapack_int));
+    e->ipiv = cr__arena_array(arena, who, n, sizeof *e->ipiv, _Alignof(lapack_int));
     if (e->ipiv == NULL)
         return CR__ALLOC_STATUS(arena);
     lapack_int ln = (lapack_int)n;
@@ -1154,7 +1154,7 @@ static const char *cdet_name(bool lg)
 static cr_status cdet_others(cr_arena *arena, const cr__cmat *U, double **out)
 {
     size_t n = U->r;
-    double *o = cr_arena_alloc(arena, (n ? n : 1) * sizeof *o, _Alignof(double));
+    double *o = cr__arena_array(arena, "cholesky_det", n, sizeof *o, _Alignof(double));
     if (o == NULL)
         return CR__ALLOC_STATUS(arena);
     double acc = 1;
@@ -1293,6 +1293,11 @@ static cr_status pinv_forward(cr_arena *arena, const cr_value *args, size_t narg
         return st;
     bool cplx = (*A)->dtype == CR_DT_C128;
     size_t m = (*A)->shape[0], n = (*A)->shape[1], k = m < n ? m : n;
+    /* P (m x m) and Q (n x n) are not bounded by A's m x n elements (a 0 x n matrix) */
+    size_t es = cplx ? sizeof(cr_complex) : sizeof(double), pm[2] = {m, m}, qn[2] = {n, n}, cnt;
+    if ((st = cr__ck_numel(cr_arena_ctx(arena), "pinv", 2, pm, es, &cnt)) != CR_OK ||
+        (st = cr__ck_numel(cr_arena_ctx(arena), "pinv", 2, qn, es, &cnt)) != CR_OK)
+        return st;
     cr__cmat F, U, Vt;
     st = cr__cmat_from(arena, *A, cplx, &F);
     if (st == CR_OK)
@@ -1309,22 +1314,23 @@ static cr_status pinv_forward(cr_arena *arena, const cr_value *args, size_t narg
         st = cr__cmat_new(arena, cplx, n, n, true, &e->Q);
     if (st != CR_OK)
         return st;
-    double *s = cr_arena_alloc(arena, (k ? k : 1) * sizeof *s, _Alignof(double));
-    lapack_int *iwork = cr_arena_alloc(arena, (8 * k + 1) * sizeof *iwork, _Alignof(lapack_int));
+    double *s = cr__arena_array(arena, "pinv", k, sizeof *s, _Alignof(double));
+    lapack_int *iwork =
+        cr__arena_array(arena, "pinv", 8 * k + 1, sizeof *iwork, _Alignof(lapack_int));
     if (s == NULL || iwork == NULL)
         return CR__ALLOC_STATUS(arena);
     lapack_int lm = (lapack_int)m, ln = (lapack_int)n, lk = (lapack_int)k, info = 0;
     if (k > 0 && cplx) {
         size_t mx = m > n ? m : n, a1 = k * (5 * k + 7), a2 = 2 * k * (k + mx) + k;
-        double *rwork =
-            cr_arena_alloc(arena, ((a1 > a2 ? a1 : a2) + 1) * sizeof(double), _Alignof(double));
+        double *rwork = cr__arena_array(arena, "pinv", ((a1 > a2 ? a1 : a2) + 1), sizeof(double),
+                                        _Alignof(double));
         cr_complex q;
         if (rwork == NULL)
             return CR__ALLOC_STATUS(arena);
         info = LAPACKE_zgesdd_work(LAPACK_COL_MAJOR, 'S', lm, ln, F.p, lm, s, U.p, lm, Vt.p, lk, &q,
                                    -1, rwork, iwork);
         size_t lw = (size_t)creal(q) + 1;
-        cr_complex *work = cr_arena_alloc(arena, lw * sizeof *work, _Alignof(cr_complex));
+        cr_complex *work = cr__arena_array(arena, "pinv", lw, sizeof *work, _Alignof(cr_complex));
         if (work == NULL)
             return CR__ALLOC_STATUS(arena);
         info = LAPACKE_zgesdd_work(LAPACK_COL_MAJOR, 'S', lm, ln, F.p, lm, s, U.p, lm, Vt.p, lk,
@@ -1334,7 +1340,7 @@ static cr_status pinv_forward(cr_arena *arena, const cr_value *args, size_t narg
         info = LAPACKE_dgesdd_work(LAPACK_COL_MAJOR, 'S', lm, ln, F.p, lm, s, U.p, lm, Vt.p, lk, &q,
                                    -1, iwork);
         size_t lw = (size_t)q + 1;
-        double *work = cr_arena_alloc(arena, lw * sizeof *work, _Alignof(double));
+        double *work = cr__arena_array(arena, "pinv", lw, sizeof *work, _Alignof(double));
         if (work == NULL)
             return CR__ALLOC_STATUS(arena);
         info = LAPACKE_dgesdd_work(LAPACK_COL_MAJOR, 'S', lm, ln, F.p, lm, s, U.p, lm, Vt.p, lk,
@@ -1486,8 +1492,8 @@ static cr_status schur_of(cr_arena *arena, const char *who, const cr__cmat *M, s
         st = cr__cmat_new(arena, true, n, n, false, &s->Q);
     if (st != CR_OK || n == 0)
         return st;
-    cr_complex *w = cr_arena_alloc(arena, n * sizeof *w, _Alignof(cr_complex));
-    double *rwork = cr_arena_alloc(arena, n * sizeof *rwork, _Alignof(double));
+    cr_complex *w = cr__arena_array(arena, who, n, sizeof *w, _Alignof(cr_complex));
+    double *rwork = cr__arena_array(arena, who, n, sizeof *rwork, _Alignof(double));
     if (w == NULL || rwork == NULL)
         return CR__ALLOC_STATUS(arena);
     lapack_int ln = (lapack_int)n, sdim = 0;
@@ -1495,7 +1501,7 @@ static cr_status schur_of(cr_arena *arena, const char *who, const cr__cmat *M, s
     lapack_int info = LAPACKE_zgees_work(LAPACK_COL_MAJOR, 'V', 'N', NULL, ln, s->T.p, ln, &sdim, w,
                                          s->Q.p, ln, &q, -1, rwork, NULL);
     size_t lw = (size_t)creal(q) + 1;
-    cr_complex *work = cr_arena_alloc(arena, lw * sizeof *work, _Alignof(cr_complex));
+    cr_complex *work = cr__arena_array(arena, who, lw, sizeof *work, _Alignof(cr_complex));
     if (work == NULL)
         return CR__ALLOC_STATUS(arena);
     info = LAPACKE_zgees_work(LAPACK_COL_MAJOR, 'V', 'N', NULL, ln, s->T.p, ln, &sdim, w, s->Q.p,

@@ -553,9 +553,9 @@ static cr_status eigen_init(const cr_form_point *p, void **state)
     const cr_array *A = p->args[0].u.arr;
     z->fold = A->structure != CR_MAT_SYMMETRIC && A->structure != CR_MAT_HERMITIAN;
     /* K, B = Vᵀ V̄ and F, once per record; then per direction K̇ and S. */
-    double *w = cr_arena_alloc(F->arena, (7 * nn + 1) * sizeof *w, _Alignof(double));
-    if (w == NULL)
-        return CR__ALLOC_STATUS(F->arena);
+    double *w;
+    if ((st = cr__form_work(F, 1, &(cr__form_term){7, n, n}, &w)) != CR_OK)
+        return st;
     double *K = w, *B = K + nn, *Fm = B + nn;
     z->K = K;
     z->B = B;
@@ -814,10 +814,11 @@ static cr_status svd_init(const cr_form_point *p, void **state)
     /* Once per record: F, Ku, Kv, C, Ju, Jv, Σ⁻¹, Pu, Pv, Pv Σ⁻¹ (PvS) and U C + Pu Σ⁻¹ (P2).
      * Per direction: J̇u, J̇v, (Σ⁻¹)˙, Ċ, P1 (the factor of Vᵀ), Rd (that of U) and W. */
     size_t mx = m > n ? m : n;
-    size_t nw = 8 * rr + 3 * m * r + 3 * n * r + 2 * r + mx * r;
-    double *wk = cr_arena_calloc(F->arena, nw ? nw : 1, sizeof *wk, _Alignof(double));
-    if (wk == NULL)
-        return CR__ALLOC_STATUS(F->arena);
+    double *wk;
+    if ((st = cr__form_work(
+             F, 5, (const cr__form_term[]){{8, r, r}, {3, m, r}, {3, n, r}, {2, r, 1}, {mx, r, 1}},
+             &wk)) != CR_OK)
+        return st;
     double *Fm = wk, *Ku = Fm + rr, *Kv = Ku + rr, *C = Kv + rr, *Ju = C + rr, *Jv = Ju + rr,
            *Jud = Jv + rr, *Jvd = Jud + rr, *Pu = Jvd + rr, *P2 = Pu + m * r, *P1 = P2 + m * r,
            *Pv = P1 + m * r, *PvS = Pv + n * r, *Rd = PvS + n * r, *si = Rd + n * r, *sid = si + r,
@@ -1043,8 +1044,9 @@ static cr_status geig_init(const cr_form_point *p, void **state, cr_tangent lbt,
         (st = cr__cmat_from(F->arena, iv.u.arr, true, &w->Vi)) != CR_OK)
         return st;
     /* Once per record: k_j, Fc, and with V̄: K, Q, g, z, H; then G. */
-    size_t *kr = cr_arena_alloc(F->arena, (n ? n : 1) * sizeof *kr, _Alignof(size_t));
-    cr_complex *z = cr_arena_alloc(F->arena, 2 * (n ? n : 1) * sizeof *z, _Alignof(cr_complex));
+    size_t *kr = cr__arena_array(F->arena, F->who, n, sizeof *kr, _Alignof(size_t));
+    cr_complex *z =
+        cr__arena_array(F->arena, F->who, 2 * (n ? n : 1), sizeof *z, _Alignof(cr_complex));
     if (kr == NULL || z == NULL)
         return CR__ALLOC_STATUS(F->arena);
     cr_complex *lam = L.p, *g = z + n;
@@ -1269,9 +1271,9 @@ static cr_status matfun_init(const cr_form_point *p, void **state)
     const cr_scalar_rule *row = cr_scalar_rule_of(p->args[0].u.func.fn);
     const double *lam = L->data, *v = V->data;
     double tol = cr__matfun_tol(lam, n); /* the rule's */
-    double *wk = cr_arena_alloc(F->arena, (n * nn + 5 * nn + 1) * sizeof *wk, _Alignof(double));
-    if (wk == NULL)
-        return CR__ALLOC_STATUS(F->arena);
+    double *wk;                          /* n³ is not bounded by the argument's n² elements */
+    if ((st = cr__form_work(F, 2, (const cr__form_term[]){{n, n, n}, {5, n, n}}, &wk)) != CR_OK)
+        return st;
     double *D2 = wk, *G = D2 + n * nn, *Ad = G + nn, *T = Ad + nn, *At = T + nn, *St = At + nn;
     for (size_t a = 0; a < n; a++)
         for (size_t c = 0; c < n; c++)
@@ -1390,10 +1392,11 @@ static cr_status pinv_init(const cr_form_point *p, void **state)
                              "%s: no second derivative at a rank-deficient matrix (rank %.0f < "
                              "%zu: the pseudo-inverse is not continuous there)",
                              F->who, rank, r);
-    size_t mm_ = m * m, nn = n * n, mn = m * n, nw = 6 * mn + 4 * mm_ + 4 * nn;
-    double *w = cr_arena_calloc(F->arena, nw > 0 ? nw : 1, sizeof *w, _Alignof(double));
-    if (w == NULL)
-        return CR__ALLOC_STATUS(F->arena);
+    double *w; /* m² and n² are not bounded by the argument's m n elements */
+    if ((st = cr__form_work(F, 3, (const cr__form_term[]){{6, m, n}, {4, m, m}, {4, n, n}}, &w)) !=
+        CR_OK)
+        return st;
+    size_t mm_ = m * m, nn = n * n, mn = m * n;
     double *P = w, *Q = P + mm_, *W5 = Q + nn, *W6 = W5 + nn, *W1 = W6 + mm_, *W2 = W1 + mn,
            *W3 = W2 + mn, *W4 = W3 + mn, *Pd = W4 + mn, *Fd = Pd + mm_, *Qd = Fd + mm_,
            *Ed = Qd + nn, *Yz = Ed + nn, *Sd = Yz + mn; /* Yz: a zero Ẏ */
@@ -1514,9 +1517,9 @@ static cr_status qr_init(const cr_form_point *p, void **state)
         (st = cr__form_like_x0(F, dx[1], &z->G)) != CR_OK)
         return st;
     const double *Q = Qa->data, *R = Ra->data;
-    double *w = cr_arena_calloc(F->arena, 2 * n * n + m * n + 1, sizeof *w, _Alignof(double));
-    if (w == NULL)
-        return CR__ALLOC_STATUS(F->arena);
+    double *w;
+    if ((st = cr__form_work(F, 2, (const cr__form_term[]){{2, n, n}, {1, m, n}}, &w)) != CR_OK)
+        return st;
     double *C = w, *Md = C + n * n, *W = Md + n * n;
     /* C = copyltu(M), M = R R̄ᵀ - Q̄ᵀ Q, once per record */
     if (Rb != NULL)

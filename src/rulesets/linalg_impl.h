@@ -25,7 +25,11 @@ typedef struct cr__cmat {
     bool cplx; /* double complex elements, else double */
 } cr__cmat;
 
-/* A new r x c work matrix in the arena (zero-filled when zero is true). */
+/* A new r x c work matrix in the arena (zero-filled when zero is true). Its element and
+ * byte counts are checked (CR_EOVERFLOW, "linalg work matrix: shape ... overflows"), so that
+ * a product of a work matrix's own extents, or an index below them, never overflows; a rule
+ * whose work matrix has a shape of extents of different arguments (pinv's n x n of an m x n
+ * matrix) checks that shape itself first, under its own name. */
 CR_INTERNAL cr_status cr__cmat_new(cr_arena *arena, bool cplx, size_t r, size_t c, bool zero,
                                    cr__cmat *m);
 

@@ -87,7 +87,7 @@ static cr_status lu_factor(cr_arena *arena, const char *who, const cr_array *A, 
     if (st != CR_OK)
         return st;
     size_t n = f->a.r;
-    f->ipiv = cr_arena_alloc(arena, (n ? n : 1) * sizeof *f->ipiv, _Alignof(lapack_int));
+    f->ipiv = cr__arena_array(arena, who, n, sizeof *f->ipiv, _Alignof(lapack_int));
     if (f->ipiv == NULL)
         return CR__ALLOC_STATUS(arena);
     lapack_int info = n == 0 ? 0
@@ -173,8 +173,8 @@ static cr_status svd_of(cr_arena *arena, const char *who, const cr__cmat *A0, sv
         st = cr__cmat_new(arena, cplx, k, n, false, &out->Vt);
     if (st != CR_OK)
         return st;
-    out->s = cr_arena_alloc(arena, (k ? k : 1) * sizeof(double), _Alignof(double));
-    lapack_int *iwork = cr_arena_alloc(arena, (8 * k + 1) * sizeof *iwork, _Alignof(lapack_int));
+    out->s = cr__arena_array(arena, who, k, sizeof(double), _Alignof(double));
+    lapack_int *iwork = cr__arena_array(arena, who, 8 * k + 1, sizeof *iwork, _Alignof(lapack_int));
     if (out->s == NULL || iwork == NULL)
         return CR__ALLOC_STATUS(arena);
     out->m = m;
@@ -188,13 +188,13 @@ static cr_status svd_of(cr_arena *arena, const char *who, const cr__cmat *A0, sv
         size_t lrw = k * (5 * k + 7) > 2 * k * (k + (m > n ? m : n)) + k
                          ? k * (5 * k + 7)
                          : 2 * k * (k + (m > n ? m : n)) + k;
-        double *rwork = cr_arena_alloc(arena, (lrw + 1) * sizeof(double), _Alignof(double));
+        double *rwork = cr__arena_array(arena, who, lrw + 1, sizeof(double), _Alignof(double));
         if (rwork == NULL)
             return CR__ALLOC_STATUS(arena);
         info = LAPACKE_zgesdd_work(LAPACK_COL_MAJOR, 'S', lm, ln, A.p, lm, out->s, out->U.p, lm,
                                    out->Vt.p, lk, &q, -1, rwork, iwork);
         size_t lw = (size_t)creal(q) + 1;
-        cr_complex *work = cr_arena_alloc(arena, lw * sizeof *work, _Alignof(cr_complex));
+        cr_complex *work = cr__arena_array(arena, who, lw, sizeof *work, _Alignof(cr_complex));
         if (work == NULL)
             return CR__ALLOC_STATUS(arena);
         info = LAPACKE_zgesdd_work(LAPACK_COL_MAJOR, 'S', lm, ln, A.p, lm, out->s, out->U.p, lm,
@@ -204,7 +204,7 @@ static cr_status svd_of(cr_arena *arena, const char *who, const cr__cmat *A0, sv
         info = LAPACKE_dgesdd_work(LAPACK_COL_MAJOR, 'S', lm, ln, A.p, lm, out->s, out->U.p, lm,
                                    out->Vt.p, lk, &q, -1, iwork);
         size_t lw = (size_t)q + 1;
-        double *work = cr_arena_alloc(arena, lw * sizeof *work, _Alignof(double));
+        double *work = cr__arena_array(arena, who, lw, sizeof *work, _Alignof(double));
         if (work == NULL)
             return CR__ALLOC_STATUS(arena);
         info = LAPACKE_dgesdd_work(LAPACK_COL_MAJOR, 'S', lm, ln, A.p, lm, out->s, out->U.p, lm,
@@ -221,7 +221,7 @@ static cr_status eigh(cr_arena *arena, const char *who, cr__cmat *H, double **w)
     cr_status st = cr__lapack_finite(arena, who, H);
     if (st != CR_OK)
         return st;
-    *w = cr_arena_alloc(arena, (n ? n : 1) * sizeof(double), _Alignof(double));
+    *w = cr__arena_array(arena, who, n, sizeof(double), _Alignof(double));
     if (*w == NULL)
         return CR__ALLOC_STATUS(arena);
     if (n == 0)
@@ -233,9 +233,9 @@ static cr_status eigh(cr_arena *arena, const char *who, cr__cmat *H, double **w)
         info = LAPACKE_zheevd_work(LAPACK_COL_MAJOR, 'V', 'U', ln, H->p, ln, *w, &q, -1, &rq, -1,
                                    &iq, -1);
         size_t lw = (size_t)creal(q) + 1, lrw = (size_t)rq + 1, liw = (size_t)iq + 1;
-        cr_complex *work = cr_arena_alloc(arena, lw * sizeof *work, _Alignof(cr_complex));
-        double *rwork = cr_arena_alloc(arena, lrw * sizeof *rwork, _Alignof(double));
-        lapack_int *iwork = cr_arena_alloc(arena, liw * sizeof *iwork, _Alignof(lapack_int));
+        cr_complex *work = cr__arena_array(arena, who, lw, sizeof *work, _Alignof(cr_complex));
+        double *rwork = cr__arena_array(arena, who, lrw, sizeof *rwork, _Alignof(double));
+        lapack_int *iwork = cr__arena_array(arena, who, liw, sizeof *iwork, _Alignof(lapack_int));
         if (work == NULL || rwork == NULL || iwork == NULL)
             return CR__ALLOC_STATUS(arena);
         info = LAPACKE_zheevd_work(LAPACK_COL_MAJOR, 'V', 'U', ln, H->p, ln, *w, work,
@@ -244,8 +244,8 @@ static cr_status eigh(cr_arena *arena, const char *who, cr__cmat *H, double **w)
         double q;
         info = LAPACKE_dsyevd_work(LAPACK_COL_MAJOR, 'V', 'U', ln, H->p, ln, *w, &q, -1, &iq, -1);
         size_t lw = (size_t)q + 1, liw = (size_t)iq + 1;
-        double *work = cr_arena_alloc(arena, lw * sizeof *work, _Alignof(double));
-        lapack_int *iwork = cr_arena_alloc(arena, liw * sizeof *iwork, _Alignof(lapack_int));
+        double *work = cr__arena_array(arena, who, lw, sizeof *work, _Alignof(double));
+        lapack_int *iwork = cr__arena_array(arena, who, liw, sizeof *iwork, _Alignof(lapack_int));
         if (work == NULL || iwork == NULL)
             return CR__ALLOC_STATUS(arena);
         info = LAPACKE_dsyevd_work(LAPACK_COL_MAJOR, 'V', 'U', ln, H->p, ln, *w, work,
@@ -316,7 +316,7 @@ static cr_status adjugate_singular(cr_arena *arena, const char *who, const cr__c
     cr_complex d = 1;
     for (int w = 0; w < 2; w++) {
         lu *L = w == 0 ? &lu_u : &lu_v;
-        L->ipiv = cr_arena_alloc(arena, (n ? n : 1) * sizeof *L->ipiv, _Alignof(lapack_int));
+        L->ipiv = cr__arena_array(arena, who, n, sizeof *L->ipiv, _Alignof(lapack_int));
         if (L->ipiv == NULL)
             return CR__ALLOC_STATUS(arena);
         lapack_int info = A->cplx
@@ -1487,7 +1487,7 @@ typedef struct svd_env {
 static cr_status svd_gauge(cr_arena *arena, svd_env *e)
 {
     svd *f = &e->f;
-    e->piv = cr_arena_alloc(arena, (f->k ? f->k : 1) * sizeof *e->piv, _Alignof(size_t));
+    e->piv = cr__arena_array(arena, "svd", f->k, sizeof *e->piv, _Alignof(size_t));
     if (e->piv == NULL)
         return CR__ALLOC_STATUS(arena);
     for (size_t k = 0; k < f->k; k++) {
@@ -1890,8 +1890,8 @@ static cr_status matfun_forward(cr_arena *arena, const cr_value *args, size_t na
     if (st == CR_OK)
         st = eigh(arena, "matfun_herm", &e->V, &e->w);
     size_t n = e->V.r;
-    double *fv = cr_arena_alloc(arena, (n ? n : 1) * sizeof *fv, _Alignof(double));
-    double *dv = cr_arena_alloc(arena, (n ? n : 1) * sizeof *dv, _Alignof(double));
+    double *fv = cr__arena_array(arena, "matfun_herm", n, sizeof *fv, _Alignof(double));
+    double *dv = cr__arena_array(arena, "matfun_herm", n, sizeof *dv, _Alignof(double));
     if (st == CR_OK && (fv == NULL || dv == NULL))
         st = CR__ALLOC_STATUS(arena);
     if (st == CR_OK)
@@ -2188,7 +2188,7 @@ static cr_status expm_of(cr_arena *arena, const cr__cmat *A0, cr__cmat *out)
         return st;
     mat_axpy(&Q, -1.0, &U);
     mat_axpy(&R, 1.0, &U);
-    lapack_int *ipiv = cr_arena_alloc(arena, (n ? n : 1) * sizeof *ipiv, _Alignof(lapack_int));
+    lapack_int *ipiv = cr__arena_array(arena, "expm", n, sizeof *ipiv, _Alignof(lapack_int));
     if (ipiv == NULL)
         return CR__ALLOC_STATUS(arena);
     if (n > 0) {

@@ -617,7 +617,7 @@ static cr_status lu_args(cr_arena *arena, const char *who, const cr_value *args,
         return CR__FAIL(arena, CR_ESHAPE, "%s: ipiv has %zu entries, the matrix %zu row%s", who, np,
                         n, CR__S(n));
     f->n = n;
-    f->ipiv = cr_arena_alloc(arena, (n ? n : 1) * sizeof *f->ipiv, _Alignof(lapack_int));
+    f->ipiv = cr__arena_array(arena, who, n, sizeof *f->ipiv, _Alignof(lapack_int));
     if (f->ipiv == NULL)
         return CR__ALLOC_STATUS(arena);
     for (size_t i = 0; i < n; i++) {
@@ -654,8 +654,8 @@ static cr_status getrf_forward(cr_arena *arena, const cr_value *args, size_t nar
         return st;
     size_t n = A->shape[0];
     e->f.n = n;
-    e->f.ipiv = cr_arena_alloc(arena, (n ? n : 1) * sizeof *e->f.ipiv, _Alignof(lapack_int));
-    int64_t *p64 = cr_arena_alloc(arena, (n ? n : 1) * sizeof *p64, _Alignof(int64_t));
+    e->f.ipiv = cr__arena_array(arena, "getrf", n, sizeof *e->f.ipiv, _Alignof(lapack_int));
+    int64_t *p64 = cr__arena_array(arena, "getrf", n, sizeof *p64, _Alignof(int64_t));
     tup2 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(tup2));
     if (e->f.ipiv == NULL || p64 == NULL || t == NULL)
         return CR__ALLOC_STATUS(arena);
