@@ -17,7 +17,7 @@
 
 #include <chainrules/rules_linalg.h>
 
-#include "forms_impl.h"
+#include "../forms_impl.h"
 #include "linalg_impl.h"
 
 /* One variable matrix argument first (det, logdet, logabsdet). */

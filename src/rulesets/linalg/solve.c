@@ -11,7 +11,7 @@
 #include <float.h>
 #include <math.h>
 
-#include "forms_impl.h"
+#include "../forms_impl.h"
 #include "linalg_impl.h"
 
 #if defined(CR_HAVE_LAPACKE)

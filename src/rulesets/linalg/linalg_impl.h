@@ -10,7 +10,7 @@
 
 #include <complex.h>
 
-#include "array_impl.h"
+#include "../array_impl.h"
 
 #if defined(CR_HAVE_LAPACKE)
 #include <lapacke.h>

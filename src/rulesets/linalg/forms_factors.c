@@ -19,7 +19,7 @@
 
 #include <chainrules/rules_linalg.h>
 
-#include "forms_impl.h"
+#include "../forms_impl.h"
 #include "linalg_impl.h"
 
 /* ---- Helpers ----------------------------------------------------------------------------------

@@ -6,7 +6,7 @@
  */
 #include <math.h>
 
-#include "array_impl.h"
+#include "../array_impl.h"
 
 cr_status cr__family_linalg(cr_registry *reg)
 {
