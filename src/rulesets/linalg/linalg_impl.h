@@ -1,9 +1,10 @@
 /*
- * Private helpers of the LAPACK-level linear-algebra rule files (linalg_lapack.c,
- * linalg_fact.c, linalg_level.c): column-major work matrices of f64 or c128 (the LAPACK
- * layout) with their conversion from and to the library's row-major arrays, small
- * BLAS-like kernels on them, (co)tangents read as work matrices, fields of tuple
- * cotangents, and the LAPACK error and no-LAPACKE helpers. Implemented in linalg_common.c.
+ * Private helpers of the linear-algebra rule files (src/rulesets/linalg/): column-major work
+ * matrices of f64 or c128 (the LAPACK layout) with their conversion from and to the
+ * library's row-major arrays, small BLAS-like kernels on them, (co)tangents read as work
+ * matrices, fields of tuple cotangents and the LAPACK error and no-LAPACKE helpers
+ * (work_matrix.c); the square-matrix arguments, decompositions and test samples the LAPACK
+ * rule files share (decompositions.c); the family's registrations.
  */
 #ifndef CR_LINALG_IMPL_H
 #define CR_LINALG_IMPL_H
@@ -144,7 +145,69 @@ static inline bool cr__lapack_size_ok(size_t n)
     return n <= (size_t)INT32_MAX;
 }
 
+/* ---- The family's registrations ------------------------------------------------------------ */
+
+/* Besides cr__linalg_register_blas (products.c), _lapack (solve.c), _fact
+ * (factorizations.c) and _level (lapack_calls.c), declared in array_impl.h; cr__family_linalg
+ * (products.c) calls them in a fixed order, the order of docs/rules-index.md. */
+CR_INTERNAL cr_status cr__linalg_register_spectral(cr_registry *reg); /* spectral.c */
+CR_INTERNAL cr_status cr__linalg_register_expm(cr_registry *reg);     /* expm.c */
+
 #if defined(CR_HAVE_LAPACKE)
+
+/* ---- Shared by the LAPACK rule files (decompositions.c) ------------------------------------ */
+
+/* Argument i, a square float matrix of at most INT32_MAX rows (CR_ESHAPE naming who
+ * otherwise); *cplx: whether it is complex (its work dtype c128, else f64). */
+CR_INTERNAL cr_status cr__square_arg(cr_arena *arena, const char *who, const cr_value *args,
+                                     size_t nargs, size_t i, const cr_array **A, bool *cplx);
+
+/* The Hermitian matrix whose upper triangle is that of A (the diagonal's real part), as
+ * LAPACK's syev/heev/potrf read it. */
+CR_INTERNAL cr_status cr__herm_upper(cr_arena *arena, const cr_array *A, bool cplx, cr__cmat *m);
+
+/* The cotangent of A for a function of cr__herm_upper(A), given the Hermitian gradient S with
+ * respect to that matrix (S is folded in place onto the upper triangle for a dense A). */
+CR_INTERNAL cr_status cr__herm_give(cr_arena *arena, const cr_array *A, cr_project *p, cr__cmat *S,
+                                    cr_tangent *out);
+
+/* CR_EDOMAIN: "who: the matrix is singular". */
+CR_INTERNAL cr_status cr__singular(cr_arena *arena, const char *who);
+
+/* A thin SVD A = U diag(s) Vt of an m x n work matrix, k = min(m, n). */
+typedef struct cr__svd {
+    cr__cmat U;  /* m x k */
+    double *s;   /* k, descending */
+    cr__cmat Vt; /* k x n */
+    size_t m, n, k;
+} cr__svd;
+
+/* The thin SVD of A0 (gesdd; CR_EDOMAIN for a non-finite element, CR_EBACKEND when LAPACK
+ * fails), its factors in the arena. */
+CR_INTERNAL cr_status cr__svd_of(cr_arena *arena, const char *who, const cr__cmat *A0,
+                                 cr__svd *out);
+
+/* The eigendecomposition of the Hermitian work matrix H in place (syevd/heevd): H's columns
+ * become the eigenvectors, *w the n ascending eigenvalues (in the arena). */
+CR_INTERNAL cr_status cr__eigh(cr_arena *arena, const char *who, cr__cmat *H, double **w);
+
+/* The square matrices the rule tests sample (cr__rand_square). */
+typedef enum {
+    CR__SQ_GENERAL, /* diagonally dominant (well conditioned), det > 0; structures */
+    CR__SQ_SPD,     /* Hermitian positive definite; tagged or dense with junk below */
+    CR__SQ_HERM,    /* Hermitian with separated eigenvalues */
+    CR__SQ_REALSYM, /* real symmetric (eigen: vectors of complex Hermitian have a phase gauge) */
+    CR__SQ_RECT     /* rectangular (svd; complex ones have a fixed gauge) */
+} cr__sq_kind;
+
+/* A random matrix of the kind, of 2 to 4 rows, of a random float dtype. */
+CR_INTERNAL cr_status cr__rand_square(cr_arena *arena, uint64_t *rng, cr__sq_kind kind,
+                                      cr_array **out);
+
+/* A cr_rule_test sampler: args[0] a cr__rand_square of the kind in env (a cr__sq_kind), and
+ * for two arguments a right-hand side of solve (a vector or an n x 2 matrix). */
+CR_INTERNAL cr_status cr__sample_sq(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                                    void *env);
 
 /* CR_EBACKEND for a LAPACK info != 0, naming `who`. */
 CR_INTERNAL cr_status cr__lapack_fail(cr_arena *arena, const char *who, lapack_int info);

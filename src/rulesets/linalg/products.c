@@ -1,18 +1,22 @@
 /*
- * The linear-algebra rule family: its registration (cr__family_linalg, which also calls
- * the LAPACK rules of linalg_lapack.c) and the BLAS-level rules: dot (2 and 3 arguments),
- * matmul (gemm/gemv), gemm (alpha A B + beta C) and tr. The matrix cotangents of matmul
+ * The linear-algebra rule family: its registration (cr__family_linalg, which calls the
+ * registrations of the family's files, src/rulesets/linalg/) and the BLAS-level rules: dot (2 and 3
+ * arguments), matmul (gemm/gemv), gemm (alpha A B + beta C) and tr. The matrix cotangents of matmul
  * and gemm are InplaceableThunks whose add! runs gemm with beta = 1 into the accumulator.
  */
 #include <math.h>
 
-#include "../array_impl.h"
+#include "linalg_impl.h"
 
 cr_status cr__family_linalg(cr_registry *reg)
 {
     cr_status st = cr__linalg_register_blas(reg);
     if (st == CR_OK)
         st = cr__linalg_register_lapack(reg);
+    if (st == CR_OK)
+        st = cr__linalg_register_spectral(reg);
+    if (st == CR_OK)
+        st = cr__linalg_register_expm(reg);
     if (st == CR_OK)
         st = cr__linalg_register_fact(reg);
     if (st == CR_OK)
