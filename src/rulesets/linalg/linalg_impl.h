@@ -150,8 +150,29 @@ static inline bool cr__lapack_size_ok(size_t n)
 /* Besides cr__linalg_register_blas (products.c), _lapack (solve.c), _fact
  * (factorizations.c) and _level (lapack_calls.c), declared in array_impl.h; cr__family_linalg
  * (products.c) calls them in a fixed order, the order of docs/rules-index.md. */
-CR_INTERNAL cr_status cr__linalg_register_spectral(cr_registry *reg); /* spectral.c */
-CR_INTERNAL cr_status cr__linalg_register_expm(cr_registry *reg);     /* expm.c */
+CR_INTERNAL cr_status cr__linalg_register_spectral(cr_registry *reg);   /* spectral.c */
+CR_INTERNAL cr_status cr__linalg_register_expm(cr_registry *reg);       /* expm.c */
+CR_INTERNAL cr_status cr__linalg_register_blas_calls(cr_registry *reg); /* blas_calls.c */
+
+/* ---- Arguments of the functional BLAS and LAPACK calls (blas_calls.c) ----------------------- */
+
+/* Argument i, a flag: an integer character code among `allowed` (lower case accepted). */
+CR_INTERNAL cr_status cr__flag_arg(cr_arena *arena, const char *who, const cr_value *args, size_t i,
+                                   const char *allowed, char *out);
+
+/* Argument i, a float matrix (square when `square`) of extents within LAPACK's int. */
+CR_INTERNAL cr_status cr__matrix32_arg(cr_arena *arena, const char *who, const cr_value *args,
+                                       size_t nargs, size_t i, bool square, const cr_array **A);
+
+/* Argument i, a right-hand side: a float vector or matrix with n rows. */
+CR_INTERNAL cr_status cr__rhs_arg(cr_arena *arena, const char *who, const cr_value *args,
+                                  size_t nargs, size_t i, size_t n, const cr_array **B);
+
+/* NoTangent for every cotangent, then ZeroTangent for the perturbable arguments. */
+CR_INTERNAL void cr__zero_cotangents(const bool *diff, cr_tangent *dx, size_t nx);
+
+/* A random flag among the characters of flags, as an i64 (the rule tests' samples). */
+CR_INTERNAL cr_value cr__rand_flag(uint64_t *rng, const char *flags);
 
 #if defined(CR_HAVE_LAPACKE)
 

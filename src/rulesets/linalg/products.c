@@ -20,6 +20,8 @@ cr_status cr__family_linalg(cr_registry *reg)
     if (st == CR_OK)
         st = cr__linalg_register_fact(reg);
     if (st == CR_OK)
+        st = cr__linalg_register_blas_calls(reg);
+    if (st == CR_OK)
         st = cr__linalg_register_level(reg);
     return st;
 }
