@@ -111,6 +111,11 @@ CR_INTERNAL cr_status cr__cmat_tan(cr_arena *arena, const char *who, cr_tangent 
 CR_INTERNAL cr_status cr__cmat_dx(cr_arena *arena, const char *who, const cr_tangent *dargs,
                                   const cr_value *args, size_t i, bool cplx, cr__cmat *m);
 
+/* The tangent of an output array o from the work matrix m (a column when vec), projected onto
+ * o. */
+CR_INTERNAL cr_status cr__tangent_like(cr_arena *arena, cr_array *o, const cr__cmat *m, bool vec,
+                                       cr_tangent *out);
+
 /* Field i of a tuple cotangent (zeros give ZeroTangent; CR_ETANGENT naming `who` when dy is
  * not structural). */
 CR_INTERNAL cr_status cr__tuple_field(cr_arena *arena, const char *who, cr_tangent dy, size_t i,
@@ -150,6 +155,7 @@ static inline bool cr__lapack_size_ok(size_t n)
 /* Besides cr__linalg_register_blas (products.c), _lapack (solve.c), _fact
  * (factorizations.c) and _level (lapack_calls.c), declared in array_impl.h; cr__family_linalg
  * (products.c) calls them in a fixed order, the order of docs/rules-index.md. */
+CR_INTERNAL cr_status cr__linalg_register_cholesky(cr_registry *reg);   /* cholesky.c */
 CR_INTERNAL cr_status cr__linalg_register_spectral(cr_registry *reg);   /* spectral.c */
 CR_INTERNAL cr_status cr__linalg_register_expm(cr_registry *reg);       /* expm.c */
 CR_INTERNAL cr_status cr__linalg_register_blas_calls(cr_registry *reg); /* blas_calls.c */
@@ -229,6 +235,11 @@ CR_INTERNAL cr_status cr__rand_square(cr_arena *arena, uint64_t *rng, cr__sq_kin
  * for two arguments a right-hand side of solve (a vector or an n x 2 matrix). */
 CR_INTERNAL cr_status cr__sample_sq(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
                                     void *env);
+
+/* X := op(T)⁻¹ X for a triangular T (uplo 'U' or 'L', op 'N' or 'C', unit diagonal when diag
+ * is 'U'; trtrs). T's diagonal must have no zero (checked by the callers). */
+CR_INTERNAL cr_status cr__tri_left(cr_arena *arena, const char *who, const cr__cmat *T, char uplo,
+                                   char op, char diag, cr__cmat *X);
 
 /* CR_EBACKEND for a LAPACK info != 0, naming `who`. */
 CR_INTERNAL cr_status cr__lapack_fail(cr_arena *arena, const char *who, lapack_int info);

@@ -14,6 +14,8 @@ cr_status cr__family_linalg(cr_registry *reg)
     if (st == CR_OK)
         st = cr__linalg_register_lapack(reg);
     if (st == CR_OK)
+        st = cr__linalg_register_cholesky(reg);
+    if (st == CR_OK)
         st = cr__linalg_register_spectral(reg);
     if (st == CR_OK)
         st = cr__linalg_register_expm(reg);

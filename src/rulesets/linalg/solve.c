@@ -1,6 +1,6 @@
 /*
- * Rules of the linear-algebra family through an LU factorization, and cholesky: det,
- * logdet, logabsdet, inv (matinv), solve (A \ B), rdiv (B / A) and cholesky. Compiled with
+ * Rules of the linear-algebra family through an LU factorization: det, logdet, logabsdet,
+ * inv (matinv), solve (A \ B) and rdiv (B / A). Compiled with
  * LAPACKE (CR_HAVE_LAPACKE); without it the function values exist, their primal gives
  * CR_EUNIMPL and no rule is registered.
  *
@@ -925,177 +925,6 @@ static cr_status rdiv_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
     return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
 }
 
-/* ---- cholesky -------------------------------------------------------------------------- */
-
-static cr_status cholesky_forward(cr_arena *arena, const cr_value *args, size_t nargs,
-                                  const cr_array **A, cr__cmat *U)
-{
-    bool cplx = false;
-    cr_status st = cr__nargs(arena, "cholesky", nargs, 1, 1);
-    if (st == CR_OK)
-        st = cr__square_arg(arena, "cholesky", args, nargs, 0, A, &cplx);
-    if (st == CR_OK)
-        st = cr__herm_upper(arena, *A, cplx, U);
-    if (st != CR_OK)
-        return st;
-    size_t n = U->r;
-    if (n == 0)
-        return CR_OK;
-    lapack_int info =
-        cplx ? LAPACKE_zpotrf_work(LAPACK_COL_MAJOR, 'U', (lapack_int)n, U->p, (lapack_int)n)
-             : LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, 'U', (lapack_int)n, U->p, (lapack_int)n);
-    if (info > 0)
-        return CR__FAIL(arena, CR_EDOMAIN,
-                        "cholesky: the matrix is not positive definite "
-                        "(leading minor %d)",
-                        (int)info);
-    if (info < 0)
-        return cr__lapack_fail(arena, "cholesky", info);
-    for (size_t j = 0; j < n; j++)
-        for (size_t i = j + 1; i < n; i++)
-            cr__cmat_set(U, i, j, 0.0);
-    return CR_OK;
-}
-
-static cr_status cholesky_output(cr_arena *arena, const cr_array *A, const cr__cmat *U, cr_value *y)
-{
-    cr_array *o;
-    cr_status st = cr__cmat_out(arena, U, false, (cr_dtype)A->dtype, &o);
-    if (st != CR_OK)
-        return st;
-    o->structure = CR_MAT_UPPER;
-    *y = cr_value_array(o);
-    return CR_OK;
-}
-
-/* B := U^-1 B (trans 'N') or U^-ᴴ B ('C'). */
-static cr_status tri_solve(cr_arena *arena, const cr__cmat *U, char t, cr__cmat *B)
-{
-    size_t n = U->r;
-    if (n == 0 || B->c == 0)
-        return CR_OK;
-    char tt = t == 'N' ? 'N' : (U->cplx ? 'C' : 'T');
-    lapack_int info =
-        U->cplx ? LAPACKE_ztrtrs_work(LAPACK_COL_MAJOR, 'U', tt, 'N', (lapack_int)n,
-                                      (lapack_int)B->c, U->p, (lapack_int)n, B->p, (lapack_int)n)
-                : LAPACKE_dtrtrs_work(LAPACK_COL_MAJOR, 'U', tt, 'N', (lapack_int)n,
-                                      (lapack_int)B->c, U->p, (lapack_int)n, B->p, (lapack_int)n);
-    return info != 0 ? cr__lapack_fail(arena, "cholesky", info) : CR_OK;
-}
-
-typedef struct chol_env {
-    const cr_array *A;
-    cr_project *pA;
-    cr__cmat U;
-} chol_env;
-
-/* With A = Uᴴ U (Seeger et al., ChainRules): Φ = the Hermitian matrix of the upper
- * triangle of triu(Ū) Uᴴ (diagonal real), M = U⁻¹ Φ U⁻ᴴ; the gradient with respect to the
- * Hermitian matrix is S = M / 2. */
-static cr_status cholesky_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                   void *env)
-{
-    (void)nx;
-    chol_env *e = env;
-    dx[0] = cr_tangent_none();
-    size_t n = e->U.r, shape[2] = {n, n};
-    cr__cmat Ub, P, X;
-    cr_status st = cr__cmat_tan(arena, "cholesky_pullback", *dy, 2, shape, e->U.cplx, &Ub);
-    if (st != CR_OK || Ub.p == NULL) {
-        dx[1] = cr_tangent_zero();
-        return st;
-    }
-    for (size_t j = 0; j < n; j++)
-        for (size_t i = j + 1; i < n; i++)
-            cr__cmat_set(&Ub, i, j, 0.0);
-    st = cr__cmat_mul(arena, 'N', 'C', 1.0, &Ub, &e->U, &P);
-    if (st != CR_OK)
-        return st;
-    for (size_t j = 0; j < n; j++) {
-        cr__cmat_set(&P, j, j, creal(cr__cmat_get(&P, j, j)));
-        for (size_t i = j + 1; i < n; i++)
-            cr__cmat_set(&P, i, j, conj(cr__cmat_get(&P, j, i)));
-    }
-    st = tri_solve(arena, &e->U, 'N', &P); /* U⁻¹ Φ */
-    if (st == CR_OK)
-        st = cr__cmat_adj(arena, &P, &X); /* Φ U⁻ᴴ */
-    if (st == CR_OK)
-        st = tri_solve(arena, &e->U, 'N', &X); /* U⁻¹ Φ U⁻ᴴ */
-    if (st != CR_OK)
-        return st;
-    for (size_t j = 0; j < n; j++)
-        for (size_t i = 0; i < n; i++)
-            cr__cmat_set(&X, i, j, 0.5 * cr__cmat_get(&X, i, j));
-    return cr__herm_give(arena, e->A, e->pA, &X, &dx[1]);
-}
-
-static cr_status cholesky_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                                const void *udata)
-{
-    (void)cfg;
-    (void)f;
-    chol_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(chol_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
-    cr_status st = cholesky_forward(arena, args, nargs, &e->A, &e->U);
-    if (st == CR_OK)
-        st = cholesky_output(arena, e->A, &e->U, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){cholesky_pullback, e, "cholesky_pullback", nargs + 1};
-    return CR_OK;
-}
-CR__ARRAY_FN(cholesky, "cholesky", 1)
-
-/* frule: with Ḣ the Hermitian matrix read from Ȧ's upper triangle, S = U⁻ᴴ Ḣ U⁻¹,
- * U̇ = Φ(S) U where Φ keeps the upper triangle and halves the diagonal. */
-static cr_status cholesky_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                                const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                                cr_tangent *dy, const void *udata)
-{
-    (void)cfg;
-    (void)f;
-    (void)udata;
-    const cr_array *A;
-    cr__cmat U, dH, W, S, R;
-    cr_status st = cholesky_forward(arena, args, nargs, &A, &U);
-    if (st == CR_OK)
-        st = cholesky_output(arena, A, &U, y);
-    if (st != CR_OK)
-        return st;
-    size_t n = U.r;
-    const cr_array *t;
-    st = cr__dx_array(arena, "cholesky", dargs, args, 0, U.cplx ? CR_DT_C128 : CR_DT_F64, &t);
-    if (st != CR_OK || t == NULL) {
-        *dy = cr_tangent_zero();
-        return st;
-    }
-    st = cr__herm_upper(arena, t, U.cplx, &dH);
-    if (st == CR_OK)
-        st = tri_solve(arena, &U, 'C', &dH); /* U⁻ᴴ Ḣ */
-    if (st == CR_OK)
-        st = cr__cmat_adj(arena, &dH, &W); /* Ḣ U⁻¹ */
-    if (st == CR_OK)
-        st = tri_solve(arena, &U, 'C', &W); /* U⁻ᴴ Ḣ U⁻¹ */
-    if (st != CR_OK)
-        return st;
-    S = W;
-    for (size_t j = 0; j < n; j++) {
-        cr__cmat_set(&S, j, j, 0.5 * creal(cr__cmat_get(&S, j, j)));
-        for (size_t i = j + 1; i < n; i++)
-            cr__cmat_set(&S, i, j, 0.0);
-    }
-    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &S, &U, &R);
-    cr_array *r = NULL;
-    if (st == CR_OK)
-        st = cr__cmat_to_array(arena, &R, false, &r);
-    return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
-}
-
 /* ---- Test registrations ---------------------------------------------------------------- */
 
 /* rdiv(B, A): the arguments of solve, swapped (B as rows). */
@@ -1123,7 +952,6 @@ static cr_status sample_rdiv(cr_arena *arena, uint64_t *rng, cr_value *args, siz
 static const cr_rule_test k_t_rdiv = {.sample = sample_rdiv};
 static const cr_rule_test k_t_general = {.sample = cr__sample_sq,
                                          .env = (void *)(uintptr_t)CR__SQ_GENERAL};
-static const cr_rule_test k_t_spd = {.sample = cr__sample_sq, .env = (void *)(uintptr_t)CR__SQ_SPD};
 
 cr_status cr__linalg_register_lapack(cr_registry *reg)
 {
@@ -1142,7 +970,6 @@ cr_status cr__linalg_register_lapack(cr_registry *reg)
         {&logabsdet_function, 1, logabsdet_frule, logabsdet_rrule, &k_t_general, &cr__form_logdet},
         {&matinv_function, 1, matinv_frule, matinv_rrule, &k_t_general, &cr__form_inv},
         {&solve_function, 2, solve_frule, solve_rrule, &k_t_general, &cr__form_solve},
-        {&cholesky_function, 1, cholesky_frule, cholesky_rrule, &k_t_spd, &cr__form_cholesky},
         {&rdiv_function, 2, rdiv_frule, rdiv_rrule, &k_t_rdiv, &cr__form_rdiv},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
@@ -1162,7 +989,6 @@ CR__NO_LAPACK_FN(logdet, "logdet")
 CR__NO_LAPACK_FN(logabsdet, "logabsdet")
 CR__NO_LAPACK_FN(matinv, "inv")
 CR__NO_LAPACK_FN(solve, "solve")
-CR__NO_LAPACK_FN(cholesky, "cholesky")
 CR__NO_LAPACK_FN(rdiv, "rdiv")
 
 cr_status cr__linalg_register_lapack(cr_registry *reg)

@@ -208,6 +208,17 @@ cr_status cr__cmat_dx(cr_arena *arena, const char *who, const cr_tangent *dargs,
     return cr__cmat_from(arena, t, cplx, m);
 }
 
+cr_status cr__tangent_like(cr_arena *arena, cr_array *o, const cr__cmat *m, bool vec,
+                           cr_tangent *out)
+{
+    cr_array *r = NULL;
+    cr_status st = cr__cmat_to_array(arena, m, vec, &r);
+    if (st != CR_OK)
+        return st;
+    cr_value v = cr_value_array(o);
+    return cr_project_tangent(arena, &v, cr_tangent_array(r), out);
+}
+
 cr_status cr__tuple_field(cr_arena *arena, const char *who, cr_tangent dy, size_t i,
                           cr_tangent *out)
 {
@@ -230,6 +241,27 @@ cr_status cr__tuple_field(cr_arena *arena, const char *who, cr_tangent dy, size_
 /* ---- LAPACK ------------------------------------------------------------------------------ */
 
 #if defined(CR_HAVE_LAPACKE)
+
+cr_status cr__tri_left(cr_arena *arena, const char *who, const cr__cmat *T, char uplo, char op,
+                       char diag, cr__cmat *X)
+{
+    size_t n = T->r;
+    if (n == 0 || X->c == 0)
+        return CR_OK;
+    cr__cmat Tc = *T;
+    cr_status st = CR_OK;
+    if (X->cplx && !T->cplx)
+        st = cr__cmat_copy_as(arena, T, true, &Tc);
+    if (st != CR_OK)
+        return st;
+    char t = op == 'N' ? 'N' : (X->cplx ? 'C' : 'T');
+    lapack_int ln = (lapack_int)n,
+               info = X->cplx ? LAPACKE_ztrtrs_work(LAPACK_COL_MAJOR, uplo, t, diag, ln,
+                                                    (lapack_int)X->c, Tc.p, ln, X->p, ln)
+                              : LAPACKE_dtrtrs_work(LAPACK_COL_MAJOR, uplo, t, diag, ln,
+                                                    (lapack_int)X->c, Tc.p, ln, X->p, ln);
+    return info != 0 ? cr__lapack_fail(arena, who, info) : CR_OK;
+}
 
 cr_status cr__lapack_fail(cr_arena *arena, const char *who, lapack_int info)
 {
