@@ -235,6 +235,13 @@ cr_status cr__form_field_mat(const cr__form *F, cr_tangent t, size_t e, size_t r
     return st;
 }
 
+const char *cr__form_check_matrix(const cr_value *args, size_t nargs, const bool *var,
+                                  uint32_t *linearity)
+{
+    (void)linearity;
+    return cr__form_check_leading(args, nargs, var, 1);
+}
+
 cr_status cr__form_work(const cr__form *F, size_t nterms, const cr__form_term *terms, double **out)
 {
     cr_ctx *ctx = cr_arena_ctx(F->arena);

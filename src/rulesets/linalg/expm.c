@@ -1,11 +1,14 @@
 /*
  * expm, the exponential of a general matrix (scaling and squaring with Padé approximants,
  * Higham 2005), and its Fréchet derivative through the exponential of a 2n x 2n block
- * matrix, which gives the frule and the pullback. Compiled with LAPACKE (CR_HAVE_LAPACKE);
- * without it the function value exists and its primal gives CR_EUNIMPL.
+ * matrix, which gives the frule, the pullback and the second-order form. Compiled with LAPACKE
+ * (CR_HAVE_LAPACKE); without it the function value exists and its primal gives CR_EUNIMPL.
  */
 #include <float.h>
 #include <math.h>
+#include <string.h>
+
+#include <chainrules/rules_linalg.h>
 
 #include "../forms_impl.h"
 #include "linalg_impl.h"
@@ -367,3 +370,98 @@ cr_status cr__linalg_register_expm(cr_registry *reg)
 }
 
 #endif /* CR_HAVE_LAPACKE */
+
+/* ---- Second-order forms -------------------------------------------------------------------
+ *
+ * For a call y = f(A, ...) whose result has the cotangent ȳ, a form gives, along each
+ * direction, S = d/dε [pullback at x + ε ẋ](ȳ); the engine adds pullback(ȳ̇) separately
+ * (docs/second-order-forms.md). First derivatives come from the rules (the recorded pullback,
+ * the result's tangent ẏ from the frule in the forward sweep, other frules); what is written
+ * here is the second derivative, with its derivation. A structured matrix argument is read by
+ * the rules as its logical dense matrix; the forms work on that dense matrix and write S
+ * unprojected: the engine projects it as the rule projects the cotangent. The forms are
+ * compiled with or without LAPACKE (they call the rules through their function values).
+ */
+
+/* ---- expm -------------------------------------------------------------------------------------
+ */
+
+typedef struct expm_state {
+    cr__form F;
+    const double *yb;
+} expm_state;
+
+/*
+ * expm(A) = exp(A) of a real square A: the pullback is Ā = L(Aᵀ, Ȳ), the Fréchet derivative
+ * of exp at Aᵀ in the direction Ȳ. Along Ȧ (Ȳ fixed: it is the cotangent) its derivative is
+ * the second Fréchet derivative at Aᵀ in the directions Ȧᵀ and Ȳ:
+ *     S = d/dε L(Aᵀ + ε Ȧᵀ, Ȳ) = L²(Aᵀ; Ȧᵀ, Ȳ).
+ * It is one block of one exponential. For two scalars ε₁, ε₂ with ε₁² = ε₂² = 0 that commute
+ * with everything, the power series of exp gives exactly
+ *     exp(X + ε₁ E₁ + ε₂ E₂) = exp(X) + ε₁ L(X, E₁) + ε₂ L(X, E₂) + ε₁ ε₂ L²(X; E₁, E₂)
+ * (the coefficient of ε₁ ε₂ is Σ_k 1/k! times the sum of the products of k factors X with
+ * one E₁ and one E₂ among them, which is ∂²/∂s∂t exp(X + s E₁ + t E₂) at 0). The 4 x 4 block
+ * matrices ε₁ = I₂ ⊗ N ⊗ I and ε₂ = N ⊗ I₂ ⊗ I, N = [0 1; 0 0], are such scalars: block j of
+ * the four goes to block j + 1 (j = 0, 2) under ε₁, to j + 2 (j = 0, 1) under ε₂, and ε₁ ε₂ =
+ * N ⊗ N ⊗ I takes block 0 to block 3 only. So with X = Aᵀ, E₁ = Ȧᵀ, E₂ = Ȳ:
+ *         [Aᵀ Ȧᵀ Ȳ  0 ]
+ *     M = [0  Aᵀ 0  Ȳ ],   exp(M) = [exp(Aᵀ) L(Aᵀ, Ȧᵀ) L(Aᵀ, Ȳ) S; ...],
+ *         [0  0  Aᵀ Ȧᵀ]
+ *         [0  0  0  Aᵀ]
+ * S the top-right n x n block (Najfeld and Havel 1995; Higham and Relton, "Higher order
+ * Fréchet derivatives of matrix functions", 2014). exp(M) is expm's own primal (scaling and
+ * squaring): one 4n x 4n exponential per direction, nothing else written.
+ */
+static cr_status expm_init(const cr_form_point *p, void **state)
+{
+    cr_status st = cr__form_state(p, sizeof(expm_state), 0, NULL, state);
+    expm_state *z = *state;
+    if (st == CR_OK && (st = cr__form_like_x(&z->F, p->ybar, &z->yb)) == CR_OK && z->yb == NULL)
+        return CR_NOTHING;
+    if (st != CR_OK)
+        return st;
+    if (z->F.x->ndim != 2 || z->F.x->shape[0] != z->F.x->shape[1])
+        return CR_NOTHING; /* a matrix that is not square: the rule refused it when recorded */
+    return CR_OK;
+}
+
+static cr_status expm_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
+                          cr_tangent ydot, cr_tangent *S)
+{
+    (void)p;
+    (void)ydot;
+    const expm_state *z = state;
+    const cr__form *F = &z->F;
+    size_t n = F->x->shape[0], w = 4 * n, shape[2] = {w, w};
+    const double *a = F->x->data, *yb = z->yb, *xd;
+    cr_status st = cr__form_like_x(F, xdot[0], &xd);
+    if (st != CR_OK || xd == NULL)
+        return st;
+    cr_array *M, *Sa;
+    const cr_array *E;
+    if ((st = cr__new(F->arena, CR_DT_F64, 2, shape, true, &M)) != CR_OK)
+        return st;
+    double *m = M->data;
+    for (size_t r = 0; r < n; r++)
+        for (size_t c = 0; c < n; c++) {
+            for (size_t b = 0; b < 4; b++) /* Aᵀ on the diagonal */
+                m[(b * n + r) * w + b * n + c] = a[c * n + r];
+            for (size_t b = 0; b < 4; b += 2) /* Ȧᵀ at (0, 1) and (2, 3) */
+                m[(b * n + r) * w + (b + 1) * n + c] = xd[c * n + r];
+            for (size_t b = 0; b < 2; b++) /* Ȳ at (0, 2) and (1, 3) */
+                m[(b * n + r) * w + (b + 2) * n + c] = yb[r * n + c];
+        }
+    cr_value mv = cr_value_array(M), ev;
+    if ((st = cr_function_call(F->arena, &cr_fn_expm, &mv, 1, &ev)) != CR_OK ||
+        (st = cr__dense(F->arena, ev.u.arr, CR_DT_F64, &E)) != CR_OK ||
+        (st = cr__form_new_s(F, &Sa)) != CR_OK)
+        return st;
+    const double *e = E->data;
+    double *s = Sa->data;
+    for (size_t r = 0; r < n; r++)
+        memcpy(s + r * n, e + r * w + 3 * n, n * sizeof *s);
+    S[0] = cr_tangent_array(Sa);
+    return CR_OK;
+}
+
+const cr_rule_form cr__form_expm = {cr__form_check_matrix, expm_init, expm_dir};

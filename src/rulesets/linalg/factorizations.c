@@ -1,6 +1,8 @@
 /*
  * Factorization rules of the linear-algebra family: lu (with partial pivoting), thin qr,
- * eigen and eigvals of general (non-Hermitian) matrices, pinv, sylvester and lyap. Compiled with
+ * eigen and eigvals of general (non-Hermitian) matrices, pinv, sylvester and lyap, and the
+ * second-order forms of pinv and qr (spectral.c has eigen_general's, forms_factors.c the
+ * others). Compiled with
  * LAPACKE (CR_HAVE_LAPACKE); without it the function values exist, their primal gives CR_EUNIMPL
  * and no rule is registered (the policy of solve.c).
  *
@@ -9,6 +11,9 @@
  */
 #include <float.h>
 #include <math.h>
+#include <string.h>
+
+#include <chainrules/rules_linalg.h>
 
 #include "../forms_impl.h"
 #include "linalg_impl.h"
@@ -1552,3 +1557,259 @@ cr_status cr__linalg_register_fact(cr_registry *reg)
 }
 
 #endif /* CR_HAVE_LAPACKE */
+
+/* ---- Second-order forms -------------------------------------------------------------------
+ *
+ * For a call y = f(A, ...) whose result has the cotangent ȳ, a form gives, along each
+ * direction, S = d/dε [pullback at x + ε ẋ](ȳ); the engine adds pullback(ȳ̇) separately
+ * (docs/second-order-forms.md). First derivatives come from the rules (the recorded pullback,
+ * the result's tangent ẏ from the frule in the forward sweep, other frules); what is written
+ * here is the second derivative, with its derivation. A structured matrix argument is read by
+ * the rules as its logical dense matrix; the forms work on that dense matrix and write S
+ * unprojected: the engine projects it as the rule projects the cotangent. The forms are
+ * compiled with or without LAPACKE (they call the rules through their function values).
+ */
+
+/* ---- pinv -------------------------------------------------------------------------------------
+ */
+
+typedef struct pinv_state {
+    cr__form F;
+    size_t m, n;
+    const double *Y;
+    double *P, *Q, *W1, *W2, *W3, *W4, *W5, *W6, *Pd, *Fd, *Qd, *Ed, *Yz, *Sd;
+} pinv_state;
+
+/*
+ * pinv(A) = Y, A m x n of full rank (Y n x m). The rule's pullback (Golub and Pereyra) is
+ *     Ā = -Yᵀ Ȳ Yᵀ + P Ȳᵀ Y Yᵀ + Yᵀ Y Ȳᵀ Q,   P = I - A Y (m x m), Q = I - Y A (n x n).
+ * Along Ȧ, with Ẏ the result's tangent (pinv's frule, from the forward sweep), Ȳ fixed, the
+ * product rule gives, with Ṗ = -(Ȧ Y + A Ẏ), Q̇ = -(Ẏ A + Y Ȧ), Ė = Ẏ Yᵀ + Y Ẏᵀ
+ * (= d(Y Yᵀ)), Ḟ = Ẏᵀ Y + Yᵀ Ẏ (= d(Yᵀ Y)):
+ *     S = -Ẏᵀ (Ȳ Yᵀ) - (Yᵀ Ȳ) Ẏᵀ + Ṗ (Ȳᵀ Y Yᵀ) + (P Ȳᵀ) Ė + Ḟ (Ȳᵀ Q) + (Yᵀ Y Ȳᵀ) Q̇,
+ * the parenthesized products once per record. At a rank-deficient A (rank(A) = tr(A Y) <
+ * min(m, n): pinv truncated singular values) the pseudo-inverse is not continuous (a small
+ * change of A restores the rank, and any step above the truncation's tolerance does): no
+ * second derivative exists there, and the form refuses it (CR_EDOMAIN).
+ */
+static cr_status pinv_init(const cr_form_point *p, void **state)
+{
+    const double *Yb, *Y;
+    cr_status st = cr__form_state(p, sizeof(pinv_state), 0, NULL, state);
+    pinv_state *z = *state;
+    if (st != CR_OK)
+        return st;
+    const cr__form *F = &z->F;
+    if (F->x->ndim != 2)
+        return CR_NOTHING;
+    size_t m = F->x->shape[0], n = F->x->shape[1], r = m < n ? m : n;
+    if ((st = cr__form_y_array(F, &Y)) != CR_OK)
+        return st;
+    {
+        size_t sh[2] = {n, m};
+        const cr_array *a;
+        if ((st = cr__tan_array(F->arena, F->who, p->ybar, 2, sh, CR_DT_F64, &a)) != CR_OK)
+            return st;
+        if (a == NULL)
+            return CR_NOTHING;
+        Yb = a->data;
+    }
+    const double *A = F->x->data;
+    double rank = 0.0; /* tr(A Y): A Y projects onto A's (truncated) range */
+    for (size_t a = 0; a < m; a++)
+        for (size_t b = 0; b < n; b++)
+            rank += A[a * n + b] * Y[b * m + a];
+    if (rank < (double)r - 0.5)
+        return cr__form_fail(F, CR_EDOMAIN,
+                             "%s: no second derivative at a rank-deficient matrix (rank %.0f < "
+                             "%zu: the pseudo-inverse is not continuous there)",
+                             F->who, rank, r);
+    double *w; /* m² and n² are not bounded by the argument's m n elements */
+    if ((st = cr__form_work(F, 3, (const cr__form_term[]){{6, m, n}, {4, m, m}, {4, n, n}}, &w)) !=
+        CR_OK)
+        return st;
+    size_t mm_ = m * m, nn = n * n, mn = m * n;
+    double *P = w, *Q = P + mm_, *W5 = Q + nn, *W6 = W5 + nn, *W1 = W6 + mm_, *W2 = W1 + mn,
+           *W3 = W2 + mn, *W4 = W3 + mn, *Pd = W4 + mn, *Fd = Pd + mm_, *Qd = Fd + mm_,
+           *Ed = Qd + nn, *Yz = Ed + nn, *Sd = Yz + mn; /* Yz: a zero Ẏ */
+    /* P = I - A Y, Q = I - Y A; W5 = Ȳ Yᵀ, W6 = Yᵀ Ȳ; W1 = Ȳᵀ (Y Yᵀ), W2 = Ȳᵀ Q,
+     * W3 = (Yᵀ Y) Ȳᵀ, W4 = P Ȳᵀ */
+    cr__form_mm(-1.0, A, m, n, 0, Y, n, m, 0, 0.0, P);
+    cr__form_mm(-1.0, Y, n, m, 0, A, m, n, 0, 0.0, Q);
+    for (size_t a = 0; a < m; a++)
+        P[a * m + a] += 1.0;
+    for (size_t a = 0; a < n; a++)
+        Q[a * n + a] += 1.0;
+    cr__form_mm(1.0, Yb, n, m, 0, Y, n, m, 1, 0.0, W5);
+    cr__form_mm(1.0, Y, n, m, 1, Yb, n, m, 0, 0.0, W6);
+    cr__form_mm(1.0, Y, n, m, 0, Y, n, m, 1, 0.0, Ed); /* Y Yᵀ, for now */
+    cr__form_mm(1.0, Yb, n, m, 1, Ed, n, n, 0, 0.0, W1);
+    cr__form_mm(1.0, Yb, n, m, 1, Q, n, n, 0, 0.0, W2);
+    cr__form_mm(1.0, Y, n, m, 1, Y, n, m, 0, 0.0, Fd); /* Yᵀ Y, for now */
+    cr__form_mm(1.0, Fd, m, m, 0, Yb, n, m, 1, 0.0, W3);
+    cr__form_mm(1.0, P, m, m, 0, Yb, n, m, 1, 0.0, W4);
+    *z = (pinv_state){z->F, m, n, Y, P, Q, W1, W2, W3, W4, W5, W6, Pd, Fd, Qd, Ed, Yz, Sd};
+    return CR_OK;
+}
+
+static cr_status pinv_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
+                          cr_tangent ydot, cr_tangent *S)
+{
+    (void)p;
+    const pinv_state *z = state;
+    const cr__form *F = &z->F;
+    size_t m = z->m, n = z->n;
+    const double *Ad, *Yd, *A = F->x->data, *Y = z->Y;
+    double *Pd = z->Pd, *Qd = z->Qd, *Ed = z->Ed, *Fd = z->Fd, *Sd = z->Sd;
+    cr_status st = cr__form_like_x(F, xdot[0], &Ad);
+    if (st != CR_OK || Ad == NULL)
+        return st;
+    if ((st = cr__form_y_dot_arr(F, ydot, &Yd)) != CR_OK)
+        return st;
+    if (Yd == NULL)
+        Yd = z->Yz;
+    /* Ṗ, Q̇, Ė, Ḟ */
+    cr__form_mm(-1.0, Ad, m, n, 0, Y, n, m, 0, 0.0, Pd);
+    cr__form_mm(-1.0, A, m, n, 0, Yd, n, m, 0, 1.0, Pd);
+    cr__form_mm(-1.0, Yd, n, m, 0, A, m, n, 0, 0.0, Qd);
+    cr__form_mm(-1.0, Y, n, m, 0, Ad, m, n, 0, 1.0, Qd);
+    cr__form_mm(1.0, Yd, n, m, 0, Y, n, m, 1, 0.0, Ed);
+    cr__form_mm(1.0, Y, n, m, 0, Yd, n, m, 1, 1.0, Ed);
+    cr__form_mm(1.0, Yd, n, m, 1, Y, n, m, 0, 0.0, Fd);
+    cr__form_mm(1.0, Y, n, m, 1, Yd, n, m, 0, 1.0, Fd);
+    /* the six terms of S */
+    cr__form_mm(-1.0, Yd, n, m, 1, z->W5, n, n, 0, 0.0, Sd);
+    cr__form_mm(-1.0, z->W6, m, m, 0, Yd, n, m, 1, 1.0, Sd);
+    cr__form_mm(1.0, Pd, m, m, 0, z->W1, m, n, 0, 1.0, Sd);
+    cr__form_mm(1.0, z->W4, m, n, 0, Ed, n, n, 0, 1.0, Sd);
+    cr__form_mm(1.0, Fd, m, m, 0, z->W2, m, n, 0, 1.0, Sd);
+    cr__form_mm(1.0, z->W3, m, n, 0, Qd, n, n, 0, 1.0, Sd);
+    cr_array *Sa;
+    if ((st = cr__form_new_s(F, &Sa)) != CR_OK)
+        return st;
+    memcpy(Sa->data, Sd, m * n * sizeof *Sd);
+    S[0] = cr_tangent_array(Sa);
+    return CR_OK;
+}
+
+const cr_rule_form cr__form_pinv = {cr__form_check_matrix, pinv_init, pinv_dir};
+
+/* ---- qr ---------------------------------------------------------------------------------------
+ */
+
+/* copyltu(M) of a real n x n M in place: its lower triangle mirrored onto the upper one. */
+static void copyltu(double *M, size_t n)
+{
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = a + 1; b < n; b++)
+            M[a * n + b] = M[b * n + a];
+}
+
+typedef struct qr_state {
+    cr__form F;
+    size_t m, n;
+    const double *Q, *R, *Qb, *Rb, *G;
+    double *C, *Md, *W;
+} qr_state;
+
+/*
+ * qr(A) = (Q, R), A m x n with m >= n, of full rank. With the cotangent (Q̄, R̄), the pullback
+ * is
+ *     M = R R̄ᵀ - Q̄ᵀ Q,   B = Q̄ + Q copyltu(M),   Ā = B R⁻ᵀ = G.
+ * Along Ȧ, with Q̇, Ṙ from qr's frule (Q̄, R̄ fixed: they are the cotangent), the product rule
+ * and d(R⁻ᵀ) = -R⁻ᵀ Ṙᵀ R⁻ᵀ give
+ *     Ṁ = Ṙ R̄ᵀ - Q̄ᵀ Q̇,   Ḃ = Q̇ copyltu(M) + Q copyltu(Ṁ)   (copyltu is linear),
+ *     S = Ḃ R⁻ᵀ - B R⁻ᵀ Ṙᵀ R⁻ᵀ = (Ḃ - G Ṙᵀ) R⁻ᵀ,
+ * with G the pullback applied to (Q̄, R̄), unprojected (pullback_dense). The rule reads R̄ on
+ * its upper triangle; R and Ṙ being upper triangular, the lower triangles of R R̄ᵀ and Ṙ R̄ᵀ,
+ * all copyltu reads, involve no other element of R̄, so R̄ is used as it comes. A
+ * rank-deficient A is refused by the rule (its pullback and frule need R⁻¹). A structured A:
+ * G unprojected (pullback_dense: a rule call at A's dense matrix).
+ */
+static cr_status qr_init(const cr_form_point *p, void **state)
+{
+    cr_status st = cr__form_state(p, sizeof(qr_state), 0, NULL, state);
+    qr_state *z = *state;
+    if (st != CR_OK)
+        return st;
+    const cr__form *F = &z->F;
+    if (F->x->ndim != 2 || F->x->shape[0] < F->x->shape[1])
+        return CR_NOTHING; /* the rule refused it when recorded */
+    size_t m = F->x->shape[0], n = F->x->shape[1];
+    const cr_array *Qa, *Ra;
+    const double *Qb, *Rb;
+    cr_tangent dx[2];
+    cr_pullback pb;
+    if ((st = cr__form_factor_of(F, p->y, 0, 2, &Qa)) != CR_OK ||
+        (st = cr__form_factor_of(F, p->y, 1, 2, &Ra)) != CR_OK ||
+        (st = cr__form_field_mat(F, p->ybar, 0, m, n, &Qb)) != CR_OK ||
+        (st = cr__form_field_mat(F, p->ybar, 1, n, n, &Rb)) != CR_OK ||
+        (st = cr__form_pullback_dense(F, 0, &pb)) != CR_OK ||
+        (st = cr_pullback_call(F->arena, &pb, &p->ybar, dx, 2)) != CR_OK ||
+        (st = cr__form_like_x0(F, dx[1], &z->G)) != CR_OK)
+        return st;
+    const double *Q = Qa->data, *R = Ra->data;
+    double *w;
+    if ((st = cr__form_work(F, 2, (const cr__form_term[]){{2, n, n}, {1, m, n}}, &w)) != CR_OK)
+        return st;
+    double *C = w, *Md = C + n * n, *W = Md + n * n;
+    /* C = copyltu(M), M = R R̄ᵀ - Q̄ᵀ Q, once per record */
+    if (Rb != NULL)
+        cr__form_mm(1.0, R, n, n, 0, Rb, n, n, 1, 0.0, C);
+    if (Qb != NULL)
+        cr__form_mm(-1.0, Qb, m, n, 1, Q, m, n, 0, 1.0, C);
+    copyltu(C, n);
+    z->m = m;
+    z->n = n;
+    z->Q = Q;
+    z->R = R;
+    z->Qb = Qb;
+    z->Rb = Rb;
+    z->C = C;
+    z->Md = Md;
+    z->W = W;
+    return CR_OK;
+}
+
+static cr_status qr_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
+                        cr_tangent ydot, cr_tangent *S)
+{
+    (void)p;
+    (void)ydot;
+    const qr_state *z = state;
+    const cr__form *F = &z->F;
+    size_t m = z->m, n = z->n;
+    const double *xd, *Qd, *Rd, *Q = z->Q, *Qb = z->Qb, *Rb = z->Rb;
+    double *Md = z->Md, *W = z->W;
+    cr_tangent dy;
+    cr_value y;
+    cr_status st = cr__form_like_x(F, xdot[0], &xd);
+    if (st != CR_OK || xd == NULL)
+        return st;
+    if ((st = cr__form_frule_along(F, &cr_fn_qr, xdot[0], &y, &dy)) != CR_OK ||
+        (st = cr__form_field_mat(F, dy, 0, m, n, &Qd)) != CR_OK ||
+        (st = cr__form_field_mat(F, dy, 1, n, n, &Rd)) != CR_OK)
+        return st;
+    /* Ṁ = Ṙ R̄ᵀ - Q̄ᵀ Q̇, then copyltu */
+    memset(Md, 0, n * n * sizeof *Md);
+    if (Rd != NULL && Rb != NULL)
+        cr__form_mm(1.0, Rd, n, n, 0, Rb, n, n, 1, 0.0, Md);
+    if (Qd != NULL && Qb != NULL)
+        cr__form_mm(-1.0, Qb, m, n, 1, Qd, m, n, 0, 1.0, Md);
+    copyltu(Md, n);
+    /* W = Q̇ C + Q Ṁ - G Ṙᵀ, then S = W R⁻ᵀ */
+    cr__form_mm(1.0, Q, m, n, 0, Md, n, n, 0, 0.0, W);
+    if (Qd != NULL)
+        cr__form_mm(1.0, Qd, m, n, 0, z->C, n, n, 0, 1.0, W);
+    if (Rd != NULL)
+        cr__form_mm(-1.0, z->G, m, n, 0, Rd, n, n, 1, 1.0, W);
+    cr_array *Sa;
+    if ((st = cr__form_new_s(F, &Sa)) != CR_OK)
+        return st;
+    memcpy(Sa->data, W, m * n * sizeof *W);
+    cr__form_right_solve_upper_t(z->R, n, Sa->data, m);
+    S[0] = cr_tangent_array(Sa);
+    return CR_OK;
+}
+
+const cr_rule_form cr__form_qr = {cr__form_check_matrix, qr_init, qr_dir};
