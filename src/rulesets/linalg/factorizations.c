@@ -393,7 +393,7 @@ static cr_status qr_output(cr_arena *arena, qr_env *e, cr_value *y)
 }
 
 /* Whether a triangular factor is numerically singular: a diagonal entry at or below
- * 64 eps times the largest (the threshold of the spectrum code in linalg_lapack.c). */
+ * 64 eps times the largest (the threshold of the spectrum code in spectral.c). */
 static bool tri_singular(const cr__cmat *T, size_t *at)
 {
     double big = 0;
@@ -1518,7 +1518,7 @@ cr_status cr__linalg_register_fact(cr_registry *reg)
         cr_frule_fn frule;
         cr_rrule_fn rrule;
         const cr_rule_test *test;
-        const cr_rule_form *form; /* the second-order form (linalg_forms.c, linalg_fact_forms.c) */
+        const cr_rule_form *form; /* the second-order form (below, spectral.c, forms_factors.c) */
     } k[] = {
         {&lu_function, 1, lu_frule, lu_rrule, &k_t_lu, &cr__form_lu},
         {&qr_function, 1, qr_frule, qr_rrule, &k_t_qr, &cr__form_qr},

@@ -1676,7 +1676,7 @@ cr_status cr__linalg_register_level(cr_registry *reg)
         cr_frule_fn frule;
         cr_rrule_fn rrule;
         const cr_rule_test *test;
-        const cr_rule_form *form; /* the second-order form (linalg_fact_forms.c) */
+        const cr_rule_form *form; /* the second-order form (forms_factors.c) */
     } k[] = {
         {&getrf_function, s_getrf, 1, getrf_frule, getrf_rrule, &k_t_getrf, &cr__form_getrf},
         {&getrs_function, s_getrs, 4, getrs_frule, getrs_rrule, &k_t_lu, &cr__form_getrs},

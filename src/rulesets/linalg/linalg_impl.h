@@ -125,7 +125,7 @@ CR_INTERNAL cr_status cr__tuple_field(cr_arena *arena, const char *who, cr_tange
 
 /* 1/(λ_j - λ_i), 0 where the two are equal to working precision relative to scale (a repeated
  * eigenvalue: its eigenvectors have no derivative; the terms that would be infinite are
- * dropped). eigen_general's rules and its second-order form (src/rulesets/linalg_forms.c)
+ * dropped). eigen_general's rules and its second-order form (src/rulesets/linalg/spectral.c)
  * take their gaps from here. */
 static inline cr_complex cr__inv_gap_c(cr_complex lj, cr_complex li, double scale)
 {
