@@ -369,14 +369,8 @@ static cr_status gemv_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
         st = cr__cmat_out(arena, &Y, true, e->dt, &o);
     if (st != CR_OK)
         return st;
-    *y = cr_value_array(o);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    st = cr__projectors(arena, args, nargs, &e->p);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){gemv_pullback, e, "gemv_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail(arena, args, nargs, udata, &e->p, o, y, pb,
+                          (cr_pullback){gemv_pullback, e, "gemv_pullback", nargs + 1});
 }
 CR__ARRAY_FN(gemv, "gemv", -1)
 

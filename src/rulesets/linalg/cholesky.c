@@ -13,14 +13,6 @@
 #if defined(CR_HAVE_LAPACKE)
 #include <lapacke.h>
 
-/* A square float matrix argument. */
-static cr_status square_arg(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
-                            size_t i, const cr_array **A)
-{
-    bool cplx;
-    return cr__square_arg(arena, who, args, nargs, i, A, &cplx);
-}
-
 /* ---- cholesky -------------------------------------------------------------------------- */
 
 static cr_status cholesky_forward(cr_arena *arena, const cr_value *args, size_t nargs,
@@ -200,7 +192,7 @@ static cr_status cholesky_frule(const cr_config *cfg, cr_arena *arena, const cr_
 static cr_status factor_arg(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
                             size_t i, bool cplx, bool nonsingular, const cr_array **U, cr__cmat *Um)
 {
-    cr_status st = square_arg(arena, who, args, nargs, i, U);
+    cr_status st = cr__square_arg(arena, who, args, nargs, i, U, NULL);
     if (st == CR_OK)
         st = cr__cmat_from(arena, *U, cplx, Um);
     if (st != CR_OK)
@@ -233,7 +225,7 @@ static cr_status csolve_forward(cr_arena *arena, const cr_value *args, size_t na
     const char *who = "cholesky_solve";
     cr_status st = cr__nargs(arena, who, nargs, 2, 2);
     if (st == CR_OK)
-        st = square_arg(arena, who, args, nargs, 0, &e->U);
+        st = cr__square_arg(arena, who, args, nargs, 0, &e->U, NULL);
     if (st == CR_OK)
         st = cr__array_arg(arena, who, args, nargs, 1, &e->B);
     if (st != CR_OK)
@@ -432,7 +424,7 @@ static cr_status cdet_forward(cr_arena *arena, bool lg, const cr_value *args, si
     const cr_array *U;
     cr_status st = cr__nargs(arena, who, nargs, 1, 1);
     if (st == CR_OK)
-        st = square_arg(arena, who, args, nargs, 0, &U);
+        st = cr__square_arg(arena, who, args, nargs, 0, &U, NULL);
     if (st == CR_OK)
         st = factor_arg(arena, who, args, nargs, 0, U->dtype == CR_DT_C128, lg, &U, Um);
     if (st != CR_OK)

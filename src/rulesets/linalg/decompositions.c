@@ -26,7 +26,9 @@ cr_status cr__square_arg(cr_arena *arena, const char *who, const cr_value *args,
     if ((*A)->ndim != 2 || (*A)->shape[0] != (*A)->shape[1] ||
         !cr_dtype_is_float((cr_dtype)(*A)->dtype) || !cr__lapack_size_ok((*A)->shape[0]))
         return CR__FAIL(arena, CR_ESHAPE, "%s: expected a square f64, f32 or c128 matrix", who);
-    *cplx = (*A)->dtype == CR_DT_C128;
+    if (cplx != NULL) {
+        *cplx = (*A)->dtype == CR_DT_C128;
+    }
     return CR_OK;
 }
 

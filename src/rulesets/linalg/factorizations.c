@@ -34,19 +34,6 @@ static cr_status tri_right(cr_arena *arena, const char *who, const cr__cmat *T, 
 
 /* ---- Arguments and tangents -------------------------------------------------------------- */
 
-/* A square float matrix argument. */
-static cr_status square_arg(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
-                            size_t i, const cr_array **A)
-{
-    cr_status st = cr__array_arg(arena, who, args, nargs, i, A);
-    if (st != CR_OK)
-        return st;
-    if ((*A)->ndim != 2 || (*A)->shape[0] != (*A)->shape[1] ||
-        !cr_dtype_is_float((cr_dtype)(*A)->dtype) || !cr__lapack_size_ok((*A)->shape[0]))
-        return CR__FAIL(arena, CR_ESHAPE, "%s: expected a square f64, f32 or c128 matrix", who);
-    return CR_OK;
-}
-
 /* A float matrix argument (any shape). */
 static cr_status matrix_arg(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
                             size_t i, const cr_array **A)
@@ -103,7 +90,7 @@ static cr_status lu_forward(cr_arena *arena, const cr_value *args, size_t nargs,
 {
     cr_status st = cr__nargs(arena, "lu", nargs, 1, 1);
     if (st == CR_OK)
-        st = square_arg(arena, "lu", args, nargs, 0, &e->A);
+        st = cr__square_arg(arena, "lu", args, nargs, 0, &e->A, NULL);
     if (st != CR_OK)
         return st;
     bool cplx = e->A->dtype == CR_DT_C128;
@@ -579,7 +566,7 @@ static cr_status geig_forward(cr_arena *arena, const char *who, const cr_value *
 {
     cr_status st = cr__nargs(arena, who, nargs, 1, 1);
     if (st == CR_OK)
-        st = square_arg(arena, who, args, nargs, 0, &e->A);
+        st = cr__square_arg(arena, who, args, nargs, 0, &e->A, NULL);
     if (st != CR_OK)
         return st;
     bool cplx = e->A->dtype == CR_DT_C128;
@@ -1211,9 +1198,9 @@ static cr_status sylv_forward(cr_arena *arena, int kind, const cr_value *args, s
     size_t na = kind == 0 ? 3 : 2;
     cr_status st = cr__nargs(arena, who, nargs, na, na);
     if (st == CR_OK)
-        st = square_arg(arena, who, args, nargs, 0, &e->A);
+        st = cr__square_arg(arena, who, args, nargs, 0, &e->A, NULL);
     if (st == CR_OK && kind == 0)
-        st = square_arg(arena, who, args, nargs, 1, &e->B);
+        st = cr__square_arg(arena, who, args, nargs, 1, &e->B, NULL);
     if (st == CR_OK)
         st = matrix_arg(arena, who, args, nargs, na - 1, &e->C);
     if (st != CR_OK)

@@ -489,14 +489,8 @@ static cr_status getrs_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
         st = cr__cmat_out(arena, &e->X, e->vec, dt, &o);
     if (st != CR_OK)
         return st;
-    *y = cr_value_array(o);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    st = cr__projectors(arena, args, nargs, &e->p);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){getrs_pullback, e, "getrs_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail(arena, args, nargs, udata, &e->p, o, y, pb,
+                          (cr_pullback){getrs_pullback, e, "getrs_pullback", nargs + 1});
 }
 CR__ARRAY_FN(getrs, "getrs", 4)
 
@@ -954,14 +948,8 @@ static cr_status potrs_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
         st = cr__cmat_out(arena, &e->X, e->vec, dt, &o);
     if (st != CR_OK)
         return st;
-    *y = cr_value_array(o);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    st = cr__projectors(arena, args, nargs, &e->p);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){potrs_pullback, e, "potrs_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail(arena, args, nargs, udata, &e->p, o, y, pb,
+                          (cr_pullback){potrs_pullback, e, "potrs_pullback", nargs + 1});
 }
 CR__ARRAY_FN(potrs, "potrs", 3)
 
@@ -1122,14 +1110,8 @@ static cr_status trtrs_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
         st = cr__cmat_out(arena, &e->X, e->vec, dt, &o);
     if (st != CR_OK)
         return st;
-    *y = cr_value_array(o);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    st = cr__projectors(arena, args, nargs, &e->p);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){trtrs_pullback, e, "trtrs_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail(arena, args, nargs, udata, &e->p, o, y, pb,
+                          (cr_pullback){trtrs_pullback, e, "trtrs_pullback", nargs + 1});
 }
 CR__ARRAY_FN(trtrs, "trtrs", 5)
 
@@ -1370,14 +1352,8 @@ static cr_status trsyl_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
         st = cr__cmat_out(arena, &e->X, false, dt, &o);
     if (st != CR_OK)
         return st;
-    *y = cr_value_array(o);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    st = cr__projectors(arena, args, nargs, &e->p);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){trsyl_pullback, e, "trsyl_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail(arena, args, nargs, udata, &e->p, o, y, pb,
+                          (cr_pullback){trsyl_pullback, e, "trsyl_pullback", nargs + 1});
 }
 CR__ARRAY_FN(trsyl, "trsyl", 6)
 

@@ -116,6 +116,12 @@ CR_INTERNAL cr_status cr__cmat_dx(cr_arena *arena, const char *who, const cr_tan
 CR_INTERNAL cr_status cr__tangent_like(cr_arena *arena, cr_array *o, const cr__cmat *m, bool vec,
                                        cr_tangent *out);
 
+/* The end of an rrule whose env keeps the arguments' projectors in *p: *y = the array o; then,
+ * unless udata is CR__PRIMAL_ONLY, the projectors into *p and *pb = pbv. */
+CR_INTERNAL cr_status cr__rrule_tail(cr_arena *arena, const cr_value *args, size_t nargs,
+                                     const void *udata, cr_project ***p, cr_array *o, cr_value *y,
+                                     cr_pullback *pb, cr_pullback pbv);
+
 /* Field i of a tuple cotangent (zeros give ZeroTangent; CR_ETANGENT naming `who` when dy is
  * not structural). */
 CR_INTERNAL cr_status cr__tuple_field(cr_arena *arena, const char *who, cr_tangent dy, size_t i,
@@ -185,7 +191,7 @@ CR_INTERNAL cr_value cr__rand_flag(uint64_t *rng, const char *flags);
 /* ---- Shared by the LAPACK rule files (decompositions.c) ------------------------------------ */
 
 /* Argument i, a square float matrix of at most INT32_MAX rows (CR_ESHAPE naming who
- * otherwise); *cplx: whether it is complex (its work dtype c128, else f64). */
+ * otherwise); *cplx (unless NULL): whether it is complex (its work dtype c128, else f64). */
 CR_INTERNAL cr_status cr__square_arg(cr_arena *arena, const char *who, const cr_value *args,
                                      size_t nargs, size_t i, const cr_array **A, bool *cplx);
 

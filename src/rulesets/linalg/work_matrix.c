@@ -219,6 +219,19 @@ cr_status cr__tangent_like(cr_arena *arena, cr_array *o, const cr__cmat *m, bool
     return cr_project_tangent(arena, &v, cr_tangent_array(r), out);
 }
 
+cr_status cr__rrule_tail(cr_arena *arena, const cr_value *args, size_t nargs, const void *udata,
+                         cr_project ***p, cr_array *o, cr_value *y, cr_pullback *pb,
+                         cr_pullback pbv)
+{
+    *y = cr_value_array(o);
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
+    cr_status st = cr__projectors(arena, args, nargs, p);
+    if (st == CR_OK)
+        *pb = pbv;
+    return st;
+}
+
 cr_status cr__tuple_field(cr_arena *arena, const char *who, cr_tangent dy, size_t i,
                           cr_tangent *out)
 {
