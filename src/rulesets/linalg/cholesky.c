@@ -559,30 +559,17 @@ static const cr_rule_test k_t_factor = {.sample = sample_factor};
 
 cr_status cr__linalg_register_cholesky(cr_registry *reg)
 {
-    static const cr_argspec a2[2] = {{CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL}};
-    static const struct {
-        const cr_function *fn;
-        size_t n;
-        cr_frule_fn frule;
-        cr_rrule_fn rrule;
-        const cr_rule_test *test;
-        const cr_rule_form *form; /* the second-order form (forms_factors.c) */
-    } k[] = {
-        {&cholesky_function, 1, cholesky_frule, cholesky_rrule, &k_t_spd, &cr__form_cholesky},
-        {&cholesky_solve_function, 2, cholesky_solve_frule, cholesky_solve_rrule, &k_t_factor,
-         &cr__form_cholesky_solve},
-        {&cholesky_det_function, 1, cholesky_det_frule, cholesky_det_rrule, &k_t_factor,
-         &cr__form_cholesky_det},
-        {&cholesky_logdet_function, 1, cholesky_logdet_frule, cholesky_logdet_rrule, &k_t_factor,
-         &cr__form_cholesky_logdet},
+    static const cr__linalg_rule k[] = {
+        {&cholesky_function, cr__linalg_fa, 1, cholesky_frule, cholesky_rrule, &k_t_spd,
+         &cr__form_cholesky},
+        {&cholesky_solve_function, cr__linalg_fa, 2, cholesky_solve_frule, cholesky_solve_rrule,
+         &k_t_factor, &cr__form_cholesky_solve},
+        {&cholesky_det_function, cr__linalg_fa, 1, cholesky_det_frule, cholesky_det_rrule,
+         &k_t_factor, &cr__form_cholesky_det},
+        {&cholesky_logdet_function, cr__linalg_fa, 1, cholesky_logdet_frule, cholesky_logdet_rrule,
+         &k_t_factor, &cr__form_cholesky_logdet},
     };
-    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        cr_status st = cr__add_rule_so(reg, k[i].fn, a2, k[i].n, false, k[i].frule, k[i].rrule,
-                                       k[i].test, CR_NONLINEAR, k[i].form);
-        if (st != CR_OK)
-            return st;
-    }
-    return CR_OK;
+    return cr__linalg_add_rules(reg, k, sizeof k / sizeof k[0]);
 }
 
 #else /* !CR_HAVE_LAPACKE */

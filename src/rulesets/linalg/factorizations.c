@@ -1497,33 +1497,19 @@ static const cr_rule_test k_t_sylv = {.sample = sample_sylv};
 
 cr_status cr__linalg_register_fact(cr_registry *reg)
 {
-    static const cr_argspec a3[3] = {
-        {CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL}};
-    static const struct {
-        const cr_function *fn;
-        size_t n;
-        cr_frule_fn frule;
-        cr_rrule_fn rrule;
-        const cr_rule_test *test;
-        const cr_rule_form *form; /* the second-order form (below, spectral.c, forms_factors.c) */
-    } k[] = {
-        {&lu_function, 1, lu_frule, lu_rrule, &k_t_lu, &cr__form_lu},
-        {&qr_function, 1, qr_frule, qr_rrule, &k_t_qr, &cr__form_qr},
-        {&eigen_general_function, 1, eigen_general_frule, eigen_general_rrule, &k_t_geig,
-         &cr__form_eigen_general},
-        {&eigvals_general_function, 1, eigvals_general_frule, eigvals_general_rrule, &k_t_geig,
-         &cr__form_eigvals_general},
-        {&pinv_function, 1, pinv_frule, pinv_rrule, &k_t_pinv, &cr__form_pinv},
-        {&sylvester_function, 3, sylvester_frule, sylvester_rrule, &k_t_sylv, &cr__form_sylvester},
-        {&lyap_function, 2, lyap_frule, lyap_rrule, &k_t_sylv, &cr__form_lyap},
+    static const cr__linalg_rule k[] = {
+        {&lu_function, cr__linalg_fa, 1, lu_frule, lu_rrule, &k_t_lu, &cr__form_lu},
+        {&qr_function, cr__linalg_fa, 1, qr_frule, qr_rrule, &k_t_qr, &cr__form_qr},
+        {&eigen_general_function, cr__linalg_fa, 1, eigen_general_frule, eigen_general_rrule,
+         &k_t_geig, &cr__form_eigen_general},
+        {&eigvals_general_function, cr__linalg_fa, 1, eigvals_general_frule, eigvals_general_rrule,
+         &k_t_geig, &cr__form_eigvals_general},
+        {&pinv_function, cr__linalg_fa, 1, pinv_frule, pinv_rrule, &k_t_pinv, &cr__form_pinv},
+        {&sylvester_function, cr__linalg_fa, 3, sylvester_frule, sylvester_rrule, &k_t_sylv,
+         &cr__form_sylvester},
+        {&lyap_function, cr__linalg_fa, 2, lyap_frule, lyap_rrule, &k_t_sylv, &cr__form_lyap},
     };
-    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        cr_status st = cr__add_rule_so(reg, k[i].fn, a3, k[i].n, false, k[i].frule, k[i].rrule,
-                                       k[i].test, CR_NONLINEAR, k[i].form);
-        if (st != CR_OK)
-            return st;
-    }
-    return CR_OK;
+    return cr__linalg_add_rules(reg, k, sizeof k / sizeof k[0]);
 }
 
 #else /* !CR_HAVE_LAPACKE */

@@ -1645,15 +1645,7 @@ cr_status cr__linalg_register_level(cr_registry *reg)
 #undef CR__LV_F
 #undef CR__LV_I
 #undef CR__LV_P
-    static const struct {
-        const cr_function *fn;
-        const cr_argspec *sig;
-        size_t n;
-        cr_frule_fn frule;
-        cr_rrule_fn rrule;
-        const cr_rule_test *test;
-        const cr_rule_form *form; /* the second-order form (forms_factors.c) */
-    } k[] = {
+    static const cr__linalg_rule k[] = {
         {&getrf_function, s_getrf, 1, getrf_frule, getrf_rrule, &k_t_getrf, &cr__form_getrf},
         {&getrs_function, s_getrs, 4, getrs_frule, getrs_rrule, &k_t_lu, &cr__form_getrs},
         {&getri_function, s_getri, 2, getri_frule, getri_rrule, &k_t_lu, &cr__form_getri},
@@ -1662,9 +1654,7 @@ cr_status cr__linalg_register_level(cr_registry *reg)
         {&trtrs_function, s_trtrs, 5, trtrs_frule, trtrs_rrule, &k_t_tri, &cr__form_trtrs},
         {&trsyl_function, s_trsyl, 6, trsyl_frule, trsyl_rrule, &k_t_trsyl, &cr__form_trsyl},
     };
-    for (size_t i = 0; i < sizeof k / sizeof k[0] && st == CR_OK; i++)
-        st = cr__add_rule_so(reg, k[i].fn, k[i].sig, k[i].n, false, k[i].frule, k[i].rrule,
-                             k[i].test, CR_NONLINEAR, k[i].form);
+    st = cr__linalg_add_rules(reg, k, sizeof k / sizeof k[0]);
 #endif
     return st;
 }

@@ -158,6 +158,24 @@ static inline bool cr__lapack_size_ok(size_t n)
 
 /* ---- The family's registrations ------------------------------------------------------------ */
 
+/* One signature of a linear-algebra rule: fn for args[0..n), its frule and rrule, its test
+ * registration and its second-order form (or NULL); nonlinear. */
+typedef struct cr__linalg_rule {
+    const cr_function *fn;
+    const cr_argspec *args;
+    size_t n;
+    cr_frule_fn frule;
+    cr_rrule_fn rrule;
+    const cr_rule_test *test;
+    const cr_rule_form *form;
+} cr__linalg_rule;
+
+/* Three float-array argument specs: args of a rule of one, two or three array arguments. */
+CR_INTERNAL extern const cr_argspec cr__linalg_fa[3];
+
+/* Register the rows k[0..n) in order (cr__add_rule_so, CR_NONLINEAR, never variadic). */
+CR_INTERNAL cr_status cr__linalg_add_rules(cr_registry *reg, const cr__linalg_rule *k, size_t n);
+
 /* Besides cr__linalg_register_blas (products.c), _lapack (solve.c), _fact
  * (factorizations.c) and _level (lapack_calls.c), declared in array_impl.h; cr__family_linalg
  * (products.c) calls them in a fixed order, the order of docs/rules-index.md. */

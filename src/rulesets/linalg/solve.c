@@ -958,30 +958,19 @@ static const cr_rule_test k_t_general = {.sample = cr__sample_sq,
 
 cr_status cr__linalg_register_lapack(cr_registry *reg)
 {
-    static const cr_argspec a1[1] = {{CR__M_FARRAY, NULL}};
-    static const cr_argspec a2[2] = {{CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL}};
-    static const struct {
-        const cr_function *fn;
-        size_t n;
-        cr_frule_fn frule;
-        cr_rrule_fn rrule;
-        const cr_rule_test *test;
-        const cr_rule_form *form; /* the second-order form (forms_solve_spectral.c), or NULL */
-    } k[] = {
-        {&det_function, 1, det_frule, det_rrule, &k_t_general, &cr__form_det},
-        {&logdet_function, 1, logdet_frule, logdet_rrule, &k_t_general, &cr__form_logdet},
-        {&logabsdet_function, 1, logabsdet_frule, logabsdet_rrule, &k_t_general, &cr__form_logdet},
-        {&matinv_function, 1, matinv_frule, matinv_rrule, &k_t_general, &cr__form_inv},
-        {&solve_function, 2, solve_frule, solve_rrule, &k_t_general, &cr__form_solve},
-        {&rdiv_function, 2, rdiv_frule, rdiv_rrule, &k_t_rdiv, &cr__form_rdiv},
+    static const cr__linalg_rule k[] = {
+        {&det_function, cr__linalg_fa, 1, det_frule, det_rrule, &k_t_general, &cr__form_det},
+        {&logdet_function, cr__linalg_fa, 1, logdet_frule, logdet_rrule, &k_t_general,
+         &cr__form_logdet},
+        {&logabsdet_function, cr__linalg_fa, 1, logabsdet_frule, logabsdet_rrule, &k_t_general,
+         &cr__form_logdet},
+        {&matinv_function, cr__linalg_fa, 1, matinv_frule, matinv_rrule, &k_t_general,
+         &cr__form_inv},
+        {&solve_function, cr__linalg_fa, 2, solve_frule, solve_rrule, &k_t_general,
+         &cr__form_solve},
+        {&rdiv_function, cr__linalg_fa, 2, rdiv_frule, rdiv_rrule, &k_t_rdiv, &cr__form_rdiv},
     };
-    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        cr_status st = cr__add_rule_so(reg, k[i].fn, k[i].n == 1 ? a1 : a2, k[i].n, false,
-                                       k[i].frule, k[i].rrule, k[i].test, CR_NONLINEAR, k[i].form);
-        if (st != CR_OK)
-            return st;
-    }
-    return CR_OK;
+    return cr__linalg_add_rules(reg, k, sizeof k / sizeof k[0]);
 }
 
 #else /* !CR_HAVE_LAPACKE */

@@ -834,28 +834,21 @@ static const cr_rule_test k_t_rect = {.sample = cr__sample_sq,
 
 cr_status cr__linalg_register_spectral(cr_registry *reg)
 {
-    static const cr_argspec a1[1] = {{CR__M_FARRAY, NULL}};
-    static const struct {
-        const cr_function *fn;
-        cr_frule_fn frule;
-        cr_rrule_fn rrule;
-        const cr_rule_test *test;
-        const cr_rule_form *form; /* the second-order form (forms_solve_spectral.c) */
-    } k[] = {
-        {&eigen_function, eigen_frule, eigen_rrule, &k_t_realsym, &cr__form_eigen},
-        {&eigvals_function, eigvals_frule, eigvals_rrule, &k_t_herm, &cr__form_eigvals},
-        {&svd_function, svd_frule, svd_rrule, &k_t_rect, &cr__form_svd},
-        {&svdvals_function, svdvals_frule, svdvals_rrule, &k_t_rect, &cr__form_svdvals},
+    static const cr__linalg_rule k[] = {
+        {&eigen_function, cr__linalg_fa, 1, eigen_frule, eigen_rrule, &k_t_realsym,
+         &cr__form_eigen},
+        {&eigvals_function, cr__linalg_fa, 1, eigvals_frule, eigvals_rrule, &k_t_herm,
+         &cr__form_eigvals},
+        {&svd_function, cr__linalg_fa, 1, svd_frule, svd_rrule, &k_t_rect, &cr__form_svd},
+        {&svdvals_function, cr__linalg_fa, 1, svdvals_frule, svdvals_rrule, &k_t_rect,
+         &cr__form_svdvals},
     };
-    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        cr_status st = cr__add_rule_so(reg, k[i].fn, a1, 1, false, k[i].frule, k[i].rrule,
-                                       k[i].test, CR_NONLINEAR, k[i].form);
-        if (st != CR_OK)
-            return st;
-    }
     static const cr_argspec fa[2] = {{CR_M_FUNC, NULL}, {CR__M_FARRAY, NULL}};
-    return cr__add_rule_so(reg, &matfun_herm_function, fa, 2, false, matfun_herm_frule,
-                           matfun_herm_rrule, &k_t_matfun, CR_NONLINEAR, &cr__form_matfun_herm);
+    static const cr__linalg_rule m = {
+        &matfun_herm_function, fa, 2, matfun_herm_frule, matfun_herm_rrule, &k_t_matfun,
+        &cr__form_matfun_herm};
+    cr_status st = cr__linalg_add_rules(reg, k, sizeof k / sizeof k[0]);
+    return st != CR_OK ? st : cr__linalg_add_rules(reg, &m, 1);
 }
 
 #else /* !CR_HAVE_LAPACKE */

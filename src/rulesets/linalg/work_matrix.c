@@ -219,6 +219,20 @@ cr_status cr__tangent_like(cr_arena *arena, cr_array *o, const cr__cmat *m, bool
     return cr_project_tangent(arena, &v, cr_tangent_array(r), out);
 }
 
+const cr_argspec cr__linalg_fa[3] = {
+    {CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL}};
+
+cr_status cr__linalg_add_rules(cr_registry *reg, const cr__linalg_rule *k, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        cr_status st = cr__add_rule_so(reg, k[i].fn, k[i].args, k[i].n, false, k[i].frule,
+                                       k[i].rrule, k[i].test, CR_NONLINEAR, k[i].form);
+        if (st != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
 cr_status cr__rrule_tail(cr_arena *arena, const cr_value *args, size_t nargs, const void *udata,
                          cr_project ***p, cr_array *o, cr_value *y, cr_pullback *pb,
                          cr_pullback pbv)
