@@ -1655,6 +1655,8 @@ cr_status cr__linalg_register_level(cr_registry *reg)
         {&trsyl_function, s_trsyl, 6, trsyl_frule, trsyl_rrule, &k_t_trsyl, &cr__form_trsyl},
     };
     st = cr__linalg_add_rules(reg, k, sizeof k / sizeof k[0]);
+#else
+    (void)reg;
 #endif
     return st;
 }
