@@ -16,7 +16,11 @@ type in a struct of the sources, or a parenthesised expression of such operands.
 literals and names declared floating exclude a product.
 
 Allow-list lines: `path | function | product | reason` (product normalised: single spaces);
-a product occurring several times in one function is listed once per occurrence.
+a product occurring several times in one function is listed once per occurrence. A line
+whose function is `*` covers every occurrence of that product, written exactly so, in every
+function of the file: for a file that keeps one naming convention throughout (an index
+named i, a, b below the order n of a matrix the file has validated, ...), so that the reason
+is given once; it is stale when the file has no such product left.
 Exit status 1 when a product is not listed or a listed product no longer exists.
 
 Usage: check_products.py [--root DIR] [--allow FILE] [--print-all]
@@ -382,6 +386,7 @@ def main():
         return 0
     allowed = collections.Counter()
     reasons = {}
+    anyfn = {}  # (path, product) -> occurrences seen, for the lines whose function is `*`
     for ln, line in enumerate(open(args.allow, encoding="utf-8"), 1):
         line = line.strip()
         if not line or line.startswith("#"):
@@ -390,12 +395,18 @@ def main():
         if len(parts) != 4 or not parts[3]:
             print(f"{args.allow}:{ln}: expected 'path | function | product | reason'")
             return 1
+        if parts[1] == "*":
+            anyfn[(parts[0], parts[2])] = 0
+            continue
         allowed[tuple(parts[:3])] += 1
         reasons[tuple(parts[:3])] = parts[3]
     seen = collections.Counter()
     bad = 0
     for rel, fn, prod, line in found:
         key = (rel, fn, prod)
+        if (rel, prod) in anyfn:
+            anyfn[(rel, prod)] += 1
+            continue
         seen[key] += 1
         if seen[key] > allowed[key]:
             print(f"{rel}:{line}: raw product of integer sizes in {fn}: {prod}")
@@ -403,6 +414,10 @@ def main():
     for key, n in sorted(allowed.items()):
         if seen[key] < n:
             print(f"{args.allow}: listed product not found ({n - seen[key]} more than exist): {' | '.join(key)}")
+            bad += 1
+    for (rel, prod), n in sorted(anyfn.items()):
+        if n == 0:
+            print(f"{args.allow}: listed product not found: {rel} | * | {prod}")
             bad += 1
     if bad:
         print(f"check_products: {bad} problem(s); use src/core/checked.h, or list the product "

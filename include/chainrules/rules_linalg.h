@@ -202,7 +202,8 @@ CR_API extern const cr_value cr_fn_matfun_herm;
  *  U diag(S̄) Vᴴ. */
 CR_API extern const cr_value cr_fn_svdvals;
 
-/* ---- Factorizations (linalg_fact.c) ------------------------------------------------------ */
+/* ---- Factorizations (linalg/factorizations.c)
+ * ------------------------------------------------------ */
 
 /**
  * `lu(A)` of a square matrix with partial pivoting (getrf): the tuple (L, U, p) with

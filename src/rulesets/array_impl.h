@@ -42,10 +42,10 @@ CR_INTERNAL cr_status cr__array_register_extra(cr_registry *reg);     /* array_e
 CR_INTERNAL cr_status cr__array_register_hof(cr_registry *reg);       /* array_hof.c */
 CR_INTERNAL cr_status cr__array_register_mutate(cr_registry *reg);    /* array/mutate.c */
 CR_INTERNAL cr_status cr__array_register_select(cr_registry *reg);    /* array/select.c */
-CR_INTERNAL cr_status cr__linalg_register_blas(cr_registry *reg);     /* linalg.c */
-CR_INTERNAL cr_status cr__linalg_register_lapack(cr_registry *reg);   /* linalg_lapack.c */
-CR_INTERNAL cr_status cr__linalg_register_fact(cr_registry *reg);     /* linalg_fact.c */
-CR_INTERNAL cr_status cr__linalg_register_level(cr_registry *reg);    /* linalg_level.c */
+CR_INTERNAL cr_status cr__linalg_register_blas(cr_registry *reg);     /* linalg/products.c */
+CR_INTERNAL cr_status cr__linalg_register_lapack(cr_registry *reg);   /* linalg/solve.c */
+CR_INTERNAL cr_status cr__linalg_register_fact(cr_registry *reg);     /* linalg/factorizations.c */
+CR_INTERNAL cr_status cr__linalg_register_level(cr_registry *reg);    /* linalg/lapack_calls.c */
 CR_INTERNAL cr_status cr__linalg_register_sparse(cr_registry *reg);   /* linalg/sparse.c */
 CR_INTERNAL cr_status cr__linalg_register_blas_tri(cr_registry *reg); /* linalg/blas_tri.c */
 
@@ -344,7 +344,7 @@ CR_INTERNAL cr_complex cr__dotc(cr_dtype wdt, size_t n, const void *x, const voi
  * repeated eigenvalue, or singular values with equal squares): the terms a degenerate
  * spectrum would make infinite are dropped, which is exact for losses that do not depend
  * on the choice of basis of the degenerate subspace. The eigen and svd rules and the
- * second-order form of eigen (src/rulesets/linalg_forms.c) take their gaps from here. */
+ * second-order form of eigen (src/rulesets/linalg/spectral.c) take their gaps from here. */
 static inline double cr__inv_gap(double aj, double ai, double scale)
 {
     double d = aj - ai;
@@ -353,7 +353,7 @@ static inline double cr__inv_gap(double aj, double ai, double scale)
 
 /* 1/s, or 0 for a singular value s that is zero to working precision relative to the largest,
  * smax: the svd rules' S⁻¹ (rank-deficient matrices get finite cotangents), shared with svd's
- * second-order form (src/rulesets/linalg_forms.c). */
+ * second-order form (src/rulesets/linalg/spectral.c). */
 static inline double cr__inv_sval(double s, double smax)
 {
     return s <= 64 * DBL_EPSILON * smax ? 0.0 : 1.0 / s;
@@ -378,7 +378,7 @@ static inline double cr__matfun_tol(const double *w, size_t n)
 /* matfun_herm's first divided difference f[a, b] of the scalar row f, given fa = f(a) and
  * fb = f(b): (fa - fb) / (a - b), or f' at the midpoint where |a - b| <= tol (no
  * cancellation; accurate to O(gap²)); f'(a) for a = b. The rule and its second-order form
- * (src/rulesets/linalg_forms.c) take their divided differences from here. */
+ * (src/rulesets/linalg/spectral.c) take their divided differences from here. */
 static inline double cr__divdiff1(const cr_scalar_rule *row, double a, double b, double fa,
                                   double fb, double tol)
 {

@@ -38,7 +38,7 @@ cr_status cr__form_init(cr__form *F, const cr_form_point *p, size_t xj, const cr
     F->ns = ns;
     if (ns == 1 || F->N == 0)
         return CR_OK;
-    size_t *sl = cr_arena_alloc(p->arena, F->N * sizeof *sl, _Alignof(size_t));
+    size_t *sl = cr__arena_array(p->arena, F->who, F->N, sizeof *sl, _Alignof(size_t));
     if (sl == NULL)
         return CR__ALLOC_STATUS(p->arena);
     size_t idx[CR_ARRAY_MAX_DIMS] = {0}, s = 0;
@@ -233,6 +233,31 @@ cr_status cr__form_field_mat(const cr__form *F, cr_tangent t, size_t e, size_t r
     cr_status st = cr__tan_array(F->arena, F->who, cr_tangent_field(t, e), 2, sh, CR_DT_F64, &a);
     *out = st == CR_OK && a != NULL ? a->data : NULL;
     return st;
+}
+
+const char *cr__form_check_matrix(const cr_value *args, size_t nargs, const bool *var,
+                                  uint32_t *linearity)
+{
+    (void)linearity;
+    return cr__form_check_leading(args, nargs, var, 1);
+}
+
+cr_status cr__form_work(const cr__form *F, size_t nterms, const cr__form_term *terms, double **out)
+{
+    cr_ctx *ctx = cr_arena_ctx(F->arena);
+    size_t total = 0, t;
+    cr_status st = CR_OK;
+    *out = NULL;
+    for (size_t i = 0; i < nterms && st == CR_OK; i++)
+        if ((st = cr__ck_mul(ctx, F->who, terms[i].c, terms[i].r, &t)) == CR_OK &&
+            (st = cr__ck_mul(ctx, F->who, t, terms[i].s, &t)) == CR_OK)
+            st = cr__ck_add(ctx, F->who, total, t, &total);
+    if (st == CR_OK)
+        st = cr__ck_mul(ctx, F->who, total, sizeof **out, &t);
+    if (st != CR_OK)
+        return st;
+    *out = cr_arena_calloc(F->arena, total ? total : 1, sizeof **out, _Alignof(double));
+    return *out != NULL ? CR_OK : CR__ALLOC_STATUS(F->arena);
 }
 
 void cr__form_fold_upper(double *s, size_t n)

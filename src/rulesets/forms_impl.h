@@ -88,6 +88,22 @@ CR_INTERNAL const char *cr__form_check_leading(const cr_value *args, size_t narg
 /* ---- Matrix helpers of the linear-algebra forms ---------------------------------------------
  */
 
+/* A form's check for a call whose one variable argument is its first, a matrix (det,
+ * logdet, svd, ...): cr__form_check_leading with nvar 1. */
+CR_INTERNAL const char *cr__form_check_matrix(const cr_value *args, size_t nargs, const bool *var,
+                                              uint32_t *linearity);
+
+/* One term c x r x s of a workspace size (cr__form_work). */
+typedef struct cr__form_term {
+    size_t c, r, s;
+} cr__form_term;
+
+/* A new zeroed workspace of Σ c·r·s doubles over the nterms terms (at least one double), each
+ * product and the sum checked: CR_EOVERFLOW naming the form's function when one overflows.
+ * Offsets into the workspace that add up its terms then stay below its size. */
+CR_INTERNAL cr_status cr__form_work(const cr__form *F, size_t nterms, const cr__form_term *terms,
+                                    double **out);
+
 /* C = alpha op(A) op(B) + beta C for dense row-major f64 matrices (A ar x ac, B br x bc as
  * stored; ta, tb: transposed). */
 CR_INTERNAL void cr__form_mm(double alpha, const double *A, size_t ar, size_t ac, int ta,
@@ -126,15 +142,17 @@ CR_INTERNAL extern const cr_rule_form cr__form_logsumexp, cr__form_logsoftmax, c
 /* Broadcasts and maps of scalar-table functions (array_broadcast.c). */
 CR_INTERNAL extern const cr_rule_form cr__form_broadcast;
 
-/* det, logdet (and logabsdet), inv, solve, rdiv, svdvals, eigvals, opnorm, eigen, expm, svd,
- * eigen_general, eigvals_general, matfun_herm, pinv, qr (linalg_forms.c). */
+/* Beside their rules in src/rulesets/linalg/: det, logdet (and logabsdet), inv, solve, rdiv
+ * (solve.c), svdvals, eigvals, opnorm, eigen, svd, matfun_herm, eigen_general, eigvals_general
+ * (spectral.c), expm (expm.c), pinv, qr (factorizations.c). */
 CR_INTERNAL extern const cr_rule_form cr__form_det, cr__form_logdet, cr__form_inv, cr__form_solve,
     cr__form_rdiv, cr__form_svdvals, cr__form_eigvals, cr__form_opnorm, cr__form_eigen,
     cr__form_expm, cr__form_svd, cr__form_eigen_general, cr__form_eigvals_general,
     cr__form_matfun_herm, cr__form_pinv, cr__form_qr;
 
 /* cholesky, cholesky_solve, cholesky_det, cholesky_logdet, lu, sylvester, lyap and the
- * LAPACK-level potrf, potrs, getrf, getri, getrs, trtrs, trsyl (linalg_fact_forms.c). */
+ * LAPACK-level potrf, potrs, getrf, getri, getrs, trtrs, trsyl (linalg/forms_factors.c, which
+ * share their steps). */
 CR_INTERNAL extern const cr_rule_form cr__form_cholesky, cr__form_cholesky_solve,
     cr__form_cholesky_det, cr__form_cholesky_logdet, cr__form_lu, cr__form_sylvester, cr__form_lyap,
     cr__form_potrf, cr__form_potrs, cr__form_getrf, cr__form_getri, cr__form_getrs, cr__form_trtrs,

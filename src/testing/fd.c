@@ -869,17 +869,23 @@ static cr_status fd_vec_fail(cr_arena *scratch, const char *fn, cr_status st, co
     return st;
 }
 
-/* Scratch for n + k*m + extra doubles, with overflow checks. */
-static cr_status fd_scratch(cr_arena *scratch, size_t n, size_t m, size_t k, size_t extra,
-                            double **buf)
+/* Scratch for n + k*m + extra doubles: CR_EOVERFLOW naming fn and the operands when the count
+ * or its bytes overflow (m, n and extra come from the caller). */
+static cr_status fd_scratch(cr_arena *scratch, const char *fn, size_t n, size_t m, size_t k,
+                            size_t extra, double **buf)
 {
-    const size_t lim = SIZE_MAX / sizeof(double);
-    if (n > lim || m > (lim - n) / k || n + k * m > lim - extra)
-        return CR_EOVERFLOW;
-    size_t count = n + k * m + extra;
-    *buf = cr_arena_alloc(scratch, count * sizeof(double), sizeof(double));
+    cr_ctx *ctx = cr_arena_ctx(scratch);
+    size_t count;
+    cr_status st = cr__ck_mul(ctx, fn, k, m, &count);
+    if (st == CR_OK)
+        st = cr__ck_add(ctx, fn, count, n, &count);
+    if (st == CR_OK)
+        st = cr__ck_add(ctx, fn, count, extra, &count);
+    if (st != CR_OK)
+        return st;
+    *buf = cr__arena_array(scratch, fn, count, sizeof(double), sizeof(double));
     if (*buf == NULL) {
-        cr_status st = cr_ctx_errcode(cr_arena_ctx(scratch));
+        st = cr_ctx_errcode(ctx);
         return st != CR_OK ? st : CR_ENOMEM;
     }
     return CR_OK;
@@ -938,7 +944,7 @@ cr_status cr_fd_jvp(const cr_fdm *method, const cr_fd_opts *opts, cr_fd_vec_fn f
     }
     cr_arena_mark mark = cr_arena_get_mark(scratch);
     double *buf;
-    st = fd_scratch(scratch, n, m, 5, 0, &buf);
+    st = fd_scratch(scratch, name, n, m, 5, 0, &buf);
     if (st != CR_OK)
         return st;
     ev.xt = buf;
@@ -1008,11 +1014,12 @@ cr_status cr_fd_jacobian(const cr_fdm *method, const cr_fd_opts *opts, cr_fd_vec
             *err = 0.0;
         return CR_OK;
     }
-    if (n > SIZE_MAX / sizeof(double) / m)
-        return cr_ctx_error(cr_arena_ctx(scratch), CR_EOVERFLOW, "%s: m*n overflows", name);
+    size_t mn;
+    if ((st = cr__ck_mul(cr_arena_ctx(scratch), name, m, n, &mn)) != CR_OK)
+        return st;
     cr_arena_mark mark = cr_arena_get_mark(scratch);
     double *buf;
-    st = fd_scratch(scratch, n, m, 5, m * n, &buf);
+    st = fd_scratch(scratch, name, n, m, 5, mn, &buf);
     if (st != CR_OK)
         return st;
     ev.xt = buf;
@@ -1022,7 +1029,7 @@ cr_status cr_fd_jacobian(const cr_fdm *method, const cr_fd_opts *opts, cr_fd_vec
     double e;
     st = fd_columns(method, &c, &ev, NULL, stage, &e);
     if (st == CR_OK) {
-        memcpy(jac, stage, m * n * sizeof *jac);
+        memcpy(jac, stage, mn * sizeof *jac);
         if (err != NULL)
             *err = e;
     }
@@ -1055,11 +1062,12 @@ cr_status cr_fd_jtvp(const cr_fdm *method, const cr_fd_opts *opts, cr_fd_vec_fn 
             *err = 0.0;
         return CR_OK;
     }
-    if (n > SIZE_MAX / sizeof(double) - n)
-        return cr_ctx_error(cr_arena_ctx(scratch), CR_EOVERFLOW, "%s: n overflows", name);
+    size_t n2;
+    if ((st = cr__ck_add(cr_arena_ctx(scratch), name, n, n, &n2)) != CR_OK)
+        return st;
     cr_arena_mark mark = cr_arena_get_mark(scratch);
     double *buf;
-    st = fd_scratch(scratch, 2 * n, m, 5, 0, &buf);
+    st = fd_scratch(scratch, name, n2, m, 5, 0, &buf);
     if (st != CR_OK)
         return st;
     ev.xt = buf;

@@ -36,7 +36,7 @@ cr_status cr_rand_tangent(cr_arena *arena, uint64_t *rng, const cr_value *primal
     size_t n = cr_test_flat_size(primal);
     if (n == 0)
         return CR_OK;
-    double *x = cr_arena_alloc(arena, n * sizeof *x, _Alignof(double));
+    double *x = cr__arena_array(arena, "cr_rand_tangent", n, sizeof *x, _Alignof(double));
     if (x == NULL)
         return CR__ALLOC_STATUS(arena);
     for (size_t i = 0; i < n; i++)

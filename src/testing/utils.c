@@ -372,12 +372,14 @@ cr_status cr_test_rand_matrix(cr_arena *arena, uint64_t *rng, size_t n, double c
         (kind != CR_TEST_MATRIX_GENERAL && kind != CR_TEST_MATRIX_SPD &&
          kind != CR_TEST_MATRIX_ORTHOGONAL))
         return CR_EINVAL;
-    size_t nn;
-    if (!cr__mul_size(n, n, &nn) || nn > (size_t)PTRDIFF_MAX / (4 * sizeof(double)))
-        return CR_EOVERFLOW;
-    size_t shape[2] = {n, n};
+    /* the matrix and two n x n work matrices, with room: 4 doubles an element */
+    size_t nn, shape[2] = {n, n};
+    cr_status st =
+        cr__ck_numel(cr_arena_ctx(arena), "cr_test_rand_matrix", 2, shape, 4 * sizeof(double), &nn);
+    if (st != CR_OK)
+        return st;
     cr_array *a;
-    cr_status st = cr_array_new(arena, CR_DT_F64, 2, shape, &a);
+    st = cr_array_new(arena, CR_DT_F64, 2, shape, &a);
     double *u = doubles(arena, nn), *w = doubles(arena, nn), *v = doubles(arena, n);
     if (st != CR_OK)
         return st;

@@ -1,6 +1,6 @@
 /*
  * The second-order forms of cholesky and of the functions of a Cholesky factor
- * (src/rulesets/linalg_fact_forms.c): cholesky(A) of a dense matrix (its upper triangle read),
+ * (src/rulesets/linalg/forms_factors.c): cholesky(A) of a dense matrix (its upper triangle read),
  * of a Symmetric and of a Hermitian view; cholesky_solve(U, B) with U and B variables (B a
  * vector or a matrix; U a dense matrix whose upper triangle is read, or cholesky's Upper
  * factor); cholesky_logdet(U) and cholesky_det(U) (with zeros on the diagonal). Each H v

@@ -1,5 +1,5 @@
 /*
- * The second-order forms of eigen_general and eigvals_general (src/rulesets/linalg_forms.c,
+ * The second-order forms of eigen_general and eigvals_general (src/rulesets/linalg/,
  * geig_init, geig_dir): the eigendecomposition of a real general matrix, complex eigenvalues and
  * eigenvectors, on second-order tapes. The programs take the complex results to real arrays
  * with broadcasts of creal, cimag and conj (linear: S = 0, accepted on second-order tapes for

@@ -1,5 +1,5 @@
 /*
- * The second-order forms of qr, lu and pinv (src/rulesets/linalg_forms.c, linalg_fact_forms.c: qr,
+ * The second-order forms of qr, lu and pinv (src/rulesets/linalg/, linalg/forms_factors.c: qr,
  * lu, pinv) on second-order tapes. Each H v (cr_tape_ahvp) is checked against central differences,
  * along the direction, of the gradient a first-order tape computes, at several points and
  * directions: qr of square and tall matrices with both Q and R feeding the loss, lu of 3 x 3 and 4

@@ -1,6 +1,6 @@
 /*
- * The second-order forms of the LAPACK-level functions (src/rulesets/linalg_fact_forms.c): potrf,
- * potrs, getrf, getri, getrs, trtrs and trsyl on second-order tapes. Each H v (cr_tape_ahvp)
+ * The second-order forms of the LAPACK-level functions (src/rulesets/linalg/forms_factors.c):
+ * potrf, potrs, getrf, getri, getrs, trtrs and trsyl on second-order tapes. Each H v (cr_tape_ahvp)
  * is checked against central differences, along the direction, of the gradient a first-order
  * tape computes, at several points and directions, each function composed with others so
  * that its cotangent varies from element to element: both triangles (uplo), both ops

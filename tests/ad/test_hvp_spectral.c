@@ -1,5 +1,5 @@
 /*
- * The spectral second-order forms (src/rulesets/linalg_forms.c): svdvals,
+ * The spectral second-order forms (src/rulesets/linalg/): svdvals,
  * opnorm (p = 2 through the SVD; p = 1 and Inf piecewise linear) and eigvals of a
  * symmetric matrix, on second-order tapes. Each H v (cr_tape_ahvp) is checked against
  * central differences, along the direction, of the gradient a first-order tape computes, at
@@ -236,7 +236,7 @@ static int run_spectral(void)
 }
 
 /*
- * The second-order forms of expm and svd (src/rulesets/linalg_forms.c: expm and
+ * The second-order forms of expm and svd (src/rulesets/linalg/: expm and
  * svd) on second-order tapes. Each H v (cr_tape_ahvp) is checked against central
  * differences, along the direction, of the gradient a first-order tape computes, at several
  * points and directions: expm of matrices of small and large norm (every branch of its

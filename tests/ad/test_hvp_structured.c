@@ -826,7 +826,7 @@ static int run_structured_solve(void)
 /*
  * Second-order forms of eigvals, eigen, cholesky and matfun_herm of a Diagonal, Upper or Lower
  * matrix, and of eigen_general and eigvals_general of a structured real matrix, on
- * second-order tapes (src/rulesets/linalg_forms.c, linalg_fact_forms.c). The rules read a
+ * second-order tapes (src/rulesets/linalg/, linalg/forms_factors.c). The rules read a
  * structured matrix as its logical dense matrix: eigvals, eigen, cholesky and matfun_herm then take
  * the symmetric matrix of its upper triangle (a Lower matrix's is its diagonal), and fold the
  * cotangent onto that triangle as for a dense matrix before projecting it onto the structure;

@@ -1,5 +1,5 @@
 /*
- * The second-order forms of sylvester(A, B, C) and lyap(A, C) (src/rulesets/linalg_fact_forms.c,
+ * The second-order forms of sylvester(A, B, C) and lyap(A, C) (src/rulesets/linalg/forms_factors.c,
  * form_sylvester) on second-order tapes. Each H v (cr_tape_ahvp) is checked against central
  * differences, along the direction, of the gradient a first-order tape computes, at several
  * points and directions, the solution composed with other operations so that its cotangent

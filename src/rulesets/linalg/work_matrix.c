@@ -16,9 +16,13 @@
 
 cr_status cr__cmat_new(cr_arena *arena, bool cplx, size_t r, size_t c, bool zero, cr__cmat *m)
 {
-    size_t n = r * c, es = cplx ? sizeof(cr_complex) : sizeof(double);
+    size_t n, es = cplx ? sizeof(cr_complex) : sizeof(double), shape[2] = {r, c};
+    m->p = NULL;
+    cr_status st = cr__ck_numel(cr_arena_ctx(arena), "linalg work matrix", 2, shape, es, &n);
+    if (st != CR_OK)
+        return st;
     m->p = zero ? cr_arena_calloc(arena, n ? n : 1, es, 0)
-                : cr_arena_alloc(arena, (n ? n : 1) * es, 0);
+                : cr__arena_array(arena, "linalg work matrix", n, es, 0);
     m->r = r;
     m->c = c;
     m->cplx = cplx;
@@ -204,6 +208,44 @@ cr_status cr__cmat_dx(cr_arena *arena, const char *who, const cr_tangent *dargs,
     return cr__cmat_from(arena, t, cplx, m);
 }
 
+cr_status cr__tangent_like(cr_arena *arena, cr_array *o, const cr__cmat *m, bool vec,
+                           cr_tangent *out)
+{
+    cr_array *r = NULL;
+    cr_status st = cr__cmat_to_array(arena, m, vec, &r);
+    if (st != CR_OK)
+        return st;
+    cr_value v = cr_value_array(o);
+    return cr_project_tangent(arena, &v, cr_tangent_array(r), out);
+}
+
+const cr_argspec cr__linalg_fa[3] = {
+    {CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL}};
+
+cr_status cr__linalg_add_rules(cr_registry *reg, const cr__linalg_rule *k, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        cr_status st = cr__add_rule_so(reg, k[i].fn, k[i].args, k[i].n, false, k[i].frule,
+                                       k[i].rrule, k[i].test, CR_NONLINEAR, k[i].form);
+        if (st != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
+cr_status cr__rrule_tail(cr_arena *arena, const cr_value *args, size_t nargs, const void *udata,
+                         cr_project ***p, cr_array *o, cr_value *y, cr_pullback *pb,
+                         cr_pullback pbv)
+{
+    *y = cr_value_array(o);
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
+    cr_status st = cr__projectors(arena, args, nargs, p);
+    if (st == CR_OK)
+        *pb = pbv;
+    return st;
+}
+
 cr_status cr__tuple_field(cr_arena *arena, const char *who, cr_tangent dy, size_t i,
                           cr_tangent *out)
 {
@@ -226,6 +268,27 @@ cr_status cr__tuple_field(cr_arena *arena, const char *who, cr_tangent dy, size_
 /* ---- LAPACK ------------------------------------------------------------------------------ */
 
 #if defined(CR_HAVE_LAPACKE)
+
+cr_status cr__tri_left(cr_arena *arena, const char *who, const cr__cmat *T, char uplo, char op,
+                       char diag, cr__cmat *X)
+{
+    size_t n = T->r;
+    if (n == 0 || X->c == 0)
+        return CR_OK;
+    cr__cmat Tc = *T;
+    cr_status st = CR_OK;
+    if (X->cplx && !T->cplx)
+        st = cr__cmat_copy_as(arena, T, true, &Tc);
+    if (st != CR_OK)
+        return st;
+    char t = op == 'N' ? 'N' : (X->cplx ? 'C' : 'T');
+    lapack_int ln = (lapack_int)n,
+               info = X->cplx ? LAPACKE_ztrtrs_work(LAPACK_COL_MAJOR, uplo, t, diag, ln,
+                                                    (lapack_int)X->c, Tc.p, ln, X->p, ln)
+                              : LAPACKE_dtrtrs_work(LAPACK_COL_MAJOR, uplo, t, diag, ln,
+                                                    (lapack_int)X->c, Tc.p, ln, X->p, ln);
+    return info != 0 ? cr__lapack_fail(arena, who, info) : CR_OK;
+}
 
 cr_status cr__lapack_fail(cr_arena *arena, const char *who, lapack_int info)
 {

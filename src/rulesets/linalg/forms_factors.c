@@ -19,7 +19,7 @@
 
 #include <chainrules/rules_linalg.h>
 
-#include "forms_impl.h"
+#include "../forms_impl.h"
 #include "linalg_impl.h"
 
 /* ---- Helpers ----------------------------------------------------------------------------------
@@ -70,8 +70,7 @@ static cr_status mat_of(const cr__form *F, cr_tangent v, size_t r, size_t c, con
 /* A new r x c f64 matrix in the arena (zeros). */
 static cr_status new_mat(const cr__form *F, size_t r, size_t c, double **out)
 {
-    *out = cr_arena_calloc(F->arena, r * c > 0 ? r * c : 1, sizeof **out, _Alignof(double));
-    return *out != NULL ? CR_OK : CR__ALLOC_STATUS(F->arena);
+    return cr__form_work(F, 1, &(cr__form_term){1, r, c}, out);
 }
 
 /* An f64 r x c matrix holding v (zeros when v is NULL), for the cotangent of an argument. */
@@ -616,7 +615,7 @@ static cr_status perm_of(const cr__form *F, const cr_value *ipiv, size_t n, size
     cr_status st = cr__int_list(F->arena, F->who, ipiv, &piv, &np);
     if (st != CR_OK)
         return st;
-    size_t *p = cr_arena_alloc(F->arena, (n ? n : 1) * sizeof *p, _Alignof(size_t));
+    size_t *p = cr__arena_array(F->arena, F->who, n, sizeof *p, _Alignof(size_t));
     if (p == NULL)
         return CR__ALLOC_STATUS(F->arena);
     if (np != n)
@@ -680,7 +679,7 @@ static cr_status lu_init(const cr_form_point *p, void **state)
         (st = cr__form_like_x0(F, dx[1], &G)) != CR_OK)
         return st;
     const double *pv = pa->data;
-    size_t *pp = cr_arena_alloc(F->arena, (n ? n : 1) * sizeof *pp, _Alignof(size_t));
+    size_t *pp = cr__arena_array(F->arena, F->who, n, sizeof *pp, _Alignof(size_t));
     if (pp == NULL)
         return CR__ALLOC_STATUS(F->arena);
     for (size_t a = 0; a < n; a++) {

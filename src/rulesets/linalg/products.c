@@ -1,12 +1,12 @@
 /*
- * The linear-algebra rule family: its registration (cr__family_linalg, which also calls
- * the LAPACK rules of linalg_lapack.c) and the BLAS-level rules: dot (2 and 3 arguments),
- * matmul (gemm/gemv), gemm (alpha A B + beta C) and tr. The matrix cotangents of matmul
+ * The linear-algebra rule family: its registration (cr__family_linalg, which calls the
+ * registrations of the family's files, src/rulesets/linalg/) and the BLAS-level rules: dot (2 and 3
+ * arguments), matmul (gemm/gemv), gemm (alpha A B + beta C) and tr. The matrix cotangents of matmul
  * and gemm are InplaceableThunks whose add! runs gemm with beta = 1 into the accumulator.
  */
 #include <math.h>
 
-#include "array_impl.h"
+#include "linalg_impl.h"
 
 cr_status cr__family_linalg(cr_registry *reg)
 {
@@ -14,7 +14,15 @@ cr_status cr__family_linalg(cr_registry *reg)
     if (st == CR_OK)
         st = cr__linalg_register_lapack(reg);
     if (st == CR_OK)
+        st = cr__linalg_register_cholesky(reg);
+    if (st == CR_OK)
+        st = cr__linalg_register_spectral(reg);
+    if (st == CR_OK)
+        st = cr__linalg_register_expm(reg);
+    if (st == CR_OK)
         st = cr__linalg_register_fact(reg);
+    if (st == CR_OK)
+        st = cr__linalg_register_blas_calls(reg);
     if (st == CR_OK)
         st = cr__linalg_register_level(reg);
     if (st == CR_OK)
@@ -182,6 +190,10 @@ static cr_status matmul_forward(cr_arena *arena, const char *who, const cr_value
     cr_dtype d = cr__promote(cr__value_dtype(&args[0]), cr__value_dtype(&args[1]));
     *dt = d == 0 ? CR_DT_F64 : d;
     e->wdt = cr__work(*dt);
+    size_t numel; /* m x n of two arguments' extents: A (m x 0) B (0 x n) has no bound */
+    st = cr__ck_numel(cr_arena_ctx(arena), who, e->ndim, e->shape, cr_dtype_size(e->wdt), &numel);
+    if (st != CR_OK)
+        return st;
     e->A = (operand){A, {0}, cr__is_diff(&args[0])};
     e->B = (operand){B, {0}, cr__is_diff(&args[1])};
     st = cr__as_mat(arena, A, e->wdt, true, &e->A.m);
@@ -1030,8 +1042,14 @@ static cr_status bil_forward(cr_arena *arena, bool cross, const cr_value *args, 
         size_t m, n, p, q;
         rc_of(A, &m, &n);
         rc_of(B, &p, &q);
-        e->shape[0] = m * p;
-        e->shape[1] = n * q;
+        cr_ctx *ctx = cr_arena_ctx(arena);
+        size_t sh[2], numel;
+        if ((st = cr__ck_mul(ctx, who, m, p, &sh[0])) != CR_OK ||
+            (st = cr__ck_mul(ctx, who, n, q, &sh[1])) != CR_OK ||
+            (st = cr__ck_numel(ctx, who, 2, sh, cr_dtype_size(e->wdt), &numel)) != CR_OK)
+            return st;
+        e->shape[0] = sh[0];
+        e->shape[1] = sh[1];
     }
     st = cr__dense(arena, A, e->wdt, &e->A);
     if (st == CR_OK)

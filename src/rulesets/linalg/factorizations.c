@@ -1,44 +1,25 @@
 /*
  * Factorization rules of the linear-algebra family: lu (with partial pivoting), thin qr,
- * eigen and eigvals of general (non-Hermitian) matrices, solves, det and logdet through
- * a Cholesky factor, pinv, sylvester and lyap. Compiled with LAPACKE (CR_HAVE_LAPACKE);
- * without it the function values exist, their primal gives CR_EUNIMPL and no rule is
- * registered (the policy of linalg_lapack.c).
+ * eigen and eigvals of general (non-Hermitian) matrices, pinv, sylvester and lyap, and the
+ * second-order forms of pinv and qr (spectral.c has eigen_general's, forms_factors.c the
+ * others). Compiled with
+ * LAPACKE (CR_HAVE_LAPACKE); without it the function values exist, their primal gives CR_EUNIMPL
+ * and no rule is registered (the policy of solve.c).
  *
- * As in linalg_lapack.c, the work happens in column-major copies of f64 or c128 through
+ * As in solve.c, the work happens in column-major copies of f64 or c128 through
  * the LAPACKE `_work` routines, with every workspace taken from the arena.
  */
 #include <float.h>
 #include <math.h>
+#include <string.h>
 
-#include "forms_impl.h"
+#include <chainrules/rules_linalg.h>
+
+#include "../forms_impl.h"
 #include "linalg_impl.h"
 
 #if defined(CR_HAVE_LAPACKE)
 #include <lapacke.h>
-
-/* X := op(T)⁻¹ X for a triangular T (uplo 'U' or 'L', op 'N' or 'C', unit diagonal when
- * diag is 'U'). T's diagonal must have no zero (checked by the callers). */
-static cr_status tri_left(cr_arena *arena, const char *who, const cr__cmat *T, char uplo, char op,
-                          char diag, cr__cmat *X)
-{
-    size_t n = T->r;
-    if (n == 0 || X->c == 0)
-        return CR_OK;
-    cr__cmat Tc = *T;
-    cr_status st = CR_OK;
-    if (X->cplx && !T->cplx)
-        st = cr__cmat_copy_as(arena, T, true, &Tc);
-    if (st != CR_OK)
-        return st;
-    char t = op == 'N' ? 'N' : (X->cplx ? 'C' : 'T');
-    lapack_int ln = (lapack_int)n,
-               info = X->cplx ? LAPACKE_ztrtrs_work(LAPACK_COL_MAJOR, uplo, t, diag, ln,
-                                                    (lapack_int)X->c, Tc.p, ln, X->p, ln)
-                              : LAPACKE_dtrtrs_work(LAPACK_COL_MAJOR, uplo, t, diag, ln,
-                                                    (lapack_int)X->c, Tc.p, ln, X->p, ln);
-    return info != 0 ? cr__lapack_fail(arena, who, info) : CR_OK;
-}
 
 /* X := X op(T)⁻¹, through (X op(T)⁻¹)ᴴ = op(T)⁻ᴴ Xᴴ. */
 static cr_status tri_right(cr_arena *arena, const char *who, const cr__cmat *T, char uplo, char op,
@@ -47,24 +28,11 @@ static cr_status tri_right(cr_arena *arena, const char *who, const cr__cmat *T, 
     cr__cmat Xh;
     cr_status st = cr__cmat_adj(arena, X, &Xh);
     if (st == CR_OK)
-        st = tri_left(arena, who, T, uplo, op == 'N' ? 'C' : 'N', diag, &Xh);
+        st = cr__tri_left(arena, who, T, uplo, op == 'N' ? 'C' : 'N', diag, &Xh);
     return st != CR_OK ? st : cr__cmat_adj(arena, &Xh, X);
 }
 
 /* ---- Arguments and tangents -------------------------------------------------------------- */
-
-/* A square float matrix argument. */
-static cr_status square_arg(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
-                            size_t i, const cr_array **A)
-{
-    cr_status st = cr__array_arg(arena, who, args, nargs, i, A);
-    if (st != CR_OK)
-        return st;
-    if ((*A)->ndim != 2 || (*A)->shape[0] != (*A)->shape[1] ||
-        !cr_dtype_is_float((cr_dtype)(*A)->dtype) || !cr__lapack_size_ok((*A)->shape[0]))
-        return CR__FAIL(arena, CR_ESHAPE, "%s: expected a square f64, f32 or c128 matrix", who);
-    return CR_OK;
-}
 
 /* A float matrix argument (any shape). */
 static cr_status matrix_arg(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
@@ -77,17 +45,6 @@ static cr_status matrix_arg(cr_arena *arena, const char *who, const cr_value *ar
         !cr__lapack_size_ok((*A)->shape[0] * (*A)->shape[1]))
         return CR__FAIL(arena, CR_ESHAPE, "%s: expected an f64, f32 or c128 matrix", who);
     return CR_OK;
-}
-/* The tangent of an output array o from a work matrix, projected onto o. */
-static cr_status tangent_like(cr_arena *arena, cr_array *o, const cr__cmat *m, bool vec,
-                              cr_tangent *out)
-{
-    cr_array *r = NULL;
-    cr_status st = cr__cmat_to_array(arena, m, vec, &r);
-    if (st != CR_OK)
-        return st;
-    cr_value v = cr_value_array(o);
-    return cr_project_tangent(arena, &v, cr_tangent_array(r), out);
 }
 
 /* ---- Tuples ----------------------------------------------------------------------------- */
@@ -133,7 +90,7 @@ static cr_status lu_forward(cr_arena *arena, const cr_value *args, size_t nargs,
 {
     cr_status st = cr__nargs(arena, "lu", nargs, 1, 1);
     if (st == CR_OK)
-        st = square_arg(arena, "lu", args, nargs, 0, &e->A);
+        st = cr__square_arg(arena, "lu", args, nargs, 0, &e->A, NULL);
     if (st != CR_OK)
         return st;
     bool cplx = e->A->dtype == CR_DT_C128;
@@ -146,8 +103,8 @@ static cr_status lu_forward(cr_arena *arena, const cr_value *args, size_t nargs,
         st = cr__cmat_new(arena, cplx, n, n, true, &e->U);
     if (st != CR_OK)
         return st;
-    lapack_int *ipiv = cr_arena_alloc(arena, (n ? n : 1) * sizeof *ipiv, _Alignof(lapack_int));
-    e->p = cr_arena_alloc(arena, (n ? n : 1) * sizeof *e->p, _Alignof(int64_t));
+    lapack_int *ipiv = cr__arena_array(arena, "lu", n, sizeof *ipiv, _Alignof(lapack_int));
+    e->p = cr__arena_array(arena, "lu", n, sizeof *e->p, _Alignof(int64_t));
     if (ipiv == NULL || e->p == NULL)
         return CR__ALLOC_STATUS(arena);
     lapack_int ln = (lapack_int)n;
@@ -248,7 +205,7 @@ static cr_status lu_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr
             for (size_t i = 0; i <= j; i++)
                 cr__cmat_set(&M, i, j, cr__cmat_get(&T, i, j));
     }
-    st = tri_left(arena, who, &e->L, 'L', 'C', 'U', &M);
+    st = cr__tri_left(arena, who, &e->L, 'L', 'C', 'U', &M);
     if (st == CR_OK)
         st = tri_right(arena, who, &e->U, 'U', 'C', 'N', &M);
     if (st == CR_OK)
@@ -312,7 +269,7 @@ static cr_status lu_frule(const cr_config *cfg, cr_arena *arena, const cr_tangen
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < n; j++)
             cr__cmat_set(&F, i, j, cr__cmat_get(&dA, (size_t)e.p[i], j));
-    st = tri_left(arena, "lu", &e.L, 'L', 'N', 'U', &F);
+    st = cr__tri_left(arena, "lu", &e.L, 'L', 'N', 'U', &F);
     if (st == CR_OK)
         st = tri_right(arena, "lu", &e.U, 'U', 'N', 'N', &F);
     if (st == CR_OK)
@@ -326,9 +283,9 @@ static cr_status lu_frule(const cr_config *cfg, cr_arena *arena, const cr_tangen
         st = cr__cmat_mul(arena, 'N', 'N', 1.0, &F, &e.U, &dU);
     cr_tangent t[3] = {cr_tangent_zero(), cr_tangent_zero(), cr_tangent_none()};
     if (st == CR_OK)
-        st = tangent_like(arena, e.oL, &dL, false, &t[0]);
+        st = cr__tangent_like(arena, e.oL, &dL, false, &t[0]);
     if (st == CR_OK)
-        st = tangent_like(arena, e.oU, &dU, false, &t[1]);
+        st = cr__tangent_like(arena, e.oU, &dU, false, &t[1]);
     return st != CR_OK ? st : cr_tangent_struct(arena, &k_tup3, NULL, t, 3, dy);
 }
 
@@ -366,7 +323,7 @@ static cr_status qr_forward(cr_arena *arena, const cr_value *args, size_t nargs,
         return CR_OK;
     lapack_int lm = (lapack_int)m, ln = (lapack_int)n, info;
     size_t es = cplx ? sizeof(cr_complex) : sizeof(double);
-    void *tau = cr_arena_alloc(arena, n * es, 0);
+    void *tau = cr__arena_array(arena, "qr", n, es, 0);
     if (tau == NULL)
         return CR__ALLOC_STATUS(arena);
     /* One workspace for both calls: the larger of the two queries. */
@@ -389,7 +346,7 @@ static cr_status qr_forward(cr_arena *arena, const cr_value *args, size_t nargs,
             return cr__lapack_fail(arena, "qr", info);
     }
     lw += 1;
-    void *work = cr_arena_alloc(arena, lw * es, 0);
+    void *work = cr__arena_array(arena, "qr", lw, es, 0);
     if (work == NULL)
         return CR__ALLOC_STATUS(arena);
     info =
@@ -423,7 +380,7 @@ static cr_status qr_output(cr_arena *arena, qr_env *e, cr_value *y)
 }
 
 /* Whether a triangular factor is numerically singular: a diagonal entry at or below
- * 64 eps times the largest (the threshold of the spectrum code in linalg_lapack.c). */
+ * 64 eps times the largest (the threshold of the spectrum code in spectral.c). */
 static bool tri_singular(const cr__cmat *T, size_t *at)
 {
     double big = 0;
@@ -576,9 +533,9 @@ static cr_status qr_frule(const cr_config *cfg, cr_arena *arena, const cr_tangen
     st = cr__cmat_mul(arena, 'N', 'N', 1.0, &Psi, &e.R, &dR);
     cr_tangent t[2];
     if (st == CR_OK)
-        st = tangent_like(arena, e.oQ, &E, false, &t[0]);
+        st = cr__tangent_like(arena, e.oQ, &E, false, &t[0]);
     if (st == CR_OK)
-        st = tangent_like(arena, e.oR, &dR, false, &t[1]);
+        st = cr__tangent_like(arena, e.oR, &dR, false, &t[1]);
     return st != CR_OK ? st : cr_tangent_struct(arena, &k_tup2, NULL, t, 2, dy);
 }
 
@@ -609,7 +566,7 @@ static cr_status geig_forward(cr_arena *arena, const char *who, const cr_value *
 {
     cr_status st = cr__nargs(arena, who, nargs, 1, 1);
     if (st == CR_OK)
-        st = square_arg(arena, who, args, nargs, 0, &e->A);
+        st = cr__square_arg(arena, who, args, nargs, 0, &e->A, NULL);
     if (st != CR_OK)
         return st;
     bool cplx = e->A->dtype == CR_DT_C128;
@@ -624,10 +581,10 @@ static cr_status geig_forward(cr_arena *arena, const char *who, const cr_value *
         st = cr__cmat_new(arena, true, n, n, false, &e->V);
     if (st != CR_OK)
         return st;
-    cr_complex *w = cr_arena_alloc(arena, (n ? n : 1) * sizeof *w, _Alignof(cr_complex));
-    e->w = cr_arena_alloc(arena, (n ? n : 1) * sizeof *e->w, _Alignof(cr_complex));
-    e->k = cr_arena_alloc(arena, (n ? n : 1) * sizeof *e->k, _Alignof(size_t));
-    size_t *idx = cr_arena_alloc(arena, (n ? n : 1) * sizeof *idx, _Alignof(size_t));
+    cr_complex *w = cr__arena_array(arena, who, n, sizeof *w, _Alignof(cr_complex));
+    e->w = cr__arena_array(arena, who, n, sizeof *e->w, _Alignof(cr_complex));
+    e->k = cr__arena_array(arena, who, n, sizeof *e->k, _Alignof(size_t));
+    size_t *idx = cr__arena_array(arena, who, n, sizeof *idx, _Alignof(size_t));
     if (w == NULL || e->w == NULL || e->k == NULL || idx == NULL)
         return CR__ALLOC_STATUS(arena);
     if (n == 0)
@@ -639,27 +596,27 @@ static cr_status geig_forward(cr_arena *arena, const char *who, const cr_value *
         return st;
     if (cplx) {
         cr_complex q, dummy = 0;
-        double *rwork = cr_arena_alloc(arena, 2 * n * sizeof *rwork, _Alignof(double));
+        double *rwork = cr__arena_array(arena, who, 2 * n, sizeof *rwork, _Alignof(double));
         if (rwork == NULL)
             return CR__ALLOC_STATUS(arena);
         info = LAPACKE_zgeev_work(LAPACK_COL_MAJOR, 'N', 'V', ln, F.p, ln, w, &dummy, 1, Vc.p, ln,
                                   &q, -1, rwork);
         size_t lw = (size_t)creal(q) + 1;
-        cr_complex *work = cr_arena_alloc(arena, lw * sizeof *work, _Alignof(cr_complex));
+        cr_complex *work = cr__arena_array(arena, who, lw, sizeof *work, _Alignof(cr_complex));
         if (work == NULL)
             return CR__ALLOC_STATUS(arena);
         info = LAPACKE_zgeev_work(LAPACK_COL_MAJOR, 'N', 'V', ln, F.p, ln, w, &dummy, 1, Vc.p, ln,
                                   work, (lapack_int)lw, rwork);
     } else {
         double q, dummy = 0;
-        double *wr = cr_arena_alloc(arena, 2 * n * sizeof *wr, _Alignof(double));
+        double *wr = cr__arena_array(arena, who, 2 * n, sizeof *wr, _Alignof(double));
         if (wr == NULL)
             return CR__ALLOC_STATUS(arena);
         double *wi = wr + n;
         info = LAPACKE_dgeev_work(LAPACK_COL_MAJOR, 'N', 'V', ln, F.p, ln, wr, wi, &dummy, 1, R.p,
                                   ln, &q, -1);
         size_t lw = (size_t)q + 1;
-        double *work = cr_arena_alloc(arena, lw * sizeof *work, _Alignof(double));
+        double *work = cr__arena_array(arena, who, lw, sizeof *work, _Alignof(double));
         if (work == NULL)
             return CR__ALLOC_STATUS(arena);
         info = LAPACKE_dgeev_work(LAPACK_COL_MAJOR, 'N', 'V', ln, F.p, ln, wr, wi, &dummy, 1, R.p,
@@ -728,7 +685,7 @@ static cr_status geig_factor(cr_arena *arena, const char *who, geig_env *e)
     cr_status st = cr__cmat_copy_as(arena, &e->V, true, &e->Vf);
     if (st != CR_OK)
         return st;
-    e->ipiv = cr_arena_alloc(arena, (n ? n : 1) * sizeof *e->ipiv, _Alignof(lapack_int));
+    e->ipiv = cr__arena_array(arena, who, n, sizeof *e->ipiv, _Alignof(lapack_int));
     if (e->ipiv == NULL)
         return CR__ALLOC_STATUS(arena);
     lapack_int ln = (lapack_int)n;
@@ -940,339 +897,6 @@ static cr_status geig_frule(cr_arena *arena, bool vectors, const cr_tangent *dar
 GEIG_RULES(eigen_general, true)
 GEIG_RULES(eigvals_general, false)
 
-/* ---- Solves, det and logdet through a Cholesky factor ------------------------------------ */
-
-/* A Cholesky factor argument U (A = Uᴴ U): its upper triangle is read, the rest is zero
- * whatever memory holds (cholesky returns it tagged Upper). With `nonsingular`, a zero on
- * the diagonal is a domain error. */
-static cr_status factor_arg(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
-                            size_t i, bool cplx, bool nonsingular, const cr_array **U, cr__cmat *Um)
-{
-    cr_status st = square_arg(arena, who, args, nargs, i, U);
-    if (st == CR_OK)
-        st = cr__cmat_from(arena, *U, cplx, Um);
-    if (st != CR_OK)
-        return st;
-    cr__cmat_tri(Um, 'U', false);
-    for (size_t k = 0; nonsingular && k < Um->r; k++)
-        if (cr__cmat_get(Um, k, k) == 0)
-            return CR__FAIL(arena, CR_EDOMAIN, "%s: the factor is singular (U[%zu][%zu] = 0)", who,
-                            k, k);
-    return CR_OK;
-}
-
-/* X := (Uᴴ U)⁻¹ X. */
-static cr_status chol_apply_inv(cr_arena *arena, const char *who, const cr__cmat *U, cr__cmat *X)
-{
-    cr_status st = tri_left(arena, who, U, 'U', 'C', 'N', X);
-    return st != CR_OK ? st : tri_left(arena, who, U, 'U', 'N', 'N', X);
-}
-
-typedef struct csolve_env {
-    const cr_array *U, *B;
-    cr_project *pU, *pB;
-    cr__cmat Um, Y;
-    bool cplx;
-} csolve_env;
-
-static cr_status csolve_forward(cr_arena *arena, const cr_value *args, size_t nargs, csolve_env *e,
-                                cr_dtype *dt)
-{
-    const char *who = "cholesky_solve";
-    cr_status st = cr__nargs(arena, who, nargs, 2, 2);
-    if (st == CR_OK)
-        st = square_arg(arena, who, args, nargs, 0, &e->U);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, who, args, nargs, 1, &e->B);
-    if (st != CR_OK)
-        return st;
-    const cr_array *B = e->B;
-    if ((B->ndim != 1 && B->ndim != 2) || B->shape[0] != e->U->shape[0] ||
-        !cr_dtype_is_float((cr_dtype)B->dtype))
-        return CR__FAIL(arena, CR_ESHAPE,
-                        "%s: B must be a float vector or matrix with as many rows as U", who);
-    *dt = cr__promote((cr_dtype)e->U->dtype, (cr_dtype)B->dtype);
-    e->cplx = *dt == CR_DT_C128;
-    st = factor_arg(arena, who, args, nargs, 0, e->cplx, true, &e->U, &e->Um);
-    if (st == CR_OK)
-        st = cr__cmat_from(arena, B, e->cplx, &e->Y);
-    if (st == CR_OK)
-        st = chol_apply_inv(arena, who, &e->Um, &e->Y);
-    return st;
-}
-
-typedef struct csolve_thunk {
-    const csolve_env *e;
-    cr__cmat Bbar;
-} csolve_thunk;
-
-/* Ū = triu(U (Ā + Āᴴ)) with Ā = -B̄ Yᴴ, the cotangent of A = Uᴴ U. */
-static cr_status csolve_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
-{
-    csolve_thunk *t = env;
-    const csolve_env *e = t->e;
-    size_t n = e->Um.r;
-    cr__cmat S, R;
-    cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, &t->Bbar, &e->Y, &S);
-    if (st != CR_OK)
-        return st;
-    for (size_t j = 0; j < n; j++)
-        for (size_t i = 0; i <= j; i++) {
-            cr_complex h = cr__cmat_get(&S, i, j) + conj(cr__cmat_get(&S, j, i));
-            cr__cmat_set(&S, i, j, h);
-            cr__cmat_set(&S, j, i, conj(h));
-        }
-    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &e->Um, &S, &R);
-    if (st != CR_OK)
-        return st;
-    cr__cmat_tri(&R, 'U', false);
-    return cr__cmat_give(arena, e->pU, &R, false, out);
-}
-
-/* B̄ = (Uᴴ U)⁻¹ Ȳ; Ū (a thunk). */
-static cr_status csolve_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                 void *env)
-{
-    csolve_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
-    const cr_array *B = e->B;
-    cr__cmat G;
-    cr_status st =
-        cr__cmat_tan(arena, "cholesky_solve_pullback", *dy, B->ndim, B->shape, e->cplx, &G);
-    if (st != CR_OK)
-        return st;
-    if (G.p == NULL) {
-        dx[1] = dx[2] = cr_tangent_zero();
-        return CR_OK;
-    }
-    st = chol_apply_inv(arena, "cholesky_solve_pullback", &e->Um, &G);
-    if (st == CR_OK)
-        st = cr__cmat_give(arena, e->pB, &G, B->ndim == 1, &dx[2]);
-    if (st != CR_OK)
-        return st;
-    csolve_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(csolve_thunk));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
-    *t = (csolve_thunk){e, G};
-    return cr__thunk(arena, csolve_thunk_fn, NULL, t, "cholesky_solve_pullback_thunk", &dx[1]);
-}
-
-/* cholesky_solve(U, B) = (Uᴴ U) \ B. */
-static cr_status cholesky_solve_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                      const cr_value *args, size_t nargs, cr_value *y,
-                                      cr_pullback *pb, const void *udata)
-{
-    (void)cfg;
-    (void)f;
-    csolve_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(csolve_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
-    cr_dtype dt = CR_DT_F64;
-    cr_status st = csolve_forward(arena, args, nargs, e, &dt);
-    cr_array *o;
-    if (st == CR_OK)
-        st = cr__cmat_out(arena, &e->Y, e->B->ndim == 1, dt, &o);
-    if (st != CR_OK)
-        return st;
-    *y = cr_value_array(o);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    st = cr_project_new(arena, &args[0], &e->pU);
-    if (st == CR_OK)
-        st = cr_project_new(arena, &args[1], &e->pB);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){csolve_pullback, e, "cholesky_solve_pullback", nargs + 1};
-    return CR_OK;
-}
-CR__ARRAY_FN(cholesky_solve, "cholesky_solve", 2)
-
-/* frule: Ẏ = (Uᴴ U)⁻¹ (Ḃ - U̇ᴴ U Y - Uᴴ U̇ Y), U̇ read on the upper triangle. */
-static cr_status cholesky_solve_frule(const cr_config *cfg, cr_arena *arena,
-                                      const cr_tangent *dargs, const cr_value *f,
-                                      const cr_value *args, size_t nargs, cr_value *y,
-                                      cr_tangent *dy, const void *udata)
-{
-    (void)cfg;
-    (void)f;
-    (void)udata;
-    csolve_env e;
-    memset(&e, 0, sizeof e);
-    cr_dtype dt = CR_DT_F64;
-    cr_status st = csolve_forward(arena, args, nargs, &e, &dt);
-    cr_array *o;
-    if (st == CR_OK)
-        st = cr__cmat_out(arena, &e.Y, e.B->ndim == 1, dt, &o);
-    if (st != CR_OK)
-        return st;
-    *y = cr_value_array(o);
-    cr__cmat dU, dB, R, W;
-    st = cr__cmat_dx(arena, "cholesky_solve", dargs, args, 0, e.cplx, &dU);
-    if (st == CR_OK)
-        st = cr__cmat_dx(arena, "cholesky_solve", dargs, args, 1, e.cplx, &dB);
-    if (st != CR_OK)
-        return st;
-    if (dU.p == NULL && dB.p == NULL) {
-        *dy = cr_tangent_zero();
-        return CR_OK;
-    }
-    if (dB.p != NULL)
-        st = cr__cmat_copy_as(arena, &dB, e.cplx, &R);
-    else
-        st = cr__cmat_new(arena, e.cplx, e.Y.r, e.Y.c, true, &R);
-    if (st != CR_OK)
-        return st;
-    if (dU.p != NULL) {
-        cr__cmat_tri(&dU, 'U', false);
-        st = cr__cmat_mul(arena, 'N', 'N', 1.0, &e.Um, &e.Y, &W);
-        if (st != CR_OK)
-            return st;
-        cr__cmat_gemm('C', 'N', -1.0, &dU, &W, 1.0, &R);
-        st = cr__cmat_mul(arena, 'N', 'N', 1.0, &dU, &e.Y, &W);
-        if (st != CR_OK)
-            return st;
-        cr__cmat_gemm('C', 'N', -1.0, &e.Um, &W, 1.0, &R);
-    }
-    st = chol_apply_inv(arena, "cholesky_solve", &e.Um, &R);
-    return st != CR_OK ? st : tangent_like(arena, o, &R, e.B->ndim == 1, dy);
-}
-
-/* det(Uᴴ U) = Π |u_ii|² and logdet(Uᴴ U) = 2 Σ log |u_ii| (real for complex U too). */
-typedef struct cdet_env {
-    cr_project *pU;
-    cr__cmat Um;
-    bool lg;
-} cdet_env;
-
-static const char *cdet_name(bool lg)
-{
-    return lg ? "cholesky_logdet" : "cholesky_det";
-}
-
-/* Π_{j≠i} |u_jj|² for every i, by prefix and suffix products (no division: zeros allowed). */
-static cr_status cdet_others(cr_arena *arena, const cr__cmat *U, double **out)
-{
-    size_t n = U->r;
-    double *o = cr_arena_alloc(arena, (n ? n : 1) * sizeof *o, _Alignof(double));
-    if (o == NULL)
-        return CR__ALLOC_STATUS(arena);
-    double acc = 1;
-    for (size_t i = 0; i < n; i++) {
-        o[i] = acc;
-        double a = cabs(cr__cmat_get(U, i, i));
-        acc *= a * a;
-    }
-    acc = 1;
-    for (size_t i = n; i-- > 0;) {
-        o[i] *= acc;
-        double a = cabs(cr__cmat_get(U, i, i));
-        acc *= a * a;
-    }
-    *out = o;
-    return CR_OK;
-}
-
-static cr_status cdet_forward(cr_arena *arena, bool lg, const cr_value *args, size_t nargs,
-                              cr__cmat *Um, cr_value *y)
-{
-    const char *who = cdet_name(lg);
-    const cr_array *U;
-    cr_status st = cr__nargs(arena, who, nargs, 1, 1);
-    if (st == CR_OK)
-        st = square_arg(arena, who, args, nargs, 0, &U);
-    if (st == CR_OK)
-        st = factor_arg(arena, who, args, nargs, 0, U->dtype == CR_DT_C128, lg, &U, Um);
-    if (st != CR_OK)
-        return st;
-    double v = lg ? 0.0 : 1.0;
-    for (size_t i = 0; i < Um->r; i++) {
-        double a = cabs(cr__cmat_get(Um, i, i));
-        if (lg)
-            v += 2 * log(a);
-        else
-            v *= a * a;
-    }
-    *y = cr__scalar_value(U->dtype == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64, v);
-    return CR_OK;
-}
-
-/* det: Ū_ii = 2 ȳ u_ii Π_{j≠i} |u_jj|²; logdet: Ū_ii = 2 ȳ / conj(u_ii); zero elsewhere. */
-static cr_status cdet_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                               void *env)
-{
-    (void)nx;
-    cdet_env *e = env;
-    dx[0] = cr_tangent_none();
-    cr_complex c;
-    bool nz;
-    cr_status st = cr__tan_scalar(arena, cdet_name(e->lg), *dy, &c, &nz);
-    if (st != CR_OK || !nz) {
-        dx[1] = cr_tangent_zero();
-        return st;
-    }
-    size_t n = e->Um.r;
-    cr__cmat G;
-    double *others = NULL;
-    st = cr__cmat_new(arena, e->Um.cplx, n, n, true, &G);
-    if (st == CR_OK && !e->lg)
-        st = cdet_others(arena, &e->Um, &others);
-    if (st != CR_OK)
-        return st;
-    for (size_t i = 0; i < n; i++) {
-        cr_complex u = cr__cmat_get(&e->Um, i, i);
-        cr__cmat_set(&G, i, i, e->lg ? 2 * creal(c) / conj(u) : 2 * creal(c) * u * others[i]);
-    }
-    return cr__cmat_give(arena, e->pU, &G, false, &dx[1]);
-}
-
-static cr_status cdet_rrule(cr_arena *arena, bool lg, const cr_value *args, size_t nargs,
-                            cr_value *y, cr_pullback *pb, const void *udata)
-{
-    cdet_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(cdet_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
-    e->lg = lg;
-    cr_status st = cdet_forward(arena, lg, args, nargs, &e->Um, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    st = cr_project_new(arena, &args[0], &e->pU);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){cdet_pullback, e, lg ? "cholesky_logdet_pullback" : "cholesky_det_pullback",
-                        nargs + 1};
-    return CR_OK;
-}
-
-/* frule: det: Σ_i 2 re(conj(u_ii) u̇_ii) Π_{j≠i} |u_jj|²; logdet: 2 Σ re(u̇_ii / u_ii). */
-static cr_status cdet_frule(cr_arena *arena, bool lg, const cr_tangent *dargs, const cr_value *args,
-                            size_t nargs, cr_value *y, cr_tangent *dy)
-{
-    cr__cmat Um, dU;
-    cr_status st = cdet_forward(arena, lg, args, nargs, &Um, y);
-    if (st == CR_OK)
-        st = cr__cmat_dx(arena, cdet_name(lg), dargs, args, 0, Um.cplx, &dU);
-    if (st != CR_OK || dU.p == NULL) {
-        *dy = cr_tangent_zero();
-        return st;
-    }
-    double *others = NULL;
-    if (!lg && (st = cdet_others(arena, &Um, &others)) != CR_OK)
-        return st;
-    double t = 0;
-    for (size_t i = 0; i < Um.r; i++) {
-        cr_complex u = cr__cmat_get(&Um, i, i), du = cr__cmat_get(&dU, i, i);
-        t += lg ? 2 * creal(du / u) : 2 * creal(conj(u) * du) * others[i];
-    }
-    *dy = cr__scalar_tangent(y->kind == CR_KIND_F32 ? CR_DT_F32 : CR_DT_F64, t);
-    return CR_OK;
-}
-
-#define CDET_RULES(NAME, LOG) CR__PARAM_RULES(NAME, cdet_rrule, cdet_frule, LOG, 1)
-
-CDET_RULES(cholesky_det, false)
-CDET_RULES(cholesky_logdet, true)
-
 /* ---- pinv ------------------------------------------------------------------------------------ */
 
 typedef struct pinv_env {
@@ -1293,6 +917,11 @@ static cr_status pinv_forward(cr_arena *arena, const cr_value *args, size_t narg
         return st;
     bool cplx = (*A)->dtype == CR_DT_C128;
     size_t m = (*A)->shape[0], n = (*A)->shape[1], k = m < n ? m : n;
+    /* P (m x m) and Q (n x n) are not bounded by A's m x n elements (a 0 x n matrix) */
+    size_t es = cplx ? sizeof(cr_complex) : sizeof(double), pm[2] = {m, m}, qn[2] = {n, n}, cnt;
+    if ((st = cr__ck_numel(cr_arena_ctx(arena), "pinv", 2, pm, es, &cnt)) != CR_OK ||
+        (st = cr__ck_numel(cr_arena_ctx(arena), "pinv", 2, qn, es, &cnt)) != CR_OK)
+        return st;
     cr__cmat F, U, Vt;
     st = cr__cmat_from(arena, *A, cplx, &F);
     if (st == CR_OK)
@@ -1309,22 +938,23 @@ static cr_status pinv_forward(cr_arena *arena, const cr_value *args, size_t narg
         st = cr__cmat_new(arena, cplx, n, n, true, &e->Q);
     if (st != CR_OK)
         return st;
-    double *s = cr_arena_alloc(arena, (k ? k : 1) * sizeof *s, _Alignof(double));
-    lapack_int *iwork = cr_arena_alloc(arena, (8 * k + 1) * sizeof *iwork, _Alignof(lapack_int));
+    double *s = cr__arena_array(arena, "pinv", k, sizeof *s, _Alignof(double));
+    lapack_int *iwork =
+        cr__arena_array(arena, "pinv", 8 * k + 1, sizeof *iwork, _Alignof(lapack_int));
     if (s == NULL || iwork == NULL)
         return CR__ALLOC_STATUS(arena);
     lapack_int lm = (lapack_int)m, ln = (lapack_int)n, lk = (lapack_int)k, info = 0;
     if (k > 0 && cplx) {
         size_t mx = m > n ? m : n, a1 = k * (5 * k + 7), a2 = 2 * k * (k + mx) + k;
-        double *rwork =
-            cr_arena_alloc(arena, ((a1 > a2 ? a1 : a2) + 1) * sizeof(double), _Alignof(double));
+        double *rwork = cr__arena_array(arena, "pinv", ((a1 > a2 ? a1 : a2) + 1), sizeof(double),
+                                        _Alignof(double));
         cr_complex q;
         if (rwork == NULL)
             return CR__ALLOC_STATUS(arena);
         info = LAPACKE_zgesdd_work(LAPACK_COL_MAJOR, 'S', lm, ln, F.p, lm, s, U.p, lm, Vt.p, lk, &q,
                                    -1, rwork, iwork);
         size_t lw = (size_t)creal(q) + 1;
-        cr_complex *work = cr_arena_alloc(arena, lw * sizeof *work, _Alignof(cr_complex));
+        cr_complex *work = cr__arena_array(arena, "pinv", lw, sizeof *work, _Alignof(cr_complex));
         if (work == NULL)
             return CR__ALLOC_STATUS(arena);
         info = LAPACKE_zgesdd_work(LAPACK_COL_MAJOR, 'S', lm, ln, F.p, lm, s, U.p, lm, Vt.p, lk,
@@ -1334,7 +964,7 @@ static cr_status pinv_forward(cr_arena *arena, const cr_value *args, size_t narg
         info = LAPACKE_dgesdd_work(LAPACK_COL_MAJOR, 'S', lm, ln, F.p, lm, s, U.p, lm, Vt.p, lk, &q,
                                    -1, iwork);
         size_t lw = (size_t)q + 1;
-        double *work = cr_arena_alloc(arena, lw * sizeof *work, _Alignof(double));
+        double *work = cr__arena_array(arena, "pinv", lw, sizeof *work, _Alignof(double));
         if (work == NULL)
             return CR__ALLOC_STATUS(arena);
         info = LAPACKE_dgesdd_work(LAPACK_COL_MAJOR, 'S', lm, ln, F.p, lm, s, U.p, lm, Vt.p, lk,
@@ -1466,7 +1096,7 @@ static cr_status pinv_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
     if (st != CR_OK)
         return st;
     cr__cmat_gemm('N', 'N', 1.0, &T, &YhY, 1.0, &R);
-    return tangent_like(arena, o, &R, false, dy);
+    return cr__tangent_like(arena, o, &R, false, dy);
 }
 
 /* ---- sylvester and lyap -------------------------------------------------------------------- */
@@ -1486,8 +1116,8 @@ static cr_status schur_of(cr_arena *arena, const char *who, const cr__cmat *M, s
         st = cr__cmat_new(arena, true, n, n, false, &s->Q);
     if (st != CR_OK || n == 0)
         return st;
-    cr_complex *w = cr_arena_alloc(arena, n * sizeof *w, _Alignof(cr_complex));
-    double *rwork = cr_arena_alloc(arena, n * sizeof *rwork, _Alignof(double));
+    cr_complex *w = cr__arena_array(arena, who, n, sizeof *w, _Alignof(cr_complex));
+    double *rwork = cr__arena_array(arena, who, n, sizeof *rwork, _Alignof(double));
     if (w == NULL || rwork == NULL)
         return CR__ALLOC_STATUS(arena);
     lapack_int ln = (lapack_int)n, sdim = 0;
@@ -1495,7 +1125,7 @@ static cr_status schur_of(cr_arena *arena, const char *who, const cr__cmat *M, s
     lapack_int info = LAPACKE_zgees_work(LAPACK_COL_MAJOR, 'V', 'N', NULL, ln, s->T.p, ln, &sdim, w,
                                          s->Q.p, ln, &q, -1, rwork, NULL);
     size_t lw = (size_t)creal(q) + 1;
-    cr_complex *work = cr_arena_alloc(arena, lw * sizeof *work, _Alignof(cr_complex));
+    cr_complex *work = cr__arena_array(arena, who, lw, sizeof *work, _Alignof(cr_complex));
     if (work == NULL)
         return CR__ALLOC_STATUS(arena);
     info = LAPACKE_zgees_work(LAPACK_COL_MAJOR, 'V', 'N', NULL, ln, s->T.p, ln, &sdim, w, s->Q.p,
@@ -1568,9 +1198,9 @@ static cr_status sylv_forward(cr_arena *arena, int kind, const cr_value *args, s
     size_t na = kind == 0 ? 3 : 2;
     cr_status st = cr__nargs(arena, who, nargs, na, na);
     if (st == CR_OK)
-        st = square_arg(arena, who, args, nargs, 0, &e->A);
+        st = cr__square_arg(arena, who, args, nargs, 0, &e->A, NULL);
     if (st == CR_OK && kind == 0)
-        st = square_arg(arena, who, args, nargs, 1, &e->B);
+        st = cr__square_arg(arena, who, args, nargs, 1, &e->B, NULL);
     if (st == CR_OK)
         st = matrix_arg(arena, who, args, nargs, na - 1, &e->C);
     if (st != CR_OK)
@@ -1727,7 +1357,7 @@ static cr_status sylv_frule(cr_arena *arena, int kind, const cr_tangent *dargs,
     if (dB.p != NULL)
         cr__cmat_gemm('N', 'N', 1.0, &e.X, &dB, 1.0, &R);
     st = sylv_solve(arena, who, &e.S, 'N', &R, &dX);
-    return st != CR_OK ? st : tangent_like(arena, e.o, &dX, false, dy);
+    return st != CR_OK ? st : cr__tangent_like(arena, e.o, &dX, false, dy);
 }
 
 #define SYLV_RULES(NAME, KIND, ARITY) CR__PARAM_RULES(NAME, sylv_rrule, sylv_frule, KIND, ARITY)
@@ -1823,40 +1453,6 @@ static cr_status sample_geig(cr_arena *arena, uint64_t *rng, cr_value *args, siz
     return CR_OK;
 }
 
-/* A Cholesky factor: upper triangular with a real diagonal in [1.5, 2.5); tagged Upper or
- * dense with junk below the diagonal (which must not be read). cholesky_solve adds a vector
- * or matrix right-hand side. */
-static cr_status sample_factor(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                               void *env)
-{
-    (void)env;
-    size_t n = 1 + cr__rng_below(rng, 4);
-    cr_array *U;
-    cr_status st = rand_mat(arena, rng, cr__rng_dtype(rng), n, n, 0.0, &U);
-    if (st != CR_OK)
-        return st;
-    bool tagged = cr__rng_below(rng, 2) == 0;
-    for (size_t i = 0; i < n; i++) {
-        cr_complex d = cr__load(U, (ptrdiff_t)(i * n + i));
-        cr__store(U, (ptrdiff_t)(i * n + i), 2.0 + 0.5 * creal(d));
-        for (size_t j = 0; j < i; j++)
-            cr__store(U, (ptrdiff_t)(i * n + j), 7.0);
-    }
-    if (tagged)
-        U->structure = CR_MAT_UPPER;
-    args[0] = cr_value_array(U);
-    if (nargs == 2) {
-        size_t shape[2] = {n, 2};
-        cr_array *B;
-        cr_dtype dt = cr__rng_below(rng, 2) ? (cr_dtype)U->dtype : cr__rng_dtype(rng);
-        st = cr__rand_array(arena, rng, dt, cr__rng_below(rng, 2) ? 1 : 2, shape, -1, 1, &B);
-        if (st != CR_OK)
-            return st;
-        args[1] = cr_value_array(B);
-    }
-    return CR_OK;
-}
-
 /* sylvester(A, B, C): A = 2 I + 0.5 R (n x n), B = I + 0.5 R (m x m), so λ(A) + λ(B) stays
  * near 3; lyap(A, C): A = 1.5 I + 0.5 R. C random. The arguments share a dtype most of the
  * time. */
@@ -1897,44 +1493,23 @@ static const cr_rule_test k_t_lu = {.sample = sample_lu};
 static const cr_rule_test k_t_qr = {.sample = sample_rect, .env = (void *)&k_t_lu};
 static const cr_rule_test k_t_pinv = {.sample = sample_rect};
 static const cr_rule_test k_t_geig = {.sample = sample_geig};
-static const cr_rule_test k_t_factor = {.sample = sample_factor};
 static const cr_rule_test k_t_sylv = {.sample = sample_sylv};
 
 cr_status cr__linalg_register_fact(cr_registry *reg)
 {
-    static const cr_argspec a3[3] = {
-        {CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL}};
-    static const struct {
-        const cr_function *fn;
-        size_t n;
-        cr_frule_fn frule;
-        cr_rrule_fn rrule;
-        const cr_rule_test *test;
-        const cr_rule_form *form; /* the second-order form (linalg_forms.c, linalg_fact_forms.c) */
-    } k[] = {
-        {&lu_function, 1, lu_frule, lu_rrule, &k_t_lu, &cr__form_lu},
-        {&qr_function, 1, qr_frule, qr_rrule, &k_t_qr, &cr__form_qr},
-        {&eigen_general_function, 1, eigen_general_frule, eigen_general_rrule, &k_t_geig,
-         &cr__form_eigen_general},
-        {&eigvals_general_function, 1, eigvals_general_frule, eigvals_general_rrule, &k_t_geig,
-         &cr__form_eigvals_general},
-        {&cholesky_solve_function, 2, cholesky_solve_frule, cholesky_solve_rrule, &k_t_factor,
-         &cr__form_cholesky_solve},
-        {&cholesky_det_function, 1, cholesky_det_frule, cholesky_det_rrule, &k_t_factor,
-         &cr__form_cholesky_det},
-        {&cholesky_logdet_function, 1, cholesky_logdet_frule, cholesky_logdet_rrule, &k_t_factor,
-         &cr__form_cholesky_logdet},
-        {&pinv_function, 1, pinv_frule, pinv_rrule, &k_t_pinv, &cr__form_pinv},
-        {&sylvester_function, 3, sylvester_frule, sylvester_rrule, &k_t_sylv, &cr__form_sylvester},
-        {&lyap_function, 2, lyap_frule, lyap_rrule, &k_t_sylv, &cr__form_lyap},
+    static const cr__linalg_rule k[] = {
+        {&lu_function, cr__linalg_fa, 1, lu_frule, lu_rrule, &k_t_lu, &cr__form_lu},
+        {&qr_function, cr__linalg_fa, 1, qr_frule, qr_rrule, &k_t_qr, &cr__form_qr},
+        {&eigen_general_function, cr__linalg_fa, 1, eigen_general_frule, eigen_general_rrule,
+         &k_t_geig, &cr__form_eigen_general},
+        {&eigvals_general_function, cr__linalg_fa, 1, eigvals_general_frule, eigvals_general_rrule,
+         &k_t_geig, &cr__form_eigvals_general},
+        {&pinv_function, cr__linalg_fa, 1, pinv_frule, pinv_rrule, &k_t_pinv, &cr__form_pinv},
+        {&sylvester_function, cr__linalg_fa, 3, sylvester_frule, sylvester_rrule, &k_t_sylv,
+         &cr__form_sylvester},
+        {&lyap_function, cr__linalg_fa, 2, lyap_frule, lyap_rrule, &k_t_sylv, &cr__form_lyap},
     };
-    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        cr_status st = cr__add_rule_so(reg, k[i].fn, a3, k[i].n, false, k[i].frule, k[i].rrule,
-                                       k[i].test, CR_NONLINEAR, k[i].form);
-        if (st != CR_OK)
-            return st;
-    }
-    return CR_OK;
+    return cr__linalg_add_rules(reg, k, sizeof k / sizeof k[0]);
 }
 
 #else /* !CR_HAVE_LAPACKE */
@@ -1944,9 +1519,6 @@ CR__NO_LAPACK_FN(lu, "lu")
 CR__NO_LAPACK_FN(qr, "qr")
 CR__NO_LAPACK_FN(eigen_general, "eigen_general")
 CR__NO_LAPACK_FN(eigvals_general, "eigvals_general")
-CR__NO_LAPACK_FN(cholesky_solve, "cholesky_solve")
-CR__NO_LAPACK_FN(cholesky_det, "cholesky_det")
-CR__NO_LAPACK_FN(cholesky_logdet, "cholesky_logdet")
 CR__NO_LAPACK_FN(pinv, "pinv")
 CR__NO_LAPACK_FN(sylvester, "sylvester")
 CR__NO_LAPACK_FN(lyap, "lyap")
@@ -1958,3 +1530,259 @@ cr_status cr__linalg_register_fact(cr_registry *reg)
 }
 
 #endif /* CR_HAVE_LAPACKE */
+
+/* ---- Second-order forms -------------------------------------------------------------------
+ *
+ * For a call y = f(A, ...) whose result has the cotangent ȳ, a form gives, along each
+ * direction, S = d/dε [pullback at x + ε ẋ](ȳ); the engine adds pullback(ȳ̇) separately
+ * (docs/second-order-forms.md). First derivatives come from the rules (the recorded pullback,
+ * the result's tangent ẏ from the frule in the forward sweep, other frules); what is written
+ * here is the second derivative, with its derivation. A structured matrix argument is read by
+ * the rules as its logical dense matrix; the forms work on that dense matrix and write S
+ * unprojected: the engine projects it as the rule projects the cotangent. The forms are
+ * compiled with or without LAPACKE (they call the rules through their function values).
+ */
+
+/* ---- pinv -------------------------------------------------------------------------------------
+ */
+
+typedef struct pinv_state {
+    cr__form F;
+    size_t m, n;
+    const double *Y;
+    double *P, *Q, *W1, *W2, *W3, *W4, *W5, *W6, *Pd, *Fd, *Qd, *Ed, *Yz, *Sd;
+} pinv_state;
+
+/*
+ * pinv(A) = Y, A m x n of full rank (Y n x m). The rule's pullback (Golub and Pereyra) is
+ *     Ā = -Yᵀ Ȳ Yᵀ + P Ȳᵀ Y Yᵀ + Yᵀ Y Ȳᵀ Q,   P = I - A Y (m x m), Q = I - Y A (n x n).
+ * Along Ȧ, with Ẏ the result's tangent (pinv's frule, from the forward sweep), Ȳ fixed, the
+ * product rule gives, with Ṗ = -(Ȧ Y + A Ẏ), Q̇ = -(Ẏ A + Y Ȧ), Ė = Ẏ Yᵀ + Y Ẏᵀ
+ * (= d(Y Yᵀ)), Ḟ = Ẏᵀ Y + Yᵀ Ẏ (= d(Yᵀ Y)):
+ *     S = -Ẏᵀ (Ȳ Yᵀ) - (Yᵀ Ȳ) Ẏᵀ + Ṗ (Ȳᵀ Y Yᵀ) + (P Ȳᵀ) Ė + Ḟ (Ȳᵀ Q) + (Yᵀ Y Ȳᵀ) Q̇,
+ * the parenthesized products once per record. At a rank-deficient A (rank(A) = tr(A Y) <
+ * min(m, n): pinv truncated singular values) the pseudo-inverse is not continuous (a small
+ * change of A restores the rank, and any step above the truncation's tolerance does): no
+ * second derivative exists there, and the form refuses it (CR_EDOMAIN).
+ */
+static cr_status pinv_init(const cr_form_point *p, void **state)
+{
+    const double *Yb, *Y;
+    cr_status st = cr__form_state(p, sizeof(pinv_state), 0, NULL, state);
+    pinv_state *z = *state;
+    if (st != CR_OK)
+        return st;
+    const cr__form *F = &z->F;
+    if (F->x->ndim != 2)
+        return CR_NOTHING;
+    size_t m = F->x->shape[0], n = F->x->shape[1], r = m < n ? m : n;
+    if ((st = cr__form_y_array(F, &Y)) != CR_OK)
+        return st;
+    {
+        size_t sh[2] = {n, m};
+        const cr_array *a;
+        if ((st = cr__tan_array(F->arena, F->who, p->ybar, 2, sh, CR_DT_F64, &a)) != CR_OK)
+            return st;
+        if (a == NULL)
+            return CR_NOTHING;
+        Yb = a->data;
+    }
+    const double *A = F->x->data;
+    double rank = 0.0; /* tr(A Y): A Y projects onto A's (truncated) range */
+    for (size_t a = 0; a < m; a++)
+        for (size_t b = 0; b < n; b++)
+            rank += A[a * n + b] * Y[b * m + a];
+    if (rank < (double)r - 0.5)
+        return cr__form_fail(F, CR_EDOMAIN,
+                             "%s: no second derivative at a rank-deficient matrix (rank %.0f < "
+                             "%zu: the pseudo-inverse is not continuous there)",
+                             F->who, rank, r);
+    double *w; /* m² and n² are not bounded by the argument's m n elements */
+    if ((st = cr__form_work(F, 3, (const cr__form_term[]){{6, m, n}, {4, m, m}, {4, n, n}}, &w)) !=
+        CR_OK)
+        return st;
+    size_t mm_ = m * m, nn = n * n, mn = m * n;
+    double *P = w, *Q = P + mm_, *W5 = Q + nn, *W6 = W5 + nn, *W1 = W6 + mm_, *W2 = W1 + mn,
+           *W3 = W2 + mn, *W4 = W3 + mn, *Pd = W4 + mn, *Fd = Pd + mm_, *Qd = Fd + mm_,
+           *Ed = Qd + nn, *Yz = Ed + nn, *Sd = Yz + mn; /* Yz: a zero Ẏ */
+    /* P = I - A Y, Q = I - Y A; W5 = Ȳ Yᵀ, W6 = Yᵀ Ȳ; W1 = Ȳᵀ (Y Yᵀ), W2 = Ȳᵀ Q,
+     * W3 = (Yᵀ Y) Ȳᵀ, W4 = P Ȳᵀ */
+    cr__form_mm(-1.0, A, m, n, 0, Y, n, m, 0, 0.0, P);
+    cr__form_mm(-1.0, Y, n, m, 0, A, m, n, 0, 0.0, Q);
+    for (size_t a = 0; a < m; a++)
+        P[a * m + a] += 1.0;
+    for (size_t a = 0; a < n; a++)
+        Q[a * n + a] += 1.0;
+    cr__form_mm(1.0, Yb, n, m, 0, Y, n, m, 1, 0.0, W5);
+    cr__form_mm(1.0, Y, n, m, 1, Yb, n, m, 0, 0.0, W6);
+    cr__form_mm(1.0, Y, n, m, 0, Y, n, m, 1, 0.0, Ed); /* Y Yᵀ, for now */
+    cr__form_mm(1.0, Yb, n, m, 1, Ed, n, n, 0, 0.0, W1);
+    cr__form_mm(1.0, Yb, n, m, 1, Q, n, n, 0, 0.0, W2);
+    cr__form_mm(1.0, Y, n, m, 1, Y, n, m, 0, 0.0, Fd); /* Yᵀ Y, for now */
+    cr__form_mm(1.0, Fd, m, m, 0, Yb, n, m, 1, 0.0, W3);
+    cr__form_mm(1.0, P, m, m, 0, Yb, n, m, 1, 0.0, W4);
+    *z = (pinv_state){z->F, m, n, Y, P, Q, W1, W2, W3, W4, W5, W6, Pd, Fd, Qd, Ed, Yz, Sd};
+    return CR_OK;
+}
+
+static cr_status pinv_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
+                          cr_tangent ydot, cr_tangent *S)
+{
+    (void)p;
+    const pinv_state *z = state;
+    const cr__form *F = &z->F;
+    size_t m = z->m, n = z->n;
+    const double *Ad, *Yd, *A = F->x->data, *Y = z->Y;
+    double *Pd = z->Pd, *Qd = z->Qd, *Ed = z->Ed, *Fd = z->Fd, *Sd = z->Sd;
+    cr_status st = cr__form_like_x(F, xdot[0], &Ad);
+    if (st != CR_OK || Ad == NULL)
+        return st;
+    if ((st = cr__form_y_dot_arr(F, ydot, &Yd)) != CR_OK)
+        return st;
+    if (Yd == NULL)
+        Yd = z->Yz;
+    /* Ṗ, Q̇, Ė, Ḟ */
+    cr__form_mm(-1.0, Ad, m, n, 0, Y, n, m, 0, 0.0, Pd);
+    cr__form_mm(-1.0, A, m, n, 0, Yd, n, m, 0, 1.0, Pd);
+    cr__form_mm(-1.0, Yd, n, m, 0, A, m, n, 0, 0.0, Qd);
+    cr__form_mm(-1.0, Y, n, m, 0, Ad, m, n, 0, 1.0, Qd);
+    cr__form_mm(1.0, Yd, n, m, 0, Y, n, m, 1, 0.0, Ed);
+    cr__form_mm(1.0, Y, n, m, 0, Yd, n, m, 1, 1.0, Ed);
+    cr__form_mm(1.0, Yd, n, m, 1, Y, n, m, 0, 0.0, Fd);
+    cr__form_mm(1.0, Y, n, m, 1, Yd, n, m, 0, 1.0, Fd);
+    /* the six terms of S */
+    cr__form_mm(-1.0, Yd, n, m, 1, z->W5, n, n, 0, 0.0, Sd);
+    cr__form_mm(-1.0, z->W6, m, m, 0, Yd, n, m, 1, 1.0, Sd);
+    cr__form_mm(1.0, Pd, m, m, 0, z->W1, m, n, 0, 1.0, Sd);
+    cr__form_mm(1.0, z->W4, m, n, 0, Ed, n, n, 0, 1.0, Sd);
+    cr__form_mm(1.0, Fd, m, m, 0, z->W2, m, n, 0, 1.0, Sd);
+    cr__form_mm(1.0, z->W3, m, n, 0, Qd, n, n, 0, 1.0, Sd);
+    cr_array *Sa;
+    if ((st = cr__form_new_s(F, &Sa)) != CR_OK)
+        return st;
+    memcpy(Sa->data, Sd, m * n * sizeof *Sd);
+    S[0] = cr_tangent_array(Sa);
+    return CR_OK;
+}
+
+const cr_rule_form cr__form_pinv = {cr__form_check_matrix, pinv_init, pinv_dir};
+
+/* ---- qr ---------------------------------------------------------------------------------------
+ */
+
+/* copyltu(M) of a real n x n M in place: its lower triangle mirrored onto the upper one. */
+static void copyltu(double *M, size_t n)
+{
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = a + 1; b < n; b++)
+            M[a * n + b] = M[b * n + a];
+}
+
+typedef struct qr_state {
+    cr__form F;
+    size_t m, n;
+    const double *Q, *R, *Qb, *Rb, *G;
+    double *C, *Md, *W;
+} qr_state;
+
+/*
+ * qr(A) = (Q, R), A m x n with m >= n, of full rank. With the cotangent (Q̄, R̄), the pullback
+ * is
+ *     M = R R̄ᵀ - Q̄ᵀ Q,   B = Q̄ + Q copyltu(M),   Ā = B R⁻ᵀ = G.
+ * Along Ȧ, with Q̇, Ṙ from qr's frule (Q̄, R̄ fixed: they are the cotangent), the product rule
+ * and d(R⁻ᵀ) = -R⁻ᵀ Ṙᵀ R⁻ᵀ give
+ *     Ṁ = Ṙ R̄ᵀ - Q̄ᵀ Q̇,   Ḃ = Q̇ copyltu(M) + Q copyltu(Ṁ)   (copyltu is linear),
+ *     S = Ḃ R⁻ᵀ - B R⁻ᵀ Ṙᵀ R⁻ᵀ = (Ḃ - G Ṙᵀ) R⁻ᵀ,
+ * with G the pullback applied to (Q̄, R̄), unprojected (pullback_dense). The rule reads R̄ on
+ * its upper triangle; R and Ṙ being upper triangular, the lower triangles of R R̄ᵀ and Ṙ R̄ᵀ,
+ * all copyltu reads, involve no other element of R̄, so R̄ is used as it comes. A
+ * rank-deficient A is refused by the rule (its pullback and frule need R⁻¹). A structured A:
+ * G unprojected (pullback_dense: a rule call at A's dense matrix).
+ */
+static cr_status qr_init(const cr_form_point *p, void **state)
+{
+    cr_status st = cr__form_state(p, sizeof(qr_state), 0, NULL, state);
+    qr_state *z = *state;
+    if (st != CR_OK)
+        return st;
+    const cr__form *F = &z->F;
+    if (F->x->ndim != 2 || F->x->shape[0] < F->x->shape[1])
+        return CR_NOTHING; /* the rule refused it when recorded */
+    size_t m = F->x->shape[0], n = F->x->shape[1];
+    const cr_array *Qa, *Ra;
+    const double *Qb, *Rb;
+    cr_tangent dx[2];
+    cr_pullback pb;
+    if ((st = cr__form_factor_of(F, p->y, 0, 2, &Qa)) != CR_OK ||
+        (st = cr__form_factor_of(F, p->y, 1, 2, &Ra)) != CR_OK ||
+        (st = cr__form_field_mat(F, p->ybar, 0, m, n, &Qb)) != CR_OK ||
+        (st = cr__form_field_mat(F, p->ybar, 1, n, n, &Rb)) != CR_OK ||
+        (st = cr__form_pullback_dense(F, 0, &pb)) != CR_OK ||
+        (st = cr_pullback_call(F->arena, &pb, &p->ybar, dx, 2)) != CR_OK ||
+        (st = cr__form_like_x0(F, dx[1], &z->G)) != CR_OK)
+        return st;
+    const double *Q = Qa->data, *R = Ra->data;
+    double *w;
+    if ((st = cr__form_work(F, 2, (const cr__form_term[]){{2, n, n}, {1, m, n}}, &w)) != CR_OK)
+        return st;
+    double *C = w, *Md = C + n * n, *W = Md + n * n;
+    /* C = copyltu(M), M = R R̄ᵀ - Q̄ᵀ Q, once per record */
+    if (Rb != NULL)
+        cr__form_mm(1.0, R, n, n, 0, Rb, n, n, 1, 0.0, C);
+    if (Qb != NULL)
+        cr__form_mm(-1.0, Qb, m, n, 1, Q, m, n, 0, 1.0, C);
+    copyltu(C, n);
+    z->m = m;
+    z->n = n;
+    z->Q = Q;
+    z->R = R;
+    z->Qb = Qb;
+    z->Rb = Rb;
+    z->C = C;
+    z->Md = Md;
+    z->W = W;
+    return CR_OK;
+}
+
+static cr_status qr_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
+                        cr_tangent ydot, cr_tangent *S)
+{
+    (void)p;
+    (void)ydot;
+    const qr_state *z = state;
+    const cr__form *F = &z->F;
+    size_t m = z->m, n = z->n;
+    const double *xd, *Qd, *Rd, *Q = z->Q, *Qb = z->Qb, *Rb = z->Rb;
+    double *Md = z->Md, *W = z->W;
+    cr_tangent dy;
+    cr_value y;
+    cr_status st = cr__form_like_x(F, xdot[0], &xd);
+    if (st != CR_OK || xd == NULL)
+        return st;
+    if ((st = cr__form_frule_along(F, &cr_fn_qr, xdot[0], &y, &dy)) != CR_OK ||
+        (st = cr__form_field_mat(F, dy, 0, m, n, &Qd)) != CR_OK ||
+        (st = cr__form_field_mat(F, dy, 1, n, n, &Rd)) != CR_OK)
+        return st;
+    /* Ṁ = Ṙ R̄ᵀ - Q̄ᵀ Q̇, then copyltu */
+    memset(Md, 0, n * n * sizeof *Md);
+    if (Rd != NULL && Rb != NULL)
+        cr__form_mm(1.0, Rd, n, n, 0, Rb, n, n, 1, 0.0, Md);
+    if (Qd != NULL && Qb != NULL)
+        cr__form_mm(-1.0, Qb, m, n, 1, Qd, m, n, 0, 1.0, Md);
+    copyltu(Md, n);
+    /* W = Q̇ C + Q Ṁ - G Ṙᵀ, then S = W R⁻ᵀ */
+    cr__form_mm(1.0, Q, m, n, 0, Md, n, n, 0, 0.0, W);
+    if (Qd != NULL)
+        cr__form_mm(1.0, Qd, m, n, 0, z->C, n, n, 0, 1.0, W);
+    if (Rd != NULL)
+        cr__form_mm(-1.0, z->G, m, n, 0, Rd, n, n, 1, 1.0, W);
+    cr_array *Sa;
+    if ((st = cr__form_new_s(F, &Sa)) != CR_OK)
+        return st;
+    memcpy(Sa->data, W, m * n * sizeof *W);
+    cr__form_right_solve_upper_t(z->R, n, Sa->data, m);
+    S[0] = cr_tangent_array(Sa);
+    return CR_OK;
+}
+
+const cr_rule_form cr__form_qr = {cr__form_check_matrix, qr_init, qr_dir};

@@ -1,0 +1,589 @@
+/*
+ * cholesky and the functions of a Cholesky factor: cholesky(A) = U with A = Uᴴ U (A's upper
+ * triangle read), cholesky_solve(U, B) = (Uᴴ U)⁻¹ B, cholesky_det(U) = |det U|² and
+ * cholesky_logdet(U) = 2 log |det U|. Compiled with LAPACKE (CR_HAVE_LAPACKE); without it the
+ * function values exist, their primal gives CR_EUNIMPL and no rule is registered.
+ */
+#include <float.h>
+#include <math.h>
+
+#include "../forms_impl.h"
+#include "linalg_impl.h"
+
+#if defined(CR_HAVE_LAPACKE)
+#include <lapacke.h>
+
+/* ---- cholesky -------------------------------------------------------------------------- */
+
+static cr_status cholesky_forward(cr_arena *arena, const cr_value *args, size_t nargs,
+                                  const cr_array **A, cr__cmat *U)
+{
+    bool cplx = false;
+    cr_status st = cr__nargs(arena, "cholesky", nargs, 1, 1);
+    if (st == CR_OK)
+        st = cr__square_arg(arena, "cholesky", args, nargs, 0, A, &cplx);
+    if (st == CR_OK)
+        st = cr__herm_upper(arena, *A, cplx, U);
+    if (st != CR_OK)
+        return st;
+    size_t n = U->r;
+    if (n == 0)
+        return CR_OK;
+    lapack_int info =
+        cplx ? LAPACKE_zpotrf_work(LAPACK_COL_MAJOR, 'U', (lapack_int)n, U->p, (lapack_int)n)
+             : LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, 'U', (lapack_int)n, U->p, (lapack_int)n);
+    if (info > 0)
+        return CR__FAIL(arena, CR_EDOMAIN,
+                        "cholesky: the matrix is not positive definite "
+                        "(leading minor %d)",
+                        (int)info);
+    if (info < 0)
+        return cr__lapack_fail(arena, "cholesky", info);
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = j + 1; i < n; i++)
+            cr__cmat_set(U, i, j, 0.0);
+    return CR_OK;
+}
+
+static cr_status cholesky_output(cr_arena *arena, const cr_array *A, const cr__cmat *U, cr_value *y)
+{
+    cr_array *o;
+    cr_status st = cr__cmat_out(arena, U, false, (cr_dtype)A->dtype, &o);
+    if (st != CR_OK)
+        return st;
+    o->structure = CR_MAT_UPPER;
+    *y = cr_value_array(o);
+    return CR_OK;
+}
+
+/* B := U^-1 B (trans 'N') or U^-ᴴ B ('C'). */
+static cr_status tri_solve(cr_arena *arena, const cr__cmat *U, char t, cr__cmat *B)
+{
+    size_t n = U->r;
+    if (n == 0 || B->c == 0)
+        return CR_OK;
+    char tt = t == 'N' ? 'N' : (U->cplx ? 'C' : 'T');
+    lapack_int info =
+        U->cplx ? LAPACKE_ztrtrs_work(LAPACK_COL_MAJOR, 'U', tt, 'N', (lapack_int)n,
+                                      (lapack_int)B->c, U->p, (lapack_int)n, B->p, (lapack_int)n)
+                : LAPACKE_dtrtrs_work(LAPACK_COL_MAJOR, 'U', tt, 'N', (lapack_int)n,
+                                      (lapack_int)B->c, U->p, (lapack_int)n, B->p, (lapack_int)n);
+    return info != 0 ? cr__lapack_fail(arena, "cholesky", info) : CR_OK;
+}
+
+typedef struct chol_env {
+    const cr_array *A;
+    cr_project *pA;
+    cr__cmat U;
+} chol_env;
+
+/* With A = Uᴴ U (Seeger et al., ChainRules): Φ = the Hermitian matrix of the upper
+ * triangle of triu(Ū) Uᴴ (diagonal real), M = U⁻¹ Φ U⁻ᴴ; the gradient with respect to the
+ * Hermitian matrix is S = M / 2. */
+static cr_status cholesky_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                   void *env)
+{
+    (void)nx;
+    chol_env *e = env;
+    dx[0] = cr_tangent_none();
+    size_t n = e->U.r, shape[2] = {n, n};
+    cr__cmat Ub, P, X;
+    cr_status st = cr__cmat_tan(arena, "cholesky_pullback", *dy, 2, shape, e->U.cplx, &Ub);
+    if (st != CR_OK || Ub.p == NULL) {
+        dx[1] = cr_tangent_zero();
+        return st;
+    }
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = j + 1; i < n; i++)
+            cr__cmat_set(&Ub, i, j, 0.0);
+    st = cr__cmat_mul(arena, 'N', 'C', 1.0, &Ub, &e->U, &P);
+    if (st != CR_OK)
+        return st;
+    for (size_t j = 0; j < n; j++) {
+        cr__cmat_set(&P, j, j, creal(cr__cmat_get(&P, j, j)));
+        for (size_t i = j + 1; i < n; i++)
+            cr__cmat_set(&P, i, j, conj(cr__cmat_get(&P, j, i)));
+    }
+    st = tri_solve(arena, &e->U, 'N', &P); /* U⁻¹ Φ */
+    if (st == CR_OK)
+        st = cr__cmat_adj(arena, &P, &X); /* Φ U⁻ᴴ */
+    if (st == CR_OK)
+        st = tri_solve(arena, &e->U, 'N', &X); /* U⁻¹ Φ U⁻ᴴ */
+    if (st != CR_OK)
+        return st;
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i < n; i++)
+            cr__cmat_set(&X, i, j, 0.5 * cr__cmat_get(&X, i, j));
+    return cr__herm_give(arena, e->A, e->pA, &X, &dx[1]);
+}
+
+static cr_status cholesky_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                                const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                                const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    chol_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(chol_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr_status st = cholesky_forward(arena, args, nargs, &e->A, &e->U);
+    if (st == CR_OK)
+        st = cholesky_output(arena, e->A, &e->U, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
+    st = cr_project_new(arena, &args[0], &e->pA);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){cholesky_pullback, e, "cholesky_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(cholesky, "cholesky", 1)
+
+/* frule: with Ḣ the Hermitian matrix read from Ȧ's upper triangle, S = U⁻ᴴ Ḣ U⁻¹,
+ * U̇ = Φ(S) U where Φ keeps the upper triangle and halves the diagonal. */
+static cr_status cholesky_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                                const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                                cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    const cr_array *A;
+    cr__cmat U, dH, W, S, R;
+    cr_status st = cholesky_forward(arena, args, nargs, &A, &U);
+    if (st == CR_OK)
+        st = cholesky_output(arena, A, &U, y);
+    if (st != CR_OK)
+        return st;
+    size_t n = U.r;
+    const cr_array *t;
+    st = cr__dx_array(arena, "cholesky", dargs, args, 0, U.cplx ? CR_DT_C128 : CR_DT_F64, &t);
+    if (st != CR_OK || t == NULL) {
+        *dy = cr_tangent_zero();
+        return st;
+    }
+    st = cr__herm_upper(arena, t, U.cplx, &dH);
+    if (st == CR_OK)
+        st = tri_solve(arena, &U, 'C', &dH); /* U⁻ᴴ Ḣ */
+    if (st == CR_OK)
+        st = cr__cmat_adj(arena, &dH, &W); /* Ḣ U⁻¹ */
+    if (st == CR_OK)
+        st = tri_solve(arena, &U, 'C', &W); /* U⁻ᴴ Ḣ U⁻¹ */
+    if (st != CR_OK)
+        return st;
+    S = W;
+    for (size_t j = 0; j < n; j++) {
+        cr__cmat_set(&S, j, j, 0.5 * creal(cr__cmat_get(&S, j, j)));
+        for (size_t i = j + 1; i < n; i++)
+            cr__cmat_set(&S, i, j, 0.0);
+    }
+    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &S, &U, &R);
+    cr_array *r = NULL;
+    if (st == CR_OK)
+        st = cr__cmat_to_array(arena, &R, false, &r);
+    return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
+}
+
+/* ---- cholesky_solve, cholesky_det and cholesky_logdet ------------------------------------ */
+
+/* A Cholesky factor argument U (A = Uᴴ U): its upper triangle is read, the rest is zero
+ * whatever memory holds (cholesky returns it tagged Upper). With `nonsingular`, a zero on
+ * the diagonal is a domain error. */
+static cr_status factor_arg(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                            size_t i, bool cplx, bool nonsingular, const cr_array **U, cr__cmat *Um)
+{
+    cr_status st = cr__square_arg(arena, who, args, nargs, i, U, NULL);
+    if (st == CR_OK)
+        st = cr__cmat_from(arena, *U, cplx, Um);
+    if (st != CR_OK)
+        return st;
+    cr__cmat_tri(Um, 'U', false);
+    for (size_t k = 0; nonsingular && k < Um->r; k++)
+        if (cr__cmat_get(Um, k, k) == 0)
+            return CR__FAIL(arena, CR_EDOMAIN, "%s: the factor is singular (U[%zu][%zu] = 0)", who,
+                            k, k);
+    return CR_OK;
+}
+
+/* X := (Uᴴ U)⁻¹ X. */
+static cr_status chol_apply_inv(cr_arena *arena, const char *who, const cr__cmat *U, cr__cmat *X)
+{
+    cr_status st = cr__tri_left(arena, who, U, 'U', 'C', 'N', X);
+    return st != CR_OK ? st : cr__tri_left(arena, who, U, 'U', 'N', 'N', X);
+}
+
+typedef struct csolve_env {
+    const cr_array *U, *B;
+    cr_project *pU, *pB;
+    cr__cmat Um, Y;
+    bool cplx;
+} csolve_env;
+
+static cr_status csolve_forward(cr_arena *arena, const cr_value *args, size_t nargs, csolve_env *e,
+                                cr_dtype *dt)
+{
+    const char *who = "cholesky_solve";
+    cr_status st = cr__nargs(arena, who, nargs, 2, 2);
+    if (st == CR_OK)
+        st = cr__square_arg(arena, who, args, nargs, 0, &e->U, NULL);
+    if (st == CR_OK)
+        st = cr__array_arg(arena, who, args, nargs, 1, &e->B);
+    if (st != CR_OK)
+        return st;
+    const cr_array *B = e->B;
+    if ((B->ndim != 1 && B->ndim != 2) || B->shape[0] != e->U->shape[0] ||
+        !cr_dtype_is_float((cr_dtype)B->dtype))
+        return CR__FAIL(arena, CR_ESHAPE,
+                        "%s: B must be a float vector or matrix with as many rows as U", who);
+    *dt = cr__promote((cr_dtype)e->U->dtype, (cr_dtype)B->dtype);
+    e->cplx = *dt == CR_DT_C128;
+    st = factor_arg(arena, who, args, nargs, 0, e->cplx, true, &e->U, &e->Um);
+    if (st == CR_OK)
+        st = cr__cmat_from(arena, B, e->cplx, &e->Y);
+    if (st == CR_OK)
+        st = chol_apply_inv(arena, who, &e->Um, &e->Y);
+    return st;
+}
+
+typedef struct csolve_thunk {
+    const csolve_env *e;
+    cr__cmat Bbar;
+} csolve_thunk;
+
+/* Ū = triu(U (Ā + Āᴴ)) with Ā = -B̄ Yᴴ, the cotangent of A = Uᴴ U. */
+static cr_status csolve_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
+{
+    csolve_thunk *t = env;
+    const csolve_env *e = t->e;
+    size_t n = e->Um.r;
+    cr__cmat S, R;
+    cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, &t->Bbar, &e->Y, &S);
+    if (st != CR_OK)
+        return st;
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i <= j; i++) {
+            cr_complex h = cr__cmat_get(&S, i, j) + conj(cr__cmat_get(&S, j, i));
+            cr__cmat_set(&S, i, j, h);
+            cr__cmat_set(&S, j, i, conj(h));
+        }
+    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &e->Um, &S, &R);
+    if (st != CR_OK)
+        return st;
+    cr__cmat_tri(&R, 'U', false);
+    return cr__cmat_give(arena, e->pU, &R, false, out);
+}
+
+/* B̄ = (Uᴴ U)⁻¹ Ȳ; Ū (a thunk). */
+static cr_status csolve_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                 void *env)
+{
+    csolve_env *e = env;
+    for (size_t i = 0; i < nx; i++)
+        dx[i] = cr_tangent_none();
+    const cr_array *B = e->B;
+    cr__cmat G;
+    cr_status st =
+        cr__cmat_tan(arena, "cholesky_solve_pullback", *dy, B->ndim, B->shape, e->cplx, &G);
+    if (st != CR_OK)
+        return st;
+    if (G.p == NULL) {
+        dx[1] = dx[2] = cr_tangent_zero();
+        return CR_OK;
+    }
+    st = chol_apply_inv(arena, "cholesky_solve_pullback", &e->Um, &G);
+    if (st == CR_OK)
+        st = cr__cmat_give(arena, e->pB, &G, B->ndim == 1, &dx[2]);
+    if (st != CR_OK)
+        return st;
+    csolve_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(csolve_thunk));
+    if (t == NULL)
+        return CR__ALLOC_STATUS(arena);
+    *t = (csolve_thunk){e, G};
+    return cr__thunk(arena, csolve_thunk_fn, NULL, t, "cholesky_solve_pullback_thunk", &dx[1]);
+}
+
+/* cholesky_solve(U, B) = (Uᴴ U) \ B. */
+static cr_status cholesky_solve_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                                      const cr_value *args, size_t nargs, cr_value *y,
+                                      cr_pullback *pb, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    csolve_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(csolve_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr_dtype dt = CR_DT_F64;
+    cr_status st = csolve_forward(arena, args, nargs, e, &dt);
+    cr_array *o;
+    if (st == CR_OK)
+        st = cr__cmat_out(arena, &e->Y, e->B->ndim == 1, dt, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
+    st = cr_project_new(arena, &args[0], &e->pU);
+    if (st == CR_OK)
+        st = cr_project_new(arena, &args[1], &e->pB);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){csolve_pullback, e, "cholesky_solve_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(cholesky_solve, "cholesky_solve", 2)
+
+/* frule: Ẏ = (Uᴴ U)⁻¹ (Ḃ - U̇ᴴ U Y - Uᴴ U̇ Y), U̇ read on the upper triangle. */
+static cr_status cholesky_solve_frule(const cr_config *cfg, cr_arena *arena,
+                                      const cr_tangent *dargs, const cr_value *f,
+                                      const cr_value *args, size_t nargs, cr_value *y,
+                                      cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    csolve_env e;
+    memset(&e, 0, sizeof e);
+    cr_dtype dt = CR_DT_F64;
+    cr_status st = csolve_forward(arena, args, nargs, &e, &dt);
+    cr_array *o;
+    if (st == CR_OK)
+        st = cr__cmat_out(arena, &e.Y, e.B->ndim == 1, dt, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    cr__cmat dU, dB, R, W;
+    st = cr__cmat_dx(arena, "cholesky_solve", dargs, args, 0, e.cplx, &dU);
+    if (st == CR_OK)
+        st = cr__cmat_dx(arena, "cholesky_solve", dargs, args, 1, e.cplx, &dB);
+    if (st != CR_OK)
+        return st;
+    if (dU.p == NULL && dB.p == NULL) {
+        *dy = cr_tangent_zero();
+        return CR_OK;
+    }
+    if (dB.p != NULL)
+        st = cr__cmat_copy_as(arena, &dB, e.cplx, &R);
+    else
+        st = cr__cmat_new(arena, e.cplx, e.Y.r, e.Y.c, true, &R);
+    if (st != CR_OK)
+        return st;
+    if (dU.p != NULL) {
+        cr__cmat_tri(&dU, 'U', false);
+        st = cr__cmat_mul(arena, 'N', 'N', 1.0, &e.Um, &e.Y, &W);
+        if (st != CR_OK)
+            return st;
+        cr__cmat_gemm('C', 'N', -1.0, &dU, &W, 1.0, &R);
+        st = cr__cmat_mul(arena, 'N', 'N', 1.0, &dU, &e.Y, &W);
+        if (st != CR_OK)
+            return st;
+        cr__cmat_gemm('C', 'N', -1.0, &e.Um, &W, 1.0, &R);
+    }
+    st = chol_apply_inv(arena, "cholesky_solve", &e.Um, &R);
+    return st != CR_OK ? st : cr__tangent_like(arena, o, &R, e.B->ndim == 1, dy);
+}
+
+/* det(Uᴴ U) = Π |u_ii|² and logdet(Uᴴ U) = 2 Σ log |u_ii| (real for complex U too). */
+typedef struct cdet_env {
+    cr_project *pU;
+    cr__cmat Um;
+    bool lg;
+} cdet_env;
+
+static const char *cdet_name(bool lg)
+{
+    return lg ? "cholesky_logdet" : "cholesky_det";
+}
+
+/* Π_{j≠i} |u_jj|² for every i, by prefix and suffix products (no division: zeros allowed). */
+static cr_status cdet_others(cr_arena *arena, const cr__cmat *U, double **out)
+{
+    size_t n = U->r;
+    double *o = cr__arena_array(arena, "cholesky_det", n, sizeof *o, _Alignof(double));
+    if (o == NULL)
+        return CR__ALLOC_STATUS(arena);
+    double acc = 1;
+    for (size_t i = 0; i < n; i++) {
+        o[i] = acc;
+        double a = cabs(cr__cmat_get(U, i, i));
+        acc *= a * a;
+    }
+    acc = 1;
+    for (size_t i = n; i-- > 0;) {
+        o[i] *= acc;
+        double a = cabs(cr__cmat_get(U, i, i));
+        acc *= a * a;
+    }
+    *out = o;
+    return CR_OK;
+}
+
+static cr_status cdet_forward(cr_arena *arena, bool lg, const cr_value *args, size_t nargs,
+                              cr__cmat *Um, cr_value *y)
+{
+    const char *who = cdet_name(lg);
+    const cr_array *U;
+    cr_status st = cr__nargs(arena, who, nargs, 1, 1);
+    if (st == CR_OK)
+        st = cr__square_arg(arena, who, args, nargs, 0, &U, NULL);
+    if (st == CR_OK)
+        st = factor_arg(arena, who, args, nargs, 0, U->dtype == CR_DT_C128, lg, &U, Um);
+    if (st != CR_OK)
+        return st;
+    double v = lg ? 0.0 : 1.0;
+    for (size_t i = 0; i < Um->r; i++) {
+        double a = cabs(cr__cmat_get(Um, i, i));
+        if (lg)
+            v += 2 * log(a);
+        else
+            v *= a * a;
+    }
+    *y = cr__scalar_value(U->dtype == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64, v);
+    return CR_OK;
+}
+
+/* det: Ū_ii = 2 ȳ u_ii Π_{j≠i} |u_jj|²; logdet: Ū_ii = 2 ȳ / conj(u_ii); zero elsewhere. */
+static cr_status cdet_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                               void *env)
+{
+    (void)nx;
+    cdet_env *e = env;
+    dx[0] = cr_tangent_none();
+    cr_complex c;
+    bool nz;
+    cr_status st = cr__tan_scalar(arena, cdet_name(e->lg), *dy, &c, &nz);
+    if (st != CR_OK || !nz) {
+        dx[1] = cr_tangent_zero();
+        return st;
+    }
+    size_t n = e->Um.r;
+    cr__cmat G;
+    double *others = NULL;
+    st = cr__cmat_new(arena, e->Um.cplx, n, n, true, &G);
+    if (st == CR_OK && !e->lg)
+        st = cdet_others(arena, &e->Um, &others);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < n; i++) {
+        cr_complex u = cr__cmat_get(&e->Um, i, i);
+        cr__cmat_set(&G, i, i, e->lg ? 2 * creal(c) / conj(u) : 2 * creal(c) * u * others[i]);
+    }
+    return cr__cmat_give(arena, e->pU, &G, false, &dx[1]);
+}
+
+static cr_status cdet_rrule(cr_arena *arena, bool lg, const cr_value *args, size_t nargs,
+                            cr_value *y, cr_pullback *pb, const void *udata)
+{
+    cdet_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(cdet_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    e->lg = lg;
+    cr_status st = cdet_forward(arena, lg, args, nargs, &e->Um, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
+    st = cr_project_new(arena, &args[0], &e->pU);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){cdet_pullback, e, lg ? "cholesky_logdet_pullback" : "cholesky_det_pullback",
+                        nargs + 1};
+    return CR_OK;
+}
+
+/* frule: det: Σ_i 2 re(conj(u_ii) u̇_ii) Π_{j≠i} |u_jj|²; logdet: 2 Σ re(u̇_ii / u_ii). */
+static cr_status cdet_frule(cr_arena *arena, bool lg, const cr_tangent *dargs, const cr_value *args,
+                            size_t nargs, cr_value *y, cr_tangent *dy)
+{
+    cr__cmat Um, dU;
+    cr_status st = cdet_forward(arena, lg, args, nargs, &Um, y);
+    if (st == CR_OK)
+        st = cr__cmat_dx(arena, cdet_name(lg), dargs, args, 0, Um.cplx, &dU);
+    if (st != CR_OK || dU.p == NULL) {
+        *dy = cr_tangent_zero();
+        return st;
+    }
+    double *others = NULL;
+    if (!lg && (st = cdet_others(arena, &Um, &others)) != CR_OK)
+        return st;
+    double t = 0;
+    for (size_t i = 0; i < Um.r; i++) {
+        cr_complex u = cr__cmat_get(&Um, i, i), du = cr__cmat_get(&dU, i, i);
+        t += lg ? 2 * creal(du / u) : 2 * creal(conj(u) * du) * others[i];
+    }
+    *dy = cr__scalar_tangent(y->kind == CR_KIND_F32 ? CR_DT_F32 : CR_DT_F64, t);
+    return CR_OK;
+}
+
+#define CDET_RULES(NAME, LOG) CR__PARAM_RULES(NAME, cdet_rrule, cdet_frule, LOG, 1)
+
+CDET_RULES(cholesky_det, false)
+CDET_RULES(cholesky_logdet, true)
+
+/* ---- Test registrations ---------------------------------------------------------------- */
+
+/* A Cholesky factor: upper triangular with a real diagonal in [1.5, 2.5); tagged Upper or
+ * dense with junk below the diagonal (which must not be read). cholesky_solve adds a vector
+ * or matrix right-hand side. */
+static cr_status sample_factor(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                               void *env)
+{
+    (void)env;
+    size_t n = 1 + cr__rng_below(rng, 4);
+    cr_array *U;
+    size_t shape[2] = {n, n};
+    cr_status st = cr__rand_array(arena, rng, cr__rng_dtype(rng), 2, shape, -1, 1, &U);
+    if (st != CR_OK)
+        return st;
+    bool tagged = cr__rng_below(rng, 2) == 0;
+    for (size_t i = 0; i < n; i++) {
+        cr_complex d = cr__load(U, (ptrdiff_t)(i * n + i));
+        cr__store(U, (ptrdiff_t)(i * n + i), 2.0 + 0.5 * creal(d));
+        for (size_t j = 0; j < i; j++)
+            cr__store(U, (ptrdiff_t)(i * n + j), 7.0);
+    }
+    if (tagged)
+        U->structure = CR_MAT_UPPER;
+    args[0] = cr_value_array(U);
+    if (nargs == 2) {
+        shape[1] = 2;
+        cr_array *B;
+        cr_dtype dt = cr__rng_below(rng, 2) ? (cr_dtype)U->dtype : cr__rng_dtype(rng);
+        st = cr__rand_array(arena, rng, dt, cr__rng_below(rng, 2) ? 1 : 2, shape, -1, 1, &B);
+        if (st != CR_OK)
+            return st;
+        args[1] = cr_value_array(B);
+    }
+    return CR_OK;
+}
+
+static const cr_rule_test k_t_spd = {.sample = cr__sample_sq, .env = (void *)(uintptr_t)CR__SQ_SPD};
+static const cr_rule_test k_t_factor = {.sample = sample_factor};
+
+cr_status cr__linalg_register_cholesky(cr_registry *reg)
+{
+    static const cr__linalg_rule k[] = {
+        {&cholesky_function, cr__linalg_fa, 1, cholesky_frule, cholesky_rrule, &k_t_spd,
+         &cr__form_cholesky},
+        {&cholesky_solve_function, cr__linalg_fa, 2, cholesky_solve_frule, cholesky_solve_rrule,
+         &k_t_factor, &cr__form_cholesky_solve},
+        {&cholesky_det_function, cr__linalg_fa, 1, cholesky_det_frule, cholesky_det_rrule,
+         &k_t_factor, &cr__form_cholesky_det},
+        {&cholesky_logdet_function, cr__linalg_fa, 1, cholesky_logdet_frule, cholesky_logdet_rrule,
+         &k_t_factor, &cr__form_cholesky_logdet},
+    };
+    return cr__linalg_add_rules(reg, k, sizeof k / sizeof k[0]);
+}
+
+#else /* !CR_HAVE_LAPACKE */
+
+/* Without LAPACKE: the function values exist; calling them reports CR_EUNIMPL. */
+CR__NO_LAPACK_FN(cholesky, "cholesky")
+CR__NO_LAPACK_FN(cholesky_solve, "cholesky_solve")
+CR__NO_LAPACK_FN(cholesky_det, "cholesky_det")
+CR__NO_LAPACK_FN(cholesky_logdet, "cholesky_logdet")
+
+cr_status cr__linalg_register_cholesky(cr_registry *reg)
+{
+    (void)reg;
+    return CR_OK;
+}
+
+#endif /* CR_HAVE_LAPACKE */

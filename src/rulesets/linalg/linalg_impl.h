@@ -1,0 +1,291 @@
+/*
+ * Private helpers of the linear-algebra rule files (src/rulesets/linalg/): column-major work
+ * matrices of f64 or c128 (the LAPACK layout) with their conversion from and to the
+ * library's row-major arrays, small BLAS-like kernels on them, (co)tangents read as work
+ * matrices, fields of tuple cotangents and the LAPACK error and no-LAPACKE helpers
+ * (work_matrix.c); the square-matrix arguments, decompositions and test samples the LAPACK
+ * rule files share (decompositions.c); the family's registrations.
+ */
+#ifndef CR_LINALG_IMPL_H
+#define CR_LINALG_IMPL_H
+
+#include <complex.h>
+
+#include "../array_impl.h"
+
+#if defined(CR_HAVE_LAPACKE)
+#include <lapacke.h>
+#endif
+
+/* ---- Column-major work matrices ---------------------------------------------------------- */
+
+/* A column-major work matrix; p NULL stands for a zero (co)tangent where a helper says so. */
+typedef struct cr__cmat {
+    void *p; /* column-major, leading dimension r */
+    size_t r, c;
+    bool cplx; /* double complex elements, else double */
+} cr__cmat;
+
+/* A new r x c work matrix in the arena (zero-filled when zero is true). Its element and
+ * byte counts are checked (CR_EOVERFLOW, "linalg work matrix: shape ... overflows"), so that
+ * a product of a work matrix's own extents, or an index below them, never overflows; a rule
+ * whose work matrix has a shape of extents of different arguments (pinv's n x n of an m x n
+ * matrix) checks that shape itself first, under its own name. */
+CR_INTERNAL cr_status cr__cmat_new(cr_arena *arena, bool cplx, size_t r, size_t c, bool zero,
+                                   cr__cmat *m);
+
+/* Element (i, j) of m. */
+static inline cr_complex cr__cmat_get(const cr__cmat *m, size_t i, size_t j)
+{
+    return m->cplx ? ((const cr_complex *)m->p)[i + j * m->r]
+                   : ((const double *)m->p)[i + j * m->r];
+}
+
+/* Element (i, j) of m := v (its real part when m is real). */
+static inline void cr__cmat_set(cr__cmat *m, size_t i, size_t j, cr_complex v)
+{
+    if (m->cplx)
+        ((cr_complex *)m->p)[i + j * m->r] = v;
+    else
+        ((double *)m->p)[i + j * m->r] = creal(v);
+}
+
+/* The logical value of a 0-d (1 x 1), 1-d (a column) or 2-d array as a new work matrix of
+ * f64 (cplx false) or c128. */
+CR_INTERNAL cr_status cr__cmat_from(cr_arena *arena, const cr_array *a, bool cplx, cr__cmat *m);
+
+/* A new copy of s with complex (cplx) or real elements (the real parts of a complex s). */
+CR_INTERNAL cr_status cr__cmat_copy_as(cr_arena *arena, const cr__cmat *s, bool cplx, cr__cmat *m);
+
+/* A new copy of s. */
+static inline cr_status cr__cmat_copy(cr_arena *arena, const cr__cmat *s, cr__cmat *m)
+{
+    return cr__cmat_copy_as(arena, s, s->cplx, m);
+}
+
+/* New op(s): 'N' a copy, 'T' the transpose, 'C' the adjoint. */
+CR_INTERNAL cr_status cr__cmat_op(cr_arena *arena, char op, const cr__cmat *s, cr__cmat *m);
+
+/* New sᴴ. */
+static inline cr_status cr__cmat_adj(cr_arena *arena, const cr__cmat *s, cr__cmat *m)
+{
+    return cr__cmat_op(arena, 'C', s, m);
+}
+
+/* m := conj(m) in place (nothing for a real m). */
+CR_INTERNAL void cr__cmat_conj(cr__cmat *m);
+
+/* Keep the triangle of m: 'U' (on and above the diagonal) or 'L' (on and below); with
+ * strict, the diagonal goes too. */
+CR_INTERNAL void cr__cmat_tri(cr__cmat *m, char uplo, bool strict);
+
+/* A new row-major work array (f64 or c128) of m, 1-d when vec. */
+CR_INTERNAL cr_status cr__cmat_to_array(cr_arena *arena, const cr__cmat *m, bool vec,
+                                        cr_array **out);
+
+/* m as a new row-major array of dtype dt (the real part when dt is real), 1-d when vec. */
+CR_INTERNAL cr_status cr__cmat_out(cr_arena *arena, const cr__cmat *m, bool vec, cr_dtype dt,
+                                   cr_array **out);
+
+/* The cotangent of an argument from the work matrix m, projected by p (cr__give). */
+CR_INTERNAL cr_status cr__cmat_give(cr_arena *arena, const cr_project *p, const cr__cmat *m,
+                                    bool vec, cr_tangent *out);
+
+/* C = alpha op(A) op(B) + beta C; op is 'N', 'T' or 'C' (BLAS when the element types
+ * agree, a plain loop otherwise). */
+CR_INTERNAL void cr__cmat_gemm(char ta, char tb, cr_complex alpha, const cr__cmat *A,
+                               const cr__cmat *B, cr_complex beta, cr__cmat *C);
+
+/* New C = alpha op(A) op(B) (complex when A or B is). */
+CR_INTERNAL cr_status cr__cmat_mul(cr_arena *arena, char ta, char tb, cr_complex alpha,
+                                   const cr__cmat *A, const cr__cmat *B, cr__cmat *C);
+
+/* ---- Tangents ---------------------------------------------------------------------------- */
+
+/* A (co)tangent of a 1-d or 2-d array of `shape` as a work matrix (p NULL when zero). */
+CR_INTERNAL cr_status cr__cmat_tan(cr_arena *arena, const char *who, cr_tangent t, size_t ndim,
+                                   const size_t *shape, bool cplx, cr__cmat *m);
+
+/* The tangent of array argument i of an frule (dargs[i + 1]) as a work matrix (p NULL when
+ * zero or when args[i] is not a perturbable array). */
+CR_INTERNAL cr_status cr__cmat_dx(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                                  const cr_value *args, size_t i, bool cplx, cr__cmat *m);
+
+/* The tangent of an output array o from the work matrix m (a column when vec), projected onto
+ * o. */
+CR_INTERNAL cr_status cr__tangent_like(cr_arena *arena, cr_array *o, const cr__cmat *m, bool vec,
+                                       cr_tangent *out);
+
+/* The end of an rrule whose env keeps the arguments' projectors in *p: *y = the array o; then,
+ * unless udata is CR__PRIMAL_ONLY, the projectors into *p and *pb = pbv. */
+CR_INTERNAL cr_status cr__rrule_tail(cr_arena *arena, const cr_value *args, size_t nargs,
+                                     const void *udata, cr_project ***p, cr_array *o, cr_value *y,
+                                     cr_pullback *pb, cr_pullback pbv);
+
+/* Field i of a tuple cotangent (zeros give ZeroTangent; CR_ETANGENT naming `who` when dy is
+ * not structural). */
+CR_INTERNAL cr_status cr__tuple_field(cr_arena *arena, const char *who, cr_tangent dy, size_t i,
+                                      cr_tangent *out);
+
+/* ---- eigen_general's gaps ------------------------------------------------------------------ */
+
+/* 1/(λ_j - λ_i), 0 where the two are equal to working precision relative to scale (a repeated
+ * eigenvalue: its eigenvectors have no derivative; the terms that would be infinite are
+ * dropped). eigen_general's rules and its second-order form (src/rulesets/linalg/spectral.c)
+ * take their gaps from here. */
+static inline cr_complex cr__inv_gap_c(cr_complex lj, cr_complex li, double scale)
+{
+    cr_complex d = lj - li;
+    return cabs(d) <= 64 * DBL_EPSILON * scale ? 0.0 : 1.0 / d;
+}
+
+/* max |w_i|, the scale of cr__inv_gap_c for a spectrum w of n complex values. */
+static inline double cr__spectrum_scale_c(const cr_complex *w, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        s = fmax(s, cabs(w[i]));
+    return s;
+}
+
+/* ---- LAPACK ------------------------------------------------------------------------------ */
+
+/* Whether a size fits LAPACK's (32-bit) int. */
+static inline bool cr__lapack_size_ok(size_t n)
+{
+    return n <= (size_t)INT32_MAX;
+}
+
+/* ---- The family's registrations ------------------------------------------------------------ */
+
+/* One signature of a linear-algebra rule: fn for args[0..n), its frule and rrule, its test
+ * registration and its second-order form (or NULL); nonlinear. */
+typedef struct cr__linalg_rule {
+    const cr_function *fn;
+    const cr_argspec *args;
+    size_t n;
+    cr_frule_fn frule;
+    cr_rrule_fn rrule;
+    const cr_rule_test *test;
+    const cr_rule_form *form;
+} cr__linalg_rule;
+
+/* Three float-array argument specs: args of a rule of one, two or three array arguments. */
+CR_INTERNAL extern const cr_argspec cr__linalg_fa[3];
+
+/* Register the rows k[0..n) in order (cr__add_rule_so, CR_NONLINEAR, never variadic). */
+CR_INTERNAL cr_status cr__linalg_add_rules(cr_registry *reg, const cr__linalg_rule *k, size_t n);
+
+/* Besides cr__linalg_register_blas (products.c), _lapack (solve.c), _fact
+ * (factorizations.c) and _level (lapack_calls.c), declared in array_impl.h; cr__family_linalg
+ * (products.c) calls them in a fixed order, the order of docs/rules-index.md. */
+CR_INTERNAL cr_status cr__linalg_register_cholesky(cr_registry *reg);   /* cholesky.c */
+CR_INTERNAL cr_status cr__linalg_register_spectral(cr_registry *reg);   /* spectral.c */
+CR_INTERNAL cr_status cr__linalg_register_expm(cr_registry *reg);       /* expm.c */
+CR_INTERNAL cr_status cr__linalg_register_blas_calls(cr_registry *reg); /* blas_calls.c */
+
+/* ---- Arguments of the functional BLAS and LAPACK calls (blas_calls.c) ----------------------- */
+
+/* Argument i, a flag: an integer character code among `allowed` (lower case accepted). */
+CR_INTERNAL cr_status cr__flag_arg(cr_arena *arena, const char *who, const cr_value *args, size_t i,
+                                   const char *allowed, char *out);
+
+/* Argument i, a float matrix (square when `square`) of extents within LAPACK's int. */
+CR_INTERNAL cr_status cr__matrix32_arg(cr_arena *arena, const char *who, const cr_value *args,
+                                       size_t nargs, size_t i, bool square, const cr_array **A);
+
+/* Argument i, a right-hand side: a float vector or matrix with n rows. */
+CR_INTERNAL cr_status cr__rhs_arg(cr_arena *arena, const char *who, const cr_value *args,
+                                  size_t nargs, size_t i, size_t n, const cr_array **B);
+
+/* NoTangent for every cotangent, then ZeroTangent for the perturbable arguments. */
+CR_INTERNAL void cr__zero_cotangents(const bool *diff, cr_tangent *dx, size_t nx);
+
+/* A random flag among the characters of flags, as an i64 (the rule tests' samples). */
+CR_INTERNAL cr_value cr__rand_flag(uint64_t *rng, const char *flags);
+
+#if defined(CR_HAVE_LAPACKE)
+
+/* ---- Shared by the LAPACK rule files (decompositions.c) ------------------------------------ */
+
+/* Argument i, a square float matrix of at most INT32_MAX rows (CR_ESHAPE naming who
+ * otherwise); *cplx (unless NULL): whether it is complex (its work dtype c128, else f64). */
+CR_INTERNAL cr_status cr__square_arg(cr_arena *arena, const char *who, const cr_value *args,
+                                     size_t nargs, size_t i, const cr_array **A, bool *cplx);
+
+/* The Hermitian matrix whose upper triangle is that of A (the diagonal's real part), as
+ * LAPACK's syev/heev/potrf read it. */
+CR_INTERNAL cr_status cr__herm_upper(cr_arena *arena, const cr_array *A, bool cplx, cr__cmat *m);
+
+/* The cotangent of A for a function of cr__herm_upper(A), given the Hermitian gradient S with
+ * respect to that matrix (S is folded in place onto the upper triangle for a dense A). */
+CR_INTERNAL cr_status cr__herm_give(cr_arena *arena, const cr_array *A, cr_project *p, cr__cmat *S,
+                                    cr_tangent *out);
+
+/* CR_EDOMAIN: "who: the matrix is singular". */
+CR_INTERNAL cr_status cr__singular(cr_arena *arena, const char *who);
+
+/* A thin SVD A = U diag(s) Vt of an m x n work matrix, k = min(m, n). */
+typedef struct cr__svd {
+    cr__cmat U;  /* m x k */
+    double *s;   /* k, descending */
+    cr__cmat Vt; /* k x n */
+    size_t m, n, k;
+} cr__svd;
+
+/* The thin SVD of A0 (gesdd; CR_EDOMAIN for a non-finite element, CR_EBACKEND when LAPACK
+ * fails), its factors in the arena. */
+CR_INTERNAL cr_status cr__svd_of(cr_arena *arena, const char *who, const cr__cmat *A0,
+                                 cr__svd *out);
+
+/* The eigendecomposition of the Hermitian work matrix H in place (syevd/heevd): H's columns
+ * become the eigenvectors, *w the n ascending eigenvalues (in the arena). */
+CR_INTERNAL cr_status cr__eigh(cr_arena *arena, const char *who, cr__cmat *H, double **w);
+
+/* The square matrices the rule tests sample (cr__rand_square). */
+typedef enum {
+    CR__SQ_GENERAL, /* diagonally dominant (well conditioned), det > 0; structures */
+    CR__SQ_SPD,     /* Hermitian positive definite; tagged or dense with junk below */
+    CR__SQ_HERM,    /* Hermitian with separated eigenvalues */
+    CR__SQ_REALSYM, /* real symmetric (eigen: vectors of complex Hermitian have a phase gauge) */
+    CR__SQ_RECT     /* rectangular (svd; complex ones have a fixed gauge) */
+} cr__sq_kind;
+
+/* A random matrix of the kind, of 2 to 4 rows, of a random float dtype. */
+CR_INTERNAL cr_status cr__rand_square(cr_arena *arena, uint64_t *rng, cr__sq_kind kind,
+                                      cr_array **out);
+
+/* A cr_rule_test sampler: args[0] a cr__rand_square of the kind in env (a cr__sq_kind), and
+ * for two arguments a right-hand side of solve (a vector or an n x 2 matrix). */
+CR_INTERNAL cr_status cr__sample_sq(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                                    void *env);
+
+/* X := op(T)⁻¹ X for a triangular T (uplo 'U' or 'L', op 'N' or 'C', unit diagonal when diag
+ * is 'U'; trtrs). T's diagonal must have no zero (checked by the callers). */
+CR_INTERNAL cr_status cr__tri_left(cr_arena *arena, const char *who, const cr__cmat *T, char uplo,
+                                   char op, char diag, cr__cmat *X);
+
+/* CR_EBACKEND for a LAPACK info != 0, naming `who`. */
+CR_INTERNAL cr_status cr__lapack_fail(cr_arena *arena, const char *who, lapack_int info);
+
+/* CR_EDOMAIN (message naming who and the element) when the work matrix A has a NaN or
+ * infinite element: the iterative LAPACK routines (SVD, eigendecompositions, Schur forms)
+ * are not defined there (they may report an illegal argument, print, or leave outputs
+ * unset), so their rules refuse such a matrix before calling them. */
+CR_INTERNAL cr_status cr__lapack_finite(cr_arena *arena, const char *who, const cr__cmat *A);
+
+#else /* !CR_HAVE_LAPACKE */
+
+/* The primal of a function that needs LAPACKE in a build without it: CR_EUNIMPL. */
+CR_INTERNAL cr_status cr__no_lapack(cr_arena *arena, const cr_value *f, const cr_value *args,
+                                    size_t nargs, cr_value *out);
+
+/* The function value cr_fn_NAME (named STR) of a build without LAPACKE. */
+#define CR__NO_LAPACK_FN(NAME, STR)                           \
+    static const cr_function NAME##_function = {              \
+        .name = (STR), .arity = -1, .primal = cr__no_lapack}; \
+    const cr_value cr_fn_##NAME = {.kind = CR_KIND_FUNC, .u.func = {&NAME##_function, NULL}};
+
+#endif /* CR_HAVE_LAPACKE */
+
+#endif /* CR_LINALG_IMPL_H */

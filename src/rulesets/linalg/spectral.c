@@ -1,0 +1,1788 @@
+/*
+ * Spectral rules of the linear-algebra family: eigen and eigvals of Hermitian matrices, svd
+ * and svdvals, and matfun_herm (a scalar function of a Hermitian matrix through its
+ * eigendecomposition), with their second-order forms and those of eigen_general and
+ * eigvals_general (factorizations.c has their rules). Compiled with LAPACKE (CR_HAVE_LAPACKE);
+ * without it the function values exist, their primal gives CR_EUNIMPL and no rule is registered.
+ * The decompositions themselves are in decompositions.c.
+ */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include <chainrules/rules_linalg.h>
+
+#include "../forms_impl.h"
+#include "linalg_impl.h"
+
+#if defined(CR_HAVE_LAPACKE)
+#include <lapacke.h>
+
+/* ---- Tuples ------------------------------------------------------------------------------ */
+
+typedef struct tup2 {
+    cr_array a, b;
+} tup2;
+typedef struct tup3 {
+    cr_array a, b, c;
+} tup3;
+static const cr_field k_tup2_fields[2] = {{NULL, offsetof(tup2, a), CR_KIND_ARRAY, NULL},
+                                          {NULL, offsetof(tup2, b), CR_KIND_ARRAY, NULL}};
+static const cr_field k_tup3_fields[3] = {{NULL, offsetof(tup3, a), CR_KIND_ARRAY, NULL},
+                                          {NULL, offsetof(tup3, b), CR_KIND_ARRAY, NULL},
+                                          {NULL, offsetof(tup3, c), CR_KIND_ARRAY, NULL}};
+static const cr_type k_tup2 = {"tuple(array,array)", sizeof(tup2), 2, k_tup2_fields};
+static const cr_type k_tup3 = {"tuple(array,array,array)", sizeof(tup3), 3, k_tup3_fields};
+
+/* ---- eigen and eigvals of Hermitian matrices ---------------------------------------------- */
+
+typedef struct eig_env {
+    const cr_array *A;
+    cr_project *pA;
+    cr__cmat V;
+    double *w;
+    bool vectors;
+} eig_env;
+
+static cr_status eig_forward(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                             const cr_array **A, cr__cmat *V, double **w)
+{
+    bool cplx = false;
+    cr_status st = cr__nargs(arena, who, nargs, 1, 1);
+    if (st == CR_OK)
+        st = cr__square_arg(arena, who, args, nargs, 0, A, &cplx);
+    if (st == CR_OK)
+        st = cr__herm_upper(arena, *A, cplx, V);
+    if (st == CR_OK)
+        st = cr__eigh(arena, who, V, w);
+    return st;
+}
+
+static cr_status eig_output(cr_arena *arena, const cr_array *A, const cr__cmat *V, const double *w,
+                            bool vectors, cr_value *y)
+{
+    size_t n = V->r;
+    cr_dtype rdt = A->dtype == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64;
+    cr_array *lw, *lo;
+    cr_status st = cr__new(arena, CR_DT_F64, 1, &n, false, &lw);
+    if (st != CR_OK)
+        return st;
+    if (n > 0)
+        memcpy(lw->data, w, n * sizeof *w);
+    st = cr__cast(arena, lw, rdt, &lo);
+    if (st != CR_OK)
+        return st;
+    if (!vectors) {
+        *y = cr_value_array(lo);
+        return CR_OK;
+    }
+    cr_array *vo;
+    st = cr__cmat_out(arena, V, false, (cr_dtype)A->dtype, &vo);
+    if (st != CR_OK)
+        return st;
+    tup2 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(tup2));
+    if (t == NULL)
+        return CR__ALLOC_STATUS(arena);
+    t->a = *lo;
+    t->b = *vo;
+    *y = cr_value_struct(&k_tup2, t);
+    return CR_OK;
+}
+
+/* S = V (diag(λ̄) + F ∘ (Vᴴ V̄)) Vᴴ, Hermitised; F_ij = 1/(λ_j - λ_i), 0 on the diagonal
+ * and between equal eigenvalues. */
+static cr_status eig_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                              void *env)
+{
+    (void)nx;
+    eig_env *e = env;
+    const char *who = e->vectors ? "eigen_pullback" : "eigvals_pullback";
+    dx[0] = cr_tangent_none();
+    size_t n = e->V.r, shape[2] = {n, n};
+    cr_tangent tl = *dy, tv = cr_tangent_zero();
+    cr_status st = CR_OK;
+    if (e->vectors) {
+        st = cr__tuple_field(arena, who, *dy, 0, &tl);
+        if (st == CR_OK)
+            st = cr__tuple_field(arena, who, *dy, 1, &tv);
+    }
+    cr__cmat L, Vb, K, T, S;
+    if (st == CR_OK)
+        st = cr__cmat_tan(arena, who, tl, 1, &n, false, &L);
+    if (st == CR_OK)
+        st = cr__cmat_tan(arena, who, tv, 2, shape, e->V.cplx, &Vb);
+    if (st != CR_OK)
+        return st;
+    if (L.p == NULL && Vb.p == NULL) {
+        dx[1] = cr_tangent_zero();
+        return CR_OK;
+    }
+    if (Vb.p != NULL) {
+        st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e->V, &Vb, &K);
+        if (st != CR_OK)
+            return st;
+        double scale = cr__spectrum_scale(e->w, n);
+        for (size_t j = 0; j < n; j++)
+            for (size_t i = 0; i < n; i++)
+                cr__cmat_set(
+                    &K, i, j,
+                    i == j ? 0.0 : cr__cmat_get(&K, i, j) * cr__inv_gap(e->w[j], e->w[i], scale));
+    } else {
+        st = cr__cmat_new(arena, e->V.cplx, n, n, true, &K);
+        if (st != CR_OK)
+            return st;
+    }
+    for (size_t i = 0; i < n && L.p != NULL; i++)
+        cr__cmat_set(&K, i, i, creal(cr__cmat_get(&L, i, 0)));
+    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &e->V, &K, &T);
+    if (st == CR_OK)
+        st = cr__cmat_mul(arena, 'N', 'C', 1.0, &T, &e->V, &S);
+    if (st != CR_OK)
+        return st;
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i <= j; i++) {
+            cr_complex h = 0.5 * (cr__cmat_get(&S, i, j) + conj(cr__cmat_get(&S, j, i)));
+            cr__cmat_set(&S, i, j, h);
+            cr__cmat_set(&S, j, i, conj(h));
+        }
+    return cr__herm_give(arena, e->A, e->pA, &S, &dx[1]);
+}
+
+static cr_status eig_rrule(cr_arena *arena, bool vectors, const cr_value *args, size_t nargs,
+                           cr_value *y, cr_pullback *pb, const void *udata)
+{
+    const char *who = vectors ? "eigen" : "eigvals";
+    eig_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(eig_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr_status st = eig_forward(arena, who, args, nargs, &e->A, &e->V, &e->w);
+    if (st == CR_OK)
+        st = eig_output(arena, e->A, &e->V, e->w, vectors, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
+    e->vectors = vectors;
+    st = cr_project_new(arena, &args[0], &e->pA);
+    if (st != CR_OK)
+        return st;
+    *pb =
+        (cr_pullback){eig_pullback, e, vectors ? "eigen_pullback" : "eigvals_pullback", nargs + 1};
+    return CR_OK;
+}
+
+/* frule: P = Vᴴ Ḣ V; λ̇_i = re P_ii; V̇ = V (F ∘ P). */
+static cr_status eig_frule(cr_arena *arena, bool vectors, const cr_tangent *dargs,
+                           const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
+{
+    const char *who = vectors ? "eigen" : "eigvals";
+    const cr_array *A;
+    cr__cmat V, dH, T, P;
+    double *w;
+    cr_status st = eig_forward(arena, who, args, nargs, &A, &V, &w);
+    if (st == CR_OK)
+        st = eig_output(arena, A, &V, w, vectors, y);
+    if (st != CR_OK)
+        return st;
+    const cr_array *t;
+    st = cr__dx_array(arena, who, dargs, args, 0, V.cplx ? CR_DT_C128 : CR_DT_F64, &t);
+    if (st != CR_OK || t == NULL) {
+        *dy = cr_tangent_zero();
+        return st;
+    }
+    st = cr__herm_upper(arena, t, V.cplx, &dH);
+    if (st == CR_OK)
+        st = cr__cmat_mul(arena, 'C', 'N', 1.0, &V, &dH, &T);
+    if (st == CR_OK)
+        st = cr__cmat_mul(arena, 'N', 'N', 1.0, &T, &V, &P);
+    if (st != CR_OK)
+        return st;
+    size_t n = V.r;
+    cr__cmat dl;
+    st = cr__cmat_new(arena, false, n, 1, false, &dl);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < n; i++)
+        cr__cmat_set(&dl, i, 0, creal(cr__cmat_get(&P, i, i)));
+    cr_dtype rdt = A->dtype == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64;
+    cr_array *dlo;
+    st = cr__cmat_out(arena, &dl, true, rdt, &dlo);
+    if (st != CR_OK)
+        return st;
+    if (!vectors) {
+        *dy = cr_tangent_array(dlo);
+        return CR_OK;
+    }
+    double scale = cr__spectrum_scale(w, n);
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i < n; i++)
+            cr__cmat_set(&P, i, j,
+                         i == j ? 0.0 : cr__cmat_get(&P, i, j) * cr__inv_gap(w[j], w[i], scale));
+    cr__cmat dV;
+    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &V, &P, &dV);
+    cr_array *dvo;
+    if (st == CR_OK)
+        st = cr__cmat_out(arena, &dV, false, (cr_dtype)A->dtype, &dvo);
+    if (st != CR_OK)
+        return st;
+    cr_tangent f[2] = {cr_tangent_array(dlo), cr_tangent_array(dvo)};
+    return cr_tangent_struct(arena, &k_tup2, NULL, f, 2, dy);
+}
+
+#define EIG_RULES(NAME, VEC) CR__PARAM_RULES(NAME, eig_rrule, eig_frule, VEC, 1)
+
+EIG_RULES(eigen, true)
+EIG_RULES(eigvals, false)
+
+/* ---- svd and svdvals ------------------------------------------------------------------- */
+
+typedef struct svd_env {
+    const cr_array *A;
+    cr_project *pA;
+    cr__svd f;
+    cr__cmat V;  /* n x k */
+    size_t *piv; /* complex: the row of each column of U made real positive (the gauge) */
+    bool vectors;
+} svd_env;
+
+/* The gauge of a complex SVD: each pair (u_k, v_k) is multiplied by the phase that makes
+ * the largest-magnitude entry of u_k (the first of equal ones) real positive; u_k v_kᴴ is
+ * unchanged. Records that entry's row in e->piv. Locally (while the largest entry stays
+ * the largest) this is a smooth choice, so U and V are differentiable functions of A. */
+static cr_status svd_gauge(cr_arena *arena, svd_env *e)
+{
+    cr__svd *f = &e->f;
+    e->piv = cr__arena_array(arena, "svd", f->k, sizeof *e->piv, _Alignof(size_t));
+    if (e->piv == NULL)
+        return CR__ALLOC_STATUS(arena);
+    for (size_t k = 0; k < f->k; k++) {
+        size_t r = 0;
+        double best = -1;
+        for (size_t i = 0; i < f->m; i++) {
+            double a = cabs(cr__cmat_get(&f->U, i, k));
+            if (a > best) {
+                best = a;
+                r = i;
+            }
+        }
+        e->piv[k] = r;
+        cr_complex u = cr__cmat_get(&f->U, r, k);
+        if (best <= 0)
+            continue;
+        cr_complex ph = conj(u) / best;
+        for (size_t i = 0; i < f->m; i++)
+            cr__cmat_set(&f->U, i, k, cr__cmat_get(&f->U, i, k) * ph);
+        for (size_t j = 0; j < f->n; j++)
+            cr__cmat_set(&f->Vt, k, j, cr__cmat_get(&f->Vt, k, j) * conj(ph));
+        cr__cmat_set(&f->U, r, k, best); /* exactly real */
+    }
+    return CR_OK;
+}
+
+static cr_status svd_forward(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                             bool vectors, svd_env *e)
+{
+    const cr_array *A;
+    cr_status st = cr__nargs(arena, who, nargs, 1, 1);
+    if (st == CR_OK)
+        st = cr__array_arg(arena, who, args, nargs, 0, &A);
+    if (st != CR_OK)
+        return st;
+    if (A->ndim != 2 || !cr_dtype_is_float((cr_dtype)A->dtype) ||
+        !cr__lapack_size_ok(A->shape[0] * A->shape[1]))
+        return CR__FAIL(arena, CR_ESHAPE, "%s: expected a float matrix", who);
+    (void)vectors;
+    cr__cmat Am;
+    e->A = A;
+    st = cr__cmat_from(arena, A, A->dtype == CR_DT_C128, &Am);
+    if (st == CR_OK)
+        st = cr__svd_of(arena, who, &Am, &e->f);
+    if (st == CR_OK && A->dtype == CR_DT_C128)
+        st = svd_gauge(arena, e);
+    if (st == CR_OK)
+        st = cr__cmat_adj(arena, &e->f.Vt, &e->V);
+    return st;
+}
+
+static cr_status svd_output(cr_arena *arena, const svd_env *e, bool vectors, cr_value *y)
+{
+    size_t k = e->f.k;
+    cr_dtype rdt = e->A->dtype == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64;
+    cr_array *sw, *so;
+    cr_status st = cr__new(arena, CR_DT_F64, 1, &k, false, &sw);
+    if (st != CR_OK)
+        return st;
+    if (k > 0)
+        memcpy(sw->data, e->f.s, k * sizeof(double));
+    st = cr__cast(arena, sw, rdt, &so);
+    if (st != CR_OK)
+        return st;
+    if (!vectors) {
+        *y = cr_value_array(so);
+        return CR_OK;
+    }
+    cr_array *uo, *vo;
+    st = cr__cmat_out(arena, &e->f.U, false, (cr_dtype)e->A->dtype, &uo);
+    if (st == CR_OK)
+        st = cr__cmat_out(arena, &e->V, false, (cr_dtype)e->A->dtype, &vo);
+    if (st != CR_OK)
+        return st;
+    tup3 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(tup3));
+    if (t == NULL)
+        return CR__ALLOC_STATUS(arena);
+    t->a = *uo;
+    t->b = *so;
+    t->c = *vo;
+    *y = cr_value_struct(&k_tup3, t);
+    return CR_OK;
+}
+
+/* svd: Ā = [U (F∘(UᴴŪ - ŪᴴU)) S + (I - UUᴴ) Ū S⁻¹ + U diag(s̄)
+ *           + U S (F∘(VᴴV̄ - V̄ᴴV))] Vᴴ + U S⁻¹ V̄ᴴ (I - VVᴴ)
+ * with F_ij = 1/(s_j² - s_i²): ChainRules' svd_rev, where equal singular values (F) and
+ * zero ones (S⁻¹) contribute 0 instead of dividing by zero (ChainRules #664). Complex A
+ * adds U diag(-i im(VᴴV̄)_ii / s_i) Vᴴ (Wan and Zhang) and the gauge's share (svd_gauge).
+ * svdvals: Ā = U diag(s̄) Vᴴ. */
+static cr_status svd_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                              void *env)
+{
+    (void)nx;
+    svd_env *e = env;
+    const char *who = e->vectors ? "svd_pullback" : "svdvals_pullback";
+    dx[0] = cr_tangent_none();
+    const cr__svd *f = &e->f;
+    size_t m = f->m, n = f->n, k = f->k;
+    bool cplx = f->U.cplx;
+    cr_tangent tu = cr_tangent_zero(), ts = *dy, tv = cr_tangent_zero();
+    cr_status st = CR_OK;
+    if (e->vectors) {
+        st = cr__tuple_field(arena, who, *dy, 0, &tu);
+        if (st == CR_OK)
+            st = cr__tuple_field(arena, who, *dy, 1, &ts);
+        if (st == CR_OK)
+            st = cr__tuple_field(arena, who, *dy, 2, &tv);
+    }
+    size_t su[2] = {m, k}, sv[2] = {n, k};
+    cr__cmat Ub, Sb, Vb;
+    if (st == CR_OK)
+        st = cr__cmat_tan(arena, who, tu, 2, su, cplx, &Ub);
+    if (st == CR_OK)
+        st = cr__cmat_tan(arena, who, ts, 1, &k, false, &Sb);
+    if (st == CR_OK)
+        st = cr__cmat_tan(arena, who, tv, 2, sv, cplx, &Vb);
+    if (st != CR_OK)
+        return st;
+    if (Ub.p == NULL && Sb.p == NULL && Vb.p == NULL) {
+        dx[1] = cr_tangent_zero();
+        return CR_OK;
+    }
+    double smax = k > 0 ? f->s[0] : 0;
+    if (cplx && e->vectors) {
+        /* The gauge's share (svd_gauge): with c_k = u_kᴴ ū_k + v_kᴴ v̄_k, a loss that depends
+         * on the phases (Im c_k != 0) sees u_k's pivot entry move: Ū[r_k, k] -= i Im c_k /
+         * U[r_k, k]. Phase-invariant losses have Im c_k = 0 and skip this. */
+        for (size_t j = 0; j < k; j++) {
+            cr_complex c = 0;
+            for (size_t i = 0; i < m && Ub.p != NULL; i++)
+                c += conj(cr__cmat_get(&f->U, i, j)) * cr__cmat_get(&Ub, i, j);
+            for (size_t i = 0; i < n && Vb.p != NULL; i++)
+                c += conj(cr__cmat_get(&e->V, i, j)) * cr__cmat_get(&Vb, i, j);
+            if (cimag(c) == 0)
+                continue;
+            if (Ub.p == NULL) {
+                st = cr__cmat_new(arena, true, m, k, true, &Ub);
+                if (st != CR_OK)
+                    return st;
+            }
+            size_t r = e->piv[j];
+            cr__cmat_set(&Ub, r, j,
+                         cr__cmat_get(&Ub, r, j) -
+                             cr__c(0, cimag(c) / creal(cr__cmat_get(&f->U, r, j))));
+        }
+    }
+    /* inner = Jf S + diag(s̄) + S Kf (k x k) */
+    cr__cmat inner, T, Abar, J;
+    st = cr__cmat_new(arena, cplx, k, k, true, &inner);
+    if (st != CR_OK)
+        return st;
+    for (int w = 0; w < 2; w++) {
+        const cr__cmat *Xb = w == 0 ? &Ub : &Vb;
+        const cr__cmat *X = w == 0 ? &f->U : &e->V;
+        if (Xb->p == NULL)
+            continue;
+        st = cr__cmat_mul(arena, 'C', 'N', 1.0, X, Xb, &J);
+        if (st != CR_OK)
+            return st;
+        for (size_t j = 0; j < k; j++)
+            for (size_t i = 0; i < k; i++) {
+                if (i == j) {
+                    /* Complex: V's phase moves against U's by i Im(dP_ii) / s_i, whose
+                     * adjoint is -i Im((Vᴴ V̄)_ii) / s_i (Wan and Zhang's extra term). */
+                    if (w == 1 && cplx)
+                        cr__cmat_set(&inner, i, i,
+                                     cr__cmat_get(&inner, i, i) +
+                                         cr__c(0, -cimag(cr__cmat_get(&J, i, i)) *
+                                                      cr__inv_sval(f->s[i], smax)));
+                    continue;
+                }
+                double F = cr__inv_gap(f->s[j] * f->s[j], f->s[i] * f->s[i], smax * smax);
+                cr_complex a = F * (cr__cmat_get(&J, i, j) - conj(cr__cmat_get(&J, j, i)));
+                /* U-term: (F∘(UᵀŪ - ŪᵀU)) S scales column j by s_j; V-term: S (F∘...) scales
+                 * row i by s_i. */
+                cr_complex add = w == 0 ? a * f->s[j] : a * f->s[i];
+                cr__cmat_set(&inner, i, j, cr__cmat_get(&inner, i, j) + add);
+            }
+    }
+    for (size_t i = 0; i < k && Sb.p != NULL; i++)
+        cr__cmat_set(&inner, i, i, cr__cmat_get(&inner, i, i) + cr__cmat_get(&Sb, i, 0));
+    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &f->U, &inner, &T);
+    if (st == CR_OK)
+        st = cr__cmat_mul(arena, 'N', 'N', 1.0, &T, &f->Vt, &Abar);
+    if (st != CR_OK)
+        return st;
+    if (Ub.p != NULL && m > k) {
+        /* (I - UUᵀ) Ū S⁻¹ Vᵀ */
+        cr__cmat Q, W;
+        st = cr__cmat_copy(arena, &Ub, &Q);
+        if (st != CR_OK)
+            return st;
+        for (size_t j = 0; j < k; j++)
+            for (size_t i = 0; i < m; i++)
+                cr__cmat_set(&Q, i, j, cr__cmat_get(&Q, i, j) * cr__inv_sval(f->s[j], smax));
+        st = cr__cmat_mul(arena, 'C', 'N', 1.0, &f->U, &Q, &W);
+        if (st != CR_OK)
+            return st;
+        cr__cmat_gemm('N', 'N', -1.0, &f->U, &W, 1.0, &Q);
+        cr__cmat_gemm('N', 'N', 1.0, &Q, &f->Vt, 1.0, &Abar);
+    }
+    if (Vb.p != NULL && n > k) {
+        /* U S⁻¹ V̄ᵀ (I - VVᵀ) = U ((I - VVᵀ) V̄ S⁻¹)ᵀ */
+        cr__cmat Q, W;
+        st = cr__cmat_copy(arena, &Vb, &Q);
+        if (st != CR_OK)
+            return st;
+        for (size_t j = 0; j < k; j++)
+            for (size_t i = 0; i < n; i++)
+                cr__cmat_set(&Q, i, j, cr__cmat_get(&Q, i, j) * cr__inv_sval(f->s[j], smax));
+        st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e->V, &Q, &W);
+        if (st != CR_OK)
+            return st;
+        cr__cmat_gemm('N', 'N', -1.0, &e->V, &W, 1.0, &Q);
+        cr__cmat_gemm('N', 'C', 1.0, &f->U, &Q, 1.0, &Abar);
+    }
+    cr_array *r = NULL;
+    st = cr__cmat_to_array(arena, &Abar, false, &r);
+    return st != CR_OK ? st : cr__give(arena, e->pA, r, &dx[1]);
+}
+
+static cr_status svd_rrule_common(cr_arena *arena, bool vectors, const cr_value *args, size_t nargs,
+                                  cr_value *y, cr_pullback *pb, const void *udata)
+{
+    const char *who = vectors ? "svd" : "svdvals";
+    svd_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(svd_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr_status st = svd_forward(arena, who, args, nargs, vectors, e);
+    if (st == CR_OK)
+        st = svd_output(arena, e, vectors, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
+    e->vectors = vectors;
+    st = cr_project_new(arena, &args[0], &e->pA);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){svd_pullback, e, vectors ? "svd_pullback" : "svdvals_pullback", nargs + 1};
+    return CR_OK;
+}
+
+/* frule: dP = Uᴴ Ȧ V; ṡ = re diag(dP); for svd
+ * U̇ = U (F ∘ (dP S + S dPᴴ)) + (I - UUᴴ) Ȧ V S⁻¹,
+ * V̇ = V (F ∘ (S dP + dPᴴ S) - i diag(im dP / s)) + (I - VVᴴ) Ȧᴴ U S⁻¹,
+ * then for complex A the gauge's turn i w_k of both k-th vectors (svd_gauge). */
+static cr_status svd_frule_common(cr_arena *arena, bool vectors, const cr_tangent *dargs,
+                                  const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
+{
+    const char *who = vectors ? "svd" : "svdvals";
+    svd_env e;
+    memset(&e, 0, sizeof e);
+    cr_status st = svd_forward(arena, who, args, nargs, vectors, &e);
+    if (st == CR_OK)
+        st = svd_output(arena, &e, vectors, y);
+    if (st != CR_OK)
+        return st;
+    const cr__svd *f = &e.f;
+    size_t m = f->m, n = f->n, k = f->k;
+    bool cplx = f->U.cplx;
+    cr__cmat dA, T, dP;
+    st = cr__cmat_dx(arena, who, dargs, args, 0, cplx, &dA);
+    if (st != CR_OK || dA.p == NULL) {
+        *dy = cr_tangent_zero();
+        return st;
+    }
+    st = cr__cmat_mul(arena, 'C', 'N', 1.0, &f->U, &dA, &T);
+    if (st == CR_OK)
+        st = cr__cmat_mul(arena, 'N', 'N', 1.0, &T, &e.V, &dP);
+    if (st != CR_OK)
+        return st;
+    cr__cmat ds;
+    st = cr__cmat_new(arena, false, k, 1, false, &ds);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < k; i++)
+        cr__cmat_set(&ds, i, 0, creal(cr__cmat_get(&dP, i, i)));
+    cr_dtype rdt = e.A->dtype == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64;
+    cr_array *dso;
+    st = cr__cmat_out(arena, &ds, true, rdt, &dso);
+    if (st != CR_OK)
+        return st;
+    if (!vectors) {
+        *dy = cr_tangent_array(dso);
+        return CR_OK;
+    }
+    double smax = k > 0 ? f->s[0] : 0;
+    cr__cmat Cu, Cv, dU, dV;
+    st = cr__cmat_new(arena, cplx, k, k, false, &Cu);
+    if (st == CR_OK)
+        st = cr__cmat_new(arena, cplx, k, k, false, &Cv);
+    if (st != CR_OK)
+        return st;
+    for (size_t j = 0; j < k; j++)
+        for (size_t i = 0; i < k; i++) {
+            double F =
+                i == j ? 0.0 : cr__inv_gap(f->s[j] * f->s[j], f->s[i] * f->s[i], smax * smax);
+            cr_complex pij = cr__cmat_get(&dP, i, j), pji = conj(cr__cmat_get(&dP, j, i));
+            cr__cmat_set(&Cu, i, j, F * (pij * f->s[j] + f->s[i] * pji));
+            cr__cmat_set(&Cv, i, j, F * (f->s[i] * pij + pji * f->s[j]));
+        }
+    /* Complex: Uᴴ U̇ has a zero diagonal before the gauge fix, Vᴴ V̇ then has
+     * -i Im(dP_ii) / s_i (so that the diagonal of Uᴴ Ȧ V comes out right). */
+    for (size_t i = 0; i < k && cplx; i++)
+        cr__cmat_set(&Cv, i, i,
+                     cr__c(0, -cimag(cr__cmat_get(&dP, i, i)) * cr__inv_sval(f->s[i], smax)));
+    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &f->U, &Cu, &dU);
+    if (st == CR_OK)
+        st = cr__cmat_mul(arena, 'N', 'N', 1.0, &e.V, &Cv, &dV);
+    if (st != CR_OK)
+        return st;
+    if (m > k) {
+        cr__cmat Q, W;
+        st = cr__cmat_mul(arena, 'N', 'N', 1.0, &dA, &e.V, &Q);
+        if (st != CR_OK)
+            return st;
+        for (size_t j = 0; j < k; j++)
+            for (size_t i = 0; i < m; i++)
+                cr__cmat_set(&Q, i, j, cr__cmat_get(&Q, i, j) * cr__inv_sval(f->s[j], smax));
+        st = cr__cmat_mul(arena, 'C', 'N', 1.0, &f->U, &Q, &W);
+        if (st != CR_OK)
+            return st;
+        cr__cmat_gemm('N', 'N', -1.0, &f->U, &W, 1.0, &Q);
+        for (size_t j = 0; j < k; j++)
+            for (size_t i = 0; i < m; i++)
+                cr__cmat_set(&dU, i, j, cr__cmat_get(&dU, i, j) + cr__cmat_get(&Q, i, j));
+    }
+    if (n > k) {
+        cr__cmat Q, W;
+        st = cr__cmat_mul(arena, 'C', 'N', 1.0, &dA, &f->U, &Q);
+        if (st != CR_OK)
+            return st;
+        for (size_t j = 0; j < k; j++)
+            for (size_t i = 0; i < n; i++)
+                cr__cmat_set(&Q, i, j, cr__cmat_get(&Q, i, j) * cr__inv_sval(f->s[j], smax));
+        st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e.V, &Q, &W);
+        if (st != CR_OK)
+            return st;
+        cr__cmat_gemm('N', 'N', -1.0, &e.V, &W, 1.0, &Q);
+        for (size_t j = 0; j < k; j++)
+            for (size_t i = 0; i < n; i++)
+                cr__cmat_set(&dV, i, j, cr__cmat_get(&dV, i, j) + cr__cmat_get(&Q, i, j));
+    }
+    for (size_t j = 0; j < k && cplx; j++) {
+        /* The gauge keeps U[r_j, j] real: both vectors turn by i w_j. */
+        size_t r = e.piv[j];
+        double w = -cimag(cr__cmat_get(&dU, r, j)) / creal(cr__cmat_get(&f->U, r, j));
+        for (size_t i = 0; i < m; i++)
+            cr__cmat_set(&dU, i, j,
+                         cr__cmat_get(&dU, i, j) + cr__c(0, w) * cr__cmat_get(&f->U, i, j));
+        for (size_t i = 0; i < n; i++)
+            cr__cmat_set(&dV, i, j,
+                         cr__cmat_get(&dV, i, j) + cr__c(0, w) * cr__cmat_get(&e.V, i, j));
+    }
+    cr_array *duo, *dvo;
+    st = cr__cmat_out(arena, &dU, false, (cr_dtype)e.A->dtype, &duo);
+    if (st == CR_OK)
+        st = cr__cmat_out(arena, &dV, false, (cr_dtype)e.A->dtype, &dvo);
+    if (st != CR_OK)
+        return st;
+    cr_tangent fl[3] = {cr_tangent_array(duo), cr_tangent_array(dso), cr_tangent_array(dvo)};
+    return cr_tangent_struct(arena, &k_tup3, NULL, fl, 3, dy);
+}
+
+#define SVD_RULES(NAME, VEC) CR__PARAM_RULES(NAME, svd_rrule_common, svd_frule_common, VEC, 1)
+
+SVD_RULES(svd, true)
+SVD_RULES(svdvals, false)
+
+/* ---- Functions of Hermitian matrices ----------------------------------------------------- */
+
+/* f(H) = V diag(f(λ)) Vᴴ for a Hermitian H (A's upper triangle) and a scalar-table f. The
+ * derivative is Daleckii-Krein's: Ḟ = V (F ∘ (Vᴴ Ḣ V)) Vᴴ with the divided differences
+ * F_ij = (f(λ_i) - f(λ_j)) / (λ_i - λ_j), and f'((λ_i + λ_j)/2) where the two eigenvalues
+ * are within 1e-5 of each other relatively (repeated ones included): there the quotient
+ * would cancel, the midpoint derivative is accurate to O(gap²). */
+typedef struct mf_env {
+    const cr_array *A;
+    cr_project *pA;
+    cr__cmat V;
+    double *w;
+    cr__cmat F; /* the divided differences (real, n x n) */
+} mf_env;
+
+static cr_status matfun_forward(cr_arena *arena, const cr_value *args, size_t nargs, mf_env *e,
+                                cr__cmat *Y)
+{
+    cr_status st = cr__nargs(arena, "matfun_herm", nargs, 2, 2);
+    if (st != CR_OK)
+        return st;
+    const cr_scalar_rule *row =
+        args[0].kind == CR_KIND_FUNC ? cr_scalar_rule_of(args[0].u.func.fn) : NULL;
+    if (row == NULL || row->nin != 1 || row->nout != 1)
+        return CR__FAIL(arena, CR_EINVAL,
+                        "matfun_herm: f must be a scalar-table function of one argument");
+    bool cplx = false;
+    st = cr__square_arg(arena, "matfun_herm", args, nargs, 1, &e->A, &cplx);
+    if (st == CR_OK)
+        st = cr__herm_upper(arena, e->A, cplx, &e->V);
+    if (st == CR_OK)
+        st = cr__eigh(arena, "matfun_herm", &e->V, &e->w);
+    size_t n = e->V.r;
+    double *fv = cr__arena_array(arena, "matfun_herm", n, sizeof *fv, _Alignof(double));
+    double *dv = cr__arena_array(arena, "matfun_herm", n, sizeof *dv, _Alignof(double));
+    if (st == CR_OK && (fv == NULL || dv == NULL))
+        st = CR__ALLOC_STATUS(arena);
+    if (st == CR_OK)
+        st = cr__cmat_new(arena, false, n, n, false, &e->F);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < n; i++) {
+        row->f64(&e->w[i], &fv[i], &dv[i]);
+        if (!isfinite(fv[i]))
+            return CR__FAIL(arena, CR_EDOMAIN, "matfun_herm: %s is not finite at the eigenvalue %g",
+                            row->name, e->w[i]);
+    }
+    double tol = cr__matfun_tol(e->w, n);
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i < n; i++)
+            cr__cmat_set(&e->F, i, j,
+                         i == j ? dv[i] : cr__divdiff1(row, e->w[i], e->w[j], fv[i], fv[j], tol));
+    /* Y = V diag(f(λ)) Vᴴ */
+    cr__cmat T;
+    st = cr__cmat_copy(arena, &e->V, &T);
+    if (st != CR_OK)
+        return st;
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i < n; i++)
+            cr__cmat_set(&T, i, j, cr__cmat_get(&T, i, j) * fv[j]);
+    return cr__cmat_mul(arena, 'N', 'C', 1.0, &T, &e->V, Y);
+}
+
+static cr_status matfun_output(cr_arena *arena, const cr_array *A, const cr__cmat *Y, cr_value *y)
+{
+    cr_array *o;
+    cr_status st = cr__cmat_out(arena, Y, false, (cr_dtype)A->dtype, &o);
+    if (st != CR_OK)
+        return st;
+    o->structure = (uint8_t)(A->dtype == CR_DT_C128 ? CR_MAT_HERMITIAN : CR_MAT_SYMMETRIC);
+    *y = cr_value_array(o);
+    return CR_OK;
+}
+
+/* V (F ∘ (Vᴴ X V)) Vᴴ, Hermitised. */
+static cr_status dk_apply(cr_arena *arena, const mf_env *e, const cr__cmat *X, cr__cmat *out)
+{
+    cr__cmat T, G, R;
+    cr_status st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e->V, X, &T);
+    if (st == CR_OK)
+        st = cr__cmat_mul(arena, 'N', 'N', 1.0, &T, &e->V, &G);
+    if (st != CR_OK)
+        return st;
+    size_t n = G.r;
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i < n; i++)
+            cr__cmat_set(&G, i, j, cr__cmat_get(&G, i, j) * cr__cmat_get(&e->F, i, j));
+    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &e->V, &G, &R);
+    if (st == CR_OK)
+        st = cr__cmat_mul(arena, 'N', 'C', 1.0, &R, &e->V, out);
+    if (st != CR_OK)
+        return st;
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i <= j; i++) {
+            cr_complex h = 0.5 * (cr__cmat_get(out, i, j) + conj(cr__cmat_get(out, j, i)));
+            cr__cmat_set(out, i, j, h);
+            cr__cmat_set(out, j, i, conj(h));
+        }
+    return CR_OK;
+}
+
+static cr_status matfun_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                 void *env)
+{
+    mf_env *e = env;
+    for (size_t i = 0; i < nx; i++)
+        dx[i] = cr_tangent_none();
+    size_t n = e->V.r, shape[2] = {n, n};
+    cr__cmat G, S;
+    cr_status st = cr__cmat_tan(arena, "matfun_herm_pullback", *dy, 2, shape, e->V.cplx, &G);
+    if (st != CR_OK)
+        return st;
+    if (G.p == NULL) {
+        dx[2] = cr_tangent_zero();
+        return CR_OK;
+    }
+    st = dk_apply(arena, e, &G, &S);
+    return st != CR_OK ? st : cr__herm_give(arena, e->A, e->pA, &S, &dx[2]);
+}
+
+/* matfun_herm(f, A) = f(A) for Hermitian A. */
+static cr_status matfun_herm_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                                   const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                                   const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    mf_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(mf_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr__cmat Y;
+    cr_status st = matfun_forward(arena, args, nargs, e, &Y);
+    if (st == CR_OK)
+        st = matfun_output(arena, e->A, &Y, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
+    st = cr_project_new(arena, &args[1], &e->pA);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){matfun_pullback, e, "matfun_herm_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(matfun_herm, "matfun_herm", 2)
+
+static cr_status matfun_herm_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                                   const cr_value *f, const cr_value *args, size_t nargs,
+                                   cr_value *y, cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    mf_env e;
+    memset(&e, 0, sizeof e);
+    cr__cmat Y, dH, R;
+    cr_status st = matfun_forward(arena, args, nargs, &e, &Y);
+    if (st == CR_OK)
+        st = matfun_output(arena, e.A, &Y, y);
+    const cr_array *t = NULL;
+    if (st == CR_OK)
+        st = cr__dx_array(arena, "matfun_herm", dargs, args, 1, e.V.cplx ? CR_DT_C128 : CR_DT_F64,
+                          &t);
+    if (st != CR_OK || t == NULL) {
+        *dy = cr_tangent_zero();
+        return st;
+    }
+    st = cr__herm_upper(arena, t, e.V.cplx, &dH);
+    if (st == CR_OK)
+        st = dk_apply(arena, &e, &dH, &R);
+    cr_array *r = NULL;
+    if (st == CR_OK)
+        st = cr__cmat_to_array(arena, &R, false, &r);
+    return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
+}
+
+/* ---- Test registrations ---------------------------------------------------------------- */
+
+/* matfun_herm(f, A): f among exp, sin, cos, tanh (any Hermitian A), sqrt and log (A
+ * positive definite, eigenvalues in [0.5, 3.5]). */
+static cr_status sample_matfun(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                               void *env)
+{
+    (void)nargs;
+    (void)env;
+    static const char *const names[6] = {"exp", "sin", "cos", "tanh", "sqrt", "log"};
+    size_t k = cr__rng_below(rng, 6);
+    const cr_function *fn = cr_registry_find(cr_registry_builtin(), names[k]);
+    if (fn == NULL)
+        fn = cr_registry_find(cr_registry_builtin(), "exp");
+    args[0] = cr_value_function(fn, NULL);
+    cr_array *A;
+    cr_status st = cr__rand_square(arena, rng, CR__SQ_HERM, &A);
+    if (st != CR_OK)
+        return st;
+    /* Shift to eigenvalues in about [0.5, 3.5] for sqrt and log, scale for the others. */
+    size_t n = A->shape[0];
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) {
+            cr_complex v = cr__load(A, (ptrdiff_t)(i * n + j)) * 0.5;
+            cr__store(A, (ptrdiff_t)(i * n + j), i == j ? v + (k >= 4 ? 0.75 : -0.5) : v);
+        }
+    args[1] = cr_value_array(A);
+    return CR_OK;
+}
+
+static const cr_rule_test k_t_matfun = {.sample = sample_matfun};
+static const cr_rule_test k_t_herm = {.sample = cr__sample_sq,
+                                      .env = (void *)(uintptr_t)CR__SQ_HERM};
+static const cr_rule_test k_t_realsym = {.sample = cr__sample_sq,
+                                         .env = (void *)(uintptr_t)CR__SQ_REALSYM};
+static const cr_rule_test k_t_rect = {.sample = cr__sample_sq,
+                                      .env = (void *)(uintptr_t)CR__SQ_RECT};
+
+cr_status cr__linalg_register_spectral(cr_registry *reg)
+{
+    static const cr__linalg_rule k[] = {
+        {&eigen_function, cr__linalg_fa, 1, eigen_frule, eigen_rrule, &k_t_realsym,
+         &cr__form_eigen},
+        {&eigvals_function, cr__linalg_fa, 1, eigvals_frule, eigvals_rrule, &k_t_herm,
+         &cr__form_eigvals},
+        {&svd_function, cr__linalg_fa, 1, svd_frule, svd_rrule, &k_t_rect, &cr__form_svd},
+        {&svdvals_function, cr__linalg_fa, 1, svdvals_frule, svdvals_rrule, &k_t_rect,
+         &cr__form_svdvals},
+    };
+    static const cr_argspec fa[2] = {{CR_M_FUNC, NULL}, {CR__M_FARRAY, NULL}};
+    static const cr__linalg_rule m = {
+        &matfun_herm_function, fa, 2, matfun_herm_frule, matfun_herm_rrule, &k_t_matfun,
+        &cr__form_matfun_herm};
+    cr_status st = cr__linalg_add_rules(reg, k, sizeof k / sizeof k[0]);
+    return st != CR_OK ? st : cr__linalg_add_rules(reg, &m, 1);
+}
+
+#else /* !CR_HAVE_LAPACKE */
+
+/* Without LAPACKE: the function values exist; calling them reports CR_EUNIMPL. */
+CR__NO_LAPACK_FN(eigen, "eigen")
+CR__NO_LAPACK_FN(eigvals, "eigvals")
+CR__NO_LAPACK_FN(svd, "svd")
+CR__NO_LAPACK_FN(svdvals, "svdvals")
+CR__NO_LAPACK_FN(matfun_herm, "matfun_herm")
+
+cr_status cr__linalg_register_spectral(cr_registry *reg)
+{
+    (void)reg;
+    return CR_OK;
+}
+
+#endif /* CR_HAVE_LAPACKE */
+
+/* ---- Second-order forms -------------------------------------------------------------------
+ *
+ * For a call y = f(A, ...) whose result has the cotangent ȳ, a form gives, along each
+ * direction, S = d/dε [pullback at x + ε ẋ](ȳ); the engine adds pullback(ȳ̇) separately
+ * (docs/second-order-forms.md). First derivatives come from the rules (the recorded pullback,
+ * the result's tangent ẏ from the frule in the forward sweep, other frules); what is written
+ * here is the second derivative, with its derivation. A structured matrix argument is read by
+ * the rules as its logical dense matrix; the forms work on that dense matrix and write S
+ * unprojected: the engine projects it as the rule projects the cotangent. The forms are
+ * compiled with or without LAPACKE (they call the rules through their function values).
+ */
+
+/* ---- svdvals, opnorm(A, 2), eigvals -----------------------------------------------------------
+ */
+
+/* A spectral function's state: the factorization fact whose factors W, Z are elements wi and
+ * zi of its tuple, the cotangent's coefficients c (nc of them), and whether to fold. */
+typedef struct spectral_state {
+    cr__form F;
+    const cr_value *fact;
+    size_t wi, zi, nc;
+    const double *c;
+    bool fold;
+} spectral_state;
+
+/*
+ * A spectral function's pullback Ā = W diag(c) Zᵀ, with W, Z the factors of A's
+ * factorization fact (element wi and zi of its tuple) and c the cotangent's coefficients
+ * (nc of them): svdvals, W = U, Z = V, c = s̄; opnorm(A, 2), the same with c = (ȳ, 0, ...);
+ * eigvals of a symmetric A, W = Z = V (the eigenvectors), c = λ̄. Along Ȧ, c fixed (it is the
+ * cotangent), its derivative is
+ *     S = Ẇ diag(c) Zᵀ + W diag(c) Żᵀ,
+ * Ẇ and Ż the factors' tangents from the factorization's frule at A along Ȧ. A sign (or
+ * basis) chosen differently by the two factorizations cancels in each product. Where two
+ * singular values (eigenvalues) coincide, the frule's tangents follow its convention for
+ * them (docs/rules-linalg.md), and the function has no second derivative there in general.
+ * fold: A is a matrix of which the rule reads the upper triangle (eigvals of a dense,
+ * Diagonal or triangular A: the symmetric matrix of its logical matrix's upper triangle), so
+ * its cotangent lives there, S_ij + S_ji above the diagonal, as the rule gives it (the engine
+ * then projects it onto A's structure).
+ */
+static cr_status spectral_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
+                              cr_tangent ydot, cr_tangent *S)
+{
+    (void)p;
+    (void)ydot;
+    const spectral_state *z = state;
+    const cr__form *F = &z->F;
+    size_t m = F->x->shape[0], n = F->x->shape[1], nc = z->nc;
+    const double *xd, *c = z->c;
+    cr_status st = cr__form_like_x(F, xdot[0], &xd);
+    if (st != CR_OK || xd == NULL)
+        return st;
+    cr_tangent dy;
+    cr_value y;
+    if ((st = cr__form_frule_along(F, z->fact, xdot[0], &y, &dy)) != CR_OK)
+        return st;
+    const cr_array *W, *Z, *Wd = NULL, *Zd = NULL;
+    if ((st = cr__form_factor_of(F, &y, z->wi, 2, &W)) != CR_OK ||
+        (st = cr__form_factor_of(F, &y, z->zi, 2, &Z)) != CR_OK)
+        return st;
+    if (W->shape[0] != m || Z->shape[0] != n || W->shape[1] < nc || Z->shape[1] < nc)
+        return CR_EINVAL;
+    if ((st = cr__tan_array(F->arena, F->who, cr_tangent_field(dy, z->wi), 2, W->shape, CR_DT_F64,
+                            &Wd)) != CR_OK ||
+        (st = cr__tan_array(F->arena, F->who, cr_tangent_field(dy, z->zi), 2, Z->shape, CR_DT_F64,
+                            &Zd)) != CR_OK)
+        return st;
+    cr_array *Sa;
+    if ((st = cr__form_new_s(F, &Sa)) != CR_OK)
+        return st;
+    const double *w = W->data, *zz = Z->data;
+    const double *wd = Wd != NULL ? Wd->data : NULL, *zd = Zd != NULL ? Zd->data : NULL;
+    size_t rw = W->shape[1], rz = Z->shape[1];
+    double *sd = Sa->data;
+    for (size_t a = 0; a < m; a++)
+        for (size_t b = 0; b < n; b++) {
+            double acc = 0.0;
+            for (size_t i = 0; i < nc; i++) {
+                double t = 0.0;
+                if (wd != NULL)
+                    t += wd[a * rw + i] * zz[b * rz + i];
+                if (zd != NULL)
+                    t += w[a * rw + i] * zd[b * rz + i];
+                acc += c[i] * t;
+            }
+            sd[a * n + b] = acc;
+        }
+    if (z->fold)
+        cr__form_fold_upper(sd, n);
+    S[0] = cr_tangent_array(Sa);
+    return CR_OK;
+}
+
+/* svdvals(A) or eigvals(A) (fact: svd or eigen) with an array cotangent ȳ = c. */
+static cr_status spectral_values_init(const cr_form_point *p, void **state, const cr_value *fact,
+                                      size_t wi, size_t zi)
+{
+    cr_status st = cr__form_state(p, sizeof(spectral_state), 0, NULL, state);
+    spectral_state *z = *state;
+    if (st != CR_OK)
+        return st;
+    if (z->F.x->ndim != 2)
+        return CR_NOTHING;
+    const cr_array *yv = p->y->u.arr, *Yb;
+    if ((st = cr__tan_array(p->arena, p->name, p->ybar, yv->ndim, yv->shape, CR_DT_F64, &Yb)) !=
+        CR_OK)
+        return st;
+    if (Yb == NULL)
+        return CR_NOTHING;
+    const cr_array *A = p->args[0].u.arr;
+    z->fact = fact;
+    z->wi = wi;
+    z->zi = zi;
+    z->c = Yb->data;
+    z->nc = cr_array_numel(Yb);
+    z->fold = fact == &cr_fn_eigen && A->structure != CR_MAT_SYMMETRIC &&
+              A->structure != CR_MAT_HERMITIAN;
+    return CR_OK;
+}
+
+/* svdvals(A) = s: Ā = U diag(s̄) Vᵀ, S from svd's frule (U, V: elements 0 and 2). */
+static cr_status svdvals_init(const cr_form_point *p, void **state)
+{
+    return spectral_values_init(p, state, &cr_fn_svd, 0, 2);
+}
+
+/* eigvals(A) of a symmetric A = λ: Ā = V diag(λ̄) Vᵀ, S from eigen's frule (V: element 1). */
+static cr_status eigvals_init(const cr_form_point *p, void **state)
+{
+    return spectral_values_init(p, state, &cr_fn_eigen, 1, 1);
+}
+
+/* opnorm(A[, p]): for p = 2, Ā = ȳ u₁ v₁ᵀ, S from svd's frule with c = (ȳ); for p = 1 and
+ * Inf, the cotangent ȳ sgn(a) on the largest column (row) does not depend on A as long as
+ * that column (row) stays the largest and the signs hold: S = 0, as for maximum. */
+static cr_status opnorm_init(const cr_form_point *p, void **state)
+{
+    if (p->nargs > 1) {
+        const cr_value *pv = &p->args[1];
+        double v = pv->kind == CR_KIND_F64   ? pv->u.f64
+                   : pv->kind == CR_KIND_I64 ? (double)pv->u.i64
+                                             : 2.0;
+        if (v != 2.0)
+            return CR_NOTHING;
+    }
+    cr_status st = cr__form_state(p, sizeof(spectral_state), 0, NULL, state);
+    spectral_state *z = *state;
+    if (st == CR_OK)
+        st = cr__form_ybar_slices(&z->F, &z->c);
+    if (st != CR_OK)
+        return st;
+    if (z->F.x->ndim != 2)
+        return CR_NOTHING;
+    z->fact = &cr_fn_svd;
+    z->wi = 0;
+    z->zi = 2;
+    z->nc = 1;
+    z->fold = false;
+    return CR_OK;
+}
+
+const cr_rule_form cr__form_svdvals = {cr__form_check_matrix, svdvals_init, spectral_dir};
+const cr_rule_form cr__form_eigvals = {cr__form_check_matrix, eigvals_init, spectral_dir};
+const cr_rule_form cr__form_opnorm = {cr__form_check_matrix, opnorm_init, spectral_dir};
+
+/* ---- eigen (a tuple result) -------------------------------------------------------------------
+ */
+
+/* C = op(X) op(Y) of n x n row-major matrices, op transposing when tx (ty). */
+static void mul_nn(size_t n, const double *X, bool tx, const double *Y, bool ty, double *C)
+{
+    cr__mat a = {X, n, n, n, tx}, b = {Y, n, n, n, ty};
+    cr__gemm(CR_DT_F64, &a, &b, 1.0, 0.0, C, n);
+}
+
+typedef struct eigen_state {
+    cr__form F;
+    size_t n;
+    bool fold;
+    const double *lam, *v;
+    const cr_array *Vb;
+    double *K, *B, *Fm, *Bd, *Kd, *T, *Sd;
+} eigen_state;
+
+/*
+ * eigen(A) = (λ, V) of a symmetric A. The rule's pullback of (λ̄, V̄) is
+ *     Ā = sym(V K Vᵀ),  K = diag(λ̄) + F ∘ (Vᵀ V̄),  F_ij = 1/(λ_j − λ_i) (0 on the diagonal),
+ * sym(X) = (X + Xᵀ)/2, folded onto the upper triangle for a dense, Diagonal or triangular A
+ * (the rule reads the symmetric matrix of the logical matrix's upper triangle). Along Ȧ, with
+ * λ̇ and V̇ from eigen's frule (λ̄, V̄ fixed: they are the cotangent), the product rule gives
+ *     S = sym(V̇ K Vᵀ + V K̇ Vᵀ + V K V̇ᵀ),  K̇ = F ∘ (V̇ᵀ V̄) + Ḟ ∘ (Vᵀ V̄),
+ *     Ḟ_ij = −(λ̇_j − λ̇_i) F_ij².
+ * F takes the rule's gaps (cr__inv_gap): 0 between eigenvalues equal to working precision,
+ * where no second derivative exists in general.
+ */
+static cr_status eigen_init(const cr_form_point *p, void **state)
+{
+    cr_status st = cr__form_state(p, sizeof(eigen_state), 0, NULL, state);
+    eigen_state *z = *state;
+    if (st != CR_OK)
+        return st;
+    const cr__form *F = &z->F;
+    if (F->x->ndim != 2 || F->x->shape[0] != F->x->shape[1])
+        return CR_NOTHING;
+    size_t n = F->x->shape[0], nn = n * n, sh[2] = {n, n};
+    const cr_array *lb, *L, *V;
+    if ((st = cr__tan_array(F->arena, F->who, cr_tangent_field(p->ybar, 0), 1, sh, CR_DT_F64,
+                            &lb)) != CR_OK ||
+        (st = cr__tan_array(F->arena, F->who, cr_tangent_field(p->ybar, 1), 2, sh, CR_DT_F64,
+                            &z->Vb)) != CR_OK ||
+        (st = cr__form_factor_of(F, p->y, 0, 1, &L)) != CR_OK ||
+        (st = cr__form_factor_of(F, p->y, 1, 2, &V)) != CR_OK)
+        return st;
+    const cr_array *A = p->args[0].u.arr;
+    z->fold = A->structure != CR_MAT_SYMMETRIC && A->structure != CR_MAT_HERMITIAN;
+    /* K, B = Vᵀ V̄ and F, once per record; then per direction K̇ and S. */
+    double *w;
+    if ((st = cr__form_work(F, 1, &(cr__form_term){7, n, n}, &w)) != CR_OK)
+        return st;
+    double *K = w, *B = K + nn, *Fm = B + nn;
+    z->K = K;
+    z->B = B;
+    z->Fm = Fm;
+    z->Bd = Fm + nn;
+    z->Kd = z->Bd + nn;
+    z->T = z->Kd + nn;
+    z->Sd = z->T + nn;
+    const double *lam = L->data, *v = V->data;
+    double scale = cr__spectrum_scale(lam, n);
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = 0; b < n; b++)
+            Fm[a * n + b] = a == b ? 0.0 : cr__inv_gap(lam[b], lam[a], scale);
+    if (z->Vb != NULL)
+        mul_nn(n, v, true, z->Vb->data, false, B);
+    for (size_t q = 0; q < nn; q++)
+        K[q] = z->Vb != NULL ? Fm[q] * B[q] : 0.0;
+    for (size_t a = 0; a < n && lb != NULL; a++)
+        K[a * n + a] = ((const double *)lb->data)[a];
+    z->n = n;
+    z->lam = lam;
+    z->v = v;
+    return CR_OK;
+}
+
+static cr_status eigen_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
+                           cr_tangent ydot, cr_tangent *S)
+{
+    (void)p;
+    (void)ydot;
+    const eigen_state *z = state;
+    const cr__form *F = &z->F;
+    size_t n = z->n, nn = n * n, sh[2] = {n, n};
+    const double *xd, *v = z->v, *K = z->K, *B = z->B, *Fm = z->Fm;
+    double *Bd = z->Bd, *Kd = z->Kd, *T = z->T, *Sd = z->Sd;
+    const cr_array *Vb = z->Vb;
+    cr_tangent dy;
+    cr_status st = cr__form_like_x(F, xdot[0], &xd);
+    if (st != CR_OK || xd == NULL)
+        return st;
+    cr_value y;
+    if ((st = cr__form_frule_along(F, &cr_fn_eigen, xdot[0], &y, &dy)) != CR_OK)
+        return st;
+    const cr_array *ld, *Vd;
+    if ((st = cr__tan_array(F->arena, F->who, cr_tangent_field(dy, 0), 1, sh, CR_DT_F64, &ld)) !=
+            CR_OK ||
+        (st = cr__tan_array(F->arena, F->who, cr_tangent_field(dy, 1), 2, sh, CR_DT_F64, &Vd)) !=
+            CR_OK)
+        return st;
+    /* K̇ = F ∘ (V̇ᵀ V̄) + Ḟ ∘ (Vᵀ V̄) */
+    memset(Kd, 0, nn * sizeof *Kd);
+    if (Vb != NULL && Vd != NULL)
+        mul_nn(n, Vd->data, true, Vb->data, false, Bd);
+    for (size_t a = 0; a < n && Vb != NULL; a++)
+        for (size_t b = 0; b < n; b++) {
+            size_t q = a * n + b;
+            double dl =
+                ld != NULL ? ((const double *)ld->data)[b] - ((const double *)ld->data)[a] : 0.0;
+            Kd[q] = (Vd != NULL ? Fm[q] * Bd[q] : 0.0) - dl * Fm[q] * Fm[q] * B[q];
+        }
+    /* Ṡ0 = V̇ K Vᵀ + V K̇ Vᵀ + V K V̇ᵀ, in Sd */
+    memset(Sd, 0, nn * sizeof *Sd);
+    if (Vd != NULL) {
+        mul_nn(n, Vd->data, false, K, false, T); /* V̇ K */
+        mul_nn(n, T, false, v, true, Bd);        /* (V̇ K) Vᵀ */
+        for (size_t q = 0; q < nn; q++)
+            Sd[q] += Bd[q];
+        mul_nn(n, v, false, K, false, T);        /* V K */
+        mul_nn(n, T, false, Vd->data, true, Bd); /* (V K) V̇ᵀ */
+        for (size_t q = 0; q < nn; q++)
+            Sd[q] += Bd[q];
+    }
+    mul_nn(n, v, false, Kd, false, T); /* V K̇ */
+    mul_nn(n, T, false, v, true, Bd);  /* (V K̇) Vᵀ */
+    cr_array *Sa;
+    if ((st = cr__form_new_s(F, &Sa)) != CR_OK)
+        return st;
+    double *s = Sa->data;
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = 0; b < n; b++)
+            s[a * n + b] = 0.5 * (Sd[a * n + b] + Bd[a * n + b] + Sd[b * n + a] + Bd[b * n + a]);
+    if (z->fold)
+        cr__form_fold_upper(s, n);
+    S[0] = cr_tangent_array(Sa);
+    return CR_OK;
+}
+
+const cr_rule_form cr__form_eigen = {cr__form_check_matrix, eigen_init, eigen_dir};
+
+/* ---- svd (a tuple result) ---------------------------------------------------------------------
+ */
+
+/* Element e of a tuple cotangent or tangent (ndim dimensions, the given shape) in f64, zeros
+ * for a zero one. */
+static cr_status tuple_part(const cr__form *F, cr_tangent v, size_t e, size_t ndim,
+                            const size_t *shape, const double **out)
+{
+    const cr_array *a;
+    cr_status st =
+        cr__tan_array(F->arena, F->who, cr_tangent_field(v, e), ndim, shape, CR_DT_F64, &a);
+    if (st != CR_OK)
+        return st;
+    if (a != NULL) {
+        *out = a->data;
+        return CR_OK;
+    }
+    size_t N = ndim == 1 ? shape[0] : shape[0] * shape[1];
+    double *z = cr_arena_calloc(F->arena, N ? N : 1, sizeof *z, _Alignof(double));
+    if (z == NULL)
+        return CR__ALLOC_STATUS(F->arena);
+    *out = z;
+    return CR_OK;
+}
+
+typedef struct svd_state {
+    cr__form F;
+    size_t m, n, r;
+    bool pu, pv;
+    const double *U, *s, *V, *Ub, *Vb;
+    double *Fm, *Ku, *Kv, *C, *Ju, *Jv, *Jud, *Jvd, *Pu, *P2, *P1, *Pv, *PvS, *Rd, *si, *sid, *W;
+} svd_state;
+
+/*
+ * svd(A) = (U, s, V), the thin SVD of a real m x n A, r = min(m, n): U m x r, V n x r. With
+ * the cotangent (Ū, s̄, V̄), Ju = Uᵀ Ū, Jv = Vᵀ V̄ (r x r), Ku = Ju − Juᵀ, Kv = Jv − Jvᵀ,
+ * F_ij = 1/(s_j² − s_i²) (0 for i = j) and Σ⁻¹ = diag(1/s), the rule's pullback is
+ *     Ā = U C Vᵀ + Pu Σ⁻¹ Vᵀ + U Σ⁻¹ Pvᵀ,
+ *     C_ij = (F ∘ Ku)_ij s_j + s_i (F ∘ Kv)_ij + δ_ij s̄_i,
+ *     Pu = (I − U Uᵀ) Ū = Ū − U Ju (m > r only),  Pv = (I − V Vᵀ) V̄ = V̄ − V Jv (n > r only).
+ * Along Ȧ, with U̇, ṡ, V̇ from svd's frule at A along Ȧ (the cotangent fixed), the product
+ * rule gives, term by term,
+ *     J̇u = U̇ᵀ Ū,  J̇v = V̇ᵀ V̄,  K̇u = J̇u − J̇uᵀ,  K̇v = J̇v − J̇vᵀ,
+ *     Ḟ_ij = −2 (s_j ṡ_j − s_i ṡ_i) F_ij²,  (Σ⁻¹)˙ = −diag(ṡ / s²),
+ *     Ċ_ij = (Ḟ ∘ Ku + F ∘ K̇u)_ij s_j + (F ∘ Ku)_ij ṡ_j + ṡ_i (F ∘ Kv)_ij
+ *            + s_i (Ḟ ∘ Kv + F ∘ K̇v)_ij,
+ *     Ṗu = −(U̇ Ju + U J̇u),  Ṗv = −(V̇ Jv + V J̇v),
+ *     S = (U̇ C + U Ċ + Ṗu Σ⁻¹ + Pu (Σ⁻¹)˙) Vᵀ + (U C + Pu Σ⁻¹) V̇ᵀ
+ *         + U̇ (Pv Σ⁻¹)ᵀ + U (Ṗv Σ⁻¹ + Pv (Σ⁻¹)˙)ᵀ.
+ * For a square (m = r) U, U Uᵀ = I and Pu = 0, as its derivative: the rule and the form skip
+ * the term (likewise Pv for n = r). The conventions are the rule's: F_ij = 0 where s_i and
+ * s_j are equal to working precision (cr__inv_gap) and 1/s = 0 where s is zero
+ * (cr__inv_sval); both are constant there, so Ḟ and (Σ⁻¹)˙ are 0 too, and the frule's U̇, V̇
+ * drop the same terms. At such points the form is the derivative of that convention's
+ * pullback, not a second derivative of the loss (the singular vectors are not
+ * differentiable there, and the loss in general not twice). svd's frule recomputes the same
+ * factorization (the same LAPACK call on the same A), so its U̇, V̇ belong to the recorded U,
+ * V and signs chosen by the factorization agree.
+ */
+static cr_status svd_init(const cr_form_point *p, void **state)
+{
+    cr_status st = cr__form_state(p, sizeof(svd_state), 0, NULL, state);
+    svd_state *z = *state;
+    if (st != CR_OK)
+        return st;
+    const cr__form *F = &z->F;
+    if (F->x->ndim != 2)
+        return CR_NOTHING;
+    size_t m = F->x->shape[0], n = F->x->shape[1], r = m < n ? m : n, rr = r * r;
+    size_t su[2] = {m, r}, sv[2] = {n, r};
+    const cr_array *Ua, *sa, *Va;
+    const double *Ub, *sb, *Vb;
+    if ((st = cr__form_factor_of(F, p->y, 0, 2, &Ua)) != CR_OK ||
+        (st = cr__form_factor_of(F, p->y, 1, 1, &sa)) != CR_OK ||
+        (st = cr__form_factor_of(F, p->y, 2, 2, &Va)) != CR_OK ||
+        (st = tuple_part(F, p->ybar, 0, 2, su, &Ub)) != CR_OK ||
+        (st = tuple_part(F, p->ybar, 1, 1, &r, &sb)) != CR_OK ||
+        (st = tuple_part(F, p->ybar, 2, 2, sv, &Vb)) != CR_OK)
+        return st;
+    if (Ua->shape[1] != r || Va->shape[1] != r || sa->shape[0] != r)
+        return CR_EINVAL;
+    const double *U = Ua->data, *s = sa->data, *V = Va->data;
+    bool pu = m > r, pv = n > r;
+    /* Once per record: F, Ku, Kv, C, Ju, Jv, Σ⁻¹, Pu, Pv, Pv Σ⁻¹ (PvS) and U C + Pu Σ⁻¹ (P2).
+     * Per direction: J̇u, J̇v, (Σ⁻¹)˙, Ċ, P1 (the factor of Vᵀ), Rd (that of U) and W. */
+    size_t mx = m > n ? m : n;
+    double *wk;
+    if ((st = cr__form_work(
+             F, 5, (const cr__form_term[]){{8, r, r}, {3, m, r}, {3, n, r}, {2, r, 1}, {mx, r, 1}},
+             &wk)) != CR_OK)
+        return st;
+    double *Fm = wk, *Ku = Fm + rr, *Kv = Ku + rr, *C = Kv + rr, *Ju = C + rr, *Jv = Ju + rr,
+           *Jud = Jv + rr, *Jvd = Jud + rr, *Pu = Jvd + rr, *P2 = Pu + m * r, *P1 = P2 + m * r,
+           *Pv = P1 + m * r, *PvS = Pv + n * r, *Rd = PvS + n * r, *si = Rd + n * r, *sid = si + r,
+           *W = sid + r;
+    double smax = r > 0 ? s[0] : 0.0;
+    for (size_t a = 0; a < r; a++) {
+        si[a] = cr__inv_sval(s[a], smax);
+        for (size_t b = 0; b < r; b++)
+            Fm[a * r + b] = a == b ? 0.0 : cr__inv_gap(s[b] * s[b], s[a] * s[a], smax * smax);
+    }
+    cr__form_mm(1.0, U, m, r, 1, Ub, m, r, 0, 0.0, Ju);
+    cr__form_mm(1.0, V, n, r, 1, Vb, n, r, 0, 0.0, Jv);
+    for (size_t a = 0; a < r; a++)
+        for (size_t b = 0; b < r; b++) {
+            size_t q = a * r + b;
+            Ku[q] = Ju[q] - Ju[b * r + a];
+            Kv[q] = Jv[q] - Jv[b * r + a];
+            C[q] = Fm[q] * Ku[q] * s[b] + s[a] * Fm[q] * Kv[q] + (a == b ? sb[a] : 0.0);
+        }
+    cr__form_mm(1.0, U, m, r, 0, C, r, r, 0, 0.0, P2); /* U C */
+    if (pu) {                                          /* Pu = Ū − U Ju; P2 += Pu Σ⁻¹ */
+        memcpy(Pu, Ub, m * r * sizeof *Pu);
+        cr__form_mm(-1.0, U, m, r, 0, Ju, r, r, 0, 1.0, Pu);
+        for (size_t e = 0; e < m * r; e++)
+            P2[e] += Pu[e] * si[e % r];
+    }
+    if (pv) { /* Pv = V̄ − V Jv, PvS = Pv Σ⁻¹ */
+        memcpy(Pv, Vb, n * r * sizeof *Pv);
+        cr__form_mm(-1.0, V, n, r, 0, Jv, r, r, 0, 1.0, Pv);
+        for (size_t e = 0; e < n * r; e++)
+            PvS[e] = Pv[e] * si[e % r];
+    }
+    *z = (svd_state){z->F, m,  n,  r,   pu,  pv, U,  s,  V,  Ub,  Vb, Fm, Ku,  Kv,
+                     C,    Ju, Jv, Jud, Jvd, Pu, P2, P1, Pv, PvS, Rd, si, sid, W};
+    return CR_OK;
+}
+
+static cr_status svd_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
+                         cr_tangent ydot, cr_tangent *S)
+{
+    (void)p;
+    (void)ydot;
+    const svd_state *z = state;
+    const cr__form *F = &z->F;
+    size_t m = z->m, n = z->n, r = z->r, su[2] = {m, r}, sv[2] = {n, r};
+    const double *U = z->U, *s = z->s, *V = z->V, *Ub = z->Ub, *Vb = z->Vb;
+    const double *Fm = z->Fm, *Ku = z->Ku, *Kv = z->Kv, *C = z->C, *Ju = z->Ju, *Jv = z->Jv;
+    const double *Pu = z->Pu, *P2 = z->P2, *Pv = z->Pv, *PvS = z->PvS, *si = z->si;
+    double *Jud = z->Jud, *Jvd = z->Jvd, *P1 = z->P1, *Rd = z->Rd, *sid = z->sid, *W = z->W;
+    cr_tangent dy;
+    const double *xd, *Ud, *sd, *Vd;
+    cr_value y;
+    cr_status st = cr__form_like_x(F, xdot[0], &xd);
+    if (st != CR_OK || xd == NULL)
+        return st;
+    if ((st = cr__form_frule_along(F, &cr_fn_svd, xdot[0], &y, &dy)) != CR_OK ||
+        (st = tuple_part(F, dy, 0, 2, su, &Ud)) != CR_OK ||
+        (st = tuple_part(F, dy, 1, 1, &r, &sd)) != CR_OK ||
+        (st = tuple_part(F, dy, 2, 2, sv, &Vd)) != CR_OK)
+        return st;
+    for (size_t a = 0; a < r; a++)
+        sid[a] = -sd[a] * si[a] * si[a]; /* (Σ⁻¹)˙ */
+    cr__form_mm(1.0, Ud, m, r, 1, Ub, m, r, 0, 0.0, Jud);
+    cr__form_mm(1.0, Vd, n, r, 1, Vb, n, r, 0, 0.0, Jvd);
+    double *Cd = W; /* Ċ (r x r; W holds max(m, n) x r) */
+    for (size_t a = 0; a < r; a++)
+        for (size_t b = 0; b < r; b++) {
+            size_t q = a * r + b, pp = b * r + a;
+            double Fd = -2.0 * (s[b] * sd[b] - s[a] * sd[a]) * Fm[q] * Fm[q];
+            double Kud = Jud[q] - Jud[pp], Kvd = Jvd[q] - Jvd[pp];
+            Cd[q] = (Fd * Ku[q] + Fm[q] * Kud) * s[b] + Fm[q] * Ku[q] * sd[b] +
+                    sd[a] * Fm[q] * Kv[q] + s[a] * (Fd * Kv[q] + Fm[q] * Kvd);
+        }
+    /* P1 = U̇ C + U Ċ + Ṗu Σ⁻¹ + Pu (Σ⁻¹)˙ */
+    cr__form_mm(1.0, Ud, m, r, 0, C, r, r, 0, 0.0, P1);
+    cr__form_mm(1.0, U, m, r, 0, Cd, r, r, 0, 1.0, P1);
+    if (z->pu) {
+        cr__form_mm(1.0, Ud, m, r, 0, Ju, r, r, 0, 0.0, W); /* W = U̇ Ju + U J̇u = −Ṗu */
+        cr__form_mm(1.0, U, m, r, 0, Jud, r, r, 0, 1.0, W);
+        for (size_t e = 0; e < m * r; e++)
+            P1[e] += -W[e] * si[e % r] + Pu[e] * sid[e % r];
+    }
+    cr_array *Sa;
+    if ((st = cr__form_new_s(F, &Sa)) != CR_OK)
+        return st;
+    double *sm = Sa->data;
+    cr__form_mm(1.0, P1, m, r, 0, V, n, r, 1, 0.0, sm);  /* P1 Vᵀ */
+    cr__form_mm(1.0, P2, m, r, 0, Vd, n, r, 1, 1.0, sm); /* (U C + Pu Σ⁻¹) V̇ᵀ */
+    if (z->pv) {
+        cr__form_mm(1.0, Vd, n, r, 0, Jv, r, r, 0, 0.0, W); /* W = V̇ Jv + V J̇v = −Ṗv */
+        cr__form_mm(1.0, V, n, r, 0, Jvd, r, r, 0, 1.0, W);
+        for (size_t e = 0; e < n * r; e++)
+            Rd[e] = -W[e] * si[e % r] + Pv[e] * sid[e % r];   /* Ṗv Σ⁻¹ + Pv (Σ⁻¹)˙ */
+        cr__form_mm(1.0, Ud, m, r, 0, PvS, n, r, 1, 1.0, sm); /* U̇ (Pv Σ⁻¹)ᵀ */
+        cr__form_mm(1.0, U, m, r, 0, Rd, n, r, 1, 1.0, sm); /* U (Ṗv Σ⁻¹ + Pv (Σ⁻¹)˙)ᵀ */
+    }
+    S[0] = cr_tangent_array(Sa);
+    return CR_OK;
+}
+
+const cr_rule_form cr__form_svd = {cr__form_check_matrix, svd_init, svd_dir};
+
+/* ---- matfun_herm ------------------------------------------------------------------------------
+ */
+
+/* f'' at x from the scalar row (as sum(f, A)'s form takes it). */
+static double row_f2(const cr_scalar_rule *row, double x)
+{
+    double Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+    double H[CR_SCALAR_MAX_IN * CR_SCALAR_MAX_IN];
+    /* the partials at x (cr__row_hessian starts from them) */
+    row->f64(&x, Y, D);
+    cr__row_hessian(row, &x, D, H, 1u);
+    return H[0];
+}
+
+/* The first divided difference f[a, b] as the rule takes it (cr__divdiff1). */
+static double dd1(const cr_scalar_rule *row, double a, double b, double tol)
+{
+    double fa, fb, da, db;
+    row->f64(&a, &fa, &da);
+    row->f64(&b, &fb, &db);
+    return cr__divdiff1(row, a, b, fa, fb, tol);
+}
+
+/* The second divided difference f[a, b, c] (symmetric in its arguments): f''(midpoint)/2
+ * when all three are within tol, else (f[b, c] - f[a, b]) / (c - a) over the sorted values. */
+static double dd2(const cr_scalar_rule *row, double a, double b, double c, double tol)
+{
+    double t;
+    if (a > b)
+        t = a, a = b, b = t;
+    if (b > c)
+        t = b, b = c, c = t;
+    if (a > b)
+        t = a, a = b, b = t;
+    if (c - a <= tol)
+        return 0.5 * row_f2(row, 0.5 * (a + c));
+    return (dd1(row, b, c, tol) - dd1(row, a, b, tol)) / (c - a);
+}
+
+/* matfun_herm(f, A): f a scalar-table function of one argument; A real, of any structure
+ * (the rule reads the symmetric matrix of the logical matrix's upper triangle and projects its
+ * cotangent onto A's structure; the engine projects S the same way). */
+static const char *matfun_check(const cr_value *args, size_t nargs, const bool *var,
+                                uint32_t *linearity)
+{
+    (void)var;
+    (void)linearity;
+    const cr_scalar_rule *r = nargs < 2 || args[0].kind != CR_KIND_FUNC || args[0].u.func.fn == NULL
+                                  ? NULL
+                                  : cr_scalar_rule_of(args[0].u.func.fn);
+    if (r == NULL || r->nin != 1 || r->nout != 1 || args[1].kind != CR_KIND_ARRAY)
+        return "f is not a scalar-table function of one argument";
+    const cr_array *A = args[1].u.arr;
+    return A != NULL && A->dtype == CR_DT_C128 ? "A is complex; the form covers real matrices only"
+                                               : NULL;
+}
+
+typedef struct matfun_state {
+    cr__form F;
+    size_t n;
+    bool fold;
+    const double *v;
+    double *D2, *G, *Ad, *T, *At, *St;
+} matfun_state;
+
+/*
+ * matfun_herm(f, A) = f(A) = V diag(f(λ)) Vᵀ of a symmetric A (its upper triangle read, or a
+ * Symmetric view). The pullback is the Daleckii-Krein derivative applied to Ḡ = sym(Ȳ):
+ * Ā = Df(A)[Ḡ] = V (F ∘ (Vᵀ Ḡ V)) Vᵀ, F_ij = f[λ_i, λ_j] (folded onto the upper triangle for
+ * a dense A). Its derivative along Ȧ is the second derivative of the matrix function,
+ * symmetric in its two directions; in the eigenbasis (Ã = Vᵀ Ȧ V, G̃ = Vᵀ Ḡ V) it is
+ *     S = V S̃ Vᵀ,   S̃_ij = Σ_k f[λ_i, λ_k, λ_j] (Ã_ik G̃_kj + G̃_ik Ã_kj)
+ * (Daleckii-Krein for the second derivative: differentiate F_ij(λ(A)) and V together, or
+ * check on f = x², where f[., ., .] = 1 and D²f[E, G] = E G + G E). f[a, b, c] is the second
+ * divided difference of f, from f, f' and f'' (the scalar row, f'' as for sum(f, A)), so S
+ * has no 1/(λ_i − λ_j) of its own and exists at repeated eigenvalues too. λ, V: eigen at A
+ * (its frule's primal); Ȧ is read on its upper triangle as the rule reads A. A Diagonal or
+ * triangular A is read as its logical dense matrix, S folded as for a dense A (the engine then
+ * projects it onto A's structure, as the rule gives its cotangent).
+ */
+static cr_status matfun_init(const cr_form_point *p, void **state)
+{
+    const double *yb;
+    cr_status st = cr__form_state(p, sizeof(matfun_state), 1, NULL, state);
+    matfun_state *w = *state;
+    if (st != CR_OK)
+        return st;
+    const cr__form *F = &w->F;
+    if (F->x->ndim != 2 || F->x->shape[0] != F->x->shape[1])
+        return CR_NOTHING;
+    if ((st = cr__form_like_x(F, p->ybar, &yb)) != CR_OK)
+        return st;
+    if (yb == NULL)
+        return CR_NOTHING;
+    size_t n = F->x->shape[0], nn = n * n;
+    cr_value y;
+    cr_tangent dy;
+    const cr_array *L, *V;
+    if ((st = cr__form_frule_along(F, &cr_fn_eigen, cr_tangent_zero(), &y, &dy)) != CR_OK ||
+        (st = cr__form_factor_of(F, &y, 0, 1, &L)) != CR_OK ||
+        (st = cr__form_factor_of(F, &y, 1, 2, &V)) != CR_OK)
+        return st;
+    const cr_scalar_rule *row = cr_scalar_rule_of(p->args[0].u.func.fn);
+    const double *lam = L->data, *v = V->data;
+    double tol = cr__matfun_tol(lam, n); /* the rule's */
+    double *wk;                          /* n³ is not bounded by the argument's n² elements */
+    if ((st = cr__form_work(F, 2, (const cr__form_term[]){{n, n, n}, {5, n, n}}, &wk)) != CR_OK)
+        return st;
+    double *D2 = wk, *G = D2 + n * nn, *Ad = G + nn, *T = Ad + nn, *At = T + nn, *St = At + nn;
+    for (size_t a = 0; a < n; a++)
+        for (size_t c = 0; c < n; c++)
+            for (size_t b = 0; b < n; b++)
+                D2[(a * n + c) * n + b] = dd2(row, lam[a], lam[b], lam[c], tol);
+    /* G̃ = Vᵀ sym(Ȳ) V */
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = 0; b < n; b++)
+            T[a * n + b] = 0.5 * (yb[a * n + b] + yb[b * n + a]);
+    mul_nn(n, v, true, T, false, At);
+    mul_nn(n, At, false, v, false, G);
+    uint8_t as = p->args[1].u.arr->structure; /* F->x is A's logical dense matrix */
+    w->fold = as != CR_MAT_SYMMETRIC && as != CR_MAT_HERMITIAN;
+    w->n = n;
+    w->v = v;
+    w->D2 = D2;
+    w->G = G;
+    w->Ad = Ad;
+    w->T = T;
+    w->At = At;
+    w->St = St;
+    return CR_OK;
+}
+
+static cr_status matfun_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
+                            cr_tangent ydot, cr_tangent *S)
+{
+    (void)p;
+    (void)ydot;
+    const matfun_state *w = state;
+    const cr__form *F = &w->F;
+    size_t n = w->n;
+    const double *xd, *v = w->v, *D2 = w->D2, *G = w->G;
+    double *Ad = w->Ad, *T = w->T, *At = w->At, *St = w->St;
+    cr_status st = cr__form_like_x(F, xdot[1], &xd);
+    if (st != CR_OK || xd == NULL)
+        return st;
+    /* Ã = Vᵀ Ȧ V, Ȧ mirrored from its upper triangle */
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = 0; b < n; b++)
+            Ad[a * n + b] = a <= b ? xd[a * n + b] : xd[b * n + a];
+    mul_nn(n, v, true, Ad, false, T);
+    mul_nn(n, T, false, v, false, At);
+    for (size_t a = 0; a < n; a++)
+        for (size_t c = 0; c < n; c++) {
+            double acc = 0.0;
+            for (size_t b = 0; b < n; b++)
+                acc += D2[(a * n + c) * n + b] *
+                       (At[a * n + b] * G[b * n + c] + G[a * n + b] * At[b * n + c]);
+            St[a * n + c] = acc;
+        }
+    cr_array *Sa;
+    if ((st = cr__form_new_s(F, &Sa)) != CR_OK)
+        return st;
+    mul_nn(n, v, false, St, false, T);
+    mul_nn(n, T, false, v, true, Sa->data);
+    if (w->fold)
+        cr__form_fold_upper(Sa->data, n);
+    S[1] = cr_tangent_array(Sa);
+    return CR_OK;
+}
+
+const cr_rule_form cr__form_matfun_herm = {matfun_check, matfun_init, matfun_dir};
+
+/* ---- eigen_general, eigvals_general (complex results of a real matrix) ------------------------
+ */
+
+/* Element e of the tuple value y (a c128 array of ndim dimensions) as a work matrix. */
+static cr_status geig_part(const cr__form *F, const cr_value *y, size_t e, size_t ndim, cr__cmat *m)
+{
+    cr_value v;
+    if (y->kind != CR_KIND_STRUCT ||
+        cr_type_field_value(y->u.obj.type, y->u.obj.ptr, e, &v) != CR_OK ||
+        v.kind != CR_KIND_ARRAY || v.u.arr == NULL || v.u.arr->ndim != ndim)
+        return CR_EINVAL;
+    return cr__cmat_from(F->arena, v.u.arr, true, m);
+}
+
+/* A tangent of a c128 array of `shape` (ndim 1 or 2) as a complex work matrix, zeros when it
+ * is zero. */
+static cr_status geig_tan(const cr__form *F, cr_tangent v, size_t ndim, const size_t *shape,
+                          cr__cmat *m)
+{
+    cr_status st = cr__cmat_tan(F->arena, F->who, v, ndim, shape, true, m);
+    if (st != CR_OK || m->p != NULL)
+        return st;
+    return cr__cmat_new(F->arena, true, shape[0], ndim == 1 ? 1 : shape[1], true, m);
+}
+
+/* The gauge component k_j of column j of eigen_general's V (each column has unit 2-norm and
+ * its component of largest modulus, the first on a tie, real and positive): the row of that
+ * component, as the rule picks it (the phase the rule applied does not change the moduli). */
+static size_t geig_gauge_row(const cr__cmat *V, size_t j)
+{
+    size_t k = 0;
+    double big = -1;
+    for (size_t i = 0; i < V->r; i++) {
+        double a = cabs(cr__cmat_get(V, i, j));
+        if (a > big) {
+            big = a;
+            k = i;
+        }
+    }
+    return k;
+}
+
+/* eigen_general, eigvals_general: a real A, of any structure (the rule reads a structured A
+ * as its logical dense matrix and projects its cotangent, as the engine projects S); a
+ * complex A is not a real matrix. */
+static const char *geig_check(const cr_value *args, size_t nargs, const bool *var,
+                              uint32_t *linearity)
+{
+    (void)linearity;
+    const char *why = cr__form_check_leading(args, nargs, var, 1);
+    if (why != NULL)
+        return why;
+    const cr_array *A = args[0].u.arr;
+    return A != NULL && A->dtype == CR_DT_C128 ? "A is complex; the form covers real matrices only"
+                                               : NULL;
+}
+
+typedef struct geig_state {
+    cr__form F;
+    size_t n, *kr;
+    cr__cmat V, Vi, Vb, Q, G, H, Fc;
+    cr_complex *z, *g;
+} geig_state;
+
+/*
+ * eigen_general(A) = (λ, V) of a real n x n A (complex λ and V; each column of V of unit
+ * 2-norm with its component k_j of largest modulus real and positive), and eigvals_general(A)
+ * = λ (the same with V̄ = 0). With the cotangent (λ̄, V̄), the rule's pullback is
+ *     Ā = re(Ā_c),  Ā_c = W G Vᴴ,  W = V⁻ᴴ,  G = diag(λ̄) + Fc ∘ H (off the diagonal),
+ *     Fc_ij = conj(F_ij), F_ij = 1/(λ_j − λ_i) (cr__inv_gap_c: 0 between equal eigenvalues),
+ *     H_ij = K_ij − Q_ij re(g_j) + z_j conj(V_{k_j i}),  K = Vᴴ V̄,  Q = Vᴴ V,  g_j = K_jj,
+ *     z_j = −i im(g_j) / V_{k_j j}
+ * (re: the projection onto a real A; the Q term is the unit norm, the z term the phase
+ * convention). Along Ȧ, with λ̇ and V̇ from eigen_general's frule at A along Ȧ (λ̄, V̄ fixed:
+ * they are the cotangent; k_j fixed: the largest component stays the largest nearby), the
+ * product rule over each factor, with dW = −W V̇ᴴ W and M = V⁻¹ V̇ (so that V̇ᴴ W = Mᴴ and
+ * V̇ᴴ = Mᴴ Vᴴ), gives
+ *     S = re(W Ġ Vᴴ − W V̇ᴴ W G Vᴴ + W G V̇ᴴ) = re(W (Ġ + G Mᴴ − Mᴴ G) Vᴴ),
+ *     Ġ = Ḟc ∘ H + Fc ∘ Ḣ (off the diagonal; λ̄ fixed, so 0 on it),
+ *     Ḟc_ij = −conj(λ̇_j − λ̇_i) Fc_ij²,
+ *     Ḣ_ij = K̇_ij − Q̇_ij re(g_j) − Q_ij re(ġ_j) + ż_j conj(V_{k_j i}) + z_j conj(V̇_{k_j i}),
+ *     K̇ = V̇ᴴ V̄,  Q̇ = V̇ᴴ V + Vᴴ V̇,  ġ_j = K̇_jj,
+ *     ż_j = −i im(ġ_j) / V_{k_j j} + i im(g_j) V̇_{k_j j} / V_{k_j j}².
+ * For eigvals_general (V̄ = 0) only S = re(W (G Mᴴ − Mᴴ G) Vᴴ) with G = diag(λ̄) remains: the
+ * eigenvalues do not depend on V's normalisation, and neither does S (the diagonal of M, the
+ * gauge's part of V̇, cancels in G Mᴴ − Mᴴ G). V⁻¹ is matinv's primal of V, once per record.
+ * Where two eigenvalues are equal to working precision, F and Ḟ are 0 as in the rule (and
+ * the frule's V̇ drops the same terms): S is then the derivative of that convention's
+ * pullback, not a second derivative (none exists there in general). A defective A (V
+ * singular) is refused by eigen_general's frule (CR_EDOMAIN).
+ */
+static cr_status geig_init(const cr_form_point *p, void **state, cr_tangent lbt, cr_tangent vbt)
+{
+    cr_status st = cr__form_state(p, sizeof(geig_state), 0, NULL, state);
+    geig_state *w = *state;
+    if (st != CR_OK)
+        return st;
+    const cr__form *F = &w->F;
+    if (F->x->ndim != 2 || F->x->shape[0] != F->x->shape[1] || F->x->shape[0] == 0)
+        return CR_NOTHING; /* the rule refused it when recorded, or nothing to add */
+    size_t n = F->x->shape[0], sh[2] = {n, n};
+    cr_value ev = *p->y, vv;
+    if (p->y->kind != CR_KIND_STRUCT &&
+        (st = cr_function_call(F->arena, &cr_fn_eigen_general, &p->args[0], 1, &ev)) != CR_OK)
+        return st;
+    cr__cmat L, K;
+    cr__cmat *V = &w->V, *Vb = &w->Vb, *Q = &w->Q, *G = &w->G, *H = &w->H, *Fc = &w->Fc;
+    cr__cmat Lb;
+    if ((st = geig_part(F, &ev, 0, 1, &L)) != CR_OK || (st = geig_part(F, &ev, 1, 2, V)) != CR_OK ||
+        (st = cr__cmat_tan(F->arena, F->who, lbt, 1, &n, true, &Lb)) != CR_OK ||
+        (st = cr__cmat_tan(F->arena, F->who, vbt, 2, sh, true, Vb)) != CR_OK)
+        return st;
+    if (Lb.p == NULL && Vb->p == NULL)
+        return CR_NOTHING;
+    cr_array *Va;
+    cr_value iv;
+    if ((st = cr__cmat_to_array(F->arena, V, false, &Va)) != CR_OK)
+        return st;
+    vv = cr_value_array(Va);
+    if ((st = cr_function_call(F->arena, &cr_fn_matinv, &vv, 1, &iv)) != CR_OK ||
+        (st = cr__cmat_from(F->arena, iv.u.arr, true, &w->Vi)) != CR_OK)
+        return st;
+    /* Once per record: k_j, Fc, and with V̄: K, Q, g, z, H; then G. */
+    size_t *kr = cr__arena_array(F->arena, F->who, n, sizeof *kr, _Alignof(size_t));
+    cr_complex *z =
+        cr__arena_array(F->arena, F->who, 2 * (n ? n : 1), sizeof *z, _Alignof(cr_complex));
+    if (kr == NULL || z == NULL)
+        return CR__ALLOC_STATUS(F->arena);
+    cr_complex *lam = L.p, *g = z + n;
+    double scale = cr__spectrum_scale_c(lam, n);
+    if ((st = cr__cmat_new(F->arena, true, n, n, true, G)) != CR_OK ||
+        (st = cr__cmat_new(F->arena, true, n, n, true, H)) != CR_OK ||
+        (st = cr__cmat_new(F->arena, true, n, n, true, Fc)) != CR_OK)
+        return st;
+    for (size_t j = 0; j < n; j++) {
+        kr[j] = geig_gauge_row(V, j);
+        for (size_t a = 0; a < n; a++)
+            if (a != j)
+                cr__cmat_set(Fc, a, j, conj(cr__inv_gap_c(lam[j], lam[a], scale)));
+    }
+    if (Vb->p != NULL) {
+        if ((st = cr__cmat_mul(F->arena, 'C', 'N', 1.0, V, Vb, &K)) != CR_OK ||
+            (st = cr__cmat_mul(F->arena, 'C', 'N', 1.0, V, V, Q)) != CR_OK)
+            return st;
+        for (size_t j = 0; j < n; j++) {
+            g[j] = cr__cmat_get(&K, j, j);
+            z[j] = cr__c(0, -cimag(g[j])) / cr__cmat_get(V, kr[j], j);
+            for (size_t a = 0; a < n; a++)
+                if (a != j) {
+                    cr_complex h = cr__cmat_get(&K, a, j) - cr__cmat_get(Q, a, j) * creal(g[j]) +
+                                   z[j] * conj(cr__cmat_get(V, kr[j], a));
+                    cr__cmat_set(H, a, j, h);
+                    cr__cmat_set(G, a, j, cr__cmat_get(Fc, a, j) * h);
+                }
+        }
+    }
+    for (size_t a = 0; a < n && Lb.p != NULL; a++)
+        cr__cmat_set(G, a, a, cr__cmat_get(&Lb, a, 0));
+    w->n = n;
+    w->kr = kr;
+    w->z = z;
+    w->g = g;
+    return CR_OK;
+}
+
+static cr_status geig_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
+                          cr_tangent ydot, cr_tangent *S)
+{
+    (void)p;
+    (void)ydot;
+    const geig_state *w = state;
+    const cr__form *F = &w->F;
+    size_t n = w->n, sh[2] = {n, n};
+    const size_t *kr = w->kr;
+    const cr_complex *z = w->z, *g = w->g;
+    const cr__cmat *V = &w->V, *Vb = &w->Vb;
+    cr_tangent dy;
+    const double *xd;
+    cr_value y;
+    cr_status st = cr__form_like_x(F, xdot[0], &xd);
+    if (st != CR_OK || xd == NULL)
+        return st;
+    cr__cmat Ld, Vd, M, T, Kd, Qd, U, Sm;
+    if ((st = cr__form_frule_along(F, &cr_fn_eigen_general, xdot[0], &y, &dy)) != CR_OK ||
+        (st = geig_tan(F, cr_tangent_field(dy, 0), 1, &n, &Ld)) != CR_OK ||
+        (st = geig_tan(F, cr_tangent_field(dy, 1), 2, sh, &Vd)) != CR_OK ||
+        (st = cr__cmat_mul(F->arena, 'N', 'N', 1.0, &w->Vi, &Vd, &M)) != CR_OK ||
+        (st = cr__cmat_new(F->arena, true, n, n, true, &T)) != CR_OK)
+        return st;
+    /* T = Ġ off the diagonal */
+    if (Vb->p != NULL) {
+        if ((st = cr__cmat_mul(F->arena, 'C', 'N', 1.0, &Vd, Vb, &Kd)) != CR_OK ||
+            (st = cr__cmat_mul(F->arena, 'C', 'N', 1.0, &Vd, V, &Qd)) != CR_OK)
+            return st;
+        cr__cmat_gemm('C', 'N', 1.0, V, &Vd, 1.0, &Qd); /* Q̇ = V̇ᴴ V + Vᴴ V̇ */
+        const cr_complex *ld = Ld.p;
+        for (size_t j = 0; j < n; j++) {
+            size_t kj = kr[j];
+            cr_complex gd = cr__cmat_get(&Kd, j, j), vk = cr__cmat_get(V, kj, j);
+            cr_complex zd = cr__c(0, -cimag(gd)) / vk +
+                            cr__c(0, cimag(g[j])) * cr__cmat_get(&Vd, kj, j) / (vk * vk);
+            for (size_t a = 0; a < n; a++) {
+                if (a == j)
+                    continue;
+                cr_complex fc = cr__cmat_get(&w->Fc, a, j);
+                cr_complex hd = cr__cmat_get(&Kd, a, j) - cr__cmat_get(&Qd, a, j) * creal(g[j]) -
+                                cr__cmat_get(&w->Q, a, j) * creal(gd) +
+                                zd * conj(cr__cmat_get(V, kj, a)) +
+                                z[j] * conj(cr__cmat_get(&Vd, kj, a));
+                cr_complex fcd = -conj(ld[j] - ld[a]) * fc * fc;
+                cr__cmat_set(&T, a, j, fcd * cr__cmat_get(&w->H, a, j) + fc * hd);
+            }
+        }
+    }
+    /* T += G Mᴴ − Mᴴ G; S = re(W T Vᴴ), W = V⁻ᴴ */
+    cr__cmat_gemm('N', 'C', 1.0, &w->G, &M, 1.0, &T);
+    cr__cmat_gemm('C', 'N', -1.0, &M, &w->G, 1.0, &T);
+    cr_array *Sa;
+    if ((st = cr__cmat_mul(F->arena, 'C', 'N', 1.0, &w->Vi, &T, &U)) != CR_OK ||
+        (st = cr__cmat_mul(F->arena, 'N', 'C', 1.0, &U, V, &Sm)) != CR_OK ||
+        (st = cr__cmat_out(F->arena, &Sm, false, CR_DT_F64, &Sa)) != CR_OK)
+        return st;
+    S[0] = cr_tangent_array(Sa);
+    return CR_OK;
+}
+
+/* eigvals_general(A) = λ: its cotangent is ȳ = λ̄ (V̄ = 0). */
+static cr_status eigvals_general_init(const cr_form_point *p, void **state)
+{
+    return geig_init(p, state, p->ybar, cr_tangent_zero());
+}
+
+/* eigen_general(A) = (λ, V): the tuple cotangent's elements λ̄ and V̄. */
+static cr_status eigen_general_init(const cr_form_point *p, void **state)
+{
+    cr_tangent lb, vb;
+    cr_status st = cr__tuple_field(p->arena, p->name, p->ybar, 0, &lb);
+    if (st == CR_OK)
+        st = cr__tuple_field(p->arena, p->name, p->ybar, 1, &vb);
+    return st != CR_OK ? st : geig_init(p, state, lb, vb);
+}
+
+const cr_rule_form cr__form_eigen_general = {geig_check, eigen_general_init, geig_dir};
+const cr_rule_form cr__form_eigvals_general = {geig_check, eigvals_general_init, geig_dir};
