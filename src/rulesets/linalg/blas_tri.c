@@ -5,7 +5,7 @@
  * copied into another matrix). Plain C loops on column-major work matrices: no BLAS or
  * LAPACK needed, so they exist in every build.
  */
-#include "../linalg_impl.h"
+#include "linalg_impl.h"
 
 /* Whether an argument has coordinates to perturb: a float number, a non-empty float
  * array. */
