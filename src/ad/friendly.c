@@ -6,7 +6,7 @@
  */
 #include <string.h>
 
-#include "../rulesets/array_impl.h"
+#include "../rules/array_rule_impl.h"
 #include "tape_impl.h"
 
 static bool is_real(cr_kind k)

@@ -20,7 +20,7 @@
 #include <chainrules/rules_math.h>
 #include <chainrules/scalar_rule.h>
 
-#include "../rulesets/array_impl.h"
+#include "../rules/array_rule_impl.h"
 
 #if defined(__GNUC__)
 /* The scaled stores of the reverse step, unrolled (after vectorising): a small call's

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../rulesets/array_impl.h"
+#include "../rules/array_rule_impl.h"
 #include "prepared_impl.h"
 
 /* "f64 3x4" */

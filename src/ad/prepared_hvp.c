@@ -35,7 +35,7 @@
 
 #include <chainrules/rules_math.h>
 
-#include "../rulesets/array_impl.h"
+#include "../rules/array_rule_impl.h"
 #include "arith_second.h"
 #include "prepared_impl.h"
 

@@ -15,7 +15,7 @@
 #include <chainrules/rules_math.h>
 #include <chainrules/rules_special.h>
 
-#include "../rulesets/array_impl.h"
+#include "../rules/array_rule_impl.h"
 #include "tape_impl.h"
 
 /* The arithmetic rows, instantiated here too (their float and complex variants and source
@@ -28,7 +28,8 @@
 #pragma GCC diagnostic ignored "-Wunused-function"
 #pragma GCC diagnostic ignored "-Wunused-const-variable"
 #endif
-#include "../rulesets/rows_arith.h"
+#include <chainrules/arith_rows.h>
+CR__ARITH_ROWS(CR_SCALAR_EVALS)
 #include "arith_second.h"
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop
@@ -1346,7 +1347,7 @@ static inline cr_var op1(cr_tape *t, const cr_value *f, cr_var a)
     return op1e(t, f, row_of(f)->f64, NULL, a);
 }
 
-/* The arithmetic operations call the same rows' bodies directly (rows_arith.h), so the
+/* The arithmetic operations call the same rows' bodies directly (CR__ARITH_ROWS above), so the
  * compiler inlines value and partials into the record. */
 cr_var cr_add(cr_tape *t, cr_var a, cr_var b)
 {

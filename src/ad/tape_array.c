@@ -15,7 +15,7 @@
 #include <chainrules/rules_array.h>
 #include <chainrules/rules_linalg.h>
 
-#include "../rulesets/array_impl.h"
+#include "../rules/array_rule_impl.h"
 #include "tape_impl.h"
 
 #define MAX_ARGS 16

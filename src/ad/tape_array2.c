@@ -19,7 +19,7 @@
 #include <chainrules/rules_linalg.h>
 #include <chainrules/rules_math.h>
 
-#include "../rulesets/array_impl.h"
+#include "../rules/array_rule_impl.h"
 #include "tape_impl.h"
 
 #define MAX_ARGS 16 /* as tape_array.c */

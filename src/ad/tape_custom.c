@@ -7,7 +7,7 @@
  */
 #include <string.h>
 
-#include "../rulesets/array_impl.h"
+#include "../rules/array_rule_impl.h"
 #include "tape_impl.h"
 
 /* The record: the node the sweeps see first, then the operation's layout. */
