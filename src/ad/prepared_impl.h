@@ -127,7 +127,7 @@ CR_INTERNAL cr_status cr__prepared_rerun(cr_prepared *p, const cr__rop *r, doubl
 /* Evaluate a GENERIC record again at the current values v (instruction r): its results into
  * v, a new pullback kept for the reverse step; a result of another kind or structure than
  * when recorded, an integer result that changed, or a failing rule stop the replay (errors
- * on the context; prepared_generic.c). */
+ * on the context; rule_call.c). */
 CR_INTERNAL cr_status cr__prepared_grerun(cr_prepared *p, const cr__rop *r, double *v);
 
 /* A GENERIC instruction of RRULE mode with results, forwards, in a prepared H·v: its rule

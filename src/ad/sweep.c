@@ -15,53 +15,6 @@ static inline uint32_t nary_op(const cr__word *ops, size_t j)
     return (uint32_t)((j & 1) ? (w >> 32) : (w & 0xFFFFFFFFu));
 }
 
-/* The cotangent of a GENERIC record's results: one f64, or a tuple of them. */
-static cr_status generic_dy(cr_arena *arena, const cr__gen_node *nd, const double *g,
-                            cr_tangent *dy, bool *zero)
-{
-    *zero = true;
-    for (size_t o = 0; o < nd->nout; o++)
-        if (g[o] != 0.0)
-            *zero = false;
-    if (nd->nout == 1) {
-        *dy = cr_tangent_f64(g[0]);
-        return CR_OK;
-    }
-    cr_tangent f[CR__MAX_TUPLE];
-    for (size_t o = 0; o < nd->nout; o++)
-        f[o] = cr_tangent_f64(g[o]);
-    return cr_tangent_struct(arena, nd->tuple, NULL, f, nd->nout, dy);
-}
-
-/* Call a GENERIC record's pullback with the results' cotangents g and add what it gives
- * to the arguments' adjoints. */
-static cr_status generic_pull(cr_tape *t, const cr__gen_node *nd, const double *g, double *adj)
-{
-    cr_arena *arena = t->arena;
-    cr_tangent dy;
-    bool zero;
-    cr_status st = generic_dy(arena, nd, g, &dy, &zero);
-    if (st != CR_OK || zero)
-        return st;
-    size_t nx = (size_t)nd->nargs + 1;
-    cr_tangent dxs[9], *dx = dxs;
-    if (nx > 9) {
-        dx = cr_arena_alloc(arena, nx * sizeof *dx, _Alignof(cr_tangent));
-        if (dx == NULL)
-            return CR__ALLOC_STATUS(arena);
-    }
-    st = cr_pullback_call(arena, &nd->pb, &dy, dx, nx);
-    for (size_t j = 0; j < nd->nargs && st == CR_OK; j++)
-        if (nd->args[j] != CR_VAR_CONST)
-            st = cr__accum_real(arena, nd->pb.name, dx[j + 1], &adj[nd->args[j]]);
-    return st;
-}
-
-cr_status cr__generic_pull(cr_tape *t, const cr__gen_node *nd, const double *g, double *adj)
-{
-    return generic_pull(t, nd, g, adj);
-}
-
 static cr_status generic_failed(cr_tape *t, const cr__gen_node *nd, cr_status st)
 {
     const char *msg = cr_ctx_errmsg(t->ctx);
@@ -201,7 +154,7 @@ static cr_status sweep_reverse(cr_tape *t, double *adj, size_t top, bool consume
             case K_GENERIC: {
                 const cr__gen_node *nd = p[-2].p;
                 i -= nd->nout;
-                cr_status st = generic_pull(t, nd, &adj[i], adj);
+                cr_status st = cr__generic_pull(t, nd, &adj[i], adj);
                 if (st != CR_OK)
                     return generic_failed(t, nd, st);
                 p -= 2 + pre;
@@ -232,44 +185,6 @@ cr_status cr__sweep_reverse(cr_tape *t, double *adj, size_t top)
     size_t in_hi = 0;
     bool general = false;
     return sweep_reverse(t, adj, top, false, &in_hi, &general);
-}
-
-/* The Jacobian of a GENERIC record's results in its arguments, by calling the (linear)
- * pullback once per result: J[o * nargs + j]. A constant argument's column is 0 and its
- * cotangent is not read (as in the reverse sweep): it may be NotImplemented (gamma_inc's
- * order). */
-static cr_status generic_jacobian(cr_tape *t, const cr__gen_node *nd, double *J)
-{
-    cr_arena *arena = t->arena;
-    size_t nx = (size_t)nd->nargs + 1;
-    cr_tangent dxs[9], *dx = dxs;
-    if (nx > 9) {
-        dx = cr_arena_alloc(arena, nx * sizeof *dx, _Alignof(cr_tangent));
-        if (dx == NULL)
-            return CR__ALLOC_STATUS(arena);
-    }
-    for (size_t o = 0; o < nd->nout; o++) {
-        double g[CR__MAX_TUPLE] = {0};
-        g[o] = 1.0;
-        cr_tangent dy;
-        bool zero;
-        cr_status st = generic_dy(arena, nd, g, &dy, &zero);
-        if (st == CR_OK)
-            st = cr_pullback_call(arena, &nd->pb, &dy, dx, nx);
-        for (size_t j = 0; j < nd->nargs && st == CR_OK; j++) {
-            J[o * nd->nargs + j] = 0.0;
-            if (nd->args[j] != CR_VAR_CONST)
-                st = cr__accum_real(arena, nd->pb.name, dx[j + 1], &J[o * nd->nargs + j]);
-        }
-        if (st != CR_OK)
-            return st;
-    }
-    return CR_OK;
-}
-
-cr_status cr__generic_jacobian(cr_tape *t, const cr__gen_node *nd, double *J)
-{
-    return generic_jacobian(t, nd, J);
 }
 
 static ALWAYS_INLINE cr_status forward_k(cr_tape *t, double *tan, size_t k, size_t top,
@@ -340,7 +255,8 @@ static ALWAYS_INLINE cr_status forward_k(cr_tape *t, double *tan, size_t k, size
                 double *J = cr_arena_alloc(
                     t->arena, (size_t)nd->nout * (nd->nargs ? nd->nargs : 1) * sizeof *J,
                     _Alignof(double));
-                cr_status st = J == NULL ? CR__ALLOC_STATUS(t->arena) : generic_jacobian(t, nd, J);
+                cr_status st =
+                    J == NULL ? CR__ALLOC_STATUS(t->arena) : cr__generic_jacobian(t, nd, J);
                 if (st != CR_OK) {
                     cr_arena_rewind(t->arena, mk);
                     return generic_failed(t, nd, st);

@@ -184,18 +184,18 @@ typedef struct cr__gen_node {
 } cr__gen_node;
 
 /* The reverse step of a GENERIC record: its pullback called with the results' adjoints g,
- * the cotangents added to the arguments' adjoints (sweep.c). Errors go to the context. */
+ * the cotangents added to the arguments' adjoints (rule_call.c). Errors go to the context. */
 CR_INTERNAL cr_status cr__generic_pull(cr_tape *t, const cr__gen_node *nd, const double *g,
                                        double *adj);
 
 /* The Jacobian of a GENERIC record's results in its arguments, by calling the pullback once
- * per result: J[o * nargs + j], 0 for the constant arguments (sweep.c). Errors go to the
+ * per result: J[o * nargs + j], 0 for the constant arguments (rule_call.c). Errors go to the
  * context. */
 CR_INTERNAL cr_status cr__generic_jacobian(cr_tape *t, const cr__gen_node *nd, double *J);
 
 struct cr__impl; /* a user implementation of the engine (below) */
 
-/* On a replay tape (prepared gradients, prepared_generic.c): record the call f(args) (vals:
+/* On a replay tape (prepared gradients, rule_call.c): record the call f(args) (vals:
  * the arguments' values) so that a replay can evaluate it again: through its rrule, or, with
  * zero set (zero-adjoint or non-differentiable f, some argument a variable), through its
  * primal (row: its scalar row, else fn->primal, else the overlay im on constants), results
@@ -627,8 +627,15 @@ struct cr_engine {
     size_t nfriendly, cap_friendly;
 };
 
-/* The engine's entry for fn, or NULL. */
-CR_INTERNAL const cr__impl *cr__engine_find(const cr_engine *eng, const cr_function *fn);
+/* The engine's entry for fn, or NULL. Inline: the recording files look overlays up without
+ * depending on engine.c, which is above them. */
+static inline const cr__impl *cr__engine_find(const cr_engine *eng, const cr_function *fn)
+{
+    for (size_t i = 0; i < eng->nimpls; i++)
+        if (eng->impls[i].fn == fn)
+            return &eng->impls[i];
+    return NULL;
+}
 
 /* Whether cfg is an engine's configuration (cr_engine_config) whose engine declared fn
  * zero-adjoint (cr_engine_zero_adjoint): its derivative is zero whatever rules the registry
@@ -636,7 +643,13 @@ CR_INTERNAL const cr__impl *cr__engine_find(const cr_engine *eng, const cr_funct
 CR_INTERNAL bool cr__config_zero_adjoint(const cr_config *cfg, const cr_function *fn);
 
 /* The engine's customised friendly gradient of type, or NULL (eng may be NULL). */
-CR_INTERNAL const cr__friendly *cr__engine_friendly_of(const cr_engine *eng, const cr_type *type);
+static inline const cr__friendly *cr__engine_friendly_of(const cr_engine *eng, const cr_type *type)
+{
+    for (size_t i = 0; eng != NULL && i < eng->nfriendly; i++)
+        if (eng->friendly[i].type == type)
+            return &eng->friendly[i];
+    return NULL;
+}
 
 /* ---- Tape internals (tape.c) ------------------------------------------------------------ */
 
@@ -647,10 +660,19 @@ CR_INTERNAL cr_status cr__tape_fail(cr_tape *t, cr_status st, const char *fmt, .
 #endif
     ;
 
+/* The configuration of the tapes an engine makes (cr_engine_config). */
+typedef const cr_config *(*cr__config_of_fn)(const cr_engine *eng);
+
+/* cr_tape_new() with the function that gives the tape its configuration from the engine of
+ * params (engine.c passes cr_engine_config: the recording files stay below engine.c, whose
+ * configuration calls back into them through rrule_via_ad). */
+CR_INTERNAL cr_status cr__tape_open(cr_ctx *ctx, const cr_tape_params *params,
+                                    cr__config_of_fn config_of, cr_tape **out);
+
 /* A tape whose records and struct live in `arena` (borrowed: never reset or freed by the
- * tape); used by rrule_via_ad / frule_via_ad. */
-CR_INTERNAL cr_status cr__tape_new_in(cr_arena *arena, const cr_engine *eng, uint32_t flags,
-                                      cr_tape **out);
+ * tape), of engine eng and configuration config; used by rrule_via_ad / frule_via_ad. */
+CR_INTERNAL cr_status cr__tape_new_in(cr_arena *arena, const cr_engine *eng,
+                                      const cr_config *config, uint32_t flags, cr_tape **out);
 
 /* cr_tape_call, also reporting how many results f produced (nout is the capacity of
  * out; *got receives the count). */
@@ -676,7 +698,59 @@ CR_INTERNAL cr_status cr__accum_real(cr_arena *arena, const char *who, cr_tangen
 /* Start a new chunk of records with room for at least `need` words. */
 CR_INTERNAL cr_status cr__tape_grow(cr_tape *t, size_t need);
 
-/* ---- Closures (friendly.c) -------------------------------------------------------------- */
+/* Whether the current chunk has room for `need` more words. */
+static inline bool cr__tape_room(const cr_tape *t, size_t need)
+{
+    return (size_t)(t->lim - t->cur) >= need;
+}
+
+/* The NaN constant: the result of an operation that failed. */
+static inline cr_var cr__nan_const(void)
+{
+    return cr_const((double)NAN);
+}
+
+/* The most words cr__emit_general writes for k operands: the n-ary second-order record
+ * (leading header, Hessian triangle, partials, packed operands, header). */
+static inline size_t cr__general_words(const cr_tape *t, size_t k)
+{
+    return t->pre + k * (k + 1) / 2 + k + (k + 1) / 2 + 1;
+}
+
+/*
+ * The general record of k variable operands (indices vi; k <= CR__MAX_GENERIC_ARGS) with
+ * partials p and, when H is not NULL, the k x k Hessian H (row-major, symmetric) of the
+ * result in those operands. Picks the compact kinds when the values allow. scratch: k^2
+ * doubles when k > CR_SCALAR_MAX_IN and H is not NULL (else unused, may be NULL). The
+ * caller made room for cr__general_words(t, k) words.
+ */
+CR_INTERNAL cr_var cr__emit_general(cr_tape *t, double y, size_t k, const uint32_t *vi,
+                                    const double *p, const double *H, double *scratch);
+
+/* Record a row's results for arguments args (row->nin of them), whose values were
+ * evaluated: Y (nout) and D (nout x nin). Constants are dropped from the records. */
+CR_INTERNAL cr_status cr__record_evaluated(cr_tape *t, const char *fname, const cr_scalar_rule *row,
+                                           const cr_var *args, const double *x, const double *Y,
+                                           const double *D, cr_var *out);
+
+/* The failure of an operation given x, a variable t does not hold (another tape's, one past
+ * the recording, one of an open cursor): recorded on t; returns the NaN constant. */
+CR_INTERNAL cr_var cr__tape_foreign(cr_tape *t, const char *fname, cr_var x);
+
+/* ---- Struct layouts (struct_layout.c) ---------------------------------------------------- */
+
+/* Whether a field of kind k is one of the group counted: the real fields (scalar
+ * variables, arrays false) or the array fields (array variables, arrays true). */
+CR_INTERNAL bool cr__field_in_group(cr_kind k, bool arrays);
+
+/* The number of fields of the group in `type`, nested structs included (0 for NULL). */
+CR_INTERNAL size_t cr__type_fields(const cr_type *type, bool arrays);
+
+/* The structural tangent of `type` from the real fields' gradient g and the array fields'
+ * gradients ag (NULL: array fields are ZeroTangent), depth first from *k and *ka. */
+CR_INTERNAL cr_status cr__struct_tangent_walk(cr_arena *arena, const cr_type *type, const double *g,
+                                              size_t *k, cr_array *const *ag, size_t *ka,
+                                              cr_tangent *out);
 
 /* CR_EINVAL (with a message) when a nested struct field of `type` has no descriptor. */
 CR_INTERNAL cr_status cr__type_check(cr_ctx *ctx, const cr_type *type);
