@@ -7,6 +7,9 @@
 #ifndef CR_PREPARED_IMPL_H
 #define CR_PREPARED_IMPL_H
 
+#include <stdio.h>
+
+#include "../rules/array_rule_impl.h"
 #include "tape_impl.h"
 
 /* Instruction codes: the arithmetic rows first (one per row of CR__ARITH_ROWS, evaluated
@@ -117,6 +120,24 @@ struct cr_prepared {
     double *gso;
     size_t ngso;
 };
+
+/* "f64 3x4" into buf, for messages. */
+static inline const char *cr__dtype_shape_str(const cr_array *a, char *buf, size_t size)
+{
+    char s[64];
+    snprintf(buf, size, "%s %s", cr_dtype_name((cr_dtype)a->dtype), cr__shape_str(a, s, sizeof s));
+    return buf;
+}
+
+/* Whether a and b (of the same ndim) have the same extents: a loop over a few dimensions,
+ * cheaper than a call of memcmp. */
+static inline bool cr__same_extents(const cr_array *a, const cr_array *b)
+{
+    for (size_t d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d])
+            return false;
+    return true;
+}
 
 /* Call an array function's rrule again at the current values (instruction r): new pullback,
  * new result, checked against the recorded one (nd->y), and given in *ynew when ynew is not

@@ -23,12 +23,6 @@
 
 /* The tape of a call (NULL: the current one); NULL too when a checked tape's call must not
  * go on (cr__tape_misused). */
-static inline cr_tape *tape_or_current(cr_tape *t)
-{
-    t = t != NULL ? t : cr_tape_current();
-    return t != NULL && cr__tape_misused(t) ? NULL : t;
-}
-
 /* ---- Recording ------------------------------------------------------------------------- */
 
 /* ---- Reverse: the pull and the Jacobian of a GENERIC record ----------------------------- */
@@ -546,7 +540,7 @@ static cr_status tape_call(cr_tape *t, const cr_value *f, const cr_var *args, si
 cr_status cr__tape_call_any(cr_tape *t, const cr_value *f, const cr_var *args, size_t nargs,
                             cr_var *out, size_t nout, size_t *got)
 {
-    if ((t = tape_or_current(t)) == NULL)
+    if ((t = cr__tape_or_current(t)) == NULL)
         return CR_EMISUSE;
     cr_status st = tape_call(t, f, args, nargs, out, nout, got);
     if (st != CR_OK || !t->check_finite)

@@ -165,8 +165,7 @@ static cr_status sweep_reverse(cr_tape *t, double *adj, size_t top, bool consume
                 i -= a;
                 /* a record with its own reverse step (a fused kernel) is called directly */
                 const double *g = a ? &adj[i] : NULL;
-                cr_status st =
-                    nd->pull != NULL ? nd->pull(t, nd, g, adj) : cr__array_pull(t, nd, g, adj);
+                cr_status st = nd->ops->pull(t, nd, g, adj);
                 if (st != CR_OK)
                     return st;
                 p -= 2 + pre;
@@ -281,7 +280,8 @@ static ALWAYS_INLINE cr_status forward_k(cr_tape *t, double *tan, size_t k, size
                 if (out_unread && i + rec_vars(h) == top &&
                     ((const cr__anode *)pl[0].p)->pull != NULL)
                     break;
-                cr_status st = cr__array_forward(t, pl[0].p, tan, k, i);
+                const cr__anode *nd = pl[0].p;
+                cr_status st = nd->ops->forward(t, nd, tan, k, i);
                 if (st != CR_OK)
                     return st;
                 break;
@@ -311,7 +311,7 @@ cr_status cr__sweep_forward(cr_tape *t, double *tan, size_t k, size_t top, bool 
  *     adj[x_j]  += p_j g
  *     adjd[x_j] += p_j gd + g * sum_l H_jl tan[x_l]
  * Second-order tapes hold no GENERIC records (refused when recording); K_ARRAY records
- * are handed to tape_array2.c.
+ * are handed to the record kind's steps (cr__anode_ops).
  */
 static ALWAYS_INLINE cr_status sweep_second_k(cr_tape *t, double *adj, double *adjd,
                                               const double *tan, size_t k, size_t top)
@@ -338,7 +338,8 @@ static ALWAYS_INLINE cr_status sweep_second_k(cr_tape *t, double *adj, double *a
             }
             if (kind == K_ARRAY) {
                 i -= a;
-                cr_status st = cr__array_pull2(t, p[-2].p, i, adj, adjd, tan, k);
+                const cr__anode *nd = p[-2].p;
+                cr_status st = nd->ops->pull2(t, nd, i, adj, adjd, tan, k);
                 if (st != CR_OK)
                     return st;
                 p -= rec_words(h) + 1;
@@ -750,7 +751,7 @@ cr_status cr_tape_jvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t n
     for (size_t j = 0; j < n; j++)
         if (xs[j].idx != CR_VAR_CONST && xs[j].idx < top)
             tan[xs[j].idx] += xdot[j];
-    if (t->naslots != 0) /* array variables' tangents (tape_array2.c) */
+    if (t->naslots != 0) /* array variables' tangents (array_slots.c) */
         st = cr__array_sweep_begin(t, 1, false);
     if (st == CR_OK)
         st = cr__sweep_forward(t, tan, 1, top, false);
@@ -812,7 +813,7 @@ static cr_status second_order(cr_tape *t, const char *who, bool hess, cr_var y, 
         for (size_t j = 0; j < n; j++) /* variables at or above top do not reach y */
             if (xs[j].idx != CR_VAR_CONST && xs[j].idx < top)
                 tan[xs[j].idx] += v[j];
-        if (t->naslots != 0) /* array variables (tape_array2.c) */
+        if (t->naslots != 0) /* array variables (array_slots.c) */
             st = cr__array_sweep_begin(t, 1, true);
         if (st == CR_OK)
             st = cr__sweep_forward(t, tan, 1, top, true);

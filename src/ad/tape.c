@@ -389,7 +389,7 @@ void cr_tape_reset(cr_tape *t)
         cr_arena_reset(t->arena);
     t->nvars = 0;
     t->ninputs = 0;
-    t->aslots = t->aslot_few; /* the first array variables' slots (tape_array.c) */
+    t->aslots = t->aslot_few; /* the first array variables' slots (array_slots.c) */
     t->aslot_cap = CR__ASLOT_FEW;
     t->naslots = 0;
     t->status = CR_OK;

@@ -81,7 +81,7 @@ enum {
     K_MUL = 11,
     K_NARY2 = 12,
     K_GUARD = 13,
-    K_ARRAY = 14, /* an array function's pullback (tape_array.c): payload cr__anode*, a = the
+    K_ARRAY = 14, /* an array function's pullback (array_call.c): payload cr__anode*, a = the
                     scalar variables it makes (0 for an array result, 1 for a scalar one) */
     K_STOP = 15   /* never recorded: the header each chunk keeps in the word before its first
                      (cr__chunk.stop) */
@@ -281,7 +281,8 @@ static inline cr_tangent cr__tarray(cr_array *a)
     return t;
 }
 
-/* ---- Array variables (tape_array.c) ------------------------------------------------------ */
+/* ---- Array variables (array_slots.c, array_call.c)
+ * -------------------------------------------------- */
 
 /* An argument of a K_ARRAY record: a scalar variable's index, an array variable's slot with
  * CR__ASLOT_BIT set, or CR_VAR_CONST. */
@@ -305,8 +306,25 @@ typedef struct cr__aslot {
     bool input; /* made by cr_tape_array_input */
 } cr__aslot;
 
-/* What forward and second-order sweeps need of a K_ARRAY record (tape_array2.c). */
+/* What forward and second-order sweeps need of a K_ARRAY record (array_call.c). */
 typedef struct cr__aext cr__aext;
+
+struct cr__anode;
+
+/* The steps of a K_ARRAY record's kind, which the sweeps (sweep.c) and the prepared replays
+ * call: each node kind (an array function's call, array_call.c; a fused kernel, kernel.c;
+ * an operation with its own steps, tape_custom.c) defines one table and points its records
+ * at it, so that the sweeps depend on no kind. pull: the reverse step (g the adjoints of
+ * the record's scalar results from the first, NULL when it makes none; an array result's
+ * cotangent is its slot's shadow); forward: the result's tangents (tan[i * k + d] for a
+ * scalar result i, k directions); pull2: the second-order reverse step. Failures are
+ * recorded on the tape. */
+typedef struct cr__anode_ops {
+    cr_status (*pull)(cr_tape *t, const struct cr__anode *nd, const double *g, double *adj);
+    cr_status (*forward)(cr_tape *t, const struct cr__anode *nd, double *tan, size_t k, size_t i);
+    cr_status (*pull2)(cr_tape *t, const struct cr__anode *nd, size_t i, double *adj, double *adjd,
+                       const double *tan, size_t k);
+} cr__anode_ops;
 
 /* A recorded array function (kind K_ARRAY). A tuple result (nout > 0) makes one variable
  * per element: outs[k] is the element's array slot | CR__ASLOT_BIT, its position among the
@@ -334,7 +352,11 @@ typedef struct cr__anode {
      * reverse step, cr__custom_forward its forward step; never on second-order or replay
      * tapes. 0 otherwise. */
     unsigned char custom;
+    const cr__anode_ops *ops; /* the steps of the record's kind */
 } cr__anode;
+
+/* The steps of an array function's call (array_call.c). */
+CR_INTERNAL extern const cr__anode_ops cr__array_call_ops;
 
 /* The reverse step of a K_ARRAY record: g is the adjoint of its first scalar result (NULL
  * when it makes none; an array result's cotangent is its slot's accumulator). Failures are
@@ -390,7 +412,7 @@ CR_INTERNAL void cr__array_clear(cr_tape *t);
 CR_INTERNAL cr_status cr__array_slot(cr_tape *t, const cr_array *val, uint32_t *idx);
 
 /* Add the cotangent d into the shadow s (add!!; adopts a fresh buffer), and make a writable
- * cotangent dx[j] that shares memory with dy or another dx read only (tape_array.c). */
+ * cotangent dx[j] that shares memory with dy or another dx read only (array_slots.c). */
 CR_INTERNAL cr_status cr__shadow_accum(cr_arena *arena, cr__aslot *s, cr_tangent d);
 CR_INTERNAL cr_status cr__guard_alias(cr_arena *arena, const cr_tangent *dy, cr_tangent *dx,
                                       size_t nx, size_t j);
@@ -400,12 +422,16 @@ CR_INTERNAL cr_status cr__guard_alias(cr_arena *arena, const cr_tangent *dy, cr_
 CR_INTERNAL cr_status cr__check_finite(cr_tape *t, const char *who, const double *v, size_t n,
                                        const char *what);
 
-/* ---- Array records in forward and second-order sweeps (tape_array2.c) -------------------- */
+/* ---- Array records in forward and second-order sweeps (array_call.c) ---------------- */
 
 /* Array tangents of a forward sweep (k directions), and on second-order sweeps the
  * directional derivatives of the array shadows; in the tape's arena, set by
  * cr__array_sweep_begin and forgotten by cr__array_sweep_end. */
-typedef struct cr__asweep cr__asweep;
+typedef struct cr__asweep {
+    size_t k;
+    cr_tangent *tan;  /* tan[slot * k + d]: array variable slot's tangent along direction d */
+    cr_tangent *accd; /* second order: the derivative of slot's shadow along d, else NULL */
+} cr__asweep;
 
 /* On a forward or second-order tape, what the sweeps need of a call of f about to be
  * recorded (its function value and arguments, the second-order class); refuses, on a
@@ -498,7 +524,7 @@ struct cr_tape {
     cr__word dummy;       /* cur and lim point here before the first chunk */
     cr__chunk *own_chunk; /* a first chunk allocated with the tape and reused at each reset
                              (tapes that own their arena and have no caller buffer), or NULL */
-    cr__aslot *aslots;    /* array variables (tape_array.c): aslot_few, or in the arena */
+    cr__aslot *aslots;    /* array variables (array_slots.c): aslot_few, or in the arena */
     uint32_t naslots, aslot_cap;
     bool aseeded;    /* the next reverse sweep keeps the accumulators (an array seed) */
     cr__asweep *asw; /* array tangents during a forward or second-order sweep, else NULL */
@@ -546,6 +572,14 @@ CR_INTERNAL bool cr__tape_check(cr_tape *t);
 static inline bool cr__tape_misused(cr_tape *t)
 {
     return t->checks != 0 && cr__tape_check(t);
+}
+
+/* The tape of a call (NULL: the current one); NULL too when a checked tape refuses the call
+ * (cr__tape_misused). */
+static inline cr_tape *cr__tape_or_current(cr_tape *t)
+{
+    t = t != NULL ? t : cr_tape_current();
+    return t != NULL && cr__tape_misused(t) ? NULL : t;
 }
 
 /* The checking mode (tape.c): when t checks, fails t with CR_ENONFINITE if one of the n
@@ -659,6 +693,68 @@ CR_INTERNAL cr_status cr__tape_fail(cr_tape *t, cr_status st, const char *fmt, .
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+
+/* ---- Array slots (array_slots.c) ------------------------------------------------------ */
+
+/* Room for one more array slot: the tape's own few (a reset points the table at them; a
+ * new tape has none yet), then a table in the arena four times as large. Out of line: a
+ * small recording never takes it after its first reset. */
+CR_INTERNAL cr_status cr__more_aslots(cr_tape *t);
+
+/* The variable of a refused array input: a constant. */
+static inline cr_avar cr__bad_avar(const cr_array *a)
+{
+    cr_avar r;
+    r.a = a;
+    r.idx = CR_VAR_CONST;
+    r.tape = 0;
+    return r;
+}
+
+/* A new array slot holding val; its index in *idx. Inline: one test and four stores. */
+static ALWAYS_INLINE cr_status cr__new_aslot(cr_tape *t, const cr_array *val, bool input,
+                                             uint32_t *idx)
+{
+    if (t->naslots == t->aslot_cap) {
+        cr_status st = cr__more_aslots(t);
+        if (st != CR_OK)
+            return st;
+    }
+    cr__aslot *s = &t->aslots[t->naslots];
+    s->val = val;
+    s->acc = cr__tzero();
+    s->dest = NULL;
+    s->input = input;
+    *idx = t->naslots++;
+    return CR_OK;
+}
+
+/* cr_tape_array_input on a tape (not NULL). Inline: cr_tape_value_and_gradient_arrays makes
+ * its inputs without a call per input. */
+static ALWAYS_INLINE cr_avar cr__array_input(cr_tape *t, const cr_array *a)
+{
+    if (t->status != CR_OK)
+        return cr__bad_avar(a);
+    if (a == NULL || !cr_dtype_is_float((cr_dtype)a->dtype)) {
+        cr__tape_fail(t, CR_EINVAL, "cr_tape_array_input: %s",
+                      a == NULL ? "NULL array" : "not a float array (f64, f32 or c128)");
+        return cr__bad_avar(a);
+    }
+    if (a->ndim > CR_ARRAY_MAX_DIMS || (a->data == NULL && cr_array_numel(a) > 0)) {
+        cr__tape_fail(t, CR_EINVAL, "cr_tape_array_input: %s",
+                      a->ndim > CR_ARRAY_MAX_DIMS ? "more than CR_ARRAY_MAX_DIMS dimensions"
+                                                  : "NULL data with elements");
+        return cr__bad_avar(a);
+    }
+    uint32_t idx = 0;
+    if (cr__new_aslot(t, a, true, &idx) != CR_OK)
+        return cr__bad_avar(a);
+    cr_avar r;
+    r.a = a;
+    r.idx = idx;
+    r.tape = t->id;
+    return r;
+}
 
 /* The configuration of the tapes an engine makes (cr_engine_config). */
 typedef const cr_config *(*cr__config_of_fn)(const cr_engine *eng);
