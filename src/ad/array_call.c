@@ -863,7 +863,7 @@ cr_status cr_tape_value_and_gradient_arrays(cr_tape *t, cr_ad_array_fn f, void *
     /* The inputs' variables: on the stack for a few, else scratch gone at the next reset. */
     cr_avar few[8], *in = few;
     if (n > sizeof few / sizeof few[0] &&
-        (in = cr_arena_alloc(t->arena, n * sizeof *in, _Alignof(cr_avar))) == NULL)
+        (in = cr__arena_array(t->arena, who, n, sizeof *in, _Alignof(cr_avar))) == NULL)
         return cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), who);
     for (size_t j = 0; j < n; j++)
         in[j] = cr__array_input(t, xs[j]);

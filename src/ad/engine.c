@@ -356,10 +356,11 @@ static cr_status rrule_via_ad_pullback(const cr_tangent *dy, cr_tangent *dx, siz
     size_t nf = e->nfields, nin = nf + e->nargs;
     /* A closure's field cotangents outlive the scratch: they go into dx[0]. */
     cr_arena_mark mk0 = cr_arena_get_mark(arena);
-    double *xbar = nf > 0 ? cr_arena_alloc(arena, nin * sizeof *xbar, _Alignof(double)) : NULL;
+    double *xbar =
+        nf > 0 ? cr__arena_array(arena, "rrule_via_ad", nin, sizeof *xbar, _Alignof(double)) : NULL;
     cr_arena_mark mk = cr_arena_get_mark(arena);
     if (nf == 0)
-        xbar = cr_arena_alloc(arena, (nin ? nin : 1) * sizeof *xbar, _Alignof(double));
+        xbar = cr__arena_array(arena, "rrule_via_ad", nin, sizeof *xbar, _Alignof(double));
     if (xbar == NULL)
         return CR__ALLOC_STATUS(arena);
     st = cr_tape_vjp(e->sub, e->outs, g, e->nout, e->ins, nin, xbar);
@@ -401,8 +402,7 @@ static cr_status engine_rrule_via_ad(const cr_config *cfg, cr_arena *arena, cons
     }
     size_t nf = closure_fields(im);
     via_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(via_env));
-    cr_var *ins =
-        cr_arena_alloc(arena, (nf + nargs ? nf + nargs : 1) * sizeof *ins, _Alignof(cr_var));
+    cr_var *ins = cr__arena_array(arena, "rrule_via_ad", nf + nargs, sizeof *ins, _Alignof(cr_var));
     uint8_t *kinds = cr_arena_alloc(arena, nargs ? nargs : 1, 1);
     if (e == NULL || ins == NULL || kinds == NULL)
         return CR__ALLOC_STATUS(arena);
@@ -466,8 +466,8 @@ static cr_status engine_frule_via_ad(const cr_config *cfg, cr_arena *arena, cons
     /* Everything the recording needs is scratch: only the results are kept. */
     cr_arena_mark mk = cr_arena_get_mark(arena);
     size_t nin = nf + nargs;
-    cr_var *ins = cr_arena_alloc(arena, (nin ? nin : 1) * sizeof *ins, _Alignof(cr_var));
-    double *xdot = cr_arena_alloc(arena, (nin ? nin : 1) * sizeof *xdot, _Alignof(double));
+    cr_var *ins = cr__arena_array(arena, "frule_via_ad", nin, sizeof *ins, _Alignof(cr_var));
+    double *xdot = cr__arena_array(arena, "frule_via_ad", nin, sizeof *xdot, _Alignof(double));
     cr_status st = ins == NULL || xdot == NULL ? CR__ALLOC_STATUS(arena) : CR_OK;
     cr_tape *sub = NULL;
     cr_var outs[CR__MAX_TUPLE];

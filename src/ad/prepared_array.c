@@ -32,10 +32,13 @@ cr_status cr__prepare_arrays(cr_ctx *ctx, const cr_engine *eng, cr_ad_array_fn f
     p->y = cr_const(0.0);
     cr_avar *av = NULL;
     cr_tape *t = p->tape;
+    size_t bin = 0, bidx = 0;
+    if (st == CR_OK && (st = cr__ck_mul(ctx, who, n, sizeof *p->ain, &bin)) == CR_OK)
+        st = cr__ck_mul(ctx, who, n, sizeof *p->aidx, &bidx);
     if (st == CR_OK) {
-        p->ain = cr_ctx_alloc(ctx, n * sizeof *p->ain);
-        p->aidx = cr_ctx_alloc(ctx, n * sizeof *p->aidx);
-        av = cr_arena_alloc(t->arena, n * sizeof *av, _Alignof(cr_avar));
+        p->ain = cr_ctx_alloc(ctx, bin);
+        p->aidx = cr_ctx_alloc(ctx, bidx);
+        av = cr__arena_array(t->arena, who, n, sizeof *av, _Alignof(cr_avar));
         if (p->ain == NULL || p->aidx == NULL || av == NULL)
             st = CR_ENOMEM;
     }

@@ -776,6 +776,9 @@ static cr_status second_order(cr_tape *t, const char *who, bool hess, cr_var y, 
     if (!(t->flags & CR_TAPE_SECOND_ORDER))
         return cr_ctx_error(t->ctx, CR_EMISUSE,
                             "%s: the tape was not created with CR_TAPE_SECOND_ORDER", who);
+    size_t nn;
+    if (hess && (st = cr__ck_mul(t->ctx, who, n, n, &nn)) != CR_OK) /* before xs is read */
+        return st;
     if (n > 0 && (xs == NULL || (hess ? H == NULL : v == NULL || hv == NULL)))
         return cr_ctx_error(t->ctx, CR_EINVAL, "%s: %s is NULL", who,
                             xs == NULL  ? "xs"

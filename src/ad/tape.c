@@ -1778,11 +1778,15 @@ cr_status cr__tape_record(cr_tape *t, cr_ad_fn f, void *env, const double *x, si
         return CR_EMISUSE;
     if (f == NULL || (n > 0 && x == NULL) || (m > 0 && ys == NULL))
         return cr_ctx_error(t->ctx, CR_EINVAL, "cr_tape_record: NULL function or buffers");
+    if (n >= CR_TAPE_MAX_VARS) /* before n variables are allocated or x is read */
+        return cr_ctx_error(t->ctx, CR_EOVERFLOW,
+                            "cr_tape_record: %zu inputs, more than a recording holds (%zu)", n,
+                            (size_t)CR_TAPE_MAX_VARS - 1);
     cr_tape_reset(t);
     cr_var *in = *xs;
     if (in == NULL) {
         /* Scratch for the input variables, gone at the next reset. */
-        in = cr_arena_alloc(t->arena, (n ? n : 1) * sizeof *in, _Alignof(cr_var));
+        in = cr__arena_array(t->arena, "cr_tape_record", n, sizeof *in, _Alignof(cr_var));
         if (in == NULL)
             return cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), "cr_tape_record");
         *xs = in;
