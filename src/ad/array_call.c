@@ -1486,15 +1486,6 @@ static cr_status seed_arrays(cr_tape *t, const cr_avar *as, size_t na, const cr_
     return CR_OK;
 }
 
-static double *workspace(cr_tape *t, size_t n, cr_status *st)
-{
-    double *w = cr_arena_calloc(t->arena, n ? n : 1, sizeof(double), _Alignof(double));
-    if (w == NULL)
-        *st = cr__tape_fail(t, CR__ALLOC_STATUS(t->arena),
-                            "tape: no room for a sweep workspace of %zu doubles", n);
-    return w;
-}
-
 cr_status cr_tape_ajvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t n,
                        const cr_avar *as, const cr_array *const *adot, size_t na, const cr_var *ys,
                        size_t m, double *ydot, const cr_avar *bs, size_t nb, cr_array *const *bdot)
@@ -1532,7 +1523,7 @@ cr_status cr_tape_ajvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t 
             return st;
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
     size_t top = t->nvars;
-    double *tan = workspace(t, top, &st);
+    double *tan = cr__sweep_workspace(t, top, &st);
     if (tan == NULL)
         return st;
     for (size_t j = 0; j < n; j++)
@@ -1589,11 +1580,11 @@ cr_status cr_tape_ahvp(cr_tape *t, cr_var y, const cr_var *xs, size_t n, const d
             return st;
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
     size_t top = y.idx == CR_VAR_CONST ? 0 : cr__sweep_top(t, (size_t)y.idx + 1);
-    double *adj = workspace(t, top, &st), *tan = NULL, *adjd = NULL;
+    double *adj = cr__sweep_workspace(t, top, &st), *tan = NULL, *adjd = NULL;
     if (adj != NULL)
-        tan = workspace(t, top, &st);
+        tan = cr__sweep_workspace(t, top, &st);
     if (tan != NULL)
-        adjd = workspace(t, top, &st);
+        adjd = cr__sweep_workspace(t, top, &st);
     if (adjd == NULL) {
         cr_arena_rewind(t->arena, mk);
         return st;

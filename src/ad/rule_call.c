@@ -45,6 +45,12 @@ static cr_status generic_dy(cr_arena *arena, const cr__gen_node *nd, const doubl
     return cr_tangent_struct(arena, nd->tuple, NULL, f, nd->nout, dy);
 }
 
+/* The cotangents of a pullback of nx - 1 arguments, beyond the few kept on the stack. */
+static cr_tangent *pullback_dx(cr_arena *arena, size_t nx)
+{
+    return cr_arena_alloc(arena, nx * sizeof(cr_tangent), _Alignof(cr_tangent));
+}
+
 /* Call a GENERIC record's pullback with the results' cotangents g and add what it gives
  * to the arguments' adjoints. */
 cr_status cr__generic_pull(cr_tape *t, const cr__gen_node *nd, const double *g, double *adj)
@@ -56,12 +62,9 @@ cr_status cr__generic_pull(cr_tape *t, const cr__gen_node *nd, const double *g, 
     if (st != CR_OK || zero)
         return st;
     size_t nx = (size_t)nd->nargs + 1;
-    cr_tangent dxs[9], *dx = dxs;
-    if (nx > 9) {
-        dx = cr_arena_alloc(arena, nx * sizeof *dx, _Alignof(cr_tangent));
-        if (dx == NULL)
-            return CR__ALLOC_STATUS(arena);
-    }
+    cr_tangent dxs[9], *dx = nx <= 9 ? dxs : pullback_dx(arena, nx);
+    if (dx == NULL)
+        return CR__ALLOC_STATUS(arena);
     st = cr_pullback_call(arena, &nd->pb, &dy, dx, nx);
     for (size_t j = 0; j < nd->nargs && st == CR_OK; j++)
         if (nd->args[j] != CR_VAR_CONST)
@@ -77,12 +80,9 @@ cr_status cr__generic_jacobian(cr_tape *t, const cr__gen_node *nd, double *J)
 {
     cr_arena *arena = t->arena;
     size_t nx = (size_t)nd->nargs + 1;
-    cr_tangent dxs[9], *dx = dxs;
-    if (nx > 9) {
-        dx = cr_arena_alloc(arena, nx * sizeof *dx, _Alignof(cr_tangent));
-        if (dx == NULL)
-            return CR__ALLOC_STATUS(arena);
-    }
+    cr_tangent dxs[9], *dx = nx <= 9 ? dxs : pullback_dx(arena, nx);
+    if (dx == NULL)
+        return CR__ALLOC_STATUS(arena);
     for (size_t o = 0; o < nd->nout; o++) {
         double g[CR__MAX_TUPLE] = {0};
         g[o] = 1.0;
@@ -961,8 +961,6 @@ cr_status cr__prepared_grerun2(cr_prepared *p, const cr__rop *r, double *v, doub
 /* ---- Named operations of the rows of three inputs or two results (tape_ops.h) ------------- */
 
 /* The rows of one and two inputs and one result are tape.c's (the scalar records' paths). */
-#define OP_HAND0(...) __VA_ARGS__
-#define OP_HAND1(...)
 #define OP_1_1(OP, NAME)
 #define OP_2_1(OP, NAME)
 #define OP_3_1(OP, NAME)                                 \
@@ -978,12 +976,8 @@ cr_status cr__prepared_grerun2(cr_prepared *p, const cr__rop *r, double *v, doub
             out[0] = out[1] = cr__nan_const();                \
         return cr_tape_call(t, &cr_fn_##NAME, &x, 1, out, 2); \
     }
-#define DEFINE_OP(NAME, OP, NIN, NOUT, HAND) OP_HAND##HAND(OP_##NIN##_##NOUT(OP, NAME))
-CR_TAPE_SCALAR_OPS(DEFINE_OP)
-#undef DEFINE_OP
+CR_TAPE_SCALAR_OPS(CR__DEFINE_TAPE_OP)
 #undef OP_1_2
 #undef OP_3_1
 #undef OP_2_1
 #undef OP_1_1
-#undef OP_HAND1
-#undef OP_HAND0

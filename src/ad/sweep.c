@@ -525,7 +525,7 @@ cr_status cr__check_finite(cr_tape *t, const char *who, const double *v, size_t 
 #define SMALL_WS 64
 
 /* Workspace of n doubles (zeroed) from the tape's arena. */
-static double *workspace(cr_tape *t, size_t n, cr_status *st)
+double *cr__sweep_workspace(cr_tape *t, size_t n, cr_status *st)
 {
     double *w = cr_arena_calloc(t->arena, n ? n : 1, sizeof(double), _Alignof(double));
     if (w == NULL)
@@ -662,7 +662,7 @@ static cr_status vjp(cr_tape *t, const char *who, const char *xbar_name, const c
     if (top <= SMALL_WS)
         memset(small, 0, top * sizeof *small);
     else if (!first_inputs(t, xs, n) || (adj = kept = kept_ws(t, top)) == NULL)
-        if ((adj = workspace(t, top, &st)) == NULL)
+        if ((adj = cr__sweep_workspace(t, top, &st)) == NULL)
             return st;
     for (size_t i = 0; i < m; i++)
         if (ys[i].idx != CR_VAR_CONST)
@@ -708,7 +708,7 @@ cr_status cr_tape_jacobian(cr_tape *t, const cr_var *ys, size_t m, const cr_var 
         return st;
     size_t top = cr__sweep_top(t, top_of(ys, m));
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
-    double *adj = workspace(t, top, &st);
+    double *adj = cr__sweep_workspace(t, top, &st);
     if (adj == NULL)
         return st;
     for (size_t i = 0; i < m && st == CR_OK; i++) {
@@ -745,7 +745,7 @@ cr_status cr_tape_jvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t n
         return st;
     size_t top = cr__sweep_top(t, top_of(ys, m));
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
-    double *tan = workspace(t, top, &st);
+    double *tan = cr__sweep_workspace(t, top, &st);
     if (tan == NULL)
         return st;
     for (size_t j = 0; j < n; j++)
@@ -803,11 +803,11 @@ static cr_status second_order(cr_tape *t, const char *who, bool hess, cr_var y, 
     size_t top = cr__sweep_top(t, (size_t)y.idx + 1);
     size_t k = H != NULL ? (n < HESS_CHUNK ? (n ? n : 1) : HESS_CHUNK) : 1;
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
-    double *adj = workspace(t, top, &st), *tan = NULL, *adjd = NULL;
+    double *adj = cr__sweep_workspace(t, top, &st), *tan = NULL, *adjd = NULL;
     if (adj != NULL)
-        tan = workspace(t, top * k, &st);
+        tan = cr__sweep_workspace(t, top * k, &st);
     if (tan != NULL)
-        adjd = workspace(t, top * k, &st);
+        adjd = cr__sweep_workspace(t, top * k, &st);
     if (adjd == NULL) {
         cr_arena_rewind(t->arena, mk);
         return st;
@@ -889,7 +889,8 @@ static cr_status gradient_first(cr_tape *t, cr_var y, size_t n, double *grad)
     /* The inputs are the first record's (cr__tape_record), so the kept workspace serves. */
     if (top <= SMALL_WS)
         memset(small, 0, top * sizeof *small);
-    else if ((adj = kept = kept_ws(t, top)) == NULL && (adj = workspace(t, top, &st)) == NULL)
+    else if ((adj = kept = kept_ws(t, top)) == NULL &&
+             (adj = cr__sweep_workspace(t, top, &st)) == NULL)
         return st;
     if (top > 0) {
         adj[y.idx] = 1.0;

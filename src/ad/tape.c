@@ -1388,8 +1388,6 @@ cr_var cr_asin(cr_tape *t, cr_var a)
 /* The named operations of the other scalar rows (tape_ops.h, generated from the registry):
  * rows of one and two inputs through the paths of cr_sin() and the arithmetic (the others go
  * through cr_tape_call(), rule_call.c). HAND = 1 marks those defined above. */
-#define OP_HAND0(...) __VA_ARGS__
-#define OP_HAND1(...)
 #define OP_1_1(OP, NAME)                 \
     cr_var OP(cr_tape *t, cr_var x)      \
     {                                    \
@@ -1403,15 +1401,11 @@ cr_var cr_asin(cr_tape *t, cr_var a)
 /* Rows of three inputs or two results: rule_call.c. */
 #define OP_3_1(OP, NAME)
 #define OP_1_2(OP, NAME)
-#define DEFINE_OP(NAME, OP, NIN, NOUT, HAND) OP_HAND##HAND(OP_##NIN##_##NOUT(OP, NAME))
-CR_TAPE_SCALAR_OPS(DEFINE_OP)
-#undef DEFINE_OP
+CR_TAPE_SCALAR_OPS(CR__DEFINE_TAPE_OP)
 #undef OP_1_2
 #undef OP_3_1
 #undef OP_2_1
 #undef OP_1_1
-#undef OP_HAND1
-#undef OP_HAND0
 
 cr_var cr_tape_input(cr_tape *t, double v)
 {

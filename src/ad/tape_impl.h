@@ -417,6 +417,10 @@ CR_INTERNAL cr_status cr__shadow_accum(cr_arena *arena, cr__aslot *s, cr_tangent
 CR_INTERNAL cr_status cr__guard_alias(cr_arena *arena, const cr_tangent *dy, cr_tangent *dx,
                                       size_t nx, size_t j);
 
+/* n zeroed doubles in the tape's arena for a sweep (at least one), or NULL with the tape
+ * failed and *st set (sweep.c). */
+CR_INTERNAL double *cr__sweep_workspace(cr_tape *t, size_t n, cr_status *st);
+
 /* CR_EDOMAIN (naming who, what and the index) when one of the n values v is not finite
  * (sweep.c). */
 CR_INTERNAL cr_status cr__check_finite(cr_tape *t, const char *who, const double *v, size_t n,
@@ -779,6 +783,15 @@ CR_INTERNAL cr_status cr__tape_call_any(cr_tape *t, const cr_value *f, const cr_
  * (until the next reset) and *xs points to them. */
 CR_INTERNAL cr_status cr__tape_record(cr_tape *t, cr_ad_fn f, void *env, const double *x, size_t n,
                                       cr_var **xs, cr_var *ys, size_t m);
+
+/* CR_TAPE_SCALAR_OPS(CR__DEFINE_TAPE_OP) defines the named operation OP of each row NAME of
+ * NIN inputs and NOUT results not written by hand (HAND 0) as OP_NIN_NOUT(OP, NAME), which
+ * the including file defines (tape.c the rows of one or two inputs and one result,
+ * rule_call.c the others). */
+#define CR__TAPE_OP_HAND0(...) __VA_ARGS__
+#define CR__TAPE_OP_HAND1(...)
+#define CR__DEFINE_TAPE_OP(NAME, OP, NIN, NOUT, HAND) \
+    CR__TAPE_OP_HAND##HAND(OP_##NIN##_##NOUT(OP, NAME))
 
 /* The most arguments a call on a tape takes (cr_tape_call). */
 #define CR__MAX_GENERIC_ARGS 64
