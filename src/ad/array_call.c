@@ -1486,20 +1486,30 @@ static cr_status seed_arrays(cr_tape *t, const cr_avar *as, size_t na, const cr_
     return CR_OK;
 }
 
-cr_status cr_tape_ajvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t n,
-                       const cr_avar *as, const cr_array *const *adot, size_t na, const cr_var *ys,
-                       size_t m, double *ydot, const cr_avar *bs, size_t nb, cr_array *const *bdot)
+/* The checks on entry of a sweep over array variables: a tape, not misused, not failed,
+ * created with `flag` (named flag_name in the message). */
+static cr_status sweep_entry(cr_tape *t, const char *who, uint32_t flag, const char *flag_name)
 {
-    const char *who = "cr_tape_ajvp";
     if (t == NULL)
         return CR_EINVAL;
     if (cr__tape_misused(t))
         return CR_EMISUSE;
     if (t->status != CR_OK)
         return t->status;
-    if (!(t->flags & CR_TAPE_FORWARD))
-        return cr_ctx_error(t->ctx, CR_EMISUSE, "%s: the tape was not created with CR_TAPE_FORWARD",
-                            who);
+    if (!(t->flags & flag))
+        return cr_ctx_error(t->ctx, CR_EMISUSE, "%s: the tape was not created with %s", who,
+                            flag_name);
+    return CR_OK;
+}
+
+cr_status cr_tape_ajvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t n,
+                       const cr_avar *as, const cr_array *const *adot, size_t na, const cr_var *ys,
+                       size_t m, double *ydot, const cr_avar *bs, size_t nb, cr_array *const *bdot)
+{
+    const char *who = "cr_tape_ajvp";
+    cr_status st = sweep_entry(t, who, CR_TAPE_FORWARD, "CR_TAPE_FORWARD");
+    if (st != CR_OK)
+        return st;
     if ((n > 0 && (xs == NULL || xdot == NULL)) || (na > 0 && (as == NULL || adot == NULL)) ||
         (m > 0 && (ys == NULL || ydot == NULL)) || (nb > 0 && (bs == NULL || bdot == NULL)))
         return cr_ctx_error(t->ctx, CR_EINVAL, "%s: %s is NULL", who,
@@ -1511,7 +1521,6 @@ cr_status cr_tape_ajvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t 
                             : m > 0 && ydot == NULL  ? "ydot"
                             : bs == NULL             ? "bs"
                                                      : "bdot");
-    cr_status st;
     if ((st = cr__check_vars(t, who, xs, n, "input")) != CR_OK ||
         (st = cr__check_vars(t, who, ys, m, "output")) != CR_OK ||
         (st = cr__check_avars(t, who, as, na, "array input")) != CR_OK ||
@@ -1551,15 +1560,9 @@ cr_status cr_tape_ahvp(cr_tape *t, cr_var y, const cr_var *xs, size_t n, const d
                        cr_array *const *ahv)
 {
     const char *who = "cr_tape_ahvp";
-    if (t == NULL)
-        return CR_EINVAL;
-    if (cr__tape_misused(t))
-        return CR_EMISUSE;
-    if (t->status != CR_OK)
-        return t->status;
-    if (!(t->flags & CR_TAPE_SECOND_ORDER))
-        return cr_ctx_error(t->ctx, CR_EMISUSE,
-                            "%s: the tape was not created with CR_TAPE_SECOND_ORDER", who);
+    cr_status st = sweep_entry(t, who, CR_TAPE_SECOND_ORDER, "CR_TAPE_SECOND_ORDER");
+    if (st != CR_OK)
+        return st;
     if ((n > 0 && (xs == NULL || v == NULL || hv == NULL)) ||
         (na > 0 && (as == NULL || av == NULL || ahv == NULL)))
         return cr_ctx_error(t->ctx, CR_EINVAL, "%s: %s is NULL", who,
@@ -1569,7 +1572,6 @@ cr_status cr_tape_ahvp(cr_tape *t, cr_var y, const cr_var *xs, size_t n, const d
                             : na > 0 && as == NULL ? "as"
                             : na > 0 && av == NULL ? "av"
                                                    : "ahv");
-    cr_status st;
     if ((st = cr__check_vars(t, who, &y, 1, "output")) != CR_OK ||
         (st = cr__check_vars(t, who, xs, n, "input")) != CR_OK ||
         (st = cr__check_avars(t, who, as, na, "array input")) != CR_OK ||

@@ -46,9 +46,9 @@ NOINLINE cr_status cr__more_aslots(cr_tape *t)
         t->aslot_cap = CR__ASLOT_FEW;
         return CR_OK;
     }
-    uint32_t cap = 4 * t->aslot_cap;
-    if (cap >= CR__ASLOT_BIT)
+    if (t->aslot_cap >= CR__ASLOT_BIT / 4) /* before 4 * aslot_cap could wrap a uint32_t */
         return cr__tape_fail(t, CR_EOVERFLOW, "tape: too many array variables");
+    uint32_t cap = 4 * t->aslot_cap;
     cr__aslot *s = cr_arena_alloc(t->arena, cap * sizeof *s, _Alignof(cr__aslot));
     if (s == NULL)
         return cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), "tape: array variables");

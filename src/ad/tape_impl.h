@@ -281,8 +281,7 @@ static inline cr_tangent cr__tarray(cr_array *a)
     return t;
 }
 
-/* ---- Array variables (array_slots.c, array_call.c)
- * -------------------------------------------------- */
+/* ---- Array variables (array_slots.c, array_call.c) ------------------------------------ */
 
 /* An argument of a K_ARRAY record: a scalar variable's index, an array variable's slot with
  * CR__ASLOT_BIT set, or CR_VAR_CONST. */
