@@ -520,7 +520,8 @@ typedef cr_status (*cr_ad_fn)(cr_tape *t, const cr_var *x, size_t n, cr_var *y, 
  * @param[out] xs n input variables (may be NULL).
  * @param[out] ys m output variables.
  * @param[in]  m  number of outputs.
- * @return CR_OK; f's status; the tape's status.
+ * @return CR_OK; f's status; the tape's status; CR_EOVERFLOW for n >= CR_TAPE_MAX_VARS
+ *         (before x is read).
  */
 CR_API cr_status cr_tape_record(cr_tape *t, cr_ad_fn f, void *env, const double *x, size_t n,
                                 cr_var *xs, cr_var *ys, size_t m);
@@ -602,7 +603,8 @@ CR_API cr_status cr_tape_hvp(cr_tape *t, cr_var y, const cr_var *xs, size_t n, c
  * @param[in]  n  number of inputs.
  * @param[out] H  n * n results, H[i * n + j] = d2 y / dxs[i] dxs[j].
  * @return as cr_tape_gradient(); CR_EMISUSE without CR_TAPE_SECOND_ORDER; CR_EINVAL for a
- *         NULL xs or H (n > 0), named in the message.
+ *         NULL xs or H (n > 0), named in the message; CR_EOVERFLOW when n x n overflows a
+ *         size_t (before xs is read).
  */
 CR_API cr_status cr_tape_hessian(cr_tape *t, cr_var y, const cr_var *xs, size_t n, double *H);
 

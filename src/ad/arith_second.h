@@ -11,7 +11,6 @@
 
 #include <chainrules/arith_rows.h>
 
-#include "../rulesets/array_impl.h"
 #include "tape_impl.h"
 
 /* cr__hcol_NAME(xr, l, w, hd): column l of the row's Hessian at xr times w, added to hd:

@@ -1,7 +1,8 @@
 /*
  * The engine's configuration: registry, overlays, zero-adjoint declarations, rules taken
  * in the generic rrule form, and the RuleConfig callbacks rrule_via_ad / frule_via_ad,
- * which record the function they are given on a sub-tape in the rule's arena.
+ * which record the function they are given on a sub-tape in the rule's arena. The tapes
+ * are made here (cr_tape_new), since each carries its engine's configuration.
  */
 #include <math.h>
 #include <string.h>
@@ -27,6 +28,16 @@ static const cr_config k_default_config = {
 const cr_config *cr_engine_config(const cr_engine *eng)
 {
     return eng == NULL ? &k_default_config : &eng->config;
+}
+
+const cr_config *cr_tape_config(const cr_tape *t)
+{
+    return t == NULL ? cr_engine_config(NULL) : t->config;
+}
+
+cr_status cr_tape_new(cr_ctx *ctx, const cr_tape_params *params, cr_tape **out)
+{
+    return cr__tape_open(ctx, params, cr_engine_config, out);
 }
 
 cr_status cr_engine_new(cr_ctx *ctx, const cr_registry *registry, cr_engine **out)
@@ -57,14 +68,6 @@ void cr_engine_free(cr_engine *eng)
     cr_ctx_dealloc(eng->ctx, eng->impls, eng->cap * sizeof *eng->impls);
     cr_ctx_dealloc(eng->ctx, eng->friendly, eng->cap_friendly * sizeof *eng->friendly);
     cr_ctx_dealloc(eng->ctx, eng, sizeof *eng);
-}
-
-const cr__impl *cr__engine_find(const cr_engine *eng, const cr_function *fn)
-{
-    for (size_t i = 0; i < eng->nimpls; i++)
-        if (eng->impls[i].fn == fn)
-            return &eng->impls[i];
-    return NULL;
 }
 
 static cr_status set_impl(cr_engine *eng, const cr_function *fn, int kind, cr_ad_fn impl,
@@ -99,14 +102,6 @@ static cr_status set_impl(cr_engine *eng, const cr_function *fn, int kind, cr_ad
         slot->kind = kind;
     }
     return CR_OK;
-}
-
-const cr__friendly *cr__engine_friendly_of(const cr_engine *eng, const cr_type *type)
-{
-    for (size_t i = 0; eng != NULL && i < eng->nfriendly; i++)
-        if (eng->friendly[i].type == type)
-            return &eng->friendly[i];
-    return NULL;
 }
 
 cr_status cr_engine_friendly(cr_engine *eng, const cr_type *type, cr_friendly_fn fn, void *udata)
@@ -361,10 +356,11 @@ static cr_status rrule_via_ad_pullback(const cr_tangent *dy, cr_tangent *dx, siz
     size_t nf = e->nfields, nin = nf + e->nargs;
     /* A closure's field cotangents outlive the scratch: they go into dx[0]. */
     cr_arena_mark mk0 = cr_arena_get_mark(arena);
-    double *xbar = nf > 0 ? cr_arena_alloc(arena, nin * sizeof *xbar, _Alignof(double)) : NULL;
+    double *xbar =
+        nf > 0 ? cr__arena_array(arena, "rrule_via_ad", nin, sizeof *xbar, _Alignof(double)) : NULL;
     cr_arena_mark mk = cr_arena_get_mark(arena);
     if (nf == 0)
-        xbar = cr_arena_alloc(arena, (nin ? nin : 1) * sizeof *xbar, _Alignof(double));
+        xbar = cr__arena_array(arena, "rrule_via_ad", nin, sizeof *xbar, _Alignof(double));
     if (xbar == NULL)
         return CR__ALLOC_STATUS(arena);
     st = cr_tape_vjp(e->sub, e->outs, g, e->nout, e->ins, nin, xbar);
@@ -406,13 +402,12 @@ static cr_status engine_rrule_via_ad(const cr_config *cfg, cr_arena *arena, cons
     }
     size_t nf = closure_fields(im);
     via_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(via_env));
-    cr_var *ins =
-        cr_arena_alloc(arena, (nf + nargs ? nf + nargs : 1) * sizeof *ins, _Alignof(cr_var));
+    cr_var *ins = cr__arena_array(arena, "rrule_via_ad", nf + nargs, sizeof *ins, _Alignof(cr_var));
     uint8_t *kinds = cr_arena_alloc(arena, nargs ? nargs : 1, 1);
     if (e == NULL || ins == NULL || kinds == NULL)
         return CR__ALLOC_STATUS(arena);
     cr_tape *sub;
-    cr_status st = cr__tape_new_in(arena, eng, 0, &sub);
+    cr_status st = cr__tape_new_in(arena, eng, cr_engine_config(eng), 0, &sub);
     if (st != CR_OK)
         return st;
     size_t got = 0;
@@ -471,13 +466,13 @@ static cr_status engine_frule_via_ad(const cr_config *cfg, cr_arena *arena, cons
     /* Everything the recording needs is scratch: only the results are kept. */
     cr_arena_mark mk = cr_arena_get_mark(arena);
     size_t nin = nf + nargs;
-    cr_var *ins = cr_arena_alloc(arena, (nin ? nin : 1) * sizeof *ins, _Alignof(cr_var));
-    double *xdot = cr_arena_alloc(arena, (nin ? nin : 1) * sizeof *xdot, _Alignof(double));
+    cr_var *ins = cr__arena_array(arena, "frule_via_ad", nin, sizeof *ins, _Alignof(cr_var));
+    double *xdot = cr__arena_array(arena, "frule_via_ad", nin, sizeof *xdot, _Alignof(double));
     cr_status st = ins == NULL || xdot == NULL ? CR__ALLOC_STATUS(arena) : CR_OK;
     cr_tape *sub = NULL;
     cr_var outs[CR__MAX_TUPLE];
     if (st == CR_OK)
-        st = cr__tape_new_in(arena, eng, CR_TAPE_FORWARD, &sub);
+        st = cr__tape_new_in(arena, eng, cr_engine_config(eng), CR_TAPE_FORWARD, &sub);
     if (st == CR_OK && nf > 0)
         st = cr__struct_tangent_values(arena, "frule_via_ad", f->u.func.fn->self_type, dargs[0],
                                        xdot);

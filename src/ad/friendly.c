@@ -6,62 +6,8 @@
  */
 #include <string.h>
 
-#include "../rulesets/array_impl.h"
+#include "../rules/array_rule_impl.h"
 #include "tape_impl.h"
-
-static bool is_real(cr_kind k)
-{
-    return k == CR_KIND_F64 || k == CR_KIND_F32;
-}
-
-/* Whether a field of kind k is one of the group counted: the real fields (scalar
- * variables) or the array fields (array variables). */
-static bool in_group(cr_kind k, bool arrays)
-{
-    return arrays ? k == CR_KIND_ARRAY : is_real(k);
-}
-
-static size_t count_fields(const cr_type *type, bool arrays)
-{
-    if (type == NULL)
-        return 0;
-    size_t n = 0;
-    for (size_t i = 0; i < type->nfields; i++) {
-        const cr_field *fd = &type->fields[i];
-        if (in_group(fd->kind, arrays))
-            n++;
-        else if (fd->kind == CR_KIND_STRUCT)
-            n += count_fields(fd->type, arrays);
-    }
-    return n;
-}
-
-size_t cr_type_real_fields(const cr_type *type)
-{
-    return count_fields(type, false);
-}
-
-size_t cr_type_array_fields(const cr_type *type)
-{
-    return count_fields(type, true);
-}
-
-static cr_status check_type(cr_ctx *ctx, const cr_type *type)
-{
-    for (size_t i = 0; i < type->nfields; i++) {
-        const cr_field *fd = &type->fields[i];
-        if (fd->kind == CR_KIND_STRUCT) {
-            if (fd->type == NULL)
-                return cr_ctx_error(ctx, CR_EINVAL,
-                                    "%s: field %zu is a struct without a descriptor", type->name,
-                                    i);
-            cr_status st = check_type(ctx, fd->type);
-            if (st != CR_OK)
-                return st;
-        }
-    }
-    return CR_OK;
-}
 
 static void inputs_walk(cr_tape *t, const cr_type *type, const unsigned char *obj, cr_var *vars,
                         size_t *k)
@@ -106,10 +52,10 @@ static cr_status inputs_check(cr_tape **tp, const char *who, const cr_type *type
         return CR_EMISUSE;
     if (type == NULL || obj == NULL || (out == NULL && n > 0))
         return cr__tape_fail(t, CR_EINVAL, "%s: NULL type, struct or variables", who);
-    cr_status st = check_type(t->ctx, type);
+    cr_status st = cr__type_check(t->ctx, type);
     if (st != CR_OK)
         return cr__tape_fail(t, st, "%s", cr_ctx_errmsg(t->ctx));
-    size_t need = count_fields(type, arrays);
+    size_t need = cr__type_fields(type, arrays);
     if (n < need)
         return cr__tape_fail(t, CR_EINVAL, "%s: %s has %zu %s fields, room for %zu variable%s", who,
                              type->name, need, arrays ? "array" : "real", n, CR__S(n));
@@ -148,14 +94,14 @@ static bool find_path(const cr_type *type, const char *path, bool arrays, size_t
             fd->name != NULL && strlen(fd->name) == len && strncmp(fd->name, path, len) == 0;
         if (match) {
             if (path[len] == '\0')
-                return in_group(fd->kind, arrays);
+                return cr__field_in_group(fd->kind, arrays);
             return fd->kind == CR_KIND_STRUCT && fd->type != NULL &&
                    find_path(fd->type, path + len + 1, arrays, k);
         }
-        if (in_group(fd->kind, arrays))
+        if (cr__field_in_group(fd->kind, arrays))
             (*k)++;
         else if (fd->kind == CR_KIND_STRUCT)
-            *k += count_fields(fd->type, arrays);
+            *k += cr__type_fields(fd->type, arrays);
     }
     return false;
 }
@@ -175,9 +121,6 @@ cr_avar cr_tape_struct_array_field(const cr_type *type, const cr_avar *avars, co
         return cr_aconst(NULL);
     return avars[k];
 }
-
-static cr_status tangent_walk(cr_arena *arena, const cr_type *type, const double *g, size_t *k,
-                              cr_array *const *ag, size_t *ka, cr_tangent *out);
 
 /* Writing a friendly gradient: the tape (its engine's customised types, its arena for raw
  * tangents), the real fields' gradient g from index k, and the array fields' gradients ag
@@ -199,7 +142,7 @@ static cr_status write_struct(writer *w, const cr_type *type, unsigned char *obj
     const cr__friendly *cust = cr__engine_friendly_of(w->t->engine, type);
     if (cust != NULL) {
         cr_tangent raw;
-        cr_status st = tangent_walk(w->t->arena, type, w->g, &w->k, w->ag, &w->ka, &raw);
+        cr_status st = cr__struct_tangent_walk(w->t->arena, type, w->g, &w->k, w->ag, &w->ka, &raw);
         if (st != CR_OK) /* the tape's scratch: as a sweep's workspace, the tape's failure */
             return cr__tape_fail_ctx(w->t, st, w->who);
         st = cust->fn(type, raw, obj, cust->udata);
@@ -281,16 +224,16 @@ static cr_status dest_arrays_walk(cr_ctx *ctx, const char *who, const cr_type *t
 static cr_status gradient_check(cr_tape *t, const char *who, const cr_type *type,
                                 const cr_var *vars, const cr_avar *avars, bool arrays)
 {
-    if (type == NULL || (vars == NULL && count_fields(type, false) > 0) ||
-        (arrays && avars == NULL && count_fields(type, true) > 0))
+    if (type == NULL || (vars == NULL && cr__type_fields(type, false) > 0) ||
+        (arrays && avars == NULL && cr__type_fields(type, true) > 0))
         return cr_ctx_error(t->ctx, CR_EINVAL, "%s: NULL type or variables", who);
     if (t->status != CR_OK)
         return t->status;
-    cr_status st = check_type(t->ctx, type);
+    cr_status st = cr__type_check(t->ctx, type);
     /* Variables of an earlier recording are refused before their arrays, which the caller
      * may have released after the reset, are read. */
     if (st == CR_OK && arrays)
-        st = cr__check_avars(t, who, avars, count_fields(type, true), "array input");
+        st = cr__check_avars(t, who, avars, cr__type_fields(type, true), "array input");
     return st;
 }
 
@@ -300,13 +243,13 @@ static cr_status struct_gradient(cr_tape *t, cr_arena *arena, cr_var y, const cr
                                  const cr_var *vars, const cr_avar *avars, cr_array *const *ag,
                                  double **g)
 {
-    size_t n = count_fields(type, false);
+    size_t n = cr__type_fields(type, false);
     *g = cr_arena_alloc(arena, (n ? n : 1) * sizeof **g, _Alignof(double));
     if (*g == NULL) /* the sweep's workspace: a failure is the tape's, as in the sweeps */
         return cr__tape_fail_ctx(t, CR__ALLOC_STATUS(arena), "struct gradient");
     if (ag == NULL)
         return cr_tape_gradient(t, y, vars, n, *g);
-    return cr_tape_gradient_arrays(t, y, vars, n, *g, avars, count_fields(type, true), ag);
+    return cr_tape_gradient_arrays(t, y, vars, n, *g, avars, cr__type_fields(type, true), ag);
 }
 
 static cr_status gradient_struct(cr_tape *t, const char *who, cr_var y, const cr_type *type,
@@ -322,7 +265,7 @@ static cr_status gradient_struct(cr_tape *t, const char *who, cr_var y, const cr
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
     cr_array **ag = NULL;
     if (arrays) {
-        size_t na = count_fields(type, true), k = 0;
+        size_t na = cr__type_fields(type, true), k = 0;
         ag = cr_arena_alloc(t->arena, (na ? na : 1) * sizeof *ag, _Alignof(cr_array *));
         st = ag == NULL ? cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), who)
                         : dest_arrays_walk(t->ctx, who, type, grad, ag, &k);
@@ -361,46 +304,6 @@ cr_status cr_tape_gradient_struct_arrays(cr_tape *t, cr_var y, const cr_type *ty
     return gradient_struct(t, "cr_tape_gradient_struct_arrays", y, type, vars, avars, true, grad);
 }
 
-/* The structural tangent of `type` from the real fields' gradient g and the array fields'
- * gradients ag (NULL: array fields are ZeroTangent), depth first from *k and *ka. */
-static cr_status tangent_walk(cr_arena *arena, const cr_type *type, const double *g, size_t *k,
-                              cr_array *const *ag, size_t *ka, cr_tangent *out)
-{
-    cr_tangent *f = cr_arena_alloc(arena, (type->nfields ? type->nfields : 1) * sizeof *f,
-                                   _Alignof(cr_tangent));
-    if (f == NULL)
-        return CR__ALLOC_STATUS(arena);
-    for (size_t i = 0; i < type->nfields; i++) {
-        const cr_field *fd = &type->fields[i];
-        switch (fd->kind) {
-        case CR_KIND_F64:
-            f[i] = cr_tangent_f64(g[(*k)++]);
-            break;
-        case CR_KIND_F32:
-            f[i] = cr_tangent_f32((float)g[(*k)++]);
-            break;
-        case CR_KIND_I64:
-        case CR_KIND_I32:
-        case CR_KIND_BOOL:
-            f[i] = cr_tangent_none();
-            break;
-        case CR_KIND_STRUCT: {
-            cr_status st = tangent_walk(arena, fd->type, g, k, ag, ka, &f[i]);
-            if (st != CR_OK)
-                return st;
-            break;
-        }
-        case CR_KIND_ARRAY:
-            f[i] = ag != NULL ? cr_tangent_array(ag[(*ka)++]) : cr_tangent_zero();
-            break;
-        default:
-            f[i] = cr_tangent_zero();
-            break;
-        }
-    }
-    return cr_tangent_struct(arena, type, NULL, f, type->nfields, out);
-}
-
 static cr_status gradient_tangent(cr_tape *t, const char *who, cr_var y, const cr_type *type,
                                   const cr_var *vars, const cr_avar *avars, bool arrays,
                                   cr_arena *arena, cr_tangent *out)
@@ -415,7 +318,7 @@ static cr_status gradient_tangent(cr_tape *t, const char *who, cr_var y, const c
     /* The array gradients and the tangent go to `arena`; the real fields' gradient to the
      * tape's scratch, unless `arena` is the tape's (then it stays there with the result). */
     cr_arena_mark ma = cr_arena_get_mark(arena), mt = cr_arena_get_mark(t->arena);
-    size_t na = arrays ? count_fields(type, true) : 0;
+    size_t na = arrays ? cr__type_fields(type, true) : 0;
     cr_array **ag = NULL;
     if (arrays) {
         ag = cr_arena_alloc(arena, (na ? na : 1) * sizeof *ag, _Alignof(cr_array *));
@@ -433,7 +336,7 @@ static cr_status gradient_tangent(cr_tape *t, const char *who, cr_var y, const c
         st = struct_gradient(t, t->arena, y, type, vars, avars, ag, &g);
     if (st == CR_OK) {
         size_t k = 0, ka = 0;
-        st = tangent_walk(arena, type, g, &k, ag, &ka, out);
+        st = cr__struct_tangent_walk(arena, type, g, &k, ag, &ka, out);
     }
     if (arena != t->arena)
         cr_arena_rewind(t->arena, mt);
@@ -454,84 +357,4 @@ cr_status cr_tape_gradient_tangent_arrays(cr_tape *t, cr_var y, const cr_type *t
 {
     return gradient_tangent(t, "cr_tape_gradient_tangent_arrays", y, type, vars, avars, true, arena,
                             out);
-}
-
-/* ---- Closures (engine.c, tape.c): a functor's fields as variables ----------------------- */
-
-static void values_walk(const cr_type *type, const unsigned char *obj, double *out, size_t *k)
-{
-    for (size_t i = 0; i < type->nfields; i++) {
-        const cr_field *fd = &type->fields[i];
-        const unsigned char *p = obj + fd->offset;
-        if (fd->kind == CR_KIND_F64) {
-            memcpy(&out[(*k)++], p, sizeof(double));
-        } else if (fd->kind == CR_KIND_F32) {
-            float v;
-            memcpy(&v, p, sizeof v);
-            out[(*k)++] = (double)v;
-        } else if (fd->kind == CR_KIND_STRUCT) {
-            values_walk(fd->type, p, out, k);
-        }
-    }
-}
-
-cr_status cr__type_check(cr_ctx *ctx, const cr_type *type)
-{
-    return check_type(ctx, type);
-}
-
-cr_status cr__struct_values(cr_ctx *ctx, const cr_type *type, const void *obj, double *out)
-{
-    cr_status st = check_type(ctx, type);
-    if (st != CR_OK)
-        return st;
-    size_t k = 0;
-    values_walk(type, obj, out, &k);
-    return CR_OK;
-}
-
-cr_status cr__struct_tangent(cr_arena *arena, const cr_type *type, const double *g, cr_tangent *out)
-{
-    size_t k = 0, ka = 0;
-    return tangent_walk(arena, type, g, &k, NULL, &ka, out);
-}
-
-/* The real fields of a tangent of `type`, depth-first: a structural tangent's f64 / f32
- * fields (a zero or absent field gives 0), nested structs walked. */
-static cr_status flatten_walk(cr_arena *arena, const char *who, const cr_type *type, cr_tangent d,
-                              double *out, size_t *k)
-{
-    cr_status st = cr_tangent_unthunk(d, &d);
-    if (st != CR_OK)
-        return st;
-    bool zero = cr_tangent_is_zero(d);
-    if (!zero && d.tag != CR_TAN_STRUCT)
-        return CR__FAIL(arena, CR_ETANGENT,
-                        "%s: the tangent of the closure %s must be structural (got %s)", who,
-                        type->name, cr_tag_name((cr_tag)d.tag));
-    for (size_t i = 0; i < type->nfields; i++) {
-        const cr_field *fd = &type->fields[i];
-        if (fd->kind != CR_KIND_F64 && fd->kind != CR_KIND_F32 && fd->kind != CR_KIND_STRUCT)
-            continue;
-        cr_tangent fi = zero ? cr_tangent_zero() : cr_tangent_field(d, i);
-        if (fd->kind == CR_KIND_STRUCT) {
-            st = flatten_walk(arena, who, fd->type, fi, out, k);
-            if (st != CR_OK)
-                return st;
-            continue;
-        }
-        out[*k] = 0.0;
-        st = cr__accum_real(arena, who, fi, &out[*k]);
-        if (st != CR_OK)
-            return st;
-        (*k)++;
-    }
-    return CR_OK;
-}
-
-cr_status cr__struct_tangent_values(cr_arena *arena, const char *who, const cr_type *type,
-                                    cr_tangent d, double *out)
-{
-    size_t k = 0;
-    return flatten_walk(arena, who, type, d, out, &k);
 }

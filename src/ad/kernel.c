@@ -20,7 +20,7 @@
 #include <chainrules/rules_math.h>
 #include <chainrules/scalar_rule.h>
 
-#include "../rulesets/array_impl.h"
+#include "../rules/array_rule_impl.h"
 
 #if defined(__GNUC__)
 /* The scaled stores of the reverse step, unrolled (after vectorising): a small call's
@@ -514,6 +514,9 @@ static ALWAYS_INLINE void run_primal(const knode *nd, double *y, double *sum)
 
 static cr_status kernel_pull(cr_tape *t, const cr__anode *an, const double *g, double *adj);
 
+/* The steps of a fused kernel's record (cr__anode_ops). */
+static const cr__anode_ops k_kernel_ops = {kernel_pull, cr__kernel_forward, cr__kernel_pull2};
+
 /* Record a kernel call: the result is the array *ya (of like's shape, or of n elements in
  * one dimension when like is NULL), or the sum *ys when ya is NULL; *idx is its slot or
  * variable (CR_VAR_CONST for a call of constants). row is NULL for a kernel's own loops, or
@@ -577,6 +580,7 @@ static ALWAYS_INLINE cr_status record(cr_tape *t, const char *who, const cr_kern
     b->y = sum ? zero_value : cr_value_array(y); /* the recording's result: its shape */
     b->vals = NULL;
     b->pull = kernel_pull;
+    b->ops = &k_kernel_ops;
     b->ext = NULL;
     b->custom = 0;
     set_readers(nd);

@@ -443,8 +443,7 @@ static NOINLINE cr_status call_reverse(cr_prepared *p, const cr__rop *r, double 
         return cr__prepared_gpull(p, r, adj);
     const cr__anode *nd = r->ptr;
     const double *g = r->nv ? &adj[r->res] : NULL;
-    return nd->pull != NULL ? nd->pull(p->tape, nd, g, adj) /* a kernel */
-                            : cr__array_pull(p->tape, nd, g, adj);
+    return nd->ops->pull(p->tape, nd, g, adj);
 }
 
 /* Each arithmetic row once as two functions: its value, and its partials at given

@@ -20,7 +20,7 @@
  * non-differentiable functions evaluated again through their primal (no derivative, so no
  * second derivative either), and array functions and fused kernels: their rules (or loops)
  * are called again for the values, then their forward step (frule, or the kernel's) and
- * their second-order reverse step (tape_array2.c, kernel.c) run on the replay tape's array
+ * their second-order reverse step (array_call.c, kernel.c) run on the replay tape's array
  * state, as on a second-order tape. Scalar rules kept as pullbacks (GENERIC records of user
  * rules, rrule_via_ad, hypot of three arguments, evalpoly, tuple rules) are called again at
  * the new values as a second-order tape records them (cr__rrule_second, tape.c: the partials
@@ -35,7 +35,7 @@
 
 #include <chainrules/rules_math.h>
 
-#include "../rulesets/array_impl.h"
+#include "../rules/array_rule_impl.h"
 #include "arith_second.h"
 #include "prepared_impl.h"
 
@@ -61,7 +61,7 @@ static cr_status array_forward(cr_prepared *p, const cr__rop *r, double *v, doub
         vd[r->res + o] = 0.0;
     if (last && nd->pull != NULL)
         return CR_OK;
-    return cr__array_forward(p->tape, nd, vd, 1, r->res);
+    return nd->ops->forward(p->tape, nd, vd, 1, r->res);
 }
 
 /* The recorded results back in the nodes of the rules (which the first-order replay and the
@@ -224,7 +224,8 @@ static cr_status reverse2(cr_prepared *p)
             break;
         }
         case CR__ROP_ARRAY: {
-            cr_status st = cr__array_pull2(p->tape, r->ptr, r->res, adj, adjd, vd, 1);
+            const cr__anode *nd = r->ptr;
+            cr_status st = nd->ops->pull2(p->tape, nd, r->res, adj, adjd, vd, 1);
             if (st != CR_OK)
                 return st;
             break;

@@ -7,6 +7,9 @@
 #ifndef CR_PREPARED_IMPL_H
 #define CR_PREPARED_IMPL_H
 
+#include <stdio.h>
+
+#include "../rules/array_rule_impl.h"
 #include "tape_impl.h"
 
 /* Instruction codes: the arithmetic rows first (one per row of CR__ARITH_ROWS, evaluated
@@ -118,6 +121,24 @@ struct cr_prepared {
     size_t ngso;
 };
 
+/* "f64 3x4" into buf, for messages. */
+static inline const char *cr__dtype_shape_str(const cr_array *a, char *buf, size_t size)
+{
+    char s[64];
+    snprintf(buf, size, "%s %s", cr_dtype_name((cr_dtype)a->dtype), cr__shape_str(a, s, sizeof s));
+    return buf;
+}
+
+/* Whether a and b (of the same ndim) have the same extents: a loop over a few dimensions,
+ * cheaper than a call of memcmp. */
+static inline bool cr__same_extents(const cr_array *a, const cr_array *b)
+{
+    for (size_t d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d])
+            return false;
+    return true;
+}
+
 /* Call an array function's rrule again at the current values (instruction r): new pullback,
  * new result, checked against the recorded one (nd->y), and given in *ynew when ynew is not
  * NULL (a fused kernel's is not). Errors go to the context. */
@@ -127,7 +148,7 @@ CR_INTERNAL cr_status cr__prepared_rerun(cr_prepared *p, const cr__rop *r, doubl
 /* Evaluate a GENERIC record again at the current values v (instruction r): its results into
  * v, a new pullback kept for the reverse step; a result of another kind or structure than
  * when recorded, an integer result that changed, or a failing rule stop the replay (errors
- * on the context; prepared_generic.c). */
+ * on the context; rule_call.c). */
 CR_INTERNAL cr_status cr__prepared_grerun(cr_prepared *p, const cr__rop *r, double *v);
 
 /* A GENERIC instruction of RRULE mode with results, forwards, in a prepared H·v: its rule

@@ -15,53 +15,6 @@ static inline uint32_t nary_op(const cr__word *ops, size_t j)
     return (uint32_t)((j & 1) ? (w >> 32) : (w & 0xFFFFFFFFu));
 }
 
-/* The cotangent of a GENERIC record's results: one f64, or a tuple of them. */
-static cr_status generic_dy(cr_arena *arena, const cr__gen_node *nd, const double *g,
-                            cr_tangent *dy, bool *zero)
-{
-    *zero = true;
-    for (size_t o = 0; o < nd->nout; o++)
-        if (g[o] != 0.0)
-            *zero = false;
-    if (nd->nout == 1) {
-        *dy = cr_tangent_f64(g[0]);
-        return CR_OK;
-    }
-    cr_tangent f[CR__MAX_TUPLE];
-    for (size_t o = 0; o < nd->nout; o++)
-        f[o] = cr_tangent_f64(g[o]);
-    return cr_tangent_struct(arena, nd->tuple, NULL, f, nd->nout, dy);
-}
-
-/* Call a GENERIC record's pullback with the results' cotangents g and add what it gives
- * to the arguments' adjoints. */
-static cr_status generic_pull(cr_tape *t, const cr__gen_node *nd, const double *g, double *adj)
-{
-    cr_arena *arena = t->arena;
-    cr_tangent dy;
-    bool zero;
-    cr_status st = generic_dy(arena, nd, g, &dy, &zero);
-    if (st != CR_OK || zero)
-        return st;
-    size_t nx = (size_t)nd->nargs + 1;
-    cr_tangent dxs[9], *dx = dxs;
-    if (nx > 9) {
-        dx = cr_arena_alloc(arena, nx * sizeof *dx, _Alignof(cr_tangent));
-        if (dx == NULL)
-            return CR__ALLOC_STATUS(arena);
-    }
-    st = cr_pullback_call(arena, &nd->pb, &dy, dx, nx);
-    for (size_t j = 0; j < nd->nargs && st == CR_OK; j++)
-        if (nd->args[j] != CR_VAR_CONST)
-            st = cr__accum_real(arena, nd->pb.name, dx[j + 1], &adj[nd->args[j]]);
-    return st;
-}
-
-cr_status cr__generic_pull(cr_tape *t, const cr__gen_node *nd, const double *g, double *adj)
-{
-    return generic_pull(t, nd, g, adj);
-}
-
 static cr_status generic_failed(cr_tape *t, const cr__gen_node *nd, cr_status st)
 {
     const char *msg = cr_ctx_errmsg(t->ctx);
@@ -201,7 +154,7 @@ static cr_status sweep_reverse(cr_tape *t, double *adj, size_t top, bool consume
             case K_GENERIC: {
                 const cr__gen_node *nd = p[-2].p;
                 i -= nd->nout;
-                cr_status st = generic_pull(t, nd, &adj[i], adj);
+                cr_status st = cr__generic_pull(t, nd, &adj[i], adj);
                 if (st != CR_OK)
                     return generic_failed(t, nd, st);
                 p -= 2 + pre;
@@ -212,8 +165,7 @@ static cr_status sweep_reverse(cr_tape *t, double *adj, size_t top, bool consume
                 i -= a;
                 /* a record with its own reverse step (a fused kernel) is called directly */
                 const double *g = a ? &adj[i] : NULL;
-                cr_status st =
-                    nd->pull != NULL ? nd->pull(t, nd, g, adj) : cr__array_pull(t, nd, g, adj);
+                cr_status st = nd->ops->pull(t, nd, g, adj);
                 if (st != CR_OK)
                     return st;
                 p -= 2 + pre;
@@ -232,44 +184,6 @@ cr_status cr__sweep_reverse(cr_tape *t, double *adj, size_t top)
     size_t in_hi = 0;
     bool general = false;
     return sweep_reverse(t, adj, top, false, &in_hi, &general);
-}
-
-/* The Jacobian of a GENERIC record's results in its arguments, by calling the (linear)
- * pullback once per result: J[o * nargs + j]. A constant argument's column is 0 and its
- * cotangent is not read (as in the reverse sweep): it may be NotImplemented (gamma_inc's
- * order). */
-static cr_status generic_jacobian(cr_tape *t, const cr__gen_node *nd, double *J)
-{
-    cr_arena *arena = t->arena;
-    size_t nx = (size_t)nd->nargs + 1;
-    cr_tangent dxs[9], *dx = dxs;
-    if (nx > 9) {
-        dx = cr_arena_alloc(arena, nx * sizeof *dx, _Alignof(cr_tangent));
-        if (dx == NULL)
-            return CR__ALLOC_STATUS(arena);
-    }
-    for (size_t o = 0; o < nd->nout; o++) {
-        double g[CR__MAX_TUPLE] = {0};
-        g[o] = 1.0;
-        cr_tangent dy;
-        bool zero;
-        cr_status st = generic_dy(arena, nd, g, &dy, &zero);
-        if (st == CR_OK)
-            st = cr_pullback_call(arena, &nd->pb, &dy, dx, nx);
-        for (size_t j = 0; j < nd->nargs && st == CR_OK; j++) {
-            J[o * nd->nargs + j] = 0.0;
-            if (nd->args[j] != CR_VAR_CONST)
-                st = cr__accum_real(arena, nd->pb.name, dx[j + 1], &J[o * nd->nargs + j]);
-        }
-        if (st != CR_OK)
-            return st;
-    }
-    return CR_OK;
-}
-
-cr_status cr__generic_jacobian(cr_tape *t, const cr__gen_node *nd, double *J)
-{
-    return generic_jacobian(t, nd, J);
 }
 
 static ALWAYS_INLINE cr_status forward_k(cr_tape *t, double *tan, size_t k, size_t top,
@@ -340,7 +254,8 @@ static ALWAYS_INLINE cr_status forward_k(cr_tape *t, double *tan, size_t k, size
                 double *J = cr_arena_alloc(
                     t->arena, (size_t)nd->nout * (nd->nargs ? nd->nargs : 1) * sizeof *J,
                     _Alignof(double));
-                cr_status st = J == NULL ? CR__ALLOC_STATUS(t->arena) : generic_jacobian(t, nd, J);
+                cr_status st =
+                    J == NULL ? CR__ALLOC_STATUS(t->arena) : cr__generic_jacobian(t, nd, J);
                 if (st != CR_OK) {
                     cr_arena_rewind(t->arena, mk);
                     return generic_failed(t, nd, st);
@@ -365,7 +280,8 @@ static ALWAYS_INLINE cr_status forward_k(cr_tape *t, double *tan, size_t k, size
                 if (out_unread && i + rec_vars(h) == top &&
                     ((const cr__anode *)pl[0].p)->pull != NULL)
                     break;
-                cr_status st = cr__array_forward(t, pl[0].p, tan, k, i);
+                const cr__anode *nd = pl[0].p;
+                cr_status st = nd->ops->forward(t, nd, tan, k, i);
                 if (st != CR_OK)
                     return st;
                 break;
@@ -395,7 +311,7 @@ cr_status cr__sweep_forward(cr_tape *t, double *tan, size_t k, size_t top, bool 
  *     adj[x_j]  += p_j g
  *     adjd[x_j] += p_j gd + g * sum_l H_jl tan[x_l]
  * Second-order tapes hold no GENERIC records (refused when recording); K_ARRAY records
- * are handed to tape_array2.c.
+ * are handed to the record kind's steps (cr__anode_ops).
  */
 static ALWAYS_INLINE cr_status sweep_second_k(cr_tape *t, double *adj, double *adjd,
                                               const double *tan, size_t k, size_t top)
@@ -422,7 +338,8 @@ static ALWAYS_INLINE cr_status sweep_second_k(cr_tape *t, double *adj, double *a
             }
             if (kind == K_ARRAY) {
                 i -= a;
-                cr_status st = cr__array_pull2(t, p[-2].p, i, adj, adjd, tan, k);
+                const cr__anode *nd = p[-2].p;
+                cr_status st = nd->ops->pull2(t, nd, i, adj, adjd, tan, k);
                 if (st != CR_OK)
                     return st;
                 p -= rec_words(h) + 1;
@@ -608,7 +525,7 @@ cr_status cr__check_finite(cr_tape *t, const char *who, const double *v, size_t 
 #define SMALL_WS 64
 
 /* Workspace of n doubles (zeroed) from the tape's arena. */
-static double *workspace(cr_tape *t, size_t n, cr_status *st)
+double *cr__sweep_workspace(cr_tape *t, size_t n, cr_status *st)
 {
     double *w = cr_arena_calloc(t->arena, n ? n : 1, sizeof(double), _Alignof(double));
     if (w == NULL)
@@ -745,7 +662,7 @@ static cr_status vjp(cr_tape *t, const char *who, const char *xbar_name, const c
     if (top <= SMALL_WS)
         memset(small, 0, top * sizeof *small);
     else if (!first_inputs(t, xs, n) || (adj = kept = kept_ws(t, top)) == NULL)
-        if ((adj = workspace(t, top, &st)) == NULL)
+        if ((adj = cr__sweep_workspace(t, top, &st)) == NULL)
             return st;
     for (size_t i = 0; i < m; i++)
         if (ys[i].idx != CR_VAR_CONST)
@@ -791,7 +708,7 @@ cr_status cr_tape_jacobian(cr_tape *t, const cr_var *ys, size_t m, const cr_var 
         return st;
     size_t top = cr__sweep_top(t, top_of(ys, m));
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
-    double *adj = workspace(t, top, &st);
+    double *adj = cr__sweep_workspace(t, top, &st);
     if (adj == NULL)
         return st;
     for (size_t i = 0; i < m && st == CR_OK; i++) {
@@ -828,13 +745,13 @@ cr_status cr_tape_jvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t n
         return st;
     size_t top = cr__sweep_top(t, top_of(ys, m));
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
-    double *tan = workspace(t, top, &st);
+    double *tan = cr__sweep_workspace(t, top, &st);
     if (tan == NULL)
         return st;
     for (size_t j = 0; j < n; j++)
         if (xs[j].idx != CR_VAR_CONST && xs[j].idx < top)
             tan[xs[j].idx] += xdot[j];
-    if (t->naslots != 0) /* array variables' tangents (tape_array2.c) */
+    if (t->naslots != 0) /* array variables' tangents (array_slots.c) */
         st = cr__array_sweep_begin(t, 1, false);
     if (st == CR_OK)
         st = cr__sweep_forward(t, tan, 1, top, false);
@@ -859,6 +776,9 @@ static cr_status second_order(cr_tape *t, const char *who, bool hess, cr_var y, 
     if (!(t->flags & CR_TAPE_SECOND_ORDER))
         return cr_ctx_error(t->ctx, CR_EMISUSE,
                             "%s: the tape was not created with CR_TAPE_SECOND_ORDER", who);
+    size_t nn;
+    if (hess && (st = cr__ck_mul(t->ctx, who, n, n, &nn)) != CR_OK) /* before xs is read */
+        return st;
     if (n > 0 && (xs == NULL || (hess ? H == NULL : v == NULL || hv == NULL)))
         return cr_ctx_error(t->ctx, CR_EINVAL, "%s: %s is NULL", who,
                             xs == NULL  ? "xs"
@@ -883,11 +803,11 @@ static cr_status second_order(cr_tape *t, const char *who, bool hess, cr_var y, 
     size_t top = cr__sweep_top(t, (size_t)y.idx + 1);
     size_t k = H != NULL ? (n < HESS_CHUNK ? (n ? n : 1) : HESS_CHUNK) : 1;
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
-    double *adj = workspace(t, top, &st), *tan = NULL, *adjd = NULL;
+    double *adj = cr__sweep_workspace(t, top, &st), *tan = NULL, *adjd = NULL;
     if (adj != NULL)
-        tan = workspace(t, top * k, &st);
+        tan = cr__sweep_workspace(t, top * k, &st);
     if (tan != NULL)
-        adjd = workspace(t, top * k, &st);
+        adjd = cr__sweep_workspace(t, top * k, &st);
     if (adjd == NULL) {
         cr_arena_rewind(t->arena, mk);
         return st;
@@ -896,7 +816,7 @@ static cr_status second_order(cr_tape *t, const char *who, bool hess, cr_var y, 
         for (size_t j = 0; j < n; j++) /* variables at or above top do not reach y */
             if (xs[j].idx != CR_VAR_CONST && xs[j].idx < top)
                 tan[xs[j].idx] += v[j];
-        if (t->naslots != 0) /* array variables (tape_array2.c) */
+        if (t->naslots != 0) /* array variables (array_slots.c) */
             st = cr__array_sweep_begin(t, 1, true);
         if (st == CR_OK)
             st = cr__sweep_forward(t, tan, 1, top, true);
@@ -969,7 +889,8 @@ static cr_status gradient_first(cr_tape *t, cr_var y, size_t n, double *grad)
     /* The inputs are the first record's (cr__tape_record), so the kept workspace serves. */
     if (top <= SMALL_WS)
         memset(small, 0, top * sizeof *small);
-    else if ((adj = kept = kept_ws(t, top)) == NULL && (adj = workspace(t, top, &st)) == NULL)
+    else if ((adj = kept = kept_ws(t, top)) == NULL &&
+             (adj = cr__sweep_workspace(t, top, &st)) == NULL)
         return st;
     if (top > 0) {
         adj[y.idx] = 1.0;

@@ -15,7 +15,7 @@
 #include <chainrules/rules_math.h>
 #include <chainrules/rules_special.h>
 
-#include "../rulesets/array_impl.h"
+#include "../rules/array_rule_impl.h"
 #include "tape_impl.h"
 
 /* The arithmetic rows, instantiated here too (their float and complex variants and source
@@ -28,7 +28,8 @@
 #pragma GCC diagnostic ignored "-Wunused-function"
 #pragma GCC diagnostic ignored "-Wunused-const-variable"
 #endif
-#include "../rulesets/rows_arith.h"
+#include <chainrules/arith_rows.h>
+CR__ARITH_ROWS(CR_SCALAR_EVALS)
 #include "arith_second.h"
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop
@@ -134,11 +135,6 @@ cr_tape *cr_tape_set_current(cr_tape *t)
 cr_tape *cr_tape_current(void)
 {
     return g_current;
-}
-
-static inline cr_var nan_const(void)
-{
-    return cr_const((double)NAN);
 }
 
 /* ---- Errors ---------------------------------------------------------------------------- */
@@ -260,14 +256,14 @@ static size_t tape_bytes(bool own_chunk)
 }
 
 static void tape_init(cr_tape *t, cr_ctx *ctx, cr_arena *arena, bool own, const cr_engine *eng,
-                      uint32_t flags)
+                      const cr_config *config, uint32_t flags)
 {
     memset(t, 0, sizeof *t);
     t->ctx = ctx;
     t->arena = arena;
     t->own_arena = own;
     t->engine = eng;
-    t->config = cr_engine_config(eng);
+    t->config = config;
     if (flags & CR_TAPE_SECOND_ORDER)
         flags |= CR_TAPE_FORWARD;
     t->flags = flags;
@@ -278,7 +274,8 @@ static void tape_init(cr_tape *t, cr_ctx *ctx, cr_arena *arena, bool own, const 
     start_stream(t);
 }
 
-cr_status cr_tape_new(cr_ctx *ctx, const cr_tape_params *params, cr_tape **out)
+cr_status cr__tape_open(cr_ctx *ctx, const cr_tape_params *params, cr__config_of_fn config_of,
+                        cr_tape **out)
 {
     if (out == NULL)
         return cr_ctx_error(ctx, CR_EINVAL, "cr_tape_new: out is NULL");
@@ -308,7 +305,8 @@ cr_status cr_tape_new(cr_ctx *ctx, const cr_tape_params *params, cr_tape **out)
         cr_arena_free(arena);
         return CR_ENOMEM;
     }
-    tape_init(t, ctx, arena, true, p.engine, p.flags & ~(uint32_t)CR_TAPE_CHECK_FINITE);
+    tape_init(t, ctx, arena, true, p.engine, config_of(p.engine),
+              p.flags & ~(uint32_t)CR_TAPE_CHECK_FINITE);
     if ((p.flags & CR_TAPE_CHECK_FINITE) || (ctx->checks & CR_CTX_CHECK_FINITE)) {
         t->check_finite = true;
         t->slow = 1;
@@ -333,12 +331,13 @@ cr_status cr_tape_new(cr_ctx *ctx, const cr_tape_params *params, cr_tape **out)
     return CR_OK;
 }
 
-cr_status cr__tape_new_in(cr_arena *arena, const cr_engine *eng, uint32_t flags, cr_tape **out)
+cr_status cr__tape_new_in(cr_arena *arena, const cr_engine *eng, const cr_config *config,
+                          uint32_t flags, cr_tape **out)
 {
     cr_tape *t = cr_arena_alloc(arena, sizeof *t, _Alignof(cr_tape));
     if (t == NULL)
         return CR__ALLOC_STATUS(arena);
-    tape_init(t, cr_arena_ctx(arena), arena, false, eng, flags);
+    tape_init(t, cr_arena_ctx(arena), arena, false, eng, config, flags);
     *out = t;
     return CR_OK;
 }
@@ -390,7 +389,7 @@ void cr_tape_reset(cr_tape *t)
         cr_arena_reset(t->arena);
     t->nvars = 0;
     t->ninputs = 0;
-    t->aslots = t->aslot_few; /* the first array variables' slots (tape_array.c) */
+    t->aslots = t->aslot_few; /* the first array variables' slots (array_slots.c) */
     t->aslot_cap = CR__ASLOT_FEW;
     t->naslots = 0;
     t->status = CR_OK;
@@ -708,11 +707,6 @@ cr_arena *cr_tape_arena(cr_tape *t)
     return t == NULL ? NULL : t->arena;
 }
 
-const cr_config *cr_tape_config(const cr_tape *t)
-{
-    return t == NULL ? cr_engine_config(NULL) : t->config;
-}
-
 cr_status cr_tape_stats_get(const cr_tape *t, cr_tape_stats *out)
 {
     if (t == NULL || out == NULL)
@@ -807,11 +801,6 @@ cr_status cr__tape_grow(cr_tape *t, size_t need)
     return grow(t, need);
 }
 
-static inline bool room(const cr_tape *t, size_t need)
-{
-    return (size_t)(t->lim - t->cur) >= need;
-}
-
 static inline cr_var new_var(cr_tape *t, double v)
 {
     cr_var r;
@@ -837,8 +826,8 @@ static inline cr__word *lead(const cr_tape *t, cr__word *w, uint64_t h)
 /* A record with no payload. */
 static cr_var emit0(cr_tape *t, double y, unsigned kind, uint32_t a, uint32_t b)
 {
-    if (!room(t, 1 + t->pre) && grow(t, 1 + t->pre) != CR_OK)
-        return nan_const();
+    if (!cr__tape_room(t, 1 + t->pre) && grow(t, 1 + t->pre) != CR_OK)
+        return cr__nan_const();
     uint64_t h = hdr_make(kind, a, b);
     cr__word *w = lead(t, t->cur, h);
     (w++)->u = h;
@@ -854,8 +843,8 @@ static cr_var emit_replay(cr_tape *t, double y, size_t m, const uint32_t *vm, co
 {
     size_t nops = m > 2 ? (m + 1) / 2 : 0;
     size_t need = t->pre + m + nops + 1;
-    if (!room(t, need) && grow(t, need) != CR_OK)
-        return nan_const();
+    if (!cr__tape_room(t, need) && grow(t, need) != CR_OK)
+        return cr__nan_const();
     unsigned kind = m == 1 ? K_UNARY : m == 2 ? K_BINARY : K_NARY;
     uint64_t h =
         m <= 2 ? hdr_make(kind, vm[0], m == 2 ? vm[1] : 0) : hdr_make(kind, (uint32_t)m, 0);
@@ -876,8 +865,8 @@ static inline cr_var emit_unary(cr_tape *t, double y, double p, uint32_t a)
         return emit0(t, y, K_COPY, a, 0);
     if (p == -1.0)
         return emit0(t, y, K_NEG, a, 0);
-    if (!room(t, 2 + t->pre) && grow(t, 2 + t->pre) != CR_OK)
-        return nan_const();
+    if (!cr__tape_room(t, 2 + t->pre) && grow(t, 2 + t->pre) != CR_OK)
+        return cr__nan_const();
     uint64_t h = hdr_make(K_UNARY, a, 0);
     cr__word *w = t->cur;
     if (t->pre)
@@ -899,8 +888,8 @@ static inline cr_var emit_binary(cr_tape *t, double y, double p0, double p1, uin
         if (p1 == -1.0)
             return emit0(t, y, K_SUB, a, b);
     }
-    if (!room(t, 3 + t->pre) && grow(t, 3 + t->pre) != CR_OK)
-        return nan_const();
+    if (!cr__tape_room(t, 3 + t->pre) && grow(t, 3 + t->pre) != CR_OK)
+        return cr__nan_const();
     uint64_t h = hdr_make(kind, a, b);
     cr__word *w = t->cur;
     if (t->pre)
@@ -918,8 +907,8 @@ static inline cr_var emit_one2(cr_tape *t, double y, double p, double h2, uint32
 {
     if (h2 == 0.0)
         return emit_unary(t, y, p, v);
-    if (!room(t, 3 + t->pre) && grow(t, 3 + t->pre) != CR_OK)
-        return nan_const();
+    if (!cr__tape_room(t, 3 + t->pre) && grow(t, 3 + t->pre) != CR_OK)
+        return cr__nan_const();
     uint64_t h = hdr_make(K_UNARY2, v, 0);
     cr__word *w = t->cur;
     if (t->pre)
@@ -940,8 +929,8 @@ static inline cr_var emit_two2(cr_tape *t, double y, double p0, double p1, uint3
         return emit_binary(t, y, p0, p1, v0, v1, K_BINARY);
     if (H[0] == 0.0 && H[3] == 0.0 && H[1] == 1.0 && H[2] == 1.0)
         return emit_binary(t, y, p0, p1, v0, v1, K_MUL);
-    if (!room(t, 6 + t->pre) && grow(t, 6 + t->pre) != CR_OK)
-        return nan_const();
+    if (!cr__tape_room(t, 6 + t->pre) && grow(t, 6 + t->pre) != CR_OK)
+        return cr__nan_const();
     uint64_t h = hdr_make(K_BINARY2, v0, v1);
     cr__word *w = t->cur;
     if (t->pre)
@@ -956,21 +945,14 @@ static inline cr_var emit_two2(cr_tape *t, double y, double p0, double p1, uint3
     return new_var(t, y);
 }
 
-/* The most words emit_general writes for k operands: the n-ary second-order record
- * (leading header, Hessian triangle, partials, packed operands, header). */
-static inline size_t general_words(const cr_tape *t, size_t k)
-{
-    return t->pre + k * (k + 1) / 2 + k + (k + 1) / 2 + 1;
-}
-
 /*
  * The general record of k variable operands (indices vi; k <= CR__MAX_GENERIC_ARGS) with
  * partials p and, when H is not NULL, the k x k Hessian H (row-major, symmetric) of the
  * result in those operands. Picks the compact kinds when the values allow. scratch: k^2
  * doubles when k > CR_SCALAR_MAX_IN and H is not NULL (else unused, may be NULL).
  */
-static cr_var emit_general(cr_tape *t, double y, size_t k, const uint32_t *vi, const double *p,
-                           const double *H, double *scratch)
+cr_var cr__emit_general(cr_tape *t, double y, size_t k, const uint32_t *vi, const double *p,
+                        const double *H, double *scratch)
 {
     double pm[CR__MAX_GENERIC_ARGS], Hsmall[CR_SCALAR_MAX_IN * CR_SCALAR_MAX_IN];
     double *Hm = k <= CR_SCALAR_MAX_IN ? Hsmall : scratch;
@@ -1010,9 +992,9 @@ static cr_var emit_general(cr_tape *t, double y, size_t k, const uint32_t *vi, c
         return linear ? emit_binary(t, y, pm[0], pm[1], vm[0], vm[1], K_BINARY)
                       : emit_two2(t, y, pm[0], pm[1], vm[0], vm[1], Hm);
     /* n-ary: [Hessian triangle][partials][operands, two per word][header] */
-    size_t need = linear ? general_words(t, m) - m * (m + 1) / 2 : general_words(t, m);
-    if (!room(t, need) && grow(t, need) != CR_OK)
-        return nan_const();
+    size_t need = linear ? cr__general_words(t, m) - m * (m + 1) / 2 : cr__general_words(t, m);
+    if (!cr__tape_room(t, need) && grow(t, need) != CR_OK)
+        return cr__nan_const();
     unsigned kind = linear ? K_NARY : K_NARY2;
     uint64_t h = hdr_make(kind, (uint32_t)m, 0);
     cr__word *w = t->cur;
@@ -1032,13 +1014,13 @@ static cr_var emit_general(cr_tape *t, double y, size_t k, const uint32_t *vi, c
 
 /* ---- Operations on scalar rows ---------------------------------------------------------- */
 
-static cr_var foreign(cr_tape *t, const char *fname, cr_var x)
+cr_var cr__tape_foreign(cr_tape *t, const char *fname, cr_var x)
 {
     if (t->rec_open && x.tape == t->id) { /* a variable the open cursor made */
         cr__tape_fail(t, CR_EMISUSE,
                       "tape: a record made on the tape while a recording cursor is open "
                       "(record through the cursor, cr_rec_call1/2, or close it first)");
-        return nan_const();
+        return cr__nan_const();
     }
     if (x.tape == t->id)
         cr__tape_fail(t, CR_ETAPE,
@@ -1049,7 +1031,7 @@ static cr_var foreign(cr_tape *t, const char *fname, cr_var x)
                   "%s: variable %u belongs to another tape, or to this tape before its last "
                   "reset (tape id %u, this recording is %u)",
                   fname, (unsigned)x.idx, (unsigned)x.tape, (unsigned)t->id);
-    return nan_const();
+    return cr__nan_const();
 }
 
 /* The replay tape's records of a row's results: operands merged as in emit_general, and
@@ -1099,9 +1081,9 @@ static cr_status record_replay(cr_tape *t, const cr_scalar_rule *row, const cr_v
  * Record a row's results for arguments args (nin of them), whose values were evaluated:
  * Y (nout) and D (nout x nin). Constants are dropped from the records.
  */
-static cr_status record_evaluated(cr_tape *t, const char *fname, const cr_scalar_rule *row,
-                                  const cr_var *args, const double *x, const double *Y,
-                                  const double *D, cr_var *out)
+cr_status cr__record_evaluated(cr_tape *t, const char *fname, const cr_scalar_rule *row,
+                               const cr_var *args, const double *x, const double *Y,
+                               const double *D, cr_var *out)
 {
     size_t nin = row->nin, nout = row->nout;
     uint32_t vi[CR_SCALAR_MAX_IN];
@@ -1111,7 +1093,7 @@ static cr_status record_evaluated(cr_tape *t, const char *fname, const cr_scalar
         if (args[j].idx == CR_VAR_CONST)
             continue;
         if (!cr__var_ours(t, args[j])) {
-            foreign(t, fname, args[j]);
+            cr__tape_foreign(t, fname, args[j]);
             return t->status;
         }
         vi[k] = args[j].idx;
@@ -1142,7 +1124,7 @@ static cr_status record_evaluated(cr_tape *t, const char *fname, const cr_scalar
         else if (!second && k == 2 && vi[0] != vi[1])
             out[o] = emit_binary(t, Y[o], p[0], p[1], vi[0], vi[1], K_BINARY);
         else
-            out[o] = emit_general(t, Y[o], k, vi, p, second ? H : NULL, NULL);
+            out[o] = cr__emit_general(t, Y[o], k, vi, p, second ? H : NULL, NULL);
     }
     return t->status;
 }
@@ -1211,19 +1193,19 @@ static ALWAYS_INLINE cr_var op_second(cr_tape *t, cr_scalar_eval_f64 ev, cr__hco
 static NOINLINE cr_var op1_slow(cr_tape *t, const cr_value *f, cr_var a)
 {
     if ((t = tape_or_current(t)) == NULL || t->status != CR_OK)
-        return nan_const();
+        return cr__nan_const();
     double Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
     row_of(f)->f64(&a.v, Y, D);
     if (t->check_finite &&
         cr__tape_check_finite(t, f->u.func.fn->name, &a.v, 1, Y, row_of(f)->nout) != CR_OK)
-        return nan_const();
+        return cr__nan_const();
     if (a.idx == CR_VAR_CONST)
         return cr_const(Y[0]);
     if (!cr__var_ours(t, a))
-        return foreign(t, f->u.func.fn->name, a);
+        return cr__tape_foreign(t, f->u.func.fn->name, a);
     cr_var r;
-    if (record_evaluated(t, f->u.func.fn->name, row_of(f), &a, &a.v, Y, D, &r) != CR_OK)
-        return nan_const();
+    if (cr__record_evaluated(t, f->u.func.fn->name, row_of(f), &a, &a.v, Y, D, &r) != CR_OK)
+        return cr__nan_const();
     return r;
 }
 
@@ -1240,8 +1222,8 @@ static inline cr_var op1e(cr_tape *t, const cr_value *f, cr_scalar_eval_f64 ev, 
         return op_second(t, ev, hcol, &a, 1);
     if (t == NULL || t->slow != 0 || !cr__var_ours(t, a))
         return op1_slow(t, f, a);
-    if (!room(t, 2 + t->pre) && grow(t, 2 + t->pre) != CR_OK)
-        return nan_const();
+    if (!cr__tape_room(t, 2 + t->pre) && grow(t, 2 + t->pre) != CR_OK)
+        return cr__nan_const();
     cr__word *w = t->cur + t->pre;
     double x = a.v, Y[CR_SCALAR_MAX_OUT];
     ev(&x, Y, &w[0].d);
@@ -1266,17 +1248,17 @@ static inline cr_var op1e(cr_tape *t, const cr_value *f, cr_scalar_eval_f64 ev, 
 static NOINLINE cr_var op2_slow(cr_tape *t, const cr_value *f, cr_var a, cr_var b)
 {
     if ((t = tape_or_current(t)) == NULL || t->status != CR_OK)
-        return nan_const();
+        return cr__nan_const();
     double x[2] = {a.v, b.v}, Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
     row_of(f)->f64(x, Y, D);
     if (t->check_finite &&
         cr__tape_check_finite(t, f->u.func.fn->name, x, 2, Y, row_of(f)->nout) != CR_OK)
-        return nan_const();
+        return cr__nan_const();
     if (a.idx == CR_VAR_CONST && b.idx == CR_VAR_CONST)
         return cr_const(Y[0]);
     cr_var args[2] = {a, b}, r;
-    if (record_evaluated(t, f->u.func.fn->name, row_of(f), args, x, Y, D, &r) != CR_OK)
-        return nan_const();
+    if (cr__record_evaluated(t, f->u.func.fn->name, row_of(f), args, x, Y, D, &r) != CR_OK)
+        return cr__nan_const();
     return r;
 }
 
@@ -1300,8 +1282,8 @@ static inline cr_var op2e(cr_tape *t, const cr_value *f, cr_scalar_eval_f64 ev, 
     }
     if (t->slow != 0 || !ours)
         return op2_slow(t, f, a, b);
-    if (!room(t, 3 + t->pre) && grow(t, 3 + t->pre) != CR_OK)
-        return nan_const();
+    if (!cr__tape_room(t, 3 + t->pre) && grow(t, 3 + t->pre) != CR_OK)
+        return cr__nan_const();
     cr__word *w = t->cur + t->pre;
     double x[2], Y[CR_SCALAR_MAX_OUT];
     x[0] = a.v;
@@ -1346,7 +1328,7 @@ static inline cr_var op1(cr_tape *t, const cr_value *f, cr_var a)
     return op1e(t, f, row_of(f)->f64, NULL, a);
 }
 
-/* The arithmetic operations call the same rows' bodies directly (rows_arith.h), so the
+/* The arithmetic operations call the same rows' bodies directly (CR__ARITH_ROWS above), so the
  * compiler inlines value and partials into the record. */
 cr_var cr_add(cr_tape *t, cr_var a, cr_var b)
 {
@@ -1404,10 +1386,8 @@ cr_var cr_asin(cr_tape *t, cr_var a)
 }
 
 /* The named operations of the other scalar rows (tape_ops.h, generated from the registry):
- * rows of one and two inputs through the paths of cr_sin() and the arithmetic, the others
- * through cr_tape_call(). HAND = 1 marks those defined above. */
-#define OP_HAND0(...) __VA_ARGS__
-#define OP_HAND1(...)
+ * rows of one and two inputs through the paths of cr_sin() and the arithmetic (the others go
+ * through cr_tape_call(), rule_call.c). HAND = 1 marks those defined above. */
 #define OP_1_1(OP, NAME)                 \
     cr_var OP(cr_tape *t, cr_var x)      \
     {                                    \
@@ -1418,33 +1398,19 @@ cr_var cr_asin(cr_tape *t, cr_var a)
     {                                                                                 \
         return op2e(t, &cr_fn_##NAME, row_of(&cr_fn_##NAME)->f64, NULL, x, y, false); \
     }
-#define OP_3_1(OP, NAME)                                 \
-    cr_var OP(cr_tape *t, cr_var x, cr_var y, cr_var z)  \
-    {                                                    \
-        cr_var args[3] = {x, y, z};                      \
-        return cr_tape_call1(t, &cr_fn_##NAME, args, 3); \
-    }
-#define OP_1_2(OP, NAME)                                      \
-    cr_status OP(cr_tape *t, cr_var x, cr_var *out)           \
-    {                                                         \
-        if (out != NULL)                                      \
-            out[0] = out[1] = nan_const();                    \
-        return cr_tape_call(t, &cr_fn_##NAME, &x, 1, out, 2); \
-    }
-#define DEFINE_OP(NAME, OP, NIN, NOUT, HAND) OP_HAND##HAND(OP_##NIN##_##NOUT(OP, NAME))
-CR_TAPE_SCALAR_OPS(DEFINE_OP)
-#undef DEFINE_OP
+/* Rows of three inputs or two results: rule_call.c. */
+#define OP_3_1(OP, NAME)
+#define OP_1_2(OP, NAME)
+CR_TAPE_SCALAR_OPS(CR__DEFINE_TAPE_OP)
 #undef OP_1_2
 #undef OP_3_1
 #undef OP_2_1
 #undef OP_1_1
-#undef OP_HAND1
-#undef OP_HAND0
 
 cr_var cr_tape_input(cr_tape *t, double v)
 {
     if ((t = tape_or_current(t)) == NULL || t->status != CR_OK)
-        return nan_const();
+        return cr__nan_const();
     t->rinfo = NULL;
     /* On a first-order tape, an input right after an input record joins it (not while a
      * cursor holds the write position: emit0 refuses the record then). */
@@ -1496,7 +1462,7 @@ bool cr_tape_cmp(cr_tape *t, cr_var a, cr_cmp op, cr_var b)
     if (ca && cb)
         return r;
     if ((!ca && !cr__var_ours(t, a)) || (!cb && !cr__var_ours(t, b))) {
-        foreign(t, "cr_tape_cmp", !ca && !cr__var_ours(t, a) ? a : b);
+        cr__tape_foreign(t, "cr_tape_cmp", !ca && !cr__var_ours(t, a) ? a : b);
         return r;
     }
     /* A replay tape keeps the comparison: a replay where it comes out otherwise fails. */
@@ -1574,7 +1540,7 @@ cr_status cr_tape_inputs(cr_tape *t, const double *x, size_t n, cr_var *out)
     return t->status;
 }
 
-/* ---- Generic calls ---------------------------------------------------------------------- */
+/* ---- Tuples of results, cotangents as reals ---------------------------------------------- */
 
 static const cr_field k_tuple_fields[CR__MAX_TUPLE] = {
     {NULL, 0 * sizeof(double), CR_KIND_F64, NULL}, {NULL, 1 * sizeof(double), CR_KIND_F64, NULL},
@@ -1604,552 +1570,6 @@ cr_status cr__accum_real(cr_arena *arena, const char *who, cr_tangent t, double 
     if (st == CR_OK)
         *acc += creal(v); /* ProjectTo a real argument */
     return st;
-}
-
-cr_status cr__unpack_result(cr_ctx *ctx, const char *fname, const cr_value *y, double *vals,
-                            size_t cap, size_t *k, bool *constant)
-{
-    *constant = false;
-    switch (y->kind) {
-    case CR_KIND_F64:
-        vals[0] = y->u.f64;
-        *k = 1;
-        return CR_OK;
-    case CR_KIND_F32:
-        vals[0] = (double)y->u.f32;
-        *k = 1;
-        return CR_OK;
-    case CR_KIND_I64:
-    case CR_KIND_I32:
-        vals[0] = (double)y->u.i64;
-        *k = 1;
-        *constant = true;
-        return CR_OK;
-    case CR_KIND_BOOL:
-        vals[0] = y->u.b ? 1.0 : 0.0;
-        *k = 1;
-        *constant = true;
-        return CR_OK;
-    case CR_KIND_STRUCT: {
-        const cr_type *ty = y->u.obj.type;
-        if (ty == NULL || ty->nfields == 0 || ty->nfields > cap)
-            break;
-        for (size_t i = 0; i < ty->nfields; i++) {
-            const unsigned char *p = (const unsigned char *)y->u.obj.ptr + ty->fields[i].offset;
-            if (ty->fields[i].kind == CR_KIND_F64) {
-                memcpy(&vals[i], p, sizeof(double));
-            } else if (ty->fields[i].kind == CR_KIND_F32) {
-                float f;
-                memcpy(&f, p, sizeof f);
-                vals[i] = (double)f;
-            } else {
-                return cr_ctx_error(ctx, CR_EUNIMPL,
-                                    "%s returns a %s whose field %zu is a %s: the scalar tape "
-                                    "holds real results only",
-                                    fname, ty->name, i, cr_kind_name(ty->fields[i].kind));
-            }
-        }
-        *k = ty->nfields;
-        return CR_OK;
-    }
-    default:
-        break;
-    }
-    return cr_ctx_error(ctx, CR_EUNIMPL,
-                        "%s returns a %s: the scalar tape holds real results (and tuples of "
-                        "up to %d of them) only",
-                        fname, cr_kind_name(y->kind), CR__MAX_TUPLE);
-}
-
-/* cr__unpack_result, a failure recorded on the tape. */
-static cr_status unpack_result(cr_tape *t, const char *fname, const cr_value *y, double *vals,
-                               size_t cap, size_t *k, bool *constant)
-{
-    cr_status st = cr__unpack_result(t->ctx, fname, y, vals, cap, k, constant);
-    return st == CR_OK ? CR_OK : cr__tape_fail(t, st, "%s", cr_ctx_errmsg(t->ctx));
-}
-
-cr_status cr__check_nout(cr_tape *t, const char *fname, size_t k, size_t nout, size_t *got)
-{
-    if (got != NULL) {
-        *got = k;
-        if (k <= nout)
-            return CR_OK;
-    } else if (k == nout) {
-        return CR_OK;
-    }
-    return cr__tape_fail(t, CR_EINVAL, "%s gives %zu result%s, %zu expected", fname, k, CR__S(k),
-                         nout);
-}
-
-/* Call f with its primal (or its overlay on constants): the results are constants. */
-/* Run an overlay on the tape. A closure's overlay receives the closure's real fields
- * first: constants here (their values in the function value's self). */
-static cr_status run_overlay(cr_tape *t, const cr__impl *im, const cr_value *f, const cr_var *args,
-                             size_t nargs, cr_var *out, size_t k)
-{
-    if (!im->closure)
-        return im->impl(t, args, nargs, out, k, im->env);
-    const cr_function *fn = f->u.func.fn;
-    size_t nf = cr_type_real_fields(fn->self_type);
-    if (nf > 0 && f->u.func.self == NULL)
-        return cr__tape_fail(t, CR_EINVAL, "%s: a closure value without fields (self is NULL)",
-                             fn->name);
-    cr_var *x =
-        cr_arena_alloc(t->arena, (nf + nargs ? nf + nargs : 1) * sizeof *x, _Alignof(cr_var));
-    if (x == NULL)
-        return cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), fn->name);
-    cr_arena_mark mk = cr_arena_get_mark(t->arena);
-    double *v = cr_arena_alloc(t->arena, (nf ? nf : 1) * sizeof *v, _Alignof(double));
-    if (v == NULL)
-        return cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), fn->name);
-    cr_status st = cr__struct_values(t->ctx, fn->self_type, f->u.func.self, v);
-    for (size_t j = 0; j < nf && st == CR_OK; j++)
-        x[j] = cr_const(v[j]);
-    cr_arena_rewind(t->arena, mk);
-    if (st != CR_OK)
-        return cr__tape_fail_ctx(t, st, fn->name);
-    if (nargs > 0)
-        memcpy(x + nf, args, nargs * sizeof *x);
-    return im->impl(t, x, nf + nargs, out, k, im->env);
-}
-
-cr_status cr__overlay_values(cr_tape *t, const cr__impl *im, const cr_value *f,
-                             const cr_value *vals, size_t nargs, double *yv)
-{
-    const char *fname = f->u.func.fn->name;
-    cr_var cargs[16], out[CR__MAX_TUPLE];
-    if (nargs > 16 || im->nout > CR__MAX_TUPLE)
-        return cr_ctx_error(t->ctx, CR_EINVAL,
-                            "%s: too many arguments or results (%zu and %zu; at most 16 and %d)",
-                            fname, nargs, im->nout, CR__MAX_TUPLE);
-    /* A scratch tape in t's arena, given back with whatever the overlay allocated: only the
-     * values are kept. */
-    cr_arena_mark mk = cr_arena_get_mark(t->arena);
-    cr_tape *sub;
-    cr_status st = cr__tape_new_in(t->arena, t->engine, 0, &sub);
-    if (st != CR_OK)
-        return cr_ctx_error(t->ctx, st, "%s (zero-adjoint overlay): no room for its tape", fname);
-    for (size_t j = 0; j < nargs; j++)
-        cargs[j] = cr_const(vals[j].u.f64);
-    st = run_overlay(sub, im, f, cargs, nargs, out, im->nout);
-    if (st == CR_OK)
-        st = sub->status;
-    if (st != CR_OK)
-        cr_ctx_error(t->ctx, st, "%s (zero-adjoint overlay) failed: %s", fname,
-                     sub->errmsg[0] != '\0' ? cr__after_name(sub->errmsg, fname)
-                                            : cr_status_str(st));
-    for (size_t o = 0; o < im->nout && st == CR_OK; o++)
-        yv[o] = out[o].v;
-    cr_arena_rewind(t->arena, mk);
-    return st;
-}
-
-static cr_status call_constant(cr_tape *t, const cr_value *f, const cr__impl *im,
-                               const cr_var *args, const cr_value *vals, size_t nargs, cr_var *out,
-                               size_t nout, size_t *got)
-{
-    const cr_function *fn = f->u.func.fn;
-    const cr_scalar_rule *row = cr_scalar_rule_of(fn);
-    /* A replay evaluates f again where an argument is a variable (prepared_generic.c). */
-    for (size_t j = 0; j < nargs && t->pre > 1; j++)
-        if (args[j].idx != CR_VAR_CONST)
-            return cr__replay_call(t, f, row != NULL && row->nin == nargs ? row : NULL, im, args,
-                                   vals, nargs, out, nout, got, true);
-    if (row != NULL && row->nin == nargs) {
-        double x[CR_SCALAR_MAX_IN], Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
-        for (size_t j = 0; j < nargs; j++)
-            x[j] = args[j].v;
-        row->f64(x, Y, D);
-        if (cr__check_nout(t, fn->name, row->nout, nout, got) != CR_OK)
-            return t->status;
-        for (size_t o = 0; o < row->nout; o++)
-            out[o] = cr_const(Y[o]);
-        return CR_OK;
-    }
-    if (fn->primal != NULL) {
-        cr_value y;
-        cr_status st = cr_function_call(t->arena, f, vals, nargs, &y);
-        if (st != CR_OK)
-            return cr__tape_fail_ctx(t, st, fn->name);
-        double yv[CR__MAX_TUPLE];
-        size_t k = 0;
-        bool c;
-        if (unpack_result(t, fn->name, &y, yv, CR__MAX_TUPLE, &k, &c) != CR_OK ||
-            cr__check_nout(t, fn->name, k, nout, got) != CR_OK)
-            return t->status;
-        for (size_t o = 0; o < k; o++)
-            out[o] = cr_const(yv[o]);
-        return CR_OK;
-    }
-    if (im != NULL && im->impl != NULL) {
-        /* The overlay on constants (a replay evaluates it the same way). */
-        double yv[CR__MAX_TUPLE];
-        if (cr__check_nout(t, fn->name, im->nout, nout, got) != CR_OK)
-            return t->status;
-        cr_status st = cr__overlay_values(t, im, f, vals, nargs, yv);
-        if (st != CR_OK)
-            return cr__tape_fail(t, st, "%s", cr_ctx_errmsg(t->ctx));
-        for (size_t o = 0; o < im->nout; o++)
-            out[o] = cr_const(yv[o]);
-        return CR_OK;
-    }
-    return cr__tape_fail(t, CR_EINVAL, "%s is zero-adjoint but has no primal to call", fn->name);
-}
-
-/* The rule q looks up (or cr_rrule's lookup) called at vals. */
-static cr_status call_rrule(cr_tape *t, const cr__rrule2 *q, const cr_value *vals, cr_value *y,
-                            cr_pullback *pb)
-{
-    cr_status st = q->rrule != NULL ? cr__rrule_with(t->config, t->arena, q->rrule, q->udata, q->f,
-                                                     vals, q->nargs, y, pb)
-                                    : cr_rrule(t->config, t->arena, q->f, vals, q->nargs, y, pb);
-    return st == CR_NOTHING ? CR_ENORULE : st;
-}
-
-/* q's rrule called at vals, and the partials of its nd->nout results from its pullback (one
- * call per result): J[o * nargs + j], 0 for the constant arguments (nd->args). */
-static cr_status rrule_partials(cr_tape *t, const cr__rrule2 *q, const cr_value *vals,
-                                cr__gen_node *nd, double *J)
-{
-    cr_value y;
-    cr_status st = call_rrule(t, q, vals, &y, &nd->pb);
-    if (st != CR_OK)
-        return st;
-    double yv[CR__MAX_TUPLE];
-    size_t k = 0;
-    bool constant;
-    st = cr__unpack_result(t->ctx, nd->fname, &y, yv, CR__MAX_TUPLE, &k, &constant);
-    if (st == CR_OK && (constant || k != nd->nout))
-        return cr_ctx_error(t->ctx, CR_EINVAL, "%s gives another kind of result at a nearby point",
-                            nd->fname);
-    return st != CR_OK ? st : cr__generic_jacobian(t, nd, J);
-}
-
-/* A failure whose message (if any, for this status) is on the context: "name: message". */
-static cr_status named_failure(cr_ctx *ctx, cr_status st, const char *name)
-{
-    char msg[CR_ERRMSG_SIZE];
-    const char *m = cr_ctx_errmsg(ctx);
-    snprintf(msg, sizeof msg, "%s",
-             cr_ctx_errcode(ctx) == st && m[0] != '\0' ? m : cr_status_str(st));
-    if (cr__names(msg, name))
-        return cr_ctx_error(ctx, st, "%s", msg);
-    return cr_ctx_error(ctx, st, "%s: %s", name, msg);
-}
-
-cr_status cr__rrule_second(cr_tape *t, cr__rrule2 *q)
-{
-    const char *name = q->f->u.func.fn->name;
-    size_t nargs = q->nargs, k = 0;
-    for (size_t j = 0; j < nargs; j++)
-        if (q->args[j] != CR_VAR_CONST)
-            q->slot[k++] = j;
-    q->k = k;
-    q->nres = 0;
-    q->constant = false;
-    cr__gen_node nd = {
-        .nargs = (uint32_t)nargs, .args = (uint32_t *)(uintptr_t)q->args, .fname = name};
-    cr_status st = call_rrule(t, q, q->vals, &q->y, &nd.pb);
-    if (st != CR_OK)
-        return named_failure(t->ctx, st, name);
-    if ((st = cr__unpack_result(t->ctx, name, &q->y, q->yv, CR__MAX_TUPLE, &q->nres,
-                                &q->constant)) != CR_OK ||
-        (q->check != NULL && (st = q->check(q)) != CR_OK))
-        return st;
-    if (q->constant || k == 0)
-        return CR_OK;
-    size_t nres = q->nres, nj = nres * nargs;
-    nd.nout = (uint32_t)nres;
-    nd.tuple = nres > 1 ? cr__tuple_f64(nres) : NULL;
-    double *J = cr_arena_alloc(t->arena, 3 * nj * sizeof *J, _Alignof(double));
-    if (J == NULL)
-        return named_failure(t->ctx, CR__ALLOC_STATUS(t->arena), name);
-    double *Jp = J + nj, *Jm = Jp + nj;
-    if ((st = cr__generic_jacobian(t, &nd, J)) != CR_OK)
-        return named_failure(t->ctx, st, name);
-    for (size_t o = 0; o < nres; o++)
-        for (size_t c = 0; c < k; c++)
-            q->P[o * k + c] = J[o * nargs + q->slot[c]];
-    cr_value xv[CR__MAX_GENERIC_ARGS];
-    memcpy(xv, q->vals, nargs * sizeof *xv);
-    for (size_t l = 0; l < k; l++) {
-        size_t s = q->slot[l];
-        double x = q->vals[s].u.f64, h = cr__fd_step(x);
-        xv[s] = cr_value_f64(x + h);
-        cr_status sp = rrule_partials(t, q, xv, &nd, Jp);
-        xv[s] = cr_value_f64(x - h);
-        cr_status sm = rrule_partials(t, q, xv, &nd, Jm);
-        double hp = (x + h) - x, hm = x - (x - h); /* the steps actually taken */
-        xv[s] = q->vals[s];
-        if (sp == CR_ENOMEM || sp == CR_EARENA || sm == CR_ENOMEM || sm == CR_EARENA)
-            return named_failure(t->ctx, sp == CR_ENOMEM || sp == CR_EARENA ? sp : sm, name);
-        if (sp != CR_OK && sm != CR_OK)
-            return cr_ctx_error(t->ctx, sp,
-                                "%s: no second derivatives in argument %zu at %g: the rule fails "
-                                "on both sides (%s)",
-                                name, s + 1, x, cr_ctx_errmsg(t->ctx));
-        for (size_t o = 0; o < nres; o++)
-            for (size_t c = 0; c < k; c++) {
-                size_t i = o * nargs + q->slot[c];
-                q->H[(o * k + c) * k + l] = sp != CR_OK ? (J[i] - Jm[i]) / hm
-                                            : sm != CR_OK
-                                                ? (Jp[i] - J[i]) / hp
-                                                : cr__fd_second(Jp[i], J[i], Jm[i], hp, hm);
-            }
-    }
-    return CR_OK;
-}
-
-/* On a second-order tape: the nout check of the call at x (its environment). */
-typedef struct nout_env {
-    cr_tape *t;
-    size_t nout;
-    size_t *got;
-} nout_env;
-
-static cr_status second_nout(const cr__rrule2 *q)
-{
-    const nout_env *e = q->env;
-    return cr__check_nout(e->t, q->f->u.func.fn->name, q->nres, e->nout, e->got);
-}
-
-/*
- * A rule kept as a pullback, on a second-order tape: each result becomes a general record
- * (emit_general) whose partials come from the pullback at x and whose second derivatives are
- * central differences of those partials, from the rrule called again at x ± h e_l for each
- * variable argument l (cr__rrule_second, which a prepared H·v replays too). The pullbacks
- * are not kept: the 2k + 1 calls' memory is rewound.
- */
-static cr_status record_rrule_second(cr_tape *t, const cr_value *f, const cr_var *args,
-                                     const cr_value *vals, size_t nargs, cr_var *out, size_t nout,
-                                     size_t *got)
-{
-    uint32_t ai[CR__MAX_GENERIC_ARGS];
-    for (size_t j = 0; j < nargs; j++)
-        ai[j] = args[j].idx;
-    /* At most nb results (the nout check and the tuples' size bound them). Their records'
-     * room is taken first, so that writing them allocates nothing above the mark: the rule
-     * calls' memory and the scratch (P, H, emit_general's) are given back after. */
-    size_t k = cr__rrule2_vars(ai, nargs), nb = nout < CR__MAX_TUPLE ? nout : CR__MAX_TUPLE;
-    size_t need = nb * general_words(t, k);
-    if (k > 0 && !room(t, need) && grow(t, need) != CR_OK)
-        return t->status;
-    nout_env e = {t, nout, got};
-    cr__rrule2 q = {
-        .f = f, .vals = vals, .nargs = nargs, .args = ai, .check = second_nout, .env = &e};
-    cr_arena_mark mk = cr_arena_get_mark(t->arena);
-    if (k > 0) {
-        q.P = cr_arena_alloc(t->arena, (nb * k * (k + 1) + k * k) * sizeof *q.P, _Alignof(double));
-        if (q.P == NULL)
-            return cr__tape_fail(t, CR__ALLOC_STATUS(t->arena),
-                                 "%s: no room for the second derivatives in %zu argument%s",
-                                 f->u.func.fn->name, k, CR__S(k));
-        q.H = q.P + nb * k;
-    }
-    cr_status st = cr__rrule_second(t, &q);
-    if (st == CR_OK && !q.constant && k > 0) {
-        uint32_t vi[CR__MAX_GENERIC_ARGS];
-        for (size_t c = 0; c < k; c++)
-            vi[c] = ai[q.slot[c]];
-        for (size_t o = 0; o < q.nres; o++)
-            out[o] =
-                emit_general(t, q.yv[o], k, vi, q.P + o * k, q.H + o * k * k, q.H + nb * k * k);
-    }
-    cr_arena_rewind(t->arena, mk);
-    if (st != CR_OK)
-        return t->status != CR_OK ? t->status : cr__tape_fail(t, st, "%s", cr_ctx_errmsg(t->ctx));
-    if (q.constant || k == 0)
-        for (size_t o = 0; o < q.nres; o++)
-            out[o] = cr_const(q.yv[o]);
-    return t->status;
-}
-
-/* Record f's rrule: the pullback is kept in a GENERIC record (on a second-order tape, its
- * partials and their differences: record_rrule_second). */
-static cr_status record_rrule(cr_tape *t, const cr_value *f, const cr_var *args,
-                              const cr_value *vals, size_t nargs, cr_var *out, size_t nout,
-                              size_t *got)
-{
-    const cr_function *fn = f->u.func.fn;
-    if (t->pre > 1) /* a replay tape: the rule is called again at each replay */
-        return cr__replay_call(t, f, NULL, NULL, args, vals, nargs, out, nout, got, false);
-    if (t->flags & CR_TAPE_SECOND_ORDER)
-        return record_rrule_second(t, f, args, vals, nargs, out, nout, got);
-    cr_value y;
-    cr_pullback pb;
-    cr_status st = cr_rrule(t->config, t->arena, f, vals, nargs, &y, &pb);
-    if (st != CR_OK)
-        return cr__tape_fail_ctx(t, st == CR_NOTHING ? CR_ENORULE : st, fn->name);
-    double yv[CR__MAX_TUPLE];
-    size_t k = 0;
-    bool constant;
-    if (unpack_result(t, fn->name, &y, yv, CR__MAX_TUPLE, &k, &constant) != CR_OK ||
-        cr__check_nout(t, fn->name, k, nout, got) != CR_OK)
-        return t->status;
-    if (constant) {
-        out[0] = cr_const(yv[0]);
-        return CR_OK;
-    }
-    if (t->nvars + k + 1 >= CR_TAPE_MAX_VARS)
-        return cr__tape_fail(t, CR_EOVERFLOW, "tape: more than %zu variable%s in one recording",
-                             CR_TAPE_MAX_VARS - 1, CR__S(CR_TAPE_MAX_VARS - 1));
-    cr__gen_node *node = cr_arena_alloc(t->arena, sizeof *node, _Alignof(cr__gen_node));
-    uint32_t *ai = cr_arena_alloc(t->arena, (nargs ? nargs : 1) * sizeof *ai, _Alignof(uint32_t));
-    if (node == NULL || ai == NULL)
-        return cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), fn->name);
-    for (size_t j = 0; j < nargs; j++)
-        ai[j] = args[j].idx;
-    node->pb = pb;
-    node->nargs = (uint32_t)nargs;
-    node->nout = (uint32_t)k;
-    node->args = ai;
-    node->tuple = k > 1 ? cr__tuple_f64(k) : NULL;
-    node->fname = fn->name;
-    if (!room(t, 2 + t->pre) && grow(t, 2 + t->pre) != CR_OK)
-        return t->status;
-    uint64_t h = hdr_make(K_GENERIC, (uint32_t)k, 0);
-    cr__word *w = t->cur;
-    if (t->pre)
-        (w++)->u = h;
-    (w++)->p = node;
-    (w++)->u = h;
-    t->cur = w;
-    for (size_t o = 0; o < k; o++) {
-        out[o].v = yv[o];
-        out[o].idx = t->nvars++;
-        out[o].tape = t->id;
-    }
-    return CR_OK;
-}
-
-static cr_status record_row(cr_tape *t, const char *fname, const cr_scalar_rule *row,
-                            const cr_var *args, size_t nargs, cr_var *out, size_t nout, size_t *got)
-{
-    if (nargs != row->nin)
-        return cr__tape_fail(t, CR_EINVAL, "%s takes %u argument%s, %zu given", fname,
-                             (unsigned)row->nin, CR__S((unsigned)row->nin), nargs);
-    if (cr__check_nout(t, fname, row->nout, nout, got) != CR_OK)
-        return t->status;
-    double x[CR_SCALAR_MAX_IN], Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
-    for (size_t j = 0; j < nargs; j++)
-        x[j] = args[j].v;
-    row->f64(x, Y, D);
-    return record_evaluated(t, fname, row, args, x, Y, D, out);
-}
-
-static cr_status tape_call(cr_tape *t, const cr_value *f, const cr_var *args, size_t nargs,
-                           cr_var *out, size_t nout, size_t *got);
-
-cr_status cr__tape_call_any(cr_tape *t, const cr_value *f, const cr_var *args, size_t nargs,
-                            cr_var *out, size_t nout, size_t *got)
-{
-    if ((t = tape_or_current(t)) == NULL)
-        return CR_EMISUSE;
-    cr_status st = tape_call(t, f, args, nargs, out, nout, got);
-    if (st != CR_OK || !t->check_finite)
-        return st;
-    /* The checking mode: the values of the arguments and of the results. */
-    double x[CR__MAX_GENERIC_ARGS], y[CR__MAX_TUPLE];
-    size_t ny = got != NULL ? *got : nout;
-    for (size_t j = 0; j < nargs; j++)
-        x[j] = args[j].v;
-    for (size_t o = 0; o < ny && o < CR__MAX_TUPLE; o++)
-        y[o] = out[o].v;
-    st = cr__tape_check_finite(t, f->u.func.fn->name, x, nargs, y,
-                               ny < CR__MAX_TUPLE ? ny : CR__MAX_TUPLE);
-    for (size_t o = 0; o < nout && st != CR_OK; o++)
-        out[o] = nan_const();
-    return st;
-}
-
-static cr_status tape_call(cr_tape *t, const cr_value *f, const cr_var *args, size_t nargs,
-                           cr_var *out, size_t nout, size_t *got)
-{
-    for (size_t o = 0; o < nout && out != NULL; o++)
-        out[o] = nan_const();
-    if (t->status != CR_OK)
-        return t->status;
-    if (f == NULL || f->kind != CR_KIND_FUNC || f->u.func.fn == NULL)
-        return cr__tape_fail(t, CR_EINVAL, "cr_tape_call: f is not a function value");
-    if ((nargs > 0 && args == NULL) || out == NULL || nout == 0)
-        return cr__tape_fail(t, CR_EINVAL, "cr_tape_call(%s): NULL arguments or no results",
-                             cr__fname(f));
-    if (nargs > CR__MAX_GENERIC_ARGS)
-        return cr__tape_fail(t, CR_EINVAL, "cr_tape_call(%s): more than %d argument%s",
-                             cr__fname(f), CR__MAX_GENERIC_ARGS, CR__S(CR__MAX_GENERIC_ARGS));
-    const cr_function *fn = f->u.func.fn;
-    bool all_const = true;
-    for (size_t j = 0; j < nargs; j++) {
-        if (args[j].idx == CR_VAR_CONST)
-            continue;
-        all_const = false;
-        if (!cr__var_ours(t, args[j])) {
-            foreign(t, fn->name, args[j]);
-            return t->status;
-        }
-    }
-    const cr__impl *im = t->engine != NULL ? cr__engine_find(t->engine, fn) : NULL;
-    /* A variadic function's row covers one count (hypot(x, y) of hypot(x...)): a call of
-     * another count goes through the function's rules (a GENERIC record). */
-    const cr_scalar_rule *row = cr__row_for(fn, nargs);
-    /* Built-in rules only: a row is its own rule, no lookup needed. */
-    if (row != NULL && t->config->registry == NULL && (im == NULL || im->kind != CR__IMPL_ZERO))
-        return record_row(t, fn->name, row, args, nargs, out, nout, got);
-    cr_value vals[CR__MAX_GENERIC_ARGS];
-    for (size_t j = 0; j < nargs; j++)
-        vals[j] = cr_value_f64(args[j].v);
-    if ((im != NULL && im->kind == CR__IMPL_ZERO) || all_const)
-        if (im != NULL || fn->primal != NULL || row != NULL)
-            return call_constant(t, f, im, args, vals, nargs, out, nout, got);
-    cr_rule_match m;
-    cr_status st =
-        cr_registry_lookup(t->config->registry, t->config, CR_MODE_RRULE, f, vals, nargs, &m);
-    if (st == CR_EMISUSE) {
-        char sig[256];
-        cr__call_str(f, vals, nargs, sig, sizeof sig);
-        return cr__tape_fail(t, CR_EMISUSE, "rrule for %s is ambiguous: several rules match", sig);
-    }
-    if (st == CR_OK && !m.opted_out && m.def != NULL) {
-        if (row != NULL && m.def->udata == row)
-            return record_row(t, fn->name, row, args, nargs, out, nout, got);
-        if (m.def->rrule == cr__nondiff_rrule)
-            return call_constant(t, f, im, args, vals, nargs, out, nout, got);
-        if (m.def->rrule != NULL)
-            return record_rrule(t, f, args, vals, nargs, out, nout, got);
-    }
-    if (im != NULL && im->kind == CR__IMPL_OVERLAY) {
-        size_t k = im->nout;
-        if (cr__check_nout(t, fn->name, k, nout, got) != CR_OK)
-            return t->status;
-        st = run_overlay(t, im, f, args, nargs, out, k);
-        if (st != CR_OK && t->status == CR_OK)
-            return cr__tape_fail(t, st, "%s (overlay) failed: %s", fn->name, cr_status_str(st));
-        return t->status;
-    }
-    if (row != NULL) /* an opted-out row: the row itself is still the function */
-        return record_row(t, fn->name, row, args, nargs, out, nout, got);
-    if ((st = cr__variadic_args(t->arena, f, vals, nargs)) != CR_OK)
-        return cr__tape_fail_ctx(t, st, fn->name);
-    char sig[256];
-    cr__call_str(f, vals, nargs, sig, sizeof sig);
-    return cr__tape_fail(t, CR_ENORULE,
-                         "no rrule for %s and no implementation to record (register a rule, "
-                         "or an overlay with cr_engine_overlay())",
-                         sig);
-}
-
-cr_status cr_tape_call(cr_tape *t, const cr_value *f, const cr_var *args, size_t nargs, cr_var *out,
-                       size_t nout)
-{
-    return cr__tape_call_any(t, f, args, nargs, out, nout, NULL);
-}
-
-cr_var cr_tape_call1(cr_tape *t, const cr_value *f, const cr_var *args, size_t nargs)
-{
-    cr_var r = nan_const();
-    cr__tape_call_any(t, f, args, nargs, &r, 1, NULL);
-    return r;
 }
 
 /* ---- Recording cursors (tape.h, cr_rec) ------------------------------------------------- */
@@ -2262,7 +1682,7 @@ cr_rec_result cr_rec_apply2(cr_rec r, cr_var (*f)(cr_tape *, cr_var, cr_var), cr
     if (f == NULL) {
         if (r.t != NULL)
             cr__tape_fail(r.t, CR_EINVAL, "cr_rec_call2: f is NULL");
-        return rec_step(nan_const(), r.cur, r.key);
+        return rec_step(cr__nan_const(), r.cur, r.key);
     }
     bool open = rec_before(r.t, r.gen, r.cur, r.key);
     cr_var v = f(r.t, a, b);
@@ -2274,7 +1694,7 @@ cr_rec_result cr_rec_apply1(cr_rec r, cr_var (*f)(cr_tape *, cr_var), cr_var a)
     if (f == NULL) {
         if (r.t != NULL)
             cr__tape_fail(r.t, CR_EINVAL, "cr_rec_call1: f is NULL");
-        return rec_step(nan_const(), r.cur, r.key);
+        return rec_step(cr__nan_const(), r.cur, r.key);
     }
     bool open = rec_before(r.t, r.gen, r.cur, r.key);
     cr_var v = f(r.t, a);
@@ -2305,14 +1725,14 @@ static cr_var rec_take(cr_rec *r, cr_rec_result st)
 cr_var cr_rec_call1(cr_rec *r, cr_var (*f)(cr_tape *, cr_var), cr_var a)
 {
     if (r == NULL)
-        return nan_const();
+        return cr__nan_const();
     return rec_take(r, cr_rec_apply1(*r, f, a));
 }
 
 cr_var cr_rec_call2(cr_rec *r, cr_var (*f)(cr_tape *, cr_var, cr_var), cr_var a, cr_var b)
 {
     if (r == NULL)
-        return nan_const();
+        return cr__nan_const();
     return rec_take(r, cr_rec_apply2(*r, f, a, b));
 }
 
@@ -2352,11 +1772,15 @@ cr_status cr__tape_record(cr_tape *t, cr_ad_fn f, void *env, const double *x, si
         return CR_EMISUSE;
     if (f == NULL || (n > 0 && x == NULL) || (m > 0 && ys == NULL))
         return cr_ctx_error(t->ctx, CR_EINVAL, "cr_tape_record: NULL function or buffers");
+    if (n >= CR_TAPE_MAX_VARS) /* before n variables are allocated or x is read */
+        return cr_ctx_error(t->ctx, CR_EOVERFLOW,
+                            "cr_tape_record: %zu inputs, more than a recording holds (%zu)", n,
+                            (size_t)CR_TAPE_MAX_VARS - 1);
     cr_tape_reset(t);
     cr_var *in = *xs;
     if (in == NULL) {
         /* Scratch for the input variables, gone at the next reset. */
-        in = cr_arena_alloc(t->arena, (n ? n : 1) * sizeof *in, _Alignof(cr_var));
+        in = cr__arena_array(t->arena, "cr_tape_record", n, sizeof *in, _Alignof(cr_var));
         if (in == NULL)
             return cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), "cr_tape_record");
         *xs = in;
@@ -2364,7 +1788,7 @@ cr_status cr__tape_record(cr_tape *t, cr_ad_fn f, void *env, const double *x, si
     cr_status st = cr_tape_inputs(t, x, n, in);
     if (st == CR_OK) {
         for (size_t i = 0; i < m; i++)
-            ys[i] = nan_const();
+            ys[i] = cr__nan_const();
         st = f(t, in, n, ys, m, env);
     }
     if (t->rec_open) {

@@ -7,7 +7,7 @@
  */
 #include <string.h>
 
-#include "../rulesets/array_impl.h"
+#include "../rules/array_rule_impl.h"
 #include "tape_impl.h"
 
 /* The record: the node the sweeps see first, then the operation's layout. */
@@ -25,12 +25,6 @@ typedef struct cnode {
     size_t nin_el;   /* their sums */
     size_t nout_el;
 } cnode;
-
-static inline cr_tape *tape_or_current(cr_tape *t)
-{
-    t = t != NULL ? t : cr_tape_current();
-    return t != NULL && cr__tape_misused(t) ? NULL : t;
-}
 
 static cr_status step_failed(cr_tape *t, const cnode *nd, const char *what, cr_status st)
 {
@@ -181,6 +175,22 @@ cr_status cr__custom_forward(cr_tape *t, const cr__anode *an, double *tan, size_
     return CR_OK;
 }
 
+/* An operation with its own steps has no second-order step: refused when recorded on a
+ * second-order tape, so reaching this is a corrupt record. */
+static cr_status custom_pull2(cr_tape *t, const cr__anode *an, size_t i, double *adj, double *adjd,
+                              const double *tan, size_t k)
+{
+    (void)i;
+    (void)adj;
+    (void)adjd;
+    (void)tan;
+    (void)k;
+    return cr__tape_fail(t, CR_EUNIMPL, "%s: no second-order step", an->fname);
+}
+
+/* The steps of an operation's record (cr__anode_ops). */
+static const cr__anode_ops k_custom_ops = {custom_pull, cr__custom_forward, custom_pull2};
+
 static void set_nan(cr_targ *out, size_t n)
 {
     for (size_t k = 0; out != NULL && k < n; k++)
@@ -204,7 +214,7 @@ cr_status cr_tape_op_record(cr_tape *t, const cr_tape_op *op, void *env, const c
                             size_t nin, const cr_targ *vals, cr_targ *out, size_t nout)
 {
     set_nan(out, nout);
-    if ((t = tape_or_current(t)) == NULL)
+    if ((t = cr__tape_or_current(t)) == NULL)
         return CR_EMISUSE;
     if (t->status != CR_OK)
         return t->status;
@@ -303,6 +313,7 @@ cr_status cr_tape_op_record(cr_tape *t, const cr_tape_op *op, void *env, const c
     nd->base.fname = name;
     nd->base.out = CR_VAR_CONST;
     nd->base.pull = custom_pull;
+    nd->base.ops = &k_custom_ops;
     nd->base.ext = NULL;
     nd->base.custom = 1;
     nd->op = op;

@@ -81,7 +81,7 @@ enum {
     K_MUL = 11,
     K_NARY2 = 12,
     K_GUARD = 13,
-    K_ARRAY = 14, /* an array function's pullback (tape_array.c): payload cr__anode*, a = the
+    K_ARRAY = 14, /* an array function's pullback (array_call.c): payload cr__anode*, a = the
                     scalar variables it makes (0 for an array result, 1 for a scalar one) */
     K_STOP = 15   /* never recorded: the header each chunk keeps in the word before its first
                      (cr__chunk.stop) */
@@ -184,18 +184,18 @@ typedef struct cr__gen_node {
 } cr__gen_node;
 
 /* The reverse step of a GENERIC record: its pullback called with the results' adjoints g,
- * the cotangents added to the arguments' adjoints (sweep.c). Errors go to the context. */
+ * the cotangents added to the arguments' adjoints (rule_call.c). Errors go to the context. */
 CR_INTERNAL cr_status cr__generic_pull(cr_tape *t, const cr__gen_node *nd, const double *g,
                                        double *adj);
 
 /* The Jacobian of a GENERIC record's results in its arguments, by calling the pullback once
- * per result: J[o * nargs + j], 0 for the constant arguments (sweep.c). Errors go to the
+ * per result: J[o * nargs + j], 0 for the constant arguments (rule_call.c). Errors go to the
  * context. */
 CR_INTERNAL cr_status cr__generic_jacobian(cr_tape *t, const cr__gen_node *nd, double *J);
 
 struct cr__impl; /* a user implementation of the engine (below) */
 
-/* On a replay tape (prepared gradients, prepared_generic.c): record the call f(args) (vals:
+/* On a replay tape (prepared gradients, rule_call.c): record the call f(args) (vals:
  * the arguments' values) so that a replay can evaluate it again: through its rrule, or, with
  * zero set (zero-adjoint or non-differentiable f, some argument a variable), through its
  * primal (row: its scalar row, else fn->primal, else the overlay im on constants), results
@@ -281,7 +281,7 @@ static inline cr_tangent cr__tarray(cr_array *a)
     return t;
 }
 
-/* ---- Array variables (tape_array.c) ------------------------------------------------------ */
+/* ---- Array variables (array_slots.c, array_call.c) ------------------------------------ */
 
 /* An argument of a K_ARRAY record: a scalar variable's index, an array variable's slot with
  * CR__ASLOT_BIT set, or CR_VAR_CONST. */
@@ -305,8 +305,25 @@ typedef struct cr__aslot {
     bool input; /* made by cr_tape_array_input */
 } cr__aslot;
 
-/* What forward and second-order sweeps need of a K_ARRAY record (tape_array2.c). */
+/* What forward and second-order sweeps need of a K_ARRAY record (array_call.c). */
 typedef struct cr__aext cr__aext;
+
+struct cr__anode;
+
+/* The steps of a K_ARRAY record's kind, which the sweeps (sweep.c) and the prepared replays
+ * call: each node kind (an array function's call, array_call.c; a fused kernel, kernel.c;
+ * an operation with its own steps, tape_custom.c) defines one table and points its records
+ * at it, so that the sweeps depend on no kind. pull: the reverse step (g the adjoints of
+ * the record's scalar results from the first, NULL when it makes none; an array result's
+ * cotangent is its slot's shadow); forward: the result's tangents (tan[i * k + d] for a
+ * scalar result i, k directions); pull2: the second-order reverse step. Failures are
+ * recorded on the tape. */
+typedef struct cr__anode_ops {
+    cr_status (*pull)(cr_tape *t, const struct cr__anode *nd, const double *g, double *adj);
+    cr_status (*forward)(cr_tape *t, const struct cr__anode *nd, double *tan, size_t k, size_t i);
+    cr_status (*pull2)(cr_tape *t, const struct cr__anode *nd, size_t i, double *adj, double *adjd,
+                       const double *tan, size_t k);
+} cr__anode_ops;
 
 /* A recorded array function (kind K_ARRAY). A tuple result (nout > 0) makes one variable
  * per element: outs[k] is the element's array slot | CR__ASLOT_BIT, its position among the
@@ -334,7 +351,11 @@ typedef struct cr__anode {
      * reverse step, cr__custom_forward its forward step; never on second-order or replay
      * tapes. 0 otherwise. */
     unsigned char custom;
+    const cr__anode_ops *ops; /* the steps of the record's kind */
 } cr__anode;
+
+/* The steps of an array function's call (array_call.c). */
+CR_INTERNAL extern const cr__anode_ops cr__array_call_ops;
 
 /* The reverse step of a K_ARRAY record: g is the adjoint of its first scalar result (NULL
  * when it makes none; an array result's cotangent is its slot's accumulator). Failures are
@@ -390,22 +411,30 @@ CR_INTERNAL void cr__array_clear(cr_tape *t);
 CR_INTERNAL cr_status cr__array_slot(cr_tape *t, const cr_array *val, uint32_t *idx);
 
 /* Add the cotangent d into the shadow s (add!!; adopts a fresh buffer), and make a writable
- * cotangent dx[j] that shares memory with dy or another dx read only (tape_array.c). */
+ * cotangent dx[j] that shares memory with dy or another dx read only (array_slots.c). */
 CR_INTERNAL cr_status cr__shadow_accum(cr_arena *arena, cr__aslot *s, cr_tangent d);
 CR_INTERNAL cr_status cr__guard_alias(cr_arena *arena, const cr_tangent *dy, cr_tangent *dx,
                                       size_t nx, size_t j);
+
+/* n zeroed doubles in the tape's arena for a sweep (at least one), or NULL with the tape
+ * failed and *st set (sweep.c). */
+CR_INTERNAL double *cr__sweep_workspace(cr_tape *t, size_t n, cr_status *st);
 
 /* CR_EDOMAIN (naming who, what and the index) when one of the n values v is not finite
  * (sweep.c). */
 CR_INTERNAL cr_status cr__check_finite(cr_tape *t, const char *who, const double *v, size_t n,
                                        const char *what);
 
-/* ---- Array records in forward and second-order sweeps (tape_array2.c) -------------------- */
+/* ---- Array records in forward and second-order sweeps (array_call.c) ---------------- */
 
 /* Array tangents of a forward sweep (k directions), and on second-order sweeps the
  * directional derivatives of the array shadows; in the tape's arena, set by
  * cr__array_sweep_begin and forgotten by cr__array_sweep_end. */
-typedef struct cr__asweep cr__asweep;
+typedef struct cr__asweep {
+    size_t k;
+    cr_tangent *tan;  /* tan[slot * k + d]: array variable slot's tangent along direction d */
+    cr_tangent *accd; /* second order: the derivative of slot's shadow along d, else NULL */
+} cr__asweep;
 
 /* On a forward or second-order tape, what the sweeps need of a call of f about to be
  * recorded (its function value and arguments, the second-order class); refuses, on a
@@ -498,7 +527,7 @@ struct cr_tape {
     cr__word dummy;       /* cur and lim point here before the first chunk */
     cr__chunk *own_chunk; /* a first chunk allocated with the tape and reused at each reset
                              (tapes that own their arena and have no caller buffer), or NULL */
-    cr__aslot *aslots;    /* array variables (tape_array.c): aslot_few, or in the arena */
+    cr__aslot *aslots;    /* array variables (array_slots.c): aslot_few, or in the arena */
     uint32_t naslots, aslot_cap;
     bool aseeded;    /* the next reverse sweep keeps the accumulators (an array seed) */
     cr__asweep *asw; /* array tangents during a forward or second-order sweep, else NULL */
@@ -546,6 +575,14 @@ CR_INTERNAL bool cr__tape_check(cr_tape *t);
 static inline bool cr__tape_misused(cr_tape *t)
 {
     return t->checks != 0 && cr__tape_check(t);
+}
+
+/* The tape of a call (NULL: the current one); NULL too when a checked tape refuses the call
+ * (cr__tape_misused). */
+static inline cr_tape *cr__tape_or_current(cr_tape *t)
+{
+    t = t != NULL ? t : cr_tape_current();
+    return t != NULL && cr__tape_misused(t) ? NULL : t;
 }
 
 /* The checking mode (tape.c): when t checks, fails t with CR_ENONFINITE if one of the n
@@ -627,8 +664,15 @@ struct cr_engine {
     size_t nfriendly, cap_friendly;
 };
 
-/* The engine's entry for fn, or NULL. */
-CR_INTERNAL const cr__impl *cr__engine_find(const cr_engine *eng, const cr_function *fn);
+/* The engine's entry for fn, or NULL. Inline: the recording files look overlays up without
+ * depending on engine.c, which is above them. */
+static inline const cr__impl *cr__engine_find(const cr_engine *eng, const cr_function *fn)
+{
+    for (size_t i = 0; i < eng->nimpls; i++)
+        if (eng->impls[i].fn == fn)
+            return &eng->impls[i];
+    return NULL;
+}
 
 /* Whether cfg is an engine's configuration (cr_engine_config) whose engine declared fn
  * zero-adjoint (cr_engine_zero_adjoint): its derivative is zero whatever rules the registry
@@ -636,7 +680,13 @@ CR_INTERNAL const cr__impl *cr__engine_find(const cr_engine *eng, const cr_funct
 CR_INTERNAL bool cr__config_zero_adjoint(const cr_config *cfg, const cr_function *fn);
 
 /* The engine's customised friendly gradient of type, or NULL (eng may be NULL). */
-CR_INTERNAL const cr__friendly *cr__engine_friendly_of(const cr_engine *eng, const cr_type *type);
+static inline const cr__friendly *cr__engine_friendly_of(const cr_engine *eng, const cr_type *type)
+{
+    for (size_t i = 0; eng != NULL && i < eng->nfriendly; i++)
+        if (eng->friendly[i].type == type)
+            return &eng->friendly[i];
+    return NULL;
+}
 
 /* ---- Tape internals (tape.c) ------------------------------------------------------------ */
 
@@ -647,10 +697,81 @@ CR_INTERNAL cr_status cr__tape_fail(cr_tape *t, cr_status st, const char *fmt, .
 #endif
     ;
 
+/* ---- Array slots (array_slots.c) ------------------------------------------------------ */
+
+/* Room for one more array slot: the tape's own few (a reset points the table at them; a
+ * new tape has none yet), then a table in the arena four times as large. Out of line: a
+ * small recording never takes it after its first reset. */
+CR_INTERNAL cr_status cr__more_aslots(cr_tape *t);
+
+/* The variable of a refused array input: a constant. */
+static inline cr_avar cr__bad_avar(const cr_array *a)
+{
+    cr_avar r;
+    r.a = a;
+    r.idx = CR_VAR_CONST;
+    r.tape = 0;
+    return r;
+}
+
+/* A new array slot holding val; its index in *idx. Inline: one test and four stores. */
+static ALWAYS_INLINE cr_status cr__new_aslot(cr_tape *t, const cr_array *val, bool input,
+                                             uint32_t *idx)
+{
+    if (t->naslots == t->aslot_cap) {
+        cr_status st = cr__more_aslots(t);
+        if (st != CR_OK)
+            return st;
+    }
+    cr__aslot *s = &t->aslots[t->naslots];
+    s->val = val;
+    s->acc = cr__tzero();
+    s->dest = NULL;
+    s->input = input;
+    *idx = t->naslots++;
+    return CR_OK;
+}
+
+/* cr_tape_array_input on a tape (not NULL). Inline: cr_tape_value_and_gradient_arrays makes
+ * its inputs without a call per input. */
+static ALWAYS_INLINE cr_avar cr__array_input(cr_tape *t, const cr_array *a)
+{
+    if (t->status != CR_OK)
+        return cr__bad_avar(a);
+    if (a == NULL || !cr_dtype_is_float((cr_dtype)a->dtype)) {
+        cr__tape_fail(t, CR_EINVAL, "cr_tape_array_input: %s",
+                      a == NULL ? "NULL array" : "not a float array (f64, f32 or c128)");
+        return cr__bad_avar(a);
+    }
+    if (a->ndim > CR_ARRAY_MAX_DIMS || (a->data == NULL && cr_array_numel(a) > 0)) {
+        cr__tape_fail(t, CR_EINVAL, "cr_tape_array_input: %s",
+                      a->ndim > CR_ARRAY_MAX_DIMS ? "more than CR_ARRAY_MAX_DIMS dimensions"
+                                                  : "NULL data with elements");
+        return cr__bad_avar(a);
+    }
+    uint32_t idx = 0;
+    if (cr__new_aslot(t, a, true, &idx) != CR_OK)
+        return cr__bad_avar(a);
+    cr_avar r;
+    r.a = a;
+    r.idx = idx;
+    r.tape = t->id;
+    return r;
+}
+
+/* The configuration of the tapes an engine makes (cr_engine_config). */
+typedef const cr_config *(*cr__config_of_fn)(const cr_engine *eng);
+
+/* cr_tape_new() with the function that gives the tape its configuration from the engine of
+ * params (engine.c passes cr_engine_config: the recording files stay below engine.c, whose
+ * configuration calls back into them through rrule_via_ad). */
+CR_INTERNAL cr_status cr__tape_open(cr_ctx *ctx, const cr_tape_params *params,
+                                    cr__config_of_fn config_of, cr_tape **out);
+
 /* A tape whose records and struct live in `arena` (borrowed: never reset or freed by the
- * tape); used by rrule_via_ad / frule_via_ad. */
-CR_INTERNAL cr_status cr__tape_new_in(cr_arena *arena, const cr_engine *eng, uint32_t flags,
-                                      cr_tape **out);
+ * tape), of engine eng and configuration config; used by rrule_via_ad / frule_via_ad. */
+CR_INTERNAL cr_status cr__tape_new_in(cr_arena *arena, const cr_engine *eng,
+                                      const cr_config *config, uint32_t flags, cr_tape **out);
 
 /* cr_tape_call, also reporting how many results f produced (nout is the capacity of
  * out; *got receives the count). */
@@ -661,6 +782,15 @@ CR_INTERNAL cr_status cr__tape_call_any(cr_tape *t, const cr_value *f, const cr_
  * (until the next reset) and *xs points to them. */
 CR_INTERNAL cr_status cr__tape_record(cr_tape *t, cr_ad_fn f, void *env, const double *x, size_t n,
                                       cr_var **xs, cr_var *ys, size_t m);
+
+/* CR_TAPE_SCALAR_OPS(CR__DEFINE_TAPE_OP) defines the named operation OP of each row NAME of
+ * NIN inputs and NOUT results not written by hand (HAND 0) as OP_NIN_NOUT(OP, NAME), which
+ * the including file defines (tape.c the rows of one or two inputs and one result,
+ * rule_call.c the others). */
+#define CR__TAPE_OP_HAND0(...) __VA_ARGS__
+#define CR__TAPE_OP_HAND1(...)
+#define CR__DEFINE_TAPE_OP(NAME, OP, NIN, NOUT, HAND) \
+    CR__TAPE_OP_HAND##HAND(OP_##NIN##_##NOUT(OP, NAME))
 
 /* The most arguments a call on a tape takes (cr_tape_call). */
 #define CR__MAX_GENERIC_ARGS 64
@@ -676,7 +806,59 @@ CR_INTERNAL cr_status cr__accum_real(cr_arena *arena, const char *who, cr_tangen
 /* Start a new chunk of records with room for at least `need` words. */
 CR_INTERNAL cr_status cr__tape_grow(cr_tape *t, size_t need);
 
-/* ---- Closures (friendly.c) -------------------------------------------------------------- */
+/* Whether the current chunk has room for `need` more words. */
+static inline bool cr__tape_room(const cr_tape *t, size_t need)
+{
+    return (size_t)(t->lim - t->cur) >= need;
+}
+
+/* The NaN constant: the result of an operation that failed. */
+static inline cr_var cr__nan_const(void)
+{
+    return cr_const((double)NAN);
+}
+
+/* The most words cr__emit_general writes for k operands: the n-ary second-order record
+ * (leading header, Hessian triangle, partials, packed operands, header). */
+static inline size_t cr__general_words(const cr_tape *t, size_t k)
+{
+    return t->pre + k * (k + 1) / 2 + k + (k + 1) / 2 + 1;
+}
+
+/*
+ * The general record of k variable operands (indices vi; k <= CR__MAX_GENERIC_ARGS) with
+ * partials p and, when H is not NULL, the k x k Hessian H (row-major, symmetric) of the
+ * result in those operands. Picks the compact kinds when the values allow. scratch: k^2
+ * doubles when k > CR_SCALAR_MAX_IN and H is not NULL (else unused, may be NULL). The
+ * caller made room for cr__general_words(t, k) words.
+ */
+CR_INTERNAL cr_var cr__emit_general(cr_tape *t, double y, size_t k, const uint32_t *vi,
+                                    const double *p, const double *H, double *scratch);
+
+/* Record a row's results for arguments args (row->nin of them), whose values were
+ * evaluated: Y (nout) and D (nout x nin). Constants are dropped from the records. */
+CR_INTERNAL cr_status cr__record_evaluated(cr_tape *t, const char *fname, const cr_scalar_rule *row,
+                                           const cr_var *args, const double *x, const double *Y,
+                                           const double *D, cr_var *out);
+
+/* The failure of an operation given x, a variable t does not hold (another tape's, one past
+ * the recording, one of an open cursor): recorded on t; returns the NaN constant. */
+CR_INTERNAL cr_var cr__tape_foreign(cr_tape *t, const char *fname, cr_var x);
+
+/* ---- Struct layouts (struct_layout.c) ---------------------------------------------------- */
+
+/* Whether a field of kind k is one of the group counted: the real fields (scalar
+ * variables, arrays false) or the array fields (array variables, arrays true). */
+CR_INTERNAL bool cr__field_in_group(cr_kind k, bool arrays);
+
+/* The number of fields of the group in `type`, nested structs included (0 for NULL). */
+CR_INTERNAL size_t cr__type_fields(const cr_type *type, bool arrays);
+
+/* The structural tangent of `type` from the real fields' gradient g and the array fields'
+ * gradients ag (NULL: array fields are ZeroTangent), depth first from *k and *ka. */
+CR_INTERNAL cr_status cr__struct_tangent_walk(cr_arena *arena, const cr_type *type, const double *g,
+                                              size_t *k, cr_array *const *ag, size_t *ka,
+                                              cr_tangent *out);
 
 /* CR_EINVAL (with a message) when a nested struct field of `type` has no descriptor. */
 CR_INTERNAL cr_status cr__type_check(cr_ctx *ctx, const cr_type *type);

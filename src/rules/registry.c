@@ -803,11 +803,6 @@ static cr_registry k_builtin;
 static cr_status k_builtin_status;
 static pthread_once_t k_builtin_once = PTHREAD_ONCE_INIT;
 
-static const cr__family_fn k_families[] = {
-    cr__family_basic,   cr__family_math,  cr__family_complex,
-    cr__family_special, cr__family_array, cr__family_linalg,
-};
-
 static void builtin_init(void)
 {
     k_builtin.ctx = NULL;
@@ -815,11 +810,7 @@ static void builtin_init(void)
     k_builtin.cap = BUILTIN_CAP;
     k_builtin.buckets = k_builtin_buckets;
     k_builtin.nbuckets = 2 * BUILTIN_CAP;
-    for (size_t i = 0; i < sizeof k_families / sizeof k_families[0]; i++) {
-        cr_status st = k_families[i](&k_builtin);
-        if (st != CR_OK && k_builtin_status == CR_OK)
-            k_builtin_status = st;
-    }
+    k_builtin_status = cr__builtin_families(&k_builtin);
     k_builtin.frozen = true;
 }
 
