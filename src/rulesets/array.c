@@ -6,7 +6,7 @@
  * their frules apply the function to the tangent, and their pullbacks apply the adjoint
  * map to the cotangent.
  */
-#include "array_impl.h"
+#include "array_family.h"
 
 static const cr_field k_range_fields[3] = {
     {"start", offsetof(cr_range, start), CR_KIND_I64, NULL},
@@ -518,7 +518,13 @@ cr_status cr__family_array(cr_registry *reg)
     if (st == CR_OK)
         st = cr__array_register_gather(reg);
     if (st == CR_OK)
-        st = cr__array_register_extra(reg);
+        st = cr__array_register_slices(reg);
+    if (st == CR_OK)
+        st = cr__array_register_unique(reg);
+    if (st == CR_OK)
+        st = cr__array_register_opnorm(reg);
+    if (st == CR_OK)
+        st = cr__array_register_uniform(reg);
     if (st == CR_OK)
         st = cr__array_register_hof(reg);
     return st;

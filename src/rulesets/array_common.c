@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "array_impl.h"
+#include "array_family.h"
 
 #if defined(CR_HAVE_CBLAS)
 #include <cblas.h>
@@ -47,6 +47,24 @@ cr_status cr__add_rule_so(cr_registry *reg, const cr_function *fn, const cr_args
     d.linearity = linearity;
     d.form = form;
     return cr_registry_add(reg, &d);
+}
+
+cr_status cr__add_rules(cr_registry *reg, const cr__array_rule *k, size_t n)
+{
+#if defined(CR_HAVE_LAPACKE)
+    const bool have_lapack = true;
+#else
+    const bool have_lapack = false;
+#endif
+    for (size_t i = 0; i < n; i++) {
+        if (k[i].lapack && !have_lapack)
+            continue;
+        cr_status st = cr__add_rule_so(reg, k[i].fn, k[i].args, k[i].n, false, k[i].frule,
+                                       k[i].rrule, k[i].test, k[i].lin, k[i].form);
+        if (st != CR_OK)
+            return st;
+    }
+    return CR_OK;
 }
 
 /* ---- Element types ---------------------------------------------------------------------- */

@@ -1,0 +1,39 @@
+/*
+ * Private to the files of the array rule family: the table in which a file lists its rules
+ * (one row a signature, with its linearity class and second-order form) and the
+ * registrations of the family's files that array_impl.h does not declare. cr__family_array
+ * (shape.c) calls the registrations in a fixed order: the order of docs/rules-index.md.
+ */
+#ifndef CR_ARRAY_FAMILY_H
+#define CR_ARRAY_FAMILY_H
+
+#include "forms_impl.h"
+
+/* One signature of an array rule: fn for args[0..n), its frule and rrule, its test
+ * registration, its cr_linearity class and its second-order form (or NULL). A row with
+ * `lapack` set is left out of a build without LAPACK. */
+typedef struct cr__array_rule {
+    const cr_function *fn;
+    const cr_argspec *args;
+    size_t n;
+    cr_frule_fn frule;
+    cr_rrule_fn rrule;
+    const cr_rule_test *test;
+    uint32_t lin;
+    const cr_rule_form *form;
+    bool lapack;
+} cr__array_rule;
+
+/* Register the rows k[0..n) in order (cr__add_rule_so, never variadic). */
+CR_INTERNAL cr_status cr__add_rules(cr_registry *reg, const cr__array_rule *k, size_t n);
+
+/* The registrations of the family's files, in the order cr__family_array calls them. */
+CR_INTERNAL cr_status cr__array_register_softmax(cr_registry *reg); /* softmax.c */
+CR_INTERNAL cr_status cr__array_register_var(cr_registry *reg);     /* var_std.c */
+CR_INTERNAL cr_status cr__array_register_norm(cr_registry *reg);    /* norm.c: norm */
+CR_INTERNAL cr_status cr__array_register_slices(cr_registry *reg);  /* slices.c */
+CR_INTERNAL cr_status cr__array_register_unique(cr_registry *reg);  /* unique.c */
+CR_INTERNAL cr_status cr__array_register_opnorm(cr_registry *reg);  /* norm.c: opnorm... */
+CR_INTERNAL cr_status cr__array_register_uniform(cr_registry *reg); /* uniform_scaling.c */
+
+#endif /* CR_ARRAY_FAMILY_H */
