@@ -35,15 +35,17 @@ struct cr_registry {
 /* A built-in rule family: called once, at indexing, to add its rules. */
 typedef cr_status (*cr__family_fn)(cr_registry *reg);
 
-/* The families (src/rulesets), listed in src/rules/builtin.c. */
+/* The families (src/rulesets), listed in src/rules/builtin.c: basic (scalar/arith.c), math
+ * (scalar/math.c), complex (scalar/complex.c), special (scalar/special_gamma_erf.c), array
+ * (array/shape.c) and linalg (linalg.c). */
 CR_INTERNAL cr_status cr__family_basic(cr_registry *reg);
-CR_INTERNAL cr_status cr__family_math(cr_registry *reg);    /* src/rulesets/math.c */
-CR_INTERNAL cr_status cr__family_complex(cr_registry *reg); /* src/rulesets/complex.c */
-CR_INTERNAL cr_status cr__family_special(cr_registry *reg); /* src/rulesets/special.c */
-CR_INTERNAL cr_status cr__family_array(cr_registry *reg);   /* src/rulesets/array.c */
-CR_INTERNAL cr_status cr__family_linalg(cr_registry *reg);  /* src/rulesets/linalg.c */
+CR_INTERNAL cr_status cr__family_math(cr_registry *reg);
+CR_INTERNAL cr_status cr__family_complex(cr_registry *reg);
+CR_INTERNAL cr_status cr__family_special(cr_registry *reg);
+CR_INTERNAL cr_status cr__family_array(cr_registry *reg);
+CR_INTERNAL cr_status cr__family_linalg(cr_registry *reg);
 
-/* digamma for x not a pole (NaN at 0, -1, -2, ...): src/rulesets/math.c. */
+/* digamma for x not a pole (NaN at 0, -1, -2, ...): src/rulesets/scalar/exp_log.c. */
 CR_INTERNAL double cr__digamma(double x);
 
 /* Generic implementations for non-differentiable declarations. */

@@ -1,8 +1,8 @@
 /*
- * The second half of the special-function family: Airy functions, Bessel functions of real
- * order (J, Y, I, K, their scaled forms and the Hankel functions), Dawson's integral, erfi,
- * logerfcx, invdigamma, the exponential integrals expintx and expinti, the sine and cosine
- * integrals and the complete elliptic integrals. The primals are written here from the
+ * Part of the special-function family (special_gamma_erf.c registers it): Airy functions, Bessel
+ * functions of real order (J, Y, I, K, their scaled forms and the Hankel functions), Dawson's
+ * integral, erfi, logerfcx, invdigamma, the exponential integrals expintx and expinti, the sine and
+ * cosine integrals and the complete elliptic integrals. The primals are written here from the
  * published mathematics: Temme's series and Steed's continued fractions for the Bessel
  * functions (N. M. Temme, J. Comput. Phys. 19 (1975) 324 and 21 (1976) 343; Barnett, Feng,
  * Steed and Goldfarb, Comput. Phys. Commun. 8 (1974) 377), the Hankel asymptotic expansion
@@ -25,7 +25,7 @@
 
 #include <chainrules/rules_special.h>
 
-#include "../rules/rules_impl.h"
+#include "../../rules/rules_impl.h"
 #include "special_impl.h"
 
 /* re + i im, keeping the signs of zeros (C11's CMPLX is missing from some compilers: clang
@@ -48,7 +48,7 @@ static inline cr_complex cmplx_(double re, double im)
 
 /* ---- Helpers ------------------------------------------------------------------------------ */
 
-/* exp(x²) with x² split exactly (fma), as in special.c. */
+/* exp(x²) with x² split exactly (fma), as in special_gamma_erf.c. */
 static double exp_sq(double x)
 {
     double hi = x * x;
@@ -1729,7 +1729,7 @@ static const cr_rule_test k_gu_test = {.lo = k_gu_lo,
                                        .points = k_gu_pts,
                                        .npoints = sizeof k_gu_pts / sizeof k_gu_pts[0] / 2};
 
-cr_status cr__family_special_more(cr_registry *reg)
+cr_status cr__special_register_bessel_integrals(cr_registry *reg)
 {
     for (size_t i = 0; i < sizeof k_rows / sizeof k_rows[0]; i++) {
         cr_status st = cr_scalar_rule_register(reg, k_rows[i].fn, k_rows[i].row);

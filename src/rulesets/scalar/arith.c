@@ -6,7 +6,7 @@
  */
 #include <chainrules/rules_math.h>
 
-#include "../rules/rules_impl.h"
+#include "../../rules/rules_impl.h"
 
 /* Declares the cr_function of a row and its exported function value cr_fn_NAME. */
 #define DEFINE_FN(NAME, STR, NIN)                                                        \
@@ -24,7 +24,7 @@
              .points = NAME##_pts}
 
 /* The arithmetic rows' bodies (shared with the reverse tape). */
-#include "rows_arith.h"
+#include "../rows_arith.h"
 
 static const double k_box2_lo[] = {-3, -3}, k_box2_hi[] = {3, 3};
 

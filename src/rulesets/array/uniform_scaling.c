@@ -3,7 +3,7 @@
  * mul_uniform, ldiv_uniform and rdiv_uniform, whose λ is passed as a plain scalar. The
  * λA⁻¹ forms reuse the rule of matinv through dispatch.
  */
-#include "array_family.h"
+#include "family.h"
 
 /* A scalar tangent of the work dtype wdt holding v (real part for real wdt). */
 static cr_tangent work_scalar(cr_dtype wdt, cr_complex v)

@@ -6,7 +6,7 @@
 #ifndef CR_ARRAY_REDUCE_IMPL_H
 #define CR_ARRAY_REDUCE_IMPL_H
 
-#include "array_family.h"
+#include "family.h"
 
 /* A parsed reduction: the argument, the output shape (A's, reduced dimensions 1). */
 typedef struct cr__red {

@@ -20,7 +20,7 @@
 
 #include <chainrules/rules_special.h>
 
-#include "../rules/rules_impl.h"
+#include "../../rules/rules_impl.h"
 #include "special_impl.h"
 
 #define PI               3.14159265358979323846
@@ -1376,5 +1376,5 @@ cr_status cr__family_special(cr_registry *reg)
     d.args = real2_int;
     d.test = &k_gamma_inc3_test;
     st = cr_registry_add(reg, &d);
-    return st == CR_OK ? cr__family_special_more(reg) : st;
+    return st == CR_OK ? cr__special_register_bessel_integrals(reg) : st;
 }

@@ -2,7 +2,7 @@
  * Slices as tuples of views: eachrow, eachcol and eachslice. Their pullbacks add each
  * slice's cotangent into the argument's.
  */
-#include "array_family.h"
+#include "family.h"
 
 /* dest (any strides, work dtype) += g (contiguous, same shape and dtype). */
 static void add_into_view(cr_array *dest, const cr_array *g)

@@ -13,7 +13,7 @@
 
 #include <chainrules/rules_math.h>
 
-#include "../rules/rules_impl.h"
+#include "../../rules/rules_impl.h"
 
 /* Declares the cr_function of a row and its exported function value cr_fn_NAME. */
 #define DEFINE_FN(NAME, STR, NIN)                                                        \

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "array_family.h"
+#include "family.h"
 
 #if defined(CR_HAVE_CBLAS)
 #include <cblas.h>

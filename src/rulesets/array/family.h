@@ -7,7 +7,7 @@
 #ifndef CR_ARRAY_FAMILY_H
 #define CR_ARRAY_FAMILY_H
 
-#include "forms_impl.h"
+#include "../forms_impl.h"
 
 /* One signature of an array rule: fn for args[0..n), its frule and rrule, its test
  * registration, its cr_linearity class and its second-order form (or NULL). A row with

@@ -1,11 +1,11 @@
 /*
- * Internal pieces shared by the two files of the special-function family (special.c and
- * special_more.c).
+ * Internal pieces shared by the two files of the special-function family
+ * (special_gamma_erf.c, which registers the family, and special_bessel_integrals.c).
  */
 #ifndef CR_SPECIAL_IMPL_H
 #define CR_SPECIAL_IMPL_H
 
-#include "../rules/rules_impl.h"
+#include "../../rules/rules_impl.h"
 
 /* erfcx'(x) = 2x erfcx(x) - 2/sqrt(pi) given y = erfcx(x), without the cancellation of that
  * form for x >= 2. */
@@ -22,7 +22,7 @@ CR_INTERNAL bool cr__sf_is_int_kind(cr_kind k);
 CR_INTERNAL cr_status cr__sf_arg_real(cr_arena *arena, const char *name, const cr_value *v,
                                       size_t j, double *x);
 
-/* Registers the rules of special_more.c. */
-CR_INTERNAL cr_status cr__family_special_more(cr_registry *reg);
+/* Registers the rules of special_bessel_integrals.c. */
+CR_INTERNAL cr_status cr__special_register_bessel_integrals(cr_registry *reg);
 
 #endif

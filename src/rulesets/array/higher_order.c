@@ -8,7 +8,7 @@
  */
 #include <stdio.h>
 
-#include "forms_impl.h"
+#include "../forms_impl.h"
 
 #include <chainrules/rules_complex.h>
 #include <chainrules/rules_math.h>

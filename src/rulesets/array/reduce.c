@@ -8,7 +8,7 @@
  */
 #include <math.h>
 
-#include "array_reduce_impl.h"
+#include "reduce_impl.h"
 
 cr_status cr__red_parse(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
                         size_t max_args, bool real_only, cr__red *r)
@@ -193,20 +193,21 @@ static cr_status sum_rrule(const cr_config *cfg, cr_arena *arena, const cr_value
 {
     (void)cfg;
     (void)f;
-    if (nargs > 0 && args[0].kind == CR_KIND_FUNC) /* sum(f, A): array_hof.c */
+    if (nargs > 0 && args[0].kind == CR_KIND_FUNC) /* sum(f, A): array/higher_order.c */
         return cr__sum_f_rrule(cfg, arena, f, args, nargs, y, pb, udata);
     return sum_mean_rrule(arena, "sum", args, nargs, y, pb, udata, false);
 }
 CR__ARRAY_FN(sum, "sum", -1)
 
-/* mean(A; dims) = sum(A; dims) / n: Ā = broadcast(Ȳ) / n. mean(f, A; dims): array_hof.c. */
+/* mean(A; dims) = sum(A; dims) / n: Ā = broadcast(Ȳ) / n. mean(f, A; dims): array/higher_order.c.
+ */
 static cr_status mean_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
                             const void *udata)
 {
     (void)cfg;
     (void)f;
-    if (nargs > 0 && args[0].kind == CR_KIND_FUNC) /* mean(f, A): array_hof.c */
+    if (nargs > 0 && args[0].kind == CR_KIND_FUNC) /* mean(f, A): array/higher_order.c */
         return cr__mean_f_rrule(cfg, arena, f, args, nargs, y, pb, udata);
     return sum_mean_rrule(arena, "mean", args, nargs, y, pb, udata, true);
 }

@@ -5,7 +5,7 @@
  */
 #include <math.h>
 
-#include "array_reduce_impl.h"
+#include "reduce_impl.h"
 
 /* ---- norm --------------------------------------------------------------------------------- */
 

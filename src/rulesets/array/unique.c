@@ -2,7 +2,7 @@
  * unique: the first occurrence of each distinct value. The pullback scatters each output's
  * cotangent onto its first occurrence.
  */
-#include "array_family.h"
+#include "family.h"
 
 /* ---- unique -------------------------------------------------------------------------------- */
 

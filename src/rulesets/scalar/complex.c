@@ -9,7 +9,7 @@
 
 #include <chainrules/rules_complex.h>
 
-#include "../rules/rules_impl.h"
+#include "../../rules/rules_impl.h"
 
 /* ---- Helpers ----------------------------------------------------------------------------- */
 

@@ -1,12 +1,11 @@
 /*
- * The array rule family: its registration (cr__family_array, which calls the sub-families
- * of array_reduce.c, array_index.c, array_broadcast.c, array_gather.c, array_extra.c and
- * array_hof.c)
- * and the shape functions: reshape, transpose, adjoint, permutedims. They are linear, so
- * their frules apply the function to the tangent, and their pullbacks apply the adjoint
- * map to the cotangent.
+ * The array rule family: its registration (cr__family_array, which calls the registrations
+ * of the family's files: reduce.c, index.c, broadcast.c, gather.c, slices.c, unique.c,
+ * norm.c, uniform_scaling.c and higher_order.c) and the shape functions: reshape, transpose,
+ * adjoint, permutedims. They are linear, so their frules apply the function to the tangent, and
+ * their pullbacks apply the adjoint map to the cotangent.
  */
-#include "array_family.h"
+#include "family.h"
 
 static const cr_field k_range_fields[3] = {
     {"start", offsetof(cr_range, start), CR_KIND_I64, NULL},

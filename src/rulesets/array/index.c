@@ -5,7 +5,7 @@
  * argument's shape (repeated indices accumulate); it is an InplaceableThunk whose add!
  * scatters straight into the accumulator.
  */
-#include "array_impl.h"
+#include "../array_impl.h"
 
 /* One dimension's index, resolved to a list. */
 typedef struct index_dim {

@@ -4,7 +4,7 @@
  */
 #include <math.h>
 
-#include "array_reduce_impl.h"
+#include "reduce_impl.h"
 
 /* ---- softmax, logsoftmax, logsumexp ------------------------------------------------------ */
 
