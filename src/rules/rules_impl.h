@@ -70,6 +70,98 @@ CR_INTERNAL cr_status cr__rrule_with(const cr_config *cfg, cr_arena *arena, cr_r
 CR_INTERNAL cr_status cr__tangent_scalar(cr_arena *arena, const char *who, cr_tangent t,
                                          cr_complex *v, bool *nonzero);
 
+/* The number a scalar value holds (f64, f32, c128, an integer, a bool) in *z, a real one
+ * with a zero imaginary part; false, and *z = 0, for any other kind. The one reading of a
+ * value as a number that the scalar rules share. */
+static inline bool cr__value_number(const cr_value *v, cr_complex *z)
+{
+    switch (v->kind) {
+    case CR_KIND_F64:
+        *z = v->u.f64;
+        return true;
+    case CR_KIND_F32:
+        *z = (double)v->u.f32;
+        return true;
+    case CR_KIND_C128:
+        *z = v->u.c128;
+        return true;
+    case CR_KIND_I64:
+    case CR_KIND_I32:
+        *z = (double)v->u.i64;
+        return true;
+    case CR_KIND_BOOL:
+        *z = v->u.b ? 1.0 : 0.0;
+        return true;
+    default:
+        *z = 0.0;
+        return false;
+    }
+}
+
+/* The floating kinds among the scalar arguments args[0..n), for Julia's promotion (integers
+ * and bools join any float type): CR__HAS_* bits in *has. False, with *bad the position of
+ * the first argument that is not a number, when there is one. */
+#define CR__HAS_F64  1u
+#define CR__HAS_F32  2u
+#define CR__HAS_C128 4u
+static inline bool cr__number_kinds(const cr_value *args, size_t n, unsigned *has, size_t *bad)
+{
+    *has = 0;
+    for (size_t j = 0; j < n; j++) {
+        switch (args[j].kind) {
+        case CR_KIND_F64:
+            *has |= CR__HAS_F64;
+            break;
+        case CR_KIND_F32:
+            *has |= CR__HAS_F32;
+            break;
+        case CR_KIND_C128:
+            *has |= CR__HAS_C128;
+            break;
+        case CR_KIND_I64:
+        case CR_KIND_I32:
+        case CR_KIND_BOOL:
+            break;
+        default:
+            *bad = j;
+            return false;
+        }
+    }
+    return true;
+}
+
+/* What an unthunked tangent of a scalar carries: the zeros (ZeroTangent, NoTangent, an
+ * absent field; *v = 0), a number (*v), NotImplemented (*v = 0) or anything else. */
+typedef enum cr__tan_number {
+    CR__TN_ZERO,
+    CR__TN_NUMBER,
+    CR__TN_NOTIMPL,
+    CR__TN_OTHER
+} cr__tan_number;
+static inline cr__tan_number cr__tangent_number(cr_tangent t, cr_complex *v)
+{
+    *v = 0.0;
+    switch ((cr_tag)t.tag) {
+    case CR_TAN_ZERO:
+    case CR_TAN_NONE:
+    case CR_TAN_ABSENT:
+        return CR__TN_ZERO;
+    case CR_TAN_F64:
+        *v = t.u.f64;
+        return CR__TN_NUMBER;
+    case CR_TAN_F32:
+        *v = (double)t.u.f32;
+        return CR__TN_NUMBER;
+    case CR_TAN_C128:
+        *v = t.u.c128;
+        return CR__TN_NUMBER;
+    case CR_TAN_NOTIMPL:
+        return CR__TN_NOTIMPL;
+    default:
+        return CR__TN_OTHER;
+    }
+}
+
 /* Name of a function value for messages. */
 CR_INTERNAL const char *cr__fname(const cr_value *f);
 

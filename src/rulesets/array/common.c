@@ -105,21 +105,9 @@ bool cr__is_diff(const cr_value *v)
 
 cr_complex cr__scalar_of(const cr_value *v)
 {
-    switch (v->kind) {
-    case CR_KIND_F64:
-        return v->u.f64;
-    case CR_KIND_F32:
-        return (double)v->u.f32;
-    case CR_KIND_C128:
-        return v->u.c128;
-    case CR_KIND_I64:
-    case CR_KIND_I32:
-        return (double)v->u.i64;
-    case CR_KIND_BOOL:
-        return v->u.b ? 1.0 : 0.0;
-    default:
-        return 0.0;
-    }
+    cr_complex z;
+    (void)cr__value_number(v, &z);
+    return z;
 }
 
 cr_value cr__scalar_value(cr_dtype dt, cr_complex v)

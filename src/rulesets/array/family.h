@@ -27,6 +27,23 @@ typedef struct cr__array_rule {
 /* Register the rows k[0..n) in order (cr__add_rule_so, never variadic). */
 CR_INTERNAL cr_status cr__add_rules(cr_registry *reg, const cr__array_rule *k, size_t n);
 
+/* The add! of an InplaceableThunk (cr__thunk) whose cotangent has the shape of LIKE in the
+ * work dtype WDT: NAME(arena, dest, env), `t` being the thunk's environment (a TYPE *), runs
+ * the statement IN_PLACE, which adds the cotangent into dest (or returns a status), when
+ * cr__dest_ok accepts dest; otherwise it makes the cotangent with THUNK and adds it. */
+#define CR__THUNK_ADD(NAME, TYPE, WDT, LIKE, IN_PLACE, THUNK)         \
+    static cr_status NAME(cr_arena *arena, cr_array *dest, void *env) \
+    {                                                                 \
+        TYPE *t = env;                                                \
+        if (cr__dest_ok(dest, WDT, LIKE)) {                           \
+            IN_PLACE;                                                 \
+            return CR_OK;                                             \
+        }                                                             \
+        cr_tangent v;                                                 \
+        cr_status st = THUNK(arena, &v, env);                         \
+        return st != CR_OK ? st : cr__add_into(arena, dest, v);       \
+    }
+
 /* The registrations of the family's files, in the order cr__family_array calls them. */
 CR_INTERNAL cr_status cr__array_register_softmax(cr_registry *reg); /* softmax.c */
 CR_INTERNAL cr_status cr__array_register_var(cr_registry *reg);     /* var_std.c */

@@ -409,17 +409,8 @@ static cr_status opn_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
     return cr__give(arena, t->e->pA, dx, out);
 }
 
-static cr_status opn_add(cr_arena *arena, cr_array *dest, void *env)
-{
-    opn_thunk *t = env;
-    if (cr__dest_ok(dest, (cr_dtype)t->e->Aw->dtype, t->e->A)) {
-        opn_scatter(t, dest);
-        return CR_OK;
-    }
-    cr_tangent v;
-    cr_status st = opn_thunk_fn(arena, &v, env);
-    return st != CR_OK ? st : cr__add_into(arena, dest, v);
-}
+CR__THUNK_ADD(opn_add, opn_thunk, (cr_dtype)t->e->Aw->dtype, t->e->A, opn_scatter(t, dest),
+              opn_thunk_fn)
 
 /* p = 1, Inf: Ā = sign(A) ȳ on the maximal column / row, 0 elsewhere (an InplaceableThunk
  * that adds one column or row). p = 2: svdvals' pullback with s̄ = (ȳ, 0, ..., 0), which is

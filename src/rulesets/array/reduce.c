@@ -115,6 +115,26 @@ static cr_status red_thunk_new(cr_arena *arena, const red_env *e, const cr_array
     return cr__thunk(arena, fn, add, t, name, out);
 }
 
+/* The pullback of a reduction whose cotangent of A is the InplaceableThunk (thunk, add) of
+ * the output's cotangent (zero when that is zero); who names the pullback, thunk_name the
+ * thunk. */
+static cr_status red_thunk_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
+                                    cr_arena *arena, red_env *e, const char *who, cr_thunk_fn thunk,
+                                    cr_thunk_add_fn add, const char *thunk_name)
+{
+    const cr_array *g;
+    cr_status st = cr__red_cot(arena, who, &e->r, *dy, &g);
+    for (size_t i = 0; i < nx; i++)
+        dx[i] = cr_tangent_none();
+    if (st != CR_OK)
+        return st;
+    if (g == NULL) {
+        dx[1] = cr_tangent_zero();
+        return CR_OK;
+    }
+    return red_thunk_new(arena, e, g, thunk, add, thunk_name, &dx[1]);
+}
+
 /* ---- sum and mean ------------------------------------------------------------------------ */
 
 /* Ā = scale * broadcast(Ȳ) */
@@ -130,33 +150,14 @@ static cr_status sum_thunk(cr_arena *arena, cr_tangent *out, void *env)
     return cr__give(arena, t->e->pA, dx, out);
 }
 
-static cr_status sum_add(cr_arena *arena, cr_array *dest, void *env)
-{
-    red_thunk *t = env;
-    if (cr__dest_ok(dest, t->e->r.wdt, t->e->r.A)) {
-        cr__broadcast_axpy(dest, t->g, t->e->scale);
-        return CR_OK;
-    }
-    cr_tangent v;
-    cr_status st = sum_thunk(arena, &v, env);
-    return st != CR_OK ? st : cr__add_into(arena, dest, v);
-}
+CR__THUNK_ADD(sum_add, red_thunk, t->e->r.wdt, t->e->r.A,
+              cr__broadcast_axpy(dest, t->g, t->e->scale), sum_thunk)
 
 static cr_status sum_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                               void *env)
 {
-    red_env *e = env;
-    const cr_array *g;
-    cr_status st = cr__red_cot(arena, "sum_pullback", &e->r, *dy, &g);
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
-    if (st != CR_OK)
-        return st;
-    if (g == NULL) {
-        dx[1] = cr_tangent_zero();
-        return CR_OK;
-    }
-    return red_thunk_new(arena, e, g, sum_thunk, sum_add, "sum_pullback_thunk", &dx[1]);
+    return red_thunk_pullback(dy, dx, nx, arena, env, "sum_pullback", sum_thunk, sum_add,
+                              "sum_pullback_thunk");
 }
 
 static cr_status sum_mean_rrule(cr_arena *arena, const char *who, const cr_value *args,
@@ -344,31 +345,14 @@ static cr_status prod_thunk(cr_arena *arena, cr_tangent *out, void *env)
     return st != CR_OK ? st : cr__give(arena, t->e->pA, dx, out);
 }
 
-static cr_status prod_add(cr_arena *arena, cr_array *dest, void *env)
-{
-    red_thunk *t = env;
-    if (cr__dest_ok(dest, t->e->r.wdt, t->e->r.A))
-        return prod_fill(arena, t, dest, true);
-    cr_tangent v;
-    cr_status st = prod_thunk(arena, &v, env);
-    return st != CR_OK ? st : cr__add_into(arena, dest, v);
-}
+CR__THUNK_ADD(prod_add, red_thunk, t->e->r.wdt, t->e->r.A, return prod_fill(arena, t, dest, true),
+              prod_thunk)
 
 static cr_status prod_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                                void *env)
 {
-    red_env *e = env;
-    const cr_array *g;
-    cr_status st = cr__red_cot(arena, "prod_pullback", &e->r, *dy, &g);
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
-    if (st != CR_OK)
-        return st;
-    if (g == NULL) {
-        dx[1] = cr_tangent_zero();
-        return CR_OK;
-    }
-    return red_thunk_new(arena, e, g, prod_thunk, prod_add, "prod_pullback_thunk", &dx[1]);
+    return red_thunk_pullback(dy, dx, nx, arena, env, "prod_pullback", prod_thunk, prod_add,
+                              "prod_pullback_thunk");
 }
 
 static cr_status prod_forward(cr_arena *arena, const cr__red *r, cr_array **w)
@@ -723,17 +707,7 @@ static cr_status ext_thunk(cr_arena *arena, cr_tangent *out, void *env)
     return cr__give(arena, t->e->pA, dx, out);
 }
 
-static cr_status ext_add(cr_arena *arena, cr_array *dest, void *env)
-{
-    red_thunk *t = env;
-    if (cr__dest_ok(dest, t->e->r.wdt, t->e->r.A)) {
-        ext_scatter(t->e, t->g, dest);
-        return CR_OK;
-    }
-    cr_tangent v;
-    cr_status st = ext_thunk(arena, &v, env);
-    return st != CR_OK ? st : cr__add_into(arena, dest, v);
-}
+CR__THUNK_ADD(ext_add, red_thunk, t->e->r.wdt, t->e->r.A, ext_scatter(t->e, t->g, dest), ext_thunk)
 
 /* The value part of the output cotangent (field 0 of a findmax tuple). */
 static cr_status ext_value_cot(cr_arena *arena, const char *who, bool tuple, cr_tangent dy,

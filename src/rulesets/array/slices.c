@@ -219,17 +219,7 @@ static cr_status sl_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
     return cr__give(arena, t->e->pA, dx, out);
 }
 
-static cr_status sl_add(cr_arena *arena, cr_array *dest, void *env)
-{
-    sl_thunk *t = env;
-    if (cr__dest_ok(dest, t->e->wdt, t->e->s.A)) {
-        sl_scatter(t, dest);
-        return CR_OK;
-    }
-    cr_tangent v;
-    cr_status st = sl_thunk_fn(arena, &v, env);
-    return st != CR_OK ? st : cr__add_into(arena, dest, v);
-}
+CR__THUNK_ADD(sl_add, sl_thunk, t->e->wdt, t->e->s.A, sl_scatter(t, dest), sl_thunk_fn)
 
 /* Ā = zeros(A) with each slice's cotangent added at its slice; absent and zero fields of
  * the tuple's structural cotangent contribute nothing. */

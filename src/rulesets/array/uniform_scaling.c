@@ -183,17 +183,7 @@ static cr_status u_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
     return st;
 }
 
-static cr_status u_add(cr_arena *arena, cr_array *dest, void *env)
-{
-    u_thunk *t = env;
-    if (cr__dest_ok(dest, t->e->wdt, t->e->A)) {
-        cr__axpy(t->s, t->g, dest);
-        return CR_OK;
-    }
-    cr_tangent v;
-    cr_status st = u_thunk_fn(arena, &v, env);
-    return st != CR_OK ? st : cr__add_into(arena, dest, v);
-}
+CR__THUNK_ADD(u_add, u_thunk, t->e->wdt, t->e->A, cr__axpy(t->s, t->g, dest), u_thunk_fn)
 
 /* Cotangents (conj convention; λ̄ projected onto λ, Ā onto A):
  *   sa A + sl λI:  Ā = sa Ȳ (Ȳ itself for sa = 1),  λ̄ = sl tr Ȳ;

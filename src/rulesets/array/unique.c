@@ -121,17 +121,7 @@ static cr_status uq_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
     return cr__give(arena, t->e->px, dx, out);
 }
 
-static cr_status uq_add(cr_arena *arena, cr_array *dest, void *env)
-{
-    uq_thunk *t = env;
-    if (cr__dest_ok(dest, CR_DT_F64, t->e->x)) {
-        uq_scatter(t, dest);
-        return CR_OK;
-    }
-    cr_tangent v;
-    cr_status st = uq_thunk_fn(arena, &v, env);
-    return st != CR_OK ? st : cr__add_into(arena, dest, v);
-}
+CR__THUNK_ADD(uq_add, uq_thunk, CR_DT_F64, t->e->x, uq_scatter(t, dest), uq_thunk_fn)
 
 /* x̄[first[k]] += ȳ[k]: each output's cotangent goes to the first occurrence of its value
  * only (the derivative of "the value at the first index holding it"). */

@@ -50,28 +50,10 @@ static bool is_int_kind(cr_kind k)
 static cr_status arg_complex(cr_arena *arena, const char *name, const cr_value *v, size_t j,
                              cr_complex *z)
 {
-    *z = 0; /* set on every path: callers read it only on success */
-    switch (v->kind) {
-    case CR_KIND_C128:
-        *z = v->u.c128;
-        return CR_OK;
-    case CR_KIND_F64:
-        *z = mkc(v->u.f64, 0.0);
-        return CR_OK;
-    case CR_KIND_F32:
-        *z = mkc((double)v->u.f32, 0.0);
-        return CR_OK;
-    case CR_KIND_I64:
-    case CR_KIND_I32:
-        *z = mkc((double)v->u.i64, 0.0);
-        return CR_OK;
-    case CR_KIND_BOOL:
-        *z = mkc(v->u.b ? 1.0 : 0.0, 0.0);
-        return CR_OK;
-    default:
+    if (!cr__value_number(v, z)) /* *z = 0 then: callers read it only on success */
         return CR__FAIL(arena, CR_EINVAL, "%s: argument %zu is a %s, not a number", name, j + 1,
                         cr_kind_name(v->kind));
-    }
+    return CR_OK;
 }
 
 /* The number carried by a scalar tangent (unthunked); *nonzero is false for the zeros. */

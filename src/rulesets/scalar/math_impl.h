@@ -1,7 +1,6 @@
 /*
  * Private pieces shared by the files of the math rule family (math.c and the files it
- * registers: trig.c, exp_log.c, float_arith.c, nondiff.c): the macros that
- * declare a row's function and test registration, correctly rounded constants, the
+ * registers: trig.c, exp_log.c, float_arith.c, nondiff.c): correctly rounded constants, the
  * per-type dispatch of the rows' helpers, and the reading of real arguments.
  */
 #ifndef CR_MATH_IMPL_H
@@ -13,23 +12,7 @@
 
 #include <chainrules/rules_math.h>
 
-#include "../../rules/rules_impl.h"
-
-/* Declares the cr_function of a row and its exported function value cr_fn_NAME. */
-#define DEFINE_FN(NAME, STR, NIN)                                                        \
-    static const cr_function NAME##_function = CR_SCALAR_FUNCTION(STR, NAME##_row, NIN); \
-    const cr_value cr_fn_##NAME = {.kind = CR_KIND_FUNC, .u.func = {&NAME##_function, NULL}};
-
-/* Number of points of a hard-point array of NIN coordinates each. */
-#define NPTS(PTS, NIN) (sizeof(PTS) / sizeof(PTS)[0] / (NIN))
-
-/* The test registration of row NAME from the arrays NAME_lo, NAME_hi (sampling box, one
- * bound per argument) and NAME_pts (hard points, nin coordinates each). */
-#define TESTREG(NAME)                                                          \
-    .test = {.lo = NAME##_lo,                                                  \
-             .hi = NAME##_hi,                                                  \
-             .npoints = sizeof NAME##_pts / sizeof NAME##_pts[0] / NAME##_nin, \
-             .points = NAME##_pts}
+#include "rows_impl.h"
 
 /* ---- Constants ------------------------------------------------------------------------ */
 
@@ -91,42 +74,19 @@ static inline double mul_dd(double x, double hi, double lo)
  * is f32 (integers join it), f64 otherwise. False for a non-real argument. */
 static inline bool real_args(const cr_value *args, size_t nargs, bool *f32)
 {
-    bool any32 = false, any64 = false;
-    for (size_t i = 0; i < nargs; i++) {
-        switch (args[i].kind) {
-        case CR_KIND_F32:
-            any32 = true;
-            break;
-        case CR_KIND_F64:
-            any64 = true;
-            break;
-        case CR_KIND_I64:
-        case CR_KIND_I32:
-        case CR_KIND_BOOL:
-            break;
-        default:
-            return false;
-        }
-    }
-    *f32 = any32 && !any64;
+    unsigned has;
+    size_t bad;
+    if (!cr__number_kinds(args, nargs, &has, &bad) || (has & CR__HAS_C128))
+        return false;
+    *f32 = has == CR__HAS_F32;
     return true;
 }
 
+/* A real argument's number (checked by real_args); NaN for a non-number. */
 static inline double real_of(const cr_value *v)
 {
-    switch (v->kind) {
-    case CR_KIND_F64:
-        return v->u.f64;
-    case CR_KIND_F32:
-        return (double)v->u.f32;
-    case CR_KIND_I64:
-    case CR_KIND_I32:
-        return (double)v->u.i64;
-    case CR_KIND_BOOL:
-        return v->u.b ? 1.0 : 0.0;
-    default:
-        return DNAN;
-    }
+    cr_complex z;
+    return cr__value_number(v, &z) ? creal(z) : DNAN;
 }
 
 /* The matchers of the hand-written rules' real arguments (take the first n). */

@@ -25,7 +25,7 @@
 
 #include <chainrules/rules_special.h>
 
-#include "../../rules/rules_impl.h"
+#include "rows_impl.h"
 #include "special_impl.h"
 
 /* re + i im, keeping the signs of zeros (C11's CMPLX is missing from some compilers: clang
@@ -1122,11 +1122,6 @@ cr_complex cr_sf_expint_complex(cr_complex z)
 
 /* ==== Rules ================================================================================ */
 
-/* Declares the cr_function of a row and its exported function value cr_fn_NAME. */
-#define DEFINE_FN(NAME, NIN)                                                               \
-    static const cr_function NAME##_function = CR_SCALAR_FUNCTION(#NAME, NAME##_row, NIN); \
-    const cr_value cr_fn_##NAME = {.kind = CR_KIND_FUNC, .u.func = {&NAME##_function, NULL}};
-
 /* The row's test registration: a sampling box and hard points (switches between methods,
  * zeros, the ends of the domain). */
 #define ROW_TEST(LO, HI, PTS) \
@@ -1141,24 +1136,24 @@ static const double k_airy_pts[] = {0.0, 1.0, -1.0, 1.0001, -2.338107410459767, 
 CR_SCALAR_EVALS_REAL(airyai, 1, 1, Y[0] = cr_sf_airyai(x[0]), D[0] = cr_sf_airyaiprime(x[0]))
 static const cr_scalar_rule airyai_row =
     CR_SCALAR_ROW_REAL_EX(airyai, ROW_TEST(k_airy_lo, k_airy_hi, k_airy_pts));
-DEFINE_FN(airyai, 1)
+DEFINE_FN(airyai, "airyai", 1)
 
 CR_SCALAR_EVALS_REAL(airyaiprime, 1, 1, Y[0] = cr_sf_airyaiprime(x[0]),
                      D[0] = x[0] * cr_sf_airyai(x[0]))
 static const cr_scalar_rule airyaiprime_row =
     CR_SCALAR_ROW_REAL_EX(airyaiprime, ROW_TEST(k_airy_lo, k_airy_hi, k_airy_pts));
-DEFINE_FN(airyaiprime, 1)
+DEFINE_FN(airyaiprime, "airyaiprime", 1)
 
 CR_SCALAR_EVALS_REAL(airybi, 1, 1, Y[0] = cr_sf_airybi(x[0]), D[0] = cr_sf_airybiprime(x[0]))
 static const cr_scalar_rule airybi_row =
     CR_SCALAR_ROW_REAL_EX(airybi, ROW_TEST(k_airy_lo, k_airy_hi, k_airy_pts));
-DEFINE_FN(airybi, 1)
+DEFINE_FN(airybi, "airybi", 1)
 
 CR_SCALAR_EVALS_REAL(airybiprime, 1, 1, Y[0] = cr_sf_airybiprime(x[0]),
                      D[0] = x[0] * cr_sf_airybi(x[0]))
 static const cr_scalar_rule airybiprime_row =
     CR_SCALAR_ROW_REAL_EX(airybiprime, ROW_TEST(k_airy_lo, k_airy_hi, k_airy_pts));
-DEFINE_FN(airybiprime, 1)
+DEFINE_FN(airybiprime, "airybiprime", 1)
 
 /* Scaled by e^zeta, zeta = 2/3 x^(3/2), x >= 0: d e^zeta/dx = sqrt(x) e^zeta. */
 static const double k_airyx_lo[] = {0.05}, k_airyx_hi[] = {30.0};
@@ -1167,13 +1162,13 @@ CR_SCALAR_EVALS_REAL(airyaix, 1, 1, Y[0] = cr_sf_airyaix(x[0]),
                      D[0] = cr_sf_airyaiprimex(x[0]) + sqrt(x[0]) * Y[0])
 static const cr_scalar_rule airyaix_row = CR_SCALAR_ROW_REAL_EX(
     airyaix, ROW_TEST(k_airyx_lo, k_airyx_hi, k_airyx_pts), .notes = "x >= 0");
-DEFINE_FN(airyaix, 1)
+DEFINE_FN(airyaix, "airyaix", 1)
 
 CR_SCALAR_EVALS_REAL(airyaiprimex, 1, 1, Y[0] = cr_sf_airyaiprimex(x[0]),
                      D[0] = x[0] * cr_sf_airyaix(x[0]) + sqrt(x[0]) * Y[0])
 static const cr_scalar_rule airyaiprimex_row = CR_SCALAR_ROW_REAL_EX(
     airyaiprimex, ROW_TEST(k_airyx_lo, k_airyx_hi, k_airyx_pts), .notes = "x >= 0");
-DEFINE_FN(airyaiprimex, 1)
+DEFINE_FN(airyaiprimex, "airyaiprimex", 1)
 
 /* dawson(x) = F(x): 1 - 2xΩ (DLMF 7.10.1 through 7.5.1) */
 static const double k_daw_lo[] = {-10.0}, k_daw_hi[] = {10.0};
@@ -1181,7 +1176,7 @@ static const double k_daw_pts[] = {0.0, 0.9241388730, 6.999, 7.001, -3.0, 40.0};
 CR_SCALAR_EVALS_REAL(dawson, 1, 1, Y[0] = cr_sf_dawson(x[0]), D[0] = 1 - 2 * x[0] * Y[0])
 static const cr_scalar_rule dawson_row =
     CR_SCALAR_ROW_REAL_EX(dawson, ROW_TEST(k_daw_lo, k_daw_hi, k_daw_pts));
-DEFINE_FN(dawson, 1)
+DEFINE_FN(dawson, "dawson", 1)
 
 /* erfi(x) = -i erf(ix): 2/sqrt(pi) exp(x²) */
 static const double k_erfi_lo[] = {-5.0}, k_erfi_hi[] = {5.0};
@@ -1189,7 +1184,7 @@ static const double k_erfi_pts[] = {0.0, 1.0, 6.999, 7.001, -8.0};
 CR_SCALAR_EVALS_REAL(erfi, 1, 1, Y[0] = cr_sf_erfi(x[0]), D[0] = TWO_OVER_SQRT_PI * exp_sq(x[0]))
 static const cr_scalar_rule erfi_row =
     CR_SCALAR_ROW_REAL_EX(erfi, ROW_TEST(k_erfi_lo, k_erfi_hi, k_erfi_pts));
-DEFINE_FN(erfi, 1)
+DEFINE_FN(erfi, "erfi", 1)
 
 /* logerfcx(x) = log(erfcx(x)): erfcx'(x)/erfcx(x) = 2x - 2/(sqrt(pi) erfcx(x)) */
 static const double k_lex_lo[] = {-8.0}, k_lex_hi[] = {20.0};
@@ -1197,7 +1192,7 @@ static const double k_lex_pts[] = {0.0, -6.001, -5.999, 1.99, 2.01, 100.0, -30.0
 CR_SCALAR_EVALS_REAL(logerfcx, 1, 1, Y[0] = cr_sf_logerfcx(x[0]), D[0] = logerfcx_dx(x[0]))
 static const cr_scalar_rule logerfcx_row =
     CR_SCALAR_ROW_REAL_EX(logerfcx, ROW_TEST(k_lex_lo, k_lex_hi, k_lex_pts));
-DEFINE_FN(logerfcx, 1)
+DEFINE_FN(logerfcx, "logerfcx", 1)
 
 /* invdigamma(y), the inverse of digamma on x > 0: 1/trigamma(Ω) */
 static const double k_invdg_lo[] = {-5.0}, k_invdg_hi[] = {5.0};
@@ -1206,7 +1201,7 @@ CR_SCALAR_EVALS_REAL(invdigamma, 1, 1, Y[0] = cr_sf_invdigamma(x[0]),
                      D[0] = 1 / cr_sf_trigamma(Y[0]))
 static const cr_scalar_rule invdigamma_row = CR_SCALAR_ROW_REAL_EX(
     invdigamma, ROW_TEST(k_invdg_lo, k_invdg_hi, k_invdg_pts), .notes = "the branch x > 0");
-DEFINE_FN(invdigamma, 1)
+DEFINE_FN(invdigamma, "invdigamma", 1)
 
 /* expintx(x) = e^x E1(x): Ω - 1/x */
 static const double k_pos_lo[] = {0.1}, k_pos_hi[] = {8.0};
@@ -1214,7 +1209,7 @@ static const double k_expintx_pts[] = {0.999, 1.001, 0.01, 50.0, 699.0, 701.0};
 CR_SCALAR_EVALS_REAL(expintx, 1, 1, Y[0] = cr_sf_expintx(x[0]), D[0] = Y[0] - 1 / x[0])
 static const cr_scalar_rule expintx_row =
     CR_SCALAR_ROW_REAL_EX(expintx, ROW_TEST(k_pos_lo, k_pos_hi, k_expintx_pts), .notes = "x > 0");
-DEFINE_FN(expintx, 1)
+DEFINE_FN(expintx, "expintx", 1)
 
 /* expinti(x) = Ei(x): e^x/x */
 static const double k_ei_lo[] = {-8.0}, k_ei_hi[] = {8.0};
@@ -1223,7 +1218,7 @@ static const double k_ei_pts[] = {
 CR_SCALAR_EVALS_REAL(expinti, 1, 1, Y[0] = cr_sf_expinti(x[0]), D[0] = exp(x[0]) / x[0])
 static const cr_scalar_rule expinti_row =
     CR_SCALAR_ROW_REAL_EX(expinti, ROW_TEST(k_ei_lo, k_ei_hi, k_ei_pts), .notes = "x != 0");
-DEFINE_FN(expinti, 1)
+DEFINE_FN(expinti, "expinti", 1)
 
 /* sinint(x) = Si(x): sin(x)/x (1 at 0) */
 static const double k_sici_lo[] = {0.1}, k_sici_hi[] = {20.0};
@@ -1232,14 +1227,14 @@ CR_SCALAR_EVALS_REAL(sinint, 1, 1, Y[0] = cr_sf_sinint(x[0]),
                      D[0] = x[0] == 0 ? (T)1 : sin(x[0]) / x[0])
 static const cr_scalar_rule sinint_row =
     CR_SCALAR_ROW_REAL_EX(sinint, ROW_TEST(k_sici_lo, k_sici_hi, k_si_pts));
-DEFINE_FN(sinint, 1)
+DEFINE_FN(sinint, "sinint", 1)
 
 /* cosint(x) = Ci(x), x > 0: cos(x)/x */
 static const double k_ci_pts[] = {0.6165054856207162, 3.999, 4.001, 1e3, 0.01};
 CR_SCALAR_EVALS_REAL(cosint, 1, 1, Y[0] = cr_sf_cosint(x[0]), D[0] = cos(x[0]) / x[0])
 static const cr_scalar_rule cosint_row =
     CR_SCALAR_ROW_REAL_EX(cosint, ROW_TEST(k_sici_lo, k_sici_hi, k_ci_pts), .notes = "x > 0");
-DEFINE_FN(cosint, 1)
+DEFINE_FN(cosint, "cosint", 1)
 
 /* ellipk(m) = K(m): (E - (1-m)K)/(2m(1-m)); ellipe(m) = E(m): (E - K)/(2m) (DLMF 19.4.1,
  * 19.4.2), both from their power series below |m| = 0.1 (pi/8 and -pi/8 at 0). */
@@ -1248,12 +1243,12 @@ static const double k_ellip_pts[] = {0.0, 0.0999, 0.1001, -0.1001, 0.5, 0.999999
 CR_SCALAR_EVALS_REAL(ellipk, 1, 1, Y[0] = cr_sf_ellipk(x[0]), D[0] = ellipk_dm(x[0], Y[0]))
 static const cr_scalar_rule ellipk_row =
     CR_SCALAR_ROW_REAL_EX(ellipk, ROW_TEST(k_ellip_lo, k_ellip_hi, k_ellip_pts), .notes = "m < 1");
-DEFINE_FN(ellipk, 1)
+DEFINE_FN(ellipk, "ellipk", 1)
 
 CR_SCALAR_EVALS_REAL(ellipe, 1, 1, Y[0] = cr_sf_ellipe(x[0]), D[0] = ellipe_dm(x[0], Y[0]))
 static const cr_scalar_rule ellipe_row =
     CR_SCALAR_ROW_REAL_EX(ellipe, ROW_TEST(k_ellip_lo, k_ellip_hi, k_ellip_pts), .notes = "m < 1");
-DEFINE_FN(ellipe, 1)
+DEFINE_FN(ellipe, "ellipe", 1)
 
 /* erf(x, y) = erf(y) - erf(x), as a difference of erfc where both are large and of one sign
  * (no cancellation): -2/sqrt(pi) exp(-x²), 2/sqrt(pi) exp(-y²). */
@@ -1274,7 +1269,7 @@ CR_SCALAR_EVALS_REAL(erf2, 2, 1, Y[0] = cr_sf_erf2(x[0], x[1]),
 static const cr_scalar_rule erf2_row =
     CR_SCALAR_ROW_REAL_EX(erf2, ROW_TEST(k_erf2_lo, k_erf2_hi, k_erf2_pts),
                           .notes = "SpecialFunctions' erf(x, y) = erf(y) - erf(x)");
-DEFINE_FN(erf2, 2)
+DEFINE_FN(erf2, "erf2", 2)
 
 /* Bi scaled by e^-|Re zeta| (e^-zeta for x > 0, 1 for x < 0): the scale's derivative is
  * -sqrt(x) e^-zeta for x > 0 and 0 for x < 0. */
@@ -1285,14 +1280,14 @@ CR_SCALAR_EVALS_REAL(airybix, 1, 1, Y[0] = cr_sf_airybix(x[0]),
 static const cr_scalar_rule airybix_row =
     CR_SCALAR_ROW_REAL_EX(airybix, ROW_TEST(k_airybx_lo, k_airybx_hi, k_airybx_pts),
                           .notes = "Bi(x) e^-|Re zeta|: Bi(x) itself for x < 0");
-DEFINE_FN(airybix, 1)
+DEFINE_FN(airybix, "airybix", 1)
 
 CR_SCALAR_EVALS_REAL(airybiprimex, 1, 1, Y[0] = cr_sf_airybiprimex(x[0]),
                      D[0] = x[0] * cr_sf_airybix(x[0]) - (x[0] > 0 ? sqrt(x[0]) * Y[0] : 0))
 static const cr_scalar_rule airybiprimex_row =
     CR_SCALAR_ROW_REAL_EX(airybiprimex, ROW_TEST(k_airybx_lo, k_airybx_hi, k_airybx_pts),
                           .notes = "Bi'(x) e^-|Re zeta|: Bi'(x) itself for x < 0");
-DEFINE_FN(airybiprimex, 1)
+DEFINE_FN(airybiprimex, "airybiprimex", 1)
 
 static const struct {
     const cr_function *fn;
@@ -1485,34 +1480,17 @@ static const order2_fn k_order2[] = {
 static cr_status tangent_number(cr_arena *arena, const char *who, cr_tangent t, cr_complex *v,
                                 bool *nonzero, bool *ni)
 {
+    *v = 0;
     cr_status st = cr_tangent_unthunk(t, &t);
     if (st != CR_OK)
         return st;
-    *nonzero = true;
-    *ni = false;
-    *v = 0;
-    switch ((cr_tag)t.tag) {
-    case CR_TAN_ZERO:
-    case CR_TAN_NONE:
-    case CR_TAN_ABSENT:
-        *nonzero = false;
-        return CR_OK;
-    case CR_TAN_F64:
-        *v = t.u.f64;
-        return CR_OK;
-    case CR_TAN_F32:
-        *v = (double)t.u.f32;
-        return CR_OK;
-    case CR_TAN_C128:
-        *v = t.u.c128;
-        return CR_OK;
-    case CR_TAN_NOTIMPL:
-        *ni = true;
-        return CR_OK;
-    default:
+    cr__tan_number k = cr__tangent_number(t, v);
+    *nonzero = k == CR__TN_NUMBER || k == CR__TN_NOTIMPL;
+    *ni = k == CR__TN_NOTIMPL;
+    if (k == CR__TN_OTHER)
         return CR__FAIL(arena, CR_ETANGENT, "%s: expected a number tangent, got %s", who,
                         cr_tag_name((cr_tag)t.tag));
-    }
+    return CR_OK;
 }
 
 /* The order and the argument: two real numbers, |order| <= ORDER_MAX for the Bessel
