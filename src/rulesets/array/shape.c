@@ -491,18 +491,17 @@ cr_status cr__array_register_shape(cr_registry *reg)
     static const cr_argspec a_dims[2] = {{CR__M_FARRAY, NULL}, {CR_M_INT | CR_M_A_INT, NULL}};
     static const cr_argspec a_one[1] = {{CR__M_FARRAY, NULL}};
     static const cr_argspec a_perm[2] = {{CR__M_FARRAY, NULL}, {CR_M_A_INT, NULL}};
-    cr_status st = cr__add_rule_so(reg, &reshape_function, a_dims, 2, false, cr__linear_frule,
-                                   reshape_rrule, &k_test_reshape, CR_LINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &transpose_function, a_one, 1, false, cr__linear_frule,
-                             transpose_rrule, &k_test_matrix, CR_LINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &adjoint_function, a_one, 1, false, cr__linear_frule,
-                             adjoint_rrule, &k_test_matrix, CR_LINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &permutedims_function, a_perm, 2, false, cr__linear_frule,
-                             permutedims_rrule, &k_test_permutedims, CR_LINEAR, NULL);
-    return st;
+    static const cr__array_rule k[] = {
+        {&reshape_function, a_dims, 2, cr__linear_frule, reshape_rrule, &k_test_reshape, CR_LINEAR,
+         NULL, false},
+        {&transpose_function, a_one, 1, cr__linear_frule, transpose_rrule, &k_test_matrix,
+         CR_LINEAR, NULL, false},
+        {&adjoint_function, a_one, 1, cr__linear_frule, adjoint_rrule, &k_test_matrix, CR_LINEAR,
+         NULL, false},
+        {&permutedims_function, a_perm, 2, cr__linear_frule, permutedims_rrule, &k_test_permutedims,
+         CR_LINEAR, NULL, false},
+    };
+    return cr__add_rules(reg, k, sizeof k / sizeof k[0]);
 }
 
 cr_status cr__family_array(cr_registry *reg)

@@ -9,36 +9,26 @@
 
 #include <chainrules/rules_complex.h>
 
-#include "../../rules/rules_impl.h"
+#include "rows_impl.h"
 
 /* ---- Helpers ----------------------------------------------------------------------------- */
-
-/* re + i·im with the signs of zero kept (CMPLX is missing on some compilers, and re + im*I
- * turns -0 into +0). */
-static inline cr_complex mkc(double re, double im)
-{
-    double parts[2] = {re, im};
-    cr_complex z;
-    memcpy(&z, parts, sizeof z);
-    return z;
-}
 
 /* 1 - z and 1 + z, exact in the signs of zero: clang computes `1 - z` as (1 + 0i) - z,
  * which loses the sign of a zero imaginary part, and the sign chooses the branch. */
 static inline cr_complex one_minus(cr_complex z)
 {
-    return mkc(1.0 - creal(z), -cimag(z));
+    return cr__cplx(1.0 - creal(z), -cimag(z));
 }
 
 static inline cr_complex one_plus(cr_complex z)
 {
-    return mkc(1.0 + creal(z), cimag(z));
+    return cr__cplx(1.0 + creal(z), cimag(z));
 }
 
 /* i·z, exactly. */
 static inline cr_complex times_i(cr_complex z)
 {
-    return mkc(-cimag(z), creal(z));
+    return cr__cplx(-cimag(z), creal(z));
 }
 
 static bool is_int_kind(cr_kind k)
@@ -157,7 +147,7 @@ static cr_status complex_sample(cr_arena *arena, uint64_t *rng, cr_value *args, 
     for (size_t j = 0; j < nargs; j++) {
         cr_complex z;
         do {
-            z = mkc(sample_uniform(rng, -2, 2), sample_uniform(rng, -2, 2));
+            z = cr__cplx(sample_uniform(rng, -2, 2), sample_uniform(rng, -2, 2));
         } while (j == 0 && near_cut(c, z));
         args[j] = cr_value_c128(z);
     }
@@ -329,7 +319,7 @@ COMPLEX_ROW(ctan, 1, Y[0] = ctan(x[0]), cr_complex c = ccos(x[0]); D[0] = 1 / (c
 COMPLEX_ROW(casin, 1, Y[0] = casin(x[0]), D[0] = 1 / csqrt(one_minus(x[0]) * one_plus(x[0])))
 COMPLEX_ROW(cacos, 1, Y[0] = cacos(x[0]), D[0] = -1 / csqrt(one_minus(x[0]) * one_plus(x[0])))
 COMPLEX_ROW(catan, 1, Y[0] = catan(x[0]),
-            D[0] = 1 / ((x[0] - mkc(0.0, 1.0)) * (x[0] + mkc(0.0, 1.0))))
+            D[0] = 1 / ((x[0] - cr__cplx(0.0, 1.0)) * (x[0] + cr__cplx(0.0, 1.0))))
 
 /* Hyperbolic; tanh' = 1/cosh² for the same reason as tan. */
 COMPLEX_ROW(csinh, 1, Y[0] = csinh(x[0]), D[0] = ccosh(x[0]))
@@ -343,8 +333,8 @@ COMPLEX_ROW(ctanh, 1, Y[0] = ctanh(x[0]), cr_complex c = ccosh(x[0]); D[0] = 1 /
 COMPLEX_ROW(casinh, 1, Y[0] = casinh(x[0]), cr_complex w = times_i(x[0]);
             D[0] = 1 / csqrt(one_minus(w) * one_plus(w)))
 COMPLEX_ROW(cacosh, 1, Y[0] = cacosh(x[0]),
-            D[0] = 1 / (csqrt(mkc(creal(x[0]) - 1.0, cimag(x[0]))) *
-                        csqrt(mkc(creal(x[0]) + 1.0, cimag(x[0])))))
+            D[0] = 1 / (csqrt(cr__cplx(creal(x[0]) - 1.0, cimag(x[0]))) *
+                        csqrt(cr__cplx(creal(x[0]) + 1.0, cimag(x[0])))))
 COMPLEX_ROW(catanh, 1, Y[0] = catanh(x[0]), D[0] = 1 / (one_minus(x[0]) * one_plus(x[0])))
 
 /* Exponential, logarithm, roots, powers. */
@@ -634,7 +624,7 @@ static cr_status creal_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
         return st;
     dx[0] = cr_tangent_none();
     dx[1] = is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
-            : nz                          ? project_to(e->kind, mkc(g, 0.0))
+            : nz                          ? project_to(e->kind, cr__cplx(g, 0.0))
                                           : cr_tangent_zero();
     return CR_OK;
 }
@@ -670,7 +660,7 @@ static cr_status cimag_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
         return st;
     dx[0] = cr_tangent_none();
     dx[1] = is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
-            : nz                          ? project_to(e->kind, mkc(0.0, g))
+            : nz                          ? project_to(e->kind, cr__cplx(0.0, g))
                                           : cr_tangent_zero();
     return CR_OK;
 }
@@ -775,9 +765,9 @@ static cr_complex sign_of(cr_complex z)
 {
     double r = cabs(z);
     if (isinf(r)) /* the direction of an infinite z: its infinite parts as ±1 */
-        return unit_of(mkc(isinf(creal(z)) ? copysign(1.0, creal(z)) : 0.0,
-                           isinf(cimag(z)) ? copysign(1.0, cimag(z)) : 0.0),
-                       cabs(mkc(isinf(creal(z)) ? 1.0 : 0.0, isinf(cimag(z)) ? 1.0 : 0.0)));
+        return unit_of(cr__cplx(isinf(creal(z)) ? copysign(1.0, creal(z)) : 0.0,
+                                isinf(cimag(z)) ? copysign(1.0, cimag(z)) : 0.0),
+                       cabs(cr__cplx(isinf(creal(z)) ? 1.0 : 0.0, isinf(cimag(z)) ? 1.0 : 0.0)));
     return unit_of(z, r);
 }
 

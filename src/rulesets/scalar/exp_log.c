@@ -81,7 +81,7 @@ static cr_complex expm1_c(cr_complex z)
 {
     double x = creal(z), y = cimag(z);
     double s = sin(y / 2);
-    return cplx(expm1(x) * cos(y) - 2 * s * s, exp(x) * sin(y));
+    return cr__cplx(expm1(x) * cos(y) - 2 * s * s, exp(x) * sin(y));
 }
 
 static double expm1_d(double x)
@@ -103,7 +103,7 @@ static cr_complex log1p_c(cr_complex z)
         re = 0.5 * log1p(x * (2 + x) + y * y);
     else
         re = log(hypot(1 + x, y));
-    return cplx(re, atan2(y, 1 + x));
+    return cr__cplx(re, atan2(y, 1 + x));
 }
 
 static double log1p_d(double x)
@@ -519,17 +519,9 @@ static const cr_scalar_rule logistic_row = CR_SCALAR_ROW_REAL_EX(
 DEFINE_FN(logistic, "logistic", 1)
 
 /* sigmoid: another name of logistic */
-static const cr_scalar_rule sigmoid_row = {
-    .name = "sigmoid",
-    .nin = 1,
-    .nout = 1,
-    .f64 = logistic_f64,
-    .f32 = logistic_f32,
-    .primal_src = logistic_primal_src,
-    .partials_src = logistic_partials_src,
-    .pullback_name = "sigmoid_pullback",
-    .notes = "another name of logistic",
-    .test = {.lo = ml_lo, .hi = ml_hi, .npoints = NPTS(logistic_pts, 1), .points = logistic_pts}};
+ALIAS_ROW(sigmoid, logistic, 1, "another name of logistic",
+          .test = {
+              .lo = ml_lo, .hi = ml_hi, .npoints = NPTS(logistic_pts, 1), .points = logistic_pts})
 DEFINE_FN(sigmoid, "sigmoid", 1)
 
 /* log1pexp(x) = log(1 + e^x): logistic(x) */
@@ -542,17 +534,9 @@ static const cr_scalar_rule log1pexp_row = CR_SCALAR_ROW_REAL_EX(
 DEFINE_FN(log1pexp, "log1pexp", 1)
 
 /* softplus: another name of log1pexp */
-static const cr_scalar_rule softplus_row = {
-    .name = "softplus",
-    .nin = 1,
-    .nout = 1,
-    .f64 = log1pexp_f64,
-    .f32 = log1pexp_f32,
-    .primal_src = log1pexp_primal_src,
-    .partials_src = log1pexp_partials_src,
-    .pullback_name = "softplus_pullback",
-    .notes = "another name of log1pexp",
-    .test = {.lo = ml_lo, .hi = ml_hi, .npoints = NPTS(log1pexp_pts, 1), .points = log1pexp_pts}};
+ALIAS_ROW(softplus, log1pexp, 1, "another name of log1pexp",
+          .test = {
+              .lo = ml_lo, .hi = ml_hi, .npoints = NPTS(log1pexp_pts, 1), .points = log1pexp_pts})
 DEFINE_FN(softplus, "softplus", 1)
 
 /* logaddexp(x, y) = log(e^x + e^y): (logistic(x - y), logistic(y - x)) */

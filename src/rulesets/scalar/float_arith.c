@@ -134,7 +134,7 @@ static float fma_f(float x, float y, float z)
 static cr_complex fma_c(cr_complex x, cr_complex y, cr_complex z)
 {
     double xr = creal(x), xi = cimag(x), yr = creal(y), yi = cimag(y);
-    return cplx(fma(xr, yr, fma(-xi, yi, creal(z))), fma(xr, yi, fma(xi, yr, cimag(z))));
+    return cr__cplx(fma(xr, yr, fma(-xi, yi, creal(z))), fma(xr, yi, fma(xi, yr, cimag(z))));
 }
 
 #define FMA_G(X, Y, Z) _Generic((X), float : fma_f, double : fma_d, default : fma_c)(X, Y, Z)
@@ -160,18 +160,7 @@ static const cr_scalar_rule fmod_row = CR_SCALAR_ROW_REAL_EX(
 DEFINE_FN(fmod, "fmod", 2)
 
 /* rem(x, y): Julia's name for fmod; the same row under another name. */
-static const cr_scalar_rule rem_row = {
-    .name = "rem",
-    .nin = 2,
-    .nout = 1,
-    .f64 = fmod_f64,
-    .f32 = fmod_f32,
-    .c128 = NULL,
-    .primal_src = fmod_primal_src,
-    .partials_src = fmod_partials_src,
-    .pullback_name = "rem_pullback",
-    .notes = "Julia's rem: the fmod row (same partials and conventions)",
-    TESTREG(fmod)};
+ALIAS_ROW(rem, fmod, 2, "Julia's rem: the fmod row (same partials and conventions)", TESTREG(fmod))
 DEFINE_FN(rem, "rem", 2)
 
 /* remainder(x, y) = x - n y, n = x/y rounded to nearest even: (1, -n); jumps where x/y is

@@ -53,15 +53,6 @@
         return (float)NAME##_d((double)x, (double)y); \
     }
 
-/* re + i im, keeping the signs of zeros (C11's CMPLX is missing from some compilers). */
-static inline cr_complex cplx(double re, double im)
-{
-    double parts[2] = {re, im};
-    cr_complex z;
-    memcpy(&z, parts, sizeof z);
-    return z;
-}
-
 /* x * (HI + LO) with one rounding of the sum: fma(x, HI, x*LO). */
 static inline double mul_dd(double x, double hi, double lo)
 {

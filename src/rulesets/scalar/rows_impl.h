@@ -1,11 +1,23 @@
 /*
  * Private to the scalar rule families (src/rulesets/scalar/): the macros that declare a
- * row's function value and its test registration.
+ * row's function value and its test registration, and the making of a complex number.
  */
 #ifndef CR_SCALAR_ROWS_IMPL_H
 #define CR_SCALAR_ROWS_IMPL_H
 
+#include <string.h>
+
 #include "../../rules/rules_impl.h"
+
+/* re + i im, keeping the signs of zeros (C11's CMPLX is missing from some compilers: clang
+ * with glibc). C11 lays a complex out as two doubles, real part first. */
+static inline cr_complex cr__cplx(double re, double im)
+{
+    double parts[2] = {re, im};
+    cr_complex z;
+    memcpy(&z, parts, sizeof z);
+    return z;
+}
 
 /* Declares the cr_function of row NAME_row, named STR with NIN arguments, and its exported
  * function value cr_fn_NAME. */
@@ -23,5 +35,21 @@
              .hi = NAME##_hi,                                                  \
              .npoints = sizeof NAME##_pts / sizeof NAME##_pts[0] / NAME##_nin, \
              .points = NAME##_pts}
+
+/* Row NAME of one output under another name of the real row OF (Julia's aliases: sigmoid is
+ * logistic, softplus is log1pexp, rem is fmod): OF's evaluations and source, NAME's pullback
+ * name, its notes, and the test registration given as the trailing `.test = ...`. */
+#define ALIAS_ROW(NAME, OF, NIN, NOTES, ...)                                      \
+    static const cr_scalar_rule NAME##_row = {.name = #NAME,                      \
+                                              .nin = NIN,                         \
+                                              .nout = 1,                          \
+                                              .f64 = OF##_f64,                    \
+                                              .f32 = OF##_f32,                    \
+                                              .c128 = NULL,                       \
+                                              .primal_src = OF##_primal_src,      \
+                                              .partials_src = OF##_partials_src,  \
+                                              .pullback_name = #NAME "_pullback", \
+                                              .notes = NOTES,                     \
+                                              __VA_ARGS__};
 
 #endif /* CR_SCALAR_ROWS_IMPL_H */

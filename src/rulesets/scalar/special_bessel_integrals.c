@@ -25,36 +25,11 @@
 
 #include <chainrules/rules_special.h>
 
-#include "rows_impl.h"
 #include "special_impl.h"
 
-/* re + i im, keeping the signs of zeros (C11's CMPLX is missing from some compilers: clang
- * with glibc). C11 lays a complex out as two doubles, real part first. */
-static inline cr_complex cmplx_(double re, double im)
-{
-    double parts[2] = {re, im};
-    cr_complex z;
-    memcpy(&z, parts, sizeof z);
-    return z;
-}
-
-#define PI               3.14159265358979323846
-#define SQRT_PI          1.77245385090551602730
-#define TWO_OVER_SQRT_PI 1.12837916709551257390
-#define SQRT3            1.73205080756887729353
-#define EULER_GAMMA      0.57721566490153286061
-#define INF              ((double)INFINITY)
-#define NAN_D            ((double)NAN)
+#define SQRT3 1.73205080756887729353
 
 /* ---- Helpers ------------------------------------------------------------------------------ */
-
-/* exp(x²) with x² split exactly (fma), as in special_gamma_erf.c. */
-static double exp_sq(double x)
-{
-    double hi = x * x;
-    double lo = fma(x, x, -hi);
-    return exp(hi) * (1 + lo);
-}
 
 /* sin(pi v) and cos(pi v) with the period removed exactly (exact zeros at the integers and
  * half-integers). */
@@ -290,7 +265,7 @@ double cr_sf_expinti(double x)
  * (DLMF 6.9.1 even form: E1(z) = e^-z / (z + 1 - 1²/(z + 3 - 2²/(z + 5 - ...)))). */
 static cr_complex e1_imag_cf(double y, int n)
 {
-    cr_complex z = cmplx_(0.0, y);
+    cr_complex z = cr__cplx(0.0, y);
     cr_complex t = z + (2.0 * n + 1);
     for (int k = n; k >= 1; k--)
         t = z + (2.0 * (k - 1) + 1) - (double)k * (double)k / t;
@@ -303,10 +278,10 @@ static cr_complex e1_imag(double y)
     for (int n = 64; n <= (1 << 16); n *= 2) {
         cr_complex g = e1_imag_cf(y, n);
         if (cabs(g - f) <= 1e-17 * cabs(g))
-            return g * cmplx_(cos(y), -sin(y));
+            return g * cr__cplx(cos(y), -sin(y));
         f = g;
     }
-    return f * cmplx_(cos(y), -sin(y));
+    return f * cr__cplx(cos(y), -sin(y));
 }
 
 #define SICI_SWITCH 4.0
@@ -637,10 +612,10 @@ static bool bessel_jy(double nu, double x, double *jv, double *yv)
         jmu = w / (ymup - f * ymu);
     } else {
         /* CF2: p + iq = J'/J-like ratio of H1 (Steed), by modified Lentz in complex form */
-        cr_complex t = cmplx_(tiny, 0), cc2 = t, dd = 0;
+        cr_complex t = cr__cplx(tiny, 0), cc2 = t, dd = 0;
         for (i = 1; i <= 100000; i++) {
             double ai = (i - 0.5) * (i - 0.5) - mu2;
-            cr_complex bi = cmplx_(2 * x, 2.0 * i);
+            cr_complex bi = cr__cplx(2 * x, 2.0 * i);
             dd = bi + ai * dd;
             if (cabs(dd) < tiny)
                 dd = tiny;
@@ -653,7 +628,7 @@ static bool bessel_jy(double nu, double x, double *jv, double *yv)
             if (cabs(del - 1) < 1e-16)
                 break;
         }
-        cr_complex pq = cmplx_(-0.5 * xi, 1.0) + cmplx_(0.0, xi) * t;
+        cr_complex pq = cr__cplx(-0.5 * xi, 1.0) + cr__cplx(0.0, xi) * t;
         double p = creal(pq), q = cimag(pq);
         double gam = (p - f) / q;
         jmu = sqrt(w / ((p - f) * gam + q));
@@ -901,22 +876,22 @@ double cr_sf_besselk(double nu, double x)
 
 cr_complex cr_sf_hankelh1(double nu, double x)
 {
-    return cmplx_(cr_sf_besselj(nu, x), cr_sf_bessely(nu, x));
+    return cr__cplx(cr_sf_besselj(nu, x), cr_sf_bessely(nu, x));
 }
 
 cr_complex cr_sf_hankelh2(double nu, double x)
 {
-    return cmplx_(cr_sf_besselj(nu, x), -cr_sf_bessely(nu, x));
+    return cr__cplx(cr_sf_besselj(nu, x), -cr_sf_bessely(nu, x));
 }
 
 cr_complex cr_sf_hankelh1x(double nu, double x)
 {
-    return cr_sf_hankelh1(nu, x) * cmplx_(cos(x), -sin(x));
+    return cr_sf_hankelh1(nu, x) * cr__cplx(cos(x), -sin(x));
 }
 
 cr_complex cr_sf_hankelh2x(double nu, double x)
 {
-    return cr_sf_hankelh2(nu, x) * cmplx_(cos(x), sin(x));
+    return cr_sf_hankelh2(nu, x) * cr__cplx(cos(x), sin(x));
 }
 
 /* ---- Airy functions (DLMF 9.4, 9.6) ----------------------------------------------------- */
@@ -1107,16 +1082,16 @@ cr_complex cr_sf_expint_complex(cr_complex z)
 {
     double x = creal(z), y = cimag(z), r = cabs(z);
     if (isnan(x) || isnan(y))
-        return cmplx_(NAN_D, NAN_D);
+        return cr__cplx(NAN_D, NAN_D);
     if (r == 0)
-        return cmplx_(INF, 0.0);
+        return cr__cplx(INF, 0.0);
     if (y == 0 && x > 0)
-        return cmplx_(cr_sf_expint(x), y); /* keeps the sign of the zero */
+        return cr__cplx(cr_sf_expint(x), y); /* keeps the sign of the zero */
     /* The series where its terms (about e^|z|) do not cancel much against the result
      * (about e^-Re z/|z|): |z| <= 1, or left of 0 near the negative axis (y² <= 6|x|: at
      * most a factor e^3 cancels); the continued fraction elsewhere (away from the cut). */
     if (r <= 1 || (x < 0 && y * y <= 6 * -x))
-        return r > 740 ? cmplx_(-INF, -copysign(PI, y)) : e1_series(z);
+        return r > 740 ? cr__cplx(-INF, -copysign(PI, y)) : e1_series(z);
     return e1_cf(z);
 }
 
@@ -1397,12 +1372,12 @@ static cr_complex hankelh2_dx(double nu, double x, cr_complex y)
 /* hankelh1x = H1 e^-ix: (H1x(nu-1) - H1x(nu+1))/2 - iΩ; hankelh2x = H2 e^ix: ... + iΩ */
 static cr_complex hankelh1x_dx(double nu, double x, cr_complex y)
 {
-    return (cr_sf_hankelh1x(nu - 1, x) - cr_sf_hankelh1x(nu + 1, x)) / 2 - cmplx_(0.0, 1.0) * y;
+    return (cr_sf_hankelh1x(nu - 1, x) - cr_sf_hankelh1x(nu + 1, x)) / 2 - cr__cplx(0.0, 1.0) * y;
 }
 
 static cr_complex hankelh2x_dx(double nu, double x, cr_complex y)
 {
-    return (cr_sf_hankelh2x(nu - 1, x) - cr_sf_hankelh2x(nu + 1, x)) / 2 + cmplx_(0.0, 1.0) * y;
+    return (cr_sf_hankelh2x(nu - 1, x) - cr_sf_hankelh2x(nu + 1, x)) / 2 + cr__cplx(0.0, 1.0) * y;
 }
 
 /* gamma(a, x) = Gamma(a) Q(a, x), the upper incomplete gamma function, a > 0. */

@@ -20,29 +20,12 @@
 
 #include <chainrules/rules_special.h>
 
-#include "rows_impl.h"
 #include "special_impl.h"
 
-#define PI               3.14159265358979323846
-#define SQRT_PI          1.77245385090551602730
-#define TWO_OVER_SQRT_PI 1.12837916709551257390
-#define SQRT_PI_OVER_2   0.88622692545275801365
-#define HALF_LOG_2PI     0.91893853320467274178
-#define EULER_GAMMA      0.57721566490153286061
-/* <math.h> defines INFINITY and NAN as floats. */
-#define INF   ((double)INFINITY)
-#define NAN_D ((double)NAN)
+#define SQRT_PI_OVER_2 0.88622692545275801365
+#define HALF_LOG_2PI   0.91893853320467274178
 
 /* ---- Helpers ------------------------------------------------------------------------------ */
-
-/* exp(x²) without the error of rounding x² (which is |x²|·eps and grows to 1e-13 relative
- * at x = 26): x² = hi + lo exactly (fma), exp(hi)·exp(lo) with exp(lo) = 1 + lo. */
-static double exp_sq(double x)
-{
-    double hi = x * x;
-    double lo = fma(x, x, -hi);
-    return exp(hi) * (1 + lo);
-}
 
 /* cot(pi x) and sin(pi x) with exact argument reduction: r = x - nearest integer is exact,
  * so the period is removed without error (pi·x rounded would lose |x|·eps absolutely). */

@@ -5,7 +5,26 @@
 #ifndef CR_SPECIAL_IMPL_H
 #define CR_SPECIAL_IMPL_H
 
-#include "../../rules/rules_impl.h"
+#include <math.h>
+
+#include "rows_impl.h"
+
+#define PI               3.14159265358979323846
+#define SQRT_PI          1.77245385090551602730
+#define TWO_OVER_SQRT_PI 1.12837916709551257390
+#define EULER_GAMMA      0.57721566490153286061
+/* <math.h> defines INFINITY and NAN as floats. */
+#define INF   ((double)INFINITY)
+#define NAN_D ((double)NAN)
+
+/* exp(x²) without the error of rounding x² (which is |x²|·eps and grows to 1e-13 relative
+ * at x = 26): x² = hi + lo exactly (fma), exp(hi)·exp(lo) with exp(lo) = 1 + lo. */
+static inline double exp_sq(double x)
+{
+    double hi = x * x;
+    double lo = fma(x, x, -hi);
+    return exp(hi) * (1 + lo);
+}
 
 /* erfcx'(x) = 2x erfcx(x) - 2/sqrt(pi) given y = erfcx(x), without the cancellation of that
  * form for x >= 2. */
