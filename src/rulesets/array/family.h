@@ -27,6 +27,14 @@ typedef struct cr__array_rule {
 /* Register the rows k[0..n) in order (cr__add_rule_so, never variadic). */
 CR_INTERNAL cr_status cr__add_rules(cr_registry *reg, const cr__array_rule *k, size_t n);
 
+/* The environment of an array rule's pullback: a zeroed TYPE in the arena whose field PA
+ * holds the projector of the argument ARG (cr_project_new). NULL, with *ST the status, when
+ * either fails. */
+#define CR__PB_ENV(ARENA, TYPE, PA, ARG, ST) \
+    ((TYPE *)cr__pb_env((ARENA), sizeof(TYPE), _Alignof(TYPE), offsetof(TYPE, PA), (ARG), (ST)))
+CR_INTERNAL void *cr__pb_env(cr_arena *arena, size_t size, size_t align, size_t pa_off,
+                             const cr_value *arg, cr_status *st);
+
 /* The add! of an InplaceableThunk (cr__thunk) whose cotangent has the shape of LIKE in the
  * work dtype WDT: NAME(arena, dest, env), `t` being the thunk's environment (a TYPE *), runs
  * the statement IN_PLACE, which adds the cotangent into dest (or returns a status), when

@@ -90,12 +90,12 @@ typedef struct red_env {
 
 static cr_status red_env_new(cr_arena *arena, const cr__red *r, const cr_value *args, red_env **out)
 {
-    red_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(red_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
-    e->r = *r;
+    cr_status st;
+    red_env *e = CR__PB_ENV(arena, red_env, pA, &args[0], &st);
+    if (e != NULL)
+        e->r = *r;
     *out = e;
-    return cr_project_new(arena, &args[0], &e->pA);
+    return st;
 }
 
 /* The thunk of a reduction pullback: the environment and the canonical cotangent. */
@@ -773,15 +773,12 @@ static cr_status ext_rrule(cr_arena *arena, ext_kind k, const cr_value *args, si
         st = ext_output(arena, &r, k, best, idx, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
-    ext_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(ext_env));
+    ext_env *e = CR__PB_ENV(arena, ext_env, base.pA, &args[0], &st);
     if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+        return st;
     e->base.r = r;
     e->base.idx = idx->data;
     e->kind = k;
-    st = cr_project_new(arena, &args[0], &e->base.pA);
-    if (st != CR_OK)
-        return st;
     *pb = (cr_pullback){ext_pullback, e, k_ext_pb_names[k], nargs + 1};
     return CR_OK;
 }
@@ -944,15 +941,12 @@ static cr_status extrema_rrule(const cr_config *cfg, cr_arena *arena, const cr_v
     cr_status st = extrema_forward(arena, args, nargs, &r, &blo, &ilo, &bhi, &ihi, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
-    extrema_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(extrema_env));
+    extrema_env *e = CR__PB_ENV(arena, extrema_env, lo.pA, &args[0], &st);
     if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+        return st;
     e->lo.r = e->hi.r = r;
     e->lo.idx = ilo->data;
     e->hi.idx = ihi->data;
-    st = cr_project_new(arena, &args[0], &e->lo.pA);
-    if (st != CR_OK)
-        return st;
     *pb = (cr_pullback){extrema_pullback, e, "extrema_pullback", nargs + 1};
     return CR_OK;
 }
@@ -1162,13 +1156,12 @@ static cr_status cumprod_rrule(const cr_config *cfg, cr_arena *arena, const cr_v
     *y = cr_value_array(o);
     if (udata == CR__PRIMAL_ONLY)
         return CR_OK;
-    cp_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(cp_env));
+    cp_env *e = CR__PB_ENV(arena, cp_env, pA, &args[0], &st);
     if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
-    *e = (cp_env){r, NULL, dim, w};
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st != CR_OK)
         return st;
+    e->r = r;
+    e->dim = dim;
+    e->y = w;
     *pb = (cr_pullback){cumprod_pullback, e, "cumprod_pullback", nargs + 1};
     return CR_OK;
 }

@@ -25,12 +25,12 @@ typedef struct shape_env {
 
 static cr_status shape_env_new(cr_arena *arena, const cr_value *args, shape_env **out)
 {
-    shape_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(shape_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
-    e->A = args[0].u.arr;
+    cr_status st;
+    shape_env *e = CR__PB_ENV(arena, shape_env, pA, &args[0], &st);
+    if (e != NULL)
+        e->A = args[0].u.arr;
     *out = e;
-    return cr_project_new(arena, &args[0], &e->pA);
+    return st;
 }
 
 /* A new descriptor (flags 0) in the arena. */

@@ -223,15 +223,12 @@ static cr_status sm_rrule(cr_arena *arena, sm_fn fn, const cr_value *args, size_
         st = sm_value(arena, &r, fn, w, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
-    sm_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(sm_env));
+    sm_env *e = CR__PB_ENV(arena, sm_env, pA, &args[0], &st);
     if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+        return st;
     e->r = r;
     e->fn = fn;
     e->y = w;
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st != CR_OK)
-        return st;
     *pb = (cr_pullback){sm_pullback, e, k_sm_pb_names[fn], nargs + 1};
     return CR_OK;
 }

@@ -164,13 +164,13 @@ static cr_status var_rrule_common(cr_arena *arena, bool std, const cr_value *arg
         st = var_output(arena, &r, v, std, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
-    var_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(var_env));
+    var_env *e = CR__PB_ENV(arena, var_env, pA, &args[0], &st);
     if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
-    *e = (var_env){r, NULL, mu, v, std};
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st != CR_OK)
         return st;
+    e->r = r;
+    e->mu = mu;
+    e->v = v;
+    e->std = std;
     *pb = (cr_pullback){var_pullback, e, std ? "std_pullback" : "var_pullback", nargs + 1};
     return CR_OK;
 }
