@@ -140,12 +140,7 @@ typedef enum cr__tan_number {
 } cr__tan_number;
 static inline cr__tan_number cr__tangent_number(cr_tangent t, cr_complex *v)
 {
-    *v = 0.0;
     switch ((cr_tag)t.tag) {
-    case CR_TAN_ZERO:
-    case CR_TAN_NONE:
-    case CR_TAN_ABSENT:
-        return CR__TN_ZERO;
     case CR_TAN_F64:
         *v = t.u.f64;
         return CR__TN_NUMBER;
@@ -155,9 +150,16 @@ static inline cr__tan_number cr__tangent_number(cr_tangent t, cr_complex *v)
     case CR_TAN_C128:
         *v = t.u.c128;
         return CR__TN_NUMBER;
+    case CR_TAN_ZERO:
+    case CR_TAN_NONE:
+    case CR_TAN_ABSENT:
+        *v = 0.0;
+        return CR__TN_ZERO;
     case CR_TAN_NOTIMPL:
+        *v = 0.0;
         return CR__TN_NOTIMPL;
     default:
+        *v = 0.0;
         return CR__TN_OTHER;
     }
 }

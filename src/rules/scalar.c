@@ -175,16 +175,17 @@ cr_status cr__tangent_scalar(cr_arena *arena, const char *who, cr_tangent t, cr_
     bool nz_unused;
     if (nonzero == NULL)
         nonzero = &nz_unused;
-    *v = 0.0;
-    *nonzero = false;
     cr_status st = cr_tangent_unthunk(t, &t);
-    if (st != CR_OK)
+    if (st != CR_OK) {
+        *v = 0.0;
+        *nonzero = false;
         return st;
-    switch (cr__tangent_number(t, v)) {
+    }
+    cr__tan_number k = cr__tangent_number(t, v);
+    *nonzero = k == CR__TN_NUMBER;
+    switch (k) {
     case CR__TN_ZERO:
-        return CR_OK;
     case CR__TN_NUMBER:
-        *nonzero = true;
         return CR_OK;
     case CR__TN_NOTIMPL:
         return CR__FAIL(arena, CR_EUNIMPL, "%s: tangent is NotImplemented (%s:%d: %s)", who,

@@ -67,22 +67,6 @@ cr_status cr__add_rules(cr_registry *reg, const cr__array_rule *k, size_t n)
     return CR_OK;
 }
 
-void *cr__pb_env(cr_arena *arena, size_t size, size_t align, size_t pa_off, const cr_value *arg,
-                 cr_status *st)
-{
-    unsigned char *e = cr_arena_calloc(arena, 1, size, align);
-    if (e == NULL) {
-        *st = CR__ALLOC_STATUS(arena);
-        return NULL;
-    }
-    cr_project *pA = NULL;
-    *st = cr_project_new(arena, arg, &pA);
-    if (*st != CR_OK)
-        return NULL;
-    memcpy(e + pa_off, &pA, sizeof pA);
-    return e;
-}
-
 /* ---- Element types ---------------------------------------------------------------------- */
 
 cr_dtype cr__promote(cr_dtype a, cr_dtype b)

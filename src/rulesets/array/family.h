@@ -32,8 +32,21 @@ CR_INTERNAL cr_status cr__add_rules(cr_registry *reg, const cr__array_rule *k, s
  * either fails. */
 #define CR__PB_ENV(ARENA, TYPE, PA, ARG, ST) \
     ((TYPE *)cr__pb_env((ARENA), sizeof(TYPE), _Alignof(TYPE), offsetof(TYPE, PA), (ARG), (ST)))
-CR_INTERNAL void *cr__pb_env(cr_arena *arena, size_t size, size_t align, size_t pa_off,
-                             const cr_value *arg, cr_status *st);
+static inline void *cr__pb_env(cr_arena *arena, size_t size, size_t align, size_t pa_off,
+                               const cr_value *arg, cr_status *st)
+{
+    unsigned char *e = cr_arena_calloc(arena, 1, size, align);
+    if (e == NULL) {
+        *st = CR__ALLOC_STATUS(arena);
+        return NULL;
+    }
+    cr_project *pA = NULL;
+    *st = cr_project_new(arena, arg, &pA);
+    if (*st != CR_OK)
+        return NULL;
+    memcpy(e + pa_off, &pA, sizeof pA);
+    return e;
+}
 
 /* The add! of an InplaceableThunk (cr__thunk) whose cotangent has the shape of LIKE in the
  * work dtype WDT: NAME(arena, dest, env), `t` being the thunk's environment (a TYPE *), runs

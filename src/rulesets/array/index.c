@@ -336,12 +336,15 @@ static cr_status index_rrule(cr_arena *arena, bool view, const cr_value *args, s
     }
     if (udata == CR__PRIMAL_ONLY)
         return CR_OK;
-    index_env *e = CR__PB_ENV(arena, index_env, pA, &args[0], &st);
+    index_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(index_env));
     if (e == NULL)
-        return st;
+        return CR__ALLOC_STATUS(arena);
     e->A = A;
     e->ix = ix;
     e->wdt = cr__work((cr_dtype)A->dtype);
+    st = cr_project_new(arena, &args[0], &e->pA);
+    if (st != CR_OK)
+        return st;
     *pb = (cr_pullback){index_pullback, e, view ? "view_pullback" : "getindex_pullback", nargs + 1};
     return CR_OK;
 }

@@ -118,9 +118,10 @@ static cr_status red_thunk_new(cr_arena *arena, const red_env *e, const cr_array
 /* The pullback of a reduction whose cotangent of A is the InplaceableThunk (thunk, add) of
  * the output's cotangent (zero when that is zero); who names the pullback, thunk_name the
  * thunk. */
-static cr_status red_thunk_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                    cr_arena *arena, red_env *e, const char *who, cr_thunk_fn thunk,
-                                    cr_thunk_add_fn add, const char *thunk_name)
+static inline cr_status red_thunk_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
+                                           cr_arena *arena, red_env *e, const char *who,
+                                           cr_thunk_fn thunk, cr_thunk_add_fn add,
+                                           const char *thunk_name)
 {
     const cr_array *g;
     cr_status st = cr__red_cot(arena, who, &e->r, *dy, &g);

@@ -31,11 +31,6 @@ static inline cr_complex times_i(cr_complex z)
     return cr__cplx(-cimag(z), creal(z));
 }
 
-static bool is_int_kind(cr_kind k)
-{
-    return k == CR_KIND_I64 || k == CR_KIND_I32 || k == CR_KIND_BOOL;
-}
-
 /* An argument converted to double complex, as C converts it; CR_EINVAL for non-numbers. */
 static cr_status arg_complex(cr_arena *arena, const char *name, const cr_value *v, size_t j,
                              cr_complex *z)
@@ -58,7 +53,7 @@ static cr_status arg_tangent(cr_arena *arena, const char *who, const cr_tangent 
                              const cr_value *args, size_t j, cr_complex *v, bool *nonzero)
 {
     cr_status st = tangent_number(arena, who, dargs[j + 1], v, nonzero);
-    if (st == CR_OK && is_int_kind(args[j].kind)) {
+    if (st == CR_OK && cr__is_int_kind(args[j].kind)) {
         *nonzero = false;
         *v = 0.0;
     }
@@ -68,16 +63,7 @@ static cr_status arg_tangent(cr_arena *arena, const char *who, const cr_tangent 
 /* ProjectTo the argument's kind: a real argument keeps the real part of its cotangent. */
 static cr_tangent project_to(uint8_t kind, cr_complex g)
 {
-    switch ((cr_kind)kind) {
-    case CR_KIND_C128:
-        return cr_tangent_c128(g);
-    case CR_KIND_F64:
-        return cr_tangent_f64(creal(g));
-    case CR_KIND_F32:
-        return cr_tangent_f32((float)creal(g));
-    default:
-        return cr_tangent_none();
-    }
+    return kind == CR_KIND_C128 ? cr_tangent_c128(g) : cr__project_real((cr_kind)kind, creal(g));
 }
 
 /* ---- Test registration: sampling boxes that keep away from cuts and poles --------------- */
@@ -259,9 +245,9 @@ static cr_status crow_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
         return st;
     dx[0] = cr_tangent_none();
     for (size_t j = 0; j + 1 < nx; j++)
-        dx[j + 1] = is_int_kind((cr_kind)e->kinds[j]) ? cr_tangent_none()
-                    : nz                              ? project_to(e->kinds[j], conj(e->D[j]) * g)
-                                                      : cr_tangent_zero();
+        dx[j + 1] = cr__is_int_kind((cr_kind)e->kinds[j]) ? cr_tangent_none()
+                    : nz ? project_to(e->kinds[j], conj(e->D[j]) * g)
+                         : cr_tangent_zero();
     return CR_OK;
 }
 
@@ -504,9 +490,9 @@ static cr_status cabs_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     if (st != CR_OK)
         return st;
     dx[0] = cr_tangent_none();
-    dx[1] = is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
-            : nz                          ? project_to(e->kind, unit_of(e->z, cabs(e->z)) * g)
-                                          : cr_tangent_zero();
+    dx[1] = cr__is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
+            : nz                              ? project_to(e->kind, unit_of(e->z, cabs(e->z)) * g)
+                                              : cr_tangent_zero();
     return CR_OK;
 }
 
@@ -551,9 +537,9 @@ static cr_status carg_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     if (st != CR_OK)
         return st;
     dx[0] = cr_tangent_none();
-    dx[1] = is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
-            : nz                          ? project_to(e->kind, carg_grad(e->z) * g)
-                                          : cr_tangent_zero();
+    dx[1] = cr__is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
+            : nz                              ? project_to(e->kind, carg_grad(e->z) * g)
+                                              : cr_tangent_zero();
     return CR_OK;
 }
 
@@ -587,9 +573,9 @@ static cr_status conj_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     if (st != CR_OK)
         return st;
     dx[0] = cr_tangent_none();
-    dx[1] = is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
-            : nz                          ? project_to(e->kind, conj(g))
-                                          : cr_tangent_zero();
+    dx[1] = cr__is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
+            : nz                              ? project_to(e->kind, conj(g))
+                                              : cr_tangent_zero();
     return CR_OK;
 }
 
@@ -623,9 +609,9 @@ static cr_status creal_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
     if (st != CR_OK)
         return st;
     dx[0] = cr_tangent_none();
-    dx[1] = is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
-            : nz                          ? project_to(e->kind, cr__cplx(g, 0.0))
-                                          : cr_tangent_zero();
+    dx[1] = cr__is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
+            : nz                              ? project_to(e->kind, cr__cplx(g, 0.0))
+                                              : cr_tangent_zero();
     return CR_OK;
 }
 
@@ -659,9 +645,9 @@ static cr_status cimag_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
     if (st != CR_OK)
         return st;
     dx[0] = cr_tangent_none();
-    dx[1] = is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
-            : nz                          ? project_to(e->kind, cr__cplx(0.0, g))
-                                          : cr_tangent_zero();
+    dx[1] = cr__is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
+            : nz                              ? project_to(e->kind, cr__cplx(0.0, g))
+                                              : cr_tangent_zero();
     return CR_OK;
 }
 
@@ -700,9 +686,9 @@ static cr_status cproj_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
     if (st != CR_OK)
         return st;
     dx[0] = cr_tangent_none();
-    dx[1] = is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
-            : nz && !is_infinite(e->z)    ? project_to(e->kind, g)
-                                          : cr_tangent_zero();
+    dx[1] = cr__is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
+            : nz && !is_infinite(e->z)        ? project_to(e->kind, g)
+                                              : cr_tangent_zero();
     return CR_OK;
 }
 
@@ -743,9 +729,9 @@ static cr_status abs2_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     if (st != CR_OK)
         return st;
     dx[0] = cr_tangent_none();
-    dx[1] = is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
-            : nz                          ? project_to(e->kind, 2 * g * e->z)
-                                          : cr_tangent_zero();
+    dx[1] = cr__is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
+            : nz                              ? project_to(e->kind, 2 * g * e->z)
+                                              : cr_tangent_zero();
     return CR_OK;
 }
 
@@ -804,9 +790,9 @@ static cr_status csign_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
     if (st != CR_OK)
         return st;
     dx[0] = cr_tangent_none();
-    dx[1] = is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
-            : nz                          ? project_to(e->kind, csign_jvp(e->z, g))
-                                          : cr_tangent_zero();
+    dx[1] = cr__is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
+            : nz                              ? project_to(e->kind, csign_jvp(e->z, g))
+                                              : cr_tangent_zero();
     return CR_OK;
 }
 
@@ -900,12 +886,12 @@ static cr_status chypot_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
         return st;
     double h = chypot_of(e->z, e->w);
     dx[0] = cr_tangent_none();
-    dx[1] = is_int_kind((cr_kind)e->zkind) ? cr_tangent_none()
-            : nz                           ? project_to(e->zkind, chypot_grad(e->z, h) * g)
-                                           : cr_tangent_zero();
-    dx[2] = is_int_kind((cr_kind)e->wkind) ? cr_tangent_none()
-            : nz                           ? project_to(e->wkind, chypot_grad(e->w, h) * g)
-                                           : cr_tangent_zero();
+    dx[1] = cr__is_int_kind((cr_kind)e->zkind) ? cr_tangent_none()
+            : nz                               ? project_to(e->zkind, chypot_grad(e->z, h) * g)
+                                               : cr_tangent_zero();
+    dx[2] = cr__is_int_kind((cr_kind)e->wkind) ? cr_tangent_none()
+            : nz                               ? project_to(e->wkind, chypot_grad(e->w, h) * g)
+                                               : cr_tangent_zero();
     return CR_OK;
 }
 

@@ -303,11 +303,6 @@ static const cr_scalar_rule hypot_row =
 
 /* ---- Tangents of real arguments ---- */
 
-static bool is_integer_kind(cr_kind k)
-{
-    return k == CR_KIND_I64 || k == CR_KIND_I32 || k == CR_KIND_BOOL;
-}
-
 /* A real primal's tangent as a double: the real part of the scalar the tangent carries
  * (ZeroTangent/NoTangent as 0), or an error. */
 static cr_status real_tangent(cr_arena *arena, const char *who, cr_tangent t, double *v)
@@ -316,16 +311,6 @@ static cr_status real_tangent(cr_arena *arena, const char *who, cr_tangent t, do
     cr_status st = cr__tangent_scalar(arena, who, t, &c, NULL);
     *v = creal(c);
     return st;
-}
-
-/* The cotangent of a real argument of kind k with value v: NoTangent for integers. */
-static cr_tangent real_cotangent(cr_kind k, double v)
-{
-    if (is_integer_kind(k))
-        return cr_tangent_none();
-    if (k == CR_KIND_F32)
-        return cr_tangent_f32((float)v);
-    return cr_tangent_f64(v);
 }
 
 static cr_tangent real_result_tangent(bool f32, double v)
@@ -448,7 +433,7 @@ static cr_status frexp_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
     st = real_tangent(arena, "frexp", dargs[1], &dx);
     if (st != CR_OK)
         return st;
-    if (is_integer_kind(args[0].kind))
+    if (cr__is_int_kind(args[0].kind))
         dx = 0;
     return real_int_tangent(arena, f32, dm * dx, dy);
 }
@@ -468,7 +453,7 @@ static cr_status frexp_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
     if (st != CR_OK)
         return st;
     dx[0] = cr_tangent_none();
-    dx[1] = real_cotangent(e->kind, e->dm * g);
+    dx[1] = cr__project_real(e->kind, e->dm * g);
     return CR_OK;
 }
 
@@ -551,7 +536,7 @@ static cr_status remquo_frule(const cr_config *cfg, cr_arena *arena, const cr_ta
         st = real_tangent(arena, "remquo", dargs[j + 1], &t);
         if (st != CR_OK)
             return st;
-        if (!is_integer_kind(args[j].kind) && t != 0)
+        if (!cr__is_int_kind(args[j].kind) && t != 0)
             acc += D[j] * t;
     }
     return real_int_tangent(arena, f32, acc, dy);
@@ -573,7 +558,7 @@ static cr_status remquo_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
         return st;
     dx[0] = cr_tangent_none();
     for (size_t j = 0; j < 2; j++)
-        dx[j + 1] = real_cotangent(e->kinds[j], e->D[j] * g);
+        dx[j + 1] = cr__project_real(e->kinds[j], e->D[j] * g);
     return CR_OK;
 }
 
@@ -697,7 +682,7 @@ static cr_status hypot_n_frule(const cr_config *cfg, cr_arena *arena, const cr_t
         st = real_tangent(arena, "hypot", dargs[i + 1], &t);
         if (st != CR_OK)
             return st;
-        if (!is_integer_kind(args[i].kind) && t != 0)
+        if (!cr__is_int_kind(args[i].kind) && t != 0)
             acc += hypot_n_partial(real_of(&args[i]), e, sc) * t;
     }
     *dy = real_result_tangent(f32, acc);
@@ -732,7 +717,7 @@ static cr_status hypot_n_pullback(const cr_tangent *dy, cr_tangent *dx, size_t n
         return st;
     dx[0] = cr_tangent_none();
     for (size_t i = 0; i < e->n; i++)
-        dx[i + 1] = real_cotangent(a[i].kind, hypot_n_partial(a[i].v, e->e, e->s) * g);
+        dx[i + 1] = cr__project_real(a[i].kind, hypot_n_partial(a[i].v, e->e, e->s) * g);
     return CR_OK;
 }
 

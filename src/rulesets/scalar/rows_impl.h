@@ -1,6 +1,7 @@
 /*
  * Private to the scalar rule families (src/rulesets/scalar/): the macros that declare a
- * row's function value and its test registration, and the making of a complex number.
+ * row's function value and its test registration, the making of a complex number, and the
+ * projection of a real argument's cotangent.
  */
 #ifndef CR_SCALAR_ROWS_IMPL_H
 #define CR_SCALAR_ROWS_IMPL_H
@@ -35,6 +36,26 @@ static inline cr_complex cr__cplx(double re, double im)
              .hi = NAME##_hi,                                                  \
              .npoints = sizeof NAME##_pts / sizeof NAME##_pts[0] / NAME##_nin, \
              .points = NAME##_pts}
+
+/* Whether a value of kind k is an integer (i64, i32) or a bool: its tangent is NoTangent. */
+static inline bool cr__is_int_kind(cr_kind k)
+{
+    return k == CR_KIND_I64 || k == CR_KIND_I32 || k == CR_KIND_BOOL;
+}
+
+/* ProjectTo a real argument of kind k: the cotangent g as an f64 or f32 tangent, NoTangent
+ * for the other kinds (integers, bools). */
+static inline cr_tangent cr__project_real(cr_kind k, double g)
+{
+    switch (k) {
+    case CR_KIND_F64:
+        return cr_tangent_f64(g);
+    case CR_KIND_F32:
+        return cr_tangent_f32((float)g);
+    default:
+        return cr_tangent_none();
+    }
+}
 
 /* Row NAME of one output under another name of the real row OF (Julia's aliases: sigmoid is
  * logistic, softplus is log1pexp, rem is fmod): OF's evaluations and source, NAME's pullback

@@ -980,60 +980,52 @@ static void airy_all(double x, bool scaled, double out[4])
     out[3] = 0.5 * a * (j2 / SQRT3 - y2);
 }
 
-double cr_sf_airyai(double x)
+/* One of airy_all's four values. */
+static double airy_one(double x, bool scaled, int k)
 {
     double o[4];
-    airy_all(x, false, o);
-    return o[0];
+    airy_all(x, scaled, o);
+    return o[k];
+}
+
+double cr_sf_airyai(double x)
+{
+    return airy_one(x, false, 0);
 }
 
 double cr_sf_airyaiprime(double x)
 {
-    double o[4];
-    airy_all(x, false, o);
-    return o[1];
+    return airy_one(x, false, 1);
 }
 
 double cr_sf_airybi(double x)
 {
-    double o[4];
-    airy_all(x, false, o);
-    return o[2];
+    return airy_one(x, false, 2);
 }
 
 double cr_sf_airybiprime(double x)
 {
-    double o[4];
-    airy_all(x, false, o);
-    return o[3];
+    return airy_one(x, false, 3);
 }
 
 double cr_sf_airyaix(double x)
 {
-    double o[4];
-    airy_all(x, true, o);
-    return o[0];
+    return airy_one(x, true, 0);
 }
 
 double cr_sf_airyaiprimex(double x)
 {
-    double o[4];
-    airy_all(x, true, o);
-    return o[1];
+    return airy_one(x, true, 1);
 }
 
 double cr_sf_airybix(double x)
 {
-    double o[4];
-    airy_all(x, true, o);
-    return o[2];
+    return airy_one(x, true, 2);
 }
 
 double cr_sf_airybiprimex(double x)
 {
-    double o[4];
-    airy_all(x, true, o);
-    return o[3];
+    return airy_one(x, true, 3);
 }
 
 /* ---- expint of a complex argument (DLMF 6.6.2, 6.9.1) ----------------------------------- */
@@ -1547,8 +1539,8 @@ static cr_status order2_frule(const cr_config *cfg, cr_arena *arena, const cr_ta
     cr_complex v, d;
     order2_eval(of, nu, x, &v, &d);
     *y = order2_value(of, &args[1], v);
-    nnz = (nnz || nni) && !cr__sf_is_int_kind(args[0].kind);
-    xnz = (xnz || xni) && !cr__sf_is_int_kind(args[1].kind);
+    nnz = (nnz || nni) && !cr__is_int_kind(args[0].kind);
+    xnz = (xnz || xni) && !cr__is_int_kind(args[1].kind);
     if (nnz || (xnz && xni))
         return CR_NOT_IMPLEMENTED(arena, nnz ? of->info : "NotImplemented tangent of x", dy);
     if (!xnz) {
@@ -1570,18 +1562,6 @@ typedef struct order2_env {
     uint8_t nkind, xkind;
 } order2_env;
 
-static cr_tangent project_real(uint8_t kind, double g)
-{
-    switch ((cr_kind)kind) {
-    case CR_KIND_F64:
-        return cr_tangent_f64(g);
-    case CR_KIND_F32:
-        return cr_tangent_f32((float)g);
-    default:
-        return cr_tangent_none();
-    }
-}
-
 /* (NoTangent, NotImplemented (NoTangent for an integer order), real(conj(∂f/∂x) ȳ)): the
  * complex convention of ChainRules for a real argument and a complex output. */
 static cr_status order2_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
@@ -1595,7 +1575,7 @@ static cr_status order2_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
     if (st != CR_OK)
         return st;
     dx[0] = cr_tangent_none();
-    if (cr__sf_is_int_kind((cr_kind)e->nkind))
+    if (cr__is_int_kind((cr_kind)e->nkind))
         dx[1] = cr_tangent_none();
     else if (nz || ni) {
         st = CR_NOT_IMPLEMENTED(arena, e->of->info, &dx[1]);
@@ -1603,12 +1583,12 @@ static cr_status order2_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
             return st;
     } else
         dx[1] = cr_tangent_zero();
-    if (cr__sf_is_int_kind((cr_kind)e->xkind))
+    if (cr__is_int_kind((cr_kind)e->xkind))
         dx[2] = cr_tangent_none();
     else if (ni)
         return CR_NOT_IMPLEMENTED(arena, "NotImplemented cotangent", &dx[2]);
     else
-        dx[2] = nz ? project_real(e->xkind, creal(conj(e->d) * g)) : cr_tangent_zero();
+        dx[2] = nz ? cr__project_real((cr_kind)e->xkind, creal(conj(e->d) * g)) : cr_tangent_zero();
     return CR_OK;
 }
 

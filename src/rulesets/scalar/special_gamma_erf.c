@@ -808,11 +808,6 @@ static const struct {
 
 /* ---- Shared pieces of the hand-written rules ---------------------------------------------- */
 
-bool cr__sf_is_int_kind(cr_kind k)
-{
-    return k == CR_KIND_I64 || k == CR_KIND_I32 || k == CR_KIND_BOOL;
-}
-
 /* A real argument as a double (CR_EINVAL for other kinds). */
 cr_status cr__sf_arg_real(cr_arena *arena, const char *name, const cr_value *v, size_t j, double *x)
 {
@@ -851,19 +846,6 @@ static cr_status tangent_real(cr_arena *arena, const char *who, cr_tangent t, do
         return CR__FAIL(arena, CR_ETANGENT, "%s: expected a real tangent, got %s", who,
                         cr_tag_name((cr_tag)t.tag));
     return CR_OK;
-}
-
-/* ProjectTo a real argument of kind k. */
-static cr_tangent project_real(uint8_t kind, double g)
-{
-    switch ((cr_kind)kind) {
-    case CR_KIND_F64:
-        return cr_tangent_f64(g);
-    case CR_KIND_F32:
-        return cr_tangent_f32((float)g);
-    default:
-        return cr_tangent_none();
-    }
 }
 
 /* ---- Functions of an integer order and a real argument: polygamma, jn, yn ----------------- */
@@ -933,7 +915,7 @@ static cr_status order_args(cr_arena *arena, const order_fn *of, const cr_value 
     *x = 0;
     if (nargs != 2)
         return CR__FAIL(arena, CR_EINVAL, "%s takes 2 arguments, %zu given", of->name, nargs);
-    if (!cr__sf_is_int_kind(args[0].kind))
+    if (!cr__is_int_kind(args[0].kind))
         return CR__FAIL(arena, CR_EINVAL, "%s: the order must be an integer, not a %s", of->name,
                         cr_kind_name(args[0].kind));
     int64_t n64 = args[0].kind == CR_KIND_BOOL ? (int64_t)args[0].u.b : args[0].u.i64;
@@ -986,7 +968,7 @@ static cr_status order_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
         return st;
     double v = of->f(n, x);
     *y = order_value(&args[1], v);
-    if (!nz || cr__sf_is_int_kind(args[1].kind)) {
+    if (!nz || cr__is_int_kind(args[1].kind)) {
         *dy = cr_tangent_zero();
         return CR_OK;
     }
@@ -1013,9 +995,9 @@ static cr_status order_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
         return st;
     dx[0] = cr_tangent_none();
     dx[1] = cr_tangent_none();
-    dx[2] = cr__sf_is_int_kind((cr_kind)e->xkind) ? cr_tangent_none()
-            : nz                                  ? project_real(e->xkind, e->d * g)
-                                                  : cr_tangent_zero();
+    dx[2] = cr__is_int_kind((cr_kind)e->xkind) ? cr_tangent_none()
+            : nz                               ? cr__project_real((cr_kind)e->xkind, e->d * g)
+                                               : cr_tangent_zero();
     return CR_OK;
 }
 
@@ -1086,9 +1068,9 @@ static cr_status gamma_inc_args(cr_arena *arena, const cr_value *args, size_t na
         return CR__FAIL(arena, CR_EINVAL, "gamma_inc takes 2 or 3 arguments, %zu given", nargs);
     /* SpecialFunctions' gamma_inc(a, x, IND): IND = 0, 1, 2 asks for 14, 6 or 3 digits; the
      * full accuracy is computed for every IND. */
-    if (nargs == 3 && (!cr__sf_is_int_kind(args[2].kind) ||
-                       (args[2].kind == CR_KIND_BOOL ? 0 : args[2].u.i64) < 0 ||
-                       (args[2].kind == CR_KIND_BOOL ? 0 : args[2].u.i64) > 2))
+    if (nargs == 3 &&
+        (!cr__is_int_kind(args[2].kind) || (args[2].kind == CR_KIND_BOOL ? 0 : args[2].u.i64) < 0 ||
+         (args[2].kind == CR_KIND_BOOL ? 0 : args[2].u.i64) > 2))
         return CR__FAIL(arena, CR_EINVAL, "gamma_inc: IND must be the integer 0, 1 or 2");
     cr_status st = cr__sf_arg_real(arena, "gamma_inc", &args[0], 0, a);
     if (st == CR_OK)
@@ -1139,8 +1121,8 @@ static cr_status gamma_inc_frule(const cr_config *cfg, cr_arena *arena, const cr
         st = gamma_inc_output(arena, a, x, y);
     if (st != CR_OK)
         return st;
-    anz = (anz || ani != NULL) && !cr__sf_is_int_kind(args[0].kind);
-    xnz = xnz && !cr__sf_is_int_kind(args[1].kind);
+    anz = (anz || ani != NULL) && !cr__is_int_kind(args[0].kind);
+    xnz = xnz && !cr__is_int_kind(args[1].kind);
     if (!anz && !xnz) {
         *dy = cr_tangent_zero();
         return CR_OK;
@@ -1187,7 +1169,7 @@ static cr_status gamma_inc_pullback(const cr_tangent *dy, cr_tangent *dx, size_t
     if (st != CR_OK)
         return st;
     dx[0] = cr_tangent_none();
-    if (cr__sf_is_int_kind((cr_kind)e->akind))
+    if (cr__is_int_kind((cr_kind)e->akind))
         dx[1] = cr_tangent_none();
     else if (pnz || qnz) {
         st = CR_NOT_IMPLEMENTED(arena, GAMMA_INC_INFO, &dx[1]);
@@ -1195,9 +1177,9 @@ static cr_status gamma_inc_pullback(const cr_tangent *dy, cr_tangent *dx, size_t
             return st;
     } else
         dx[1] = cr_tangent_zero();
-    dx[2] = cr__sf_is_int_kind((cr_kind)e->xkind) ? cr_tangent_none()
-            : pnz || qnz                          ? project_real(e->xkind, e->z * (gp - gq))
-                                                  : cr_tangent_zero();
+    dx[2] = cr__is_int_kind((cr_kind)e->xkind) ? cr_tangent_none()
+            : pnz || qnz ? cr__project_real((cr_kind)e->xkind, e->z * (gp - gq))
+                         : cr_tangent_zero();
     if (nx > 3)
         dx[3] = cr_tangent_none(); /* IND */
     return CR_OK;

@@ -33,9 +33,6 @@ CR_INTERNAL double cr__sf_erfcx_deriv(double x, double y);
 /* dP(a, x)/dx = x^(a-1) e^-x / Gamma(a), with its limits at x = 0. */
 CR_INTERNAL double cr__sf_gamma_inc_dx(double a, double x);
 
-/* Whether a value's kind is an integer (i64, i32) or a bool. */
-CR_INTERNAL bool cr__sf_is_int_kind(cr_kind k);
-
 /* A real argument (f64, f32, integer, bool) as a double; CR_EINVAL naming `name` and the
  * argument's position j for other kinds. */
 CR_INTERNAL cr_status cr__sf_arg_real(cr_arena *arena, const char *name, const cr_value *v,
