@@ -130,6 +130,20 @@ static inline bool cr__number_kinds(const cr_value *args, size_t n, unsigned *ha
     return true;
 }
 
+/* The cotangent of a tuple output (a struct value), unthunked into *d: a structural tangent
+ * or a zero; CR_ETANGENT naming the rule `who` and the output (`what`, such as "a tuple
+ * (P, Q)") for anything else. */
+static inline cr_status cr__tuple_cotangent(cr_arena *arena, const char *who, const char *what,
+                                            cr_tangent dy, cr_tangent *d)
+{
+    cr_status st = cr_tangent_unthunk(dy, d);
+    if (st == CR_OK && d->tag != CR_TAN_STRUCT && !cr_tangent_is_zero(*d))
+        return CR__FAIL(arena, CR_ETANGENT,
+                        "%s: the output is %s, its cotangent must be a structural tangent (got %s)",
+                        who, what, cr_tag_name((cr_tag)d->tag));
+    return st;
+}
+
 /* What an unthunked tangent of a scalar carries: the zeros (ZeroTangent, NoTangent, an
  * absent field; *v = 0), a number (*v), NotImplemented (*v = 0) or anything else. */
 typedef enum cr__tan_number {

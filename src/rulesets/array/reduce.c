@@ -902,14 +902,9 @@ static cr_status extrema_pullback(const cr_tangent *dy, cr_tangent *dx, size_t n
         dx[i] = cr_tangent_none();
     cr_tangent d, f[2];
     const cr_array *g[2];
-    cr_status st = cr_tangent_unthunk(*dy, &d);
+    cr_status st = cr__tuple_cotangent(arena, "extrema_pullback", "a tuple", *dy, &d);
     if (st != CR_OK)
         return st;
-    if (!cr_tangent_is_zero(d) && d.tag != CR_TAN_STRUCT)
-        return CR__FAIL(arena, CR_ETANGENT,
-                        "extrema_pullback: the output is a tuple, its cotangent must be a "
-                        "structural tangent (got %s)",
-                        cr_tag_name((cr_tag)d.tag));
     f[0] = cr_tangent_field(d, 0);
     f[1] = cr_tangent_field(d, 1);
     for (size_t k = 0; k < 2 && st == CR_OK; k++)

@@ -376,14 +376,9 @@ static cr_status real_int_cotangent(cr_arena *arena, const char *who, const cr_t
                                     double *v)
 {
     cr_tangent d;
-    cr_status st = cr_tangent_unthunk(*dy, &d);
+    cr_status st = cr__tuple_cotangent(arena, who, "a (real, int) tuple", *dy, &d);
     if (st != CR_OK)
         return st;
-    if (d.tag != CR_TAN_STRUCT && !cr_tangent_is_zero(d))
-        return CR__FAIL(arena, CR_ETANGENT,
-                        "%s: the output is a (real, int) tuple, its cotangent must be a "
-                        "structural tangent (got %s)",
-                        who, cr_tag_name((cr_tag)d.tag));
     return real_tangent(arena, who, cr_tangent_field(d, 0), v);
 }
 
