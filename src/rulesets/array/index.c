@@ -7,6 +7,15 @@
  */
 #include "family.h"
 
+/* The index values: a range start:step:stop (cr_range) and the colon. */
+static const cr_field k_range_fields[3] = {
+    {"start", offsetof(cr_range, start), CR_KIND_I64, NULL},
+    {"stop", offsetof(cr_range, stop), CR_KIND_I64, NULL},
+    {"step", offsetof(cr_range, step), CR_KIND_I64, NULL},
+};
+const cr_type cr_range_type = {"cr_range", sizeof(cr_range), 3, k_range_fields};
+const cr_value cr_colon = {.kind = CR_KIND_NOTHING};
+
 /* One dimension's index, resolved to a list. */
 typedef struct index_dim {
     int64_t *list; /* indices along the dimension (or linear indices) */

@@ -7,14 +7,6 @@
  */
 #include "family.h"
 
-static const cr_field k_range_fields[3] = {
-    {"start", offsetof(cr_range, start), CR_KIND_I64, NULL},
-    {"stop", offsetof(cr_range, stop), CR_KIND_I64, NULL},
-    {"step", offsetof(cr_range, step), CR_KIND_I64, NULL},
-};
-const cr_type cr_range_type = {"cr_range", sizeof(cr_range), 3, k_range_fields};
-const cr_value cr_colon = {.kind = CR_KIND_NOTHING};
-
 /* Environment of the shape pullbacks: the projector of A and what the adjoint map needs. */
 typedef struct shape_env {
     const cr_array *A;
