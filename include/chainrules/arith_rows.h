@@ -5,7 +5,7 @@
  * Each row is one entry of the X-macro `CR__ARITH_ROWS(X)`:
  * `X(NAME, NIN, NOUT, PRIMAL, PARTIALS...)`, in the form of CR_SCALAR_EVALS() (`x` the
  * arguments, `Y` the results, `D` the partials, row-major, Ω written `Y[0]`). The one
- * definition is instantiated three times: by the rule table (src/rulesets/basic.c, through
+ * definition is instantiated three times: by the rule table (src/rulesets/scalar/arith.c, through
  * CR_SCALAR_EVALS), by the reverse tape's out-of-line operations (src/ad/tape.c), and by
  * the inline operations of tape.h (cr_add() and the others, recorded in the caller).
  *

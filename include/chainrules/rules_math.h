@@ -36,7 +36,7 @@
 
 CR_BEGIN_DECLS
 
-/* ---- Arithmetic operators and Julia Base arithmetic (src/rulesets/basic.c) ---- */
+/* ---- Arithmetic operators and Julia Base arithmetic (src/rulesets/scalar/arith.c) ---- */
 
 /** `x + y` (registry name "+"). */
 CR_API extern const cr_value cr_fn_add;
@@ -74,7 +74,7 @@ CR_API extern const cr_value cr_fn_evalpoly;
 /** `ignore_derivatives(x) = x`, with NoTangent derivatives. */
 CR_API extern const cr_value cr_fn_ignore_derivatives;
 
-/* ---- Trigonometric functions (src/rulesets/math.c) ---- */
+/* ---- Trigonometric functions (src/rulesets/scalar/trig.c) ---- */
 
 /** `sin(x)` (csin for complex x). */
 CR_API extern const cr_value cr_fn_sin;

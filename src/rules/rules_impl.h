@@ -35,19 +35,21 @@ struct cr_registry {
 /* A built-in rule family: called once, at indexing, to add its rules. */
 typedef cr_status (*cr__family_fn)(cr_registry *reg);
 
-/* The families (src/rulesets), listed in src/rulesets/builtin.c. */
+/* The families (src/rulesets), listed in src/rulesets/builtin.c: basic (scalar/arith.c), math
+ * (scalar/math.c), complex (scalar/complex.c), special (scalar/special_gamma_erf.c), array
+ * (array/shape.c) and linalg (linalg/products.c). */
 CR_INTERNAL cr_status cr__family_basic(cr_registry *reg);
-CR_INTERNAL cr_status cr__family_math(cr_registry *reg);    /* src/rulesets/math.c */
-CR_INTERNAL cr_status cr__family_complex(cr_registry *reg); /* src/rulesets/complex.c */
-CR_INTERNAL cr_status cr__family_special(cr_registry *reg); /* src/rulesets/special.c */
-CR_INTERNAL cr_status cr__family_array(cr_registry *reg);   /* src/rulesets/array.c */
-CR_INTERNAL cr_status cr__family_linalg(cr_registry *reg);  /* src/rulesets/linalg.c */
+CR_INTERNAL cr_status cr__family_math(cr_registry *reg);
+CR_INTERNAL cr_status cr__family_complex(cr_registry *reg);
+CR_INTERNAL cr_status cr__family_special(cr_registry *reg);
+CR_INTERNAL cr_status cr__family_array(cr_registry *reg);
+CR_INTERNAL cr_status cr__family_linalg(cr_registry *reg);
 
 /* Every built-in family added to reg in order (src/rulesets/builtin.c): the built-in
  * registry's one hook into the rule sets. Returns the first failure (the others still run). */
 CR_INTERNAL cr_status cr__builtin_families(cr_registry *reg);
 
-/* digamma for x not a pole (NaN at 0, -1, -2, ...): src/rulesets/math.c. */
+/* digamma for x not a pole (NaN at 0, -1, -2, ...): src/rulesets/scalar/exp_log.c. */
 CR_INTERNAL double cr__digamma(double x);
 
 /* Generic implementations for non-differentiable declarations. */
@@ -71,6 +73,114 @@ CR_INTERNAL cr_status cr__rrule_with(const cr_config *cfg, cr_arena *arena, cr_r
  * nonzero may be NULL. (src/rules/scalar.c) */
 CR_INTERNAL cr_status cr__tangent_scalar(cr_arena *arena, const char *who, cr_tangent t,
                                          cr_complex *v, bool *nonzero);
+
+/* The number a scalar value holds (f64, f32, c128, an integer, a bool) in *z, a real one
+ * with a zero imaginary part; false, and *z = 0, for any other kind. The one reading of a
+ * value as a number that the scalar rules share. */
+static inline bool cr__value_number(const cr_value *v, cr_complex *z)
+{
+    switch (v->kind) {
+    case CR_KIND_F64:
+        *z = v->u.f64;
+        return true;
+    case CR_KIND_F32:
+        *z = (double)v->u.f32;
+        return true;
+    case CR_KIND_C128:
+        *z = v->u.c128;
+        return true;
+    case CR_KIND_I64:
+    case CR_KIND_I32:
+        *z = (double)v->u.i64;
+        return true;
+    case CR_KIND_BOOL:
+        *z = v->u.b ? 1.0 : 0.0;
+        return true;
+    default:
+        *z = 0.0;
+        return false;
+    }
+}
+
+/* The floating kinds among the scalar arguments args[0..n), for Julia's promotion (integers
+ * and bools join any float type): CR__HAS_* bits in *has. False, with *bad the position of
+ * the first argument that is not a number, when there is one. */
+#define CR__HAS_F64  1u
+#define CR__HAS_F32  2u
+#define CR__HAS_C128 4u
+static inline bool cr__number_kinds(const cr_value *args, size_t n, unsigned *has, size_t *bad)
+{
+    *has = 0;
+    for (size_t j = 0; j < n; j++) {
+        switch (args[j].kind) {
+        case CR_KIND_F64:
+            *has |= CR__HAS_F64;
+            break;
+        case CR_KIND_F32:
+            *has |= CR__HAS_F32;
+            break;
+        case CR_KIND_C128:
+            *has |= CR__HAS_C128;
+            break;
+        case CR_KIND_I64:
+        case CR_KIND_I32:
+        case CR_KIND_BOOL:
+            break;
+        default:
+            *bad = j;
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The cotangent of a tuple output (a struct value), unthunked into *d: a structural tangent
+ * or a zero; CR_ETANGENT naming the rule `who` and the output (`what`, such as "a tuple
+ * (P, Q)") for anything else. */
+static inline cr_status cr__tuple_cotangent(cr_arena *arena, const char *who, const char *what,
+                                            cr_tangent dy, cr_tangent *d)
+{
+    cr_status st = cr_tangent_unthunk(dy, d);
+    if (st == CR_OK && d->tag != CR_TAN_STRUCT && !cr_tangent_is_zero(*d))
+        return CR__FAIL(arena, CR_ETANGENT,
+                        "%s: the output is %s, its cotangent must be a structural tangent (got %s)",
+                        who, what, cr_tag_name((cr_tag)d->tag));
+    return st;
+}
+
+/* What an unthunked tangent of a scalar carries: the zeros (ZeroTangent, NoTangent, an
+ * absent field; *v = 0), a number (*v), NotImplemented (*v = 0) or anything else. */
+typedef enum cr__tan_number {
+    CR__TN_ZERO,
+    CR__TN_NUMBER,
+    CR__TN_NOTIMPL,
+    CR__TN_OTHER
+} cr__tan_number;
+static inline cr__tan_number cr__tangent_number(cr_tangent t, cr_complex *v)
+{
+    switch ((cr_tag)t.tag) {
+    case CR_TAN_F64:
+        *v = t.u.f64;
+        return CR__TN_NUMBER;
+    case CR_TAN_F32:
+        *v = (double)t.u.f32;
+        return CR__TN_NUMBER;
+    case CR_TAN_C128:
+        *v = t.u.c128;
+        return CR__TN_NUMBER;
+    case CR_TAN_ZERO:
+    case CR_TAN_NONE:
+    case CR_TAN_ABSENT:
+        *v = 0.0;
+        return CR__TN_ZERO;
+    case CR_TAN_NOTIMPL:
+        *v = 0.0;
+        return CR__TN_NOTIMPL;
+    default:
+        *v = 0.0;
+        return CR__TN_OTHER;
+    }
+}
 
 /* Name of a function value for messages. */
 CR_INTERNAL const char *cr__fname(const cr_value *f);

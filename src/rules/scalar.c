@@ -42,27 +42,12 @@ static cr_status pick_type(cr_arena *arena, const cr_scalar_rule *row, const cr_
                         (unsigned)row->nin, CR__S((unsigned)row->nin), nargs);
     /* Julia's promotion: integers and bools join any float type (Float32 * Int is
      * Float32); only integers and bools alone compute in f64. */
-    bool c = false, d = false, s = false;
-    for (size_t j = 0; j < nargs; j++) {
-        switch (args[j].kind) {
-        case CR_KIND_C128:
-            c = true;
-            break;
-        case CR_KIND_F64:
-            d = true;
-            break;
-        case CR_KIND_I64:
-        case CR_KIND_I32:
-        case CR_KIND_BOOL:
-            break;
-        case CR_KIND_F32:
-            s = true;
-            break;
-        default:
-            return CR__FAIL(arena, CR_EINVAL, "%s: argument %zu is a %s, not a number", row->name,
-                            j + 1, cr_kind_name(args[j].kind));
-        }
-    }
+    unsigned has;
+    size_t bad = 0;
+    if (!cr__number_kinds(args, nargs, &has, &bad))
+        return CR__FAIL(arena, CR_EINVAL, "%s: argument %zu is a %s, not a number", row->name,
+                        bad + 1, cr_kind_name(args[bad].kind));
+    bool c = has & CR__HAS_C128, d = has & CR__HAS_F64, s = has & CR__HAS_F32;
     if (c) {
         if (row->c128 == NULL)
             return CR__FAIL(arena, CR_EDOMAIN, "%s is defined for real arguments only", row->name);
@@ -77,21 +62,9 @@ static cr_status pick_type(cr_arena *arena, const cr_scalar_rule *row, const cr_
 
 static cr_complex value_as_complex(const cr_value *v)
 {
-    switch (v->kind) {
-    case CR_KIND_F64:
-        return v->u.f64;
-    case CR_KIND_F32:
-        return (double)v->u.f32;
-    case CR_KIND_C128:
-        return v->u.c128;
-    case CR_KIND_I64:
-    case CR_KIND_I32:
-        return (double)v->u.i64;
-    case CR_KIND_BOOL:
-        return v->u.b ? 1.0 : 0.0;
-    default:
-        return 0.0;
-    }
+    cr_complex z;
+    (void)cr__value_number(v, &z); /* the arguments were checked (row_type) */
+    return z;
 }
 
 /* Evaluate the row: Y (nout) and D (nout*nin) in the storage of type t. */
@@ -202,29 +175,19 @@ cr_status cr__tangent_scalar(cr_arena *arena, const char *who, cr_tangent t, cr_
     bool nz_unused;
     if (nonzero == NULL)
         nonzero = &nz_unused;
-    *v = 0.0;
-    *nonzero = false;
     cr_status st = cr_tangent_unthunk(t, &t);
-    if (st != CR_OK)
-        return st;
-    *nonzero = true;
-    switch ((cr_tag)t.tag) {
-    case CR_TAN_ZERO:
-    case CR_TAN_NONE:
-    case CR_TAN_ABSENT:
-        *nonzero = false;
+    if (st != CR_OK) {
         *v = 0.0;
+        *nonzero = false;
+        return st;
+    }
+    cr__tan_number k = cr__tangent_number(t, v);
+    *nonzero = k == CR__TN_NUMBER;
+    switch (k) {
+    case CR__TN_ZERO:
+    case CR__TN_NUMBER:
         return CR_OK;
-    case CR_TAN_F64:
-        *v = t.u.f64;
-        return CR_OK;
-    case CR_TAN_F32:
-        *v = (double)t.u.f32;
-        return CR_OK;
-    case CR_TAN_C128:
-        *v = t.u.c128;
-        return CR_OK;
-    case CR_TAN_NOTIMPL:
+    case CR__TN_NOTIMPL:
         return CR__FAIL(arena, CR_EUNIMPL, "%s: tangent is NotImplemented (%s:%d: %s)", who,
                         t.u.ni->file, t.u.ni->line, t.u.ni->msg);
     default:

@@ -1,5 +1,5 @@
 /*
- * Second-order forms of the nonlinear array functions (src/rulesets/array_reduce_forms.c,
+ * Second-order forms of the nonlinear array functions (src/rulesets/array/reduce_forms.c,
  * linalg_forms.c) on second-order tapes: logsumexp, softmax, logsoftmax (with and without dims),
  * prod (with zeros), norm (p = 2, other p, Inf) and nrm2, det (also singular) and logdet, sum(f, A)
  * (with dims), map(f, A...). Each H v (cr_tape_ahvp) is checked against central differences,
@@ -420,7 +420,7 @@ static int run_forms_reductions(void)
 }
 
 /*
- * More second-order forms of nonlinear array functions (src/rulesets/array_reduce_forms.c,
+ * More second-order forms of nonlinear array functions (src/rulesets/array/reduce_forms.c,
  * linalg_forms.c) on second-order tapes: var and std (with and without dims), cumprod (with zeros),
  * maximum and minimum (with dims; a tie), inv (matinv), solve (vector and matrix B, either argument
  * a constant), normalize (p = 2, 3, 1.5, Inf). Each H v (cr_tape_ahvp) is checked against central
@@ -805,7 +805,7 @@ static int run_forms_statistics(void)
 }
 
 /*
- * Paths of the second-order forms (src/rulesets/array_reduce_forms.c, linalg_forms.c) that the
+ * Paths of the second-order forms (src/rulesets/array/reduce_forms.c, linalg_forms.c) that the
  * other tests do not reach:
  *   - a form's matrix argument without a tangent along the direction while the record's
  *     cotangent is not zero (the argument is s0 C, C a constant and the direction's s0

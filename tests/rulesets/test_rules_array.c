@@ -592,7 +592,7 @@ static int run_rules_array(void)
 }
 
 /*
- * Coverage tests of the array rules' rare paths (src/rulesets/array*.c): derivatives on
+ * Coverage tests of the array rules' rare paths (the files of src/rulesets/array/): derivatives on
  * layouts and element types the registration samplers rarely draw (the adjoint of a complex
  * vector, the transpose of a Lower matrix, reshape of a strided view, complex broadcasts of
  * + - / with stretched dimensions, x.^2 with an integer 2, integer and bool arrays through the

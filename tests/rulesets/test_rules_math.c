@@ -1,5 +1,6 @@
 /*
- * Tests of the math rule family (rules_math.h: src/rulesets/basic.c and math.c).
+ * Tests of the math rule family (rules_math.h: src/rulesets/scalar/: arith.c, math.c and the files
+ * it registers).
  *
  * For every rule, at its registered sampling box (random points) and hard points:
  *   - frule and the pullback against finite differences of the primal (chainrules/fd.h),

@@ -1,6 +1,6 @@
 /*
- * Coverage tests of the scalar rule sets' rare paths (src/rulesets/basic.c, math.c,
- * special.c, complex.c): derivatives in regions the registration samplers do not reach
+ * Coverage tests of the scalar rule sets' rare paths (src/rulesets/scalar/arith.c, math.c,
+ * special_gamma_erf.c, complex.c): derivatives in regions the registration samplers do not reach
  * (polygamma of an order above 170, whose m! overflows; complex powers at z = 0), against
  * finite differences with the rule testers; the values at the edges of the special
  * functions' domains (NaN, ±Inf, poles, 1/Gamma(a + b) = 0); tangents of other kinds than

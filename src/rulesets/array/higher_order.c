@@ -8,7 +8,7 @@
  */
 #include <stdio.h>
 
-#include "forms_impl.h"
+#include "family.h"
 
 #include <chainrules/rules_complex.h>
 #include <chainrules/rules_math.h>
@@ -355,17 +355,8 @@ static cr_status sumf_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 }
 
 /* add!: straight into the accumulator when it is A-shaped, dense and of the work dtype. */
-static cr_status sumf_add(cr_arena *arena, cr_array *dest, void *env)
-{
-    sumf_thunk *t = env;
-    if (cr__dest_ok(dest, t->e->s.wdt, t->e->s.A)) {
-        sumf_co_run(t, dest, true);
-        return CR_OK;
-    }
-    cr_tangent v;
-    cr_status st = sumf_thunk_fn(arena, &v, env);
-    return st != CR_OK ? st : cr__add_into(arena, dest, v);
-}
+CR__THUNK_ADD(sumf_add, sumf_thunk, t->e->s.wdt, t->e->s.A, sumf_co_run(t, dest, true),
+              sumf_thunk_fn)
 
 /* Ā = conj(f'(A)) ⊙ Ȳ (Ȳ broadcast over the reduced dimensions): an InplaceableThunk. */
 static cr_status sumf_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
@@ -909,17 +900,8 @@ static cr_status fold_x_thunk(cr_arena *arena, cr_tangent *out, void *env)
     return cr__give(arena, t->e->px, raw, out);
 }
 
-static cr_status fold_x_add(cr_arena *arena, cr_array *dest, void *env)
-{
-    fold_thunk *t = env;
-    if (cr__dest_ok(dest, t->e->F.wdt, t->e->F.x)) {
-        fold_row_sweep(t->e, t->g, dest, true);
-        return CR_OK;
-    }
-    cr_tangent v;
-    cr_status st = fold_x_thunk(arena, &v, env);
-    return st != CR_OK ? st : cr__add_into(arena, dest, v);
-}
+CR__THUNK_ADD(fold_x_add, fold_thunk, t->e->F.wdt, t->e->F.x,
+              fold_row_sweep(t->e, t->g, dest, true), fold_x_thunk)
 
 /* The seeds as complex numbers: Ȳ of foldl (one), or of accumulate (n). NULL when zero. */
 static cr_status fold_seeds(cr_arena *arena, const fold_env *e, const cr_tangent *dy,

@@ -1,28 +1,17 @@
 /*
- * Reductions: sum, mean, prod, cumsum, maximum, minimum, findmax, findmin, over all
- * elements or along dims (reduced dimensions kept with extent 1). Pullbacks that produce
- * an array of the argument's size return InplaceableThunks whose add! writes into the
- * accumulator without materialising the cotangent.
+ * Reductions: sum, mean, prod, cumsum, maximum, minimum, findmax, findmin, extrema and
+ * cumprod, over all elements or along dims (reduced dimensions kept with extent 1), and
+ * the parsing, output and test samplers that the other reductions (softmax.c, var_std.c,
+ * norm.c) share. Pullbacks that produce an array of the argument's size return
+ * InplaceableThunks whose add! writes into the accumulator without materialising the
+ * cotangent.
  */
 #include <math.h>
 
-#include "forms_impl.h"
+#include "reduce_impl.h"
 
-/* A parsed reduction: the argument, the output shape (A's, reduced dimensions 1). */
-typedef struct red {
-    const cr_array *A;
-    const cr_array *Aw; /* A in the work dtype, any strides */
-    bool all;           /* no dims: the output is a scalar */
-    bool mask[CR_ARRAY_MAX_DIMS];
-    size_t ndim;
-    size_t oshape[CR_ARRAY_MAX_DIMS];
-    size_t count; /* elements per slice */
-    cr_dtype wdt;
-    const char *who; /* the function's name, for messages */
-} red;
-
-static cr_status red_parse(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
-                           size_t max_args, bool real_only, red *r)
+cr_status cr__red_parse(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                        size_t max_args, bool real_only, cr__red *r)
 {
     memset(r, 0, sizeof *r);
     r->who = who;
@@ -57,7 +46,7 @@ static cr_status red_parse(cr_arena *arena, const char *who, const cr_value *arg
 }
 
 /* The output value from the work array w of shape oshape. */
-static cr_status red_output(cr_arena *arena, const red *r, const cr_array *w, cr_value *y)
+cr_status cr__red_output(cr_arena *arena, const cr__red *r, const cr_array *w, cr_value *y)
 {
     if (r->all) {
         *y = cr__scalar_value((cr_dtype)r->A->dtype, cr__load(w, 0));
@@ -72,8 +61,8 @@ static cr_status red_output(cr_arena *arena, const red *r, const cr_array *w, cr
 
 /* The cotangent (or tangent) of the output, as a work array of shape oshape (0-d for a
  * scalar output); NULL when zero. */
-static cr_status red_cot(cr_arena *arena, const char *who, const red *r, cr_tangent dy,
-                         const cr_array **g)
+cr_status cr__red_cot(cr_arena *arena, const char *who, const cr__red *r, cr_tangent dy,
+                      const cr_array **g)
 {
     if (!r->all)
         return cr__tan_array(arena, who, dy, r->ndim, r->oshape, r->wdt, g);
@@ -91,7 +80,7 @@ static cr_status red_cot(cr_arena *arena, const char *who, const red *r, cr_tang
 
 /* The environment of the reduction pullbacks. */
 typedef struct red_env {
-    red r;
+    cr__red r;
     cr_project *pA;
     cr_complex scale;   /* sum, mean */
     const cr_array *y;  /* prod: the output (work dtype, oshape) */
@@ -99,14 +88,14 @@ typedef struct red_env {
     size_t dim;         /* cumsum */
 } red_env;
 
-static cr_status red_env_new(cr_arena *arena, const red *r, const cr_value *args, red_env **out)
+static cr_status red_env_new(cr_arena *arena, const cr__red *r, const cr_value *args, red_env **out)
 {
-    red_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(red_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
-    e->r = *r;
+    cr_status st;
+    red_env *e = CR__PB_ENV(arena, red_env, pA, &args[0], &st);
+    if (e != NULL)
+        e->r = *r;
     *out = e;
-    return cr_project_new(arena, &args[0], &e->pA);
+    return st;
 }
 
 /* The thunk of a reduction pullback: the environment and the canonical cotangent. */
@@ -126,39 +115,16 @@ static cr_status red_thunk_new(cr_arena *arena, const red_env *e, const cr_array
     return cr__thunk(arena, fn, add, t, name, out);
 }
 
-/* ---- sum and mean ------------------------------------------------------------------------ */
-
-/* Ā = scale * broadcast(Ȳ) */
-static cr_status sum_thunk(cr_arena *arena, cr_tangent *out, void *env)
+/* The pullback of a reduction whose cotangent of A is the InplaceableThunk (thunk, add) of
+ * the output's cotangent (zero when that is zero); who names the pullback, thunk_name the
+ * thunk. */
+static inline cr_status red_thunk_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
+                                           cr_arena *arena, red_env *e, const char *who,
+                                           cr_thunk_fn thunk, cr_thunk_add_fn add,
+                                           const char *thunk_name)
 {
-    red_thunk *t = env;
-    const red *r = &t->e->r;
-    cr_array *dx;
-    cr_status st = cr__new_like(arena, r->wdt, r->A, false, &dx);
-    if (st != CR_OK)
-        return st;
-    cr__broadcast_into(dx, t->g, t->e->scale);
-    return cr__give(arena, t->e->pA, dx, out);
-}
-
-static cr_status sum_add(cr_arena *arena, cr_array *dest, void *env)
-{
-    red_thunk *t = env;
-    if (cr__dest_ok(dest, t->e->r.wdt, t->e->r.A)) {
-        cr__broadcast_axpy(dest, t->g, t->e->scale);
-        return CR_OK;
-    }
-    cr_tangent v;
-    cr_status st = sum_thunk(arena, &v, env);
-    return st != CR_OK ? st : cr__add_into(arena, dest, v);
-}
-
-static cr_status sum_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                              void *env)
-{
-    red_env *e = env;
     const cr_array *g;
-    cr_status st = red_cot(arena, "sum_pullback", &e->r, *dy, &g);
+    cr_status st = cr__red_cot(arena, who, &e->r, *dy, &g);
     for (size_t i = 0; i < nx; i++)
         dx[i] = cr_tangent_none();
     if (st != CR_OK)
@@ -167,15 +133,40 @@ static cr_status sum_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
         dx[1] = cr_tangent_zero();
         return CR_OK;
     }
-    return red_thunk_new(arena, e, g, sum_thunk, sum_add, "sum_pullback_thunk", &dx[1]);
+    return red_thunk_new(arena, e, g, thunk, add, thunk_name, &dx[1]);
+}
+
+/* ---- sum and mean ------------------------------------------------------------------------ */
+
+/* Ā = scale * broadcast(Ȳ) */
+static cr_status sum_thunk(cr_arena *arena, cr_tangent *out, void *env)
+{
+    red_thunk *t = env;
+    const cr__red *r = &t->e->r;
+    cr_array *dx;
+    cr_status st = cr__new_like(arena, r->wdt, r->A, false, &dx);
+    if (st != CR_OK)
+        return st;
+    cr__broadcast_into(dx, t->g, t->e->scale);
+    return cr__give(arena, t->e->pA, dx, out);
+}
+
+CR__THUNK_ADD(sum_add, red_thunk, t->e->r.wdt, t->e->r.A,
+              cr__broadcast_axpy(dest, t->g, t->e->scale), sum_thunk)
+
+static cr_status sum_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                              void *env)
+{
+    return red_thunk_pullback(dy, dx, nx, arena, env, "sum_pullback", sum_thunk, sum_add,
+                              "sum_pullback_thunk");
 }
 
 static cr_status sum_mean_rrule(cr_arena *arena, const char *who, const cr_value *args,
                                 size_t nargs, cr_value *y, cr_pullback *pb, const void *udata,
                                 bool mean)
 {
-    red r;
-    cr_status st = red_parse(arena, who, args, nargs, 2, false, &r);
+    cr__red r;
+    cr_status st = cr__red_parse(arena, who, args, nargs, 2, false, &r);
     if (st != CR_OK)
         return st;
     cr_array *w;
@@ -185,7 +176,7 @@ static cr_status sum_mean_rrule(cr_arena *arena, const char *who, const cr_value
     double scale = mean ? 1.0 / (double)r.count : 1.0;
     if (mean)
         cr__scal(scale, w);
-    st = red_output(arena, &r, w, y);
+    st = cr__red_output(arena, &r, w, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
     red_env *e = NULL;
@@ -204,20 +195,21 @@ static cr_status sum_rrule(const cr_config *cfg, cr_arena *arena, const cr_value
 {
     (void)cfg;
     (void)f;
-    if (nargs > 0 && args[0].kind == CR_KIND_FUNC) /* sum(f, A): array_hof.c */
+    if (nargs > 0 && args[0].kind == CR_KIND_FUNC) /* sum(f, A): array/higher_order.c */
         return cr__sum_f_rrule(cfg, arena, f, args, nargs, y, pb, udata);
     return sum_mean_rrule(arena, "sum", args, nargs, y, pb, udata, false);
 }
 CR__ARRAY_FN(sum, "sum", -1)
 
-/* mean(A; dims) = sum(A; dims) / n: Ā = broadcast(Ȳ) / n. mean(f, A; dims): array_hof.c. */
+/* mean(A; dims) = sum(A; dims) / n: Ā = broadcast(Ȳ) / n. mean(f, A; dims): array/higher_order.c.
+ */
 static cr_status mean_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
                             const void *udata)
 {
     (void)cfg;
     (void)f;
-    if (nargs > 0 && args[0].kind == CR_KIND_FUNC) /* mean(f, A): array_hof.c */
+    if (nargs > 0 && args[0].kind == CR_KIND_FUNC) /* mean(f, A): array/higher_order.c */
         return cr__mean_f_rrule(cfg, arena, f, args, nargs, y, pb, udata);
     return sum_mean_rrule(arena, "mean", args, nargs, y, pb, udata, true);
 }
@@ -292,7 +284,7 @@ static void prod_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, vo
 }
 
 /* Loop over A's shape: o-mapped array, x, and an A-shaped array (strides of `a3`). */
-static void prod_run(const red *r, prod_ctx *c, const cr_array *omap, const cr_array *a3)
+static void prod_run(const cr__red *r, prod_ctx *c, const cr_array *omap, const cr_array *a3)
 {
     cr__nd nd;
     cr__nd_init(&nd, r->ndim, r->A->shape);
@@ -302,7 +294,7 @@ static void prod_run(const red *r, prod_ctx *c, const cr_array *omap, const cr_a
     cr__nd_run(&nd, prod_inner, c);
 }
 
-static cr_status fill_ones(cr_arena *arena, const red *r, cr_array **out)
+static cr_status fill_ones(cr_arena *arena, const cr__red *r, cr_array **out)
 {
     cr_status st = cr__new(arena, r->wdt, r->ndim, r->oshape, false, out);
     if (st != CR_OK)
@@ -314,7 +306,7 @@ static cr_status fill_ones(cr_arena *arena, const red *r, cr_array **out)
 }
 
 /* Zero counts and products of the nonzero elements of each slice. */
-static cr_status prod_counts(cr_arena *arena, const red *r, prod_ctx *c)
+static cr_status prod_counts(cr_arena *arena, const cr__red *r, prod_ctx *c)
 {
     cr_array *nz, *pnz;
     cr_status st = cr__new(arena, CR_DT_F64, r->ndim, r->oshape, true, &nz);
@@ -331,7 +323,7 @@ static cr_status prod_counts(cr_arena *arena, const red *r, prod_ctx *c)
 
 static cr_status prod_fill(cr_arena *arena, red_thunk *t, cr_array *dx, bool add)
 {
-    const red *r = &t->e->r;
+    const cr__red *r = &t->e->r;
     prod_ctx c = {r->wdt == CR_DT_C128, 1,          NULL,    r->Aw->data, NULL, NULL,
                   t->e->y->data,        t->g->data, dx->data};
     cr_status st = prod_counts(arena, r, &c);
@@ -354,34 +346,17 @@ static cr_status prod_thunk(cr_arena *arena, cr_tangent *out, void *env)
     return st != CR_OK ? st : cr__give(arena, t->e->pA, dx, out);
 }
 
-static cr_status prod_add(cr_arena *arena, cr_array *dest, void *env)
-{
-    red_thunk *t = env;
-    if (cr__dest_ok(dest, t->e->r.wdt, t->e->r.A))
-        return prod_fill(arena, t, dest, true);
-    cr_tangent v;
-    cr_status st = prod_thunk(arena, &v, env);
-    return st != CR_OK ? st : cr__add_into(arena, dest, v);
-}
+CR__THUNK_ADD(prod_add, red_thunk, t->e->r.wdt, t->e->r.A, return prod_fill(arena, t, dest, true),
+              prod_thunk)
 
 static cr_status prod_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                                void *env)
 {
-    red_env *e = env;
-    const cr_array *g;
-    cr_status st = red_cot(arena, "prod_pullback", &e->r, *dy, &g);
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
-    if (st != CR_OK)
-        return st;
-    if (g == NULL) {
-        dx[1] = cr_tangent_zero();
-        return CR_OK;
-    }
-    return red_thunk_new(arena, e, g, prod_thunk, prod_add, "prod_pullback_thunk", &dx[1]);
+    return red_thunk_pullback(dy, dx, nx, arena, env, "prod_pullback", prod_thunk, prod_add,
+                              "prod_pullback_thunk");
 }
 
-static cr_status prod_forward(cr_arena *arena, const red *r, cr_array **w)
+static cr_status prod_forward(cr_arena *arena, const cr__red *r, cr_array **w)
 {
     cr_status st = fill_ones(arena, r, w);
     if (st != CR_OK)
@@ -398,13 +373,13 @@ static cr_status prod_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
 {
     (void)cfg;
     (void)f;
-    red r;
-    cr_status st = red_parse(arena, "prod", args, nargs, 2, false, &r);
+    cr__red r;
+    cr_status st = cr__red_parse(arena, "prod", args, nargs, 2, false, &r);
     cr_array *w = NULL;
     if (st == CR_OK)
         st = prod_forward(arena, &r, &w);
     if (st == CR_OK)
-        st = red_output(arena, &r, w, y);
+        st = cr__red_output(arena, &r, w, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
     red_env *e = NULL;
@@ -425,13 +400,13 @@ static cr_status prod_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
     (void)cfg;
     (void)f;
     (void)udata;
-    red r;
-    cr_status st = red_parse(arena, "prod", args, nargs, 2, false, &r);
+    cr__red r;
+    cr_status st = cr__red_parse(arena, "prod", args, nargs, 2, false, &r);
     cr_array *w = NULL;
     if (st == CR_OK)
         st = prod_forward(arena, &r, &w);
     if (st == CR_OK)
-        st = red_output(arena, &r, w, y);
+        st = cr__red_output(arena, &r, w, y);
     const cr_array *dA = NULL;
     if (st == CR_OK)
         st = cr__dx_array(arena, "prod", dargs, args, 0, r.wdt, &dA);
@@ -452,7 +427,7 @@ static cr_status prod_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
     c.mode = 4;
     prod_run(&r, &c, o, dA);
     cr_value yo;
-    st = red_output(arena, &r, o, &yo);
+    st = cr__red_output(arena, &r, o, &yo);
     if (st != CR_OK)
         return st;
     *dy = yo.kind == CR_KIND_ARRAY ? cr_tangent_array(yo.u.arr)
@@ -542,8 +517,8 @@ static cr_status cumsum_rrule(const cr_config *cfg, cr_arena *arena, const cr_va
 {
     (void)cfg;
     (void)f;
-    red r;
-    cr_status st = red_parse(arena, "cumsum", args, nargs, 2, false, &r);
+    cr__red r;
+    cr_status st = cr__red_parse(arena, "cumsum", args, nargs, 2, false, &r);
     if (st != CR_OK)
         return st;
     const cr_array *A = r.A;
@@ -642,7 +617,7 @@ static const char *const k_ext_pb_names[4] = {"maximum_pullback", "minimum_pullb
                                               "findmax_pullback", "findmin_pullback"};
 
 /* Forward: values (work, oshape) and linear indices. */
-static cr_status ext_forward(cr_arena *arena, const red *r, bool max, cr_array **best,
+static cr_status ext_forward(cr_arena *arena, const cr__red *r, bool max, cr_array **best,
                              cr_array **idx)
 {
     if (r->count == 0)
@@ -670,11 +645,11 @@ static cr_status ext_forward(cr_arena *arena, const red *r, bool max, cr_array *
     return CR_OK;
 }
 
-static cr_status ext_output(cr_arena *arena, const red *r, ext_kind k, cr_array *best,
+static cr_status ext_output(cr_arena *arena, const cr__red *r, ext_kind k, cr_array *best,
                             cr_array *idx, cr_value *y)
 {
     cr_value v = {0};
-    cr_status st = red_output(arena, r, best, &v);
+    cr_status st = cr__red_output(arena, r, best, &v);
     if (st != CR_OK || k == EXT_MAXIMUM || k == EXT_MINIMUM) {
         *y = v;
         return st;
@@ -733,17 +708,7 @@ static cr_status ext_thunk(cr_arena *arena, cr_tangent *out, void *env)
     return cr__give(arena, t->e->pA, dx, out);
 }
 
-static cr_status ext_add(cr_arena *arena, cr_array *dest, void *env)
-{
-    red_thunk *t = env;
-    if (cr__dest_ok(dest, t->e->r.wdt, t->e->r.A)) {
-        ext_scatter(t->e, t->g, dest);
-        return CR_OK;
-    }
-    cr_tangent v;
-    cr_status st = ext_thunk(arena, &v, env);
-    return st != CR_OK ? st : cr__add_into(arena, dest, v);
-}
+CR__THUNK_ADD(ext_add, red_thunk, t->e->r.wdt, t->e->r.A, ext_scatter(t->e, t->g, dest), ext_thunk)
 
 /* The value part of the output cotangent (field 0 of a findmax tuple). */
 static cr_status ext_value_cot(cr_arena *arena, const char *who, bool tuple, cr_tangent dy,
@@ -786,7 +751,7 @@ static cr_status ext_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
     cr_status st = ext_value_cot(arena, who, e->kind >= EXT_FINDMAX, *dy, &dv);
     const cr_array *g = NULL;
     if (st == CR_OK)
-        st = red_cot(arena, who, &e->base.r, dv, &g);
+        st = cr__red_cot(arena, who, &e->base.r, dv, &g);
     if (st != CR_OK)
         return st;
     if (g == NULL) {
@@ -799,8 +764,8 @@ static cr_status ext_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
 static cr_status ext_rrule(cr_arena *arena, ext_kind k, const cr_value *args, size_t nargs,
                            cr_value *y, cr_pullback *pb, const void *udata)
 {
-    red r;
-    cr_status st = red_parse(arena, k_ext_names[k], args, nargs, 2, true, &r);
+    cr__red r;
+    cr_status st = cr__red_parse(arena, k_ext_names[k], args, nargs, 2, true, &r);
     cr_array *best = NULL, *idx = NULL;
     bool max = k == EXT_MAXIMUM || k == EXT_FINDMAX;
     if (st == CR_OK)
@@ -809,15 +774,12 @@ static cr_status ext_rrule(cr_arena *arena, ext_kind k, const cr_value *args, si
         st = ext_output(arena, &r, k, best, idx, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
-    ext_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(ext_env));
+    ext_env *e = CR__PB_ENV(arena, ext_env, base.pA, &args[0], &st);
     if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+        return st;
     e->base.r = r;
     e->base.idx = idx->data;
     e->kind = k;
-    st = cr_project_new(arena, &args[0], &e->base.pA);
-    if (st != CR_OK)
-        return st;
     *pb = (cr_pullback){ext_pullback, e, k_ext_pb_names[k], nargs + 1};
     return CR_OK;
 }
@@ -826,8 +788,8 @@ static cr_status ext_rrule(cr_arena *arena, ext_kind k, const cr_value *args, si
 static cr_status ext_frule(cr_arena *arena, ext_kind k, const cr_tangent *dargs,
                            const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
 {
-    red r;
-    cr_status st = red_parse(arena, k_ext_names[k], args, nargs, 2, true, &r);
+    cr__red r;
+    cr_status st = cr__red_parse(arena, k_ext_names[k], args, nargs, 2, true, &r);
     cr_array *best = NULL, *idx = NULL;
     bool max = k == EXT_MAXIMUM || k == EXT_FINDMAX;
     if (st == CR_OK)
@@ -849,7 +811,7 @@ static cr_status ext_frule(cr_arena *arena, ext_kind k, const cr_tangent *dargs,
         for (size_t i = 0; i < n; i++)
             ((double *)o->data)[i] = ((const double *)dA->data)[((int64_t *)idx->data)[i]];
         cr_value vo;
-        st = red_output(arena, &r, o, &vo);
+        st = cr__red_output(arena, &r, o, &vo);
         if (st != CR_OK)
             return st;
         dv = vo.kind == CR_KIND_ARRAY
@@ -871,518 +833,6 @@ EXT_RULES(minimum, EXT_MINIMUM)
 EXT_RULES(findmax, EXT_FINDMAX)
 EXT_RULES(findmin, EXT_FINDMIN)
 
-/* ---- softmax, logsoftmax, logsumexp ------------------------------------------------------ */
-
-typedef enum {
-    SM_MAX,        /* o1 = max(o1, x) */
-    SM_SUMEXP,     /* o2 += exp(x - shift(o1)) */
-    SM_SOFTMAX,    /* out = exp(x - shift(o1)) / o2 */
-    SM_LOGSOFTMAX, /* out = x - shift(o1) - log(o2) */
-    SM_DOT,        /* o1 += x * b */
-    SM_SUM,        /* o1 += x */
-    SM_EXPDOT,     /* o1 += exp(x) * b */
-    SM_SOFTMAX_D,  /* out = x * (b - o1)          (x = y) */
-    SM_LOGSM_D,    /* out = b - exp(x) * o1       (x = y) */
-    SM_LOGSM_F,    /* out = b - o1 */
-    SM_LSE_D       /* out = o2 * exp(x - o1)      (o1 = lse, o2 = cotangent) */
-} sm_mode;
-
-typedef struct sm_ctx {
-    sm_mode mode;
-    const double *x;
-    double *o1, *o2;
-    double *out;
-    const double *b;
-} sm_ctx;
-
-/* The shift of a slice: its maximum when finite (so exp never overflows), else 0. */
-static double sm_shift(double m)
-{
-    return isfinite(m) ? m : 0.0;
-}
-
-/* Arrays: 0 x (A strides), 1 slice-mapped (o1, o2 share it), 2 out (A shape, contiguous),
- * 3 b (A shape, contiguous). */
-static void sm_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, void *vctx)
-{
-    sm_ctx *c = vctx;
-    for (size_t i = 0; i < n; i++) {
-        double x = c->x[off[0] + (ptrdiff_t)i * step[0]];
-        ptrdiff_t o = off[1] + (ptrdiff_t)i * step[1];
-        ptrdiff_t k = off[2] + (ptrdiff_t)i * step[2], kb = off[3] + (ptrdiff_t)i * step[3];
-        switch (c->mode) {
-        case SM_MAX:
-            if (x > c->o1[o] || isnan(x))
-                c->o1[o] = isnan(c->o1[o]) ? c->o1[o] : x;
-            break;
-        case SM_SUMEXP:
-            c->o2[o] += exp(x - sm_shift(c->o1[o]));
-            break;
-        case SM_SOFTMAX:
-            c->out[k] = exp(x - sm_shift(c->o1[o])) / c->o2[o];
-            break;
-        case SM_LOGSOFTMAX:
-            c->out[k] = x - sm_shift(c->o1[o]) - log(c->o2[o]);
-            break;
-        case SM_DOT:
-            c->o1[o] += x * c->b[kb];
-            break;
-        case SM_SUM:
-            c->o1[o] += x;
-            break;
-        case SM_EXPDOT:
-            c->o1[o] += exp(x) * c->b[kb];
-            break;
-        case SM_SOFTMAX_D:
-            c->out[k] = x * (c->b[kb] - c->o1[o]);
-            break;
-        case SM_LOGSM_D:
-            c->out[k] = c->b[kb] - exp(x) * c->o1[o];
-            break;
-        case SM_LSE_D:
-            c->out[k] = c->o2[o] * exp(x - c->o1[o]);
-            break;
-        case SM_LOGSM_F:
-            c->out[k] = c->b[kb] - c->o1[o];
-            break;
-        }
-    }
-}
-
-/* Run a mode over A's shape: x (strides of xa), slice array, out and b (contiguous). */
-static void sm_run(const red *r, sm_ctx *c, const cr_array *xa, const cr_array *slice)
-{
-    ptrdiff_t contig[CR_ARRAY_MAX_DIMS];
-    cr__row_major(r->ndim, r->A->shape, contig);
-    cr__nd nd;
-    cr__nd_init(&nd, r->ndim, r->A->shape);
-    cr__nd_add_strides(&nd, xa->strides);
-    cr__nd_add(&nd, slice);
-    cr__nd_add_strides(&nd, contig);
-    cr__nd_add_strides(&nd, contig);
-    c->x = xa->data;
-    cr__nd_run(&nd, sm_inner, c);
-}
-
-typedef enum { SMF_SOFTMAX, SMF_LOGSOFTMAX, SMF_LOGSUMEXP } sm_fn;
-static const char *const k_sm_names[3] = {"softmax", "logsoftmax", "logsumexp"};
-static const char *const k_sm_pb_names[3] = {"softmax_pullback", "logsoftmax_pullback",
-                                             "logsumexp_pullback"};
-
-/* A new slice-shaped f64 array filled with v. */
-static cr_status slice_fill(cr_arena *arena, const red *r, double v, cr_array **out)
-{
-    cr_status st = cr__new(arena, CR_DT_F64, r->ndim, r->oshape, false, out);
-    if (st != CR_OK)
-        return st;
-    size_t n = cr_array_numel(*out);
-    for (size_t i = 0; i < n; i++)
-        ((double *)(*out)->data)[i] = v;
-    return CR_OK;
-}
-
-/* Forward: y (work): softmax or logsoftmax of A's shape, or logsumexp of the slice shape. */
-static cr_status sm_forward(cr_arena *arena, const red *r, sm_fn fn, cr_array **y)
-{
-    cr_array *m, *s;
-    cr_status st = slice_fill(arena, r, -HUGE_VAL, &m);
-    if (st == CR_OK)
-        st = slice_fill(arena, r, 0.0, &s);
-    if (st != CR_OK)
-        return st;
-    sm_ctx c = {SM_MAX, NULL, m->data, s->data, NULL, NULL};
-    sm_run(r, &c, r->Aw, m);
-    c.mode = SM_SUMEXP;
-    sm_run(r, &c, r->Aw, m);
-    if (fn == SMF_LOGSUMEXP) {
-        size_t n = cr_array_numel(m);
-        double *mv = m->data, *sv = s->data;
-        for (size_t i = 0; i < n; i++)
-            mv[i] = sm_shift(mv[i]) + log(sv[i]);
-        *y = m;
-        return CR_OK;
-    }
-    st = cr__new_like(arena, CR_DT_F64, r->A, false, y);
-    if (st != CR_OK)
-        return st;
-    c.mode = fn == SMF_SOFTMAX ? SM_SOFTMAX : SM_LOGSOFTMAX;
-    c.out = (*y)->data;
-    sm_run(r, &c, r->Aw, m);
-    return CR_OK;
-}
-
-typedef struct sm_env {
-    red r;
-    cr_project *pA;
-    sm_fn fn;
-    const cr_array *y; /* work output */
-} sm_env;
-
-/* softmax: Ā = y ⊙ (Ȳ - Σ(Ȳ ⊙ y)); logsoftmax: Ā = Ȳ - exp(y) ⊙ ΣȲ;
- * logsumexp: Ā = Ȳ ⊙ exp(x - y). Sums over each slice. */
-static cr_status sm_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                             void *env)
-{
-    sm_env *e = env;
-    const red *r = &e->r;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
-    const cr_array *g;
-    cr_status st = e->fn == SMF_LOGSUMEXP ? red_cot(arena, k_sm_pb_names[e->fn], r, *dy, &g)
-                                          : cr__tan_array(arena, k_sm_pb_names[e->fn], *dy, r->ndim,
-                                                          r->A->shape, CR_DT_F64, &g);
-    if (st != CR_OK)
-        return st;
-    if (g == NULL) {
-        dx[1] = cr_tangent_zero();
-        return CR_OK;
-    }
-    cr_array *out;
-    st = cr__new_like(arena, CR_DT_F64, r->A, false, &out);
-    if (st != CR_OK)
-        return st;
-    sm_ctx c = {SM_DOT, NULL, NULL, NULL, out->data, g->data};
-    if (e->fn == SMF_LOGSUMEXP) {
-        cr_array yv;
-        cr_array_view_init(&yv, e->y->data, CR_DT_F64, r->ndim, r->oshape, NULL);
-        c.mode = SM_LSE_D;
-        c.o1 = yv.data;
-        c.o2 = (double *)g->data;
-        c.b = NULL;
-        sm_run(r, &c, r->Aw, &yv);
-    } else {
-        cr_array *acc;
-        st = slice_fill(arena, r, 0.0, &acc);
-        if (st != CR_OK)
-            return st;
-        c.o1 = acc->data;
-        c.mode = e->fn == SMF_SOFTMAX ? SM_DOT : SM_SUM;
-        sm_run(r, &c, e->fn == SMF_SOFTMAX ? e->y : g, acc);
-        c.mode = e->fn == SMF_SOFTMAX ? SM_SOFTMAX_D : SM_LOGSM_D;
-        sm_run(r, &c, e->y, acc);
-    }
-    return cr__give(arena, e->pA, out, &dx[1]);
-}
-
-static cr_status sm_value(cr_arena *arena, const red *r, sm_fn fn, const cr_array *w, cr_value *y)
-{
-    if (fn == SMF_LOGSUMEXP)
-        return red_output(arena, r, w, y);
-    cr_array *o;
-    cr_status st = cr__cast(arena, w, (cr_dtype)r->A->dtype, &o);
-    if (st == CR_OK)
-        *y = cr_value_array(o);
-    return st;
-}
-
-static cr_status sm_rrule(cr_arena *arena, sm_fn fn, const cr_value *args, size_t nargs,
-                          cr_value *y, cr_pullback *pb, const void *udata)
-{
-    red r;
-    cr_status st = red_parse(arena, k_sm_names[fn], args, nargs, 2, true, &r);
-    cr_array *w = NULL;
-    if (st == CR_OK)
-        st = sm_forward(arena, &r, fn, &w);
-    if (st == CR_OK)
-        st = sm_value(arena, &r, fn, w, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    sm_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(sm_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
-    e->r = r;
-    e->fn = fn;
-    e->y = w;
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){sm_pullback, e, k_sm_pb_names[fn], nargs + 1};
-    return CR_OK;
-}
-
-/* softmax: Ẏ = y ⊙ (Ẋ - Σ(y ⊙ Ẋ)); logsoftmax: Ẏ = Ẋ - Σ(exp(y) ⊙ Ẋ);
- * logsumexp: Ẏ = Σ exp(x - y) ⊙ Ẋ (= Σ softmax ⊙ Ẋ). */
-static cr_status sm_frule(cr_arena *arena, sm_fn fn, const cr_tangent *dargs, const cr_value *args,
-                          size_t nargs, cr_value *y, cr_tangent *dy)
-{
-    red r;
-    cr_status st = red_parse(arena, k_sm_names[fn], args, nargs, 2, true, &r);
-    cr_array *w = NULL;
-    if (st == CR_OK)
-        st = sm_forward(arena, &r, fn, &w);
-    if (st == CR_OK)
-        st = sm_value(arena, &r, fn, w, y);
-    const cr_array *dA = NULL;
-    if (st == CR_OK)
-        st = cr__dx_array(arena, k_sm_names[fn], dargs, args, 0, CR_DT_F64, &dA);
-    if (st != CR_OK)
-        return st;
-    if (dA == NULL) {
-        *dy = cr_tangent_zero();
-        return CR_OK;
-    }
-    cr_array *acc, *out = NULL;
-    st = slice_fill(arena, &r, 0.0, &acc);
-    if (st != CR_OK)
-        return st;
-    sm_ctx c = {SM_DOT, NULL, acc->data, NULL, NULL, dA->data};
-    cr_value v = {0};
-    if (fn == SMF_LOGSUMEXP) {
-        /* exp(x - y) dx summed: the softmax weights, shifted by the output itself. */
-        cr_array *ls;
-        st = cr__new_like(arena, CR_DT_F64, r.A, false, &ls);
-        if (st != CR_OK)
-            return st;
-        sm_ctx c2 = {SM_LSE_D, NULL, w->data, NULL, ls->data, NULL};
-        cr_array *ones;
-        st = slice_fill(arena, &r, 1.0, &ones);
-        if (st != CR_OK)
-            return st;
-        c2.o2 = ones->data;
-        sm_run(&r, &c2, r.Aw, w);
-        c.mode = SM_DOT;
-        sm_run(&r, &c, ls, acc);
-        st = red_output(arena, &r, acc, &v);
-    } else {
-        st = cr__new_like(arena, CR_DT_F64, r.A, false, &out);
-        if (st != CR_OK)
-            return st;
-        c.mode = fn == SMF_SOFTMAX ? SM_DOT : SM_EXPDOT;
-        sm_run(&r, &c, w, acc);
-        c.out = out->data;
-        c.mode = fn == SMF_SOFTMAX ? SM_SOFTMAX_D : SM_LOGSM_F;
-        sm_run(&r, &c, w, acc);
-        st = sm_value(arena, &r, SMF_SOFTMAX, out, &v);
-    }
-    if (st != CR_OK)
-        return st;
-    *dy = v.kind == CR_KIND_ARRAY ? cr_tangent_array(v.u.arr)
-                                  : cr__scalar_tangent(cr__value_dtype(&v), cr__scalar_of(&v));
-    return CR_OK;
-}
-
-#define SM_RULES(NAME, FN) CR__PARAM_RULES(NAME, sm_rrule, sm_frule, FN, -1)
-
-SM_RULES(softmax, SMF_SOFTMAX)
-SM_RULES(logsoftmax, SMF_LOGSOFTMAX)
-SM_RULES(logsumexp, SMF_LOGSUMEXP)
-
-/* ---- var and std --------------------------------------------------------------------------- */
-
-typedef enum { VM_SQ, VM_PB, VM_FR } var_mode;
-
-typedef struct var_ctx {
-    var_mode mode;
-    bool cplx;
-    const void *x;
-    const void *mu;  /* slice means (work dtype, oshape) */
-    double *acc;     /* slice accumulators (oshape) */
-    const double *c; /* slice coefficients (oshape) */
-    void *out;       /* A-shaped result (work dtype) */
-    const void *t;   /* A-shaped tangent (work dtype) */
-} var_ctx;
-
-/* Arrays: 0 x (A's strides), 1 slice-mapped, 2 A-shaped contiguous. */
-static void var_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, void *vctx)
-{
-    var_ctx *c = vctx;
-    for (size_t i = 0; i < n; i++) {
-        ptrdiff_t ix = off[0] + (ptrdiff_t)i * step[0], o = off[1] + (ptrdiff_t)i * step[1],
-                  k = off[2] + (ptrdiff_t)i * step[2];
-        cr_complex d = c->cplx ? ((const cr_complex *)c->x)[ix] - ((const cr_complex *)c->mu)[o]
-                               : ((const double *)c->x)[ix] - ((const double *)c->mu)[o];
-        switch (c->mode) {
-        case VM_SQ:
-            c->acc[o] += creal(d) * creal(d) + cimag(d) * cimag(d);
-            break;
-        case VM_PB:
-            if (c->cplx)
-                ((cr_complex *)c->out)[k] = c->c[o] * d;
-            else
-                ((double *)c->out)[k] = c->c[o] * creal(d);
-            break;
-        case VM_FR: {
-            cr_complex t = c->cplx ? ((const cr_complex *)c->t)[k] : ((const double *)c->t)[k];
-            c->acc[o] += creal(conj(d) * t);
-            break;
-        }
-        }
-    }
-}
-
-static void var_run(const red *r, var_ctx *c, const cr_array *slice)
-{
-    ptrdiff_t contig[CR_ARRAY_MAX_DIMS];
-    cr__row_major(r->ndim, r->A->shape, contig);
-    cr__nd nd;
-    cr__nd_init(&nd, r->ndim, r->A->shape);
-    cr__nd_add(&nd, r->Aw);
-    cr__nd_add(&nd, slice);
-    cr__nd_add_strides(&nd, contig);
-    c->x = r->Aw->data;
-    c->cplx = r->wdt == CR_DT_C128;
-    cr__nd_run(&nd, var_inner, c);
-}
-
-typedef struct var_env {
-    red r;
-    cr_project *pA;
-    const cr_array *mu; /* work, oshape */
-    const cr_array *v;  /* var (f64, oshape) */
-    bool std;
-} var_env;
-
-/* mu and var (corrected: divided by n - 1) of each slice. */
-static cr_status var_forward(cr_arena *arena, const red *r, cr_array **mu, cr_array **v)
-{
-    cr_status st = cr__unbroadcast(arena, r->Aw, r->ndim, r->oshape, mu);
-    if (st != CR_OK)
-        return st;
-    cr__scal(1.0 / (double)r->count, *mu);
-    st = cr__new(arena, CR_DT_F64, r->ndim, r->oshape, true, v);
-    if (st != CR_OK)
-        return st;
-    var_ctx c = {VM_SQ, false, NULL, (*mu)->data, (*v)->data, NULL, NULL, NULL};
-    var_run(r, &c, *v);
-    cr__scal(1.0 / ((double)r->count - 1), *v);
-    return CR_OK;
-}
-
-/* The real output (var, or std = sqrt(var)) of dtype f64 (f32 for f32 A). */
-static cr_status var_output(cr_arena *arena, const red *r, cr_array *v, bool std, cr_value *y)
-{
-    cr_dtype rdt = r->A->dtype == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64;
-    size_t n = cr_array_numel(v);
-    cr_array *w;
-    cr_status st = cr__new_like(arena, CR_DT_F64, v, false, &w);
-    if (st != CR_OK)
-        return st;
-    for (size_t i = 0; i < n; i++)
-        ((double *)w->data)[i] = std ? sqrt(((double *)v->data)[i]) : ((double *)v->data)[i];
-    if (r->all) {
-        *y = cr__scalar_value(rdt, ((double *)w->data)[0]);
-        return CR_OK;
-    }
-    cr_array *o;
-    st = cr__cast(arena, w, rdt, &o);
-    if (st == CR_OK)
-        *y = cr_value_array(o);
-    return st;
-}
-
-/* var: Ā = 2 (x - μ) ȳ / (n - 1); std: Ā = (x - μ) ȳ / ((n - 1) σ), 0 where σ = 0 (all
- * the slice's elements equal: the subgradient 0, not NaN). The mean's own dependence on x
- * cancels because Σ (x - μ) = 0. */
-static cr_status var_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                              void *env)
-{
-    var_env *e = env;
-    const red *r = &e->r;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
-    const char *who = e->std ? "std_pullback" : "var_pullback";
-    const cr_array *g;
-    cr_status st =
-        r->all ? CR_OK : cr__tan_array(arena, who, *dy, r->ndim, r->oshape, CR_DT_F64, &g);
-    cr_complex g0 = 0;
-    bool nz = true;
-    if (r->all)
-        st = cr__tan_scalar(arena, who, *dy, &g0, &nz);
-    if (st != CR_OK)
-        return st;
-    if ((r->all && !nz) || (!r->all && g == NULL)) {
-        dx[1] = cr_tangent_zero();
-        return CR_OK;
-    }
-    cr_array *c, *out;
-    st = cr__new(arena, CR_DT_F64, r->ndim, r->oshape, false, &c);
-    if (st == CR_OK)
-        st = cr__new_like(arena, r->wdt, r->A, false, &out);
-    if (st != CR_OK)
-        return st;
-    size_t n = cr_array_numel(c);
-    double den = (double)r->count - 1;
-    for (size_t i = 0; i < n; i++) {
-        double gi = r->all ? creal(g0) : ((const double *)g->data)[i];
-        double v = ((const double *)e->v->data)[i];
-        double ci = e->std ? (v > 0 ? gi / (den * sqrt(v)) : 0.0) : 2 * gi / den;
-        ((double *)c->data)[i] = ci;
-    }
-    var_ctx vc = {VM_PB, false, NULL, e->mu->data, NULL, c->data, out->data, NULL};
-    var_run(r, &vc, c);
-    return cr__give(arena, e->pA, out, &dx[1]);
-}
-
-static cr_status var_rrule_common(cr_arena *arena, bool std, const cr_value *args, size_t nargs,
-                                  cr_value *y, cr_pullback *pb, const void *udata)
-{
-    red r;
-    cr_array *mu = NULL, *v = NULL;
-    cr_status st = red_parse(arena, std ? "std" : "var", args, nargs, 2, false, &r);
-    if (st == CR_OK)
-        st = var_forward(arena, &r, &mu, &v);
-    if (st == CR_OK)
-        st = var_output(arena, &r, v, std, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    var_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(var_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
-    *e = (var_env){r, NULL, mu, v, std};
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){var_pullback, e, std ? "std_pullback" : "var_pullback", nargs + 1};
-    return CR_OK;
-}
-
-/* frule: var: ẏ = 2 Σ re(conj(x - μ) ẋ) / (n - 1); std: that / (2σ) (0 where σ = 0). */
-static cr_status var_frule_common(cr_arena *arena, bool std, const cr_tangent *dargs,
-                                  const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
-{
-    red r;
-    cr_array *mu = NULL, *v = NULL;
-    cr_status st = red_parse(arena, std ? "std" : "var", args, nargs, 2, false, &r);
-    if (st == CR_OK)
-        st = var_forward(arena, &r, &mu, &v);
-    if (st == CR_OK)
-        st = var_output(arena, &r, v, std, y);
-    const cr_array *t = NULL;
-    if (st == CR_OK)
-        st = cr__dx_array(arena, std ? "std" : "var", dargs, args, 0, r.wdt, &t);
-    if (st != CR_OK || t == NULL) {
-        *dy = cr_tangent_zero();
-        return st;
-    }
-    cr_array *acc;
-    st = cr__new(arena, CR_DT_F64, r.ndim, r.oshape, true, &acc);
-    if (st != CR_OK)
-        return st;
-    var_ctx c = {VM_FR, false, NULL, mu->data, acc->data, NULL, NULL, t->data};
-    var_run(&r, &c, acc);
-    size_t n = cr_array_numel(acc);
-    double den = (double)r.count - 1;
-    for (size_t i = 0; i < n; i++) {
-        double a = ((double *)acc->data)[i], vv = ((double *)v->data)[i];
-        ((double *)acc->data)[i] = std ? (vv > 0 ? a / (den * sqrt(vv)) : 0.0) : 2 * a / den;
-    }
-    cr_dtype rdt = r.A->dtype == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64;
-    if (r.all) {
-        *dy = cr__scalar_tangent(rdt, ((double *)acc->data)[0]);
-        return CR_OK;
-    }
-    cr_array *o;
-    st = cr__cast(arena, acc, rdt, &o);
-    if (st == CR_OK)
-        *dy = cr_tangent_array(o);
-    return st;
-}
-
-#define VAR_RULES(NAME, STD) CR__PARAM_RULES(NAME, var_rrule_common, var_frule_common, STD, -1)
-
-VAR_RULES(var, false)
-VAR_RULES(std, true)
-
 /* ---- extrema ------------------------------------------------------------------------------ */
 
 typedef struct xt_f64 {
@@ -1402,20 +852,20 @@ typedef struct extrema_env {
     red_env lo, hi;
 } extrema_env;
 
-static cr_status extrema_forward(cr_arena *arena, const cr_value *args, size_t nargs, red *r,
+static cr_status extrema_forward(cr_arena *arena, const cr_value *args, size_t nargs, cr__red *r,
                                  cr_array **blo, cr_array **ilo, cr_array **bhi, cr_array **ihi,
                                  cr_value *y)
 {
-    cr_status st = red_parse(arena, "extrema", args, nargs, 2, true, r);
+    cr_status st = cr__red_parse(arena, "extrema", args, nargs, 2, true, r);
     if (st == CR_OK)
         st = ext_forward(arena, r, false, blo, ilo);
     if (st == CR_OK)
         st = ext_forward(arena, r, true, bhi, ihi);
     cr_value vlo, vhi;
     if (st == CR_OK)
-        st = red_output(arena, r, *blo, &vlo);
+        st = cr__red_output(arena, r, *blo, &vlo);
     if (st == CR_OK)
-        st = red_output(arena, r, *bhi, &vhi);
+        st = cr__red_output(arena, r, *bhi, &vhi);
     if (st != CR_OK)
         return st;
     if (!r->all) {
@@ -1447,23 +897,18 @@ static cr_status extrema_pullback(const cr_tangent *dy, cr_tangent *dx, size_t n
                                   void *env)
 {
     extrema_env *e = env;
-    const red *r = &e->lo.r;
+    const cr__red *r = &e->lo.r;
     for (size_t i = 0; i < nx; i++)
         dx[i] = cr_tangent_none();
     cr_tangent d, f[2];
     const cr_array *g[2];
-    cr_status st = cr_tangent_unthunk(*dy, &d);
+    cr_status st = cr__tuple_cotangent(arena, "extrema_pullback", "a tuple", *dy, &d);
     if (st != CR_OK)
         return st;
-    if (!cr_tangent_is_zero(d) && d.tag != CR_TAN_STRUCT)
-        return CR__FAIL(arena, CR_ETANGENT,
-                        "extrema_pullback: the output is a tuple, its cotangent must be a "
-                        "structural tangent (got %s)",
-                        cr_tag_name((cr_tag)d.tag));
     f[0] = cr_tangent_field(d, 0);
     f[1] = cr_tangent_field(d, 1);
     for (size_t k = 0; k < 2 && st == CR_OK; k++)
-        st = red_cot(arena, "extrema_pullback", r, f[k], &g[k]);
+        st = cr__red_cot(arena, "extrema_pullback", r, f[k], &g[k]);
     if (st != CR_OK)
         return st;
     if (g[0] == NULL && g[1] == NULL) {
@@ -1487,20 +932,17 @@ static cr_status extrema_rrule(const cr_config *cfg, cr_arena *arena, const cr_v
 {
     (void)cfg;
     (void)f;
-    red r;
+    cr__red r;
     cr_array *blo = NULL, *ilo = NULL, *bhi = NULL, *ihi = NULL;
     cr_status st = extrema_forward(arena, args, nargs, &r, &blo, &ilo, &bhi, &ihi, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
-    extrema_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(extrema_env));
+    extrema_env *e = CR__PB_ENV(arena, extrema_env, lo.pA, &args[0], &st);
     if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+        return st;
     e->lo.r = e->hi.r = r;
     e->lo.idx = ilo->data;
     e->hi.idx = ihi->data;
-    st = cr_project_new(arena, &args[0], &e->lo.pA);
-    if (st != CR_OK)
-        return st;
     *pb = (cr_pullback){extrema_pullback, e, "extrema_pullback", nargs + 1};
     return CR_OK;
 }
@@ -1514,7 +956,7 @@ static cr_status extrema_frule(const cr_config *cfg, cr_arena *arena, const cr_t
     (void)cfg;
     (void)f;
     (void)udata;
-    red r;
+    cr__red r;
     cr_array *blo = NULL, *ilo = NULL, *bhi = NULL, *ihi = NULL;
     cr_status st = extrema_forward(arena, args, nargs, &r, &blo, &ilo, &bhi, &ihi, y);
     const cr_array *dA = NULL;
@@ -1535,7 +977,7 @@ static cr_status extrema_frule(const cr_config *cfg, cr_arena *arena, const cr_t
         for (size_t i = 0; i < n; i++)
             ((double *)o->data)[i] = ((const double *)dA->data)[((const int64_t *)idx->data)[i]];
         cr_value vo;
-        st = red_output(arena, &r, o, &vo);
+        st = cr__red_output(arena, &r, o, &vo);
         if (st != CR_OK)
             return st;
         fl[k] = vo.kind == CR_KIND_ARRAY
@@ -1612,7 +1054,7 @@ static void cp_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, void
     }
 }
 
-static void cp_run(const red *r, size_t dim, cp_ctx *c)
+static void cp_run(const cr__red *r, size_t dim, cp_ctx *c)
 {
     size_t shape[CR_ARRAY_MAX_DIMS];
     ptrdiff_t contig[CR_ARRAY_MAX_DIMS];
@@ -1633,16 +1075,16 @@ static void cp_run(const red *r, size_t dim, cp_ctx *c)
 }
 
 typedef struct cp_env {
-    red r;
+    cr__red r;
     cr_project *pA;
     size_t dim;
     const cr_array *y;
 } cp_env;
 
-static cr_status cumprod_forward(cr_arena *arena, const cr_value *args, size_t nargs, red *r,
+static cr_status cumprod_forward(cr_arena *arena, const cr_value *args, size_t nargs, cr__red *r,
                                  size_t *dim, cr_array **w)
 {
-    cr_status st = red_parse(arena, "cumprod", args, nargs, 2, false, r);
+    cr_status st = cr__red_parse(arena, "cumprod", args, nargs, 2, false, r);
     if (st != CR_OK)
         return st;
     *dim = 0;
@@ -1699,7 +1141,7 @@ static cr_status cumprod_rrule(const cr_config *cfg, cr_arena *arena, const cr_v
 {
     (void)cfg;
     (void)f;
-    red r;
+    cr__red r;
     size_t dim;
     cr_array *w, *o;
     cr_status st = cumprod_forward(arena, args, nargs, &r, &dim, &w);
@@ -1710,13 +1152,12 @@ static cr_status cumprod_rrule(const cr_config *cfg, cr_arena *arena, const cr_v
     *y = cr_value_array(o);
     if (udata == CR__PRIMAL_ONLY)
         return CR_OK;
-    cp_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(cp_env));
+    cp_env *e = CR__PB_ENV(arena, cp_env, pA, &args[0], &st);
     if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
-    *e = (cp_env){r, NULL, dim, w};
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st != CR_OK)
         return st;
+    e->r = r;
+    e->dim = dim;
+    e->y = w;
     *pb = (cr_pullback){cumprod_pullback, e, "cumprod_pullback", nargs + 1};
     return CR_OK;
 }
@@ -1729,7 +1170,7 @@ static cr_status cumprod_frule(const cr_config *cfg, cr_arena *arena, const cr_t
     (void)cfg;
     (void)f;
     (void)udata;
-    red r;
+    cr__red r;
     size_t dim;
     cr_array *w, *o;
     cr_status st = cumprod_forward(arena, args, nargs, &r, &dim, &w);
@@ -1753,250 +1194,12 @@ static cr_status cumprod_frule(const cr_config *cfg, cr_arena *arena, const cr_t
     return cr_project_tangent(arena, y, cr_tangent_array(out), dy);
 }
 
-/* ---- norm --------------------------------------------------------------------------------- */
-
-typedef struct norm_env {
-    const cr_array *A, *Aw; /* Aw contiguous work */
-    cr_project *pA, *pp;
-    double p, y;
-    size_t imax; /* p = Inf: the first maximal element */
-    bool dp;     /* p is perturbable */
-} norm_env;
-
-/* y = (Σ |x|^p)^(1/p), computed as m (Σ (|x|/m)^p)^(1/p) with m = max |x| so that it
- * neither overflows nor underflows; p = Inf gives m. */
-static cr_status norm_forward(cr_arena *arena, const cr_value *args, size_t nargs, norm_env *e)
-{
-    cr_status st = cr__nargs(arena, "norm", nargs, 1, 2);
-    const cr_array *A;
-    if (st == CR_OK)
-        st = cr__array_arg(arena, "norm", args, nargs, 0, &A);
-    if (st != CR_OK)
-        return st;
-    if (!cr_dtype_is_float((cr_dtype)A->dtype))
-        return CR__FAIL(arena, CR_EINVAL, "norm: expected an f64, f32 or c128 array");
-    e->p = 2;
-    if (nargs == 2) {
-        cr_kind k = args[1].kind;
-        if (k != CR_KIND_F64 && k != CR_KIND_F32 && k != CR_KIND_I64 && k != CR_KIND_I32)
-            return CR__FAIL(arena, CR_EINVAL, "norm: p must be a real number");
-        e->p = creal(cr__scalar_of(&args[1]));
-        e->dp = cr__is_diff(&args[1]);
-        if (isnan(e->p))
-            return CR__FAIL(arena, CR_EDOMAIN, "norm: p is NaN");
-    }
-    e->A = A;
-    st = cr__dense(arena, A, cr__work((cr_dtype)A->dtype), &e->Aw);
-    if (st != CR_OK)
-        return st;
-    size_t n = cr_array_numel(A);
-    if (e->p == 0) {
-        /* Julia's norm(x, 0): the number of nonzero elements, a step function of x */
-        double c = 0;
-        for (size_t i = 0; i < n; i++)
-            c += cr__load(e->Aw, (ptrdiff_t)i) != 0;
-        e->y = c;
-        return CR_OK;
-    }
-    if (e->p < 0) {
-        /* the smallest |x| scales: (Σ (|x|/m)^p)^(1/p) m with every term <= 1; a zero
-         * element makes the norm 0; p = -Inf is the smallest |x| itself */
-        double m = HUGE_VAL;
-        e->imax = 0;
-        for (size_t i = 0; i < n; i++) {
-            double a = cabs(cr__load(e->Aw, (ptrdiff_t)i));
-            if (a < m || isnan(a)) {
-                m = a;
-                e->imax = i;
-                if (isnan(a))
-                    break;
-            }
-        }
-        if (n == 0)
-            m = isinf(e->p) ? HUGE_VAL : 0; /* Julia: norm([], -Inf) = Inf, other p 0 */
-        if (isinf(e->p) || m == 0 || !isfinite(m) || n == 0) {
-            e->y = m;
-            return CR_OK;
-        }
-        double s = 0;
-        for (size_t i = 0; i < n; i++)
-            s += pow(cabs(cr__load(e->Aw, (ptrdiff_t)i)) / m, e->p);
-        e->y = m * pow(s, 1 / e->p);
-        return CR_OK;
-    }
-    double m = 0;
-    e->imax = 0;
-    for (size_t i = 0; i < n; i++) {
-        double a = cabs(cr__load(e->Aw, (ptrdiff_t)i));
-        if (a > m || isnan(a)) {
-            m = a;
-            e->imax = i;
-            if (isnan(a))
-                break;
-        }
-    }
-    if (isinf(e->p) || m == 0 || !isfinite(m)) {
-        e->y = m;
-        return CR_OK;
-    }
-    double s = 0;
-    for (size_t i = 0; i < n; i++) {
-        double a = cabs(cr__load(e->Aw, (ptrdiff_t)i)) / m;
-        s += e->p == 2 ? a * a : e->p == 1 ? a : pow(a, e->p);
-    }
-    e->y = m * (e->p == 2 ? sqrt(s) : e->p == 1 ? s : pow(s, 1 / e->p));
-    return CR_OK;
-}
-
-/* ∂y/∂x_i = |x_i|^(p-2) x_i y^(1-p) (sign(x_i) for p = 1; the first maximal element's sign
- * for p = Inf, the first minimal one's for p = -Inf; 0 for p = 0, a count; 0 at y = 0, the
- * subgradient); the pullback multiplies by ȳ (conj convention: x̄ = ∂y/∂x · ȳ for the real
- * y). ∂y/∂p = y (Σ |x|^p log|x| / Σ|x|^p - log y) / p. */
-static cr_complex norm_partial(const norm_env *e, size_t i)
-{
-    cr_complex x = cr__load(e->Aw, (ptrdiff_t)i);
-    double a = cabs(x), p = e->p;
-    if (e->y == 0 || a == 0 || p == 0 || !isfinite(e->y))
-        return 0;
-    if (isinf(p))
-        return i == e->imax ? x / a : 0;
-    if (p == 2)
-        return x / e->y;
-    if (p == 1)
-        return x / a;
-    return x * pow(a / e->y, p - 2) / e->y;
-}
-
-static double norm_dp(const norm_env *e)
-{
-    if (isinf(e->p) || e->p == 0 || e->y == 0 || !isfinite(e->y))
-        return 0;
-    size_t n = cr_array_numel(e->A);
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double a = cabs(cr__load(e->Aw, (ptrdiff_t)i)) / e->y;
-        if (a == 0)
-            continue;
-        double ap = pow(a, e->p);
-        num += ap * log(a);
-        den += ap;
-    }
-    /* With a_i = |x_i| / y: Σ a^p = 1, so ∂y/∂p = y Σ a^p log a / p. */
-    return e->y * (num / den) / e->p;
-}
-
-static cr_status norm_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                               void *env)
-{
-    norm_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
-    cr_complex g;
-    bool nz;
-    cr_status st = cr__tan_scalar(arena, "norm_pullback", *dy, &g, &nz);
-    if (st != CR_OK)
-        return st;
-    double gr = creal(g);
-    if (e->dp)
-        dx[2] = cr_tangent_zero();
-    if (!nz) {
-        dx[1] = cr_tangent_zero();
-        return CR_OK;
-    }
-    if (e->dp) {
-        st = cr_project_apply(arena, e->pp, cr_tangent_f64(norm_dp(e) * gr), &dx[2]);
-        if (st != CR_OK)
-            return st;
-    }
-    cr_array *out;
-    st = cr__new_like(arena, (cr_dtype)e->Aw->dtype, e->A, false, &out);
-    if (st != CR_OK)
-        return st;
-    size_t n = cr_array_numel(e->A);
-    for (size_t i = 0; i < n; i++)
-        cr__store(out, (ptrdiff_t)i, norm_partial(e, i) * gr);
-    return cr__give(arena, e->pA, out, &dx[1]);
-}
-
-static cr_status norm_value(const norm_env *e, cr_value *y)
-{
-    *y = cr__scalar_value(e->A->dtype == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64, e->y);
-    return CR_OK;
-}
-
-/* norm(A), norm(A, p): the p-norm of A's elements (p = 2 by default: Frobenius for a
- * matrix, as Julia's norm). */
-static cr_status norm_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
-{
-    (void)cfg;
-    (void)f;
-    norm_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(norm_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
-    cr_status st = norm_forward(arena, args, nargs, e);
-    if (st == CR_OK)
-        st = norm_value(e, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st == CR_OK && nargs == 2)
-        st = cr_project_new(arena, &args[1], &e->pp);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){norm_pullback, e, "norm_pullback", nargs + 1};
-    return CR_OK;
-}
-CR__ARRAY_FN(norm, "norm", -1)
-
-/* frule: ẏ = Σ re(conj(∂y/∂x_i) ẋ_i) + ∂y/∂p ṗ. */
-static cr_status norm_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
-{
-    (void)cfg;
-    (void)f;
-    (void)udata;
-    norm_env e;
-    memset(&e, 0, sizeof e);
-    cr_status st = norm_forward(arena, args, nargs, &e);
-    if (st == CR_OK)
-        st = norm_value(&e, y);
-    const cr_array *t = NULL;
-    if (st == CR_OK)
-        st = cr__dx_array(arena, "norm", dargs, args, 0, (cr_dtype)e.Aw->dtype, &t);
-    cr_complex pd = 0;
-    bool nzp = false;
-    if (st == CR_OK && e.dp)
-        st = cr__tan_scalar(arena, "norm", dargs[2], &pd, &nzp);
-    if (st != CR_OK)
-        return st;
-    if (t == NULL && !nzp) {
-        *dy = cr_tangent_zero();
-        return CR_OK;
-    }
-    double s = nzp ? norm_dp(&e) * creal(pd) : 0;
-    size_t n = cr_array_numel(e.A);
-    for (size_t i = 0; t != NULL && i < n; i++)
-        s += creal(conj(norm_partial(&e, i)) * cr__load(t, (ptrdiff_t)i));
-    *dy = cr__scalar_tangent(e.A->dtype == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64, s);
-    return CR_OK;
-}
-
 /* ---- Test registrations ---------------------------------------------------------------- */
 
-typedef struct red_sample_opts {
-    bool dims; /* a second argument: dims */
-    bool real_only;
-    bool zeros;   /* sometimes plant zeros (prod) */
-    bool one_dim; /* dims is one integer (cumsum) */
-} red_sample_opts;
-
-static cr_status sample_red(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs, void *env)
+cr_status cr__sample_red(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs, void *env)
 {
     (void)nargs;
-    const red_sample_opts *o = env;
+    const cr__red_sample_opts *o = env;
     static const size_t shapes[3][3] = {{5, 0, 0}, {3, 4, 0}, {2, 3, 4}};
     size_t k = cr__rng_below(rng, 3), nd = k + 1;
     cr_dtype dt = cr__rng_dtype(rng);
@@ -2056,38 +1259,25 @@ static cr_status sample_vector(cr_arena *arena, uint64_t *rng, cr_value *args, s
     return st;
 }
 
-static const red_sample_opts k_so_all = {false, false, false, false};
-static const red_sample_opts k_so_dims = {true, false, false, false};
-static const red_sample_opts k_so_real = {false, true, false, false};
-static const red_sample_opts k_so_real_dims = {true, true, false, false};
-static const red_sample_opts k_so_prod = {false, false, true, false};
-static const red_sample_opts k_so_prod_dims = {true, false, true, false};
-static const red_sample_opts k_so_one_dim = {true, false, false, true};
+const cr__red_sample_opts cr__so_red_all = {false, false, false, false};
+static const cr__red_sample_opts k_so_dims = {true, false, false, false};
+static const cr__red_sample_opts k_so_real = {false, true, false, false};
+static const cr__red_sample_opts k_so_real_dims = {true, true, false, false};
+static const cr__red_sample_opts k_so_prod = {false, false, true, false};
+static const cr__red_sample_opts k_so_prod_dims = {true, false, true, false};
+static const cr__red_sample_opts k_so_one_dim = {true, false, false, true};
 
-static const cr_rule_test k_t_all = {.sample = sample_red, .env = (void *)&k_so_all};
-static const cr_rule_test k_t_dims = {.sample = sample_red, .env = (void *)&k_so_dims};
-static const cr_rule_test k_t_real = {.sample = sample_red, .env = (void *)&k_so_real};
-static const cr_rule_test k_t_real_dims = {.sample = sample_red, .env = (void *)&k_so_real_dims};
-static const cr_rule_test k_t_prod = {.sample = sample_red, .env = (void *)&k_so_prod};
-static const cr_rule_test k_t_prod_dims = {.sample = sample_red, .env = (void *)&k_so_prod_dims};
-static const cr_rule_test k_t_cumsum = {.sample = sample_red, .env = (void *)&k_so_one_dim};
+const cr_rule_test cr__t_red_all = {.sample = cr__sample_red, .env = (void *)&cr__so_red_all};
+const cr_rule_test cr__t_red_dims = {.sample = cr__sample_red, .env = (void *)&k_so_dims};
+const cr_rule_test cr__t_red_real = {.sample = cr__sample_red, .env = (void *)&k_so_real};
+const cr_rule_test cr__t_red_real_dims = {.sample = cr__sample_red, .env = (void *)&k_so_real_dims};
+static const cr_rule_test k_t_prod = {.sample = cr__sample_red, .env = (void *)&k_so_prod};
+static const cr_rule_test k_t_prod_dims = {.sample = cr__sample_red,
+                                           .env = (void *)&k_so_prod_dims};
+static const cr_rule_test k_t_cumsum = {.sample = cr__sample_red, .env = (void *)&k_so_one_dim};
 static const cr_rule_test k_t_vector = {.sample = sample_vector};
-static const red_sample_opts k_so_cumprod = {true, false, true, true};
-static const cr_rule_test k_t_cumprod = {.sample = sample_red, .env = (void *)&k_so_cumprod};
-
-/* norm(A, p) with p among 1, 2, 3 (integers: no tangent) and 1.5, 2.5 (perturbed). */
-static cr_status sample_norm(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                             void *env)
-{
-    cr_status st = sample_red(arena, rng, args, 1, env);
-    if (st != CR_OK || nargs < 2)
-        return st;
-    static const double ps[5] = {1, 2, 3, 1.5, 2.5};
-    size_t k = cr__rng_below(rng, 5);
-    args[1] = k < 3 ? cr_value_i64((int64_t)ps[k]) : cr_value_f64(ps[k]);
-    return CR_OK;
-}
-static const cr_rule_test k_t_norm = {.sample = sample_norm, .env = (void *)&k_so_all};
+static const cr__red_sample_opts k_so_cumprod = {true, false, true, true};
+static const cr_rule_test k_t_cumprod = {.sample = cr__sample_red, .env = (void *)&k_so_cumprod};
 
 cr_status cr__array_register_reduce(cr_registry *reg)
 {
@@ -2095,75 +1285,60 @@ cr_status cr__array_register_reduce(cr_registry *reg)
     static const cr_argspec f2[2] = {{CR__M_FARRAY, NULL}, {CR_M_INT | CR_M_A_INT, NULL}};
     static const cr_argspec fi[2] = {{CR__M_FARRAY, NULL}, {CR_M_INT, NULL}};
     static const cr_argspec r1[1] = {{CR__M_RARRAY, NULL}};
-    static const cr_argspec fp[2] = {{CR__M_FARRAY, NULL}, {CR_M_F64 | CR_M_F32 | CR_M_INT, NULL}};
     static const cr_argspec r2[2] = {{CR__M_RARRAY, NULL}, {CR_M_INT | CR_M_A_INT, NULL}};
-    static const struct {
-        const cr_function *fn;
-        const cr_argspec *args;
-        size_t n;
-        cr_frule_fn frule;
-        cr_rrule_fn rrule;
-        const cr_rule_test *test;
-        uint32_t lin;             /* the cr_linearity class */
-        const cr_rule_form *form; /* the second-order form (array_reduce_forms.c) */
-    } k[] = {
-        {&sum_function, f1, 1, cr__linear_frule, sum_rrule, &k_t_all, CR_LINEAR, NULL},
-        {&sum_function, f2, 2, cr__linear_frule, sum_rrule, &k_t_dims, CR_LINEAR, NULL},
-        {&mean_function, f1, 1, cr__linear_frule, mean_rrule, &k_t_all, CR_LINEAR, NULL},
-        {&mean_function, f2, 2, cr__linear_frule, mean_rrule, &k_t_dims, CR_LINEAR, NULL},
-        {&prod_function, f1, 1, prod_frule, prod_rrule, &k_t_prod, CR_NONLINEAR, &cr__form_prod},
+    static const cr__array_rule k[] = {
+        {&sum_function, f1, 1, cr__linear_frule, sum_rrule, &cr__t_red_all, CR_LINEAR, NULL, false},
+        {&sum_function, f2, 2, cr__linear_frule, sum_rrule, &cr__t_red_dims, CR_LINEAR, NULL,
+         false},
+        {&mean_function, f1, 1, cr__linear_frule, mean_rrule, &cr__t_red_all, CR_LINEAR, NULL,
+         false},
+        {&mean_function, f2, 2, cr__linear_frule, mean_rrule, &cr__t_red_dims, CR_LINEAR, NULL,
+         false},
+        {&prod_function, f1, 1, prod_frule, prod_rrule, &k_t_prod, CR_NONLINEAR, &cr__form_prod,
+         false},
         {&prod_function, f2, 2, prod_frule, prod_rrule, &k_t_prod_dims, CR_NONLINEAR,
-         &cr__form_prod},
-        {&cumsum_function, f1, 1, cr__linear_frule, cumsum_rrule, &k_t_vector, CR_LINEAR, NULL},
-        {&cumsum_function, fi, 2, cr__linear_frule, cumsum_rrule, &k_t_cumsum, CR_LINEAR, NULL},
-        {&maximum_function, r1, 1, maximum_frule, maximum_rrule, &k_t_real, CR_PIECEWISE_LINEAR,
-         NULL},
-        {&maximum_function, r2, 2, maximum_frule, maximum_rrule, &k_t_real_dims,
-         CR_PIECEWISE_LINEAR, NULL},
-        {&minimum_function, r1, 1, minimum_frule, minimum_rrule, &k_t_real, CR_PIECEWISE_LINEAR,
-         NULL},
-        {&minimum_function, r2, 2, minimum_frule, minimum_rrule, &k_t_real_dims,
-         CR_PIECEWISE_LINEAR, NULL},
-        {&findmax_function, r1, 1, findmax_frule, findmax_rrule, &k_t_real, CR_PIECEWISE_LINEAR,
-         NULL},
-        {&findmax_function, r2, 2, findmax_frule, findmax_rrule, &k_t_real_dims,
-         CR_PIECEWISE_LINEAR, NULL},
-        {&findmin_function, r1, 1, findmin_frule, findmin_rrule, &k_t_real, CR_PIECEWISE_LINEAR,
-         NULL},
-        {&findmin_function, r2, 2, findmin_frule, findmin_rrule, &k_t_real_dims,
-         CR_PIECEWISE_LINEAR, NULL},
-        {&softmax_function, r1, 1, softmax_frule, softmax_rrule, &k_t_real, CR_NONLINEAR,
-         &cr__form_softmax},
-        {&softmax_function, r2, 2, softmax_frule, softmax_rrule, &k_t_real_dims, CR_NONLINEAR,
-         &cr__form_softmax},
-        {&logsoftmax_function, r1, 1, logsoftmax_frule, logsoftmax_rrule, &k_t_real, CR_NONLINEAR,
-         &cr__form_logsoftmax},
-        {&logsoftmax_function, r2, 2, logsoftmax_frule, logsoftmax_rrule, &k_t_real_dims,
-         CR_NONLINEAR, &cr__form_logsoftmax},
-        {&logsumexp_function, r1, 1, logsumexp_frule, logsumexp_rrule, &k_t_real, CR_NONLINEAR,
-         &cr__form_logsumexp},
-        {&logsumexp_function, r2, 2, logsumexp_frule, logsumexp_rrule, &k_t_real_dims, CR_NONLINEAR,
-         &cr__form_logsumexp},
-        {&var_function, f1, 1, var_frule, var_rrule, &k_t_all, CR_NONLINEAR, &cr__form_var},
-        {&var_function, f2, 2, var_frule, var_rrule, &k_t_dims, CR_NONLINEAR, &cr__form_var},
-        {&std_function, f1, 1, std_frule, std_rrule, &k_t_all, CR_NONLINEAR, &cr__form_std},
-        {&std_function, f2, 2, std_frule, std_rrule, &k_t_dims, CR_NONLINEAR, &cr__form_std},
-        {&extrema_function, r1, 1, extrema_frule, extrema_rrule, &k_t_real, CR_PIECEWISE_LINEAR,
-         NULL},
-        {&extrema_function, r2, 2, extrema_frule, extrema_rrule, &k_t_real_dims,
-         CR_PIECEWISE_LINEAR, NULL},
-        {&cumprod_function, f1, 1, cumprod_frule, cumprod_rrule, &k_t_vector, CR_NONLINEAR,
-         &cr__form_cumprod},
-        {&cumprod_function, fi, 2, cumprod_frule, cumprod_rrule, &k_t_cumprod, CR_NONLINEAR,
-         &cr__form_cumprod},
-        {&norm_function, f1, 1, norm_frule, norm_rrule, &k_t_all, CR_NONLINEAR, &cr__form_norm},
-        {&norm_function, fp, 2, norm_frule, norm_rrule, &k_t_norm, CR_NONLINEAR, &cr__form_norm},
+         &cr__form_prod, false},
+        {&cumsum_function, f1, 1, cr__linear_frule, cumsum_rrule, &k_t_vector, CR_LINEAR, NULL,
+         false},
+        {&cumsum_function, fi, 2, cr__linear_frule, cumsum_rrule, &k_t_cumsum, CR_LINEAR, NULL,
+         false},
+        {&maximum_function, r1, 1, maximum_frule, maximum_rrule, &cr__t_red_real,
+         CR_PIECEWISE_LINEAR, NULL, false},
+        {&maximum_function, r2, 2, maximum_frule, maximum_rrule, &cr__t_red_real_dims,
+         CR_PIECEWISE_LINEAR, NULL, false},
+        {&minimum_function, r1, 1, minimum_frule, minimum_rrule, &cr__t_red_real,
+         CR_PIECEWISE_LINEAR, NULL, false},
+        {&minimum_function, r2, 2, minimum_frule, minimum_rrule, &cr__t_red_real_dims,
+         CR_PIECEWISE_LINEAR, NULL, false},
+        {&findmax_function, r1, 1, findmax_frule, findmax_rrule, &cr__t_red_real,
+         CR_PIECEWISE_LINEAR, NULL, false},
+        {&findmax_function, r2, 2, findmax_frule, findmax_rrule, &cr__t_red_real_dims,
+         CR_PIECEWISE_LINEAR, NULL, false},
+        {&findmin_function, r1, 1, findmin_frule, findmin_rrule, &cr__t_red_real,
+         CR_PIECEWISE_LINEAR, NULL, false},
+        {&findmin_function, r2, 2, findmin_frule, findmin_rrule, &cr__t_red_real_dims,
+         CR_PIECEWISE_LINEAR, NULL, false},
     };
-    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        cr_status st = cr__add_rule_so(reg, k[i].fn, k[i].args, k[i].n, false, k[i].frule,
-                                       k[i].rrule, k[i].test, k[i].lin, k[i].form);
-        if (st != CR_OK)
-            return st;
-    }
-    return CR_OK;
+    static const cr__array_rule k2[] = {
+        {&extrema_function, r1, 1, extrema_frule, extrema_rrule, &cr__t_red_real,
+         CR_PIECEWISE_LINEAR, NULL, false},
+        {&extrema_function, r2, 2, extrema_frule, extrema_rrule, &cr__t_red_real_dims,
+         CR_PIECEWISE_LINEAR, NULL, false},
+        {&cumprod_function, f1, 1, cumprod_frule, cumprod_rrule, &k_t_vector, CR_NONLINEAR,
+         &cr__form_cumprod, false},
+        {&cumprod_function, fi, 2, cumprod_frule, cumprod_rrule, &k_t_cumprod, CR_NONLINEAR,
+         &cr__form_cumprod, false},
+    };
+    /* The order of docs/rules-index.md: sum ... findmin, softmax, logsoftmax, logsumexp, var,
+     * std, extrema, cumprod, norm. */
+    cr_status st = cr__add_rules(reg, k, sizeof k / sizeof k[0]);
+    if (st == CR_OK)
+        st = cr__array_register_softmax(reg);
+    if (st == CR_OK)
+        st = cr__array_register_var(reg);
+    if (st == CR_OK)
+        st = cr__add_rules(reg, k2, sizeof k2 / sizeof k2[0]);
+    if (st == CR_OK)
+        st = cr__array_register_norm(reg);
+    return st;
 }

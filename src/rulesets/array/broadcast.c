@@ -10,7 +10,7 @@
  */
 #include <math.h>
 
-#include "forms_impl.h"
+#include "family.h"
 
 #include <chainrules/rules_complex.h>
 #include <chainrules/rules_math.h>

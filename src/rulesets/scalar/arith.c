@@ -6,25 +6,10 @@
  */
 #include <chainrules/rules_math.h>
 
-#include "../rules/rules_impl.h"
-
-/* Declares the cr_function of a row and its exported function value cr_fn_NAME. */
-#define DEFINE_FN(NAME, STR, NIN)                                                        \
-    static const cr_function NAME##_function = CR_SCALAR_FUNCTION(STR, NAME##_row, NIN); \
-    const cr_value cr_fn_##NAME = {.kind = CR_KIND_FUNC, .u.func = {&NAME##_function, NULL}};
-
-/* Number of points of a hard-point array of NIN coordinates each. */
-#define NPTS(PTS, NIN) (sizeof(PTS) / sizeof(PTS)[0] / (NIN))
-
-/* The test registration of row NAME from NAME_lo, NAME_hi and NAME_pts (see math.c). */
-#define TESTREG(NAME)                                                          \
-    .test = {.lo = NAME##_lo,                                                  \
-             .hi = NAME##_hi,                                                  \
-             .npoints = sizeof NAME##_pts / sizeof NAME##_pts[0] / NAME##_nin, \
-             .points = NAME##_pts}
+#include "rows_impl.h"
 
 /* The arithmetic rows' bodies (shared with the reverse tape). */
-#include "rows_arith.h"
+#include "../rows_arith.h"
 
 static const double k_box2_lo[] = {-3, -3}, k_box2_hi[] = {3, 3};
 
@@ -179,47 +164,22 @@ typedef enum { EP_F32, EP_F64, EP_C128 } ep_type;
 
 static bool ep_promote(const cr_value *args, size_t n, ep_type *t)
 {
-    bool c = false, d = false, s = false;
-    for (size_t i = 0; i < n; i++) {
-        switch (args[i].kind) {
-        case CR_KIND_C128:
-            c = true;
-            break;
-        case CR_KIND_F64:
-            d = true;
-            break;
-        case CR_KIND_F32:
-            s = true;
-            break;
-        case CR_KIND_I64:
-        case CR_KIND_I32:
-        case CR_KIND_BOOL:
-            break;
-        default:
-            return false;
-        }
-    }
-    *t = c ? EP_C128 : (s && !d) ? EP_F32 : EP_F64;
+    unsigned has;
+    size_t bad;
+    if (!cr__number_kinds(args, n, &has, &bad))
+        return false;
+    *t = (has & CR__HAS_C128)                          ? EP_C128
+         : (has & CR__HAS_F32) && !(has & CR__HAS_F64) ? EP_F32
+                                                       : EP_F64;
     return true;
 }
 
+/* A number of the arguments (checked by ep_promote). */
 static cr_complex ep_value(const cr_value *v)
 {
-    switch (v->kind) {
-    case CR_KIND_F64:
-        return v->u.f64;
-    case CR_KIND_F32:
-        return (double)v->u.f32;
-    case CR_KIND_C128:
-        return v->u.c128;
-    case CR_KIND_I64:
-    case CR_KIND_I32:
-        return (double)v->u.i64;
-    case CR_KIND_BOOL:
-        return v->u.b ? 1.0 : 0.0;
-    default:
-        return 0.0;
-    }
+    cr_complex z;
+    (void)cr__value_number(v, &z);
+    return z;
 }
 
 /* p(x) and p'(x) by Horner's scheme, in the arithmetic of type t. */

@@ -5,7 +5,16 @@
  * argument's shape (repeated indices accumulate); it is an InplaceableThunk whose add!
  * scatters straight into the accumulator.
  */
-#include "array_impl.h"
+#include "family.h"
+
+/* The index values: a range start:step:stop (cr_range) and the colon. */
+static const cr_field k_range_fields[3] = {
+    {"start", offsetof(cr_range, start), CR_KIND_I64, NULL},
+    {"stop", offsetof(cr_range, stop), CR_KIND_I64, NULL},
+    {"step", offsetof(cr_range, step), CR_KIND_I64, NULL},
+};
+const cr_type cr_range_type = {"cr_range", sizeof(cr_range), 3, k_range_fields};
+const cr_value cr_colon = {.kind = CR_KIND_NOTHING};
 
 /* One dimension's index, resolved to a list. */
 typedef struct index_dim {
@@ -255,17 +264,7 @@ static cr_status index_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
     return cr__give(arena, t->e->pA, dx, out);
 }
 
-static cr_status index_add(cr_arena *arena, cr_array *dest, void *env)
-{
-    index_thunk *t = env;
-    if (cr__dest_ok(dest, t->e->wdt, t->e->A)) {
-        scatter(t->e, t->g, dest);
-        return CR_OK;
-    }
-    cr_tangent v;
-    cr_status st = index_thunk_fn(arena, &v, env);
-    return st != CR_OK ? st : cr__add_into(arena, dest, v);
-}
+CR__THUNK_ADD(index_add, index_thunk, t->e->wdt, t->e->A, scatter(t->e, t->g, dest), index_thunk_fn)
 
 /* Ā = zeros(A) with Ȳ scatter-added at the indices (repeats accumulate). */
 static cr_status index_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,

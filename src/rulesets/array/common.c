@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "array_impl.h"
+#include "family.h"
 
 #if defined(CR_HAVE_CBLAS)
 #include <cblas.h>
@@ -49,6 +49,24 @@ cr_status cr__add_rule_so(cr_registry *reg, const cr_function *fn, const cr_args
     return cr_registry_add(reg, &d);
 }
 
+cr_status cr__add_rules(cr_registry *reg, const cr__array_rule *k, size_t n)
+{
+#if defined(CR_HAVE_LAPACKE)
+    const bool have_lapack = true;
+#else
+    const bool have_lapack = false;
+#endif
+    for (size_t i = 0; i < n; i++) {
+        if (k[i].lapack && !have_lapack)
+            continue;
+        cr_status st = cr__add_rule_so(reg, k[i].fn, k[i].args, k[i].n, false, k[i].frule,
+                                       k[i].rrule, k[i].test, k[i].lin, k[i].form);
+        if (st != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
 /* ---- Element types ---------------------------------------------------------------------- */
 
 cr_dtype cr__promote(cr_dtype a, cr_dtype b)
@@ -87,21 +105,9 @@ bool cr__is_diff(const cr_value *v)
 
 cr_complex cr__scalar_of(const cr_value *v)
 {
-    switch (v->kind) {
-    case CR_KIND_F64:
-        return v->u.f64;
-    case CR_KIND_F32:
-        return (double)v->u.f32;
-    case CR_KIND_C128:
-        return v->u.c128;
-    case CR_KIND_I64:
-    case CR_KIND_I32:
-        return (double)v->u.i64;
-    case CR_KIND_BOOL:
-        return v->u.b ? 1.0 : 0.0;
-    default:
-        return 0.0;
-    }
+    cr_complex z;
+    (void)cr__value_number(v, &z);
+    return z;
 }
 
 cr_value cr__scalar_value(cr_dtype dt, cr_complex v)

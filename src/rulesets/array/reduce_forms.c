@@ -22,7 +22,7 @@
 #include <chainrules/rules_array.h>
 #include <chainrules/rules_linalg.h>
 
-#include "forms_impl.h"
+#include "family.h"
 
 /* ---- softmax, logsoftmax, logsumexp ---------------------------------------------------------- */
 

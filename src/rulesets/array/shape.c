@@ -1,20 +1,11 @@
 /*
- * The array rule family: its registration (cr__family_array, which calls the sub-families
- * of array_reduce.c, array_index.c, array_broadcast.c, array_gather.c, array_extra.c and
- * array_hof.c)
- * and the shape functions: reshape, transpose, adjoint, permutedims. They are linear, so
- * their frules apply the function to the tangent, and their pullbacks apply the adjoint
- * map to the cotangent.
+ * The array rule family: its registration (cr__family_array, which calls the registrations
+ * of the family's files: reduce.c, index.c, broadcast.c, gather.c, slices.c, unique.c,
+ * norm.c, uniform_scaling.c and higher_order.c) and the shape functions: reshape, transpose,
+ * adjoint, permutedims. They are linear, so their frules apply the function to the tangent, and
+ * their pullbacks apply the adjoint map to the cotangent.
  */
-#include "array_impl.h"
-
-static const cr_field k_range_fields[3] = {
-    {"start", offsetof(cr_range, start), CR_KIND_I64, NULL},
-    {"stop", offsetof(cr_range, stop), CR_KIND_I64, NULL},
-    {"step", offsetof(cr_range, step), CR_KIND_I64, NULL},
-};
-const cr_type cr_range_type = {"cr_range", sizeof(cr_range), 3, k_range_fields};
-const cr_value cr_colon = {.kind = CR_KIND_NOTHING};
+#include "family.h"
 
 /* Environment of the shape pullbacks: the projector of A and what the adjoint map needs. */
 typedef struct shape_env {
@@ -26,12 +17,12 @@ typedef struct shape_env {
 
 static cr_status shape_env_new(cr_arena *arena, const cr_value *args, shape_env **out)
 {
-    shape_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(shape_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
-    e->A = args[0].u.arr;
+    cr_status st;
+    shape_env *e = CR__PB_ENV(arena, shape_env, pA, &args[0], &st);
+    if (e != NULL)
+        e->A = args[0].u.arr;
     *out = e;
-    return cr_project_new(arena, &args[0], &e->pA);
+    return st;
 }
 
 /* A new descriptor (flags 0) in the arena. */
@@ -492,18 +483,17 @@ cr_status cr__array_register_shape(cr_registry *reg)
     static const cr_argspec a_dims[2] = {{CR__M_FARRAY, NULL}, {CR_M_INT | CR_M_A_INT, NULL}};
     static const cr_argspec a_one[1] = {{CR__M_FARRAY, NULL}};
     static const cr_argspec a_perm[2] = {{CR__M_FARRAY, NULL}, {CR_M_A_INT, NULL}};
-    cr_status st = cr__add_rule_so(reg, &reshape_function, a_dims, 2, false, cr__linear_frule,
-                                   reshape_rrule, &k_test_reshape, CR_LINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &transpose_function, a_one, 1, false, cr__linear_frule,
-                             transpose_rrule, &k_test_matrix, CR_LINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &adjoint_function, a_one, 1, false, cr__linear_frule,
-                             adjoint_rrule, &k_test_matrix, CR_LINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &permutedims_function, a_perm, 2, false, cr__linear_frule,
-                             permutedims_rrule, &k_test_permutedims, CR_LINEAR, NULL);
-    return st;
+    static const cr__array_rule k[] = {
+        {&reshape_function, a_dims, 2, cr__linear_frule, reshape_rrule, &k_test_reshape, CR_LINEAR,
+         NULL, false},
+        {&transpose_function, a_one, 1, cr__linear_frule, transpose_rrule, &k_test_matrix,
+         CR_LINEAR, NULL, false},
+        {&adjoint_function, a_one, 1, cr__linear_frule, adjoint_rrule, &k_test_matrix, CR_LINEAR,
+         NULL, false},
+        {&permutedims_function, a_perm, 2, cr__linear_frule, permutedims_rrule, &k_test_permutedims,
+         CR_LINEAR, NULL, false},
+    };
+    return cr__add_rules(reg, k, sizeof k / sizeof k[0]);
 }
 
 cr_status cr__family_array(cr_registry *reg)
@@ -518,7 +508,13 @@ cr_status cr__family_array(cr_registry *reg)
     if (st == CR_OK)
         st = cr__array_register_gather(reg);
     if (st == CR_OK)
-        st = cr__array_register_extra(reg);
+        st = cr__array_register_slices(reg);
+    if (st == CR_OK)
+        st = cr__array_register_unique(reg);
+    if (st == CR_OK)
+        st = cr__array_register_opnorm(reg);
+    if (st == CR_OK)
+        st = cr__array_register_uniform(reg);
     if (st == CR_OK)
         st = cr__array_register_hof(reg);
     if (st == CR_OK)

@@ -9,7 +9,7 @@
  */
 #include <math.h>
 
-#include "array_impl.h"
+#include "family.h"
 
 #define G_MAX_IN 8
 

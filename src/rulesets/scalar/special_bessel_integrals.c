@@ -1,8 +1,8 @@
 /*
- * The second half of the special-function family: Airy functions, Bessel functions of real
- * order (J, Y, I, K, their scaled forms and the Hankel functions), Dawson's integral, erfi,
- * logerfcx, invdigamma, the exponential integrals expintx and expinti, the sine and cosine
- * integrals and the complete elliptic integrals. The primals are written here from the
+ * Part of the special-function family (special_gamma_erf.c registers it): Airy functions, Bessel
+ * functions of real order (J, Y, I, K, their scaled forms and the Hankel functions), Dawson's
+ * integral, erfi, logerfcx, invdigamma, the exponential integrals expintx and expinti, the sine and
+ * cosine integrals and the complete elliptic integrals. The primals are written here from the
  * published mathematics: Temme's series and Steed's continued fractions for the Bessel
  * functions (N. M. Temme, J. Comput. Phys. 19 (1975) 324 and 21 (1976) 343; Barnett, Feng,
  * Steed and Goldfarb, Comput. Phys. Commun. 8 (1974) 377), the Hankel asymptotic expansion
@@ -25,36 +25,11 @@
 
 #include <chainrules/rules_special.h>
 
-#include "../rules/rules_impl.h"
 #include "special_impl.h"
 
-/* re + i im, keeping the signs of zeros (C11's CMPLX is missing from some compilers: clang
- * with glibc). C11 lays a complex out as two doubles, real part first. */
-static inline cr_complex cmplx_(double re, double im)
-{
-    double parts[2] = {re, im};
-    cr_complex z;
-    memcpy(&z, parts, sizeof z);
-    return z;
-}
-
-#define PI               3.14159265358979323846
-#define SQRT_PI          1.77245385090551602730
-#define TWO_OVER_SQRT_PI 1.12837916709551257390
-#define SQRT3            1.73205080756887729353
-#define EULER_GAMMA      0.57721566490153286061
-#define INF              ((double)INFINITY)
-#define NAN_D            ((double)NAN)
+#define SQRT3 1.73205080756887729353
 
 /* ---- Helpers ------------------------------------------------------------------------------ */
-
-/* exp(x²) with x² split exactly (fma), as in special.c. */
-static double exp_sq(double x)
-{
-    double hi = x * x;
-    double lo = fma(x, x, -hi);
-    return exp(hi) * (1 + lo);
-}
 
 /* sin(pi v) and cos(pi v) with the period removed exactly (exact zeros at the integers and
  * half-integers). */
@@ -290,7 +265,7 @@ double cr_sf_expinti(double x)
  * (DLMF 6.9.1 even form: E1(z) = e^-z / (z + 1 - 1²/(z + 3 - 2²/(z + 5 - ...)))). */
 static cr_complex e1_imag_cf(double y, int n)
 {
-    cr_complex z = cmplx_(0.0, y);
+    cr_complex z = cr__cplx(0.0, y);
     cr_complex t = z + (2.0 * n + 1);
     for (int k = n; k >= 1; k--)
         t = z + (2.0 * (k - 1) + 1) - (double)k * (double)k / t;
@@ -303,10 +278,10 @@ static cr_complex e1_imag(double y)
     for (int n = 64; n <= (1 << 16); n *= 2) {
         cr_complex g = e1_imag_cf(y, n);
         if (cabs(g - f) <= 1e-17 * cabs(g))
-            return g * cmplx_(cos(y), -sin(y));
+            return g * cr__cplx(cos(y), -sin(y));
         f = g;
     }
-    return f * cmplx_(cos(y), -sin(y));
+    return f * cr__cplx(cos(y), -sin(y));
 }
 
 #define SICI_SWITCH 4.0
@@ -637,10 +612,10 @@ static bool bessel_jy(double nu, double x, double *jv, double *yv)
         jmu = w / (ymup - f * ymu);
     } else {
         /* CF2: p + iq = J'/J-like ratio of H1 (Steed), by modified Lentz in complex form */
-        cr_complex t = cmplx_(tiny, 0), cc2 = t, dd = 0;
+        cr_complex t = cr__cplx(tiny, 0), cc2 = t, dd = 0;
         for (i = 1; i <= 100000; i++) {
             double ai = (i - 0.5) * (i - 0.5) - mu2;
-            cr_complex bi = cmplx_(2 * x, 2.0 * i);
+            cr_complex bi = cr__cplx(2 * x, 2.0 * i);
             dd = bi + ai * dd;
             if (cabs(dd) < tiny)
                 dd = tiny;
@@ -653,7 +628,7 @@ static bool bessel_jy(double nu, double x, double *jv, double *yv)
             if (cabs(del - 1) < 1e-16)
                 break;
         }
-        cr_complex pq = cmplx_(-0.5 * xi, 1.0) + cmplx_(0.0, xi) * t;
+        cr_complex pq = cr__cplx(-0.5 * xi, 1.0) + cr__cplx(0.0, xi) * t;
         double p = creal(pq), q = cimag(pq);
         double gam = (p - f) / q;
         jmu = sqrt(w / ((p - f) * gam + q));
@@ -901,22 +876,22 @@ double cr_sf_besselk(double nu, double x)
 
 cr_complex cr_sf_hankelh1(double nu, double x)
 {
-    return cmplx_(cr_sf_besselj(nu, x), cr_sf_bessely(nu, x));
+    return cr__cplx(cr_sf_besselj(nu, x), cr_sf_bessely(nu, x));
 }
 
 cr_complex cr_sf_hankelh2(double nu, double x)
 {
-    return cmplx_(cr_sf_besselj(nu, x), -cr_sf_bessely(nu, x));
+    return cr__cplx(cr_sf_besselj(nu, x), -cr_sf_bessely(nu, x));
 }
 
 cr_complex cr_sf_hankelh1x(double nu, double x)
 {
-    return cr_sf_hankelh1(nu, x) * cmplx_(cos(x), -sin(x));
+    return cr_sf_hankelh1(nu, x) * cr__cplx(cos(x), -sin(x));
 }
 
 cr_complex cr_sf_hankelh2x(double nu, double x)
 {
-    return cr_sf_hankelh2(nu, x) * cmplx_(cos(x), sin(x));
+    return cr_sf_hankelh2(nu, x) * cr__cplx(cos(x), sin(x));
 }
 
 /* ---- Airy functions (DLMF 9.4, 9.6) ----------------------------------------------------- */
@@ -1005,60 +980,52 @@ static void airy_all(double x, bool scaled, double out[4])
     out[3] = 0.5 * a * (j2 / SQRT3 - y2);
 }
 
-double cr_sf_airyai(double x)
+/* One of airy_all's four values. */
+static double airy_one(double x, bool scaled, int k)
 {
     double o[4];
-    airy_all(x, false, o);
-    return o[0];
+    airy_all(x, scaled, o);
+    return o[k];
+}
+
+double cr_sf_airyai(double x)
+{
+    return airy_one(x, false, 0);
 }
 
 double cr_sf_airyaiprime(double x)
 {
-    double o[4];
-    airy_all(x, false, o);
-    return o[1];
+    return airy_one(x, false, 1);
 }
 
 double cr_sf_airybi(double x)
 {
-    double o[4];
-    airy_all(x, false, o);
-    return o[2];
+    return airy_one(x, false, 2);
 }
 
 double cr_sf_airybiprime(double x)
 {
-    double o[4];
-    airy_all(x, false, o);
-    return o[3];
+    return airy_one(x, false, 3);
 }
 
 double cr_sf_airyaix(double x)
 {
-    double o[4];
-    airy_all(x, true, o);
-    return o[0];
+    return airy_one(x, true, 0);
 }
 
 double cr_sf_airyaiprimex(double x)
 {
-    double o[4];
-    airy_all(x, true, o);
-    return o[1];
+    return airy_one(x, true, 1);
 }
 
 double cr_sf_airybix(double x)
 {
-    double o[4];
-    airy_all(x, true, o);
-    return o[2];
+    return airy_one(x, true, 2);
 }
 
 double cr_sf_airybiprimex(double x)
 {
-    double o[4];
-    airy_all(x, true, o);
-    return o[3];
+    return airy_one(x, true, 3);
 }
 
 /* ---- expint of a complex argument (DLMF 6.6.2, 6.9.1) ----------------------------------- */
@@ -1107,25 +1074,20 @@ cr_complex cr_sf_expint_complex(cr_complex z)
 {
     double x = creal(z), y = cimag(z), r = cabs(z);
     if (isnan(x) || isnan(y))
-        return cmplx_(NAN_D, NAN_D);
+        return cr__cplx(NAN_D, NAN_D);
     if (r == 0)
-        return cmplx_(INF, 0.0);
+        return cr__cplx(INF, 0.0);
     if (y == 0 && x > 0)
-        return cmplx_(cr_sf_expint(x), y); /* keeps the sign of the zero */
+        return cr__cplx(cr_sf_expint(x), y); /* keeps the sign of the zero */
     /* The series where its terms (about e^|z|) do not cancel much against the result
      * (about e^-Re z/|z|): |z| <= 1, or left of 0 near the negative axis (y² <= 6|x|: at
      * most a factor e^3 cancels); the continued fraction elsewhere (away from the cut). */
     if (r <= 1 || (x < 0 && y * y <= 6 * -x))
-        return r > 740 ? cmplx_(-INF, -copysign(PI, y)) : e1_series(z);
+        return r > 740 ? cr__cplx(-INF, -copysign(PI, y)) : e1_series(z);
     return e1_cf(z);
 }
 
 /* ==== Rules ================================================================================ */
-
-/* Declares the cr_function of a row and its exported function value cr_fn_NAME. */
-#define DEFINE_FN(NAME, NIN)                                                               \
-    static const cr_function NAME##_function = CR_SCALAR_FUNCTION(#NAME, NAME##_row, NIN); \
-    const cr_value cr_fn_##NAME = {.kind = CR_KIND_FUNC, .u.func = {&NAME##_function, NULL}};
 
 /* The row's test registration: a sampling box and hard points (switches between methods,
  * zeros, the ends of the domain). */
@@ -1141,24 +1103,24 @@ static const double k_airy_pts[] = {0.0, 1.0, -1.0, 1.0001, -2.338107410459767, 
 CR_SCALAR_EVALS_REAL(airyai, 1, 1, Y[0] = cr_sf_airyai(x[0]), D[0] = cr_sf_airyaiprime(x[0]))
 static const cr_scalar_rule airyai_row =
     CR_SCALAR_ROW_REAL_EX(airyai, ROW_TEST(k_airy_lo, k_airy_hi, k_airy_pts));
-DEFINE_FN(airyai, 1)
+DEFINE_FN(airyai, "airyai", 1)
 
 CR_SCALAR_EVALS_REAL(airyaiprime, 1, 1, Y[0] = cr_sf_airyaiprime(x[0]),
                      D[0] = x[0] * cr_sf_airyai(x[0]))
 static const cr_scalar_rule airyaiprime_row =
     CR_SCALAR_ROW_REAL_EX(airyaiprime, ROW_TEST(k_airy_lo, k_airy_hi, k_airy_pts));
-DEFINE_FN(airyaiprime, 1)
+DEFINE_FN(airyaiprime, "airyaiprime", 1)
 
 CR_SCALAR_EVALS_REAL(airybi, 1, 1, Y[0] = cr_sf_airybi(x[0]), D[0] = cr_sf_airybiprime(x[0]))
 static const cr_scalar_rule airybi_row =
     CR_SCALAR_ROW_REAL_EX(airybi, ROW_TEST(k_airy_lo, k_airy_hi, k_airy_pts));
-DEFINE_FN(airybi, 1)
+DEFINE_FN(airybi, "airybi", 1)
 
 CR_SCALAR_EVALS_REAL(airybiprime, 1, 1, Y[0] = cr_sf_airybiprime(x[0]),
                      D[0] = x[0] * cr_sf_airybi(x[0]))
 static const cr_scalar_rule airybiprime_row =
     CR_SCALAR_ROW_REAL_EX(airybiprime, ROW_TEST(k_airy_lo, k_airy_hi, k_airy_pts));
-DEFINE_FN(airybiprime, 1)
+DEFINE_FN(airybiprime, "airybiprime", 1)
 
 /* Scaled by e^zeta, zeta = 2/3 x^(3/2), x >= 0: d e^zeta/dx = sqrt(x) e^zeta. */
 static const double k_airyx_lo[] = {0.05}, k_airyx_hi[] = {30.0};
@@ -1167,13 +1129,13 @@ CR_SCALAR_EVALS_REAL(airyaix, 1, 1, Y[0] = cr_sf_airyaix(x[0]),
                      D[0] = cr_sf_airyaiprimex(x[0]) + sqrt(x[0]) * Y[0])
 static const cr_scalar_rule airyaix_row = CR_SCALAR_ROW_REAL_EX(
     airyaix, ROW_TEST(k_airyx_lo, k_airyx_hi, k_airyx_pts), .notes = "x >= 0");
-DEFINE_FN(airyaix, 1)
+DEFINE_FN(airyaix, "airyaix", 1)
 
 CR_SCALAR_EVALS_REAL(airyaiprimex, 1, 1, Y[0] = cr_sf_airyaiprimex(x[0]),
                      D[0] = x[0] * cr_sf_airyaix(x[0]) + sqrt(x[0]) * Y[0])
 static const cr_scalar_rule airyaiprimex_row = CR_SCALAR_ROW_REAL_EX(
     airyaiprimex, ROW_TEST(k_airyx_lo, k_airyx_hi, k_airyx_pts), .notes = "x >= 0");
-DEFINE_FN(airyaiprimex, 1)
+DEFINE_FN(airyaiprimex, "airyaiprimex", 1)
 
 /* dawson(x) = F(x): 1 - 2xΩ (DLMF 7.10.1 through 7.5.1) */
 static const double k_daw_lo[] = {-10.0}, k_daw_hi[] = {10.0};
@@ -1181,7 +1143,7 @@ static const double k_daw_pts[] = {0.0, 0.9241388730, 6.999, 7.001, -3.0, 40.0};
 CR_SCALAR_EVALS_REAL(dawson, 1, 1, Y[0] = cr_sf_dawson(x[0]), D[0] = 1 - 2 * x[0] * Y[0])
 static const cr_scalar_rule dawson_row =
     CR_SCALAR_ROW_REAL_EX(dawson, ROW_TEST(k_daw_lo, k_daw_hi, k_daw_pts));
-DEFINE_FN(dawson, 1)
+DEFINE_FN(dawson, "dawson", 1)
 
 /* erfi(x) = -i erf(ix): 2/sqrt(pi) exp(x²) */
 static const double k_erfi_lo[] = {-5.0}, k_erfi_hi[] = {5.0};
@@ -1189,7 +1151,7 @@ static const double k_erfi_pts[] = {0.0, 1.0, 6.999, 7.001, -8.0};
 CR_SCALAR_EVALS_REAL(erfi, 1, 1, Y[0] = cr_sf_erfi(x[0]), D[0] = TWO_OVER_SQRT_PI * exp_sq(x[0]))
 static const cr_scalar_rule erfi_row =
     CR_SCALAR_ROW_REAL_EX(erfi, ROW_TEST(k_erfi_lo, k_erfi_hi, k_erfi_pts));
-DEFINE_FN(erfi, 1)
+DEFINE_FN(erfi, "erfi", 1)
 
 /* logerfcx(x) = log(erfcx(x)): erfcx'(x)/erfcx(x) = 2x - 2/(sqrt(pi) erfcx(x)) */
 static const double k_lex_lo[] = {-8.0}, k_lex_hi[] = {20.0};
@@ -1197,7 +1159,7 @@ static const double k_lex_pts[] = {0.0, -6.001, -5.999, 1.99, 2.01, 100.0, -30.0
 CR_SCALAR_EVALS_REAL(logerfcx, 1, 1, Y[0] = cr_sf_logerfcx(x[0]), D[0] = logerfcx_dx(x[0]))
 static const cr_scalar_rule logerfcx_row =
     CR_SCALAR_ROW_REAL_EX(logerfcx, ROW_TEST(k_lex_lo, k_lex_hi, k_lex_pts));
-DEFINE_FN(logerfcx, 1)
+DEFINE_FN(logerfcx, "logerfcx", 1)
 
 /* invdigamma(y), the inverse of digamma on x > 0: 1/trigamma(Ω) */
 static const double k_invdg_lo[] = {-5.0}, k_invdg_hi[] = {5.0};
@@ -1206,7 +1168,7 @@ CR_SCALAR_EVALS_REAL(invdigamma, 1, 1, Y[0] = cr_sf_invdigamma(x[0]),
                      D[0] = 1 / cr_sf_trigamma(Y[0]))
 static const cr_scalar_rule invdigamma_row = CR_SCALAR_ROW_REAL_EX(
     invdigamma, ROW_TEST(k_invdg_lo, k_invdg_hi, k_invdg_pts), .notes = "the branch x > 0");
-DEFINE_FN(invdigamma, 1)
+DEFINE_FN(invdigamma, "invdigamma", 1)
 
 /* expintx(x) = e^x E1(x): Ω - 1/x */
 static const double k_pos_lo[] = {0.1}, k_pos_hi[] = {8.0};
@@ -1214,7 +1176,7 @@ static const double k_expintx_pts[] = {0.999, 1.001, 0.01, 50.0, 699.0, 701.0};
 CR_SCALAR_EVALS_REAL(expintx, 1, 1, Y[0] = cr_sf_expintx(x[0]), D[0] = Y[0] - 1 / x[0])
 static const cr_scalar_rule expintx_row =
     CR_SCALAR_ROW_REAL_EX(expintx, ROW_TEST(k_pos_lo, k_pos_hi, k_expintx_pts), .notes = "x > 0");
-DEFINE_FN(expintx, 1)
+DEFINE_FN(expintx, "expintx", 1)
 
 /* expinti(x) = Ei(x): e^x/x */
 static const double k_ei_lo[] = {-8.0}, k_ei_hi[] = {8.0};
@@ -1223,7 +1185,7 @@ static const double k_ei_pts[] = {
 CR_SCALAR_EVALS_REAL(expinti, 1, 1, Y[0] = cr_sf_expinti(x[0]), D[0] = exp(x[0]) / x[0])
 static const cr_scalar_rule expinti_row =
     CR_SCALAR_ROW_REAL_EX(expinti, ROW_TEST(k_ei_lo, k_ei_hi, k_ei_pts), .notes = "x != 0");
-DEFINE_FN(expinti, 1)
+DEFINE_FN(expinti, "expinti", 1)
 
 /* sinint(x) = Si(x): sin(x)/x (1 at 0) */
 static const double k_sici_lo[] = {0.1}, k_sici_hi[] = {20.0};
@@ -1232,14 +1194,14 @@ CR_SCALAR_EVALS_REAL(sinint, 1, 1, Y[0] = cr_sf_sinint(x[0]),
                      D[0] = x[0] == 0 ? (T)1 : sin(x[0]) / x[0])
 static const cr_scalar_rule sinint_row =
     CR_SCALAR_ROW_REAL_EX(sinint, ROW_TEST(k_sici_lo, k_sici_hi, k_si_pts));
-DEFINE_FN(sinint, 1)
+DEFINE_FN(sinint, "sinint", 1)
 
 /* cosint(x) = Ci(x), x > 0: cos(x)/x */
 static const double k_ci_pts[] = {0.6165054856207162, 3.999, 4.001, 1e3, 0.01};
 CR_SCALAR_EVALS_REAL(cosint, 1, 1, Y[0] = cr_sf_cosint(x[0]), D[0] = cos(x[0]) / x[0])
 static const cr_scalar_rule cosint_row =
     CR_SCALAR_ROW_REAL_EX(cosint, ROW_TEST(k_sici_lo, k_sici_hi, k_ci_pts), .notes = "x > 0");
-DEFINE_FN(cosint, 1)
+DEFINE_FN(cosint, "cosint", 1)
 
 /* ellipk(m) = K(m): (E - (1-m)K)/(2m(1-m)); ellipe(m) = E(m): (E - K)/(2m) (DLMF 19.4.1,
  * 19.4.2), both from their power series below |m| = 0.1 (pi/8 and -pi/8 at 0). */
@@ -1248,12 +1210,12 @@ static const double k_ellip_pts[] = {0.0, 0.0999, 0.1001, -0.1001, 0.5, 0.999999
 CR_SCALAR_EVALS_REAL(ellipk, 1, 1, Y[0] = cr_sf_ellipk(x[0]), D[0] = ellipk_dm(x[0], Y[0]))
 static const cr_scalar_rule ellipk_row =
     CR_SCALAR_ROW_REAL_EX(ellipk, ROW_TEST(k_ellip_lo, k_ellip_hi, k_ellip_pts), .notes = "m < 1");
-DEFINE_FN(ellipk, 1)
+DEFINE_FN(ellipk, "ellipk", 1)
 
 CR_SCALAR_EVALS_REAL(ellipe, 1, 1, Y[0] = cr_sf_ellipe(x[0]), D[0] = ellipe_dm(x[0], Y[0]))
 static const cr_scalar_rule ellipe_row =
     CR_SCALAR_ROW_REAL_EX(ellipe, ROW_TEST(k_ellip_lo, k_ellip_hi, k_ellip_pts), .notes = "m < 1");
-DEFINE_FN(ellipe, 1)
+DEFINE_FN(ellipe, "ellipe", 1)
 
 /* erf(x, y) = erf(y) - erf(x), as a difference of erfc where both are large and of one sign
  * (no cancellation): -2/sqrt(pi) exp(-x²), 2/sqrt(pi) exp(-y²). */
@@ -1274,7 +1236,7 @@ CR_SCALAR_EVALS_REAL(erf2, 2, 1, Y[0] = cr_sf_erf2(x[0], x[1]),
 static const cr_scalar_rule erf2_row =
     CR_SCALAR_ROW_REAL_EX(erf2, ROW_TEST(k_erf2_lo, k_erf2_hi, k_erf2_pts),
                           .notes = "SpecialFunctions' erf(x, y) = erf(y) - erf(x)");
-DEFINE_FN(erf2, 2)
+DEFINE_FN(erf2, "erf2", 2)
 
 /* Bi scaled by e^-|Re zeta| (e^-zeta for x > 0, 1 for x < 0): the scale's derivative is
  * -sqrt(x) e^-zeta for x > 0 and 0 for x < 0. */
@@ -1285,14 +1247,14 @@ CR_SCALAR_EVALS_REAL(airybix, 1, 1, Y[0] = cr_sf_airybix(x[0]),
 static const cr_scalar_rule airybix_row =
     CR_SCALAR_ROW_REAL_EX(airybix, ROW_TEST(k_airybx_lo, k_airybx_hi, k_airybx_pts),
                           .notes = "Bi(x) e^-|Re zeta|: Bi(x) itself for x < 0");
-DEFINE_FN(airybix, 1)
+DEFINE_FN(airybix, "airybix", 1)
 
 CR_SCALAR_EVALS_REAL(airybiprimex, 1, 1, Y[0] = cr_sf_airybiprimex(x[0]),
                      D[0] = x[0] * cr_sf_airybix(x[0]) - (x[0] > 0 ? sqrt(x[0]) * Y[0] : 0))
 static const cr_scalar_rule airybiprimex_row =
     CR_SCALAR_ROW_REAL_EX(airybiprimex, ROW_TEST(k_airybx_lo, k_airybx_hi, k_airybx_pts),
                           .notes = "Bi'(x) e^-|Re zeta|: Bi'(x) itself for x < 0");
-DEFINE_FN(airybiprimex, 1)
+DEFINE_FN(airybiprimex, "airybiprimex", 1)
 
 static const struct {
     const cr_function *fn;
@@ -1402,12 +1364,12 @@ static cr_complex hankelh2_dx(double nu, double x, cr_complex y)
 /* hankelh1x = H1 e^-ix: (H1x(nu-1) - H1x(nu+1))/2 - iΩ; hankelh2x = H2 e^ix: ... + iΩ */
 static cr_complex hankelh1x_dx(double nu, double x, cr_complex y)
 {
-    return (cr_sf_hankelh1x(nu - 1, x) - cr_sf_hankelh1x(nu + 1, x)) / 2 - cmplx_(0.0, 1.0) * y;
+    return (cr_sf_hankelh1x(nu - 1, x) - cr_sf_hankelh1x(nu + 1, x)) / 2 - cr__cplx(0.0, 1.0) * y;
 }
 
 static cr_complex hankelh2x_dx(double nu, double x, cr_complex y)
 {
-    return (cr_sf_hankelh2x(nu - 1, x) - cr_sf_hankelh2x(nu + 1, x)) / 2 + cmplx_(0.0, 1.0) * y;
+    return (cr_sf_hankelh2x(nu - 1, x) - cr_sf_hankelh2x(nu + 1, x)) / 2 + cr__cplx(0.0, 1.0) * y;
 }
 
 /* gamma(a, x) = Gamma(a) Q(a, x), the upper incomplete gamma function, a > 0. */
@@ -1485,34 +1447,17 @@ static const order2_fn k_order2[] = {
 static cr_status tangent_number(cr_arena *arena, const char *who, cr_tangent t, cr_complex *v,
                                 bool *nonzero, bool *ni)
 {
+    *v = 0;
     cr_status st = cr_tangent_unthunk(t, &t);
     if (st != CR_OK)
         return st;
-    *nonzero = true;
-    *ni = false;
-    *v = 0;
-    switch ((cr_tag)t.tag) {
-    case CR_TAN_ZERO:
-    case CR_TAN_NONE:
-    case CR_TAN_ABSENT:
-        *nonzero = false;
-        return CR_OK;
-    case CR_TAN_F64:
-        *v = t.u.f64;
-        return CR_OK;
-    case CR_TAN_F32:
-        *v = (double)t.u.f32;
-        return CR_OK;
-    case CR_TAN_C128:
-        *v = t.u.c128;
-        return CR_OK;
-    case CR_TAN_NOTIMPL:
-        *ni = true;
-        return CR_OK;
-    default:
+    cr__tan_number k = cr__tangent_number(t, v);
+    *nonzero = k == CR__TN_NUMBER || k == CR__TN_NOTIMPL;
+    *ni = k == CR__TN_NOTIMPL;
+    if (k == CR__TN_OTHER)
         return CR__FAIL(arena, CR_ETANGENT, "%s: expected a number tangent, got %s", who,
                         cr_tag_name((cr_tag)t.tag));
-    }
+    return CR_OK;
 }
 
 /* The order and the argument: two real numbers, |order| <= ORDER_MAX for the Bessel
@@ -1594,8 +1539,8 @@ static cr_status order2_frule(const cr_config *cfg, cr_arena *arena, const cr_ta
     cr_complex v, d;
     order2_eval(of, nu, x, &v, &d);
     *y = order2_value(of, &args[1], v);
-    nnz = (nnz || nni) && !cr__sf_is_int_kind(args[0].kind);
-    xnz = (xnz || xni) && !cr__sf_is_int_kind(args[1].kind);
+    nnz = (nnz || nni) && !cr__is_int_kind(args[0].kind);
+    xnz = (xnz || xni) && !cr__is_int_kind(args[1].kind);
     if (nnz || (xnz && xni))
         return CR_NOT_IMPLEMENTED(arena, nnz ? of->info : "NotImplemented tangent of x", dy);
     if (!xnz) {
@@ -1617,18 +1562,6 @@ typedef struct order2_env {
     uint8_t nkind, xkind;
 } order2_env;
 
-static cr_tangent project_real(uint8_t kind, double g)
-{
-    switch ((cr_kind)kind) {
-    case CR_KIND_F64:
-        return cr_tangent_f64(g);
-    case CR_KIND_F32:
-        return cr_tangent_f32((float)g);
-    default:
-        return cr_tangent_none();
-    }
-}
-
 /* (NoTangent, NotImplemented (NoTangent for an integer order), real(conj(∂f/∂x) ȳ)): the
  * complex convention of ChainRules for a real argument and a complex output. */
 static cr_status order2_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
@@ -1642,7 +1575,7 @@ static cr_status order2_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
     if (st != CR_OK)
         return st;
     dx[0] = cr_tangent_none();
-    if (cr__sf_is_int_kind((cr_kind)e->nkind))
+    if (cr__is_int_kind((cr_kind)e->nkind))
         dx[1] = cr_tangent_none();
     else if (nz || ni) {
         st = CR_NOT_IMPLEMENTED(arena, e->of->info, &dx[1]);
@@ -1650,12 +1583,12 @@ static cr_status order2_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
             return st;
     } else
         dx[1] = cr_tangent_zero();
-    if (cr__sf_is_int_kind((cr_kind)e->xkind))
+    if (cr__is_int_kind((cr_kind)e->xkind))
         dx[2] = cr_tangent_none();
     else if (ni)
         return CR_NOT_IMPLEMENTED(arena, "NotImplemented cotangent", &dx[2]);
     else
-        dx[2] = nz ? project_real(e->xkind, creal(conj(e->d) * g)) : cr_tangent_zero();
+        dx[2] = nz ? cr__project_real((cr_kind)e->xkind, creal(conj(e->d) * g)) : cr_tangent_zero();
     return CR_OK;
 }
 
@@ -1729,7 +1662,7 @@ static const cr_rule_test k_gu_test = {.lo = k_gu_lo,
                                        .points = k_gu_pts,
                                        .npoints = sizeof k_gu_pts / sizeof k_gu_pts[0] / 2};
 
-cr_status cr__family_special_more(cr_registry *reg)
+cr_status cr__special_register_bessel_integrals(cr_registry *reg)
 {
     for (size_t i = 0; i < sizeof k_rows / sizeof k_rows[0]; i++) {
         cr_status st = cr_scalar_rule_register(reg, k_rows[i].fn, k_rows[i].row);

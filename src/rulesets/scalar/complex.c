@@ -9,69 +9,36 @@
 
 #include <chainrules/rules_complex.h>
 
-#include "../rules/rules_impl.h"
+#include "rows_impl.h"
 
 /* ---- Helpers ----------------------------------------------------------------------------- */
-
-/* re + i·im with the signs of zero kept (CMPLX is missing on some compilers, and re + im*I
- * turns -0 into +0). */
-static inline cr_complex mkc(double re, double im)
-{
-    double parts[2] = {re, im};
-    cr_complex z;
-    memcpy(&z, parts, sizeof z);
-    return z;
-}
 
 /* 1 - z and 1 + z, exact in the signs of zero: clang computes `1 - z` as (1 + 0i) - z,
  * which loses the sign of a zero imaginary part, and the sign chooses the branch. */
 static inline cr_complex one_minus(cr_complex z)
 {
-    return mkc(1.0 - creal(z), -cimag(z));
+    return cr__cplx(1.0 - creal(z), -cimag(z));
 }
 
 static inline cr_complex one_plus(cr_complex z)
 {
-    return mkc(1.0 + creal(z), cimag(z));
+    return cr__cplx(1.0 + creal(z), cimag(z));
 }
 
 /* i·z, exactly. */
 static inline cr_complex times_i(cr_complex z)
 {
-    return mkc(-cimag(z), creal(z));
-}
-
-static bool is_int_kind(cr_kind k)
-{
-    return k == CR_KIND_I64 || k == CR_KIND_I32 || k == CR_KIND_BOOL;
+    return cr__cplx(-cimag(z), creal(z));
 }
 
 /* An argument converted to double complex, as C converts it; CR_EINVAL for non-numbers. */
 static cr_status arg_complex(cr_arena *arena, const char *name, const cr_value *v, size_t j,
                              cr_complex *z)
 {
-    *z = 0; /* set on every path: callers read it only on success */
-    switch (v->kind) {
-    case CR_KIND_C128:
-        *z = v->u.c128;
-        return CR_OK;
-    case CR_KIND_F64:
-        *z = mkc(v->u.f64, 0.0);
-        return CR_OK;
-    case CR_KIND_F32:
-        *z = mkc((double)v->u.f32, 0.0);
-        return CR_OK;
-    case CR_KIND_I64:
-    case CR_KIND_I32:
-        *z = mkc((double)v->u.i64, 0.0);
-        return CR_OK;
-    case CR_KIND_BOOL:
-        *z = mkc(v->u.b ? 1.0 : 0.0, 0.0);
-        return CR_OK;
-    default:
+    if (!cr__value_number(v, z)) /* *z = 0 then: callers read it only on success */
         return CR__FAIL(arena, CR_EINVAL, "%s: argument %zu is a %s, not a number", name, j + 1,
                         cr_kind_name(v->kind));
-    }
+    return CR_OK;
 }
 
 /* The number carried by a scalar tangent (unthunked); *nonzero is false for the zeros. */
@@ -86,7 +53,7 @@ static cr_status arg_tangent(cr_arena *arena, const char *who, const cr_tangent 
                              const cr_value *args, size_t j, cr_complex *v, bool *nonzero)
 {
     cr_status st = tangent_number(arena, who, dargs[j + 1], v, nonzero);
-    if (st == CR_OK && is_int_kind(args[j].kind)) {
+    if (st == CR_OK && cr__is_int_kind(args[j].kind)) {
         *nonzero = false;
         *v = 0.0;
     }
@@ -96,16 +63,7 @@ static cr_status arg_tangent(cr_arena *arena, const char *who, const cr_tangent 
 /* ProjectTo the argument's kind: a real argument keeps the real part of its cotangent. */
 static cr_tangent project_to(uint8_t kind, cr_complex g)
 {
-    switch ((cr_kind)kind) {
-    case CR_KIND_C128:
-        return cr_tangent_c128(g);
-    case CR_KIND_F64:
-        return cr_tangent_f64(creal(g));
-    case CR_KIND_F32:
-        return cr_tangent_f32((float)creal(g));
-    default:
-        return cr_tangent_none();
-    }
+    return kind == CR_KIND_C128 ? cr_tangent_c128(g) : cr__project_real((cr_kind)kind, creal(g));
 }
 
 /* ---- Test registration: sampling boxes that keep away from cuts and poles --------------- */
@@ -175,7 +133,7 @@ static cr_status complex_sample(cr_arena *arena, uint64_t *rng, cr_value *args, 
     for (size_t j = 0; j < nargs; j++) {
         cr_complex z;
         do {
-            z = mkc(sample_uniform(rng, -2, 2), sample_uniform(rng, -2, 2));
+            z = cr__cplx(sample_uniform(rng, -2, 2), sample_uniform(rng, -2, 2));
         } while (j == 0 && near_cut(c, z));
         args[j] = cr_value_c128(z);
     }
@@ -287,9 +245,9 @@ static cr_status crow_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
         return st;
     dx[0] = cr_tangent_none();
     for (size_t j = 0; j + 1 < nx; j++)
-        dx[j + 1] = is_int_kind((cr_kind)e->kinds[j]) ? cr_tangent_none()
-                    : nz                              ? project_to(e->kinds[j], conj(e->D[j]) * g)
-                                                      : cr_tangent_zero();
+        dx[j + 1] = cr__is_int_kind((cr_kind)e->kinds[j]) ? cr_tangent_none()
+                    : nz ? project_to(e->kinds[j], conj(e->D[j]) * g)
+                         : cr_tangent_zero();
     return CR_OK;
 }
 
@@ -347,7 +305,7 @@ COMPLEX_ROW(ctan, 1, Y[0] = ctan(x[0]), cr_complex c = ccos(x[0]); D[0] = 1 / (c
 COMPLEX_ROW(casin, 1, Y[0] = casin(x[0]), D[0] = 1 / csqrt(one_minus(x[0]) * one_plus(x[0])))
 COMPLEX_ROW(cacos, 1, Y[0] = cacos(x[0]), D[0] = -1 / csqrt(one_minus(x[0]) * one_plus(x[0])))
 COMPLEX_ROW(catan, 1, Y[0] = catan(x[0]),
-            D[0] = 1 / ((x[0] - mkc(0.0, 1.0)) * (x[0] + mkc(0.0, 1.0))))
+            D[0] = 1 / ((x[0] - cr__cplx(0.0, 1.0)) * (x[0] + cr__cplx(0.0, 1.0))))
 
 /* Hyperbolic; tanh' = 1/cosh² for the same reason as tan. */
 COMPLEX_ROW(csinh, 1, Y[0] = csinh(x[0]), D[0] = ccosh(x[0]))
@@ -361,8 +319,8 @@ COMPLEX_ROW(ctanh, 1, Y[0] = ctanh(x[0]), cr_complex c = ccosh(x[0]); D[0] = 1 /
 COMPLEX_ROW(casinh, 1, Y[0] = casinh(x[0]), cr_complex w = times_i(x[0]);
             D[0] = 1 / csqrt(one_minus(w) * one_plus(w)))
 COMPLEX_ROW(cacosh, 1, Y[0] = cacosh(x[0]),
-            D[0] = 1 / (csqrt(mkc(creal(x[0]) - 1.0, cimag(x[0]))) *
-                        csqrt(mkc(creal(x[0]) + 1.0, cimag(x[0])))))
+            D[0] = 1 / (csqrt(cr__cplx(creal(x[0]) - 1.0, cimag(x[0]))) *
+                        csqrt(cr__cplx(creal(x[0]) + 1.0, cimag(x[0])))))
 COMPLEX_ROW(catanh, 1, Y[0] = catanh(x[0]), D[0] = 1 / (one_minus(x[0]) * one_plus(x[0])))
 
 /* Exponential, logarithm, roots, powers. */
@@ -532,9 +490,9 @@ static cr_status cabs_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     if (st != CR_OK)
         return st;
     dx[0] = cr_tangent_none();
-    dx[1] = is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
-            : nz                          ? project_to(e->kind, unit_of(e->z, cabs(e->z)) * g)
-                                          : cr_tangent_zero();
+    dx[1] = cr__is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
+            : nz                              ? project_to(e->kind, unit_of(e->z, cabs(e->z)) * g)
+                                              : cr_tangent_zero();
     return CR_OK;
 }
 
@@ -579,9 +537,9 @@ static cr_status carg_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     if (st != CR_OK)
         return st;
     dx[0] = cr_tangent_none();
-    dx[1] = is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
-            : nz                          ? project_to(e->kind, carg_grad(e->z) * g)
-                                          : cr_tangent_zero();
+    dx[1] = cr__is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
+            : nz                              ? project_to(e->kind, carg_grad(e->z) * g)
+                                              : cr_tangent_zero();
     return CR_OK;
 }
 
@@ -615,9 +573,9 @@ static cr_status conj_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     if (st != CR_OK)
         return st;
     dx[0] = cr_tangent_none();
-    dx[1] = is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
-            : nz                          ? project_to(e->kind, conj(g))
-                                          : cr_tangent_zero();
+    dx[1] = cr__is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
+            : nz                              ? project_to(e->kind, conj(g))
+                                              : cr_tangent_zero();
     return CR_OK;
 }
 
@@ -651,9 +609,9 @@ static cr_status creal_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
     if (st != CR_OK)
         return st;
     dx[0] = cr_tangent_none();
-    dx[1] = is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
-            : nz                          ? project_to(e->kind, mkc(g, 0.0))
-                                          : cr_tangent_zero();
+    dx[1] = cr__is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
+            : nz                              ? project_to(e->kind, cr__cplx(g, 0.0))
+                                              : cr_tangent_zero();
     return CR_OK;
 }
 
@@ -687,9 +645,9 @@ static cr_status cimag_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
     if (st != CR_OK)
         return st;
     dx[0] = cr_tangent_none();
-    dx[1] = is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
-            : nz                          ? project_to(e->kind, mkc(0.0, g))
-                                          : cr_tangent_zero();
+    dx[1] = cr__is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
+            : nz                              ? project_to(e->kind, cr__cplx(0.0, g))
+                                              : cr_tangent_zero();
     return CR_OK;
 }
 
@@ -728,9 +686,9 @@ static cr_status cproj_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
     if (st != CR_OK)
         return st;
     dx[0] = cr_tangent_none();
-    dx[1] = is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
-            : nz && !is_infinite(e->z)    ? project_to(e->kind, g)
-                                          : cr_tangent_zero();
+    dx[1] = cr__is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
+            : nz && !is_infinite(e->z)        ? project_to(e->kind, g)
+                                              : cr_tangent_zero();
     return CR_OK;
 }
 
@@ -771,9 +729,9 @@ static cr_status abs2_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     if (st != CR_OK)
         return st;
     dx[0] = cr_tangent_none();
-    dx[1] = is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
-            : nz                          ? project_to(e->kind, 2 * g * e->z)
-                                          : cr_tangent_zero();
+    dx[1] = cr__is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
+            : nz                              ? project_to(e->kind, 2 * g * e->z)
+                                              : cr_tangent_zero();
     return CR_OK;
 }
 
@@ -793,9 +751,9 @@ static cr_complex sign_of(cr_complex z)
 {
     double r = cabs(z);
     if (isinf(r)) /* the direction of an infinite z: its infinite parts as ±1 */
-        return unit_of(mkc(isinf(creal(z)) ? copysign(1.0, creal(z)) : 0.0,
-                           isinf(cimag(z)) ? copysign(1.0, cimag(z)) : 0.0),
-                       cabs(mkc(isinf(creal(z)) ? 1.0 : 0.0, isinf(cimag(z)) ? 1.0 : 0.0)));
+        return unit_of(cr__cplx(isinf(creal(z)) ? copysign(1.0, creal(z)) : 0.0,
+                                isinf(cimag(z)) ? copysign(1.0, cimag(z)) : 0.0),
+                       cabs(cr__cplx(isinf(creal(z)) ? 1.0 : 0.0, isinf(cimag(z)) ? 1.0 : 0.0)));
     return unit_of(z, r);
 }
 
@@ -832,9 +790,9 @@ static cr_status csign_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
     if (st != CR_OK)
         return st;
     dx[0] = cr_tangent_none();
-    dx[1] = is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
-            : nz                          ? project_to(e->kind, csign_jvp(e->z, g))
-                                          : cr_tangent_zero();
+    dx[1] = cr__is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
+            : nz                              ? project_to(e->kind, csign_jvp(e->z, g))
+                                              : cr_tangent_zero();
     return CR_OK;
 }
 
@@ -928,12 +886,12 @@ static cr_status chypot_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
         return st;
     double h = chypot_of(e->z, e->w);
     dx[0] = cr_tangent_none();
-    dx[1] = is_int_kind((cr_kind)e->zkind) ? cr_tangent_none()
-            : nz                           ? project_to(e->zkind, chypot_grad(e->z, h) * g)
-                                           : cr_tangent_zero();
-    dx[2] = is_int_kind((cr_kind)e->wkind) ? cr_tangent_none()
-            : nz                           ? project_to(e->wkind, chypot_grad(e->w, h) * g)
-                                           : cr_tangent_zero();
+    dx[1] = cr__is_int_kind((cr_kind)e->zkind) ? cr_tangent_none()
+            : nz                               ? project_to(e->zkind, chypot_grad(e->z, h) * g)
+                                               : cr_tangent_zero();
+    dx[2] = cr__is_int_kind((cr_kind)e->wkind) ? cr_tangent_none()
+            : nz                               ? project_to(e->wkind, chypot_grad(e->w, h) * g)
+                                               : cr_tangent_zero();
     return CR_OK;
 }
 

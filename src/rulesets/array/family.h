@@ -1,0 +1,77 @@
+/*
+ * Private to the files of the array rule family: the table in which a file lists its rules
+ * (one row a signature, with its linearity class and second-order form) and the
+ * registrations of the family's files that array_impl.h does not declare. cr__family_array
+ * (shape.c) calls the registrations in a fixed order: the order of docs/rules-index.md.
+ */
+#ifndef CR_ARRAY_FAMILY_H
+#define CR_ARRAY_FAMILY_H
+
+#include "../forms_impl.h"
+
+/* One signature of an array rule: fn for args[0..n), its frule and rrule, its test
+ * registration, its cr_linearity class and its second-order form (or NULL). A row with
+ * `lapack` set is left out of a build without LAPACK. */
+typedef struct cr__array_rule {
+    const cr_function *fn;
+    const cr_argspec *args;
+    size_t n;
+    cr_frule_fn frule;
+    cr_rrule_fn rrule;
+    const cr_rule_test *test;
+    uint32_t lin;
+    const cr_rule_form *form;
+    bool lapack;
+} cr__array_rule;
+
+/* Register the rows k[0..n) in order (cr__add_rule_so, never variadic). */
+CR_INTERNAL cr_status cr__add_rules(cr_registry *reg, const cr__array_rule *k, size_t n);
+
+/* The environment of an array rule's pullback: a zeroed TYPE in the arena whose field PA
+ * holds the projector of the argument ARG (cr_project_new). NULL, with *ST the status, when
+ * either fails. */
+#define CR__PB_ENV(ARENA, TYPE, PA, ARG, ST) \
+    ((TYPE *)cr__pb_env((ARENA), sizeof(TYPE), _Alignof(TYPE), offsetof(TYPE, PA), (ARG), (ST)))
+static inline void *cr__pb_env(cr_arena *arena, size_t size, size_t align, size_t pa_off,
+                               const cr_value *arg, cr_status *st)
+{
+    unsigned char *e = cr_arena_calloc(arena, 1, size, align);
+    if (e == NULL) {
+        *st = CR__ALLOC_STATUS(arena);
+        return NULL;
+    }
+    cr_project *pA = NULL;
+    *st = cr_project_new(arena, arg, &pA);
+    if (*st != CR_OK)
+        return NULL;
+    memcpy(e + pa_off, &pA, sizeof pA);
+    return e;
+}
+
+/* The add! of an InplaceableThunk (cr__thunk) whose cotangent has the shape of LIKE in the
+ * work dtype WDT: NAME(arena, dest, env), `t` being the thunk's environment (a TYPE *), runs
+ * the statement IN_PLACE, which adds the cotangent into dest (or returns a status), when
+ * cr__dest_ok accepts dest; otherwise it makes the cotangent with THUNK and adds it. */
+#define CR__THUNK_ADD(NAME, TYPE, WDT, LIKE, IN_PLACE, THUNK)         \
+    static cr_status NAME(cr_arena *arena, cr_array *dest, void *env) \
+    {                                                                 \
+        TYPE *t = env;                                                \
+        if (cr__dest_ok(dest, WDT, LIKE)) {                           \
+            IN_PLACE;                                                 \
+            return CR_OK;                                             \
+        }                                                             \
+        cr_tangent v;                                                 \
+        cr_status st = THUNK(arena, &v, env);                         \
+        return st != CR_OK ? st : cr__add_into(arena, dest, v);       \
+    }
+
+/* The registrations of the family's files, in the order cr__family_array calls them. */
+CR_INTERNAL cr_status cr__array_register_softmax(cr_registry *reg); /* softmax.c */
+CR_INTERNAL cr_status cr__array_register_var(cr_registry *reg);     /* var_std.c */
+CR_INTERNAL cr_status cr__array_register_norm(cr_registry *reg);    /* norm.c: norm */
+CR_INTERNAL cr_status cr__array_register_slices(cr_registry *reg);  /* slices.c */
+CR_INTERNAL cr_status cr__array_register_unique(cr_registry *reg);  /* unique.c */
+CR_INTERNAL cr_status cr__array_register_opnorm(cr_registry *reg);  /* norm.c: opnorm... */
+CR_INTERNAL cr_status cr__array_register_uniform(cr_registry *reg); /* uniform_scaling.c */
+
+#endif /* CR_ARRAY_FAMILY_H */

@@ -1,0 +1,233 @@
+/*
+ * unique: the first occurrence of each distinct value. The pullback scatters each output's
+ * cotangent onto its first occurrence.
+ */
+#include "family.h"
+
+/* ---- unique -------------------------------------------------------------------------------- */
+
+/* Julia's isless on floats: -0.0 < 0.0, NaN after everything. */
+static bool fl_isless(double a, double b)
+{
+    if (isnan(a))
+        return false;
+    if (isnan(b))
+        return true;
+    if (a < b)
+        return true;
+    return a == b && signbit(a) && !signbit(b);
+}
+
+/* Stable bottom-up merge sort of the indices ix[0..n) by the values v. */
+static void sort_indices(int64_t *ix, int64_t *tmp, size_t n, const double *v)
+{
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            size_t i = lo, j = mid, o = lo;
+            while (i < mid && j < hi)
+                tmp[o++] = fl_isless(v[ix[j]], v[ix[i]]) ? ix[j++] : ix[i++];
+            while (i < mid)
+                tmp[o++] = ix[i++];
+            while (j < hi)
+                tmp[o++] = ix[j++];
+        }
+        memcpy(ix, tmp, n * sizeof *ix);
+    }
+}
+
+typedef struct uq_env {
+    const cr_array *x;
+    cr_project *px;
+    int64_t *first; /* m indices into x, ascending */
+    size_t m;
+} uq_env;
+
+/* The first occurrences of x's distinct values (isequal: NaNs equal, -0.0 and 0.0 not),
+ * in order of appearance: sort the indices stably, keep the first of each run of equal
+ * values, then list the kept indices in ascending order. O(n log n). */
+static cr_status uq_forward(cr_arena *arena, const cr_value *args, size_t nargs, uq_env *e,
+                            cr_value *y)
+{
+    const cr_array *x;
+    cr_status st = cr__nargs(arena, "unique", nargs, 1, 1);
+    if (st == CR_OK)
+        st = cr__array_arg(arena, "unique", args, nargs, 0, &x);
+    if (st != CR_OK)
+        return st;
+    if (x->ndim != 1 || (x->dtype != CR_DT_F64 && x->dtype != CR_DT_F32))
+        return CR__FAIL(arena, CR_EINVAL, "unique: expected a real (f64 or f32) vector");
+    const cr_array *xw;
+    st = cr__dense(arena, x, CR_DT_F64, &xw);
+    if (st != CR_OK)
+        return st;
+    size_t n = x->shape[0], cnt = n ? n : 1;
+    const double *v = xw->data;
+    int64_t *ix = cr_arena_alloc(arena, cnt * sizeof *ix, _Alignof(int64_t));
+    int64_t *tmp = cr_arena_alloc(arena, cnt * sizeof *tmp, _Alignof(int64_t));
+    bool *keep = cr_arena_calloc(arena, cnt, sizeof *keep, _Alignof(bool));
+    if (ix == NULL || tmp == NULL || keep == NULL)
+        return CR__ALLOC_STATUS(arena);
+    for (size_t i = 0; i < n; i++)
+        ix[i] = (int64_t)i;
+    sort_indices(ix, tmp, n, v);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool same = i > 0 && !fl_isless(v[ix[i - 1]], v[ix[i]]);
+        if (!same) {
+            keep[ix[i]] = true;
+            m++;
+        }
+    }
+    e->x = x;
+    e->m = m;
+    e->first = tmp; /* reused: the sort is done */
+    for (size_t i = 0, o = 0; i < n; i++)
+        if (keep[i])
+            e->first[o++] = (int64_t)i;
+    cr_array *yw, *yo;
+    st = cr__new(arena, CR_DT_F64, 1, &m, false, &yw);
+    if (st != CR_OK)
+        return st;
+    for (size_t k = 0; k < m; k++)
+        ((double *)yw->data)[k] = v[e->first[k]];
+    st = cr__cast(arena, yw, (cr_dtype)x->dtype, &yo);
+    if (st == CR_OK)
+        *y = cr_value_array(yo);
+    return st;
+}
+
+typedef struct uq_thunk {
+    const uq_env *e;
+    const cr_array *g; /* m elements, f64 */
+} uq_thunk;
+
+static void uq_scatter(const uq_thunk *t, cr_array *dest)
+{
+    const double *g = t->g->data;
+    double *d = dest->data;
+    for (size_t k = 0; k < t->e->m; k++)
+        d[t->e->first[k]] += g[k];
+}
+
+static cr_status uq_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
+{
+    uq_thunk *t = env;
+    cr_array *dx;
+    cr_status st = cr__new_like(arena, CR_DT_F64, t->e->x, true, &dx);
+    if (st != CR_OK)
+        return st;
+    uq_scatter(t, dx);
+    return cr__give(arena, t->e->px, dx, out);
+}
+
+CR__THUNK_ADD(uq_add, uq_thunk, CR_DT_F64, t->e->x, uq_scatter(t, dest), uq_thunk_fn)
+
+/* x̄[first[k]] += ȳ[k]: each output's cotangent goes to the first occurrence of its value
+ * only (the derivative of "the value at the first index holding it"). */
+static cr_status uq_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                             void *env)
+{
+    (void)nx;
+    uq_env *e = env;
+    dx[0] = cr_tangent_none();
+    dx[1] = cr_tangent_zero();
+    const cr_array *g;
+    cr_status st = cr__tan_array(arena, "unique_pullback", *dy, 1, &e->m, CR_DT_F64, &g);
+    if (st != CR_OK || g == NULL)
+        return st;
+    uq_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(uq_thunk));
+    if (t == NULL)
+        return CR__ALLOC_STATUS(arena);
+    t->e = e;
+    t->g = g;
+    return cr__thunk(arena, uq_thunk_fn, uq_add, t, "unique_pullback_thunk", &dx[1]);
+}
+
+static cr_status unique_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                              const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    uq_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(uq_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr_status st = uq_forward(arena, args, nargs, e, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
+    st = cr_project_new(arena, &args[0], &e->px);
+    if (st != CR_OK)
+        return st;
+    *pb = (cr_pullback){uq_pullback, e, "unique_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(unique, "unique", 1)
+
+/* frule: ẏ[k] = ẋ[first[k]]. */
+static cr_status unique_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                              const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                              cr_tangent *dy, const void *udata)
+{
+    (void)cfg;
+    (void)f;
+    (void)udata;
+    uq_env e;
+    memset(&e, 0, sizeof e);
+    cr_status st = uq_forward(arena, args, nargs, &e, y);
+    const cr_array *dx = NULL;
+    if (st == CR_OK)
+        st = cr__dx_array(arena, "unique", dargs, args, 0, CR_DT_F64, &dx);
+    if (st != CR_OK || dx == NULL) {
+        *dy = cr_tangent_zero();
+        return st;
+    }
+    cr_array *o, *oc;
+    st = cr__new(arena, CR_DT_F64, 1, &e.m, false, &o);
+    if (st != CR_OK)
+        return st;
+    for (size_t k = 0; k < e.m; k++)
+        ((double *)o->data)[k] = ((const double *)dx->data)[e.first[k]];
+    st = cr__cast(arena, o, (cr_dtype)e.x->dtype, &oc);
+    if (st == CR_OK)
+        *dy = cr_tangent_array(oc);
+    return st;
+}
+
+/* ---- Test registrations ---- */
+
+/* unique: distinct values (a shuffled grid with jitter), so finite differences never
+ * create or break a tie. */
+static cr_status sample_unique(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                               void *env)
+{
+    (void)nargs;
+    (void)env;
+    size_t n = 2 + cr__rng_below(rng, 6);
+    cr_dtype dt = cr__rng_below(rng, 4) == 0 ? CR_DT_F32 : CR_DT_F64;
+    cr_array *x;
+    cr_status st = cr__new(arena, dt, 1, &n, false, &x);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < n; i++) {
+        size_t j = cr__rng_below(rng, i + 1);
+        double v = ((double)i - (double)n / 2) / 4 + cr__rng_unif(rng, 0, 0.125);
+        if (j != i)
+            cr__store(x, (ptrdiff_t)i, cr__load(x, (ptrdiff_t)j));
+        cr__store(x, (ptrdiff_t)j, v);
+    }
+    args[0] = cr_value_array(x);
+    return CR_OK;
+}
+
+static const cr_rule_test k_t_unique = {.sample = sample_unique};
+
+cr_status cr__array_register_unique(cr_registry *reg)
+{
+    static const cr_argspec r1[1] = {{CR__M_RARRAY, NULL}};
+    static const cr__array_rule k[] = {
+        {&unique_function, r1, 1, unique_frule, unique_rrule, &k_t_unique, CR_PIECEWISE_LINEAR,
+         NULL, false},
+    };
+    return cr__add_rules(reg, k, sizeof k / sizeof k[0]);
+}
