@@ -329,6 +329,10 @@ typedef struct ad_options {
     bool emit_rules;
 } ad_options;
 
+/* inline.c: calls of small straight-line static helpers replaced by their bodies, and small
+ * local arrays indexed only by constants replaced by scalars (after calls are resolved,
+ * before normalisation). */
+void ad_inline(ad_unit *u);
 /* normalize.c: compound assignments and ++/-- made plain; calls of the file's functions
  * moved to statements of their own. */
 void ad_normalize(ad_func *f);

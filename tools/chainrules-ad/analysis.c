@@ -1550,6 +1550,7 @@ void ad_prepare(ad_unit *u)
     call_env ce = {u, 0};
     for (int i = 0; i < u->nfuncs; i++)
         walk_stmt(u->funcs[i]->body, resolve_stmt, &ce);
+    ad_inline(u);
     for (int i = 0; i < u->nfuncs; i++)
         if (u->funcs[i]->body && !u->funcs[i]->nerrors && !u->funcs[i]->prim) {
             ad_error_sink(&u->funcs[i]->errors);
