@@ -109,6 +109,7 @@ typedef struct ad_var {
     bool shadowed;  /* parameter: has a shadow in the generated signature */
     int loop_depth; /* loops enclosing its declaration */
     bool counter;   /* the counter of a canonical for loop (restored, not stored) */
+    bool inlined;   /* an array an inlined helper reads or declares (inline.c) */
 } ad_var;
 
 /* ---- Expressions -------------------------------------------------------------------------- */
