@@ -367,6 +367,8 @@ static ad_stmt *inline_call(ad_func *f, ad_stmt *s, int depth, int *serial)
     return blk;
 }
 
+static int g_inlined; /* calls inlined in the current function */
+
 static ad_stmt *inline_stmt(ad_func *f, ad_stmt *s, int depth, int *serial)
 {
     if (!s)
@@ -380,6 +382,7 @@ static ad_stmt *inline_stmt(ad_func *f, ad_stmt *s, int depth, int *serial)
         if (s->e && s->e->kind == EX_CALL && s->e->callee && s->e->callee != f &&
             func_inlinable(s->e->callee)) {
             ad_stmt *r = inline_call(f, s, depth, serial);
+            g_inlined += r != NULL;
             return r ? r : s;
         }
         return s;
@@ -537,6 +540,224 @@ static void scalarize(ad_func *f)
     f->nlocals = n;
 }
 
+/* ---- Declarations where their value is made ---------------------------------------------- */
+
+/* Blocks open no scope here (names are unique, generated code declares every local at the
+ * top): a block's nested blocks are spliced into it. */
+static void flatten(ad_stmt *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < s->n; i++)
+        flatten(s->body[i]);
+    flatten(s->init);
+    flatten(s->then);
+    flatten(s->els);
+    if (s->kind != ST_BLOCK)
+        return;
+    int n = 0;
+    for (int i = 0; i < s->n; i++)
+        n += s->body[i]->kind == ST_BLOCK ? s->body[i]->n : 1;
+    if (n == s->n)
+        return;
+    ad_stmt **items = ad_alloc((size_t)(n ? n : 1) * sizeof *items);
+    int k = 0;
+    for (int i = 0; i < s->n; i++) {
+        ad_stmt *c = s->body[i];
+        if (c->kind == ST_BLOCK)
+            for (int j = 0; j < c->n; j++)
+                items[k++] = c->body[j];
+        else
+            items[k++] = c;
+    }
+    s->body = items;
+    s->n = n;
+}
+
+typedef struct uses {
+    const ad_var *v;
+    int reads, writes; /* writes: assignments, ++/--, address taken, passed to a call */
+} uses;
+
+static void uses_expr(uses *u, const ad_expr *e, bool lhs)
+{
+    if (!e)
+        return;
+    if (e->kind == EX_CAST && e->type->kind == TY_VOID && e->a && e->a->kind == EX_VAR)
+        return; /* (void)v: no use of the value */
+    if (e->kind == EX_VAR && e->var == u->v) {
+        u->reads += !lhs;
+        return;
+    }
+    if ((e->kind == EX_ASSIGN || e->kind == EX_INCDEC) && ad_root(e->a) == u->v) {
+        u->writes++;
+        if (e->kind == EX_INCDEC || strcmp(e->op, "=") != 0)
+            u->reads++;
+        uses_expr(u, e->a, e->a->kind == EX_VAR);
+        uses_expr(u, e->b, false);
+        return;
+    }
+    if (e->kind == EX_ADDR && ad_root(e->a) == u->v)
+        u->writes += 2;
+    if (e->kind == EX_CALL)
+        for (int i = 0; i < e->nargs; i++)
+            if (e->args[i]->type->kind == TY_PTR && ad_root(e->args[i]) == u->v)
+                u->writes += 2;
+    uses_expr(u, e->a, false);
+    uses_expr(u, e->b, false);
+    uses_expr(u, e->c, false);
+    for (int i = 0; i < e->nargs; i++)
+        uses_expr(u, e->args[i], false);
+}
+
+static void uses_stmt(uses *u, const ad_stmt *s)
+{
+    if (!s)
+        return;
+    if (s->kind == ST_DECL && s->var == u->v && (s->e || s->ninits))
+        u->writes++;
+    uses_expr(u, s->e, false);
+    uses_expr(u, s->inc, false);
+    for (int i = 0; i < s->ninits; i++)
+        uses_expr(u, s->inits[i], false);
+    for (int i = 0; i < s->n; i++)
+        uses_stmt(u, s->body[i]);
+    uses_stmt(u, s->init);
+    uses_stmt(u, s->then);
+    uses_stmt(u, s->els);
+}
+
+/* The block and index of the statement `v = e` (a plain assignment of v at the top level of
+ * a block), or NULL. */
+static ad_stmt *find_assign(ad_stmt *s, const ad_var *v, int *at)
+{
+    if (!s)
+        return NULL;
+    if (s->kind == ST_BLOCK)
+        for (int i = 0; i < s->n; i++) {
+            const ad_stmt *a = s->body[i];
+            if (a->kind == ST_EXPR && a->e->kind == EX_ASSIGN && !strcmp(a->e->op, "=") &&
+                a->e->a->kind == EX_VAR && a->e->a->var == v) {
+                *at = i;
+                return s;
+            }
+        }
+    ad_stmt *r = NULL;
+    for (int i = 0; i < s->n && !r; i++)
+        r = find_assign(s->body[i], v, at);
+    if (!r)
+        r = find_assign(s->init, v, at);
+    if (!r)
+        r = find_assign(s->then, v, at);
+    if (!r)
+        r = find_assign(s->els, v, at);
+    return r;
+}
+
+static bool contains(const ad_stmt *s, const ad_stmt *x)
+{
+    if (!s)
+        return false;
+    if (s == x)
+        return true;
+    for (int i = 0; i < s->n; i++)
+        if (contains(s->body[i], x))
+            return true;
+    return contains(s->init, x) || contains(s->then, x) || contains(s->els, x);
+}
+
+static void decls_of(ad_stmt *s, ad_stmt ***out, int *n, int *cap)
+{
+    if (!s)
+        return;
+    if (s->kind == ST_DECL && !s->ninits) {
+        *out = ad_grow(*out, *n, cap, sizeof **out);
+        (*out)[(*n)++] = s;
+    }
+    for (int i = 0; i < s->n; i++)
+        decls_of(s->body[i], out, n, cap);
+    decls_of(s->init, out, n, cap);
+    decls_of(s->then, out, n, cap);
+    decls_of(s->els, out, n, cap);
+}
+
+/* `T v;` (or `T v = constant;`) and, in a block B, `v = e;`, v's only other assignment, where
+ * every read of v in the function follows it in B: the declaration's own value is never
+ * read, and the assignment becomes the declaration `T v = e;` (the first one is removed).
+ * The reverse mode recomputes such a local instead of storing it when e allows (a local
+ * declared at the top of a loop body); the first order's output declares its locals at the
+ * top of the function with a zero, and assigns them where the input declared them. */
+static void merge_decls(ad_func *f)
+{
+    ad_stmt **ds = NULL;
+    int nd = 0, cap = 0;
+    decls_of(f->body, &ds, &nd, &cap);
+    for (int k = 0; k < nd; k++) {
+        ad_stmt *d = ds[k];
+        ad_var *v = d->var;
+        if (!v || v->kind != VAR_LOCAL || (v->type->kind != TY_INT && !ad_type_is_real(v->type)) ||
+            (d->e && d->e->kind != EX_NUM &&
+             !(d->e->kind == EX_CAST && d->e->a && d->e->a->kind == EX_NUM)))
+            continue;
+        uses all = {v, 0, 0};
+        uses_stmt(&all, f->body);
+        if (all.writes != 1 + (d->e != NULL))
+            continue;
+        int j = -1;
+        ad_stmt *b = find_assign(f->body, v, &j);
+        if (!b)
+            continue;
+        uses self = {v, 0, 0};
+        uses_stmt(&self, b->body[j]);
+        if (self.reads)
+            continue;
+        uses after = {v, 0, 0};
+        bool decl_after = false;
+        for (int i = j + 1; i < b->n; i++) {
+            uses_stmt(&after, b->body[i]);
+            decl_after |= contains(b->body[i], d);
+        }
+        if (decl_after || after.reads != all.reads)
+            continue;
+        ad_stmt *a = b->body[j];
+        ad_expr *e = a->e->b;
+        a->kind = ST_DECL;
+        a->var = v;
+        a->e = e;
+        d->kind = ST_NULL;
+        d->var = NULL;
+        d->e = NULL;
+    }
+}
+
+/* `v = a; for (; cond; inc)` where inc assigns the integer v: the assignment becomes the
+ * loop's initialisation (the first order's output writes its loops so), which makes the
+ * loop canonical for the analyses when it is (its counter restored, not stored). */
+static void adopt_for_init(ad_stmt *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < s->n; i++)
+        adopt_for_init(s->body[i]);
+    adopt_for_init(s->init);
+    adopt_for_init(s->then);
+    adopt_for_init(s->els);
+    if (s->kind != ST_BLOCK)
+        return;
+    for (int i = 1; i < s->n; i++) {
+        ad_stmt *L = s->body[i], *a = s->body[i - 1];
+        if (L->kind != ST_FOR || L->init || !L->inc || L->inc->kind != EX_ASSIGN ||
+            L->inc->a->kind != EX_VAR || L->inc->a->var->type->kind != TY_INT ||
+            a->kind != ST_EXPR || a->e->kind != EX_ASSIGN || strcmp(a->e->op, "=") != 0 ||
+            a->e->a->kind != EX_VAR || a->e->a->var != L->inc->a->var)
+            continue;
+        L->init = a;
+        s->body[i - 1] = ad_alloc(sizeof *s->body[i - 1]);
+        s->body[i - 1]->kind = ST_NULL;
+        s->body[i - 1]->loc = a->loc;
+    }
+}
+
 void ad_inline(ad_unit *u)
 {
     for (int i = 0; i < u->nfuncs; i++) {
@@ -544,11 +765,13 @@ void ad_inline(ad_unit *u)
         if (!f->body || f->nerrors || f->prim)
             continue;
         int serial = 0;
+        g_inlined = 0;
         f->body = inline_stmt(f, f->body, 0, &serial);
-    }
-    for (int i = 0; i < u->nfuncs; i++) {
-        ad_func *f = u->funcs[i];
-        if (f->body && !f->nerrors && !f->prim)
-            scalarize(f);
+        if (!g_inlined)
+            continue;
+        scalarize(f);
+        flatten(f->body);
+        merge_decls(f);
+        adopt_for_init(f->body);
     }
 }
