@@ -330,8 +330,9 @@ typedef struct ad_options {
     bool emit_rules;
 } ad_options;
 
-/* inline.c: calls of small straight-line static helpers replaced by their bodies, and small
- * local arrays indexed only by constants replaced by scalars (after calls are resolved,
+/* inline.c: calls of small straight-line static helpers replaced by their bodies, their
+ * small arrays indexed only by constants replaced by scalars, and, in the functions that
+ * inlined a call, locals declared where their value is made (after calls are resolved,
  * before normalisation). */
 void ad_inline(ad_unit *u);
 /* normalize.c: compound assignments and ++/-- made plain; calls of the file's functions

@@ -1,5 +1,5 @@
 /*
- * Two rewrites before normalisation, which let the derivative of a function treat small
+ * Rewrites before normalisation, which let the derivative of a function treat small
  * helpers and small arrays as plain scalar code:
  *
  *  - inlining: a statement `g(args);` that calls a static void function g of the file whose
@@ -14,10 +14,15 @@
  *    constants, becomes one scalar local per element. The input's other arrays are kept
  *    (the vector forward mode of GradBench's ba block was 5% slower with its small arrays
  *    as scalars).
+ *  - in a function where a call was inlined, declarations where their value is made:
+ *    nested blocks spliced, `T v; ... v = e;` (v's only assignment, every read after it in
+ *    its block) made `T v = e;`, and `v = a; for (; c; v = ...)` made `for (v = a; ...)`
+ *    (the first order's output declares its locals at the top and writes its loops so).
  *
- * Both keep the meaning of the code exactly; the analyses then see scalars, which the
- * reverse mode stores only when they are needed and overwritten (an array is stored
- * element by element at every assignment) and recomputes where it can.
+ * All keep the meaning of the code exactly; the analyses then see scalars declared where
+ * they are computed, which the reverse mode recomputes where it can and otherwise stores
+ * only when they are needed and overwritten (an array is stored element by element at
+ * every assignment).
  */
 #include <stdlib.h>
 #include <string.h>
