@@ -130,7 +130,7 @@ while read -r name args; do
         tag=$(echo "$name $args" | tr ' ' '_' | tr -s '_' | sed 's/_$//; s/--//g')
         # shellcheck disable=SC2086 # the eval's arguments are words
         "$PY" "$here/tools/gradbench/run.py" --python "$PY" --gradbench "$GRADBENCH_DIR" \
-            --tool "$(tool_cmd "$tool")" --tool-cwd "$GRADBENCH_DIR" --eval "$name" --unimplemented fr,rr \
+            --tool "$(tool_cmd "$tool")" --tool-cwd "$GRADBENCH_DIR" --eval "$name" \
             --log "$OUT/$tool.$tag.jsonl" --summary "$OUT/$tool.$tag.summary" \
             -- $args --min-runs "$MIN_RUNS" --min-seconds "$MIN_SECONDS" || status=1
     done

@@ -120,6 +120,22 @@ double particle_accel_fwd(double cx0, double cy0, double cx1, double cy1, double
 double particle_euler_f_fwd(double w, double w_d, double *particle_euler_f_d);
 /** Reverse mode of particle_euler_f() (reverse over forward). */
 double particle_euler_f_rev(double w, double *w_b, double particle_euler_f_b);
+/** Reverse mode of particle_accel() with respect to the particle's position. */
+double particle_accel_rev(double cx0, double cy0, double cx1, double cy1, double x, double *x_b,
+                          double y, double *y_b, double particle_accel_b);
+
+/* fr and rr: the outer functions with the inner gradient from the reverse mode
+ * (nested/saddle_rev.c, nested/particle_rev.c), differentiated again. */
+/** Forward mode of saddle_max_f_r() with respect to p1 (forward over reverse). */
+double saddle_max_f_r_fwd(double p1x, double p1x_d, double p1y, double p1y_d, double s0, double s1,
+                          double *saddle_max_f_r_d);
+/** Reverse mode of saddle_max_f_r() with respect to p1 (reverse over reverse). */
+double saddle_max_f_r_rev(double p1x, double *p1x_b, double p1y, double *p1y_b, double s0,
+                          double s1, double saddle_max_f_r_b);
+/** Forward mode of particle_euler_f_r() (forward over reverse). */
+double particle_euler_f_r_fwd(double w, double w_d, double *particle_euler_f_r_d);
+/** Reverse mode of particle_euler_f_r() (reverse over reverse). */
+double particle_euler_f_r_rev(double w, double *w_b, double particle_euler_f_r_b);
 
 #ifdef __cplusplus
 }

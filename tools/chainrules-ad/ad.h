@@ -109,6 +109,7 @@ typedef struct ad_var {
     bool shadowed;  /* parameter: has a shadow in the generated signature */
     int loop_depth; /* loops enclosing its declaration */
     bool counter;   /* the counter of a canonical for loop (restored, not stored) */
+    bool inlined;   /* an array an inlined helper reads or declares (inline.c) */
 } ad_var;
 
 /* ---- Expressions -------------------------------------------------------------------------- */
@@ -329,6 +330,11 @@ typedef struct ad_options {
     bool emit_rules;
 } ad_options;
 
+/* inline.c: calls of small straight-line static helpers replaced by their bodies, their
+ * small arrays indexed only by constants replaced by scalars, and, in the functions that
+ * inlined a call, locals declared where their value is made (after calls are resolved,
+ * before normalisation). */
+void ad_inline(ad_unit *u);
 /* normalize.c: compound assignments and ++/-- made plain; calls of the file's functions
  * moved to statements of their own. */
 void ad_normalize(ad_func *f);

@@ -820,13 +820,15 @@ static void find_recompute(ad_func *f, ad_stmt *loop)
             ad_stmt *d = items[j];
             ad_var *v = d->var;
             if (!d->e || d->ninits || v->type->kind == TY_ARRAY || v->type->kind == TY_STRUCT ||
-                v->type->kind == TY_PTR || !v->needed || count_assignments(f->body, v) != 1)
+                v->type->kind == TY_PTR || count_assignments(f->body, v) != 1)
                 continue;
             r.fine = true;
             walk_expr(d->e, recomp_reads, &r);
             if (!r.fine)
                 continue;
-            d->recompute = true;
+            /* a local the adjoint does not read yet can still be recomputed for a later one
+             * that reads it (which makes it needed: recomputed at the next pass) */
+            d->recompute = v->needed;
             if (r.nok < 256)
                 ok[r.nok++] = v;
         }
@@ -1556,6 +1558,7 @@ void ad_prepare(ad_unit *u)
     call_env ce = {u, 0};
     for (int i = 0; i < u->nfuncs; i++)
         walk_stmt(u->funcs[i]->body, resolve_stmt, &ce);
+    ad_inline(u);
     for (int i = 0; i < u->nfuncs; i++)
         if (u->funcs[i]->body && !u->funcs[i]->nerrors && !u->funcs[i]->prim) {
             ad_error_sink(&u->funcs[i]->errors);

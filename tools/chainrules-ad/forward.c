@@ -161,7 +161,9 @@ static void tan_assign(fw *w, ad_expr *place, ad_expr *value, const char *ind)
     int n = ++w->l.tmp;
     const char *T = ad_type_real_name(place->type);
     ad_buf_printf(w->out, "%sconst %s v%d_ = %s;\n", ind2, T, n, v);
-    if (w->vector && lin_tangent_lanes(&w->l, value, lin_place_tangent(&w->l, place))) {
+    const ad_var *root = ad_root(place);
+    bool local = root && !(root->kind == VAR_PARAM && root->type->kind == TY_PTR);
+    if (w->vector && lin_tangent_lanes(&w->l, value, lin_place_tangent(&w->l, place), local)) {
         /* each direction reads only its own lane: the place's tangent is written in place */
     } else if (w->vector) {
         ad_buf_printf(w->out, "%s%s e%d_[CR_AD_VMAX];\n", ind2, T, n);
@@ -208,7 +210,7 @@ static void tan_stmt(fw *w, ad_stmt *s, const char *ind)
             int n = ++w->l.tmp;
             ad_buf_printf(w->out, "%sconst %s v%d_ = %s;\n", ind2, w->f->ret->spelling, n, v);
             if (w->vector) {
-                if (!lin_tangent_lanes(&w->l, s->e, ad_fmt("%s_d[k_]", w->f->name)))
+                if (!lin_tangent_lanes(&w->l, s->e, ad_fmt("%s_d[k_]", w->f->name), false))
                     lin_tangent_assign(&w->l, s->e, ad_fmt("%s_d", w->f->name));
             } else {
                 const char *d = lin_tangent(&w->l, s->e);
@@ -288,7 +290,7 @@ static void tan_locals(fw *w, ad_buf *b)
         ad_var *p = f->params[i];
         if (w->vector && p->shadowed && ad_type_is_real(p->type)) {
             ad_buf_printf(b,
-                          "    %s %s_dv[CR_AD_VMAX];\n    for (int k_ = 0; k_ < w_; k_++)\n"
+                          "    %s %s_dv[CR_AD_VMAX] = {0};\n    for (int k_ = 0; k_ < w_; k_++)\n"
                           "        %s_dv[k_] = %s_d[k_];\n",
                           ad_type_real_name(p->type), p->cname, p->cname, p->cname);
         }

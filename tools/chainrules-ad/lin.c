@@ -220,6 +220,7 @@ static const char *place_tangent(lin *l, const ad_expr *e)
     if (l->vector) {
         const ad_var *v = ad_root(e);
         if (v && v->kind == VAR_PARAM && v->type->kind == TY_PTR) {
+            l->param_lane = true;
             /* element (index) of a parameter array: a_d[(i)*nd + k0_ + k_] */
             if (e->kind == EX_INDEX && e->a->kind == EX_VAR) {
                 ad_buf_printf(&b, "%s_d[(size_t)(", v->cname);
@@ -332,18 +333,33 @@ static bool has_active_cond(const ad_expr *e)
     return false;
 }
 
-bool lin_tangent_lanes(lin *l, ad_expr *e, const char *lane_dst)
+bool lin_tangent_lanes(lin *l, ad_expr *e, const char *lane_dst, bool dst_local)
 {
     if (has_active_cond(e))
         return false;
     const char *ind = l->ind;
+    size_t head = l->out->len;
     ad_buf_printf(l->out, "%sfor (int k_ = 0; k_ < w_; k_++) {\n", ind);
     l->ind = ad_fmt("%s    ", ind);
     l->lane = true;
+    l->param_lane = false;
     const char *d = lin_tangent(l, e);
     l->lane = false;
     ad_buf_printf(l->out, "%s%s = %s;\n", l->ind, lane_dst, d);
     l->ind = ind;
     ad_buf_printf(l->out, "%s}\n", ind);
+    if (dst_local && !l->param_lane) {
+        /* every lane: the loop's text again, with the constant count */
+        char *text = ad_strdup(l->out->p + head);
+        char *w = strstr(text, "k_ < w_;");
+        l->out->len = head;
+        l->out->p[head] = '\0';
+        if (w) {
+            *w = '\0';
+            ad_buf_printf(l->out, "%sk_ < CR_AD_VMAX;%s", text, w + strlen("k_ < w_;"));
+        } else {
+            ad_buf_put(l->out, text);
+        }
+    }
     return true;
 }

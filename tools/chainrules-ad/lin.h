@@ -12,6 +12,8 @@ typedef struct lin {
     bool lane;        /* vector mode inside the loop over k_: a node's tangent is a scalar */
     const char *zero; /* a shadow still to be zeroed before the first contribution (or NULL) */
     bool unsupported; /* a construct the vector mode cannot write */
+    bool param_lane;  /* a tangent of a pointer parameter was written (its lanes past w_ are
+                         not the caller's to touch) */
 } lin;
 
 /* Pass 1: writes the values and partials of e's active nodes; returns e's value as text. */
@@ -36,8 +38,12 @@ const char *lin_tangent(lin *l, ad_expr *e);
 void lin_tangent_assign(lin *l, ad_expr *e, const char *dst);
 /* Vector mode, after lin_value: one loop over the directions that computes e's tangent
  * and stores it into `lane_dst` (a text indexed by k_); false (nothing written) when e
- * holds an active conditional expression, whose tangent needs the per-node form. */
-bool lin_tangent_lanes(lin *l, ad_expr *e, const char *lane_dst);
+ * holds an active conditional expression, whose tangent needs the per-node form. When
+ * `dst_local` (lane_dst is a local's tangent) and e reads no parameter array's tangent,
+ * the loop runs over all CR_AD_VMAX lanes, a count known to the compiler (which then
+ * vectorises it): the lanes past w_ of locals hold zeros (or NaN where a partial is
+ * infinite), never stored into the caller's arrays. */
+bool lin_tangent_lanes(lin *l, ad_expr *e, const char *lane_dst, bool dst_local);
 /* The tangent of a place (a variable, element or field). */
 const char *lin_place_tangent(lin *l, const ad_expr *e);
 

@@ -339,9 +339,12 @@ static void bw_assign(rv *r, ad_expr *place, ad_expr *value, int keep, ad_stmt *
         ad_expr *leaves[PREACC_MAX];
         int n = lin_partials(&r->l, value, leaves, NULL, PREACC_MAX);
         int m = n + (keep == KEEP_PUSH), q = ++r->l.tmp;
+        /* the partials' array: the forward sweep's locals pa<n>_ (read as they are, no local
+         * pointer: the output stays readable by the tool), or q<n>_ popped here */
+        const char *qn = ad_fmt("q%d_", q);
         if (pa->preacc_slot > 0) {
             restore_place(r, place, value, keep, ind2);
-            ad_buf_printf(r->bw, "%sconst double *q%d_ = pa%d_;\n", ind2, q, pa->preacc_slot);
+            qn = ad_fmt("pa%d_", pa->preacc_slot);
         } else if (m == 1) {
             ad_buf_printf(r->bw, "%sconst double q%d_[1] = {cr_adstack_pop_f64(&st_)};\n", ind2, q);
         } else {
@@ -357,7 +360,7 @@ static void bw_assign(rv *r, ad_expr *place, ad_expr *value, int keep, ad_stmt *
         r->l.ind = ind2;
         r->l.zero = sh;
         for (int i = 0; i < n; i++)
-            lin_add_place(&r->l, leaves[i], ad_fmt("a%d_ * q%d_[%d]", a, q, i));
+            lin_add_place(&r->l, leaves[i], ad_fmt("a%d_ * %s[%d]", a, qn, i));
         lin_flush_zero(&r->l);
         ad_buf_printf(r->bw, "%s}\n", ind);
         return;
@@ -1265,8 +1268,23 @@ void ad_emit_reverse_public(ad_buf *out, ad_unit *u, ad_func *f)
     ad_buf_put(out, r.decls.p ? r.decls.p : "");
     silence_unused(&r, out);
     ad_buf_put(out, "    /* forward sweep */\n");
-    ad_buf_put(out, fw.p ? fw.p : "");
-    ad_buf_put(out, "    goto fw_end_;\nfw_end_:\n");
+    /* Without a value stack, a forward sweep whose only exit is its last statement (a
+     * straight-line function) needs no label: the output is then plain C that the tool
+     * reads again (the reverse mode inside a function differentiated once more). */
+    static const char k_goto[] = "    goto fw_end_;\n";
+    const char *g = fw.p ? strstr(fw.p, "goto fw_end_;") : NULL;
+    size_t fl = fw.p ? strlen(fw.p) : 0;
+    bool plain_end =
+        !stack && (!g || (fl >= sizeof k_goto - 1 && g == fw.p + fl - (sizeof k_goto - 1) + 4 &&
+                          !strncmp(fw.p + fl - (sizeof k_goto - 1), k_goto, sizeof k_goto - 1)));
+    if (plain_end) {
+        if (g)
+            fw.p[fl - (sizeof k_goto - 1)] = '\0';
+        ad_buf_put(out, fw.p ? fw.p : "");
+    } else {
+        ad_buf_put(out, fw.p ? fw.p : "");
+        ad_buf_put(out, "    goto fw_end_;\nfw_end_:\n");
+    }
     if (stack) {
         ad_buf_put(out, "    if (cr_adstack_failed(&st_)) {\n"
                         "        /* the value stack could not grow: no adjoint (see the docs) */\n"

@@ -909,26 +909,55 @@ static void particle_grad_r(const gb_problem *pb, const double *x, double *g)
     particle_euler_f_rev(x[0], g, 1.0);
 }
 
+/* the same with the inner gradient from the reverse mode (particle_euler_f_r: forward and
+ * reverse over reverse) */
+static void particle_grad_fr(const gb_problem *pb, const double *x, double *g)
+{
+    (void)pb;
+    particle_euler_f_r_fwd(x[0], 1.0, g);
+}
+
+static void particle_grad_rr(const gb_problem *pb, const double *x, double *g)
+{
+    (void)pb;
+    g[0] = 0.0;
+    particle_euler_f_r_rev(x[0], g, 1.0);
+}
+
 static bool particle_prepare(const cJSON *in, gb_state *s, gb_err *e)
 {
     return get_number(in, "w", &s->scalar, e);
 }
 
-static void particle_run(gb_state *s, bool outer_reverse)
+static void particle_run(gb_state *s, bool outer_reverse, bool inner_reverse)
 {
-    gb_problem pb = {
-        1, particle_obj, outer_reverse ? particle_grad_r : particle_grad_f, {0, 0}, 1.0};
+    gb_problem pb = {1,
+                     particle_obj,
+                     inner_reverse ? (outer_reverse ? particle_grad_rr : particle_grad_fr)
+                                   : (outer_reverse ? particle_grad_r : particle_grad_f),
+                     {0, 0},
+                     1.0};
     gd_argmin(&pb, &s->scalar, &s->out);
 }
 
 static void particle_ff_run(gb_state *s)
 {
-    particle_run(s, false);
+    particle_run(s, false, false);
+}
+
+static void particle_fr_run(gb_state *s)
+{
+    particle_run(s, false, true);
 }
 
 static void particle_rf_run(gb_state *s)
 {
-    particle_run(s, true);
+    particle_run(s, true, false);
+}
+
+static void particle_rr_run(gb_state *s)
+{
+    particle_run(s, true, true);
 }
 
 /* saddle: p1 = argmin_p1 max_p2 f(p1, p2) (the max by saddle_max_f, whose gradient comes
@@ -948,6 +977,19 @@ static void saddle_outer_grad_r(const gb_problem *pb, const double *x, double *g
 {
     g[0] = g[1] = 0.0;
     saddle_max_f_rev(x[0], &g[0], x[1], &g[1], pb->p[0], pb->p[1], 1.0);
+}
+
+/* the outer gradient with the inner one from the reverse mode (saddle_max_f_r) */
+static void saddle_outer_grad_fr(const gb_problem *pb, const double *x, double *g)
+{
+    saddle_max_f_r_fwd(x[0], 1.0, x[1], 0.0, pb->p[0], pb->p[1], &g[0]);
+    saddle_max_f_r_fwd(x[0], 0.0, x[1], 1.0, pb->p[0], pb->p[1], &g[1]);
+}
+
+static void saddle_outer_grad_rr(const gb_problem *pb, const double *x, double *g)
+{
+    g[0] = g[1] = 0.0;
+    saddle_max_f_r_rev(x[0], &g[0], x[1], &g[1], pb->p[0], pb->p[1], 1.0);
 }
 
 static double saddle_inner_obj(const gb_problem *pb, const double *x)
@@ -977,11 +1019,13 @@ static bool saddle_prepare(const cJSON *in, gb_state *s, gb_err *e)
     return alloc_zero(&s->res, 4, e);
 }
 
-static void saddle_run(gb_state *s, bool outer_reverse)
+static void saddle_run(gb_state *s, bool outer_reverse, bool inner_reverse)
 {
     gb_problem outer = {2,
                         saddle_outer_obj,
-                        outer_reverse ? saddle_outer_grad_r : saddle_outer_grad_f,
+                        inner_reverse
+                            ? (outer_reverse ? saddle_outer_grad_rr : saddle_outer_grad_fr)
+                            : (outer_reverse ? saddle_outer_grad_r : saddle_outer_grad_f),
                         {s->x[0], s->x[1]},
                         1.0};
     gd_argmin(&outer, s->x, s->res);
@@ -995,12 +1039,22 @@ static void saddle_run(gb_state *s, bool outer_reverse)
 
 static void saddle_ff_run(gb_state *s)
 {
-    saddle_run(s, false);
+    saddle_run(s, false, false);
+}
+
+static void saddle_fr_run(gb_state *s)
+{
+    saddle_run(s, false, true);
 }
 
 static void saddle_rf_run(gb_state *s)
 {
-    saddle_run(s, true);
+    saddle_run(s, true, false);
+}
+
+static void saddle_rr_run(gb_state *s)
+{
+    saddle_run(s, true, true);
 }
 
 static cJSON *saddle_output(const gb_state *s)
@@ -1212,12 +1266,12 @@ static const gb_fn g_fns[] = {
     {"lstm", "jacobian", lstm_prepare, lstm_jacobian_run, lstm_jacobian_output, lstm_jacobian_tape},
     {"particle", "ff", particle_prepare, particle_ff_run, out_scalar, particle_ff_tape},
     {"particle", "rf", particle_prepare, particle_rf_run, out_scalar, particle_rf_tape},
-    {"particle", "fr", particle_prepare, NULL, out_scalar, particle_fr_tape},
-    {"particle", "rr", particle_prepare, NULL, out_scalar, particle_rr_tape},
+    {"particle", "fr", particle_prepare, particle_fr_run, out_scalar, particle_fr_tape},
+    {"particle", "rr", particle_prepare, particle_rr_run, out_scalar, particle_rr_tape},
     {"saddle", "ff", saddle_prepare, saddle_ff_run, saddle_output, saddle_ff_tape},
     {"saddle", "rf", saddle_prepare, saddle_rf_run, saddle_output, saddle_rf_tape},
-    {"saddle", "fr", saddle_prepare, NULL, saddle_output, saddle_fr_tape},
-    {"saddle", "rr", saddle_prepare, NULL, saddle_output, saddle_rr_tape},
+    {"saddle", "fr", saddle_prepare, saddle_fr_run, saddle_output, saddle_fr_tape},
+    {"saddle", "rr", saddle_prepare, saddle_rr_run, saddle_output, saddle_rr_tape},
 };
 #define GB_NFNS (sizeof g_fns / sizeof g_fns[0])
 
@@ -1268,9 +1322,7 @@ static void evaluate(const cJSON *msg, cJSON *resp)
         cJSON_AddBoolToObject(resp, "success", false);
         const char *why = !in ? "no input" : "unknown module or function";
         if (f && !run)
-            why = "not implemented in this variant: the inner gradient in reverse mode would "
-                  "have to be differentiated again, and chainrules-ad cannot read its own "
-                  "reverse mode (goto, the value stack; docs/gradbench.md)";
+            why = "not implemented in this variant";
         cJSON_AddStringToObject(resp, "error", why);
         return;
     }

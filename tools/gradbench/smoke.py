@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs the smallest size of every GradBench eval through a tool and its validation.
 
-    smoke.py --gradbench DIR --tool 'COMMAND' [--python PYTHON] [--unimplemented fr,rr]
+    smoke.py --gradbench DIR --tool 'COMMAND' [--python PYTHON] [--unimplemented f,g]
 
 DIR as for run.py (bench/gradbench.sh --setup prepares it). Exit status 0 when every
 evaluation is valid, 1 otherwise, 77 (skipped) when the eval's Python packages or DIR
@@ -39,7 +39,7 @@ def main():
     ap.add_argument("--gradbench", required=True)
     ap.add_argument("--tool", required=True)
     ap.add_argument("--python", default=sys.executable)
-    ap.add_argument("--unimplemented", default="fr,rr",
+    ap.add_argument("--unimplemented", default="",
                     help="functions the tool may answer with failure (run.py); '' for none")
     args = ap.parse_args()
     probe = subprocess.run(

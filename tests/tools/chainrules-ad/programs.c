@@ -215,6 +215,31 @@ double p_callee_locals(const double *x, int n)
     return s;
 }
 
+/* A straight-line static helper with pointer parameters (inlined by the tool: its pointers
+ * become the caller's local array and scalar) and local arrays indexed only by constants
+ * (replaced by scalars), in a loop whose values change every iteration. */
+static void pair_rot(const double *in, double *out, double *norm, double c)
+{
+    double u[2];
+    u[0] = c * in[0] - sin(in[1]);
+    u[1] = in[0] * in[1] + c;
+    out[0] = u[0] * u[1];
+    out[1] = u[1] - exp(0.1 * u[0]);
+    *norm = out[0] * out[0] + out[1] * out[1];
+}
+
+double p_inline_helper(const double *x, int n)
+{
+    double s = 0.0;
+    for (int i = 0; i + 1 < n; i++) {
+        const double in[2] = {x[i], x[i + 1]};
+        double out[2], nrm;
+        pair_rot(in, out, &nrm, 0.5 + 0.1 * i);
+        s += nrm * out[1] - out[0];
+    }
+    return s;
+}
+
 /* Calls of the file's functions in the branches of ?: (lowered to if/else). */
 double p_ternary_calls(const double *x, int n)
 {

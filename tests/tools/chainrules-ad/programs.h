@@ -29,6 +29,7 @@ struct p_model {
     X(p_local_array)     \
     X(p_index_local)     \
     X(p_callee_locals)   \
+    X(p_inline_helper)   \
     X(p_ternary_calls)   \
     X(p_bounds)          \
     X(p_stored_partials) \

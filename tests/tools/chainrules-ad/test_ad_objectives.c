@@ -351,6 +351,32 @@ static void test_nested_outer(void **state)
     assert_close(dw, gw, 1e-12);
 }
 
+/* fr and rr: the same outer functions with the inner gradient from the tool's reverse mode
+ * (the tool reads its own reverse output), differentiated again in both modes, against
+ * central differences of the outer primal. */
+static void test_nested_outer_over_reverse(void **state)
+{
+    (void)state;
+    double p[2] = {0.7, -0.3}, g[2] = {0, 0}, fd;
+    double v = saddle_max_f_r_rev(p[0], &g[0], p[1], &g[1], 1.0, 1.0, 1.0);
+    assert_close(v, saddle_max_f(p[0], p[1], 1.0, 1.0), 1e-12);
+    for (int i = 0; i < 2; i++) {
+        double d = 0;
+        double vf = saddle_max_f_r_fwd(p[0], i == 0, p[1], i == 1, 1.0, 1.0, &d);
+        assert_close(vf, v, 1e-12);
+        CENTRAL(saddle_max_f(p[0], p[1], 1.0, 1.0), p, i, 1e-6);
+        assert_close(g[i], fd, 1e-6);
+        assert_close(d, fd, 1e-6);
+    }
+    double w[1] = {0.1}, gw = 0, dw = 0;
+    double pv = particle_euler_f_r_rev(w[0], &gw, 1.0);
+    assert_close(pv, particle_euler_f(w[0]), 1e-12);
+    particle_euler_f_r_fwd(w[0], 1.0, &dw);
+    CENTRAL(particle_euler_f(w[0]), w, 0, 1e-6);
+    assert_close(gw, fd, 1e-5);
+    assert_close(dw, gw, 1e-12);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -362,6 +388,7 @@ int main(void)
         cmocka_unit_test(test_gradbench_scalars),
         cmocka_unit_test(test_kmeans_nested),
         cmocka_unit_test(test_nested_outer),
+        cmocka_unit_test(test_nested_outer_over_reverse),
         cmocka_unit_test_setup_teardown(test_ht, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
