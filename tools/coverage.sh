@@ -29,10 +29,12 @@ build=$(cd "$build" && pwd)
 rm -f "$out"/*.gcov
 
 # gcov names its output after the source's base name; two sources of the same name
-# (core/array.c, rulesets/array.c) are kept apart by running each directory on its own
-# and prefixing the directory.
-for dir in "$objdir"/*/; do
-    d=$(basename "$dir")
+# (core/array.c, rulesets/array/...) are kept apart by running each directory (at any
+# depth: src/rulesets/array/, src/rulesets/linalg/, ...) on its own and prefixing its
+# path, with @ for /.
+for dir in $(cd "$objdir" && find . -mindepth 1 -type d | sed 's|^\./||' | sort); do
+    d=$dir
+    dir=$objdir/$dir/
     ls "$dir"*.gcda >/dev/null 2>&1 || continue
     tmp=$(mktemp -d)
     # gcov runs where the compiler ran (the build tree), so that source paths recorded
@@ -42,8 +44,8 @@ for dir in "$objdir"/*/; do
         [ -e "$f" ] || continue
         # Only the library's own sources (not the headers of the system or of include/).
         src=$(sed -n '1s/^ *-: *0:Source://p' "$f")
-        case "$src" in
-            */src/"$d"/*) mv "$f" "$out/${d}_$(basename "$f")" ;;
+        case "$(dirname "$src")" in
+            */src/"$d") mv "$f" "$out/$(echo "$d" | tr / @)@$(basename "$f")" ;;
         esac
     done
     rm -rf "$tmp"
@@ -52,7 +54,7 @@ done
 printf '%-40s %8s %8s %7s\n' file lines missed cover
 for f in "$out"/*.gcov; do
     [ -e "$f" ] || continue
-    name=$(basename "$f" .gcov | sed 's/_/\//')
+    name=$(basename "$f" .gcov | tr @ /)
     awk -v name="src/$name" -F: '
         $1 ~ /#####/ { miss++; total++; next }
         $1 ~ /^ *[0-9]+\*? *$/ { total++ }

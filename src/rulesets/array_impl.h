@@ -127,6 +127,16 @@ CR_INTERNAL cr_dtype cr__value_dtype(const cr_value *v);
 /* Whether a value is perturbable (a float scalar or a float array). */
 CR_INTERNAL bool cr__is_diff(const cr_value *v);
 
+/* Whether an argument has coordinates to perturb: a float number (cr__is_diff) or a
+ * non-empty float array (array/common.c). */
+CR_INTERNAL bool cr__arg_perturbable(const cr_value *v);
+/* The arguments a rule gives NoTangent: bit i set when !perturbable(&args[i]) (the first 32
+ * arguments). */
+CR_INTERNAL uint32_t cr__nondiff_mask(const cr_value *args, size_t nargs,
+                                      bool (*perturbable)(const cr_value *));
+/* NoTangent for the function (dx[0]) and for each argument whose bit is set in mask. */
+CR_INTERNAL void cr__mark_nondiff(cr_tangent *dx, size_t nx, uint32_t mask);
+
 /* A scalar value as a complex number (integers and bools converted). */
 CR_INTERNAL cr_complex cr__scalar_of(const cr_value *v);
 

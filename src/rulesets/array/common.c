@@ -1109,3 +1109,28 @@ cr_status cr__i64_array(cr_arena *arena, size_t n, const int64_t *vals, cr_array
         memcpy((*out)->data, vals, n * sizeof *vals);
     return CR_OK;
 }
+
+bool cr__arg_perturbable(const cr_value *v)
+{
+    if (v->kind == CR_KIND_ARRAY)
+        return v->u.arr != NULL && cr_dtype_is_float((cr_dtype)v->u.arr->dtype) &&
+               cr_array_numel(v->u.arr) > 0;
+    return cr__is_diff(v);
+}
+
+uint32_t cr__nondiff_mask(const cr_value *args, size_t nargs, bool (*perturbable)(const cr_value *))
+{
+    uint32_t m = 0;
+    for (size_t i = 0; i < nargs && i < 32; i++)
+        if (!perturbable(&args[i]))
+            m |= 1u << i;
+    return m;
+}
+
+void cr__mark_nondiff(cr_tangent *dx, size_t nx, uint32_t mask)
+{
+    dx[0] = cr_tangent_none();
+    for (size_t i = 0; i + 1 < nx && i < 32; i++)
+        if (mask >> i & 1u)
+            dx[i + 1] = cr_tangent_none();
+}

@@ -10,35 +10,6 @@
  */
 #include "../array_impl.h"
 
-/* Whether an argument has coordinates to perturb: a float number, a non-empty float
- * array. */
-static bool perturbable(const cr_value *v)
-{
-    if (v->kind == CR_KIND_ARRAY)
-        return v->u.arr != NULL && cr_dtype_is_float((cr_dtype)v->u.arr->dtype) &&
-               cr_array_numel(v->u.arr) > 0;
-    return cr__is_diff(v);
-}
-
-/* NoTangent for the function (dx[0]) and for the arguments that are not perturbable
- * (integers, flags, index arrays): bit i of mask is argument i. */
-static uint32_t nondiff_mask(const cr_value *args, size_t nargs)
-{
-    uint32_t m = 0;
-    for (size_t i = 0; i < nargs && i < 32; i++)
-        if (!perturbable(&args[i]))
-            m |= 1u << i;
-    return m;
-}
-
-static void mark_nondiff(cr_tangent *dx, size_t nx, uint32_t mask)
-{
-    dx[0] = cr_tangent_none();
-    for (size_t i = 0; i + 1 < nx && i < 32; i++)
-        if (mask >> i & 1u)
-            dx[i + 1] = cr_tangent_none();
-}
-
 /* A mutating function: its primal's op (first, for cr__primal_via_rrule), the function it
  * wraps (NULL for the hand-written ones) and how the wrapped function's arguments are made. */
 typedef struct bang_def {
@@ -197,7 +168,7 @@ static cr_status bang_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
                                void *env)
 {
     cr_status st = bang_pullback_body(dy, dx, nx, arena, env);
-    mark_nondiff(dx, nx, ((const bang_env *)env)->nd);
+    cr__mark_nondiff(dx, nx, ((const bang_env *)env)->nd);
     return st;
 }
 
@@ -231,7 +202,7 @@ static cr_status bang_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
         st = bang_store(arena, d, dest, &yi, y);
     if (st != CR_OK)
         return st;
-    e->nd = nondiff_mask(args, nargs);
+    e->nd = cr__nondiff_mask(args, nargs, cr__arg_perturbable);
     *pb = (cr_pullback){bang_pullback, e, d->name, nargs + 1};
     return CR_OK;
 }
@@ -460,7 +431,7 @@ static cr_status part_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
                                void *env)
 {
     cr_status st = part_pullback_body(dy, dx, nx, arena, env);
-    mark_nondiff(dx, nx, ((const part_env *)env)->nd);
+    cr__mark_nondiff(dx, nx, ((const part_env *)env)->nd);
     return st;
 }
 
@@ -479,7 +450,7 @@ static cr_status part_rrule(cr_arena *arena, const char *who, const cr_value *ar
         st = cr_project_new(arena, e->src, &e->ps);
     if (st != CR_OK)
         return st;
-    e->nd = nondiff_mask(args, nargs);
+    e->nd = cr__nondiff_mask(args, nargs, cr__arg_perturbable);
     *pb = (cr_pullback){part_pullback, e, who[0] == 'c' ? "copyto!_pullback" : "setindex!_pullback",
                         nargs + 1};
     return CR_OK;

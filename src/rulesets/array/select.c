@@ -11,33 +11,6 @@
 #include "../../core/checked.h"
 #include "../array_impl.h"
 
-/* Whether an argument has coordinates to perturb (a float number or non-empty float array). */
-static bool perturbable(const cr_value *v)
-{
-    if (v->kind == CR_KIND_ARRAY)
-        return v->u.arr != NULL && cr_dtype_is_float((cr_dtype)v->u.arr->dtype) &&
-               cr_array_numel(v->u.arr) > 0;
-    return cr__is_diff(v);
-}
-
-/* NoTangent for the function (dx[0]) and every argument in mask (bit i: argument i). */
-static uint32_t nondiff_mask(const cr_value *args, size_t nargs)
-{
-    uint32_t m = 0;
-    for (size_t i = 0; i < nargs && i < 32; i++)
-        if (!perturbable(&args[i]))
-            m |= 1u << i;
-    return m;
-}
-
-static void mark_nondiff(cr_tangent *dx, size_t nx, uint32_t mask)
-{
-    dx[0] = cr_tangent_none();
-    for (size_t i = 0; i + 1 < nx && i < 32; i++)
-        if (mask >> i & 1u)
-            dx[i + 1] = cr_tangent_none();
-}
-
 /* ---- Orders ------------------------------------------------------------------------------ */
 
 /* Julia's isless on reals: NaN after everything, NaNs equal. <0, 0, >0. */
@@ -469,7 +442,7 @@ static cr_status sel_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
     cr_status st = cr_pullback_call(arena, &e->inner, dy, idx, e->inner.nx);
     if (st == CR_OK && e->ai + 1 < nx)
         dx[e->ai + 1] = idx[1];
-    mark_nondiff(dx, nx, e->nd);
+    cr__mark_nondiff(dx, nx, e->nd);
     return st;
 }
 
@@ -496,7 +469,7 @@ static cr_status sel_rrule(const cr_config *cfg, cr_arena *arena, const cr_value
     if (e == NULL)
         return CR__ALLOC_STATUS(arena);
     e->ai = d->ai;
-    e->nd = nondiff_mask(args, nargs);
+    e->nd = cr__nondiff_mask(args, nargs, cr__arg_perturbable);
     if ((st = cr_rrule(cfg, arena, &cr_fn_getindex, gargs, ng, y, &e->inner)) != CR_OK)
         return st;
     *pb = (cr_pullback){sel_pullback, e, d->name, nargs + 1};
@@ -595,7 +568,7 @@ static cr_status hv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr
         for (size_t j = 0; j < k && st == CR_OK && at < nx; j++)
             dx[at++] = bb[j + 1];
     }
-    mark_nondiff(dx, nx, e->nd);
+    cr__mark_nondiff(dx, nx, e->nd);
     return st;
 }
 
@@ -628,7 +601,7 @@ static cr_status hvcat_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
         return cr_function_call(arena, &cr_fn_vcat, rowv, e->nrows, y);
     if ((st = cr_rrule(cfg, arena, &cr_fn_vcat, rowv, e->nrows, y, &e->col_pb)) != CR_OK)
         return st;
-    e->nd = nondiff_mask(args, nargs);
+    e->nd = cr__nondiff_mask(args, nargs, cr__arg_perturbable);
     *pb = (cr_pullback){hv_pullback, e, "hvcat_pullback", nargs + 1};
     return CR_OK;
 }

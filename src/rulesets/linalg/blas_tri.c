@@ -7,35 +7,6 @@
  */
 #include "linalg_impl.h"
 
-/* Whether an argument has coordinates to perturb: a float number, a non-empty float
- * array. */
-static bool perturbable(const cr_value *v)
-{
-    if (v->kind == CR_KIND_ARRAY)
-        return v->u.arr != NULL && cr_dtype_is_float((cr_dtype)v->u.arr->dtype) &&
-               cr_array_numel(v->u.arr) > 0;
-    return cr__is_diff(v);
-}
-
-/* NoTangent for the function (dx[0]) and for the arguments that are not perturbable
- * (integers, flags, index arrays): bit i of mask is argument i. */
-static uint32_t nondiff_mask(const cr_value *args, size_t nargs)
-{
-    uint32_t m = 0;
-    for (size_t i = 0; i < nargs && i < 32; i++)
-        if (!perturbable(&args[i]))
-            m |= 1u << i;
-    return m;
-}
-
-static void mark_nondiff(cr_tangent *dx, size_t nx, uint32_t mask)
-{
-    dx[0] = cr_tangent_none();
-    for (size_t i = 0; i + 1 < nx && i < 32; i++)
-        if (mask >> i & 1u)
-            dx[i + 1] = cr_tangent_none();
-}
-
 /* ---- Arguments ------------------------------------------------------------------------- */
 
 /* A flag argument (an i64 character code, lower case accepted) among `allowed`. */
@@ -140,7 +111,7 @@ static cr_status scal_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
                                void *env)
 {
     cr_status st = scal_pullback_body(dy, dx, nx, arena, env);
-    mark_nondiff(dx, nx, ((const scal_env *)env)->nd);
+    cr__mark_nondiff(dx, nx, ((const scal_env *)env)->nd);
     return st;
 }
 
@@ -158,7 +129,7 @@ static cr_status scal_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
         return st;
     if ((st = cr_project_new(arena, &args[1], &e->px)) != CR_OK)
         return st;
-    e->nd = nondiff_mask(args, nargs);
+    e->nd = cr__nondiff_mask(args, nargs, cr__arg_perturbable);
     *pb = (cr_pullback){scal_pullback, e, "scal_pullback", nargs + 1};
     return CR_OK;
 }
@@ -421,7 +392,7 @@ static cr_status tri_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
                               void *env)
 {
     cr_status st = tri_pullback_body(dy, dx, nx, arena, env);
-    mark_nondiff(dx, nx, ((const tri_env *)env)->nd);
+    cr__mark_nondiff(dx, nx, ((const tri_env *)env)->nd);
     return st;
 }
 
@@ -439,7 +410,7 @@ static cr_status tri_rrule(cr_arena *arena, tri_kind kind, const cr_value *args,
         return st;
     static const char *const names[4] = {"trmv_pullback", "trsv_pullback", "trmm_pullback",
                                          "trsm_pullback"};
-    e->nd = nondiff_mask(args, nargs);
+    e->nd = cr__nondiff_mask(args, nargs, cr__arg_perturbable);
     *pb = (cr_pullback){tri_pullback, e, names[kind], nargs + 1};
     return CR_OK;
 }
@@ -617,7 +588,7 @@ static cr_status lacpy_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
                                 void *env)
 {
     cr_status st = lacpy_pullback_body(dy, dx, nx, arena, env);
-    mark_nondiff(dx, nx, ((const lacpy_env *)env)->nd);
+    cr__mark_nondiff(dx, nx, ((const lacpy_env *)env)->nd);
     return st;
 }
 
@@ -636,7 +607,7 @@ static cr_status lacpy_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
     if ((st = cr_project_new(arena, &args[0], &e->pB)) != CR_OK ||
         (st = cr_project_new(arena, &args[1], &e->pA)) != CR_OK)
         return st;
-    e->nd = nondiff_mask(args, nargs);
+    e->nd = cr__nondiff_mask(args, nargs, cr__arg_perturbable);
     *pb = (cr_pullback){lacpy_pullback, e, "lacpy_pullback", nargs + 1};
     return CR_OK;
 }

@@ -14,34 +14,12 @@
 
 /* Whether an argument has coordinates to perturb: a float number, a non-empty float
  * array, a sparse matrix with stored entries. */
-static bool perturbable(const cr_value *v)
+static bool sparse_perturbable(const cr_value *v)
 {
-    if (v->kind == CR_KIND_ARRAY)
-        return v->u.arr != NULL && cr_dtype_is_float((cr_dtype)v->u.arr->dtype) &&
-               cr_array_numel(v->u.arr) > 0;
     if (v->kind == CR_KIND_STRUCT)
         return v->u.obj.type == &cr_sparse_type && v->u.obj.ptr != NULL &&
                cr_array_numel(&((const cr_sparse *)v->u.obj.ptr)->nzval) > 0;
-    return cr__is_diff(v);
-}
-
-/* NoTangent for the function (dx[0]) and for the arguments that are not perturbable
- * (integers, flags, index arrays): bit i of mask is argument i. */
-static uint32_t nondiff_mask(const cr_value *args, size_t nargs)
-{
-    uint32_t m = 0;
-    for (size_t i = 0; i < nargs && i < 32; i++)
-        if (!perturbable(&args[i]))
-            m |= 1u << i;
-    return m;
-}
-
-static void mark_nondiff(cr_tangent *dx, size_t nx, uint32_t mask)
-{
-    dx[0] = cr_tangent_none();
-    for (size_t i = 0; i + 1 < nx && i < 32; i++)
-        if (mask >> i & 1u)
-            dx[i + 1] = cr_tangent_none();
+    return cr__arg_perturbable(v);
 }
 
 static const cr_field k_sparse_fields[5] = {
@@ -480,7 +458,7 @@ static cr_status scatter_pullback(const cr_tangent *dy, cr_tangent *dx, size_t n
                                   void *env)
 {
     cr_status st = scatter_pullback_body(dy, dx, nx, arena, env);
-    mark_nondiff(dx, nx, ((const scatter_env *)env)->nd);
+    cr__mark_nondiff(dx, nx, ((const scatter_env *)env)->nd);
     return st;
 }
 
@@ -498,7 +476,7 @@ static cr_status scatter_rrule(cr_arena *arena, scatter_fwd fwd, const cr_value 
     st = cr_project_new(arena, &args[e->vi], &e->pV);
     if (st != CR_OK)
         return st;
-    e->nd = nondiff_mask(args, nargs);
+    e->nd = cr__nondiff_mask(args, nargs, sparse_perturbable);
     *pb = (cr_pullback){scatter_pullback, e,
                         fwd == sparse_forward ? "sparse_pullback" : "spdiagm_pullback", nargs + 1};
     return CR_OK;
@@ -686,7 +664,7 @@ static cr_status read_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
                                void *env)
 {
     cr_status st = read_pullback_body(dy, dx, nx, arena, env);
-    mark_nondiff(dx, nx, ((const read_env *)env)->nd);
+    cr__mark_nondiff(dx, nx, ((const read_env *)env)->nd);
     return st;
 }
 
@@ -703,7 +681,7 @@ static cr_status read_rrule(cr_arena *arena, bool dense, const cr_value *args, s
     st = sp_projector(arena, &e->s, &e->p);
     if (st != CR_OK)
         return st;
-    e->nd = nondiff_mask(args, nargs);
+    e->nd = cr__nondiff_mask(args, nargs, sparse_perturbable);
     *pb = (cr_pullback){read_pullback, e, dense ? "sparse_dense_pullback" : "findnz_pullback",
                         nargs + 1};
     return CR_OK;
@@ -930,7 +908,7 @@ static cr_status mul_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
                               void *env)
 {
     cr_status st = mul_pullback_body(dy, dx, nx, arena, env);
-    mark_nondiff(dx, nx, ((const mul_env *)env)->nd);
+    cr__mark_nondiff(dx, nx, ((const mul_env *)env)->nd);
     return st;
 }
 
@@ -951,7 +929,7 @@ static cr_status sparse_mul_rrule(const cr_config *cfg, cr_arena *arena, const c
         st = cr_project_new(arena, &args[1], &e->pB);
     if (st != CR_OK)
         return st;
-    e->nd = nondiff_mask(args, nargs);
+    e->nd = cr__nondiff_mask(args, nargs, sparse_perturbable);
     *pb = (cr_pullback){mul_pullback, e, "sparse_mul_pullback", nargs + 1};
     return CR_OK;
 }
@@ -1144,7 +1122,7 @@ static cr_status rmul_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
                                void *env)
 {
     cr_status st = rmul_pullback_body(dy, dx, nx, arena, env);
-    mark_nondiff(dx, nx, ((const rmul_env *)env)->nd);
+    cr__mark_nondiff(dx, nx, ((const rmul_env *)env)->nd);
     return st;
 }
 
@@ -1163,7 +1141,7 @@ static cr_status sparse_rmul_rrule(const cr_config *cfg, cr_arena *arena, const 
     if ((st = sp_projector(arena, &e->s, &e->pS)) != CR_OK ||
         (st = cr_project_new(arena, &args[0], &e->pB)) != CR_OK)
         return st;
-    e->nd = nondiff_mask(args, nargs);
+    e->nd = cr__nondiff_mask(args, nargs, sparse_perturbable);
     *pb = (cr_pullback){rmul_pullback, e, "sparse_rmul_pullback", nargs + 1};
     return CR_OK;
 }
@@ -1268,7 +1246,7 @@ static cr_status dense_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
                                 void *env)
 {
     cr_status st = dense_pullback_body(dy, dx, nx, arena, env);
-    mark_nondiff(dx, nx, ((const dense_env *)env)->nd);
+    cr__mark_nondiff(dx, nx, ((const dense_env *)env)->nd);
     return st;
 }
 
@@ -1291,7 +1269,7 @@ static cr_status dense_rrule(const cr_config *cfg, cr_arena *arena, const char *
         st = sp_projector(arena, &e->s, &e->p);
     if (st != CR_OK)
         return st;
-    e->nd = nondiff_mask(args, nargs);
+    e->nd = cr__nondiff_mask(args, nargs, sparse_perturbable);
     *pb = (cr_pullback){dense_pullback, e, pbname, nargs + 1};
     return CR_OK;
 }
