@@ -84,7 +84,7 @@ static cr_status arg_of(cr_tape *t, const char *fname, const cr_targ *a, size_t 
 static void set_nan(cr_targ *out)
 {
     if (out != NULL)
-        *out = cr_targ_var(cr_const((double)NAN));
+        *out = cr__targ_var(cr_const((double)NAN));
 }
 
 /* The result of a call: a scalar or array constant, or a new variable (is_var). */
@@ -100,7 +100,7 @@ static cr_status result_of(cr_tape *t, const char *fname, const cr_value *y, cr_
             r.idx = t->nvars;
             r.tape = t->id;
         }
-        *out = cr_targ_var(r);
+        *out = cr__targ_var(r);
         *aslot = CR_VAR_CONST;
         return CR_OK;
     }
@@ -115,7 +115,7 @@ static cr_status result_of(cr_tape *t, const char *fname, const cr_value *y, cr_
                 r.tape = t->id;
                 *aslot = idx;
             }
-            *out = cr_targ_arr(r);
+            *out = cr__targ_arr(r);
             return CR_OK;
         }
         break;
@@ -161,7 +161,7 @@ static cr_status tuple_of(cr_tape *t, const char *fname, const cr_value *y, cr_t
                 r.tape = t->id;
                 outs[k] = (*ns)++;
             }
-            out[k] = cr_targ_var(r);
+            out[k] = cr__targ_var(r);
             break;
         }
         case CR_KIND_ARRAY:
@@ -177,16 +177,16 @@ static cr_status tuple_of(cr_tape *t, const char *fname, const cr_value *y, cr_t
                     r.tape = t->id;
                     outs[k] = idx | CR__ASLOT_BIT;
                 }
-                out[k] = cr_targ_arr(r);
+                out[k] = cr__targ_arr(r);
             } else {
-                out[k] = cr_targ_value(e); /* integer indices or pivots: constants */
+                out[k] = cr__targ_value(e); /* integer indices or pivots: constants */
                 outs[k] = CR_VAR_CONST;
             }
             break;
         case CR_KIND_I64:
         case CR_KIND_I32:
         case CR_KIND_BOOL:
-            out[k] = cr_targ_value(e);
+            out[k] = cr__targ_value(e);
             outs[k] = CR_VAR_CONST;
             break;
         default:
@@ -449,25 +449,25 @@ cr_var cr_tape_acall_s(cr_tape *t, const cr_value *f, const cr_targ *args, size_
 
 cr_avar cr_abroadcast1(cr_tape *t, const cr_value *f, cr_targ x)
 {
-    cr_targ a[2] = {cr_targ_value(*f), x};
+    cr_targ a[2] = {cr__targ_value(*f), x};
     return cr_tape_acall_a(t, &cr_fn_broadcast, a, 2);
 }
 
 cr_avar cr_abroadcast2(cr_tape *t, const cr_value *f, cr_targ x, cr_targ y)
 {
-    cr_targ a[3] = {cr_targ_value(*f), x, y};
+    cr_targ a[3] = {cr__targ_value(*f), x, y};
     return cr_tape_acall_a(t, &cr_fn_broadcast, a, 3);
 }
 
 cr_var cr_asum(cr_tape *t, cr_avar x)
 {
-    cr_targ a = cr_targ_arr(x);
+    cr_targ a = cr__targ_arr(x);
     return cr_tape_acall_s(t, &cr_fn_sum, &a, 1);
 }
 
 cr_var cr_adot(cr_tape *t, cr_avar x, cr_avar y)
 {
-    cr_targ a[2] = {cr_targ_arr(x), cr_targ_arr(y)};
+    cr_targ a[2] = {cr__targ_arr(x), cr__targ_arr(y)};
     return cr_tape_acall_s(t, &cr_fn_dot, a, 2);
 }
 
@@ -486,13 +486,13 @@ cr_avar cr_aslice(cr_tape *t, cr_avar x, int64_t start, int64_t stop)
     r->start = start;
     r->stop = stop;
     r->step = 1;
-    cr_targ a[2] = {cr_targ_arr(x), cr_targ_value(cr_value_struct(&cr_range_type, r))};
+    cr_targ a[2] = {cr__targ_arr(x), cr__targ_value(cr_value_struct(&cr_range_type, r))};
     return cr_tape_acall_a(tt, &cr_fn_view, a, 2);
 }
 
 cr_avar cr_amatmul(cr_tape *t, cr_avar A, cr_avar B)
 {
-    cr_targ a[2] = {cr_targ_arr(A), cr_targ_arr(B)};
+    cr_targ a[2] = {cr__targ_arr(A), cr__targ_arr(B)};
     return cr_tape_acall_a(t, &cr_fn_matmul, a, 2);
 }
 

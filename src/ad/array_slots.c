@@ -14,26 +14,17 @@
 
 cr_targ cr_targ_var(cr_var x)
 {
-    cr_targ r;
-    r.kind = CR_TARG_VAR;
-    r.u.s = x;
-    return r;
+    return cr__targ_var(x);
 }
 
 cr_targ cr_targ_arr(cr_avar x)
 {
-    cr_targ r;
-    r.kind = CR_TARG_ARR;
-    r.u.a = x;
-    return r;
+    return cr__targ_arr(x);
 }
 
 cr_targ cr_targ_value(cr_value v)
 {
-    cr_targ r;
-    r.kind = CR_TARG_VALUE;
-    r.u.v = v;
-    return r;
+    return cr__targ_value(v);
 }
 
 /* Room for one more array slot: the tape's own few (a reset points the table at them; a
@@ -72,12 +63,6 @@ cr_avar cr_tape_array_input(cr_tape *t, const cr_array *a)
 }
 
 /* ---- Shadows --------------------------------------------------------------------------- */
-
-void cr__array_clear(cr_tape *t)
-{
-    for (uint32_t s = 0; s < t->naslots; s++)
-        t->aslots[s].acc = cr__tzero();
-}
 
 /* A writable array cotangent sharing memory with the seed or with another cotangent of the
  * same pullback must not be mutated by add!!: give it to the accumulator read only. */

@@ -194,7 +194,7 @@ static const cr__anode_ops k_custom_ops = {custom_pull, cr__custom_forward, cust
 static void set_nan(cr_targ *out, size_t n)
 {
     for (size_t k = 0; out != NULL && k < n; k++)
-        out[k] = cr_targ_var(cr_const((double)NAN));
+        out[k] = cr__targ_var(cr_const((double)NAN));
 }
 
 /* The element count of an f64 array value a (argument j of `what`), or a failure. */
@@ -298,13 +298,13 @@ cr_status cr_tape_op_record(cr_tape *t, const cr_tape_op *op, void *env, const c
             cr_avar r = cr_aconst(vals[k].u.a.a);
             r.idx = idx;
             r.tape = t->id;
-            out[k] = cr_targ_arr(r);
+            out[k] = cr__targ_arr(r);
             codes[nin + k] = idx | CR__ASLOT_BIT;
         } else {
             cr_var r = cr_const(vals[k].u.s.v);
             r.idx = t->nvars + ns;
             r.tape = t->id;
-            out[k] = cr_targ_var(r);
+            out[k] = cr__targ_var(r);
             codes[nin + k] = ns++;
         }
     }

@@ -403,8 +403,31 @@ CR_INTERNAL cr_status cr__array_write_out(cr_tape *t, const char *who, const cha
 CR_INTERNAL cr_status cr__gradient_dests(cr_tape *t, const cr_avar *as, size_t na,
                                          cr_array *const *agrad);
 
-/* Clear every array variable's accumulator (start of a reverse sweep). */
-CR_INTERNAL void cr__array_clear(cr_tape *t);
+/* The cr_targ constructors, inline for the engine's own calls (array calls build one per
+ * argument and output); cr_targ_var, cr_targ_arr and cr_targ_value are these, exported. */
+static inline cr_targ cr__targ_var(cr_var x)
+{
+    cr_targ r;
+    r.kind = CR_TARG_VAR;
+    r.u.s = x;
+    return r;
+}
+
+static inline cr_targ cr__targ_arr(cr_avar x)
+{
+    cr_targ r;
+    r.kind = CR_TARG_ARR;
+    r.u.a = x;
+    return r;
+}
+
+static inline cr_targ cr__targ_value(cr_value v)
+{
+    cr_targ r;
+    r.kind = CR_TARG_VALUE;
+    r.u.v = v;
+    return r;
+}
 
 /* A new array variable of value val (borrowed until the reset); its slot in *idx. Fails the
  * tape (CR_EOVERFLOW, allocation statuses). */
@@ -561,6 +584,15 @@ struct cr_tape {
     atomic_int foreign_use;
     cr__qnode qnode;
 };
+
+/* Clear every array variable's accumulator (start of a reverse sweep). Inline: a small
+ * recording's sweep calls it once per gradient. */
+static inline void cr__array_clear(cr_tape *t)
+{
+    for (uint32_t s = 0; s < t->naslots; s++)
+        t->aslots[s].acc = cr__tzero();
+}
+
 
 /* magic of a tape freed under CR_CTX_CHECK_FREED. */
 #define CR__TAPE_FREED 0xDEADDEADu

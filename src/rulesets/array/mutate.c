@@ -587,7 +587,7 @@ static cr_status mutate_check(cr_arena *arena, const cr_value *f, const cr_value
 cr_status cr_mutate_frule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
                           const cr_value *args, const cr_tangent *dargs, size_t nargs)
 {
-    const char *who;
+    const char *who = "mutate";
     cr_status st = mutate_check(arena, f, args, nargs, &who);
     if (st != CR_OK)
         return st;
@@ -633,7 +633,7 @@ cr_status cr_mutate_frule(const cr_config *cfg, cr_arena *arena, const cr_value 
 cr_status cr_mutate_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
                           const cr_value *args, size_t nargs, cr_pullback *pb)
 {
-    const char *who;
+    const char *who = "mutate";
     cr_status st = mutate_check(arena, f, args, nargs, &who);
     if (st != CR_OK)
         return st;
