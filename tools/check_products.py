@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Find raw products of integer sizes, extents, counts, strides and indices in C sources.
 
-Every product of two integer operands in src/ and tools/*.c (a binary `*`, or `*=`, whose
+Every product of two integer operands in the .c files of src/ and tools/ (a binary `*`, or `*=`, whose
 operands are both of integer type, at least one of them not a constant) must either go through the
 checked helpers of src/core/checked.h (which are calls, not `*`, so they are not found) or
 be listed in the allow-list with the reason it cannot overflow. The usual reason is the
@@ -358,7 +358,7 @@ def main():
     ap.add_argument("--print-all", action="store_true", help="print every product found")
     args = ap.parse_args()
     root = args.root
-    sources = sorted(
+    base_sources = sorted(
         glob.glob(os.path.join(root, "src", "**", "*.c"), recursive=True)
         + glob.glob(os.path.join(root, "src", "**", "*.h"), recursive=True)
         + glob.glob(os.path.join(root, "tools", "*.c"))
@@ -368,18 +368,28 @@ def main():
         + glob.glob(os.path.join(root, "src", "**", "*.h"), recursive=True)
         + glob.glob(os.path.join(root, "tools", "*.h"))
     )
-    typedefs = typedef_names(headers + sources)
-    int_like = INT_TYPES | {t for t in typedefs if re.search(r"(_t|index)$", t)}
-    members, fmembers = set(), set()
-    for h in headers + sources:
-        t = strip(open(h, encoding="utf-8", errors="replace").read())
-        for body in re.findall(r"\{([^{}]*)\}", t):
-            members |= declared(body, int_like)
-            fmembers |= declared(body, FLOAT_TYPES)
-    members -= fmembers  # a member name of both kinds: unknown
+    # The library and tools/*.c are read with the types of the library; each program in a
+    # folder of tools/ (chainrules-ad, gradbench, ...) with those and its own folder's, so
+    # that a tool's struct members do not change what the library's names are.
+    groups = [(base_sources, headers)]
+    for d in sorted(glob.glob(os.path.join(root, "tools", "*", ""))):
+        own = sorted(glob.glob(os.path.join(d, "**", "*.c"), recursive=True))
+        if own:
+            groups.append((own, headers + sorted(glob.glob(os.path.join(d, "**", "*.h"),
+                                                         recursive=True))))
     found = []
-    for p in sources:
-        found += scan(p, os.path.relpath(p, root), members, typedefs)
+    for sources, hdrs in groups:
+        typedefs = typedef_names(hdrs + sources)
+        int_like = INT_TYPES | {t for t in typedefs if re.search(r"(_t|index)$", t)}
+        members, fmembers = set(), set()
+        for h in hdrs + sources:
+            t = strip(open(h, encoding="utf-8", errors="replace").read())
+            for body in re.findall(r"\{([^{}]*)\}", t):
+                members |= declared(body, int_like)
+                fmembers |= declared(body, FLOAT_TYPES)
+        members -= fmembers  # a member name of both kinds: unknown
+        for p in sources:
+            found += scan(p, os.path.relpath(p, root), members, typedefs)
     if args.print_all:
         for rel, fn, prod, line in found:
             print(f"{rel}:{line} | {fn} | {prod}")

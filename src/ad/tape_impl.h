@@ -593,7 +593,6 @@ static inline void cr__array_clear(cr_tape *t)
         t->aslots[s].acc = cr__tzero();
 }
 
-
 /* magic of a tape freed under CR_CTX_CHECK_FREED. */
 #define CR__TAPE_FREED 0xDEADDEADu
 

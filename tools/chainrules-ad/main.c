@@ -364,10 +364,11 @@ int main(int argc, char **argv)
             b = b ? b + 1 : in_path;
             size_t n = strcspn(b, ".");
             char *stem = ad_fmt("%.*s", (int)n, b);
-            for (char *c = stem; *c; c++)
-                if (!(*c == '_' || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
-                      (*c >= '0' && *c <= '9')))
-                    *c = '_';
+            for (char *c = stem; *c; c++) {
+                bool ident = *c == '_' || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                             (*c >= '0' && *c <= '9');
+                c[0] = ident ? c[0] : '_';
+            }
             name = ad_fmt("%s_register_rules", stem);
         }
         ad_func **fs = ad_alloc((size_t)nrules * sizeof *fs);

@@ -1,4 +1,5 @@
 /* chainrules-ad: the node pool, text buffers and diagnostics. */
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,8 @@ void *ad_grow(void *p, int n, int *cap, size_t elem)
 {
     if (n < *cap)
         return p;
+    if (*cap > INT_MAX / 2)
+        out_of_memory(); /* a list of a billion items: no source is that large */
     int nc = *cap ? 2 * *cap : 8;
     void *np = ad_alloc((size_t)nc * elem);
     if (n)
