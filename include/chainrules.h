@@ -23,6 +23,7 @@
 #include "chainrules/check.h"
 #include "chainrules/common.h"
 #include "chainrules/ctx.h"
+#include "chainrules/deprecated.h"
 #include "chainrules/dual.h"
 #include "chainrules/dual_inline.h"
 #include "chainrules/dual_inline_rows.h"

@@ -795,7 +795,7 @@ CR_API cr_status cr_tape_gradient_tangent(cr_tape *t, cr_var y, const cr_type *t
 /**
  * An array variable: an array recorded on a tape. Passed by value. Its value `a` is the
  * caller's array for an input (cr_tape_array_input()) and an array in the tape's arena for
- * a result (valid until the tape is reset). A constant array (cr_aconst()) has index
+ * a result (valid until the tape is reset). A constant array (cr_av_const()) has index
  * CR_VAR_CONST.
  *
  * Array functions (rules_array.h, rules_linalg.h) are recorded through their rrules
@@ -810,8 +810,8 @@ CR_API cr_status cr_tape_gradient_tangent(cr_tape *t, cr_var y, const cr_type *t
  * // f(x) = sum(x .^ 2) / n and its gradient into gbuf, x the n doubles of xbuf
  * cr_array xa = cr_array_vector(xbuf, n), ga = cr_array_vector(gbuf, n);
  * cr_avar X = cr_tape_array_input(t, &xa);
- * cr_avar S = cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(X));
- * cr_var y = cr_div(t, cr_asum(t, S), cr_const((double)n));
+ * cr_avar S = cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(X));
+ * cr_var y = cr_div(t, cr_av_sum(t, S), cr_const((double)n));
  * cr_array *gp = &ga; // the gradients are given as an array of pointers
  * cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp);
  * @endcode
@@ -823,7 +823,7 @@ typedef struct cr_avar {
 } cr_avar;
 
 /** A constant array: no derivative flows through it. @param[in] a borrowed. */
-static inline cr_avar cr_aconst(const cr_array *a)
+static inline cr_avar cr_av_const(const cr_array *a)
 {
     cr_avar c;
     c.a = a;
@@ -950,19 +950,19 @@ CR_API cr_var cr_tape_acall_s(cr_tape *t, const cr_value *f, const cr_targ *args
  * @param[in] x its argument.
  * @return the array variable (as cr_tape_acall_a()).
  */
-CR_API cr_avar cr_abroadcast1(cr_tape *t, const cr_value *f, cr_targ x);
+CR_API cr_avar cr_av_broadcast1(cr_tape *t, const cr_value *f, cr_targ x);
 
 /**
  * Broadcast (Julia's f.(x, y)) of a two-argument scalar function (cr_fn_broadcast); x and y are
  * arrays of broadcasting shapes, scalar variables or constants. f64 arrays of one shape and f64
- * scalars are recorded as a fused kernel, as cr_abroadcast1() says.
+ * scalars are recorded as a fused kernel, as cr_av_broadcast1() says.
  * @param[in] t the tape (NULL: the current tape).
  * @param[in] f a scalar function (cr_fn_add, cr_fn_mul, ...).
  * @param[in] x first argument.
  * @param[in] y second argument.
  * @return the array variable (as cr_tape_acall_a()).
  */
-CR_API cr_avar cr_abroadcast2(cr_tape *t, const cr_value *f, cr_targ x, cr_targ y);
+CR_API cr_avar cr_av_broadcast2(cr_tape *t, const cr_value *f, cr_targ x, cr_targ y);
 
 /**
  * `sum(x)`, a scalar variable (cr_fn_sum). Of an f64 array (contiguous, or 1-d of any stride)
@@ -972,7 +972,7 @@ CR_API cr_avar cr_abroadcast2(cr_tape *t, const cr_value *f, cr_targ x, cr_targ 
  * @param[in] x the array.
  * @return the sum (as cr_tape_acall_s()).
  */
-CR_API cr_var cr_asum(cr_tape *t, cr_avar x);
+CR_API cr_var cr_av_sum(cr_tape *t, cr_avar x);
 
 /**
  * `dot(x, y)`, a scalar variable (cr_fn_dot). Of two f64 arrays of one shape (contiguous, or
@@ -983,7 +983,7 @@ CR_API cr_var cr_asum(cr_tape *t, cr_avar x);
  * @param[in] y second array.
  * @return the dot product (as cr_tape_acall_s()).
  */
-CR_API cr_var cr_adot(cr_tape *t, cr_avar x, cr_avar y);
+CR_API cr_var cr_av_dot(cr_tape *t, cr_avar x, cr_avar y);
 
 /**
  * `x[start:stop)` of a vector: a view (cr_fn_view with a cr_range).
@@ -993,7 +993,7 @@ CR_API cr_var cr_adot(cr_tape *t, cr_avar x, cr_avar y);
  * @param[in] stop  one past the last index.
  * @return the array variable (as cr_tape_acall_a()).
  */
-CR_API cr_avar cr_aslice(cr_tape *t, cr_avar x, int64_t start, int64_t stop);
+CR_API cr_avar cr_av_slice(cr_tape *t, cr_avar x, int64_t start, int64_t stop);
 
 /**
  * `A * B`: matrix-matrix or matrix-vector product (cr_fn_matmul).
@@ -1002,7 +1002,7 @@ CR_API cr_avar cr_aslice(cr_tape *t, cr_avar x, int64_t start, int64_t stop);
  * @param[in] B right operand.
  * @return the array variable (as cr_tape_acall_a()).
  */
-CR_API cr_avar cr_amatmul(cr_tape *t, cr_avar A, cr_avar B);
+CR_API cr_avar cr_av_matmul(cr_tape *t, cr_avar A, cr_avar B);
 
 /* ---- Operations with their own steps --------------------------------------------------------- */
 
@@ -1195,7 +1195,7 @@ CR_API cr_status cr_tape_gradient_tangent_arrays(cr_tape *t, cr_var y, const cr_
 /**
  * A function of array variables written against the engine (cr_prepare_gradient_arrays()):
  * compute the scalar output y from the n array inputs xs with array functions
- * (cr_tape_acall(), cr_tape_acall_n(), cr_asum(), ...) and scalar operations on tape t.
+ * (cr_tape_acall(), cr_tape_acall_n(), cr_av_sum(), ...) and scalar operations on tape t.
  * @return CR_OK or an error (usually cr_tape_status(t)).
  */
 typedef cr_status (*cr_ad_array_fn)(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void *env);
@@ -1232,7 +1232,7 @@ CR_API cr_status cr_tape_value_and_gradient_arrays(cr_tape *t, cr_ad_array_fn f,
  * derivative at the new point), in memory that is reused from call to call.
  *
  * As for cr_prepare_gradient(): branch with cr_tape_cmp(); constants (cr_const(),
- * cr_aconst(), cr_targ_value()) keep their recorded values, and the arrays they hold must
+ * cr_av_const(), cr_targ_value()) keep their recorded values, and the arrays they hold must
  * stay valid as long as the prepared gradient. Integer elements of tuple results (indices,
  * pivots) are constants too: a replay where one of them changes fails (CR_EDOMAIN) rather
  * than use a stale index. f must not make inputs of its own. Scalar rules kept as
@@ -1752,5 +1752,8 @@ CR_END_DECLS
 
 /* The named operations of every scalar row (cr_tanh(), cr_atan2(), ...). */
 #include "tape_ops.h"
+
+/* The former names of renamed operations (cr_asum(), ...), deprecated. */
+#include "deprecated.h"
 
 #endif /* CR_TAPE_H */
