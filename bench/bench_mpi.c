@@ -184,7 +184,7 @@ static void measure(int op, size_t n, double scale)
             cr_avar Y;
             taped(t, op, X, n, &Y);
             wa.shape[0] = ny > 0 ? ny : nx;
-            s = cr_add(t, s, cr_adot(t, ny > 0 ? Y : X, cr_aconst(&wa)));
+            s = cr_add(t, s, cr_av_dot(t, ny > 0 ? Y : X, cr_av_const(&wa)));
         }
         tr[run] = slowest(t0) / reps;
         if (cr_mpi_agree(t, MPI_COMM_WORLD) != CR_OK) {

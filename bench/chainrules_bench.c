@@ -18,7 +18,7 @@
  *                      cr_rec_open ... cr_rec_close: the write position in registers)
  *   tape_bytes_per_op  bytes of records per taped operation of that loop
  *   hvp_ratio          Rosenbrock, n = 1e5, array form as one fused kernel
- *                      (cr_akernel_sum over offsets 0 and 1 of x) on a second-order tape:
+ *                      (cr_av_kernel_sum over offsets 0 and 1 of x) on a second-order tape:
  *                      record + one Hessian-vector product (cr_tape_ahvp) / the plain C loop
  *   hvp_loop_ratio     Rosenbrock, n = 1e5, scalar loop on a second-order tape:
  *                      record + Hessian-vector product / primal
@@ -28,7 +28,7 @@
  *   hvp_prepared_ratio Rosenbrock, n = 1e4, scalar loop prepared once (cr_prepare_hvp):
  *                      one cr_prepared_hvp (value, gradient, H v) / primal
  *   rosen_array_ratio  Rosenbrock, n = 1e6, on an array variable as one fused kernel
- *                      (kernel.h: cr_akernel_sum over offsets 0 and 1 of x): record +
+ *                      (kernel.h: cr_av_kernel_sum over offsets 0 and 1 of x): record +
  *                      sweep / the plain C loop
  *   rosen_array_unfused_ratio  the same as array operations (slices, broadcasts, sum)
  *   rosen_array_vs_arrays_ratio  the unfused form / the same array operations in plain C
@@ -642,16 +642,17 @@ typedef struct rosen_arr_env {
 
 static cr_var rosen_array_taped(cr_tape *t, cr_avar X, size_t n)
 {
-    cr_avar lo = cr_aslice(t, X, 0, (int64_t)n - 1), hi = cr_aslice(t, X, 1, (int64_t)n);
-    cr_avar a = cr_abroadcast2(t, &cr_fn_sub, cr_targ_arr(hi),
-                               cr_targ_arr(cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(lo))));
-    cr_avar b = cr_abroadcast2(t, &cr_fn_sub, cr_targ_var(cr_const(1.0)), cr_targ_arr(lo));
-    cr_avar s = cr_abroadcast2(
-        t, &cr_fn_add,
-        cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(cr_const(100.0)),
-                                   cr_targ_arr(cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(a))))),
-        cr_targ_arr(cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(b))));
-    return cr_asum(t, s);
+    cr_avar lo = cr_av_slice(t, X, 0, (int64_t)n - 1), hi = cr_av_slice(t, X, 1, (int64_t)n);
+    cr_avar a = cr_av_broadcast2(t, &cr_fn_sub, cr_targ_arr(hi),
+                                 cr_targ_arr(cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(lo))));
+    cr_avar b = cr_av_broadcast2(t, &cr_fn_sub, cr_targ_var(cr_const(1.0)), cr_targ_arr(lo));
+    cr_avar s =
+        cr_av_broadcast2(t, &cr_fn_add,
+                         cr_targ_arr(cr_av_broadcast2(
+                             t, &cr_fn_mul, cr_targ_var(cr_const(100.0)),
+                             cr_targ_arr(cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(a))))),
+                         cr_targ_arr(cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(b))));
+    return cr_av_sum(t, s);
 }
 
 /* The same as one fused kernel: sum over i < n - 1 of rosen_term(x[i], x[i + 1]). */
@@ -666,7 +667,7 @@ static double rosen_kernel_gradient(void *env)
     cr_tape_reset(t);
     cr_avar X = cr_tape_array_input(t, &e->xa);
     cr_kin in[2] = {cr_kin_arr(X, 0), cr_kin_arr(X, 1)};
-    cr_var y = cr_akernel_sum(t, &rosen_term, in, 2, e->r.n - 1);
+    cr_var y = cr_av_kernel_sum(t, &rosen_term, in, 2, e->r.n - 1);
     cr_array *g = &e->ga;
     if (cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &g) != CR_OK)
         return (double)NAN;
@@ -824,7 +825,7 @@ static double rosen_kernel_hvp(void *env)
     cr_tape_reset(t);
     cr_avar X = cr_tape_array_input(t, &e->xa);
     cr_kin in[2] = {cr_kin_arr(X, 0), cr_kin_arr(X, 1)};
-    cr_var y = cr_akernel_sum(t, &rosen_term, in, 2, e->r.n - 1);
+    cr_var y = cr_av_kernel_sum(t, &rosen_term, in, 2, e->r.n - 1);
     const cr_array *v = &e->va;
     cr_array *hv = &e->hva;
     if (cr_tape_ahvp(t, y, NULL, 0, NULL, NULL, &X, 1, &v, &hv) != CR_OK)
@@ -870,7 +871,7 @@ static cr_status rosen_kernel_fn(cr_tape *t, const cr_avar *xs, size_t n, cr_var
     (void)n;
     (void)env;
     cr_kin in[2] = {cr_kin_arr(xs[0], 0), cr_kin_arr(xs[0], 1)};
-    *y = cr_akernel_sum(t, &rosen_term, in, 2, cr_array_numel(xs[0].a) - 1);
+    *y = cr_av_kernel_sum(t, &rosen_term, in, 2, cr_array_numel(xs[0].a) - 1);
     return cr_tape_status(t);
 }
 
@@ -1072,8 +1073,8 @@ static int fig_mse_loop_prepared(double *out)
 static cr_status mse_array_taped(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void *env)
 {
     (void)n;
-    cr_avar d = cr_abroadcast2(t, &cr_fn_sub, cr_targ_arr(xs[0]), cr_targ_arr(cr_aconst(env)));
-    cr_var s = cr_asum(t, cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(d)));
+    cr_avar d = cr_av_broadcast2(t, &cr_fn_sub, cr_targ_arr(xs[0]), cr_targ_arr(cr_av_const(env)));
+    cr_var s = cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(d)));
     *y = cr_div(t, s, cr_const((double)SMALL_N));
     return cr_tape_status(t);
 }
@@ -1084,8 +1085,8 @@ CR_KERNEL(sqdiff, 2, SQDIFF);
 static cr_status mse_kernel_taped(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void *env)
 {
     (void)n;
-    cr_kin in[2] = {cr_kin_arr(xs[0], 0), cr_kin_arr(cr_aconst(env), 0)};
-    *y = cr_div(t, cr_akernel_sum(t, &sqdiff, in, 2, SMALL_N), cr_const((double)SMALL_N));
+    cr_kin in[2] = {cr_kin_arr(xs[0], 0), cr_kin_arr(cr_av_const(env), 0)};
+    *y = cr_div(t, cr_av_kernel_sum(t, &sqdiff, in, 2, SMALL_N), cr_const((double)SMALL_N));
     return cr_tape_status(t);
 }
 

@@ -175,7 +175,7 @@ static cr_avar pick_a2(vm *m, fuzz_in *in, const cr_array **shape_of)
         cr_array *x = fuzz_array(in, g_arena, CR_DT_F64);
         trace_array("constant", x);
         *shape_of = x;
-        return cr_aconst(x);
+        return cr_av_const(x);
     }
     size_t i = c % m->na;
     *shape_of = m->aepoch[i] == m->epoch ? m->a[i].a : NULL;
@@ -433,7 +433,7 @@ static cr_status sub_afn(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, voi
         push_a(&m, xs[i]);
     fuzz_in in = {s->p, s->n};
     run(&m, &in, MAX_SUB);
-    *y = m.nv > 0 ? m.v[(m.vnext + NV - 1) % NV] : cr_asum(t, xs[0]);
+    *y = m.nv > 0 ? m.v[(m.vnext + NV - 1) % NV] : cr_av_sum(t, xs[0]);
     return cr_tape_status(t);
 }
 
@@ -684,30 +684,30 @@ static void run(vm *m, fuzz_in *in, size_t max_ops)
             uint8_t c = fuzz_u8(in);
             if (c & 1u) {
                 cr_value f = cr_value_function(g_scalar1[fuzz_below(in, g_n1)], NULL);
-                push_a(m, cr_abroadcast1(m->t, &f, cr_targ_arr(pick_a(m, in))));
+                push_a(m, cr_av_broadcast1(m->t, &f, cr_targ_arr(pick_a(m, in))));
             } else {
                 cr_value f = cr_value_function(g_scalar2[fuzz_below(in, g_n2)], NULL);
                 cr_targ x = cr_targ_arr(pick_a(m, in));
                 cr_targ y = (c & 2u) ? cr_targ_var(pick_v(m, in)) : cr_targ_arr(pick_a(m, in));
-                push_a(m,
-                       (c & 4u) ? cr_abroadcast2(m->t, &f, y, x) : cr_abroadcast2(m->t, &f, x, y));
+                push_a(m, (c & 4u) ? cr_av_broadcast2(m->t, &f, y, x)
+                                   : cr_av_broadcast2(m->t, &f, x, y));
             }
             break;
         }
         case OP_AREDUCE: {
             cr_avar x = pick_a(m, in);
-            push_v(m, fuzz_bool(in) ? cr_asum(m->t, x) : cr_adot(m->t, x, pick_a(m, in)));
+            push_v(m, fuzz_bool(in) ? cr_av_sum(m->t, x) : cr_av_dot(m->t, x, pick_a(m, in)));
             break;
         }
         case OP_ASLICE: {
             cr_avar x = pick_a(m, in);
             int64_t start = fuzz_int(in), stop = fuzz_int(in);
-            push_a(m, cr_aslice(m->t, x, start, stop));
+            push_a(m, cr_av_slice(m->t, x, start, stop));
             break;
         }
         case OP_AMATMUL: {
             cr_avar a = pick_a(m, in), b = pick_a(m, in);
-            push_a(m, cr_amatmul(m->t, a, b));
+            push_a(m, cr_av_matmul(m->t, a, b));
             break;
         }
         case OP_GRAD:

@@ -321,13 +321,17 @@ static bool declared_by_hand(const char *name)
     return false;
 }
 
-/* Public names of the tape API that a row's operation must not take (the array functions
- * are cr_a<name>): a row whose cr_<name> is one of them is cr_s<name> instead. */
+/* Public names of the tape API that a row's operation must not take: a row whose cr_<name>
+ * is one of them is cr_s<name> instead. The array-variable operations are cr_av_<name>, a
+ * prefix no row name starts with; their former names (cr_asum, cr_adot, ..., deprecated.h)
+ * stay taken until they are removed. */
 static const char *op_prefix(const char *name)
 {
-    static const char *const k_taken[] = {"asum",    "adot",        "aslice",
-                                          "amatmul", "abroadcast1", "abroadcast2",
-                                          "aconst",  "const",       "var_is_const"};
+    static const char *const k_taken[] = {
+        "av_sum",        "av_dot",   "av_slice",    "av_matmul",     "av_broadcast1",
+        "av_broadcast2", "av_const", "av_kernel",   "av_kernel_sum", "asum",
+        "adot",          "aslice",   "amatmul",     "abroadcast1",   "abroadcast2",
+        "aconst",        "akernel",  "akernel_sum", "const",         "var_is_const"};
     for (size_t i = 0; i < sizeof k_taken / sizeof k_taken[0]; i++)
         if (strcmp(name, k_taken[i]) == 0)
             return "cr_s";

@@ -21,7 +21,7 @@
  *
  * // Rosenbrock of X (an array variable of length n): x[0] = X[i], x[1] = X[i + 1]
  * cr_kin in[2] = {cr_kin_arr(X, 0), cr_kin_arr(X, 1)};
- * cr_var y = cr_akernel_sum(t, &rosen_term, in, 2, n - 1);
+ * cr_var y = cr_av_kernel_sum(t, &rosen_term, in, 2, n - 1);
  * cr_array ga = cr_array_vector(gbuf, n), *gp = &ga; // the gradient into gbuf
  * cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp);
  * @endcode
@@ -205,7 +205,7 @@ typedef struct cr_kin {
 /**
  * An array argument: element i of the call reads element `off + i` of x (in row-major
  * order for a contiguous array of several dimensions; along the stride of a 1-d array).
- * @param[in] x   an array variable (or cr_aconst()) of dtype f64 or f32 (read as doubles).
+ * @param[in] x   an array variable (or cr_av_const()) of dtype f64 or f32 (read as doubles).
  * @param[in] off the first element read.
  * @return the argument.
  */
@@ -230,7 +230,7 @@ static inline cr_kin cr_kin_var(cr_var x)
     cr_kin r;
     r.kind = CR_KIN_VAR;
     r.off = 0;
-    r.a = cr_aconst(NULL);
+    r.a = cr_av_const(NULL);
     r.s = x;
     return r;
 }
@@ -263,8 +263,8 @@ static inline cr_kin cr_kin_const(double c)
  *         dense, or neither 1-d nor contiguous; a second-order tape and a kernel without
  *         hyper-dual loop); CR_ENOMEM, CR_EARENA. Messages name the kernel.
  */
-CR_API cr_avar cr_akernel(cr_tape *t, const cr_kernel *k, const cr_kin *args, size_t nargs,
-                          size_t n);
+CR_API cr_avar cr_av_kernel(cr_tape *t, const cr_kernel *k, const cr_kin *args, size_t nargs,
+                            size_t n);
 
 /**
  * Record sum over i < n of k(args at element i): the fused map-reduce, one record, no
@@ -276,10 +276,10 @@ CR_API cr_avar cr_akernel(cr_tape *t, const cr_kernel *k, const cr_kin *args, si
  * @param[in] nargs number of arguments.
  * @param[in] n     number of elements.
  * @return the scalar variable (a constant when every argument is constant); a NaN constant
- *         on failure, with the statuses of cr_akernel().
+ *         on failure, with the statuses of cr_av_kernel().
  */
-CR_API cr_var cr_akernel_sum(cr_tape *t, const cr_kernel *k, const cr_kin *args, size_t nargs,
-                             size_t n);
+CR_API cr_var cr_av_kernel_sum(cr_tape *t, const cr_kernel *k, const cr_kin *args, size_t nargs,
+                               size_t n);
 
 /** Elementary functions of the kernels (the first argument of cr_k_row1()). */
 typedef enum cr_k_fn1 {

@@ -38,7 +38,7 @@
  * @code
  * // f(x) = sum over ranks of sum_i x_i^2, gradient on every rank
  * cr_avar X = cr_tape_array_input(t, &xa), S;
- * cr_var s = cr_adot(t, X, X), tot;
+ * cr_var s = cr_av_dot(t, X, X), tot;
  * cr_mpi_allreduce(t, cr_mpi_in_vars(&s, 1), cr_mpi_out_vars(&tot, 1), MPI_SUM, NULL, comm);
  * cr_var f = cr_mpi_objective(t, tot, 0, comm);       // one objective, not one per rank
  * if (cr_mpi_agree(t, comm) == CR_OK)
@@ -87,7 +87,7 @@ static inline cr_mpi_in cr_mpi_in_vars(const cr_var *v, size_t n)
 {
     cr_mpi_in b;
     b.vars = v;
-    b.arr = cr_aconst(NULL);
+    b.arr = cr_av_const(NULL);
     b.n = n;
     return b;
 }

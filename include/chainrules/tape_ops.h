@@ -15,9 +15,11 @@
  * Names: the operation of row NAME is `cr_NAME`, its arguments in the row's order
  * (`cr_atan2(t, y, x)` is atan2(y, x)). The arithmetic rows (`+ - * /`) are cr_add(),
  * cr_sub(), cr_mul() and cr_div(), declared with neg, sin, cos, exp, log, sqrt and asin in
- * tape.h. The array operations of tape.h are `cr_a<name>` (cr_asum(), cr_adot(), ...): a
- * row whose `cr_NAME` would be one of those names, or another public name of the tape API,
- * is `cr_sNAME` instead (none so far). The same list is the X-macro CR_TAPE_SCALAR_OPS,
+ * tape.h. The array-variable operations of tape.h are `cr_av_<name>` (cr_av_sum(),
+ * cr_av_dot(), ...), a prefix no row starts with, so that `cr_asin` and the other arc
+ * functions are rows. A row whose `cr_NAME` would be another public name of the tape API
+ * (or one of the deprecated names of deprecated.h: cr_asum, cr_adot, ...) is `cr_sNAME`
+ * instead (none so far). The same list is the X-macro CR_TAPE_SCALAR_OPS,
  * for code that covers every operation.
  *
  * Included by tape.h.

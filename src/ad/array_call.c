@@ -106,7 +106,7 @@ static cr_status result_of(cr_tape *t, const char *fname, const cr_value *y, cr_
     }
     case CR_KIND_ARRAY:
         if (y->u.arr != NULL && cr_dtype_is_float((cr_dtype)y->u.arr->dtype)) {
-            cr_avar r = cr_aconst(y->u.arr);
+            cr_avar r = cr_av_const(y->u.arr);
             if (is_var) {
                 uint32_t idx;
                 if (cr__new_aslot(t, y->u.arr, false, &idx) != CR_OK)
@@ -166,7 +166,7 @@ static cr_status tuple_of(cr_tape *t, const char *fname, const cr_value *y, cr_t
         }
         case CR_KIND_ARRAY:
             if (e.u.arr != NULL && cr_dtype_is_float((cr_dtype)e.u.arr->dtype)) {
-                cr_avar r = cr_aconst(e.u.arr);
+                cr_avar r = cr_av_const(e.u.arr);
                 if (is_var) {
                     uint32_t idx;
                     if (cr__new_aslot(t, e.u.arr, false, &idx) != CR_OK) {
@@ -447,31 +447,31 @@ cr_var cr_tape_acall_s(cr_tape *t, const cr_value *f, const cr_targ *args, size_
     return r.u.s;
 }
 
-cr_avar cr_abroadcast1(cr_tape *t, const cr_value *f, cr_targ x)
+cr_avar cr_av_broadcast1(cr_tape *t, const cr_value *f, cr_targ x)
 {
     cr_targ a[2] = {cr__targ_value(*f), x};
     return cr_tape_acall_a(t, &cr_fn_broadcast, a, 2);
 }
 
-cr_avar cr_abroadcast2(cr_tape *t, const cr_value *f, cr_targ x, cr_targ y)
+cr_avar cr_av_broadcast2(cr_tape *t, const cr_value *f, cr_targ x, cr_targ y)
 {
     cr_targ a[3] = {cr__targ_value(*f), x, y};
     return cr_tape_acall_a(t, &cr_fn_broadcast, a, 3);
 }
 
-cr_var cr_asum(cr_tape *t, cr_avar x)
+cr_var cr_av_sum(cr_tape *t, cr_avar x)
 {
     cr_targ a = cr__targ_arr(x);
     return cr_tape_acall_s(t, &cr_fn_sum, &a, 1);
 }
 
-cr_var cr_adot(cr_tape *t, cr_avar x, cr_avar y)
+cr_var cr_av_dot(cr_tape *t, cr_avar x, cr_avar y)
 {
     cr_targ a[2] = {cr__targ_arr(x), cr__targ_arr(y)};
     return cr_tape_acall_s(t, &cr_fn_dot, a, 2);
 }
 
-cr_avar cr_aslice(cr_tape *t, cr_avar x, int64_t start, int64_t stop)
+cr_avar cr_av_slice(cr_tape *t, cr_avar x, int64_t start, int64_t stop)
 {
     cr_range *r;
     cr_tape *tt = cr__tape_or_current(t);
@@ -480,7 +480,7 @@ cr_avar cr_aslice(cr_tape *t, cr_avar x, int64_t start, int64_t stop)
     if (tt->status != CR_OK)
         return cr__bad_avar(NULL);
     if ((r = cr_arena_alloc(tt->arena, sizeof *r, _Alignof(cr_range))) == NULL) {
-        cr__tape_fail_ctx(tt, CR__ALLOC_STATUS(tt->arena), "cr_aslice");
+        cr__tape_fail_ctx(tt, CR__ALLOC_STATUS(tt->arena), "cr_av_slice");
         return cr__bad_avar(NULL);
     }
     r->start = start;
@@ -490,7 +490,7 @@ cr_avar cr_aslice(cr_tape *t, cr_avar x, int64_t start, int64_t stop)
     return cr_tape_acall_a(tt, &cr_fn_view, a, 2);
 }
 
-cr_avar cr_amatmul(cr_tape *t, cr_avar A, cr_avar B)
+cr_avar cr_av_matmul(cr_tape *t, cr_avar A, cr_avar B)
 {
     cr_targ a[2] = {cr__targ_arr(A), cr__targ_arr(B)};
     return cr_tape_acall_a(t, &cr_fn_matmul, a, 2);

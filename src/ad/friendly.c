@@ -118,7 +118,7 @@ cr_avar cr_tape_struct_array_field(const cr_type *type, const cr_avar *avars, co
 {
     size_t k = 0;
     if (type == NULL || avars == NULL || path == NULL || !find_path(type, path, true, &k))
-        return cr_aconst(NULL);
+        return cr_av_const(NULL);
     return avars[k];
 }
 

@@ -139,7 +139,7 @@ typedef struct knode {
      * CR_KERNEL, whose own loops run. */
     const cr_scalar_rule *row;
     size_t n; /* elements (an array result's shape is its recording's, base.y: n in one
-                 dimension for cr_akernel, the arguments' for a broadcast) */
+                 dimension for cr_av_kernel, the arguments' for a broadcast) */
     karg arg[CR_K_MAX_ARGS];
     uint32_t codes[CR_K_MAX_ARGS];
     /* Every argument an f64 array of unit stride: the loops read them in place (set with
@@ -597,18 +597,18 @@ static ALWAYS_INLINE cr_status record(cr_tape *t, const char *who, const cr_kern
     *idx = sum ? t->nvars : slot;
     /* nvars moves as the key word (nvars, fast_id): the inline operations read the key as
      * one word, which a 4-byte store of nvars would make wait for that store to reach the
-     * cache (cr_div after cr_akernel_sum, as in mse). */
+     * cache (cr_div after cr_av_kernel_sum, as in mse). */
     t->hot.vt.key += nv * CR__TAPE_KEY_ONE;
     return CR_OK;
 }
 
-cr_avar cr_akernel(cr_tape *t, const cr_kernel *k, const cr_kin *args, size_t nargs, size_t n)
+cr_avar cr_av_kernel(cr_tape *t, const cr_kernel *k, const cr_kin *args, size_t nargs, size_t n)
 {
     cr_array *y = NULL;
     uint32_t idx;
     if ((t = tape_or_current(t)) == NULL || t->status != CR_OK ||
-        record(t, "cr_akernel", k, NULL, NULL, args, nargs, n, NULL, &y, NULL, &idx) != CR_OK)
-        return cr_aconst(NULL);
+        record(t, "cr_av_kernel", k, NULL, NULL, args, nargs, n, NULL, &y, NULL, &idx) != CR_OK)
+        return cr_av_const(NULL);
     cr_avar r;
     r.a = y;
     r.idx = idx;
@@ -616,12 +616,12 @@ cr_avar cr_akernel(cr_tape *t, const cr_kernel *k, const cr_kin *args, size_t na
     return r;
 }
 
-cr_var cr_akernel_sum(cr_tape *t, const cr_kernel *k, const cr_kin *args, size_t nargs, size_t n)
+cr_var cr_av_kernel_sum(cr_tape *t, const cr_kernel *k, const cr_kin *args, size_t nargs, size_t n)
 {
     double s = 0.0;
     uint32_t idx;
     if ((t = tape_or_current(t)) == NULL || t->status != CR_OK ||
-        record(t, "cr_akernel_sum", k, NULL, NULL, args, nargs, n, NULL, NULL, &s, &idx) != CR_OK)
+        record(t, "cr_av_kernel_sum", k, NULL, NULL, args, nargs, n, NULL, NULL, &s, &idx) != CR_OK)
         return cr_const((double)NAN);
     cr_var r;
     r.v = s;
@@ -1345,7 +1345,7 @@ static cr_status arg_tangents(cr_tape *t, const knode *nd, const double *tan, si
 /*
  * The forward step: the result's tangent along each direction, element by element
  * ẏ_e = Σ_j ∂f/∂x_j(x_e) ẋ_j,e with the partials of the dual loop: an array of n elements
- * for cr_akernel, the sum over the elements for cr_akernel_sum (added to tan[i * k + d],
+ * for cr_av_kernel, the sum over the elements for cr_av_kernel_sum (added to tan[i * k + d],
  * which holds a seed or zero).
  */
 cr_status cr__kernel_forward(cr_tape *t, const cr__anode *an, double *tan, size_t k, size_t i)

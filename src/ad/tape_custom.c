@@ -295,7 +295,7 @@ cr_status cr_tape_op_record(cr_tape *t, const cr_tape_op *op, void *env, const c
                 set_nan(out, nout);
                 return t->status;
             }
-            cr_avar r = cr_aconst(vals[k].u.a.a);
+            cr_avar r = cr_av_const(vals[k].u.a.a);
             r.idx = idx;
             r.tape = t->id;
             out[k] = cr__targ_arr(r);

@@ -150,7 +150,7 @@ static void out_nan(cr_mpi_out y)
         for (size_t i = 0; i < y.n; i++)
             y.vars[i] = cr_const((double)NAN);
     else if (y.arr != NULL)
-        *y.arr = cr_aconst(NULL);
+        *y.arr = cr_av_const(NULL);
 }
 
 /* A receive buffer of y.n doubles: an array's own data (the array is made now, in the
@@ -196,7 +196,7 @@ static cr_status record(cr_tape *t, const char *who, const cr_tape_op *op, void 
             for (size_t i = 0; i < x->n; i++)
                 in[i] = cr_targ_var(x->vars[i]);
         else
-            in[0] = cr_targ_arr(x->arr.a != NULL ? x->arr : cr_aconst(NULL));
+            in[0] = cr_targ_arr(x->arr.a != NULL ? x->arr : cr_av_const(NULL));
         if (x->vars == NULL && x->arr.a == NULL)
             nin = 0; /* an empty buffer */
     }
@@ -205,7 +205,7 @@ static cr_status record(cr_tape *t, const char *who, const cr_tape_op *op, void 
             for (size_t i = 0; i < y->n; i++)
                 vals[i] = cr_targ_var(cr_const(o->data[i]));
         else
-            vals[0] = cr_targ_arr(cr_aconst(o->arr));
+            vals[0] = cr_targ_arr(cr_av_const(o->arr));
     }
     cr_status st = cr_tape_op_record(t, op, env, in, nin, vals, out, nout);
     if (st != CR_OK) {

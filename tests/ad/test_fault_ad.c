@@ -879,13 +879,13 @@ static double arr_c(const double *z, size_t len)
 static cr_var arr_t(cr_tape *t, cr_var s, cr_avar X, cr_avar A, cr_avar *W)
 {
     cr_value sinv = cr_value_function(cr_fn_sin.u.func.fn, NULL);
-    cr_avar Z = cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s),
-                               cr_targ_arr(cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(X))));
-    *W = cr_amatmul(t, A, Z);
-    cr_var y1 = cr_asum(t, cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(*W)));
+    cr_avar Z = cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(s),
+                                 cr_targ_arr(cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(X))));
+    *W = cr_av_matmul(t, A, Z);
+    cr_var y1 = cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(*W)));
     cr_targ sargs[2] = {cr_targ_value(sinv), cr_targ_arr(X)};
     cr_var y2 = cr_tape_acall_s(t, &cr_fn_sum, sargs, 2); /* its pullback gives a thunk */
-    cr_targ pargs[1] = {cr_targ_arr(cr_aslice(t, X, 0, 4))};
+    cr_targ pargs[1] = {cr_targ_arr(cr_av_slice(t, X, 0, 4))};
     cr_var y3 = cr_tape_acall_s(t, &cr_fn_prod, pargs, 1);
     return cr_add(t, cr_add(t, y1, cr_mul(t, s, y2)), y3);
 }
@@ -986,11 +986,11 @@ static double kfun_c(const double *x, size_t n)
 static cr_var kfun_t(cr_tape *t, cr_avar X)
 {
     cr_kin a[2] = {cr_kin_arr(X, 0), cr_kin_arr(X, 1)};
-    cr_var s = cr_akernel_sum(t, &k_rosen, a, 2, KN - 1);
+    cr_var s = cr_av_kernel_sum(t, &k_rosen, a, 2, KN - 1);
     cr_kin b[1] = {cr_kin_arr(X, 0)};
-    cr_avar W = cr_akernel(t, &k_sinsq, b, 1, KN);
+    cr_avar W = cr_av_kernel(t, &k_sinsq, b, 1, KN);
     cr_kin c[2] = {cr_kin_arr(W, 0), cr_kin_arr(W, 1)};
-    return cr_add(t, s, cr_mul(t, cr_const(0.01), cr_akernel_sum(t, &k_rosen, c, 2, KN - 1)));
+    return cr_add(t, s, cr_mul(t, cr_const(0.01), cr_av_kernel_sum(t, &k_rosen, c, 2, KN - 1)));
 }
 
 static void kpoint(double *x)
@@ -1111,7 +1111,7 @@ static cr_var a2_t(cr_tape *t, cr_avar A, cr_avar b)
     cr_var l = cr_tape_acall_s(t, &cr_fn_logsumexp, lw, 1);
     cr_var d = cr_tape_acall_s(t, &cr_fn_det, la, 1);
     cr_avar x = cr_tape_acall_a(t, &cr_fn_solve, ab, 2);
-    return cr_add(t, cr_add(t, l, d), cr_asum(t, x));
+    return cr_add(t, cr_add(t, l, d), cr_av_sum(t, x));
 }
 
 static void a2_point(double *z)
@@ -1201,22 +1201,22 @@ static cr_var f3_t(cr_tape *t, cr_avar A, cr_avar b)
 {
     cr_targ a1[1] = {cr_targ_arr(A)}, b1[1] = {cr_targ_arr(b)};
     cr_targ sa[1] = {
-        cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(cr_const(0.1)), cr_targ_arr(A)))};
-    cr_var y = cr_asum(t, cr_tape_acall_a(t, &cr_fn_matinv, a1, 1));
+        cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(cr_const(0.1)), cr_targ_arr(A)))};
+    cr_var y = cr_av_sum(t, cr_tape_acall_a(t, &cr_fn_matinv, a1, 1));
     y = cr_add(t, y, cr_tape_acall_s(t, &cr_fn_logdet, a1, 1));
-    y = cr_add(t, y, cr_asum(t, cr_tape_acall_a(t, &cr_fn_expm, sa, 1)));
-    y = cr_add(t, y, cr_asum(t, cr_tape_acall_a(t, &cr_fn_svdvals, a1, 1)));
-    y = cr_add(t, y, cr_asum(t, cr_tape_acall_a(t, &cr_fn_eigvals, a1, 1)));
-    y = cr_add(t, y, cr_asum(t, cr_tape_acall_a(t, &cr_fn_cholesky, a1, 1)));
-    y = cr_add(t, y, cr_adot(t, cr_tape_acall_a(t, &cr_fn_softmax, b1, 1), b));
+    y = cr_add(t, y, cr_av_sum(t, cr_tape_acall_a(t, &cr_fn_expm, sa, 1)));
+    y = cr_add(t, y, cr_av_sum(t, cr_tape_acall_a(t, &cr_fn_svdvals, a1, 1)));
+    y = cr_add(t, y, cr_av_sum(t, cr_tape_acall_a(t, &cr_fn_eigvals, a1, 1)));
+    y = cr_add(t, y, cr_av_sum(t, cr_tape_acall_a(t, &cr_fn_cholesky, a1, 1)));
+    y = cr_add(t, y, cr_av_dot(t, cr_tape_acall_a(t, &cr_fn_softmax, b1, 1), b));
     y = cr_add(t, y, cr_tape_acall_s(t, &cr_fn_var, b1, 1));
     y = cr_add(t, y, cr_tape_acall_s(t, &cr_fn_norm, b1, 1));
     y = cr_add(t, y, cr_tape_acall_s(t, &cr_fn_prod, b1, 1));
-    y = cr_add(t, y, cr_asum(t, cr_tape_acall_a(t, &cr_fn_cumprod, b1, 1)));
+    y = cr_add(t, y, cr_av_sum(t, cr_tape_acall_a(t, &cr_fn_cumprod, b1, 1)));
     cr_targ la[2], ev[2]; /* tuple results: (log|det|, sign), (values, vectors) */
     if (cr_tape_acall_n(t, &cr_fn_logabsdet, a1, 1, la, 2) == CR_OK &&
         cr_tape_acall_n(t, &cr_fn_eigen, a1, 1, ev, 2) == CR_OK)
-        y = cr_add(t, cr_add(t, y, la[0].u.s), cr_asum(t, ev[0].u.a));
+        y = cr_add(t, cr_add(t, y, la[0].u.s), cr_av_sum(t, ev[0].u.a));
     return y;
 }
 
@@ -1318,15 +1318,15 @@ static cr_var tup_t(cr_tape *t, cr_avar A)
     cr_targ a1[1] = {cr_targ_arr(A)}, sv[3], qr[2], lu[3], la[2], ev[2];
     cr_var y = cr_const(0.0);
     if (cr_tape_acall_n(t, &cr_fn_svd, a1, 1, sv, 3) == CR_OK)
-        y = cr_add(t, y, cr_asum(t, sv[1].u.a));
+        y = cr_add(t, y, cr_av_sum(t, sv[1].u.a));
     if (cr_tape_acall_n(t, &cr_fn_qr, a1, 1, qr, 2) == CR_OK)
-        y = cr_add(t, y, cr_asum(t, cr_abroadcast1(t, &cr_fn_square, qr[1])));
+        y = cr_add(t, y, cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_square, qr[1])));
     if (cr_tape_acall_n(t, &cr_fn_lu, a1, 1, lu, 3) == CR_OK)
-        y = cr_add(t, y, cr_asum(t, lu[1].u.a));
+        y = cr_add(t, y, cr_av_sum(t, lu[1].u.a));
     if (cr_tape_acall_n(t, &cr_fn_logabsdet, a1, 1, la, 2) == CR_OK)
         y = cr_add(t, y, la[0].u.s);
     if (cr_tape_acall_n(t, &cr_fn_eigen, a1, 1, ev, 2) == CR_OK)
-        y = cr_add(t, y, cr_asum(t, ev[0].u.a));
+        y = cr_add(t, y, cr_av_sum(t, ev[0].u.a));
     return y;
 }
 
@@ -1468,7 +1468,7 @@ static cr_status eng_run(sstate *s, outv *o)
     cr_var sv = cr_tape_input(t, z[0]);
     cr_avar X = cr_tape_array_input(t, &xa);
     cr_targ margs[2] = {cr_targ_value(wave), cr_targ_arr(X)};
-    cr_var m = cr_asum(t, cr_tape_acall_a(t, &cr_fn_map, margs, 2));
+    cr_var m = cr_av_sum(t, cr_tape_acall_a(t, &cr_fn_map, margs, 2));
     cr_targ fargs[3] = {cr_targ_value(mix), cr_targ_arr(X), cr_targ_var(sv)};
     cr_var f = cr_tape_acall_s(t, &cr_fn_foldl, fargs, 3);
     cr_var w = cr_tape_call1(t, &wave, &sv, 1); /* the overlay, recorded inline */
@@ -1661,9 +1661,9 @@ static cr_var net_t(cr_tape *t, const cr_var *v, const cr_avar *av, const net *m
     cr_var gain = cr_tape_struct_field(&net_type, v, "out.gain");
     cr_avar w = cr_tape_struct_array_field(&net_type, av, "w");
     cr_avar b = cr_tape_struct_array_field(&net_type, av, "out.b");
-    cr_var sw = cr_asum(t, w);
-    cr_var r = cr_add(t, cr_mul(t, scale, cr_adot(t, w, cr_aconst(&ca))),
-                      cr_mul(t, gain, cr_adot(t, b, b)));
+    cr_var sw = cr_av_sum(t, w);
+    cr_var r = cr_add(t, cr_mul(t, scale, cr_av_dot(t, w, cr_av_const(&ca))),
+                      cr_mul(t, gain, cr_av_dot(t, b, b)));
     return cr_add(t, cr_add(t, r, cr_mul(t, sw, sw)), cr_const((double)m->n));
 }
 

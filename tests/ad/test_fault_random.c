@@ -209,23 +209,23 @@ static cr_var op_scalar(cr_tape *t, const ins *in, cr_var a, cr_var b)
 static cr_var op_array(cr_tape *t, const ins *in, cr_var a, cr_avar X, cr_avar M)
 {
     cr_value cube = cr_value_function(&cube_fn, NULL), wave = cr_value_function(&wave_fn, NULL);
-    cr_avar X3 = cr_aslice(t, X, 0, 3);
+    cr_avar X3 = cr_av_slice(t, X, 0, 3);
     switch (in->op) {
     case O_KSUM: {
         cr_kin kin[2] = {cr_kin_arr(X, 0), cr_kin_var(a)};
-        return cr_div(t, cr_akernel_sum(t, &rk_a, kin, 2, XL), cr_const((double)XL));
+        return cr_div(t, cr_av_kernel_sum(t, &rk_a, kin, 2, XL), cr_const((double)XL));
     }
     case O_BCAST:
-        return cr_asum(t, cr_abroadcast1(t, &cr_fn_sin,
-                                         cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(X),
-                                                                    cr_targ_var(a)))));
+        return cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_sin,
+                                             cr_targ_arr(cr_av_broadcast2(
+                                                 t, &cr_fn_mul, cr_targ_arr(X), cr_targ_var(a)))));
     case O_MATMUL: {
         cr_targ ab[2] = {cr_targ_arr(M), cr_targ_arr(X3)};
-        return cr_mul(t, a, cr_asum(t, cr_tape_acall_a(t, &cr_fn_matmul, ab, 2)));
+        return cr_mul(t, a, cr_av_sum(t, cr_tape_acall_a(t, &cr_fn_matmul, ab, 2)));
     }
     case O_SOLVE: {
         cr_targ ab[2] = {cr_targ_arr(M), cr_targ_arr(X3)};
-        return cr_add(t, a, cr_asum(t, cr_tape_acall_a(t, &cr_fn_solve, ab, 2)));
+        return cr_add(t, a, cr_av_sum(t, cr_tape_acall_a(t, &cr_fn_solve, ab, 2)));
     }
     case O_DET: {
         cr_targ am[1] = {cr_targ_arr(M)};
@@ -233,19 +233,19 @@ static cr_var op_array(cr_tape *t, const ins *in, cr_var a, cr_avar X, cr_avar M
     }
     case O_INV: {
         cr_targ am[1] = {cr_targ_arr(M)};
-        return cr_mul(t, a, cr_asum(t, cr_tape_acall_a(t, &cr_fn_matinv, am, 1)));
+        return cr_mul(t, a, cr_av_sum(t, cr_tape_acall_a(t, &cr_fn_matinv, am, 1)));
     }
     case O_CHOL: {
         cr_targ am[1] = {cr_targ_arr(M)};
-        return cr_mul(t, a, cr_asum(t, cr_tape_acall_a(t, &cr_fn_cholesky, am, 1)));
+        return cr_mul(t, a, cr_av_sum(t, cr_tape_acall_a(t, &cr_fn_cholesky, am, 1)));
     }
     case O_MAPW: {
         cr_targ ma[2] = {cr_targ_value(wave), cr_targ_arr(X)};
-        return cr_mul(t, a, cr_asum(t, cr_tape_acall_a(t, &cr_fn_map, ma, 2)));
+        return cr_mul(t, a, cr_av_sum(t, cr_tape_acall_a(t, &cr_fn_map, ma, 2)));
     }
     case O_BCUBE: {
         cr_targ ba[2] = {cr_targ_value(cube), cr_targ_arr(X)};
-        return cr_add(t, a, cr_asum(t, cr_tape_acall_a(t, &cr_fn_broadcast, ba, 2)));
+        return cr_add(t, a, cr_av_sum(t, cr_tape_acall_a(t, &cr_fn_broadcast, ba, 2)));
     }
     default:
         return cr_const(NAN);
@@ -268,7 +268,7 @@ static cr_status scalar_f(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size
     const prog *p = env;
     cr_var r[NREG];
     memcpy(r, x, n * sizeof *x);
-    program(t, p, r, cr_aconst(NULL), cr_aconst(NULL));
+    program(t, p, r, cr_av_const(NULL), cr_av_const(NULL));
     size_t last = p->nin + p->nops - 1;
     y[0] = r[last];
     if (m > 1)
@@ -283,7 +283,7 @@ static cr_status array_f(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, voi
     const prog *p = env;
     cr_var r[NREG];
     for (size_t i = 0; i < p->nin; i++)
-        r[i] = cr_asum(t, cr_aslice(t, xs[0], (int64_t)i, (int64_t)i + 1));
+        r[i] = cr_av_sum(t, cr_av_slice(t, xs[0], (int64_t)i, (int64_t)i + 1));
     program(t, p, r, xs[1], xs[2]);
     size_t last = p->nin + p->nops - 1;
     *y = cr_add(t, r[last], cr_mul(t, cr_const(0.5), r[last - 1]));

@@ -26,8 +26,8 @@ static cr_var piece_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void 
     static cr_array w6;
     w6 = cr_array_vector(k_w6, 6);
     cr_targ u = cr_targ_arr(X[0]);
-    cr_avar sw = cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(call_a(t, &cr_fn_sort, u, u, 1)),
-                                cr_targ_arr(cr_aconst(&w6)));
+    cr_avar sw = cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(call_a(t, &cr_fn_sort, u, u, 1)),
+                                  cr_targ_arr(cr_av_const(&w6)));
     cr_var a = sum_sin(t, sw);
     cr_var k = call_s(t, &cr_fn_partialsort, u, i64(2), 2);
     cr_var b = cr_mul(t, s[0], cr_mul(t, k, k));
@@ -61,11 +61,11 @@ static cr_var views_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void 
     cr_targ A = cr_targ_arr(X[0]), v = cr_targ_arr(X[1]);
     cr_avar S = call_a(t, &cr_fn_symmetric, A, A, 1), H = call_a(t, &cr_fn_hermitian, A, A, 1);
     cr_avar Dv = call_a(t, &cr_fn_diagonal, v, v, 1), DA = call_a(t, &cr_fn_diagonal, A, A, 1);
-    cr_var a = sum_sq(t, cr_amatmul(t, S, X[0]));
-    cr_var b = sum_sin(t, cr_amatmul(t, H, X[1]));
-    cr_var c = sum_sq(t, cr_amatmul(t, Dv, X[0]));
-    cr_avar w = cr_amatmul(t, DA, X[1]);
-    cr_var d = cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(w), v));
+    cr_var a = sum_sq(t, cr_av_matmul(t, S, X[0]));
+    cr_var b = sum_sin(t, cr_av_matmul(t, H, X[1]));
+    cr_var c = sum_sq(t, cr_av_matmul(t, Dv, X[0]));
+    cr_avar w = cr_av_matmul(t, DA, X[1]);
+    cr_var d = cr_av_sum(t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(w), v));
     return cr_add(t, cr_add(t, a, b), cr_add(t, c, d));
 }
 
@@ -86,7 +86,7 @@ static cr_var symdet_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void
 {
     (void)s;
     (void)env;
-    cr_avar B = cr_amatmul(t, X[0], call_a(t, &cr_fn_transpose, cr_targ_arr(X[0]), i64(0), 1));
+    cr_avar B = cr_av_matmul(t, X[0], call_a(t, &cr_fn_transpose, cr_targ_arr(X[0]), i64(0), 1));
     cr_avar S = call_a(t, &cr_fn_symmetric, cr_targ_arr(B), i64(0), 1);
     cr_var l = call_s(t, &cr_fn_logdet, cr_targ_arr(S), i64(0), 1);
     cr_var d = call_s(t, &cr_fn_det, cr_targ_arr(S), i64(0), 1);

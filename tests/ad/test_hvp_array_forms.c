@@ -32,9 +32,10 @@ static cr_var lse_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *e
     cr_targ A = cr_targ_arr(X[0]), u = cr_targ_arr(X[1]);
     cr_var a = cr_sin(t, cr_mul(t, s[0], call_s(t, &cr_fn_logsumexp, A, A, 1)));
     cr_avar l0 = call_a(t, &cr_fn_logsumexp, A, i64(0), 2); /* 1 x 3 */
-    cr_var b = cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(l0), u));
+    cr_var b = cr_av_sum(t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(l0), u));
     cr_var c = sum_sq(t, call_a(t, &cr_fn_logsumexp, A, i64(1), 2)); /* 2 x 1 */
-    cr_var d = call_s(t, &cr_fn_logsumexp, cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, u, u)), u, 1);
+    cr_var d =
+        call_s(t, &cr_fn_logsumexp, cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, u, u)), u, 1);
     return cr_add(t, cr_add(t, a, b), cr_add(t, c, d));
 }
 
@@ -60,11 +61,11 @@ static cr_var sm_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *en
     (void)env;
     cr_targ A = cr_targ_arr(X[0]), u = cr_targ_arr(X[1]);
     cr_var a = sum_sin(t, call_a(t, &cr_fn_softmax, A, i64(1), 2));
-    cr_var b = cr_adot(t, call_a(t, &cr_fn_softmax, u, u, 1), X[1]);
+    cr_var b = cr_av_dot(t, call_a(t, &cr_fn_softmax, u, u, 1), X[1]);
     cr_var c = sum_sq(t, call_a(t, &cr_fn_softmax, A, A, 1));
     cr_var d = sum_sin(t, call_a(t, &cr_fn_logsoftmax, A, i64(0), 2));
-    cr_var e = cr_asum(
-        t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(call_a(t, &cr_fn_logsoftmax, u, u, 1)), u));
+    cr_var e = cr_av_sum(
+        t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(call_a(t, &cr_fn_logsoftmax, u, u, 1)), u));
     cr_var g = sum_sq(t, call_a(t, &cr_fn_logsoftmax, A, A, 1));
     return cr_add(t, cr_add(t, cr_add(t, a, b), cr_add(t, c, d)), cr_add(t, e, g));
 }
@@ -91,7 +92,7 @@ static cr_var prod_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *
     cr_var a = cr_sin(t, call_s(t, &cr_fn_prod, u, u, 1));
     cr_var b = sum_sq(t, call_a(t, &cr_fn_prod, A, i64(1), 2));
     cr_avar p0 = call_a(t, &cr_fn_prod, A, i64(0), 2); /* 1 x 3 */
-    cr_var c2 = cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(p0), A));
+    cr_var c2 = cr_av_sum(t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(p0), A));
     return cr_add(t, cr_add(t, a, b), c2);
 }
 
@@ -159,7 +160,7 @@ static cr_var det_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *e
     cr_targ M = cr_targ_arr(X[0]);
     cr_var d = call_s(t, &cr_fn_det, M, M, 1);
     cr_avar Mt = call_a(t, &cr_fn_transpose, M, M, 1);
-    cr_avar G = call_a(t, &cr_fn_add_uniform, cr_targ_arr(cr_amatmul(t, X[0], Mt)),
+    cr_avar G = call_a(t, &cr_fn_add_uniform, cr_targ_arr(cr_av_matmul(t, X[0], Mt)),
                        cr_targ_value(cr_value_f64(1.0)), 2);
     cr_var l = call_s(t, &cr_fn_logdet, cr_targ_arr(G), M, 1);
     return cr_add(t, cr_add(t, cr_sin(t, cr_mul(t, s[0], d)), l), cr_mul(t, d, d));
@@ -201,17 +202,17 @@ static cr_var hof_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *e
     cr_targ b3[3] = {cr_targ_value(cr_fn_tanh), A, i64(0)};
     cr_var b = sum_sq(t, cr_tape_acall_a(t, &cr_fn_sum, b3, 3));
     cr_targ c2[2] = {cr_targ_value(cr_fn_exp), B};
-    cr_var c = cr_mul(t, cr_tape_acall_s(t, &cr_fn_sum, c2, 2), cr_asum(t, X[0]));
+    cr_var c = cr_mul(t, cr_tape_acall_s(t, &cr_fn_sum, c2, 2), cr_av_sum(t, X[0]));
     cr_targ d3[3] = {cr_targ_value(cr_fn_atan), B, i64(1)};
-    cr_var d = cr_asum(
-        t, cr_abroadcast1(t, &cr_fn_cos, cr_targ_arr(cr_tape_acall_a(t, &cr_fn_sum, d3, 3))));
+    cr_var d = cr_av_sum(
+        t, cr_av_broadcast1(t, &cr_fn_cos, cr_targ_arr(cr_tape_acall_a(t, &cr_fn_sum, d3, 3))));
     cr_targ e3[3] = {cr_targ_value(cr_fn_hypot), A, B};
-    cr_var e = cr_asum(t, cr_tape_acall_a(t, &cr_fn_map, e3, 3));
+    cr_var e = cr_av_sum(t, cr_tape_acall_a(t, &cr_fn_map, e3, 3));
     cr_targ g2[2] = {cr_targ_value(cr_fn_exp), A};
     cr_var g = sum_sin(t, cr_tape_acall_a(t, &cr_fn_map, g2, 2));
     cr_targ h3[3] = {cr_targ_value(cr_fn_mul), A, B};
-    cr_var h = cr_asum(
-        t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(cr_tape_acall_a(t, &cr_fn_map, h3, 3)), B));
+    cr_var h = cr_av_sum(
+        t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(cr_tape_acall_a(t, &cr_fn_map, h3, 3)), B));
     return cr_add(t, cr_add(t, cr_add(t, a, b), cr_add(t, c, d)), cr_add(t, cr_add(t, e, g), h));
 }
 
@@ -235,11 +236,11 @@ static const double k_W[12] = {0.5, -0.2, 0.1, 0.9, -0.7, 0.3, 0.8, -0.4, 0.2, 0
 static cr_avar assemble(cr_tape *t, const cr_var *s, size_t n, const cr_array *basis)
 {
     cr_avar acc =
-        cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s[0]), cr_targ_arr(cr_aconst(&basis[0])));
+        cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(s[0]), cr_targ_arr(cr_av_const(&basis[0])));
     for (size_t i = 1; i < n; i++)
-        acc = cr_abroadcast2(t, &cr_fn_add, cr_targ_arr(acc),
-                             cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s[i]),
-                                                        cr_targ_arr(cr_aconst(&basis[i])))));
+        acc = cr_av_broadcast2(t, &cr_fn_add, cr_targ_arr(acc),
+                               cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(s[i]),
+                                                            cr_targ_arr(cr_av_const(&basis[i])))));
     return acc;
 }
 
@@ -256,7 +257,7 @@ static cr_var lse_norm_p(cr_tape *t, const cr_var *s, const cr_avar *X, const vo
         basis[i] = cr_array_vector(k_e3[i], 3);
     W = cr_array_matrix((double *)(uintptr_t)k_W, 4, 3);
     cr_avar x = assemble(t, s, 3, basis);
-    cr_targ Wx = cr_targ_arr(cr_amatmul(t, cr_aconst(&W), x));
+    cr_targ Wx = cr_targ_arr(cr_av_matmul(t, cr_av_const(&W), x));
     cr_var n = call_s(t, &cr_fn_norm, cr_targ_arr(x), Wx, 1);
     return cr_add(t, cr_add(t, call_s(t, &cr_fn_logsumexp, Wx, Wx, 1), cr_mul(t, n, n)),
                   call_s(t, &cr_fn_prod, cr_targ_arr(x), Wx, 1));
@@ -434,7 +435,7 @@ static int run_forms_reductions(void)
 
 static cr_var sum_mul(cr_tape *t, cr_avar a, cr_avar b)
 {
-    return cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(a), cr_targ_arr(b)));
+    return cr_av_sum(t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(a), cr_targ_arr(b)));
 }
 
 /* ---- var, std ---------------------------------------------------------------------------------
@@ -453,11 +454,11 @@ static cr_var var_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *e
     cr_targ A = cr_targ_arr(X[0]), u = cr_targ_arr(X[1]);
     cr_var a = cr_sin(t, cr_mul(t, s[0], call_s(t, &cr_fn_var, u, u, 1)));
     cr_var b = sum_sq(t, call_a(t, &cr_fn_var, A, i64(0), 2));
-    cr_var c = sum_mul(t, call_a(t, &cr_fn_var, A, i64(1), 2), cr_aconst(&c2));
+    cr_var c = sum_mul(t, call_a(t, &cr_fn_var, A, i64(1), 2), cr_av_const(&c2));
     cr_var d = cr_mul(t, call_s(t, &cr_fn_std, u, u, 1), call_s(t, &cr_fn_std, A, A, 1));
     cr_var e = sum_sin(t, call_a(t, &cr_fn_std, A, i64(1), 2));
-    cr_var g =
-        cr_asum(t, cr_abroadcast1(t, &cr_fn_cos, cr_targ_arr(call_a(t, &cr_fn_std, A, i64(0), 2))));
+    cr_var g = cr_av_sum(
+        t, cr_av_broadcast1(t, &cr_fn_cos, cr_targ_arr(call_a(t, &cr_fn_std, A, i64(0), 2))));
     cr_var h = call_s(t, &cr_fn_var, A, A, 1);
     return cr_add(t, cr_add(t, cr_add(t, a, b), cr_add(t, c, d)), cr_add(t, cr_add(t, e, g), h));
 }
@@ -602,10 +603,10 @@ static cr_var solve_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void 
     cr_avar yb = call_a(t, &cr_fn_solve, A, b, 2);
     cr_var a = sum_sin(t, yb);
     cr_var c = sum_sq(t, call_a(t, &cr_fn_solve, A, B, 2));
-    cr_var d = cr_mul(t, s[0], cr_adot(t, yb, X[1]));
-    cr_var e = sum_sin(t, call_a(t, &cr_fn_solve, cr_targ_arr(cr_aconst(&Ac)), B, 2));
-    cr_var g = sum_sq(t, call_a(t, &cr_fn_solve, A, cr_targ_arr(cr_aconst(&bc)), 2));
-    cr_var h = sum_sin(t, call_a(t, &cr_fn_solve, A, cr_targ_arr(cr_aconst(&Bc)), 2));
+    cr_var d = cr_mul(t, s[0], cr_av_dot(t, yb, X[1]));
+    cr_var e = sum_sin(t, call_a(t, &cr_fn_solve, cr_targ_arr(cr_av_const(&Ac)), B, 2));
+    cr_var g = sum_sq(t, call_a(t, &cr_fn_solve, A, cr_targ_arr(cr_av_const(&bc)), 2));
+    cr_var h = sum_sin(t, call_a(t, &cr_fn_solve, A, cr_targ_arr(cr_av_const(&Bc)), 2));
     return cr_add(t, cr_add(t, cr_add(t, a, c), cr_add(t, d, e)), cr_add(t, g, h));
 }
 
@@ -632,13 +633,13 @@ static cr_var nz_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *en
     (void)env;
     cr_targ A = cr_targ_arr(X[0]), u = cr_targ_arr(X[1]);
     cr_var a = sum_sin(t, call_a(t, &cr_fn_normalize, u, u, 1));
-    cr_var b = cr_mul(t, s[0], cr_adot(t, call_a(t, &cr_fn_normalize, A, A, 1), X[0]));
+    cr_var b = cr_mul(t, s[0], cr_av_dot(t, call_a(t, &cr_fn_normalize, A, A, 1), X[0]));
     cr_avar n3 = call_a(t, &cr_fn_normalize, u, i64(3), 2);
-    cr_var c = sum_mul(t, cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(n3)), X[1]);
+    cr_var c = sum_mul(t, cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(n3)), X[1]);
     cr_var d = sum_sin(t, call_a(t, &cr_fn_normalize, A, f64(1.5), 2));
-    cr_var e =
-        cr_asum(t, cr_abroadcast1(t, &cr_fn_cos,
-                                  cr_targ_arr(call_a(t, &cr_fn_normalize, u, f64(INFINITY), 2))));
+    cr_var e = cr_av_sum(
+        t, cr_av_broadcast1(t, &cr_fn_cos,
+                            cr_targ_arr(call_a(t, &cr_fn_normalize, u, f64(INFINITY), 2))));
     return cr_add(t, cr_add(t, cr_add(t, a, b), cr_add(t, c, d)), e);
 }
 
@@ -670,17 +671,17 @@ static cr_var hess_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *
     bc = cr_array_vector(k_bc, 3);
     w3 = cr_array_matrix(k_w3, 1, 3);
     cr_avar acc =
-        cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s[0]), cr_targ_arr(cr_aconst(&basis[0])));
+        cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(s[0]), cr_targ_arr(cr_av_const(&basis[0])));
     for (size_t i = 1; i < 9; i++)
-        acc = cr_abroadcast2(t, &cr_fn_add, cr_targ_arr(acc),
-                             cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s[i]),
-                                                        cr_targ_arr(cr_aconst(&basis[i])))));
+        acc = cr_av_broadcast2(t, &cr_fn_add, cr_targ_arr(acc),
+                               cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(s[i]),
+                                                            cr_targ_arr(cr_av_const(&basis[i])))));
     cr_targ M = cr_targ_arr(acc);
-    cr_var a = cr_asum(t, call_a(t, &cr_fn_matinv, M, M, 1));
+    cr_var a = cr_av_sum(t, call_a(t, &cr_fn_matinv, M, M, 1));
     cr_var b = call_s(t, &cr_fn_var, M, M, 1);
-    cr_var c = sum_sin(t, call_a(t, &cr_fn_solve, M, cr_targ_arr(cr_aconst(&bc)), 2));
-    cr_var d = cr_asum(t, call_a(t, &cr_fn_cumprod, M, i64(1), 2));
-    cr_var e = sum_mul(t, call_a(t, &cr_fn_std, M, i64(0), 2), cr_aconst(&w3));
+    cr_var c = sum_sin(t, call_a(t, &cr_fn_solve, M, cr_targ_arr(cr_av_const(&bc)), 2));
+    cr_var d = cr_av_sum(t, call_a(t, &cr_fn_cumprod, M, i64(1), 2));
+    cr_var e = sum_mul(t, call_a(t, &cr_fn_std, M, i64(0), 2), cr_av_const(&w3));
     cr_var g = sum_sin(t, call_a(t, &cr_fn_normalize, M, M, 1));
     cr_var m = call_s(t, &cr_fn_maximum, M, M, 1);
     return cr_add(t, cr_add(t, cr_add(t, a, b), cr_add(t, c, d)),
@@ -839,9 +840,9 @@ static cr_var mixl(cr_tape *t, cr_avar M)
     cr_array *store = &w[next++ % 8];
     *store = M.a->ndim == 1 ? cr_array_vector(k_w, M.a->shape[0])
                             : cr_array_matrix(k_w, M.a->shape[0], M.a->shape[1]);
-    cr_avar s = cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(M));
-    cr_var a =
-        cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(s), cr_targ_arr(cr_aconst(store))));
+    cr_avar s = cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(M));
+    cr_var a = cr_av_sum(
+        t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(s), cr_targ_arr(cr_av_const(store))));
     cr_var q = sum_sq(t, M);
     return cr_add(t, a, cr_mul(t, cr_mul(t, q, q), cr_const(0.125)));
 }
@@ -854,7 +855,7 @@ static cr_avar scaled(cr_tape *t, cr_var s, double *c)
     static int next;
     cr_array *a = &pool[next++ % 8];
     *a = cr_array_matrix(c, 3, 3);
-    return cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s), cr_targ_arr(cr_aconst(a)));
+    return cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(s), cr_targ_arr(cr_av_const(a)));
 }
 
 static cr_targ ipiv(void)
@@ -907,7 +908,7 @@ static cr_var form_of(cr_tape *t, int c, cr_var s0, cr_avar X)
         cr_targ a[1] = {cr_targ_arr(call_a(t, &cr_fn_symmetric, m, m, 1))}, r[2];
         if (cr_tape_acall_n(t, &cr_fn_eigen, a, 1, r, 2) != CR_OK)
             return cr_const((double)NAN);
-        cr_avar v2 = cr_abroadcast1(t, &cr_fn_square, r[1]); /* sign-free */
+        cr_avar v2 = cr_av_broadcast1(t, &cr_fn_square, r[1]); /* sign-free */
         return cr_add(t, mixl(t, r[0].u.a), mixl(t, v2));
     }
     case C_SUM_ERF:
@@ -1006,11 +1007,11 @@ static cr_var one_slice_p(cr_tape *t, const cr_var *s, const cr_avar *X, const v
     (void)env;
     cr_avar x = call_a(t, &cr_fn_sum, cr_targ_arr(X[0]), i64(1), 2);
     cr_targ xa = cr_targ_arr(x);
-    cr_var a = cr_mul(t, s[0], cr_asum(t, call_a(t, &cr_fn_logsumexp, xa, i64(0), 2)));
+    cr_var a = cr_mul(t, s[0], cr_av_sum(t, call_a(t, &cr_fn_logsumexp, xa, i64(0), 2)));
     cr_var b = mixl(t, call_a(t, &cr_fn_softmax, xa, i64(0), 2));
     cr_var c = cr_mul(t, sum_sin(t, call_a(t, &cr_fn_logsoftmax, xa, i64(0), 2)), s[0]);
-    cr_var d = cr_asum(t, call_a(t, &cr_fn_prod, xa, i64(0), 2));
-    cr_var e = cr_mul(t, cr_asum(t, call_a(t, &cr_fn_std, xa, i64(0), 2)), s[0]);
+    cr_var d = cr_av_sum(t, call_a(t, &cr_fn_prod, xa, i64(0), 2));
+    cr_var e = cr_mul(t, cr_av_sum(t, call_a(t, &cr_fn_std, xa, i64(0), 2)), s[0]);
     return cr_add(t, cr_add(t, cr_add(t, a, b), cr_add(t, c, d)), e);
 }
 

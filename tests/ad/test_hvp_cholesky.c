@@ -24,9 +24,9 @@ static cr_var mix(cr_tape *t, cr_avar U)
 {
     static cr_array w;
     w = cr_array_matrix(k_w9, 3, 3);
-    cr_avar su = cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(U));
-    cr_var a =
-        cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(su), cr_targ_arr(cr_aconst(&w))));
+    cr_avar su = cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(U));
+    cr_var a = cr_av_sum(
+        t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(su), cr_targ_arr(cr_av_const(&w))));
     cr_var q = sum_sq(t, U);
     return cr_add(t, a, cr_mul(t, cr_mul(t, q, q), cr_const(0.125)));
 }
@@ -74,8 +74,8 @@ static cr_avar gram(cr_tape *t, cr_avar X)
     static cr_array Id;
     Id = cr_array_matrix(k_I3, 3, 3);
     cr_avar Xt = call_a(t, &cr_fn_transpose, cr_targ_arr(X), i64(0), 1);
-    return cr_abroadcast2(t, &cr_fn_add, cr_targ_arr(cr_amatmul(t, X, Xt)),
-                          cr_targ_arr(cr_aconst(&Id)));
+    return cr_av_broadcast2(t, &cr_fn_add, cr_targ_arr(cr_av_matmul(t, X, Xt)),
+                            cr_targ_arr(cr_av_const(&Id)));
 }
 
 static cr_var chol_gram_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env)
@@ -83,7 +83,7 @@ static cr_var chol_gram_p(cr_tape *t, const cr_var *s, const cr_avar *X, const v
     (void)s;
     (void)env;
     cr_avar U = call_a(t, &cr_fn_cholesky, cr_targ_arr(gram(t, X[0])), i64(0), 1);
-    return cr_add(t, mix(t, U), cr_mul(t, cr_adot(t, U, U), cr_const(0.3)));
+    return cr_add(t, mix(t, U), cr_mul(t, cr_av_dot(t, U, U), cr_const(0.3)));
 }
 
 static void test_cholesky_composed(void **state)
@@ -109,7 +109,7 @@ static cr_var csolve_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void
         U = call_a(t, &cr_fn_cholesky, cr_targ_arr(U), i64(0), 1);
     cr_avar Y = call_a(t, &cr_fn_cholesky_solve, cr_targ_arr(U), cr_targ_arr(X[1]), 2);
     cr_var a = cr_add(t, sum_sin(t, Y), cr_mul(t, sum_sq(t, Y), cr_const(0.25)));
-    return cr_add(t, a, cr_adot(t, X[1], Y));
+    return cr_add(t, a, cr_av_dot(t, X[1], Y));
 }
 
 static void test_cholesky_solve(void **state)
@@ -171,7 +171,7 @@ static cr_var csolve_uconst_p(cr_tape *t, const cr_var *s, const cr_avar *X, con
     static cr_array B, U;
     B = cr_array_matrix(k_B, 3, 2);
     U = cr_array_matrix(k_U, 3, 3);
-    cr_avar Ua = env != NULL ? X[0] : cr_aconst(&U), Ba = env != NULL ? cr_aconst(&B) : X[0];
+    cr_avar Ua = env != NULL ? X[0] : cr_av_const(&U), Ba = env != NULL ? cr_av_const(&B) : X[0];
     cr_avar Y = call_a(t, &cr_fn_cholesky_solve, cr_targ_arr(Ua), cr_targ_arr(Ba), 2);
     return cr_add(t, sum_sin(t, Y), cr_mul(t, sum_sq(t, Y), cr_const(0.25)));
 }
@@ -259,12 +259,12 @@ static double k_G[9] = {2, 1, 0.5, 1, 2, 1, 0.5, 1, 2}, k_E[9] = {0, 1, 0, 1, 0,
 
 static cr_avar scaled(cr_tape *t, cr_var s, const cr_array *M)
 {
-    return cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s), cr_targ_arr(cr_aconst(M)));
+    return cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(s), cr_targ_arr(cr_av_const(M)));
 }
 
 static cr_avar add_a(cr_tape *t, cr_avar a, cr_avar b)
 {
-    return cr_abroadcast2(t, &cr_fn_add, cr_targ_arr(a), cr_targ_arr(b));
+    return cr_av_broadcast2(t, &cr_fn_add, cr_targ_arr(a), cr_targ_arr(b));
 }
 
 static cr_var gauss_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env)
@@ -277,12 +277,12 @@ static cr_var gauss_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void 
     Id = cr_array_matrix(k_Id, 3, 3);
     y = cr_array_vector(k_y, 3);
     cr_avar K = add_a(t, scaled(t, cr_mul(t, s[0], s[0]), &G), scaled(t, cr_exp(t, s[1]), &Id));
-    K = add_a(t, add_a(t, K, scaled(t, s[2], &E)), cr_aconst(&C));
+    K = add_a(t, add_a(t, K, scaled(t, s[2], &E)), cr_av_const(&C));
     if (env != NULL)
         K = call_a(t, &cr_fn_symmetric, cr_targ_arr(K), i64(0), 1);
     cr_avar U = call_a(t, &cr_fn_cholesky, cr_targ_arr(K), i64(0), 1);
-    cr_avar a = call_a(t, &cr_fn_cholesky_solve, cr_targ_arr(U), cr_targ_arr(cr_aconst(&y)), 2);
-    cr_var q = cr_adot(t, cr_aconst(&y), a);
+    cr_avar a = call_a(t, &cr_fn_cholesky_solve, cr_targ_arr(U), cr_targ_arr(cr_av_const(&y)), 2);
+    cr_var q = cr_av_dot(t, cr_av_const(&y), a);
     cr_var l = call_s(t, &cr_fn_cholesky_logdet, cr_targ_arr(U), i64(0), 1);
     return cr_mul(t, cr_add(t, q, l), cr_const(0.5));
 }

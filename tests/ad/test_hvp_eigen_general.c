@@ -25,7 +25,7 @@ static double k_u4[4] = {0.3, 1.1, -0.5, 0.8};
 /* f.(a) of a complex (or real) array variable a, f = creal, cimag or conj */
 static cr_avar cpart(cr_tape *t, const cr_value *f, cr_avar a)
 {
-    return cr_abroadcast1(t, f, cr_targ_arr(a));
+    return cr_av_broadcast1(t, f, cr_targ_arr(a));
 }
 
 /* Σ w_i sin(re λ_i) + Σ u_i (im λ_i)² + (Σ re λ_i²)² ... over the n eigenvalues (n <= 4);
@@ -38,12 +38,12 @@ static cr_var lam_loss(cr_tape *t, cr_avar lam, size_t n, bool conj)
     cr_avar re = cpart(t, &cr_fn_creal, lam);
     cr_avar im =
         conj ? cpart(t, &cr_fn_cimag, cpart(t, &cr_fn_conj, lam)) : cpart(t, &cr_fn_cimag, lam);
-    cr_avar sr = cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(re));
-    cr_var a =
-        cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(sr), cr_targ_arr(cr_aconst(&w))));
-    cr_avar i2 = cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(im));
-    cr_var b =
-        cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(i2), cr_targ_arr(cr_aconst(&u))));
+    cr_avar sr = cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(re));
+    cr_var a = cr_av_sum(
+        t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(sr), cr_targ_arr(cr_av_const(&w))));
+    cr_avar i2 = cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(im));
+    cr_var b = cr_av_sum(
+        t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(i2), cr_targ_arr(cr_av_const(&u))));
     cr_var q = sum_sq(t, re);
     return cr_add(t, cr_add(t, a, b), cr_mul(t, cr_mul(t, q, q), cr_const(0.05)));
 }
@@ -60,11 +60,12 @@ static cr_var v_abs_loss(cr_tape *t, cr_avar V, size_t n)
 {
     static cr_array c1;
     c1 = cr_array_matrix(k_c1, n, n);
-    cr_avar r2 = cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(cpart(t, &cr_fn_creal, V)));
-    cr_avar i2 = cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(cpart(t, &cr_fn_cimag, V)));
-    cr_avar m2 = cr_abroadcast2(t, &cr_fn_add, cr_targ_arr(r2), cr_targ_arr(i2));
-    cr_avar s = cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(m2));
-    return cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(s), cr_targ_arr(cr_aconst(&c1))));
+    cr_avar r2 = cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(cpart(t, &cr_fn_creal, V)));
+    cr_avar i2 = cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(cpart(t, &cr_fn_cimag, V)));
+    cr_avar m2 = cr_av_broadcast2(t, &cr_fn_add, cr_targ_arr(r2), cr_targ_arr(i2));
+    cr_avar s = cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(m2));
+    return cr_av_sum(
+        t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(s), cr_targ_arr(cr_av_const(&c1))));
 }
 
 /* Phase-dependent (through the gauge): Σ C1 ∘ sin(re V) + Σ C2 ∘ (im V)² + (Σ C2 ∘ im V)² */
@@ -74,14 +75,14 @@ static cr_var v_phase_loss(cr_tape *t, cr_avar V, size_t n)
     c1 = cr_array_matrix(k_c1, n, n);
     c2 = cr_array_matrix(k_c2, n, n);
     cr_avar re = cpart(t, &cr_fn_creal, V), im = cpart(t, &cr_fn_cimag, V);
-    cr_avar sr = cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(re));
-    cr_var a =
-        cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(sr), cr_targ_arr(cr_aconst(&c1))));
-    cr_avar i2 = cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(im));
-    cr_var b =
-        cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(i2), cr_targ_arr(cr_aconst(&c2))));
-    cr_var c =
-        cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(im), cr_targ_arr(cr_aconst(&c2))));
+    cr_avar sr = cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(re));
+    cr_var a = cr_av_sum(
+        t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(sr), cr_targ_arr(cr_av_const(&c1))));
+    cr_avar i2 = cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(im));
+    cr_var b = cr_av_sum(
+        t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(i2), cr_targ_arr(cr_av_const(&c2))));
+    cr_var c = cr_av_sum(
+        t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(im), cr_targ_arr(cr_av_const(&c2))));
     return cr_add(t, cr_add(t, a, b), cr_mul(t, c, c));
 }
 
@@ -211,14 +212,14 @@ static cr_var three_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void 
     F = cr_array_matrix(k_F, 3, 3);
     G = cr_array_matrix(k_G, 3, 3);
     cr_var w2 = cr_mul(t, s[2], s[2]);
-    cr_avar A = cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s[0]), cr_targ_arr(cr_aconst(&E)));
-    A = cr_abroadcast2(
-        t, &cr_fn_add, cr_targ_arr(A),
-        cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s[1]), cr_targ_arr(cr_aconst(&F)))));
-    A = cr_abroadcast2(
-        t, &cr_fn_add, cr_targ_arr(A),
-        cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(w2), cr_targ_arr(cr_aconst(&G)))));
-    A = cr_abroadcast2(t, &cr_fn_add, cr_targ_arr(A), cr_targ_arr(cr_aconst(&C)));
+    cr_avar A = cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(s[0]), cr_targ_arr(cr_av_const(&E)));
+    A = cr_av_broadcast2(t, &cr_fn_add, cr_targ_arr(A),
+                         cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(s[1]),
+                                                      cr_targ_arr(cr_av_const(&F)))));
+    A = cr_av_broadcast2(t, &cr_fn_add, cr_targ_arr(A),
+                         cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(w2),
+                                                      cr_targ_arr(cr_av_const(&G)))));
+    A = cr_av_broadcast2(t, &cr_fn_add, cr_targ_arr(A), cr_targ_arr(cr_av_const(&C)));
     cr_targ a = cr_targ_arr(A), out[2];
     cr_var l = lam_loss(t, cr_tape_acall_a(t, &cr_fn_eigvals_general, &a, 1), 3, false);
     cr_tape_acall_n(t, &cr_fn_eigen_general, &a, 1, out, 2);

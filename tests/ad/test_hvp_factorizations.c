@@ -16,7 +16,7 @@
 
 static cr_var sum_mul(cr_tape *t, cr_avar a, cr_avar b)
 {
-    return cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(a), cr_targ_arr(b)));
+    return cr_av_sum(t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(a), cr_targ_arr(b)));
 }
 
 /* f(a) with a tuple of n results (out). */
@@ -34,13 +34,13 @@ static double k_w[16] = {1.0, -0.7, 2.0,  0.4, -1.3, 0.9,  0.25, -0.5,
 static cr_avar weights(size_t r, size_t c, cr_array *store)
 {
     *store = cr_array_matrix(k_w, r, c);
-    return cr_aconst(store);
+    return cr_av_const(store);
 }
 
 /* Σ w ⊙ sin(M) + (Σ M²)² / 4 over an r x c M: a loss whose cotangent varies by element. */
 static cr_var mix(cr_tape *t, cr_avar M, size_t r, size_t c, cr_array *store)
 {
-    cr_avar s = cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(M));
+    cr_avar s = cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(M));
     cr_var q = sum_sq(t, M);
     return cr_add(t, sum_mul(t, s, weights(r, c, store)),
                   cr_mul(t, cr_mul(t, q, q), cr_const(0.25)));
@@ -57,10 +57,10 @@ static cr_var qr_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *en
     cr_targ qr[2];
     tuple_of(t, &cr_fn_qr, cr_targ_arr(X[0]), qr, 2);
     cr_avar Q = qr[0].u.a, R = qr[1].u.a;
-    cr_avar q3 = cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(Q),
-                                cr_targ_arr(cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(Q))));
+    cr_avar q3 = cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(Q),
+                                  cr_targ_arr(cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(Q))));
     cr_var a = cr_add(t, mix(t, R, sh[1], sh[1], &w1), sum_mul(t, q3, weights(sh[0], sh[1], &w2)));
-    return cr_add(t, a, cr_mul(t, cr_asum(t, R), sum_sin(t, Q)));
+    return cr_add(t, a, cr_mul(t, cr_av_sum(t, R), sum_sin(t, Q)));
 }
 
 static void test_qr(void **state)
@@ -94,9 +94,9 @@ static cr_var lu_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *en
     tuple_of(t, &cr_fn_lu, cr_targ_arr(X[0]), lup, 3);
     assert_int_equal(lup[2].kind, CR_TARG_VALUE);
     cr_avar L = lup[0].u.a, U = lup[1].u.a;
-    cr_avar u2 = cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(U));
+    cr_avar u2 = cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(U));
     cr_var a = cr_add(t, mix(t, L, *n, *n, &w1), sum_mul(t, u2, weights(*n, *n, &w2)));
-    return cr_add(t, a, cr_mul(t, sum_sin(t, L), cr_asum(t, U)));
+    return cr_add(t, a, cr_mul(t, sum_sin(t, L), cr_av_sum(t, U)));
 }
 
 /* Whether lu(A) of the n x n matrix z permutes rows. */
@@ -179,12 +179,12 @@ static double k_E[12] = {1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0},
 
 static cr_avar scaled(cr_tape *t, cr_var s, const cr_array *M)
 {
-    return cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s), cr_targ_arr(cr_aconst(M)));
+    return cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(s), cr_targ_arr(cr_av_const(M)));
 }
 
 static cr_avar plus(cr_tape *t, cr_avar a, cr_avar b)
 {
-    return cr_abroadcast2(t, &cr_fn_add, cr_targ_arr(a), cr_targ_arr(b));
+    return cr_av_broadcast2(t, &cr_fn_add, cr_targ_arr(a), cr_targ_arr(b));
 }
 
 static cr_var three_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env)
@@ -197,17 +197,17 @@ static cr_var three_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void 
     G = cr_array_matrix(k_G, 4, 3);
     C = cr_array_matrix(k_C, 4, 3);
     cr_avar M = plus(t, plus(t, scaled(t, s[0], &E), scaled(t, s[1], &F)),
-                     plus(t, scaled(t, cr_mul(t, s[0], s[2]), &G), cr_aconst(&C)));
+                     plus(t, scaled(t, cr_mul(t, s[0], s[2]), &G), cr_av_const(&C)));
     cr_targ qr[2], lup[3];
     tuple_of(t, &cr_fn_qr, cr_targ_arr(M), qr, 2);
-    cr_avar q2 = cr_abroadcast1(t, &cr_fn_square, qr[0]);
+    cr_avar q2 = cr_av_broadcast1(t, &cr_fn_square, qr[0]);
     cr_var a = cr_add(t, sum_sin(t, qr[1].u.a), sum_mul(t, q2, qr[0].u.a));
     static cr_array K;
     K = cr_array_matrix(k_K, 4, 3);
     cr_avar B =
-        cr_amatmul(t, call_a(t, &cr_fn_transpose, cr_targ_arr(M), i64(0), 1), cr_aconst(&K));
+        cr_av_matmul(t, call_a(t, &cr_fn_transpose, cr_targ_arr(M), i64(0), 1), cr_av_const(&K));
     tuple_of(t, &cr_fn_lu, cr_targ_arr(B), lup, 3);
-    cr_var b = cr_mul(t, sum_sin(t, lup[0].u.a), cr_asum(t, lup[1].u.a));
+    cr_var b = cr_mul(t, sum_sin(t, lup[0].u.a), cr_av_sum(t, lup[1].u.a));
     cr_var c = sum_sin(t, call_a(t, &cr_fn_pinv, cr_targ_arr(M), i64(0), 1));
     return cr_add(t, cr_add(t, a, b), c);
 }

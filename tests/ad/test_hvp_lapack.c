@@ -34,9 +34,9 @@ static cr_var mix(cr_tape *t, cr_targ M)
     cr_array *store = &w[next++ % 8];
     *store = m->ndim == 1 ? cr_array_vector(k_w, m->shape[0])
                           : cr_array_matrix(k_w, m->shape[0], m->shape[1]);
-    cr_avar s = cr_abroadcast1(t, &cr_fn_sin, M);
-    cr_var a =
-        cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(s), cr_targ_arr(cr_aconst(store))));
+    cr_avar s = cr_av_broadcast1(t, &cr_fn_sin, M);
+    cr_var a = cr_av_sum(
+        t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(s), cr_targ_arr(cr_av_const(store))));
     cr_var q = sum_sq(t, M.u.a);
     return cr_add(t, a, cr_mul(t, cr_mul(t, q, q), cr_const(0.125)));
 }
@@ -66,7 +66,7 @@ static cr_targ var_or_const(cr_avar X, bool konst)
                                 : i == 1 && j == 0 ? -0.9
                                                    : 0.3 * sin((double)(i + 2 * j));
     pool[q] = x->ndim == 1 ? cr_array_vector(buf[q], r) : cr_array_matrix(buf[q], r, c);
-    return cr_targ_arr(cr_aconst(&pool[q]));
+    return cr_targ_arr(cr_av_const(&pool[q]));
 }
 
 /* A point: noise of amplitude scale plus dg on the diagonal of the n x n block at off. */
@@ -487,12 +487,12 @@ static double k_b[6] = {1.0, -0.5, 0.3, 0.8, -1.2, 0.6}, k_s[4] = {-1.0, 0.4, 0.
 
 static cr_avar scaled(cr_tape *t, cr_var s, cr_array *M)
 {
-    return cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s), cr_targ_arr(cr_aconst(M)));
+    return cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(s), cr_targ_arr(cr_av_const(M)));
 }
 
 static cr_avar plus(cr_tape *t, cr_avar a, cr_avar b)
 {
-    return cr_abroadcast2(t, &cr_fn_add, cr_targ_arr(a), cr_targ_arr(b));
+    return cr_av_broadcast2(t, &cr_fn_add, cr_targ_arr(a), cr_targ_arr(b));
 }
 
 /* M = s0 E + s1 F + s0 s2 G + C (3 x 3, diagonally dominant, positive definite on its upper
@@ -509,8 +509,8 @@ static cr_var seven_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void 
     b = cr_array_matrix(k_b, 3, 2);
     S = cr_array_matrix(k_s, 2, 2);
     cr_avar M = plus(t, plus(t, scaled(t, s[0], &E), scaled(t, s[1], &F)),
-                     plus(t, scaled(t, cr_mul(t, s[0], s[2]), &G), cr_aconst(&C)));
-    cr_targ m = cr_targ_arr(M), B = cr_targ_arr(cr_aconst(&b)), r[2];
+                     plus(t, scaled(t, cr_mul(t, s[0], s[2]), &G), cr_av_const(&C)));
+    cr_targ m = cr_targ_arr(M), B = cr_targ_arr(cr_av_const(&b)), r[2];
     cr_targ pa[2] = {m, i64('U')};
     cr_avar U = acall(t, &cr_fn_potrf, pa, 2);
     cr_targ sa[3] = {cr_targ_arr(U), i64('U'), B};
@@ -524,7 +524,7 @@ static cr_var seven_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void 
     cr_targ ta[5] = {m, i64('L'), i64('N'), i64('N'), B};
     y = cr_add(t, y, mix(t, cr_targ_arr(acall(t, &cr_fn_trtrs, ta, 5))));
     cr_targ tu = cr_targ_arr(call_a(t, &cr_fn_triu, m, m, 1));
-    cr_targ ya[6] = {i64('N'), i64('N'), i64(1), tu, cr_targ_arr(cr_aconst(&S)), B};
+    cr_targ ya[6] = {i64('N'), i64('N'), i64(1), tu, cr_targ_arr(cr_av_const(&S)), B};
     return cr_add(t, y, mix(t, cr_targ_arr(acall(t, &cr_fn_trsyl, ya, 6))));
 }
 
@@ -559,7 +559,7 @@ static void test_refusals(void **state)
         "trtrs: no second-order form on the tape: argument 4 is complex"};
     for (int q = 0; q < 3; q++) {
         cr_tape_reset(t);
-        cr_targ A = cr_targ_arr(cr_tape_array_input(t, &ma)), Z = cr_targ_arr(cr_aconst(&za));
+        cr_targ A = cr_targ_arr(cr_tape_array_input(t, &ma)), Z = cr_targ_arr(cr_av_const(&za));
         cr_targ args[3][5] = {
             {A, i64('U'), Z}, {A, ipiv_of(3), Z, i64('N')}, {A, i64('U'), i64('N'), i64('N'), Z}};
         static const size_t na[3] = {3, 4, 5};
@@ -567,7 +567,7 @@ static void test_refusals(void **state)
         assert_true(y.idx == CR_VAR_CONST);
         assert_int_equal(cr_tape_status(t), CR_EUNIMPL);
         assert_contains(cr_tape_errmsg(t), msgs[q]);
-        assert_int_equal(cr_asum(t, cr_tape_array_input(t, &ma)).idx, CR_VAR_CONST); /* sticky */
+        assert_int_equal(cr_av_sum(t, cr_tape_array_input(t, &ma)).idx, CR_VAR_CONST); /* sticky */
     }
 
     /* trsyl: a complex constant C; isgn a variable */
@@ -575,8 +575,12 @@ static void test_refusals(void **state)
     cr_array sba = cr_array_matrix(sb, 2, 2);
     cr_tape_reset(t);
     cr_targ A = cr_targ_arr(cr_tape_array_input(t, &ma));
-    cr_targ ya[6] = {
-        i64('N'), i64('N'), i64(1), A, cr_targ_arr(cr_aconst(&sba)), cr_targ_arr(cr_aconst(&za))};
+    cr_targ ya[6] = {i64('N'),
+                     i64('N'),
+                     i64(1),
+                     A,
+                     cr_targ_arr(cr_av_const(&sba)),
+                     cr_targ_arr(cr_av_const(&za))};
     acall(t, &cr_fn_trsyl, ya, 6);
     assert_int_equal(cr_tape_status(t), CR_EUNIMPL);
     assert_contains(cr_tape_errmsg(t), "trsyl: no second-order form on the tape: argument 5 is "
@@ -584,7 +588,7 @@ static void test_refusals(void **state)
     cr_tape_reset(t);
     A = cr_targ_arr(cr_tape_array_input(t, &ma));
     cr_var sg = cr_tape_input(t, 1.0);
-    cr_targ yb[6] = {i64('N'), i64('N'), cr_targ_var(sg), A, cr_targ_arr(cr_aconst(&sba)), A};
+    cr_targ yb[6] = {i64('N'), i64('N'), cr_targ_var(sg), A, cr_targ_arr(cr_av_const(&sba)), A};
     acall(t, &cr_fn_trsyl, yb, 6);
     assert_int_equal(cr_tape_status(t), CR_EUNIMPL);
     assert_contains(cr_tape_errmsg(t),

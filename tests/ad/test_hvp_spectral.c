@@ -22,9 +22,9 @@ static cr_var mix(cr_tape *t, cr_avar v, size_t n)
 {
     static cr_array w;
     w = cr_array_vector(k_w4, n);
-    cr_avar sv = cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(v));
-    cr_var a =
-        cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(sv), cr_targ_arr(cr_aconst(&w))));
+    cr_avar sv = cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(v));
+    cr_var a = cr_av_sum(
+        t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(sv), cr_targ_arr(cr_av_const(&w))));
     cr_var q = sum_sq(t, v);
     return cr_add(t, a, cr_mul(t, q, q));
 }
@@ -136,18 +136,18 @@ static cr_var two_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *e
     F = cr_array_matrix(k_F, 2, 3);
     C = cr_array_matrix(k_C, 2, 3);
     D = cr_array_matrix(k_D, 3, 3);
-    cr_avar M = cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s[0]), cr_targ_arr(cr_aconst(&E)));
-    M = cr_abroadcast2(
-        t, &cr_fn_add, cr_targ_arr(M),
-        cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s[1]), cr_targ_arr(cr_aconst(&F)))));
-    M = cr_abroadcast2(t, &cr_fn_add, cr_targ_arr(M), cr_targ_arr(cr_aconst(&C)));
+    cr_avar M = cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(s[0]), cr_targ_arr(cr_av_const(&E)));
+    M = cr_av_broadcast2(t, &cr_fn_add, cr_targ_arr(M),
+                         cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(s[1]),
+                                                      cr_targ_arr(cr_av_const(&F)))));
+    M = cr_av_broadcast2(t, &cr_fn_add, cr_targ_arr(M), cr_targ_arr(cr_av_const(&C)));
     cr_var o = call_s(t, &cr_fn_opnorm, cr_targ_arr(M), i64(0), 1);
     cr_var a = cr_add(t, cr_mul(t, o, o),
                       sum_sin(t, call_a(t, &cr_fn_svdvals, cr_targ_arr(M), i64(0), 1)));
     /* Mᵀ M + D, symmetric 3 x 3 */
     cr_avar Mt = call_a(t, &cr_fn_transpose, cr_targ_arr(M), i64(0), 1);
-    cr_avar G = cr_abroadcast2(t, &cr_fn_add, cr_targ_arr(cr_amatmul(t, Mt, M)),
-                               cr_targ_arr(cr_aconst(&D)));
+    cr_avar G = cr_av_broadcast2(t, &cr_fn_add, cr_targ_arr(cr_av_matmul(t, Mt, M)),
+                                 cr_targ_arr(cr_av_const(&D)));
     cr_avar ev =
         call_a(t, &cr_fn_eigvals,
                cr_targ_arr(call_a(t, &cr_fn_symmetric, cr_targ_arr(G), i64(0), 1)), i64(0), 1);
@@ -250,7 +250,7 @@ static int run_spectral(void)
 
 static cr_var sum_mul(cr_tape *t, cr_avar a, cr_avar b)
 {
-    return cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(a), cr_targ_arr(b)));
+    return cr_av_sum(t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(a), cr_targ_arr(b)));
 }
 
 /* Constant weights of every shape the tests use (up to 4 x 4), from a fixed point. */
@@ -259,7 +259,7 @@ static double k_w[16], k_w2[16];
 static cr_avar weights(double *buf, size_t r, size_t c, cr_array *store)
 {
     *store = cr_array_matrix(buf, r, c);
-    return cr_aconst(store);
+    return cr_av_const(store);
 }
 
 /* ---- expm ----------------------------------------------------------------------------------- */
@@ -272,9 +272,9 @@ static cr_var expm_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *
     const size_t n = *(const size_t *)env;
     static cr_array W, C;
     cr_avar E = call_a(t, &cr_fn_expm, cr_targ_arr(X[0]), i64(0), 1);
-    cr_var a = sum_mul(t, weights(k_w, n, n, &W), cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(E)));
-    cr_var b = cr_asum(t, E);
-    cr_avar AC = cr_amatmul(t, X[0], weights(k_w2, n, n, &C));
+    cr_var a = sum_mul(t, weights(k_w, n, n, &W), cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(E)));
+    cr_var b = cr_av_sum(t, E);
+    cr_avar AC = cr_av_matmul(t, X[0], weights(k_w2, n, n, &C));
     cr_var c = sum_sin(t, call_a(t, &cr_fn_expm, cr_targ_arr(AC), i64(0), 1));
     return cr_add(t, cr_add(t, a, cr_mul(t, b, b)), c);
 }
@@ -309,13 +309,13 @@ static cr_var svd_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *e
     if (cr_tape_acall_n(t, &cr_fn_svd, &a, 1, usv, 3) != CR_OK)
         return cr_const((double)NAN);
     cr_avar U = usv[0].u.a, S = usv[1].u.a, V = usv[2].u.a;
-    cr_var lu = sum_mul(t, weights(k_w, m, r, &W1), cr_abroadcast1(t, &cr_fn_square, usv[0]));
-    cr_var lv = sum_mul(t, weights(k_w2, n, r, &W2), cr_abroadcast1(t, &cr_fn_square, usv[2]));
+    cr_var lu = sum_mul(t, weights(k_w, m, r, &W1), cr_av_broadcast1(t, &cr_fn_square, usv[0]));
+    cr_var lv = sum_mul(t, weights(k_w2, n, r, &W2), cr_av_broadcast1(t, &cr_fn_square, usv[2]));
     w = cr_array_vector(k_w2 + 5, r);
-    cr_var ls = sum_mul(t, cr_aconst(&w), cr_abroadcast1(t, &cr_fn_sin, usv[1]));
+    cr_var ls = sum_mul(t, cr_av_const(&w), cr_av_broadcast1(t, &cr_fn_sin, usv[1]));
     cr_var q = sum_sq(t, S);
     cr_avar Vt = call_a(t, &cr_fn_transpose, cr_targ_arr(V), i64(0), 1);
-    cr_var luv = sum_sin(t, cr_amatmul(t, U, Vt));
+    cr_var luv = sum_sin(t, cr_av_matmul(t, U, Vt));
     return cr_add(t, cr_add(t, cr_add(t, lu, lv), cr_add(t, ls, cr_mul(t, q, q))), luv);
 }
 
@@ -362,7 +362,7 @@ static cr_var svd_one_p(cr_tape *t, const cr_var *s, const cr_avar *X, const voi
     else
         W = cr_array_matrix(k_w, rows, r);
     cr_avar E = usv[o->which].u.a;
-    cr_var a2 = sum_mul(t, cr_aconst(&W), cr_abroadcast1(t, &cr_fn_square, usv[o->which]));
+    cr_var a2 = sum_mul(t, cr_av_const(&W), cr_av_broadcast1(t, &cr_fn_square, usv[o->which]));
     return cr_add(t, a2, sum_sin(t, E));
 }
 
@@ -399,12 +399,12 @@ static cr_var three_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void 
     G = cr_array_matrix(k_G, 3, 3);
     C = cr_array_matrix(k_C_expm_svd, 3, 3);
     cr_array *B[3] = {&E, &F, &G};
-    cr_avar M = cr_aconst(&C);
+    cr_avar M = cr_av_const(&C);
     for (int j = 0; j < 3; j++)
-        M = cr_abroadcast2(t, &cr_fn_add, cr_targ_arr(M),
-                           cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s[j]),
-                                                      cr_targ_arr(cr_aconst(B[j])))));
-    cr_avar half = cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(M), f64(0.5));
+        M = cr_av_broadcast2(t, &cr_fn_add, cr_targ_arr(M),
+                             cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(s[j]),
+                                                          cr_targ_arr(cr_av_const(B[j])))));
+    cr_avar half = cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(M), f64(0.5));
     cr_var e = sum_sin(t, call_a(t, &cr_fn_expm, cr_targ_arr(half), i64(0), 1));
     return cr_add(t, svd_p(t, s, &M, mn), e);
 }

@@ -56,7 +56,7 @@ static void each_structure(cr_ctx *ctx, prog_fn f, const void *env, const double
 
 static cr_var sum_mul(cr_tape *t, cr_avar a, cr_avar b)
 {
-    return cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(a), cr_targ_arr(b)));
+    return cr_av_sum(t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(a), cr_targ_arr(b)));
 }
 
 /* Weights of 3 x 3 elements, all different. */
@@ -66,7 +66,7 @@ static double k_w2[9] = {0.3, 1.1, -0.6, -0.9, 0.5, 1.4, -1.2, 0.8, 0.2};
 static cr_avar weights(double *w, cr_array *store)
 {
     *store = cr_array_matrix(w, 3, 3);
-    return cr_aconst(store);
+    return cr_av_const(store);
 }
 
 /* sin(y) + y² of a scalar: a cotangent that varies with y */
@@ -119,7 +119,7 @@ static cr_var svdvals_p(cr_tape *t, const cr_var *s, const cr_avar *X, const voi
     w = cr_array_vector(k_w, 3);
     cr_avar sv = call_a(t, &cr_fn_svdvals, cr_targ_arr(X[0]), i64(0), 1);
     cr_var q = sum_sq(t, sv);
-    return cr_add(t, sum_mul(t, sv, cr_aconst(&w)), cr_mul(t, cr_mul(t, q, q), cr_const(0.01)));
+    return cr_add(t, sum_mul(t, sv, cr_av_const(&w)), cr_mul(t, cr_mul(t, q, q), cr_const(0.01)));
 }
 
 /* y = opnorm(A[, p]) (env: NULL for the default p = 2, else p): sin(y) + y² */
@@ -152,8 +152,8 @@ static cr_var expm_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *
     (void)env;
     static cr_array W;
     cr_avar E = call_a(t, &cr_fn_expm, cr_targ_arr(X[0]), i64(0), 1);
-    cr_var a = sum_mul(t, weights(k_w, &W), cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(E)));
-    cr_var b = cr_asum(t, E);
+    cr_var a = sum_mul(t, weights(k_w, &W), cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(E)));
+    cr_var b = cr_av_sum(t, E);
     return cr_add(t, a, cr_mul(t, cr_mul(t, b, b), cr_const(0.1)));
 }
 
@@ -176,13 +176,13 @@ static cr_var svd_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *e
     if (cr_tape_acall_n(t, &cr_fn_svd, &a, 1, usv, 3) != CR_OK)
         return cr_const((double)NAN);
     cr_avar U = usv[0].u.a, S = usv[1].u.a, V = usv[2].u.a;
-    cr_var lu = sum_mul(t, weights(k_w, &W1), cr_abroadcast1(t, &cr_fn_square, usv[0]));
-    cr_var lv = sum_mul(t, weights(k_w2, &W2), cr_abroadcast1(t, &cr_fn_square, usv[2]));
+    cr_var lu = sum_mul(t, weights(k_w, &W1), cr_av_broadcast1(t, &cr_fn_square, usv[0]));
+    cr_var lv = sum_mul(t, weights(k_w2, &W2), cr_av_broadcast1(t, &cr_fn_square, usv[2]));
     w = cr_array_vector(k_w2 + 3, 3);
-    cr_var ls = sum_mul(t, cr_aconst(&w), cr_abroadcast1(t, &cr_fn_sin, usv[1]));
+    cr_var ls = sum_mul(t, cr_av_const(&w), cr_av_broadcast1(t, &cr_fn_sin, usv[1]));
     cr_var q = sum_sq(t, S);
     cr_avar Vt = call_a(t, &cr_fn_transpose, cr_targ_arr(V), i64(0), 1);
-    cr_var luv = sum_sin(t, cr_amatmul(t, U, Vt));
+    cr_var luv = sum_sin(t, cr_av_matmul(t, U, Vt));
     cr_var b = cr_add(t, ls, cr_mul(t, cr_mul(t, q, q), cr_const(0.01)));
     return cr_add(t, cr_add(t, cr_add(t, lu, lv), b), luv);
 }
@@ -199,7 +199,7 @@ static void test_svd(void **state)
 static cr_var mix(cr_tape *t, cr_avar M)
 {
     static cr_array W;
-    cr_avar s = cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(M));
+    cr_avar s = cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(M));
     cr_var q = sum_sq(t, M);
     return cr_add(t, sum_mul(t, s, weights(k_w, &W)), cr_mul(t, cr_mul(t, q, q), cr_const(0.025)));
 }
@@ -214,10 +214,10 @@ static cr_var qr_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *en
     if (cr_tape_acall_n(t, &cr_fn_qr, &a, 1, qr, 2) != CR_OK)
         return cr_const((double)NAN);
     cr_avar Q = qr[0].u.a, R = qr[1].u.a;
-    cr_avar q3 = cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(Q),
-                                cr_targ_arr(cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(Q))));
+    cr_avar q3 = cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(Q),
+                                  cr_targ_arr(cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(Q))));
     cr_var b = cr_add(t, mix(t, R), sum_mul(t, q3, weights(k_w2, &W)));
-    return cr_add(t, b, cr_mul(t, cr_asum(t, R), sum_sin(t, Q)));
+    return cr_add(t, b, cr_mul(t, cr_av_sum(t, R), sum_sin(t, Q)));
 }
 
 /* (L, U, p) = lu(A): mix(L) + sum(U .^ 2 .* W) + sum(sin.(L)) sum(U) */
@@ -230,9 +230,9 @@ static cr_var lu_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *en
     if (cr_tape_acall_n(t, &cr_fn_lu, &a, 1, lup, 3) != CR_OK)
         return cr_const((double)NAN);
     cr_avar L = lup[0].u.a, U = lup[1].u.a;
-    cr_avar u2 = cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(U));
+    cr_avar u2 = cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(U));
     cr_var b = cr_add(t, mix(t, L), sum_mul(t, u2, weights(k_w2, &W)));
-    return cr_add(t, b, cr_mul(t, sum_sin(t, L), cr_asum(t, U)));
+    return cr_add(t, b, cr_mul(t, sum_sin(t, L), cr_av_sum(t, U)));
 }
 
 /* Y = pinv(A): sum(sin.(Y W)) + (Σ Y²)² */
@@ -243,7 +243,7 @@ static cr_var pinv_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *
     static cr_array W;
     cr_avar Y = call_a(t, &cr_fn_pinv, cr_targ_arr(X[0]), i64(0), 1);
     cr_var q = sum_sq(t, Y);
-    return cr_add(t, sum_sin(t, cr_amatmul(t, Y, weights(k_w, &W))), cr_mul(t, q, q));
+    return cr_add(t, sum_sin(t, cr_av_matmul(t, Y, weights(k_w, &W))), cr_mul(t, q, q));
 }
 
 static void test_qr_lu_pinv(void **state)
@@ -321,7 +321,7 @@ static cr_var solve_b_p(cr_tape *t, const cr_var *s, const cr_avar *X, const voi
 {
     (void)s;
     const benv *e = env;
-    cr_targ A = cr_targ_arr(X[0]), B = cr_targ_arr(e->B != NULL ? cr_aconst(e->B) : X[1]);
+    cr_targ A = cr_targ_arr(X[0]), B = cr_targ_arr(e->B != NULL ? cr_av_const(e->B) : X[1]);
     cr_avar Y = e->rdiv ? call_a(t, &cr_fn_rdiv, B, A, 2) : call_a(t, &cr_fn_solve, A, B, 2);
     cr_var q = sum_sq(t, Y);
     return cr_add(t, sum_sin(t, Y), cr_mul(t, cr_mul(t, q, q), cr_const(0.1)));
@@ -380,11 +380,11 @@ static double k_E9[9] = {1, 0, 0, 0, 0, 1, 0, 0, 1}, k_F9[9] = {0, 1, 0, 0, 1, 0
 
 static cr_avar lin3(cr_tape *t, cr_var a, cr_array *A, cr_var b, cr_array *B, cr_array *C)
 {
-    cr_avar M = cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(a), cr_targ_arr(cr_aconst(A)));
-    M = cr_abroadcast2(
+    cr_avar M = cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(a), cr_targ_arr(cr_av_const(A)));
+    M = cr_av_broadcast2(
         t, &cr_fn_add, cr_targ_arr(M),
-        cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(b), cr_targ_arr(cr_aconst(B)))));
-    return cr_abroadcast2(t, &cr_fn_add, cr_targ_arr(M), cr_targ_arr(cr_aconst(C)));
+        cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(b), cr_targ_arr(cr_av_const(B)))));
+    return cr_av_broadcast2(t, &cr_fn_add, cr_targ_arr(M), cr_targ_arr(cr_av_const(C)));
 }
 
 static cr_var hess_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env)
@@ -401,9 +401,9 @@ static cr_var hess_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *
     d0 = cr_array_vector(k_d0, 3);
     cr_avar M = lin3(t, s[0], &E, s[1], &F, &C);
     cr_avar dv = lin3(t, s[0], &e1, s[2], &e2, &d0);
-    dv = cr_abroadcast2(
-        t, &cr_fn_add, cr_targ_arr(dv),
-        cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s[1]), cr_targ_arr(cr_aconst(&e3)))));
+    dv = cr_av_broadcast2(t, &cr_fn_add, cr_targ_arr(dv),
+                          cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(s[1]),
+                                                       cr_targ_arr(cr_av_const(&e3)))));
     cr_targ Sy = cr_targ_arr(call_a(t, &cr_fn_symmetric, cr_targ_arr(M), i64(0), 1));
     cr_targ Dg = cr_targ_arr(call_a(t, &cr_fn_diagonal, cr_targ_arr(dv), i64(0), 1));
     cr_targ r[3];
@@ -414,7 +414,7 @@ static cr_var hess_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *
     cr_var on = call_s(t, &cr_fn_opnorm, Dg, i64(0), 1);
     cr_var c = cr_mul(t, on, on);
     cr_avar Ex = call_a(t, &cr_fn_expm, Sy, i64(0), 1);
-    cr_var d = sum_sin(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(Ex), f64(k_eighth)));
+    cr_var d = sum_sin(t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(Ex), f64(k_eighth)));
     cr_var e = sum_sin(t, call_a(t, &cr_fn_pinv, Dg, i64(0), 1));
     if (cr_tape_acall_n(t, &cr_fn_qr, &Sy, 1, r, 2) != CR_OK)
         return cr_const((double)NAN);
@@ -503,7 +503,7 @@ static void test_refusals(void **state)
     for (int q = 0; q < 2; q++) {
         cr_tape_reset(t);
         cr_avar A = cr_tape_array_input(t, &ma);
-        cr_targ B = cr_targ_arr(cr_aconst(&ca));
+        cr_targ B = cr_targ_arr(cr_av_const(&ca));
         if (q == 0)
             call_a(t, &cr_fn_solve, cr_targ_arr(A), B, 2);
         else
@@ -567,7 +567,7 @@ static cr_var inv_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *e
     M = cr_array_matrix(k_m9, 3, 3);
     cr_avar Y = call_a(t, &cr_fn_matinv, cr_targ_arr(X[0]), i64(0), 1);
     cr_var q = sum_sq(t, Y);
-    return cr_add(t, sum_sin(t, cr_amatmul(t, Y, cr_aconst(&M))), cr_mul(t, q, q));
+    return cr_add(t, sum_sin(t, cr_av_matmul(t, Y, cr_av_const(&M))), cr_mul(t, q, q));
 }
 
 static void test_inv(void **state)
@@ -635,8 +635,8 @@ static cr_var rdiv_const_p(cr_tape *t, const cr_var *s, const cr_avar *X, const 
     A = cr_array_matrix(k_a9, 3, 3);
     B = cr_array_matrix(k_m9, 3, 3);
     bool a_const = env != NULL;
-    cr_avar Y = call_a(t, &cr_fn_rdiv, cr_targ_arr(a_const ? X[1] : cr_aconst(&B)),
-                       cr_targ_arr(a_const ? cr_aconst(&A) : X[0]), 2);
+    cr_avar Y = call_a(t, &cr_fn_rdiv, cr_targ_arr(a_const ? X[1] : cr_av_const(&B)),
+                       cr_targ_arr(a_const ? cr_av_const(&A) : X[0]), 2);
     return cr_add(t, sum_sin(t, Y), cr_mul(t, sum_sq(t, Y), sum_sq(t, X[1])));
 }
 
@@ -686,11 +686,11 @@ static cr_var views_p_structured_solve(cr_tape *t, const cr_var *s, const cr_ava
     cr_avar He = call_a(t, &cr_fn_hermitian, x, x, 1);
     cr_avar Dg = call_a(t, &cr_fn_diagonal, u, u, 1);
     cr_avar Bt = call_a(t, &cr_fn_transpose, B, B, 1);
-    cr_var a = sum_sin(t, cr_amatmul(t, call_a(t, &cr_fn_matinv, cr_targ_arr(Sy), x, 1), X[2]));
+    cr_var a = sum_sin(t, cr_av_matmul(t, call_a(t, &cr_fn_matinv, cr_targ_arr(Sy), x, 1), X[2]));
     cr_var b = sum_sq(t, call_a(t, &cr_fn_solve, cr_targ_arr(He), B, 2));
     cr_avar c0 = call_a(t, &cr_fn_rdiv, cr_targ_arr(Bt), cr_targ_arr(Dg), 2);
     cr_var c =
-        cr_mul(t, cr_asum(t, cr_abroadcast1(t, &cr_fn_cos, cr_targ_arr(c0))), sum_sq(t, X[1]));
+        cr_mul(t, cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_cos, cr_targ_arr(c0))), sum_sq(t, X[1]));
     cr_var d = sum_sin(t, call_a(t, &cr_fn_solve, cr_targ_arr(Dg), B, 2));
     cr_var e = sum_sq(t, call_a(t, &cr_fn_rdiv, u, cr_targ_arr(Sy), 2));
     return cr_add(t, cr_add(t, cr_add(t, a, b), cr_add(t, c, d)), e);
@@ -740,17 +740,17 @@ static cr_var hess_p_structured_solve(cr_tape *t, const cr_var *s, const cr_avar
     d0 = cr_array_vector(k_d0_structured_solve, 3);
     cr_avar M = lin3(t, s[0], &E, s[1], &F, &C);
     cr_avar dv = lin3(t, s[0], &e1, s[2], &e2, &d0);
-    dv = cr_abroadcast2(
-        t, &cr_fn_add, cr_targ_arr(dv),
-        cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s[1]), cr_targ_arr(cr_aconst(&e3)))));
+    dv = cr_av_broadcast2(t, &cr_fn_add, cr_targ_arr(dv),
+                          cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(s[1]),
+                                                       cr_targ_arr(cr_av_const(&e3)))));
     cr_targ Sy = cr_targ_arr(call_a(t, &cr_fn_symmetric, cr_targ_arr(M), i64(0), 1));
     cr_targ Dg = cr_targ_arr(call_a(t, &cr_fn_diagonal, cr_targ_arr(dv), i64(0), 1));
-    cr_targ cc = cr_targ_arr(cr_aconst(&c));
+    cr_targ cc = cr_targ_arr(cr_av_const(&c));
     cr_var a = sum_sin(t, call_a(t, &cr_fn_matinv, Sy, Sy, 1));
     cr_var b = sum_sq(t, call_a(t, &cr_fn_rdiv, cc, Sy, 2));
     cr_var d = sum_sin(t, call_a(t, &cr_fn_solve, Dg, cc, 2));
     cr_avar r = call_a(t, &cr_fn_rdiv, cc, Dg, 2);
-    cr_var e = cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(r), cc));
+    cr_var e = cr_av_sum(t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(r), cc));
     return cr_add(t, cr_add(t, a, b), cr_add(t, d, e));
 }
 
@@ -790,13 +790,13 @@ static void test_refusals_structured_solve(void **state)
         cr_avar B = cr_tape_array_input(t, &ba);
         cr_targ args[2];
         if (q == 0) {
-            args[0] = cr_targ_arr(cr_aconst(&ca));
+            args[0] = cr_targ_arr(cr_av_const(&ca));
             args[1] = cr_targ_arr(B);
         } else if (q == 1) {
             args[0] = cr_targ_arr(B);
-            args[1] = cr_targ_arr(cr_aconst(&ca));
+            args[1] = cr_targ_arr(cr_av_const(&ca));
         } else {
-            args[0] = cr_targ_arr(cr_aconst(&ca));
+            args[0] = cr_targ_arr(cr_av_const(&ca));
             args[1] = cr_targ_arr(B);
         }
         cr_tape_acall_a(t, q == 0 ? &cr_fn_solve : &cr_fn_rdiv, args, 2);
@@ -867,7 +867,7 @@ static void each_structure_structured_spectral(cr_ctx *ctx, prog_fn f, const voi
 static cr_avar weights_structured_spectral(double *w, size_t r, size_t c, cr_array *store)
 {
     *store = c == 1 ? cr_array_vector(w, r) : cr_array_matrix(w, r, c); /* r = 1: a row */
-    return cr_aconst(store);
+    return cr_av_const(store);
 }
 
 /* Σ w_i sin(x_i) + (Σ x_i²)² / 100 over a vector of 3: a cotangent that varies. */
@@ -875,7 +875,7 @@ static cr_var vec_loss(cr_tape *t, cr_avar x)
 {
     static cr_array w;
     cr_var q = sum_sq(t, x);
-    cr_avar s = cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(x));
+    cr_avar s = cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(x));
     return cr_add(t, sum_mul(t, s, weights_structured_spectral(k_w, 3, 1, &w)),
                   cr_mul(t, cr_mul(t, q, q), cr_const(0.01)));
 }
@@ -884,7 +884,7 @@ static cr_var vec_loss(cr_tape *t, cr_avar x)
 static cr_var mat_loss(cr_tape *t, cr_avar M)
 {
     static cr_array W;
-    cr_avar s = cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(M));
+    cr_avar s = cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(M));
     cr_var q = sum_sq(t, M);
     return cr_add(t, sum_mul(t, s, weights_structured_spectral(k_w, 3, 3, &W)),
                   cr_mul(t, cr_mul(t, q, q), cr_const(0.025)));
@@ -895,15 +895,15 @@ static cr_var mat_loss(cr_tape *t, cr_avar M)
 static cr_var vecs_loss(cr_tape *t, cr_avar lam, cr_avar V)
 {
     static cr_array W, W2, c;
-    cr_avar v2 = cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(V));
+    cr_avar v2 = cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(V));
     cr_var a = sum_mul(t, v2, weights_structured_spectral(k_w2, 3, 3, &W2));
     cr_var b = sum_mul(t, v2, weights_structured_spectral(k_w, 3, 3, &W));
-    cr_avar Vc = cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(V),
-                                cr_targ_arr(weights_structured_spectral(k_w2 + 3, 1, 3, &c)));
+    cr_avar Vc = cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(V),
+                                  cr_targ_arr(weights_structured_spectral(k_w2 + 3, 1, 3, &c)));
     cr_avar Vt = call_a(t, &cr_fn_transpose, cr_targ_arr(V), i64(0), 1);
-    cr_avar M = cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(cr_amatmul(t, Vc, Vt)));
-    cr_var e = sum_mul(t, M, cr_aconst(&W));
-    return cr_add(t, cr_add(t, cr_add(t, a, cr_mul(t, b, b)), cr_mul(t, cr_asum(t, lam), b)), e);
+    cr_avar M = cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(cr_av_matmul(t, Vc, Vt)));
+    cr_var e = sum_mul(t, M, cr_av_const(&W));
+    return cr_add(t, cr_add(t, cr_add(t, a, cr_mul(t, b, b)), cr_mul(t, cr_av_sum(t, lam), b)), e);
 }
 
 /* ---- eigvals, eigen, cholesky, matfun_herm ------------------------------------------------ */
@@ -977,7 +977,7 @@ static void test_matfun(void **state)
 /* f.(a) of a complex array variable a, f = creal or cimag */
 static cr_avar cpart(cr_tape *t, const cr_value *f, cr_avar a)
 {
-    return cr_abroadcast1(t, f, cr_targ_arr(a));
+    return cr_av_broadcast1(t, f, cr_targ_arr(a));
 }
 
 /* vec_loss(re λ) + Σ w2 ∘ (im λ)² (the eigenvalues of these matrices are real: im λ = 0, with
@@ -985,7 +985,7 @@ static cr_avar cpart(cr_tape *t, const cr_value *f, cr_avar a)
 static cr_var clam_loss(cr_tape *t, cr_avar lam)
 {
     static cr_array w2;
-    cr_avar im2 = cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(cpart(t, &cr_fn_cimag, lam)));
+    cr_avar im2 = cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(cpart(t, &cr_fn_cimag, lam)));
     return cr_add(t, vec_loss(t, cpart(t, &cr_fn_creal, lam)),
                   sum_mul(t, im2, weights_structured_spectral(k_w2, 3, 1, &w2)));
 }
@@ -996,13 +996,13 @@ static cr_var cvecs_loss(cr_tape *t, cr_avar V)
 {
     static cr_array W, W2;
     cr_avar re = cpart(t, &cr_fn_creal, V), im = cpart(t, &cr_fn_cimag, V);
-    cr_avar r2 = cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(re));
-    cr_avar i2 = cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(im));
-    cr_var a = sum_mul(t, cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(re)),
+    cr_avar r2 = cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(re));
+    cr_avar i2 = cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(im));
+    cr_var a = sum_mul(t, cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(re)),
                        weights_structured_spectral(k_w, 3, 3, &W));
     cr_var b = sum_mul(t, i2, weights_structured_spectral(k_w2, 3, 3, &W2));
-    cr_var c =
-        sum_mul(t, cr_abroadcast2(t, &cr_fn_add, cr_targ_arr(r2), cr_targ_arr(i2)), cr_aconst(&W2));
+    cr_var c = sum_mul(t, cr_av_broadcast2(t, &cr_fn_add, cr_targ_arr(r2), cr_targ_arr(i2)),
+                       cr_av_const(&W2));
     return cr_add(t, cr_add(t, a, b), cr_mul(t, c, c));
 }
 
@@ -1021,8 +1021,8 @@ static cr_var eigen_general_p(cr_tape *t, const cr_var *s, const cr_avar *X, con
     cr_targ a = cr_targ_arr(X[0]), lv[2];
     if (cr_tape_acall_n(t, &cr_fn_eigen_general, &a, 1, lv, 2) != CR_OK)
         return cr_const((double)NAN);
-    cr_var c = cr_mul(t, cr_asum(t, cpart(t, &cr_fn_creal, lv[0].u.a)),
-                      cr_asum(t, cpart(t, &cr_fn_creal, lv[1].u.a)));
+    cr_var c = cr_mul(t, cr_av_sum(t, cpart(t, &cr_fn_creal, lv[0].u.a)),
+                      cr_av_sum(t, cpart(t, &cr_fn_creal, lv[1].u.a)));
     return cr_add(t, cr_add(t, clam_loss(t, lv[0].u.a), cvecs_loss(t, lv[1].u.a)), c);
 }
 
@@ -1067,9 +1067,9 @@ static cr_var hess_p_structured_spectral(cr_tape *t, const cr_var *s, const cr_a
     d0 = cr_array_vector(k_d0_structured_spectral, 3);
     cr_avar M = lin3(t, s[0], &E, s[1], &F, &C);
     cr_avar dv = lin3(t, s[0], &e1, s[2], &e2, &d0);
-    dv = cr_abroadcast2(
-        t, &cr_fn_add, cr_targ_arr(dv),
-        cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s[1]), cr_targ_arr(cr_aconst(&e3)))));
+    dv = cr_av_broadcast2(t, &cr_fn_add, cr_targ_arr(dv),
+                          cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(s[1]),
+                                                       cr_targ_arr(cr_av_const(&e3)))));
     cr_targ Dg = cr_targ_arr(call_a(t, &cr_fn_diagonal, cr_targ_arr(dv), i64(0), 1));
     cr_targ Sy = cr_targ_arr(call_a(t, &cr_fn_symmetric, cr_targ_arr(M), i64(0), 1));
     cr_targ U = cr_targ_arr(call_a(t, &cr_fn_cholesky, Sy, i64(0), 1));
@@ -1078,7 +1078,7 @@ static cr_var hess_p_structured_spectral(cr_tape *t, const cr_var *s, const cr_a
     if (cr_tape_acall_n(t, &cr_fn_eigen, &Dg, 1, r, 2) != CR_OK)
         return cr_const((double)NAN);
     cr_var b = cr_add(t, sum_sq(t, r[0].u.a),
-                      sum_mul(t, cr_abroadcast1(t, &cr_fn_square, r[1]),
+                      sum_mul(t, cr_av_broadcast1(t, &cr_fn_square, r[1]),
                               weights_structured_spectral(k_w, 3, 3, &W)));
     cr_var c = sum_sin(t, call_a(t, &cr_fn_cholesky, Dg, i64(0), 1));
     cr_var d = sum_sin(t, call_a(t, &cr_fn_matfun_herm, cr_targ_value(cr_fn_sin), Dg, 2));
@@ -1088,7 +1088,7 @@ static cr_var hess_p_structured_spectral(cr_tape *t, const cr_var *s, const cr_a
     if (cr_tape_acall_n(t, &cr_fn_eigen_general, &U, 1, r, 2) != CR_OK)
         return cr_const((double)NAN);
     cr_var i = sum_sin(t, cpart(t, &cr_fn_creal, r[0].u.a));
-    cr_var j = sum_mul(t, cpart(t, &cr_fn_creal, r[1].u.a), cr_aconst(&W));
+    cr_var j = sum_mul(t, cpart(t, &cr_fn_creal, r[1].u.a), cr_av_const(&W));
     cr_var sum = cr_add(t, cr_add(t, cr_add(t, a, b), cr_add(t, c, d)), cr_add(t, e, g));
     return cr_add(t, sum, cr_add(t, cr_add(t, h, i), j));
 }
@@ -1123,7 +1123,7 @@ static cr_var views_p_structured_spectral(cr_tape *t, const cr_var *s, const cr_
     cr_var b = vecs_loss(t, r[0].u.a, r[1].u.a);
     cr_var c = mat_loss(t, call_a(t, &cr_fn_cholesky, Dg, i64(0), 1));
     cr_avar E = call_a(t, &cr_fn_matfun_herm, cr_targ_value(cr_fn_exp), Dg, 2);
-    cr_var d = mat_loss(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(E), f64(0.25)));
+    cr_var d = mat_loss(t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(E), f64(0.25)));
     cr_var e = clam_loss(t, call_a(t, &cr_fn_eigvals_general, Dg, i64(0), 1));
     if (cr_tape_acall_n(t, &cr_fn_eigen_general, &He, 1, r, 2) != CR_OK)
         return cr_const((double)NAN);
@@ -1287,9 +1287,9 @@ static cr_var record_structured_directions(cr_tape *t, cr_avar X)
 {
     static cr_array A;
     A = cr_array_matrix(k_a, N, N);
-    cr_avar P = cr_amatmul(t, cr_aconst(&A), X);
-    cr_var q = cr_asum(t, cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(P)));
-    return cr_add(t, q, cr_asum(t, cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(X))));
+    cr_avar P = cr_av_matmul(t, cr_av_const(&A), X);
+    cr_var q = cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(P)));
+    return cr_add(t, q, cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(X))));
 }
 
 /* The gradient (N x N) of the recorded function at data b. */

@@ -21,7 +21,7 @@ static cr_var mix(cr_tape *t, cr_avar X, size_t r, size_t c)
     M = cr_array_matrix(k_M, r, c);
     cr_var q = sum_sq(t, X);
     cr_var a =
-        cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(X), cr_targ_arr(cr_aconst(&M))));
+        cr_av_sum(t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(X), cr_targ_arr(cr_av_const(&M))));
     return cr_add(t, cr_add(t, sum_sin(t, X), cr_mul(t, q, q)), a);
 }
 
@@ -42,7 +42,7 @@ static cr_avar arg_or_fix(unsigned konst, size_t j, cr_avar x, const double *fix
     if (!(konst & (1u << j)))
         return x;
     F[j] = cr_array_matrix((double *)(uintptr_t)fix, r, c); /* only read */
-    return cr_aconst(&F[j]);
+    return cr_av_const(&F[j]);
 }
 
 /* A n x n, B m x m, C n x m: mix(sylvester(A, B, C)) + Σ sin(A), so that the program stays
@@ -150,8 +150,8 @@ static cr_avar affine(cr_tape *t, cr_var s, double *base, double *dir)
     int q = next++ % 3;
     B[q] = cr_array_matrix(base, 2, 2);
     D[q] = cr_array_matrix(dir, 2, 2);
-    cr_avar M = cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s), cr_targ_arr(cr_aconst(&D[q])));
-    return cr_abroadcast2(t, &cr_fn_add, cr_targ_arr(M), cr_targ_arr(cr_aconst(&B[q])));
+    cr_avar M = cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(s), cr_targ_arr(cr_av_const(&D[q])));
+    return cr_av_broadcast2(t, &cr_fn_add, cr_targ_arr(M), cr_targ_arr(cr_av_const(&B[q])));
 }
 
 static cr_var three_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env)
@@ -163,7 +163,7 @@ static cr_var three_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void 
     cr_targ args[3] = {cr_targ_arr(A), cr_targ_arr(B), cr_targ_arr(C)};
     cr_var a = sum_sq(t, cr_tape_acall_a(t, &cr_fn_sylvester, args, 3));
     cr_avar Ct = call_a(t, &cr_fn_transpose, cr_targ_arr(C), i64(0), 1);
-    cr_targ largs[2] = {cr_targ_arr(A), cr_targ_arr(cr_amatmul(t, C, Ct))};
+    cr_targ largs[2] = {cr_targ_arr(A), cr_targ_arr(cr_av_matmul(t, C, Ct))};
     cr_avar Y = cr_tape_acall_a(t, &cr_fn_lyap, largs, 2);
     cr_var e = cr_tape_acall_s(t, &cr_fn_getindex, (cr_targ[]){cr_targ_arr(Y), i64(1)}, 2);
     return cr_add(t, a, cr_mul(t, e, s[0]));
@@ -259,7 +259,7 @@ static void test_refusals(void **state)
         cr_targ M = cr_targ_arr(cr_tape_array_input(t, &ma));
         cr_targ V = cr_targ_arr(cr_tape_array_input(t, &va));
         cr_targ odd =
-            cplx ? cr_targ_arr(cr_aconst(&za)) : cr_targ_arr(call_a(t, &cr_fn_diagonal, V, V, 1));
+            cplx ? cr_targ_arr(cr_av_const(&za)) : cr_targ_arr(call_a(t, &cr_fn_diagonal, V, V, 1));
         assert_ok(t, cr_tape_status(t));
         cr_targ args[3] = {M, M, M}, out;
         args[w] = odd;

@@ -68,16 +68,17 @@ static cr_status rosen_t(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, voi
     (void)env;
     cr_avar X = xs[0];
     int64_t len = (int64_t)X.a->shape[0];
-    cr_avar lo = cr_aslice(t, X, 0, len - 1), hi = cr_aslice(t, X, 1, len);
-    cr_avar a = cr_abroadcast2(t, &cr_fn_sub, cr_targ_arr(hi),
-                               cr_targ_arr(cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(lo))));
-    cr_avar b = cr_abroadcast2(t, &cr_fn_sub, cr_targ_var(cr_const(1.0)), cr_targ_arr(lo));
-    cr_avar s = cr_abroadcast2(
-        t, &cr_fn_add,
-        cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(cr_const(100.0)),
-                                   cr_targ_arr(cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(a))))),
-        cr_targ_arr(cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(b))));
-    *y = cr_asum(t, s);
+    cr_avar lo = cr_av_slice(t, X, 0, len - 1), hi = cr_av_slice(t, X, 1, len);
+    cr_avar a = cr_av_broadcast2(t, &cr_fn_sub, cr_targ_arr(hi),
+                                 cr_targ_arr(cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(lo))));
+    cr_avar b = cr_av_broadcast2(t, &cr_fn_sub, cr_targ_var(cr_const(1.0)), cr_targ_arr(lo));
+    cr_avar s =
+        cr_av_broadcast2(t, &cr_fn_add,
+                         cr_targ_arr(cr_av_broadcast2(
+                             t, &cr_fn_mul, cr_targ_var(cr_const(100.0)),
+                             cr_targ_arr(cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(a))))),
+                         cr_targ_arr(cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(b))));
+    *y = cr_av_sum(t, s);
     return cr_tape_status(t);
 }
 
@@ -163,10 +164,10 @@ static cr_status kern_t(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void
     cr_avar X = xs[0];
     size_t m = cr_array_numel(X.a) - 1;
     cr_kin a[2] = {cr_kin_arr(X, 0), cr_kin_arr(X, 1)};
-    cr_avar R = cr_akernel(t, &k_rosen, a, 2, m);
-    cr_var s = cr_asum(t, cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(R)));
+    cr_avar R = cr_av_kernel(t, &k_rosen, a, 2, m);
+    cr_var s = cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(R)));
     cr_kin b[3] = {cr_kin_arr(R, 0), cr_kin_arr(X, 0), cr_kin_var(s)};
-    *y = cr_akernel_sum(t, &k_mix, b, 3, m);
+    *y = cr_av_kernel_sum(t, &k_mix, b, 3, m);
     return cr_tape_status(t);
 }
 
@@ -289,11 +290,11 @@ static cr_status net_t(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void 
 {
     (void)n;
     (void)env;
-    cr_avar H = cr_abroadcast1(t, &cr_fn_tanh, cr_targ_arr(cr_amatmul(t, xs[0], xs[1])));
-    cr_var s = cr_asum(t, H);
+    cr_avar H = cr_av_broadcast1(t, &cr_fn_tanh, cr_targ_arr(cr_av_matmul(t, xs[0], xs[1])));
+    cr_var s = cr_av_sum(t, H);
     if (!cr_tape_cmp(t, s, CR_CMP_LT, cr_const(100.0)))
         return CR_EINVAL;
-    cr_var q = cr_div(t, cr_adot(t, xs[1], xs[1]), cr_add(t, cr_const(1.0), cr_exp(t, s)));
+    cr_var q = cr_div(t, cr_av_dot(t, xs[1], xs[1]), cr_add(t, cr_const(1.0), cr_exp(t, s)));
     *y = cr_add(t, cr_mul(t, s, s), q);
     return cr_tape_status(t);
 }
@@ -357,7 +358,7 @@ static cr_status nuclear_t(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, v
     cr_targ a = cr_targ_arr(xs[0]), usv[3];
     if (cr_tape_acall_n(t, &cr_fn_svd, &a, 1, usv, 3) != CR_OK)
         return cr_tape_status(t);
-    *y = cr_asum(t, usv[1].u.a);
+    *y = cr_av_sum(t, usv[1].u.a);
     return cr_tape_status(t);
 }
 
@@ -457,11 +458,11 @@ static cr_status scal_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t
     (void)n;
     (void)m;
     const cr_array *B = env;
-    cr_avar e = cr_abroadcast1(
-        t, &cr_fn_exp,
-        cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(x[0]), cr_targ_arr(cr_aconst(B)))));
-    cr_avar w = cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(e), cr_targ_var(x[1]));
-    y[0] = cr_asum(t, w);
+    cr_avar e = cr_av_broadcast1(t, &cr_fn_exp,
+                                 cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(x[0]),
+                                                              cr_targ_arr(cr_av_const(B)))));
+    cr_avar w = cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(e), cr_targ_var(x[1]));
+    y[0] = cr_av_sum(t, w);
     return cr_tape_status(t);
 }
 
@@ -496,10 +497,10 @@ static cr_status branchy(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, voi
 {
     (void)n;
     (void)env;
-    if (cr_tape_cmp(t, cr_asum(t, xs[0]), CR_CMP_GT, cr_const(0.0)))
-        *y = cr_asum(t, cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(xs[0])));
+    if (cr_tape_cmp(t, cr_av_sum(t, xs[0]), CR_CMP_GT, cr_const(0.0)))
+        *y = cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(xs[0])));
     else
-        *y = cr_asum(t, cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(xs[0])));
+        *y = cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(xs[0])));
     return cr_tape_status(t);
 }
 
@@ -509,7 +510,7 @@ static cr_status uniq(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void *
     (void)n;
     (void)env;
     cr_targ a = cr_targ_arr(xs[0]);
-    *y = cr_asum(t, cr_tape_acall_a(t, &cr_fn_unique, &a, 1));
+    *y = cr_av_sum(t, cr_tape_acall_a(t, &cr_fn_unique, &a, 1));
     return cr_tape_status(t);
 }
 
@@ -519,7 +520,7 @@ static cr_status chol(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void *
     (void)n;
     (void)env;
     cr_targ a = cr_targ_arr(xs[0]);
-    *y = cr_asum(t, cr_tape_acall_a(t, &cr_fn_cholesky, &a, 1));
+    *y = cr_av_sum(t, cr_tape_acall_a(t, &cr_fn_cholesky, &a, 1));
     return cr_tape_status(t);
 }
 
@@ -531,7 +532,7 @@ static cr_status fmax_t(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void
     cr_targ a = cr_targ_arr(xs[0]), mi[2];
     if (cr_tape_acall_n(t, &cr_fn_findmax, &a, 1, mi, 2) != CR_OK)
         return cr_tape_status(t);
-    *y = cr_add(t, cr_mul(t, cr_const(2.0), mi[0].u.s), cr_asum(t, xs[0]));
+    *y = cr_add(t, cr_mul(t, cr_const(2.0), mi[0].u.s), cr_av_sum(t, xs[0]));
     return cr_tape_status(t);
 }
 
@@ -540,8 +541,8 @@ static cr_status pos_or_const(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y
 {
     (void)n;
     (void)env;
-    if (cr_tape_cmp(t, cr_asum(t, xs[0]), CR_CMP_GT, cr_const(0.0)))
-        *y = cr_adot(t, xs[0], xs[0]);
+    if (cr_tape_cmp(t, cr_av_sum(t, xs[0]), CR_CMP_GT, cr_const(0.0)))
+        *y = cr_av_dot(t, xs[0], xs[0]);
     else
         *y = cr_const(3.0);
     return cr_tape_status(t);
@@ -551,7 +552,7 @@ static cr_status own_input(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, v
 {
     (void)n;
     const cr_array *b = env;
-    *y = cr_adot(t, xs[0], cr_tape_array_input(t, b));
+    *y = cr_av_dot(t, xs[0], cr_tape_array_input(t, b));
     return cr_tape_status(t);
 }
 
@@ -559,7 +560,7 @@ static cr_status own_scalar(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, 
 {
     (void)n;
     (void)env;
-    *y = cr_mul(t, cr_asum(t, xs[0]), cr_tape_input(t, 2.0));
+    *y = cr_mul(t, cr_av_sum(t, xs[0]), cr_tape_input(t, 2.0));
     return cr_tape_status(t);
 }
 

@@ -263,8 +263,8 @@ static cr_status mix_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t 
         s = cr_div(t, cr_add(t, r, cr_mul(t, a, cr_const(0.5))), cr_add(t, cr_const(1.0), c));
         acc = cr_sub(t, cr_add(t, acc, cr_mul(t, s, s)), cr_sub(t, cr_const(3.0), s));
     }
-    cr_var w =
-        cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(x[1]), cr_targ_arr(cr_aconst(B))));
+    cr_var w = cr_av_sum(
+        t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(x[1]), cr_targ_arr(cr_av_const(B))));
     cr_var pa[2] = {cr_add(t, cr_mul(t, x[2], x[2]), cr_const(1.0)), cr_const(1.5)};
     y[0] = cr_add(t, cr_add(t, acc, cr_mul(t, w, x[0])), cr_tape_call1(t, &cr_fn_pow, pa, 2));
     return cr_tape_status(t);

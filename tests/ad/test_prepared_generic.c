@@ -495,14 +495,14 @@ static cr_status mixed_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_
     (void)n;
     (void)m;
     const cr_array *B = env;
-    cr_avar e = cr_abroadcast1(
-        t, &cr_fn_exp,
-        cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(x[0]), cr_targ_arr(cr_aconst(B)))));
-    cr_var w = call2(t, &wob_fn, cr_asum(t, e), x[1]);
-    cr_avar s = cr_abroadcast1(
+    cr_avar e = cr_av_broadcast1(t, &cr_fn_exp,
+                                 cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(x[0]),
+                                                              cr_targ_arr(cr_av_const(B)))));
+    cr_var w = call2(t, &wob_fn, cr_av_sum(t, e), x[1]);
+    cr_avar s = cr_av_broadcast1(
         t, &cr_fn_sin,
-        cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(w), cr_targ_arr(cr_aconst(B)))));
-    y[0] = cr_add(t, cr_mul(t, cr_asum(t, s), x[0]), w);
+        cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(w), cr_targ_arr(cr_av_const(B)))));
+    y[0] = cr_add(t, cr_mul(t, cr_av_sum(t, s), x[0]), w);
     return cr_tape_status(t);
 }
 
@@ -532,8 +532,8 @@ static cr_status arr_t(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void 
 {
     (void)n;
     (void)env;
-    cr_var w = call2(t, &wob_fn, cr_asum(t, xs[0]), cr_adot(t, xs[0], xs[0]));
-    cr_var u = cr_asum(t, cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(xs[0])));
+    cr_var w = call2(t, &wob_fn, cr_av_sum(t, xs[0]), cr_av_dot(t, xs[0], xs[0]));
+    cr_var u = cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(xs[0])));
     cr_value polar = cr_value_function(&polar_fn, NULL);
     cr_var pa[2] = {w, u}, rt[2];
     if (cr_tape_call(t, &polar, pa, 2, rt, 2) != CR_OK)
@@ -956,10 +956,11 @@ static cr_status big_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t 
     /* Then array records over a constant array: their shadows are allocated only when the
      * reverse sweep runs, so the first call needs arena blocks of its own. */
     const cr_array *B = env;
-    cr_avar a = cr_abroadcast1(
+    cr_avar a = cr_av_broadcast1(
         t, &cr_fn_sin,
-        cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s), cr_targ_arr(cr_aconst(B)))));
-    y[0] = cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(a), cr_targ_arr(cr_aconst(B))));
+        cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(s), cr_targ_arr(cr_av_const(B)))));
+    y[0] =
+        cr_av_sum(t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(a), cr_targ_arr(cr_av_const(B))));
     return cr_tape_status(t);
 }
 

@@ -355,13 +355,13 @@ static cr_status array_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_
     (void)env;
     static cr_array B; /* a constant's array lives as long as the prepared H v */
     B = cr_array_vector(k_b, 5);
-    cr_avar bc = cr_aconst(&B);
-    cr_avar a = cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(x[0]), cr_targ_arr(bc));
-    cr_var s1 = cr_mul(t, cr_asum(t, cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(a))), x[1]);
-    cr_avar e = cr_abroadcast1(
+    cr_avar bc = cr_av_const(&B);
+    cr_avar a = cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(x[0]), cr_targ_arr(bc));
+    cr_var s1 = cr_mul(t, cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(a))), x[1]);
+    cr_avar e = cr_av_broadcast1(
         t, &cr_fn_exp,
-        cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(x[1]), cr_targ_arr(bc))));
-    cr_var s2 = cr_mul(t, cr_adot(t, e, bc), x[0]);
+        cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(x[1]), cr_targ_arr(bc))));
+    cr_var s2 = cr_mul(t, cr_av_dot(t, e, bc), x[0]);
     cr_targ na[1] = {cr_targ_arr(a)};
     y[0] = cr_add(t, cr_add(t, s1, s2), cr_tape_acall_s(t, &cr_fn_norm, na, 1));
     return cr_tape_status(t);
@@ -412,7 +412,7 @@ static cr_status norm_p_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size
     (void)n;
     (void)m;
     const cr_array *B = env;
-    cr_avar a = cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(x[0]), cr_targ_arr(cr_aconst(B)));
+    cr_avar a = cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(x[0]), cr_targ_arr(cr_av_const(B)));
     cr_targ args[2] = {cr_targ_arr(a), cr_targ_var(x[1])};
     y[0] = cr_tape_acall_s(t, &cr_fn_norm, args, 2);
     return cr_tape_status(t);
@@ -422,7 +422,7 @@ static cr_status arr_only_t(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, 
 {
     (void)n;
     (void)env;
-    *y = cr_asum(t, cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(xs[0])));
+    *y = cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(xs[0])));
     return cr_tape_status(t);
 }
 

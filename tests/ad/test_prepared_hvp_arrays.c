@@ -42,7 +42,7 @@ static cr_status rosen_kernel(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y
     (void)env;
     size_t len = cr_array_numel(xs[0].a);
     cr_kin in[2] = {cr_kin_arr(xs[0], 0), cr_kin_arr(xs[0], 1)};
-    *y = cr_akernel_sum(t, &rosen_term, in, 2, len - 1);
+    *y = cr_av_kernel_sum(t, &rosen_term, in, 2, len - 1);
     return cr_tape_status(t);
 }
 
@@ -52,16 +52,17 @@ static cr_status rosen_ops(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, v
     (void)n;
     (void)env;
     int64_t len = (int64_t)cr_array_numel(xs[0].a);
-    cr_avar lo = cr_aslice(t, xs[0], 0, len - 1), hi = cr_aslice(t, xs[0], 1, len);
-    cr_avar a = cr_abroadcast2(t, &cr_fn_sub, cr_targ_arr(hi),
-                               cr_targ_arr(cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(lo))));
-    cr_avar b = cr_abroadcast2(t, &cr_fn_sub, cr_targ_var(cr_const(1.0)), cr_targ_arr(lo));
-    cr_avar s = cr_abroadcast2(
-        t, &cr_fn_add,
-        cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(cr_const(100.0)),
-                                   cr_targ_arr(cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(a))))),
-        cr_targ_arr(cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(b))));
-    *y = cr_asum(t, s);
+    cr_avar lo = cr_av_slice(t, xs[0], 0, len - 1), hi = cr_av_slice(t, xs[0], 1, len);
+    cr_avar a = cr_av_broadcast2(t, &cr_fn_sub, cr_targ_arr(hi),
+                                 cr_targ_arr(cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(lo))));
+    cr_avar b = cr_av_broadcast2(t, &cr_fn_sub, cr_targ_var(cr_const(1.0)), cr_targ_arr(lo));
+    cr_avar s =
+        cr_av_broadcast2(t, &cr_fn_add,
+                         cr_targ_arr(cr_av_broadcast2(
+                             t, &cr_fn_mul, cr_targ_var(cr_const(100.0)),
+                             cr_targ_arr(cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(a))))),
+                         cr_targ_arr(cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(b))));
+    *y = cr_av_sum(t, s);
     return cr_tape_status(t);
 }
 
@@ -90,13 +91,13 @@ static cr_status mixed(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void 
     (void)env;
     static cr_array A; /* a constant's array lives as long as the prepared H v */
     A = cr_array_matrix(&k_A[0][0], 3, 5);
-    cr_targ lx[1] = {cr_targ_arr(cr_amatmul(t, cr_aconst(&A), xs[0]))};
+    cr_targ lx[1] = {cr_targ_arr(cr_av_matmul(t, cr_av_const(&A), xs[0]))};
     cr_var l = cr_tape_acall_s(t, &cr_fn_logsumexp, lx, 1);
     cr_targ nx[1] = {cr_targ_arr(xs[0])};
     cr_var nrm = cr_tape_acall_s(t, &cr_fn_norm, nx, 1);
-    cr_avar xw = cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(xs[0]), cr_targ_arr(xs[1]));
-    cr_var th = cr_asum(t, cr_abroadcast1(t, &cr_fn_tanh, cr_targ_arr(xw)));
-    cr_var d = cr_adot(t, xs[0], xs[1]);
+    cr_avar xw = cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(xs[0]), cr_targ_arr(xs[1]));
+    cr_var th = cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_tanh, cr_targ_arr(xw)));
+    cr_var d = cr_av_dot(t, xs[0], xs[1]);
     cr_var q = cr_div(t, cr_mul(t, d, d), cr_const(4.0));
     *y = cr_add(t, cr_add(t, l, nrm), cr_add(t, th, q));
     return cr_tape_status(t);
@@ -386,7 +387,7 @@ static cr_status branch(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void
 {
     (void)n;
     (void)env;
-    cr_var s = cr_asum(t, cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(xs[0])));
+    cr_var s = cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(xs[0])));
     if (cr_tape_cmp(t, s, CR_CMP_GT, cr_const(2.0)))
         *y = cr_div(t, cr_mul(t, s, s), cr_const(8.0));
     else
@@ -410,7 +411,7 @@ static cr_status branch_k(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, vo
 {
     (void)n;
     (void)env;
-    cr_var s = cr_asum(t, cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(xs[0])));
+    cr_var s = cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(xs[0])));
     *y = cr_tape_cmp(t, s, CR_CMP_GT, cr_const(2.0)) ? s : cr_const(3.0);
     return cr_tape_status(t);
 }
@@ -556,7 +557,7 @@ static cr_status mapped(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void
     (void)n;
     (void)env;
     cr_targ mf[2] = {cr_targ_value(cr_value_function(&halve_fn, NULL)), cr_targ_arr(xs[0])};
-    *y = cr_asum(t, cr_tape_acall_a(t, &cr_fn_map, mf, 2));
+    *y = cr_av_sum(t, cr_tape_acall_a(t, &cr_fn_map, mf, 2));
     return cr_tape_status(t);
 }
 

@@ -21,8 +21,8 @@ static cr_var mixm(cr_tape *t, cr_avar M)
 {
     if (M.a == NULL)
         return cr_const((double)NAN);
-    cr_avar s = cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(M));
-    cr_var a = cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(s), cr_targ_arr(M)));
+    cr_avar s = cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(M));
+    cr_var a = cr_av_sum(t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(s), cr_targ_arr(M)));
     cr_var q = sum_sq(t, M);
     return cr_add(t, a, cr_mul(t, cr_mul(t, q, q), cr_const(0.125)));
 }
@@ -169,19 +169,19 @@ static cr_var build(cr_tape *t, int c, const cr_avar *X)
         cr_targ a[1] = {cr_targ_arr(call_a(t, &cr_fn_symmetric, x, x, 1))}, r[2];
         if (cr_tape_acall_n(t, &cr_fn_eigen, a, 1, r, 2) != CR_OK)
             return cr_const((double)NAN);
-        return cr_add(t, mixm(t, r[0].u.a), mixm(t, cr_abroadcast1(t, &cr_fn_square, r[1])));
+        return cr_add(t, mixm(t, r[0].u.a), mixm(t, cr_av_broadcast1(t, &cr_fn_square, r[1])));
     }
     case E_EXPM:
         return mixm(
             t, call_a(t, &cr_fn_expm,
-                      cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(cr_const(0.2)), x)), x,
-                      1));
+                      cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(cr_const(0.2)), x)),
+                      x, 1));
     case E_SVD: {
         cr_targ r[3];
         if (cr_tape_acall_n(t, &cr_fn_svd, &x, 1, r, 3) != CR_OK)
             return cr_const((double)NAN);
-        cr_avar u2 = cr_abroadcast1(t, &cr_fn_square, r[0]);
-        cr_avar v2 = cr_abroadcast1(t, &cr_fn_square, r[2]);
+        cr_avar u2 = cr_av_broadcast1(t, &cr_fn_square, r[0]);
+        cr_avar v2 = cr_av_broadcast1(t, &cr_fn_square, r[2]);
         return cr_add(t, cr_add(t, mixm(t, u2), mixm(t, r[1].u.a)), mixm(t, v2));
     }
     case E_CHOL:
@@ -198,15 +198,15 @@ static cr_var build(cr_tape *t, int c, const cr_avar *X)
         cr_targ r[2];
         if (cr_tape_acall_n(t, &cr_fn_qr, &x, 1, r, 2) != CR_OK)
             return cr_const((double)NAN);
-        return cr_add(t, mixm(t, cr_abroadcast1(t, &cr_fn_square, r[0])),
-                      mixm(t, cr_abroadcast1(t, &cr_fn_square, r[1])));
+        return cr_add(t, mixm(t, cr_av_broadcast1(t, &cr_fn_square, r[0])),
+                      mixm(t, cr_av_broadcast1(t, &cr_fn_square, r[1])));
     }
     case E_LU:
         return tuple_mix(t, &cr_fn_lu, x, 3);
     case E_PINV:
         return mixm(t, call_a(t, &cr_fn_pinv, x, x, 1));
     case E_SYLV: {
-        cr_targ a[3] = {x, b, cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, x, b))};
+        cr_targ a[3] = {x, b, cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, x, b))};
         return mixm(t, cr_tape_acall_a(t, &cr_fn_sylvester, a, 3));
     }
     case E_LYAP:
@@ -237,21 +237,21 @@ static cr_var build(cr_tape *t, int c, const cr_avar *X)
         cr_targ ta = cr_targ_arr(call_a(t, &cr_fn_triu, x, x, 1));
         cr_targ tb = cr_targ_arr(call_a(t, &cr_fn_triu, b, b, 1));
         cr_targ a[6] = {i64('N'), i64('N'), i64(1),
-                        ta,       tb,       cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, x, b))};
+                        ta,       tb,       cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, x, b))};
         return mixm(t, cr_tape_acall_a(t, &cr_fn_trsyl, a, 6));
     }
     case E_FINDMAX:
-        return tuple_mix(t, &cr_fn_findmax, cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, x, b)), 2);
+        return tuple_mix(t, &cr_fn_findmax, cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, x, b)), 2);
     case E_EXTREMA:
-        return tuple_mix(t, &cr_fn_extrema, cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, x, b)), 2);
+        return tuple_mix(t, &cr_fn_extrema, cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, x, b)), 2);
     case E_MAXIMUM:
         return mixs(
-            t, call_s(t, &cr_fn_maximum, cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, x, b)), x, 1));
+            t, call_s(t, &cr_fn_maximum, cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, x, b)), x, 1));
     case E_SORT:
         return mixm(
-            t, call_a(t, &cr_fn_sort, cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, bv, bv)), x, 1));
+            t, call_a(t, &cr_fn_sort, cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, bv, bv)), x, 1));
     case E_MATMUL:
-        return mixm(t, cr_amatmul(t, X[0], X[1]));
+        return mixm(t, cr_av_matmul(t, X[0], X[1]));
     case E_DOT3: {
         cr_targ a[3] = {bv, x, bv};
         return mixs(t, cr_tape_acall_s(t, &cr_fn_dot, a, 3));
@@ -262,7 +262,7 @@ static cr_var build(cr_tape *t, int c, const cr_avar *X)
         cr_targ r[2];
         if (cr_tape_acall_n(t, &cr_fn_eigen_general, &x, 1, r, 2) != CR_OK)
             return cr_const((double)NAN);
-        cr_avar re = cr_abroadcast1(t, &cr_fn_creal, r[0]);
+        cr_avar re = cr_av_broadcast1(t, &cr_fn_creal, r[0]);
         return mixm(t, re);
     }
     default:
@@ -427,12 +427,12 @@ static cr_var sbuild(cr_tape *t, const cr_var *x)
 {
     g_C = cr_array_matrix(k_C, 3, 3);
     g_D = cr_array_matrix(k_D, 3, 3);
-    cr_avar c = cr_aconst(&g_C), d = cr_aconst(&g_D);
-    cr_avar A = cr_abroadcast2(
+    cr_avar c = cr_av_const(&g_C), d = cr_av_const(&g_D);
+    cr_avar A = cr_av_broadcast2(
         t, &cr_fn_add,
-        cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(x[0]), cr_targ_arr(c))),
-        cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(x[1]), cr_targ_arr(d))));
-    cr_avar B = cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(cr_mul(t, x[2], x[0])), cr_targ_arr(c));
+        cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(x[0]), cr_targ_arr(c))),
+        cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(x[1]), cr_targ_arr(d))));
+    cr_avar B = cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(cr_mul(t, x[2], x[0])), cr_targ_arr(c));
     cr_avar X[2] = {A, B};
     return build(t, g_case, X);
 }
@@ -577,12 +577,12 @@ static cr_var sc_build(cr_tape *t, const cr_avar *X)
     switch (g_sc) {
     case 0: { /* kernel result read by a kernel at two offsets, by dot and by logsumexp */
         cr_kin a[2] = {cr_kin_arr(x, 0), cr_kin_arr(X[1], 0)};
-        cr_avar K = cr_akernel(t, &k_sqs, a, 2, n);
+        cr_avar K = cr_av_kernel(t, &k_sqs, a, 2, n);
         cr_kin b[2] = {cr_kin_arr(K, 0), cr_kin_arr(K, 1)};
-        cr_var r = cr_akernel_sum(t, &rosen_term, b, 2, n - 1);
+        cr_var r = cr_av_kernel_sum(t, &rosen_term, b, 2, n - 1);
         cr_targ tk = cr_targ_arr(K);
         cr_var l = cr_tape_acall_s(t, &cr_fn_logsumexp, &tk, 1);
-        return cr_add(t, cr_mul(t, r, cr_const(1e-3)), cr_add(t, l, cr_adot(t, K, x)));
+        return cr_add(t, cr_mul(t, r, cr_const(1e-3)), cr_add(t, l, cr_av_dot(t, K, x)));
     }
     case 1: /* sin broadcast, logsumexp, norm, prod, x .* y */
     {
@@ -590,15 +590,15 @@ static cr_var sc_build(cr_tape *t, const cr_avar *X)
         cr_var l = cr_tape_acall_s(t, &cr_fn_logsumexp, &tx, 1);
         cr_var nn = cr_tape_acall_s(t, &cr_fn_norm, &tx, 1);
         cr_var pr = cr_tape_acall_s(t, &cr_fn_prod, &tx, 1);
-        cr_var d = cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, tx, cr_targ_arr(X[1])));
+        cr_var d = cr_av_sum(t, cr_av_broadcast2(t, &cr_fn_mul, tx, cr_targ_arr(X[1])));
         cr_var q = cr_mul(t, d, d);
         return cr_add(t, cr_add(t, a, l), cr_add(t, cr_add(t, nn, pr), q));
     }
     case 2: { /* matmul of both, softmax */
-        cr_avar M = cr_amatmul(t, x, X[1]);
+        cr_avar M = cr_av_matmul(t, x, X[1]);
         cr_targ tm = cr_targ_arr(M);
         cr_avar s = cr_tape_acall_a(t, &cr_fn_softmax, &tm, 1);
-        return cr_add(t, mixm(t, M), cr_adot(t, s, M));
+        return cr_add(t, mixm(t, M), cr_av_dot(t, s, M));
     }
     default:
         return cr_const(0);

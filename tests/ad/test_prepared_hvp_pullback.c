@@ -274,13 +274,15 @@ static cr_var arr_body(cr_tape *t, cr_avar X, cr_var x0)
 {
     static cr_array W;
     W = cr_array_vector(k_w, 3);
-    cr_avar w = cr_aconst(&W);
+    cr_avar w = cr_av_const(&W);
     cr_value f;
-    cr_var a[3] = {cr_asum(t, cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(X))), cr_adot(t, X, w), x0};
+    cr_var a[3] = {cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(X))),
+                   cr_av_dot(t, X, w), x0};
     cr_var r = cr_tape_call1(t, fv_of(&bump_fn, &f), a, 3);
-    cr_avar ex = cr_abroadcast1(
-        t, &cr_fn_exp, cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(X), cr_targ_var(r))));
-    return cr_adot(t, ex, w);
+    cr_avar ex = cr_av_broadcast1(
+        t, &cr_fn_exp,
+        cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(X), cr_targ_var(r))));
+    return cr_av_dot(t, ex, w);
 }
 
 static cr_status arr_t(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void *env)
@@ -290,7 +292,7 @@ static cr_status arr_t(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void 
     static cr_array E0;
     static double e0[3] = {1, 0, 0};
     E0 = cr_array_vector(e0, 3);
-    *y = arr_body(t, xs[0], cr_adot(t, xs[0], cr_aconst(&E0)));
+    *y = arr_body(t, xs[0], cr_av_dot(t, xs[0], cr_av_const(&E0)));
     return cr_tape_status(t);
 }
 
@@ -305,10 +307,10 @@ static cr_status arr_scalar_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, 
     cr_avar xi[3];
     for (size_t i = 0; i < 3; i++) {
         U[i] = cr_array_vector(u[i], 3);
-        xi[i] = cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(x[i]), cr_targ_arr(cr_aconst(&U[i])));
+        xi[i] = cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(x[i]), cr_targ_arr(cr_av_const(&U[i])));
     }
-    cr_avar X = cr_abroadcast2(t, &cr_fn_add, cr_targ_arr(xi[0]), cr_targ_arr(xi[1]));
-    X = cr_abroadcast2(t, &cr_fn_add, cr_targ_arr(X), cr_targ_arr(xi[2]));
+    cr_avar X = cr_av_broadcast2(t, &cr_fn_add, cr_targ_arr(xi[0]), cr_targ_arr(xi[1]));
+    X = cr_av_broadcast2(t, &cr_fn_add, cr_targ_arr(X), cr_targ_arr(xi[2]));
     y[0] = arr_body(t, X, x[0]);
     return cr_tape_status(t);
 }

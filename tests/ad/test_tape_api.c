@@ -165,8 +165,8 @@ static void test_array_sweep_messages(void **state)
     assert_int_equal(cr_tape_new(f->ctx, &tp, &t), CR_OK);
     cr_avar X = cr_tape_array_input(t, &A);
     cr_kin kx = cr_kin_arr(X, 0);
-    cr_avar S = cr_akernel(t, &sink, &kx, 1, 3);
-    cr_var y = cr_adot(t, S, X);
+    cr_avar S = cr_av_kernel(t, &sink, &kx, 1, 3);
+    cr_var y = cr_av_dot(t, S, X);
     assert_ok(t, cr_tape_status(t));
     const cr_array *dp[1] = {&D}, *d2p[1] = {&D2}, *np[1] = {NULL};
     cr_array *op[1] = {&O}, *o2p[1] = {&O2}, *nop[1] = {NULL};
@@ -241,7 +241,7 @@ static void test_kernel_range_messages(void **state)
     /* n = SIZE_MAX over an array of 5 */
     cr_avar X = cr_tape_array_input(t, &xa);
     cr_kin in[2] = {cr_kin_arr(X, 0), cr_kin_const(1.0)};
-    cr_var y = cr_akernel_sum(t, &sqdiff, in, 2, SIZE_MAX);
+    cr_var y = cr_av_kernel_sum(t, &sqdiff, in, 2, SIZE_MAX);
     assert_true(isnan(y.v));
     snprintf(want, sizeof want,
              "kernel sqdiff: argument 0 reads n = %zu elements from offset 0 of a (5) array of 5 "
@@ -253,7 +253,7 @@ static void test_kernel_range_messages(void **state)
     X = cr_tape_array_input(t, &xa);
     in[0] = cr_kin_const(1.0);
     in[1] = cr_kin_arr(X, SIZE_MAX - 1);
-    cr_avar r = cr_akernel(t, &sqdiff, in, 2, 3);
+    cr_avar r = cr_av_kernel(t, &sqdiff, in, 2, 3);
     assert_null(r.a);
     snprintf(want, sizeof want,
              "kernel sqdiff: argument 1 reads n = 3 elements from offset %zu of a (5) array of 5 "
@@ -264,11 +264,11 @@ static void test_kernel_range_messages(void **state)
     /* an offset at the end reads nothing, and may; one more is past it */
     X = cr_tape_array_input(t, &xa);
     in[1] = cr_kin_arr(X, 5);
-    y = cr_akernel_sum(t, &sqdiff, in, 2, 0);
+    y = cr_av_kernel_sum(t, &sqdiff, in, 2, 0);
     assert_ok(t, cr_tape_status(t));
     ASSERT_DBL(y.v, 0.0);
     in[1] = cr_kin_arr(X, 6);
-    y = cr_akernel_sum(t, &sqdiff, in, 2, 0);
+    y = cr_av_kernel_sum(t, &sqdiff, in, 2, 0);
     expect_fail(t, CR_ESHAPE,
                 "kernel sqdiff: argument 1 reads n = 0 elements from offset 6 of a (5) array of 5 "
                 "elements: the offset is past its end");
@@ -281,7 +281,7 @@ static void test_kernel_range_messages(void **state)
     cr_avar M = cr_tape_array_input(t, &ma);
     in[0] = cr_kin_arr(M, 2);
     in[1] = cr_kin_const(0.0);
-    y = cr_akernel_sum(t, &sqdiff, in, 2, 5);
+    y = cr_av_kernel_sum(t, &sqdiff, in, 2, 5);
     expect_fail(t, CR_ESHAPE,
                 "kernel sqdiff: argument 0 reads n = 5 elements from offset 2 of a (2,3) array of "
                 "6 elements: only 4 are left from that offset");
@@ -290,7 +290,7 @@ static void test_kernel_range_messages(void **state)
     cr_var s = cr_tape_input(t, 2.0);
     in[0] = cr_kin_var(s);
     in[1] = cr_kin_const(1.0);
-    y = cr_akernel_sum(t, &sqdiff, in, 2, SIZE_MAX);
+    y = cr_av_kernel_sum(t, &sqdiff, in, 2, SIZE_MAX);
     assert_true(isnan(y.v));
     snprintf(want, sizeof want,
              "kernel sqdiff: n = %zu elements, more than an array of doubles can hold (%zu)",
@@ -298,7 +298,7 @@ static void test_kernel_range_messages(void **state)
     expect_fail(t, CR_EOVERFLOW, want);
     s = cr_tape_input(t, 2.0);
     in[0] = cr_kin_var(s);
-    r = cr_akernel(t, &sqdiff, in, 2, (size_t)PTRDIFF_MAX / sizeof(double) + 1);
+    r = cr_av_kernel(t, &sqdiff, in, 2, (size_t)PTRDIFF_MAX / sizeof(double) + 1);
     assert_null(r.a);
     assert_int_equal(cr_tape_status(t), CR_EOVERFLOW);
     assert_contains(cr_tape_errmsg(t), "kernel sqdiff: n = ");
@@ -307,9 +307,9 @@ static void test_kernel_range_messages(void **state)
     /* a structured array is refused as such (not as a non-contiguous one) */
     cr_array dg = cr_array_vector(x, 3);
     dg.structure = CR_MAT_DIAGONAL;
-    in[0] = cr_kin_arr(cr_aconst(&dg), 0);
+    in[0] = cr_kin_arr(cr_av_const(&dg), 0);
     in[1] = cr_kin_const(1.0);
-    y = cr_akernel_sum(t, &sqdiff, in, 2, 3);
+    y = cr_av_kernel_sum(t, &sqdiff, in, 2, 3);
     expect_fail(t, CR_EUNIMPL,
                 "kernel sqdiff: argument 0 is a diagonal array: kernels read dense arrays");
     cr_tape_free(t);

@@ -45,16 +45,17 @@ static double rosen_c(const double *x, size_t n, const void *env)
 /* sum(100 .* (x[1:] .- x[:-1].^2).^2 .+ (1 .- x[:-1]).^2) */
 static cr_var rosen_t(cr_tape *t, cr_avar X, size_t n)
 {
-    cr_avar lo = cr_aslice(t, X, 0, (int64_t)n - 1), hi = cr_aslice(t, X, 1, (int64_t)n);
-    cr_avar a = cr_abroadcast2(t, &cr_fn_sub, cr_targ_arr(hi),
-                               cr_targ_arr(cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(lo))));
-    cr_avar b = cr_abroadcast2(t, &cr_fn_sub, cr_targ_var(cr_const(1.0)), cr_targ_arr(lo));
-    cr_avar s = cr_abroadcast2(
-        t, &cr_fn_add,
-        cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(cr_const(100.0)),
-                                   cr_targ_arr(cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(a))))),
-        cr_targ_arr(cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(b))));
-    return cr_asum(t, s);
+    cr_avar lo = cr_av_slice(t, X, 0, (int64_t)n - 1), hi = cr_av_slice(t, X, 1, (int64_t)n);
+    cr_avar a = cr_av_broadcast2(t, &cr_fn_sub, cr_targ_arr(hi),
+                                 cr_targ_arr(cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(lo))));
+    cr_avar b = cr_av_broadcast2(t, &cr_fn_sub, cr_targ_var(cr_const(1.0)), cr_targ_arr(lo));
+    cr_avar s =
+        cr_av_broadcast2(t, &cr_fn_add,
+                         cr_targ_arr(cr_av_broadcast2(
+                             t, &cr_fn_mul, cr_targ_var(cr_const(100.0)),
+                             cr_targ_arr(cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(a))))),
+                         cr_targ_arr(cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(b))));
+    return cr_av_sum(t, s);
 }
 
 static void test_rosen_array(void **state)
@@ -111,10 +112,10 @@ static void test_mixed_scalar_array(void **state)
     cr_array xa = cr_array_vector(x, M), gxa = cr_array_vector(gx, M);
     cr_var s = cr_tape_input(t, v[0]);
     cr_avar X = cr_tape_array_input(t, &xa);
-    cr_avar sx = cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s), cr_targ_arr(X));
-    cr_avar th = cr_abroadcast1(t, &cr_fn_tanh, cr_targ_arr(sx));
-    cr_var a = cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(th), cr_targ_arr(X)));
-    cr_var sm = cr_asum(t, X);
+    cr_avar sx = cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(s), cr_targ_arr(X));
+    cr_avar th = cr_av_broadcast1(t, &cr_fn_tanh, cr_targ_arr(sx));
+    cr_var a = cr_av_sum(t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(th), cr_targ_arr(X)));
+    cr_var sm = cr_av_sum(t, X);
     cr_var y = cr_add(t, a, cr_div(t, cr_mul(t, s, cr_mul(t, sm, sm)), cr_const((double)M)));
     assert_int_equal(cr_tape_status(t), CR_OK);
     assert_close(y.v, mixed_c(v, M + 1, NULL), 1e-14);
@@ -151,10 +152,10 @@ static void test_same_array_twice(void **state)
     assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
     cr_array xa = cr_array_vector(x, N), wa = cr_array_vector(w, N), ga = cr_array_vector(g, N);
     cr_avar X = cr_tape_array_input(t, &xa);
-    cr_avar xx = cr_abroadcast2(t, &cr_fn_add, cr_targ_arr(X), cr_targ_arr(X));
-    cr_var a = cr_adot(t, xx, cr_aconst(&wa));
-    cr_avar x2 = cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(X), cr_targ_arr(X));
-    cr_var b = cr_adot(t, x2, X);
+    cr_avar xx = cr_av_broadcast2(t, &cr_fn_add, cr_targ_arr(X), cr_targ_arr(X));
+    cr_var a = cr_av_dot(t, xx, cr_av_const(&wa));
+    cr_avar x2 = cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(X), cr_targ_arr(X));
+    cr_var b = cr_av_dot(t, x2, X);
     cr_var y = cr_add(t, a, b);
     cr_array *gp = &ga;
     assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp));
@@ -201,8 +202,8 @@ static void test_network(void **state)
     cr_array Wa = cr_array_matrix(W, M, N), xa = cr_array_vector(x, N);
     cr_array gWa = cr_array_matrix(gW, M, N), gxa = cr_array_vector(gx, N);
     cr_avar Wv = cr_tape_array_input(t, &Wa), xv = cr_tape_array_input(t, &xa);
-    cr_avar z = cr_amatmul(t, Wv, xv);
-    cr_var y1 = cr_asum(t, cr_abroadcast1(t, &cr_fn_tanh, cr_targ_arr(z)));
+    cr_avar z = cr_av_matmul(t, Wv, xv);
+    cr_var y1 = cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_tanh, cr_targ_arr(z)));
     cr_targ zarg = cr_targ_arr(z);
     cr_var y2 = cr_tape_acall_s(t, &cr_fn_logsumexp, &zarg, 1);
     cr_var y = cr_add(t, y1, y2);
@@ -247,7 +248,7 @@ static void test_f32_and_strided(void **state)
     cr_tape *t;
     assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
     cr_avar X = cr_tape_array_input(t, &xa);
-    cr_var y = cr_asum(t, cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(X)));
+    cr_var y = cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(X)));
     cr_array *gp = &ga;
     assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp));
     for (size_t i = 0; i < 3; i++) {
@@ -289,7 +290,7 @@ static void test_errors(void **state)
     assert_contains(cr_tape_errmsg(t), "another tape");
     assert_true(out.kind == CR_TARG_VAR && isnan(out.u.s.v));
     /* Sticky: the next operation fails too, and the sweep reports the failure. */
-    cr_var y = cr_asum(t, X);
+    cr_var y = cr_av_sum(t, X);
     assert_true(isnan(y.v));
     double gs;
     assert_int_equal(cr_tape_gradient(t, y, NULL, 0, &gs), CR_ETAPE);
@@ -297,7 +298,7 @@ static void test_errors(void **state)
     /* Mismatched shapes: the rule's error, with its message. */
     cr_tape_reset(t);
     X = cr_tape_array_input(t, &xa);
-    cr_avar bad = cr_abroadcast2(t, &cr_fn_add, cr_targ_arr(X), cr_targ_arr(cr_aconst(&za)));
+    cr_avar bad = cr_av_broadcast2(t, &cr_fn_add, cr_targ_arr(X), cr_targ_arr(cr_av_const(&za)));
     assert_null(bad.a);
     assert_int_equal(cr_tape_status(t), CR_ESHAPE);
 
@@ -311,7 +312,7 @@ static void test_errors(void **state)
     /* A gradient array of the wrong shape; a scalar result asked for as an array. */
     cr_tape_reset(t);
     X = cr_tape_array_input(t, &xa);
-    y = cr_asum(t, X);
+    y = cr_av_sum(t, X);
     cr_array *gp = &za;
     assert_int_equal(cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp), CR_ESHAPE);
     gp = &ga;
@@ -330,7 +331,7 @@ static void test_errors(void **state)
 
     /* Non-finite seed. */
     X = cr_tape_array_input(t, &xa);
-    cr_avar S = cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(X));
+    cr_avar S = cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(X));
     double nanseed[3] = {0, NAN, 0};
     cr_array ns = cr_array_vector(nanseed, 3);
     gp = &ga;
@@ -357,7 +358,8 @@ static void test_errors(void **state)
     p.flags = CR_TAPE_FORWARD;
     assert_int_equal(cr_tape_new(f->ctx, &p, &t), CR_OK);
     cr_var s = cr_tape_input(t, 2.0);
-    y = cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s), cr_targ_arr(cr_aconst(&xa))));
+    y = cr_av_sum(t,
+                  cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(s), cr_targ_arr(cr_av_const(&xa))));
     assert_int_equal(cr_tape_status(t), CR_OK);
     assert_ok(t, cr_tape_gradient(t, y, &s, 1, &gs));
     assert_true(gs == 6.0);
@@ -524,7 +526,7 @@ static void test_acall_refusals(void **state)
                 "broadcast: argument 1 (variable 0) belongs to another tape");
     assert_true(out[0].kind == CR_TARG_VAR && isnan(out[0].u.s.v));
     /* A NULL array. */
-    a3[1] = cr_targ_arr(cr_aconst(NULL));
+    a3[1] = cr_targ_arr(cr_av_const(NULL));
     expect_fail(t, cr_tape_acall(t, &cr_fn_broadcast, a3, 3, out), CR_EINVAL,
                 "broadcast: argument 1 is a NULL array");
     /* An argument kind that does not exist. */
@@ -549,10 +551,10 @@ static void test_acall_refusals(void **state)
 
     /* Functions of constants only: evaluated, not recorded. A failing primal fails the tape
      * with its status, naming the function. */
-    cr_targ mm[2] = {cr_targ_arr(cr_aconst(&ma)), cr_targ_arr(cr_aconst(&ma))};
+    cr_targ mm[2] = {cr_targ_arr(cr_av_const(&ma)), cr_targ_arr(cr_av_const(&ma))};
     expect_fail(t, cr_tape_acall(t, &cr_fn_matmul, mm, 2, out), CR_ESHAPE, "matmul");
     /* Two results asked of a function giving one. */
-    cr_targ c1 = cr_targ_arr(cr_aconst(&xa));
+    cr_targ c1 = cr_targ_arr(cr_av_const(&xa));
     expect_fail(t, cr_tape_acall_n(t, &cr_fn_sum, &c1, 1, out, 2), CR_EINVAL,
                 "sum returns one value, 2 results expected");
     /* Integer results, and a tuple with a complex element: the tape holds float scalars and
@@ -567,7 +569,7 @@ static void test_acall_refusals(void **state)
     /* Still usable: the same tape records and differentiates. */
     cr_targ ok3[3] = {cr_targ_value(cr_fn_mul), cr_targ_var(s), cr_targ_arr(X)};
     assert_ok(t, cr_tape_acall(t, &cr_fn_broadcast, ok3, 3, out));
-    cr_var y = cr_asum(t, out[0].u.a);
+    cr_var y = cr_av_sum(t, out[0].u.a);
     assert_ok(t, cr_tape_status(t));
     double gx[3], gs;
     cr_array gxa = cr_array_vector(gx, 3);
@@ -587,10 +589,10 @@ static void test_no_tape(void **state)
     assert_null(cr_tape_current());
     double x[2] = {1, 2};
     cr_array xa = cr_array_vector(x, 2);
-    cr_targ a = cr_targ_arr(cr_aconst(&xa)), out;
+    cr_targ a = cr_targ_arr(cr_av_const(&xa)), out;
     assert_int_equal(cr_tape_acall(NULL, &cr_fn_sum, &a, 1, &out), CR_EMISUSE);
     assert_true(out.kind == CR_TARG_VAR && isnan(out.u.s.v));
-    cr_avar s = cr_aslice(NULL, cr_aconst(&xa), 0, 1);
+    cr_avar s = cr_av_slice(NULL, cr_av_const(&xa), 0, 1);
     assert_null(s.a);
     assert_int_equal(s.idx, CR_VAR_CONST);
 }
@@ -697,12 +699,12 @@ static void test_shared_cotangent(void **state)
     cr_avar X = cr_tape_array_input(t, &xa), Z = cr_tape_array_input(t, &za);
     /* X . V and Z . Z are recorded first, so their pullbacks run last and add into the
      * shadows of X and Z after plus's pullback gave both their first cotangent. */
-    cr_var a = cr_adot(t, X, cr_aconst(&Va));
-    cr_var c = cr_adot(t, Z, Z);
+    cr_var a = cr_av_dot(t, X, cr_av_const(&Va));
+    cr_var c = cr_av_dot(t, Z, Z);
     cr_value pf = cr_value_function(&plus_fn, NULL);
     cr_targ pa[2] = {cr_targ_arr(X), cr_targ_arr(Z)};
     cr_avar P = cr_tape_acall_a(t, &pf, pa, 2);
-    cr_var b = cr_adot(t, P, cr_aconst(&Wa));
+    cr_var b = cr_av_dot(t, P, cr_av_const(&Wa));
     cr_var y = cr_add(t, cr_add(t, a, b), c);
     assert_ok(t, cr_tape_status(t));
     assert_close(y.v, shared_c(v, 2 * NP, NULL), 1e-14);
@@ -742,8 +744,8 @@ static void test_unread_tuple(void **state)
     cr_avar X = cr_tape_array_input(t, &A);
     cr_targ xa = cr_targ_arr(X), fp[2];
     assert_ok(t, cr_tape_acall_n(t, &cr_fn_getrf, &xa, 1, fp, 2)); /* (F, ipiv), never read */
-    cr_var y =
-        cr_adot(t, X, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(X), cr_targ_arr(cr_aconst(&Wa))));
+    cr_var y = cr_av_dot(
+        t, X, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(X), cr_targ_arr(cr_av_const(&Wa))));
     assert_ok(t, cr_tape_status(t));
     cr_array *gp = &G;
     assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp));
@@ -767,13 +769,13 @@ static void test_writable_destination(void **state)
     ga.flags |= CR_ARRAY_WRITABLE;
     cr_tape *t = new_tape(f->ctx, NULL);
     cr_avar X = cr_tape_array_input(t, &xa);
-    cr_var y = cr_add(t, rosen_t(t, X, N), cr_asum(t, cr_aconst(&ca)));
+    cr_var y = cr_add(t, rosen_t(t, X, N), cr_av_sum(t, cr_av_const(&ca)));
     assert_ok(t, cr_tape_status(t));
     fd_grad(rosen_c, NULL, x, N, want);
     for (int rep = 0; rep < 2; rep++) { /* twice: the destinations are forgotten in between */
         for (size_t i = 0; i < N; i++)
             g[i] = 99.0;
-        cr_avar as[2] = {X, cr_aconst(&ca)};
+        cr_avar as[2] = {X, cr_av_const(&ca)};
         cr_array *gp[2] = {&ga, &gca};
         assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, as, 2, gp));
         for (size_t i = 0; i < N; i++)
@@ -816,8 +818,8 @@ static void test_strided_complex_gradient(void **state)
     assert_int_equal(cr_array_view_init(&ga, buf, CR_DT_C128, 1, shape, stride), CR_OK);
     cr_tape *t = new_tape(f->ctx, NULL);
     cr_avar Z = cr_tape_array_input(t, &za);
-    cr_avar A = cr_abroadcast1(t, &cr_fn_abs2, cr_targ_arr(Z));
-    cr_var y = cr_adot(t, A, cr_aconst(&wa));
+    cr_avar A = cr_av_broadcast1(t, &cr_fn_abs2, cr_targ_arr(Z));
+    cr_var y = cr_av_dot(t, A, cr_av_const(&wa));
     assert_ok(t, cr_tape_status(t));
     assert_close(y.v, abs2_c(v, 2 * NZ, NULL), 1e-14);
     cr_array *gp = &ga;
@@ -863,8 +865,8 @@ static void test_negative_stride_overlap(void **state)
     assert_int_equal(cr_array_view_init(&ra, &B[2 * NR - 1], CR_DT_F64, 1, shape, stride), CR_OK);
     cr_tape *t = new_tape(f->ctx, NULL);
     cr_avar X = cr_tape_array_input(t, &xa), R = cr_tape_array_input(t, &ra);
-    cr_var a = cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(X), cr_targ_arr(R)));
-    cr_var b = cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(X), cr_targ_arr(X)));
+    cr_var a = cr_av_sum(t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(X), cr_targ_arr(R)));
+    cr_var b = cr_av_sum(t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(X), cr_targ_arr(X)));
     cr_var y = cr_add(t, a, b);
     assert_ok(t, cr_tape_status(t));
     assert_close(y.v, xr_c(v, 2 * NR, NULL), 1e-14);
@@ -908,7 +910,7 @@ static void test_many_scalars(void **state)
     cr_var s = cr_const(0.0);
     for (size_t i = 0; i < NS; i++)
         s = cr_add(t, s, cr_mul(t, cr_sin(t, xs[i]), cr_const(1 + (double)i / 10)));
-    cr_var y = cr_mul(t, s, cr_adot(t, A, A));
+    cr_var y = cr_mul(t, s, cr_av_dot(t, A, A));
     assert_ok(t, cr_tape_status(t));
     assert_close(y.v, many_c(v, NS + NA, NULL), 1e-13);
     cr_array *gp = &gaa;
@@ -933,7 +935,7 @@ static void test_gradient_checks(void **state)
     cr_tape *t = new_tape(f->ctx, NULL), *u = new_tape(f->ctx, NULL);
     cr_var s = cr_tape_input(t, 1.5), su = cr_tape_input(u, 2.0);
     cr_avar X = cr_tape_array_input(t, &xa);
-    cr_var y = cr_mul(t, s, cr_adot(t, X, X));
+    cr_var y = cr_mul(t, s, cr_av_dot(t, X, X));
     cr_var yu = cr_mul(u, su, su);
     assert_ok(t, cr_tape_status(t));
     cr_array *gp = &ga, *none = NULL, *igp = &iga;
@@ -980,8 +982,8 @@ static void test_avjp_checks(void **state)
     cr_tape *t = new_tape(f->ctx, NULL), *u = new_tape(f->ctx, NULL);
     cr_var s = cr_tape_input(t, 1.5);
     cr_avar X = cr_tape_array_input(t, &xa), Xu = cr_tape_array_input(u, &xa);
-    cr_avar Y = cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s),
-                               cr_targ_arr(cr_abroadcast1(t, &cr_fn_tanh, cr_targ_arr(X))));
+    cr_avar Y = cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(s),
+                                 cr_targ_arr(cr_av_broadcast1(t, &cr_fn_tanh, cr_targ_arr(X))));
     assert_ok(t, cr_tape_status(t));
     cr_array *gp = &ga;
 
@@ -996,7 +998,7 @@ static void test_avjp_checks(void **state)
     /* A constant output: nothing flows, zeros. */
     for (size_t i = 0; i < 3; i++)
         g[i] = 7.0;
-    assert_ok(t, cr_tape_avjp(t, cr_aconst(&xa), &wa, &s, 1, &xb, &X, 1, &gp));
+    assert_ok(t, cr_tape_avjp(t, cr_av_const(&xa), &wa, &s, 1, &xb, &X, 1, &gp));
     assert_true(xb == 0.0);
     for (size_t i = 0; i < 3; i++)
         assert_true(g[i] == 0.0);

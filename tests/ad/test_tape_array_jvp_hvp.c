@@ -29,16 +29,17 @@ static cr_var rosen_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void 
     (void)s;
     (void)env;
     int64_t n = (int64_t)cr_array_numel(X[0].a);
-    cr_avar lo = cr_aslice(t, X[0], 0, n - 1), hi = cr_aslice(t, X[0], 1, n);
-    cr_avar a = cr_abroadcast2(t, &cr_fn_sub, cr_targ_arr(hi),
-                               cr_targ_arr(cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(lo))));
-    cr_avar b = cr_abroadcast2(t, &cr_fn_sub, cr_targ_var(cr_const(1.0)), cr_targ_arr(lo));
-    cr_avar sm = cr_abroadcast2(
-        t, &cr_fn_add,
-        cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(cr_const(100.0)),
-                                   cr_targ_arr(cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(a))))),
-        cr_targ_arr(cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(b))));
-    return cr_asum(t, sm);
+    cr_avar lo = cr_av_slice(t, X[0], 0, n - 1), hi = cr_av_slice(t, X[0], 1, n);
+    cr_avar a = cr_av_broadcast2(t, &cr_fn_sub, cr_targ_arr(hi),
+                                 cr_targ_arr(cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(lo))));
+    cr_avar b = cr_av_broadcast2(t, &cr_fn_sub, cr_targ_var(cr_const(1.0)), cr_targ_arr(lo));
+    cr_avar sm =
+        cr_av_broadcast2(t, &cr_fn_add,
+                         cr_targ_arr(cr_av_broadcast2(
+                             t, &cr_fn_mul, cr_targ_var(cr_const(100.0)),
+                             cr_targ_arr(cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(a))))),
+                         cr_targ_arr(cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(b))));
+    return cr_av_sum(t, sm);
 }
 
 static void test_rosen_hvp_and_hessian(void **state)
@@ -94,9 +95,9 @@ static cr_var lsq_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *e
 {
     (void)s;
     const cr_array *b = env;
-    cr_avar r = cr_abroadcast2(t, &cr_fn_sub, cr_targ_arr(cr_amatmul(t, X[0], X[1])),
-                               cr_targ_arr(cr_aconst(b)));
-    return cr_asum(t, cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(r)));
+    cr_avar r = cr_av_broadcast2(t, &cr_fn_sub, cr_targ_arr(cr_av_matmul(t, X[0], X[1])),
+                                 cr_targ_arr(cr_av_const(b)));
+    return cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(r)));
 }
 
 static void test_least_squares(void **state)
@@ -117,14 +118,14 @@ static cr_var stimes_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void
 {
     (void)env;
     cr_var a =
-        cr_asum(t, cr_abroadcast1(t, &cr_fn_sin,
-                                  cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s[0]),
-                                                             cr_targ_arr(X[0])))));
-    cr_var b = cr_mul(t, s[1], cr_adot(t, X[0], X[0]));
-    cr_avar e = cr_abroadcast1(
+        cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_sin,
+                                      cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(s[0]),
+                                                                   cr_targ_arr(X[0])))));
+    cr_var b = cr_mul(t, s[1], cr_av_dot(t, X[0], X[0]));
+    cr_avar e = cr_av_broadcast1(
         t, &cr_fn_exp,
-        cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s[1]), cr_targ_arr(X[0]))));
-    cr_var c = cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(e), cr_targ_arr(X[0])));
+        cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(s[1]), cr_targ_arr(X[0]))));
+    cr_var c = cr_av_sum(t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(e), cr_targ_arr(X[0])));
     return cr_add(t, cr_add(t, a, b), cr_add(t, c, cr_mul(t, s[0], s[1])));
 }
 
@@ -144,11 +145,11 @@ static cr_var rows_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *
     (void)s;
     (void)env;
     cr_targ x = cr_targ_arr(X[0]), r = cr_targ_arr(X[1]);
-    cr_var a = cr_asum(
-        t, cr_abroadcast1(t, &cr_fn_tanh, cr_targ_arr(cr_abroadcast2(t, &cr_fn_div, x, r))));
-    cr_var b =
-        cr_asum(t, cr_abroadcast1(t, &cr_fn_exp, cr_targ_arr(cr_abroadcast1(t, &cr_fn_sin, x))));
-    cr_var c = cr_asum(t, cr_abroadcast2(t, &cr_fn_hypot, x, r));
+    cr_var a = cr_av_sum(
+        t, cr_av_broadcast1(t, &cr_fn_tanh, cr_targ_arr(cr_av_broadcast2(t, &cr_fn_div, x, r))));
+    cr_var b = cr_av_sum(
+        t, cr_av_broadcast1(t, &cr_fn_exp, cr_targ_arr(cr_av_broadcast1(t, &cr_fn_sin, x))));
+    cr_var c = cr_av_sum(t, cr_av_broadcast2(t, &cr_fn_hypot, x, r));
     return cr_add(t, cr_add(t, a, b), c);
 }
 
@@ -169,7 +170,7 @@ static cr_var table_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void 
 {
     (void)env;
     cr_targ M = cr_targ_arr(X[0]), u = cr_targ_arr(X[1]);
-    cr_avar c = call_a(t, &cr_fn_cross, u, cr_targ_arr(cr_amatmul(t, X[0], X[1])), 2);
+    cr_avar c = call_a(t, &cr_fn_cross, u, cr_targ_arr(cr_av_matmul(t, X[0], X[1])), 2);
     cr_targ d3[3] = {u, M, cr_targ_arr(c)};
     cr_var y1 = cr_tape_acall_s(t, &cr_fn_dot, d3, 3);
     cr_avar T = call_a(t, &cr_fn_transpose, M, M, 1);
@@ -177,13 +178,13 @@ static cr_var table_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void 
         call_a(t, &cr_fn_add_uniform,
                cr_targ_arr(call_a(t, &cr_fn_mul_uniform, cr_targ_var(s[0]), cr_targ_arr(T), 2)),
                cr_targ_var(s[0]), 2);
-    cr_targ RR = cr_targ_arr(cr_amatmul(t, R, R));
+    cr_targ RR = cr_targ_arr(cr_av_matmul(t, R, R));
     cr_var y2 = cr_tape_acall_s(t, &cr_fn_tr, &RR, 1);
     cr_avar K = call_a(t, &cr_fn_kron, u, cr_targ_arr(call_a(t, &cr_fn_cumsum, u, u, 1)), 2);
-    cr_var y3 = cr_asum(t, cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(K)));
+    cr_var y3 = cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(K)));
     cr_avar F = call_a(t, &cr_fn_fill, cr_targ_var(s[0]), cr_targ_value(cr_value_i64(2)), 2);
     cr_targ E = cr_targ_arr(
-        cr_abroadcast1(t, &cr_fn_exp, cr_targ_arr(call_a(t, &cr_fn_vcat, u, cr_targ_arr(F), 2))));
+        cr_av_broadcast1(t, &cr_fn_exp, cr_targ_arr(call_a(t, &cr_fn_vcat, u, cr_targ_arr(F), 2))));
     cr_var y4 = cr_tape_acall_s(t, &cr_fn_mean, &E, 1);
     cr_avar V = call_a(t, &cr_fn_reshape, M, cr_targ_value(cr_value_i64(9)), 2);
     cr_targ gi[2] = {cr_targ_arr(V), cr_targ_value(cr_value_i64(4))};
@@ -212,8 +213,9 @@ static cr_var ring_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *
     const cr_array *c = env;
     cr_var acc = cr_const(0.0);
     for (size_t i = 0; i < 10; i++) {
-        cr_avar sc = cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s[i]), cr_targ_arr(cr_aconst(c)));
-        cr_var u = cr_asum(t, cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(sc)));
+        cr_avar sc =
+            cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(s[i]), cr_targ_arr(cr_av_const(c)));
+        cr_var u = cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(sc)));
         acc = cr_add(t, acc, cr_mul(t, u, s[(i + 1) % 10]));
     }
     return acc;
@@ -292,14 +294,14 @@ static void test_forward(void **state)
         cr_array xa = cr_array_vector(z + 1, 4);
         cr_var s = cr_tape_input(t, z[0]);
         cr_avar X = cr_tape_array_input(t, &xa);
-        cr_avar Wv =
-            cr_amatmul(t, cr_aconst(&Ma),
-                       cr_abroadcast1(t, &cr_fn_tanh,
-                                      cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s),
-                                                                 cr_targ_arr(X)))));
-        cr_var y =
-            cr_add(t, cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(Wv), cr_targ_arr(Wv))),
-                   cr_mul(t, s, cr_asum(t, X)));
+        cr_avar Wv = cr_av_matmul(
+            t, cr_av_const(&Ma),
+            cr_av_broadcast1(
+                t, &cr_fn_tanh,
+                cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(s), cr_targ_arr(X)))));
+        cr_var y = cr_add(
+            t, cr_av_sum(t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(Wv), cr_targ_arr(Wv))),
+            cr_mul(t, s, cr_av_sum(t, X)));
         assert_ok(t, cr_tape_status(t));
 
         /* Central differences of the plain-C function along zd. */
@@ -412,7 +414,7 @@ static void test_refusals(void **state)
     assert_true(yp.idx == CR_VAR_CONST && yp.a == NULL);
     assert_int_equal(cr_tape_status(t), CR_EUNIMPL);
     assert_contains(cr_tape_errmsg(t), "halve: no second-order form");
-    assert_int_equal(cr_asum(t, X).idx, CR_VAR_CONST);
+    assert_int_equal(cr_av_sum(t, X).idx, CR_VAR_CONST);
 
     /* mean(f, A) is not linear (and has no rule): refused. */
     cr_tape_reset(t);
@@ -429,14 +431,14 @@ static void test_refusals(void **state)
     size_t two = 2;
     assert_int_equal(cr_array_view_init(&za, zc, CR_DT_C128, 1, &two, NULL), CR_OK);
     cr_avar Z = cr_tape_array_input(t, &za);
-    cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(Z));
+    cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(Z));
     assert_int_equal(cr_tape_status(t), CR_EUNIMPL);
     assert_contains(cr_tape_errmsg(t), "complex");
 
     /* Bad directions and results: reported on the context, the tape stays usable. */
     cr_tape_reset(t);
     X = cr_tape_array_input(t, &xa);
-    cr_var y = cr_asum(t, cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(X)));
+    cr_var y = cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(X)));
     const cr_array *dp = &da;
     cr_array *op = &oa;
     double two_d[2] = {1, 1};
@@ -466,7 +468,7 @@ static void test_refusals(void **state)
     /* A first-order tape: no H v, no forward sweep. */
     assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
     X = cr_tape_array_input(t, &xa);
-    y = cr_asum(t, X);
+    y = cr_av_sum(t, X);
     assert_int_equal(cr_tape_ahvp(t, y, NULL, 0, NULL, NULL, &X, 1, &dp, &op), CR_EMISUSE);
     double yd;
     assert_int_equal(cr_tape_ajvp(t, NULL, NULL, 0, &X, &dp, 1, &y, 1, &yd, NULL, 0, NULL),
@@ -632,9 +634,9 @@ static void test_f32(void **state)
     /* A forward sweep writes an f32 array output: the tangent of x[1:] - x[:-1].^2 */
     cr_tape_reset(t);
     X = cr_tape_array_input(t, &xa);
-    cr_avar lo = cr_aslice(t, X, 0, N - 1), hi = cr_aslice(t, X, 1, N);
-    cr_avar a = cr_abroadcast2(t, &cr_fn_sub, cr_targ_arr(hi),
-                               cr_targ_arr(cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(lo))));
+    cr_avar lo = cr_av_slice(t, X, 0, N - 1), hi = cr_av_slice(t, X, 1, N);
+    cr_avar a = cr_av_broadcast2(t, &cr_fn_sub, cr_targ_arr(hi),
+                                 cr_targ_arr(cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(lo))));
     size_t m = N - 1;
     cr_array ja;
     assert_int_equal(cr_array_view_init(&ja, jd, CR_DT_F32, 1, &m, NULL), CR_OK);
@@ -690,14 +692,14 @@ static cr_var row_scalars_p(cr_tape *t, const cr_var *s, const cr_avar *X, const
     (void)env;
     static cr_array w;
     w = cr_array_vector(k_w5, 5);
-    cr_avar h = cr_abroadcast2(t, &cr_fn_hypot, cr_targ_arr(X[0]), cr_targ_var(s[0]));
-    cr_avar p = cr_abroadcast2(t, &cr_fn_pow, cr_targ_var(s[1]), cr_targ_arr(X[0]));
-    cr_avar hp = cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(h), cr_targ_arr(p));
-    cr_avar whp = cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(hp), cr_targ_arr(cr_aconst(&w)));
-    cr_avar hc = cr_abroadcast2(t, &cr_fn_hypot, cr_targ_arr(X[0]), f64(0.7));
+    cr_avar h = cr_av_broadcast2(t, &cr_fn_hypot, cr_targ_arr(X[0]), cr_targ_var(s[0]));
+    cr_avar p = cr_av_broadcast2(t, &cr_fn_pow, cr_targ_var(s[1]), cr_targ_arr(X[0]));
+    cr_avar hp = cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(h), cr_targ_arr(p));
+    cr_avar whp = cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(hp), cr_targ_arr(cr_av_const(&w)));
+    cr_avar hc = cr_av_broadcast2(t, &cr_fn_hypot, cr_targ_arr(X[0]), f64(0.7));
     cr_targ sargs[3] = {cr_targ_value(cr_fn_hypot), cr_targ_var(s[0]), cr_targ_var(s[1])};
-    cr_var hs = cr_asum(t, cr_tape_acall_a(t, &cr_fn_broadcast, sargs, 3));
-    return cr_add(t, cr_add(t, cr_asum(t, whp), sum_sq(t, hc)), cr_mul(t, hs, s[1]));
+    cr_var hs = cr_av_sum(t, cr_tape_acall_a(t, &cr_fn_broadcast, sargs, 3));
+    return cr_add(t, cr_add(t, cr_av_sum(t, whp), sum_sq(t, hc)), cr_mul(t, hs, s[1]));
 }
 
 /* second_row with scalar arguments (variable and constant), zeros in ȳ, and a broadcast
@@ -721,9 +723,9 @@ static cr_var row_only_scalars_p(cr_tape *t, const cr_var *s, const cr_avar *X, 
     (void)X;
     (void)env;
     cr_targ a[3] = {cr_targ_value(cr_fn_hypot), cr_targ_var(s[0]), cr_targ_var(s[1])};
-    cr_var h = cr_asum(t, cr_tape_acall_a(t, &cr_fn_broadcast, a, 3));
+    cr_var h = cr_av_sum(t, cr_tape_acall_a(t, &cr_fn_broadcast, a, 3));
     cr_targ b[3] = {cr_targ_value(cr_fn_pow), cr_targ_var(s[2]), f64(3.0)};
-    cr_var q = cr_asum(t, cr_tape_acall_a(t, &cr_fn_broadcast, b, 3));
+    cr_var q = cr_av_sum(t, cr_tape_acall_a(t, &cr_fn_broadcast, b, 3));
     return cr_add(t, cr_mul(t, h, cr_sin(t, s[2])), cr_mul(t, q, h));
 }
 
@@ -947,7 +949,7 @@ static void test_ahvp_checks(void **state)
     /* a constant array among the inputs: no direction seeded, its result 0 */
     double ca[3] = {1.0, 1.0, 1.0}, co[3] = {9.0, 9.0, 9.0};
     cr_array C = cr_array_vector(ca, 3), CO = cr_array_vector(co, 3);
-    cr_avar X2[2] = {cr_aconst(&C), q.X};
+    cr_avar X2[2] = {cr_av_const(&C), q.X};
     const cr_array *dp2[2] = {&q.D, &q.D};
     cr_array *op2[2] = {&CO, &q.O};
     assert_ok(t, cr_tape_ahvp(t, q.y, &q.s, 1, &sd, &hs, X2, 2, dp2, op2));

@@ -51,12 +51,12 @@ static void check_all(cr_ctx *ctx, const prob *p, double *z)
 
 static cr_avar bc1(cr_tape *t, const cr_value *f, cr_avar x)
 {
-    return cr_abroadcast1(t, f, cr_targ_arr(x));
+    return cr_av_broadcast1(t, f, cr_targ_arr(x));
 }
 
 static cr_avar bc2(cr_tape *t, const cr_value *f, cr_targ x, cr_targ y)
 {
-    return cr_abroadcast2(t, f, x, y);
+    return cr_av_broadcast2(t, f, x, y);
 }
 
 /* One-argument rows (sin, exp, log, tanh, erf, sqrt, cbrt) and the arithmetic kernels. */
@@ -72,8 +72,8 @@ static cr_var prog_unary(cr_tape *t, const cr_var *s, const cr_avar *X, const vo
                     cr_targ_arr(bc1(t, &cr_fn_sqrt, X[0])));
     cr_avar d = bc1(t, &cr_fn_neg, bc1(t, &cr_fn_cbrt, bc1(t, &cr_fn_square, X[0])));
     cr_avar ab = bc2(t, &cr_fn_sub, cr_targ_arr(a), cr_targ_arr(b));
-    return cr_add(t, cr_asum(t, bc2(t, &cr_fn_mul, cr_targ_arr(ab), cr_targ_arr(c))),
-                  cr_asum(t, d));
+    return cr_add(t, cr_av_sum(t, bc2(t, &cr_fn_mul, cr_targ_arr(ab), cr_targ_arr(c))),
+                  cr_av_sum(t, d));
 }
 
 /* Two-argument rows with both arguments variable (their cross second derivatives), on
@@ -94,8 +94,9 @@ static cr_var prog_binary(cr_tape *t, const cr_var *s, const cr_avar *X, const v
     static cr_array B;
     B = cr_array_matrix(b, 3, 2);
     cr_avar at = bc2(t, &cr_fn_add, cr_targ_arr(a), cr_targ_var(cr_const(0.5)));
-    cr_avar m = cr_amatmul(t, bc2(t, &cr_fn_add, cr_targ_arr(ph), cr_targ_arr(at)), cr_aconst(&B));
-    return cr_asum(t, m);
+    cr_avar m =
+        cr_av_matmul(t, bc2(t, &cr_fn_add, cr_targ_arr(ph), cr_targ_arr(at)), cr_av_const(&B));
+    return cr_av_sum(t, m);
 }
 
 /* Scalar variables and constants broadcast against an array; an array read twice. */
@@ -109,7 +110,7 @@ static cr_var prog_scalars(cr_tape *t, const cr_var *s, const cr_avar *X, const 
     cr_avar e = bc2(t, &cr_fn_mul, cr_targ_arr(c), cr_targ_arr(c));
     cr_avar ab = bc2(t, &cr_fn_atan2, cr_targ_arr(a), cr_targ_arr(b));
     cr_avar de = bc2(t, &cr_fn_div, cr_targ_arr(d), cr_targ_arr(e));
-    return cr_mul(t, s[1], cr_add(t, cr_asum(t, ab), cr_asum(t, de)));
+    return cr_mul(t, s[1], cr_add(t, cr_av_sum(t, ab), cr_av_sum(t, de)));
 }
 
 /* dot of two variables of one shape (matrices), of a variable and a constant, and of an
@@ -121,9 +122,9 @@ static cr_var prog_dot(cr_tape *t, const cr_var *s, const cr_avar *X, const void
     static double c[6] = {0.5, -1.5, 2.0, 0.25, -0.75, 1.25};
     static cr_array C;
     C = cr_array_matrix(c, 2, 3);
-    cr_var a = cr_adot(t, X[0], X[1]);
-    cr_var b = cr_adot(t, bc1(t, &cr_fn_sin, X[0]), cr_aconst(&C));
-    cr_var d = cr_adot(t, X[1], X[1]);
+    cr_var a = cr_av_dot(t, X[0], X[1]);
+    cr_var b = cr_av_dot(t, bc1(t, &cr_fn_sin, X[0]), cr_av_const(&C));
+    cr_var d = cr_av_dot(t, X[1], X[1]);
     return cr_add(t, cr_mul(t, a, b), d);
 }
 
@@ -144,7 +145,7 @@ static cr_var prog_map(cr_tape *t, const cr_var *s, const cr_avar *X, const void
     cr_avar m = map2(t, &cr_fn_mul, h, X[0]);
     assert_int_equal(m.a->ndim, 2);
     assert_int_equal(m.a->shape[1], 3);
-    return cr_asum(t, m);
+    return cr_av_sum(t, m);
 }
 
 static void test_rows_and_arithmetic(void **state)
@@ -177,7 +178,7 @@ static void test_dot(void **state)
     assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
     cr_array xa = cr_array_matrix(z, 2, 3), ya = cr_array_matrix(z + 6, 2, 3);
     cr_avar X = cr_tape_array_input(t, &xa), Y = cr_tape_array_input(t, &ya);
-    cr_var d = cr_adot(t, X, Y);
+    cr_var d = cr_av_dot(t, X, Y);
     assert_ok(t, cr_tape_status(t));
     ASSERT_CLOSE(d.v, want, 1e-15);
     cr_tape_free(t);
@@ -215,7 +216,7 @@ static void test_primal_bits(void **state)
         const cr_value *fn = one ? fns1[k] : fns2[k - sizeof fns1 / sizeof fns1[0]];
         cr_tape_reset(t);
         cr_avar X = cr_tape_array_input(t, &xa);
-        cr_avar Y = one ? bc1(t, fn, X) : bc2(t, fn, cr_targ_arr(X), cr_targ_arr(cr_aconst(&wa)));
+        cr_avar Y = one ? bc1(t, fn, X) : bc2(t, fn, cr_targ_arr(X), cr_targ_arr(cr_av_const(&wa)));
         assert_ok(t, cr_tape_status(t));
         cr_value args[3] = {*fn, cr_value_array(&xa), cr_value_array(&wa)}, y;
         assert_int_equal(cr_function_call(f->arena, &cr_fn_broadcast, args, one ? 2 : 3, &y),
@@ -242,8 +243,8 @@ static void test_strided(void **state)
     assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
     cr_avar X = cr_tape_array_input(t, &xa);
     /* sum(sin(x) * c) */
-    cr_var y = cr_asum(
-        t, bc2(t, &cr_fn_mul, cr_targ_arr(bc1(t, &cr_fn_sin, X)), cr_targ_arr(cr_aconst(&ca))));
+    cr_var y = cr_av_sum(
+        t, bc2(t, &cr_fn_mul, cr_targ_arr(bc1(t, &cr_fn_sin, X)), cr_targ_arr(cr_av_const(&ca))));
     assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp));
     double v = 0;
     for (size_t i = 0; i < 5; i++) {
@@ -270,7 +271,7 @@ static void test_empty(void **state)
     assert_ok(t, cr_tape_status(t));
     assert_int_equal(S.a->ndim, 1);
     assert_int_equal(S.a->shape[0], 0);
-    cr_var y = cr_asum(t, bc2(t, &cr_fn_mul, cr_targ_arr(S), cr_targ_arr(X)));
+    cr_var y = cr_av_sum(t, bc2(t, &cr_fn_mul, cr_targ_arr(S), cr_targ_arr(X)));
     assert_true(y.v == 0.0);
     assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp));
     assert_true(g[0] == 42);
@@ -282,14 +283,14 @@ static void test_empty(void **state)
 static cr_status mse_fn(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void *env)
 {
     (void)n;
-    cr_avar d = bc2(t, &cr_fn_sub, cr_targ_arr(xs[0]), cr_targ_arr(cr_aconst(env)));
+    cr_avar d = bc2(t, &cr_fn_sub, cr_targ_arr(xs[0]), cr_targ_arr(cr_av_const(env)));
     cr_avar e = bc2(t, &cr_fn_mul, cr_targ_arr(bc1(t, &cr_fn_tanh, d)), cr_targ_arr(xs[1]));
-    cr_var s = cr_asum(t, bc1(t, &cr_fn_square, e));
+    cr_var s = cr_av_sum(t, bc1(t, &cr_fn_square, e));
     /* a product that needs e's 2x3 shape at every replay */
     static double b[3] = {0.5, -1.0, 2.0};
     static cr_array B;
     B = cr_array_matrix(b, 3, 1);
-    cr_var m = cr_asum(t, cr_amatmul(t, e, cr_aconst(&B)));
+    cr_var m = cr_av_sum(t, cr_av_matmul(t, e, cr_av_const(&B)));
     *y = cr_add(t, cr_div(t, s, cr_const(6.0)), m);
     return cr_tape_status(t);
 }
@@ -382,8 +383,8 @@ static void sum_sin(fixture *f, cr_engine *eng, uint32_t flags)
     assert_int_equal(cr_tape_new(f->ctx, &tp, &t), CR_OK);
     cr_avar X = cr_tape_array_input(t, &xa);
     cr_targ neg[2] = {cr_targ_value(cr_fn_neg), cr_targ_arr(X)};
-    cr_var y = cr_add(t, cr_asum(t, bc1(t, &cr_fn_sin, X)), cr_adot(t, X, cr_aconst(&ca)));
-    y = cr_add(t, y, cr_asum(t, cr_tape_acall_a(t, &cr_fn_map, neg, 2)));
+    cr_var y = cr_add(t, cr_av_sum(t, bc1(t, &cr_fn_sin, X)), cr_av_dot(t, X, cr_av_const(&ca)));
+    y = cr_add(t, y, cr_av_sum(t, cr_tape_acall_a(t, &cr_fn_map, neg, 2)));
     assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp));
     for (size_t i = 0; i < 4; i++)
         ASSERT_CLOSE(g[i], cos(x[i]) + c[i] - 1.0, 1e-15);
@@ -455,7 +456,7 @@ static void test_fallbacks(void **state)
     assert_int_equal(P.a->ndim, 2);
     assert_int_equal(P.a->shape[0], 2);
     assert_int_equal(P.a->shape[1], 3);
-    cr_var y = cr_asum(t, P);
+    cr_var y = cr_av_sum(t, P);
     cr_array ga = cr_array_matrix(g, 2, 1), gra = cr_array_matrix(gr, 1, 3);
     cr_array *gp[2] = {&ga, &gra};
     cr_avar in[2] = {C, R};
@@ -637,7 +638,7 @@ static void run_call(cr_ctx *ctx, const cr_engine *eng, const call *c, outcome *
             args[j + 1] = cr_targ_arr(as[na++]);
             break;
         case 'c':
-            args[j + 1] = cr_targ_arr(cr_aconst(&xa[j]));
+            args[j + 1] = cr_targ_arr(cr_av_const(&xa[j]));
             break;
         case 's':
             ss[ns] = cr_tape_input(t, c->c[j]);
@@ -671,7 +672,7 @@ static void run_call(cr_ctx *ctx, const cr_engine *eng, const call *c, outcome *
     if (Y.idx != CR_VAR_CONST)
         assert_ok(t, cr_tape_avjp(t, Y, &wa, ss, ns, o->gs, as, na, gp));
     /* the sum and its gradient */
-    cr_var s = cr_asum(t, Y);
+    cr_var s = cr_av_sum(t, Y);
     assert_ok(t, cr_tape_status(t));
     o->sum = s.v;
     for (size_t j = 0; j < na; j++) {
@@ -812,7 +813,7 @@ static void test_rows_vs_generic_ternary(void **state)
 
 static cr_avar bc1_kernel_vs_rules(cr_tape *t, const cr_value *f, cr_targ x)
 {
-    return cr_abroadcast1(t, f, x);
+    return cr_av_broadcast1(t, f, x);
 }
 
 static cr_avar bc3(cr_tape *t, const cr_value *f, cr_targ x, cr_targ y, cr_targ z)
@@ -832,7 +833,7 @@ static cr_var prog_scalars_only(cr_tape *t, const cr_var *s, const cr_avar *X, c
     (void)env;
     static cr_array C;
     C = cr_array_vector(cvec, 4);
-    cr_targ c = cr_targ_arr(cr_aconst(&C));
+    cr_targ c = cr_targ_arr(cr_av_const(&C));
     cr_avar a = bc2(t, &cr_fn_mul, cr_targ_var(s[0]), c);                /* s0 c */
     cr_avar b = bc2(t, &cr_fn_hypot, cr_targ_arr(a), cr_targ_var(s[1])); /* hypot */
     cr_avar d = bc2(t, &cr_fn_atan2, cr_targ_var(s[2]), cr_targ_arr(b)); /* atan2 */
@@ -841,8 +842,8 @@ static cr_var prog_scalars_only(cr_tape *t, const cr_var *s, const cr_avar *X, c
         t, &cr_fn_sin, cr_targ_arr(bc2(t, &cr_fn_pow, cr_targ_arr(b), cr_targ_var(s[3]))));
     cr_avar k =
         bc3(t, &cr_fn_clamp, cr_targ_arr(h), cr_targ_value(cr_value_f64(-0.9)), cr_targ_var(s[1]));
-    cr_var u = cr_asum(t, bc2(t, &cr_fn_mul, cr_targ_arr(e), cr_targ_arr(k)));
-    return cr_mul(t, u, cr_asum(t, bc1_kernel_vs_rules(t, &cr_fn_exp, cr_targ_arr(d))));
+    cr_var u = cr_av_sum(t, bc2(t, &cr_fn_mul, cr_targ_arr(e), cr_targ_arr(k)));
+    return cr_mul(t, u, cr_av_sum(t, bc1_kernel_vs_rules(t, &cr_fn_exp, cr_targ_arr(d))));
 }
 
 static void test_hessian_scalar_inputs(void **state)
@@ -883,7 +884,8 @@ static cr_var prog_mix(cr_tape *t, cr_avar X, const void *env)
     cr_avar a = bc2(t, &cr_fn_mul, cr_targ_arr(bc1_kernel_vs_rules(t, &cr_fn_sin, x)), x);
     cr_avar b =
         bc2(t, &cr_fn_div, cr_targ_arr(bc2(t, &cr_fn_mul, x, x)), cr_targ_value(cr_value_f64(3.0)));
-    return cr_sub(t, cr_asum(t, bc2(t, &cr_fn_add, cr_targ_arr(a), cr_targ_arr(b))), cr_asum(t, X));
+    return cr_sub(t, cr_av_sum(t, bc2(t, &cr_fn_add, cr_targ_arr(a), cr_targ_arr(b))),
+                  cr_av_sum(t, X));
 }
 
 /* The same on both paths (values to the sum's rounding, gradients to 1e-14). */
@@ -962,14 +964,15 @@ static void test_bad_arrays(void **state)
     for (int round = 0; round < 2; round++) {
         cr_tape_reset(t);
         cr_avar X = cr_tape_array_input(t, &xa);
-        cr_avar bad = round == 0 ? bc2(t, &cr_fn_mul, cr_targ_arr(X), cr_targ_arr(cr_aconst(&na)))
-                                 : bc1_kernel_vs_rules(t, &cr_fn_sin, cr_targ_arr(cr_aconst(&na)));
+        cr_avar bad = round == 0
+                          ? bc2(t, &cr_fn_mul, cr_targ_arr(X), cr_targ_arr(cr_av_const(&na)))
+                          : bc1_kernel_vs_rules(t, &cr_fn_sin, cr_targ_arr(cr_av_const(&na)));
         assert_null(bad.a);
         assert_int_not_equal(cr_tape_status(t), CR_OK);
         assert_contains(cr_tape_errmsg(t), "broadcast");
         cr_tape_reset(t);
         X = cr_tape_array_input(t, &xa);
-        cr_var s = cr_asum(t, cr_aconst(&na));
+        cr_var s = cr_av_sum(t, cr_av_const(&na));
         assert_true(isnan(s.v));
         assert_int_not_equal(cr_tape_status(t), CR_OK);
         assert_contains(cr_tape_errmsg(t), "sum");
@@ -982,7 +985,7 @@ static void test_bad_arrays(void **state)
         cr_avar X = cr_tape_array_input(tg, &xa);
         cr_avar forged = X;
         forged.a = &wa;
-        cr_var y = cr_asum(tg, bc1_kernel_vs_rules(tg, &cr_fn_sin, cr_targ_arr(forged)));
+        cr_var y = cr_av_sum(tg, bc1_kernel_vs_rules(tg, &cr_fn_sin, cr_targ_arr(forged)));
         double gbuf[8] = {0, 0, 0, 0, 42, 42, 42, 42};
         cr_array ga = cr_array_vector(gbuf, 4), *gp = &ga;
         cr_status st = cr_tape_status(tg);
@@ -1003,7 +1006,7 @@ static void test_bad_arrays(void **state)
     assert_int_equal(cr_tape_status(t), CR_ETAPE);
     cr_tape_reset(t);
     X = cr_tape_array_input(t, &xa);
-    (void)cr_asum(t, forged);
+    (void)cr_av_sum(t, forged);
     assert_int_equal(cr_tape_status(t), CR_ETAPE);
     /* a scalar variable of another tape, and of an earlier recording */
     cr_tape *u = new_tape(f->ctx, NULL, 0);
@@ -1039,7 +1042,7 @@ static void test_fallbacks_kernel_vs_rules(void **state)
     cr_avar X = cr_tape_array_input(t, &xa);
     cr_avar p = bc2(t, &cr_fn_pow, cr_targ_arr(X), cr_targ_value(cr_value_i64(3)));
     cr_avar q = bc2(t, &cr_fn_mul, cr_targ_value(cr_value_bool(true)), cr_targ_arr(p));
-    cr_var y = cr_asum(t, q);
+    cr_var y = cr_av_sum(t, q);
     assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp));
     double want = 0;
     for (size_t i = 0; i < 6; i++) {
@@ -1059,8 +1062,8 @@ static void test_fallbacks_kernel_vs_rules(void **state)
     cr_array wa = cr_array_matrix(w, 3, 2), gma = cr_array_matrix(gm, 3, 2), *gmp = &gma;
     cr_avar M = cr_tape_array_input(t, &mt);
     cr_avar S = bc1_kernel_vs_rules(t, &cr_fn_sin, cr_targ_arr(M));
-    cr_avar P = bc2(t, &cr_fn_mul, cr_targ_arr(S), cr_targ_arr(cr_aconst(&wa)));
-    y = cr_asum(t, P);
+    cr_avar P = bc2(t, &cr_fn_mul, cr_targ_arr(S), cr_targ_arr(cr_av_const(&wa)));
+    y = cr_av_sum(t, P);
     assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &M, 1, &gmp));
     want = 0;
     for (size_t i = 0; i < 3; i++)
@@ -1078,8 +1081,8 @@ static void test_fallbacks_kernel_vs_rules(void **state)
     cr_tape_reset(t);
     X = cr_tape_array_input(t, &xa);
     cr_array wv = cr_array_vector(w, 6);
-    cr_avar H = bc3(t, &cr_fn_hypot, cr_targ_arr(X), cr_targ_arr(cr_aconst(&wv)), cr_targ_arr(X));
-    y = cr_asum(t, H);
+    cr_avar H = bc3(t, &cr_fn_hypot, cr_targ_arr(X), cr_targ_arr(cr_av_const(&wv)), cr_targ_arr(X));
+    y = cr_av_sum(t, H);
     assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp));
     want = 0;
     for (size_t i = 0; i < 6; i++) {
@@ -1105,7 +1108,7 @@ static void test_fallbacks_kernel_vs_rules(void **state)
     assert_ok(t, cr_tape_status(t));
     assert_int_equal(z.a->ndim, 0);
     double gs = 0;
-    y = cr_asum(t, z);
+    y = cr_av_sum(t, z);
     assert_ok(t, cr_tape_gradient_arrays(t, y, &s, 1, &gs, NULL, 0, NULL));
     ASSERT_CLOSE(gs, (exp(0.3 + 1e-6) - exp(0.3 - 1e-6)) / 2e-6, 1e-8);
     /* f32, c128 and i64 arrays */
@@ -1125,7 +1128,7 @@ static void test_fallbacks_kernel_vs_rules(void **state)
     cr_avar CS = bc1_kernel_vs_rules(t, &cr_fn_exp, cr_targ_arr(C));
     assert_ok(t, cr_tape_status(t));
     assert_int_equal(CS.a->dtype, CR_DT_C128);
-    cr_avar IF = bc2(t, &cr_fn_mul, cr_targ_arr(cr_aconst(&ia)), cr_targ_arr(F));
+    cr_avar IF = bc2(t, &cr_fn_mul, cr_targ_arr(cr_av_const(&ia)), cr_targ_arr(F));
     assert_ok(t, cr_tape_status(t));
     assert_int_equal(IF.a->dtype, CR_DT_F32);
     for (size_t i = 0; i < 3; i++)
@@ -1142,7 +1145,7 @@ static cr_status prep_fn(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, voi
     cr_targ x = cr_targ_arr(xs[0]);
     cr_avar a = bc2(t, &cr_fn_mul, cr_targ_arr(bc1_kernel_vs_rules(t, &cr_fn_sin, x)), x);
     cr_avar b = bc2(t, &cr_fn_pow, x, cr_targ_value(cr_value_f64(2.5)));
-    *y = cr_add(t, cr_asum(t, a), cr_asum(t, b));
+    *y = cr_add(t, cr_av_sum(t, a), cr_av_sum(t, b));
     return cr_tape_status(t);
 }
 
@@ -1270,15 +1273,15 @@ static cr_var prog_inter(cr_tape *t, cr_avar X, const void *env)
     B = cr_array_matrix(b, 3, 1);
     cr_avar e = bc2(t, &cr_fn_mul, cr_targ_arr(bc1_kernel_vs_rules(t, &cr_fn_exp, cr_targ_arr(X))),
                     cr_targ_arr(X));
-    cr_avar m = cr_amatmul(t, e, cr_aconst(&B));
-    cr_var v = cr_asum(t, bc1_kernel_vs_rules(t, &cr_fn_sin, cr_targ_arr(m)));
+    cr_avar m = cr_av_matmul(t, e, cr_av_const(&B));
+    cr_var v = cr_av_sum(t, bc1_kernel_vs_rules(t, &cr_fn_sin, cr_targ_arr(m)));
     cr_targ ra[2] = {cr_targ_arr(e), cr_targ_value(cr_value_i64(6))};
     cr_avar r = cr_tape_acall_a(t, &cr_fn_reshape, ra, 2);
     cr_targ ca[1] = {cr_targ_arr(r)};
     cr_avar c = cr_tape_acall_a(t, &cr_fn_cumsum, ca, 1);
-    cr_var q = cr_asum(t, bc2(t, &cr_fn_mul,
-                              cr_targ_arr(bc1_kernel_vs_rules(t, &cr_fn_square, cr_targ_arr(c))),
-                              cr_targ_value(cr_value_f64(0.1))));
+    cr_var q = cr_av_sum(t, bc2(t, &cr_fn_mul,
+                                cr_targ_arr(bc1_kernel_vs_rules(t, &cr_fn_square, cr_targ_arr(c))),
+                                cr_targ_value(cr_value_f64(0.1))));
     cr_targ ga[3] = {cr_targ_arr(e), cr_targ_value(cr_value_i64(1)),
                      cr_targ_value(cr_value_i64(1))};
     cr_targ gx[3] = {cr_targ_arr(X), cr_targ_value(cr_value_i64(0)),
@@ -1360,7 +1363,7 @@ static cr_var prog_small(cr_tape *t, cr_avar X, const void *env)
     cr_avar a =
         bc2(t, &cr_fn_hypot, cr_targ_arr(bc1_kernel_vs_rules(t, &cr_fn_sin, cr_targ_arr(X))),
             cr_targ_arr(X));
-    return cr_asum(t, bc2(t, &cr_fn_mul, cr_targ_arr(a), cr_targ_arr(X)));
+    return cr_av_sum(t, bc2(t, &cr_fn_mul, cr_targ_arr(a), cr_targ_arr(X)));
 }
 
 /* Caller buffers of every size up to the one that fits: CR_EARENA, sticky, then the same
@@ -1402,7 +1405,7 @@ static void test_caller_buffers(void **state)
             double s2[2] = {0.5, 1.5}, g2[2];
             cr_array sa = cr_array_vector(s2, 2), g2a = cr_array_vector(g2, 2), *g2p = &g2a;
             cr_avar S = cr_tape_array_input(t, &sa);
-            cr_var z = cr_asum(t, bc1_kernel_vs_rules(t, &cr_fn_sin, cr_targ_arr(S)));
+            cr_var z = cr_av_sum(t, bc1_kernel_vs_rules(t, &cr_fn_sin, cr_targ_arr(S)));
             if (cr_tape_status(t) == CR_OK &&
                 cr_tape_gradient_arrays(t, z, NULL, 0, NULL, &S, 1, &g2p) == CR_OK) {
                 ASSERT_DBL(g2[0], cos(0.5));

@@ -224,7 +224,7 @@ static void test_check_arrays(void **state)
     double d[2] = {-1.0, 2.0};
     cr_array A = cr_array_vector(d, 2);
     cr_avar a = cr_tape_array_input(f->t, &A);
-    cr_abroadcast1(f->t, &cr_fn_log, cr_targ_arr(a));
+    cr_av_broadcast1(f->t, &cr_fn_log, cr_targ_arr(a));
     assert_failed_with(f->t, CR_ENONFINITE,
                        "non-finite value: broadcast(log, [-1, 2] (2 elements)) = "
                        "[nan, 0.6931471805599453] (2 elements), element 0 is nan (in model)");
@@ -245,7 +245,7 @@ static void test_check_arrays(void **state)
     double e[3] = {1.0, INFINITY, 3.0};
     cr_array B = cr_array_vector(e, 3);
     cr_avar b = cr_tape_array_input(f->t, &B);
-    cr_var s = cr_asum(f->t, cr_abroadcast1(f->t, &cr_fn_exp, cr_targ_arr(b)));
+    cr_var s = cr_av_sum(f->t, cr_av_broadcast1(f->t, &cr_fn_exp, cr_targ_arr(b)));
     assert_true(isinf(s.v));
     assert_int_equal(cr_tape_status(f->t), CR_OK);
 }

@@ -222,9 +222,9 @@ static cr_var g_t(cr_tape *t, const cr_var *v, const cr_avar *av, const net *m)
     cr_var gain = cr_tape_struct_field(&net_type, v, "out.gain");
     cr_avar w = cr_tape_struct_array_field(&net_type, av, "w");
     cr_avar b = cr_tape_struct_array_field(&net_type, av, "out.b");
-    cr_var sw = cr_asum(t, w);
-    cr_var r = cr_add(t, cr_mul(t, scale, cr_adot(t, w, cr_aconst(&ca))),
-                      cr_mul(t, gain, cr_adot(t, b, b)));
+    cr_var sw = cr_av_sum(t, w);
+    cr_var r = cr_add(t, cr_mul(t, scale, cr_av_dot(t, w, cr_av_const(&ca))),
+                      cr_mul(t, gain, cr_av_dot(t, b, b)));
     return cr_add(t, cr_add(t, r, cr_mul(t, sw, sw)), cr_const((double)m->n));
 }
 
@@ -925,7 +925,7 @@ static void test_nested_arrays(void **state)
     cr_avar av[1];
     assert_ok(t, cr_tape_struct_inputs(t, &top_type, &m, v, 2));
     assert_ok(t, cr_tape_struct_array_inputs(t, &top_type, &m, av, 1));
-    cr_var y = cr_add(t, cr_mul(t, v[0], v[1]), cr_mul(t, v[0], cr_asum(t, av[0])));
+    cr_var y = cr_add(t, cr_mul(t, v[0], v[1]), cr_mul(t, v[0], cr_av_sum(t, av[0])));
     assert_close(y.v, q_c(x), 1e-14);
     /* grad's nested array field describes no memory. */
     top g;
@@ -933,7 +933,7 @@ static void test_nested_arrays(void **state)
     assert_int_equal(cr_tape_gradient_struct_arrays(t, y, &top_type, v, av, &g), CR_EINVAL);
     assert_contains(cr_ctx_errmsg(f->ctx), "the array field b of lay in grad has no data");
     /* An array variable without array. */
-    cr_avar none[1] = {cr_aconst(NULL)};
+    cr_avar none[1] = {cr_av_const(NULL)};
     cr_tangent tan;
     size_t used = cr_arena_used(f->arena);
     assert_int_equal(cr_tape_gradient_tangent_arrays(t, y, &top_type, v, none, f->arena, &tan),
@@ -995,7 +995,7 @@ static void test_old_array_variables(void **state)
     cr_avar av[1];
     assert_ok(t, cr_tape_struct_inputs(t, &top_type, &m2, v, 2));
     assert_ok(t, cr_tape_struct_array_inputs(t, &top_type, &m2, av, 1));
-    cr_var y = cr_mul(t, v[0], cr_asum(t, av[0]));
+    cr_var y = cr_mul(t, v[0], cr_av_sum(t, av[0]));
     cr_tangent tan;
     size_t used = cr_arena_used(f->arena);
     assert_int_equal(cr_tape_gradient_tangent_arrays(t, y, &top_type, v, old, f->arena, &tan),

@@ -126,7 +126,7 @@ static void rosen_check(fixture *f, size_t n)
     cr_array xa = cr_array_vector(x, n), ga = cr_array_vector(g, n);
     cr_avar X = cr_tape_array_input(t, &xa);
     cr_kin in[2] = {cr_kin_arr(X, 0), cr_kin_arr(X, 1)};
-    cr_var y = cr_akernel_sum(t, &rosen_term, in, 2, n - 1);
+    cr_var y = cr_av_kernel_sum(t, &rosen_term, in, 2, n - 1);
     assert_ok(t, cr_tape_status(t));
     assert_close(y.v, rosen_c(x, n, NULL), 1e-13);
     cr_tape_stats st;
@@ -179,8 +179,8 @@ static void test_mse(void **state)
 
     /* y a constant array */
     cr_avar X = cr_tape_array_input(t, &xa);
-    cr_kin in[2] = {cr_kin_arr(X, 0), cr_kin_arr(cr_aconst(&ya), 0)};
-    cr_var y = cr_div(t, cr_akernel_sum(t, &sqdiff, in, 2, MSE_N), cr_const((double)MSE_N));
+    cr_kin in[2] = {cr_kin_arr(X, 0), cr_kin_arr(cr_av_const(&ya), 0)};
+    cr_var y = cr_div(t, cr_av_kernel_sum(t, &sqdiff, in, 2, MSE_N), cr_const((double)MSE_N));
     assert_close(y.v, mse_c(x, MSE_N, yv), 1e-14);
     cr_array *gp = &gx;
     assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp));
@@ -193,7 +193,7 @@ static void test_mse(void **state)
     cr_avar Y = cr_tape_array_input(t, &ya);
     in[0] = cr_kin_arr(X, 0);
     in[1] = cr_kin_arr(Y, 0);
-    y = cr_div(t, cr_akernel_sum(t, &sqdiff, in, 2, MSE_N), cr_const((double)MSE_N));
+    y = cr_div(t, cr_av_kernel_sum(t, &sqdiff, in, 2, MSE_N), cr_const((double)MSE_N));
     cr_avar as[2] = {X, Y};
     cr_array *gps[2] = {&gx, &gy};
     assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, as, 2, gps));
@@ -237,7 +237,7 @@ static void test_functions(void **state)
     cr_array xa = cr_array_vector(x, N), ga = cr_array_vector(g, N);
     cr_avar X = cr_tape_array_input(t, &xa);
     cr_kin in = cr_kin_arr(X, 0);
-    cr_var y = cr_akernel_sum(t, &elem, &in, 1, N);
+    cr_var y = cr_av_kernel_sum(t, &elem, &in, 1, N);
     assert_close(y.v, elem_sum_c(x, N, NULL), 1e-14);
     cr_array *gp = &ga;
     assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp));
@@ -249,7 +249,7 @@ static void test_functions(void **state)
     cr_array g1 = cr_array_vector(g, N), g2 = cr_array_vector(g + N, N);
     cr_avar A = cr_tape_array_input(t, &aa), B = cr_tape_array_input(t, &ba);
     cr_kin in2[2] = {cr_kin_arr(A, 0), cr_kin_arr(B, 0)};
-    y = cr_akernel_sum(t, &binfns, in2, 2, N);
+    y = cr_av_kernel_sum(t, &binfns, in2, 2, N);
     assert_close(y.v, bin_sum_c(x, 2 * N, NULL), 1e-14);
     cr_avar as[2] = {A, B};
     cr_array *gps[2] = {&g1, &g2};
@@ -293,7 +293,7 @@ static void test_scalar_args(void **state)
     cr_var s = cr_tape_input(t, v[0]);
     cr_avar X = cr_tape_array_input(t, &xa), Y = cr_tape_array_input(t, &ya);
     cr_kin in[3] = {cr_kin_var(s), cr_kin_arr(X, 0), cr_kin_arr(Y, 0)};
-    cr_var y = cr_akernel_sum(t, &decay, in, 3, N);
+    cr_var y = cr_av_kernel_sum(t, &decay, in, 3, N);
     assert_close(y.v, decay_c(v, 1 + 2 * N, NULL), 1e-13);
     cr_avar as[2] = {X, Y};
     cr_array *gps[2] = {&gx, &gy};
@@ -305,9 +305,9 @@ static void test_scalar_args(void **state)
     cr_tape_reset(t);
     s = cr_tape_input(t, v[0]);
     in[0] = cr_kin_var(s);
-    in[1] = cr_kin_arr(cr_aconst(&xa), 0);
-    in[2] = cr_kin_arr(cr_aconst(&ya), 0);
-    y = cr_akernel_sum(t, &decay, in, 3, N);
+    in[1] = cr_kin_arr(cr_av_const(&xa), 0);
+    in[2] = cr_kin_arr(cr_av_const(&ya), 0);
+    y = cr_av_kernel_sum(t, &decay, in, 3, N);
     double gs;
     assert_ok(t, cr_tape_gradient(t, y, &s, 1, &gs));
     ASSERT_CLOSE(gs, want[0], 1e-7);
@@ -322,7 +322,7 @@ static void test_scalar_args(void **state)
     cr_var c = cr_tape_input(t, 1.5);
     cr_avar A = cr_tape_array_input(t, &aa);
     cr_kin in4[4] = {cr_kin_arr(A, 1), cr_kin_var(c), cr_kin_arr(A, 0), cr_kin_const(4.0)};
-    cr_avar Z = cr_akernel(t, &four, in4, 4, M);
+    cr_avar Z = cr_av_kernel(t, &four, in4, 4, M);
     assert_ok(t, cr_tape_status(t));
     for (size_t i = 0; i < M; i++)
         ASSERT_DBL(((const double *)Z.a->data)[i], (a[i + 1] - 1.5) * a[i] + 4.0 / 2.0);
@@ -347,7 +347,7 @@ static void test_scalar_args(void **state)
     cr_tape_reset(t);
     A = cr_tape_array_input(t, &aa);
     cr_kin ik = cr_kin_arr(A, 0);
-    y = cr_akernel_sum(t, &constk, &ik, 1, M + 1);
+    y = cr_av_kernel_sum(t, &constk, &ik, 1, M + 1);
     ASSERT_DBL(y.v, 2.5 * (M + 1));
     assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &A, 1, &bp));
     for (size_t i = 0; i <= M; i++)
@@ -391,15 +391,15 @@ static void test_mixed(void **state)
          * functions: its shadow is fresh, or already holds another cotangent. */
         cr_kin e2[2] = {cr_kin_arr(X, 0), cr_kin_arr(X, 1)};
         if (order == 0)
-            extra = cr_mul(t, cr_const(0.5), cr_akernel_sum(t, &sqdiff, e2, 2, 1));
-        /* an array function's result fed into a kernel, the kernel's result into cr_asum and
-         * cr_adot */
-        cr_avar S = cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(X));
-        cr_kin in[2] = {cr_kin_arr(S, 0), cr_kin_arr(cr_aconst(&ca), 0)};
-        cr_avar K = cr_akernel(t, &sqdiff, in, 2, N);
-        cr_var y = cr_add(t, cr_asum(t, K), cr_adot(t, K, X));
+            extra = cr_mul(t, cr_const(0.5), cr_av_kernel_sum(t, &sqdiff, e2, 2, 1));
+        /* an array function's result fed into a kernel, the kernel's result into cr_av_sum and
+         * cr_av_dot */
+        cr_avar S = cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(X));
+        cr_kin in[2] = {cr_kin_arr(S, 0), cr_kin_arr(cr_av_const(&ca), 0)};
+        cr_avar K = cr_av_kernel(t, &sqdiff, in, 2, N);
+        cr_var y = cr_add(t, cr_av_sum(t, K), cr_av_dot(t, K, X));
         if (order == 1)
-            extra = cr_mul(t, cr_const(0.5), cr_akernel_sum(t, &sqdiff, e2, 2, 1));
+            extra = cr_mul(t, cr_const(0.5), cr_av_kernel_sum(t, &sqdiff, e2, 2, 1));
         y = cr_add(t, y, extra);
         assert_ok(t, cr_tape_status(t));
         assert_close(y.v, mixed_c(x, N, c), 1e-13);
@@ -423,7 +423,7 @@ static double strided_c(const double *x, size_t n, const void *env)
 static void test_layouts(void **state)
 {
     fixture *f = *state;
-    /* every other element of a buffer, a view taken with cr_aslice, and a 2x3 matrix */
+    /* every other element of a buffer, a view taken with cr_av_slice, and a 2x3 matrix */
     double buf[8] = {0.3, 9, -0.8, 9, 1.2, 9, 0.4, 9}, g[4], want[4], gb[8];
     size_t shape[1] = {4};
     ptrdiff_t st2[1] = {2};
@@ -433,7 +433,7 @@ static void test_layouts(void **state)
     assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
     cr_avar X = cr_tape_array_input(t, &xa);
     cr_kin in[2] = {cr_kin_arr(X, 0), cr_kin_arr(X, 1)};
-    cr_var y = cr_akernel_sum(t, &rosen_term, in, 2, 3);
+    cr_var y = cr_av_kernel_sum(t, &rosen_term, in, 2, 3);
     double xs[4] = {buf[0], buf[2], buf[4], buf[6]};
     assert_close(y.v, rosen_c(xs, 4, NULL), 1e-14);
     cr_array *gp = &ga;
@@ -445,9 +445,9 @@ static void test_layouts(void **state)
     cr_tape_reset(t);
     cr_array ba = cr_array_vector(buf, 8), gba = cr_array_vector(gb, 8);
     cr_avar B = cr_tape_array_input(t, &ba);
-    cr_avar V = cr_aslice(t, B, 2, 6);
+    cr_avar V = cr_av_slice(t, B, 2, 6);
     cr_kin vi = cr_kin_arr(V, 1);
-    y = cr_akernel_sum(t, &idk, &vi, 1, 3);
+    y = cr_av_kernel_sum(t, &idk, &vi, 1, 3);
     ASSERT_DBL(y.v, ((buf[3] + buf[4]) + buf[5]) + 0.0);
     gp = &gba;
     assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &B, 1, &gp));
@@ -463,7 +463,7 @@ static void test_layouts(void **state)
     assert_int_equal(cr_array_view_init(&gma, gm, CR_DT_F64, 2, ms, NULL), CR_OK);
     cr_avar M = cr_tape_array_input(t, &ma);
     cr_kin mi[2] = {cr_kin_arr(M, 2), cr_kin_arr(M, 0)};
-    y = cr_akernel_sum(t, &sqdiff, mi, 2, 4); /* sum (m[i+2] - m[i])^2 = 4 * 4 */
+    y = cr_av_kernel_sum(t, &sqdiff, mi, 2, 4); /* sum (m[i+2] - m[i])^2 = 4 * 4 */
     ASSERT_DBL(y.v, 16.0);
     gp = &gma;
     assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &M, 1, &gp));
@@ -481,7 +481,7 @@ static void test_layouts(void **state)
     assert_int_equal(cr_array_view_init(&fa, xc, CR_DT_C128, 1, s3, NULL), CR_OK);
     cr_avar F = cr_tape_array_input(t, &fa);
     cr_kin fi = cr_kin_arr(F, 0);
-    y = cr_akernel_sum(t, &idk, &fi, 1, 3);
+    y = cr_av_kernel_sum(t, &idk, &fi, 1, 3);
     assert_true(isnan(y.v));
     assert_int_equal(cr_tape_status(t), CR_EUNIMPL);
     assert_contains(cr_tape_errmsg(t), "kernel idk: argument 0 is an array of c128: kernels read "
@@ -493,7 +493,7 @@ static void test_layouts(void **state)
     assert_int_equal(cr_array_view_init(&nc, m, CR_DT_F64, 2, s22, st22), CR_OK);
     F = cr_tape_array_input(t, &nc);
     fi = cr_kin_arr(F, 0);
-    cr_avar r = cr_akernel(t, &idk, &fi, 1, 4);
+    cr_avar r = cr_av_kernel(t, &idk, &fi, 1, 4);
     assert_null(r.a);
     assert_int_equal(cr_tape_status(t), CR_EUNIMPL);
     assert_contains(cr_tape_errmsg(t), "not contiguous");
@@ -517,8 +517,8 @@ enum { N32 = 5 };
 static cr_status mse32_t(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void *env)
 {
     (void)n;
-    cr_kin in[2] = {cr_kin_arr(xs[0], 0), cr_kin_arr(cr_aconst(env), 0)};
-    *y = cr_akernel_sum(t, &sqdiff, in, 2, N32);
+    cr_kin in[2] = {cr_kin_arr(xs[0], 0), cr_kin_arr(cr_av_const(env), 0)};
+    *y = cr_av_kernel_sum(t, &sqdiff, in, 2, N32);
     return cr_tape_status(t);
 }
 
@@ -582,11 +582,11 @@ static void test_f32(void **state)
     /* The array form: an f64 result, summed by the sum rule. */
     cr_tape_reset(t);
     X = cr_tape_array_input(t, &xa);
-    cr_kin in[2] = {cr_kin_arr(X, 0), cr_kin_arr(cr_aconst(&ya), 0)};
-    cr_avar r = cr_akernel(t, &sqdiff, in, 2, N32);
+    cr_kin in[2] = {cr_kin_arr(X, 0), cr_kin_arr(cr_av_const(&ya), 0)};
+    cr_avar r = cr_av_kernel(t, &sqdiff, in, 2, N32);
     assert_non_null(r.a);
     assert_int_equal(r.a->dtype, CR_DT_F64);
-    y = cr_asum(t, r);
+    y = cr_av_sum(t, r);
     assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp));
     assert_grad(g64, want, N32, 1e-7);
     cr_tape_free(t);
@@ -661,8 +661,8 @@ static void test_primal_bits(void **state)
     assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
     cr_avar X = cr_tape_array_input(t, &xa);
     cr_kin in[2] = {cr_kin_arr(X, 0), cr_kin_arr(X, 1)};
-    cr_avar Y = cr_akernel(t, &rosen_term, in, 2, N);
-    cr_var s = cr_akernel_sum(t, &rosen_term, in, 2, N);
+    cr_avar Y = cr_av_kernel(t, &rosen_term, in, 2, N);
+    cr_var s = cr_av_kernel_sum(t, &rosen_term, in, 2, N);
     assert_ok(t, cr_tape_status(t));
     /* the plain double instantiation, element by element, and the documented sum order */
     double lane[4] = {0, 0, 0, 0}, *ym = malloc(N * sizeof *ym);
@@ -683,9 +683,9 @@ static void test_primal_bits(void **state)
     /* Constant arguments only: a constant result, nothing recorded. */
     cr_tape_stats st0, st1;
     assert_int_equal(cr_tape_stats_get(t, &st0), CR_OK);
-    cr_kin cin[2] = {cr_kin_arr(cr_aconst(&xa), 0), cr_kin_const(0.5)};
-    cr_var c = cr_akernel_sum(t, &sqdiff, cin, 2, 3);
-    cr_avar ca = cr_akernel(t, &sqdiff, cin, 2, 3);
+    cr_kin cin[2] = {cr_kin_arr(cr_av_const(&xa), 0), cr_kin_const(0.5)};
+    cr_var c = cr_av_kernel_sum(t, &sqdiff, cin, 2, 3);
+    cr_avar ca = cr_av_kernel(t, &sqdiff, cin, 2, 3);
     assert_true(cr_var_is_const(c) && ca.idx == CR_VAR_CONST && ca.a != NULL);
     ASSERT_DBL(c.v, (((x[0] - 0.5) * (x[0] - 0.5) + (x[1] - 0.5) * (x[1] - 0.5)) +
                      ((x[2] - 0.5) * (x[2] - 0.5) + 0.0)));
@@ -693,15 +693,15 @@ static void test_primal_bits(void **state)
     assert_int_equal(cr_tape_stats_get(t, &st1), CR_OK);
     assert_int_equal(st0.nrecords, st1.nrecords);
     /* No elements: a zero sum and an empty array, recorded; gradients zero. */
-    cr_var z = cr_akernel_sum(t, &rosen_term, in, 2, 0);
-    cr_avar za = cr_akernel(t, &rosen_term, in, 2, 0);
+    cr_var z = cr_av_kernel_sum(t, &rosen_term, in, 2, 0);
+    cr_avar za = cr_av_kernel(t, &rosen_term, in, 2, 0);
     assert_ok(t, cr_tape_status(t));
     ASSERT_DBL(z.v, 0.0);
     assert_int_equal(cr_array_numel(za.a), 0);
     double g[N + 1];
     cr_array ga = cr_array_vector(g, N + 1), *gp = &ga;
-    assert_ok(t,
-              cr_tape_gradient_arrays(t, cr_add(t, z, cr_asum(t, za)), NULL, 0, NULL, &X, 1, &gp));
+    assert_ok(
+        t, cr_tape_gradient_arrays(t, cr_add(t, z, cr_av_sum(t, za)), NULL, 0, NULL, &X, 1, &gp));
     for (size_t i = 0; i <= N; i++)
         ASSERT_DBL(g[i], 0.0);
     cr_tape_free(t);
@@ -734,8 +734,8 @@ static cr_status kernel_in_fn(cr_tape *t, const cr_var *x, size_t n, cr_var *y, 
     (void)n;
     (void)m;
     const cr_array *c = env;
-    cr_kin in[2] = {cr_kin_arr(cr_aconst(c), 0), cr_kin_var(x[0])};
-    y[0] = cr_akernel_sum(t, &sqdiff, in, 2, 3);
+    cr_kin in[2] = {cr_kin_arr(cr_av_const(c), 0), cr_kin_var(x[0])};
+    y[0] = cr_av_kernel_sum(t, &sqdiff, in, 2, 3);
     return cr_tape_status(t);
 }
 
@@ -759,10 +759,10 @@ static void test_errors(void **state)
     cr_kin in[2] = {cr_kin_arr(X, 0), cr_kin_arr(X, 1)};
 
     /* An offset + length past the end, and an offset past the end. */
-    cr_var y = cr_akernel_sum(t, &rosen_term, in, 2, 4);
+    cr_var y = cr_av_kernel_sum(t, &rosen_term, in, 2, 4);
     assert_true(isnan(y.v));
     /* Sticky: the next call fails too and records nothing. */
-    cr_var y2 = cr_akernel_sum(t, &sqdiff, in, 2, 1);
+    cr_var y2 = cr_av_kernel_sum(t, &sqdiff, in, 2, 1);
     assert_true(isnan(y2.v) && cr_var_is_const(y2));
     expect_fail(t, CR_ESHAPE,
                 "kernel rosen_term: argument 1 reads n = 4 elements from offset 1 of a (4) array "
@@ -770,7 +770,7 @@ static void test_errors(void **state)
     X = cr_tape_array_input(t, &xa);
     in[0] = cr_kin_arr(X, 5);
     in[1] = cr_kin_arr(X, 0);
-    cr_avar r = cr_akernel(t, &sqdiff, in, 2, 0);
+    cr_avar r = cr_av_kernel(t, &sqdiff, in, 2, 0);
     assert_null(r.a);
     expect_fail(t, CR_ESHAPE,
                 "kernel sqdiff: argument 0 reads n = 0 elements from offset 5 of a (4) array of 4 "
@@ -780,29 +780,29 @@ static void test_errors(void **state)
     X = cr_tape_array_input(t, &xa);
     in[0] = cr_kin_arr(X, 0);
     in[1] = cr_kin_arr(X, 1);
-    y = cr_akernel_sum(t, &rosen_term, in, 1, 3);
+    y = cr_av_kernel_sum(t, &rosen_term, in, 1, 3);
     expect_fail(t, CR_EINVAL, "kernel rosen_term takes 2 arguments, 1 given");
     static const cr_kernel wide = {"wide", 5, nop_map, nop_sum, nop_partials, NULL, NULL};
     cr_kin five[5];
     for (int j = 0; j < 5; j++)
         five[j] = cr_kin_const(1.0);
-    y = cr_akernel_sum(t, &wide, five, 5, 3);
+    y = cr_av_kernel_sum(t, &wide, five, 5, 3);
     expect_fail(t, CR_EINVAL, "kernel wide: 5 arguments");
     static const cr_kernel noloops = {"noloops", 1, NULL, NULL, NULL, NULL, NULL};
-    y = cr_akernel_sum(t, &noloops, five, 1, 3);
+    y = cr_av_kernel_sum(t, &noloops, five, 1, 3);
     expect_fail(t, CR_EINVAL, "loops missing");
-    y = cr_akernel_sum(t, NULL, in, 2, 3);
-    expect_fail(t, CR_EINVAL, "cr_akernel_sum: NULL kernel");
-    r = cr_akernel(t, NULL, in, 2, 3);
-    expect_fail(t, CR_EINVAL, "cr_akernel: NULL kernel");
-    y = cr_akernel_sum(t, &sqdiff, NULL, 2, 3);
+    y = cr_av_kernel_sum(t, NULL, in, 2, 3);
+    expect_fail(t, CR_EINVAL, "cr_av_kernel_sum: NULL kernel");
+    r = cr_av_kernel(t, NULL, in, 2, 3);
+    expect_fail(t, CR_EINVAL, "cr_av_kernel: NULL kernel");
+    y = cr_av_kernel_sum(t, &sqdiff, NULL, 2, 3);
     expect_fail(t, CR_EINVAL, "kernel sqdiff: NULL arguments");
-    cr_kin bad[2] = {cr_kin_arr(cr_aconst(NULL), 0), cr_kin_const(1)};
-    y = cr_akernel_sum(t, &sqdiff, bad, 2, 3);
+    cr_kin bad[2] = {cr_kin_arr(cr_av_const(NULL), 0), cr_kin_const(1)};
+    y = cr_av_kernel_sum(t, &sqdiff, bad, 2, 3);
     expect_fail(t, CR_EINVAL, "kernel sqdiff: argument 0 is a NULL array");
     bad[0] = cr_kin_const(1);
     bad[1].kind = (cr_kin_kind)7;
-    y = cr_akernel_sum(t, &sqdiff, bad, 2, 3);
+    y = cr_av_kernel_sum(t, &sqdiff, bad, 2, 3);
     expect_fail(t, CR_EINVAL, "kernel sqdiff: argument 1 has an unknown kind 7");
 
     /* Variables of another tape, and of this tape before its reset. */
@@ -810,16 +810,16 @@ static void test_errors(void **state)
     cr_var su = cr_tape_input(u, 1.0);
     in[0] = cr_kin_arr(Xu, 0);
     in[1] = cr_kin_const(0.0);
-    y = cr_akernel_sum(t, &sqdiff, in, 2, 3);
+    y = cr_av_kernel_sum(t, &sqdiff, in, 2, 3);
     expect_fail(t, CR_ETAPE, "kernel sqdiff: argument 0 (array variable 0) belongs to another");
-    in[0] = cr_kin_arr(cr_aconst(&xa), 0);
+    in[0] = cr_kin_arr(cr_av_const(&xa), 0);
     in[1] = cr_kin_var(su);
-    y = cr_akernel_sum(t, &sqdiff, in, 2, 3);
+    y = cr_av_kernel_sum(t, &sqdiff, in, 2, 3);
     expect_fail(t, CR_ETAPE, "kernel sqdiff: argument 1 (variable 0) belongs to another");
     cr_var old = cr_tape_input(t, 2.0);
     cr_tape_reset(t);
     in[1] = cr_kin_var(old);
-    y = cr_akernel_sum(t, &sqdiff, in, 2, 3);
+    y = cr_av_kernel_sum(t, &sqdiff, in, 2, 3);
     expect_fail(t, CR_ETAPE, "before its last reset");
     cr_tape_free(u);
     cr_tape_free(t);
@@ -831,9 +831,9 @@ static void test_errors(void **state)
     p.flags = CR_TAPE_SECOND_ORDER;
     assert_int_equal(cr_tape_new(f->ctx, &p, &t), CR_OK);
     cr_var s = cr_tape_input(t, 2.0);
-    in[0] = cr_kin_arr(cr_aconst(&xa), 0);
+    in[0] = cr_kin_arr(cr_av_const(&xa), 0);
     in[1] = cr_kin_var(s);
-    y = cr_akernel_sum(t, &firstonly, in, 2, 3);
+    y = cr_av_kernel_sum(t, &firstonly, in, 2, 3);
     expect_fail(t, CR_EUNIMPL, "kernel firstonly: no hyper-dual loop (second == NULL)");
     cr_tape_free(t);
     /* A prepared gradient of a function of scalars replays the kernel with the scalar's new
@@ -854,7 +854,7 @@ static void test_errors(void **state)
     assert_int_equal(cr_tape_new(f->ctx, &p, &t), CR_OK);
     s = cr_tape_input(t, 2.0);
     in[1] = cr_kin_var(s);
-    y = cr_akernel_sum(t, &sqdiff, in, 2, 3);
+    y = cr_av_kernel_sum(t, &sqdiff, in, 2, 3);
     double gs, one = 1.0, yd;
     assert_ok(t, cr_tape_gradient(t, y, &s, 1, &gs));
     ASSERT_DBL(gs, -2.0 * ((1 - 2.0) + (2 - 2.0) + (3 - 2.0)));
@@ -864,15 +864,15 @@ static void test_errors(void **state)
 
     /* Through the current tape (t NULL), and with no current tape. */
     cr_tape_set_current(NULL);
-    y = cr_akernel_sum(NULL, &sqdiff, in, 2, 3);
+    y = cr_av_kernel_sum(NULL, &sqdiff, in, 2, 3);
     assert_true(isnan(y.v));
-    r = cr_akernel(NULL, &sqdiff, in, 2, 3);
+    r = cr_av_kernel(NULL, &sqdiff, in, 2, 3);
     assert_null(r.a);
     assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
     cr_tape_set_current(t);
     s = cr_tape_input(t, 2.0);
     in[1] = cr_kin_var(s);
-    y = cr_akernel_sum(NULL, &sqdiff, in, 2, 3);
+    y = cr_av_kernel_sum(NULL, &sqdiff, in, 2, 3);
     ASSERT_DBL(y.v, 2.0);
     cr_tape_set_current(NULL);
     cr_tape_free(t);
@@ -896,9 +896,9 @@ static void test_reuse(void **state)
         cr_tape_reset(t);
         cr_avar X = cr_tape_array_input(t, &xa);
         cr_kin in[2] = {cr_kin_arr(X, 0), cr_kin_arr(X, 1)};
-        cr_var y = cr_akernel_sum(t, &rosen_term, in, 2, N - 1);
-        cr_avar K = cr_akernel(t, &rosen_term, in, 2, N - 1);
-        y = cr_add(t, y, cr_asum(t, K));
+        cr_var y = cr_av_kernel_sum(t, &rosen_term, in, 2, N - 1);
+        cr_avar K = cr_av_kernel(t, &rosen_term, in, 2, N - 1);
+        y = cr_add(t, y, cr_av_sum(t, K));
         cr_array *gp = &ga;
         assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp));
         cr_tape_stats st;
@@ -917,9 +917,9 @@ static void test_reuse(void **state)
     assert_int_equal(cr_tape_new(f->ctx, &p, &t), CR_OK);
     cr_avar X = cr_tape_array_input(t, &xa);
     cr_kin in[2] = {cr_kin_arr(X, 0), cr_kin_arr(X, 1)};
-    cr_avar K = cr_aconst(NULL);
+    cr_avar K = cr_av_const(NULL);
     for (int k = 0; k < 4 && cr_tape_status(t) == CR_OK; k++)
-        K = cr_akernel(t, &rosen_term, in, 2, N - 1);
+        K = cr_av_kernel(t, &rosen_term, in, 2, N - 1);
     assert_null(K.a);
     assert_int_equal(cr_tape_status(t), CR_EARENA);
     assert_contains(cr_tape_errmsg(t), "kernel rosen_term");
@@ -948,12 +948,12 @@ static void grad_into(fixture *f, double *x, size_t n, bool rules, cr_array *con
     cr_array xa = cr_array_vector(x, n);
     cr_avar X = cr_tape_array_input(t, &xa);
     cr_kin in[1] = {cr_kin_arr(X, 1)}; /* x[2:end] only: x[1] gets nothing from it */
-    cr_var y = cr_akernel_sum(t, &idk, in, 1, n - 1);
+    cr_var y = cr_av_kernel_sum(t, &idk, in, 1, n - 1);
     if (rules) {
         cr_kin r[2] = {cr_kin_arr(X, 0), cr_kin_arr(X, 1)};
-        cr_avar S = cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(X));
-        cr_var b = cr_adot(t, S, X);
-        y = cr_add(t, cr_sub(t, cr_akernel_sum(t, &rosen_term, r, 2, n - 1), y),
+        cr_avar S = cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(X));
+        cr_var b = cr_av_dot(t, S, X);
+        y = cr_add(t, cr_sub(t, cr_av_kernel_sum(t, &rosen_term, r, 2, n - 1), y),
                    cr_add(t, y, cr_div(t, b, cr_const(2.0))));
     }
     cr_avar Xs[2] = {X, X};
@@ -1003,13 +1003,13 @@ static void fused_grad(fixture *f, const cr_kernel *sq, const cr_kernel *fr, int
         cr_avar Z = cr_tape_array_input(t, &za);
         cr_var y = cr_const(0.0);
         if (mode != 2) {
-            cr_kin in[2] = {cr_kin_arr(X, FZ_OFF), cr_kin_arr(cr_aconst(&ca), 0)};
-            y = cr_div(t, cr_akernel_sum(t, sq, in, 2, FZ_N), cr_const(7.0));
+            cr_kin in[2] = {cr_kin_arr(X, FZ_OFF), cr_kin_arr(cr_av_const(&ca), 0)};
+            y = cr_div(t, cr_av_kernel_sum(t, sq, in, 2, FZ_N), cr_const(7.0));
         }
         if (mode != 1) {
-            cr_kin in[4] = {cr_kin_arr(X, 0), cr_kin_arr(Y, 1), cr_kin_arr(cr_aconst(&ca), 0),
+            cr_kin in[4] = {cr_kin_arr(X, 0), cr_kin_arr(Y, 1), cr_kin_arr(cr_av_const(&ca), 0),
                             cr_kin_arr(Z, 0)};
-            cr_var s2 = cr_akernel_sum(t, fr, in, 4, FZ_N);
+            cr_var s2 = cr_av_kernel_sum(t, fr, in, 4, FZ_N);
             y = mode == 2 ? s2 : cr_add(t, y, cr_mul(t, cr_const(3.0), s2));
         }
         for (size_t i = 0; i < 3 * FZ_L; i++)
@@ -1175,17 +1175,17 @@ static void pair_grad(fixture *f, const pair_env *e, const double *x, size_t len
     if (e->c != NULL) {
         ca = cr_array_vector((double *)e->c, len);
         if (!extra_after)
-            y = cr_adot(t, X, cr_aconst(&ca));
+            y = cr_av_dot(t, X, cr_av_const(&ca));
     }
     cr_kin in[2] = {cr_kin_arr(X, e->oa), cr_kin_arr(X, e->ob)};
     if (e->w != NULL) {
         wa = cr_array_vector((double *)e->w, e->n);
-        y = cr_add(t, y, cr_adot(t, cr_akernel(t, &rosen_term, in, 2, e->n), cr_aconst(&wa)));
+        y = cr_add(t, y, cr_av_dot(t, cr_av_kernel(t, &rosen_term, in, 2, e->n), cr_av_const(&wa)));
     } else {
-        y = cr_add(t, y, cr_akernel_sum(t, &rosen_term, in, 2, e->n));
+        y = cr_add(t, y, cr_av_kernel_sum(t, &rosen_term, in, 2, e->n));
     }
     if (e->c != NULL && extra_after)
-        y = cr_add(t, y, cr_adot(t, X, cr_aconst(&ca)));
+        y = cr_add(t, y, cr_av_dot(t, X, cr_av_const(&ca)));
     assert_ok(t, cr_tape_status(t));
     assert_close(y.v, pair_c(x, len, e), 1e-12);
     cr_array *gp = &ga;
@@ -1299,7 +1299,7 @@ static void test_too_many_elements(void **state)
     cr_tape *t = new_tape(f->ctx, 0);
     cr_avar X = cr_tape_array_input(t, &xa);
     cr_kin a = cr_kin_arr(X, 0);
-    cr_avar Y = cr_akernel(t, &ksin, &a, 1, SIZE_MAX / 2);
+    cr_avar Y = cr_av_kernel(t, &ksin, &a, 1, SIZE_MAX / 2);
     assert_null(Y.a);
     assert_int_equal(cr_tape_status(t), CR_ESHAPE);
     char want[192];
@@ -1308,10 +1308,10 @@ static void test_too_many_elements(void **state)
              "elements: only 3 are left from that offset",
              SIZE_MAX / 2);
     assert_string_equal(cr_tape_errmsg(t), want);
-    cr_var s = cr_akernel_sum(t, &ksin, &a, 1, SIZE_MAX / 2);
+    cr_var s = cr_av_kernel_sum(t, &ksin, &a, 1, SIZE_MAX / 2);
     assert_true(isnan(s.v));
     cr_tape_clear_error(t);
-    s = cr_akernel_sum(t, &ksin, &a, 1, 3);
+    s = cr_av_kernel_sum(t, &ksin, &a, 1, 3);
     assert_ok(t, cr_tape_status(t));
     assert_close(s.v, sin(0.1) + sin(0.2) + sin(0.3), 1e-15);
     cr_tape_free(t);
@@ -1346,7 +1346,7 @@ static void test_strided_seed(void **state)
     cr_tape *t = new_tape(f->ctx, 0);
     cr_avar X = cr_tape_array_input(t, &xa);
     cr_kin a = cr_kin_arr(X, 0);
-    cr_avar Y = cr_akernel(t, &ksqe, &a, 1, N);
+    cr_avar Y = cr_av_kernel(t, &ksqe, &a, 1, N);
     assert_ok(t, cr_tape_status(t));
     for (size_t i = 0; i < N; i++)
         assert_close(((const double *)Y.a->data)[i], sqe_c(x[i]), 1e-15);
@@ -1407,13 +1407,13 @@ static void test_second_order_zero_adjoint(void **state)
     cr_tape *t = new_tape(f->ctx, CR_TAPE_SECOND_ORDER);
     cr_avar X = cr_tape_array_input(t, &xa);
     cr_kin a = cr_kin_arr(X, 0);
-    cr_var s = cr_akernel_sum(t, &ksin, &a, 1, M);
+    cr_var s = cr_av_kernel_sum(t, &ksin, &a, 1, M);
     assert_true(s.v == 0.0); /* exactly: sin is odd, the partial sums pair up */
-    cr_var unused = cr_akernel_sum(t, &ksqe, &a, 1, M);
-    cr_avar unused_a = cr_akernel(t, &ksqe, &a, 1, M);
+    cr_var unused = cr_av_kernel_sum(t, &ksqe, &a, 1, M);
+    cr_avar unused_a = cr_av_kernel(t, &ksqe, &a, 1, M);
     (void)unused;
     (void)unused_a;
-    cr_var y = cr_add(t, cr_mul(t, s, s), cr_mul(t, cr_const(0.5), cr_adot(t, X, X)));
+    cr_var y = cr_add(t, cr_mul(t, s, s), cr_mul(t, cr_const(0.5), cr_av_dot(t, X, X)));
     assert_ok(t, cr_tape_status(t));
     assert_close(y.v, sq0_c(x, M), 1e-15);
     const cr_array *av[1] = {&va};

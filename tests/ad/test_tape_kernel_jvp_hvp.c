@@ -126,7 +126,7 @@ static cr_var rosen_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void 
     (void)env;
     size_t n = cr_array_numel(X[0].a);
     cr_kin in[2] = {cr_kin_arr(X[0], 0), cr_kin_arr(X[0], 1)};
-    return cr_akernel_sum(t, &rosen_term, in, 2, n - 1);
+    return cr_av_kernel_sum(t, &rosen_term, in, 2, n - 1);
 }
 
 static void test_rosen(void **state)
@@ -161,7 +161,7 @@ static cr_var rosen_scalars_p(cr_tape *t, const cr_var *s, const cr_avar *X, con
     cr_var y = cr_const(0.0);
     for (size_t i = 0; i + 1 < MAXS; i++) {
         cr_kin in[2] = {cr_kin_var(s[i]), cr_kin_var(s[i + 1])};
-        y = cr_add(t, y, cr_akernel_sum(t, &rosen_term, in, 2, 1));
+        y = cr_add(t, y, cr_av_kernel_sum(t, &rosen_term, in, 2, 1));
     }
     return y;
 }
@@ -177,11 +177,11 @@ static cr_var chain_scalars_p(cr_tape *t, const cr_var *s, const cr_avar *X, con
     const cr_array *c = env;
     cr_var y = cr_const(0.0);
     for (size_t i = 0; i < 9; i++) {
-        cr_avar A = cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s[i]), cr_targ_arr(cr_aconst(c)));
+        cr_avar A = cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(s[i]), cr_targ_arr(cr_av_const(c)));
         cr_kin in[4] = {cr_kin_arr(A, 0), cr_kin_var(cr_sin(t, s[(i + 1) % 9])), cr_kin_arr(A, 1),
                         cr_kin_const(1.5)};
-        cr_avar W = cr_akernel(t, &mix, in, 4, 3);
-        y = cr_add(t, y, cr_asum(t, cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(W))));
+        cr_avar W = cr_av_kernel(t, &mix, in, 4, 3);
+        y = cr_add(t, y, cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(W))));
     }
     return y;
 }
@@ -247,11 +247,11 @@ static cr_var funcs_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void 
     (void)env;
     size_t n = cr_array_numel(X[0].a);
     cr_kin in[4] = {cr_kin_arr(X[0], 0), cr_kin_var(s[0]), cr_kin_arr(X[0], 1), cr_kin_const(1.5)};
-    cr_var a = cr_mul(t, s[0], cr_sin(t, cr_akernel_sum(t, &mix, in, 4, n - 1)));
+    cr_var a = cr_mul(t, s[0], cr_sin(t, cr_av_kernel_sum(t, &mix, in, 4, n - 1)));
     cr_kin e1[1] = {cr_kin_arr(X[0], 0)};
-    cr_var b = cr_akernel_sum(t, &elem, e1, 1, n);
+    cr_var b = cr_av_kernel_sum(t, &elem, e1, 1, n);
     cr_kin b2[2] = {cr_kin_arr(X[0], 0), cr_kin_arr(X[1], 0)};
-    cr_var c = cr_akernel_sum(t, &binfns, b2, 2, n);
+    cr_var c = cr_av_kernel_sum(t, &binfns, b2, 2, n);
     return cr_add(t, cr_add(t, a, cr_div(t, cr_mul(t, b, b), cr_const(10.0))), c);
 }
 
@@ -270,7 +270,7 @@ static void test_functions(void **state)
     cr_array xa = cr_array_vector(z + 1, N), ya = cr_array_vector(z + 1 + N, N);
     cr_kin b2[2] = {cr_kin_arr(cr_tape_array_input(t, &xa), 0),
                     cr_kin_arr(cr_tape_array_input(t, &ya), 0)};
-    cr_var c = cr_akernel_sum(t, &binfns, b2, 2, N);
+    cr_var c = cr_av_kernel_sum(t, &binfns, b2, 2, N);
     double want = 0;
     for (size_t e = 0; e < N; e++)
         want += bin_c(z[1 + e], z[1 + N + e]);
@@ -287,14 +287,14 @@ static cr_var arrays_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void
     (void)env;
     size_t n = cr_array_numel(X[0].a);
     cr_kin in[4] = {cr_kin_arr(X[0], 0), cr_kin_var(s[0]), cr_kin_arr(X[1], 0), cr_kin_const(1.5)};
-    cr_avar W = cr_akernel(t, &mix, in, 4, n);
-    cr_var a = cr_asum(t, cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(W)));
-    cr_var b = cr_adot(t, W, X[1]);
-    cr_var c = cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s[0]), cr_targ_arr(W)));
+    cr_avar W = cr_av_kernel(t, &mix, in, 4, n);
+    cr_var a = cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(W)));
+    cr_var b = cr_av_dot(t, W, X[1]);
+    cr_var c = cr_av_sum(t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(s[0]), cr_targ_arr(W)));
     cr_kin w1[1] = {cr_kin_arr(W, 0)};
-    cr_avar V = cr_akernel(t, &sqm1, w1, 1, n);
+    cr_avar V = cr_av_kernel(t, &sqm1, w1, 1, n);
     cr_kin v2[2] = {cr_kin_arr(V, 0), cr_kin_arr(V, 1)};
-    cr_var d = cr_div(t, cr_akernel_sum(t, &rosen_term, v2, 2, n - 1), cr_const(100.0));
+    cr_var d = cr_div(t, cr_av_kernel_sum(t, &rosen_term, v2, 2, n - 1), cr_const(100.0));
     return cr_add(t, cr_add(t, a, b), cr_add(t, c, d));
 }
 
@@ -327,7 +327,7 @@ static cr_var ksum_out_p(cr_tape *t, const cr_var *s, const cr_avar *X, const vo
     (void)s;
     (void)env;
     cr_kin e1[1] = {cr_kin_arr(X[0], 0)};
-    return cr_akernel_sum(t, &elem, e1, 1, cr_array_numel(X[0].a));
+    return cr_av_kernel_sum(t, &elem, e1, 1, cr_array_numel(X[0].a));
 }
 
 static cr_var ksum_then_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *env)
@@ -342,7 +342,7 @@ static cr_var rosen2_out_p(cr_tape *t, const cr_var *s, const cr_avar *X, const 
     (void)X;
     (void)env;
     cr_kin in[2] = {cr_kin_var(s[0]), cr_kin_var(s[1])};
-    return cr_akernel_sum(t, &rosen_term, in, 2, 1);
+    return cr_av_kernel_sum(t, &rosen_term, in, 2, 1);
 }
 
 static void test_output_records(void **state)
@@ -408,7 +408,7 @@ static void test_layouts_second(void **state)
         cr_tape_reset(t);
         X = cr_tape_array_input(t, arr[k][0]);
         cr_kin in[1] = {cr_kin_arr(X, 0)};
-        cr_var e = cr_akernel_sum(t, &elem, in, 1, N);
+        cr_var e = cr_av_kernel_sum(t, &elem, in, 1, N);
         y = cr_mul(t, e, e);
         vp = arr[k][1];
         hp = arr[k][2];
@@ -438,10 +438,10 @@ static void fwd_c(const double *z, size_t n, double *W, double *y)
 static void fwd_tape(cr_tape *t, cr_var s, cr_avar X, size_t n, cr_avar *W, cr_var *y)
 {
     cr_kin in[4] = {cr_kin_arr(X, 1), cr_kin_var(s), cr_kin_arr(X, 0), cr_kin_const(1.5)};
-    *W = cr_akernel(t, &mix, in, 4, n - 1);
+    *W = cr_av_kernel(t, &mix, in, 4, n - 1);
     cr_kin r[2] = {cr_kin_arr(X, 0), cr_kin_arr(X, 1)};
-    *y = cr_add(t, cr_akernel_sum(t, &rosen_term, r, 2, n - 1),
-                cr_asum(t, cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(*W))));
+    *y = cr_add(t, cr_av_kernel_sum(t, &rosen_term, r, 2, n - 1),
+                cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(*W))));
 }
 
 static void test_forward(void **state)
@@ -529,9 +529,9 @@ static void test_jvp_scalars(void **state)
     assert_int_equal(cr_tape_new(f->ctx, &tp, &t), CR_OK);
     cr_var s[3];
     assert_int_equal(cr_tape_inputs(t, z, 3, s), CR_OK);
-    cr_kin in[4] = {cr_kin_arr(cr_aconst(&c), 0), cr_kin_var(s[0]), cr_kin_arr(cr_aconst(&c), 1),
-                    cr_kin_var(s[1])};
-    cr_var y = cr_mul(t, cr_akernel_sum(t, &mix, in, 4, 3), s[2]);
+    cr_kin in[4] = {cr_kin_arr(cr_av_const(&c), 0), cr_kin_var(s[0]),
+                    cr_kin_arr(cr_av_const(&c), 1), cr_kin_var(s[1])};
+    cr_var y = cr_mul(t, cr_av_kernel_sum(t, &mix, in, 4, 3), s[2]);
     double yd;
     assert_ok(t, cr_tape_jvp(t, s, dz, 3, &y, 1, &yd));
     ASSERT_CLOSE(yd, want, 1e-8);
@@ -565,10 +565,10 @@ static void test_reuse(void **state)
         cr_var s = cr_tape_input(t, 0.3);
         cr_avar X = cr_tape_array_input(t, &xa);
         cr_kin in[4] = {cr_kin_arr(X, 0), cr_kin_var(s), cr_kin_arr(X, 1), cr_kin_const(1.5)};
-        cr_avar W = cr_akernel(t, &mix, in, 4, N - 1);
+        cr_avar W = cr_av_kernel(t, &mix, in, 4, N - 1);
         cr_kin r[2] = {cr_kin_arr(X, 0), cr_kin_arr(X, 1)};
-        cr_var y = cr_add(t, cr_akernel_sum(t, &rosen_term, r, 2, N - 1),
-                          cr_asum(t, cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(W))));
+        cr_var y = cr_add(t, cr_av_kernel_sum(t, &rosen_term, r, 2, N - 1),
+                          cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(W))));
         double sv = 0.5, shv;
         assert_ok(t, cr_tape_ahvp(t, y, &s, 1, &sv, &shv, &X, 1, &vp, &hp));
         if (rep == 0)

@@ -68,7 +68,7 @@ static cr_status f_on_tape(cr_tape *t, const cr_var *x, size_t n, cr_var *y, siz
         memcpy(dbuf, dv, sizeof dv);
         *da = cr_array_vector(dbuf, 3);
         cr_targ vals[2] = {cr_targ_var(cr_const(2 * a.v - b0.v + 0.5 * b1.v)),
-                           cr_targ_arr(cr_aconst(da))};
+                           cr_targ_arr(cr_av_const(da))};
         cr_targ out[2];
         cr_status st = cr_tape_op_record(t, &lin_op, NULL, in, 3, vals, out, 2);
         if (st != CR_OK)
@@ -76,8 +76,8 @@ static cr_status f_on_tape(cr_tape *t, const cr_var *x, size_t n, cr_var *y, siz
         c = out[0].u.s;
         r->wa = cr_array_vector(r->wbuf, 3);
         memcpy(r->wbuf, W, sizeof W);
-        cr_avar cosd = cr_abroadcast1(t, &cr_fn_cos, cr_targ_arr(out[1].u.a));
-        cr_var s = cr_adot(t, cosd, cr_aconst(&r->wa));
+        cr_avar cosd = cr_av_broadcast1(t, &cr_fn_cos, cr_targ_arr(out[1].u.a));
+        cr_var s = cr_av_dot(t, cosd, cr_av_const(&r->wa));
         y[0] = cr_add(t, cr_mul(t, c, cr_sin(t, c)), s);
         return cr_tape_status(t);
     }
@@ -235,7 +235,7 @@ static void test_errors(void **state)
     cr_array fa = cr_array_vector(NULL, 2);
     fa.data = fb;
     fa.dtype = CR_DT_F32;
-    in = cr_targ_arr(cr_aconst(&fa));
+    in = cr_targ_arr(cr_av_const(&fa));
     assert_int_equal(cr_tape_op_record(t, &lin_op, NULL, &in, 1, NULL, NULL, 0), CR_EINVAL);
     assert_contains(cr_tape_errmsg(t), "lin: input 0 is not a dense f64 array");
     cr_tape_reset(t);

@@ -411,7 +411,7 @@ static cr_status own_array_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, s
     (void)n;
     (void)m;
     cr_avar B = cr_tape_array_input(t, env);
-    y[0] = cr_mul(t, x[0], cr_asum(t, B));
+    y[0] = cr_mul(t, x[0], cr_av_sum(t, B));
     return cr_tape_status(t);
 }
 
@@ -550,7 +550,7 @@ static cr_status sumsq_t(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, voi
 {
     (void)n;
     (void)env;
-    *y = cr_adot(t, xs[0], xs[0]);
+    *y = cr_av_dot(t, xs[0], xs[0]);
     return cr_tape_status(t);
 }
 
@@ -805,10 +805,10 @@ static cr_status user_t(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void
         *y = cr_mul(t, s, s);
     } else if (fn == &tup_fn) {
         if (cr_tape_acall_n(t, &fv, &a, 1, r, 3) == CR_OK)
-            *y = cr_adot(t, r[0].u.a, r[0].u.a);
+            *y = cr_av_dot(t, r[0].u.a, r[0].u.a);
     } else {
         cr_avar Y = cr_tape_acall_a(t, &fv, &a, 1);
-        *y = cr_adot(t, Y, Y);
+        *y = cr_av_dot(t, Y, Y);
     }
     return cr_tape_status(t);
 }

@@ -722,7 +722,7 @@ static cr_var t_cpsq(int path, cr_tape *t, double c, cr_var a)
 /* Y = S[off:off+len] as an argument: the whole array, or a view */
 static cr_avar t_source(const prog *p, const ins *in, cr_avar X)
 {
-    return in->arr ? X : cr_aconst(&p->C);
+    return in->arr ? X : cr_av_const(&p->C);
 }
 
 /* Run p on tape t: the scalar inputs xs (or the input array X), the m outputs into ys. */
@@ -885,24 +885,24 @@ static cr_status tape_run(const prog *p, cr_tape *t, const cr_var *xs, cr_avar X
         }
         case O_KSUM: {
             cr_kin kin[2] = {cr_kin_arr(t_source(p, in, X), in->off), cr_kin_var(a)};
-            cr_var s = cr_akernel_sum(tp, &rk_a, kin, 2, in->len);
+            cr_var s = cr_av_kernel_sum(tp, &rk_a, kin, 2, in->len);
             *d = t_div(pa, t, s, cr_const((double)in->len));
             break;
         }
         case O_KMAP: {
             cr_kin kin[3] = {cr_kin_arr(t_source(p, in, X), in->off), cr_kin_var(a), cr_kin_var(b)};
-            cr_avar Y = cr_akernel(tp, &rk_b, kin, 3, in->len);
-            cr_var s = in->flag ? cr_adot(tp, Y, Y) : cr_asum(tp, Y);
+            cr_avar Y = cr_av_kernel(tp, &rk_b, kin, 3, in->len);
+            cr_var s = in->flag ? cr_av_dot(tp, Y, Y) : cr_av_sum(tp, Y);
             *d = t_div(pa, t, s, cr_const((double)in->len));
             break;
         }
         case O_BCAST:
         case O_LSE: {
             cr_avar Y =
-                cr_abroadcast2(tp, &cr_fn_mul, cr_targ_arr(t_source(p, in, X)), cr_targ_var(a));
-            cr_avar Z = cr_abroadcast1(tp, &cr_fn_sin, cr_targ_arr(Y));
+                cr_av_broadcast2(tp, &cr_fn_mul, cr_targ_arr(t_source(p, in, X)), cr_targ_var(a));
+            cr_avar Z = cr_av_broadcast1(tp, &cr_fn_sin, cr_targ_arr(Y));
             if (in->op == O_BCAST) {
-                *d = t_div(pa, t, cr_asum(tp, Z), cr_const((double)in->len));
+                *d = t_div(pa, t, cr_av_sum(tp, Z), cr_const((double)in->len));
             } else {
                 cr_targ z = cr_targ_arr(Z);
                 *d = cr_tape_acall_s(tp, &cr_fn_logsumexp, &z, 1);
@@ -930,7 +930,7 @@ static cr_status tape_run(const prog *p, cr_tape *t, const cr_var *xs, cr_avar X
 static cr_status prog_fn(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
 {
     (void)n;
-    return tape_run(env, t, x, cr_aconst(NULL), y, m);
+    return tape_run(env, t, x, cr_av_const(NULL), y, m);
 }
 
 /* A cr_ad_array_fn: the array program of env (its first output). */
@@ -1236,7 +1236,7 @@ static cr_status record(const prog *p, cr_tape *t, const double *x, cr_var *xs, 
         return st;
     for (size_t j = p->split; j < p->nin; j++)
         xs[j] = cr_tape_input(t, x[j]);
-    return tape_run(p, t, xs, cr_aconst(NULL), ys, p->m);
+    return tape_run(p, t, xs, cr_av_const(NULL), ys, p->m);
 }
 
 /* Every mode on a scalar program. */

@@ -3,8 +3,8 @@
  * test_tape_random.c for the array and linear-algebra rules. A seeded generator builds
  * straight-line programs over a register file of arrays (vectors and matrices of 1 to 6 rows
  * and columns, f64; inputs dense or Symmetric, Upper, Lower, Diagonal) and scalars, from 1 to
- * 3 input arrays, through the rules as the tape records them: the shortcuts (cr_amatmul,
- * cr_abroadcast1/2, cr_asum, cr_adot, cr_aslice: kernels where they apply) and
+ * 3 input arrays, through the rules as the tape records them: the shortcuts (cr_av_matmul,
+ * cr_av_broadcast1/2, cr_av_sum, cr_av_dot, cr_av_slice: kernels where they apply) and
  * cr_tape_acall / cr_tape_acall_a / cr_tape_acall_s / cr_tape_acall_n on matmul, transpose,
  * adjoint, broadcasts, sum (with dims), dot, reshape, view, getindex, hcat, vcat, tr,
  * A + λI, λI * A, det, logdet, inv, solve, cholesky, norm, kron, diag, diagm, expm,
@@ -1321,41 +1321,41 @@ static cr_status tape_run(const prog *p, cr_tape *t, const cr_avar *X, cr_var *y
             bool done = true;
             switch (in->op) {
             case O_MATMUL:
-                regs[o] = cr_targ_arr(cr_amatmul(t, A.u.a, B.u.a));
+                regs[o] = cr_targ_arr(cr_av_matmul(t, A.u.a, B.u.a));
                 break;
             case O_BADD:
             case O_BSUB:
             case O_BMUL:
-                regs[o] = cr_targ_arr(cr_abroadcast2(t,
-                                                     in->op == O_BADD   ? &cr_fn_add
-                                                     : in->op == O_BSUB ? &cr_fn_sub
-                                                                        : &cr_fn_mul,
-                                                     A, B));
+                regs[o] = cr_targ_arr(cr_av_broadcast2(t,
+                                                       in->op == O_BADD   ? &cr_fn_add
+                                                       : in->op == O_BSUB ? &cr_fn_sub
+                                                                          : &cr_fn_mul,
+                                                       A, B));
                 break;
             case O_BSCALE:
-                regs[o] = cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, A, B));
+                regs[o] = cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, A, B));
                 break;
             case O_BSCALEK:
                 regs[o] = cr_targ_arr(
-                    cr_abroadcast2(t, &cr_fn_mul, cr_targ_value(cr_value_f64(in->k)), A));
+                    cr_av_broadcast2(t, &cr_fn_mul, cr_targ_value(cr_value_f64(in->k)), A));
                 break;
             case O_BTANH:
             case O_BSIN:
             case O_BSQ:
-                regs[o] = cr_targ_arr(cr_abroadcast1(t,
-                                                     in->op == O_BTANH  ? &cr_fn_tanh
-                                                     : in->op == O_BSIN ? &cr_fn_sin
-                                                                        : &cr_fn_square,
-                                                     A));
+                regs[o] = cr_targ_arr(cr_av_broadcast1(t,
+                                                       in->op == O_BTANH  ? &cr_fn_tanh
+                                                       : in->op == O_BSIN ? &cr_fn_sin
+                                                                          : &cr_fn_square,
+                                                       A));
                 break;
             case O_SUM:
-                regs[o] = cr_targ_var(cr_asum(t, A.u.a));
+                regs[o] = cr_targ_var(cr_av_sum(t, A.u.a));
                 break;
             case O_DOT:
-                regs[o] = cr_targ_var(cr_adot(t, A.u.a, B.u.a));
+                regs[o] = cr_targ_var(cr_av_dot(t, A.u.a, B.u.a));
                 break;
             case O_SLICE:
-                regs[o] = cr_targ_arr(cr_aslice(t, A.u.a, in->rg.start, in->rg.stop));
+                regs[o] = cr_targ_arr(cr_av_slice(t, A.u.a, in->rg.start, in->rg.stop));
                 break;
             default:
                 done = false;

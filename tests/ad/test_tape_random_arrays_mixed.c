@@ -61,7 +61,7 @@ static sarg cv_(cr_value v)
     sarg a = {-1, v};
     return a;
 }
-/* A constant array: given to the tape as cr_aconst. */
+/* A constant array: given to the tape as cr_av_const. */
 static sarg ca_(const cr_array *a)
 {
     sarg s = {-2, cr_value_array((cr_array *)a)};
@@ -506,34 +506,34 @@ static cr_status tape_run(const prog *p, cr_tape *t, const cr_targ *inp, bool sc
             bool done = true;
             switch (in->op) {
             case O_MATMUL:
-                regs[o] = cr_targ_arr(cr_amatmul(t, A.u.a, B.u.a));
+                regs[o] = cr_targ_arr(cr_av_matmul(t, A.u.a, B.u.a));
                 break;
             case O_BADD:
             case O_BSUB:
             case O_BMUL:
-                regs[o] = cr_targ_arr(cr_abroadcast2(t,
-                                                     in->op == O_BADD   ? &cr_fn_add
-                                                     : in->op == O_BSUB ? &cr_fn_sub
-                                                                        : &cr_fn_mul,
-                                                     A, B));
+                regs[o] = cr_targ_arr(cr_av_broadcast2(t,
+                                                       in->op == O_BADD   ? &cr_fn_add
+                                                       : in->op == O_BSUB ? &cr_fn_sub
+                                                                          : &cr_fn_mul,
+                                                       A, B));
                 break;
             case O_BSCALE:
-                regs[o] = cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, A, B));
+                regs[o] = cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, A, B));
                 break;
             case O_BTANH:
             case O_BSIN:
             case O_BSQ:
-                regs[o] = cr_targ_arr(cr_abroadcast1(t,
-                                                     in->op == O_BTANH  ? &cr_fn_tanh
-                                                     : in->op == O_BSIN ? &cr_fn_sin
-                                                                        : &cr_fn_square,
-                                                     A));
+                regs[o] = cr_targ_arr(cr_av_broadcast1(t,
+                                                       in->op == O_BTANH  ? &cr_fn_tanh
+                                                       : in->op == O_BSIN ? &cr_fn_sin
+                                                                          : &cr_fn_square,
+                                                       A));
                 break;
             case O_SUM:
-                regs[o] = cr_targ_var(cr_asum(t, A.u.a));
+                regs[o] = cr_targ_var(cr_av_sum(t, A.u.a));
                 break;
             case O_DOT:
-                regs[o] = cr_targ_var(cr_adot(t, A.u.a, B.u.a));
+                regs[o] = cr_targ_var(cr_av_dot(t, A.u.a, B.u.a));
                 break;
             default:
                 done = false;
@@ -547,7 +547,7 @@ static cr_status tape_run(const prog *p, cr_tape *t, const cr_targ *inp, bool sc
         size_t n = spec(p, in, &f, sa);
         for (size_t k = 0; k < n; k++)
             args[k] = sa[k].reg >= 0    ? regs[sa[k].reg]
-                      : sa[k].reg == -2 ? cr_targ_arr(cr_aconst(sa[k].v.u.arr))
+                      : sa[k].reg == -2 ? cr_targ_arr(cr_av_const(sa[k].v.u.arr))
                                         : cr_targ_value(sa[k].v);
         cr_status st;
         const reg *ro = &p->regs[o];

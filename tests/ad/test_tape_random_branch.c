@@ -733,10 +733,10 @@ static cr_status arr_fn(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void
     if (cr_tape_acall_n(t, &cr_fn_findmax, &x, 1, mi, 2) != CR_OK)
         return cr_tape_status(t);
     cr_var b;
-    if (cr_tape_cmp(t, cr_asum(t, xs[0]), CR_CMP_GT, cr_const(a->k)))
-        b = cr_mul(t, cr_const(0.25), cr_adot(t, xs[0], xs[0]));
+    if (cr_tape_cmp(t, cr_av_sum(t, xs[0]), CR_CMP_GT, cr_const(a->k)))
+        b = cr_mul(t, cr_const(0.25), cr_av_dot(t, xs[0], xs[0]));
     else
-        b = cr_asum(t, cr_abroadcast1(t, &cr_fn_sin, x));
+        b = cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_sin, x));
     *y = cr_add(t, cr_mul(t, cr_const(2.0), mi[0].u.s), b);
     return cr_tape_status(t);
 }

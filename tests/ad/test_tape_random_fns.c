@@ -1014,10 +1014,10 @@ static cr_var acall_t(const prog *p, cr_tape *t, const hofspec *h, const cr_var 
 {
     bool extra = h->op == H_FOLDL0 || h->op == H_BCAST2;
     size_t len = (size_t)h->k - (extra ? 1u : 0u);
-    cr_avar X = cr_aconst(NULL);
+    cr_avar X = cr_av_const(NULL);
     for (size_t i = 0; i < len; i++) {
         cr_targ ba[3] = {cr_targ_value(cr_fn_mul), cr_targ_var(a[i]),
-                         cr_targ_arr(cr_aconst(&g_unit[len][i]))};
+                         cr_targ_arr(cr_av_const(&g_unit[len][i]))};
         cr_avar T = cr_tape_acall_a(t, &cr_fn_broadcast, ba, 3);
         if (i == 0) {
             X = T;
@@ -1032,7 +1032,7 @@ static cr_var acall_t(const prog *p, cr_tape *t, const hofspec *h, const cr_var 
     if (h->op == H_SUM || h->op == H_FOLDL || h->op == H_FOLDL0)
         return cr_tape_acall_s(t, fn, ha, extra ? 3 : 2);
     cr_avar Y = cr_tape_acall_a(t, fn, ha, extra ? 3 : 2);
-    return cr_adot(t, Y, cr_aconst(&h->wa));
+    return cr_av_dot(t, Y, cr_av_const(&h->wa));
 }
 
 static cr_var call_t(const prog *p, cr_tape *t, const ins *in, const cr_var *a)

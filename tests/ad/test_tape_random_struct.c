@@ -699,8 +699,8 @@ static cr_var tape_prog(ck *c, const prog *p, cr_tape *t, const cr_var *vars, co
         const ins *in = &p->in[i];
         cr_var a = r[in->a];
         cr_var b = in->op < O_SUM ? r[in->b] : cr_const(0.0), v;
-        cr_avar X = in->op >= O_SUM ? A[in->X] : cr_aconst(NULL);
-        cr_avar Y = in->op >= O_SUM ? A[in->Y] : cr_aconst(NULL);
+        cr_avar X = in->op >= O_SUM ? A[in->X] : cr_av_const(NULL);
+        cr_avar Y = in->op >= O_SUM ? A[in->Y] : cr_av_const(NULL);
         size_t n = in->op >= O_SUM ? p->af[in->X].numel : 1;
         switch (in->op) {
         case O_AVG:
@@ -737,33 +737,33 @@ static cr_var tape_prog(ck *c, const prog *p, cr_tape *t, const cr_var *vars, co
             v = cr_tape_call1(t, &cr_fn_tanh, &a, 1);
             break;
         case O_SUM:
-            v = cr_div(t, cr_asum(t, X), cr_const((double)n));
+            v = cr_div(t, cr_av_sum(t, X), cr_const((double)n));
             break;
         case O_DOT:
-            v = cr_div(t, cr_adot(t, X, Y), cr_const((double)n));
+            v = cr_div(t, cr_av_dot(t, X, Y), cr_const((double)n));
             break;
         case O_BC: {
-            cr_avar Z = cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(X), cr_targ_var(a));
-            v = cr_div(t, cr_asum(t, cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(Z))),
+            cr_avar Z = cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(X), cr_targ_var(a));
+            v = cr_div(t, cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(Z))),
                        cr_const((double)n));
             break;
         }
         case O_BC2: {
-            cr_avar Z = cr_abroadcast2(t, &cr_fn_add, cr_targ_arr(X), cr_targ_arr(Y));
-            cr_avar W = cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(Z), cr_targ_arr(X));
-            v = cr_div(t, cr_asum(t, W), cr_const((double)(2 * n)));
+            cr_avar Z = cr_av_broadcast2(t, &cr_fn_add, cr_targ_arr(X), cr_targ_arr(Y));
+            cr_avar W = cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(Z), cr_targ_arr(X));
+            v = cr_div(t, cr_av_sum(t, W), cr_const((double)(2 * n)));
             break;
         }
         case O_KSUM: {
             cr_kin kin[2] = {cr_kin_arr(X, in->off), cr_kin_var(a)};
-            v = cr_div(t, cr_akernel_sum(t, &k_kx, kin, 2, n - in->off),
+            v = cr_div(t, cr_av_kernel_sum(t, &k_kx, kin, 2, n - in->off),
                        cr_const((double)(n - in->off)));
             break;
         }
         case O_KMAP: {
             cr_kin kin[2] = {cr_kin_arr(X, in->off), cr_kin_var(a)};
-            cr_avar Z = cr_akernel(t, &k_ky, kin, 2, n - in->off);
-            v = cr_div(t, in->flag ? cr_adot(t, Z, Z) : cr_asum(t, Z),
+            cr_avar Z = cr_av_kernel(t, &k_ky, kin, 2, n - in->off);
+            v = cr_div(t, in->flag ? cr_av_dot(t, Z, Z) : cr_av_sum(t, Z),
                        cr_const((double)(n - in->off)));
             break;
         }

@@ -69,7 +69,7 @@ static double mse_c(const double *x, size_t n, const void *env)
 static cr_var mse_tape(cr_tape *t, cr_avar X, cr_avar Y)
 {
     cr_kin in[2] = {cr_kin_arr(X, 0), cr_kin_arr(Y, 0)};
-    return cr_div(t, cr_akernel_sum(t, &sqdiff, in, 2, N), cr_const((double)N));
+    return cr_div(t, cr_av_kernel_sum(t, &sqdiff, in, 2, N), cr_const((double)N));
 }
 
 /* Reset, record mse of the array xa and write its gradient into ga. */
@@ -79,7 +79,7 @@ static void mse_gradient(cr_tape *t, const cr_array *xa, cr_array *ga)
     ya = cr_array_vector(target, N);
     cr_tape_reset(t);
     cr_avar X = cr_tape_array_input(t, xa);
-    cr_var y = mse_tape(t, X, cr_aconst(&ya));
+    cr_var y = mse_tape(t, X, cr_av_const(&ya));
     assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &ga));
 }
 
@@ -202,14 +202,14 @@ static void two_gradient(cr_tape *t, const cr_array *xa, cr_array *ga, bool kern
     ya = cr_array_vector(target, N);
     cr_tape_reset(t);
     cr_avar X = cr_tape_array_input(t, xa);
-    cr_kin in[2] = {cr_kin_arr(X, 0), cr_kin_arr(cr_aconst(&ya), 0)};
+    cr_kin in[2] = {cr_kin_arr(X, 0), cr_kin_arr(cr_av_const(&ya), 0)};
     cr_var a, b;
     if (kernel_first) {
-        a = cr_akernel_sum(t, &sqdiff, in, 2, N);
-        b = cr_asum(t, cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(X)));
+        a = cr_av_kernel_sum(t, &sqdiff, in, 2, N);
+        b = cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(X)));
     } else {
-        b = cr_asum(t, cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(X)));
-        a = cr_akernel_sum(t, &sqdiff, in, 2, N);
+        b = cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(X)));
+        a = cr_av_kernel_sum(t, &sqdiff, in, 2, N);
     }
     cr_var y = cr_add(t, a, b);
     assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &ga));
@@ -264,7 +264,7 @@ static void test_after_scalar_sweep(void **state)
     cr_array xa = cr_array_vector(x, N), ya = cr_array_vector(target, N), ga;
     cr_avar X = cr_tape_array_input(t, &xa);
     cr_var S = cr_tape_input(t, s);
-    cr_var y = cr_mul(t, mse_tape(t, X, cr_aconst(&ya)), S);
+    cr_var y = cr_mul(t, mse_tape(t, X, cr_av_const(&ya)), S);
     assert_ok(t, cr_tape_gradient(t, y, &S, 1, &gs));
     ASSERT_CLOSE(gs, mse_c(x, N, NULL), 1e-12);
     ga = cr_array_vector(g, N);
@@ -312,7 +312,7 @@ static void test_kernel_not_in_place(void **state)
         cr_avar X = cr_tape_array_input(t, strided ? &xa : &xv);
         cr_var S = cr_tape_input(t, v[N]);
         cr_kin in[2] = {cr_kin_arr(X, 0), cr_kin_var(S)};
-        cr_var y = cr_akernel_sum(t, &sqdiff, in, 2, N);
+        cr_var y = cr_av_kernel_sum(t, &sqdiff, in, 2, N);
         double gS = 0.0;
         memset(g, 0x7f, sizeof g);
         assert_ok(t, cr_tape_gradient_arrays(t, y, &S, 1, &gS, &X, 1, &gp));
@@ -346,8 +346,8 @@ static void test_kernel_shared_slot(void **state)
              ga = cr_array_vector(g, N);
     cr_array *gp = &ga;
     cr_avar X = cr_tape_array_input(t, &xa);
-    cr_kin in[3] = {cr_kin_arr(X, 1), cr_kin_arr(cr_aconst(&ca), 0), cr_kin_arr(X, 0)};
-    cr_var y = cr_akernel_sum(t, &resid, in, 3, N - 1);
+    cr_kin in[3] = {cr_kin_arr(X, 1), cr_kin_arr(cr_av_const(&ca), 0), cr_kin_arr(X, 0)};
+    cr_var y = cr_av_kernel_sum(t, &resid, in, 3, N - 1);
     memset(g, 0x7f, sizeof g);
     assert_ok(t, cr_tape_gradient_arrays(t, y, NULL, 0, NULL, &X, 1, &gp));
     check_grad(g, 1, want, N);
@@ -359,7 +359,7 @@ static void test_kernel_shared_slot(void **state)
 static cr_status mse_fn(cr_tape *t, const cr_avar *x, size_t n, cr_var *y, void *env)
 {
     (void)n;
-    *y = mse_tape(t, x[0], cr_aconst(env));
+    *y = mse_tape(t, x[0], cr_av_const(env));
     return cr_tape_status(t);
 }
 
@@ -436,7 +436,7 @@ static cr_status mse_more_slots_fn(cr_tape *t, const cr_avar *xs, size_t n, cr_v
     (void)n;
     for (int k = 0; k < 5; k++)
         (void)cr_tape_array_input(t, env);
-    *y = mse_tape(t, xs[0], cr_aconst(env));
+    *y = mse_tape(t, xs[0], cr_av_const(env));
     return cr_tape_status(t);
 }
 
@@ -447,7 +447,7 @@ static cr_status mse_after_reset_fn(cr_tape *t, const cr_avar *xs, size_t n, cr_
     (void)n;
     const cr_array *x = xs[0].a;
     cr_tape_reset(t);
-    *y = mse_tape(t, cr_tape_array_input(t, x), cr_aconst(env));
+    *y = mse_tape(t, cr_tape_array_input(t, x), cr_av_const(env));
     return cr_tape_status(t);
 }
 
@@ -511,7 +511,7 @@ static void test_scalars_after_kernel(void **state)
     for (int round = 0; round < 2; round++) {
         cr_tape_reset(t);
         cr_avar X = cr_tape_array_input(t, &xa);
-        cr_var m = mse_tape(t, X, cr_aconst(&ya));
+        cr_var m = mse_tape(t, X, cr_av_const(&ya));
         cr_var s[2];
         assert_ok(t, cr_tape_inputs(t, v + N, 2, s));
         cr_var y = cr_add(t, cr_mul(t, cr_sub(t, cr_mul(t, m, s[0]), s[1]), s[1]), s[0]);

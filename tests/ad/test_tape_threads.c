@@ -607,26 +607,27 @@ static cr_status f_arr(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void 
     cr_var s = cr_const(0);
     if (a->mask & 1u) {
         cr_kin in[2] = {cr_kin_arr(X, 0), cr_kin_arr(X, 1)};
-        s = term(t, s, a->c[0], cr_akernel_sum(t, &k_pair, in, 2, NX - 1));
+        s = term(t, s, a->c[0], cr_av_kernel_sum(t, &k_pair, in, 2, NX - 1));
     }
     if (a->mask & 2u) {
-        cr_avar xc = cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(X), cr_targ_var(cr_const(a->c[6])));
-        s = term(t, s, a->c[1], cr_asum(t, cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(xc))));
+        cr_avar xc =
+            cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(X), cr_targ_var(cr_const(a->c[6])));
+        s = term(t, s, a->c[1], cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(xc))));
     }
     if (a->mask & 12u) {
-        cr_targ mx[2] = {cr_targ_arr(M), cr_targ_arr(cr_aslice(t, X, 0, 3))};
+        cr_targ mx[2] = {cr_targ_arr(M), cr_targ_arr(cr_av_slice(t, X, 0, 3))};
         if (a->mask & 4u)
-            s = term(t, s, a->c[2], cr_asum(t, cr_amatmul(t, M, mx[1].u.a)));
+            s = term(t, s, a->c[2], cr_av_sum(t, cr_av_matmul(t, M, mx[1].u.a)));
         if (a->mask & 8u)
-            s = term(t, s, a->c[3], cr_asum(t, cr_tape_acall_a(t, &cr_fn_solve, mx, 2)));
+            s = term(t, s, a->c[3], cr_av_sum(t, cr_tape_acall_a(t, &cr_fn_solve, mx, 2)));
     }
     if (a->mask & 16u) {
         cr_targ m[2] = {cr_targ_value(wave), cr_targ_arr(X)};
-        s = term(t, s, a->c[4], cr_asum(t, cr_tape_acall_a(t, &cr_fn_map, m, 2)));
+        s = term(t, s, a->c[4], cr_av_sum(t, cr_tape_acall_a(t, &cr_fn_map, m, 2)));
     }
     if (a->mask & 32u) {
         cr_targ m[2] = {cr_targ_value(cube), cr_targ_arr(X)};
-        s = term(t, s, a->c[5], cr_asum(t, cr_tape_acall_a(t, &cr_fn_broadcast, m, 2)));
+        s = term(t, s, a->c[5], cr_av_sum(t, cr_tape_acall_a(t, &cr_fn_broadcast, m, 2)));
     }
     *y = s;
     return cr_tape_status(t);
@@ -1407,7 +1408,7 @@ static void *handover_thread(void *arg)
             HCHECK(h, isnan(cr_div(NULL, x, other).v));
             break;
         default:
-            HCHECK(h, isnan(cr_asum(t, aother).v));
+            HCHECK(h, isnan(cr_av_sum(t, aother).v));
             break;
         }
         HCHECK(h, foreign_msg(t));

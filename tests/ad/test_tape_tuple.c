@@ -97,7 +97,7 @@ static cr_var nuclear_t(cr_tape *t, cr_avar A)
         return cr_const((double)NAN);
     assert_int_equal(usv[0].kind, CR_TARG_ARR);
     assert_int_equal(usv[1].kind, CR_TARG_ARR);
-    return cr_asum(t, usv[1].u.a);
+    return cr_av_sum(t, usv[1].u.a);
 }
 
 static double nuclear_c(cr_arena *arena, cr_array *A)
@@ -112,8 +112,8 @@ static cr_var svd_all_t(cr_tape *t, cr_avar A)
     cr_targ a = cr_targ_arr(A), usv[3];
     if (cr_tape_acall_n(t, &cr_fn_svd, &a, 1, usv, 3) != CR_OK)
         return cr_const((double)NAN);
-    cr_var su = cr_asum(t, usv[0].u.a), ss = cr_asum(t, usv[1].u.a);
-    cr_var sv = cr_asum(t, cr_abroadcast1(t, &cr_fn_square, usv[2]));
+    cr_var su = cr_av_sum(t, usv[0].u.a), ss = cr_av_sum(t, usv[1].u.a);
+    cr_var sv = cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_square, usv[2]));
     return cr_add(t, cr_mul(t, su, ss), sv);
 }
 
@@ -145,14 +145,14 @@ static cr_var lmax_t(cr_tape *t, cr_avar B)
 {
     cr_targ bt = cr_targ_arr(B);
     cr_avar Bt = cr_tape_acall_a(t, &cr_fn_transpose, &bt, 1);
-    cr_targ c = cr_targ_arr(cr_amatmul(t, B, Bt)), vv[2];
+    cr_targ c = cr_targ_arr(cr_av_matmul(t, B, Bt)), vv[2];
     if (cr_tape_acall_n(t, &cr_fn_eigen, &c, 1, vv, 2) != CR_OK)
         return cr_const((double)NAN);
     /* The last (largest) eigenvalue: a dot product with a unit vector (a constant). */
     static double e[3] = {0, 0, 1};
     static cr_array ea;
     ea = cr_array_vector(e, 3);
-    return cr_adot(t, vv[0].u.a, cr_aconst(&ea));
+    return cr_av_dot(t, vv[0].u.a, cr_av_const(&ea));
 }
 
 static double lmax_c(cr_arena *arena, cr_array *B)
@@ -187,8 +187,8 @@ static cr_var qr_rec_t(cr_tape *t, cr_avar A)
     cr_targ a = cr_targ_arr(A), qr[2];
     if (cr_tape_acall_n(t, &cr_fn_qr, &a, 1, qr, 2) != CR_OK)
         return cr_const((double)NAN);
-    cr_avar QR = cr_amatmul(t, qr[0].u.a, qr[1].u.a);
-    return cr_asum(t, cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(QR)));
+    cr_avar QR = cr_av_matmul(t, qr[0].u.a, qr[1].u.a);
+    return cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(QR)));
 }
 
 static double sumsq_c(cr_arena *arena, cr_array *A)
@@ -202,7 +202,7 @@ static cr_var qr_r_t(cr_tape *t, cr_avar A)
     cr_targ a = cr_targ_arr(A), qr[2];
     if (cr_tape_acall_n(t, &cr_fn_qr, &a, 1, qr, 2) != CR_OK)
         return cr_const((double)NAN);
-    return cr_asum(t, qr[1].u.a);
+    return cr_av_sum(t, qr[1].u.a);
 }
 
 static double qr_r_c(cr_arena *arena, cr_array *A)
@@ -231,8 +231,8 @@ static cr_var lu_t(cr_tape *t, cr_avar A)
         return cr_const((double)NAN);
     assert_int_equal(lup[2].kind, CR_TARG_VALUE);
     assert_int_equal(lup[2].u.v.kind, CR_KIND_ARRAY);
-    cr_var l2 = cr_asum(t, cr_abroadcast1(t, &cr_fn_square, lup[0]));
-    return cr_add(t, l2, cr_asum(t, lup[1].u.a));
+    cr_var l2 = cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_square, lup[0]));
+    return cr_add(t, l2, cr_av_sum(t, lup[1].u.a));
 }
 
 static double lu_c(cr_arena *arena, cr_array *A)
@@ -281,7 +281,7 @@ static cr_var fmax_t(cr_tape *t, cr_avar X)
     assert_int_equal(mi[1].kind, CR_TARG_VALUE);
     assert_int_equal(mi[1].u.v.kind, CR_KIND_I64);
     assert_int_equal(mi[1].u.v.u.i64, 4);
-    return cr_add(t, cr_mul(t, mi[0].u.s, mi[0].u.s), cr_asum(t, X));
+    return cr_add(t, cr_mul(t, mi[0].u.s, mi[0].u.s), cr_av_sum(t, X));
 }
 
 static double fmax_c(cr_arena *arena, cr_array *A)
@@ -339,13 +339,13 @@ static void test_errors(void **state)
     x = cr_targ_arr(X);
     assert_int_equal(cr_tape_acall_n(t, &cr_fn_sum, &x, 1, out, 1), CR_OK);
     assert_true(out[0].kind == CR_TARG_VAR && out[0].u.s.v == 22.0);
-    cr_targ c = cr_targ_arr(cr_aconst(&A));
+    cr_targ c = cr_targ_arr(cr_av_const(&A));
     assert_int_equal(cr_tape_acall_n(t, &cr_fn_qr, &c, 1, out, 2), CR_OK);
     assert_true(out[0].kind == CR_TARG_ARR && out[0].u.a.idx == CR_VAR_CONST);
     assert_true(out[1].kind == CR_TARG_ARR && out[1].u.a.idx == CR_VAR_CONST);
     /* The scalar sweeps run over tuple records: d/ds of findmax(s .* A)'s value. */
     cr_var s = cr_tape_input(t, 0.5);
-    cr_targ sa = cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s), c)), mi[2];
+    cr_targ sa = cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(s), c)), mi[2];
     assert_ok(t, cr_tape_acall_n(t, &cr_fn_findmax, &sa, 1, mi, 2));
     double gs;
     assert_ok(t, cr_tape_gradient(t, mi[0].u.s, &s, 1, &gs));
@@ -369,7 +369,7 @@ static void test_errors(void **state)
     tp.flags = CR_TAPE_FORWARD;
     assert_int_equal(cr_tape_new(f->ctx, &tp, &t), CR_OK);
     s = cr_tape_input(t, 0.5);
-    sa = cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, cr_targ_var(s), c));
+    sa = cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, cr_targ_var(s), c));
     assert_ok(t, cr_tape_acall_n(t, &cr_fn_findmax, &sa, 1, mi, 2));
     assert_ok(t, cr_tape_gradient(t, mi[0].u.s, &s, 1, &gs));
     assert_true(gs == 7.0);
@@ -415,7 +415,7 @@ static int run_tuple_reverse(void)
 
 static cr_var sum_mul(cr_tape *t, cr_avar a, cr_avar b)
 {
-    return cr_asum(t, cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(a), cr_targ_arr(b)));
+    return cr_av_sum(t, cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(a), cr_targ_arr(b)));
 }
 
 /* f(a) with a tuple of n results (out), or of f(a, dims). */
@@ -437,7 +437,7 @@ static cr_var svd_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *e
     (void)env;
     cr_targ usv[3];
     tuple_of(t, &cr_fn_svd, cr_targ_arr(X[0]), i64(0), 1, usv, 3);
-    cr_var a = cr_mul(t, cr_asum(t, usv[0].u.a), cr_asum(t, usv[1].u.a));
+    cr_var a = cr_mul(t, cr_av_sum(t, usv[0].u.a), cr_av_sum(t, usv[1].u.a));
     return cr_add(t, cr_add(t, a, sum_sq(t, usv[2].u.a)), sum_sin(t, usv[1].u.a));
 }
 
@@ -451,11 +451,11 @@ static cr_var eigen_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void 
     static cr_array w3;
     w3 = cr_array_vector(k_w3, 3);
     cr_avar Bt = call_a(t, &cr_fn_transpose, cr_targ_arr(X[0]), i64(0), 1);
-    cr_avar C = cr_amatmul(t, X[0], Bt);
+    cr_avar C = cr_av_matmul(t, X[0], Bt);
     cr_targ ev[2];
     tuple_of(t, &cr_fn_eigen, cr_targ_arr(C), i64(0), 1, ev, 2);
-    cr_avar sq = cr_abroadcast1(t, &cr_fn_square, ev[1]);
-    return cr_add(t, sum_mul(t, ev[0].u.a, cr_aconst(&w3)), sum_sq(t, sq));
+    cr_avar sq = cr_av_broadcast1(t, &cr_fn_square, ev[1]);
+    return cr_add(t, sum_mul(t, ev[0].u.a, cr_av_const(&w3)), sum_sq(t, sq));
 }
 
 /* A 4 x 3: sum(R) sum(Q .* Q .* Q) + sum(sin.(R)) */
@@ -465,9 +465,9 @@ static cr_var qr_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *en
     (void)env;
     cr_targ qr[2];
     tuple_of(t, &cr_fn_qr, cr_targ_arr(X[0]), i64(0), 1, qr, 2);
-    cr_avar q2 = cr_abroadcast1(t, &cr_fn_square, qr[0]);
+    cr_avar q2 = cr_av_broadcast1(t, &cr_fn_square, qr[0]);
     cr_var q3 = sum_mul(t, q2, qr[0].u.a);
-    return cr_add(t, cr_mul(t, cr_asum(t, qr[1].u.a), q3), sum_sin(t, qr[1].u.a));
+    return cr_add(t, cr_mul(t, cr_av_sum(t, qr[1].u.a), q3), sum_sin(t, qr[1].u.a));
 }
 
 /* A 3 x 3: sum(L .^ 2) sum(U); the pivots are a constant */
@@ -478,7 +478,7 @@ static cr_var lu_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *en
     cr_targ lup[3];
     tuple_of(t, &cr_fn_lu, cr_targ_arr(X[0]), i64(0), 1, lup, 3);
     assert_int_equal(lup[2].kind, CR_TARG_VALUE);
-    return cr_mul(t, sum_sq(t, lup[0].u.a), cr_asum(t, lup[1].u.a));
+    return cr_mul(t, sum_sq(t, lup[0].u.a), cr_av_sum(t, lup[1].u.a));
 }
 
 static void test_forward_factorizations(void **state)
@@ -581,10 +581,10 @@ static cr_var eig2_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *
         A = cr_targ_arr(call_a(t, &cr_fn_symmetric, A, A, 1));
     cr_targ ev[2];
     tuple_of(t, &cr_fn_eigen, A, i64(0), 1, ev, 2);
-    cr_avar sq = cr_abroadcast1(t, &cr_fn_square, ev[1]);
-    cr_var a = sum_mul(t, ev[0].u.a, cr_aconst(&w3));
+    cr_avar sq = cr_av_broadcast1(t, &cr_fn_square, ev[1]);
+    cr_var a = sum_mul(t, ev[0].u.a, cr_av_const(&w3));
     cr_var b = sum_sq(t, sq);
-    cr_var c = cr_mul(t, sum_sin(t, ev[0].u.a), sum_mul(t, sq, cr_aconst(&w3)));
+    cr_var c = cr_mul(t, sum_sin(t, ev[0].u.a), sum_mul(t, sq, cr_av_const(&w3)));
     return cr_add(t, cr_add(t, a, b), c);
 }
 
@@ -621,12 +621,14 @@ static cr_var two_p(cr_tape *t, const cr_var *s, const cr_avar *X, const void *e
     e3 = cr_array_matrix(k_E3, 3, 3);
     c = cr_array_matrix(k_C, 3, 3);
     cr_targ x = cr_targ_var(s[0]), y = cr_targ_var(s[1]), xy = cr_targ_var(cr_mul(t, s[0], s[1]));
-    cr_avar A = cr_abroadcast2(t, &cr_fn_mul, x, cr_targ_arr(cr_aconst(&e1)));
-    A = cr_abroadcast2(t, &cr_fn_add, cr_targ_arr(A),
-                       cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, y, cr_targ_arr(cr_aconst(&e2)))));
-    A = cr_abroadcast2(t, &cr_fn_add, cr_targ_arr(A),
-                       cr_targ_arr(cr_abroadcast2(t, &cr_fn_mul, xy, cr_targ_arr(cr_aconst(&e3)))));
-    A = cr_abroadcast2(t, &cr_fn_add, cr_targ_arr(A), cr_targ_arr(cr_aconst(&c)));
+    cr_avar A = cr_av_broadcast2(t, &cr_fn_mul, x, cr_targ_arr(cr_av_const(&e1)));
+    A = cr_av_broadcast2(
+        t, &cr_fn_add, cr_targ_arr(A),
+        cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, y, cr_targ_arr(cr_av_const(&e2)))));
+    A = cr_av_broadcast2(
+        t, &cr_fn_add, cr_targ_arr(A),
+        cr_targ_arr(cr_av_broadcast2(t, &cr_fn_mul, xy, cr_targ_arr(cr_av_const(&e3)))));
+    A = cr_av_broadcast2(t, &cr_fn_add, cr_targ_arr(A), cr_targ_arr(cr_av_const(&c)));
     cr_targ r[2];
     tuple_of(t, &cr_fn_logabsdet, cr_targ_arr(A), i64(0), 1, r, 2);
     cr_var l = r[0].u.s;
@@ -755,9 +757,9 @@ static void test_tuple_first_result_hvp(void **state)
     double cd[3] = {1.0, 2.0, -1.5};
     cr_array C = cr_array_vector(cd, 3);
     /* u = sin.(C .* x0) .* x1; (lo, hi) = extrema(u); y = lo^2 */
-    cr_avar U = cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(cr_aconst(&C)), cr_targ_var(x[0]));
-    U = cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(U));
-    U = cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(U), cr_targ_var(x[1]));
+    cr_avar U = cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(cr_av_const(&C)), cr_targ_var(x[0]));
+    U = cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(U));
+    U = cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(U), cr_targ_var(x[1]));
     cr_targ u = cr_targ_arr(U), r[2];
     assert_int_equal(cr_tape_acall_n(t, &cr_fn_extrema, &u, 1, r, 2), CR_OK);
     assert_int_equal(r[0].kind, CR_TARG_VAR);

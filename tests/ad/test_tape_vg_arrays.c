@@ -40,8 +40,8 @@ enum { N = 12 };
 static cr_status mse_fn(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void *env)
 {
     (void)n;
-    cr_kin in[2] = {cr_kin_arr(xs[0], 0), cr_kin_arr(cr_aconst(env), 0)};
-    *y = cr_div(t, cr_akernel_sum(t, &sqdiff, in, 2, N), cr_const((double)N));
+    cr_kin in[2] = {cr_kin_arr(xs[0], 0), cr_kin_arr(cr_av_const(env), 0)};
+    *y = cr_div(t, cr_av_kernel_sum(t, &sqdiff, in, 2, N), cr_const((double)N));
     return cr_tape_status(t);
 }
 
@@ -63,8 +63,8 @@ static cr_status sums_fn(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, voi
     (void)env;
     cr_var s = cr_const(0.0);
     for (size_t j = 0; j < n; j++) {
-        cr_avar S = cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(xs[j]));
-        s = cr_add(t, s, cr_mul(t, cr_const((double)(j + 1)), cr_adot(t, S, xs[j])));
+        cr_avar S = cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(xs[j]));
+        s = cr_add(t, s, cr_mul(t, cr_const((double)(j + 1)), cr_av_dot(t, S, xs[j])));
     }
     *y = s;
     return cr_tape_status(t);

@@ -48,7 +48,7 @@ static cr_avar call_a(cr_tape *t, const cr_value *f, cr_targ a, cr_targ b, size_
 
 static cr_var sum_sin(cr_tape *t, cr_avar a)
 {
-    return cr_asum(t, cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(a)));
+    return cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(a)));
 }
 
 /* ---- Reading tangents -------------------------------------------------------------------- */
@@ -458,7 +458,7 @@ static cr_status prog(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void *
     cr_var a = sum_sin(t, call_a(t, &cube, A, A, 1));
     cr_var b = cr_sin(t, call_s(t, &wsq, w, A, 2));
     cr_var c = cr_sin(t, call_s(t, &sqsq, w, w, 1));
-    cr_var d = call_s(t, &wsq, A, cr_targ_arr(cr_aconst(&ca)), 2);
+    cr_var d = call_s(t, &wsq, A, cr_targ_arr(cr_av_const(&ca)), 2);
     *y = cr_add(t, cr_add(t, a, b), cr_add(t, c, d));
     return cr_tape_status(t);
 }

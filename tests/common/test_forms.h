@@ -43,12 +43,12 @@ static inline cr_avar call_a(cr_tape *t, const cr_value *f, cr_targ a, cr_targ b
 
 static inline cr_var sum_sq(cr_tape *t, cr_avar a)
 {
-    return cr_asum(t, cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(a)));
+    return cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(a)));
 }
 
 static inline cr_var sum_sin(cr_tape *t, cr_avar a)
 {
-    return cr_asum(t, cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(a)));
+    return cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(a)));
 }
 
 #endif

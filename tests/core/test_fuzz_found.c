@@ -110,7 +110,7 @@ static void test_tape_amatmul_empty_inner_dimension(void **state)
     cr_array v;
     assert_int_equal(cr_array_view_init(&v, g_buf, CR_DT_F64, 1, &zero, NULL), CR_OK);
     cr_avar X[2] = {cr_tape_array_input(t, &A), cr_tape_array_input(t, &v)};
-    cr_var y = cr_asum(t, cr_amatmul(t, X[0], X[1]));
+    cr_var y = cr_av_sum(t, cr_av_matmul(t, X[0], X[1]));
     assert_int_equal(cr_tape_status(t), CR_OK);
     assert_true(y.v == 0.0);
     double gbuf[2] = {-1.0, -1.0};

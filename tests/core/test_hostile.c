@@ -446,7 +446,7 @@ static void test_variables(void **state)
         double v[3] = {1, 2, 3};
         cr_array av = cr_array_vector(v, 3);
         cr_avar ax = cr_tape_array_input(t, &av);
-        cr_avar s = cr_aslice(t, ax, -5, k == 0 ? INT64_MAX : 2);
+        cr_avar s = cr_av_slice(t, ax, -5, k == 0 ? INT64_MAX : 2);
         assert_null(s.a);
         assert_int_equal(cr_tape_status(t), CR_EINVAL);
         assert_named_once(cr_tape_errmsg(t), "view", "index -5 out of bounds");

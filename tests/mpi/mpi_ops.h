@@ -64,7 +64,7 @@ static inline cr_mpi_in vin(cr_tape *t, const vec *v, size_t off, size_t len)
         return cr_mpi_in_vars(v->s + off, len);
     if (off == 0 && len == v->n)
         return cr_mpi_in_array(v->a);
-    cr_mpi_in b = cr_mpi_in_array(cr_aslice(t, v->a, (int64_t)off, (int64_t)(off + len)));
+    cr_mpi_in b = cr_mpi_in_array(cr_av_slice(t, v->a, (int64_t)off, (int64_t)(off + len)));
     b.n = len;
     return b;
 }

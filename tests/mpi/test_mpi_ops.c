@@ -40,9 +40,9 @@ static cr_status dist_J(cr_tape *t, int op, int mode, const double *x, cr_var *x
         memcpy(g_xbuf, x, L * sizeof *x);
         g_xa = cr_array_vector(g_xbuf, L);
         *X = cr_tape_array_input(t, &g_xa);
-        cr_avar sq = cr_abroadcast2(t, &cr_fn_mul, cr_targ_arr(*X), cr_targ_arr(*X));
-        cr_avar sn = cr_abroadcast1(t, &cr_fn_sin, cr_targ_arr(*X));
-        u->a = cr_abroadcast2(t, &cr_fn_add, cr_targ_arr(sq), cr_targ_arr(sn));
+        cr_avar sq = cr_av_broadcast2(t, &cr_fn_mul, cr_targ_arr(*X), cr_targ_arr(*X));
+        cr_avar sn = cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(*X));
+        u->a = cr_av_broadcast2(t, &cr_fn_add, cr_targ_arr(sq), cr_targ_arr(sn));
     }
     cr_status st = dist_op(t, op, u, y, MPI_COMM_WORLD);
     cr_var local = cr_const(0.0);
@@ -53,8 +53,8 @@ static cr_status dist_J(cr_tape *t, int op, int mode, const double *x, cr_var *x
             for (size_t i = 0; i < y->n; i++)
                 g_wbuf[i] = weight(g_rank, i);
             g_wa = cr_array_vector(g_wbuf, y->n);
-            cr_avar c = cr_abroadcast1(t, &cr_fn_cos, cr_targ_arr(y->a));
-            local = cr_adot(t, c, cr_aconst(&g_wa));
+            cr_avar c = cr_av_broadcast1(t, &cr_fn_cos, cr_targ_arr(y->a));
+            local = cr_av_dot(t, c, cr_av_const(&g_wa));
         }
     }
     cr_status s2 = cr_mpi_allreduce(t, cr_mpi_in_vars(&local, 1), cr_mpi_out_vars(J, 1), MPI_SUM,

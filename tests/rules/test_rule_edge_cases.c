@@ -881,7 +881,7 @@ static cr_var rec_ext(cr_tape *t, cr_avar X)
 
 static cr_var rec_sum(cr_tape *t, cr_avar X)
 {
-    cr_avar S = cr_abroadcast1(t, &cr_fn_square, cr_targ_arr(X));
+    cr_avar S = cr_av_broadcast1(t, &cr_fn_square, cr_targ_arr(X));
     cr_targ s = cr_targ_arr(S);
     return cr_tape_acall_s(t, &cr_fn_sum, &s, 1);
 }
