@@ -1,0 +1,227 @@
+/*
+ * Scalar and array code mixed on the tape without cr_value arguments: scalar variables packed
+ * into an array variable (cr_apack) and read back one by one (cr_agetindex, cr_aunpack), the
+ * concatenation of any number of arrays (cr_acat), and dims and shapes given as C integers
+ * (cr_targ_ints, cr_areshape, cr_asum_dims).
+ *
+ * Everything here is made of calls of array functions with rules (fill, cat, reshape,
+ * getindex, sum): each is one K_ARRAY record through cr_tape_acall(), so reverse, forward,
+ * second-order sweeps and prepared replays take these operations as they take any array
+ * function. A pack of n scalars is n one-element fills and a tree of cats of at most
+ * PACK_FAN arrays each (about n + n / 7 records; each element is copied once per level,
+ * ceil(log8 n) levels); a cat of more arrays than the rule takes is the same tree.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <chainrules/rules_array.h>
+
+#include "tape_impl.h"
+
+#include "../core/checked.h"
+
+/* Most arrays one call of cat takes (the rule's limit, rules_array.h). */
+#define PACK_FAN 8
+
+/* An i64 vector holding v[0..n) in the tape's arena (failing the tape on error). */
+static cr_status ints_array(cr_tape *t, const char *who, const int64_t *v, size_t n, cr_array **out)
+{
+    if (n > 0 && v == NULL)
+        return cr__tape_fail(t, CR_EINVAL, "%s: %zu integer%s given by a NULL pointer", who, n,
+                             CR__S(n));
+    cr_status st = cr_array_new(t->arena, CR_DT_I64, 1, &n, out);
+    if (st != CR_OK)
+        return cr__tape_fail_ctx(t, st, who);
+    int64_t *d = (*out)->data;
+    for (size_t i = 0; i < n; i++)
+        d[i] = v[i];
+    (*out)->flags = 0; /* read only, as the caller's dims were */
+    return CR_OK;
+}
+
+cr_targ cr_targ_ints(cr_tape *t, const int64_t *v, size_t n)
+{
+    cr_value none;
+    memset(&none, 0, sizeof none); /* CR_KIND_NOTHING */
+    cr_targ bad = cr_targ_value(none);
+    cr_tape *tt = cr__tape_or_current(t);
+    cr_array *a;
+    if (tt == NULL || tt->status != CR_OK || ints_array(tt, "cr_targ_ints", v, n, &a) != CR_OK)
+        return bad;
+    return cr_targ_value(cr_value_array(a));
+}
+
+/* Room for n array variables in the tape's arena (NULL, the tape failed, on error). */
+static cr_avar *avars(cr_tape *t, const char *who, size_t n)
+{
+    size_t bytes;
+    if (!cr__mul_size(n, sizeof(cr_avar), &bytes) || bytes > CR__MAX_BYTES) {
+        cr__tape_fail(t, CR_EOVERFLOW, "%s: %zu arrays do not fit in memory", who, n);
+        return NULL;
+    }
+    cr_avar *a = cr_arena_alloc(t->arena, bytes, _Alignof(cr_avar));
+    if (a == NULL)
+        cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), who);
+    return a;
+}
+
+/* cat(dim, xs...) of n >= 1 arrays as a tree of calls of at most PACK_FAN arrays. The
+ * level being reduced is kept in the arena (n may be large). */
+static cr_avar cat_tree(cr_tape *t, const char *who, int64_t dim, const cr_avar *xs, size_t n)
+{
+    cr_targ args[PACK_FAN + 1];
+    args[0] = cr_targ_value(cr_value_i64(dim));
+    if (n <= PACK_FAN) {
+        for (size_t j = 0; j < n; j++)
+            args[j + 1] = cr_targ_arr(xs[j]);
+        return cr_tape_acall_a(t, &cr_fn_cat, args, n + 1);
+    }
+    size_t m = n / PACK_FAN + (n % PACK_FAN != 0);
+    cr_avar *lv = avars(t, who, m);
+    if (lv == NULL)
+        return cr__bad_avar(NULL);
+    for (size_t g = 0, lo = 0; g < m; g++, lo += PACK_FAN) {
+        size_t k = n - lo < PACK_FAN ? n - lo : PACK_FAN;
+        for (size_t j = 0; j < k; j++)
+            args[j + 1] = cr_targ_arr(xs[lo + j]);
+        lv[g] = k == 1 ? xs[lo] : cr_tape_acall_a(t, &cr_fn_cat, args, k + 1);
+        if (t->status != CR_OK)
+            return cr__bad_avar(NULL);
+    }
+    return cat_tree(t, who, dim, lv, m);
+}
+
+cr_avar cr_acat(cr_tape *t, int64_t dim, const cr_avar *xs, size_t n)
+{
+    cr_tape *tt = cr__tape_or_current(t);
+    if (tt == NULL || tt->status != CR_OK)
+        return cr__bad_avar(NULL);
+    if (n == 0 || xs == NULL) {
+        cr__tape_fail(tt, CR_EINVAL, "cr_acat: %s", n == 0 ? "no arrays" : "xs is NULL");
+        return cr__bad_avar(NULL);
+    }
+    return cat_tree(tt, "cr_acat", dim, xs, n);
+}
+
+/* The extents of a pack's result: shape[0..ndim) as sizes, their product checked against
+ * n. shape NULL with ndim 0 is a vector of n. */
+static cr_status pack_shape(cr_tape *t, size_t n, const int64_t *shape, size_t ndim, size_t *ext,
+                            size_t *nd)
+{
+    if (shape == NULL && ndim == 0) {
+        ext[0] = n;
+        *nd = 1;
+        return CR_OK;
+    }
+    if (shape == NULL)
+        return cr__tape_fail(t, CR_EINVAL, "cr_apack: shape is NULL with %zu dimension%s", ndim,
+                             CR__S(ndim));
+    if (ndim > CR_ARRAY_MAX_DIMS)
+        return cr__tape_fail(t, CR_EINVAL, "cr_apack: %zu dimensions (at most %d)", ndim,
+                             CR_ARRAY_MAX_DIMS);
+    size_t p = 1;
+    for (size_t d = 0; d < ndim; d++) {
+        if (!cr__i64_to_size(shape[d], &ext[d]))
+            return cr__tape_fail(t, CR_EINVAL, "cr_apack: extent %zu is negative (%lld)", d,
+                                 (long long)shape[d]);
+        if (!cr__mul_size(p, ext[d], &p))
+            return cr__tape_fail(t, CR_EOVERFLOW, "cr_apack: the shape's element count overflows");
+    }
+    if (p != n)
+        return cr__tape_fail(t, CR_ESHAPE, "cr_apack: a shape of %zu element%s for %zu variable%s",
+                             p, CR__S(p), n, CR__S(n));
+    *nd = ndim;
+    return CR_OK;
+}
+
+cr_avar cr_apack(cr_tape *t, const cr_var *xs, size_t n, const int64_t *shape, size_t ndim)
+{
+    cr_tape *tt = cr__tape_or_current(t);
+    if (tt == NULL || tt->status != CR_OK)
+        return cr__bad_avar(NULL);
+    size_t ext[CR_ARRAY_MAX_DIMS], nd = 0;
+    if (n > 0 && xs == NULL) {
+        cr__tape_fail(tt, CR_EINVAL, "cr_apack: xs is NULL with %zu variable%s", n, CR__S(n));
+        return cr__bad_avar(NULL);
+    }
+    if (pack_shape(tt, n, shape, ndim, ext, &nd) != CR_OK)
+        return cr__bad_avar(NULL);
+    if (n == 0) { /* nothing to differentiate: an empty constant of the shape */
+        cr_array *e;
+        cr_status st = cr_array_new(tt->arena, CR_DT_F64, nd, ext, &e);
+        if (st != CR_OK) {
+            cr__tape_fail_ctx(tt, st, "cr_apack");
+            return cr__bad_avar(NULL);
+        }
+        return cr_aconst(e);
+    }
+    cr_avar *one = avars(tt, "cr_apack", n);
+    if (one == NULL)
+        return cr__bad_avar(NULL);
+    for (size_t i = 0; i < n; i++) {
+        cr_targ a[2] = {cr_targ_var(xs[i]), cr_targ_value(cr_value_i64(1))};
+        one[i] = cr_tape_acall_a(tt, &cr_fn_fill, a, 2);
+        if (tt->status != CR_OK)
+            return cr__bad_avar(NULL);
+    }
+    cr_avar v = cat_tree(tt, "cr_apack", 0, one, n);
+    if (tt->status != CR_OK || (nd == 1 && ext[0] == n))
+        return v;
+    return cr_areshape(tt, v, shape, ndim);
+}
+
+cr_var cr_agetindex(cr_tape *t, cr_avar x, int64_t i)
+{
+    cr_targ a[2] = {cr_targ_arr(x), cr_targ_value(cr_value_i64(i))};
+    return cr_tape_acall_s(t, &cr_fn_getindex, a, 2);
+}
+
+cr_status cr_aunpack(cr_tape *t, cr_avar x, cr_var *out, size_t n)
+{
+    for (size_t i = 0; out != NULL && i < n; i++)
+        out[i] = cr_const((double)NAN);
+    cr_tape *tt = cr__tape_or_current(t);
+    if (tt == NULL)
+        return CR_EMISUSE;
+    if (tt->status != CR_OK)
+        return tt->status;
+    if ((n > 0 && out == NULL) || x.a == NULL)
+        return cr__tape_fail(tt, CR_EINVAL, "cr_aunpack: %s",
+                             x.a == NULL ? "x is a NULL array" : "out is NULL");
+    size_t numel = cr_array_numel(x.a);
+    if (numel != n)
+        return cr__tape_fail(tt, CR_ESHAPE,
+                             "cr_aunpack: %zu variable%s for an array of %zu element%s", n,
+                             CR__S(n), numel, CR__S(numel));
+    for (size_t i = 0; i < n; i++) {
+        if (i > (size_t)INT64_MAX)
+            return cr__tape_fail(tt, CR_EOVERFLOW, "cr_aunpack: index %zu", i);
+        out[i] = cr_agetindex(tt, x, (int64_t)i);
+        if (tt->status != CR_OK)
+            return tt->status;
+    }
+    return CR_OK;
+}
+
+cr_avar cr_areshape(cr_tape *t, cr_avar x, const int64_t *shape, size_t ndim)
+{
+    cr_tape *tt = cr__tape_or_current(t);
+    cr_array *s;
+    if (tt == NULL || tt->status != CR_OK ||
+        ints_array(tt, "cr_areshape", shape, ndim, &s) != CR_OK)
+        return cr__bad_avar(NULL);
+    cr_targ a[2] = {cr_targ_arr(x), cr_targ_value(cr_value_array(s))};
+    return cr_tape_acall_a(tt, &cr_fn_reshape, a, 2);
+}
+
+cr_avar cr_asum_dims(cr_tape *t, cr_avar x, const int64_t *dims, size_t ndims)
+{
+    cr_tape *tt = cr__tape_or_current(t);
+    cr_array *s;
+    if (tt == NULL || tt->status != CR_OK ||
+        ints_array(tt, "cr_asum_dims", dims, ndims, &s) != CR_OK)
+        return cr__bad_avar(NULL);
+    cr_targ a[2] = {cr_targ_arr(x), cr_targ_value(cr_value_array(s))};
+    return cr_tape_acall_a(tt, &cr_fn_sum, a, 2);
+}
