@@ -1008,10 +1008,11 @@ CR_API cr_avar cr_amatmul(cr_tape *t, cr_avar A, cr_avar B);
 
 /**
  * Scalar variables packed into an array variable (Julia's `[x1, x2, ...]`, `vcat` of
- * scalars, reshaped): element i of the result, in row-major order, is xs[i]. Recorded as n
- * one-element `fill`s and a tree of `cat`s (about n + n/7 array records), so that every
- * sweep (reverse, forward, second order) and prepared gradients take it; the cotangent of
- * xs[i] is element i of the result's.
+ * scalars, reshaped): element i of the result, in row-major order, is xs[i]; the cotangent
+ * of xs[i] is element i of the result's. Every sweep (reverse, forward, second order) and
+ * prepared gradients take it: on first-order and forward tapes it is one record that
+ * copies cotangents and tangents element by element; on second-order tapes and in prepared
+ * gradients, n one-element `fill`s and a tree of `cat`s (about n + n/7 array records).
  * @param[in] t     the tape (NULL: the current tape).
  * @param[in] xs    n scalar variables or constants (cr_const()); may be NULL when n is 0.
  * @param[in] n     number of variables (any).

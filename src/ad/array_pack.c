@@ -4,12 +4,15 @@
  * concatenation of any number of arrays (cr_acat), and dims and shapes given as C integers
  * (cr_targ_ints, cr_areshape, cr_asum_dims).
  *
- * Everything here is made of calls of array functions with rules (fill, cat, reshape,
- * getindex, sum): each is one K_ARRAY record through cr_tape_acall(), so reverse, forward,
- * second-order sweeps and prepared replays take these operations as they take any array
- * function. A pack of n scalars is n one-element fills and a tree of cats of at most
- * PACK_FAN arrays each (about n + n / 7 records; each element is copied once per level,
- * ceil(log8 n) levels); a cat of more arrays than the rule takes is the same tree.
+ * A pack on a first-order or forward tape is one operation with its own steps
+ * (cr_tape_op_record: the reverse step copies the array's cotangent to the scalars', the
+ * forward step the scalars' tangents to the array's). Second-order tapes and prepared
+ * gradients do not take such operations, so there a pack is made of calls of array
+ * functions with rules: n one-element fills and a tree of cats of at most PACK_FAN arrays
+ * each (about n + n / 7 records; each element is copied once per level, ceil(log8 n)
+ * levels), which every sweep and replay takes as it takes any array function. Everything
+ * else here is calls of array functions (cat, reshape, getindex, sum) through
+ * cr_tape_acall(); a cat of more arrays than the rule takes is the same tree of cats.
  */
 #include <math.h>
 #include <stdint.h>
@@ -135,6 +138,49 @@ static cr_status pack_shape(cr_tape *t, size_t n, const int64_t *shape, size_t n
     return CR_OK;
 }
 
+/* The steps of a pack recorded as one operation: element i of the array is scalar i. */
+static cr_status pack_copy(cr_tape *t, void *env, const double *in, double *out)
+{
+    (void)t;
+    size_t n = *(const size_t *)env;
+    for (size_t i = 0; i < n; i++)
+        out[i] = in[i];
+    return CR_OK;
+}
+
+static const cr_tape_op pack_steps = {"cr_apack", pack_copy, pack_copy};
+
+/* A pack on a first-order or forward tape: one record, the array's values copied from the
+ * scalars. */
+static cr_avar pack_op(cr_tape *t, const cr_var *xs, size_t n, const size_t *ext, size_t nd)
+{
+    cr_array *y;
+    size_t bytes, *env = cr_arena_alloc(t->arena, sizeof *env, _Alignof(size_t));
+    cr_targ *in = NULL;
+    cr_status st = cr_array_new(t->arena, CR_DT_F64, nd, ext, &y);
+    if (st != CR_OK) {
+        cr__tape_fail_ctx(t, st, "cr_apack");
+        return cr__bad_avar(NULL);
+    }
+    if (cr__mul_size(n, sizeof *in, &bytes) && bytes <= CR__MAX_BYTES)
+        in = cr_arena_alloc(t->arena, bytes, _Alignof(cr_targ));
+    if (env == NULL || in == NULL) {
+        cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), "cr_apack");
+        return cr__bad_avar(NULL);
+    }
+    *env = n;
+    double *d = y->data;
+    for (size_t i = 0; i < n; i++) {
+        in[i] = cr_targ_var(xs[i]);
+        d[i] = xs[i].v;
+    }
+    y->flags = 0; /* read only: pullbacks of later operations may keep it */
+    cr_targ val = cr_targ_arr(cr_aconst(y)), out;
+    if (cr_tape_op_record(t, &pack_steps, env, in, n, &val, &out, 1) != CR_OK)
+        return cr__bad_avar(NULL);
+    return out.u.a;
+}
+
 cr_avar cr_apack(cr_tape *t, const cr_var *xs, size_t n, const int64_t *shape, size_t ndim)
 {
     cr_tape *tt = cr__tape_or_current(t);
@@ -156,6 +202,8 @@ cr_avar cr_apack(cr_tape *t, const cr_var *xs, size_t n, const int64_t *shape, s
         }
         return cr_aconst(e);
     }
+    if (!(tt->flags & (CR_TAPE_SECOND_ORDER | CR__TAPE_SO_CHECK)) && tt->pre <= 1)
+        return pack_op(tt, xs, n, ext, nd);
     cr_avar *one = avars(tt, "cr_apack", n);
     if (one == NULL)
         return cr__bad_avar(NULL);
