@@ -162,8 +162,11 @@ static cr_avar pack_op(cr_tape *t, const cr_var *xs, size_t n, const size_t *ext
         cr__tape_fail_ctx(t, st, "cr_apack");
         return cr__bad_avar(NULL);
     }
-    if (cr__mul_size(n, sizeof *in, &bytes) && bytes <= CR__MAX_BYTES)
-        in = cr_arena_alloc(t->arena, bytes, _Alignof(cr_targ));
+    if (!cr__mul_size(n, sizeof *in, &bytes) || bytes > CR__MAX_BYTES) {
+        cr__tape_fail(t, CR_EOVERFLOW, "cr_apack: %zu variables do not fit in memory", n);
+        return cr__bad_avar(NULL);
+    }
+    in = cr_arena_alloc(t->arena, bytes, _Alignof(cr_targ));
     if (env == NULL || in == NULL) {
         cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), "cr_apack");
         return cr__bad_avar(NULL);

@@ -13,6 +13,8 @@
 
 #include "test_util.h"
 
+#include "test_fault_hook.h"
+
 enum { MAXN = 80 };
 
 /* Central differences of a plain-C function, step scaled to each x. */
@@ -197,7 +199,8 @@ static double unpack_c(const double *x, size_t n)
 static cr_var unpack_t(cr_tape *t, cr_avar X)
 {
     cr_var x[R * C], z[R * C];
-    assert_ok(t, cr_aunpack(t, X, x, R * C));
+    if (cr_aunpack(t, X, x, R * C) != CR_OK)
+        return cr_const(NAN); /* the tape holds the failure */
     for (size_t i = 0; i < R * C; i++)
         z[i] = cr_sub(t, cr_mul(t, x[i], x[i]), x[(i + 1) % (R * C)]);
     int64_t shape[2] = {R, C}, dims[1] = {1};
@@ -396,6 +399,71 @@ static void expect_fail(fixture *f, cr_tape *t, cr_status st, const char *msg)
     cr_tape_reset(t);
 }
 
+/* ---- Every allocation failure: a clean status, no leak ------------------------------------ */
+
+/* One recording of the packed objective and, on a second-order tape, H v (the rule-based
+ * form of the pack); the same with the array calls of unpack_t. */
+static cr_status fault_run(cr_ctx *ctx, uint32_t flags)
+{
+    enum { N = 12 };
+    double x[N], v[N], hv[N], g[N];
+    fill_x(x, N, 0.2);
+    for (size_t i = 0; i < N; i++)
+        v[i] = 1.0;
+    cr_tape_params tp = {.flags = flags, .block_size = 1024};
+    cr_tape *t;
+    cr_status st = cr_tape_new(ctx, &tp, &t);
+    if (st != CR_OK)
+        return st;
+    cr_var xs[N], y;
+    if ((st = cr_tape_inputs(t, x, N, xs)) == CR_OK && (st = mix_t(t, xs, N, &y, 1, NULL)) == CR_OK)
+        st = (flags & CR_TAPE_SECOND_ORDER) ? cr_tape_hvp(t, y, xs, N, v, hv, NULL)
+                                            : cr_tape_gradient(t, y, xs, N, g);
+    if (st == CR_OK) {
+        cr_tape_reset(t);
+        cr_array xa = cr_array_vector(x, N), ga = cr_array_vector(g, N);
+        cr_avar X = cr_tape_array_input(t, &xa);
+        cr_var z = unpack_t(t, X);
+        cr_array *gp = &ga;
+        st = cr_tape_status(t);
+        if (st == CR_OK && !(flags & CR_TAPE_SECOND_ORDER))
+            st = cr_tape_gradient_arrays(t, z, NULL, 0, NULL, &X, 1, &gp);
+    }
+    cr_tape_free(t);
+    return st;
+}
+
+static void test_each_failure(void **state)
+{
+    (void)state;
+    fault *fl = new_tracker();
+    const uint32_t flags[2] = {0, CR_TAPE_SECOND_ORDER};
+    for (int k = 0; k < 2; k++) {
+        size_t n, failed = 0;
+        for (n = 1; n < 2000; n++) {
+            arm(fl, n);
+            cr_ctx_params p = {
+                .struct_size = sizeof p, .realloc_fn = fault_realloc, .alloc_env = fl};
+            cr_ctx *ctx;
+            if (cr_ctx_new(&p, &ctx) != CR_OK)
+                continue;
+            cr_status st = fault_run(ctx, flags[k]);
+            cr_ctx_free(ctx);
+            if (fl->live_blocks != 0 || fl->bad_frees != 0) {
+                print_error("allocation %zu failing: %zu blocks live, %zu bad frees\n", n,
+                            fl->live_blocks, fl->bad_frees);
+                fail();
+            }
+            if (st == CR_OK && fl->failures == 0)
+                break;
+            assert_int_equal(st, CR_ENOMEM);
+            failed++;
+        }
+        assert_true(n < 2000);
+        assert_true(failed >= 3);
+    }
+}
+
 static void test_errors(void **state)
 {
     fixture *f = *state;
@@ -496,6 +564,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cat_many, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_targ_ints, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_errors, fixture_setup, fixture_teardown),
+        cmocka_unit_test(test_each_failure),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
