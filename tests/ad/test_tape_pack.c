@@ -293,6 +293,13 @@ static cr_var cat_t(cr_tape *t, cr_avar X, const cr_array *wa)
     return cr_add(t, y, cr_agetindex(t, S, 7));
 }
 
+static cr_status cat_arr(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void *env)
+{
+    (void)n;
+    *y = cat_t(t, xs[0], env);
+    return cr_tape_status(t);
+}
+
 static void test_cat_many(void **state)
 {
     fixture *f = *state;
@@ -343,6 +350,22 @@ static void test_cat_many(void **state)
     }
     for (size_t i = 0; i < N; i++)
         assert_close(hv[i], (gpl[i] - gmi[i]) / (2 * hh), 1e-5);
+
+    /* A prepared gradient replays the tree of cats at new points. */
+    cr_prepared *p;
+    const cr_array *xs[1] = {&xa};
+    cr_array *gs[1] = {&ga};
+    assert_int_equal(cr_prepare_gradient_arrays(f->ctx, NULL, cat_arr, &wa, xs, 1, &p), CR_OK);
+    for (int round = 0; round < 2; round++) {
+        fill_x(x, N, 3.0 + round);
+        double yv;
+        assert_int_equal(cr_prepared_value_and_gradient_arrays(p, xs, 1, &yv, gs), CR_OK);
+        assert_close(yv, cat_c(x, N), 1e-13);
+        fd_grad(cat_c, x, N, want);
+        for (size_t i = 0; i < N; i++)
+            assert_close(g[i], want[i], 1e-6);
+    }
+    cr_prepared_free(p);
     cr_tape_free(s);
     cr_tape_free(t);
 }
