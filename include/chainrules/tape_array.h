@@ -236,6 +236,100 @@ CR_API cr_avar cr_av_slice(cr_tape *t, cr_avar x, int64_t start, int64_t stop);
  */
 CR_API cr_avar cr_av_matmul(cr_tape *t, cr_avar A, cr_avar B);
 
+/* ---- Scalar variables in arrays, any number of arrays, C integer dims ------------------ */
+
+/**
+ * Scalar variables packed into an array variable (Julia's `[x1, x2, ...]`, `vcat` of
+ * scalars, reshaped): element i of the result, in row-major order, is xs[i]; the cotangent
+ * of xs[i] is element i of the result's. Every sweep (reverse, forward, second order) and
+ * prepared gradients take it: on first-order and forward tapes it is one record that
+ * copies cotangents and tangents element by element; on second-order tapes and in prepared
+ * gradients, n one-element `fill`s and a tree of `cat`s (about n + n/7 array records).
+ * @param[in] t     the tape (NULL: the current tape).
+ * @param[in] xs    n scalar variables or constants (cr_const()); may be NULL when n is 0.
+ * @param[in] n     number of variables (any).
+ * @param[in] shape ndim extents whose product is n, copied (the array need not outlive the
+ *                  call); NULL with ndim 0: a vector of n.
+ * @param[in] ndim  number of dimensions (at most CR_ARRAY_MAX_DIMS).
+ * @return the f64 array variable (a constant of the shape when n is 0); a constant with a
+ *         NULL `a` when the tape has failed: CR_EINVAL (NULL xs, NULL shape with ndim > 0,
+ *         a negative extent, too many dimensions), CR_ESHAPE (a shape of another element
+ *         count), CR_EOVERFLOW, CR_ETAPE (a variable of another recording), CR_ENOMEM,
+ *         CR_EARENA.
+ */
+CR_API cr_avar cr_av_pack(cr_tape *t, const cr_var *xs, size_t n, const int64_t *shape, size_t ndim);
+
+/**
+ * Element i of an array variable as a scalar variable (`getindex(x, i)`, cr_fn_getindex with
+ * one linear index: row-major, 0-based). Its pullback scatters the cotangent into the
+ * array's shadow in place.
+ * @param[in] t the tape (NULL: the current tape).
+ * @param[in] x the array (f64 or f32).
+ * @param[in] i the linear index, 0 <= i < numel(x) (CR_EINVAL otherwise, failing the tape).
+ * @return the scalar variable (as cr_tape_acall_s()).
+ */
+CR_API cr_var cr_av_getindex(cr_tape *t, cr_avar x, int64_t i);
+
+/**
+ * Every element of an array variable as a scalar variable: out[i] = cr_av_getindex(t, x, i)
+ * for i = 0 .. n-1 (row-major order), the inverse of cr_av_pack().
+ * @param[in]  t   the tape (NULL: the current tape).
+ * @param[in]  x   the array.
+ * @param[out] out n variables (NaN constants on failure).
+ * @param[in]  n   number of elements of x.
+ * @return the tape's status: CR_OK; CR_ESHAPE (n is not x's element count); CR_EINVAL (NULL
+ *         out with n > 0, or a NULL array); as cr_av_getindex().
+ */
+CR_API cr_status cr_av_unpack(cr_tape *t, cr_avar x, cr_var *out, size_t n);
+
+/**
+ * `cat(dim, xs...)` of any number of arrays (cr_fn_cat takes at most 8): a tree of calls of
+ * cr_fn_cat of at most 8 arrays each, so every sweep and prepared gradients take it.
+ * @param[in] t   the tape (NULL: the current tape).
+ * @param[in] dim the dimension (0-based): 0 for vcat, 1 for hcat of matrices.
+ * @param[in] xs  n arrays of equal rank and equal extents except along dim.
+ * @param[in] n   number of arrays, at least 1.
+ * @return the array variable; a constant with a NULL `a` on failure: CR_EINVAL (no arrays,
+ *         NULL xs, dim out of range), CR_ESHAPE (extents that differ), as cr_tape_acall_a().
+ */
+CR_API cr_avar cr_av_cat(cr_tape *t, int64_t dim, const cr_avar *xs, size_t n);
+
+/**
+ * n C integers as a constant argument of an array function (an i64 vector: dims, a shape,
+ * shifts, counts, a permutation), copied into the tape's arena: the caller's array need not
+ * outlive the call. The copy lives until the tape's reset.
+ * @param[in] t the tape (NULL: the current tape).
+ * @param[in] v n integers (may be NULL when n is 0).
+ * @param[in] n how many.
+ * @return the argument; a CR_KIND_NOTHING value, the tape failed, on error (CR_EINVAL for
+ *         NULL v with n > 0, CR_EOVERFLOW, CR_ENOMEM, CR_EARENA).
+ */
+CR_API cr_targ cr_targ_ints(cr_tape *t, const int64_t *v, size_t n);
+
+/**
+ * `reshape(x, shape)` with the extents as C integers (copied: the array need not outlive
+ * the call); a view of x when x is dense and contiguous.
+ * @param[in] t     the tape (NULL: the current tape).
+ * @param[in] x     the array.
+ * @param[in] shape ndim extents whose product is x's element count.
+ * @param[in] ndim  number of extents.
+ * @return the array variable (as cr_tape_acall_a(); the rule's CR_ESHAPE for another element
+ *         count); as cr_targ_ints() for NULL shape.
+ */
+CR_API cr_avar cr_av_reshape(cr_tape *t, cr_avar x, const int64_t *shape, size_t ndim);
+
+/**
+ * `sum(x, dims)` with the dims (0-based) as C integers (copied): an array with the summed
+ * dimensions of extent 1.
+ * @param[in] t     the tape (NULL: the current tape).
+ * @param[in] x     the array.
+ * @param[in] dims  ndims dimensions.
+ * @param[in] ndims number of dimensions.
+ * @return the array variable (as cr_tape_acall_a(); the rule's CR_EINVAL for a dimension
+ *         out of range); as cr_targ_ints() for NULL dims.
+ */
+CR_API cr_avar cr_av_sum_dims(cr_tape *t, cr_avar x, const int64_t *dims, size_t ndims);
+
 /* ---- Operations with their own steps --------------------------------------------------------- */
 
 /**

@@ -68,6 +68,23 @@ static cr_status loss_rec(cr_tape *t, const cr_var *p, size_t n, cr_var *y, size
     return cr_tape_status(t);
 }
 
+/* Tutorial, step 10: a scalar loop, logsumexp through its array rule, scalar code again. */
+static cr_status lse_loss_t(cr_tape *t, const cr_var *p, size_t n, cr_var *y, size_t m, void *env)
+{
+    (void)n, (void)m, (void)env;
+    cr_var sq[4];
+    for (int i = 0; i < 4; i++) {
+        cr_var u = cr_add(t, cr_mul(t, p[0], cr_const(T[i])), p[1]);
+        cr_var e = cr_sub(t, softclip_t(t, u), cr_const(Z[i]));
+        sq[i] = cr_mul(t, e, e);
+    }
+    cr_avar E = cr_av_pack(t, sq, 4, NULL, 0); /* the four variables as a vector */
+    cr_targ a = cr_targ_arr(E);
+    cr_var lse = cr_tape_acall_s(t, &cr_fn_logsumexp, &a, 1);
+    y[0] = cr_sub(t, lse, cr_av_getindex(t, E, 0)); /* back to scalar code */
+    return cr_tape_status(t);
+}
+
 /* Tutorial, step 4: softclip as a function with its own rule. */
 static cr_status softclip_primal(cr_arena *arena, const cr_value *f, const cr_value *args,
                                  size_t nargs, cr_value *out)
@@ -273,6 +290,42 @@ static void test_cursor_loss(void **state)
     cr_tape_free(t);
 }
 
+/* Step 10: lse(e_i^2) - e_0^2 in plain C, for finite differences. */
+static cr_status lse_loss_fd(const double *x, size_t n, double *y, size_t m, void *env)
+{
+    (void)n, (void)m, (void)env;
+    double sq[4], mx = -INFINITY, s = 0.0;
+    for (int i = 0; i < 4; i++) {
+        double e = softclip_c(x[0] * T[i] + x[1]) - Z[i];
+        sq[i] = e * e;
+        mx = fmax(mx, sq[i]);
+    }
+    for (int i = 0; i < 4; i++)
+        s += exp(sq[i] - mx);
+    y[0] = mx + log(s) - sq[0];
+    return CR_OK;
+}
+
+/* Step 10: the packed loss's value and gradient agree with finite differences. */
+static void test_lse_loss(void **state)
+{
+    fixture *f = *state;
+    cr_tape *t;
+    assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
+    const double p[2] = {0.7, -0.2};
+    double y, yc, g[2], fd[2];
+    assert_ok(t, cr_tape_value_and_gradient(t, lse_loss_t, NULL, p, 2, &y, g));
+    assert_int_equal(lse_loss_fd(p, 2, &yc, 1, NULL), CR_OK);
+    assert_true(fabs(y - yc) < 1e-14);
+    cr_fdm m;
+    assert_int_equal(cr_fdm_central(5, 1, &m), CR_OK);
+    assert_int_equal(cr_fd_jacobian(&m, NULL, lse_loss_fd, NULL, p, 2, 1, f->arena, fd, NULL),
+                     CR_OK);
+    for (int j = 0; j < 2; j++)
+        assert_true(fabs(g[j] - fd[j]) < 1e-8);
+    cr_tape_free(t);
+}
+
 /* Whitespace-collapsed copy of s[0..n) into out. */
 static size_t squash(const char *s, size_t n, char *out)
 {
@@ -360,6 +413,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tutorial_runs, fixture_setup, fixture_teardown),
         cmocka_unit_test(test_snippets_are_here),
         cmocka_unit_test_setup_teardown(test_cursor_loss, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_lse_loss, fixture_setup, fixture_teardown),
 #ifdef CR_TUTORIAL_AD
         cmocka_unit_test_setup_teardown(test_source_transformation, fixture_setup,
                                         fixture_teardown),
