@@ -257,7 +257,8 @@ CR_API cr_avar cr_av_matmul(cr_tape *t, cr_avar A, cr_avar B);
  *         count), CR_EOVERFLOW, CR_ETAPE (a variable of another recording), CR_ENOMEM,
  *         CR_EARENA.
  */
-CR_API cr_avar cr_av_pack(cr_tape *t, const cr_var *xs, size_t n, const int64_t *shape, size_t ndim);
+CR_API cr_avar cr_av_pack(cr_tape *t, const cr_var *xs, size_t n, const int64_t *shape,
+                          size_t ndim);
 
 /**
  * Element i of an array variable as a scalar variable (`getindex(x, i)`, cr_fn_getindex with

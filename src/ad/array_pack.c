@@ -129,11 +129,13 @@ static cr_status pack_shape(cr_tape *t, size_t n, const int64_t *shape, size_t n
             return cr__tape_fail(t, CR_EINVAL, "cr_av_pack: extent %zu is negative (%lld)", d,
                                  (long long)shape[d]);
         if (!cr__mul_size(p, ext[d], &p))
-            return cr__tape_fail(t, CR_EOVERFLOW, "cr_av_pack: the shape's element count overflows");
+            return cr__tape_fail(t, CR_EOVERFLOW,
+                                 "cr_av_pack: the shape's element count overflows");
     }
     if (p != n)
-        return cr__tape_fail(t, CR_ESHAPE, "cr_av_pack: a shape of %zu element%s for %zu variable%s",
-                             p, CR__S(p), n, CR__S(n));
+        return cr__tape_fail(t, CR_ESHAPE,
+                             "cr_av_pack: a shape of %zu element%s for %zu variable%s", p, CR__S(p),
+                             n, CR__S(n));
     *nd = ndim;
     return CR_OK;
 }
