@@ -475,30 +475,10 @@ static cr_status tri_frule(cr_arena *arena, tri_kind kind, const cr_tangent *dar
     return CR_OK;
 }
 
-#define TRI_RULES(NAME, KIND, ARITY)                                                              \
-    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,       \
-                                  const cr_value *args, size_t nargs, cr_value *y,                \
-                                  cr_pullback *pb, const void *udata)                             \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        return tri_rrule(arena, KIND, args, nargs, y, pb, udata);                                 \
-    }                                                                                             \
-    static cr_status NAME##_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, \
-                                  const cr_value *f, const cr_value *args, size_t nargs,          \
-                                  cr_value *y, cr_tangent *dy, const void *udata)                 \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        (void)udata;                                                                              \
-        return tri_frule(arena, KIND, dargs, args, nargs, y, dy);                                 \
-    }                                                                                             \
-    CR__ARRAY_FN(NAME, #NAME, ARITY)
-
-TRI_RULES(trmv, TK_TRMV, 5)
-TRI_RULES(trsv, TK_TRSV, 5)
-TRI_RULES(trmm, TK_TRMM, 7)
-TRI_RULES(trsm, TK_TRSM, 7)
+CR__PARAM_RULES(trmv, tri_rrule, tri_frule, TK_TRMV, 5)
+CR__PARAM_RULES(trsv, tri_rrule, tri_frule, TK_TRSV, 5)
+CR__PARAM_RULES(trmm, tri_rrule, tri_frule, TK_TRMM, 7)
+CR__PARAM_RULES(trsm, tri_rrule, tri_frule, TK_TRSM, 7)
 
 /* ---- lacpy(B, A, uplo) ------------------------------------------------------------------- */
 

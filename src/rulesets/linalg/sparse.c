@@ -508,28 +508,8 @@ static cr_status scatter_frule(cr_arena *arena, scatter_fwd fwd, const cr_tangen
     return st == CR_OK ? sp_give(arena, p, raw, dy) : st;
 }
 
-#define SCATTER_RULES(NAME, FWD, ARITY)                                                           \
-    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,       \
-                                  const cr_value *args, size_t nargs, cr_value *y,                \
-                                  cr_pullback *pb, const void *udata)                             \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        return scatter_rrule(arena, FWD, args, nargs, y, pb, udata);                              \
-    }                                                                                             \
-    static cr_status NAME##_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, \
-                                  const cr_value *f, const cr_value *args, size_t nargs,          \
-                                  cr_value *y, cr_tangent *dy, const void *udata)                 \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        (void)udata;                                                                              \
-        return scatter_frule(arena, FWD, dargs, args, nargs, y, dy);                              \
-    }                                                                                             \
-    CR__ARRAY_FN(NAME, #NAME, ARITY)
-
-SCATTER_RULES(sparse, sparse_forward, -1)
-SCATTER_RULES(spdiagm, spdiagm_forward, -1)
+CR__PARAM_RULES(sparse, scatter_rrule, scatter_frule, sparse_forward, -1)
+CR__PARAM_RULES(spdiagm, scatter_rrule, scatter_frule, spdiagm_forward, -1)
 
 /* ---- findnz(S) and sparse_dense(S): the stored values read out --------------------------- */
 
