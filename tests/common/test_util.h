@@ -81,6 +81,21 @@ static inline void assert_contains_(const char *s, const char *sub, const char *
 }
 #define assert_contains(s, sub) assert_contains_((s), (sub), __FILE__, __LINE__)
 
+/* An error message that names who exactly once and contains sub. */
+static inline void assert_error_once_(const char *s, const char *who, const char *sub,
+                                      const char *file, int line)
+{
+    assert_contains_(s, sub, file, line);
+    size_t count = 0, len = strlen(who);
+    for (const char *at = strstr(s, who); at != NULL; at = strstr(at + len, who))
+        count++;
+    if (count != 1) {
+        print_error("\"%s\" names \"%s\" %zu times\n", s, who, count);
+        _fail(file, line);
+    }
+}
+#define assert_error_once(s, who, sub) assert_error_once_((s), (who), (sub), __FILE__, __LINE__)
+
 /* The common fixture: a context with the default allocator and a growable arena. A test
  * file with a fixture of its own defines CR_TEST_OWN_FIXTURE first. */
 #ifndef CR_TEST_OWN_FIXTURE
