@@ -362,6 +362,14 @@ static void test_sort_keys_errors(void **state)
     assert_int_equal(cr_array_view_init(&S, &one, CR_DT_F64, 0, NULL, NULL), CR_OK);
     cr_value sargs[2] = {cr_value_array(&S), cr_value_bool(false)};
     expect_error(fx, &cr_fn_sort_ex, sargs, 2, CR_EINVAL, "sort_ex", "an array of 0 dimensions");
+    /* sortslices with two equal rows among three: the equal rows keep their order (a tie:
+     * no derivative there, so values only) */
+    double q[6] = {2, 5, 1, 7, 2, 5};
+    cr_array Q = cr_array_matrix(q, 3, 2);
+    cr_value qargs[2] = {cr_value_array(&Q), cr_value_i64(0)};
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_sortslices, qargs, 2, &y), CR_OK);
+    const double qs[6] = {1, 7, 2, 5, 2, 5};
+    expect_values(&y, qs, 6);
     /* filter with a predicate that is not a function */
     cr_value fargs[2] = {cr_value_f64(1), cr_value_array(&B)};
     expect_error(fx, &cr_fn_filter, fargs, 2, CR_EINVAL, "filter", "predicate must be a function");

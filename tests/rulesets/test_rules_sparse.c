@@ -63,9 +63,9 @@ static int64_t i64_at(const cr_array *a, size_t i)
     return ((const int64_t *)a->data)[i * (size_t)a->strides[0]];
 }
 
-static const char *const k_fns[] = {"sparse",        "spdiagm",         "findnz",
-                                    "sparse_dense",  "sparse_mul",      "sparse_det",
-                                    "sparse_logdet", "sparse_logabsdet"};
+static const char *const k_fns[] = {"sparse",       "spdiagm",       "findnz",
+                                    "sparse_dense", "sparse_mul",    "sparse_rmul",
+                                    "sparse_det",   "sparse_logdet", "sparse_logabsdet"};
 #define NFNS (sizeof k_fns / sizeof k_fns[0])
 
 /* ---- Every rule through the rule tester ---------------------------------------------------- */
@@ -669,6 +669,17 @@ static void test_f32_flags(void **state)
     ASSERT_CLOSE(creal(cr_array_get_linear(y.u.arr, 0)), -1, 1e-7);
     ASSERT_CLOSE(creal(cr_array_get_linear(y.u.arr, 1)), -3, 1e-7);
     check_point(fx, &cr_fn_sparse_rmul, r, 3, "sparse_rmul 'c' f32");
+    /* a complex row vector times the real S: z S = (z0, 2 z0 + 3 z1) */
+    cr_complex z[2] = {CMPLX(1, 2), CMPLX(-1, 0.5)};
+    cr_array Z;
+    assert_int_equal(cr_array_view_init(&Z, z, CR_DT_C128, 1, &two, NULL), CR_OK);
+    r[0] = cr_value_array(&Z);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_sparse_rmul, r, 2, &y), CR_OK);
+    assert_int_equal(y.u.arr->dtype, CR_DT_C128);
+    cr_complex w0 = cr_array_get_linear(y.u.arr, 0), w1 = cr_array_get_linear(y.u.arr, 1);
+    ASSERT_CPLX(w0, 1, 2);
+    ASSERT_CPLX(w1, 2 * 1 + 3 * -1, 2 * 2 + 3 * 0.5);
+    check_point(fx, &cr_fn_sparse_rmul, r, 2, "sparse_rmul complex B, real S");
 }
 
 int main(void)
