@@ -289,6 +289,28 @@ static void test_f32(void **state)
     check_point(fx, &cr_fn_trsv, t, 5, "trsv f32");
 }
 
+/* every allocation of the rules failing in turn: CR_EARENA, then the same output */
+static void test_arena_full(void **state)
+{
+    fixture *fx = *state;
+    double a[4] = {2, 0, 1, 3}, x[2] = {1, -1}, b[4] = {1, 2, -1, 0.5};
+    cr_array A = cr_array_matrix(a, 2, 2), X = cr_array_vector(x, 2), B = cr_array_matrix(b, 2, 2);
+    cr_value v[5] = {cr_value_i64('L'), cr_value_i64('T'), cr_value_i64('N'), cr_value_array(&A),
+                     cr_value_array(&X)};
+    assert_arena_sweep(fx, &cr_fn_trmv, v, 5);
+    assert_arena_sweep(fx, &cr_fn_trsv, v, 5);
+    cr_value m[7] = {cr_value_i64('R'), cr_value_i64('U'),  cr_value_i64('C'), cr_value_i64('N'),
+                     cr_value_f64(2),   cr_value_array(&A), cr_value_array(&B)};
+    assert_arena_sweep(fx, &cr_fn_trmm, m, 7);
+    assert_arena_sweep(fx, &cr_fn_trsm, m, 7);
+    cr_value s[2] = {cr_value_c128(CMPLX(1, 2)), cr_value_array(&B)};
+    assert_arena_sweep(fx, &cr_fn_scal, s, 2);
+    double c[4] = {0, 0, 0, 0};
+    cr_array C = cr_array_matrix(c, 2, 2);
+    cr_value l[3] = {cr_value_array(&C), cr_value_array(&A), cr_value_i64('L')};
+    assert_arena_sweep(fx, &cr_fn_lacpy, l, 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -297,6 +319,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_scal_lacpy, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_flags_errors, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_f32, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_arena_full, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

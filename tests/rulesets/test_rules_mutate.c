@@ -467,6 +467,26 @@ static void test_zero_and_empty(void **state)
     assert_true(cr_tangent_is_zero(dx[2]));
 }
 
+/* every allocation of the rules failing in turn: CR_EARENA, then the same output */
+static void test_arena_full(void **state)
+{
+    fixture *fx = *state;
+    double d[4] = {1, 2, 3, 4}, s[2] = {-1, -2}, a[4] = {1, 2, 3, 4};
+    int64_t idx[2] = {2, 0};
+    cr_array D = cr_array_vector(d, 4), S = cr_array_vector(s, 2), Ix = i64v(idx, 2),
+             A = cr_array_matrix(a, 2, 2), R = cr_array_matrix(d, 1, 2);
+    cr_value c[2] = {cr_value_array(&D), cr_value_array(&S)};
+    assert_arena_sweep(fx, &cr_fn_copyto_bang, c, 2);
+    cr_value x[3] = {cr_value_array(&D), cr_value_array(&S), cr_value_array(&Ix)};
+    assert_arena_sweep(fx, &cr_fn_setindex_bang, x, 3);
+    cr_value f[2] = {cr_value_array(&D), cr_value_f64(3)};
+    assert_arena_sweep(fx, &cr_fn_fill_bang, f, 2);
+    cr_value u[2] = {cr_value_array(&R), cr_value_array(&A)};
+    assert_arena_sweep(fx, &cr_fn_sum_bang, u, 2);
+    cr_value r[1] = {cr_value_array(&D)};
+    assert_arena_sweep(fx, &cr_fn_reverse_bang, r, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -479,6 +499,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_errors, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_bad_arguments, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_zero_and_empty, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_arena_full, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -410,6 +410,28 @@ static void test_sort_keys_errors(void **state)
     expect_error(fx, &cr_fn_hvcat, h, 5, CR_EINVAL, "hvcat", "row sizes do not add up to 4 blocks");
 }
 
+/* every allocation of the rules failing in turn: CR_EARENA, then the same output */
+static void test_arena_full(void **state)
+{
+    fixture *fx = *state;
+    double b[4] = {5, 1, 4, 2};
+    cr_array B = cr_array_vector(b, 4), M = cr_array_matrix(b, 2, 2);
+    cr_value f[2] = {cr_value_function(&positive_fn, NULL), cr_value_array(&B)};
+    assert_arena_sweep(fx, &cr_fn_filter, f, 2);
+    cr_value s[3] = {cr_value_array(&B), cr_value_bool(true), cr_fn_fabs};
+    assert_arena_sweep(fx, &cr_fn_sort_ex, s, 3);
+    cr_range r = {1, 3, 1};
+    cr_value p[3] = {cr_value_array(&B), cr_value_struct(&cr_range_type, &r), cr_value_bool(false)};
+    assert_arena_sweep(fx, &cr_fn_partialsort_ex, p, 3);
+    cr_value u[2] = {cr_value_array(&M), cr_value_i64(0)};
+    assert_arena_sweep(fx, &cr_fn_sortslices, u, 2);
+    cr_value rp[3] = {cr_value_array(&B), cr_value_i64(2), cr_value_i64(2)};
+    assert_arena_sweep(fx, &cr_fn_repeat_ex, rp, 3);
+    cr_value h[5] = {cr_value_i64(2), cr_value_array(&M), cr_value_array(&M), cr_value_array(&M),
+                     cr_value_array(&M)};
+    assert_arena_sweep(fx, &cr_fn_hvcat, h, 5);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -419,6 +441,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sort, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_repeat_hvcat, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_sort_keys_errors, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_arena_full, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
