@@ -81,6 +81,21 @@ static inline void assert_contains_(const char *s, const char *sub, const char *
 }
 #define assert_contains(s, sub) assert_contains_((s), (sub), __FILE__, __LINE__)
 
+/* An error message that names who exactly once and contains sub. */
+static inline void assert_error_once_(const char *s, const char *who, const char *sub,
+                                      const char *file, int line)
+{
+    assert_contains_(s, sub, file, line);
+    size_t count = 0, len = strlen(who);
+    for (const char *at = strstr(s, who); at != NULL; at = strstr(at + len, who))
+        count++;
+    if (count != 1) {
+        print_error("\"%s\" names \"%s\" %zu times\n", s, who, count);
+        _fail(file, line);
+    }
+}
+#define assert_error_once(s, who, sub) assert_error_once_((s), (who), (sub), __FILE__, __LINE__)
+
 /* The common fixture: a context with the default allocator and a growable arena. A test
  * file with a fixture of its own defines CR_TEST_OWN_FIXTURE first. */
 #ifndef CR_TEST_OWN_FIXTURE
@@ -107,6 +122,50 @@ static inline int fixture_teardown(void **state)
     free(f);
     return 0;
 }
+
+/* f(args) through cr_rrule and its pullback (cotangent: the output itself when an array) in
+ * fixed arenas of growing size: every run short of room fails with CR_EARENA, and the first
+ * that fits gives the output of a run in a growable arena. */
+static inline void assert_arena_sweep_(void *fxp, const cr_value *f, const cr_value *args,
+                                       size_t nargs, const char *file, int line)
+{
+    fixture *fx = fxp;
+    cr_value want;
+    cr_pullback pb;
+    if (cr_rrule(NULL, fx->arena, f, args, nargs, &want, &pb) != CR_OK)
+        _fail(file, line);
+    bool arr = want.kind == CR_KIND_ARRAY;
+    for (size_t size = 64;; size += 64) {
+        void *buf = malloc(size);
+        cr_arena *a;
+        cr_arena_params ap = {.struct_size = sizeof ap, .buffer = buf, .buffer_size = size};
+        if (buf == NULL || cr_arena_new(fx->ctx, &ap, &a) != CR_OK)
+            _fail(file, line);
+        cr_value y;
+        cr_status st = cr_rrule(NULL, a, f, args, nargs, &y, &pb);
+        if (st == CR_OK && arr) {
+            cr_tangent dy = cr_tangent_array(want.u.arr), dx[CR_SIG_MAX_ARGS + 1];
+            st = cr_pullback_call(a, &pb, &dy, dx, nargs + 1);
+        }
+        bool done = st == CR_OK;
+        if (done && arr) {
+            size_t n = cr_array_numel(want.u.arr);
+            for (size_t k = 0; k < n; k++)
+                if (cr_array_get_linear(y.u.arr, k) != cr_array_get_linear(want.u.arr, k))
+                    _fail(file, line);
+        }
+        cr_arena_free(a);
+        free(buf);
+        if (done)
+            return;
+        if (st != CR_EARENA) {
+            print_error("%s instead of CR_EARENA with %zu bytes\n", cr_status_name(st), size);
+            _fail(file, line);
+        }
+    }
+}
+#define assert_arena_sweep(fx, f, args, nargs) \
+    assert_arena_sweep_((fx), (f), (args), (nargs), __FILE__, __LINE__)
 
 #endif /* CR_TEST_OWN_FIXTURE */
 

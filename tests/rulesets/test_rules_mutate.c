@@ -351,6 +351,142 @@ static void test_errors(void **state)
     assert_contains(cr_ctx_errmsg(fx->ctx), "a result of shape (2,3) for a destination of shape");
 }
 
+/* fn(args) fails with the status want; the message names who once and contains text. */
+static void expect_error(fixture *fx, const cr_value *fn, cr_value *args, size_t nargs,
+                         cr_status want, const char *who, const char *text)
+{
+    cr_value y;
+    assert_int_equal(cr_function_call(fx->arena, fn, args, nargs, &y), want);
+    assert_error_once(cr_ctx_errmsg(fx->ctx), who, text);
+}
+
+/* destinations and sources of the wrong dtype or shape, and the arguments of cr_mutate_* */
+static void test_bad_arguments(void **state)
+{
+    fixture *fx = *state;
+    double d[2] = {1, 2}, a[6] = {1, 2, 3, 4, 5, 6};
+    int64_t k[2] = {1, 2};
+    cr_array D = cr_array_vector(d, 2), A = cr_array_matrix(a, 2, 3), K = i64v(k, 2);
+    /* sum! of a matrix into a vector */
+    cr_value sargs[2] = {cr_value_array(&D), cr_value_array(&A)};
+    expect_error(fx, &cr_fn_sum_bang, sargs, 2, CR_ESHAPE, "sum!",
+                 "a destination of 1 dimension for an array of 2");
+    /* an integer destination */
+    cr_value fargs[2] = {cr_value_array(&K), cr_value_f64(1)};
+    expect_error(fx, &cr_fn_fill_bang, fargs, 2, CR_EINVAL, "fill!",
+                 "the destination must be an f64, f32 or c128 array");
+    cr_value cargs[2] = {cr_value_array(&K), cr_value_array(&D)};
+    expect_error(fx, &cr_fn_copyto_bang, cargs, 2, CR_EINVAL, "copyto!",
+                 "the destination must be an f64, f32 or c128 array");
+    /* an integer source, a complex source into a real destination */
+    cargs[0] = cr_value_array(&D);
+    cargs[1] = cr_value_array(&K);
+    expect_error(fx, &cr_fn_copyto_bang, cargs, 2, CR_EINVAL, "copyto!",
+                 "the source must be an f64, f32 or c128 array");
+    cr_complex z[2] = {CMPLX(1, 1), CMPLX(2, 0)};
+    cr_array Z;
+    size_t two = 2;
+    assert_int_equal(cr_array_view_init(&Z, z, CR_DT_C128, 1, &two, NULL), CR_OK);
+    cargs[1] = cr_value_array(&Z);
+    expect_error(fx, &cr_fn_copyto_bang, cargs, 2, CR_EINVAL, "copyto!",
+                 "complex values for a f64 destination");
+    /* cumsum! of complex values into a real destination */
+    cr_value uargs[3] = {cr_value_array(&D), cr_value_array(&Z), cr_value_i64(0)};
+    expect_error(fx, &cr_fn_cumsum_bang, uargs, 3, CR_EINVAL, "cumsum!",
+                 "complex values for a f64 destination");
+    /* setindex!: integer values, a value that is no number, too few values */
+    int64_t idx[2] = {0, 1};
+    cr_array Ix = i64v(idx, 2);
+    cr_value xargs[3] = {cr_value_array(&D), cr_value_array(&K), cr_value_array(&Ix)};
+    expect_error(fx, &cr_fn_setindex_bang, xargs, 3, CR_EINVAL, "setindex!",
+                 "the values must be f64, f32 or c128");
+    xargs[1] = cr_fn_sum_bang;
+    expect_error(fx, &cr_fn_setindex_bang, xargs, 3, CR_EINVAL, "setindex!",
+                 "the value must be a number or an array");
+    double one[1] = {5};
+    cr_array One = cr_array_vector(one, 1);
+    xargs[1] = cr_value_array(&One);
+    expect_error(fx, &cr_fn_setindex_bang, xargs, 3, CR_ESHAPE, "setindex!",
+                 "1 values for 2 positions");
+    /* the checks of cr_mutate_frule and cr_mutate_rrule */
+    cr_pullback pb;
+    cr_value fill_args[2] = {cr_value_array(&D), cr_value_f64(3)};
+    assert_int_equal(cr_mutate_rrule(NULL, NULL, &cr_fn_fill_bang, fill_args, 2, &pb), CR_EINVAL);
+    assert_int_equal(cr_mutate_rrule(NULL, fx->arena, NULL, fill_args, 2, &pb), CR_EINVAL);
+    assert_error_once(cr_ctx_errmsg(fx->ctx), "cr_mutate", "not a function call");
+    assert_int_equal(cr_mutate_rrule(NULL, fx->arena, &cr_fn_fill_bang, fill_args, 0, &pb),
+                     CR_EINVAL);
+    assert_error_once(cr_ctx_errmsg(fx->ctx), "cr_mutate", "not a function call");
+    assert_int_equal(cr_mutate_rrule(NULL, fx->arena, &cr_fn_fill_bang, fill_args, 2, NULL),
+                     CR_EINVAL);
+    assert_error_once(cr_ctx_errmsg(fx->ctx), "fill!", "no pullback given");
+    assert_int_equal(cr_mutate_frule(NULL, fx->arena, &cr_fn_fill_bang, fill_args, NULL, 2),
+                     CR_EINVAL);
+    assert_error_once(cr_ctx_errmsg(fx->ctx), "fill!", "no tangents");
+    /* nothing was written */
+    ASSERT_DBL(d[0], 1);
+    ASSERT_DBL(d[1], 2);
+}
+
+/* fill! with a constant in place: the tangent buffer becomes zero (a zero tangent of the
+ * result); an empty destination; setindex! of an integer, which has no cotangent */
+static void test_zero_and_empty(void **state)
+{
+    fixture *fx = *state;
+    double d[3] = {1, 2, 3}, dd[3] = {4, 5, 6};
+    cr_array D = cr_array_vector(d, 3), DD = cr_array_vector(dd, 3);
+    cr_value args[2] = {cr_value_array(&D), cr_value_f64(7)};
+    cr_tangent t[3] = {cr_tangent_zero(), cr_tangent_array(&DD), cr_tangent_zero()};
+    assert_int_equal(cr_mutate_frule(NULL, fx->arena, &cr_fn_fill_bang, args, t, 2), CR_OK);
+    for (size_t i = 0; i < 3; i++) {
+        ASSERT_DBL(d[i], 7);
+        ASSERT_DBL(dd[i], 0);
+    }
+    /* an empty destination: nothing to write */
+    double e0 = 0, de0 = 0;
+    cr_array E = cr_array_vector(&e0, 0), DE = cr_array_vector(&de0, 0);
+    cr_value eargs[2] = {cr_value_array(&E), cr_value_f64(7)};
+    cr_tangent et[3] = {cr_tangent_zero(), cr_tangent_array(&DE), cr_tangent_f64(1)};
+    assert_int_equal(cr_mutate_frule(NULL, fx->arena, &cr_fn_fill_bang, eargs, et, 2), CR_OK);
+    ASSERT_DBL(e0, 0);
+    cr_pullback pb;
+    assert_int_equal(cr_mutate_rrule(NULL, fx->arena, &cr_fn_fill_bang, eargs, 2, &pb), CR_OK);
+    /* setindex!(A, 9 (an integer), 1): the destination's cotangent zero at position 1 */
+    double a[3] = {1, 2, 3};
+    cr_array A = cr_array_vector(a, 3);
+    cr_value sargs[3] = {cr_value_array(&A), cr_value_i64(9), cr_value_i64(1)}, y;
+    assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_setindex_bang, sargs, 3, &y, &pb), CR_OK);
+    ASSERT_DBL(at(&y, 1), 9);
+    double g[3] = {10, 20, 30};
+    cr_array G = cr_array_vector(g, 3);
+    cr_tangent dy = cr_tangent_array(&G), dx[4];
+    assert_int_equal(cr_pullback_call(fx->arena, &pb, &dy, dx, 4), CR_OK);
+    const double want[3] = {10, 0, 30};
+    for (size_t i = 0; i < 3; i++)
+        ASSERT_DBL(tan_at(dx[1], i), want[i]);
+    assert_true(cr_tangent_is_zero(dx[2]));
+}
+
+/* every allocation of the rules failing in turn: CR_EARENA, then the same output */
+static void test_arena_full(void **state)
+{
+    fixture *fx = *state;
+    double d[4] = {1, 2, 3, 4}, s[2] = {-1, -2}, a[4] = {1, 2, 3, 4};
+    int64_t idx[2] = {2, 0};
+    cr_array D = cr_array_vector(d, 4), S = cr_array_vector(s, 2), Ix = i64v(idx, 2),
+             A = cr_array_matrix(a, 2, 2), R = cr_array_matrix(d, 1, 2);
+    cr_value c[2] = {cr_value_array(&D), cr_value_array(&S)};
+    assert_arena_sweep(fx, &cr_fn_copyto_bang, c, 2);
+    cr_value x[3] = {cr_value_array(&D), cr_value_array(&S), cr_value_array(&Ix)};
+    assert_arena_sweep(fx, &cr_fn_setindex_bang, x, 3);
+    cr_value f[2] = {cr_value_array(&D), cr_value_f64(3)};
+    assert_arena_sweep(fx, &cr_fn_fill_bang, f, 2);
+    cr_value u[2] = {cr_value_array(&R), cr_value_array(&A)};
+    assert_arena_sweep(fx, &cr_fn_sum_bang, u, 2);
+    cr_value r[1] = {cr_value_array(&D)};
+    assert_arena_sweep(fx, &cr_fn_reverse_bang, r, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -361,6 +497,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_in_place, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_inv_exp, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_errors, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_arguments, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_zero_and_empty, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_arena_full, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

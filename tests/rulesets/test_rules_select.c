@@ -64,6 +64,37 @@ static cr_status twice_primal(cr_arena *arena, const cr_value *f, const cr_value
 }
 static const cr_function twice_fn = {"twice", 1, twice_primal, NULL, NULL, 0};
 
+/* fn(args) fails with the status want; the message names who once and contains text. */
+static void expect_error(fixture *fx, const cr_value *fn, cr_value *args, size_t nargs,
+                         cr_status want, const char *who, const char *text)
+{
+    cr_value y;
+    assert_int_equal(cr_function_call(fx->arena, fn, args, nargs, &y), want);
+    assert_error_once(cr_ctx_errmsg(fx->ctx), who, text);
+}
+
+static cr_status key_i64_primal(cr_arena *arena, const cr_value *f, const cr_value *args, size_t n,
+                                cr_value *out)
+{
+    (void)arena;
+    (void)f;
+    (void)n;
+    *out = cr_value_i64(-(int64_t)args[0].u.f64);
+    return CR_OK;
+}
+static const cr_function key_i64_fn = {"key_i64", 1, key_i64_primal, NULL, NULL, 0};
+
+static cr_status key_array_primal(cr_arena *arena, const cr_value *f, const cr_value *args,
+                                  size_t n, cr_value *out)
+{
+    (void)arena;
+    (void)args;
+    (void)n;
+    *out = *f; /* a function, not a number */
+    return CR_OK;
+}
+static const cr_function key_fn_fn = {"key_fn", 1, key_array_primal, NULL, NULL, 0};
+
 static const char *const k_fns[] = {"filter",         "sortslices", "unique_ex", "sort_ex",
                                     "partialsort_ex", "repeat_ex",  "hvcat"};
 #define NFNS (sizeof k_fns / sizeof k_fns[0])
@@ -287,6 +318,120 @@ static void test_repeat_hvcat(void **state)
     assert_contains(cr_ctx_errmsg(fx->ctx), "row sizes do not add up to 4 blocks");
 }
 
+/* keys from by as integers and booleans; every rejected argument */
+static void test_sort_keys_errors(void **state)
+{
+    fixture *fx = *state;
+    double b[4] = {5, 1, 4, 2};
+    cr_array B = cr_array_vector(b, 4);
+    cr_value y;
+    /* integer keys -x: descending values */
+    cr_value args[3] = {cr_value_array(&B), cr_value_i64(0), cr_value_function(&key_i64_fn, NULL)};
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_sort_ex, args, 3, &y), CR_OK);
+    const double desc[4] = {5, 4, 2, 1};
+    expect_values(&y, desc, 4);
+    /* boolean keys x > 0 are all true: the input order kept (stable) */
+    args[2] = cr_value_function(&positive_fn, NULL);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_sort_ex, args, 3, &y), CR_OK);
+    expect_values(&y, b, 4);
+    /* rev as an integer 1: ascending reversed */
+    args[1] = cr_value_i64(1);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_sort_ex, args, 2, &y), CR_OK);
+    expect_values(&y, desc, 4);
+    args[1] = cr_value_f64(0.5);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_sort_ex, args, 2, &y), CR_EINVAL);
+    args[1] = cr_value_bool(false);
+    args[2] = cr_value_function(&key_fn_fn, NULL);
+    expect_error(fx, &cr_fn_sort_ex, args, 3, CR_EINVAL, "sort_ex", "not a real number");
+    args[2] = cr_value_f64(1);
+    expect_error(fx, &cr_fn_sort_ex, args, 3, CR_EINVAL, "sort_ex", "by must be a function");
+    double m[4] = {1, 2, 3, 4};
+    cr_array M = cr_array_matrix(m, 2, 2);
+    cr_value margs[2] = {cr_value_array(&M), cr_value_bool(false)};
+    expect_error(fx, &cr_fn_sort_ex, margs, 2, CR_EINVAL, "sort_ex", "expected a vector");
+    cr_complex z[2] = {1 + 2 * I, 3};
+    cr_array Z;
+    size_t two = 2;
+    assert_int_equal(cr_array_view_init(&Z, z, CR_DT_C128, 1, &two, NULL), CR_OK);
+    cr_value zargs[2] = {cr_value_array(&Z), cr_value_bool(false)};
+    expect_error(fx, &cr_fn_sort_ex, zargs, 2, CR_EINVAL, "sort_ex",
+                 "complex values have no order");
+    /* a 0-d array */
+    double one = 1;
+    cr_array S;
+    assert_int_equal(cr_array_view_init(&S, &one, CR_DT_F64, 0, NULL, NULL), CR_OK);
+    cr_value sargs[2] = {cr_value_array(&S), cr_value_bool(false)};
+    expect_error(fx, &cr_fn_sort_ex, sargs, 2, CR_EINVAL, "sort_ex", "an array of 0 dimensions");
+    /* sortslices with two equal rows among three: the equal rows keep their order (a tie:
+     * no derivative there, so values only) */
+    double q[6] = {2, 5, 1, 7, 2, 5};
+    cr_array Q = cr_array_matrix(q, 3, 2);
+    cr_value qargs[2] = {cr_value_array(&Q), cr_value_i64(0)};
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_sortslices, qargs, 2, &y), CR_OK);
+    const double qs[6] = {1, 7, 2, 5, 2, 5};
+    expect_values(&y, qs, 6);
+    /* filter with a predicate that is not a function */
+    cr_value fargs[2] = {cr_value_f64(1), cr_value_array(&B)};
+    expect_error(fx, &cr_fn_filter, fargs, 2, CR_EINVAL, "filter", "predicate must be a function");
+
+    /* partialsort_ex: k neither an integer nor a range, ranges of step 0, too long, outside */
+    cr_value pargs[3] = {cr_value_array(&B), cr_value_f64(1), cr_value_bool(false)};
+    expect_error(fx, &cr_fn_partialsort_ex, pargs, 3, CR_EINVAL, "partialsort_ex",
+                 "k must be an integer or a cr_range");
+    cr_range r0 = {0, 2, 0}, rlong = {0, 5, 1}, rout = {-1, 1, 1};
+    pargs[1] = cr_value_struct(&cr_range_type, &r0);
+    expect_error(fx, &cr_fn_partialsort_ex, pargs, 3, CR_EINVAL, "partialsort_ex",
+                 "a range of step 0");
+    pargs[1] = cr_value_struct(&cr_range_type, &rlong);
+    expect_error(fx, &cr_fn_partialsort_ex, pargs, 3, CR_EINVAL, "partialsort_ex",
+                 "a range of 5 elements for 4");
+    pargs[1] = cr_value_struct(&cr_range_type, &rout);
+    expect_error(fx, &cr_fn_partialsort_ex, pargs, 3, CR_EINVAL, "partialsort_ex",
+                 "range element -1 outside 0..4");
+
+    /* repeat_ex: a negative count, a dimension that overflows */
+    cr_value rargs[3] = {cr_value_array(&B), cr_value_i64(-1), cr_value_i64(1)};
+    expect_error(fx, &cr_fn_repeat_ex, rargs, 3, CR_EINVAL, "repeat_ex", "a negative count");
+    rargs[1] = cr_value_i64(INT64_MAX / 2);
+    rargs[2] = cr_value_i64(INT64_MAX / 2);
+    expect_error(fx, &cr_fn_repeat_ex, rargs, 3, CR_EOVERFLOW, "repeat_ex",
+                 "dimension 0 overflows");
+
+    /* hvcat: 4 blocks in rows of 3; rows (1, 1) for 4 blocks */
+    double pa[1] = {1};
+    cr_array PA = cr_array_matrix(pa, 1, 1);
+    cr_value h[5] = {cr_value_i64(3), cr_value_array(&PA), cr_value_array(&PA), cr_value_array(&PA),
+                     cr_value_array(&PA)};
+    expect_error(fx, &cr_fn_hvcat, h, 5, CR_EINVAL, "hvcat", "4 blocks in rows of 3");
+    int64_t rows[2] = {1, 1};
+    cr_array R;
+    assert_int_equal(cr_array_view_init(&R, rows, CR_DT_I64, 1, &two, NULL), CR_OK);
+    h[0] = cr_value_array(&R);
+    expect_error(fx, &cr_fn_hvcat, h, 5, CR_EINVAL, "hvcat", "row sizes do not add up to 4 blocks");
+}
+
+/* every allocation of the rules failing in turn: CR_EARENA, then the same output */
+static void test_arena_full(void **state)
+{
+    fixture *fx = *state;
+    double b[4] = {5, 1, 4, 2};
+    cr_array B = cr_array_vector(b, 4), M = cr_array_matrix(b, 2, 2);
+    cr_value f[2] = {cr_value_function(&positive_fn, NULL), cr_value_array(&B)};
+    assert_arena_sweep(fx, &cr_fn_filter, f, 2);
+    cr_value s[3] = {cr_value_array(&B), cr_value_bool(true), cr_fn_fabs};
+    assert_arena_sweep(fx, &cr_fn_sort_ex, s, 3);
+    cr_range r = {1, 3, 1};
+    cr_value p[3] = {cr_value_array(&B), cr_value_struct(&cr_range_type, &r), cr_value_bool(false)};
+    assert_arena_sweep(fx, &cr_fn_partialsort_ex, p, 3);
+    cr_value u[2] = {cr_value_array(&M), cr_value_i64(0)};
+    assert_arena_sweep(fx, &cr_fn_sortslices, u, 2);
+    cr_value rp[3] = {cr_value_array(&B), cr_value_i64(2), cr_value_i64(2)};
+    assert_arena_sweep(fx, &cr_fn_repeat_ex, rp, 3);
+    cr_value h[5] = {cr_value_i64(2), cr_value_array(&M), cr_value_array(&M), cr_value_array(&M),
+                     cr_value_array(&M)};
+    assert_arena_sweep(fx, &cr_fn_hvcat, h, 5);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -295,6 +440,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_slices, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_sort, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_repeat_hvcat, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_sort_keys_errors, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_arena_full, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

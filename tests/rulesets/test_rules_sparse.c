@@ -63,9 +63,9 @@ static int64_t i64_at(const cr_array *a, size_t i)
     return ((const int64_t *)a->data)[i * (size_t)a->strides[0]];
 }
 
-static const char *const k_fns[] = {"sparse",        "spdiagm",         "findnz",
-                                    "sparse_dense",  "sparse_mul",      "sparse_det",
-                                    "sparse_logdet", "sparse_logabsdet"};
+static const char *const k_fns[] = {"sparse",       "spdiagm",       "findnz",
+                                    "sparse_dense", "sparse_mul",    "sparse_rmul",
+                                    "sparse_det",   "sparse_logdet", "sparse_logabsdet"};
 #define NFNS (sizeof k_fns / sizeof k_fns[0])
 
 /* ---- Every rule through the rule tester ---------------------------------------------------- */
@@ -524,6 +524,195 @@ static void test_errors(void **state)
     expect_err(fx, &cr_fn_spdiagm, dargs, 2, CR_EOVERFLOW, "spdiagm: diagonal");
 }
 
+/* f(args) fails with want; the message names who once and contains msg. */
+static void expect_err_once(fixture *fx, const cr_value *f, const cr_value *args, size_t n,
+                            cr_status want, const char *who, const char *msg)
+{
+    expect_err(fx, f, args, n, want, msg);
+    assert_error_once(cr_ctx_errmsg(fx->ctx), who, msg);
+}
+
+static void test_more_errors(void **state)
+{
+    fixture *fx = *state;
+    int64_t cp[3] = {0, 1, 2}, rv[2] = {0, 1};
+    double sv[2] = {1, 2};
+    cr_sparse S = make_sparse(2, 2, cp, rv, sv, 2);
+    cr_value a = cr_value_struct(&cr_sparse_type, &S);
+    /* colptr of n entries */
+    S.colptr = i64v(cp, 2);
+    expect_err_once(fx, &cr_fn_findnz, &a, 1, CR_EINVAL, "findnz",
+                    "colptr has 2 entries, 3 expected (n + 1)");
+    S.colptr = i64v(cp, 3);
+    /* integer nzval; nzval shorter than rowval */
+    int64_t iv[2] = {1, 2};
+    S.nzval = i64v(iv, 2);
+    expect_err_once(fx, &cr_fn_sparse_dense, &a, 1, CR_EINVAL, "sparse_dense",
+                    "nzval must be a 1-d f64, f32 or c128 array");
+    S.nzval = cr_array_vector(sv, 1);
+    expect_err_once(fx, &cr_fn_sparse_dense, &a, 1, CR_EINVAL, "sparse_dense",
+                    "1 values (nzval) for 2 row indices (rowval)");
+    S.nzval = cr_array_vector(sv, 2);
+    /* a dense form too large to allocate: 2^62 x 4 */
+    int64_t cpz[5] = {0, 0, 0, 0, 0};
+    cr_sparse H = make_sparse(INT64_C(1) << 62, 4, cpz, rv, sv, 0);
+    cr_value h = cr_value_struct(&cr_sparse_type, &H);
+    expect_err_once(fx, &cr_fn_sparse_dense, &h, 1, CR_EOVERFLOW, "sparse_dense",
+                    "a dense 4611686018427387904 x 4 matrix");
+
+    /* sparse(A) of an integer matrix and of a 3-d array */
+    int64_t k4[4] = {1, 0, 0, 1};
+    size_t sh2[2] = {2, 2}, sh3[3] = {1, 2, 1};
+    cr_array K, T3;
+    assert_int_equal(cr_array_view_init(&K, k4, CR_DT_I64, 2, sh2, NULL), CR_OK);
+    assert_int_equal(cr_array_view_init(&T3, sv, CR_DT_F64, 3, sh3, NULL), CR_OK);
+    cr_value da = cr_value_array(&K);
+    expect_err_once(fx, &cr_fn_sparse, &da, 1, CR_EINVAL, "sparse",
+                    "A must be an f64, f32 or c128 matrix or vector");
+    da = cr_value_array(&T3);
+    expect_err_once(fx, &cr_fn_sparse, &da, 1, CR_EINVAL, "sparse",
+                    "A must be an f64, f32 or c128 matrix or vector");
+    /* sparse(I, J, V[, m, n]): integer V, a negative size, a column index of INT64_MAX */
+    int64_t Ix[2] = {0, 1}, J[2] = {0, INT64_MAX};
+    cr_array Ia = i64v(Ix, 2), Ja = i64v(J, 2), Va = cr_array_vector(sv, 2), Vi = i64v(iv, 2);
+    cr_value sargs[5] = {cr_value_array(&Ia), cr_value_array(&Ja), cr_value_array(&Vi),
+                         cr_value_i64(-1), cr_value_i64(3)};
+    expect_err_once(fx, &cr_fn_sparse, sargs, 5, CR_EINVAL, "sparse",
+                    "V must be an f64, f32 or c128 array");
+    sargs[2] = cr_value_array(&Va);
+    expect_err_once(fx, &cr_fn_sparse, sargs, 5, CR_EINVAL, "sparse", "a size -1 x 3");
+    expect_err_once(fx, &cr_fn_sparse, sargs, 3, CR_EINVAL, "sparse",
+                    "a column index of INT64_MAX");
+    /* spdiagm of a matrix */
+    cr_array M = cr_array_matrix(sv, 1, 2);
+    cr_value dm = cr_value_array(&M);
+    expect_err_once(fx, &cr_fn_spdiagm, &dm, 1, CR_EINVAL, "spdiagm",
+                    "v must be a 1-d f64, f32 or c128 array");
+    /* products with an integer B; sparse_rmul's flags */
+    cr_array Bi = i64v(iv, 2);
+    cr_value margs[3] = {a, cr_value_array(&Bi), cr_value_i64('N')};
+    expect_err_once(fx, &cr_fn_sparse_mul, margs, 3, CR_EINVAL, "sparse_mul",
+                    "B must be a float vector or matrix");
+    cr_value rargs[3] = {cr_value_array(&Bi), a, cr_value_i64('N')};
+    expect_err_once(fx, &cr_fn_sparse_rmul, rargs, 3, CR_EINVAL, "sparse_rmul",
+                    "B must be a float vector or matrix");
+    rargs[2] = cr_value_i64('x');
+    expect_err_once(fx, &cr_fn_sparse_rmul, rargs, 3, CR_EINVAL, "sparse_rmul",
+                    "trans must be 'N', 'T' or 'C'");
+}
+
+/* tangents of other kinds: a zero and a thunk through findnz's pullback, a number refused */
+static void test_tangent_kinds(void **state)
+{
+    fixture *fx = *state;
+    int64_t cp[3] = {0, 1, 3}, rv[3] = {0, 0, 1};
+    double sv[3] = {1, 2, 3};
+    cr_sparse S = make_sparse(2, 2, cp, rv, sv, 3);
+    cr_value a = cr_value_struct(&cr_sparse_type, &S), y;
+    cr_pullback pb;
+    assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_findnz, &a, 1, &y, &pb), CR_OK);
+    cr_tangent dx[2];
+    /* a zero cotangent: a zero for S */
+    cr_tangent z = cr_tangent_zero();
+    assert_int_equal(cr_pullback_call(fx->arena, &pb, &z, dx, 2), CR_OK);
+    assert_true(cr_tangent_is_zero(dx[1]));
+    /* a number for the tuple: refused, naming findnz once */
+    cr_tangent f = cr_tangent_f64(1);
+    assert_int_equal(cr_pullback_call(fx->arena, &pb, &f, dx, 2), CR_ETANGENT);
+    assert_error_once(cr_ctx_errmsg(fx->ctx), "findnz", "a f64 cotangent for a tuple");
+    /* sparse_dense's frule with a number as S's tangent: refused */
+    cr_tangent da[2] = {cr_tangent_none(), cr_tangent_f64(1)}, dy;
+    assert_int_equal(cr_frule(NULL, fx->arena, da, &cr_fn_sparse_dense, &a, 1, &y, &dy),
+                     CR_ETANGENT);
+    assert_error_once(cr_ctx_errmsg(fx->ctx), "sparse_dense",
+                      "the tangent of a sparse matrix must be a structural tangent");
+    /* a dense tangent (its entries on the pattern kept): the result's tangent is those
+     * entries, zero off the pattern (row 1 of column 0) */
+    double t[4] = {10, 20, 30, 40};
+    cr_array Tn = cr_array_matrix(t, 2, 2);
+    da[1] = cr_tangent_array(&Tn);
+    assert_int_equal(cr_frule(NULL, fx->arena, da, &cr_fn_sparse_dense, &a, 1, &y, &dy), CR_OK);
+    cr_tangent du;
+    assert_int_equal(cr_tangent_unthunk(dy, &du), CR_OK);
+    assert_int_equal(du.tag, CR_TAN_ARRAY);
+    const double want[4] = {10, 20, 0, 40};
+    for (size_t i = 0; i < 4; i++)
+        ASSERT_DBL(creal(cr_array_get_linear(du.u.arr, i)), want[i]);
+    /* a zero tangent of S: the dense result's tangent is zero */
+    da[1] = cr_tangent_zero();
+    assert_int_equal(cr_frule(NULL, fx->arena, da, &cr_fn_sparse_dense, &a, 1, &y, &dy), CR_OK);
+    assert_true(cr_tangent_is_zero(dy));
+}
+
+/* f32 and lower-case flags: S x with f32 x against the dense product */
+static void test_f32_flags(void **state)
+{
+    fixture *fx = *state;
+    int64_t cp[3] = {0, 1, 3}, rv[3] = {0, 0, 1};
+    double sv[3] = {1, 2, 3}; /* [1 2; 0 3] */
+    cr_sparse S = make_sparse(2, 2, cp, rv, sv, 3);
+    float x[2] = {1, -1};
+    size_t two = 2;
+    cr_array X;
+    assert_int_equal(cr_array_view_init(&X, x, CR_DT_F32, 1, &two, NULL), CR_OK);
+    cr_value args[3] = {cr_value_struct(&cr_sparse_type, &S), cr_value_array(&X),
+                        cr_value_i64('t')},
+             y;
+    /* Sᵀ x = (1, 2 - 3) */
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_sparse_mul, args, 3, &y), CR_OK);
+    ASSERT_CLOSE(creal(cr_array_get_linear(y.u.arr, 0)), 1, 1e-7);
+    ASSERT_CLOSE(creal(cr_array_get_linear(y.u.arr, 1)), -1, 1e-7);
+    check_point(fx, &cr_fn_sparse_mul, args, 3, "sparse_mul 't' f32");
+    /* xᵀ Sᴴ ('c', real: xᵀ Sᵀ) = (1 - 2, -3) */
+    cr_value r[3] = {cr_value_array(&X), cr_value_struct(&cr_sparse_type, &S), cr_value_i64('c')};
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_sparse_rmul, r, 3, &y), CR_OK);
+    ASSERT_CLOSE(creal(cr_array_get_linear(y.u.arr, 0)), -1, 1e-7);
+    ASSERT_CLOSE(creal(cr_array_get_linear(y.u.arr, 1)), -3, 1e-7);
+    check_point(fx, &cr_fn_sparse_rmul, r, 3, "sparse_rmul 'c' f32");
+    /* a complex row vector times the real S: z S = (z0, 2 z0 + 3 z1) */
+    cr_complex z[2] = {CMPLX(1, 2), CMPLX(-1, 0.5)};
+    cr_array Z;
+    assert_int_equal(cr_array_view_init(&Z, z, CR_DT_C128, 1, &two, NULL), CR_OK);
+    r[0] = cr_value_array(&Z);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_sparse_rmul, r, 2, &y), CR_OK);
+    assert_int_equal(y.u.arr->dtype, CR_DT_C128);
+    cr_complex w0 = cr_array_get_linear(y.u.arr, 0), w1 = cr_array_get_linear(y.u.arr, 1);
+    ASSERT_CPLX(w0, 1, 2);
+    ASSERT_CPLX(w1, 2 * 1 + 3 * -1, 2 * 2 + 3 * 0.5);
+    check_point(fx, &cr_fn_sparse_rmul, r, 2, "sparse_rmul complex B, real S");
+}
+
+/* every allocation of the rules failing in turn: CR_EARENA, then the same output */
+static void test_arena_full(void **state)
+{
+    fixture *fx = *state;
+    int64_t cp[3] = {0, 1, 3}, rv[3] = {0, 0, 1};
+    double sv[3] = {1, 2, 3}, b[4] = {1, -1, 2, 0.5};
+    cr_sparse S = make_sparse(2, 2, cp, rv, sv, 3);
+    cr_array B = cr_array_matrix(b, 2, 2), Bv = cr_array_vector(b, 2);
+    cr_value a = cr_value_struct(&cr_sparse_type, &S);
+    cr_value m[3] = {a, cr_value_array(&B), cr_value_i64('T')};
+    assert_arena_sweep(fx, &cr_fn_sparse_mul, m, 3);
+    cr_value r[3] = {cr_value_array(&B), a, cr_value_i64('C')};
+    assert_arena_sweep(fx, &cr_fn_sparse_rmul, r, 3);
+    r[0] = cr_value_array(&Bv);
+    assert_arena_sweep(fx, &cr_fn_sparse_rmul, r, 2);
+    assert_arena_sweep(fx, &cr_fn_sparse_dense, &a, 1);
+    assert_arena_sweep(fx, &cr_fn_findnz, &a, 1);
+    cr_value d = cr_value_array(&B);
+    assert_arena_sweep(fx, &cr_fn_sparse, &d, 1);
+    cr_value v[2] = {cr_value_i64(1), cr_value_array(&Bv)};
+    assert_arena_sweep(fx, &cr_fn_spdiagm, v, 2);
+    int64_t Ix[3] = {0, 1, 0}, J[3] = {1, 0, 1};
+    cr_array Ia = i64v(Ix, 3), Ja = i64v(J, 3), Va = cr_array_vector(b, 3);
+    cr_value t[3] = {cr_value_array(&Ia), cr_value_array(&Ja), cr_value_array(&Va)};
+    assert_arena_sweep(fx, &cr_fn_sparse, t, 3);
+#if defined(CR_HAVE_LAPACKE)
+    assert_arena_sweep(fx, &cr_fn_sparse_det, &a, 1);
+    assert_arena_sweep(fx, &cr_fn_sparse_logabsdet, &a, 1);
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -535,6 +724,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rmul, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_det, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_errors, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_more_errors, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_tangent_kinds, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_f32_flags, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_arena_full, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
