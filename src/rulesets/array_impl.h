@@ -136,6 +136,16 @@ CR_INTERNAL uint32_t cr__nondiff_mask(const cr_value *args, size_t nargs,
                                       bool (*perturbable)(const cr_value *));
 /* NoTangent for the function (dx[0]) and for each argument whose bit is set in mask. */
 CR_INTERNAL void cr__mark_nondiff(cr_tangent *dx, size_t nx, uint32_t mask);
+/* NAME_pullback: NAME_pullback_body, then NoTangent for the arguments in the mask `nd` of
+ * its environment ENV (cr__nondiff_mask at the rrule), whatever the body returned. */
+#define CR__MASKED_PULLBACK(NAME, ENV)                                                \
+    static cr_status NAME##_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, \
+                                     cr_arena *arena, void *env)                      \
+    {                                                                                 \
+        cr_status st = NAME##_pullback_body(dy, dx, nx, arena, env);                  \
+        cr__mark_nondiff(dx, nx, ((const ENV *)env)->nd);                             \
+        return st;                                                                    \
+    }
 
 /* A scalar value as a complex number (integers and bools converted). */
 CR_INTERNAL cr_complex cr__scalar_of(const cr_value *v);

@@ -164,13 +164,7 @@ static cr_status bang_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t
     return CR_OK;
 }
 
-static cr_status bang_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                               void *env)
-{
-    cr_status st = bang_pullback_body(dy, dx, nx, arena, env);
-    cr__mark_nondiff(dx, nx, ((const bang_env *)env)->nd);
-    return st;
-}
+CR__MASKED_PULLBACK(bang, bang_env)
 
 static cr_status bang_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
@@ -427,13 +421,7 @@ static cr_status part_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t
     return cr_project_tangent(arena, e->src, t, &dx[2]);
 }
 
-static cr_status part_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                               void *env)
-{
-    cr_status st = part_pullback_body(dy, dx, nx, arena, env);
-    cr__mark_nondiff(dx, nx, ((const part_env *)env)->nd);
-    return st;
-}
+CR__MASKED_PULLBACK(part, part_env)
 
 static cr_status part_rrule(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
                             cr_value *y, cr_pullback *pb, const void *udata)

@@ -107,13 +107,7 @@ static cr_status scal_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t
     return cr_project_tangent(arena, e->av, cr__scalar_tangent(cr__value_dtype(e->av), ab), &dx[1]);
 }
 
-static cr_status scal_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                               void *env)
-{
-    cr_status st = scal_pullback_body(dy, dx, nx, arena, env);
-    cr__mark_nondiff(dx, nx, ((const scal_env *)env)->nd);
-    return st;
-}
+CR__MASKED_PULLBACK(scal, scal_env)
 
 static cr_status scal_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
@@ -388,13 +382,7 @@ static cr_status tri_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t 
                               &dx[e->ia]);
 }
 
-static cr_status tri_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                              void *env)
-{
-    cr_status st = tri_pullback_body(dy, dx, nx, arena, env);
-    cr__mark_nondiff(dx, nx, ((const tri_env *)env)->nd);
-    return st;
-}
+CR__MASKED_PULLBACK(tri, tri_env)
 
 static cr_status tri_rrule(cr_arena *arena, tri_kind kind, const cr_value *args, size_t nargs,
                            cr_value *y, cr_pullback *pb, const void *udata)
@@ -564,13 +552,7 @@ static cr_status lacpy_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_
     return cr__give(arena, e->pA, Ab, &dx[2]);
 }
 
-static cr_status lacpy_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                void *env)
-{
-    cr_status st = lacpy_pullback_body(dy, dx, nx, arena, env);
-    cr__mark_nondiff(dx, nx, ((const lacpy_env *)env)->nd);
-    return st;
-}
+CR__MASKED_PULLBACK(lacpy, lacpy_env)
 
 static cr_status lacpy_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,

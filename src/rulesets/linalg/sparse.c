@@ -454,13 +454,7 @@ static cr_status scatter_pullback_body(const cr_tangent *dy, cr_tangent *dx, siz
     return cr__give(arena, e->pV, raw, &dx[e->vi + 1]);
 }
 
-static cr_status scatter_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                  void *env)
-{
-    cr_status st = scatter_pullback_body(dy, dx, nx, arena, env);
-    cr__mark_nondiff(dx, nx, ((const scatter_env *)env)->nd);
-    return st;
-}
+CR__MASKED_PULLBACK(scatter, scatter_env)
 
 typedef cr_status (*scatter_fwd)(cr_arena *, const cr_value *, size_t, scatter_env *, cr_value *);
 
@@ -640,13 +634,7 @@ static cr_status read_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t
     return sp_give(arena, e->p, raw, &dx[1]);
 }
 
-static cr_status read_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                               void *env)
-{
-    cr_status st = read_pullback_body(dy, dx, nx, arena, env);
-    cr__mark_nondiff(dx, nx, ((const read_env *)env)->nd);
-    return st;
-}
+CR__MASKED_PULLBACK(read, read_env)
 
 static cr_status read_rrule(cr_arena *arena, bool dense, const cr_value *args, size_t nargs,
                             cr_value *y, cr_pullback *pb, const void *udata)
@@ -884,13 +872,7 @@ static cr_status mul_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t 
     return sp_give(arena, e->pS, Sb, &dx[1]);
 }
 
-static cr_status mul_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                              void *env)
-{
-    cr_status st = mul_pullback_body(dy, dx, nx, arena, env);
-    cr__mark_nondiff(dx, nx, ((const mul_env *)env)->nd);
-    return st;
-}
+CR__MASKED_PULLBACK(mul, mul_env)
 
 static cr_status sparse_mul_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
                                   const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
@@ -1098,13 +1080,7 @@ static cr_status rmul_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t
     return sp_give(arena, e->pS, Sb, &dx[2]);
 }
 
-static cr_status rmul_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                               void *env)
-{
-    cr_status st = rmul_pullback_body(dy, dx, nx, arena, env);
-    cr__mark_nondiff(dx, nx, ((const rmul_env *)env)->nd);
-    return st;
-}
+CR__MASKED_PULLBACK(rmul, rmul_env)
 
 static cr_status sparse_rmul_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
                                    const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
@@ -1222,13 +1198,7 @@ static cr_status dense_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_
     return sp_give(arena, e->p, raw, &dx[1]);
 }
 
-static cr_status dense_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                void *env)
-{
-    cr_status st = dense_pullback_body(dy, dx, nx, arena, env);
-    cr__mark_nondiff(dx, nx, ((const dense_env *)env)->nd);
-    return st;
-}
+CR__MASKED_PULLBACK(dense, dense_env)
 
 static cr_status dense_rrule(const cr_config *cfg, cr_arena *arena, const char *who,
                              const char *pbname, const cr_value *fn, const cr_value *args,
