@@ -58,12 +58,7 @@ cr_targ cr_targ_ints(cr_tape *t, const int64_t *v, size_t n)
 /* Room for n array variables in the tape's arena (NULL, the tape failed, on error). */
 static cr_avar *avars(cr_tape *t, const char *who, size_t n)
 {
-    size_t bytes;
-    if (!cr__mul_size(n, sizeof(cr_avar), &bytes) || bytes > CR__MAX_BYTES) {
-        cr__tape_fail(t, CR_EOVERFLOW, "%s: %zu arrays do not fit in memory", who, n);
-        return NULL;
-    }
-    cr_avar *a = cr_arena_alloc(t->arena, bytes, _Alignof(cr_avar));
+    cr_avar *a = cr__arena_array(t->arena, who, n, sizeof *a, _Alignof(cr_avar));
     if (a == NULL)
         cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), who);
     return a;
@@ -157,18 +152,14 @@ static const cr_tape_op pack_steps = {"cr_av_pack", pack_copy, pack_copy};
 static cr_avar pack_op(cr_tape *t, const cr_var *xs, size_t n, const size_t *ext, size_t nd)
 {
     cr_array *y;
-    size_t bytes, *env = cr_arena_alloc(t->arena, sizeof *env, _Alignof(size_t));
+    size_t *env = cr_arena_alloc(t->arena, sizeof *env, _Alignof(size_t));
     cr_targ *in = NULL;
     cr_status st = cr_array_new(t->arena, CR_DT_F64, nd, ext, &y);
     if (st != CR_OK) {
         cr__tape_fail_ctx(t, st, "cr_av_pack");
         return cr__bad_avar(NULL);
     }
-    if (!cr__mul_size(n, sizeof *in, &bytes) || bytes > CR__MAX_BYTES) {
-        cr__tape_fail(t, CR_EOVERFLOW, "cr_av_pack: %zu variables do not fit in memory", n);
-        return cr__bad_avar(NULL);
-    }
-    in = cr_arena_alloc(t->arena, bytes, _Alignof(cr_targ));
+    in = cr__arena_array(t->arena, "cr_av_pack", n, sizeof *in, _Alignof(cr_targ));
     if (env == NULL || in == NULL) {
         cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), "cr_av_pack");
         return cr__bad_avar(NULL);
