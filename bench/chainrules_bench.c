@@ -70,6 +70,7 @@
 #include <time.h>
 
 #include <chainrules.h>
+#include <chainrules/kernel.h>
 
 #include "bench_util.h"
 

@@ -1,6 +1,10 @@
 /**
  * @file chainrules.h
- * @brief Umbrella header: includes every chainrules module.
+ * @brief Umbrella header: includes every chainrules module except the opt-in ones.
+ *
+ * Opt-in headers, included by name where they are used: chainrules/kernel.h (the fused
+ * kernel macro language, CR_KERNEL and the cr_k_* operations) and chainrules/mpi.h
+ * (chainrules-mpi, which needs <mpi.h>).
  *
  * chainrules is the ChainRules differentiation system in C11: tangent types and their
  * algebra, projection, rules (frule / rrule with pullbacks), rule testing with finite
@@ -29,7 +33,6 @@
 #include "chainrules/dual_inline_rows.h"
 #include "chainrules/engine.h"
 #include "chainrules/fd.h"
-#include "chainrules/kernel.h"
 #include "chainrules/project.h"
 #include "chainrules/revolve.h"
 #include "chainrules/rule.h"

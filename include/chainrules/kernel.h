@@ -12,6 +12,7 @@
  *
  * @code
  * #include <chainrules.h>
+ * #include <chainrules/kernel.h> // not in the umbrella header: include it by name
  *
  * // 100 (x1 - x0^2)^2 + (1 - x0)^2, with x[0] and x[1] the kernel's arguments
  * #define ROSEN(x)                                                   \

@@ -312,7 +312,7 @@ struct cr__anode;
 
 /* The steps of a K_ARRAY record's kind, which the sweeps (sweep.c) and the prepared replays
  * call: each node kind (an array function's call, array_call.c; a fused kernel, kernel.c;
- * an operation with its own steps, tape_custom.c) defines one table and points its records
+ * an operation with its own steps, tape_op.c) defines one table and points its records
  * at it, so that the sweeps depend on no kind. pull: the reverse step (g the adjoints of
  * the record's scalar results from the first, NULL when it makes none; an array result's
  * cotangent is its slot's shadow); forward: the result's tangents (tan[i * k + d] for a
@@ -347,7 +347,7 @@ typedef struct cr__anode {
     cr_status (*pull)(cr_tape *t, const struct cr__anode *nd, const double *g, double *adj);
     const cr__aext
         *ext; /* forward and second-order tapes only (not tuples, not kernels), else NULL */
-    /* 1: an operation with its own steps (tape_custom.c, cr_tape_op_record): pull is its
+    /* 1: an operation with its own steps (tape_op.c, cr_tape_op_record): pull is its
      * reverse step, cr__custom_forward its forward step; never on second-order or replay
      * tapes. 0 otherwise. */
     unsigned char custom;
@@ -494,7 +494,7 @@ CR_INTERNAL cr_status cr__array_seed(cr_tape *t, const cr_avar *as, size_t na,
  * the sweep keeps none. */
 CR_INTERNAL cr_tangent *cr__asweep_slot(cr_tape *t, uint32_t slot, size_t d, bool deriv);
 
-/* The forward step of an operation with its own steps (tape_custom.c; nd->custom set). */
+/* The forward step of an operation with its own steps (tape_op.c; nd->custom set). */
 CR_INTERNAL cr_status cr__custom_forward(cr_tape *t, const cr__anode *nd, double *tan, size_t k,
                                          size_t i);
 

@@ -32,6 +32,7 @@
 #include <cmocka.h>
 
 #include <chainrules.h>
+#include <chainrules/kernel.h>
 
 #define CR_TEST_OWN_FIXTURE
 #include "test_util.h"

@@ -8,6 +8,7 @@
  * whose result changes shape at the new inputs, an integer tuple element that changes, the
  * wrong entry point, inputs made inside the function; each followed by a good replay.
  */
+#include <chainrules/kernel.h>
 #include <math.h>
 #include <stdio.h>
 

@@ -13,6 +13,7 @@
  * argument (nothing written, the prepared H v still usable), no allocation after the first
  * call, and allocation failures at every point.
  */
+#include <chainrules/kernel.h>
 #include <math.h>
 #include <string.h>
 

@@ -12,6 +12,7 @@
  * the first call; output arrays and inputs of another structure refused before anything is
  * evaluated or written.
  */
+#include <chainrules/kernel.h>
 #include <math.h>
 
 #include "test_alloc.h"

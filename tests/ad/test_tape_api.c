@@ -4,6 +4,7 @@
  * the messages of cr_tape_hessian, cr_tape_ajvp, cr_tape_ahvp and the kernel calls name
  * what the caller passed, with the numbers as given (no wrapped arithmetic).
  */
+#include <chainrules/kernel.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>

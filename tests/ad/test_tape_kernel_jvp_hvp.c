@@ -13,6 +13,7 @@
  * second-order sweeps leave out, std, whose form reads its result's tangent, and a kernel
  * followed by other records).
  */
+#include <chainrules/kernel.h>
 #include <math.h>
 #include <stdio.h>
 

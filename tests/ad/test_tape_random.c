@@ -15,6 +15,7 @@
  * Replay a failure: CR_RANDOM_SEED=<seed printed> build/tests/test_tape_random. Run longer:
  * CR_RANDOM_PROGRAMS=<programs per group> (the default keeps the test within a second).
  */
+#include <chainrules/kernel.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>

@@ -34,6 +34,7 @@
  * Replay a failure: CR_RANDOM_SEED=<seed printed> build/tests/test_tape_random_struct
  * (CR_RANDOM_DUMP=1 prints the program). Run longer: CR_RANDOM_PROGRAMS=<programs>.
  */
+#include <chainrules/kernel.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>

@@ -12,6 +12,7 @@
  * its arena (inline, and with a cleanup or a second block to undo). Every gradient is checked
  * against central differences of the same function written in plain C.
  */
+#include <chainrules/kernel.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>

@@ -14,6 +14,7 @@
 /* ctest-labels: thread */
 #define _POSIX_C_SOURCE 200809L /* pthread_barrier_t */
 
+#include <chainrules/kernel.h>
 #include <pthread.h>
 
 #include "test_random.h"

@@ -1,14 +1,21 @@
-# Checks that the umbrella header includes every module header (STYLE.md §3).
+# Checks that the umbrella header includes every module header (STYLE.md §3) but the
+# opt-in ones (mpi.h, kernel.h), which it must not include.
 # cmake -DUMBRELLA=<include/chainrules.h> -DDIRS=<dir>[,<dir>...] -P umbrella.cmake
 # DIRS are the directories holding chainrules/*.h (the source tree's and the build's).
 file(READ "${UMBRELLA}" text)
 string(REPLACE "," ";" dirs "${DIRS}")
 set(missing "")
+set(extra "")
 foreach(d IN LISTS dirs)
   file(GLOB hs "${d}/*.h")
   foreach(h IN LISTS hs)
     get_filename_component(name "${h}" NAME)
-    if(name STREQUAL "mpi.h") # chainrules-mpi's own header (it needs <mpi.h>)
+    # Opt-in headers (named in chainrules.h): chainrules-mpi's own header (it needs <mpi.h>)
+    # and the fused kernel macro language.
+    if(name STREQUAL "mpi.h" OR name STREQUAL "kernel.h")
+      if(text MATCHES "#[ \t]*include[ \t]*[<\"]chainrules/${name}[>\"]")
+        list(APPEND extra "chainrules/${name}")
+      endif()
       continue()
     endif()
     string(REPLACE "." "\\." pat "${name}")
@@ -17,6 +24,11 @@ foreach(d IN LISTS dirs)
     endif()
   endforeach()
 endforeach()
+if(extra)
+  list(REMOVE_DUPLICATES extra)
+  string(REPLACE ";" ", " extra "${extra}")
+  message(FATAL_ERROR "${UMBRELLA} includes the opt-in headers ${extra}")
+endif()
 if(missing)
   list(REMOVE_DUPLICATES missing)
   string(REPLACE ";" ", " missing "${missing}")
