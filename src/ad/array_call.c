@@ -764,6 +764,11 @@ static ALWAYS_INLINE cr_status sweep_mixed(cr_tape *t, const char *who, cr_var y
         return CR_EINVAL;
     if (t->status != CR_OK)
         return t->status;
+    if (t->rec_open) /* the cursor's records since it last left the library are not counted */
+        return cr_ctx_error(t->ctx, CR_EMISUSE,
+                            "%s: a recording cursor is open on the tape (close it first: "
+                            "cr_rec_close)",
+                            who);
     if ((n > 0 && (xs == NULL || grad == NULL)) || (na > 0 && (as == NULL || agrad == NULL)))
         return cr_ctx_error(t->ctx, CR_EINVAL, "%s: NULL inputs or gradients", who);
     cr_status cst = cr__check_vars(t, who, xs, n, "input");
@@ -903,6 +908,8 @@ cr_status cr_tape_avjp(cr_tape *t, cr_avar y, const cr_array *ybar, const cr_var
         return t->status;
     if (ybar == NULL || y.a == NULL)
         return cr_ctx_error(t->ctx, CR_EINVAL, "%s: NULL output or seed", who);
+    if (t->rec_open) /* checked before the seed is read against the output's shape */
+        return sweep_mixed(t, who, cr_const(0.0), y, ybar, xs, n, xbar, as, na, abar, false);
     cr_status cst = cr__check_avars(t, who, &y, 1, "array output");
     if (cst != CR_OK)
         return cst;

@@ -491,8 +491,23 @@ static void test_sweep_while_open(void **state)
     assert_int_equal(cr_tape_gradient(t, w, &x, 1, &g), CR_EMISUSE);
     double J = 0.0;
     assert_int_equal(cr_tape_jacobian(t, &y, 1, &x, 1, &J), CR_EMISUSE);
+    /* The sweeps of array variables refuse too, without touching their results. */
+    double xa[2] = {0.5, 2.0}, seed[2] = {1.0, 1.0}, ga[2] = {7.0, 7.0};
+    cr_array av = cr_array_vector(xa, 2), sv = cr_array_vector(seed, 2),
+             gv = cr_array_vector(ga, 2), *gp = &gv;
+    cr_avar A = cr_tape_array_input(t, &av);
+    g = 5.0;
+    assert_int_equal(cr_tape_avjp(t, A, &sv, &x, 1, &g, &A, 1, &gp), CR_EMISUSE);
+    assert_non_null(strstr(cr_ctx_errmsg(f->ctx), "cr_tape_avjp: a recording cursor is open"));
+    assert_true(g == 5.0 && ga[0] == 7.0 && ga[1] == 7.0);
+    assert_int_equal(cr_tape_gradient_arrays(t, y, &x, 1, &g, &A, 1, &gp), CR_EMISUSE);
+    assert_non_null(strstr(cr_ctx_errmsg(f->ctx), "recording cursor is open"));
+    assert_true(g == 5.0 && ga[0] == 7.0);
     assert_int_equal(cr_tape_status(t), CR_OK); /* a sweep's refusal does not fail the tape */
     cr_rec_close(&r);
+    assert_int_equal(cr_tape_gradient_arrays(t, y, &x, 1, &g, &A, 1, &gp), CR_OK);
+    assert_close(g, 3.0 * 0.5 * 0.5, 1e-15);
+    assert_true(ga[0] == 0.0 && ga[1] == 0.0); /* y does not depend on A */
     assert_int_equal(cr_tape_stats_get(t, &st), CR_OK);
     assert_int_equal(st.nrecords, 3); /* the input, w and y */
     assert_int_equal(st.nvars, 3);
