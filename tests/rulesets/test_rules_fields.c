@@ -369,6 +369,100 @@ static void test_program_reverse(void **state)
     ASSERT_DBL(abar, 0.0); /* a never reaches the result: overwritten */
 }
 
+/* ---- Allocation failures ------------------------------------------------------------------- */
+
+/* Each rule's rrule, pullback and frule, and the in-place setfield!, in fixed arenas of
+ * growing size: every run short of room fails with CR_EARENA (nothing written in place),
+ * and the first that fits gives the result of a growable arena. */
+static void test_arena_full(void **state)
+{
+    fixture *fx = *state;
+    cpt c; /* its padding zeroed: whole structs are compared */
+    memset(&c, 0, sizeof c);
+    c.z = CMPLX(0.5, -1.25);
+    c.s = 0.75f;
+    c.p = (pt){1.5, -2.0, 4};
+    pt w = {0};
+    cr_value g[2] = {cr_value_struct(&cpt_type, &c), cr_value_i64(2)};
+    cr_value st3[3] = {cr_value_struct(&cpt_type, &c), cr_value_i64(0), cr_value_f64(2.0)};
+    cr_value co[4] = {cr_value_struct(&pt_type, &w), cr_value_f64(1), cr_value_f64(2),
+                      cr_value_i64(3)};
+    const struct {
+        const cr_value *f;
+        const cr_value *args;
+        size_t n;
+    } calls[] = {
+        {&cr_fn_getfield, g, 2}, {&cr_fn_setfield_bang, st3, 3}, {&cr_fn_construct, co, 4}};
+    for (size_t k = 0; k < 3; k++) {
+        cr_value want;
+        cr_pullback pb;
+        assert_int_equal(
+            cr_rrule(NULL, fx->arena, calls[k].f, calls[k].args, calls[k].n, &want, &pb), CR_OK);
+        cr_tangent seed, dx[5], dy, dargs[5];
+        assert_int_equal(cr_tangent_zero_of(fx->arena, &want, &seed), CR_OK);
+        assert_int_equal(cr_tangent_accum(fx->arena, seed, seed, &seed), CR_OK);
+        for (size_t j = 0; j <= calls[k].n; j++)
+            dargs[j] = cr_tangent_zero();
+        size_t fits = 0;
+        for (size_t size = 64; fits == 0; size += 32) {
+            void *buf = malloc(size);
+            cr_arena *a;
+            cr_arena_params ap = {.struct_size = sizeof ap, .buffer = buf, .buffer_size = size};
+            assert_non_null(buf);
+            assert_int_equal(cr_arena_new(fx->ctx, &ap, &a), CR_OK);
+            cr_value y;
+            cr_status st = cr_rrule(NULL, a, calls[k].f, calls[k].args, calls[k].n, &y, &pb);
+            if (st == CR_OK && seed.tag != CR_TAN_NONE)
+                st = cr_pullback_call(a, &pb, &seed, dx, calls[k].n + 1);
+            if (st == CR_OK)
+                st = cr_frule(NULL, a, dargs, calls[k].f, calls[k].args, calls[k].n, &y, &dy);
+            if (st == CR_OK) {
+                fits = size;
+                if (want.kind == CR_KIND_STRUCT)
+                    assert_memory_equal(y.u.obj.ptr, want.u.obj.ptr, want.u.obj.type->size);
+            } else if (st != CR_EARENA) {
+                print_error("%s: %s with %zu bytes\n", calls[k].f->u.func.fn->name,
+                            cr_status_name(st), size);
+                fail();
+            }
+            cr_arena_free(a);
+            free(buf);
+        }
+        assert_true(fits > 64); /* some runs were short of room */
+        cr_ctx_clear_error(fx->ctx);
+    }
+    /* in place: a failed run leaves the struct and its MutableTangent as they were */
+    cr_tangent mt;
+    cr_value obj = st3[0];
+    assert_int_equal(cr_mutable_tangent_zero_of(fx->arena, &obj, &mt), CR_OK);
+    cr_tangent sd[4] = {cr_tangent_none(), mt, cr_tangent_none(), cr_tangent_f64(0.5)};
+    cpt before = c;
+    size_t failures = 0;
+    for (size_t size = 64;; size += 32) {
+        void *buf = malloc(size);
+        cr_arena *a;
+        cr_arena_params ap = {.struct_size = sizeof ap, .buffer = buf, .buffer_size = size};
+        assert_non_null(buf);
+        assert_int_equal(cr_arena_new(fx->ctx, &ap, &a), CR_OK);
+        cr_status st = cr_setfield_frule(NULL, a, st3, sd, 3);
+        cr_arena_free(a);
+        free(buf);
+        if (st == CR_OK)
+            break;
+        assert_int_equal(st, CR_EARENA);
+        failures++;
+        assert_memory_equal(&before, &c, sizeof c);
+        assert_true(cr_tangent_is_zero(cr_tangent_field(mt, 0)) ||
+                    (cr_tangent_field(mt, 0).tag == CR_TAN_C128 &&
+                     creal(cr_tangent_field(mt, 0).u.c128) == 0));
+    }
+    assert_true(failures > 0);
+    ASSERT_DBL(creal(c.z), 2.0);
+    assert_int_equal(cr_tangent_field(mt, 0).tag, CR_TAN_F64);
+    ASSERT_DBL(cr_tangent_field(mt, 0).u.f64, 0.5);
+    cr_ctx_clear_error(fx->ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -378,6 +472,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mutable_tangent, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_program_forward, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_program_reverse, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_arena_full, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
