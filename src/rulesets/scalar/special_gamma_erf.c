@@ -780,6 +780,16 @@ static double expint_nu(double nu, double x, bool scaled)
         return ex / cf_backward(x + nu, expint_nu_an, nu, 32);
     if (nu == 1)
         return scaled ? cr_sf_expintx(x) : cr_sf_expint(x);
+    if (nu < -0.5 && (scaled || x < 700)) {
+        /* down from nu0 = nu + m in (-1/2, 1/2]: E_(k-1) = (e^-x + (1-k) E_k)/x (DLMF
+         * 8.19.12), a sum of positive terms at every step (where Gamma(1-nu) from the C
+         * library's tgamma would cost a few ulps) */
+        double m = ceil(-nu - 0.5), nu0 = nu + m; /* exact: Sterbenz */
+        double e = expint_nu(nu0, x, scaled);
+        for (double k = nu0; k > nu + 0.5; k -= 1)
+            e = (ex + (1 - k) * e) / x;
+        return e;
+    }
     double sc = scaled ? exp(x) : 1; /* x <= 2 - nu: no overflow below nu = -700 */
     if (nu < 0.5) {
         /* a = 1 - nu > 1/2: Gamma(a) Q(a, x), in logarithms where Gamma(a) overflows (the
