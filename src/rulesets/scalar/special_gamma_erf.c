@@ -776,7 +776,9 @@ static double expint_nu(double nu, double x, bool scaled)
             e = (ex + k * e) / x;
         return e;
     }
-    if (x > 1 && x > 2 - nu) /* x > a + 1: the fraction converges fast, b0 = x + nu > 2 */
+    /* x > a + 1 (b0 = x + nu > 2), or nu >= 12 at any x > 0 (at most 512 levels; the
+     * recurrence below would take nu steps): the fraction converges fast */
+    if ((x > 1 && x > 2 - nu) || nu >= 12)
         return ex / cf_backward(x + nu, expint_nu_an, nu, 32);
     if (nu == 1)
         return scaled ? cr_sf_expintx(x) : cr_sf_expint(x);
