@@ -11,7 +11,8 @@
  * hankelh1x, hankelh2x) take the order first as a real number: its derivative is
  * NotImplemented (a NotImplemented tangent, not an error), as in SpecialFunctions.jl, and
  * NoTangent when the order is passed as an integer. The same holds for the parameter `a` of
- * gamma_inc, gamma_upper and loggamma_upper. The Hankel functions return a complex number
+ * gamma_inc, gamma_upper and loggamma_upper and the order ν of expint2 and expintx2
+ * (SpecialFunctions' expint(ν, z) and expintx(ν, z)). The Hankel functions return a complex number
  * for a real argument; their pullback follows the complex convention (x̄ = real(conj(∂f/∂x)
  * ȳ)).
  *
@@ -172,12 +173,21 @@ CR_API extern const cr_value cr_fn_hankelh2;
 CR_API extern const cr_value cr_fn_hankelh1x;
 /** hankelh2x(ν, x) = H2_ν(x) e^(ix), x > 0; ∂/∂x = (H2x_(ν-1) - H2x_(ν+1))/2 + iΩ. */
 CR_API extern const cr_value cr_fn_hankelh2x;
-/** gamma_upper(a, x) = Γ(a, x) (SpecialFunctions' gamma(a, x)), a > 0, x >= 0;
- *  ∂/∂x = -x^(a-1) e^-x; ∂/∂a NotImplemented (NoTangent for an integer a). */
+/** gamma_upper(a, x) = Γ(a, x) (SpecialFunctions' gamma(a, x)) for any real a, x >= 0
+ *  (x > 0 for a <= 0: +inf at 0); ∂/∂x = -x^(a-1) e^-x; ∂/∂a NotImplemented (NoTangent
+ *  for an integer a). */
 CR_API extern const cr_value cr_fn_gamma_upper;
-/** loggamma_upper(a, x) = log Γ(a, x) (SpecialFunctions' loggamma(a, x)), a > 0, x >= 0;
- *  ∂/∂x = -x^(a-1) e^-x / Γ(a, x); ∂/∂a NotImplemented. */
+/** loggamma_upper(a, x) = log Γ(a, x) (SpecialFunctions' loggamma(a, x)) for any real a,
+ *  x >= 0; ∂/∂x = -x^(a-1) e^-x / Γ(a, x); ∂/∂a NotImplemented. */
 CR_API extern const cr_value cr_fn_loggamma_upper;
+/** expint2(ν, x) = E_ν(x) = ∫_1^∞ e^(-xt) t^(-ν) dt (SpecialFunctions' expint(ν, z)) for a
+ *  real order ν (|ν| <= 100000) and x >= 0 (E_ν(0) = 1/(ν-1) for ν > 1, +inf otherwise), or
+ *  any x != 0 for an integer ν <= 0 (real there; complex for x < 0 otherwise: NaN).
+ *  ∂/∂x = -E_(ν-1)(x); ∂/∂ν NotImplemented (NoTangent for an integer-kind order). */
+CR_API extern const cr_value cr_fn_expint2;
+/** expintx2(ν, x) = e^x E_ν(x) (SpecialFunctions' expintx(ν, z)), finite where E_ν
+ *  underflows; ∂/∂x = Ω - expintx2(ν-1, x); ∂/∂ν NotImplemented. */
+CR_API extern const cr_value cr_fn_expintx2;
 
 /* ---- The C functions ------------------------------------------------------------------ */
 
@@ -308,10 +318,16 @@ CR_API cr_complex cr_sf_hankelh2(double nu, double x);
 CR_API cr_complex cr_sf_hankelh1x(double nu, double x);
 /** H2_ν(x) e^(ix), x > 0. */
 CR_API cr_complex cr_sf_hankelh2x(double nu, double x);
-/** The upper incomplete gamma function Γ(a, x) = Γ(a) Q(a, x), a > 0, x >= 0. */
+/** The upper incomplete gamma function Γ(a, x): Γ(a) Q(a, x) for a > 0, x >= 0; for a <= 0,
+ *  x > 0 (+inf at 0) Legendre's continued fraction above x = 1 and below it the power series
+ *  at a + m in (-1/2, 1/2] and the recurrence down to a (NaN for a < -100000 there). */
 CR_API double cr_sf_gamma_upper(double a, double x);
-/** log Γ(a, x), a > 0, x >= 0 (finite where Γ(a, x) overflows). */
+/** log Γ(a, x) for real a, x >= 0 (finite where Γ(a, x) overflows or underflows). */
 CR_API double cr_sf_loggamma_upper(double a, double x);
+/** The generalised exponential integral E_ν(x) of real order (see cr_fn_expint2). */
+CR_API double cr_sf_expint2(double nu, double x);
+/** e^x E_ν(x) (see cr_fn_expintx2). */
+CR_API double cr_sf_expintx2(double nu, double x);
 
 CR_END_DECLS
 

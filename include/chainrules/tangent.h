@@ -11,7 +11,7 @@
  * | CR_TAN_F64/F32    | natural real tangent  | double / float (precision is kept)   |
  * | CR_TAN_C128       | natural complex       | cr_complex                           |
  * | CR_TAN_ARRAY      | natural array tangent | cr_array * (arena or caller memory)  |
- * | CR_TAN_STRUCT     | Tangent{P}            | type descriptor + field tangents     |
+ * | CR_TAN_STRUCT     | Tangent{P}, Mutable…  | type descriptor + field tangents     |
  * | CR_TAN_THUNK      | Thunk / Inplaceable…  | cr_thunk * (memoised)                |
  * | CR_TAN_NOTIMPL    | NotImplemented        | const cr_notimpl * (file, line, msg) |
  *
@@ -55,6 +55,8 @@ typedef enum cr_tag {
 
 struct cr_thunk;
 struct cr_tangent;
+struct cr_config;
+struct cr_pullback;
 
 /** Information carried by a NotImplemented tangent. */
 typedef struct cr_notimpl {
@@ -311,6 +313,140 @@ CR_API cr_status cr_tangent_copy(cr_arena *arena, cr_tangent t, cr_tangent *out)
  * Thunks are unthunked. Used by tests and the rule tester.
  */
 CR_API bool cr_tangent_isapprox(cr_tangent a, cr_tangent b, double rtol, double atol);
+
+/* ---- MutableTangent ------------------------------------------------------------------- */
+
+/**
+ * `MutableTangent{P}(; fields...)`: the tangent of a mutable struct (docs/tangents.md). It
+ * is a structural tangent (CR_TAN_STRUCT, so the algebra, projection and testers read it as
+ * Tangent{P}) whose field list is its own, with every field present (those not given are
+ * ZeroTangent), and which cr_mutable_tangent_setfield() updates in place: every copy of
+ * the cr_tangent sees the change, as every reference to a Julia MutableTangent does.
+ * Results of the algebra (x + y, add!! of two structs) are new structural tangents.
+ * @param[in]  arena  where the field list is allocated.
+ * @param[in]  type   the primal type.
+ * @param[in]  names  n field names, or NULL for positional values (tuples).
+ * @param[in]  values n tangents (copied), each fitting its field's kind.
+ * @param[in]  n      number of fields given.
+ * @param[out] out    the MutableTangent.
+ * @return CR_OK; CR_EINVAL (unknown or repeated name, n > nfields); CR_ETANGENT (a value
+ *         that does not fit its field, e.g. a complex tangent for an f64 field);
+ *         allocation statuses.
+ */
+CR_API cr_status cr_mutable_tangent(cr_arena *arena, const cr_type *type, const char *const *names,
+                                    const cr_tangent *values, size_t n, cr_tangent *out);
+
+/**
+ * The zero MutableTangent of a struct value: cr_tangent_zero_of() (0.0 for real fields,
+ * zero-filled writable arrays, NoTangent for integer, bool and function fields), which is
+ * a new field list with every field present.
+ * @return CR_OK; CR_EINVAL (NULL, not a struct, a struct without fields); allocation
+ *         statuses.
+ */
+CR_API cr_status cr_mutable_tangent_zero_of(cr_arena *arena, const cr_value *primal,
+                                            cr_tangent *out);
+
+/**
+ * `setproperty!(mt, i, v)`: field i of a MutableTangent becomes v, in place.
+ * @param[in] arena where errors are recorded.
+ * @param[in] mt    the MutableTangent (a structural tangent with a field list).
+ * @param[in] i     the field (0-based).
+ * @param[in] v     its new tangent (ZeroTangent, NoTangent, a thunk, NotImplemented, or a
+ *                  tangent of the field's kind: a real or complex number for f64/f32 and
+ *                  c128 fields (complex only for c128), an array, a structural tangent of
+ *                  the field's type).
+ * @return CR_OK; CR_ETANGENT (mt is not a MutableTangent: ZeroTangent or an all-absent
+ *         Tangent has no field list; v does not fit the field); CR_EINVAL (i out of range).
+ */
+CR_API cr_status cr_mutable_tangent_setfield(cr_arena *arena, cr_tangent mt, size_t i,
+                                             cr_tangent v);
+
+/**
+ * `setproperty!(mt, name, v)`: cr_mutable_tangent_setfield() by field name.
+ * @return as cr_mutable_tangent_setfield(); CR_EINVAL for an unknown name.
+ */
+CR_API cr_status cr_mutable_tangent_setproperty(cr_arena *arena, cr_tangent mt, const char *name,
+                                                cr_tangent v);
+
+/**
+ * `mt.i = add!!(mt.i, v)` in place: how reverse mode accumulates a field's cotangent into
+ * the adjoint of a mutable struct (an array field's buffer is added into when it is an
+ * inplaceable destination).
+ * @return as cr_mutable_tangent_setfield(); statuses of cr_tangent_accum().
+ */
+CR_API cr_status cr_mutable_tangent_accumfield(cr_arena *arena, cr_tangent mt, size_t i,
+                                               cr_tangent v);
+
+/**
+ * Every field of a MutableTangent becomes that of t, in place: t a structural tangent of
+ * the same type (absent fields become ZeroTangent) or a zero (every field becomes it).
+ * Reverse mode uses it to replace the adjoint of a struct after a call by the adjoint
+ * before it (the pullback of cr_fn_setfield_bang).
+ * @return CR_OK; CR_ETANGENT (mt not a MutableTangent, t of another type or a field that
+ *         does not fit); a thunk's status.
+ */
+CR_API cr_status cr_mutable_tangent_assign(cr_arena *arena, cr_tangent mt, cr_tangent t);
+
+/**
+ * `getfield(obj, i)`: field i (0-based, an integer; Julia's 1-based index or name is
+ * i - 1 or cr_type_field_index()) of a described struct. Rules: ẏ = ȯbj.i; the pullback
+ * gives obj the structural cotangent with field i = ȳ (others absent), i NoTangent. An
+ * array or struct field is returned as a view into obj (borrowed, as obj is).
+ */
+CR_API extern const cr_value cr_fn_getfield;
+
+/**
+ * `setfield!(obj, i, x)`. As every mutating function's rule (rules_array.h) it does not
+ * write through its argument: it returns the *new contents* of obj, a copy with field i
+ * set to x (x converted to the field's kind: a real number for f64/f32 fields, real or
+ * complex for c128, an integer or bool for integer fields, a bool for bool fields, a
+ * struct of the field's type, an array, a function). Rules: ẏ = ȯbj with field i set to ẋ
+ * (a new field list); the pullback gives ōbj = ȳ with field i zeroed (the old value never
+ * reaches the result) and x̄ = ȳ.i (real for a real x, NoTangent for an integer).
+ * cr_setfield_frule() and cr_setfield_rrule() apply it in place.
+ */
+CR_API extern const cr_value cr_fn_setfield_bang;
+
+/**
+ * ChainRulesCore's `construct(T, fields...)`: a struct of type T from its field values in
+ * order, bypassing any constructor. C has no type values, so T is given by any value of
+ * the type (`construct(like, x0, x1, ...)`; its contents are not read and its cotangent is
+ * NoTangent). Values are converted as setfield! converts them. Rules: ẏ = Tangent{T} of
+ * the fields' tangents; the pullback gives each field value ȳ.k.
+ */
+CR_API extern const cr_value cr_fn_construct;
+
+/**
+ * Run the frule of setfield!(obj, i, x) in place: args = {obj, i, x}, dargs = {∂self,
+ * ȯbj, ∂i, ẋ}. obj's struct (args[0].u.obj.ptr, the caller's memory) gets field i = x,
+ * and its MutableTangent ȯbj (dargs[1]) field i = ẋ (`setproperty!(ȯbj, i, ẋ)`, as in
+ * ChainRulesCore's frule of setfield!).
+ * @param[in] cfg   configuration, or NULL.
+ * @param[in] arena scratch and errors.
+ * @param[in,out] args  3 arguments; the struct of args[0] is written.
+ * @param[in,out] dargs 4 tangents; the MutableTangent dargs[1] is written.
+ * @param[in] nargs 3.
+ * @return CR_OK; CR_EINVAL (bad arguments, nargs); CR_ETANGENT (dargs[1] not a
+ *         MutableTangent of obj's type); the rule's status (then nothing is written).
+ */
+CR_API cr_status cr_setfield_frule(const struct cr_config *cfg, cr_arena *arena,
+                                   const cr_value *args, const cr_tangent *dargs, size_t nargs);
+
+/**
+ * Run the rrule of setfield!(obj, i, x) in place: obj's struct gets field i = x. The
+ * pullback takes the adjoint of obj *after* the call (its MutableTangent M) and gives the
+ * cotangents before it: dx[1] is M with field i zeroed, dx[3] = M.i for x. Reverse mode
+ * then replaces M's fields with dx[1] (cr_mutable_tangent_assign()) and accumulates dx[3]
+ * into x's adjoint. The pullback does not read obj, so overwriting it is safe.
+ * @param[in] cfg   configuration, or NULL.
+ * @param[in] arena scratch, the pullback's environment and errors.
+ * @param[in,out] args 3 arguments; the struct of args[0] is written.
+ * @param[in] nargs 3.
+ * @param[out] pb   the pullback.
+ * @return CR_OK; CR_EINVAL; the rule's status (then nothing is written).
+ */
+CR_API cr_status cr_setfield_rrule(const struct cr_config *cfg, cr_arena *arena,
+                                   const cr_value *args, size_t nargs, struct cr_pullback *pb);
 
 CR_END_DECLS
 

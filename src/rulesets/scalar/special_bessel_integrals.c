@@ -1291,6 +1291,9 @@ typedef struct order2_fn {
 #define BESSEL_ORDER_INFO                                                               \
     "the derivative of a Bessel function with respect to its order is not implemented " \
     "(as in SpecialFunctions.jl)"
+#define EXPINT_ORDER_INFO                                                                      \
+    "the derivative of the exponential integral with respect to its order is not implemented " \
+    "(SpecialFunctions.jl issue 321)"
 #define GAMMA_UPPER_INFO                                                                    \
     "the derivative of the incomplete gamma function with respect to a is not implemented " \
     "(SpecialFunctions.jl issue 317)"
@@ -1372,9 +1375,12 @@ static cr_complex hankelh2x_dx(double nu, double x, cr_complex y)
     return (cr_sf_hankelh2x(nu - 1, x) - cr_sf_hankelh2x(nu + 1, x)) / 2 + cr__cplx(0.0, 1.0) * y;
 }
 
-/* gamma(a, x) = Gamma(a) Q(a, x), the upper incomplete gamma function, a > 0. */
+/* gamma(a, x) = Gamma(a) Q(a, x), the upper incomplete gamma function, for a > 0 (a <= 0:
+ * special_gamma_erf.c). */
 double cr_sf_gamma_upper(double a, double x)
 {
+    if (a <= 0)
+        return cr__sf_gamma_upper_nonpos(a, x);
     double q;
     cr_sf_gamma_inc(a, x, NULL, &q);
     if (isnan(q))
@@ -1389,6 +1395,8 @@ double cr_sf_gamma_upper(double a, double x)
 /* log Gamma(a, x) = log Gamma(a) + log Q(a, x), a > 0 (finite where Gamma(a, x) overflows). */
 double cr_sf_loggamma_upper(double a, double x)
 {
+    if (a <= 0)
+        return cr__sf_loggamma_upper_nonpos(a, x);
     double q;
     cr_sf_gamma_inc(a, x, NULL, &q);
     if (isnan(q))
@@ -1401,16 +1409,32 @@ double cr_sf_loggamma_upper(double a, double x)
 static double gamma_upper_dx(double a, double x, double y)
 {
     (void)y;
+    if (a <= 0) /* no Gamma(a) to divide out (it is infinite at the non-positive integers) */
+        return -exp((a - 1) * log(x) - x);
     return -tgamma(a) * cr__sf_gamma_inc_dx(a, x);
 }
 
 /* d log Gamma(a, x)/dx = -x^(a-1) e^-x / Gamma(a, x) = -(dP/dx)/Q */
 static double loggamma_upper_dx(double a, double x, double y)
 {
-    (void)y;
+    if (a <= 0) /* y = log Gamma(a, x) */
+        return -exp((a - 1) * log(x) - x - y);
     double q;
     cr_sf_gamma_inc(a, x, NULL, &q);
     return -cr__sf_gamma_inc_dx(a, x) / q;
+}
+
+/* d E_nu(x)/dx = -E_(nu-1)(x) (DLMF 8.19.13) */
+static double expint2_dx(double nu, double x, double y)
+{
+    (void)y;
+    return -cr_sf_expint2(nu - 1, x);
+}
+
+/* d (e^x E_nu(x))/dx = Ω - e^x E_(nu-1)(x) */
+static double expintx2_dx(double nu, double x, double y)
+{
+    return y - cr_sf_expintx2(nu - 1, x);
 }
 
 #define BESSEL_FN(NAME, F, DX)                                               \
@@ -1439,6 +1463,10 @@ static const order2_fn k_order2[] = {
      "gamma_upper_pullback", false},
     {"loggamma_upper", cr_sf_loggamma_upper, loggamma_upper_dx, NULL, NULL, GAMMA_UPPER_INFO,
      "loggamma_upper_pullback", false},
+    {"expint2", cr_sf_expint2, expint2_dx, NULL, NULL, EXPINT_ORDER_INFO, "expint2_pullback",
+     false},
+    {"expintx2", cr_sf_expintx2, expintx2_dx, NULL, NULL, EXPINT_ORDER_INFO, "expintx2_pullback",
+     false},
 };
 #define N_ORDER2 (sizeof k_order2 / sizeof k_order2[0])
 
@@ -1638,16 +1666,21 @@ ORDER2_FUNCTION(hankelh1x, 10)
 ORDER2_FUNCTION(hankelh2x, 11)
 ORDER2_FUNCTION(gamma_upper, 12)
 ORDER2_FUNCTION(loggamma_upper, 13)
+ORDER2_FUNCTION(expint2, 14)
+ORDER2_FUNCTION(expintx2, 15)
 
 static const cr_function *const k_order2_fns[N_ORDER2] = {
-    &besselj_function,     &bessely_function,       &besseli_function,   &besselk_function,
-    &besselix_function,    &besselkx_function,      &besseljx_function,  &besselyx_function,
-    &hankelh1_function,    &hankelh2_function,      &hankelh1x_function, &hankelh2x_function,
-    &gamma_upper_function, &loggamma_upper_function};
+    &besselj_function,     &bessely_function,        &besseli_function,   &besselk_function,
+    &besselix_function,    &besselkx_function,       &besseljx_function,  &besselyx_function,
+    &hankelh1_function,    &hankelh2_function,       &hankelh1x_function, &hankelh2x_function,
+    &gamma_upper_function, &loggamma_upper_function, &expint2_function,   &expintx2_function};
 
 /* Test registrations: orders in [-2.5, 3.5] (real, negative ones included) and x in
  * [0.3, 12]; hard points at the method switches (x = 2, x = 25 = the Hankel expansion,
- * half-integer and integer orders, order 0). gamma(a, x): a in [0.3, 6], x in [0.1, 8]. */
+ * half-integer and integer orders, order 0). gamma(a, x): a in [-4.5, 6], x in [0.1, 8], hard
+ * points at a = 0 and the negative integers and across x = 1 (where a <= 0 changes method).
+ * E_nu(x): nu in [-2.5, 4.5], x in [0.05, 6], hard points across x = 1, at nu = 1, at the
+ * ends of [1/2, 3/2] where the recurrence starts, and at integers nu <= 0. */
 static const double k_bes_lo[] = {-2.5, 0.3}, k_bes_hi[] = {3.5, 12.0};
 static const double k_bes_pts[] = {0.0, 1.0,       0.5, 1.999, 0.5,  2.001, 2.0,  25.0, -1.5,
                                    3.0, 1.0 / 3.0, 0.7, -0.25, 24.9, 4.0,   30.0, 0.0,  0.01};
@@ -1655,12 +1688,22 @@ static const cr_rule_test k_bes_test = {.lo = k_bes_lo,
                                         .hi = k_bes_hi,
                                         .points = k_bes_pts,
                                         .npoints = sizeof k_bes_pts / sizeof k_bes_pts[0] / 2};
-static const double k_gu_lo[] = {0.3, 0.1}, k_gu_hi[] = {6.0, 8.0};
-static const double k_gu_pts[] = {1.0, 1.0, 0.5, 0.3, 3.0, 20.0, 10.0, 9.5};
+static const double k_gu_lo[] = {-4.5, 0.1}, k_gu_hi[] = {6.0, 8.0};
+static const double k_gu_pts[] = {1.0,  1.0,   0.5,  0.3,   3.0,  20.0,  10.0, 9.5,
+                                  0.0,  0.5,   -1.0, 0.999, -1.0, 1.001, -2.5, 0.3,
+                                  -0.5, 0.999, -3.0, 4.0,   -0.3, 0.05};
 static const cr_rule_test k_gu_test = {.lo = k_gu_lo,
                                        .hi = k_gu_hi,
                                        .points = k_gu_pts,
                                        .npoints = sizeof k_gu_pts / sizeof k_gu_pts[0] / 2};
+
+static const double k_en_lo[] = {-2.5, 0.05}, k_en_hi[] = {4.5, 6.0};
+static const double k_en_pts[] = {1.0, 0.5, 1.0, 2.0,   0.5, 0.999, 1.5,  1.001, 1.5,  0.2,
+                                  2.0, 0.7, 3.7, 0.999, 0.0, 0.3,   -2.0, 0.7,   -0.5, 3.0};
+static const cr_rule_test k_en_test = {.lo = k_en_lo,
+                                       .hi = k_en_hi,
+                                       .points = k_en_pts,
+                                       .npoints = sizeof k_en_pts / sizeof k_en_pts[0] / 2};
 
 cr_status cr__special_register_bessel_integrals(cr_registry *reg)
 {
@@ -1678,7 +1721,9 @@ cr_status cr__special_register_bessel_integrals(cr_registry *reg)
         d.frule = order2_frule;
         d.rrule = order2_rrule;
         d.udata = &k_order2[i];
-        d.test = k_order2[i].bessel ? &k_bes_test : &k_gu_test;
+        d.test = k_order2[i].bessel                            ? &k_bes_test
+                 : strncmp(k_order2[i].name, "expint", 6) == 0 ? &k_en_test
+                                                               : &k_gu_test;
         cr_status st = cr_registry_add(reg, &d);
         if (st != CR_OK)
             return st;

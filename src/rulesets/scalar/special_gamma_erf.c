@@ -676,6 +676,153 @@ double cr_sf_expint(double x)
     return exp(-x) / cf_backward(x + 1, expint_cf_an, 0, 40 + (int)(120 / x));
 }
 
+/* ---- Gamma(a, x) for a <= 0 and E_nu(x) of real order (DLMF 8.2, 8.4, 8.19) ------------ */
+
+/* The largest |a| (|nu|) of the recurrences below, which take time proportional to it. */
+#define UPPER_ORDER_MAX 100000.0
+
+/* Gamma(a, x) = x^a e^-x / cf: Legendre's continued fraction (DLMF 8.9.2), any real a,
+ * x > 1 (where it converges fast for every a <= 1). */
+static double upper_cf(double a, double x)
+{
+    return cf_backward(x + 1 - a, gamma_cf_an, a, 32);
+}
+
+/* Gamma(a, x) for 0 < |a| <= 1/2 and 0 < x <= 1, from gamma(a, x) = x^a sum_(n>=0)
+ * (-x)^n/(n!(a+n)) (DLMF 8.7.1) written without the 1/a of its n = 0 term:
+ * Gamma(a, x) = Gamma(1+a) (1 - x^a/Gamma(1+a))/a - x^a sum_(n>=1) (-x)^n/(n!(a+n)),
+ * 1 - x^a/Gamma(1+a) = -expm1(a ln x - lnGamma(1+a)) with lnGamma(1+a) from its Taylor
+ * series: nothing cancels as a -> 0, where the first term tends to -gamma - ln x (E1). */
+static double upper_small(double a, double x)
+{
+    double lg = lgamma1p(a), l = a * log(x);
+    double u = -expm1(l - lg);
+    double s = 0, t = 1;
+    for (int n = 1; n < 200; n++) {
+        t *= -x / n;
+        double term = t / (a + n);
+        s += term;
+        if (fabs(term) < 1e-17 * fabs(s))
+            break;
+    }
+    return exp(lg) * (u / a) - exp(l) * s;
+}
+
+double cr__sf_gamma_upper_nonpos(double a, double x)
+{
+    if (isnan(a) || isnan(x) || a > 0 || x < 0)
+        return NAN_D;
+    if (x == 0)
+        return INF; /* the integral diverges at 0 for a <= 0 */
+    if (x == INF)
+        return 0;
+    if (x > 1) {
+        /* x^a e^-x: pow and exp are each correctly rounded to within an ulp, where
+         * exp(a ln x - x) would turn the rounding of its argument into |a ln x| ulps */
+        double p = pow(x, a) * exp(-x);
+        if (!(p > 0 && isfinite(p)))
+            p = exp(a * log(x) - x);
+        return p / upper_cf(a, x);
+    }
+    if (a == 0)
+        return cr_sf_expint(x);
+    if (a < -UPPER_ORDER_MAX)
+        return NAN_D;
+    /* from a0 = a + m in (-1/2, 1/2] down to a: Gamma(b-1, x) = (Gamma(b, x) -
+     * x^(b-1) e^-x)/(b-1) (DLMF 8.8.2), whose relative errors shrink at each step for
+     * x <= 1 (the new value is at least x^(b-1)e^-x/(x-b+2), the term subtracted less) */
+    double m = ceil(-a - 0.5), a0 = a + m; /* exact: Sterbenz */
+    double g = a0 == 0 ? cr_sf_expint(x) : upper_small(a0, x), emx = exp(-x);
+    for (double b = a0; b > a + 0.5; b -= 1)
+        g = (g - pow(x, b - 1) * emx) / (b - 1); /* an overflow of pow is Gamma(a, x)'s */
+    return g;
+}
+
+double cr__sf_loggamma_upper_nonpos(double a, double x)
+{
+    if (!(a <= 0) || !(x > 1) || x == INF)
+        return log(cr__sf_gamma_upper_nonpos(a, x));
+    return a * log(x) - x - log(upper_cf(a, x)); /* finite where Gamma(a, x) underflows */
+}
+
+/* a_n = -n (n - 1 + nu): the fraction of E_nu(x) = e^-x / (x + nu + a_1/(x + nu + 2 +
+ * ...)), Legendre's fraction of Gamma(1 - nu, x) times x^(nu-1) (DLMF 8.19.17). */
+static double expint_nu_an(double n, double nu)
+{
+    return -n * (n - 1 + nu);
+}
+
+/* E_nu(x) = x^(nu-1) Gamma(1-nu, x) (DLMF 8.19.1), times e^x when scaled. */
+static double expint_nu(double nu, double x, bool scaled)
+{
+    if (isnan(nu) || isnan(x))
+        return NAN_D;
+    bool negint = nu <= 0 && nu == floor(nu);
+    if (x == 0) /* DLMF 8.19.6; divergent for nu <= 1 */
+        return nu > 1 ? 1 / (nu - 1) : INF;
+    if (x < 0 && !negint) /* complex there */
+        return NAN_D;
+    if (!(fabs(nu) <= UPPER_ORDER_MAX))
+        return NAN_D;
+    if (x == INF)
+        return 0;
+    double ex = scaled ? 1 : exp(-x); /* the factor e^-x, 1 when scaled */
+    if (negint) {
+        /* E_0 = e^-x/x, E_(-k) = (e^-x + k E_(-k+1))/x (DLMF 8.19.12): for x > 0 positive
+         * terms; for x < 0 the closed form n! x^(-n-1) e^-x e_n(x) (DLMF 8.19.7) summed in
+         * this order */
+        double e = ex / x;
+        for (double k = 1; k <= -nu; k += 1)
+            e = (ex + k * e) / x;
+        return e;
+    }
+    /* x > a + 1 (b0 = x + nu > 2), or nu >= 12 at any x > 0 (at most 512 levels; the
+     * recurrence below would take nu steps): the fraction converges fast */
+    if ((x > 1 && x > 2 - nu) || nu >= 12)
+        return ex / cf_backward(x + nu, expint_nu_an, nu, 32);
+    if (nu == 1)
+        return scaled ? cr_sf_expintx(x) : cr_sf_expint(x);
+    if (nu < -0.5 && (scaled || x < 700)) {
+        /* down from nu0 = nu + m in (-1/2, 1/2]: E_(k-1) = (e^-x + (1-k) E_k)/x (DLMF
+         * 8.19.12), a sum of positive terms at every step (where Gamma(1-nu) from the C
+         * library's tgamma would cost a few ulps) */
+        double m = ceil(-nu - 0.5), nu0 = nu + m; /* exact: Sterbenz */
+        double e = expint_nu(nu0, x, scaled);
+        for (double k = nu0; k > nu + 0.5; k -= 1)
+            e = (ex + (1 - k) * e) / x;
+        return e;
+    }
+    double sc = scaled ? exp(x) : 1; /* x <= 2 - nu: no overflow below nu = -700 */
+    if (nu < 0.5) {
+        /* a = 1 - nu > 1/2: Gamma(a) Q(a, x), in logarithms where Gamma(a) overflows (the
+         * fraction above loses digits to its negative b0 = x + nu here) */
+        double a = 1 - nu, g = cr_sf_gamma_upper(a, x), p = pow(x, nu - 1);
+        if (isfinite(g) && isfinite(p) && isfinite(sc) && g > 0 && p > 0)
+            return sc * p * g;
+        /* Q(a, x) >= about 1/2 for x <= a + 1: its logarithm is finite */
+        return exp((scaled ? x : 0) + (nu - 1) * log(x) + cr_sf_loggamma_upper(a, x));
+    }
+    /* x <= 1; nu0 = nu - m in [1/2, 3/2], then upward: E_(k+1) = (e^-x - x E_k)/k (DLMF 8.19.12);
+     * for x <= 1 the subtraction loses at most a factor (x + k + 1)/k and the relative
+     * error of E_k shrinks at each step */
+    double m = nu > 1.5 ? ceil(nu - 1.5) : 0, nu0 = nu - m;
+    double e = nu0 == 1 ? cr_sf_expint(x) : pow(x, nu0 - 1) * upper_small(1 - nu0, x);
+    double emx = exp(-x);
+    for (double k = nu0; k < nu - 0.5; k += 1)
+        e = (emx - x * e) / k;
+    return sc * e;
+}
+
+double cr_sf_expint2(double nu, double x)
+{
+    return expint_nu(nu, x, false);
+}
+
+double cr_sf_expintx2(double nu, double x)
+{
+    return expint_nu(nu, x, true);
+}
+
 /* ==== Rules ================================================================================ */
 
 /* Sampling boxes of the rule tester: inside each function's domain, away from poles. */

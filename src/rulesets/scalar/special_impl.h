@@ -33,6 +33,11 @@ CR_INTERNAL double cr__sf_erfcx_deriv(double x, double y);
 /* dP(a, x)/dx = x^(a-1) e^-x / Gamma(a), with its limits at x = 0. */
 CR_INTERNAL double cr__sf_gamma_inc_dx(double a, double x);
 
+/* Gamma(a, x) and log Gamma(a, x) for a <= 0, x >= 0 (+inf at x = 0; NaN for a > 0, x < 0
+ * or a < -100000 with x <= 1, where the recurrence would take too long). */
+CR_INTERNAL double cr__sf_gamma_upper_nonpos(double a, double x);
+CR_INTERNAL double cr__sf_loggamma_upper_nonpos(double a, double x);
+
 /* A real argument (f64, f32, integer, bool) as a double; CR_EINVAL naming `name` and the
  * argument's position j for other kinds. */
 CR_INTERNAL cr_status cr__sf_arg_real(cr_arena *arena, const char *name, const cr_value *v,
