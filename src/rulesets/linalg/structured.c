@@ -607,7 +607,9 @@ static cr_status sample_matrix(cr_arena *arena, uint64_t *rng, cr_value *args, s
         CR_MAT_UNIT_UPPER,  CR_MAT_UNIT_LOWER,     CR_MAT_SYMMETRIC_LOWER, CR_MAT_HERMITIAN_LOWER,
         CR_MAT_DIAGONAL};
     cr_matstruct t = s[cr__rng_below(rng, sizeof s / sizeof s[0])];
-    size_t n = 1 + cr__rng_below(rng, 4), shape[2] = {n, t == CR_MAT_DENSE ? n + 1 : n};
+    /* (a 1 x 1 unit triangle has no free entry, yet its cotangent is a zero array) */
+    size_t n = (cr__struct_unit((uint8_t)t) ? 2 : 1) + cr__rng_below(rng, 4);
+    size_t shape[2] = {n, t == CR_MAT_DENSE ? n + 1 : n};
     cr_array *A;
     cr_status st = cr__rand_array(arena, rng, cr__rng_dtype(rng), 2, shape, -1.5, 1.5, &A);
     if (st != CR_OK)
