@@ -448,7 +448,16 @@ static void test_generic_rules(void **state)
             check_point(fx, &cr_fn_solve, mv, 2, what);
             check_point(fx, &cr_fn_det, one, 1, what);
             check_point(fx, &cr_fn_logdet, one, 1, what);
+            check_point(fx, &cr_fn_logabsdet, one, 1, what);
+            check_point(fx, &cr_fn_matinv, one, 1, what);
             check_point(fx, &cr_fn_tr, one, 1, what);
+            if (s == CR_MAT_SYMMETRIC_LOWER || s == CR_MAT_HERMITIAN_LOWER) {
+                /* positive definite (diagonally dominant): the upper triangle read */
+                check_point(fx, &cr_fn_cholesky, one, 1, what);
+                check_point(fx, &cr_fn_eigvals, one, 1, what);
+                same_as_dense(fx, &cr_fn_eigvals, one, 1, 0, D, what);
+                same_as_dense(fx, &cr_fn_cholesky, one, 1, 0, D, what);
+            }
             check_point(fx, &cr_fn_transpose, one, 1, what);
             check_point(fx, &cr_fn_adjoint, one, 1, what);
             check_point(fx, &cr_fn_broadcast, pm, 3, what);
@@ -460,6 +469,7 @@ static void test_generic_rules(void **state)
             same_as_dense(fx, &cr_fn_det, one, 1, 0, D, what);
             same_as_dense(fx, &cr_fn_logdet, one, 1, 0, D, what);
             same_as_dense(fx, &cr_fn_tr, one, 1, 0, D, what);
+            same_as_dense(fx, &cr_fn_matinv, one, 1, 0, D, what);
             same_as_dense(fx, &cr_fn_transpose, one, 1, 0, D, what);
             same_as_dense(fx, &cr_fn_adjoint, one, 1, 0, D, what);
             same_as_dense(fx, &cr_fn_broadcast, pm, 3, 1, D, what);
