@@ -166,8 +166,8 @@ bool cr_project_fits(const cr_project *p, cr_tangent dx)
             return true;
         if (dx.tag != CR_TAN_ARRAY || !shape_matches(p, dx.u.arr) || dx.u.arr->dtype != p->dtype)
             return false;
-        if (p->structure == CR_MAT_DENSE)
-            return true;
+        if (p->structure == CR_MAT_DENSE) /* a unit-tagged dx is projected to its dense value */
+            return !cr__struct_unit(dx.u.arr->structure);
         return struct_fits(p, dx.u.arr);
     }
     case P_STRUCT:

@@ -303,6 +303,22 @@ static void test_projection(void **state)
     assert_int_equal(cr_project_apply(fx->arena, pr, cr_tangent_array(&G), &out), CR_OK);
     ASSERT_DBL(creal(cr_array_get_linear(out.u.arr, 0)), 0.0);
     ASSERT_DBL(creal(cr_array_get_linear(out.u.arr, 1)), g[1]);
+    /* A unit-tagged tangent of a dense primal is projected to its dense value (diagonal 1). */
+    double q[16] = {0};
+    cr_array Q = cr_array_matrix(q, 4, 4);
+    cr_value qv = cr_value_array(&Q);
+    cr_project *pq;
+    assert_int_equal(cr_project_new(fx->arena, &qv, &pq), CR_OK);
+    G.structure = CR_MAT_UNIT_LOWER;
+    assert_false(cr_project_fits(pq, cr_tangent_array(&G)));
+    assert_int_equal(cr_project_apply(fx->arena, pq, cr_tangent_array(&G), &out), CR_OK);
+    assert_int_equal(out.u.arr->structure, CR_MAT_DENSE);
+    for (size_t k = 0; k < 16; k++)
+        ASSERT_DBL(creal(cr_array_get_linear(out.u.arr, k)), k % 5 == 0      ? 1.0
+                                                             : k / 4 > k % 4 ? g[k]
+                                                                             : 0.0);
+    G.structure = CR_MAT_TRIDIAGONAL; /* other structured tangents of a dense primal stay */
+    assert_true(cr_project_fits(pq, cr_tangent_array(&G)));
     /* The zero tangent of a unit triangle is an Upper array. */
     cr_tangent z;
     assert_int_equal(cr_tangent_zero_of(fx->arena, &pv, &z), CR_OK);
