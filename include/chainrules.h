@@ -42,6 +42,7 @@
 #include "chainrules/rules_math.h"
 #include "chainrules/rules_sparse.h"
 #include "chainrules/rules_special.h"
+#include "chainrules/rules_structured.h"
 #include "chainrules/scalar_rule.h"
 #include "chainrules/status.h"
 #include "chainrules/tangent.h"

@@ -16,6 +16,27 @@
  * - CR_MAT_UPPER, CR_MAT_LOWER store a full matrix of which only the triangle is read;
  *   the other triangle is logically zero whatever the memory holds.
  *
+ * The banded and unit-diagonal structures (Julia's Tridiagonal, SymTridiagonal, Bidiagonal,
+ * UnitUpperTriangular, UnitLowerTriangular) and the lower-triangle Symmetric/Hermitian
+ * (`Symmetric(A, :L)`) follow the same convention: a full n x n matrix with any strides, of
+ * which only the entries named below are read; every other entry is logically zero (or
+ * mirrored) whatever the memory holds. The band is thus addressed as A(i, j), with no
+ * compact storage:
+ * - CR_MAT_TRIDIAGONAL reads the entries with |i - j| <= 1 (dl = A(i+1, i), d = A(i, i),
+ *   du = A(i, i+1)).
+ * - CR_MAT_SYMTRIDIAGONAL reads the diagonal and A(i, i+1); A(i+1, i) is A(i, i+1) (a
+ *   symmetric matrix, also for complex entries: no conjugation, as Julia's SymTridiagonal).
+ * - CR_MAT_BIDIAG_UPPER reads A(i, i) and A(i, i+1); CR_MAT_BIDIAG_LOWER A(i, i) and A(i+1, i).
+ * - CR_MAT_UNIT_UPPER, CR_MAT_UNIT_LOWER read the strict triangle; the diagonal is 1 and is
+ *   not read. Their tangents are CR_MAT_UPPER / CR_MAT_LOWER arrays with a zero diagonal
+ *   (the diagonal is not free), which is what projection (project.h) gives.
+ * - CR_MAT_SYMMETRIC_LOWER, CR_MAT_HERMITIAN_LOWER read the lower triangle (diagonal
+ *   included), the upper one mirrored (conjugate-mirrored, real diagonal, for Hermitian).
+ * Tangents of the band structures and of the lower-triangle Symmetric/Hermitian carry the
+ * structure of their primal; elementwise tangent algebra runs on their storage. A unit
+ * structure is not closed under addition or scaling: the tangent algebra (tangent.h) reads
+ * a unit-tagged array as its logical dense value.
+ *
  * @code
  * double w[6] = {1, 2, 3, 4, 5, 6};
  * cr_array W = cr_array_matrix(w, 2, 3);        // 2x3 row-major view, borrows w
@@ -43,12 +64,20 @@ typedef enum cr_dtype {
 
 /** Matrix structure tags. Append-only. */
 typedef enum cr_matstruct {
-    CR_MAT_DENSE = 0,     /**< General array. */
-    CR_MAT_DIAGONAL = 1,  /**< Diagonal matrix, only the diagonal stored. */
-    CR_MAT_SYMMETRIC = 2, /**< Symmetric; upper triangle read. */
-    CR_MAT_HERMITIAN = 3, /**< Hermitian; upper triangle read, diagonal real. */
-    CR_MAT_UPPER = 4,     /**< Upper triangular. */
-    CR_MAT_LOWER = 5      /**< Lower triangular. */
+    CR_MAT_DENSE = 0,            /**< General array. */
+    CR_MAT_DIAGONAL = 1,         /**< Diagonal matrix, only the diagonal stored. */
+    CR_MAT_SYMMETRIC = 2,        /**< Symmetric; upper triangle read. */
+    CR_MAT_HERMITIAN = 3,        /**< Hermitian; upper triangle read, diagonal real. */
+    CR_MAT_UPPER = 4,            /**< Upper triangular. */
+    CR_MAT_LOWER = 5,            /**< Lower triangular. */
+    CR_MAT_TRIDIAGONAL = 6,      /**< Tridiagonal; the three central diagonals read. */
+    CR_MAT_SYMTRIDIAGONAL = 7,   /**< Symmetric tridiagonal; diagonal and superdiagonal read. */
+    CR_MAT_BIDIAG_UPPER = 8,     /**< Upper bidiagonal; diagonal and superdiagonal read. */
+    CR_MAT_BIDIAG_LOWER = 9,     /**< Lower bidiagonal; diagonal and subdiagonal read. */
+    CR_MAT_UNIT_UPPER = 10,      /**< Unit upper triangular; strict upper triangle read. */
+    CR_MAT_UNIT_LOWER = 11,      /**< Unit lower triangular; strict lower triangle read. */
+    CR_MAT_SYMMETRIC_LOWER = 12, /**< Symmetric; lower triangle read. */
+    CR_MAT_HERMITIAN_LOWER = 13  /**< Hermitian; lower triangle read, diagonal real. */
 } cr_matstruct;
 
 /** Maximum number of dimensions. */

@@ -12,7 +12,11 @@
  * - arrays: the tangent is reshaped to the primal's shape (same element count) and
  *   converted to its element type; Diagonal keeps the diagonal of a dense tangent,
  *   Symmetric symmetrises ((dx + dxᵀ)/2), Hermitian takes (dx + dxᴴ)/2,
- *   UpperTriangular / LowerTriangular keep their triangle;
+ *   UpperTriangular / LowerTriangular keep their triangle; Tridiagonal and Bidiagonal keep
+ *   their band; SymTridiagonal keeps its band with the off-diagonal symmetrised
+ *   ((dx_{i,i+1} + dx_{i+1,i})/2); the lower-triangle Symmetric / Hermitian are projected as
+ *   the upper ones; UnitUpperTriangular / UnitLowerTriangular keep their strict triangle and
+ *   give an Upper / Lower tangent with a zero diagonal (the unit diagonal is not free);
  * - structs and tuples project field by field;
  * - ZeroTangent, NoTangent and NotImplemented pass through; a thunk gives a thunk that
  *   projects its value when unthunked.

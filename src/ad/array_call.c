@@ -1472,7 +1472,7 @@ static cr_status seed_arrays(cr_tape *t, const cr_avar *as, size_t na, const cr_
              * triangle; Diagonal: the diagonal), which is what finite differences of the
              * input's data see. */
             cr_array s = *w;
-            s.structure = like->structure;
+            s.structure = cr__matstruct_tangent(like->structure); /* a unit diagonal is fixed */
             if (like->structure == CR_MAT_DIAGONAL)
                 s.strides[0] = (ptrdiff_t)w->shape[1] + 1;
             st = cr__dense(t->arena, &s, cr__work(dt), &w);

@@ -94,7 +94,7 @@ static cr_status array_binary(cr_arena *arena, binop op, const cr_array *x, cons
     double sg = op == OP_ADD ? 1.0 : -1.0;
     cr_array *r;
     cr_status st;
-    if (x->structure == y->structure) {
+    if (x->structure == y->structure && !cr__struct_unit(x->structure)) {
         st = new_like(arena, x, dt, &r);
         if (st != CR_OK)
             return st;
@@ -136,8 +136,10 @@ static cr_status array_unary(cr_arena *arena, unop op, cr_complex s, const cr_ar
         dt = CR_DT_C128;
     cr_array *r;
     cr_status st;
-    if (op == UN_SCALE && cimag(s) != 0.0 && x->structure == CR_MAT_HERMITIAN) {
-        /* A complex multiple of a Hermitian matrix is not Hermitian. */
+    if (op == UN_SCALE &&
+        ((cimag(s) != 0.0 && cr__struct_herm(x->structure)) || cr__struct_unit(x->structure))) {
+        /* A complex multiple of a Hermitian matrix is not Hermitian, a multiple of a unit
+         * triangle not unit. */
         st = cr__densify(arena, x, dt, &r);
         if (st != CR_OK)
             return st;
@@ -506,7 +508,7 @@ cr_status cr_tangent_dot(cr_arena *arena, cr_tangent x, cr_tangent y, cr_tangent
 /* dest += y in place; dest is an inplaceable destination that can hold y. */
 static void add_into(cr_array *dest, const cr_array *y)
 {
-    if (dest->structure == y->structure) {
+    if (dest->structure == y->structure && !cr__struct_unit(y->structure)) {
         size_t n = cr_array_nstored(dest);
         if (n == 0)
             return;
@@ -547,7 +549,8 @@ static bool fits_into(const cr_array *dest, const cr_array *y)
         return false;
     if (!cr_dtype_is_float((cr_dtype)y->dtype))
         return false;
-    return dest->structure == CR_MAT_DENSE || dest->structure == y->structure;
+    return dest->structure == CR_MAT_DENSE ||
+           (dest->structure == y->structure && !cr__struct_unit(y->structure));
 }
 
 /* Whether two descriptors describe the same view: their fields, not their bytes (the
@@ -701,6 +704,7 @@ cr_status cr_tangent_zero_of(cr_arena *arena, const cr_value *primal, cr_tangent
         cr_status st = new_like(arena, primal->u.arr, (cr_dtype)primal->u.arr->dtype, &r);
         if (st != CR_OK)
             return st;
+        r->structure = cr__matstruct_tangent(r->structure); /* a unit triangle: Upper/Lower */
         *out = cr_tangent_array(r);
         return CR_OK;
     }

@@ -49,6 +49,22 @@ const char *cr_matstruct_name(cr_matstruct s)
         return "upper";
     case CR_MAT_LOWER:
         return "lower";
+    case CR_MAT_TRIDIAGONAL:
+        return "tridiagonal";
+    case CR_MAT_SYMTRIDIAGONAL:
+        return "symtridiagonal";
+    case CR_MAT_BIDIAG_UPPER:
+        return "bidiagonal_upper";
+    case CR_MAT_BIDIAG_LOWER:
+        return "bidiagonal_lower";
+    case CR_MAT_UNIT_UPPER:
+        return "unit_upper";
+    case CR_MAT_UNIT_LOWER:
+        return "unit_lower";
+    case CR_MAT_SYMMETRIC_LOWER:
+        return "symmetric_lower";
+    case CR_MAT_HERMITIAN_LOWER:
+        return "hermitian_lower";
     }
     return "?";
 }
@@ -261,31 +277,16 @@ cr_complex cr_array_get_linear(const cr_array *a, size_t index)
     }
     size_t cols = a->shape[1];
     size_t i = index / cols, j = index % cols;
-    switch ((cr_matstruct)a->structure) {
-    case CR_MAT_DIAGONAL:
+    if (a->structure == CR_MAT_DIAGONAL)
         return i == j ? cr__load(a, (ptrdiff_t)i * a->strides[0]) : 0.0;
-    case CR_MAT_UPPER:
-        return i <= j ? cr__load(a, (ptrdiff_t)i * a->strides[0] + (ptrdiff_t)j * a->strides[1])
-                      : 0.0;
-    case CR_MAT_LOWER:
-        return i >= j ? cr__load(a, (ptrdiff_t)i * a->strides[0] + (ptrdiff_t)j * a->strides[1])
-                      : 0.0;
-    case CR_MAT_SYMMETRIC:
-    case CR_MAT_HERMITIAN: {
-        size_t r = i <= j ? i : j, c = i <= j ? j : i;
-        cr_complex v = cr__load(a, (ptrdiff_t)r * a->strides[0] + (ptrdiff_t)c * a->strides[1]);
-        if (a->structure == CR_MAT_HERMITIAN) {
-            if (i == j)
-                return creal(v);
-            if (i > j)
-                return conj(v);
-        }
-        return v;
-    }
-    case CR_MAT_DENSE:
-        break;
-    }
-    return cr__load(a, (ptrdiff_t)i * a->strides[0] + (ptrdiff_t)j * a->strides[1]);
+    size_t r, c;
+    cr__rd how = cr__struct_read(a->structure, i, j, &r, &c);
+    if (how == CR__RD_ZERO)
+        return 0.0;
+    if (how == CR__RD_ONE)
+        return 1.0;
+    cr_complex v = cr__load(a, (ptrdiff_t)r * a->strides[0] + (ptrdiff_t)c * a->strides[1]);
+    return how == CR__RD_CONJ ? conj(v) : how == CR__RD_REAL ? creal(v) : v;
 }
 
 cr_status cr__densify(cr_arena *arena, const cr_array *a, cr_dtype dtype, cr_array **out)

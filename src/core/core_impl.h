@@ -307,6 +307,83 @@ CR_INTERNAL void cr__iter_init(cr__iter *it, const cr_array *const *a, size_t na
 /* Advance; returns false after the last element. */
 CR_INTERNAL bool cr__iter_next(cr__iter *it);
 
+/* How the logical element (i, j) of a square matrix of structure s (any tag but DENSE and
+ * DIAGONAL, whose storage differs) is read: the stored element (*r, *c) as it is
+ * (CR__RD_SELF), conjugated (CR__RD_CONJ) or its real part (CR__RD_REAL); or the constant 0
+ * (CR__RD_ZERO) or 1 (CR__RD_ONE), with (*r, *c) = (i, j). The storage conventions of array.h. */
+typedef enum cr__rd { CR__RD_ZERO, CR__RD_ONE, CR__RD_SELF, CR__RD_CONJ, CR__RD_REAL } cr__rd;
+
+static inline cr__rd cr__struct_read(uint8_t s, size_t i, size_t j, size_t *r, size_t *c)
+{
+    bool lo = i > j, up = i < j;
+    *r = i;
+    *c = j;
+    switch ((cr_matstruct)s) {
+    case CR_MAT_UPPER:
+        return lo ? CR__RD_ZERO : CR__RD_SELF;
+    case CR_MAT_LOWER:
+        return up ? CR__RD_ZERO : CR__RD_SELF;
+    case CR_MAT_SYMMETRIC:
+    case CR_MAT_HERMITIAN:
+    case CR_MAT_SYMMETRIC_LOWER:
+    case CR_MAT_HERMITIAN_LOWER: {
+        bool upper_read = s == CR_MAT_SYMMETRIC || s == CR_MAT_HERMITIAN;
+        bool herm = s == CR_MAT_HERMITIAN || s == CR_MAT_HERMITIAN_LOWER;
+        if (herm && i == j)
+            return CR__RD_REAL;
+        if (upper_read ? lo : up) {
+            *r = j;
+            *c = i;
+            return herm ? CR__RD_CONJ : CR__RD_SELF;
+        }
+        return CR__RD_SELF;
+    }
+    case CR_MAT_TRIDIAGONAL:
+        return i <= j + 1 && j <= i + 1 ? CR__RD_SELF : CR__RD_ZERO;
+    case CR_MAT_SYMTRIDIAGONAL:
+        if (i == j + 1) {
+            *r = j;
+            *c = i;
+            return CR__RD_SELF;
+        }
+        return j == i || j == i + 1 ? CR__RD_SELF : CR__RD_ZERO;
+    case CR_MAT_BIDIAG_UPPER:
+        return j == i || j == i + 1 ? CR__RD_SELF : CR__RD_ZERO;
+    case CR_MAT_BIDIAG_LOWER:
+        return i == j || i == j + 1 ? CR__RD_SELF : CR__RD_ZERO;
+    case CR_MAT_UNIT_UPPER:
+        return i == j ? CR__RD_ONE : up ? CR__RD_SELF : CR__RD_ZERO;
+    case CR_MAT_UNIT_LOWER:
+        return i == j ? CR__RD_ONE : lo ? CR__RD_SELF : CR__RD_ZERO;
+    case CR_MAT_DIAGONAL:
+        return i == j ? CR__RD_SELF : CR__RD_ZERO;
+    case CR_MAT_DENSE:
+        break;
+    }
+    return CR__RD_SELF;
+}
+
+/* Whether a structure has a constant unit diagonal (not closed under + and scaling). */
+static inline bool cr__struct_unit(uint8_t s)
+{
+    return s == CR_MAT_UNIT_UPPER || s == CR_MAT_UNIT_LOWER;
+}
+
+/* The structure of the tangents of a primal of structure s: Upper / Lower (with a zero
+ * diagonal) for the unit triangles, s itself otherwise. */
+static inline uint8_t cr__matstruct_tangent(uint8_t s)
+{
+    return s == CR_MAT_UNIT_UPPER   ? (uint8_t)CR_MAT_UPPER
+           : s == CR_MAT_UNIT_LOWER ? (uint8_t)CR_MAT_LOWER
+                                    : s;
+}
+
+/* Whether a structure is Hermitian (upper or lower triangle read). */
+static inline bool cr__struct_herm(uint8_t s)
+{
+    return s == CR_MAT_HERMITIAN || s == CR_MAT_HERMITIAN_LOWER;
+}
+
 /* The storage view of an array: a Diagonal's n stored entries as a 1-d array; other
  * arrays unchanged. Elementwise work on two arrays of one structure runs on these. */
 CR_INTERNAL cr_array cr__storage_view(const cr_array *a);

@@ -134,6 +134,20 @@ static size_t pnumel(const cr_project *p)
     return n;
 }
 
+/* Whether the array tangent dx (of p's shape) has the structure of p's tangents: p's own, or
+ * for a unit triangle the triangle with a zero diagonal (the diagonal is not free). */
+static bool struct_fits(const cr_project *p, const cr_array *dx)
+{
+    if (dx->structure != cr__matstruct_tangent(p->structure))
+        return false;
+    if (!cr__struct_unit(p->structure))
+        return true;
+    for (size_t i = 0; i < p->shape[0]; i++)
+        if (cr__load(dx, (ptrdiff_t)i * dx->strides[0] + (ptrdiff_t)i * dx->strides[1]) != 0.0)
+            return false;
+    return true;
+}
+
 bool cr_project_fits(const cr_project *p, cr_tangent dx)
 {
     if (dx.tag == CR_TAN_ZERO || dx.tag == CR_TAN_THUNK || dx.tag == CR_TAN_NOTIMPL)
@@ -152,9 +166,9 @@ bool cr_project_fits(const cr_project *p, cr_tangent dx)
             return true;
         if (dx.tag != CR_TAN_ARRAY || !shape_matches(p, dx.u.arr) || dx.u.arr->dtype != p->dtype)
             return false;
-        if (p->structure == CR_MAT_DENSE)
-            return true;
-        return dx.u.arr->structure == p->structure;
+        if (p->structure == CR_MAT_DENSE) /* a unit-tagged dx is projected to its dense value */
+            return !cr__struct_unit(dx.u.arr->structure);
+        return struct_fits(p, dx.u.arr);
     }
     case P_STRUCT:
         if (dx.tag == CR_TAN_NONE)
@@ -196,12 +210,14 @@ static cr_status project_array(cr_arena *arena, const cr_project *p, const cr_ar
     }
     bool same_shape = shape_matches(p, dx);
     if (same_shape && dx->dtype == p->dtype &&
-        (p->structure == CR_MAT_DENSE || dx->structure == p->structure)) {
+        (p->structure == CR_MAT_DENSE ? !cr__struct_unit(dx->structure) : struct_fits(p, dx))) {
         *out = cr_tangent_array((cr_array *)dx);
         return CR_OK;
     }
-    if (same_shape && p->structure == CR_MAT_DENSE && dx->structure != CR_MAT_DENSE) {
-        /* A structured tangent of a dense primal stays structured; only the dtype changes. */
+    if (same_shape && p->structure == CR_MAT_DENSE && dx->structure != CR_MAT_DENSE &&
+        !cr__struct_unit(dx->structure)) {
+        /* A structured tangent of a dense primal stays structured; only the dtype changes
+         * (a unit triangle, whose diagonal is a constant, is read as its dense value below). */
         cr_array *r;
         cr_status st = cr_array_copy(arena, dx, &r);
         if (st != CR_OK)
@@ -240,8 +256,13 @@ static cr_status project_array(cr_arena *arena, const cr_project *p, const cr_ar
         break;
     }
     case CR_MAT_SYMMETRIC:
-    case CR_MAT_HERMITIAN: {
-        bool herm = p->structure == CR_MAT_HERMITIAN;
+    case CR_MAT_HERMITIAN:
+    case CR_MAT_SYMMETRIC_LOWER:
+    case CR_MAT_HERMITIAN_LOWER:
+    case CR_MAT_SYMTRIDIAGONAL: {
+        /* (dx + dxᵀ)/2, or (dx + dxᴴ)/2 with a real diagonal; SymTridiagonal then keeps
+         * its band (the off-diagonal symmetrised, as Julia's projection does). */
+        bool herm = cr__struct_herm(p->structure);
         for (size_t i = 0; i < m; i++)
             for (size_t j = i; j < m; j++) {
                 cr_complex a = cr__load(r, (ptrdiff_t)(i * m + j));
@@ -249,24 +270,34 @@ static cr_status project_array(cr_arena *arena, const cr_project *p, const cr_ar
                 cr_complex s = 0.5 * (a + (herm ? conj(b) : b));
                 if (herm && i == j)
                     s = creal(s);
+                if (p->structure == CR_MAT_SYMTRIDIAGONAL && j > i + 1)
+                    s = 0.0;
                 cr__store(r, (ptrdiff_t)(i * m + j), s);
                 cr__store(r, (ptrdiff_t)(j * m + i), herm ? conj(s) : s);
             }
         break;
     }
     case CR_MAT_UPPER:
-    case CR_MAT_LOWER: {
-        bool up = p->structure == CR_MAT_UPPER;
+    case CR_MAT_LOWER:
+    case CR_MAT_TRIDIAGONAL:
+    case CR_MAT_BIDIAG_UPPER:
+    case CR_MAT_BIDIAG_LOWER:
+    case CR_MAT_UNIT_UPPER:
+    case CR_MAT_UNIT_LOWER: {
+        /* Keep the entries read; a unit diagonal is a constant, its tangent zero. */
         for (size_t i = 0; i < m; i++)
-            for (size_t j = 0; j < m; j++)
-                if (up ? i > j : i < j)
+            for (size_t j = 0; j < m; j++) {
+                size_t rr, cc;
+                cr__rd how = cr__struct_read(p->structure, i, j, &rr, &cc);
+                if (how == CR__RD_ZERO || how == CR__RD_ONE)
                     cr__store(r, (ptrdiff_t)(i * m + j), 0.0);
+            }
         break;
     }
     case CR_MAT_DENSE:
         break;
     }
-    r->structure = p->structure;
+    r->structure = cr__matstruct_tangent(p->structure);
     *out = cr_tangent_array(r);
     return CR_OK;
 }

@@ -44,6 +44,7 @@ CR_INTERNAL cr_status cr__family_complex(cr_registry *reg);
 CR_INTERNAL cr_status cr__family_special(cr_registry *reg);
 CR_INTERNAL cr_status cr__family_array(cr_registry *reg);
 CR_INTERNAL cr_status cr__family_linalg(cr_registry *reg);
+CR_INTERNAL cr_status cr__family_structured(cr_registry *reg); /* linalg/structured.c */
 
 /* Every built-in family added to reg in order (src/rulesets/builtin.c): the built-in
  * registry's one hook into the rule sets. Returns the first failure (the others still run). */

@@ -9,8 +9,8 @@
 CR_INTERNAL cr_status cr__family_fields(cr_registry *reg);
 
 static const cr__family_fn k_families[] = {
-    cr__family_basic, cr__family_math,   cr__family_complex, cr__family_special,
-    cr__family_array, cr__family_linalg, cr__family_fields,
+    cr__family_basic, cr__family_math,   cr__family_complex,    cr__family_special,
+    cr__family_array, cr__family_linalg, cr__family_structured, cr__family_fields,
 };
 
 cr_status cr__builtin_families(cr_registry *reg)

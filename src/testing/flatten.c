@@ -78,6 +78,33 @@ static cr_status for_each_coord(const cr_array *a, coord_fn fn, void *env)
                            cplx, herm, herm && i == j);
         return st;
     }
+    case CR_MAT_TRIDIAGONAL:
+    case CR_MAT_SYMTRIDIAGONAL:
+    case CR_MAT_BIDIAG_UPPER:
+    case CR_MAT_BIDIAG_LOWER:
+    case CR_MAT_UNIT_UPPER:
+    case CR_MAT_UNIT_LOWER:
+    case CR_MAT_SYMMETRIC_LOWER:
+    case CR_MAT_HERMITIAN_LOWER: {
+        /* The entries read from their own place (array.h), with the mirror that reads the
+         * same entry; a unit diagonal is not a coordinate. */
+        bool herm = cr__struct_herm(a->structure);
+        for (size_t i = 0; i < rows; i++)
+            for (size_t j = 0; j < cols && st == CR_OK; j++) {
+                size_t r, c, r2, c2;
+                cr__rd how = cr__struct_read(a->structure, i, j, &r, &c);
+                if ((how != CR__RD_SELF && how != CR__RD_REAL) || r != i || c != j)
+                    continue;
+                size_t q = NO_MIRROR;
+                if (i != j) {
+                    cr__rd h2 = cr__struct_read(a->structure, j, i, &r2, &c2);
+                    if ((h2 == CR__RD_SELF || h2 == CR__RD_CONJ) && r2 == i && c2 == j)
+                        q = j * cols + i;
+                }
+                st = visit(fn, env, i * cols + j, q, i * cols + j, cplx, herm, how == CR__RD_REAL);
+            }
+        return st;
+    }
     case CR_MAT_DENSE:
         break;
     }
@@ -429,8 +456,8 @@ static cr_status write_array(cr_array *arr, const cr_array *like, const double *
                              size_t *k)
 {
     write_env e = {arr, x, n, *k};
-    (void)like;
-    cr_status st = for_each_coord(arr, write_coord, &e);
+    /* The template's coordinates: a unit triangle's tangent is an Upper/Lower array. */
+    cr_status st = for_each_coord(like, write_coord, &e);
     *k = e.k;
     return st;
 }

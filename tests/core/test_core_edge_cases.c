@@ -706,7 +706,7 @@ static void test_array_names_and_bad_views(void **state)
 {
     (void)state;
     assert_string_equal(cr_dtype_name((cr_dtype)9), "?");
-    assert_string_equal(cr_matstruct_name((cr_matstruct)9), "?");
+    assert_string_equal(cr_matstruct_name((cr_matstruct)99), "?");
     double d[2] = {1, 2};
     size_t n = 2;
     cr_array a;

@@ -162,7 +162,8 @@ static cr_status transpose_of(cr_arena *arena, const char *who, const cr_array *
     /* Diagonal, Symmetric and Hermitian matrices are their own transpose up to conj: the
      * transpose of a complex Hermitian matrix is its conjugate, the adjoint of a complex
      * Diagonal or Symmetric one too. */
-    bool self = s == CR_MAT_DIAGONAL || s == CR_MAT_SYMMETRIC || s == CR_MAT_HERMITIAN;
+    bool self = s == CR_MAT_DIAGONAL || s == CR_MAT_SYMMETRIC || s == CR_MAT_HERMITIAN ||
+                s == CR_MAT_SYMTRIDIAGONAL;
     bool conj_stored = cplx && (s == CR_MAT_HERMITIAN ? !conj_ : conj_);
     const cr_array *src = A;
     if (conj_stored) {
@@ -193,10 +194,19 @@ static cr_status transpose_of(cr_arena *arena, const char *who, const cr_array *
     r->shape[1] = src->shape[0];
     r->strides[0] = src->strides[1];
     r->strides[1] = src->strides[0];
-    if (s == CR_MAT_UPPER)
-        r->structure = CR_MAT_LOWER;
-    else if (s == CR_MAT_LOWER)
-        r->structure = CR_MAT_UPPER;
+    /* The storage transposed: a triangle or bidiagonal changes sides, a lower-triangle
+     * Symmetric/Hermitian is read as an upper one (a Tridiagonal stays one). */
+    static const uint8_t swapped[][2] = {{CR_MAT_UPPER, CR_MAT_LOWER},
+                                         {CR_MAT_LOWER, CR_MAT_UPPER},
+                                         {CR_MAT_BIDIAG_UPPER, CR_MAT_BIDIAG_LOWER},
+                                         {CR_MAT_BIDIAG_LOWER, CR_MAT_BIDIAG_UPPER},
+                                         {CR_MAT_UNIT_UPPER, CR_MAT_UNIT_LOWER},
+                                         {CR_MAT_UNIT_LOWER, CR_MAT_UNIT_UPPER},
+                                         {CR_MAT_SYMMETRIC_LOWER, CR_MAT_SYMMETRIC},
+                                         {CR_MAT_HERMITIAN_LOWER, CR_MAT_HERMITIAN}};
+    for (size_t k = 0; k < sizeof swapped / sizeof swapped[0]; k++)
+        if (s == swapped[k][0])
+            r->structure = swapped[k][1];
     r->flags = (uint8_t)(src == A ? 0u : CR_ARRAY_WRITABLE);
     *out = r;
     return CR_OK;

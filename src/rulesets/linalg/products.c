@@ -7,6 +7,7 @@
 #include <math.h>
 
 #include "linalg_impl.h"
+#include "structured_impl.h"
 
 cr_status cr__family_linalg(cr_registry *reg)
 {
@@ -1254,9 +1255,11 @@ static cr_status wrap_rrule_common(cr_arena *arena, const char *who, cr_matstruc
     {                                                                                       \
         (void)cfg;                                                                          \
         (void)f;                                                                            \
+        if (nargs == 2 && S != CR_MAT_DIAGONAL) /* Symmetric(A, uplo): structured.c */      \
+            return cr__symherm_uplo_rrule(arena, S, args, nargs, y, pb, udata);             \
         return wrap_rrule_common(arena, STR, S, args, nargs, y, pb, udata);                 \
     }                                                                                       \
-    CR__ARRAY_FN(NAME, STR, 1)
+    CR__ARRAY_FN(NAME, STR, S == CR_MAT_DIAGONAL ? 1 : -1)
 
 WRAP_RULE(symmetric, "Symmetric", CR_MAT_SYMMETRIC)
 WRAP_RULE(hermitian, "Hermitian", CR_MAT_HERMITIAN)

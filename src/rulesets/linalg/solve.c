@@ -16,6 +16,7 @@
 
 #include "../forms_impl.h"
 #include "linalg_impl.h"
+#include "structured_impl.h"
 
 #if defined(CR_HAVE_LAPACKE)
 #include <lapacke.h>
@@ -479,13 +480,14 @@ static cr_status matinv_frule(const cr_config *cfg, cr_arena *arena, const cr_ta
 
 /* ---- solve ------------------------------------------------------------------------------ */
 
-typedef enum { FAC_DIAG, FAC_TRI, FAC_LU } fac_kind;
+typedef enum { FAC_DIAG, FAC_TRI, FAC_LU, FAC_GT } fac_kind;
 
 typedef struct fac {
     fac_kind kind;
     char uplo;  /* FAC_TRI */
     cr__cmat a; /* FAC_TRI: the matrix; FAC_DIAG: its diagonal (n x 1) */
     lu f;       /* FAC_LU */
+    cr__gtf gt; /* FAC_GT: Tridiagonal, SymTridiagonal (structured.c) */
 } fac;
 
 static cr_status fac_new(cr_arena *arena, const char *who, const cr_array *A, bool cplx, fac *F)
@@ -505,9 +507,15 @@ static cr_status fac_new(cr_arena *arena, const char *who, const cr_array *A, bo
         }
         return CR_OK;
     }
-    if (A->structure == CR_MAT_UPPER || A->structure == CR_MAT_LOWER) {
-        F->kind = FAC_TRI;
-        F->uplo = A->structure == CR_MAT_UPPER ? 'U' : 'L';
+    if (cr__gt_structure(A->structure)) {
+        F->kind = FAC_GT;
+        return cr__gt_factor(arena, who, A, cplx, &F->gt);
+    }
+    uint8_t s = A->structure;
+    bool up = s == CR_MAT_UPPER || s == CR_MAT_BIDIAG_UPPER || s == CR_MAT_UNIT_UPPER;
+    if (up || s == CR_MAT_LOWER || s == CR_MAT_BIDIAG_LOWER || s == CR_MAT_UNIT_LOWER) {
+        F->kind = FAC_TRI; /* the dense value: a band's zeros, a unit diagonal's ones */
+        F->uplo = up ? 'U' : 'L';
         cr_status st = cr__cmat_from(arena, A, cplx, &F->a);
         if (st != CR_OK)
             return st;
@@ -549,6 +557,8 @@ static cr_status fac_solve(cr_arena *arena, const char *who, const fac *F, char 
     }
     case FAC_LU:
         return lu_solve(arena, who, &F->f, op, X);
+    case FAC_GT:
+        return cr__gt_solve(arena, who, &F->gt, op, X);
     }
     return CR_OK;
 }

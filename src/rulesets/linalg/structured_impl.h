@@ -1,0 +1,46 @@
+/*
+ * Private hooks of the structured-matrix rules (structured.c) into the generic linear-algebra
+ * rules: the tridiagonal factorization solve() uses for Tridiagonal and SymTridiagonal
+ * matrices, and the two-argument Symmetric(A, uplo) / Hermitian(A, uplo).
+ */
+#ifndef CR_STRUCTURED_IMPL_H
+#define CR_STRUCTURED_IMPL_H
+
+#include "linalg_impl.h"
+
+/* Symmetric(A, uplo) (s CR_MAT_SYMMETRIC) or Hermitian(A, uplo) (CR_MAT_HERMITIAN): the rrule
+ * of the two-argument signature, which the one-argument rrule of products.c hands over to. */
+CR_INTERNAL cr_status cr__symherm_uplo_rrule(cr_arena *arena, cr_matstruct s, const cr_value *args,
+                                             size_t nargs, cr_value *y, cr_pullback *pb,
+                                             const void *udata);
+
+/* Whether solve() factors a matrix of structure s with cr__gt_factor (Tridiagonal,
+ * SymTridiagonal). */
+static inline bool cr__gt_structure(uint8_t s)
+{
+    return s == CR_MAT_TRIDIAGONAL || s == CR_MAT_SYMTRIDIAGONAL;
+}
+
+#if defined(CR_HAVE_LAPACKE)
+
+/* The LU factorization with partial pivoting of a tridiagonal matrix (gttrf). */
+typedef struct cr__gtf {
+    size_t n;
+    bool cplx;
+    void *dl, *d, *du, *du2; /* n - 1, n, n - 1, n - 2 elements (f64 or c128) */
+    lapack_int *ipiv;
+} cr__gtf;
+
+/* Factor the band of the square A (its three central diagonals, read through its structure)
+ * as work numbers of c128 (cplx) or f64; CR_EDOMAIN ("who: the matrix is singular") for a
+ * zero pivot. */
+CR_INTERNAL cr_status cr__gt_factor(cr_arena *arena, const char *who, const cr_array *A, bool cplx,
+                                    cr__gtf *F);
+
+/* X := op(A)⁻¹ X (gttrs), op 'N' or 'C'. */
+CR_INTERNAL cr_status cr__gt_solve(cr_arena *arena, const char *who, const cr__gtf *F, char op,
+                                   cr__cmat *X);
+
+#endif /* CR_HAVE_LAPACKE */
+
+#endif /* CR_STRUCTURED_IMPL_H */
