@@ -2,7 +2,8 @@
  * Scalar and array code mixed on the tape without cr_value arguments: scalar variables packed
  * into an array variable (cr_av_pack) and read back one by one (cr_av_getindex, cr_av_unpack), the
  * concatenation of any number of arrays (cr_av_cat), and dims and shapes given as C integers
- * (cr_targ_ints, cr_av_reshape, cr_av_sum_dims).
+ * (cr_targ_ints, cr_av_reshape, cr_av_sum_dims), and contractions by an index spec (cr_av_einsum,
+ * cr_av_einsum1, cr_av_bmm).
  *
  * A pack on a first-order or forward tape is one operation with its own steps
  * (cr_tape_op_record: the reverse step copies the array's cotangent to the scalars', the
@@ -268,4 +269,59 @@ cr_avar cr_av_sum_dims(cr_tape *t, cr_avar x, const int64_t *dims, size_t ndims)
         return cr__bad_avar(NULL);
     cr_targ a[2] = {cr_targ_arr(x), cr_targ_value(cr_value_array(s))};
     return cr_tape_acall_a(tt, &cr_fn_sum, a, 2);
+}
+
+/* einsum(spec, xs...) of n = 1 or 2 arrays: the spec copied into the tape's arena, so that
+ * the recording (and a prepared replay) may read it after the caller's string is gone. */
+static cr_avar einsum_n(cr_tape *t, const char *who, const char *spec, const cr_avar *xs, size_t n)
+{
+    cr_tape *tt = cr__tape_or_current(t);
+    if (tt == NULL || tt->status != CR_OK)
+        return cr__bad_avar(NULL);
+    if (spec == NULL) {
+        cr__tape_fail(tt, CR_EINVAL, "%s: spec is NULL", who);
+        return cr__bad_avar(NULL);
+    }
+    size_t len = strlen(spec);
+    char *copy = cr__arena_array(tt->arena, who, len + 1, 1, 1);
+    cr_einsum_spec *s = cr_arena_alloc(tt->arena, sizeof *s, _Alignof(cr_einsum_spec));
+    if (copy == NULL || s == NULL) {
+        cr__tape_fail_ctx(tt, CR__ALLOC_STATUS(tt->arena), who);
+        return cr__bad_avar(NULL);
+    }
+    memcpy(copy, spec, len + 1);
+    s->spec = copy;
+    cr_targ args[3] = {cr_targ_value(cr_value_struct(&cr_einsum_spec_type, s))};
+    for (size_t k = 0; k < n; k++)
+        args[k + 1] = cr_targ_arr(xs[k]);
+    return cr_tape_acall_a(tt, &cr_fn_einsum, args, n + 1);
+}
+
+cr_avar cr_av_einsum(cr_tape *t, const char *spec, cr_avar a, cr_avar b)
+{
+    cr_avar xs[2] = {a, b};
+    return einsum_n(t, "cr_av_einsum", spec, xs, 2);
+}
+
+cr_avar cr_av_einsum1(cr_tape *t, const char *spec, cr_avar a)
+{
+    return einsum_n(t, "cr_av_einsum1", spec, &a, 1);
+}
+
+cr_avar cr_av_bmm(cr_tape *t, cr_avar A, cr_avar B)
+{
+    cr_tape *tt = cr__tape_or_current(t);
+    if (tt == NULL || tt->status != CR_OK)
+        return cr__bad_avar(NULL);
+    if (A.a == NULL || B.a == NULL) {
+        cr__tape_fail(tt, CR_EINVAL, "cr_av_bmm: %s is a NULL array", A.a == NULL ? "A" : "B");
+        return cr__bad_avar(NULL);
+    }
+    if (A.a->ndim != 3 || B.a->ndim != 3) {
+        cr__tape_fail(tt, CR_ESHAPE,
+                      "cr_av_bmm: expected two 3-d arrays (batch x rows x cols), got %u-d and %u-d",
+                      (unsigned)A.a->ndim, (unsigned)B.a->ndim);
+        return cr__bad_avar(NULL);
+    }
+    return einsum_n(tt, "cr_av_bmm", "bij,bjk->bik", (cr_avar[2]){A, B}, 2);
 }

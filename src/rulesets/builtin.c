@@ -4,10 +4,11 @@
  * cr__family_* function in its ruleset file and one line here.
  */
 #include "../rules/rules_impl.h"
+#include "array/contract.h"
 
 static const cr__family_fn k_families[] = {
-    cr__family_basic,   cr__family_math,  cr__family_complex,
-    cr__family_special, cr__family_array, cr__family_linalg,
+    cr__family_basic, cr__family_math,   cr__family_complex,  cr__family_special,
+    cr__family_array, cr__family_linalg, cr__family_contract,
 };
 
 cr_status cr__builtin_families(cr_registry *reg)

@@ -1,0 +1,13 @@
+/*
+ * The contraction family (contract.c): einsum of one or two arrays, registered by
+ * src/rulesets/builtin.c.
+ */
+#ifndef CR_RULESETS_CONTRACT_H
+#define CR_RULESETS_CONTRACT_H
+
+#include "../../rules/rules_impl.h"
+
+/* Register einsum's rules (one and two operands). */
+CR_INTERNAL cr_status cr__family_contract(cr_registry *reg);
+
+#endif /* CR_RULESETS_CONTRACT_H */
