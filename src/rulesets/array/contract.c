@@ -445,7 +445,7 @@ static cr_status ein_gemm(cr_arena *arena, const ein *e, cr_dtype wdt, const cr_
     for (size_t d = 0; d < cnd; d++)
         cshape[d] = e->ext[corder[d]];
     cr_array *C;
-    st = cr__new(arena, wdt, cnd, cshape, true, &C);
+    st = cr__new(arena, wdt, cnd, cshape, K == 0, &C); /* gemm writes every element */
     if (st != CR_OK)
         return st;
     if (B > 0 && M > 0 && N > 0 && K > 0) {
