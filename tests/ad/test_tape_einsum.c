@@ -288,6 +288,69 @@ static void test_prepared(void **state)
     cr_prepared_free(p);
 }
 
+/* ---- One variable as both operands: A Aᵀ, from packed scalars ---------------------------- */
+
+/* y = Σ sin(A Aᵀ) with A the 3 x 3 matrix of x (row-major). */
+static double gram_c(const double *x, size_t n)
+{
+    (void)n;
+    double y = 0;
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < 3; k++) {
+            double g = 0;
+            for (int j = 0; j < 3; j++)
+                g += x[i * 3 + j] * x[k * 3 + j];
+            y += sin(g);
+        }
+    return y;
+}
+
+static cr_status gram_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)
+{
+    (void)m;
+    (void)env;
+    const int64_t shape[2] = {3, 3};
+    cr_avar A = cr_av_pack(t, x, n, shape, 2);
+    cr_avar G = cr_av_einsum(t, "ij,kj->ik", A, A);
+    y[0] = cr_av_sum(t, cr_av_broadcast1(t, &cr_fn_sin, cr_targ_arr(G)));
+    return cr_tape_status(t);
+}
+
+/* The multilinear class with the same variable in both places: gradient and H v (a
+ * second-order tape) against finite differences. */
+static void test_same_operand(void **state)
+{
+    fixture *f = *state;
+    enum { M = 9 };
+    double x[M], g[M], v[M], hv[M], y;
+    for (size_t i = 0; i < M; i++) {
+        x[i] = 0.5 * sin(2.1 * (double)i + 0.4);
+        v[i] = cos(1.3 * (double)i) + 0.2;
+    }
+    cr_tape_params p2 = {.flags = CR_TAPE_SECOND_ORDER};
+    cr_tape *s, *u;
+    assert_int_equal(cr_tape_new(f->ctx, &p2, &s), CR_OK);
+    assert_int_equal(cr_tape_new(f->ctx, NULL, &u), CR_OK);
+    assert_ok(u, cr_tape_value_and_gradient(u, gram_t, NULL, x, M, &y, g));
+    assert_close(y, gram_c(x, M), 1e-14);
+    for (size_t i = 0; i < M; i++) {
+        double xi = x[i], h = 1e-6;
+        x[i] = xi + h;
+        double fp = gram_c(x, M);
+        x[i] = xi - h;
+        double fm = gram_c(x, M);
+        x[i] = xi;
+        assert_close(g[i], (fp - fm) / (2 * h), 1e-6);
+    }
+    cr_var xs[M], yv;
+    assert_ok(s, cr_tape_inputs(s, x, M, xs));
+    assert_ok(s, gram_t(s, xs, M, &yv, 1, NULL));
+    assert_ok(s, cr_tape_hvp(s, yv, xs, M, v, hv, NULL));
+    assert_hvp_by_gradients(u, gram_t, x, v, M, hv);
+    cr_tape_free(u);
+    cr_tape_free(s);
+}
+
 /* ---- Errors ------------------------------------------------------------------------------ */
 
 static void expect_fail(fixture *f, cr_tape *t, cr_status st, const char *msg)
@@ -362,6 +425,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_jvp, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_hvp, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_prepared, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_same_operand, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_errors, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
