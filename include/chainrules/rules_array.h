@@ -578,6 +578,14 @@ CR_API extern const cr_type cr_einsum_spec_type;
  */
 CR_API extern const cr_value cr_fn_einsum;
 
+/**
+ * `vect(x1, ..., xn)`: Julia's Base.vect, the vector [x1, ..., xn] of n >= 1 numbers (f64,
+ * f32, c128, integers, bools), of the float arguments' promoted type (f64 when none is
+ * float). Linear: x_k's cotangent is element k of the vector's (NoTangent for integers and
+ * bools). The tape's cr_av_pack() records packs this way on second-order tapes.
+ */
+CR_API extern const cr_value cr_fn_vect;
+
 CR_END_DECLS
 
 #endif /* CR_RULES_ARRAY_H */

@@ -244,7 +244,8 @@ CR_API cr_avar cr_av_matmul(cr_tape *t, cr_avar A, cr_avar B);
  * of xs[i] is element i of the result's. Every sweep (reverse, forward, second order) and
  * prepared gradients take it: on first-order and forward tapes it is one record that
  * copies cotangents and tangents element by element; on second-order tapes and in prepared
- * gradients, n one-element `fill`s and a tree of `cat`s (about n + n/7 array records).
+ * gradients, calls of `vect` (cr_fn_vect) of up to 16 scalars and a tree of `cat`s of those
+ * vectors (about n/16 + n/112 array records).
  * @param[in] t     the tape (NULL: the current tape).
  * @param[in] xs    n scalar variables or constants (cr_const()); may be NULL when n is 0.
  * @param[in] n     number of variables (any).

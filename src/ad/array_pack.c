@@ -9,9 +9,10 @@
  * (cr_tape_op_record: the reverse step copies the array's cotangent to the scalars', the
  * forward step the scalars' tangents to the array's). Second-order tapes and prepared
  * gradients do not take such operations, so there a pack is made of calls of array
- * functions with rules: n one-element fills and a tree of cats of at most PACK_FAN arrays
- * each (about n + n / 7 records; each element is copied once per level, ceil(log8 n)
- * levels), which every sweep and replay takes as it takes any array function. Everything
+ * functions with rules: vect (a vector of numbers, linear) of up to VECT_FAN scalars each,
+ * and a tree of cats of at most PACK_FAN of those vectors (about n / 16 + n / 112 records;
+ * each element is copied once per level, 1 + ceil(log8(n / 16)) levels), which every sweep
+ * and replay takes as it takes any array function. Everything
  * else here is calls of array functions (cat, reshape, getindex, sum) through
  * cr_tape_acall(); a cat of more arrays than the rule takes is the same tree of cats.
  */
@@ -27,6 +28,9 @@
 
 /* Most arrays one call of cat takes (the rule's limit, rules_array.h). */
 #define PACK_FAN 8
+
+/* Most numbers one call of vect takes on the tape (cr_tape_acall takes at most 16 arguments). */
+#define VECT_FAN 16
 
 /* An i64 vector holding v[0..n) in the tape's arena (failing the tape on error). */
 static cr_status ints_array(cr_tape *t, const char *who, const int64_t *v, size_t n, cr_array **out)
@@ -201,16 +205,20 @@ cr_avar cr_av_pack(cr_tape *t, const cr_var *xs, size_t n, const int64_t *shape,
     }
     if (!(tt->flags & (CR_TAPE_SECOND_ORDER | CR__TAPE_SO_CHECK)) && tt->pre <= 1)
         return pack_op(tt, xs, n, ext, nd);
-    cr_avar *one = avars(tt, "cr_av_pack", n);
-    if (one == NULL)
+    size_t m = n / VECT_FAN + (n % VECT_FAN != 0);
+    cr_avar *part = avars(tt, "cr_av_pack", m);
+    if (part == NULL)
         return cr__bad_avar(NULL);
-    for (size_t i = 0; i < n; i++) {
-        cr_targ a[2] = {cr_targ_var(xs[i]), cr_targ_value(cr_value_i64(1))};
-        one[i] = cr_tape_acall_a(tt, &cr_fn_fill, a, 2);
+    for (size_t g = 0, lo = 0; g < m; g++, lo += VECT_FAN) {
+        size_t k = n - lo < VECT_FAN ? n - lo : VECT_FAN;
+        cr_targ a[VECT_FAN];
+        for (size_t j = 0; j < k; j++)
+            a[j] = cr_targ_var(xs[lo + j]);
+        part[g] = cr_tape_acall_a(tt, &cr_fn_vect, a, k);
         if (tt->status != CR_OK)
             return cr__bad_avar(NULL);
     }
-    cr_avar v = cat_tree(tt, "cr_av_pack", 0, one, n);
+    cr_avar v = m == 1 ? part[0] : cat_tree(tt, "cr_av_pack", 0, part, m);
     if (tt->status != CR_OK || (nd == 1 && ext[0] == n))
         return v;
     return cr_av_reshape(tt, v, shape, ndim);

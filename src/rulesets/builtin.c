@@ -8,7 +8,7 @@
 
 static const cr__family_fn k_families[] = {
     cr__family_basic, cr__family_math,   cr__family_complex,  cr__family_special,
-    cr__family_array, cr__family_linalg, cr__family_contract,
+    cr__family_array, cr__family_linalg, cr__family_contract, cr__family_vect,
 };
 
 cr_status cr__builtin_families(cr_registry *reg)
