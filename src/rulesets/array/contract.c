@@ -550,7 +550,6 @@ static cr_status conj_of(cr_arena *arena, cr_dtype wdt, const cr_array *a, const
 
 typedef struct ein_env {
     ein e;
-    const char *spec;
     const cr_array *op[2]; /* dense work arrays */
     cr_project *proj[2];
     cr_dtype wdt;
@@ -568,7 +567,6 @@ static cr_status ein_forward(cr_arena *arena, const cr_value *args, size_t nargs
         args[0].u.obj.ptr == NULL)
         return CR__FAIL(arena, CR_EINVAL, "einsum: argument 0 is not a cr_einsum_spec");
     const cr_einsum_spec *s = args[0].u.obj.ptr;
-    v->spec = s->spec;
     st = ein_parse(arena, s->spec, nargs - 1, &v->e);
     if (st != CR_OK)
         return st;
