@@ -306,6 +306,30 @@ static void test_errors(void **state)
     assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_einsum, noargs, 3, &y, &pb), CR_NOTHING);
 }
 
+/* Every allocation short of room: CR_EARENA, then the result of a growable arena (the gemm
+ * path with copies and a permuted output, the loop path, one operand). */
+static void test_arena_full(void **state)
+{
+    fixture *fx = *state;
+    size_t s23[2] = {2, 3}, s32[2] = {3, 2}, s234[3] = {2, 3, 4}, s243[3] = {2, 4, 3};
+    cr_array *A = rand_arr(fx, CR_DT_F64, 2, s23, 0.1), *B = rand_arr(fx, CR_DT_F64, 2, s32, 0.2),
+             *X = rand_arr(fx, CR_DT_F64, 3, s234, 0.3), *Y = rand_arr(fx, CR_DT_F64, 3, s243, 0.4),
+             *Z = rand_arr(fx, CR_DT_C128, 2, s23, 0.5);
+    cr_einsum_spec s[6];
+    cr_value a[3] = {spec_value(&s[0], "ij,jk->ik"), cr_value_array(A), cr_value_array(B)};
+    assert_arena_sweep(fx, &cr_fn_einsum, a, 3);
+    cr_value b[3] = {spec_value(&s[1], "bij,bkj->kbi"), cr_value_array(X), cr_value_array(X)};
+    assert_arena_sweep(fx, &cr_fn_einsum, b, 3);
+    cr_value c[3] = {spec_value(&s[2], "bij,bjk->bik"), cr_value_array(X), cr_value_array(Y)};
+    assert_arena_sweep(fx, &cr_fn_einsum, c, 3);
+    cr_value d[3] = {spec_value(&s[3], "ij,ji->i"), cr_value_array(Z), cr_value_array(B)};
+    assert_arena_sweep(fx, &cr_fn_einsum, d, 3);
+    cr_value e[2] = {spec_value(&s[4], "bij->jb"), cr_value_array(X)};
+    assert_arena_sweep(fx, &cr_fn_einsum, e, 2);
+    cr_value g[2] = {spec_value(&s[5], "ij->jii"), cr_value_array(Z)};
+    assert_arena_sweep(fx, &cr_fn_einsum, g, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -315,6 +339,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_types, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_empty, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_errors, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_arena_full, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

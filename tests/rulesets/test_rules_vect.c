@@ -123,12 +123,23 @@ static void test_no_arguments(void **state)
     assert_contains(cr_ctx_errmsg(fx->ctx), "vect: no arguments");
 }
 
+/* Every allocation short of room: CR_EARENA, then the result of a growable arena. */
+static void test_arena_full(void **state)
+{
+    fixture *fx = *state;
+    cr_value a[5] = {cr_value_f64(1.5), cr_value_f32(2.5f), cr_value_i64(3),
+                     cr_value_c128(CMPLX(1, 2)), cr_value_bool(true)};
+    assert_arena_sweep(fx, &cr_fn_vect, a, 5);
+    assert_arena_sweep(fx, &cr_fn_vect, a, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_registration, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_counts, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_no_arguments, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_arena_full, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
