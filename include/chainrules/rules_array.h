@@ -549,6 +549,43 @@ CR_API cr_status cr_mutate_frule(const cr_config *cfg, cr_arena *arena, const cr
 CR_API cr_status cr_mutate_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
                                  const cr_value *args, size_t nargs, cr_pullback *pb);
 
+/* ---- Contractions ------------------------------------------------------------------------ */
+
+/**
+ * The index spec of an einsum (cr_fn_einsum): letters (a-z, A-Z) naming each operand's
+ * dimensions, operands separated by ',', then "->" and the output's letters, e.g.
+ * "ij,jk->ik" (matrix product), "bij,bjk->bik" (batched), "ii->" (trace). An index absent
+ * from the output is summed; a letter repeated in an operand reads its diagonal, repeated in
+ * the output writes one; without "->" the output is the letters used once, in ASCII order.
+ * Pass it as `cr_value_struct(&cr_einsum_spec_type, &s)`; the string is borrowed.
+ */
+typedef struct cr_einsum_spec {
+    const char *spec; /**< The spec, a NUL-terminated string. */
+} cr_einsum_spec;
+
+/** The type descriptor of cr_einsum_spec (no differentiable fields: NoTangent). */
+CR_API extern const cr_type cr_einsum_spec_type;
+
+/**
+ * `einsum(spec, A)` or `einsum(spec, A, B)`: the contraction of one or two float arrays
+ * that spec describes (docs/rules-arrays.md, "Contractions"), always an array (0-d for an
+ * empty output). Two operands without diagonals go through BLAS gemm, one call per batch
+ * index. Linear in each operand: the cotangents are einsums of the same indices (thunks
+ * for two operands). Errors: CR_EINVAL for a bad spec, naming it and the position
+ * ("einsum: spec \"ij,jk-ik\": '-' at position 5 is not an index letter ..."), or a
+ * spec with another number of operands; CR_ESHAPE for an operand whose rank is not its
+ * number of letters or for an index with two extents.
+ */
+CR_API extern const cr_value cr_fn_einsum;
+
+/**
+ * `vect(x1, ..., xn)`: Julia's Base.vect, the vector [x1, ..., xn] of n >= 1 numbers (f64,
+ * f32, c128, integers, bools), of the float arguments' promoted type (f64 when none is
+ * float). Linear: x_k's cotangent is element k of the vector's (NoTangent for integers and
+ * bools). The tape's cr_av_pack() records packs this way on second-order tapes.
+ */
+CR_API extern const cr_value cr_fn_vect;
+
 CR_END_DECLS
 
 #endif /* CR_RULES_ARRAY_H */

@@ -244,7 +244,8 @@ CR_API cr_avar cr_av_matmul(cr_tape *t, cr_avar A, cr_avar B);
  * of xs[i] is element i of the result's. Every sweep (reverse, forward, second order) and
  * prepared gradients take it: on first-order and forward tapes it is one record that
  * copies cotangents and tangents element by element; on second-order tapes and in prepared
- * gradients, n one-element `fill`s and a tree of `cat`s (about n + n/7 array records).
+ * gradients, calls of `vect` (cr_fn_vect) of up to 16 scalars and a tree of `cat`s of those
+ * vectors (about n/16 + n/112 array records).
  * @param[in] t     the tape (NULL: the current tape).
  * @param[in] xs    n scalar variables or constants (cr_const()); may be NULL when n is 0.
  * @param[in] n     number of variables (any).
@@ -330,6 +331,43 @@ CR_API cr_avar cr_av_reshape(cr_tape *t, cr_avar x, const int64_t *shape, size_t
  *         out of range); as cr_targ_ints() for NULL dims.
  */
 CR_API cr_avar cr_av_sum_dims(cr_tape *t, cr_avar x, const int64_t *dims, size_t ndims);
+
+/**
+ * `einsum(spec, a, b)` of two array variables (cr_fn_einsum): the contraction the index
+ * spec describes ("ij,jk->ik", "bij,bjk->bik", "ij,ij->", docs/rules-arrays.md). The spec
+ * is copied (it need not outlive the call). Every sweep, second-order tapes and prepared
+ * gradients take it (the rule is multilinear).
+ * @param[in] t    the tape (NULL: the current tape).
+ * @param[in] spec the index spec of two operands.
+ * @param[in] a    first operand.
+ * @param[in] b    second operand.
+ * @return the array variable (0-d for an empty output; as cr_tape_acall_a()): a constant
+ *         with a NULL `a` when the tape has failed: CR_EINVAL (a NULL spec, a bad spec,
+ *         naming the position), CR_ESHAPE (an operand's rank or an index's extents), as
+ *         cr_tape_acall_a().
+ */
+CR_API cr_avar cr_av_einsum(cr_tape *t, const char *spec, cr_avar a, cr_avar b);
+
+/**
+ * `einsum(spec, a)` of one array variable: permutations ("ij->ji"), diagonals ("ii->i"),
+ * traces ("ii->"), sums ("ij->i"). As cr_av_einsum() otherwise (the rule is linear).
+ * @param[in] t    the tape (NULL: the current tape).
+ * @param[in] spec the index spec of one operand.
+ * @param[in] a    the operand.
+ * @return the array variable, as cr_av_einsum().
+ */
+CR_API cr_avar cr_av_einsum1(cr_tape *t, const char *spec, cr_avar a);
+
+/**
+ * Batched matrix product: C[b] = A[b] B[b] for 3-d arrays (batch x rows x inner and batch x
+ * inner x cols), `einsum("bij,bjk->bik", A, B)`, one BLAS gemm per batch.
+ * @param[in] t the tape (NULL: the current tape).
+ * @param[in] A batch x m x k.
+ * @param[in] B batch x k x n.
+ * @return the batch x m x n array variable, as cr_av_einsum(); CR_ESHAPE when A or B is not
+ *         3-d or their extents disagree.
+ */
+CR_API cr_avar cr_av_bmm(cr_tape *t, cr_avar A, cr_avar B);
 
 /* ---- Operations with their own steps --------------------------------------------------------- */
 

@@ -2,15 +2,17 @@
  * Scalar and array code mixed on the tape without cr_value arguments: scalar variables packed
  * into an array variable (cr_av_pack) and read back one by one (cr_av_getindex, cr_av_unpack), the
  * concatenation of any number of arrays (cr_av_cat), and dims and shapes given as C integers
- * (cr_targ_ints, cr_av_reshape, cr_av_sum_dims).
+ * (cr_targ_ints, cr_av_reshape, cr_av_sum_dims), and contractions by an index spec (cr_av_einsum,
+ * cr_av_einsum1, cr_av_bmm).
  *
  * A pack on a first-order or forward tape is one operation with its own steps
  * (cr_tape_op_record: the reverse step copies the array's cotangent to the scalars', the
  * forward step the scalars' tangents to the array's). Second-order tapes and prepared
  * gradients do not take such operations, so there a pack is made of calls of array
- * functions with rules: n one-element fills and a tree of cats of at most PACK_FAN arrays
- * each (about n + n / 7 records; each element is copied once per level, ceil(log8 n)
- * levels), which every sweep and replay takes as it takes any array function. Everything
+ * functions with rules: vect (a vector of numbers, linear) of up to VECT_FAN scalars each,
+ * and a tree of cats of at most PACK_FAN of those vectors (about n / 16 + n / 112 records;
+ * each element is copied once per level, 1 + ceil(log8(n / 16)) levels), which every sweep
+ * and replay takes as it takes any array function. Everything
  * else here is calls of array functions (cat, reshape, getindex, sum) through
  * cr_tape_acall(); a cat of more arrays than the rule takes is the same tree of cats.
  */
@@ -26,6 +28,9 @@
 
 /* Most arrays one call of cat takes (the rule's limit, rules_array.h). */
 #define PACK_FAN 8
+
+/* Most numbers one call of vect takes on the tape (cr_tape_acall takes at most 16 arguments). */
+#define VECT_FAN 16
 
 /* An i64 vector holding v[0..n) in the tape's arena (failing the tape on error). */
 static cr_status ints_array(cr_tape *t, const char *who, const int64_t *v, size_t n, cr_array **out)
@@ -200,16 +205,20 @@ cr_avar cr_av_pack(cr_tape *t, const cr_var *xs, size_t n, const int64_t *shape,
     }
     if (!(tt->flags & (CR_TAPE_SECOND_ORDER | CR__TAPE_SO_CHECK)) && tt->pre <= 1)
         return pack_op(tt, xs, n, ext, nd);
-    cr_avar *one = avars(tt, "cr_av_pack", n);
-    if (one == NULL)
+    size_t m = n / VECT_FAN + (n % VECT_FAN != 0);
+    cr_avar *part = avars(tt, "cr_av_pack", m);
+    if (part == NULL)
         return cr__bad_avar(NULL);
-    for (size_t i = 0; i < n; i++) {
-        cr_targ a[2] = {cr_targ_var(xs[i]), cr_targ_value(cr_value_i64(1))};
-        one[i] = cr_tape_acall_a(tt, &cr_fn_fill, a, 2);
+    for (size_t g = 0, lo = 0; g < m; g++, lo += VECT_FAN) {
+        size_t k = n - lo < VECT_FAN ? n - lo : VECT_FAN;
+        cr_targ a[VECT_FAN];
+        for (size_t j = 0; j < k; j++)
+            a[j] = cr_targ_var(xs[lo + j]);
+        part[g] = cr_tape_acall_a(tt, &cr_fn_vect, a, k);
         if (tt->status != CR_OK)
             return cr__bad_avar(NULL);
     }
-    cr_avar v = cat_tree(tt, "cr_av_pack", 0, one, n);
+    cr_avar v = m == 1 ? part[0] : cat_tree(tt, "cr_av_pack", 0, part, m);
     if (tt->status != CR_OK || (nd == 1 && ext[0] == n))
         return v;
     return cr_av_reshape(tt, v, shape, ndim);
@@ -268,4 +277,59 @@ cr_avar cr_av_sum_dims(cr_tape *t, cr_avar x, const int64_t *dims, size_t ndims)
         return cr__bad_avar(NULL);
     cr_targ a[2] = {cr_targ_arr(x), cr_targ_value(cr_value_array(s))};
     return cr_tape_acall_a(tt, &cr_fn_sum, a, 2);
+}
+
+/* einsum(spec, xs...) of n = 1 or 2 arrays: the spec copied into the tape's arena, so that
+ * the recording (and a prepared replay) may read it after the caller's string is gone. */
+static cr_avar einsum_n(cr_tape *t, const char *who, const char *spec, const cr_avar *xs, size_t n)
+{
+    cr_tape *tt = cr__tape_or_current(t);
+    if (tt == NULL || tt->status != CR_OK)
+        return cr__bad_avar(NULL);
+    if (spec == NULL) {
+        cr__tape_fail(tt, CR_EINVAL, "%s: spec is NULL", who);
+        return cr__bad_avar(NULL);
+    }
+    size_t len = strlen(spec);
+    char *copy = cr__arena_array(tt->arena, who, len + 1, 1, 1);
+    cr_einsum_spec *s = cr_arena_alloc(tt->arena, sizeof *s, _Alignof(cr_einsum_spec));
+    if (copy == NULL || s == NULL) {
+        cr__tape_fail_ctx(tt, CR__ALLOC_STATUS(tt->arena), who);
+        return cr__bad_avar(NULL);
+    }
+    memcpy(copy, spec, len + 1);
+    s->spec = copy;
+    cr_targ args[3] = {cr_targ_value(cr_value_struct(&cr_einsum_spec_type, s))};
+    for (size_t k = 0; k < n; k++)
+        args[k + 1] = cr_targ_arr(xs[k]);
+    return cr_tape_acall_a(tt, &cr_fn_einsum, args, n + 1);
+}
+
+cr_avar cr_av_einsum(cr_tape *t, const char *spec, cr_avar a, cr_avar b)
+{
+    cr_avar xs[2] = {a, b};
+    return einsum_n(t, "cr_av_einsum", spec, xs, 2);
+}
+
+cr_avar cr_av_einsum1(cr_tape *t, const char *spec, cr_avar a)
+{
+    return einsum_n(t, "cr_av_einsum1", spec, &a, 1);
+}
+
+cr_avar cr_av_bmm(cr_tape *t, cr_avar A, cr_avar B)
+{
+    cr_tape *tt = cr__tape_or_current(t);
+    if (tt == NULL || tt->status != CR_OK)
+        return cr__bad_avar(NULL);
+    if (A.a == NULL || B.a == NULL) {
+        cr__tape_fail(tt, CR_EINVAL, "cr_av_bmm: %s is a NULL array", A.a == NULL ? "A" : "B");
+        return cr__bad_avar(NULL);
+    }
+    if (A.a->ndim != 3 || B.a->ndim != 3) {
+        cr__tape_fail(tt, CR_ESHAPE,
+                      "cr_av_bmm: expected two 3-d arrays (batch x rows x cols), got %u-d and %u-d",
+                      (unsigned)A.a->ndim, (unsigned)B.a->ndim);
+        return cr__bad_avar(NULL);
+    }
+    return einsum_n(tt, "cr_av_bmm", "bij,bjk->bik", (cr_avar[2]){A, B}, 2);
 }

@@ -85,6 +85,25 @@ static cr_status lse_loss_t(cr_tape *t, const cr_var *p, size_t n, cr_var *y, si
     return cr_tape_status(t);
 }
 
+/* Tutorial, step 11: a mixture's log-likelihood, logsumexp inside the loop over points. */
+static cr_status mix_loss_t(cr_tape *t, const cr_var *p, size_t n, cr_var *y, size_t m, void *env)
+{
+    (void)n, (void)m, (void)env;
+    cr_var prec = cr_exp(t, cr_mul(t, cr_const(2.0), p[1])); /* precision exp(2 p1) */
+    cr_var s = cr_const(0.0);
+    for (int i = 0; i < 4; i++) { /* the loop over points */
+        cr_var term[3];
+        for (int j = 0; j < 3; j++) { /* component j: mean p0 + j */
+            cr_var d = cr_sub(t, cr_const(T[i]), cr_add(t, p[0], cr_const(j)));
+            term[j] = cr_sub(t, p[1], cr_mul(t, cr_mul(t, cr_const(0.5), prec), cr_mul(t, d, d)));
+        }
+        cr_targ a = cr_targ_arr(cr_av_pack(t, term, 3, NULL, 0));
+        s = cr_add(t, s, cr_tape_acall_s(t, &cr_fn_logsumexp, &a, 1)); /* log sum_j exp(term_j) */
+    }
+    y[0] = s;
+    return cr_tape_status(t);
+}
+
 /* Tutorial, step 4: softclip as a function with its own rule. */
 static cr_status softclip_primal(cr_arena *arena, const cr_value *f, const cr_value *args,
                                  size_t nargs, cr_value *out)
@@ -326,6 +345,46 @@ static void test_lse_loss(void **state)
     cr_tape_free(t);
 }
 
+/* Step 11: the mixture's log-likelihood in plain C, for finite differences. */
+static cr_status mix_loss_fd(const double *x, size_t n, double *y, size_t m, void *env)
+{
+    (void)n, (void)m, (void)env;
+    double s = 0.0, prec = exp(2 * x[1]);
+    for (int i = 0; i < 4; i++) {
+        double term[3], mx = -INFINITY, e = 0.0;
+        for (int j = 0; j < 3; j++) {
+            double d = T[i] - (x[0] + j);
+            term[j] = x[1] - 0.5 * prec * d * d;
+            mx = fmax(mx, term[j]);
+        }
+        for (int j = 0; j < 3; j++)
+            e += exp(term[j] - mx);
+        s += mx + log(e);
+    }
+    y[0] = s;
+    return CR_OK;
+}
+
+/* Step 11: the mixture's value and gradient agree with finite differences. */
+static void test_mix_loss(void **state)
+{
+    fixture *f = *state;
+    cr_tape *t;
+    assert_int_equal(cr_tape_new(f->ctx, NULL, &t), CR_OK);
+    const double p[2] = {0.7, -0.2};
+    double y, yc, g[2], fd[2];
+    assert_ok(t, cr_tape_value_and_gradient(t, mix_loss_t, NULL, p, 2, &y, g));
+    assert_int_equal(mix_loss_fd(p, 2, &yc, 1, NULL), CR_OK);
+    assert_true(fabs(y - yc) < 1e-14);
+    cr_fdm m;
+    assert_int_equal(cr_fdm_central(5, 1, &m), CR_OK);
+    assert_int_equal(cr_fd_jacobian(&m, NULL, mix_loss_fd, NULL, p, 2, 1, f->arena, fd, NULL),
+                     CR_OK);
+    for (int j = 0; j < 2; j++)
+        assert_true(fabs(g[j] - fd[j]) < 1e-8);
+    cr_tape_free(t);
+}
+
 /* Whitespace-collapsed copy of s[0..n) into out. */
 static size_t squash(const char *s, size_t n, char *out)
 {
@@ -414,6 +473,7 @@ int main(void)
         cmocka_unit_test(test_snippets_are_here),
         cmocka_unit_test_setup_teardown(test_cursor_loss, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_lse_loss, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_mix_loss, fixture_setup, fixture_teardown),
 #ifdef CR_TUTORIAL_AD
         cmocka_unit_test_setup_teardown(test_source_transformation, fixture_setup,
                                         fixture_teardown),
