@@ -27,6 +27,8 @@ void cr_prepared_free(cr_prepared *p)
     cr_ctx_dealloc(p->ctx, p->aidx, p->n * sizeof *p->aidx);
     cr_ctx_dealloc(p->ctx, p->yrec, p->nprog * sizeof *p->yrec);
     cr_ctx_dealloc(p->ctx, p->gso, p->ngso * sizeof *p->gso);
+    cr_ctx_dealloc(p->ctx, p->lrows, p->nlrows * sizeof *p->lrows);
+    cr_ctx_dealloc(p->ctx, p->lguards, p->nlguards * sizeof *p->lguards);
     cr_ctx_dealloc(p->ctx, p, sizeof *p);
 }
 
@@ -189,14 +191,30 @@ static cr_status walk(cr_prepared *p, cr__rop *prog, size_t *nrec, size_t *ncons
 enum { LOC_M, LOC_P, LOC_S };
 #define FCODE(OP, F0, F1, W) ((OP)*18 + (F0)*6 + (F1)*2 + (W))
 #define RCODE(OP, G, D0, D1) ((OP)*27 + (G)*9 + (D0)*3 + (D1))
-enum { FC_ROW = CR__ARITH_NROWS * 18, FC_INPUT, FC_GUARD, FC_CALL, FC_END };
-enum { RC_ROW = CR__ARITH_NROWS * 27, RC_SKIP, RC_CALL, RC_END };
+enum {
+    FC_ROW = CR__ARITH_NROWS * 18,
+    FC_INPUT,
+    FC_GUARD,
+    FC_CALL,
+    FC_LROW1,
+    FC_LROW2,
+    FC_LGUARD,
+    FC_END
+};
+enum { RC_ROW = CR__ARITH_NROWS * 27, RC_SKIP, RC_CALL, RC_LROW1, RC_LROW2, RC_END };
 /* No variable (an enum constant must fit an int: UINT32_MAX does not). */
 #define NONE UINT32_MAX
 
 static bool is_arith(const cr__rop *r)
 {
     return r->code < CR__ARITH_NROWS;
+}
+
+/* Whether instruction r is a row the compact program holds on its own (cr__lrow): one
+ * result, at most two arguments. */
+static bool is_lrow(const cr__rop *r)
+{
+    return r->code == CR__ROP_ROW && r->nin <= 2 && ((const cr__rinfo *)r->ptr)->row->nout == 1;
 }
 
 /* The forward codes: operands read from P or S while they hold them. last[u]: the last
@@ -290,8 +308,23 @@ static cr_status build_compact(cr_prepared *p, size_t nrec)
     if (scratch == NULL)
         return CR_ENOMEM;
     cr__fop *fops = p->fops + 1;
-    static const uint16_t fother[] = {FC_ROW, FC_INPUT, FC_GUARD, FC_CALL, FC_CALL};
+    static const uint16_t fother[] = {FC_ROW, FC_INPUT, FC_LGUARD, FC_CALL, FC_CALL};
     static const uint16_t rother[] = {RC_ROW, RC_SKIP, RC_SKIP, RC_CALL, RC_CALL};
+    size_t nl = 0, ng = 0;
+    for (size_t k = 0; k < nrec; k++) {
+        nl += is_lrow(&p->prog[k]);
+        ng += p->prog[k].code == CR__ROP_GUARD;
+    }
+    p->lrows = cr_ctx_alloc(p->ctx, (nl ? nl : 1) * sizeof *p->lrows);
+    p->nlrows = p->lrows != NULL ? (nl ? nl : 1) : 0;
+    p->lguards = cr_ctx_alloc(p->ctx, (ng ? ng : 1) * sizeof *p->lguards);
+    p->nlguards = p->lguards != NULL ? (ng ? ng : 1) : 0;
+    if (p->lrows == NULL || p->lguards == NULL) {
+        cr_ctx_dealloc(p->ctx, scratch, 2 * nvars * sizeof *scratch);
+        return CR_ENOMEM;
+    }
+    nl = ng = 0;
+    p->nlrows_top = 0;
     for (size_t k = 0; k < nrec; k++) {
         const cr__rop *r = &p->prog[k];
         cr__fop *f = &fops[k];
@@ -303,6 +336,17 @@ static cr_status build_compact(cr_prepared *p, size_t nrec)
         bool has_src = r->code < CR__ROP_ARRAY;
         f->src[0] = has_src ? r->src[0] : 0;
         f->src[1] = has_src && (r->code == CR__ROP_GUARD || r->nin > 1) ? r->src[1] : 0;
+        if (is_lrow(r)) {
+            f->fcode = r->nin == 1 ? FC_LROW1 : FC_LROW2;
+            f->rcode = r->nin == 1 ? RC_LROW1 : RC_LROW2;
+            p->lrows[nl] = (cr__lrow){.row = ((const cr__rinfo *)r->ptr)->row};
+            nl++;
+            if (k < p->ntop)
+                p->nlrows_top = nl;
+        } else if (r->code == CR__ROP_GUARD) {
+            const cr__rinfo *info = r->ptr;
+            p->lguards[ng++] = (cr__lguard){.rec = r->res, .cmp = r->o, .outcome = info->outcome};
+        }
     }
     size_t first = p->nlead < p->ntop ? p->nlead : p->ntop;
     forward_codes(p, nrec, scratch);
@@ -351,8 +395,27 @@ cr_status cr__prepared_build(cr_prepared *p)
     return st;
 }
 
+/* Release the program and the replay tape of a lean first-order program (prepared_impl.h):
+ * a call reads only the compact program, its rows and comparisons and the workspace. */
+static void make_lean(cr_prepared *p)
+{
+    if (p->has_arrays || p->arrays || p->tan != NULL || (p->tape->flags & CR__TAPE_SO_CHECK) != 0)
+        return;
+    for (size_t k = 0; k < p->nprog; k++)
+        if (p->prog[k].code != CR__ROP_GUARD && p->prog[k].code != CR__ROP_INPUT &&
+            !is_arith(&p->prog[k]) && !is_lrow(&p->prog[k]))
+            return;
+    cr_ctx_dealloc(p->ctx, p->prog, p->nprog * sizeof *p->prog);
+    p->prog = NULL;
+    p->nprog = 0;
+    cr_tape_free(p->tape);
+    p->tape = NULL;
+}
+
 void cr__prepared_begin(cr_prepared *p)
 {
+    if (p->tape == NULL) /* a lean program: no tape, nothing to clear or rewind */
+        return;
     if (p->tape->status != CR_OK) /* (a tape without error has nothing to clear) */
         cr_tape_clear_error(p->tape);
     if (p->has_arrays)
@@ -381,22 +444,24 @@ static bool compare(cr_cmp op, double a, double b)
 
 static const char *const k_cmp_names[] = {"<", "<=", ">", ">=", "==", "!="};
 
-static cr_status guard_failed(cr_prepared *p, const cr__rop *r, double a, double b)
+static NOINLINE cr_status guard_failed(cr_prepared *p, unsigned cmp, unsigned rec, bool outcome,
+                                       double a, double b)
 {
-    const cr__rinfo *info = r->ptr;
     return cr_ctx_error(p->ctx, CR_EDOMAIN,
                         "prepared gradient: the comparison %g %s %g (record %u) was %s when "
                         "recorded and is %s at these inputs: the recording does not describe "
                         "the function here; prepare it again at these inputs",
-                        a, k_cmp_names[info->o <= 5 ? info->o : 5], b, (unsigned)r->res,
-                        info->outcome ? "true" : "false", info->outcome ? "false" : "true");
+                        a, k_cmp_names[cmp <= 5 ? cmp : 5], b, rec, outcome ? "true" : "false",
+                        outcome ? "false" : "true");
 }
 
 cr_status cr__prepared_guard(cr_prepared *p, const cr__rop *r, const double *v)
 {
     const cr__rinfo *info = r->ptr;
     double a = v[r->src[0]], b = v[r->src[1]];
-    return compare((cr_cmp)r->o, a, b) == info->outcome ? CR_OK : guard_failed(p, r, a, b);
+    return compare((cr_cmp)r->o, a, b) == info->outcome
+               ? CR_OK
+               : guard_failed(p, r->o, (unsigned)r->res, info->outcome, a, b);
 }
 
 /*
@@ -490,6 +555,8 @@ static REPLAY_OPT cr_status forward(cr_prepared *p, const double *inputs)
     double *v = p->vals;
     const cr__fop *const fops = p->fops + 1;
     const cr__fop *r = fops + p->nlead;
+    cr__lrow *lr = p->lrows;
+    const cr__lguard *lg = p->lguards;
     double P = 0.0, S = 0.0;
     if (p->nlead > 0)
         memcpy(v, inputs, p->nlead * sizeof *v);
@@ -511,7 +578,8 @@ static REPLAY_OPT cr_status forward(cr_prepared *p, const double *inputs)
     static const void *const step[FC_END + 1] = {
         CR__ARITH_ROWS(LABELS)
         [FC_ROW] = &&f_row, [FC_INPUT] = &&f_input, [FC_GUARD] = &&f_guard,
-        [FC_CALL] = &&f_call, [FC_END] = &&out};
+        [FC_CALL] = &&f_call, [FC_LROW1] = &&f_lrow1, [FC_LROW2] = &&f_lrow2,
+        [FC_LGUARD] = &&f_lguard, [FC_END] = &&out};
 #undef LABEL
 #undef LABELS
     goto *step[r->fcode];
@@ -554,6 +622,34 @@ static REPLAY_OPT cr_status forward(cr_prepared *p, const double *inputs)
             return st;
     }
     NEXT;
+    /* A row of the compact program: its entry is the next one (lr). */
+    STEP(FC_LROW1, f_lrow1) {
+        double xin[CR_SCALAR_MAX_IN], Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+        xin[0] = v[r->src[0]];
+        lr->row->f64(xin, Y, D);
+        v[r->res] = Y[0];
+        lr->p[0] = D[0];
+        lr++;
+    }
+    NEXT;
+    STEP(FC_LROW2, f_lrow2) {
+        double xin[CR_SCALAR_MAX_IN], Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+        xin[0] = v[r->src[0]];
+        xin[1] = v[r->src[1]];
+        lr->row->f64(xin, Y, D);
+        v[r->res] = Y[0];
+        lr->p[0] = D[0];
+        lr->p[1] = D[1];
+        lr++;
+    }
+    NEXT;
+    STEP(FC_LGUARD, f_lguard) {
+        double a = v[r->src[0]], b = v[r->src[1]];
+        if (compare((cr_cmp)lg->cmp, a, b) != (bool)lg->outcome)
+            return guard_failed(p, lg->cmp, lg->rec, lg->outcome, a, b);
+        lg++;
+    }
+    NEXT;
 #if REPLAY_THREADED
     }
 #pragma GCC diagnostic pop
@@ -587,6 +683,7 @@ static REPLAY_OPT cr_status reverse(cr_prepared *p)
         cr__array_clear(p->tape);
     const cr__fop *const fops = p->fops + 1;
     const cr__fop *r = fops + p->ntop;
+    const cr__lrow *lr = p->lrows + p->nlrows_top;
     double P = 0.0, S = 0.0;
 #define GET_M adj[r->res]
 #define GET_P P
@@ -613,7 +710,8 @@ static REPLAY_OPT cr_status reverse(cr_prepared *p)
 #define LABELS(NAME, NIN, NOUT, PRIMAL, ...) VARIANTS(LABEL, NAME)
     static const void *const step[RC_END + 1] = {
         CR__ARITH_ROWS(LABELS)
-        [RC_ROW] = &&r_row, [RC_SKIP] = &&r_skip, [RC_CALL] = &&r_call, [RC_END] = &&out};
+        [RC_ROW] = &&r_row, [RC_SKIP] = &&r_skip, [RC_CALL] = &&r_call,
+        [RC_LROW1] = &&r_lrow1, [RC_LROW2] = &&r_lrow2, [RC_END] = &&out};
 #undef LABEL
 #undef LABELS
     NEXT;
@@ -654,6 +752,18 @@ static REPLAY_OPT cr_status reverse(cr_prepared *p)
         double g = adj[q->res];
         for (size_t j = 0; j < q->nin; j++)
             adj[q->src[j]] += q->p[j] * g;
+    }
+    NEXT;
+    STEP(RC_LROW1, r_lrow1) { /* its entry is the one before lr */
+        lr--;
+        adj[r->src[0]] += lr->p[0] * adj[r->res];
+    }
+    NEXT;
+    STEP(RC_LROW2, r_lrow2) {
+        lr--;
+        double g = adj[r->res];
+        adj[r->src[0]] += lr->p[0] * g;
+        adj[r->src[1]] += lr->p[1] * g;
     }
     NEXT;
     STEP(RC_SKIP, r_skip) /* inputs and comparisons */
@@ -760,6 +870,8 @@ cr_status cr__prepare_scalar(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn f, void
         cr_prepared_free(p);
         return st;
     }
+    if (!second)
+        make_lean(p);
     *out = p;
     return CR_OK;
 }

@@ -63,6 +63,23 @@ typedef struct cr__fop {
     uint32_t src[2]; /* the arguments' variables or constant slots; an input's position */
 } cr__fop;
 
+/* A row of one result and at most two arguments in the first-order replay's compact program
+ * (codes FC_LROW / RC_LROW): the rows' entries lie in program order in their own array, which
+ * the forward pass walks up and the reverse pass down with a cursor, so that a row's step
+ * reads 24 bytes in sequence and no pointer into the replay tape (a cache miss per row). */
+typedef struct cr__lrow {
+    const cr_scalar_rule *row;
+    double p[2]; /* the partials of the last evaluation (p[1]: a row of two arguments) */
+} cr__lrow;
+
+/* A comparison in the compact program (FC_LGUARD), walked with a cursor as the rows are;
+ * its operands are the instruction's sources. */
+typedef struct cr__lguard {
+    uint32_t rec;    /* its record number, for messages */
+    uint8_t cmp;     /* cr_cmp */
+    uint8_t outcome; /* when recorded */
+} cr__lguard;
+
 /* Replay modes of a GENERIC record (cr__greplay.mode). */
 enum {
     CR__GREPLAY_RRULE = 0, /* the rrule is called again; its pullback is the reverse step */
@@ -88,18 +105,28 @@ typedef struct cr__greplay {
 
 struct cr_prepared {
     cr_ctx *ctx;
-    cr_tape *tape;
+    cr_tape *tape; /* the replay tape; NULL once a lean program no longer needs it (below) */
     size_t n;      /* inputs (scalars, or arrays) */
     bool arrays;   /* prepared with cr_prepare_gradient_arrays */
     cr_var y;      /* the output */
     cr_var *xs;    /* scalar inputs (n, at least 1) */
-    cr__rop *prog; /* the program, one instruction per record */
+    /* The program, one instruction per record. A first-order program of scalar inputs made
+     * only of rows and comparisons that the compact program holds on its own (cr__lrow,
+     * cr__lguard) is *lean*: once the compact program is built, prog and the replay tape
+     * are released (prog NULL, tape NULL) and a call reads only fops, lrows, lguards and
+     * the workspace. */
+    cr__rop *prog;
     size_t nprog;
-    cr__fop *fops; /* the same program, compact, between two ends (first-order replay) */
-    size_t nfops;  /* its allocated length */
-    size_t ntop;   /* instructions up to the one that makes y */
-    size_t nlead;  /* leading inputs in order: variable j is input j */
-    double *vals;  /* workspace: variables' values, then the constants; then the adjoints */
+    cr__fop *fops;       /* the same program, compact, between two ends (first-order replay) */
+    size_t nfops;        /* its allocated length */
+    size_t ntop;         /* instructions up to the one that makes y */
+    size_t nlead;        /* leading inputs in order: variable j is input j */
+    cr__lrow *lrows;     /* rows of the compact program (cr__lrow), in program order */
+    size_t nlrows;       /* their number */
+    size_t nlrows_top;   /* those among the instructions up to the one that makes y */
+    cr__lguard *lguards; /* comparisons of the compact program, in program order */
+    size_t nlguards;     /* their number */
+    double *vals;        /* workspace: variables' values, then the constants; then the adjoints */
     double *adj;
     size_t nws;          /* doubles of workspace */
     cr_array *ain;       /* array inputs as prepared (shape and dtype; data NULL) */
