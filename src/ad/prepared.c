@@ -380,6 +380,7 @@ cr_status cr__prepared_build(cr_prepared *p)
     memset(p->vals, 0, p->nws * sizeof *p->vals);
     memset(p->prog, 0, p->nprog * sizeof *p->prog);
     p->adj = p->vals + p->nws / 2;
+    p->nvar = p->tape->nvars;
     p->ntop = 0;
     p->nres_slots = 0;
     st = walk(p, p->prog, &nrec, &nconst);
@@ -410,6 +411,7 @@ static void make_lean(cr_prepared *p)
     p->nprog = 0;
     cr_tape_free(p->tape);
     p->tape = NULL;
+    p->lean = true;
 }
 
 void cr__prepared_begin(cr_prepared *p)
@@ -676,7 +678,14 @@ static REPLAY_OPT cr_status reverse(cr_prepared *p)
 {
     double *adj = p->adj;
     const double *v = p->vals;
-    memset(adj, 0, p->nws / 2 * sizeof *adj);
+    /* Each step clears its result's adjoint once read, and the gradient's reader those of
+     * the inputs: a lean program starts with every adjoint 0 but the constant slots' (which
+     * receive contributions nobody reads: cleared here so that they never overflow). Other
+     * programs' rules may leave adjoints behind: all are cleared. */
+    if (p->lean)
+        memset(adj + p->nvar, 0, (p->nws / 2 - p->nvar) * sizeof *adj);
+    else
+        memset(adj, 0, p->nws / 2 * sizeof *adj);
     adj[p->y.idx] = 1.0;
     /* (cr_prepared_value_and_gradient_arrays leaves the accumulators clear after each call) */
     if (p->has_arrays && !p->arrays)
@@ -688,6 +697,10 @@ static REPLAY_OPT cr_status reverse(cr_prepared *p)
 #define GET_M adj[r->res]
 #define GET_P P
 #define GET_S S
+    /* a result's adjoint, once read, is cleared for the next call (a register needs not) */
+#define CLEAR_M adj[r->res] = 0.0
+#define CLEAR_P (void)0
+#define CLEAR_S (void)0
     /* the first contribution to operand j's adjoint, and a second one to the same place */
 #define PUT_M(j, c) adj[r->src[j]] += (c)
 #define PUT_P(j, c) P = 0.0 + (c)
@@ -732,6 +745,7 @@ static REPLAY_OPT cr_status reverse(cr_prepared *p)
 #define RSTEP(NAME, G, A, B)                                                     \
     STEP(RCODE(CR__ROP_##NAME, L_##G, L_##A, L_##B), r_##NAME##G##A##B) {        \
         double g = GET_##G, D[2];                                                \
+        CLEAR_##G;                                                               \
         partials_##NAME(v[r->src[0]], NIN_##NAME > 1 ? v[r->src[1]] : 0.0,       \
                         v[r->res], D);                                           \
         PUT_##A(0, D[0] * g);                                                    \
@@ -750,18 +764,22 @@ static REPLAY_OPT cr_status reverse(cr_prepared *p)
     STEP(RC_ROW, r_row) {
         const cr__rop *q = &p->prog[r - fops];
         double g = adj[q->res];
+        adj[q->res] = 0.0;
         for (size_t j = 0; j < q->nin; j++)
             adj[q->src[j]] += q->p[j] * g;
     }
     NEXT;
     STEP(RC_LROW1, r_lrow1) { /* its entry is the one before lr */
         lr--;
-        adj[r->src[0]] += lr->p[0] * adj[r->res];
+        double g = adj[r->res];
+        adj[r->res] = 0.0;
+        adj[r->src[0]] += lr->p[0] * g;
     }
     NEXT;
     STEP(RC_LROW2, r_lrow2) {
         lr--;
         double g = adj[r->res];
+        adj[r->res] = 0.0;
         adj[r->src[0]] += lr->p[0] * g;
         adj[r->src[1]] += lr->p[1] * g;
     }
@@ -782,6 +800,9 @@ static REPLAY_OPT cr_status reverse(cr_prepared *p)
 #undef GET_M
 #undef GET_P
 #undef GET_S
+#undef CLEAR_M
+#undef CLEAR_P
+#undef CLEAR_S
 #undef PUT_M
 #undef PUT_P
 #undef PUT_S
@@ -907,6 +928,8 @@ cr_status cr_prepared_value_and_gradient(cr_prepared *p, const double *x, size_t
     bool yc = p->y.idx == CR_VAR_CONST;
     for (size_t j = 0; j < n; j++)
         grad[j] = yc ? 0.0 : p->adj[p->xs[j].idx];
+    for (size_t j = 0; j < n && !yc; j++) /* (the next call starts from 0: reverse()) */
+        p->adj[p->xs[j].idx] = 0.0;
     if (y != NULL)
         *y = yc ? p->y.v : p->vals[p->y.idx];
     if (p->has_arrays)

@@ -124,6 +124,8 @@ struct cr_prepared {
     cr__lrow *lrows;     /* rows of the compact program (cr__lrow), in program order */
     size_t nlrows;       /* their number */
     size_t nlrows_top;   /* those among the instructions up to the one that makes y */
+    bool lean;           /* a lean program (prog above) */
+    uint32_t nvar;       /* the recording's variables (constant slots follow them) */
     cr__lguard *lguards; /* comparisons of the compact program, in program order */
     size_t nlguards;     /* their number */
     double *vals;        /* workspace: variables' values, then the constants; then the adjoints */
