@@ -201,7 +201,7 @@ enum {
     FC_LGUARD,
     FC_END
 };
-enum { RC_ROW = CR__ARITH_NROWS * 27, RC_SKIP, RC_CALL, RC_LROW1, RC_LROW2, RC_END };
+enum { RC_ROW = CR__ARITH_NROWS * 27, RC_SKIP, RC_CALL, RC_LROW1, RC_LROW2, RC_INPUT, RC_END };
 /* No variable (an enum constant must fit an int: UINT32_MAX does not). */
 #define NONE UINT32_MAX
 
@@ -309,7 +309,7 @@ static cr_status build_compact(cr_prepared *p, size_t nrec)
         return CR_ENOMEM;
     cr__fop *fops = p->fops + 1;
     static const uint16_t fother[] = {FC_ROW, FC_INPUT, FC_LGUARD, FC_CALL, FC_CALL};
-    static const uint16_t rother[] = {RC_ROW, RC_SKIP, RC_SKIP, RC_CALL, RC_CALL};
+    static const uint16_t rother[] = {RC_ROW, RC_INPUT, RC_SKIP, RC_CALL, RC_CALL};
     size_t nl = 0, ng = 0;
     for (size_t k = 0; k < nrec; k++) {
         nl += is_lrow(&p->prog[k]);
@@ -331,7 +331,6 @@ static cr_status build_compact(cr_prepared *p, size_t nrec)
         /* (arithmetic steps: memory everywhere, until the passes' codes below) */
         f->fcode = is_arith(r) ? (uint16_t)FCODE(r->code, 0, 0, 0) : fother[r->code - CR__ROP_ROW];
         f->rcode = is_arith(r) ? (uint16_t)RCODE(r->code, 0, 0, 0) : rother[r->code - CR__ROP_ROW];
-        f->res = r->res;
         /* (an array or GENERIC instruction holds its rule where the others hold src) */
         bool has_src = r->code < CR__ROP_ARRAY;
         f->src[0] = has_src ? r->src[0] : 0;
@@ -353,6 +352,11 @@ static cr_status build_compact(cr_prepared *p, size_t nrec)
     if (!p->has_arrays)
         reverse_codes(p, first, scratch, scratch + nvars);
     cr_ctx_dealloc(p->ctx, scratch, 2 * nvars * sizeof *scratch);
+    /* The variables made before the reverse pass's first step, where its count starts. */
+    if (p->ntop > 0) {
+        const cr__rop *t = &p->prog[p->ntop - 1]; /* (it makes y: not a comparison) */
+        p->res_top = t->res + (t->code >= CR__ROP_ARRAY ? t->nv : 1u);
+    }
     fops[nrec] = (cr__fop){.fcode = FC_END, .rcode = RC_END};
     p->fops[0] = fops[nrec];
     fops[(ptrdiff_t)first - 1] = fops[nrec];
@@ -557,6 +561,7 @@ static REPLAY_OPT cr_status forward(cr_prepared *p, const double *inputs)
     double *v = p->vals;
     const cr__fop *const fops = p->fops + 1;
     const cr__fop *r = fops + p->nlead;
+    double *vr = v + p->nlead; /* the next variable an instruction makes */
     cr__lrow *lr = p->lrows;
     const cr__lguard *lg = p->lguards;
     double P = 0.0, S = 0.0;
@@ -593,16 +598,18 @@ static REPLAY_OPT cr_status forward(cr_prepared *p, const double *inputs)
         switch (r->fcode) {
 #endif
     STEP(FC_CALL, f_call) {
-        cr_status st = call_forward(p, &p->prog[r - fops], v);
+        const cr__rop *q = &p->prog[r - fops];
+        cr_status st = call_forward(p, q, v);
         if (st != CR_OK)
             return st;
+        vr = v + q->res + q->nv;
     }
     NEXT;
     /* (W: P for "kept in S", S is not used) */
 #define FSTEP(NAME, A, B, W)                                                       \
     STEP(FCODE(CR__ROP_##NAME, L_##A, L_##B, L_##W == L_P), f_##NAME##A##B##W) { \
         double y_ = value_##NAME(GET_##A(0), NIN_##NAME > 1 ? GET_##B(1) : 0.0);     \
-        v[r->res] = y_;                                                             \
+        *vr++ = y_;                                                                 \
         P = y_;                                                                     \
         if (L_##W == L_P)                                                           \
             S = y_;                                                                 \
@@ -614,9 +621,10 @@ static REPLAY_OPT cr_status forward(cr_prepared *p, const double *inputs)
 #undef FSTEPS
     STEP(FC_ROW, f_row)
         cr__row_forward(&p->prog[r - fops], v);
+        vr++;
         NEXT;
     STEP(FC_INPUT, f_input)
-        v[r->res] = inputs[r->src[0]];
+        *vr++ = inputs[r->src[0]];
         NEXT;
     STEP(FC_GUARD, f_guard) {
         cr_status st = cr__prepared_guard(p, &p->prog[r - fops], v);
@@ -629,7 +637,7 @@ static REPLAY_OPT cr_status forward(cr_prepared *p, const double *inputs)
         double xin[CR_SCALAR_MAX_IN], Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
         xin[0] = v[r->src[0]];
         lr->row->f64(xin, Y, D);
-        v[r->res] = Y[0];
+        *vr++ = Y[0];
         lr->p[0] = D[0];
         lr++;
     }
@@ -639,7 +647,7 @@ static REPLAY_OPT cr_status forward(cr_prepared *p, const double *inputs)
         xin[0] = v[r->src[0]];
         xin[1] = v[r->src[1]];
         lr->row->f64(xin, Y, D);
-        v[r->res] = Y[0];
+        *vr++ = Y[0];
         lr->p[0] = D[0];
         lr->p[1] = D[1];
         lr++;
@@ -669,6 +677,7 @@ static REPLAY_OPT cr_status forward(cr_prepared *p, const double *inputs)
 out:
     (void)P;
     (void)S;
+    (void)vr;
     return CR_OK;
 }
 
@@ -693,12 +702,13 @@ static REPLAY_OPT cr_status reverse(cr_prepared *p)
     const cr__fop *const fops = p->fops + 1;
     const cr__fop *r = fops + p->ntop;
     const cr__lrow *lr = p->lrows + p->nlrows_top;
+    uint32_t res = p->res_top; /* one past the variables of the step at r */
     double P = 0.0, S = 0.0;
-#define GET_M adj[r->res]
+#define GET_M adj[res]
 #define GET_P P
 #define GET_S S
     /* a result's adjoint, once read, is cleared for the next call (a register needs not) */
-#define CLEAR_M adj[r->res] = 0.0
+#define CLEAR_M adj[res] = 0.0
 #define CLEAR_P (void)0
 #define CLEAR_S (void)0
     /* the first contribution to operand j's adjoint, and a second one to the same place */
@@ -724,7 +734,8 @@ static REPLAY_OPT cr_status reverse(cr_prepared *p)
     static const void *const step[RC_END + 1] = {
         CR__ARITH_ROWS(LABELS)
         [RC_ROW] = &&r_row, [RC_SKIP] = &&r_skip, [RC_CALL] = &&r_call,
-        [RC_LROW1] = &&r_lrow1, [RC_LROW2] = &&r_lrow2, [RC_END] = &&out};
+        [RC_LROW1] = &&r_lrow1, [RC_LROW2] = &&r_lrow2, [RC_INPUT] = &&r_input,
+        [RC_END] = &&out};
 #undef LABEL
 #undef LABELS
     NEXT;
@@ -736,7 +747,9 @@ static REPLAY_OPT cr_status reverse(cr_prepared *p)
         switch ((--r)->rcode) {
 #endif
     STEP(RC_CALL, r_call) {
-        cr_status st = call_reverse(p, &p->prog[r - fops], adj);
+        const cr__rop *q = &p->prog[r - fops];
+        res = q->res;
+        cr_status st = call_reverse(p, q, adj);
         if (st != CR_OK)
             return st;
     }
@@ -744,10 +757,11 @@ static REPLAY_OPT cr_status reverse(cr_prepared *p)
     /* The partials from the row again, at the values of the forward pass. */
 #define RSTEP(NAME, G, A, B)                                                     \
     STEP(RCODE(CR__ROP_##NAME, L_##G, L_##A, L_##B), r_##NAME##G##A##B) {        \
+        res--;                                                                   \
         double g = GET_##G, D[2];                                                \
         CLEAR_##G;                                                               \
         partials_##NAME(v[r->src[0]], NIN_##NAME > 1 ? v[r->src[1]] : 0.0,       \
-                        v[r->res], D);                                           \
+                        v[res], D);                                              \
         PUT_##A(0, D[0] * g);                                                    \
         if (NIN_##NAME > 1) {                                                    \
             if (L_##A == L_##B && L_##A != L_M)                                  \
@@ -763,6 +777,7 @@ static REPLAY_OPT cr_status reverse(cr_prepared *p)
 #undef RSTEPS
     STEP(RC_ROW, r_row) {
         const cr__rop *q = &p->prog[r - fops];
+        res--;
         double g = adj[q->res];
         adj[q->res] = 0.0;
         for (size_t j = 0; j < q->nin; j++)
@@ -771,20 +786,25 @@ static REPLAY_OPT cr_status reverse(cr_prepared *p)
     NEXT;
     STEP(RC_LROW1, r_lrow1) { /* its entry is the one before lr */
         lr--;
-        double g = adj[r->res];
-        adj[r->res] = 0.0;
+        res--;
+        double g = adj[res];
+        adj[res] = 0.0;
         adj[r->src[0]] += lr->p[0] * g;
     }
     NEXT;
     STEP(RC_LROW2, r_lrow2) {
         lr--;
-        double g = adj[r->res];
-        adj[r->res] = 0.0;
+        res--;
+        double g = adj[res];
+        adj[res] = 0.0;
         adj[r->src[0]] += lr->p[0] * g;
         adj[r->src[1]] += lr->p[1] * g;
     }
     NEXT;
-    STEP(RC_SKIP, r_skip) /* inputs and comparisons */
+    STEP(RC_INPUT, r_input) /* (its adjoint is the gradient's) */
+        res--;
+        NEXT;
+    STEP(RC_SKIP, r_skip) /* comparisons */
         NEXT;
 #if REPLAY_THREADED
     }

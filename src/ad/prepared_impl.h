@@ -50,7 +50,7 @@ typedef struct cr__rop {
                   cr__greplay (GENERIC) */
 } cr__rop;
 
-/* One instruction of the first-order replay's compact program (16 bytes; instruction k of
+/* One instruction of the first-order replay's compact program (12 bytes; instruction k of
  * prog is instruction k here). The arithmetic rows keep no partials: the reverse pass
  * evaluates the row's partials again at the stored values (constant ones fold away). Each
  * pass has its own code (prepared.c): an arithmetic row's code also says where its operands
@@ -59,7 +59,6 @@ typedef struct cr__rop {
 typedef struct cr__fop {
     uint16_t fcode;  /* forward step */
     uint16_t rcode;  /* reverse step */
-    uint32_t res;    /* the variable it makes (arithmetic rows, inputs) */
     uint32_t src[2]; /* the arguments' variables or constant slots; an input's position */
 } cr__fop;
 
@@ -124,6 +123,7 @@ struct cr_prepared {
     cr__lrow *lrows;     /* rows of the compact program (cr__lrow), in program order */
     size_t nlrows;       /* their number */
     size_t nlrows_top;   /* those among the instructions up to the one that makes y */
+    uint32_t res_top;    /* the variables those instructions make */
     bool lean;           /* a lean program (prog above) */
     uint32_t nvar;       /* the recording's variables (constant slots follow them) */
     cr__lguard *lguards; /* comparisons of the compact program, in program order */
