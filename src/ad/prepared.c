@@ -23,6 +23,7 @@ void cr_prepared_free(cr_prepared *p)
     cr_ctx_dealloc(p->ctx, p->tan, p->ntan * sizeof *p->tan);
     cr_ctx_dealloc(p->ctx, p->prog, p->nprog * sizeof *p->prog);
     cr_ctx_dealloc(p->ctx, p->fops, p->nfops * sizeof *p->fops);
+    cr_ctx_dealloc(p->ctx, p->fcodes, 2 * p->nfops);
     cr_ctx_dealloc(p->ctx, p->ain, p->n * sizeof *p->ain);
     cr_ctx_dealloc(p->ctx, p->aidx, p->n * sizeof *p->aidx);
     cr_ctx_dealloc(p->ctx, p->yrec, p->nprog * sizeof *p->yrec);
@@ -221,7 +222,7 @@ static bool is_lrow(const cr__rop *r)
  * arithmetic step reading variable u (0: none). */
 static void forward_codes(cr_prepared *p, size_t nrec, uint32_t *last)
 {
-    cr__fop *fops = p->fops + 1;
+    uint8_t *fc = p->fcodes + 1;
     uint32_t nvars = (uint32_t)p->tape->nvars;
     memset(last, 0, nvars * sizeof *last);
     for (size_t k = 0; k < nrec; k++) {
@@ -244,7 +245,7 @@ static void forward_codes(cr_prepared *p, size_t nrec, uint32_t *last)
         if (w)
             sv = r->res;
         pv = r->res;
-        fops[k].fcode = (uint16_t)FCODE(r->code, loc[0], loc[1], w);
+        fc[k] = (uint8_t)FCODE(r->code, loc[0], loc[1], w);
     }
 }
 
@@ -252,7 +253,7 @@ static void forward_codes(cr_prepared *p, size_t nrec, uint32_t *last)
  * u's adjoint goes; made[u]: 1 + the arithmetic step making u (0: another kind). */
 static void reverse_codes(cr_prepared *p, size_t first, uint32_t *n, uint32_t *made)
 {
-    cr__fop *fops = p->fops + 1;
+    uint8_t *rc = p->rcodes + 1;
     uint32_t nvars = (uint32_t)p->tape->nvars;
     memset(n, 0, nvars * sizeof *n);
     memset(made, 0, nvars * sizeof *made);
@@ -289,7 +290,7 @@ static void reverse_codes(cr_prepared *p, size_t first, uint32_t *n, uint32_t *m
                 n[u] = (uint32_t)loc[j] + 1;
             }
         }
-        fops[k].rcode = (uint16_t)RCODE(r->code, g, loc[0], loc[1]);
+        rc[k] = (uint8_t)RCODE(r->code, g, loc[0], loc[1]);
     }
 }
 
@@ -301,15 +302,23 @@ static cr_status build_compact(cr_prepared *p, size_t nrec)
 {
     size_t nvars = p->tape->nvars ? p->tape->nvars : 1;
     p->fops = cr_ctx_alloc(p->ctx, (nrec + 2) * sizeof *p->fops);
-    if (p->fops == NULL)
+    p->fcodes = cr_ctx_alloc(p->ctx, 2 * (nrec + 2));
+    if (p->fops == NULL || p->fcodes == NULL) {
+        cr_ctx_dealloc(p->ctx, p->fops, (nrec + 2) * sizeof *p->fops);
+        cr_ctx_dealloc(p->ctx, p->fcodes, 2 * (nrec + 2));
+        p->fops = NULL;
+        p->fcodes = NULL;
         return CR_ENOMEM;
+    }
     p->nfops = nrec + 2;
+    p->rcodes = p->fcodes + p->nfops;
+    uint8_t *fc = p->fcodes + 1, *rc = p->rcodes + 1;
     uint32_t *scratch = cr_ctx_alloc(p->ctx, 2 * nvars * sizeof *scratch);
     if (scratch == NULL)
         return CR_ENOMEM;
     cr__fop *fops = p->fops + 1;
-    static const uint16_t fother[] = {FC_ROW, FC_INPUT, FC_LGUARD, FC_CALL, FC_CALL};
-    static const uint16_t rother[] = {RC_ROW, RC_INPUT, RC_SKIP, RC_CALL, RC_CALL};
+    static const uint8_t fother[] = {FC_ROW, FC_INPUT, FC_LGUARD, FC_CALL, FC_CALL};
+    static const uint8_t rother[] = {RC_ROW, RC_INPUT, RC_SKIP, RC_CALL, RC_CALL};
     size_t nl = 0, ng = 0;
     for (size_t k = 0; k < nrec; k++) {
         nl += is_lrow(&p->prog[k]);
@@ -329,15 +338,15 @@ static cr_status build_compact(cr_prepared *p, size_t nrec)
         const cr__rop *r = &p->prog[k];
         cr__fop *f = &fops[k];
         /* (arithmetic steps: memory everywhere, until the passes' codes below) */
-        f->fcode = is_arith(r) ? (uint16_t)FCODE(r->code, 0, 0, 0) : fother[r->code - CR__ROP_ROW];
-        f->rcode = is_arith(r) ? (uint16_t)RCODE(r->code, 0, 0, 0) : rother[r->code - CR__ROP_ROW];
+        fc[k] = is_arith(r) ? (uint8_t)FCODE(r->code, 0, 0, 0) : fother[r->code - CR__ROP_ROW];
+        rc[k] = is_arith(r) ? (uint8_t)RCODE(r->code, 0, 0, 0) : rother[r->code - CR__ROP_ROW];
         /* (an array or GENERIC instruction holds its rule where the others hold src) */
         bool has_src = r->code < CR__ROP_ARRAY;
         f->src[0] = has_src ? r->src[0] : 0;
         f->src[1] = has_src && (r->code == CR__ROP_GUARD || r->nin > 1) ? r->src[1] : 0;
         if (is_lrow(r)) {
-            f->fcode = r->nin == 1 ? FC_LROW1 : FC_LROW2;
-            f->rcode = r->nin == 1 ? RC_LROW1 : RC_LROW2;
+            fc[k] = r->nin == 1 ? FC_LROW1 : FC_LROW2;
+            rc[k] = r->nin == 1 ? RC_LROW1 : RC_LROW2;
             p->lrows[nl] = (cr__lrow){.row = ((const cr__rinfo *)r->ptr)->row};
             nl++;
             if (k < p->ntop)
@@ -357,9 +366,12 @@ static cr_status build_compact(cr_prepared *p, size_t nrec)
         const cr__rop *t = &p->prog[p->ntop - 1]; /* (it makes y: not a comparison) */
         p->res_top = t->res + (t->code >= CR__ROP_ARRAY ? t->nv : 1u);
     }
-    fops[nrec] = (cr__fop){.fcode = FC_END, .rcode = RC_END};
+    fops[nrec] = (cr__fop){{0, 0}};
     p->fops[0] = fops[nrec];
-    fops[(ptrdiff_t)first - 1] = fops[nrec];
+    fc[nrec] = FC_END;
+    rc[nrec] = RC_END;
+    p->fcodes[0] = FC_END;
+    rc[(ptrdiff_t)first - 1] = RC_END;
     return CR_OK;
 }
 
@@ -561,6 +573,7 @@ static REPLAY_OPT cr_status forward(cr_prepared *p, const double *inputs)
     double *v = p->vals;
     const cr__fop *const fops = p->fops + 1;
     const cr__fop *r = fops + p->nlead;
+    const uint8_t *c = p->fcodes + 1 + p->nlead; /* r's code */
     double *vr = v + p->nlead; /* the next variable an instruction makes */
     cr__lrow *lr = p->lrows;
     const cr__lguard *lg = p->lguards;
@@ -578,7 +591,8 @@ static REPLAY_OPT cr_status forward(cr_prepared *p, const double *inputs)
 #define NEXT                  \
     do {                      \
         r++;                  \
-        goto *step[r->fcode]; \
+        c++;                  \
+        goto *step[*c];       \
     } while (0)
 #define LABEL(NAME, A, B, W) [FCODE(CR__ROP_##NAME, L_##A, L_##B, L_##W == L_P)] = &&f_##NAME##A##B##W,
 #define LABELS(NAME, NIN, NOUT, PRIMAL, ...) FVARIANTS(LABEL, NAME)
@@ -589,13 +603,13 @@ static REPLAY_OPT cr_status forward(cr_prepared *p, const double *inputs)
         [FC_LGUARD] = &&f_lguard, [FC_END] = &&out};
 #undef LABEL
 #undef LABELS
-    goto *step[r->fcode];
+    goto *step[*c];
     {
 #else
 #define STEP(C, L) case C:
 #define NEXT    continue
-    for (;; r++) {
-        switch (r->fcode) {
+    for (;; r++, c++) {
+        switch (*c) {
 #endif
     STEP(FC_CALL, f_call) {
         const cr__rop *q = &p->prog[r - fops];
@@ -701,6 +715,7 @@ static REPLAY_OPT cr_status reverse(cr_prepared *p)
         cr__array_clear(p->tape);
     const cr__fop *const fops = p->fops + 1;
     const cr__fop *r = fops + p->ntop;
+    const uint8_t *c = p->rcodes + 1 + p->ntop; /* r's code */
     const cr__lrow *lr = p->lrows + p->nlrows_top;
     uint32_t res = p->res_top; /* one past the variables of the step at r */
     double P = 0.0, S = 0.0;
@@ -727,7 +742,8 @@ static REPLAY_OPT cr_status reverse(cr_prepared *p)
 #define NEXT                  \
     do {                      \
         r--;                  \
-        goto *step[r->rcode]; \
+        c--;                  \
+        goto *step[*c];       \
     } while (0)
 #define LABEL(NAME, G, A, B) [RCODE(CR__ROP_##NAME, L_##G, L_##A, L_##B)] = &&r_##NAME##G##A##B,
 #define LABELS(NAME, NIN, NOUT, PRIMAL, ...) VARIANTS(LABEL, NAME)
@@ -744,7 +760,8 @@ static REPLAY_OPT cr_status reverse(cr_prepared *p)
 #define STEP(C, L) case C:
 #define NEXT    continue
     for (;;) {
-        switch ((--r)->rcode) {
+        r--;
+        switch (*--c) {
 #endif
     STEP(RC_CALL, r_call) {
         const cr__rop *q = &p->prog[r - fops];

@@ -50,15 +50,16 @@ typedef struct cr__rop {
                   cr__greplay (GENERIC) */
 } cr__rop;
 
-/* One instruction of the first-order replay's compact program (12 bytes; instruction k of
- * prog is instruction k here). The arithmetic rows keep no partials: the reverse pass
- * evaluates the row's partials again at the stored values (constant ones fold away). Each
- * pass has its own code (prepared.c): an arithmetic row's code also says where its operands
- * are read (forward) or their adjoints sent (reverse), memory or one of two registers. Every
- * other code reads its 64-byte instruction prog[k]. */
+/* One instruction of the first-order replay's compact program: its sources (8 bytes), and
+ * a one-byte code per pass in arrays of their own (cr_prepared.fcodes, rcodes), so that a
+ * pass reads 9 bytes an instruction; instruction k of prog is instruction k here, and its
+ * result follows from its position. The arithmetic rows keep no partials: the reverse pass
+ * evaluates the row's partials again at the stored values (constant ones fold away). An
+ * arithmetic row's code also says where its operands are read (forward) or their adjoints
+ * sent (reverse), memory or one of two registers (prepared.c). Rows of one result and at
+ * most two arguments and comparisons read their entries (cr__lrow, cr__lguard); every other
+ * code reads its 64-byte instruction prog[k]. */
 typedef struct cr__fop {
-    uint16_t fcode;  /* forward step */
-    uint16_t rcode;  /* reverse step */
     uint32_t src[2]; /* the arguments' variables or constant slots; an input's position */
 } cr__fop;
 
@@ -116,8 +117,11 @@ struct cr_prepared {
      * the workspace. */
     cr__rop *prog;
     size_t nprog;
-    cr__fop *fops;       /* the same program, compact, between two ends (first-order replay) */
-    size_t nfops;        /* its allocated length */
+    cr__fop *fops; /* the same program, compact, between two ends (first-order replay) */
+    size_t nfops;  /* its allocated length */
+    /* Their codes, one byte each: the forward pass's (fcodes), then the reverse pass's
+     * (rcodes = fcodes + nfops), each read in a stream of its own; 2 nfops bytes. */
+    uint8_t *fcodes, *rcodes;
     size_t ntop;         /* instructions up to the one that makes y */
     size_t nlead;        /* leading inputs in order: variable j is input j */
     cr__lrow *lrows;     /* rows of the compact program (cr__lrow), in program order */
