@@ -13,6 +13,9 @@
  *
  *   chain_ratio        1e6 taped scalar ops (t = t + x[k % 1000] * exp(sin(t)), 250000
  *                      steps of sin, exp, *, +): record + reverse sweep / primal
+ *   chain_prepared_ratio  the chain prepared once (cr_prepare_gradient), then
+ *                      cr_prepared_value_and_gradient / primal
+ *   chain_prepared_vs_tape  that prepared call / record + sweep, timed against each other
  *   rosen_loop_ratio   Rosenbrock, n = 1e6, as a scalar loop: record + sweep / primal
  *   rosen_loop_cursor_ratio  the same loop recorded through a recording cursor (tape.h,
  *                      cr_rec_open ... cr_rec_close: the write position in registers)
@@ -57,6 +60,10 @@
  * st_rosen_loop_ratio, st_rosen_bytes_per_term, st_mse_ns, st_gmm_vs_hand, st_lstm_vs_hand,
  * st_ba_vs_hand and their hand-written references (BENCHMARKS.md).
  *
+ * GradBench's gmm and lstm written against the tape API (bench_tape.c, tape_objectives.c):
+ * tape_gmm_ratio, prepared_gmm_ratio, prepared_gmm_vs_tape, tape_gmm_bytes_per_op,
+ * prepared_gmm_mem_ratio, and the same for lstm (tape_lstm_ratio, ...).
+ *
  * Forward-mode figures (bench_dual.c): dual_ba_ratio (the Jacobians of all ba1 blocks on
  * inline duals / primal) and dual_chain_ratio (one direction through the chain / primal).
  *
@@ -79,6 +86,9 @@
 #endif
 #ifdef CR_BENCH_DUAL
 #include "bench_dual.h"
+#endif
+#ifdef CR_BENCH_TAPE
+#include "bench_tape.h"
 #endif
 
 #define RUNS 7
@@ -266,6 +276,7 @@ typedef struct chain_env {
     double x[CHAIN_N];
     double grad[CHAIN_N];
     cr_tape *tape;
+    cr_prepared *prep;
 } chain_env;
 
 static double chain_primal(void *env)
@@ -331,6 +342,47 @@ static int fig_chain(double *out)
     *out = median_ratio(chain_gradient, chain_primal, &e);
     cr_tape_free(e.tape);
     return isnan(*out);
+}
+
+/* The chain prepared once (cr_prepare_gradient): value and gradient at the inputs replayed. */
+static double chain_prepared(void *env)
+{
+    chain_env *e = env;
+    double y;
+    if (cr_prepared_value_and_gradient(e->prep, e->x, CHAIN_N, &y, e->grad) != CR_OK)
+        return (double)NAN;
+    return y + e->grad[0];
+}
+
+/* chain_prepared_ratio (against the primal) or chain_prepared_vs_tape (against a recording
+ * and its sweep). */
+static int chain_prepared_fig(double *out, double (*den)(void *env))
+{
+    static chain_env e;
+    for (size_t i = 0; i < CHAIN_N; i++)
+        e.x[i] = 1e-3 * (1.0 + sin((double)i));
+    if (cr_tape_new(g_ctx, NULL, &e.tape) != CR_OK ||
+        cr_prepare_gradient(g_ctx, NULL, chain_taped, NULL, e.x, CHAIN_N, &e.prep) != CR_OK)
+        return 1;
+    double want[CHAIN_N];
+    chain_grad_hand(e.x, want);
+    int err = isnan(chain_prepared(&e)) ||
+              check_close("prepared chain gradient", e.grad, want, CHAIN_N, 1e-9);
+    if (!err)
+        *out = median_ratio(chain_prepared, den, &e);
+    cr_prepared_free(e.prep);
+    cr_tape_free(e.tape);
+    return err || isnan(*out);
+}
+
+static int fig_chain_prepared(double *out)
+{
+    return chain_prepared_fig(out, chain_primal);
+}
+
+static int fig_chain_prepared_vs_tape(double *out)
+{
+    return chain_prepared_fig(out, chain_gradient);
 }
 
 /* Rosenbrock, sum 100 (x[i+1] - x[i]^2)^2 + (1 - x[i])^2 */
@@ -1174,6 +1226,8 @@ static const struct {
     const char *fmt;
 } k_engine_figures[] = {
     {"chain_ratio", fig_chain, "x", "%s %.2f %s\n"},
+    {"chain_prepared_ratio", fig_chain_prepared, "x", "%s %.2f %s\n"},
+    {"chain_prepared_vs_tape", fig_chain_prepared_vs_tape, "x", "%s %.2f %s\n"},
     {"rosen_loop_ratio", fig_rosen_loop, "x", "%s %.2f %s\n"},
     {"rosen_loop_cursor_ratio", fig_rosen_loop_cursor, "x", "%s %.2f %s\n"},
     {"tape_bytes_per_op", fig_tape_bytes, "B", "%s %.1f %s\n"},
@@ -1237,6 +1291,13 @@ int main(int argc, char **argv)
         }
         printf(k_engine_figures[i].fmt, k_engine_figures[i].name, v, k_engine_figures[i].unit);
     }
+#ifdef CR_BENCH_TAPE
+    /* gmm and lstm on the tape (bench_tape.c) */
+    if (bench_tape(argc, argv) != 0) {
+        fprintf(stderr, "chainrules-bench: the tape_gmm/lstm figures failed\n");
+        return 1;
+    }
+#endif
 #ifdef CR_BENCH_DUAL
     /* the inline forward mode (bench_dual.c) */
     if (bench_dual(argc, argv) != 0) {

@@ -23,10 +23,13 @@ void cr_prepared_free(cr_prepared *p)
     cr_ctx_dealloc(p->ctx, p->tan, p->ntan * sizeof *p->tan);
     cr_ctx_dealloc(p->ctx, p->prog, p->nprog * sizeof *p->prog);
     cr_ctx_dealloc(p->ctx, p->fops, p->nfops * sizeof *p->fops);
+    cr_ctx_dealloc(p->ctx, p->fcodes, 2 * p->nfops);
     cr_ctx_dealloc(p->ctx, p->ain, p->n * sizeof *p->ain);
     cr_ctx_dealloc(p->ctx, p->aidx, p->n * sizeof *p->aidx);
     cr_ctx_dealloc(p->ctx, p->yrec, p->nprog * sizeof *p->yrec);
     cr_ctx_dealloc(p->ctx, p->gso, p->ngso * sizeof *p->gso);
+    cr_ctx_dealloc(p->ctx, p->lrows, p->nlrows * sizeof *p->lrows);
+    cr_ctx_dealloc(p->ctx, p->lguards, p->nlguards * sizeof *p->lguards);
     cr_ctx_dealloc(p->ctx, p, sizeof *p);
 }
 
@@ -189,8 +192,17 @@ static cr_status walk(cr_prepared *p, cr__rop *prog, size_t *nrec, size_t *ncons
 enum { LOC_M, LOC_P, LOC_S };
 #define FCODE(OP, F0, F1, W) ((OP)*18 + (F0)*6 + (F1)*2 + (W))
 #define RCODE(OP, G, D0, D1) ((OP)*27 + (G)*9 + (D0)*3 + (D1))
-enum { FC_ROW = CR__ARITH_NROWS * 18, FC_INPUT, FC_GUARD, FC_CALL, FC_END };
-enum { RC_ROW = CR__ARITH_NROWS * 27, RC_SKIP, RC_CALL, RC_END };
+enum {
+    FC_ROW = CR__ARITH_NROWS * 18,
+    FC_INPUT,
+    FC_GUARD,
+    FC_CALL,
+    FC_LROW1,
+    FC_LROW2,
+    FC_LGUARD,
+    FC_END
+};
+enum { RC_ROW = CR__ARITH_NROWS * 27, RC_SKIP, RC_CALL, RC_LROW1, RC_LROW2, RC_INPUT, RC_END };
 /* No variable (an enum constant must fit an int: UINT32_MAX does not). */
 #define NONE UINT32_MAX
 
@@ -199,11 +211,18 @@ static bool is_arith(const cr__rop *r)
     return r->code < CR__ARITH_NROWS;
 }
 
+/* Whether instruction r is a row the compact program holds on its own (cr__lrow): one
+ * result, at most two arguments. */
+static bool is_lrow(const cr__rop *r)
+{
+    return r->code == CR__ROP_ROW && r->nin <= 2 && ((const cr__rinfo *)r->ptr)->row->nout == 1;
+}
+
 /* The forward codes: operands read from P or S while they hold them. last[u]: the last
  * arithmetic step reading variable u (0: none). */
 static void forward_codes(cr_prepared *p, size_t nrec, uint32_t *last)
 {
-    cr__fop *fops = p->fops + 1;
+    uint8_t *fc = p->fcodes + 1;
     uint32_t nvars = (uint32_t)p->tape->nvars;
     memset(last, 0, nvars * sizeof *last);
     for (size_t k = 0; k < nrec; k++) {
@@ -226,7 +245,7 @@ static void forward_codes(cr_prepared *p, size_t nrec, uint32_t *last)
         if (w)
             sv = r->res;
         pv = r->res;
-        fops[k].fcode = (uint16_t)FCODE(r->code, loc[0], loc[1], w);
+        fc[k] = (uint8_t)FCODE(r->code, loc[0], loc[1], w);
     }
 }
 
@@ -234,7 +253,7 @@ static void forward_codes(cr_prepared *p, size_t nrec, uint32_t *last)
  * u's adjoint goes; made[u]: 1 + the arithmetic step making u (0: another kind). */
 static void reverse_codes(cr_prepared *p, size_t first, uint32_t *n, uint32_t *made)
 {
-    cr__fop *fops = p->fops + 1;
+    uint8_t *rc = p->rcodes + 1;
     uint32_t nvars = (uint32_t)p->tape->nvars;
     memset(n, 0, nvars * sizeof *n);
     memset(made, 0, nvars * sizeof *made);
@@ -271,7 +290,7 @@ static void reverse_codes(cr_prepared *p, size_t first, uint32_t *n, uint32_t *m
                 n[u] = (uint32_t)loc[j] + 1;
             }
         }
-        fops[k].rcode = (uint16_t)RCODE(r->code, g, loc[0], loc[1]);
+        rc[k] = (uint8_t)RCODE(r->code, g, loc[0], loc[1]);
     }
 }
 
@@ -283,35 +302,76 @@ static cr_status build_compact(cr_prepared *p, size_t nrec)
 {
     size_t nvars = p->tape->nvars ? p->tape->nvars : 1;
     p->fops = cr_ctx_alloc(p->ctx, (nrec + 2) * sizeof *p->fops);
-    if (p->fops == NULL)
+    p->fcodes = cr_ctx_alloc(p->ctx, 2 * (nrec + 2));
+    if (p->fops == NULL || p->fcodes == NULL) {
+        cr_ctx_dealloc(p->ctx, p->fops, (nrec + 2) * sizeof *p->fops);
+        cr_ctx_dealloc(p->ctx, p->fcodes, 2 * (nrec + 2));
+        p->fops = NULL;
+        p->fcodes = NULL;
         return CR_ENOMEM;
+    }
     p->nfops = nrec + 2;
+    p->rcodes = p->fcodes + p->nfops;
+    uint8_t *fc = p->fcodes + 1, *rc = p->rcodes + 1;
     uint32_t *scratch = cr_ctx_alloc(p->ctx, 2 * nvars * sizeof *scratch);
     if (scratch == NULL)
         return CR_ENOMEM;
     cr__fop *fops = p->fops + 1;
-    static const uint16_t fother[] = {FC_ROW, FC_INPUT, FC_GUARD, FC_CALL, FC_CALL};
-    static const uint16_t rother[] = {RC_ROW, RC_SKIP, RC_SKIP, RC_CALL, RC_CALL};
+    static const uint8_t fother[] = {FC_ROW, FC_INPUT, FC_LGUARD, FC_CALL, FC_CALL};
+    static const uint8_t rother[] = {RC_ROW, RC_INPUT, RC_SKIP, RC_CALL, RC_CALL};
+    size_t nl = 0, ng = 0;
+    for (size_t k = 0; k < nrec; k++) {
+        nl += is_lrow(&p->prog[k]);
+        ng += p->prog[k].code == CR__ROP_GUARD;
+    }
+    p->lrows = cr_ctx_alloc(p->ctx, (nl ? nl : 1) * sizeof *p->lrows);
+    p->nlrows = p->lrows != NULL ? (nl ? nl : 1) : 0;
+    p->lguards = cr_ctx_alloc(p->ctx, (ng ? ng : 1) * sizeof *p->lguards);
+    p->nlguards = p->lguards != NULL ? (ng ? ng : 1) : 0;
+    if (p->lrows == NULL || p->lguards == NULL) {
+        cr_ctx_dealloc(p->ctx, scratch, 2 * nvars * sizeof *scratch);
+        return CR_ENOMEM;
+    }
+    nl = ng = 0;
+    p->nlrows_top = 0;
     for (size_t k = 0; k < nrec; k++) {
         const cr__rop *r = &p->prog[k];
         cr__fop *f = &fops[k];
         /* (arithmetic steps: memory everywhere, until the passes' codes below) */
-        f->fcode = is_arith(r) ? (uint16_t)FCODE(r->code, 0, 0, 0) : fother[r->code - CR__ROP_ROW];
-        f->rcode = is_arith(r) ? (uint16_t)RCODE(r->code, 0, 0, 0) : rother[r->code - CR__ROP_ROW];
-        f->res = r->res;
+        fc[k] = is_arith(r) ? (uint8_t)FCODE(r->code, 0, 0, 0) : fother[r->code - CR__ROP_ROW];
+        rc[k] = is_arith(r) ? (uint8_t)RCODE(r->code, 0, 0, 0) : rother[r->code - CR__ROP_ROW];
         /* (an array or GENERIC instruction holds its rule where the others hold src) */
         bool has_src = r->code < CR__ROP_ARRAY;
         f->src[0] = has_src ? r->src[0] : 0;
         f->src[1] = has_src && (r->code == CR__ROP_GUARD || r->nin > 1) ? r->src[1] : 0;
+        if (is_lrow(r)) {
+            fc[k] = r->nin == 1 ? FC_LROW1 : FC_LROW2;
+            rc[k] = r->nin == 1 ? RC_LROW1 : RC_LROW2;
+            p->lrows[nl] = (cr__lrow){.row = ((const cr__rinfo *)r->ptr)->row};
+            nl++;
+            if (k < p->ntop)
+                p->nlrows_top = nl;
+        } else if (r->code == CR__ROP_GUARD) {
+            const cr__rinfo *info = r->ptr;
+            p->lguards[ng++] = (cr__lguard){.rec = r->res, .cmp = r->o, .outcome = info->outcome};
+        }
     }
     size_t first = p->nlead < p->ntop ? p->nlead : p->ntop;
     forward_codes(p, nrec, scratch);
     if (!p->has_arrays)
         reverse_codes(p, first, scratch, scratch + nvars);
     cr_ctx_dealloc(p->ctx, scratch, 2 * nvars * sizeof *scratch);
-    fops[nrec] = (cr__fop){.fcode = FC_END, .rcode = RC_END};
+    /* The variables made before the reverse pass's first step, where its count starts. */
+    if (p->ntop > 0) {
+        const cr__rop *t = &p->prog[p->ntop - 1]; /* (it makes y: not a comparison) */
+        p->res_top = t->res + (t->code >= CR__ROP_ARRAY ? t->nv : 1u);
+    }
+    fops[nrec] = (cr__fop){{0, 0}};
     p->fops[0] = fops[nrec];
-    fops[(ptrdiff_t)first - 1] = fops[nrec];
+    fc[nrec] = FC_END;
+    rc[nrec] = RC_END;
+    p->fcodes[0] = FC_END;
+    rc[(ptrdiff_t)first - 1] = RC_END;
     return CR_OK;
 }
 
@@ -336,6 +396,7 @@ cr_status cr__prepared_build(cr_prepared *p)
     memset(p->vals, 0, p->nws * sizeof *p->vals);
     memset(p->prog, 0, p->nprog * sizeof *p->prog);
     p->adj = p->vals + p->nws / 2;
+    p->nvar = p->tape->nvars;
     p->ntop = 0;
     p->nres_slots = 0;
     st = walk(p, p->prog, &nrec, &nconst);
@@ -351,8 +412,28 @@ cr_status cr__prepared_build(cr_prepared *p)
     return st;
 }
 
+/* Release the program and the replay tape of a lean first-order program (prepared_impl.h):
+ * a call reads only the compact program, its rows and comparisons and the workspace. */
+static void make_lean(cr_prepared *p)
+{
+    if (p->has_arrays || p->arrays || p->tan != NULL || (p->tape->flags & CR__TAPE_SO_CHECK) != 0)
+        return;
+    for (size_t k = 0; k < p->nprog; k++)
+        if (p->prog[k].code != CR__ROP_GUARD && p->prog[k].code != CR__ROP_INPUT &&
+            !is_arith(&p->prog[k]) && !is_lrow(&p->prog[k]))
+            return;
+    cr_ctx_dealloc(p->ctx, p->prog, p->nprog * sizeof *p->prog);
+    p->prog = NULL;
+    p->nprog = 0;
+    cr_tape_free(p->tape);
+    p->tape = NULL;
+    p->lean = true;
+}
+
 void cr__prepared_begin(cr_prepared *p)
 {
+    if (p->tape == NULL) /* a lean program: no tape, nothing to clear or rewind */
+        return;
     if (p->tape->status != CR_OK) /* (a tape without error has nothing to clear) */
         cr_tape_clear_error(p->tape);
     if (p->has_arrays)
@@ -381,22 +462,24 @@ static bool compare(cr_cmp op, double a, double b)
 
 static const char *const k_cmp_names[] = {"<", "<=", ">", ">=", "==", "!="};
 
-static cr_status guard_failed(cr_prepared *p, const cr__rop *r, double a, double b)
+static NOINLINE cr_status guard_failed(cr_prepared *p, unsigned cmp, unsigned rec, bool outcome,
+                                       double a, double b)
 {
-    const cr__rinfo *info = r->ptr;
     return cr_ctx_error(p->ctx, CR_EDOMAIN,
                         "prepared gradient: the comparison %g %s %g (record %u) was %s when "
                         "recorded and is %s at these inputs: the recording does not describe "
                         "the function here; prepare it again at these inputs",
-                        a, k_cmp_names[info->o <= 5 ? info->o : 5], b, (unsigned)r->res,
-                        info->outcome ? "true" : "false", info->outcome ? "false" : "true");
+                        a, k_cmp_names[cmp <= 5 ? cmp : 5], b, rec, outcome ? "true" : "false",
+                        outcome ? "false" : "true");
 }
 
 cr_status cr__prepared_guard(cr_prepared *p, const cr__rop *r, const double *v)
 {
     const cr__rinfo *info = r->ptr;
     double a = v[r->src[0]], b = v[r->src[1]];
-    return compare((cr_cmp)r->o, a, b) == info->outcome ? CR_OK : guard_failed(p, r, a, b);
+    return compare((cr_cmp)r->o, a, b) == info->outcome
+               ? CR_OK
+               : guard_failed(p, r->o, (unsigned)r->res, info->outcome, a, b);
 }
 
 /*
@@ -490,6 +573,10 @@ static REPLAY_OPT cr_status forward(cr_prepared *p, const double *inputs)
     double *v = p->vals;
     const cr__fop *const fops = p->fops + 1;
     const cr__fop *r = fops + p->nlead;
+    const uint8_t *c = p->fcodes + 1 + p->nlead; /* r's code */
+    double *vr = v + p->nlead; /* the next variable an instruction makes */
+    cr__lrow *lr = p->lrows;
+    const cr__lguard *lg = p->lguards;
     double P = 0.0, S = 0.0;
     if (p->nlead > 0)
         memcpy(v, inputs, p->nlead * sizeof *v);
@@ -504,35 +591,39 @@ static REPLAY_OPT cr_status forward(cr_prepared *p, const double *inputs)
 #define NEXT                  \
     do {                      \
         r++;                  \
-        goto *step[r->fcode]; \
+        c++;                  \
+        goto *step[*c];       \
     } while (0)
 #define LABEL(NAME, A, B, W) [FCODE(CR__ROP_##NAME, L_##A, L_##B, L_##W == L_P)] = &&f_##NAME##A##B##W,
 #define LABELS(NAME, NIN, NOUT, PRIMAL, ...) FVARIANTS(LABEL, NAME)
     static const void *const step[FC_END + 1] = {
         CR__ARITH_ROWS(LABELS)
         [FC_ROW] = &&f_row, [FC_INPUT] = &&f_input, [FC_GUARD] = &&f_guard,
-        [FC_CALL] = &&f_call, [FC_END] = &&out};
+        [FC_CALL] = &&f_call, [FC_LROW1] = &&f_lrow1, [FC_LROW2] = &&f_lrow2,
+        [FC_LGUARD] = &&f_lguard, [FC_END] = &&out};
 #undef LABEL
 #undef LABELS
-    goto *step[r->fcode];
+    goto *step[*c];
     {
 #else
 #define STEP(C, L) case C:
 #define NEXT    continue
-    for (;; r++) {
-        switch (r->fcode) {
+    for (;; r++, c++) {
+        switch (*c) {
 #endif
     STEP(FC_CALL, f_call) {
-        cr_status st = call_forward(p, &p->prog[r - fops], v);
+        const cr__rop *q = &p->prog[r - fops];
+        cr_status st = call_forward(p, q, v);
         if (st != CR_OK)
             return st;
+        vr = v + q->res + q->nv;
     }
     NEXT;
     /* (W: P for "kept in S", S is not used) */
 #define FSTEP(NAME, A, B, W)                                                       \
     STEP(FCODE(CR__ROP_##NAME, L_##A, L_##B, L_##W == L_P), f_##NAME##A##B##W) { \
         double y_ = value_##NAME(GET_##A(0), NIN_##NAME > 1 ? GET_##B(1) : 0.0);     \
-        v[r->res] = y_;                                                             \
+        *vr++ = y_;                                                                 \
         P = y_;                                                                     \
         if (L_##W == L_P)                                                           \
             S = y_;                                                                 \
@@ -544,14 +635,43 @@ static REPLAY_OPT cr_status forward(cr_prepared *p, const double *inputs)
 #undef FSTEPS
     STEP(FC_ROW, f_row)
         cr__row_forward(&p->prog[r - fops], v);
+        vr++;
         NEXT;
     STEP(FC_INPUT, f_input)
-        v[r->res] = inputs[r->src[0]];
+        *vr++ = inputs[r->src[0]];
         NEXT;
     STEP(FC_GUARD, f_guard) {
         cr_status st = cr__prepared_guard(p, &p->prog[r - fops], v);
         if (st != CR_OK)
             return st;
+    }
+    NEXT;
+    /* A row of the compact program: its entry is the next one (lr). */
+    STEP(FC_LROW1, f_lrow1) {
+        double xin[CR_SCALAR_MAX_IN], Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+        xin[0] = v[r->src[0]];
+        lr->row->f64(xin, Y, D);
+        *vr++ = Y[0];
+        lr->p[0] = D[0];
+        lr++;
+    }
+    NEXT;
+    STEP(FC_LROW2, f_lrow2) {
+        double xin[CR_SCALAR_MAX_IN], Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+        xin[0] = v[r->src[0]];
+        xin[1] = v[r->src[1]];
+        lr->row->f64(xin, Y, D);
+        *vr++ = Y[0];
+        lr->p[0] = D[0];
+        lr->p[1] = D[1];
+        lr++;
+    }
+    NEXT;
+    STEP(FC_LGUARD, f_lguard) {
+        double a = v[r->src[0]], b = v[r->src[1]];
+        if (compare((cr_cmp)lg->cmp, a, b) != (bool)lg->outcome)
+            return guard_failed(p, lg->cmp, lg->rec, lg->outcome, a, b);
+        lg++;
     }
     NEXT;
 #if REPLAY_THREADED
@@ -571,6 +691,7 @@ static REPLAY_OPT cr_status forward(cr_prepared *p, const double *inputs)
 out:
     (void)P;
     (void)S;
+    (void)vr;
     return CR_OK;
 }
 
@@ -580,17 +701,31 @@ static REPLAY_OPT cr_status reverse(cr_prepared *p)
 {
     double *adj = p->adj;
     const double *v = p->vals;
-    memset(adj, 0, p->nws / 2 * sizeof *adj);
+    /* Each step clears its result's adjoint once read, and the gradient's reader those of
+     * the inputs: a lean program starts with every adjoint 0 but the constant slots' (which
+     * receive contributions nobody reads: cleared here so that they never overflow). Other
+     * programs' rules may leave adjoints behind: all are cleared. */
+    if (p->lean)
+        memset(adj + p->nvar, 0, (p->nws / 2 - p->nvar) * sizeof *adj);
+    else
+        memset(adj, 0, p->nws / 2 * sizeof *adj);
     adj[p->y.idx] = 1.0;
     /* (cr_prepared_value_and_gradient_arrays leaves the accumulators clear after each call) */
     if (p->has_arrays && !p->arrays)
         cr__array_clear(p->tape);
     const cr__fop *const fops = p->fops + 1;
     const cr__fop *r = fops + p->ntop;
+    const uint8_t *c = p->rcodes + 1 + p->ntop; /* r's code */
+    const cr__lrow *lr = p->lrows + p->nlrows_top;
+    uint32_t res = p->res_top; /* one past the variables of the step at r */
     double P = 0.0, S = 0.0;
-#define GET_M adj[r->res]
+#define GET_M adj[res]
 #define GET_P P
 #define GET_S S
+    /* a result's adjoint, once read, is cleared for the next call (a register needs not) */
+#define CLEAR_M adj[res] = 0.0
+#define CLEAR_P (void)0
+#define CLEAR_S (void)0
     /* the first contribution to operand j's adjoint, and a second one to the same place */
 #define PUT_M(j, c) adj[r->src[j]] += (c)
 #define PUT_P(j, c) P = 0.0 + (c)
@@ -607,13 +742,16 @@ static REPLAY_OPT cr_status reverse(cr_prepared *p)
 #define NEXT                  \
     do {                      \
         r--;                  \
-        goto *step[r->rcode]; \
+        c--;                  \
+        goto *step[*c];       \
     } while (0)
 #define LABEL(NAME, G, A, B) [RCODE(CR__ROP_##NAME, L_##G, L_##A, L_##B)] = &&r_##NAME##G##A##B,
 #define LABELS(NAME, NIN, NOUT, PRIMAL, ...) VARIANTS(LABEL, NAME)
     static const void *const step[RC_END + 1] = {
         CR__ARITH_ROWS(LABELS)
-        [RC_ROW] = &&r_row, [RC_SKIP] = &&r_skip, [RC_CALL] = &&r_call, [RC_END] = &&out};
+        [RC_ROW] = &&r_row, [RC_SKIP] = &&r_skip, [RC_CALL] = &&r_call,
+        [RC_LROW1] = &&r_lrow1, [RC_LROW2] = &&r_lrow2, [RC_INPUT] = &&r_input,
+        [RC_END] = &&out};
 #undef LABEL
 #undef LABELS
     NEXT;
@@ -622,10 +760,13 @@ static REPLAY_OPT cr_status reverse(cr_prepared *p)
 #define STEP(C, L) case C:
 #define NEXT    continue
     for (;;) {
-        switch ((--r)->rcode) {
+        r--;
+        switch (*--c) {
 #endif
     STEP(RC_CALL, r_call) {
-        cr_status st = call_reverse(p, &p->prog[r - fops], adj);
+        const cr__rop *q = &p->prog[r - fops];
+        res = q->res;
+        cr_status st = call_reverse(p, q, adj);
         if (st != CR_OK)
             return st;
     }
@@ -633,9 +774,11 @@ static REPLAY_OPT cr_status reverse(cr_prepared *p)
     /* The partials from the row again, at the values of the forward pass. */
 #define RSTEP(NAME, G, A, B)                                                     \
     STEP(RCODE(CR__ROP_##NAME, L_##G, L_##A, L_##B), r_##NAME##G##A##B) {        \
+        res--;                                                                   \
         double g = GET_##G, D[2];                                                \
+        CLEAR_##G;                                                               \
         partials_##NAME(v[r->src[0]], NIN_##NAME > 1 ? v[r->src[1]] : 0.0,       \
-                        v[r->res], D);                                           \
+                        v[res], D);                                              \
         PUT_##A(0, D[0] * g);                                                    \
         if (NIN_##NAME > 1) {                                                    \
             if (L_##A == L_##B && L_##A != L_M)                                  \
@@ -651,12 +794,34 @@ static REPLAY_OPT cr_status reverse(cr_prepared *p)
 #undef RSTEPS
     STEP(RC_ROW, r_row) {
         const cr__rop *q = &p->prog[r - fops];
+        res--;
         double g = adj[q->res];
+        adj[q->res] = 0.0;
         for (size_t j = 0; j < q->nin; j++)
             adj[q->src[j]] += q->p[j] * g;
     }
     NEXT;
-    STEP(RC_SKIP, r_skip) /* inputs and comparisons */
+    STEP(RC_LROW1, r_lrow1) { /* its entry is the one before lr */
+        lr--;
+        res--;
+        double g = adj[res];
+        adj[res] = 0.0;
+        adj[r->src[0]] += lr->p[0] * g;
+    }
+    NEXT;
+    STEP(RC_LROW2, r_lrow2) {
+        lr--;
+        res--;
+        double g = adj[res];
+        adj[res] = 0.0;
+        adj[r->src[0]] += lr->p[0] * g;
+        adj[r->src[1]] += lr->p[1] * g;
+    }
+    NEXT;
+    STEP(RC_INPUT, r_input) /* (its adjoint is the gradient's) */
+        res--;
+        NEXT;
+    STEP(RC_SKIP, r_skip) /* comparisons */
         NEXT;
 #if REPLAY_THREADED
     }
@@ -672,6 +837,9 @@ static REPLAY_OPT cr_status reverse(cr_prepared *p)
 #undef GET_M
 #undef GET_P
 #undef GET_S
+#undef CLEAR_M
+#undef CLEAR_P
+#undef CLEAR_S
 #undef PUT_M
 #undef PUT_P
 #undef PUT_S
@@ -760,6 +928,8 @@ cr_status cr__prepare_scalar(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn f, void
         cr_prepared_free(p);
         return st;
     }
+    if (!second)
+        make_lean(p);
     *out = p;
     return CR_OK;
 }
@@ -795,6 +965,8 @@ cr_status cr_prepared_value_and_gradient(cr_prepared *p, const double *x, size_t
     bool yc = p->y.idx == CR_VAR_CONST;
     for (size_t j = 0; j < n; j++)
         grad[j] = yc ? 0.0 : p->adj[p->xs[j].idx];
+    for (size_t j = 0; j < n && !yc; j++) /* (the next call starts from 0: reverse()) */
+        p->adj[p->xs[j].idx] = 0.0;
     if (y != NULL)
         *y = yc ? p->y.v : p->vals[p->y.idx];
     if (p->has_arrays)

@@ -50,18 +50,35 @@ typedef struct cr__rop {
                   cr__greplay (GENERIC) */
 } cr__rop;
 
-/* One instruction of the first-order replay's compact program (16 bytes; instruction k of
- * prog is instruction k here). The arithmetic rows keep no partials: the reverse pass
- * evaluates the row's partials again at the stored values (constant ones fold away). Each
- * pass has its own code (prepared.c): an arithmetic row's code also says where its operands
- * are read (forward) or their adjoints sent (reverse), memory or one of two registers. Every
- * other code reads its 64-byte instruction prog[k]. */
+/* One instruction of the first-order replay's compact program: its sources (8 bytes), and
+ * a one-byte code per pass in arrays of their own (cr_prepared.fcodes, rcodes), so that a
+ * pass reads 9 bytes an instruction; instruction k of prog is instruction k here, and its
+ * result follows from its position. The arithmetic rows keep no partials: the reverse pass
+ * evaluates the row's partials again at the stored values (constant ones fold away). An
+ * arithmetic row's code also says where its operands are read (forward) or their adjoints
+ * sent (reverse), memory or one of two registers (prepared.c). Rows of one result and at
+ * most two arguments and comparisons read their entries (cr__lrow, cr__lguard); every other
+ * code reads its 64-byte instruction prog[k]. */
 typedef struct cr__fop {
-    uint16_t fcode;  /* forward step */
-    uint16_t rcode;  /* reverse step */
-    uint32_t res;    /* the variable it makes (arithmetic rows, inputs) */
     uint32_t src[2]; /* the arguments' variables or constant slots; an input's position */
 } cr__fop;
+
+/* A row of one result and at most two arguments in the first-order replay's compact program
+ * (codes FC_LROW / RC_LROW): the rows' entries lie in program order in their own array, which
+ * the forward pass walks up and the reverse pass down with a cursor, so that a row's step
+ * reads 24 bytes in sequence and no pointer into the replay tape (a cache miss per row). */
+typedef struct cr__lrow {
+    const cr_scalar_rule *row;
+    double p[2]; /* the partials of the last evaluation (p[1]: a row of two arguments) */
+} cr__lrow;
+
+/* A comparison in the compact program (FC_LGUARD), walked with a cursor as the rows are;
+ * its operands are the instruction's sources. */
+typedef struct cr__lguard {
+    uint32_t rec;    /* its record number, for messages */
+    uint8_t cmp;     /* cr_cmp */
+    uint8_t outcome; /* when recorded */
+} cr__lguard;
 
 /* Replay modes of a GENERIC record (cr__greplay.mode). */
 enum {
@@ -88,18 +105,34 @@ typedef struct cr__greplay {
 
 struct cr_prepared {
     cr_ctx *ctx;
-    cr_tape *tape;
+    cr_tape *tape; /* the replay tape; NULL once a lean program no longer needs it (below) */
     size_t n;      /* inputs (scalars, or arrays) */
     bool arrays;   /* prepared with cr_prepare_gradient_arrays */
     cr_var y;      /* the output */
     cr_var *xs;    /* scalar inputs (n, at least 1) */
-    cr__rop *prog; /* the program, one instruction per record */
+    /* The program, one instruction per record. A first-order program of scalar inputs made
+     * only of rows and comparisons that the compact program holds on its own (cr__lrow,
+     * cr__lguard) is *lean*: once the compact program is built, prog and the replay tape
+     * are released (prog NULL, tape NULL) and a call reads only fops, lrows, lguards and
+     * the workspace. */
+    cr__rop *prog;
     size_t nprog;
     cr__fop *fops; /* the same program, compact, between two ends (first-order replay) */
     size_t nfops;  /* its allocated length */
-    size_t ntop;   /* instructions up to the one that makes y */
-    size_t nlead;  /* leading inputs in order: variable j is input j */
-    double *vals;  /* workspace: variables' values, then the constants; then the adjoints */
+    /* Their codes, one byte each: the forward pass's (fcodes), then the reverse pass's
+     * (rcodes = fcodes + nfops), each read in a stream of its own; 2 nfops bytes. */
+    uint8_t *fcodes, *rcodes;
+    size_t ntop;         /* instructions up to the one that makes y */
+    size_t nlead;        /* leading inputs in order: variable j is input j */
+    cr__lrow *lrows;     /* rows of the compact program (cr__lrow), in program order */
+    size_t nlrows;       /* their number */
+    size_t nlrows_top;   /* those among the instructions up to the one that makes y */
+    uint32_t res_top;    /* the variables those instructions make */
+    bool lean;           /* a lean program (prog above) */
+    uint32_t nvar;       /* the recording's variables (constant slots follow them) */
+    cr__lguard *lguards; /* comparisons of the compact program, in program order */
+    size_t nlguards;     /* their number */
+    double *vals;        /* workspace: variables' values, then the constants; then the adjoints */
     double *adj;
     size_t nws;          /* doubles of workspace */
     cr_array *ain;       /* array inputs as prepared (shape and dtype; data NULL) */
