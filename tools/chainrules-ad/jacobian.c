@@ -289,24 +289,120 @@ static void lanes_expr(jac *J, const ad_expr *e, uint64_t *acc)
         lanes_expr(J, e->args[i], acc);
 }
 
-/* A call of a function of the file that is not inlined: refused when it has active
- * arguments (the tangent kernels take dense directions). */
-static bool refuse_call(jac *J, const ad_expr *c)
+/* A call of a function of the file that is not inlined, with active arguments: its
+ * tangent kernel (the vector forward mode's) runs on the union of the arguments' lanes,
+ * packed into dense directions (jac_call). The arguments it accepts: real scalars, and
+ * pointers p, p + k or &p[k] to a 1-D array whose length is known; the union of the lanes
+ * goes to the result and to every array the callee writes. */
+typedef struct jcall {
+    const ad_expr *c;
+    uint64_t mask;
+    jv *root[64];        /* pointer arguments: the array */
+    const char *off[64]; /* its offset (text), or NULL */
+    long long len[64];
+    bool written[64];
+} jcall;
+
+static bool call_args(jac *J, const ad_expr *c, jcall *k)
 {
-    if (c->kind == EX_CALL && c->callee && ad_call_mask(c)) {
-        jerr(J, c->loc,
-             "a call with active arguments of a function that is not inlined (make it a "
-             "straight-line static helper, or use --vector):",
-             c->callee->name);
+    memset(k, 0, sizeof *k);
+    k->c = c;
+    k->mask = ad_call_mask(c);
+    ad_func *g = c->callee;
+    if (!k->mask)
         return true;
+    if (g->prim) {
+        jerr(J, c->loc, "a primitive with active arguments (use --vector):", g->name);
+        return false;
     }
-    return false;
+    for (int i = 0; i < c->nargs && i < 64; i++) {
+        if (!(k->mask >> i & 1) || ad_type_is_real(g->params[i]->type))
+            continue;
+        const ad_type *pt = g->params[i]->type;
+        const ad_expr *a = c->args[i];
+        while (a->kind == EX_CAST)
+            a = a->a;
+        const ad_expr *base = a;
+        if (a->kind == EX_BIN && a->a->kind == EX_VAR) {
+            base = a->a;
+            k->off[i] = ad_fmt("%s(%s)", !strcmp(a->op, "-") ? "-" : "", ad_expr_text(a->b));
+        } else if (a->kind == EX_ADDR && a->a->kind == EX_INDEX && a->a->a->kind == EX_VAR) {
+            base = a->a->a;
+            k->off[i] = ad_fmt("(%s)", ad_expr_text(a->a->b));
+        }
+        jv *v = base->kind == EX_VAR ? find(J, base->var) : NULL;
+        long long len = -1;
+        if (v && (v->role == JR_IN || v->role == JR_OUT))
+            len = v->len;
+        else if (v && v->role == JR_LOCAL && v->v->type->kind == TY_ARRAY &&
+                 ad_type_is_real(v->v->type->elem))
+            len = v->v->type->len;
+        if (pt->kind != TY_PTR || !ad_type_is_real(pt->elem) || len < 0) {
+            jerr(J, c->loc,
+                 "an argument that is not a real scalar or p, p + k, &p[k] of a 1-D real array "
+                 "of known length, in the call of",
+                 g->name);
+            return false;
+        }
+        k->root[i] = v;
+        k->len[i] = len;
+        k->written[i] = i < 64 && g->writes_param[i] && v->role != JR_IN;
+    }
+    return true;
+}
+
+/* The union of the lanes of a call's active arguments. */
+static void call_lanes(jac *J, const jcall *k, uint64_t *acc)
+{
+    const ad_expr *c = k->c;
+    for (int i = 0; i < c->nargs && i < 64; i++) {
+        if (!(k->mask >> i & 1))
+            continue;
+        jv *v = k->root[i];
+        if (!v) {
+            lanes_expr(J, c->args[i], acc);
+        } else if (v->role == JR_IN) {
+            for (long long e = 0; e < v->len; e++)
+                acc[(v->col0 + e) / 64] |= (uint64_t)1 << ((v->col0 + e) % 64);
+        } else if (v->bits) {
+            for (int s = 0; s < v->nsets; s++)
+                for (int w = 0; w < J->nw; w++)
+                    acc[w] |= v->bits[(size_t)s * (size_t)J->nw + (size_t)w];
+        }
+    }
+}
+
+static void add_lanes(jac *J, uint64_t *dst, const uint64_t *acc)
+{
+    for (int w = 0; dst && w < J->nw; w++)
+        if ((dst[w] | acc[w]) != dst[w]) {
+            dst[w] |= acc[w];
+            J->changed = true;
+        }
+}
+
+static void flow_call(jac *J, const ad_expr *place, const ad_expr *c)
+{
+    jcall k;
+    if (!call_args(J, c, &k) || !k.mask)
+        return;
+    uint64_t acc[JAC_MAX_COLS / 64] = {0};
+    call_lanes(J, &k, acc);
+    if (place && ad_type_is_real(place->type)) {
+        jv *v;
+        long long idx;
+        add_lanes(J, place_set(J, place, &v, &idx), acc);
+    }
+    for (int i = 0; i < c->nargs && i < 64; i++)
+        if (k.written[i] && k.root[i]->bits)
+            for (int s = 0; s < k.root[i]->nsets; s++)
+                add_lanes(J, k.root[i]->bits + (size_t)s * (size_t)J->nw, acc);
 }
 
 static void flow_assign(jac *J, const ad_expr *place, const ad_expr *value)
 {
     if (value->kind == EX_CALL && value->callee) {
-        refuse_call(J, value);
+        flow_call(J, place, value);
         return;
     }
     jv *v;
@@ -341,8 +437,8 @@ static void flow_stmt(jac *J, ad_stmt *s)
     case ST_EXPR:
         if (s->e->kind == EX_ASSIGN)
             flow_assign(J, s->e->a, s->e->b);
-        else if (s->e->kind == EX_CALL)
-            refuse_call(J, s->e);
+        else if (s->e->kind == EX_CALL && s->e->callee)
+            flow_call(J, NULL, s->e);
         return;
     case ST_FOR:
         flow_stmt(J, s->init);
@@ -498,6 +594,161 @@ static void emit_flush(jac *J, const char *ind)
     }
 }
 
+enum { JAC_BLOCK = 16, JAC_MAX_PACK = 1 << 16 };
+
+/* A call with active arguments: for each block of at most JAC_BLOCK of the arguments'
+ * lanes, the arguments' tangents packed into dense directions, the callee's tangent kernel,
+ * and its results unpacked into the lanes of the place and of the arrays it writes (whose
+ * values are restored between blocks). */
+static void jac_call(jac *J, ad_expr *place, ad_expr *c, const char *ind)
+{
+    jcall k;
+    if (!call_args(J, c, &k))
+        return;
+    jv *pv = NULL;
+    long long pidx = -1;
+    uint64_t *ps = place ? place_set(J, place, &pv, &pidx) : NULL;
+    bool pact = ps && ad_type_is_real(place->type) && pv && pv->role != JR_IN &&
+                (pv->role == JR_OUT || pv->v->active);
+    uint64_t acc[JAC_MAX_COLS / 64] = {0};
+    call_lanes(J, &k, acc);
+    int *lanes = ad_alloc((size_t)J->ncols * sizeof *lanes + 1);
+    int nl = 0;
+    for (int j = 0; j < J->ncols; j++)
+        if (has_lane(acc, j))
+            lanes[nl++] = j;
+    const char *ctext = ad_expr_text(c);
+    if (!k.mask || nl == 0) {
+        /* no lane reaches the call: the primal, and zero tangents for its result */
+        if (place)
+            ad_buf_printf(J->out, "%s%s = %s;\n", ind, ad_expr_text(place), ctext);
+        else
+            ad_buf_printf(J->out, "%s%s;\n", ind, ctext);
+        for (int j = 0; pact && j < J->ncols; j++)
+            if (has_lane(ps, j))
+                ad_buf_printf(J->out, "%s%s = 0;\n", ind, ad_shadow_text(place, lane_sfx(j)));
+        return;
+    }
+    ad_func *g = c->callee;
+    const char *mn = ad_request(J->u, g, k.mask, REQ_TANV);
+    int nb = (nl + JAC_BLOCK - 1) / JAC_BLOCK;
+    int n = ++J->l.tmp;
+    const char *ind2 = ad_fmt("%s    ", ind);
+    const char *ind3 = ad_fmt("%s        ", ind);
+    ad_buf_printf(J->out, "%s{\n", ind);
+    ad_buf_printf(J->out,
+                  "%s_Static_assert(CR_AD_VMAX >= %d, \"the Jacobian entry passes %d directions "
+                  "to a tangent kernel: CR_AD_VMAX must be at least that\");\n",
+                  ind2, nl < JAC_BLOCK ? nl : JAC_BLOCK, nl < JAC_BLOCK ? nl : JAC_BLOCK);
+    bool real_ret = ad_type_is_real(g->ret);
+    if (real_ret)
+        ad_buf_printf(J->out, "%s%s rv%d_ = 0;\n", ind2, g->ret->spelling, n);
+    /* the primal values of the arrays the callee writes, for the blocks after the first */
+    for (int i = 0; nb > 1 && i < c->nargs && i < 64; i++)
+        if (k.written[i])
+            ad_buf_printf(J->out,
+                          "%s%s sv%d_%d[%lld];\n%sfor (int e_ = 0; e_ < %lld; e_++)\n%s    "
+                          "sv%d_%d[e_] = %s[e_];\n",
+                          ind2, ad_type_real_name(k.root[i]->v->type->elem), n, i, k.len[i], ind2,
+                          k.len[i], ind2, n, i, k.root[i]->v->cname);
+    for (int b = 0; b < nb; b++) {
+        const int *L = lanes + b * JAC_BLOCK;
+        int wb = nl - b * JAC_BLOCK < JAC_BLOCK ? nl - b * JAC_BLOCK : JAC_BLOCK;
+        ad_buf_printf(J->out, "%s{\n", ind2);
+        for (int i = 0; b > 0 && i < c->nargs && i < 64; i++)
+            if (k.written[i])
+                ad_buf_printf(J->out,
+                              "%sfor (int e_ = 0; e_ < %lld; e_++)\n%s    %s[e_] = sv%d_%d[e_];\n",
+                              ind3, k.len[i], ind3, k.root[i]->v->cname, n, i);
+        ad_buf call = {0};
+        ad_buf_printf(&call, "cr_ad_%s_tanv%s(", g->name, mn);
+        for (int i = 0; i < c->nargs; i++) {
+            ad_buf_printf(&call, "%s%s", i ? ", " : "", ad_expr_text(c->args[i]));
+            if (i >= 64 || !(k.mask >> i & 1))
+                continue;
+            jv *v = k.root[i];
+            if (!v) {
+                /* a scalar: its lanes, from the rule rows' partials */
+                const char *T = ad_type_real_name(g->params[i]->type);
+                J->l.out = J->out;
+                J->l.ind = ind3;
+                lin_value(&J->l, c->args[i]);
+                prep_conds(J, c->args[i]);
+                ad_buf_printf(J->out, "%s%s s%d_%d[%d] = {", ind3, T, n, i, wb);
+                for (int q = 0; q < wb; q++) {
+                    const char *t = tan_text(J, c->args[i], L[q]);
+                    ad_buf_printf(J->out, "%s%s", q ? ", " : "", t ? t : "0");
+                }
+                ad_buf_put(J->out, "};\n");
+                ad_buf_printf(&call, ", s%d_%d", n, i);
+                continue;
+            }
+            /* an array: element e in direction q at pa[e * wb + q] */
+            if (k.len[i] > JAC_MAX_PACK / wb) {
+                jerr(J, c->loc, "an array too long to pass to a tangent kernel, in the call of",
+                     g->name);
+                return;
+            }
+            const char *T =
+                ad_type_real_name(v->role == JR_LOCAL ? v->v->type->elem : v->v->type->elem);
+            ad_buf_printf(J->out, "%s%s pa%d_%d[%lld] = {0};\n", ind3, T, n, i, k.len[i] * wb);
+            for (int q = 0; q < wb; q++) {
+                if (v->role == JR_IN) {
+                    long long e = L[q] - v->col0;
+                    if (e >= 0 && e < v->len)
+                        ad_buf_printf(J->out, "%spa%d_%d[%lld] = 1;\n", ind3, n, i, e * wb + q);
+                } else if (v->bits && has_lane(v->bits, L[q])) {
+                    ad_buf_printf(J->out,
+                                  "%sfor (int e_ = 0; e_ < %lld; e_++)\n%s    pa%d_%d[e_ * %d + "
+                                  "%d] = %s%s[e_];\n",
+                                  ind3, k.len[i], ind3, n, i, wb, q, v->v->cname, lane_sfx(L[q]));
+                }
+            }
+            ad_buf_printf(&call, ", pa%d_%d", n, i);
+            if (k.off[i])
+                ad_buf_printf(&call, " + %s * %d", k.off[i], wb);
+            ad_buf_printf(&call, ", (size_t)%d", wb);
+        }
+        if (real_ret)
+            ad_buf_printf(J->out, "%s%s r%d_[%d];\n", ind3, g->ret->spelling, n, wb);
+        if (real_ret)
+            ad_buf_printf(&call, "%sr%d_", c->nargs ? ", " : "", n);
+        ad_buf_printf(&call, "%s%d)", (c->nargs || real_ret) ? ", " : "", wb);
+        if (real_ret)
+            ad_buf_printf(J->out, "%srv%d_ = %s;\n", ind3, n, call.p);
+        else if (g->ret->kind != TY_VOID && place)
+            ad_buf_printf(J->out, "%s%s = %s;\n", ind3, ad_expr_text(place), call.p);
+        else
+            ad_buf_printf(J->out, "%s%s;\n", ind3, call.p);
+        ad_buf_free(&call);
+        /* the results: the place's lanes and the written arrays' */
+        for (int q = 0; pact && real_ret && q < wb; q++)
+            if (has_lane(ps, L[q]))
+                ad_buf_printf(J->out, "%s%s = r%d_[%d];\n", ind3,
+                              ad_shadow_text(place, lane_sfx(L[q])), n, q);
+        for (int i = 0; i < c->nargs && i < 64; i++) {
+            jv *v = k.root[i];
+            if (!k.written[i] || !v->bits)
+                continue;
+            for (int q = 0; q < wb; q++)
+                if (has_lane(v->bits, L[q]))
+                    ad_buf_printf(J->out,
+                                  "%sfor (int e_ = 0; e_ < %lld; e_++)\n%s    %s%s[e_] = "
+                                  "pa%d_%d[e_ * %d + %d];\n",
+                                  ind3, k.len[i], ind3, v->v->cname, lane_sfx(L[q]), n, i, wb, q);
+        }
+        ad_buf_printf(J->out, "%s}\n", ind2);
+    }
+    /* the place: its value, and zero on its lanes the call's arguments do not reach */
+    if (place && real_ret) {
+        for (int j = 0; pact && j < J->ncols; j++)
+            if (has_lane(ps, j) && !has_lane(acc, j))
+                ad_buf_printf(J->out, "%s%s = 0;\n", ind2, ad_shadow_text(place, lane_sfx(j)));
+        ad_buf_printf(J->out, "%s%s = rv%d_;\n", ind2, ad_expr_text(place), n);
+    }
+    ad_buf_printf(J->out, "%s}\n", ind);
+}
+
 static void jac_assign(jac *J, ad_expr *place, ad_expr *value, const char *ind)
 {
     jv *v;
@@ -510,12 +761,7 @@ static void jac_assign(jac *J, ad_expr *place, ad_expr *value, const char *ind)
     bool active = ad_type_is_real(place->type) && v && (v->role != JR_IN) &&
                   (v->role == JR_OUT || v->v->active);
     if (value->kind == EX_CALL && value->callee) {
-        /* a call without active arguments (refused otherwise): its value has no lane */
-        ad_buf_printf(J->out, "%s%s = %s;\n", ind, ad_expr_text(place), ad_expr_text(value));
-        uint64_t *s = active ? set_of(J, v, v->elem ? idx : 0) : NULL;
-        for (int j = 0; s && j < J->ncols; j++)
-            if (has_lane(s, j))
-                ad_buf_printf(J->out, "%s%s = 0;\n", ind, ad_shadow_text(place, lane_sfx(j)));
+        jac_call(J, place, value, ind);
         return;
     }
     if (!active || !dst) {
@@ -568,6 +814,8 @@ static void jac_stmt(jac *J, ad_stmt *s, const char *ind)
     case ST_EXPR:
         if (s->e->kind == EX_ASSIGN)
             jac_assign(J, s->e->a, s->e->b, ind);
+        else if (s->e->kind == EX_CALL && s->e->callee)
+            jac_call(J, NULL, s->e, ind);
         else
             ad_buf_printf(J->out, "%s%s;\n", ind, ad_expr_text(s->e));
         return;

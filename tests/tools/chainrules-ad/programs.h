@@ -41,10 +41,13 @@ struct p_model {
 
 P_ARRAY_FNS(P_ARRAY_FN)
 
-/* The Jacobian entries (--jacobian, --dims x=6): the functions above that call no function
- * of the file with active arguments (the others are refused). J is 1 x 6. */
+/* The Jacobian entries (--jacobian, --dims x=6) of the functions above. J is 1 x 6. */
 #define P_JAC_FNS(X)     \
     X(p_rosen)           \
+    X(p_calls)           \
+    X(p_recursion)       \
+    X(p_callee_locals)   \
+    X(p_ternary_calls)   \
     X(p_break)           \
     X(p_return)          \
     X(p_while)           \
