@@ -643,23 +643,41 @@ static void jac_call(jac *J, ad_expr *place, ad_expr *c, const char *ind)
     bool real_ret = ad_type_is_real(g->ret);
     if (real_ret)
         ad_buf_printf(J->out, "%s%s rv%d_ = 0;\n", ind2, g->ret->spelling, n);
-    /* the primal values of the arrays the callee writes, for the blocks after the first */
-    for (int i = 0; nb > 1 && i < c->nargs && i < 64; i++)
-        if (k.written[i])
-            ad_buf_printf(J->out,
-                          "%s%s sv%d_%d[%lld];\n%sfor (int e_ = 0; e_ < %lld; e_++)\n%s    "
-                          "sv%d_%d[e_] = %s[e_];\n",
-                          ind2, ad_type_real_name(k.root[i]->v->type->elem), n, i, k.len[i], ind2,
-                          k.len[i], ind2, n, i, k.root[i]->v->cname);
+    /* the arrays the callee writes (active or not), saved as bytes for the blocks after the
+     * first: sizes[i] is the text of their size, or NULL */
+    const char *sizes[64] = {0};
+    for (int i = 0; nb > 1 && i < c->nargs && i < 64 && i < g->nparams; i++) {
+        if (g->params[i]->type->kind != TY_PTR || !g->writes_param[i])
+            continue;
+        const ad_var *bv = ad_root(c->args[i]);
+        jv *v = find(J, bv);
+        if (bv && bv->type->kind == TY_ARRAY)
+            sizes[i] = ad_fmt("sizeof %s", bv->cname);
+        else if (v && v->role == JR_OUT)
+            sizes[i] = ad_fmt("%lld * sizeof *%s", v->len, bv->cname);
+        if (!sizes[i]) {
+            jerr(J, c->loc,
+                 "a call with more than 16 lanes (run once per 16) that writes through a pointer "
+                 "whose array's length is not known, in the call of",
+                 g->name);
+            return;
+        }
+        ad_buf_printf(J->out,
+                      "%sunsigned char sv%d_%d[%s];\n%sfor (size_t b_ = 0; b_ < %s; b_++)\n%s    "
+                      "sv%d_%d[b_] = ((const unsigned char *)%s)[b_];\n",
+                      ind2, n, i, sizes[i], ind2, sizes[i], ind2, n, i, bv->cname);
+    }
     for (int b = 0; b < nb; b++) {
         const int *L = lanes + b * JAC_BLOCK;
         int wb = nl - b * JAC_BLOCK < JAC_BLOCK ? nl - b * JAC_BLOCK : JAC_BLOCK;
         ad_buf_printf(J->out, "%s{\n", ind2);
         for (int i = 0; b > 0 && i < c->nargs && i < 64; i++)
-            if (k.written[i])
-                ad_buf_printf(J->out,
-                              "%sfor (int e_ = 0; e_ < %lld; e_++)\n%s    %s[e_] = sv%d_%d[e_];\n",
-                              ind3, k.len[i], ind3, k.root[i]->v->cname, n, i);
+            if (sizes[i])
+                ad_buf_printf(
+                    J->out,
+                    "%sfor (size_t b_ = 0; b_ < %s; b_++)\n%s    ((unsigned char *)%s)[b_] "
+                    "= sv%d_%d[b_];\n",
+                    ind3, sizes[i], ind3, ad_root(c->args[i])->cname, n, i);
         ad_buf call = {0};
         ad_buf_printf(&call, "cr_ad_%s_tanv%s(", g->name, mn);
         for (int i = 0; i < c->nargs; i++) {

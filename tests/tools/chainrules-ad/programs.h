@@ -74,6 +74,10 @@ void p_outputs_jacfwd(const double *x, double scale, double *y, int n, double *J
 void p_inplace_jacfwd(double *u, int n, double h, double *J);
 float p_float_jacfwd(const float *x, int n, double *J);
 double p_timeloop_jacfwd(const double *p, double *u, long steps, double *J);
+/* 20 inputs: the Jacobian entry calls wide_step once per block of 16 lanes. */
+double p_wide(const double *x, int n);
+double p_wide_rev(const double *x, double *x_b, int n, double p_wide_b);
+double p_wide_jacfwd(const double *x, int n, double *J);
 
 double p_scalar(double a, double b, int k);
 double p_scalar_rev(double a, double *a_b, double b, double *b_b, int k, double p_scalar_b);

@@ -478,6 +478,23 @@ static void test_jacobian_signatures(void **state)
         for (int j = 0; j < 4; j++)
             ASSERT_CLOSE(J[8 + j], 2 * u[0] * J[j] + J[4 + j], 1e-12);
     }
+    /* p_wide: 20 lanes through a call, in two blocks */
+    {
+        enum { W = 20 };
+        double x[W], J[W], g[W] = {0}, fd[W];
+        for (int i = 0; i < W; i++)
+            x[i] = 0.3 + 0.9 * sin(1.0 + 2.0 * i);
+        array_fn af = {"p_wide", p_wide, p_wide_rev, NULL, NULL};
+        for (int i = 0; i < W; i++)
+            J[i] = NAN;
+        assert_close(p_wide_jacfwd(x, W, J), p_wide(x, W), 1e-14);
+        p_wide_rev(x, g, W, 1.0);
+        fd_jacobian(fx, array_map, &af, x, W, 1, fd);
+        for (int i = 0; i < W; i++) {
+            ASSERT_CLOSE(J[i], fd[i], 1e-7);
+            ASSERT_CLOSE(J[i], g[i], 1e-12);
+        }
+    }
 }
 
 int main(void)
