@@ -14,7 +14,9 @@
  *   st_gmm_vs_hand        gmm (d = 10, k = 25, n = 1000): gradient / hand-written gradient
  *   st_lstm_vs_hand       lstm (l = 2, c = 1024, b = 14): gradient / hand-written gradient
  *   st_ba_vs_hand         the 2 x 15 Jacobians of 10000 reprojection blocks by the vector
- *                         forward mode (ba_project_fwdv, 15 directions) / by hand
+ *                         forward mode with static lane sparsity (ba_project_jacfwd) / by hand
+ *   st_ba_fwdv_vs_hand    the same Jacobians by the dense vector forward mode (ba_project_fwdv,
+ *                         15 directions) / by hand
  *   st_ba_rev_vs_hand     the same Jacobians by two reverse sweeps each / by hand
  */
 #define _POSIX_C_SOURCE 199309L
@@ -167,6 +169,17 @@ static double ba_g(void *e)
     }
     return s;
 }
+static double ba_j(void *e)
+{
+    ba_env *v = e;
+    double err[2], s = 0;
+    for (int b = 0; b < BA_BLOCKS; b++) {
+        ba_project_jacfwd(v->cam + 11 * b, v->X + 3 * b, v->w + b, v->feat + 2 * b, err,
+                          v->J + 30 * b);
+        s += err[0];
+    }
+    return s;
+}
 static double ba_r(void *e)
 {
     ba_env *v = e;
@@ -268,7 +281,8 @@ int bench_st(int argc, char **argv)
         free(in);
         free(g);
     }
-    if (wanted(argc, argv, "st_ba_vs_hand") || wanted(argc, argv, "st_ba_rev_vs_hand")) {
+    if (wanted(argc, argv, "st_ba_vs_hand") || wanted(argc, argv, "st_ba_fwdv_vs_hand") ||
+        wanted(argc, argv, "st_ba_rev_vs_hand")) {
         double *in = malloc((size_t)BA_BLOCKS * (11 + 3 + 1 + 2 + 30) * sizeof *in);
         if (!in)
             return 1;
@@ -283,7 +297,9 @@ int bench_st(int argc, char **argv)
             k_X_d[j * 15 + 11 + j] = 1;
         k_w_d[14] = 1;
         if (wanted(argc, argv, "st_ba_vs_hand"))
-            printf("st_ba_vs_hand %.2f x\n", bench_median_ratio(ba_g, ba_h, &e));
+            printf("st_ba_vs_hand %.2f x\n", bench_median_ratio(ba_j, ba_h, &e));
+        if (wanted(argc, argv, "st_ba_fwdv_vs_hand"))
+            printf("st_ba_fwdv_vs_hand %.2f x\n", bench_median_ratio(ba_g, ba_h, &e));
         if (wanted(argc, argv, "st_ba_rev_vs_hand"))
             printf("st_ba_rev_vs_hand %.2f x\n", bench_median_ratio(ba_r, ba_h, &e));
         free(in);

@@ -38,6 +38,10 @@ void ba_project_fwd(const double *cam, const double *cam_d, const double *X, con
 void ba_project_fwdv(const double *cam, const double *cam_d, const double *X, const double *X_d,
                      const double *w, const double *w_d, const double *feat, double *err,
                      double *err_d, int nd);
+/** The 2 x 15 Jacobian of ba_project()'s err with respect to cam, X and w (row-major, columns
+ *  cam[0..10], X[0..2], w[0]) by the forward mode with static lane sparsity. */
+void ba_project_jacfwd(const double *cam, const double *X, const double *w, const double *feat,
+                       double *err, double *J);
 /** Reverse mode of ba_weight_error(). */
 void ba_weight_error_rev(const double *w, double *w_b, double *err, double *err_b);
 /** Forward mode of ba_weight_error(). */

@@ -420,6 +420,21 @@ bool ad_mpi_refused(const ad_expr *call);
  * known length it names (then an error at its line, reported). */
 bool ad_mpi_counts_past(const ad_expr *call);
 
+/* jacobian.c: the lengths --dims gives to array parameters (name=N or f.name=N), and the
+ * --wrt names. */
+typedef struct ad_jac_dims {
+    const char **names;
+    long long *lens;
+    int n;
+    const char **wrt;
+    int nwrt;
+} ad_jac_dims;
+/* jacobian.c: f_jacfwd, the dense Jacobian of f's outputs with respect to the inputs of
+ * `mask` by one forward sweep with static lane sparsity (after ad_analyse); nonzero on error
+ * (reported). The signature alone goes to ad_emit_jacobian_signature. */
+int ad_emit_jacobian(ad_buf *out, ad_unit *u, ad_func *f, uint64_t mask, const ad_jac_dims *dims);
+void ad_emit_jacobian_signature(ad_buf *b, const ad_func *f);
+
 /* rules.c: the rules of --emit-rules (each function's scalar rule row, its function value
  * `<f>_fn` and the registry function `regfn`); their declarations go to `decls`. Nonzero
  * on error (reported). */

@@ -2,7 +2,7 @@
  * chainrules-ad: differentiates plain C with the rules of chainrules-c.
  *
  *   chainrules-ad --reverse f[,g...] [--wrt a,b] [--forward h[,...]] [--vector h[,...]]
- *                 [-o out.c] input.c [-- cflags...]
+ *                 [--jacobian j[,...] [--dims a=N,...]] [-o out.c] input.c [-- cflags...]
  *
  * docs/source-transformation.md is the reference: the generated signatures, the supported
  * C, how the rules are used, memory, errors.
@@ -19,11 +19,13 @@
 static void usage(FILE *fp)
 {
     fputs("usage: chainrules-ad [--reverse f[,g...]] [--forward h[,...]] [--vector h[,...]]\n"
+          "                     [--jacobian j[,...] [--dims a=N,...]]\n"
           "                     [--wrt a,b] [--rules lib.so] [--emit-rules f[,...]\n"
           "                     [--rules-function name]]\n"
           "                     [-o out.c] input.c [-- cflags...]\n"
-          "Writes f_rev (reverse mode), h_fwd (forward mode) and h_fwdv (vector forward mode)\n"
-          "for functions of input.c; see docs/source-transformation.md.\n",
+          "Writes f_rev (reverse mode), h_fwd (forward mode), h_fwdv (vector forward mode)\n"
+          "and j_jacfwd (the Jacobian by the forward mode with static lane sparsity) for\n"
+          "functions of input.c; see docs/source-transformation.md.\n",
           fp);
 }
 
@@ -168,8 +170,9 @@ static void add_static(ad_buf *protos, ad_buf *bodies, ad_buf *fn)
 
 int main(int argc, char **argv)
 {
-    const char **rev = NULL, **fwd = NULL, **vec = NULL;
-    int nrev = 0, nfwd = 0, nvec = 0;
+    const char **rev = NULL, **fwd = NULL, **vec = NULL, **jacs = NULL, **dimv = NULL;
+    int nrev = 0, nfwd = 0, nvec = 0, njac = 0, ndimv = 0;
+    ad_jac_dims dims = {0};
     ad_options opt = {0};
     const char *out_path = NULL, *in_path = NULL;
     const char **rules = NULL;
@@ -195,6 +198,10 @@ int main(int argc, char **argv)
             split_names(argv[++i], &rules, &nrules);
         } else if (!strcmp(a, "--rules-function") && i + 1 < argc) {
             rules_fn = argv[++i];
+        } else if (!strcmp(a, "--jacobian") && i + 1 < argc) {
+            split_names(argv[++i], &jacs, &njac);
+        } else if (!strcmp(a, "--dims") && i + 1 < argc) {
+            split_names(argv[++i], &dimv, &ndimv);
         } else if ((!strcmp(a, "--reverse") || !strcmp(a, "--forward") || !strcmp(a, "--vector") ||
                     !strcmp(a, "--wrt") || !strcmp(a, "-o")) &&
                    i + 1 < argc) {
@@ -225,10 +232,28 @@ int main(int argc, char **argv)
         split_names(rules[i], &rev, &nrev);
         split_names(rules[i], &fwd, &nfwd);
     }
-    if (!in_path || (nrev + nfwd + nvec) == 0) {
+    if (!in_path || (nrev + nfwd + nvec + njac) == 0) {
         usage(stderr);
         return 2;
     }
+    /* --dims a=N,b=M: the lengths of the arrays the Jacobian entry indexes by variables */
+    dims.names = ad_alloc((size_t)(ndimv + 1) * sizeof *dims.names);
+    dims.lens = ad_alloc((size_t)(ndimv + 1) * sizeof *dims.lens);
+    for (int i = 0; i < ndimv; i++) {
+        const char *eq = strchr(dimv[i], '=');
+        char *end = NULL;
+        long long n = eq ? strtoll(eq + 1, &end, 10) : -1;
+        if (!eq || eq == dimv[i] || !end || *end || end == eq + 1 || n < 1 || n > (1 << 20)) {
+            fprintf(stderr, "chainrules-ad: --dims wants name=N with 1 <= N <= 1048576, not '%s'\n",
+                    dimv[i]);
+            ad_pool_free();
+            return 2;
+        }
+        dims.names[dims.n] = ad_fmt("%.*s", (int)(eq - dimv[i]), dimv[i]);
+        dims.lens[dims.n++] = n;
+    }
+    dims.wrt = opt.wrt;
+    dims.nwrt = opt.nwrt;
     if (nrule_libs) {
         if (cr_ctx_new(NULL, &rules_ctx) != CR_OK) {
             fputs("chainrules-ad: out of memory\n", stderr);
@@ -252,10 +277,10 @@ int main(int argc, char **argv)
     ad_prepare(&u);
     int rc = 0;
     /* the requested functions */
-    const char **lists[3] = {rev, fwd, vec};
-    int counts[3] = {nrev, nfwd, nvec};
-    ad_req_kind kinds[3] = {REQ_REV, REQ_FWD, REQ_FWDV};
-    for (int m = 0; m < 3; m++)
+    const char **lists[4] = {rev, fwd, vec, jacs};
+    int counts[4] = {nrev, nfwd, nvec, njac};
+    ad_req_kind kinds[4] = {REQ_REV, REQ_FWD, REQ_FWDV, REQ_JAC};
+    for (int m = 0; m < 4; m++)
         for (int i = 0; i < counts[m]; i++) {
             ad_func *f = ad_unit_find(&u, lists[m][i]);
             if (f && f->prim) {
@@ -283,7 +308,7 @@ int main(int argc, char **argv)
         }
     for (int i = 0; i < opt.nwrt; i++) {
         bool found = false;
-        for (int m = 0; m < 3; m++)
+        for (int m = 0; m < 4; m++)
             for (int k = 0; k < counts[m]; k++) {
                 ad_func *f = ad_unit_find(&u, lists[m][k]);
                 for (int j = 0; f && j < f->nparams; j++)
@@ -301,7 +326,10 @@ int main(int argc, char **argv)
     ad_func *f;
     uint64_t mask;
     ad_req_kind kind;
+    /* a Jacobian entry that fails does not stop the others: each reports its errors */
+    int jac_rc = 0;
     while (!rc && ad_next_request(&f, &mask, &kind)) {
+        int errors0 = ad_errors();
         if (report(f)) {
             rc = 1;
             break;
@@ -347,14 +375,26 @@ int main(int argc, char **argv)
         case REQ_TANV:
             ad_emit_forward_fn(&fn, &u, f, mn, true, false);
             break;
+        case REQ_JAC: {
+            ad_buf sig = {0};
+            ad_emit_jacobian_signature(&sig, f);
+            ad_buf_printf(&protos, "%s;\n", sig.p);
+            ad_buf_free(&sig);
+            if (ad_emit_jacobian(&publics, &u, f, mask, &dims) || ad_errors() > errors0) {
+                jac_rc = 1;
+                continue;
+            }
+            break;
+        }
         }
         add_static(&protos, &bodies, &fn);
         ad_buf_free(&fn);
-        if (report(f) || ad_errors()) {
+        if (report(f) || ad_errors() > errors0) {
             rc = 1;
             break;
         }
     }
+    rc |= jac_rc;
     ad_buf rules_out = {0};
     if (!rc && nrules) {
         const char *name = rules_fn;

@@ -10,7 +10,8 @@ typedef enum ad_req_kind {
     REQ_FWDV,  /* public f_fwdv */
     REQ_SPLIT, /* cr_ad_f_fw<mask> + cr_ad_f_bw<mask> */
     REQ_TAN,   /* cr_ad_f_tan<mask> */
-    REQ_TANV   /* cr_ad_f_tanv<mask> */
+    REQ_TANV,  /* cr_ad_f_tanv<mask> */
+    REQ_JAC    /* public f_jacfwd */
 } ad_req_kind;
 
 /* The shadows of a call's arguments: bit i when argument i is active at the call. */

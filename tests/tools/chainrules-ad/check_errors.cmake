@@ -1,6 +1,7 @@
 # Runs chainrules-ad on every DIR/*.c (each names f, the function it cannot differentiate)
 # and checks the exit status (non-zero), the message (the regular expression of the
-# file's first line, after "expect: ") and that no output file was written.
+# file's first line, after "expect: ") and that no output file was written. A second line
+# "/* args: ... */" gives the tool's options instead of --reverse f.
 file(GLOB inputs ${DIR}/*.c)
 file(MAKE_DIRECTORY ${OUT})
 set(failures 0)
@@ -10,11 +11,20 @@ if(count EQUAL 0)
 endif()
 foreach(input IN LISTS inputs)
   get_filename_component(name ${input} NAME_WE)
-  file(STRINGS ${input} first LIMIT_COUNT 1)
+  file(STRINGS ${input} lines LIMIT_COUNT 2)
+  list(GET lines 0 first)
   string(REGEX REPLACE "^/\\* expect: (.*) \\*/$" "\\1" expect "${first}")
+  set(args --reverse f)
+  list(LENGTH lines nlines)
+  if(nlines GREATER 1)
+    list(GET lines 1 second)
+    if(second MATCHES "^/\\* args: (.*) \\*/$")
+      separate_arguments(args UNIX_COMMAND "${CMAKE_MATCH_1}")
+    endif()
+  endif()
   set(out ${OUT}/${name}_ad.c)
   file(REMOVE ${out})
-  execute_process(COMMAND ${TOOL} --reverse f -o ${out} ${input}
+  execute_process(COMMAND ${TOOL} ${args} -o ${out} ${input}
                   RESULT_VARIABLE rc OUTPUT_VARIABLE stdout ERROR_VARIABLE stderr)
   if(rc EQUAL 0)
     message(SEND_ERROR "${name}: exit status 0, expected an error")

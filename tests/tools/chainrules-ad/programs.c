@@ -438,3 +438,21 @@ double p_timeloop_ck(const double *p, double *u, long steps)
     }
     return u[0] * u[0] + u[1];
 }
+
+/* A Jacobian entry of more than 16 lanes through a call (p_wide, 20 inputs): the callee
+ * runs once per block of 16 lanes, and the arrays it updates in place (one of them inactive)
+ * are restored between the blocks. */
+static void wide_step(const double *x, double *acc, int *count, int n)
+{
+    for (int i = 0; i < n; i++) {
+        acc[i % 3] += sin(x[i]) * acc[(i + 1) % 3];
+        count[0] += 1;
+    }
+}
+double p_wide(const double *x, int n)
+{
+    double acc[3] = {1.0, 0.5, 0.25};
+    int count[1] = {0};
+    wide_step(x, acc, count, n);
+    return acc[0] * acc[1] + acc[2] * (double)count[0];
+}

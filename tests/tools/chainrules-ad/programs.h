@@ -41,6 +41,44 @@ struct p_model {
 
 P_ARRAY_FNS(P_ARRAY_FN)
 
+/* The Jacobian entries (--jacobian, --dims x=6) of the functions above. J is 1 x 6. */
+#define P_JAC_FNS(X)     \
+    X(p_rosen)           \
+    X(p_calls)           \
+    X(p_recursion)       \
+    X(p_callee_locals)   \
+    X(p_ternary_calls)   \
+    X(p_break)           \
+    X(p_return)          \
+    X(p_while)           \
+    X(p_ternary)         \
+    X(p_nested)          \
+    X(p_switch)          \
+    X(p_local_array)     \
+    X(p_index_local)     \
+    X(p_inline_helper)   \
+    X(p_bounds)          \
+    X(p_stored_partials) \
+    X(p_whole_array)     \
+    X(p_part_array)      \
+    X(p_whole_break)     \
+    X(p_fused_tail)      \
+    X(p_unfused_tail)
+#define P_JAC_FN(name) double name##_jacfwd(const double *x, int n, double *J);
+P_JAC_FNS(P_JAC_FN)
+/* J 1 x 2 (a, b); 5 x 6 (y by x, scale; --dims p_outputs.x=5,y=5); 4 x 5 (u on exit by u on
+ * entry, h; --dims u=4); 1 x 6 (float); 3 x 4 (u on exit, then the return value, by p and u on
+ * entry; --dims p=2,p_timeloop.u=2). */
+double p_scalar_jacfwd(double a, double b, int k, double *J);
+void p_outputs_jacfwd(const double *x, double scale, double *y, int n, double *J);
+void p_inplace_jacfwd(double *u, int n, double h, double *J);
+float p_float_jacfwd(const float *x, int n, double *J);
+double p_timeloop_jacfwd(const double *p, double *u, long steps, double *J);
+/* 20 inputs: the Jacobian entry calls wide_step once per block of 16 lanes. */
+double p_wide(const double *x, int n);
+double p_wide_rev(const double *x, double *x_b, int n, double p_wide_b);
+double p_wide_jacfwd(const double *x, int n, double *J);
+
 double p_scalar(double a, double b, int k);
 double p_scalar_rev(double a, double *a_b, double b, double *b_b, int k, double p_scalar_b);
 double p_scalar_fwd(double a, double a_d, double b, double b_d, int k, double *p_scalar_d);

@@ -129,6 +129,29 @@ static void test_ba(void **state)
         assert_all_close("ba fwdv", Jv, J, 30, 1e-13);
         assert_all_close("ba fwd", Jf, J, 30, 1e-13);
         assert_all_close("ba rev", Jr, J, 30, 1e-13);
+        /* the Jacobian entry (static lane sparsity): every entry written (NaN before) */
+        double Jj[30], ej[2], ep[2];
+        for (int i = 0; i < 30; i++)
+            Jj[i] = NAN;
+        ba_project_jacfwd(cam, X, w, feat, ej, Jj);
+        ba_project(cam, X, w, feat, ep);
+        assert_true(ej[0] == ep[0] && ej[1] == ep[1]);
+        assert_all_close("ba jacfwd", Jj, J, 30, 1e-13);
+        assert_all_close("ba jacfwd/rev", Jj, Jr, 30, 1e-13);
+        /* the rotation's other branch (r = 0), against the reverse mode */
+        double cam0[11];
+        memcpy(cam0, cam, sizeof cam0);
+        cam0[0] = cam0[1] = cam0[2] = 0;
+        ba_project_jacfwd(cam0, X, w, feat, ej, Jj);
+        for (int i = 0; i < 2; i++) {
+            double cb[11] = {0}, Xb[3] = {0}, wb[1] = {0}, eb[2] = {0};
+            eb[i] = 1;
+            ba_project_rev(cam0, cb, X, Xb, w, wb, feat, err, eb);
+            memcpy(Jr + i * 15, cb, sizeof cb);
+            memcpy(Jr + i * 15 + 11, Xb, sizeof Xb);
+            Jr[i * 15 + 14] = wb[0];
+        }
+        assert_all_close("ba jacfwd r=0", Jj, Jr, 30, 1e-13);
         double we, wJ, wd1 = 1, wed, wb = 0, web = 1;
         ba_weight_error_jac(w, &we, &wJ);
         ba_weight_error_fwd(w, &wd1, &we, &wed);

@@ -358,6 +358,145 @@ static void test_checkpointed_time_loop(void **state)
     ASSERT_CLOSE(ubc[1], fd[3], 1e-6);
 }
 
+/* ---- The Jacobian entry (--jacobian): static lane sparsity ------------------------------- */
+
+typedef struct jac_fn {
+    const char *name;
+    double (*f)(const double *, int);
+    double (*rev)(const double *, double *, int, double);
+    double (*jac)(const double *, int, double *);
+} jac_fn;
+
+#define P_JAC_ENTRY(name) {#name, name, name##_rev, name##_jacfwd},
+static const jac_fn k_jac_fns[] = {P_JAC_FNS(P_JAC_ENTRY)};
+
+/* f_jacfwd's row against central differences and against f_rev's gradient (another code
+ * path); every entry written (NaN before); the value is f's. */
+static void test_jacobian_entry(void **state)
+{
+    fixture *fx = *state;
+    for (size_t f = 0; f < sizeof k_jac_fns / sizeof k_jac_fns[0]; f++)
+        for (int p = 0; p < 3; p++) {
+            const jac_fn *a = &k_jac_fns[f];
+            const double *x = k_points[p];
+            array_fn af = {a->name, a->f, a->rev, NULL, NULL};
+            double fd[N], g[N] = {0}, J[N];
+            for (int i = 0; i < N; i++)
+                J[i] = NAN;
+            fd_jacobian(fx, array_map, &af, x, N, 1, fd);
+            a->rev(x, g, N, 1.0);
+            assert_close(a->jac(x, N, J), a->f(x, N), 1e-14);
+            for (int i = 0; i < N; i++) {
+                assert_near_(J[i], fd[i], 1e-7, a->name, __FILE__, __LINE__);
+                assert_near_(J[i], g[i], 1e-12, a->name, __FILE__, __LINE__);
+            }
+        }
+}
+
+/* Scalars, an output array, an in-out array (columns of its values on entry), float, and a
+ * 1000-step time loop whose lanes grow through the iterations. */
+static void test_jacobian_signatures(void **state)
+{
+    fixture *fx = *state;
+    /* p_scalar: 1 x 2 */
+    for (int k = 0; k < 4; k++) {
+        const double x[2] = {0.4 - 0.3 * k, 0.3 + 0.1 * k};
+        double fd[2], J[2] = {NAN, NAN};
+        fd_jacobian(fx, scalar_map, &k, x, 2, 1, fd);
+        assert_close(p_scalar_jacfwd(x[0], x[1], k, J), p_scalar(x[0], x[1], k), 1e-14);
+        ASSERT_CLOSE(J[0], fd[0], 1e-7);
+        ASSERT_CLOSE(J[1], fd[1], 1e-7);
+    }
+    /* p_outputs: 5 x 6, against differences and the vector forward mode */
+    {
+        enum { K = 5 };
+        const double in[K + 1] = {0.3, -1.2, 0.7, 2.0, 0.4, 1.5};
+        double jac[K * (K + 1)], J[K * (K + 1)], y[K], yv[K];
+        fd_jacobian(fx, outputs_map, NULL, in, K + 1, K, jac);
+        for (int i = 0; i < K * (K + 1); i++)
+            J[i] = NAN;
+        p_outputs_jacfwd(in, in[K], y, K, J);
+        double xdv[K * (K + 1)] = {0}, sdv[K + 1] = {0}, ydv[K * (K + 1)];
+        for (int j = 0; j < K; j++)
+            xdv[j * (K + 1) + j] = 1;
+        sdv[K] = 1;
+        p_outputs_fwdv(in, xdv, in[K], sdv, yv, ydv, K, K + 1);
+        for (int i = 0; i < K; i++) {
+            ASSERT_DBL(y[i], yv[i]);
+            for (int j = 0; j <= K; j++) {
+                ASSERT_CLOSE(J[i * (K + 1) + j], jac[i * (K + 1) + j], 1e-7);
+                ASSERT_CLOSE(J[i * (K + 1) + j], ydv[i * (K + 1) + j], 1e-13);
+            }
+        }
+    }
+    /* p_inplace: 4 x 5 (u on exit by u on entry and h) */
+    {
+        enum { K = 4 };
+        const double in[K + 1] = {0.5, -0.2, 0.9, 0.1, 0.3};
+        double jac[K * (K + 1)], J[K * (K + 1)], u[K], want[K];
+        fd_jacobian(fx, inplace_map, NULL, in, K + 1, K, jac);
+        inplace_map(in, K + 1, want, K, NULL);
+        for (int i = 0; i < K * (K + 1); i++)
+            J[i] = NAN;
+        memcpy(u, in, sizeof u);
+        p_inplace_jacfwd(u, K, in[K], J);
+        for (int i = 0; i < K; i++) {
+            ASSERT_DBL(u[i], want[i]);
+            for (int j = 0; j <= K; j++)
+                ASSERT_CLOSE(J[i * (K + 1) + j], jac[i * (K + 1) + j], 1e-7);
+        }
+    }
+    /* p_float: against the float reverse mode */
+    {
+        float x[N], xb[N] = {0};
+        double J[N];
+        for (int i = 0; i < N; i++)
+            x[i] = (float)k_points[1][i];
+        p_float_rev(x, xb, N, 1.0f);
+        assert_close(p_float_jacfwd(x, N, J), p_float(x, N), 1e-6);
+        for (int i = 0; i < N; i++)
+            ASSERT_CLOSE(J[i], xb[i], 1e-5);
+    }
+    /* p_timeloop, 1000 steps: rows u[0], u[1], the value; columns p[0], p[1], u[0], u[1] on
+     * entry; the value's row against the reverse mode and differences */
+    {
+        long steps = 1000;
+        const double x[4] = {2.0, 0.3, 0.5, 0.1};
+        double J[12], u[2] = {x[2], x[3]}, ur[2] = {x[2], x[3]}, pb[2] = {0}, ub[2] = {0};
+        double fd[4];
+        for (int i = 0; i < 12; i++)
+            J[i] = NAN;
+        double y = p_timeloop_jacfwd(x, u, steps, J);
+        assert_close(p_timeloop_rev(x, pb, ur, ub, steps, 1.0), y, 1e-14);
+        fd_jacobian(fx, timeloop_map, &steps, x, 4, 1, fd);
+        const double g[4] = {pb[0], pb[1], ub[0], ub[1]};
+        for (int j = 0; j < 4; j++) {
+            ASSERT_CLOSE(J[8 + j], g[j], 1e-12);
+            ASSERT_CLOSE(J[8 + j], fd[j], 1e-6);
+        }
+        /* rows of u on exit: y = u0^2 + u1, so J_y = 2 u0 J_u0 + J_u1 */
+        for (int j = 0; j < 4; j++)
+            ASSERT_CLOSE(J[8 + j], 2 * u[0] * J[j] + J[4 + j], 1e-12);
+    }
+    /* p_wide: 20 lanes through a call, in two blocks */
+    {
+        enum { W = 20 };
+        double x[W], J[W], g[W] = {0}, fd[W];
+        for (int i = 0; i < W; i++)
+            x[i] = 0.3 + 0.9 * sin(1.0 + 2.0 * i);
+        array_fn af = {"p_wide", p_wide, p_wide_rev, NULL, NULL};
+        for (int i = 0; i < W; i++)
+            J[i] = NAN;
+        assert_close(p_wide_jacfwd(x, W, J), p_wide(x, W), 1e-14);
+        p_wide_rev(x, g, W, 1.0);
+        fd_jacobian(fx, array_map, &af, x, W, 1, fd);
+        for (int i = 0; i < W; i++) {
+            ASSERT_CLOSE(J[i], fd[i], 1e-7);
+            ASSERT_CLOSE(J[i], g[i], 1e-12);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -368,6 +507,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_inplace_array, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_struct_parameter, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_float, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_jacobian_entry, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_jacobian_signatures, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_checkpointed_time_loop, fixture_setup,
                                         fixture_teardown),
     };

@@ -6,7 +6,7 @@
  *       writes prog.c, F random differentiable functions f0..f{F-1} (and the static helpers
  *       they call) in the C subset chainrules-ad accepts, and harness.c: the same functions
  *       written a second time against the tape API (the independent engine), wrappers that
- *       call f, f_rev, f_fwd and f_fwdv with one layout, and a table that st_harness.h's
+ *       call f, f_rev, f_fwd, f_fwdv and f_jacfwd with one layout, and a table that st_harness.h's
  *       main() checks. Prints the names f0,...,f{F-1} (for --reverse and --forward).
  *   gen_random_c --harness-for case.c --harness harness.c
  *       the harness of a hand-written case (tests/tools/st/regressions/): its functions are named
@@ -1228,6 +1228,51 @@ static void emit_wrappers(FILE *h, const fninfo *f, int with_tape)
         fprintf(h, "    out[%d] = y[%d];\n", f->ret + j, j);
     fprintf(h, "}\n#endif\n#endif\n");
 
+    /* jacfwd (chainrules-ad --jacobian with --dims x=6,y=3 --wrt x,a,b[,y]): J of
+     * (y[0..2], return) by (x[0..5], scalars, y[0..2] on entry), mapped to the harness's
+     * layout; returns the number of entries outside it that are not what they must be: zero
+     * in the columns of x past n and of a pure output's values on entry; y[j] past m is
+     * never written, so its row is the unit row of its own value on entry */
+    fprintf(h, "#if ST_AD && ST_JAC && defined(ST_JAC_%s)\n", N);
+    fprintf(h, "%s %s_jacfwd(const double *x, int n", f->ret ? "double" : "void", N);
+    for (int s = 0; s < f->ns; s++)
+        fprintf(h, ", double %s", sn[s]);
+    fprintf(h, "%s, double *J);\n", f->m ? ", double *y" : "");
+    fprintf(h, "static int %s_jac_call(const double *u, int n, double *out, double *Jh)\n{\n", N);
+    int ny = f->m ? 3 : 0;
+    fprintf(h, "    enum { NC = ST_NMAX + %d, NR = %d };\n", f->ns + ny, f->ret + ny);
+    fprintf(h, "    int nin = n + %d, bad = 0;\n", f->ns + f->io * f->m);
+    fprintf(h, "    double y[3] = {ST_YFILL, ST_YFILL, ST_YFILL}, J[NR * NC];\n    (void)y;\n");
+    for (int j = 0; f->io && j < f->m; j++)
+        fprintf(h, "    y[%d] = u[n + %d];\n", j, f->ns + j);
+    fprintf(h, "    %s%s_jacfwd(u, n", f->ret ? "out[0] = " : "", N);
+    for (int s = 0; s < f->ns; s++)
+        fprintf(h, ", u[n + %d]", s);
+    fprintf(h, "%s, J);\n", f->m ? ", y" : "");
+    for (int j = 0; j < f->m; j++)
+        fprintf(h, "    out[%d] = y[%d];\n", f->ret + j, j);
+    /* jac row r: y[r] for r < 3, then the return value; harness row k: the return value,
+     * then y[j] */
+    fprintf(h, "    for (int r = 0; r < NR; r++) {\n");
+    fprintf(h, "        int k = %s;\n",
+            f->ret ? fmt("r == %d ? 0 : r < %d ? r + 1 : -1", ny, f->m)
+                   : fmt("r < %d ? r : -1", f->m));
+    fprintf(h, "        for (int c = 0; c < NC; c++) {\n");
+    fprintf(h, "            int i = c < n ? c : c < ST_NMAX ? -1 : c - ST_NMAX + n;\n");
+    if (f->io)
+        fprintf(h, "            if (c >= ST_NMAX + %d + %d)\n                i = -1;\n", f->ns,
+                f->m);
+    else
+        fprintf(h, "            if (c >= ST_NMAX + %d)\n                i = -1;\n", f->ns);
+    fprintf(
+        h, "            if (k >= 0 && i >= 0)\n                Jh[k * nin + i] = J[r * NC + c];\n");
+    fprintf(h,
+            "            else\n                bad += J[r * NC + c] != (r >= %d && r < %d && c == "
+            "ST_NMAX + %d + r);\n",
+            f->m, ny, f->ns);
+    fprintf(h, "        }\n    }\n    return bad;\n}\n");
+    fprintf(h, "#define %s_JAC %s_jac_call\n#else\n#define %s_JAC NULL\n#endif\n", N, N, N);
+
     /* tape: out and the Jacobian J (nout x nin) from one recording */
     if (with_tape) {
         fprintf(h,
@@ -1261,9 +1306,9 @@ static void emit_table(FILE *h, int nf, const fninfo *fs, int with_tape)
         fprintf(h,
                 "    {\"%s\", %d, %d, %d, %s_call, ST_AD_FN(%s_rev_call), ST_AD_FN(%s_fwd_call), "
                 "ST_FWDV_FN(%s_fwdv_call), "
-                "%s},\n",
+                "%s, %s_JAC},\n",
                 f->name, f->ns + f->io * f->m, f->m, f->ret, f->name, f->name, f->name, f->name,
-                with_tape ? fmt("%s_tape_call", f->name) : "NULL");
+                with_tape ? fmt("%s_tape_call", f->name) : "NULL", f->name);
     }
     fprintf(h, "};\n\nST_MAIN(st_fns)\n");
 }

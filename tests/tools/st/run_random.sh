@@ -5,7 +5,9 @@
 # harness; chainrules-ad differentiates every function in reverse and forward mode; the
 # program and its derivative file are compiled with the build's compiler and flags, the
 # harness (the tape versions, the checks of st_harness.h) without optimisation; the harness
-# compares f_rev, f_fwd and f_fwdv with the tape and with central differences. Then every
+# compares f_rev, f_fwd and f_fwdv with the tape and with central differences; the functions
+# the Jacobian mode accepts (no call with active arguments of a function that is not inlined)
+# are transformed again with --jacobian (prog_jac.c) and f_jacfwd is compared too. Then every
 # case of tests/tools/st/regressions/ goes through the same steps (checked against differences).
 #
 #   run_random.sh --gen G --tool T --cc CC --cflags "..." --incs "dir|dir" --libs "lib|-lm"
@@ -101,13 +103,50 @@ run_case() {
         return
     fi
     grep -q '_fwdv *(' "$dir/prog_ad.c" || fwdv=0
+    # the Jacobian entry: the functions it refuses are named in its messages and left out
+    local jnames="$names" jdefs=() jobj=() try
+    for try in 1 2 3 4; do
+        [ -n "$jnames" ] || break
+        local wrt="x" p
+        for p in a b y; do
+            local fn
+            for fn in ${jnames//,/ }; do
+                if grep -Eq "^(double|void) $fn\(.*[ *]$p[,)]" "$dir/prog.c"; then
+                    wrt="$wrt,$p"
+                    break
+                fi
+            done
+        done
+        if step "$tool" --jacobian "$jnames" --dims x=6,y=3 --wrt "$wrt" -o "$dir/prog_jac.c" \
+            "$dir/prog.c" -- -std=c11 "${inc_flags[@]}"; then
+            local fn
+            for fn in ${jnames//,/ }; do jdefs+=("-DST_JAC_$fn"); done
+            jobj=("$dir/prog_jac.o")
+            break
+        fi
+        local refused
+        refused="$(grep -o "Jacobian mode of '[A-Za-z0-9_]*'" "$log" | sed "s/.*'\(.*\)'/\1/" | sort -u)"
+        [ -n "$refused" ] || break
+        local keep="" fn
+        for fn in ${jnames//,/ }; do
+            grep -qx "$fn" <<<"$refused" || keep="$keep${keep:+,}$fn"
+        done
+        jnames="$keep"
+    done
+    if [ ${#jobj[@]} -gt 0 ] &&
+        ! step "$cc" -std=c11 "${flags[@]}" "${inc_flags[@]}" -c "$dir/prog_jac.c" -o "$dir/prog_jac.o"; then
+        echo "COMPILE-ERROR $dir: the Jacobian entries do not compile (see $log)" >"$dir/result"
+        return
+    fi
     if ! step "$cc" -std=c11 "${flags[@]}" "${inc_flags[@]}" -c "$dir/prog.c" -o "$dir/prog.o" ||
         ! step "$cc" -std=c11 "${flags[@]}" "${inc_flags[@]}" -c "$dir/prog_ad.c" -o "$dir/prog_ad.o"; then
         echo "COMPILE-ERROR $dir: the program or its derivatives do not compile (see $log)" >"$dir/result"
         return
     fi
-    if ! step "$cc" -std=c11 -O0 -DST_FWDV=$fwdv "${inc_flags[@]}" -c "$dir/harness.c" -o "$dir/harness.o" ||
-        ! step "$cc" "${flags[@]}" -o "$dir/check" "$dir/harness.o" "$dir/prog.o" "$dir/prog_ad.o" "${lib_list[@]}"; then
+    if ! step "$cc" -std=c11 -O0 -DST_FWDV=$fwdv -DST_JAC=1 "${jdefs[@]}" "${inc_flags[@]}" \
+        -c "$dir/harness.c" -o "$dir/harness.o" ||
+        ! step "$cc" "${flags[@]}" -o "$dir/check" "$dir/harness.o" "$dir/prog.o" "$dir/prog_ad.o" \
+            "${jobj[@]}" "${lib_list[@]}"; then
         echo "COMPILE-ERROR $dir: the harness does not compile or link (see $log)" >"$dir/result"
         return
     fi
@@ -178,7 +217,7 @@ wait
 elapsed=$(($(date +%s) - start))
 
 # Summary over the cases.
-nfiles=0 fns=0 checked=0 tonly=0 skipped=0 failed=0 broken=0 nofwdv=0
+nfiles=0 fns=0 checked=0 tonly=0 skipped=0 failed=0 broken=0 nofwdv=0 jac=0
 for r in "$work"/seed-*/result "$work"/regression-*/result; do
     [ -e "$r" ] || continue
     dir="$(dirname "$r")"
@@ -201,6 +240,7 @@ for r in "$work"/seed-*/result "$work"/regression-*/result; do
             skipped=*) skipped=$((skipped + ${kv#*=})) ;;
             failed=*) f=${kv#*=}; failed=$((failed + f)) ;;
             nofwdv=*) nofwdv=$((nofwdv + 1)) ;;
+            jac_checked=*) jac=$((jac + ${kv#*=})) ;;
             esac
         done
         if [ "$f" != 0 ]; then
@@ -218,6 +258,7 @@ for r in "$work"/seed-*/result "$work"/regression-*/result; do
     esac
 done
 echo "st_random: cases=$nfiles functions=$fns checked=$checked tape_only=$tonly skipped=$skipped" \
-    "failed=$failed broken_cases=$broken no_fwdv_cases=$nofwdv seconds=$elapsed" \
+    "failed=$failed broken_cases=$broken no_fwdv_cases=$nofwdv jacfwd_checked=$jac" \
+    "seconds=$elapsed" \
     "seeds=$seed..$((seed + files - 1))"
 [ "$failed" = 0 ] && [ "$broken" = 0 ]

@@ -58,6 +58,11 @@
 #ifndef ST_FWDV
 #define ST_FWDV 1
 #endif
+/* ST_JAC=1: f_jacfwd (--jacobian) is checked for the functions ST_JAC_<name> names (those the
+ * Jacobian mode accepts). */
+#ifndef ST_JAC
+#define ST_JAC 0
+#endif
 #if ST_FWDV
 #define ST_FWDV_FN(f) f
 #else
@@ -80,6 +85,9 @@ typedef struct st_fn {
     void (*fwd)(const double *u, int n, const double *du, double *out, double *dout);
     void (*fwdv)(const double *u, int n, const double *du, int nd, double *out, double *dout);
     int (*tape)(cr_tape *tp, const double *u, int n, double *J, double *out);
+    /* f_jacfwd: out and J (nout x nin); returns the count of entries outside the harness's
+     * layout that are not zero */
+    int (*jac)(const double *u, int n, double *out, double *J);
 } st_fn;
 
 /* ---- Distance to the kinks met by the tape version ----------------------------------------- */
@@ -177,7 +185,7 @@ static inline double st_unit(void)
 typedef struct st_run {
     const char *prog;
     uint64_t seed;
-    int checked, skipped, failed, verbose, tape_only;
+    int checked, skipped, failed, verbose, tape_only, jac_checked;
     const st_fn *f;
     int n;
     const double *u;
@@ -421,6 +429,20 @@ static inline void st_check_fn(st_run *r, cr_tape *tp, const st_fn *f)
                scale * nin);
         st_cmp(r, "f_fwdv: primal", out, out0, NULL, nout, 1e-12, fmax(1, st_maxabs(out0, nout)));
     }
+
+    if (f->jac) {
+        double Jj[ST_OUTMAX * ST_INMAX];
+        int nonzero = f->jac(u, n, out, Jj);
+        st_cmp(r, "f_jacfwd: Jacobian", Jj, Jref, Eref, nout * nin, rtol, scale);
+        st_cmp(r, "f_jacfwd: primal", out, out0, NULL, nout, 1e-12, fmax(1, st_maxabs(out0, nout)));
+        if (nonzero != 0) {
+            printf("FAIL %s %s: f_jacfwd wrote %d non-zero entries that must be zero (seed "
+                   "%#llx)\n",
+                   r->prog, f->name, nonzero, (unsigned long long)r->seed);
+            r->fn_failed++;
+        }
+        r->jac_checked++;
+    }
     r->checked++;
     if (r->fn_failed)
         r->failed++;
@@ -452,16 +474,17 @@ static inline int st_main(const st_fn *fns, int nf, int argc, char **argv)
 #if ST_FORK
         if (use_fork) {
             /* the child reports its counts in its exit status: 64 (its mark: a sanitizer
-             * exits with 1) + 1 checked, 2 tape only, 4 skipped, 8 failed */
+             * exits with 1) + 1 checked, 2 tape only, 4 skipped, 8 failed, 16 f_jacfwd
+             * checked */
             fflush(stdout);
             pid_t pid = fork();
             if (pid == 0) {
                 st_run c = r;
-                c.checked = c.tape_only = c.skipped = c.failed = 0;
+                c.checked = c.tape_only = c.skipped = c.failed = c.jac_checked = 0;
                 st_check_fn(&c, tp, &fns[i]);
                 fflush(stdout);
                 _exit(64 | (c.checked ? 1 : 0) | (c.tape_only ? 2 : 0) | (c.skipped ? 4 : 0) |
-                      (c.failed ? 8 : 0));
+                      (c.failed ? 8 : 0) | (c.jac_checked ? 16 : 0));
             }
             int status = 0;
             if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
@@ -477,6 +500,7 @@ static inline int st_main(const st_fn *fns, int nf, int argc, char **argv)
                 r.tape_only += (code >> 1) & 1;
                 r.skipped += (code >> 2) & 1;
                 r.failed += (code >> 3) & 1;
+                r.jac_checked += (code >> 4) & 1;
             }
             continue;
         }
@@ -486,8 +510,9 @@ static inline int st_main(const st_fn *fns, int nf, int argc, char **argv)
     }
     cr_tape_free(tp);
     cr_ctx_free(ctx);
-    printf("st-random: %s functions=%d checked=%d tape_only=%d skipped=%d failed=%d\n", r.prog, nf,
-           r.checked, r.tape_only, r.skipped, r.failed);
+    printf("st-random: %s functions=%d checked=%d tape_only=%d skipped=%d failed=%d "
+           "jac_checked=%d\n",
+           r.prog, nf, r.checked, r.tape_only, r.skipped, r.failed, r.jac_checked);
     return r.failed ? 1 : 0;
 }
 
