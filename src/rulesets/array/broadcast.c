@@ -554,8 +554,7 @@ static cr_status bc_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
     return bc_give(arena, t->e, t->g, t->j, out);
 }
 
-static cr_status bc_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                             void *env)
+CR__PULLBACK_DEF(bc_pullback)
 {
     bc_env *e = env;
     const bc *b = &e->b;
@@ -722,8 +721,7 @@ static cr_status fb_eval(const cr_config *cfg, cr_arena *arena, const cr_value *
 
 /* Pullback of the fallback: each element's pullback, summed into argument-shaped
  * accumulators. */
-static cr_status fb_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                             void *env)
+CR__PULLBACK_DEF(fb_pullback)
 {
     fb_env *e = env;
     const bc *b = &e->b;
@@ -880,11 +878,8 @@ cr_status cr__bc_rrule(const cr_config *cfg, cr_arena *arena, const char *who, c
     return CR_OK;
 }
 
-static cr_status broadcast_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                 const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                                 const void *udata)
+CR__RRULE_DEF(broadcast_rrule)
 {
-    (void)f;
     return cr__bc_rrule(cfg, arena, "broadcast", args, nargs, y, pb, udata);
 }
 CR__ARRAY_FN(broadcast, "broadcast", -1)
@@ -942,12 +937,8 @@ cr_status cr__bc_frule(const cr_config *cfg, cr_arena *arena, const char *who,
     return cr_project_tangent(arena, y, cr_tangent_array(t), dy);
 }
 
-static cr_status broadcast_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                                 const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                                 cr_tangent *dy, const void *udata)
+CR__FRULE_DEF(broadcast_frule)
 {
-    (void)f;
-    (void)udata;
     return cr__bc_frule(cfg, arena, "broadcast", dargs, args, nargs, y, dy);
 }
 

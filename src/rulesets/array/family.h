@@ -24,6 +24,30 @@ typedef struct cr__array_rule {
     bool lapack;
 } cr__array_rule;
 
+/* A parameter a rule function may leave unused. */
+#if defined(__GNUC__)
+#define CR__UNUSED __attribute__((unused))
+#else
+#define CR__UNUSED
+#endif
+
+/* The head of a static rrule (cr_rrule_fn), frule (cr_frule_fn) or pullback (cr_pullback_fn)
+ * NAME of the family, with the parameter names every rule uses: CR__RRULE_DEF(x_rrule) { ... }. */
+#define CR__RRULE_DEF(NAME)                                                              \
+    static cr_status NAME(const cr_config *cfg CR__UNUSED, cr_arena *arena CR__UNUSED,   \
+                          const cr_value *f CR__UNUSED, const cr_value *args CR__UNUSED, \
+                          size_t nargs CR__UNUSED, cr_value *y CR__UNUSED,               \
+                          cr_pullback *pb CR__UNUSED, const void *udata CR__UNUSED)
+#define CR__FRULE_DEF(NAME)                                                                 \
+    static cr_status NAME(const cr_config *cfg CR__UNUSED, cr_arena *arena CR__UNUSED,      \
+                          const cr_tangent *dargs CR__UNUSED, const cr_value *f CR__UNUSED, \
+                          const cr_value *args CR__UNUSED, size_t nargs CR__UNUSED,         \
+                          cr_value *y CR__UNUSED, cr_tangent *dy CR__UNUSED,                \
+                          const void *udata CR__UNUSED)
+#define CR__PULLBACK_DEF(NAME)                                                        \
+    static cr_status NAME(const cr_tangent *dy CR__UNUSED, cr_tangent *dx CR__UNUSED, \
+                          size_t nx CR__UNUSED, cr_arena *arena CR__UNUSED, void *env CR__UNUSED)
+
 /* Register the rows k[0..n) in order (cr__add_rule_so, never variadic). */
 CR_INTERNAL cr_status cr__add_rules(cr_registry *reg, const cr__array_rule *k, size_t n);
 

@@ -706,8 +706,7 @@ static cr_status gather_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
     return gather_give(arena, t->e, t->gy, t->j, out);
 }
 
-static cr_status gather_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                 void *env)
+CR__PULLBACK_DEF(gather_pullback)
 {
     gather_env *e = env;
     for (size_t i = 0; i < nx; i++)
@@ -742,11 +741,8 @@ static cr_status gather_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
     return CR_OK;
 }
 
-static cr_status gather_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                              const void *udata)
+CR__RRULE_DEF(gather_rrule)
 {
-    (void)cfg;
     const gop *op = f->u.func.fn->udata;
     gather_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(gather_env));
     if (e == NULL)
@@ -773,12 +769,8 @@ static cr_status gather_rrule(const cr_config *cfg, cr_arena *arena, const cr_va
 }
 
 /* frule: the tangents gathered the same way. */
-static cr_status gather_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                              const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                              cr_tangent *dy, const void *udata)
+CR__FRULE_DEF(gather_frule)
 {
-    (void)cfg;
-    (void)udata;
     const gop *op = f->u.func.fn->udata;
     gmap g;
     cr_dtype dt = CR_DT_F64, wdt = CR_DT_F64;

@@ -134,11 +134,8 @@ static cr_status map_check(cr_arena *arena, const cr_value *args, size_t nargs)
 
 /* map(f, A...): y_i = f(A1_i, ...); Āj = conj(∂f/∂xj) ⊙ Ȳ (the partials of f's row, or
  * each element's pullback). broadcast's rule, for arrays of one shape. */
-static cr_status map_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                           const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                           const void *udata)
+CR__RRULE_DEF(map_rrule)
 {
-    (void)f;
     cr_status st = map_check(arena, args, nargs);
     if (st == CR_OK)
         st = cr__bc_rrule(cfg, arena, "map", args, nargs, y, pb, udata);
@@ -149,12 +146,8 @@ static cr_status map_rrule(const cr_config *cfg, cr_arena *arena, const cr_value
 CR__ARRAY_FN(map, "map", -1)
 
 /* frule: ẏ_i = Σj ∂f/∂xj ẋj_i. */
-static cr_status map_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                           const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                           cr_tangent *dy, const void *udata)
+CR__FRULE_DEF(map_frule)
 {
-    (void)f;
-    (void)udata;
     cr_status st = map_check(arena, args, nargs);
     return st != CR_OK ? st : cr__bc_frule(cfg, arena, "map", dargs, args, nargs, y, dy);
 }
@@ -359,8 +352,7 @@ CR__THUNK_ADD(sumf_add, sumf_thunk, t->e->s.wdt, t->e->s.A, sumf_co_run(t, dest,
               sumf_thunk_fn)
 
 /* Ā = conj(f'(A)) ⊙ Ȳ (Ȳ broadcast over the reduced dimensions): an InplaceableThunk. */
-static cr_status sumf_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                               void *env)
+CR__PULLBACK_DEF(sumf_pullback)
 {
     sumf_env *e = env;
     for (size_t i = 0; i < nx; i++)
@@ -382,8 +374,7 @@ static cr_status sumf_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
 }
 
 /* Without a row: the pullback of sum, then that of map(f, A). */
-static cr_status sumf_map_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                   void *env)
+CR__PULLBACK_DEF(sumf_map_pullback)
 {
     sumf_env *e = env;
     for (size_t i = 0; i < nx; i++)
@@ -463,21 +454,15 @@ cr_status cr__sum_f_rrule(const cr_config *cfg, cr_arena *arena, const cr_value 
     return CR_OK;
 }
 
-static cr_status sumf_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+CR__RRULE_DEF(sumf_rrule)
 {
     return cr__sum_f_rrule(cfg, arena, f, args, nargs, y, pb, udata);
 }
 
 /* frule: ẏ = Σ f'(a) ȧ over the reduced dimensions (with a row, in the same pass as the
  * sums); otherwise the frules of map(f, A) and sum. */
-static cr_status sumf_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+CR__FRULE_DEF(sumf_frule)
 {
-    (void)f;
-    (void)udata;
     sumf s;
     cr_status st = sumf_parse(arena, args, nargs, &s);
     if (st != CR_OK)
@@ -555,8 +540,7 @@ static void meanf_scale_value(double scale, cr_value *y)
         *y = cr__scalar_value(cr__value_dtype(y), cr__scalar_of(y) * scale);
 }
 
-static cr_status meanf_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                void *env)
+CR__PULLBACK_DEF(meanf_pullback)
 {
     meanf_env *e = env;
     cr_tangent sdy;
@@ -586,16 +570,12 @@ cr_status cr__mean_f_rrule(const cr_config *cfg, cr_arena *arena, const cr_value
     return CR_OK;
 }
 
-static cr_status meanf_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                             const void *udata)
+CR__RRULE_DEF(meanf_rrule)
 {
     return cr__mean_f_rrule(cfg, arena, f, args, nargs, y, pb, udata);
 }
 
-static cr_status meanf_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                             cr_tangent *dy, const void *udata)
+CR__FRULE_DEF(meanf_frule)
 {
     double scale;
     cr_status st = meanf_scale(arena, args, nargs, &scale);
@@ -932,8 +912,7 @@ static cr_status fold_seeds(cr_arena *arena, const fold_env *e, const cr_tangent
 
 /* With a row: x̄ is an InplaceableThunk running the sweep; init's cotangent (a number) a
  * sweep of its own that stores nothing. */
-static cr_status fold_row_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                   void *env)
+CR__PULLBACK_DEF(fold_row_pullback)
 {
     fold_env *e = env;
     for (size_t i = 0; i < nx; i++)
@@ -962,8 +941,7 @@ static cr_status fold_row_pullback(const cr_tangent *dy, cr_tangent *dx, size_t 
 /* Without a row: the steps' pullbacks in reverse order, each taking the running
  * cotangent (plus, for accumulate, the seed of its own output). One sweep gives every
  * cotangent, so none is a thunk (a thunk would run the steps' pullbacks again). */
-static cr_status fold_pb_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                  void *env)
+CR__PULLBACK_DEF(fold_pb_pullback)
 {
     fold_env *e = env;
     const fold *F = &e->F;
@@ -1084,39 +1062,25 @@ static cr_status fold_frule(const cr_config *cfg, cr_arena *arena, const char *w
     return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(t), dy);
 }
 
-static cr_status foldl_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                             const void *udata)
+CR__RRULE_DEF(foldl_rrule)
 {
-    (void)f;
     return fold_rrule(cfg, arena, "foldl", false, args, nargs, y, pb, udata);
 }
 CR__ARRAY_FN(foldl, "foldl", -1)
 
-static cr_status foldl_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                             cr_tangent *dy, const void *udata)
+CR__FRULE_DEF(foldl_frule)
 {
-    (void)f;
-    (void)udata;
     return fold_frule(cfg, arena, "foldl", false, dargs, args, nargs, y, dy);
 }
 
-static cr_status accumulate_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                  const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                                  const void *udata)
+CR__RRULE_DEF(accumulate_rrule)
 {
-    (void)f;
     return fold_rrule(cfg, arena, "accumulate", true, args, nargs, y, pb, udata);
 }
 CR__ARRAY_FN(accumulate, "accumulate", -1)
 
-static cr_status accumulate_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                                  const cr_value *f, const cr_value *args, size_t nargs,
-                                  cr_value *y, cr_tangent *dy, const void *udata)
+CR__FRULE_DEF(accumulate_frule)
 {
-    (void)f;
-    (void)udata;
     return fold_frule(cfg, arena, "accumulate", true, dargs, args, nargs, y, dy);
 }
 

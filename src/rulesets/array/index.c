@@ -267,8 +267,7 @@ static cr_status index_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 CR__THUNK_ADD(index_add, index_thunk, t->e->wdt, t->e->A, scatter(t->e, t->g, dest), index_thunk_fn)
 
 /* Ā = zeros(A) with Ȳ scatter-added at the indices (repeats accumulate). */
-static cr_status index_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                void *env)
+CR__PULLBACK_DEF(index_pullback)
 {
     index_env *e = env;
     for (size_t i = 0; i < nx; i++)
@@ -359,23 +358,15 @@ static cr_status index_rrule(cr_arena *arena, bool view, const cr_value *args, s
 }
 
 /* getindex(A, I...) = A[I...]: Ā = scatter-add of Ȳ. */
-static cr_status getindex_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                                const void *udata)
+CR__RRULE_DEF(getindex_rrule)
 {
-    (void)cfg;
-    (void)f;
     return index_rrule(arena, false, args, nargs, y, pb, udata);
 }
 CR__ARRAY_FN(getindex, "getindex", -1)
 
 /* view(A, I...): as getindex, a view of A where the indices allow it. */
-static cr_status view_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+CR__RRULE_DEF(view_rrule)
 {
-    (void)cfg;
-    (void)f;
     return index_rrule(arena, true, args, nargs, y, pb, udata);
 }
 CR__ARRAY_FN(view, "view", -1)

@@ -8,7 +8,7 @@
  * part zeroed. Most are the non-mutating function of the rest of the arguments, whose rules
  * they call.
  */
-#include "../array_impl.h"
+#include "family.h"
 
 /* A mutating function: its primal's op (first, for cr__primal_via_rrule), the function it
  * wraps (NULL for the hand-written ones) and how the wrapped function's arguments are made. */
@@ -148,8 +148,7 @@ typedef struct bang_env {
     uint32_t nd;  /* nondiff_mask of the arguments */
 } bang_env;
 
-static cr_status bang_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                    cr_arena *arena, void *env)
+CR__PULLBACK_DEF(bang_pullback_body)
 {
     const bang_env *e = env;
     cr_tangent idx[CR_SIG_MAX_ARGS + 1];
@@ -166,9 +165,7 @@ static cr_status bang_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t
 
 CR__MASKED_PULLBACK(bang, bang_env)
 
-static cr_status bang_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+CR__RRULE_DEF(bang_rrule)
 {
     const bang_def *d = def_of(f);
     const cr_array *dest;
@@ -203,11 +200,8 @@ static cr_status bang_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
 
 /* frule: the wrapped function's frule on the other arguments' tangents; the destination's
  * tangent is overwritten (not read) unless it is also the input. */
-static cr_status bang_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+CR__FRULE_DEF(bang_frule)
 {
-    (void)udata;
     const bang_def *d = def_of(f);
     const cr_array *dest;
     cr_status st = bang_dest(arena, d, args, nargs, &dest);
@@ -384,10 +378,8 @@ static cr_status part_forward(cr_arena *arena, part_env *e, const cr_value *args
 
 /* dest̄ = ȳ with the written positions zeroed; src̄[k] = ȳ[pos[k]] for the last write of
  * each position (a scalar x: the sum). */
-static cr_status part_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                    cr_arena *arena, void *env)
+CR__PULLBACK_DEF(part_pullback_body)
 {
-    (void)nx;
     const part_env *e = env;
     const cr_array *G;
     cr_status st = cr__tan_array(arena, e->who, *dy, e->dest->ndim, e->dest->shape, e->wdt, &G);

@@ -139,8 +139,7 @@ static double norm_dp(const norm_env *e)
     return e->y * (num / den) / e->p;
 }
 
-static cr_status norm_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                               void *env)
+CR__PULLBACK_DEF(norm_pullback)
 {
     norm_env *e = env;
     for (size_t i = 0; i < nx; i++)
@@ -180,12 +179,8 @@ static cr_status norm_value(const norm_env *e, cr_value *y)
 
 /* norm(A), norm(A, p): the p-norm of A's elements (p = 2 by default: Frobenius for a
  * matrix, as Julia's norm). */
-static cr_status norm_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+CR__RRULE_DEF(norm_rrule)
 {
-    (void)cfg;
-    (void)f;
     norm_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(norm_env));
     if (e == NULL)
         return CR__ALLOC_STATUS(arena);
@@ -205,13 +200,8 @@ static cr_status norm_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
 CR__ARRAY_FN(norm, "norm", -1)
 
 /* frule: ẏ = Σ re(conj(∂y/∂x_i) ẋ_i) + ∂y/∂p ṗ. */
-static cr_status norm_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+CR__FRULE_DEF(norm_frule)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     norm_env e;
     memset(&e, 0, sizeof e);
     cr_status st = norm_forward(arena, args, nargs, &e);
@@ -415,8 +405,7 @@ CR__THUNK_ADD(opn_add, opn_thunk, (cr_dtype)t->e->Aw->dtype, t->e->A, opn_scatte
 /* p = 1, Inf: Ā = sign(A) ȳ on the maximal column / row, 0 elsewhere (an InplaceableThunk
  * that adds one column or row). p = 2: svdvals' pullback with s̄ = (ȳ, 0, ..., 0), which is
  * u₁ v₁ᴴ ȳ for the top singular pair LAPACK returned. */
-static cr_status opn_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                              void *env)
+CR__PULLBACK_DEF(opn_pullback)
 {
     opn_env *e = env;
     for (size_t i = 0; i < nx; i++)
@@ -451,12 +440,8 @@ static cr_status opn_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
     return cr__thunk(arena, opn_thunk_fn, opn_add, t, "opnorm_pullback_thunk", &dx[1]);
 }
 
-static cr_status opnorm_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                              const void *udata)
+CR__RRULE_DEF(opnorm_rrule)
 {
-    (void)cfg;
-    (void)f;
     opn_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(opn_env));
     if (e == NULL)
         return CR__ALLOC_STATUS(arena);
@@ -474,13 +459,8 @@ CR__ARRAY_FN(opnorm, "opnorm", -1)
 
 /* frule: p = 1, Inf: ẏ = Σ re(conj(sign a) ȧ) over the maximal column / row; p = 2: the
  * first component of svdvals' frule, re(u₁ᴴ Ȧ v₁). p itself has no tangent. */
-static cr_status opnorm_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                              const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                              cr_tangent *dy, const void *udata)
+CR__FRULE_DEF(opnorm_frule)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     opn_env e;
     memset(&e, 0, sizeof e);
     cr_status st = opn_parse(arena, args, nargs, &e);
@@ -577,10 +557,8 @@ static cr_status nz_check(cr_arena *arena, const cr_value *args, size_t nargs)
 }
 
 /* Ā = Ȳ / n + norm's pullback at n̄ = -re⟨y, Ȳ⟩ / n (which also gives p̄ for a float p). */
-static cr_status nz_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                             void *env)
+CR__PULLBACK_DEF(nz_pullback)
 {
-    (void)nx;
     nz_env *e = env;
     const cr_array *g;
     cr_dtype wdt = (cr_dtype)e->Y->dtype;
@@ -613,12 +591,8 @@ static cr_status nz_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr
     return st;
 }
 
-static cr_status normalize_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                 const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                                 const void *udata)
+CR__RRULE_DEF(normalize_rrule)
 {
-    (void)cfg;
-    (void)f;
     nz_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(nz_env));
     if (e == NULL)
         return CR__ALLOC_STATUS(arena);
@@ -641,13 +615,8 @@ static cr_status normalize_rrule(const cr_config *cfg, cr_arena *arena, const cr
 CR__ARRAY_FN(normalize, "normalize", -1)
 
 /* frule: ẏ = (Ȧ - y ṅ) / n with ṅ from norm's frule (which includes ṗ for a float p). */
-static cr_status normalize_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                                 const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                                 cr_tangent *dy, const void *udata)
+CR__FRULE_DEF(normalize_frule)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     nz_env e;
     memset(&e, 0, sizeof e);
     cr_value nv;

@@ -154,8 +154,7 @@ static cr_status sum_thunk(cr_arena *arena, cr_tangent *out, void *env)
 CR__THUNK_ADD(sum_add, red_thunk, t->e->r.wdt, t->e->r.A,
               cr__broadcast_axpy(dest, t->g, t->e->scale), sum_thunk)
 
-static cr_status sum_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                              void *env)
+CR__PULLBACK_DEF(sum_pullback)
 {
     return red_thunk_pullback(dy, dx, nx, arena, env, "sum_pullback", sum_thunk, sum_add,
                               "sum_pullback_thunk");
@@ -189,12 +188,8 @@ static cr_status sum_mean_rrule(cr_arena *arena, const char *who, const cr_value
 }
 
 /* sum(A; dims): Ā = broadcast(Ȳ) to A's shape. */
-static cr_status sum_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                           const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                           const void *udata)
+CR__RRULE_DEF(sum_rrule)
 {
-    (void)cfg;
-    (void)f;
     if (nargs > 0 && args[0].kind == CR_KIND_FUNC) /* sum(f, A): array/higher_order.c */
         return cr__sum_f_rrule(cfg, arena, f, args, nargs, y, pb, udata);
     return sum_mean_rrule(arena, "sum", args, nargs, y, pb, udata, false);
@@ -203,12 +198,8 @@ CR__ARRAY_FN(sum, "sum", -1)
 
 /* mean(A; dims) = sum(A; dims) / n: Ā = broadcast(Ȳ) / n. mean(f, A; dims): array/higher_order.c.
  */
-static cr_status mean_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+CR__RRULE_DEF(mean_rrule)
 {
-    (void)cfg;
-    (void)f;
     if (nargs > 0 && args[0].kind == CR_KIND_FUNC) /* mean(f, A): array/higher_order.c */
         return cr__mean_f_rrule(cfg, arena, f, args, nargs, y, pb, udata);
     return sum_mean_rrule(arena, "mean", args, nargs, y, pb, udata, true);
@@ -349,8 +340,7 @@ static cr_status prod_thunk(cr_arena *arena, cr_tangent *out, void *env)
 CR__THUNK_ADD(prod_add, red_thunk, t->e->r.wdt, t->e->r.A, return prod_fill(arena, t, dest, true),
               prod_thunk)
 
-static cr_status prod_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                               void *env)
+CR__PULLBACK_DEF(prod_pullback)
 {
     return red_thunk_pullback(dy, dx, nx, arena, env, "prod_pullback", prod_thunk, prod_add,
                               "prod_pullback_thunk");
@@ -367,12 +357,8 @@ static cr_status prod_forward(cr_arena *arena, const cr__red *r, cr_array **w)
 }
 
 /* prod(A; dims): ∂y/∂x_i = Π_{j≠i} x_j over the slice; Ā_i = conj(∂y/∂x_i) Ȳ. */
-static cr_status prod_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+CR__RRULE_DEF(prod_rrule)
 {
-    (void)cfg;
-    (void)f;
     cr__red r;
     cr_status st = cr__red_parse(arena, "prod", args, nargs, 2, false, &r);
     cr_array *w = NULL;
@@ -393,13 +379,8 @@ static cr_status prod_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
 CR__ARRAY_FN(prod, "prod", -1)
 
 /* frule of prod: Ẏ = Σ_i (∂y/∂x_i) Ẋ_i over each slice, with the same zero-safe partials. */
-static cr_status prod_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+CR__FRULE_DEF(prod_frule)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     cr__red r;
     cr_status st = cr__red_parse(arena, "prod", args, nargs, 2, false, &r);
     cr_array *w = NULL;
@@ -487,8 +468,7 @@ static void cumsum_run(const cr_array *src, cr_array *dst, size_t dim, bool reve
     cr__nd_run(&nd, cumsum_inner, &c);
 }
 
-static cr_status cumsum_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                 void *env)
+CR__PULLBACK_DEF(cumsum_pullback)
 {
     red_env *e = env;
     const cr_array *A = e->r.A;
@@ -511,12 +491,8 @@ static cr_status cumsum_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
 }
 
 /* cumsum(A, dim): Y_k = Σ_{j<=k} A_j along dim; Ā_k = Σ_{j>=k} Ȳ_j. */
-static cr_status cumsum_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                              const void *udata)
+CR__RRULE_DEF(cumsum_rrule)
 {
-    (void)cfg;
-    (void)f;
     cr__red r;
     cr_status st = cr__red_parse(arena, "cumsum", args, nargs, 2, false, &r);
     if (st != CR_OK)
@@ -740,8 +716,7 @@ typedef struct ext_env {
 } ext_env;
 
 /* Ā = zeros with Ȳ scattered at the extremal indices. */
-static cr_status ext_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                              void *env)
+CR__PULLBACK_DEF(ext_pullback)
 {
     ext_env *e = env;
     const char *who = k_ext_pb_names[e->kind];
@@ -893,8 +868,7 @@ static cr_status extrema_forward(cr_arena *arena, const cr_value *args, size_t n
 
 /* Ā = zeros with the minimum's cotangent at the (first) minimal element and the maximum's
  * at the (first) maximal one (the same element for a constant slice: both add). */
-static cr_status extrema_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                  void *env)
+CR__PULLBACK_DEF(extrema_pullback)
 {
     extrema_env *e = env;
     const cr__red *r = &e->lo.r;
@@ -926,12 +900,8 @@ static cr_status extrema_pullback(const cr_tangent *dy, cr_tangent *dx, size_t n
     return cr__give(arena, e->lo.pA, out, &dx[1]);
 }
 
-static cr_status extrema_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                               const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                               const void *udata)
+CR__RRULE_DEF(extrema_rrule)
 {
-    (void)cfg;
-    (void)f;
     cr__red r;
     cr_array *blo = NULL, *ilo = NULL, *bhi = NULL, *ihi = NULL;
     cr_status st = extrema_forward(arena, args, nargs, &r, &blo, &ilo, &bhi, &ihi, y);
@@ -949,13 +919,8 @@ static cr_status extrema_rrule(const cr_config *cfg, cr_arena *arena, const cr_v
 CR__ARRAY_FN(extrema, "extrema", -1)
 
 /* frule: (Ẋ at the minimal element, Ẋ at the maximal element). */
-static cr_status extrema_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                               const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                               cr_tangent *dy, const void *udata)
+CR__FRULE_DEF(extrema_frule)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     cr__red r;
     cr_array *blo = NULL, *ilo = NULL, *bhi = NULL, *ihi = NULL;
     cr_status st = extrema_forward(arena, args, nargs, &r, &blo, &ilo, &bhi, &ihi, y);
@@ -1110,8 +1075,7 @@ static cr_status cumprod_forward(cr_arena *arena, const cr_value *args, size_t n
     return CR_OK;
 }
 
-static cr_status cumprod_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                  void *env)
+CR__PULLBACK_DEF(cumprod_pullback)
 {
     cp_env *e = env;
     const cr_array *A = e->r.A;
@@ -1135,12 +1099,8 @@ static cr_status cumprod_pullback(const cr_tangent *dy, cr_tangent *dx, size_t n
 }
 
 /* cumprod(A, dim): running products along dim, zero-safe in both directions. */
-static cr_status cumprod_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                               const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                               const void *udata)
+CR__RRULE_DEF(cumprod_rrule)
 {
-    (void)cfg;
-    (void)f;
     cr__red r;
     size_t dim;
     cr_array *w, *o;
@@ -1163,13 +1123,8 @@ static cr_status cumprod_rrule(const cr_config *cfg, cr_arena *arena, const cr_v
 }
 CR__ARRAY_FN(cumprod, "cumprod", -1)
 
-static cr_status cumprod_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                               const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                               cr_tangent *dy, const void *udata)
+CR__FRULE_DEF(cumprod_frule)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     cr__red r;
     size_t dim;
     cr_array *w, *o;

@@ -9,7 +9,7 @@
 #include <chainrules/rules_math.h>
 
 #include "../../core/checked.h"
-#include "../array_impl.h"
+#include "family.h"
 
 /* ---- Orders ------------------------------------------------------------------------------ */
 
@@ -434,8 +434,7 @@ typedef struct sel_env {
     uint32_t nd;
 } sel_env;
 
-static cr_status sel_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                              void *env)
+CR__PULLBACK_DEF(sel_pullback)
 {
     const sel_env *e = env;
     cr_tangent idx[CR_SIG_MAX_ARGS + 1];
@@ -453,9 +452,7 @@ static cr_status sel_prepare(cr_arena *arena, const sel_def *d, const cr_value *
     return st == CR_OK ? d->choose(arena, args, nargs, gargs, ng) : st;
 }
 
-static cr_status sel_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                           const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                           const void *udata)
+CR__RRULE_DEF(sel_rrule)
 {
     const sel_def *d = def_of(f);
     cr_value gargs[CR_SIG_MAX_ARGS];
@@ -476,11 +473,8 @@ static cr_status sel_rrule(const cr_config *cfg, cr_arena *arena, const cr_value
     return CR_OK;
 }
 
-static cr_status sel_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                           const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                           cr_tangent *dy, const void *udata)
+CR__FRULE_DEF(sel_frule)
 {
-    (void)udata;
     const sel_def *d = def_of(f);
     cr_value gargs[CR_SIG_MAX_ARGS];
     size_t ng = 0;
@@ -555,8 +549,7 @@ typedef struct hv_env {
     uint32_t nd;
 } hv_env;
 
-static cr_status hv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                             void *env)
+CR__PULLBACK_DEF(hv_pullback)
 {
     const hv_env *e = env;
     cr_tangent rb[CR_SIG_MAX_ARGS + 1], bb[CR_SIG_MAX_ARGS + 1];
@@ -572,11 +565,8 @@ static cr_status hv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr
     return st;
 }
 
-static cr_status hvcat_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                             const void *udata)
+CR__RRULE_DEF(hvcat_rrule)
 {
-    (void)f;
     hv_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(hv_env));
     if (e == NULL)
         return CR__ALLOC_STATUS(arena);
@@ -607,12 +597,8 @@ static cr_status hvcat_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
 }
 CR__ARRAY_FN(hvcat, "hvcat", -1)
 
-static cr_status hvcat_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                             cr_tangent *dy, const void *udata)
+CR__FRULE_DEF(hvcat_frule)
 {
-    (void)f;
-    (void)udata;
     int64_t *rows;
     size_t nrows;
     cr_status st = hv_rows(arena, args, nargs, &rows, &nrows);

@@ -52,10 +52,8 @@ static cr_status reshape_shape(cr_arena *arena, const cr_value *v, size_t *ndim,
     return CR_OK;
 }
 
-static cr_status reshape_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                  void *env)
+CR__PULLBACK_DEF(reshape_pullback)
 {
-    (void)nx;
     shape_env *e = env;
     const cr_array *g;
     cr_status st = cr__tan_array(arena, "reshape_pullback", *dy, e->A->ndim, e->A->shape,
@@ -68,12 +66,8 @@ static cr_status reshape_pullback(const cr_tangent *dy, cr_tangent *dx, size_t n
 }
 
 /* reshape(A, shape): y = A read in row-major order with the new extents; Ā = reshape(Ȳ). */
-static cr_status reshape_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                               const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                               const void *udata)
+CR__RRULE_DEF(reshape_rrule)
 {
-    (void)cfg;
-    (void)f;
     const cr_array *A;
     cr_status st = cr__nargs(arena, "reshape", nargs, 2, 2);
     if (st == CR_OK)
@@ -244,17 +238,13 @@ static cr_status transpose_pullback_common(const cr_tangent *dy, cr_tangent *dx,
     return cr__give_alias(arena, e->pA, t, &dx[1]);
 }
 
-static cr_status transpose_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                    cr_arena *arena, void *env)
+CR__PULLBACK_DEF(transpose_pullback)
 {
-    (void)nx;
     return transpose_pullback_common(dy, dx, arena, env, false, "transpose_pullback");
 }
 
-static cr_status adjoint_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                  void *env)
+CR__PULLBACK_DEF(adjoint_pullback)
 {
-    (void)nx;
     return transpose_pullback_common(dy, dx, arena, env, true, "adjoint_pullback");
 }
 
@@ -284,34 +274,24 @@ static cr_status transpose_rrule_common(cr_arena *arena, const cr_value *args, s
 }
 
 /* transpose(A): Ā = transpose(Ȳ). */
-static cr_status transpose_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                 const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                                 const void *udata)
+CR__RRULE_DEF(transpose_rrule)
 {
-    (void)cfg;
-    (void)f;
     return transpose_rrule_common(arena, args, nargs, y, pb, udata, false);
 }
 CR__ARRAY_FN(transpose, "transpose", 1)
 
 /* adjoint(A) = conj(transpose(A)): Ā = adjoint(Ȳ) (the map is R-linear, its adjoint under
  * the real inner product re<X, Y> is the conjugate transpose again). */
-static cr_status adjoint_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                               const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                               const void *udata)
+CR__RRULE_DEF(adjoint_rrule)
 {
-    (void)cfg;
-    (void)f;
     return transpose_rrule_common(arena, args, nargs, y, pb, udata, true);
 }
 CR__ARRAY_FN(adjoint, "adjoint", 1)
 
 /* ---- permutedims ------------------------------------------------------------------------ */
 
-static cr_status permutedims_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                      cr_arena *arena, void *env)
+CR__PULLBACK_DEF(permutedims_pullback)
 {
-    (void)nx;
     shape_env *e = env;
     const cr_array *A = e->A;
     size_t yshape[CR_ARRAY_MAX_DIMS];
@@ -340,12 +320,8 @@ static cr_status permutedims_pullback(const cr_tangent *dy, cr_tangent *dx, size
 
 /* permutedims(A, perm): y[i_0..] = A[i_perm^-1 ...] (dimension k of y is perm[k] of A);
  * Ā = permutedims(Ȳ, invperm(perm)). */
-static cr_status permutedims_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                   const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                                   const void *udata)
+CR__RRULE_DEF(permutedims_rrule)
 {
-    (void)cfg;
-    (void)f;
     const cr_array *A;
     cr_status st = cr__nargs(arena, "permutedims", nargs, 2, 2);
     if (st == CR_OK)

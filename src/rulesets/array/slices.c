@@ -223,8 +223,7 @@ CR__THUNK_ADD(sl_add, sl_thunk, t->e->wdt, t->e->s.A, sl_scatter(t, dest), sl_th
 
 /* Ā = zeros(A) with each slice's cotangent added at its slice; absent and zero fields of
  * the tuple's structural cotangent contribute nothing. */
-static cr_status sl_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                             void *env)
+CR__PULLBACK_DEF(sl_pullback)
 {
     sl_env *e = env;
     const char *who = k_sl_pb_names[e->kind];

@@ -155,8 +155,7 @@ typedef struct sm_env {
 
 /* softmax: Ā = y ⊙ (Ȳ - Σ(Ȳ ⊙ y)); logsoftmax: Ā = Ȳ - exp(y) ⊙ ΣȲ;
  * logsumexp: Ā = Ȳ ⊙ exp(x - y). Sums over each slice. */
-static cr_status sm_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                             void *env)
+CR__PULLBACK_DEF(sm_pullback)
 {
     sm_env *e = env;
     const cr__red *r = &e->r;

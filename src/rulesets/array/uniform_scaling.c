@@ -191,10 +191,8 @@ CR__THUNK_ADD(u_add, u_thunk, t->e->wdt, t->e->A, cr__axpy(t->s, t->g, dest), u_
  *   A / λ:         Ā = Ȳ / conj(λ),                 λ̄ = -Σ conj(Y / λ) Ȳ;
  *   λ A⁻¹ = λ Z:   Ā = matinv's pullback at conj(λ) Ȳ,  λ̄ = Σ conj(Z) Ȳ.
  * The array cotangent is an InplaceableThunk (add! is an axpy) except for the shift. */
-static cr_status u_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                            void *env)
+CR__PULLBACK_DEF(u_pullback)
 {
-    (void)nx;
     u_env *e = env;
     const char *who = k_u_pb_names[e->op];
     dx[0] = cr_tangent_none();

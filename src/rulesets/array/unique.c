@@ -125,10 +125,8 @@ CR__THUNK_ADD(uq_add, uq_thunk, CR_DT_F64, t->e->x, uq_scatter(t, dest), uq_thun
 
 /* x̄[first[k]] += ȳ[k]: each output's cotangent goes to the first occurrence of its value
  * only (the derivative of "the value at the first index holding it"). */
-static cr_status uq_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                             void *env)
+CR__PULLBACK_DEF(uq_pullback)
 {
-    (void)nx;
     uq_env *e = env;
     dx[0] = cr_tangent_none();
     dx[1] = cr_tangent_zero();
@@ -144,12 +142,8 @@ static cr_status uq_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr
     return cr__thunk(arena, uq_thunk_fn, uq_add, t, "unique_pullback_thunk", &dx[1]);
 }
 
-static cr_status unique_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                              const void *udata)
+CR__RRULE_DEF(unique_rrule)
 {
-    (void)cfg;
-    (void)f;
     uq_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(uq_env));
     if (e == NULL)
         return CR__ALLOC_STATUS(arena);
@@ -165,13 +159,8 @@ static cr_status unique_rrule(const cr_config *cfg, cr_arena *arena, const cr_va
 CR__ARRAY_FN(unique, "unique", 1)
 
 /* frule: ẏ[k] = ẋ[first[k]]. */
-static cr_status unique_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                              const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                              cr_tangent *dy, const void *udata)
+CR__FRULE_DEF(unique_frule)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     uq_env e;
     memset(&e, 0, sizeof e);
     cr_status st = uq_forward(arena, args, nargs, &e, y);

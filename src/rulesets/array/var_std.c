@@ -112,8 +112,7 @@ static cr_status var_output(cr_arena *arena, const cr__red *r, cr_array *v, bool
 /* var: Ā = 2 (x - μ) ȳ / (n - 1); std: Ā = (x - μ) ȳ / ((n - 1) σ), 0 where σ = 0 (all
  * the slice's elements equal: the subgradient 0, not NaN). The mean's own dependence on x
  * cancels because Σ (x - μ) = 0. */
-static cr_status var_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                              void *env)
+CR__PULLBACK_DEF(var_pullback)
 {
     var_env *e = env;
     const cr__red *r = &e->r;
