@@ -67,6 +67,28 @@ cr_status cr__add_rules(cr_registry *reg, const cr__array_rule *k, size_t n)
     return CR_OK;
 }
 
+cr_status cr__struct_copy(cr_arena *arena, const cr_type *type, const void *src, size_t size,
+                          size_t align, cr_value *y)
+{
+    void *t = cr_arena_alloc(arena, size, align);
+    if (t == NULL)
+        return CR__ALLOC_STATUS(arena);
+    memcpy(t, src, size);
+    *y = cr_value_struct(type, t);
+    return CR_OK;
+}
+
+cr_status cr__rrule_end(cr_arena *arena, cr_status st, const void *udata, const cr_value *arg,
+                        cr_project **pa, cr_pullback_fn fn, void *env, const char *name, size_t nx,
+                        cr_pullback *pb)
+{
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
+    if ((st = cr_project_new(arena, arg, pa)) == CR_OK)
+        *pb = (cr_pullback){fn, env, name, nx};
+    return st;
+}
+
 /* ---- Element types ---------------------------------------------------------------------- */
 
 cr_dtype cr__promote(cr_dtype a, cr_dtype b)

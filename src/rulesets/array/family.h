@@ -48,6 +48,40 @@ typedef struct cr__array_rule {
     static cr_status NAME(const cr_tangent *dy CR__UNUSED, cr_tangent *dx CR__UNUSED, \
                           size_t nx CR__UNUSED, cr_arena *arena CR__UNUSED, void *env CR__UNUSED)
 
+/* *y = a struct value of `type` holding a copy, in the arena, of the `size` bytes at src
+ * (alignment align). */
+CR_INTERNAL cr_status cr__struct_copy(cr_arena *arena, const cr_type *type, const void *src,
+                                      size_t size, size_t align, cr_value *y);
+/* The same for a C struct CT initialised with the values that follow. */
+#define CR__STRUCT_COPY(ARENA, TYPE, Y, CT, ...) \
+    cr__struct_copy((ARENA), (TYPE), &(CT){__VA_ARGS__}, sizeof(CT), _Alignof(CT), (Y))
+
+/* Defines `static cr_status NAME(arena, e, g, fn, add, name, out)`, the cotangent of a
+ * pullback from its environment e and the canonical output cotangent g: ZeroTangent when g
+ * is NULL, otherwise the thunk (fn, add) of a new TYPE whose fields e and g are set. */
+#define CR__EG_THUNK_NEW(NAME, TYPE, ETYPE)                                                   \
+    static cr_status NAME(cr_arena *arena, const ETYPE *e, const cr_array *g, cr_thunk_fn fn, \
+                          cr_thunk_add_fn add, const char *name, cr_tangent *out)             \
+    {                                                                                         \
+        if (g == NULL) {                                                                      \
+            *out = cr_tangent_zero();                                                         \
+            return CR_OK;                                                                     \
+        }                                                                                     \
+        TYPE *t = cr_arena_alloc(arena, sizeof *t, _Alignof(TYPE));                           \
+        if (t == NULL)                                                                        \
+            return CR__ALLOC_STATUS(arena);                                                   \
+        t->e = e;                                                                             \
+        t->g = g;                                                                             \
+        return cr__thunk(arena, fn, add, t, name, out);                                       \
+    }
+
+/* The end of an rrule whose forward computation returned st: st when that failed or when
+ * udata is CR__PRIMAL_ONLY; otherwise *pa = the projector of arg and *pb = {fn, env, name,
+ * nx}. */
+CR_INTERNAL cr_status cr__rrule_end(cr_arena *arena, cr_status st, const void *udata,
+                                    const cr_value *arg, cr_project **pa, cr_pullback_fn fn,
+                                    void *env, const char *name, size_t nx, cr_pullback *pb);
+
 /* Register the rows k[0..n) in order (cr__add_rule_so, never variadic). */
 CR_INTERNAL cr_status cr__add_rules(cr_registry *reg, const cr__array_rule *k, size_t n);
 

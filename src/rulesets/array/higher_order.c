@@ -298,6 +298,7 @@ typedef struct sumf_thunk {
     const sumf_env *e;
     const cr_array *g; /* Ȳ in the work dtype, of oshape */
 } sumf_thunk;
+CR__EG_THUNK_NEW(sumf_thunk_new, sumf_thunk, sumf_env)
 
 /* out (=|+=) conj(D) ⊙ Ȳ broadcast over the reduced dimensions. Arrays: 0 out, 1 D, 2 Ȳ. */
 typedef struct sumf_co {
@@ -359,18 +360,9 @@ CR__PULLBACK_DEF(sumf_pullback)
         dx[i] = cr_tangent_none();
     const cr_array *g;
     cr_status st = cr__tan_array(arena, "sum_pullback", *dy, e->s.ndim, e->s.oshape, e->s.wdt, &g);
-    if (st != CR_OK)
-        return st;
-    if (g == NULL) {
-        dx[2] = cr_tangent_zero();
-        return CR_OK;
-    }
-    sumf_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(sumf_thunk));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
-    t->e = e;
-    t->g = g;
-    return cr__thunk(arena, sumf_thunk_fn, sumf_add, t, "sum_pullback_thunk", &dx[2]);
+    return st != CR_OK
+               ? st
+               : sumf_thunk_new(arena, e, g, sumf_thunk_fn, sumf_add, "sum_pullback_thunk", &dx[2]);
 }
 
 /* Without a row: the pullback of sum, then that of map(f, A). */

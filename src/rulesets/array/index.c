@@ -235,6 +235,7 @@ typedef struct index_thunk {
     const index_env *e;
     const cr_array *g; /* cotangent, work dtype, contiguous, m elements */
 } index_thunk;
+CR__EG_THUNK_NEW(index_thunk_new, index_thunk, index_env)
 
 static void scatter(const index_env *e, const cr_array *g, cr_array *dx)
 {
@@ -275,18 +276,9 @@ CR__PULLBACK_DEF(index_pullback)
     const cr_array *g;
     cr_status st =
         cr__tan_array(arena, "getindex_pullback", *dy, e->ix.ondim, e->ix.oshape, e->wdt, &g);
-    if (st != CR_OK)
-        return st;
-    if (g == NULL) {
-        dx[1] = cr_tangent_zero();
-        return CR_OK;
-    }
-    index_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(index_thunk));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
-    t->e = e;
-    t->g = g;
-    return cr__thunk(arena, index_thunk_fn, index_add, t, "getindex_pullback_thunk", &dx[1]);
+    return st != CR_OK ? st
+                       : index_thunk_new(arena, e, g, index_thunk_fn, index_add,
+                                         "getindex_pullback_thunk", &dx[1]);
 }
 
 /* ---- getindex and view ------------------------------------------------------------------ */

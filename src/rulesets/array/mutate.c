@@ -469,23 +469,14 @@ static cr_status part_frule(cr_arena *arena, const char *who, const cr_tangent *
     return CR_OK;
 }
 
-#define PART_RULES(NAME, STR)                                                                     \
-    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,       \
-                                  const cr_value *args, size_t nargs, cr_value *y,                \
-                                  cr_pullback *pb, const void *udata)                             \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        return part_rrule(arena, STR, args, nargs, y, pb, udata);                                 \
-    }                                                                                             \
-    static cr_status NAME##_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, \
-                                  const cr_value *f, const cr_value *args, size_t nargs,          \
-                                  cr_value *y, cr_tangent *dy, const void *udata)                 \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        (void)udata;                                                                              \
-        return part_frule(arena, STR, dargs, args, nargs, y, dy);                                 \
+#define PART_RULES(NAME, STR)                                     \
+    CR__RRULE_DEF(NAME##_rrule)                                   \
+    {                                                             \
+        return part_rrule(arena, STR, args, nargs, y, pb, udata); \
+    }                                                             \
+    CR__FRULE_DEF(NAME##_frule)                                   \
+    {                                                             \
+        return part_frule(arena, STR, dargs, args, nargs, y, dy); \
     }
 
 PART_RULES(copyto, "copyto!")
@@ -843,42 +834,32 @@ cr_status cr__array_register_mutate(cr_registry *reg)
 #undef DIMS
 #undef NUM
 #undef IA
-    static const struct {
-        const cr_function *fn;
-        const cr_argspec *args;
-        size_t n;
-        cr_frule_fn frule;
-        cr_rrule_fn rrule;
-        const cr_rule_test *test;
-    } k[] = {
-        {&copyto_bang_function, a_ff, 2, copyto_frule, copyto_rrule, &k_t_copyto},
-        {&setindex_bang_function, a_set_lin, 3, setindex_frule, setindex_rrule, &k_t_setindex},
-        {&setindex_bang_function, a_set2, 4, setindex_frule, setindex_rrule, &k_t_setindex},
-        {&setindex_bang_function, a_set3, 5, setindex_frule, setindex_rrule, &k_t_setindex},
-        {&fill_bang_function, a_fn, 2, bang_frule, bang_rrule, &k_t_fill},
-        {&sum_bang_function, a_ff, 2, bang_frule, bang_rrule, &k_t_sum},
-        {&cumsum_bang_function, a_ff, 2, bang_frule, bang_rrule, &k_t_cumsum},
-        {&cumsum_bang_function, a_ffi, 3, bang_frule, bang_rrule, &k_t_cumsum},
-        {&permutedims_bang_function, a_ffia, 3, bang_frule, bang_rrule, &k_t_permutedims},
-        {&reverse_bang_function, a_f, 1, bang_frule, bang_rrule, &k_t_reverse},
-        {&reverse_bang_function, a_fd, 2, bang_frule, bang_rrule, &k_t_reverse},
-        {&circshift_bang_function, a_ffd, 3, bang_frule, bang_rrule, &k_t_circshift},
+    static const cr__array_rule k[] = {
+        {&copyto_bang_function, a_ff, 2, copyto_frule, copyto_rrule, &k_t_copyto, CR_LINEAR, NULL,
+         false},
+        {&setindex_bang_function, a_set_lin, 3, setindex_frule, setindex_rrule, &k_t_setindex,
+         CR_LINEAR, NULL, false},
+        {&setindex_bang_function, a_set2, 4, setindex_frule, setindex_rrule, &k_t_setindex,
+         CR_LINEAR, NULL, false},
+        {&setindex_bang_function, a_set3, 5, setindex_frule, setindex_rrule, &k_t_setindex,
+         CR_LINEAR, NULL, false},
+        {&fill_bang_function, a_fn, 2, bang_frule, bang_rrule, &k_t_fill, CR_LINEAR, NULL, false},
+        {&sum_bang_function, a_ff, 2, bang_frule, bang_rrule, &k_t_sum, CR_LINEAR, NULL, false},
+        {&cumsum_bang_function, a_ff, 2, bang_frule, bang_rrule, &k_t_cumsum, CR_LINEAR, NULL,
+         false},
+        {&cumsum_bang_function, a_ffi, 3, bang_frule, bang_rrule, &k_t_cumsum, CR_LINEAR, NULL,
+         false},
+        {&permutedims_bang_function, a_ffia, 3, bang_frule, bang_rrule, &k_t_permutedims, CR_LINEAR,
+         NULL, false},
+        {&reverse_bang_function, a_f, 1, bang_frule, bang_rrule, &k_t_reverse, CR_LINEAR, NULL,
+         false},
+        {&reverse_bang_function, a_fd, 2, bang_frule, bang_rrule, &k_t_reverse, CR_LINEAR, NULL,
+         false},
+        {&circshift_bang_function, a_ffd, 3, bang_frule, bang_rrule, &k_t_circshift, CR_LINEAR,
+         NULL, false},
+        /* inv! and exp!: the LAPACK functions, nonlinear (no second-order form here) */
+        {&inv_bang_function, a_f, 1, bang_frule, bang_rrule, &k_t_inv, CR_NONLINEAR, NULL, true},
+        {&exp_bang_function, a_f, 1, bang_frule, bang_rrule, &k_t_exp, CR_NONLINEAR, NULL, true},
     };
-    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        cr_status st = cr__add_rule_so(reg, k[i].fn, k[i].args, k[i].n, false, k[i].frule,
-                                       k[i].rrule, k[i].test, CR_LINEAR, NULL);
-        if (st != CR_OK)
-            return st;
-    }
-#if defined(CR_HAVE_LAPACKE)
-    /* inv! and exp!: the LAPACK functions, nonlinear (no second-order form here) */
-    cr_status st = cr__add_rule_so(reg, &inv_bang_function, a_f, 1, false, bang_frule, bang_rrule,
-                                   &k_t_inv, CR_NONLINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &exp_bang_function, a_f, 1, false, bang_frule, bang_rrule,
-                             &k_t_exp, CR_NONLINEAR, NULL);
-    return st;
-#else
-    return CR_OK;
-#endif
+    return cr__add_rules(reg, k, sizeof k / sizeof k[0]);
 }

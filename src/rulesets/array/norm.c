@@ -447,13 +447,8 @@ CR__RRULE_DEF(opnorm_rrule)
         return CR__ALLOC_STATUS(arena);
     bool primal = udata == CR__PRIMAL_ONLY;
     cr_status st = opn_forward(arena, args, nargs, !primal, e, y);
-    if (st != CR_OK || primal)
-        return st;
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){opn_pullback, e, "opnorm_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_end(arena, st, udata, &args[0], &e->pA, opn_pullback, e, "opnorm_pullback",
+                         nargs + 1, pb);
 }
 CR__ARRAY_FN(opnorm, "opnorm", -1)
 
@@ -604,13 +599,8 @@ CR__RRULE_DEF(normalize_rrule)
                     : cr_rrule(NULL, arena, &cr_fn_norm, args, nargs, &nv, &e->npb);
     if (st == CR_OK)
         st = nz_forward(arena, args, nargs, creal(cr__scalar_of(&nv)), e, y);
-    if (st != CR_OK || primal)
-        return st;
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){nz_pullback, e, "normalize_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_end(arena, st, udata, &args[0], &e->pA, nz_pullback, e, "normalize_pullback",
+                         nargs + 1, pb);
 }
 CR__ARRAY_FN(normalize, "normalize", -1)
 

@@ -104,16 +104,7 @@ typedef struct red_thunk {
     const cr_array *g;
 } red_thunk;
 
-static cr_status red_thunk_new(cr_arena *arena, const red_env *e, const cr_array *g, cr_thunk_fn fn,
-                               cr_thunk_add_fn add, const char *name, cr_tangent *out)
-{
-    red_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(red_thunk));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
-    t->e = e;
-    t->g = g;
-    return cr__thunk(arena, fn, add, t, name, out);
-}
+CR__EG_THUNK_NEW(red_thunk_new, red_thunk, red_env)
 
 /* The pullback of a reduction whose cotangent of A is the InplaceableThunk (thunk, add) of
  * the output's cotangent (zero when that is zero); who names the pullback, thunk_name the
@@ -127,13 +118,7 @@ static inline cr_status red_thunk_pullback(const cr_tangent *dy, cr_tangent *dx,
     cr_status st = cr__red_cot(arena, who, &e->r, *dy, &g);
     for (size_t i = 0; i < nx; i++)
         dx[i] = cr_tangent_none();
-    if (st != CR_OK)
-        return st;
-    if (g == NULL) {
-        dx[1] = cr_tangent_zero();
-        return CR_OK;
-    }
-    return red_thunk_new(arena, e, g, thunk, add, thunk_name, &dx[1]);
+    return st != CR_OK ? st : red_thunk_new(arena, e, g, thunk, add, thunk_name, &dx[1]);
 }
 
 /* ---- sum and mean ------------------------------------------------------------------------ */
@@ -630,30 +615,13 @@ static cr_status ext_output(cr_arena *arena, const cr__red *r, ext_kind k, cr_ar
         *y = v;
         return st;
     }
-    if (r->all) {
-        if (r->A->dtype == CR_DT_F32) {
-            fm_f32 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(fm_f32));
-            if (t == NULL)
-                return CR__ALLOC_STATUS(arena);
-            *t = (fm_f32){v.u.f32, ((int64_t *)idx->data)[0]};
-            *y = cr_value_struct(&k_fm_f32, t);
-        } else {
-            fm_f64 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(fm_f64));
-            if (t == NULL)
-                return CR__ALLOC_STATUS(arena);
-            *t = (fm_f64){v.u.f64, ((int64_t *)idx->data)[0]};
-            *y = cr_value_struct(&k_fm_f64, t);
-        }
-        return CR_OK;
-    }
-    fm_arr *t = cr_arena_alloc(arena, sizeof *t, _Alignof(fm_arr));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
-    t->v = *v.u.arr;
-    t->i = *idx;
-    t->i.flags = 0;
-    *y = cr_value_struct(&k_fm_arr, t);
-    return CR_OK;
+    if (r->all && r->A->dtype == CR_DT_F32)
+        return CR__STRUCT_COPY(arena, &k_fm_f32, y, fm_f32, v.u.f32, ((int64_t *)idx->data)[0]);
+    if (r->all)
+        return CR__STRUCT_COPY(arena, &k_fm_f64, y, fm_f64, v.u.f64, ((int64_t *)idx->data)[0]);
+    cr_array i = *idx;
+    i.flags = 0;
+    return CR__STRUCT_COPY(arena, &k_fm_arr, y, fm_arr, *v.u.arr, i);
 }
 
 /* Scatter: dx[idx[o]] (+)= g[o]. */
@@ -727,13 +695,9 @@ CR__PULLBACK_DEF(ext_pullback)
     const cr_array *g = NULL;
     if (st == CR_OK)
         st = cr__red_cot(arena, who, &e->base.r, dv, &g);
-    if (st != CR_OK)
-        return st;
-    if (g == NULL) {
-        dx[1] = cr_tangent_zero();
-        return CR_OK;
-    }
-    return red_thunk_new(arena, &e->base, g, ext_thunk, ext_add, "extremum_pullback_thunk", &dx[1]);
+    return st != CR_OK ? st
+                       : red_thunk_new(arena, &e->base, g, ext_thunk, ext_add,
+                                       "extremum_pullback_thunk", &dx[1]);
 }
 
 static cr_status ext_rrule(cr_arena *arena, ext_kind k, const cr_value *args, size_t nargs,
@@ -843,27 +807,11 @@ static cr_status extrema_forward(cr_arena *arena, const cr_value *args, size_t n
         st = cr__red_output(arena, r, *bhi, &vhi);
     if (st != CR_OK)
         return st;
-    if (!r->all) {
-        fm_arr *t = cr_arena_alloc(arena, sizeof *t, _Alignof(fm_arr));
-        if (t == NULL)
-            return CR__ALLOC_STATUS(arena);
-        t->v = *vlo.u.arr;
-        t->i = *vhi.u.arr;
-        *y = cr_value_struct(&k_fm_arr, t);
-    } else if (r->A->dtype == CR_DT_F32) {
-        xt_f32 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(xt_f32));
-        if (t == NULL)
-            return CR__ALLOC_STATUS(arena);
-        *t = (xt_f32){vlo.u.f32, vhi.u.f32};
-        *y = cr_value_struct(&k_xt_f32, t);
-    } else {
-        xt_f64 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(xt_f64));
-        if (t == NULL)
-            return CR__ALLOC_STATUS(arena);
-        *t = (xt_f64){vlo.u.f64, vhi.u.f64};
-        *y = cr_value_struct(&k_xt_f64, t);
-    }
-    return CR_OK;
+    if (!r->all)
+        return CR__STRUCT_COPY(arena, &k_fm_arr, y, fm_arr, *vlo.u.arr, *vhi.u.arr);
+    if (r->A->dtype == CR_DT_F32)
+        return CR__STRUCT_COPY(arena, &k_xt_f32, y, xt_f32, vlo.u.f32, vhi.u.f32);
+    return CR__STRUCT_COPY(arena, &k_xt_f64, y, xt_f64, vlo.u.f64, vhi.u.f64);
 }
 
 /* Ā = zeros with the minimum's cotangent at the (first) minimal element and the maximum's

@@ -70,12 +70,10 @@ static cr_status logsumexp_init(const cr_form_point *p, void **state)
     return st == CR_OK ? cr__form_ybar_slices(&z->F, &z->yb) : st;
 }
 
-static cr_status logsumexp_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
-                               cr_tangent ydot, cr_tangent *S)
+/* S = sign c[slice] ṡ, ṡ = softmax's frule tangent at x along ẋ (c one value a slice). */
+static cr_status sm_slice_dir(const sm_state *z, const double *c, double sign,
+                              const cr_tangent *xdot, cr_tangent *S)
 {
-    (void)p;
-    (void)ydot;
-    sm_state *z = state;
     const cr__form *F = &z->F;
     const double *sd;
     cr_array *Sa;
@@ -84,9 +82,18 @@ static cr_status logsumexp_dir(const cr_form_point *p, void *state, const cr_tan
         return st;
     double *s = Sa->data;
     for (size_t e = 0; e < F->N; e++)
-        s[e] = z->yb[cr__form_slice(F, e)] * sd[e];
+        s[e] = sign * c[cr__form_slice(F, e)] * sd[e];
     S[0] = cr_tangent_array(Sa);
     return CR_OK;
+}
+
+static cr_status logsumexp_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
+                               cr_tangent ydot, cr_tangent *S)
+{
+    (void)p;
+    (void)ydot;
+    const sm_state *z = state;
+    return sm_slice_dir(z, z->yb, 1.0, xdot, S);
 }
 
 static const char *softmax_check(const cr_value *args, size_t nargs, const bool *var,
@@ -117,18 +124,8 @@ static cr_status logsoftmax_dir(const cr_form_point *p, void *state, const cr_ta
 {
     (void)p;
     (void)ydot;
-    sm_state *z = state;
-    const cr__form *F = &z->F;
-    const double *sd;
-    cr_array *Sa;
-    cr_status st;
-    if ((st = softmax_dot(F, xdot[0], &sd)) != CR_OK || (st = cr__form_new_s(F, &Sa)) != CR_OK)
-        return st;
-    double *s = Sa->data;
-    for (size_t e = 0; e < F->N; e++)
-        s[e] = -z->c[cr__form_slice(F, e)] * sd[e];
-    S[0] = cr_tangent_array(Sa);
-    return CR_OK;
+    const sm_state *z = state;
+    return sm_slice_dir(z, z->c, -1.0, xdot, S);
 }
 
 const cr_rule_form cr__form_logsoftmax = {softmax_check, logsoftmax_init, logsoftmax_dir};

@@ -474,28 +474,16 @@ cr_status cr__array_register_shape(cr_registry *reg)
 
 cr_status cr__family_array(cr_registry *reg)
 {
-    cr_status st = cr__array_register_shape(reg);
-    if (st == CR_OK)
-        st = cr__array_register_reduce(reg);
-    if (st == CR_OK)
-        st = cr__array_register_index(reg);
-    if (st == CR_OK)
-        st = cr__array_register_broadcast(reg);
-    if (st == CR_OK)
-        st = cr__array_register_gather(reg);
-    if (st == CR_OK)
-        st = cr__array_register_slices(reg);
-    if (st == CR_OK)
-        st = cr__array_register_unique(reg);
-    if (st == CR_OK)
-        st = cr__array_register_opnorm(reg);
-    if (st == CR_OK)
-        st = cr__array_register_uniform(reg);
-    if (st == CR_OK)
-        st = cr__array_register_hof(reg);
-    if (st == CR_OK)
-        st = cr__array_register_mutate(reg);
-    if (st == CR_OK)
-        st = cr__array_register_select(reg);
-    return st;
+    static cr_status (*const k_files[])(cr_registry *) = {
+        cr__array_register_shape,     cr__array_register_reduce, cr__array_register_index,
+        cr__array_register_broadcast, cr__array_register_gather, cr__array_register_slices,
+        cr__array_register_unique,    cr__array_register_opnorm, cr__array_register_uniform,
+        cr__array_register_hof,       cr__array_register_mutate, cr__array_register_select,
+    };
+    for (size_t i = 0; i < sizeof k_files / sizeof k_files[0]; i++) {
+        cr_status st = k_files[i](reg);
+        if (st != CR_OK)
+            return st;
+    }
+    return CR_OK;
 }

@@ -101,6 +101,7 @@ typedef struct uq_thunk {
     const uq_env *e;
     const cr_array *g; /* m elements, f64 */
 } uq_thunk;
+CR__EG_THUNK_NEW(uq_thunk_new, uq_thunk, uq_env)
 
 static void uq_scatter(const uq_thunk *t, cr_array *dest)
 {
@@ -132,14 +133,9 @@ CR__PULLBACK_DEF(uq_pullback)
     dx[1] = cr_tangent_zero();
     const cr_array *g;
     cr_status st = cr__tan_array(arena, "unique_pullback", *dy, 1, &e->m, CR_DT_F64, &g);
-    if (st != CR_OK || g == NULL)
-        return st;
-    uq_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(uq_thunk));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
-    t->e = e;
-    t->g = g;
-    return cr__thunk(arena, uq_thunk_fn, uq_add, t, "unique_pullback_thunk", &dx[1]);
+    return st != CR_OK
+               ? st
+               : uq_thunk_new(arena, e, g, uq_thunk_fn, uq_add, "unique_pullback_thunk", &dx[1]);
 }
 
 CR__RRULE_DEF(unique_rrule)
@@ -148,13 +144,8 @@ CR__RRULE_DEF(unique_rrule)
     if (e == NULL)
         return CR__ALLOC_STATUS(arena);
     cr_status st = uq_forward(arena, args, nargs, e, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    st = cr_project_new(arena, &args[0], &e->px);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){uq_pullback, e, "unique_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_end(arena, st, udata, &args[0], &e->px, uq_pullback, e, "unique_pullback",
+                         nargs + 1, pb);
 }
 CR__ARRAY_FN(unique, "unique", 1)
 
