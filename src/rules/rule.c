@@ -137,8 +137,7 @@ typedef struct checked_env {
     cr_project **proj; /* nargs projectors */
 } checked_env;
 
-static cr_status checked_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                  void *env)
+CR__PULLBACK_DEF(checked_pullback)
 {
     checked_env *e = env;
     /* Called through cr_pullback_call() on the wrapper, which checked nx, skipped zero
@@ -227,12 +226,8 @@ cr_status cr__nondiff_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
     return CR_OK;
 }
 
-static cr_status nondiff_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                  void *env)
+CR__PULLBACK_DEF(nondiff_pullback)
 {
-    (void)dy;
-    (void)arena;
-    (void)env;
     for (size_t i = 0; i < nx; i++)
         dx[i] = cr_tangent_none();
     return CR_OK;

@@ -224,4 +224,35 @@ CR_INTERNAL double cr__fd_step(double x);
  * of smaller magnitude. */
 CR_INTERNAL double cr__fd_second(double Dp, double D, double Dm, double hp, double hm);
 
+/* ---- Heads of rule functions ------------------------------------------------------------ */
+
+/* A parameter a rule function may leave unused. */
+#if defined(__GNUC__)
+#define CR__UNUSED __attribute__((unused))
+#else
+#define CR__UNUSED
+#endif
+
+/* The head of a static rrule (cr_rrule_fn), frule (cr_frule_fn) or pullback (cr_pullback_fn)
+ * NAME, with the parameter names every rule uses: CR__RRULE_DEF(x_rrule) { ... }. */
+#define CR__RRULE_DEF(NAME)                                                              \
+    static cr_status NAME(const cr_config *cfg CR__UNUSED, cr_arena *arena CR__UNUSED,   \
+                          const cr_value *f CR__UNUSED, const cr_value *args CR__UNUSED, \
+                          size_t nargs CR__UNUSED, cr_value *y CR__UNUSED,               \
+                          cr_pullback *pb CR__UNUSED, const void *udata CR__UNUSED)
+#define CR__FRULE_DEF(NAME)                                                                 \
+    static cr_status NAME(const cr_config *cfg CR__UNUSED, cr_arena *arena CR__UNUSED,      \
+                          const cr_tangent *dargs CR__UNUSED, const cr_value *f CR__UNUSED, \
+                          const cr_value *args CR__UNUSED, size_t nargs CR__UNUSED,         \
+                          cr_value *y CR__UNUSED, cr_tangent *dy CR__UNUSED,                \
+                          const void *udata CR__UNUSED)
+#define CR__PULLBACK_DEF(NAME)                                                        \
+    static cr_status NAME(const cr_tangent *dy CR__UNUSED, cr_tangent *dx CR__UNUSED, \
+                          size_t nx CR__UNUSED, cr_arena *arena CR__UNUSED, void *env CR__UNUSED)
+/* The head of a test registration's sampler (cr_rule_test.sample). */
+#define CR__SAMPLE_DEF(NAME)                                                    \
+    static cr_status NAME(cr_arena *arena CR__UNUSED, uint64_t *rng CR__UNUSED, \
+                          cr_value *args CR__UNUSED, size_t nargs CR__UNUSED,   \
+                          void *env CR__UNUSED)
+
 #endif /* CR_RULES_IMPL_H */

@@ -945,10 +945,8 @@ CR__FRULE_DEF(broadcast_frule)
 /* ---- Test registration --------------------------------------------------------------- */
 
 /* f.(x) with a one-argument function, or f.(x, y) with shapes that broadcast. */
-static cr_status sample_broadcast(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                                  void *env)
+CR__SAMPLE_DEF(sample_broadcast)
 {
-    (void)env;
     static const size_t s34[2] = {3, 4}, s4[1] = {4}, s31[2] = {3, 1};
     cr_dtype dt = cr__rng_dtype(rng);
     cr_array *A, *B;

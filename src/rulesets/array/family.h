@@ -24,30 +24,6 @@ typedef struct cr__array_rule {
     bool lapack;
 } cr__array_rule;
 
-/* A parameter a rule function may leave unused. */
-#if defined(__GNUC__)
-#define CR__UNUSED __attribute__((unused))
-#else
-#define CR__UNUSED
-#endif
-
-/* The head of a static rrule (cr_rrule_fn), frule (cr_frule_fn) or pullback (cr_pullback_fn)
- * NAME of the family, with the parameter names every rule uses: CR__RRULE_DEF(x_rrule) { ... }. */
-#define CR__RRULE_DEF(NAME)                                                              \
-    static cr_status NAME(const cr_config *cfg CR__UNUSED, cr_arena *arena CR__UNUSED,   \
-                          const cr_value *f CR__UNUSED, const cr_value *args CR__UNUSED, \
-                          size_t nargs CR__UNUSED, cr_value *y CR__UNUSED,               \
-                          cr_pullback *pb CR__UNUSED, const void *udata CR__UNUSED)
-#define CR__FRULE_DEF(NAME)                                                                 \
-    static cr_status NAME(const cr_config *cfg CR__UNUSED, cr_arena *arena CR__UNUSED,      \
-                          const cr_tangent *dargs CR__UNUSED, const cr_value *f CR__UNUSED, \
-                          const cr_value *args CR__UNUSED, size_t nargs CR__UNUSED,         \
-                          cr_value *y CR__UNUSED, cr_tangent *dy CR__UNUSED,                \
-                          const void *udata CR__UNUSED)
-#define CR__PULLBACK_DEF(NAME)                                                        \
-    static cr_status NAME(const cr_tangent *dy CR__UNUSED, cr_tangent *dx CR__UNUSED, \
-                          size_t nx CR__UNUSED, cr_arena *arena CR__UNUSED, void *env CR__UNUSED)
-
 /* *y = a struct value of `type` holding a copy, in the arena, of the `size` bytes at src
  * (alignment align). */
 CR_INTERNAL cr_status cr__struct_copy(cr_arena *arena, const cr_type *type, const void *src,

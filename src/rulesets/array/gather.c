@@ -854,8 +854,7 @@ typedef enum {
     GS_HCAT
 } gsample;
 
-static cr_status sample_gather(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                               void *env)
+CR__SAMPLE_DEF(sample_gather)
 {
     gsample kind = (gsample)(uintptr_t)env;
     static const size_t s23[2] = {2, 3}, s34[2] = {3, 4}, s1[3] = {2, 1, 3};

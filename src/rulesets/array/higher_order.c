@@ -1087,9 +1087,8 @@ static cr_value builtin_or(const char *name, const cr_value *fallback)
 
 /* map(f, A) with f = sin, exp, tanh or cabs (no row: one rule per element); map(f, A, B)
  * with *, hypot (a row that is not fused) or atan2. */
-static cr_status sample_map(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs, void *env)
+CR__SAMPLE_DEF(sample_map)
 {
-    (void)env;
     static const size_t s34[2] = {3, 4}, s5[1] = {5};
     bool vec = cr__rng_below(rng, 2) == 0;
     cr_dtype dt = cr__rng_dtype(rng);
@@ -1122,10 +1121,8 @@ static cr_status sample_map(cr_arena *arena, uint64_t *rng, cr_value *args, size
 }
 
 /* sum(f, A[, dims]) with f = sin, exp, tanh (rows) or cabs (one rule per element). */
-static cr_status sample_sum_f(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                              void *env)
+CR__SAMPLE_DEF(sample_sum_f)
 {
-    (void)env;
     static const size_t s34[2] = {3, 4}, s234[3] = {2, 3, 4};
     static const char *const names[3] = {"sin", "exp", "tanh"};
     cr_dtype dt = cr__rng_dtype(rng);
@@ -1159,10 +1156,8 @@ static cr_status sample_sum_f(cr_arena *arena, uint64_t *rng, cr_value *args, si
 
 /* foldl / accumulate (op, v[, init]) with op = *, +, hypot or atan2; entries in [0.5, 1.5]
  * so products stay of order one; init a float, an integer or (for c128) a complex. */
-static cr_status sample_fold(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                             void *env)
+CR__SAMPLE_DEF(sample_fold)
 {
-    (void)env;
     static const size_t s6[1] = {6};
     cr_dtype dt = cr__rng_dtype(rng);
     size_t k = cr__rng_below(rng, 4);

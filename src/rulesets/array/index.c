@@ -417,10 +417,8 @@ static cr_status sample_index(cr_arena *arena, uint64_t *rng, size_t n, const cr
     }
 }
 
-static cr_status sample_getindex(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                                 void *env)
+CR__SAMPLE_DEF(sample_getindex)
 {
-    (void)env;
     static const size_t s2[2] = {3, 4}, s4[4] = {2, 3, 2, 2};
     size_t five = 5;
     size_t nidx = nargs - 1, ndim;

@@ -635,8 +635,7 @@ enum {
     MS_EXP
 };
 
-static cr_status sample_mutate(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                               void *env)
+CR__SAMPLE_DEF(sample_mutate)
 {
     int what = *(const int *)env;
     cr_dtype dt = cr__rng_dtype(rng);

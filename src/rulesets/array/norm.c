@@ -229,8 +229,7 @@ CR__FRULE_DEF(norm_frule)
 }
 
 /* norm(A, p) with p among 1, 2, 3 (integers: no tangent) and 1.5, 2.5 (perturbed). */
-static cr_status sample_norm(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                             void *env)
+CR__SAMPLE_DEF(sample_norm)
 {
     cr_status st = cr__sample_red(arena, rng, args, 1, env);
     if (st != CR_OK || nargs < 2)
@@ -650,10 +649,8 @@ CR__FRULE_DEF(normalize_frule)
 /* opnorm: matrices whose column (row) abs-sums are well separated and entries away from
  * zero, so that neither the maximal column nor a sign changes under finite differences;
  * for p = 2, random matrices (their top singular value is simple almost surely). */
-static cr_status sample_opnorm(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                               void *env)
+CR__SAMPLE_DEF(sample_opnorm)
 {
-    (void)env;
     size_t shape[2] = {1 + cr__rng_below(rng, 4), 1 + cr__rng_below(rng, 4)};
     cr_dtype dt = cr__rng_dtype(rng);
 #if defined(CR_HAVE_LAPACKE)
@@ -684,10 +681,8 @@ static cr_status sample_opnorm(cr_arena *arena, uint64_t *rng, cr_value *args, s
 }
 
 /* normalize: a random array and p among 1, 2, 3 (integers) and 1.5, 2.5 (perturbed). */
-static cr_status sample_normalize(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                                  void *env)
+CR__SAMPLE_DEF(sample_normalize)
 {
-    (void)env;
     static const size_t shapes[2][2] = {{5, 0}, {2, 3}};
     size_t k = cr__rng_below(rng, 2);
     cr_array *A;

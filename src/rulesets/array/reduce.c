@@ -1149,11 +1149,8 @@ cr_status cr__sample_red(cr_arena *arena, uint64_t *rng, cr_value *args, size_t 
     return st;
 }
 
-static cr_status sample_vector(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                               void *env)
+CR__SAMPLE_DEF(sample_vector)
 {
-    (void)nargs;
-    (void)env;
     size_t n = 2 + cr__rng_below(rng, 5);
     cr_array *A;
     cr_status st = cr__rand_array(arena, rng, cr__rng_dtype(rng), 1, &n, -2, 2, &A);

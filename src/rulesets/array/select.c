@@ -665,8 +665,7 @@ static cr_status spaced(cr_arena *arena, uint64_t *rng, cr_dtype dt, size_t nd, 
     return CR_OK;
 }
 
-static cr_status sample_select(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                               void *env)
+CR__SAMPLE_DEF(sample_select)
 {
     int what = *(const int *)env;
     cr_dtype dt = cr__rng_dtype(rng);

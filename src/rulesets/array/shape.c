@@ -372,11 +372,8 @@ CR__ARRAY_FN(permutedims, "permutedims", 2)
 
 /* ---- Test registrations ---------------------------------------------------------------- */
 
-static cr_status sample_reshape(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                                void *env)
+CR__SAMPLE_DEF(sample_reshape)
 {
-    (void)env;
-    (void)nargs;
     static const size_t in[3][3] = {{2, 3, 0}, {4, 0, 0}, {2, 3, 2}};
     static const size_t in_nd[3] = {2, 1, 3};
     static const int64_t out[3][2] = {{3, 2}, {2, 2}, {6, 2}};
@@ -393,11 +390,8 @@ static cr_status sample_reshape(cr_arena *arena, uint64_t *rng, cr_value *args, 
 }
 
 /* A random vector or matrix, sometimes transposed, sometimes structured. */
-static cr_status sample_matrix_arg(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                                   void *env)
+CR__SAMPLE_DEF(sample_matrix_arg)
 {
-    (void)env;
-    (void)nargs;
     size_t k = cr__rng_below(rng, 6);
     cr_dtype dt = cr__rng_dtype(rng);
     cr_array *A;
@@ -432,11 +426,8 @@ static cr_status sample_matrix_arg(cr_arena *arena, uint64_t *rng, cr_value *arg
     return CR_OK;
 }
 
-static cr_status sample_permutedims(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                                    void *env)
+CR__SAMPLE_DEF(sample_permutedims)
 {
-    (void)env;
-    (void)nargs;
     static const size_t shape[3] = {2, 3, 4};
     static const int64_t perms[3][3] = {{2, 0, 1}, {1, 0, 2}, {0, 2, 1}};
     cr_array *A, *p;

@@ -322,8 +322,7 @@ SL_RULES(eachslice, SL_SLICE, 2)
 /* ---- Test registrations ---- */
 
 /* Slices: a vector, a matrix or a 3-d array (sometimes transposed or Upper triangular). */
-static cr_status sample_slices(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                               void *env)
+CR__SAMPLE_DEF(sample_slices)
 {
     const sl_kind *k = env;
     static const size_t shapes[3][3] = {{4, 0, 0}, {3, 4, 0}, {2, 3, 2}};

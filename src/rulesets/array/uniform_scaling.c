@@ -338,10 +338,8 @@ typedef struct u_sample {
     bool lam_first;
 } u_sample;
 
-static cr_status sample_uniform(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                                void *env)
+CR__SAMPLE_DEF(sample_uniform)
 {
-    (void)nargs;
     const u_sample *o = env;
     bool square = o->op == U_ADD || o->op == U_SUB || (o->op == U_LDIV && !o->lam_first) ||
                   (o->op == U_RDIV && o->lam_first);

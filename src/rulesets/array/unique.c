@@ -178,11 +178,8 @@ CR__FRULE_DEF(unique_frule)
 
 /* unique: distinct values (a shuffled grid with jitter), so finite differences never
  * create or break a tie. */
-static cr_status sample_unique(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                               void *env)
+CR__SAMPLE_DEF(sample_unique)
 {
-    (void)nargs;
-    (void)env;
     size_t n = 2 + cr__rng_below(rng, 6);
     cr_dtype dt = cr__rng_below(rng, 4) == 0 ? CR_DT_F32 : CR_DT_F64;
     cr_array *x;

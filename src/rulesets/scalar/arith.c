@@ -325,13 +325,8 @@ static cr_status epa_primal(cr_arena *arena, const cr_value *args, size_t nargs,
 }
 
 /* frule: Δy = p'(x) Δx + sum_i x^i Δc_i, Δc an array tangent (or a zero). */
-static cr_status evalpoly_arr_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                                    const cr_value *f, const cr_value *args, size_t nargs,
-                                    cr_value *y, cr_tangent *dy, const void *udata)
+CR__FRULE_DEF(evalpoly_arr_frule)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     ep_type t;
     cr_complex dp, dx = 0, acc = 0, x = ep_value(&args[0]);
     cr_status st = epa_primal(arena, args, nargs, y, &t, &dp);
@@ -368,10 +363,8 @@ typedef struct evalpoly_arr_env {
 } evalpoly_arr_env;
 
 /* (NoTangent, conj(p'(x)) ȳ projected on x, [conj(x)^i ȳ] projected on c's dtype) */
-static cr_status evalpoly_arr_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                       cr_arena *arena, void *env)
+CR__PULLBACK_DEF(evalpoly_arr_pullback)
 {
-    (void)nx;
     const evalpoly_arr_env *e = env;
     cr_complex g;
     cr_status st = ep_tangent_value(arena, "evalpoly_pullback", *dy, &g);
@@ -403,13 +396,8 @@ static cr_status evalpoly_arr_pullback(const cr_tangent *dy, cr_tangent *dx, siz
     return CR_OK;
 }
 
-static cr_status evalpoly_arr_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                    const cr_value *args, size_t nargs, cr_value *y,
-                                    cr_pullback *pb, const void *udata)
+CR__RRULE_DEF(evalpoly_arr_rrule)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     ep_type t;
     cr_complex dp;
     cr_status st = epa_primal(arena, args, nargs, y, &t, &dp);
@@ -427,10 +415,8 @@ static cr_status evalpoly_arr_rrule(const cr_config *cfg, cr_arena *arena, const
 }
 
 /* Arguments for the rule tester: x in [-2, 2] and 1 to 5 coefficients in [-3, 3] (f64). */
-static cr_status evalpoly_arr_sample(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                                     void *env)
+CR__SAMPLE_DEF(evalpoly_arr_sample)
 {
-    (void)env;
     if (nargs != 2)
         return CR_EINVAL;
     uint64_t s[7];
@@ -477,12 +463,8 @@ static const cr_function evalpoly_function = {
 const cr_value cr_fn_evalpoly = {.kind = CR_KIND_FUNC, .u.func = {&evalpoly_function, NULL}};
 
 /* frule: Δy = p'(x) Δx + sum_i x^i Δc_i (the second sum by Horner's scheme too). */
-static cr_status evalpoly_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                                const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                                cr_tangent *dy, const void *udata)
+CR__FRULE_DEF(evalpoly_frule)
 {
-    (void)cfg;
-    (void)udata;
     cr_status st = evalpoly_primal(arena, f, args, nargs, y);
     if (st != CR_OK)
         return st;
@@ -516,10 +498,8 @@ typedef struct evalpoly_env {
     /* nargs argument kinds follow */
 } evalpoly_env;
 
-static cr_status evalpoly_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                   void *env)
+CR__PULLBACK_DEF(evalpoly_pullback)
 {
-    (void)nx;
     const evalpoly_env *e = env;
     const cr_kind *kinds = (const cr_kind *)(const void *)(e + 1);
     cr_complex g;
@@ -536,12 +516,8 @@ static cr_status evalpoly_pullback(const cr_tangent *dy, cr_tangent *dx, size_t 
     return CR_OK;
 }
 
-static cr_status evalpoly_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                                const void *udata)
+CR__RRULE_DEF(evalpoly_rrule)
 {
-    (void)cfg;
-    (void)udata;
     cr_status st = evalpoly_primal(arena, f, args, nargs, y);
     if (st != CR_OK)
         return st;
@@ -595,28 +571,24 @@ cr_status cr__family_basic(cr_registry *reg)
         {CR_M_F64 | CR_M_F32 | CR_M_INT | CR_M_BOOL | CR_M_C128, NULL},
         {CR_M_F64 | CR_M_F32 | CR_M_INT | CR_M_BOOL | CR_M_C128, NULL},
         {CR_M_F64 | CR_M_F32 | CR_M_INT | CR_M_BOOL | CR_M_C128, NULL}};
-    cr_rule_def d = {0};
-    d.fn = &evalpoly_function;
-    d.nargs = 3;
-    d.args = num3;
-    d.variadic = true;
-    d.frule = evalpoly_frule;
-    d.rrule = evalpoly_rrule;
-    d.test = &evalpoly_test;
-    cr_status st = cr_registry_add(reg, &d);
+    cr_status st = cr_registry_add(reg, &(cr_rule_def){.fn = &evalpoly_function,
+                                                       .nargs = 3,
+                                                       .args = num3,
+                                                       .variadic = true,
+                                                       .frule = evalpoly_frule,
+                                                       .rrule = evalpoly_rrule,
+                                                       .test = &evalpoly_test});
     if (st != CR_OK)
         return st;
     /* evalpoly(x, c) with a vector of coefficients */
     const cr_argspec num_arr[2] = {{CR_M_F64 | CR_M_F32 | CR_M_INT | CR_M_BOOL | CR_M_C128, NULL},
                                    CR_ARG_ARRAY};
-    cr_rule_def da = {0};
-    da.fn = &evalpoly_function;
-    da.nargs = 2;
-    da.args = num_arr;
-    da.frule = evalpoly_arr_frule;
-    da.rrule = evalpoly_arr_rrule;
-    da.test = &evalpoly_arr_test;
-    st = cr_registry_add(reg, &da);
+    st = cr_registry_add(reg, &(cr_rule_def){.fn = &evalpoly_function,
+                                             .nargs = 2,
+                                             .args = num_arr,
+                                             .frule = evalpoly_arr_frule,
+                                             .rrule = evalpoly_arr_rrule,
+                                             .test = &evalpoly_arr_test});
     if (st != CR_OK)
         return st;
     static const cr_argspec any1[1] = {{0x1FFFu, NULL}};

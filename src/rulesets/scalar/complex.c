@@ -125,10 +125,8 @@ static bool near_cut(enum cut c, cr_complex z)
 }
 
 /* Complex arguments in [-2, 2] + [-2, 2]i; the first keeps away from the cut (env). */
-static cr_status complex_sample(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                                void *env)
+CR__SAMPLE_DEF(complex_sample)
 {
-    (void)arena;
     enum cut c = (enum cut)(uintptr_t)env;
     for (size_t j = 0; j < nargs; j++) {
         cr_complex z;
@@ -198,12 +196,8 @@ static cr_status crow_primal(cr_arena *arena, const cr_value *f, const cr_value 
     return CR_OK;
 }
 
-static cr_status crow_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+CR__FRULE_DEF(crow_frule)
 {
-    (void)cfg;
-    (void)f;
     const crow *row = udata;
     cr_complex x[CROW_MAX_IN], Y, D[CROW_MAX_IN], acc = 0.0;
     cr_status st = crow_args(arena, row, args, nargs, x);
@@ -234,8 +228,7 @@ typedef struct crow_env {
 } crow_env;
 
 /* Jᵀ·ȳ for a holomorphic f: conj(∂f/∂x[j])·ȳ, projected onto argument j. */
-static cr_status crow_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                               void *env)
+CR__PULLBACK_DEF(crow_pullback)
 {
     const crow_env *e = env;
     cr_complex g;
@@ -251,12 +244,8 @@ static cr_status crow_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     return CR_OK;
 }
 
-static cr_status crow_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+CR__RRULE_DEF(crow_rrule)
 {
-    (void)cfg;
-    (void)f;
     const crow *row = udata;
     cr_complex x[CROW_MAX_IN], Y;
     cr_status st = crow_args(arena, row, args, nargs, x);
@@ -436,12 +425,8 @@ static cr_status zfun_primal(cr_arena *arena, const cr_value *f, const cr_value 
     return st;
 }
 
-static cr_status zfun_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+CR__FRULE_DEF(zfun_frule)
 {
-    (void)cfg;
-    (void)f;
     const zfun *fn = udata;
     cr_complex z, zd;
     bool nz;
@@ -460,10 +445,8 @@ static cr_status zfun_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
     return CR_OK;
 }
 
-static cr_status zfun_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                               void *env)
+CR__PULLBACK_DEF(zfun_pullback)
 {
-    (void)nx;
     const z_env *e = env;
     const zfun *fn = e->fn;
     cr_complex g;
@@ -480,12 +463,8 @@ static cr_status zfun_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     return CR_OK;
 }
 
-static cr_status zfun_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+CR__RRULE_DEF(zfun_rrule)
 {
-    (void)cfg;
-    (void)f;
     const zfun *fn = udata;
     cr_complex z = 0;
     cr_status st = one_arg(arena, fn->name, args, nargs, &z);
@@ -697,13 +676,8 @@ static cr_status chypot_primal(cr_arena *arena, const cr_value *f, const cr_valu
 static const cr_function chypot_function = {.name = "chypot", .arity = 2, .primal = chypot_primal};
 const cr_value cr_fn_chypot = {.kind = CR_KIND_FUNC, .u.func = {&chypot_function, NULL}};
 
-static cr_status chypot_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                              const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                              cr_tangent *dy, const void *udata)
+CR__FRULE_DEF(chypot_frule)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     cr_complex z, w, zd, wd;
     bool znz, wnz;
     cr_status st = two_args(arena, args, nargs, &z, &w);
@@ -729,10 +703,8 @@ typedef struct zw_env {
     uint8_t zkind, wkind;
 } zw_env;
 
-static cr_status chypot_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                 void *env)
+CR__PULLBACK_DEF(chypot_pullback)
 {
-    (void)nx;
     const zw_env *e = env;
     double g;
     bool nz;
@@ -750,13 +722,8 @@ static cr_status chypot_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
     return CR_OK;
 }
 
-static cr_status chypot_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                              const void *udata)
+CR__RRULE_DEF(chypot_rrule)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     cr_complex z, w;
     cr_status st = two_args(arena, args, nargs, &z, &w);
     if (st != CR_OK)
@@ -791,39 +758,29 @@ static const struct {
 cr_status cr__family_complex(cr_registry *reg)
 {
     const cr_argspec number2[2] = {CR_ARG_NUMBER, CR_ARG_NUMBER};
-    for (size_t i = 0; i < sizeof k_rows / sizeof k_rows[0]; i++) {
-        const cr_function *fn = k_rows[i].fn;
-        cr_rule_def d = {0};
-        d.fn = fn;
-        d.nargs = (size_t)fn->arity;
-        d.args = number2;
-        d.frule = crow_frule;
-        d.rrule = crow_rrule;
-        d.udata = fn->udata;
-        d.test = k_rows[i].test;
-        cr_status st = cr_registry_add(reg, &d);
-        if (st != CR_OK)
-            return st;
-    }
-    for (size_t i = 0; i < sizeof k_hand / sizeof k_hand[0]; i++) {
-        cr_rule_def d = {0};
-        d.fn = k_hand[i].fn;
-        d.nargs = 1;
-        d.args = number2;
-        d.frule = zfun_frule;
-        d.rrule = zfun_rrule;
-        d.udata = d.fn->udata;
-        d.test = k_hand[i].test;
-        cr_status st = cr_registry_add(reg, &d);
-        if (st != CR_OK)
-            return st;
-    }
-    cr_rule_def d = {0};
-    d.fn = &chypot_function;
-    d.nargs = 2;
-    d.args = number2;
-    d.frule = chypot_frule;
-    d.rrule = chypot_rrule;
-    d.test = &k_test_origin;
-    return cr_registry_add(reg, &d);
+    cr_status st = CR_OK;
+    for (size_t i = 0; i < sizeof k_rows / sizeof k_rows[0] && st == CR_OK; i++)
+        st = cr_registry_add(reg, &(cr_rule_def){.fn = k_rows[i].fn,
+                                                 .nargs = (size_t)k_rows[i].fn->arity,
+                                                 .args = number2,
+                                                 .frule = crow_frule,
+                                                 .rrule = crow_rrule,
+                                                 .udata = k_rows[i].fn->udata,
+                                                 .test = k_rows[i].test});
+    for (size_t i = 0; i < sizeof k_hand / sizeof k_hand[0] && st == CR_OK; i++)
+        st = cr_registry_add(reg, &(cr_rule_def){.fn = k_hand[i].fn,
+                                                 .nargs = 1,
+                                                 .args = number2,
+                                                 .frule = zfun_frule,
+                                                 .rrule = zfun_rrule,
+                                                 .udata = k_hand[i].fn->udata,
+                                                 .test = k_hand[i].test});
+    if (st == CR_OK)
+        st = cr_registry_add(reg, &(cr_rule_def){.fn = &chypot_function,
+                                                 .nargs = 2,
+                                                 .args = number2,
+                                                 .frule = chypot_frule,
+                                                 .rrule = chypot_rrule,
+                                                 .test = &k_test_origin});
+    return st;
 }
