@@ -134,6 +134,27 @@ typedef struct row_ctx {
     size_t idx_D, idx_dx, idx_dy;
 } row_ctx;
 
+/* Element i of row_inner for the work type T, evaluating the row through its member EVAL. */
+#define ROW_ELEM(T, EVAL)                                                                     \
+    do {                                                                                      \
+        T x[BC_MAX_IN], Y[1], D[BC_MAX_IN];                                                   \
+        for (size_t j = 0; j < nin; j++)                                                      \
+            x[j] = ((const T *)c->x[j])[off[1 + j] + (ptrdiff_t)i * step[1 + j]];             \
+        b->row->EVAL(x, Y, D);                                                                \
+        ((T *)c->y)[oy] = Y[0];                                                               \
+        T t = 0;                                                                              \
+        for (size_t j = 0; j < nin; j++) {                                                    \
+            if (c->D[j] != NULL)                                                              \
+                ((T *)c->D[j])[oy] = D[j];                                                    \
+            if (c->dx[j] != NULL)                                                             \
+                t += D[j] *                                                                   \
+                     ((const T *)                                                             \
+                          c->dx[j])[off[c->idx_dx + j] + (ptrdiff_t)i * step[c->idx_dx + j]]; \
+        }                                                                                     \
+        if (c->dy != NULL)                                                                    \
+            ((T *)c->dy)[oy] = t;                                                             \
+    } while (0)
+
 static void row_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, void *vctx)
 {
     row_ctx *c = vctx;
@@ -141,43 +162,13 @@ static void row_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, voi
     size_t nin = b->n;
     for (size_t i = 0; i < n; i++) {
         ptrdiff_t oy = off[0] + (ptrdiff_t)i * step[0];
-        if (b->wdt == CR_DT_C128) {
-            cr_complex x[BC_MAX_IN], Y[1], D[BC_MAX_IN];
-            for (size_t j = 0; j < nin; j++)
-                x[j] = ((const cr_complex *)c->x[j])[off[1 + j] + (ptrdiff_t)i * step[1 + j]];
-            b->row->c128(x, Y, D);
-            ((cr_complex *)c->y)[oy] = Y[0];
-            cr_complex t = 0;
-            for (size_t j = 0; j < nin; j++) {
-                if (c->D[j] != NULL)
-                    ((cr_complex *)c->D[j])[oy] = D[j];
-                if (c->dx[j] != NULL)
-                    t += D[j] *
-                         ((const cr_complex *)
-                              c->dx[j])[off[c->idx_dx + j] + (ptrdiff_t)i * step[c->idx_dx + j]];
-            }
-            if (c->dy != NULL)
-                ((cr_complex *)c->dy)[oy] = t;
-        } else {
-            double x[BC_MAX_IN], Y[1], D[BC_MAX_IN];
-            for (size_t j = 0; j < nin; j++)
-                x[j] = ((const double *)c->x[j])[off[1 + j] + (ptrdiff_t)i * step[1 + j]];
-            b->row->f64(x, Y, D);
-            ((double *)c->y)[oy] = Y[0];
-            double t = 0;
-            for (size_t j = 0; j < nin; j++) {
-                if (c->D[j] != NULL)
-                    ((double *)c->D[j])[oy] = D[j];
-                if (c->dx[j] != NULL)
-                    t += D[j] *
-                         ((const double *)
-                              c->dx[j])[off[c->idx_dx + j] + (ptrdiff_t)i * step[c->idx_dx + j]];
-            }
-            if (c->dy != NULL)
-                ((double *)c->dy)[oy] = t;
-        }
+        if (b->wdt == CR_DT_C128)
+            ROW_ELEM(cr_complex, c128);
+        else
+            ROW_ELEM(double, f64);
     }
 }
+#undef ROW_ELEM
 
 /* Evaluate the row over the broadcast shape: y, the partials D[j] for perturbable
  * arguments when store_D, and the frule's dy when dxs is given. */

@@ -132,29 +132,22 @@ cr_complex cr__scalar_of(const cr_value *v)
     return z;
 }
 
+/* PREFIX_f32, PREFIX_c128 or PREFIX_f64 (the default) of v, by dtype dt. */
+#define BY_DTYPE(PREFIX, dt, v)                           \
+    ((dt) == CR_DT_F32    ? PREFIX##_f32((float)creal(v)) \
+     : (dt) == CR_DT_C128 ? PREFIX##_c128(v)              \
+                          : PREFIX##_f64(creal(v)))
+
 cr_value cr__scalar_value(cr_dtype dt, cr_complex v)
 {
-    switch (dt) {
-    case CR_DT_F32:
-        return cr_value_f32((float)creal(v));
-    case CR_DT_C128:
-        return cr_value_c128(v);
-    default:
-        return cr_value_f64(creal(v));
-    }
+    return BY_DTYPE(cr_value, dt, v);
 }
 
 cr_tangent cr__scalar_tangent(cr_dtype dt, cr_complex v)
 {
-    switch (dt) {
-    case CR_DT_F32:
-        return cr_tangent_f32((float)creal(v));
-    case CR_DT_C128:
-        return cr_tangent_c128(v);
-    default:
-        return cr_tangent_f64(creal(v));
-    }
+    return BY_DTYPE(cr_tangent, dt, v);
 }
+#undef BY_DTYPE
 
 /* ---- Arrays ----------------------------------------------------------------------------- */
 

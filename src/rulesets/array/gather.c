@@ -119,26 +119,37 @@ static cr_status build_reverse(cr_arena *arena, const cr_value *args, size_t nar
     return CR_OK;
 }
 
+/* who(A, v): the float array A and v, an integer (for a vector) or an i64 array, as one
+ * integer per dimension of A in *list (`what` names them in messages). */
+static cr_status array_and_per_dim(cr_arena *arena, const char *who, const char *what,
+                                   const cr_value *args, size_t nargs, const cr_array **A,
+                                   int64_t *one, int64_t **list)
+{
+    cr_status st = cr__nargs(arena, who, nargs, 2, 2);
+    if (st == CR_OK)
+        st = float_array(arena, who, args, nargs, 0, A);
+    if (st != CR_OK)
+        return st;
+    size_t n = 1;
+    *list = one;
+    st = args[1].kind == CR_KIND_ARRAY ? cr__int_list(arena, who, &args[1], list, &n)
+                                       : cr__int_arg(arena, who, &args[1], one);
+    if (st == CR_OK && n != (*A)->ndim)
+        st = CR__FAIL(arena, CR_EINVAL, "%s: %zu %s for %u dimension%s", who, n, what,
+                      (unsigned)(*A)->ndim, CR__S((unsigned)(*A)->ndim));
+    return st;
+}
+
 /* circshift(A, shifts): out[i] = A[(i - s) mod n] per dimension (elements move toward
  * higher indices, Julia's convention); shifts is an integer (for a vector) or an i64 array
  * with one shift per dimension. */
 static cr_status build_circshift(cr_arena *arena, const cr_value *args, size_t nargs, gmap *g)
 {
     const cr_array *A;
-    cr_status st = cr__nargs(arena, "circshift", nargs, 2, 2);
-    if (st == CR_OK)
-        st = float_array(arena, "circshift", args, nargs, 0, &A);
+    int64_t one, *sh;
+    cr_status st = array_and_per_dim(arena, "circshift", "shifts", args, nargs, &A, &one, &sh);
     if (st != CR_OK)
         return st;
-    int64_t one, *sh = &one;
-    size_t n = 1;
-    st = args[1].kind == CR_KIND_ARRAY ? cr__int_list(arena, "circshift", &args[1], &sh, &n)
-                                       : cr__int_arg(arena, "circshift", &args[1], &one);
-    if (st != CR_OK)
-        return st;
-    if (n != A->ndim)
-        return CR__FAIL(arena, CR_EINVAL, "circshift: %zu shifts for %u dimension%s", n,
-                        (unsigned)A->ndim, CR__S((unsigned)A->ndim));
     g->ndim = A->ndim;
     memcpy(g->shape, A->shape, sizeof g->shape);
     if ((st = gmap_alloc(arena, "circshift", g, false)) != CR_OK)
@@ -164,20 +175,10 @@ static cr_status build_circshift(cr_arena *arena, const cr_value *args, size_t n
 static cr_status build_repeat(cr_arena *arena, const cr_value *args, size_t nargs, gmap *g)
 {
     const cr_array *A;
-    cr_status st = cr__nargs(arena, "repeat", nargs, 2, 2);
-    if (st == CR_OK)
-        st = float_array(arena, "repeat", args, nargs, 0, &A);
+    int64_t one, *c;
+    cr_status st = array_and_per_dim(arena, "repeat", "counts", args, nargs, &A, &one, &c);
     if (st != CR_OK)
         return st;
-    int64_t one, *c = &one;
-    size_t n = 1;
-    st = args[1].kind == CR_KIND_ARRAY ? cr__int_list(arena, "repeat", &args[1], &c, &n)
-                                       : cr__int_arg(arena, "repeat", &args[1], &one);
-    if (st != CR_OK)
-        return st;
-    if (n != A->ndim)
-        return CR__FAIL(arena, CR_EINVAL, "repeat: %zu counts for %u dimension%s", n,
-                        (unsigned)A->ndim, CR__S((unsigned)A->ndim));
     g->ndim = A->ndim;
     cr_ctx *ctx = cr_arena_ctx(arena);
     for (size_t d = 0; d < g->ndim; d++) {

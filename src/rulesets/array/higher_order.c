@@ -446,11 +446,6 @@ cr_status cr__sum_f_rrule(const cr_config *cfg, cr_arena *arena, const cr_value 
     return CR_OK;
 }
 
-CR__RRULE_DEF(sumf_rrule)
-{
-    return cr__sum_f_rrule(cfg, arena, f, args, nargs, y, pb, udata);
-}
-
 /* frule: ẏ = Σ f'(a) ȧ over the reduced dimensions (with a row, in the same pass as the
  * sums); otherwise the frules of map(f, A) and sum. */
 CR__FRULE_DEF(sumf_frule)
@@ -560,11 +555,6 @@ cr_status cr__mean_f_rrule(const cr_config *cfg, cr_arena *arena, const cr_value
     e->scale = scale;
     *pb = (cr_pullback){meanf_pullback, e, "mean_pullback", nargs + 1};
     return CR_OK;
-}
-
-CR__RRULE_DEF(meanf_rrule)
-{
-    return cr__mean_f_rrule(cfg, arena, f, args, nargs, y, pb, udata);
 }
 
 CR__FRULE_DEF(meanf_frule)
@@ -1209,10 +1199,10 @@ cr_status cr__array_register_hof(cr_registry *reg)
         st = cr__add_rule_so(reg, &map_function, a_map, 3, true, map_frule, map_rrule, &k_test_map,
                              CR_NONLINEAR, &cr__form_broadcast);
     for (size_t n = 2; n <= 3 && st == CR_OK; n++)
-        st = cr__add_rule_so(reg, sum_fn, a_sum, n, false, sumf_frule, sumf_rrule, &k_test_sum_f,
-                             CR_NONLINEAR, &cr__form_sum_f);
+        st = cr__add_rule_so(reg, sum_fn, a_sum, n, false, sumf_frule, cr__sum_f_rrule,
+                             &k_test_sum_f, CR_NONLINEAR, &cr__form_sum_f);
     for (size_t n = 2; n <= 3 && st == CR_OK; n++)
-        st = cr__add_rule(reg, cr_fn_mean.u.func.fn, a_sum, n, false, meanf_frule, meanf_rrule,
+        st = cr__add_rule(reg, cr_fn_mean.u.func.fn, a_sum, n, false, meanf_frule, cr__mean_f_rrule,
                           &k_test_sum_f);
     for (size_t n = 2; n <= 3 && st == CR_OK; n++)
         st = cr__add_rule(reg, &foldl_function, a_fold, n, false, foldl_frule, foldl_rrule,

@@ -108,6 +108,15 @@ static cr_status bang_dest(cr_arena *arena, const bang_def *d, const cr_value *a
     return st;
 }
 
+/* The destination and the wrapped function's arguments iargs[0..*ni). */
+static cr_status bang_prep(cr_arena *arena, const bang_def *d, const cr_value *args, size_t nargs,
+                           const cr_array **dest, cr_value *iargs, size_t *ni)
+{
+    *ni = 0;
+    cr_status st = bang_dest(arena, d, args, nargs, dest);
+    return st == CR_OK ? bang_inner_args(arena, d, args, nargs, *dest, iargs, ni) : st;
+}
+
 /* The wrapped function's result stored as the destination would hold it: the same shape,
  * the destination's dtype (complex values into a real destination refused, as Julia's
  * InexactError). */
@@ -169,11 +178,9 @@ CR__RRULE_DEF(bang_rrule)
 {
     const bang_def *d = def_of(f);
     const cr_array *dest;
-    cr_status st = bang_dest(arena, d, args, nargs, &dest);
     cr_value iargs[CR_SIG_MAX_ARGS];
-    size_t ni = 0;
-    if (st == CR_OK)
-        st = bang_inner_args(arena, d, args, nargs, dest, iargs, &ni);
+    size_t ni;
+    cr_status st = bang_prep(arena, d, args, nargs, &dest, iargs, &ni);
     if (st != CR_OK)
         return st;
     cr_value yi;
@@ -204,11 +211,9 @@ CR__FRULE_DEF(bang_frule)
 {
     const bang_def *d = def_of(f);
     const cr_array *dest;
-    cr_status st = bang_dest(arena, d, args, nargs, &dest);
     cr_value iargs[CR_SIG_MAX_ARGS];
-    size_t ni = 0;
-    if (st == CR_OK)
-        st = bang_inner_args(arena, d, args, nargs, dest, iargs, &ni);
+    size_t ni;
+    cr_status st = bang_prep(arena, d, args, nargs, &dest, iargs, &ni);
     if (st != CR_OK)
         return st;
     cr_tangent id[CR_SIG_MAX_ARGS + 1];

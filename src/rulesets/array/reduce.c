@@ -88,14 +88,23 @@ typedef struct red_env {
     size_t dim;         /* cumsum */
 } red_env;
 
-static cr_status red_env_new(cr_arena *arena, const cr__red *r, const cr_value *args, red_env **out)
+/* The end of a reduction's rrule whose forward pass returned st (cr__rrule_end): *out the
+ * red_env of r, or NULL when st failed, only the primal was asked or the environment could
+ * not be made. */
+static cr_status red_rrule_end(cr_arena *arena, cr_status st, const void *udata, const cr__red *r,
+                               const cr_value *args, size_t nargs, cr_pullback_fn fn,
+                               const char *name, cr_pullback *pb, red_env **out)
 {
-    cr_status st;
+    *out = NULL;
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
     red_env *e = CR__PB_ENV(arena, red_env, pA, &args[0], &st);
-    if (e != NULL)
-        e->r = *r;
+    if (e == NULL)
+        return st;
+    e->r = *r;
+    *pb = (cr_pullback){fn, e, name, nargs + 1};
     *out = e;
-    return st;
+    return CR_OK;
 }
 
 /* The thunk of a reduction pullback: the environment and the canonical cotangent. */
@@ -160,16 +169,12 @@ static cr_status sum_mean_rrule(cr_arena *arena, const char *who, const cr_value
     double scale = mean ? 1.0 / (double)r.count : 1.0;
     if (mean)
         cr__scal(scale, w);
-    st = cr__red_output(arena, &r, w, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    red_env *e = NULL;
-    st = red_env_new(arena, &r, args, &e);
-    if (st != CR_OK)
-        return st;
-    e->scale = scale;
-    *pb = (cr_pullback){sum_pullback, e, mean ? "mean_pullback" : "sum_pullback", nargs + 1};
-    return CR_OK;
+    red_env *e;
+    st = red_rrule_end(arena, cr__red_output(arena, &r, w, y), udata, &r, args, nargs, sum_pullback,
+                       mean ? "mean_pullback" : "sum_pullback", pb, &e);
+    if (e != NULL)
+        e->scale = scale;
+    return st;
 }
 
 /* sum(A; dims): Ā = broadcast(Ȳ) to A's shape. */
@@ -351,15 +356,11 @@ CR__RRULE_DEF(prod_rrule)
         st = prod_forward(arena, &r, &w);
     if (st == CR_OK)
         st = cr__red_output(arena, &r, w, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    red_env *e = NULL;
-    st = red_env_new(arena, &r, args, &e);
-    if (st != CR_OK)
-        return st;
-    e->y = w;
-    *pb = (cr_pullback){prod_pullback, e, "prod_pullback", nargs + 1};
-    return CR_OK;
+    red_env *e;
+    st = red_rrule_end(arena, st, udata, &r, args, nargs, prod_pullback, "prod_pullback", pb, &e);
+    if (e != NULL)
+        e->y = w;
+    return st;
 }
 CR__ARRAY_FN(prod, "prod", -1)
 
@@ -508,15 +509,12 @@ CR__RRULE_DEF(cumsum_rrule)
     if (st != CR_OK)
         return st;
     *y = cr_value_array(o);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    red_env *e = NULL;
-    st = red_env_new(arena, &r, args, &e);
-    if (st != CR_OK)
-        return st;
-    e->dim = dim;
-    *pb = (cr_pullback){cumsum_pullback, e, "cumsum_pullback", nargs + 1};
-    return CR_OK;
+    red_env *e;
+    st = red_rrule_end(arena, CR_OK, udata, &r, args, nargs, cumsum_pullback, "cumsum_pullback", pb,
+                       &e);
+    if (e != NULL)
+        e->dim = dim;
+    return st;
 }
 CR__ARRAY_FN(cumsum, "cumsum", -1)
 

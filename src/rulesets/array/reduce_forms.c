@@ -110,12 +110,21 @@ const cr_rule_form cr__form_logsumexp = {softmax_check, logsumexp_init, logsumex
  * over each slice), so
  *     S = -ṡ Σȳ,   ṡ = softmax's frule tangent at x along ẋ.
  */
-static cr_status logsoftmax_init(const cr_form_point *p, void **state)
+/* The state of logsoftmax's and softmax's forms with ȳ of x's shape (CR_NOTHING when ȳ is
+ * zero). */
+static cr_status sm_state_ybar(const cr_form_point *p, void **state)
 {
     cr_status st = cr__form_state(p, sizeof(sm_state), 0, cr__form_opt(p, 1), state);
     sm_state *z = *state;
     if (st == CR_OK && (st = cr__form_like_x(&z->F, p->ybar, &z->yb)) == CR_OK && z->yb == NULL)
         return CR_NOTHING;
+    return st;
+}
+
+static cr_status logsoftmax_init(const cr_form_point *p, void **state)
+{
+    cr_status st = sm_state_ybar(p, state);
+    sm_state *z = *state;
     return st == CR_OK ? slice_sums(&z->F, z->yb, NULL, &z->c) : st;
 }
 
@@ -137,10 +146,8 @@ const cr_rule_form cr__form_logsoftmax = {softmax_check, logsoftmax_init, logsof
  */
 static cr_status softmax_init(const cr_form_point *p, void **state)
 {
-    cr_status st = cr__form_state(p, sizeof(sm_state), 0, cr__form_opt(p, 1), state);
+    cr_status st = sm_state_ybar(p, state);
     sm_state *z = *state;
-    if (st == CR_OK && (st = cr__form_like_x(&z->F, p->ybar, &z->yb)) == CR_OK && z->yb == NULL)
-        return CR_NOTHING;
     if (st == CR_OK)
         st = cr__form_y_array(&z->F, &z->y);
     return st == CR_OK ? slice_sums(&z->F, z->y, z->yb, &z->c) : st;

@@ -210,16 +210,22 @@ static cr_status choose_filter(cr_arena *arena, const cr_value *args, size_t nar
     return CR_OK;
 }
 
+/* The array argument of `who` (real when `real`) and its slices along the dims args[1]. */
+static cr_status sel_slices(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                            bool real, size_t *d, slices *s)
+{
+    const cr_array *A;
+    cr_status st = sel_array(arena, who, args, nargs, 0, real, &A);
+    return st == CR_OK ? slices_of(arena, who, A, &args[1], d, s) : st;
+}
+
 /* sortslices(A, dims): the slices along dims in lexicographic isless order (stable). */
 static cr_status choose_sortslices(cr_arena *arena, const cr_value *args, size_t nargs,
                                    cr_value *gargs, size_t *ng)
 {
-    const cr_array *A;
-    cr_status st = sel_array(arena, "sortslices", args, nargs, 0, true, &A);
     slices s;
     size_t d;
-    if (st == CR_OK)
-        st = slices_of(arena, "sortslices", A, &args[1], &d, &s);
+    cr_status st = sel_slices(arena, "sortslices", args, nargs, true, &d, &s);
     if (st != CR_OK)
         return st;
     size_t *perm = cr_arena_calloc(arena, s.n ? s.n : 1, sizeof *perm, _Alignof(size_t));
@@ -236,12 +242,9 @@ static cr_status choose_sortslices(cr_arena *arena, const cr_value *args, size_t
 static cr_status choose_unique(cr_arena *arena, const cr_value *args, size_t nargs, cr_value *gargs,
                                size_t *ng)
 {
-    const cr_array *A;
-    cr_status st = sel_array(arena, "unique_ex", args, nargs, 0, false, &A);
     slices s;
     size_t d;
-    if (st == CR_OK)
-        st = slices_of(arena, "unique_ex", A, &args[1], &d, &s);
+    cr_status st = sel_slices(arena, "unique_ex", args, nargs, false, &d, &s);
     if (st != CR_OK)
         return st;
     size_t *first = cr_arena_calloc(arena, s.n ? s.n : 1, sizeof *first, _Alignof(size_t));

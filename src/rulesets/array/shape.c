@@ -117,6 +117,21 @@ CR__ARRAY_FN(reshape, "reshape", 2)
 
 /* transpose (conj = false) or adjoint (conj = true) of a 1-d or 2-d array, as a view when
  * the layout allows it. */
+/* A conjugated copy of the complex array A in *out. */
+static cr_status conj_copy(cr_arena *arena, const cr_array *A, const cr_array **out)
+{
+    cr_array *c;
+    cr_status st = cr_array_copy(arena, A, &c);
+    if (st != CR_OK)
+        return st;
+    cr_complex *z = c->data;
+    size_t m = cr_array_nstored(c);
+    for (size_t i = 0; i < m; i++)
+        z[i] = conj(z[i]);
+    *out = c;
+    return CR_OK;
+}
+
 static cr_status transpose_of(cr_arena *arena, const char *who, const cr_array *A, bool conj_,
                               cr_array **out)
 {
@@ -130,16 +145,8 @@ static cr_status transpose_of(cr_arena *arena, const char *who, const cr_array *
     if (A->ndim == 1) {
         size_t n = A->shape[0];
         const cr_array *src = A;
-        if (needs_conj) {
-            cr_array *c;
-            st = cr_array_copy(arena, A, &c);
-            if (st != CR_OK)
-                return st;
-            cr_complex *z = c->data;
-            for (size_t i = 0; i < n; i++)
-                z[i] = conj(z[i]);
-            src = c;
-        }
+        if (needs_conj && (st = conj_copy(arena, A, &src)) != CR_OK)
+            return st;
         st = new_view(arena, src, &r);
         if (st != CR_OK)
             return st;
@@ -159,17 +166,8 @@ static cr_status transpose_of(cr_arena *arena, const char *who, const cr_array *
     bool self = s == CR_MAT_DIAGONAL || s == CR_MAT_SYMMETRIC || s == CR_MAT_HERMITIAN;
     bool conj_stored = cplx && (s == CR_MAT_HERMITIAN ? !conj_ : conj_);
     const cr_array *src = A;
-    if (conj_stored) {
-        cr_array *c;
-        st = cr_array_copy(arena, A, &c);
-        if (st != CR_OK)
-            return st;
-        cr_complex *z = c->data;
-        size_t m = cr_array_nstored(c);
-        for (size_t i = 0; i < m; i++)
-            z[i] = conj(z[i]);
-        src = c;
-    }
+    if (conj_stored && (st = conj_copy(arena, A, &src)) != CR_OK)
+        return st;
     if (self) {
         if (src != A) {
             *out = (cr_array *)src;

@@ -210,16 +210,22 @@ static cr_status sm_value(cr_arena *arena, const cr__red *r, sm_fn fn, const cr_
     return st;
 }
 
+/* The reduction r, the work result w and the output y of fn(args). */
+static cr_status sm_primal(cr_arena *arena, sm_fn fn, const cr_value *args, size_t nargs,
+                           cr__red *r, cr_array **w, cr_value *y)
+{
+    cr_status st = cr__red_parse(arena, k_sm_names[fn], args, nargs, 2, true, r);
+    if (st == CR_OK)
+        st = sm_forward(arena, r, fn, w);
+    return st == CR_OK ? sm_value(arena, r, fn, *w, y) : st;
+}
+
 static cr_status sm_rrule(cr_arena *arena, sm_fn fn, const cr_value *args, size_t nargs,
                           cr_value *y, cr_pullback *pb, const void *udata)
 {
     cr__red r;
-    cr_status st = cr__red_parse(arena, k_sm_names[fn], args, nargs, 2, true, &r);
     cr_array *w = NULL;
-    if (st == CR_OK)
-        st = sm_forward(arena, &r, fn, &w);
-    if (st == CR_OK)
-        st = sm_value(arena, &r, fn, w, y);
+    cr_status st = sm_primal(arena, fn, args, nargs, &r, &w, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
     sm_env *e = CR__PB_ENV(arena, sm_env, pA, &args[0], &st);
@@ -238,12 +244,8 @@ static cr_status sm_frule(cr_arena *arena, sm_fn fn, const cr_tangent *dargs, co
                           size_t nargs, cr_value *y, cr_tangent *dy)
 {
     cr__red r;
-    cr_status st = cr__red_parse(arena, k_sm_names[fn], args, nargs, 2, true, &r);
     cr_array *w = NULL;
-    if (st == CR_OK)
-        st = sm_forward(arena, &r, fn, &w);
-    if (st == CR_OK)
-        st = sm_value(arena, &r, fn, w, y);
+    cr_status st = sm_primal(arena, fn, args, nargs, &r, &w, y);
     const cr_array *dA = NULL;
     if (st == CR_OK)
         st = cr__dx_array(arena, k_sm_names[fn], dargs, args, 0, CR_DT_F64, &dA);

@@ -151,16 +151,22 @@ CR__PULLBACK_DEF(var_pullback)
     return cr__give(arena, e->pA, out, &dx[1]);
 }
 
+/* The reduction r, the means mu, the variances v and the output y of var or std (args). */
+static cr_status var_primal(cr_arena *arena, bool std, const cr_value *args, size_t nargs,
+                            cr__red *r, cr_array **mu, cr_array **v, cr_value *y)
+{
+    cr_status st = cr__red_parse(arena, std ? "std" : "var", args, nargs, 2, false, r);
+    if (st == CR_OK)
+        st = var_forward(arena, r, mu, v);
+    return st == CR_OK ? var_output(arena, r, *v, std, y) : st;
+}
+
 static cr_status var_rrule_common(cr_arena *arena, bool std, const cr_value *args, size_t nargs,
                                   cr_value *y, cr_pullback *pb, const void *udata)
 {
     cr__red r;
     cr_array *mu = NULL, *v = NULL;
-    cr_status st = cr__red_parse(arena, std ? "std" : "var", args, nargs, 2, false, &r);
-    if (st == CR_OK)
-        st = var_forward(arena, &r, &mu, &v);
-    if (st == CR_OK)
-        st = var_output(arena, &r, v, std, y);
+    cr_status st = var_primal(arena, std, args, nargs, &r, &mu, &v, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
     var_env *e = CR__PB_ENV(arena, var_env, pA, &args[0], &st);
@@ -180,11 +186,7 @@ static cr_status var_frule_common(cr_arena *arena, bool std, const cr_tangent *d
 {
     cr__red r;
     cr_array *mu = NULL, *v = NULL;
-    cr_status st = cr__red_parse(arena, std ? "std" : "var", args, nargs, 2, false, &r);
-    if (st == CR_OK)
-        st = var_forward(arena, &r, &mu, &v);
-    if (st == CR_OK)
-        st = var_output(arena, &r, v, std, y);
+    cr_status st = var_primal(arena, std, args, nargs, &r, &mu, &v, y);
     const cr_array *t = NULL;
     if (st == CR_OK)
         st = cr__dx_array(arena, std ? "std" : "var", dargs, args, 0, r.wdt, &t);
