@@ -17,18 +17,13 @@ static bool is_scalar(uint8_t tag)
     return tag == CR_TAN_F64 || tag == CR_TAN_F32 || tag == CR_TAN_C128;
 }
 
+/* The number a scalar tangent carries (0 for any other). */
 static cr_complex scalar_value(cr_tangent t)
 {
-    switch (t.tag) {
-    case CR_TAN_F64:
-        return t.u.f64;
-    case CR_TAN_F32:
-        return (double)t.u.f32;
-    case CR_TAN_C128:
-        return t.u.c128;
-    default:
-        return 0.0;
-    }
+    return t.tag == CR_TAN_F64    ? (cr_complex)t.u.f64
+           : t.tag == CR_TAN_F32  ? (cr_complex)(double)t.u.f32
+           : t.tag == CR_TAN_C128 ? t.u.c128
+                                  : 0.0;
 }
 
 static cr_dtype promote(cr_dtype a, cr_dtype b)

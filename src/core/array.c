@@ -105,12 +105,10 @@ bool cr_array_is_contiguous(const cr_array *a)
 
 bool cr_array_same_shape(const cr_array *a, const cr_array *b)
 {
-    if (a->ndim != b->ndim)
-        return false;
-    for (size_t d = 0; d < a->ndim; d++)
-        if (a->shape[d] != b->shape[d])
-            return false;
-    return true;
+    size_t d = 0;
+    while (d < a->ndim && a->ndim == b->ndim && a->shape[d] == b->shape[d])
+        d++;
+    return a->ndim == b->ndim && d == a->ndim;
 }
 
 /* Allocates descriptor + data for `nstored` elements, contiguous; shape set by caller. */

@@ -58,6 +58,16 @@ const char *cr_kind_name(cr_kind kind)
     return name_of(k_names, sizeof k_names / sizeof k_names[0], (size_t)kind);
 }
 
+/* The size of a number of kind k (f64, f32, c128, i64 or bool). */
+static size_t number_size(cr_kind k)
+{
+    return k == CR_KIND_F64    ? sizeof(double)
+           : k == CR_KIND_F32  ? sizeof(float)
+           : k == CR_KIND_C128 ? sizeof(cr_complex)
+           : k == CR_KIND_I64  ? sizeof(int64_t)
+                               : sizeof(bool);
+}
+
 cr_status cr_type_field_value(const cr_type *type, void *obj, size_t i, cr_value *out)
 {
     if (type == NULL || obj == NULL || out == NULL || i >= type->nfields)
@@ -68,16 +78,11 @@ cr_status cr_type_field_value(const cr_type *type, void *obj, size_t i, cr_value
     out->kind = f->kind;
     switch (f->kind) {
     case CR_KIND_F64:
-        memcpy(&out->u.f64, p, sizeof(double));
-        break;
     case CR_KIND_F32:
-        memcpy(&out->u.f32, p, sizeof(float));
-        break;
     case CR_KIND_C128:
-        memcpy(&out->u.c128, p, sizeof(cr_complex));
-        break;
     case CR_KIND_I64:
-        memcpy(&out->u.i64, p, sizeof(int64_t));
+    case CR_KIND_BOOL: /* a number, read into the union (all its members start at 0) */
+        memcpy(&out->u, p, number_size(f->kind));
         break;
     case CR_KIND_I32: {
         int v;
@@ -85,9 +90,6 @@ cr_status cr_type_field_value(const cr_type *type, void *obj, size_t i, cr_value
         out->u.i64 = v;
         break;
     }
-    case CR_KIND_BOOL:
-        memcpy(&out->u.b, p, sizeof(bool));
-        break;
     case CR_KIND_ARRAY:
         out->u.arr = (cr_array *)(void *)p;
         break;

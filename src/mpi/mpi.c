@@ -769,17 +769,16 @@ static struct cr_mpi_req *req_new(cr_tape *t, const char *who, bool send, MPI_Co
         failf(t, CR_ENOMEM, "%s: no memory for the request", who);
         return NULL;
     }
-    memset(q, 0, sizeof *q);
-    q->t = t;
-    q->send = send;
-    q->comm = comm;
-    q->peer = peer;
-    q->tag = tag;
-    q->n = n;
-    q->r = MPI_REQUEST_NULL;
-    q->ar = MPI_REQUEST_NULL;
-    q->buf = buf;
-    q->abuf = abuf;
+    *q = (struct cr_mpi_req){.t = t,
+                             .send = send,
+                             .comm = comm,
+                             .peer = peer,
+                             .tag = tag,
+                             .n = n,
+                             .r = MPI_REQUEST_NULL,
+                             .ar = MPI_REQUEST_NULL,
+                             .buf = buf,
+                             .abuf = abuf};
     return q;
 }
 

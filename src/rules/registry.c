@@ -333,9 +333,7 @@ cr_status cr_registry_new(cr_ctx *ctx, const cr_registry *parent, cr_registry **
     cr_registry *r = cr__alloc(ctx, sizeof *r);
     if (r == NULL)
         return CR_ENOMEM;
-    memset(r, 0, sizeof *r);
-    r->ctx = ctx;
-    r->parent = parent != NULL ? parent : cr_registry_builtin();
+    *r = (cr_registry){.ctx = ctx, .parent = parent != NULL ? parent : cr_registry_builtin()};
     *out = r;
     return CR_OK;
 }

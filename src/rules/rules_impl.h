@@ -224,6 +224,13 @@ CR_INTERNAL double cr__fd_step(double x);
  * of smaller magnitude. */
 CR_INTERNAL double cr__fd_second(double Dp, double D, double Dm, double hp, double hm);
 
+/* dx[0..nx) = NoTangent: a pullback's start. */
+static inline void cr__dx_none(cr_tangent *dx, size_t nx)
+{
+    for (size_t i = 0; i < nx; i++)
+        dx[i] = cr_tangent_none();
+}
+
 /* ---- Heads of rule functions ------------------------------------------------------------ */
 
 /* A parameter a rule function may leave unused. */
@@ -233,26 +240,23 @@ CR_INTERNAL double cr__fd_second(double Dp, double D, double Dm, double hp, doub
 #define CR__UNUSED
 #endif
 
-/* The head of a static rrule (cr_rrule_fn), frule (cr_frule_fn) or pullback (cr_pullback_fn)
- * NAME, with the parameter names every rule uses: CR__RRULE_DEF(x_rrule) { ... }. */
-#define CR__RRULE_DEF(NAME)                                                              \
-    static cr_status NAME(const cr_config *cfg CR__UNUSED, cr_arena *arena CR__UNUSED,   \
-                          const cr_value *f CR__UNUSED, const cr_value *args CR__UNUSED, \
-                          size_t nargs CR__UNUSED, cr_value *y CR__UNUSED,               \
-                          cr_pullback *pb CR__UNUSED, const void *udata CR__UNUSED)
-#define CR__FRULE_DEF(NAME)                                                                 \
-    static cr_status NAME(const cr_config *cfg CR__UNUSED, cr_arena *arena CR__UNUSED,      \
-                          const cr_tangent *dargs CR__UNUSED, const cr_value *f CR__UNUSED, \
-                          const cr_value *args CR__UNUSED, size_t nargs CR__UNUSED,         \
-                          cr_value *y CR__UNUSED, cr_tangent *dy CR__UNUSED,                \
-                          const void *udata CR__UNUSED)
-#define CR__PULLBACK_DEF(NAME)                                                        \
-    static cr_status NAME(const cr_tangent *dy CR__UNUSED, cr_tangent *dx CR__UNUSED, \
-                          size_t nx CR__UNUSED, cr_arena *arena CR__UNUSED, void *env CR__UNUSED)
-/* The head of a test registration's sampler (cr_rule_test.sample). */
-#define CR__SAMPLE_DEF(NAME)                                                    \
-    static cr_status NAME(cr_arena *arena CR__UNUSED, uint64_t *rng CR__UNUSED, \
-                          cr_value *args CR__UNUSED, size_t nargs CR__UNUSED,   \
-                          void *env CR__UNUSED)
+/* The parameters of an rrule (cr_rrule_fn), frule (cr_frule_fn), pullback (cr_pullback_fn)
+ * or test sampler (cr_rule_test.sample), with the names every rule uses, any of them
+ * possibly unused: `static cr_status x_rrule(CR__RRULE_PARAMS) { ... }`. */
+#define CR__RRULE_PARAMS                                                                       \
+    const cr_config *cfg CR__UNUSED, cr_arena *arena CR__UNUSED, const cr_value *f CR__UNUSED, \
+        const cr_value *args CR__UNUSED, size_t nargs CR__UNUSED, cr_value *y CR__UNUSED,      \
+        cr_pullback *pb CR__UNUSED, const void *udata CR__UNUSED
+#define CR__FRULE_PARAMS                                                                  \
+    const cr_config *cfg CR__UNUSED, cr_arena *arena CR__UNUSED,                          \
+        const cr_tangent *dargs CR__UNUSED, const cr_value *f CR__UNUSED,                 \
+        const cr_value *args CR__UNUSED, size_t nargs CR__UNUSED, cr_value *y CR__UNUSED, \
+        cr_tangent *dy CR__UNUSED, const void *udata CR__UNUSED
+#define CR__PULLBACK_PARAMS                                                           \
+    const cr_tangent *dy CR__UNUSED, cr_tangent *dx CR__UNUSED, size_t nx CR__UNUSED, \
+        cr_arena *arena CR__UNUSED, void *env CR__UNUSED
+#define CR__SAMPLE_PARAMS                                                            \
+    cr_arena *arena CR__UNUSED, uint64_t *rng CR__UNUSED, cr_value *args CR__UNUSED, \
+        size_t nargs CR__UNUSED, void *env CR__UNUSED
 
 #endif /* CR_RULES_IMPL_H */

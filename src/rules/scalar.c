@@ -198,7 +198,7 @@ cr_status cr__tangent_scalar(cr_arena *arena, const char *who, cr_tangent t, cr_
 
 /* ---- frule ----------------------------------------------------------------------------- */
 
-CR__FRULE_DEF(scalar_frule)
+static cr_status scalar_frule(CR__FRULE_PARAMS)
 {
     const cr_scalar_rule *row = udata;
     stype t = ST_F64;
@@ -253,7 +253,7 @@ typedef struct scalar_env {
 
 #define ENV_HEADER (((sizeof(scalar_env) + 15) / 16) * 16)
 
-CR__PULLBACK_DEF(scalar_pullback)
+static cr_status scalar_pullback(CR__PULLBACK_PARAMS)
 {
     const scalar_env *e = env;
     const cr_scalar_rule *row = e->row;
@@ -312,7 +312,7 @@ CR__PULLBACK_DEF(scalar_pullback)
     return CR_OK;
 }
 
-CR__RRULE_DEF(scalar_rrule)
+static cr_status scalar_rrule(CR__RRULE_PARAMS)
 {
     const cr_scalar_rule *row = udata;
     stype t = ST_F64;

@@ -135,24 +135,22 @@ typedef struct row_ctx {
 } row_ctx;
 
 /* Element i of row_inner for the work type T, evaluating the row through its member EVAL. */
-#define ROW_ELEM(T, EVAL)                                                                     \
-    do {                                                                                      \
-        T x[BC_MAX_IN], Y[1], D[BC_MAX_IN];                                                   \
-        for (size_t j = 0; j < nin; j++)                                                      \
-            x[j] = ((const T *)c->x[j])[off[1 + j] + (ptrdiff_t)i * step[1 + j]];             \
-        b->row->EVAL(x, Y, D);                                                                \
-        ((T *)c->y)[oy] = Y[0];                                                               \
-        T t = 0;                                                                              \
-        for (size_t j = 0; j < nin; j++) {                                                    \
-            if (c->D[j] != NULL)                                                              \
-                ((T *)c->D[j])[oy] = D[j];                                                    \
-            if (c->dx[j] != NULL)                                                             \
-                t += D[j] *                                                                   \
-                     ((const T *)                                                             \
-                          c->dx[j])[off[c->idx_dx + j] + (ptrdiff_t)i * step[c->idx_dx + j]]; \
-        }                                                                                     \
-        if (c->dy != NULL)                                                                    \
-            ((T *)c->dy)[oy] = t;                                                             \
+#define ROW_ELEM(T, EVAL)                                                 \
+    do {                                                                  \
+        T x[BC_MAX_IN], Y[1], D[BC_MAX_IN];                               \
+        for (size_t j = 0; j < nin; j++)                                  \
+            x[j] = ((const T *)c->x[j])[CR__AT(1 + j)];                   \
+        b->row->EVAL(x, Y, D);                                            \
+        ((T *)c->y)[oy] = Y[0];                                           \
+        T t = 0;                                                          \
+        for (size_t j = 0; j < nin; j++) {                                \
+            if (c->D[j] != NULL)                                          \
+                ((T *)c->D[j])[oy] = D[j];                                \
+            if (c->dx[j] != NULL)                                         \
+                t += D[j] * ((const T *)c->dx[j])[CR__AT(c->idx_dx + j)]; \
+        }                                                                 \
+        if (c->dy != NULL)                                                \
+            ((T *)c->dy)[oy] = t;                                         \
     } while (0)
 
 static void row_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, void *vctx)
@@ -161,7 +159,7 @@ static void row_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, voi
     const bc *b = c->b;
     size_t nin = b->n;
     for (size_t i = 0; i < n; i++) {
-        ptrdiff_t oy = off[0] + (ptrdiff_t)i * step[0];
+        ptrdiff_t oy = CR__AT(0);
         if (b->wdt == CR_DT_C128)
             ROW_ELEM(cr_complex, c128);
         else
@@ -387,8 +385,7 @@ static void co_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, void
     co_ctx *c = vctx;
     if (c->cplx) {
         for (size_t i = 0; i < n; i++) {
-            ptrdiff_t oa = off[0] + (ptrdiff_t)i * step[0], og = off[1] + (ptrdiff_t)i * step[1],
-                      op = off[2] + (ptrdiff_t)i * step[2], oq = off[3] + (ptrdiff_t)i * step[3];
+            ptrdiff_t oa = CR__AT(0), og = CR__AT(1), op = CR__AT(2), oq = CR__AT(3);
             cr_complex g = ((const cr_complex *)c->g)[og], r;
             const cr_complex *p = c->p, *q = c->q;
             switch (c->kind) {
@@ -545,12 +542,11 @@ static cr_status bc_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
     return bc_give(arena, t->e, t->g, t->j, out);
 }
 
-CR__PULLBACK_DEF(bc_pullback)
+static cr_status bc_pullback(CR__PULLBACK_PARAMS)
 {
     bc_env *e = env;
     const bc *b = &e->b;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     const cr_array *g;
     cr_status st = cr__tan_array(arena, "broadcast_pullback", *dy, b->ndim, b->shape, b->wdt, &g);
     if (st != CR_OK)
@@ -712,12 +708,11 @@ static cr_status fb_eval(const cr_config *cfg, cr_arena *arena, const cr_value *
 
 /* Pullback of the fallback: each element's pullback, summed into argument-shaped
  * accumulators. */
-CR__PULLBACK_DEF(fb_pullback)
+static cr_status fb_pullback(CR__PULLBACK_PARAMS)
 {
     fb_env *e = env;
     const bc *b = &e->b;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     const cr_array *g;
     cr_status st =
         cr__tan_array(arena, "broadcast_pullback", *dy, b->ndim, b->shape, CR_DT_C128, &g);
@@ -869,7 +864,7 @@ cr_status cr__bc_rrule(const cr_config *cfg, cr_arena *arena, const char *who, c
     return CR_OK;
 }
 
-CR__RRULE_DEF(broadcast_rrule)
+static cr_status broadcast_rrule(CR__RRULE_PARAMS)
 {
     return cr__bc_rrule(cfg, arena, "broadcast", args, nargs, y, pb, udata);
 }
@@ -928,7 +923,7 @@ cr_status cr__bc_frule(const cr_config *cfg, cr_arena *arena, const char *who,
     return cr_project_tangent(arena, y, cr_tangent_array(t), dy);
 }
 
-CR__FRULE_DEF(broadcast_frule)
+static cr_status broadcast_frule(CR__FRULE_PARAMS)
 {
     return cr__bc_frule(cfg, arena, "broadcast", dargs, args, nargs, y, dy);
 }
@@ -936,7 +931,7 @@ CR__FRULE_DEF(broadcast_frule)
 /* ---- Test registration --------------------------------------------------------------- */
 
 /* f.(x) with a one-argument function, or f.(x, y) with shapes that broadcast. */
-CR__SAMPLE_DEF(sample_broadcast)
+static cr_status sample_broadcast(CR__SAMPLE_PARAMS)
 {
     static const size_t s34[2] = {3, 4}, s4[1] = {4}, s31[2] = {3, 1};
     cr_dtype dt = cr__rng_dtype(rng);
@@ -1099,6 +1094,7 @@ static cr_status bc_init(const cr_form_point *p, void **state)
     const cr_array *yv = p->y->kind == CR_KIND_ARRAY ? p->y->u.arr : NULL;
     size_t n = row->nin, ndim = yv != NULL ? yv->ndim : 0, N = yv != NULL ? cr_array_numel(yv) : 1;
     const size_t *shape = yv != NULL ? yv->shape : k_no_shape;
+    *w = (bc_state){.n = n, .ndim = ndim, .N = N, .shape = shape};
     unsigned cols = 0;
     const cr_array *Yb;
     cr_status st = cr__tan_array(arena, p->name, p->ybar, ndim, shape, CR_DT_F64, &Yb);
@@ -1136,10 +1132,6 @@ static cr_status bc_init(const cr_form_point *p, void **state)
         row->f64(x, Y, D);
         cr__row_hessian(row, x, D, H + el * n * n, cols);
     }
-    w->n = n;
-    w->ndim = ndim;
-    w->N = N;
-    w->shape = shape;
     w->g = yb;
     w->H = H;
     *state = w;

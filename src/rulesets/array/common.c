@@ -979,12 +979,8 @@ cr_complex cr__dotc(cr_dtype wdt, size_t n, const void *x, const void *y)
 
 /* ---- Linear functions ---------------------------------------------------------------- */
 
-cr_status cr__linear_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                           const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                           cr_tangent *dy, const void *udata)
+cr_status cr__linear_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)udata;
     const cr__op *op = f->u.func.fn->udata;
     cr_pullback pb = {NULL, NULL, NULL, 0};
     cr_status st = op->rrule(NULL, arena, f, args, nargs, y, &pb, CR__PRIMAL_ONLY);
@@ -1003,7 +999,8 @@ cr_status cr__linear_frule(const cr_config *cfg, cr_arena *arena, const cr_tange
     cr_value targs[CR_SIG_MAX_ARGS + 1];
     if (nargs > CR_SIG_MAX_ARGS + 1)
         return CR__FAIL(arena, CR_EINVAL, "%s: too many arguments", f->u.func.fn->name);
-    memcpy(targs, args, nargs * sizeof *args);
+    for (size_t i = 0; i < nargs; i++)
+        targs[i] = args[i];
     targs[0] = cr_value_array((cr_array *)dA);
     cr_value ty;
     st = op->rrule(NULL, arena, f, targs, nargs, &ty, &pb, CR__PRIMAL_ONLY);

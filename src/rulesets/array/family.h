@@ -58,6 +58,11 @@ CR_INTERNAL cr_status cr__rrule_end(cr_arena *arena, cr_status st, const void *u
                                     const cr_value *arg, cr_project **pa, cr_pullback_fn fn,
                                     void *env, const char *name, size_t nx, cr_pullback *pb);
 
+/* Inside a cr__inner_fn: the offset of element i of the loop's array k. The product is an
+ * index below the loop's extent times the array's stride in elements: within the span of an
+ * array that exists (the size invariant; tools/check_products.allow). */
+#define CR__AT(k) (off[k] + (ptrdiff_t)i * step[k])
+
 /* Register the rows k[0..n) in order (cr__add_rule_so, never variadic). */
 CR_INTERNAL cr_status cr__add_rules(cr_registry *reg, const cr__array_rule *k, size_t n);
 

@@ -707,11 +707,10 @@ static cr_status gather_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
     return gather_give(arena, t->e, t->gy, t->j, out);
 }
 
-CR__PULLBACK_DEF(gather_pullback)
+static cr_status gather_pullback(CR__PULLBACK_PARAMS)
 {
     gather_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     const cr_array *gy;
     cr_status st = cr__tan_array(arena, e->name, *dy, e->g.ndim, e->g.shape, e->wdt, &gy);
     if (st != CR_OK)
@@ -742,7 +741,7 @@ CR__PULLBACK_DEF(gather_pullback)
     return CR_OK;
 }
 
-CR__RRULE_DEF(gather_rrule)
+static cr_status gather_rrule(CR__RRULE_PARAMS)
 {
     const gop *op = f->u.func.fn->udata;
     gather_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(gather_env));
@@ -770,7 +769,7 @@ CR__RRULE_DEF(gather_rrule)
 }
 
 /* frule: the tangents gathered the same way. */
-CR__FRULE_DEF(gather_frule)
+static cr_status gather_frule(CR__FRULE_PARAMS)
 {
     const gop *op = f->u.func.fn->udata;
     gmap g;
@@ -855,7 +854,7 @@ typedef enum {
     GS_HCAT
 } gsample;
 
-CR__SAMPLE_DEF(sample_gather)
+static cr_status sample_gather(CR__SAMPLE_PARAMS)
 {
     gsample kind = (gsample)(uintptr_t)env;
     static const size_t s23[2] = {2, 3}, s34[2] = {3, 4}, s1[3] = {2, 1, 3};

@@ -134,7 +134,7 @@ static cr_status map_check(cr_arena *arena, const cr_value *args, size_t nargs)
 
 /* map(f, A...): y_i = f(A1_i, ...); Āj = conj(∂f/∂xj) ⊙ Ȳ (the partials of f's row, or
  * each element's pullback). broadcast's rule, for arrays of one shape. */
-CR__RRULE_DEF(map_rrule)
+static cr_status map_rrule(CR__RRULE_PARAMS)
 {
     cr_status st = map_check(arena, args, nargs);
     if (st == CR_OK)
@@ -146,7 +146,7 @@ CR__RRULE_DEF(map_rrule)
 CR__ARRAY_FN(map, "map", -1)
 
 /* frule: ẏ_i = Σj ∂f/∂xj ẋj_i. */
-CR__FRULE_DEF(map_frule)
+static cr_status map_frule(CR__FRULE_PARAMS)
 {
     cr_status st = map_check(arena, args, nargs);
     return st != CR_OK ? st : cr__bc_frule(cfg, arena, "map", dargs, args, nargs, y, dy);
@@ -220,7 +220,7 @@ static void sumf_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, vo
     for (size_t i = 0; i < n; i++) {
         ptrdiff_t o[5];
         for (size_t k = 0; k < 5; k++)
-            o[k] = off[k] + (ptrdiff_t)i * step[k];
+            o[k] = CR__AT(k);
         if (c->cplx) {
             cr_complex x = ((const cr_complex *)c->x)[o[1]], Y, D;
             c->row->c128(&x, &Y, &D);
@@ -311,8 +311,7 @@ static void sumf_co_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step,
 {
     sumf_co *c = vctx;
     for (size_t i = 0; i < n; i++) {
-        ptrdiff_t oo = off[0] + (ptrdiff_t)i * step[0], od = off[1] + (ptrdiff_t)i * step[1],
-                  og = off[2] + (ptrdiff_t)i * step[2];
+        ptrdiff_t oo = CR__AT(0), od = CR__AT(1), og = CR__AT(2);
         if (c->cplx) {
             cr_complex v = conj(((const cr_complex *)c->D)[od]) * ((const cr_complex *)c->g)[og];
             cr_complex *p = (cr_complex *)c->out + oo;
@@ -353,11 +352,10 @@ CR__THUNK_ADD(sumf_add, sumf_thunk, t->e->s.wdt, t->e->s.A, sumf_co_run(t, dest,
               sumf_thunk_fn)
 
 /* Ā = conj(f'(A)) ⊙ Ȳ (Ȳ broadcast over the reduced dimensions): an InplaceableThunk. */
-CR__PULLBACK_DEF(sumf_pullback)
+static cr_status sumf_pullback(CR__PULLBACK_PARAMS)
 {
     sumf_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     const cr_array *g;
     cr_status st = cr__tan_array(arena, "sum_pullback", *dy, e->s.ndim, e->s.oshape, e->s.wdt, &g);
     return st != CR_OK
@@ -366,11 +364,10 @@ CR__PULLBACK_DEF(sumf_pullback)
 }
 
 /* Without a row: the pullback of sum, then that of map(f, A). */
-CR__PULLBACK_DEF(sumf_map_pullback)
+static cr_status sumf_map_pullback(CR__PULLBACK_PARAMS)
 {
     sumf_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     cr_tangent ds[3], dm[3];
     cr_status st = cr_pullback_call(arena, &e->sum_pb, dy, ds, e->sum_pb.nx);
     if (st == CR_OK)
@@ -396,11 +393,8 @@ static size_t sumf_sum_args(const cr_value *args, size_t nargs, const cr_value *
 /* sum(f, A; dims) = Σ f(a) over the reduced dimensions. With a row: one pass computing the
  * sums and the partials D = f'(A), and Ā = conj(D) ⊙ Ȳ. Otherwise sum(map(f, A); dims),
  * with map's one rule per element. */
-cr_status cr__sum_f_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                          const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                          const void *udata)
+cr_status cr__sum_f_rrule(CR__RRULE_PARAMS)
 {
-    (void)f;
     bool primal = udata == CR__PRIMAL_ONLY;
     sumf s;
     cr_status st = sumf_parse(arena, args, nargs, &s);
@@ -448,7 +442,7 @@ cr_status cr__sum_f_rrule(const cr_config *cfg, cr_arena *arena, const cr_value 
 
 /* frule: ẏ = Σ f'(a) ȧ over the reduced dimensions (with a row, in the same pass as the
  * sums); otherwise the frules of map(f, A) and sum. */
-CR__FRULE_DEF(sumf_frule)
+static cr_status sumf_frule(CR__FRULE_PARAMS)
 {
     sumf s;
     cr_status st = sumf_parse(arena, args, nargs, &s);
@@ -527,7 +521,7 @@ static void meanf_scale_value(double scale, cr_value *y)
         *y = cr__scalar_value(cr__value_dtype(y), cr__scalar_of(y) * scale);
 }
 
-CR__PULLBACK_DEF(meanf_pullback)
+static cr_status meanf_pullback(CR__PULLBACK_PARAMS)
 {
     meanf_env *e = env;
     cr_tangent sdy;
@@ -535,9 +529,7 @@ CR__PULLBACK_DEF(meanf_pullback)
     return st != CR_OK ? st : cr_pullback_call(arena, &e->sum_pb, &sdy, dx, nx);
 }
 
-cr_status cr__mean_f_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                           const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                           const void *udata)
+cr_status cr__mean_f_rrule(CR__RRULE_PARAMS)
 {
     double scale;
     cr_status st = meanf_scale(arena, args, nargs, &scale);
@@ -557,7 +549,7 @@ cr_status cr__mean_f_rrule(const cr_config *cfg, cr_arena *arena, const cr_value
     return CR_OK;
 }
 
-CR__FRULE_DEF(meanf_frule)
+static cr_status meanf_frule(CR__FRULE_PARAMS)
 {
     double scale;
     cr_status st = meanf_scale(arena, args, nargs, &scale);
@@ -894,11 +886,10 @@ static cr_status fold_seeds(cr_arena *arena, const fold_env *e, const cr_tangent
 
 /* With a row: x̄ is an InplaceableThunk running the sweep; init's cotangent (a number) a
  * sweep of its own that stores nothing. */
-CR__PULLBACK_DEF(fold_row_pullback)
+static cr_status fold_row_pullback(CR__PULLBACK_PARAMS)
 {
     fold_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     const cr_complex *g;
     cr_status st = fold_seeds(arena, e, dy, &g);
     if (st != CR_OK)
@@ -923,12 +914,11 @@ CR__PULLBACK_DEF(fold_row_pullback)
 /* Without a row: the steps' pullbacks in reverse order, each taking the running
  * cotangent (plus, for accumulate, the seed of its own output). One sweep gives every
  * cotangent, so none is a thunk (a thunk would run the steps' pullbacks again). */
-CR__PULLBACK_DEF(fold_pb_pullback)
+static cr_status fold_pb_pullback(CR__PULLBACK_PARAMS)
 {
     fold_env *e = env;
     const fold *F = &e->F;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     const cr_complex *g;
     cr_status st = fold_seeds(arena, e, dy, &g);
     if (st != CR_OK)
@@ -1044,24 +1034,24 @@ static cr_status fold_frule(const cr_config *cfg, cr_arena *arena, const char *w
     return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(t), dy);
 }
 
-CR__RRULE_DEF(foldl_rrule)
+static cr_status foldl_rrule(CR__RRULE_PARAMS)
 {
     return fold_rrule(cfg, arena, "foldl", false, args, nargs, y, pb, udata);
 }
 CR__ARRAY_FN(foldl, "foldl", -1)
 
-CR__FRULE_DEF(foldl_frule)
+static cr_status foldl_frule(CR__FRULE_PARAMS)
 {
     return fold_frule(cfg, arena, "foldl", false, dargs, args, nargs, y, dy);
 }
 
-CR__RRULE_DEF(accumulate_rrule)
+static cr_status accumulate_rrule(CR__RRULE_PARAMS)
 {
     return fold_rrule(cfg, arena, "accumulate", true, args, nargs, y, pb, udata);
 }
 CR__ARRAY_FN(accumulate, "accumulate", -1)
 
-CR__FRULE_DEF(accumulate_frule)
+static cr_status accumulate_frule(CR__FRULE_PARAMS)
 {
     return fold_frule(cfg, arena, "accumulate", true, dargs, args, nargs, y, dy);
 }
@@ -1077,7 +1067,7 @@ static cr_value builtin_or(const char *name, const cr_value *fallback)
 
 /* map(f, A) with f = sin, exp, tanh or cabs (no row: one rule per element); map(f, A, B)
  * with *, hypot (a row that is not fused) or atan2. */
-CR__SAMPLE_DEF(sample_map)
+static cr_status sample_map(CR__SAMPLE_PARAMS)
 {
     static const size_t s34[2] = {3, 4}, s5[1] = {5};
     bool vec = cr__rng_below(rng, 2) == 0;
@@ -1111,7 +1101,7 @@ CR__SAMPLE_DEF(sample_map)
 }
 
 /* sum(f, A[, dims]) with f = sin, exp, tanh (rows) or cabs (one rule per element). */
-CR__SAMPLE_DEF(sample_sum_f)
+static cr_status sample_sum_f(CR__SAMPLE_PARAMS)
 {
     static const size_t s34[2] = {3, 4}, s234[3] = {2, 3, 4};
     static const char *const names[3] = {"sin", "exp", "tanh"};
@@ -1146,7 +1136,7 @@ CR__SAMPLE_DEF(sample_sum_f)
 
 /* foldl / accumulate (op, v[, init]) with op = *, +, hypot or atan2; entries in [0.5, 1.5]
  * so products stay of order one; init a float, an integer or (for c128) a complex. */
-CR__SAMPLE_DEF(sample_fold)
+static cr_status sample_fold(CR__SAMPLE_PARAMS)
 {
     static const size_t s6[1] = {6};
     cr_dtype dt = cr__rng_dtype(rng);

@@ -268,11 +268,10 @@ static cr_status index_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 CR__THUNK_ADD(index_add, index_thunk, t->e->wdt, t->e->A, scatter(t->e, t->g, dest), index_thunk_fn)
 
 /* Ā = zeros(A) with Ȳ scatter-added at the indices (repeats accumulate). */
-CR__PULLBACK_DEF(index_pullback)
+static cr_status index_pullback(CR__PULLBACK_PARAMS)
 {
     index_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     const cr_array *g;
     cr_status st =
         cr__tan_array(arena, "getindex_pullback", *dy, e->ix.ondim, e->ix.oshape, e->wdt, &g);
@@ -350,14 +349,14 @@ static cr_status index_rrule(cr_arena *arena, bool view, const cr_value *args, s
 }
 
 /* getindex(A, I...) = A[I...]: Ā = scatter-add of Ȳ. */
-CR__RRULE_DEF(getindex_rrule)
+static cr_status getindex_rrule(CR__RRULE_PARAMS)
 {
     return index_rrule(arena, false, args, nargs, y, pb, udata);
 }
 CR__ARRAY_FN(getindex, "getindex", -1)
 
 /* view(A, I...): as getindex, a view of A where the indices allow it. */
-CR__RRULE_DEF(view_rrule)
+static cr_status view_rrule(CR__RRULE_PARAMS)
 {
     return index_rrule(arena, true, args, nargs, y, pb, udata);
 }
@@ -417,7 +416,7 @@ static cr_status sample_index(cr_arena *arena, uint64_t *rng, size_t n, const cr
     }
 }
 
-CR__SAMPLE_DEF(sample_getindex)
+static cr_status sample_getindex(CR__SAMPLE_PARAMS)
 {
     static const size_t s2[2] = {3, 4}, s4[4] = {2, 3, 2, 2};
     size_t five = 5;

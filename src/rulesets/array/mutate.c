@@ -157,7 +157,7 @@ typedef struct bang_env {
     uint32_t nd;  /* nondiff_mask of the arguments */
 } bang_env;
 
-CR__PULLBACK_DEF(bang_pullback_body)
+static cr_status bang_pullback_body(CR__PULLBACK_PARAMS)
 {
     const bang_env *e = env;
     cr_tangent idx[CR_SIG_MAX_ARGS + 1];
@@ -174,7 +174,7 @@ CR__PULLBACK_DEF(bang_pullback_body)
 
 CR__MASKED_PULLBACK(bang, bang_env)
 
-CR__RRULE_DEF(bang_rrule)
+static cr_status bang_rrule(CR__RRULE_PARAMS)
 {
     const bang_def *d = def_of(f);
     const cr_array *dest;
@@ -207,7 +207,7 @@ CR__RRULE_DEF(bang_rrule)
 
 /* frule: the wrapped function's frule on the other arguments' tangents; the destination's
  * tangent is overwritten (not read) unless it is also the input. */
-CR__FRULE_DEF(bang_frule)
+static cr_status bang_frule(CR__FRULE_PARAMS)
 {
     const bang_def *d = def_of(f);
     const cr_array *dest;
@@ -383,7 +383,7 @@ static cr_status part_forward(cr_arena *arena, part_env *e, const cr_value *args
 
 /* dest̄ = ȳ with the written positions zeroed; src̄[k] = ȳ[pos[k]] for the last write of
  * each position (a scalar x: the sum). */
-CR__PULLBACK_DEF(part_pullback_body)
+static cr_status part_pullback_body(CR__PULLBACK_PARAMS)
 {
     const part_env *e = env;
     const cr_array *G;
@@ -475,11 +475,11 @@ static cr_status part_frule(cr_arena *arena, const char *who, const cr_tangent *
 }
 
 #define PART_RULES(NAME, STR)                                     \
-    CR__RRULE_DEF(NAME##_rrule)                                   \
+    static cr_status NAME##_rrule(CR__RRULE_PARAMS)               \
     {                                                             \
         return part_rrule(arena, STR, args, nargs, y, pb, udata); \
     }                                                             \
-    CR__FRULE_DEF(NAME##_frule)                                   \
+    static cr_status NAME##_frule(CR__FRULE_PARAMS)               \
     {                                                             \
         return part_frule(arena, STR, dargs, args, nargs, y, dy); \
     }
@@ -640,7 +640,7 @@ enum {
     MS_EXP
 };
 
-CR__SAMPLE_DEF(sample_mutate)
+static cr_status sample_mutate(CR__SAMPLE_PARAMS)
 {
     int what = *(const int *)env;
     cr_dtype dt = cr__rng_dtype(rng);

@@ -139,11 +139,10 @@ static double norm_dp(const norm_env *e)
     return e->y * (num / den) / e->p;
 }
 
-CR__PULLBACK_DEF(norm_pullback)
+static cr_status norm_pullback(CR__PULLBACK_PARAMS)
 {
     norm_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     cr_complex g;
     bool nz;
     cr_status st = cr__tan_scalar(arena, "norm_pullback", *dy, &g, &nz);
@@ -179,7 +178,7 @@ static cr_status norm_value(const norm_env *e, cr_value *y)
 
 /* norm(A), norm(A, p): the p-norm of A's elements (p = 2 by default: Frobenius for a
  * matrix, as Julia's norm). */
-CR__RRULE_DEF(norm_rrule)
+static cr_status norm_rrule(CR__RRULE_PARAMS)
 {
     norm_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(norm_env));
     if (e == NULL)
@@ -200,7 +199,7 @@ CR__RRULE_DEF(norm_rrule)
 CR__ARRAY_FN(norm, "norm", -1)
 
 /* frule: ẏ = Σ re(conj(∂y/∂x_i) ẋ_i) + ∂y/∂p ṗ. */
-CR__FRULE_DEF(norm_frule)
+static cr_status norm_frule(CR__FRULE_PARAMS)
 {
     norm_env e;
     memset(&e, 0, sizeof e);
@@ -229,7 +228,7 @@ CR__FRULE_DEF(norm_frule)
 }
 
 /* norm(A, p) with p among 1, 2, 3 (integers: no tangent) and 1.5, 2.5 (perturbed). */
-CR__SAMPLE_DEF(sample_norm)
+static cr_status sample_norm(CR__SAMPLE_PARAMS)
 {
     cr_status st = cr__sample_red(arena, rng, args, 1, env);
     if (st != CR_OK || nargs < 2)
@@ -404,11 +403,10 @@ CR__THUNK_ADD(opn_add, opn_thunk, (cr_dtype)t->e->Aw->dtype, t->e->A, opn_scatte
 /* p = 1, Inf: Ā = sign(A) ȳ on the maximal column / row, 0 elsewhere (an InplaceableThunk
  * that adds one column or row). p = 2: svdvals' pullback with s̄ = (ȳ, 0, ..., 0), which is
  * u₁ v₁ᴴ ȳ for the top singular pair LAPACK returned. */
-CR__PULLBACK_DEF(opn_pullback)
+static cr_status opn_pullback(CR__PULLBACK_PARAMS)
 {
     opn_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     dx[1] = cr_tangent_zero();
     cr_complex g;
     bool nz;
@@ -439,7 +437,7 @@ CR__PULLBACK_DEF(opn_pullback)
     return cr__thunk(arena, opn_thunk_fn, opn_add, t, "opnorm_pullback_thunk", &dx[1]);
 }
 
-CR__RRULE_DEF(opnorm_rrule)
+static cr_status opnorm_rrule(CR__RRULE_PARAMS)
 {
     opn_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(opn_env));
     if (e == NULL)
@@ -453,7 +451,7 @@ CR__ARRAY_FN(opnorm, "opnorm", -1)
 
 /* frule: p = 1, Inf: ẏ = Σ re(conj(sign a) ȧ) over the maximal column / row; p = 2: the
  * first component of svdvals' frule, re(u₁ᴴ Ȧ v₁). p itself has no tangent. */
-CR__FRULE_DEF(opnorm_frule)
+static cr_status opnorm_frule(CR__FRULE_PARAMS)
 {
     opn_env e;
     memset(&e, 0, sizeof e);
@@ -551,7 +549,7 @@ static cr_status nz_check(cr_arena *arena, const cr_value *args, size_t nargs)
 }
 
 /* Ā = Ȳ / n + norm's pullback at n̄ = -re⟨y, Ȳ⟩ / n (which also gives p̄ for a float p). */
-CR__PULLBACK_DEF(nz_pullback)
+static cr_status nz_pullback(CR__PULLBACK_PARAMS)
 {
     nz_env *e = env;
     const cr_array *g;
@@ -585,7 +583,7 @@ CR__PULLBACK_DEF(nz_pullback)
     return st;
 }
 
-CR__RRULE_DEF(normalize_rrule)
+static cr_status normalize_rrule(CR__RRULE_PARAMS)
 {
     nz_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(nz_env));
     if (e == NULL)
@@ -604,7 +602,7 @@ CR__RRULE_DEF(normalize_rrule)
 CR__ARRAY_FN(normalize, "normalize", -1)
 
 /* frule: ẏ = (Ȧ - y ṅ) / n with ṅ from norm's frule (which includes ṗ for a float p). */
-CR__FRULE_DEF(normalize_frule)
+static cr_status normalize_frule(CR__FRULE_PARAMS)
 {
     nz_env e;
     memset(&e, 0, sizeof e);
@@ -649,7 +647,7 @@ CR__FRULE_DEF(normalize_frule)
 /* opnorm: matrices whose column (row) abs-sums are well separated and entries away from
  * zero, so that neither the maximal column nor a sign changes under finite differences;
  * for p = 2, random matrices (their top singular value is simple almost surely). */
-CR__SAMPLE_DEF(sample_opnorm)
+static cr_status sample_opnorm(CR__SAMPLE_PARAMS)
 {
     size_t shape[2] = {1 + cr__rng_below(rng, 4), 1 + cr__rng_below(rng, 4)};
     cr_dtype dt = cr__rng_dtype(rng);
@@ -681,7 +679,7 @@ CR__SAMPLE_DEF(sample_opnorm)
 }
 
 /* normalize: a random array and p among 1, 2, 3 (integers) and 1.5, 2.5 (perturbed). */
-CR__SAMPLE_DEF(sample_normalize)
+static cr_status sample_normalize(CR__SAMPLE_PARAMS)
 {
     static const size_t shapes[2][2] = {{5, 0}, {2, 3}};
     size_t k = cr__rng_below(rng, 2);

@@ -125,8 +125,7 @@ static inline cr_status red_thunk_pullback(const cr_tangent *dy, cr_tangent *dx,
 {
     const cr_array *g;
     cr_status st = cr__red_cot(arena, who, &e->r, *dy, &g);
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     return st != CR_OK ? st : red_thunk_new(arena, e, g, thunk, add, thunk_name, &dx[1]);
 }
 
@@ -148,7 +147,7 @@ static cr_status sum_thunk(cr_arena *arena, cr_tangent *out, void *env)
 CR__THUNK_ADD(sum_add, red_thunk, t->e->r.wdt, t->e->r.A,
               cr__broadcast_axpy(dest, t->g, t->e->scale), sum_thunk)
 
-CR__PULLBACK_DEF(sum_pullback)
+static cr_status sum_pullback(CR__PULLBACK_PARAMS)
 {
     return red_thunk_pullback(dy, dx, nx, arena, env, "sum_pullback", sum_thunk, sum_add,
                               "sum_pullback_thunk");
@@ -178,7 +177,7 @@ static cr_status sum_mean_rrule(cr_arena *arena, const char *who, const cr_value
 }
 
 /* sum(A; dims): Ā = broadcast(Ȳ) to A's shape. */
-CR__RRULE_DEF(sum_rrule)
+static cr_status sum_rrule(CR__RRULE_PARAMS)
 {
     if (nargs > 0 && args[0].kind == CR_KIND_FUNC) /* sum(f, A): array/higher_order.c */
         return cr__sum_f_rrule(cfg, arena, f, args, nargs, y, pb, udata);
@@ -188,7 +187,7 @@ CR__ARRAY_FN(sum, "sum", -1)
 
 /* mean(A; dims) = sum(A; dims) / n: Ā = broadcast(Ȳ) / n. mean(f, A; dims): array/higher_order.c.
  */
-CR__RRULE_DEF(mean_rrule)
+static cr_status mean_rrule(CR__RRULE_PARAMS)
 {
     if (nargs > 0 && args[0].kind == CR_KIND_FUNC) /* mean(f, A): array/higher_order.c */
         return cr__mean_f_rrule(cfg, arena, f, args, nargs, y, pb, udata);
@@ -216,8 +215,7 @@ static void prod_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, vo
 {
     prod_ctx *c = vctx;
     for (size_t i = 0; i < n; i++) {
-        ptrdiff_t io = off[0] + (ptrdiff_t)i * step[0], ix = off[1] + (ptrdiff_t)i * step[1],
-                  id = off[2] + (ptrdiff_t)i * step[2];
+        ptrdiff_t io = CR__AT(0), ix = CR__AT(1), id = CR__AT(2);
         cr_complex x = c->cplx ? ((const cr_complex *)c->x)[ix] : ((const double *)c->x)[ix];
         if (c->mode == 0) {
             if (c->cplx)
@@ -330,7 +328,7 @@ static cr_status prod_thunk(cr_arena *arena, cr_tangent *out, void *env)
 CR__THUNK_ADD(prod_add, red_thunk, t->e->r.wdt, t->e->r.A, return prod_fill(arena, t, dest, true),
               prod_thunk)
 
-CR__PULLBACK_DEF(prod_pullback)
+static cr_status prod_pullback(CR__PULLBACK_PARAMS)
 {
     return red_thunk_pullback(dy, dx, nx, arena, env, "prod_pullback", prod_thunk, prod_add,
                               "prod_pullback_thunk");
@@ -347,7 +345,7 @@ static cr_status prod_forward(cr_arena *arena, const cr__red *r, cr_array **w)
 }
 
 /* prod(A; dims): ∂y/∂x_i = Π_{j≠i} x_j over the slice; Ā_i = conj(∂y/∂x_i) Ȳ. */
-CR__RRULE_DEF(prod_rrule)
+static cr_status prod_rrule(CR__RRULE_PARAMS)
 {
     cr__red r;
     cr_status st = cr__red_parse(arena, "prod", args, nargs, 2, false, &r);
@@ -365,7 +363,7 @@ CR__RRULE_DEF(prod_rrule)
 CR__ARRAY_FN(prod, "prod", -1)
 
 /* frule of prod: Ẏ = Σ_i (∂y/∂x_i) Ẋ_i over each slice, with the same zero-safe partials. */
-CR__FRULE_DEF(prod_frule)
+static cr_status prod_frule(CR__FRULE_PARAMS)
 {
     cr__red r;
     cr_status st = cr__red_parse(arena, "prod", args, nargs, 2, false, &r);
@@ -418,7 +416,7 @@ static void cumsum_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, 
 {
     line_ctx *c = vctx;
     for (size_t i = 0; i < n; i++) {
-        ptrdiff_t os = off[0] + (ptrdiff_t)i * step[0], od = off[1] + (ptrdiff_t)i * step[1];
+        ptrdiff_t os = CR__AT(0), od = CR__AT(1);
         if (c->cplx) {
             const cr_complex *s = (const cr_complex *)c->src + os;
             cr_complex *d = (cr_complex *)c->dst + od, acc = 0;
@@ -454,14 +452,13 @@ static void cumsum_run(const cr_array *src, cr_array *dst, size_t dim, bool reve
     cr__nd_run(&nd, cumsum_inner, &c);
 }
 
-CR__PULLBACK_DEF(cumsum_pullback)
+static cr_status cumsum_pullback(CR__PULLBACK_PARAMS)
 {
     red_env *e = env;
     const cr_array *A = e->r.A;
     const cr_array *g;
     cr_status st = cr__tan_array(arena, "cumsum_pullback", *dy, A->ndim, A->shape, e->r.wdt, &g);
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     if (st != CR_OK)
         return st;
     if (g == NULL) {
@@ -477,7 +474,7 @@ CR__PULLBACK_DEF(cumsum_pullback)
 }
 
 /* cumsum(A, dim): Y_k = Σ_{j<=k} A_j along dim; Ā_k = Σ_{j>=k} Ȳ_j. */
-CR__RRULE_DEF(cumsum_rrule)
+static cr_status cumsum_rrule(CR__RRULE_PARAMS)
 {
     cr__red r;
     cr_status st = cr__red_parse(arena, "cumsum", args, nargs, 2, false, &r);
@@ -534,9 +531,9 @@ static void ext_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, voi
 {
     ext_ctx *c = vctx;
     for (size_t i = 0; i < n; i++) {
-        double v = c->x[off[0] + (ptrdiff_t)i * step[0]];
-        ptrdiff_t o = off[1] + (ptrdiff_t)i * step[1];
-        int64_t lin = (int64_t)(off[2] + (ptrdiff_t)i * step[2]);
+        double v = c->x[CR__AT(0)];
+        ptrdiff_t o = CR__AT(1);
+        int64_t lin = (int64_t)(CR__AT(2));
         double b = c->best[o];
         bool take =
             c->idx[o] < 0 || (isnan(v) && !isnan(b)) || (!isnan(b) && (c->max ? v > b : v < b));
@@ -682,12 +679,11 @@ typedef struct ext_env {
 } ext_env;
 
 /* Ā = zeros with Ȳ scattered at the extremal indices. */
-CR__PULLBACK_DEF(ext_pullback)
+static cr_status ext_pullback(CR__PULLBACK_PARAMS)
 {
     ext_env *e = env;
     const char *who = k_ext_pb_names[e->kind];
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     cr_tangent dv;
     cr_status st = ext_value_cot(arena, who, e->kind >= EXT_FINDMAX, *dy, &dv);
     const cr_array *g = NULL;
@@ -814,12 +810,11 @@ static cr_status extrema_forward(cr_arena *arena, const cr_value *args, size_t n
 
 /* Ā = zeros with the minimum's cotangent at the (first) minimal element and the maximum's
  * at the (first) maximal one (the same element for a constant slice: both add). */
-CR__PULLBACK_DEF(extrema_pullback)
+static cr_status extrema_pullback(CR__PULLBACK_PARAMS)
 {
     extrema_env *e = env;
     const cr__red *r = &e->lo.r;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     cr_tangent d, f[2];
     const cr_array *g[2];
     cr_status st = cr__tuple_cotangent(arena, "extrema_pullback", "a tuple", *dy, &d);
@@ -846,7 +841,7 @@ CR__PULLBACK_DEF(extrema_pullback)
     return cr__give(arena, e->lo.pA, out, &dx[1]);
 }
 
-CR__RRULE_DEF(extrema_rrule)
+static cr_status extrema_rrule(CR__RRULE_PARAMS)
 {
     cr__red r;
     cr_array *blo = NULL, *ilo = NULL, *bhi = NULL, *ihi = NULL;
@@ -865,7 +860,7 @@ CR__RRULE_DEF(extrema_rrule)
 CR__ARRAY_FN(extrema, "extrema", -1)
 
 /* frule: (Ẋ at the minimal element, Ẋ at the maximal element). */
-CR__FRULE_DEF(extrema_frule)
+static cr_status extrema_frule(CR__FRULE_PARAMS)
 {
     cr__red r;
     cr_array *blo = NULL, *ilo = NULL, *bhi = NULL, *ihi = NULL;
@@ -920,7 +915,7 @@ static void cp_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, void
 {
     cp_ctx *c = vctx;
     for (size_t i = 0; i < n; i++) {
-        ptrdiff_t ox = off[0] + (ptrdiff_t)i * step[0], oc = off[1] + (ptrdiff_t)i * step[1];
+        ptrdiff_t ox = CR__AT(0), oc = CR__AT(1);
 #define CP_X(k)                                                      \
     (c->cplx ? ((const cr_complex *)c->x)[ox + (ptrdiff_t)(k)*c->sx] \
              : ((const double *)c->x)[ox + (ptrdiff_t)(k)*c->sx])
@@ -1021,12 +1016,11 @@ static cr_status cumprod_forward(cr_arena *arena, const cr_value *args, size_t n
     return CR_OK;
 }
 
-CR__PULLBACK_DEF(cumprod_pullback)
+static cr_status cumprod_pullback(CR__PULLBACK_PARAMS)
 {
     cp_env *e = env;
     const cr_array *A = e->r.A;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     const cr_array *g;
     cr_status st = cr__tan_array(arena, "cumprod_pullback", *dy, A->ndim, A->shape, e->r.wdt, &g);
     if (st != CR_OK)
@@ -1045,7 +1039,7 @@ CR__PULLBACK_DEF(cumprod_pullback)
 }
 
 /* cumprod(A, dim): running products along dim, zero-safe in both directions. */
-CR__RRULE_DEF(cumprod_rrule)
+static cr_status cumprod_rrule(CR__RRULE_PARAMS)
 {
     cr__red r;
     size_t dim;
@@ -1069,7 +1063,7 @@ CR__RRULE_DEF(cumprod_rrule)
 }
 CR__ARRAY_FN(cumprod, "cumprod", -1)
 
-CR__FRULE_DEF(cumprod_frule)
+static cr_status cumprod_frule(CR__FRULE_PARAMS)
 {
     cr__red r;
     size_t dim;
@@ -1147,7 +1141,7 @@ cr_status cr__sample_red(cr_arena *arena, uint64_t *rng, cr_value *args, size_t 
     return st;
 }
 
-CR__SAMPLE_DEF(sample_vector)
+static cr_status sample_vector(CR__SAMPLE_PARAMS)
 {
     size_t n = 2 + cr__rng_below(rng, 5);
     cr_array *A;

@@ -437,7 +437,7 @@ typedef struct sel_env {
     uint32_t nd;
 } sel_env;
 
-CR__PULLBACK_DEF(sel_pullback)
+static cr_status sel_pullback(CR__PULLBACK_PARAMS)
 {
     const sel_env *e = env;
     cr_tangent idx[CR_SIG_MAX_ARGS + 1];
@@ -455,7 +455,7 @@ static cr_status sel_prepare(cr_arena *arena, const sel_def *d, const cr_value *
     return st == CR_OK ? d->choose(arena, args, nargs, gargs, ng) : st;
 }
 
-CR__RRULE_DEF(sel_rrule)
+static cr_status sel_rrule(CR__RRULE_PARAMS)
 {
     const sel_def *d = def_of(f);
     cr_value gargs[CR_SIG_MAX_ARGS];
@@ -476,7 +476,7 @@ CR__RRULE_DEF(sel_rrule)
     return CR_OK;
 }
 
-CR__FRULE_DEF(sel_frule)
+static cr_status sel_frule(CR__FRULE_PARAMS)
 {
     const sel_def *d = def_of(f);
     cr_value gargs[CR_SIG_MAX_ARGS];
@@ -552,7 +552,7 @@ typedef struct hv_env {
     uint32_t nd;
 } hv_env;
 
-CR__PULLBACK_DEF(hv_pullback)
+static cr_status hv_pullback(CR__PULLBACK_PARAMS)
 {
     const hv_env *e = env;
     cr_tangent rb[CR_SIG_MAX_ARGS + 1], bb[CR_SIG_MAX_ARGS + 1];
@@ -568,7 +568,7 @@ CR__PULLBACK_DEF(hv_pullback)
     return st;
 }
 
-CR__RRULE_DEF(hvcat_rrule)
+static cr_status hvcat_rrule(CR__RRULE_PARAMS)
 {
     hv_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(hv_env));
     if (e == NULL)
@@ -600,7 +600,7 @@ CR__RRULE_DEF(hvcat_rrule)
 }
 CR__ARRAY_FN(hvcat, "hvcat", -1)
 
-CR__FRULE_DEF(hvcat_frule)
+static cr_status hvcat_frule(CR__FRULE_PARAMS)
 {
     int64_t *rows;
     size_t nrows;
@@ -668,7 +668,7 @@ static cr_status spaced(cr_arena *arena, uint64_t *rng, cr_dtype dt, size_t nd, 
     return CR_OK;
 }
 
-CR__SAMPLE_DEF(sample_select)
+static cr_status sample_select(CR__SAMPLE_PARAMS)
 {
     int what = *(const int *)env;
     cr_dtype dt = cr__rng_dtype(rng);

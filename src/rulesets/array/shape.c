@@ -52,7 +52,7 @@ static cr_status reshape_shape(cr_arena *arena, const cr_value *v, size_t *ndim,
     return CR_OK;
 }
 
-CR__PULLBACK_DEF(reshape_pullback)
+static cr_status reshape_pullback(CR__PULLBACK_PARAMS)
 {
     shape_env *e = env;
     const cr_array *g;
@@ -66,7 +66,7 @@ CR__PULLBACK_DEF(reshape_pullback)
 }
 
 /* reshape(A, shape): y = A read in row-major order with the new extents; Ā = reshape(Ȳ). */
-CR__RRULE_DEF(reshape_rrule)
+static cr_status reshape_rrule(CR__RRULE_PARAMS)
 {
     const cr_array *A;
     cr_status st = cr__nargs(arena, "reshape", nargs, 2, 2);
@@ -236,12 +236,12 @@ static cr_status transpose_pullback_common(const cr_tangent *dy, cr_tangent *dx,
     return cr__give_alias(arena, e->pA, t, &dx[1]);
 }
 
-CR__PULLBACK_DEF(transpose_pullback)
+static cr_status transpose_pullback(CR__PULLBACK_PARAMS)
 {
     return transpose_pullback_common(dy, dx, arena, env, false, "transpose_pullback");
 }
 
-CR__PULLBACK_DEF(adjoint_pullback)
+static cr_status adjoint_pullback(CR__PULLBACK_PARAMS)
 {
     return transpose_pullback_common(dy, dx, arena, env, true, "adjoint_pullback");
 }
@@ -272,7 +272,7 @@ static cr_status transpose_rrule_common(cr_arena *arena, const cr_value *args, s
 }
 
 /* transpose(A): Ā = transpose(Ȳ). */
-CR__RRULE_DEF(transpose_rrule)
+static cr_status transpose_rrule(CR__RRULE_PARAMS)
 {
     return transpose_rrule_common(arena, args, nargs, y, pb, udata, false);
 }
@@ -280,7 +280,7 @@ CR__ARRAY_FN(transpose, "transpose", 1)
 
 /* adjoint(A) = conj(transpose(A)): Ā = adjoint(Ȳ) (the map is R-linear, its adjoint under
  * the real inner product re<X, Y> is the conjugate transpose again). */
-CR__RRULE_DEF(adjoint_rrule)
+static cr_status adjoint_rrule(CR__RRULE_PARAMS)
 {
     return transpose_rrule_common(arena, args, nargs, y, pb, udata, true);
 }
@@ -288,7 +288,7 @@ CR__ARRAY_FN(adjoint, "adjoint", 1)
 
 /* ---- permutedims ------------------------------------------------------------------------ */
 
-CR__PULLBACK_DEF(permutedims_pullback)
+static cr_status permutedims_pullback(CR__PULLBACK_PARAMS)
 {
     shape_env *e = env;
     const cr_array *A = e->A;
@@ -318,7 +318,7 @@ CR__PULLBACK_DEF(permutedims_pullback)
 
 /* permutedims(A, perm): y[i_0..] = A[i_perm^-1 ...] (dimension k of y is perm[k] of A);
  * Ā = permutedims(Ȳ, invperm(perm)). */
-CR__RRULE_DEF(permutedims_rrule)
+static cr_status permutedims_rrule(CR__RRULE_PARAMS)
 {
     const cr_array *A;
     cr_status st = cr__nargs(arena, "permutedims", nargs, 2, 2);
@@ -370,7 +370,7 @@ CR__ARRAY_FN(permutedims, "permutedims", 2)
 
 /* ---- Test registrations ---------------------------------------------------------------- */
 
-CR__SAMPLE_DEF(sample_reshape)
+static cr_status sample_reshape(CR__SAMPLE_PARAMS)
 {
     static const size_t in[3][3] = {{2, 3, 0}, {4, 0, 0}, {2, 3, 2}};
     static const size_t in_nd[3] = {2, 1, 3};
@@ -388,7 +388,7 @@ CR__SAMPLE_DEF(sample_reshape)
 }
 
 /* A random vector or matrix, sometimes transposed, sometimes structured. */
-CR__SAMPLE_DEF(sample_matrix_arg)
+static cr_status sample_matrix_arg(CR__SAMPLE_PARAMS)
 {
     size_t k = cr__rng_below(rng, 6);
     cr_dtype dt = cr__rng_dtype(rng);
@@ -424,7 +424,7 @@ CR__SAMPLE_DEF(sample_matrix_arg)
     return CR_OK;
 }
 
-CR__SAMPLE_DEF(sample_permutedims)
+static cr_status sample_permutedims(CR__SAMPLE_PARAMS)
 {
     static const size_t shape[3] = {2, 3, 4};
     static const int64_t perms[3][3] = {{2, 0, 1}, {1, 0, 2}, {0, 2, 1}};

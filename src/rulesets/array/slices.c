@@ -223,12 +223,11 @@ CR__THUNK_ADD(sl_add, sl_thunk, t->e->wdt, t->e->s.A, sl_scatter(t, dest), sl_th
 
 /* Ā = zeros(A) with each slice's cotangent added at its slice; absent and zero fields of
  * the tuple's structural cotangent contribute nothing. */
-CR__PULLBACK_DEF(sl_pullback)
+static cr_status sl_pullback(CR__PULLBACK_PARAMS)
 {
     sl_env *e = env;
     const char *who = k_sl_pb_names[e->kind];
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     dx[1] = cr_tangent_zero();
     cr_tangent t;
     cr_status st = cr_tangent_unthunk(*dy, &t);
@@ -322,7 +321,7 @@ SL_RULES(eachslice, SL_SLICE, 2)
 /* ---- Test registrations ---- */
 
 /* Slices: a vector, a matrix or a 3-d array (sometimes transposed or Upper triangular). */
-CR__SAMPLE_DEF(sample_slices)
+static cr_status sample_slices(CR__SAMPLE_PARAMS)
 {
     const sl_kind *k = env;
     static const size_t shapes[3][3] = {{4, 0, 0}, {3, 4, 0}, {2, 3, 2}};

@@ -42,9 +42,9 @@ static void sm_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, void
 {
     sm_ctx *c = vctx;
     for (size_t i = 0; i < n; i++) {
-        double x = c->x[off[0] + (ptrdiff_t)i * step[0]];
-        ptrdiff_t o = off[1] + (ptrdiff_t)i * step[1];
-        ptrdiff_t k = off[2] + (ptrdiff_t)i * step[2], kb = off[3] + (ptrdiff_t)i * step[3];
+        double x = c->x[CR__AT(0)];
+        ptrdiff_t o = CR__AT(1);
+        ptrdiff_t k = CR__AT(2), kb = CR__AT(3);
         switch (c->mode) {
         case SM_MAX:
             if (x > c->o1[o] || isnan(x))
@@ -155,12 +155,11 @@ typedef struct sm_env {
 
 /* softmax: Ā = y ⊙ (Ȳ - Σ(Ȳ ⊙ y)); logsoftmax: Ā = Ȳ - exp(y) ⊙ ΣȲ;
  * logsumexp: Ā = Ȳ ⊙ exp(x - y). Sums over each slice. */
-CR__PULLBACK_DEF(sm_pullback)
+static cr_status sm_pullback(CR__PULLBACK_PARAMS)
 {
     sm_env *e = env;
     const cr__red *r = &e->r;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     const cr_array *g;
     cr_status st = e->fn == SMF_LOGSUMEXP ? cr__red_cot(arena, k_sm_pb_names[e->fn], r, *dy, &g)
                                           : cr__tan_array(arena, k_sm_pb_names[e->fn], *dy, r->ndim,

@@ -191,7 +191,7 @@ CR__THUNK_ADD(u_add, u_thunk, t->e->wdt, t->e->A, cr__axpy(t->s, t->g, dest), u_
  *   A / λ:         Ā = Ȳ / conj(λ),                 λ̄ = -Σ conj(Y / λ) Ȳ;
  *   λ A⁻¹ = λ Z:   Ā = matinv's pullback at conj(λ) Ȳ,  λ̄ = Σ conj(Z) Ȳ.
  * The array cotangent is an InplaceableThunk (add! is an axpy) except for the shift. */
-CR__PULLBACK_DEF(u_pullback)
+static cr_status u_pullback(CR__PULLBACK_PARAMS)
 {
     u_env *e = env;
     const char *who = k_u_pb_names[e->op];
@@ -338,7 +338,7 @@ typedef struct u_sample {
     bool lam_first;
 } u_sample;
 
-CR__SAMPLE_DEF(sample_uniform)
+static cr_status sample_uniform(CR__SAMPLE_PARAMS)
 {
     const u_sample *o = env;
     bool square = o->op == U_ADD || o->op == U_SUB || (o->op == U_LDIV && !o->lam_first) ||

@@ -126,7 +126,7 @@ CR__THUNK_ADD(uq_add, uq_thunk, CR_DT_F64, t->e->x, uq_scatter(t, dest), uq_thun
 
 /* x̄[first[k]] += ȳ[k]: each output's cotangent goes to the first occurrence of its value
  * only (the derivative of "the value at the first index holding it"). */
-CR__PULLBACK_DEF(uq_pullback)
+static cr_status uq_pullback(CR__PULLBACK_PARAMS)
 {
     uq_env *e = env;
     dx[0] = cr_tangent_none();
@@ -138,7 +138,7 @@ CR__PULLBACK_DEF(uq_pullback)
                : uq_thunk_new(arena, e, g, uq_thunk_fn, uq_add, "unique_pullback_thunk", &dx[1]);
 }
 
-CR__RRULE_DEF(unique_rrule)
+static cr_status unique_rrule(CR__RRULE_PARAMS)
 {
     uq_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(uq_env));
     if (e == NULL)
@@ -150,7 +150,7 @@ CR__RRULE_DEF(unique_rrule)
 CR__ARRAY_FN(unique, "unique", 1)
 
 /* frule: ẏ[k] = ẋ[first[k]]. */
-CR__FRULE_DEF(unique_frule)
+static cr_status unique_frule(CR__FRULE_PARAMS)
 {
     uq_env e;
     memset(&e, 0, sizeof e);
@@ -178,7 +178,7 @@ CR__FRULE_DEF(unique_frule)
 
 /* unique: distinct values (a shuffled grid with jitter), so finite differences never
  * create or break a tie. */
-CR__SAMPLE_DEF(sample_unique)
+static cr_status sample_unique(CR__SAMPLE_PARAMS)
 {
     size_t n = 2 + cr__rng_below(rng, 6);
     cr_dtype dt = cr__rng_below(rng, 4) == 0 ? CR_DT_F32 : CR_DT_F64;

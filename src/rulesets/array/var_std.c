@@ -26,8 +26,7 @@ static void var_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, voi
 {
     var_ctx *c = vctx;
     for (size_t i = 0; i < n; i++) {
-        ptrdiff_t ix = off[0] + (ptrdiff_t)i * step[0], o = off[1] + (ptrdiff_t)i * step[1],
-                  k = off[2] + (ptrdiff_t)i * step[2];
+        ptrdiff_t ix = CR__AT(0), o = CR__AT(1), k = CR__AT(2);
         cr_complex d = c->cplx ? ((const cr_complex *)c->x)[ix] - ((const cr_complex *)c->mu)[o]
                                : ((const double *)c->x)[ix] - ((const double *)c->mu)[o];
         switch (c->mode) {
@@ -112,12 +111,11 @@ static cr_status var_output(cr_arena *arena, const cr__red *r, cr_array *v, bool
 /* var: Ā = 2 (x - μ) ȳ / (n - 1); std: Ā = (x - μ) ȳ / ((n - 1) σ), 0 where σ = 0 (all
  * the slice's elements equal: the subgradient 0, not NaN). The mean's own dependence on x
  * cancels because Σ (x - μ) = 0. */
-CR__PULLBACK_DEF(var_pullback)
+static cr_status var_pullback(CR__PULLBACK_PARAMS)
 {
     var_env *e = env;
     const cr__red *r = &e->r;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     const char *who = e->std ? "std_pullback" : "var_pullback";
     const cr_array *g;
     cr_status st =

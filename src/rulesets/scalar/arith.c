@@ -325,7 +325,7 @@ static cr_status epa_primal(cr_arena *arena, const cr_value *args, size_t nargs,
 }
 
 /* frule: Δy = p'(x) Δx + sum_i x^i Δc_i, Δc an array tangent (or a zero). */
-CR__FRULE_DEF(evalpoly_arr_frule)
+static cr_status evalpoly_arr_frule(CR__FRULE_PARAMS)
 {
     ep_type t;
     cr_complex dp, dx = 0, acc = 0, x = ep_value(&args[0]);
@@ -363,7 +363,7 @@ typedef struct evalpoly_arr_env {
 } evalpoly_arr_env;
 
 /* (NoTangent, conj(p'(x)) ȳ projected on x, [conj(x)^i ȳ] projected on c's dtype) */
-CR__PULLBACK_DEF(evalpoly_arr_pullback)
+static cr_status evalpoly_arr_pullback(CR__PULLBACK_PARAMS)
 {
     const evalpoly_arr_env *e = env;
     cr_complex g;
@@ -396,7 +396,7 @@ CR__PULLBACK_DEF(evalpoly_arr_pullback)
     return CR_OK;
 }
 
-CR__RRULE_DEF(evalpoly_arr_rrule)
+static cr_status evalpoly_arr_rrule(CR__RRULE_PARAMS)
 {
     ep_type t;
     cr_complex dp;
@@ -415,7 +415,7 @@ CR__RRULE_DEF(evalpoly_arr_rrule)
 }
 
 /* Arguments for the rule tester: x in [-2, 2] and 1 to 5 coefficients in [-3, 3] (f64). */
-CR__SAMPLE_DEF(evalpoly_arr_sample)
+static cr_status evalpoly_arr_sample(CR__SAMPLE_PARAMS)
 {
     if (nargs != 2)
         return CR_EINVAL;
@@ -463,7 +463,7 @@ static const cr_function evalpoly_function = {
 const cr_value cr_fn_evalpoly = {.kind = CR_KIND_FUNC, .u.func = {&evalpoly_function, NULL}};
 
 /* frule: Δy = p'(x) Δx + sum_i x^i Δc_i (the second sum by Horner's scheme too). */
-CR__FRULE_DEF(evalpoly_frule)
+static cr_status evalpoly_frule(CR__FRULE_PARAMS)
 {
     cr_status st = evalpoly_primal(arena, f, args, nargs, y);
     if (st != CR_OK)
@@ -498,7 +498,7 @@ typedef struct evalpoly_env {
     /* nargs argument kinds follow */
 } evalpoly_env;
 
-CR__PULLBACK_DEF(evalpoly_pullback)
+static cr_status evalpoly_pullback(CR__PULLBACK_PARAMS)
 {
     const evalpoly_env *e = env;
     const cr_kind *kinds = (const cr_kind *)(const void *)(e + 1);
@@ -516,8 +516,12 @@ CR__PULLBACK_DEF(evalpoly_pullback)
     return CR_OK;
 }
 
-CR__RRULE_DEF(evalpoly_rrule)
+static cr_status evalpoly_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                               const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                               const void *udata)
 {
+    (void)cfg;
+    (void)udata;
     cr_status st = evalpoly_primal(arena, f, args, nargs, y);
     if (st != CR_OK)
         return st;

@@ -125,7 +125,7 @@ static bool near_cut(enum cut c, cr_complex z)
 }
 
 /* Complex arguments in [-2, 2] + [-2, 2]i; the first keeps away from the cut (env). */
-CR__SAMPLE_DEF(complex_sample)
+static cr_status complex_sample(CR__SAMPLE_PARAMS)
 {
     enum cut c = (enum cut)(uintptr_t)env;
     for (size_t j = 0; j < nargs; j++) {
@@ -196,7 +196,7 @@ static cr_status crow_primal(cr_arena *arena, const cr_value *f, const cr_value 
     return CR_OK;
 }
 
-CR__FRULE_DEF(crow_frule)
+static cr_status crow_frule(CR__FRULE_PARAMS)
 {
     const crow *row = udata;
     cr_complex x[CROW_MAX_IN], Y, D[CROW_MAX_IN], acc = 0.0;
@@ -228,7 +228,7 @@ typedef struct crow_env {
 } crow_env;
 
 /* Jᵀ·ȳ for a holomorphic f: conj(∂f/∂x[j])·ȳ, projected onto argument j. */
-CR__PULLBACK_DEF(crow_pullback)
+static cr_status crow_pullback(CR__PULLBACK_PARAMS)
 {
     const crow_env *e = env;
     cr_complex g;
@@ -244,7 +244,7 @@ CR__PULLBACK_DEF(crow_pullback)
     return CR_OK;
 }
 
-CR__RRULE_DEF(crow_rrule)
+static cr_status crow_rrule(CR__RRULE_PARAMS)
 {
     const crow *row = udata;
     cr_complex x[CROW_MAX_IN], Y;
@@ -425,7 +425,7 @@ static cr_status zfun_primal(cr_arena *arena, const cr_value *f, const cr_value 
     return st;
 }
 
-CR__FRULE_DEF(zfun_frule)
+static cr_status zfun_frule(CR__FRULE_PARAMS)
 {
     const zfun *fn = udata;
     cr_complex z, zd;
@@ -445,7 +445,7 @@ CR__FRULE_DEF(zfun_frule)
     return CR_OK;
 }
 
-CR__PULLBACK_DEF(zfun_pullback)
+static cr_status zfun_pullback(CR__PULLBACK_PARAMS)
 {
     const z_env *e = env;
     const zfun *fn = e->fn;
@@ -463,7 +463,7 @@ CR__PULLBACK_DEF(zfun_pullback)
     return CR_OK;
 }
 
-CR__RRULE_DEF(zfun_rrule)
+static cr_status zfun_rrule(CR__RRULE_PARAMS)
 {
     const zfun *fn = udata;
     cr_complex z = 0;
@@ -676,7 +676,7 @@ static cr_status chypot_primal(cr_arena *arena, const cr_value *f, const cr_valu
 static const cr_function chypot_function = {.name = "chypot", .arity = 2, .primal = chypot_primal};
 const cr_value cr_fn_chypot = {.kind = CR_KIND_FUNC, .u.func = {&chypot_function, NULL}};
 
-CR__FRULE_DEF(chypot_frule)
+static cr_status chypot_frule(CR__FRULE_PARAMS)
 {
     cr_complex z, w, zd, wd;
     bool znz, wnz;
@@ -703,7 +703,7 @@ typedef struct zw_env {
     uint8_t zkind, wkind;
 } zw_env;
 
-CR__PULLBACK_DEF(chypot_pullback)
+static cr_status chypot_pullback(CR__PULLBACK_PARAMS)
 {
     const zw_env *e = env;
     double g;
@@ -722,7 +722,7 @@ CR__PULLBACK_DEF(chypot_pullback)
     return CR_OK;
 }
 
-CR__RRULE_DEF(chypot_rrule)
+static cr_status chypot_rrule(CR__RRULE_PARAMS)
 {
     cr_complex z, w;
     cr_status st = two_args(arena, args, nargs, &z, &w);

@@ -411,7 +411,7 @@ static cr_status frexp_primal(cr_arena *arena, const cr_value *f, const cr_value
 static const cr_function frexp_function = {.name = "frexp", .arity = 1, .primal = frexp_primal};
 const cr_value cr_fn_frexp = {.kind = CR_KIND_FUNC, .u.func = {&frexp_function, NULL}};
 
-CR__FRULE_DEF(frexp_frule)
+static cr_status frexp_frule(CR__FRULE_PARAMS)
 {
     cr_status st = frexp_primal(arena, f, args, nargs, y);
     if (st != CR_OK)
@@ -434,7 +434,7 @@ typedef struct frexp_env {
     cr_kind kind;
 } frexp_env;
 
-CR__PULLBACK_DEF(frexp_pullback)
+static cr_status frexp_pullback(CR__PULLBACK_PARAMS)
 {
     const frexp_env *e = env;
     double g = 0.0;
@@ -446,7 +446,7 @@ CR__PULLBACK_DEF(frexp_pullback)
     return CR_OK;
 }
 
-CR__RRULE_DEF(frexp_rrule)
+static cr_status frexp_rrule(CR__RRULE_PARAMS)
 {
     cr_status st = frexp_primal(arena, f, args, nargs, y);
     if (st != CR_OK)
@@ -502,7 +502,7 @@ static cr_status remquo_primal(cr_arena *arena, const cr_value *f, const cr_valu
 static const cr_function remquo_function = {.name = "remquo", .arity = 2, .primal = remquo_primal};
 const cr_value cr_fn_remquo = {.kind = CR_KIND_FUNC, .u.func = {&remquo_function, NULL}};
 
-CR__FRULE_DEF(remquo_frule)
+static cr_status remquo_frule(CR__FRULE_PARAMS)
 {
     cr_status st = remquo_primal(arena, f, args, nargs, y);
     if (st != CR_OK)
@@ -528,7 +528,7 @@ typedef struct remquo_env {
     cr_kind kinds[2];
 } remquo_env;
 
-CR__PULLBACK_DEF(remquo_pullback)
+static cr_status remquo_pullback(CR__PULLBACK_PARAMS)
 {
     const remquo_env *e = env;
     double g = 0.0;
@@ -541,7 +541,7 @@ CR__PULLBACK_DEF(remquo_pullback)
     return CR_OK;
 }
 
-CR__RRULE_DEF(remquo_rrule)
+static cr_status remquo_rrule(CR__RRULE_PARAMS)
 {
     cr_status st = remquo_primal(arena, f, args, nargs, y);
     if (st != CR_OK)
@@ -638,7 +638,7 @@ static const cr_function hypot_function = {.name = "hypot",
                                            .flags = CR_FN_SCALAR_ROW};
 const cr_value cr_fn_hypot = {.kind = CR_KIND_FUNC, .u.func = {&hypot_function, NULL}};
 
-CR__FRULE_DEF(hypot_n_frule)
+static cr_status hypot_n_frule(CR__FRULE_PARAMS)
 {
     cr_status st = hypot_primal(arena, f, args, nargs, y);
     if (st != CR_OK)
@@ -672,7 +672,7 @@ typedef struct hypot_arg {
     cr_kind kind;
 } hypot_arg;
 
-CR__PULLBACK_DEF(hypot_n_pullback)
+static cr_status hypot_n_pullback(CR__PULLBACK_PARAMS)
 {
     const hypot_env *e = env;
     const hypot_arg *a = (const hypot_arg *)(const void *)(e + 1);
@@ -690,7 +690,7 @@ CR__PULLBACK_DEF(hypot_n_pullback)
     return CR_OK;
 }
 
-CR__RRULE_DEF(hypot_n_rrule)
+static cr_status hypot_n_rrule(CR__RRULE_PARAMS)
 {
     cr_status st = hypot_primal(arena, f, args, nargs, y);
     if (st != CR_OK)
