@@ -495,13 +495,13 @@ static cr_status evalpoly_frule(CR__FRULE_PARAMS)
 typedef struct evalpoly_env {
     size_t nargs;
     cr_complex x, dp;
-    /* nargs argument kinds follow */
+    const cr_kind *kinds; /* of the nargs arguments */
 } evalpoly_env;
 
 static cr_status evalpoly_pullback(CR__PULLBACK_PARAMS)
 {
     const evalpoly_env *e = env;
-    const cr_kind *kinds = (const cr_kind *)(const void *)(e + 1);
+    const cr_kind *kinds = e->kinds;
     cr_complex g;
     cr_status st = ep_tangent_value(arena, "evalpoly_pullback", *dy, &g);
     if (st != CR_OK)
@@ -516,18 +516,14 @@ static cr_status evalpoly_pullback(CR__PULLBACK_PARAMS)
     return CR_OK;
 }
 
-static cr_status evalpoly_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                               const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                               const void *udata)
+static cr_status evalpoly_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)udata;
     cr_status st = evalpoly_primal(arena, f, args, nargs, y);
     if (st != CR_OK)
         return st;
-    evalpoly_env *e =
-        cr_arena_alloc(arena, sizeof *e + nargs * sizeof(cr_kind), _Alignof(evalpoly_env));
-    if (e == NULL)
+    evalpoly_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(evalpoly_env));
+    cr_kind *kinds = cr__arena_array(arena, "evalpoly", nargs, sizeof *kinds, _Alignof(cr_kind));
+    if (e == NULL || kinds == NULL)
         return CR__ALLOC_STATUS(arena);
     ep_type t = EP_F64;
     ep_promote(args, nargs, &t);
@@ -535,9 +531,9 @@ static cr_status evalpoly_rrule(const cr_config *cfg, cr_arena *arena, const cr_
     ep_horner(t, args, nargs, &p, &e->dp);
     e->nargs = nargs;
     e->x = ep_value(&args[0]);
-    cr_kind *kinds = (cr_kind *)(void *)(e + 1);
     for (size_t i = 0; i < nargs; i++)
         kinds[i] = args[i].kind;
+    e->kinds = kinds;
     *pb = (cr_pullback){evalpoly_pullback, e, "evalpoly_pullback", nargs + 1};
     return CR_OK;
 }
