@@ -701,14 +701,20 @@ static void axpy_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, vo
     }
 }
 
-void cr__broadcast_axpy(cr_array *dst, const cr_array *src, cr_complex s)
+/* fn over dst and src broadcast to dst's shape, with the factor s. */
+static void broadcast_run(cr_array *dst, const cr_array *src, cr_complex s, cr__inner_fn fn)
 {
     cr__nd nd;
     cr__nd_init(&nd, dst->ndim, dst->shape);
     cr__nd_add(&nd, dst);
     cr__nd_add(&nd, src);
     acc_ctx c = {dst->data, src->data, s, dst->dtype == CR_DT_C128};
-    cr__nd_run(&nd, axpy_inner, &c);
+    cr__nd_run(&nd, fn, &c);
+}
+
+void cr__broadcast_axpy(cr_array *dst, const cr_array *src, cr_complex s)
+{
+    broadcast_run(dst, src, s, axpy_inner);
 }
 
 cr_status cr__scalar_array(cr_arena *arena, cr_dtype wdt, cr_complex v, cr_array **out)
@@ -765,12 +771,7 @@ cr_status cr__unbroadcast(cr_arena *arena, const cr_array *full, size_t ndim, co
 
 void cr__broadcast_into(cr_array *dst, const cr_array *src, cr_complex s)
 {
-    cr__nd nd;
-    cr__nd_init(&nd, dst->ndim, dst->shape);
-    cr__nd_add(&nd, dst);
-    cr__nd_add(&nd, src);
-    acc_ctx c = {dst->data, src->data, s, dst->dtype == CR_DT_C128};
-    cr__nd_run(&nd, set_inner, &c);
+    broadcast_run(dst, src, s, set_inner);
 }
 
 void cr__axpy(cr_complex s, const cr_array *x, cr_array *y)

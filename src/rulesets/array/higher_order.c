@@ -28,50 +28,45 @@ static cr_status elem_fail(cr_arena *arena, cr_status st, const char *who, const
                         cr__after_name(msg, cr__fname(f)));
 }
 
+/* The status of an element's rule (forward: an frule, else an rrule) found through the
+ * configuration's AD (via_ad) or the registry: CR_NOTHING becomes the error saying which is
+ * missing, another failure gets elem_fail's prefix. */
+static cr_status elem_end(cr_arena *arena, cr_status st, bool via_ad, bool forward, const char *who,
+                          const cr_value *f, const cr_value *args, size_t nargs, size_t k)
+{
+    const char *rule = forward ? "frule" : "rrule";
+    if (st == CR_NOTHING && via_ad)
+        st = CR__FAIL(arena, CR_ENORULE, "%s_via_ad gave no rule", rule);
+    else if (st == CR_NOTHING) {
+        char sig[256];
+        cr__call_str(f, args, nargs, sig, sizeof sig);
+        return CR__FAIL(arena, CR_ENOCAP,
+                        "%s: no %s for %s, and the rule configuration has no %s mode to "
+                        "differentiate it (CR_CAP_%s and %s_via_ad are required)",
+                        who, rule, sig, forward ? "forward" : "reverse",
+                        forward ? "FORWARD" : "REVERSE", rule);
+    }
+    return st == CR_OK ? CR_OK : elem_fail(arena, st, who, f, k);
+}
+
 cr_status cr__elem_rrule(const cr_config *cfg, cr_arena *arena, const char *who, size_t k,
                          const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
                          cr_pullback *pb)
 {
-    cr_status st;
-    if (cfg != NULL && (cfg->caps & CR_CAP_REVERSE) != 0) {
-        st = cr_rrule_via_ad(cfg, arena, f, args, nargs, y, pb);
-        if (st == CR_NOTHING)
-            st = CR__FAIL(arena, CR_ENORULE, "rrule_via_ad gave no rule");
-    } else {
-        st = cr_rrule(cfg, arena, f, args, nargs, y, pb);
-        if (st == CR_NOTHING) {
-            char sig[256];
-            cr__call_str(f, args, nargs, sig, sizeof sig);
-            return CR__FAIL(arena, CR_ENOCAP,
-                            "%s: no rrule for %s, and the rule configuration has no reverse mode "
-                            "to differentiate it (CR_CAP_REVERSE and rrule_via_ad are required)",
-                            who, sig);
-        }
-    }
-    return st == CR_OK ? CR_OK : elem_fail(arena, st, who, f, k);
+    bool via_ad = cfg != NULL && (cfg->caps & CR_CAP_REVERSE) != 0;
+    cr_status st = via_ad ? cr_rrule_via_ad(cfg, arena, f, args, nargs, y, pb)
+                          : cr_rrule(cfg, arena, f, args, nargs, y, pb);
+    return elem_end(arena, st, via_ad, false, who, f, args, nargs, k);
 }
 
 cr_status cr__elem_frule(const cr_config *cfg, cr_arena *arena, const char *who, size_t k,
                          const cr_tangent *dargs, const cr_value *f, const cr_value *args,
                          size_t nargs, cr_value *y, cr_tangent *dy)
 {
-    cr_status st;
-    if (cfg != NULL && (cfg->caps & CR_CAP_FORWARD) != 0) {
-        st = cr_frule_via_ad(cfg, arena, dargs, f, args, nargs, y, dy);
-        if (st == CR_NOTHING)
-            st = CR__FAIL(arena, CR_ENORULE, "frule_via_ad gave no rule");
-    } else {
-        st = cr_frule(cfg, arena, dargs, f, args, nargs, y, dy);
-        if (st == CR_NOTHING) {
-            char sig[256];
-            cr__call_str(f, args, nargs, sig, sizeof sig);
-            return CR__FAIL(arena, CR_ENOCAP,
-                            "%s: no frule for %s, and the rule configuration has no forward mode "
-                            "to differentiate it (CR_CAP_FORWARD and frule_via_ad are required)",
-                            who, sig);
-        }
-    }
-    return st == CR_OK ? CR_OK : elem_fail(arena, st, who, f, k);
+    bool via_ad = cfg != NULL && (cfg->caps & CR_CAP_FORWARD) != 0;
+    cr_status st = via_ad ? cr_frule_via_ad(cfg, arena, dargs, f, args, nargs, y, dy)
+                          : cr_frule(cfg, arena, dargs, f, args, nargs, y, dy);
+    return elem_end(arena, st, via_ad, true, who, f, args, nargs, k);
 }
 
 cr_status cr__elem_call(cr_arena *arena, const char *who, size_t k, const cr_value *f,

@@ -344,16 +344,22 @@ static cr_status prod_forward(cr_arena *arena, const cr__red *r, cr_array **w)
     return CR_OK;
 }
 
+/* The reduction r, the work products w and the output y of prod(args). */
+static cr_status prod_primal(cr_arena *arena, const cr_value *args, size_t nargs, cr__red *r,
+                             cr_array **w, cr_value *y)
+{
+    cr_status st = cr__red_parse(arena, "prod", args, nargs, 2, false, r);
+    if (st == CR_OK)
+        st = prod_forward(arena, r, w);
+    return st == CR_OK ? cr__red_output(arena, r, *w, y) : st;
+}
+
 /* prod(A; dims): ∂y/∂x_i = Π_{j≠i} x_j over the slice; Ā_i = conj(∂y/∂x_i) Ȳ. */
 static cr_status prod_rrule(CR__RRULE_PARAMS)
 {
     cr__red r;
-    cr_status st = cr__red_parse(arena, "prod", args, nargs, 2, false, &r);
     cr_array *w = NULL;
-    if (st == CR_OK)
-        st = prod_forward(arena, &r, &w);
-    if (st == CR_OK)
-        st = cr__red_output(arena, &r, w, y);
+    cr_status st = prod_primal(arena, args, nargs, &r, &w, y);
     red_env *e;
     st = red_rrule_end(arena, st, udata, &r, args, nargs, prod_pullback, "prod_pullback", pb, &e);
     if (e != NULL)
@@ -366,12 +372,8 @@ CR__ARRAY_FN(prod, "prod", -1)
 static cr_status prod_frule(CR__FRULE_PARAMS)
 {
     cr__red r;
-    cr_status st = cr__red_parse(arena, "prod", args, nargs, 2, false, &r);
     cr_array *w = NULL;
-    if (st == CR_OK)
-        st = prod_forward(arena, &r, &w);
-    if (st == CR_OK)
-        st = cr__red_output(arena, &r, w, y);
+    cr_status st = prod_primal(arena, args, nargs, &r, &w, y);
     const cr_array *dA = NULL;
     if (st == CR_OK)
         st = cr__dx_array(arena, "prod", dargs, args, 0, r.wdt, &dA);
@@ -1038,18 +1040,28 @@ static cr_status cumprod_pullback(CR__PULLBACK_PARAMS)
     return cr__give(arena, e->pA, out, &dx[1]);
 }
 
+/* cumprod_forward, and y its result in A's dtype. */
+static cr_status cumprod_primal(cr_arena *arena, const cr_value *args, size_t nargs, cr__red *r,
+                                size_t *dim, cr_array **w, cr_value *y)
+{
+    cr_array *o;
+    cr_status st = cumprod_forward(arena, args, nargs, r, dim, w);
+    if (st == CR_OK)
+        st = cr__cast(arena, *w, (cr_dtype)r->A->dtype, &o);
+    if (st == CR_OK)
+        *y = cr_value_array(o);
+    return st;
+}
+
 /* cumprod(A, dim): running products along dim, zero-safe in both directions. */
 static cr_status cumprod_rrule(CR__RRULE_PARAMS)
 {
     cr__red r;
     size_t dim;
-    cr_array *w, *o;
-    cr_status st = cumprod_forward(arena, args, nargs, &r, &dim, &w);
-    if (st == CR_OK)
-        st = cr__cast(arena, w, (cr_dtype)r.A->dtype, &o);
+    cr_array *w;
+    cr_status st = cumprod_primal(arena, args, nargs, &r, &dim, &w, y);
     if (st != CR_OK)
         return st;
-    *y = cr_value_array(o);
     if (udata == CR__PRIMAL_ONLY)
         return CR_OK;
     cp_env *e = CR__PB_ENV(arena, cp_env, pA, &args[0], &st);
@@ -1067,13 +1079,10 @@ static cr_status cumprod_frule(CR__FRULE_PARAMS)
 {
     cr__red r;
     size_t dim;
-    cr_array *w, *o;
-    cr_status st = cumprod_forward(arena, args, nargs, &r, &dim, &w);
-    if (st == CR_OK)
-        st = cr__cast(arena, w, (cr_dtype)r.A->dtype, &o);
+    cr_array *w;
+    cr_status st = cumprod_primal(arena, args, nargs, &r, &dim, &w, y);
     if (st != CR_OK)
         return st;
-    *y = cr_value_array(o);
     const cr_array *t;
     st = cr__dx_array(arena, "cumprod", dargs, args, 0, r.wdt, &t);
     if (st != CR_OK || t == NULL) {
