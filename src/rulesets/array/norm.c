@@ -227,15 +227,31 @@ static cr_status norm_frule(CR__FRULE_PARAMS)
     return CR_OK;
 }
 
-/* norm(A, p) with p among 1, 2, 3 (integers: no tangent) and 1.5, 2.5 (perturbed). */
+/* norm(A, p) with p among 1, 2, 3, 0, -1 (integers: no tangent) and 1.5, 2.5, -0.5, -2.5,
+ * -Inf (perturbed). For p <= 0 the entries get distinct moduli 0.5 + i/4 + [0, 1/8) in a
+ * random order with random signs (phases for c128): finite differences then cross neither
+ * a zero (where the count of p = 0 steps) nor a tie of the smallest modulus (p = -Inf). */
 static cr_status sample_norm(CR__SAMPLE_PARAMS)
 {
     cr_status st = cr__sample_red(arena, rng, args, 1, env);
     if (st != CR_OK || nargs < 2)
         return st;
-    static const double ps[5] = {1, 2, 3, 1.5, 2.5};
-    size_t k = cr__rng_below(rng, 5);
-    args[1] = k < 3 ? cr_value_i64((int64_t)ps[k]) : cr_value_f64(ps[k]);
+    static const double ps[10] = {1, 2, 3, 0, -1, 1.5, 2.5, -0.5, -2.5, -HUGE_VAL};
+    size_t k = cr__rng_below(rng, 10);
+    args[1] = k < 5 ? cr_value_i64((int64_t)ps[k]) : cr_value_f64(ps[k]);
+    if (ps[k] > 0)
+        return CR_OK;
+    cr_array *A = args[0].u.arr;
+    size_t n = cr_array_numel(A);
+    for (size_t i = 0; i < n; i++) {
+        size_t j = cr__rng_below(rng, i + 1);
+        double r = 0.5 + (double)i / 4 + cr__rng_unif(rng, 0, 0.125);
+        cr_complex v = A->dtype == CR_DT_C128 ? r * cexp(cr__c(0, cr__rng_unif(rng, -3, 3)))
+                                              : (cr__rng_below(rng, 2) ? -r : r);
+        if (j != i)
+            cr__store(A, (ptrdiff_t)i, cr__load(A, (ptrdiff_t)j));
+        cr__store(A, (ptrdiff_t)j, v);
+    }
     return CR_OK;
 }
 static const cr_rule_test k_t_norm = {.sample = sample_norm, .env = (void *)&cr__so_red_all};
