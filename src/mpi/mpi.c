@@ -23,21 +23,19 @@
 
 /* ---- Failures ------------------------------------------------------------------------------ */
 
-static cr_status failf(cr_tape *t, cr_status st, const char *fmt, ...)
 #if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
+__attribute__((format(printf, 3, 4)))
 #endif
-    ;
-
-static cr_status failf(cr_tape *t, cr_status st, const char *fmt, ...)
+static cr_status
+failf(cr_tape *t, cr_status st, const char *fmt, ...)
 {
+    if (t == NULL)
+        return st;
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (t == NULL)
-        return st;
     cr_status old = cr_tape_status(t);
     return old != CR_OK ? old : cr_tape_op_fail(t, st, msg);
 }
