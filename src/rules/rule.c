@@ -164,9 +164,7 @@ static cr_status checked_pullback(CR__PULLBACK_PARAMS)
 static cr_status wrap_checked(cr_arena *arena, const cr_value *f, const cr_value *args,
                               size_t nargs, cr_pullback *pb)
 {
-    checked_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(checked_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, checked_env, e);
     e->inner = *pb;
     e->fn = f->u.func.fn;
     e->nargs = nargs;

@@ -231,6 +231,17 @@ static inline void cr__dx_none(cr_tangent *dx, size_t nx)
         dx[i] = cr_tangent_none();
 }
 
+/* `T *E`: a new T in the arena ARENA (zeroed with the _ZNEW form), or the function returns the
+ * arena's status. A declaration: at the start of a block or after the statements it needs. */
+#define CR__ARENA_NEW(ARENA, T, E)                          \
+    T *E = cr_arena_alloc((ARENA), sizeof(T), _Alignof(T)); \
+    if (E == NULL)                                          \
+    return CR__ALLOC_STATUS(ARENA)
+#define CR__ARENA_ZNEW(ARENA, T, E)                             \
+    T *E = cr_arena_calloc((ARENA), 1, sizeof(T), _Alignof(T)); \
+    if (E == NULL)                                              \
+    return CR__ALLOC_STATUS(ARENA)
+
 /* ---- Heads of rule functions ------------------------------------------------------------ */
 
 /* A parameter a rule function may leave unused. */

@@ -565,9 +565,7 @@ static cr_status bc_pullback(CR__PULLBACK_PARAMS)
             st = bc_give(arena, e, g, j, &dx[j + 2]);
         } else {
             /* Several cotangents: each is a thunk (a loss may need only some of them). */
-            bc_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(bc_thunk));
-            if (t == NULL)
-                return CR__ALLOC_STATUS(arena);
+            CR__ARENA_NEW(arena, bc_thunk, t);
             *t = (bc_thunk){e, g, j};
             st = cr__thunk(arena, bc_thunk_fn, NULL, t, "broadcast_pullback_thunk", &dx[j + 2]);
         }
@@ -849,9 +847,7 @@ cr_status cr__bc_rrule(const cr_config *cfg, cr_arena *arena, const char *who, c
         st = bc_output(arena, &b, w, b.dt, y);
     if (st != CR_OK || primal)
         return st;
-    bc_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(bc_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, bc_env, e);
     e->b = b;
     e->y = w;
     for (size_t j = 0; j < b.n; j++) {
@@ -1054,9 +1050,7 @@ static cr_status stream_of(cr_arena *arena, const cr_array *a, size_t ndim, cons
 /* A scalar operand. */
 static cr_status stream_scalar(cr_arena *arena, double v, bc_stream *s)
 {
-    double *p = cr_arena_alloc(arena, sizeof *p, _Alignof(double));
-    if (p == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, double, p);
     *p = v;
     s->p = p;
     s->step = 0;
@@ -1088,9 +1082,7 @@ static cr_status bc_init(const cr_form_point *p, void **state)
     const cr_scalar_rule *row = cr_scalar_rule_of(p->args[0].u.func.fn);
     /* A broadcast over scalars only has a scalar result: one element of no dimension. */
     static const size_t k_no_shape[1] = {1};
-    bc_state *w = cr_arena_calloc(arena, 1, sizeof *w, _Alignof(bc_state));
-    if (w == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, bc_state, w);
     const cr_array *yv = p->y->kind == CR_KIND_ARRAY ? p->y->u.arr : NULL;
     size_t n = row->nin, ndim = yv != NULL ? yv->ndim : 0, N = yv != NULL ? cr_array_numel(yv) : 1;
     const size_t *shape = yv != NULL ? yv->shape : k_no_shape;

@@ -165,9 +165,7 @@ cr_status cr__new(cr_arena *arena, cr_dtype dt, size_t ndim, const size_t *shape
     if (st != CR_OK)
         return st;
     bytes = n * cr_dtype_size(dt); /* checked above */
-    cr_array *a = cr_arena_alloc(arena, sizeof *a, _Alignof(cr_array));
-    if (a == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, cr_array, a);
     void *data = cr_arena_alloc(arena, bytes, 0);
     if (data == NULL)
         return CR__ALLOC_STATUS(arena);
@@ -232,9 +230,7 @@ cr_status cr__cast(cr_arena *arena, const cr_array *w, cr_dtype dt, cr_array **o
 
 cr_status cr__view_of(cr_arena *arena, const cr_array *a, cr_array **out)
 {
-    cr_array *v = cr_arena_alloc(arena, sizeof *v, _Alignof(cr_array));
-    if (v == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, cr_array, v);
     *v = *a;
     v->flags = 0;
     *out = v;
@@ -394,9 +390,7 @@ cr_status cr__tan_array(cr_arena *arena, const char *who, cr_tangent t, size_t n
         for (size_t k = 0; same && k < ndim; k++)
             same = d->shape[k] == shape[k];
         if (!same) {
-            cr_array *v = cr_arena_alloc(arena, sizeof *v, _Alignof(cr_array));
-            if (v == NULL)
-                return CR__ALLOC_STATUS(arena);
+            CR__ARENA_NEW(arena, cr_array, v);
             cr_array_view_init(v, d->data, wdt, ndim, shape, NULL);
             v->flags = (uint8_t)(d == a ? 0u : CR_ARRAY_WRITABLE);
             d = v;

@@ -729,9 +729,7 @@ static cr_status gather_pullback(CR__PULLBACK_PARAMS)
         if (ndiff == 1) {
             st = gather_give(arena, e, gy, j, slot);
         } else {
-            gather_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(gather_thunk));
-            if (t == NULL)
-                return CR__ALLOC_STATUS(arena);
+            CR__ARENA_NEW(arena, gather_thunk, t);
             *t = (gather_thunk){e, gy, j};
             st = cr__thunk(arena, gather_thunk_fn, NULL, t, e->name, slot);
         }
@@ -744,9 +742,7 @@ static cr_status gather_pullback(CR__PULLBACK_PARAMS)
 static cr_status gather_rrule(CR__RRULE_PARAMS)
 {
     const gop *op = f->u.func.fn->udata;
-    gather_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(gather_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, gather_env, e);
     cr_dtype dt = CR_DT_F64;
     cr_array *w, *o;
     cr_status st = gather_forward(arena, op, args, nargs, &e->g, &dt, &e->wdt, &w);
@@ -958,9 +954,7 @@ static cr_status dgm_pullback(CR__PULLBACK_PARAMS)
 
 static cr_status dgm_rrule(CR__RRULE_PARAMS)
 {
-    dgm *d = cr_arena_alloc(arena, sizeof *d, _Alignof(dgm));
-    if (d == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, dgm, d);
     cr_status st = dgm_forward(arena, args, nargs, d, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;

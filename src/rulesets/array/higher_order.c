@@ -871,9 +871,7 @@ static cr_status fold_seeds(cr_arena *arena, const fold_env *e, const cr_tangent
     cr_status st = cr__tan_scalar(arena, F->who, *dy, &v, &nz);
     if (st != CR_OK || !nz)
         return st;
-    cr_complex *p = cr_arena_alloc(arena, sizeof *p, _Alignof(cr_complex));
-    if (p == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, cr_complex, p);
     *p = v;
     *g = p;
     return CR_OK;
@@ -895,9 +893,7 @@ static cr_status fold_row_pullback(CR__PULLBACK_PARAMS)
             dx[3] = cr_tangent_zero();
         return CR_OK;
     }
-    fold_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(fold_thunk));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, fold_thunk, t);
     *t = (fold_thunk){e, g};
     st = cr__thunk(arena, fold_x_thunk, fold_x_add, t, "fold_pullback_thunk", &dx[2]);
     if (st != CR_OK || !e->F.has_init)

@@ -335,9 +335,7 @@ static cr_status index_rrule(cr_arena *arena, bool view, const cr_value *args, s
     }
     if (udata == CR__PRIMAL_ONLY)
         return CR_OK;
-    index_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(index_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, index_env, e);
     e->A = A;
     e->ix = ix;
     e->wdt = cr__work((cr_dtype)A->dtype);
@@ -374,9 +372,7 @@ static cr_status sample_index(cr_arena *arena, uint64_t *rng, size_t n, const cr
         *out = cr_value_i64((int64_t)cr__rng_below(rng, n));
         return CR_OK;
     case 1: {
-        cr_range *r = cr_arena_alloc(arena, sizeof *r, _Alignof(cr_range));
-        if (r == NULL)
-            return CR__ALLOC_STATUS(arena);
+        CR__ARENA_NEW(arena, cr_range, r);
         if (cr__rng_below(rng, 2)) {
             *r = (cr_range){(int64_t)n - 1, -1, -2};
         } else {

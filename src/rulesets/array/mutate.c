@@ -188,9 +188,7 @@ static cr_status bang_rrule(CR__RRULE_PARAMS)
         st = cr_function_call(arena, d->inner, iargs, ni, &yi);
         return st == CR_OK ? bang_store(arena, d, dest, &yi, y) : st;
     }
-    bang_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(bang_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, bang_env, e);
     e->d = d;
     e->ni = ni;
     e->shift = d->prep == PREP_SELF ? 0 : 1;
@@ -423,9 +421,7 @@ CR__MASKED_PULLBACK(part, part_env)
 static cr_status part_rrule(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
                             cr_value *y, cr_pullback *pb, const void *udata)
 {
-    part_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(part_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, part_env, e);
     e->who = who;
     cr_status st = part_forward(arena, e, args, nargs, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)

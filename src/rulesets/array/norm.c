@@ -180,9 +180,7 @@ static cr_status norm_value(const norm_env *e, cr_value *y)
  * matrix, as Julia's norm). */
 static cr_status norm_rrule(CR__RRULE_PARAMS)
 {
-    norm_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(norm_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, norm_env, e);
     cr_status st = norm_forward(arena, args, nargs, e);
     if (st == CR_OK)
         st = norm_value(e, y);
@@ -445,9 +443,7 @@ static cr_status opn_pullback(CR__PULLBACK_PARAMS)
     }
     if (e->star == SIZE_MAX)
         return CR_OK;
-    opn_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(opn_thunk));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, opn_thunk, t);
     t->e = e;
     t->g = creal(g);
     return cr__thunk(arena, opn_thunk_fn, opn_add, t, "opnorm_pullback_thunk", &dx[1]);
@@ -455,9 +451,7 @@ static cr_status opn_pullback(CR__PULLBACK_PARAMS)
 
 static cr_status opnorm_rrule(CR__RRULE_PARAMS)
 {
-    opn_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(opn_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, opn_env, e);
     bool primal = udata == CR__PRIMAL_ONLY;
     cr_status st = opn_forward(arena, args, nargs, !primal, e, y);
     return cr__rrule_end(arena, st, udata, &args[0], &e->pA, opn_pullback, e, "opnorm_pullback",
@@ -601,9 +595,7 @@ static cr_status nz_pullback(CR__PULLBACK_PARAMS)
 
 static cr_status normalize_rrule(CR__RRULE_PARAMS)
 {
-    nz_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(nz_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, nz_env, e);
     bool primal = udata == CR__PRIMAL_ONLY;
     cr_value nv;
     cr_status st = nz_check(arena, args, nargs);

@@ -465,9 +465,7 @@ static cr_status sel_rrule(CR__RRULE_PARAMS)
         return st;
     if (udata == CR__PRIMAL_ONLY)
         return cr_function_call(arena, &cr_fn_getindex, gargs, ng, y);
-    sel_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(sel_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, sel_env, e);
     e->ai = d->ai;
     e->nd = cr__nondiff_mask(args, nargs, cr__arg_perturbable);
     if ((st = cr_rrule(cfg, arena, &cr_fn_getindex, gargs, ng, y, &e->inner)) != CR_OK)
@@ -570,9 +568,7 @@ static cr_status hv_pullback(CR__PULLBACK_PARAMS)
 
 static cr_status hvcat_rrule(CR__RRULE_PARAMS)
 {
-    hv_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(hv_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, hv_env, e);
     cr_status st = hv_rows(arena, args, nargs, &e->rows, &e->nrows);
     if (st != CR_OK)
         return st;
@@ -713,9 +709,7 @@ static cr_status sample_select(CR__SAMPLE_PARAMS)
             if (cr__rng_below(rng, 2) == 0) {
                 args[1] = cr_value_i64((int64_t)cr__rng_below(rng, n));
             } else {
-                cr_range *r = cr_arena_calloc(arena, 1, sizeof *r, _Alignof(cr_range));
-                if (r == NULL)
-                    return CR__ALLOC_STATUS(arena);
+                CR__ARENA_ZNEW(arena, cr_range, r);
                 r->start = (int64_t)cr__rng_below(rng, n);
                 r->stop = r->start + 1 + (int64_t)cr__rng_below(rng, n - (size_t)r->start);
                 r->step = 1;

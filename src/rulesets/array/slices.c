@@ -263,9 +263,7 @@ static cr_status sl_pullback(CR__PULLBACK_PARAMS)
 static cr_status sl_rrule(cr_arena *arena, sl_kind k, const cr_value *args, size_t nargs,
                           cr_value *y, cr_pullback *pb, const void *udata)
 {
-    sl_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(sl_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, sl_env, e);
     cr_status st = sl_parse(arena, k, args, nargs, &e->s);
     if (st == CR_OK)
         st = sl_tuple(arena, &e->s, e->s.src, y);

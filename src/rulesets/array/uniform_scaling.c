@@ -230,9 +230,7 @@ static cr_status u_pullback(CR__PULLBACK_PARAMS)
             cr__store(r, (ptrdiff_t)i, -cr__load(g, (ptrdiff_t)i));
         return cr__give(arena, e->pA, r, da);
     }
-    u_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(u_thunk));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, u_thunk, t);
     t->e = e;
     t->g = g;
     t->s = e->kind == UK_DIV ? 1 / conj(e->lam) : conj(e->lam);
@@ -243,9 +241,7 @@ static cr_status u_pullback(CR__PULLBACK_PARAMS)
 static cr_status u_rrule(cr_arena *arena, u_op op, const cr_value *args, size_t nargs, cr_value *y,
                          cr_pullback *pb, const void *udata)
 {
-    u_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(u_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, u_env, e);
     bool primal = udata == CR__PRIMAL_ONLY;
     cr_status st = u_parse(arena, op, args, nargs, e);
     if (st == CR_OK)

@@ -140,9 +140,7 @@ static cr_status uq_pullback(CR__PULLBACK_PARAMS)
 
 static cr_status unique_rrule(CR__RRULE_PARAMS)
 {
-    uq_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(uq_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, uq_env, e);
     cr_status st = uq_forward(arena, args, nargs, e, y);
     return cr__rrule_end(arena, st, udata, &args[0], &e->px, uq_pullback, e, "unique_pullback",
                          nargs + 1, pb);

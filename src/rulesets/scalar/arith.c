@@ -403,9 +403,7 @@ static cr_status evalpoly_arr_rrule(CR__RRULE_PARAMS)
     cr_status st = epa_primal(arena, args, nargs, y, &t, &dp);
     if (st != CR_OK)
         return st;
-    evalpoly_arr_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(evalpoly_arr_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, evalpoly_arr_env, e);
     e->x = t == EP_C128 ? ep_value(&args[0]) : creal(ep_value(&args[0]));
     e->dp = dp;
     e->c = args[1].u.arr;
@@ -546,7 +544,7 @@ static const cr_rule_test evalpoly_test = {
 
 /* ---- Registration ------------------------------------------------------------------------ */
 
-static const struct {
+static const struct fn_row {
     const cr_function *fn;
     const cr_scalar_rule *row;
 } k_rows[] = {

@@ -251,9 +251,7 @@ static cr_status crow_rrule(CR__RRULE_PARAMS)
     cr_status st = crow_args(arena, row, args, nargs, x);
     if (st != CR_OK)
         return st;
-    crow_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(crow_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, crow_env, e);
     e->row = row;
     for (size_t j = 0; j < nargs; j++)
         e->kinds[j] = (uint8_t)args[j].kind;
@@ -340,10 +338,13 @@ static cr_complex cpow_dw(cr_complex z, cr_complex w, cr_complex y)
 COMPLEX_ROW(cpow, 2, Y[0] = cpow(x[0], x[1]), D[0] = cpow_dz(x[0], x[1], Y[0]);
             D[1] = cpow_dw(x[0], x[1], Y[0]))
 
-static const struct {
+/* A function and its test registration. */
+typedef struct fn_test {
     const cr_function *fn;
     const cr_rule_test *test;
-} k_rows[] = {
+} fn_test;
+
+static const fn_test k_rows[] = {
     {&csin_function, &k_test_none},          {&ccos_function, &k_test_none},
     {&ctan_function, &k_test_poles_real},    {&casin_function, &k_test_real_outside},
     {&cacos_function, &k_test_real_outside}, {&catan_function, &k_test_imag_outside},
@@ -470,9 +471,7 @@ static cr_status zfun_rrule(CR__RRULE_PARAMS)
     cr_status st = one_arg(arena, fn->name, args, nargs, &z);
     if (st != CR_OK)
         return st;
-    z_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(z_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, z_env, e);
     *e = (z_env){fn, z, (uint8_t)args[0].kind};
     *y = zfun_out(fn, fn->value(z));
     *pb = (cr_pullback){zfun_pullback, e, fn->pullback_name, 2};
@@ -728,9 +727,7 @@ static cr_status chypot_rrule(CR__RRULE_PARAMS)
     cr_status st = two_args(arena, args, nargs, &z, &w);
     if (st != CR_OK)
         return st;
-    zw_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(zw_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, zw_env, e);
     e->z = z;
     e->w = w;
     e->zkind = (uint8_t)args[0].kind;
@@ -743,10 +740,7 @@ static cr_status chypot_rrule(CR__RRULE_PARAMS)
     return CR_OK;
 }
 
-static const struct {
-    const cr_function *fn;
-    const cr_rule_test *test;
-} k_hand[] = {
+static const fn_test k_hand[] = {
     {&cabs_function, &k_test_origin}, {&carg_function, &k_test_neg_real},
     {&conj_function, &k_test_none},   {&creal_function, &k_test_none},
     {&cimag_function, &k_test_none},  {&cproj_function, &k_test_none},

@@ -347,16 +347,12 @@ static const cr_type k_real_int_f32 = {"tuple(f32,int)", sizeof(frexp_f32), 2,
 static cr_status real_int_value(cr_arena *arena, bool f32, double v, int e, cr_value *out)
 {
     if (f32) {
-        frexp_f32 *p = cr_arena_alloc(arena, sizeof *p, _Alignof(frexp_f32));
-        if (p == NULL)
-            return CR__ALLOC_STATUS(arena);
+        CR__ARENA_NEW(arena, frexp_f32, p);
         p->v = (float)v;
         p->e = e;
         *out = cr_value_struct(&k_real_int_f32, p);
     } else {
-        frexp_f64 *p = cr_arena_alloc(arena, sizeof *p, _Alignof(frexp_f64));
-        if (p == NULL)
-            return CR__ALLOC_STATUS(arena);
+        CR__ARENA_NEW(arena, frexp_f64, p);
         p->v = v;
         p->e = e;
         *out = cr_value_struct(&k_real_int_f64, p);
@@ -451,9 +447,7 @@ static cr_status frexp_rrule(CR__RRULE_PARAMS)
     cr_status st = frexp_primal(arena, f, args, nargs, y);
     if (st != CR_OK)
         return st;
-    frexp_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(frexp_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, frexp_env, e);
     bool f32 = false;
     real_args(args, 1, &f32);
     double m;
@@ -546,9 +540,7 @@ static cr_status remquo_rrule(CR__RRULE_PARAMS)
     cr_status st = remquo_primal(arena, f, args, nargs, y);
     if (st != CR_OK)
         return st;
-    remquo_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(remquo_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, remquo_env, e);
     bool f32 = false;
     real_args(args, 2, &f32);
     double r;
