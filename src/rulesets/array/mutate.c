@@ -636,6 +636,26 @@ enum {
     MS_EXP
 };
 
+/* args = (D, A, ints): random dtype-dt arrays of nd dimensions, D of dshape and A of ashape,
+ * and the nd integers ints as an i64 array. */
+static cr_status dest_src_ints(cr_arena *arena, uint64_t *rng, cr_dtype dt, size_t nd,
+                               const size_t *dshape, const size_t *ashape, const int64_t *ints,
+                               cr_value *args)
+{
+    cr_array *D, *A, *Ix;
+    cr_status st = cr__rand_array(arena, rng, dt, nd, dshape, -2, 2, &D);
+    if (st == CR_OK)
+        st = cr__rand_array(arena, rng, dt, nd, ashape, -2, 2, &A);
+    if (st == CR_OK)
+        st = cr__i64_array(arena, nd, ints, &Ix);
+    if (st == CR_OK) {
+        args[0] = cr_value_array(D);
+        args[1] = cr_value_array(A);
+        args[2] = cr_value_array(Ix);
+    }
+    return st;
+}
+
 static cr_status sample_mutate(CR__SAMPLE_PARAMS)
 {
     int what = *(const int *)env;
@@ -732,17 +752,7 @@ static cr_status sample_mutate(CR__SAMPLE_PARAMS)
         size_t ps[3];
         for (size_t k = 0; k < nd; k++)
             ps[k] = shape[perm[k]];
-        cr_array *P;
-        st = cr__rand_array(arena, rng, dt, nd, ps, -2, 2, &D);
-        if (st == CR_OK)
-            st = cr__rand_array(arena, rng, dt, nd, shape, -2, 2, &A);
-        if (st == CR_OK)
-            st = cr__i64_array(arena, nd, perm, &P);
-        args[0] = cr_value_array(D);
-        args[1] = cr_value_array(A);
-        if (st == CR_OK)
-            args[2] = cr_value_array(P);
-        return st;
+        return dest_src_ints(arena, rng, dt, nd, ps, shape, perm, args);
     }
     case MS_REVERSE:
         st = cr__rand_array(arena, rng, dt, nd, shape, -2, 2, &A);
@@ -768,17 +778,7 @@ static cr_status sample_mutate(CR__SAMPLE_PARAMS)
         int64_t sh[3];
         for (size_t k = 0; k < nd; k++)
             sh[k] = (int64_t)cr__rng_below(rng, 7) - 3;
-        cr_array *S;
-        st = cr__rand_array(arena, rng, dt, nd, shape, -2, 2, &D);
-        if (st == CR_OK)
-            st = cr__rand_array(arena, rng, dt, nd, shape, -2, 2, &A);
-        if (st == CR_OK)
-            st = cr__i64_array(arena, nd, sh, &S);
-        args[0] = cr_value_array(D);
-        args[1] = cr_value_array(A);
-        if (st == CR_OK)
-            args[2] = cr_value_array(S);
-        return st;
+        return dest_src_ints(arena, rng, dt, nd, shape, shape, sh, args);
     }
     }
 }

@@ -696,17 +696,23 @@ static cr_status ext_pullback(CR__PULLBACK_PARAMS)
                                        "extremum_pullback_thunk", &dx[1]);
 }
 
+/* The reduction r, the extremal indices idx and the output y of k(args). */
+static cr_status ext_primal(cr_arena *arena, ext_kind k, const cr_value *args, size_t nargs,
+                            cr__red *r, cr_array **idx, cr_value *y)
+{
+    cr_status st = cr__red_parse(arena, k_ext_names[k], args, nargs, 2, true, r);
+    cr_array *best = NULL;
+    if (st == CR_OK)
+        st = ext_forward(arena, r, k == EXT_MAXIMUM || k == EXT_FINDMAX, &best, idx);
+    return st == CR_OK ? ext_output(arena, r, k, best, *idx, y) : st;
+}
+
 static cr_status ext_rrule(cr_arena *arena, ext_kind k, const cr_value *args, size_t nargs,
                            cr_value *y, cr_pullback *pb, const void *udata)
 {
     cr__red r;
-    cr_status st = cr__red_parse(arena, k_ext_names[k], args, nargs, 2, true, &r);
-    cr_array *best = NULL, *idx = NULL;
-    bool max = k == EXT_MAXIMUM || k == EXT_FINDMAX;
-    if (st == CR_OK)
-        st = ext_forward(arena, &r, max, &best, &idx);
-    if (st == CR_OK)
-        st = ext_output(arena, &r, k, best, idx, y);
+    cr_array *idx = NULL;
+    cr_status st = ext_primal(arena, k, args, nargs, &r, &idx, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
     ext_env *e = CR__PB_ENV(arena, ext_env, base.pA, &args[0], &st);
@@ -724,13 +730,8 @@ static cr_status ext_frule(cr_arena *arena, ext_kind k, const cr_tangent *dargs,
                            const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
 {
     cr__red r;
-    cr_status st = cr__red_parse(arena, k_ext_names[k], args, nargs, 2, true, &r);
-    cr_array *best = NULL, *idx = NULL;
-    bool max = k == EXT_MAXIMUM || k == EXT_FINDMAX;
-    if (st == CR_OK)
-        st = ext_forward(arena, &r, max, &best, &idx);
-    if (st == CR_OK)
-        st = ext_output(arena, &r, k, best, idx, y);
+    cr_array *idx = NULL;
+    cr_status st = ext_primal(arena, k, args, nargs, &r, &idx, y);
     const cr_array *dA = NULL;
     if (st == CR_OK)
         st = cr__dx_array(arena, k_ext_names[k], dargs, args, 0, r.wdt, &dA);

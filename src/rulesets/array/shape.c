@@ -15,14 +15,23 @@ typedef struct shape_env {
     size_t perm[CR_ARRAY_MAX_DIMS];
 } shape_env;
 
-static cr_status shape_env_new(cr_arena *arena, const cr_value *args, shape_env **out)
+/* The end of a shape rule's rrule once y is set: NULL in *out when only the primal is
+ * asked; otherwise the environment of args[0] and *pb = {fn, env, name, nargs + 1}. */
+static cr_status shape_rrule_end(cr_arena *arena, const void *udata, const cr_value *args,
+                                 size_t nargs, cr_pullback_fn fn, const char *name, cr_pullback *pb,
+                                 shape_env **out)
 {
+    *out = NULL;
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
     cr_status st;
     shape_env *e = CR__PB_ENV(arena, shape_env, pA, &args[0], &st);
-    if (e != NULL)
-        e->A = args[0].u.arr;
+    if (e == NULL)
+        return st;
+    e->A = args[0].u.arr;
+    *pb = (cr_pullback){fn, e, name, nargs + 1};
     *out = e;
-    return st;
+    return CR_OK;
 }
 
 /* A new descriptor (flags 0) in the arena. */
@@ -102,14 +111,8 @@ static cr_status reshape_rrule(CR__RRULE_PARAMS)
     cr__row_major(ndim, shape, r->strides);
     r->structure = CR_MAT_DENSE;
     *y = cr_value_array(r);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    shape_env *e = NULL;
-    st = shape_env_new(arena, args, &e);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){reshape_pullback, e, "reshape_pullback", nargs + 1};
-    return CR_OK;
+    shape_env *e;
+    return shape_rrule_end(arena, udata, args, nargs, reshape_pullback, "reshape_pullback", pb, &e);
 }
 CR__ARRAY_FN(reshape, "reshape", 2)
 
@@ -260,15 +263,9 @@ static cr_status transpose_rrule_common(cr_arena *arena, const cr_value *args, s
     if (st != CR_OK)
         return st;
     *y = cr_value_array(r);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    shape_env *e = NULL;
-    st = shape_env_new(arena, args, &e);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){conj_ ? adjoint_pullback : transpose_pullback, e,
-                        conj_ ? "adjoint_pullback" : "transpose_pullback", nargs + 1};
-    return CR_OK;
+    shape_env *e;
+    return shape_rrule_end(arena, udata, args, nargs, conj_ ? adjoint_pullback : transpose_pullback,
+                           conj_ ? "adjoint_pullback" : "transpose_pullback", pb, &e);
 }
 
 /* transpose(A): Ā = transpose(Ȳ). */
@@ -354,17 +351,14 @@ static cr_status permutedims_rrule(CR__RRULE_PARAMS)
     }
     r->flags = (uint8_t)(D == A ? 0u : CR_ARRAY_WRITABLE);
     *y = cr_value_array(r);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    shape_env *e = NULL;
-    st = shape_env_new(arena, args, &e);
-    if (st != CR_OK)
-        return st;
-    e->ndim = np;
-    for (size_t k = 0; k < np; k++)
+    shape_env *e;
+    st = shape_rrule_end(arena, udata, args, nargs, permutedims_pullback, "permutedims_pullback",
+                         pb, &e);
+    for (size_t k = 0; e != NULL && k < np; k++)
         e->perm[k] = (size_t)perm[k];
-    *pb = (cr_pullback){permutedims_pullback, e, "permutedims_pullback", nargs + 1};
-    return CR_OK;
+    if (e != NULL)
+        e->ndim = np;
+    return st;
 }
 CR__ARRAY_FN(permutedims, "permutedims", 2)
 
