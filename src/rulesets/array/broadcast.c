@@ -272,15 +272,21 @@ static void fused_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, v
     }
 }
 
+/* A loop over b's shape of the output y (array 0) and the first input (array 1). */
+static void bc_nd_y_x(const bc *b, const cr_array *y, cr__nd *nd)
+{
+    cr__nd_init(nd, b->ndim, b->shape);
+    cr__nd_add(nd, y);
+    cr__nd_add(nd, b->in[0]);
+}
+
 static cr_status fused_eval(cr_arena *arena, const bc *b, cr_array **y)
 {
     cr_status st = cr__new(arena, b->wdt, b->ndim, b->shape, false, y);
     if (st != CR_OK)
         return st;
     cr__nd nd;
-    cr__nd_init(&nd, b->ndim, b->shape);
-    cr__nd_add(&nd, *y);
-    cr__nd_add(&nd, b->in[0]);
+    bc_nd_y_x(b, *y, &nd);
     bool two = b->fused != FU_SQUARE;
     if (two)
         cr__nd_add(&nd, b->in[1]);
@@ -332,9 +338,7 @@ static cr_status tanh_eval(cr_arena *arena, const bc *b, bool store_D, cr_array 
     if (st != CR_OK)
         return st;
     cr__nd nd;
-    cr__nd_init(&nd, b->ndim, b->shape);
-    cr__nd_add(&nd, *y);
-    cr__nd_add(&nd, b->in[0]);
+    bc_nd_y_x(b, *y, &nd);
     tanh_ctx c = {(*y)->data, store_D ? (*D)->data : NULL, b->in[0]->data};
     cr__nd_run(&nd, tanh_inner, &c);
     return CR_OK;

@@ -448,27 +448,35 @@ static cr_status sel_pullback(CR__PULLBACK_PARAMS)
     return st;
 }
 
-static cr_status sel_prepare(cr_arena *arena, const sel_def *d, const cr_value *args, size_t nargs,
-                             cr_value *gargs, size_t *ng)
+/* A selection as a getindex call: the definition d of f and getindex's arguments. */
+typedef struct sel_call {
+    const sel_def *d;
+    cr_value gargs[CR_SIG_MAX_ARGS];
+    size_t ng;
+} sel_call;
+
+static cr_status sel_prepare(cr_arena *arena, const cr_value *f, const cr_value *args, size_t nargs,
+                             sel_call *c)
 {
-    cr_status st = cr__nargs(arena, d->name, nargs, d->min, d->max);
-    return st == CR_OK ? d->choose(arena, args, nargs, gargs, ng) : st;
+    c->d = def_of(f);
+    c->ng = 0;
+    cr_status st = cr__nargs(arena, c->d->name, nargs, c->d->min, c->d->max);
+    return st == CR_OK ? c->d->choose(arena, args, nargs, c->gargs, &c->ng) : st;
 }
 
 static cr_status sel_rrule(CR__RRULE_PARAMS)
 {
-    const sel_def *d = def_of(f);
-    cr_value gargs[CR_SIG_MAX_ARGS];
-    size_t ng = 0;
-    cr_status st = sel_prepare(arena, d, args, nargs, gargs, &ng);
+    sel_call c;
+    cr_status st = sel_prepare(arena, f, args, nargs, &c);
     if (st != CR_OK)
         return st;
+    const sel_def *d = c.d;
     if (udata == CR__PRIMAL_ONLY)
-        return cr_function_call(arena, &cr_fn_getindex, gargs, ng, y);
+        return cr_function_call(arena, &cr_fn_getindex, c.gargs, c.ng, y);
     CR__ARENA_ZNEW(arena, sel_env, e);
     e->ai = d->ai;
     e->nd = cr__nondiff_mask(args, nargs, cr__arg_perturbable);
-    if ((st = cr_rrule(cfg, arena, &cr_fn_getindex, gargs, ng, y, &e->inner)) != CR_OK)
+    if ((st = cr_rrule(cfg, arena, &cr_fn_getindex, c.gargs, c.ng, y, &e->inner)) != CR_OK)
         return st;
     *pb = (cr_pullback){sel_pullback, e, d->name, nargs + 1};
     return CR_OK;
@@ -476,18 +484,17 @@ static cr_status sel_rrule(CR__RRULE_PARAMS)
 
 static cr_status sel_frule(CR__FRULE_PARAMS)
 {
-    const sel_def *d = def_of(f);
-    cr_value gargs[CR_SIG_MAX_ARGS];
-    size_t ng = 0;
-    cr_status st = sel_prepare(arena, d, args, nargs, gargs, &ng);
+    sel_call c;
+    cr_status st = sel_prepare(arena, f, args, nargs, &c);
     if (st != CR_OK)
         return st;
+    const sel_def *d = c.d;
     cr_tangent gd[CR_SIG_MAX_ARGS + 1];
     gd[0] = cr_tangent_zero();
     gd[1] = dargs[d->ai + 1];
-    for (size_t k = 2; k <= ng; k++)
+    for (size_t k = 2; k <= c.ng; k++)
         gd[k] = cr_tangent_none();
-    return cr_frule(cfg, arena, gd, &cr_fn_getindex, gargs, ng, y, dy);
+    return cr_frule(cfg, arena, gd, &cr_fn_getindex, c.gargs, c.ng, y, dy);
 }
 
 #define SEL(NAME, STR, CHOOSE, AI, MIN, MAX, ARITY)                                         \
