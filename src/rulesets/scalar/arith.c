@@ -221,29 +221,22 @@ static void ep_horner(ep_type t, const cr_value *args, size_t n, cr_complex *p, 
     }
 }
 
+/* PREFIX_f32, PREFIX_f64 or PREFIX_c128 (the default) of v, by the type t. */
+#define EP_OF(PREFIX, t, v)                          \
+    ((t) == EP_F32   ? PREFIX##_f32((float)creal(v)) \
+     : (t) == EP_F64 ? PREFIX##_f64(creal(v))        \
+                     : PREFIX##_c128(v))
+
 static cr_value ep_result(ep_type t, cr_complex v)
 {
-    switch (t) {
-    case EP_F32:
-        return cr_value_f32((float)creal(v));
-    case EP_F64:
-        return cr_value_f64(creal(v));
-    default:
-        return cr_value_c128(v);
-    }
+    return EP_OF(cr_value, t, v);
 }
 
 static cr_tangent ep_tangent(ep_type t, cr_complex v)
 {
-    switch (t) {
-    case EP_F32:
-        return cr_tangent_f32((float)creal(v));
-    case EP_F64:
-        return cr_tangent_f64(creal(v));
-    default:
-        return cr_tangent_c128(v);
-    }
+    return EP_OF(cr_tangent, t, v);
 }
+#undef EP_OF
 
 /* A scalar tangent as a complex number (zeros as 0), or an error. */
 static cr_status ep_tangent_value(cr_arena *arena, const char *who, cr_tangent t, cr_complex *v)
