@@ -997,10 +997,8 @@ static bool linear_row(const cr_function *g)
  * multilinear for mul; otherwise the form below, for f a scalar-table row of n arguments and
  * one result. Anything else is refused.
  */
-static const char *bc_check(const cr_value *args, size_t nargs, const bool *var,
-                            uint32_t *linearity)
+static const char *bc_check(CR__FORM_CHECK_PARAMS)
 {
-    (void)var;
     if (nargs < 2 || args[0].kind != CR_KIND_FUNC || args[0].u.func.fn == NULL)
         return "the function applied is not a function";
     const cr_function *g = args[0].u.func.fn;
@@ -1134,10 +1132,8 @@ static cr_status bc_init(const cr_form_point *p, void **state)
     return CR_OK;
 }
 
-static cr_status bc_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
-                        cr_tangent ydot, cr_tangent *S)
+static cr_status bc_dir(CR__FORM_DIR_PARAMS)
 {
-    (void)ydot;
     const bc_state *w = state;
     cr_arena *arena = p->arena;
     size_t n = w->n, ndim = w->ndim, N = w->N;

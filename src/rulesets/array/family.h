@@ -63,6 +63,15 @@ CR_INTERNAL cr_status cr__rrule_end(cr_arena *arena, cr_status st, const void *u
  * array that exists (the size invariant; tools/check_products.allow). */
 #define CR__AT(k) (off[k] + (ptrdiff_t)i * step[k])
 
+/* The parameters of a second-order form's direction and check functions (cr_rule_form),
+ * any of them possibly unused. */
+#define CR__FORM_DIR_PARAMS                                                                       \
+    const cr_form_point *p CR__UNUSED, void *state CR__UNUSED, const cr_tangent *xdot CR__UNUSED, \
+        cr_tangent ydot CR__UNUSED, cr_tangent *S CR__UNUSED
+#define CR__FORM_CHECK_PARAMS                                                             \
+    const cr_value *args CR__UNUSED, size_t nargs CR__UNUSED, const bool *var CR__UNUSED, \
+        uint32_t *linearity CR__UNUSED
+
 /* Register the rows k[0..n) in order (cr__add_rule_so, never variadic). */
 CR_INTERNAL cr_status cr__add_rules(cr_registry *reg, const cr__array_rule *k, size_t n);
 
