@@ -72,6 +72,18 @@ CR_INTERNAL cr_status cr__rrule_end(cr_arena *arena, cr_status st, const void *u
     const cr_value *args CR__UNUSED, size_t nargs CR__UNUSED, const bool *var CR__UNUSED, \
         uint32_t *linearity CR__UNUSED
 
+/* In an rrule, once its output is made: `TYPE *E`, a new environment holding the projector
+ * of args[0] at its field PA (CR__PB_ENV; on failure the rrule returns ST), and
+ * *PB = {FN, E, NAME, nargs + 1}. The rrule then fills E's other fields. */
+#define CR__PB_START(TYPE, PA, FN, NAME, E, ST)             \
+    TYPE *E = CR__PB_ENV(arena, TYPE, PA, &args[0], &(ST)); \
+    if (E == NULL)                                          \
+        return ST;                                          \
+    *pb = (cr_pullback)                                     \
+    {                                                       \
+        FN, E, NAME, nargs + 1                              \
+    }
+
 /* Register the rows k[0..n) in order (cr__add_rule_so, never variadic). */
 CR_INTERNAL cr_status cr__add_rules(cr_registry *reg, const cr__array_rule *k, size_t n);
 

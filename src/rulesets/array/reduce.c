@@ -715,13 +715,10 @@ static cr_status ext_rrule(cr_arena *arena, ext_kind k, const cr_value *args, si
     cr_status st = ext_primal(arena, k, args, nargs, &r, &idx, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
-    ext_env *e = CR__PB_ENV(arena, ext_env, base.pA, &args[0], &st);
-    if (e == NULL)
-        return st;
+    CR__PB_START(ext_env, base.pA, ext_pullback, k_ext_pb_names[k], e, st);
     e->base.r = r;
     e->base.idx = idx->data;
     e->kind = k;
-    *pb = (cr_pullback){ext_pullback, e, k_ext_pb_names[k], nargs + 1};
     return CR_OK;
 }
 
@@ -851,13 +848,10 @@ static cr_status extrema_rrule(CR__RRULE_PARAMS)
     cr_status st = extrema_forward(arena, args, nargs, &r, &blo, &ilo, &bhi, &ihi, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
-    extrema_env *e = CR__PB_ENV(arena, extrema_env, lo.pA, &args[0], &st);
-    if (e == NULL)
-        return st;
+    CR__PB_START(extrema_env, lo.pA, extrema_pullback, "extrema_pullback", e, st);
     e->lo.r = e->hi.r = r;
     e->lo.idx = ilo->data;
     e->hi.idx = ihi->data;
-    *pb = (cr_pullback){extrema_pullback, e, "extrema_pullback", nargs + 1};
     return CR_OK;
 }
 CR__ARRAY_FN(extrema, "extrema", -1)
@@ -1065,13 +1059,10 @@ static cr_status cumprod_rrule(CR__RRULE_PARAMS)
         return st;
     if (udata == CR__PRIMAL_ONLY)
         return CR_OK;
-    cp_env *e = CR__PB_ENV(arena, cp_env, pA, &args[0], &st);
-    if (e == NULL)
-        return st;
+    CR__PB_START(cp_env, pA, cumprod_pullback, "cumprod_pullback", e, st);
     e->r = r;
     e->dim = dim;
     e->y = w;
-    *pb = (cr_pullback){cumprod_pullback, e, "cumprod_pullback", nargs + 1};
     return CR_OK;
 }
 CR__ARRAY_FN(cumprod, "cumprod", -1)

@@ -227,13 +227,10 @@ static cr_status sm_rrule(cr_arena *arena, sm_fn fn, const cr_value *args, size_
     cr_status st = sm_primal(arena, fn, args, nargs, &r, &w, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
-    sm_env *e = CR__PB_ENV(arena, sm_env, pA, &args[0], &st);
-    if (e == NULL)
-        return st;
+    CR__PB_START(sm_env, pA, sm_pullback, k_sm_pb_names[fn], e, st);
     e->r = r;
     e->fn = fn;
     e->y = w;
-    *pb = (cr_pullback){sm_pullback, e, k_sm_pb_names[fn], nargs + 1};
     return CR_OK;
 }
 

@@ -167,14 +167,11 @@ static cr_status var_rrule_common(cr_arena *arena, bool std, const cr_value *arg
     cr_status st = var_primal(arena, std, args, nargs, &r, &mu, &v, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
-    var_env *e = CR__PB_ENV(arena, var_env, pA, &args[0], &st);
-    if (e == NULL)
-        return st;
+    CR__PB_START(var_env, pA, var_pullback, std ? "std_pullback" : "var_pullback", e, st);
     e->r = r;
     e->mu = mu;
     e->v = v;
     e->std = std;
-    *pb = (cr_pullback){var_pullback, e, std ? "std_pullback" : "var_pullback", nargs + 1};
     return CR_OK;
 }
 
