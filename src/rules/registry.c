@@ -640,6 +640,21 @@ cr_status cr_registry_add(cr_registry *reg, const cr_rule_def *def)
     return add_entry(reg, def, 0);
 }
 
+cr_status cr__register(cr_registry *reg, const cr_function *fn, const cr_argspec *args,
+                       size_t nargs, bool variadic, cr_frule_fn frule, cr_rrule_fn rrule,
+                       const void *udata, const cr_rule_test *test)
+{
+    cr_rule_def d = {.fn = fn,
+                     .args = args,
+                     .nargs = nargs,
+                     .variadic = variadic,
+                     .frule = frule,
+                     .rrule = rrule,
+                     .udata = udata,
+                     .test = test};
+    return cr_registry_add(reg, &d);
+}
+
 cr_status cr_registry_opt_out(cr_registry *reg, cr_rule_mode mode, const cr_function *fn,
                               const cr_argspec *args, size_t nargs, bool variadic, uint32_t caps)
 {

@@ -224,6 +224,11 @@ CR_INTERNAL double cr__fd_step(double x);
  * of smaller magnitude. */
 CR_INTERNAL double cr__fd_second(double Dp, double D, double Dm, double hp, double hm);
 
+/* cr_registry_add of the rule with these fields, the others zero. */
+CR_INTERNAL cr_status cr__register(cr_registry *reg, const cr_function *fn, const cr_argspec *args,
+                                   size_t nargs, bool variadic, cr_frule_fn frule,
+                                   cr_rrule_fn rrule, const void *udata, const cr_rule_test *test);
+
 /* dx[0..nx) = NoTangent: a pullback's start. */
 static inline void cr__dx_none(cr_tangent *dx, size_t nx)
 {

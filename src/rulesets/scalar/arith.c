@@ -562,24 +562,15 @@ cr_status cr__family_basic(cr_registry *reg)
         {CR_M_F64 | CR_M_F32 | CR_M_INT | CR_M_BOOL | CR_M_C128, NULL},
         {CR_M_F64 | CR_M_F32 | CR_M_INT | CR_M_BOOL | CR_M_C128, NULL},
         {CR_M_F64 | CR_M_F32 | CR_M_INT | CR_M_BOOL | CR_M_C128, NULL}};
-    cr_status st = cr_registry_add(reg, &(cr_rule_def){.fn = &evalpoly_function,
-                                                       .nargs = 3,
-                                                       .args = num3,
-                                                       .variadic = true,
-                                                       .frule = evalpoly_frule,
-                                                       .rrule = evalpoly_rrule,
-                                                       .test = &evalpoly_test});
+    cr_status st = cr__register(reg, &evalpoly_function, num3, 3, true, evalpoly_frule,
+                                evalpoly_rrule, NULL, &evalpoly_test);
     if (st != CR_OK)
         return st;
     /* evalpoly(x, c) with a vector of coefficients */
     const cr_argspec num_arr[2] = {{CR_M_F64 | CR_M_F32 | CR_M_INT | CR_M_BOOL | CR_M_C128, NULL},
                                    CR_ARG_ARRAY};
-    st = cr_registry_add(reg, &(cr_rule_def){.fn = &evalpoly_function,
-                                             .nargs = 2,
-                                             .args = num_arr,
-                                             .frule = evalpoly_arr_frule,
-                                             .rrule = evalpoly_arr_rrule,
-                                             .test = &evalpoly_arr_test});
+    st = cr__register(reg, &evalpoly_function, num_arr, 2, false, evalpoly_arr_frule,
+                      evalpoly_arr_rrule, NULL, &evalpoly_arr_test);
     if (st != CR_OK)
         return st;
     static const cr_argspec any1[1] = {{0x1FFFu, NULL}};

@@ -754,27 +754,12 @@ cr_status cr__family_complex(cr_registry *reg)
     const cr_argspec number2[2] = {CR_ARG_NUMBER, CR_ARG_NUMBER};
     cr_status st = CR_OK;
     for (size_t i = 0; i < sizeof k_rows / sizeof k_rows[0] && st == CR_OK; i++)
-        st = cr_registry_add(reg, &(cr_rule_def){.fn = k_rows[i].fn,
-                                                 .nargs = (size_t)k_rows[i].fn->arity,
-                                                 .args = number2,
-                                                 .frule = crow_frule,
-                                                 .rrule = crow_rrule,
-                                                 .udata = k_rows[i].fn->udata,
-                                                 .test = k_rows[i].test});
+        st = cr__register(reg, k_rows[i].fn, number2, (size_t)k_rows[i].fn->arity, false,
+                          crow_frule, crow_rrule, k_rows[i].fn->udata, k_rows[i].test);
     for (size_t i = 0; i < sizeof k_hand / sizeof k_hand[0] && st == CR_OK; i++)
-        st = cr_registry_add(reg, &(cr_rule_def){.fn = k_hand[i].fn,
-                                                 .nargs = 1,
-                                                 .args = number2,
-                                                 .frule = zfun_frule,
-                                                 .rrule = zfun_rrule,
-                                                 .udata = k_hand[i].fn->udata,
-                                                 .test = k_hand[i].test});
-    if (st == CR_OK)
-        st = cr_registry_add(reg, &(cr_rule_def){.fn = &chypot_function,
-                                                 .nargs = 2,
-                                                 .args = number2,
-                                                 .frule = chypot_frule,
-                                                 .rrule = chypot_rrule,
-                                                 .test = &k_test_origin});
-    return st;
+        st = cr__register(reg, k_hand[i].fn, number2, 1, false, zfun_frule, zfun_rrule,
+                          k_hand[i].fn->udata, k_hand[i].test);
+    return st == CR_OK ? cr__register(reg, &chypot_function, number2, 2, false, chypot_frule,
+                                      chypot_rrule, NULL, &k_test_origin)
+                       : st;
 }
