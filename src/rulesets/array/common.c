@@ -89,6 +89,25 @@ cr_status cr__rrule_end(cr_arena *arena, cr_status st, const void *udata, const 
     return st;
 }
 
+cr_status cr__nargs_array(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                          size_t lo, size_t hi, const cr_array **A)
+{
+    cr_status st = cr__nargs(arena, who, nargs, lo, hi);
+    return st == CR_OK ? cr__array_arg(arena, who, args, nargs, 0, A) : st;
+}
+
+void cr__fill_distinct(uint64_t *rng, cr_array *A, double base)
+{
+    size_t n = cr_array_numel(A);
+    for (size_t i = 0; i < n; i++) {
+        size_t j = cr__rng_below(rng, i + 1);
+        double v = ((double)i - base) / 4 + cr__rng_unif(rng, 0, 0.125);
+        if (j != i)
+            cr__store(A, (ptrdiff_t)i, cr__load(A, (ptrdiff_t)j));
+        cr__store(A, (ptrdiff_t)j, v);
+    }
+}
+
 /* ---- Element types ---------------------------------------------------------------------- */
 
 cr_dtype cr__promote(cr_dtype a, cr_dtype b)

@@ -84,6 +84,14 @@ CR_INTERNAL cr_status cr__rrule_end(cr_arena *arena, cr_status st, const void *u
         FN, E, NAME, nargs + 1                              \
     }
 
+/* cr__nargs (lo <= nargs <= hi) and then args[0] as an array (cr__array_arg). */
+CR_INTERNAL cr_status cr__nargs_array(cr_arena *arena, const char *who, const cr_value *args,
+                                      size_t nargs, size_t lo, size_t hi, const cr_array **A);
+
+/* Fill the numbers of A (real) with (i - base)/4 + [0, 1/8) for i = 0..n-1 in a random order:
+ * values at least 1/8 apart, so that finite differences cross no tie. */
+CR_INTERNAL void cr__fill_distinct(uint64_t *rng, cr_array *A, double base);
+
 /* Register the rows k[0..n) in order (cr__add_rule_so, never variadic). */
 CR_INTERNAL cr_status cr__add_rules(cr_registry *reg, const cr__array_rule *k, size_t n);
 

@@ -240,15 +240,13 @@ static cr_status sample_norm(CR__SAMPLE_PARAMS)
     if (ps[k] > 0)
         return CR_OK;
     cr_array *A = args[0].u.arr;
+    cr__fill_distinct(rng, A, -2); /* moduli 0.5 + i/4 + [0, 1/8) */
     size_t n = cr_array_numel(A);
     for (size_t i = 0; i < n; i++) {
-        size_t j = cr__rng_below(rng, i + 1);
-        double r = 0.5 + (double)i / 4 + cr__rng_unif(rng, 0, 0.125);
-        cr_complex v = A->dtype == CR_DT_C128 ? r * cexp(cr__c(0, cr__rng_unif(rng, -3, 3)))
-                                              : (cr__rng_below(rng, 2) ? -r : r);
-        if (j != i)
-            cr__store(A, (ptrdiff_t)i, cr__load(A, (ptrdiff_t)j));
-        cr__store(A, (ptrdiff_t)j, v);
+        cr_complex v = cr__load(A, (ptrdiff_t)i);
+        cr__store(A, (ptrdiff_t)i,
+                  A->dtype == CR_DT_C128 ? v * cexp(cr__c(0, cr__rng_unif(rng, -3, 3)))
+                                         : (cr__rng_below(rng, 2) ? -v : v));
     }
     return CR_OK;
 }
@@ -286,9 +284,7 @@ typedef struct opn_env {
 static cr_status opn_parse(cr_arena *arena, const cr_value *args, size_t nargs, opn_env *e)
 {
     const cr_array *A;
-    cr_status st = cr__nargs(arena, "opnorm", nargs, 1, 2);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, "opnorm", args, nargs, 0, &A);
+    cr_status st = cr__nargs_array(arena, "opnorm", args, nargs, 1, 2, &A);
     if (st != CR_OK)
         return st;
     if (A->ndim != 2 || !cr_dtype_is_float((cr_dtype)A->dtype))
@@ -550,9 +546,7 @@ static cr_status nz_forward(cr_arena *arena, const cr_value *args, size_t nargs,
 static cr_status nz_check(cr_arena *arena, const cr_value *args, size_t nargs)
 {
     const cr_array *A;
-    cr_status st = cr__nargs(arena, "normalize", nargs, 1, 2);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, "normalize", args, nargs, 0, &A);
+    cr_status st = cr__nargs_array(arena, "normalize", args, nargs, 1, 2, &A);
     if (st == CR_OK && !cr_dtype_is_float((cr_dtype)A->dtype))
         return CR__FAIL(arena, CR_EINVAL, "normalize: expected an f64, f32 or c128 array");
     return st;

@@ -1110,13 +1110,7 @@ cr_status cr__sample_red(cr_arena *arena, uint64_t *rng, cr_value *args, size_t 
     if (o->real_only) {
         /* Distinct values at least 1/8 apart, so that finite differences never cross a
          * tie (where maximum and findmax have a kink). */
-        for (size_t i = 0; i < n; i++) {
-            size_t j = cr__rng_below(rng, i + 1);
-            double vi = ((double)i - (double)n / 2) / 4 + cr__rng_unif(rng, 0, 0.125);
-            if (j != i)
-                cr__store(A, (ptrdiff_t)i, cr__load(A, (ptrdiff_t)j));
-            cr__store(A, (ptrdiff_t)j, vi);
-        }
+        cr__fill_distinct(rng, A, (double)n / 2);
     }
     if (o->zeros) {
         /* Random signs, and one or two zeros two times out of three. */

@@ -78,9 +78,7 @@ static cr_status reshape_pullback(CR__PULLBACK_PARAMS)
 static cr_status reshape_rrule(CR__RRULE_PARAMS)
 {
     const cr_array *A;
-    cr_status st = cr__nargs(arena, "reshape", nargs, 2, 2);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, "reshape", args, nargs, 0, &A);
+    cr_status st = cr__nargs_array(arena, "reshape", args, nargs, 2, 2, &A);
     size_t ndim = 0, shape[CR_ARRAY_MAX_DIMS];
     if (st == CR_OK)
         st = reshape_shape(arena, &args[1], &ndim, shape);
@@ -254,9 +252,7 @@ static cr_status transpose_rrule_common(cr_arena *arena, const cr_value *args, s
 {
     const char *who = conj_ ? "adjoint" : "transpose";
     const cr_array *A;
-    cr_status st = cr__nargs(arena, who, nargs, 1, 1);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, who, args, nargs, 0, &A);
+    cr_status st = cr__nargs_array(arena, who, args, nargs, 1, 1, &A);
     cr_array *r = NULL;
     if (st == CR_OK)
         st = transpose_of(arena, who, A, conj_, &r);
@@ -318,9 +314,7 @@ static cr_status permutedims_pullback(CR__PULLBACK_PARAMS)
 static cr_status permutedims_rrule(CR__RRULE_PARAMS)
 {
     const cr_array *A;
-    cr_status st = cr__nargs(arena, "permutedims", nargs, 2, 2);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, "permutedims", args, nargs, 0, &A);
+    cr_status st = cr__nargs_array(arena, "permutedims", args, nargs, 2, 2, &A);
     int64_t *perm = NULL;
     size_t np = 0;
     if (st == CR_OK)

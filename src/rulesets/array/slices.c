@@ -52,9 +52,7 @@ static cr_status sl_parse(cr_arena *arena, sl_kind k, const cr_value *args, size
     const char *who = k_sl_names[k];
     size_t want = k == SL_SLICE ? 2 : 1;
     const cr_array *A;
-    cr_status st = cr__nargs(arena, who, nargs, want, want);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, who, args, nargs, 0, &A);
+    cr_status st = cr__nargs_array(arena, who, args, nargs, want, want, &A);
     if (st != CR_OK)
         return st;
     memset(s, 0, sizeof *s);

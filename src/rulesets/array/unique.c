@@ -50,9 +50,7 @@ static cr_status uq_forward(cr_arena *arena, const cr_value *args, size_t nargs,
                             cr_value *y)
 {
     const cr_array *x;
-    cr_status st = cr__nargs(arena, "unique", nargs, 1, 1);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, "unique", args, nargs, 0, &x);
+    cr_status st = cr__nargs_array(arena, "unique", args, nargs, 1, 1, &x);
     if (st != CR_OK)
         return st;
     if (x->ndim != 1 || (x->dtype != CR_DT_F64 && x->dtype != CR_DT_F32))
@@ -184,13 +182,7 @@ static cr_status sample_unique(CR__SAMPLE_PARAMS)
     cr_status st = cr__new(arena, dt, 1, &n, false, &x);
     if (st != CR_OK)
         return st;
-    for (size_t i = 0; i < n; i++) {
-        size_t j = cr__rng_below(rng, i + 1);
-        double v = ((double)i - (double)n / 2) / 4 + cr__rng_unif(rng, 0, 0.125);
-        if (j != i)
-            cr__store(x, (ptrdiff_t)i, cr__load(x, (ptrdiff_t)j));
-        cr__store(x, (ptrdiff_t)j, v);
-    }
+    cr__fill_distinct(rng, x, (double)n / 2);
     args[0] = cr_value_array(x);
     return CR_OK;
 }
