@@ -644,14 +644,11 @@ cr_status cr__register(cr_registry *reg, const cr_function *fn, const cr_argspec
                        size_t nargs, bool variadic, cr_frule_fn frule, cr_rrule_fn rrule,
                        const void *udata, const cr_rule_test *test)
 {
-    cr_rule_def d = {.fn = fn,
-                     .args = args,
-                     .nargs = nargs,
-                     .variadic = variadic,
-                     .frule = frule,
-                     .rrule = rrule,
-                     .udata = udata,
-                     .test = test};
+    cr_rule_def d = {.fn = fn, .args = args, .nargs = nargs, .variadic = variadic};
+    d.frule = frule;
+    d.rrule = rrule;
+    d.udata = udata;
+    d.test = test;
     return cr_registry_add(reg, &d);
 }
 

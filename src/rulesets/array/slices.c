@@ -265,15 +265,12 @@ static cr_status sl_rrule(cr_arena *arena, sl_kind k, const cr_value *args, size
     cr_status st = sl_parse(arena, k, args, nargs, &e->s);
     if (st == CR_OK)
         st = sl_tuple(arena, &e->s, e->s.src, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    e->kind = k;
-    e->wdt = cr__work((cr_dtype)e->s.A->dtype);
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){sl_pullback, e, k_sl_pb_names[k], nargs + 1};
-    return CR_OK;
+    if (st == CR_OK) {
+        e->kind = k;
+        e->wdt = cr__work((cr_dtype)e->s.A->dtype);
+    }
+    return cr__rrule_end(arena, st, udata, &args[0], &e->pA, sl_pullback, e, k_sl_pb_names[k],
+                         nargs + 1, pb);
 }
 
 /* frule: the slices of Ȧ (a tuple tangent of views of one array of A's element type). */

@@ -246,15 +246,9 @@ static cr_status u_rrule(cr_arena *arena, u_op op, const cr_value *args, size_t 
     cr_status st = u_parse(arena, op, args, nargs, e);
     if (st == CR_OK)
         st = u_forward(arena, args, !primal, NULL, NULL, e, y);
-    if (st != CR_OK || primal)
-        return st;
-    st = cr_project_new(arena, &args[e->ia], &e->pA);
-    if (st == CR_OK)
-        st = cr_project_new(arena, &args[e->il], &e->pl);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){u_pullback, e, k_u_pb_names[op], nargs + 1};
-    return CR_OK;
+    st = cr__rrule_end(arena, st, udata, &args[e->ia], &e->pA, u_pullback, e, k_u_pb_names[op],
+                       nargs + 1, pb);
+    return st == CR_OK && !primal ? cr_project_new(arena, &args[e->il], &e->pl) : st;
 }
 
 /* frule: Ẏ = sa Ȧ + sl λ̇ I;  λ̇ A + λ Ȧ;  Ȧ / λ - λ̇ Y / λ;  λ̇ Z + λ Ż. */
