@@ -1055,10 +1055,8 @@ static cr_status cumprod_rrule(CR__RRULE_PARAMS)
     size_t dim;
     cr_array *w;
     cr_status st = cumprod_primal(arena, args, nargs, &r, &dim, &w, y);
-    if (st != CR_OK)
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
     CR__PB_START(cp_env, pA, cumprod_pullback, "cumprod_pullback", e, st);
     e->r = r;
     e->dim = dim;
