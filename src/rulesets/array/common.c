@@ -96,6 +96,24 @@ cr_status cr__nargs_array(cr_arena *arena, const char *who, const cr_value *args
     return st == CR_OK ? cr__array_arg(arena, who, args, nargs, 0, A) : st;
 }
 
+void cr__sort_index(int64_t *ix, int64_t *tmp, size_t n, const double *v,
+                    bool (*less)(double, double))
+{
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            size_t i = lo, j = mid, o = lo;
+            while (i < mid && j < hi)
+                tmp[o++] = less(v[ix[j]], v[ix[i]]) ? ix[j++] : ix[i++];
+            while (i < mid)
+                tmp[o++] = ix[i++];
+            while (j < hi)
+                tmp[o++] = ix[j++];
+        }
+        memcpy(ix, tmp, n * sizeof *ix);
+    }
+}
+
 void cr__fill_distinct(uint64_t *rng, cr_array *A, double base)
 {
     size_t n = cr_array_numel(A);

@@ -92,6 +92,11 @@ CR_INTERNAL cr_status cr__nargs_array(cr_arena *arena, const char *who, const cr
  * values at least 1/8 apart, so that finite differences cross no tie. */
 CR_INTERNAL void cr__fill_distinct(uint64_t *rng, cr_array *A, double base);
 
+/* Stable merge sort of the indices ix[0..n) by the values v[ix[.]] under the strict weak
+ * order less; tmp has n entries. */
+CR_INTERNAL void cr__sort_index(int64_t *ix, int64_t *tmp, size_t n, const double *v,
+                                bool (*less)(double, double));
+
 /* Register the rows k[0..n) in order (cr__add_rule_so, never variadic). */
 CR_INTERNAL cr_status cr__add_rules(cr_registry *reg, const cr__array_rule *k, size_t n);
 

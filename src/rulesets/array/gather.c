@@ -448,28 +448,10 @@ static cr_status build_tril(cr_arena *arena, const cr_value *args, size_t nargs,
     return build_tri(arena, "tril", false, args, nargs, g);
 }
 
-/* Stable merge sort of the indices idx[0..n) by the values v (NaN last, as Julia's
- * isless orders them). */
+/* The order of sort: NaN last, as Julia's isless orders them (-0.0 and 0.0 equal). */
 static bool sort_less(double a, double b)
 {
     return isnan(b) ? !isnan(a) : a < b;
-}
-
-static void merge_sort(int64_t *idx, int64_t *tmp, size_t n, const double *v)
-{
-    if (n < 2)
-        return;
-    size_t h = n / 2;
-    merge_sort(idx, tmp, h, v);
-    merge_sort(idx + h, tmp, n - h, v);
-    size_t i = 0, j = h, k = 0;
-    while (i < h && j < n)
-        tmp[k++] = sort_less(v[idx[j]], v[idx[i]]) ? idx[j++] : idx[i++];
-    while (i < h)
-        tmp[k++] = idx[i++];
-    while (j < n)
-        tmp[k++] = idx[j++];
-    memcpy(idx, tmp, n * sizeof *idx);
 }
 
 /* The sorting permutation of a real vector. */
@@ -493,7 +475,7 @@ static cr_status sort_perm(cr_arena *arena, const char *who, const cr_value *arg
         return CR__ALLOC_STATUS(arena);
     for (size_t i = 0; i < *n; i++)
         (*perm)[i] = (int64_t)i;
-    merge_sort(*perm, tmp, *n, d->data);
+    cr__sort_index(*perm, tmp, *n, d->data, sort_less);
     return CR_OK;
 }
 

@@ -18,24 +18,6 @@ static bool fl_isless(double a, double b)
     return a == b && signbit(a) && !signbit(b);
 }
 
-/* Stable bottom-up merge sort of the indices ix[0..n) by the values v. */
-static void sort_indices(int64_t *ix, int64_t *tmp, size_t n, const double *v)
-{
-    for (size_t w = 1; w < n; w *= 2) {
-        for (size_t lo = 0; lo < n; lo += 2 * w) {
-            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-            size_t i = lo, j = mid, o = lo;
-            while (i < mid && j < hi)
-                tmp[o++] = fl_isless(v[ix[j]], v[ix[i]]) ? ix[j++] : ix[i++];
-            while (i < mid)
-                tmp[o++] = ix[i++];
-            while (j < hi)
-                tmp[o++] = ix[j++];
-        }
-        memcpy(ix, tmp, n * sizeof *ix);
-    }
-}
-
 typedef struct uq_env {
     const cr_array *x;
     cr_project *px;
@@ -68,7 +50,7 @@ static cr_status uq_forward(cr_arena *arena, const cr_value *args, size_t nargs,
         return CR__ALLOC_STATUS(arena);
     for (size_t i = 0; i < n; i++)
         ix[i] = (int64_t)i;
-    sort_indices(ix, tmp, n, v);
+    cr__sort_index(ix, tmp, n, v, fl_isless);
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         bool same = i > 0 && !fl_isless(v[ix[i - 1]], v[ix[i]]);
