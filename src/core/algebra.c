@@ -211,6 +211,18 @@ static inline cr_status put(cr_tangent *out, cr_tangent v)
     return CR_OK;
 }
 
+/* x + y or x - y once neither is a zero nor NotImplemented: thunks are unthunked first. */
+static cr_status binary_rest(cr_arena *arena, binop op, cr_tangent x, cr_tangent y, cr_tangent *out)
+{
+    if (x.tag == CR_TAN_THUNK || y.tag == CR_TAN_THUNK) {
+        cr_status st = unthunk_pair(&x, &y);
+        if (st != CR_OK)
+            return st;
+        return op == OP_ADD ? cr_tangent_add(arena, x, y, out) : cr_tangent_sub(arena, x, y, out);
+    }
+    return plain_binary(arena, op, x, y, out);
+}
+
 cr_status cr_tangent_add(cr_arena *arena, cr_tangent x, cr_tangent y, cr_tangent *out)
 {
     /* NotImplemented always wins +. */
@@ -223,13 +235,7 @@ cr_status cr_tangent_add(cr_arena *arena, cr_tangent x, cr_tangent y, cr_tangent
         return put(out, (y.tag == CR_TAN_ZERO && x.tag == CR_TAN_NONE) ? x : y);
     if (y.tag == CR_TAN_ZERO || y.tag == CR_TAN_NONE)
         return put(out, x);
-    if (x.tag == CR_TAN_THUNK || y.tag == CR_TAN_THUNK) {
-        cr_status st = unthunk_pair(&x, &y);
-        if (st != CR_OK)
-            return st;
-        return cr_tangent_add(arena, x, y, out);
-    }
-    return plain_binary(arena, OP_ADD, x, y, out);
+    return binary_rest(arena, OP_ADD, x, y, out);
 }
 
 cr_status cr_tangent_neg(cr_arena *arena, cr_tangent x, cr_tangent *out)
@@ -255,13 +261,7 @@ cr_status cr_tangent_sub(cr_arena *arena, cr_tangent x, cr_tangent y, cr_tangent
     }
     if (y.tag == CR_TAN_ZERO || y.tag == CR_TAN_NONE)
         return put(out, x);
-    if (x.tag == CR_TAN_THUNK || y.tag == CR_TAN_THUNK) {
-        cr_status st = unthunk_pair(&x, &y);
-        if (st != CR_OK)
-            return st;
-        return cr_tangent_sub(arena, x, y, out);
-    }
-    return plain_binary(arena, OP_SUB, x, y, out);
+    return binary_rest(arena, OP_SUB, x, y, out);
 }
 
 static cr_status struct_binary(cr_arena *arena, binop op, cr_tangent x, cr_tangent y,
