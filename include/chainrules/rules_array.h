@@ -146,7 +146,12 @@ CR_API extern const cr_value cr_fn_dropdims;
 CR_API extern const cr_value cr_fn_diag;
 
 /** `diagm(v)`, `diagm(v, k)`: the square matrix with the vector v on its k-th diagonal
- *  and zeros elsewhere (dense). Pullback: the cotangent's k-th diagonal. */
+ *  and zeros elsewhere (dense). Pullback: the cotangent's k-th diagonal.
+ *  `diagm(k1, v1, k2, v2, ...)` and `diagm(m, n, k1, v1, ...)` (Julia's
+ *  `diagm(k1 => v1, ...)` and `diagm(m, n, k1 => v1, ...)`, up to 4 pairs, 3 with a size):
+ *  each vector on its diagonal, a diagonal given twice holding the sum; square of order
+ *  max(length(v_i) + |k_i|) without a size, CR_ESHAPE when a diagonal does not fit the
+ *  m x n size given. Pullback: v̄_i is the cotangent's diagonal k_i. */
 CR_API extern const cr_value cr_fn_diagm;
 
 /** `triu(A)`, `triu(A, k)`: the entries of a matrix on and above its k-th diagonal, zeros

@@ -17,18 +17,13 @@ static bool is_scalar(uint8_t tag)
     return tag == CR_TAN_F64 || tag == CR_TAN_F32 || tag == CR_TAN_C128;
 }
 
+/* The number a scalar tangent carries (0 for any other). */
 static cr_complex scalar_value(cr_tangent t)
 {
-    switch (t.tag) {
-    case CR_TAN_F64:
-        return t.u.f64;
-    case CR_TAN_F32:
-        return (double)t.u.f32;
-    case CR_TAN_C128:
-        return t.u.c128;
-    default:
-        return 0.0;
-    }
+    return t.tag == CR_TAN_F64    ? (cr_complex)t.u.f64
+           : t.tag == CR_TAN_F32  ? (cr_complex)(double)t.u.f32
+           : t.tag == CR_TAN_C128 ? t.u.c128
+                                  : 0.0;
 }
 
 static cr_dtype promote(cr_dtype a, cr_dtype b)
@@ -211,33 +206,38 @@ static cr_status plain_binary(cr_arena *arena, binop op, cr_tangent x, cr_tangen
     return kind_error(arena, name, x, y);
 }
 
-cr_status cr_tangent_add(cr_arena *arena, cr_tangent x, cr_tangent y, cr_tangent *out)
+/* *out = v; CR_OK. */
+static inline cr_status put(cr_tangent *out, cr_tangent v)
 {
-    /* NotImplemented always wins +. */
-    if (x.tag == CR_TAN_NOTIMPL) {
-        *out = x;
-        return CR_OK;
-    }
-    if (y.tag == CR_TAN_NOTIMPL) {
-        *out = y;
-        return CR_OK;
-    }
-    /* NoTangent + ZeroTangent = NoTangent; a zero is the identity otherwise. */
-    if (x.tag == CR_TAN_ZERO || x.tag == CR_TAN_NONE) {
-        *out = (y.tag == CR_TAN_ZERO && x.tag == CR_TAN_NONE) ? x : y;
-        return CR_OK;
-    }
-    if (y.tag == CR_TAN_ZERO || y.tag == CR_TAN_NONE) {
-        *out = x;
-        return CR_OK;
-    }
+    *out = v;
+    return CR_OK;
+}
+
+/* x + y or x - y once neither is a zero nor NotImplemented: thunks are unthunked first. */
+static cr_status binary_rest(cr_arena *arena, binop op, cr_tangent x, cr_tangent y, cr_tangent *out)
+{
     if (x.tag == CR_TAN_THUNK || y.tag == CR_TAN_THUNK) {
         cr_status st = unthunk_pair(&x, &y);
         if (st != CR_OK)
             return st;
-        return cr_tangent_add(arena, x, y, out);
+        return op == OP_ADD ? cr_tangent_add(arena, x, y, out) : cr_tangent_sub(arena, x, y, out);
     }
-    return plain_binary(arena, OP_ADD, x, y, out);
+    return plain_binary(arena, op, x, y, out);
+}
+
+cr_status cr_tangent_add(cr_arena *arena, cr_tangent x, cr_tangent y, cr_tangent *out)
+{
+    /* NotImplemented always wins +. */
+    if (x.tag == CR_TAN_NOTIMPL)
+        return put(out, x);
+    if (y.tag == CR_TAN_NOTIMPL)
+        return put(out, y);
+    /* NoTangent + ZeroTangent = NoTangent; a zero is the identity otherwise. */
+    if (x.tag == CR_TAN_ZERO || x.tag == CR_TAN_NONE)
+        return put(out, (y.tag == CR_TAN_ZERO && x.tag == CR_TAN_NONE) ? x : y);
+    if (y.tag == CR_TAN_ZERO || y.tag == CR_TAN_NONE)
+        return put(out, x);
+    return binary_rest(arena, OP_ADD, x, y, out);
 }
 
 cr_status cr_tangent_neg(cr_arena *arena, cr_tangent x, cr_tangent *out)
@@ -261,17 +261,9 @@ cr_status cr_tangent_sub(cr_arena *arena, cr_tangent x, cr_tangent y, cr_tangent
         }
         return cr_tangent_neg(arena, y, out);
     }
-    if (y.tag == CR_TAN_ZERO || y.tag == CR_TAN_NONE) {
-        *out = x;
-        return CR_OK;
-    }
-    if (x.tag == CR_TAN_THUNK || y.tag == CR_TAN_THUNK) {
-        cr_status st = unthunk_pair(&x, &y);
-        if (st != CR_OK)
-            return st;
-        return cr_tangent_sub(arena, x, y, out);
-    }
-    return plain_binary(arena, OP_SUB, x, y, out);
+    if (y.tag == CR_TAN_ZERO || y.tag == CR_TAN_NONE)
+        return put(out, x);
+    return binary_rest(arena, OP_SUB, x, y, out);
 }
 
 static cr_status struct_binary(cr_arena *arena, binop op, cr_tangent x, cr_tangent y,
@@ -281,14 +273,10 @@ static cr_status struct_binary(cr_arena *arena, binop op, cr_tangent x, cr_tange
     if (st != CR_OK)
         return st;
     const cr_type *type = x.u.s.type;
-    if (x.u.s.fields == NULL && op == OP_ADD) {
-        *out = y;
-        return CR_OK;
-    }
-    if (y.u.s.fields == NULL) {
-        *out = x;
-        return CR_OK;
-    }
+    if (x.u.s.fields == NULL && op == OP_ADD)
+        return put(out, y);
+    if (y.u.s.fields == NULL)
+        return put(out, x);
     cr_tangent *f = cr__arena_array(arena, op == OP_ADD ? "+" : "-", type->nfields, sizeof *f,
                                     _Alignof(cr_tangent));
     if (f == NULL)
@@ -320,8 +308,7 @@ static cr_status unary(cr_arena *arena, unop op, cr_complex s, cr_tangent x, cr_
     case CR_TAN_NONE:
     case CR_TAN_NOTIMPL:
     case CR_TAN_ABSENT:
-        *out = x;
-        return CR_OK;
+        return put(out, x);
     case CR_TAN_F64:
         if (op == UN_CONJ)
             *out = x;
@@ -339,13 +326,10 @@ static cr_status unary(cr_arena *arena, unop op, cr_complex s, cr_tangent x, cr_
             *out = cr_tangent_f32((float)(creal(s) * (double)x.u.f32));
         return CR_OK;
     case CR_TAN_C128:
-        *out = cr_tangent_c128(op == UN_CONJ ? conj(x.u.c128) : s * x.u.c128);
-        return CR_OK;
+        return put(out, cr_tangent_c128(op == UN_CONJ ? conj(x.u.c128) : s * x.u.c128));
     case CR_TAN_ARRAY:
-        if (op == UN_CONJ && x.u.arr->dtype != CR_DT_C128) {
-            *out = x;
-            return CR_OK;
-        }
+        if (op == UN_CONJ && x.u.arr->dtype != CR_DT_C128)
+            return put(out, x);
         return array_unary(arena, op, s, x.u.arr, out);
     case CR_TAN_STRUCT:
         return struct_map_scale(arena, op, s, x, out);
@@ -363,10 +347,8 @@ static cr_status struct_map_scale(cr_arena *arena, unop op, cr_complex s, cr_tan
                                   cr_tangent *out)
 {
     const cr_type *type = x.u.s.type;
-    if (x.u.s.fields == NULL) {
-        *out = x;
-        return CR_OK;
-    }
+    if (x.u.s.fields == NULL)
+        return put(out, x);
     cr_tangent *f = cr__arena_array(arena, op == UN_SCALE ? "*" : "conj", type->nfields, sizeof *f,
                                     _Alignof(cr_tangent));
     if (f == NULL)
@@ -399,18 +381,12 @@ cr_status cr_tangent_conj(cr_arena *arena, cr_tangent x, cr_tangent *out)
 cr_status cr_tangent_mul(cr_arena *arena, cr_tangent a, cr_tangent b, cr_tangent *out)
 {
     /* ZeroTangent wins *, then NoTangent, then NotImplemented. */
-    if (a.tag == CR_TAN_ZERO || b.tag == CR_TAN_ZERO) {
-        *out = cr_tangent_zero();
-        return CR_OK;
-    }
-    if (a.tag == CR_TAN_NONE || b.tag == CR_TAN_NONE) {
-        *out = cr_tangent_none();
-        return CR_OK;
-    }
-    if (a.tag == CR_TAN_NOTIMPL || b.tag == CR_TAN_NOTIMPL) {
-        *out = a.tag == CR_TAN_NOTIMPL ? a : b;
-        return CR_OK;
-    }
+    if (a.tag == CR_TAN_ZERO || b.tag == CR_TAN_ZERO)
+        return put(out, cr_tangent_zero());
+    if (a.tag == CR_TAN_NONE || b.tag == CR_TAN_NONE)
+        return put(out, cr_tangent_none());
+    if (a.tag == CR_TAN_NOTIMPL || b.tag == CR_TAN_NOTIMPL)
+        return put(out, a.tag == CR_TAN_NOTIMPL ? a : b);
     if (a.tag == CR_TAN_THUNK || b.tag == CR_TAN_THUNK) {
         cr_status st = unthunk_pair(&a, &b);
         if (st != CR_OK)
@@ -484,18 +460,12 @@ static cr_status dot_rec(cr_arena *arena, cr_tangent x, cr_tangent y, cr_complex
 
 cr_status cr_tangent_dot(cr_arena *arena, cr_tangent x, cr_tangent y, cr_tangent *out)
 {
-    if (x.tag == CR_TAN_ZERO || y.tag == CR_TAN_ZERO) {
-        *out = cr_tangent_zero();
-        return CR_OK;
-    }
-    if (x.tag == CR_TAN_NONE || y.tag == CR_TAN_NONE) {
-        *out = cr_tangent_none();
-        return CR_OK;
-    }
-    if (x.tag == CR_TAN_NOTIMPL || y.tag == CR_TAN_NOTIMPL) {
-        *out = x.tag == CR_TAN_NOTIMPL ? x : y;
-        return CR_OK;
-    }
+    if (x.tag == CR_TAN_ZERO || y.tag == CR_TAN_ZERO)
+        return put(out, cr_tangent_zero());
+    if (x.tag == CR_TAN_NONE || y.tag == CR_TAN_NONE)
+        return put(out, cr_tangent_none());
+    if (x.tag == CR_TAN_NOTIMPL || y.tag == CR_TAN_NOTIMPL)
+        return put(out, x.tag == CR_TAN_NOTIMPL ? x : y);
     cr_complex acc = 0.0;
     bool cplx = false;
     cr_status st = dot_rec(arena, x, y, &acc, &cplx);
@@ -635,20 +605,15 @@ cr_status cr_tangent_zeros_like(cr_arena *arena, cr_tangent t, cr_tangent *out)
     case CR_TAN_ZERO:
     case CR_TAN_NONE:
     case CR_TAN_NOTIMPL:
-        *out = t;
-        return CR_OK;
+        return put(out, t);
     case CR_TAN_ABSENT:
-        *out = cr_tangent_zero();
-        return CR_OK;
+        return put(out, cr_tangent_zero());
     case CR_TAN_F64:
-        *out = cr_tangent_f64(0.0);
-        return CR_OK;
+        return put(out, cr_tangent_f64(0.0));
     case CR_TAN_F32:
-        *out = cr_tangent_f32(0.0f);
-        return CR_OK;
+        return put(out, cr_tangent_f32(0.0f));
     case CR_TAN_C128:
-        *out = cr_tangent_c128(0.0);
-        return CR_OK;
+        return put(out, cr_tangent_c128(0.0));
     case CR_TAN_ARRAY: {
         cr_array *r;
         cr_status st = new_like(arena, t.u.arr, (cr_dtype)t.u.arr->dtype, &r);
@@ -687,14 +652,11 @@ cr_status cr_tangent_zero_of(cr_arena *arena, const cr_value *primal, cr_tangent
     *out = cr_tangent_none();
     switch (primal->kind) {
     case CR_KIND_F64:
-        *out = cr_tangent_f64(0.0);
-        return CR_OK;
+        return put(out, cr_tangent_f64(0.0));
     case CR_KIND_F32:
-        *out = cr_tangent_f32(0.0f);
-        return CR_OK;
+        return put(out, cr_tangent_f32(0.0f));
     case CR_KIND_C128:
-        *out = cr_tangent_c128(0.0);
-        return CR_OK;
+        return put(out, cr_tangent_c128(0.0));
     case CR_KIND_ARRAY: {
         if (primal->u.arr == NULL)
             return CR__FAIL(arena, CR_EINVAL, "zero tangent of a NULL array");

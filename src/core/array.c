@@ -12,21 +12,16 @@ size_t cr_dtype_size(cr_dtype dtype)
     return cr__dtype_size(dtype);
 }
 
+/* names[i], or "?" past the end of the n names. */
+static const char *name_of(const char *const *names, size_t n, size_t i)
+{
+    return i < n ? names[i] : "?";
+}
+
 const char *cr_dtype_name(cr_dtype dtype)
 {
-    switch (dtype) {
-    case CR_DT_F64:
-        return "f64";
-    case CR_DT_F32:
-        return "f32";
-    case CR_DT_C128:
-        return "c128";
-    case CR_DT_I64:
-        return "i64";
-    case CR_DT_BOOL:
-        return "bool";
-    }
-    return "?";
+    static const char *const k_names[] = {"?", "f64", "f32", "c128", "i64", "bool"};
+    return name_of(k_names, sizeof k_names / sizeof k_names[0], (size_t)dtype);
 }
 
 bool cr_dtype_is_float(cr_dtype dtype)
@@ -36,37 +31,11 @@ bool cr_dtype_is_float(cr_dtype dtype)
 
 const char *cr_matstruct_name(cr_matstruct s)
 {
-    switch (s) {
-    case CR_MAT_DENSE:
-        return "dense";
-    case CR_MAT_DIAGONAL:
-        return "diagonal";
-    case CR_MAT_SYMMETRIC:
-        return "symmetric";
-    case CR_MAT_HERMITIAN:
-        return "hermitian";
-    case CR_MAT_UPPER:
-        return "upper";
-    case CR_MAT_LOWER:
-        return "lower";
-    case CR_MAT_TRIDIAGONAL:
-        return "tridiagonal";
-    case CR_MAT_SYMTRIDIAGONAL:
-        return "symtridiagonal";
-    case CR_MAT_BIDIAG_UPPER:
-        return "bidiagonal_upper";
-    case CR_MAT_BIDIAG_LOWER:
-        return "bidiagonal_lower";
-    case CR_MAT_UNIT_UPPER:
-        return "unit_upper";
-    case CR_MAT_UNIT_LOWER:
-        return "unit_lower";
-    case CR_MAT_SYMMETRIC_LOWER:
-        return "symmetric_lower";
-    case CR_MAT_HERMITIAN_LOWER:
-        return "hermitian_lower";
-    }
-    return "?";
+    static const char *const k_names[] = {
+        "dense",      "diagonal",    "symmetric",       "hermitian",        "upper",
+        "lower",      "tridiagonal", "symtridiagonal",  "bidiagonal_upper", "bidiagonal_lower",
+        "unit_upper", "unit_lower",  "symmetric_lower", "hermitian_lower"};
+    return name_of(k_names, sizeof k_names / sizeof k_names[0], (size_t)s);
 }
 
 static void set_row_major(cr_array *a)
@@ -138,12 +107,10 @@ bool cr_array_is_contiguous(const cr_array *a)
 
 bool cr_array_same_shape(const cr_array *a, const cr_array *b)
 {
-    if (a->ndim != b->ndim)
-        return false;
-    for (size_t d = 0; d < a->ndim; d++)
-        if (a->shape[d] != b->shape[d])
-            return false;
-    return true;
+    size_t d = 0;
+    while (d < a->ndim && a->ndim == b->ndim && a->shape[d] == b->shape[d])
+        d++;
+    return a->ndim == b->ndim && d == a->ndim;
 }
 
 /* Allocates descriptor + data for `nstored` elements, contiguous; shape set by caller. */

@@ -7,81 +7,65 @@
 
 cr_value cr_value_f64(double x)
 {
-    cr_value v = {.kind = CR_KIND_F64, .u.f64 = x};
-    return v;
+    return (cr_value){.kind = CR_KIND_F64, .u.f64 = x};
 }
 
 cr_value cr_value_f32(float x)
 {
-    cr_value v = {.kind = CR_KIND_F32, .u.f32 = x};
-    return v;
+    return (cr_value){.kind = CR_KIND_F32, .u.f32 = x};
 }
 
 cr_value cr_value_c128(cr_complex z)
 {
-    cr_value v = {.kind = CR_KIND_C128, .u.c128 = z};
-    return v;
+    return (cr_value){.kind = CR_KIND_C128, .u.c128 = z};
 }
 
 cr_value cr_value_i64(int64_t i)
 {
-    cr_value v = {.kind = CR_KIND_I64, .u.i64 = i};
-    return v;
+    return (cr_value){.kind = CR_KIND_I64, .u.i64 = i};
 }
 
 cr_value cr_value_bool(bool b)
 {
-    cr_value v = {.kind = CR_KIND_BOOL, .u.b = b};
-    return v;
+    return (cr_value){.kind = CR_KIND_BOOL, .u.b = b};
 }
 
 cr_value cr_value_array(cr_array *arr)
 {
-    cr_value v = {.kind = CR_KIND_ARRAY, .u.arr = arr};
-    return v;
+    return (cr_value){.kind = CR_KIND_ARRAY, .u.arr = arr};
 }
 
 cr_value cr_value_struct(const cr_type *type, void *ptr)
 {
-    cr_value v = {.kind = CR_KIND_STRUCT};
-    v.u.obj.type = type;
-    v.u.obj.ptr = ptr;
-    return v;
+    return (cr_value){.kind = CR_KIND_STRUCT, .u.obj = {.type = type, .ptr = ptr}};
 }
 
 cr_value cr_value_function(const struct cr_function *fn, void *self)
 {
-    cr_value v = {.kind = CR_KIND_FUNC};
-    v.u.func.fn = fn;
-    v.u.func.self = self;
-    return v;
+    return (cr_value){.kind = CR_KIND_FUNC, .u.func = {.fn = fn, .self = self}};
+}
+
+/* names[i], or "?" past the end of the n names. */
+static const char *name_of(const char *const *names, size_t n, size_t i)
+{
+    return i < n ? names[i] : "?";
 }
 
 const char *cr_kind_name(cr_kind kind)
 {
-    switch (kind) {
-    case CR_KIND_NOTHING:
-        return "nothing";
-    case CR_KIND_F64:
-        return "f64";
-    case CR_KIND_F32:
-        return "f32";
-    case CR_KIND_C128:
-        return "c128";
-    case CR_KIND_I64:
-        return "i64";
-    case CR_KIND_I32:
-        return "i32";
-    case CR_KIND_BOOL:
-        return "bool";
-    case CR_KIND_ARRAY:
-        return "array";
-    case CR_KIND_STRUCT:
-        return "struct";
-    case CR_KIND_FUNC:
-        return "function";
-    }
-    return "?";
+    static const char *const k_names[] = {"nothing", "f64",  "f32",   "c128",   "i64",
+                                          "i32",     "bool", "array", "struct", "function"};
+    return name_of(k_names, sizeof k_names / sizeof k_names[0], (size_t)kind);
+}
+
+/* The size of a number of kind k (f64, f32, c128, i64 or bool). */
+static size_t number_size(cr_kind k)
+{
+    return k == CR_KIND_F64    ? sizeof(double)
+           : k == CR_KIND_F32  ? sizeof(float)
+           : k == CR_KIND_C128 ? sizeof(cr_complex)
+           : k == CR_KIND_I64  ? sizeof(int64_t)
+                               : sizeof(bool);
 }
 
 cr_status cr_type_field_value(const cr_type *type, void *obj, size_t i, cr_value *out)
@@ -94,16 +78,11 @@ cr_status cr_type_field_value(const cr_type *type, void *obj, size_t i, cr_value
     out->kind = f->kind;
     switch (f->kind) {
     case CR_KIND_F64:
-        memcpy(&out->u.f64, p, sizeof(double));
-        break;
     case CR_KIND_F32:
-        memcpy(&out->u.f32, p, sizeof(float));
-        break;
     case CR_KIND_C128:
-        memcpy(&out->u.c128, p, sizeof(cr_complex));
-        break;
     case CR_KIND_I64:
-        memcpy(&out->u.i64, p, sizeof(int64_t));
+    case CR_KIND_BOOL: /* a number, read into the union (all its members start at 0) */
+        memcpy(&out->u, p, number_size(f->kind));
         break;
     case CR_KIND_I32: {
         int v;
@@ -111,9 +90,6 @@ cr_status cr_type_field_value(const cr_type *type, void *obj, size_t i, cr_value
         out->u.i64 = v;
         break;
     }
-    case CR_KIND_BOOL:
-        memcpy(&out->u.b, p, sizeof(bool));
-        break;
     case CR_KIND_ARRAY:
         out->u.arr = (cr_array *)(void *)p;
         break;

@@ -647,13 +647,8 @@ cr_status cr_mpi_dual_irecv(cr_ctx *ctx, cr_dual *y, size_t n, int source, int t
             MPI_Request_free(&lost);
         return local != CR_OK ? local : failf(ctx, CR_ENOMEM, "%s: no memory for the request", who);
     }
-    memset(q, 0, sizeof *q);
-    q->ctx = ctx;
-    q->who = who;
-    q->comm = comm;
-    q->recv = true;
-    q->y = y;
-    q->n = n;
+    *q = (struct cr_mpi_dual_req){
+        .ctx = ctx, .who = who, .comm = comm, .recv = true, .y = y, .n = n};
     /* room for n elements with the most directions and the header; a longer message is an
      * MPI error (truncation) */
     q->buf = !bad_count(n, 0) ? take(ctx, n + 1, W(CR_DUAL_MAX_CHUNK), &q->bytes) : NULL;

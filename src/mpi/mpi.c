@@ -23,21 +23,19 @@
 
 /* ---- Failures ------------------------------------------------------------------------------ */
 
-static cr_status failf(cr_tape *t, cr_status st, const char *fmt, ...)
 #if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
+__attribute__((format(printf, 3, 4)))
 #endif
-    ;
-
-static cr_status failf(cr_tape *t, cr_status st, const char *fmt, ...)
+static cr_status
+failf(cr_tape *t, cr_status st, const char *fmt, ...)
 {
+    if (t == NULL)
+        return st;
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (t == NULL)
-        return st;
     cr_status old = cr_tape_status(t);
     return old != CR_OK ? old : cr_tape_op_fail(t, st, msg);
 }
@@ -769,17 +767,16 @@ static struct cr_mpi_req *req_new(cr_tape *t, const char *who, bool send, MPI_Co
         failf(t, CR_ENOMEM, "%s: no memory for the request", who);
         return NULL;
     }
-    memset(q, 0, sizeof *q);
-    q->t = t;
-    q->send = send;
-    q->comm = comm;
-    q->peer = peer;
-    q->tag = tag;
-    q->n = n;
-    q->r = MPI_REQUEST_NULL;
-    q->ar = MPI_REQUEST_NULL;
-    q->buf = buf;
-    q->abuf = abuf;
+    *q = (struct cr_mpi_req){.t = t,
+                             .send = send,
+                             .comm = comm,
+                             .peer = peer,
+                             .tag = tag,
+                             .n = n,
+                             .r = MPI_REQUEST_NULL,
+                             .ar = MPI_REQUEST_NULL,
+                             .buf = buf,
+                             .abuf = abuf};
     return q;
 }
 

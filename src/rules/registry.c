@@ -333,9 +333,7 @@ cr_status cr_registry_new(cr_ctx *ctx, const cr_registry *parent, cr_registry **
     cr_registry *r = cr__alloc(ctx, sizeof *r);
     if (r == NULL)
         return CR_ENOMEM;
-    memset(r, 0, sizeof *r);
-    r->ctx = ctx;
-    r->parent = parent != NULL ? parent : cr_registry_builtin();
+    *r = (cr_registry){.ctx = ctx, .parent = parent != NULL ? parent : cr_registry_builtin()};
     *out = r;
     return CR_OK;
 }
@@ -642,15 +640,22 @@ cr_status cr_registry_add(cr_registry *reg, const cr_rule_def *def)
     return add_entry(reg, def, 0);
 }
 
+cr_status cr__register(cr_registry *reg, const cr_function *fn, const cr_argspec *args,
+                       size_t nargs, bool variadic, cr_frule_fn frule, cr_rrule_fn rrule,
+                       const void *udata, const cr_rule_test *test)
+{
+    cr_rule_def d = {.fn = fn, .args = args, .nargs = nargs, .variadic = variadic};
+    d.frule = frule;
+    d.rrule = rrule;
+    d.udata = udata;
+    d.test = test;
+    return cr_registry_add(reg, &d);
+}
+
 cr_status cr_registry_opt_out(cr_registry *reg, cr_rule_mode mode, const cr_function *fn,
                               const cr_argspec *args, size_t nargs, bool variadic, uint32_t caps)
 {
-    cr_rule_def d = {0};
-    d.fn = fn;
-    d.args = args;
-    d.nargs = nargs;
-    d.variadic = variadic;
-    d.caps = caps;
+    cr_rule_def d = {.fn = fn, .args = args, .nargs = nargs, .variadic = variadic, .caps = caps};
     uint32_t flags =
         (mode & CR_MODE_FRULE ? E_NO_FRULE : 0) | (mode & CR_MODE_RRULE ? E_NO_RRULE : 0);
     if (flags == 0)
@@ -666,13 +671,12 @@ cr_status cr_registry_non_differentiable(cr_registry *reg, const cr_function *fn
                    ? cr_ctx_error(reg->ctx, CR_EINVAL,
                                   "non_differentiable %s: the function has no primal", fn->name)
                    : CR_EINVAL;
-    cr_rule_def d = {0};
-    d.fn = fn;
-    d.args = args;
-    d.nargs = nargs;
-    d.variadic = variadic;
-    d.frule = cr__nondiff_frule;
-    d.rrule = cr__nondiff_rrule;
+    cr_rule_def d = {.fn = fn,
+                     .args = args,
+                     .nargs = nargs,
+                     .variadic = variadic,
+                     .frule = cr__nondiff_frule,
+                     .rrule = cr__nondiff_rrule};
     return add_entry(reg, &d, E_NONDIFF);
 }
 

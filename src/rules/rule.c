@@ -137,8 +137,7 @@ typedef struct checked_env {
     cr_project **proj; /* nargs projectors */
 } checked_env;
 
-static cr_status checked_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                  void *env)
+static cr_status checked_pullback(CR__PULLBACK_PARAMS)
 {
     checked_env *e = env;
     /* Called through cr_pullback_call() on the wrapper, which checked nx, skipped zero
@@ -165,9 +164,7 @@ static cr_status checked_pullback(const cr_tangent *dy, cr_tangent *dx, size_t n
 static cr_status wrap_checked(cr_arena *arena, const cr_value *f, const cr_value *args,
                               size_t nargs, cr_pullback *pb)
 {
-    checked_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(checked_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, checked_env, e);
     e->inner = *pb;
     e->fn = f->u.func.fn;
     e->nargs = nargs;
@@ -213,13 +210,8 @@ cr_status cr__rrule_with(const cr_config *cfg, cr_arena *arena, cr_rrule_fn rrul
 
 /* ---- Non-differentiable functions ------------------------------------------------------ */
 
-cr_status cr__nondiff_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+cr_status cr__nondiff_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)dargs;
-    (void)udata;
     cr_status st = cr_function_call(arena, f, args, nargs, y);
     if (st != CR_OK)
         return st;
@@ -227,23 +219,14 @@ cr_status cr__nondiff_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
     return CR_OK;
 }
 
-static cr_status nondiff_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                  void *env)
+static cr_status nondiff_pullback(CR__PULLBACK_PARAMS)
 {
-    (void)dy;
-    (void)arena;
-    (void)env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     return CR_OK;
 }
 
-cr_status cr__nondiff_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+cr_status cr__nondiff_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)udata;
     cr_status st = cr_function_call(arena, f, args, nargs, y);
     if (st != CR_OK)
         return st;

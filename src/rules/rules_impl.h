@@ -225,4 +225,55 @@ CR_INTERNAL double cr__fd_step(double x);
  * of smaller magnitude. */
 CR_INTERNAL double cr__fd_second(double Dp, double D, double Dm, double hp, double hm);
 
+/* cr_registry_add of the rule with these fields, the others zero. */
+CR_INTERNAL cr_status cr__register(cr_registry *reg, const cr_function *fn, const cr_argspec *args,
+                                   size_t nargs, bool variadic, cr_frule_fn frule,
+                                   cr_rrule_fn rrule, const void *udata, const cr_rule_test *test);
+
+/* dx[0..nx) = NoTangent: a pullback's start. */
+static inline void cr__dx_none(cr_tangent *dx, size_t nx)
+{
+    for (size_t i = 0; i < nx; i++)
+        dx[i] = cr_tangent_none();
+}
+
+/* `T *E`: a new T in the arena ARENA (zeroed with the _ZNEW form), or the function returns the
+ * arena's status. A declaration: at the start of a block or after the statements it needs. */
+#define CR__ARENA_NEW(ARENA, T, E)                          \
+    T *E = cr_arena_alloc((ARENA), sizeof(T), _Alignof(T)); \
+    if (E == NULL)                                          \
+    return CR__ALLOC_STATUS(ARENA)
+#define CR__ARENA_ZNEW(ARENA, T, E)                             \
+    T *E = cr_arena_calloc((ARENA), 1, sizeof(T), _Alignof(T)); \
+    if (E == NULL)                                              \
+    return CR__ALLOC_STATUS(ARENA)
+
+/* ---- Heads of rule functions ------------------------------------------------------------ */
+
+/* A parameter a rule function may leave unused. */
+#if defined(__GNUC__)
+#define CR__UNUSED __attribute__((unused))
+#else
+#define CR__UNUSED
+#endif
+
+/* The parameters of an rrule (cr_rrule_fn), frule (cr_frule_fn), pullback (cr_pullback_fn)
+ * or test sampler (cr_rule_test.sample), with the names every rule uses, any of them
+ * possibly unused: `static cr_status x_rrule(CR__RRULE_PARAMS) { ... }`. */
+#define CR__RRULE_PARAMS                                                                       \
+    const cr_config *cfg CR__UNUSED, cr_arena *arena CR__UNUSED, const cr_value *f CR__UNUSED, \
+        const cr_value *args CR__UNUSED, size_t nargs CR__UNUSED, cr_value *y CR__UNUSED,      \
+        cr_pullback *pb CR__UNUSED, const void *udata CR__UNUSED
+#define CR__FRULE_PARAMS                                                                  \
+    const cr_config *cfg CR__UNUSED, cr_arena *arena CR__UNUSED,                          \
+        const cr_tangent *dargs CR__UNUSED, const cr_value *f CR__UNUSED,                 \
+        const cr_value *args CR__UNUSED, size_t nargs CR__UNUSED, cr_value *y CR__UNUSED, \
+        cr_tangent *dy CR__UNUSED, const void *udata CR__UNUSED
+#define CR__PULLBACK_PARAMS                                                           \
+    const cr_tangent *dy CR__UNUSED, cr_tangent *dx CR__UNUSED, size_t nx CR__UNUSED, \
+        cr_arena *arena CR__UNUSED, void *env CR__UNUSED
+#define CR__SAMPLE_PARAMS                                                            \
+    cr_arena *arena CR__UNUSED, uint64_t *rng CR__UNUSED, cr_value *args CR__UNUSED, \
+        size_t nargs CR__UNUSED, void *env CR__UNUSED
+
 #endif /* CR_RULES_IMPL_H */

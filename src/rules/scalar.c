@@ -198,12 +198,8 @@ cr_status cr__tangent_scalar(cr_arena *arena, const char *who, cr_tangent t, cr_
 
 /* ---- frule ----------------------------------------------------------------------------- */
 
-static cr_status scalar_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                              const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                              cr_tangent *dy, const void *udata)
+static cr_status scalar_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
     const cr_scalar_rule *row = udata;
     stype t = ST_F64;
     cr_status st = pick_type(arena, row, args, nargs, &t);
@@ -257,8 +253,7 @@ typedef struct scalar_env {
 
 #define ENV_HEADER (((sizeof(scalar_env) + 15) / 16) * 16)
 
-static cr_status scalar_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                 void *env)
+static cr_status scalar_pullback(CR__PULLBACK_PARAMS)
 {
     const scalar_env *e = env;
     const cr_scalar_rule *row = e->row;
@@ -317,12 +312,8 @@ static cr_status scalar_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
     return CR_OK;
 }
 
-static cr_status scalar_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                              const void *udata)
+static cr_status scalar_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
     const cr_scalar_rule *row = udata;
     stype t = ST_F64;
     cr_status st = pick_type(arena, row, args, nargs, &t);
@@ -397,14 +388,13 @@ cr_status cr_scalar_rule_register(cr_registry *reg, const cr_function *fn,
     cr_argspec args[CR_SCALAR_MAX_IN];
     for (size_t j = 0; j < row->nin; j++)
         args[j] = row->c128 != NULL ? CR_ARG_NUMBER : CR_ARG_REAL;
-    cr_rule_def d = {0};
-    d.fn = fn;
-    d.nargs = row->nin;
-    d.args = args;
-    d.frule = scalar_frule;
-    d.rrule = scalar_rrule;
-    d.udata = row;
-    d.test = &row->test;
+    cr_rule_def d = {.fn = fn,
+                     .nargs = row->nin,
+                     .args = args,
+                     .frule = scalar_frule,
+                     .rrule = scalar_rrule,
+                     .udata = row,
+                     .test = &row->test};
     return cr_registry_add(reg, &d);
 }
 

@@ -134,50 +134,39 @@ typedef struct row_ctx {
     size_t idx_D, idx_dx, idx_dy;
 } row_ctx;
 
+/* Element i of row_inner for the work type T, evaluating the row through its member EVAL. */
+#define ROW_ELEM(T, EVAL)                                                 \
+    do {                                                                  \
+        T x[BC_MAX_IN], Y[1], D[BC_MAX_IN];                               \
+        for (size_t j = 0; j < nin; j++)                                  \
+            x[j] = ((const T *)c->x[j])[CR__AT(1 + j)];                   \
+        b->row->EVAL(x, Y, D);                                            \
+        ((T *)c->y)[oy] = Y[0];                                           \
+        T t = 0;                                                          \
+        for (size_t j = 0; j < nin; j++) {                                \
+            if (c->D[j] != NULL)                                          \
+                ((T *)c->D[j])[oy] = D[j];                                \
+            if (c->dx[j] != NULL)                                         \
+                t += D[j] * ((const T *)c->dx[j])[CR__AT(c->idx_dx + j)]; \
+        }                                                                 \
+        if (c->dy != NULL)                                                \
+            ((T *)c->dy)[oy] = t;                                         \
+    } while (0)
+
 static void row_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, void *vctx)
 {
     row_ctx *c = vctx;
     const bc *b = c->b;
     size_t nin = b->n;
     for (size_t i = 0; i < n; i++) {
-        ptrdiff_t oy = off[0] + (ptrdiff_t)i * step[0];
-        if (b->wdt == CR_DT_C128) {
-            cr_complex x[BC_MAX_IN], Y[1], D[BC_MAX_IN];
-            for (size_t j = 0; j < nin; j++)
-                x[j] = ((const cr_complex *)c->x[j])[off[1 + j] + (ptrdiff_t)i * step[1 + j]];
-            b->row->c128(x, Y, D);
-            ((cr_complex *)c->y)[oy] = Y[0];
-            cr_complex t = 0;
-            for (size_t j = 0; j < nin; j++) {
-                if (c->D[j] != NULL)
-                    ((cr_complex *)c->D[j])[oy] = D[j];
-                if (c->dx[j] != NULL)
-                    t += D[j] *
-                         ((const cr_complex *)
-                              c->dx[j])[off[c->idx_dx + j] + (ptrdiff_t)i * step[c->idx_dx + j]];
-            }
-            if (c->dy != NULL)
-                ((cr_complex *)c->dy)[oy] = t;
-        } else {
-            double x[BC_MAX_IN], Y[1], D[BC_MAX_IN];
-            for (size_t j = 0; j < nin; j++)
-                x[j] = ((const double *)c->x[j])[off[1 + j] + (ptrdiff_t)i * step[1 + j]];
-            b->row->f64(x, Y, D);
-            ((double *)c->y)[oy] = Y[0];
-            double t = 0;
-            for (size_t j = 0; j < nin; j++) {
-                if (c->D[j] != NULL)
-                    ((double *)c->D[j])[oy] = D[j];
-                if (c->dx[j] != NULL)
-                    t += D[j] *
-                         ((const double *)
-                              c->dx[j])[off[c->idx_dx + j] + (ptrdiff_t)i * step[c->idx_dx + j]];
-            }
-            if (c->dy != NULL)
-                ((double *)c->dy)[oy] = t;
-        }
+        ptrdiff_t oy = CR__AT(0);
+        if (b->wdt == CR_DT_C128)
+            ROW_ELEM(cr_complex, c128);
+        else
+            ROW_ELEM(double, f64);
     }
 }
+#undef ROW_ELEM
 
 /* Evaluate the row over the broadcast shape: y, the partials D[j] for perturbable
  * arguments when store_D, and the frule's dy when dxs is given. */
@@ -283,15 +272,21 @@ static void fused_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, v
     }
 }
 
+/* A loop over b's shape of the output y (array 0) and the first input (array 1). */
+static void bc_nd_y_x(const bc *b, const cr_array *y, cr__nd *nd)
+{
+    cr__nd_init(nd, b->ndim, b->shape);
+    cr__nd_add(nd, y);
+    cr__nd_add(nd, b->in[0]);
+}
+
 static cr_status fused_eval(cr_arena *arena, const bc *b, cr_array **y)
 {
     cr_status st = cr__new(arena, b->wdt, b->ndim, b->shape, false, y);
     if (st != CR_OK)
         return st;
     cr__nd nd;
-    cr__nd_init(&nd, b->ndim, b->shape);
-    cr__nd_add(&nd, *y);
-    cr__nd_add(&nd, b->in[0]);
+    bc_nd_y_x(b, *y, &nd);
     bool two = b->fused != FU_SQUARE;
     if (two)
         cr__nd_add(&nd, b->in[1]);
@@ -343,9 +338,7 @@ static cr_status tanh_eval(cr_arena *arena, const bc *b, bool store_D, cr_array 
     if (st != CR_OK)
         return st;
     cr__nd nd;
-    cr__nd_init(&nd, b->ndim, b->shape);
-    cr__nd_add(&nd, *y);
-    cr__nd_add(&nd, b->in[0]);
+    bc_nd_y_x(b, *y, &nd);
     tanh_ctx c = {(*y)->data, store_D ? (*D)->data : NULL, b->in[0]->data};
     cr__nd_run(&nd, tanh_inner, &c);
     return CR_OK;
@@ -396,8 +389,7 @@ static void co_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, void
     co_ctx *c = vctx;
     if (c->cplx) {
         for (size_t i = 0; i < n; i++) {
-            ptrdiff_t oa = off[0] + (ptrdiff_t)i * step[0], og = off[1] + (ptrdiff_t)i * step[1],
-                      op = off[2] + (ptrdiff_t)i * step[2], oq = off[3] + (ptrdiff_t)i * step[3];
+            ptrdiff_t oa = CR__AT(0), og = CR__AT(1), op = CR__AT(2), oq = CR__AT(3);
             cr_complex g = ((const cr_complex *)c->g)[og], r;
             const cr_complex *p = c->p, *q = c->q;
             switch (c->kind) {
@@ -554,13 +546,11 @@ static cr_status bc_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
     return bc_give(arena, t->e, t->g, t->j, out);
 }
 
-static cr_status bc_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                             void *env)
+static cr_status bc_pullback(CR__PULLBACK_PARAMS)
 {
     bc_env *e = env;
     const bc *b = &e->b;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     const cr_array *g;
     cr_status st = cr__tan_array(arena, "broadcast_pullback", *dy, b->ndim, b->shape, b->wdt, &g);
     if (st != CR_OK)
@@ -579,9 +569,7 @@ static cr_status bc_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr
             st = bc_give(arena, e, g, j, &dx[j + 2]);
         } else {
             /* Several cotangents: each is a thunk (a loss may need only some of them). */
-            bc_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(bc_thunk));
-            if (t == NULL)
-                return CR__ALLOC_STATUS(arena);
+            CR__ARENA_NEW(arena, bc_thunk, t);
             *t = (bc_thunk){e, g, j};
             st = cr__thunk(arena, bc_thunk_fn, NULL, t, "broadcast_pullback_thunk", &dx[j + 2]);
         }
@@ -722,13 +710,11 @@ static cr_status fb_eval(const cr_config *cfg, cr_arena *arena, const cr_value *
 
 /* Pullback of the fallback: each element's pullback, summed into argument-shaped
  * accumulators. */
-static cr_status fb_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                             void *env)
+static cr_status fb_pullback(CR__PULLBACK_PARAMS)
 {
     fb_env *e = env;
     const bc *b = &e->b;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     const cr_array *g;
     cr_status st =
         cr__tan_array(arena, "broadcast_pullback", *dy, b->ndim, b->shape, CR_DT_C128, &g);
@@ -865,9 +851,7 @@ cr_status cr__bc_rrule(const cr_config *cfg, cr_arena *arena, const char *who, c
         st = bc_output(arena, &b, w, b.dt, y);
     if (st != CR_OK || primal)
         return st;
-    bc_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(bc_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, bc_env, e);
     e->b = b;
     e->y = w;
     for (size_t j = 0; j < b.n; j++) {
@@ -880,11 +864,8 @@ cr_status cr__bc_rrule(const cr_config *cfg, cr_arena *arena, const char *who, c
     return CR_OK;
 }
 
-static cr_status broadcast_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                 const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                                 const void *udata)
+static cr_status broadcast_rrule(CR__RRULE_PARAMS)
 {
-    (void)f;
     return cr__bc_rrule(cfg, arena, "broadcast", args, nargs, y, pb, udata);
 }
 CR__ARRAY_FN(broadcast, "broadcast", -1)
@@ -942,22 +923,16 @@ cr_status cr__bc_frule(const cr_config *cfg, cr_arena *arena, const char *who,
     return cr_project_tangent(arena, y, cr_tangent_array(t), dy);
 }
 
-static cr_status broadcast_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                                 const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                                 cr_tangent *dy, const void *udata)
+static cr_status broadcast_frule(CR__FRULE_PARAMS)
 {
-    (void)f;
-    (void)udata;
     return cr__bc_frule(cfg, arena, "broadcast", dargs, args, nargs, y, dy);
 }
 
 /* ---- Test registration --------------------------------------------------------------- */
 
 /* f.(x) with a one-argument function, or f.(x, y) with shapes that broadcast. */
-static cr_status sample_broadcast(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                                  void *env)
+static cr_status sample_broadcast(CR__SAMPLE_PARAMS)
 {
-    (void)env;
     static const size_t s34[2] = {3, 4}, s4[1] = {4}, s31[2] = {3, 1};
     cr_dtype dt = cr__rng_dtype(rng);
     cr_array *A, *B;
@@ -1022,10 +997,8 @@ static bool linear_row(const cr_function *g)
  * multilinear for mul; otherwise the form below, for f a scalar-table row of n arguments and
  * one result. Anything else is refused.
  */
-static const char *bc_check(const cr_value *args, size_t nargs, const bool *var,
-                            uint32_t *linearity)
+static const char *bc_check(CR__FORM_CHECK_PARAMS)
 {
-    (void)var;
     if (nargs < 2 || args[0].kind != CR_KIND_FUNC || args[0].u.func.fn == NULL)
         return "the function applied is not a function";
     const cr_function *g = args[0].u.func.fn;
@@ -1079,9 +1052,7 @@ static cr_status stream_of(cr_arena *arena, const cr_array *a, size_t ndim, cons
 /* A scalar operand. */
 static cr_status stream_scalar(cr_arena *arena, double v, bc_stream *s)
 {
-    double *p = cr_arena_alloc(arena, sizeof *p, _Alignof(double));
-    if (p == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, double, p);
     *p = v;
     s->p = p;
     s->step = 0;
@@ -1113,12 +1084,11 @@ static cr_status bc_init(const cr_form_point *p, void **state)
     const cr_scalar_rule *row = cr_scalar_rule_of(p->args[0].u.func.fn);
     /* A broadcast over scalars only has a scalar result: one element of no dimension. */
     static const size_t k_no_shape[1] = {1};
-    bc_state *w = cr_arena_calloc(arena, 1, sizeof *w, _Alignof(bc_state));
-    if (w == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, bc_state, w);
     const cr_array *yv = p->y->kind == CR_KIND_ARRAY ? p->y->u.arr : NULL;
     size_t n = row->nin, ndim = yv != NULL ? yv->ndim : 0, N = yv != NULL ? cr_array_numel(yv) : 1;
     const size_t *shape = yv != NULL ? yv->shape : k_no_shape;
+    *w = (bc_state){.n = n, .ndim = ndim, .N = N, .shape = shape};
     unsigned cols = 0;
     const cr_array *Yb;
     cr_status st = cr__tan_array(arena, p->name, p->ybar, ndim, shape, CR_DT_F64, &Yb);
@@ -1156,20 +1126,14 @@ static cr_status bc_init(const cr_form_point *p, void **state)
         row->f64(x, Y, D);
         cr__row_hessian(row, x, D, H + el * n * n, cols);
     }
-    w->n = n;
-    w->ndim = ndim;
-    w->N = N;
-    w->shape = shape;
     w->g = yb;
     w->H = H;
     *state = w;
     return CR_OK;
 }
 
-static cr_status bc_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
-                        cr_tangent ydot, cr_tangent *S)
+static cr_status bc_dir(CR__FORM_DIR_PARAMS)
 {
-    (void)ydot;
     const bc_state *w = state;
     cr_arena *arena = p->arena;
     size_t n = w->n, ndim = w->ndim, N = w->N;

@@ -67,6 +67,65 @@ cr_status cr__add_rules(cr_registry *reg, const cr__array_rule *k, size_t n)
     return CR_OK;
 }
 
+cr_status cr__struct_copy(cr_arena *arena, const cr_type *type, const void *src, size_t size,
+                          size_t align, cr_value *y)
+{
+    void *t = cr_arena_alloc(arena, size, align);
+    if (t == NULL)
+        return CR__ALLOC_STATUS(arena);
+    memcpy(t, src, size);
+    *y = cr_value_struct(type, t);
+    return CR_OK;
+}
+
+cr_status cr__rrule_end(cr_arena *arena, cr_status st, const void *udata, const cr_value *arg,
+                        cr_project **pa, cr_pullback_fn fn, void *env, const char *name, size_t nx,
+                        cr_pullback *pb)
+{
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
+    if ((st = cr_project_new(arena, arg, pa)) == CR_OK)
+        *pb = (cr_pullback){fn, env, name, nx};
+    return st;
+}
+
+cr_status cr__nargs_array(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                          size_t lo, size_t hi, const cr_array **A)
+{
+    cr_status st = cr__nargs(arena, who, nargs, lo, hi);
+    return st == CR_OK ? cr__array_arg(arena, who, args, nargs, 0, A) : st;
+}
+
+void cr__sort_index(int64_t *ix, int64_t *tmp, size_t n, const double *v,
+                    bool (*less)(double, double))
+{
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            size_t i = lo, j = mid, o = lo;
+            while (i < mid && j < hi)
+                tmp[o++] = less(v[ix[j]], v[ix[i]]) ? ix[j++] : ix[i++];
+            while (i < mid)
+                tmp[o++] = ix[i++];
+            while (j < hi)
+                tmp[o++] = ix[j++];
+        }
+        memcpy(ix, tmp, n * sizeof *ix);
+    }
+}
+
+void cr__fill_distinct(uint64_t *rng, cr_array *A, double base)
+{
+    size_t n = cr_array_numel(A);
+    for (size_t i = 0; i < n; i++) {
+        size_t j = cr__rng_below(rng, i + 1);
+        double v = ((double)i - base) / 4 + cr__rng_unif(rng, 0, 0.125);
+        if (j != i)
+            cr__store(A, (ptrdiff_t)i, cr__load(A, (ptrdiff_t)j));
+        cr__store(A, (ptrdiff_t)j, v);
+    }
+}
+
 /* ---- Element types ---------------------------------------------------------------------- */
 
 cr_dtype cr__promote(cr_dtype a, cr_dtype b)
@@ -110,29 +169,22 @@ cr_complex cr__scalar_of(const cr_value *v)
     return z;
 }
 
+/* PREFIX_f32, PREFIX_c128 or PREFIX_f64 (the default) of v, by dtype dt. */
+#define BY_DTYPE(PREFIX, dt, v)                           \
+    ((dt) == CR_DT_F32    ? PREFIX##_f32((float)creal(v)) \
+     : (dt) == CR_DT_C128 ? PREFIX##_c128(v)              \
+                          : PREFIX##_f64(creal(v)))
+
 cr_value cr__scalar_value(cr_dtype dt, cr_complex v)
 {
-    switch (dt) {
-    case CR_DT_F32:
-        return cr_value_f32((float)creal(v));
-    case CR_DT_C128:
-        return cr_value_c128(v);
-    default:
-        return cr_value_f64(creal(v));
-    }
+    return BY_DTYPE(cr_value, dt, v);
 }
 
 cr_tangent cr__scalar_tangent(cr_dtype dt, cr_complex v)
 {
-    switch (dt) {
-    case CR_DT_F32:
-        return cr_tangent_f32((float)creal(v));
-    case CR_DT_C128:
-        return cr_tangent_c128(v);
-    default:
-        return cr_tangent_f64(creal(v));
-    }
+    return BY_DTYPE(cr_tangent, dt, v);
 }
+#undef BY_DTYPE
 
 /* ---- Arrays ----------------------------------------------------------------------------- */
 
@@ -150,9 +202,7 @@ cr_status cr__new(cr_arena *arena, cr_dtype dt, size_t ndim, const size_t *shape
     if (st != CR_OK)
         return st;
     bytes = n * cr_dtype_size(dt); /* checked above */
-    cr_array *a = cr_arena_alloc(arena, sizeof *a, _Alignof(cr_array));
-    if (a == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, cr_array, a);
     void *data = cr_arena_alloc(arena, bytes, 0);
     if (data == NULL)
         return CR__ALLOC_STATUS(arena);
@@ -217,9 +267,7 @@ cr_status cr__cast(cr_arena *arena, const cr_array *w, cr_dtype dt, cr_array **o
 
 cr_status cr__view_of(cr_arena *arena, const cr_array *a, cr_array **out)
 {
-    cr_array *v = cr_arena_alloc(arena, sizeof *v, _Alignof(cr_array));
-    if (v == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, cr_array, v);
     *v = *a;
     v->flags = 0;
     *out = v;
@@ -379,9 +427,7 @@ cr_status cr__tan_array(cr_arena *arena, const char *who, cr_tangent t, size_t n
         for (size_t k = 0; same && k < ndim; k++)
             same = d->shape[k] == shape[k];
         if (!same) {
-            cr_array *v = cr_arena_alloc(arena, sizeof *v, _Alignof(cr_array));
-            if (v == NULL)
-                return CR__ALLOC_STATUS(arena);
+            CR__ARENA_NEW(arena, cr_array, v);
             cr_array_view_init(v, d->data, wdt, ndim, shape, NULL);
             v->flags = (uint8_t)(d == a ? 0u : CR_ARRAY_WRITABLE);
             d = v;
@@ -686,14 +732,20 @@ static void axpy_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, vo
     }
 }
 
-void cr__broadcast_axpy(cr_array *dst, const cr_array *src, cr_complex s)
+/* fn over dst and src broadcast to dst's shape, with the factor s. */
+static void broadcast_run(cr_array *dst, const cr_array *src, cr_complex s, cr__inner_fn fn)
 {
     cr__nd nd;
     cr__nd_init(&nd, dst->ndim, dst->shape);
     cr__nd_add(&nd, dst);
     cr__nd_add(&nd, src);
     acc_ctx c = {dst->data, src->data, s, dst->dtype == CR_DT_C128};
-    cr__nd_run(&nd, axpy_inner, &c);
+    cr__nd_run(&nd, fn, &c);
+}
+
+void cr__broadcast_axpy(cr_array *dst, const cr_array *src, cr_complex s)
+{
+    broadcast_run(dst, src, s, axpy_inner);
 }
 
 cr_status cr__scalar_array(cr_arena *arena, cr_dtype wdt, cr_complex v, cr_array **out)
@@ -750,12 +802,7 @@ cr_status cr__unbroadcast(cr_arena *arena, const cr_array *full, size_t ndim, co
 
 void cr__broadcast_into(cr_array *dst, const cr_array *src, cr_complex s)
 {
-    cr__nd nd;
-    cr__nd_init(&nd, dst->ndim, dst->shape);
-    cr__nd_add(&nd, dst);
-    cr__nd_add(&nd, src);
-    acc_ctx c = {dst->data, src->data, s, dst->dtype == CR_DT_C128};
-    cr__nd_run(&nd, set_inner, &c);
+    broadcast_run(dst, src, s, set_inner);
 }
 
 void cr__axpy(cr_complex s, const cr_array *x, cr_array *y)
@@ -964,12 +1011,8 @@ cr_complex cr__dotc(cr_dtype wdt, size_t n, const void *x, const void *y)
 
 /* ---- Linear functions ---------------------------------------------------------------- */
 
-cr_status cr__linear_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                           const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                           cr_tangent *dy, const void *udata)
+cr_status cr__linear_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)udata;
     const cr__op *op = f->u.func.fn->udata;
     cr_pullback pb = {NULL, NULL, NULL, 0};
     cr_status st = op->rrule(NULL, arena, f, args, nargs, y, &pb, CR__PRIMAL_ONLY);
@@ -988,7 +1031,8 @@ cr_status cr__linear_frule(const cr_config *cfg, cr_arena *arena, const cr_tange
     cr_value targs[CR_SIG_MAX_ARGS + 1];
     if (nargs > CR_SIG_MAX_ARGS + 1)
         return CR__FAIL(arena, CR_EINVAL, "%s: too many arguments", f->u.func.fn->name);
-    memcpy(targs, args, nargs * sizeof *args);
+    for (size_t i = 0; i < nargs; i++)
+        targs[i] = args[i];
     targs[0] = cr_value_array((cr_array *)dA);
     cr_value ty;
     st = op->rrule(NULL, arena, f, targs, nargs, &ty, &pb, CR__PRIMAL_ONLY);

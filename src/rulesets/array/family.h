@@ -24,6 +24,79 @@ typedef struct cr__array_rule {
     bool lapack;
 } cr__array_rule;
 
+/* *y = a struct value of `type` holding a copy, in the arena, of the `size` bytes at src
+ * (alignment align). */
+CR_INTERNAL cr_status cr__struct_copy(cr_arena *arena, const cr_type *type, const void *src,
+                                      size_t size, size_t align, cr_value *y);
+/* The same for a C struct CT initialised with the values that follow. */
+#define CR__STRUCT_COPY(ARENA, TYPE, Y, CT, ...) \
+    cr__struct_copy((ARENA), (TYPE), &(CT){__VA_ARGS__}, sizeof(CT), _Alignof(CT), (Y))
+
+/* Defines `static cr_status NAME(arena, e, g, fn, add, name, out)`, the cotangent of a
+ * pullback from its environment e and the canonical output cotangent g: ZeroTangent when g
+ * is NULL, otherwise the thunk (fn, add) of a new TYPE whose fields e and g are set. */
+#define CR__EG_THUNK_NEW(NAME, TYPE, ETYPE)                                                   \
+    static cr_status NAME(cr_arena *arena, const ETYPE *e, const cr_array *g, cr_thunk_fn fn, \
+                          cr_thunk_add_fn add, const char *name, cr_tangent *out)             \
+    {                                                                                         \
+        if (g == NULL) {                                                                      \
+            *out = cr_tangent_zero();                                                         \
+            return CR_OK;                                                                     \
+        }                                                                                     \
+        TYPE *t = cr_arena_alloc(arena, sizeof *t, _Alignof(TYPE));                           \
+        if (t == NULL)                                                                        \
+            return CR__ALLOC_STATUS(arena);                                                   \
+        t->e = e;                                                                             \
+        t->g = g;                                                                             \
+        return cr__thunk(arena, fn, add, t, name, out);                                       \
+    }
+
+/* The end of an rrule whose forward computation returned st: st when that failed or when
+ * udata is CR__PRIMAL_ONLY; otherwise *pa = the projector of arg and *pb = {fn, env, name,
+ * nx}. */
+CR_INTERNAL cr_status cr__rrule_end(cr_arena *arena, cr_status st, const void *udata,
+                                    const cr_value *arg, cr_project **pa, cr_pullback_fn fn,
+                                    void *env, const char *name, size_t nx, cr_pullback *pb);
+
+/* Inside a cr__inner_fn: the offset of element i of the loop's array k. The product is an
+ * index below the loop's extent times the array's stride in elements: within the span of an
+ * array that exists (the size invariant; tools/check_products.allow). */
+#define CR__AT(k) (off[k] + (ptrdiff_t)i * step[k])
+
+/* The parameters of a second-order form's direction and check functions (cr_rule_form),
+ * any of them possibly unused. */
+#define CR__FORM_DIR_PARAMS                                                                       \
+    const cr_form_point *p CR__UNUSED, void *state CR__UNUSED, const cr_tangent *xdot CR__UNUSED, \
+        cr_tangent ydot CR__UNUSED, cr_tangent *S CR__UNUSED
+#define CR__FORM_CHECK_PARAMS                                                             \
+    const cr_value *args CR__UNUSED, size_t nargs CR__UNUSED, const bool *var CR__UNUSED, \
+        uint32_t *linearity CR__UNUSED
+
+/* In an rrule, once its output is made: `TYPE *E`, a new environment holding the projector
+ * of args[0] at its field PA (CR__PB_ENV; on failure the rrule returns ST), and
+ * *PB = {FN, E, NAME, nargs + 1}. The rrule then fills E's other fields. */
+#define CR__PB_START(TYPE, PA, FN, NAME, E, ST)             \
+    TYPE *E = CR__PB_ENV(arena, TYPE, PA, &args[0], &(ST)); \
+    if (E == NULL)                                          \
+        return ST;                                          \
+    *pb = (cr_pullback)                                     \
+    {                                                       \
+        FN, E, NAME, nargs + 1                              \
+    }
+
+/* cr__nargs (lo <= nargs <= hi) and then args[0] as an array (cr__array_arg). */
+CR_INTERNAL cr_status cr__nargs_array(cr_arena *arena, const char *who, const cr_value *args,
+                                      size_t nargs, size_t lo, size_t hi, const cr_array **A);
+
+/* Fill the numbers of A (real) with (i - base)/4 + [0, 1/8) for i = 0..n-1 in a random order:
+ * values at least 1/8 apart, so that finite differences cross no tie. */
+CR_INTERNAL void cr__fill_distinct(uint64_t *rng, cr_array *A, double base);
+
+/* Stable merge sort of the indices ix[0..n) by the values v[ix[.]] under the strict weak
+ * order less; tmp has n entries. */
+CR_INTERNAL void cr__sort_index(int64_t *ix, int64_t *tmp, size_t n, const double *v,
+                                bool (*less)(double, double));
+
 /* Register the rows k[0..n) in order (cr__add_rule_so, never variadic). */
 CR_INTERNAL cr_status cr__add_rules(cr_registry *reg, const cr__array_rule *k, size_t n);
 

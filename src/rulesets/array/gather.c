@@ -119,26 +119,37 @@ static cr_status build_reverse(cr_arena *arena, const cr_value *args, size_t nar
     return CR_OK;
 }
 
+/* who(A, v): the float array A and v, an integer (for a vector) or an i64 array, as one
+ * integer per dimension of A in *list (`what` names them in messages). */
+static cr_status array_and_per_dim(cr_arena *arena, const char *who, const char *what,
+                                   const cr_value *args, size_t nargs, const cr_array **A,
+                                   int64_t *one, int64_t **list)
+{
+    cr_status st = cr__nargs(arena, who, nargs, 2, 2);
+    if (st == CR_OK)
+        st = float_array(arena, who, args, nargs, 0, A);
+    if (st != CR_OK)
+        return st;
+    size_t n = 1;
+    *list = one;
+    st = args[1].kind == CR_KIND_ARRAY ? cr__int_list(arena, who, &args[1], list, &n)
+                                       : cr__int_arg(arena, who, &args[1], one);
+    if (st == CR_OK && n != (*A)->ndim)
+        st = CR__FAIL(arena, CR_EINVAL, "%s: %zu %s for %u dimension%s", who, n, what,
+                      (unsigned)(*A)->ndim, CR__S((unsigned)(*A)->ndim));
+    return st;
+}
+
 /* circshift(A, shifts): out[i] = A[(i - s) mod n] per dimension (elements move toward
  * higher indices, Julia's convention); shifts is an integer (for a vector) or an i64 array
  * with one shift per dimension. */
 static cr_status build_circshift(cr_arena *arena, const cr_value *args, size_t nargs, gmap *g)
 {
     const cr_array *A;
-    cr_status st = cr__nargs(arena, "circshift", nargs, 2, 2);
-    if (st == CR_OK)
-        st = float_array(arena, "circshift", args, nargs, 0, &A);
+    int64_t one, *sh;
+    cr_status st = array_and_per_dim(arena, "circshift", "shifts", args, nargs, &A, &one, &sh);
     if (st != CR_OK)
         return st;
-    int64_t one, *sh = &one;
-    size_t n = 1;
-    st = args[1].kind == CR_KIND_ARRAY ? cr__int_list(arena, "circshift", &args[1], &sh, &n)
-                                       : cr__int_arg(arena, "circshift", &args[1], &one);
-    if (st != CR_OK)
-        return st;
-    if (n != A->ndim)
-        return CR__FAIL(arena, CR_EINVAL, "circshift: %zu shifts for %u dimension%s", n,
-                        (unsigned)A->ndim, CR__S((unsigned)A->ndim));
     g->ndim = A->ndim;
     memcpy(g->shape, A->shape, sizeof g->shape);
     if ((st = gmap_alloc(arena, "circshift", g, false)) != CR_OK)
@@ -164,20 +175,10 @@ static cr_status build_circshift(cr_arena *arena, const cr_value *args, size_t n
 static cr_status build_repeat(cr_arena *arena, const cr_value *args, size_t nargs, gmap *g)
 {
     const cr_array *A;
-    cr_status st = cr__nargs(arena, "repeat", nargs, 2, 2);
-    if (st == CR_OK)
-        st = float_array(arena, "repeat", args, nargs, 0, &A);
+    int64_t one, *c;
+    cr_status st = array_and_per_dim(arena, "repeat", "counts", args, nargs, &A, &one, &c);
     if (st != CR_OK)
         return st;
-    int64_t one, *c = &one;
-    size_t n = 1;
-    st = args[1].kind == CR_KIND_ARRAY ? cr__int_list(arena, "repeat", &args[1], &c, &n)
-                                       : cr__int_arg(arena, "repeat", &args[1], &one);
-    if (st != CR_OK)
-        return st;
-    if (n != A->ndim)
-        return CR__FAIL(arena, CR_EINVAL, "repeat: %zu counts for %u dimension%s", n,
-                        (unsigned)A->ndim, CR__S((unsigned)A->ndim));
     g->ndim = A->ndim;
     cr_ctx *ctx = cr_arena_ctx(arena);
     for (size_t d = 0; d < g->ndim; d++) {
@@ -447,28 +448,10 @@ static cr_status build_tril(cr_arena *arena, const cr_value *args, size_t nargs,
     return build_tri(arena, "tril", false, args, nargs, g);
 }
 
-/* Stable merge sort of the indices idx[0..n) by the values v (NaN last, as Julia's
- * isless orders them). */
+/* The order of sort: NaN last, as Julia's isless orders them (-0.0 and 0.0 equal). */
 static bool sort_less(double a, double b)
 {
     return isnan(b) ? !isnan(a) : a < b;
-}
-
-static void merge_sort(int64_t *idx, int64_t *tmp, size_t n, const double *v)
-{
-    if (n < 2)
-        return;
-    size_t h = n / 2;
-    merge_sort(idx, tmp, h, v);
-    merge_sort(idx + h, tmp, n - h, v);
-    size_t i = 0, j = h, k = 0;
-    while (i < h && j < n)
-        tmp[k++] = sort_less(v[idx[j]], v[idx[i]]) ? idx[j++] : idx[i++];
-    while (i < h)
-        tmp[k++] = idx[i++];
-    while (j < n)
-        tmp[k++] = idx[j++];
-    memcpy(idx, tmp, n * sizeof *idx);
 }
 
 /* The sorting permutation of a real vector. */
@@ -492,7 +475,7 @@ static cr_status sort_perm(cr_arena *arena, const char *who, const cr_value *arg
         return CR__ALLOC_STATUS(arena);
     for (size_t i = 0; i < *n; i++)
         (*perm)[i] = (int64_t)i;
-    merge_sort(*perm, tmp, *n, d->data);
+    cr__sort_index(*perm, tmp, *n, d->data, sort_less);
     return CR_OK;
 }
 
@@ -706,12 +689,10 @@ static cr_status gather_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
     return gather_give(arena, t->e, t->gy, t->j, out);
 }
 
-static cr_status gather_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                 void *env)
+static cr_status gather_pullback(CR__PULLBACK_PARAMS)
 {
     gather_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     const cr_array *gy;
     cr_status st = cr__tan_array(arena, e->name, *dy, e->g.ndim, e->g.shape, e->wdt, &gy);
     if (st != CR_OK)
@@ -730,9 +711,7 @@ static cr_status gather_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
         if (ndiff == 1) {
             st = gather_give(arena, e, gy, j, slot);
         } else {
-            gather_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(gather_thunk));
-            if (t == NULL)
-                return CR__ALLOC_STATUS(arena);
+            CR__ARENA_NEW(arena, gather_thunk, t);
             *t = (gather_thunk){e, gy, j};
             st = cr__thunk(arena, gather_thunk_fn, NULL, t, e->name, slot);
         }
@@ -742,15 +721,10 @@ static cr_status gather_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
     return CR_OK;
 }
 
-static cr_status gather_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                              const void *udata)
+static cr_status gather_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
     const gop *op = f->u.func.fn->udata;
-    gather_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(gather_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, gather_env, e);
     cr_dtype dt = CR_DT_F64;
     cr_array *w, *o;
     cr_status st = gather_forward(arena, op, args, nargs, &e->g, &dt, &e->wdt, &w);
@@ -773,12 +747,8 @@ static cr_status gather_rrule(const cr_config *cfg, cr_arena *arena, const cr_va
 }
 
 /* frule: the tangents gathered the same way. */
-static cr_status gather_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                              const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                              cr_tangent *dy, const void *udata)
+static cr_status gather_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)udata;
     const gop *op = f->u.func.fn->udata;
     gmap g;
     cr_dtype dt = CR_DT_F64, wdt = CR_DT_F64;
@@ -824,6 +794,187 @@ static cr_status gather_frule(const cr_config *cfg, cr_arena *arena, const cr_ta
     return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
 }
 
+/* ---- diagm of pairs --------------------------------------------------------------------- */
+
+/* diagm(k1, v1, k2, v2, ...) and diagm(m, n, k1, v1, ...): Julia's diagm(k1 => v1, ...) and
+ * diagm(m, n, k1 => v1, ...), the matrix holding each vector v_i on its diagonal k_i (a
+ * diagonal given twice holds the sum). Without a size the matrix is square, of order
+ * max(length(v_i) + |k_i|); with one, every diagonal must fit in the m x n matrix. Linear in
+ * the vectors: the pullback of v_i is the cotangent's diagonal k_i (its first length(v_i)
+ * entries), the frule the diagm of the tangents. */
+#define DGM_MAX (CR_SIG_MAX_ARGS / 2)
+
+typedef struct dgm {
+    size_t np;          /* pairs */
+    int64_t k[DGM_MAX]; /* their diagonals */
+    size_t vi[DGM_MAX]; /* the argument index of each vector */
+    const cr_array *v[DGM_MAX];
+    size_t shape[2];  /* m x n */
+    cr_dtype dt, wdt; /* the promoted element type and its work type */
+    cr_project *proj[DGM_MAX];
+} dgm;
+
+/* Whether diagm's arguments are pairs (an integer first, then a vector or two more
+ * integers) rather than (v[, k]). */
+static bool dgm_is_pairs(const cr_value *args, size_t nargs)
+{
+    return nargs >= 2 && (args[0].kind == CR_KIND_I64 || args[0].kind == CR_KIND_I32);
+}
+
+/* The row-major index of element t of diagonal k of an m x n matrix with n columns. */
+static size_t dgm_pos(int64_t k, size_t t, size_t n)
+{
+    uint64_t ak = cr__abs_u64(k);
+    return k >= 0 ? t * n + t + (size_t)ak : (t + (size_t)ak) * n + t;
+}
+
+static cr_status dgm_parse(cr_arena *arena, const cr_value *args, size_t nargs, dgm *d)
+{
+    memset(d, 0, sizeof *d);
+    cr_ctx *ctx = cr_arena_ctx(arena);
+    bool sized = nargs >= 3 && args[1].kind != CR_KIND_ARRAY;
+    size_t first = sized ? 2 : 0;
+    if ((nargs - first) % 2 != 0 || nargs == first)
+        return CR__FAIL(arena, CR_EINVAL,
+                        "diagm: expected pairs of a diagonal and a vector (k1, v1, k2, v2, ...), "
+                        "after the size m, n if given");
+    d->np = (nargs - first) / 2;
+    int64_t mn[2] = {0, 0};
+    cr_status st = CR_OK;
+    for (size_t a = 0; a < first && st == CR_OK; a++)
+        if ((st = cr__int_arg(arena, "diagm", &args[a], &mn[a])) == CR_OK)
+            st = cr__ck_extent(ctx, "diagm", a == 0 ? "row count" : "column count", mn[a],
+                               &d->shape[a]);
+    size_t mmax = 0, nmax = 0;
+    cr_dtype dt = (cr_dtype)0;
+    for (size_t i = 0, ka = first; i < d->np && st == CR_OK; i++, ka += 2) {
+        d->vi[i] = ka + 1;
+        if ((st = cr__int_arg(arena, "diagm", &args[ka], &d->k[i])) != CR_OK ||
+            (st = float_array(arena, "diagm", args, nargs, ka + 1, &d->v[i])) != CR_OK)
+            break;
+        if (d->v[i]->ndim != 1)
+            return CR__FAIL(arena, CR_ESHAPE, "diagm: argument %zu must be a vector", ka + 2);
+        uint64_t ak = cr__abs_u64(d->k[i]);
+        if (ak > CR__MAX_BYTES)
+            return CR__FAIL(arena, CR_EOVERFLOW, "diagm: diagonal %lld overflows (at most %zu)",
+                            (long long)d->k[i], CR__MAX_BYTES);
+        size_t len = d->v[i]->shape[0], rows, cols;
+        if ((st = cr__ck_add(ctx, "diagm", len, d->k[i] < 0 ? (size_t)ak : 0, &rows)) != CR_OK ||
+            (st = cr__ck_add(ctx, "diagm", len, d->k[i] > 0 ? (size_t)ak : 0, &cols)) != CR_OK)
+            break;
+        mmax = rows > mmax ? rows : mmax;
+        nmax = cols > nmax ? cols : nmax;
+        dt = cr__promote(dt, (cr_dtype)d->v[i]->dtype);
+    }
+    if (st != CR_OK)
+        return st;
+    if (!sized)
+        d->shape[0] = d->shape[1] = mmax > nmax ? mmax : nmax;
+    else if (mmax > d->shape[0] || nmax > d->shape[1])
+        return CR__FAIL(arena, CR_ESHAPE,
+                        "diagm: the diagonals need a %zu x %zu matrix, the size given is %zu x %zu",
+                        mmax, nmax, d->shape[0], d->shape[1]);
+    d->dt = dt;
+    d->wdt = cr__work(dt);
+    return CR_OK;
+}
+
+/* out (m x n, work dtype, zeroed) += the vectors x[i] on their diagonals (x[i] NULL: none). */
+static void dgm_scatter(const dgm *d, const cr_array *const *x, cr_array *out)
+{
+    for (size_t i = 0; i < d->np; i++) {
+        if (x[i] == NULL)
+            continue;
+        for (size_t t = 0; t < d->v[i]->shape[0]; t++) {
+            ptrdiff_t p = (ptrdiff_t)dgm_pos(d->k[i], t, d->shape[1]);
+            cr__store(out, p, cr__load(out, p) + cr__load(x[i], (ptrdiff_t)t));
+        }
+    }
+}
+
+/* The matrix of the vectors x[i] (work dtype, contiguous) cast to the output dtype. */
+static cr_status dgm_matrix(cr_arena *arena, const dgm *d, const cr_array *const *x, cr_array **out)
+{
+    cr_array *w;
+    cr_status st = cr__new(arena, d->wdt, 2, d->shape, true, &w);
+    if (st != CR_OK)
+        return st;
+    dgm_scatter(d, x, w);
+    return cr__cast(arena, w, d->dt, out);
+}
+
+static cr_status dgm_forward(cr_arena *arena, const cr_value *args, size_t nargs, dgm *d,
+                             cr_value *y)
+{
+    cr_status st = dgm_parse(arena, args, nargs, d);
+    const cr_array *x[DGM_MAX] = {NULL};
+    for (size_t i = 0; i < d->np && st == CR_OK; i++)
+        st = cr__dense(arena, d->v[i], d->wdt, &x[i]);
+    cr_array *o;
+    if (st == CR_OK && (st = dgm_matrix(arena, d, x, &o)) == CR_OK)
+        *y = cr_value_array(o);
+    return st;
+}
+
+/* v̄_i = the cotangent's diagonal k_i, its first length(v_i) entries. */
+static cr_status dgm_pullback(CR__PULLBACK_PARAMS)
+{
+    const dgm *d = env;
+    cr__dx_none(dx, nx);
+    const cr_array *g;
+    cr_status st = cr__tan_array(arena, "diagm_pullback", *dy, 2, d->shape, d->wdt, &g);
+    for (size_t i = 0; i < d->np && st == CR_OK; i++) {
+        cr_array *r = NULL;
+        if (g != NULL && (st = cr__new(arena, d->wdt, 1, d->v[i]->shape, false, &r)) != CR_OK)
+            break;
+        for (size_t t = 0; r != NULL && t < d->v[i]->shape[0]; t++)
+            cr__store(r, (ptrdiff_t)t, cr__load(g, (ptrdiff_t)dgm_pos(d->k[i], t, d->shape[1])));
+        st = cr__give(arena, d->proj[i], r, &dx[d->vi[i] + 1]);
+    }
+    return st;
+}
+
+static cr_status dgm_rrule(CR__RRULE_PARAMS)
+{
+    CR__ARENA_NEW(arena, dgm, d);
+    cr_status st = dgm_forward(arena, args, nargs, d, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
+    for (size_t i = 0; i < d->np && st == CR_OK; i++)
+        st = cr_project_new(arena, &args[d->vi[i]], &d->proj[i]);
+    if (st == CR_OK)
+        *pb = (cr_pullback){dgm_pullback, d, "diagm_pullback", nargs + 1};
+    return st;
+}
+
+/* frule: ẏ = diagm(k1, v̇1, k2, v̇2, ...). */
+static cr_status dgm_frule(CR__FRULE_PARAMS)
+{
+    dgm d;
+    cr_status st = dgm_forward(arena, args, nargs, &d, y);
+    const cr_array *t[DGM_MAX] = {NULL};
+    bool any = false;
+    for (size_t i = 0; i < d.np && st == CR_OK; i++) {
+        st = cr__dx_array(arena, "diagm", dargs, args, d.vi[i], d.wdt, &t[i]);
+        any = any || t[i] != NULL;
+    }
+    if (st != CR_OK || !any) {
+        *dy = cr_tangent_zero();
+        return st;
+    }
+    cr_array *o;
+    if ((st = dgm_matrix(arena, &d, t, &o)) == CR_OK)
+        *dy = cr_tangent_array(o);
+    return st;
+}
+
+/* diagm's primal and rrule: the pairs, or the gather map of diagm(v[, k]). */
+static cr_status diagm_rrule(CR__RRULE_PARAMS)
+{
+    return (dgm_is_pairs(args, nargs) ? dgm_rrule : gather_rrule)(cfg, arena, f, args, nargs, y, pb,
+                                                                  udata);
+}
+
 #define GATHER_FN(NAME, STR, ARITY)                                                             \
     static const gop NAME##_gop = {{gather_rrule}, STR, STR "_pullback", build_##NAME};         \
     static const cr_function NAME##_function = {                                                \
@@ -838,7 +989,10 @@ GATHER_FN(stack, "stack", -1)
 GATHER_FN(fill, "fill", 2)
 GATHER_FN(dropdims, "dropdims", 2)
 GATHER_FN(diag, "diag", -1)
-GATHER_FN(diagm, "diagm", -1)
+static const gop diagm_gop = {{diagm_rrule}, "diagm", "diagm_pullback", build_diagm};
+static const cr_function diagm_function = {
+    .name = "diagm", .arity = -1, .primal = cr__primal_via_rrule, .udata = &diagm_gop};
+const cr_value cr_fn_diagm = {.kind = CR_KIND_FUNC, .u.func = {&diagm_function, NULL}};
 GATHER_FN(triu, "triu", -1)
 GATHER_FN(tril, "tril", -1)
 GATHER_FN(sort, "sort", 1)
@@ -859,11 +1013,37 @@ typedef enum {
     GS_MATRIX,
     GS_VECTOR,
     GS_SORT,
-    GS_HCAT
+    GS_HCAT,
+    GS_DIAGM_PAIRS,
+    GS_DIAGM_SIZED
 } gsample;
 
-static cr_status sample_gather(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                               void *env)
+/* diagm of pairs: diagonals in [-2, 2] (a diagonal may repeat: the sum), vectors of 1 to 3
+ * entries of random dtypes; with a size, up to one row and one column more than needed. */
+static cr_status sample_diagm_pairs(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                                    bool sized)
+{
+    size_t first = sized ? 2 : 0, mmax = 0, nmax = 0;
+    for (size_t a = first; a + 1 < nargs; a += 2) {
+        int64_t k = (int64_t)cr__rng_below(rng, 5) - 2;
+        size_t len = 1 + cr__rng_below(rng, 3), ak = (size_t)(k < 0 ? -k : k);
+        cr_array *v;
+        cr_status st = cr__rand_array(arena, rng, cr__rng_dtype(rng), 1, &len, -2, 2, &v);
+        if (st != CR_OK)
+            return st;
+        args[a] = cr_value_i64(k);
+        args[a + 1] = cr_value_array(v);
+        mmax = len + (k < 0 ? ak : 0) > mmax ? len + (k < 0 ? ak : 0) : mmax;
+        nmax = len + (k > 0 ? ak : 0) > nmax ? len + (k > 0 ? ak : 0) : nmax;
+    }
+    if (sized) {
+        args[0] = cr_value_i64((int64_t)(mmax + cr__rng_below(rng, 2)));
+        args[1] = cr_value_i64((int64_t)(nmax + cr__rng_below(rng, 2)));
+    }
+    return CR_OK;
+}
+
+static cr_status sample_gather(CR__SAMPLE_PARAMS)
 {
     gsample kind = (gsample)(uintptr_t)env;
     static const size_t s23[2] = {2, 3}, s34[2] = {3, 4}, s1[3] = {2, 1, 3};
@@ -963,6 +1143,9 @@ static cr_status sample_gather(cr_arena *arena, uint64_t *rng, cr_value *args, s
             args[1] = cr_value_i64((int64_t)cr__rng_below(rng, n));
         return CR_OK;
     }
+    case GS_DIAGM_PAIRS:
+    case GS_DIAGM_SIZED:
+        return sample_diagm_pairs(arena, rng, args, nargs, kind == GS_DIAGM_SIZED);
     case GS_VECTOR: {
         size_t n = 3;
         st = cr__rand_array(arena, rng, dt, 1, &n, -2, 2, &A);
@@ -981,9 +1164,10 @@ static cr_status sample_gather(cr_arena *arena, uint64_t *rng, cr_value *args, s
     {                                                             \
         .sample = sample_gather, .env = (void *)(uintptr_t)(KIND) \
     }
-static const cr_rule_test k_gt[11] = {
-    GT(GS_REVERSE),  GT(GS_CIRCSHIFT), GT(GS_REPEAT), GT(GS_CAT),  GT(GS_STACK), GT(GS_FILL),
-    GT(GS_DROPDIMS), GT(GS_MATRIX),    GT(GS_VECTOR), GT(GS_SORT), GT(GS_HCAT)};
+static const cr_rule_test k_gt[13] = {
+    GT(GS_REVERSE), GT(GS_CIRCSHIFT),   GT(GS_REPEAT),     GT(GS_CAT),    GT(GS_STACK),
+    GT(GS_FILL),    GT(GS_DROPDIMS),    GT(GS_MATRIX),     GT(GS_VECTOR), GT(GS_SORT),
+    GT(GS_HCAT),    GT(GS_DIAGM_PAIRS), GT(GS_DIAGM_SIZED)};
 
 cr_status cr__array_register_gather(cr_registry *reg)
 {
@@ -1024,5 +1208,18 @@ cr_status cr__array_register_gather(cr_registry *reg)
         if (st != CR_OK)
             return st;
     }
+    /* diagm of 1 to 4 pairs (k, v), and of 1 to 3 after a size (m, n) */
+    cr_argspec a[CR_SIG_MAX_ARGS];
+    for (size_t lead = 0; lead <= 2; lead += 2)
+        for (size_t n = lead + 2; n <= CR_SIG_MAX_ARGS; n += 2) {
+            bool sized = lead != 0;
+            for (size_t i = 0; i < n; i++)
+                a[i] = i < lead || (i - lead) % 2 == 0 ? IN : FA;
+            cr_status st =
+                cr__add_rule_so(reg, &diagm_function, a, n, false, dgm_frule, dgm_rrule,
+                                &k_gt[sized ? GS_DIAGM_SIZED : GS_DIAGM_PAIRS], CR_LINEAR, NULL);
+            if (st != CR_OK)
+                return st;
+        }
     return CR_OK;
 }

@@ -28,50 +28,45 @@ static cr_status elem_fail(cr_arena *arena, cr_status st, const char *who, const
                         cr__after_name(msg, cr__fname(f)));
 }
 
+/* The status of an element's rule (forward: an frule, else an rrule) found through the
+ * configuration's AD (via_ad) or the registry: CR_NOTHING becomes the error saying which is
+ * missing, another failure gets elem_fail's prefix. */
+static cr_status elem_end(cr_arena *arena, cr_status st, bool via_ad, bool forward, const char *who,
+                          const cr_value *f, const cr_value *args, size_t nargs, size_t k)
+{
+    const char *rule = forward ? "frule" : "rrule";
+    if (st == CR_NOTHING && via_ad)
+        st = CR__FAIL(arena, CR_ENORULE, "%s_via_ad gave no rule", rule);
+    else if (st == CR_NOTHING) {
+        char sig[256];
+        cr__call_str(f, args, nargs, sig, sizeof sig);
+        return CR__FAIL(arena, CR_ENOCAP,
+                        "%s: no %s for %s, and the rule configuration has no %s mode to "
+                        "differentiate it (CR_CAP_%s and %s_via_ad are required)",
+                        who, rule, sig, forward ? "forward" : "reverse",
+                        forward ? "FORWARD" : "REVERSE", rule);
+    }
+    return st == CR_OK ? CR_OK : elem_fail(arena, st, who, f, k);
+}
+
 cr_status cr__elem_rrule(const cr_config *cfg, cr_arena *arena, const char *who, size_t k,
                          const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
                          cr_pullback *pb)
 {
-    cr_status st;
-    if (cfg != NULL && (cfg->caps & CR_CAP_REVERSE) != 0) {
-        st = cr_rrule_via_ad(cfg, arena, f, args, nargs, y, pb);
-        if (st == CR_NOTHING)
-            st = CR__FAIL(arena, CR_ENORULE, "rrule_via_ad gave no rule");
-    } else {
-        st = cr_rrule(cfg, arena, f, args, nargs, y, pb);
-        if (st == CR_NOTHING) {
-            char sig[256];
-            cr__call_str(f, args, nargs, sig, sizeof sig);
-            return CR__FAIL(arena, CR_ENOCAP,
-                            "%s: no rrule for %s, and the rule configuration has no reverse mode "
-                            "to differentiate it (CR_CAP_REVERSE and rrule_via_ad are required)",
-                            who, sig);
-        }
-    }
-    return st == CR_OK ? CR_OK : elem_fail(arena, st, who, f, k);
+    bool via_ad = cfg != NULL && (cfg->caps & CR_CAP_REVERSE) != 0;
+    cr_status st = via_ad ? cr_rrule_via_ad(cfg, arena, f, args, nargs, y, pb)
+                          : cr_rrule(cfg, arena, f, args, nargs, y, pb);
+    return elem_end(arena, st, via_ad, false, who, f, args, nargs, k);
 }
 
 cr_status cr__elem_frule(const cr_config *cfg, cr_arena *arena, const char *who, size_t k,
                          const cr_tangent *dargs, const cr_value *f, const cr_value *args,
                          size_t nargs, cr_value *y, cr_tangent *dy)
 {
-    cr_status st;
-    if (cfg != NULL && (cfg->caps & CR_CAP_FORWARD) != 0) {
-        st = cr_frule_via_ad(cfg, arena, dargs, f, args, nargs, y, dy);
-        if (st == CR_NOTHING)
-            st = CR__FAIL(arena, CR_ENORULE, "frule_via_ad gave no rule");
-    } else {
-        st = cr_frule(cfg, arena, dargs, f, args, nargs, y, dy);
-        if (st == CR_NOTHING) {
-            char sig[256];
-            cr__call_str(f, args, nargs, sig, sizeof sig);
-            return CR__FAIL(arena, CR_ENOCAP,
-                            "%s: no frule for %s, and the rule configuration has no forward mode "
-                            "to differentiate it (CR_CAP_FORWARD and frule_via_ad are required)",
-                            who, sig);
-        }
-    }
-    return st == CR_OK ? CR_OK : elem_fail(arena, st, who, f, k);
+    bool via_ad = cfg != NULL && (cfg->caps & CR_CAP_FORWARD) != 0;
+    cr_status st = via_ad ? cr_frule_via_ad(cfg, arena, dargs, f, args, nargs, y, dy)
+                          : cr_frule(cfg, arena, dargs, f, args, nargs, y, dy);
+    return elem_end(arena, st, via_ad, true, who, f, args, nargs, k);
 }
 
 cr_status cr__elem_call(cr_arena *arena, const char *who, size_t k, const cr_value *f,
@@ -134,11 +129,8 @@ static cr_status map_check(cr_arena *arena, const cr_value *args, size_t nargs)
 
 /* map(f, A...): y_i = f(A1_i, ...); Āj = conj(∂f/∂xj) ⊙ Ȳ (the partials of f's row, or
  * each element's pullback). broadcast's rule, for arrays of one shape. */
-static cr_status map_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                           const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                           const void *udata)
+static cr_status map_rrule(CR__RRULE_PARAMS)
 {
-    (void)f;
     cr_status st = map_check(arena, args, nargs);
     if (st == CR_OK)
         st = cr__bc_rrule(cfg, arena, "map", args, nargs, y, pb, udata);
@@ -149,12 +141,8 @@ static cr_status map_rrule(const cr_config *cfg, cr_arena *arena, const cr_value
 CR__ARRAY_FN(map, "map", -1)
 
 /* frule: ẏ_i = Σj ∂f/∂xj ẋj_i. */
-static cr_status map_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                           const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                           cr_tangent *dy, const void *udata)
+static cr_status map_frule(CR__FRULE_PARAMS)
 {
-    (void)f;
-    (void)udata;
     cr_status st = map_check(arena, args, nargs);
     return st != CR_OK ? st : cr__bc_frule(cfg, arena, "map", dargs, args, nargs, y, dy);
 }
@@ -227,7 +215,7 @@ static void sumf_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, vo
     for (size_t i = 0; i < n; i++) {
         ptrdiff_t o[5];
         for (size_t k = 0; k < 5; k++)
-            o[k] = off[k] + (ptrdiff_t)i * step[k];
+            o[k] = CR__AT(k);
         if (c->cplx) {
             cr_complex x = ((const cr_complex *)c->x)[o[1]], Y, D;
             c->row->c128(&x, &Y, &D);
@@ -305,6 +293,7 @@ typedef struct sumf_thunk {
     const sumf_env *e;
     const cr_array *g; /* Ȳ in the work dtype, of oshape */
 } sumf_thunk;
+CR__EG_THUNK_NEW(sumf_thunk_new, sumf_thunk, sumf_env)
 
 /* out (=|+=) conj(D) ⊙ Ȳ broadcast over the reduced dimensions. Arrays: 0 out, 1 D, 2 Ȳ. */
 typedef struct sumf_co {
@@ -317,8 +306,7 @@ static void sumf_co_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step,
 {
     sumf_co *c = vctx;
     for (size_t i = 0; i < n; i++) {
-        ptrdiff_t oo = off[0] + (ptrdiff_t)i * step[0], od = off[1] + (ptrdiff_t)i * step[1],
-                  og = off[2] + (ptrdiff_t)i * step[2];
+        ptrdiff_t oo = CR__AT(0), od = CR__AT(1), og = CR__AT(2);
         if (c->cplx) {
             cr_complex v = conj(((const cr_complex *)c->D)[od]) * ((const cr_complex *)c->g)[og];
             cr_complex *p = (cr_complex *)c->out + oo;
@@ -359,35 +347,22 @@ CR__THUNK_ADD(sumf_add, sumf_thunk, t->e->s.wdt, t->e->s.A, sumf_co_run(t, dest,
               sumf_thunk_fn)
 
 /* Ā = conj(f'(A)) ⊙ Ȳ (Ȳ broadcast over the reduced dimensions): an InplaceableThunk. */
-static cr_status sumf_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                               void *env)
+static cr_status sumf_pullback(CR__PULLBACK_PARAMS)
 {
     sumf_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     const cr_array *g;
     cr_status st = cr__tan_array(arena, "sum_pullback", *dy, e->s.ndim, e->s.oshape, e->s.wdt, &g);
-    if (st != CR_OK)
-        return st;
-    if (g == NULL) {
-        dx[2] = cr_tangent_zero();
-        return CR_OK;
-    }
-    sumf_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(sumf_thunk));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
-    t->e = e;
-    t->g = g;
-    return cr__thunk(arena, sumf_thunk_fn, sumf_add, t, "sum_pullback_thunk", &dx[2]);
+    return st != CR_OK
+               ? st
+               : sumf_thunk_new(arena, e, g, sumf_thunk_fn, sumf_add, "sum_pullback_thunk", &dx[2]);
 }
 
 /* Without a row: the pullback of sum, then that of map(f, A). */
-static cr_status sumf_map_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                   void *env)
+static cr_status sumf_map_pullback(CR__PULLBACK_PARAMS)
 {
     sumf_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     cr_tangent ds[3], dm[3];
     cr_status st = cr_pullback_call(arena, &e->sum_pb, dy, ds, e->sum_pb.nx);
     if (st == CR_OK)
@@ -413,11 +388,8 @@ static size_t sumf_sum_args(const cr_value *args, size_t nargs, const cr_value *
 /* sum(f, A; dims) = Σ f(a) over the reduced dimensions. With a row: one pass computing the
  * sums and the partials D = f'(A), and Ā = conj(D) ⊙ Ȳ. Otherwise sum(map(f, A); dims),
  * with map's one rule per element. */
-cr_status cr__sum_f_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                          const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                          const void *udata)
+cr_status cr__sum_f_rrule(CR__RRULE_PARAMS)
 {
-    (void)f;
     bool primal = udata == CR__PRIMAL_ONLY;
     sumf s;
     cr_status st = sumf_parse(arena, args, nargs, &s);
@@ -463,21 +435,10 @@ cr_status cr__sum_f_rrule(const cr_config *cfg, cr_arena *arena, const cr_value 
     return CR_OK;
 }
 
-static cr_status sumf_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
-{
-    return cr__sum_f_rrule(cfg, arena, f, args, nargs, y, pb, udata);
-}
-
 /* frule: ẏ = Σ f'(a) ȧ over the reduced dimensions (with a row, in the same pass as the
  * sums); otherwise the frules of map(f, A) and sum. */
-static cr_status sumf_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+static cr_status sumf_frule(CR__FRULE_PARAMS)
 {
-    (void)f;
-    (void)udata;
     sumf s;
     cr_status st = sumf_parse(arena, args, nargs, &s);
     if (st != CR_OK)
@@ -555,8 +516,7 @@ static void meanf_scale_value(double scale, cr_value *y)
         *y = cr__scalar_value(cr__value_dtype(y), cr__scalar_of(y) * scale);
 }
 
-static cr_status meanf_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                void *env)
+static cr_status meanf_pullback(CR__PULLBACK_PARAMS)
 {
     meanf_env *e = env;
     cr_tangent sdy;
@@ -564,9 +524,7 @@ static cr_status meanf_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
     return st != CR_OK ? st : cr_pullback_call(arena, &e->sum_pb, &sdy, dx, nx);
 }
 
-cr_status cr__mean_f_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                           const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                           const void *udata)
+cr_status cr__mean_f_rrule(CR__RRULE_PARAMS)
 {
     double scale;
     cr_status st = meanf_scale(arena, args, nargs, &scale);
@@ -586,16 +544,7 @@ cr_status cr__mean_f_rrule(const cr_config *cfg, cr_arena *arena, const cr_value
     return CR_OK;
 }
 
-static cr_status meanf_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                             const void *udata)
-{
-    return cr__mean_f_rrule(cfg, arena, f, args, nargs, y, pb, udata);
-}
-
-static cr_status meanf_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                             cr_tangent *dy, const void *udata)
+static cr_status meanf_frule(CR__FRULE_PARAMS)
 {
     double scale;
     cr_status st = meanf_scale(arena, args, nargs, &scale);
@@ -922,9 +871,7 @@ static cr_status fold_seeds(cr_arena *arena, const fold_env *e, const cr_tangent
     cr_status st = cr__tan_scalar(arena, F->who, *dy, &v, &nz);
     if (st != CR_OK || !nz)
         return st;
-    cr_complex *p = cr_arena_alloc(arena, sizeof *p, _Alignof(cr_complex));
-    if (p == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, cr_complex, p);
     *p = v;
     *g = p;
     return CR_OK;
@@ -932,12 +879,10 @@ static cr_status fold_seeds(cr_arena *arena, const fold_env *e, const cr_tangent
 
 /* With a row: x̄ is an InplaceableThunk running the sweep; init's cotangent (a number) a
  * sweep of its own that stores nothing. */
-static cr_status fold_row_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                   void *env)
+static cr_status fold_row_pullback(CR__PULLBACK_PARAMS)
 {
     fold_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     const cr_complex *g;
     cr_status st = fold_seeds(arena, e, dy, &g);
     if (st != CR_OK)
@@ -948,9 +893,7 @@ static cr_status fold_row_pullback(const cr_tangent *dy, cr_tangent *dx, size_t 
             dx[3] = cr_tangent_zero();
         return CR_OK;
     }
-    fold_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(fold_thunk));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, fold_thunk, t);
     *t = (fold_thunk){e, g};
     st = cr__thunk(arena, fold_x_thunk, fold_x_add, t, "fold_pullback_thunk", &dx[2]);
     if (st != CR_OK || !e->F.has_init)
@@ -962,13 +905,11 @@ static cr_status fold_row_pullback(const cr_tangent *dy, cr_tangent *dx, size_t 
 /* Without a row: the steps' pullbacks in reverse order, each taking the running
  * cotangent (plus, for accumulate, the seed of its own output). One sweep gives every
  * cotangent, so none is a thunk (a thunk would run the steps' pullbacks again). */
-static cr_status fold_pb_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                  void *env)
+static cr_status fold_pb_pullback(CR__PULLBACK_PARAMS)
 {
     fold_env *e = env;
     const fold *F = &e->F;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     const cr_complex *g;
     cr_status st = fold_seeds(arena, e, dy, &g);
     if (st != CR_OK)
@@ -1084,39 +1025,25 @@ static cr_status fold_frule(const cr_config *cfg, cr_arena *arena, const char *w
     return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(t), dy);
 }
 
-static cr_status foldl_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                             const void *udata)
+static cr_status foldl_rrule(CR__RRULE_PARAMS)
 {
-    (void)f;
     return fold_rrule(cfg, arena, "foldl", false, args, nargs, y, pb, udata);
 }
 CR__ARRAY_FN(foldl, "foldl", -1)
 
-static cr_status foldl_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                             cr_tangent *dy, const void *udata)
+static cr_status foldl_frule(CR__FRULE_PARAMS)
 {
-    (void)f;
-    (void)udata;
     return fold_frule(cfg, arena, "foldl", false, dargs, args, nargs, y, dy);
 }
 
-static cr_status accumulate_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                  const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                                  const void *udata)
+static cr_status accumulate_rrule(CR__RRULE_PARAMS)
 {
-    (void)f;
     return fold_rrule(cfg, arena, "accumulate", true, args, nargs, y, pb, udata);
 }
 CR__ARRAY_FN(accumulate, "accumulate", -1)
 
-static cr_status accumulate_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                                  const cr_value *f, const cr_value *args, size_t nargs,
-                                  cr_value *y, cr_tangent *dy, const void *udata)
+static cr_status accumulate_frule(CR__FRULE_PARAMS)
 {
-    (void)f;
-    (void)udata;
     return fold_frule(cfg, arena, "accumulate", true, dargs, args, nargs, y, dy);
 }
 
@@ -1131,9 +1058,8 @@ static cr_value builtin_or(const char *name, const cr_value *fallback)
 
 /* map(f, A) with f = sin, exp, tanh or cabs (no row: one rule per element); map(f, A, B)
  * with *, hypot (a row that is not fused) or atan2. */
-static cr_status sample_map(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs, void *env)
+static cr_status sample_map(CR__SAMPLE_PARAMS)
 {
-    (void)env;
     static const size_t s34[2] = {3, 4}, s5[1] = {5};
     bool vec = cr__rng_below(rng, 2) == 0;
     cr_dtype dt = cr__rng_dtype(rng);
@@ -1166,10 +1092,8 @@ static cr_status sample_map(cr_arena *arena, uint64_t *rng, cr_value *args, size
 }
 
 /* sum(f, A[, dims]) with f = sin, exp, tanh (rows) or cabs (one rule per element). */
-static cr_status sample_sum_f(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                              void *env)
+static cr_status sample_sum_f(CR__SAMPLE_PARAMS)
 {
-    (void)env;
     static const size_t s34[2] = {3, 4}, s234[3] = {2, 3, 4};
     static const char *const names[3] = {"sin", "exp", "tanh"};
     cr_dtype dt = cr__rng_dtype(rng);
@@ -1203,10 +1127,8 @@ static cr_status sample_sum_f(cr_arena *arena, uint64_t *rng, cr_value *args, si
 
 /* foldl / accumulate (op, v[, init]) with op = *, +, hypot or atan2; entries in [0.5, 1.5]
  * so products stay of order one; init a float, an integer or (for c128) a complex. */
-static cr_status sample_fold(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                             void *env)
+static cr_status sample_fold(CR__SAMPLE_PARAMS)
 {
-    (void)env;
     static const size_t s6[1] = {6};
     cr_dtype dt = cr__rng_dtype(rng);
     size_t k = cr__rng_below(rng, 4);
@@ -1258,10 +1180,10 @@ cr_status cr__array_register_hof(cr_registry *reg)
         st = cr__add_rule_so(reg, &map_function, a_map, 3, true, map_frule, map_rrule, &k_test_map,
                              CR_NONLINEAR, &cr__form_broadcast);
     for (size_t n = 2; n <= 3 && st == CR_OK; n++)
-        st = cr__add_rule_so(reg, sum_fn, a_sum, n, false, sumf_frule, sumf_rrule, &k_test_sum_f,
-                             CR_NONLINEAR, &cr__form_sum_f);
+        st = cr__add_rule_so(reg, sum_fn, a_sum, n, false, sumf_frule, cr__sum_f_rrule,
+                             &k_test_sum_f, CR_NONLINEAR, &cr__form_sum_f);
     for (size_t n = 2; n <= 3 && st == CR_OK; n++)
-        st = cr__add_rule(reg, cr_fn_mean.u.func.fn, a_sum, n, false, meanf_frule, meanf_rrule,
+        st = cr__add_rule(reg, cr_fn_mean.u.func.fn, a_sum, n, false, meanf_frule, cr__mean_f_rrule,
                           &k_test_sum_f);
     for (size_t n = 2; n <= 3 && st == CR_OK; n++)
         st = cr__add_rule(reg, &foldl_function, a_fold, n, false, foldl_frule, foldl_rrule,

@@ -235,6 +235,7 @@ typedef struct index_thunk {
     const index_env *e;
     const cr_array *g; /* cotangent, work dtype, contiguous, m elements */
 } index_thunk;
+CR__EG_THUNK_NEW(index_thunk_new, index_thunk, index_env)
 
 static void scatter(const index_env *e, const cr_array *g, cr_array *dx)
 {
@@ -267,27 +268,16 @@ static cr_status index_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 CR__THUNK_ADD(index_add, index_thunk, t->e->wdt, t->e->A, scatter(t->e, t->g, dest), index_thunk_fn)
 
 /* Ā = zeros(A) with Ȳ scatter-added at the indices (repeats accumulate). */
-static cr_status index_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                void *env)
+static cr_status index_pullback(CR__PULLBACK_PARAMS)
 {
     index_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     const cr_array *g;
     cr_status st =
         cr__tan_array(arena, "getindex_pullback", *dy, e->ix.ondim, e->ix.oshape, e->wdt, &g);
-    if (st != CR_OK)
-        return st;
-    if (g == NULL) {
-        dx[1] = cr_tangent_zero();
-        return CR_OK;
-    }
-    index_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(index_thunk));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
-    t->e = e;
-    t->g = g;
-    return cr__thunk(arena, index_thunk_fn, index_add, t, "getindex_pullback_thunk", &dx[1]);
+    return st != CR_OK ? st
+                       : index_thunk_new(arena, e, g, index_thunk_fn, index_add,
+                                         "getindex_pullback_thunk", &dx[1]);
 }
 
 /* ---- getindex and view ------------------------------------------------------------------ */
@@ -345,9 +335,7 @@ static cr_status index_rrule(cr_arena *arena, bool view, const cr_value *args, s
     }
     if (udata == CR__PRIMAL_ONLY)
         return CR_OK;
-    index_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(index_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, index_env, e);
     e->A = A;
     e->ix = ix;
     e->wdt = cr__work((cr_dtype)A->dtype);
@@ -359,23 +347,15 @@ static cr_status index_rrule(cr_arena *arena, bool view, const cr_value *args, s
 }
 
 /* getindex(A, I...) = A[I...]: Ā = scatter-add of Ȳ. */
-static cr_status getindex_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                                const void *udata)
+static cr_status getindex_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
     return index_rrule(arena, false, args, nargs, y, pb, udata);
 }
 CR__ARRAY_FN(getindex, "getindex", -1)
 
 /* view(A, I...): as getindex, a view of A where the indices allow it. */
-static cr_status view_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+static cr_status view_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
     return index_rrule(arena, true, args, nargs, y, pb, udata);
 }
 CR__ARRAY_FN(view, "view", -1)
@@ -392,9 +372,7 @@ static cr_status sample_index(cr_arena *arena, uint64_t *rng, size_t n, const cr
         *out = cr_value_i64((int64_t)cr__rng_below(rng, n));
         return CR_OK;
     case 1: {
-        cr_range *r = cr_arena_alloc(arena, sizeof *r, _Alignof(cr_range));
-        if (r == NULL)
-            return CR__ALLOC_STATUS(arena);
+        CR__ARENA_NEW(arena, cr_range, r);
         if (cr__rng_below(rng, 2)) {
             *r = (cr_range){(int64_t)n - 1, -1, -2};
         } else {
@@ -434,10 +412,8 @@ static cr_status sample_index(cr_arena *arena, uint64_t *rng, size_t n, const cr
     }
 }
 
-static cr_status sample_getindex(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                                 void *env)
+static cr_status sample_getindex(CR__SAMPLE_PARAMS)
 {
-    (void)env;
     static const size_t s2[2] = {3, 4}, s4[4] = {2, 3, 2, 2};
     size_t five = 5;
     size_t nidx = nargs - 1, ndim;

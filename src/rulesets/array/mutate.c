@@ -8,7 +8,7 @@
  * part zeroed. Most are the non-mutating function of the rest of the arguments, whose rules
  * they call.
  */
-#include "../array_impl.h"
+#include "family.h"
 
 /* A mutating function: its primal's op (first, for cr__primal_via_rrule), the function it
  * wraps (NULL for the hand-written ones) and how the wrapped function's arguments are made. */
@@ -108,6 +108,15 @@ static cr_status bang_dest(cr_arena *arena, const bang_def *d, const cr_value *a
     return st;
 }
 
+/* The destination and the wrapped function's arguments iargs[0..*ni). */
+static cr_status bang_prep(cr_arena *arena, const bang_def *d, const cr_value *args, size_t nargs,
+                           const cr_array **dest, cr_value *iargs, size_t *ni)
+{
+    *ni = 0;
+    cr_status st = bang_dest(arena, d, args, nargs, dest);
+    return st == CR_OK ? bang_inner_args(arena, d, args, nargs, *dest, iargs, ni) : st;
+}
+
 /* The wrapped function's result stored as the destination would hold it: the same shape,
  * the destination's dtype (complex values into a real destination refused, as Julia's
  * InexactError). */
@@ -148,8 +157,7 @@ typedef struct bang_env {
     uint32_t nd;  /* nondiff_mask of the arguments */
 } bang_env;
 
-static cr_status bang_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                    cr_arena *arena, void *env)
+static cr_status bang_pullback_body(CR__PULLBACK_PARAMS)
 {
     const bang_env *e = env;
     cr_tangent idx[CR_SIG_MAX_ARGS + 1];
@@ -166,17 +174,13 @@ static cr_status bang_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t
 
 CR__MASKED_PULLBACK(bang, bang_env)
 
-static cr_status bang_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+static cr_status bang_rrule(CR__RRULE_PARAMS)
 {
     const bang_def *d = def_of(f);
     const cr_array *dest;
-    cr_status st = bang_dest(arena, d, args, nargs, &dest);
     cr_value iargs[CR_SIG_MAX_ARGS];
-    size_t ni = 0;
-    if (st == CR_OK)
-        st = bang_inner_args(arena, d, args, nargs, dest, iargs, &ni);
+    size_t ni;
+    cr_status st = bang_prep(arena, d, args, nargs, &dest, iargs, &ni);
     if (st != CR_OK)
         return st;
     cr_value yi;
@@ -184,9 +188,7 @@ static cr_status bang_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
         st = cr_function_call(arena, d->inner, iargs, ni, &yi);
         return st == CR_OK ? bang_store(arena, d, dest, &yi, y) : st;
     }
-    bang_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(bang_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, bang_env, e);
     e->d = d;
     e->ni = ni;
     e->shift = d->prep == PREP_SELF ? 0 : 1;
@@ -203,18 +205,13 @@ static cr_status bang_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
 
 /* frule: the wrapped function's frule on the other arguments' tangents; the destination's
  * tangent is overwritten (not read) unless it is also the input. */
-static cr_status bang_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+static cr_status bang_frule(CR__FRULE_PARAMS)
 {
-    (void)udata;
     const bang_def *d = def_of(f);
     const cr_array *dest;
-    cr_status st = bang_dest(arena, d, args, nargs, &dest);
     cr_value iargs[CR_SIG_MAX_ARGS];
-    size_t ni = 0;
-    if (st == CR_OK)
-        st = bang_inner_args(arena, d, args, nargs, dest, iargs, &ni);
+    size_t ni;
+    cr_status st = bang_prep(arena, d, args, nargs, &dest, iargs, &ni);
     if (st != CR_OK)
         return st;
     cr_tangent id[CR_SIG_MAX_ARGS + 1];
@@ -384,10 +381,8 @@ static cr_status part_forward(cr_arena *arena, part_env *e, const cr_value *args
 
 /* dest̄ = ȳ with the written positions zeroed; src̄[k] = ȳ[pos[k]] for the last write of
  * each position (a scalar x: the sum). */
-static cr_status part_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                    cr_arena *arena, void *env)
+static cr_status part_pullback_body(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     const part_env *e = env;
     const cr_array *G;
     cr_status st = cr__tan_array(arena, e->who, *dy, e->dest->ndim, e->dest->shape, e->wdt, &G);
@@ -426,9 +421,7 @@ CR__MASKED_PULLBACK(part, part_env)
 static cr_status part_rrule(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
                             cr_value *y, cr_pullback *pb, const void *udata)
 {
-    part_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(part_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, part_env, e);
     e->who = who;
     cr_status st = part_forward(arena, e, args, nargs, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
@@ -477,23 +470,14 @@ static cr_status part_frule(cr_arena *arena, const char *who, const cr_tangent *
     return CR_OK;
 }
 
-#define PART_RULES(NAME, STR)                                                                     \
-    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,       \
-                                  const cr_value *args, size_t nargs, cr_value *y,                \
-                                  cr_pullback *pb, const void *udata)                             \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        return part_rrule(arena, STR, args, nargs, y, pb, udata);                                 \
-    }                                                                                             \
-    static cr_status NAME##_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, \
-                                  const cr_value *f, const cr_value *args, size_t nargs,          \
-                                  cr_value *y, cr_tangent *dy, const void *udata)                 \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        (void)udata;                                                                              \
-        return part_frule(arena, STR, dargs, args, nargs, y, dy);                                 \
+#define PART_RULES(NAME, STR)                                     \
+    static cr_status NAME##_rrule(CR__RRULE_PARAMS)               \
+    {                                                             \
+        return part_rrule(arena, STR, args, nargs, y, pb, udata); \
+    }                                                             \
+    static cr_status NAME##_frule(CR__FRULE_PARAMS)               \
+    {                                                             \
+        return part_frule(arena, STR, dargs, args, nargs, y, dy); \
     }
 
 PART_RULES(copyto, "copyto!")
@@ -652,8 +636,27 @@ enum {
     MS_EXP
 };
 
-static cr_status sample_mutate(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                               void *env)
+/* args = (D, A, ints): random dtype-dt arrays of nd dimensions, D of dshape and A of ashape,
+ * and the nd integers ints as an i64 array. */
+static cr_status dest_src_ints(cr_arena *arena, uint64_t *rng, cr_dtype dt, size_t nd,
+                               const size_t *dshape, const size_t *ashape, const int64_t *ints,
+                               cr_value *args)
+{
+    cr_array *D, *A, *Ix;
+    cr_status st = cr__rand_array(arena, rng, dt, nd, dshape, -2, 2, &D);
+    if (st == CR_OK)
+        st = cr__rand_array(arena, rng, dt, nd, ashape, -2, 2, &A);
+    if (st == CR_OK)
+        st = cr__i64_array(arena, nd, ints, &Ix);
+    if (st == CR_OK) {
+        args[0] = cr_value_array(D);
+        args[1] = cr_value_array(A);
+        args[2] = cr_value_array(Ix);
+    }
+    return st;
+}
+
+static cr_status sample_mutate(CR__SAMPLE_PARAMS)
 {
     int what = *(const int *)env;
     cr_dtype dt = cr__rng_dtype(rng);
@@ -749,17 +752,7 @@ static cr_status sample_mutate(cr_arena *arena, uint64_t *rng, cr_value *args, s
         size_t ps[3];
         for (size_t k = 0; k < nd; k++)
             ps[k] = shape[perm[k]];
-        cr_array *P;
-        st = cr__rand_array(arena, rng, dt, nd, ps, -2, 2, &D);
-        if (st == CR_OK)
-            st = cr__rand_array(arena, rng, dt, nd, shape, -2, 2, &A);
-        if (st == CR_OK)
-            st = cr__i64_array(arena, nd, perm, &P);
-        args[0] = cr_value_array(D);
-        args[1] = cr_value_array(A);
-        if (st == CR_OK)
-            args[2] = cr_value_array(P);
-        return st;
+        return dest_src_ints(arena, rng, dt, nd, ps, shape, perm, args);
     }
     case MS_REVERSE:
         st = cr__rand_array(arena, rng, dt, nd, shape, -2, 2, &A);
@@ -785,17 +778,7 @@ static cr_status sample_mutate(cr_arena *arena, uint64_t *rng, cr_value *args, s
         int64_t sh[3];
         for (size_t k = 0; k < nd; k++)
             sh[k] = (int64_t)cr__rng_below(rng, 7) - 3;
-        cr_array *S;
-        st = cr__rand_array(arena, rng, dt, nd, shape, -2, 2, &D);
-        if (st == CR_OK)
-            st = cr__rand_array(arena, rng, dt, nd, shape, -2, 2, &A);
-        if (st == CR_OK)
-            st = cr__i64_array(arena, nd, sh, &S);
-        args[0] = cr_value_array(D);
-        args[1] = cr_value_array(A);
-        if (st == CR_OK)
-            args[2] = cr_value_array(S);
-        return st;
+        return dest_src_ints(arena, rng, dt, nd, shape, shape, sh, args);
     }
     }
 }
@@ -851,42 +834,32 @@ cr_status cr__array_register_mutate(cr_registry *reg)
 #undef DIMS
 #undef NUM
 #undef IA
-    static const struct {
-        const cr_function *fn;
-        const cr_argspec *args;
-        size_t n;
-        cr_frule_fn frule;
-        cr_rrule_fn rrule;
-        const cr_rule_test *test;
-    } k[] = {
-        {&copyto_bang_function, a_ff, 2, copyto_frule, copyto_rrule, &k_t_copyto},
-        {&setindex_bang_function, a_set_lin, 3, setindex_frule, setindex_rrule, &k_t_setindex},
-        {&setindex_bang_function, a_set2, 4, setindex_frule, setindex_rrule, &k_t_setindex},
-        {&setindex_bang_function, a_set3, 5, setindex_frule, setindex_rrule, &k_t_setindex},
-        {&fill_bang_function, a_fn, 2, bang_frule, bang_rrule, &k_t_fill},
-        {&sum_bang_function, a_ff, 2, bang_frule, bang_rrule, &k_t_sum},
-        {&cumsum_bang_function, a_ff, 2, bang_frule, bang_rrule, &k_t_cumsum},
-        {&cumsum_bang_function, a_ffi, 3, bang_frule, bang_rrule, &k_t_cumsum},
-        {&permutedims_bang_function, a_ffia, 3, bang_frule, bang_rrule, &k_t_permutedims},
-        {&reverse_bang_function, a_f, 1, bang_frule, bang_rrule, &k_t_reverse},
-        {&reverse_bang_function, a_fd, 2, bang_frule, bang_rrule, &k_t_reverse},
-        {&circshift_bang_function, a_ffd, 3, bang_frule, bang_rrule, &k_t_circshift},
+    static const cr__array_rule k[] = {
+        {&copyto_bang_function, a_ff, 2, copyto_frule, copyto_rrule, &k_t_copyto, CR_LINEAR, NULL,
+         false},
+        {&setindex_bang_function, a_set_lin, 3, setindex_frule, setindex_rrule, &k_t_setindex,
+         CR_LINEAR, NULL, false},
+        {&setindex_bang_function, a_set2, 4, setindex_frule, setindex_rrule, &k_t_setindex,
+         CR_LINEAR, NULL, false},
+        {&setindex_bang_function, a_set3, 5, setindex_frule, setindex_rrule, &k_t_setindex,
+         CR_LINEAR, NULL, false},
+        {&fill_bang_function, a_fn, 2, bang_frule, bang_rrule, &k_t_fill, CR_LINEAR, NULL, false},
+        {&sum_bang_function, a_ff, 2, bang_frule, bang_rrule, &k_t_sum, CR_LINEAR, NULL, false},
+        {&cumsum_bang_function, a_ff, 2, bang_frule, bang_rrule, &k_t_cumsum, CR_LINEAR, NULL,
+         false},
+        {&cumsum_bang_function, a_ffi, 3, bang_frule, bang_rrule, &k_t_cumsum, CR_LINEAR, NULL,
+         false},
+        {&permutedims_bang_function, a_ffia, 3, bang_frule, bang_rrule, &k_t_permutedims, CR_LINEAR,
+         NULL, false},
+        {&reverse_bang_function, a_f, 1, bang_frule, bang_rrule, &k_t_reverse, CR_LINEAR, NULL,
+         false},
+        {&reverse_bang_function, a_fd, 2, bang_frule, bang_rrule, &k_t_reverse, CR_LINEAR, NULL,
+         false},
+        {&circshift_bang_function, a_ffd, 3, bang_frule, bang_rrule, &k_t_circshift, CR_LINEAR,
+         NULL, false},
+        /* inv! and exp!: the LAPACK functions, nonlinear (no second-order form here) */
+        {&inv_bang_function, a_f, 1, bang_frule, bang_rrule, &k_t_inv, CR_NONLINEAR, NULL, true},
+        {&exp_bang_function, a_f, 1, bang_frule, bang_rrule, &k_t_exp, CR_NONLINEAR, NULL, true},
     };
-    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        cr_status st = cr__add_rule_so(reg, k[i].fn, k[i].args, k[i].n, false, k[i].frule,
-                                       k[i].rrule, k[i].test, CR_LINEAR, NULL);
-        if (st != CR_OK)
-            return st;
-    }
-#if defined(CR_HAVE_LAPACKE)
-    /* inv! and exp!: the LAPACK functions, nonlinear (no second-order form here) */
-    cr_status st = cr__add_rule_so(reg, &inv_bang_function, a_f, 1, false, bang_frule, bang_rrule,
-                                   &k_t_inv, CR_NONLINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &exp_bang_function, a_f, 1, false, bang_frule, bang_rrule,
-                             &k_t_exp, CR_NONLINEAR, NULL);
-    return st;
-#else
-    return CR_OK;
-#endif
+    return cr__add_rules(reg, k, sizeof k / sizeof k[0]);
 }

@@ -139,12 +139,10 @@ static double norm_dp(const norm_env *e)
     return e->y * (num / den) / e->p;
 }
 
-static cr_status norm_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                               void *env)
+static cr_status norm_pullback(CR__PULLBACK_PARAMS)
 {
     norm_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     cr_complex g;
     bool nz;
     cr_status st = cr__tan_scalar(arena, "norm_pullback", *dy, &g, &nz);
@@ -180,15 +178,9 @@ static cr_status norm_value(const norm_env *e, cr_value *y)
 
 /* norm(A), norm(A, p): the p-norm of A's elements (p = 2 by default: Frobenius for a
  * matrix, as Julia's norm). */
-static cr_status norm_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+static cr_status norm_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    norm_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(norm_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, norm_env, e);
     cr_status st = norm_forward(arena, args, nargs, e);
     if (st == CR_OK)
         st = norm_value(e, y);
@@ -205,13 +197,8 @@ static cr_status norm_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
 CR__ARRAY_FN(norm, "norm", -1)
 
 /* frule: ẏ = Σ re(conj(∂y/∂x_i) ẋ_i) + ∂y/∂p ṗ. */
-static cr_status norm_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+static cr_status norm_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     norm_env e;
     memset(&e, 0, sizeof e);
     cr_status st = norm_forward(arena, args, nargs, &e);
@@ -238,16 +225,29 @@ static cr_status norm_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
     return CR_OK;
 }
 
-/* norm(A, p) with p among 1, 2, 3 (integers: no tangent) and 1.5, 2.5 (perturbed). */
-static cr_status sample_norm(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                             void *env)
+/* norm(A, p) with p among 1, 2, 3, 0, -1 (integers: no tangent) and 1.5, 2.5, -0.5, -2.5,
+ * -Inf (perturbed). For p <= 0 the entries get distinct moduli 0.5 + i/4 + [0, 1/8) in a
+ * random order with random signs (phases for c128): finite differences then cross neither
+ * a zero (where the count of p = 0 steps) nor a tie of the smallest modulus (p = -Inf). */
+static cr_status sample_norm(CR__SAMPLE_PARAMS)
 {
     cr_status st = cr__sample_red(arena, rng, args, 1, env);
     if (st != CR_OK || nargs < 2)
         return st;
-    static const double ps[5] = {1, 2, 3, 1.5, 2.5};
-    size_t k = cr__rng_below(rng, 5);
-    args[1] = k < 3 ? cr_value_i64((int64_t)ps[k]) : cr_value_f64(ps[k]);
+    static const double ps[10] = {1, 2, 3, 0, -1, 1.5, 2.5, -0.5, -2.5, -HUGE_VAL};
+    size_t k = cr__rng_below(rng, 10);
+    args[1] = k < 5 ? cr_value_i64((int64_t)ps[k]) : cr_value_f64(ps[k]);
+    if (ps[k] > 0)
+        return CR_OK;
+    cr_array *A = args[0].u.arr;
+    cr__fill_distinct(rng, A, -2); /* moduli 0.5 + i/4 + [0, 1/8) */
+    size_t n = cr_array_numel(A);
+    for (size_t i = 0; i < n; i++) {
+        cr_complex v = cr__load(A, (ptrdiff_t)i);
+        cr__store(A, (ptrdiff_t)i,
+                  A->dtype == CR_DT_C128 ? v * cexp(cr__c(0, cr__rng_unif(rng, -3, 3)))
+                                         : (cr__rng_below(rng, 2) ? -v : v));
+    }
     return CR_OK;
 }
 static const cr_rule_test k_t_norm = {.sample = sample_norm, .env = (void *)&cr__so_red_all};
@@ -284,9 +284,7 @@ typedef struct opn_env {
 static cr_status opn_parse(cr_arena *arena, const cr_value *args, size_t nargs, opn_env *e)
 {
     const cr_array *A;
-    cr_status st = cr__nargs(arena, "opnorm", nargs, 1, 2);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, "opnorm", args, nargs, 0, &A);
+    cr_status st = cr__nargs_array(arena, "opnorm", args, nargs, 1, 2, &A);
     if (st != CR_OK)
         return st;
     if (A->ndim != 2 || !cr_dtype_is_float((cr_dtype)A->dtype))
@@ -415,12 +413,10 @@ CR__THUNK_ADD(opn_add, opn_thunk, (cr_dtype)t->e->Aw->dtype, t->e->A, opn_scatte
 /* p = 1, Inf: Ā = sign(A) ȳ on the maximal column / row, 0 elsewhere (an InplaceableThunk
  * that adds one column or row). p = 2: svdvals' pullback with s̄ = (ȳ, 0, ..., 0), which is
  * u₁ v₁ᴴ ȳ for the top singular pair LAPACK returned. */
-static cr_status opn_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                              void *env)
+static cr_status opn_pullback(CR__PULLBACK_PARAMS)
 {
     opn_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     dx[1] = cr_tangent_zero();
     cr_complex g;
     bool nz;
@@ -443,44 +439,26 @@ static cr_status opn_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
     }
     if (e->star == SIZE_MAX)
         return CR_OK;
-    opn_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(opn_thunk));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, opn_thunk, t);
     t->e = e;
     t->g = creal(g);
     return cr__thunk(arena, opn_thunk_fn, opn_add, t, "opnorm_pullback_thunk", &dx[1]);
 }
 
-static cr_status opnorm_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                              const void *udata)
+static cr_status opnorm_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    opn_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(opn_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, opn_env, e);
     bool primal = udata == CR__PRIMAL_ONLY;
     cr_status st = opn_forward(arena, args, nargs, !primal, e, y);
-    if (st != CR_OK || primal)
-        return st;
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){opn_pullback, e, "opnorm_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_end(arena, st, udata, &args[0], &e->pA, opn_pullback, e, "opnorm_pullback",
+                         nargs + 1, pb);
 }
 CR__ARRAY_FN(opnorm, "opnorm", -1)
 
 /* frule: p = 1, Inf: ẏ = Σ re(conj(sign a) ȧ) over the maximal column / row; p = 2: the
  * first component of svdvals' frule, re(u₁ᴴ Ȧ v₁). p itself has no tangent. */
-static cr_status opnorm_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                              const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                              cr_tangent *dy, const void *udata)
+static cr_status opnorm_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     opn_env e;
     memset(&e, 0, sizeof e);
     cr_status st = opn_parse(arena, args, nargs, &e);
@@ -568,19 +546,15 @@ static cr_status nz_forward(cr_arena *arena, const cr_value *args, size_t nargs,
 static cr_status nz_check(cr_arena *arena, const cr_value *args, size_t nargs)
 {
     const cr_array *A;
-    cr_status st = cr__nargs(arena, "normalize", nargs, 1, 2);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, "normalize", args, nargs, 0, &A);
+    cr_status st = cr__nargs_array(arena, "normalize", args, nargs, 1, 2, &A);
     if (st == CR_OK && !cr_dtype_is_float((cr_dtype)A->dtype))
         return CR__FAIL(arena, CR_EINVAL, "normalize: expected an f64, f32 or c128 array");
     return st;
 }
 
 /* Ā = Ȳ / n + norm's pullback at n̄ = -re⟨y, Ȳ⟩ / n (which also gives p̄ for a float p). */
-static cr_status nz_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                             void *env)
+static cr_status nz_pullback(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     nz_env *e = env;
     const cr_array *g;
     cr_dtype wdt = (cr_dtype)e->Y->dtype;
@@ -613,15 +587,9 @@ static cr_status nz_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr
     return st;
 }
 
-static cr_status normalize_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                 const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                                 const void *udata)
+static cr_status normalize_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    nz_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(nz_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, nz_env, e);
     bool primal = udata == CR__PRIMAL_ONLY;
     cr_value nv;
     cr_status st = nz_check(arena, args, nargs);
@@ -630,24 +598,14 @@ static cr_status normalize_rrule(const cr_config *cfg, cr_arena *arena, const cr
                     : cr_rrule(NULL, arena, &cr_fn_norm, args, nargs, &nv, &e->npb);
     if (st == CR_OK)
         st = nz_forward(arena, args, nargs, creal(cr__scalar_of(&nv)), e, y);
-    if (st != CR_OK || primal)
-        return st;
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){nz_pullback, e, "normalize_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_end(arena, st, udata, &args[0], &e->pA, nz_pullback, e, "normalize_pullback",
+                         nargs + 1, pb);
 }
 CR__ARRAY_FN(normalize, "normalize", -1)
 
 /* frule: ẏ = (Ȧ - y ṅ) / n with ṅ from norm's frule (which includes ṗ for a float p). */
-static cr_status normalize_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                                 const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                                 cr_tangent *dy, const void *udata)
+static cr_status normalize_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     nz_env e;
     memset(&e, 0, sizeof e);
     cr_value nv;
@@ -691,10 +649,8 @@ static cr_status normalize_frule(const cr_config *cfg, cr_arena *arena, const cr
 /* opnorm: matrices whose column (row) abs-sums are well separated and entries away from
  * zero, so that neither the maximal column nor a sign changes under finite differences;
  * for p = 2, random matrices (their top singular value is simple almost surely). */
-static cr_status sample_opnorm(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                               void *env)
+static cr_status sample_opnorm(CR__SAMPLE_PARAMS)
 {
-    (void)env;
     size_t shape[2] = {1 + cr__rng_below(rng, 4), 1 + cr__rng_below(rng, 4)};
     cr_dtype dt = cr__rng_dtype(rng);
 #if defined(CR_HAVE_LAPACKE)
@@ -725,10 +681,8 @@ static cr_status sample_opnorm(cr_arena *arena, uint64_t *rng, cr_value *args, s
 }
 
 /* normalize: a random array and p among 1, 2, 3 (integers) and 1.5, 2.5 (perturbed). */
-static cr_status sample_normalize(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                                  void *env)
+static cr_status sample_normalize(CR__SAMPLE_PARAMS)
 {
-    (void)env;
     static const size_t shapes[2][2] = {{5, 0}, {2, 3}};
     size_t k = cr__rng_below(rng, 2);
     cr_array *A;

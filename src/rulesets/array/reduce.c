@@ -88,14 +88,23 @@ typedef struct red_env {
     size_t dim;         /* cumsum */
 } red_env;
 
-static cr_status red_env_new(cr_arena *arena, const cr__red *r, const cr_value *args, red_env **out)
+/* The end of a reduction's rrule whose forward pass returned st (cr__rrule_end): *out the
+ * red_env of r, or NULL when st failed, only the primal was asked or the environment could
+ * not be made. */
+static cr_status red_rrule_end(cr_arena *arena, cr_status st, const void *udata, const cr__red *r,
+                               const cr_value *args, size_t nargs, cr_pullback_fn fn,
+                               const char *name, cr_pullback *pb, red_env **out)
 {
-    cr_status st;
+    *out = NULL;
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
     red_env *e = CR__PB_ENV(arena, red_env, pA, &args[0], &st);
-    if (e != NULL)
-        e->r = *r;
+    if (e == NULL)
+        return st;
+    e->r = *r;
+    *pb = (cr_pullback){fn, e, name, nargs + 1};
     *out = e;
-    return st;
+    return CR_OK;
 }
 
 /* The thunk of a reduction pullback: the environment and the canonical cotangent. */
@@ -104,16 +113,7 @@ typedef struct red_thunk {
     const cr_array *g;
 } red_thunk;
 
-static cr_status red_thunk_new(cr_arena *arena, const red_env *e, const cr_array *g, cr_thunk_fn fn,
-                               cr_thunk_add_fn add, const char *name, cr_tangent *out)
-{
-    red_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(red_thunk));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
-    t->e = e;
-    t->g = g;
-    return cr__thunk(arena, fn, add, t, name, out);
-}
+CR__EG_THUNK_NEW(red_thunk_new, red_thunk, red_env)
 
 /* The pullback of a reduction whose cotangent of A is the InplaceableThunk (thunk, add) of
  * the output's cotangent (zero when that is zero); who names the pullback, thunk_name the
@@ -125,15 +125,8 @@ static inline cr_status red_thunk_pullback(const cr_tangent *dy, cr_tangent *dx,
 {
     const cr_array *g;
     cr_status st = cr__red_cot(arena, who, &e->r, *dy, &g);
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
-    if (st != CR_OK)
-        return st;
-    if (g == NULL) {
-        dx[1] = cr_tangent_zero();
-        return CR_OK;
-    }
-    return red_thunk_new(arena, e, g, thunk, add, thunk_name, &dx[1]);
+    cr__dx_none(dx, nx);
+    return st != CR_OK ? st : red_thunk_new(arena, e, g, thunk, add, thunk_name, &dx[1]);
 }
 
 /* ---- sum and mean ------------------------------------------------------------------------ */
@@ -154,8 +147,7 @@ static cr_status sum_thunk(cr_arena *arena, cr_tangent *out, void *env)
 CR__THUNK_ADD(sum_add, red_thunk, t->e->r.wdt, t->e->r.A,
               cr__broadcast_axpy(dest, t->g, t->e->scale), sum_thunk)
 
-static cr_status sum_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                              void *env)
+static cr_status sum_pullback(CR__PULLBACK_PARAMS)
 {
     return red_thunk_pullback(dy, dx, nx, arena, env, "sum_pullback", sum_thunk, sum_add,
                               "sum_pullback_thunk");
@@ -176,25 +168,17 @@ static cr_status sum_mean_rrule(cr_arena *arena, const char *who, const cr_value
     double scale = mean ? 1.0 / (double)r.count : 1.0;
     if (mean)
         cr__scal(scale, w);
-    st = cr__red_output(arena, &r, w, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    red_env *e = NULL;
-    st = red_env_new(arena, &r, args, &e);
-    if (st != CR_OK)
-        return st;
-    e->scale = scale;
-    *pb = (cr_pullback){sum_pullback, e, mean ? "mean_pullback" : "sum_pullback", nargs + 1};
-    return CR_OK;
+    red_env *e;
+    st = red_rrule_end(arena, cr__red_output(arena, &r, w, y), udata, &r, args, nargs, sum_pullback,
+                       mean ? "mean_pullback" : "sum_pullback", pb, &e);
+    if (e != NULL)
+        e->scale = scale;
+    return st;
 }
 
 /* sum(A; dims): Ā = broadcast(Ȳ) to A's shape. */
-static cr_status sum_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                           const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                           const void *udata)
+static cr_status sum_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
     if (nargs > 0 && args[0].kind == CR_KIND_FUNC) /* sum(f, A): array/higher_order.c */
         return cr__sum_f_rrule(cfg, arena, f, args, nargs, y, pb, udata);
     return sum_mean_rrule(arena, "sum", args, nargs, y, pb, udata, false);
@@ -203,12 +187,8 @@ CR__ARRAY_FN(sum, "sum", -1)
 
 /* mean(A; dims) = sum(A; dims) / n: Ā = broadcast(Ȳ) / n. mean(f, A; dims): array/higher_order.c.
  */
-static cr_status mean_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+static cr_status mean_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
     if (nargs > 0 && args[0].kind == CR_KIND_FUNC) /* mean(f, A): array/higher_order.c */
         return cr__mean_f_rrule(cfg, arena, f, args, nargs, y, pb, udata);
     return sum_mean_rrule(arena, "mean", args, nargs, y, pb, udata, true);
@@ -235,8 +215,7 @@ static void prod_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, vo
 {
     prod_ctx *c = vctx;
     for (size_t i = 0; i < n; i++) {
-        ptrdiff_t io = off[0] + (ptrdiff_t)i * step[0], ix = off[1] + (ptrdiff_t)i * step[1],
-                  id = off[2] + (ptrdiff_t)i * step[2];
+        ptrdiff_t io = CR__AT(0), ix = CR__AT(1), id = CR__AT(2);
         cr_complex x = c->cplx ? ((const cr_complex *)c->x)[ix] : ((const double *)c->x)[ix];
         if (c->mode == 0) {
             if (c->cplx)
@@ -349,8 +328,7 @@ static cr_status prod_thunk(cr_arena *arena, cr_tangent *out, void *env)
 CR__THUNK_ADD(prod_add, red_thunk, t->e->r.wdt, t->e->r.A, return prod_fill(arena, t, dest, true),
               prod_thunk)
 
-static cr_status prod_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                               void *env)
+static cr_status prod_pullback(CR__PULLBACK_PARAMS)
 {
     return red_thunk_pullback(dy, dx, nx, arena, env, "prod_pullback", prod_thunk, prod_add,
                               "prod_pullback_thunk");
@@ -366,47 +344,36 @@ static cr_status prod_forward(cr_arena *arena, const cr__red *r, cr_array **w)
     return CR_OK;
 }
 
-/* prod(A; dims): ∂y/∂x_i = Π_{j≠i} x_j over the slice; Ā_i = conj(∂y/∂x_i) Ȳ. */
-static cr_status prod_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+/* The reduction r, the work products w and the output y of prod(args). */
+static cr_status prod_primal(cr_arena *arena, const cr_value *args, size_t nargs, cr__red *r,
+                             cr_array **w, cr_value *y)
 {
-    (void)cfg;
-    (void)f;
+    cr_status st = cr__red_parse(arena, "prod", args, nargs, 2, false, r);
+    if (st == CR_OK)
+        st = prod_forward(arena, r, w);
+    return st == CR_OK ? cr__red_output(arena, r, *w, y) : st;
+}
+
+/* prod(A; dims): ∂y/∂x_i = Π_{j≠i} x_j over the slice; Ā_i = conj(∂y/∂x_i) Ȳ. */
+static cr_status prod_rrule(CR__RRULE_PARAMS)
+{
     cr__red r;
-    cr_status st = cr__red_parse(arena, "prod", args, nargs, 2, false, &r);
     cr_array *w = NULL;
-    if (st == CR_OK)
-        st = prod_forward(arena, &r, &w);
-    if (st == CR_OK)
-        st = cr__red_output(arena, &r, w, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    red_env *e = NULL;
-    st = red_env_new(arena, &r, args, &e);
-    if (st != CR_OK)
-        return st;
-    e->y = w;
-    *pb = (cr_pullback){prod_pullback, e, "prod_pullback", nargs + 1};
-    return CR_OK;
+    cr_status st = prod_primal(arena, args, nargs, &r, &w, y);
+    red_env *e;
+    st = red_rrule_end(arena, st, udata, &r, args, nargs, prod_pullback, "prod_pullback", pb, &e);
+    if (e != NULL)
+        e->y = w;
+    return st;
 }
 CR__ARRAY_FN(prod, "prod", -1)
 
 /* frule of prod: Ẏ = Σ_i (∂y/∂x_i) Ẋ_i over each slice, with the same zero-safe partials. */
-static cr_status prod_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+static cr_status prod_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     cr__red r;
-    cr_status st = cr__red_parse(arena, "prod", args, nargs, 2, false, &r);
     cr_array *w = NULL;
-    if (st == CR_OK)
-        st = prod_forward(arena, &r, &w);
-    if (st == CR_OK)
-        st = cr__red_output(arena, &r, w, y);
+    cr_status st = prod_primal(arena, args, nargs, &r, &w, y);
     const cr_array *dA = NULL;
     if (st == CR_OK)
         st = cr__dx_array(arena, "prod", dargs, args, 0, r.wdt, &dA);
@@ -451,7 +418,7 @@ static void cumsum_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, 
 {
     line_ctx *c = vctx;
     for (size_t i = 0; i < n; i++) {
-        ptrdiff_t os = off[0] + (ptrdiff_t)i * step[0], od = off[1] + (ptrdiff_t)i * step[1];
+        ptrdiff_t os = CR__AT(0), od = CR__AT(1);
         if (c->cplx) {
             const cr_complex *s = (const cr_complex *)c->src + os;
             cr_complex *d = (cr_complex *)c->dst + od, acc = 0;
@@ -487,15 +454,13 @@ static void cumsum_run(const cr_array *src, cr_array *dst, size_t dim, bool reve
     cr__nd_run(&nd, cumsum_inner, &c);
 }
 
-static cr_status cumsum_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                 void *env)
+static cr_status cumsum_pullback(CR__PULLBACK_PARAMS)
 {
     red_env *e = env;
     const cr_array *A = e->r.A;
     const cr_array *g;
     cr_status st = cr__tan_array(arena, "cumsum_pullback", *dy, A->ndim, A->shape, e->r.wdt, &g);
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     if (st != CR_OK)
         return st;
     if (g == NULL) {
@@ -511,12 +476,8 @@ static cr_status cumsum_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
 }
 
 /* cumsum(A, dim): Y_k = Σ_{j<=k} A_j along dim; Ā_k = Σ_{j>=k} Ȳ_j. */
-static cr_status cumsum_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                              const void *udata)
+static cr_status cumsum_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
     cr__red r;
     cr_status st = cr__red_parse(arena, "cumsum", args, nargs, 2, false, &r);
     if (st != CR_OK)
@@ -547,15 +508,12 @@ static cr_status cumsum_rrule(const cr_config *cfg, cr_arena *arena, const cr_va
     if (st != CR_OK)
         return st;
     *y = cr_value_array(o);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    red_env *e = NULL;
-    st = red_env_new(arena, &r, args, &e);
-    if (st != CR_OK)
-        return st;
-    e->dim = dim;
-    *pb = (cr_pullback){cumsum_pullback, e, "cumsum_pullback", nargs + 1};
-    return CR_OK;
+    red_env *e;
+    st = red_rrule_end(arena, CR_OK, udata, &r, args, nargs, cumsum_pullback, "cumsum_pullback", pb,
+                       &e);
+    if (e != NULL)
+        e->dim = dim;
+    return st;
 }
 CR__ARRAY_FN(cumsum, "cumsum", -1)
 
@@ -575,9 +533,9 @@ static void ext_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, voi
 {
     ext_ctx *c = vctx;
     for (size_t i = 0; i < n; i++) {
-        double v = c->x[off[0] + (ptrdiff_t)i * step[0]];
-        ptrdiff_t o = off[1] + (ptrdiff_t)i * step[1];
-        int64_t lin = (int64_t)(off[2] + (ptrdiff_t)i * step[2]);
+        double v = c->x[CR__AT(0)];
+        ptrdiff_t o = CR__AT(1);
+        int64_t lin = (int64_t)(CR__AT(2));
         double b = c->best[o];
         bool take =
             c->idx[o] < 0 || (isnan(v) && !isnan(b)) || (!isnan(b) && (c->max ? v > b : v < b));
@@ -654,30 +612,13 @@ static cr_status ext_output(cr_arena *arena, const cr__red *r, ext_kind k, cr_ar
         *y = v;
         return st;
     }
-    if (r->all) {
-        if (r->A->dtype == CR_DT_F32) {
-            fm_f32 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(fm_f32));
-            if (t == NULL)
-                return CR__ALLOC_STATUS(arena);
-            *t = (fm_f32){v.u.f32, ((int64_t *)idx->data)[0]};
-            *y = cr_value_struct(&k_fm_f32, t);
-        } else {
-            fm_f64 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(fm_f64));
-            if (t == NULL)
-                return CR__ALLOC_STATUS(arena);
-            *t = (fm_f64){v.u.f64, ((int64_t *)idx->data)[0]};
-            *y = cr_value_struct(&k_fm_f64, t);
-        }
-        return CR_OK;
-    }
-    fm_arr *t = cr_arena_alloc(arena, sizeof *t, _Alignof(fm_arr));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
-    t->v = *v.u.arr;
-    t->i = *idx;
-    t->i.flags = 0;
-    *y = cr_value_struct(&k_fm_arr, t);
-    return CR_OK;
+    if (r->all && r->A->dtype == CR_DT_F32)
+        return CR__STRUCT_COPY(arena, &k_fm_f32, y, fm_f32, v.u.f32, ((int64_t *)idx->data)[0]);
+    if (r->all)
+        return CR__STRUCT_COPY(arena, &k_fm_f64, y, fm_f64, v.u.f64, ((int64_t *)idx->data)[0]);
+    cr_array i = *idx;
+    i.flags = 0;
+    return CR__STRUCT_COPY(arena, &k_fm_arr, y, fm_arr, *v.u.arr, i);
 }
 
 /* Scatter: dx[idx[o]] (+)= g[o]. */
@@ -740,47 +681,44 @@ typedef struct ext_env {
 } ext_env;
 
 /* Ā = zeros with Ȳ scattered at the extremal indices. */
-static cr_status ext_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                              void *env)
+static cr_status ext_pullback(CR__PULLBACK_PARAMS)
 {
     ext_env *e = env;
     const char *who = k_ext_pb_names[e->kind];
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     cr_tangent dv;
     cr_status st = ext_value_cot(arena, who, e->kind >= EXT_FINDMAX, *dy, &dv);
     const cr_array *g = NULL;
     if (st == CR_OK)
         st = cr__red_cot(arena, who, &e->base.r, dv, &g);
-    if (st != CR_OK)
-        return st;
-    if (g == NULL) {
-        dx[1] = cr_tangent_zero();
-        return CR_OK;
-    }
-    return red_thunk_new(arena, &e->base, g, ext_thunk, ext_add, "extremum_pullback_thunk", &dx[1]);
+    return st != CR_OK ? st
+                       : red_thunk_new(arena, &e->base, g, ext_thunk, ext_add,
+                                       "extremum_pullback_thunk", &dx[1]);
+}
+
+/* The reduction r, the extremal indices idx and the output y of k(args). */
+static cr_status ext_primal(cr_arena *arena, ext_kind k, const cr_value *args, size_t nargs,
+                            cr__red *r, cr_array **idx, cr_value *y)
+{
+    cr_status st = cr__red_parse(arena, k_ext_names[k], args, nargs, 2, true, r);
+    cr_array *best = NULL;
+    if (st == CR_OK)
+        st = ext_forward(arena, r, k == EXT_MAXIMUM || k == EXT_FINDMAX, &best, idx);
+    return st == CR_OK ? ext_output(arena, r, k, best, *idx, y) : st;
 }
 
 static cr_status ext_rrule(cr_arena *arena, ext_kind k, const cr_value *args, size_t nargs,
                            cr_value *y, cr_pullback *pb, const void *udata)
 {
     cr__red r;
-    cr_status st = cr__red_parse(arena, k_ext_names[k], args, nargs, 2, true, &r);
-    cr_array *best = NULL, *idx = NULL;
-    bool max = k == EXT_MAXIMUM || k == EXT_FINDMAX;
-    if (st == CR_OK)
-        st = ext_forward(arena, &r, max, &best, &idx);
-    if (st == CR_OK)
-        st = ext_output(arena, &r, k, best, idx, y);
+    cr_array *idx = NULL;
+    cr_status st = ext_primal(arena, k, args, nargs, &r, &idx, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
-    ext_env *e = CR__PB_ENV(arena, ext_env, base.pA, &args[0], &st);
-    if (e == NULL)
-        return st;
+    CR__PB_START(ext_env, base.pA, ext_pullback, k_ext_pb_names[k], e, st);
     e->base.r = r;
     e->base.idx = idx->data;
     e->kind = k;
-    *pb = (cr_pullback){ext_pullback, e, k_ext_pb_names[k], nargs + 1};
     return CR_OK;
 }
 
@@ -789,13 +727,8 @@ static cr_status ext_frule(cr_arena *arena, ext_kind k, const cr_tangent *dargs,
                            const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
 {
     cr__red r;
-    cr_status st = cr__red_parse(arena, k_ext_names[k], args, nargs, 2, true, &r);
-    cr_array *best = NULL, *idx = NULL;
-    bool max = k == EXT_MAXIMUM || k == EXT_FINDMAX;
-    if (st == CR_OK)
-        st = ext_forward(arena, &r, max, &best, &idx);
-    if (st == CR_OK)
-        st = ext_output(arena, &r, k, best, idx, y);
+    cr_array *idx = NULL;
+    cr_status st = ext_primal(arena, k, args, nargs, &r, &idx, y);
     const cr_array *dA = NULL;
     if (st == CR_OK)
         st = cr__dx_array(arena, k_ext_names[k], dargs, args, 0, r.wdt, &dA);
@@ -868,38 +801,20 @@ static cr_status extrema_forward(cr_arena *arena, const cr_value *args, size_t n
         st = cr__red_output(arena, r, *bhi, &vhi);
     if (st != CR_OK)
         return st;
-    if (!r->all) {
-        fm_arr *t = cr_arena_alloc(arena, sizeof *t, _Alignof(fm_arr));
-        if (t == NULL)
-            return CR__ALLOC_STATUS(arena);
-        t->v = *vlo.u.arr;
-        t->i = *vhi.u.arr;
-        *y = cr_value_struct(&k_fm_arr, t);
-    } else if (r->A->dtype == CR_DT_F32) {
-        xt_f32 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(xt_f32));
-        if (t == NULL)
-            return CR__ALLOC_STATUS(arena);
-        *t = (xt_f32){vlo.u.f32, vhi.u.f32};
-        *y = cr_value_struct(&k_xt_f32, t);
-    } else {
-        xt_f64 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(xt_f64));
-        if (t == NULL)
-            return CR__ALLOC_STATUS(arena);
-        *t = (xt_f64){vlo.u.f64, vhi.u.f64};
-        *y = cr_value_struct(&k_xt_f64, t);
-    }
-    return CR_OK;
+    if (!r->all)
+        return CR__STRUCT_COPY(arena, &k_fm_arr, y, fm_arr, *vlo.u.arr, *vhi.u.arr);
+    if (r->A->dtype == CR_DT_F32)
+        return CR__STRUCT_COPY(arena, &k_xt_f32, y, xt_f32, vlo.u.f32, vhi.u.f32);
+    return CR__STRUCT_COPY(arena, &k_xt_f64, y, xt_f64, vlo.u.f64, vhi.u.f64);
 }
 
 /* Ā = zeros with the minimum's cotangent at the (first) minimal element and the maximum's
  * at the (first) maximal one (the same element for a constant slice: both add). */
-static cr_status extrema_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                  void *env)
+static cr_status extrema_pullback(CR__PULLBACK_PARAMS)
 {
     extrema_env *e = env;
     const cr__red *r = &e->lo.r;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     cr_tangent d, f[2];
     const cr_array *g[2];
     cr_status st = cr__tuple_cotangent(arena, "extrema_pullback", "a tuple", *dy, &d);
@@ -926,36 +841,24 @@ static cr_status extrema_pullback(const cr_tangent *dy, cr_tangent *dx, size_t n
     return cr__give(arena, e->lo.pA, out, &dx[1]);
 }
 
-static cr_status extrema_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                               const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                               const void *udata)
+static cr_status extrema_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
     cr__red r;
     cr_array *blo = NULL, *ilo = NULL, *bhi = NULL, *ihi = NULL;
     cr_status st = extrema_forward(arena, args, nargs, &r, &blo, &ilo, &bhi, &ihi, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
-    extrema_env *e = CR__PB_ENV(arena, extrema_env, lo.pA, &args[0], &st);
-    if (e == NULL)
-        return st;
+    CR__PB_START(extrema_env, lo.pA, extrema_pullback, "extrema_pullback", e, st);
     e->lo.r = e->hi.r = r;
     e->lo.idx = ilo->data;
     e->hi.idx = ihi->data;
-    *pb = (cr_pullback){extrema_pullback, e, "extrema_pullback", nargs + 1};
     return CR_OK;
 }
 CR__ARRAY_FN(extrema, "extrema", -1)
 
 /* frule: (Ẋ at the minimal element, Ẋ at the maximal element). */
-static cr_status extrema_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                               const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                               cr_tangent *dy, const void *udata)
+static cr_status extrema_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     cr__red r;
     cr_array *blo = NULL, *ilo = NULL, *bhi = NULL, *ihi = NULL;
     cr_status st = extrema_forward(arena, args, nargs, &r, &blo, &ilo, &bhi, &ihi, y);
@@ -1009,7 +912,7 @@ static void cp_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, void
 {
     cp_ctx *c = vctx;
     for (size_t i = 0; i < n; i++) {
-        ptrdiff_t ox = off[0] + (ptrdiff_t)i * step[0], oc = off[1] + (ptrdiff_t)i * step[1];
+        ptrdiff_t ox = CR__AT(0), oc = CR__AT(1);
 #define CP_X(k)                                                      \
     (c->cplx ? ((const cr_complex *)c->x)[ox + (ptrdiff_t)(k)*c->sx] \
              : ((const double *)c->x)[ox + (ptrdiff_t)(k)*c->sx])
@@ -1110,13 +1013,11 @@ static cr_status cumprod_forward(cr_arena *arena, const cr_value *args, size_t n
     return CR_OK;
 }
 
-static cr_status cumprod_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                  void *env)
+static cr_status cumprod_pullback(CR__PULLBACK_PARAMS)
 {
     cp_env *e = env;
     const cr_array *A = e->r.A;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     const cr_array *g;
     cr_status st = cr__tan_array(arena, "cumprod_pullback", *dy, A->ndim, A->shape, e->r.wdt, &g);
     if (st != CR_OK)
@@ -1134,51 +1035,44 @@ static cr_status cumprod_pullback(const cr_tangent *dy, cr_tangent *dx, size_t n
     return cr__give(arena, e->pA, out, &dx[1]);
 }
 
-/* cumprod(A, dim): running products along dim, zero-safe in both directions. */
-static cr_status cumprod_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                               const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                               const void *udata)
+/* cumprod_forward, and y its result in A's dtype. */
+static cr_status cumprod_primal(cr_arena *arena, const cr_value *args, size_t nargs, cr__red *r,
+                                size_t *dim, cr_array **w, cr_value *y)
 {
-    (void)cfg;
-    (void)f;
+    cr_array *o;
+    cr_status st = cumprod_forward(arena, args, nargs, r, dim, w);
+    if (st == CR_OK)
+        st = cr__cast(arena, *w, (cr_dtype)r->A->dtype, &o);
+    if (st == CR_OK)
+        *y = cr_value_array(o);
+    return st;
+}
+
+/* cumprod(A, dim): running products along dim, zero-safe in both directions. */
+static cr_status cumprod_rrule(CR__RRULE_PARAMS)
+{
     cr__red r;
     size_t dim;
-    cr_array *w, *o;
-    cr_status st = cumprod_forward(arena, args, nargs, &r, &dim, &w);
-    if (st == CR_OK)
-        st = cr__cast(arena, w, (cr_dtype)r.A->dtype, &o);
-    if (st != CR_OK)
+    cr_array *w;
+    cr_status st = cumprod_primal(arena, args, nargs, &r, &dim, &w, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
-    *y = cr_value_array(o);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    cp_env *e = CR__PB_ENV(arena, cp_env, pA, &args[0], &st);
-    if (e == NULL)
-        return st;
+    CR__PB_START(cp_env, pA, cumprod_pullback, "cumprod_pullback", e, st);
     e->r = r;
     e->dim = dim;
     e->y = w;
-    *pb = (cr_pullback){cumprod_pullback, e, "cumprod_pullback", nargs + 1};
     return CR_OK;
 }
 CR__ARRAY_FN(cumprod, "cumprod", -1)
 
-static cr_status cumprod_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                               const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                               cr_tangent *dy, const void *udata)
+static cr_status cumprod_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     cr__red r;
     size_t dim;
-    cr_array *w, *o;
-    cr_status st = cumprod_forward(arena, args, nargs, &r, &dim, &w);
-    if (st == CR_OK)
-        st = cr__cast(arena, w, (cr_dtype)r.A->dtype, &o);
+    cr_array *w;
+    cr_status st = cumprod_primal(arena, args, nargs, &r, &dim, &w, y);
     if (st != CR_OK)
         return st;
-    *y = cr_value_array(o);
     const cr_array *t;
     st = cr__dx_array(arena, "cumprod", dargs, args, 0, r.wdt, &t);
     if (st != CR_OK || t == NULL) {
@@ -1214,13 +1108,7 @@ cr_status cr__sample_red(cr_arena *arena, uint64_t *rng, cr_value *args, size_t 
     if (o->real_only) {
         /* Distinct values at least 1/8 apart, so that finite differences never cross a
          * tie (where maximum and findmax have a kink). */
-        for (size_t i = 0; i < n; i++) {
-            size_t j = cr__rng_below(rng, i + 1);
-            double vi = ((double)i - (double)n / 2) / 4 + cr__rng_unif(rng, 0, 0.125);
-            if (j != i)
-                cr__store(A, (ptrdiff_t)i, cr__load(A, (ptrdiff_t)j));
-            cr__store(A, (ptrdiff_t)j, vi);
-        }
+        cr__fill_distinct(rng, A, (double)n / 2);
     }
     if (o->zeros) {
         /* Random signs, and one or two zeros two times out of three. */
@@ -1246,11 +1134,8 @@ cr_status cr__sample_red(cr_arena *arena, uint64_t *rng, cr_value *args, size_t 
     return st;
 }
 
-static cr_status sample_vector(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                               void *env)
+static cr_status sample_vector(CR__SAMPLE_PARAMS)
 {
-    (void)nargs;
-    (void)env;
     size_t n = 2 + cr__rng_below(rng, 5);
     cr_array *A;
     cr_status st = cr__rand_array(arena, rng, cr__rng_dtype(rng), 1, &n, -2, 2, &A);

@@ -70,12 +70,10 @@ static cr_status logsumexp_init(const cr_form_point *p, void **state)
     return st == CR_OK ? cr__form_ybar_slices(&z->F, &z->yb) : st;
 }
 
-static cr_status logsumexp_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
-                               cr_tangent ydot, cr_tangent *S)
+/* S = sign c[slice] ṡ, ṡ = softmax's frule tangent at x along ẋ (c one value a slice). */
+static cr_status sm_slice_dir(const sm_state *z, const double *c, double sign,
+                              const cr_tangent *xdot, cr_tangent *S)
 {
-    (void)p;
-    (void)ydot;
-    sm_state *z = state;
     const cr__form *F = &z->F;
     const double *sd;
     cr_array *Sa;
@@ -84,15 +82,19 @@ static cr_status logsumexp_dir(const cr_form_point *p, void *state, const cr_tan
         return st;
     double *s = Sa->data;
     for (size_t e = 0; e < F->N; e++)
-        s[e] = z->yb[cr__form_slice(F, e)] * sd[e];
+        s[e] = sign * c[cr__form_slice(F, e)] * sd[e];
     S[0] = cr_tangent_array(Sa);
     return CR_OK;
 }
 
-static const char *softmax_check(const cr_value *args, size_t nargs, const bool *var,
-                                 uint32_t *linearity)
+static cr_status logsumexp_dir(CR__FORM_DIR_PARAMS)
 {
-    (void)linearity;
+    const sm_state *z = state;
+    return sm_slice_dir(z, z->yb, 1.0, xdot, S);
+}
+
+static const char *softmax_check(CR__FORM_CHECK_PARAMS)
+{
     return cr__form_check_leading(args, nargs, var, 1);
 }
 
@@ -103,32 +105,28 @@ const cr_rule_form cr__form_logsumexp = {softmax_check, logsumexp_init, logsumex
  * over each slice), so
  *     S = -ṡ Σȳ,   ṡ = softmax's frule tangent at x along ẋ.
  */
-static cr_status logsoftmax_init(const cr_form_point *p, void **state)
+/* The state of logsoftmax's and softmax's forms with ȳ of x's shape (CR_NOTHING when ȳ is
+ * zero). */
+static cr_status sm_state_ybar(const cr_form_point *p, void **state)
 {
     cr_status st = cr__form_state(p, sizeof(sm_state), 0, cr__form_opt(p, 1), state);
     sm_state *z = *state;
     if (st == CR_OK && (st = cr__form_like_x(&z->F, p->ybar, &z->yb)) == CR_OK && z->yb == NULL)
         return CR_NOTHING;
+    return st;
+}
+
+static cr_status logsoftmax_init(const cr_form_point *p, void **state)
+{
+    cr_status st = sm_state_ybar(p, state);
+    sm_state *z = *state;
     return st == CR_OK ? slice_sums(&z->F, z->yb, NULL, &z->c) : st;
 }
 
-static cr_status logsoftmax_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
-                                cr_tangent ydot, cr_tangent *S)
+static cr_status logsoftmax_dir(CR__FORM_DIR_PARAMS)
 {
-    (void)p;
-    (void)ydot;
-    sm_state *z = state;
-    const cr__form *F = &z->F;
-    const double *sd;
-    cr_array *Sa;
-    cr_status st;
-    if ((st = softmax_dot(F, xdot[0], &sd)) != CR_OK || (st = cr__form_new_s(F, &Sa)) != CR_OK)
-        return st;
-    double *s = Sa->data;
-    for (size_t e = 0; e < F->N; e++)
-        s[e] = -z->c[cr__form_slice(F, e)] * sd[e];
-    S[0] = cr_tangent_array(Sa);
-    return CR_OK;
+    const sm_state *z = state;
+    return sm_slice_dir(z, z->c, -1.0, xdot, S);
 }
 
 const cr_rule_form cr__form_logsoftmax = {softmax_check, logsoftmax_init, logsoftmax_dir};
@@ -140,19 +138,15 @@ const cr_rule_form cr__form_logsoftmax = {softmax_check, logsoftmax_init, logsof
  */
 static cr_status softmax_init(const cr_form_point *p, void **state)
 {
-    cr_status st = cr__form_state(p, sizeof(sm_state), 0, cr__form_opt(p, 1), state);
+    cr_status st = sm_state_ybar(p, state);
     sm_state *z = *state;
-    if (st == CR_OK && (st = cr__form_like_x(&z->F, p->ybar, &z->yb)) == CR_OK && z->yb == NULL)
-        return CR_NOTHING;
     if (st == CR_OK)
         st = cr__form_y_array(&z->F, &z->y);
     return st == CR_OK ? slice_sums(&z->F, z->y, z->yb, &z->c) : st;
 }
 
-static cr_status softmax_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
-                             cr_tangent ydot, cr_tangent *S)
+static cr_status softmax_dir(CR__FORM_DIR_PARAMS)
 {
-    (void)p;
     sm_state *z = state;
     const cr__form *F = &z->F;
     const double *xd, *yd;
@@ -237,11 +231,8 @@ static cr_status prod_init(const cr_form_point *p, void **state)
     return CR_OK;
 }
 
-static cr_status prod_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
-                          cr_tangent ydot, cr_tangent *S)
+static cr_status prod_dir(CR__FORM_DIR_PARAMS)
 {
-    (void)p;
-    (void)ydot;
     prod_state *w = state;
     const cr__form *F = &w->F;
     const double *xd, *x = F->x->data, *G = w->G, *yb = w->yb;
@@ -325,10 +316,8 @@ static cr_status norm_domain(const cr__form *F, double p, double y)
 }
 
 /* norm and normalize take a constant exponent. */
-static const char *norm_check(const cr_value *args, size_t nargs, const bool *var,
-                              uint32_t *linearity)
+static const char *norm_check(CR__FORM_CHECK_PARAMS)
 {
-    (void)linearity;
     const char *why = cr__form_check_leading(args, nargs, var, 1);
     return why != NULL && nargs > 1 && var[1] ? "the exponent p is a variable" : why;
 }
@@ -371,10 +360,8 @@ static cr_status norm_init(const cr_form_point *p, void **state)
     return st;
 }
 
-static cr_status norm_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
-                          cr_tangent ydot, cr_tangent *S)
+static cr_status norm_dir(CR__FORM_DIR_PARAMS)
 {
-    (void)p;
     norm_state *w = state;
     const double *xd;
     cr_array *Sa;
@@ -439,10 +426,8 @@ static cr_status normalize_init(const cr_form_point *p, void **state)
     return CR_OK;
 }
 
-static cr_status normalize_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
-                               cr_tangent ydot, cr_tangent *S)
+static cr_status normalize_dir(CR__FORM_DIR_PARAMS)
 {
-    (void)p;
     normalize_state *w = state;
     const cr__form *F = &w->F;
     const double *xd, *yd, *g = w->g, *yb = w->yb;
@@ -511,10 +496,8 @@ static cr_status var_init(const cr_form_point *p, void **state)
     return cr__form_state(p, sizeof(cr__form), 0, NULL, state);
 }
 
-static cr_status var_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
-                         cr_tangent ydot, cr_tangent *S)
+static cr_status var_dir(CR__FORM_DIR_PARAMS)
 {
-    (void)ydot;
     const cr__form *F = state;
     const cr_array *xa;
     cr_status st = x_dot_arr(F, xdot[0], &xa);
@@ -583,8 +566,7 @@ static cr_status std_init(const cr_form_point *p, void **state)
     return CR_OK;
 }
 
-static cr_status std_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
-                         cr_tangent ydot, cr_tangent *S)
+static cr_status std_dir(CR__FORM_DIR_PARAMS)
 {
     std_state *w = state;
     const cr__form *F = &w->F;
@@ -678,10 +660,8 @@ static cr_status cumprod_init(const cr_form_point *p, void **state)
     return CR_OK;
 }
 
-static cr_status cumprod_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
-                             cr_tangent ydot, cr_tangent *S)
+static cr_status cumprod_dir(CR__FORM_DIR_PARAMS)
 {
-    (void)p;
     cumprod_state *w = state;
     const cr__form *F = &w->F;
     const double *xd, *yd, *x = F->x->data, *a = w->a, *y = w->y;
@@ -719,11 +699,8 @@ const cr_rule_form cr__form_cumprod = {softmax_check, cumprod_init, cumprod_dir}
 /* ---- sum(f, A) ------------------------------------------------------------------------------- */
 
 /* sum(f, A[, dims]): f a scalar-table function of one argument, A an array. */
-static const char *sum_f_check(const cr_value *args, size_t nargs, const bool *var,
-                               uint32_t *linearity)
+static const char *sum_f_check(CR__FORM_CHECK_PARAMS)
 {
-    (void)var;
-    (void)linearity;
     const cr_scalar_rule *r = nargs < 2 || args[0].kind != CR_KIND_FUNC || args[0].u.func.fn == NULL
                                   ? NULL
                                   : cr_scalar_rule_of(args[0].u.func.fn);
@@ -775,11 +752,8 @@ static cr_status sum_f_init(const cr_form_point *p, void **state)
     return CR_OK;
 }
 
-static cr_status sum_f_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
-                           cr_tangent ydot, cr_tangent *S)
+static cr_status sum_f_dir(CR__FORM_DIR_PARAMS)
 {
-    (void)p;
-    (void)ydot;
     sum_f_state *w = state;
     const double *xd;
     cr_array *Sa;

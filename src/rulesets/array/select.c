@@ -9,7 +9,7 @@
 #include <chainrules/rules_math.h>
 
 #include "../../core/checked.h"
-#include "../array_impl.h"
+#include "family.h"
 
 /* ---- Orders ------------------------------------------------------------------------------ */
 
@@ -210,16 +210,22 @@ static cr_status choose_filter(cr_arena *arena, const cr_value *args, size_t nar
     return CR_OK;
 }
 
+/* The array argument of `who` (real when `real`) and its slices along the dims args[1]. */
+static cr_status sel_slices(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                            bool real, size_t *d, slices *s)
+{
+    const cr_array *A;
+    cr_status st = sel_array(arena, who, args, nargs, 0, real, &A);
+    return st == CR_OK ? slices_of(arena, who, A, &args[1], d, s) : st;
+}
+
 /* sortslices(A, dims): the slices along dims in lexicographic isless order (stable). */
 static cr_status choose_sortslices(cr_arena *arena, const cr_value *args, size_t nargs,
                                    cr_value *gargs, size_t *ng)
 {
-    const cr_array *A;
-    cr_status st = sel_array(arena, "sortslices", args, nargs, 0, true, &A);
     slices s;
     size_t d;
-    if (st == CR_OK)
-        st = slices_of(arena, "sortslices", A, &args[1], &d, &s);
+    cr_status st = sel_slices(arena, "sortslices", args, nargs, true, &d, &s);
     if (st != CR_OK)
         return st;
     size_t *perm = cr_arena_calloc(arena, s.n ? s.n : 1, sizeof *perm, _Alignof(size_t));
@@ -236,12 +242,9 @@ static cr_status choose_sortslices(cr_arena *arena, const cr_value *args, size_t
 static cr_status choose_unique(cr_arena *arena, const cr_value *args, size_t nargs, cr_value *gargs,
                                size_t *ng)
 {
-    const cr_array *A;
-    cr_status st = sel_array(arena, "unique_ex", args, nargs, 0, false, &A);
     slices s;
     size_t d;
-    if (st == CR_OK)
-        st = slices_of(arena, "unique_ex", A, &args[1], &d, &s);
+    cr_status st = sel_slices(arena, "unique_ex", args, nargs, false, &d, &s);
     if (st != CR_OK)
         return st;
     size_t *first = cr_arena_calloc(arena, s.n ? s.n : 1, sizeof *first, _Alignof(size_t));
@@ -434,8 +437,7 @@ typedef struct sel_env {
     uint32_t nd;
 } sel_env;
 
-static cr_status sel_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                              void *env)
+static cr_status sel_pullback(CR__PULLBACK_PARAMS)
 {
     const sel_env *e = env;
     cr_tangent idx[CR_SIG_MAX_ARGS + 1];
@@ -446,53 +448,53 @@ static cr_status sel_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
     return st;
 }
 
-static cr_status sel_prepare(cr_arena *arena, const sel_def *d, const cr_value *args, size_t nargs,
-                             cr_value *gargs, size_t *ng)
+/* A selection as a getindex call: the definition d of f and getindex's arguments. */
+typedef struct sel_call {
+    const sel_def *d;
+    cr_value gargs[CR_SIG_MAX_ARGS];
+    size_t ng;
+} sel_call;
+
+static cr_status sel_prepare(cr_arena *arena, const cr_value *f, const cr_value *args, size_t nargs,
+                             sel_call *c)
 {
-    cr_status st = cr__nargs(arena, d->name, nargs, d->min, d->max);
-    return st == CR_OK ? d->choose(arena, args, nargs, gargs, ng) : st;
+    c->d = def_of(f);
+    c->ng = 0;
+    cr_status st = cr__nargs(arena, c->d->name, nargs, c->d->min, c->d->max);
+    return st == CR_OK ? c->d->choose(arena, args, nargs, c->gargs, &c->ng) : st;
 }
 
-static cr_status sel_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                           const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                           const void *udata)
+static cr_status sel_rrule(CR__RRULE_PARAMS)
 {
-    const sel_def *d = def_of(f);
-    cr_value gargs[CR_SIG_MAX_ARGS];
-    size_t ng = 0;
-    cr_status st = sel_prepare(arena, d, args, nargs, gargs, &ng);
+    sel_call c;
+    cr_status st = sel_prepare(arena, f, args, nargs, &c);
     if (st != CR_OK)
         return st;
+    const sel_def *d = c.d;
     if (udata == CR__PRIMAL_ONLY)
-        return cr_function_call(arena, &cr_fn_getindex, gargs, ng, y);
-    sel_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(sel_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+        return cr_function_call(arena, &cr_fn_getindex, c.gargs, c.ng, y);
+    CR__ARENA_ZNEW(arena, sel_env, e);
     e->ai = d->ai;
     e->nd = cr__nondiff_mask(args, nargs, cr__arg_perturbable);
-    if ((st = cr_rrule(cfg, arena, &cr_fn_getindex, gargs, ng, y, &e->inner)) != CR_OK)
+    if ((st = cr_rrule(cfg, arena, &cr_fn_getindex, c.gargs, c.ng, y, &e->inner)) != CR_OK)
         return st;
     *pb = (cr_pullback){sel_pullback, e, d->name, nargs + 1};
     return CR_OK;
 }
 
-static cr_status sel_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                           const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                           cr_tangent *dy, const void *udata)
+static cr_status sel_frule(CR__FRULE_PARAMS)
 {
-    (void)udata;
-    const sel_def *d = def_of(f);
-    cr_value gargs[CR_SIG_MAX_ARGS];
-    size_t ng = 0;
-    cr_status st = sel_prepare(arena, d, args, nargs, gargs, &ng);
+    sel_call c;
+    cr_status st = sel_prepare(arena, f, args, nargs, &c);
     if (st != CR_OK)
         return st;
+    const sel_def *d = c.d;
     cr_tangent gd[CR_SIG_MAX_ARGS + 1];
     gd[0] = cr_tangent_zero();
     gd[1] = dargs[d->ai + 1];
-    for (size_t k = 2; k <= ng; k++)
+    for (size_t k = 2; k <= c.ng; k++)
         gd[k] = cr_tangent_none();
-    return cr_frule(cfg, arena, gd, &cr_fn_getindex, gargs, ng, y, dy);
+    return cr_frule(cfg, arena, gd, &cr_fn_getindex, c.gargs, c.ng, y, dy);
 }
 
 #define SEL(NAME, STR, CHOOSE, AI, MIN, MAX, ARITY)                                         \
@@ -555,8 +557,7 @@ typedef struct hv_env {
     uint32_t nd;
 } hv_env;
 
-static cr_status hv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                             void *env)
+static cr_status hv_pullback(CR__PULLBACK_PARAMS)
 {
     const hv_env *e = env;
     cr_tangent rb[CR_SIG_MAX_ARGS + 1], bb[CR_SIG_MAX_ARGS + 1];
@@ -572,14 +573,9 @@ static cr_status hv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr
     return st;
 }
 
-static cr_status hvcat_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                             const void *udata)
+static cr_status hvcat_rrule(CR__RRULE_PARAMS)
 {
-    (void)f;
-    hv_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(hv_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, hv_env, e);
     cr_status st = hv_rows(arena, args, nargs, &e->rows, &e->nrows);
     if (st != CR_OK)
         return st;
@@ -607,12 +603,8 @@ static cr_status hvcat_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
 }
 CR__ARRAY_FN(hvcat, "hvcat", -1)
 
-static cr_status hvcat_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                             cr_tangent *dy, const void *udata)
+static cr_status hvcat_frule(CR__FRULE_PARAMS)
 {
-    (void)f;
-    (void)udata;
     int64_t *rows;
     size_t nrows;
     cr_status st = hv_rows(arena, args, nargs, &rows, &nrows);
@@ -679,8 +671,7 @@ static cr_status spaced(cr_arena *arena, uint64_t *rng, cr_dtype dt, size_t nd, 
     return CR_OK;
 }
 
-static cr_status sample_select(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                               void *env)
+static cr_status sample_select(CR__SAMPLE_PARAMS)
 {
     int what = *(const int *)env;
     cr_dtype dt = cr__rng_dtype(rng);
@@ -725,9 +716,7 @@ static cr_status sample_select(cr_arena *arena, uint64_t *rng, cr_value *args, s
             if (cr__rng_below(rng, 2) == 0) {
                 args[1] = cr_value_i64((int64_t)cr__rng_below(rng, n));
             } else {
-                cr_range *r = cr_arena_calloc(arena, 1, sizeof *r, _Alignof(cr_range));
-                if (r == NULL)
-                    return CR__ALLOC_STATUS(arena);
+                CR__ARENA_ZNEW(arena, cr_range, r);
                 r->start = (int64_t)cr__rng_below(rng, n);
                 r->stop = r->start + 1 + (int64_t)cr__rng_below(rng, n - (size_t)r->start);
                 r->step = 1;

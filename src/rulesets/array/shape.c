@@ -15,14 +15,23 @@ typedef struct shape_env {
     size_t perm[CR_ARRAY_MAX_DIMS];
 } shape_env;
 
-static cr_status shape_env_new(cr_arena *arena, const cr_value *args, shape_env **out)
+/* The end of a shape rule's rrule once y is set: NULL in *out when only the primal is
+ * asked; otherwise the environment of args[0] and *pb = {fn, env, name, nargs + 1}. */
+static cr_status shape_rrule_end(cr_arena *arena, const void *udata, const cr_value *args,
+                                 size_t nargs, cr_pullback_fn fn, const char *name, cr_pullback *pb,
+                                 shape_env **out)
 {
+    *out = NULL;
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
     cr_status st;
     shape_env *e = CR__PB_ENV(arena, shape_env, pA, &args[0], &st);
-    if (e != NULL)
-        e->A = args[0].u.arr;
+    if (e == NULL)
+        return st;
+    e->A = args[0].u.arr;
+    *pb = (cr_pullback){fn, e, name, nargs + 1};
     *out = e;
-    return st;
+    return CR_OK;
 }
 
 /* A new descriptor (flags 0) in the arena. */
@@ -52,10 +61,8 @@ static cr_status reshape_shape(cr_arena *arena, const cr_value *v, size_t *ndim,
     return CR_OK;
 }
 
-static cr_status reshape_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                  void *env)
+static cr_status reshape_pullback(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     shape_env *e = env;
     const cr_array *g;
     cr_status st = cr__tan_array(arena, "reshape_pullback", *dy, e->A->ndim, e->A->shape,
@@ -68,16 +75,10 @@ static cr_status reshape_pullback(const cr_tangent *dy, cr_tangent *dx, size_t n
 }
 
 /* reshape(A, shape): y = A read in row-major order with the new extents; Ā = reshape(Ȳ). */
-static cr_status reshape_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                               const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                               const void *udata)
+static cr_status reshape_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
     const cr_array *A;
-    cr_status st = cr__nargs(arena, "reshape", nargs, 2, 2);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, "reshape", args, nargs, 0, &A);
+    cr_status st = cr__nargs_array(arena, "reshape", args, nargs, 2, 2, &A);
     size_t ndim = 0, shape[CR_ARRAY_MAX_DIMS];
     if (st == CR_OK)
         st = reshape_shape(arena, &args[1], &ndim, shape);
@@ -108,14 +109,8 @@ static cr_status reshape_rrule(const cr_config *cfg, cr_arena *arena, const cr_v
     cr__row_major(ndim, shape, r->strides);
     r->structure = CR_MAT_DENSE;
     *y = cr_value_array(r);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    shape_env *e = NULL;
-    st = shape_env_new(arena, args, &e);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){reshape_pullback, e, "reshape_pullback", nargs + 1};
-    return CR_OK;
+    shape_env *e;
+    return shape_rrule_end(arena, udata, args, nargs, reshape_pullback, "reshape_pullback", pb, &e);
 }
 CR__ARRAY_FN(reshape, "reshape", 2)
 
@@ -123,6 +118,21 @@ CR__ARRAY_FN(reshape, "reshape", 2)
 
 /* transpose (conj = false) or adjoint (conj = true) of a 1-d or 2-d array, as a view when
  * the layout allows it. */
+/* A conjugated copy of the complex array A in *out. */
+static cr_status conj_copy(cr_arena *arena, const cr_array *A, const cr_array **out)
+{
+    cr_array *c;
+    cr_status st = cr_array_copy(arena, A, &c);
+    if (st != CR_OK)
+        return st;
+    cr_complex *z = c->data;
+    size_t m = cr_array_nstored(c);
+    for (size_t i = 0; i < m; i++)
+        z[i] = conj(z[i]);
+    *out = c;
+    return CR_OK;
+}
+
 static cr_status transpose_of(cr_arena *arena, const char *who, const cr_array *A, bool conj_,
                               cr_array **out)
 {
@@ -136,16 +146,8 @@ static cr_status transpose_of(cr_arena *arena, const char *who, const cr_array *
     if (A->ndim == 1) {
         size_t n = A->shape[0];
         const cr_array *src = A;
-        if (needs_conj) {
-            cr_array *c;
-            st = cr_array_copy(arena, A, &c);
-            if (st != CR_OK)
-                return st;
-            cr_complex *z = c->data;
-            for (size_t i = 0; i < n; i++)
-                z[i] = conj(z[i]);
-            src = c;
-        }
+        if (needs_conj && (st = conj_copy(arena, A, &src)) != CR_OK)
+            return st;
         st = new_view(arena, src, &r);
         if (st != CR_OK)
             return st;
@@ -166,17 +168,8 @@ static cr_status transpose_of(cr_arena *arena, const char *who, const cr_array *
                 s == CR_MAT_SYMTRIDIAGONAL;
     bool conj_stored = cplx && (s == CR_MAT_HERMITIAN ? !conj_ : conj_);
     const cr_array *src = A;
-    if (conj_stored) {
-        cr_array *c;
-        st = cr_array_copy(arena, A, &c);
-        if (st != CR_OK)
-            return st;
-        cr_complex *z = c->data;
-        size_t m = cr_array_nstored(c);
-        for (size_t i = 0; i < m; i++)
-            z[i] = conj(z[i]);
-        src = c;
-    }
+    if (conj_stored && (st = conj_copy(arena, A, &src)) != CR_OK)
+        return st;
     if (self) {
         if (src != A) {
             *out = (cr_array *)src;
@@ -254,17 +247,13 @@ static cr_status transpose_pullback_common(const cr_tangent *dy, cr_tangent *dx,
     return cr__give_alias(arena, e->pA, t, &dx[1]);
 }
 
-static cr_status transpose_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                    cr_arena *arena, void *env)
+static cr_status transpose_pullback(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     return transpose_pullback_common(dy, dx, arena, env, false, "transpose_pullback");
 }
 
-static cr_status adjoint_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                  void *env)
+static cr_status adjoint_pullback(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     return transpose_pullback_common(dy, dx, arena, env, true, "adjoint_pullback");
 }
 
@@ -273,55 +262,37 @@ static cr_status transpose_rrule_common(cr_arena *arena, const cr_value *args, s
 {
     const char *who = conj_ ? "adjoint" : "transpose";
     const cr_array *A;
-    cr_status st = cr__nargs(arena, who, nargs, 1, 1);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, who, args, nargs, 0, &A);
+    cr_status st = cr__nargs_array(arena, who, args, nargs, 1, 1, &A);
     cr_array *r = NULL;
     if (st == CR_OK)
         st = transpose_of(arena, who, A, conj_, &r);
     if (st != CR_OK)
         return st;
     *y = cr_value_array(r);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    shape_env *e = NULL;
-    st = shape_env_new(arena, args, &e);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){conj_ ? adjoint_pullback : transpose_pullback, e,
-                        conj_ ? "adjoint_pullback" : "transpose_pullback", nargs + 1};
-    return CR_OK;
+    shape_env *e;
+    return shape_rrule_end(arena, udata, args, nargs, conj_ ? adjoint_pullback : transpose_pullback,
+                           conj_ ? "adjoint_pullback" : "transpose_pullback", pb, &e);
 }
 
 /* transpose(A): Ā = transpose(Ȳ). */
-static cr_status transpose_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                 const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                                 const void *udata)
+static cr_status transpose_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
     return transpose_rrule_common(arena, args, nargs, y, pb, udata, false);
 }
 CR__ARRAY_FN(transpose, "transpose", 1)
 
 /* adjoint(A) = conj(transpose(A)): Ā = adjoint(Ȳ) (the map is R-linear, its adjoint under
  * the real inner product re<X, Y> is the conjugate transpose again). */
-static cr_status adjoint_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                               const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                               const void *udata)
+static cr_status adjoint_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
     return transpose_rrule_common(arena, args, nargs, y, pb, udata, true);
 }
 CR__ARRAY_FN(adjoint, "adjoint", 1)
 
 /* ---- permutedims ------------------------------------------------------------------------ */
 
-static cr_status permutedims_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                      cr_arena *arena, void *env)
+static cr_status permutedims_pullback(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     shape_env *e = env;
     const cr_array *A = e->A;
     size_t yshape[CR_ARRAY_MAX_DIMS];
@@ -350,16 +321,10 @@ static cr_status permutedims_pullback(const cr_tangent *dy, cr_tangent *dx, size
 
 /* permutedims(A, perm): y[i_0..] = A[i_perm^-1 ...] (dimension k of y is perm[k] of A);
  * Ā = permutedims(Ȳ, invperm(perm)). */
-static cr_status permutedims_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                   const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                                   const void *udata)
+static cr_status permutedims_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
     const cr_array *A;
-    cr_status st = cr__nargs(arena, "permutedims", nargs, 2, 2);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, "permutedims", args, nargs, 0, &A);
+    cr_status st = cr__nargs_array(arena, "permutedims", args, nargs, 2, 2, &A);
     int64_t *perm = NULL;
     size_t np = 0;
     if (st == CR_OK)
@@ -390,27 +355,21 @@ static cr_status permutedims_rrule(const cr_config *cfg, cr_arena *arena, const 
     }
     r->flags = (uint8_t)(D == A ? 0u : CR_ARRAY_WRITABLE);
     *y = cr_value_array(r);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    shape_env *e = NULL;
-    st = shape_env_new(arena, args, &e);
-    if (st != CR_OK)
-        return st;
-    e->ndim = np;
-    for (size_t k = 0; k < np; k++)
+    shape_env *e;
+    st = shape_rrule_end(arena, udata, args, nargs, permutedims_pullback, "permutedims_pullback",
+                         pb, &e);
+    for (size_t k = 0; e != NULL && k < np; k++)
         e->perm[k] = (size_t)perm[k];
-    *pb = (cr_pullback){permutedims_pullback, e, "permutedims_pullback", nargs + 1};
-    return CR_OK;
+    if (e != NULL)
+        e->ndim = np;
+    return st;
 }
 CR__ARRAY_FN(permutedims, "permutedims", 2)
 
 /* ---- Test registrations ---------------------------------------------------------------- */
 
-static cr_status sample_reshape(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                                void *env)
+static cr_status sample_reshape(CR__SAMPLE_PARAMS)
 {
-    (void)env;
-    (void)nargs;
     static const size_t in[3][3] = {{2, 3, 0}, {4, 0, 0}, {2, 3, 2}};
     static const size_t in_nd[3] = {2, 1, 3};
     static const int64_t out[3][2] = {{3, 2}, {2, 2}, {6, 2}};
@@ -427,11 +386,8 @@ static cr_status sample_reshape(cr_arena *arena, uint64_t *rng, cr_value *args, 
 }
 
 /* A random vector or matrix, sometimes transposed, sometimes structured. */
-static cr_status sample_matrix_arg(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                                   void *env)
+static cr_status sample_matrix_arg(CR__SAMPLE_PARAMS)
 {
-    (void)env;
-    (void)nargs;
     size_t k = cr__rng_below(rng, 6);
     cr_dtype dt = cr__rng_dtype(rng);
     cr_array *A;
@@ -466,11 +422,8 @@ static cr_status sample_matrix_arg(cr_arena *arena, uint64_t *rng, cr_value *arg
     return CR_OK;
 }
 
-static cr_status sample_permutedims(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                                    void *env)
+static cr_status sample_permutedims(CR__SAMPLE_PARAMS)
 {
-    (void)env;
-    (void)nargs;
     static const size_t shape[3] = {2, 3, 4};
     static const int64_t perms[3][3] = {{2, 0, 1}, {1, 0, 2}, {0, 2, 1}};
     cr_array *A, *p;
@@ -508,28 +461,16 @@ cr_status cr__array_register_shape(cr_registry *reg)
 
 cr_status cr__family_array(cr_registry *reg)
 {
-    cr_status st = cr__array_register_shape(reg);
-    if (st == CR_OK)
-        st = cr__array_register_reduce(reg);
-    if (st == CR_OK)
-        st = cr__array_register_index(reg);
-    if (st == CR_OK)
-        st = cr__array_register_broadcast(reg);
-    if (st == CR_OK)
-        st = cr__array_register_gather(reg);
-    if (st == CR_OK)
-        st = cr__array_register_slices(reg);
-    if (st == CR_OK)
-        st = cr__array_register_unique(reg);
-    if (st == CR_OK)
-        st = cr__array_register_opnorm(reg);
-    if (st == CR_OK)
-        st = cr__array_register_uniform(reg);
-    if (st == CR_OK)
-        st = cr__array_register_hof(reg);
-    if (st == CR_OK)
-        st = cr__array_register_mutate(reg);
-    if (st == CR_OK)
-        st = cr__array_register_select(reg);
-    return st;
+    static cr_status (*const k_files[])(cr_registry *) = {
+        cr__array_register_shape,     cr__array_register_reduce, cr__array_register_index,
+        cr__array_register_broadcast, cr__array_register_gather, cr__array_register_slices,
+        cr__array_register_unique,    cr__array_register_opnorm, cr__array_register_uniform,
+        cr__array_register_hof,       cr__array_register_mutate, cr__array_register_select,
+    };
+    for (size_t i = 0; i < sizeof k_files / sizeof k_files[0]; i++) {
+        cr_status st = k_files[i](reg);
+        if (st != CR_OK)
+            return st;
+    }
+    return CR_OK;
 }

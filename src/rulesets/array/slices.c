@@ -52,9 +52,7 @@ static cr_status sl_parse(cr_arena *arena, sl_kind k, const cr_value *args, size
     const char *who = k_sl_names[k];
     size_t want = k == SL_SLICE ? 2 : 1;
     const cr_array *A;
-    cr_status st = cr__nargs(arena, who, nargs, want, want);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, who, args, nargs, 0, &A);
+    cr_status st = cr__nargs_array(arena, who, args, nargs, want, want, &A);
     if (st != CR_OK)
         return st;
     memset(s, 0, sizeof *s);
@@ -223,13 +221,11 @@ CR__THUNK_ADD(sl_add, sl_thunk, t->e->wdt, t->e->s.A, sl_scatter(t, dest), sl_th
 
 /* Ā = zeros(A) with each slice's cotangent added at its slice; absent and zero fields of
  * the tuple's structural cotangent contribute nothing. */
-static cr_status sl_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                             void *env)
+static cr_status sl_pullback(CR__PULLBACK_PARAMS)
 {
     sl_env *e = env;
     const char *who = k_sl_pb_names[e->kind];
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     dx[1] = cr_tangent_zero();
     cr_tangent t;
     cr_status st = cr_tangent_unthunk(*dy, &t);
@@ -265,21 +261,16 @@ static cr_status sl_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr
 static cr_status sl_rrule(cr_arena *arena, sl_kind k, const cr_value *args, size_t nargs,
                           cr_value *y, cr_pullback *pb, const void *udata)
 {
-    sl_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(sl_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, sl_env, e);
     cr_status st = sl_parse(arena, k, args, nargs, &e->s);
     if (st == CR_OK)
         st = sl_tuple(arena, &e->s, e->s.src, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    e->kind = k;
-    e->wdt = cr__work((cr_dtype)e->s.A->dtype);
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){sl_pullback, e, k_sl_pb_names[k], nargs + 1};
-    return CR_OK;
+    if (st == CR_OK) {
+        e->kind = k;
+        e->wdt = cr__work((cr_dtype)e->s.A->dtype);
+    }
+    return cr__rrule_end(arena, st, udata, &args[0], &e->pA, sl_pullback, e, k_sl_pb_names[k],
+                         nargs + 1, pb);
 }
 
 /* frule: the slices of Ȧ (a tuple tangent of views of one array of A's element type). */
@@ -323,8 +314,7 @@ SL_RULES(eachslice, SL_SLICE, 2)
 /* ---- Test registrations ---- */
 
 /* Slices: a vector, a matrix or a 3-d array (sometimes transposed or Upper triangular). */
-static cr_status sample_slices(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                               void *env)
+static cr_status sample_slices(CR__SAMPLE_PARAMS)
 {
     const sl_kind *k = env;
     static const size_t shapes[3][3] = {{4, 0, 0}, {3, 4, 0}, {2, 3, 2}};

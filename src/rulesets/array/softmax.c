@@ -42,9 +42,9 @@ static void sm_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, void
 {
     sm_ctx *c = vctx;
     for (size_t i = 0; i < n; i++) {
-        double x = c->x[off[0] + (ptrdiff_t)i * step[0]];
-        ptrdiff_t o = off[1] + (ptrdiff_t)i * step[1];
-        ptrdiff_t k = off[2] + (ptrdiff_t)i * step[2], kb = off[3] + (ptrdiff_t)i * step[3];
+        double x = c->x[CR__AT(0)];
+        ptrdiff_t o = CR__AT(1);
+        ptrdiff_t k = CR__AT(2), kb = CR__AT(3);
         switch (c->mode) {
         case SM_MAX:
             if (x > c->o1[o] || isnan(x))
@@ -155,13 +155,11 @@ typedef struct sm_env {
 
 /* softmax: Ā = y ⊙ (Ȳ - Σ(Ȳ ⊙ y)); logsoftmax: Ā = Ȳ - exp(y) ⊙ ΣȲ;
  * logsumexp: Ā = Ȳ ⊙ exp(x - y). Sums over each slice. */
-static cr_status sm_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                             void *env)
+static cr_status sm_pullback(CR__PULLBACK_PARAMS)
 {
     sm_env *e = env;
     const cr__red *r = &e->r;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     const cr_array *g;
     cr_status st = e->fn == SMF_LOGSUMEXP ? cr__red_cot(arena, k_sm_pb_names[e->fn], r, *dy, &g)
                                           : cr__tan_array(arena, k_sm_pb_names[e->fn], *dy, r->ndim,
@@ -211,25 +209,28 @@ static cr_status sm_value(cr_arena *arena, const cr__red *r, sm_fn fn, const cr_
     return st;
 }
 
+/* The reduction r, the work result w and the output y of fn(args). */
+static cr_status sm_primal(cr_arena *arena, sm_fn fn, const cr_value *args, size_t nargs,
+                           cr__red *r, cr_array **w, cr_value *y)
+{
+    cr_status st = cr__red_parse(arena, k_sm_names[fn], args, nargs, 2, true, r);
+    if (st == CR_OK)
+        st = sm_forward(arena, r, fn, w);
+    return st == CR_OK ? sm_value(arena, r, fn, *w, y) : st;
+}
+
 static cr_status sm_rrule(cr_arena *arena, sm_fn fn, const cr_value *args, size_t nargs,
                           cr_value *y, cr_pullback *pb, const void *udata)
 {
     cr__red r;
-    cr_status st = cr__red_parse(arena, k_sm_names[fn], args, nargs, 2, true, &r);
     cr_array *w = NULL;
-    if (st == CR_OK)
-        st = sm_forward(arena, &r, fn, &w);
-    if (st == CR_OK)
-        st = sm_value(arena, &r, fn, w, y);
+    cr_status st = sm_primal(arena, fn, args, nargs, &r, &w, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
-    sm_env *e = CR__PB_ENV(arena, sm_env, pA, &args[0], &st);
-    if (e == NULL)
-        return st;
+    CR__PB_START(sm_env, pA, sm_pullback, k_sm_pb_names[fn], e, st);
     e->r = r;
     e->fn = fn;
     e->y = w;
-    *pb = (cr_pullback){sm_pullback, e, k_sm_pb_names[fn], nargs + 1};
     return CR_OK;
 }
 
@@ -239,12 +240,8 @@ static cr_status sm_frule(cr_arena *arena, sm_fn fn, const cr_tangent *dargs, co
                           size_t nargs, cr_value *y, cr_tangent *dy)
 {
     cr__red r;
-    cr_status st = cr__red_parse(arena, k_sm_names[fn], args, nargs, 2, true, &r);
     cr_array *w = NULL;
-    if (st == CR_OK)
-        st = sm_forward(arena, &r, fn, &w);
-    if (st == CR_OK)
-        st = sm_value(arena, &r, fn, w, y);
+    cr_status st = sm_primal(arena, fn, args, nargs, &r, &w, y);
     const cr_array *dA = NULL;
     if (st == CR_OK)
         st = cr__dx_array(arena, k_sm_names[fn], dargs, args, 0, CR_DT_F64, &dA);

@@ -191,10 +191,8 @@ CR__THUNK_ADD(u_add, u_thunk, t->e->wdt, t->e->A, cr__axpy(t->s, t->g, dest), u_
  *   A / λ:         Ā = Ȳ / conj(λ),                 λ̄ = -Σ conj(Y / λ) Ȳ;
  *   λ A⁻¹ = λ Z:   Ā = matinv's pullback at conj(λ) Ȳ,  λ̄ = Σ conj(Z) Ȳ.
  * The array cotangent is an InplaceableThunk (add! is an axpy) except for the shift. */
-static cr_status u_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                            void *env)
+static cr_status u_pullback(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     u_env *e = env;
     const char *who = k_u_pb_names[e->op];
     dx[0] = cr_tangent_none();
@@ -232,9 +230,7 @@ static cr_status u_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_
             cr__store(r, (ptrdiff_t)i, -cr__load(g, (ptrdiff_t)i));
         return cr__give(arena, e->pA, r, da);
     }
-    u_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(u_thunk));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, u_thunk, t);
     t->e = e;
     t->g = g;
     t->s = e->kind == UK_DIV ? 1 / conj(e->lam) : conj(e->lam);
@@ -245,22 +241,14 @@ static cr_status u_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_
 static cr_status u_rrule(cr_arena *arena, u_op op, const cr_value *args, size_t nargs, cr_value *y,
                          cr_pullback *pb, const void *udata)
 {
-    u_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(u_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, u_env, e);
     bool primal = udata == CR__PRIMAL_ONLY;
     cr_status st = u_parse(arena, op, args, nargs, e);
     if (st == CR_OK)
         st = u_forward(arena, args, !primal, NULL, NULL, e, y);
-    if (st != CR_OK || primal)
-        return st;
-    st = cr_project_new(arena, &args[e->ia], &e->pA);
-    if (st == CR_OK)
-        st = cr_project_new(arena, &args[e->il], &e->pl);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){u_pullback, e, k_u_pb_names[op], nargs + 1};
-    return CR_OK;
+    st = cr__rrule_end(arena, st, udata, &args[e->ia], &e->pA, u_pullback, e, k_u_pb_names[op],
+                       nargs + 1, pb);
+    return st == CR_OK && !primal ? cr_project_new(arena, &args[e->il], &e->pl) : st;
 }
 
 /* frule: Ẏ = sa Ȧ + sl λ̇ I;  λ̇ A + λ Ȧ;  Ȧ / λ - λ̇ Y / λ;  λ̇ Z + λ Ż. */
@@ -340,10 +328,8 @@ typedef struct u_sample {
     bool lam_first;
 } u_sample;
 
-static cr_status sample_uniform(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                                void *env)
+static cr_status sample_uniform(CR__SAMPLE_PARAMS)
 {
-    (void)nargs;
     const u_sample *o = env;
     bool square = o->op == U_ADD || o->op == U_SUB || (o->op == U_LDIV && !o->lam_first) ||
                   (o->op == U_RDIV && o->lam_first);

@@ -18,24 +18,6 @@ static bool fl_isless(double a, double b)
     return a == b && signbit(a) && !signbit(b);
 }
 
-/* Stable bottom-up merge sort of the indices ix[0..n) by the values v. */
-static void sort_indices(int64_t *ix, int64_t *tmp, size_t n, const double *v)
-{
-    for (size_t w = 1; w < n; w *= 2) {
-        for (size_t lo = 0; lo < n; lo += 2 * w) {
-            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-            size_t i = lo, j = mid, o = lo;
-            while (i < mid && j < hi)
-                tmp[o++] = fl_isless(v[ix[j]], v[ix[i]]) ? ix[j++] : ix[i++];
-            while (i < mid)
-                tmp[o++] = ix[i++];
-            while (j < hi)
-                tmp[o++] = ix[j++];
-        }
-        memcpy(ix, tmp, n * sizeof *ix);
-    }
-}
-
 typedef struct uq_env {
     const cr_array *x;
     cr_project *px;
@@ -50,9 +32,7 @@ static cr_status uq_forward(cr_arena *arena, const cr_value *args, size_t nargs,
                             cr_value *y)
 {
     const cr_array *x;
-    cr_status st = cr__nargs(arena, "unique", nargs, 1, 1);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, "unique", args, nargs, 0, &x);
+    cr_status st = cr__nargs_array(arena, "unique", args, nargs, 1, 1, &x);
     if (st != CR_OK)
         return st;
     if (x->ndim != 1 || (x->dtype != CR_DT_F64 && x->dtype != CR_DT_F32))
@@ -70,7 +50,7 @@ static cr_status uq_forward(cr_arena *arena, const cr_value *args, size_t nargs,
         return CR__ALLOC_STATUS(arena);
     for (size_t i = 0; i < n; i++)
         ix[i] = (int64_t)i;
-    sort_indices(ix, tmp, n, v);
+    cr__sort_index(ix, tmp, n, v, fl_isless);
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         bool same = i > 0 && !fl_isless(v[ix[i - 1]], v[ix[i]]);
@@ -101,6 +81,7 @@ typedef struct uq_thunk {
     const uq_env *e;
     const cr_array *g; /* m elements, f64 */
 } uq_thunk;
+CR__EG_THUNK_NEW(uq_thunk_new, uq_thunk, uq_env)
 
 static void uq_scatter(const uq_thunk *t, cr_array *dest)
 {
@@ -125,53 +106,30 @@ CR__THUNK_ADD(uq_add, uq_thunk, CR_DT_F64, t->e->x, uq_scatter(t, dest), uq_thun
 
 /* x̄[first[k]] += ȳ[k]: each output's cotangent goes to the first occurrence of its value
  * only (the derivative of "the value at the first index holding it"). */
-static cr_status uq_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                             void *env)
+static cr_status uq_pullback(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     uq_env *e = env;
     dx[0] = cr_tangent_none();
     dx[1] = cr_tangent_zero();
     const cr_array *g;
     cr_status st = cr__tan_array(arena, "unique_pullback", *dy, 1, &e->m, CR_DT_F64, &g);
-    if (st != CR_OK || g == NULL)
-        return st;
-    uq_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(uq_thunk));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
-    t->e = e;
-    t->g = g;
-    return cr__thunk(arena, uq_thunk_fn, uq_add, t, "unique_pullback_thunk", &dx[1]);
+    return st != CR_OK
+               ? st
+               : uq_thunk_new(arena, e, g, uq_thunk_fn, uq_add, "unique_pullback_thunk", &dx[1]);
 }
 
-static cr_status unique_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                              const void *udata)
+static cr_status unique_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    uq_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(uq_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, uq_env, e);
     cr_status st = uq_forward(arena, args, nargs, e, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    st = cr_project_new(arena, &args[0], &e->px);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){uq_pullback, e, "unique_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_end(arena, st, udata, &args[0], &e->px, uq_pullback, e, "unique_pullback",
+                         nargs + 1, pb);
 }
 CR__ARRAY_FN(unique, "unique", 1)
 
 /* frule: ẏ[k] = ẋ[first[k]]. */
-static cr_status unique_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                              const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                              cr_tangent *dy, const void *udata)
+static cr_status unique_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     uq_env e;
     memset(&e, 0, sizeof e);
     cr_status st = uq_forward(arena, args, nargs, &e, y);
@@ -198,24 +156,15 @@ static cr_status unique_frule(const cr_config *cfg, cr_arena *arena, const cr_ta
 
 /* unique: distinct values (a shuffled grid with jitter), so finite differences never
  * create or break a tie. */
-static cr_status sample_unique(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                               void *env)
+static cr_status sample_unique(CR__SAMPLE_PARAMS)
 {
-    (void)nargs;
-    (void)env;
     size_t n = 2 + cr__rng_below(rng, 6);
     cr_dtype dt = cr__rng_below(rng, 4) == 0 ? CR_DT_F32 : CR_DT_F64;
     cr_array *x;
     cr_status st = cr__new(arena, dt, 1, &n, false, &x);
     if (st != CR_OK)
         return st;
-    for (size_t i = 0; i < n; i++) {
-        size_t j = cr__rng_below(rng, i + 1);
-        double v = ((double)i - (double)n / 2) / 4 + cr__rng_unif(rng, 0, 0.125);
-        if (j != i)
-            cr__store(x, (ptrdiff_t)i, cr__load(x, (ptrdiff_t)j));
-        cr__store(x, (ptrdiff_t)j, v);
-    }
+    cr__fill_distinct(rng, x, (double)n / 2);
     args[0] = cr_value_array(x);
     return CR_OK;
 }

@@ -26,8 +26,7 @@ static void var_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, voi
 {
     var_ctx *c = vctx;
     for (size_t i = 0; i < n; i++) {
-        ptrdiff_t ix = off[0] + (ptrdiff_t)i * step[0], o = off[1] + (ptrdiff_t)i * step[1],
-                  k = off[2] + (ptrdiff_t)i * step[2];
+        ptrdiff_t ix = CR__AT(0), o = CR__AT(1), k = CR__AT(2);
         cr_complex d = c->cplx ? ((const cr_complex *)c->x)[ix] - ((const cr_complex *)c->mu)[o]
                                : ((const double *)c->x)[ix] - ((const double *)c->mu)[o];
         switch (c->mode) {
@@ -112,13 +111,11 @@ static cr_status var_output(cr_arena *arena, const cr__red *r, cr_array *v, bool
 /* var: Ā = 2 (x - μ) ȳ / (n - 1); std: Ā = (x - μ) ȳ / ((n - 1) σ), 0 where σ = 0 (all
  * the slice's elements equal: the subgradient 0, not NaN). The mean's own dependence on x
  * cancels because Σ (x - μ) = 0. */
-static cr_status var_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                              void *env)
+static cr_status var_pullback(CR__PULLBACK_PARAMS)
 {
     var_env *e = env;
     const cr__red *r = &e->r;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     const char *who = e->std ? "std_pullback" : "var_pullback";
     const cr_array *g;
     cr_status st =
@@ -152,26 +149,29 @@ static cr_status var_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
     return cr__give(arena, e->pA, out, &dx[1]);
 }
 
+/* The reduction r, the means mu, the variances v and the output y of var or std (args). */
+static cr_status var_primal(cr_arena *arena, bool std, const cr_value *args, size_t nargs,
+                            cr__red *r, cr_array **mu, cr_array **v, cr_value *y)
+{
+    cr_status st = cr__red_parse(arena, std ? "std" : "var", args, nargs, 2, false, r);
+    if (st == CR_OK)
+        st = var_forward(arena, r, mu, v);
+    return st == CR_OK ? var_output(arena, r, *v, std, y) : st;
+}
+
 static cr_status var_rrule_common(cr_arena *arena, bool std, const cr_value *args, size_t nargs,
                                   cr_value *y, cr_pullback *pb, const void *udata)
 {
     cr__red r;
     cr_array *mu = NULL, *v = NULL;
-    cr_status st = cr__red_parse(arena, std ? "std" : "var", args, nargs, 2, false, &r);
-    if (st == CR_OK)
-        st = var_forward(arena, &r, &mu, &v);
-    if (st == CR_OK)
-        st = var_output(arena, &r, v, std, y);
+    cr_status st = var_primal(arena, std, args, nargs, &r, &mu, &v, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
-    var_env *e = CR__PB_ENV(arena, var_env, pA, &args[0], &st);
-    if (e == NULL)
-        return st;
+    CR__PB_START(var_env, pA, var_pullback, std ? "std_pullback" : "var_pullback", e, st);
     e->r = r;
     e->mu = mu;
     e->v = v;
     e->std = std;
-    *pb = (cr_pullback){var_pullback, e, std ? "std_pullback" : "var_pullback", nargs + 1};
     return CR_OK;
 }
 
@@ -181,11 +181,7 @@ static cr_status var_frule_common(cr_arena *arena, bool std, const cr_tangent *d
 {
     cr__red r;
     cr_array *mu = NULL, *v = NULL;
-    cr_status st = cr__red_parse(arena, std ? "std" : "var", args, nargs, 2, false, &r);
-    if (st == CR_OK)
-        st = var_forward(arena, &r, &mu, &v);
-    if (st == CR_OK)
-        st = var_output(arena, &r, v, std, y);
+    cr_status st = var_primal(arena, std, args, nargs, &r, &mu, &v, y);
     const cr_array *t = NULL;
     if (st == CR_OK)
         st = cr__dx_array(arena, std ? "std" : "var", dargs, args, 0, r.wdt, &t);

@@ -221,29 +221,22 @@ static void ep_horner(ep_type t, const cr_value *args, size_t n, cr_complex *p, 
     }
 }
 
+/* PREFIX_f32, PREFIX_f64 or PREFIX_c128 (the default) of v, by the type t. */
+#define EP_OF(PREFIX, t, v)                          \
+    ((t) == EP_F32   ? PREFIX##_f32((float)creal(v)) \
+     : (t) == EP_F64 ? PREFIX##_f64(creal(v))        \
+                     : PREFIX##_c128(v))
+
 static cr_value ep_result(ep_type t, cr_complex v)
 {
-    switch (t) {
-    case EP_F32:
-        return cr_value_f32((float)creal(v));
-    case EP_F64:
-        return cr_value_f64(creal(v));
-    default:
-        return cr_value_c128(v);
-    }
+    return EP_OF(cr_value, t, v);
 }
 
 static cr_tangent ep_tangent(ep_type t, cr_complex v)
 {
-    switch (t) {
-    case EP_F32:
-        return cr_tangent_f32((float)creal(v));
-    case EP_F64:
-        return cr_tangent_f64(creal(v));
-    default:
-        return cr_tangent_c128(v);
-    }
+    return EP_OF(cr_tangent, t, v);
 }
+#undef EP_OF
 
 /* A scalar tangent as a complex number (zeros as 0), or an error. */
 static cr_status ep_tangent_value(cr_arena *arena, const char *who, cr_tangent t, cr_complex *v)
@@ -325,13 +318,8 @@ static cr_status epa_primal(cr_arena *arena, const cr_value *args, size_t nargs,
 }
 
 /* frule: Δy = p'(x) Δx + sum_i x^i Δc_i, Δc an array tangent (or a zero). */
-static cr_status evalpoly_arr_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                                    const cr_value *f, const cr_value *args, size_t nargs,
-                                    cr_value *y, cr_tangent *dy, const void *udata)
+static cr_status evalpoly_arr_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     ep_type t;
     cr_complex dp, dx = 0, acc = 0, x = ep_value(&args[0]);
     cr_status st = epa_primal(arena, args, nargs, y, &t, &dp);
@@ -368,10 +356,8 @@ typedef struct evalpoly_arr_env {
 } evalpoly_arr_env;
 
 /* (NoTangent, conj(p'(x)) ȳ projected on x, [conj(x)^i ȳ] projected on c's dtype) */
-static cr_status evalpoly_arr_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                       cr_arena *arena, void *env)
+static cr_status evalpoly_arr_pullback(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     const evalpoly_arr_env *e = env;
     cr_complex g;
     cr_status st = ep_tangent_value(arena, "evalpoly_pullback", *dy, &g);
@@ -403,21 +389,14 @@ static cr_status evalpoly_arr_pullback(const cr_tangent *dy, cr_tangent *dx, siz
     return CR_OK;
 }
 
-static cr_status evalpoly_arr_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                    const cr_value *args, size_t nargs, cr_value *y,
-                                    cr_pullback *pb, const void *udata)
+static cr_status evalpoly_arr_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     ep_type t;
     cr_complex dp;
     cr_status st = epa_primal(arena, args, nargs, y, &t, &dp);
     if (st != CR_OK)
         return st;
-    evalpoly_arr_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(evalpoly_arr_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, evalpoly_arr_env, e);
     e->x = t == EP_C128 ? ep_value(&args[0]) : creal(ep_value(&args[0]));
     e->dp = dp;
     e->c = args[1].u.arr;
@@ -427,10 +406,8 @@ static cr_status evalpoly_arr_rrule(const cr_config *cfg, cr_arena *arena, const
 }
 
 /* Arguments for the rule tester: x in [-2, 2] and 1 to 5 coefficients in [-3, 3] (f64). */
-static cr_status evalpoly_arr_sample(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                                     void *env)
+static cr_status evalpoly_arr_sample(CR__SAMPLE_PARAMS)
 {
-    (void)env;
     if (nargs != 2)
         return CR_EINVAL;
     uint64_t s[7];
@@ -477,12 +454,8 @@ static const cr_function evalpoly_function = {
 const cr_value cr_fn_evalpoly = {.kind = CR_KIND_FUNC, .u.func = {&evalpoly_function, NULL}};
 
 /* frule: Δy = p'(x) Δx + sum_i x^i Δc_i (the second sum by Horner's scheme too). */
-static cr_status evalpoly_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                                const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                                cr_tangent *dy, const void *udata)
+static cr_status evalpoly_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)udata;
     cr_status st = evalpoly_primal(arena, f, args, nargs, y);
     if (st != CR_OK)
         return st;
@@ -513,15 +486,13 @@ static cr_status evalpoly_frule(const cr_config *cfg, cr_arena *arena, const cr_
 typedef struct evalpoly_env {
     size_t nargs;
     cr_complex x, dp;
-    /* nargs argument kinds follow */
+    const cr_kind *kinds; /* of the nargs arguments */
 } evalpoly_env;
 
-static cr_status evalpoly_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                   void *env)
+static cr_status evalpoly_pullback(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     const evalpoly_env *e = env;
-    const cr_kind *kinds = (const cr_kind *)(const void *)(e + 1);
+    const cr_kind *kinds = e->kinds;
     cr_complex g;
     cr_status st = ep_tangent_value(arena, "evalpoly_pullback", *dy, &g);
     if (st != CR_OK)
@@ -536,18 +507,14 @@ static cr_status evalpoly_pullback(const cr_tangent *dy, cr_tangent *dx, size_t 
     return CR_OK;
 }
 
-static cr_status evalpoly_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                                const void *udata)
+static cr_status evalpoly_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)udata;
     cr_status st = evalpoly_primal(arena, f, args, nargs, y);
     if (st != CR_OK)
         return st;
-    evalpoly_env *e =
-        cr_arena_alloc(arena, sizeof *e + nargs * sizeof(cr_kind), _Alignof(evalpoly_env));
-    if (e == NULL)
+    evalpoly_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(evalpoly_env));
+    cr_kind *kinds = cr__arena_array(arena, "evalpoly", nargs, sizeof *kinds, _Alignof(cr_kind));
+    if (e == NULL || kinds == NULL)
         return CR__ALLOC_STATUS(arena);
     ep_type t = EP_F64;
     ep_promote(args, nargs, &t);
@@ -555,9 +522,9 @@ static cr_status evalpoly_rrule(const cr_config *cfg, cr_arena *arena, const cr_
     ep_horner(t, args, nargs, &p, &e->dp);
     e->nargs = nargs;
     e->x = ep_value(&args[0]);
-    cr_kind *kinds = (cr_kind *)(void *)(e + 1);
     for (size_t i = 0; i < nargs; i++)
         kinds[i] = args[i].kind;
+    e->kinds = kinds;
     *pb = (cr_pullback){evalpoly_pullback, e, "evalpoly_pullback", nargs + 1};
     return CR_OK;
 }
@@ -570,7 +537,7 @@ static const cr_rule_test evalpoly_test = {
 
 /* ---- Registration ------------------------------------------------------------------------ */
 
-static const struct {
+static const struct fn_row {
     const cr_function *fn;
     const cr_scalar_rule *row;
 } k_rows[] = {
@@ -595,28 +562,15 @@ cr_status cr__family_basic(cr_registry *reg)
         {CR_M_F64 | CR_M_F32 | CR_M_INT | CR_M_BOOL | CR_M_C128, NULL},
         {CR_M_F64 | CR_M_F32 | CR_M_INT | CR_M_BOOL | CR_M_C128, NULL},
         {CR_M_F64 | CR_M_F32 | CR_M_INT | CR_M_BOOL | CR_M_C128, NULL}};
-    cr_rule_def d = {0};
-    d.fn = &evalpoly_function;
-    d.nargs = 3;
-    d.args = num3;
-    d.variadic = true;
-    d.frule = evalpoly_frule;
-    d.rrule = evalpoly_rrule;
-    d.test = &evalpoly_test;
-    cr_status st = cr_registry_add(reg, &d);
+    cr_status st = cr__register(reg, &evalpoly_function, num3, 3, true, evalpoly_frule,
+                                evalpoly_rrule, NULL, &evalpoly_test);
     if (st != CR_OK)
         return st;
     /* evalpoly(x, c) with a vector of coefficients */
     const cr_argspec num_arr[2] = {{CR_M_F64 | CR_M_F32 | CR_M_INT | CR_M_BOOL | CR_M_C128, NULL},
                                    CR_ARG_ARRAY};
-    cr_rule_def da = {0};
-    da.fn = &evalpoly_function;
-    da.nargs = 2;
-    da.args = num_arr;
-    da.frule = evalpoly_arr_frule;
-    da.rrule = evalpoly_arr_rrule;
-    da.test = &evalpoly_arr_test;
-    st = cr_registry_add(reg, &da);
+    st = cr__register(reg, &evalpoly_function, num_arr, 2, false, evalpoly_arr_frule,
+                      evalpoly_arr_rrule, NULL, &evalpoly_arr_test);
     if (st != CR_OK)
         return st;
     static const cr_argspec any1[1] = {{0x1FFFu, NULL}};

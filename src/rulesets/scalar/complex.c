@@ -125,10 +125,8 @@ static bool near_cut(enum cut c, cr_complex z)
 }
 
 /* Complex arguments in [-2, 2] + [-2, 2]i; the first keeps away from the cut (env). */
-static cr_status complex_sample(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                                void *env)
+static cr_status complex_sample(CR__SAMPLE_PARAMS)
 {
-    (void)arena;
     enum cut c = (enum cut)(uintptr_t)env;
     for (size_t j = 0; j < nargs; j++) {
         cr_complex z;
@@ -198,12 +196,8 @@ static cr_status crow_primal(cr_arena *arena, const cr_value *f, const cr_value 
     return CR_OK;
 }
 
-static cr_status crow_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+static cr_status crow_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
     const crow *row = udata;
     cr_complex x[CROW_MAX_IN], Y, D[CROW_MAX_IN], acc = 0.0;
     cr_status st = crow_args(arena, row, args, nargs, x);
@@ -234,8 +228,7 @@ typedef struct crow_env {
 } crow_env;
 
 /* Jᵀ·ȳ for a holomorphic f: conj(∂f/∂x[j])·ȳ, projected onto argument j. */
-static cr_status crow_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                               void *env)
+static cr_status crow_pullback(CR__PULLBACK_PARAMS)
 {
     const crow_env *e = env;
     cr_complex g;
@@ -251,20 +244,14 @@ static cr_status crow_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     return CR_OK;
 }
 
-static cr_status crow_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+static cr_status crow_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
     const crow *row = udata;
     cr_complex x[CROW_MAX_IN], Y;
     cr_status st = crow_args(arena, row, args, nargs, x);
     if (st != CR_OK)
         return st;
-    crow_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(crow_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, crow_env, e);
     e->row = row;
     for (size_t j = 0; j < nargs; j++)
         e->kinds[j] = (uint8_t)args[j].kind;
@@ -351,10 +338,13 @@ static cr_complex cpow_dw(cr_complex z, cr_complex w, cr_complex y)
 COMPLEX_ROW(cpow, 2, Y[0] = cpow(x[0], x[1]), D[0] = cpow_dz(x[0], x[1], Y[0]);
             D[1] = cpow_dw(x[0], x[1], Y[0]))
 
-static const struct {
+/* A function and its test registration. */
+typedef struct fn_test {
     const cr_function *fn;
     const cr_rule_test *test;
-} k_rows[] = {
+} fn_test;
+
+static const fn_test k_rows[] = {
     {&csin_function, &k_test_none},          {&ccos_function, &k_test_none},
     {&ctan_function, &k_test_poles_real},    {&casin_function, &k_test_real_outside},
     {&cacos_function, &k_test_real_outside}, {&catan_function, &k_test_imag_outside},
@@ -371,12 +361,25 @@ static const struct {
 /* Each is derived from its real Jacobian J (z = x + iy seen as (x, y)): the frule is J·ż,
  * the pullback Jᵀ·ȳ. A real output's cotangent contributes through its real part only. */
 
+/* A non-holomorphic function of one argument, derived from its real Jacobian J: its value,
+ * J·t and Jᵀ·g, the last two written as complex numbers (a real output's tangent is the real
+ * part of jvp; its cotangent g has a zero imaginary part). */
+typedef struct zfun {
+    const char *name, *pullback_name;
+    bool real_out;
+    cr_complex (*value)(cr_complex z);
+    cr_complex (*jvp)(cr_complex z, cr_complex t);
+    cr_complex (*vjp)(cr_complex z, cr_complex g);
+    bool (*flat)(cr_complex z); /* NULL, or true where J is zero (ZeroTangent) */
+} zfun;
+
 typedef struct z_env {
+    const zfun *fn;
     cr_complex z;
     uint8_t kind;
 } z_env;
 
-/* The single argument as a complex number, and (for rrules) its saved copy. */
+/* The single argument as a complex number. */
 static cr_status one_arg(cr_arena *arena, const char *name, const cr_value *args, size_t nargs,
                          cr_complex *z)
 {
@@ -384,18 +387,6 @@ static cr_status one_arg(cr_arena *arena, const char *name, const cr_value *args
     if (nargs != 1)
         return CR__FAIL(arena, CR_EINVAL, "%s takes 1 argument, %zu given", name, nargs);
     return arg_complex(arena, name, &args[0], 0, z);
-}
-
-static cr_status save_arg(cr_arena *arena, const cr_value *args, cr_complex z, z_env **out)
-{
-    *out = NULL;
-    z_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(z_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
-    e->z = z;
-    e->kind = (uint8_t)args[0].kind;
-    *out = e;
-    return CR_OK;
 }
 
 /* The cotangent of a real output: its real part (Jᵀ has one column). */
@@ -414,340 +405,216 @@ static cr_complex unit_of(cr_complex z, double r)
     return r == 0 ? 0.0 : z / r;
 }
 
-/* Common frule prologue: the argument, its tangent, and the number of outputs written. */
-#define FRULE_PROLOGUE(NAME)                                 \
-    (void)cfg;                                               \
-    (void)f;                                                 \
-    (void)udata;                                             \
-    cr_complex z, zd;                                        \
-    bool nz;                                                 \
-    cr_status st = one_arg(arena, NAME, args, nargs, &z);    \
-    if (st != CR_OK)                                         \
-        return st;                                           \
-    st = arg_tangent(arena, NAME, dargs, args, 0, &zd, &nz); \
-    if (st != CR_OK)                                         \
-        return st;
-
-#define RRULE_BODY(NAME, PULLBACK, VALUE)                 \
-    (void)cfg;                                            \
-    (void)f;                                              \
-    (void)udata;                                          \
-    cr_complex z = 0;                                     \
-    z_env *e = NULL;                                      \
-    cr_status st = one_arg(arena, NAME, args, nargs, &z); \
-    if (st != CR_OK)                                      \
-        return st;                                        \
-    st = save_arg(arena, args, z, &e);                    \
-    if (st != CR_OK)                                      \
-        return st;                                        \
-    *y = (VALUE);                                         \
-    pb->fn = PULLBACK;                                    \
-    pb->env = e;                                          \
-    pb->name = #PULLBACK;                                 \
-    pb->nx = 2;                                           \
-    return CR_OK;
-
-/* Primal of a hand-written function: its value function applied to the argument. */
-#define HAND_PRIMAL(NAME, VALUE)                                                             \
-    static cr_status NAME##_primal(cr_arena *arena, const cr_value *f, const cr_value *args, \
-                                   size_t nargs, cr_value *out)                              \
-    {                                                                                        \
-        (void)f;                                                                             \
-        cr_complex z;                                                                        \
-        cr_status st = one_arg(arena, #NAME, args, nargs, &z);                               \
-        if (st != CR_OK)                                                                     \
-            return st;                                                                       \
-        *out = (VALUE);                                                                      \
-        return CR_OK;                                                                        \
-    }                                                                                        \
-    static const cr_function NAME##_function = {                                             \
-        .name = #NAME, .arity = 1, .primal = NAME##_primal};                                 \
-    const cr_value cr_fn_##NAME = {.kind = CR_KIND_FUNC, .u.func = {&NAME##_function, NULL}};
-
-/* -- cabs: J = [x, y]/r; frule re(conj(z)ż)/r; pullback z re(ȳ)/r; zero at z = 0. -- */
-
-HAND_PRIMAL(cabs, cr_value_f64(cabs(z)))
-
-static cr_status cabs_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+static cr_value zfun_out(const zfun *fn, cr_complex v)
 {
-    FRULE_PROLOGUE("cabs")
-    double r = cabs(z);
-    *y = cr_value_f64(r);
-    *dy = nz ? cr_tangent_f64(creal(conj(unit_of(z, r)) * zd)) : cr_tangent_zero();
+    return fn->real_out ? cr_value_f64(creal(v)) : cr_value_c128(v);
+}
+
+static bool zfun_flat(const zfun *fn, cr_complex z)
+{
+    return fn->flat != NULL && fn->flat(z);
+}
+
+static cr_status zfun_primal(cr_arena *arena, const cr_value *f, const cr_value *args, size_t nargs,
+                             cr_value *out)
+{
+    const zfun *fn = f->u.func.fn->udata;
+    cr_complex z;
+    cr_status st = one_arg(arena, fn->name, args, nargs, &z);
+    if (st == CR_OK)
+        *out = zfun_out(fn, fn->value(z));
+    return st;
+}
+
+static cr_status zfun_frule(CR__FRULE_PARAMS)
+{
+    const zfun *fn = udata;
+    cr_complex z, zd;
+    bool nz;
+    cr_status st = one_arg(arena, fn->name, args, nargs, &z);
+    if (st == CR_OK)
+        st = arg_tangent(arena, fn->name, dargs, args, 0, &zd, &nz);
+    if (st != CR_OK)
+        return st;
+    *y = zfun_out(fn, fn->value(z));
+    if (!nz || zfun_flat(fn, z))
+        *dy = cr_tangent_zero();
+    else if (fn->real_out)
+        *dy = cr_tangent_f64(creal(fn->jvp(z, zd)));
+    else
+        *dy = cr_tangent_c128(fn->jvp(z, zd));
     return CR_OK;
 }
 
-static cr_status cabs_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                               void *env)
+static cr_status zfun_pullback(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     const z_env *e = env;
-    double g;
+    const zfun *fn = e->fn;
+    cr_complex g;
     bool nz;
-    cr_status st = real_cotangent(arena, "cabs_pullback", dy, &g, &nz);
+    cr_status st = tangent_number(arena, fn->pullback_name, *dy, &g, &nz);
     if (st != CR_OK)
         return st;
+    if (fn->real_out)
+        g = creal(g);
     dx[0] = cr_tangent_none();
     dx[1] = cr__is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
-            : nz                              ? project_to(e->kind, unit_of(e->z, cabs(e->z)) * g)
+            : nz && !zfun_flat(fn, e->z)      ? project_to(e->kind, fn->vjp(e->z, g))
                                               : cr_tangent_zero();
     return CR_OK;
 }
 
-static cr_status cabs_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata){
-    RRULE_BODY("cabs", cabs_pullback, cr_value_f64(cabs(z)))}
+static cr_status zfun_rrule(CR__RRULE_PARAMS)
+{
+    const zfun *fn = udata;
+    cr_complex z = 0;
+    cr_status st = one_arg(arena, fn->name, args, nargs, &z);
+    if (st != CR_OK)
+        return st;
+    CR__ARENA_NEW(arena, z_env, e);
+    *e = (z_env){fn, z, (uint8_t)args[0].kind};
+    *y = zfun_out(fn, fn->value(z));
+    *pb = (cr_pullback){zfun_pullback, e, fn->pullback_name, 2};
+    return CR_OK;
+}
+
+/* Defines the zfun NAME_fn and the exported cr_fn_NAME from NAME_value, NAME_jvp and
+ * NAME_vjp (REAL: whether the output is real; FLAT: NULL or where J is zero). */
+#define ZFUN(NAME, REAL, FLAT)                                                        \
+    static const zfun NAME##_fn = {#NAME,      #NAME "_pullback", REAL, NAME##_value, \
+                                   NAME##_jvp, NAME##_vjp,        FLAT};              \
+    static const cr_function NAME##_function = {                                      \
+        .name = #NAME, .arity = 1, .primal = zfun_primal, .udata = &NAME##_fn};       \
+    const cr_value cr_fn_##NAME = {.kind = CR_KIND_FUNC, .u.func = {&NAME##_function, NULL}};
+
+/* -- cabs: J = [x, y]/r; frule re(conj(z)ż)/r; pullback z re(ȳ)/r; zero at z = 0. -- */
+
+static cr_complex cabs_value(cr_complex z)
+{
+    return cabs(z);
+}
+static cr_complex cabs_jvp(cr_complex z, cr_complex t)
+{
+    return conj(unit_of(z, cabs(z))) * t;
+}
+static cr_complex cabs_vjp(cr_complex z, cr_complex g)
+{
+    return unit_of(z, cabs(z)) * g;
+}
+ZFUN(cabs, true, NULL)
 
 /* -- carg: θ = atan2(y, x); J = [-y, x]/r²; frule im(conj(z)ż)/r²; pullback i z re(ȳ)/r².
  * Computed as (z/r)/r so that r² neither overflows nor underflows; zero at z = 0. -- */
 
-HAND_PRIMAL(carg, cr_value_f64(carg(z)))
-
-    /* i z / r², or 0 where ChainRules takes 0 (z = 0) or the limit is 0 (z infinite). */
-    static cr_complex carg_grad(cr_complex z)
+/* i z / r², or 0 where ChainRules takes 0 (z = 0) or the limit is 0 (z infinite). */
+static cr_complex carg_grad(cr_complex z)
 {
     double r = cabs(z);
     if (r == 0 || isinf(r))
         return 0.0;
     return times_i(z / r) / r;
 }
-
-static cr_status carg_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+static cr_complex carg_value(cr_complex z)
 {
-    FRULE_PROLOGUE("carg")
-    *y = cr_value_f64(carg(z));
-    /* J·ż = <grad, ż> in R²: re(conj(grad)·ż). */
-    *dy = nz ? cr_tangent_f64(creal(conj(carg_grad(z)) * zd)) : cr_tangent_zero();
-    return CR_OK;
+    return carg(z);
 }
-
-static cr_status carg_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                               void *env)
+/* J·ż = <grad, ż> in R²: re(conj(grad)·ż). */
+static cr_complex carg_jvp(cr_complex z, cr_complex t)
 {
-    (void)nx;
-    const z_env *e = env;
-    double g;
-    bool nz;
-    cr_status st = real_cotangent(arena, "carg_pullback", dy, &g, &nz);
-    if (st != CR_OK)
-        return st;
-    dx[0] = cr_tangent_none();
-    dx[1] = cr__is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
-            : nz                              ? project_to(e->kind, carg_grad(e->z) * g)
-                                              : cr_tangent_zero();
-    return CR_OK;
+    return conj(carg_grad(z)) * t;
 }
-
-static cr_status carg_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata){
-    RRULE_BODY("carg", carg_pullback, cr_value_f64(carg(z)))}
+static cr_complex carg_vjp(cr_complex z, cr_complex g)
+{
+    return carg_grad(z) * g;
+}
+ZFUN(carg, true, NULL)
 
 /* -- conj: J = diag(1, -1); frule conj(ż); pullback conj(ȳ). -- */
 
-HAND_PRIMAL(conj, cr_value_c128(conj(z)))
-
-    static cr_status
-    conj_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, const cr_value *f,
-               const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy, const void *udata)
+static cr_complex conj_value(cr_complex z)
 {
-    FRULE_PROLOGUE("conj")
-    *y = cr_value_c128(conj(z));
-    *dy = nz ? cr_tangent_c128(conj(zd)) : cr_tangent_zero();
-    return CR_OK;
+    return conj(z);
 }
-
-static cr_status conj_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                               void *env)
+static cr_complex conj_jvp(cr_complex z, cr_complex t)
 {
-    (void)nx;
-    const z_env *e = env;
-    cr_complex g;
-    bool nz;
-    cr_status st = tangent_number(arena, "conj_pullback", *dy, &g, &nz);
-    if (st != CR_OK)
-        return st;
-    dx[0] = cr_tangent_none();
-    dx[1] = cr__is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
-            : nz                              ? project_to(e->kind, conj(g))
-                                              : cr_tangent_zero();
-    return CR_OK;
+    (void)z;
+    return conj(t);
 }
-
-static cr_status conj_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata){
-    RRULE_BODY("conj", conj_pullback, cr_value_c128(conj(z)))}
+#define conj_vjp conj_jvp
+ZFUN(conj, false, NULL)
 
 /* -- creal: J = [1, 0]; frule re ż; pullback re ȳ (+ 0i). -- */
 
-HAND_PRIMAL(creal, cr_value_f64(creal(z)))
-
-    static cr_status
-    creal_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, const cr_value *f,
-                const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy, const void *udata)
+static cr_complex creal_value(cr_complex z)
 {
-    FRULE_PROLOGUE("creal")
-    *y = cr_value_f64(creal(z));
-    *dy = nz ? cr_tangent_f64(creal(zd)) : cr_tangent_zero();
-    return CR_OK;
+    return creal(z);
 }
-
-static cr_status creal_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                void *env)
+static cr_complex creal_jvp(cr_complex z, cr_complex t)
 {
-    (void)nx;
-    const z_env *e = env;
-    double g;
-    bool nz;
-    cr_status st = real_cotangent(arena, "creal_pullback", dy, &g, &nz);
-    if (st != CR_OK)
-        return st;
-    dx[0] = cr_tangent_none();
-    dx[1] = cr__is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
-            : nz                              ? project_to(e->kind, cr__cplx(g, 0.0))
-                                              : cr_tangent_zero();
-    return CR_OK;
+    (void)z;
+    return creal(t);
 }
-
-static cr_status creal_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                             const void *udata){
-    RRULE_BODY("creal", creal_pullback, cr_value_f64(creal(z)))}
+#define creal_vjp creal_jvp
+ZFUN(creal, true, NULL)
 
 /* -- cimag: J = [0, 1]; frule im ż; pullback i re ȳ. -- */
 
-HAND_PRIMAL(cimag, cr_value_f64(cimag(z)))
-
-    static cr_status
-    cimag_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, const cr_value *f,
-                const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy, const void *udata)
+static cr_complex cimag_value(cr_complex z)
 {
-    FRULE_PROLOGUE("cimag")
-    *y = cr_value_f64(cimag(z));
-    *dy = nz ? cr_tangent_f64(cimag(zd)) : cr_tangent_zero();
-    return CR_OK;
+    return cimag(z);
 }
-
-static cr_status cimag_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                void *env)
+static cr_complex cimag_jvp(cr_complex z, cr_complex t)
 {
-    (void)nx;
-    const z_env *e = env;
-    double g;
-    bool nz;
-    cr_status st = real_cotangent(arena, "cimag_pullback", dy, &g, &nz);
-    if (st != CR_OK)
-        return st;
-    dx[0] = cr_tangent_none();
-    dx[1] = cr__is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
-            : nz                              ? project_to(e->kind, cr__cplx(0.0, g))
-                                              : cr_tangent_zero();
-    return CR_OK;
+    (void)z;
+    return cimag(t);
 }
-
-static cr_status cimag_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                             const void *udata){
-    RRULE_BODY("cimag", cimag_pullback, cr_value_f64(cimag(z)))}
+static cr_complex cimag_vjp(cr_complex z, cr_complex g)
+{
+    (void)z;
+    return cr__cplx(0.0, creal(g));
+}
+ZFUN(cimag, true, NULL)
 
 /* -- cproj: J = I for finite z; 0 when z has an infinite part (cproj is then constant). -- */
 
-HAND_PRIMAL(cproj, cr_value_c128(cproj(z)))
-
-    static bool is_infinite(cr_complex z)
+static bool is_infinite(cr_complex z)
 {
     return isinf(creal(z)) || isinf(cimag(z));
 }
-
-static cr_status cproj_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                             cr_tangent *dy, const void *udata)
+static cr_complex cproj_value(cr_complex z)
 {
-    FRULE_PROLOGUE("cproj")
-    *y = cr_value_c128(cproj(z));
-    *dy = nz && !is_infinite(z) ? cr_tangent_c128(zd) : cr_tangent_zero();
-    return CR_OK;
+    return cproj(z);
 }
-
-static cr_status cproj_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                void *env)
+static cr_complex cproj_jvp(cr_complex z, cr_complex t)
 {
-    (void)nx;
-    const z_env *e = env;
-    cr_complex g;
-    bool nz;
-    cr_status st = tangent_number(arena, "cproj_pullback", *dy, &g, &nz);
-    if (st != CR_OK)
-        return st;
-    dx[0] = cr_tangent_none();
-    dx[1] = cr__is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
-            : nz && !is_infinite(e->z)        ? project_to(e->kind, g)
-                                              : cr_tangent_zero();
-    return CR_OK;
+    (void)z;
+    return t;
 }
-
-static cr_status cproj_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                             const void *udata)
-{
-    RRULE_BODY("cproj", cproj_pullback, cr_value_c128(cproj(z)))
-}
+#define cproj_vjp cproj_jvp
+ZFUN(cproj, false, is_infinite)
 
 /* -- abs2: x² + y²; J = 2[x, y]; frule 2 re(conj(z)ż); pullback 2 z re(ȳ). -- */
 
-static double abs2_of(cr_complex z)
+static cr_complex abs2_value(cr_complex z)
 {
     return creal(z) * creal(z) + cimag(z) * cimag(z);
 }
-
-HAND_PRIMAL(abs2, cr_value_f64(abs2_of(z)))
-
-static cr_status abs2_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+static cr_complex abs2_jvp(cr_complex z, cr_complex t)
 {
-    FRULE_PROLOGUE("abs2")
-    *y = cr_value_f64(abs2_of(z));
-    *dy = nz ? cr_tangent_f64(2 * creal(conj(z) * zd)) : cr_tangent_zero();
-    return CR_OK;
+    return 2 * (conj(z) * t);
 }
-
-static cr_status abs2_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                               void *env)
+static cr_complex abs2_vjp(cr_complex z, cr_complex g)
 {
-    (void)nx;
-    const z_env *e = env;
-    double g;
-    bool nz;
-    cr_status st = real_cotangent(arena, "abs2_pullback", dy, &g, &nz);
-    if (st != CR_OK)
-        return st;
-    dx[0] = cr_tangent_none();
-    dx[1] = cr__is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
-            : nz                              ? project_to(e->kind, 2 * g * e->z)
-                                              : cr_tangent_zero();
-    return CR_OK;
+    return 2 * creal(g) * z;
 }
-
-static cr_status abs2_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
-{
-    RRULE_BODY("abs2", abs2_pullback, cr_value_f64(abs2_of(z)))
-}
+ZFUN(abs2, true, NULL)
 
 /* -- csign: Ω = z/|z| (Julia's sign of a complex number), 0 at z = 0. With n = |z|,
  * dΩ = (ż - Ω re(conj(Ω) ż))/n, the projection of ż/n on the direction iΩ; it is symmetric,
  * so the pullback is (ȳ - Ω re(conj(Ω) ȳ))/n. Zero at z = 0, where sign jumps (as the real
  * sign's derivative, 0 at its jump); zero for infinite z. -- */
 
-static cr_complex sign_of(cr_complex z)
+static cr_complex csign_value(cr_complex z)
 {
     double r = cabs(z);
     if (isinf(r)) /* the direction of an infinite z: its infinite parts as ±1 */
@@ -766,42 +633,8 @@ static cr_complex csign_jvp(cr_complex z, cr_complex t)
     cr_complex u = z / r;
     return (t - u * creal(conj(u) * t)) / r;
 }
-
-HAND_PRIMAL(csign, cr_value_c128(sign_of(z)))
-
-static cr_status csign_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                             cr_tangent *dy, const void *udata)
-{
-    FRULE_PROLOGUE("csign")
-    *y = cr_value_c128(sign_of(z));
-    *dy = nz ? cr_tangent_c128(csign_jvp(z, zd)) : cr_tangent_zero();
-    return CR_OK;
-}
-
-static cr_status csign_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                void *env)
-{
-    (void)nx;
-    const z_env *e = env;
-    cr_complex g;
-    bool nz;
-    cr_status st = tangent_number(arena, "csign_pullback", *dy, &g, &nz);
-    if (st != CR_OK)
-        return st;
-    dx[0] = cr_tangent_none();
-    dx[1] = cr__is_int_kind((cr_kind)e->kind) ? cr_tangent_none()
-            : nz                              ? project_to(e->kind, csign_jvp(e->z, g))
-                                              : cr_tangent_zero();
-    return CR_OK;
-}
-
-static cr_status csign_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                             const void *udata)
-{
-    RRULE_BODY("csign", csign_pullback, cr_value_c128(sign_of(z)))
-}
+#define csign_vjp csign_jvp
+ZFUN(csign, false, NULL)
 
 /* -- chypot(z, w) = sqrt(|z|² + |w|²) (Julia's hypot of complex numbers), real: J = [z, w]/Ω
  * (each as a 2-vector); frule re(conj(z)ż + conj(w)ẇ)/Ω; pullback (z, w) re(ȳ)/Ω; zero at
@@ -842,13 +675,8 @@ static cr_status chypot_primal(cr_arena *arena, const cr_value *f, const cr_valu
 static const cr_function chypot_function = {.name = "chypot", .arity = 2, .primal = chypot_primal};
 const cr_value cr_fn_chypot = {.kind = CR_KIND_FUNC, .u.func = {&chypot_function, NULL}};
 
-static cr_status chypot_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                              const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                              cr_tangent *dy, const void *udata)
+static cr_status chypot_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     cr_complex z, w, zd, wd;
     bool znz, wnz;
     cr_status st = two_args(arena, args, nargs, &z, &w);
@@ -874,10 +702,8 @@ typedef struct zw_env {
     uint8_t zkind, wkind;
 } zw_env;
 
-static cr_status chypot_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                 void *env)
+static cr_status chypot_pullback(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     const zw_env *e = env;
     double g;
     bool nz;
@@ -895,20 +721,13 @@ static cr_status chypot_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
     return CR_OK;
 }
 
-static cr_status chypot_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                              const void *udata)
+static cr_status chypot_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     cr_complex z, w;
     cr_status st = two_args(arena, args, nargs, &z, &w);
     if (st != CR_OK)
         return st;
-    zw_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(zw_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, zw_env, e);
     e->z = z;
     e->w = w;
     e->zkind = (uint8_t)args[0].kind;
@@ -921,20 +740,11 @@ static cr_status chypot_rrule(const cr_config *cfg, cr_arena *arena, const cr_va
     return CR_OK;
 }
 
-static const struct {
-    const cr_function *fn;
-    cr_frule_fn frule;
-    cr_rrule_fn rrule;
-    const cr_rule_test *test;
-} k_hand[] = {
-    {&cabs_function, cabs_frule, cabs_rrule, &k_test_origin},
-    {&carg_function, carg_frule, carg_rrule, &k_test_neg_real},
-    {&conj_function, conj_frule, conj_rrule, &k_test_none},
-    {&creal_function, creal_frule, creal_rrule, &k_test_none},
-    {&cimag_function, cimag_frule, cimag_rrule, &k_test_none},
-    {&cproj_function, cproj_frule, cproj_rrule, &k_test_none},
-    {&abs2_function, abs2_frule, abs2_rrule, &k_test_none},
-    {&csign_function, csign_frule, csign_rrule, &k_test_origin},
+static const fn_test k_hand[] = {
+    {&cabs_function, &k_test_origin}, {&carg_function, &k_test_neg_real},
+    {&conj_function, &k_test_none},   {&creal_function, &k_test_none},
+    {&cimag_function, &k_test_none},  {&cproj_function, &k_test_none},
+    {&abs2_function, &k_test_none},   {&csign_function, &k_test_origin},
 };
 
 /* ---- Registration ------------------------------------------------------------------------ */
@@ -942,38 +752,14 @@ static const struct {
 cr_status cr__family_complex(cr_registry *reg)
 {
     const cr_argspec number2[2] = {CR_ARG_NUMBER, CR_ARG_NUMBER};
-    for (size_t i = 0; i < sizeof k_rows / sizeof k_rows[0]; i++) {
-        const cr_function *fn = k_rows[i].fn;
-        cr_rule_def d = {0};
-        d.fn = fn;
-        d.nargs = (size_t)fn->arity;
-        d.args = number2;
-        d.frule = crow_frule;
-        d.rrule = crow_rrule;
-        d.udata = fn->udata;
-        d.test = k_rows[i].test;
-        cr_status st = cr_registry_add(reg, &d);
-        if (st != CR_OK)
-            return st;
-    }
-    for (size_t i = 0; i < sizeof k_hand / sizeof k_hand[0]; i++) {
-        cr_rule_def d = {0};
-        d.fn = k_hand[i].fn;
-        d.nargs = 1;
-        d.args = number2;
-        d.frule = k_hand[i].frule;
-        d.rrule = k_hand[i].rrule;
-        d.test = k_hand[i].test;
-        cr_status st = cr_registry_add(reg, &d);
-        if (st != CR_OK)
-            return st;
-    }
-    cr_rule_def d = {0};
-    d.fn = &chypot_function;
-    d.nargs = 2;
-    d.args = number2;
-    d.frule = chypot_frule;
-    d.rrule = chypot_rrule;
-    d.test = &k_test_origin;
-    return cr_registry_add(reg, &d);
+    cr_status st = CR_OK;
+    for (size_t i = 0; i < sizeof k_rows / sizeof k_rows[0] && st == CR_OK; i++)
+        st = cr__register(reg, k_rows[i].fn, number2, (size_t)k_rows[i].fn->arity, false,
+                          crow_frule, crow_rrule, k_rows[i].fn->udata, k_rows[i].test);
+    for (size_t i = 0; i < sizeof k_hand / sizeof k_hand[0] && st == CR_OK; i++)
+        st = cr__register(reg, k_hand[i].fn, number2, 1, false, zfun_frule, zfun_rrule,
+                          k_hand[i].fn->udata, k_hand[i].test);
+    return st == CR_OK ? cr__register(reg, &chypot_function, number2, 2, false, chypot_frule,
+                                      chypot_rrule, NULL, &k_test_origin)
+                       : st;
 }

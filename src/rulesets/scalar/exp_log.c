@@ -35,35 +35,11 @@ static cr_complex log10_c(cr_complex z)
     return log(z) / LN10;
 }
 
-static double exp2_d(double x)
-{
-    return exp2(x);
-}
+LIBM_DF(exp2)
 
-static float exp2_f(float x)
-{
-    return exp2(x);
-}
+LIBM_DF(log2)
 
-static double log2_d(double x)
-{
-    return log2(x);
-}
-
-static float log2_f(float x)
-{
-    return log2(x);
-}
-
-static double log10_d(double x)
-{
-    return log10(x);
-}
-
-static float log10_f(float x)
-{
-    return log10(x);
-}
+LIBM_DF(log10)
 
 /* exp10(x) = 10^x. pow(10, x) is the function itself (10 is exact) and C libraries
  * compute pow to within an ulp; exp(x*log(10)) would not be: rounding x*log(10) costs
@@ -84,15 +60,7 @@ static cr_complex expm1_c(cr_complex z)
     return cr__cplx(expm1(x) * cos(y) - 2 * s * s, exp(x) * sin(y));
 }
 
-static double expm1_d(double x)
-{
-    return expm1(x);
-}
-
-static float expm1_f(float x)
-{
-    return expm1(x);
-}
+LIBM_DF(expm1)
 
 /* log1p(z): the imaginary part is arg(1 + z); near z = 0 the real part log|1 + z| is
  * log1p(x(2 + x) + y²)/2, which keeps its relative accuracy. */
@@ -106,15 +74,7 @@ static cr_complex log1p_c(cr_complex z)
     return cr__cplx(re, atan2(y, 1 + x));
 }
 
-static double log1p_d(double x)
-{
-    return log1p(x);
-}
-
-static float log1p_f(float x)
-{
-    return log1p(x);
-}
+LIBM_DF(log1p)
 
 /*
  * ∂/∂x x^y = y x^(y-1), given z = x^y. Away from over- and underflow, y (z/x) costs three
@@ -297,15 +257,7 @@ static double digamma_d(double x)
 FLOAT_VIA_DOUBLE(lgamma)
 FLOAT_VIA_DOUBLE(digamma)
 
-static double tgamma_d(double x)
-{
-    return tgamma(x);
-}
-
-static float tgamma_f(float x)
-{
-    return tgamma(x);
-}
+LIBM_DF(tgamma)
 
 /* ---- Exponentials and logarithms ---- */
 

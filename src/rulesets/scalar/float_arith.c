@@ -347,16 +347,12 @@ static const cr_type k_real_int_f32 = {"tuple(f32,int)", sizeof(frexp_f32), 2,
 static cr_status real_int_value(cr_arena *arena, bool f32, double v, int e, cr_value *out)
 {
     if (f32) {
-        frexp_f32 *p = cr_arena_alloc(arena, sizeof *p, _Alignof(frexp_f32));
-        if (p == NULL)
-            return CR__ALLOC_STATUS(arena);
+        CR__ARENA_NEW(arena, frexp_f32, p);
         p->v = (float)v;
         p->e = e;
         *out = cr_value_struct(&k_real_int_f32, p);
     } else {
-        frexp_f64 *p = cr_arena_alloc(arena, sizeof *p, _Alignof(frexp_f64));
-        if (p == NULL)
-            return CR__ALLOC_STATUS(arena);
+        CR__ARENA_NEW(arena, frexp_f64, p);
         p->v = v;
         p->e = e;
         *out = cr_value_struct(&k_real_int_f64, p);
@@ -411,12 +407,8 @@ static cr_status frexp_primal(cr_arena *arena, const cr_value *f, const cr_value
 static const cr_function frexp_function = {.name = "frexp", .arity = 1, .primal = frexp_primal};
 const cr_value cr_fn_frexp = {.kind = CR_KIND_FUNC, .u.func = {&frexp_function, NULL}};
 
-static cr_status frexp_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                             cr_tangent *dy, const void *udata)
+static cr_status frexp_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)udata;
     cr_status st = frexp_primal(arena, f, args, nargs, y);
     if (st != CR_OK)
         return st;
@@ -438,10 +430,8 @@ typedef struct frexp_env {
     cr_kind kind;
 } frexp_env;
 
-static cr_status frexp_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                void *env)
+static cr_status frexp_pullback(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     const frexp_env *e = env;
     double g = 0.0;
     cr_status st = real_int_cotangent(arena, "frexp_pullback", dy, &g);
@@ -452,18 +442,12 @@ static cr_status frexp_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
     return CR_OK;
 }
 
-static cr_status frexp_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                             const void *udata)
+static cr_status frexp_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)udata;
     cr_status st = frexp_primal(arena, f, args, nargs, y);
     if (st != CR_OK)
         return st;
-    frexp_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(frexp_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, frexp_env, e);
     bool f32 = false;
     real_args(args, 1, &f32);
     double m;
@@ -512,12 +496,8 @@ static cr_status remquo_primal(cr_arena *arena, const cr_value *f, const cr_valu
 static const cr_function remquo_function = {.name = "remquo", .arity = 2, .primal = remquo_primal};
 const cr_value cr_fn_remquo = {.kind = CR_KIND_FUNC, .u.func = {&remquo_function, NULL}};
 
-static cr_status remquo_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                              const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                              cr_tangent *dy, const void *udata)
+static cr_status remquo_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)udata;
     cr_status st = remquo_primal(arena, f, args, nargs, y);
     if (st != CR_OK)
         return st;
@@ -542,10 +522,8 @@ typedef struct remquo_env {
     cr_kind kinds[2];
 } remquo_env;
 
-static cr_status remquo_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                 void *env)
+static cr_status remquo_pullback(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     const remquo_env *e = env;
     double g = 0.0;
     cr_status st = real_int_cotangent(arena, "remquo_pullback", dy, &g);
@@ -557,18 +535,12 @@ static cr_status remquo_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
     return CR_OK;
 }
 
-static cr_status remquo_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                              const void *udata)
+static cr_status remquo_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)udata;
     cr_status st = remquo_primal(arena, f, args, nargs, y);
     if (st != CR_OK)
         return st;
-    remquo_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(remquo_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, remquo_env, e);
     bool f32 = false;
     real_args(args, 2, &f32);
     double r;
@@ -658,12 +630,8 @@ static const cr_function hypot_function = {.name = "hypot",
                                            .flags = CR_FN_SCALAR_ROW};
 const cr_value cr_fn_hypot = {.kind = CR_KIND_FUNC, .u.func = {&hypot_function, NULL}};
 
-static cr_status hypot_n_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                               const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                               cr_tangent *dy, const void *udata)
+static cr_status hypot_n_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)udata;
     cr_status st = hypot_primal(arena, f, args, nargs, y);
     if (st != CR_OK)
         return st;
@@ -696,10 +664,8 @@ typedef struct hypot_arg {
     cr_kind kind;
 } hypot_arg;
 
-static cr_status hypot_n_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                  void *env)
+static cr_status hypot_n_pullback(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     const hypot_env *e = env;
     const hypot_arg *a = (const hypot_arg *)(const void *)(e + 1);
     double g;
@@ -716,12 +682,8 @@ static cr_status hypot_n_pullback(const cr_tangent *dy, cr_tangent *dx, size_t n
     return CR_OK;
 }
 
-static cr_status hypot_n_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                               const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                               const void *udata)
+static cr_status hypot_n_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)udata;
     cr_status st = hypot_primal(arena, f, args, nargs, y);
     if (st != CR_OK)
         return st;
@@ -753,38 +715,32 @@ static const cr_rule_test hypot4_test = {
 
 cr_status cr__math_register_hand(cr_registry *reg)
 {
-    cr_status st;
-    cr_rule_def d = {0};
-    d.fn = &frexp_function;
-    d.nargs = 1;
-    d.args = k_real_args;
-    d.frule = frexp_frule;
-    d.rrule = frexp_rrule;
-    d.test = &frexp_test;
-    if ((st = cr_registry_add(reg, &d)) != CR_OK)
-        return st;
-
-    d = (cr_rule_def){0};
-    d.fn = &remquo_function;
-    d.nargs = 2;
-    d.args = k_real_args;
-    d.frule = remquo_frule;
-    d.rrule = remquo_rrule;
-    d.test = &remquo_test;
-    if ((st = cr_registry_add(reg, &d)) != CR_OK)
-        return st;
-
-    /* hypot(x, y, z, w...): three or more arguments (the last matcher repeats). */
-    d = (cr_rule_def){0};
-    d.fn = &hypot_function;
-    d.nargs = 4;
-    d.args = k_real_args;
-    d.variadic = true;
-    d.frule = hypot_n_frule;
-    d.rrule = hypot_n_rrule;
-    d.test = &hypot4_test;
-    if ((st = cr_registry_add(reg, &d)) != CR_OK)
-        return st;
-
+    static const cr_rule_def k_hand[] = {
+        {.fn = &frexp_function,
+         .nargs = 1,
+         .args = k_real_args,
+         .frule = frexp_frule,
+         .rrule = frexp_rrule,
+         .test = &frexp_test},
+        {.fn = &remquo_function,
+         .nargs = 2,
+         .args = k_real_args,
+         .frule = remquo_frule,
+         .rrule = remquo_rrule,
+         .test = &remquo_test},
+        /* hypot(x, y, z, w...): three or more arguments (the last matcher repeats). */
+        {.fn = &hypot_function,
+         .nargs = 4,
+         .args = k_real_args,
+         .variadic = true,
+         .frule = hypot_n_frule,
+         .rrule = hypot_n_rrule,
+         .test = &hypot4_test},
+    };
+    for (size_t i = 0; i < sizeof k_hand / sizeof k_hand[0]; i++) {
+        cr_status st = cr_registry_add(reg, &k_hand[i]);
+        if (st != CR_OK)
+            return st;
+    }
     return CR_OK;
 }

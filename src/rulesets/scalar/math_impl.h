@@ -53,6 +53,17 @@
         return (float)NAME##_d((double)x, (double)y); \
     }
 
+/* NAME_d and NAME_f: the <tgmath.h> function NAME itself, in double and in float. */
+#define LIBM_DF(NAME)                \
+    static double NAME##_d(double x) \
+    {                                \
+        return NAME(x);              \
+    }                                \
+    static float NAME##_f(float x)   \
+    {                                \
+        return NAME(x);              \
+    }
+
 /* x * (HI + LO) with one rounding of the sum: fma(x, HI, x*LO). */
 static inline double mul_dd(double x, double hi, double lo)
 {

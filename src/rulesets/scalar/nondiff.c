@@ -45,6 +45,16 @@ static const nd_info k_nd_info[ND_COUNT] = {
     {ND_ISINF},  {ND_ISFINITE}, {ND_ISNORMAL},   {ND_NEXTAFTER}, {ND_NEXTTOWARD},
 };
 
+/* A case of nd_primal: OP's result F(x) (in float when f32), real or an integer. */
+#define ND_REAL(OP, F)                  \
+    case OP:                            \
+        r = f32 ? (double)F(xf) : F(x); \
+        break
+#define ND_INT(OP, F)                            \
+    case OP:                                     \
+        *out = cr_value_i64(f32 ? F(xf) : F(x)); \
+        return CR_OK
+
 /* The primal of the non-differentiable functions: real arguments, computed in float when
  * every floating argument is a float; real results keep that type, integer results are
  * int64 values, predicates bool. */
@@ -60,27 +70,13 @@ static cr_status nd_primal(cr_arena *arena, const cr_value *f, const cr_value *a
     float xf = (float)x;
     double r = 0;
     switch (info->op) {
-    case ND_FLOOR:
-        r = f32 ? (double)floor(xf) : floor(x);
-        break;
-    case ND_CEIL:
-        r = f32 ? (double)ceil(xf) : ceil(x);
-        break;
-    case ND_TRUNC:
-        r = f32 ? (double)trunc(xf) : trunc(x);
-        break;
-    case ND_ROUND:
-        r = f32 ? (double)round(xf) : round(x);
-        break;
-    case ND_NEARBYINT:
-        r = f32 ? (double)nearbyint(xf) : nearbyint(x);
-        break;
-    case ND_RINT:
-        r = f32 ? (double)rint(xf) : rint(x);
-        break;
-    case ND_LOGB:
-        r = f32 ? (double)logb(xf) : logb(x);
-        break;
+        ND_REAL(ND_FLOOR, floor);
+        ND_REAL(ND_CEIL, ceil);
+        ND_REAL(ND_TRUNC, trunc);
+        ND_REAL(ND_ROUND, round);
+        ND_REAL(ND_NEARBYINT, nearbyint);
+        ND_REAL(ND_RINT, rint);
+        ND_REAL(ND_LOGB, logb);
     case ND_NEXTAFTER:
         r = f32 ? (double)nextafter(xf, (float)real_of(&args[1])) : nextafter(x, real_of(&args[1]));
         break;
@@ -88,24 +84,12 @@ static cr_status nd_primal(cr_arena *arena, const cr_value *f, const cr_value *a
         r = f32 ? (double)nexttowardf(xf, (long double)real_of(&args[1]))
                 : nexttoward(x, (long double)real_of(&args[1]));
         break;
-    case ND_LROUND:
-        *out = cr_value_i64(f32 ? lround(xf) : lround(x));
-        return CR_OK;
-    case ND_LLROUND:
-        *out = cr_value_i64(f32 ? llround(xf) : llround(x));
-        return CR_OK;
-    case ND_LRINT:
-        *out = cr_value_i64(f32 ? lrint(xf) : lrint(x));
-        return CR_OK;
-    case ND_LLRINT:
-        *out = cr_value_i64(f32 ? llrint(xf) : llrint(x));
-        return CR_OK;
-    case ND_ILOGB:
-        *out = cr_value_i64(f32 ? ilogb(xf) : ilogb(x));
-        return CR_OK;
-    case ND_FPCLASSIFY:
-        *out = cr_value_i64(f32 ? fpclassify(xf) : fpclassify(x));
-        return CR_OK;
+        ND_INT(ND_LROUND, lround);
+        ND_INT(ND_LLROUND, llround);
+        ND_INT(ND_LRINT, lrint);
+        ND_INT(ND_LLRINT, llrint);
+        ND_INT(ND_ILOGB, ilogb);
+        ND_INT(ND_FPCLASSIFY, fpclassify);
     case ND_SIGNBIT:
         *out = cr_value_bool(f32 ? signbit(xf) != 0 : signbit(x) != 0);
         return CR_OK;
@@ -127,6 +111,8 @@ static cr_status nd_primal(cr_arena *arena, const cr_value *f, const cr_value *a
     *out = f32 ? cr_value_f32((float)r) : cr_value_f64(r);
     return CR_OK;
 }
+#undef ND_REAL
+#undef ND_INT
 
 #define DEFINE_ND(NAME, OP, NIN)                                                    \
     static const cr_function NAME##_function = {                                    \

@@ -230,47 +230,26 @@ void cr__sincospi(double x, double *s, double *c)
     sincos_units(x, &k_halfturns, s, c);
 }
 
-static double sinpi_d(double x)
-{
-    double s, c;
-    sincos_units(x, &k_halfturns, &s, &c);
-    return s;
-}
+/* NAME_d(x): EXPR of the sine s and cosine c of x in the units U (sincos_units). */
+#define UNITS_FN(NAME, U, EXPR)      \
+    static double NAME##_d(double x) \
+    {                                \
+        double s, c;                 \
+        sincos_units(x, &U, &s, &c); \
+        return EXPR;                 \
+    }
 
-static double cospi_d(double x)
-{
-    double s, c;
-    sincos_units(x, &k_halfturns, &s, &c);
-    return c;
-}
+UNITS_FN(sinpi, k_halfturns, s)
 
-static double sind_d(double x)
-{
-    double s, c;
-    sincos_units(x, &k_degrees, &s, &c);
-    return s;
-}
+UNITS_FN(cospi, k_halfturns, c)
 
-static double cosd_d(double x)
-{
-    double s, c;
-    sincos_units(x, &k_degrees, &s, &c);
-    return c;
-}
+UNITS_FN(sind, k_degrees, s)
 
-static double tand_d(double x)
-{
-    double s, c;
-    sincos_units(x, &k_degrees, &s, &c);
-    return s / c;
-}
+UNITS_FN(cosd, k_degrees, c)
 
-static double cotd_d(double x)
-{
-    double s, c;
-    sincos_units(x, &k_degrees, &s, &c);
-    return c / s;
-}
+UNITS_FN(tand, k_degrees, s / c)
+
+UNITS_FN(cotd, k_degrees, c / s)
 
 FLOAT_VIA_DOUBLE(sinpi)
 FLOAT_VIA_DOUBLE(cospi)
