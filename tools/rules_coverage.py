@@ -24,7 +24,7 @@ ALIASES = {
     "Base.literal_pow": "pow", "inv": "inv", "LinearAlgebra.inv!": "inv!",
     "exp": "exp", "LinearAlgebra.exp!": "exp!", "eigen!": "eigen", "eigvals!": "eigvals",
     "lu!": "lu", "mul!": "matmul", "BLAS.dot": "dot", "BLAS.asum": "asum", "BLAS.nrm2": "nrm2",
-    "BLAS.gemm!": "gemm", "BLAS.gemv!": "gemv", "LAPACK.trsyl!": "trsyl", "Base.vect": "vcat",
+    "BLAS.gemm!": "gemm", "BLAS.gemv!": "gemv", "LAPACK.trsyl!": "trsyl", "Base.vect": "vect",
     "$findm": "findmax", "reduce": "foldl", "broadcasted": "broadcast",
     "Broadcast.instantiate": "broadcast", "copy∘broadcasted": "broadcast",
     "Base.unsafe_getindex": "getindex", "collect∘eachcol": "eachcol",
@@ -51,8 +51,7 @@ FAMILY_ALIASES = {
 # Julia names with no C meaning here, and why.
 NO_C = {
     "Base.CoreLogging.with_logger": "logging", "task_local_storage": "Julia tasks",
-    "merge": "NamedTuple", "setfield!": "mutable structs (the engine's struct I/O instead)",
-    "getfield": "struct fields (the engine's struct I/O)", "getproperty": "fields of factorisation objects (tuples here)",
+    "merge": "NamedTuple", "getproperty": "fields of factorisation objects (tuples here)",
     "Core.compilerbarrier": "the Julia compiler", "typeassert": "Julia types",
     "AbstractFloat": "a type conversion", "Float32": "a type conversion (f32 arrays and values)",
     "Float64": "a type conversion", "float": "a type conversion", "complex": "a type conversion",
@@ -176,7 +175,11 @@ def main():
               "functions here (`sort(v; rev, by)` is `sort_ex`, `partialsort` with a range "
               "`partialsort_ex`, `unique(A; dims)` `unique_ex`, `repeat(A; inner, outer)` "
               "`repeat_ex`), Mooncake's in-place BLAS routines are functional (`BLAS.scal!` is "
-              "`scal`), and the sparse determinants are `sparse_det`, `sparse_logdet` and "
+              "`scal`), the pairs of `diagm(k1 => v1, ...)` and `diagm(m, n, k1 => v1, ...)` are "
+              "arguments (`diagm(k1, v1, ...)`, `diagm(m, n, k1, v1, ...)`), `norm(x, p)` takes "
+              "every p Julia's does (p = 0, p < 0 and -Inf included), `setfield!` and `getfield` "
+              "act on struct values described by a `cr_type` (their tangent a MutableTangent, "
+              "docs/tangents.md), and the sparse determinants are `sparse_det`, `sparse_logdet` and "
               "`sparse_logabsdet` (docs/rules-arrays.md, docs/rules-linalg.md, "
               "docs/rules-sparse.md).\n\n")
     out.write("## Missing, family by family\n\n")
