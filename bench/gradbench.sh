@@ -1,17 +1,25 @@
 #!/bin/sh
-# GradBench's evals run here, for chainrules-c's two variants (chainrules-c, chainrules-c-tape)
-# and GradBench's `manual` C++ tool (docs/gradbench.md).
+# GradBench's evals run here, for chainrules-c's two variants (chainrules-c, chainrules-c-tape),
+# GradBench's `manual` C++ tool and its `adol-c` (C++ on Debian's libadolc-dev) and `pytorch`
+# (Python on Debian's python3-torch) tools (docs/gradbench.md).
 #
 #   bench/gradbench.sh --setup            prepare the GradBench copy (below) and build `manual`
 #   bench/gradbench.sh [--quick] [EVAL...]  run the evals (all by default) for every tool,
 #                                          then print the table and draw the plot
+#   bench/gradbench.sh --table            only the table and the plot, from the results there
+#
+# `bench/gradbench.sh ht ba` reruns ht (both variants) and ba only: the other results in OUT
+# are kept, and the table is made of all of them. The packages: `tools/deps.sh bench`.
 #
 # Variables: GRADBENCH_REPO, a clone of https://github.com/gradbench/gradbench (bare or not;
 # needed by --setup); GRADBENCH_DIR, the prepared copy (default build/gradbench, which the
 # CTest test `gradbench` uses); BUILD (default build), where chainrules-gradbench is built;
 # MIN_SECONDS (default 0.5) and MIN_RUNS (default 3), the evals' timing loop; TOOLS (default
-# "chainrules-c chainrules-c-tape manual"); OUT (default $BUILD/gradbench-results), the logs and summaries.
-# --quick runs the smallest size of every eval only.
+# "chainrules-c chainrules-c-tape manual adol-c pytorch"); OUT (default $BUILD/gradbench-results), the logs and summaries.
+# --quick runs the smallest size of every eval only. A tool runs only the evals it implements
+# (GradBench's tools/TOOL/evals.txt: adol-c all but particle and saddle, pytorch gmm, hello,
+# kmeans, lse and lstm; its ba answers fail and its ht times out in GradBench's own runs).
+# TASKSET (e.g. "taskset -c 1") prefixes every tool's command.
 #
 # The copy holds GradBench's python/, cpp/, tools/manual/ and evals/ (with their data files
 # as the repository stores them; files absent from the clone are left out, and the evals
@@ -26,7 +34,8 @@ BUILD=${BUILD:-$here/build}
 GRADBENCH_DIR=${GRADBENCH_DIR:-$BUILD/gradbench}
 MIN_SECONDS=${MIN_SECONDS:-0.5}
 MIN_RUNS=${MIN_RUNS:-3}
-TOOLS=${TOOLS:-chainrules-c chainrules-c-tape manual}
+TOOLS=${TOOLS:-chainrules-c chainrules-c-tape manual adol-c pytorch}
+TASKSET=${TASKSET:-}
 OUT=${OUT:-$BUILD/gradbench-results}
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
@@ -38,7 +47,8 @@ setup() {
     fi
     g="git -C $GRADBENCH_REPO"
     mkdir -p "$GRADBENCH_DIR"
-    $g archive HEAD CONTRIBUTING.md python cpp tools/manual | tar -x -C "$GRADBENCH_DIR"
+    $g archive HEAD CONTRIBUTING.md python cpp tools/manual tools/adol-c tools/pytorch |
+        tar -x -C "$GRADBENCH_DIR"
     $g ls-tree -r --name-only HEAD evals | while read -r f; do
         dst="$GRADBENCH_DIR/$f"
         [ -e "$dst" ] && continue
@@ -66,6 +76,17 @@ setup() {
         fi
     fi
     make -s -C "$GRADBENCH_DIR/tools/manual" NATIVE=no
+}
+
+# whether tool $1 implements eval $2 (GradBench's evals.txt; our variants implement all)
+implements() {
+    case $1 in
+        chainrules-c | chainrules-c-tape | manual) return 0 ;;
+        pytorch) list="gmm hello kmeans lse lstm" ;;
+        *) list=$(awk 'NF == 1 { print $1 }' "$GRADBENCH_DIR/tools/$1/evals.txt" 2>/dev/null) ;;
+    esac
+    case " $(echo $list) " in *" $2 "*) return 0 ;; esac
+    return 1
 }
 
 # eval arguments: the evals' default configurations (their run.py), or the smallest sizes
@@ -110,13 +131,24 @@ tool_cmd() {
         chainrules-c) echo "$BUILD/tools/gradbench/chainrules-gradbench" ;;
         chainrules-c-tape) echo "$BUILD/tools/gradbench/chainrules-gradbench-tape" ;;
         manual) echo "$PY python/gradbench/gradbench/cpp.py manual" ;;
+        adol-c) echo "$PY python/gradbench/gradbench/cpp.py adol-c" ;;
+        pytorch) echo "$PY python/gradbench/gradbench/tools/pytorch/run.py" ;;
         *) echo "gradbench.sh: unknown tool $1" >&2; exit 2 ;;
     esac
+}
+
+table() {
+    # shellcheck disable=SC2086 # one word per tool
+    "$PY" "$here/bench/gradbench_table.py" --results "$OUT" --tools $TOOLS \
+        ${GRADBENCH_REPO:+--nightly "$GRADBENCH_REPO"} --plot-data "$OUT/plot.json" >"$OUT/table.md"
+    "$PY" "$here/bench/gradbench_plot.py" "$OUT/plot.json" "$OUT/gradbench.svg"
+    cat "$OUT/table.md"
 }
 
 quick=0
 case "${1:-}" in
     --setup) setup; exit 0 ;;
+    --table) table; exit 0 ;;
     --quick) quick=1; shift ;;
 esac
 mkdir -p "$OUT"
@@ -127,16 +159,14 @@ while read -r name args; do
         case " $* " in *" $name "*) ;; *) continue ;; esac
     fi
     for tool in $TOOLS; do
+        implements "$tool" "$name" || continue
         tag=$(echo "$name $args" | tr ' ' '_' | tr -s '_' | sed 's/_$//; s/--//g')
         # shellcheck disable=SC2086 # the eval's arguments are words
         "$PY" "$here/tools/gradbench/run.py" --python "$PY" --gradbench "$GRADBENCH_DIR" \
-            --tool "$(tool_cmd "$tool")" --tool-cwd "$GRADBENCH_DIR" --eval "$name" \
+            --tool "$TASKSET $(tool_cmd "$tool")" --tool-cwd "$GRADBENCH_DIR" --eval "$name" \
             --log "$OUT/$tool.$tag.jsonl" --summary "$OUT/$tool.$tag.summary" \
             -- $args --min-runs "$MIN_RUNS" --min-seconds "$MIN_SECONDS" || status=1
     done
 done <"$OUT/configs"
-# shellcheck disable=SC2086 # one word per tool
-"$PY" "$here/bench/gradbench_table.py" --results "$OUT" --tools $TOOLS \
-    ${GRADBENCH_REPO:+--nightly "$GRADBENCH_REPO"} --svg "$OUT/gradbench.svg" >"$OUT/table.md"
-cat "$OUT/table.md"
+table
 exit $status

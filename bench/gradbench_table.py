@@ -3,7 +3,7 @@
 
     gradbench_table.py --results DIR [--tools chainrules-c chainrules-c-tape manual]
                        [--nightly GIT_DIR]
-                       [--svg FILE]
+                       [--plot-data FILE]
 
 Reads DIR/TOOL.TAG.summary (tools/gradbench/run.py --summary) and prints Markdown: for
 every eval and size, each tool's primal and derivative time (the mean of the evaluate
@@ -11,7 +11,8 @@ timings of the message, as GradBench's scorer computes them) and their ratio; th
 eval the median ratio over the sizes, beside GradBench's published nightly ratios (read
 from the nightly branch of the clone GIT_DIR: evals/EVAL/summary.json). The per-size table
 ends with each tool's ratio over the reference's (`manual` when it is among the tools, else
-the last one).
+the last one). --plot-data writes the medians and ranges as JSON for
+bench/gradbench_plot.py.
 """
 
 import argparse
@@ -35,6 +36,8 @@ PAIRS = {
 }
 # GradBench's C and C++ tools, whose nightly ratios are shown.
 CTOOLS = ["manual", "enzyme", "tapenade", "adol-c", "codipack", "adept", "ad-hpp", "cppad"]
+# Other tools run here whose nightly ratios are shown too.
+NIGHTLY_OTHERS = ["pytorch"]
 NIGHTLY_REF = "ci/refs/heads/nightly"
 
 
@@ -141,12 +144,13 @@ def main():
     ap.add_argument("--results", required=True)
     ap.add_argument("--tools", nargs="+", default=["chainrules-c", "chainrules-c-tape", "manual"])
     ap.add_argument("--nightly", help="GradBench clone with the nightly branch")
-    ap.add_argument("--svg")
+    ap.add_argument("--plot-data", help="JSON file for bench/gradbench_plot.py")
     args = ap.parse_args()
     data, order = load(args.results, args.tools)
     night, commit = nightly(args.nightly)
 
     medians = {}  # label -> {column: median ratio}
+    ranges = {}  # label -> {column: [min, max] ratio}
     print("## Per size\n")
     head = ["eval", "size"]
     for t in args.tools:
@@ -179,14 +183,16 @@ def main():
                 row.append(fmt_r(r / rr) if r and rr else "-")
             print("| " + " | ".join(row) + " |")
         medians[label] = {f"{t} (here)": statistics.median(v) for t, v in ratios.items() if v}
+        ranges[label] = {f"{t} (here)": [min(v), max(v)] for t, v in ratios.items() if v}
         if not label.startswith("ht (simple"):
-            for t in CTOOLS:
+            for t in CTOOLS + NIGHTLY_OTHERS:
                 v = list(night.get(ev, {}).get(t, {}).values())
                 if v:
                     medians[label][f"{t} (nightly)"] = statistics.median(v)
 
     print("\n## Median derivative / primal ratio over the sizes\n")
-    cols = [f"{t} (here)" for t in args.tools] + [f"{t} (nightly)" for t in CTOOLS]
+    cols = [f"{t} (here)" for t in args.tools] + [
+        f"{t} (nightly)" for t in CTOOLS + NIGHTLY_OTHERS]
     cols = [c for c in cols if any(c in m for m in medians.values())]
     print("| eval | " + " | ".join(cols) + " |")
     print("|---|" + "---|" * len(cols))
@@ -208,66 +214,22 @@ def main():
                           " | ".join(fmt_t(f.get(v)) for v in ("ff", "rf", "fr", "rr")) + " |")
     print("\n## Validation\n")
     print("\n".join(validation(args.results, args.tools)))
-    if args.svg:
-        write_svg(args.svg, order, medians, cols)
-
-
-def write_svg(path, order, medians, cols):
-    """Grouped horizontal bars, log scale: per eval, the median ratio of each column."""
-    import math
-
-    labels = [l for l in order if l in medians and medians[l]]
-    colors = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-              "#7f7f7f", "#bcbd22", "#17becf"]
-    bar, gap, left, width = 9, 14, 190, 560
-    lo, hi = 0.5, 1000.0
-    vals = [v for m in medians.values() for v in m.values() if v and v > 0]
-    if vals:
-        lo = min(lo, min(vals) / 1.5)
-        hi = max(10.0, max(vals) * 1.5)
-
-    def xpos(v):
-        return left + width * (math.log10(v) - math.log10(lo)) / (math.log10(hi) - math.log10(lo))
-
-    rows = []
-    y = 40
-    for l in labels:
-        present = [c for c in cols if c in medians[l]]
-        h = bar * len(present)
-        rows.append(f'<text x="{left - 8}" y="{y + h / 2 + 4}" text-anchor="end" '
-                    f'font-size="12">{l}</text>')
-        for c in present:
-            v = medians[l][c]
-            col = colors[cols.index(c) % len(colors)]
-            rows.append(f'<rect x="{left}" y="{y}" width="{max(1, xpos(v) - left):.1f}" '
-                        f'height="{bar - 1}" fill="{col}"><title>{l}: {c} {v:.3g}</title></rect>')
-            y += bar
-        y += gap
-    height = y + 30 + 16 * ((len(cols) + 2) // 3)
-    ticks = []
-    d = 10 ** math.floor(math.log10(lo))
-    while d <= hi:
-        for m in (1, 2, 5):
-            v = d * m
-            if lo <= v <= hi:
-                ticks.append(f'<line x1="{xpos(v):.1f}" y1="30" x2="{xpos(v):.1f}" y2="{y}" '
-                             f'stroke="#ddd"/><text x="{xpos(v):.1f}" y="24" font-size="10" '
-                             f'text-anchor="middle">{v:g}</text>')
-        d *= 10
-    legend = []
-    for i, c in enumerate(cols):
-        lx, ly = left + (i % 3) * 190, y + 20 + 16 * (i // 3)
-        legend.append(f'<rect x="{lx}" y="{ly - 9}" width="10" height="10" '
-                      f'fill="{colors[i % len(colors)]}"/><text x="{lx + 14}" y="{ly}" '
-                      f'font-size="11">{c}</text>')
-    svg = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 30}" '
-           f'height="{height}" font-family="sans-serif">\n'
-           f'<rect width="100%" height="100%" fill="white"/>\n'
-           f'<text x="{left}" y="12" font-size="12">derivative time / primal time '
-           f'(median over sizes, log scale)</text>\n'
-           + "\n".join(ticks + rows + legend) + "\n</svg>\n")
-    with open(path, "w") as f:
-        f.write(svg)
+    print("\n## Range of the ratio over the sizes\n")
+    here = [f"{t} (here)" for t in args.tools]
+    print("| eval | " + " | ".join(here) + " |")
+    print("|---|" + "---|" * len(here))
+    for label in order:
+        if label in ranges and ranges[label]:
+            cells = []
+            for c in here:
+                r = ranges[label].get(c)
+                cells.append(f"{fmt_r(r[0])} - {fmt_r(r[1])}" if r else "-")
+            print(f"| {label} | " + " | ".join(cells) + " |")
+    if args.plot_data:
+        labels = [l for l in order if medians.get(l)]
+        with open(args.plot_data, "w") as f:
+            json.dump({"evals": labels, "columns": cols, "medians": medians, "ranges": ranges,
+                       "nightly": commit}, f, indent=1)
 
 
 if __name__ == "__main__":

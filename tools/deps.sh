@@ -13,6 +13,9 @@
 # the extra packages python3-numpy python3-scipy python3-pydantic python3-dataclasses-json
 # and nlohmann-json3-dev (GradBench's C++ `manual` tool): `sh tools/deps.sh python3-numpy
 # python3-scipy python3-pydantic python3-dataclasses-json nlohmann-json3-dev`.
+# `tools/deps.sh bench` checks those and the packages of the comparison only (never needed
+# by the library or `make test`): python3-torch (GradBench's PyTorch tool), python3-matplotlib
+# (bench/gradbench_plot.py) and libadolc-dev (GradBench's ADOL-C tool).
 # On a system without dpkg-query (not Debian-like) it says so and checks nothing.
 set -eu
 
@@ -35,8 +38,17 @@ if ! command -v dpkg-query >/dev/null 2>&1; then
     exit 0
 fi
 
+extra=""
+for arg in "$@"; do
+    case $arg in
+        bench) extra="$extra python3-numpy python3-scipy python3-pydantic python3-dataclasses-json \
+nlohmann-json3-dev libadolc-dev python3-torch python3-matplotlib" ;;
+        *) extra="$extra $arg" ;;
+    esac
+done
+
 missing=""
-for pkg in $required "$@"; do
+for pkg in $required $extra; do
     status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
     case "$status" in
         *" installed") ;;

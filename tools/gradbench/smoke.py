@@ -3,9 +3,13 @@
 
     smoke.py --gradbench DIR --tool 'COMMAND' [--python PYTHON] [--unimplemented f,g]
 
-DIR as for run.py (bench/gradbench.sh --setup prepares it). Exit status 0 when every
-evaluation is valid, 1 otherwise, 77 (skipped) when the eval's Python packages or DIR
-(with GradBench's `manual` tool built: the evals validate against it) are missing.
+First the in-tree check (tests/tools/gradbench_check.py: the small sizes of every eval,
+inputs generated here, answers checked against the evals' math and central differences;
+Python 3 only), then, when DIR (bench/gradbench.sh --setup prepares it, with GradBench's
+`manual` tool built: the evals validate against it) and the evals' Python packages are
+there, GradBench's own eval programs and validation (run.py) on the smallest size of every
+eval. Exit status 0 when every evaluation is valid, 1 otherwise; without DIR or the
+packages, the status of the in-tree check alone.
 """
 
 import argparse
@@ -42,19 +46,24 @@ def main():
     ap.add_argument("--unimplemented", default="",
                     help="functions the tool may answer with failure (run.py); '' for none")
     args = ap.parse_args()
+    check = os.path.join(HERE, "..", "..", "tests", "tools", "gradbench_check.py")
+    r = subprocess.run([args.python, check, "--tool", args.tool])
+    if r.returncode != 0:
+        print(f"FAILED: the in-tree check (status {r.returncode})")
+        return 1
     probe = subprocess.run(
         [args.python, "-c", "import numpy, scipy, pydantic, dataclasses_json"],
         capture_output=True,
     )
     if probe.returncode != 0:
-        print("skipped: the evals need python3-numpy, python3-scipy, python3-pydantic and "
-              "python3-dataclasses-json")
-        return 77
+        print("GradBench's evals not run: they need python3-numpy, python3-scipy, "
+              "python3-pydantic and python3-dataclasses-json")
+        return 0
     manual = os.path.join(args.gradbench, "tools", "manual", "bin", "gmm")
     if not os.path.exists(manual):
-        print(f"skipped: no GradBench copy with its manual tool built in {args.gradbench} "
-              "(bench/gradbench.sh --setup prepares it)")
-        return 77
+        print(f"GradBench's evals not run: no GradBench copy with its manual tool built in "
+              f"{args.gradbench} (bench/gradbench.sh --setup prepares it)")
+        return 0
     bad = []
     for name, extra in SMALL:
         r = subprocess.run(

@@ -172,6 +172,11 @@ static inline treal lgamma(treal a)
 {
     return treal(cr_lgamma(g_t, a.v));
 }
+/* floor's derivative is zero: its value, a constant (lse's shift) */
+static inline treal floor(treal a)
+{
+    return treal(::floor(a.v.v));
+}
 
 /* The objectives, with `double` a tape scalar. Their headers (math.h, objectives.h) are
  * already included above, with the real double, and are not read again. */
