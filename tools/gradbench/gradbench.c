@@ -539,20 +539,16 @@ static void ba_objective_run(gb_state *s)
         ba_weight_error(s->w + i, s->res2 + i);
 }
 
-/* Each block's 2 x 15 Jacobian: one reverse sweep per row (the row's cotangent seeded),
- * which costs less than the vector forward mode's 15 directions. */
+/* Each block's 2 x 15 Jacobian (columns cam, X, w, as the eval lays them out) in one forward
+ * sweep carrying the 15 directions, each intermediate only the directions it depends on
+ * (chainrules-ad --jacobian: ba_project_jacfwd). */
 static void ba_jacobian_run(gb_state *s)
 {
     for (long i = 0; i < s->p; i++) {
         long cam = i % s->n, pt = i % s->m;
         double err[2];
-        for (int row = 0; row < 2; row++) {
-            double *j = s->res3 + 2 * BA_NCOLS * i + BA_NCOLS * row;
-            double err_b[2] = {row == 0, row == 1};
-            memset(j, 0, BA_NCOLS * sizeof *j);
-            ba_project_rev(s->x + BA_NCAMPARAMS * cam, j, s->y + 3 * pt, j + BA_NCAMPARAMS,
-                           s->w + i, j + BA_NCAMPARAMS + 3, s->z + 2 * i, err, err_b);
-        }
+        ba_project_jacfwd(s->x + BA_NCAMPARAMS * cam, s->y + 3 * pt, s->w + i, s->z + 2 * i, err,
+                          s->res3 + 2 * BA_NCOLS * i);
     }
     for (long i = 0; i < s->p; i++) {
         double one = 1.0, err;
