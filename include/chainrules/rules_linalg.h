@@ -147,7 +147,9 @@ CR_API extern const cr_value cr_fn_rdiv;
  * A = Uᴴ U (potrf). Only A's upper triangle is read (a dense A's lower triangle is
  * ignored, as LAPACK does), so a dense A's cotangent lives on its upper triangle and a
  * Symmetric/Hermitian A's is Hermitian. CR_EDOMAIN when A is not positive definite.
- * Pullback: Seeger et al. (ChainRules' formula).
+ * Pullback: Seeger et al. (ChainRules' formula). `cholesky(x)` of a real number x > 0 (a
+ * 1 x 1 matrix; Julia's `cholesky(x::Real)`) is the number √x of x's precision, with
+ * x̄ = ȳ / (2√x); CR_EDOMAIN for x <= 0.
  */
 CR_API extern const cr_value cr_fn_cholesky;
 
@@ -197,6 +199,14 @@ CR_API extern const cr_value cr_fn_expm;
  * finite at an eigenvalue (log of a matrix that is not positive definite).
  */
 CR_API extern const cr_value cr_fn_matfun_herm;
+
+/**
+ * `sincos_herm(A)`: the tuple (sin A, cos A) of a Hermitian A (its upper triangle read), both
+ * from one eigendecomposition (Julia's `sincos(Hermitian(A))`), each tagged as matfun_herm's
+ * result. Pullback: the sum of the two Daleckii-Krein terms, V (F_sin ∘ (Vᴴ S̄ V) + F_cos ∘
+ * (Vᴴ C̄ V)) Vᴴ, folded onto the triangle read.
+ */
+CR_API extern const cr_value cr_fn_sincos_herm;
 
 /** `svdvals(A)` of a real or complex matrix: the singular values, descending. Pullback:
  *  U diag(S̄) Vᴴ. */
@@ -248,6 +258,14 @@ CR_API extern const cr_value cr_fn_eigvals_general;
  */
 CR_API extern const cr_value cr_fn_cholesky_solve;
 
+/**
+ * `cholesky_rdiv(B, U)` = B (Uᴴ U)⁻¹ for a Cholesky factor U and a matrix B with as many
+ * columns as U (or a vector, read as a row): Julia's `B / C` for `C = cholesky(A)`, the
+ * adjoint of cholesky_solve(U, Bᴴ). A zero on U's diagonal gives CR_EDOMAIN. Pullback:
+ * B̄ = Ȳ (Uᴴ U)⁻¹, Ū = triu(U (Ā + Āᴴ)) with Ā = -Yᴴ B̄ (a thunk).
+ */
+CR_API extern const cr_value cr_fn_cholesky_rdiv;
+
 /** `cholesky_det(U)` = det(Uᴴ U) = Π |u_ii|² of a Cholesky factor (a real number).
  *  Pullback: Ū_ii = 2 ȳ u_ii Π_{j≠i} |u_jj|² (no division: zeros allowed). */
 CR_API extern const cr_value cr_fn_cholesky_det;
@@ -264,6 +282,16 @@ CR_API extern const cr_value cr_fn_cholesky_logdet;
  * derivative of the truncated pseudo-inverse). Real and complex.
  */
 CR_API extern const cr_value cr_fn_pinv;
+
+/**
+ * `pinv_ex(A, atol)` and `pinv_ex(A, atol, rtol)`: Julia's `pinv(A; atol, rtol)`, the
+ * singular values at or below max(atol, rtol * s_max) treated as zero; without rtol, Julia's
+ * default eps * min(m, n) when atol is 0 and 0 otherwise. atol and rtol are real numbers
+ * (CR_EINVAL for NaN; a negative one truncates nothing) with zero cotangents. pinv and pinv_ex of a
+ * vector x (an m x 1 matrix) give the 1 x m matrix xᴴ / |x|² (zero at x = 0), Julia's `pinv(x)`.
+ * Pullback: pinv's.
+ */
+CR_API extern const cr_value cr_fn_pinv_ex;
 
 /**
  * `sylvester(A, B, C)`: the X with A X + X B + C = 0 (Julia's sign convention), A n x n, B
@@ -412,6 +440,29 @@ CR_API extern const cr_value cr_fn_trsm;
  * copied entries, B̄ = ȳ on the others.
  */
 CR_API extern const cr_value cr_fn_lacpy;
+
+/**
+ * `dotu(x, y)` = Σ x_i y_i, the unconjugated dot product of two float vectors of one length
+ * (BLAS dotu; for real vectors the same as dot). Pullback: x̄ = ȳ conj(y), ȳ_y = ȳ conj(x).
+ */
+CR_API extern const cr_value cr_fn_dotu;
+
+/**
+ * `syrk(uplo, trans, α, A)` and `syrk(uplo, trans, α, A, β, C)`: C (zeros without β and C)
+ * with its triangle uplo replaced by α op(A) op(A)ᵀ + β C (BLAS syrk, the out-of-place
+ * `syrk!`), op(A) = A or Aᵀ for trans 'N' or 'T' ('C' means 'T' for real A). Pullback with
+ * Gt the cotangent on the triangle and M = op(A): M̄ = conj(α) (Gt + Gtᵀ) conj(M), Ā = op(M̄),
+ * ᾱ = <op(A) op(A)ᵀ, Gt>, β̄ = <C, Gt>, C̄ = conj(β) Gt on the triangle and ȳ off it.
+ */
+CR_API extern const cr_value cr_fn_syrk;
+
+/**
+ * `herk(uplo, trans, α, A)` and `herk(uplo, trans, α, A, β, C)`: as syrk with op(A) op(A)ᴴ,
+ * trans 'N' or 'C' ('T' means 'C' for real A), α and β real; the triangle's diagonal is real
+ * (BLAS herk sets its imaginary part to zero). Pullback: M̄ = α (Gt + Gtᴴ) M, Ā = op(M̄), ᾱ
+ * and β̄ the real parts of syrk's, C̄ = β Gt on the triangle (the real part on the diagonal).
+ */
+CR_API extern const cr_value cr_fn_herk;
 
 CR_END_DECLS
 

@@ -903,29 +903,61 @@ typedef struct pinv_env {
     cr_project *pA;
     cr__cmat Y;    /* n x m */
     cr__cmat P, Q; /* I - U_r U_rᴴ (m x m), I - V_r V_rᴴ (n x n) */
+    bool vec;      /* A a vector (an m x 1 matrix) */
+    bool diff[3];  /* pinv_ex: whether atol and rtol are perturbable */
 } pinv_env;
 
-/* Y = V_r diag(1/s) U_rᴴ over the singular values s > tol = eps * min(m, n) * s_max (Julia's
- * default rtol, eps of the argument's precision), from the thin SVD (gesdd). */
-static cr_status pinv_forward(cr_arena *arena, const cr_value *args, size_t nargs,
+/* pinv_ex's tolerance: max(atol, rtol s_max), rtol by default (two arguments) Julia's,
+ * eps min(m, n) when atol is zero and 0 otherwise. */
+static cr_status pinv_tols(cr_arena *arena, const cr_value *args, size_t nargs, double *atol,
+                           double *rtol)
+{
+    for (size_t i = 1; i < nargs; i++) {
+        cr_kind k = args[i].kind;
+        double v = creal(cr__scalar_of(&args[i]));
+        if ((k != CR_KIND_F64 && k != CR_KIND_F32 && k != CR_KIND_I64 && k != CR_KIND_I32 &&
+             k != CR_KIND_BOOL) ||
+            isnan(v))
+            return CR__FAIL(arena, CR_EINVAL, "pinv_ex: argument %zu (%s) must be a real number",
+                            i + 1, i == 1 ? "atol" : "rtol");
+        *(i == 1 ? atol : rtol) = v;
+    }
+    return CR_OK;
+}
+
+/* Y = V_r diag(1/s) U_rᴴ over the singular values s > tol from the thin SVD (gesdd): pinv's
+ * tol = eps * min(m, n) * s_max (Julia's default rtol, eps of the argument's precision),
+ * pinv_ex's (A, atol[, rtol]) max(atol, rtol * s_max). A vector is an m x 1 matrix (Julia's
+ * pinv of a vector: xᴴ / |x|², zero at zero), its pseudo-inverse 1 x m. */
+static cr_status pinv_forward(cr_arena *arena, bool ex, const cr_value *args, size_t nargs,
                               const cr_array **A, pinv_env *e)
 {
-    cr_status st = cr__nargs(arena, "pinv", nargs, 1, 1);
+    const char *who = ex ? "pinv_ex" : "pinv";
+    double atol = 0, rtol = NAN;
+    cr_status st = cr__nargs(arena, who, nargs, ex ? 2 : 1, ex ? 3 : 1);
     if (st == CR_OK)
-        st = matrix_arg(arena, "pinv", args, nargs, 0, A);
+        st = cr__array_arg(arena, who, args, nargs, 0, A);
+    if (st == CR_OK && ((*A)->ndim != 1 || !cr_dtype_is_float((cr_dtype)(*A)->dtype) ||
+                        !cr__lapack_size_ok((*A)->shape[0])))
+        st = matrix_arg(arena, who, args, nargs, 0, A);
+    if (st == CR_OK && ex)
+        st = pinv_tols(arena, args, nargs, &atol, &rtol);
     if (st != CR_OK)
         return st;
+    e->vec = (*A)->ndim == 1;
+    for (size_t i = 1; i < nargs; i++)
+        e->diff[i] = cr__is_diff(&args[i]);
     bool cplx = (*A)->dtype == CR_DT_C128;
-    size_t m = (*A)->shape[0], n = (*A)->shape[1], k = m < n ? m : n;
+    size_t m = (*A)->shape[0], n = e->vec ? 1 : (*A)->shape[1], k = m < n ? m : n;
     /* P (m x m) and Q (n x n) are not bounded by A's m x n elements (a 0 x n matrix) */
     size_t es = cplx ? sizeof(cr_complex) : sizeof(double), pm[2] = {m, m}, qn[2] = {n, n}, cnt;
-    if ((st = cr__ck_numel(cr_arena_ctx(arena), "pinv", 2, pm, es, &cnt)) != CR_OK ||
-        (st = cr__ck_numel(cr_arena_ctx(arena), "pinv", 2, qn, es, &cnt)) != CR_OK)
+    if ((st = cr__ck_numel(cr_arena_ctx(arena), who, 2, pm, es, &cnt)) != CR_OK ||
+        (st = cr__ck_numel(cr_arena_ctx(arena), who, 2, qn, es, &cnt)) != CR_OK)
         return st;
     cr__cmat F, U, Vt;
     st = cr__cmat_from(arena, *A, cplx, &F);
     if (st == CR_OK)
-        st = cr__lapack_finite(arena, "pinv", &F);
+        st = cr__lapack_finite(arena, who, &F);
     if (st == CR_OK)
         st = cr__cmat_new(arena, cplx, m, k, false, &U);
     if (st == CR_OK)
@@ -938,15 +970,14 @@ static cr_status pinv_forward(cr_arena *arena, const cr_value *args, size_t narg
         st = cr__cmat_new(arena, cplx, n, n, true, &e->Q);
     if (st != CR_OK)
         return st;
-    double *s = cr__arena_array(arena, "pinv", k, sizeof *s, _Alignof(double));
-    lapack_int *iwork =
-        cr__arena_array(arena, "pinv", 8 * k + 1, sizeof *iwork, _Alignof(lapack_int));
+    double *s = cr__arena_array(arena, who, k, sizeof *s, _Alignof(double));
+    lapack_int *iwork = cr__arena_array(arena, who, 8 * k + 1, sizeof *iwork, _Alignof(lapack_int));
     if (s == NULL || iwork == NULL)
         return CR__ALLOC_STATUS(arena);
     lapack_int lm = (lapack_int)m, ln = (lapack_int)n, lk = (lapack_int)k, info = 0;
     if (k > 0 && cplx) {
         size_t mx = m > n ? m : n, a1 = k * (5 * k + 7), a2 = 2 * k * (k + mx) + k;
-        double *rwork = cr__arena_array(arena, "pinv", ((a1 > a2 ? a1 : a2) + 1), sizeof(double),
+        double *rwork = cr__arena_array(arena, who, ((a1 > a2 ? a1 : a2) + 1), sizeof(double),
                                         _Alignof(double));
         cr_complex q;
         if (rwork == NULL)
@@ -954,7 +985,7 @@ static cr_status pinv_forward(cr_arena *arena, const cr_value *args, size_t narg
         info = LAPACKE_zgesdd_work(LAPACK_COL_MAJOR, 'S', lm, ln, F.p, lm, s, U.p, lm, Vt.p, lk, &q,
                                    -1, rwork, iwork);
         size_t lw = (size_t)creal(q) + 1;
-        cr_complex *work = cr__arena_array(arena, "pinv", lw, sizeof *work, _Alignof(cr_complex));
+        cr_complex *work = cr__arena_array(arena, who, lw, sizeof *work, _Alignof(cr_complex));
         if (work == NULL)
             return CR__ALLOC_STATUS(arena);
         info = LAPACKE_zgesdd_work(LAPACK_COL_MAJOR, 'S', lm, ln, F.p, lm, s, U.p, lm, Vt.p, lk,
@@ -964,16 +995,18 @@ static cr_status pinv_forward(cr_arena *arena, const cr_value *args, size_t narg
         info = LAPACKE_dgesdd_work(LAPACK_COL_MAJOR, 'S', lm, ln, F.p, lm, s, U.p, lm, Vt.p, lk, &q,
                                    -1, iwork);
         size_t lw = (size_t)q + 1;
-        double *work = cr__arena_array(arena, "pinv", lw, sizeof *work, _Alignof(double));
+        double *work = cr__arena_array(arena, who, lw, sizeof *work, _Alignof(double));
         if (work == NULL)
             return CR__ALLOC_STATUS(arena);
         info = LAPACKE_dgesdd_work(LAPACK_COL_MAJOR, 'S', lm, ln, F.p, lm, s, U.p, lm, Vt.p, lk,
                                    work, (lapack_int)lw, iwork);
     }
     if (info != 0)
-        return cr__lapack_fail(arena, "pinv", info);
+        return cr__lapack_fail(arena, who, info);
     double eps = (*A)->dtype == CR_DT_F32 ? (double)FLT_EPSILON : DBL_EPSILON;
-    double tol = k > 0 ? eps * (double)k * s[0] : 0;
+    if (isnan(rtol)) /* not given */
+        rtol = atol == 0 ? eps * (double)k : 0;
+    double tol = k > 0 ? fmax(atol, rtol * s[0]) : 0;
     for (size_t i = 0; i < m; i++)
         cr__cmat_set(&e->P, i, i, 1.0);
     for (size_t i = 0; i < n; i++)
@@ -1005,6 +1038,8 @@ static cr_status pinv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     (void)nx;
     pinv_env *e = env;
     dx[0] = cr_tangent_none();
+    for (size_t i = 2; i < nx; i++)
+        dx[i] = e->diff[i - 1] ? cr_tangent_zero() : cr_tangent_none();
     size_t shape[2] = {e->Y.r, e->Y.c};
     cr__cmat G, T1, T2, YYh, YhY, R;
     cr_status st = cr__cmat_tan(arena, "pinv_pullback", *dy, 2, shape, e->Y.cplx, &G);
@@ -1027,21 +1062,18 @@ static cr_status pinv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
         return st;
     cr__cmat_gemm('N', 'N', 1.0, &T1, &YYh, 1.0, &R);
     cr__cmat_gemm('N', 'N', 1.0, &T2, &e->Q, 1.0, &R);
-    return cr__cmat_give(arena, e->pA, &R, false, &dx[1]);
+    return cr__cmat_give(arena, e->pA, &R, e->vec, &dx[1]);
 }
 
-static cr_status pinv_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+static cr_status pinv_rrule_common(cr_arena *arena, bool ex, const cr_value *args, size_t nargs,
+                                   cr_value *y, cr_pullback *pb, const void *udata)
 {
-    (void)cfg;
-    (void)f;
     pinv_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(pinv_env));
     if (e == NULL)
         return CR__ALLOC_STATUS(arena);
     const cr_array *A;
     cr_array *o;
-    cr_status st = pinv_forward(arena, args, nargs, &A, e);
+    cr_status st = pinv_forward(arena, ex, args, nargs, &A, e);
     if (st == CR_OK)
         st = cr__cmat_out(arena, &e->Y, false, (cr_dtype)A->dtype, &o);
     if (st != CR_OK)
@@ -1052,30 +1084,25 @@ static cr_status pinv_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
     st = cr_project_new(arena, &args[0], &e->pA);
     if (st != CR_OK)
         return st;
-    *pb = (cr_pullback){pinv_pullback, e, "pinv_pullback", nargs + 1};
+    *pb = (cr_pullback){pinv_pullback, e, ex ? "pinv_ex_pullback" : "pinv_pullback", nargs + 1};
     return CR_OK;
 }
-CR__ARRAY_FN(pinv, "pinv", 1)
 
 /* frule: Ẏ = -Y Ȧ Y + Y Yᴴ Ȧᴴ (I - A Y) + (I - Y A) Ȧᴴ Yᴴ Y. */
-static cr_status pinv_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+static cr_status pinv_frule_common(cr_arena *arena, bool ex, const cr_tangent *dargs,
+                                   const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     pinv_env e;
     const cr_array *A;
     cr_array *o;
-    cr_status st = pinv_forward(arena, args, nargs, &A, &e);
+    cr_status st = pinv_forward(arena, ex, args, nargs, &A, &e);
     if (st == CR_OK)
         st = cr__cmat_out(arena, &e.Y, false, (cr_dtype)A->dtype, &o);
     if (st != CR_OK)
         return st;
     *y = cr_value_array(o);
     cr__cmat dA, T, R, YYh, YhY;
-    st = cr__cmat_dx(arena, "pinv", dargs, args, 0, e.Y.cplx, &dA);
+    st = cr__cmat_dx(arena, ex ? "pinv_ex" : "pinv", dargs, args, 0, e.Y.cplx, &dA);
     if (st != CR_OK || dA.p == NULL) {
         *dy = cr_tangent_zero();
         return st;
@@ -1098,6 +1125,11 @@ static cr_status pinv_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
     cr__cmat_gemm('N', 'N', 1.0, &T, &YhY, 1.0, &R);
     return cr__tangent_like(arena, o, &R, false, dy);
 }
+
+#define PINV_RULES(NAME, EX) CR__PARAM_RULES(NAME, pinv_rrule_common, pinv_frule_common, EX, -1)
+
+PINV_RULES(pinv, false)
+PINV_RULES(pinv_ex, true)
 
 /* ---- sylvester and lyap -------------------------------------------------------------------- */
 
@@ -1418,9 +1450,20 @@ static cr_status sample_rect(cr_arena *arena, uint64_t *rng, cr_value *args, siz
     cr_array *A;
     cr_status st =
         rand_mat(arena, rng, cr__rng_dtype(rng), wide ? s[1] : s[0], wide ? s[0] : s[1], 2.0, &A);
-    if (st == CR_OK)
-        args[0] = cr_value_array(A);
-    return st;
+    if (st != CR_OK)
+        return st;
+    if (!tall && cr__rng_below(rng, 4) == 0) { /* a vector: A's first row */
+        A->ndim = 1;
+        A->shape[0] = A->shape[1];
+        A->strides[0] = A->strides[1];
+    }
+    args[0] = cr_value_array(A);
+    /* pinv_ex: atol in [0, 0.3), rtol (when given) in [0, 0.1): below the sampled matrices'
+     * singular values (about 1 and more), so nothing is truncated nearby */
+    for (size_t i = 1; i < nargs; i++)
+        args[i] = cr_value_f64(
+            cr__rng_below(rng, 3) == 0 ? 0.0 : cr__rng_unif(rng, 0, i == 1 ? 0.3 : 0.1));
+    return CR_OK;
 }
 
 /* eigen_general: D + 0.3 R with D = diag(4, 6, ...) and, half of the time, a block
@@ -1497,6 +1540,8 @@ static const cr_rule_test k_t_sylv = {.sample = sample_sylv};
 
 cr_status cr__linalg_register_fact(cr_registry *reg)
 {
+    enum { REAL = CR_M_F64 | CR_M_F32 | CR_M_INT | CR_M_BOOL };
+    static const cr_argspec s_pinv_ex[3] = {{CR__M_FARRAY, NULL}, {REAL, NULL}, {REAL, NULL}};
     static const cr__linalg_rule k[] = {
         {&lu_function, cr__linalg_fa, 1, lu_frule, lu_rrule, &k_t_lu, &cr__form_lu},
         {&qr_function, cr__linalg_fa, 1, qr_frule, qr_rrule, &k_t_qr, &cr__form_qr},
@@ -1505,6 +1550,8 @@ cr_status cr__linalg_register_fact(cr_registry *reg)
         {&eigvals_general_function, cr__linalg_fa, 1, eigvals_general_frule, eigvals_general_rrule,
          &k_t_geig, &cr__form_eigvals_general},
         {&pinv_function, cr__linalg_fa, 1, pinv_frule, pinv_rrule, &k_t_pinv, &cr__form_pinv},
+        {&pinv_ex_function, s_pinv_ex, 2, pinv_ex_frule, pinv_ex_rrule, &k_t_pinv, NULL},
+        {&pinv_ex_function, s_pinv_ex, 3, pinv_ex_frule, pinv_ex_rrule, &k_t_pinv, NULL},
         {&sylvester_function, cr__linalg_fa, 3, sylvester_frule, sylvester_rrule, &k_t_sylv,
          &cr__form_sylvester},
         {&lyap_function, cr__linalg_fa, 2, lyap_frule, lyap_rrule, &k_t_sylv, &cr__form_lyap},
@@ -1520,6 +1567,7 @@ CR__NO_LAPACK_FN(qr, "qr")
 CR__NO_LAPACK_FN(eigen_general, "eigen_general")
 CR__NO_LAPACK_FN(eigvals_general, "eigvals_general")
 CR__NO_LAPACK_FN(pinv, "pinv")
+CR__NO_LAPACK_FN(pinv_ex, "pinv_ex")
 CR__NO_LAPACK_FN(sylvester, "sylvester")
 CR__NO_LAPACK_FN(lyap, "lyap")
 
@@ -1665,7 +1713,17 @@ static cr_status pinv_dir(const cr_form_point *p, void *state, const cr_tangent 
     return CR_OK;
 }
 
-const cr_rule_form cr__form_pinv = {cr__form_check_matrix, pinv_init, pinv_dir};
+/* pinv's form is that of a matrix argument (pinv of a vector has none). */
+static const char *pinv_check(const cr_value *args, size_t nargs, const bool *var,
+                              uint32_t *linearity)
+{
+    const char *why = cr__form_check_matrix(args, nargs, var, linearity);
+    if (why == NULL && args[0].u.arr->ndim != 2)
+        why = "pinv of a vector has no second-order form";
+    return why;
+}
+
+const cr_rule_form cr__form_pinv = {pinv_check, pinv_init, pinv_dir};
 
 /* ---- qr ---------------------------------------------------------------------------------------
  */

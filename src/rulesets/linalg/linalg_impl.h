@@ -183,6 +183,7 @@ CR_INTERNAL cr_status cr__linalg_register_cholesky(cr_registry *reg);   /* chole
 CR_INTERNAL cr_status cr__linalg_register_spectral(cr_registry *reg);   /* spectral.c */
 CR_INTERNAL cr_status cr__linalg_register_expm(cr_registry *reg);       /* expm.c */
 CR_INTERNAL cr_status cr__linalg_register_blas_calls(cr_registry *reg); /* blas_calls.c */
+CR_INTERNAL cr_status cr__linalg_register_blas_rank(cr_registry *reg);  /* blas_rank.c */
 
 /* ---- Arguments of the functional BLAS and LAPACK calls (blas_calls.c) ----------------------- */
 

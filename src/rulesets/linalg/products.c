@@ -29,6 +29,8 @@ cr_status cr__family_linalg(cr_registry *reg)
         st = cr__linalg_register_sparse(reg);
     if (st == CR_OK)
         st = cr__linalg_register_blas_tri(reg);
+    if (st == CR_OK)
+        st = cr__linalg_register_blas_rank(reg);
     return st;
 }
 
