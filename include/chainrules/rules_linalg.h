@@ -216,20 +216,24 @@ CR_API extern const cr_value cr_fn_svdvals;
  * ------------------------------------------------------ */
 
 /**
- * `lu(A)` of a square matrix with partial pivoting (getrf): the tuple (L, U, p) with
- * A[p[i], :] = (L U)[i, :]; L unit lower triangular (tagged CR_MAT_LOWER), U upper triangular
- * (tagged CR_MAT_UPPER), p a 0-based i64 row permutation (Julia's `F.p` minus one) whose
- * tangent is NoTangent. A singular A (a zero pivot) gives CR_EDOMAIN, as Julia's `lu` throws.
- * Pullback: Ā = Pᵀ L⁻ᴴ (tril(Lᴴ L̄, -1) + triu(Ū Uᴴ)) U⁻ᴴ. Real and complex.
+ * `lu(A)` of an m x n matrix with partial pivoting (getrf): the tuple (L, U, p) with
+ * A[p[i], :] = (L U)[i, :]; L m x k unit lower, U k x n upper (k = min(m, n); tagged
+ * CR_MAT_LOWER and CR_MAT_UPPER when A is square, dense trapezoids otherwise), p a 0-based
+ * i64 permutation of the m rows (Julia's `F.p` minus one) whose tangent is NoTangent. A
+ * singular A (a zero pivot) gives CR_EDOMAIN, as Julia's `lu` throws. Pullback:
+ * Ā = Pᵀ L⁻ᴴ (tril(Lᴴ L̄, -1) + triu(Ū Uᴴ)) U⁻ᴴ, with the extra block of a rectangular A
+ * folded in (ChainRules' rule). Real and complex.
  */
 CR_API extern const cr_value cr_fn_lu;
 
 /**
- * `qr(A)` of an m x n matrix with m >= n: the tuple (Q, R) of the thin QR factorization
- * (geqrf, orgqr/ungqr), Q m x n with orthonormal columns, R n x n upper triangular (tagged
- * CR_MAT_UPPER) with a real diagonal of any sign (LAPACK's and Julia's convention). m < n
- * gives CR_EUNIMPL. Pullback: M = R R̄ᴴ - Q̄ᴴ Q, Ā = (Q̄ + Q copyltu(M)) R⁻ᴴ; a rank-deficient
- * A (a zero on R's diagonal) gives CR_EDOMAIN there. Real and complex.
+ * `qr(A)` of an m x n matrix: the tuple (Q, R) of the thin QR factorization (geqrf,
+ * orgqr/ungqr), k = min(m, n): Q m x k with orthonormal columns, R k x n upper triangular
+ * (tagged CR_MAT_UPPER when square; a dense upper trapezoid for a wide A) with a real
+ * diagonal of any sign (LAPACK's and Julia's convention). Pullback: M = R R̄ᴴ - Q̄ᴴ Q,
+ * Ā = (Q̄ + Q copyltu(M)) R⁻ᴴ; a wide A = [X Y], R = [U V] gets X̄ from that rule with
+ * Q̄ + Y V̄ᴴ and Ū, and Ȳ = Q V̄. A rank-deficient A (a zero on R's diagonal) gives
+ * CR_EDOMAIN there. Real and complex.
  */
 CR_API extern const cr_value cr_fn_qr;
 
@@ -336,9 +340,10 @@ CR_API extern const cr_value cr_fn_nrm2;
 CR_API extern const cr_value cr_fn_gemv;
 
 /**
- * `getrf(A)` of a square matrix: the tuple (F, ipiv) of the LU factorization with partial
+ * `getrf(A)` of an m x n matrix: the tuple (F, ipiv) of the LU factorization with partial
  * pivoting A = P L U (LAPACK's getrf): F holds L strictly below the diagonal (L's unit
- * diagonal implied) and U on and above it; ipiv the 1-based row interchanges (i64). The
+ * diagonal implied) and U on and above it; ipiv the min(m, n) 1-based row interchanges
+ * (i64); a rectangular A's rules are lu's. The
  * primal of a singular A (a zero pivot) returns the factors; its frule and rrule give
  * CR_EDOMAIN (their formula needs U⁻¹). Pullback (ChainRules' lu rule), with L̄ and Ū the
  * strictly lower and upper parts of F̄: Ā = P L⁻ᴴ (tril₋(Lᴴ L̄) + triu(Ū Uᴴ)) U⁻ᴴ.

@@ -1,34 +1,14 @@
 /*
  * Tests of the linear-algebra rules that complete ChainRules.jl's methods (rules_linalg.h):
  * dotu, syrk and herk; cholesky of a real number and cholesky_rdiv (B / cholesky(A));
- * pinv_ex (atol, rtol) and pinv of a vector; sincos_herm. Every registration through the
+ * pinv_ex (atol, rtol) and pinv of a vector; sincos_herm; qr of wide and lu and getrf of
+ * rectangular matrices. Every registration through the
  * rule tester (finite differences at its sampler's points), then values against sums,
  * products, series and identities written out here, and the errors.
  */
 #include <math.h>
-#include <stdio.h>
 
-#include "test_util.h"
-
-static void expect_pass(fixture *fx, cr_status st, const cr_test_report *r, const char *what)
-{
-    if (st != CR_OK || r->verdict == CR_VERDICT_FAIL) {
-        char buf[1200];
-        cr_test_report_format(r, buf, sizeof buf);
-        print_error("%s: %s (%s; %s)\n", what, buf, cr_status_name(st), cr_ctx_errmsg(fx->ctx));
-        fail();
-    }
-}
-
-/* frule, rrule and their consistency against finite differences at one point. */
-static void check_point(fixture *fx, const cr_value *f, const cr_value *args, size_t nargs,
-                        const char *what)
-{
-    cr_test_report r;
-    expect_pass(fx, cr_test_frule(fx->arena, NULL, f, args, nargs, &r), &r, what);
-    expect_pass(fx, cr_test_rrule(fx->arena, NULL, f, args, nargs, &r), &r, what);
-    expect_pass(fx, cr_test_consistency(fx->arena, NULL, f, args, nargs, &r), &r, what);
-}
+#include "test_rule_points.h"
 
 static cr_complex at(const cr_value *v, size_t i)
 {
@@ -54,27 +34,8 @@ static void test_registrations(void **state)
 {
     fixture *fx = *state;
     cr_ctx_set_debug(fx->ctx, true);
-    const cr_registry *reg = cr_registry_builtin();
-    size_t seen[NFNS] = {0};
-    for (size_t i = 0; i < cr_registry_size(reg); i++) {
-        cr_rule_info info;
-        assert_int_equal(cr_registry_get(reg, i, &info), CR_OK);
-        size_t k = 0;
-        while (k < NFNS && strcmp(info.fn->name, k_fns[k]) != 0)
-            k++;
-        if (k == NFNS)
-            continue;
-        seen[k]++;
-        cr_test_opts opts = {0};
-        opts.npoints = 40;
-        cr_test_report r;
-        cr_status st = cr_test_rule_registration(fx->arena, &opts, &info, &r);
-        expect_pass(fx, st, &r, info.fn->name);
-        if (r.nskipped != 0)
-            print_error("%s: %zu points skipped\n", info.fn->name, (size_t)r.nskipped);
-        assert_int_equal(r.nskipped, 0);
-        assert_true(r.npoints >= 30);
-    }
+    size_t seen[NFNS];
+    check_registrations(fx, k_fns, NFNS, 40, seen);
     /* dotu 1, syrk 2, herk 2, cholesky 2 (matrix, number), cholesky_rdiv 1, pinv_ex 2,
      * pinv 1, sincos_herm 1 */
     const size_t want[NFNS] = {1, 2, 2, 2, 1, 2, 1, 1};
@@ -324,6 +285,96 @@ static void test_sincos(void **state)
     assert_int_equal(cr_function_call(fx->arena, &cr_fn_sincos_herm, &av, 1, &y), CR_ESHAPE);
 }
 
+/* Field k of a tuple value. */
+static const cr_array *field(const cr_value *y, size_t k)
+{
+    assert_int_equal(y->kind, CR_KIND_STRUCT);
+    return (const cr_array *)y->u.obj.ptr + k;
+}
+
+static cr_complex get2(const cr_array *a, size_t i, size_t j)
+{
+    return cr_array_get_linear(a, i * a->shape[1] + j);
+}
+
+/* Wide qr: Q R = A, Q unitary (m x m), R upper trapezoidal (m x n), untagged. */
+static void test_wide_qr(void **state)
+{
+    fixture *fx = *state;
+    double a[8] = {2, -1, 0.5, 3, 1, 4, -2, 0.25};
+    cr_array A = cr_array_matrix(a, 2, 4);
+    cr_value av = cr_value_array(&A), y;
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_qr, &av, 1, &y), CR_OK);
+    const cr_array *Q = field(&y, 0), *R = field(&y, 1);
+    assert_int_equal(Q->shape[0], 2);
+    assert_int_equal(Q->shape[1], 2);
+    assert_int_equal(R->shape[0], 2);
+    assert_int_equal(R->shape[1], 4);
+    assert_int_equal(R->structure, CR_MAT_DENSE);
+    ASSERT_DBL(creal(get2(R, 1, 0)), 0.0);
+    for (size_t i = 0; i < 2; i++)
+        for (size_t j = 0; j < 4; j++) {
+            double qr = 0;
+            for (size_t l = 0; l < 2; l++)
+                qr += creal(get2(Q, i, l)) * creal(get2(R, l, j));
+            ASSERT_CLOSE(qr, a[i * 4 + j], 1e-14);
+        }
+    for (size_t i = 0; i < 2; i++)
+        for (size_t j = 0; j < 2; j++) {
+            double g = 0;
+            for (size_t l = 0; l < 2; l++)
+                g += creal(get2(Q, l, i)) * creal(get2(Q, l, j));
+            ASSERT_CLOSE(g, i == j ? 1.0 : 0.0, 1e-14);
+        }
+    check_point(fx, &cr_fn_qr, &av, 1, "qr 2 x 4");
+    cr_complex z[6] = {CMPLX(1, 1),  CMPLX(0, 2), CMPLX(-1, 0.5),
+                       CMPLX(2, -1), CMPLX(3, 0), CMPLX(0.5, 0.5)};
+    cr_array Z = cmat(z, 2, 3);
+    av = cr_value_array(&Z);
+    check_point(fx, &cr_fn_qr, &av, 1, "qr complex 2 x 3");
+}
+
+/* Rectangular lu and getrf: L U = A[p, :] with L m x k unit lower and U k x n upper. */
+static void test_rect_lu(void **state)
+{
+    fixture *fx = *state;
+    double tall[6] = {1, 2, 5, -1, 0.5, 3}, wide[6] = {1, 5, 0.5, 2, -1, 3};
+    for (int w = 0; w < 2; w++) {
+        size_t m = w ? 2 : 3, n = w ? 3 : 2, k = 2;
+        double *a = w ? wide : tall;
+        cr_array A = cr_array_matrix(a, m, n);
+        cr_value av = cr_value_array(&A), y;
+        assert_int_equal(cr_function_call(fx->arena, &cr_fn_lu, &av, 1, &y), CR_OK);
+        const cr_array *L = field(&y, 0), *U = field(&y, 1), *p = field(&y, 2);
+        assert_int_equal(L->shape[0], m);
+        assert_int_equal(L->shape[1], k);
+        assert_int_equal(U->shape[0], k);
+        assert_int_equal(U->shape[1], n);
+        assert_int_equal(p->shape[0], m);
+        for (size_t i = 0; i < m; i++)
+            for (size_t j = 0; j < n; j++) {
+                double lu = 0;
+                for (size_t l = 0; l < k; l++)
+                    lu += creal(get2(L, i, l)) * creal(get2(U, l, j));
+                size_t pi = (size_t)creal(cr_array_get_linear(p, i));
+                ASSERT_CLOSE(lu, a[pi * n + j], 1e-14);
+            }
+        check_point(fx, &cr_fn_lu, &av, 1, w ? "lu wide" : "lu tall");
+        assert_int_equal(cr_function_call(fx->arena, &cr_fn_getrf, &av, 1, &y), CR_OK);
+        const cr_array *F = field(&y, 0), *ip = field(&y, 1);
+        assert_int_equal(F->shape[0], m);
+        assert_int_equal(F->shape[1], n);
+        assert_int_equal(ip->shape[0], k);
+        /* the packed factors are lu's (the interchanges give the same permutation) */
+        for (size_t i = 0; i < m; i++)
+            for (size_t j = 0; j < n; j++) {
+                double want = i > j ? creal(get2(L, i, j)) : creal(get2(U, i, j));
+                ASSERT_CLOSE(creal(get2(F, i, j)), want, 1e-15);
+            }
+        check_point(fx, &cr_fn_getrf, &av, 1, w ? "getrf wide" : "getrf tall");
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -333,6 +384,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cholesky_extras, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_pinv_extras, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_sincos, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_wide_qr, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_rect_lu, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -208,7 +208,7 @@ static cr_status lu_args(cr_arena *arena, const char *who, const cr_value *args,
 /* ---- getrf -------------------------------------------------------------------------------- */
 
 typedef struct getrf_env {
-    lu_f f;
+    lu_f f; /* F m x n, f.n = k = min(m, n) interchanges */
     bool singular;
     cr_project *pA;
 } getrf_env;
@@ -219,33 +219,33 @@ static cr_status getrf_forward(cr_arena *arena, const cr_value *args, size_t nar
     const cr_array *A;
     cr_status st = cr__nargs(arena, "getrf", nargs, 1, 1);
     if (st == CR_OK)
-        st = cr__matrix32_arg(arena, "getrf", args, nargs, 0, true, &A);
+        st = cr__matrix32_arg(arena, "getrf", args, nargs, 0, false, &A);
     bool cplx = st == CR_OK && A->dtype == CR_DT_C128;
     if (st == CR_OK)
         st = cr__cmat_from(arena, A, cplx, &e->f.F);
     if (st != CR_OK)
         return st;
-    size_t n = A->shape[0];
-    e->f.n = n;
-    e->f.ipiv = cr__arena_array(arena, "getrf", n, sizeof *e->f.ipiv, _Alignof(lapack_int));
-    int64_t *p64 = cr__arena_array(arena, "getrf", n, sizeof *p64, _Alignof(int64_t));
+    size_t m = A->shape[0], n = A->shape[1], k = m < n ? m : n;
+    e->f.n = k;
+    e->f.ipiv = cr__arena_array(arena, "getrf", k, sizeof *e->f.ipiv, _Alignof(lapack_int));
+    int64_t *p64 = cr__arena_array(arena, "getrf", k, sizeof *p64, _Alignof(int64_t));
     tup2 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(tup2));
-    if (e->f.ipiv == NULL || p64 == NULL || t == NULL)
+    if ((k > 0 && (e->f.ipiv == NULL || p64 == NULL)) || t == NULL)
         return CR__ALLOC_STATUS(arena);
-    lapack_int info = n == 0 ? 0
-                      : cplx ? LAPACKE_zgetrf_work(LAPACK_COL_MAJOR, (lapack_int)n, (lapack_int)n,
-                                                   e->f.F.p, (lapack_int)n, e->f.ipiv)
-                             : LAPACKE_dgetrf_work(LAPACK_COL_MAJOR, (lapack_int)n, (lapack_int)n,
-                                                   e->f.F.p, (lapack_int)n, e->f.ipiv);
+    lapack_int lm = (lapack_int)m, ln = (lapack_int)n;
+    lapack_int info = k == 0 ? 0
+                      : cplx
+                          ? LAPACKE_zgetrf_work(LAPACK_COL_MAJOR, lm, ln, e->f.F.p, lm, e->f.ipiv)
+                          : LAPACKE_dgetrf_work(LAPACK_COL_MAJOR, lm, ln, e->f.F.p, lm, e->f.ipiv);
     if (info < 0)
         return cr__lapack_fail(arena, "getrf", info);
     e->singular = info > 0;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < k; i++)
         p64[i] = e->f.ipiv[i];
     cr_array *Fo, *Po;
     st = cr__cmat_out(arena, &e->f.F, false, (cr_dtype)A->dtype, &Fo);
     if (st == CR_OK)
-        st = cr__i64_array(arena, n, p64, &Po);
+        st = cr__i64_array(arena, k, p64, &Po);
     if (st != CR_OK)
         return st;
     t->a = *Fo;
@@ -261,18 +261,36 @@ static cr_status lu_not_diff(cr_arena *arena)
                     "but their derivative, which needs U⁻¹, is not");
 }
 
+/* The m x k unit lower L and k x n upper U packed in an m x n F (a part of F when used for
+ * a cotangent or a tangent: unit is false, L strictly lower). */
+static cr_status getrf_split(cr_arena *arena, const cr__cmat *F, size_t k, bool unit, cr__cmat *L,
+                             cr__cmat *U)
+{
+    cr_status st = cr__cmat_block(arena, F, 0, F->r, 0, k, L);
+    if (st == CR_OK)
+        st = cr__cmat_block(arena, F, 0, k, 0, F->c, U);
+    if (st != CR_OK)
+        return st;
+    cr__cmat_tri(L, 'L', true);
+    cr__cmat_tri(U, 'U', false);
+    for (size_t i = 0; unit && i < k; i++)
+        cr__cmat_set(L, i, i, 1.0);
+    return CR_OK;
+}
+
 /* With L̄ = strictly-lower(F̄), Ū = upper(F̄) (ChainRules' lu rule):
- * Ā = P L⁻ᴴ (strictly-lower(Lᴴ L̄) + upper(Ū Uᴴ)) U⁻ᴴ. */
+ * Ā = P L⁻ᴴ (strictly-lower(Lᴴ L̄) + upper(Ū Uᴴ)) U⁻ᴴ, for rectangular A through
+ * cr__lu_pullback. */
 static cr_status getrf_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                                 void *env)
 {
     (void)nx;
     getrf_env *e = env;
     const char *who = "getrf_pullback";
-    size_t n = e->f.n, shape[2] = {n, n};
+    size_t shape[2] = {e->f.F.r, e->f.F.c}, k = e->f.n;
     dx[0] = cr_tangent_none();
     cr_tangent tF;
-    cr__cmat Fb, L, U, M, G, Mh, Z;
+    cr__cmat Fb, L, U, Lb, Ub, G;
     cr_status st = cr__tuple_field(arena, who, *dy, 0, &tF);
     if (st == CR_OK)
         st = cr__cmat_tan(arena, who, tF, 2, shape, e->f.F.cplx, &Fb);
@@ -280,38 +298,20 @@ static cr_status getrf_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
         dx[1] = cr_tangent_zero();
         return st;
     }
-    st = lu_split(arena, &e->f, &L, &U);
+    st = getrf_split(arena, &e->f.F, k, true, &L, &U);
     if (st == CR_OK)
-        st = cr__cmat_copy(arena, &Fb, &G);
+        st = getrf_split(arena, &Fb, k, false, &Lb, &Ub);
+    if (st == CR_OK)
+        st = cr__lu_pullback(arena, who, &L, &U, &Lb, &Ub, &G);
     if (st != CR_OK)
         return st;
-    cr__cmat_tri(&Fb, 'L', true); /* L̄ */
-    cr__cmat_tri(&G, 'U', false); /* Ū */
-    st = cr__cmat_mul(arena, 'C', 'N', 1.0, &L, &Fb, &M);
-    if (st == CR_OK)
-        st = cr__cmat_mul(arena, 'N', 'C', 1.0, &G, &U, &Z);
-    if (st != CR_OK)
-        return st;
-    cr__cmat_tri(&M, 'L', true);
-    cr__cmat_tri(&Z, 'U', false);
-    for (size_t j = 0; j < n; j++)
-        for (size_t i = 0; i < n; i++)
-            cr__cmat_set(&M, i, j, cr__cmat_get(&M, i, j) + cr__cmat_get(&Z, i, j));
-    st = tri_solve(arena, who, &e->f.F, 'L', 'C', 'U', &M); /* L⁻ᴴ M */
-    if (st == CR_OK)
-        st = cr__cmat_op(arena, 'C', &M, &Mh);
-    if (st == CR_OK)
-        st = tri_solve(arena, who, &e->f.F, 'U', 'N', 'N', &Mh); /* (M U⁻ᴴ)ᴴ */
-    if (st == CR_OK)
-        st = cr__cmat_op(arena, 'C', &Mh, &Z);
-    if (st != CR_OK)
-        return st;
-    lu_perm(&e->f, &Z, false);
-    return cr__cmat_give(arena, e->pA, &Z, false, &dx[1]);
+    lu_perm(&e->f, &G, false);
+    return cr__cmat_give(arena, e->pA, &G, false, &dx[1]);
 }
 
-/* getrf(A): the tuple (F, ipiv) of the LU factorization with partial pivoting A = P L U,
- * L and U packed in F, ipiv 1-based (LAPACK's getrf). */
+/* getrf(A): the tuple (F, ipiv) of the LU factorization with partial pivoting A = P L U of
+ * an m x n A, L and U packed in F, ipiv the min(m, n) 1-based interchanges (LAPACK's
+ * getrf). */
 static cr_status getrf_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
                              const void *udata)
@@ -334,7 +334,8 @@ static cr_status getrf_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
 }
 CR__ARRAY_FN(getrf, "getrf", 1)
 
-/* frule: X = L⁻¹ Pᵀ Ȧ U⁻¹, L̇ = L strictly-lower(X), U̇ = upper(X) U, Ḟ = L̇ + U̇. */
+/* frule: with Pᵀ Ȧ, cr__lu_tangent (square: X = L⁻¹ Pᵀ Ȧ U⁻¹, L̇ = L strictly-lower(X),
+ * U̇ = upper(X) U), Ḟ = L̇ + U̇ packed. */
 static cr_status getrf_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
                              const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
                              cr_tangent *dy, const void *udata)
@@ -349,35 +350,23 @@ static cr_status getrf_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
         return st;
     if (e.singular)
         return lu_not_diff(arena);
-    cr__cmat dA, Wh, X, L, U, R;
+    cr__cmat dA, L, U, dL, dU;
     st = cr__cmat_dx(arena, "getrf", dargs, args, 0, e.f.F.cplx, &dA);
     if (st != CR_OK || dA.p == NULL) {
         *dy = cr_tangent_zero();
         return st;
     }
     lu_perm(&e.f, &dA, true);
-    st = tri_solve(arena, "getrf", &e.f.F, 'L', 'N', 'U', &dA); /* L⁻¹ Pᵀ Ȧ */
+    st = getrf_split(arena, &e.f.F, e.f.n, true, &L, &U);
     if (st == CR_OK)
-        st = cr__cmat_op(arena, 'C', &dA, &Wh);
-    if (st == CR_OK)
-        st = tri_solve(arena, "getrf", &e.f.F, 'U', 'C', 'N', &Wh); /* (W U⁻¹)ᴴ */
-    if (st == CR_OK)
-        st = cr__cmat_op(arena, 'C', &Wh, &X);
-    if (st == CR_OK)
-        st = lu_split(arena, &e.f, &L, &U);
-    if (st == CR_OK)
-        st = cr__cmat_copy(arena, &X, &R);
+        st = cr__lu_tangent(arena, "getrf", &L, &U, &dA, &dL, &dU);
     if (st != CR_OK)
         return st;
-    cr__cmat_tri(&X, 'L', true);
-    cr__cmat_tri(&R, 'U', false);
-    cr__cmat dF;
-    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &L, &X, &dF);
-    if (st != CR_OK)
-        return st;
-    cr__cmat_gemm('N', 'N', 1.0, &R, &U, 1.0, &dF);
+    for (size_t j = 0; j < dA.c; j++) /* dA := Ḟ, L̇'s strictly lower part and U̇ */
+        for (size_t i = 0; i < dA.r; i++)
+            cr__cmat_set(&dA, i, j, i > j ? cr__cmat_get(&dL, i, j) : cr__cmat_get(&dU, i, j));
     cr_array *o;
-    st = cr__cmat_out(arena, &dF, false, dF.cplx ? CR_DT_C128 : CR_DT_F64, &o);
+    st = cr__cmat_out(arena, &dA, false, dA.cplx ? CR_DT_C128 : CR_DT_F64, &o);
     if (st != CR_OK)
         return st;
     cr_tangent fl[2] = {cr_tangent_zero(), cr_tangent_none()};
@@ -1442,18 +1431,20 @@ static cr_status rand_rhs(cr_arena *arena, uint64_t *rng, cr_dtype adt, size_t n
     return st;
 }
 
-/* getrf: a diagonally dominant matrix with its rows shuffled, so that partial pivoting
+/* getrf: the leading n x c block of a diagonally dominant matrix (square half of the time,
+ * else c in 1..4, so tall or wide) with its rows shuffled, so that partial pivoting
  * interchanges rows and its choices are clear (stable under perturbation). */
 static cr_status sample_getrf(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
                               void *env)
 {
     (void)nargs;
     (void)env;
-    size_t n = 2 + cr__rng_below(rng, 3);
+    size_t n = 2 + cr__rng_below(rng, 3), c = cr__rng_below(rng, 2) ? n : 1 + cr__rng_below(rng, 4);
+    size_t big = n > c ? n : c, shape[2] = {n, c};
     cr_array *A, *P;
-    cr_status st = rand_dominant(arena, rng, cr__rng_dtype(rng), n, 3, 4, &A);
+    cr_status st = rand_dominant(arena, rng, cr__rng_dtype(rng), big, 3, 4, &A);
     if (st == CR_OK)
-        st = cr__new_like(arena, (cr_dtype)A->dtype, A, false, &P);
+        st = cr__new(arena, (cr_dtype)A->dtype, 2, shape, false, &P);
     if (st != CR_OK)
         return st;
     size_t perm[4] = {0, 1, 2, 3};
@@ -1463,8 +1454,8 @@ static cr_status sample_getrf(cr_arena *arena, uint64_t *rng, cr_value *args, si
         perm[k] = t;
     }
     for (size_t i = 0; i < n; i++)
-        for (size_t j = 0; j < n; j++)
-            cr__store(P, (ptrdiff_t)(i * n + j), cr__load(A, (ptrdiff_t)(perm[i] * n + j)));
+        for (size_t j = 0; j < c; j++)
+            cr__store(P, (ptrdiff_t)(i * c + j), cr__load(A, (ptrdiff_t)(perm[i] * big + j)));
     args[0] = cr_value_array(P);
     return CR_OK;
 }

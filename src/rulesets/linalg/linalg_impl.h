@@ -266,6 +266,31 @@ CR_INTERNAL cr_status cr__sample_sq(cr_arena *arena, uint64_t *rng, cr_value *ar
 CR_INTERNAL cr_status cr__tri_left(cr_arena *arena, const char *who, const cr__cmat *T, char uplo,
                                    char op, char diag, cr__cmat *X);
 
+/* X := X op(T)⁻¹ (as cr__tri_left, through adjoints). */
+CR_INTERNAL cr_status cr__tri_right(cr_arena *arena, const char *who, const cr__cmat *T, char uplo,
+                                    char op, char diag, cr__cmat *X);
+
+/* A new copy of rows [r0, r0 + r) and columns [c0, c0 + c) of M. */
+CR_INTERNAL cr_status cr__cmat_block(cr_arena *arena, const cr__cmat *M, size_t r0, size_t r,
+                                     size_t c0, size_t c, cr__cmat *out);
+
+/* The LU factorization P A = L U of an m x n A (k = min(m, n)): L m x k unit lower
+ * trapezoidal, U k x n upper trapezoidal, their leading k x k blocks nonsingular. The
+ * cotangent G of P A (m x n) from L̄ and Ū (p NULL for zero; only L̄'s strictly lower part
+ * and Ū's upper part are read): the square rule Pᵀ L⁻ᴴ (tril₋(Lᴴ L̄) + triu(Ū Uᴴ)) U⁻ᴴ on the
+ * leading block, with a wide A's U₂ = L⁻¹ (P A)₂ and a tall A's L₂ = (P A)₂ U⁻¹ folded in
+ * (ChainRules' lu rule for rectangular matrices). */
+CR_INTERNAL cr_status cr__lu_pullback(cr_arena *arena, const char *who, const cr__cmat *L,
+                                      const cr__cmat *U, const cr__cmat *Lb, const cr__cmat *Ub,
+                                      cr__cmat *G);
+
+/* The tangents L̇ (m x k) and U̇ (k x n) of the same factorization along P Ȧ: X = L₁⁻¹ (P Ȧ)₁
+ * U₁⁻¹, L̇₁ = L₁ tril₋(X), U̇₁ = triu(X) U₁; U̇₂ = L⁻¹ ((P Ȧ)₂ - L̇ U₂) (wide),
+ * L̇₂ = ((P Ȧ)₂ - L₂ U̇) U⁻¹ (tall). */
+CR_INTERNAL cr_status cr__lu_tangent(cr_arena *arena, const char *who, const cr__cmat *L,
+                                     const cr__cmat *U, const cr__cmat *PdA, cr__cmat *dL,
+                                     cr__cmat *dU);
+
 /* CR_EBACKEND for a LAPACK info != 0, naming `who`. */
 CR_INTERNAL cr_status cr__lapack_fail(cr_arena *arena, const char *who, lapack_int info);
 
