@@ -434,17 +434,10 @@ static cr_status csolve_rrule(cr_arena *arena, bool right, const cr_value *args,
         st = csolve_out(arena, e, dt, &o);
     if (st != CR_OK)
         return st;
-    *y = cr_value_array(o);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    st = cr_project_new(arena, &args[right ? 1 : 0], &e->pU);
-    if (st == CR_OK)
-        st = cr_project_new(arena, &args[right ? 0 : 1], &e->pB);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){csolve_pullback, e,
-                        right ? "cholesky_rdiv_pullback" : "cholesky_solve_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail2(
+        arena, args, udata, right ? &e->pB : &e->pU, right ? &e->pU : &e->pB, o, y, pb,
+        (cr_pullback){csolve_pullback, e,
+                      right ? "cholesky_rdiv_pullback" : "cholesky_solve_pullback", nargs + 1});
 }
 
 /* frule: Ẏ = (Uᴴ U)⁻¹ (Ḃ - U̇ᴴ U Y - Uᴴ U̇ Y), U̇ read on the upper triangle (on Z and Ḃᴴ for
@@ -462,17 +455,12 @@ static cr_status csolve_frule(cr_arena *arena, bool right, const cr_tangent *dar
         st = csolve_out(arena, &e, dt, &o);
     if (st != CR_OK)
         return st;
-    *y = cr_value_array(o);
     cr__cmat dU, dB, R, W;
-    st = cr__cmat_dx(arena, who, dargs, args, right ? 1 : 0, e.cplx, &dU);
-    if (st == CR_OK)
-        st = cr__cmat_dx(arena, who, dargs, args, right ? 0 : 1, e.cplx, &dB);
-    if (st != CR_OK)
+    bool none = false;
+    st = cr__frule_pair_cmat(arena, who, dargs, args, right ? 1 : 0, right ? 0 : 1, e.cplx, o, y,
+                             &dU, &dB, dy, &none);
+    if (st != CR_OK || none)
         return st;
-    if (dU.p == NULL && dB.p == NULL) {
-        *dy = cr_tangent_zero();
-        return CR_OK;
-    }
     if (dB.p != NULL) {
         st = cr__cmat_copy_as(arena, &dB, e.cplx, &R);
         if (st == CR_OK)

@@ -462,18 +462,12 @@ static cr_status solve_frule(cr_arena *arena, const solve_ops *ops, const cr_tan
     cr_status st = solve_run(arena, ops, args, nargs, &c, &o);
     if (st != CR_OK)
         return st;
-    *y = cr_value_array(o);
-    bool cplx = c->X.cplx;
+    bool cplx = c->X.cplx, none = false;
     cr__cmat dF, dB, R;
-    st = cr__cmat_dx(arena, ops->name, dargs, args, ops->ifac, cplx, &dF);
-    if (st == CR_OK)
-        st = cr__cmat_dx(arena, ops->name, dargs, args, ops->ib, cplx, &dB);
-    if (st != CR_OK)
+    st = cr__frule_pair_cmat(arena, ops->name, dargs, args, ops->ifac, ops->ib, cplx, o, y, &dF,
+                             &dB, dy, &none);
+    if (st != CR_OK || none)
         return st;
-    if (dF.p == NULL && dB.p == NULL) {
-        *dy = cr_tangent_zero();
-        return CR_OK;
-    }
     st = dB.p != NULL ? cr__cmat_copy(arena, &dB, &R)
                       : cr__cmat_new(arena, cplx, c->X.r, c->X.c, true, &R);
     if (st == CR_OK && dF.p != NULL)

@@ -122,6 +122,28 @@ CR_INTERNAL cr_status cr__rrule_tail(cr_arena *arena, const cr_value *args, size
                                      const void *udata, cr_project ***p, cr_array *o, cr_value *y,
                                      cr_pullback *pb, cr_pullback pbv);
 
+/* The end of a two-argument rrule whose env keeps the projectors of args[0] and args[1] in
+ * *p0 and *p1: *y = the array o; then, unless udata is CR__PRIMAL_ONLY, the projectors and
+ * *pb = pbv. */
+CR_INTERNAL cr_status cr__rrule_tail2(cr_arena *arena, const cr_value *args, const void *udata,
+                                      cr_project **p0, cr_project **p1, cr_array *o, cr_value *y,
+                                      cr_pullback *pb, cr_pullback pbv);
+
+/* The start of a two-argument frule after its forward pass: *y = the array o, *t0 and *t1 the
+ * tangents of args[0] and args[1] as arrays of dtype wdt (NULL when zero, cr__dx_array);
+ * *none when both are zero, and then *dy = ZeroTangent. */
+CR_INTERNAL cr_status cr__frule_pair(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                                     const cr_value *args, cr_dtype wdt, cr_array *o, cr_value *y,
+                                     const cr_array **t0, const cr_array **t1, cr_tangent *dy,
+                                     bool *none);
+
+/* The same for work matrices: *t0 and *t1 the tangents of args[i0] and args[i1]
+ * (cr__cmat_dx; p NULL when zero). */
+CR_INTERNAL cr_status cr__frule_pair_cmat(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                                          const cr_value *args, size_t i0, size_t i1, bool cplx,
+                                          cr_array *o, cr_value *y, cr__cmat *t0, cr__cmat *t1,
+                                          cr_tangent *dy, bool *none);
+
 /* Field i of a tuple cotangent (zeros give ZeroTangent; CR_ETANGENT naming `who` when dy is
  * not structural). */
 CR_INTERNAL cr_status cr__tuple_field(cr_arena *arena, const char *who, cr_tangent dy, size_t i,

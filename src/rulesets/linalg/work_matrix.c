@@ -246,6 +246,49 @@ cr_status cr__rrule_tail(cr_arena *arena, const cr_value *args, size_t nargs, co
     return st;
 }
 
+cr_status cr__rrule_tail2(cr_arena *arena, const cr_value *args, const void *udata, cr_project **p0,
+                          cr_project **p1, cr_array *o, cr_value *y, cr_pullback *pb,
+                          cr_pullback pbv)
+{
+    *y = cr_value_array(o);
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
+    cr_status st = cr_project_new(arena, &args[0], p0);
+    if (st == CR_OK)
+        st = cr_project_new(arena, &args[1], p1);
+    if (st == CR_OK)
+        *pb = pbv;
+    return st;
+}
+
+cr_status cr__frule_pair(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                         const cr_value *args, cr_dtype wdt, cr_array *o, cr_value *y,
+                         const cr_array **t0, const cr_array **t1, cr_tangent *dy, bool *none)
+{
+    *y = cr_value_array(o);
+    cr_status st = cr__dx_array(arena, who, dargs, args, 0, wdt, t0);
+    if (st == CR_OK)
+        st = cr__dx_array(arena, who, dargs, args, 1, wdt, t1);
+    *none = st == CR_OK && *t0 == NULL && *t1 == NULL;
+    if (*none)
+        *dy = cr_tangent_zero();
+    return st;
+}
+
+cr_status cr__frule_pair_cmat(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                              const cr_value *args, size_t i0, size_t i1, bool cplx, cr_array *o,
+                              cr_value *y, cr__cmat *t0, cr__cmat *t1, cr_tangent *dy, bool *none)
+{
+    *y = cr_value_array(o);
+    cr_status st = cr__cmat_dx(arena, who, dargs, args, i0, cplx, t0);
+    if (st == CR_OK)
+        st = cr__cmat_dx(arena, who, dargs, args, i1, cplx, t1);
+    *none = st == CR_OK && t0->p == NULL && t1->p == NULL;
+    if (*none)
+        *dy = cr_tangent_zero();
+    return st;
+}
+
 cr_status cr__tuple_field(cr_arena *arena, const char *who, cr_tangent dy, size_t i,
                           cr_tangent *out)
 {
