@@ -183,13 +183,10 @@ static cr_status cholesky_rrule(const cr_config *cfg, cr_arena *arena, const cr_
     cr_status st = cholesky_forward(arena, args, nargs, &e->A, &e->U);
     if (st == CR_OK)
         st = cholesky_output(arena, e->A, &e->U, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    st = cr_project_new(arena, &args[0], &e->pA);
     if (st != CR_OK)
         return st;
-    *pb = (cr_pullback){cholesky_pullback, e, "cholesky_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,
+                           (cr_pullback){cholesky_pullback, e, "cholesky_pullback", nargs + 1});
 }
 CR__ARRAY_FN(cholesky, "cholesky", 1)
 
@@ -588,14 +585,12 @@ static cr_status cdet_rrule(cr_arena *arena, bool lg, const cr_value *args, size
         return CR__ALLOC_STATUS(arena);
     e->lg = lg;
     cr_status st = cdet_forward(arena, lg, args, nargs, &e->Um, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    st = cr_project_new(arena, &args[0], &e->pU);
     if (st != CR_OK)
         return st;
-    *pb = (cr_pullback){cdet_pullback, e, lg ? "cholesky_logdet_pullback" : "cholesky_det_pullback",
-                        nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(arena, &args[0], udata, &e->pU, pb,
+                           (cr_pullback){cdet_pullback, e,
+                                         lg ? "cholesky_logdet_pullback" : "cholesky_det_pullback",
+                                         nargs + 1});
 }
 
 /* frule: det: Σ_i 2 re(conj(u_ii) u̇_ii) Π_{j≠i} |u_jj|²; logdet: 2 Σ re(u̇_ii / u_ii). */

@@ -204,13 +204,10 @@ static cr_status lu_rrule(const cr_config *cfg, cr_arena *arena, const cr_value 
     cr_status st = lu_forward(arena, args, nargs, e);
     if (st == CR_OK)
         st = lu_output(arena, e, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    st = cr_project_new(arena, &args[0], &e->pA);
     if (st != CR_OK)
         return st;
-    *pb = (cr_pullback){lu_pullback, e, "lu_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,
+                           (cr_pullback){lu_pullback, e, "lu_pullback", nargs + 1});
 }
 CR__ARRAY_FN(lu, "lu", 1)
 
@@ -463,13 +460,10 @@ static cr_status qr_rrule(const cr_config *cfg, cr_arena *arena, const cr_value 
     cr_status st = qr_forward(arena, args, nargs, e);
     if (st == CR_OK)
         st = qr_output(arena, e, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    st = cr_project_new(arena, &args[0], &e->pA);
     if (st != CR_OK)
         return st;
-    *pb = (cr_pullback){qr_pullback, e, "qr_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,
+                           (cr_pullback){qr_pullback, e, "qr_pullback", nargs + 1});
 }
 CR__ARRAY_FN(qr, "qr", 1)
 
@@ -815,14 +809,12 @@ static cr_status geig_rrule(cr_arena *arena, bool vectors, const cr_value *args,
     cr_status st = geig_forward(arena, who, args, nargs, e);
     if (st == CR_OK)
         st = geig_output(arena, e, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    st = cr_project_new(arena, &args[0], &e->pA);
     if (st != CR_OK)
         return st;
-    *pb = (cr_pullback){geig_pullback, e,
-                        vectors ? "eigen_general_pullback" : "eigvals_general_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(
+        arena, &args[0], udata, &e->pA, pb,
+        (cr_pullback){geig_pullback, e,
+                      vectors ? "eigen_general_pullback" : "eigvals_general_pullback", nargs + 1});
 }
 
 /* frule: P = V⁻¹ Ȧ V; λ̇ = diag(P); K = F ∘ P (zero diagonal); V̇ = V K + V D with D
@@ -1078,13 +1070,9 @@ static cr_status pinv_rrule_common(cr_arena *arena, bool ex, const cr_value *arg
     if (st != CR_OK)
         return st;
     *y = cr_value_array(o);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){pinv_pullback, e, ex ? "pinv_ex_pullback" : "pinv_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(
+        arena, &args[0], udata, &e->pA, pb,
+        (cr_pullback){pinv_pullback, e, ex ? "pinv_ex_pullback" : "pinv_pullback", nargs + 1});
 }
 
 /* frule: Ẏ = -Y Ȧ Y + Y Yᴴ Ȧᴴ (I - A Y) + (I - Y A) Ȧᴴ Yᴴ Y. */

@@ -644,13 +644,8 @@ static cr_status getri_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
     if (st != CR_OK)
         return st;
     *y = cr_value_array(o);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    st = cr_project_new(arena, &args[0], &e->pF);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){getri_pullback, e, "getri_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(arena, &args[0], udata, &e->pF, pb,
+                           (cr_pullback){getri_pullback, e, "getri_pullback", nargs + 1});
 }
 CR__ARRAY_FN(getri, "getri", 2)
 
@@ -815,13 +810,10 @@ static cr_status potrf_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
     if (e == NULL)
         return CR__ALLOC_STATUS(arena);
     cr_status st = potrf_forward(arena, args, nargs, e, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    st = cr_project_new(arena, &args[0], &e->pA);
     if (st != CR_OK)
         return st;
-    *pb = (cr_pullback){potrf_pullback, e, "potrf_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,
+                           (cr_pullback){potrf_pullback, e, "potrf_pullback", nargs + 1});
 }
 CR__ARRAY_FN(potrf, "potrf", 2)
 

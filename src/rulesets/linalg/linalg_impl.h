@@ -122,6 +122,11 @@ CR_INTERNAL cr_status cr__rrule_tail(cr_arena *arena, const cr_value *args, size
                                      const void *udata, cr_project ***p, cr_array *o, cr_value *y,
                                      cr_pullback *pb, cr_pullback pbv);
 
+/* The end of an rrule whose output is computed and whose env keeps the projector of one
+ * argument, arg, in *p: unless udata is CR__PRIMAL_ONLY, that projector and *pb = pbv. */
+CR_INTERNAL cr_status cr__rrule_tail1(cr_arena *arena, const cr_value *arg, const void *udata,
+                                      cr_project **p, cr_pullback *pb, cr_pullback pbv);
+
 /* The end of a two-argument rrule whose env keeps the projectors of args[0] and args[1] in
  * *p0 and *p1: *y = the array o; then, unless udata is CR__PRIMAL_ONLY, the projectors and
  * *pb = pbv. */

@@ -808,14 +808,12 @@ static cr_status mf_rrule(cr_arena *arena, bool pair, const cr_value *args, size
         pair ? sincos_forward(arena, args, nargs, e, Y) : matfun_forward(arena, args, nargs, e, Y);
     if (st == CR_OK)
         st = matfun_output(arena, e, Y, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    st = cr_project_new(arena, &args[nargs - 1], &e->pA);
     if (st != CR_OK)
         return st;
-    *pb = (cr_pullback){matfun_pullback, e, pair ? "sincos_herm_pullback" : "matfun_herm_pullback",
-                        nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(arena, &args[nargs - 1], udata, &e->pA, pb,
+                           (cr_pullback){matfun_pullback, e,
+                                         pair ? "sincos_herm_pullback" : "matfun_herm_pullback",
+                                         nargs + 1});
 }
 
 /* frule: Ẏ = V (F ∘ (Vᴴ Ḣ V)) Vᴴ for each output. */

@@ -246,6 +246,17 @@ cr_status cr__rrule_tail(cr_arena *arena, const cr_value *args, size_t nargs, co
     return st;
 }
 
+cr_status cr__rrule_tail1(cr_arena *arena, const cr_value *arg, const void *udata, cr_project **p,
+                          cr_pullback *pb, cr_pullback pbv)
+{
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
+    cr_status st = cr_project_new(arena, arg, p);
+    if (st == CR_OK)
+        *pb = pbv;
+    return st;
+}
+
 cr_status cr__rrule_tail2(cr_arena *arena, const cr_value *args, const void *udata, cr_project **p0,
                           cr_project **p1, cr_array *o, cr_value *y, cr_pullback *pb,
                           cr_pullback pbv)
