@@ -5,7 +5,6 @@
  * Arguments are never mutated and results are new arrays; plain loops and the work-matrix
  * products, so they are registered in every build.
  */
-#include <string.h>
 
 #include "linalg_impl.h"
 
@@ -20,14 +19,13 @@ typedef struct dotu_env {
 static cr_status dotu_forward(cr_arena *arena, const cr_value *args, size_t nargs, dotu_env *e,
                               cr_complex *s, cr_dtype *dt)
 {
-    const cr_array *x, *y;
+    const cr_array *v[2] = {NULL, NULL};
     cr_status st = cr__nargs(arena, "dotu", nargs, 2, 2);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, "dotu", args, nargs, 0, &x);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, "dotu", args, nargs, 1, &y);
+    for (size_t i = 0; i < 2 && st == CR_OK; i++)
+        st = cr__array_arg(arena, "dotu", args, nargs, i, &v[i]);
     if (st != CR_OK)
         return st;
+    const cr_array *x = v[0], *y = v[1];
     if (x->ndim != 1 || y->ndim != 1 || x->shape[0] != y->shape[0] ||
         !cr_dtype_is_float((cr_dtype)x->dtype) || !cr_dtype_is_float((cr_dtype)y->dtype))
         return CR__FAIL(arena, CR_ESHAPE, "dotu: x and y must be float vectors of one length");
@@ -73,57 +71,60 @@ static cr_status dotu_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     return CR_OK;
 }
 
-static cr_status dotu_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+/* The env (in the arena), *y and the output's dtype. */
+static cr_status dotu_run(cr_arena *arena, const cr_value *args, size_t nargs, dotu_env **env,
+                          cr_value *y, cr_dtype *dt)
 {
-    (void)cfg;
-    (void)f;
     dotu_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(dotu_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
-    cr_complex s;
+    cr_complex s = 0;
+    cr_status st =
+        e == NULL ? CR__ALLOC_STATUS(arena) : dotu_forward(arena, args, nargs, e, &s, dt);
+    *env = e;
+    if (st == CR_OK)
+        *y = cr__scalar_value(*dt, s);
+    return st;
+}
+
+static cr_status dotu_rrule_impl(cr_arena *arena, int unused, const cr_value *args, size_t nargs,
+                                 cr_value *y, cr_pullback *pb, const void *udata)
+{
+    (void)unused;
+    dotu_env *e;
     cr_dtype dt;
-    cr_status st = dotu_forward(arena, args, nargs, e, &s, &dt);
-    if (st != CR_OK)
+    cr_status st = dotu_run(arena, args, nargs, &e, y, &dt);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
-    *y = cr__scalar_value(dt, s);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
     st = cr__projectors(arena, args, nargs, &e->p);
     if (st == CR_OK)
         *pb = (cr_pullback){dotu_pullback, e, "dotu_pullback", nargs + 1};
     return st;
 }
-CR__ARRAY_FN(dotu, "dotu", 2)
 
 /* ṡ = Σ ẋ_i y_i + x_i ẏ_i. */
-static cr_status dotu_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+static cr_status dotu_frule_impl(cr_arena *arena, int unused, const cr_tangent *dargs,
+                                 const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
-    dotu_env e;
-    cr_complex s, ds = 0;
+    (void)unused;
+    dotu_env *e;
+    cr_complex ds = 0;
     cr_dtype dt;
     cr__cmat d[2];
-    cr_status st = dotu_forward(arena, args, nargs, &e, &s, &dt);
+    cr_status st = dotu_run(arena, args, nargs, &e, y, &dt);
     for (size_t k = 0; k < 2 && st == CR_OK; k++)
-        st = cr__cmat_dx(arena, "dotu", dargs, args, k, e.cplx, &d[k]);
+        st = cr__cmat_dx(arena, "dotu", dargs, args, k, e->cplx, &d[k]);
     if (st != CR_OK)
         return st;
-    *y = cr__scalar_value(dt, s);
-    for (size_t i = 0; i < e.x.r; i++) {
+    for (size_t i = 0; i < e->x.r; i++) {
         if (d[0].p != NULL)
-            ds += cr__cmat_get(&d[0], i, 0) * cr__cmat_get(&e.y, i, 0);
+            ds += cr__cmat_get(&d[0], i, 0) * cr__cmat_get(&e->y, i, 0);
         if (d[1].p != NULL)
-            ds += cr__cmat_get(&e.x, i, 0) * cr__cmat_get(&d[1], i, 0);
+            ds += cr__cmat_get(&e->x, i, 0) * cr__cmat_get(&d[1], i, 0);
     }
     *dy = d[0].p == NULL && d[1].p == NULL ? cr_tangent_zero() : cr__scalar_tangent(dt, ds);
     return CR_OK;
 }
+
+CR__PARAM_RULES(dotu, dotu_rrule_impl, dotu_frule_impl, 0, 2)
 
 /* ---- syrk and herk ------------------------------------------------------------------------
  *
@@ -292,17 +293,24 @@ static cr_status rk_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr
     return st;
 }
 
+/* The env (in the arena) and the output array o. */
+static cr_status rk_run(cr_arena *arena, bool herm, const cr_value *args, size_t nargs,
+                        rk_env **env, cr_array **o)
+{
+    rk_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(rk_env));
+    cr__cmat Y;
+    *env = e;
+    cr_status st =
+        e == NULL ? CR__ALLOC_STATUS(arena) : rk_forward(arena, herm, args, nargs, e, &Y);
+    return st != CR_OK ? st : cr__cmat_out(arena, &Y, false, e->dt, o);
+}
+
 static cr_status rk_rrule(cr_arena *arena, bool herm, const cr_value *args, size_t nargs,
                           cr_value *y, cr_pullback *pb, const void *udata)
 {
-    rk_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(rk_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
-    cr__cmat Y;
+    rk_env *e;
     cr_array *o;
-    cr_status st = rk_forward(arena, herm, args, nargs, e, &Y);
-    if (st == CR_OK)
-        st = cr__cmat_out(arena, &Y, false, e->dt, &o);
+    cr_status st = rk_run(arena, herm, args, nargs, &e, &o);
     if (st != CR_OK)
         return st;
     return cr__rrule_tail(
@@ -314,15 +322,13 @@ static cr_status rk_rrule(cr_arena *arena, bool herm, const cr_value *args, size
 static cr_status rk_frule(cr_arena *arena, bool herm, const cr_tangent *dargs, const cr_value *args,
                           size_t nargs, cr_value *y, cr_tangent *dy)
 {
-    rk_env e;
-    memset(&e, 0, sizeof e);
-    cr__cmat Y, dA, dM, dC, R;
+    rk_env *ep;
+    cr__cmat dA, dM, dC, R;
     cr_array *o;
-    cr_status st = rk_forward(arena, herm, args, nargs, &e, &Y);
-    if (st == CR_OK)
-        st = cr__cmat_out(arena, &Y, false, e.dt, &o);
+    cr_status st = rk_run(arena, herm, args, nargs, &ep, &o);
     if (st != CR_OK)
         return st;
+    rk_env e = *ep;
     *y = cr_value_array(o);
     const char *who = herm ? "herk" : "syrk";
     cr_complex da = 0, db = 0;

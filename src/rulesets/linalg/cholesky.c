@@ -156,14 +156,13 @@ static cr_status scalar_rrule(cr_arena *arena, const cr_value *args, size_t narg
     double u;
     cr_dtype dt;
     cr_status st = scalar_forward(arena, args, nargs, &u, &dt);
-    if (st != CR_OK)
-        return st;
-    *y = cr__scalar_value(dt, u);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    cr_value *e = cr_arena_alloc(arena, sizeof *e, _Alignof(cr_value));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    if (st == CR_OK)
+        *y = cr__scalar_value(dt, u);
+    cr_value *e = st == CR_OK && udata != CR__PRIMAL_ONLY
+                      ? cr_arena_alloc(arena, sizeof *e, _Alignof(cr_value))
+                      : NULL;
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY || e == NULL)
+        return st != CR_OK || udata == CR__PRIMAL_ONLY ? st : CR__ALLOC_STATUS(arena);
     *e = *y;
     *pb = (cr_pullback){scalar_pullback, e, "cholesky_pullback", nargs + 1};
     return CR_OK;

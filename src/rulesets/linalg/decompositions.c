@@ -289,6 +289,16 @@ cr_status cr__tri_right(cr_arena *arena, const char *who, const cr__cmat *T, cha
     return st != CR_OK ? st : cr__cmat_adj(arena, &Xh, X);
 }
 
+/* P = opl(L₁) tril₋(Ls) and Q = triu(Us) opu(U₁), Ls and Us cut to those parts in place. */
+static cr_status lu_parts(cr_arena *arena, const cr__cmat *L1, char opl, cr__cmat *Ls, cr__cmat *Us,
+                          const cr__cmat *U1, char opu, cr__cmat *P, cr__cmat *Q)
+{
+    cr__cmat_tri(Ls, 'L', true);
+    cr__cmat_tri(Us, 'U', false);
+    cr_status st = cr__cmat_mul(arena, opl, 'N', 1.0, L1, Ls, P);
+    return st != CR_OK ? st : cr__cmat_mul(arena, 'N', opu, 1.0, Us, U1, Q);
+}
+
 cr_status cr__lu_pullback(cr_arena *arena, const char *who, const cr__cmat *L, const cr__cmat *U,
                           const cr__cmat *Lb, const cr__cmat *Ub, cr__cmat *G)
 {
@@ -332,13 +342,8 @@ cr_status cr__lu_pullback(cr_arena *arena, const char *who, const cr__cmat *L, c
         st = cr__cmat_block(arena, &Lbe, 0, k, 0, k, &Lb1);
     if (st == CR_OK)
         st = cr__cmat_block(arena, &Ube, 0, k, 0, k, &Ub1);
-    if (st != CR_OK)
-        return st;
-    cr__cmat_tri(&Lb1, 'L', true);
-    cr__cmat_tri(&Ub1, 'U', false);
-    st = cr__cmat_mul(arena, 'C', 'N', 1.0, &L1, &Lb1, &M);
     if (st == CR_OK)
-        st = cr__cmat_mul(arena, 'N', 'C', 1.0, &Ub1, &U1, &Z);
+        st = lu_parts(arena, &L1, 'C', &Lb1, &Ub1, &U1, 'C', &M, &Z);
     if (st != CR_OK)
         return st;
     cr__cmat_tri(&M, 'L', true);
@@ -370,13 +375,8 @@ cr_status cr__lu_tangent(cr_arena *arena, const char *who, const cr__cmat *L, co
         st = cr__tri_right(arena, who, &U1, 'U', 'N', 'N', &X);
     if (st == CR_OK)
         st = cr__cmat_copy(arena, &X, &Xl);
-    if (st != CR_OK)
-        return st;
-    cr__cmat_tri(&Xl, 'L', true);
-    cr__cmat_tri(&X, 'U', false);
-    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &L1, &Xl, &dL1);
     if (st == CR_OK)
-        st = cr__cmat_mul(arena, 'N', 'N', 1.0, &X, &U1, &dU1);
+        st = lu_parts(arena, &L1, 'N', &Xl, &X, &U1, 'N', &dL1, &dU1);
     if (st == CR_OK)
         st = cr__cmat_new(arena, cplx, m, k, true, dL);
     if (st == CR_OK)
