@@ -106,6 +106,10 @@ CR_INTERNAL cr_status cr__cmat_mul(cr_arena *arena, char ta, char tb, cr_complex
 CR_INTERNAL cr_status cr__cmat_tan(cr_arena *arena, const char *who, cr_tangent t, size_t ndim,
                                    const size_t *shape, bool cplx, cr__cmat *m);
 
+/* The only argument, an array (cr__nargs for one argument, then cr__array_arg). */
+CR_INTERNAL cr_status cr__array_arg1(cr_arena *arena, const char *who, const cr_value *args,
+                                     size_t nargs, const cr_array **A);
+
 /* The tangent of array argument i of an frule (dargs[i + 1]) as a work matrix (p NULL when
  * zero or when args[i] is not a perturbable array). */
 CR_INTERNAL cr_status cr__cmat_dx(cr_arena *arena, const char *who, const cr_tangent *dargs,

@@ -835,9 +835,7 @@ static cr_status tr_rrule(const cr_config *cfg, cr_arena *arena, const cr_value 
     (void)cfg;
     (void)f;
     const cr_array *A;
-    cr_status st = cr__nargs(arena, "tr", nargs, 1, 1);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, "tr", args, nargs, 0, &A);
+    cr_status st = cr__array_arg1(arena, "tr", args, nargs, &A);
     if (st != CR_OK)
         return st;
     if (A->ndim != 2 || A->shape[0] != A->shape[1] || !cr_dtype_is_float((cr_dtype)A->dtype))
@@ -1116,9 +1114,7 @@ static cr_status wrap_forward(cr_arena *arena, const char *who, cr_matstruct s,
                               const cr_value *args, size_t nargs, cr_array **out)
 {
     const cr_array *A;
-    cr_status st = cr__nargs(arena, who, nargs, 1, 1);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, who, args, nargs, 0, &A);
+    cr_status st = cr__array_arg1(arena, who, args, nargs, &A);
     if (st != CR_OK)
         return st;
     if (!cr_dtype_is_float((cr_dtype)A->dtype))

@@ -282,9 +282,7 @@ static cr_status svd_forward(cr_arena *arena, const char *who, const cr_value *a
                              bool vectors, svd_env *e)
 {
     const cr_array *A;
-    cr_status st = cr__nargs(arena, who, nargs, 1, 1);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, who, args, nargs, 0, &A);
+    cr_status st = cr__array_arg1(arena, who, args, nargs, &A);
     if (st != CR_OK)
         return st;
     if (A->ndim != 2 || !cr_dtype_is_float((cr_dtype)A->dtype) ||
