@@ -147,7 +147,9 @@ CR_API extern const cr_value cr_fn_rdiv;
  * A = Uᴴ U (potrf). Only A's upper triangle is read (a dense A's lower triangle is
  * ignored, as LAPACK does), so a dense A's cotangent lives on its upper triangle and a
  * Symmetric/Hermitian A's is Hermitian. CR_EDOMAIN when A is not positive definite.
- * Pullback: Seeger et al. (ChainRules' formula).
+ * Pullback: Seeger et al. (ChainRules' formula). `cholesky(x)` of a real number x > 0 (a
+ * 1 x 1 matrix; Julia's `cholesky(x::Real)`) is the number √x of x's precision, with
+ * x̄ = ȳ / (2√x); CR_EDOMAIN for x <= 0.
  */
 CR_API extern const cr_value cr_fn_cholesky;
 
@@ -198,6 +200,14 @@ CR_API extern const cr_value cr_fn_expm;
  */
 CR_API extern const cr_value cr_fn_matfun_herm;
 
+/**
+ * `sincos_herm(A)`: the tuple (sin A, cos A) of a Hermitian A (its upper triangle read), both
+ * from one eigendecomposition (Julia's `sincos(Hermitian(A))`), each tagged as matfun_herm's
+ * result. Pullback: the sum of the two Daleckii-Krein terms, V (F_sin ∘ (Vᴴ S̄ V) + F_cos ∘
+ * (Vᴴ C̄ V)) Vᴴ, folded onto the triangle read.
+ */
+CR_API extern const cr_value cr_fn_sincos_herm;
+
 /** `svdvals(A)` of a real or complex matrix: the singular values, descending. Pullback:
  *  U diag(S̄) Vᴴ. */
 CR_API extern const cr_value cr_fn_svdvals;
@@ -206,20 +216,24 @@ CR_API extern const cr_value cr_fn_svdvals;
  * ------------------------------------------------------ */
 
 /**
- * `lu(A)` of a square matrix with partial pivoting (getrf): the tuple (L, U, p) with
- * A[p[i], :] = (L U)[i, :]; L unit lower triangular (tagged CR_MAT_LOWER), U upper triangular
- * (tagged CR_MAT_UPPER), p a 0-based i64 row permutation (Julia's `F.p` minus one) whose
- * tangent is NoTangent. A singular A (a zero pivot) gives CR_EDOMAIN, as Julia's `lu` throws.
- * Pullback: Ā = Pᵀ L⁻ᴴ (tril(Lᴴ L̄, -1) + triu(Ū Uᴴ)) U⁻ᴴ. Real and complex.
+ * `lu(A)` of an m x n matrix with partial pivoting (getrf): the tuple (L, U, p) with
+ * A[p[i], :] = (L U)[i, :]; L m x k unit lower, U k x n upper (k = min(m, n); tagged
+ * CR_MAT_LOWER and CR_MAT_UPPER when A is square, dense trapezoids otherwise), p a 0-based
+ * i64 permutation of the m rows (Julia's `F.p` minus one) whose tangent is NoTangent. A
+ * singular A (a zero pivot) gives CR_EDOMAIN, as Julia's `lu` throws. Pullback:
+ * Ā = Pᵀ L⁻ᴴ (tril(Lᴴ L̄, -1) + triu(Ū Uᴴ)) U⁻ᴴ, with the extra block of a rectangular A
+ * folded in (ChainRules' rule). Real and complex.
  */
 CR_API extern const cr_value cr_fn_lu;
 
 /**
- * `qr(A)` of an m x n matrix with m >= n: the tuple (Q, R) of the thin QR factorization
- * (geqrf, orgqr/ungqr), Q m x n with orthonormal columns, R n x n upper triangular (tagged
- * CR_MAT_UPPER) with a real diagonal of any sign (LAPACK's and Julia's convention). m < n
- * gives CR_EUNIMPL. Pullback: M = R R̄ᴴ - Q̄ᴴ Q, Ā = (Q̄ + Q copyltu(M)) R⁻ᴴ; a rank-deficient
- * A (a zero on R's diagonal) gives CR_EDOMAIN there. Real and complex.
+ * `qr(A)` of an m x n matrix: the tuple (Q, R) of the thin QR factorization (geqrf,
+ * orgqr/ungqr), k = min(m, n): Q m x k with orthonormal columns, R k x n upper triangular
+ * (tagged CR_MAT_UPPER when square; a dense upper trapezoid for a wide A) with a real
+ * diagonal of any sign (LAPACK's and Julia's convention). Pullback: M = R R̄ᴴ - Q̄ᴴ Q,
+ * Ā = (Q̄ + Q copyltu(M)) R⁻ᴴ; a wide A = [X Y], R = [U V] gets X̄ from that rule with
+ * Q̄ + Y V̄ᴴ and Ū, and Ȳ = Q V̄. A rank-deficient A (a zero on R's diagonal) gives
+ * CR_EDOMAIN there. Real and complex.
  */
 CR_API extern const cr_value cr_fn_qr;
 
@@ -248,6 +262,14 @@ CR_API extern const cr_value cr_fn_eigvals_general;
  */
 CR_API extern const cr_value cr_fn_cholesky_solve;
 
+/**
+ * `cholesky_rdiv(B, U)` = B (Uᴴ U)⁻¹ for a Cholesky factor U and a matrix B with as many
+ * columns as U (or a vector, read as a row): Julia's `B / C` for `C = cholesky(A)`, the
+ * adjoint of cholesky_solve(U, Bᴴ). A zero on U's diagonal gives CR_EDOMAIN. Pullback:
+ * B̄ = Ȳ (Uᴴ U)⁻¹, Ū = triu(U (Ā + Āᴴ)) with Ā = -Yᴴ B̄ (a thunk).
+ */
+CR_API extern const cr_value cr_fn_cholesky_rdiv;
+
 /** `cholesky_det(U)` = det(Uᴴ U) = Π |u_ii|² of a Cholesky factor (a real number).
  *  Pullback: Ū_ii = 2 ȳ u_ii Π_{j≠i} |u_jj|² (no division: zeros allowed). */
 CR_API extern const cr_value cr_fn_cholesky_det;
@@ -264,6 +286,16 @@ CR_API extern const cr_value cr_fn_cholesky_logdet;
  * derivative of the truncated pseudo-inverse). Real and complex.
  */
 CR_API extern const cr_value cr_fn_pinv;
+
+/**
+ * `pinv_ex(A, atol)` and `pinv_ex(A, atol, rtol)`: Julia's `pinv(A; atol, rtol)`, the
+ * singular values at or below max(atol, rtol * s_max) treated as zero; without rtol, Julia's
+ * default eps * min(m, n) when atol is 0 and 0 otherwise. atol and rtol are real numbers
+ * (CR_EINVAL for NaN; a negative one truncates nothing) with zero cotangents. pinv and pinv_ex of a
+ * vector x (an m x 1 matrix) give the 1 x m matrix xᴴ / |x|² (zero at x = 0), Julia's `pinv(x)`.
+ * Pullback: pinv's.
+ */
+CR_API extern const cr_value cr_fn_pinv_ex;
 
 /**
  * `sylvester(A, B, C)`: the X with A X + X B + C = 0 (Julia's sign convention), A n x n, B
@@ -308,9 +340,10 @@ CR_API extern const cr_value cr_fn_nrm2;
 CR_API extern const cr_value cr_fn_gemv;
 
 /**
- * `getrf(A)` of a square matrix: the tuple (F, ipiv) of the LU factorization with partial
+ * `getrf(A)` of an m x n matrix: the tuple (F, ipiv) of the LU factorization with partial
  * pivoting A = P L U (LAPACK's getrf): F holds L strictly below the diagonal (L's unit
- * diagonal implied) and U on and above it; ipiv the 1-based row interchanges (i64). The
+ * diagonal implied) and U on and above it; ipiv the min(m, n) 1-based row interchanges
+ * (i64); a rectangular A's rules are lu's. The
  * primal of a singular A (a zero pivot) returns the factors; its frule and rrule give
  * CR_EDOMAIN (their formula needs U⁻¹). Pullback (ChainRules' lu rule), with L̄ and Ū the
  * strictly lower and upper parts of F̄: Ā = P L⁻ᴴ (tril₋(Lᴴ L̄) + triu(Ū Uᴴ)) U⁻ᴴ.
@@ -412,6 +445,29 @@ CR_API extern const cr_value cr_fn_trsm;
  * copied entries, B̄ = ȳ on the others.
  */
 CR_API extern const cr_value cr_fn_lacpy;
+
+/**
+ * `dotu(x, y)` = Σ x_i y_i, the unconjugated dot product of two float vectors of one length
+ * (BLAS dotu; for real vectors the same as dot). Pullback: x̄ = ȳ conj(y), ȳ_y = ȳ conj(x).
+ */
+CR_API extern const cr_value cr_fn_dotu;
+
+/**
+ * `syrk(uplo, trans, α, A)` and `syrk(uplo, trans, α, A, β, C)`: C (zeros without β and C)
+ * with its triangle uplo replaced by α op(A) op(A)ᵀ + β C (BLAS syrk, the out-of-place
+ * `syrk!`), op(A) = A or Aᵀ for trans 'N' or 'T' ('C' means 'T' for real A). Pullback with
+ * Gt the cotangent on the triangle and M = op(A): M̄ = conj(α) (Gt + Gtᵀ) conj(M), Ā = op(M̄),
+ * ᾱ = <op(A) op(A)ᵀ, Gt>, β̄ = <C, Gt>, C̄ = conj(β) Gt on the triangle and ȳ off it.
+ */
+CR_API extern const cr_value cr_fn_syrk;
+
+/**
+ * `herk(uplo, trans, α, A)` and `herk(uplo, trans, α, A, β, C)`: as syrk with op(A) op(A)ᴴ,
+ * trans 'N' or 'C' ('T' means 'C' for real A), α and β real; the triangle's diagonal is real
+ * (BLAS herk sets its imaginary part to zero). Pullback: M̄ = α (Gt + Gtᴴ) M, Ā = op(M̄), ᾱ
+ * and β̄ the real parts of syrk's, C̄ = β Gt on the triangle (the real part on the diagonal).
+ */
+CR_API extern const cr_value cr_fn_herk;
 
 CR_END_DECLS
 

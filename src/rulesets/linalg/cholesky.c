@@ -1,8 +1,9 @@
 /*
  * cholesky and the functions of a Cholesky factor: cholesky(A) = U with A = Uᴴ U (A's upper
- * triangle read), cholesky_solve(U, B) = (Uᴴ U)⁻¹ B, cholesky_det(U) = |det U|² and
- * cholesky_logdet(U) = 2 log |det U|. Compiled with LAPACKE (CR_HAVE_LAPACKE); without it the
- * function values exist, their primal gives CR_EUNIMPL and no rule is registered.
+ * triangle read; √x of a real number x), cholesky_solve(U, B) = (Uᴴ U)⁻¹ B, cholesky_rdiv(B,
+ * U) = B (Uᴴ U)⁻¹, cholesky_det(U) = |det U|² and cholesky_logdet(U) = 2 log |det U|. Compiled with
+ * LAPACKE (CR_HAVE_LAPACKE); without it the function values exist, their primal gives CR_EUNIMPL
+ * and no rule is registered.
  */
 #include <float.h>
 #include <math.h>
@@ -117,25 +118,74 @@ static cr_status cholesky_pullback(const cr_tangent *dy, cr_tangent *dx, size_t 
     return cr__herm_give(arena, e->A, e->pA, &X, &dx[1]);
 }
 
+/* cholesky of a real number x > 0 (a 1 x 1 matrix): u = √x, of x's precision; Julia's
+ * cholesky(x::Real) and ChainRules' rule x̄ = ū / (2u). */
+static cr_status scalar_forward(cr_arena *arena, const cr_value *args, size_t nargs, double *u,
+                                cr_dtype *dt)
+{
+    cr_status st = cr__nargs(arena, "cholesky", nargs, 1, 1);
+    if (st != CR_OK)
+        return st;
+    double x = creal(cr__scalar_of(&args[0]));
+    if (x <= 0)
+        return CR__FAIL(arena, CR_EDOMAIN,
+                        "cholesky: the number %g is not positive (not positive definite)", x);
+    *u = sqrt(x);
+    *dt = args[0].kind == CR_KIND_F32 ? CR_DT_F32 : CR_DT_F64;
+    return CR_OK;
+}
+
+static cr_status scalar_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                 void *env)
+{
+    (void)nx;
+    const cr_value *y = env;
+    cr_complex g;
+    bool nz;
+    dx[0] = cr_tangent_none();
+    cr_status st = cr__tan_scalar(arena, "cholesky_pullback", *dy, &g, &nz);
+    dx[1] = st == CR_OK && nz
+                ? cr__scalar_tangent(cr__value_dtype(y), creal(g) / (2 * creal(cr__scalar_of(y))))
+                : cr_tangent_zero();
+    return st;
+}
+
+static cr_status scalar_rrule(cr_arena *arena, const cr_value *args, size_t nargs, cr_value *y,
+                              cr_pullback *pb, const void *udata)
+{
+    double u;
+    cr_dtype dt;
+    cr_status st = scalar_forward(arena, args, nargs, &u, &dt);
+    if (st == CR_OK)
+        *y = cr__scalar_value(dt, u);
+    cr_value *e = st == CR_OK && udata != CR__PRIMAL_ONLY
+                      ? cr_arena_alloc(arena, sizeof *e, _Alignof(cr_value))
+                      : NULL;
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY || e == NULL)
+        return st != CR_OK || udata == CR__PRIMAL_ONLY ? st : CR__ALLOC_STATUS(arena);
+    *e = *y;
+    *pb = (cr_pullback){scalar_pullback, e, "cholesky_pullback", nargs + 1};
+    return CR_OK;
+}
+
 static cr_status cholesky_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
                                 const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
                                 const void *udata)
 {
     (void)cfg;
     (void)f;
+    if (nargs == 1 && args[0].kind != CR_KIND_ARRAY)
+        return scalar_rrule(arena, args, nargs, y, pb, udata);
     chol_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(chol_env));
     if (e == NULL)
         return CR__ALLOC_STATUS(arena);
     cr_status st = cholesky_forward(arena, args, nargs, &e->A, &e->U);
     if (st == CR_OK)
         st = cholesky_output(arena, e->A, &e->U, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    st = cr_project_new(arena, &args[0], &e->pA);
     if (st != CR_OK)
         return st;
-    *pb = (cr_pullback){cholesky_pullback, e, "cholesky_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,
+                           (cr_pullback){cholesky_pullback, e, "cholesky_pullback", nargs + 1});
 }
 CR__ARRAY_FN(cholesky, "cholesky", 1)
 
@@ -148,6 +198,20 @@ static cr_status cholesky_frule(const cr_config *cfg, cr_arena *arena, const cr_
     (void)cfg;
     (void)f;
     (void)udata;
+    if (nargs == 1 && args[0].kind != CR_KIND_ARRAY) {
+        double u;
+        cr_dtype dt;
+        cr_complex dx = 0;
+        bool nz = false;
+        cr_status st = scalar_forward(arena, args, nargs, &u, &dt);
+        if (st == CR_OK)
+            st = cr__tan_scalar(arena, "cholesky", dargs[1], &dx, &nz);
+        if (st != CR_OK)
+            return st;
+        *y = cr__scalar_value(dt, u);
+        *dy = nz ? cr__scalar_tangent(dt, creal(dx) / (2 * u)) : cr_tangent_zero();
+        return CR_OK;
+    }
     const cr_array *A;
     cr__cmat U, dH, W, S, R;
     cr_status st = cholesky_forward(arena, args, nargs, &A, &U);
@@ -212,37 +276,79 @@ static cr_status chol_apply_inv(cr_arena *arena, const char *who, const cr__cmat
     return st != CR_OK ? st : cr__tri_left(arena, who, U, 'U', 'N', 'N', X);
 }
 
+/* cholesky_solve(U, B) = H⁻¹ B and cholesky_rdiv(B, U) = B H⁻¹ (B / cholesky(A) in
+ * Julia), H = Uᴴ U. The right division is the solve of the adjoint, Y = (H⁻¹ Bᴴ)ᴴ: its rules
+ * work on Z = H⁻¹ Bᴴ with Z̄ = Ȳᴴ and take B̄ back through the same flip. */
 typedef struct csolve_env {
     const cr_array *U, *B;
     cr_project *pU, *pB;
-    cr__cmat Um, Y;
-    bool cplx;
+    cr__cmat Um, Y; /* Y holds H⁻¹ B, or Z = H⁻¹ Bᴴ for the right division */
+    bool cplx, right;
 } csolve_env;
 
-static cr_status csolve_forward(cr_arena *arena, const cr_value *args, size_t nargs, csolve_env *e,
-                                cr_dtype *dt)
+static const char *csolve_name(bool right)
 {
-    const char *who = "cholesky_solve";
+    return right ? "cholesky_rdiv" : "cholesky_solve";
+}
+
+/* For the right division, m := mᴴ (a vector B is a row: its flip conjugates the column). */
+static cr_status csolve_flip(cr_arena *arena, const csolve_env *e, cr__cmat *m)
+{
+    if (!e->right || m->p == NULL)
+        return CR_OK;
+    if (e->B->ndim == 1) {
+        cr__cmat_conj(m);
+        return CR_OK;
+    }
+    cr__cmat t;
+    cr_status st = cr__cmat_adj(arena, m, &t);
+    if (st == CR_OK)
+        *m = t;
+    return st;
+}
+
+static cr_status csolve_forward(cr_arena *arena, bool right, const cr_value *args, size_t nargs,
+                                csolve_env *e, cr_dtype *dt)
+{
+    const char *who = csolve_name(right);
+    size_t iu = right ? 1 : 0, ib = right ? 0 : 1;
+    e->right = right;
     cr_status st = cr__nargs(arena, who, nargs, 2, 2);
     if (st == CR_OK)
-        st = cr__square_arg(arena, who, args, nargs, 0, &e->U, NULL);
+        st = cr__square_arg(arena, who, args, nargs, iu, &e->U, NULL);
     if (st == CR_OK)
-        st = cr__array_arg(arena, who, args, nargs, 1, &e->B);
+        st = cr__array_arg(arena, who, args, nargs, ib, &e->B);
     if (st != CR_OK)
         return st;
     const cr_array *B = e->B;
-    if ((B->ndim != 1 && B->ndim != 2) || B->shape[0] != e->U->shape[0] ||
+    size_t len = right && B->ndim == 2 ? B->shape[1] : B->shape[0];
+    if ((B->ndim != 1 && B->ndim != 2) || len != e->U->shape[0] ||
         !cr_dtype_is_float((cr_dtype)B->dtype))
         return CR__FAIL(arena, CR_ESHAPE,
-                        "%s: B must be a float vector or matrix with as many rows as U", who);
+                        "%s: B must be a float vector or matrix with as many %s as U", who,
+                        right ? "columns" : "rows");
     *dt = cr__promote((cr_dtype)e->U->dtype, (cr_dtype)B->dtype);
     e->cplx = *dt == CR_DT_C128;
-    st = factor_arg(arena, who, args, nargs, 0, e->cplx, true, &e->U, &e->Um);
+    st = factor_arg(arena, who, args, nargs, iu, e->cplx, true, &e->U, &e->Um);
     if (st == CR_OK)
         st = cr__cmat_from(arena, B, e->cplx, &e->Y);
     if (st == CR_OK)
+        st = csolve_flip(arena, e, &e->Y);
+    if (st == CR_OK)
         st = chol_apply_inv(arena, who, &e->Um, &e->Y);
     return st;
+}
+
+/* The output array: Y, or Zᴴ for the right division. */
+static cr_status csolve_out(cr_arena *arena, const csolve_env *e, cr_dtype dt, cr_array **o)
+{
+    cr__cmat Y = e->Y;
+    cr_status st = CR_OK;
+    if (e->right)
+        st = cr__cmat_copy(arena, &e->Y, &Y);
+    if (st == CR_OK)
+        st = csolve_flip(arena, e, &Y);
+    return st != CR_OK ? st : cr__cmat_out(arena, &Y, e->B->ndim == 1, dt, o);
 }
 
 typedef struct csolve_thunk {
@@ -281,90 +387,83 @@ static cr_status csolve_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
     for (size_t i = 0; i < nx; i++)
         dx[i] = cr_tangent_none();
     const cr_array *B = e->B;
-    cr__cmat G;
-    cr_status st =
-        cr__cmat_tan(arena, "cholesky_solve_pullback", *dy, B->ndim, B->shape, e->cplx, &G);
+    size_t iu = e->right ? 2 : 1, ib = e->right ? 1 : 2;
+    const char *who = e->right ? "cholesky_rdiv_pullback" : "cholesky_solve_pullback";
+    cr__cmat G, Bb;
+    cr_status st = cr__cmat_tan(arena, who, *dy, B->ndim, B->shape, e->cplx, &G);
     if (st != CR_OK)
         return st;
     if (G.p == NULL) {
         dx[1] = dx[2] = cr_tangent_zero();
         return CR_OK;
     }
-    st = chol_apply_inv(arena, "cholesky_solve_pullback", &e->Um, &G);
+    st = csolve_flip(arena, e, &G);
     if (st == CR_OK)
-        st = cr__cmat_give(arena, e->pB, &G, B->ndim == 1, &dx[2]);
+        st = chol_apply_inv(arena, who, &e->Um, &G);
+    if (st == CR_OK)
+        st = cr__cmat_copy(arena, &G, &Bb);
+    if (st == CR_OK)
+        st = csolve_flip(arena, e, &Bb);
+    if (st == CR_OK)
+        st = cr__cmat_give(arena, e->pB, &Bb, B->ndim == 1, &dx[ib]);
     if (st != CR_OK)
         return st;
     csolve_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(csolve_thunk));
     if (t == NULL)
         return CR__ALLOC_STATUS(arena);
     *t = (csolve_thunk){e, G};
-    return cr__thunk(arena, csolve_thunk_fn, NULL, t, "cholesky_solve_pullback_thunk", &dx[1]);
+    return cr__thunk(arena, csolve_thunk_fn, NULL, t,
+                     e->right ? "cholesky_rdiv_pullback_thunk" : "cholesky_solve_pullback_thunk",
+                     &dx[iu]);
 }
 
-/* cholesky_solve(U, B) = (Uᴴ U) \ B. */
-static cr_status cholesky_solve_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                      const cr_value *args, size_t nargs, cr_value *y,
-                                      cr_pullback *pb, const void *udata)
+static cr_status csolve_rrule(cr_arena *arena, bool right, const cr_value *args, size_t nargs,
+                              cr_value *y, cr_pullback *pb, const void *udata)
 {
-    (void)cfg;
-    (void)f;
     csolve_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(csolve_env));
     if (e == NULL)
         return CR__ALLOC_STATUS(arena);
     cr_dtype dt = CR_DT_F64;
-    cr_status st = csolve_forward(arena, args, nargs, e, &dt);
+    cr_status st = csolve_forward(arena, right, args, nargs, e, &dt);
     cr_array *o;
     if (st == CR_OK)
-        st = cr__cmat_out(arena, &e->Y, e->B->ndim == 1, dt, &o);
+        st = csolve_out(arena, e, dt, &o);
     if (st != CR_OK)
         return st;
-    *y = cr_value_array(o);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    st = cr_project_new(arena, &args[0], &e->pU);
-    if (st == CR_OK)
-        st = cr_project_new(arena, &args[1], &e->pB);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){csolve_pullback, e, "cholesky_solve_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail2(
+        arena, args, udata, right ? &e->pB : &e->pU, right ? &e->pU : &e->pB, o, y, pb,
+        (cr_pullback){csolve_pullback, e,
+                      right ? "cholesky_rdiv_pullback" : "cholesky_solve_pullback", nargs + 1});
 }
-CR__ARRAY_FN(cholesky_solve, "cholesky_solve", 2)
 
-/* frule: Ẏ = (Uᴴ U)⁻¹ (Ḃ - U̇ᴴ U Y - Uᴴ U̇ Y), U̇ read on the upper triangle. */
-static cr_status cholesky_solve_frule(const cr_config *cfg, cr_arena *arena,
-                                      const cr_tangent *dargs, const cr_value *f,
-                                      const cr_value *args, size_t nargs, cr_value *y,
-                                      cr_tangent *dy, const void *udata)
+/* frule: Ẏ = (Uᴴ U)⁻¹ (Ḃ - U̇ᴴ U Y - Uᴴ U̇ Y), U̇ read on the upper triangle (on Z and Ḃᴴ for
+ * the right division, then flipped back). */
+static cr_status csolve_frule(cr_arena *arena, bool right, const cr_tangent *dargs,
+                              const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
+    const char *who = csolve_name(right);
     csolve_env e;
     memset(&e, 0, sizeof e);
     cr_dtype dt = CR_DT_F64;
-    cr_status st = csolve_forward(arena, args, nargs, &e, &dt);
+    cr_status st = csolve_forward(arena, right, args, nargs, &e, &dt);
     cr_array *o;
     if (st == CR_OK)
-        st = cr__cmat_out(arena, &e.Y, e.B->ndim == 1, dt, &o);
+        st = csolve_out(arena, &e, dt, &o);
     if (st != CR_OK)
         return st;
-    *y = cr_value_array(o);
     cr__cmat dU, dB, R, W;
-    st = cr__cmat_dx(arena, "cholesky_solve", dargs, args, 0, e.cplx, &dU);
-    if (st == CR_OK)
-        st = cr__cmat_dx(arena, "cholesky_solve", dargs, args, 1, e.cplx, &dB);
-    if (st != CR_OK)
+    bool none = false;
+    st = cr__frule_pair_cmat(arena, who, dargs, args, right ? 1 : 0, right ? 0 : 1, e.cplx, o, y,
+                             &dU, &dB, dy, &none);
+    if (st != CR_OK || none)
         return st;
-    if (dU.p == NULL && dB.p == NULL) {
-        *dy = cr_tangent_zero();
-        return CR_OK;
-    }
-    if (dB.p != NULL)
+    if (dB.p != NULL) {
         st = cr__cmat_copy_as(arena, &dB, e.cplx, &R);
-    else
+        if (st == CR_OK)
+            st = csolve_flip(arena, &e, &R);
+    } else {
         st = cr__cmat_new(arena, e.cplx, e.Y.r, e.Y.c, true, &R);
+    }
     if (st != CR_OK)
         return st;
     if (dU.p != NULL) {
@@ -378,9 +477,16 @@ static cr_status cholesky_solve_frule(const cr_config *cfg, cr_arena *arena,
             return st;
         cr__cmat_gemm('C', 'N', -1.0, &e.Um, &W, 1.0, &R);
     }
-    st = chol_apply_inv(arena, "cholesky_solve", &e.Um, &R);
+    st = chol_apply_inv(arena, who, &e.Um, &R);
+    if (st == CR_OK)
+        st = csolve_flip(arena, &e, &R);
     return st != CR_OK ? st : cr__tangent_like(arena, o, &R, e.B->ndim == 1, dy);
 }
+
+#define CSOLVE_RULES(NAME, RIGHT) CR__PARAM_RULES(NAME, csolve_rrule, csolve_frule, RIGHT, 2)
+
+CSOLVE_RULES(cholesky_solve, false)
+CSOLVE_RULES(cholesky_rdiv, true)
 
 /* det(Uᴴ U) = Π |u_ii|² and logdet(Uᴴ U) = 2 Σ log |u_ii| (real for complex U too). */
 typedef struct cdet_env {
@@ -478,14 +584,12 @@ static cr_status cdet_rrule(cr_arena *arena, bool lg, const cr_value *args, size
         return CR__ALLOC_STATUS(arena);
     e->lg = lg;
     cr_status st = cdet_forward(arena, lg, args, nargs, &e->Um, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    st = cr_project_new(arena, &args[0], &e->pU);
     if (st != CR_OK)
         return st;
-    *pb = (cr_pullback){cdet_pullback, e, lg ? "cholesky_logdet_pullback" : "cholesky_det_pullback",
-                        nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(arena, &args[0], udata, &e->pU, pb,
+                           (cr_pullback){cdet_pullback, e,
+                                         lg ? "cholesky_logdet_pullback" : "cholesky_det_pullback",
+                                         nargs + 1});
 }
 
 /* frule: det: Σ_i 2 re(conj(u_ii) u̇_ii) Π_{j≠i} |u_jj|²; logdet: 2 Σ re(u̇_ii / u_ii). */
@@ -525,7 +629,6 @@ CDET_RULES(cholesky_logdet, true)
 static cr_status sample_factor(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
                                void *env)
 {
-    (void)env;
     size_t n = 1 + cr__rng_below(rng, 4);
     cr_array *U;
     size_t shape[2] = {n, n};
@@ -542,23 +645,37 @@ static cr_status sample_factor(cr_arena *arena, uint64_t *rng, cr_value *args, s
     if (tagged)
         U->structure = CR_MAT_UPPER;
     args[0] = cr_value_array(U);
+    bool right = env != NULL;
     if (nargs == 2) {
         shape[1] = 2;
+        if (right) {
+            shape[0] = 2;
+            shape[1] = n;
+        }
         cr_array *B;
         cr_dtype dt = cr__rng_below(rng, 2) ? (cr_dtype)U->dtype : cr__rng_dtype(rng);
-        st = cr__rand_array(arena, rng, dt, cr__rng_below(rng, 2) ? 1 : 2, shape, -1, 1, &B);
+        size_t nd = cr__rng_below(rng, 2) ? 1 : 2;
+        st = cr__rand_array(arena, rng, dt, nd, right && nd == 1 ? shape + 1 : shape, -1, 1, &B);
         if (st != CR_OK)
             return st;
-        args[1] = cr_value_array(B);
+        args[right ? 1 : 0] = cr_value_array(U);
+        args[right ? 0 : 1] = cr_value_array(B);
     }
     return CR_OK;
 }
 
 static const cr_rule_test k_t_spd = {.sample = cr__sample_sq, .env = (void *)(uintptr_t)CR__SQ_SPD};
 static const cr_rule_test k_t_factor = {.sample = sample_factor};
+static const cr_rule_test k_t_rdiv = {.sample = sample_factor, .env = (void *)&k_t_rdiv};
+/* cholesky of a real number: the box [0.05, 5] and the points 1, 0.01 and 1e4. */
+static const double k_scalar_lo[1] = {0.05}, k_scalar_hi[1] = {5},
+                    k_scalar_points[3] = {1, 0.01, 1e4};
+static const cr_rule_test k_t_scalar = {
+    .npoints = 3, .points = k_scalar_points, .lo = k_scalar_lo, .hi = k_scalar_hi};
 
 cr_status cr__linalg_register_cholesky(cr_registry *reg)
 {
+    static const cr_argspec s_real[1] = {{CR_M_F64 | CR_M_F32, NULL}};
     static const cr__linalg_rule k[] = {
         {&cholesky_function, cr__linalg_fa, 1, cholesky_frule, cholesky_rrule, &k_t_spd,
          &cr__form_cholesky},
@@ -568,6 +685,9 @@ cr_status cr__linalg_register_cholesky(cr_registry *reg)
          &k_t_factor, &cr__form_cholesky_det},
         {&cholesky_logdet_function, cr__linalg_fa, 1, cholesky_logdet_frule, cholesky_logdet_rrule,
          &k_t_factor, &cr__form_cholesky_logdet},
+        {&cholesky_rdiv_function, cr__linalg_fa, 2, cholesky_rdiv_frule, cholesky_rdiv_rrule,
+         &k_t_rdiv, NULL},
+        {&cholesky_function, s_real, 1, cholesky_frule, cholesky_rrule, &k_t_scalar, NULL},
     };
     return cr__linalg_add_rules(reg, k, sizeof k / sizeof k[0]);
 }
@@ -579,6 +699,7 @@ CR__NO_LAPACK_FN(cholesky, "cholesky")
 CR__NO_LAPACK_FN(cholesky_solve, "cholesky_solve")
 CR__NO_LAPACK_FN(cholesky_det, "cholesky_det")
 CR__NO_LAPACK_FN(cholesky_logdet, "cholesky_logdet")
+CR__NO_LAPACK_FN(cholesky_rdiv, "cholesky_rdiv")
 
 cr_status cr__linalg_register_cholesky(cr_registry *reg)
 {

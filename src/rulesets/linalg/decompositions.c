@@ -259,4 +259,155 @@ cr_status cr__sample_sq(cr_arena *arena, uint64_t *rng, cr_value *args, size_t n
     return CR_OK;
 }
 
+/* ---- LU factors of any shape ----------------------------------------------------------------- */
+
+cr_status cr__cmat_block(cr_arena *arena, const cr__cmat *M, size_t r0, size_t r, size_t c0,
+                         size_t c, cr__cmat *out)
+{
+    cr_status st = cr__cmat_new(arena, M->cplx, r, c, false, out);
+    for (size_t j = 0; st == CR_OK && j < c; j++)
+        for (size_t i = 0; i < r; i++)
+            cr__cmat_set(out, i, j, cr__cmat_get(M, r0 + i, c0 + j));
+    return st;
+}
+
+/* M[r0.., c0..] := B. */
+static void put_block(cr__cmat *M, size_t r0, size_t c0, const cr__cmat *B)
+{
+    for (size_t j = 0; j < B->c; j++)
+        for (size_t i = 0; i < B->r; i++)
+            cr__cmat_set(M, r0 + i, c0 + j, cr__cmat_get(B, i, j));
+}
+
+cr_status cr__tri_right(cr_arena *arena, const char *who, const cr__cmat *T, char uplo, char op,
+                        char diag, cr__cmat *X)
+{
+    cr__cmat Xh;
+    cr_status st = cr__cmat_adj(arena, X, &Xh);
+    if (st == CR_OK)
+        st = cr__tri_left(arena, who, T, uplo, op == 'N' ? 'C' : 'N', diag, &Xh);
+    return st != CR_OK ? st : cr__cmat_adj(arena, &Xh, X);
+}
+
+/* P = opl(L₁) tril₋(Ls) and Q = triu(Us) opu(U₁), Ls and Us cut to those parts in place. */
+static cr_status lu_parts(cr_arena *arena, const cr__cmat *L1, char opl, cr__cmat *Ls, cr__cmat *Us,
+                          const cr__cmat *U1, char opu, cr__cmat *P, cr__cmat *Q)
+{
+    cr__cmat_tri(Ls, 'L', true);
+    cr__cmat_tri(Us, 'U', false);
+    cr_status st = cr__cmat_mul(arena, opl, 'N', 1.0, L1, Ls, P);
+    return st != CR_OK ? st : cr__cmat_mul(arena, 'N', opu, 1.0, Us, U1, Q);
+}
+
+cr_status cr__lu_pullback(cr_arena *arena, const char *who, const cr__cmat *L, const cr__cmat *U,
+                          const cr__cmat *Lb, const cr__cmat *Ub, cr__cmat *G)
+{
+    size_t m = L->r, k = L->c, n = U->c;
+    bool cplx = L->cplx;
+    cr__cmat L1, U1, Lbe, Ube, W, X, M, Z, Lb1, Ub1;
+    cr_status st = cr__cmat_block(arena, L, 0, k, 0, k, &L1);
+    if (st == CR_OK)
+        st = cr__cmat_block(arena, U, 0, k, 0, k, &U1);
+    if (st == CR_OK)
+        st = Lb->p != NULL ? cr__cmat_copy_as(arena, Lb, cplx, &Lbe)
+                           : cr__cmat_new(arena, cplx, m, k, true, &Lbe);
+    if (st == CR_OK)
+        st = Ub->p != NULL ? cr__cmat_copy_as(arena, Ub, cplx, &Ube)
+                           : cr__cmat_new(arena, cplx, k, n, true, &Ube);
+    if (st == CR_OK)
+        st = cr__cmat_new(arena, cplx, m, n, true, G);
+    if (st == CR_OK && n > k) { /* wide: U₂ = L⁻¹ (P A)₂ */
+        st = cr__cmat_block(arena, &Ube, 0, k, k, n - k, &W);
+        if (st == CR_OK)
+            st = cr__cmat_block(arena, U, 0, k, k, n - k, &X);
+        if (st == CR_OK)
+            st = cr__tri_left(arena, who, &L1, 'L', 'C', 'U', &W); /* L⁻ᴴ Ū₂ */
+        if (st == CR_OK) {
+            put_block(G, 0, k, &W);
+            cr__cmat_gemm('N', 'C', -1.0, &W, &X, 1.0, &Lbe);
+        }
+    }
+    if (st == CR_OK && m > k) { /* tall: L₂ = (P A)₂ U⁻¹ */
+        st = cr__cmat_block(arena, &Lbe, k, m - k, 0, k, &W);
+        if (st == CR_OK)
+            st = cr__cmat_block(arena, L, k, m - k, 0, k, &X);
+        if (st == CR_OK)
+            st = cr__tri_right(arena, who, &U1, 'U', 'C', 'N', &W); /* L̄₂ U⁻ᴴ */
+        if (st == CR_OK) {
+            put_block(G, k, 0, &W);
+            cr__cmat_gemm('C', 'N', -1.0, &X, &W, 1.0, &Ube);
+        }
+    }
+    if (st == CR_OK)
+        st = cr__cmat_block(arena, &Lbe, 0, k, 0, k, &Lb1);
+    if (st == CR_OK)
+        st = cr__cmat_block(arena, &Ube, 0, k, 0, k, &Ub1);
+    if (st == CR_OK)
+        st = lu_parts(arena, &L1, 'C', &Lb1, &Ub1, &U1, 'C', &M, &Z);
+    if (st != CR_OK)
+        return st;
+    cr__cmat_tri(&M, 'L', true);
+    for (size_t j = 0; j < k; j++)
+        for (size_t i = 0; i <= j; i++)
+            cr__cmat_set(&M, i, j, cr__cmat_get(&Z, i, j));
+    st = cr__tri_left(arena, who, &L1, 'L', 'C', 'U', &M);
+    if (st == CR_OK)
+        st = cr__tri_right(arena, who, &U1, 'U', 'C', 'N', &M);
+    if (st == CR_OK)
+        put_block(G, 0, 0, &M);
+    return st;
+}
+
+cr_status cr__lu_tangent(cr_arena *arena, const char *who, const cr__cmat *L, const cr__cmat *U,
+                         const cr__cmat *PdA, cr__cmat *dL, cr__cmat *dU)
+{
+    size_t m = L->r, k = L->c, n = U->c;
+    bool cplx = L->cplx;
+    cr__cmat L1, U1, X, Xl, dL1, dU1, W, B;
+    cr_status st = cr__cmat_block(arena, L, 0, k, 0, k, &L1);
+    if (st == CR_OK)
+        st = cr__cmat_block(arena, U, 0, k, 0, k, &U1);
+    if (st == CR_OK)
+        st = cr__cmat_block(arena, PdA, 0, k, 0, k, &X);
+    if (st == CR_OK)
+        st = cr__tri_left(arena, who, &L1, 'L', 'N', 'U', &X);
+    if (st == CR_OK)
+        st = cr__tri_right(arena, who, &U1, 'U', 'N', 'N', &X);
+    if (st == CR_OK)
+        st = cr__cmat_copy(arena, &X, &Xl);
+    if (st == CR_OK)
+        st = lu_parts(arena, &L1, 'N', &Xl, &X, &U1, 'N', &dL1, &dU1);
+    if (st == CR_OK)
+        st = cr__cmat_new(arena, cplx, m, k, true, dL);
+    if (st == CR_OK)
+        st = cr__cmat_new(arena, cplx, k, n, true, dU);
+    if (st != CR_OK)
+        return st;
+    put_block(dL, 0, 0, &dL1);
+    put_block(dU, 0, 0, &dU1);
+    if (n > k) { /* U̇₂ = L⁻¹ ((P Ȧ)₂ - L̇ U₂) */
+        st = cr__cmat_block(arena, PdA, 0, k, k, n - k, &W);
+        if (st == CR_OK)
+            st = cr__cmat_block(arena, U, 0, k, k, n - k, &B);
+        if (st == CR_OK) {
+            cr__cmat_gemm('N', 'N', -1.0, &dL1, &B, 1.0, &W);
+            st = cr__tri_left(arena, who, &L1, 'L', 'N', 'U', &W);
+        }
+        if (st == CR_OK)
+            put_block(dU, 0, k, &W);
+    }
+    if (st == CR_OK && m > k) { /* L̇₂ = ((P Ȧ)₂ - L₂ U̇) U⁻¹ */
+        st = cr__cmat_block(arena, PdA, k, m - k, 0, k, &W);
+        if (st == CR_OK)
+            st = cr__cmat_block(arena, L, k, m - k, 0, k, &B);
+        if (st == CR_OK) {
+            cr__cmat_gemm('N', 'N', -1.0, &B, &dU1, 1.0, &W);
+            st = cr__tri_right(arena, who, &U1, 'U', 'N', 'N', &W);
+        }
+        if (st == CR_OK)
+            put_block(dL, k, 0, &W);
+    }
+    return st;
+}
+
 #endif /* CR_HAVE_LAPACKE */

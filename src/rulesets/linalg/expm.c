@@ -291,13 +291,8 @@ static cr_status expm_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
     if (st != CR_OK)
         return st;
     *y = cr_value_array(o);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){expm_pullback, e, "expm_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,
+                           (cr_pullback){expm_pullback, e, "expm_pullback", nargs + 1});
 }
 CR__ARRAY_FN(expm, "expm", 1)
 

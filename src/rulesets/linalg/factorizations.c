@@ -21,17 +21,6 @@
 #if defined(CR_HAVE_LAPACKE)
 #include <lapacke.h>
 
-/* X := X op(T)⁻¹, through (X op(T)⁻¹)ᴴ = op(T)⁻ᴴ Xᴴ. */
-static cr_status tri_right(cr_arena *arena, const char *who, const cr__cmat *T, char uplo, char op,
-                           char diag, cr__cmat *X)
-{
-    cr__cmat Xh;
-    cr_status st = cr__cmat_adj(arena, X, &Xh);
-    if (st == CR_OK)
-        st = cr__tri_left(arena, who, T, uplo, op == 'N' ? 'C' : 'N', diag, &Xh);
-    return st != CR_OK ? st : cr__cmat_adj(arena, &Xh, X);
-}
-
 /* ---- Arguments and tangents -------------------------------------------------------------- */
 
 /* A float matrix argument (any shape). */
@@ -79,38 +68,39 @@ static cr_status make_tup2(cr_arena *arena, const cr_array *a, const cr_array *b
 typedef struct lu_env {
     const cr_array *A;
     cr_project *pA;
-    cr__cmat L, U; /* n x n: unit lower, upper */
+    cr__cmat L, U; /* m x k unit lower, k x n upper (k = min(m, n)) */
     int64_t *p;    /* row i of L U is row p[i] of A */
     cr_array *oL;  /* the outputs */
     cr_array *oU;
 } lu_env;
 
-/* P A = L U by getrf; a zero pivot (singular A) is a domain error, as Julia's lu throws. */
+/* P A = L U by getrf for an m x n A; a zero pivot (singular A) is a domain error, as Julia's
+ * lu throws. */
 static cr_status lu_forward(cr_arena *arena, const cr_value *args, size_t nargs, lu_env *e)
 {
     cr_status st = cr__nargs(arena, "lu", nargs, 1, 1);
     if (st == CR_OK)
-        st = cr__square_arg(arena, "lu", args, nargs, 0, &e->A, NULL);
+        st = cr__matrix32_arg(arena, "lu", args, nargs, 0, false, &e->A);
     if (st != CR_OK)
         return st;
     bool cplx = e->A->dtype == CR_DT_C128;
-    size_t n = e->A->shape[0];
+    size_t m = e->A->shape[0], n = e->A->shape[1], k = m < n ? m : n;
     cr__cmat F;
     st = cr__cmat_from(arena, e->A, cplx, &F);
     if (st == CR_OK)
-        st = cr__cmat_new(arena, cplx, n, n, true, &e->L);
+        st = cr__cmat_new(arena, cplx, m, k, true, &e->L);
     if (st == CR_OK)
-        st = cr__cmat_new(arena, cplx, n, n, true, &e->U);
+        st = cr__cmat_new(arena, cplx, k, n, true, &e->U);
     if (st != CR_OK)
         return st;
-    lapack_int *ipiv = cr__arena_array(arena, "lu", n, sizeof *ipiv, _Alignof(lapack_int));
-    e->p = cr__arena_array(arena, "lu", n, sizeof *e->p, _Alignof(int64_t));
-    if (ipiv == NULL || e->p == NULL)
+    lapack_int *ipiv = cr__arena_array(arena, "lu", k, sizeof *ipiv, _Alignof(lapack_int));
+    e->p = cr__arena_array(arena, "lu", m, sizeof *e->p, _Alignof(int64_t));
+    if ((k > 0 && ipiv == NULL) || (m > 0 && e->p == NULL))
         return CR__ALLOC_STATUS(arena);
-    lapack_int ln = (lapack_int)n;
-    lapack_int info = n == 0 ? 0
-                      : cplx ? LAPACKE_zgetrf_work(LAPACK_COL_MAJOR, ln, ln, F.p, ln, ipiv)
-                             : LAPACKE_dgetrf_work(LAPACK_COL_MAJOR, ln, ln, F.p, ln, ipiv);
+    lapack_int lm = (lapack_int)m, ln = (lapack_int)n;
+    lapack_int info = k == 0 ? 0
+                      : cplx ? LAPACKE_zgetrf_work(LAPACK_COL_MAJOR, lm, ln, F.p, lm, ipiv)
+                             : LAPACKE_dgetrf_work(LAPACK_COL_MAJOR, lm, ln, F.p, lm, ipiv);
     if (info < 0)
         return cr__lapack_fail(arena, "lu", info);
     if (info > 0)
@@ -118,19 +108,19 @@ static cr_status lu_forward(cr_arena *arena, const cr_value *args, size_t nargs,
                         "lu: the matrix is singular (U[%d][%d] is zero); its factorization has "
                         "no derivative there",
                         (int)info - 1, (int)info - 1);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < m; i++)
         e->p[i] = (int64_t)i;
-    for (size_t i = 0; i < n; i++) {
-        size_t k = (size_t)ipiv[i] - 1;
+    for (size_t i = 0; i < k; i++) {
+        size_t r = (size_t)ipiv[i] - 1;
         int64_t t = e->p[i];
-        e->p[i] = e->p[k];
-        e->p[k] = t;
+        e->p[i] = e->p[r];
+        e->p[r] = t;
     }
     for (size_t j = 0; j < n; j++)
-        for (size_t i = 0; i < n; i++) {
-            if (i > j)
+        for (size_t i = 0; i < m; i++) {
+            if (i > j && j < k)
                 cr__cmat_set(&e->L, i, j, cr__cmat_get(&F, i, j));
-            else
+            else if (i <= j && i < k)
                 cr__cmat_set(&e->U, i, j, cr__cmat_get(&F, i, j));
             if (i == j)
                 cr__cmat_set(&e->L, i, i, 1.0);
@@ -141,17 +131,19 @@ static cr_status lu_forward(cr_arena *arena, const cr_value *args, size_t nargs,
 static cr_status lu_output(cr_arena *arena, lu_env *e, cr_value *y)
 {
     cr_dtype dt = (cr_dtype)e->A->dtype;
-    size_t n = e->L.r;
+    size_t m = e->L.r;
     cr_array *op;
     cr_status st = cr__cmat_out(arena, &e->L, false, dt, &e->oL);
     if (st == CR_OK)
         st = cr__cmat_out(arena, &e->U, false, dt, &e->oU);
     if (st == CR_OK)
-        st = cr__i64_array(arena, n, e->p, &op);
+        st = cr__i64_array(arena, m, e->p, &op);
     if (st != CR_OK)
         return st;
-    e->oL->structure = CR_MAT_LOWER;
-    e->oU->structure = CR_MAT_UPPER;
+    if (e->L.r == e->U.c) { /* a rectangular A's factors are dense trapezoids, as Julia's */
+        e->oL->structure = CR_MAT_LOWER;
+        e->oU->structure = CR_MAT_UPPER;
+    }
     tup3 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(tup3));
     if (t == NULL)
         return CR__ALLOC_STATUS(arena);
@@ -162,8 +154,9 @@ static cr_status lu_output(cr_arena *arena, lu_env *e, cr_value *y)
     return CR_OK;
 }
 
-/* With P A = L U: Ā = Pᵀ L⁻ᴴ (tril(Lᴴ L̄, -1) + triu(Ū Uᴴ)) U⁻ᴴ (only the strictly lower
- * part of L̄ and the upper part of Ū enter: L's unit diagonal is constant). */
+/* With P A = L U: Ā = Pᵀ L⁻ᴴ (tril(Lᴴ L̄, -1) + triu(Ū Uᴴ)) U⁻ᴴ for a square A (only the
+ * strictly lower part of L̄ and the upper part of Ū enter: L's unit diagonal is constant),
+ * extended to rectangular ones by cr__lu_pullback. */
 static cr_status lu_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                              void *env)
 {
@@ -171,50 +164,31 @@ static cr_status lu_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr
     lu_env *e = env;
     const char *who = "lu_pullback";
     dx[0] = cr_tangent_none();
-    size_t n = e->L.r, shape[2] = {n, n};
+    size_t m = e->L.r, n = e->U.c, sl[2] = {m, e->L.c}, su[2] = {e->U.r, n};
     bool cplx = e->L.cplx;
     cr_tangent tl, tu;
-    cr__cmat Lb, Ub, M, T;
+    cr__cmat Lb, Ub, G, T;
     cr_status st = cr__tuple_field(arena, who, *dy, 0, &tl);
     if (st == CR_OK)
         st = cr__tuple_field(arena, who, *dy, 1, &tu);
     if (st == CR_OK)
-        st = cr__cmat_tan(arena, who, tl, 2, shape, cplx, &Lb);
+        st = cr__cmat_tan(arena, who, tl, 2, sl, cplx, &Lb);
     if (st == CR_OK)
-        st = cr__cmat_tan(arena, who, tu, 2, shape, cplx, &Ub);
+        st = cr__cmat_tan(arena, who, tu, 2, su, cplx, &Ub);
     if (st != CR_OK)
         return st;
     if (Lb.p == NULL && Ub.p == NULL) {
         dx[1] = cr_tangent_zero();
         return CR_OK;
     }
-    st = cr__cmat_new(arena, cplx, n, n, true, &M);
+    st = cr__lu_pullback(arena, who, &e->L, &e->U, &Lb, &Ub, &G);
+    if (st == CR_OK)
+        st = cr__cmat_new(arena, cplx, m, n, false, &T);
     if (st != CR_OK)
         return st;
-    if (Lb.p != NULL) {
-        cr__cmat_tri(&Lb, 'L', true);
-        cr__cmat_gemm('C', 'N', 1.0, &e->L, &Lb, 0.0, &M);
-        cr__cmat_tri(&M, 'L', true);
-    }
-    if (Ub.p != NULL) {
-        cr__cmat_tri(&Ub, 'U', false);
-        st = cr__cmat_mul(arena, 'N', 'C', 1.0, &Ub, &e->U, &T);
-        if (st != CR_OK)
-            return st;
+    for (size_t i = 0; i < m; i++)
         for (size_t j = 0; j < n; j++)
-            for (size_t i = 0; i <= j; i++)
-                cr__cmat_set(&M, i, j, cr__cmat_get(&T, i, j));
-    }
-    st = cr__tri_left(arena, who, &e->L, 'L', 'C', 'U', &M);
-    if (st == CR_OK)
-        st = tri_right(arena, who, &e->U, 'U', 'C', 'N', &M);
-    if (st == CR_OK)
-        st = cr__cmat_new(arena, cplx, n, n, false, &T);
-    if (st != CR_OK)
-        return st;
-    for (size_t i = 0; i < n; i++)
-        for (size_t j = 0; j < n; j++)
-            cr__cmat_set(&T, (size_t)e->p[i], j, cr__cmat_get(&M, i, j));
+            cr__cmat_set(&T, (size_t)e->p[i], j, cr__cmat_get(&G, i, j));
     return cr__cmat_give(arena, e->pA, &T, false, &dx[1]);
 }
 
@@ -230,17 +204,15 @@ static cr_status lu_rrule(const cr_config *cfg, cr_arena *arena, const cr_value 
     cr_status st = lu_forward(arena, args, nargs, e);
     if (st == CR_OK)
         st = lu_output(arena, e, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    st = cr_project_new(arena, &args[0], &e->pA);
     if (st != CR_OK)
         return st;
-    *pb = (cr_pullback){lu_pullback, e, "lu_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,
+                           (cr_pullback){lu_pullback, e, "lu_pullback", nargs + 1});
 }
 CR__ARRAY_FN(lu, "lu", 1)
 
-/* frule: F = L⁻¹ P Ȧ U⁻¹, L̇ = L tril(F, -1), U̇ = triu(F) U; ṗ is NoTangent. */
+/* frule: with P Ȧ, cr__lu_tangent (square: F = L⁻¹ P Ȧ U⁻¹, L̇ = L tril(F, -1),
+ * U̇ = triu(F) U); ṗ is NoTangent. */
 static cr_status lu_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
                           const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
                           cr_tangent *dy, const void *udata)
@@ -255,32 +227,21 @@ static cr_status lu_frule(const cr_config *cfg, cr_arena *arena, const cr_tangen
         st = lu_output(arena, &e, y);
     if (st != CR_OK)
         return st;
-    size_t n = e.L.r;
+    size_t m = e.L.r, n = e.U.c;
     bool cplx = e.L.cplx;
-    cr__cmat dA, F, Fl, dL, dU;
+    cr__cmat dA, F, dL, dU;
     st = cr__cmat_dx(arena, "lu", dargs, args, 0, cplx, &dA);
     if (st != CR_OK || dA.p == NULL) {
         *dy = cr_tangent_zero();
         return st;
     }
-    st = cr__cmat_new(arena, cplx, n, n, false, &F);
+    st = cr__cmat_new(arena, cplx, m, n, false, &F);
     if (st != CR_OK)
         return st;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < m; i++)
         for (size_t j = 0; j < n; j++)
             cr__cmat_set(&F, i, j, cr__cmat_get(&dA, (size_t)e.p[i], j));
-    st = cr__tri_left(arena, "lu", &e.L, 'L', 'N', 'U', &F);
-    if (st == CR_OK)
-        st = tri_right(arena, "lu", &e.U, 'U', 'N', 'N', &F);
-    if (st == CR_OK)
-        st = cr__cmat_copy_as(arena, &F, cplx, &Fl);
-    if (st != CR_OK)
-        return st;
-    cr__cmat_tri(&Fl, 'L', true);
-    cr__cmat_tri(&F, 'U', false);
-    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &e.L, &Fl, &dL);
-    if (st == CR_OK)
-        st = cr__cmat_mul(arena, 'N', 'N', 1.0, &F, &e.U, &dU);
+    st = cr__lu_tangent(arena, "lu", &e.L, &e.U, &F, &dL, &dU);
     cr_tangent t[3] = {cr_tangent_zero(), cr_tangent_zero(), cr_tangent_none()};
     if (st == CR_OK)
         st = cr__tangent_like(arena, e.oL, &dL, false, &t[0]);
@@ -294,12 +255,13 @@ static cr_status lu_frule(const cr_config *cfg, cr_arena *arena, const cr_tangen
 typedef struct qr_env {
     const cr_array *A;
     cr_project *pA;
-    cr__cmat Q, R; /* m x n, n x n */
+    cr__cmat Q, R; /* m x k, k x n (k = min(m, n)) */
     cr_array *oQ, *oR;
 } qr_env;
 
-/* The thin QR of an m x n A, m >= n: geqrf, then orgqr/ungqr for Q. R's diagonal is real
- * (LAPACK's convention, also for complex A) but may be negative, as in Julia. */
+/* The thin QR of an m x n A: geqrf, then orgqr/ungqr for Q (m x k, k = min(m, n)); R is
+ * k x n, upper trapezoidal for a wide A (m < n). R's diagonal is real (LAPACK's convention,
+ * also for complex A) but may be negative, as in Julia. */
 static cr_status qr_forward(cr_arena *arena, const cr_value *args, size_t nargs, qr_env *e)
 {
     cr_status st = cr__nargs(arena, "qr", nargs, 1, 1);
@@ -307,23 +269,19 @@ static cr_status qr_forward(cr_arena *arena, const cr_value *args, size_t nargs,
         st = matrix_arg(arena, "qr", args, nargs, 0, &e->A);
     if (st != CR_OK)
         return st;
-    size_t m = e->A->shape[0], n = e->A->shape[1];
-    if (m < n)
-        return CR__FAIL(arena, CR_EUNIMPL,
-                        "qr: only matrices with at least as many rows as columns are supported "
-                        "(got %zu x %zu)",
-                        m, n);
+    size_t m = e->A->shape[0], n = e->A->shape[1], k = m < n ? m : n;
     bool cplx = e->A->dtype == CR_DT_C128;
     st = cr__cmat_from(arena, e->A, cplx, &e->Q);
     if (st == CR_OK)
-        st = cr__cmat_new(arena, cplx, n, n, true, &e->R);
+        st = cr__cmat_new(arena, cplx, k, n, true, &e->R);
     if (st != CR_OK)
         return st;
-    if (n == 0)
+    e->Q.c = k;
+    if (k == 0)
         return CR_OK;
-    lapack_int lm = (lapack_int)m, ln = (lapack_int)n, info;
+    lapack_int lm = (lapack_int)m, ln = (lapack_int)n, lk = (lapack_int)k, info;
     size_t es = cplx ? sizeof(cr_complex) : sizeof(double);
-    void *tau = cr__arena_array(arena, "qr", n, es, 0);
+    void *tau = cr__arena_array(arena, "qr", k, es, 0);
     if (tau == NULL)
         return CR__ALLOC_STATUS(arena);
     /* One workspace for both calls: the larger of the two queries. */
@@ -333,13 +291,13 @@ static cr_status qr_forward(cr_arena *arena, const cr_value *args, size_t nargs,
             cr_complex q = 0;
             info = pass == 0
                        ? LAPACKE_zgeqrf_work(LAPACK_COL_MAJOR, lm, ln, e->Q.p, lm, tau, &q, -1)
-                       : LAPACKE_zungqr_work(LAPACK_COL_MAJOR, lm, ln, ln, e->Q.p, lm, tau, &q, -1);
+                       : LAPACKE_zungqr_work(LAPACK_COL_MAJOR, lm, lk, lk, e->Q.p, lm, tau, &q, -1);
             lw = creal(q) > (double)lw ? (size_t)creal(q) : lw;
         } else {
             double q = 0;
             info = pass == 0
                        ? LAPACKE_dgeqrf_work(LAPACK_COL_MAJOR, lm, ln, e->Q.p, lm, tau, &q, -1)
-                       : LAPACKE_dorgqr_work(LAPACK_COL_MAJOR, lm, ln, ln, e->Q.p, lm, tau, &q, -1);
+                       : LAPACKE_dorgqr_work(LAPACK_COL_MAJOR, lm, lk, lk, e->Q.p, lm, tau, &q, -1);
             lw = q > (double)lw ? (size_t)q : lw;
         }
         if (info != 0)
@@ -355,15 +313,14 @@ static cr_status qr_forward(cr_arena *arena, const cr_value *args, size_t nargs,
     if (info != 0)
         return cr__lapack_fail(arena, "qr", info);
     for (size_t j = 0; j < n; j++)
-        for (size_t i = 0; i <= j; i++)
+        for (size_t i = 0; i <= j && i < k; i++)
             cr__cmat_set(&e->R, i, j, cr__cmat_get(&e->Q, i, j));
-    info = cplx ? LAPACKE_zungqr_work(LAPACK_COL_MAJOR, lm, ln, ln, e->Q.p, lm, tau, work,
+    info = cplx ? LAPACKE_zungqr_work(LAPACK_COL_MAJOR, lm, lk, lk, e->Q.p, lm, tau, work,
                                       (lapack_int)lw)
-                : LAPACKE_dorgqr_work(LAPACK_COL_MAJOR, lm, ln, ln, e->Q.p, lm, tau, work,
+                : LAPACKE_dorgqr_work(LAPACK_COL_MAJOR, lm, lk, lk, e->Q.p, lm, tau, work,
                                       (lapack_int)lw);
     if (info != 0)
         return cr__lapack_fail(arena, "qr", info);
-    e->Q.c = n;
     return CR_OK;
 }
 
@@ -375,7 +332,8 @@ static cr_status qr_output(cr_arena *arena, qr_env *e, cr_value *y)
         st = cr__cmat_out(arena, &e->R, false, dt, &e->oR);
     if (st != CR_OK)
         return st;
-    e->oR->structure = CR_MAT_UPPER;
+    if (e->R.r == e->R.c) /* a wide A's R is a dense upper trapezoid, as Julia's */
+        e->oR->structure = CR_MAT_UPPER;
     return make_tup2(arena, e->oQ, e->oR, y);
 }
 
@@ -407,9 +365,17 @@ static cr_status qr_check_rank(cr_arena *arena, const cr__cmat *R)
     return CR_OK;
 }
 
+/* Columns [j0, j0 + c) of a column-major work matrix, sharing its storage. */
+static cr__cmat cols_of(const cr__cmat *M, size_t j0, size_t c)
+{
+    size_t es = M->cplx ? sizeof(cr_complex) : sizeof(double);
+    return (cr__cmat){(char *)M->p + j0 * M->r * es, M->r, c, M->cplx};
+}
+
 /* M = R R̄ᴴ - Q̄ᴴ Q; Ā = (Q̄ + Q copyltu(M)) R⁻ᴴ, copyltu(M) the Hermitian matrix of M's
  * lower triangle with a real diagonal (R's diagonal is real: the imaginary part there is
- * the gauge LAPACK fixes). */
+ * the gauge LAPACK fixes). A wide A = [X Y] (m < n) has R = [U V] with X = Q U, Y = Q V:
+ * the square rule on X with Q̄ + Y V̄ᴴ and Ū gives X̄, and Ȳ = Q V̄ (ChainRules' qr_rev). */
 static cr_status qr_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                              void *env)
 {
@@ -417,10 +383,10 @@ static cr_status qr_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr
     qr_env *e = env;
     const char *who = "qr_pullback";
     dx[0] = cr_tangent_none();
-    size_t m = e->Q.r, n = e->Q.c, sq[2] = {m, n}, sr[2] = {n, n};
+    size_t m = e->Q.r, n = e->Q.c, nn = e->R.c, sq[2] = {m, n}, sr[2] = {n, nn};
     bool cplx = e->Q.cplx;
     cr_tangent tq, tr;
-    cr__cmat Qb, Rb, M, G;
+    cr__cmat Qb, Rb, M, G, Rs = cols_of(&e->R, 0, n), V = cols_of(&e->R, n, nn - n), Vb, YVb, Ga;
     cr_status st = cr__tuple_field(arena, who, *dy, 0, &tq);
     if (st == CR_OK)
         st = cr__tuple_field(arena, who, *dy, 1, &tr);
@@ -434,14 +400,28 @@ static cr_status qr_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr
         dx[1] = cr_tangent_zero();
         return CR_OK;
     }
-    st = qr_check_rank(arena, &e->R);
+    st = qr_check_rank(arena, &Rs);
+    if (st == CR_OK)
+        st = cr__cmat_new(arena, cplx, m, nn, true, &Ga);
+    if (st == CR_OK && Qb.p == NULL && nn > n && Rb.p != NULL)
+        st = cr__cmat_new(arena, cplx, m, n, true, &Qb);
+    if (st == CR_OK && Rb.p != NULL && nn > n) { /* Q̄ += Y V̄ᴴ = Q V V̄ᴴ, Ȳ = Q V̄ */
+        Vb = cols_of(&Rb, n, nn - n);
+        st = cr__cmat_mul(arena, 'N', 'C', 1.0, &V, &Vb, &YVb);
+        if (st == CR_OK) {
+            cr__cmat Yb = cols_of(&Ga, n, nn - n);
+            cr__cmat_gemm('N', 'N', 1.0, &e->Q, &YVb, 1.0, &Qb);
+            cr__cmat_gemm('N', 'N', 1.0, &e->Q, &Vb, 0.0, &Yb);
+        }
+    }
     if (st == CR_OK)
         st = cr__cmat_new(arena, cplx, n, n, true, &M);
     if (st != CR_OK)
         return st;
     if (Rb.p != NULL) {
+        Rb.c = n; /* Ū, the square part */
         cr__cmat_tri(&Rb, 'U', false);
-        cr__cmat_gemm('N', 'C', 1.0, &e->R, &Rb, 0.0, &M);
+        cr__cmat_gemm('N', 'C', 1.0, &Rs, &Rb, 0.0, &M);
     }
     if (Qb.p != NULL)
         cr__cmat_gemm('C', 'N', -1.0, &Qb, &e->Q, 1.0, &M);
@@ -457,8 +437,15 @@ static cr_status qr_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr
     if (st != CR_OK)
         return st;
     cr__cmat_gemm('N', 'N', 1.0, &e->Q, &M, 1.0, &G);
-    st = tri_right(arena, who, &e->R, 'U', 'C', 'N', &G);
-    return st != CR_OK ? st : cr__cmat_give(arena, e->pA, &G, false, &dx[1]);
+    st = cr__tri_right(arena, who, &Rs, 'U', 'C', 'N', &G);
+    if (st != CR_OK)
+        return st;
+    if (nn == n)
+        return cr__cmat_give(arena, e->pA, &G, false, &dx[1]);
+    for (size_t j = 0; j < n; j++) /* X̄, the first n columns */
+        for (size_t i = 0; i < m; i++)
+            cr__cmat_set(&Ga, i, j, cr__cmat_get(&G, i, j));
+    return cr__cmat_give(arena, e->pA, &Ga, false, &dx[1]);
 }
 
 static cr_status qr_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
@@ -473,13 +460,10 @@ static cr_status qr_rrule(const cr_config *cfg, cr_arena *arena, const cr_value 
     cr_status st = qr_forward(arena, args, nargs, e);
     if (st == CR_OK)
         st = qr_output(arena, e, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    st = cr_project_new(arena, &args[0], &e->pA);
     if (st != CR_OK)
         return st;
-    *pb = (cr_pullback){qr_pullback, e, "qr_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,
+                           (cr_pullback){qr_pullback, e, "qr_pullback", nargs + 1});
 }
 CR__ARRAY_FN(qr, "qr", 1)
 
@@ -500,17 +484,18 @@ static cr_status qr_frule(const cr_config *cfg, cr_arena *arena, const cr_tangen
         st = qr_output(arena, &e, y);
     if (st != CR_OK)
         return st;
-    size_t n = e.Q.c;
+    size_t n = e.Q.c, nn = e.R.c;
     bool cplx = e.Q.cplx;
-    cr__cmat E, C, W, Psi, dR;
-    st = cr__cmat_dx(arena, "qr", dargs, args, 0, cplx, &E);
-    if (st != CR_OK || E.p == NULL) {
+    cr__cmat E, dA, C, W, Psi, dR, Rs = cols_of(&e.R, 0, n);
+    st = cr__cmat_dx(arena, "qr", dargs, args, 0, cplx, &dA);
+    if (st != CR_OK || dA.p == NULL) {
         *dy = cr_tangent_zero();
         return st;
     }
-    st = qr_check_rank(arena, &e.R);
+    E = cols_of(&dA, 0, n); /* Ẋ; a wide A's Ẏ = the other columns */
+    st = qr_check_rank(arena, &Rs);
     if (st == CR_OK)
-        st = tri_right(arena, "qr", &e.R, 'U', 'N', 'N', &E);
+        st = cr__tri_right(arena, "qr", &Rs, 'U', 'N', 'N', &E);
     if (st == CR_OK)
         st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e.Q, &E, &C);
     if (st == CR_OK)
@@ -530,7 +515,15 @@ static cr_status qr_frule(const cr_config *cfg, cr_arena *arena, const cr_tangen
         }
     }
     cr__cmat_gemm('N', 'N', 1.0, &e.Q, &W, 1.0, &E);
-    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &Psi, &e.R, &dR);
+    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &Psi, &e.R, &dR); /* [U̇ Ψ V] */
+    if (st == CR_OK && nn > n) {                              /* V̇ = Qᴴ (Ẏ - Q̇ V) */
+        cr__cmat V = cols_of(&e.R, n, nn - n), dY = cols_of(&dA, n, nn - n), dV;
+        cr__cmat_gemm('N', 'N', -1.0, &E, &V, 1.0, &dY);
+        st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e.Q, &dY, &dV);
+        for (size_t j = 0; st == CR_OK && j < nn - n; j++)
+            for (size_t i = 0; i < n; i++)
+                cr__cmat_set(&dR, i, n + j, cr__cmat_get(&dV, i, j));
+    }
     cr_tangent t[2];
     if (st == CR_OK)
         st = cr__tangent_like(arena, e.oQ, &E, false, &t[0]);
@@ -816,14 +809,12 @@ static cr_status geig_rrule(cr_arena *arena, bool vectors, const cr_value *args,
     cr_status st = geig_forward(arena, who, args, nargs, e);
     if (st == CR_OK)
         st = geig_output(arena, e, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    st = cr_project_new(arena, &args[0], &e->pA);
     if (st != CR_OK)
         return st;
-    *pb = (cr_pullback){geig_pullback, e,
-                        vectors ? "eigen_general_pullback" : "eigvals_general_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(
+        arena, &args[0], udata, &e->pA, pb,
+        (cr_pullback){geig_pullback, e,
+                      vectors ? "eigen_general_pullback" : "eigvals_general_pullback", nargs + 1});
 }
 
 /* frule: P = V⁻¹ Ȧ V; λ̇ = diag(P); K = F ∘ P (zero diagonal); V̇ = V K + V D with D
@@ -903,29 +894,61 @@ typedef struct pinv_env {
     cr_project *pA;
     cr__cmat Y;    /* n x m */
     cr__cmat P, Q; /* I - U_r U_rᴴ (m x m), I - V_r V_rᴴ (n x n) */
+    bool vec;      /* A a vector (an m x 1 matrix) */
+    bool diff[3];  /* pinv_ex: whether atol and rtol are perturbable */
 } pinv_env;
 
-/* Y = V_r diag(1/s) U_rᴴ over the singular values s > tol = eps * min(m, n) * s_max (Julia's
- * default rtol, eps of the argument's precision), from the thin SVD (gesdd). */
-static cr_status pinv_forward(cr_arena *arena, const cr_value *args, size_t nargs,
+/* pinv_ex's tolerance: max(atol, rtol s_max), rtol by default (two arguments) Julia's,
+ * eps min(m, n) when atol is zero and 0 otherwise. */
+static cr_status pinv_tols(cr_arena *arena, const cr_value *args, size_t nargs, double *atol,
+                           double *rtol)
+{
+    for (size_t i = 1; i < nargs; i++) {
+        cr_kind k = args[i].kind;
+        double v = creal(cr__scalar_of(&args[i]));
+        if ((k != CR_KIND_F64 && k != CR_KIND_F32 && k != CR_KIND_I64 && k != CR_KIND_I32 &&
+             k != CR_KIND_BOOL) ||
+            isnan(v))
+            return CR__FAIL(arena, CR_EINVAL, "pinv_ex: argument %zu (%s) must be a real number",
+                            i + 1, i == 1 ? "atol" : "rtol");
+        *(i == 1 ? atol : rtol) = v;
+    }
+    return CR_OK;
+}
+
+/* Y = V_r diag(1/s) U_rᴴ over the singular values s > tol from the thin SVD (gesdd): pinv's
+ * tol = eps * min(m, n) * s_max (Julia's default rtol, eps of the argument's precision),
+ * pinv_ex's (A, atol[, rtol]) max(atol, rtol * s_max). A vector is an m x 1 matrix (Julia's
+ * pinv of a vector: xᴴ / |x|², zero at zero), its pseudo-inverse 1 x m. */
+static cr_status pinv_forward(cr_arena *arena, bool ex, const cr_value *args, size_t nargs,
                               const cr_array **A, pinv_env *e)
 {
-    cr_status st = cr__nargs(arena, "pinv", nargs, 1, 1);
+    const char *who = ex ? "pinv_ex" : "pinv";
+    double atol = 0, rtol = NAN;
+    cr_status st = cr__nargs(arena, who, nargs, ex ? 2 : 1, ex ? 3 : 1);
     if (st == CR_OK)
-        st = matrix_arg(arena, "pinv", args, nargs, 0, A);
+        st = cr__array_arg(arena, who, args, nargs, 0, A);
+    if (st == CR_OK && ((*A)->ndim != 1 || !cr_dtype_is_float((cr_dtype)(*A)->dtype) ||
+                        !cr__lapack_size_ok((*A)->shape[0])))
+        st = matrix_arg(arena, who, args, nargs, 0, A);
+    if (st == CR_OK && ex)
+        st = pinv_tols(arena, args, nargs, &atol, &rtol);
     if (st != CR_OK)
         return st;
+    e->vec = (*A)->ndim == 1;
+    for (size_t i = 1; i < nargs; i++)
+        e->diff[i] = cr__is_diff(&args[i]);
     bool cplx = (*A)->dtype == CR_DT_C128;
-    size_t m = (*A)->shape[0], n = (*A)->shape[1], k = m < n ? m : n;
+    size_t m = (*A)->shape[0], n = e->vec ? 1 : (*A)->shape[1], k = m < n ? m : n;
     /* P (m x m) and Q (n x n) are not bounded by A's m x n elements (a 0 x n matrix) */
     size_t es = cplx ? sizeof(cr_complex) : sizeof(double), pm[2] = {m, m}, qn[2] = {n, n}, cnt;
-    if ((st = cr__ck_numel(cr_arena_ctx(arena), "pinv", 2, pm, es, &cnt)) != CR_OK ||
-        (st = cr__ck_numel(cr_arena_ctx(arena), "pinv", 2, qn, es, &cnt)) != CR_OK)
+    if ((st = cr__ck_numel(cr_arena_ctx(arena), who, 2, pm, es, &cnt)) != CR_OK ||
+        (st = cr__ck_numel(cr_arena_ctx(arena), who, 2, qn, es, &cnt)) != CR_OK)
         return st;
     cr__cmat F, U, Vt;
     st = cr__cmat_from(arena, *A, cplx, &F);
     if (st == CR_OK)
-        st = cr__lapack_finite(arena, "pinv", &F);
+        st = cr__lapack_finite(arena, who, &F);
     if (st == CR_OK)
         st = cr__cmat_new(arena, cplx, m, k, false, &U);
     if (st == CR_OK)
@@ -938,15 +961,14 @@ static cr_status pinv_forward(cr_arena *arena, const cr_value *args, size_t narg
         st = cr__cmat_new(arena, cplx, n, n, true, &e->Q);
     if (st != CR_OK)
         return st;
-    double *s = cr__arena_array(arena, "pinv", k, sizeof *s, _Alignof(double));
-    lapack_int *iwork =
-        cr__arena_array(arena, "pinv", 8 * k + 1, sizeof *iwork, _Alignof(lapack_int));
+    double *s = cr__arena_array(arena, who, k, sizeof *s, _Alignof(double));
+    lapack_int *iwork = cr__arena_array(arena, who, 8 * k + 1, sizeof *iwork, _Alignof(lapack_int));
     if (s == NULL || iwork == NULL)
         return CR__ALLOC_STATUS(arena);
     lapack_int lm = (lapack_int)m, ln = (lapack_int)n, lk = (lapack_int)k, info = 0;
     if (k > 0 && cplx) {
         size_t mx = m > n ? m : n, a1 = k * (5 * k + 7), a2 = 2 * k * (k + mx) + k;
-        double *rwork = cr__arena_array(arena, "pinv", ((a1 > a2 ? a1 : a2) + 1), sizeof(double),
+        double *rwork = cr__arena_array(arena, who, ((a1 > a2 ? a1 : a2) + 1), sizeof(double),
                                         _Alignof(double));
         cr_complex q;
         if (rwork == NULL)
@@ -954,7 +976,7 @@ static cr_status pinv_forward(cr_arena *arena, const cr_value *args, size_t narg
         info = LAPACKE_zgesdd_work(LAPACK_COL_MAJOR, 'S', lm, ln, F.p, lm, s, U.p, lm, Vt.p, lk, &q,
                                    -1, rwork, iwork);
         size_t lw = (size_t)creal(q) + 1;
-        cr_complex *work = cr__arena_array(arena, "pinv", lw, sizeof *work, _Alignof(cr_complex));
+        cr_complex *work = cr__arena_array(arena, who, lw, sizeof *work, _Alignof(cr_complex));
         if (work == NULL)
             return CR__ALLOC_STATUS(arena);
         info = LAPACKE_zgesdd_work(LAPACK_COL_MAJOR, 'S', lm, ln, F.p, lm, s, U.p, lm, Vt.p, lk,
@@ -964,16 +986,18 @@ static cr_status pinv_forward(cr_arena *arena, const cr_value *args, size_t narg
         info = LAPACKE_dgesdd_work(LAPACK_COL_MAJOR, 'S', lm, ln, F.p, lm, s, U.p, lm, Vt.p, lk, &q,
                                    -1, iwork);
         size_t lw = (size_t)q + 1;
-        double *work = cr__arena_array(arena, "pinv", lw, sizeof *work, _Alignof(double));
+        double *work = cr__arena_array(arena, who, lw, sizeof *work, _Alignof(double));
         if (work == NULL)
             return CR__ALLOC_STATUS(arena);
         info = LAPACKE_dgesdd_work(LAPACK_COL_MAJOR, 'S', lm, ln, F.p, lm, s, U.p, lm, Vt.p, lk,
                                    work, (lapack_int)lw, iwork);
     }
     if (info != 0)
-        return cr__lapack_fail(arena, "pinv", info);
+        return cr__lapack_fail(arena, who, info);
     double eps = (*A)->dtype == CR_DT_F32 ? (double)FLT_EPSILON : DBL_EPSILON;
-    double tol = k > 0 ? eps * (double)k * s[0] : 0;
+    if (isnan(rtol)) /* not given */
+        rtol = atol == 0 ? eps * (double)k : 0;
+    double tol = k > 0 ? fmax(atol, rtol * s[0]) : 0;
     for (size_t i = 0; i < m; i++)
         cr__cmat_set(&e->P, i, i, 1.0);
     for (size_t i = 0; i < n; i++)
@@ -1005,6 +1029,8 @@ static cr_status pinv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     (void)nx;
     pinv_env *e = env;
     dx[0] = cr_tangent_none();
+    for (size_t i = 2; i < nx; i++)
+        dx[i] = e->diff[i - 1] ? cr_tangent_zero() : cr_tangent_none();
     size_t shape[2] = {e->Y.r, e->Y.c};
     cr__cmat G, T1, T2, YYh, YhY, R;
     cr_status st = cr__cmat_tan(arena, "pinv_pullback", *dy, 2, shape, e->Y.cplx, &G);
@@ -1027,55 +1053,43 @@ static cr_status pinv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
         return st;
     cr__cmat_gemm('N', 'N', 1.0, &T1, &YYh, 1.0, &R);
     cr__cmat_gemm('N', 'N', 1.0, &T2, &e->Q, 1.0, &R);
-    return cr__cmat_give(arena, e->pA, &R, false, &dx[1]);
+    return cr__cmat_give(arena, e->pA, &R, e->vec, &dx[1]);
 }
 
-static cr_status pinv_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+static cr_status pinv_rrule_common(cr_arena *arena, bool ex, const cr_value *args, size_t nargs,
+                                   cr_value *y, cr_pullback *pb, const void *udata)
 {
-    (void)cfg;
-    (void)f;
     pinv_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(pinv_env));
     if (e == NULL)
         return CR__ALLOC_STATUS(arena);
     const cr_array *A;
     cr_array *o;
-    cr_status st = pinv_forward(arena, args, nargs, &A, e);
+    cr_status st = pinv_forward(arena, ex, args, nargs, &A, e);
     if (st == CR_OK)
         st = cr__cmat_out(arena, &e->Y, false, (cr_dtype)A->dtype, &o);
     if (st != CR_OK)
         return st;
     *y = cr_value_array(o);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){pinv_pullback, e, "pinv_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(
+        arena, &args[0], udata, &e->pA, pb,
+        (cr_pullback){pinv_pullback, e, ex ? "pinv_ex_pullback" : "pinv_pullback", nargs + 1});
 }
-CR__ARRAY_FN(pinv, "pinv", 1)
 
 /* frule: Ẏ = -Y Ȧ Y + Y Yᴴ Ȧᴴ (I - A Y) + (I - Y A) Ȧᴴ Yᴴ Y. */
-static cr_status pinv_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+static cr_status pinv_frule_common(cr_arena *arena, bool ex, const cr_tangent *dargs,
+                                   const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     pinv_env e;
     const cr_array *A;
     cr_array *o;
-    cr_status st = pinv_forward(arena, args, nargs, &A, &e);
+    cr_status st = pinv_forward(arena, ex, args, nargs, &A, &e);
     if (st == CR_OK)
         st = cr__cmat_out(arena, &e.Y, false, (cr_dtype)A->dtype, &o);
     if (st != CR_OK)
         return st;
     *y = cr_value_array(o);
     cr__cmat dA, T, R, YYh, YhY;
-    st = cr__cmat_dx(arena, "pinv", dargs, args, 0, e.Y.cplx, &dA);
+    st = cr__cmat_dx(arena, ex ? "pinv_ex" : "pinv", dargs, args, 0, e.Y.cplx, &dA);
     if (st != CR_OK || dA.p == NULL) {
         *dy = cr_tangent_zero();
         return st;
@@ -1098,6 +1112,11 @@ static cr_status pinv_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
     cr__cmat_gemm('N', 'N', 1.0, &T, &YhY, 1.0, &R);
     return cr__tangent_like(arena, o, &R, false, dy);
 }
+
+#define PINV_RULES(NAME, EX) CR__PARAM_RULES(NAME, pinv_rrule_common, pinv_frule_common, EX, -1)
+
+PINV_RULES(pinv, false)
+PINV_RULES(pinv_ex, true)
 
 /* ---- sylvester and lyap -------------------------------------------------------------------- */
 
@@ -1380,15 +1399,17 @@ static cr_status rand_mat(cr_arena *arena, uint64_t *rng, cr_dtype dt, size_t r,
     return CR_OK;
 }
 
-/* lu: a diagonally dominant matrix with its rows permuted, so that partial pivoting
- * permutes (with clear pivots: no tie that a finite-difference step could flip). */
+/* lu: a diagonally dominant matrix (square half of the time, else of 1 to 4 rows and
+ * columns) with its rows permuted, so that partial pivoting permutes (with clear pivots: no
+ * tie that a finite-difference step could flip). */
 static cr_status sample_lu(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs, void *env)
 {
     (void)nargs;
     (void)env;
     size_t n = 1 + cr__rng_below(rng, 4);
+    size_t c = cr__rng_below(rng, 2) ? n : 1 + cr__rng_below(rng, 4);
     cr_array *D, *A;
-    cr_status st = rand_mat(arena, rng, cr__rng_dtype(rng), n, n, 4.0, &D);
+    cr_status st = rand_mat(arena, rng, cr__rng_dtype(rng), n, c, 4.0, &D);
     if (st == CR_OK)
         st = cr__new_like(arena, (cr_dtype)D->dtype, D, false, &A);
     if (st != CR_OK)
@@ -1400,27 +1421,41 @@ static cr_status sample_lu(cr_arena *arena, uint64_t *rng, cr_value *args, size_
         perm[j] = t;
     }
     for (size_t i = 0; i < n; i++)
-        for (size_t j = 0; j < n; j++)
-            cr__store(A, (ptrdiff_t)(perm[i] * n + j), cr__load(D, (ptrdiff_t)(i * n + j)));
+        for (size_t j = 0; j < c; j++)
+            cr__store(A, (ptrdiff_t)(perm[i] * c + j), cr__load(D, (ptrdiff_t)(i * c + j)));
     args[0] = cr_value_array(A);
     return CR_OK;
 }
 
-/* qr and pinv: well-conditioned rectangular matrices (tall for qr, any for pinv). */
+/* qr and pinv (env NULL): well-conditioned rectangular matrices, tall or wide; pinv's are
+ * sometimes vectors. */
 static cr_status sample_rect(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
                              void *env)
 {
     (void)nargs;
     static const size_t shapes[6][2] = {{3, 2}, {4, 2}, {3, 3}, {4, 3}, {2, 1}, {2, 3}};
-    bool tall = env != NULL;
-    const size_t *s = shapes[cr__rng_below(rng, tall ? 5 : 6)];
-    bool wide = !tall && cr__rng_below(rng, 2) == 0;
+    bool qr = env != NULL;
+    const size_t *s = shapes[cr__rng_below(rng, 6)];
+    bool wide = cr__rng_below(rng, 2) == 0;
+    cr_dtype dt = cr__rng_dtype(rng);
+    if (qr && wide && s[0] != s[1] && dt == CR_DT_F32) /* too coarse for the differences */
+        dt = CR_DT_F64;
     cr_array *A;
-    cr_status st =
-        rand_mat(arena, rng, cr__rng_dtype(rng), wide ? s[1] : s[0], wide ? s[0] : s[1], 2.0, &A);
-    if (st == CR_OK)
-        args[0] = cr_value_array(A);
-    return st;
+    cr_status st = rand_mat(arena, rng, dt, wide ? s[1] : s[0], wide ? s[0] : s[1], 2.0, &A);
+    if (st != CR_OK)
+        return st;
+    if (!qr && cr__rng_below(rng, 4) == 0) { /* a vector: A's first row */
+        A->ndim = 1;
+        A->shape[0] = A->shape[1];
+        A->strides[0] = A->strides[1];
+    }
+    args[0] = cr_value_array(A);
+    /* pinv_ex: atol in [0, 0.3), rtol (when given) in [0, 0.1): below the sampled matrices'
+     * singular values (about 1 and more), so nothing is truncated nearby */
+    for (size_t i = 1; i < nargs; i++)
+        args[i] = cr_value_f64(
+            cr__rng_below(rng, 3) == 0 ? 0.0 : cr__rng_unif(rng, 0, i == 1 ? 0.3 : 0.1));
+    return CR_OK;
 }
 
 /* eigen_general: D + 0.3 R with D = diag(4, 6, ...) and, half of the time, a block
@@ -1497,6 +1532,8 @@ static const cr_rule_test k_t_sylv = {.sample = sample_sylv};
 
 cr_status cr__linalg_register_fact(cr_registry *reg)
 {
+    enum { REAL = CR_M_F64 | CR_M_F32 | CR_M_INT | CR_M_BOOL };
+    static const cr_argspec s_pinv_ex[3] = {{CR__M_FARRAY, NULL}, {REAL, NULL}, {REAL, NULL}};
     static const cr__linalg_rule k[] = {
         {&lu_function, cr__linalg_fa, 1, lu_frule, lu_rrule, &k_t_lu, &cr__form_lu},
         {&qr_function, cr__linalg_fa, 1, qr_frule, qr_rrule, &k_t_qr, &cr__form_qr},
@@ -1505,6 +1542,8 @@ cr_status cr__linalg_register_fact(cr_registry *reg)
         {&eigvals_general_function, cr__linalg_fa, 1, eigvals_general_frule, eigvals_general_rrule,
          &k_t_geig, &cr__form_eigvals_general},
         {&pinv_function, cr__linalg_fa, 1, pinv_frule, pinv_rrule, &k_t_pinv, &cr__form_pinv},
+        {&pinv_ex_function, s_pinv_ex, 2, pinv_ex_frule, pinv_ex_rrule, &k_t_pinv, NULL},
+        {&pinv_ex_function, s_pinv_ex, 3, pinv_ex_frule, pinv_ex_rrule, &k_t_pinv, NULL},
         {&sylvester_function, cr__linalg_fa, 3, sylvester_frule, sylvester_rrule, &k_t_sylv,
          &cr__form_sylvester},
         {&lyap_function, cr__linalg_fa, 2, lyap_frule, lyap_rrule, &k_t_sylv, &cr__form_lyap},
@@ -1520,6 +1559,7 @@ CR__NO_LAPACK_FN(qr, "qr")
 CR__NO_LAPACK_FN(eigen_general, "eigen_general")
 CR__NO_LAPACK_FN(eigvals_general, "eigvals_general")
 CR__NO_LAPACK_FN(pinv, "pinv")
+CR__NO_LAPACK_FN(pinv_ex, "pinv_ex")
 CR__NO_LAPACK_FN(sylvester, "sylvester")
 CR__NO_LAPACK_FN(lyap, "lyap")
 
@@ -1665,7 +1705,17 @@ static cr_status pinv_dir(const cr_form_point *p, void *state, const cr_tangent 
     return CR_OK;
 }
 
-const cr_rule_form cr__form_pinv = {cr__form_check_matrix, pinv_init, pinv_dir};
+/* pinv's form is that of a matrix argument (pinv of a vector has none). */
+static const char *pinv_check(const cr_value *args, size_t nargs, const bool *var,
+                              uint32_t *linearity)
+{
+    const char *why = cr__form_check_matrix(args, nargs, var, linearity);
+    if (why == NULL && args[0].u.arr->ndim != 2)
+        why = "pinv of a vector has no second-order form";
+    return why;
+}
+
+const cr_rule_form cr__form_pinv = {pinv_check, pinv_init, pinv_dir};
 
 /* ---- qr ---------------------------------------------------------------------------------------
  */
@@ -1785,4 +1835,15 @@ static cr_status qr_dir(const cr_form_point *p, void *state, const cr_tangent *x
     return CR_OK;
 }
 
-const cr_rule_form cr__form_qr = {cr__form_check_matrix, qr_init, qr_dir};
+/* qr's form is that of a tall (or square) A: a wide one has none. */
+static const char *qr_check(const cr_value *args, size_t nargs, const bool *var,
+                            uint32_t *linearity)
+{
+    const char *why = cr__form_check_matrix(args, nargs, var, linearity);
+    if (why == NULL && args[0].u.arr->ndim == 2 &&
+        args[0].u.arr->shape[0] < args[0].u.arr->shape[1])
+        why = "qr of a wide matrix has no second-order form";
+    return why;
+}
+
+const cr_rule_form cr__form_qr = {qr_check, qr_init, qr_dir};

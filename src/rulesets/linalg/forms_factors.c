@@ -766,7 +766,22 @@ static cr_status lu_dir(const cr_form_point *p, void *state, const cr_tangent *x
     return CR_OK;
 }
 
-const cr_rule_form cr__form_lu = {one_check, lu_init, lu_dir};
+/* lu's and getrf's forms are those of a square A (a rectangular one has none). */
+static const char *square_check(const char *why, const cr_value *args)
+{
+    if (why == NULL &&
+        (args[0].u.arr->ndim != 2 || args[0].u.arr->shape[0] != args[0].u.arr->shape[1]))
+        why = "the LU factorization of a rectangular matrix has no second-order form";
+    return why;
+}
+
+static const char *lu_check(const cr_value *args, size_t nargs, const bool *var,
+                            uint32_t *linearity)
+{
+    return square_check(one_check(args, nargs, var, linearity), args);
+}
+
+const cr_rule_form cr__form_lu = {lu_check, lu_init, lu_dir};
 
 /* ---- sylvester, lyap, trsyl -------------------------------------------------------------------
  */
@@ -1440,7 +1455,13 @@ static const char *trsyl_check(const cr_value *args, size_t nargs, const bool *v
 
 const cr_rule_form cr__form_potrf = {lapack1_check, potrf_init, chol_dir};
 const cr_rule_form cr__form_potrs = {lapack3_check, potrs_init, chol_solve_dir};
-const cr_rule_form cr__form_getrf = {lapack1_check, getrf_init, lu_dir};
+static const char *getrf_check(const cr_value *args, size_t nargs, const bool *var,
+                               uint32_t *linearity)
+{
+    return square_check(lapack1_check(args, nargs, var, linearity), args);
+}
+
+const cr_rule_form cr__form_getrf = {getrf_check, getrf_init, lu_dir};
 const cr_rule_form cr__form_getri = {lapack1_check, getri_init, getri_dir};
 const cr_rule_form cr__form_getrs = {lapack3_check, getrs_init, solve_like_dir};
 const cr_rule_form cr__form_trtrs = {trtrs_check, trtrs_init, solve_like_dir};

@@ -208,7 +208,7 @@ static cr_status lu_args(cr_arena *arena, const char *who, const cr_value *args,
 /* ---- getrf -------------------------------------------------------------------------------- */
 
 typedef struct getrf_env {
-    lu_f f;
+    lu_f f; /* F m x n, f.n = k = min(m, n) interchanges */
     bool singular;
     cr_project *pA;
 } getrf_env;
@@ -219,33 +219,33 @@ static cr_status getrf_forward(cr_arena *arena, const cr_value *args, size_t nar
     const cr_array *A;
     cr_status st = cr__nargs(arena, "getrf", nargs, 1, 1);
     if (st == CR_OK)
-        st = cr__matrix32_arg(arena, "getrf", args, nargs, 0, true, &A);
+        st = cr__matrix32_arg(arena, "getrf", args, nargs, 0, false, &A);
     bool cplx = st == CR_OK && A->dtype == CR_DT_C128;
     if (st == CR_OK)
         st = cr__cmat_from(arena, A, cplx, &e->f.F);
     if (st != CR_OK)
         return st;
-    size_t n = A->shape[0];
-    e->f.n = n;
-    e->f.ipiv = cr__arena_array(arena, "getrf", n, sizeof *e->f.ipiv, _Alignof(lapack_int));
-    int64_t *p64 = cr__arena_array(arena, "getrf", n, sizeof *p64, _Alignof(int64_t));
+    size_t m = A->shape[0], n = A->shape[1], k = m < n ? m : n;
+    e->f.n = k;
+    e->f.ipiv = cr__arena_array(arena, "getrf", k, sizeof *e->f.ipiv, _Alignof(lapack_int));
+    int64_t *p64 = cr__arena_array(arena, "getrf", k, sizeof *p64, _Alignof(int64_t));
     tup2 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(tup2));
-    if (e->f.ipiv == NULL || p64 == NULL || t == NULL)
+    if ((k > 0 && (e->f.ipiv == NULL || p64 == NULL)) || t == NULL)
         return CR__ALLOC_STATUS(arena);
-    lapack_int info = n == 0 ? 0
-                      : cplx ? LAPACKE_zgetrf_work(LAPACK_COL_MAJOR, (lapack_int)n, (lapack_int)n,
-                                                   e->f.F.p, (lapack_int)n, e->f.ipiv)
-                             : LAPACKE_dgetrf_work(LAPACK_COL_MAJOR, (lapack_int)n, (lapack_int)n,
-                                                   e->f.F.p, (lapack_int)n, e->f.ipiv);
+    lapack_int lm = (lapack_int)m, ln = (lapack_int)n;
+    lapack_int info = k == 0 ? 0
+                      : cplx
+                          ? LAPACKE_zgetrf_work(LAPACK_COL_MAJOR, lm, ln, e->f.F.p, lm, e->f.ipiv)
+                          : LAPACKE_dgetrf_work(LAPACK_COL_MAJOR, lm, ln, e->f.F.p, lm, e->f.ipiv);
     if (info < 0)
         return cr__lapack_fail(arena, "getrf", info);
     e->singular = info > 0;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < k; i++)
         p64[i] = e->f.ipiv[i];
     cr_array *Fo, *Po;
     st = cr__cmat_out(arena, &e->f.F, false, (cr_dtype)A->dtype, &Fo);
     if (st == CR_OK)
-        st = cr__i64_array(arena, n, p64, &Po);
+        st = cr__i64_array(arena, k, p64, &Po);
     if (st != CR_OK)
         return st;
     t->a = *Fo;
@@ -261,18 +261,36 @@ static cr_status lu_not_diff(cr_arena *arena)
                     "but their derivative, which needs U⁻¹, is not");
 }
 
+/* The m x k unit lower L and k x n upper U packed in an m x n F (a part of F when used for
+ * a cotangent or a tangent: unit is false, L strictly lower). */
+static cr_status getrf_split(cr_arena *arena, const cr__cmat *F, size_t k, bool unit, cr__cmat *L,
+                             cr__cmat *U)
+{
+    cr_status st = cr__cmat_block(arena, F, 0, F->r, 0, k, L);
+    if (st == CR_OK)
+        st = cr__cmat_block(arena, F, 0, k, 0, F->c, U);
+    if (st != CR_OK)
+        return st;
+    cr__cmat_tri(L, 'L', true);
+    cr__cmat_tri(U, 'U', false);
+    for (size_t i = 0; unit && i < k; i++)
+        cr__cmat_set(L, i, i, 1.0);
+    return CR_OK;
+}
+
 /* With L̄ = strictly-lower(F̄), Ū = upper(F̄) (ChainRules' lu rule):
- * Ā = P L⁻ᴴ (strictly-lower(Lᴴ L̄) + upper(Ū Uᴴ)) U⁻ᴴ. */
+ * Ā = P L⁻ᴴ (strictly-lower(Lᴴ L̄) + upper(Ū Uᴴ)) U⁻ᴴ, for rectangular A through
+ * cr__lu_pullback. */
 static cr_status getrf_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                                 void *env)
 {
     (void)nx;
     getrf_env *e = env;
     const char *who = "getrf_pullback";
-    size_t n = e->f.n, shape[2] = {n, n};
+    size_t shape[2] = {e->f.F.r, e->f.F.c}, k = e->f.n;
     dx[0] = cr_tangent_none();
     cr_tangent tF;
-    cr__cmat Fb, L, U, M, G, Mh, Z;
+    cr__cmat Fb, L, U, Lb, Ub, G;
     cr_status st = cr__tuple_field(arena, who, *dy, 0, &tF);
     if (st == CR_OK)
         st = cr__cmat_tan(arena, who, tF, 2, shape, e->f.F.cplx, &Fb);
@@ -280,38 +298,20 @@ static cr_status getrf_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
         dx[1] = cr_tangent_zero();
         return st;
     }
-    st = lu_split(arena, &e->f, &L, &U);
+    st = getrf_split(arena, &e->f.F, k, true, &L, &U);
     if (st == CR_OK)
-        st = cr__cmat_copy(arena, &Fb, &G);
+        st = getrf_split(arena, &Fb, k, false, &Lb, &Ub);
+    if (st == CR_OK)
+        st = cr__lu_pullback(arena, who, &L, &U, &Lb, &Ub, &G);
     if (st != CR_OK)
         return st;
-    cr__cmat_tri(&Fb, 'L', true); /* L̄ */
-    cr__cmat_tri(&G, 'U', false); /* Ū */
-    st = cr__cmat_mul(arena, 'C', 'N', 1.0, &L, &Fb, &M);
-    if (st == CR_OK)
-        st = cr__cmat_mul(arena, 'N', 'C', 1.0, &G, &U, &Z);
-    if (st != CR_OK)
-        return st;
-    cr__cmat_tri(&M, 'L', true);
-    cr__cmat_tri(&Z, 'U', false);
-    for (size_t j = 0; j < n; j++)
-        for (size_t i = 0; i < n; i++)
-            cr__cmat_set(&M, i, j, cr__cmat_get(&M, i, j) + cr__cmat_get(&Z, i, j));
-    st = tri_solve(arena, who, &e->f.F, 'L', 'C', 'U', &M); /* L⁻ᴴ M */
-    if (st == CR_OK)
-        st = cr__cmat_op(arena, 'C', &M, &Mh);
-    if (st == CR_OK)
-        st = tri_solve(arena, who, &e->f.F, 'U', 'N', 'N', &Mh); /* (M U⁻ᴴ)ᴴ */
-    if (st == CR_OK)
-        st = cr__cmat_op(arena, 'C', &Mh, &Z);
-    if (st != CR_OK)
-        return st;
-    lu_perm(&e->f, &Z, false);
-    return cr__cmat_give(arena, e->pA, &Z, false, &dx[1]);
+    lu_perm(&e->f, &G, false);
+    return cr__cmat_give(arena, e->pA, &G, false, &dx[1]);
 }
 
-/* getrf(A): the tuple (F, ipiv) of the LU factorization with partial pivoting A = P L U,
- * L and U packed in F, ipiv 1-based (LAPACK's getrf). */
+/* getrf(A): the tuple (F, ipiv) of the LU factorization with partial pivoting A = P L U of
+ * an m x n A, L and U packed in F, ipiv the min(m, n) 1-based interchanges (LAPACK's
+ * getrf). */
 static cr_status getrf_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
                              const void *udata)
@@ -334,7 +334,8 @@ static cr_status getrf_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
 }
 CR__ARRAY_FN(getrf, "getrf", 1)
 
-/* frule: X = L⁻¹ Pᵀ Ȧ U⁻¹, L̇ = L strictly-lower(X), U̇ = upper(X) U, Ḟ = L̇ + U̇. */
+/* frule: with Pᵀ Ȧ, cr__lu_tangent (square: X = L⁻¹ Pᵀ Ȧ U⁻¹, L̇ = L strictly-lower(X),
+ * U̇ = upper(X) U), Ḟ = L̇ + U̇ packed. */
 static cr_status getrf_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
                              const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
                              cr_tangent *dy, const void *udata)
@@ -349,35 +350,23 @@ static cr_status getrf_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
         return st;
     if (e.singular)
         return lu_not_diff(arena);
-    cr__cmat dA, Wh, X, L, U, R;
+    cr__cmat dA, L, U, dL, dU;
     st = cr__cmat_dx(arena, "getrf", dargs, args, 0, e.f.F.cplx, &dA);
     if (st != CR_OK || dA.p == NULL) {
         *dy = cr_tangent_zero();
         return st;
     }
     lu_perm(&e.f, &dA, true);
-    st = tri_solve(arena, "getrf", &e.f.F, 'L', 'N', 'U', &dA); /* L⁻¹ Pᵀ Ȧ */
+    st = getrf_split(arena, &e.f.F, e.f.n, true, &L, &U);
     if (st == CR_OK)
-        st = cr__cmat_op(arena, 'C', &dA, &Wh);
-    if (st == CR_OK)
-        st = tri_solve(arena, "getrf", &e.f.F, 'U', 'C', 'N', &Wh); /* (W U⁻¹)ᴴ */
-    if (st == CR_OK)
-        st = cr__cmat_op(arena, 'C', &Wh, &X);
-    if (st == CR_OK)
-        st = lu_split(arena, &e.f, &L, &U);
-    if (st == CR_OK)
-        st = cr__cmat_copy(arena, &X, &R);
+        st = cr__lu_tangent(arena, "getrf", &L, &U, &dA, &dL, &dU);
     if (st != CR_OK)
         return st;
-    cr__cmat_tri(&X, 'L', true);
-    cr__cmat_tri(&R, 'U', false);
-    cr__cmat dF;
-    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &L, &X, &dF);
-    if (st != CR_OK)
-        return st;
-    cr__cmat_gemm('N', 'N', 1.0, &R, &U, 1.0, &dF);
+    for (size_t j = 0; j < dA.c; j++) /* dA := Ḟ, L̇'s strictly lower part and U̇ */
+        for (size_t i = 0; i < dA.r; i++)
+            cr__cmat_set(&dA, i, j, i > j ? cr__cmat_get(&dL, i, j) : cr__cmat_get(&dU, i, j));
     cr_array *o;
-    st = cr__cmat_out(arena, &dF, false, dF.cplx ? CR_DT_C128 : CR_DT_F64, &o);
+    st = cr__cmat_out(arena, &dA, false, dA.cplx ? CR_DT_C128 : CR_DT_F64, &o);
     if (st != CR_OK)
         return st;
     cr_tangent fl[2] = {cr_tangent_zero(), cr_tangent_none()};
@@ -387,19 +376,125 @@ static cr_status getrf_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
     return st != CR_OK ? st : cr_tangent_struct(arena, &k_tup2, NULL, fl, 2, dy);
 }
 
+/* ---- The solves: getrs, potrs, trtrs ------------------------------------------------------
+ *
+ * Each solves M X = B for a matrix M given by factor-like argument ifac (op(P L U), Tᴴ T or
+ * T Tᴴ, op(T)) and a right-hand side B (argument ib). Their rules share one skeleton: the
+ * pullback B̄ = M⁻ᴴ X̄ and a thunk for the factor's cotangent from M̄ = -B̄ Xᴴ; the frule
+ * Ẋ = M⁻¹ (Ḃ - Ṁ X). A rule gives its steps in a solve_ops; its env starts with a
+ * solve_core. */
+
+typedef struct solve_ops solve_ops;
+
+typedef struct solve_core {
+    const solve_ops *ops;
+    cr__cmat X; /* the solution */
+    bool vec;   /* B (and X) a vector */
+    bool diff[5];
+    cr_project **p;
+} solve_core;
+
+struct solve_ops {
+    const char *name, *pb_name;
+    size_t size, align; /* of the env */
+    size_t ifac, ib;
+    /* The arguments, X and *dt (the output's dtype); diff and vec set. */
+    cr_status (*forward)(cr_arena *arena, const cr_value *args, size_t nargs, void *env,
+                         cr_dtype *dt);
+    /* R := M⁻¹ R (adj: M⁻ᴴ R). */
+    cr_status (*solve)(cr_arena *arena, const char *who, const void *env, bool adj, cr__cmat *R);
+    /* R := R - Ṁ X from the factor's tangent dF (which may be overwritten). */
+    cr_status (*minus_dMX)(cr_arena *arena, const void *env, cr__cmat *dF, cr__cmat *R);
+    /* The factor's cotangent (a thunk) from B̄ = G. */
+    cr_status (*factor_bar)(cr_arena *arena, const void *env, const cr__cmat *G, cr_tangent *out);
+};
+
+static cr_status solve_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
+                                void *env)
+{
+    solve_core *c = env;
+    const solve_ops *ops = c->ops;
+    size_t shape[2] = {c->X.r, c->X.c};
+    cr__cmat G;
+    cr_status st = cr__cmat_tan(arena, ops->pb_name, *dy, c->vec ? 1 : 2, shape, c->X.cplx, &G);
+    cr__zero_cotangents(c->diff, dx, nx);
+    if (st != CR_OK || G.p == NULL)
+        return st;
+    st = ops->solve(arena, ops->pb_name, env, true, &G);
+    if (st == CR_OK && c->diff[ops->ib])
+        st = cr__cmat_give(arena, c->p[ops->ib], &G, c->vec, &dx[ops->ib + 1]);
+    if (st != CR_OK || !c->diff[ops->ifac])
+        return st;
+    return ops->factor_bar(arena, env, &G, &dx[ops->ifac + 1]);
+}
+
+/* The env with X solved and the output array o. */
+static cr_status solve_run(cr_arena *arena, const solve_ops *ops, const cr_value *args,
+                           size_t nargs, solve_core **env, cr_array **o)
+{
+    solve_core *c = cr_arena_calloc(arena, 1, ops->size, ops->align);
+    if (c == NULL)
+        return CR__ALLOC_STATUS(arena);
+    c->ops = ops;
+    *env = c;
+    cr_dtype dt = CR_DT_F64;
+    cr_status st = ops->forward(arena, args, nargs, c, &dt);
+    return st != CR_OK ? st : cr__cmat_out(arena, &c->X, c->vec, dt, o);
+}
+
+static cr_status solve_rrule(cr_arena *arena, const solve_ops *ops, const cr_value *args,
+                             size_t nargs, cr_value *y, cr_pullback *pb, const void *udata)
+{
+    solve_core *c;
+    cr_array *o;
+    cr_status st = solve_run(arena, ops, args, nargs, &c, &o);
+    if (st != CR_OK)
+        return st;
+    return cr__rrule_tail(arena, args, nargs, udata, &c->p, o, y, pb,
+                          (cr_pullback){solve_pullback, c, ops->pb_name, nargs + 1});
+}
+
+static cr_status solve_frule(cr_arena *arena, const solve_ops *ops, const cr_tangent *dargs,
+                             const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
+{
+    solve_core *c;
+    cr_array *o;
+    cr_status st = solve_run(arena, ops, args, nargs, &c, &o);
+    if (st != CR_OK)
+        return st;
+    bool cplx = c->X.cplx, none = false;
+    cr__cmat dF, dB, R;
+    st = cr__frule_pair_cmat(arena, ops->name, dargs, args, ops->ifac, ops->ib, cplx, o, y, &dF,
+                             &dB, dy, &none);
+    if (st != CR_OK || none)
+        return st;
+    st = dB.p != NULL ? cr__cmat_copy(arena, &dB, &R)
+                      : cr__cmat_new(arena, cplx, c->X.r, c->X.c, true, &R);
+    if (st == CR_OK && dF.p != NULL)
+        st = ops->minus_dMX(arena, c, &dF, &R);
+    if (st == CR_OK)
+        st = ops->solve(arena, ops->name, c, false, &R);
+    cr_array *r;
+    if (st == CR_OK)
+        st = cr__cmat_out(arena, &R, c->vec, cplx ? CR_DT_C128 : CR_DT_F64, &r);
+    return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
+}
+
+/* The frule and rrule of NAME from its solve_ops NAME##_ops. */
+#define SOLVE_RULES(NAME, ARITY) CR__PARAM_RULES(NAME, solve_rrule, solve_frule, &NAME##_ops, ARITY)
+
 /* ---- getrs -------------------------------------------------------------------------------- */
 
 typedef struct getrs_env {
+    solve_core c;
     lu_f f;
-    cr__cmat X;
     char op;
-    bool vec, diff[4];
-    cr_project **p;
 } getrs_env;
 
-static cr_status getrs_forward(cr_arena *arena, const cr_value *args, size_t nargs, getrs_env *e,
+static cr_status getrs_forward(cr_arena *arena, const cr_value *args, size_t nargs, void *env,
                                cr_dtype *dt)
 {
+    getrs_env *e = env;
     const char *who = "getrs";
     const cr_array *F, *B;
     cr_status st = cr__nargs(arena, who, nargs, 4, 4);
@@ -415,13 +510,20 @@ static cr_status getrs_forward(cr_arena *arena, const cr_value *args, size_t nar
     bool cplx = *dt == CR_DT_C128;
     st = lu_args(arena, who, args, nargs, cplx, &e->f, &F);
     if (st == CR_OK)
-        st = cr__cmat_from(arena, B, cplx, &e->X);
+        st = cr__cmat_from(arena, B, cplx, &e->c.X);
     if (st == CR_OK)
-        st = lu_solve(arena, who, &e->f, e->op, &e->X);
-    e->vec = B->ndim == 1;
+        st = lu_solve(arena, who, &e->f, e->op, &e->c.X);
+    e->c.vec = B->ndim == 1;
     for (size_t i = 0; i < 4; i++)
-        e->diff[i] = cr__is_diff(&args[i]);
+        e->c.diff[i] = cr__is_diff(&args[i]);
     return st;
+}
+
+static cr_status getrs_solve(cr_arena *arena, const char *who, const void *env, bool adj,
+                             cr__cmat *R)
+{
+    const getrs_env *e = env;
+    return lu_solve(arena, who, &e->f, adj ? adj_op(e->op, R->cplx) : e->op, R);
 }
 
 typedef struct lu_thunk {
@@ -439,104 +541,43 @@ static cr_status lu_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
     return st != CR_OK ? st : cr__cmat_give(arena, t->p, &Fb, false, out);
 }
 
-/* M = op(A): B̄ = M⁻ᴴ X̄, M̄ = -B̄ Xᴴ, Ā = op⁻¹(M̄), F̄ from Ā (a thunk). */
-static cr_status getrs_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                void *env)
+/* M = op(A): M̄ = -B̄ Xᴴ, Ā = op⁻¹(M̄), F̄ from Ā (a thunk). */
+static cr_status getrs_factor_bar(cr_arena *arena, const void *env, const cr__cmat *G,
+                                  cr_tangent *out)
 {
-    getrs_env *e = env;
-    const char *who = "getrs_pullback";
-    size_t shape[2] = {e->X.r, e->X.c};
-    bool cplx = e->X.cplx;
-    cr__cmat G;
-    cr_status st = cr__cmat_tan(arena, who, *dy, e->vec ? 1 : 2, shape, cplx, &G);
-    cr__zero_cotangents(e->diff, dx, nx);
-    if (st != CR_OK || G.p == NULL)
-        return st;
-    st = lu_solve(arena, who, &e->f, adj_op(e->op, cplx), &G);
-    if (st == CR_OK && e->diff[2])
-        st = cr__cmat_give(arena, e->p[2], &G, e->vec, &dx[3]);
-    if (st != CR_OK || !e->diff[0])
-        return st;
+    const getrs_env *e = env;
     lu_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(lu_thunk));
     if (t == NULL)
         return CR__ALLOC_STATUS(arena);
     cr__cmat Mb;
-    st = cr__cmat_mul(arena, 'N', 'C', -1.0, &G, &e->X, &Mb);
+    cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, G, &e->c.X, &Mb);
     if (st == CR_OK)
         st = cr__cmat_op(arena, e->op == 'N' ? 'N' : e->op == 'T' ? 'T' : 'C', &Mb, &t->Abar);
     if (st != CR_OK)
         return st;
     t->f = &e->f;
-    t->p = e->p[0];
-    return cr__thunk(arena, lu_thunk_fn, NULL, t, "getrs_pullback_F", &dx[1]);
+    t->p = e->c.p[0];
+    return cr__thunk(arena, lu_thunk_fn, NULL, t, "getrs_pullback_F", out);
+}
+
+/* R -= op(Ȧ) X, Ȧ = P (L̇ U + L U̇) from Ḟ. */
+static cr_status getrs_minus_dMX(cr_arena *arena, const void *env, cr__cmat *dF, cr__cmat *R)
+{
+    const getrs_env *e = env;
+    cr__cmat dA;
+    cr_status st = lu_dA(arena, &e->f, dF, &dA);
+    if (st == CR_OK)
+        cr__cmat_gemm(e->op, 'N', -1.0, &dA, &e->c.X, 1.0, R);
+    return st;
 }
 
 /* getrs(F, ipiv, B, trans): op(A)⁻¹ B with A = P L U given by getrf's (F, ipiv); trans
- * 'N', 'T' or 'C' (LAPACK's getrs). */
-static cr_status getrs_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                             const void *udata)
-{
-    (void)cfg;
-    (void)f;
-    getrs_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(getrs_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
-    cr_dtype dt = CR_DT_F64;
-    cr_array *o;
-    cr_status st = getrs_forward(arena, args, nargs, e, &dt);
-    if (st == CR_OK)
-        st = cr__cmat_out(arena, &e->X, e->vec, dt, &o);
-    if (st != CR_OK)
-        return st;
-    return cr__rrule_tail(arena, args, nargs, udata, &e->p, o, y, pb,
-                          (cr_pullback){getrs_pullback, e, "getrs_pullback", nargs + 1});
-}
-CR__ARRAY_FN(getrs, "getrs", 4)
-
-/* frule: Ẋ = op(A)⁻¹ (Ḃ - op(Ȧ) X), Ȧ = P (L̇ U + L U̇) from Ḟ. */
-static cr_status getrs_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                             cr_tangent *dy, const void *udata)
-{
-    (void)cfg;
-    (void)f;
-    (void)udata;
-    getrs_env e;
-    memset(&e, 0, sizeof e);
-    cr_dtype dt = CR_DT_F64;
-    cr_array *o;
-    cr_status st = getrs_forward(arena, args, nargs, &e, &dt);
-    if (st == CR_OK)
-        st = cr__cmat_out(arena, &e.X, e.vec, dt, &o);
-    if (st != CR_OK)
-        return st;
-    *y = cr_value_array(o);
-    bool cplx = e.X.cplx;
-    cr__cmat dF, dB, R, dA;
-    st = cr__cmat_dx(arena, "getrs", dargs, args, 0, cplx, &dF);
-    if (st == CR_OK)
-        st = cr__cmat_dx(arena, "getrs", dargs, args, 2, cplx, &dB);
-    if (st != CR_OK)
-        return st;
-    if (dF.p == NULL && dB.p == NULL) {
-        *dy = cr_tangent_zero();
-        return CR_OK;
-    }
-    st = dB.p != NULL ? cr__cmat_copy(arena, &dB, &R)
-                      : cr__cmat_new(arena, cplx, e.X.r, e.X.c, true, &R);
-    if (st == CR_OK && dF.p != NULL) {
-        st = lu_dA(arena, &e.f, &dF, &dA);
-        if (st == CR_OK)
-            cr__cmat_gemm(e.op, 'N', -1.0, &dA, &e.X, 1.0, &R);
-    }
-    if (st == CR_OK)
-        st = lu_solve(arena, "getrs", &e.f, e.op, &R);
-    cr_array *r;
-    if (st == CR_OK)
-        st = cr__cmat_out(arena, &R, e.vec, cplx ? CR_DT_C128 : CR_DT_F64, &r);
-    return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
-}
+ * 'N', 'T' or 'C' (LAPACK's getrs). Pullback: B̄ = M⁻ᴴ X̄, M̄ = -B̄ Xᴴ, Ā = op⁻¹(M̄), F̄ from
+ * Ā; frule: Ẋ = op(A)⁻¹ (Ḃ - op(Ȧ) X). */
+static const solve_ops getrs_ops = {
+    "getrs", "getrs_pullback", sizeof(getrs_env), _Alignof(getrs_env), 0,
+    2,       getrs_forward,    getrs_solve,       getrs_minus_dMX,     getrs_factor_bar};
+SOLVE_RULES(getrs, 4)
 
 /* ---- getri -------------------------------------------------------------------------------- */
 
@@ -603,13 +644,8 @@ static cr_status getri_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
     if (st != CR_OK)
         return st;
     *y = cr_value_array(o);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    st = cr_project_new(arena, &args[0], &e->pF);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){getri_pullback, e, "getri_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(arena, &args[0], udata, &e->pF, pb,
+                           (cr_pullback){getri_pullback, e, "getri_pullback", nargs + 1});
 }
 CR__ARRAY_FN(getri, "getri", 2)
 
@@ -774,13 +810,10 @@ static cr_status potrf_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
     if (e == NULL)
         return CR__ALLOC_STATUS(arena);
     cr_status st = potrf_forward(arena, args, nargs, e, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    st = cr_project_new(arena, &args[0], &e->pA);
     if (st != CR_OK)
         return st;
-    *pb = (cr_pullback){potrf_pullback, e, "potrf_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,
+                           (cr_pullback){potrf_pullback, e, "potrf_pullback", nargs + 1});
 }
 CR__ARRAY_FN(potrf, "potrf", 2)
 
@@ -828,15 +861,17 @@ static cr_status potrf_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
 /* ---- potrs -------------------------------------------------------------------------------- */
 
 typedef struct potrs_env {
-    cr__cmat T, X; /* the factor's triangle (the other zero); the solution */
+    solve_core c;
+    cr__cmat T; /* the factor's triangle (the other zero) */
     char uplo;
-    bool vec, diff[3];
-    cr_project **p;
 } potrs_env;
 
-/* X := A⁻¹ X with A = Tᴴ T ('U') or T Tᴴ ('L'). */
-static cr_status potrs_solve(cr_arena *arena, const char *who, const potrs_env *e, cr__cmat *X)
+/* X := A⁻¹ X with A = Tᴴ T ('U') or T Tᴴ ('L'); A is Hermitian, its own adjoint. */
+static cr_status potrs_solve(cr_arena *arena, const char *who, const void *env, bool adj,
+                             cr__cmat *X)
 {
+    (void)adj;
+    const potrs_env *e = env;
     size_t n = e->T.r;
     if (n == 0 || X->c == 0)
         return CR_OK;
@@ -848,9 +883,10 @@ static cr_status potrs_solve(cr_arena *arena, const char *who, const potrs_env *
     return info != 0 ? cr__lapack_fail(arena, who, info) : CR_OK;
 }
 
-static cr_status potrs_forward(cr_arena *arena, const cr_value *args, size_t nargs, potrs_env *e,
+static cr_status potrs_forward(cr_arena *arena, const cr_value *args, size_t nargs, void *env,
                                cr_dtype *dt)
 {
+    potrs_env *e = env;
     const char *who = "potrs";
     const cr_array *F, *B;
     cr_status st = cr__nargs(arena, who, nargs, 3, 3);
@@ -864,17 +900,17 @@ static cr_status potrs_forward(cr_arena *arena, const cr_value *args, size_t nar
         return st;
     *dt = cr__promote((cr_dtype)F->dtype, (cr_dtype)B->dtype);
     bool cplx = *dt == CR_DT_C128;
-    e->vec = B->ndim == 1;
+    e->c.vec = B->ndim == 1;
     for (size_t i = 0; i < 3; i++)
-        e->diff[i] = cr__is_diff(&args[i]);
+        e->c.diff[i] = cr__is_diff(&args[i]);
     st = cr__cmat_from(arena, F, cplx, &e->T);
     if (st != CR_OK)
         return st;
     cr__cmat_tri(&e->T, e->uplo, false);
     if (zero_diag(&e->T))
         return singular(arena, who);
-    st = cr__cmat_from(arena, B, cplx, &e->X);
-    return st != CR_OK ? st : potrs_solve(arena, who, e, &e->X);
+    st = cr__cmat_from(arena, B, cplx, &e->c.X);
+    return st != CR_OK ? st : potrs_solve(arena, who, e, false, &e->c.X);
 }
 
 typedef struct potrs_thunk {
@@ -888,7 +924,7 @@ static cr_status potrs_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
     potrs_thunk *t = env;
     const potrs_env *e = t->e;
     cr__cmat Ab, Fb;
-    cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, &t->Bbar, &e->X, &Ab);
+    cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, &t->Bbar, &e->c.X, &Ab);
     if (st != CR_OK)
         return st;
     size_t n = Ab.r;
@@ -903,121 +939,61 @@ static cr_status potrs_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
     if (st != CR_OK)
         return st;
     cr__cmat_tri(&Fb, e->uplo, false);
-    return cr__cmat_give(arena, e->p[0], &Fb, false, out);
+    return cr__cmat_give(arena, e->c.p[0], &Fb, false, out);
 }
 
-/* B̄ = A⁻¹ X̄ (A Hermitian), F̄ through A = Uᴴ U or L Lᴴ (a thunk). */
-static cr_status potrs_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                void *env)
+/* F̄ through A = Uᴴ U or L Lᴴ (a thunk). */
+static cr_status potrs_factor_bar(cr_arena *arena, const void *env, const cr__cmat *G,
+                                  cr_tangent *out)
 {
-    potrs_env *e = env;
-    const char *who = "potrs_pullback";
-    size_t shape[2] = {e->X.r, e->X.c};
-    cr__cmat G;
-    cr_status st = cr__cmat_tan(arena, who, *dy, e->vec ? 1 : 2, shape, e->X.cplx, &G);
-    cr__zero_cotangents(e->diff, dx, nx);
-    if (st != CR_OK || G.p == NULL)
-        return st;
-    st = potrs_solve(arena, who, e, &G);
-    if (st == CR_OK && e->diff[2])
-        st = cr__cmat_give(arena, e->p[2], &G, e->vec, &dx[3]);
-    if (st != CR_OK || !e->diff[0])
-        return st;
     potrs_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(potrs_thunk));
     if (t == NULL)
         return CR__ALLOC_STATUS(arena);
-    *t = (potrs_thunk){e, G};
-    return cr__thunk(arena, potrs_thunk_fn, NULL, t, "potrs_pullback_F", &dx[1]);
+    *t = (potrs_thunk){env, *G};
+    return cr__thunk(arena, potrs_thunk_fn, NULL, t, "potrs_pullback_F", out);
+}
+
+/* R -= Ȧ X with Ȧ = U̇ᴴ U + Uᴴ U̇ (or L̇ Lᴴ + L L̇ᴴ). */
+static cr_status potrs_minus_dMX(cr_arena *arena, const void *env, cr__cmat *dT, cr__cmat *R)
+{
+    const potrs_env *e = env;
+    cr__cmat dA;
+    cr_status st;
+    cr__cmat_tri(dT, e->uplo, false);
+    if (e->uplo == 'U') {
+        st = cr__cmat_mul(arena, 'C', 'N', 1.0, dT, &e->T, &dA);
+        if (st == CR_OK)
+            cr__cmat_gemm('C', 'N', 1.0, &e->T, dT, 1.0, &dA);
+    } else {
+        st = cr__cmat_mul(arena, 'N', 'C', 1.0, dT, &e->T, &dA);
+        if (st == CR_OK)
+            cr__cmat_gemm('N', 'C', 1.0, &e->T, dT, 1.0, &dA);
+    }
+    if (st == CR_OK)
+        cr__cmat_gemm('N', 'N', -1.0, &dA, &e->c.X, 1.0, R);
+    return st;
 }
 
 /* potrs(F, uplo, B): A⁻¹ B for A = Uᴴ U (uplo 'U', U the upper triangle of F) or L Lᴴ
- * ('L', the lower triangle), as potrf returns the factor (LAPACK's potrs). */
-static cr_status potrs_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                             const void *udata)
-{
-    (void)cfg;
-    (void)f;
-    potrs_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(potrs_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
-    cr_dtype dt = CR_DT_F64;
-    cr_array *o;
-    cr_status st = potrs_forward(arena, args, nargs, e, &dt);
-    if (st == CR_OK)
-        st = cr__cmat_out(arena, &e->X, e->vec, dt, &o);
-    if (st != CR_OK)
-        return st;
-    return cr__rrule_tail(arena, args, nargs, udata, &e->p, o, y, pb,
-                          (cr_pullback){potrs_pullback, e, "potrs_pullback", nargs + 1});
-}
-CR__ARRAY_FN(potrs, "potrs", 3)
-
-/* frule: Ȧ = U̇ᴴ U + Uᴴ U̇ (or L̇ Lᴴ + L L̇ᴴ), Ẋ = A⁻¹ (Ḃ - Ȧ X). */
-static cr_status potrs_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                             cr_tangent *dy, const void *udata)
-{
-    (void)cfg;
-    (void)f;
-    (void)udata;
-    potrs_env e;
-    memset(&e, 0, sizeof e);
-    cr_dtype dt = CR_DT_F64;
-    cr_array *o;
-    cr_status st = potrs_forward(arena, args, nargs, &e, &dt);
-    if (st == CR_OK)
-        st = cr__cmat_out(arena, &e.X, e.vec, dt, &o);
-    if (st != CR_OK)
-        return st;
-    *y = cr_value_array(o);
-    bool cplx = e.X.cplx;
-    cr__cmat dT, dB, R, dA;
-    st = cr__cmat_dx(arena, "potrs", dargs, args, 0, cplx, &dT);
-    if (st == CR_OK)
-        st = cr__cmat_dx(arena, "potrs", dargs, args, 2, cplx, &dB);
-    if (st != CR_OK)
-        return st;
-    if (dT.p == NULL && dB.p == NULL) {
-        *dy = cr_tangent_zero();
-        return CR_OK;
-    }
-    st = dB.p != NULL ? cr__cmat_copy(arena, &dB, &R)
-                      : cr__cmat_new(arena, cplx, e.X.r, e.X.c, true, &R);
-    if (st == CR_OK && dT.p != NULL) {
-        cr__cmat_tri(&dT, e.uplo, false);
-        if (e.uplo == 'U') {
-            st = cr__cmat_mul(arena, 'C', 'N', 1.0, &dT, &e.T, &dA);
-            if (st == CR_OK)
-                cr__cmat_gemm('C', 'N', 1.0, &e.T, &dT, 1.0, &dA);
-        } else {
-            st = cr__cmat_mul(arena, 'N', 'C', 1.0, &dT, &e.T, &dA);
-            if (st == CR_OK)
-                cr__cmat_gemm('N', 'C', 1.0, &e.T, &dT, 1.0, &dA);
-        }
-        if (st == CR_OK)
-            cr__cmat_gemm('N', 'N', -1.0, &dA, &e.X, 1.0, &R);
-    }
-    if (st == CR_OK)
-        st = potrs_solve(arena, "potrs", &e, &R);
-    cr_array *r;
-    if (st == CR_OK)
-        st = cr__cmat_out(arena, &R, e.vec, cplx ? CR_DT_C128 : CR_DT_F64, &r);
-    return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
-}
+ * ('L', the lower triangle), as potrf returns the factor (LAPACK's potrs). Pullback:
+ * B̄ = A⁻¹ X̄ (A Hermitian), F̄ through A; frule: Ẋ = A⁻¹ (Ḃ - Ȧ X). */
+static const solve_ops potrs_ops = {
+    "potrs", "potrs_pullback", sizeof(potrs_env), _Alignof(potrs_env), 0,
+    2,       potrs_forward,    potrs_solve,       potrs_minus_dMX,     potrs_factor_bar};
+SOLVE_RULES(potrs, 3)
 
 /* ---- trtrs -------------------------------------------------------------------------------- */
 
 typedef struct trtrs_env {
-    cr__cmat T, X; /* the triangle (unit diagonal stored as 1 when diag is 'U'); the solution */
+    solve_core c;
+    cr__cmat T; /* the triangle (unit diagonal stored as 1 when diag is 'U') */
     char uplo, op, diag;
-    bool vec, diff[5];
-    cr_project **p;
 } trtrs_env;
 
-static cr_status trtrs_forward(cr_arena *arena, const cr_value *args, size_t nargs, trtrs_env *e,
+static cr_status trtrs_forward(cr_arena *arena, const cr_value *args, size_t nargs, void *env,
                                cr_dtype *dt)
 {
+    trtrs_env *e = env;
     const char *who = "trtrs";
     const cr_array *A, *B;
     cr_status st = cr__nargs(arena, who, nargs, 5, 5);
@@ -1035,17 +1011,24 @@ static cr_status trtrs_forward(cr_arena *arena, const cr_value *args, size_t nar
         return st;
     *dt = cr__promote((cr_dtype)A->dtype, (cr_dtype)B->dtype);
     bool cplx = *dt == CR_DT_C128;
-    e->vec = B->ndim == 1;
+    e->c.vec = B->ndim == 1;
     for (size_t i = 0; i < 5; i++)
-        e->diff[i] = cr__is_diff(&args[i]);
+        e->c.diff[i] = cr__is_diff(&args[i]);
     st = cr__cmat_from(arena, A, cplx, &e->T);
     if (st != CR_OK)
         return st;
     cr__cmat_tri(&e->T, e->uplo, false);
     for (size_t i = 0; i < e->T.r && e->diag == 'U'; i++)
         cr__cmat_set(&e->T, i, i, 1.0);
-    st = cr__cmat_from(arena, B, cplx, &e->X);
-    return st != CR_OK ? st : tri_solve(arena, who, &e->T, e->uplo, e->op, e->diag, &e->X);
+    st = cr__cmat_from(arena, B, cplx, &e->c.X);
+    return st != CR_OK ? st : tri_solve(arena, who, &e->T, e->uplo, e->op, e->diag, &e->c.X);
+}
+
+static cr_status trtrs_solve(cr_arena *arena, const char *who, const void *env, bool adj,
+                             cr__cmat *R)
+{
+    const trtrs_env *e = env;
+    return tri_solve(arena, who, &e->T, e->uplo, adj ? adj_op(e->op, R->cplx) : e->op, e->diag, R);
 }
 
 typedef struct trtrs_thunk {
@@ -1059,104 +1042,42 @@ static cr_status trtrs_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
     trtrs_thunk *t = env;
     const trtrs_env *e = t->e;
     cr__cmat Mb, Ab;
-    cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, &t->Bbar, &e->X, &Mb);
+    cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, &t->Bbar, &e->c.X, &Mb);
     if (st == CR_OK)
         st = cr__cmat_op(arena, e->op, &Mb, &Ab);
     if (st != CR_OK)
         return st;
     cr__cmat_tri(&Ab, e->uplo, e->diag == 'U');
-    return cr__cmat_give(arena, e->p[0], &Ab, false, out);
+    return cr__cmat_give(arena, e->c.p[0], &Ab, false, out);
 }
 
-/* B̄ = op(T)⁻ᴴ X̄; Ā from -B̄ Xᴴ (a thunk). */
-static cr_status trtrs_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                void *env)
+static cr_status trtrs_factor_bar(cr_arena *arena, const void *env, const cr__cmat *G,
+                                  cr_tangent *out)
 {
-    trtrs_env *e = env;
-    const char *who = "trtrs_pullback";
-    size_t shape[2] = {e->X.r, e->X.c};
-    cr__cmat G;
-    cr_status st = cr__cmat_tan(arena, who, *dy, e->vec ? 1 : 2, shape, e->X.cplx, &G);
-    cr__zero_cotangents(e->diff, dx, nx);
-    if (st != CR_OK || G.p == NULL)
-        return st;
-    st = tri_solve(arena, who, &e->T, e->uplo, adj_op(e->op, e->X.cplx), e->diag, &G);
-    if (st == CR_OK && e->diff[4])
-        st = cr__cmat_give(arena, e->p[4], &G, e->vec, &dx[5]);
-    if (st != CR_OK || !e->diff[0])
-        return st;
     trtrs_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(trtrs_thunk));
     if (t == NULL)
         return CR__ALLOC_STATUS(arena);
-    *t = (trtrs_thunk){e, G};
-    return cr__thunk(arena, trtrs_thunk_fn, NULL, t, "trtrs_pullback_A", &dx[1]);
+    *t = (trtrs_thunk){env, *G};
+    return cr__thunk(arena, trtrs_thunk_fn, NULL, t, "trtrs_pullback_A", out);
+}
+
+/* R -= op(Ṫ) X, Ṫ the triangle of Ȧ. */
+static cr_status trtrs_minus_dMX(cr_arena *arena, const void *env, cr__cmat *dT, cr__cmat *R)
+{
+    (void)arena;
+    const trtrs_env *e = env;
+    cr__cmat_tri(dT, e->uplo, e->diag == 'U');
+    cr__cmat_gemm(e->op, 'N', -1.0, dT, &e->c.X, 1.0, R);
+    return CR_OK;
 }
 
 /* trtrs(A, uplo, trans, diag, B): op(T)⁻¹ B for the triangle uplo of A (unit diagonal when
- * diag is 'U'), op by trans 'N', 'T' or 'C' (LAPACK's trtrs). */
-static cr_status trtrs_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                             const void *udata)
-{
-    (void)cfg;
-    (void)f;
-    trtrs_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(trtrs_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
-    cr_dtype dt = CR_DT_F64;
-    cr_array *o;
-    cr_status st = trtrs_forward(arena, args, nargs, e, &dt);
-    if (st == CR_OK)
-        st = cr__cmat_out(arena, &e->X, e->vec, dt, &o);
-    if (st != CR_OK)
-        return st;
-    return cr__rrule_tail(arena, args, nargs, udata, &e->p, o, y, pb,
-                          (cr_pullback){trtrs_pullback, e, "trtrs_pullback", nargs + 1});
-}
-CR__ARRAY_FN(trtrs, "trtrs", 5)
-
-/* frule: Ẋ = op(T)⁻¹ (Ḃ - op(Ṫ) X), Ṫ the triangle of Ȧ. */
-static cr_status trtrs_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                             cr_tangent *dy, const void *udata)
-{
-    (void)cfg;
-    (void)f;
-    (void)udata;
-    trtrs_env e;
-    memset(&e, 0, sizeof e);
-    cr_dtype dt = CR_DT_F64;
-    cr_array *o;
-    cr_status st = trtrs_forward(arena, args, nargs, &e, &dt);
-    if (st == CR_OK)
-        st = cr__cmat_out(arena, &e.X, e.vec, dt, &o);
-    if (st != CR_OK)
-        return st;
-    *y = cr_value_array(o);
-    bool cplx = e.X.cplx;
-    cr__cmat dT, dB, R;
-    st = cr__cmat_dx(arena, "trtrs", dargs, args, 0, cplx, &dT);
-    if (st == CR_OK)
-        st = cr__cmat_dx(arena, "trtrs", dargs, args, 4, cplx, &dB);
-    if (st != CR_OK)
-        return st;
-    if (dT.p == NULL && dB.p == NULL) {
-        *dy = cr_tangent_zero();
-        return CR_OK;
-    }
-    st = dB.p != NULL ? cr__cmat_copy(arena, &dB, &R)
-                      : cr__cmat_new(arena, cplx, e.X.r, e.X.c, true, &R);
-    if (st == CR_OK && dT.p != NULL) {
-        cr__cmat_tri(&dT, e.uplo, e.diag == 'U');
-        cr__cmat_gemm(e.op, 'N', -1.0, &dT, &e.X, 1.0, &R);
-    }
-    if (st == CR_OK)
-        st = tri_solve(arena, "trtrs", &e.T, e.uplo, e.op, e.diag, &R);
-    cr_array *r;
-    if (st == CR_OK)
-        st = cr__cmat_out(arena, &R, e.vec, cplx ? CR_DT_C128 : CR_DT_F64, &r);
-    return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
-}
+ * diag is 'U'), op by trans 'N', 'T' or 'C' (LAPACK's trtrs). Pullback: B̄ = op(T)⁻ᴴ X̄, Ā
+ * from -B̄ Xᴴ (a thunk); frule: Ẋ = op(T)⁻¹ (Ḃ - op(Ṫ) X). */
+static const solve_ops trtrs_ops = {
+    "trtrs", "trtrs_pullback", sizeof(trtrs_env), _Alignof(trtrs_env), 0,
+    4,       trtrs_forward,    trtrs_solve,       trtrs_minus_dMX,     trtrs_factor_bar};
+SOLVE_RULES(trtrs, 5)
 
 /* ---- trsyl -------------------------------------------------------------------------------- */
 
@@ -1442,18 +1363,20 @@ static cr_status rand_rhs(cr_arena *arena, uint64_t *rng, cr_dtype adt, size_t n
     return st;
 }
 
-/* getrf: a diagonally dominant matrix with its rows shuffled, so that partial pivoting
+/* getrf: the leading n x c block of a diagonally dominant matrix (square half of the time,
+ * else c in 1..4, so tall or wide) with its rows shuffled, so that partial pivoting
  * interchanges rows and its choices are clear (stable under perturbation). */
 static cr_status sample_getrf(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
                               void *env)
 {
     (void)nargs;
     (void)env;
-    size_t n = 2 + cr__rng_below(rng, 3);
+    size_t n = 2 + cr__rng_below(rng, 3), c = cr__rng_below(rng, 2) ? n : 1 + cr__rng_below(rng, 4);
+    size_t big = n > c ? n : c, shape[2] = {n, c};
     cr_array *A, *P;
-    cr_status st = rand_dominant(arena, rng, cr__rng_dtype(rng), n, 3, 4, &A);
+    cr_status st = rand_dominant(arena, rng, cr__rng_dtype(rng), big, 3, 4, &A);
     if (st == CR_OK)
-        st = cr__new_like(arena, (cr_dtype)A->dtype, A, false, &P);
+        st = cr__new(arena, (cr_dtype)A->dtype, 2, shape, false, &P);
     if (st != CR_OK)
         return st;
     size_t perm[4] = {0, 1, 2, 3};
@@ -1463,8 +1386,8 @@ static cr_status sample_getrf(cr_arena *arena, uint64_t *rng, cr_value *args, si
         perm[k] = t;
     }
     for (size_t i = 0; i < n; i++)
-        for (size_t j = 0; j < n; j++)
-            cr__store(P, (ptrdiff_t)(i * n + j), cr__load(A, (ptrdiff_t)(perm[i] * n + j)));
+        for (size_t j = 0; j < c; j++)
+            cr__store(P, (ptrdiff_t)(i * c + j), cr__load(A, (ptrdiff_t)(perm[i] * big + j)));
     args[0] = cr_value_array(P);
     return CR_OK;
 }

@@ -106,6 +106,10 @@ CR_INTERNAL cr_status cr__cmat_mul(cr_arena *arena, char ta, char tb, cr_complex
 CR_INTERNAL cr_status cr__cmat_tan(cr_arena *arena, const char *who, cr_tangent t, size_t ndim,
                                    const size_t *shape, bool cplx, cr__cmat *m);
 
+/* The only argument, an array (cr__nargs for one argument, then cr__array_arg). */
+CR_INTERNAL cr_status cr__array_arg1(cr_arena *arena, const char *who, const cr_value *args,
+                                     size_t nargs, const cr_array **A);
+
 /* The tangent of array argument i of an frule (dargs[i + 1]) as a work matrix (p NULL when
  * zero or when args[i] is not a perturbable array). */
 CR_INTERNAL cr_status cr__cmat_dx(cr_arena *arena, const char *who, const cr_tangent *dargs,
@@ -121,6 +125,33 @@ CR_INTERNAL cr_status cr__tangent_like(cr_arena *arena, cr_array *o, const cr__c
 CR_INTERNAL cr_status cr__rrule_tail(cr_arena *arena, const cr_value *args, size_t nargs,
                                      const void *udata, cr_project ***p, cr_array *o, cr_value *y,
                                      cr_pullback *pb, cr_pullback pbv);
+
+/* The end of an rrule whose output is computed and whose env keeps the projector of one
+ * argument, arg, in *p: unless udata is CR__PRIMAL_ONLY, that projector and *pb = pbv. */
+CR_INTERNAL cr_status cr__rrule_tail1(cr_arena *arena, const cr_value *arg, const void *udata,
+                                      cr_project **p, cr_pullback *pb, cr_pullback pbv);
+
+/* The end of a two-argument rrule whose env keeps the projectors of args[0] and args[1] in
+ * *p0 and *p1: *y = the array o; then, unless udata is CR__PRIMAL_ONLY, the projectors and
+ * *pb = pbv. */
+CR_INTERNAL cr_status cr__rrule_tail2(cr_arena *arena, const cr_value *args, const void *udata,
+                                      cr_project **p0, cr_project **p1, cr_array *o, cr_value *y,
+                                      cr_pullback *pb, cr_pullback pbv);
+
+/* The start of a two-argument frule after its forward pass: *y = the array o, *t0 and *t1 the
+ * tangents of args[0] and args[1] as arrays of dtype wdt (NULL when zero, cr__dx_array);
+ * *none when both are zero, and then *dy = ZeroTangent. */
+CR_INTERNAL cr_status cr__frule_pair(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                                     const cr_value *args, cr_dtype wdt, cr_array *o, cr_value *y,
+                                     const cr_array **t0, const cr_array **t1, cr_tangent *dy,
+                                     bool *none);
+
+/* The same for work matrices: *t0 and *t1 the tangents of args[i0] and args[i1]
+ * (cr__cmat_dx; p NULL when zero). */
+CR_INTERNAL cr_status cr__frule_pair_cmat(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                                          const cr_value *args, size_t i0, size_t i1, bool cplx,
+                                          cr_array *o, cr_value *y, cr__cmat *t0, cr__cmat *t1,
+                                          cr_tangent *dy, bool *none);
 
 /* Field i of a tuple cotangent (zeros give ZeroTangent; CR_ETANGENT naming `who` when dy is
  * not structural). */
@@ -183,6 +214,7 @@ CR_INTERNAL cr_status cr__linalg_register_cholesky(cr_registry *reg);   /* chole
 CR_INTERNAL cr_status cr__linalg_register_spectral(cr_registry *reg);   /* spectral.c */
 CR_INTERNAL cr_status cr__linalg_register_expm(cr_registry *reg);       /* expm.c */
 CR_INTERNAL cr_status cr__linalg_register_blas_calls(cr_registry *reg); /* blas_calls.c */
+CR_INTERNAL cr_status cr__linalg_register_blas_rank(cr_registry *reg);  /* blas_rank.c */
 
 /* ---- Arguments of the functional BLAS and LAPACK calls (blas_calls.c) ----------------------- */
 
@@ -264,6 +296,31 @@ CR_INTERNAL cr_status cr__sample_sq(cr_arena *arena, uint64_t *rng, cr_value *ar
  * is 'U'; trtrs). T's diagonal must have no zero (checked by the callers). */
 CR_INTERNAL cr_status cr__tri_left(cr_arena *arena, const char *who, const cr__cmat *T, char uplo,
                                    char op, char diag, cr__cmat *X);
+
+/* X := X op(T)⁻¹ (as cr__tri_left, through adjoints). */
+CR_INTERNAL cr_status cr__tri_right(cr_arena *arena, const char *who, const cr__cmat *T, char uplo,
+                                    char op, char diag, cr__cmat *X);
+
+/* A new copy of rows [r0, r0 + r) and columns [c0, c0 + c) of M. */
+CR_INTERNAL cr_status cr__cmat_block(cr_arena *arena, const cr__cmat *M, size_t r0, size_t r,
+                                     size_t c0, size_t c, cr__cmat *out);
+
+/* The LU factorization P A = L U of an m x n A (k = min(m, n)): L m x k unit lower
+ * trapezoidal, U k x n upper trapezoidal, their leading k x k blocks nonsingular. The
+ * cotangent G of P A (m x n) from L̄ and Ū (p NULL for zero; only L̄'s strictly lower part
+ * and Ū's upper part are read): the square rule Pᵀ L⁻ᴴ (tril₋(Lᴴ L̄) + triu(Ū Uᴴ)) U⁻ᴴ on the
+ * leading block, with a wide A's U₂ = L⁻¹ (P A)₂ and a tall A's L₂ = (P A)₂ U⁻¹ folded in
+ * (ChainRules' lu rule for rectangular matrices). */
+CR_INTERNAL cr_status cr__lu_pullback(cr_arena *arena, const char *who, const cr__cmat *L,
+                                      const cr__cmat *U, const cr__cmat *Lb, const cr__cmat *Ub,
+                                      cr__cmat *G);
+
+/* The tangents L̇ (m x k) and U̇ (k x n) of the same factorization along P Ȧ: X = L₁⁻¹ (P Ȧ)₁
+ * U₁⁻¹, L̇₁ = L₁ tril₋(X), U̇₁ = triu(X) U₁; U̇₂ = L⁻¹ ((P Ȧ)₂ - L̇ U₂) (wide),
+ * L̇₂ = ((P Ȧ)₂ - L₂ U̇) U⁻¹ (tall). */
+CR_INTERNAL cr_status cr__lu_tangent(cr_arena *arena, const char *who, const cr__cmat *L,
+                                     const cr__cmat *U, const cr__cmat *PdA, cr__cmat *dL,
+                                     cr__cmat *dU);
 
 /* CR_EBACKEND for a LAPACK info != 0, naming `who`. */
 CR_INTERNAL cr_status cr__lapack_fail(cr_arena *arena, const char *who, lapack_int info);

@@ -30,6 +30,8 @@ cr_status cr__family_linalg(cr_registry *reg)
         st = cr__linalg_register_sparse(reg);
     if (st == CR_OK)
         st = cr__linalg_register_blas_tri(reg);
+    if (st == CR_OK)
+        st = cr__linalg_register_blas_rank(reg);
     return st;
 }
 
@@ -225,16 +227,8 @@ static cr_status matmul_rrule(const cr_config *cfg, cr_arena *arena, const cr_va
         st = cr__cast(arena, w, dt, &o);
     if (st != CR_OK)
         return st;
-    *y = cr_value_array(o);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st == CR_OK)
-        st = cr_project_new(arena, &args[1], &e->pB);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){matmul_pullback, e, "matmul_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail2(arena, args, udata, &e->pA, &e->pB, o, y, pb,
+                           (cr_pullback){matmul_pullback, e, "matmul_pullback", nargs + 1});
 }
 CR__ARRAY_FN(matmul, "matmul", 2)
 
@@ -253,19 +247,12 @@ static cr_status matmul_frule(const cr_config *cfg, cr_arena *arena, const cr_ta
     cr_status st = matmul_forward(arena, "matmul", args, nargs, &e, &dt, &w);
     if (st == CR_OK)
         st = cr__cast(arena, w, dt, &o);
-    if (st != CR_OK)
-        return st;
-    *y = cr_value_array(o);
     const cr_array *dA, *dB;
-    st = cr__dx_array(arena, "matmul", dargs, args, 0, e.wdt, &dA);
+    bool none = false;
     if (st == CR_OK)
-        st = cr__dx_array(arena, "matmul", dargs, args, 1, e.wdt, &dB);
-    if (st != CR_OK)
+        st = cr__frule_pair(arena, "matmul", dargs, args, e.wdt, o, y, &dA, &dB, dy, &none);
+    if (st != CR_OK || none)
         return st;
-    if (dA == NULL && dB == NULL) {
-        *dy = cr_tangent_zero();
-        return CR_OK;
-    }
     cr_array *t;
     st = cr__new(arena, e.wdt, e.ndim, e.shape, false, &t);
     if (st != CR_OK)
@@ -849,9 +836,7 @@ static cr_status tr_rrule(const cr_config *cfg, cr_arena *arena, const cr_value 
     (void)cfg;
     (void)f;
     const cr_array *A;
-    cr_status st = cr__nargs(arena, "tr", nargs, 1, 1);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, "tr", args, nargs, 0, &A);
+    cr_status st = cr__array_arg1(arena, "tr", args, nargs, &A);
     if (st != CR_OK)
         return st;
     if (A->ndim != 2 || A->shape[0] != A->shape[1] || !cr_dtype_is_float((cr_dtype)A->dtype))
@@ -1076,16 +1061,9 @@ static cr_status bil_rrule(cr_arena *arena, bool cross, const cr_value *args, si
         st = cr__cast(arena, w, dt, &o);
     if (st != CR_OK)
         return st;
-    *y = cr_value_array(o);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st == CR_OK)
-        st = cr_project_new(arena, &args[1], &e->pB);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){bil_pullback, e, cross ? "cross_pullback" : "kron_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail2(
+        arena, args, udata, &e->pA, &e->pB, o, y, pb,
+        (cr_pullback){bil_pullback, e, cross ? "cross_pullback" : "kron_pullback", nargs + 1});
 }
 
 /* frule: f(Ȧ, B) + f(A, Ḃ) (both are bilinear). */
@@ -1099,19 +1077,13 @@ static cr_status bil_frule(cr_arena *arena, bool cross, const cr_tangent *dargs,
     cr_status st = bil_forward(arena, cross, args, nargs, &e, &dt, &w);
     if (st == CR_OK)
         st = cr__cast(arena, w, dt, &o);
-    if (st != CR_OK)
-        return st;
-    *y = cr_value_array(o);
     const cr_array *tA, *tB;
-    st = cr__dx_array(arena, cross ? "cross" : "kron", dargs, args, 0, e.wdt, &tA);
+    bool none = false;
     if (st == CR_OK)
-        st = cr__dx_array(arena, cross ? "cross" : "kron", dargs, args, 1, e.wdt, &tB);
-    if (st != CR_OK)
+        st = cr__frule_pair(arena, cross ? "cross" : "kron", dargs, args, e.wdt, o, y, &tA, &tB, dy,
+                            &none);
+    if (st != CR_OK || none)
         return st;
-    if (tA == NULL && tB == NULL) {
-        *dy = cr_tangent_zero();
-        return CR_OK;
-    }
     cr_array *t;
     st = cr__new(arena, e.wdt, e.ndim, e.shape, true, &t);
     if (st != CR_OK)
@@ -1143,9 +1115,7 @@ static cr_status wrap_forward(cr_arena *arena, const char *who, cr_matstruct s,
                               const cr_value *args, size_t nargs, cr_array **out)
 {
     const cr_array *A;
-    cr_status st = cr__nargs(arena, who, nargs, 1, 1);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, who, args, nargs, 0, &A);
+    cr_status st = cr__array_arg1(arena, who, args, nargs, &A);
     if (st != CR_OK)
         return st;
     if (!cr_dtype_is_float((cr_dtype)A->dtype))

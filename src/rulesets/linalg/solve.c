@@ -437,13 +437,8 @@ static cr_status matinv_rrule(const cr_config *cfg, cr_arena *arena, const cr_va
     if (st != CR_OK)
         return st;
     *y = cr_value_array(o);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){matinv_pullback, e, "matinv_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,
+                           (cr_pullback){matinv_pullback, e, "matinv_pullback", nargs + 1});
 }
 CR__ARRAY_FN(matinv, "inv", 1)
 
@@ -674,16 +669,8 @@ static cr_status solve_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
         st = cr__cmat_out(arena, &e->Y, e->B->ndim == 1, dt, &o);
     if (st != CR_OK)
         return st;
-    *y = cr_value_array(o);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st == CR_OK)
-        st = cr_project_new(arena, &args[1], &e->pB);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){solve_pullback, e, "solve_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail2(arena, args, udata, &e->pA, &e->pB, o, y, pb,
+                           (cr_pullback){solve_pullback, e, "solve_pullback", nargs + 1});
 }
 CR__ARRAY_FN(solve, "solve", 2)
 
@@ -701,19 +688,13 @@ static cr_status solve_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
     cr_array *o;
     if (st == CR_OK)
         st = cr__cmat_out(arena, &e.Y, e.B->ndim == 1, dt, &o);
-    if (st != CR_OK)
-        return st;
-    *y = cr_value_array(o);
     cr__cmat dA, dB, R;
-    st = cr__cmat_dx(arena, "solve", dargs, args, 0, e.cplx, &dA);
+    bool none = false;
     if (st == CR_OK)
-        st = cr__cmat_dx(arena, "solve", dargs, args, 1, e.cplx, &dB);
-    if (st != CR_OK)
+        st = cr__frule_pair_cmat(arena, "solve", dargs, args, 0, 1, e.cplx, o, y, &dA, &dB, dy,
+                                 &none);
+    if (st != CR_OK || none)
         return st;
-    if (dA.p == NULL && dB.p == NULL) {
-        *dy = cr_tangent_zero();
-        return CR_OK;
-    }
     if (dB.p != NULL)
         st = cr__cmat_copy(arena, &dB, &R);
     else
@@ -875,16 +856,8 @@ static cr_status rdiv_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
         st = rdiv_out(arena, &e->Y, e->B->ndim == 1, dt, &o);
     if (st != CR_OK)
         return st;
-    *y = cr_value_array(o);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    st = cr_project_new(arena, &args[0], &e->pB);
-    if (st == CR_OK)
-        st = cr_project_new(arena, &args[1], &e->pA);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){rdiv_pullback, e, "rdiv_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail2(arena, args, udata, &e->pB, &e->pA, o, y, pb,
+                           (cr_pullback){rdiv_pullback, e, "rdiv_pullback", nargs + 1});
 }
 CR__ARRAY_FN(rdiv, "rdiv", 2)
 
@@ -904,19 +877,13 @@ static cr_status rdiv_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
     bool vec = e.B != NULL && e.B->ndim == 1;
     if (st == CR_OK)
         st = rdiv_out(arena, &e.Y, vec, dt, &o);
-    if (st != CR_OK)
-        return st;
-    *y = cr_value_array(o);
     const cr_array *tb, *ta;
-    st = cr__dx_array(arena, "rdiv", dargs, args, 0, e.cplx ? CR_DT_C128 : CR_DT_F64, &tb);
+    bool none = false;
     if (st == CR_OK)
-        st = cr__dx_array(arena, "rdiv", dargs, args, 1, e.cplx ? CR_DT_C128 : CR_DT_F64, &ta);
-    if (st != CR_OK)
+        st = cr__frule_pair(arena, "rdiv", dargs, args, e.cplx ? CR_DT_C128 : CR_DT_F64, o, y, &tb,
+                            &ta, dy, &none);
+    if (st != CR_OK || none)
         return st;
-    if (tb == NULL && ta == NULL) {
-        *dy = cr_tangent_zero();
-        return CR_OK;
-    }
     cr__cmat R;
     if (tb != NULL)
         st = row_mat(arena, tb, e.cplx, &R);

@@ -1,16 +1,17 @@
 /*
  * Spectral rules of the linear-algebra family: eigen and eigvals of Hermitian matrices, svd
- * and svdvals, and matfun_herm (a scalar function of a Hermitian matrix through its
- * eigendecomposition), with their second-order forms and those of eigen_general and
- * eigvals_general (factorizations.c has their rules). Compiled with LAPACKE (CR_HAVE_LAPACKE);
- * without it the function values exist, their primal gives CR_EUNIMPL and no rule is registered.
- * The decompositions themselves are in decompositions.c.
+ * and svdvals, matfun_herm (a scalar function of a Hermitian matrix through its
+ * eigendecomposition) and sincos_herm (sin and cos from one), with their second-order forms and
+ * those of eigen_general and eigvals_general (factorizations.c has their rules). Compiled with
+ * LAPACKE (CR_HAVE_LAPACKE); without it the function values exist, their primal gives CR_EUNIMPL
+ * and no rule is registered. The decompositions themselves are in decompositions.c.
  */
 #include <float.h>
 #include <math.h>
 #include <string.h>
 
 #include <chainrules/rules_linalg.h>
+#include <chainrules/rules_math.h>
 
 #include "../forms_impl.h"
 #include "linalg_impl.h"
@@ -281,9 +282,7 @@ static cr_status svd_forward(cr_arena *arena, const char *who, const cr_value *a
                              bool vectors, svd_env *e)
 {
     const cr_array *A;
-    cr_status st = cr__nargs(arena, who, nargs, 1, 1);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, who, args, nargs, 0, &A);
+    cr_status st = cr__array_arg1(arena, who, args, nargs, &A);
     if (st != CR_OK)
         return st;
     if (A->ndim != 2 || !cr_dtype_is_float((cr_dtype)A->dtype) ||
@@ -632,8 +631,53 @@ typedef struct mf_env {
     cr_project *pA;
     cr__cmat V;
     double *w;
-    cr__cmat F; /* the divided differences (real, n x n) */
+    cr__cmat F[2]; /* the divided differences (real, n x n) of f, or of sin and cos */
+    bool pair;     /* sincos_herm: two outputs */
 } mf_env;
+
+/* The eigendecomposition of the Hermitian matrix of argument i's upper triangle. */
+static cr_status mf_eig(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                        size_t i, mf_env *e)
+{
+    bool cplx = false;
+    cr_status st = cr__square_arg(arena, who, args, nargs, i, &e->A, &cplx);
+    if (st == CR_OK)
+        st = cr__herm_upper(arena, e->A, cplx, &e->V);
+    return st != CR_OK ? st : cr__eigh(arena, who, &e->V, &e->w);
+}
+
+/* Y = V diag(f(λ)) Vᴴ and F, the divided differences of f, from e's eigendecomposition. */
+static cr_status mf_apply(cr_arena *arena, const char *who, const cr_scalar_rule *row, mf_env *e,
+                          cr__cmat *F, cr__cmat *Y)
+{
+    size_t n = e->V.r;
+    double *fv = cr__arena_array(arena, who, n, sizeof *fv, _Alignof(double));
+    double *dv = cr__arena_array(arena, who, n, sizeof *dv, _Alignof(double));
+    cr_status st = fv == NULL || dv == NULL ? CR__ALLOC_STATUS(arena) : CR_OK;
+    if (st == CR_OK)
+        st = cr__cmat_new(arena, false, n, n, false, F);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < n; i++) {
+        row->f64(&e->w[i], &fv[i], &dv[i]);
+        if (!isfinite(fv[i]))
+            return CR__FAIL(arena, CR_EDOMAIN, "%s: %s is not finite at the eigenvalue %g", who,
+                            row->name, e->w[i]);
+    }
+    double tol = cr__matfun_tol(e->w, n);
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i < n; i++)
+            cr__cmat_set(F, i, j,
+                         i == j ? dv[i] : cr__divdiff1(row, e->w[i], e->w[j], fv[i], fv[j], tol));
+    cr__cmat T;
+    st = cr__cmat_copy(arena, &e->V, &T);
+    if (st != CR_OK)
+        return st;
+    for (size_t j = 0; j < n; j++)
+        for (size_t i = 0; i < n; i++)
+            cr__cmat_set(&T, i, j, cr__cmat_get(&T, i, j) * fv[j]);
+    return cr__cmat_mul(arena, 'N', 'C', 1.0, &T, &e->V, Y);
+}
 
 static cr_status matfun_forward(cr_arena *arena, const cr_value *args, size_t nargs, mf_env *e,
                                 cr__cmat *Y)
@@ -646,56 +690,53 @@ static cr_status matfun_forward(cr_arena *arena, const cr_value *args, size_t na
     if (row == NULL || row->nin != 1 || row->nout != 1)
         return CR__FAIL(arena, CR_EINVAL,
                         "matfun_herm: f must be a scalar-table function of one argument");
-    bool cplx = false;
-    st = cr__square_arg(arena, "matfun_herm", args, nargs, 1, &e->A, &cplx);
-    if (st == CR_OK)
-        st = cr__herm_upper(arena, e->A, cplx, &e->V);
-    if (st == CR_OK)
-        st = cr__eigh(arena, "matfun_herm", &e->V, &e->w);
-    size_t n = e->V.r;
-    double *fv = cr__arena_array(arena, "matfun_herm", n, sizeof *fv, _Alignof(double));
-    double *dv = cr__arena_array(arena, "matfun_herm", n, sizeof *dv, _Alignof(double));
-    if (st == CR_OK && (fv == NULL || dv == NULL))
-        st = CR__ALLOC_STATUS(arena);
-    if (st == CR_OK)
-        st = cr__cmat_new(arena, false, n, n, false, &e->F);
-    if (st != CR_OK)
-        return st;
-    for (size_t i = 0; i < n; i++) {
-        row->f64(&e->w[i], &fv[i], &dv[i]);
-        if (!isfinite(fv[i]))
-            return CR__FAIL(arena, CR_EDOMAIN, "matfun_herm: %s is not finite at the eigenvalue %g",
-                            row->name, e->w[i]);
-    }
-    double tol = cr__matfun_tol(e->w, n);
-    for (size_t j = 0; j < n; j++)
-        for (size_t i = 0; i < n; i++)
-            cr__cmat_set(&e->F, i, j,
-                         i == j ? dv[i] : cr__divdiff1(row, e->w[i], e->w[j], fv[i], fv[j], tol));
-    /* Y = V diag(f(λ)) Vᴴ */
-    cr__cmat T;
-    st = cr__cmat_copy(arena, &e->V, &T);
-    if (st != CR_OK)
-        return st;
-    for (size_t j = 0; j < n; j++)
-        for (size_t i = 0; i < n; i++)
-            cr__cmat_set(&T, i, j, cr__cmat_get(&T, i, j) * fv[j]);
-    return cr__cmat_mul(arena, 'N', 'C', 1.0, &T, &e->V, Y);
+    st = mf_eig(arena, "matfun_herm", args, nargs, 1, e);
+    return st != CR_OK ? st : mf_apply(arena, "matfun_herm", row, e, &e->F[0], Y);
 }
 
-static cr_status matfun_output(cr_arena *arena, const cr_array *A, const cr__cmat *Y, cr_value *y)
+/* sincos_herm(A) = (sin A, cos A) from one eigendecomposition (ChainRules' sincos of a
+ * Symmetric/Hermitian matrix). */
+static cr_status sincos_forward(cr_arena *arena, const cr_value *args, size_t nargs, mf_env *e,
+                                cr__cmat *Y)
 {
-    cr_array *o;
-    cr_status st = cr__cmat_out(arena, Y, false, (cr_dtype)A->dtype, &o);
-    if (st != CR_OK)
-        return st;
-    o->structure = (uint8_t)(A->dtype == CR_DT_C128 ? CR_MAT_HERMITIAN : CR_MAT_SYMMETRIC);
-    *y = cr_value_array(o);
+    const cr_scalar_rule *rows[2] = {cr_scalar_rule_of(cr_fn_sin.u.func.fn),
+                                     cr_scalar_rule_of(cr_fn_cos.u.func.fn)};
+    e->pair = true;
+    cr_status st = cr__nargs(arena, "sincos_herm", nargs, 1, 1);
+    if (st == CR_OK)
+        st = mf_eig(arena, "sincos_herm", args, nargs, 0, e);
+    for (size_t k = 0; k < 2 && st == CR_OK; k++)
+        st = mf_apply(arena, "sincos_herm", rows[k], e, &e->F[k], &Y[k]);
+    return st;
+}
+
+/* f(A) tagged Symmetric/Hermitian, or the tuple (sin A, cos A). */
+static cr_status matfun_output(cr_arena *arena, const mf_env *e, const cr__cmat *Y, cr_value *y)
+{
+    cr_array *o[2];
+    for (size_t k = 0; k < (e->pair ? 2u : 1u); k++) {
+        cr_status st = cr__cmat_out(arena, &Y[k], false, (cr_dtype)e->A->dtype, &o[k]);
+        if (st != CR_OK)
+            return st;
+        o[k]->structure =
+            (uint8_t)(e->A->dtype == CR_DT_C128 ? CR_MAT_HERMITIAN : CR_MAT_SYMMETRIC);
+    }
+    if (!e->pair) {
+        *y = cr_value_array(o[0]);
+        return CR_OK;
+    }
+    tup2 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(tup2));
+    if (t == NULL)
+        return CR__ALLOC_STATUS(arena);
+    t->a = *o[0];
+    t->b = *o[1];
+    *y = cr_value_struct(&k_tup2, t);
     return CR_OK;
 }
 
-/* V (F ∘ (Vᴴ X V)) Vᴴ, Hermitised. */
-static cr_status dk_apply(cr_arena *arena, const mf_env *e, const cr__cmat *X, cr__cmat *out)
+/* out (+)= V (F ∘ (Vᴴ X V)) Vᴴ, Hermitised (added to out when add). */
+static cr_status dk_apply(cr_arena *arena, const mf_env *e, const cr__cmat *F, const cr__cmat *X,
+                          bool add, cr__cmat *out)
 {
     cr__cmat T, G, R;
     cr_status st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e->V, X, &T);
@@ -706,11 +747,13 @@ static cr_status dk_apply(cr_arena *arena, const mf_env *e, const cr__cmat *X, c
     size_t n = G.r;
     for (size_t j = 0; j < n; j++)
         for (size_t i = 0; i < n; i++)
-            cr__cmat_set(&G, i, j, cr__cmat_get(&G, i, j) * cr__cmat_get(&e->F, i, j));
+            cr__cmat_set(&G, i, j, cr__cmat_get(&G, i, j) * cr__cmat_get(F, i, j));
     st = cr__cmat_mul(arena, 'N', 'N', 1.0, &e->V, &G, &R);
-    if (st == CR_OK)
-        st = cr__cmat_mul(arena, 'N', 'C', 1.0, &R, &e->V, out);
     if (st != CR_OK)
+        return st;
+    if (add)
+        cr__cmat_gemm('N', 'C', 1.0, &R, &e->V, 1.0, out);
+    else if ((st = cr__cmat_mul(arena, 'N', 'C', 1.0, &R, &e->V, out)) != CR_OK)
         return st;
     for (size_t j = 0; j < n; j++)
         for (size_t i = 0; i <= j; i++) {
@@ -721,78 +764,99 @@ static cr_status dk_apply(cr_arena *arena, const mf_env *e, const cr__cmat *X, c
     return CR_OK;
 }
 
+/* Ā from the cotangent of f(A), or the sum over the fields of (sin A, cos A). */
 static cr_status matfun_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                                  void *env)
 {
     mf_env *e = env;
+    const char *who = e->pair ? "sincos_herm_pullback" : "matfun_herm_pullback";
     for (size_t i = 0; i < nx; i++)
         dx[i] = cr_tangent_none();
-    size_t n = e->V.r, shape[2] = {n, n};
-    cr__cmat G, S;
-    cr_status st = cr__cmat_tan(arena, "matfun_herm_pullback", *dy, 2, shape, e->V.cplx, &G);
+    size_t n = e->V.r, shape[2] = {n, n}, ia = nx - 1;
+    cr__cmat S = {.p = NULL};
+    cr_status st = CR_OK;
+    for (size_t k = 0; k < (e->pair ? 2u : 1u) && st == CR_OK; k++) {
+        cr_tangent t = *dy;
+        cr__cmat G;
+        if (e->pair)
+            st = cr__tuple_field(arena, who, *dy, k, &t);
+        if (st == CR_OK)
+            st = cr__cmat_tan(arena, who, t, 2, shape, e->V.cplx, &G);
+        if (st == CR_OK && G.p != NULL)
+            st = dk_apply(arena, e, &e->F[k], &G, S.p != NULL, &S);
+    }
     if (st != CR_OK)
         return st;
-    if (G.p == NULL) {
-        dx[2] = cr_tangent_zero();
+    if (S.p == NULL) {
+        dx[ia] = cr_tangent_zero();
         return CR_OK;
     }
-    st = dk_apply(arena, e, &G, &S);
-    return st != CR_OK ? st : cr__herm_give(arena, e->A, e->pA, &S, &dx[2]);
+    return cr__herm_give(arena, e->A, e->pA, &S, &dx[ia]);
 }
 
-/* matfun_herm(f, A) = f(A) for Hermitian A. */
-static cr_status matfun_herm_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                   const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                                   const void *udata)
+/* matfun_herm(f, A) = f(A) and sincos_herm(A) = (sin A, cos A) for Hermitian A. */
+static cr_status mf_rrule(cr_arena *arena, bool pair, const cr_value *args, size_t nargs,
+                          cr_value *y, cr_pullback *pb, const void *udata)
 {
-    (void)cfg;
-    (void)f;
     mf_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(mf_env));
     if (e == NULL)
         return CR__ALLOC_STATUS(arena);
-    cr__cmat Y;
-    cr_status st = matfun_forward(arena, args, nargs, e, &Y);
+    cr__cmat Y[2];
+    cr_status st =
+        pair ? sincos_forward(arena, args, nargs, e, Y) : matfun_forward(arena, args, nargs, e, Y);
     if (st == CR_OK)
-        st = matfun_output(arena, e->A, &Y, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    st = cr_project_new(arena, &args[1], &e->pA);
+        st = matfun_output(arena, e, Y, y);
     if (st != CR_OK)
         return st;
-    *pb = (cr_pullback){matfun_pullback, e, "matfun_herm_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(arena, &args[nargs - 1], udata, &e->pA, pb,
+                           (cr_pullback){matfun_pullback, e,
+                                         pair ? "sincos_herm_pullback" : "matfun_herm_pullback",
+                                         nargs + 1});
 }
-CR__ARRAY_FN(matfun_herm, "matfun_herm", 2)
 
-static cr_status matfun_herm_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                                   const cr_value *f, const cr_value *args, size_t nargs,
-                                   cr_value *y, cr_tangent *dy, const void *udata)
+/* frule: Ẏ = V (F ∘ (Vᴴ Ḣ V)) Vᴴ for each output. */
+static cr_status mf_frule(cr_arena *arena, bool pair, const cr_tangent *dargs, const cr_value *args,
+                          size_t nargs, cr_value *y, cr_tangent *dy)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
+    const char *who = pair ? "sincos_herm" : "matfun_herm";
     mf_env e;
     memset(&e, 0, sizeof e);
-    cr__cmat Y, dH, R;
-    cr_status st = matfun_forward(arena, args, nargs, &e, &Y);
+    cr__cmat Y[2], dH, R;
+    cr_status st = pair ? sincos_forward(arena, args, nargs, &e, Y)
+                        : matfun_forward(arena, args, nargs, &e, Y);
     if (st == CR_OK)
-        st = matfun_output(arena, e.A, &Y, y);
+        st = matfun_output(arena, &e, Y, y);
     const cr_array *t = NULL;
     if (st == CR_OK)
-        st = cr__dx_array(arena, "matfun_herm", dargs, args, 1, e.V.cplx ? CR_DT_C128 : CR_DT_F64,
-                          &t);
+        st =
+            cr__dx_array(arena, who, dargs, args, nargs - 1, e.V.cplx ? CR_DT_C128 : CR_DT_F64, &t);
     if (st != CR_OK || t == NULL) {
         *dy = cr_tangent_zero();
         return st;
     }
     st = cr__herm_upper(arena, t, e.V.cplx, &dH);
-    if (st == CR_OK)
-        st = dk_apply(arena, &e, &dH, &R);
-    cr_array *r = NULL;
-    if (st == CR_OK)
-        st = cr__cmat_to_array(arena, &R, false, &r);
-    return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
+    cr_tangent d[2];
+    for (size_t k = 0; k < (pair ? 2u : 1u) && st == CR_OK; k++) {
+        cr_array *r = NULL;
+        st = dk_apply(arena, &e, &e.F[k], &dH, false, &R);
+        if (st == CR_OK)
+            st = cr__cmat_to_array(arena, &R, false, &r);
+        if (st == CR_OK)
+            d[k] = cr_tangent_array(r);
+    }
+    if (st != CR_OK)
+        return st;
+    if (!pair)
+        return cr_project_tangent(arena, y, d[0], dy);
+    const tup2 *o = y->u.obj.ptr; /* each field projected onto its output */
+    cr_value yk[2] = {cr_value_array((cr_array *)&o->a), cr_value_array((cr_array *)&o->b)};
+    for (size_t k = 0; k < 2 && st == CR_OK; k++)
+        st = cr_project_tangent(arena, &yk[k], d[k], &d[k]);
+    return st != CR_OK ? st : cr_tangent_struct(arena, &k_tup2, NULL, d, 2, dy);
 }
+
+CR__PARAM_RULES(matfun_herm, mf_rrule, mf_frule, false, 2)
+CR__PARAM_RULES(sincos_herm, mf_rrule, mf_frule, true, 1)
 
 /* ---- Test registrations ---------------------------------------------------------------- */
 
@@ -827,6 +891,24 @@ static cr_status sample_matfun(cr_arena *arena, uint64_t *rng, cr_value *args, s
 static const cr_rule_test k_t_matfun = {.sample = sample_matfun};
 static const cr_rule_test k_t_herm = {.sample = cr__sample_sq,
                                       .env = (void *)(uintptr_t)CR__SQ_HERM};
+/* sincos_herm: a Hermitian matrix with separated eigenvalues, halved (eigenvalues within
+ * about 5, where the central differences of sin and cos keep 1e-9). */
+static cr_status sample_sincos(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                               void *env)
+{
+    (void)nargs;
+    (void)env;
+    cr_array *A;
+    cr_status st = cr__rand_square(arena, rng, CR__SQ_HERM, &A);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < cr_array_numel(A); i++)
+        cr__store(A, (ptrdiff_t)i, 0.5 * cr__load(A, (ptrdiff_t)i));
+    args[0] = cr_value_array(A);
+    return CR_OK;
+}
+
+static const cr_rule_test k_t_sincos = {.sample = sample_sincos};
 static const cr_rule_test k_t_realsym = {.sample = cr__sample_sq,
                                          .env = (void *)(uintptr_t)CR__SQ_REALSYM};
 static const cr_rule_test k_t_rect = {.sample = cr__sample_sq,
@@ -842,6 +924,8 @@ cr_status cr__linalg_register_spectral(cr_registry *reg)
         {&svd_function, cr__linalg_fa, 1, svd_frule, svd_rrule, &k_t_rect, &cr__form_svd},
         {&svdvals_function, cr__linalg_fa, 1, svdvals_frule, svdvals_rrule, &k_t_rect,
          &cr__form_svdvals},
+        {&sincos_herm_function, cr__linalg_fa, 1, sincos_herm_frule, sincos_herm_rrule, &k_t_sincos,
+         NULL},
     };
     static const cr_argspec fa[2] = {{CR_M_FUNC, NULL}, {CR__M_FARRAY, NULL}};
     static const cr__linalg_rule m = {
@@ -859,6 +943,7 @@ CR__NO_LAPACK_FN(eigvals, "eigvals")
 CR__NO_LAPACK_FN(svd, "svd")
 CR__NO_LAPACK_FN(svdvals, "svdvals")
 CR__NO_LAPACK_FN(matfun_herm, "matfun_herm")
+CR__NO_LAPACK_FN(sincos_herm, "sincos_herm")
 
 cr_status cr__linalg_register_spectral(cr_registry *reg)
 {

@@ -186,26 +186,34 @@ cr_status cr__cmat_mul(cr_arena *arena, char ta, char tb, cr_complex alpha, cons
 
 /* ---- Tangents ---------------------------------------------------------------------------- */
 
+/* m from the (co)tangent array a that a call returning st gave (p NULL when a is). */
+static cr_status cmat_of(cr_arena *arena, cr_status st, const cr_array *a, bool cplx, cr__cmat *m)
+{
+    m->p = NULL;
+    return st != CR_OK || a == NULL ? st : cr__cmat_from(arena, a, cplx, m);
+}
+
 cr_status cr__cmat_tan(cr_arena *arena, const char *who, cr_tangent t, size_t ndim,
                        const size_t *shape, bool cplx, cr__cmat *m)
 {
-    const cr_array *g;
-    m->p = NULL;
+    const cr_array *g = NULL;
     cr_status st = cr__tan_array(arena, who, t, ndim, shape, cplx ? CR_DT_C128 : CR_DT_F64, &g);
-    if (st != CR_OK || g == NULL)
-        return st;
-    return cr__cmat_from(arena, g, cplx, m);
+    return cmat_of(arena, st, g, cplx, m);
 }
 
 cr_status cr__cmat_dx(cr_arena *arena, const char *who, const cr_tangent *dargs,
                       const cr_value *args, size_t i, bool cplx, cr__cmat *m)
 {
-    const cr_array *t;
-    m->p = NULL;
+    const cr_array *t = NULL;
     cr_status st = cr__dx_array(arena, who, dargs, args, i, cplx ? CR_DT_C128 : CR_DT_F64, &t);
-    if (st != CR_OK || t == NULL)
-        return st;
-    return cr__cmat_from(arena, t, cplx, m);
+    return cmat_of(arena, st, t, cplx, m);
+}
+
+cr_status cr__array_arg1(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                         const cr_array **A)
+{
+    cr_status st = cr__nargs(arena, who, nargs, 1, 1);
+    return st != CR_OK ? st : cr__array_arg(arena, who, args, nargs, 0, A);
 }
 
 cr_status cr__tangent_like(cr_arena *arena, cr_array *o, const cr__cmat *m, bool vec,
@@ -243,6 +251,60 @@ cr_status cr__rrule_tail(cr_arena *arena, const cr_value *args, size_t nargs, co
     cr_status st = cr__projectors(arena, args, nargs, p);
     if (st == CR_OK)
         *pb = pbv;
+    return st;
+}
+
+cr_status cr__rrule_tail1(cr_arena *arena, const cr_value *arg, const void *udata, cr_project **p,
+                          cr_pullback *pb, cr_pullback pbv)
+{
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
+    cr_status st = cr_project_new(arena, arg, p);
+    if (st == CR_OK)
+        *pb = pbv;
+    return st;
+}
+
+cr_status cr__rrule_tail2(cr_arena *arena, const cr_value *args, const void *udata, cr_project **p0,
+                          cr_project **p1, cr_array *o, cr_value *y, cr_pullback *pb,
+                          cr_pullback pbv)
+{
+    *y = cr_value_array(o);
+    if (udata == CR__PRIMAL_ONLY)
+        return CR_OK;
+    cr_status st = cr_project_new(arena, &args[0], p0);
+    if (st == CR_OK)
+        st = cr_project_new(arena, &args[1], p1);
+    if (st == CR_OK)
+        *pb = pbv;
+    return st;
+}
+
+cr_status cr__frule_pair(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                         const cr_value *args, cr_dtype wdt, cr_array *o, cr_value *y,
+                         const cr_array **t0, const cr_array **t1, cr_tangent *dy, bool *none)
+{
+    *y = cr_value_array(o);
+    cr_status st = cr__dx_array(arena, who, dargs, args, 0, wdt, t0);
+    if (st == CR_OK)
+        st = cr__dx_array(arena, who, dargs, args, 1, wdt, t1);
+    *none = st == CR_OK && *t0 == NULL && *t1 == NULL;
+    if (*none)
+        *dy = cr_tangent_zero();
+    return st;
+}
+
+cr_status cr__frule_pair_cmat(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                              const cr_value *args, size_t i0, size_t i1, bool cplx, cr_array *o,
+                              cr_value *y, cr__cmat *t0, cr__cmat *t1, cr_tangent *dy, bool *none)
+{
+    *y = cr_value_array(o);
+    cr_status st = cr__cmat_dx(arena, who, dargs, args, i0, cplx, t0);
+    if (st == CR_OK)
+        st = cr__cmat_dx(arena, who, dargs, args, i1, cplx, t1);
+    *none = st == CR_OK && t0->p == NULL && t1->p == NULL;
+    if (*none)
+        *dy = cr_tangent_zero();
     return st;
 }
 
