@@ -663,7 +663,7 @@ static cr_status sample_mutate(CR__SAMPLE_PARAMS)
     size_t nd = 1 + cr__rng_below(rng, 3), shape[3];
     for (size_t k = 0; k < 3; k++)
         shape[k] = 1 + cr__rng_below(rng, 3);
-    cr_array *D, *A;
+    cr_array *D = NULL, *A = NULL;
     cr_status st;
     switch (what) {
     case MS_COPYTO: {
@@ -691,7 +691,7 @@ static cr_status sample_mutate(CR__SAMPLE_PARAMS)
             int64_t idx[3];
             for (size_t k = 0; k < m; k++)
                 idx[k] = (int64_t)cr__rng_below(rng, n);
-            cr_array *Ix, *X;
+            cr_array *Ix = NULL, *X = NULL;
             if (nd == 1 && cr__rng_below(rng, 2) == 0) {
                 args[1] = cr_value_f64(cr__rng_unif(rng, -2, 2));
                 args[2] = cr_value_i64(idx[0]);

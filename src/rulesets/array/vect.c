@@ -135,7 +135,7 @@ static cr_status sample_vect(cr_arena *arena, uint64_t *rng, cr_value *args, siz
             args[k] = cr_value_f32((float)re);
             break;
         case 1:
-            args[k] = cr_value_c128(CMPLX(re, im));
+            args[k] = cr_value_c128(cr__c(re, im));
             break;
         case 2:
             args[k] = cr_value_i64((int64_t)cr__rng_below(rng, 7) - 3);
