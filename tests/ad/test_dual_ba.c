@@ -1,0 +1,186 @@
+/*
+ * The ba objective (GradBench's bundle adjustment, bench/objectives/ba.c) written on a
+ * 15-direction CR_DUALN_DEFINE type, as chainrules-bench's dual_ba_ratio evaluates it: the
+ * 2 x 15 Jacobian of a reprojection block in one evaluation, checked column by column
+ * against central finite differences (cr_fd_derivative) of the plain C ba_project, on
+ * blocks shaped as ba1's and on a block of zero rotation (the objective's other branch);
+ * with the lane past the 15th direction still zero and the tangents visible as d[].
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "objectives.h"
+#include "test_util.h"
+
+/* 11 camera parameters, 3 point coordinates, the weight. */
+CR_DUALN_DEFINE(ba15, 15);
+
+/* ba_project (bench/objectives/ba.c) on duals, operation for operation. */
+static void ba_project_dual(const ba15 *cam, const ba15 *X, ba15 w, const double *feat, ba15 *err)
+{
+    ba15 xo[3], xc[3];
+    for (int i = 0; i < 3; i++)
+        xo[i] = ba15_sub(X[i], cam[3 + i]);
+    ba15 sqtheta = ba15_add(ba15_add(ba15_mul(cam[0], cam[0]), ba15_mul(cam[1], cam[1])),
+                            ba15_mul(cam[2], cam[2]));
+    if (sqtheta.v != 0.0) {
+        ba15 theta = ba15_sqrt(sqtheta);
+        ba15 costheta = ba15_cos(theta);
+        ba15 sintheta = ba15_sin(theta);
+        ba15 theta_inverse = ba15_div(ba15_const(1.0), theta);
+        ba15 w0 = ba15_mul(cam[0], theta_inverse);
+        ba15 w1 = ba15_mul(cam[1], theta_inverse);
+        ba15 w2 = ba15_mul(cam[2], theta_inverse);
+        ba15 c0 = ba15_sub(ba15_mul(w1, xo[2]), ba15_mul(w2, xo[1]));
+        ba15 c1 = ba15_sub(ba15_mul(w2, xo[0]), ba15_mul(w0, xo[2]));
+        ba15 c2 = ba15_sub(ba15_mul(w0, xo[1]), ba15_mul(w1, xo[0]));
+        ba15 tmp = ba15_mul(
+            ba15_add(ba15_add(ba15_mul(w0, xo[0]), ba15_mul(w1, xo[1])), ba15_mul(w2, xo[2])),
+            ba15_sub(ba15_const(1.0), costheta));
+        xc[0] = ba15_add(ba15_add(ba15_mul(xo[0], costheta), ba15_mul(c0, sintheta)),
+                         ba15_mul(w0, tmp));
+        xc[1] = ba15_add(ba15_add(ba15_mul(xo[1], costheta), ba15_mul(c1, sintheta)),
+                         ba15_mul(w1, tmp));
+        xc[2] = ba15_add(ba15_add(ba15_mul(xo[2], costheta), ba15_mul(c2, sintheta)),
+                         ba15_mul(w2, tmp));
+    } else {
+        xc[0] = ba15_add(xo[0], ba15_sub(ba15_mul(cam[1], xo[2]), ba15_mul(cam[2], xo[1])));
+        xc[1] = ba15_add(xo[1], ba15_sub(ba15_mul(cam[2], xo[0]), ba15_mul(cam[0], xo[2])));
+        xc[2] = ba15_add(xo[2], ba15_sub(ba15_mul(cam[0], xo[1]), ba15_mul(cam[1], xo[0])));
+    }
+    ba15 p0 = ba15_div(xc[0], xc[2]);
+    ba15 p1 = ba15_div(xc[1], xc[2]);
+    ba15 rsq = ba15_add(ba15_mul(p0, p0), ba15_mul(p1, p1));
+    ba15 lr = ba15_add(ba15_add(ba15_const(1.0), ba15_mul(cam[9], rsq)),
+                       ba15_mul(ba15_mul(cam[10], rsq), rsq));
+    p0 = ba15_mul(p0, lr);
+    p1 = ba15_mul(p1, lr);
+    ba15 proj0 = ba15_add(ba15_mul(p0, cam[6]), cam[7]);
+    ba15 proj1 = ba15_add(ba15_mul(p1, cam[6]), cam[8]);
+    err[0] = ba15_mul(w, ba15_sub(proj0, ba15_const(feat[0])));
+    err[1] = ba15_mul(w, ba15_sub(proj1, ba15_const(feat[1])));
+}
+
+/* One block: its 15 inputs (camera, point, weight) and its feature. */
+typedef struct block {
+    double in[15];
+    double feat[2];
+} block;
+
+/* The errors and the 2 x 15 Jacobian (row-major) on duals, one evaluation. */
+static void block_jac(const block *b, double *err, double *J, ba15 *e)
+{
+    ba15 c[11], x[3];
+    for (size_t i = 0; i < 11; i++)
+        c[i] = ba15_var(b->in[i], i);
+    for (size_t i = 0; i < 3; i++)
+        x[i] = ba15_var(b->in[11 + i], 11 + i);
+    ba_project_dual(c, x, ba15_var(b->in[14], 14), b->feat, e);
+    for (int r = 0; r < 2; r++) {
+        err[r] = e[r].v;
+        for (int j = 0; j < 15; j++)
+            J[15 * r + j] = e[r].d[j];
+    }
+}
+
+/* Error `out` of the plain C objective as a function of input j alone. */
+typedef struct fd_env {
+    const block *b;
+    int j, out;
+} fd_env;
+
+static cr_status primal_j(double xj, double *y, void *env_)
+{
+    const fd_env *env = env_;
+    double in[15], err[2];
+    memcpy(in, env->b->in, sizeof in);
+    in[env->j] = xj;
+    ba_project(in, in + 11, in + 14, env->b->feat, err);
+    *y = err[env->out];
+    return CR_OK;
+}
+
+static void check_block(const block *b, size_t *checked)
+{
+    cr_fdm m;
+    assert_int_equal(cr_fdm_central(5, 1, &m), CR_OK);
+    double err[2], J[30], want[2];
+    ba15 e[2];
+    block_jac(b, err, J, e);
+    ba_project(b->in, b->in + 11, b->in + 14, b->feat, want);
+    for (int r = 0; r < 2; r++) {
+        assert_true(fabs(err[r] - want[r]) <= 1e-12 * (1.0 + fabs(want[r])));
+        /* the lane past the 15 directions stays zero */
+        assert_true(e[r].d[15] == 0.0);
+    }
+    for (int r = 0; r < 2; r++)
+        for (int j = 0; j < 15; j++) {
+            fd_env env = {b, j, r};
+            double d, derr;
+            assert_int_equal(cr_fd_derivative(&m, NULL, primal_j, &env, b->in[j], &d, &derr),
+                             CR_OK);
+            double got = J[15 * r + j];
+            if (!(fabs(got - d) <= 1e-6 * (fabs(d) + 1e-3) + 10 * derr)) {
+                print_error("J[%d][%d] = %.17g, central difference %.17g (error %.3g)\n", r, j, got,
+                            d, derr);
+                fail();
+            }
+            (*checked)++;
+        }
+}
+
+/* Blocks shaped as ba1's (ba_make_block), each Jacobian against differences. */
+static void test_ba_blocks_against_fd(void **state)
+{
+    (void)state;
+    size_t checked = 0;
+    for (unsigned long seed = 1; seed <= 8; seed++) {
+        block b;
+        ba_make_block(seed, b.in, b.in + 11, b.in + 14, b.feat);
+        check_block(&b, &checked);
+    }
+    assert_int_equal(checked, 8 * 30);
+}
+
+/* A camera of zero rotation: the objective's linearised branch, whose Jacobian along the
+ * rotation is the limit of the other branch's (the differences straddle both). */
+static void test_ba_zero_rotation_against_fd(void **state)
+{
+    (void)state;
+    block b;
+    ba_make_block(11, b.in, b.in + 11, b.in + 14, b.feat);
+    b.in[0] = b.in[1] = b.in[2] = 0.0;
+    size_t checked = 0;
+    check_block(&b, &checked);
+    assert_int_equal(checked, 30);
+}
+
+/* The tangents as doubles: d[] holds N lanes rounded up to 4, the value after them, and a
+ * direction's seed is visible at its index. */
+static void test_layout(void **state)
+{
+    (void)state;
+    ba15 a = ba15_var(2.0, 13);
+    assert_int_equal(sizeof a.d / sizeof a.d[0], 16);
+    for (size_t i = 0; i < 16; i++)
+        assert_true(a.d[i] == (i == 13 ? 1.0 : 0.0));
+    double t[15];
+    for (int i = 0; i < 15; i++)
+        t[i] = (double)i - 7.0;
+    ba15 b = ba15_mul(ba15_make(3.0, t), a);
+    for (size_t i = 0; i < 15; i++)
+        assert_true(b.d[i] == 2.0 * t[i] + (i == 13 ? 3.0 : 0.0));
+    assert_true(b.d[15] == 0.0);
+    assert_true(b.v == 6.0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ba_blocks_against_fd),
+        cmocka_unit_test(test_ba_zero_rotation_against_fd),
+        cmocka_unit_test(test_layout),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
