@@ -17,9 +17,11 @@
  *
  * - **one direction**, cr_dual1 {v, d}: `cr_dual1_NAME(a, ...)`.
  * - **N directions fixed at compile time**: `CR_DUALN_DEFINE(my_dual, 4);` defines the
- *   type `my_dual` {d[4], v} and `my_dual_NAME(a, ...)`, whose loops over the directions
- *   have a constant trip count (N rounded up to a multiple of 4, the extra lanes zero) that
- *   the compiler unrolls and vectorises at -O2.
+ *   type `my_dual` {d[4], v} and `my_dual_NAME(a, ...)`: the row's partials computed once,
+ *   then one multiply-add per SIMD unit of the directions (N rounded up to a multiple of 4,
+ *   the extra lanes zero; with GCC and Clang the units are vectors of the target's width,
+ *   2 lanes with SSE2, 4 with AVX), in loops of constant trip count that are unrolled so
+ *   that the tangents stay in registers.
  * - **n directions chosen at run time**: `cr_dualv_NAME(n, a, da, ..., dy)` takes each
  *   operand as its value and the address of its n tangents, writes the n tangents of the
  *   result to dy and returns its value; the storage is the caller's.
@@ -153,10 +155,15 @@ CR__DUAL_INLINE void cr__dualv_lin3(size_t n, double D0, const double *da, doubl
  * multiply (and add) per unit, which the vectorisers do not always find on a loop over
  * doubles (they mix scalar lanes, shuffles and partial vectors). The tangents are also
  * visible as doubles, d[], through an anonymous union. The unit and the type are aligned
- * to 16 bytes whatever the width, so that the layout does not depend on the target's
- * options (a 32-byte alignment made every dual 160 bytes instead of 144 at N = 15 and the
- * ba Jacobians 15% slower). Elsewhere the unit is one double. CR_DUALN_NO_SIMD before the
- * include selects the double unit. */
+ * to 16 bytes whatever the width (and with CR_DUALN_NO_SIMD), so that the layout does not
+ * depend on the target's options (a 32-byte alignment made every dual 160 bytes instead of
+ * 144 at N = 15 and the ba Jacobians 15% slower). Elsewhere the unit is one double.
+ * CR_DUALN_NO_SIMD before the include selects the double unit. */
+#if defined(__GNUC__) || defined(__clang__)
+#define CR__DUALN_ALIGNED __attribute__((aligned(16)))
+#else
+#define CR__DUALN_ALIGNED
+#endif
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(CR_DUALN_NO_SIMD)
 #define CR__DUALN_SIMD 1
 #if defined(__AVX__)
@@ -176,7 +183,6 @@ typedef long long cr__dualn_ivec __attribute__((vector_size(16)));
         0.0, 1.0       \
     }
 #endif
-#define CR__DUALN_ALIGNED __attribute__((aligned(16)))
 #define CR__DUALN_STORAGE(N)                                    \
     union {                                                     \
         double d[CR__DUALN_LANES(N)];                           \
@@ -199,8 +205,8 @@ CR__DUAL_INLINE cr__dualn_vec cr__dualn_load(const double *d, size_t k, size_t n
 }
 /* Unit k of the seed of direction dir: 1 in lane dir, 0 elsewhere, made in registers by a
  * comparison, so that the dual is built in place: a lane written through memory would
- * stall the next load of its unit (no store forwarding into a wider load), which cost the
- * ba Jacobians 15%. */
+ * stall the next load of its unit (no store forwarding into a wider load), about a fifth
+ * of the time of the ba Jacobians of chainrules-bench. */
 CR__DUAL_INLINE cr__dualn_vec cr__dualn_seed(size_t k, size_t dir)
 {
     cr__dualn_vec iota = CR__DUALN_IOTA;
@@ -209,8 +215,7 @@ CR__DUAL_INLINE cr__dualn_vec cr__dualn_seed(size_t k, size_t dir)
     return (cr__dualn_vec)(sel & (cr__dualn_ivec)(cr__dualn_zero() + 1.0));
 }
 #else
-#define CR__DUALN_SIMD 0
-#define CR__DUALN_ALIGNED
+#define CR__DUALN_SIMD       0
 #define CR__DUALN_STORAGE(N) double d[CR__DUALN_LANES(N)]
 #define CR__DUALN_UNITS(N)   CR__DUALN_LANES(N)
 #define CR__DUALN_U(x)       ((x).d)
@@ -293,7 +298,11 @@ CR__DUAL_INLINE double cr__dualn_seed(size_t k, size_t dir)
  * scope, followed by a semicolon, in any number of translation units:
  *
  * - `typedef struct TYPE { double d[L]; double v; } TYPE;`: the tangents d[0..N) (L is N
- *   rounded up to a multiple of 4; d[N..L) are zero and stay zero) and the value v;
+ *   rounded up to a multiple of 4; d[N..L) are zero and stay zero) and the value v. With
+ *   GCC and Clang, d shares an anonymous union with the private SIMD units the operations
+ *   work on, and the type is aligned to 16 bytes, so that its size and layout are the same
+ *   for every target option (CR_DUALN_NO_SIMD, defined before the include, selects loops
+ *   over doubles instead, with the same layout);
  * - `TYPE TYPE_const(double v)`: tangents 0;
  * - `TYPE TYPE_var(double v, size_t dir)`: tangent 1 along dir, 0 along the others (a
  *   constant when dir >= N);

@@ -163,6 +163,9 @@ static void test_layout(void **state)
     (void)state;
     ba15 a = ba15_var(2.0, 13);
     assert_int_equal(sizeof a.d / sizeof a.d[0], 16);
+    /* 16 lanes and the value, aligned to 16 bytes whatever the target's vector width */
+    assert_int_equal(sizeof a, 144);
+    assert_int_equal(_Alignof(ba15), 16);
     for (size_t i = 0; i < 16; i++)
         assert_true(a.d[i] == (i == 13 ? 1.0 : 0.0));
     double t[15];
