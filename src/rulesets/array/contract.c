@@ -631,12 +631,10 @@ static cr_status ein_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
     return ein_grad(arena, t->v, t->g, t->which, out);
 }
 
-static cr_status einsum_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                 void *env)
+static cr_status einsum_pullback(CR__PULLBACK_PARAMS)
 {
     const ein_env *v = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     const cr_array *g;
     cr_status st =
         cr__tan_array(arena, "einsum_pullback", *dy, v->e.t[OUT].n, v->yshape, v->wdt, &g);
@@ -649,9 +647,7 @@ static cr_status einsum_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
         }
         if (v->e.nin == 1)
             return ein_grad(arena, v, g, 0, &dx[2]); /* the only cotangent: no thunk */
-        ein_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(ein_thunk));
-        if (t == NULL)
-            return CR__ALLOC_STATUS(arena);
+        CR__ARENA_NEW(arena, ein_thunk, t);
         *t = (ein_thunk){v, g, k};
         st = cr__thunk(arena, ein_thunk_fn, NULL, t, "einsum_pullback_thunk", &dx[k + 2]);
         if (st != CR_OK)
@@ -660,15 +656,9 @@ static cr_status einsum_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
     return CR_OK;
 }
 
-static cr_status einsum_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                              const void *udata)
+static cr_status einsum_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    ein_env *v = cr_arena_calloc(arena, 1, sizeof *v, _Alignof(ein_env));
-    if (v == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, ein_env, v);
     cr_dtype dt = CR_DT_F64;
     cr_array *w, *o;
     cr_status st = ein_forward(arena, args, nargs, v, &dt, &w);
@@ -689,16 +679,9 @@ static cr_status einsum_rrule(const cr_config *cfg, cr_arena *arena, const cr_va
 }
 
 /* frule: ẏ = einsum(Ȧ, B) + einsum(A, Ḃ), or einsum(Ȧ). */
-static cr_status einsum_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                              const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                              cr_tangent *dy, const void *udata)
+static cr_status einsum_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
-    ein_env *v = cr_arena_calloc(arena, 1, sizeof *v, _Alignof(ein_env));
-    if (v == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, ein_env, v);
     cr_dtype dt = CR_DT_F64;
     cr_array *w, *o, *acc = NULL;
     cr_status st = ein_forward(arena, args, nargs, v, &dt, &w);
@@ -748,16 +731,12 @@ static const char *const k_specs1[] = {
     "ij->ji", "ii->i", "ii->", "ijk->kij", "ij->", "ij->i", "i->ii", "iji->j", "ijk", "i->i",
 };
 
-static cr_status sample_einsum(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                               void *env)
+static cr_status sample_einsum(CR__SAMPLE_PARAMS)
 {
-    (void)env;
     size_t nops = nargs - 1;
     const char *spec = nops == 2 ? k_specs2[cr__rng_below(rng, sizeof k_specs2 / sizeof *k_specs2)]
                                  : k_specs1[cr__rng_below(rng, sizeof k_specs1 / sizeof *k_specs1)];
-    cr_einsum_spec *s = cr_arena_alloc(arena, sizeof *s, _Alignof(cr_einsum_spec));
-    if (s == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, cr_einsum_spec, s);
     s->spec = spec;
     args[0] = cr_value_struct(&cr_einsum_spec_type, s);
     ein e;

@@ -73,11 +73,8 @@ void cr__zero_cotangents(const bool *diff, cr_tangent *dx, size_t nx)
 /* ---- nrm2 -------------------------------------------------------------------------------- */
 
 /* nrm2(x) is norm(x) (p = 2): the same rules, reached through dispatch. */
-static cr_status nrm2_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+static cr_status nrm2_rrule(CR__RRULE_PARAMS)
 {
-    (void)f;
     cr_status st = cr__nargs(arena, "nrm2", nargs, 1, 1);
     if (st != CR_OK)
         return st;
@@ -92,12 +89,8 @@ static cr_status nrm2_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
 }
 CR__ARRAY_FN(nrm2, "nrm2", 1)
 
-static cr_status nrm2_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+static cr_status nrm2_frule(CR__FRULE_PARAMS)
 {
-    (void)f;
-    (void)udata;
     cr_status st = cr__nargs(arena, "nrm2", nargs, 1, 1);
     if (st != CR_OK)
         return st;
@@ -267,8 +260,7 @@ static cr_status gemv_x_fn(cr_arena *arena, cr_tangent *out, void *env)
 }
 
 /* ᾱ = <op(A) x, ȳ>, Ā (InplaceableThunk), x̄ (thunk), β̄ = <y, ȳ>, ȳ_y = conj(β) ȳ. */
-static cr_status gemv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                               void *env)
+static cr_status gemv_pullback(CR__PULLBACK_PARAMS)
 {
     gemv_env *e = env;
     size_t rows = e->Ax.r;
@@ -289,9 +281,7 @@ static cr_status gemv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
             return st;
     }
     if (e->diff[2]) {
-        gemv_rank1 *ta = cr_arena_alloc(arena, sizeof *ta, _Alignof(gemv_rank1));
-        if (ta == NULL)
-            return CR__ALLOC_STATUS(arena);
+        CR__ARENA_NEW(arena, gemv_rank1, ta);
         ta->e = e;
         if (e->op == 'N') {
             ta->s = conj(e->alpha);
@@ -318,9 +308,7 @@ static cr_status gemv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
             return st;
     }
     if (e->diff[3]) {
-        gemv_x_thunk *tx = cr_arena_alloc(arena, sizeof *tx, _Alignof(gemv_x_thunk));
-        if (tx == NULL)
-            return CR__ALLOC_STATUS(arena);
+        CR__ARENA_NEW(arena, gemv_x_thunk, tx);
         *tx = (gemv_x_thunk){e, g};
         st = cr__thunk(arena, gemv_x_fn, NULL, tx, "gemv_pullback_x", &dx[4]);
         if (st != CR_OK)
@@ -353,15 +341,9 @@ static cr_status gemv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
  * alpha op(A) x + beta y (the out-of-place gemv!). Pullback: ᾱ = <op(A) x, ȳ>,
  * Ā = conj(α) ȳ xᴴ mapped through op (an InplaceableThunk adding a rank-one matrix),
  * x̄ = conj(α) op(A)ᴴ ȳ (a thunk), β̄ = <y, ȳ>, ȳ_y = conj(β) ȳ. */
-static cr_status gemv_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+static cr_status gemv_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    gemv_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(gemv_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, gemv_env, e);
     cr__cmat Y;
     cr_array *o;
     cr_status st = gemv_forward(arena, args, nargs, e, &Y);
@@ -375,13 +357,8 @@ static cr_status gemv_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
 CR__ARRAY_FN(gemv, "gemv", -1)
 
 /* frule: Ẏ = α̇ op(A) x + α (op(Ȧ) x + op(A) ẋ) + β̇ y + β ẏ. */
-static cr_status gemv_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+static cr_status gemv_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     gemv_env e;
     memset(&e, 0, sizeof e);
     cr__cmat Y, dA, dx, dyv, R;
@@ -442,11 +419,8 @@ cr_value cr__rand_flag(uint64_t *rng, const char *flags)
 }
 
 /* nrm2: a vector or a matrix of any float type. */
-static cr_status sample_nrm2(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                             void *env)
+static cr_status sample_nrm2(CR__SAMPLE_PARAMS)
 {
-    (void)nargs;
-    (void)env;
     size_t shape[2] = {2 + cr__rng_below(rng, 4), 3};
     cr_array *x;
     cr_status st =
@@ -457,10 +431,8 @@ static cr_status sample_nrm2(cr_arena *arena, uint64_t *rng, cr_value *args, siz
 }
 
 /* gemv: trans among 'N', 'T', 'C'; A 3 x 2 or 2 x 3; mixed element types. */
-static cr_status sample_gemv(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                             void *env)
+static cr_status sample_gemv(CR__SAMPLE_PARAMS)
 {
-    (void)env;
     args[0] = cr__rand_flag(rng, "NTC");
     args[1] = rand_number(rng);
     size_t shape[2] = {2 + cr__rng_below(rng, 2), 2 + cr__rng_below(rng, 2)};

@@ -82,10 +82,8 @@ static cr_status scal_forward(cr_arena *arena, const cr_value *args, size_t narg
 }
 
 /* x̄ = conj(α) ȳ, ᾱ = Σ conj(x) ȳ. */
-static cr_status scal_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                    cr_arena *arena, void *env)
+static cr_status scal_pullback_body(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     const scal_env *e = env;
     const cr_array *G;
     cr_status st = cr__tan_array(arena, "scal", *dy, e->x->ndim, e->x->shape, e->wdt, &G);
@@ -109,15 +107,9 @@ static cr_status scal_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t
 
 CR__MASKED_PULLBACK(scal, scal_env)
 
-static cr_status scal_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+static cr_status scal_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    scal_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(scal_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, scal_env, e);
     cr_status st = scal_forward(arena, args, nargs, e, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
@@ -130,13 +122,8 @@ static cr_status scal_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
 CR__ARRAY_FN(scal, "scal", 2)
 
 /* ẏ = α̇ x + α ẋ. */
-static cr_status scal_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+static cr_status scal_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     scal_env e;
     memset(&e, 0, sizeof e);
     cr_status st = scal_forward(arena, args, nargs, &e, y);
@@ -333,10 +320,8 @@ static cr_status tri_abar(cr_arena *arena, const tri_env *e, const cr__cmat *Mb,
 }
 
 /* G = conj(α) Ȳ; ᾱ = Σ conj(Z) Ȳ; then B̄ and M̄ (see docs/rules-linalg.md). */
-static cr_status tri_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                   void *env)
+static cr_status tri_pullback_body(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     const tri_env *e = env;
     size_t shape[2] = {e->Z.r, e->Z.c};
     cr__cmat G;
@@ -387,9 +372,7 @@ CR__MASKED_PULLBACK(tri, tri_env)
 static cr_status tri_rrule(cr_arena *arena, tri_kind kind, const cr_value *args, size_t nargs,
                            cr_value *y, cr_pullback *pb, const void *udata)
 {
-    tri_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(tri_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, tri_env, e);
     cr_status st = tri_forward(arena, kind, args, nargs, e, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
@@ -530,10 +513,8 @@ static cr_status lacpy_forward(cr_arena *arena, const cr_value *args, size_t nar
 }
 
 /* Ā = ȳ on the copied part, B̄ = ȳ elsewhere. */
-static cr_status lacpy_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                     cr_arena *arena, void *env)
+static cr_status lacpy_pullback_body(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     const lacpy_env *e = env;
     const cr_array *G;
     cr_status st = cr__tan_array(arena, "lacpy", *dy, 2, e->B->shape, e->wdt, &G);
@@ -554,15 +535,9 @@ static cr_status lacpy_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_
 
 CR__MASKED_PULLBACK(lacpy, lacpy_env)
 
-static cr_status lacpy_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                             const void *udata)
+static cr_status lacpy_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    lacpy_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(lacpy_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, lacpy_env, e);
     cr_status st = lacpy_forward(arena, args, nargs, e, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
@@ -576,13 +551,8 @@ static cr_status lacpy_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
 CR__ARRAY_FN(lacpy, "lacpy", 3)
 
 /* ẏ = Ȧ on the copied part, Ḃ elsewhere. */
-static cr_status lacpy_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                             cr_tangent *dy, const void *udata)
+static cr_status lacpy_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     lacpy_env e;
     memset(&e, 0, sizeof e);
     cr_status st = lacpy_forward(arena, args, nargs, &e, y);
@@ -648,10 +618,8 @@ static cr_value rand_alpha(uint64_t *rng, cr_dtype dt)
     }
 }
 
-static cr_status sample_blas(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                             void *env)
+static cr_status sample_blas(CR__SAMPLE_PARAMS)
 {
-    (void)nargs;
     bt_kind k = *(const bt_kind *)env;
     cr_dtype dt = cr__rng_dtype(rng);
     size_t n = cr__rng_below(rng, 5); /* 0 .. 4: empty and 1 x 1 included */

@@ -281,10 +281,8 @@ static cr_status getrf_split(cr_arena *arena, const cr__cmat *F, size_t k, bool 
 /* With L̄ = strictly-lower(F̄), Ū = upper(F̄) (ChainRules' lu rule):
  * Ā = P L⁻ᴴ (strictly-lower(Lᴴ L̄) + upper(Ū Uᴴ)) U⁻ᴴ, for rectangular A through
  * cr__lu_pullback. */
-static cr_status getrf_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                void *env)
+static cr_status getrf_pullback(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     getrf_env *e = env;
     const char *who = "getrf_pullback";
     size_t shape[2] = {e->f.F.r, e->f.F.c}, k = e->f.n;
@@ -312,15 +310,9 @@ static cr_status getrf_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
 /* getrf(A): the tuple (F, ipiv) of the LU factorization with partial pivoting A = P L U of
  * an m x n A, L and U packed in F, ipiv the min(m, n) 1-based interchanges (LAPACK's
  * getrf). */
-static cr_status getrf_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                             const void *udata)
+static cr_status getrf_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    getrf_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(getrf_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, getrf_env, e);
     cr_status st = getrf_forward(arena, args, nargs, e, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
@@ -336,13 +328,8 @@ CR__ARRAY_FN(getrf, "getrf", 1)
 
 /* frule: with Pᵀ Ȧ, cr__lu_tangent (square: X = L⁻¹ Pᵀ Ȧ U⁻¹, L̇ = L strictly-lower(X),
  * U̇ = upper(X) U), Ḟ = L̇ + U̇ packed. */
-static cr_status getrf_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                             cr_tangent *dy, const void *udata)
+static cr_status getrf_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     getrf_env e;
     memset(&e, 0, sizeof e);
     cr_status st = getrf_forward(arena, args, nargs, &e, y);
@@ -409,8 +396,7 @@ struct solve_ops {
     cr_status (*factor_bar)(cr_arena *arena, const void *env, const cr__cmat *G, cr_tangent *out);
 };
 
-static cr_status solve_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                void *env)
+static cr_status solve_pullback(CR__PULLBACK_PARAMS)
 {
     solve_core *c = env;
     const solve_ops *ops = c->ops;
@@ -546,9 +532,7 @@ static cr_status getrs_factor_bar(cr_arena *arena, const void *env, const cr__cm
                                   cr_tangent *out)
 {
     const getrs_env *e = env;
-    lu_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(lu_thunk));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, lu_thunk, t);
     cr__cmat Mb;
     cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, G, &e->c.X, &Mb);
     if (st == CR_OK)
@@ -607,10 +591,8 @@ static cr_status getri_forward(cr_arena *arena, const cr_value *args, size_t nar
 }
 
 /* Ā = -Yᴴ Ȳ Yᴴ (inv's rule), then F̄ from Ā. */
-static cr_status getri_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                void *env)
+static cr_status getri_pullback(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     getri_env *e = env;
     size_t shape[2] = {e->f.n, e->f.n};
     dx[0] = cr_tangent_none();
@@ -630,15 +612,9 @@ static cr_status getri_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
 }
 
 /* getri(F, ipiv): A⁻¹ for A = P L U given by getrf's (F, ipiv). */
-static cr_status getri_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                             const void *udata)
+static cr_status getri_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    getri_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(getri_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, getri_env, e);
     cr_array *o;
     cr_status st = getri_forward(arena, args, nargs, e, &o);
     if (st != CR_OK)
@@ -650,13 +626,8 @@ static cr_status getri_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
 CR__ARRAY_FN(getri, "getri", 2)
 
 /* frule: Ẏ = -Y Ȧ Y. */
-static cr_status getri_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                             cr_tangent *dy, const void *udata)
+static cr_status getri_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     getri_env e;
     memset(&e, 0, sizeof e);
     cr_array *o;
@@ -760,10 +731,8 @@ static cr_status potrf_forward(cr_arena *arena, const cr_value *args, size_t nar
 
 /* With Ū = F̄ ('U') or F̄ᴴ ('L'), upper: Φ = the Hermitian matrix of the upper triangle of
  * Ū Uᴴ (diagonal real), S = U⁻¹ Φ U⁻ᴴ / 2 (Seeger et al.), folded onto the read triangle. */
-static cr_status potrf_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                void *env)
+static cr_status potrf_pullback(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     potrf_env *e = env;
     const char *who = "potrf_pullback";
     size_t n = e->U.r, shape[2] = {n, n};
@@ -800,15 +769,9 @@ static cr_status potrf_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
 /* potrf(A, uplo): the Cholesky factor of the Hermitian positive definite matrix whose
  * triangle uplo is A's: U with A = Uᴴ U ('U') or L with A = L Lᴴ ('L'), tagged Upper or
  * Lower, the other triangle zero. */
-static cr_status potrf_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                             const void *udata)
+static cr_status potrf_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    potrf_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(potrf_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, potrf_env, e);
     cr_status st = potrf_forward(arena, args, nargs, e, y);
     if (st != CR_OK)
         return st;
@@ -819,13 +782,8 @@ CR__ARRAY_FN(potrf, "potrf", 2)
 
 /* frule: Ḣ read from Ȧ's triangle, S = U⁻ᴴ Ḣ U⁻¹, U̇ = Φ(S) U with Φ keeping the upper
  * triangle and halving the diagonal; L̇ = U̇ᴴ. */
-static cr_status potrf_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                             cr_tangent *dy, const void *udata)
+static cr_status potrf_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     potrf_env e;
     memset(&e, 0, sizeof e);
     cr_status st = potrf_forward(arena, args, nargs, &e, y);
@@ -946,9 +904,7 @@ static cr_status potrs_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 static cr_status potrs_factor_bar(cr_arena *arena, const void *env, const cr__cmat *G,
                                   cr_tangent *out)
 {
-    potrs_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(potrs_thunk));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, potrs_thunk, t);
     *t = (potrs_thunk){env, *G};
     return cr__thunk(arena, potrs_thunk_fn, NULL, t, "potrs_pullback_F", out);
 }
@@ -1054,9 +1010,7 @@ static cr_status trtrs_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 static cr_status trtrs_factor_bar(cr_arena *arena, const void *env, const cr__cmat *G,
                                   cr_tangent *out)
 {
-    trtrs_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(trtrs_thunk));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, trtrs_thunk, t);
     *t = (trtrs_thunk){env, *G};
     return cr__thunk(arena, trtrs_thunk_fn, NULL, t, "trtrs_pullback_A", out);
 }
@@ -1225,8 +1179,7 @@ static cr_status trsyl_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 
 /* With Y solving the adjoint equation op(A)ᴴ Y + sgn Y op(B)ᴴ = X̄: C̄ = Y, Ā and B̄ from
  * Y (thunks). */
-static cr_status trsyl_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                void *env)
+static cr_status trsyl_pullback(CR__PULLBACK_PARAMS)
 {
     trsyl_env *e = env;
     const char *who = "trsyl_pullback";
@@ -1244,9 +1197,7 @@ static cr_status trsyl_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
     for (int b = 0; b < 2 && st == CR_OK; b++) {
         if (!e->diff[3 + b])
             continue;
-        trsyl_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(trsyl_thunk));
-        if (t == NULL)
-            return CR__ALLOC_STATUS(arena);
+        CR__ARENA_NEW(arena, trsyl_thunk, t);
         *t = (trsyl_thunk){e, Y, b == 1};
         st = cr__thunk(arena, trsyl_thunk_fn, NULL, t, b ? "trsyl_pullback_B" : "trsyl_pullback_A",
                        &dx[4 + b]);
@@ -1257,15 +1208,9 @@ static cr_status trsyl_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
 /* trsyl(transa, transb, isgn, A, B, C): X with op(A) X + isgn X op(B) = C for A and B in
  * Schur form (upper quasi-triangular when real, upper triangular when complex), LAPACK's
  * trsyl with scale = 1. */
-static cr_status trsyl_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                             const void *udata)
+static cr_status trsyl_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    trsyl_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(trsyl_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, trsyl_env, e);
     cr_dtype dt = CR_DT_F64;
     cr_array *o;
     cr_status st = trsyl_forward(arena, args, nargs, e, &dt);
@@ -1280,13 +1225,8 @@ CR__ARRAY_FN(trsyl, "trsyl", 6)
 
 /* frule: op(A) Ẋ + sgn Ẋ op(B) = Ċ - op(Ȧ) X - sgn X op(Ḃ), Ȧ and Ḃ restricted to what
  * trsyl reads. */
-static cr_status trsyl_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                             cr_tangent *dy, const void *udata)
+static cr_status trsyl_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     trsyl_env e;
     memset(&e, 0, sizeof e);
     cr_dtype dt = CR_DT_F64;
@@ -1366,11 +1306,8 @@ static cr_status rand_rhs(cr_arena *arena, uint64_t *rng, cr_dtype adt, size_t n
 /* getrf: the leading n x c block of a diagonally dominant matrix (square half of the time,
  * else c in 1..4, so tall or wide) with its rows shuffled, so that partial pivoting
  * interchanges rows and its choices are clear (stable under perturbation). */
-static cr_status sample_getrf(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                              void *env)
+static cr_status sample_getrf(CR__SAMPLE_PARAMS)
 {
-    (void)nargs;
-    (void)env;
     size_t n = 2 + cr__rng_below(rng, 3), c = cr__rng_below(rng, 2) ? n : 1 + cr__rng_below(rng, 4);
     size_t big = n > c ? n : c, shape[2] = {n, c};
     cr_array *A, *P;
@@ -1394,9 +1331,8 @@ static cr_status sample_getrf(cr_arena *arena, uint64_t *rng, cr_value *args, si
 
 /* getrs / getri: packed factors with a well-conditioned U (unit L), valid pivots; getrs a
  * right-hand side and a trans flag. */
-static cr_status sample_lu(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs, void *env)
+static cr_status sample_lu(CR__SAMPLE_PARAMS)
 {
-    (void)env;
     size_t n = 2 + cr__rng_below(rng, 3);
     cr_array *F, *ip;
     int64_t piv[4];
@@ -1418,11 +1354,8 @@ static cr_status sample_lu(cr_arena *arena, uint64_t *rng, cr_value *args, size_
 
 /* potrf: a Hermitian positive definite matrix (B Bᴴ + n I), junk in the triangle that is
  * not read, sometimes tagged Symmetric / Hermitian; uplo either. */
-static cr_status sample_potrf(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                              void *env)
+static cr_status sample_potrf(CR__SAMPLE_PARAMS)
 {
-    (void)nargs;
-    (void)env;
     size_t n = 2 + cr__rng_below(rng, 3), shape[2] = {n, n};
     cr_dtype dt = cr__rng_dtype(rng);
     char uplo = cr__rng_below(rng, 2) ? 'U' : 'L';
@@ -1451,9 +1384,8 @@ static cr_status sample_potrf(cr_arena *arena, uint64_t *rng, cr_value *args, si
 
 /* potrs (F, uplo, B) and trtrs (A, uplo, trans, diag, B): a well-conditioned triangle with
  * junk in the other one. */
-static cr_status sample_tri(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs, void *env)
+static cr_status sample_tri(CR__SAMPLE_PARAMS)
 {
-    (void)env;
     size_t n = 2 + cr__rng_below(rng, 3);
     cr_array *F;
     cr_status st = rand_dominant(arena, rng, cr__rng_dtype(rng), n, 1.5, 2.5, &F);
@@ -1498,11 +1430,8 @@ static cr_status rand_schur(cr_arena *arena, uint64_t *rng, cr_dtype dt, size_t 
 }
 
 /* trsyl: A and B Schur forms whose spectra keep op(A) X + isgn X op(B) well conditioned. */
-static cr_status sample_trsyl(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                              void *env)
+static cr_status sample_trsyl(CR__SAMPLE_PARAMS)
 {
-    (void)nargs;
-    (void)env;
     cr_dtype dt = cr__rng_dtype(rng);
     bool cplx = dt == CR_DT_C128;
     args[0] = cr__rand_flag(rng, cplx ? "NC" : "NTC");

@@ -6,32 +6,21 @@
  */
 #include <math.h>
 
+#include "../array/family.h"
 #include "linalg_impl.h"
 #include "structured_impl.h"
 
 cr_status cr__family_linalg(cr_registry *reg)
 {
-    cr_status st = cr__linalg_register_blas(reg);
-    if (st == CR_OK)
-        st = cr__linalg_register_lapack(reg);
-    if (st == CR_OK)
-        st = cr__linalg_register_cholesky(reg);
-    if (st == CR_OK)
-        st = cr__linalg_register_spectral(reg);
-    if (st == CR_OK)
-        st = cr__linalg_register_expm(reg);
-    if (st == CR_OK)
-        st = cr__linalg_register_fact(reg);
-    if (st == CR_OK)
-        st = cr__linalg_register_blas_calls(reg);
-    if (st == CR_OK)
-        st = cr__linalg_register_level(reg);
-    if (st == CR_OK)
-        st = cr__linalg_register_sparse(reg);
-    if (st == CR_OK)
-        st = cr__linalg_register_blas_tri(reg);
-    if (st == CR_OK)
-        st = cr__linalg_register_blas_rank(reg);
+    static cr_status (*const k_files[])(cr_registry *) = {
+        cr__linalg_register_blas,       cr__linalg_register_lapack,    cr__linalg_register_cholesky,
+        cr__linalg_register_spectral,   cr__linalg_register_expm,      cr__linalg_register_fact,
+        cr__linalg_register_blas_calls, cr__linalg_register_level,     cr__linalg_register_sparse,
+        cr__linalg_register_blas_tri,   cr__linalg_register_blas_rank,
+    };
+    cr_status st = CR_OK;
+    for (size_t i = 0; st == CR_OK && i < sizeof k_files / sizeof k_files[0]; i++)
+        st = k_files[i](reg);
     return st;
 }
 
@@ -80,9 +69,7 @@ static cr_status prod_thunk_add(cr_arena *arena, cr_array *dest, void *env)
 static cr_status prod_thunk_new(cr_arena *arena, const cr_array *like, cr_project *p, cr_dtype wdt,
                                 const cr__mat *L, const cr__mat *R, cr_complex s, cr_tangent *out)
 {
-    prod_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(prod_thunk));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, prod_thunk, t);
     *t = (prod_thunk){like, p, wdt, *L, *R, s};
     return cr__thunk(arena, prod_thunk_fn, prod_thunk_add, t, "product_pullback_thunk", out);
 }
@@ -140,12 +127,10 @@ typedef struct matmul_env {
 } matmul_env;
 
 /* Ā = Ȳ Bᴴ, B̄ = Aᴴ Ȳ (thunks; add! accumulates with gemm). */
-static cr_status matmul_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                 void *env)
+static cr_status matmul_pullback(CR__PULLBACK_PARAMS)
 {
     matmul_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     const cr_array *g;
     cr__mat G;
     cr_status st =
@@ -211,15 +196,9 @@ static cr_status matmul_forward(cr_arena *arena, const char *who, const cr_value
 }
 
 /* matmul(A, B) = A B. */
-static cr_status matmul_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                              const void *udata)
+static cr_status matmul_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    matmul_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(matmul_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, matmul_env, e);
     cr_dtype dt = CR_DT_F64;
     cr_array *w, *o;
     cr_status st = matmul_forward(arena, "matmul", args, nargs, e, &dt, &w);
@@ -233,13 +212,8 @@ static cr_status matmul_rrule(const cr_config *cfg, cr_arena *arena, const cr_va
 CR__ARRAY_FN(matmul, "matmul", 2)
 
 /* frule: Ẏ = Ȧ B + A Ḃ. */
-static cr_status matmul_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                              const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                              cr_tangent *dy, const void *udata)
+static cr_status matmul_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     matmul_env e;
     memset(&e, 0, sizeof e);
     cr_dtype dt = CR_DT_F64;
@@ -368,13 +342,11 @@ static cr_status gemm_forward(cr_arena *arena, const cr_value *args, size_t narg
 }
 
 /* ᾱ = <A B, Ȳ>, Ā = conj(α) Ȳ Bᴴ, B̄ = conj(α) Aᴴ Ȳ, β̄ = <C, Ȳ>, C̄ = conj(β) Ȳ. */
-static cr_status gemm_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                               void *env)
+static cr_status gemm_pullback(CR__PULLBACK_PARAMS)
 {
     gemm_env *e = env;
     matmul_env *m = &e->mm;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     const cr_array *g;
     cr__mat G;
     cr_status st = cot_mat(arena, "gemm_pullback", *dy, m->A.a, m->ndim, m->shape, m->wdt, &g, &G);
@@ -426,15 +398,9 @@ static cr_status gemm_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     return st;
 }
 
-static cr_status gemm_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+static cr_status gemm_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    gemm_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(gemm_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, gemm_env, e);
     cr_dtype dt = CR_DT_F64;
     cr_array *w, *o;
     cr_status st = gemm_forward(arena, args, nargs, e, &dt, &w);
@@ -460,13 +426,8 @@ static cr_status gemm_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
 CR__ARRAY_FN(gemm, "gemm", 5)
 
 /* frule: Ẏ = α̇ A B + α (Ȧ B + A Ḃ) + β̇ C + β Ċ. */
-static cr_status gemm_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+static cr_status gemm_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     gemm_env e;
     memset(&e, 0, sizeof e);
     cr_dtype dt = CR_DT_F64;
@@ -586,12 +547,10 @@ static cr_status dot_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
     return cr__give(arena, p, r, out);
 }
 
-static cr_status dot_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                              void *env)
+static cr_status dot_pullback(CR__PULLBACK_PARAMS)
 {
     dot_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     cr_complex g;
     bool nz;
     cr_status st = cr__tan_scalar(arena, "dot_pullback", *dy, &g, &nz);
@@ -610,9 +569,7 @@ static cr_status dot_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
             dx[slot++] = cr_tangent_zero();
             continue;
         }
-        dot_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(dot_thunk));
-        if (t == NULL)
-            return CR__ALLOC_STATUS(arena);
+        CR__ARENA_NEW(arena, dot_thunk, t);
         *t = (dot_thunk){e, g, which};
         st = cr__thunk(arena, dot_thunk_fn, NULL, t, "dot_pullback_thunk", &dx[slot++]);
         if (st != CR_OK)
@@ -678,15 +635,9 @@ static cr_status dot_forward(cr_arena *arena, const cr_value *args, size_t nargs
     return CR_OK;
 }
 
-static cr_status dot_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                           const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                           const void *udata)
+static cr_status dot_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    dot_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(dot_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, dot_env, e);
     cr_dtype dt = CR_DT_F64;
     cr_complex v;
     cr_status st = dot_forward(arena, args, nargs, e, &dt, &v);
@@ -708,13 +659,8 @@ static cr_status dot_rrule(const cr_config *cfg, cr_arena *arena, const cr_value
 CR__ARRAY_FN(dot, "dot", -1)
 
 /* frule: dot(ẋ, y) + dot(x, ẏ); with A: ẋᴴ A y + xᴴ Ȧ y + xᴴ A ẏ. */
-static cr_status dot_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                           const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                           cr_tangent *dy, const void *udata)
+static cr_status dot_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     dot_env e;
     memset(&e, 0, sizeof e);
     cr_dtype dt = CR_DT_F64;
@@ -808,10 +754,8 @@ static cr_status tr_thunk_add(cr_arena *arena, cr_array *dest, void *env)
     return st != CR_OK ? st : cr__add_into(arena, dest, v);
 }
 
-static cr_status tr_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                             void *env)
+static cr_status tr_pullback(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     tr_env *e = env;
     dx[0] = cr_tangent_none();
     cr_complex g;
@@ -821,20 +765,14 @@ static cr_status tr_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr
         dx[1] = cr_tangent_zero();
         return st;
     }
-    tr_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(tr_thunk));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, tr_thunk, t);
     *t = (tr_thunk){e, g};
     return cr__thunk(arena, tr_thunk_fn, tr_thunk_add, t, "tr_pullback_thunk", &dx[1]);
 }
 
 /* tr(A) = Σ A_ii: Ā = ȳ I. */
-static cr_status tr_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                          const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                          const void *udata)
+static cr_status tr_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
     const cr_array *A;
     cr_status st = cr__array_arg1(arena, "tr", args, nargs, &A);
     if (st != CR_OK)
@@ -848,9 +786,7 @@ static cr_status tr_rrule(const cr_config *cfg, cr_arena *arena, const cr_value 
     *y = cr__scalar_value((cr_dtype)A->dtype, s);
     if (udata == CR__PRIMAL_ONLY)
         return CR_OK;
-    tr_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(tr_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, tr_env, e);
     e->A = A;
     e->wdt = cr__work((cr_dtype)A->dtype);
     st = cr_project_new(arena, &args[0], &e->pA);
@@ -964,12 +900,10 @@ static cr_status bil_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
     return cr__give(arena, t->which == 0 ? e->pA : e->pB, r, out);
 }
 
-static cr_status bil_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                              void *env)
+static cr_status bil_pullback(CR__PULLBACK_PARAMS)
 {
     bil_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     const cr_array *g;
     cr_status st = cr__tan_array(arena, e->cross ? "cross_pullback" : "kron_pullback", *dy, e->ndim,
                                  e->shape, e->wdt, &g);
@@ -982,9 +916,7 @@ static cr_status bil_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
             dx[w + 1] = cr_tangent_zero();
             continue;
         }
-        bil_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(bil_thunk));
-        if (t == NULL)
-            return CR__ALLOC_STATUS(arena);
+        CR__ARENA_NEW(arena, bil_thunk, t);
         *t = (bil_thunk){e, g, w};
         st = cr__thunk(arena, bil_thunk_fn, NULL, t,
                        e->cross ? "cross_pullback_thunk" : "kron_pullback_thunk", &dx[w + 1]);
@@ -1051,9 +983,7 @@ static cr_status bil_forward(cr_arena *arena, bool cross, const cr_value *args, 
 static cr_status bil_rrule(cr_arena *arena, bool cross, const cr_value *args, size_t nargs,
                            cr_value *y, cr_pullback *pb, const void *udata)
 {
-    bil_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(bil_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, bil_env, e);
     cr_dtype dt = CR_DT_F64;
     cr_array *w, *o;
     cr_status st = bil_forward(arena, cross, args, nargs, e, &dt, &w);
@@ -1102,138 +1032,12 @@ BIL_RULES(cross, true)
 
 /* ---- Structure constructors ---------------------------------------------------------------- */
 
-typedef struct wrap_env {
-    const cr_array *A;
-    cr_project *pA;
-    cr_matstruct s;
-    cr_dtype wdt;
-} wrap_env;
-
-/* Symmetric(A) / Hermitian(A): A's upper triangle read as a symmetric (Hermitian) matrix;
- * Diagonal(v) of a vector, Diagonal(A) of a square matrix's diagonal. Views of A. */
-static cr_status wrap_forward(cr_arena *arena, const char *who, cr_matstruct s,
-                              const cr_value *args, size_t nargs, cr_array **out)
-{
-    const cr_array *A;
-    cr_status st = cr__array_arg1(arena, who, args, nargs, &A);
-    if (st != CR_OK)
-        return st;
-    if (!cr_dtype_is_float((cr_dtype)A->dtype))
-        return CR__FAIL(arena, CR_EINVAL, "%s: expected a float array", who);
-    bool vec = s == CR_MAT_DIAGONAL && A->ndim == 1;
-    if (!vec && (A->ndim != 2 || A->shape[0] != A->shape[1]))
-        return CR__FAIL(arena, CR_ESHAPE, "%s: expected a square matrix%s", who,
-                        s == CR_MAT_DIAGONAL ? " or a vector" : "");
-    const cr_array *D = A;
-    if (A->structure != CR_MAT_DENSE) {
-        cr_array *c;
-        st = cr__densify(arena, A, 0, &c);
-        if (st != CR_OK)
-            return st;
-        D = c;
-    }
-    cr_array *r = NULL;
-    st = cr__view_of(arena, D, &r);
-    if (st != CR_OK)
-        return st;
-    if (vec) {
-        r->ndim = 2;
-        r->shape[1] = r->shape[0];
-        r->strides[1] = 0;
-    } else if (s == CR_MAT_DIAGONAL) {
-        r->strides[0] = D->strides[0] + D->strides[1];
-        r->strides[1] = 0;
-    }
-    r->structure = (uint8_t)s;
-    *out = r;
-    return CR_OK;
-}
-
-static cr_status wrap_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                               void *env)
-{
-    (void)nx;
-    wrap_env *e = env;
-    dx[0] = cr_tangent_none();
-    const cr_array *A = e->A;
-    size_t n = A->shape[0], shape[2] = {n, n};
-    const cr_array *g;
-    cr_status st = cr__tan_array(arena, "structure_pullback", *dy, 2, shape, e->wdt, &g);
-    if (st != CR_OK || g == NULL) {
-        dx[1] = cr_tangent_zero();
-        return st;
-    }
-    cr_array *r = NULL;
-    if (e->s == CR_MAT_DIAGONAL) {
-        st = cr__new(arena, e->wdt, 1, &n, false, &r);
-        if (st != CR_OK)
-            return st;
-        for (size_t i = 0; i < n; i++)
-            cr__store(r, (ptrdiff_t)i, cr__load(g, (ptrdiff_t)(i * n + i)));
-        if (A->ndim == 2) {
-            r->ndim = 2;
-            r->shape[1] = n;
-            r->strides[1] = 0;
-            r->structure = CR_MAT_DIAGONAL;
-        }
-        return cr__give(arena, e->pA, r, &dx[1]);
-    }
-    /* The upper triangle is read: Ā_ij = Ȳ_ij + Ȳ_ji (conj for Hermitian) above the
-     * diagonal, Ȳ_ii on it (its real part for Hermitian), 0 below. */
-    bool herm = e->s == CR_MAT_HERMITIAN;
-    st = cr__new(arena, e->wdt, 2, shape, true, &r);
-    if (st != CR_OK)
-        return st;
-    for (size_t i = 0; i < n; i++)
-        for (size_t j = i; j < n; j++) {
-            cr_complex a = cr__load(g, (ptrdiff_t)(i * n + j)),
-                       b = cr__load(g, (ptrdiff_t)(j * n + i));
-            cr_complex v = i == j ? (herm ? creal(a) : a) : a + (herm ? conj(b) : b);
-            cr__store(r, (ptrdiff_t)(i * n + j), v);
-        }
-    return cr__give(arena, e->pA, r, &dx[1]);
-}
-
-static cr_status wrap_rrule_common(cr_arena *arena, const char *who, cr_matstruct s,
-                                   const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                                   const void *udata)
-{
-    cr_array *r = NULL;
-    cr_status st = wrap_forward(arena, who, s, args, nargs, &r);
-    if (st != CR_OK)
-        return st;
-    *y = cr_value_array(r);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    wrap_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(wrap_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
-    e->A = args[0].u.arr;
-    e->s = s;
-    e->wdt = cr__work((cr_dtype)e->A->dtype);
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){wrap_pullback, e, "structure_pullback", nargs + 1};
-    return CR_OK;
-}
-
-#define WRAP_RULE(NAME, STR, S)                                                             \
-    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f, \
-                                  const cr_value *args, size_t nargs, cr_value *y,          \
-                                  cr_pullback *pb, const void *udata)                       \
-    {                                                                                       \
-        (void)cfg;                                                                          \
-        (void)f;                                                                            \
-        if (nargs == 2 && S != CR_MAT_DIAGONAL) /* Symmetric(A, uplo): structured.c */      \
-            return cr__symherm_uplo_rrule(arena, S, args, nargs, y, pb, udata);             \
-        return wrap_rrule_common(arena, STR, S, args, nargs, y, pb, udata);                 \
-    }                                                                                       \
-    CR__ARRAY_FN(NAME, STR, S == CR_MAT_DIAGONAL ? 1 : -1)
-
-WRAP_RULE(symmetric, "Symmetric", CR_MAT_SYMMETRIC)
-WRAP_RULE(hermitian, "Hermitian", CR_MAT_HERMITIAN)
-WRAP_RULE(diagonal, "Diagonal", CR_MAT_DIAGONAL)
+/* Symmetric(A) / Hermitian(A): A's upper triangle read as a symmetric (Hermitian) matrix
+ * (Symmetric(A, uplo) / Hermitian(A, uplo): the triangle uplo); Diagonal(v) of a vector,
+ * Diagonal(A) of a square matrix's diagonal. Views of A (cr__wrap_rrule, structured.c). */
+CR__WRAP_RULE(symmetric, "Symmetric", CR_MAT_SYMMETRIC, -1)
+CR__WRAP_RULE(hermitian, "Hermitian", CR_MAT_HERMITIAN, -1)
+CR__WRAP_RULE(diagonal, "Diagonal", CR_MAT_DIAGONAL, 1)
 
 /* ---- asum ------------------------------------------------------------------------------ */
 
@@ -1249,10 +1053,8 @@ static double sgn(double v)
 
 /* asum(x) = Σ |re x_i| + |im x_i| (BLAS's asum): x̄_i = (sign re x_i + i sign im x_i) ȳ,
  * with sign 0 at 0 (the subgradient). */
-static cr_status asum_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                               void *env)
+static cr_status asum_pullback(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     asum_env *e = env;
     dx[0] = cr_tangent_none();
     cr_complex g;
@@ -1297,15 +1099,9 @@ static cr_status asum_forward(cr_arena *arena, const cr_value *args, size_t narg
     return CR_OK;
 }
 
-static cr_status asum_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+static cr_status asum_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    asum_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(asum_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, asum_env, e);
     double v;
     cr_status st = asum_forward(arena, args, nargs, e, &v);
     if (st != CR_OK)
@@ -1321,13 +1117,8 @@ static cr_status asum_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
 }
 CR__ARRAY_FN(asum, "asum", 1)
 
-static cr_status asum_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+static cr_status asum_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     asum_env e;
     double v;
     cr_status st = asum_forward(arena, args, nargs, &e, &v);
@@ -1372,10 +1163,8 @@ static cr_status rand_mat(cr_arena *arena, uint64_t *rng, cr_dtype dt, size_t nd
     return CR_OK;
 }
 
-static cr_status sample_matmul(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                               void *env)
+static cr_status sample_matmul(CR__SAMPLE_PARAMS)
 {
-    (void)env;
     size_t k = cr__rng_below(rng, 5);
     cr_dtype da = cr__rng_dtype(rng), db = cr__rng_below(rng, 2) ? da : cr__rng_dtype(rng);
     cr_array *A, *B;
@@ -1432,9 +1221,8 @@ static cr_status sample_matmul(cr_arena *arena, uint64_t *rng, cr_value *args, s
     return CR_OK;
 }
 
-static cr_status sample_dot(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs, void *env)
+static cr_status sample_dot(CR__SAMPLE_PARAMS)
 {
-    (void)env;
     cr_dtype dx = cr__rng_dtype(rng), dy = cr__rng_below(rng, 2) ? dx : cr__rng_dtype(rng);
     cr_array *x, *y, *A;
     size_t m = 3, n = 4, s2[2] = {2, 3};
@@ -1463,11 +1251,8 @@ static cr_status sample_dot(cr_arena *arena, uint64_t *rng, cr_value *args, size
     return CR_OK;
 }
 
-static cr_status sample_square(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                               void *env)
+static cr_status sample_square(CR__SAMPLE_PARAMS)
 {
-    (void)env;
-    (void)nargs;
     cr_dtype dt = cr__rng_dtype(rng);
     cr_array *A;
     cr_status st = rand_mat(arena, rng, dt, 2, 3, 3, &A);
@@ -1486,10 +1271,8 @@ static cr_status sample_square(cr_arena *arena, uint64_t *rng, cr_value *args, s
 }
 
 /* kron of two matrices or two vectors; cross of two 3-vectors. */
-static cr_status sample_bilinear(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                                 void *env)
+static cr_status sample_bilinear(CR__SAMPLE_PARAMS)
 {
-    (void)nargs;
     bool cross = env != NULL;
     size_t s1[2] = {2, 3}, s2[2] = {3, 2}, n3 = 3;
     bool vec = cross || cr__rng_below(rng, 3) == 0;
@@ -1507,10 +1290,8 @@ static cr_status sample_bilinear(cr_arena *arena, uint64_t *rng, cr_value *args,
 }
 
 /* A square matrix (Symmetric, Hermitian, Diagonal), or a vector (Diagonal). */
-static cr_status sample_wrap(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                             void *env)
+static cr_status sample_wrap(CR__SAMPLE_PARAMS)
 {
-    (void)nargs;
     size_t n = 3, shape[2] = {3, 3};
     bool vec = env != NULL && cr__rng_below(rng, 2) == 0;
     cr_array *A;
@@ -1529,11 +1310,8 @@ static const cr_rule_test k_test_cross = {.sample = sample_bilinear, .env = (voi
 static const cr_rule_test k_test_dot = {.sample = sample_dot};
 
 /* asum: entries away from 0 (its kink), either sign. */
-static cr_status sample_asum(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                             void *env)
+static cr_status sample_asum(CR__SAMPLE_PARAMS)
 {
-    (void)nargs;
-    (void)env;
     size_t n = 5;
     cr_array *A;
     cr_status st = cr__rand_array(arena, rng, cr__rng_dtype(rng), 1, &n, 0.25, 1.5, &A);
@@ -1550,46 +1328,33 @@ static const cr_rule_test k_test_square = {.sample = sample_square};
 
 cr_status cr__linalg_register_blas(cr_registry *reg)
 {
-    static const cr_argspec a2[2] = {{CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL}};
-    static const cr_argspec a3[3] = {
-        {CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL}};
-    static const cr_argspec a1[1] = {{CR__M_FARRAY, NULL}};
     static const cr_argspec g5[5] = {{CR__M_NUM, NULL},
                                      {CR__M_FARRAY, NULL},
                                      {CR__M_FARRAY, NULL},
                                      {CR__M_NUM, NULL},
                                      {CR__M_FARRAY, NULL}};
-    cr_status st = cr__add_rule_so(reg, &matmul_function, a2, 2, false, matmul_frule, matmul_rrule,
-                                   &k_test_matmul, CR_MULTILINEAR, NULL);
-    if (st == CR_OK)
-        st =
-            cr__add_rule(reg, &gemm_function, g5, 5, false, gemm_frule, gemm_rrule, &k_test_matmul);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &dot_function, a2, 2, false, dot_frule, dot_rrule, &k_test_dot,
-                             CR_MULTILINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &dot_function, a3, 3, false, dot_frule, dot_rrule, &k_test_dot,
-                             CR_MULTILINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &tr_function, a1, 1, false, cr__linear_frule, tr_rrule,
-                             &k_test_square, CR_LINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &kron_function, a2, 2, false, kron_frule, kron_rrule,
-                             &k_test_kron, CR_MULTILINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &cross_function, a2, 2, false, cross_frule, cross_rrule,
-                             &k_test_cross, CR_MULTILINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &symmetric_function, a1, 1, false, cr__linear_frule,
-                             symmetric_rrule, &k_test_wrap, CR_LINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &hermitian_function, a1, 1, false, cr__linear_frule,
-                             hermitian_rrule, &k_test_wrap, CR_LINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &diagonal_function, a1, 1, false, cr__linear_frule,
-                             diagonal_rrule, &k_test_wrap_diag, CR_LINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &asum_function, a1, 1, false, asum_frule, asum_rrule,
-                             &k_test_dot_asum, CR_PIECEWISE_LINEAR, NULL);
-    return st;
+    static const cr__array_rule k[] = {
+        {&matmul_function, cr__linalg_fa, 2, matmul_frule, matmul_rrule, &k_test_matmul,
+         CR_MULTILINEAR, NULL, false},
+        {&gemm_function, g5, 5, gemm_frule, gemm_rrule, &k_test_matmul, CR_NONLINEAR, NULL, false},
+        {&dot_function, cr__linalg_fa, 2, dot_frule, dot_rrule, &k_test_dot, CR_MULTILINEAR, NULL,
+         false},
+        {&dot_function, cr__linalg_fa, 3, dot_frule, dot_rrule, &k_test_dot, CR_MULTILINEAR, NULL,
+         false},
+        {&tr_function, cr__linalg_fa, 1, cr__linear_frule, tr_rrule, &k_test_square, CR_LINEAR,
+         NULL, false},
+        {&kron_function, cr__linalg_fa, 2, kron_frule, kron_rrule, &k_test_kron, CR_MULTILINEAR,
+         NULL, false},
+        {&cross_function, cr__linalg_fa, 2, cross_frule, cross_rrule, &k_test_cross, CR_MULTILINEAR,
+         NULL, false},
+        {&symmetric_function, cr__linalg_fa, 1, cr__linear_frule, symmetric_rrule, &k_test_wrap,
+         CR_LINEAR, NULL, false},
+        {&hermitian_function, cr__linalg_fa, 1, cr__linear_frule, hermitian_rrule, &k_test_wrap,
+         CR_LINEAR, NULL, false},
+        {&diagonal_function, cr__linalg_fa, 1, cr__linear_frule, diagonal_rrule, &k_test_wrap_diag,
+         CR_LINEAR, NULL, false},
+        {&asum_function, cr__linalg_fa, 1, asum_frule, asum_rrule, &k_test_dot_asum,
+         CR_PIECEWISE_LINEAR, NULL, false},
+    };
+    return cr__add_rules(reg, k, sizeof k / sizeof k[0]);
 }

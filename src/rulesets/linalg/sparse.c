@@ -124,9 +124,7 @@ static cr_status sp_read(cr_arena *arena, const char *who, const cr_value *v, sp
 static cr_status sp_build(cr_arena *arena, size_t m, size_t n, size_t nnz, const int64_t *rows,
                           const int64_t *cols, const cr_array *val, cr_dtype dt, cr_value *y)
 {
-    cr_sparse *S = cr_arena_calloc(arena, 1, sizeof *S, _Alignof(cr_sparse));
-    if (S == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, cr_sparse, S);
     size_t np1 = n + 1;
     cr_array *cp, *rv, *o;
     cr_status st = cr__new(arena, CR_DT_I64, 1, &np1, true, &cp);
@@ -436,10 +434,8 @@ static cr_status spdiagm_forward(cr_arena *arena, const cr_value *args, size_t n
 }
 
 /* V̄[k] = S̄'s stored value at slot[k]. */
-static cr_status scatter_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                       cr_arena *arena, void *env)
+static cr_status scatter_pullback_body(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     const scatter_env *e = env;
     const cr_array *g;
     cr_status st = sp_tan(arena, e->who, *dy, &e->out, &g);
@@ -461,9 +457,7 @@ typedef cr_status (*scatter_fwd)(cr_arena *, const cr_value *, size_t, scatter_e
 static cr_status scatter_rrule(cr_arena *arena, scatter_fwd fwd, const cr_value *args, size_t nargs,
                                cr_value *y, cr_pullback *pb, const void *udata)
 {
-    scatter_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(scatter_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, scatter_env, e);
     cr_status st = fwd(arena, args, nargs, e, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
@@ -575,9 +569,7 @@ static cr_status read_forward(cr_arena *arena, const cr_value *args, size_t narg
             *y = cr_value_array(o);
         return st;
     }
-    tup3 *t = cr_arena_calloc(arena, 1, sizeof *t, _Alignof(tup3));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, tup3, t);
     cr_array *Ir, *Jc, *V;
     st = cr__new(arena, CR_DT_I64, 1, &e->s.nnz, false, &Ir);
     if (st == CR_OK)
@@ -606,10 +598,8 @@ static cr_status read_forward(cr_arena *arena, const cr_value *args, size_t narg
     return CR_OK;
 }
 
-static cr_status read_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                    cr_arena *arena, void *env)
+static cr_status read_pullback_body(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     const read_env *e = env;
     const char *who = e->dense ? "sparse_dense" : "findnz";
     cr_array *raw = NULL;
@@ -639,9 +629,7 @@ CR__MASKED_PULLBACK(read, read_env)
 static cr_status read_rrule(cr_arena *arena, bool dense, const cr_value *args, size_t nargs,
                             cr_value *y, cr_pullback *pb, const void *udata)
 {
-    read_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(read_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, read_env, e);
     e->dense = dense;
     cr_status st = read_forward(arena, args, nargs, e, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
@@ -692,25 +680,7 @@ static cr_status read_frule(cr_arena *arena, bool dense, const cr_tangent *dargs
     return cr_tangent_struct(arena, &k_tup3, NULL, f, 3, dy);
 }
 
-#define READ_RULES(NAME, DENSE)                                                                   \
-    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,       \
-                                  const cr_value *args, size_t nargs, cr_value *y,                \
-                                  cr_pullback *pb, const void *udata)                             \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        return read_rrule(arena, DENSE, args, nargs, y, pb, udata);                               \
-    }                                                                                             \
-    static cr_status NAME##_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, \
-                                  const cr_value *f, const cr_value *args, size_t nargs,          \
-                                  cr_value *y, cr_tangent *dy, const void *udata)                 \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        (void)udata;                                                                              \
-        return read_frule(arena, DENSE, dargs, args, nargs, y, dy);                               \
-    }                                                                                             \
-    CR__ARRAY_FN(NAME, #NAME, 1)
+#define READ_RULES(NAME, DENSE) CR__PARAM_RULES(NAME, read_rrule, read_frule, DENSE, 1)
 
 READ_RULES(findnz, false)
 READ_RULES(sparse_dense, true)
@@ -818,10 +788,8 @@ static cr_status mul_forward(cr_arena *arena, const cr_value *args, size_t nargs
 
 /* B̄ = op(S)ᴴ Ȳ; S̄ on the pattern: 'N' Σ Ȳ[i,c] conj(B[j,c]), 'T' Σ conj(B[i,c]) Ȳ[j,c],
  * 'C' Σ B[i,c] conj(Ȳ[j,c]). */
-static cr_status mul_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                   void *env)
+static cr_status mul_pullback_body(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     const mul_env *e = env;
     const cr_array *G;
     cr_status st = cr__tan_array(arena, "sparse_mul", *dy, e->yndim, e->yshape, e->wdt, &G);
@@ -874,15 +842,9 @@ static cr_status mul_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t 
 
 CR__MASKED_PULLBACK(mul, mul_env)
 
-static cr_status sparse_mul_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                  const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                                  const void *udata)
+static cr_status sparse_mul_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    mul_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(mul_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, mul_env, e);
     cr_status st = mul_forward(arena, args, nargs, e, y, NULL);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
@@ -898,13 +860,8 @@ static cr_status sparse_mul_rrule(const cr_config *cfg, cr_arena *arena, const c
 CR__ARRAY_FN(sparse_mul, "sparse_mul", -1)
 
 /* frule: Ẏ = op(Ṡ) B + op(S) Ḃ. */
-static cr_status sparse_mul_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                                  const cr_value *f, const cr_value *args, size_t nargs,
-                                  cr_value *y, cr_tangent *dy, const void *udata)
+static cr_status sparse_mul_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     mul_env e;
     memset(&e, 0, sizeof e);
     cr_status st = mul_forward(arena, args, nargs, &e, y, NULL);
@@ -1031,10 +988,8 @@ static cr_status rmul_forward(cr_arena *arena, const cr_value *args, size_t narg
 
 /* B̄ᵀ = conj(M) Ȳᵀ; S̄ on the pattern: 'N' Σ_c conj(B[c,i]) Ȳ[c,j], 'T' Σ_c conj(B[c,j])
  * Ȳ[c,i], 'C' Σ_c B[c,j] conj(Ȳ[c,i]). */
-static cr_status rmul_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                    cr_arena *arena, void *env)
+static cr_status rmul_pullback_body(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     const rmul_env *e = env;
     size_t ys[2] = {e->r, e->q};
     const cr_array *G;
@@ -1082,15 +1037,9 @@ static cr_status rmul_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t
 
 CR__MASKED_PULLBACK(rmul, rmul_env)
 
-static cr_status sparse_rmul_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                   const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                                   const void *udata)
+static cr_status sparse_rmul_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    rmul_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(rmul_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, rmul_env, e);
     cr_status st = rmul_forward(arena, args, nargs, e, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
@@ -1104,13 +1053,8 @@ static cr_status sparse_rmul_rrule(const cr_config *cfg, cr_arena *arena, const 
 CR__ARRAY_FN(sparse_rmul, "sparse_rmul", -1)
 
 /* frule: Ẏ = Ḃ op(S) + B op(Ṡ), each as its transpose through spmm. */
-static cr_status sparse_rmul_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                                   const cr_value *f, const cr_value *args, size_t nargs,
-                                   cr_value *y, cr_tangent *dy, const void *udata)
+static cr_status sparse_rmul_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     rmul_env e;
     memset(&e, 0, sizeof e);
     cr_status st = rmul_forward(arena, args, nargs, &e, y);
@@ -1183,10 +1127,8 @@ static cr_status dense_arg(cr_arena *arena, const char *who, const cr_value *arg
     return st;
 }
 
-static cr_status dense_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                     cr_arena *arena, void *env)
+static cr_status dense_pullback_body(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     const dense_env *e = env;
     cr_tangent inner[2];
     cr_status st = cr_pullback_call(arena, &e->inner, dy, inner, 2);
@@ -1204,9 +1146,7 @@ static cr_status dense_rrule(const cr_config *cfg, cr_arena *arena, const char *
                              const char *pbname, const cr_value *fn, const cr_value *args,
                              size_t nargs, cr_value *y, cr_pullback *pb, const void *udata)
 {
-    dense_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(dense_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, dense_env, e);
     e->who = who;
     cr_value D;
     cr_status st = dense_arg(arena, who, args, nargs, &e->s, &D);
@@ -1249,23 +1189,16 @@ static cr_status dense_frule(const cr_config *cfg, cr_arena *arena, const char *
     return cr_frule(cfg, arena, din, fn, &D, 1, y, dy);
 }
 
-#define DENSE_RULES(NAME, FN)                                                                     \
-    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,       \
-                                  const cr_value *args, size_t nargs, cr_value *y,                \
-                                  cr_pullback *pb, const void *udata)                             \
-    {                                                                                             \
-        (void)f;                                                                                  \
-        return dense_rrule(cfg, arena, #NAME, #NAME "_pullback", &(FN), args, nargs, y, pb,       \
-                           udata);                                                                \
-    }                                                                                             \
-    static cr_status NAME##_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, \
-                                  const cr_value *f, const cr_value *args, size_t nargs,          \
-                                  cr_value *y, cr_tangent *dy, const void *udata)                 \
-    {                                                                                             \
-        (void)f;                                                                                  \
-        (void)udata;                                                                              \
-        return dense_frule(cfg, arena, #NAME, &(FN), dargs, args, nargs, y, dy);                  \
-    }                                                                                             \
+#define DENSE_RULES(NAME, FN)                                                               \
+    static cr_status NAME##_rrule(CR__RRULE_PARAMS)                                         \
+    {                                                                                       \
+        return dense_rrule(cfg, arena, #NAME, #NAME "_pullback", &(FN), args, nargs, y, pb, \
+                           udata);                                                          \
+    }                                                                                       \
+    static cr_status NAME##_frule(CR__FRULE_PARAMS)                                         \
+    {                                                                                       \
+        return dense_frule(cfg, arena, #NAME, &(FN), dargs, args, nargs, y, dy);            \
+    }                                                                                       \
     CR__ARRAY_FN(NAME, #NAME, 1)
 
 DENSE_RULES(sparse_det, cr_fn_det)
@@ -1316,8 +1249,7 @@ static cr_status rand_sparse(cr_arena *arena, uint64_t *rng, cr_dtype dt, size_t
     return sp_build(arena, m, n, nnz, ri, ci, val, dt, out);
 }
 
-static cr_status sample_sparse(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                               void *env)
+static cr_status sample_sparse(CR__SAMPLE_PARAMS)
 {
     sp_sample what = *(const sp_sample *)env;
     cr_dtype dt = cr__rng_dtype(rng);
