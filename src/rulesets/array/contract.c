@@ -223,6 +223,21 @@ static void label_strides(const ein *e, size_t k, ptrdiff_t *st)
         st[t->lab[d]] += s[d];
 }
 
+/* Inside ein_loop: y[off[2] + i s2] += a[off[0] + i s0] (times b[off[1] + i s1] for two
+ * operands) along the inner label, elements of type T. */
+#define EIN_INNER(T)                                                       \
+    do {                                                                   \
+        const T *a = ops[0]->data, *b = e->nin == 2 ? ops[1]->data : NULL; \
+        T *y = out->data;                                                  \
+        for (size_t i = 0; i < inner; i++) {                               \
+            ptrdiff_t ii = (ptrdiff_t)i;                                   \
+            T v = a[off[0] + ii * s0];                                     \
+            if (b != NULL)                                                 \
+                v *= b[off[1] + ii * s1];                                  \
+            y[off[2] + ii * s2] += v;                                      \
+        }                                                                  \
+    } while (0)
+
 /* out (contiguous, zeroed) += the einsum of ops (contiguous, work dtype), every index
  * combination visited: the last label is the inner loop. */
 static void ein_loop(const ein *e, cr_dtype wdt, const cr_array *const *ops, cr_array *out)
@@ -244,27 +259,10 @@ static void ein_loop(const ein *e, cr_dtype wdt, const cr_array *const *ops, cr_
     ptrdiff_t s0 = nl > 0 ? st[0][nl - 1] : 0, s1 = nl > 0 ? st[1][nl - 1] : 0,
               s2 = nl > 0 ? st[2][nl - 1] : 0;
     for (;;) {
-        if (wdt == CR_DT_C128) {
-            const cr_complex *a = ops[0]->data, *b = e->nin == 2 ? ops[1]->data : NULL;
-            cr_complex *y = out->data;
-            for (size_t i = 0; i < inner; i++) {
-                ptrdiff_t ii = (ptrdiff_t)i;
-                cr_complex v = a[off[0] + ii * s0];
-                if (b != NULL)
-                    v *= b[off[1] + ii * s1];
-                y[off[2] + ii * s2] += v;
-            }
-        } else {
-            const double *a = ops[0]->data, *b = e->nin == 2 ? ops[1]->data : NULL;
-            double *y = out->data;
-            for (size_t i = 0; i < inner; i++) {
-                ptrdiff_t ii = (ptrdiff_t)i;
-                double v = a[off[0] + ii * s0];
-                if (b != NULL)
-                    v *= b[off[1] + ii * s1];
-                y[off[2] + ii * s2] += v;
-            }
-        }
+        if (wdt == CR_DT_C128)
+            EIN_INNER(cr_complex);
+        else
+            EIN_INNER(double);
         /* the next combination of the outer labels */
         size_t l = nl > 0 ? nl - 1 : 0;
         for (;;) {
@@ -423,16 +421,16 @@ static cr_status ein_gemm(cr_arena *arena, const ein *e, cr_dtype wdt, const cr_
         if (in[1][l] && !in[OUT][l])
             con[nc++] = l;
     }
-    size_t B = 0, M = 0, N = 0, K = 0;
-    cr_status st = ext_prod(arena, e, batch, nb, &B);
-    if (st == CR_OK)
-        st = ext_prod(arena, e, fa, nfa, &M);
-    if (st == CR_OK)
-        st = ext_prod(arena, e, fb, nfb, &N);
-    if (st == CR_OK)
-        st = ext_prod(arena, e, con, nc, &K);
+    /* B, M, N, K: the products of the extents of the four groups */
+    const uint8_t *const group[4] = {batch, fa, fb, con};
+    const size_t ngroup[4] = {nb, nfa, nfb, nc};
+    size_t ext[4] = {0, 0, 0, 0};
+    cr_status st = CR_OK;
+    for (size_t i = 0; i < 4 && st == CR_OK; i++)
+        st = ext_prod(arena, e, group[i], ngroup[i], &ext[i]);
     if (st != CR_OK)
         return st;
+    size_t B = ext[0], M = ext[1], N = ext[2], K = ext[3];
     /* C in [batch, fa, fb] order */
     size_t cshape[CR_ARRAY_MAX_DIMS], cnd = 0;
     uint8_t corder[CR_ARRAY_MAX_DIMS];
@@ -557,8 +555,10 @@ typedef struct ein_env {
 } ein_env;
 
 /* The forward pass: parse, bind, canonicalise, evaluate. */
+/* Parse and compute the output: *y the einsum of the operands (in their promoted dtype), the
+ * operands and the shapes in v. */
 static cr_status ein_forward(cr_arena *arena, const cr_value *args, size_t nargs, ein_env *v,
-                             cr_dtype *dt, cr_array **w)
+                             cr_value *y)
 {
     cr_status st = cr__nargs(arena, "einsum", nargs, 2, 3);
     if (st != CR_OK)
@@ -584,7 +584,6 @@ static cr_status ein_forward(cr_arena *arena, const cr_value *args, size_t nargs
     st = ein_bind(arena, s->spec, &v->e, raw);
     if (st != CR_OK)
         return st;
-    *dt = d;
     v->wdt = cr__work(d);
     for (size_t k = 0; k < v->e.nin; k++) {
         st = cr__dense(arena, raw[k], v->wdt, &v->op[k]);
@@ -592,7 +591,13 @@ static cr_status ein_forward(cr_arena *arena, const cr_value *args, size_t nargs
             return st;
     }
     ein_out_shape(&v->e, v->yshape);
-    return ein_eval(arena, &v->e, v->wdt, v->op, w);
+    cr_array *w, *o;
+    st = ein_eval(arena, &v->e, v->wdt, v->op, &w);
+    if (st == CR_OK)
+        st = cr__cast(arena, w, d, &o);
+    if (st == CR_OK)
+        *y = cr_value_array(o);
+    return st;
 }
 
 typedef struct ein_thunk {
@@ -659,16 +664,9 @@ static cr_status einsum_pullback(CR__PULLBACK_PARAMS)
 static cr_status einsum_rrule(CR__RRULE_PARAMS)
 {
     CR__ARENA_ZNEW(arena, ein_env, v);
-    cr_dtype dt = CR_DT_F64;
-    cr_array *w, *o;
-    cr_status st = ein_forward(arena, args, nargs, v, &dt, &w);
-    if (st == CR_OK)
-        st = cr__cast(arena, w, dt, &o);
-    if (st != CR_OK)
+    cr_status st = ein_forward(arena, args, nargs, v, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
-    *y = cr_value_array(o);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
     for (size_t k = 0; k < v->e.nin; k++) {
         st = cr_project_new(arena, &args[k + 1], &v->proj[k]);
         if (st != CR_OK)
@@ -682,14 +680,10 @@ static cr_status einsum_rrule(CR__RRULE_PARAMS)
 static cr_status einsum_frule(CR__FRULE_PARAMS)
 {
     CR__ARENA_ZNEW(arena, ein_env, v);
-    cr_dtype dt = CR_DT_F64;
-    cr_array *w, *o, *acc = NULL;
-    cr_status st = ein_forward(arena, args, nargs, v, &dt, &w);
-    if (st == CR_OK)
-        st = cr__cast(arena, w, dt, &o);
+    cr_array *acc = NULL;
+    cr_status st = ein_forward(arena, args, nargs, v, y);
     if (st != CR_OK)
         return st;
-    *y = cr_value_array(o);
     for (size_t k = 0; k < v->e.nin; k++) {
         const cr_array *t;
         st = cr__dx_array(arena, "einsum", dargs, args, k + 1, v->wdt, &t);

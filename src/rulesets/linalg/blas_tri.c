@@ -5,6 +5,7 @@
  * copied into another matrix). Plain C loops on column-major work matrices: no BLAS or
  * LAPACK needed, so they exist in every build.
  */
+#include "../array/family.h"
 #include "linalg_impl.h"
 
 /* ---- Arguments ------------------------------------------------------------------------- */
@@ -26,19 +27,6 @@ static cr_status flag_arg(cr_arena *arena, const char *who, const char *what, co
         }
     return CR__FAIL(arena, CR_EINVAL, "%s: %s must be one of '%s' (as an i64 character code)", who,
                     what, allowed);
-}
-
-/* Element i of a contiguous work array (f64 or c128) and its assignment. */
-static inline cr_complex wget(const cr_array *w, size_t i)
-{
-    return w->dtype == CR_DT_C128 ? ((const cr_complex *)w->data)[i] : ((const double *)w->data)[i];
-}
-static inline void wset(cr_array *w, size_t i, cr_complex v)
-{
-    if (w->dtype == CR_DT_C128)
-        ((cr_complex *)w->data)[i] = v;
-    else
-        ((double *)w->data)[i] = creal(v);
 }
 
 /* ---- scal(α, x) ------------------------------------------------------------------------- */
@@ -74,7 +62,7 @@ static cr_status scal_forward(cr_arena *arena, const cr_value *args, size_t narg
         return st;
     size_t n = cr_array_numel(Y);
     for (size_t i = 0; i < n; i++)
-        wset(Y, i, e->a * wget(e->x, i));
+        cr__wset(Y, i, e->a * cr__wget(e->x, i));
     if ((st = cr__cast(arena, Y, dt, &o)) != CR_OK)
         return st;
     *y = cr_value_array(o);
@@ -95,8 +83,8 @@ static cr_status scal_pullback_body(CR__PULLBACK_PARAMS)
     size_t n = cr_array_numel(Xb);
     cr_complex ab = 0;
     for (size_t i = 0; i < n; i++) {
-        wset(Xb, i, conj(e->a) * wget(G, i));
-        ab += conj(wget(e->x, i)) * wget(G, i);
+        cr__wset(Xb, i, conj(e->a) * cr__wget(G, i));
+        ab += conj(cr__wget(e->x, i)) * cr__wget(G, i);
     }
     if ((st = cr__give(arena, e->px, Xb, &dx[2])) != CR_OK)
         return st;
@@ -141,7 +129,8 @@ static cr_status scal_frule(CR__FRULE_PARAMS)
         return st;
     size_t n = cr_array_numel(T);
     for (size_t i = 0; i < n; i++)
-        wset(T, i, (nza ? da * wget(e.x, i) : 0) + (dx != NULL ? e.a * wget(dx, i) : 0));
+        cr__wset(T, i,
+                 (nza ? da * cr__wget(e.x, i) : 0) + (dx != NULL ? e.a * cr__wget(dx, i) : 0));
     if ((st = cr__cast(arena, T, (cr_dtype)y->u.arr->dtype, &o)) != CR_OK)
         return st;
     *dy = cr_tangent_array(o);
@@ -505,7 +494,7 @@ static cr_status lacpy_forward(cr_arena *arena, const cr_value *args, size_t nar
     for (size_t i = 0; i < m; i++)
         for (size_t j = 0; j < n; j++)
             if (lacpy_in(e->uplo, i, j))
-                wset(Y, i * n + j, wget(Aw, i * n + j));
+                cr__wset(Y, i * n + j, cr__wget(Aw, i * n + j));
     if ((st = cr__cast(arena, Y, (cr_dtype)B->dtype, &o)) != CR_OK)
         return st;
     *y = cr_value_array(o);
@@ -527,7 +516,7 @@ static cr_status lacpy_pullback_body(CR__PULLBACK_PARAMS)
     size_t m = e->B->shape[0], n = e->B->shape[1];
     for (size_t i = 0; i < m; i++)
         for (size_t j = 0; j < n; j++)
-            wset(lacpy_in(e->uplo, i, j) ? Ab : Bb, i * n + j, wget(G, i * n + j));
+            cr__wset(lacpy_in(e->uplo, i, j) ? Ab : Bb, i * n + j, cr__wget(G, i * n + j));
     if ((st = cr__give(arena, e->pB, Bb, &dx[1])) != CR_OK)
         return st;
     return cr__give(arena, e->pA, Ab, &dx[2]);
@@ -571,7 +560,7 @@ static cr_status lacpy_frule(CR__FRULE_PARAMS)
         for (size_t j = 0; j < n; j++) {
             const cr_array *src = lacpy_in(e.uplo, i, j) ? dA : dB;
             if (src != NULL)
-                wset(T, i * n + j, wget(src, i * n + j));
+                cr__wset(T, i * n + j, cr__wget(src, i * n + j));
         }
     if ((st = cr__cast(arena, T, (cr_dtype)e.B->dtype, &o)) != CR_OK)
         return st;
@@ -690,45 +679,21 @@ static const cr_rule_test k_t_blas[6] = {
 
 cr_status cr__linalg_register_blas_tri(cr_registry *reg)
 {
-#define FA                 \
-    {                      \
-        CR__M_FARRAY, NULL \
-    }
-#define IN             \
-    {                  \
-        CR_M_INT, NULL \
-    }
-#define NUM             \
-    {                   \
-        CR__M_NUM, NULL \
-    }
-    static const cr_argspec a_scal[2] = {NUM, FA};
-    static const cr_argspec a_l2[5] = {IN, IN, IN, FA, FA};
-    static const cr_argspec a_l3[7] = {IN, IN, IN, IN, NUM, FA, FA};
-    static const cr_argspec a_lacpy[3] = {FA, FA, IN};
-#undef FA
-#undef IN
-#undef NUM
-    static const struct {
-        const cr_function *fn;
-        const cr_argspec *args;
-        size_t n;
-        cr_frule_fn frule;
-        cr_rrule_fn rrule;
-        uint32_t lin;
-    } k[] = {
-        {&scal_function, a_scal, 2, scal_frule, scal_rrule, CR_NONLINEAR},
-        {&trmv_function, a_l2, 5, trmv_frule, trmv_rrule, CR_NONLINEAR},
-        {&trsv_function, a_l2, 5, trsv_frule, trsv_rrule, CR_NONLINEAR},
-        {&trmm_function, a_l3, 7, trmm_frule, trmm_rrule, CR_NONLINEAR},
-        {&trsm_function, a_l3, 7, trsm_frule, trsm_rrule, CR_NONLINEAR},
-        {&lacpy_function, a_lacpy, 3, lacpy_frule, lacpy_rrule, CR_LINEAR},
+    static const cr_argspec a_scal[2] = {CR__SPEC(CR__M_NUM), CR__SPEC(CR__M_FARRAY)};
+    static const cr_argspec a_l2[5] = {CR__SPEC(CR_M_INT), CR__SPEC(CR_M_INT), CR__SPEC(CR_M_INT),
+                                       CR__SPEC(CR__M_FARRAY), CR__SPEC(CR__M_FARRAY)};
+    static const cr_argspec a_l3[7] = {
+        CR__SPEC(CR_M_INT),  CR__SPEC(CR_M_INT),     CR__SPEC(CR_M_INT),    CR__SPEC(CR_M_INT),
+        CR__SPEC(CR__M_NUM), CR__SPEC(CR__M_FARRAY), CR__SPEC(CR__M_FARRAY)};
+    static const cr_argspec a_lacpy[3] = {CR__SPEC(CR__M_FARRAY), CR__SPEC(CR__M_FARRAY),
+                                          CR__SPEC(CR_M_INT)};
+    static const cr__array_rule k[] = {
+        CR__LA_ROW(scal, a_scal, 2, &k_t_blas[0], CR_NONLINEAR),
+        CR__LA_ROW(trmv, a_l2, 5, &k_t_blas[1], CR_NONLINEAR),
+        CR__LA_ROW(trsv, a_l2, 5, &k_t_blas[2], CR_NONLINEAR),
+        CR__LA_ROW(trmm, a_l3, 7, &k_t_blas[3], CR_NONLINEAR),
+        CR__LA_ROW(trsm, a_l3, 7, &k_t_blas[4], CR_NONLINEAR),
+        CR__LA_ROW(lacpy, a_lacpy, 3, &k_t_blas[5], CR_LINEAR),
     };
-    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        cr_status st = cr__add_rule_so(reg, k[i].fn, k[i].args, k[i].n, false, k[i].frule,
-                                       k[i].rrule, &k_t_blas[i], k[i].lin, NULL);
-        if (st != CR_OK)
-            return st;
-    }
-    return CR_OK;
+    return cr__add_rules(reg, k, sizeof k / sizeof k[0]);
 }

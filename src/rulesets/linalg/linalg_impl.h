@@ -345,4 +345,43 @@ CR_INTERNAL cr_status cr__no_lapack(cr_arena *arena, const cr_value *f, const cr
 
 #endif /* CR_HAVE_LAPACKE */
 
+/* ---- Rule tables ----------------------------------------------------------------------------- */
+
+/* The argument spec {M, NULL} of the matcher M, in the signature tables of the registrations. */
+#define CR__SPEC(M) \
+    {               \
+        (M), NULL   \
+    }
+
+/* A row of a cr__array_rule table (array/family.h): NAME's function, frule and rrule for the
+ * signature ARGS[0..N), the test registration TEST, the cr_linearity class LIN, no form. */
+#define CR__LA_ROW(NAME, ARGS, N, TEST, LIN)                                                  \
+    {                                                                                         \
+        &NAME##_function, (ARGS), (N), NAME##_frule, NAME##_rrule, (TEST), (LIN), NULL, false \
+    }
+
+/* The same for a linear function whose frule applies it to the tangent (cr__linear_frule). */
+#define CR__LA_LINEAR_ROW(NAME, ARGS, N, TEST)                                                  \
+    {                                                                                           \
+        &NAME##_function, (ARGS), (N), cr__linear_frule, NAME##_rrule, (TEST), CR_LINEAR, NULL, \
+            false                                                                               \
+    }
+
+/* ---- Contiguous work arrays ------------------------------------------------------------------ */
+
+/* Element i of a contiguous work array (f64 or c128). */
+static inline cr_complex cr__wget(const cr_array *w, size_t i)
+{
+    return w->dtype == CR_DT_C128 ? ((const cr_complex *)w->data)[i] : ((const double *)w->data)[i];
+}
+
+/* Element i of a contiguous work array := v (its real part for f64). */
+static inline void cr__wset(cr_array *w, size_t i, cr_complex v)
+{
+    if (w->dtype == CR_DT_C128)
+        ((cr_complex *)w->data)[i] = v;
+    else
+        ((double *)w->data)[i] = creal(v);
+}
+
 #endif /* CR_LINALG_IMPL_H */

@@ -127,6 +127,26 @@ typedef struct matmul_env {
 } matmul_env;
 
 /* Ā = Ȳ Bᴴ, B̄ = Aᴴ Ȳ (thunks; add! accumulates with gemm). */
+/* The cotangents of the perturbable operands of the product A B in m: Ā = s Ȳ Bᴴ into *dA,
+ * B̄ = s Aᴴ Ȳ into *dB (thunks; G is Ȳ). */
+static cr_status operand_cots(cr_arena *arena, const matmul_env *m, const cr__mat *G, cr_complex s,
+                              cr_tangent *dA, cr_tangent *dB)
+{
+    cr__mat h;
+    cr_status st = CR_OK;
+    if (m->A.diff) {
+        st = cr__mat_adj(arena, m->wdt, &m->B.m, &h);
+        if (st == CR_OK)
+            st = prod_thunk_new(arena, m->A.a, m->pA, m->wdt, G, &h, s, dA);
+    }
+    if (st == CR_OK && m->B.diff) {
+        st = cr__mat_adj(arena, m->wdt, &m->A.m, &h);
+        if (st == CR_OK)
+            st = prod_thunk_new(arena, m->B.a, m->pB, m->wdt, &h, G, s, dB);
+    }
+    return st;
+}
+
 static cr_status matmul_pullback(CR__PULLBACK_PARAMS)
 {
     matmul_env *e = env;
@@ -142,23 +162,7 @@ static cr_status matmul_pullback(CR__PULLBACK_PARAMS)
         dx[2] = e->B.diff ? cr_tangent_zero() : cr_tangent_none();
         return CR_OK;
     }
-    if (e->A.diff) {
-        cr__mat Bh;
-        st = cr__mat_adj(arena, e->wdt, &e->B.m, &Bh);
-        if (st == CR_OK)
-            st = prod_thunk_new(arena, e->A.a, e->pA, e->wdt, &G, &Bh, 1.0, &dx[1]);
-        if (st != CR_OK)
-            return st;
-    }
-    if (e->B.diff) {
-        cr__mat Ah;
-        st = cr__mat_adj(arena, e->wdt, &e->A.m, &Ah);
-        if (st == CR_OK)
-            st = prod_thunk_new(arena, e->B.a, e->pB, e->wdt, &Ah, &G, 1.0, &dx[2]);
-        if (st != CR_OK)
-            return st;
-    }
-    return CR_OK;
+    return operand_cots(arena, e, &G, 1.0, &dx[1], &dx[2]);
 }
 
 /* Parse and compute Y = A B (work dtype). */
@@ -195,18 +199,57 @@ static cr_status matmul_forward(cr_arena *arena, const char *who, const cr_value
     return CR_OK;
 }
 
+/* t (of the output's columns) = alpha (Ȧ B + A Ḃ) + beta t, for the tangents dA and dB (NULL
+ * when zero) of the operands of m. */
+static cr_status operand_tangents(cr_arena *arena, const matmul_env *m, const cr_array *dA,
+                                  const cr_array *dB, cr_complex alpha, cr_complex beta, void *t)
+{
+    size_t ldc = cr__mat_cols(&m->B.m);
+    cr__mat d;
+    cr_status st = CR_OK;
+    if (dA != NULL) {
+        st = cr__as_mat(arena, dA, m->wdt, true, &d);
+        if (st != CR_OK)
+            return st;
+        cr__gemm(m->wdt, &d, &m->B.m, alpha, beta, t, ldc);
+        beta = 1.0;
+    }
+    if (dB != NULL) {
+        st = cr__as_mat(arena, dB, m->wdt, false, &d);
+        if (st == CR_OK)
+            cr__gemm(m->wdt, &m->A.m, &d, alpha, beta, t, ldc);
+    }
+    return st;
+}
+
+typedef struct gemm_env gemm_env;
+static cr_status gemm_forward(cr_arena *arena, const cr_value *args, size_t nargs, gemm_env *e,
+                              cr_dtype *dt, cr_array **w);
+
+/* *y = the output of matmul (g NULL; its parts in e) or gemm (in g, e its product): the forward
+ * pass cast to the output's dtype. */
+static cr_status prod_primal(cr_arena *arena, const cr_value *args, size_t nargs, matmul_env *e,
+                             gemm_env *g, cr_value *y)
+{
+    cr_dtype dt = CR_DT_F64;
+    cr_array *w, *o;
+    cr_status st = g != NULL ? gemm_forward(arena, args, nargs, g, &dt, &w)
+                             : matmul_forward(arena, "matmul", args, nargs, e, &dt, &w);
+    if (st == CR_OK)
+        st = cr__cast(arena, w, dt, &o);
+    if (st == CR_OK)
+        *y = cr_value_array(o);
+    return st;
+}
+
 /* matmul(A, B) = A B. */
 static cr_status matmul_rrule(CR__RRULE_PARAMS)
 {
     CR__ARENA_ZNEW(arena, matmul_env, e);
-    cr_dtype dt = CR_DT_F64;
-    cr_array *w, *o;
-    cr_status st = matmul_forward(arena, "matmul", args, nargs, e, &dt, &w);
-    if (st == CR_OK)
-        st = cr__cast(arena, w, dt, &o);
+    cr_status st = prod_primal(arena, args, nargs, e, NULL, y);
     if (st != CR_OK)
         return st;
-    return cr__rrule_tail2(arena, args, udata, &e->pA, &e->pB, o, y, pb,
+    return cr__rrule_tail2(arena, args, udata, &e->pA, &e->pB, y->u.arr, y, pb,
                            (cr_pullback){matmul_pullback, e, "matmul_pullback", nargs + 1});
 }
 CR__ARRAY_FN(matmul, "matmul", 2)
@@ -216,44 +259,23 @@ static cr_status matmul_frule(CR__FRULE_PARAMS)
 {
     matmul_env e;
     memset(&e, 0, sizeof e);
-    cr_dtype dt = CR_DT_F64;
-    cr_array *w, *o;
-    cr_status st = matmul_forward(arena, "matmul", args, nargs, &e, &dt, &w);
-    if (st == CR_OK)
-        st = cr__cast(arena, w, dt, &o);
     const cr_array *dA, *dB;
     bool none = false;
+    cr_status st = prod_primal(arena, args, nargs, &e, NULL, y);
     if (st == CR_OK)
-        st = cr__frule_pair(arena, "matmul", dargs, args, e.wdt, o, y, &dA, &dB, dy, &none);
+        st = cr__frule_pair(arena, "matmul", dargs, args, e.wdt, y->u.arr, y, &dA, &dB, dy, &none);
     if (st != CR_OK || none)
         return st;
     cr_array *t;
     st = cr__new(arena, e.wdt, e.ndim, e.shape, false, &t);
-    if (st != CR_OK)
-        return st;
-    cr_complex beta = 0.0;
-    size_t ldc = cr__mat_cols(&e.B.m);
-    if (dA != NULL) {
-        cr__mat m;
-        st = cr__as_mat(arena, dA, e.wdt, true, &m);
-        if (st != CR_OK)
-            return st;
-        cr__gemm(e.wdt, &m, &e.B.m, 1.0, beta, t->data, ldc);
-        beta = 1.0;
-    }
-    if (dB != NULL) {
-        cr__mat m;
-        st = cr__as_mat(arena, dB, e.wdt, false, &m);
-        if (st != CR_OK)
-            return st;
-        cr__gemm(e.wdt, &e.A.m, &m, 1.0, beta, t->data, ldc);
-    }
-    return cr_project_tangent(arena, y, cr_tangent_array(t), dy);
+    if (st == CR_OK)
+        st = operand_tangents(arena, &e, dA, dB, 1.0, 0.0, t->data);
+    return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(t), dy);
 }
 
 /* ---- gemm: alpha A B + beta C ------------------------------------------------------------ */
 
-typedef struct gemm_env {
+struct gemm_env {
     matmul_env mm;     /* A, B, shapes */
     const cr_array *P; /* A B (work) */
     const cr_array *C; /* C (work, contiguous) */
@@ -261,7 +283,7 @@ typedef struct gemm_env {
     bool d_alpha, d_beta, d_C;
     cr_project *p_alpha, *p_beta, *pC;
     const cr_array *Carg;
-} gemm_env;
+};
 
 static cr_status gemm_forward(cr_arena *arena, const cr_value *args, size_t nargs, gemm_env *e,
                               cr_dtype *dt, cr_array **w)
@@ -371,22 +393,9 @@ static cr_status gemm_pullback(CR__PULLBACK_PARAMS)
         if (st != CR_OK)
             return st;
     }
-    if (m->A.diff) {
-        cr__mat Bh;
-        st = cr__mat_adj(arena, m->wdt, &m->B.m, &Bh);
-        if (st == CR_OK)
-            st = prod_thunk_new(arena, m->A.a, m->pA, m->wdt, &G, &Bh, conj(e->alpha), &dx[2]);
-        if (st != CR_OK)
-            return st;
-    }
-    if (m->B.diff) {
-        cr__mat Ah;
-        st = cr__mat_adj(arena, m->wdt, &m->A.m, &Ah);
-        if (st == CR_OK)
-            st = prod_thunk_new(arena, m->B.a, m->pB, m->wdt, &Ah, &G, conj(e->alpha), &dx[3]);
-        if (st != CR_OK)
-            return st;
-    }
+    st = operand_cots(arena, m, &G, conj(e->alpha), &dx[2], &dx[3]);
+    if (st != CR_OK)
+        return st;
     if (e->d_C) {
         cr_array *c;
         st = cr__new_like(arena, m->wdt, g, false, &c);
@@ -401,16 +410,9 @@ static cr_status gemm_pullback(CR__PULLBACK_PARAMS)
 static cr_status gemm_rrule(CR__RRULE_PARAMS)
 {
     CR__ARENA_ZNEW(arena, gemm_env, e);
-    cr_dtype dt = CR_DT_F64;
-    cr_array *w, *o;
-    cr_status st = gemm_forward(arena, args, nargs, e, &dt, &w);
-    if (st == CR_OK)
-        st = cr__cast(arena, w, dt, &o);
-    if (st != CR_OK)
+    cr_status st = prod_primal(arena, args, nargs, &e->mm, e, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
-    *y = cr_value_array(o);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
     cr_project **p;
     st = cr__projectors(arena, args, nargs, &p);
     if (st != CR_OK)
@@ -430,14 +432,9 @@ static cr_status gemm_frule(CR__FRULE_PARAMS)
 {
     gemm_env e;
     memset(&e, 0, sizeof e);
-    cr_dtype dt = CR_DT_F64;
-    cr_array *w, *o;
-    cr_status st = gemm_forward(arena, args, nargs, &e, &dt, &w);
-    if (st == CR_OK)
-        st = cr__cast(arena, w, dt, &o);
+    cr_status st = prod_primal(arena, args, nargs, &e.mm, &e, y);
     if (st != CR_OK)
         return st;
-    *y = cr_value_array(o);
     cr_dtype wdt = e.mm.wdt;
     cr_complex da = 0, db = 0;
     bool nza = false, nzb = false;
@@ -462,21 +459,9 @@ static cr_status gemm_frule(CR__FRULE_PARAMS)
     st = cr__new_like(arena, wdt, e.C, true, &t);
     if (st != CR_OK)
         return st;
-    size_t ldc = cr__mat_cols(&e.mm.B.m);
-    if (dA != NULL) {
-        cr__mat m;
-        st = cr__as_mat(arena, dA, wdt, true, &m);
-        if (st != CR_OK)
-            return st;
-        cr__gemm(wdt, &m, &e.mm.B.m, e.alpha, 1.0, t->data, ldc);
-    }
-    if (dB != NULL) {
-        cr__mat m;
-        st = cr__as_mat(arena, dB, wdt, false, &m);
-        if (st != CR_OK)
-            return st;
-        cr__gemm(wdt, &e.mm.A.m, &m, e.alpha, 1.0, t->data, ldc);
-    }
+    st = operand_tangents(arena, &e.mm, dA, dB, e.alpha, 1.0, t->data);
+    if (st != CR_OK)
+        return st;
     if (nza)
         cr__axpy(da, e.P, t);
     if (nzb)
@@ -1334,27 +1319,17 @@ cr_status cr__linalg_register_blas(cr_registry *reg)
                                      {CR__M_NUM, NULL},
                                      {CR__M_FARRAY, NULL}};
     static const cr__array_rule k[] = {
-        {&matmul_function, cr__linalg_fa, 2, matmul_frule, matmul_rrule, &k_test_matmul,
-         CR_MULTILINEAR, NULL, false},
-        {&gemm_function, g5, 5, gemm_frule, gemm_rrule, &k_test_matmul, CR_NONLINEAR, NULL, false},
-        {&dot_function, cr__linalg_fa, 2, dot_frule, dot_rrule, &k_test_dot, CR_MULTILINEAR, NULL,
-         false},
-        {&dot_function, cr__linalg_fa, 3, dot_frule, dot_rrule, &k_test_dot, CR_MULTILINEAR, NULL,
-         false},
-        {&tr_function, cr__linalg_fa, 1, cr__linear_frule, tr_rrule, &k_test_square, CR_LINEAR,
-         NULL, false},
-        {&kron_function, cr__linalg_fa, 2, kron_frule, kron_rrule, &k_test_kron, CR_MULTILINEAR,
-         NULL, false},
-        {&cross_function, cr__linalg_fa, 2, cross_frule, cross_rrule, &k_test_cross, CR_MULTILINEAR,
-         NULL, false},
-        {&symmetric_function, cr__linalg_fa, 1, cr__linear_frule, symmetric_rrule, &k_test_wrap,
-         CR_LINEAR, NULL, false},
-        {&hermitian_function, cr__linalg_fa, 1, cr__linear_frule, hermitian_rrule, &k_test_wrap,
-         CR_LINEAR, NULL, false},
-        {&diagonal_function, cr__linalg_fa, 1, cr__linear_frule, diagonal_rrule, &k_test_wrap_diag,
-         CR_LINEAR, NULL, false},
-        {&asum_function, cr__linalg_fa, 1, asum_frule, asum_rrule, &k_test_dot_asum,
-         CR_PIECEWISE_LINEAR, NULL, false},
+        CR__LA_ROW(matmul, cr__linalg_fa, 2, &k_test_matmul, CR_MULTILINEAR),
+        CR__LA_ROW(gemm, g5, 5, &k_test_matmul, CR_NONLINEAR),
+        CR__LA_ROW(dot, cr__linalg_fa, 2, &k_test_dot, CR_MULTILINEAR),
+        CR__LA_ROW(dot, cr__linalg_fa, 3, &k_test_dot, CR_MULTILINEAR),
+        CR__LA_LINEAR_ROW(tr, cr__linalg_fa, 1, &k_test_square),
+        CR__LA_ROW(kron, cr__linalg_fa, 2, &k_test_kron, CR_MULTILINEAR),
+        CR__LA_ROW(cross, cr__linalg_fa, 2, &k_test_cross, CR_MULTILINEAR),
+        CR__LA_LINEAR_ROW(symmetric, cr__linalg_fa, 1, &k_test_wrap),
+        CR__LA_LINEAR_ROW(hermitian, cr__linalg_fa, 1, &k_test_wrap),
+        CR__LA_LINEAR_ROW(diagonal, cr__linalg_fa, 1, &k_test_wrap_diag),
+        CR__LA_ROW(asum, cr__linalg_fa, 1, &k_test_dot_asum, CR_PIECEWISE_LINEAR),
     };
     return cr__add_rules(reg, k, sizeof k / sizeof k[0]);
 }

@@ -10,7 +10,8 @@
 #include <chainrules/rules_sparse.h>
 
 #include "../../core/checked.h"
-#include "../array_impl.h"
+#include "../array/family.h"
+#include "linalg_impl.h"
 
 /* Whether an argument has coordinates to perturb: a float number, a non-empty float
  * array, a sparse matrix with stored entries. */
@@ -32,23 +33,6 @@ static const cr_field k_sparse_fields[5] = {
 const cr_type cr_sparse_type = {"cr_sparse", sizeof(cr_sparse), 5, k_sparse_fields};
 
 enum { NZVAL_FIELD = 4 };
-
-/* ---- Work arrays ------------------------------------------------------------------------ */
-
-/* Element i of a contiguous work array (f64 or c128). */
-static inline cr_complex wget(const cr_array *w, size_t i)
-{
-    return w->dtype == CR_DT_C128 ? ((const cr_complex *)w->data)[i] : ((const double *)w->data)[i];
-}
-
-/* Element i of a contiguous work array := v (its real part for f64). */
-static inline void wset(cr_array *w, size_t i, cr_complex v)
-{
-    if (w->dtype == CR_DT_C128)
-        ((cr_complex *)w->data)[i] = v;
-    else
-        ((double *)w->data)[i] = creal(v);
-}
 
 /* ---- Reading a sparse argument --------------------------------------------------------- */
 
@@ -274,7 +258,7 @@ static cr_status scatter_build(cr_arena *arena, scatter_env *e, size_t m, size_t
     if (st != CR_OK)
         return st;
     for (size_t k = 0; k < K; k++)
-        wset(val, e->slot[k], wget(val, e->slot[k]) + wget(Vw, k));
+        cr__wset(val, e->slot[k], cr__wget(val, e->slot[k]) + cr__wget(Vw, k));
     st = sp_build(arena, m, n, nnz, ri, ci, val, e->dt, y);
     if (st == CR_OK)
         st = sp_read(arena, e->who, y, &e->out);
@@ -299,7 +283,7 @@ static cr_status sparse_of_dense(cr_arena *arena, const cr_value *args, scatter_
         return st;
     size_t K = cr_array_numel(Aw), nz = 0;
     for (size_t k = 0; k < K; k++)
-        if (wget(Aw, k) != 0)
+        if (cr__wget(Aw, k) != 0)
             nz++;
     int64_t *Ir = cr_arena_calloc(arena, nz ? nz : 1, sizeof *Ir, _Alignof(int64_t));
     int64_t *Jc = cr_arena_calloc(arena, nz ? nz : 1, sizeof *Jc, _Alignof(int64_t));
@@ -313,12 +297,12 @@ static cr_status sparse_of_dense(cr_arena *arena, const cr_value *args, scatter_
     size_t q = 0;
     for (size_t k = 0; k < K; k++) {
         full[k] = NO_SLOT;
-        if (wget(Aw, k) == 0)
+        if (cr__wget(Aw, k) == 0)
             continue;
         Ir[q] = (int64_t)(k / n);
         Jc[q] = (int64_t)(k % n);
         pos[q] = k;
-        wset(Vn, q++, wget(Aw, k));
+        cr__wset(Vn, q++, cr__wget(Aw, k));
     }
     e->K = nz;
     if ((st = scatter_build(arena, e, m, n, Ir, Jc, Vn, y)) != CR_OK)
@@ -446,7 +430,7 @@ static cr_status scatter_pullback_body(CR__PULLBACK_PARAMS)
     if (st != CR_OK)
         return st;
     for (size_t k = 0; k < e->K; k++)
-        wset(raw, k, e->slot[k] == NO_SLOT ? 0 : wget(g, e->slot[k]));
+        cr__wset(raw, k, e->slot[k] == NO_SLOT ? 0 : cr__wget(g, e->slot[k]));
     return cr__give(arena, e->pV, raw, &dx[e->vi + 1]);
 }
 
@@ -490,7 +474,7 @@ static cr_status scatter_frule(cr_arena *arena, scatter_fwd fwd, const cr_tangen
         return st;
     for (size_t k = 0; k < e.K; k++)
         if (e.slot[k] != NO_SLOT)
-            wset(raw, e.slot[k], wget(raw, e.slot[k]) + wget(dv, k));
+            cr__wset(raw, e.slot[k], cr__wget(raw, e.slot[k]) + cr__wget(dv, k));
     cr_project *p;
     st = sp_projector(arena, &e.out, &p);
     return st == CR_OK ? sp_give(arena, p, raw, dy) : st;
@@ -528,7 +512,7 @@ static cr_status sp_densify(cr_arena *arena, const char *who, const spm *s, cons
         return st;
     for (size_t j = 0; j < s->n; j++)
         for (int64_t p = s->colptr[j]; p < s->colptr[j + 1]; p++)
-            wset(*out, (size_t)s->rowval[p] * s->n + j, wget(val, (size_t)p));
+            cr__wset(*out, (size_t)s->rowval[p] * s->n + j, cr__wget(val, (size_t)p));
     return CR_OK;
 }
 
@@ -547,7 +531,7 @@ static cr_status sp_gather(cr_arena *arena, const char *who, const spm *s, cr_ta
         return st;
     for (size_t j = 0; j < s->n; j++)
         for (int64_t p = s->colptr[j]; p < s->colptr[j + 1]; p++)
-            wset(*out, (size_t)p, wget(G, (size_t)s->rowval[p] * s->n + j));
+            cr__wset(*out, (size_t)p, cr__wget(G, (size_t)s->rowval[p] * s->n + j));
     return CR_OK;
 }
 
@@ -709,12 +693,12 @@ static void spmm(const spm *s, const cr_array *val, bool tr, bool cj, const cr_a
     for (size_t j = 0; j < s->n; j++)
         for (int64_t p = s->colptr[j]; p < s->colptr[j + 1]; p++) {
             size_t i = (size_t)s->rowval[p];
-            cr_complex v = wget(val, (size_t)p);
+            cr_complex v = cr__wget(val, (size_t)p);
             if (cj)
                 v = conj(v);
             size_t in = tr ? i : j, out = tr ? j : i;
             for (size_t c = 0; c < nc; c++)
-                wset(Y, out * nc + c, wget(Y, out * nc + c) + v * wget(B, in * nc + c));
+                cr__wset(Y, out * nc + c, cr__wget(Y, out * nc + c) + v * cr__wget(B, in * nc + c));
         }
 }
 
@@ -829,13 +813,13 @@ static cr_status mul_pullback_body(CR__PULLBACK_PARAMS)
             cr_complex acc = 0;
             for (size_t c = 0; c < e->nc; c++) {
                 if (e->trans == 'N')
-                    acc += wget(G, i * e->nc + c) * conj(wget(e->B, j * e->nc + c));
+                    acc += cr__wget(G, i * e->nc + c) * conj(cr__wget(e->B, j * e->nc + c));
                 else if (e->trans == 'T')
-                    acc += conj(wget(e->B, i * e->nc + c)) * wget(G, j * e->nc + c);
+                    acc += conj(cr__wget(e->B, i * e->nc + c)) * cr__wget(G, j * e->nc + c);
                 else
-                    acc += wget(e->B, i * e->nc + c) * conj(wget(G, j * e->nc + c));
+                    acc += cr__wget(e->B, i * e->nc + c) * conj(cr__wget(G, j * e->nc + c));
             }
-            wset(Sb, (size_t)p, acc);
+            cr__wset(Sb, (size_t)p, acc);
         }
     return sp_give(arena, e->pS, Sb, &dx[1]);
 }
@@ -906,7 +890,7 @@ static cr_status transpose_of(cr_arena *arena, const cr_array *X, size_t r, size
         return st;
     for (size_t i = 0; i < r; i++)
         for (size_t j = 0; j < c; j++)
-            wset(*out, j * r + i, wget(X, i * c + j));
+            cr__wset(*out, j * r + i, cr__wget(X, i * c + j));
     return CR_OK;
 }
 
@@ -1024,13 +1008,13 @@ static cr_status rmul_pullback_body(CR__PULLBACK_PARAMS)
             cr_complex acc = 0;
             for (size_t c = 0; c < e->r; c++) {
                 if (e->trans == 'N')
-                    acc += conj(wget(e->Bt, i * e->r + c)) * wget(Gt, j * e->r + c);
+                    acc += conj(cr__wget(e->Bt, i * e->r + c)) * cr__wget(Gt, j * e->r + c);
                 else if (e->trans == 'T')
-                    acc += conj(wget(e->Bt, j * e->r + c)) * wget(Gt, i * e->r + c);
+                    acc += conj(cr__wget(e->Bt, j * e->r + c)) * cr__wget(Gt, i * e->r + c);
                 else
-                    acc += wget(e->Bt, j * e->r + c) * conj(wget(Gt, i * e->r + c));
+                    acc += cr__wget(e->Bt, j * e->r + c) * conj(cr__wget(Gt, i * e->r + c));
             }
-            wset(Sb, (size_t)pp, acc);
+            cr__wset(Sb, (size_t)pp, acc);
         }
     return sp_give(arena, e->pS, Sb, &dx[2]);
 }
@@ -1245,7 +1229,7 @@ static cr_status rand_sparse(cr_arena *arena, uint64_t *rng, cr_dtype dt, size_t
         return st;
     for (size_t k = 0; k < nnz && diag; k++)
         if (ri[k] == ci[k])
-            wset(val, k, wget(val, k) + shift);
+            cr__wset(val, k, cr__wget(val, k) + shift);
     return sp_build(arena, m, n, nnz, ri, ci, val, dt, out);
 }
 
@@ -1389,74 +1373,43 @@ static const cr_rule_test k_t_det = {.sample = sample_sparse, .env = (void *)&k_
 static const cr_rule_test k_t_logdet = {.sample = sample_sparse, .env = (void *)&k_ss_logdet};
 static const cr_rule_test k_t_nonsing = {.sample = sample_sparse, .env = (void *)&k_ss_nonsing};
 
+/* A row of the rules through the dense ones (LAPACK's). */
+#define DENSE_ROW(NAME, TEST)                                                                  \
+    {                                                                                          \
+        &NAME##_function, a_s, 1, NAME##_frule, NAME##_rrule, (TEST), CR_NONLINEAR, NULL, true \
+    }
+
 cr_status cr__linalg_register_sparse(cr_registry *reg)
 {
-#define SP                           \
-    {                                \
-        CR_M_STRUCT, &cr_sparse_type \
-    }
-#define FA                 \
-    {                      \
-        CR__M_FARRAY, NULL \
-    }
-    static const cr_argspec a_dense[1] = {FA};
-    static const cr_argspec a_coo3[3] = {{CR_M_A_INT, NULL}, {CR_M_A_INT, NULL}, FA};
-    static const cr_argspec a_coo5[5] = {
-        {CR_M_A_INT, NULL}, {CR_M_A_INT, NULL}, FA, {CR_M_INT, NULL}, {CR_M_INT, NULL}};
-    static const cr_argspec a_v[1] = {FA};
-    static const cr_argspec a_kv[2] = {{CR_M_INT, NULL}, FA};
-    static const cr_argspec a_s[1] = {SP};
-    static const cr_argspec a_sb[2] = {SP, FA};
-    static const cr_argspec a_sbt[3] = {SP, FA, {CR_M_INT, NULL}};
-    static const cr_argspec a_bs[2] = {FA, SP};
-    static const cr_argspec a_bst[3] = {FA, SP, {CR_M_INT, NULL}};
-#undef SP
-#undef FA
-    static const struct {
-        const cr_function *fn;
-        const cr_argspec *args;
-        size_t n;
-        cr_frule_fn frule;
-        cr_rrule_fn rrule;
-        const cr_rule_test *test;
-        bool lapack;
-        uint32_t lin;
-    } k[] = {
-        {&sparse_function, a_dense, 1, sparse_frule, sparse_rrule, &k_t_sparse, false, CR_LINEAR},
-        {&sparse_function, a_coo3, 3, sparse_frule, sparse_rrule, &k_t_sparse, false, CR_LINEAR},
-        {&sparse_function, a_coo5, 5, sparse_frule, sparse_rrule, &k_t_sparse, false, CR_LINEAR},
-        {&spdiagm_function, a_v, 1, spdiagm_frule, spdiagm_rrule, &k_t_spdiagm, false, CR_LINEAR},
-        {&spdiagm_function, a_kv, 2, spdiagm_frule, spdiagm_rrule, &k_t_spdiagm, false, CR_LINEAR},
-        {&findnz_function, a_s, 1, findnz_frule, findnz_rrule, &k_t_read, false, CR_LINEAR},
-        {&sparse_dense_function, a_s, 1, sparse_dense_frule, sparse_dense_rrule, &k_t_read, false,
-         CR_LINEAR},
-        {&sparse_mul_function, a_sb, 2, sparse_mul_frule, sparse_mul_rrule, &k_t_mul, false,
-         CR_NONLINEAR},
-        {&sparse_mul_function, a_sbt, 3, sparse_mul_frule, sparse_mul_rrule, &k_t_mul, false,
-         CR_NONLINEAR},
-        {&sparse_rmul_function, a_bs, 2, sparse_rmul_frule, sparse_rmul_rrule, &k_t_rmul, false,
-         CR_NONLINEAR},
-        {&sparse_rmul_function, a_bst, 3, sparse_rmul_frule, sparse_rmul_rrule, &k_t_rmul, false,
-         CR_NONLINEAR},
-        {&sparse_det_function, a_s, 1, sparse_det_frule, sparse_det_rrule, &k_t_det, true,
-         CR_NONLINEAR},
-        {&sparse_logdet_function, a_s, 1, sparse_logdet_frule, sparse_logdet_rrule, &k_t_logdet,
-         true, CR_NONLINEAR},
-        {&sparse_logabsdet_function, a_s, 1, sparse_logabsdet_frule, sparse_logabsdet_rrule,
-         &k_t_nonsing, true, CR_NONLINEAR},
+    static const cr_argspec a_dense[1] = {CR__SPEC(CR__M_FARRAY)};
+    static const cr_argspec a_coo3[3] = {CR__SPEC(CR_M_A_INT), CR__SPEC(CR_M_A_INT),
+                                         CR__SPEC(CR__M_FARRAY)};
+    static const cr_argspec a_coo5[5] = {CR__SPEC(CR_M_A_INT), CR__SPEC(CR_M_A_INT),
+                                         CR__SPEC(CR__M_FARRAY), CR__SPEC(CR_M_INT),
+                                         CR__SPEC(CR_M_INT)};
+    static const cr_argspec a_kv[2] = {CR__SPEC(CR_M_INT), CR__SPEC(CR__M_FARRAY)};
+    static const cr_argspec a_s[1] = {{CR_M_STRUCT, &cr_sparse_type}};
+    static const cr_argspec a_sb[2] = {{CR_M_STRUCT, &cr_sparse_type}, CR__SPEC(CR__M_FARRAY)};
+    static const cr_argspec a_sbt[3] = {
+        {CR_M_STRUCT, &cr_sparse_type}, CR__SPEC(CR__M_FARRAY), CR__SPEC(CR_M_INT)};
+    static const cr_argspec a_bs[2] = {CR__SPEC(CR__M_FARRAY), {CR_M_STRUCT, &cr_sparse_type}};
+    static const cr_argspec a_bst[3] = {
+        CR__SPEC(CR__M_FARRAY), {CR_M_STRUCT, &cr_sparse_type}, CR__SPEC(CR_M_INT)};
+    static const cr__array_rule k[] = {
+        CR__LA_ROW(sparse, a_dense, 1, &k_t_sparse, CR_LINEAR),
+        CR__LA_ROW(sparse, a_coo3, 3, &k_t_sparse, CR_LINEAR),
+        CR__LA_ROW(sparse, a_coo5, 5, &k_t_sparse, CR_LINEAR),
+        CR__LA_ROW(spdiagm, a_dense, 1, &k_t_spdiagm, CR_LINEAR),
+        CR__LA_ROW(spdiagm, a_kv, 2, &k_t_spdiagm, CR_LINEAR),
+        CR__LA_ROW(findnz, a_s, 1, &k_t_read, CR_LINEAR),
+        CR__LA_ROW(sparse_dense, a_s, 1, &k_t_read, CR_LINEAR),
+        CR__LA_ROW(sparse_mul, a_sb, 2, &k_t_mul, CR_NONLINEAR),
+        CR__LA_ROW(sparse_mul, a_sbt, 3, &k_t_mul, CR_NONLINEAR),
+        CR__LA_ROW(sparse_rmul, a_bs, 2, &k_t_rmul, CR_NONLINEAR),
+        CR__LA_ROW(sparse_rmul, a_bst, 3, &k_t_rmul, CR_NONLINEAR),
+        DENSE_ROW(sparse_det, &k_t_det),
+        DENSE_ROW(sparse_logdet, &k_t_logdet),
+        DENSE_ROW(sparse_logabsdet, &k_t_nonsing),
     };
-#if defined(CR_HAVE_LAPACKE)
-    const bool have_lapack = true;
-#else
-    const bool have_lapack = false;
-#endif
-    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        if (k[i].lapack && !have_lapack)
-            continue;
-        cr_status st = cr__add_rule_so(reg, k[i].fn, k[i].args, k[i].n, false, k[i].frule,
-                                       k[i].rrule, k[i].test, k[i].lin, NULL);
-        if (st != CR_OK)
-            return st;
-    }
-    return CR_OK;
+    return cr__add_rules(reg, k, sizeof k / sizeof k[0]);
 }

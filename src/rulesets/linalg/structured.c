@@ -610,26 +610,18 @@ cr_status cr__family_structured(cr_registry *reg)
     /* The unit triangles are affine: Ẏ = f(Ȧ) projected onto Y drops the unit diagonal f
      * puts on the tangent. */
     const cr__array_rule k[] = {
-        {&tridiagonal_function, fa, 3, tridiagonal_frule, tridiagonal_rrule, &k_test_tri, CR_LINEAR,
-         NULL, false},
-        {&symtridiagonal_function, fa, 2, symtridiagonal_frule, symtridiagonal_rrule,
-         &k_test_symtri, CR_LINEAR, NULL, false},
-        {&bidiagonal_function, bd, 3, bidiagonal_frule, bidiagonal_rrule, &k_test_bidiag, CR_LINEAR,
-         NULL, false},
-        {&upper_triangular_function, fa, 1, cr__linear_frule, upper_triangular_rrule, &k_test_wrap,
-         CR_LINEAR, NULL, false},
-        {&lower_triangular_function, fa, 1, cr__linear_frule, lower_triangular_rrule, &k_test_wrap,
-         CR_LINEAR, NULL, false},
-        {&unit_upper_triangular_function, fa, 1, cr__linear_frule, unit_upper_triangular_rrule,
-         &k_test_wrap, CR_LINEAR, NULL, false},
-        {&unit_lower_triangular_function, fa, 1, cr__linear_frule, unit_lower_triangular_rrule,
-         &k_test_wrap, CR_LINEAR, NULL, false},
+        CR__LA_ROW(tridiagonal, fa, 3, &k_test_tri, CR_LINEAR),
+        CR__LA_ROW(symtridiagonal, fa, 2, &k_test_symtri, CR_LINEAR),
+        CR__LA_ROW(bidiagonal, bd, 3, &k_test_bidiag, CR_LINEAR),
+        CR__LA_LINEAR_ROW(upper_triangular, fa, 1, &k_test_wrap),
+        CR__LA_LINEAR_ROW(lower_triangular, fa, 1, &k_test_wrap),
+        CR__LA_LINEAR_ROW(unit_upper_triangular, fa, 1, &k_test_wrap),
+        CR__LA_LINEAR_ROW(unit_lower_triangular, fa, 1, &k_test_wrap),
         {cr_fn_symmetric.u.func.fn, au, 2, cr__linear_frule, symherm_uplo_rrule, &k_test_wrap_uplo,
          CR_LINEAR, NULL, false},
         {cr_fn_hermitian.u.func.fn, au, 2, cr__linear_frule, symherm_uplo_rrule, &k_test_wrap_uplo,
          CR_LINEAR, NULL, false},
-        {&matrix_function, fa, 1, cr__linear_frule, matrix_rrule, &k_test_matrix, CR_LINEAR, NULL,
-         false},
+        CR__LA_LINEAR_ROW(matrix, fa, 1, &k_test_matrix),
     };
     return cr__add_rules(reg, k, sizeof k / sizeof k[0]);
 }
