@@ -47,10 +47,10 @@ static cr_status scal_forward(cr_arena *arena, const cr_value *args, size_t narg
     cr_status st = cr__nargs(arena, "scal", nargs, 2, 2);
     if (st == CR_OK)
         st = cr__array_arg(arena, "scal", args, nargs, 1, &x);
+    if (st == CR_OK && !cr_dtype_is_float((cr_dtype)x->dtype))
+        st = CR__FAIL(arena, CR_EINVAL, "scal: x must be an f64, f32 or c128 array");
     if (st != CR_OK)
         return st;
-    if (!cr_dtype_is_float((cr_dtype)x->dtype))
-        return CR__FAIL(arena, CR_EINVAL, "scal: x must be an f64, f32 or c128 array");
     e->av = &args[0];
     e->a = cr__scalar_of(&args[0]);
     cr_dtype dt = cr__promote((cr_dtype)x->dtype, cr__value_dtype(&args[0]));
@@ -99,21 +99,16 @@ static cr_status scal_rrule(CR__RRULE_PARAMS)
 {
     CR__ARENA_ZNEW(arena, scal_env, e);
     cr_status st = scal_forward(arena, args, nargs, e, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    if ((st = cr_project_new(arena, &args[1], &e->px)) != CR_OK)
-        return st;
     e->nd = cr__nondiff_mask(args, nargs, cr__arg_perturbable);
-    *pb = (cr_pullback){scal_pullback, e, "scal_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_end(arena, st, udata, &args[1], &e->px, scal_pullback, e, "scal_pullback",
+                         nargs + 1, pb);
 }
 CR__ARRAY_FN(scal, "scal", 2)
 
 /* ẏ = α̇ x + α ẋ. */
 static cr_status scal_frule(CR__FRULE_PARAMS)
 {
-    scal_env e;
-    memset(&e, 0, sizeof e);
+    scal_env e = {0};
     cr_status st = scal_forward(arena, args, nargs, &e, y);
     const cr_array *dx = NULL;
     cr_complex da = 0;
@@ -528,14 +523,11 @@ static cr_status lacpy_rrule(CR__RRULE_PARAMS)
 {
     CR__ARENA_ZNEW(arena, lacpy_env, e);
     cr_status st = lacpy_forward(arena, args, nargs, e, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    if ((st = cr_project_new(arena, &args[0], &e->pB)) != CR_OK ||
-        (st = cr_project_new(arena, &args[1], &e->pA)) != CR_OK)
-        return st;
+    if (st == CR_OK && udata != CR__PRIMAL_ONLY)
+        st = cr_project_new(arena, &args[0], &e->pB);
     e->nd = cr__nondiff_mask(args, nargs, cr__arg_perturbable);
-    *pb = (cr_pullback){lacpy_pullback, e, "lacpy_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_end(arena, st, udata, &args[1], &e->pA, lacpy_pullback, e, "lacpy_pullback",
+                         nargs + 1, pb);
 }
 CR__ARRAY_FN(lacpy, "lacpy", 3)
 

@@ -392,9 +392,16 @@ struct solve_ops {
     cr_status (*solve)(cr_arena *arena, const char *who, const void *env, bool adj, cr__cmat *R);
     /* R := R - Ṁ X from the factor's tangent dF (which may be overwritten). */
     cr_status (*minus_dMX)(cr_arena *arena, const void *env, cr__cmat *dF, cr__cmat *R);
-    /* The factor's cotangent (a thunk) from B̄ = G. */
-    cr_status (*factor_bar)(cr_arena *arena, const void *env, const cr__cmat *G, cr_tangent *out);
+    /* The factor's cotangent from B̄: the function of a thunk of a solve_thunk, and its name. */
+    cr_thunk_fn factor_bar;
+    const char *factor_name;
 };
+
+/* The thunk of the factor's cotangent: the env and B̄. */
+typedef struct solve_thunk {
+    const void *e;
+    cr__cmat Bbar;
+} solve_thunk;
 
 static cr_status solve_pullback(CR__PULLBACK_PARAMS)
 {
@@ -411,7 +418,21 @@ static cr_status solve_pullback(CR__PULLBACK_PARAMS)
         st = cr__cmat_give(arena, c->p[ops->ib], &G, c->vec, &dx[ops->ib + 1]);
     if (st != CR_OK || !c->diff[ops->ifac])
         return st;
-    return ops->factor_bar(arena, env, &G, &dx[ops->ifac + 1]);
+    CR__ARENA_NEW(arena, solve_thunk, t);
+    *t = (solve_thunk){env, G};
+    return cr__thunk(arena, ops->factor_bar, NULL, t, ops->factor_name, &dx[ops->ifac + 1]);
+}
+
+/* The common part of a solve's forward pass once its arguments F (the factor) and B are read:
+ * *dt, c's vec, diff (of the nargs arguments) and X = B (not yet solved). */
+static cr_status solve_setup(cr_arena *arena, solve_core *c, const cr_value *args, size_t nargs,
+                             const cr_array *F, const cr_array *B, cr_dtype *dt)
+{
+    *dt = cr__promote((cr_dtype)F->dtype, (cr_dtype)B->dtype);
+    c->vec = B->ndim == 1;
+    for (size_t i = 0; i < nargs; i++)
+        c->diff[i] = cr__is_diff(&args[i]);
+    return cr__cmat_from(arena, B, *dt == CR_DT_C128, &c->X);
 }
 
 /* The env with X solved and the output array o. */
@@ -492,17 +513,10 @@ static cr_status getrs_forward(cr_arena *arena, const cr_value *args, size_t nar
         st = cr__flag_arg(arena, who, args, 3, "NTC", &e->op);
     if (st != CR_OK)
         return st;
-    *dt = cr__promote((cr_dtype)F->dtype, (cr_dtype)B->dtype);
-    bool cplx = *dt == CR_DT_C128;
-    st = lu_args(arena, who, args, nargs, cplx, &e->f, &F);
+    st = solve_setup(arena, &e->c, args, nargs, F, B, dt);
     if (st == CR_OK)
-        st = cr__cmat_from(arena, B, cplx, &e->c.X);
-    if (st == CR_OK)
-        st = lu_solve(arena, who, &e->f, e->op, &e->c.X);
-    e->c.vec = B->ndim == 1;
-    for (size_t i = 0; i < 4; i++)
-        e->c.diff[i] = cr__is_diff(&args[i]);
-    return st;
+        st = lu_args(arena, who, args, nargs, *dt == CR_DT_C128, &e->f, &F);
+    return st != CR_OK ? st : lu_solve(arena, who, &e->f, e->op, &e->c.X);
 }
 
 static cr_status getrs_solve(cr_arena *arena, const char *who, const void *env, bool adj,
@@ -512,36 +526,18 @@ static cr_status getrs_solve(cr_arena *arena, const char *who, const void *env, 
     return lu_solve(arena, who, &e->f, adj ? adj_op(e->op, R->cplx) : e->op, R);
 }
 
-typedef struct lu_thunk {
-    const lu_f *f;
-    const cr_project *p;
-    cr__cmat Abar;
-} lu_thunk;
-
-/* F̄ from Ā (lu_grad), projected. */
-static cr_status lu_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
+/* M = op(A): M̄ = -B̄ Xᴴ, Ā = op⁻¹(M̄), F̄ from Ā (lu_grad), projected. */
+static cr_status getrs_factor_bar(cr_arena *arena, cr_tangent *out, void *env)
 {
-    lu_thunk *t = env;
-    cr__cmat Fb;
-    cr_status st = lu_grad(arena, t->f, &t->Abar, &Fb);
-    return st != CR_OK ? st : cr__cmat_give(arena, t->p, &Fb, false, out);
-}
-
-/* M = op(A): M̄ = -B̄ Xᴴ, Ā = op⁻¹(M̄), F̄ from Ā (a thunk). */
-static cr_status getrs_factor_bar(cr_arena *arena, const void *env, const cr__cmat *G,
-                                  cr_tangent *out)
-{
-    const getrs_env *e = env;
-    CR__ARENA_NEW(arena, lu_thunk, t);
-    cr__cmat Mb;
-    cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, G, &e->c.X, &Mb);
+    const solve_thunk *t = env;
+    const getrs_env *e = t->e;
+    cr__cmat Mb, Ab, Fb;
+    cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, &t->Bbar, &e->c.X, &Mb);
     if (st == CR_OK)
-        st = cr__cmat_op(arena, e->op == 'N' ? 'N' : e->op == 'T' ? 'T' : 'C', &Mb, &t->Abar);
-    if (st != CR_OK)
-        return st;
-    t->f = &e->f;
-    t->p = e->c.p[0];
-    return cr__thunk(arena, lu_thunk_fn, NULL, t, "getrs_pullback_F", out);
+        st = cr__cmat_op(arena, e->op == 'N' ? 'N' : e->op == 'T' ? 'T' : 'C', &Mb, &Ab);
+    if (st == CR_OK)
+        st = lu_grad(arena, &e->f, &Ab, &Fb);
+    return st != CR_OK ? st : cr__cmat_give(arena, e->c.p[0], &Fb, false, out);
 }
 
 /* R -= op(Ȧ) X, Ȧ = P (L̇ U + L U̇) from Ḟ. */
@@ -559,8 +555,8 @@ static cr_status getrs_minus_dMX(cr_arena *arena, const void *env, cr__cmat *dF,
  * 'N', 'T' or 'C' (LAPACK's getrs). Pullback: B̄ = M⁻ᴴ X̄, M̄ = -B̄ Xᴴ, Ā = op⁻¹(M̄), F̄ from
  * Ā; frule: Ẋ = op(A)⁻¹ (Ḃ - op(Ȧ) X). */
 static const solve_ops getrs_ops = {
-    "getrs", "getrs_pullback", sizeof(getrs_env), _Alignof(getrs_env), 0,
-    2,       getrs_forward,    getrs_solve,       getrs_minus_dMX,     getrs_factor_bar};
+    "getrs",     "getrs_pullback", sizeof(getrs_env), _Alignof(getrs_env), 0, 2, getrs_forward,
+    getrs_solve, getrs_minus_dMX,  getrs_factor_bar,  "getrs_pullback_F"};
 SOLVE_RULES(getrs, 4)
 
 /* ---- getri -------------------------------------------------------------------------------- */
@@ -856,30 +852,19 @@ static cr_status potrs_forward(cr_arena *arena, const cr_value *args, size_t nar
         st = cr__rhs_arg(arena, who, args, nargs, 2, F->shape[0], &B);
     if (st != CR_OK)
         return st;
-    *dt = cr__promote((cr_dtype)F->dtype, (cr_dtype)B->dtype);
-    bool cplx = *dt == CR_DT_C128;
-    e->c.vec = B->ndim == 1;
-    for (size_t i = 0; i < 3; i++)
-        e->c.diff[i] = cr__is_diff(&args[i]);
-    st = cr__cmat_from(arena, F, cplx, &e->T);
+    st = solve_setup(arena, &e->c, args, nargs, F, B, dt);
+    if (st == CR_OK)
+        st = cr__cmat_from(arena, F, *dt == CR_DT_C128, &e->T);
     if (st != CR_OK)
         return st;
     cr__cmat_tri(&e->T, e->uplo, false);
-    if (zero_diag(&e->T))
-        return singular(arena, who);
-    st = cr__cmat_from(arena, B, cplx, &e->c.X);
-    return st != CR_OK ? st : potrs_solve(arena, who, e, false, &e->c.X);
+    return zero_diag(&e->T) ? singular(arena, who) : potrs_solve(arena, who, e, false, &e->c.X);
 }
 
-typedef struct potrs_thunk {
-    const potrs_env *e;
-    cr__cmat Bbar;
-} potrs_thunk;
-
 /* Ā = -B̄ Xᴴ; F̄ = upper(U (Ā + Āᴴ)) or lower((Ā + Āᴴ) L). */
-static cr_status potrs_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
+static cr_status potrs_factor_bar(cr_arena *arena, cr_tangent *out, void *env)
 {
-    potrs_thunk *t = env;
+    const solve_thunk *t = env;
     const potrs_env *e = t->e;
     cr__cmat Ab, Fb;
     cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, &t->Bbar, &e->c.X, &Ab);
@@ -898,15 +883,6 @@ static cr_status potrs_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
         return st;
     cr__cmat_tri(&Fb, e->uplo, false);
     return cr__cmat_give(arena, e->c.p[0], &Fb, false, out);
-}
-
-/* F̄ through A = Uᴴ U or L Lᴴ (a thunk). */
-static cr_status potrs_factor_bar(cr_arena *arena, const void *env, const cr__cmat *G,
-                                  cr_tangent *out)
-{
-    CR__ARENA_NEW(arena, potrs_thunk, t);
-    *t = (potrs_thunk){env, *G};
-    return cr__thunk(arena, potrs_thunk_fn, NULL, t, "potrs_pullback_F", out);
 }
 
 /* R -= Ȧ X with Ȧ = U̇ᴴ U + Uᴴ U̇ (or L̇ Lᴴ + L L̇ᴴ). */
@@ -934,8 +910,8 @@ static cr_status potrs_minus_dMX(cr_arena *arena, const void *env, cr__cmat *dT,
  * ('L', the lower triangle), as potrf returns the factor (LAPACK's potrs). Pullback:
  * B̄ = A⁻¹ X̄ (A Hermitian), F̄ through A; frule: Ẋ = A⁻¹ (Ḃ - Ȧ X). */
 static const solve_ops potrs_ops = {
-    "potrs", "potrs_pullback", sizeof(potrs_env), _Alignof(potrs_env), 0,
-    2,       potrs_forward,    potrs_solve,       potrs_minus_dMX,     potrs_factor_bar};
+    "potrs",     "potrs_pullback", sizeof(potrs_env), _Alignof(potrs_env), 0, 2, potrs_forward,
+    potrs_solve, potrs_minus_dMX,  potrs_factor_bar,  "potrs_pullback_F"};
 SOLVE_RULES(potrs, 3)
 
 /* ---- trtrs -------------------------------------------------------------------------------- */
@@ -965,19 +941,15 @@ static cr_status trtrs_forward(cr_arena *arena, const cr_value *args, size_t nar
         st = cr__rhs_arg(arena, who, args, nargs, 4, A->shape[0], &B);
     if (st != CR_OK)
         return st;
-    *dt = cr__promote((cr_dtype)A->dtype, (cr_dtype)B->dtype);
-    bool cplx = *dt == CR_DT_C128;
-    e->c.vec = B->ndim == 1;
-    for (size_t i = 0; i < 5; i++)
-        e->c.diff[i] = cr__is_diff(&args[i]);
-    st = cr__cmat_from(arena, A, cplx, &e->T);
+    st = solve_setup(arena, &e->c, args, nargs, A, B, dt);
+    if (st == CR_OK)
+        st = cr__cmat_from(arena, A, *dt == CR_DT_C128, &e->T);
     if (st != CR_OK)
         return st;
     cr__cmat_tri(&e->T, e->uplo, false);
     for (size_t i = 0; i < e->T.r && e->diag == 'U'; i++)
         cr__cmat_set(&e->T, i, i, 1.0);
-    st = cr__cmat_from(arena, B, cplx, &e->c.X);
-    return st != CR_OK ? st : tri_solve(arena, who, &e->T, e->uplo, e->op, e->diag, &e->c.X);
+    return tri_solve(arena, who, &e->T, e->uplo, e->op, e->diag, &e->c.X);
 }
 
 static cr_status trtrs_solve(cr_arena *arena, const char *who, const void *env, bool adj,
@@ -987,15 +959,10 @@ static cr_status trtrs_solve(cr_arena *arena, const char *who, const void *env, 
     return tri_solve(arena, who, &e->T, e->uplo, adj ? adj_op(e->op, R->cplx) : e->op, e->diag, R);
 }
 
-typedef struct trtrs_thunk {
-    const trtrs_env *e;
-    cr__cmat Bbar;
-} trtrs_thunk;
-
 /* M̄ = -B̄ Xᴴ for M = op(T); Ā = the triangle of op⁻¹(M̄) (strict for a unit diagonal). */
-static cr_status trtrs_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
+static cr_status trtrs_factor_bar(cr_arena *arena, cr_tangent *out, void *env)
 {
-    trtrs_thunk *t = env;
+    const solve_thunk *t = env;
     const trtrs_env *e = t->e;
     cr__cmat Mb, Ab;
     cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, &t->Bbar, &e->c.X, &Mb);
@@ -1005,14 +972,6 @@ static cr_status trtrs_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
         return st;
     cr__cmat_tri(&Ab, e->uplo, e->diag == 'U');
     return cr__cmat_give(arena, e->c.p[0], &Ab, false, out);
-}
-
-static cr_status trtrs_factor_bar(cr_arena *arena, const void *env, const cr__cmat *G,
-                                  cr_tangent *out)
-{
-    CR__ARENA_NEW(arena, trtrs_thunk, t);
-    *t = (trtrs_thunk){env, *G};
-    return cr__thunk(arena, trtrs_thunk_fn, NULL, t, "trtrs_pullback_A", out);
 }
 
 /* R -= op(Ṫ) X, Ṫ the triangle of Ȧ. */
@@ -1029,8 +988,8 @@ static cr_status trtrs_minus_dMX(cr_arena *arena, const void *env, cr__cmat *dT,
  * diag is 'U'), op by trans 'N', 'T' or 'C' (LAPACK's trtrs). Pullback: B̄ = op(T)⁻ᴴ X̄, Ā
  * from -B̄ Xᴴ (a thunk); frule: Ẋ = op(T)⁻¹ (Ḃ - op(Ṫ) X). */
 static const solve_ops trtrs_ops = {
-    "trtrs", "trtrs_pullback", sizeof(trtrs_env), _Alignof(trtrs_env), 0,
-    4,       trtrs_forward,    trtrs_solve,       trtrs_minus_dMX,     trtrs_factor_bar};
+    "trtrs",     "trtrs_pullback", sizeof(trtrs_env), _Alignof(trtrs_env), 0, 4, trtrs_forward,
+    trtrs_solve, trtrs_minus_dMX,  trtrs_factor_bar,  "trtrs_pullback_A"};
 SOLVE_RULES(trtrs, 5)
 
 /* ---- trsyl -------------------------------------------------------------------------------- */
@@ -1334,18 +1293,15 @@ static cr_status sample_getrf(CR__SAMPLE_PARAMS)
 static cr_status sample_lu(CR__SAMPLE_PARAMS)
 {
     size_t n = 2 + cr__rng_below(rng, 3);
-    cr_array *F, *ip;
+    cr_array *F = NULL, *ip = NULL;
     int64_t piv[4];
     for (size_t i = 0; i < n; i++)
         piv[i] = (int64_t)(i + 1 + cr__rng_below(rng, n - i));
     cr_status st = rand_dominant(arena, rng, cr__rng_dtype(rng), n, 1.5, 2.5, &F);
     if (st == CR_OK)
         st = cr__i64_array(arena, n, piv, &ip);
-    if (st != CR_OK)
-        return st;
-    args[0] = cr_value_array(F);
-    args[1] = cr_value_array(ip);
-    if (nargs == 4) {
+    st = cr__sampled(st, args, 2, (cr_array *[]){F, ip});
+    if (st == CR_OK && nargs == 4) {
         st = rand_rhs(arena, rng, (cr_dtype)F->dtype, n, &args[2]);
         args[3] = cr__rand_flag(rng, "NTC");
     }

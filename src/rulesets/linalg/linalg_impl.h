@@ -384,4 +384,15 @@ static inline void cr__wset(cr_array *w, size_t i, cr_complex v)
         ((double *)w->data)[i] = creal(v);
 }
 
+/* ---- Test samplers ----------------------------------------------------------------------------
+ */
+
+/* A sampler's end: args[0..n) = the arrays a[0..n) when st is CR_OK; st. */
+static inline cr_status cr__sampled(cr_status st, cr_value *args, size_t n, cr_array *const *a)
+{
+    for (size_t i = 0; st == CR_OK && i < n; i++)
+        args[i] = cr_value_array(a[i]);
+    return st;
+}
+
 #endif /* CR_LINALG_IMPL_H */

@@ -1209,7 +1209,7 @@ static cr_status sample_matmul(CR__SAMPLE_PARAMS)
 static cr_status sample_dot(CR__SAMPLE_PARAMS)
 {
     cr_dtype dx = cr__rng_dtype(rng), dy = cr__rng_below(rng, 2) ? dx : cr__rng_dtype(rng);
-    cr_array *x, *y, *A;
+    cr_array *x = NULL, *y = NULL, *A = NULL;
     size_t m = 3, n = 4, s2[2] = {2, 3};
     cr_status st;
     if (nargs == 2) {
@@ -1217,23 +1217,14 @@ static cr_status sample_dot(CR__SAMPLE_PARAMS)
         st = cr__rand_array(arena, rng, dx, mat ? 2 : 1, mat ? s2 : &n, -1.5, 1.5, &x);
         if (st == CR_OK)
             st = cr__rand_array(arena, rng, dy, mat ? 2 : 1, mat ? s2 : &n, -1.5, 1.5, &y);
-        if (st != CR_OK)
-            return st;
-        args[0] = cr_value_array(x);
-        args[1] = cr_value_array(y);
-        return CR_OK;
+        return cr__sampled(st, args, 2, (cr_array *[]){x, y});
     }
     st = cr__rand_array(arena, rng, dx, 1, &m, -1.5, 1.5, &x);
     if (st == CR_OK)
         st = rand_mat(arena, rng, cr__rng_dtype(rng), 2, m, n, &A);
     if (st == CR_OK)
         st = cr__rand_array(arena, rng, dy, 1, &n, -1.5, 1.5, &y);
-    if (st != CR_OK)
-        return st;
-    args[0] = cr_value_array(x);
-    args[1] = cr_value_array(A);
-    args[2] = cr_value_array(y);
-    return CR_OK;
+    return cr__sampled(st, args, 3, (cr_array *[]){x, A, y});
 }
 
 static cr_status sample_square(CR__SAMPLE_PARAMS)
@@ -1261,17 +1252,13 @@ static cr_status sample_bilinear(CR__SAMPLE_PARAMS)
     bool cross = env != NULL;
     size_t s1[2] = {2, 3}, s2[2] = {3, 2}, n3 = 3;
     bool vec = cross || cr__rng_below(rng, 3) == 0;
-    cr_array *A, *B;
+    cr_array *A = NULL, *B = NULL;
     cr_status st =
         cr__rand_array(arena, rng, cr__rng_dtype(rng), vec ? 1 : 2, vec ? &n3 : s1, -1.5, 1.5, &A);
     if (st == CR_OK)
         st = cr__rand_array(arena, rng, cr__rng_dtype(rng), vec ? 1 : 2, vec ? &n3 : s2, -1.5, 1.5,
                             &B);
-    if (st != CR_OK)
-        return st;
-    args[0] = cr_value_array(A);
-    args[1] = cr_value_array(B);
-    return CR_OK;
+    return cr__sampled(st, args, 2, (cr_array *[]){A, B});
 }
 
 /* A square matrix (Symmetric, Hermitian, Diagonal), or a vector (Diagonal). */

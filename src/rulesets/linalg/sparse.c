@@ -702,6 +702,101 @@ static void spmm(const spm *s, const cr_array *val, bool tr, bool cj, const cr_a
         }
 }
 
+/* The optional trans flag of sparse_mul and sparse_rmul (argument 3): 'N', 'T' or 'C' (lower
+ * case accepted), 'N' when absent. */
+static cr_status sp_trans(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                          char *trans)
+{
+    *trans = 'N';
+    if (nargs < 3)
+        return CR_OK;
+    int64_t t;
+    cr_status st = cr__int_arg(arena, who, &args[2], &t);
+    if (st != CR_OK)
+        return st;
+    if (t >= 'a' && t <= 'z')
+        t -= 'a' - 'A';
+    if (t != 'N' && t != 'T' && t != 'C')
+        return CR__FAIL(arena, CR_EINVAL, "%s: trans must be 'N', 'T' or 'C'", who);
+    *trans = (char)t;
+    return CR_OK;
+}
+
+/* *dt the dtype of the product of s and the dense B, *wdt its work dtype; s's values converted
+ * to it. */
+static cr_status sp_work(cr_arena *arena, spm *s, const cr_array *B, cr_dtype *dt, cr_dtype *wdt)
+{
+    *dt = cr__promote(s->dt, (cr_dtype)B->dtype);
+    *wdt = cr__work(*dt);
+    if (*wdt == cr__work(s->dt))
+        return CR_OK;
+    const cr_array *v;
+    cr_status st = cr__dense(arena, &s->S->nzval, *wdt, &v);
+    if (st == CR_OK)
+        s->val = v;
+    return st;
+}
+
+/* The cotangent of the stored values of s from a product's: S̄[p] = Σ_c x(X[a, c]) y(Y[b, c])
+ * for the entry (i, j) stored at p, (a, b) = (i, j), or (j, i) when swap; x and y conjugate
+ * when cx and cy. X and Y are row-major work arrays (dtype wdt) of nc columns. */
+static cr_status sp_pattern_bar(cr_arena *arena, const spm *s, cr_dtype wdt, const cr_array *X,
+                                bool cx, const cr_array *Y, bool cy, bool swap, size_t nc,
+                                cr_array **out)
+{
+    cr_status st = cr__new(arena, wdt, 1, &s->nnz, false, out);
+    if (st != CR_OK)
+        return st;
+    for (size_t j = 0; j < s->n; j++)
+        for (int64_t p = s->colptr[j]; p < s->colptr[j + 1]; p++) {
+            size_t i = (size_t)s->rowval[p], a = swap ? j : i, b = swap ? i : j;
+            if (wdt == CR_DT_F64) { /* real: no conjugates */
+                const double *u = (const double *)X->data + a * nc,
+                             *w = (const double *)Y->data + b * nc;
+                double acc = 0;
+                for (size_t c = 0; c < nc; c++)
+                    acc += u[c] * w[c];
+                ((double *)(*out)->data)[p] = acc;
+                continue;
+            }
+            cr_complex acc = 0;
+            for (size_t c = 0; c < nc; c++) {
+                cr_complex x = cr__wget(X, a * nc + c), y = cr__wget(Y, b * nc + c);
+                acc += (cx ? conj(x) : x) * (cy ? conj(y) : y);
+            }
+            cr__wset(*out, (size_t)p, acc);
+        }
+    return CR_OK;
+}
+
+/* The end of the rrule of sparse_mul or sparse_rmul whose forward pass returned st: unless
+ * only the primal is asked, the projectors of the sparse argument s (into *pS) and of B
+ * (args[ib], into *pB), the arguments' nondiff mask *nd and *pb = pbv. */
+static cr_status sp_mul_end(cr_arena *arena, cr_status st, const void *udata, const cr_value *args,
+                            size_t nargs, const spm *s, cr_project **pS, size_t ib, cr_project **pB,
+                            uint32_t *nd, cr_pullback pbv, cr_pullback *pb)
+{
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
+    if ((st = sp_projector(arena, s, pS)) != CR_OK ||
+        (st = cr_project_new(arena, &args[ib], pB)) != CR_OK)
+        return st;
+    *nd = cr__nondiff_mask(args, nargs, sparse_perturbable);
+    *pb = pbv;
+    return CR_OK;
+}
+
+/* NAME_rrule: the forward pass FWD into a new ENV `e`, then sp_mul_end with B at argument IB
+ * and the pullback PB; the function value cr_fn_NAME. */
+#define SP_MUL_RULE(NAME, ENV, FWD, IB, PB)                                                  \
+    static cr_status NAME##_rrule(CR__RRULE_PARAMS)                                          \
+    {                                                                                        \
+        CR__ARENA_ZNEW(arena, ENV, e);                                                       \
+        return sp_mul_end(arena, FWD, udata, args, nargs, &e->s, &e->pS, IB, &e->pB, &e->nd, \
+                          (cr_pullback){PB, e, #NAME "_pullback", nargs + 1}, pb);           \
+    }                                                                                        \
+    CR__ARRAY_FN(NAME, #NAME, -1)
+
 typedef struct mul_env {
     spm s;
     char trans;
@@ -724,16 +819,8 @@ static cr_status mul_forward(cr_arena *arena, const cr_value *args, size_t nargs
         st = sp_read(arena, who, &args[0], &e->s);
     if (st == CR_OK)
         st = cr__array_arg(arena, who, args, nargs, 1, &e->Bv);
-    e->trans = 'N';
-    if (st == CR_OK && nargs == 3) {
-        int64_t t;
-        st = cr__int_arg(arena, who, &args[2], &t);
-        if (st == CR_OK && t >= 'a' && t <= 'z')
-            t -= 'a' - 'A';
-        if (st == CR_OK && t != 'N' && t != 'T' && t != 'C')
-            st = CR__FAIL(arena, CR_EINVAL, "sparse_mul: trans must be 'N', 'T' or 'C'");
-        e->trans = (char)t;
-    }
+    if (st == CR_OK)
+        st = sp_trans(arena, who, args, nargs, &e->trans);
     if (st != CR_OK)
         return st;
     const cr_array *B = e->Bv;
@@ -748,15 +835,9 @@ static cr_status mul_forward(cr_arena *arena, const cr_value *args, size_t nargs
     e->yndim = B->ndim;
     e->yshape[0] = rows;
     e->yshape[1] = e->nc;
-    cr_dtype dt = cr__promote(e->s.dt, (cr_dtype)B->dtype);
-    e->wdt = cr__work(dt);
-    if (e->wdt != cr__work(e->s.dt)) {
-        const cr_array *v;
-        if ((st = cr__dense(arena, &e->s.S->nzval, e->wdt, &v)) != CR_OK)
-            return st;
-        e->s.val = v;
-    }
-    if ((st = cr__dense(arena, B, e->wdt, &e->B)) != CR_OK)
+    cr_dtype dt;
+    if ((st = sp_work(arena, &e->s, B, &dt, &e->wdt)) != CR_OK ||
+        (st = cr__dense(arena, B, e->wdt, &e->B)) != CR_OK)
         return st;
     cr_array *Y, *o;
     if ((st = cr__new(arena, e->wdt, e->yndim, e->yshape, true, &Y)) != CR_OK)
@@ -788,60 +869,17 @@ static cr_status mul_pullback_body(CR__PULLBACK_PARAMS)
         if ((st = cr__give(arena, e->pB, Bb, &dx[2])) != CR_OK)
             return st;
     }
+    /* 'N' Ȳ[i,c] conj(B[j,c]), 'T' conj(B[i,c]) Ȳ[j,c], 'C' B[i,c] conj(Ȳ[j,c]) */
+    bool n = e->trans == 'N';
     cr_array *Sb;
-    if ((st = cr__new(arena, e->wdt, 1, &e->s.nnz, false, &Sb)) != CR_OK)
-        return st;
-    if (e->wdt == CR_DT_F64) {
-        /* real: S̄(i, j) = Σ_c Ȳ[i,c] B[j,c] ('N') or B[i,c] Ȳ[j,c] ('T', 'C') */
-        const double *gp = G->data, *bp = e->B->data;
-        double *sp = Sb->data;
-        for (size_t j = 0; j < e->s.n; j++)
-            for (int64_t p = e->s.colptr[j]; p < e->s.colptr[j + 1]; p++) {
-                size_t i = (size_t)e->s.rowval[p];
-                const double *u = (e->trans == 'N' ? gp : bp) + i * e->nc,
-                             *w = (e->trans == 'N' ? bp : gp) + j * e->nc;
-                double acc = 0;
-                for (size_t c = 0; c < e->nc; c++)
-                    acc += u[c] * w[c];
-                sp[p] = acc;
-            }
-        return sp_give(arena, e->pS, Sb, &dx[1]);
-    }
-    for (size_t j = 0; j < e->s.n; j++)
-        for (int64_t p = e->s.colptr[j]; p < e->s.colptr[j + 1]; p++) {
-            size_t i = (size_t)e->s.rowval[p];
-            cr_complex acc = 0;
-            for (size_t c = 0; c < e->nc; c++) {
-                if (e->trans == 'N')
-                    acc += cr__wget(G, i * e->nc + c) * conj(cr__wget(e->B, j * e->nc + c));
-                else if (e->trans == 'T')
-                    acc += conj(cr__wget(e->B, i * e->nc + c)) * cr__wget(G, j * e->nc + c);
-                else
-                    acc += cr__wget(e->B, i * e->nc + c) * conj(cr__wget(G, j * e->nc + c));
-            }
-            cr__wset(Sb, (size_t)p, acc);
-        }
-    return sp_give(arena, e->pS, Sb, &dx[1]);
+    st = sp_pattern_bar(arena, &e->s, e->wdt, n ? G : e->B, e->trans == 'T', n ? e->B : G,
+                        e->trans != 'T', false, e->nc, &Sb);
+    return st != CR_OK ? st : sp_give(arena, e->pS, Sb, &dx[1]);
 }
 
 CR__MASKED_PULLBACK(mul, mul_env)
 
-static cr_status sparse_mul_rrule(CR__RRULE_PARAMS)
-{
-    CR__ARENA_ZNEW(arena, mul_env, e);
-    cr_status st = mul_forward(arena, args, nargs, e, y, NULL);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    st = sp_projector(arena, &e->s, &e->pS);
-    if (st == CR_OK)
-        st = cr_project_new(arena, &args[1], &e->pB);
-    if (st != CR_OK)
-        return st;
-    e->nd = cr__nondiff_mask(args, nargs, sparse_perturbable);
-    *pb = (cr_pullback){mul_pullback, e, "sparse_mul_pullback", nargs + 1};
-    return CR_OK;
-}
-CR__ARRAY_FN(sparse_mul, "sparse_mul", -1)
+SP_MUL_RULE(sparse_mul, mul_env, mul_forward(arena, args, nargs, e, y, NULL), 1, mul_pullback)
 
 /* frule: Ẏ = op(Ṡ) B + op(S) Ḃ. */
 static cr_status sparse_mul_frule(CR__FRULE_PARAMS)
@@ -880,8 +918,9 @@ static cr_status sparse_mul_frule(CR__FRULE_PARAMS)
 
 /* Y = B M with M = op(S) is Yᵀ = Mᵀ Bᵀ: spmm on Bᵀ with Mᵀ = Sᵀ ('N'), S ('T'), conj(S) ('C'). */
 
-/* A new row-major work array: the transpose of the r x c row-major work array X. */
-static cr_status transpose_of(cr_arena *arena, const cr_array *X, size_t r, size_t c,
+/* A new row-major work array: the transpose of the r x c row-major work array X (1-d, of r
+ * elements, when vec: c is 1). */
+static cr_status transpose_of(cr_arena *arena, const cr_array *X, size_t r, size_t c, bool vec,
                               cr_array **out)
 {
     size_t shape[2] = {c, r};
@@ -891,6 +930,11 @@ static cr_status transpose_of(cr_arena *arena, const cr_array *X, size_t r, size
     for (size_t i = 0; i < r; i++)
         for (size_t j = 0; j < c; j++)
             cr__wset(*out, j * r + i, cr__wget(X, i * c + j));
+    if (vec) {
+        (*out)->ndim = 1;
+        (*out)->shape[0] = r;
+        (*out)->strides[0] = 1;
+    }
     return CR_OK;
 }
 
@@ -915,16 +959,8 @@ static cr_status rmul_forward(cr_arena *arena, const cr_value *args, size_t narg
         st = cr__array_arg(arena, who, args, nargs, 0, &B);
     if (st == CR_OK)
         st = sp_read(arena, who, &args[1], &e->s);
-    e->trans = 'N';
-    if (st == CR_OK && nargs == 3) {
-        int64_t t;
-        st = cr__int_arg(arena, who, &args[2], &t);
-        if (st == CR_OK && t >= 'a' && t <= 'z')
-            t -= 'a' - 'A';
-        if (st == CR_OK && t != 'N' && t != 'T' && t != 'C')
-            st = CR__FAIL(arena, CR_EINVAL, "sparse_rmul: trans must be 'N', 'T' or 'C'");
-        e->trans = (char)t;
-    }
+    if (st == CR_OK)
+        st = sp_trans(arena, who, args, nargs, &e->trans);
     if (st != CR_OK)
         return st;
     if (!cr_dtype_is_float((cr_dtype)B->dtype) || B->ndim < 1 || B->ndim > 2)
@@ -938,18 +974,12 @@ static cr_status rmul_forward(cr_arena *arena, const cr_value *args, size_t narg
     if (bp != e->p)
         return CR__FAIL(arena, CR_ESHAPE, "sparse_rmul: B has %zu columns, op(S) has %zu rows", bp,
                         e->p);
-    cr_dtype dt = cr__promote(e->s.dt, (cr_dtype)B->dtype);
-    e->wdt = cr__work(dt);
-    if (e->wdt != cr__work(e->s.dt)) {
-        const cr_array *v;
-        if ((st = cr__dense(arena, &e->s.S->nzval, e->wdt, &v)) != CR_OK)
-            return st;
-        e->s.val = v;
-    }
+    cr_dtype dt;
     const cr_array *Bw;
     cr_array *Bt, *Zt, *Y, *o;
-    if ((st = cr__dense(arena, B, e->wdt, &Bw)) != CR_OK ||
-        (st = transpose_of(arena, Bw, e->r, e->p, &Bt)) != CR_OK)
+    if ((st = sp_work(arena, &e->s, B, &dt, &e->wdt)) != CR_OK ||
+        (st = cr__dense(arena, B, e->wdt, &Bw)) != CR_OK ||
+        (st = transpose_of(arena, Bw, e->r, e->p, false, &Bt)) != CR_OK)
         return st;
     e->Bt = Bt;
     size_t zs[2] = {e->q, e->r};
@@ -957,13 +987,8 @@ static cr_status rmul_forward(cr_arena *arena, const cr_value *args, size_t narg
         return st;
     /* Mᵀ: 'N' Sᵀ, 'T' S, 'C' conj(S) */
     spmm(&e->s, e->s.val, e->trans == 'N', e->trans == 'C', Bt, e->r, Zt);
-    if ((st = transpose_of(arena, Zt, e->q, e->r, &Y)) != CR_OK)
+    if ((st = transpose_of(arena, Zt, e->q, e->r, e->vec, &Y)) != CR_OK)
         return st;
-    if (e->vec) {
-        Y->ndim = 1;
-        Y->shape[0] = e->q;
-        Y->strides[0] = 1;
-    }
     if ((st = cr__cast(arena, Y, dt, &o)) != CR_OK)
         return st;
     *y = cr_value_array(o);
@@ -982,59 +1007,28 @@ static cr_status rmul_pullback_body(CR__PULLBACK_PARAMS)
     if (st != CR_OK || G == NULL)
         return st;
     cr_array *Gt, *Bbt, *Bb;
-    if ((st = transpose_of(arena, G, e->r, e->q, &Gt)) != CR_OK)
+    if ((st = transpose_of(arena, G, e->r, e->q, false, &Gt)) != CR_OK)
         return st;
     size_t bs[2] = {e->p, e->r};
     if ((st = cr__new(arena, e->wdt, 2, bs, true, &Bbt)) != CR_OK)
         return st;
     /* conj(M): 'N' conj(S), 'T' conj(Sᵀ), 'C' Sᵀ */
     spmm(&e->s, e->s.val, e->trans != 'N', e->trans != 'C', Gt, e->r, Bbt);
-    if ((st = transpose_of(arena, Bbt, e->p, e->r, &Bb)) != CR_OK)
+    if ((st = transpose_of(arena, Bbt, e->p, e->r, e->vec, &Bb)) != CR_OK)
         return st;
-    if (e->vec) {
-        Bb->ndim = 1;
-        Bb->shape[0] = e->p;
-        Bb->strides[0] = 1;
-    }
     if ((st = cr__give(arena, e->pB, Bb, &dx[1])) != CR_OK)
         return st;
+    /* B[c, k] is Bt[k, c]; Ȳ[c, k] is Gt[k, c]: 'N' conj(Bt[i,c]) Gt[j,c], 'T' conj(Bt[j,c])
+     * Gt[i,c], 'C' Bt[j,c] conj(Gt[i,c]) */
     cr_array *Sb;
-    if ((st = cr__new(arena, e->wdt, 1, &e->s.nnz, false, &Sb)) != CR_OK)
-        return st;
-    /* B[c, k] is Bt[k, c]; Ȳ[c, k] is Gt[k, c] */
-    for (size_t j = 0; j < e->s.n; j++)
-        for (int64_t pp = e->s.colptr[j]; pp < e->s.colptr[j + 1]; pp++) {
-            size_t i = (size_t)e->s.rowval[pp];
-            cr_complex acc = 0;
-            for (size_t c = 0; c < e->r; c++) {
-                if (e->trans == 'N')
-                    acc += conj(cr__wget(e->Bt, i * e->r + c)) * cr__wget(Gt, j * e->r + c);
-                else if (e->trans == 'T')
-                    acc += conj(cr__wget(e->Bt, j * e->r + c)) * cr__wget(Gt, i * e->r + c);
-                else
-                    acc += cr__wget(e->Bt, j * e->r + c) * conj(cr__wget(Gt, i * e->r + c));
-            }
-            cr__wset(Sb, (size_t)pp, acc);
-        }
-    return sp_give(arena, e->pS, Sb, &dx[2]);
+    st = sp_pattern_bar(arena, &e->s, e->wdt, e->Bt, e->trans != 'C', Gt, e->trans == 'C',
+                        e->trans != 'N', e->r, &Sb);
+    return st != CR_OK ? st : sp_give(arena, e->pS, Sb, &dx[2]);
 }
 
 CR__MASKED_PULLBACK(rmul, rmul_env)
 
-static cr_status sparse_rmul_rrule(CR__RRULE_PARAMS)
-{
-    CR__ARENA_ZNEW(arena, rmul_env, e);
-    cr_status st = rmul_forward(arena, args, nargs, e, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    if ((st = sp_projector(arena, &e->s, &e->pS)) != CR_OK ||
-        (st = cr_project_new(arena, &args[0], &e->pB)) != CR_OK)
-        return st;
-    e->nd = cr__nondiff_mask(args, nargs, sparse_perturbable);
-    *pb = (cr_pullback){rmul_pullback, e, "sparse_rmul_pullback", nargs + 1};
-    return CR_OK;
-}
-CR__ARRAY_FN(sparse_rmul, "sparse_rmul", -1)
+SP_MUL_RULE(sparse_rmul, rmul_env, rmul_forward(arena, args, nargs, e, y), 0, rmul_pullback)
 
 /* frule: Ẏ = Ḃ op(S) + B op(Ṡ), each as its transpose through spmm. */
 static cr_status sparse_rmul_frule(CR__FRULE_PARAMS)
@@ -1058,7 +1052,7 @@ static cr_status sparse_rmul_frule(CR__FRULE_PARAMS)
     bool tr = e.trans == 'N', cj = e.trans == 'C';
     if (dB != NULL) {
         cr_array *dBt;
-        if ((st = transpose_of(arena, dB, e.r, e.p, &dBt)) != CR_OK)
+        if ((st = transpose_of(arena, dB, e.r, e.p, false, &dBt)) != CR_OK)
             return st;
         spmm(&e.s, e.s.val, tr, cj, dBt, e.r, Zt);
     }
@@ -1068,13 +1062,8 @@ static cr_status sparse_rmul_frule(CR__FRULE_PARAMS)
             return st;
         spmm(&e.s, v, tr, cj, e.Bt, e.r, Zt);
     }
-    if ((st = transpose_of(arena, Zt, e.q, e.r, &Y)) != CR_OK)
+    if ((st = transpose_of(arena, Zt, e.q, e.r, e.vec, &Y)) != CR_OK)
         return st;
-    if (e.vec) {
-        Y->ndim = 1;
-        Y->shape[0] = e.q;
-        Y->strides[0] = 1;
-    }
     st = cr__cast(arena, Y, (cr_dtype)y->u.arr->dtype, &o);
     if (st == CR_OK)
         *dy = cr_tangent_array(o);
@@ -1261,22 +1250,18 @@ static cr_status sample_sparse(CR__SAMPLE_PARAMS)
             Ir[k] = (int64_t)cr__rng_below(rng, m);
             Jc[k] = (int64_t)cr__rng_below(rng, n);
         }
-        cr_array *Ia, *Ja, *V;
+        cr_array *Ia = NULL, *Ja = NULL, *V = NULL;
         st = cr__i64_array(arena, K, Ir, &Ia);
         if (st == CR_OK)
             st = cr__i64_array(arena, K, Jc, &Ja);
         if (st == CR_OK)
             st = cr__rand_array(arena, rng, dt, 1, &K, -2, 2, &V);
-        if (st != CR_OK)
-            return st;
-        args[0] = cr_value_array(Ia);
-        args[1] = cr_value_array(Ja);
-        args[2] = cr_value_array(V);
-        if (nargs == 5) {
+        st = cr__sampled(st, args, 3, (cr_array *[]){Ia, Ja, V});
+        if (st == CR_OK && nargs == 5) {
             args[3] = cr_value_i64((int64_t)m);
             args[4] = cr_value_i64((int64_t)n + (int64_t)cr__rng_below(rng, 2));
         }
-        return CR_OK;
+        return st;
     }
     case SS_SPDIAGM: {
         size_t K = cr__rng_below(rng, 5);
@@ -1300,12 +1285,9 @@ static cr_status sample_sparse(CR__SAMPLE_PARAMS)
         cr_array *B;
         st = cr__rand_array(arena, rng, cr__rng_dtype(rng), 1 + cr__rng_below(rng, 2), shape, -2, 2,
                             &B);
-        if (st != CR_OK)
-            return st;
-        args[1] = cr_value_array(B);
-        if (nargs == 3)
+        if (st == CR_OK && nargs == 3)
             args[2] = cr_value_i64(t);
-        return CR_OK;
+        return cr__sampled(st, args + 1, 1, &B);
     }
     case SS_RMUL: {
         size_t m = cr__rng_below(rng, 5), n = cr__rng_below(rng, 5);
@@ -1318,12 +1300,9 @@ static cr_status sample_sparse(CR__SAMPLE_PARAMS)
             shape[0] = shape[1];
         cr_array *B;
         st = cr__rand_array(arena, rng, cr__rng_dtype(rng), nd, shape, -2, 2, &B);
-        if (st != CR_OK)
-            return st;
-        args[0] = cr_value_array(B);
-        if (nargs == 3)
+        if (st == CR_OK && nargs == 3)
             args[2] = cr_value_i64(t);
-        return CR_OK;
+        return cr__sampled(st, args, 1, &B);
     }
     case SS_DET:
     case SS_LOGDET:

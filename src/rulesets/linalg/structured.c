@@ -425,9 +425,7 @@ static cr_status matrix_pullback(CR__PULLBACK_PARAMS)
 static cr_status matrix_rrule(CR__RRULE_PARAMS)
 {
     const cr_array *A;
-    cr_status st = cr__nargs(arena, "Matrix", nargs, 1, 1);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, "Matrix", args, nargs, 0, &A);
+    cr_status st = cr__array_arg1(arena, "Matrix", args, nargs, &A);
     if (st != CR_OK)
         return st;
     if (A->ndim != 2 || !cr_dtype_is_float((cr_dtype)A->dtype))
