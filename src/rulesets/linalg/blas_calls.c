@@ -50,15 +50,14 @@ cr_status cr__rhs_arg(cr_arena *arena, const char *who, const cr_value *args, si
                       size_t i, size_t n, const cr_array **B)
 {
     cr_status st = cr__array_arg(arena, who, args, nargs, i, B);
-    if (st != CR_OK)
-        return st;
-    const cr_array *b = *B;
-    if ((b->ndim != 1 && b->ndim != 2) || b->shape[0] != n ||
-        !cr_dtype_is_float((cr_dtype)b->dtype) || (b->ndim == 2 && b->shape[1] > INT32_MAX))
-        return CR__FAIL(arena, CR_ESHAPE,
-                        "%s: argument %zu must be a float vector or matrix with %zu row%s", who,
-                        i + 1, n, CR__S(n));
-    return CR_OK;
+    const cr_array *b = st == CR_OK ? *B : NULL;
+    if (b != NULL &&
+        ((b->ndim != 1 && b->ndim != 2) || b->shape[0] != n ||
+         !cr_dtype_is_float((cr_dtype)b->dtype) || (b->ndim == 2 && b->shape[1] > INT32_MAX)))
+        st = CR__FAIL(arena, CR_ESHAPE,
+                      "%s: argument %zu must be a float vector or matrix with %zu row%s", who,
+                      i + 1, n, CR__S(n));
+    return st;
 }
 
 /* NoTangent for every cotangent, then ZeroTangent for the perturbable arguments: what a
@@ -232,15 +231,10 @@ static cr_status gemv_A_add(cr_arena *arena, cr_array *dest, void *env)
     return st != CR_OK ? st : cr__add_into(arena, dest, v);
 }
 
-typedef struct gemv_x_thunk {
-    const gemv_env *e;
-    cr__cmat g;
-} gemv_x_thunk;
-
 /* x̄ = conj(α) op(A)ᴴ ȳ; op(A)ᴴ is Aᴴ ('N'), conj(A) ('T') or A ('C'). */
 static cr_status gemv_x_fn(cr_arena *arena, cr_tangent *out, void *env)
 {
-    gemv_x_thunk *t = env;
+    const cr__pb_thunk *t = env;
     const gemv_env *e = t->e;
     cr__cmat r, g;
     cr_status st;
@@ -259,6 +253,17 @@ static cr_status gemv_x_fn(cr_arena *arena, cr_tangent *out, void *env)
     return st != CR_OK ? st : cr__cmat_give(arena, e->p[3], &r, true, out);
 }
 
+/* The cotangent of a scalar factor s of the term s v of the output (v and ȳ = g columns):
+ * ⟨v, g⟩, projected by p. */
+static cr_status factor_cot(cr_arena *arena, const cr_project *p, cr_dtype wdt, const cr__cmat *v,
+                            const cr__cmat *g, cr_tangent *out)
+{
+    cr_complex a = 0;
+    for (size_t i = 0; i < v->r; i++)
+        a += conj(cr__cmat_get(v, i, 0)) * cr__cmat_get(g, i, 0);
+    return cr_project_apply(arena, p, cr__scalar_tangent(wdt, a), out);
+}
+
 /* ᾱ = <op(A) x, ȳ>, Ā (InplaceableThunk), x̄ (thunk), β̄ = <y, ȳ>, ȳ_y = conj(β) ȳ. */
 static cr_status gemv_pullback(CR__PULLBACK_PARAMS)
 {
@@ -272,14 +277,8 @@ static cr_status gemv_pullback(CR__PULLBACK_PARAMS)
     cr__zero_cotangents(e->diff, dx, nx);
     if (g.p == NULL)
         return CR_OK;
-    if (e->diff[1]) {
-        cr_complex a = 0;
-        for (size_t i = 0; i < rows; i++)
-            a += conj(cr__cmat_get(&e->Ax, i, 0)) * cr__cmat_get(&g, i, 0);
-        st = cr_project_apply(arena, e->p[1], cr__scalar_tangent(wdt, a), &dx[2]);
-        if (st != CR_OK)
-            return st;
-    }
+    if (e->diff[1] && (st = factor_cot(arena, e->p[1], wdt, &e->Ax, &g, &dx[2])) != CR_OK)
+        return st;
     if (e->diff[2]) {
         CR__ARENA_NEW(arena, gemv_rank1, ta);
         ta->e = e;
@@ -308,22 +307,14 @@ static cr_status gemv_pullback(CR__PULLBACK_PARAMS)
             return st;
     }
     if (e->diff[3]) {
-        CR__ARENA_NEW(arena, gemv_x_thunk, tx);
-        *tx = (gemv_x_thunk){e, g};
-        st = cr__thunk(arena, gemv_x_fn, NULL, tx, "gemv_pullback_x", &dx[4]);
+        st = cr__pb_thunk_new(arena, gemv_x_fn, NULL, e, &g, 0, "gemv_pullback_x", &dx[4]);
         if (st != CR_OK)
             return st;
     }
     if (!e->with_y)
         return CR_OK;
-    if (e->diff[4]) {
-        cr_complex b = 0;
-        for (size_t i = 0; i < rows; i++)
-            b += conj(cr__cmat_get(&e->y, i, 0)) * cr__cmat_get(&g, i, 0);
-        st = cr_project_apply(arena, e->p[4], cr__scalar_tangent(wdt, b), &dx[5]);
-        if (st != CR_OK)
-            return st;
-    }
+    if (e->diff[4] && (st = factor_cot(arena, e->p[4], wdt, &e->y, &g, &dx[5])) != CR_OK)
+        return st;
     if (e->diff[5]) {
         /* g is shared with the thunks: scale a copy. */
         cr__cmat r;

@@ -392,16 +392,11 @@ struct solve_ops {
     cr_status (*solve)(cr_arena *arena, const char *who, const void *env, bool adj, cr__cmat *R);
     /* R := R - Ṁ X from the factor's tangent dF (which may be overwritten). */
     cr_status (*minus_dMX)(cr_arena *arena, const void *env, cr__cmat *dF, cr__cmat *R);
-    /* The factor's cotangent from B̄: the function of a thunk of a solve_thunk, and its name. */
+    /* The factor's cotangent from B̄: the function of a thunk of a cr__pb_thunk (the env, B̄ its
+     * g), and its name. */
     cr_thunk_fn factor_bar;
     const char *factor_name;
 };
-
-/* The thunk of the factor's cotangent: the env and B̄. */
-typedef struct solve_thunk {
-    const void *e;
-    cr__cmat Bbar;
-} solve_thunk;
 
 static cr_status solve_pullback(CR__PULLBACK_PARAMS)
 {
@@ -418,9 +413,8 @@ static cr_status solve_pullback(CR__PULLBACK_PARAMS)
         st = cr__cmat_give(arena, c->p[ops->ib], &G, c->vec, &dx[ops->ib + 1]);
     if (st != CR_OK || !c->diff[ops->ifac])
         return st;
-    CR__ARENA_NEW(arena, solve_thunk, t);
-    *t = (solve_thunk){env, G};
-    return cr__thunk(arena, ops->factor_bar, NULL, t, ops->factor_name, &dx[ops->ifac + 1]);
+    return cr__pb_thunk_new(arena, ops->factor_bar, NULL, env, &G, 0, ops->factor_name,
+                            &dx[ops->ifac + 1]);
 }
 
 /* The common part of a solve's forward pass once its arguments F (the factor) and B are read:
@@ -529,10 +523,10 @@ static cr_status getrs_solve(cr_arena *arena, const char *who, const void *env, 
 /* M = op(A): M̄ = -B̄ Xᴴ, Ā = op⁻¹(M̄), F̄ from Ā (lu_grad), projected. */
 static cr_status getrs_factor_bar(cr_arena *arena, cr_tangent *out, void *env)
 {
-    const solve_thunk *t = env;
+    const cr__pb_thunk *t = env;
     const getrs_env *e = t->e;
     cr__cmat Mb, Ab, Fb;
-    cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, &t->Bbar, &e->c.X, &Mb);
+    cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, &t->g, &e->c.X, &Mb);
     if (st == CR_OK)
         st = cr__cmat_op(arena, e->op == 'N' ? 'N' : e->op == 'T' ? 'T' : 'C', &Mb, &Ab);
     if (st == CR_OK)
@@ -864,10 +858,10 @@ static cr_status potrs_forward(cr_arena *arena, const cr_value *args, size_t nar
 /* Ā = -B̄ Xᴴ; F̄ = upper(U (Ā + Āᴴ)) or lower((Ā + Āᴴ) L). */
 static cr_status potrs_factor_bar(cr_arena *arena, cr_tangent *out, void *env)
 {
-    const solve_thunk *t = env;
+    const cr__pb_thunk *t = env;
     const potrs_env *e = t->e;
     cr__cmat Ab, Fb;
-    cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, &t->Bbar, &e->c.X, &Ab);
+    cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, &t->g, &e->c.X, &Ab);
     if (st != CR_OK)
         return st;
     size_t n = Ab.r;
@@ -962,10 +956,10 @@ static cr_status trtrs_solve(cr_arena *arena, const char *who, const void *env, 
 /* M̄ = -B̄ Xᴴ for M = op(T); Ā = the triangle of op⁻¹(M̄) (strict for a unit diagonal). */
 static cr_status trtrs_factor_bar(cr_arena *arena, cr_tangent *out, void *env)
 {
-    const solve_thunk *t = env;
+    const cr__pb_thunk *t = env;
     const trtrs_env *e = t->e;
     cr__cmat Mb, Ab;
-    cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, &t->Bbar, &e->c.X, &Mb);
+    cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, &t->g, &e->c.X, &Mb);
     if (st == CR_OK)
         st = cr__cmat_op(arena, e->op, &Mb, &Ab);
     if (st != CR_OK)

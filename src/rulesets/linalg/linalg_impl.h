@@ -395,4 +395,26 @@ static inline cr_status cr__sampled(cr_status st, cr_value *args, size_t n, cr_a
     return st;
 }
 
+/* ---- Thunks of pullbacks ----------------------------------------------------------------------
+ */
+
+/* The environment of a thunk a pullback makes: the pullback's environment e and the output
+ * cotangent, a work matrix g or a number s. */
+typedef struct cr__pb_thunk {
+    const void *e;
+    cr__cmat g;
+    cr_complex s;
+} cr__pb_thunk;
+
+/* *out = the thunk (fn, add) named name of a new cr__pb_thunk {e, *g (zeros when g is NULL),
+ * s}. */
+static inline cr_status cr__pb_thunk_new(cr_arena *arena, cr_thunk_fn fn, cr_thunk_add_fn add,
+                                         const void *e, const cr__cmat *g, cr_complex s,
+                                         const char *name, cr_tangent *out)
+{
+    CR__ARENA_NEW(arena, cr__pb_thunk, t);
+    *t = (cr__pb_thunk){e, g != NULL ? *g : (cr__cmat){0}, s};
+    return cr__thunk(arena, fn, add, t, name, out);
+}
+
 #endif /* CR_LINALG_IMPL_H */

@@ -54,17 +54,9 @@ static cr_status prod_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 }
 
 /* add!: dest += s * op(L) op(R) with gemm's beta = 1, no temporary. */
-static cr_status prod_thunk_add(cr_arena *arena, cr_array *dest, void *env)
-{
-    prod_thunk *t = env;
-    if (cr__dest_ok(dest, t->wdt, t->like)) {
-        cr__gemm(t->wdt, &t->L, &t->R, t->s, 1.0, dest->data, cr__mat_cols(&t->R));
-        return CR_OK;
-    }
-    cr_tangent v;
-    cr_status st = prod_thunk_fn(arena, &v, env);
-    return st != CR_OK ? st : cr__add_into(arena, dest, v);
-}
+CR__THUNK_ADD(prod_thunk_add, prod_thunk, t->wdt, t->like,
+              cr__gemm(t->wdt, &t->L, &t->R, t->s, 1.0, dest->data, cr__mat_cols(&t->R)),
+              prod_thunk_fn)
 
 static cr_status prod_thunk_new(cr_arena *arena, const cr_array *like, cr_project *p, cr_dtype wdt,
                                 const cr__mat *L, const cr__mat *R, cr_complex s, cr_tangent *out)
@@ -103,6 +95,28 @@ static cr_status product_shape(cr_arena *arena, const char *who, const cr_array 
         shape[1] = B->shape[1];
     }
     return CR_OK;
+}
+
+/* The two array arguments of a function of two (A, B). */
+static cr_status two_arrays(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                            const cr_array **A, const cr_array **B)
+{
+    cr_status st = cr__nargs(arena, who, nargs, 2, 2);
+    if (st == CR_OK)
+        st = cr__array_arg(arena, who, args, nargs, 0, A);
+    return st != CR_OK ? st : cr__array_arg(arena, who, args, nargs, 1, B);
+}
+
+/* The start of the pullback of a function of one array with a scalar output: dx[0] =
+ * NoTangent, *g = ȳ; *nz false and dx[1] = ZeroTangent when ȳ is zero. */
+static cr_status scalar_cot(cr_arena *arena, const char *who, const cr_tangent *dy, cr_tangent *dx,
+                            cr_complex *g, bool *nz)
+{
+    dx[0] = cr_tangent_none();
+    cr_status st = cr__tan_scalar(arena, who, *dy, g, nz);
+    if (st != CR_OK || !*nz)
+        dx[1] = cr_tangent_zero();
+    return st;
 }
 
 /* The output cotangent of a product as a gemm operand (m x n). */
@@ -170,11 +184,7 @@ static cr_status matmul_forward(cr_arena *arena, const char *who, const cr_value
                                 size_t nargs, matmul_env *e, cr_dtype *dt, cr_array **w)
 {
     const cr_array *A, *B;
-    cr_status st = cr__nargs(arena, who, nargs, 2, 2);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, who, args, nargs, 0, &A);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, who, args, nargs, 1, &B);
+    cr_status st = two_arrays(arena, who, args, nargs, &A, &B);
     if (st == CR_OK)
         st = product_shape(arena, who, A, B, &e->ndim, e->shape);
     if (st != CR_OK)
@@ -700,59 +710,48 @@ typedef struct tr_env {
     cr_dtype wdt;
 } tr_env;
 
-typedef struct tr_thunk {
-    const tr_env *e;
-    cr_complex g;
-} tr_thunk;
-
-/* Ā = ȳ I, built as a Diagonal (n entries) and projected. */
+/* Ā = ȳ I (ȳ the thunk's s), built as a Diagonal (n entries) and projected. */
 static cr_status tr_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 {
-    tr_thunk *t = env;
-    size_t n = t->e->A->shape[0];
+    const cr__pb_thunk *t = env;
+    const tr_env *e = t->e;
+    size_t n = e->A->shape[0];
     cr_array *d;
-    cr_status st = cr__new(arena, t->e->wdt, 1, &n, false, &d);
+    cr_status st = cr__new(arena, e->wdt, 1, &n, false, &d);
     if (st != CR_OK)
         return st;
     for (size_t i = 0; i < n; i++)
-        cr__store(d, (ptrdiff_t)i, t->g);
+        cr__store(d, (ptrdiff_t)i, t->s);
     d->ndim = 2;
     d->shape[1] = n;
     d->strides[0] = 1;
     d->strides[1] = 0;
     d->structure = CR_MAT_DIAGONAL;
-    return cr__give(arena, t->e->pA, d, out);
+    return cr__give(arena, e->pA, d, out);
+}
+
+/* The diagonal of dest += ȳ. */
+static void tr_add_diag(const cr__pb_thunk *t, cr_array *dest)
+{
+    size_t n = ((const tr_env *)t->e)->A->shape[0];
+    for (size_t i = 0; i < n; i++)
+        cr__store(dest, (ptrdiff_t)(i * n + i), cr__load(dest, (ptrdiff_t)(i * n + i)) + t->s);
 }
 
 /* add!: the diagonal of dest += ȳ. */
-static cr_status tr_thunk_add(cr_arena *arena, cr_array *dest, void *env)
-{
-    tr_thunk *t = env;
-    if (cr__dest_ok(dest, t->e->wdt, t->e->A)) {
-        size_t n = t->e->A->shape[0];
-        for (size_t i = 0; i < n; i++)
-            cr__store(dest, (ptrdiff_t)(i * n + i), cr__load(dest, (ptrdiff_t)(i * n + i)) + t->g);
-        return CR_OK;
-    }
-    cr_tangent v;
-    cr_status st = tr_thunk_fn(arena, &v, env);
-    return st != CR_OK ? st : cr__add_into(arena, dest, v);
-}
+CR__THUNK_ADD(tr_thunk_add, cr__pb_thunk, ((const tr_env *)t->e)->wdt, ((const tr_env *)t->e)->A,
+              tr_add_diag(t, dest), tr_thunk_fn)
 
 static cr_status tr_pullback(CR__PULLBACK_PARAMS)
 {
     tr_env *e = env;
-    dx[0] = cr_tangent_none();
     cr_complex g;
     bool nz;
-    cr_status st = cr__tan_scalar(arena, "tr_pullback", *dy, &g, &nz);
-    if (st != CR_OK || !nz) {
-        dx[1] = cr_tangent_zero();
+    cr_status st = scalar_cot(arena, "tr_pullback", dy, dx, &g, &nz);
+    if (st != CR_OK || !nz)
         return st;
-    }
-    CR__ARENA_NEW(arena, tr_thunk, t);
-    *t = (tr_thunk){e, g};
-    return cr__thunk(arena, tr_thunk_fn, tr_thunk_add, t, "tr_pullback_thunk", &dx[1]);
+    return cr__pb_thunk_new(arena, tr_thunk_fn, tr_thunk_add, e, NULL, g, "tr_pullback_thunk",
+                            &dx[1]);
 }
 
 /* tr(A) = Σ A_ii: Ā = ȳ I. */
@@ -916,11 +915,7 @@ static cr_status bil_forward(cr_arena *arena, bool cross, const cr_value *args, 
 {
     const char *who = cross ? "cross" : "kron";
     const cr_array *A, *B;
-    cr_status st = cr__nargs(arena, who, nargs, 2, 2);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, who, args, nargs, 0, &A);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, who, args, nargs, 1, &B);
+    cr_status st = two_arrays(arena, who, args, nargs, &A, &B);
     if (st != CR_OK)
         return st;
     if (!cr_dtype_is_float((cr_dtype)A->dtype) || !cr_dtype_is_float((cr_dtype)B->dtype))
@@ -1040,15 +1035,12 @@ static double sgn(double v)
  * with sign 0 at 0 (the subgradient). */
 static cr_status asum_pullback(CR__PULLBACK_PARAMS)
 {
-    asum_env *e = env;
-    dx[0] = cr_tangent_none();
     cr_complex g;
     bool nz;
-    cr_status st = cr__tan_scalar(arena, "asum_pullback", *dy, &g, &nz);
-    if (st != CR_OK || !nz) {
-        dx[1] = cr_tangent_zero();
+    cr_status st = scalar_cot(arena, "asum_pullback", dy, dx, &g, &nz);
+    if (st != CR_OK || !nz)
         return st;
-    }
+    const asum_env *e = env;
     cr_array *r = NULL;
     st = cr__new_like(arena, (cr_dtype)e->Aw->dtype, e->A, false, &r);
     if (st != CR_OK)
@@ -1064,9 +1056,7 @@ static cr_status asum_pullback(CR__PULLBACK_PARAMS)
 static cr_status asum_forward(cr_arena *arena, const cr_value *args, size_t nargs, asum_env *e,
                               double *v)
 {
-    cr_status st = cr__nargs(arena, "asum", nargs, 1, 1);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, "asum", args, nargs, 0, &e->A);
+    cr_status st = cr__array_arg1(arena, "asum", args, nargs, &e->A);
     if (st != CR_OK)
         return st;
     if (!cr_dtype_is_float((cr_dtype)e->A->dtype))
