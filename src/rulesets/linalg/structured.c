@@ -323,6 +323,26 @@ static cr_status wrap_diag_cot(cr_arena *arena, const wrap_env *e, const cr_arra
     return cr__give(arena, e->pA, r, out);
 }
 
+/* Symmetric and Hermitian (s, either triangle read): r (zero, n x n) := Ā, on the triangle read
+ * Ā_ab = Ȳ_ab + Ȳ_ba off the diagonal (conj(Ȳ_ba) for Hermitian) and Ȳ_aa on it (its real part
+ * for Hermitian). false (r untouched) for the other structures. */
+static bool wrap_symherm_cot(cr_matstruct s, const cr_array *g, size_t n, cr_array *r)
+{
+    bool herm = s == CR_MAT_HERMITIAN || s == CR_MAT_HERMITIAN_LOWER;
+    bool upper = s == CR_MAT_SYMMETRIC || s == CR_MAT_HERMITIAN;
+    if (!herm && !upper && s != CR_MAT_SYMMETRIC_LOWER)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i; j < n; j++) {
+            size_t a = upper ? i : j, b = upper ? j : i; /* the entry read, (b, a) its mirror */
+            cr_complex u = cr__load(g, (ptrdiff_t)(a * n + b)),
+                       w = cr__load(g, (ptrdiff_t)(b * n + a));
+            cr_complex v = i == j ? (herm ? creal(u) : u) : u + (herm ? conj(w) : w);
+            cr__store(r, (ptrdiff_t)(a * n + b), v);
+        }
+    return true;
+}
+
 /* Ā: the entries of Ȳ that Y reads from its own place, plus for the Symmetric/Hermitian
  * structures those read through the mirror (conjugated for Hermitian); the diagonal's real
  * part for Hermitian; nothing for a unit diagonal. */
@@ -343,6 +363,8 @@ static cr_status wrap_pullback(CR__PULLBACK_PARAMS)
     st = cr__new(arena, e->wdt, 2, shape, true, &r);
     if (st != CR_OK)
         return st;
+    if (wrap_symherm_cot(e->s, g, n, r))
+        return cr__give(arena, e->pA, r, &dx[1]);
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < n; j++) {
             size_t a, b;
