@@ -665,15 +665,12 @@ static cr_status einsum_rrule(CR__RRULE_PARAMS)
 {
     CR__ARENA_ZNEW(arena, ein_env, v);
     cr_status st = ein_forward(arena, args, nargs, v, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    for (size_t k = 0; k < v->e.nin; k++) {
+    bool rev = udata != CR__PRIMAL_ONLY; /* the pullback is asked */
+    for (size_t k = 0; st == CR_OK && rev && k < v->e.nin; k++)
         st = cr_project_new(arena, &args[k + 1], &v->proj[k]);
-        if (st != CR_OK)
-            return st;
-    }
-    *pb = (cr_pullback){einsum_pullback, v, "einsum_pullback", nargs + 1};
-    return CR_OK;
+    if (st == CR_OK && rev)
+        *pb = (cr_pullback){einsum_pullback, v, "einsum_pullback", nargs + 1};
+    return st;
 }
 
 /* frule: ẏ = einsum(Ȧ, B) + einsum(A, Ḃ), or einsum(Ȧ). */

@@ -45,6 +45,13 @@ cr_status cr__matrix32_arg(cr_arena *arena, const char *who, const cr_value *arg
     return CR_OK;
 }
 
+cr_status cr__nargs_matrix32(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                             size_t n, bool square, const cr_array **A)
+{
+    cr_status st = cr__nargs(arena, who, nargs, n, n);
+    return st != CR_OK ? st : cr__matrix32_arg(arena, who, args, nargs, 0, square, A);
+}
+
 /* A right-hand side: a float vector or matrix with n rows. */
 cr_status cr__rhs_arg(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
                       size_t i, size_t n, const cr_array **B)

@@ -534,14 +534,12 @@ CR__ARRAY_FN(lacpy, "lacpy", 3)
 /* ẏ = Ȧ on the copied part, Ḃ elsewhere. */
 static cr_status lacpy_frule(CR__FRULE_PARAMS)
 {
-    lacpy_env e;
-    memset(&e, 0, sizeof e);
-    cr_status st = lacpy_forward(arena, args, nargs, &e, y);
+    lacpy_env e = {0};
     const cr_array *dB = NULL, *dA = NULL;
+    bool none; /* zero tangents still give a zero array */
+    cr_status st = lacpy_forward(arena, args, nargs, &e, y);
     if (st == CR_OK)
-        st = cr__dx_array(arena, "lacpy", dargs, args, 0, e.wdt, &dB);
-    if (st == CR_OK)
-        st = cr__dx_array(arena, "lacpy", dargs, args, 1, e.wdt, &dA);
+        st = cr__frule_pair(arena, "lacpy", dargs, args, e.wdt, y->u.arr, y, &dB, &dA, dy, &none);
     if (st != CR_OK)
         return st;
     cr_array *T, *o;

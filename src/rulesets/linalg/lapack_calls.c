@@ -217,9 +217,7 @@ static cr_status getrf_forward(cr_arena *arena, const cr_value *args, size_t nar
                                cr_value *y)
 {
     const cr_array *A;
-    cr_status st = cr__nargs(arena, "getrf", nargs, 1, 1);
-    if (st == CR_OK)
-        st = cr__matrix32_arg(arena, "getrf", args, nargs, 0, false, &A);
+    cr_status st = cr__nargs_matrix32(arena, "getrf", args, nargs, 1, false, &A);
     bool cplx = st == CR_OK && A->dtype == CR_DT_C128;
     if (st == CR_OK)
         st = cr__cmat_from(arena, A, cplx, &e->f.F);
@@ -318,11 +316,8 @@ static cr_status getrf_rrule(CR__RRULE_PARAMS)
         return st;
     if (e->singular)
         return lu_not_diff(arena);
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){getrf_pullback, e, "getrf_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,
+                           (cr_pullback){getrf_pullback, e, "getrf_pullback", nargs + 1});
 }
 CR__ARRAY_FN(getrf, "getrf", 1)
 
@@ -498,9 +493,7 @@ static cr_status getrs_forward(cr_arena *arena, const cr_value *args, size_t nar
     getrs_env *e = env;
     const char *who = "getrs";
     const cr_array *F, *B;
-    cr_status st = cr__nargs(arena, who, nargs, 4, 4);
-    if (st == CR_OK)
-        st = cr__matrix32_arg(arena, who, args, nargs, 0, true, &F);
+    cr_status st = cr__nargs_matrix32(arena, who, args, nargs, 4, true, &F);
     if (st == CR_OK)
         st = cr__rhs_arg(arena, who, args, nargs, 2, F->shape[0], &B);
     if (st == CR_OK)
@@ -565,9 +558,7 @@ static cr_status getri_forward(cr_arena *arena, const cr_value *args, size_t nar
                                cr_array **o)
 {
     const cr_array *F;
-    cr_status st = cr__nargs(arena, "getri", nargs, 2, 2);
-    if (st == CR_OK)
-        st = cr__matrix32_arg(arena, "getri", args, nargs, 0, true, &F);
+    cr_status st = cr__nargs_matrix32(arena, "getri", args, nargs, 2, true, &F);
     if (st == CR_OK)
         st = lu_args(arena, "getri", args, nargs, F->dtype == CR_DT_C128, &e->f, &F);
     if (st == CR_OK)
@@ -685,9 +676,7 @@ static cr_status potrf_forward(cr_arena *arena, const cr_value *args, size_t nar
                                cr_value *y)
 {
     const cr_array *A;
-    cr_status st = cr__nargs(arena, "potrf", nargs, 2, 2);
-    if (st == CR_OK)
-        st = cr__matrix32_arg(arena, "potrf", args, nargs, 0, true, &A);
+    cr_status st = cr__nargs_matrix32(arena, "potrf", args, nargs, 2, true, &A);
     if (st == CR_OK)
         st = cr__flag_arg(arena, "potrf", args, 1, "UL", &e->uplo);
     if (st == CR_OK)
@@ -837,9 +826,7 @@ static cr_status potrs_forward(cr_arena *arena, const cr_value *args, size_t nar
     potrs_env *e = env;
     const char *who = "potrs";
     const cr_array *F, *B;
-    cr_status st = cr__nargs(arena, who, nargs, 3, 3);
-    if (st == CR_OK)
-        st = cr__matrix32_arg(arena, who, args, nargs, 0, true, &F);
+    cr_status st = cr__nargs_matrix32(arena, who, args, nargs, 3, true, &F);
     if (st == CR_OK)
         st = cr__flag_arg(arena, who, args, 1, "UL", &e->uplo);
     if (st == CR_OK)
@@ -922,9 +909,7 @@ static cr_status trtrs_forward(cr_arena *arena, const cr_value *args, size_t nar
     trtrs_env *e = env;
     const char *who = "trtrs";
     const cr_array *A, *B;
-    cr_status st = cr__nargs(arena, who, nargs, 5, 5);
-    if (st == CR_OK)
-        st = cr__matrix32_arg(arena, who, args, nargs, 0, true, &A);
+    cr_status st = cr__nargs_matrix32(arena, who, args, nargs, 5, true, &A);
     if (st == CR_OK)
         st = cr__flag_arg(arena, who, args, 1, "UL", &e->uplo);
     if (st == CR_OK)
@@ -1407,10 +1392,7 @@ static cr_status sample_trsyl(CR__SAMPLE_PARAMS)
         args[0] = cr__rand_flag(rng, "NC");
         args[1] = cr__rand_flag(rng, "NC");
     }
-    args[3] = cr_value_array(A);
-    args[4] = cr_value_array(B);
-    args[5] = cr_value_array(C);
-    return CR_OK;
+    return cr__sampled(CR_OK, args + 3, 3, (cr_array *[]){A, B, C});
 }
 
 static const cr_rule_test k_t_getrf = {.sample = sample_getrf};

@@ -387,6 +387,15 @@ static inline void cr__wset(cr_array *w, size_t i, cr_complex v)
 /* ---- Test samplers ----------------------------------------------------------------------------
  */
 
+/* Each element of the array A negated with probability 1/2 (a sampler's random signs). */
+static inline void cr__flip_signs(uint64_t *rng, cr_array *A)
+{
+    size_t n = cr_array_numel(A);
+    for (size_t i = 0; i < n; i++)
+        if (cr__rng_below(rng, 2))
+            cr__store(A, (ptrdiff_t)i, -cr__load(A, (ptrdiff_t)i));
+}
+
 /* A sampler's end: args[0..n) = the arrays a[0..n) when st is CR_OK; st. */
 static inline cr_status cr__sampled(cr_status st, cr_value *args, size_t n, cr_array *const *a)
 {
@@ -416,5 +425,13 @@ static inline cr_status cr__pb_thunk_new(cr_arena *arena, cr_thunk_fn fn, cr_thu
     *t = (cr__pb_thunk){e, g != NULL ? *g : (cr__cmat){0}, s};
     return cr__thunk(arena, fn, add, t, name, out);
 }
+
+/* ---- Arguments (blas_calls.c) ------------------------------------------------------------------
+ */
+
+/* Exactly n arguments (cr__nargs), the first a float matrix of extents within LAPACK's int (square
+ * when `square`, cr__matrix32_arg). */
+CR_INTERNAL cr_status cr__nargs_matrix32(cr_arena *arena, const char *who, const cr_value *args,
+                                         size_t nargs, size_t n, bool square, const cr_array **A);
 
 #endif /* CR_LINALG_IMPL_H */

@@ -641,15 +641,13 @@ static cr_status dot_rrule(CR__RRULE_PARAMS)
     *y = cr__scalar_value(dt, v);
     if (udata == CR__PRIMAL_ONLY)
         return CR_OK;
-    st = cr_project_new(arena, &args[0], &e->px);
-    if (st == CR_OK)
-        st = cr_project_new(arena, &args[nargs - 1], &e->py);
+    st = cr_project_new(arena, &args[nargs - 1], &e->py);
     if (st == CR_OK && nargs == 3)
         st = cr_project_new(arena, &args[1], &e->pA);
     if (st != CR_OK)
         return st;
-    *pb = (cr_pullback){dot_pullback, e, "dot_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(arena, &args[0], udata, &e->px, pb,
+                           (cr_pullback){dot_pullback, e, "dot_pullback", nargs + 1});
 }
 CR__ARRAY_FN(dot, "dot", -1)
 
@@ -773,11 +771,8 @@ static cr_status tr_rrule(CR__RRULE_PARAMS)
     CR__ARENA_NEW(arena, tr_env, e);
     e->A = A;
     e->wdt = cr__work((cr_dtype)A->dtype);
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){tr_pullback, e, "tr_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,
+                           (cr_pullback){tr_pullback, e, "tr_pullback", nargs + 1});
 }
 CR__ARRAY_FN(tr, "tr", 1)
 
@@ -1082,13 +1077,8 @@ static cr_status asum_rrule(CR__RRULE_PARAMS)
     if (st != CR_OK)
         return st;
     *y = cr__scalar_value(e->A->dtype == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64, v);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){asum_pullback, e, "asum_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,
+                           (cr_pullback){asum_pullback, e, "asum_pullback", nargs + 1});
 }
 CR__ARRAY_FN(asum, "asum", 1)
 
@@ -1279,9 +1269,7 @@ static cr_status sample_asum(CR__SAMPLE_PARAMS)
     cr_status st = cr__rand_array(arena, rng, cr__rng_dtype(rng), 1, &n, 0.25, 1.5, &A);
     if (st != CR_OK)
         return st;
-    for (size_t i = 0; i < n; i++)
-        if (cr__rng_below(rng, 2))
-            cr__store(A, (ptrdiff_t)i, -cr__load(A, (ptrdiff_t)i));
+    cr__flip_signs(rng, A);
     args[0] = cr_value_array(A);
     return CR_OK;
 }

@@ -1236,10 +1236,7 @@ static cr_status sample_sparse(CR__SAMPLE_PARAMS)
             if ((st = cr__rand_array(arena, rng, dt, 1 + cr__rng_below(rng, 2), sh, 0.25, 2, &A)) !=
                 CR_OK)
                 return st;
-            size_t na = cr_array_numel(A);
-            for (size_t k = 0; k < na; k++)
-                if (cr__rng_below(rng, 2))
-                    cr__store(A, (ptrdiff_t)k, -cr__load(A, (ptrdiff_t)k));
+            cr__flip_signs(rng, A);
             args[0] = cr_value_array(A);
             return CR_OK;
         }

@@ -183,11 +183,10 @@ static cr_status band_rrule_common(cr_arena *arena, band_kind k, const cr_value 
 {
     cr_array *r;
     cr_status st = band_forward(arena, k, args, nargs, &r);
-    if (st != CR_OK)
+    if (st == CR_OK)
+        *y = cr_value_array(r);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
-    *y = cr_value_array(r);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
     CR__ARENA_ZNEW(arena, band_env, e);
     e->nd = cr__nondiff_mask(args, nargs, cr__arg_perturbable);
     e->k = k;
