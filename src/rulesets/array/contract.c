@@ -422,15 +422,13 @@ static cr_status ein_gemm(cr_arena *arena, const ein *e, cr_dtype wdt, const cr_
             con[nc++] = l;
     }
     /* B, M, N, K: the products of the extents of the four groups */
-    const uint8_t *const group[4] = {batch, fa, fb, con};
-    const size_t ngroup[4] = {nb, nfa, nfb, nc};
-    size_t ext[4] = {0, 0, 0, 0};
-    cr_status st = CR_OK;
-    for (size_t i = 0; i < 4 && st == CR_OK; i++)
-        st = ext_prod(arena, e, group[i], ngroup[i], &ext[i]);
-    if (st != CR_OK)
+    size_t B = 0, M = 0, N = 0, K = 0;
+    cr_status st;
+    if ((st = ext_prod(arena, e, batch, nb, &B)) != CR_OK ||
+        (st = ext_prod(arena, e, fa, nfa, &M)) != CR_OK ||
+        (st = ext_prod(arena, e, fb, nfb, &N)) != CR_OK ||
+        (st = ext_prod(arena, e, con, nc, &K)) != CR_OK)
         return st;
-    size_t B = ext[0], M = ext[1], N = ext[2], K = ext[3];
     /* C in [batch, fa, fb] order */
     size_t cshape[CR_ARRAY_MAX_DIMS], cnd = 0;
     uint8_t corder[CR_ARRAY_MAX_DIMS];
