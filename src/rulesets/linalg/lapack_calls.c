@@ -1027,13 +1027,12 @@ static cr_status trsyl_solve(cr_arena *arena, const char *who, const trsyl_env *
                               : LAPACKE_dtrsyl_work(LAPACK_COL_MAJOR, ta, tb, isgn, (lapack_int)m,
                                                     (lapack_int)n, e->A.p, (lapack_int)m, e->B.p,
                                                     (lapack_int)n, X->p, (lapack_int)m, &scale);
-    if (info < 0)
-        return cr__lapack_fail(arena, who, info);
-    if (info > 0)
-        return CR__FAIL(arena, CR_EDOMAIN,
-                        "%s: op(A) and -isgn op(B) have (nearly) common eigenvalues: the "
-                        "Sylvester equation is singular",
-                        who);
+    if (info != 0)
+        return info < 0 ? cr__lapack_fail(arena, who, info)
+                        : CR__FAIL(arena, CR_EDOMAIN,
+                                   "%s: op(A) and -isgn op(B) have (nearly) common eigenvalues: "
+                                   "the Sylvester equation is singular",
+                                   who);
     if (scale != 1)
         return CR__FAIL(arena, CR_EDOMAIN,
                         "%s: LAPACK scaled the solution by %g to avoid overflow; this function "
@@ -1218,8 +1217,7 @@ static cr_status trsyl_frule(CR__FRULE_PARAMS)
 static cr_status rand_dominant(cr_arena *arena, uint64_t *rng, cr_dtype dt, size_t n, double lo,
                                double hi, cr_array **out)
 {
-    size_t shape[2] = {n, n};
-    cr_status st = cr__rand_array(arena, rng, dt, 2, shape, -1, 1, out);
+    cr_status st = cr__rand_array(arena, rng, dt, 2, (size_t[2]){n, n}, -1, 1, out);
     if (st != CR_OK)
         return st;
     for (size_t i = 0; i < n; i++) {
