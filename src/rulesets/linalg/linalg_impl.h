@@ -345,7 +345,7 @@ CR_INTERNAL cr_status cr__no_lapack(cr_arena *arena, const cr_value *f, const cr
 
 #endif /* CR_HAVE_LAPACKE */
 
-/* ---- Rule tables ----------------------------------------------------------------------------- */
+/* ---- Rule tables --------------------------------------------------------------------------- */
 
 /* The argument spec {M, NULL} of the matcher M, in the signature tables of the registrations. */
 #define CR__SPEC(M) \
@@ -367,7 +367,7 @@ CR_INTERNAL cr_status cr__no_lapack(cr_arena *arena, const cr_value *f, const cr
             false                                                                               \
     }
 
-/* ---- Contiguous work arrays ------------------------------------------------------------------ */
+/* ---- Contiguous work arrays ---------------------------------------------------------------- */
 
 /* Element i of a contiguous work array (f64 or c128). */
 static inline cr_complex cr__wget(const cr_array *w, size_t i)
@@ -384,8 +384,7 @@ static inline void cr__wset(cr_array *w, size_t i, cr_complex v)
         ((double *)w->data)[i] = creal(v);
 }
 
-/* ---- Test samplers ----------------------------------------------------------------------------
- */
+/* ---- Test samplers ------------------------------------------------------------------------- */
 
 /* Each element of the array A negated with probability 1/2 (a sampler's random signs). */
 static inline void cr__flip_signs(uint64_t *rng, cr_array *A)
@@ -404,8 +403,7 @@ static inline cr_status cr__sampled(cr_status st, cr_value *args, size_t n, cr_a
     return st;
 }
 
-/* ---- Thunks of pullbacks ----------------------------------------------------------------------
- */
+/* ---- Thunks of pullbacks ------------------------------------------------------------------- */
 
 /* The environment of a thunk a pullback makes: the pullback's environment e and the output
  * cotangent, a work matrix g or a number s. */
@@ -426,8 +424,7 @@ static inline cr_status cr__pb_thunk_new(cr_arena *arena, cr_thunk_fn fn, cr_thu
     return cr__thunk(arena, fn, add, t, name, out);
 }
 
-/* ---- Arguments (blas_calls.c) ------------------------------------------------------------------
- */
+/* ---- Arguments (blas_calls.c) -------------------------------------------------------------- */
 
 /* Exactly n arguments (cr__nargs), the first a float matrix of extents within LAPACK's int (square
  * when `square`, cr__matrix32_arg). */
