@@ -224,7 +224,9 @@ static void label_strides(const ein *e, size_t k, ptrdiff_t *st)
 }
 
 /* Inside ein_loop: y[off[2] + i s2] += a[off[0] + i s0] (times b[off[1] + i s1] for two
- * operands) along the inner label, elements of type T. */
+ * operands) along the inner label, elements of type T. i is below the last label's extent and
+ * s0, s1, s2 its summed strides in the operands and the output (contiguous arrays that exist,
+ * the output's element count checked when it was made): each product is an offset inside one. */
 #define EIN_INNER(T)                                                       \
     do {                                                                   \
         const T *a = ops[0]->data, *b = e->nin == 2 ? ops[1]->data : NULL; \
