@@ -223,6 +223,23 @@ static void label_strides(const ein *e, size_t k, ptrdiff_t *st)
         st[t->lab[d]] += s[d];
 }
 
+/* Inside ein_loop: y[off[2] + i s2] += a[off[0] + i s0] (times b[off[1] + i s1] for two
+ * operands) along the inner label, elements of type T. i is below the last label's extent and
+ * s0, s1, s2 its summed strides in the operands and the output (contiguous arrays that exist,
+ * the output's element count checked when it was made): each product is an offset inside one. */
+#define EIN_INNER(T)                                                       \
+    do {                                                                   \
+        const T *a = ops[0]->data, *b = e->nin == 2 ? ops[1]->data : NULL; \
+        T *y = out->data;                                                  \
+        for (size_t i = 0; i < inner; i++) {                               \
+            ptrdiff_t ii = (ptrdiff_t)i;                                   \
+            T v = a[off[0] + ii * s0];                                     \
+            if (b != NULL)                                                 \
+                v *= b[off[1] + ii * s1];                                  \
+            y[off[2] + ii * s2] += v;                                      \
+        }                                                                  \
+    } while (0)
+
 /* out (contiguous, zeroed) += the einsum of ops (contiguous, work dtype), every index
  * combination visited: the last label is the inner loop. */
 static void ein_loop(const ein *e, cr_dtype wdt, const cr_array *const *ops, cr_array *out)
@@ -244,27 +261,10 @@ static void ein_loop(const ein *e, cr_dtype wdt, const cr_array *const *ops, cr_
     ptrdiff_t s0 = nl > 0 ? st[0][nl - 1] : 0, s1 = nl > 0 ? st[1][nl - 1] : 0,
               s2 = nl > 0 ? st[2][nl - 1] : 0;
     for (;;) {
-        if (wdt == CR_DT_C128) {
-            const cr_complex *a = ops[0]->data, *b = e->nin == 2 ? ops[1]->data : NULL;
-            cr_complex *y = out->data;
-            for (size_t i = 0; i < inner; i++) {
-                ptrdiff_t ii = (ptrdiff_t)i;
-                cr_complex v = a[off[0] + ii * s0];
-                if (b != NULL)
-                    v *= b[off[1] + ii * s1];
-                y[off[2] + ii * s2] += v;
-            }
-        } else {
-            const double *a = ops[0]->data, *b = e->nin == 2 ? ops[1]->data : NULL;
-            double *y = out->data;
-            for (size_t i = 0; i < inner; i++) {
-                ptrdiff_t ii = (ptrdiff_t)i;
-                double v = a[off[0] + ii * s0];
-                if (b != NULL)
-                    v *= b[off[1] + ii * s1];
-                y[off[2] + ii * s2] += v;
-            }
-        }
+        if (wdt == CR_DT_C128)
+            EIN_INNER(cr_complex);
+        else
+            EIN_INNER(double);
         /* the next combination of the outer labels */
         size_t l = nl > 0 ? nl - 1 : 0;
         for (;;) {
@@ -423,15 +423,13 @@ static cr_status ein_gemm(cr_arena *arena, const ein *e, cr_dtype wdt, const cr_
         if (in[1][l] && !in[OUT][l])
             con[nc++] = l;
     }
+    /* B, M, N, K: the products of the extents of the four groups */
     size_t B = 0, M = 0, N = 0, K = 0;
-    cr_status st = ext_prod(arena, e, batch, nb, &B);
-    if (st == CR_OK)
-        st = ext_prod(arena, e, fa, nfa, &M);
-    if (st == CR_OK)
-        st = ext_prod(arena, e, fb, nfb, &N);
-    if (st == CR_OK)
-        st = ext_prod(arena, e, con, nc, &K);
-    if (st != CR_OK)
+    cr_status st;
+    if ((st = ext_prod(arena, e, batch, nb, &B)) != CR_OK ||
+        (st = ext_prod(arena, e, fa, nfa, &M)) != CR_OK ||
+        (st = ext_prod(arena, e, fb, nfb, &N)) != CR_OK ||
+        (st = ext_prod(arena, e, con, nc, &K)) != CR_OK)
         return st;
     /* C in [batch, fa, fb] order */
     size_t cshape[CR_ARRAY_MAX_DIMS], cnd = 0;
@@ -557,8 +555,10 @@ typedef struct ein_env {
 } ein_env;
 
 /* The forward pass: parse, bind, canonicalise, evaluate. */
+/* Parse and compute the output: *y the einsum of the operands (in their promoted dtype), the
+ * operands and the shapes in v. */
 static cr_status ein_forward(cr_arena *arena, const cr_value *args, size_t nargs, ein_env *v,
-                             cr_dtype *dt, cr_array **w)
+                             cr_value *y)
 {
     cr_status st = cr__nargs(arena, "einsum", nargs, 2, 3);
     if (st != CR_OK)
@@ -584,7 +584,6 @@ static cr_status ein_forward(cr_arena *arena, const cr_value *args, size_t nargs
     st = ein_bind(arena, s->spec, &v->e, raw);
     if (st != CR_OK)
         return st;
-    *dt = d;
     v->wdt = cr__work(d);
     for (size_t k = 0; k < v->e.nin; k++) {
         st = cr__dense(arena, raw[k], v->wdt, &v->op[k]);
@@ -592,7 +591,13 @@ static cr_status ein_forward(cr_arena *arena, const cr_value *args, size_t nargs
             return st;
     }
     ein_out_shape(&v->e, v->yshape);
-    return ein_eval(arena, &v->e, v->wdt, v->op, w);
+    cr_array *w, *o;
+    st = ein_eval(arena, &v->e, v->wdt, v->op, &w);
+    if (st == CR_OK)
+        st = cr__cast(arena, w, d, &o);
+    if (st == CR_OK)
+        *y = cr_value_array(o);
+    return st;
 }
 
 typedef struct ein_thunk {
@@ -631,12 +636,10 @@ static cr_status ein_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
     return ein_grad(arena, t->v, t->g, t->which, out);
 }
 
-static cr_status einsum_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                 void *env)
+static cr_status einsum_pullback(CR__PULLBACK_PARAMS)
 {
     const ein_env *v = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     const cr_array *g;
     cr_status st =
         cr__tan_array(arena, "einsum_pullback", *dy, v->e.t[OUT].n, v->yshape, v->wdt, &g);
@@ -649,9 +652,7 @@ static cr_status einsum_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
         }
         if (v->e.nin == 1)
             return ein_grad(arena, v, g, 0, &dx[2]); /* the only cotangent: no thunk */
-        ein_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(ein_thunk));
-        if (t == NULL)
-            return CR__ALLOC_STATUS(arena);
+        CR__ARENA_NEW(arena, ein_thunk, t);
         *t = (ein_thunk){v, g, k};
         st = cr__thunk(arena, ein_thunk_fn, NULL, t, "einsum_pullback_thunk", &dx[k + 2]);
         if (st != CR_OK)
@@ -660,53 +661,26 @@ static cr_status einsum_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
     return CR_OK;
 }
 
-static cr_status einsum_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                              const void *udata)
+static cr_status einsum_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    ein_env *v = cr_arena_calloc(arena, 1, sizeof *v, _Alignof(ein_env));
-    if (v == NULL)
-        return CR__ALLOC_STATUS(arena);
-    cr_dtype dt = CR_DT_F64;
-    cr_array *w, *o;
-    cr_status st = ein_forward(arena, args, nargs, v, &dt, &w);
-    if (st == CR_OK)
-        st = cr__cast(arena, w, dt, &o);
-    if (st != CR_OK)
-        return st;
-    *y = cr_value_array(o);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    for (size_t k = 0; k < v->e.nin; k++) {
+    CR__ARENA_ZNEW(arena, ein_env, v);
+    cr_status st = ein_forward(arena, args, nargs, v, y);
+    bool rev = udata != CR__PRIMAL_ONLY; /* the pullback is asked */
+    for (size_t k = 0; st == CR_OK && rev && k < v->e.nin; k++)
         st = cr_project_new(arena, &args[k + 1], &v->proj[k]);
-        if (st != CR_OK)
-            return st;
-    }
-    *pb = (cr_pullback){einsum_pullback, v, "einsum_pullback", nargs + 1};
-    return CR_OK;
+    if (st == CR_OK && rev)
+        *pb = (cr_pullback){einsum_pullback, v, "einsum_pullback", nargs + 1};
+    return st;
 }
 
 /* frule: ẏ = einsum(Ȧ, B) + einsum(A, Ḃ), or einsum(Ȧ). */
-static cr_status einsum_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                              const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                              cr_tangent *dy, const void *udata)
+static cr_status einsum_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
-    ein_env *v = cr_arena_calloc(arena, 1, sizeof *v, _Alignof(ein_env));
-    if (v == NULL)
-        return CR__ALLOC_STATUS(arena);
-    cr_dtype dt = CR_DT_F64;
-    cr_array *w, *o, *acc = NULL;
-    cr_status st = ein_forward(arena, args, nargs, v, &dt, &w);
-    if (st == CR_OK)
-        st = cr__cast(arena, w, dt, &o);
+    CR__ARENA_ZNEW(arena, ein_env, v);
+    cr_array *acc = NULL;
+    cr_status st = ein_forward(arena, args, nargs, v, y);
     if (st != CR_OK)
         return st;
-    *y = cr_value_array(o);
     for (size_t k = 0; k < v->e.nin; k++) {
         const cr_array *t;
         st = cr__dx_array(arena, "einsum", dargs, args, k + 1, v->wdt, &t);
@@ -748,16 +722,12 @@ static const char *const k_specs1[] = {
     "ij->ji", "ii->i", "ii->", "ijk->kij", "ij->", "ij->i", "i->ii", "iji->j", "ijk", "i->i",
 };
 
-static cr_status sample_einsum(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                               void *env)
+static cr_status sample_einsum(CR__SAMPLE_PARAMS)
 {
-    (void)env;
     size_t nops = nargs - 1;
     const char *spec = nops == 2 ? k_specs2[cr__rng_below(rng, sizeof k_specs2 / sizeof *k_specs2)]
                                  : k_specs1[cr__rng_below(rng, sizeof k_specs1 / sizeof *k_specs1)];
-    cr_einsum_spec *s = cr_arena_alloc(arena, sizeof *s, _Alignof(cr_einsum_spec));
-    if (s == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, cr_einsum_spec, s);
     s->spec = spec;
     args[0] = cr_value_struct(&cr_einsum_spec_type, s);
     ein e;

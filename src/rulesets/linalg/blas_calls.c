@@ -45,20 +45,26 @@ cr_status cr__matrix32_arg(cr_arena *arena, const char *who, const cr_value *arg
     return CR_OK;
 }
 
+cr_status cr__nargs_matrix32(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                             size_t n, bool square, const cr_array **A)
+{
+    cr_status st = cr__nargs(arena, who, nargs, n, n);
+    return st != CR_OK ? st : cr__matrix32_arg(arena, who, args, nargs, 0, square, A);
+}
+
 /* A right-hand side: a float vector or matrix with n rows. */
 cr_status cr__rhs_arg(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
                       size_t i, size_t n, const cr_array **B)
 {
     cr_status st = cr__array_arg(arena, who, args, nargs, i, B);
-    if (st != CR_OK)
-        return st;
-    const cr_array *b = *B;
-    if ((b->ndim != 1 && b->ndim != 2) || b->shape[0] != n ||
-        !cr_dtype_is_float((cr_dtype)b->dtype) || (b->ndim == 2 && b->shape[1] > INT32_MAX))
-        return CR__FAIL(arena, CR_ESHAPE,
-                        "%s: argument %zu must be a float vector or matrix with %zu row%s", who,
-                        i + 1, n, CR__S(n));
-    return CR_OK;
+    const cr_array *b = st == CR_OK ? *B : NULL;
+    if (b != NULL &&
+        ((b->ndim != 1 && b->ndim != 2) || b->shape[0] != n ||
+         !cr_dtype_is_float((cr_dtype)b->dtype) || (b->ndim == 2 && b->shape[1] > INT32_MAX)))
+        st = CR__FAIL(arena, CR_ESHAPE,
+                      "%s: argument %zu must be a float vector or matrix with %zu row%s", who,
+                      i + 1, n, CR__S(n));
+    return st;
 }
 
 /* NoTangent for every cotangent, then ZeroTangent for the perturbable arguments: what a
@@ -73,11 +79,8 @@ void cr__zero_cotangents(const bool *diff, cr_tangent *dx, size_t nx)
 /* ---- nrm2 -------------------------------------------------------------------------------- */
 
 /* nrm2(x) is norm(x) (p = 2): the same rules, reached through dispatch. */
-static cr_status nrm2_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+static cr_status nrm2_rrule(CR__RRULE_PARAMS)
 {
-    (void)f;
     cr_status st = cr__nargs(arena, "nrm2", nargs, 1, 1);
     if (st != CR_OK)
         return st;
@@ -92,12 +95,8 @@ static cr_status nrm2_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
 }
 CR__ARRAY_FN(nrm2, "nrm2", 1)
 
-static cr_status nrm2_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+static cr_status nrm2_frule(CR__FRULE_PARAMS)
 {
-    (void)f;
-    (void)udata;
     cr_status st = cr__nargs(arena, "nrm2", nargs, 1, 1);
     if (st != CR_OK)
         return st;
@@ -239,15 +238,10 @@ static cr_status gemv_A_add(cr_arena *arena, cr_array *dest, void *env)
     return st != CR_OK ? st : cr__add_into(arena, dest, v);
 }
 
-typedef struct gemv_x_thunk {
-    const gemv_env *e;
-    cr__cmat g;
-} gemv_x_thunk;
-
 /* x̄ = conj(α) op(A)ᴴ ȳ; op(A)ᴴ is Aᴴ ('N'), conj(A) ('T') or A ('C'). */
 static cr_status gemv_x_fn(cr_arena *arena, cr_tangent *out, void *env)
 {
-    gemv_x_thunk *t = env;
+    const cr__pb_thunk *t = env;
     const gemv_env *e = t->e;
     cr__cmat r, g;
     cr_status st;
@@ -266,9 +260,19 @@ static cr_status gemv_x_fn(cr_arena *arena, cr_tangent *out, void *env)
     return st != CR_OK ? st : cr__cmat_give(arena, e->p[3], &r, true, out);
 }
 
+/* The cotangent of a scalar factor s of the term s v of the output (v and ȳ = g columns):
+ * ⟨v, g⟩, projected by p. */
+static cr_status factor_cot(cr_arena *arena, const cr_project *p, cr_dtype wdt, const cr__cmat *v,
+                            const cr__cmat *g, cr_tangent *out)
+{
+    cr_complex a = 0;
+    for (size_t i = 0; i < v->r; i++)
+        a += conj(cr__cmat_get(v, i, 0)) * cr__cmat_get(g, i, 0);
+    return cr_project_apply(arena, p, cr__scalar_tangent(wdt, a), out);
+}
+
 /* ᾱ = <op(A) x, ȳ>, Ā (InplaceableThunk), x̄ (thunk), β̄ = <y, ȳ>, ȳ_y = conj(β) ȳ. */
-static cr_status gemv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                               void *env)
+static cr_status gemv_pullback(CR__PULLBACK_PARAMS)
 {
     gemv_env *e = env;
     size_t rows = e->Ax.r;
@@ -280,18 +284,10 @@ static cr_status gemv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     cr__zero_cotangents(e->diff, dx, nx);
     if (g.p == NULL)
         return CR_OK;
-    if (e->diff[1]) {
-        cr_complex a = 0;
-        for (size_t i = 0; i < rows; i++)
-            a += conj(cr__cmat_get(&e->Ax, i, 0)) * cr__cmat_get(&g, i, 0);
-        st = cr_project_apply(arena, e->p[1], cr__scalar_tangent(wdt, a), &dx[2]);
-        if (st != CR_OK)
-            return st;
-    }
+    if (e->diff[1] && (st = factor_cot(arena, e->p[1], wdt, &e->Ax, &g, &dx[2])) != CR_OK)
+        return st;
     if (e->diff[2]) {
-        gemv_rank1 *ta = cr_arena_alloc(arena, sizeof *ta, _Alignof(gemv_rank1));
-        if (ta == NULL)
-            return CR__ALLOC_STATUS(arena);
+        CR__ARENA_NEW(arena, gemv_rank1, ta);
         ta->e = e;
         if (e->op == 'N') {
             ta->s = conj(e->alpha);
@@ -318,24 +314,14 @@ static cr_status gemv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
             return st;
     }
     if (e->diff[3]) {
-        gemv_x_thunk *tx = cr_arena_alloc(arena, sizeof *tx, _Alignof(gemv_x_thunk));
-        if (tx == NULL)
-            return CR__ALLOC_STATUS(arena);
-        *tx = (gemv_x_thunk){e, g};
-        st = cr__thunk(arena, gemv_x_fn, NULL, tx, "gemv_pullback_x", &dx[4]);
+        st = cr__pb_thunk_new(arena, gemv_x_fn, NULL, e, &g, 0, "gemv_pullback_x", &dx[4]);
         if (st != CR_OK)
             return st;
     }
     if (!e->with_y)
         return CR_OK;
-    if (e->diff[4]) {
-        cr_complex b = 0;
-        for (size_t i = 0; i < rows; i++)
-            b += conj(cr__cmat_get(&e->y, i, 0)) * cr__cmat_get(&g, i, 0);
-        st = cr_project_apply(arena, e->p[4], cr__scalar_tangent(wdt, b), &dx[5]);
-        if (st != CR_OK)
-            return st;
-    }
+    if (e->diff[4] && (st = factor_cot(arena, e->p[4], wdt, &e->y, &g, &dx[5])) != CR_OK)
+        return st;
     if (e->diff[5]) {
         /* g is shared with the thunks: scale a copy. */
         cr__cmat r;
@@ -353,15 +339,9 @@ static cr_status gemv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
  * alpha op(A) x + beta y (the out-of-place gemv!). Pullback: ᾱ = <op(A) x, ȳ>,
  * Ā = conj(α) ȳ xᴴ mapped through op (an InplaceableThunk adding a rank-one matrix),
  * x̄ = conj(α) op(A)ᴴ ȳ (a thunk), β̄ = <y, ȳ>, ȳ_y = conj(β) ȳ. */
-static cr_status gemv_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+static cr_status gemv_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    gemv_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(gemv_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, gemv_env, e);
     cr__cmat Y;
     cr_array *o;
     cr_status st = gemv_forward(arena, args, nargs, e, &Y);
@@ -375,13 +355,8 @@ static cr_status gemv_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
 CR__ARRAY_FN(gemv, "gemv", -1)
 
 /* frule: Ẏ = α̇ op(A) x + α (op(Ȧ) x + op(A) ẋ) + β̇ y + β ẏ. */
-static cr_status gemv_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+static cr_status gemv_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     gemv_env e;
     memset(&e, 0, sizeof e);
     cr__cmat Y, dA, dx, dyv, R;
@@ -442,11 +417,8 @@ cr_value cr__rand_flag(uint64_t *rng, const char *flags)
 }
 
 /* nrm2: a vector or a matrix of any float type. */
-static cr_status sample_nrm2(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                             void *env)
+static cr_status sample_nrm2(CR__SAMPLE_PARAMS)
 {
-    (void)nargs;
-    (void)env;
     size_t shape[2] = {2 + cr__rng_below(rng, 4), 3};
     cr_array *x;
     cr_status st =
@@ -457,10 +429,8 @@ static cr_status sample_nrm2(cr_arena *arena, uint64_t *rng, cr_value *args, siz
 }
 
 /* gemv: trans among 'N', 'T', 'C'; A 3 x 2 or 2 x 3; mixed element types. */
-static cr_status sample_gemv(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                             void *env)
+static cr_status sample_gemv(CR__SAMPLE_PARAMS)
 {
-    (void)env;
     args[0] = cr__rand_flag(rng, "NTC");
     args[1] = rand_number(rng);
     size_t shape[2] = {2 + cr__rng_below(rng, 2), 2 + cr__rng_below(rng, 2)};

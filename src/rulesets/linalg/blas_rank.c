@@ -43,10 +43,8 @@ static cr_status dotu_forward(cr_arena *arena, const cr_value *args, size_t narg
 }
 
 /* x̄ = s̄ conj(y), ȳ = s̄ conj(x). */
-static cr_status dotu_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                               void *env)
+static cr_status dotu_pullback(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     const dotu_env *e = env;
     cr_complex g = 0;
     bool nz = false;
@@ -226,8 +224,7 @@ static cr_status rk_forward(cr_arena *arena, bool herm, const cr_value *args, si
     return CR_OK;
 }
 
-static cr_status rk_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                             void *env)
+static cr_status rk_pullback(CR__PULLBACK_PARAMS)
 {
     const rk_env *e = env;
     size_t n = e->K.r, shape[2] = {n, n};
@@ -382,10 +379,8 @@ RK_RULES(herk, true)
 /* ---- Test registrations ------------------------------------------------------------------- */
 
 /* dotu: two vectors of 1 to 4 elements, of random float dtypes. */
-static cr_status sample_dotu(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                             void *env)
+static cr_status sample_dotu(CR__SAMPLE_PARAMS)
 {
-    (void)env;
     size_t n = 1 + cr__rng_below(rng, 4);
     for (size_t i = 0; i < nargs; i++) {
         cr_array *x;
@@ -399,7 +394,7 @@ static cr_status sample_dotu(cr_arena *arena, uint64_t *rng, cr_value *args, siz
 
 /* syrk and herk (env: herk when non-NULL): both triangles and ops, A n x k or k x n for n, k
  * in 1..3, real α and β for herk (complex sometimes for syrk). */
-static cr_status sample_rk(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs, void *env)
+static cr_status sample_rk(CR__SAMPLE_PARAMS)
 {
     bool herm = env != NULL;
     cr_dtype dt = cr__rng_dtype(rng);

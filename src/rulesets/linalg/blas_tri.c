@@ -5,6 +5,7 @@
  * copied into another matrix). Plain C loops on column-major work matrices: no BLAS or
  * LAPACK needed, so they exist in every build.
  */
+#include "../array/family.h"
 #include "linalg_impl.h"
 
 /* ---- Arguments ------------------------------------------------------------------------- */
@@ -28,19 +29,6 @@ static cr_status flag_arg(cr_arena *arena, const char *who, const char *what, co
                     what, allowed);
 }
 
-/* Element i of a contiguous work array (f64 or c128) and its assignment. */
-static inline cr_complex wget(const cr_array *w, size_t i)
-{
-    return w->dtype == CR_DT_C128 ? ((const cr_complex *)w->data)[i] : ((const double *)w->data)[i];
-}
-static inline void wset(cr_array *w, size_t i, cr_complex v)
-{
-    if (w->dtype == CR_DT_C128)
-        ((cr_complex *)w->data)[i] = v;
-    else
-        ((double *)w->data)[i] = creal(v);
-}
-
 /* ---- scal(α, x) ------------------------------------------------------------------------- */
 
 typedef struct scal_env {
@@ -59,10 +47,10 @@ static cr_status scal_forward(cr_arena *arena, const cr_value *args, size_t narg
     cr_status st = cr__nargs(arena, "scal", nargs, 2, 2);
     if (st == CR_OK)
         st = cr__array_arg(arena, "scal", args, nargs, 1, &x);
+    if (st == CR_OK && !cr_dtype_is_float((cr_dtype)x->dtype))
+        st = CR__FAIL(arena, CR_EINVAL, "scal: x must be an f64, f32 or c128 array");
     if (st != CR_OK)
         return st;
-    if (!cr_dtype_is_float((cr_dtype)x->dtype))
-        return CR__FAIL(arena, CR_EINVAL, "scal: x must be an f64, f32 or c128 array");
     e->av = &args[0];
     e->a = cr__scalar_of(&args[0]);
     cr_dtype dt = cr__promote((cr_dtype)x->dtype, cr__value_dtype(&args[0]));
@@ -74,7 +62,7 @@ static cr_status scal_forward(cr_arena *arena, const cr_value *args, size_t narg
         return st;
     size_t n = cr_array_numel(Y);
     for (size_t i = 0; i < n; i++)
-        wset(Y, i, e->a * wget(e->x, i));
+        cr__wset(Y, i, e->a * cr__wget(e->x, i));
     if ((st = cr__cast(arena, Y, dt, &o)) != CR_OK)
         return st;
     *y = cr_value_array(o);
@@ -82,10 +70,8 @@ static cr_status scal_forward(cr_arena *arena, const cr_value *args, size_t narg
 }
 
 /* x̄ = conj(α) ȳ, ᾱ = Σ conj(x) ȳ. */
-static cr_status scal_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                    cr_arena *arena, void *env)
+static cr_status scal_pullback_body(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     const scal_env *e = env;
     const cr_array *G;
     cr_status st = cr__tan_array(arena, "scal", *dy, e->x->ndim, e->x->shape, e->wdt, &G);
@@ -97,8 +83,8 @@ static cr_status scal_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t
     size_t n = cr_array_numel(Xb);
     cr_complex ab = 0;
     for (size_t i = 0; i < n; i++) {
-        wset(Xb, i, conj(e->a) * wget(G, i));
-        ab += conj(wget(e->x, i)) * wget(G, i);
+        cr__wset(Xb, i, conj(e->a) * cr__wget(G, i));
+        ab += conj(cr__wget(e->x, i)) * cr__wget(G, i);
     }
     if ((st = cr__give(arena, e->px, Xb, &dx[2])) != CR_OK)
         return st;
@@ -109,36 +95,20 @@ static cr_status scal_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t
 
 CR__MASKED_PULLBACK(scal, scal_env)
 
-static cr_status scal_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+static cr_status scal_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    scal_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(scal_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, scal_env, e);
     cr_status st = scal_forward(arena, args, nargs, e, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    if ((st = cr_project_new(arena, &args[1], &e->px)) != CR_OK)
-        return st;
     e->nd = cr__nondiff_mask(args, nargs, cr__arg_perturbable);
-    *pb = (cr_pullback){scal_pullback, e, "scal_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_end(arena, st, udata, &args[1], &e->px, scal_pullback, e, "scal_pullback",
+                         nargs + 1, pb);
 }
 CR__ARRAY_FN(scal, "scal", 2)
 
 /* ẏ = α̇ x + α ẋ. */
-static cr_status scal_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+static cr_status scal_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
-    scal_env e;
-    memset(&e, 0, sizeof e);
+    scal_env e = {0};
     cr_status st = scal_forward(arena, args, nargs, &e, y);
     const cr_array *dx = NULL;
     cr_complex da = 0;
@@ -154,7 +124,8 @@ static cr_status scal_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
         return st;
     size_t n = cr_array_numel(T);
     for (size_t i = 0; i < n; i++)
-        wset(T, i, (nza ? da * wget(e.x, i) : 0) + (dx != NULL ? e.a * wget(dx, i) : 0));
+        cr__wset(T, i,
+                 (nza ? da * cr__wget(e.x, i) : 0) + (dx != NULL ? e.a * cr__wget(dx, i) : 0));
     if ((st = cr__cast(arena, T, (cr_dtype)y->u.arr->dtype, &o)) != CR_OK)
         return st;
     *dy = cr_tangent_array(o);
@@ -333,10 +304,8 @@ static cr_status tri_abar(cr_arena *arena, const tri_env *e, const cr__cmat *Mb,
 }
 
 /* G = conj(α) Ȳ; ᾱ = Σ conj(Z) Ȳ; then B̄ and M̄ (see docs/rules-linalg.md). */
-static cr_status tri_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                   void *env)
+static cr_status tri_pullback_body(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     const tri_env *e = env;
     size_t shape[2] = {e->Z.r, e->Z.c};
     cr__cmat G;
@@ -387,9 +356,7 @@ CR__MASKED_PULLBACK(tri, tri_env)
 static cr_status tri_rrule(cr_arena *arena, tri_kind kind, const cr_value *args, size_t nargs,
                            cr_value *y, cr_pullback *pb, const void *udata)
 {
-    tri_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(tri_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, tri_env, e);
     cr_status st = tri_forward(arena, kind, args, nargs, e, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
@@ -522,7 +489,7 @@ static cr_status lacpy_forward(cr_arena *arena, const cr_value *args, size_t nar
     for (size_t i = 0; i < m; i++)
         for (size_t j = 0; j < n; j++)
             if (lacpy_in(e->uplo, i, j))
-                wset(Y, i * n + j, wget(Aw, i * n + j));
+                cr__wset(Y, i * n + j, cr__wget(Aw, i * n + j));
     if ((st = cr__cast(arena, Y, (cr_dtype)B->dtype, &o)) != CR_OK)
         return st;
     *y = cr_value_array(o);
@@ -530,10 +497,8 @@ static cr_status lacpy_forward(cr_arena *arena, const cr_value *args, size_t nar
 }
 
 /* Ā = ȳ on the copied part, B̄ = ȳ elsewhere. */
-static cr_status lacpy_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                     cr_arena *arena, void *env)
+static cr_status lacpy_pullback_body(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     const lacpy_env *e = env;
     const cr_array *G;
     cr_status st = cr__tan_array(arena, "lacpy", *dy, 2, e->B->shape, e->wdt, &G);
@@ -546,7 +511,7 @@ static cr_status lacpy_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_
     size_t m = e->B->shape[0], n = e->B->shape[1];
     for (size_t i = 0; i < m; i++)
         for (size_t j = 0; j < n; j++)
-            wset(lacpy_in(e->uplo, i, j) ? Ab : Bb, i * n + j, wget(G, i * n + j));
+            cr__wset(lacpy_in(e->uplo, i, j) ? Ab : Bb, i * n + j, cr__wget(G, i * n + j));
     if ((st = cr__give(arena, e->pB, Bb, &dx[1])) != CR_OK)
         return st;
     return cr__give(arena, e->pA, Ab, &dx[2]);
@@ -554,43 +519,27 @@ static cr_status lacpy_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_
 
 CR__MASKED_PULLBACK(lacpy, lacpy_env)
 
-static cr_status lacpy_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                             const void *udata)
+static cr_status lacpy_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    lacpy_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(lacpy_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, lacpy_env, e);
     cr_status st = lacpy_forward(arena, args, nargs, e, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    if ((st = cr_project_new(arena, &args[0], &e->pB)) != CR_OK ||
-        (st = cr_project_new(arena, &args[1], &e->pA)) != CR_OK)
-        return st;
+    if (st == CR_OK && udata != CR__PRIMAL_ONLY)
+        st = cr_project_new(arena, &args[0], &e->pB);
     e->nd = cr__nondiff_mask(args, nargs, cr__arg_perturbable);
-    *pb = (cr_pullback){lacpy_pullback, e, "lacpy_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_end(arena, st, udata, &args[1], &e->pA, lacpy_pullback, e, "lacpy_pullback",
+                         nargs + 1, pb);
 }
 CR__ARRAY_FN(lacpy, "lacpy", 3)
 
 /* ẏ = Ȧ on the copied part, Ḃ elsewhere. */
-static cr_status lacpy_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                             cr_tangent *dy, const void *udata)
+static cr_status lacpy_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
-    lacpy_env e;
-    memset(&e, 0, sizeof e);
-    cr_status st = lacpy_forward(arena, args, nargs, &e, y);
+    lacpy_env e = {0};
     const cr_array *dB = NULL, *dA = NULL;
+    bool none; /* zero tangents still give a zero array */
+    cr_status st = lacpy_forward(arena, args, nargs, &e, y);
     if (st == CR_OK)
-        st = cr__dx_array(arena, "lacpy", dargs, args, 0, e.wdt, &dB);
-    if (st == CR_OK)
-        st = cr__dx_array(arena, "lacpy", dargs, args, 1, e.wdt, &dA);
+        st = cr__frule_pair(arena, "lacpy", dargs, args, e.wdt, y->u.arr, y, &dB, &dA, dy, &none);
     if (st != CR_OK)
         return st;
     cr_array *T, *o;
@@ -601,7 +550,7 @@ static cr_status lacpy_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
         for (size_t j = 0; j < n; j++) {
             const cr_array *src = lacpy_in(e.uplo, i, j) ? dA : dB;
             if (src != NULL)
-                wset(T, i * n + j, wget(src, i * n + j));
+                cr__wset(T, i * n + j, cr__wget(src, i * n + j));
         }
     if ((st = cr__cast(arena, T, (cr_dtype)e.B->dtype, &o)) != CR_OK)
         return st;
@@ -648,10 +597,8 @@ static cr_value rand_alpha(uint64_t *rng, cr_dtype dt)
     }
 }
 
-static cr_status sample_blas(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                             void *env)
+static cr_status sample_blas(CR__SAMPLE_PARAMS)
 {
-    (void)nargs;
     bt_kind k = *(const bt_kind *)env;
     cr_dtype dt = cr__rng_dtype(rng);
     size_t n = cr__rng_below(rng, 5); /* 0 .. 4: empty and 1 x 1 included */
@@ -722,45 +669,21 @@ static const cr_rule_test k_t_blas[6] = {
 
 cr_status cr__linalg_register_blas_tri(cr_registry *reg)
 {
-#define FA                 \
-    {                      \
-        CR__M_FARRAY, NULL \
-    }
-#define IN             \
-    {                  \
-        CR_M_INT, NULL \
-    }
-#define NUM             \
-    {                   \
-        CR__M_NUM, NULL \
-    }
-    static const cr_argspec a_scal[2] = {NUM, FA};
-    static const cr_argspec a_l2[5] = {IN, IN, IN, FA, FA};
-    static const cr_argspec a_l3[7] = {IN, IN, IN, IN, NUM, FA, FA};
-    static const cr_argspec a_lacpy[3] = {FA, FA, IN};
-#undef FA
-#undef IN
-#undef NUM
-    static const struct {
-        const cr_function *fn;
-        const cr_argspec *args;
-        size_t n;
-        cr_frule_fn frule;
-        cr_rrule_fn rrule;
-        uint32_t lin;
-    } k[] = {
-        {&scal_function, a_scal, 2, scal_frule, scal_rrule, CR_NONLINEAR},
-        {&trmv_function, a_l2, 5, trmv_frule, trmv_rrule, CR_NONLINEAR},
-        {&trsv_function, a_l2, 5, trsv_frule, trsv_rrule, CR_NONLINEAR},
-        {&trmm_function, a_l3, 7, trmm_frule, trmm_rrule, CR_NONLINEAR},
-        {&trsm_function, a_l3, 7, trsm_frule, trsm_rrule, CR_NONLINEAR},
-        {&lacpy_function, a_lacpy, 3, lacpy_frule, lacpy_rrule, CR_LINEAR},
+    static const cr_argspec a_scal[2] = {CR__SPEC(CR__M_NUM), CR__SPEC(CR__M_FARRAY)};
+    static const cr_argspec a_l2[5] = {CR__SPEC(CR_M_INT), CR__SPEC(CR_M_INT), CR__SPEC(CR_M_INT),
+                                       CR__SPEC(CR__M_FARRAY), CR__SPEC(CR__M_FARRAY)};
+    static const cr_argspec a_l3[7] = {
+        CR__SPEC(CR_M_INT),  CR__SPEC(CR_M_INT),     CR__SPEC(CR_M_INT),    CR__SPEC(CR_M_INT),
+        CR__SPEC(CR__M_NUM), CR__SPEC(CR__M_FARRAY), CR__SPEC(CR__M_FARRAY)};
+    static const cr_argspec a_lacpy[3] = {CR__SPEC(CR__M_FARRAY), CR__SPEC(CR__M_FARRAY),
+                                          CR__SPEC(CR_M_INT)};
+    static const cr__array_rule k[] = {
+        CR__LA_ROW(scal, a_scal, 2, &k_t_blas[0], CR_NONLINEAR),
+        CR__LA_ROW(trmv, a_l2, 5, &k_t_blas[1], CR_NONLINEAR),
+        CR__LA_ROW(trsv, a_l2, 5, &k_t_blas[2], CR_NONLINEAR),
+        CR__LA_ROW(trmm, a_l3, 7, &k_t_blas[3], CR_NONLINEAR),
+        CR__LA_ROW(trsm, a_l3, 7, &k_t_blas[4], CR_NONLINEAR),
+        CR__LA_ROW(lacpy, a_lacpy, 3, &k_t_blas[5], CR_LINEAR),
     };
-    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        cr_status st = cr__add_rule_so(reg, k[i].fn, k[i].args, k[i].n, false, k[i].frule,
-                                       k[i].rrule, &k_t_blas[i], k[i].lin, NULL);
-        if (st != CR_OK)
-            return st;
-    }
-    return CR_OK;
+    return cr__add_rules(reg, k, sizeof k / sizeof k[0]);
 }

@@ -217,9 +217,7 @@ static cr_status getrf_forward(cr_arena *arena, const cr_value *args, size_t nar
                                cr_value *y)
 {
     const cr_array *A;
-    cr_status st = cr__nargs(arena, "getrf", nargs, 1, 1);
-    if (st == CR_OK)
-        st = cr__matrix32_arg(arena, "getrf", args, nargs, 0, false, &A);
+    cr_status st = cr__nargs_matrix32(arena, "getrf", args, nargs, 1, false, &A);
     bool cplx = st == CR_OK && A->dtype == CR_DT_C128;
     if (st == CR_OK)
         st = cr__cmat_from(arena, A, cplx, &e->f.F);
@@ -281,10 +279,8 @@ static cr_status getrf_split(cr_arena *arena, const cr__cmat *F, size_t k, bool 
 /* With L̄ = strictly-lower(F̄), Ū = upper(F̄) (ChainRules' lu rule):
  * Ā = P L⁻ᴴ (strictly-lower(Lᴴ L̄) + upper(Ū Uᴴ)) U⁻ᴴ, for rectangular A through
  * cr__lu_pullback. */
-static cr_status getrf_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                void *env)
+static cr_status getrf_pullback(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     getrf_env *e = env;
     const char *who = "getrf_pullback";
     size_t shape[2] = {e->f.F.r, e->f.F.c}, k = e->f.n;
@@ -312,37 +308,23 @@ static cr_status getrf_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
 /* getrf(A): the tuple (F, ipiv) of the LU factorization with partial pivoting A = P L U of
  * an m x n A, L and U packed in F, ipiv the min(m, n) 1-based interchanges (LAPACK's
  * getrf). */
-static cr_status getrf_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                             const void *udata)
+static cr_status getrf_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    getrf_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(getrf_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, getrf_env, e);
     cr_status st = getrf_forward(arena, args, nargs, e, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
     if (e->singular)
         return lu_not_diff(arena);
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){getrf_pullback, e, "getrf_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,
+                           (cr_pullback){getrf_pullback, e, "getrf_pullback", nargs + 1});
 }
 CR__ARRAY_FN(getrf, "getrf", 1)
 
 /* frule: with Pᵀ Ȧ, cr__lu_tangent (square: X = L⁻¹ Pᵀ Ȧ U⁻¹, L̇ = L strictly-lower(X),
  * U̇ = upper(X) U), Ḟ = L̇ + U̇ packed. */
-static cr_status getrf_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                             cr_tangent *dy, const void *udata)
+static cr_status getrf_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     getrf_env e;
     memset(&e, 0, sizeof e);
     cr_status st = getrf_forward(arena, args, nargs, &e, y);
@@ -405,12 +387,13 @@ struct solve_ops {
     cr_status (*solve)(cr_arena *arena, const char *who, const void *env, bool adj, cr__cmat *R);
     /* R := R - Ṁ X from the factor's tangent dF (which may be overwritten). */
     cr_status (*minus_dMX)(cr_arena *arena, const void *env, cr__cmat *dF, cr__cmat *R);
-    /* The factor's cotangent (a thunk) from B̄ = G. */
-    cr_status (*factor_bar)(cr_arena *arena, const void *env, const cr__cmat *G, cr_tangent *out);
+    /* The factor's cotangent from B̄: the function of a thunk of a cr__pb_thunk (the env, B̄ its
+     * g), and its name. */
+    cr_thunk_fn factor_bar;
+    const char *factor_name;
 };
 
-static cr_status solve_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                void *env)
+static cr_status solve_pullback(CR__PULLBACK_PARAMS)
 {
     solve_core *c = env;
     const solve_ops *ops = c->ops;
@@ -425,7 +408,20 @@ static cr_status solve_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
         st = cr__cmat_give(arena, c->p[ops->ib], &G, c->vec, &dx[ops->ib + 1]);
     if (st != CR_OK || !c->diff[ops->ifac])
         return st;
-    return ops->factor_bar(arena, env, &G, &dx[ops->ifac + 1]);
+    return cr__pb_thunk_new(arena, ops->factor_bar, NULL, env, &G, 0, ops->factor_name,
+                            &dx[ops->ifac + 1]);
+}
+
+/* The common part of a solve's forward pass once its arguments F (the factor) and B are read:
+ * *dt, c's vec, diff (of the nargs arguments) and X = B (not yet solved). */
+static cr_status solve_setup(cr_arena *arena, solve_core *c, const cr_value *args, size_t nargs,
+                             const cr_array *F, const cr_array *B, cr_dtype *dt)
+{
+    *dt = cr__promote((cr_dtype)F->dtype, (cr_dtype)B->dtype);
+    c->vec = B->ndim == 1;
+    for (size_t i = 0; i < nargs; i++)
+        c->diff[i] = cr__is_diff(&args[i]);
+    return cr__cmat_from(arena, B, *dt == CR_DT_C128, &c->X);
 }
 
 /* The env with X solved and the output array o. */
@@ -497,26 +493,17 @@ static cr_status getrs_forward(cr_arena *arena, const cr_value *args, size_t nar
     getrs_env *e = env;
     const char *who = "getrs";
     const cr_array *F, *B;
-    cr_status st = cr__nargs(arena, who, nargs, 4, 4);
-    if (st == CR_OK)
-        st = cr__matrix32_arg(arena, who, args, nargs, 0, true, &F);
+    cr_status st = cr__nargs_matrix32(arena, who, args, nargs, 4, true, &F);
     if (st == CR_OK)
         st = cr__rhs_arg(arena, who, args, nargs, 2, F->shape[0], &B);
     if (st == CR_OK)
         st = cr__flag_arg(arena, who, args, 3, "NTC", &e->op);
     if (st != CR_OK)
         return st;
-    *dt = cr__promote((cr_dtype)F->dtype, (cr_dtype)B->dtype);
-    bool cplx = *dt == CR_DT_C128;
-    st = lu_args(arena, who, args, nargs, cplx, &e->f, &F);
+    st = solve_setup(arena, &e->c, args, nargs, F, B, dt);
     if (st == CR_OK)
-        st = cr__cmat_from(arena, B, cplx, &e->c.X);
-    if (st == CR_OK)
-        st = lu_solve(arena, who, &e->f, e->op, &e->c.X);
-    e->c.vec = B->ndim == 1;
-    for (size_t i = 0; i < 4; i++)
-        e->c.diff[i] = cr__is_diff(&args[i]);
-    return st;
+        st = lu_args(arena, who, args, nargs, *dt == CR_DT_C128, &e->f, &F);
+    return st != CR_OK ? st : lu_solve(arena, who, &e->f, e->op, &e->c.X);
 }
 
 static cr_status getrs_solve(cr_arena *arena, const char *who, const void *env, bool adj,
@@ -526,38 +513,18 @@ static cr_status getrs_solve(cr_arena *arena, const char *who, const void *env, 
     return lu_solve(arena, who, &e->f, adj ? adj_op(e->op, R->cplx) : e->op, R);
 }
 
-typedef struct lu_thunk {
-    const lu_f *f;
-    const cr_project *p;
-    cr__cmat Abar;
-} lu_thunk;
-
-/* F̄ from Ā (lu_grad), projected. */
-static cr_status lu_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
+/* M = op(A): M̄ = -B̄ Xᴴ, Ā = op⁻¹(M̄), F̄ from Ā (lu_grad), projected. */
+static cr_status getrs_factor_bar(cr_arena *arena, cr_tangent *out, void *env)
 {
-    lu_thunk *t = env;
-    cr__cmat Fb;
-    cr_status st = lu_grad(arena, t->f, &t->Abar, &Fb);
-    return st != CR_OK ? st : cr__cmat_give(arena, t->p, &Fb, false, out);
-}
-
-/* M = op(A): M̄ = -B̄ Xᴴ, Ā = op⁻¹(M̄), F̄ from Ā (a thunk). */
-static cr_status getrs_factor_bar(cr_arena *arena, const void *env, const cr__cmat *G,
-                                  cr_tangent *out)
-{
-    const getrs_env *e = env;
-    lu_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(lu_thunk));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
-    cr__cmat Mb;
-    cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, G, &e->c.X, &Mb);
+    const cr__pb_thunk *t = env;
+    const getrs_env *e = t->e;
+    cr__cmat Mb, Ab, Fb;
+    cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, &t->g, &e->c.X, &Mb);
     if (st == CR_OK)
-        st = cr__cmat_op(arena, e->op == 'N' ? 'N' : e->op == 'T' ? 'T' : 'C', &Mb, &t->Abar);
-    if (st != CR_OK)
-        return st;
-    t->f = &e->f;
-    t->p = e->c.p[0];
-    return cr__thunk(arena, lu_thunk_fn, NULL, t, "getrs_pullback_F", out);
+        st = cr__cmat_op(arena, e->op == 'N' ? 'N' : e->op == 'T' ? 'T' : 'C', &Mb, &Ab);
+    if (st == CR_OK)
+        st = lu_grad(arena, &e->f, &Ab, &Fb);
+    return st != CR_OK ? st : cr__cmat_give(arena, e->c.p[0], &Fb, false, out);
 }
 
 /* R -= op(Ȧ) X, Ȧ = P (L̇ U + L U̇) from Ḟ. */
@@ -575,8 +542,8 @@ static cr_status getrs_minus_dMX(cr_arena *arena, const void *env, cr__cmat *dF,
  * 'N', 'T' or 'C' (LAPACK's getrs). Pullback: B̄ = M⁻ᴴ X̄, M̄ = -B̄ Xᴴ, Ā = op⁻¹(M̄), F̄ from
  * Ā; frule: Ẋ = op(A)⁻¹ (Ḃ - op(Ȧ) X). */
 static const solve_ops getrs_ops = {
-    "getrs", "getrs_pullback", sizeof(getrs_env), _Alignof(getrs_env), 0,
-    2,       getrs_forward,    getrs_solve,       getrs_minus_dMX,     getrs_factor_bar};
+    "getrs",     "getrs_pullback", sizeof(getrs_env), _Alignof(getrs_env), 0, 2, getrs_forward,
+    getrs_solve, getrs_minus_dMX,  getrs_factor_bar,  "getrs_pullback_F"};
 SOLVE_RULES(getrs, 4)
 
 /* ---- getri -------------------------------------------------------------------------------- */
@@ -591,9 +558,7 @@ static cr_status getri_forward(cr_arena *arena, const cr_value *args, size_t nar
                                cr_array **o)
 {
     const cr_array *F;
-    cr_status st = cr__nargs(arena, "getri", nargs, 2, 2);
-    if (st == CR_OK)
-        st = cr__matrix32_arg(arena, "getri", args, nargs, 0, true, &F);
+    cr_status st = cr__nargs_matrix32(arena, "getri", args, nargs, 2, true, &F);
     if (st == CR_OK)
         st = lu_args(arena, "getri", args, nargs, F->dtype == CR_DT_C128, &e->f, &F);
     if (st == CR_OK)
@@ -607,10 +572,8 @@ static cr_status getri_forward(cr_arena *arena, const cr_value *args, size_t nar
 }
 
 /* Ā = -Yᴴ Ȳ Yᴴ (inv's rule), then F̄ from Ā. */
-static cr_status getri_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                void *env)
+static cr_status getri_pullback(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     getri_env *e = env;
     size_t shape[2] = {e->f.n, e->f.n};
     dx[0] = cr_tangent_none();
@@ -630,15 +593,9 @@ static cr_status getri_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
 }
 
 /* getri(F, ipiv): A⁻¹ for A = P L U given by getrf's (F, ipiv). */
-static cr_status getri_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                             const void *udata)
+static cr_status getri_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    getri_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(getri_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, getri_env, e);
     cr_array *o;
     cr_status st = getri_forward(arena, args, nargs, e, &o);
     if (st != CR_OK)
@@ -650,13 +607,8 @@ static cr_status getri_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
 CR__ARRAY_FN(getri, "getri", 2)
 
 /* frule: Ẏ = -Y Ȧ Y. */
-static cr_status getri_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                             cr_tangent *dy, const void *udata)
+static cr_status getri_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     getri_env e;
     memset(&e, 0, sizeof e);
     cr_array *o;
@@ -724,9 +676,7 @@ static cr_status potrf_forward(cr_arena *arena, const cr_value *args, size_t nar
                                cr_value *y)
 {
     const cr_array *A;
-    cr_status st = cr__nargs(arena, "potrf", nargs, 2, 2);
-    if (st == CR_OK)
-        st = cr__matrix32_arg(arena, "potrf", args, nargs, 0, true, &A);
+    cr_status st = cr__nargs_matrix32(arena, "potrf", args, nargs, 2, true, &A);
     if (st == CR_OK)
         st = cr__flag_arg(arena, "potrf", args, 1, "UL", &e->uplo);
     if (st == CR_OK)
@@ -760,10 +710,8 @@ static cr_status potrf_forward(cr_arena *arena, const cr_value *args, size_t nar
 
 /* With Ū = F̄ ('U') or F̄ᴴ ('L'), upper: Φ = the Hermitian matrix of the upper triangle of
  * Ū Uᴴ (diagonal real), S = U⁻¹ Φ U⁻ᴴ / 2 (Seeger et al.), folded onto the read triangle. */
-static cr_status potrf_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                void *env)
+static cr_status potrf_pullback(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     potrf_env *e = env;
     const char *who = "potrf_pullback";
     size_t n = e->U.r, shape[2] = {n, n};
@@ -800,15 +748,9 @@ static cr_status potrf_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
 /* potrf(A, uplo): the Cholesky factor of the Hermitian positive definite matrix whose
  * triangle uplo is A's: U with A = Uᴴ U ('U') or L with A = L Lᴴ ('L'), tagged Upper or
  * Lower, the other triangle zero. */
-static cr_status potrf_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                             const void *udata)
+static cr_status potrf_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    potrf_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(potrf_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, potrf_env, e);
     cr_status st = potrf_forward(arena, args, nargs, e, y);
     if (st != CR_OK)
         return st;
@@ -819,13 +761,8 @@ CR__ARRAY_FN(potrf, "potrf", 2)
 
 /* frule: Ḣ read from Ȧ's triangle, S = U⁻ᴴ Ḣ U⁻¹, U̇ = Φ(S) U with Φ keeping the upper
  * triangle and halving the diagonal; L̇ = U̇ᴴ. */
-static cr_status potrf_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                             cr_tangent *dy, const void *udata)
+static cr_status potrf_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     potrf_env e;
     memset(&e, 0, sizeof e);
     cr_status st = potrf_forward(arena, args, nargs, &e, y);
@@ -889,42 +826,29 @@ static cr_status potrs_forward(cr_arena *arena, const cr_value *args, size_t nar
     potrs_env *e = env;
     const char *who = "potrs";
     const cr_array *F, *B;
-    cr_status st = cr__nargs(arena, who, nargs, 3, 3);
-    if (st == CR_OK)
-        st = cr__matrix32_arg(arena, who, args, nargs, 0, true, &F);
+    cr_status st = cr__nargs_matrix32(arena, who, args, nargs, 3, true, &F);
     if (st == CR_OK)
         st = cr__flag_arg(arena, who, args, 1, "UL", &e->uplo);
     if (st == CR_OK)
         st = cr__rhs_arg(arena, who, args, nargs, 2, F->shape[0], &B);
     if (st != CR_OK)
         return st;
-    *dt = cr__promote((cr_dtype)F->dtype, (cr_dtype)B->dtype);
-    bool cplx = *dt == CR_DT_C128;
-    e->c.vec = B->ndim == 1;
-    for (size_t i = 0; i < 3; i++)
-        e->c.diff[i] = cr__is_diff(&args[i]);
-    st = cr__cmat_from(arena, F, cplx, &e->T);
+    st = solve_setup(arena, &e->c, args, nargs, F, B, dt);
+    if (st == CR_OK)
+        st = cr__cmat_from(arena, F, *dt == CR_DT_C128, &e->T);
     if (st != CR_OK)
         return st;
     cr__cmat_tri(&e->T, e->uplo, false);
-    if (zero_diag(&e->T))
-        return singular(arena, who);
-    st = cr__cmat_from(arena, B, cplx, &e->c.X);
-    return st != CR_OK ? st : potrs_solve(arena, who, e, false, &e->c.X);
+    return zero_diag(&e->T) ? singular(arena, who) : potrs_solve(arena, who, e, false, &e->c.X);
 }
 
-typedef struct potrs_thunk {
-    const potrs_env *e;
-    cr__cmat Bbar;
-} potrs_thunk;
-
 /* Ā = -B̄ Xᴴ; F̄ = upper(U (Ā + Āᴴ)) or lower((Ā + Āᴴ) L). */
-static cr_status potrs_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
+static cr_status potrs_factor_bar(cr_arena *arena, cr_tangent *out, void *env)
 {
-    potrs_thunk *t = env;
+    const cr__pb_thunk *t = env;
     const potrs_env *e = t->e;
     cr__cmat Ab, Fb;
-    cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, &t->Bbar, &e->c.X, &Ab);
+    cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, &t->g, &e->c.X, &Ab);
     if (st != CR_OK)
         return st;
     size_t n = Ab.r;
@@ -940,17 +864,6 @@ static cr_status potrs_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
         return st;
     cr__cmat_tri(&Fb, e->uplo, false);
     return cr__cmat_give(arena, e->c.p[0], &Fb, false, out);
-}
-
-/* F̄ through A = Uᴴ U or L Lᴴ (a thunk). */
-static cr_status potrs_factor_bar(cr_arena *arena, const void *env, const cr__cmat *G,
-                                  cr_tangent *out)
-{
-    potrs_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(potrs_thunk));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
-    *t = (potrs_thunk){env, *G};
-    return cr__thunk(arena, potrs_thunk_fn, NULL, t, "potrs_pullback_F", out);
 }
 
 /* R -= Ȧ X with Ȧ = U̇ᴴ U + Uᴴ U̇ (or L̇ Lᴴ + L L̇ᴴ). */
@@ -978,8 +891,8 @@ static cr_status potrs_minus_dMX(cr_arena *arena, const void *env, cr__cmat *dT,
  * ('L', the lower triangle), as potrf returns the factor (LAPACK's potrs). Pullback:
  * B̄ = A⁻¹ X̄ (A Hermitian), F̄ through A; frule: Ẋ = A⁻¹ (Ḃ - Ȧ X). */
 static const solve_ops potrs_ops = {
-    "potrs", "potrs_pullback", sizeof(potrs_env), _Alignof(potrs_env), 0,
-    2,       potrs_forward,    potrs_solve,       potrs_minus_dMX,     potrs_factor_bar};
+    "potrs",     "potrs_pullback", sizeof(potrs_env), _Alignof(potrs_env), 0, 2, potrs_forward,
+    potrs_solve, potrs_minus_dMX,  potrs_factor_bar,  "potrs_pullback_F"};
 SOLVE_RULES(potrs, 3)
 
 /* ---- trtrs -------------------------------------------------------------------------------- */
@@ -996,9 +909,7 @@ static cr_status trtrs_forward(cr_arena *arena, const cr_value *args, size_t nar
     trtrs_env *e = env;
     const char *who = "trtrs";
     const cr_array *A, *B;
-    cr_status st = cr__nargs(arena, who, nargs, 5, 5);
-    if (st == CR_OK)
-        st = cr__matrix32_arg(arena, who, args, nargs, 0, true, &A);
+    cr_status st = cr__nargs_matrix32(arena, who, args, nargs, 5, true, &A);
     if (st == CR_OK)
         st = cr__flag_arg(arena, who, args, 1, "UL", &e->uplo);
     if (st == CR_OK)
@@ -1009,19 +920,15 @@ static cr_status trtrs_forward(cr_arena *arena, const cr_value *args, size_t nar
         st = cr__rhs_arg(arena, who, args, nargs, 4, A->shape[0], &B);
     if (st != CR_OK)
         return st;
-    *dt = cr__promote((cr_dtype)A->dtype, (cr_dtype)B->dtype);
-    bool cplx = *dt == CR_DT_C128;
-    e->c.vec = B->ndim == 1;
-    for (size_t i = 0; i < 5; i++)
-        e->c.diff[i] = cr__is_diff(&args[i]);
-    st = cr__cmat_from(arena, A, cplx, &e->T);
+    st = solve_setup(arena, &e->c, args, nargs, A, B, dt);
+    if (st == CR_OK)
+        st = cr__cmat_from(arena, A, *dt == CR_DT_C128, &e->T);
     if (st != CR_OK)
         return st;
     cr__cmat_tri(&e->T, e->uplo, false);
     for (size_t i = 0; i < e->T.r && e->diag == 'U'; i++)
         cr__cmat_set(&e->T, i, i, 1.0);
-    st = cr__cmat_from(arena, B, cplx, &e->c.X);
-    return st != CR_OK ? st : tri_solve(arena, who, &e->T, e->uplo, e->op, e->diag, &e->c.X);
+    return tri_solve(arena, who, &e->T, e->uplo, e->op, e->diag, &e->c.X);
 }
 
 static cr_status trtrs_solve(cr_arena *arena, const char *who, const void *env, bool adj,
@@ -1031,34 +938,19 @@ static cr_status trtrs_solve(cr_arena *arena, const char *who, const void *env, 
     return tri_solve(arena, who, &e->T, e->uplo, adj ? adj_op(e->op, R->cplx) : e->op, e->diag, R);
 }
 
-typedef struct trtrs_thunk {
-    const trtrs_env *e;
-    cr__cmat Bbar;
-} trtrs_thunk;
-
 /* M̄ = -B̄ Xᴴ for M = op(T); Ā = the triangle of op⁻¹(M̄) (strict for a unit diagonal). */
-static cr_status trtrs_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
+static cr_status trtrs_factor_bar(cr_arena *arena, cr_tangent *out, void *env)
 {
-    trtrs_thunk *t = env;
+    const cr__pb_thunk *t = env;
     const trtrs_env *e = t->e;
     cr__cmat Mb, Ab;
-    cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, &t->Bbar, &e->c.X, &Mb);
+    cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, &t->g, &e->c.X, &Mb);
     if (st == CR_OK)
         st = cr__cmat_op(arena, e->op, &Mb, &Ab);
     if (st != CR_OK)
         return st;
     cr__cmat_tri(&Ab, e->uplo, e->diag == 'U');
     return cr__cmat_give(arena, e->c.p[0], &Ab, false, out);
-}
-
-static cr_status trtrs_factor_bar(cr_arena *arena, const void *env, const cr__cmat *G,
-                                  cr_tangent *out)
-{
-    trtrs_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(trtrs_thunk));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
-    *t = (trtrs_thunk){env, *G};
-    return cr__thunk(arena, trtrs_thunk_fn, NULL, t, "trtrs_pullback_A", out);
 }
 
 /* R -= op(Ṫ) X, Ṫ the triangle of Ȧ. */
@@ -1075,8 +967,8 @@ static cr_status trtrs_minus_dMX(cr_arena *arena, const void *env, cr__cmat *dT,
  * diag is 'U'), op by trans 'N', 'T' or 'C' (LAPACK's trtrs). Pullback: B̄ = op(T)⁻ᴴ X̄, Ā
  * from -B̄ Xᴴ (a thunk); frule: Ẋ = op(T)⁻¹ (Ḃ - op(Ṫ) X). */
 static const solve_ops trtrs_ops = {
-    "trtrs", "trtrs_pullback", sizeof(trtrs_env), _Alignof(trtrs_env), 0,
-    4,       trtrs_forward,    trtrs_solve,       trtrs_minus_dMX,     trtrs_factor_bar};
+    "trtrs",     "trtrs_pullback", sizeof(trtrs_env), _Alignof(trtrs_env), 0, 4, trtrs_forward,
+    trtrs_solve, trtrs_minus_dMX,  trtrs_factor_bar,  "trtrs_pullback_A"};
 SOLVE_RULES(trtrs, 5)
 
 /* ---- trsyl -------------------------------------------------------------------------------- */
@@ -1135,13 +1027,12 @@ static cr_status trsyl_solve(cr_arena *arena, const char *who, const trsyl_env *
                               : LAPACKE_dtrsyl_work(LAPACK_COL_MAJOR, ta, tb, isgn, (lapack_int)m,
                                                     (lapack_int)n, e->A.p, (lapack_int)m, e->B.p,
                                                     (lapack_int)n, X->p, (lapack_int)m, &scale);
-    if (info < 0)
-        return cr__lapack_fail(arena, who, info);
-    if (info > 0)
-        return CR__FAIL(arena, CR_EDOMAIN,
-                        "%s: op(A) and -isgn op(B) have (nearly) common eigenvalues: the "
-                        "Sylvester equation is singular",
-                        who);
+    if (info != 0)
+        return info < 0 ? cr__lapack_fail(arena, who, info)
+                        : CR__FAIL(arena, CR_EDOMAIN,
+                                   "%s: op(A) and -isgn op(B) have (nearly) common eigenvalues: "
+                                   "the Sylvester equation is singular",
+                                   who);
     if (scale != 1)
         return CR__FAIL(arena, CR_EDOMAIN,
                         "%s: LAPACK scaled the solution by %g to avoid overflow; this function "
@@ -1225,8 +1116,7 @@ static cr_status trsyl_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 
 /* With Y solving the adjoint equation op(A)ᴴ Y + sgn Y op(B)ᴴ = X̄: C̄ = Y, Ā and B̄ from
  * Y (thunks). */
-static cr_status trsyl_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                void *env)
+static cr_status trsyl_pullback(CR__PULLBACK_PARAMS)
 {
     trsyl_env *e = env;
     const char *who = "trsyl_pullback";
@@ -1244,9 +1134,7 @@ static cr_status trsyl_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
     for (int b = 0; b < 2 && st == CR_OK; b++) {
         if (!e->diff[3 + b])
             continue;
-        trsyl_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(trsyl_thunk));
-        if (t == NULL)
-            return CR__ALLOC_STATUS(arena);
+        CR__ARENA_NEW(arena, trsyl_thunk, t);
         *t = (trsyl_thunk){e, Y, b == 1};
         st = cr__thunk(arena, trsyl_thunk_fn, NULL, t, b ? "trsyl_pullback_B" : "trsyl_pullback_A",
                        &dx[4 + b]);
@@ -1257,15 +1145,9 @@ static cr_status trsyl_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
 /* trsyl(transa, transb, isgn, A, B, C): X with op(A) X + isgn X op(B) = C for A and B in
  * Schur form (upper quasi-triangular when real, upper triangular when complex), LAPACK's
  * trsyl with scale = 1. */
-static cr_status trsyl_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                             const void *udata)
+static cr_status trsyl_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    trsyl_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(trsyl_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, trsyl_env, e);
     cr_dtype dt = CR_DT_F64;
     cr_array *o;
     cr_status st = trsyl_forward(arena, args, nargs, e, &dt);
@@ -1280,13 +1162,8 @@ CR__ARRAY_FN(trsyl, "trsyl", 6)
 
 /* frule: op(A) Ẋ + sgn Ẋ op(B) = Ċ - op(Ȧ) X - sgn X op(Ḃ), Ȧ and Ḃ restricted to what
  * trsyl reads. */
-static cr_status trsyl_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                             cr_tangent *dy, const void *udata)
+static cr_status trsyl_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     trsyl_env e;
     memset(&e, 0, sizeof e);
     cr_dtype dt = CR_DT_F64;
@@ -1340,8 +1217,7 @@ static cr_status trsyl_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
 static cr_status rand_dominant(cr_arena *arena, uint64_t *rng, cr_dtype dt, size_t n, double lo,
                                double hi, cr_array **out)
 {
-    size_t shape[2] = {n, n};
-    cr_status st = cr__rand_array(arena, rng, dt, 2, shape, -1, 1, out);
+    cr_status st = cr__rand_array(arena, rng, dt, 2, (size_t[2]){n, n}, -1, 1, out);
     if (st != CR_OK)
         return st;
     for (size_t i = 0; i < n; i++) {
@@ -1366,11 +1242,8 @@ static cr_status rand_rhs(cr_arena *arena, uint64_t *rng, cr_dtype adt, size_t n
 /* getrf: the leading n x c block of a diagonally dominant matrix (square half of the time,
  * else c in 1..4, so tall or wide) with its rows shuffled, so that partial pivoting
  * interchanges rows and its choices are clear (stable under perturbation). */
-static cr_status sample_getrf(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                              void *env)
+static cr_status sample_getrf(CR__SAMPLE_PARAMS)
 {
-    (void)nargs;
-    (void)env;
     size_t n = 2 + cr__rng_below(rng, 3), c = cr__rng_below(rng, 2) ? n : 1 + cr__rng_below(rng, 4);
     size_t big = n > c ? n : c, shape[2] = {n, c};
     cr_array *A, *P;
@@ -1394,22 +1267,18 @@ static cr_status sample_getrf(cr_arena *arena, uint64_t *rng, cr_value *args, si
 
 /* getrs / getri: packed factors with a well-conditioned U (unit L), valid pivots; getrs a
  * right-hand side and a trans flag. */
-static cr_status sample_lu(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs, void *env)
+static cr_status sample_lu(CR__SAMPLE_PARAMS)
 {
-    (void)env;
     size_t n = 2 + cr__rng_below(rng, 3);
-    cr_array *F, *ip;
+    cr_array *F = NULL, *ip = NULL;
     int64_t piv[4];
     for (size_t i = 0; i < n; i++)
         piv[i] = (int64_t)(i + 1 + cr__rng_below(rng, n - i));
     cr_status st = rand_dominant(arena, rng, cr__rng_dtype(rng), n, 1.5, 2.5, &F);
     if (st == CR_OK)
         st = cr__i64_array(arena, n, piv, &ip);
-    if (st != CR_OK)
-        return st;
-    args[0] = cr_value_array(F);
-    args[1] = cr_value_array(ip);
-    if (nargs == 4) {
+    st = cr__sampled(st, args, 2, (cr_array *[]){F, ip});
+    if (st == CR_OK && nargs == 4) {
         st = rand_rhs(arena, rng, (cr_dtype)F->dtype, n, &args[2]);
         args[3] = cr__rand_flag(rng, "NTC");
     }
@@ -1418,11 +1287,8 @@ static cr_status sample_lu(cr_arena *arena, uint64_t *rng, cr_value *args, size_
 
 /* potrf: a Hermitian positive definite matrix (B Bᴴ + n I), junk in the triangle that is
  * not read, sometimes tagged Symmetric / Hermitian; uplo either. */
-static cr_status sample_potrf(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                              void *env)
+static cr_status sample_potrf(CR__SAMPLE_PARAMS)
 {
-    (void)nargs;
-    (void)env;
     size_t n = 2 + cr__rng_below(rng, 3), shape[2] = {n, n};
     cr_dtype dt = cr__rng_dtype(rng);
     char uplo = cr__rng_below(rng, 2) ? 'U' : 'L';
@@ -1451,9 +1317,8 @@ static cr_status sample_potrf(cr_arena *arena, uint64_t *rng, cr_value *args, si
 
 /* potrs (F, uplo, B) and trtrs (A, uplo, trans, diag, B): a well-conditioned triangle with
  * junk in the other one. */
-static cr_status sample_tri(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs, void *env)
+static cr_status sample_tri(CR__SAMPLE_PARAMS)
 {
-    (void)env;
     size_t n = 2 + cr__rng_below(rng, 3);
     cr_array *F;
     cr_status st = rand_dominant(arena, rng, cr__rng_dtype(rng), n, 1.5, 2.5, &F);
@@ -1498,11 +1363,8 @@ static cr_status rand_schur(cr_arena *arena, uint64_t *rng, cr_dtype dt, size_t 
 }
 
 /* trsyl: A and B Schur forms whose spectra keep op(A) X + isgn X op(B) well conditioned. */
-static cr_status sample_trsyl(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                              void *env)
+static cr_status sample_trsyl(CR__SAMPLE_PARAMS)
 {
-    (void)nargs;
-    (void)env;
     cr_dtype dt = cr__rng_dtype(rng);
     bool cplx = dt == CR_DT_C128;
     args[0] = cr__rand_flag(rng, cplx ? "NC" : "NTC");
@@ -1528,10 +1390,7 @@ static cr_status sample_trsyl(cr_arena *arena, uint64_t *rng, cr_value *args, si
         args[0] = cr__rand_flag(rng, "NC");
         args[1] = cr__rand_flag(rng, "NC");
     }
-    args[3] = cr_value_array(A);
-    args[4] = cr_value_array(B);
-    args[5] = cr_value_array(C);
-    return CR_OK;
+    return cr__sampled(CR_OK, args + 3, 3, (cr_array *[]){A, B, C});
 }
 
 static const cr_rule_test k_t_getrf = {.sample = sample_getrf};

@@ -345,4 +345,90 @@ CR_INTERNAL cr_status cr__no_lapack(cr_arena *arena, const cr_value *f, const cr
 
 #endif /* CR_HAVE_LAPACKE */
 
+/* ---- Rule tables --------------------------------------------------------------------------- */
+
+/* The argument spec {M, NULL} of the matcher M, in the signature tables of the registrations. */
+#define CR__SPEC(M) \
+    {               \
+        (M), NULL   \
+    }
+
+/* A row of a cr__array_rule table (array/family.h): NAME's function, frule and rrule for the
+ * signature ARGS[0..N), the test registration TEST, the cr_linearity class LIN, no form. */
+#define CR__LA_ROW(NAME, ARGS, N, TEST, LIN)                                                  \
+    {                                                                                         \
+        &NAME##_function, (ARGS), (N), NAME##_frule, NAME##_rrule, (TEST), (LIN), NULL, false \
+    }
+
+/* The same for a linear function whose frule applies it to the tangent (cr__linear_frule). */
+#define CR__LA_LINEAR_ROW(NAME, ARGS, N, TEST)                                                  \
+    {                                                                                           \
+        &NAME##_function, (ARGS), (N), cr__linear_frule, NAME##_rrule, (TEST), CR_LINEAR, NULL, \
+            false                                                                               \
+    }
+
+/* ---- Contiguous work arrays ---------------------------------------------------------------- */
+
+/* Element i of a contiguous work array (f64 or c128). */
+static inline cr_complex cr__wget(const cr_array *w, size_t i)
+{
+    return w->dtype == CR_DT_C128 ? ((const cr_complex *)w->data)[i] : ((const double *)w->data)[i];
+}
+
+/* Element i of a contiguous work array := v (its real part for f64). */
+static inline void cr__wset(cr_array *w, size_t i, cr_complex v)
+{
+    if (w->dtype == CR_DT_C128)
+        ((cr_complex *)w->data)[i] = v;
+    else
+        ((double *)w->data)[i] = creal(v);
+}
+
+/* ---- Test samplers ------------------------------------------------------------------------- */
+
+/* Each element of the array A negated with probability 1/2 (a sampler's random signs). */
+static inline void cr__flip_signs(uint64_t *rng, cr_array *A)
+{
+    size_t n = cr_array_numel(A);
+    for (size_t i = 0; i < n; i++)
+        if (cr__rng_below(rng, 2))
+            cr__store(A, (ptrdiff_t)i, -cr__load(A, (ptrdiff_t)i));
+}
+
+/* A sampler's end: args[0..n) = the arrays a[0..n) when st is CR_OK; st. */
+static inline cr_status cr__sampled(cr_status st, cr_value *args, size_t n, cr_array *const *a)
+{
+    for (size_t i = 0; st == CR_OK && i < n; i++)
+        args[i] = cr_value_array(a[i]);
+    return st;
+}
+
+/* ---- Thunks of pullbacks ------------------------------------------------------------------- */
+
+/* The environment of a thunk a pullback makes: the pullback's environment e and the output
+ * cotangent, a work matrix g or a number s. */
+typedef struct cr__pb_thunk {
+    const void *e;
+    cr__cmat g;
+    cr_complex s;
+} cr__pb_thunk;
+
+/* *out = the thunk (fn, add) named name of a new cr__pb_thunk {e, *g (zeros when g is NULL),
+ * s}. */
+static inline cr_status cr__pb_thunk_new(cr_arena *arena, cr_thunk_fn fn, cr_thunk_add_fn add,
+                                         const void *e, const cr__cmat *g, cr_complex s,
+                                         const char *name, cr_tangent *out)
+{
+    CR__ARENA_NEW(arena, cr__pb_thunk, t);
+    *t = (cr__pb_thunk){e, g != NULL ? *g : (cr__cmat){0}, s};
+    return cr__thunk(arena, fn, add, t, name, out);
+}
+
+/* ---- Arguments (blas_calls.c) -------------------------------------------------------------- */
+
+/* Exactly n arguments (cr__nargs), the first a float matrix of extents within LAPACK's int (square
+ * when `square`, cr__matrix32_arg). */
+CR_INTERNAL cr_status cr__nargs_matrix32(cr_arena *arena, const char *who, const cr_value *args,
+                                         size_t nargs, size_t n, bool square, const cr_array **A);
+
 #endif /* CR_LINALG_IMPL_H */

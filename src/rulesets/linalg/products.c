@@ -6,32 +6,21 @@
  */
 #include <math.h>
 
+#include "../array/family.h"
 #include "linalg_impl.h"
 #include "structured_impl.h"
 
 cr_status cr__family_linalg(cr_registry *reg)
 {
-    cr_status st = cr__linalg_register_blas(reg);
-    if (st == CR_OK)
-        st = cr__linalg_register_lapack(reg);
-    if (st == CR_OK)
-        st = cr__linalg_register_cholesky(reg);
-    if (st == CR_OK)
-        st = cr__linalg_register_spectral(reg);
-    if (st == CR_OK)
-        st = cr__linalg_register_expm(reg);
-    if (st == CR_OK)
-        st = cr__linalg_register_fact(reg);
-    if (st == CR_OK)
-        st = cr__linalg_register_blas_calls(reg);
-    if (st == CR_OK)
-        st = cr__linalg_register_level(reg);
-    if (st == CR_OK)
-        st = cr__linalg_register_sparse(reg);
-    if (st == CR_OK)
-        st = cr__linalg_register_blas_tri(reg);
-    if (st == CR_OK)
-        st = cr__linalg_register_blas_rank(reg);
+    static cr_status (*const k_files[])(cr_registry *) = {
+        cr__linalg_register_blas,       cr__linalg_register_lapack,    cr__linalg_register_cholesky,
+        cr__linalg_register_spectral,   cr__linalg_register_expm,      cr__linalg_register_fact,
+        cr__linalg_register_blas_calls, cr__linalg_register_level,     cr__linalg_register_sparse,
+        cr__linalg_register_blas_tri,   cr__linalg_register_blas_rank,
+    };
+    cr_status st = CR_OK;
+    for (size_t i = 0; st == CR_OK && i < sizeof k_files / sizeof k_files[0]; i++)
+        st = k_files[i](reg);
     return st;
 }
 
@@ -65,24 +54,14 @@ static cr_status prod_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 }
 
 /* add!: dest += s * op(L) op(R) with gemm's beta = 1, no temporary. */
-static cr_status prod_thunk_add(cr_arena *arena, cr_array *dest, void *env)
-{
-    prod_thunk *t = env;
-    if (cr__dest_ok(dest, t->wdt, t->like)) {
-        cr__gemm(t->wdt, &t->L, &t->R, t->s, 1.0, dest->data, cr__mat_cols(&t->R));
-        return CR_OK;
-    }
-    cr_tangent v;
-    cr_status st = prod_thunk_fn(arena, &v, env);
-    return st != CR_OK ? st : cr__add_into(arena, dest, v);
-}
+CR__THUNK_ADD(prod_thunk_add, prod_thunk, t->wdt, t->like,
+              cr__gemm(t->wdt, &t->L, &t->R, t->s, 1.0, dest->data, cr__mat_cols(&t->R)),
+              prod_thunk_fn)
 
 static cr_status prod_thunk_new(cr_arena *arena, const cr_array *like, cr_project *p, cr_dtype wdt,
                                 const cr__mat *L, const cr__mat *R, cr_complex s, cr_tangent *out)
 {
-    prod_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(prod_thunk));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, prod_thunk, t);
     *t = (prod_thunk){like, p, wdt, *L, *R, s};
     return cr__thunk(arena, prod_thunk_fn, prod_thunk_add, t, "product_pullback_thunk", out);
 }
@@ -118,6 +97,28 @@ static cr_status product_shape(cr_arena *arena, const char *who, const cr_array 
     return CR_OK;
 }
 
+/* The two array arguments of a function of two (A, B). */
+static cr_status two_arrays(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                            const cr_array **A, const cr_array **B)
+{
+    cr_status st = cr__nargs(arena, who, nargs, 2, 2);
+    if (st == CR_OK)
+        st = cr__array_arg(arena, who, args, nargs, 0, A);
+    return st != CR_OK ? st : cr__array_arg(arena, who, args, nargs, 1, B);
+}
+
+/* The start of the pullback of a function of one array with a scalar output: dx[0] =
+ * NoTangent, *g = ȳ; *nz false and dx[1] = ZeroTangent when ȳ is zero. */
+static cr_status scalar_cot(cr_arena *arena, const char *who, const cr_tangent *dy, cr_tangent *dx,
+                            cr_complex *g, bool *nz)
+{
+    dx[0] = cr_tangent_none();
+    cr_status st = cr__tan_scalar(arena, who, *dy, g, nz);
+    if (st != CR_OK || !*nz)
+        dx[1] = cr_tangent_zero();
+    return st;
+}
+
 /* The output cotangent of a product as a gemm operand (m x n). */
 static cr_status cot_mat(cr_arena *arena, const char *who, cr_tangent dy, const cr_array *A,
                          size_t ndim, const size_t *shape, cr_dtype wdt, const cr_array **g,
@@ -140,12 +141,30 @@ typedef struct matmul_env {
 } matmul_env;
 
 /* Ā = Ȳ Bᴴ, B̄ = Aᴴ Ȳ (thunks; add! accumulates with gemm). */
-static cr_status matmul_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                 void *env)
+/* The cotangents of the perturbable operands of the product A B in m: Ā = s Ȳ Bᴴ into *dA,
+ * B̄ = s Aᴴ Ȳ into *dB (thunks; G is Ȳ). */
+static cr_status operand_cots(cr_arena *arena, const matmul_env *m, const cr__mat *G, cr_complex s,
+                              cr_tangent *dA, cr_tangent *dB)
+{
+    cr__mat h;
+    cr_status st = CR_OK;
+    if (m->A.diff) {
+        st = cr__mat_adj(arena, m->wdt, &m->B.m, &h);
+        if (st == CR_OK)
+            st = prod_thunk_new(arena, m->A.a, m->pA, m->wdt, G, &h, s, dA);
+    }
+    if (st == CR_OK && m->B.diff) {
+        st = cr__mat_adj(arena, m->wdt, &m->A.m, &h);
+        if (st == CR_OK)
+            st = prod_thunk_new(arena, m->B.a, m->pB, m->wdt, &h, G, s, dB);
+    }
+    return st;
+}
+
+static cr_status matmul_pullback(CR__PULLBACK_PARAMS)
 {
     matmul_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     const cr_array *g;
     cr__mat G;
     cr_status st =
@@ -157,23 +176,7 @@ static cr_status matmul_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
         dx[2] = e->B.diff ? cr_tangent_zero() : cr_tangent_none();
         return CR_OK;
     }
-    if (e->A.diff) {
-        cr__mat Bh;
-        st = cr__mat_adj(arena, e->wdt, &e->B.m, &Bh);
-        if (st == CR_OK)
-            st = prod_thunk_new(arena, e->A.a, e->pA, e->wdt, &G, &Bh, 1.0, &dx[1]);
-        if (st != CR_OK)
-            return st;
-    }
-    if (e->B.diff) {
-        cr__mat Ah;
-        st = cr__mat_adj(arena, e->wdt, &e->A.m, &Ah);
-        if (st == CR_OK)
-            st = prod_thunk_new(arena, e->B.a, e->pB, e->wdt, &Ah, &G, 1.0, &dx[2]);
-        if (st != CR_OK)
-            return st;
-    }
-    return CR_OK;
+    return operand_cots(arena, e, &G, 1.0, &dx[1], &dx[2]);
 }
 
 /* Parse and compute Y = A B (work dtype). */
@@ -181,11 +184,7 @@ static cr_status matmul_forward(cr_arena *arena, const char *who, const cr_value
                                 size_t nargs, matmul_env *e, cr_dtype *dt, cr_array **w)
 {
     const cr_array *A, *B;
-    cr_status st = cr__nargs(arena, who, nargs, 2, 2);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, who, args, nargs, 0, &A);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, who, args, nargs, 1, &B);
+    cr_status st = two_arrays(arena, who, args, nargs, &A, &B);
     if (st == CR_OK)
         st = product_shape(arena, who, A, B, &e->ndim, e->shape);
     if (st != CR_OK)
@@ -210,76 +209,83 @@ static cr_status matmul_forward(cr_arena *arena, const char *who, const cr_value
     return CR_OK;
 }
 
-/* matmul(A, B) = A B. */
-static cr_status matmul_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                              const void *udata)
+/* t (of the output's columns) = alpha (Ȧ B + A Ḃ) + beta t, for the tangents dA and dB (NULL
+ * when zero) of the operands of m. */
+static cr_status operand_tangents(cr_arena *arena, const matmul_env *m, const cr_array *dA,
+                                  const cr_array *dB, cr_complex alpha, cr_complex beta, void *t)
 {
-    (void)cfg;
-    (void)f;
-    matmul_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(matmul_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    size_t ldc = cr__mat_cols(&m->B.m);
+    cr__mat d;
+    cr_status st = CR_OK;
+    if (dA != NULL) {
+        st = cr__as_mat(arena, dA, m->wdt, true, &d);
+        if (st != CR_OK)
+            return st;
+        cr__gemm(m->wdt, &d, &m->B.m, alpha, beta, t, ldc);
+        beta = 1.0;
+    }
+    if (dB != NULL) {
+        st = cr__as_mat(arena, dB, m->wdt, false, &d);
+        if (st == CR_OK)
+            cr__gemm(m->wdt, &m->A.m, &d, alpha, beta, t, ldc);
+    }
+    return st;
+}
+
+typedef struct gemm_env gemm_env;
+static cr_status gemm_forward(cr_arena *arena, const cr_value *args, size_t nargs, gemm_env *e,
+                              cr_dtype *dt, cr_array **w);
+
+/* *y = the output of matmul (g NULL; its parts in e) or gemm (in g, e its product): the forward
+ * pass cast to the output's dtype. */
+static cr_status prod_primal(cr_arena *arena, const cr_value *args, size_t nargs, matmul_env *e,
+                             gemm_env *g, cr_value *y)
+{
     cr_dtype dt = CR_DT_F64;
     cr_array *w, *o;
-    cr_status st = matmul_forward(arena, "matmul", args, nargs, e, &dt, &w);
+    cr_status st = g != NULL ? gemm_forward(arena, args, nargs, g, &dt, &w)
+                             : matmul_forward(arena, "matmul", args, nargs, e, &dt, &w);
     if (st == CR_OK)
         st = cr__cast(arena, w, dt, &o);
+    if (st == CR_OK)
+        *y = cr_value_array(o);
+    return st;
+}
+
+/* matmul(A, B) = A B. */
+static cr_status matmul_rrule(CR__RRULE_PARAMS)
+{
+    CR__ARENA_ZNEW(arena, matmul_env, e);
+    cr_status st = prod_primal(arena, args, nargs, e, NULL, y);
     if (st != CR_OK)
         return st;
-    return cr__rrule_tail2(arena, args, udata, &e->pA, &e->pB, o, y, pb,
+    return cr__rrule_tail2(arena, args, udata, &e->pA, &e->pB, y->u.arr, y, pb,
                            (cr_pullback){matmul_pullback, e, "matmul_pullback", nargs + 1});
 }
 CR__ARRAY_FN(matmul, "matmul", 2)
 
 /* frule: Ẏ = Ȧ B + A Ḃ. */
-static cr_status matmul_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                              const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                              cr_tangent *dy, const void *udata)
+static cr_status matmul_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     matmul_env e;
     memset(&e, 0, sizeof e);
-    cr_dtype dt = CR_DT_F64;
-    cr_array *w, *o;
-    cr_status st = matmul_forward(arena, "matmul", args, nargs, &e, &dt, &w);
-    if (st == CR_OK)
-        st = cr__cast(arena, w, dt, &o);
     const cr_array *dA, *dB;
     bool none = false;
+    cr_status st = prod_primal(arena, args, nargs, &e, NULL, y);
     if (st == CR_OK)
-        st = cr__frule_pair(arena, "matmul", dargs, args, e.wdt, o, y, &dA, &dB, dy, &none);
+        st = cr__frule_pair(arena, "matmul", dargs, args, e.wdt, y->u.arr, y, &dA, &dB, dy, &none);
     if (st != CR_OK || none)
         return st;
     cr_array *t;
     st = cr__new(arena, e.wdt, e.ndim, e.shape, false, &t);
-    if (st != CR_OK)
-        return st;
-    cr_complex beta = 0.0;
-    size_t ldc = cr__mat_cols(&e.B.m);
-    if (dA != NULL) {
-        cr__mat m;
-        st = cr__as_mat(arena, dA, e.wdt, true, &m);
-        if (st != CR_OK)
-            return st;
-        cr__gemm(e.wdt, &m, &e.B.m, 1.0, beta, t->data, ldc);
-        beta = 1.0;
-    }
-    if (dB != NULL) {
-        cr__mat m;
-        st = cr__as_mat(arena, dB, e.wdt, false, &m);
-        if (st != CR_OK)
-            return st;
-        cr__gemm(e.wdt, &e.A.m, &m, 1.0, beta, t->data, ldc);
-    }
-    return cr_project_tangent(arena, y, cr_tangent_array(t), dy);
+    if (st == CR_OK)
+        st = operand_tangents(arena, &e, dA, dB, 1.0, 0.0, t->data);
+    return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(t), dy);
 }
 
 /* ---- gemm: alpha A B + beta C ------------------------------------------------------------ */
 
-typedef struct gemm_env {
+struct gemm_env {
     matmul_env mm;     /* A, B, shapes */
     const cr_array *P; /* A B (work) */
     const cr_array *C; /* C (work, contiguous) */
@@ -287,7 +293,7 @@ typedef struct gemm_env {
     bool d_alpha, d_beta, d_C;
     cr_project *p_alpha, *p_beta, *pC;
     const cr_array *Carg;
-} gemm_env;
+};
 
 static cr_status gemm_forward(cr_arena *arena, const cr_value *args, size_t nargs, gemm_env *e,
                               cr_dtype *dt, cr_array **w)
@@ -368,13 +374,11 @@ static cr_status gemm_forward(cr_arena *arena, const cr_value *args, size_t narg
 }
 
 /* ᾱ = <A B, Ȳ>, Ā = conj(α) Ȳ Bᴴ, B̄ = conj(α) Aᴴ Ȳ, β̄ = <C, Ȳ>, C̄ = conj(β) Ȳ. */
-static cr_status gemm_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                               void *env)
+static cr_status gemm_pullback(CR__PULLBACK_PARAMS)
 {
     gemm_env *e = env;
     matmul_env *m = &e->mm;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     const cr_array *g;
     cr__mat G;
     cr_status st = cot_mat(arena, "gemm_pullback", *dy, m->A.a, m->ndim, m->shape, m->wdt, &g, &G);
@@ -399,22 +403,9 @@ static cr_status gemm_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
         if (st != CR_OK)
             return st;
     }
-    if (m->A.diff) {
-        cr__mat Bh;
-        st = cr__mat_adj(arena, m->wdt, &m->B.m, &Bh);
-        if (st == CR_OK)
-            st = prod_thunk_new(arena, m->A.a, m->pA, m->wdt, &G, &Bh, conj(e->alpha), &dx[2]);
-        if (st != CR_OK)
-            return st;
-    }
-    if (m->B.diff) {
-        cr__mat Ah;
-        st = cr__mat_adj(arena, m->wdt, &m->A.m, &Ah);
-        if (st == CR_OK)
-            st = prod_thunk_new(arena, m->B.a, m->pB, m->wdt, &Ah, &G, conj(e->alpha), &dx[3]);
-        if (st != CR_OK)
-            return st;
-    }
+    st = operand_cots(arena, m, &G, conj(e->alpha), &dx[2], &dx[3]);
+    if (st != CR_OK)
+        return st;
     if (e->d_C) {
         cr_array *c;
         st = cr__new_like(arena, m->wdt, g, false, &c);
@@ -426,25 +417,12 @@ static cr_status gemm_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     return st;
 }
 
-static cr_status gemm_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+static cr_status gemm_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    gemm_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(gemm_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
-    cr_dtype dt = CR_DT_F64;
-    cr_array *w, *o;
-    cr_status st = gemm_forward(arena, args, nargs, e, &dt, &w);
-    if (st == CR_OK)
-        st = cr__cast(arena, w, dt, &o);
-    if (st != CR_OK)
+    CR__ARENA_ZNEW(arena, gemm_env, e);
+    cr_status st = prod_primal(arena, args, nargs, &e->mm, e, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
-    *y = cr_value_array(o);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
     cr_project **p;
     st = cr__projectors(arena, args, nargs, &p);
     if (st != CR_OK)
@@ -460,23 +438,13 @@ static cr_status gemm_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
 CR__ARRAY_FN(gemm, "gemm", 5)
 
 /* frule: Ẏ = α̇ A B + α (Ȧ B + A Ḃ) + β̇ C + β Ċ. */
-static cr_status gemm_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+static cr_status gemm_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     gemm_env e;
     memset(&e, 0, sizeof e);
-    cr_dtype dt = CR_DT_F64;
-    cr_array *w, *o;
-    cr_status st = gemm_forward(arena, args, nargs, &e, &dt, &w);
-    if (st == CR_OK)
-        st = cr__cast(arena, w, dt, &o);
+    cr_status st = prod_primal(arena, args, nargs, &e.mm, &e, y);
     if (st != CR_OK)
         return st;
-    *y = cr_value_array(o);
     cr_dtype wdt = e.mm.wdt;
     cr_complex da = 0, db = 0;
     bool nza = false, nzb = false;
@@ -501,21 +469,9 @@ static cr_status gemm_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
     st = cr__new_like(arena, wdt, e.C, true, &t);
     if (st != CR_OK)
         return st;
-    size_t ldc = cr__mat_cols(&e.mm.B.m);
-    if (dA != NULL) {
-        cr__mat m;
-        st = cr__as_mat(arena, dA, wdt, true, &m);
-        if (st != CR_OK)
-            return st;
-        cr__gemm(wdt, &m, &e.mm.B.m, e.alpha, 1.0, t->data, ldc);
-    }
-    if (dB != NULL) {
-        cr__mat m;
-        st = cr__as_mat(arena, dB, wdt, false, &m);
-        if (st != CR_OK)
-            return st;
-        cr__gemm(wdt, &e.mm.A.m, &m, e.alpha, 1.0, t->data, ldc);
-    }
+    st = operand_tangents(arena, &e.mm, dA, dB, e.alpha, 1.0, t->data);
+    if (st != CR_OK)
+        return st;
     if (nza)
         cr__axpy(da, e.P, t);
     if (nzb)
@@ -586,12 +542,10 @@ static cr_status dot_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
     return cr__give(arena, p, r, out);
 }
 
-static cr_status dot_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                              void *env)
+static cr_status dot_pullback(CR__PULLBACK_PARAMS)
 {
     dot_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     cr_complex g;
     bool nz;
     cr_status st = cr__tan_scalar(arena, "dot_pullback", *dy, &g, &nz);
@@ -610,9 +564,7 @@ static cr_status dot_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
             dx[slot++] = cr_tangent_zero();
             continue;
         }
-        dot_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(dot_thunk));
-        if (t == NULL)
-            return CR__ALLOC_STATUS(arena);
+        CR__ARENA_NEW(arena, dot_thunk, t);
         *t = (dot_thunk){e, g, which};
         st = cr__thunk(arena, dot_thunk_fn, NULL, t, "dot_pullback_thunk", &dx[slot++]);
         if (st != CR_OK)
@@ -678,15 +630,9 @@ static cr_status dot_forward(cr_arena *arena, const cr_value *args, size_t nargs
     return CR_OK;
 }
 
-static cr_status dot_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                           const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                           const void *udata)
+static cr_status dot_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    dot_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(dot_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, dot_env, e);
     cr_dtype dt = CR_DT_F64;
     cr_complex v;
     cr_status st = dot_forward(arena, args, nargs, e, &dt, &v);
@@ -695,26 +641,19 @@ static cr_status dot_rrule(const cr_config *cfg, cr_arena *arena, const cr_value
     *y = cr__scalar_value(dt, v);
     if (udata == CR__PRIMAL_ONLY)
         return CR_OK;
-    st = cr_project_new(arena, &args[0], &e->px);
-    if (st == CR_OK)
-        st = cr_project_new(arena, &args[nargs - 1], &e->py);
+    st = cr_project_new(arena, &args[nargs - 1], &e->py);
     if (st == CR_OK && nargs == 3)
         st = cr_project_new(arena, &args[1], &e->pA);
     if (st != CR_OK)
         return st;
-    *pb = (cr_pullback){dot_pullback, e, "dot_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(arena, &args[0], udata, &e->px, pb,
+                           (cr_pullback){dot_pullback, e, "dot_pullback", nargs + 1});
 }
 CR__ARRAY_FN(dot, "dot", -1)
 
 /* frule: dot(ẋ, y) + dot(x, ẏ); with A: ẋᴴ A y + xᴴ Ȧ y + xᴴ A ẏ. */
-static cr_status dot_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                           const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                           cr_tangent *dy, const void *udata)
+static cr_status dot_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     dot_env e;
     memset(&e, 0, sizeof e);
     cr_dtype dt = CR_DT_F64;
@@ -769,72 +708,53 @@ typedef struct tr_env {
     cr_dtype wdt;
 } tr_env;
 
-typedef struct tr_thunk {
-    const tr_env *e;
-    cr_complex g;
-} tr_thunk;
-
-/* Ā = ȳ I, built as a Diagonal (n entries) and projected. */
+/* Ā = ȳ I (ȳ the thunk's s), built as a Diagonal (n entries) and projected. */
 static cr_status tr_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 {
-    tr_thunk *t = env;
-    size_t n = t->e->A->shape[0];
+    const cr__pb_thunk *t = env;
+    const tr_env *e = t->e;
+    size_t n = e->A->shape[0];
     cr_array *d;
-    cr_status st = cr__new(arena, t->e->wdt, 1, &n, false, &d);
+    cr_status st = cr__new(arena, e->wdt, 1, &n, false, &d);
     if (st != CR_OK)
         return st;
     for (size_t i = 0; i < n; i++)
-        cr__store(d, (ptrdiff_t)i, t->g);
+        cr__store(d, (ptrdiff_t)i, t->s);
     d->ndim = 2;
     d->shape[1] = n;
     d->strides[0] = 1;
     d->strides[1] = 0;
     d->structure = CR_MAT_DIAGONAL;
-    return cr__give(arena, t->e->pA, d, out);
+    return cr__give(arena, e->pA, d, out);
+}
+
+/* The diagonal of dest += ȳ. */
+static void tr_add_diag(const cr__pb_thunk *t, cr_array *dest)
+{
+    size_t n = ((const tr_env *)t->e)->A->shape[0];
+    for (size_t i = 0; i < n; i++)
+        cr__store(dest, (ptrdiff_t)(i * n + i), cr__load(dest, (ptrdiff_t)(i * n + i)) + t->s);
 }
 
 /* add!: the diagonal of dest += ȳ. */
-static cr_status tr_thunk_add(cr_arena *arena, cr_array *dest, void *env)
-{
-    tr_thunk *t = env;
-    if (cr__dest_ok(dest, t->e->wdt, t->e->A)) {
-        size_t n = t->e->A->shape[0];
-        for (size_t i = 0; i < n; i++)
-            cr__store(dest, (ptrdiff_t)(i * n + i), cr__load(dest, (ptrdiff_t)(i * n + i)) + t->g);
-        return CR_OK;
-    }
-    cr_tangent v;
-    cr_status st = tr_thunk_fn(arena, &v, env);
-    return st != CR_OK ? st : cr__add_into(arena, dest, v);
-}
+CR__THUNK_ADD(tr_thunk_add, cr__pb_thunk, ((const tr_env *)t->e)->wdt, ((const tr_env *)t->e)->A,
+              tr_add_diag(t, dest), tr_thunk_fn)
 
-static cr_status tr_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                             void *env)
+static cr_status tr_pullback(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     tr_env *e = env;
-    dx[0] = cr_tangent_none();
     cr_complex g;
     bool nz;
-    cr_status st = cr__tan_scalar(arena, "tr_pullback", *dy, &g, &nz);
-    if (st != CR_OK || !nz) {
-        dx[1] = cr_tangent_zero();
+    cr_status st = scalar_cot(arena, "tr_pullback", dy, dx, &g, &nz);
+    if (st != CR_OK || !nz)
         return st;
-    }
-    tr_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(tr_thunk));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
-    *t = (tr_thunk){e, g};
-    return cr__thunk(arena, tr_thunk_fn, tr_thunk_add, t, "tr_pullback_thunk", &dx[1]);
+    return cr__pb_thunk_new(arena, tr_thunk_fn, tr_thunk_add, e, NULL, g, "tr_pullback_thunk",
+                            &dx[1]);
 }
 
 /* tr(A) = Σ A_ii: Ā = ȳ I. */
-static cr_status tr_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                          const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                          const void *udata)
+static cr_status tr_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
     const cr_array *A;
     cr_status st = cr__array_arg1(arena, "tr", args, nargs, &A);
     if (st != CR_OK)
@@ -848,16 +768,11 @@ static cr_status tr_rrule(const cr_config *cfg, cr_arena *arena, const cr_value 
     *y = cr__scalar_value((cr_dtype)A->dtype, s);
     if (udata == CR__PRIMAL_ONLY)
         return CR_OK;
-    tr_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(tr_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, tr_env, e);
     e->A = A;
     e->wdt = cr__work((cr_dtype)A->dtype);
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){tr_pullback, e, "tr_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,
+                           (cr_pullback){tr_pullback, e, "tr_pullback", nargs + 1});
 }
 CR__ARRAY_FN(tr, "tr", 1)
 
@@ -964,12 +879,10 @@ static cr_status bil_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
     return cr__give(arena, t->which == 0 ? e->pA : e->pB, r, out);
 }
 
-static cr_status bil_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                              void *env)
+static cr_status bil_pullback(CR__PULLBACK_PARAMS)
 {
     bil_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     const cr_array *g;
     cr_status st = cr__tan_array(arena, e->cross ? "cross_pullback" : "kron_pullback", *dy, e->ndim,
                                  e->shape, e->wdt, &g);
@@ -982,9 +895,7 @@ static cr_status bil_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
             dx[w + 1] = cr_tangent_zero();
             continue;
         }
-        bil_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(bil_thunk));
-        if (t == NULL)
-            return CR__ALLOC_STATUS(arena);
+        CR__ARENA_NEW(arena, bil_thunk, t);
         *t = (bil_thunk){e, g, w};
         st = cr__thunk(arena, bil_thunk_fn, NULL, t,
                        e->cross ? "cross_pullback_thunk" : "kron_pullback_thunk", &dx[w + 1]);
@@ -999,11 +910,7 @@ static cr_status bil_forward(cr_arena *arena, bool cross, const cr_value *args, 
 {
     const char *who = cross ? "cross" : "kron";
     const cr_array *A, *B;
-    cr_status st = cr__nargs(arena, who, nargs, 2, 2);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, who, args, nargs, 0, &A);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, who, args, nargs, 1, &B);
+    cr_status st = two_arrays(arena, who, args, nargs, &A, &B);
     if (st != CR_OK)
         return st;
     if (!cr_dtype_is_float((cr_dtype)A->dtype) || !cr_dtype_is_float((cr_dtype)B->dtype))
@@ -1051,9 +958,7 @@ static cr_status bil_forward(cr_arena *arena, bool cross, const cr_value *args, 
 static cr_status bil_rrule(cr_arena *arena, bool cross, const cr_value *args, size_t nargs,
                            cr_value *y, cr_pullback *pb, const void *udata)
 {
-    bil_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(bil_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, bil_env, e);
     cr_dtype dt = CR_DT_F64;
     cr_array *w, *o;
     cr_status st = bil_forward(arena, cross, args, nargs, e, &dt, &w);
@@ -1102,138 +1007,12 @@ BIL_RULES(cross, true)
 
 /* ---- Structure constructors ---------------------------------------------------------------- */
 
-typedef struct wrap_env {
-    const cr_array *A;
-    cr_project *pA;
-    cr_matstruct s;
-    cr_dtype wdt;
-} wrap_env;
-
-/* Symmetric(A) / Hermitian(A): A's upper triangle read as a symmetric (Hermitian) matrix;
- * Diagonal(v) of a vector, Diagonal(A) of a square matrix's diagonal. Views of A. */
-static cr_status wrap_forward(cr_arena *arena, const char *who, cr_matstruct s,
-                              const cr_value *args, size_t nargs, cr_array **out)
-{
-    const cr_array *A;
-    cr_status st = cr__array_arg1(arena, who, args, nargs, &A);
-    if (st != CR_OK)
-        return st;
-    if (!cr_dtype_is_float((cr_dtype)A->dtype))
-        return CR__FAIL(arena, CR_EINVAL, "%s: expected a float array", who);
-    bool vec = s == CR_MAT_DIAGONAL && A->ndim == 1;
-    if (!vec && (A->ndim != 2 || A->shape[0] != A->shape[1]))
-        return CR__FAIL(arena, CR_ESHAPE, "%s: expected a square matrix%s", who,
-                        s == CR_MAT_DIAGONAL ? " or a vector" : "");
-    const cr_array *D = A;
-    if (A->structure != CR_MAT_DENSE) {
-        cr_array *c;
-        st = cr__densify(arena, A, 0, &c);
-        if (st != CR_OK)
-            return st;
-        D = c;
-    }
-    cr_array *r = NULL;
-    st = cr__view_of(arena, D, &r);
-    if (st != CR_OK)
-        return st;
-    if (vec) {
-        r->ndim = 2;
-        r->shape[1] = r->shape[0];
-        r->strides[1] = 0;
-    } else if (s == CR_MAT_DIAGONAL) {
-        r->strides[0] = D->strides[0] + D->strides[1];
-        r->strides[1] = 0;
-    }
-    r->structure = (uint8_t)s;
-    *out = r;
-    return CR_OK;
-}
-
-static cr_status wrap_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                               void *env)
-{
-    (void)nx;
-    wrap_env *e = env;
-    dx[0] = cr_tangent_none();
-    const cr_array *A = e->A;
-    size_t n = A->shape[0], shape[2] = {n, n};
-    const cr_array *g;
-    cr_status st = cr__tan_array(arena, "structure_pullback", *dy, 2, shape, e->wdt, &g);
-    if (st != CR_OK || g == NULL) {
-        dx[1] = cr_tangent_zero();
-        return st;
-    }
-    cr_array *r = NULL;
-    if (e->s == CR_MAT_DIAGONAL) {
-        st = cr__new(arena, e->wdt, 1, &n, false, &r);
-        if (st != CR_OK)
-            return st;
-        for (size_t i = 0; i < n; i++)
-            cr__store(r, (ptrdiff_t)i, cr__load(g, (ptrdiff_t)(i * n + i)));
-        if (A->ndim == 2) {
-            r->ndim = 2;
-            r->shape[1] = n;
-            r->strides[1] = 0;
-            r->structure = CR_MAT_DIAGONAL;
-        }
-        return cr__give(arena, e->pA, r, &dx[1]);
-    }
-    /* The upper triangle is read: Ā_ij = Ȳ_ij + Ȳ_ji (conj for Hermitian) above the
-     * diagonal, Ȳ_ii on it (its real part for Hermitian), 0 below. */
-    bool herm = e->s == CR_MAT_HERMITIAN;
-    st = cr__new(arena, e->wdt, 2, shape, true, &r);
-    if (st != CR_OK)
-        return st;
-    for (size_t i = 0; i < n; i++)
-        for (size_t j = i; j < n; j++) {
-            cr_complex a = cr__load(g, (ptrdiff_t)(i * n + j)),
-                       b = cr__load(g, (ptrdiff_t)(j * n + i));
-            cr_complex v = i == j ? (herm ? creal(a) : a) : a + (herm ? conj(b) : b);
-            cr__store(r, (ptrdiff_t)(i * n + j), v);
-        }
-    return cr__give(arena, e->pA, r, &dx[1]);
-}
-
-static cr_status wrap_rrule_common(cr_arena *arena, const char *who, cr_matstruct s,
-                                   const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                                   const void *udata)
-{
-    cr_array *r = NULL;
-    cr_status st = wrap_forward(arena, who, s, args, nargs, &r);
-    if (st != CR_OK)
-        return st;
-    *y = cr_value_array(r);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    wrap_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(wrap_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
-    e->A = args[0].u.arr;
-    e->s = s;
-    e->wdt = cr__work((cr_dtype)e->A->dtype);
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){wrap_pullback, e, "structure_pullback", nargs + 1};
-    return CR_OK;
-}
-
-#define WRAP_RULE(NAME, STR, S)                                                             \
-    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f, \
-                                  const cr_value *args, size_t nargs, cr_value *y,          \
-                                  cr_pullback *pb, const void *udata)                       \
-    {                                                                                       \
-        (void)cfg;                                                                          \
-        (void)f;                                                                            \
-        if (nargs == 2 && S != CR_MAT_DIAGONAL) /* Symmetric(A, uplo): structured.c */      \
-            return cr__symherm_uplo_rrule(arena, S, args, nargs, y, pb, udata);             \
-        return wrap_rrule_common(arena, STR, S, args, nargs, y, pb, udata);                 \
-    }                                                                                       \
-    CR__ARRAY_FN(NAME, STR, S == CR_MAT_DIAGONAL ? 1 : -1)
-
-WRAP_RULE(symmetric, "Symmetric", CR_MAT_SYMMETRIC)
-WRAP_RULE(hermitian, "Hermitian", CR_MAT_HERMITIAN)
-WRAP_RULE(diagonal, "Diagonal", CR_MAT_DIAGONAL)
+/* Symmetric(A) / Hermitian(A): A's upper triangle read as a symmetric (Hermitian) matrix
+ * (Symmetric(A, uplo) / Hermitian(A, uplo): the triangle uplo); Diagonal(v) of a vector,
+ * Diagonal(A) of a square matrix's diagonal. Views of A (cr__wrap_rrule, structured.c). */
+CR__WRAP_RULE(symmetric, "Symmetric", CR_MAT_SYMMETRIC, -1)
+CR__WRAP_RULE(hermitian, "Hermitian", CR_MAT_HERMITIAN, -1)
+CR__WRAP_RULE(diagonal, "Diagonal", CR_MAT_DIAGONAL, 1)
 
 /* ---- asum ------------------------------------------------------------------------------ */
 
@@ -1249,19 +1028,14 @@ static double sgn(double v)
 
 /* asum(x) = Σ |re x_i| + |im x_i| (BLAS's asum): x̄_i = (sign re x_i + i sign im x_i) ȳ,
  * with sign 0 at 0 (the subgradient). */
-static cr_status asum_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                               void *env)
+static cr_status asum_pullback(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
-    asum_env *e = env;
-    dx[0] = cr_tangent_none();
     cr_complex g;
     bool nz;
-    cr_status st = cr__tan_scalar(arena, "asum_pullback", *dy, &g, &nz);
-    if (st != CR_OK || !nz) {
-        dx[1] = cr_tangent_zero();
+    cr_status st = scalar_cot(arena, "asum_pullback", dy, dx, &g, &nz);
+    if (st != CR_OK || !nz)
         return st;
-    }
+    const asum_env *e = env;
     cr_array *r = NULL;
     st = cr__new_like(arena, (cr_dtype)e->Aw->dtype, e->A, false, &r);
     if (st != CR_OK)
@@ -1277,9 +1051,7 @@ static cr_status asum_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
 static cr_status asum_forward(cr_arena *arena, const cr_value *args, size_t nargs, asum_env *e,
                               double *v)
 {
-    cr_status st = cr__nargs(arena, "asum", nargs, 1, 1);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, "asum", args, nargs, 0, &e->A);
+    cr_status st = cr__array_arg1(arena, "asum", args, nargs, &e->A);
     if (st != CR_OK)
         return st;
     if (!cr_dtype_is_float((cr_dtype)e->A->dtype))
@@ -1297,37 +1069,21 @@ static cr_status asum_forward(cr_arena *arena, const cr_value *args, size_t narg
     return CR_OK;
 }
 
-static cr_status asum_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+static cr_status asum_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    asum_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(asum_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, asum_env, e);
     double v;
     cr_status st = asum_forward(arena, args, nargs, e, &v);
     if (st != CR_OK)
         return st;
     *y = cr__scalar_value(e->A->dtype == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64, v);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){asum_pullback, e, "asum_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,
+                           (cr_pullback){asum_pullback, e, "asum_pullback", nargs + 1});
 }
 CR__ARRAY_FN(asum, "asum", 1)
 
-static cr_status asum_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+static cr_status asum_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     asum_env e;
     double v;
     cr_status st = asum_forward(arena, args, nargs, &e, &v);
@@ -1372,10 +1128,8 @@ static cr_status rand_mat(cr_arena *arena, uint64_t *rng, cr_dtype dt, size_t nd
     return CR_OK;
 }
 
-static cr_status sample_matmul(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                               void *env)
+static cr_status sample_matmul(CR__SAMPLE_PARAMS)
 {
-    (void)env;
     size_t k = cr__rng_below(rng, 5);
     cr_dtype da = cr__rng_dtype(rng), db = cr__rng_below(rng, 2) ? da : cr__rng_dtype(rng);
     cr_array *A, *B;
@@ -1432,11 +1186,10 @@ static cr_status sample_matmul(cr_arena *arena, uint64_t *rng, cr_value *args, s
     return CR_OK;
 }
 
-static cr_status sample_dot(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs, void *env)
+static cr_status sample_dot(CR__SAMPLE_PARAMS)
 {
-    (void)env;
     cr_dtype dx = cr__rng_dtype(rng), dy = cr__rng_below(rng, 2) ? dx : cr__rng_dtype(rng);
-    cr_array *x, *y, *A;
+    cr_array *x = NULL, *y = NULL, *A = NULL;
     size_t m = 3, n = 4, s2[2] = {2, 3};
     cr_status st;
     if (nargs == 2) {
@@ -1444,30 +1197,18 @@ static cr_status sample_dot(cr_arena *arena, uint64_t *rng, cr_value *args, size
         st = cr__rand_array(arena, rng, dx, mat ? 2 : 1, mat ? s2 : &n, -1.5, 1.5, &x);
         if (st == CR_OK)
             st = cr__rand_array(arena, rng, dy, mat ? 2 : 1, mat ? s2 : &n, -1.5, 1.5, &y);
-        if (st != CR_OK)
-            return st;
-        args[0] = cr_value_array(x);
-        args[1] = cr_value_array(y);
-        return CR_OK;
+        return cr__sampled(st, args, 2, (cr_array *[]){x, y});
     }
     st = cr__rand_array(arena, rng, dx, 1, &m, -1.5, 1.5, &x);
     if (st == CR_OK)
         st = rand_mat(arena, rng, cr__rng_dtype(rng), 2, m, n, &A);
     if (st == CR_OK)
         st = cr__rand_array(arena, rng, dy, 1, &n, -1.5, 1.5, &y);
-    if (st != CR_OK)
-        return st;
-    args[0] = cr_value_array(x);
-    args[1] = cr_value_array(A);
-    args[2] = cr_value_array(y);
-    return CR_OK;
+    return cr__sampled(st, args, 3, (cr_array *[]){x, A, y});
 }
 
-static cr_status sample_square(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                               void *env)
+static cr_status sample_square(CR__SAMPLE_PARAMS)
 {
-    (void)env;
-    (void)nargs;
     cr_dtype dt = cr__rng_dtype(rng);
     cr_array *A;
     cr_status st = rand_mat(arena, rng, dt, 2, 3, 3, &A);
@@ -1486,31 +1227,23 @@ static cr_status sample_square(cr_arena *arena, uint64_t *rng, cr_value *args, s
 }
 
 /* kron of two matrices or two vectors; cross of two 3-vectors. */
-static cr_status sample_bilinear(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                                 void *env)
+static cr_status sample_bilinear(CR__SAMPLE_PARAMS)
 {
-    (void)nargs;
     bool cross = env != NULL;
     size_t s1[2] = {2, 3}, s2[2] = {3, 2}, n3 = 3;
     bool vec = cross || cr__rng_below(rng, 3) == 0;
-    cr_array *A, *B;
+    cr_array *A = NULL, *B = NULL;
     cr_status st =
         cr__rand_array(arena, rng, cr__rng_dtype(rng), vec ? 1 : 2, vec ? &n3 : s1, -1.5, 1.5, &A);
     if (st == CR_OK)
         st = cr__rand_array(arena, rng, cr__rng_dtype(rng), vec ? 1 : 2, vec ? &n3 : s2, -1.5, 1.5,
                             &B);
-    if (st != CR_OK)
-        return st;
-    args[0] = cr_value_array(A);
-    args[1] = cr_value_array(B);
-    return CR_OK;
+    return cr__sampled(st, args, 2, (cr_array *[]){A, B});
 }
 
 /* A square matrix (Symmetric, Hermitian, Diagonal), or a vector (Diagonal). */
-static cr_status sample_wrap(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                             void *env)
+static cr_status sample_wrap(CR__SAMPLE_PARAMS)
 {
-    (void)nargs;
     size_t n = 3, shape[2] = {3, 3};
     bool vec = env != NULL && cr__rng_below(rng, 2) == 0;
     cr_array *A;
@@ -1529,19 +1262,14 @@ static const cr_rule_test k_test_cross = {.sample = sample_bilinear, .env = (voi
 static const cr_rule_test k_test_dot = {.sample = sample_dot};
 
 /* asum: entries away from 0 (its kink), either sign. */
-static cr_status sample_asum(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                             void *env)
+static cr_status sample_asum(CR__SAMPLE_PARAMS)
 {
-    (void)nargs;
-    (void)env;
     size_t n = 5;
     cr_array *A;
     cr_status st = cr__rand_array(arena, rng, cr__rng_dtype(rng), 1, &n, 0.25, 1.5, &A);
     if (st != CR_OK)
         return st;
-    for (size_t i = 0; i < n; i++)
-        if (cr__rng_below(rng, 2))
-            cr__store(A, (ptrdiff_t)i, -cr__load(A, (ptrdiff_t)i));
+    cr__flip_signs(rng, A);
     args[0] = cr_value_array(A);
     return CR_OK;
 }
@@ -1550,46 +1278,23 @@ static const cr_rule_test k_test_square = {.sample = sample_square};
 
 cr_status cr__linalg_register_blas(cr_registry *reg)
 {
-    static const cr_argspec a2[2] = {{CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL}};
-    static const cr_argspec a3[3] = {
-        {CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL}};
-    static const cr_argspec a1[1] = {{CR__M_FARRAY, NULL}};
     static const cr_argspec g5[5] = {{CR__M_NUM, NULL},
                                      {CR__M_FARRAY, NULL},
                                      {CR__M_FARRAY, NULL},
                                      {CR__M_NUM, NULL},
                                      {CR__M_FARRAY, NULL}};
-    cr_status st = cr__add_rule_so(reg, &matmul_function, a2, 2, false, matmul_frule, matmul_rrule,
-                                   &k_test_matmul, CR_MULTILINEAR, NULL);
-    if (st == CR_OK)
-        st =
-            cr__add_rule(reg, &gemm_function, g5, 5, false, gemm_frule, gemm_rrule, &k_test_matmul);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &dot_function, a2, 2, false, dot_frule, dot_rrule, &k_test_dot,
-                             CR_MULTILINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &dot_function, a3, 3, false, dot_frule, dot_rrule, &k_test_dot,
-                             CR_MULTILINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &tr_function, a1, 1, false, cr__linear_frule, tr_rrule,
-                             &k_test_square, CR_LINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &kron_function, a2, 2, false, kron_frule, kron_rrule,
-                             &k_test_kron, CR_MULTILINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &cross_function, a2, 2, false, cross_frule, cross_rrule,
-                             &k_test_cross, CR_MULTILINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &symmetric_function, a1, 1, false, cr__linear_frule,
-                             symmetric_rrule, &k_test_wrap, CR_LINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &hermitian_function, a1, 1, false, cr__linear_frule,
-                             hermitian_rrule, &k_test_wrap, CR_LINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &diagonal_function, a1, 1, false, cr__linear_frule,
-                             diagonal_rrule, &k_test_wrap_diag, CR_LINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &asum_function, a1, 1, false, asum_frule, asum_rrule,
-                             &k_test_dot_asum, CR_PIECEWISE_LINEAR, NULL);
-    return st;
+    static const cr__array_rule k[] = {
+        CR__LA_ROW(matmul, cr__linalg_fa, 2, &k_test_matmul, CR_MULTILINEAR),
+        CR__LA_ROW(gemm, g5, 5, &k_test_matmul, CR_NONLINEAR),
+        CR__LA_ROW(dot, cr__linalg_fa, 2, &k_test_dot, CR_MULTILINEAR),
+        CR__LA_ROW(dot, cr__linalg_fa, 3, &k_test_dot, CR_MULTILINEAR),
+        CR__LA_LINEAR_ROW(tr, cr__linalg_fa, 1, &k_test_square),
+        CR__LA_ROW(kron, cr__linalg_fa, 2, &k_test_kron, CR_MULTILINEAR),
+        CR__LA_ROW(cross, cr__linalg_fa, 2, &k_test_cross, CR_MULTILINEAR),
+        CR__LA_LINEAR_ROW(symmetric, cr__linalg_fa, 1, &k_test_wrap),
+        CR__LA_LINEAR_ROW(hermitian, cr__linalg_fa, 1, &k_test_wrap),
+        CR__LA_LINEAR_ROW(diagonal, cr__linalg_fa, 1, &k_test_wrap_diag),
+        CR__LA_ROW(asum, cr__linalg_fa, 1, &k_test_dot_asum, CR_PIECEWISE_LINEAR),
+    };
+    return cr__add_rules(reg, k, sizeof k / sizeof k[0]);
 }

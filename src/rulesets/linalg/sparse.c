@@ -10,7 +10,8 @@
 #include <chainrules/rules_sparse.h>
 
 #include "../../core/checked.h"
-#include "../array_impl.h"
+#include "../array/family.h"
+#include "linalg_impl.h"
 
 /* Whether an argument has coordinates to perturb: a float number, a non-empty float
  * array, a sparse matrix with stored entries. */
@@ -32,23 +33,6 @@ static const cr_field k_sparse_fields[5] = {
 const cr_type cr_sparse_type = {"cr_sparse", sizeof(cr_sparse), 5, k_sparse_fields};
 
 enum { NZVAL_FIELD = 4 };
-
-/* ---- Work arrays ------------------------------------------------------------------------ */
-
-/* Element i of a contiguous work array (f64 or c128). */
-static inline cr_complex wget(const cr_array *w, size_t i)
-{
-    return w->dtype == CR_DT_C128 ? ((const cr_complex *)w->data)[i] : ((const double *)w->data)[i];
-}
-
-/* Element i of a contiguous work array := v (its real part for f64). */
-static inline void wset(cr_array *w, size_t i, cr_complex v)
-{
-    if (w->dtype == CR_DT_C128)
-        ((cr_complex *)w->data)[i] = v;
-    else
-        ((double *)w->data)[i] = creal(v);
-}
 
 /* ---- Reading a sparse argument --------------------------------------------------------- */
 
@@ -124,9 +108,7 @@ static cr_status sp_read(cr_arena *arena, const char *who, const cr_value *v, sp
 static cr_status sp_build(cr_arena *arena, size_t m, size_t n, size_t nnz, const int64_t *rows,
                           const int64_t *cols, const cr_array *val, cr_dtype dt, cr_value *y)
 {
-    cr_sparse *S = cr_arena_calloc(arena, 1, sizeof *S, _Alignof(cr_sparse));
-    if (S == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, cr_sparse, S);
     size_t np1 = n + 1;
     cr_array *cp, *rv, *o;
     cr_status st = cr__new(arena, CR_DT_I64, 1, &np1, true, &cp);
@@ -276,7 +258,7 @@ static cr_status scatter_build(cr_arena *arena, scatter_env *e, size_t m, size_t
     if (st != CR_OK)
         return st;
     for (size_t k = 0; k < K; k++)
-        wset(val, e->slot[k], wget(val, e->slot[k]) + wget(Vw, k));
+        cr__wset(val, e->slot[k], cr__wget(val, e->slot[k]) + cr__wget(Vw, k));
     st = sp_build(arena, m, n, nnz, ri, ci, val, e->dt, y);
     if (st == CR_OK)
         st = sp_read(arena, e->who, y, &e->out);
@@ -301,7 +283,7 @@ static cr_status sparse_of_dense(cr_arena *arena, const cr_value *args, scatter_
         return st;
     size_t K = cr_array_numel(Aw), nz = 0;
     for (size_t k = 0; k < K; k++)
-        if (wget(Aw, k) != 0)
+        if (cr__wget(Aw, k) != 0)
             nz++;
     int64_t *Ir = cr_arena_calloc(arena, nz ? nz : 1, sizeof *Ir, _Alignof(int64_t));
     int64_t *Jc = cr_arena_calloc(arena, nz ? nz : 1, sizeof *Jc, _Alignof(int64_t));
@@ -315,12 +297,12 @@ static cr_status sparse_of_dense(cr_arena *arena, const cr_value *args, scatter_
     size_t q = 0;
     for (size_t k = 0; k < K; k++) {
         full[k] = NO_SLOT;
-        if (wget(Aw, k) == 0)
+        if (cr__wget(Aw, k) == 0)
             continue;
         Ir[q] = (int64_t)(k / n);
         Jc[q] = (int64_t)(k % n);
         pos[q] = k;
-        wset(Vn, q++, wget(Aw, k));
+        cr__wset(Vn, q++, cr__wget(Aw, k));
     }
     e->K = nz;
     if ((st = scatter_build(arena, e, m, n, Ir, Jc, Vn, y)) != CR_OK)
@@ -436,10 +418,8 @@ static cr_status spdiagm_forward(cr_arena *arena, const cr_value *args, size_t n
 }
 
 /* V̄[k] = S̄'s stored value at slot[k]. */
-static cr_status scatter_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                       cr_arena *arena, void *env)
+static cr_status scatter_pullback_body(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     const scatter_env *e = env;
     const cr_array *g;
     cr_status st = sp_tan(arena, e->who, *dy, &e->out, &g);
@@ -450,7 +430,7 @@ static cr_status scatter_pullback_body(const cr_tangent *dy, cr_tangent *dx, siz
     if (st != CR_OK)
         return st;
     for (size_t k = 0; k < e->K; k++)
-        wset(raw, k, e->slot[k] == NO_SLOT ? 0 : wget(g, e->slot[k]));
+        cr__wset(raw, k, e->slot[k] == NO_SLOT ? 0 : cr__wget(g, e->slot[k]));
     return cr__give(arena, e->pV, raw, &dx[e->vi + 1]);
 }
 
@@ -461,9 +441,7 @@ typedef cr_status (*scatter_fwd)(cr_arena *, const cr_value *, size_t, scatter_e
 static cr_status scatter_rrule(cr_arena *arena, scatter_fwd fwd, const cr_value *args, size_t nargs,
                                cr_value *y, cr_pullback *pb, const void *udata)
 {
-    scatter_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(scatter_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, scatter_env, e);
     cr_status st = fwd(arena, args, nargs, e, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
@@ -496,7 +474,7 @@ static cr_status scatter_frule(cr_arena *arena, scatter_fwd fwd, const cr_tangen
         return st;
     for (size_t k = 0; k < e.K; k++)
         if (e.slot[k] != NO_SLOT)
-            wset(raw, e.slot[k], wget(raw, e.slot[k]) + wget(dv, k));
+            cr__wset(raw, e.slot[k], cr__wget(raw, e.slot[k]) + cr__wget(dv, k));
     cr_project *p;
     st = sp_projector(arena, &e.out, &p);
     return st == CR_OK ? sp_give(arena, p, raw, dy) : st;
@@ -534,7 +512,7 @@ static cr_status sp_densify(cr_arena *arena, const char *who, const spm *s, cons
         return st;
     for (size_t j = 0; j < s->n; j++)
         for (int64_t p = s->colptr[j]; p < s->colptr[j + 1]; p++)
-            wset(*out, (size_t)s->rowval[p] * s->n + j, wget(val, (size_t)p));
+            cr__wset(*out, (size_t)s->rowval[p] * s->n + j, cr__wget(val, (size_t)p));
     return CR_OK;
 }
 
@@ -553,7 +531,7 @@ static cr_status sp_gather(cr_arena *arena, const char *who, const spm *s, cr_ta
         return st;
     for (size_t j = 0; j < s->n; j++)
         for (int64_t p = s->colptr[j]; p < s->colptr[j + 1]; p++)
-            wset(*out, (size_t)p, wget(G, (size_t)s->rowval[p] * s->n + j));
+            cr__wset(*out, (size_t)p, cr__wget(G, (size_t)s->rowval[p] * s->n + j));
     return CR_OK;
 }
 
@@ -575,9 +553,7 @@ static cr_status read_forward(cr_arena *arena, const cr_value *args, size_t narg
             *y = cr_value_array(o);
         return st;
     }
-    tup3 *t = cr_arena_calloc(arena, 1, sizeof *t, _Alignof(tup3));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, tup3, t);
     cr_array *Ir, *Jc, *V;
     st = cr__new(arena, CR_DT_I64, 1, &e->s.nnz, false, &Ir);
     if (st == CR_OK)
@@ -606,10 +582,8 @@ static cr_status read_forward(cr_arena *arena, const cr_value *args, size_t narg
     return CR_OK;
 }
 
-static cr_status read_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                    cr_arena *arena, void *env)
+static cr_status read_pullback_body(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     const read_env *e = env;
     const char *who = e->dense ? "sparse_dense" : "findnz";
     cr_array *raw = NULL;
@@ -639,9 +613,7 @@ CR__MASKED_PULLBACK(read, read_env)
 static cr_status read_rrule(cr_arena *arena, bool dense, const cr_value *args, size_t nargs,
                             cr_value *y, cr_pullback *pb, const void *udata)
 {
-    read_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(read_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, read_env, e);
     e->dense = dense;
     cr_status st = read_forward(arena, args, nargs, e, y);
     if (st != CR_OK || udata == CR__PRIMAL_ONLY)
@@ -692,25 +664,7 @@ static cr_status read_frule(cr_arena *arena, bool dense, const cr_tangent *dargs
     return cr_tangent_struct(arena, &k_tup3, NULL, f, 3, dy);
 }
 
-#define READ_RULES(NAME, DENSE)                                                                   \
-    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,       \
-                                  const cr_value *args, size_t nargs, cr_value *y,                \
-                                  cr_pullback *pb, const void *udata)                             \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        return read_rrule(arena, DENSE, args, nargs, y, pb, udata);                               \
-    }                                                                                             \
-    static cr_status NAME##_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, \
-                                  const cr_value *f, const cr_value *args, size_t nargs,          \
-                                  cr_value *y, cr_tangent *dy, const void *udata)                 \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        (void)udata;                                                                              \
-        return read_frule(arena, DENSE, dargs, args, nargs, y, dy);                               \
-    }                                                                                             \
-    CR__ARRAY_FN(NAME, #NAME, 1)
+#define READ_RULES(NAME, DENSE) CR__PARAM_RULES(NAME, read_rrule, read_frule, DENSE, 1)
 
 READ_RULES(findnz, false)
 READ_RULES(sparse_dense, true)
@@ -739,14 +693,109 @@ static void spmm(const spm *s, const cr_array *val, bool tr, bool cj, const cr_a
     for (size_t j = 0; j < s->n; j++)
         for (int64_t p = s->colptr[j]; p < s->colptr[j + 1]; p++) {
             size_t i = (size_t)s->rowval[p];
-            cr_complex v = wget(val, (size_t)p);
+            cr_complex v = cr__wget(val, (size_t)p);
             if (cj)
                 v = conj(v);
             size_t in = tr ? i : j, out = tr ? j : i;
             for (size_t c = 0; c < nc; c++)
-                wset(Y, out * nc + c, wget(Y, out * nc + c) + v * wget(B, in * nc + c));
+                cr__wset(Y, out * nc + c, cr__wget(Y, out * nc + c) + v * cr__wget(B, in * nc + c));
         }
 }
+
+/* The optional trans flag of sparse_mul and sparse_rmul (argument 3): 'N', 'T' or 'C' (lower
+ * case accepted), 'N' when absent. */
+static cr_status sp_trans(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                          char *trans)
+{
+    *trans = 'N';
+    if (nargs < 3)
+        return CR_OK;
+    int64_t t;
+    cr_status st = cr__int_arg(arena, who, &args[2], &t);
+    if (st != CR_OK)
+        return st;
+    if (t >= 'a' && t <= 'z')
+        t -= 'a' - 'A';
+    if (t != 'N' && t != 'T' && t != 'C')
+        return CR__FAIL(arena, CR_EINVAL, "%s: trans must be 'N', 'T' or 'C'", who);
+    *trans = (char)t;
+    return CR_OK;
+}
+
+/* *dt the dtype of the product of s and the dense B, *wdt its work dtype; s's values converted
+ * to it. */
+static cr_status sp_work(cr_arena *arena, spm *s, const cr_array *B, cr_dtype *dt, cr_dtype *wdt)
+{
+    *dt = cr__promote(s->dt, (cr_dtype)B->dtype);
+    *wdt = cr__work(*dt);
+    if (*wdt == cr__work(s->dt))
+        return CR_OK;
+    const cr_array *v;
+    cr_status st = cr__dense(arena, &s->S->nzval, *wdt, &v);
+    if (st == CR_OK)
+        s->val = v;
+    return st;
+}
+
+/* The cotangent of the stored values of s from a product's: S̄[p] = Σ_c x(X[a, c]) y(Y[b, c])
+ * for the entry (i, j) stored at p, (a, b) = (i, j), or (j, i) when swap; x and y conjugate
+ * when cx and cy. X and Y are row-major work arrays (dtype wdt) of nc columns. */
+static cr_status sp_pattern_bar(cr_arena *arena, const spm *s, cr_dtype wdt, const cr_array *X,
+                                bool cx, const cr_array *Y, bool cy, bool swap, size_t nc,
+                                cr_array **out)
+{
+    cr_status st = cr__new(arena, wdt, 1, &s->nnz, false, out);
+    if (st != CR_OK)
+        return st;
+    for (size_t j = 0; j < s->n; j++)
+        for (int64_t p = s->colptr[j]; p < s->colptr[j + 1]; p++) {
+            size_t i = (size_t)s->rowval[p], a = swap ? j : i, b = swap ? i : j;
+            if (wdt == CR_DT_F64) { /* real: no conjugates */
+                const double *u = (const double *)X->data + a * nc,
+                             *w = (const double *)Y->data + b * nc;
+                double acc = 0;
+                for (size_t c = 0; c < nc; c++)
+                    acc += u[c] * w[c];
+                ((double *)(*out)->data)[p] = acc;
+                continue;
+            }
+            cr_complex acc = 0;
+            for (size_t c = 0; c < nc; c++) {
+                cr_complex x = cr__wget(X, a * nc + c), y = cr__wget(Y, b * nc + c);
+                acc += (cx ? conj(x) : x) * (cy ? conj(y) : y);
+            }
+            cr__wset(*out, (size_t)p, acc);
+        }
+    return CR_OK;
+}
+
+/* The end of the rrule of sparse_mul or sparse_rmul whose forward pass returned st: unless
+ * only the primal is asked, the projectors of the sparse argument s (into *pS) and of B
+ * (args[ib], into *pB), the arguments' nondiff mask *nd and *pb = pbv. */
+static cr_status sp_mul_end(cr_arena *arena, cr_status st, const void *udata, const cr_value *args,
+                            size_t nargs, const spm *s, cr_project **pS, size_t ib, cr_project **pB,
+                            uint32_t *nd, cr_pullback pbv, cr_pullback *pb)
+{
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
+    if ((st = sp_projector(arena, s, pS)) != CR_OK ||
+        (st = cr_project_new(arena, &args[ib], pB)) != CR_OK)
+        return st;
+    *nd = cr__nondiff_mask(args, nargs, sparse_perturbable);
+    *pb = pbv;
+    return CR_OK;
+}
+
+/* NAME_rrule: the forward pass FWD into a new ENV `e`, then sp_mul_end with B at argument IB
+ * and the pullback PB; the function value cr_fn_NAME. */
+#define SP_MUL_RULE(NAME, ENV, FWD, IB, PB)                                                  \
+    static cr_status NAME##_rrule(CR__RRULE_PARAMS)                                          \
+    {                                                                                        \
+        CR__ARENA_ZNEW(arena, ENV, e);                                                       \
+        return sp_mul_end(arena, FWD, udata, args, nargs, &e->s, &e->pS, IB, &e->pB, &e->nd, \
+                          (cr_pullback){PB, e, #NAME "_pullback", nargs + 1}, pb);           \
+    }                                                                                        \
+    CR__ARRAY_FN(NAME, #NAME, -1)
 
 typedef struct mul_env {
     spm s;
@@ -770,16 +819,8 @@ static cr_status mul_forward(cr_arena *arena, const cr_value *args, size_t nargs
         st = sp_read(arena, who, &args[0], &e->s);
     if (st == CR_OK)
         st = cr__array_arg(arena, who, args, nargs, 1, &e->Bv);
-    e->trans = 'N';
-    if (st == CR_OK && nargs == 3) {
-        int64_t t;
-        st = cr__int_arg(arena, who, &args[2], &t);
-        if (st == CR_OK && t >= 'a' && t <= 'z')
-            t -= 'a' - 'A';
-        if (st == CR_OK && t != 'N' && t != 'T' && t != 'C')
-            st = CR__FAIL(arena, CR_EINVAL, "sparse_mul: trans must be 'N', 'T' or 'C'");
-        e->trans = (char)t;
-    }
+    if (st == CR_OK)
+        st = sp_trans(arena, who, args, nargs, &e->trans);
     if (st != CR_OK)
         return st;
     const cr_array *B = e->Bv;
@@ -794,15 +835,9 @@ static cr_status mul_forward(cr_arena *arena, const cr_value *args, size_t nargs
     e->yndim = B->ndim;
     e->yshape[0] = rows;
     e->yshape[1] = e->nc;
-    cr_dtype dt = cr__promote(e->s.dt, (cr_dtype)B->dtype);
-    e->wdt = cr__work(dt);
-    if (e->wdt != cr__work(e->s.dt)) {
-        const cr_array *v;
-        if ((st = cr__dense(arena, &e->s.S->nzval, e->wdt, &v)) != CR_OK)
-            return st;
-        e->s.val = v;
-    }
-    if ((st = cr__dense(arena, B, e->wdt, &e->B)) != CR_OK)
+    cr_dtype dt;
+    if ((st = sp_work(arena, &e->s, B, &dt, &e->wdt)) != CR_OK ||
+        (st = cr__dense(arena, B, e->wdt, &e->B)) != CR_OK)
         return st;
     cr_array *Y, *o;
     if ((st = cr__new(arena, e->wdt, e->yndim, e->yshape, true, &Y)) != CR_OK)
@@ -818,10 +853,8 @@ static cr_status mul_forward(cr_arena *arena, const cr_value *args, size_t nargs
 
 /* B̄ = op(S)ᴴ Ȳ; S̄ on the pattern: 'N' Σ Ȳ[i,c] conj(B[j,c]), 'T' Σ conj(B[i,c]) Ȳ[j,c],
  * 'C' Σ B[i,c] conj(Ȳ[j,c]). */
-static cr_status mul_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                   void *env)
+static cr_status mul_pullback_body(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     const mul_env *e = env;
     const cr_array *G;
     cr_status st = cr__tan_array(arena, "sparse_mul", *dy, e->yndim, e->yshape, e->wdt, &G);
@@ -836,75 +869,21 @@ static cr_status mul_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t 
         if ((st = cr__give(arena, e->pB, Bb, &dx[2])) != CR_OK)
             return st;
     }
+    /* 'N' Ȳ[i,c] conj(B[j,c]), 'T' conj(B[i,c]) Ȳ[j,c], 'C' B[i,c] conj(Ȳ[j,c]) */
+    bool n = e->trans == 'N';
     cr_array *Sb;
-    if ((st = cr__new(arena, e->wdt, 1, &e->s.nnz, false, &Sb)) != CR_OK)
-        return st;
-    if (e->wdt == CR_DT_F64) {
-        /* real: S̄(i, j) = Σ_c Ȳ[i,c] B[j,c] ('N') or B[i,c] Ȳ[j,c] ('T', 'C') */
-        const double *gp = G->data, *bp = e->B->data;
-        double *sp = Sb->data;
-        for (size_t j = 0; j < e->s.n; j++)
-            for (int64_t p = e->s.colptr[j]; p < e->s.colptr[j + 1]; p++) {
-                size_t i = (size_t)e->s.rowval[p];
-                const double *u = (e->trans == 'N' ? gp : bp) + i * e->nc,
-                             *w = (e->trans == 'N' ? bp : gp) + j * e->nc;
-                double acc = 0;
-                for (size_t c = 0; c < e->nc; c++)
-                    acc += u[c] * w[c];
-                sp[p] = acc;
-            }
-        return sp_give(arena, e->pS, Sb, &dx[1]);
-    }
-    for (size_t j = 0; j < e->s.n; j++)
-        for (int64_t p = e->s.colptr[j]; p < e->s.colptr[j + 1]; p++) {
-            size_t i = (size_t)e->s.rowval[p];
-            cr_complex acc = 0;
-            for (size_t c = 0; c < e->nc; c++) {
-                if (e->trans == 'N')
-                    acc += wget(G, i * e->nc + c) * conj(wget(e->B, j * e->nc + c));
-                else if (e->trans == 'T')
-                    acc += conj(wget(e->B, i * e->nc + c)) * wget(G, j * e->nc + c);
-                else
-                    acc += wget(e->B, i * e->nc + c) * conj(wget(G, j * e->nc + c));
-            }
-            wset(Sb, (size_t)p, acc);
-        }
-    return sp_give(arena, e->pS, Sb, &dx[1]);
+    st = sp_pattern_bar(arena, &e->s, e->wdt, n ? G : e->B, e->trans == 'T', n ? e->B : G,
+                        e->trans != 'T', false, e->nc, &Sb);
+    return st != CR_OK ? st : sp_give(arena, e->pS, Sb, &dx[1]);
 }
 
 CR__MASKED_PULLBACK(mul, mul_env)
 
-static cr_status sparse_mul_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                  const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                                  const void *udata)
-{
-    (void)cfg;
-    (void)f;
-    mul_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(mul_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
-    cr_status st = mul_forward(arena, args, nargs, e, y, NULL);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    st = sp_projector(arena, &e->s, &e->pS);
-    if (st == CR_OK)
-        st = cr_project_new(arena, &args[1], &e->pB);
-    if (st != CR_OK)
-        return st;
-    e->nd = cr__nondiff_mask(args, nargs, sparse_perturbable);
-    *pb = (cr_pullback){mul_pullback, e, "sparse_mul_pullback", nargs + 1};
-    return CR_OK;
-}
-CR__ARRAY_FN(sparse_mul, "sparse_mul", -1)
+SP_MUL_RULE(sparse_mul, mul_env, mul_forward(arena, args, nargs, e, y, NULL), 1, mul_pullback)
 
 /* frule: Ẏ = op(Ṡ) B + op(S) Ḃ. */
-static cr_status sparse_mul_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                                  const cr_value *f, const cr_value *args, size_t nargs,
-                                  cr_value *y, cr_tangent *dy, const void *udata)
+static cr_status sparse_mul_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     mul_env e;
     memset(&e, 0, sizeof e);
     cr_status st = mul_forward(arena, args, nargs, &e, y, NULL);
@@ -939,8 +918,9 @@ static cr_status sparse_mul_frule(const cr_config *cfg, cr_arena *arena, const c
 
 /* Y = B M with M = op(S) is Yᵀ = Mᵀ Bᵀ: spmm on Bᵀ with Mᵀ = Sᵀ ('N'), S ('T'), conj(S) ('C'). */
 
-/* A new row-major work array: the transpose of the r x c row-major work array X. */
-static cr_status transpose_of(cr_arena *arena, const cr_array *X, size_t r, size_t c,
+/* A new row-major work array: the transpose of the r x c row-major work array X (1-d, of r
+ * elements, when vec: c is 1). */
+static cr_status transpose_of(cr_arena *arena, const cr_array *X, size_t r, size_t c, bool vec,
                               cr_array **out)
 {
     size_t shape[2] = {c, r};
@@ -949,7 +929,12 @@ static cr_status transpose_of(cr_arena *arena, const cr_array *X, size_t r, size
         return st;
     for (size_t i = 0; i < r; i++)
         for (size_t j = 0; j < c; j++)
-            wset(*out, j * r + i, wget(X, i * c + j));
+            cr__wset(*out, j * r + i, cr__wget(X, i * c + j));
+    if (vec) {
+        (*out)->ndim = 1;
+        (*out)->shape[0] = r;
+        (*out)->strides[0] = 1;
+    }
     return CR_OK;
 }
 
@@ -974,16 +959,8 @@ static cr_status rmul_forward(cr_arena *arena, const cr_value *args, size_t narg
         st = cr__array_arg(arena, who, args, nargs, 0, &B);
     if (st == CR_OK)
         st = sp_read(arena, who, &args[1], &e->s);
-    e->trans = 'N';
-    if (st == CR_OK && nargs == 3) {
-        int64_t t;
-        st = cr__int_arg(arena, who, &args[2], &t);
-        if (st == CR_OK && t >= 'a' && t <= 'z')
-            t -= 'a' - 'A';
-        if (st == CR_OK && t != 'N' && t != 'T' && t != 'C')
-            st = CR__FAIL(arena, CR_EINVAL, "sparse_rmul: trans must be 'N', 'T' or 'C'");
-        e->trans = (char)t;
-    }
+    if (st == CR_OK)
+        st = sp_trans(arena, who, args, nargs, &e->trans);
     if (st != CR_OK)
         return st;
     if (!cr_dtype_is_float((cr_dtype)B->dtype) || B->ndim < 1 || B->ndim > 2)
@@ -997,18 +974,12 @@ static cr_status rmul_forward(cr_arena *arena, const cr_value *args, size_t narg
     if (bp != e->p)
         return CR__FAIL(arena, CR_ESHAPE, "sparse_rmul: B has %zu columns, op(S) has %zu rows", bp,
                         e->p);
-    cr_dtype dt = cr__promote(e->s.dt, (cr_dtype)B->dtype);
-    e->wdt = cr__work(dt);
-    if (e->wdt != cr__work(e->s.dt)) {
-        const cr_array *v;
-        if ((st = cr__dense(arena, &e->s.S->nzval, e->wdt, &v)) != CR_OK)
-            return st;
-        e->s.val = v;
-    }
+    cr_dtype dt;
     const cr_array *Bw;
     cr_array *Bt, *Zt, *Y, *o;
-    if ((st = cr__dense(arena, B, e->wdt, &Bw)) != CR_OK ||
-        (st = transpose_of(arena, Bw, e->r, e->p, &Bt)) != CR_OK)
+    if ((st = sp_work(arena, &e->s, B, &dt, &e->wdt)) != CR_OK ||
+        (st = cr__dense(arena, B, e->wdt, &Bw)) != CR_OK ||
+        (st = transpose_of(arena, Bw, e->r, e->p, false, &Bt)) != CR_OK)
         return st;
     e->Bt = Bt;
     size_t zs[2] = {e->q, e->r};
@@ -1016,13 +987,8 @@ static cr_status rmul_forward(cr_arena *arena, const cr_value *args, size_t narg
         return st;
     /* Mᵀ: 'N' Sᵀ, 'T' S, 'C' conj(S) */
     spmm(&e->s, e->s.val, e->trans == 'N', e->trans == 'C', Bt, e->r, Zt);
-    if ((st = transpose_of(arena, Zt, e->q, e->r, &Y)) != CR_OK)
+    if ((st = transpose_of(arena, Zt, e->q, e->r, e->vec, &Y)) != CR_OK)
         return st;
-    if (e->vec) {
-        Y->ndim = 1;
-        Y->shape[0] = e->q;
-        Y->strides[0] = 1;
-    }
     if ((st = cr__cast(arena, Y, dt, &o)) != CR_OK)
         return st;
     *y = cr_value_array(o);
@@ -1031,10 +997,8 @@ static cr_status rmul_forward(cr_arena *arena, const cr_value *args, size_t narg
 
 /* B̄ᵀ = conj(M) Ȳᵀ; S̄ on the pattern: 'N' Σ_c conj(B[c,i]) Ȳ[c,j], 'T' Σ_c conj(B[c,j])
  * Ȳ[c,i], 'C' Σ_c B[c,j] conj(Ȳ[c,i]). */
-static cr_status rmul_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                    cr_arena *arena, void *env)
+static cr_status rmul_pullback_body(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     const rmul_env *e = env;
     size_t ys[2] = {e->r, e->q};
     const cr_array *G;
@@ -1043,74 +1007,32 @@ static cr_status rmul_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t
     if (st != CR_OK || G == NULL)
         return st;
     cr_array *Gt, *Bbt, *Bb;
-    if ((st = transpose_of(arena, G, e->r, e->q, &Gt)) != CR_OK)
+    if ((st = transpose_of(arena, G, e->r, e->q, false, &Gt)) != CR_OK)
         return st;
     size_t bs[2] = {e->p, e->r};
     if ((st = cr__new(arena, e->wdt, 2, bs, true, &Bbt)) != CR_OK)
         return st;
     /* conj(M): 'N' conj(S), 'T' conj(Sᵀ), 'C' Sᵀ */
     spmm(&e->s, e->s.val, e->trans != 'N', e->trans != 'C', Gt, e->r, Bbt);
-    if ((st = transpose_of(arena, Bbt, e->p, e->r, &Bb)) != CR_OK)
+    if ((st = transpose_of(arena, Bbt, e->p, e->r, e->vec, &Bb)) != CR_OK)
         return st;
-    if (e->vec) {
-        Bb->ndim = 1;
-        Bb->shape[0] = e->p;
-        Bb->strides[0] = 1;
-    }
     if ((st = cr__give(arena, e->pB, Bb, &dx[1])) != CR_OK)
         return st;
+    /* B[c, k] is Bt[k, c]; Ȳ[c, k] is Gt[k, c]: 'N' conj(Bt[i,c]) Gt[j,c], 'T' conj(Bt[j,c])
+     * Gt[i,c], 'C' Bt[j,c] conj(Gt[i,c]) */
     cr_array *Sb;
-    if ((st = cr__new(arena, e->wdt, 1, &e->s.nnz, false, &Sb)) != CR_OK)
-        return st;
-    /* B[c, k] is Bt[k, c]; Ȳ[c, k] is Gt[k, c] */
-    for (size_t j = 0; j < e->s.n; j++)
-        for (int64_t pp = e->s.colptr[j]; pp < e->s.colptr[j + 1]; pp++) {
-            size_t i = (size_t)e->s.rowval[pp];
-            cr_complex acc = 0;
-            for (size_t c = 0; c < e->r; c++) {
-                if (e->trans == 'N')
-                    acc += conj(wget(e->Bt, i * e->r + c)) * wget(Gt, j * e->r + c);
-                else if (e->trans == 'T')
-                    acc += conj(wget(e->Bt, j * e->r + c)) * wget(Gt, i * e->r + c);
-                else
-                    acc += wget(e->Bt, j * e->r + c) * conj(wget(Gt, i * e->r + c));
-            }
-            wset(Sb, (size_t)pp, acc);
-        }
-    return sp_give(arena, e->pS, Sb, &dx[2]);
+    st = sp_pattern_bar(arena, &e->s, e->wdt, e->Bt, e->trans != 'C', Gt, e->trans == 'C',
+                        e->trans != 'N', e->r, &Sb);
+    return st != CR_OK ? st : sp_give(arena, e->pS, Sb, &dx[2]);
 }
 
 CR__MASKED_PULLBACK(rmul, rmul_env)
 
-static cr_status sparse_rmul_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                   const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                                   const void *udata)
-{
-    (void)cfg;
-    (void)f;
-    rmul_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(rmul_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
-    cr_status st = rmul_forward(arena, args, nargs, e, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    if ((st = sp_projector(arena, &e->s, &e->pS)) != CR_OK ||
-        (st = cr_project_new(arena, &args[0], &e->pB)) != CR_OK)
-        return st;
-    e->nd = cr__nondiff_mask(args, nargs, sparse_perturbable);
-    *pb = (cr_pullback){rmul_pullback, e, "sparse_rmul_pullback", nargs + 1};
-    return CR_OK;
-}
-CR__ARRAY_FN(sparse_rmul, "sparse_rmul", -1)
+SP_MUL_RULE(sparse_rmul, rmul_env, rmul_forward(arena, args, nargs, e, y), 0, rmul_pullback)
 
 /* frule: Ẏ = Ḃ op(S) + B op(Ṡ), each as its transpose through spmm. */
-static cr_status sparse_rmul_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                                   const cr_value *f, const cr_value *args, size_t nargs,
-                                   cr_value *y, cr_tangent *dy, const void *udata)
+static cr_status sparse_rmul_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     rmul_env e;
     memset(&e, 0, sizeof e);
     cr_status st = rmul_forward(arena, args, nargs, &e, y);
@@ -1130,7 +1052,7 @@ static cr_status sparse_rmul_frule(const cr_config *cfg, cr_arena *arena, const 
     bool tr = e.trans == 'N', cj = e.trans == 'C';
     if (dB != NULL) {
         cr_array *dBt;
-        if ((st = transpose_of(arena, dB, e.r, e.p, &dBt)) != CR_OK)
+        if ((st = transpose_of(arena, dB, e.r, e.p, false, &dBt)) != CR_OK)
             return st;
         spmm(&e.s, e.s.val, tr, cj, dBt, e.r, Zt);
     }
@@ -1140,13 +1062,8 @@ static cr_status sparse_rmul_frule(const cr_config *cfg, cr_arena *arena, const 
             return st;
         spmm(&e.s, v, tr, cj, e.Bt, e.r, Zt);
     }
-    if ((st = transpose_of(arena, Zt, e.q, e.r, &Y)) != CR_OK)
+    if ((st = transpose_of(arena, Zt, e.q, e.r, e.vec, &Y)) != CR_OK)
         return st;
-    if (e.vec) {
-        Y->ndim = 1;
-        Y->shape[0] = e.q;
-        Y->strides[0] = 1;
-    }
     st = cr__cast(arena, Y, (cr_dtype)y->u.arr->dtype, &o);
     if (st == CR_OK)
         *dy = cr_tangent_array(o);
@@ -1183,10 +1100,8 @@ static cr_status dense_arg(cr_arena *arena, const char *who, const cr_value *arg
     return st;
 }
 
-static cr_status dense_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                     cr_arena *arena, void *env)
+static cr_status dense_pullback_body(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     const dense_env *e = env;
     cr_tangent inner[2];
     cr_status st = cr_pullback_call(arena, &e->inner, dy, inner, 2);
@@ -1204,9 +1119,7 @@ static cr_status dense_rrule(const cr_config *cfg, cr_arena *arena, const char *
                              const char *pbname, const cr_value *fn, const cr_value *args,
                              size_t nargs, cr_value *y, cr_pullback *pb, const void *udata)
 {
-    dense_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(dense_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, dense_env, e);
     e->who = who;
     cr_value D;
     cr_status st = dense_arg(arena, who, args, nargs, &e->s, &D);
@@ -1249,23 +1162,16 @@ static cr_status dense_frule(const cr_config *cfg, cr_arena *arena, const char *
     return cr_frule(cfg, arena, din, fn, &D, 1, y, dy);
 }
 
-#define DENSE_RULES(NAME, FN)                                                                     \
-    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,       \
-                                  const cr_value *args, size_t nargs, cr_value *y,                \
-                                  cr_pullback *pb, const void *udata)                             \
-    {                                                                                             \
-        (void)f;                                                                                  \
-        return dense_rrule(cfg, arena, #NAME, #NAME "_pullback", &(FN), args, nargs, y, pb,       \
-                           udata);                                                                \
-    }                                                                                             \
-    static cr_status NAME##_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, \
-                                  const cr_value *f, const cr_value *args, size_t nargs,          \
-                                  cr_value *y, cr_tangent *dy, const void *udata)                 \
-    {                                                                                             \
-        (void)f;                                                                                  \
-        (void)udata;                                                                              \
-        return dense_frule(cfg, arena, #NAME, &(FN), dargs, args, nargs, y, dy);                  \
-    }                                                                                             \
+#define DENSE_RULES(NAME, FN)                                                               \
+    static cr_status NAME##_rrule(CR__RRULE_PARAMS)                                         \
+    {                                                                                       \
+        return dense_rrule(cfg, arena, #NAME, #NAME "_pullback", &(FN), args, nargs, y, pb, \
+                           udata);                                                          \
+    }                                                                                       \
+    static cr_status NAME##_frule(CR__FRULE_PARAMS)                                         \
+    {                                                                                       \
+        return dense_frule(cfg, arena, #NAME, &(FN), dargs, args, nargs, y, dy);            \
+    }                                                                                       \
     CR__ARRAY_FN(NAME, #NAME, 1)
 
 DENSE_RULES(sparse_det, cr_fn_det)
@@ -1312,12 +1218,11 @@ static cr_status rand_sparse(cr_arena *arena, uint64_t *rng, cr_dtype dt, size_t
         return st;
     for (size_t k = 0; k < nnz && diag; k++)
         if (ri[k] == ci[k])
-            wset(val, k, wget(val, k) + shift);
+            cr__wset(val, k, cr__wget(val, k) + shift);
     return sp_build(arena, m, n, nnz, ri, ci, val, dt, out);
 }
 
-static cr_status sample_sparse(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                               void *env)
+static cr_status sample_sparse(CR__SAMPLE_PARAMS)
 {
     sp_sample what = *(const sp_sample *)env;
     cr_dtype dt = cr__rng_dtype(rng);
@@ -1331,10 +1236,7 @@ static cr_status sample_sparse(cr_arena *arena, uint64_t *rng, cr_value *args, s
             if ((st = cr__rand_array(arena, rng, dt, 1 + cr__rng_below(rng, 2), sh, 0.25, 2, &A)) !=
                 CR_OK)
                 return st;
-            size_t na = cr_array_numel(A);
-            for (size_t k = 0; k < na; k++)
-                if (cr__rng_below(rng, 2))
-                    cr__store(A, (ptrdiff_t)k, -cr__load(A, (ptrdiff_t)k));
+            cr__flip_signs(rng, A);
             args[0] = cr_value_array(A);
             return CR_OK;
         }
@@ -1345,22 +1247,18 @@ static cr_status sample_sparse(cr_arena *arena, uint64_t *rng, cr_value *args, s
             Ir[k] = (int64_t)cr__rng_below(rng, m);
             Jc[k] = (int64_t)cr__rng_below(rng, n);
         }
-        cr_array *Ia, *Ja, *V;
+        cr_array *Ia = NULL, *Ja = NULL, *V = NULL;
         st = cr__i64_array(arena, K, Ir, &Ia);
         if (st == CR_OK)
             st = cr__i64_array(arena, K, Jc, &Ja);
         if (st == CR_OK)
             st = cr__rand_array(arena, rng, dt, 1, &K, -2, 2, &V);
-        if (st != CR_OK)
-            return st;
-        args[0] = cr_value_array(Ia);
-        args[1] = cr_value_array(Ja);
-        args[2] = cr_value_array(V);
-        if (nargs == 5) {
+        st = cr__sampled(st, args, 3, (cr_array *[]){Ia, Ja, V});
+        if (st == CR_OK && nargs == 5) {
             args[3] = cr_value_i64((int64_t)m);
             args[4] = cr_value_i64((int64_t)n + (int64_t)cr__rng_below(rng, 2));
         }
-        return CR_OK;
+        return st;
     }
     case SS_SPDIAGM: {
         size_t K = cr__rng_below(rng, 5);
@@ -1384,12 +1282,9 @@ static cr_status sample_sparse(cr_arena *arena, uint64_t *rng, cr_value *args, s
         cr_array *B;
         st = cr__rand_array(arena, rng, cr__rng_dtype(rng), 1 + cr__rng_below(rng, 2), shape, -2, 2,
                             &B);
-        if (st != CR_OK)
-            return st;
-        args[1] = cr_value_array(B);
-        if (nargs == 3)
+        if (st == CR_OK && nargs == 3)
             args[2] = cr_value_i64(t);
-        return CR_OK;
+        return cr__sampled(st, args + 1, 1, &B);
     }
     case SS_RMUL: {
         size_t m = cr__rng_below(rng, 5), n = cr__rng_below(rng, 5);
@@ -1402,12 +1297,9 @@ static cr_status sample_sparse(cr_arena *arena, uint64_t *rng, cr_value *args, s
             shape[0] = shape[1];
         cr_array *B;
         st = cr__rand_array(arena, rng, cr__rng_dtype(rng), nd, shape, -2, 2, &B);
-        if (st != CR_OK)
-            return st;
-        args[0] = cr_value_array(B);
-        if (nargs == 3)
+        if (st == CR_OK && nargs == 3)
             args[2] = cr_value_i64(t);
-        return CR_OK;
+        return cr__sampled(st, args, 1, &B);
     }
     case SS_DET:
     case SS_LOGDET:
@@ -1457,74 +1349,43 @@ static const cr_rule_test k_t_det = {.sample = sample_sparse, .env = (void *)&k_
 static const cr_rule_test k_t_logdet = {.sample = sample_sparse, .env = (void *)&k_ss_logdet};
 static const cr_rule_test k_t_nonsing = {.sample = sample_sparse, .env = (void *)&k_ss_nonsing};
 
+/* A row of the rules through the dense ones (LAPACK's). */
+#define DENSE_ROW(NAME, TEST)                                                                  \
+    {                                                                                          \
+        &NAME##_function, a_s, 1, NAME##_frule, NAME##_rrule, (TEST), CR_NONLINEAR, NULL, true \
+    }
+
 cr_status cr__linalg_register_sparse(cr_registry *reg)
 {
-#define SP                           \
-    {                                \
-        CR_M_STRUCT, &cr_sparse_type \
-    }
-#define FA                 \
-    {                      \
-        CR__M_FARRAY, NULL \
-    }
-    static const cr_argspec a_dense[1] = {FA};
-    static const cr_argspec a_coo3[3] = {{CR_M_A_INT, NULL}, {CR_M_A_INT, NULL}, FA};
-    static const cr_argspec a_coo5[5] = {
-        {CR_M_A_INT, NULL}, {CR_M_A_INT, NULL}, FA, {CR_M_INT, NULL}, {CR_M_INT, NULL}};
-    static const cr_argspec a_v[1] = {FA};
-    static const cr_argspec a_kv[2] = {{CR_M_INT, NULL}, FA};
-    static const cr_argspec a_s[1] = {SP};
-    static const cr_argspec a_sb[2] = {SP, FA};
-    static const cr_argspec a_sbt[3] = {SP, FA, {CR_M_INT, NULL}};
-    static const cr_argspec a_bs[2] = {FA, SP};
-    static const cr_argspec a_bst[3] = {FA, SP, {CR_M_INT, NULL}};
-#undef SP
-#undef FA
-    static const struct {
-        const cr_function *fn;
-        const cr_argspec *args;
-        size_t n;
-        cr_frule_fn frule;
-        cr_rrule_fn rrule;
-        const cr_rule_test *test;
-        bool lapack;
-        uint32_t lin;
-    } k[] = {
-        {&sparse_function, a_dense, 1, sparse_frule, sparse_rrule, &k_t_sparse, false, CR_LINEAR},
-        {&sparse_function, a_coo3, 3, sparse_frule, sparse_rrule, &k_t_sparse, false, CR_LINEAR},
-        {&sparse_function, a_coo5, 5, sparse_frule, sparse_rrule, &k_t_sparse, false, CR_LINEAR},
-        {&spdiagm_function, a_v, 1, spdiagm_frule, spdiagm_rrule, &k_t_spdiagm, false, CR_LINEAR},
-        {&spdiagm_function, a_kv, 2, spdiagm_frule, spdiagm_rrule, &k_t_spdiagm, false, CR_LINEAR},
-        {&findnz_function, a_s, 1, findnz_frule, findnz_rrule, &k_t_read, false, CR_LINEAR},
-        {&sparse_dense_function, a_s, 1, sparse_dense_frule, sparse_dense_rrule, &k_t_read, false,
-         CR_LINEAR},
-        {&sparse_mul_function, a_sb, 2, sparse_mul_frule, sparse_mul_rrule, &k_t_mul, false,
-         CR_NONLINEAR},
-        {&sparse_mul_function, a_sbt, 3, sparse_mul_frule, sparse_mul_rrule, &k_t_mul, false,
-         CR_NONLINEAR},
-        {&sparse_rmul_function, a_bs, 2, sparse_rmul_frule, sparse_rmul_rrule, &k_t_rmul, false,
-         CR_NONLINEAR},
-        {&sparse_rmul_function, a_bst, 3, sparse_rmul_frule, sparse_rmul_rrule, &k_t_rmul, false,
-         CR_NONLINEAR},
-        {&sparse_det_function, a_s, 1, sparse_det_frule, sparse_det_rrule, &k_t_det, true,
-         CR_NONLINEAR},
-        {&sparse_logdet_function, a_s, 1, sparse_logdet_frule, sparse_logdet_rrule, &k_t_logdet,
-         true, CR_NONLINEAR},
-        {&sparse_logabsdet_function, a_s, 1, sparse_logabsdet_frule, sparse_logabsdet_rrule,
-         &k_t_nonsing, true, CR_NONLINEAR},
+    static const cr_argspec a_dense[1] = {CR__SPEC(CR__M_FARRAY)};
+    static const cr_argspec a_coo3[3] = {CR__SPEC(CR_M_A_INT), CR__SPEC(CR_M_A_INT),
+                                         CR__SPEC(CR__M_FARRAY)};
+    static const cr_argspec a_coo5[5] = {CR__SPEC(CR_M_A_INT), CR__SPEC(CR_M_A_INT),
+                                         CR__SPEC(CR__M_FARRAY), CR__SPEC(CR_M_INT),
+                                         CR__SPEC(CR_M_INT)};
+    static const cr_argspec a_kv[2] = {CR__SPEC(CR_M_INT), CR__SPEC(CR__M_FARRAY)};
+    static const cr_argspec a_s[1] = {{CR_M_STRUCT, &cr_sparse_type}};
+    static const cr_argspec a_sb[2] = {{CR_M_STRUCT, &cr_sparse_type}, CR__SPEC(CR__M_FARRAY)};
+    static const cr_argspec a_sbt[3] = {
+        {CR_M_STRUCT, &cr_sparse_type}, CR__SPEC(CR__M_FARRAY), CR__SPEC(CR_M_INT)};
+    static const cr_argspec a_bs[2] = {CR__SPEC(CR__M_FARRAY), {CR_M_STRUCT, &cr_sparse_type}};
+    static const cr_argspec a_bst[3] = {
+        CR__SPEC(CR__M_FARRAY), {CR_M_STRUCT, &cr_sparse_type}, CR__SPEC(CR_M_INT)};
+    static const cr__array_rule k[] = {
+        CR__LA_ROW(sparse, a_dense, 1, &k_t_sparse, CR_LINEAR),
+        CR__LA_ROW(sparse, a_coo3, 3, &k_t_sparse, CR_LINEAR),
+        CR__LA_ROW(sparse, a_coo5, 5, &k_t_sparse, CR_LINEAR),
+        CR__LA_ROW(spdiagm, a_dense, 1, &k_t_spdiagm, CR_LINEAR),
+        CR__LA_ROW(spdiagm, a_kv, 2, &k_t_spdiagm, CR_LINEAR),
+        CR__LA_ROW(findnz, a_s, 1, &k_t_read, CR_LINEAR),
+        CR__LA_ROW(sparse_dense, a_s, 1, &k_t_read, CR_LINEAR),
+        CR__LA_ROW(sparse_mul, a_sb, 2, &k_t_mul, CR_NONLINEAR),
+        CR__LA_ROW(sparse_mul, a_sbt, 3, &k_t_mul, CR_NONLINEAR),
+        CR__LA_ROW(sparse_rmul, a_bs, 2, &k_t_rmul, CR_NONLINEAR),
+        CR__LA_ROW(sparse_rmul, a_bst, 3, &k_t_rmul, CR_NONLINEAR),
+        DENSE_ROW(sparse_det, &k_t_det),
+        DENSE_ROW(sparse_logdet, &k_t_logdet),
+        DENSE_ROW(sparse_logabsdet, &k_t_nonsing),
     };
-#if defined(CR_HAVE_LAPACKE)
-    const bool have_lapack = true;
-#else
-    const bool have_lapack = false;
-#endif
-    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        if (k[i].lapack && !have_lapack)
-            continue;
-        cr_status st = cr__add_rule_so(reg, k[i].fn, k[i].args, k[i].n, false, k[i].frule,
-                                       k[i].rrule, k[i].test, k[i].lin, NULL);
-        if (st != CR_OK)
-            return st;
-    }
-    return CR_OK;
+    return cr__add_rules(reg, k, sizeof k / sizeof k[0]);
 }

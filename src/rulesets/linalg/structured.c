@@ -13,6 +13,7 @@
  */
 #include <chainrules/rules_structured.h>
 
+#include "../array/family.h"
 #include "structured_impl.h"
 
 /* ---- Band constructors --------------------------------------------------------------------- */
@@ -143,12 +144,10 @@ static cr_status band_diag(cr_arena *arena, const cr_array *g, size_t n, int off
     return CR_OK;
 }
 
-static cr_status band_pullback_body(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                    cr_arena *arena, void *env)
+static cr_status band_pullback_body(CR__PULLBACK_PARAMS)
 {
     band_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     size_t nv = e->k == BAND_TRI ? 3 : 2, shape[2] = {e->n, e->n};
     const cr_array *g;
     cr_status st = cr__tan_array(arena, "band_pullback", *dy, 2, shape, e->wdt, &g);
@@ -184,14 +183,11 @@ static cr_status band_rrule_common(cr_arena *arena, band_kind k, const cr_value 
 {
     cr_array *r;
     cr_status st = band_forward(arena, k, args, nargs, &r);
-    if (st != CR_OK)
+    if (st == CR_OK)
+        *y = cr_value_array(r);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
-    *y = cr_value_array(r);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
-    band_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(band_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, band_env, e);
     e->nd = cr__nondiff_mask(args, nargs, cr__arg_perturbable);
     e->k = k;
     e->upper = r->structure != CR_MAT_BIDIAG_LOWER;
@@ -245,24 +241,15 @@ static cr_status band_frule_common(cr_arena *arena, band_kind k, const cr_tangen
     return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(t), dy);
 }
 
-#define BAND_RULE(NAME, STR, KIND, ARITY)                                                         \
-    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,       \
-                                  const cr_value *args, size_t nargs, cr_value *y,                \
-                                  cr_pullback *pb, const void *udata)                             \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        return band_rrule_common(arena, KIND, args, nargs, y, pb, udata);                         \
-    }                                                                                             \
-    static cr_status NAME##_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, \
-                                  const cr_value *f, const cr_value *args, size_t nargs,          \
-                                  cr_value *y, cr_tangent *dy, const void *udata)                 \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        (void)udata;                                                                              \
-        return band_frule_common(arena, KIND, dargs, args, nargs, y, dy);                         \
-    }                                                                                             \
+#define BAND_RULE(NAME, STR, KIND, ARITY)                                 \
+    static cr_status NAME##_rrule(CR__RRULE_PARAMS)                       \
+    {                                                                     \
+        return band_rrule_common(arena, KIND, args, nargs, y, pb, udata); \
+    }                                                                     \
+    static cr_status NAME##_frule(CR__FRULE_PARAMS)                       \
+    {                                                                     \
+        return band_frule_common(arena, KIND, dargs, args, nargs, y, dy); \
+    }                                                                     \
     CR__ARRAY_FN(NAME, STR, ARITY)
 
 BAND_RULE(tridiagonal, "Tridiagonal", BAND_TRI, 3)
@@ -271,14 +258,17 @@ BAND_RULE(bidiagonal, "Bidiagonal", BAND_BIDIAG, 3)
 
 /* ---- Wrappers of a square matrix ------------------------------------------------------------- */
 
-/* A view of the square float A (its dense value first when A is structured) tagged s. */
+/* A view of the float A tagged s: a square matrix (its dense value first when A is
+ * structured); for Diagonal, the diagonal of a square matrix or a vector made the diagonal. */
 static cr_status wrap_view(cr_arena *arena, const char *who, cr_matstruct s, const cr_array *A,
                            cr_array **out)
 {
     if (!cr_dtype_is_float((cr_dtype)A->dtype))
         return CR__FAIL(arena, CR_EINVAL, "%s: expected a float array", who);
-    if (A->ndim != 2 || A->shape[0] != A->shape[1])
-        return CR__FAIL(arena, CR_ESHAPE, "%s: expected a square matrix", who);
+    bool vec = s == CR_MAT_DIAGONAL && A->ndim == 1;
+    if (!vec && (A->ndim != 2 || A->shape[0] != A->shape[1]))
+        return CR__FAIL(arena, CR_ESHAPE, "%s: expected a square matrix%s", who,
+                        s == CR_MAT_DIAGONAL ? " or a vector" : "");
     const cr_array *D = A;
     if (A->structure != CR_MAT_DENSE) {
         cr_array *c;
@@ -291,6 +281,14 @@ static cr_status wrap_view(cr_arena *arena, const char *who, cr_matstruct s, con
     cr_status st = cr__view_of(arena, D, &r);
     if (st != CR_OK)
         return st;
+    if (vec) {
+        r->ndim = 2;
+        r->shape[1] = r->shape[0];
+        r->strides[1] = 0;
+    } else if (s == CR_MAT_DIAGONAL) {
+        r->strides[0] = D->strides[0] + D->strides[1];
+        r->strides[1] = 0;
+    }
     r->structure = (uint8_t)s;
     *out = r;
     return CR_OK;
@@ -299,19 +297,58 @@ static cr_status wrap_view(cr_arena *arena, const char *who, cr_matstruct s, con
 typedef struct wrap_env {
     cr_matstruct s;
     size_t n;
+    bool vec; /* Diagonal(v) of a vector */
     cr_dtype wdt;
     cr_project *pA;
 } wrap_env;
 
+/* Diagonal: Ā the diagonal of Ȳ (a vector for Diagonal(v), else a Diagonal-tagged matrix). */
+static cr_status wrap_diag_cot(cr_arena *arena, const wrap_env *e, const cr_array *g,
+                               cr_tangent *out)
+{
+    size_t n = e->n;
+    cr_array *r = NULL;
+    cr_status st = cr__new(arena, e->wdt, 1, &n, false, &r);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < n; i++)
+        cr__store(r, (ptrdiff_t)i, cr__load(g, (ptrdiff_t)(i * n + i)));
+    if (!e->vec) {
+        r->ndim = 2;
+        r->shape[1] = n;
+        r->strides[1] = 0;
+        r->structure = CR_MAT_DIAGONAL;
+    }
+    return cr__give(arena, e->pA, r, out);
+}
+
+/* Symmetric and Hermitian (s, either triangle read): r (zero, n x n) := Ā, on the triangle read
+ * Ā_ab = Ȳ_ab + Ȳ_ba off the diagonal (conj(Ȳ_ba) for Hermitian) and Ȳ_aa on it (its real part
+ * for Hermitian). false (r untouched) for the other structures. */
+static bool wrap_symherm_cot(cr_matstruct s, const cr_array *g, size_t n, cr_array *r)
+{
+    bool herm = s == CR_MAT_HERMITIAN || s == CR_MAT_HERMITIAN_LOWER;
+    bool upper = s == CR_MAT_SYMMETRIC || s == CR_MAT_HERMITIAN;
+    if (!herm && !upper && s != CR_MAT_SYMMETRIC_LOWER)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i; j < n; j++) {
+            size_t a = upper ? i : j, b = upper ? j : i; /* the entry read, (b, a) its mirror */
+            cr_complex u = cr__load(g, (ptrdiff_t)(a * n + b)),
+                       w = cr__load(g, (ptrdiff_t)(b * n + a));
+            cr_complex v = i == j ? (herm ? creal(u) : u) : u + (herm ? conj(w) : w);
+            cr__store(r, (ptrdiff_t)(a * n + b), v);
+        }
+    return true;
+}
+
 /* Ā: the entries of Ȳ that Y reads from its own place, plus for the Symmetric/Hermitian
  * structures those read through the mirror (conjugated for Hermitian); the diagonal's real
  * part for Hermitian; nothing for a unit diagonal. */
-static cr_status wrap_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                               void *env)
+static cr_status wrap_pullback(CR__PULLBACK_PARAMS)
 {
     wrap_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     size_t n = e->n, shape[2] = {n, n};
     const cr_array *g;
     cr_status st = cr__tan_array(arena, "structure_pullback", *dy, 2, shape, e->wdt, &g);
@@ -319,10 +356,14 @@ static cr_status wrap_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
         dx[1] = cr_tangent_zero();
         return st;
     }
+    if (e->s == CR_MAT_DIAGONAL)
+        return wrap_diag_cot(arena, e, g, &dx[1]);
     cr_array *r;
     st = cr__new(arena, e->wdt, 2, shape, true, &r);
     if (st != CR_OK)
         return st;
+    if (wrap_symherm_cot(e->s, g, n, r))
+        return cr__give(arena, e->pA, r, &dx[1]);
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < n; j++) {
             size_t a, b;
@@ -337,13 +378,20 @@ static cr_status wrap_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     return cr__give(arena, e->pA, r, &dx[1]);
 }
 
-static cr_status wrap_rrule_common(cr_arena *arena, const char *who, cr_matstruct s,
-                                   const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                                   const void *udata)
+cr_status cr__wrap_rrule(cr_arena *arena, const char *who, cr_matstruct s, const cr_value *args,
+                         size_t nargs, cr_value *y, cr_pullback *pb, const void *udata)
 {
+    bool symherm = s == CR_MAT_SYMMETRIC || s == CR_MAT_HERMITIAN;
+    cr_status st = cr__nargs(arena, who, nargs, 1, symherm ? 2 : 1);
+    char c = 'U';
+    if (st == CR_OK && nargs == 2) /* Symmetric(A, uplo), Hermitian(A, uplo) */
+        st = cr__flag_arg(arena, who, args, 1, "UL", &c);
+    if (c == 'L')
+        s = s == CR_MAT_HERMITIAN ? CR_MAT_HERMITIAN_LOWER : CR_MAT_SYMMETRIC_LOWER;
     const cr_array *A;
     cr_array *r = NULL;
-    cr_status st = cr__array_arg(arena, who, args, nargs, 0, &A);
+    if (st == CR_OK)
+        st = cr__array_arg(arena, who, args, nargs, 0, &A);
     if (st == CR_OK)
         st = wrap_view(arena, who, s, A, &r);
     if (st != CR_OK)
@@ -351,68 +399,26 @@ static cr_status wrap_rrule_common(cr_arena *arena, const char *who, cr_matstruc
     *y = cr_value_array(r);
     if (udata == CR__PRIMAL_ONLY)
         return CR_OK;
-    wrap_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(wrap_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__PB_START(wrap_env, pA, wrap_pullback, "structure_pullback", e, st);
     e->s = s;
     e->n = A->shape[0];
+    e->vec = A->ndim == 1;
     e->wdt = cr__work((cr_dtype)A->dtype);
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){wrap_pullback, e, "structure_pullback", nargs + 1};
     return CR_OK;
 }
 
-#define WRAP_RULE(NAME, STR, S)                                                                \
-    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,    \
-                                  const cr_value *args, size_t nargs, cr_value *y,             \
-                                  cr_pullback *pb, const void *udata)                          \
-    {                                                                                          \
-        (void)cfg;                                                                             \
-        (void)f;                                                                               \
-        cr_status st = cr__nargs(arena, STR, nargs, 1, 1);                                     \
-        return st != CR_OK ? st : wrap_rrule_common(arena, STR, S, args, nargs, y, pb, udata); \
-    }                                                                                          \
-    CR__ARRAY_FN(NAME, STR, 1)
+CR__WRAP_RULE(upper_triangular, "UpperTriangular", CR_MAT_UPPER, 1)
+CR__WRAP_RULE(lower_triangular, "LowerTriangular", CR_MAT_LOWER, 1)
+CR__WRAP_RULE(unit_upper_triangular, "UnitUpperTriangular", CR_MAT_UNIT_UPPER, 1)
+CR__WRAP_RULE(unit_lower_triangular, "UnitLowerTriangular", CR_MAT_UNIT_LOWER, 1)
 
-WRAP_RULE(upper_triangular, "UpperTriangular", CR_MAT_UPPER)
-WRAP_RULE(lower_triangular, "LowerTriangular", CR_MAT_LOWER)
-WRAP_RULE(unit_upper_triangular, "UnitUpperTriangular", CR_MAT_UNIT_UPPER)
-WRAP_RULE(unit_lower_triangular, "UnitLowerTriangular", CR_MAT_UNIT_LOWER)
-
-cr_status cr__symherm_uplo_rrule(cr_arena *arena, cr_matstruct s, const cr_value *args,
-                                 size_t nargs, cr_value *y, cr_pullback *pb, const void *udata)
+/* The two-argument signatures of Symmetric and Hermitian (cr_fn_symmetric and cr_fn_hermitian,
+ * products.c): the same rrule, the structure told by the function. */
+static cr_status symherm_uplo_rrule(CR__RRULE_PARAMS)
 {
-    bool herm = s == CR_MAT_HERMITIAN;
-    const char *who = herm ? "Hermitian" : "Symmetric";
-    char c;
-    cr_status st = cr__nargs(arena, who, nargs, 2, 2);
-    if (st == CR_OK)
-        st = cr__flag_arg(arena, who, args, 1, "UL", &c);
-    if (st != CR_OK)
-        return st;
-    if (c == 'L')
-        s = herm ? CR_MAT_HERMITIAN_LOWER : CR_MAT_SYMMETRIC_LOWER;
-    return wrap_rrule_common(arena, who, s, args, nargs, y, pb, udata);
-}
-
-static cr_status symmetric_uplo_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                      const cr_value *args, size_t nargs, cr_value *y,
-                                      cr_pullback *pb, const void *udata)
-{
-    (void)cfg;
-    (void)f;
-    return cr__symherm_uplo_rrule(arena, CR_MAT_SYMMETRIC, args, nargs, y, pb, udata);
-}
-
-static cr_status hermitian_uplo_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                      const cr_value *args, size_t nargs, cr_value *y,
-                                      cr_pullback *pb, const void *udata)
-{
-    (void)cfg;
-    (void)f;
-    return cr__symherm_uplo_rrule(arena, CR_MAT_HERMITIAN, args, nargs, y, pb, udata);
+    bool herm = f->u.func.fn == cr_fn_hermitian.u.func.fn;
+    return cr__wrap_rrule(arena, herm ? "Hermitian" : "Symmetric",
+                          herm ? CR_MAT_HERMITIAN : CR_MAT_SYMMETRIC, args, nargs, y, pb, udata);
 }
 
 /* ---- Matrix(A) ---------------------------------------------------------------------------- */
@@ -423,12 +429,10 @@ typedef struct matrix_env {
 } matrix_env;
 
 /* Ā = Ȳ projected onto A's structure. */
-static cr_status matrix_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                 void *env)
+static cr_status matrix_pullback(CR__PULLBACK_PARAMS)
 {
     matrix_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     const cr_array *g;
     cr_status st = cr__tan_array(arena, "Matrix_pullback", *dy, 2, e->A->shape,
                                  cr__work((cr_dtype)e->A->dtype), &g);
@@ -439,16 +443,10 @@ static cr_status matrix_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
     return cr_project_apply(arena, e->pA, cr_tangent_array((cr_array *)g), &dx[1]);
 }
 
-static cr_status matrix_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                              const void *udata)
+static cr_status matrix_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
     const cr_array *A;
-    cr_status st = cr__nargs(arena, "Matrix", nargs, 1, 1);
-    if (st == CR_OK)
-        st = cr__array_arg(arena, "Matrix", args, nargs, 0, &A);
+    cr_status st = cr__array_arg1(arena, "Matrix", args, nargs, &A);
     if (st != CR_OK)
         return st;
     if (A->ndim != 2 || !cr_dtype_is_float((cr_dtype)A->dtype))
@@ -460,9 +458,7 @@ static cr_status matrix_rrule(const cr_config *cfg, cr_arena *arena, const cr_va
     *y = cr_value_array(r);
     if (udata == CR__PRIMAL_ONLY)
         return CR_OK;
-    matrix_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(matrix_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, matrix_env, e);
     e->A = A;
     st = cr_project_new(arena, &args[0], &e->pA);
     if (st != CR_OK)
@@ -556,10 +552,8 @@ static cr_status rand_vec(cr_arena *arena, uint64_t *rng, cr_dtype dt, size_t n,
 /* The band constructors' vectors (env: the band_kind): orders 1 to 4, mixed dtypes
  * sometimes; the diagonal in [2, 3) so that the matrices are well conditioned for the
  * generic rules' tests that reuse them. */
-static cr_status sample_band(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                             void *env)
+static cr_status sample_band(CR__SAMPLE_PARAMS)
 {
-    (void)nargs;
     band_kind k = (band_kind)(uintptr_t)env;
     size_t n = 1 + cr__rng_below(rng, 4);
     cr_dtype dt = cr__rng_dtype(rng);
@@ -578,10 +572,8 @@ static cr_status sample_band(cr_arena *arena, uint64_t *rng, cr_value *args, siz
 
 /* A square matrix of order 1 to 4, sometimes itself structured (its dense value is wrapped);
  * env 1: a uplo flag second (Symmetric(A, uplo), Hermitian(A, uplo)). */
-static cr_status sample_wrap(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                             void *env)
+static cr_status sample_wrap(CR__SAMPLE_PARAMS)
 {
-    (void)nargs;
     size_t n = 1 + cr__rng_below(rng, 4), shape[2] = {n, n};
     cr_array *A;
     cr_status st = cr__rand_array(arena, rng, cr__rng_dtype(rng), 2, shape, -1.5, 1.5, &A);
@@ -596,11 +588,8 @@ static cr_status sample_wrap(cr_arena *arena, uint64_t *rng, cr_value *args, siz
 }
 
 /* Matrix(A) of a matrix of any structure (rectangular when dense). */
-static cr_status sample_matrix(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                               void *env)
+static cr_status sample_matrix(CR__SAMPLE_PARAMS)
 {
-    (void)nargs;
-    (void)env;
     static const cr_matstruct s[] = {
         CR_MAT_DENSE,       CR_MAT_SYMMETRIC,      CR_MAT_HERMITIAN,       CR_MAT_UPPER,
         CR_MAT_TRIDIAGONAL, CR_MAT_SYMTRIDIAGONAL, CR_MAT_BIDIAG_UPPER,    CR_MAT_BIDIAG_LOWER,
@@ -634,41 +623,24 @@ static const cr_rule_test k_test_matrix = {.sample = sample_matrix};
 
 cr_status cr__family_structured(cr_registry *reg)
 {
-    static const cr_argspec v2[2] = {{CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL}};
-    static const cr_argspec v3[3] = {
-        {CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL}};
     static const cr_argspec bd[3] = {{CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL}, {CR_M_INT, NULL}};
-    static const cr_argspec a1[1] = {{CR__M_FARRAY, NULL}};
     static const cr_argspec au[2] = {{CR__M_FARRAY, NULL}, {CR_M_INT, NULL}};
-    cr_status st = cr__add_rule_so(reg, &tridiagonal_function, v3, 3, false, tridiagonal_frule,
-                                   tridiagonal_rrule, &k_test_tri, CR_LINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &symtridiagonal_function, v2, 2, false, symtridiagonal_frule,
-                             symtridiagonal_rrule, &k_test_symtri, CR_LINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &bidiagonal_function, bd, 3, false, bidiagonal_frule,
-                             bidiagonal_rrule, &k_test_bidiag, CR_LINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &upper_triangular_function, a1, 1, false, cr__linear_frule,
-                             upper_triangular_rrule, &k_test_wrap, CR_LINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &lower_triangular_function, a1, 1, false, cr__linear_frule,
-                             lower_triangular_rrule, &k_test_wrap, CR_LINEAR, NULL);
-    /* Affine: Ẏ = f(Ȧ) projected onto Y drops the unit diagonal f puts on the tangent. */
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &unit_upper_triangular_function, a1, 1, false, cr__linear_frule,
-                             unit_upper_triangular_rrule, &k_test_wrap, CR_LINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &unit_lower_triangular_function, a1, 1, false, cr__linear_frule,
-                             unit_lower_triangular_rrule, &k_test_wrap, CR_LINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, cr_fn_symmetric.u.func.fn, au, 2, false, cr__linear_frule,
-                             symmetric_uplo_rrule, &k_test_wrap_uplo, CR_LINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, cr_fn_hermitian.u.func.fn, au, 2, false, cr__linear_frule,
-                             hermitian_uplo_rrule, &k_test_wrap_uplo, CR_LINEAR, NULL);
-    if (st == CR_OK)
-        st = cr__add_rule_so(reg, &matrix_function, a1, 1, false, cr__linear_frule, matrix_rrule,
-                             &k_test_matrix, CR_LINEAR, NULL);
-    return st;
+    const cr_argspec *fa = cr__linalg_fa;
+    /* The unit triangles are affine: Ẏ = f(Ȧ) projected onto Y drops the unit diagonal f
+     * puts on the tangent. */
+    const cr__array_rule k[] = {
+        CR__LA_ROW(tridiagonal, fa, 3, &k_test_tri, CR_LINEAR),
+        CR__LA_ROW(symtridiagonal, fa, 2, &k_test_symtri, CR_LINEAR),
+        CR__LA_ROW(bidiagonal, bd, 3, &k_test_bidiag, CR_LINEAR),
+        CR__LA_LINEAR_ROW(upper_triangular, fa, 1, &k_test_wrap),
+        CR__LA_LINEAR_ROW(lower_triangular, fa, 1, &k_test_wrap),
+        CR__LA_LINEAR_ROW(unit_upper_triangular, fa, 1, &k_test_wrap),
+        CR__LA_LINEAR_ROW(unit_lower_triangular, fa, 1, &k_test_wrap),
+        {cr_fn_symmetric.u.func.fn, au, 2, cr__linear_frule, symherm_uplo_rrule, &k_test_wrap_uplo,
+         CR_LINEAR, NULL, false},
+        {cr_fn_hermitian.u.func.fn, au, 2, cr__linear_frule, symherm_uplo_rrule, &k_test_wrap_uplo,
+         CR_LINEAR, NULL, false},
+        CR__LA_LINEAR_ROW(matrix, fa, 1, &k_test_matrix),
+    };
+    return cr__add_rules(reg, k, sizeof k / sizeof k[0]);
 }

@@ -8,11 +8,21 @@
 
 #include "linalg_impl.h"
 
-/* Symmetric(A, uplo) (s CR_MAT_SYMMETRIC) or Hermitian(A, uplo) (CR_MAT_HERMITIAN): the rrule
- * of the two-argument signature, which the one-argument rrule of products.c hands over to. */
-CR_INTERNAL cr_status cr__symherm_uplo_rrule(cr_arena *arena, cr_matstruct s, const cr_value *args,
-                                             size_t nargs, cr_value *y, cr_pullback *pb,
-                                             const void *udata);
+/* The rrule of a wrapper of a square matrix tagged s (Julia's Symmetric, Hermitian, Diagonal and
+ * the triangular wrappers, structured.c): Y a view of A (its dense value; Diagonal also of a
+ * vector) with the structure s; Symmetric and Hermitian also take a uplo flag second ('L': the
+ * lower triangle is read). The pullback gives Ā the entries of Ȳ that Y reads. */
+CR_INTERNAL cr_status cr__wrap_rrule(cr_arena *arena, const char *who, cr_matstruct s,
+                                     const cr_value *args, size_t nargs, cr_value *y,
+                                     cr_pullback *pb, const void *udata);
+
+/* NAME_rrule (cr__wrap_rrule of the structure S, named STR) and the function value cr_fn_NAME. */
+#define CR__WRAP_RULE(NAME, STR, S, ARITY)                               \
+    static cr_status NAME##_rrule(CR__RRULE_PARAMS)                      \
+    {                                                                    \
+        return cr__wrap_rrule(arena, STR, S, args, nargs, y, pb, udata); \
+    }                                                                    \
+    CR__ARRAY_FN(NAME, STR, ARITY)
 
 /* Whether solve() factors a matrix of structure s with cr__gt_factor (Tridiagonal,
  * SymTridiagonal). */
