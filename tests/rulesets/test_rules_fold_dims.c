@@ -51,8 +51,7 @@ static void test_values(void **state)
     assert_int_equal(cr_array_view_init(&D, d02, CR_DT_I64, 1, &n2, NULL), CR_OK);
     cr_value args[4] = {skewv, cr_value_array(&A), cr_value_array(&D), cr_value_f64(0.3)};
     for (size_t withinit = 0; withinit < 2; withinit++) {
-        assert_int_equal(cr_function_call(fx->arena, &cr_fn_reduce, args, 3 + withinit, &y),
-                         CR_OK);
+        assert_int_equal(cr_function_call(fx->arena, &cr_fn_reduce, args, 3 + withinit, &y), CR_OK);
         assert_int_equal(y.kind, CR_KIND_ARRAY);
         assert_int_equal(y.u.arr->ndim, 3);
         assert_int_equal(y.u.arr->shape[0], 1);
