@@ -746,15 +746,14 @@ static cr_status fb_take_tangent(cr_arena *arena, const bc *b, const fb_res *r, 
 static cr_status fb_eval(const cr_config *cfg, cr_arena *arena, const cr_value *f, const bc *b,
                          cr_pullback *pbs, const cr_array *const *dxs, cr_tangent dself, fb_res *r)
 {
-    size_t m = 1, idx[CR_ARRAY_MAX_DIMS] = {0}, mk = 0;
+    size_t m = 1, idx[CR_ARRAY_MAX_DIMS] = {0}, mk = 0, w = 1;
     for (size_t d = 0; d < b->ndim; d++)
         m *= b->shape[d]; /* checked by cr__bc_shape */
     memset(r, 0, sizeof *r);
-    cr_status st = cr__ck_mul(cr_arena_ctx(arena), b->who, m ? m : 1, BC_MAX_OUT, &mk);
-    if (st != CR_OK)
-        return st;
-    cr_complex *ys = BC_ALLOC(cr_complex, mk, &st);
-    cr_complex *dys = dxs != NULL ? BC_ALLOC(cr_complex, mk, &st) : NULL;
+    cr_status st = CR_OK;
+    /* the numbers of element 0, which tells how many each element returns (w); the arrays
+     * of all (m x w) are made then */
+    cr_complex first[BC_MAX_OUT], dfirst[BC_MAX_OUT], *ys = NULL, *dys = NULL;
     cr_value *sargs = BC_ALLOC(cr_value, b->n, &st);
     cr_tangent *td = BC_ALLOC(cr_tangent, b->n + 1, &st);
     r->odt = BC_ALLOC(cr_dtype, BC_MAX_OUT, &st);
@@ -786,9 +785,20 @@ static cr_status fb_eval(const cr_config *cfg, cr_arena *arena, const cr_value *
             st = cr__elem_call(arena, b->who, k, f, sargs, b->n, &yv);
         }
         if (st == CR_OK)
-            st = fb_take(arena, b, k, yv, r, ys + k * BC_MAX_OUT);
+            st = fb_take(arena, b, k, yv, r, k == 0 ? first : ys + k * w);
         if (st == CR_OK && dxs != NULL)
-            st = fb_take_tangent(arena, b, r, tdy, dys + k * BC_MAX_OUT);
+            st = fb_take_tangent(arena, b, r, tdy, k == 0 ? dfirst : dys + k * w);
+        if (st == CR_OK && k == 0) {
+            w = r->k ? r->k : 1;
+            st = cr__ck_mul(cr_arena_ctx(arena), b->who, m, w, &mk);
+            ys = BC_ALLOC(cr_complex, mk, &st);
+            dys = dxs != NULL ? BC_ALLOC(cr_complex, mk, &st) : NULL;
+            if (st == CR_OK) {
+                memcpy(ys, first, w * sizeof *ys);
+                if (dys != NULL)
+                    memcpy(dys, dfirst, w * sizeof *dys);
+            }
+        }
         if (st != CR_OK)
             return st;
     }
@@ -797,16 +807,16 @@ static cr_status fb_eval(const cr_config *cfg, cr_arena *arena, const cr_value *
     r->dy = BC_ALLOC(cr_array *, r->nres, &st);
     for (size_t i = 0; i < r->nres && st == CR_OK; i++) {
         r->odt[i] = cr__hof_dtype(b->dt, r->odt[i]);
-        cr_dtype w = cr__work(r->odt[i]);
-        st = cr__new(arena, w, b->ndim, b->shape, false, &r->y[i]);
+        cr_dtype wdt = cr__work(r->odt[i]);
+        st = cr__new(arena, wdt, b->ndim, b->shape, false, &r->y[i]);
         for (size_t k = 0; k < m && st == CR_OK; k++)
-            cr__store(r->y[i], (ptrdiff_t)k, ys[k * BC_MAX_OUT + i]);
+            cr__store(r->y[i], (ptrdiff_t)k, ys[k * w + i]);
         if (st == CR_OK)
             r->y[i]->flags = CR_ARRAY_WRITABLE;
         if (st == CR_OK && dxs != NULL)
-            st = cr__new(arena, w, b->ndim, b->shape, false, &r->dy[i]);
+            st = cr__new(arena, wdt, b->ndim, b->shape, false, &r->dy[i]);
         for (size_t k = 0; k < m && st == CR_OK && dxs != NULL; k++)
-            cr__store(r->dy[i], (ptrdiff_t)k, dys[k * BC_MAX_OUT + i]);
+            cr__store(r->dy[i], (ptrdiff_t)k, dys[k * w + i]);
     }
     return st;
 }
