@@ -25,7 +25,7 @@ ALIASES = {
     "exp": "exp", "LinearAlgebra.exp!": "exp!", "eigen!": "eigen", "eigvals!": "eigvals",
     "lu!": "lu", "mul!": "matmul", "BLAS.dot": "dot", "BLAS.asum": "asum", "BLAS.nrm2": "nrm2",
     "BLAS.gemm!": "gemm", "BLAS.gemv!": "gemv", "LAPACK.trsyl!": "trsyl", "Base.vect": "vect",
-    "$findm": "findmax", "reduce": "foldl", "broadcasted": "broadcast",
+    "$findm": "findmax", "broadcasted": "broadcast",
     "Broadcast.instantiate": "broadcast", "copy∘broadcasted": "broadcast",
     "Base.unsafe_getindex": "getindex", "collect∘eachcol": "eachcol",
     "collect∘eachrow": "eachrow", "collect∘eachslice": "eachslice",

@@ -239,6 +239,24 @@ CR_API extern const cr_value cr_fn_var;
 CR_API extern const cr_value cr_fn_std;
 
 /**
+ * `var_ex(x, corrected[, mean[, dims]])`: Julia's `var(x; corrected, mean, dims)`, the
+ * variance Σ|x - μ|² / (n - corrected) of all elements or of each slice along dims (kept
+ * with extent 1). corrected is a bool (or 0 / 1); mean is nothing (the slices' own means),
+ * a number without dims, or with dims an array of x's shape with the reduced dimensions of
+ * extent 1. A given mean is an argument like x: x̄ = 2 (x - μ) ȳ / (n - corrected) and
+ * μ̄ = -Σ 2 (x - μ) ȳ / (n - corrected) over the slice. The result is real (f32 when x and
+ * the mean are f32), also for complex x or mean.
+ */
+CR_API extern const cr_value cr_fn_var_ex;
+
+/**
+ * `std_ex(x, corrected[, mean[, dims]])`: Julia's `std(x; corrected, mean, dims)`,
+ * sqrt(var_ex). x̄ = (x - μ) ȳ / ((n - corrected) σ), μ̄ its negated sum over the slice; where
+ * σ = 0 (the whole slice at its mean) both are 0, not NaN.
+ */
+CR_API extern const cr_value cr_fn_std_ex;
+
+/**
  * `norm(A)`, `norm(A, p)`: (Σ |a|^p)^(1/p) over all elements (p = 2 by default: Frobenius
  * for a matrix, as Julia's `norm`; p = 1; p = Inf, the largest |a|; any p > 0), computed
  * scaled by the largest |a| so it neither overflows nor underflows. As Julia's: p = -Inf
@@ -290,7 +308,11 @@ CR_API extern const cr_value cr_fn_partialsort;
  * keeps one pullback per element). For table functions the rrule stores only the partial
  * derivatives (one array per perturbable argument), and the pullback multiplies and sums
  * over the broadcast dimensions (unbroadcast). `+`, `-`, `*`, `/` and `^` with the
- * integer exponent 2 are fused: nothing is stored but references to the arguments.
+ * integer exponent 2 are fused: nothing is stored but references to the arguments. Any
+ * number of arguments (a row has at most four; more go element by element through f's
+ * rules). A function returning a tuple of m numbers (1 <= m <= 8: a row of several outputs
+ * such as sincos, or a rule returning a tuple) gives a tuple of m arrays (a struct value of
+ * m array fields), whose cotangent is a structural tangent of m fields.
  */
 CR_API extern const cr_value cr_fn_broadcast;
 
@@ -391,11 +413,13 @@ CR_API extern const cr_value cr_fn_rdiv_uniform;
  */
 
 /**
- * `map(f, A1, ..., Ak)`: y[i] = f(A1[i], ..., Ak[i]) over 1 to 4 arrays of one shape
+ * `map(f, A1, ..., Ak)`: y[i] = f(A1[i], ..., Ak[i]) over k >= 1 arrays of one shape
  * (CR_ESHAPE otherwise; broadcast stretches shapes, map does not). It is broadcast's rule
  * (cr_fn_broadcast) for equal shapes: rows keep one array of partials per perturbable
  * argument, other functions one pullback per element. The result has the elements' type:
- * complex when f returns complex numbers, f32 for f32 arguments, else f64.
+ * complex when f returns complex numbers, f32 for f32 arguments, else f64. A function
+ * returning a tuple of m numbers (sincos, or any function whose rule returns a tuple) gives
+ * a tuple of m arrays, as broadcast does.
  */
 CR_API extern const cr_value cr_fn_map;
 
@@ -415,6 +439,25 @@ CR_API extern const cr_value cr_fn_foldl;
  * it. Pullback: as foldl, the cotangent of y[k] joining the running cotangent at step k.
  */
 CR_API extern const cr_value cr_fn_accumulate;
+
+/**
+ * `reduce(op, A)`, `reduce(op, A, dims)`, `reduce(op, A, dims, init)`: Julia's
+ * `reduce(op, A; dims, init)`, defined as foldl over the elements of each slice in
+ * row-major order (Julia leaves the association unspecified; this is one of its choices).
+ * dims is an integer, an i64 array or nothing (every element: the result is a number);
+ * with dims the result keeps the reduced dimensions with extent 1. A of any shape (f64,
+ * f32 or c128), init a number. Each slice goes through foldl's rules (a row keeps its
+ * partials, another op its steps' pullbacks); the pullback scatters each slice's cotangent
+ * back, init's cotangent is the sum over the slices.
+ */
+CR_API extern const cr_value cr_fn_reduce;
+
+/**
+ * `accumulate_ex(op, A, dim)`, `accumulate_ex(op, A, dim, init)`: Julia's
+ * `accumulate(op, A; dims = dim, init)`, accumulate along one dimension of an array of any
+ * shape: every line along dim is accumulated as a vector. The result has A's shape.
+ */
+CR_API extern const cr_value cr_fn_accumulate_ex;
 
 /* ---- Selections with options: filter, sort with rev and by, unique and sortslices along
  * a dimension, repeat with inner, hvcat --------------------------------------------------- */

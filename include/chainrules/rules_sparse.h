@@ -101,6 +101,16 @@ CR_API extern const cr_value cr_fn_sparse_logdet;
 /** See cr_fn_sparse_det. */
 CR_API extern const cr_value cr_fn_sparse_logabsdet;
 
+/**
+ * `sparse_spmul(A, B)`: the sparse product A B of two sparse matrices (Julia's `A * B` of
+ * two SparseMatrixCSC), on the structural pattern of the product: (i, j) is stored when some
+ * k has A[i, k] and B[k, j] stored, even where the terms cancel. The values have the
+ * promoted type of A's and B's. Pullback: Ā = C̄ Bᴴ at A's stored entries, B̄ = Aᴴ C̄ at B's
+ * (the cotangents keep the arguments' patterns); C̄ a structural tangent or a dense m x n
+ * array, read on C's pattern. frule: Ȧ B + A Ḃ on C's pattern.
+ */
+CR_API extern const cr_value cr_fn_sparse_spmul;
+
 CR_END_DECLS
 
 #endif /* CR_RULES_SPARSE_H */

@@ -188,6 +188,12 @@ CR_API extern const cr_value cr_fn_expint2;
 /** expintx2(ν, x) = e^x E_ν(x) (SpecialFunctions' expintx(ν, z)), finite where E_ν
  *  underflows; ∂/∂x = Ω - expintx2(ν-1, x); ∂/∂ν NotImplemented. */
 CR_API extern const cr_value cr_fn_expintx2;
+/** cexpint2(ν, z) = E_ν(z) for a real order ν (|ν| <= 100000) and a complex z
+ *  (SpecialFunctions' expint(ν, z) of a complex z), the principal branch
+ *  (cr_sf_expint2_complex); the result is c128 also for a real z. ∂/∂z = -E_(ν-1)(z)
+ *  (complex-analytic: the pullback takes conj of it, a real z gets the real part);
+ *  ∂/∂ν NotImplemented (NoTangent for an integer-kind order). */
+CR_API extern const cr_value cr_fn_cexpint2;
 
 /* ---- The C functions ------------------------------------------------------------------ */
 
@@ -255,6 +261,16 @@ CR_API double cr_sf_expint(double x);
  * continued fraction of DLMF 6.9.1 elsewhere.
  */
 CR_API cr_complex cr_sf_expint_complex(cr_complex z);
+
+/**
+ * E_ν(z) for a real order ν and a complex z, the principal branch: the cut is the negative
+ * real axis, its side chosen by the sign of a zero imaginary part. E_ν(0) = 1/(ν-1) for
+ * ν > 1, +inf otherwise; NaN for |ν| > 100000. The power series of DLMF 8.19.10 where it
+ * does not cancel (|z| <= 1, or Re z < 0 with Im² <= 6|Re z|), its two large terms combined
+ * analytically for ν near a positive integer; the continued fraction of DLMF 8.19.17
+ * elsewhere.
+ */
+CR_API cr_complex cr_sf_expint2_complex(double nu, cr_complex z);
 
 /** Ai(x), the Airy function of the first kind. */
 CR_API double cr_sf_airyai(double x);

@@ -1353,7 +1353,7 @@ static void test_hof_function_failures(void **state)
     cr_array X = cr_array_vector(x, 3);
     cr_value pair = cr_value_function(&pair_fn, NULL), plain = cr_value_function(&plain_fn, NULL);
     expect_err(fx, &cr_fn_broadcast, ((cr_value[]){pair, cr_value_array(&X)}), 2, CR_EINVAL,
-               "broadcast: pair returned a struct, not a number");
+               "broadcast: pair returned a tuple whose field 0 is a i64, not a number");
     expect_err(fx, &cr_fn_foldl, ((cr_value[]){pair, cr_value_array(&X)}), 2, CR_EINVAL,
                "foldl: pair returned a struct, not a number");
     /* A configuration with an AD whose rrule_via_ad / frule_via_ad find no rule. */
@@ -1595,10 +1595,8 @@ static void test_errors_hof_broadcast_extra(void **state)
     /* broadcast */
     expect_err(fx, &cr_fn_broadcast, &sn, 1, CR_EINVAL,
                "broadcast: takes a function and at least one argument");
-    cr_value many[7] = {fn_named("hypot"), A, A, A, A, A, A};
-    expect_err(fx, &cr_fn_broadcast, many, 7, CR_EINVAL, "broadcast: at most");
     expect_err(fx, &cr_fn_broadcast, ((cr_value[]){sn, A, A}), 3, CR_EINVAL,
-               "broadcast: sin takes 1 argument and has 1 output");
+               "broadcast: sin takes 1 argument, 2 given");
     cr_range r = {0, 1, 1};
     expect_err(fx, &cr_fn_broadcast, ((cr_value[]){sn, cr_value_struct(&cr_range_type, &r)}), 2,
                CR_EINVAL, "broadcast: argument 2 is a struct, not a number or an array");

@@ -81,7 +81,7 @@ static void test_registrations(void **state)
         tested++;
     }
     assert_int_equal(seen_sum_f, 2);
-    assert_int_equal(tested, 8); /* map x2, sum(f) x2, foldl x2, accumulate x2 */
+    assert_int_equal(tested, 9); /* map x3, sum(f) x2, foldl x2, accumulate x2 */
 }
 
 /* ---- Values and the order of a fold -------------------------------------------------------- */

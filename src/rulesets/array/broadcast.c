@@ -10,11 +10,12 @@
  */
 #include <math.h>
 
-#include "family.h"
+#include "hof_impl.h"
 
 #include <chainrules/rules_complex.h>
 #include <chainrules/rules_math.h>
 
+/* The most arguments of a scalar row (the row path); other functions take any number. */
 #define BC_MAX_IN CR_SCALAR_MAX_IN
 
 /* Fused operations (no partials stored). */
@@ -24,17 +25,27 @@ typedef enum { FU_NONE, FU_ADD, FU_SUB, FU_MUL, FU_DIV, FU_SQUARE, FU_TANH } fus
 typedef struct bc {
     const char *who; /* the function called: broadcast, map, sum */
     const cr_function *fn;
-    const cr_scalar_rule *row;     /* NULL: no row (fallback) */
-    size_t n;                      /* number of arguments after f */
-    const cr_value *args;          /* args + 1 */
-    const cr_array *in[BC_MAX_IN]; /* arguments in the work dtype (0-d for scalars) */
-    bool diff[BC_MAX_IN];          /* perturbable */
-    cr_dtype dt;                   /* output dtype */
+    const cr_scalar_rule *row; /* NULL: no row (fallback) */
+    size_t n;                  /* number of arguments after f */
+    const cr_value *args;      /* args + 1 */
+    const cr_array **in;       /* the n arguments in the work dtype (0-d for scalars) */
+    bool *diff;                /* perturbable (n) */
+    cr_dtype dt;               /* output dtype */
     cr_dtype wdt;
     size_t ndim;
     size_t shape[CR_ARRAY_MAX_DIMS];
     fused_op fused;
 } bc;
+
+/* An array of n zeroed T in the arena (NULL on failure, with *st set). */
+#define BC_ALLOC(T, N, ST) ((T *)bc_alloc(arena, (N), sizeof(T), _Alignof(T), (ST)))
+static void *bc_alloc(cr_arena *arena, size_t n, size_t size, size_t align, cr_status *st)
+{
+    void *p = cr_arena_calloc(arena, n ? n : 1, size, align);
+    if (p == NULL)
+        *st = CR__ALLOC_STATUS(arena);
+    return p;
+}
 
 static bool same_fn(const cr_function *fn, const cr_value *v)
 {
@@ -52,21 +63,24 @@ static cr_status bc_parse(cr_arena *arena, const char *who, const cr_value *args
     b->row = cr_scalar_rule_of(b->fn);
     b->n = nargs - 1;
     b->args = args + 1;
-    if (b->n > BC_MAX_IN)
-        return CR__FAIL(arena, CR_EINVAL, "%s: at most %d argument%s", who, BC_MAX_IN,
-                        CR__S(BC_MAX_IN));
     /* A variadic function whose row covers one arity (hypot(x, y) of hypot(x...)): other
      * arities go element by element, through the function's own rules. */
     if (b->row != NULL && b->row->nin != b->n && b->fn->arity < 0)
         b->row = NULL;
-    if (b->row != NULL && (b->row->nin != b->n || b->row->nout != 1))
-        return CR__FAIL(arena, CR_EINVAL,
-                        "%s: %s takes %u argument%s and has %u output%s (one output "
-                        "needed), %zu given",
-                        who, b->fn->name, (unsigned)b->row->nin, CR__S((unsigned)b->row->nin),
-                        (unsigned)b->row->nout, CR__S((unsigned)b->row->nout), b->n);
+    if (b->row != NULL && b->row->nin != b->n)
+        return CR__FAIL(arena, CR_EINVAL, "%s: %s takes %u argument%s, %zu given", who, b->fn->name,
+                        (unsigned)b->row->nin, CR__S((unsigned)b->row->nin), b->n);
+    /* A row of several outputs (sincos) goes element by element too, through its own rules:
+     * the result is a tuple of arrays. */
+    if (b->row != NULL && b->row->nout != 1)
+        b->row = NULL;
+    cr_status st = CR_OK;
+    b->in = BC_ALLOC(const cr_array *, b->n, &st);
+    b->diff = BC_ALLOC(bool, b->n, &st);
+    const cr_array **shapes = BC_ALLOC(const cr_array *, b->n, &st);
+    if (st != CR_OK)
+        return st;
     cr_dtype dt = (cr_dtype)0;
-    const cr_array *shapes[BC_MAX_IN] = {NULL};
     for (size_t j = 0; j < b->n; j++) {
         const cr_value *v = &b->args[j];
         bool num = v->kind == CR_KIND_F64 || v->kind == CR_KIND_F32 || v->kind == CR_KIND_C128 ||
@@ -84,7 +98,7 @@ static cr_status bc_parse(cr_arena *arena, const char *who, const cr_value *args
     if (b->row != NULL && b->wdt == CR_DT_C128 && b->row->c128 == NULL)
         return CR__FAIL(arena, CR_EDOMAIN, "%s: %s is defined for real arguments only", who,
                         b->fn->name);
-    cr_status st = cr__bc_shape(arena, who, shapes, b->n, &b->ndim, b->shape);
+    st = cr__bc_shape(arena, who, shapes, b->n, &b->ndim, b->shape);
     if (st != CR_OK)
         return st;
     for (size_t j = 0; j < b->n; j++) {
@@ -625,35 +639,132 @@ static void next_index(const bc *b, size_t *idx)
     }
 }
 
+/* The tuple types of the result of a function of k outputs (k = 1..BC_MAX_OUT): k arrays
+ * (static, as the tangent algebra identifies struct types by address). */
+#define BC_MAX_OUT 8
+#define BC_F1(b)                                                  \
+    {                                                             \
+        NULL, (size_t)(b) * sizeof(cr_array), CR_KIND_ARRAY, NULL \
+    }
+static const cr_field k_bc_fields[BC_MAX_OUT] = {BC_F1(0), BC_F1(1), BC_F1(2), BC_F1(3),
+                                                 BC_F1(4), BC_F1(5), BC_F1(6), BC_F1(7)};
+#define BC_T1(b)                                                                    \
+    {                                                                               \
+        "broadcast_tuple", (size_t)(b) * sizeof(cr_array), (size_t)(b), k_bc_fields \
+    }
+static const cr_type k_bc_types[BC_MAX_OUT + 1] = {BC_T1(0), BC_T1(1), BC_T1(2), BC_T1(3), BC_T1(4),
+                                                   BC_T1(5), BC_T1(6), BC_T1(7), BC_T1(8)};
+
+/* What the elements returned: numbers (k = 0), or tuples of k numbers of one type. */
+typedef struct fb_res {
+    size_t k;
+    const cr_type *etype; /* the elements' tuple type */
+    size_t nres;          /* k, or 1 for numbers */
+    cr_array **y;         /* nres work arrays of the broadcast shape */
+    cr_array **dy;        /* the frule's tangents (nres) */
+    cr_dtype *odt;        /* nres element types of the result */
+} fb_res;
+
 typedef struct fb_env {
     bc b;
-    cr_project *proj[BC_MAX_IN];
-    cr_pullback *pbs; /* one per element */
+    cr_project **proj; /* n */
+    cr_pullback *pbs;  /* one per element */
     size_t m;
-    cr_dtype odt; /* the output's element type (the elements' seeds are of its kind) */
+    fb_res r; /* the outputs (the elements' seeds are of their kinds) */
 } fb_env;
 
-/* Run f elementwise (rrule, frule, or plain call), gathering outputs into a work array. */
-static cr_status fb_eval(const cr_config *cfg, cr_arena *arena, const cr_value *f, const bc *b,
-                         cr_pullback *pbs, const cr_array *const *dxs, cr_tangent dself,
-                         cr_array **y, cr_array **dy, cr_dtype *out_dt)
+/* The numbers element k returned: yv itself, or the k fields of a tuple (whose type every
+ * element shares). */
+static cr_status fb_take(cr_arena *arena, const bc *b, size_t k, cr_value yv, fb_res *r,
+                         cr_complex *out)
 {
-    size_t m = 1, idx[CR_ARRAY_MAX_DIMS] = {0};
+    bool tuple = yv.kind == CR_KIND_STRUCT && yv.u.obj.type != NULL;
+    if (k == 0 && tuple) {
+        size_t nf = yv.u.obj.type->nfields;
+        if (nf == 0 || nf > BC_MAX_OUT)
+            return CR__FAIL(arena, CR_EINVAL,
+                            "%s: %s returned a tuple of %zu values (1 to %d are supported)", b->who,
+                            b->fn->name, nf, BC_MAX_OUT);
+        r->k = nf;
+        r->etype = yv.u.obj.type;
+    }
+    if (r->k == 0) {
+        cr_dtype vd = cr__value_dtype(&yv);
+        if (vd == 0 || yv.kind == CR_KIND_ARRAY)
+            return CR__FAIL(arena, CR_EINVAL, "%s: %s returned a %s, not a number", b->who,
+                            b->fn->name, cr_kind_name(yv.kind));
+        r->odt[0] = cr__promote(r->odt[0], vd);
+        out[0] = cr__scalar_of(&yv);
+        return CR_OK;
+    }
+    if (!tuple || yv.u.obj.type != r->etype)
+        return CR__FAIL(arena, CR_EINVAL,
+                        "%s: %s returned a %s at element %zu, a tuple %s at element 0 (every "
+                        "element must return the same type)",
+                        b->who, b->fn->name, tuple ? yv.u.obj.type->name : cr_kind_name(yv.kind), k,
+                        r->etype->name != NULL ? r->etype->name : "");
+    for (size_t i = 0; i < r->k; i++) {
+        cr_value f;
+        cr_status st = cr_type_field_value(r->etype, yv.u.obj.ptr, i, &f);
+        if (st != CR_OK)
+            return st;
+        cr_dtype vd = cr__value_dtype(&f);
+        if (vd == 0 || f.kind == CR_KIND_ARRAY)
+            return CR__FAIL(arena, CR_EINVAL,
+                            "%s: %s returned a tuple whose field %zu is a %s, not a number", b->who,
+                            b->fn->name, i, cr_kind_name(f.kind));
+        r->odt[i] = cr__promote(r->odt[i], vd);
+        out[i] = cr__scalar_of(&f);
+    }
+    return CR_OK;
+}
+
+/* The numbers of an element's output tangent: the tangent itself, or the fields of a tuple
+ * tangent (zeros for a zero tangent or an absent field). */
+static cr_status fb_take_tangent(cr_arena *arena, const bc *b, const fb_res *r, cr_tangent t,
+                                 cr_complex *out)
+{
+    bool nz;
+    if (r->k == 0)
+        return cr__tan_scalar(arena, b->who, t, &out[0], &nz);
+    cr_status st = cr_tangent_unthunk(t, &t);
+    for (size_t i = 0; i < r->k && st == CR_OK; i++) {
+        out[i] = 0;
+        if (cr_tangent_is_zero(t))
+            continue;
+        if (t.tag != CR_TAN_STRUCT)
+            return CR__FAIL(arena, CR_ETANGENT,
+                            "%s: %s returned a tuple, its tangent must be a structural tangent "
+                            "(got %s)",
+                            b->who, b->fn->name, cr_tag_name((cr_tag)t.tag));
+        st = cr__tan_scalar(arena, b->who, cr_tangent_field(t, i), &out[i], &nz);
+    }
+    return st;
+}
+
+/* Run f elementwise (rrule, frule, or plain call), gathering the outputs into work arrays. */
+static cr_status fb_eval(const cr_config *cfg, cr_arena *arena, const cr_value *f, const bc *b,
+                         cr_pullback *pbs, const cr_array *const *dxs, cr_tangent dself, fb_res *r)
+{
+    size_t m = 1, idx[CR_ARRAY_MAX_DIMS] = {0}, mk = 0, w = 1;
     for (size_t d = 0; d < b->ndim; d++)
-        m *= b->shape[d];
-    cr_complex *ys = cr_arena_alloc(arena, (m ? m : 1) * sizeof *ys, _Alignof(cr_complex));
-    cr_complex *dys =
-        dxs != NULL ? cr_arena_alloc(arena, (m ? m : 1) * sizeof *dys, _Alignof(cr_complex)) : NULL;
-    if (ys == NULL || (dxs != NULL && dys == NULL))
-        return CR__ALLOC_STATUS(arena);
-    cr_dtype odt = (cr_dtype)0;
+        m *= b->shape[d]; /* checked by cr__bc_shape */
+    memset(r, 0, sizeof *r);
+    cr_status st = CR_OK;
+    /* the numbers of element 0, which tells how many each element returns (w); the arrays
+     * of all (m x w) are made then */
+    cr_complex first[BC_MAX_OUT], dfirst[BC_MAX_OUT], *ys = NULL, *dys = NULL;
+    cr_value *sargs = BC_ALLOC(cr_value, b->n, &st);
+    cr_tangent *td = BC_ALLOC(cr_tangent, b->n + 1, &st);
+    r->odt = BC_ALLOC(cr_dtype, BC_MAX_OUT, &st);
+    if (st != CR_OK)
+        return st;
     for (size_t k = 0; k < m; k++, next_index(b, idx)) {
-        cr_value sargs[BC_MAX_IN], yv;
+        cr_value yv;
         for (size_t j = 0; j < b->n; j++)
             sargs[j] = elem_value(b, j, idx);
-        cr_status st;
+        cr_tangent tdy = cr_tangent_zero();
         if (dxs != NULL) {
-            cr_tangent td[BC_MAX_IN + 1], tdy;
             td[0] = dself;
             for (size_t j = 0; j < b->n; j++) {
                 td[j + 1] = cr_tangent_zero();
@@ -667,45 +778,95 @@ static cr_status fb_eval(const cr_config *cfg, cr_arena *arena, const cr_value *
             }
             /* f's own frule, or the configuration's forward mode (frule_via_ad). */
             st = cr__elem_frule(cfg, arena, b->who, k, td, f, sargs, b->n, &yv, &tdy);
-            if (st == CR_OK) {
-                cr_complex v;
-                bool nz;
-                st = cr__tan_scalar(arena, b->who, tdy, &v, &nz);
-                dys[k] = v;
-            }
         } else if (pbs != NULL) {
             /* f's own rrule, or the configuration's reverse mode (rrule_via_ad). */
             st = cr__elem_rrule(cfg, arena, b->who, k, f, sargs, b->n, &yv, &pbs[k]);
         } else {
             st = cr__elem_call(arena, b->who, k, f, sargs, b->n, &yv);
         }
+        if (st == CR_OK)
+            st = fb_take(arena, b, k, yv, r, k == 0 ? first : ys + k * w);
+        if (st == CR_OK && dxs != NULL)
+            st = fb_take_tangent(arena, b, r, tdy, k == 0 ? dfirst : dys + k * w);
+        if (st == CR_OK && k == 0) {
+            w = r->k ? r->k : 1;
+            st = cr__ck_mul(cr_arena_ctx(arena), b->who, m, w, &mk);
+            ys = BC_ALLOC(cr_complex, mk, &st);
+            dys = dxs != NULL ? BC_ALLOC(cr_complex, mk, &st) : NULL;
+            if (st == CR_OK) {
+                memcpy(ys, first, w * sizeof *ys);
+                if (dys != NULL)
+                    memcpy(dys, dfirst, w * sizeof *dys);
+            }
+        }
         if (st != CR_OK)
             return st;
-        cr_dtype vd = cr__value_dtype(&yv);
-        if (vd == 0)
-            return CR__FAIL(arena, CR_EINVAL, "%s: %s returned a %s, not a number", b->who,
-                            b->fn->name, cr_kind_name(yv.kind));
-        odt = cr__promote(odt, vd);
-        ys[k] = cr__scalar_of(&yv);
     }
-    *out_dt = cr__hof_dtype(b->dt, odt);
-    cr_dtype w = cr__work(*out_dt);
-    cr_array *r = NULL;
-    cr_status st = cr__new(arena, w, b->ndim, b->shape, false, &r);
-    if (st != CR_OK)
+    r->nres = r->k ? r->k : 1;
+    r->y = BC_ALLOC(cr_array *, r->nres, &st);
+    r->dy = BC_ALLOC(cr_array *, r->nres, &st);
+    for (size_t i = 0; i < r->nres && st == CR_OK; i++) {
+        r->odt[i] = cr__hof_dtype(b->dt, r->odt[i]);
+        cr_dtype wdt = cr__work(r->odt[i]);
+        st = cr__new(arena, wdt, b->ndim, b->shape, false, &r->y[i]);
+        for (size_t k = 0; k < m && st == CR_OK; k++)
+            cr__store(r->y[i], (ptrdiff_t)k, ys[k * w + i]);
+        if (st == CR_OK)
+            r->y[i]->flags = CR_ARRAY_WRITABLE;
+        if (st == CR_OK && dxs != NULL)
+            st = cr__new(arena, wdt, b->ndim, b->shape, false, &r->dy[i]);
+        for (size_t k = 0; k < m && st == CR_OK && dxs != NULL; k++)
+            cr__store(r->dy[i], (ptrdiff_t)k, dys[k * w + i]);
+    }
+    return st;
+}
+
+/* The seed of element k's pullback: its share of the output's cotangent g (nres arrays of
+ * the broadcast shape, NULL where zero), a number or a tuple of r->etype. */
+static cr_status fb_seed(cr_arena *arena, const fb_res *r, const cr_array *const *g, size_t k,
+                         cr_tangent *seed)
+{
+    cr_tangent f[BC_MAX_OUT];
+    for (size_t i = 0; i < r->nres; i++) {
+        cr_complex v = g[i] != NULL ? ((const cr_complex *)g[i]->data)[k] : 0;
+        f[i] = r->odt[i] == CR_DT_C128 ? cr_tangent_c128(v) : cr_tangent_f64(creal(v));
+    }
+    if (r->k == 0) {
+        *seed = f[0];
+        return CR_OK;
+    }
+    return cr_tangent_struct(arena, r->etype, NULL, f, r->k, seed);
+}
+
+/* The output's cotangent as nres work arrays (c128) of the broadcast shape, NULL where zero;
+ * *any false when all are. */
+static cr_status fb_cotangents(cr_arena *arena, const fb_env *e, const cr_tangent *dy,
+                               const cr_array **g, bool *any)
+{
+    const bc *b = &e->b;
+    *any = false;
+    if (e->r.k == 0) {
+        cr_status st =
+            cr__tan_array(arena, "broadcast_pullback", *dy, b->ndim, b->shape, CR_DT_C128, &g[0]);
+        *any = st == CR_OK && g[0] != NULL;
         return st;
-    for (size_t k = 0; k < m; k++)
-        cr__store(r, (ptrdiff_t)k, ys[k]);
-    r->flags = CR_ARRAY_WRITABLE;
-    *y = r;
-    if (dxs != NULL) {
-        st = cr__new(arena, w, b->ndim, b->shape, false, dy);
-        if (st != CR_OK)
-            return st;
-        for (size_t k = 0; k < m; k++)
-            cr__store(*dy, (ptrdiff_t)k, dys[k]);
     }
-    return CR_OK;
+    cr_tangent t;
+    cr_status st = cr__tuple_cotangent(arena, "broadcast_pullback", "a tuple of arrays", *dy, &t);
+    if (st != CR_OK || cr_tangent_is_zero(t))
+        return st;
+    if (t.u.s.type->nfields != e->r.k)
+        return CR__FAIL(arena, CR_ETANGENT,
+                        "broadcast_pullback: the output is a tuple of %zu arrays, its cotangent "
+                        "has %zu fields",
+                        e->r.k, t.u.s.type->nfields);
+    for (size_t i = 0; i < e->r.k && st == CR_OK; i++) {
+        g[i] = NULL;
+        st = cr__tan_array(arena, "broadcast_pullback", cr_tangent_field(t, i), b->ndim, b->shape,
+                           CR_DT_C128, &g[i]);
+        *any = *any || g[i] != NULL;
+    }
+    return st;
 }
 
 /* Pullback of the fallback: each element's pullback, summed into argument-shaped
@@ -715,12 +876,13 @@ static cr_status fb_pullback(CR__PULLBACK_PARAMS)
     fb_env *e = env;
     const bc *b = &e->b;
     cr__dx_none(dx, nx);
-    const cr_array *g;
-    cr_status st =
-        cr__tan_array(arena, "broadcast_pullback", *dy, b->ndim, b->shape, CR_DT_C128, &g);
+    const cr_array *g[BC_MAX_OUT] = {NULL};
+    bool any;
+    cr_status st = fb_cotangents(arena, e, dy, g, &any);
+    cr_array **acc = BC_ALLOC(cr_array *, b->n, &st);
+    cr_tangent *d = BC_ALLOC(cr_tangent, b->n + 1, &st);
     if (st != CR_OK)
         return st;
-    cr_array *acc[BC_MAX_IN] = {NULL};
     for (size_t j = 0; j < b->n; j++) {
         if (!b->diff[j])
             continue;
@@ -733,13 +895,13 @@ static cr_status fb_pullback(CR__PULLBACK_PARAMS)
      * (NotImplemented when the AD cannot differentiate the fields). */
     bool functor = b->fn->self_type != NULL;
     cr_tangent dself = functor ? cr_tangent_zero() : cr_tangent_none();
-    if (g != NULL) {
+    if (any) {
         size_t idx[CR_ARRAY_MAX_DIMS] = {0};
         for (size_t k = 0; k < e->m; k++, next_index(b, idx)) {
-            cr_complex gv = ((const cr_complex *)g->data)[k];
-            cr_tangent gk = e->odt == CR_DT_C128 ? cr_tangent_c128(gv) : cr_tangent_f64(creal(gv)),
-                       d[BC_MAX_IN + 1];
-            st = cr_pullback_call(arena, &e->pbs[k], &gk, d, b->n + 1);
+            cr_tangent gk;
+            st = fb_seed(arena, &e->r, g, k, &gk);
+            if (st == CR_OK)
+                st = cr_pullback_call(arena, &e->pbs[k], &gk, d, b->n + 1);
             if (st == CR_OK && functor)
                 st = cr_tangent_add(arena, dself, d[0], &dself);
             if (st != CR_OK)
@@ -764,7 +926,7 @@ static cr_status fb_pullback(CR__PULLBACK_PARAMS)
     for (size_t j = 0; j < b->n; j++) {
         if (acc[j] == NULL)
             continue;
-        if (g == NULL) {
+        if (!any) {
             dx[j + 2] = cr_tangent_zero();
             continue;
         }
@@ -789,6 +951,40 @@ static cr_status bc_output(cr_arena *arena, const bc *b, const cr_array *w, cr_d
         *y = cr_value_array(o);
     return st;
     (void)b;
+}
+
+/* The fallback's result: one array, or for a function of k outputs a tuple of k arrays. */
+static cr_status fb_output(cr_arena *arena, const bc *b, const fb_res *r, cr_value *y)
+{
+    if (r->k == 0)
+        return bc_output(arena, b, r->y[0], r->odt[0], y);
+    cr_status st = CR_OK;
+    cr_array *vals = BC_ALLOC(cr_array, r->k, &st);
+    for (size_t i = 0; i < r->k && st == CR_OK; i++) {
+        cr_value v;
+        st = bc_output(arena, b, r->y[i], r->odt[i], &v);
+        if (st == CR_OK)
+            vals[i] = *v.u.arr;
+    }
+    if (st == CR_OK)
+        *y = cr_value_struct(&k_bc_types[r->k], vals);
+    return st;
+}
+
+/* The fallback frule's output tangent: r's tangents projected onto y (a tuple for k
+ * outputs). */
+static cr_status fb_tangent(cr_arena *arena, const fb_res *r, const cr_value *y, cr_tangent *dy)
+{
+    if (r->k == 0)
+        return cr_project_tangent(arena, y, cr_tangent_array(r->dy[0]), dy);
+    cr_tangent f[BC_MAX_OUT];
+    cr_array *vals = y->u.obj.ptr;
+    cr_status st = CR_OK;
+    for (size_t i = 0; i < r->k && st == CR_OK; i++) {
+        cr_value yi = cr_value_array(&vals[i]);
+        st = cr_project_tangent(arena, &yi, cr_tangent_array(r->dy[i]), &f[i]);
+    }
+    return st != CR_OK ? st : cr_tangent_struct(arena, &k_bc_types[r->k], NULL, f, r->k, dy);
 }
 
 /* broadcast(f, x...): y_i = f(x_i...); x̄_j = unbroadcast(conj(∂f/∂x_j) ⊙ ȳ). Also the
@@ -817,22 +1013,22 @@ cr_status cr__bc_rrule(const cr_config *cfg, cr_arena *arena, const char *who, c
         for (size_t d = 0; d < b.ndim; d++)
             m *= b.shape[d];
         if (!primal) {
-            e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(fb_env));
-            pbs = cr_arena_calloc(arena, m ? m : 1, sizeof *pbs, _Alignof(cr_pullback));
-            if (e == NULL || pbs == NULL)
-                return CR__ALLOC_STATUS(arena);
+            e = BC_ALLOC(fb_env, 1, &st);
+            pbs = BC_ALLOC(cr_pullback, m, &st);
+            if (st != CR_OK)
+                return st;
         }
-        cr_array *w;
-        cr_dtype odt;
-        st = fb_eval(cfg, arena, &args[0], &b, pbs, NULL, cr_tangent_none(), &w, NULL, &odt);
+        fb_res r;
+        st = fb_eval(cfg, arena, &args[0], &b, pbs, NULL, cr_tangent_none(), &r);
         if (st == CR_OK)
-            st = bc_output(arena, &b, w, odt, y);
+            st = fb_output(arena, &b, &r, y);
         if (st != CR_OK || primal)
             return st;
         e->b = b;
         e->pbs = pbs;
         e->m = m;
-        e->odt = odt;
+        e->r = r;
+        e->proj = BC_ALLOC(cr_project *, b.n, &st);
         for (size_t j = 0; j < b.n && st == CR_OK; j++)
             st = cr_project_new(arena, &b.args[j], &e->proj[j]);
         if (st != CR_OK)
@@ -880,7 +1076,9 @@ cr_status cr__bc_frule(const cr_config *cfg, cr_arena *arena, const char *who,
     cr_status st = bc_parse(arena, who, args, nargs, false, &b);
     if (st != CR_OK)
         return st;
-    const cr_array *dxs[BC_MAX_IN] = {NULL};
+    const cr_array **dxs = BC_ALLOC(const cr_array *, b.n, &st);
+    if (st != CR_OK)
+        return st;
     bool any = false;
     for (size_t j = 0; j < b.n; j++) {
         if (!b.diff[j])
@@ -906,14 +1104,21 @@ cr_status cr__bc_frule(const cr_config *cfg, cr_arena *arena, const char *who,
     /* A functor's Δf (the tangent of its fields) goes to every element's frule. */
     cr_tangent dself = b.fn->self_type != NULL ? dargs[1] : cr_tangent_none();
     any = any || !cr_tangent_is_zero(dself);
+    if (b.row == NULL) {
+        fb_res r;
+        st = fb_eval(cfg, arena, &args[0], &b, NULL, dxs, dself, &r);
+        if (st == CR_OK)
+            st = fb_output(arena, &b, &r, y);
+        if (st != CR_OK || !any) {
+            *dy = cr_tangent_zero();
+            return st;
+        }
+        return fb_tangent(arena, &r, y, dy);
+    }
     cr_array *w, *D[BC_MAX_IN], *t = NULL;
-    cr_dtype odt = b.dt;
-    if (b.row == NULL)
-        st = fb_eval(cfg, arena, &args[0], &b, NULL, dxs, dself, &w, &t, &odt);
-    else
-        st = row_eval(arena, &b, false, dxs, &w, D, &t);
+    st = row_eval(arena, &b, false, dxs, &w, D, &t);
     if (st == CR_OK)
-        st = bc_output(arena, &b, w, odt, y);
+        st = bc_output(arena, &b, w, b.dt, y);
     if (st != CR_OK)
         return st;
     if (!any || t == NULL) {
@@ -930,6 +1135,38 @@ static cr_status broadcast_frule(CR__FRULE_PARAMS)
 
 /* ---- Test registration --------------------------------------------------------------- */
 
+/* f(x_1, ..., x_n) for n = nargs - 1 > 2 arguments: the variadic hypot (no row of that
+ * arity: one rule per element) or evalpoly(x, c_0, ..., c_{n-2}); arrays of one shape for
+ * map (same), arrays of shapes that broadcast and numbers otherwise. */
+cr_status cr__sample_bc_many(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
+                             bool same)
+{
+    static const size_t s34[2] = {3, 4}, s4[1] = {4}, s31[2] = {3, 1};
+    const cr_function *hyp = cr_registry_find(cr_registry_builtin(), "hypot");
+    const cr_function *ev = cr_registry_find(cr_registry_builtin(), "evalpoly");
+    bool poly = ev != NULL && (hyp == NULL || cr__rng_below(rng, 2) == 0);
+    if (hyp == NULL && ev == NULL)
+        return CR_EDOMAIN;
+    args[0] = cr_value_function(poly ? ev : hyp, NULL);
+    cr_dtype dt = cr__rng_dtype(rng);
+    if (dt == CR_DT_C128 && !poly)
+        dt = CR_DT_F64; /* hypot is real */
+    for (size_t j = 1; j < nargs; j++) {
+        size_t k = same ? 0 : cr__rng_below(rng, 4);
+        if (k == 3) {
+            args[j] = cr__scalar_value(dt, cr__rng_unif(rng, 0.5, 1.5));
+            continue;
+        }
+        const size_t *sh = k == 0 ? s34 : k == 1 ? s4 : s31;
+        cr_array *A;
+        cr_status st = cr__rand_array(arena, rng, dt, k == 1 ? 1 : 2, sh, 0.5, 1.5, &A);
+        if (st != CR_OK)
+            return st;
+        args[j] = cr_value_array(A);
+    }
+    return CR_OK;
+}
+
 /* f.(x) with a one-argument function, or f.(x, y) with shapes that broadcast. */
 static cr_status sample_broadcast(CR__SAMPLE_PARAMS)
 {
@@ -937,11 +1174,14 @@ static cr_status sample_broadcast(CR__SAMPLE_PARAMS)
     cr_dtype dt = cr__rng_dtype(rng);
     cr_array *A, *B;
     cr_status st;
+    if (nargs > 3)
+        return cr__sample_bc_many(arena, rng, args, nargs, false);
     if (nargs == 2) {
-        /* sin, exp, and tanh or square when their families provide them. */
-        static const char *const names[4] = {"sin", "exp", "tanh", "square"};
+        /* sin, exp, and tanh or square when their families provide them; sincos (two
+         * outputs: a tuple of two arrays). */
+        static const char *const names[5] = {"sin", "exp", "tanh", "square", "sincos"};
         const cr_function *fn =
-            cr_registry_find(cr_registry_builtin(), names[cr__rng_below(rng, 4)]);
+            cr_registry_find(cr_registry_builtin(), names[cr__rng_below(rng, 5)]);
         args[0] = fn != NULL ? cr_value_function(fn, NULL) : cr_fn_sin;
         st = cr__rand_array(arena, rng, dt, 2, s34, -1.5, 1.5, &A);
         if (st == CR_OK)
@@ -1224,5 +1464,19 @@ cr_status cr__array_register_broadcast(cr_registry *reg)
     if (st == CR_OK)
         st = cr__add_rule_so(reg, &broadcast_function, a, 3, true, broadcast_frule, broadcast_rrule,
                              &k_test_broadcast, CR_NONLINEAR, &cr__form_broadcast);
+    /* Six arguments of float arrays and numbers: a signature of the variadic one (more
+     * specific), for its test registration's samples of more arguments than a row has. */
+    static const cr_argspec a7[7] = {
+        {CR_M_FUNC, NULL},
+        {CR__M_FARRAY | CR__M_NUM, NULL},
+        {CR__M_FARRAY | CR__M_NUM, NULL},
+        {CR__M_FARRAY | CR__M_NUM, NULL},
+        {CR__M_FARRAY | CR__M_NUM, NULL},
+        {CR__M_FARRAY | CR__M_NUM, NULL},
+        {CR__M_FARRAY | CR__M_NUM, NULL},
+    };
+    if (st == CR_OK)
+        st = cr__add_rule_so(reg, &broadcast_function, a7, 7, false, broadcast_frule,
+                             broadcast_rrule, &k_test_broadcast, CR_NONLINEAR, &cr__form_broadcast);
     return st;
 }

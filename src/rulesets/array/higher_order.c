@@ -8,7 +8,7 @@
  */
 #include <stdio.h>
 
-#include "family.h"
+#include "hof_impl.h"
 
 #include <chainrules/rules_complex.h>
 #include <chainrules/rules_math.h>
@@ -957,9 +957,9 @@ static cr_status fold_pb_pullback(CR__PULLBACK_PARAMS)
  * starts at v0); accumulate gives every intermediate value. Pullback: the running
  * cotangent ā goes back through the steps, v̄k = conj(∂op/∂b) ā and ā ← conj(∂op/∂a) ā
  * (accumulate adds the seed of output k first). */
-static cr_status fold_rrule(const cr_config *cfg, cr_arena *arena, const char *who, bool acc,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+cr_status cr__fold_rrule(const cr_config *cfg, cr_arena *arena, const char *who, bool acc,
+                         const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                         const void *udata)
 {
     bool primal = udata == CR__PRIMAL_ONLY;
     fold F;
@@ -993,9 +993,9 @@ static cr_status fold_rrule(const cr_config *cfg, cr_arena *arena, const char *w
 
 /* frule: ȧ ← ∂op/∂a ȧ + ∂op/∂b v̇k along the steps (with a row, in the forward pass;
  * otherwise op's frule or frule_via_ad per step). */
-static cr_status fold_frule(const cr_config *cfg, cr_arena *arena, const char *who, bool acc,
-                            const cr_tangent *dargs, const cr_value *args, size_t nargs,
-                            cr_value *y, cr_tangent *dy)
+cr_status cr__fold_frule(const cr_config *cfg, cr_arena *arena, const char *who, bool acc,
+                         const cr_tangent *dargs, const cr_value *args, size_t nargs, cr_value *y,
+                         cr_tangent *dy)
 {
     fold F;
     cr_status st = fold_parse(arena, who, acc, args, nargs, &F);
@@ -1027,24 +1027,24 @@ static cr_status fold_frule(const cr_config *cfg, cr_arena *arena, const char *w
 
 static cr_status foldl_rrule(CR__RRULE_PARAMS)
 {
-    return fold_rrule(cfg, arena, "foldl", false, args, nargs, y, pb, udata);
+    return cr__fold_rrule(cfg, arena, "foldl", false, args, nargs, y, pb, udata);
 }
 CR__ARRAY_FN(foldl, "foldl", -1)
 
 static cr_status foldl_frule(CR__FRULE_PARAMS)
 {
-    return fold_frule(cfg, arena, "foldl", false, dargs, args, nargs, y, dy);
+    return cr__fold_frule(cfg, arena, "foldl", false, dargs, args, nargs, y, dy);
 }
 
 static cr_status accumulate_rrule(CR__RRULE_PARAMS)
 {
-    return fold_rrule(cfg, arena, "accumulate", true, args, nargs, y, pb, udata);
+    return cr__fold_rrule(cfg, arena, "accumulate", true, args, nargs, y, pb, udata);
 }
 CR__ARRAY_FN(accumulate, "accumulate", -1)
 
 static cr_status accumulate_frule(CR__FRULE_PARAMS)
 {
-    return fold_frule(cfg, arena, "accumulate", true, dargs, args, nargs, y, dy);
+    return cr__fold_frule(cfg, arena, "accumulate", true, dargs, args, nargs, y, dy);
 }
 
 /* ---- Test registrations ----------------------------------------------------------------- */
@@ -1064,9 +1064,12 @@ static cr_status sample_map(CR__SAMPLE_PARAMS)
     bool vec = cr__rng_below(rng, 2) == 0;
     cr_dtype dt = cr__rng_dtype(rng);
     cr_array *A, *B;
-    size_t k = cr__rng_below(rng, 4);
+    size_t k = cr__rng_below(rng, 5);
+    if (nargs > 3)
+        return cr__sample_bc_many(arena, rng, args, nargs, true);
     if (nargs == 2) {
-        static const char *const names[3] = {"sin", "exp", "tanh"};
+        /* sincos: two outputs, a tuple of two arrays */
+        static const char *const names[5] = {"sin", "exp", "tanh", "", "sincos"};
         if (k == 3) {
             args[0] = cr_fn_cabs;
             dt = CR_DT_C128;
@@ -1074,7 +1077,7 @@ static cr_status sample_map(CR__SAMPLE_PARAMS)
             args[0] = builtin_or(names[k], &cr_fn_sin);
         }
     } else {
-        static const char *const names[3] = {"hypot", "atan2", "hypot"};
+        static const char *const names[4] = {"hypot", "atan2", "hypot", "atan2"};
         args[0] = k == 0 ? cr_fn_mul : builtin_or(names[k - 1], &cr_fn_mul);
         if (k != 0 && dt == CR_DT_C128)
             dt = CR_DT_F64; /* real-only rows */
@@ -1179,6 +1182,14 @@ cr_status cr__array_register_hof(cr_registry *reg)
     if (st == CR_OK)
         st = cr__add_rule_so(reg, &map_function, a_map, 3, true, map_frule, map_rrule, &k_test_map,
                              CR_NONLINEAR, &cr__form_broadcast);
+    /* Six float arrays: a signature of the variadic one (more specific), for its test
+     * registration's samples of more arguments than a row has. */
+    static const cr_argspec a_map7[7] = {
+        {CR_M_FUNC, NULL},    {CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL},
+        {CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL}, {CR__M_FARRAY, NULL}};
+    if (st == CR_OK)
+        st = cr__add_rule_so(reg, &map_function, a_map7, 7, false, map_frule, map_rrule,
+                             &k_test_map, CR_NONLINEAR, &cr__form_broadcast);
     for (size_t n = 2; n <= 3 && st == CR_OK; n++)
         st = cr__add_rule_so(reg, sum_fn, a_sum, n, false, sumf_frule, cr__sum_f_rrule,
                              &k_test_sum_f, CR_NONLINEAR, &cr__form_sum_f);
@@ -1191,5 +1202,5 @@ cr_status cr__array_register_hof(cr_registry *reg)
     for (size_t n = 2; n <= 3 && st == CR_OK; n++)
         st = cr__add_rule(reg, &accumulate_function, a_fold, n, false, accumulate_frule,
                           accumulate_rrule, &k_test_fold);
-    return st;
+    return st == CR_OK ? cr__array_register_fold_dims(reg) : st;
 }

@@ -1,0 +1,466 @@
+/*
+ * The product of two compressed-column sparse matrices (cr_sparse, rules_sparse.h):
+ * sparse_spmul(A, B) = A B, a sparse matrix on the structural pattern of the product (entry
+ * (i, j) stored when some k has A[i, k] and B[k, j] stored, whatever their values), computed
+ * column by column (Gustavson). The cotangents keep the arguments' patterns (ChainRules'
+ * ProjectTo of a SparseMatrixCSC): Ā = C̄ Bᴴ and B̄ = Aᴴ C̄ are computed only at A's and B's
+ * stored entries, in one pass over the product's terms.
+ */
+#include <stdlib.h>
+
+#include <chainrules/rules_sparse.h>
+
+#include "../../core/checked.h"
+#include "../array_impl.h"
+
+enum { NZVAL = 4 }; /* nzval's field in cr_sparse_type */
+
+/* A validated sparse argument: sizes, index arrays and values (complex, contiguous). */
+typedef struct spp {
+    const cr_sparse *S;
+    size_t m, n, nnz;
+    int64_t *colptr, *rowval;
+    cr_complex *val;
+    cr_dtype dt; /* nzval's dtype */
+} spp;
+
+static cr_status spp_read(cr_arena *arena, const char *who, const cr_value *v, spp *s)
+{
+    if (v->kind != CR_KIND_STRUCT || v->u.obj.type != &cr_sparse_type || v->u.obj.ptr == NULL)
+        return CR__FAIL(arena, CR_EINVAL, "%s: expected a cr_sparse matrix, got a %s", who,
+                        v->kind == CR_KIND_STRUCT && v->u.obj.type != NULL &&
+                                v->u.obj.type->name != NULL
+                            ? v->u.obj.type->name
+                            : cr_kind_name(v->kind));
+    const cr_sparse *S = v->u.obj.ptr;
+    s->S = S;
+    if (S->m < 0 || S->n < 0 || S->n == INT64_MAX)
+        return CR__FAIL(arena, CR_EINVAL, "%s: a sparse matrix of size %lld x %lld", who,
+                        (long long)S->m, (long long)S->n);
+    s->m = (size_t)S->m;
+    s->n = (size_t)S->n;
+    cr_value cp = cr_value_array((cr_array *)&S->colptr);
+    cr_value rv = cr_value_array((cr_array *)&S->rowval);
+    size_t ncp, nrv;
+    cr_status st = cr__int_list(arena, who, &cp, &s->colptr, &ncp);
+    if (st == CR_OK)
+        st = cr__int_list(arena, who, &rv, &s->rowval, &nrv);
+    if (st != CR_OK)
+        return st;
+    if (ncp != s->n + 1)
+        return CR__FAIL(arena, CR_EINVAL, "%s: colptr has %zu entries, %zu expected (n + 1)", who,
+                        ncp, s->n + 1);
+    const cr_array *nz = &S->nzval;
+    if (!cr_dtype_is_float((cr_dtype)nz->dtype) || nz->ndim != 1 || nz->structure != CR_MAT_DENSE)
+        return CR__FAIL(arena, CR_EINVAL, "%s: nzval must be a 1-d f64, f32 or c128 array", who);
+    if (nz->shape[0] != nrv)
+        return CR__FAIL(arena, CR_EINVAL, "%s: %zu values (nzval) for %zu row indices (rowval)",
+                        who, nz->shape[0], nrv);
+    if (s->colptr[0] != 0 || s->colptr[s->n] < 0 || (uint64_t)s->colptr[s->n] != nrv)
+        return CR__FAIL(arena, CR_EINVAL,
+                        "%s: colptr must start at 0 and end at the number of entries (%zu)", who,
+                        nrv);
+    for (size_t j = 0; j < s->n; j++)
+        if (s->colptr[j + 1] < s->colptr[j])
+            return CR__FAIL(arena, CR_EINVAL, "%s: colptr decreases at column %zu", who, j);
+    for (size_t j = 0; j < s->n; j++)
+        for (int64_t p = s->colptr[j]; p < s->colptr[j + 1]; p++) {
+            int64_t r = s->rowval[p];
+            if (r < 0 || (uint64_t)r >= s->m)
+                return CR__FAIL(arena, CR_EINVAL, "%s: row index %lld outside 0..%zu (column %zu)",
+                                who, (long long)r, s->m, j);
+            if (p > s->colptr[j] && r <= s->rowval[p - 1])
+                return CR__FAIL(arena, CR_EINVAL,
+                                "%s: row indices of column %zu are not strictly increasing", who,
+                                j);
+        }
+    s->nnz = nrv;
+    s->dt = (cr_dtype)nz->dtype;
+    s->val = cr__arena_array(arena, who, nrv, sizeof *s->val, _Alignof(cr_complex));
+    if (s->val == NULL)
+        return CR__ALLOC_STATUS(arena);
+    for (size_t p = 0; p < nrv; p++)
+        s->val[p] = cr_array_get_linear(nz, p);
+    return CR_OK;
+}
+
+/* The stored values of a (co)tangent of s: nnz complex numbers, or NULL for a zero. A
+ * structural tangent of cr_sparse gives its nzval field, a dense m x n array its entries at
+ * the stored positions (ProjectTo of a SparseMatrixCSC); anything else is refused. */
+static cr_status spp_tan(cr_arena *arena, const char *who, cr_tangent t, const spp *s,
+                         const cr_complex **out)
+{
+    *out = NULL;
+    cr_status st = cr_tangent_unthunk(t, &t);
+    if (st != CR_OK || cr_tangent_is_zero(t))
+        return st;
+    const cr_array *a = NULL;
+    if (t.tag == CR_TAN_ARRAY) {
+        size_t sh[2] = {s->m, s->n};
+        const cr_array *d;
+        st = cr__tan_array(arena, who, t, 2, sh, CR_DT_C128, &d);
+        if (st != CR_OK || d == NULL)
+            return st;
+        cr_complex *g = cr__arena_array(arena, who, s->nnz, sizeof *g, _Alignof(cr_complex));
+        if (g == NULL)
+            return CR__ALLOC_STATUS(arena);
+        const cr_complex *D = d->data;
+        for (size_t j = 0; j < s->n; j++)
+            for (int64_t p = s->colptr[j]; p < s->colptr[j + 1]; p++)
+                g[p] = D[(size_t)s->rowval[p] * s->n + j]; /* row-major m x n */
+        *out = g;
+        return CR_OK;
+    }
+    if (t.tag != CR_TAN_STRUCT || t.u.s.type != &cr_sparse_type)
+        return CR__FAIL(arena, CR_ETANGENT,
+                        "%s: the tangent of a sparse matrix must be a structural tangent of "
+                        "cr_sparse (its nzval field) or a dense m x n array, got %s",
+                        who, cr_tag_name((cr_tag)t.tag));
+    st = cr__tan_array(arena, who, cr_tangent_field(t, NZVAL), 1, &s->nnz, CR_DT_C128, &a);
+    if (st == CR_OK && a != NULL)
+        *out = a->data;
+    return st;
+}
+
+/* The structural tangent of a sparse matrix whose nzval is `raw` (nnz complex values, or
+ * NULL for zero), projected onto the nzval `like` (real, f32 or complex). */
+static cr_status spp_give(cr_arena *arena, const cr_array *like, const cr_complex *raw, size_t nnz,
+                          cr_tangent *out)
+{
+    if (raw == NULL) {
+        *out = cr_tangent_zero();
+        return CR_OK;
+    }
+    cr_array *w;
+    cr_status st = cr__new(arena, CR_DT_C128, 1, &nnz, false, &w);
+    if (st != CR_OK)
+        return st;
+    if (nnz > 0)
+        memcpy(w->data, raw, nnz * sizeof *raw);
+    cr_value lv = cr_value_array((cr_array *)like);
+    cr_project *p;
+    cr_tangent nz;
+    st = cr_project_new(arena, &lv, &p);
+    if (st == CR_OK)
+        st = cr__give(arena, p, w, &nz);
+    if (st != CR_OK)
+        return st;
+    static const char *const names[1] = {"nzval"};
+    return cr_tangent_struct(arena, &cr_sparse_type, names, &nz, 1, out);
+}
+
+/* n complex zeros in the arena (NULL when that fails). */
+static cr_complex *spp_zeros(cr_arena *arena, size_t n)
+{
+    return cr_arena_calloc(arena, n ? n : 1, sizeof(cr_complex), _Alignof(cr_complex));
+}
+
+/* ---- The product's pattern and values ---------------------------------------------------- */
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The pattern of C = A B: colptr (n + 1) and sorted row indices, from a marker pass. */
+static cr_status spp_pattern(cr_arena *arena, const char *who, const spp *A, const spp *B,
+                             int64_t **colptr, int64_t **rowval, size_t *nnz)
+{
+    size_t m = A->m, n = B->n;
+    int64_t *cp = cr__arena_array(arena, who, n + 1, sizeof *cp, _Alignof(int64_t));
+    size_t *mark = cr__arena_array(arena, who, m, sizeof *mark, _Alignof(size_t));
+    if (cp == NULL || mark == NULL)
+        return CR__ALLOC_STATUS(arena);
+    for (size_t i = 0; i < m; i++)
+        mark[i] = SIZE_MAX;
+    size_t total = 0;
+    cr_status st = CR_OK;
+    cp[0] = 0;
+    /* first pass: the number of rows of each column */
+    for (size_t j = 0; j < n && st == CR_OK; j++) {
+        size_t cnt = 0;
+        for (int64_t p = B->colptr[j]; p < B->colptr[j + 1]; p++) {
+            size_t k = (size_t)B->rowval[p];
+            for (int64_t q = A->colptr[k]; q < A->colptr[k + 1]; q++) {
+                size_t i = (size_t)A->rowval[q];
+                if (mark[i] != j) {
+                    mark[i] = j;
+                    cnt++;
+                }
+            }
+        }
+        st = cr__ck_add(cr_arena_ctx(arena), who, total, cnt, &total);
+        cp[j + 1] = (int64_t)total;
+    }
+    if (st != CR_OK)
+        return st;
+    int64_t *rv = cr__arena_array(arena, who, total, sizeof *rv, _Alignof(int64_t));
+    if (rv == NULL)
+        return CR__ALLOC_STATUS(arena);
+    for (size_t i = 0; i < m; i++)
+        mark[i] = SIZE_MAX;
+    /* second pass: the rows, sorted in each column (a counting pass over the marks would
+     * cost m per column; the columns' rows are sorted instead) */
+    for (size_t j = 0; j < n; j++) {
+        size_t at = (size_t)cp[j];
+        for (int64_t p = B->colptr[j]; p < B->colptr[j + 1]; p++) {
+            size_t k = (size_t)B->rowval[p];
+            for (int64_t q = A->colptr[k]; q < A->colptr[k + 1]; q++) {
+                size_t i = (size_t)A->rowval[q];
+                if (mark[i] != j) {
+                    mark[i] = j;
+                    rv[at++] = (int64_t)i;
+                }
+            }
+        }
+        qsort(rv + cp[j], (size_t)(cp[j + 1] - cp[j]), sizeof *rv, cmp_i64);
+    }
+    *colptr = cp;
+    *rowval = rv;
+    *nnz = total;
+    return CR_OK;
+}
+
+/* The values of C = A B (av, bv: A's and B's stored values) on C's pattern (colptr, rowval),
+ * added into cv; w is an m-vector of zeros, left zero. */
+static void spp_values(const spp *A, const spp *B, const cr_complex *av, const cr_complex *bv,
+                       const int64_t *colptr, const int64_t *rowval, cr_complex *w, cr_complex *cv)
+{
+    for (size_t j = 0; j < B->n; j++) {
+        for (int64_t p = B->colptr[j]; p < B->colptr[j + 1]; p++) {
+            size_t k = (size_t)B->rowval[p];
+            for (int64_t q = A->colptr[k]; q < A->colptr[k + 1]; q++)
+                w[A->rowval[q]] += av[q] * bv[p];
+        }
+        for (int64_t r = colptr[j]; r < colptr[j + 1]; r++) {
+            cv[r] += w[rowval[r]];
+            w[rowval[r]] = 0;
+        }
+    }
+}
+
+/* A parsed product and its result's pattern. */
+typedef struct spmul {
+    spp A, B;
+    size_t nnz;
+    int64_t *colptr, *rowval;
+    cr_dtype dt; /* the result's dtype */
+} spmul;
+
+static cr_status spmul_forward(cr_arena *arena, const cr_value *args, size_t nargs, spmul *P,
+                               cr_complex **cv, cr_complex **w)
+{
+    const char *who = "sparse_spmul";
+    cr_status st = cr__nargs(arena, who, nargs, 2, 2);
+    if (st == CR_OK)
+        st = spp_read(arena, who, &args[0], &P->A);
+    if (st == CR_OK)
+        st = spp_read(arena, who, &args[1], &P->B);
+    if (st != CR_OK)
+        return st;
+    if (P->A.n != P->B.m)
+        return CR__FAIL(arena, CR_ESHAPE,
+                        "%s: A is %zu x %zu, B %zu x %zu (A's columns must be B's rows)", who,
+                        P->A.m, P->A.n, P->B.m, P->B.n);
+    P->dt = cr__promote(P->A.dt, P->B.dt);
+    st = spp_pattern(arena, who, &P->A, &P->B, &P->colptr, &P->rowval, &P->nnz);
+    if (st != CR_OK)
+        return st;
+    *cv = spp_zeros(arena, P->nnz);
+    *w = spp_zeros(arena, P->A.m);
+    if (*cv == NULL || *w == NULL)
+        return CR__ALLOC_STATUS(arena);
+    spp_values(&P->A, &P->B, P->A.val, P->B.val, P->colptr, P->rowval, *w, *cv);
+    return CR_OK;
+}
+
+/* The result: a new cr_sparse of the promoted dtype. */
+static cr_status spmul_output(cr_arena *arena, const spmul *P, const cr_complex *cv, cr_value *y)
+{
+    cr_sparse *S = cr_arena_calloc(arena, 1, sizeof *S, _Alignof(cr_sparse));
+    if (S == NULL)
+        return CR__ALLOC_STATUS(arena);
+    size_t np1 = P->B.n + 1, nnz = P->nnz;
+    cr_array *cp, *rv, *nz;
+    cr_status st = cr__new(arena, CR_DT_I64, 1, &np1, false, &cp);
+    if (st == CR_OK)
+        st = cr__new(arena, CR_DT_I64, 1, &nnz, false, &rv);
+    if (st == CR_OK)
+        st = cr__new(arena, P->dt, 1, &nnz, false, &nz);
+    if (st != CR_OK)
+        return st;
+    memcpy(cp->data, P->colptr, np1 * sizeof(int64_t));
+    if (nnz > 0)
+        memcpy(rv->data, P->rowval, nnz * sizeof(int64_t));
+    for (size_t r = 0; r < nnz; r++)
+        cr__store(nz, (ptrdiff_t)r, cv[r]);
+    S->m = (int64_t)P->A.m;
+    S->n = (int64_t)P->B.n;
+    S->colptr = *cp;
+    S->rowval = *rv;
+    S->nzval = *nz;
+    S->colptr.flags = S->rowval.flags = S->nzval.flags = 0;
+    *y = cr_value_struct(&cr_sparse_type, S);
+    return CR_OK;
+}
+
+typedef struct spmul_env {
+    spmul P;
+} spmul_env;
+
+/* Ā[i, k] = Σ_j C̄[i, j] conj(B[k, j]) at A's stored (i, k), and B̄[k, j] = Σ_i conj(A[i, k])
+ * C̄[i, j] at B's stored (k, j): per column j, C̄(:, j) is scattered into a dense m-vector,
+ * then every term A[i, k] B[k, j] of the product adds its share to both. */
+static cr_status spmul_pullback(CR__PULLBACK_PARAMS)
+{
+    spmul_env *e = env;
+    const spmul *P = &e->P;
+    const char *who = "sparse_spmul_pullback";
+    cr__dx_none(dx, nx);
+    spp Cs = {.m = P->A.m, .n = P->B.n, .nnz = P->nnz, .colptr = P->colptr, .rowval = P->rowval};
+    const cr_complex *g;
+    cr_status st = spp_tan(arena, who, *dy, &Cs, &g);
+    if (st != CR_OK)
+        return st;
+    bool da = P->A.nnz > 0, db = P->B.nnz > 0;
+    if (g == NULL) {
+        dx[1] = da ? cr_tangent_zero() : dx[1];
+        dx[2] = db ? cr_tangent_zero() : dx[2];
+        return CR_OK;
+    }
+    cr_complex *abar = spp_zeros(arena, P->A.nnz), *bbar = spp_zeros(arena, P->B.nnz);
+    cr_complex *w = spp_zeros(arena, P->A.m);
+    if (abar == NULL || bbar == NULL || w == NULL)
+        return CR__ALLOC_STATUS(arena);
+    const spp *A = &P->A, *B = &P->B;
+    for (size_t j = 0; j < B->n; j++) {
+        for (int64_t r = P->colptr[j]; r < P->colptr[j + 1]; r++)
+            w[P->rowval[r]] = g[r];
+        for (int64_t p = B->colptr[j]; p < B->colptr[j + 1]; p++) {
+            size_t k = (size_t)B->rowval[p];
+            cr_complex bk = conj(B->val[p]), s = 0;
+            for (int64_t q = A->colptr[k]; q < A->colptr[k + 1]; q++) {
+                cr_complex gi = w[A->rowval[q]];
+                abar[q] += gi * bk;
+                s += conj(A->val[q]) * gi;
+            }
+            bbar[p] += s;
+        }
+        for (int64_t r = P->colptr[j]; r < P->colptr[j + 1]; r++)
+            w[P->rowval[r]] = 0;
+    }
+    if (da)
+        st = spp_give(arena, &A->S->nzval, abar, A->nnz, &dx[1]);
+    if (st == CR_OK && db)
+        st = spp_give(arena, &B->S->nzval, bbar, B->nnz, &dx[2]);
+    return st;
+}
+
+static cr_status sparse_spmul_rrule(CR__RRULE_PARAMS)
+{
+    CR__ARENA_ZNEW(arena, spmul_env, e);
+    cr_complex *cv, *w;
+    cr_status st = spmul_forward(arena, args, nargs, &e->P, &cv, &w);
+    if (st == CR_OK)
+        st = spmul_output(arena, &e->P, cv, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st;
+    *pb = (cr_pullback){spmul_pullback, e, "sparse_spmul_pullback", nargs + 1};
+    return CR_OK;
+}
+CR__ARRAY_FN(sparse_spmul, "sparse_spmul", 2)
+
+/* frule: Ċ = Ȧ B + A Ḃ on C's pattern (Ȧ and Ḃ live on A's and B's patterns, so their
+ * products fall inside it). */
+static cr_status sparse_spmul_frule(CR__FRULE_PARAMS)
+{
+    spmul P;
+    cr_complex *cv, *w;
+    cr_status st = spmul_forward(arena, args, nargs, &P, &cv, &w);
+    if (st == CR_OK)
+        st = spmul_output(arena, &P, cv, y);
+    const cr_complex *ta = NULL, *tb = NULL;
+    if (st == CR_OK)
+        st = spp_tan(arena, "sparse_spmul", dargs[1], &P.A, &ta);
+    if (st == CR_OK)
+        st = spp_tan(arena, "sparse_spmul", dargs[2], &P.B, &tb);
+    if (st != CR_OK || (ta == NULL && tb == NULL)) {
+        *dy = cr_tangent_zero();
+        return st;
+    }
+    cr_complex *tc = spp_zeros(arena, P.nnz);
+    if (tc == NULL)
+        return CR__ALLOC_STATUS(arena);
+    if (ta != NULL)
+        spp_values(&P.A, &P.B, ta, P.B.val, P.colptr, P.rowval, w, tc);
+    if (tb != NULL)
+        spp_values(&P.A, &P.B, P.A.val, tb, P.colptr, P.rowval, w, tc);
+    const cr_sparse *C = y->u.obj.ptr;
+    return spp_give(arena, &C->nzval, tc, P.nnz, dy);
+}
+
+/* ---- Test registration ------------------------------------------------------------------ */
+
+/* A random m x n sparse matrix of dtype dt, each entry stored with probability 1/2 (all of
+ * them, or none, now and then: the hard points of a dense and of an empty pattern). */
+static cr_status rand_sp(cr_arena *arena, uint64_t *rng, cr_dtype dt, size_t m, size_t n,
+                         size_t fill, cr_value *out)
+{
+    cr_sparse *S = cr_arena_calloc(arena, 1, sizeof *S, _Alignof(cr_sparse));
+    size_t np1 = n + 1, cap = 16; /* m, n <= 4 */
+    cr_array *cp, *rv, *nz;
+    if (S == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr_status st = cr__new(arena, CR_DT_I64, 1, &np1, true, &cp);
+    if (st == CR_OK)
+        st = cr__new(arena, CR_DT_I64, 1, &cap, false, &rv);
+    if (st != CR_OK)
+        return st;
+    int64_t *c = cp->data, *r = rv->data;
+    size_t nnz = 0;
+    for (size_t j = 0; j < n; j++) {
+        for (size_t i = 0; i < m; i++)
+            if (fill == 1 || (fill == 2 && cr__rng_below(rng, 2) == 0))
+                r[nnz++] = (int64_t)i;
+        c[j + 1] = (int64_t)nnz;
+    }
+    rv->shape[0] = nnz;
+    st = cr__rand_array(arena, rng, dt, 1, &nnz, -1.5, 1.5, &nz);
+    if (st != CR_OK)
+        return st;
+    S->m = (int64_t)m;
+    S->n = (int64_t)n;
+    S->colptr = *cp;
+    S->rowval = *rv;
+    S->nzval = *nz;
+    *out = cr_value_struct(&cr_sparse_type, S);
+    return CR_OK;
+}
+
+static cr_status sample_spmul(CR__SAMPLE_PARAMS)
+{
+    size_t m = 1 + cr__rng_below(rng, 4), k = cr__rng_below(rng, 5), n = 1 + cr__rng_below(rng, 4);
+    k = k == 0 && cr__rng_below(rng, 2) ? 1 : k; /* an inner dimension 0 now and then */
+    /* each factor: a random pattern mostly, full or empty one time in eight */
+    size_t fa = cr__rng_below(rng, 8), fb = cr__rng_below(rng, 8);
+    cr_status st = rand_sp(arena, rng, cr__rng_dtype(rng), m, k,
+                           fa == 0   ? 0
+                           : fa == 1 ? 1
+                                     : 2,
+                           &args[0]);
+    if (st == CR_OK)
+        st = rand_sp(arena, rng, cr__rng_dtype(rng), k, n, fb == 0 ? 0 : fb == 1 ? 1 : 2, &args[1]);
+    return st;
+}
+
+static const cr_rule_test k_t_spmul = {.sample = sample_spmul};
+
+/* The family of the sparse-sparse product (builtin.c). */
+CR_INTERNAL cr_status cr__family_spmul(cr_registry *reg);
+cr_status cr__family_spmul(cr_registry *reg)
+{
+    static const cr_argspec a[2] = {{CR_M_STRUCT, &cr_sparse_type}, {CR_M_STRUCT, &cr_sparse_type}};
+    return cr__add_rule_so(reg, &sparse_spmul_function, a, 2, false, sparse_spmul_frule,
+                           sparse_spmul_rrule, &k_t_spmul, CR_NONLINEAR, NULL);
+}

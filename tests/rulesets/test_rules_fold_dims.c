@@ -1,0 +1,235 @@
+/*
+ * reduce(op, A[, dims[, init]]) and accumulate_ex(op, A, dim[, init]), Julia's reduce and
+ * accumulate with dims: values against folds computed here in the stated order (row-major
+ * over each slice), frules and rrules against finite differences (the rule testers) for
+ * rows, a complex array, an f32 array, every kind of init and an op without a rule (through
+ * the finite-difference configuration), and the refusals.
+ */
+#include "test_util.h"
+
+static const cr_value k_nothing = {.kind = CR_KIND_NOTHING};
+
+/* a - b / 2: not associative, so the order of the fold shows */
+static cr_status skew_primal(cr_arena *arena, const cr_value *f, const cr_value *args, size_t n,
+                             cr_value *out)
+{
+    (void)arena;
+    (void)f;
+    (void)n;
+    double a = args[0].kind == CR_KIND_I64 ? (double)args[0].u.i64 : args[0].u.f64;
+    *out = cr_value_f64(a * a / 4 - args[1].u.f64 / 2);
+    return CR_OK;
+}
+static const cr_function skew_fn = {"skew", 2, skew_primal, NULL, NULL, 0};
+static double skew(double a, double b)
+{
+    return a * a / 4 - b / 2;
+}
+
+static cr_value fn_named(const char *name)
+{
+    const cr_function *f = cr_registry_find(cr_registry_builtin(), name);
+    assert_non_null(f);
+    return cr_value_function(f, NULL);
+}
+
+static void test_values(void **state)
+{
+    fixture *fx = *state;
+    /* a 2 x 3 x 2 array */
+    double a[12];
+    for (size_t i = 0; i < 12; i++)
+        a[i] = 0.5 + 0.1 * (double)i;
+    size_t sh[3] = {2, 3, 2};
+    cr_array A;
+    assert_int_equal(cr_array_view_init(&A, a, CR_DT_F64, 3, sh, NULL), CR_OK);
+    cr_value skewv = cr_value_function(&skew_fn, NULL), y;
+    /* reduce over dims (0, 2): one value per j, the fold over (i, k) in row-major order */
+    int64_t d02[2] = {0, 2};
+    size_t n2 = 2;
+    cr_array D;
+    assert_int_equal(cr_array_view_init(&D, d02, CR_DT_I64, 1, &n2, NULL), CR_OK);
+    cr_value args[4] = {skewv, cr_value_array(&A), cr_value_array(&D), cr_value_f64(0.3)};
+    for (size_t withinit = 0; withinit < 2; withinit++) {
+        assert_int_equal(cr_function_call(fx->arena, &cr_fn_reduce, args, 3 + withinit, &y), CR_OK);
+        assert_int_equal(y.kind, CR_KIND_ARRAY);
+        assert_int_equal(y.u.arr->ndim, 3);
+        assert_int_equal(y.u.arr->shape[0], 1);
+        assert_int_equal(y.u.arr->shape[1], 3);
+        assert_int_equal(y.u.arr->shape[2], 1);
+        for (size_t j = 0; j < 3; j++) {
+            double v[4] = {a[2 * j], a[2 * j + 1], a[6 + 2 * j], a[6 + 2 * j + 1]};
+            double r = withinit ? skew(0.3, v[0]) : v[0];
+            for (size_t k = 1; k < 4; k++)
+                r = skew(r, v[k]);
+            assert_close(creal(cr_array_get_linear(y.u.arr, j)), r, 1e-15);
+        }
+    }
+    /* without dims (and with dims nothing): the fold of every element, a number */
+    double all = a[0];
+    for (size_t k = 1; k < 12; k++)
+        all = skew(all, a[k]);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_reduce, args, 2, &y), CR_OK);
+    assert_int_equal(y.kind, CR_KIND_F64);
+    assert_close(y.u.f64, all, 1e-15);
+    args[2] = k_nothing;
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_reduce, args, 3, &y), CR_OK);
+    assert_close(y.u.f64, all, 1e-15);
+    /* reduce(+, A, 1) is sum(A, 1) */
+    args[0] = cr_fn_add;
+    args[2] = cr_value_i64(1);
+    cr_value sargs[2] = {args[1], args[2]}, ys;
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_reduce, args, 3, &y), CR_OK);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_sum, sargs, 2, &ys), CR_OK);
+    for (size_t i = 0; i < 4; i++)
+        assert_close(creal(cr_array_get_linear(y.u.arr, i)),
+                     creal(cr_array_get_linear(ys.u.arr, i)), 1e-15);
+    /* accumulate_ex along dim 1: every line (i, :, k) accumulated, A's shape */
+    args[0] = skewv;
+    for (size_t withinit = 0; withinit < 2; withinit++) {
+        assert_int_equal(cr_function_call(fx->arena, &cr_fn_accumulate_ex, args, 3 + withinit, &y),
+                         CR_OK);
+        assert_int_equal(y.u.arr->ndim, 3);
+        for (size_t i = 0; i < 2; i++)
+            for (size_t k = 0; k < 2; k++) {
+                double r = 0;
+                for (size_t j = 0; j < 3; j++) {
+                    double v = a[6 * i + 2 * j + k];
+                    r = j == 0 ? (withinit ? skew(0.3, v) : v) : skew(r, v);
+                    assert_close(creal(cr_array_get_linear(y.u.arr, 6 * i + 2 * j + k)), r, 1e-15);
+                }
+            }
+    }
+}
+
+static void check_both(fixture *fx, const cr_test_opts *opts, const cr_value *fn,
+                       const cr_value *args, size_t n, const char *what)
+{
+    cr_test_report rep;
+    cr_status st = cr_test_rrule(fx->arena, opts, fn, args, n, &rep);
+    if (st != CR_OK)
+        print_error("%s: %s\n", what, cr_ctx_errmsg(fx->ctx));
+    assert_int_equal(st, CR_OK);
+    if (rep.verdict != CR_VERDICT_PASS)
+        print_error("%s rrule: %s: %s\n", what, rep.where, rep.message);
+    assert_int_equal(rep.verdict, CR_VERDICT_PASS);
+    assert_int_equal(cr_test_frule(fx->arena, opts, fn, args, n, &rep), CR_OK);
+    if (rep.verdict != CR_VERDICT_PASS)
+        print_error("%s frule: %s: %s\n", what, rep.where, rep.message);
+    assert_int_equal(rep.verdict, CR_VERDICT_PASS);
+}
+
+static void test_rules(void **state)
+{
+    fixture *fx = *state;
+    double a[6] = {0.6, 1.2, 0.8, 1.4, 0.5, 1.1};
+    float af[6] = {0.6f, 1.2f, 0.8f, 1.4f, 0.5f, 1.1f};
+    cr_complex az[6] = {0.6 + 0.1 * (cr_complex)I, 1.2, 0.8 - 0.3 * (cr_complex)I, 1.4,
+                        0.5 + 0.2 * (cr_complex)I, 1.1};
+    size_t s23[2] = {2, 3};
+    cr_array A = cr_array_matrix(a, 2, 3), Af, Az;
+    assert_int_equal(cr_array_view_init(&Af, af, CR_DT_F32, 2, s23, NULL), CR_OK);
+    assert_int_equal(cr_array_view_init(&Az, az, CR_DT_C128, 2, s23, NULL), CR_OK);
+    const cr_array *xs[3] = {&A, &Af, &Az};
+    cr_value ops[3] = {cr_fn_mul, cr_fn_add, fn_named("hypot")};
+    cr_value inits[4] = {k_nothing, cr_value_f64(0.7), cr_value_i64(2),
+                         cr_value_c128(0.7 - 0.2 * (cr_complex)I)};
+    for (size_t k = 0; k < 3; k++)
+        for (size_t o = 0; o < 3; o++) {
+            if (o == 2 && k == 2)
+                continue; /* hypot is real */
+            for (size_t in = 0; in < 4; in++) {
+                if (o == 2 && in == 3)
+                    continue; /* a complex init makes the fold complex */
+                cr_value args[4] = {ops[o], cr_value_array((cr_array *)xs[k]), cr_value_i64(1),
+                                    inits[in]};
+                size_t n = in == 0 ? 3 : 4;
+                check_both(fx, NULL, &cr_fn_reduce, args, n, "reduce dims 1");
+                check_both(fx, NULL, &cr_fn_accumulate_ex, args, n, "accumulate_ex dim 1");
+                args[2] = cr_value_i64(0);
+                check_both(fx, NULL, &cr_fn_accumulate_ex, args, n, "accumulate_ex dim 0");
+                args[2] = k_nothing;
+                check_both(fx, NULL, &cr_fn_reduce, args, n, "reduce all");
+            }
+        }
+    /* an op without a rule, through the finite-difference configuration */
+    cr_test_fd_env env;
+    cr_config cfg;
+    assert_int_equal(cr_test_fd_config(NULL, NULL, NULL, &env, &cfg), CR_OK);
+    cr_test_opts opts = {.cfg = &cfg};
+    cr_value args[4] = {cr_value_function(&skew_fn, NULL), cr_value_array(&A), cr_value_i64(0),
+                        cr_value_f64(0.4)};
+    check_both(fx, &opts, &cr_fn_reduce, args, 4, "reduce skew");
+    check_both(fx, &opts, &cr_fn_accumulate_ex, args, 4, "accumulate_ex skew");
+    check_both(fx, &opts, &cr_fn_reduce, args, 2, "reduce skew all");
+}
+
+/* The cotangent of init: the sum over the slices, here against central differences. */
+static void test_init_cotangent(void **state)
+{
+    fixture *fx = *state;
+    double a[6] = {0.6, 1.2, 0.8, 1.4, 0.5, 1.1}, h = 1e-6, i0 = 0.9;
+    cr_array A = cr_array_matrix(a, 2, 3);
+    cr_value args[4] = {cr_fn_mul, cr_value_array(&A), cr_value_i64(1), cr_value_f64(i0)}, y, yp,
+             ym;
+    cr_pullback pb;
+    assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_reduce, args, 4, &y, &pb), CR_OK);
+    double w[2] = {1.0, -2.0};
+    cr_array W = cr_array_matrix(w, 2, 1);
+    cr_tangent dy = cr_tangent_array(&W), dx[5];
+    assert_int_equal(cr_pullback_call(fx->arena, &pb, &dy, dx, 5), CR_OK);
+    args[3] = cr_value_f64(i0 + h);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_reduce, args, 4, &yp), CR_OK);
+    args[3] = cr_value_f64(i0 - h);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_reduce, args, 4, &ym), CR_OK);
+    double fd = 0;
+    for (size_t i = 0; i < 2; i++)
+        fd += w[i] * creal(cr_array_get_linear(yp.u.arr, i) - cr_array_get_linear(ym.u.arr, i)) /
+              (2 * h);
+    assert_int_equal(dx[4].tag, CR_TAN_F64);
+    ASSERT_CLOSE(dx[4].u.f64, fd, 1e-8);
+    assert_int_equal(dx[3].tag, CR_TAN_NONE); /* dims */
+    /* a zero cotangent */
+    dy = cr_tangent_zero();
+    assert_int_equal(cr_pullback_call(fx->arena, &pb, &dy, dx, 5), CR_OK);
+    assert_true(cr_tangent_is_zero(dx[2]));
+    assert_true(cr_tangent_is_zero(dx[4]));
+}
+
+static void test_refusals(void **state)
+{
+    fixture *fx = *state;
+    double a[6] = {0.6, 1.2, 0.8, 1.4, 0.5, 1.1};
+    cr_array A = cr_array_matrix(a, 2, 3), E;
+    size_t e0[2] = {2, 0};
+    assert_int_equal(cr_array_view_init(&E, a, CR_DT_F64, 2, e0, NULL), CR_OK);
+    cr_value y, args[4] = {cr_fn_mul, cr_value_array(&A), cr_value_i64(2), cr_value_f64(1)};
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_reduce, args, 3, &y), CR_EINVAL);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_accumulate_ex, args, 3, &y), CR_EINVAL);
+    assert_non_null(strstr(cr_ctx_errmsg(fx->ctx), "accumulate_ex: dimension 2 out of range"));
+    args[2] = cr_value_i64(1);
+    args[3] = cr_value_array(&A);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_reduce, args, 4, &y), CR_EINVAL);
+    assert_non_null(strstr(cr_ctx_errmsg(fx->ctx), "init is a array, not a number"));
+    args[0] = cr_value_f64(1);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_reduce, args, 3, &y), CR_EINVAL);
+    /* empty slices: foldl's init is needed */
+    args[0] = cr_fn_mul;
+    args[1] = cr_value_array(&E);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_reduce, args, 3, &y), CR_EINVAL);
+    args[3] = cr_value_f64(2);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_reduce, args, 4, &y), CR_OK);
+    assert_int_equal(y.u.arr->shape[0], 2);
+    assert_close(creal(cr_array_get_linear(y.u.arr, 1)), 2.0, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_values, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_rules, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_init_cotangent, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_refusals, fixture_setup, fixture_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
