@@ -36,33 +36,6 @@ static cr_status matrix_arg(cr_arena *arena, const char *who, const cr_value *ar
     return CR_OK;
 }
 
-/* ---- Tuples ----------------------------------------------------------------------------- */
-
-typedef struct tup2 {
-    cr_array a, b;
-} tup2;
-typedef struct tup3 {
-    cr_array a, b, c;
-} tup3;
-static const cr_field k_tup2_fields[2] = {{NULL, offsetof(tup2, a), CR_KIND_ARRAY, NULL},
-                                          {NULL, offsetof(tup2, b), CR_KIND_ARRAY, NULL}};
-static const cr_field k_tup3_fields[3] = {{NULL, offsetof(tup3, a), CR_KIND_ARRAY, NULL},
-                                          {NULL, offsetof(tup3, b), CR_KIND_ARRAY, NULL},
-                                          {NULL, offsetof(tup3, c), CR_KIND_ARRAY, NULL}};
-static const cr_type k_tup2 = {"tuple(array,array)", sizeof(tup2), 2, k_tup2_fields};
-static const cr_type k_tup3 = {"tuple(array,array,array)", sizeof(tup3), 3, k_tup3_fields};
-
-static cr_status make_tup2(cr_arena *arena, const cr_array *a, const cr_array *b, cr_value *y)
-{
-    tup2 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(tup2));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
-    t->a = *a;
-    t->b = *b;
-    *y = cr_value_struct(&k_tup2, t);
-    return CR_OK;
-}
-
 /* ---- lu ------------------------------------------------------------------------------------ */
 
 typedef struct lu_env {
@@ -144,14 +117,7 @@ static cr_status lu_output(cr_arena *arena, lu_env *e, cr_value *y)
         e->oL->structure = CR_MAT_LOWER;
         e->oU->structure = CR_MAT_UPPER;
     }
-    tup3 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(tup3));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
-    t->a = *e->oL;
-    t->b = *e->oU;
-    t->c = *op;
-    *y = cr_value_struct(&k_tup3, t);
-    return CR_OK;
+    return cr__tuple_value(arena, 3, (const cr_array *const[]){e->oL, e->oU, op}, y);
 }
 
 /* With P A = L U: Ā = Pᵀ L⁻ᴴ (tril(Lᴴ L̄, -1) + triu(Ū Uᴴ)) U⁻ᴴ for a square A (only the
@@ -164,24 +130,16 @@ static cr_status lu_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr
     lu_env *e = env;
     const char *who = "lu_pullback";
     dx[0] = cr_tangent_none();
-    size_t m = e->L.r, n = e->U.c, sl[2] = {m, e->L.c}, su[2] = {e->U.r, n};
-    bool cplx = e->L.cplx;
-    cr_tangent tl, tu;
-    cr__cmat Lb, Ub, G, T;
-    cr_status st = cr__tuple_field(arena, who, *dy, 0, &tl);
-    if (st == CR_OK)
-        st = cr__tuple_field(arena, who, *dy, 1, &tu);
-    if (st == CR_OK)
-        st = cr__cmat_tan(arena, who, tl, 2, sl, cplx, &Lb);
-    if (st == CR_OK)
-        st = cr__cmat_tan(arena, who, tu, 2, su, cplx, &Ub);
-    if (st != CR_OK)
-        return st;
-    if (Lb.p == NULL && Ub.p == NULL) {
+    size_t m = e->L.r, n = e->U.c;
+    bool cplx = e->L.cplx, zero;
+    const cr__field_spec spec[2] = {{2, {m, e->L.c}, cplx}, {2, {e->U.r, n}, cplx}};
+    cr__cmat LU[2], G, T;
+    cr_status st = cr__tuple_cmats(arena, who, *dy, 2, CR__TUPLE, spec, LU, &zero);
+    if (st != CR_OK || zero) {
         dx[1] = cr_tangent_zero();
-        return CR_OK;
+        return st;
     }
-    st = cr__lu_pullback(arena, who, &e->L, &e->U, &Lb, &Ub, &G);
+    st = cr__lu_pullback(arena, who, &e->L, &e->U, &LU[0], &LU[1], &G);
     if (st == CR_OK)
         st = cr__cmat_new(arena, cplx, m, n, false, &T);
     if (st != CR_OK)
@@ -247,7 +205,7 @@ static cr_status lu_frule(const cr_config *cfg, cr_arena *arena, const cr_tangen
         st = cr__tangent_like(arena, e.oL, &dL, false, &t[0]);
     if (st == CR_OK)
         st = cr__tangent_like(arena, e.oU, &dU, false, &t[1]);
-    return st != CR_OK ? st : cr_tangent_struct(arena, &k_tup3, NULL, t, 3, dy);
+    return st != CR_OK ? st : cr_tangent_struct(arena, &cr__k_tup3, NULL, t, 3, dy);
 }
 
 /* ---- qr ------------------------------------------------------------------------------------ */
@@ -334,7 +292,7 @@ static cr_status qr_output(cr_arena *arena, qr_env *e, cr_value *y)
         return st;
     if (e->R.r == e->R.c) /* a wide A's R is a dense upper trapezoid, as Julia's */
         e->oR->structure = CR_MAT_UPPER;
-    return make_tup2(arena, e->oQ, e->oR, y);
+    return cr__tuple_value(arena, 2, (const cr_array *const[]){e->oQ, e->oR}, y);
 }
 
 /* Whether a triangular factor is numerically singular: a diagonal entry at or below
@@ -383,23 +341,16 @@ static cr_status qr_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr
     qr_env *e = env;
     const char *who = "qr_pullback";
     dx[0] = cr_tangent_none();
-    size_t m = e->Q.r, n = e->Q.c, nn = e->R.c, sq[2] = {m, n}, sr[2] = {n, nn};
-    bool cplx = e->Q.cplx;
-    cr_tangent tq, tr;
-    cr__cmat Qb, Rb, M, G, Rs = cols_of(&e->R, 0, n), V = cols_of(&e->R, n, nn - n), Vb, YVb, Ga;
-    cr_status st = cr__tuple_field(arena, who, *dy, 0, &tq);
-    if (st == CR_OK)
-        st = cr__tuple_field(arena, who, *dy, 1, &tr);
-    if (st == CR_OK)
-        st = cr__cmat_tan(arena, who, tq, 2, sq, cplx, &Qb);
-    if (st == CR_OK)
-        st = cr__cmat_tan(arena, who, tr, 2, sr, cplx, &Rb);
-    if (st != CR_OK)
-        return st;
-    if (Qb.p == NULL && Rb.p == NULL) {
+    size_t m = e->Q.r, n = e->Q.c, nn = e->R.c;
+    bool cplx = e->Q.cplx, zero;
+    const cr__field_spec spec[2] = {{2, {m, n}, cplx}, {2, {n, nn}, cplx}};
+    cr__cmat QR[2], M, G, Rs = cols_of(&e->R, 0, n), V = cols_of(&e->R, n, nn - n), Vb, YVb, Ga;
+    cr_status st = cr__tuple_cmats(arena, who, *dy, 2, CR__TUPLE, spec, QR, &zero);
+    if (st != CR_OK || zero) {
         dx[1] = cr_tangent_zero();
-        return CR_OK;
+        return st;
     }
+    cr__cmat Qb = QR[0], Rb = QR[1];
     st = qr_check_rank(arena, &Rs);
     if (st == CR_OK)
         st = cr__cmat_new(arena, cplx, m, nn, true, &Ga);
@@ -529,7 +480,7 @@ static cr_status qr_frule(const cr_config *cfg, cr_arena *arena, const cr_tangen
         st = cr__tangent_like(arena, e.oQ, &E, false, &t[0]);
     if (st == CR_OK)
         st = cr__tangent_like(arena, e.oR, &dR, false, &t[1]);
-    return st != CR_OK ? st : cr_tangent_struct(arena, &k_tup2, NULL, t, 2, dy);
+    return st != CR_OK ? st : cr_tangent_struct(arena, &cr__k_tup2, NULL, t, 2, dy);
 }
 
 /* ---- eigen and eigvals of general matrices ------------------------------------------------ */
@@ -729,7 +680,7 @@ static cr_status geig_output(cr_arena *arena, const geig_env *e, cr_value *y)
         return CR_OK;
     }
     st = cr__cmat_to_array(arena, &e->V, false, &vo);
-    return st != CR_OK ? st : make_tup2(arena, lo, vo, y);
+    return st != CR_OK ? st : cr__tuple_value(arena, 2, (const cr_array *const[]){lo, vo}, y);
 }
 
 /* Ā = V⁻ᴴ G Vᴴ with G = diag(λ̄) + conj(F) ∘ H off the diagonal, F_ij = 1/(λ_j - λ_i) and
@@ -744,25 +695,17 @@ static cr_status geig_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     geig_env *e = env;
     const char *who = e->vectors ? "eigen_general_pullback" : "eigvals_general_pullback";
     dx[0] = cr_tangent_none();
-    size_t n = e->V.r, shape[2] = {n, n};
-    cr_tangent tl = *dy, tv = cr_tangent_zero();
-    cr_status st = CR_OK;
-    if (e->vectors) {
-        st = cr__tuple_field(arena, who, *dy, 0, &tl);
-        if (st == CR_OK)
-            st = cr__tuple_field(arena, who, *dy, 1, &tv);
-    }
-    cr__cmat Lb, Vb, G, K, VhV, T;
-    if (st == CR_OK)
-        st = cr__cmat_tan(arena, who, tl, 1, &n, true, &Lb);
-    if (st == CR_OK)
-        st = cr__cmat_tan(arena, who, tv, 2, shape, true, &Vb);
-    if (st != CR_OK)
-        return st;
-    if (Lb.p == NULL && Vb.p == NULL) {
+    size_t n = e->V.r;
+    const cr__field_spec spec[2] = {{1, {n, 1}, true}, {2, {n, n}, true}};
+    cr__cmat LV[2], G, K, VhV, T;
+    bool zero;
+    cr_status st =
+        cr__tuple_cmats(arena, who, *dy, 2, e->vectors ? CR__TUPLE : 0, spec, LV, &zero);
+    if (st != CR_OK || zero) {
         dx[1] = cr_tangent_zero();
-        return CR_OK;
+        return st;
     }
+    const cr__cmat Lb = LV[0], Vb = LV[1];
     st = cr__cmat_new(arena, true, n, n, true, &G);
     if (st != CR_OK)
         return st;
@@ -880,7 +823,7 @@ static cr_status geig_frule(cr_arena *arena, bool vectors, const cr_tangent *dar
     if (st != CR_OK)
         return st;
     cr_tangent t[2] = {cr_tangent_array(dlo), cr_tangent_array(dvo)};
-    return cr_tangent_struct(arena, &k_tup2, NULL, t, 2, dy);
+    return cr_tangent_struct(arena, &cr__k_tup2, NULL, t, 2, dy);
 }
 
 #define GEIG_RULES(NAME, VEC) CR__PARAM_RULES(NAME, geig_rrule, geig_frule, VEC, 1)

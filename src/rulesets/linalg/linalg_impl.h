@@ -345,4 +345,38 @@ CR_INTERNAL cr_status cr__no_lapack(cr_arena *arena, const cr_value *f, const cr
 
 #endif /* CR_HAVE_LAPACKE */
 
+/* ---- Tuple results and cotangents (tuples.c) -------------------------------------------- */
+
+/* The tuples of two and three arrays that factorizations return, and their types. */
+typedef struct cr__tup2 {
+    cr_array a, b;
+} cr__tup2;
+typedef struct cr__tup3 {
+    cr_array a, b, c;
+} cr__tup3;
+CR_INTERNAL extern const cr_type cr__k_tup2;
+CR_INTERNAL extern const cr_type cr__k_tup3;
+
+/* *y = the tuple (a[0], ..., a[n - 1]) of n = 2 or 3 arrays (copied into the arena; any n
+ * other than 2 is taken as 3). */
+CR_INTERNAL cr_status cr__tuple_value(cr_arena *arena, size_t n, const cr_array *const *a,
+                                      cr_value *y);
+
+/* How a field of a tuple cotangent is read as a work matrix (cr__cmat_tan). */
+typedef struct cr__field_spec {
+    size_t ndim;
+    size_t shape[2];
+    bool cplx;
+} cr__field_spec;
+
+/* `only` for a cotangent that is a tuple (cr__tuple_cmats). */
+#define CR__TUPLE SIZE_MAX
+
+/* Fields 0..n-1 of the cotangent dy as work matrices out[i] of spec[i] (p NULL for a zero
+ * one): dy is a tuple when only is CR__TUPLE, else the cotangent of field `only` alone (the
+ * others zero, as for eigvals against eigen). *zero: all of them are zero. */
+CR_INTERNAL cr_status cr__tuple_cmats(cr_arena *arena, const char *who, cr_tangent dy, size_t n,
+                                      size_t only, const cr__field_spec *spec, cr__cmat *out,
+                                      bool *zero);
+
 #endif /* CR_LINALG_IMPL_H */

@@ -19,22 +19,6 @@
 #if defined(CR_HAVE_LAPACKE)
 #include <lapacke.h>
 
-/* ---- Tuples ------------------------------------------------------------------------------ */
-
-typedef struct tup2 {
-    cr_array a, b;
-} tup2;
-typedef struct tup3 {
-    cr_array a, b, c;
-} tup3;
-static const cr_field k_tup2_fields[2] = {{NULL, offsetof(tup2, a), CR_KIND_ARRAY, NULL},
-                                          {NULL, offsetof(tup2, b), CR_KIND_ARRAY, NULL}};
-static const cr_field k_tup3_fields[3] = {{NULL, offsetof(tup3, a), CR_KIND_ARRAY, NULL},
-                                          {NULL, offsetof(tup3, b), CR_KIND_ARRAY, NULL},
-                                          {NULL, offsetof(tup3, c), CR_KIND_ARRAY, NULL}};
-static const cr_type k_tup2 = {"tuple(array,array)", sizeof(tup2), 2, k_tup2_fields};
-static const cr_type k_tup3 = {"tuple(array,array,array)", sizeof(tup3), 3, k_tup3_fields};
-
 /* ---- eigen and eigvals of Hermitian matrices ---------------------------------------------- */
 
 typedef struct eig_env {
@@ -81,13 +65,7 @@ static cr_status eig_output(cr_arena *arena, const cr_array *A, const cr__cmat *
     st = cr__cmat_out(arena, V, false, (cr_dtype)A->dtype, &vo);
     if (st != CR_OK)
         return st;
-    tup2 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(tup2));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
-    t->a = *lo;
-    t->b = *vo;
-    *y = cr_value_struct(&k_tup2, t);
-    return CR_OK;
+    return cr__tuple_value(arena, 2, (const cr_array *const[]){lo, vo}, y);
 }
 
 /* S = V (diag(λ̄) + F ∘ (Vᴴ V̄)) Vᴴ, Hermitised; F_ij = 1/(λ_j - λ_i), 0 on the diagonal
@@ -99,25 +77,17 @@ static cr_status eig_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
     eig_env *e = env;
     const char *who = e->vectors ? "eigen_pullback" : "eigvals_pullback";
     dx[0] = cr_tangent_none();
-    size_t n = e->V.r, shape[2] = {n, n};
-    cr_tangent tl = *dy, tv = cr_tangent_zero();
-    cr_status st = CR_OK;
-    if (e->vectors) {
-        st = cr__tuple_field(arena, who, *dy, 0, &tl);
-        if (st == CR_OK)
-            st = cr__tuple_field(arena, who, *dy, 1, &tv);
-    }
-    cr__cmat L, Vb, K, T, S;
-    if (st == CR_OK)
-        st = cr__cmat_tan(arena, who, tl, 1, &n, false, &L);
-    if (st == CR_OK)
-        st = cr__cmat_tan(arena, who, tv, 2, shape, e->V.cplx, &Vb);
-    if (st != CR_OK)
-        return st;
-    if (L.p == NULL && Vb.p == NULL) {
+    size_t n = e->V.r;
+    const cr__field_spec spec[2] = {{1, {n, 1}, false}, {2, {n, n}, e->V.cplx}};
+    cr__cmat LV[2], K, T, S;
+    bool zero;
+    cr_status st =
+        cr__tuple_cmats(arena, who, *dy, 2, e->vectors ? CR__TUPLE : 0, spec, LV, &zero);
+    if (st != CR_OK || zero) {
         dx[1] = cr_tangent_zero();
-        return CR_OK;
+        return st;
     }
+    const cr__cmat L = LV[0], Vb = LV[1];
     if (Vb.p != NULL) {
         st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e->V, &Vb, &K);
         if (st != CR_OK)
@@ -156,18 +126,15 @@ static cr_status eig_rrule(cr_arena *arena, bool vectors, const cr_value *args, 
     eig_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(eig_env));
     if (e == NULL)
         return CR__ALLOC_STATUS(arena);
+    e->vectors = vectors;
     cr_status st = eig_forward(arena, who, args, nargs, &e->A, &e->V, &e->w);
     if (st == CR_OK)
         st = eig_output(arena, e->A, &e->V, e->w, vectors, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    e->vectors = vectors;
-    st = cr_project_new(arena, &args[0], &e->pA);
     if (st != CR_OK)
         return st;
-    *pb =
-        (cr_pullback){eig_pullback, e, vectors ? "eigen_pullback" : "eigvals_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(
+        arena, &args[0], udata, &e->pA, pb,
+        (cr_pullback){eig_pullback, e, vectors ? "eigen_pullback" : "eigvals_pullback", nargs + 1});
 }
 
 /* frule: P = Vᴴ Ḣ V; λ̇_i = re P_ii; V̇ = V (F ∘ P). */
@@ -225,7 +192,7 @@ static cr_status eig_frule(cr_arena *arena, bool vectors, const cr_tangent *darg
     if (st != CR_OK)
         return st;
     cr_tangent f[2] = {cr_tangent_array(dlo), cr_tangent_array(dvo)};
-    return cr_tangent_struct(arena, &k_tup2, NULL, f, 2, dy);
+    return cr_tangent_struct(arena, &cr__k_tup2, NULL, f, 2, dy);
 }
 
 #define EIG_RULES(NAME, VEC) CR__PARAM_RULES(NAME, eig_rrule, eig_frule, VEC, 1)
@@ -324,14 +291,7 @@ static cr_status svd_output(cr_arena *arena, const svd_env *e, bool vectors, cr_
         st = cr__cmat_out(arena, &e->V, false, (cr_dtype)e->A->dtype, &vo);
     if (st != CR_OK)
         return st;
-    tup3 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(tup3));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
-    t->a = *uo;
-    t->b = *so;
-    t->c = *vo;
-    *y = cr_value_struct(&k_tup3, t);
-    return CR_OK;
+    return cr__tuple_value(arena, 3, (const cr_array *const[]){uo, so, vo}, y);
 }
 
 /* svd: Ā = [U (F∘(UᴴŪ - ŪᴴU)) S + (I - UUᴴ) Ū S⁻¹ + U diag(s̄)
@@ -350,29 +310,16 @@ static cr_status svd_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
     const cr__svd *f = &e->f;
     size_t m = f->m, n = f->n, k = f->k;
     bool cplx = f->U.cplx;
-    cr_tangent tu = cr_tangent_zero(), ts = *dy, tv = cr_tangent_zero();
-    cr_status st = CR_OK;
-    if (e->vectors) {
-        st = cr__tuple_field(arena, who, *dy, 0, &tu);
-        if (st == CR_OK)
-            st = cr__tuple_field(arena, who, *dy, 1, &ts);
-        if (st == CR_OK)
-            st = cr__tuple_field(arena, who, *dy, 2, &tv);
-    }
-    size_t su[2] = {m, k}, sv[2] = {n, k};
-    cr__cmat Ub, Sb, Vb;
-    if (st == CR_OK)
-        st = cr__cmat_tan(arena, who, tu, 2, su, cplx, &Ub);
-    if (st == CR_OK)
-        st = cr__cmat_tan(arena, who, ts, 1, &k, false, &Sb);
-    if (st == CR_OK)
-        st = cr__cmat_tan(arena, who, tv, 2, sv, cplx, &Vb);
-    if (st != CR_OK)
-        return st;
-    if (Ub.p == NULL && Sb.p == NULL && Vb.p == NULL) {
+    const cr__field_spec spec[3] = {{2, {m, k}, cplx}, {1, {k, 1}, false}, {2, {n, k}, cplx}};
+    cr__cmat USV[3];
+    bool zero;
+    cr_status st =
+        cr__tuple_cmats(arena, who, *dy, 3, e->vectors ? CR__TUPLE : 1, spec, USV, &zero);
+    if (st != CR_OK || zero) {
         dx[1] = cr_tangent_zero();
-        return CR_OK;
+        return st;
     }
+    cr__cmat Ub = USV[0], Sb = USV[1], Vb = USV[2];
     double smax = k > 0 ? f->s[0] : 0;
     if (cplx && e->vectors) {
         /* The gauge's share (svd_gauge): with c_k = u_kᴴ ū_k + v_kᴴ v̄_k, a loss that depends
@@ -479,17 +426,15 @@ static cr_status svd_rrule_common(cr_arena *arena, bool vectors, const cr_value 
     svd_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(svd_env));
     if (e == NULL)
         return CR__ALLOC_STATUS(arena);
+    e->vectors = vectors;
     cr_status st = svd_forward(arena, who, args, nargs, vectors, e);
     if (st == CR_OK)
         st = svd_output(arena, e, vectors, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    e->vectors = vectors;
-    st = cr_project_new(arena, &args[0], &e->pA);
     if (st != CR_OK)
         return st;
-    *pb = (cr_pullback){svd_pullback, e, vectors ? "svd_pullback" : "svdvals_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(
+        arena, &args[0], udata, &e->pA, pb,
+        (cr_pullback){svd_pullback, e, vectors ? "svd_pullback" : "svdvals_pullback", nargs + 1});
 }
 
 /* frule: dP = Uᴴ Ȧ V; ṡ = re diag(dP); for svd
@@ -611,7 +556,7 @@ static cr_status svd_frule_common(cr_arena *arena, bool vectors, const cr_tangen
     if (st != CR_OK)
         return st;
     cr_tangent fl[3] = {cr_tangent_array(duo), cr_tangent_array(dso), cr_tangent_array(dvo)};
-    return cr_tangent_struct(arena, &k_tup3, NULL, fl, 3, dy);
+    return cr_tangent_struct(arena, &cr__k_tup3, NULL, fl, 3, dy);
 }
 
 #define SVD_RULES(NAME, VEC) CR__PARAM_RULES(NAME, svd_rrule_common, svd_frule_common, VEC, 1)
@@ -725,13 +670,7 @@ static cr_status matfun_output(cr_arena *arena, const mf_env *e, const cr__cmat 
         *y = cr_value_array(o[0]);
         return CR_OK;
     }
-    tup2 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(tup2));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
-    t->a = *o[0];
-    t->b = *o[1];
-    *y = cr_value_struct(&k_tup2, t);
-    return CR_OK;
+    return cr__tuple_value(arena, 2, (const cr_array *const *)o, y);
 }
 
 /* out (+)= V (F ∘ (Vᴴ X V)) Vᴴ, Hermitised (added to out when add). */
@@ -848,11 +787,11 @@ static cr_status mf_frule(cr_arena *arena, bool pair, const cr_tangent *dargs, c
         return st;
     if (!pair)
         return cr_project_tangent(arena, y, d[0], dy);
-    const tup2 *o = y->u.obj.ptr; /* each field projected onto its output */
+    const cr__tup2 *o = y->u.obj.ptr; /* each field projected onto its output */
     cr_value yk[2] = {cr_value_array((cr_array *)&o->a), cr_value_array((cr_array *)&o->b)};
     for (size_t k = 0; k < 2 && st == CR_OK; k++)
         st = cr_project_tangent(arena, &yk[k], d[k], &d[k]);
-    return st != CR_OK ? st : cr_tangent_struct(arena, &k_tup2, NULL, d, 2, dy);
+    return st != CR_OK ? st : cr_tangent_struct(arena, &cr__k_tup2, NULL, d, 2, dy);
 }
 
 CR__PARAM_RULES(matfun_herm, mf_rrule, mf_frule, false, 2)

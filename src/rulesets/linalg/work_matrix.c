@@ -311,20 +311,10 @@ cr_status cr__frule_pair_cmat(cr_arena *arena, const char *who, const cr_tangent
 cr_status cr__tuple_field(cr_arena *arena, const char *who, cr_tangent dy, size_t i,
                           cr_tangent *out)
 {
-    cr_status st = cr_tangent_unthunk(dy, &dy);
-    if (st != CR_OK)
-        return st;
-    if (cr_tangent_is_zero(dy)) {
-        *out = cr_tangent_zero();
-        return CR_OK;
-    }
-    if (dy.tag != CR_TAN_STRUCT)
-        return CR__FAIL(arena, CR_ETANGENT,
-                        "%s: the output is a tuple, its cotangent must be a structural tangent "
-                        "(got %s)",
-                        who, cr_tag_name((cr_tag)dy.tag));
-    *out = cr_tangent_field(dy, i);
-    return CR_OK;
+    cr_status st = cr__tuple_cotangent(arena, who, "a tuple", dy, &dy);
+    if (st == CR_OK)
+        *out = cr_tangent_is_zero(dy) ? cr_tangent_zero() : cr_tangent_field(dy, i);
+    return st;
 }
 
 /* ---- LAPACK ------------------------------------------------------------------------------ */
