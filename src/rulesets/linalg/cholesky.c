@@ -176,9 +176,7 @@ static cr_status cholesky_rrule(const cr_config *cfg, cr_arena *arena, const cr_
     (void)f;
     if (nargs == 1 && args[0].kind != CR_KIND_ARRAY)
         return scalar_rrule(arena, args, nargs, y, pb, udata);
-    chol_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(chol_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__LA_ENV(arena, chol_env, e);
     cr_status st = cholesky_forward(arena, args, nargs, &e->A, &e->U);
     if (st == CR_OK)
         st = cholesky_output(arena, e->A, &e->U, y);
@@ -420,9 +418,7 @@ static cr_status csolve_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
 static cr_status csolve_rrule(cr_arena *arena, bool right, const cr_value *args, size_t nargs,
                               cr_value *y, cr_pullback *pb, const void *udata)
 {
-    csolve_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(csolve_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__LA_ENV(arena, csolve_env, e);
     cr_dtype dt = CR_DT_F64;
     cr_status st = csolve_forward(arena, right, args, nargs, e, &dt);
     cr_array *o;
@@ -579,9 +575,7 @@ static cr_status cdet_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
 static cr_status cdet_rrule(cr_arena *arena, bool lg, const cr_value *args, size_t nargs,
                             cr_value *y, cr_pullback *pb, const void *udata)
 {
-    cdet_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(cdet_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__LA_ENV(arena, cdet_env, e);
     e->lg = lg;
     cr_status st = cdet_forward(arena, lg, args, nargs, &e->Um, y);
     if (st != CR_OK)

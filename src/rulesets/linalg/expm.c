@@ -280,9 +280,7 @@ static cr_status expm_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
 {
     (void)cfg;
     (void)f;
-    expm_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(expm_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__LA_ENV(arena, expm_env, e);
     cr__cmat Y;
     cr_status st = expm_forward(arena, args, nargs, &e->A, &e->Am, &Y);
     cr_array *o;

@@ -156,9 +156,7 @@ static cr_status lu_rrule(const cr_config *cfg, cr_arena *arena, const cr_value 
 {
     (void)cfg;
     (void)f;
-    lu_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(lu_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__LA_ENV(arena, lu_env, e);
     cr_status st = lu_forward(arena, args, nargs, e);
     if (st == CR_OK)
         st = lu_output(arena, e, y);
@@ -405,9 +403,7 @@ static cr_status qr_rrule(const cr_config *cfg, cr_arena *arena, const cr_value 
 {
     (void)cfg;
     (void)f;
-    qr_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(qr_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__LA_ENV(arena, qr_env, e);
     cr_status st = qr_forward(arena, args, nargs, e);
     if (st == CR_OK)
         st = qr_output(arena, e, y);
@@ -745,9 +741,7 @@ static cr_status geig_rrule(cr_arena *arena, bool vectors, const cr_value *args,
                             cr_value *y, cr_pullback *pb, const void *udata)
 {
     const char *who = vectors ? "eigen_general" : "eigvals_general";
-    geig_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(geig_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__LA_ENV(arena, geig_env, e);
     e->vectors = vectors;
     cr_status st = geig_forward(arena, who, args, nargs, e);
     if (st == CR_OK)
@@ -1002,9 +996,7 @@ static cr_status pinv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
 static cr_status pinv_rrule_common(cr_arena *arena, bool ex, const cr_value *args, size_t nargs,
                                    cr_value *y, cr_pullback *pb, const void *udata)
 {
-    pinv_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(pinv_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__LA_ENV(arena, pinv_env, e);
     const cr_array *A;
     cr_array *o;
     cr_status st = pinv_forward(arena, ex, args, nargs, &A, e);
@@ -1259,9 +1251,7 @@ static cr_status sylv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
 static cr_status sylv_rrule(cr_arena *arena, int kind, const cr_value *args, size_t nargs,
                             cr_value *y, cr_pullback *pb, const void *udata)
 {
-    sylv_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(sylv_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__LA_ENV(arena, sylv_env, e);
     cr_status st = sylv_forward(arena, kind, args, nargs, e);
     if (st != CR_OK)
         return st;
@@ -1725,15 +1715,7 @@ static cr_status qr_init(const cr_form_point *p, void **state)
     if (Qb != NULL)
         cr__form_mm(-1.0, Qb, m, n, 1, Q, m, n, 0, 1.0, C);
     copyltu(C, n);
-    z->m = m;
-    z->n = n;
-    z->Q = Q;
-    z->R = R;
-    z->Qb = Qb;
-    z->Rb = Rb;
-    z->C = C;
-    z->Md = Md;
-    z->W = W;
+    *z = (qr_state){z->F, m, n, Q, R, Qb, Rb, z->G, C, Md, W};
     return CR_OK;
 }
 

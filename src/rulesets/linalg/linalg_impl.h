@@ -379,4 +379,13 @@ CR_INTERNAL cr_status cr__tuple_cmats(cr_arena *arena, const char *who, cr_tange
                                       size_t only, const cr__field_spec *spec, cr__cmat *out,
                                       bool *zero);
 
+/* ---- Rule environments ------------------------------------------------------------------- */
+
+/* Declares TYPE *E, a new zeroed TYPE in the arena; the enclosing rule returns the arena's
+ * status when it is out of memory. */
+#define CR__LA_ENV(ARENA, TYPE, E)                                   \
+    TYPE *E = cr_arena_calloc((ARENA), 1, sizeof(TYPE), _Alignof(TYPE)); \
+    if (E == NULL)                                                     \
+    return CR__ALLOC_STATUS(ARENA)
+
 #endif /* CR_LINALG_IMPL_H */

@@ -307,9 +307,7 @@ static cr_status det_rrule_common(cr_arena *arena, int kind, const cr_value *arg
         st = cr__square_arg(arena, who, args, nargs, 0, &A, &cplx);
     if (st != CR_OK)
         return st;
-    det_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(det_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__LA_ENV(arena, det_env, e);
     st = lu_factor(arena, who, A, cplx, &e->f);
     if (st == CR_OK)
         st = det_value(arena, kind, A, &e->f, y);
@@ -427,9 +425,7 @@ static cr_status matinv_rrule(const cr_config *cfg, cr_arena *arena, const cr_va
     (void)cfg;
     (void)f;
     const cr_array *A;
-    inv_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(inv_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__LA_ENV(arena, inv_env, e);
     cr_status st = matinv_forward(arena, args, nargs, &A, &e->Y);
     cr_array *o;
     if (st == CR_OK)
@@ -659,9 +655,7 @@ static cr_status solve_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
 {
     (void)cfg;
     (void)f;
-    solve_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(solve_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__LA_ENV(arena, solve_env, e);
     cr_dtype dt = CR_DT_F64;
     cr_status st = solve_forward(arena, args, nargs, e, &dt);
     cr_array *o;
@@ -846,9 +840,7 @@ static cr_status rdiv_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
 {
     (void)cfg;
     (void)f;
-    rdiv_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(rdiv_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__LA_ENV(arena, rdiv_env, e);
     cr_dtype dt = CR_DT_F64;
     cr_status st = rdiv_forward(arena, args, nargs, e, &dt);
     cr_array *o;

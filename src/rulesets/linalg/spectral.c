@@ -123,9 +123,7 @@ static cr_status eig_rrule(cr_arena *arena, bool vectors, const cr_value *args, 
                            cr_value *y, cr_pullback *pb, const void *udata)
 {
     const char *who = vectors ? "eigen" : "eigvals";
-    eig_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(eig_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__LA_ENV(arena, eig_env, e);
     e->vectors = vectors;
     cr_status st = eig_forward(arena, who, args, nargs, &e->A, &e->V, &e->w);
     if (st == CR_OK)
@@ -423,9 +421,7 @@ static cr_status svd_rrule_common(cr_arena *arena, bool vectors, const cr_value 
                                   cr_value *y, cr_pullback *pb, const void *udata)
 {
     const char *who = vectors ? "svd" : "svdvals";
-    svd_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(svd_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__LA_ENV(arena, svd_env, e);
     e->vectors = vectors;
     cr_status st = svd_forward(arena, who, args, nargs, vectors, e);
     if (st == CR_OK)
@@ -737,9 +733,7 @@ static cr_status matfun_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
 static cr_status mf_rrule(cr_arena *arena, bool pair, const cr_value *args, size_t nargs,
                           cr_value *y, cr_pullback *pb, const void *udata)
 {
-    mf_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(mf_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__LA_ENV(arena, mf_env, e);
     cr__cmat Y[2];
     cr_status st =
         pair ? sincos_forward(arena, args, nargs, e, Y) : matfun_forward(arena, args, nargs, e, Y);
@@ -1514,15 +1508,8 @@ static cr_status matfun_init(const cr_form_point *p, void **state)
     mul_nn(n, v, true, T, false, At);
     mul_nn(n, At, false, v, false, G);
     uint8_t as = p->args[1].u.arr->structure; /* F->x is A's logical dense matrix */
-    w->fold = as != CR_MAT_SYMMETRIC && as != CR_MAT_HERMITIAN;
-    w->n = n;
-    w->v = v;
-    w->D2 = D2;
-    w->G = G;
-    w->Ad = Ad;
-    w->T = T;
-    w->At = At;
-    w->St = St;
+    bool fold = as != CR_MAT_SYMMETRIC && as != CR_MAT_HERMITIAN;
+    *w = (matfun_state){w->F, n, fold, v, D2, G, Ad, T, At, St};
     return CR_OK;
 }
 
