@@ -197,8 +197,7 @@ static cr_status project_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 }
 
 /* dx, a thunk, projected when it is evaluated. */
-static cr_status project_later(cr_arena *arena, const cr_project *p, cr_tangent dx,
-                               cr_tangent *out)
+static cr_status project_later(cr_arena *arena, const cr_project *p, cr_tangent dx, cr_tangent *out)
 {
     project_thunk_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(project_thunk_env));
     if (e == NULL)

@@ -85,15 +85,12 @@ static cr_status cholesky_pullback(const cr_tangent *dy, cr_tangent *dx, size_t 
                                    void *env)
 {
     (void)nx;
-    chol_env *e = env;
-    dx[0] = cr_tangent_none();
-    size_t n = e->U.r, shape[2] = {n, n};
+    const chol_env *e = env;
+    size_t n = e->U.r;
     cr__cmat Ub, P, X;
-    cr_status st = cr__cmat_tan(arena, "cholesky_pullback", *dy, 2, shape, e->U.cplx, &Ub);
-    if (st != CR_OK || Ub.p == NULL) {
-        dx[1] = cr_tangent_zero();
+    cr_status st = cr__pull_matrix(arena, "cholesky_pullback", dy, n, n, e->U.cplx, dx, &Ub);
+    if (st != CR_OK || Ub.p == NULL)
         return st;
-    }
     for (size_t j = 0; j < n; j++)
         for (size_t i = j + 1; i < n; i++)
             cr__cmat_set(&Ub, i, j, 0.0);
@@ -140,9 +137,9 @@ static cr_status scalar_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
 {
     (void)nx;
     const cr_value *y = env;
+    dx[0] = cr_tangent_none();
     cr_complex g;
     bool nz;
-    dx[0] = cr_tangent_none();
     cr_status st = cr__tan_scalar(arena, "cholesky_pullback", *dy, &g, &nz);
     dx[1] = st == CR_OK && nz
                 ? cr__scalar_tangent(cr__value_dtype(y), creal(g) / (2 * creal(cr__scalar_of(y))))
@@ -240,10 +237,7 @@ static cr_status cholesky_frule(const cr_config *cfg, cr_arena *arena, const cr_
             cr__cmat_set(&S, i, j, 0.0);
     }
     st = cr__cmat_mul(arena, 'N', 'N', 1.0, &S, &U, &R);
-    cr_array *r = NULL;
-    if (st == CR_OK)
-        st = cr__cmat_to_array(arena, &R, false, &r);
-    return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
+    return st != CR_OK ? st : cr__cmat_project(arena, y, &R, dy);
 }
 
 /* ---- cholesky_solve, cholesky_det and cholesky_logdet ------------------------------------ */
@@ -349,19 +343,14 @@ static cr_status csolve_out(cr_arena *arena, const csolve_env *e, cr_dtype dt, c
     return st != CR_OK ? st : cr__cmat_out(arena, &Y, e->B->ndim == 1, dt, o);
 }
 
-typedef struct csolve_thunk {
-    const csolve_env *e;
-    cr__cmat Bbar;
-} csolve_thunk;
-
 /* Ū = triu(U (Ā + Āᴴ)) with Ā = -B̄ Yᴴ, the cotangent of A = Uᴴ U. */
 static cr_status csolve_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 {
-    csolve_thunk *t = env;
+    const cr__la_thunk *t = env;
     const csolve_env *e = t->e;
     size_t n = e->Um.r;
     cr__cmat S, R;
-    cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, &t->Bbar, &e->Y, &S);
+    cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, &t->g, &e->Y, &S);
     if (st != CR_OK)
         return st;
     for (size_t j = 0; j < n; j++)
@@ -406,13 +395,9 @@ static cr_status csolve_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
         st = cr__cmat_give(arena, e->pB, &Bb, B->ndim == 1, &dx[ib]);
     if (st != CR_OK)
         return st;
-    csolve_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(csolve_thunk));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
-    *t = (csolve_thunk){e, G};
-    return cr__thunk(arena, csolve_thunk_fn, NULL, t,
-                     e->right ? "cholesky_rdiv_pullback_thunk" : "cholesky_solve_pullback_thunk",
-                     &dx[iu]);
+    return cr__la_thunk_new(
+        arena, csolve_thunk_fn, e, &G,
+        e->right ? "cholesky_rdiv_pullback_thunk" : "cholesky_solve_pullback_thunk", &dx[iu]);
 }
 
 static cr_status csolve_rrule(cr_arena *arena, bool right, const cr_value *args, size_t nargs,
@@ -593,11 +578,9 @@ static cr_status cdet_frule(cr_arena *arena, bool lg, const cr_tangent *dargs, c
     cr__cmat Um, dU;
     cr_status st = cdet_forward(arena, lg, args, nargs, &Um, y);
     if (st == CR_OK)
-        st = cr__cmat_dx(arena, cdet_name(lg), dargs, args, 0, Um.cplx, &dU);
-    if (st != CR_OK || dU.p == NULL) {
-        *dy = cr_tangent_zero();
+        st = cr__frule_dx0(arena, cdet_name(lg), dargs, args, Um.cplx, &dU, dy);
+    if (st != CR_OK || dU.p == NULL)
         return st;
-    }
     double *others = NULL;
     if (!lg && (st = cdet_others(arena, &Um, &others)) != CR_OK)
         return st;

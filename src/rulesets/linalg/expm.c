@@ -255,22 +255,16 @@ static cr_status expm_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
                                void *env)
 {
     (void)nx;
-    expm_env *e = env;
-    dx[0] = cr_tangent_none();
-    size_t n = e->Am.r, shape[2] = {n, n};
+    const expm_env *e = env;
     cr__cmat G, Ah, L;
-    cr_status st = cr__cmat_tan(arena, "expm_pullback", *dy, 2, shape, e->Am.cplx, &G);
-    if (st != CR_OK || G.p == NULL) {
-        dx[1] = cr_tangent_zero();
+    cr_status st =
+        cr__pull_matrix(arena, "expm_pullback", dy, e->Am.r, e->Am.r, e->Am.cplx, dx, &G);
+    if (st != CR_OK || G.p == NULL)
         return st;
-    }
     st = cr__cmat_adj(arena, &e->Am, &Ah);
     if (st == CR_OK)
         st = expm_frechet(arena, &Ah, &G, NULL, &L);
-    cr_array *r = NULL;
-    if (st == CR_OK)
-        st = cr__cmat_to_array(arena, &L, false, &r);
-    return st != CR_OK ? st : cr__give(arena, e->pA, r, &dx[1]);
+    return st != CR_OK ? st : cr__cmat_give(arena, e->pA, &L, false, &dx[1]);
 }
 
 /* expm(A) = exp(A) of a general square matrix. */
@@ -283,14 +277,10 @@ static cr_status expm_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
     CR__LA_ENV(arena, expm_env, e);
     cr__cmat Y;
     cr_status st = expm_forward(arena, args, nargs, &e->A, &e->Am, &Y);
-    cr_array *o;
-    if (st == CR_OK)
-        st = cr__cmat_out(arena, &Y, false, (cr_dtype)e->A->dtype, &o);
     if (st != CR_OK)
         return st;
-    *y = cr_value_array(o);
-    return cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,
-                           (cr_pullback){expm_pullback, e, "expm_pullback", nargs + 1});
+    return cr__rrule_out1(arena, &Y, (cr_dtype)e->A->dtype, args, udata, &e->pA, y, pb,
+                          (cr_pullback){expm_pullback, e, "expm_pullback", nargs + 1});
 }
 CR__ARRAY_FN(expm, "expm", 1)
 
@@ -305,22 +295,12 @@ static cr_status expm_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
     const cr_array *A;
     cr__cmat Am, Y, dA, L;
     cr_status st = expm_forward(arena, args, nargs, &A, &Am, &Y);
-    cr_array *o;
     if (st == CR_OK)
-        st = cr__cmat_out(arena, &Y, false, (cr_dtype)A->dtype, &o);
-    if (st != CR_OK)
+        st = cr__frule_out1(arena, "expm", &Y, (cr_dtype)A->dtype, dargs, args, y, &dA, dy);
+    if (st != CR_OK || dA.p == NULL)
         return st;
-    *y = cr_value_array(o);
-    st = cr__cmat_dx(arena, "expm", dargs, args, 0, Am.cplx, &dA);
-    if (st != CR_OK || dA.p == NULL) {
-        *dy = cr_tangent_zero();
-        return st;
-    }
     st = expm_frechet(arena, &Am, &dA, NULL, &L);
-    cr_array *r = NULL;
-    if (st == CR_OK)
-        st = cr__cmat_to_array(arena, &L, false, &r);
-    return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
+    return st != CR_OK ? st : cr__cmat_project(arena, y, &L, dy);
 }
 
 /* ---- Test registrations ---------------------------------------------------------------- */

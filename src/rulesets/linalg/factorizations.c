@@ -186,11 +186,9 @@ static cr_status lu_frule(const cr_config *cfg, cr_arena *arena, const cr_tangen
     size_t m = e.L.r, n = e.U.c;
     bool cplx = e.L.cplx;
     cr__cmat dA, F, dL, dU;
-    st = cr__cmat_dx(arena, "lu", dargs, args, 0, cplx, &dA);
-    if (st != CR_OK || dA.p == NULL) {
-        *dy = cr_tangent_zero();
+    st = cr__frule_dx0(arena, "lu", dargs, args, cplx, &dA, dy);
+    if (st != CR_OK || dA.p == NULL)
         return st;
-    }
     st = cr__cmat_new(arena, cplx, m, n, false, &F);
     if (st != CR_OK)
         return st;
@@ -434,11 +432,9 @@ static cr_status qr_frule(const cr_config *cfg, cr_arena *arena, const cr_tangen
     size_t n = e.Q.c, nn = e.R.c;
     bool cplx = e.Q.cplx;
     cr__cmat E, dA, C, W, Psi, dR, Rs = cols_of(&e.R, 0, n);
-    st = cr__cmat_dx(arena, "qr", dargs, args, 0, cplx, &dA);
-    if (st != CR_OK || dA.p == NULL) {
-        *dy = cr_tangent_zero();
+    st = cr__frule_dx0(arena, "qr", dargs, args, cplx, &dA, dy);
+    if (st != CR_OK || dA.p == NULL)
         return st;
-    }
     E = cols_of(&dA, 0, n); /* Ẋ; a wide A's Ẏ = the other columns */
     st = qr_check_rank(arena, &Rs);
     if (st == CR_OK)
@@ -695,8 +691,7 @@ static cr_status geig_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     const cr__field_spec spec[2] = {{1, {n, 1}, true}, {2, {n, n}, true}};
     cr__cmat LV[2], G, K, VhV, T;
     bool zero;
-    cr_status st =
-        cr__tuple_cmats(arena, who, *dy, 2, e->vectors ? CR__TUPLE : 0, spec, LV, &zero);
+    cr_status st = cr__tuple_cmats(arena, who, *dy, 2, e->vectors ? CR__TUPLE : 0, spec, LV, &zero);
     if (st != CR_OK || zero) {
         dx[1] = cr_tangent_zero();
         return st;
@@ -771,11 +766,9 @@ static cr_status geig_frule(cr_arena *arena, bool vectors, const cr_tangent *dar
         return st;
     size_t n = e.V.r;
     cr__cmat dA, P, dl, VK;
-    st = cr__cmat_dx(arena, who, dargs, args, 0, true, &dA);
-    if (st != CR_OK || dA.p == NULL) {
-        *dy = cr_tangent_zero();
+    st = cr__frule_dx0(arena, who, dargs, args, true, &dA, dy);
+    if (st != CR_OK || dA.p == NULL)
         return st;
-    }
     st = cr__cmat_mul(arena, 'N', 'N', 1.0, &dA, &e.V, &P);
     if (st == CR_OK)
         st = geig_solve(arena, who, &e, 'N', &P);
@@ -968,13 +961,10 @@ static cr_status pinv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     dx[0] = cr_tangent_none();
     for (size_t i = 2; i < nx; i++)
         dx[i] = e->diff[i - 1] ? cr_tangent_zero() : cr_tangent_none();
-    size_t shape[2] = {e->Y.r, e->Y.c};
     cr__cmat G, T1, T2, YYh, YhY, R;
-    cr_status st = cr__cmat_tan(arena, "pinv_pullback", *dy, 2, shape, e->Y.cplx, &G);
-    if (st != CR_OK || G.p == NULL) {
-        dx[1] = cr_tangent_zero();
+    cr_status st = cr__pull_matrix(arena, "pinv_pullback", dy, e->Y.r, e->Y.c, e->Y.cplx, dx, &G);
+    if (st != CR_OK || G.p == NULL)
         return st;
-    }
     st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e->Y, &G, &T1); /* Yᴴ Ȳ */
     if (st == CR_OK)
         st = cr__cmat_mul(arena, 'N', 'C', -1.0, &T1, &e->Y, &R); /* -Yᴴ Ȳ Yᴴ */
@@ -998,15 +988,11 @@ static cr_status pinv_rrule_common(cr_arena *arena, bool ex, const cr_value *arg
 {
     CR__LA_ENV(arena, pinv_env, e);
     const cr_array *A;
-    cr_array *o;
     cr_status st = pinv_forward(arena, ex, args, nargs, &A, e);
-    if (st == CR_OK)
-        st = cr__cmat_out(arena, &e->Y, false, (cr_dtype)A->dtype, &o);
     if (st != CR_OK)
         return st;
-    *y = cr_value_array(o);
-    return cr__rrule_tail1(
-        arena, &args[0], udata, &e->pA, pb,
+    return cr__rrule_out1(
+        arena, &e->Y, (cr_dtype)A->dtype, args, udata, &e->pA, y, pb,
         (cr_pullback){pinv_pullback, e, ex ? "pinv_ex_pullback" : "pinv_pullback", nargs + 1});
 }
 
@@ -1016,19 +1002,13 @@ static cr_status pinv_frule_common(cr_arena *arena, bool ex, const cr_tangent *d
 {
     pinv_env e;
     const cr_array *A;
-    cr_array *o;
+    cr__cmat dA, T, R, YYh, YhY;
     cr_status st = pinv_forward(arena, ex, args, nargs, &A, &e);
     if (st == CR_OK)
-        st = cr__cmat_out(arena, &e.Y, false, (cr_dtype)A->dtype, &o);
-    if (st != CR_OK)
+        st = cr__frule_out1(arena, ex ? "pinv_ex" : "pinv", &e.Y, (cr_dtype)A->dtype, dargs, args,
+                            y, &dA, dy);
+    if (st != CR_OK || dA.p == NULL)
         return st;
-    *y = cr_value_array(o);
-    cr__cmat dA, T, R, YYh, YhY;
-    st = cr__cmat_dx(arena, ex ? "pinv_ex" : "pinv", dargs, args, 0, e.Y.cplx, &dA);
-    if (st != CR_OK || dA.p == NULL) {
-        *dy = cr_tangent_zero();
-        return st;
-    }
     st = cr__cmat_mul(arena, 'N', 'N', 1.0, &e.Y, &dA, &T);
     if (st == CR_OK)
         st = cr__cmat_mul(arena, 'N', 'N', -1.0, &T, &e.Y, &R);
@@ -1045,7 +1025,7 @@ static cr_status pinv_frule_common(cr_arena *arena, bool ex, const cr_tangent *d
     if (st != CR_OK)
         return st;
     cr__cmat_gemm('N', 'N', 1.0, &T, &YhY, 1.0, &R);
-    return cr__tangent_like(arena, o, &R, false, dy);
+    return cr__tangent_like(arena, y->u.arr, &R, false, dy);
 }
 
 #define PINV_RULES(NAME, EX) CR__PARAM_RULES(NAME, pinv_rrule_common, pinv_frule_common, EX, -1)

@@ -383,9 +383,55 @@ CR_INTERNAL cr_status cr__tuple_cmats(cr_arena *arena, const char *who, cr_tange
 
 /* Declares TYPE *E, a new zeroed TYPE in the arena; the enclosing rule returns the arena's
  * status when it is out of memory. */
-#define CR__LA_ENV(ARENA, TYPE, E)                                   \
+#define CR__LA_ENV(ARENA, TYPE, E)                                       \
     TYPE *E = cr_arena_calloc((ARENA), 1, sizeof(TYPE), _Alignof(TYPE)); \
-    if (E == NULL)                                                     \
+    if (E == NULL)                                                       \
     return CR__ALLOC_STATUS(ARENA)
+
+/* ---- Lazy cotangents (work_matrix.c) ----------------------------------------------------- */
+
+/* A lazy cotangent's environment: the rule's environment e and the work matrix g the
+ * pullback computed (solve's B̄, ...). */
+typedef struct cr__la_thunk {
+    const void *e;
+    cr__cmat g;
+} cr__la_thunk;
+
+/* *out = a thunk of fn on a new cr__la_thunk {e, *g} (cr__thunk, named name). */
+CR_INTERNAL cr_status cr__la_thunk_new(cr_arena *arena, cr_thunk_fn fn, const void *e,
+                                       const cr__cmat *g, const char *name, cr_tangent *out);
+
+/* *out = the cotangent -op(X) op(Y) (ops as cr__cmat_mul), projected by p (cr__cmat_give). */
+CR_INTERNAL cr_status cr__give_neg_product(cr_arena *arena, char tx, const cr__cmat *X, char ty,
+                                           const cr__cmat *Y, const cr_project *p, cr_tangent *out);
+
+/* ---- One-matrix rules (work_matrix.c) ---------------------------------------------------- */
+
+/* The start of the pullback of a function of one matrix: dx[0] = NoTangent, *G = the r x c
+ * cotangent dy as a work matrix; for a zero one G->p = NULL and dx[1] = ZeroTangent. */
+CR_INTERNAL cr_status cr__pull_matrix(cr_arena *arena, const char *who, const cr_tangent *dy,
+                                      size_t r, size_t c, bool cplx, cr_tangent *dx, cr__cmat *G);
+
+/* The end of the rrule of a function of args[0] whose result is the work matrix Y: *y = Y
+ * as an array of dtype dt, then cr__rrule_tail1. */
+CR_INTERNAL cr_status cr__rrule_out1(cr_arena *arena, const cr__cmat *Y, cr_dtype dt,
+                                     const cr_value *args, const void *udata, cr_project **p,
+                                     cr_value *y, cr_pullback *pb, cr_pullback pbv);
+
+/* The start of the frule of a function of args[0] after its forward pass: *y = Y as an array
+ * of dtype dt, *dA = the tangent of args[0] (cr__cmat_dx, Y's element type); for a zero one
+ * dA->p = NULL and *dy = ZeroTangent. */
+CR_INTERNAL cr_status cr__frule_out1(cr_arena *arena, const char *who, const cr__cmat *Y,
+                                     cr_dtype dt, const cr_tangent *dargs, const cr_value *args,
+                                     cr_value *y, cr__cmat *dA, cr_tangent *dy);
+
+/* *dy = the tangent of the output y from the work matrix m (cr_project_tangent). */
+CR_INTERNAL cr_status cr__cmat_project(cr_arena *arena, const cr_value *y, const cr__cmat *m,
+                                       cr_tangent *dy);
+
+/* *dA = the tangent of args[0] of an frule (cr__cmat_dx); for a zero one dA->p = NULL and
+ * *dy = ZeroTangent. */
+CR_INTERNAL cr_status cr__frule_dx0(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                                    const cr_value *args, bool cplx, cr__cmat *dA, cr_tangent *dy);
 
 #endif /* CR_LINALG_IMPL_H */

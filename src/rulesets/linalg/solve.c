@@ -253,9 +253,7 @@ static cr_status det_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
     for (size_t j = 0; j < n; j++)
         for (size_t i = 0; i < n; i++)
             cr__cmat_set(&G, i, j, c * conj(cr__cmat_get(&M, j, i)));
-    cr_array *r = NULL;
-    st = cr__cmat_to_array(arena, &G, false, &r);
-    return st != CR_OK ? st : cr__give(arena, e->pA, r, &dx[1]);
+    return cr__cmat_give(arena, e->pA, &G, false, &dx[1]);
 }
 
 static cr_status det_value(cr_arena *arena, int kind, const cr_array *A, const lu *f, cr_value *y)
@@ -383,22 +381,15 @@ static cr_status matinv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
                                  void *env)
 {
     (void)nx;
-    inv_env *e = env;
-    dx[0] = cr_tangent_none();
-    size_t shape[2] = {e->Y.r, e->Y.c};
+    const inv_env *e = env;
     cr__cmat G, T, R;
-    cr_status st = cr__cmat_tan(arena, "matinv_pullback", *dy, 2, shape, e->Y.cplx, &G);
-    if (st != CR_OK || G.p == NULL) {
-        dx[1] = cr_tangent_zero();
+    cr_status st = cr__pull_matrix(arena, "matinv_pullback", dy, e->Y.r, e->Y.c, e->Y.cplx, dx, &G);
+    if (st != CR_OK || G.p == NULL)
         return st;
-    }
     st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e->Y, &G, &T);
     if (st == CR_OK)
         st = cr__cmat_mul(arena, 'N', 'C', -1.0, &T, &e->Y, &R);
-    cr_array *r = NULL;
-    if (st == CR_OK)
-        st = cr__cmat_to_array(arena, &R, false, &r);
-    return st != CR_OK ? st : cr__give(arena, e->pA, r, &dx[1]);
+    return st != CR_OK ? st : cr__cmat_give(arena, e->pA, &R, false, &dx[1]);
 }
 
 static cr_status matinv_forward(cr_arena *arena, const cr_value *args, size_t nargs,
@@ -427,14 +418,10 @@ static cr_status matinv_rrule(const cr_config *cfg, cr_arena *arena, const cr_va
     const cr_array *A;
     CR__LA_ENV(arena, inv_env, e);
     cr_status st = matinv_forward(arena, args, nargs, &A, &e->Y);
-    cr_array *o;
-    if (st == CR_OK)
-        st = cr__cmat_out(arena, &e->Y, false, (cr_dtype)A->dtype, &o);
     if (st != CR_OK)
         return st;
-    *y = cr_value_array(o);
-    return cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,
-                           (cr_pullback){matinv_pullback, e, "matinv_pullback", nargs + 1});
+    return cr__rrule_out1(arena, &e->Y, (cr_dtype)A->dtype, args, udata, &e->pA, y, pb,
+                          (cr_pullback){matinv_pullback, e, "matinv_pullback", nargs + 1});
 }
 CR__ARRAY_FN(matinv, "inv", 1)
 
@@ -449,24 +436,14 @@ static cr_status matinv_frule(const cr_config *cfg, cr_arena *arena, const cr_ta
     const cr_array *A;
     cr__cmat Y, dA, T, R;
     cr_status st = matinv_forward(arena, args, nargs, &A, &Y);
-    cr_array *o;
     if (st == CR_OK)
-        st = cr__cmat_out(arena, &Y, false, (cr_dtype)A->dtype, &o);
-    if (st != CR_OK)
+        st = cr__frule_out1(arena, "inv", &Y, (cr_dtype)A->dtype, dargs, args, y, &dA, dy);
+    if (st != CR_OK || dA.p == NULL)
         return st;
-    *y = cr_value_array(o);
-    st = cr__cmat_dx(arena, "inv", dargs, args, 0, Y.cplx, &dA);
-    if (st != CR_OK || dA.p == NULL) {
-        *dy = cr_tangent_zero();
-        return st;
-    }
     st = cr__cmat_mul(arena, 'N', 'N', 1.0, &Y, &dA, &T);
     if (st == CR_OK)
         st = cr__cmat_mul(arena, 'N', 'N', -1.0, &T, &Y, &R);
-    cr_array *r = NULL;
-    if (st == CR_OK)
-        st = cr__cmat_to_array(arena, &R, false, &r);
-    return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
+    return st != CR_OK ? st : cr__cmat_project(arena, y, &R, dy);
 }
 
 /* ---- solve ------------------------------------------------------------------------------ */
@@ -562,21 +539,12 @@ typedef struct solve_env {
     bool dA, dB, cplx;
 } solve_env;
 
-typedef struct solve_thunk {
-    const solve_env *e;
-    cr__cmat Bbar;
-} solve_thunk;
-
 /* Ā = -B̄ Yᴴ */
 static cr_status solve_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 {
-    solve_thunk *t = env;
-    cr__cmat R;
-    cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, &t->Bbar, &t->e->Y, &R);
-    cr_array *r = NULL;
-    if (st == CR_OK)
-        st = cr__cmat_to_array(arena, &R, false, &r);
-    return st != CR_OK ? st : cr__give(arena, t->e->pA, r, out);
+    const cr__la_thunk *t = env;
+    const solve_env *e = t->e;
+    return cr__give_neg_product(arena, 'N', &t->g, 'C', &e->Y, e->pA, out);
 }
 
 /* B̄ = A⁻ᴴ Ȳ, Ā = -B̄ Yᴴ (a thunk). */
@@ -608,11 +576,7 @@ static cr_status solve_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
             return st;
     }
     if (e->dA) {
-        solve_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(solve_thunk));
-        if (t == NULL)
-            return CR__ALLOC_STATUS(arena);
-        *t = (solve_thunk){e, G};
-        st = cr__thunk(arena, solve_thunk_fn, NULL, t, "solve_pullback_thunk", &dx[1]);
+        st = cr__la_thunk_new(arena, solve_thunk_fn, e, &G, "solve_pullback_thunk", &dx[1]);
     }
     return st;
 }
@@ -779,21 +743,12 @@ static cr_status rdiv_forward(cr_arena *arena, const cr_value *args, size_t narg
     return st;
 }
 
-typedef struct rdiv_thunk {
-    const rdiv_env *e;
-    cr__cmat Bbar;
-} rdiv_thunk;
-
 /* Ā = -Yᴴ B̄ */
 static cr_status rdiv_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 {
-    rdiv_thunk *t = env;
-    cr__cmat R;
-    cr_status st = cr__cmat_mul(arena, 'C', 'N', -1.0, &t->e->Y, &t->Bbar, &R);
-    cr_array *r = NULL;
-    if (st == CR_OK)
-        st = cr__cmat_to_array(arena, &R, false, &r);
-    return st != CR_OK ? st : cr__give(arena, t->e->pA, r, out);
+    const cr__la_thunk *t = env;
+    const rdiv_env *e = t->e;
+    return cr__give_neg_product(arena, 'C', &e->Y, 'N', &t->g, e->pA, out);
 }
 
 /* Y = B A⁻¹: B̄ = Ȳ A⁻ᴴ, Ā = -Yᴴ B̄ (a thunk). */
@@ -826,11 +781,7 @@ static cr_status rdiv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
         st = cr__give(arena, e->pB, r, &dx[1]);
     if (st != CR_OK)
         return st;
-    rdiv_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(rdiv_thunk));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
-    *t = (rdiv_thunk){e, G};
-    return cr__thunk(arena, rdiv_thunk_fn, NULL, t, "rdiv_pullback_thunk", &dx[2]);
+    return cr__la_thunk_new(arena, rdiv_thunk_fn, e, &G, "rdiv_pullback_thunk", &dx[2]);
 }
 
 /* rdiv(B, A) = B / A = B A⁻¹. */

@@ -81,8 +81,7 @@ static cr_status eig_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
     const cr__field_spec spec[2] = {{1, {n, 1}, false}, {2, {n, n}, e->V.cplx}};
     cr__cmat LV[2], K, T, S;
     bool zero;
-    cr_status st =
-        cr__tuple_cmats(arena, who, *dy, 2, e->vectors ? CR__TUPLE : 0, spec, LV, &zero);
+    cr_status st = cr__tuple_cmats(arena, who, *dy, 2, e->vectors ? CR__TUPLE : 0, spec, LV, &zero);
     if (st != CR_OK || zero) {
         dx[1] = cr_tangent_zero();
         return st;
@@ -412,9 +411,7 @@ static cr_status svd_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
         cr__cmat_gemm('N', 'N', -1.0, &e->V, &W, 1.0, &Q);
         cr__cmat_gemm('N', 'C', 1.0, &f->U, &Q, 1.0, &Abar);
     }
-    cr_array *r = NULL;
-    st = cr__cmat_to_array(arena, &Abar, false, &r);
-    return st != CR_OK ? st : cr__give(arena, e->pA, r, &dx[1]);
+    return cr__cmat_give(arena, e->pA, &Abar, false, &dx[1]);
 }
 
 static cr_status svd_rrule_common(cr_arena *arena, bool vectors, const cr_value *args, size_t nargs,
@@ -452,11 +449,9 @@ static cr_status svd_frule_common(cr_arena *arena, bool vectors, const cr_tangen
     size_t m = f->m, n = f->n, k = f->k;
     bool cplx = f->U.cplx;
     cr__cmat dA, T, dP;
-    st = cr__cmat_dx(arena, who, dargs, args, 0, cplx, &dA);
-    if (st != CR_OK || dA.p == NULL) {
-        *dy = cr_tangent_zero();
+    st = cr__frule_dx0(arena, who, dargs, args, cplx, &dA, dy);
+    if (st != CR_OK || dA.p == NULL)
         return st;
-    }
     st = cr__cmat_mul(arena, 'C', 'N', 1.0, &f->U, &dA, &T);
     if (st == CR_OK)
         st = cr__cmat_mul(arena, 'N', 'N', 1.0, &T, &e.V, &dP);
