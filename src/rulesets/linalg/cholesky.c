@@ -19,10 +19,8 @@
 static cr_status cholesky_forward(cr_arena *arena, const cr_value *args, size_t nargs,
                                   const cr_array **A, cr__cmat *U)
 {
-    bool cplx = false;
-    cr_status st = cr__nargs(arena, "cholesky", nargs, 1, 1);
-    if (st == CR_OK)
-        st = cr__square_arg(arena, "cholesky", args, nargs, 0, A, &cplx);
+    bool cplx;
+    cr_status st = cr__square_arg1(arena, "cholesky", args, nargs, A, &cplx);
     if (st == CR_OK)
         st = cr__herm_upper(arena, *A, cplx, U);
     if (st != CR_OK)
@@ -85,7 +83,7 @@ static cr_status cholesky_pullback(const cr_tangent *dy, cr_tangent *dx, size_t 
                                    void *env)
 {
     (void)nx;
-    const chol_env *e = env;
+    chol_env *e = env;
     size_t n = e->U.r;
     cr__cmat Ub, P, X;
     cr_status st = cr__pull_matrix(arena, "cholesky_pullback", dy, n, n, e->U.cplx, dx, &Ub);
@@ -509,9 +507,7 @@ static cr_status cdet_forward(cr_arena *arena, bool lg, const cr_value *args, si
 {
     const char *who = cdet_name(lg);
     const cr_array *U;
-    cr_status st = cr__nargs(arena, who, nargs, 1, 1);
-    if (st == CR_OK)
-        st = cr__square_arg(arena, who, args, nargs, 0, &U, NULL);
+    cr_status st = cr__square_arg1(arena, who, args, nargs, &U, NULL);
     if (st == CR_OK)
         st = factor_arg(arena, who, args, nargs, 0, U->dtype == CR_DT_C128, lg, &U, Um);
     if (st != CR_OK)

@@ -239,10 +239,8 @@ typedef struct expm_env {
 static cr_status expm_forward(cr_arena *arena, const cr_value *args, size_t nargs,
                               const cr_array **A, cr__cmat *Am, cr__cmat *Y)
 {
-    bool cplx = false;
-    cr_status st = cr__nargs(arena, "expm", nargs, 1, 1);
-    if (st == CR_OK)
-        st = cr__square_arg(arena, "expm", args, nargs, 0, A, &cplx);
+    bool cplx;
+    cr_status st = cr__square_arg1(arena, "expm", args, nargs, A, &cplx);
     if (st == CR_OK)
         st = cr__cmat_from(arena, *A, cplx, Am);
     if (st == CR_OK)
@@ -255,7 +253,7 @@ static cr_status expm_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
                                void *env)
 {
     (void)nx;
-    const expm_env *e = env;
+    expm_env *e = env;
     cr__cmat G, Ah, L;
     cr_status st =
         cr__pull_matrix(arena, "expm_pullback", dy, e->Am.r, e->Am.r, e->Am.cplx, dx, &G);

@@ -500,9 +500,7 @@ static bool eig_before(cr_complex a, cr_complex b)
 static cr_status geig_forward(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
                               geig_env *e)
 {
-    cr_status st = cr__nargs(arena, who, nargs, 1, 1);
-    if (st == CR_OK)
-        st = cr__square_arg(arena, who, args, nargs, 0, &e->A, NULL);
+    cr_status st = cr__square_arg1(arena, who, args, nargs, &e->A, NULL);
     if (st != CR_OK)
         return st;
     bool cplx = e->A->dtype == CR_DT_C128;

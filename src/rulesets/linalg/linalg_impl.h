@@ -434,4 +434,11 @@ CR_INTERNAL cr_status cr__cmat_project(cr_arena *arena, const cr_value *y, const
 CR_INTERNAL cr_status cr__frule_dx0(cr_arena *arena, const char *who, const cr_tangent *dargs,
                                     const cr_value *args, bool cplx, cr__cmat *dA, cr_tangent *dy);
 
+#if defined(CR_HAVE_LAPACKE)
+/* The only argument, a square float matrix (cr__nargs for one argument, then cr__square_arg
+ * of argument 0; *cplx, when not NULL, whether it is complex, else false). */
+CR_INTERNAL cr_status cr__square_arg1(cr_arena *arena, const char *who, const cr_value *args,
+                                      size_t nargs, const cr_array **A, bool *cplx);
+#endif
+
 #endif /* CR_LINALG_IMPL_H */

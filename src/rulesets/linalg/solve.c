@@ -299,10 +299,8 @@ static cr_status det_rrule_common(cr_arena *arena, int kind, const cr_value *arg
 {
     const char *who = k_det_names[kind];
     const cr_array *A;
-    bool cplx = false;
-    cr_status st = cr__nargs(arena, who, nargs, 1, 1);
-    if (st == CR_OK)
-        st = cr__square_arg(arena, who, args, nargs, 0, &A, &cplx);
+    bool cplx;
+    cr_status st = cr__square_arg1(arena, who, args, nargs, &A, &cplx);
     if (st != CR_OK)
         return st;
     CR__LA_ENV(arena, det_env, e);
@@ -381,7 +379,7 @@ static cr_status matinv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
                                  void *env)
 {
     (void)nx;
-    const inv_env *e = env;
+    inv_env *e = env;
     cr__cmat G, T, R;
     cr_status st = cr__pull_matrix(arena, "matinv_pullback", dy, e->Y.r, e->Y.c, e->Y.cplx, dx, &G);
     if (st != CR_OK || G.p == NULL)
@@ -395,10 +393,8 @@ static cr_status matinv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
 static cr_status matinv_forward(cr_arena *arena, const cr_value *args, size_t nargs,
                                 const cr_array **A, cr__cmat *Y)
 {
-    bool cplx = false;
-    cr_status st = cr__nargs(arena, "inv", nargs, 1, 1);
-    if (st == CR_OK)
-        st = cr__square_arg(arena, "inv", args, nargs, 0, A, &cplx);
+    bool cplx;
+    cr_status st = cr__square_arg1(arena, "inv", args, nargs, A, &cplx);
     lu f;
     if (st == CR_OK)
         st = lu_factor(arena, "inv", *A, cplx, &f);

@@ -32,10 +32,8 @@ typedef struct eig_env {
 static cr_status eig_forward(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
                              const cr_array **A, cr__cmat *V, double **w)
 {
-    bool cplx = false;
-    cr_status st = cr__nargs(arena, who, nargs, 1, 1);
-    if (st == CR_OK)
-        st = cr__square_arg(arena, who, args, nargs, 0, A, &cplx);
+    bool cplx;
+    cr_status st = cr__square_arg1(arena, who, args, nargs, A, &cplx);
     if (st == CR_OK)
         st = cr__herm_upper(arena, *A, cplx, V);
     if (st == CR_OK)
