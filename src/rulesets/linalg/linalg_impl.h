@@ -441,4 +441,18 @@ CR_INTERNAL cr_status cr__square_arg1(cr_arena *arena, const char *who, const cr
                                       size_t nargs, const cr_array **A, bool *cplx);
 #endif
 
+/* ---- Second-order forms ------------------------------------------------------------------ */
+
+/* Defines the static form check NAME (cr_rule_form.check): the leading array argument and
+ * the first NVAR arguments variable at most (cr__form_check_leading), then MORE, an
+ * expression of args and nargs: why the form does not cover the call, or NULL. */
+#define CR__LA_FORM_CHECK(NAME, NVAR, MORE)                                      \
+    static const char *NAME(const cr_value *args, size_t nargs, const bool *var, \
+                            uint32_t *linearity)                                 \
+    {                                                                            \
+        (void)linearity;                                                         \
+        const char *why = cr__form_check_leading(args, nargs, var, (NVAR));      \
+        return why != NULL ? why : (MORE);                                       \
+    }
+
 #endif /* CR_LINALG_IMPL_H */

@@ -1052,29 +1052,11 @@ static const char *real_a_b(const cr_value *args, size_t nargs, size_t a)
     return NULL;
 }
 
-static const char *inv_check(const cr_value *args, size_t nargs, const bool *var,
-                             uint32_t *linearity)
-{
-    (void)linearity;
-    const char *why = cr__form_check_leading(args, nargs, var, 1);
-    return why != NULL ? why : real_a_b(args, nargs, 0);
-}
+CR__LA_FORM_CHECK(inv_check, 1, real_a_b(args, nargs, 0))
 
-static const char *solve_check(const cr_value *args, size_t nargs, const bool *var,
-                               uint32_t *linearity)
-{
-    (void)linearity;
-    const char *why = cr__form_check_leading(args, nargs, var, 2);
-    return why != NULL ? why : real_a_b(args, nargs, 0);
-}
+CR__LA_FORM_CHECK(solve_check, 2, real_a_b(args, nargs, 0))
 
-static const char *rdiv_check(const cr_value *args, size_t nargs, const bool *var,
-                              uint32_t *linearity)
-{
-    (void)linearity;
-    const char *why = cr__form_check_leading(args, nargs, var, 2);
-    return why != NULL ? why : real_a_b(args, nargs, 1);
-}
+CR__LA_FORM_CHECK(rdiv_check, 2, real_a_b(args, nargs, 1))
 
 typedef struct inv_state {
     cr__form F;

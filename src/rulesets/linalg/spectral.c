@@ -1420,6 +1420,13 @@ static double dd2(const cr_scalar_rule *row, double a, double b, double c, doubl
     return (dd1(row, b, c, tol) - dd1(row, a, b, tol)) / (c - a);
 }
 
+/* Why a real-matrix form does not cover A: A is complex (or NULL when it is covered). */
+static const char *real_a(const cr_array *A)
+{
+    return A != NULL && A->dtype == CR_DT_C128 ? "A is complex; the form covers real matrices only"
+                                               : NULL;
+}
+
 /* matfun_herm(f, A): f a scalar-table function of one argument; A real, of any structure
  * (the rule reads the symmetric matrix of the logical matrix's upper triangle and projects its
  * cotangent onto A's structure; the engine projects S the same way). */
@@ -1433,9 +1440,7 @@ static const char *matfun_check(const cr_value *args, size_t nargs, const bool *
                                   : cr_scalar_rule_of(args[0].u.func.fn);
     if (r == NULL || r->nin != 1 || r->nout != 1 || args[1].kind != CR_KIND_ARRAY)
         return "f is not a scalar-table function of one argument";
-    const cr_array *A = args[1].u.arr;
-    return A != NULL && A->dtype == CR_DT_C128 ? "A is complex; the form covers real matrices only"
-                                               : NULL;
+    return real_a(args[1].u.arr);
 }
 
 typedef struct matfun_state {
@@ -1552,12 +1557,11 @@ const cr_rule_form cr__form_matfun_herm = {matfun_check, matfun_init, matfun_dir
 /* Element e of the tuple value y (a c128 array of ndim dimensions) as a work matrix. */
 static cr_status geig_part(const cr__form *F, const cr_value *y, size_t e, size_t ndim, cr__cmat *m)
 {
-    cr_value v;
-    if (y->kind != CR_KIND_STRUCT ||
-        cr_type_field_value(y->u.obj.type, y->u.obj.ptr, e, &v) != CR_OK ||
-        v.kind != CR_KIND_ARRAY || v.u.arr == NULL || v.u.arr->ndim != ndim)
-        return CR_EINVAL;
-    return cr__cmat_from(F->arena, v.u.arr, true, m);
+    cr_value v = {.kind = CR_KIND_F64};
+    bool got = y->kind == CR_KIND_STRUCT &&
+               cr_type_field_value(y->u.obj.type, y->u.obj.ptr, e, &v) == CR_OK;
+    bool fits = got && v.kind == CR_KIND_ARRAY && v.u.arr != NULL && v.u.arr->ndim == ndim;
+    return fits ? cr__cmat_from(F->arena, v.u.arr, true, m) : CR_EINVAL;
 }
 
 /* A tangent of a c128 array of `shape` (ndim 1 or 2) as a complex work matrix, zeros when it
@@ -1591,17 +1595,7 @@ static size_t geig_gauge_row(const cr__cmat *V, size_t j)
 /* eigen_general, eigvals_general: a real A, of any structure (the rule reads a structured A
  * as its logical dense matrix and projects its cotangent, as the engine projects S); a
  * complex A is not a real matrix. */
-static const char *geig_check(const cr_value *args, size_t nargs, const bool *var,
-                              uint32_t *linearity)
-{
-    (void)linearity;
-    const char *why = cr__form_check_leading(args, nargs, var, 1);
-    if (why != NULL)
-        return why;
-    const cr_array *A = args[0].u.arr;
-    return A != NULL && A->dtype == CR_DT_C128 ? "A is complex; the form covers real matrices only"
-                                               : NULL;
-}
+CR__LA_FORM_CHECK(geig_check, 1, real_a(args[0].u.arr))
 
 typedef struct geig_state {
     cr__form F;
