@@ -163,12 +163,9 @@ static cr_status scalar_rrule(cr_arena *arena, const cr_value *args, size_t narg
     return CR_OK;
 }
 
-static cr_status cholesky_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                                const void *udata)
+static cr_status cholesky_rrule1(cr_arena *arena, const cr_value *args, size_t nargs, cr_value *y,
+                                 cr_pullback *pb, const void *udata)
 {
-    (void)cfg;
-    (void)f;
     if (nargs == 1 && args[0].kind != CR_KIND_ARRAY)
         return scalar_rrule(arena, args, nargs, y, pb, udata);
     CR__LA_ENV(arena, chol_env, e);
@@ -180,17 +177,12 @@ static cr_status cholesky_rrule(const cr_config *cfg, cr_arena *arena, const cr_
     return cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,
                            (cr_pullback){cholesky_pullback, e, "cholesky_pullback", nargs + 1});
 }
-CR__ARRAY_FN(cholesky, "cholesky", 1)
 
 /* frule: with Ḣ the Hermitian matrix read from Ȧ's upper triangle, S = U⁻ᴴ Ḣ U⁻¹,
  * U̇ = Φ(S) U where Φ keeps the upper triangle and halves the diagonal. */
-static cr_status cholesky_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                                const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                                cr_tangent *dy, const void *udata)
+static cr_status cholesky_frule1(cr_arena *arena, const cr_tangent *dargs, const cr_value *args,
+                                 size_t nargs, cr_value *y, cr_tangent *dy)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     if (nargs == 1 && args[0].kind != CR_KIND_ARRAY) {
         double u;
         cr_dtype dt;
@@ -237,6 +229,7 @@ static cr_status cholesky_frule(const cr_config *cfg, cr_arena *arena, const cr_
     st = cr__cmat_mul(arena, 'N', 'N', 1.0, &S, &U, &R);
     return st != CR_OK ? st : cr__cmat_project(arena, y, &R, dy);
 }
+CR__LA_RULES(cholesky, "cholesky", 1)
 
 /* ---- cholesky_solve, cholesky_det and cholesky_logdet ------------------------------------ */
 

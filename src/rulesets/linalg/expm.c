@@ -266,12 +266,9 @@ static cr_status expm_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
 }
 
 /* expm(A) = exp(A) of a general square matrix. */
-static cr_status expm_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+static cr_status expm_rrule1(cr_arena *arena, const cr_value *args, size_t nargs, cr_value *y,
+                             cr_pullback *pb, const void *udata)
 {
-    (void)cfg;
-    (void)f;
     CR__LA_ENV(arena, expm_env, e);
     cr__cmat Y;
     cr_status st = expm_forward(arena, args, nargs, &e->A, &e->Am, &Y);
@@ -280,16 +277,11 @@ static cr_status expm_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
     return cr__rrule_out1(arena, &Y, (cr_dtype)e->A->dtype, args, udata, &e->pA, y, pb,
                           (cr_pullback){expm_pullback, e, "expm_pullback", nargs + 1});
 }
-CR__ARRAY_FN(expm, "expm", 1)
 
 /* frule: Ẏ = L(A, Ȧ). */
-static cr_status expm_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+static cr_status expm_frule1(cr_arena *arena, const cr_tangent *dargs, const cr_value *args,
+                             size_t nargs, cr_value *y, cr_tangent *dy)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     const cr_array *A;
     cr__cmat Am, Y, dA, L;
     cr_status st = expm_forward(arena, args, nargs, &A, &Am, &Y);
@@ -300,6 +292,7 @@ static cr_status expm_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
     st = expm_frechet(arena, &Am, &dA, NULL, &L);
     return st != CR_OK ? st : cr__cmat_project(arena, y, &L, dy);
 }
+CR__LA_RULES(expm, "expm", 1)
 
 /* ---- Test registrations ---------------------------------------------------------------- */
 

@@ -150,12 +150,9 @@ static cr_status lu_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr
     return cr__cmat_give(arena, e->pA, &T, false, &dx[1]);
 }
 
-static cr_status lu_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                          const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                          const void *udata)
+static cr_status lu_rrule1(cr_arena *arena, const cr_value *args, size_t nargs, cr_value *y,
+                           cr_pullback *pb, const void *udata)
 {
-    (void)cfg;
-    (void)f;
     CR__LA_ENV(arena, lu_env, e);
     cr_status st = lu_forward(arena, args, nargs, e);
     if (st == CR_OK)
@@ -165,17 +162,12 @@ static cr_status lu_rrule(const cr_config *cfg, cr_arena *arena, const cr_value 
     return cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,
                            (cr_pullback){lu_pullback, e, "lu_pullback", nargs + 1});
 }
-CR__ARRAY_FN(lu, "lu", 1)
 
 /* frule: with P Ȧ, cr__lu_tangent (square: F = L⁻¹ P Ȧ U⁻¹, L̇ = L tril(F, -1),
  * U̇ = triu(F) U); ṗ is NoTangent. */
-static cr_status lu_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                          const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                          cr_tangent *dy, const void *udata)
+static cr_status lu_frule1(cr_arena *arena, const cr_tangent *dargs, const cr_value *args,
+                           size_t nargs, cr_value *y, cr_tangent *dy)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     lu_env e;
     memset(&e, 0, sizeof e);
     cr_status st = lu_forward(arena, args, nargs, &e);
@@ -203,6 +195,7 @@ static cr_status lu_frule(const cr_config *cfg, cr_arena *arena, const cr_tangen
         st = cr__tangent_like(arena, e.oU, &dU, false, &t[1]);
     return st != CR_OK ? st : cr_tangent_struct(arena, &cr__k_tup3, NULL, t, 3, dy);
 }
+CR__LA_RULES(lu, "lu", 1)
 
 /* ---- qr ------------------------------------------------------------------------------------ */
 
@@ -395,12 +388,9 @@ static cr_status qr_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr
     return cr__cmat_give(arena, e->pA, &Ga, false, &dx[1]);
 }
 
-static cr_status qr_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                          const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                          const void *udata)
+static cr_status qr_rrule1(cr_arena *arena, const cr_value *args, size_t nargs, cr_value *y,
+                           cr_pullback *pb, const void *udata)
 {
-    (void)cfg;
-    (void)f;
     CR__LA_ENV(arena, qr_env, e);
     cr_status st = qr_forward(arena, args, nargs, e);
     if (st == CR_OK)
@@ -410,18 +400,13 @@ static cr_status qr_rrule(const cr_config *cfg, cr_arena *arena, const cr_value 
     return cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,
                            (cr_pullback){qr_pullback, e, "qr_pullback", nargs + 1});
 }
-CR__ARRAY_FN(qr, "qr", 1)
 
 /* frule: E = Ȧ R⁻¹, C = Qᴴ E; Qᴴ Q̇ = Ω is skew-Hermitian with Ω's strictly lower part
  * that of C and an imaginary diagonal, Ṙ R⁻¹ = Ψ is upper triangular with a real
  * diagonal: Ω + Ψ = C. Q̇ = E + Q (Ω - C), Ṙ = Ψ R. */
-static cr_status qr_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                          const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                          cr_tangent *dy, const void *udata)
+static cr_status qr_frule1(cr_arena *arena, const cr_tangent *dargs, const cr_value *args,
+                           size_t nargs, cr_value *y, cr_tangent *dy)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     qr_env e;
     memset(&e, 0, sizeof e);
     cr_status st = qr_forward(arena, args, nargs, &e);
@@ -474,6 +459,7 @@ static cr_status qr_frule(const cr_config *cfg, cr_arena *arena, const cr_tangen
         st = cr__tangent_like(arena, e.oR, &dR, false, &t[1]);
     return st != CR_OK ? st : cr_tangent_struct(arena, &cr__k_tup2, NULL, t, 2, dy);
 }
+CR__LA_RULES(qr, "qr", 1)
 
 /* ---- eigen and eigvals of general matrices ------------------------------------------------ */
 

@@ -455,4 +455,29 @@ CR_INTERNAL cr_status cr__square_arg1(cr_arena *arena, const char *who, const cr
         return why != NULL ? why : (MORE);                                       \
     }
 
+/* ---- Rules of a fixed arity -------------------------------------------------------------- */
+
+/* The rrule and frule of NAME (the registry's signatures) as calls of
+ * NAME_rrule1(arena, args, nargs, y, pb, udata) and NAME_frule1(arena, dargs, args, nargs, y,
+ * dy); then the function value cr_fn_NAME named STR (CR__ARRAY_FN). */
+#define CR__LA_RULES(NAME, STR, ARITY)                                                            \
+    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,       \
+                                  const cr_value *args, size_t nargs, cr_value *y,                \
+                                  cr_pullback *pb, const void *udata)                             \
+    {                                                                                             \
+        (void)cfg;                                                                                \
+        (void)f;                                                                                  \
+        return NAME##_rrule1(arena, args, nargs, y, pb, udata);                                   \
+    }                                                                                             \
+    static cr_status NAME##_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, \
+                                  const cr_value *f, const cr_value *args, size_t nargs,          \
+                                  cr_value *y, cr_tangent *dy, const void *udata)                 \
+    {                                                                                             \
+        (void)cfg;                                                                                \
+        (void)f;                                                                                  \
+        (void)udata;                                                                              \
+        return NAME##_frule1(arena, dargs, args, nargs, y, dy);                                   \
+    }                                                                                             \
+    CR__ARRAY_FN(NAME, STR, ARITY)
+
 #endif /* CR_LINALG_IMPL_H */

@@ -405,12 +405,9 @@ static cr_status matinv_forward(cr_arena *arena, const cr_value *args, size_t na
     return lu_inverse(arena, "inv", &f, Y);
 }
 
-static cr_status matinv_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                              const void *udata)
+static cr_status matinv_rrule1(cr_arena *arena, const cr_value *args, size_t nargs, cr_value *y,
+                               cr_pullback *pb, const void *udata)
 {
-    (void)cfg;
-    (void)f;
     const cr_array *A;
     CR__LA_ENV(arena, inv_env, e);
     cr_status st = matinv_forward(arena, args, nargs, &A, &e->Y);
@@ -419,16 +416,11 @@ static cr_status matinv_rrule(const cr_config *cfg, cr_arena *arena, const cr_va
     return cr__rrule_out1(arena, &e->Y, (cr_dtype)A->dtype, args, udata, &e->pA, y, pb,
                           (cr_pullback){matinv_pullback, e, "matinv_pullback", nargs + 1});
 }
-CR__ARRAY_FN(matinv, "inv", 1)
 
 /* frule: Ẏ = -Y Ȧ Y. */
-static cr_status matinv_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                              const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                              cr_tangent *dy, const void *udata)
+static cr_status matinv_frule1(cr_arena *arena, const cr_tangent *dargs, const cr_value *args,
+                               size_t nargs, cr_value *y, cr_tangent *dy)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     const cr_array *A;
     cr__cmat Y, dA, T, R;
     cr_status st = matinv_forward(arena, args, nargs, &A, &Y);
@@ -441,6 +433,7 @@ static cr_status matinv_frule(const cr_config *cfg, cr_arena *arena, const cr_ta
         st = cr__cmat_mul(arena, 'N', 'N', -1.0, &T, &Y, &R);
     return st != CR_OK ? st : cr__cmat_project(arena, y, &R, dy);
 }
+CR__LA_RULES(matinv, "inv", 1)
 
 /* ---- solve ------------------------------------------------------------------------------ */
 
@@ -609,12 +602,9 @@ static cr_status solve_forward(cr_arena *arena, const cr_value *args, size_t nar
 }
 
 /* solve(A, B) = A \ B. */
-static cr_status solve_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                             const void *udata)
+static cr_status solve_rrule1(cr_arena *arena, const cr_value *args, size_t nargs, cr_value *y,
+                              cr_pullback *pb, const void *udata)
 {
-    (void)cfg;
-    (void)f;
     CR__LA_ENV(arena, solve_env, e);
     cr_dtype dt = CR_DT_F64;
     cr_status st = solve_forward(arena, args, nargs, e, &dt);
@@ -626,16 +616,11 @@ static cr_status solve_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
     return cr__rrule_tail2(arena, args, udata, &e->pA, &e->pB, o, y, pb,
                            (cr_pullback){solve_pullback, e, "solve_pullback", nargs + 1});
 }
-CR__ARRAY_FN(solve, "solve", 2)
 
 /* frule: Ẏ = A⁻¹ (Ḃ - Ȧ Y). */
-static cr_status solve_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                             cr_tangent *dy, const void *udata)
+static cr_status solve_frule1(cr_arena *arena, const cr_tangent *dargs, const cr_value *args,
+                              size_t nargs, cr_value *y, cr_tangent *dy)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     solve_env e;
     cr_dtype dt = CR_DT_F64;
     cr_status st = solve_forward(arena, args, nargs, &e, &dt);
@@ -663,6 +648,7 @@ static cr_status solve_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
         st = cr__cmat_to_array(arena, &R, e.B->ndim == 1, &r);
     return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
 }
+CR__LA_RULES(solve, "solve", 2)
 
 /* ---- rdiv: B / A ------------------------------------------------------------------------- */
 
@@ -781,12 +767,9 @@ static cr_status rdiv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
 }
 
 /* rdiv(B, A) = B / A = B A⁻¹. */
-static cr_status rdiv_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+static cr_status rdiv_rrule1(cr_arena *arena, const cr_value *args, size_t nargs, cr_value *y,
+                             cr_pullback *pb, const void *udata)
 {
-    (void)cfg;
-    (void)f;
     CR__LA_ENV(arena, rdiv_env, e);
     cr_dtype dt = CR_DT_F64;
     cr_status st = rdiv_forward(arena, args, nargs, e, &dt);
@@ -798,16 +781,11 @@ static cr_status rdiv_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
     return cr__rrule_tail2(arena, args, udata, &e->pB, &e->pA, o, y, pb,
                            (cr_pullback){rdiv_pullback, e, "rdiv_pullback", nargs + 1});
 }
-CR__ARRAY_FN(rdiv, "rdiv", 2)
 
 /* frule: Ẏ = (Ḃ - Y Ȧ) A⁻¹. */
-static cr_status rdiv_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+static cr_status rdiv_frule1(cr_arena *arena, const cr_tangent *dargs, const cr_value *args,
+                             size_t nargs, cr_value *y, cr_tangent *dy)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     rdiv_env e;
     memset(&e, 0, sizeof e);
     cr_dtype dt = CR_DT_F64;
@@ -843,6 +821,7 @@ static cr_status rdiv_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
         st = rdiv_out(arena, &R, vec, e.cplx ? CR_DT_C128 : CR_DT_F64, &r);
     return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
 }
+CR__LA_RULES(rdiv, "rdiv", 2)
 
 /* ---- Test registrations ---------------------------------------------------------------- */
 
