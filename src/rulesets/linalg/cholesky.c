@@ -361,9 +361,7 @@ static cr_status csolve_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 static cr_status csolve_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                                  void *env)
 {
-    csolve_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    csolve_env *e = cr__pb_start(dx, nx, true, env);
     const cr_array *B = e->B;
     size_t iu = e->right ? 2 : 1, ib = e->right ? 1 : 2;
     const char *who = e->right ? "cholesky_rdiv_pullback" : "cholesky_solve_pullback";
@@ -521,9 +519,7 @@ static cr_status cdet_forward(cr_arena *arena, bool lg, const cr_value *args, si
 static cr_status cdet_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                                void *env)
 {
-    (void)nx;
-    cdet_env *e = env;
-    dx[0] = cr_tangent_none();
+    cdet_env *e = cr__pb_start(dx, nx, false, env);
     cr_complex c;
     bool nz;
     cr_status st = cr__tan_scalar(arena, cdet_name(e->lg), *dy, &c, &nz);

@@ -63,6 +63,14 @@ static double mat_norm1(const cr__cmat *M)
     return best;
 }
 
+/* W += b[hi] P[0] + b[hi - 2] P[1] + ... over np terms: the sums of the degree-13 Padé
+ * approximant, with P = (A⁶, A⁴, A², I). */
+static void pade13_terms(cr__cmat *W, const double *b, int hi, const cr__cmat *const *P, int np)
+{
+    for (int k = 0; k < np; k++)
+        mat_axpy(W, b[hi - 2 * k], P[k]);
+}
+
 /* exp(A) by scaling and squaring with a Padé approximant (A is not modified). */
 static cr_status expm_of(cr_arena *arena, const cr__cmat *A0, cr__cmat *out)
 {
@@ -141,13 +149,9 @@ static cr_status expm_of(cr_arena *arena, const cr__cmat *A0, cr__cmat *out)
         if (st != CR_OK)
             return st;
         /* U = A [A6 (b13 A6 + b11 A4 + b9 A2) + b7 A6 + b5 A4 + b3 A2 + b1 I] */
-        mat_axpy(&W1, b[13], &A6);
-        mat_axpy(&W1, b[11], &A4);
-        mat_axpy(&W1, b[9], &A2);
-        mat_axpy(&W2, b[7], &A6);
-        mat_axpy(&W2, b[5], &A4);
-        mat_axpy(&W2, b[3], &A2);
-        mat_axpy(&W2, b[1], &Id);
+        const cr__cmat *P[4] = {&A6, &A4, &A2, &Id};
+        pade13_terms(&W1, b, 13, P, 3);
+        pade13_terms(&W2, b, 7, P, 4);
         cr__cmat_gemm('N', 'N', 1.0, &A6, &W1, 1.0, &W2);
         cr__cmat_gemm('N', 'N', 1.0, &A, &W2, 0.0, &U);
         /* V = A6 (b12 A6 + b10 A4 + b8 A2) + b6 A6 + b4 A4 + b2 A2 + b0 I */
@@ -155,13 +159,8 @@ static cr_status expm_of(cr_arena *arena, const cr__cmat *A0, cr__cmat *out)
         st = cr__cmat_new(arena, cplx, n, n, true, &Z1);
         if (st != CR_OK)
             return st;
-        mat_axpy(&Z1, b[12], &A6);
-        mat_axpy(&Z1, b[10], &A4);
-        mat_axpy(&Z1, b[8], &A2);
-        mat_axpy(&V, b[6], &A6);
-        mat_axpy(&V, b[4], &A4);
-        mat_axpy(&V, b[2], &A2);
-        mat_axpy(&V, b[0], &Id);
+        pade13_terms(&Z1, b, 12, P, 3);
+        pade13_terms(&V, b, 6, P, 4);
         cr__cmat_gemm('N', 'N', 1.0, &A6, &Z1, 1.0, &V);
     }
     /* (V - U) R = (V + U) */

@@ -59,11 +59,11 @@ static cr_status lu_forward(cr_arena *arena, const cr_value *args, size_t nargs,
     bool cplx = e->A->dtype == CR_DT_C128;
     size_t m = e->A->shape[0], n = e->A->shape[1], k = m < n ? m : n;
     cr__cmat F;
-    st = cr__cmat_from(arena, e->A, cplx, &F);
-    if (st == CR_OK)
-        st = cr__cmat_new(arena, cplx, m, k, true, &e->L);
+    st = cr__cmat_new(arena, cplx, m, k, true, &e->L);
     if (st == CR_OK)
         st = cr__cmat_new(arena, cplx, k, n, true, &e->U);
+    if (st == CR_OK)
+        st = cr__cmat_from(arena, e->A, cplx, &F);
     if (st != CR_OK)
         return st;
     lapack_int *ipiv = cr__arena_array(arena, "lu", k, sizeof *ipiv, _Alignof(lapack_int));
@@ -120,16 +120,22 @@ static cr_status lu_output(cr_arena *arena, lu_env *e, cr_value *y)
     return cr__tuple_value(arena, 3, (const cr_array *const[]){e->oL, e->oU, op}, y);
 }
 
+/* lu's result *y, its factors kept in e. */
+static cr_status lu_primal(cr_arena *arena, const cr_value *args, size_t nargs, lu_env *e,
+                           cr_value *y)
+{
+    cr_status st = lu_forward(arena, args, nargs, e);
+    return st != CR_OK ? st : lu_output(arena, e, y);
+}
+
 /* With P A = L U: Ā = Pᵀ L⁻ᴴ (tril(Lᴴ L̄, -1) + triu(Ū Uᴴ)) U⁻ᴴ for a square A (only the
  * strictly lower part of L̄ and the upper part of Ū enter: L's unit diagonal is constant),
  * extended to rectangular ones by cr__lu_pullback. */
 static cr_status lu_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                              void *env)
 {
-    (void)nx;
-    lu_env *e = env;
+    lu_env *e = cr__pb_start(dx, nx, false, env);
     const char *who = "lu_pullback";
-    dx[0] = cr_tangent_none();
     size_t m = e->L.r, n = e->U.c;
     bool cplx = e->L.cplx, zero;
     const cr__field_spec spec[2] = {{2, {m, e->L.c}, cplx}, {2, {e->U.r, n}, cplx}};
@@ -150,18 +156,7 @@ static cr_status lu_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr
     return cr__cmat_give(arena, e->pA, &T, false, &dx[1]);
 }
 
-static cr_status lu_rrule1(cr_arena *arena, const cr_value *args, size_t nargs, cr_value *y,
-                           cr_pullback *pb, const void *udata)
-{
-    CR__LA_ENV(arena, lu_env, e);
-    cr_status st = lu_forward(arena, args, nargs, e);
-    if (st == CR_OK)
-        st = lu_output(arena, e, y);
-    if (st != CR_OK)
-        return st;
-    return cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,
-                           (cr_pullback){lu_pullback, e, "lu_pullback", nargs + 1});
-}
+CR__LA_RRULE1(lu, lu_env, lu_primal, lu_pullback)
 
 /* frule: with P Ȧ, cr__lu_tangent (square: F = L⁻¹ P Ȧ U⁻¹, L̇ = L tril(F, -1),
  * U̇ = triu(F) U); ṗ is NoTangent. */
@@ -170,9 +165,7 @@ static cr_status lu_frule1(cr_arena *arena, const cr_tangent *dargs, const cr_va
 {
     lu_env e;
     memset(&e, 0, sizeof e);
-    cr_status st = lu_forward(arena, args, nargs, &e);
-    if (st == CR_OK)
-        st = lu_output(arena, &e, y);
+    cr_status st = lu_primal(arena, args, nargs, &e, y);
     if (st != CR_OK)
         return st;
     size_t m = e.L.r, n = e.U.c;
@@ -284,6 +277,14 @@ static cr_status qr_output(cr_arena *arena, qr_env *e, cr_value *y)
     return cr__tuple_value(arena, 2, (const cr_array *const[]){e->oQ, e->oR}, y);
 }
 
+/* qr's result *y, its factors kept in e. */
+static cr_status qr_primal(cr_arena *arena, const cr_value *args, size_t nargs, qr_env *e,
+                           cr_value *y)
+{
+    cr_status st = qr_forward(arena, args, nargs, e);
+    return st != CR_OK ? st : qr_output(arena, e, y);
+}
+
 /* Whether a triangular factor is numerically singular: a diagonal entry at or below
  * 64 eps times the largest (the threshold of the spectrum code in spectral.c). */
 static bool tri_singular(const cr__cmat *T, size_t *at)
@@ -326,10 +327,8 @@ static cr__cmat cols_of(const cr__cmat *M, size_t j0, size_t c)
 static cr_status qr_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                              void *env)
 {
-    (void)nx;
-    qr_env *e = env;
+    qr_env *e = cr__pb_start(dx, nx, false, env);
     const char *who = "qr_pullback";
-    dx[0] = cr_tangent_none();
     size_t m = e->Q.r, n = e->Q.c, nn = e->R.c;
     bool cplx = e->Q.cplx, zero;
     const cr__field_spec spec[2] = {{2, {m, n}, cplx}, {2, {n, nn}, cplx}};
@@ -388,18 +387,7 @@ static cr_status qr_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr
     return cr__cmat_give(arena, e->pA, &Ga, false, &dx[1]);
 }
 
-static cr_status qr_rrule1(cr_arena *arena, const cr_value *args, size_t nargs, cr_value *y,
-                           cr_pullback *pb, const void *udata)
-{
-    CR__LA_ENV(arena, qr_env, e);
-    cr_status st = qr_forward(arena, args, nargs, e);
-    if (st == CR_OK)
-        st = qr_output(arena, e, y);
-    if (st != CR_OK)
-        return st;
-    return cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,
-                           (cr_pullback){qr_pullback, e, "qr_pullback", nargs + 1});
-}
+CR__LA_RRULE1(qr, qr_env, qr_primal, qr_pullback)
 
 /* frule: E = Ȧ R⁻¹, C = Qᴴ E; Qᴴ Q̇ = Ω is skew-Hermitian with Ω's strictly lower part
  * that of C and an imaginary diagonal, Ṙ R⁻¹ = Ψ is upper triangular with a real
@@ -409,9 +397,7 @@ static cr_status qr_frule1(cr_arena *arena, const cr_tangent *dargs, const cr_va
 {
     qr_env e;
     memset(&e, 0, sizeof e);
-    cr_status st = qr_forward(arena, args, nargs, &e);
-    if (st == CR_OK)
-        st = qr_output(arena, &e, y);
+    cr_status st = qr_primal(arena, args, nargs, &e, y);
     if (st != CR_OK)
         return st;
     size_t n = e.Q.c, nn = e.R.c;
@@ -667,10 +653,8 @@ static cr_status geig_output(cr_arena *arena, const geig_env *e, cr_value *y)
 static cr_status geig_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                                void *env)
 {
-    (void)nx;
-    geig_env *e = env;
+    geig_env *e = cr__pb_start(dx, nx, false, env);
     const char *who = e->vectors ? "eigen_general_pullback" : "eigvals_general_pullback";
-    dx[0] = cr_tangent_none();
     size_t n = e->V.r;
     const cr__field_spec spec[2] = {{1, {n, 1}, true}, {2, {n, n}, true}};
     cr__cmat LV[2], G, K, VhV, T;
@@ -940,9 +924,7 @@ static cr_status pinv_forward(cr_arena *arena, bool ex, const cr_value *args, si
 static cr_status pinv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                                void *env)
 {
-    (void)nx;
-    pinv_env *e = env;
-    dx[0] = cr_tangent_none();
+    pinv_env *e = cr__pb_start(dx, nx, false, env);
     for (size_t i = 2; i < nx; i++)
         dx[i] = e->diff[i - 1] ? cr_tangent_zero() : cr_tangent_none();
     cr__cmat G, T1, T2, YYh, YhY, R;

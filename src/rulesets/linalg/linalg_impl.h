@@ -480,4 +480,29 @@ CR_INTERNAL cr_status cr__square_arg1(cr_arena *arena, const char *who, const cr
     }                                                                                             \
     CR__ARRAY_FN(NAME, STR, ARITY)
 
+/* Defines NAME_rrule1 (for CR__LA_RULES) of a function of args[0] whose environment ENV
+ * keeps args[0]'s projector in pA: PRIMAL(arena, args, nargs, e, y) computes the result into
+ * the new environment e, then the pullback PULLBACK on e (cr__rrule_tail1). */
+#define CR__LA_RRULE1(NAME, ENV, PRIMAL, PULLBACK)                                              \
+    static cr_status NAME##_rrule1(cr_arena *arena, const cr_value *args, size_t nargs,         \
+                                   cr_value *y, cr_pullback *pb, const void *udata)             \
+    {                                                                                           \
+        CR__LA_ENV(arena, ENV, e);                                                              \
+        cr_status st = PRIMAL(arena, args, nargs, e, y);                                        \
+        return st != CR_OK ? st                                                                 \
+                           : cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,                \
+                                             (cr_pullback){PULLBACK, e, #PULLBACK, nargs + 1}); \
+    }
+
+/* ---- Pullbacks ---------------------------------------------------------------------------- */
+
+/* The start of a pullback: dx[0] = NoTangent (the function's cotangent), or every one of the
+ * nx cotangents when all; returns the pullback's environment env. */
+static inline void *cr__pb_start(cr_tangent *dx, size_t nx, bool all, void *env)
+{
+    for (size_t i = 0; i < (all ? nx : 1); i++)
+        dx[i] = cr_tangent_none();
+    return env;
+}
+
 #endif /* CR_LINALG_IMPL_H */

@@ -108,15 +108,24 @@ typedef struct sd_c128 {
     double l;
     cr_complex s;
 } sd_c128;
-static const cr_field k_sd_f64_fields[2] = {{NULL, offsetof(sd_f64, l), CR_KIND_F64, NULL},
-                                            {NULL, offsetof(sd_f64, s), CR_KIND_F64, NULL}};
-static const cr_field k_sd_f32_fields[2] = {{NULL, offsetof(sd_f32, l), CR_KIND_F32, NULL},
-                                            {NULL, offsetof(sd_f32, s), CR_KIND_F32, NULL}};
-static const cr_field k_sd_c128_fields[2] = {{NULL, offsetof(sd_c128, l), CR_KIND_F64, NULL},
-                                             {NULL, offsetof(sd_c128, s), CR_KIND_C128, NULL}};
-static const cr_type k_sd_f64 = {"tuple(f64,f64)", sizeof(sd_f64), 2, k_sd_f64_fields};
-static const cr_type k_sd_f32 = {"tuple(f32,f32)", sizeof(sd_f32), 2, k_sd_f32_fields};
-static const cr_type k_sd_c128 = {"tuple(f64,c128)", sizeof(sd_c128), 2, k_sd_c128_fields};
+/* The fields (l, s) of the tuple type T of kinds KL and KS. */
+#define SD_FIELDS(T, KL, KS)               \
+    {                                      \
+        {NULL, offsetof(T, l), KL, NULL},  \
+        {                                  \
+            NULL, offsetof(T, s), KS, NULL \
+        }                                  \
+    }
+static const cr_field k_sd_f64_fields[2] = SD_FIELDS(sd_f64, CR_KIND_F64, CR_KIND_F64);
+static const cr_field k_sd_f32_fields[2] = SD_FIELDS(sd_f32, CR_KIND_F32, CR_KIND_F32);
+static const cr_field k_sd_c128_fields[2] = SD_FIELDS(sd_c128, CR_KIND_F64, CR_KIND_C128);
+#define SD_TYPE(T, NAME)                   \
+    {                                      \
+        NAME, sizeof(T), 2, k_##T##_fields \
+    }
+static const cr_type k_sd_f64 = SD_TYPE(sd_f64, "tuple(f64,f64)");
+static const cr_type k_sd_f32 = SD_TYPE(sd_f32, "tuple(f32,f32)");
+static const cr_type k_sd_c128 = SD_TYPE(sd_c128, "tuple(f64,c128)");
 
 /* The adjugate of a singular A through its SVD A = U S Vᴴ:
  * adj(A) = det(U) det(Vᴴ) V diag(Π_{j≠i} s_j) Uᴴ (no division by a zero singular value). */
@@ -206,10 +215,8 @@ static const char *const k_det_names[3] = {"det", "logdet", "logabsdet"};
 static cr_status det_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                               void *env)
 {
-    (void)nx;
-    det_env *e = env;
+    det_env *e = cr__pb_start(dx, nx, false, env);
     const char *who = k_det_names[e->kind];
-    dx[0] = cr_tangent_none();
     cr_complex c;
     bool nz;
     cr_status st;
@@ -540,9 +547,7 @@ static cr_status solve_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 static cr_status solve_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                                 void *env)
 {
-    solve_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    solve_env *e = cr__pb_start(dx, nx, true, env);
     const cr_array *B = e->B;
     cr__cmat G;
     cr_status st = cr__cmat_tan(arena, "solve_pullback", *dy, B->ndim, B->shape, e->cplx, &G);
@@ -737,9 +742,7 @@ static cr_status rdiv_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 static cr_status rdiv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                                void *env)
 {
-    rdiv_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    rdiv_env *e = cr__pb_start(dx, nx, true, env);
     const cr_array *g;
     size_t shape[2] = {e->Y.r, e->Y.c};
     bool vec = e->B->ndim == 1;

@@ -71,10 +71,8 @@ static cr_status eig_output(cr_arena *arena, const cr_array *A, const cr__cmat *
 static cr_status eig_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                               void *env)
 {
-    (void)nx;
-    eig_env *e = env;
+    eig_env *e = cr__pb_start(dx, nx, false, env);
     const char *who = e->vectors ? "eigen_pullback" : "eigvals_pullback";
-    dx[0] = cr_tangent_none();
     size_t n = e->V.r;
     const cr__field_spec spec[2] = {{1, {n, 1}, false}, {2, {n, n}, e->V.cplx}};
     cr__cmat LV[2], K, T, S;
@@ -298,10 +296,8 @@ static cr_status svd_output(cr_arena *arena, const svd_env *e, bool vectors, cr_
 static cr_status svd_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                               void *env)
 {
-    (void)nx;
-    svd_env *e = env;
+    svd_env *e = cr__pb_start(dx, nx, false, env);
     const char *who = e->vectors ? "svd_pullback" : "svdvals_pullback";
-    dx[0] = cr_tangent_none();
     const cr__svd *f = &e->f;
     size_t m = f->m, n = f->n, k = f->k;
     bool cplx = f->U.cplx;
