@@ -63,6 +63,13 @@ static double mat_norm1(const cr__cmat *M)
     return best;
 }
 
+/* Two new zero n x n work matrices. */
+static cr_status zeros2(cr_arena *arena, bool cplx, size_t n, cr__cmat *X, cr__cmat *Y)
+{
+    cr_status st = cr__cmat_new(arena, cplx, n, n, true, X);
+    return st != CR_OK ? st : cr__cmat_new(arena, cplx, n, n, true, Y);
+}
+
 /* W += b[hi] P[0] + b[hi - 2] P[1] + ... over np terms: the sums of the degree-13 Padé
  * approximant, with P = (A⁶, A⁴, A², I). */
 static void pade13_terms(cr__cmat *W, const double *b, int hi, const cr__cmat *const *P, int np)
@@ -111,9 +118,7 @@ static cr_status expm_of(cr_arena *arena, const cr__cmat *A0, cr__cmat *out)
     }
     st = cr__cmat_mul(arena, 'N', 'N', 1.0, &A, &A, &A2);
     if (st == CR_OK)
-        st = cr__cmat_new(arena, cplx, n, n, true, &U);
-    if (st == CR_OK)
-        st = cr__cmat_new(arena, cplx, n, n, true, &V);
+        st = zeros2(arena, cplx, n, &U, &V);
     if (st != CR_OK)
         return st;
     if (m < 13) {
@@ -143,9 +148,7 @@ static cr_status expm_of(cr_arena *arena, const cr__cmat *A0, cr__cmat *out)
         if (st == CR_OK)
             st = cr__cmat_mul(arena, 'N', 'N', 1.0, &A4, &A2, &A6);
         if (st == CR_OK)
-            st = cr__cmat_new(arena, cplx, n, n, true, &W1);
-        if (st == CR_OK)
-            st = cr__cmat_new(arena, cplx, n, n, true, &W2);
+            st = zeros2(arena, cplx, n, &W1, &W2);
         if (st != CR_OK)
             return st;
         /* U = A [A6 (b13 A6 + b11 A4 + b9 A2) + b7 A6 + b5 A4 + b3 A2 + b1 I] */
@@ -379,22 +382,22 @@ static cr_status expm_init(const cr_form_point *p, void **state)
 {
     cr_status st = cr__form_state(p, sizeof(expm_state), 0, NULL, state);
     expm_state *z = *state;
-    if (st == CR_OK && (st = cr__form_like_x(&z->F, p->ybar, &z->yb)) == CR_OK && z->yb == NULL)
-        return CR_NOTHING;
     if (st != CR_OK)
         return st;
-    if (z->F.x->ndim != 2 || z->F.x->shape[0] != z->F.x->shape[1])
+    const cr_array *x = z->F.x;
+    if (x->ndim != 2 || x->shape[0] != x->shape[1])
         return CR_NOTHING; /* a matrix that is not square: the rule refused it when recorded */
-    return CR_OK;
+    st = cr__form_like_x(&z->F, p->ybar, &z->yb);
+    return st == CR_OK && z->yb == NULL ? CR_NOTHING : st;
 }
 
 static cr_status expm_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
                           cr_tangent ydot, cr_tangent *S)
 {
-    (void)p;
-    (void)ydot;
     const expm_state *z = state;
     const cr__form *F = &z->F;
+    (void)p;
+    (void)ydot;
     size_t n = F->x->shape[0], w = 4 * n, shape[2] = {w, w};
     const double *a = F->x->data, *yb = z->yb, *xd;
     cr_status st = cr__form_like_x(F, xdot[0], &xd);

@@ -847,16 +847,11 @@ static cr_status pinv_forward(cr_arena *arena, bool ex, const cr_value *args, si
     st = cr__cmat_from(arena, *A, cplx, &F);
     if (st == CR_OK)
         st = cr__lapack_finite(arena, who, &F);
-    if (st == CR_OK)
-        st = cr__cmat_new(arena, cplx, m, k, false, &U);
-    if (st == CR_OK)
-        st = cr__cmat_new(arena, cplx, k, n, false, &Vt);
-    if (st == CR_OK)
-        st = cr__cmat_new(arena, cplx, n, m, true, &e->Y);
-    if (st == CR_OK)
-        st = cr__cmat_new(arena, cplx, m, m, true, &e->P);
-    if (st == CR_OK)
-        st = cr__cmat_new(arena, cplx, n, n, true, &e->Q);
+    /* U, Vt (written by LAPACK), then Y, P and Q, zeroed */
+    const size_t dims[5][2] = {{m, k}, {k, n}, {n, m}, {m, m}, {n, n}};
+    cr__cmat *mats[5] = {&U, &Vt, &e->Y, &e->P, &e->Q};
+    for (size_t i = 0; i < 5 && st == CR_OK; i++)
+        st = cr__cmat_new(arena, cplx, dims[i][0], dims[i][1], i >= 2, mats[i]);
     if (st != CR_OK)
         return st;
     double *s = cr__arena_array(arena, who, k, sizeof *s, _Alignof(double));

@@ -377,8 +377,8 @@ DET_RULES(logabsdet, 2)
 /* ---- inv ---------------------------------------------------------------------------------- */
 
 typedef struct inv_env {
-    cr_project *pA;
     cr__cmat Y;
+    cr_project *pA;
 } inv_env;
 
 /* Ā = -Yᴴ Ȳ Yᴴ */
@@ -1077,10 +1077,10 @@ static cr_status inv_dir(const cr_form_point *p, void *state, const cr_tangent *
     const inv_state *w = state;
     const cr__form *F = &w->F;
     size_t n = F->x->shape[0];
-    const double *xd, *yd;
     cr_array *Sa;
-    cr_status st;
-    if ((st = cr__form_like_x(F, xdot[0], &xd)) != CR_OK || xd == NULL)
+    const double *xd, *yd;
+    cr_status st = cr__form_like_x(F, xdot[0], &xd);
+    if (st != CR_OK || xd == NULL)
         return st;
     if ((st = cr__form_y_dot_arr(F, ydot, &yd)) != CR_OK || yd == NULL)
         return st;
