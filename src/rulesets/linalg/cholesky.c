@@ -163,9 +163,10 @@ static cr_status scalar_rrule(cr_arena *arena, const cr_value *args, size_t narg
     return CR_OK;
 }
 
-static cr_status cholesky_rrule1(cr_arena *arena, const cr_value *args, size_t nargs, cr_value *y,
-                                 cr_pullback *pb, const void *udata)
+static cr_status cholesky_rrule1(cr_arena *arena, const char *who, const cr_value *args,
+                                 size_t nargs, cr_value *y, cr_pullback *pb, const void *udata)
 {
+    (void)who;
     if (nargs == 1 && args[0].kind != CR_KIND_ARRAY)
         return scalar_rrule(arena, args, nargs, y, pb, udata);
     CR__LA_ENV(arena, chol_env, e);
@@ -180,9 +181,10 @@ static cr_status cholesky_rrule1(cr_arena *arena, const cr_value *args, size_t n
 
 /* frule: with Ḣ the Hermitian matrix read from Ȧ's upper triangle, S = U⁻ᴴ Ḣ U⁻¹,
  * U̇ = Φ(S) U where Φ keeps the upper triangle and halves the diagonal. */
-static cr_status cholesky_frule1(cr_arena *arena, const cr_tangent *dargs, const cr_value *args,
-                                 size_t nargs, cr_value *y, cr_tangent *dy)
+static cr_status cholesky_frule1(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                                 const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
 {
+    (void)who;
     if (nargs == 1 && args[0].kind != CR_KIND_ARRAY) {
         double u;
         cr_dtype dt;
@@ -229,7 +231,7 @@ static cr_status cholesky_frule1(cr_arena *arena, const cr_tangent *dargs, const
     st = cr__cmat_mul(arena, 'N', 'N', 1.0, &S, &U, &R);
     return st != CR_OK ? st : cr__cmat_project(arena, y, &R, dy);
 }
-CR__LA_RULES(cholesky, "cholesky", 1)
+CR__LA_RULES(cholesky, 1)
 
 /* ---- cholesky_solve, cholesky_det and cholesky_logdet ------------------------------------ */
 

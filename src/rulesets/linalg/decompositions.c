@@ -35,8 +35,6 @@ cr_status cr__square_arg(cr_arena *arena, const char *who, const cr_value *args,
 cr_status cr__square_arg1(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
                           const cr_array **A, bool *cplx)
 {
-    if (cplx != NULL)
-        *cplx = false;
     cr_status st = cr__nargs(arena, who, nargs, 1, 1);
     return st != CR_OK ? st : cr__square_arg(arena, who, args, nargs, 0, A, cplx);
 }

@@ -268,9 +268,10 @@ static cr_status expm_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
 }
 
 /* expm(A) = exp(A) of a general square matrix. */
-static cr_status expm_rrule1(cr_arena *arena, const cr_value *args, size_t nargs, cr_value *y,
-                             cr_pullback *pb, const void *udata)
+static cr_status expm_rrule1(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                             cr_value *y, cr_pullback *pb, const void *udata)
 {
+    (void)who;
     CR__LA_ENV(arena, expm_env, e);
     cr__cmat Y;
     cr_status st = expm_forward(arena, args, nargs, &e->A, &e->Am, &Y);
@@ -281,9 +282,10 @@ static cr_status expm_rrule1(cr_arena *arena, const cr_value *args, size_t nargs
 }
 
 /* frule: Ẏ = L(A, Ȧ). */
-static cr_status expm_frule1(cr_arena *arena, const cr_tangent *dargs, const cr_value *args,
-                             size_t nargs, cr_value *y, cr_tangent *dy)
+static cr_status expm_frule1(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                             const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
 {
+    (void)who;
     const cr_array *A;
     cr__cmat Am, Y, dA, L;
     cr_status st = expm_forward(arena, args, nargs, &A, &Am, &Y);
@@ -294,7 +296,7 @@ static cr_status expm_frule1(cr_arena *arena, const cr_tangent *dargs, const cr_
     st = expm_frechet(arena, &Am, &dA, NULL, &L);
     return st != CR_OK ? st : cr__cmat_project(arena, y, &L, dy);
 }
-CR__LA_RULES(expm, "expm", 1)
+CR__LA_RULES(expm, 1)
 
 /* ---- Test registrations ---------------------------------------------------------------- */
 

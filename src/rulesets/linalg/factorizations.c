@@ -160,9 +160,10 @@ CR__LA_RRULE1(lu, lu_env, lu_primal, lu_pullback)
 
 /* frule: with P Ȧ, cr__lu_tangent (square: F = L⁻¹ P Ȧ U⁻¹, L̇ = L tril(F, -1),
  * U̇ = triu(F) U); ṗ is NoTangent. */
-static cr_status lu_frule1(cr_arena *arena, const cr_tangent *dargs, const cr_value *args,
-                           size_t nargs, cr_value *y, cr_tangent *dy)
+static cr_status lu_frule1(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                           const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
 {
+    (void)who;
     lu_env e;
     memset(&e, 0, sizeof e);
     cr_status st = lu_primal(arena, args, nargs, &e, y);
@@ -188,7 +189,7 @@ static cr_status lu_frule1(cr_arena *arena, const cr_tangent *dargs, const cr_va
         st = cr__tangent_like(arena, e.oU, &dU, false, &t[1]);
     return st != CR_OK ? st : cr_tangent_struct(arena, &cr__k_tup3, NULL, t, 3, dy);
 }
-CR__LA_RULES(lu, "lu", 1)
+CR__LA_RULES(lu, 1)
 
 /* ---- qr ------------------------------------------------------------------------------------ */
 
@@ -392,9 +393,10 @@ CR__LA_RRULE1(qr, qr_env, qr_primal, qr_pullback)
 /* frule: E = Ȧ R⁻¹, C = Qᴴ E; Qᴴ Q̇ = Ω is skew-Hermitian with Ω's strictly lower part
  * that of C and an imaginary diagonal, Ṙ R⁻¹ = Ψ is upper triangular with a real
  * diagonal: Ω + Ψ = C. Q̇ = E + Q (Ω - C), Ṙ = Ψ R. */
-static cr_status qr_frule1(cr_arena *arena, const cr_tangent *dargs, const cr_value *args,
-                           size_t nargs, cr_value *y, cr_tangent *dy)
+static cr_status qr_frule1(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                           const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
 {
+    (void)who;
     qr_env e;
     memset(&e, 0, sizeof e);
     cr_status st = qr_primal(arena, args, nargs, &e, y);
@@ -445,7 +447,7 @@ static cr_status qr_frule1(cr_arena *arena, const cr_tangent *dargs, const cr_va
         st = cr__tangent_like(arena, e.oR, &dR, false, &t[1]);
     return st != CR_OK ? st : cr_tangent_struct(arena, &cr__k_tup2, NULL, t, 2, dy);
 }
-CR__LA_RULES(qr, "qr", 1)
+CR__LA_RULES(qr, 1)
 
 /* ---- eigen and eigvals of general matrices ------------------------------------------------ */
 

@@ -436,7 +436,7 @@ CR_INTERNAL cr_status cr__frule_dx0(cr_arena *arena, const char *who, const cr_t
 
 #if defined(CR_HAVE_LAPACKE)
 /* The only argument, a square float matrix (cr__nargs for one argument, then cr__square_arg
- * of argument 0; *cplx, when not NULL, whether it is complex, else false). */
+ * of argument 0, which sets *cplx). */
 CR_INTERNAL cr_status cr__square_arg1(cr_arena *arena, const char *who, const cr_value *args,
                                       size_t nargs, const cr_array **A, bool *cplx);
 #endif
@@ -457,41 +457,24 @@ CR_INTERNAL cr_status cr__square_arg1(cr_arena *arena, const char *who, const cr
 
 /* ---- Rules of a fixed arity -------------------------------------------------------------- */
 
-/* The rrule and frule of NAME (the registry's signatures) as calls of
- * NAME_rrule1(arena, args, nargs, y, pb, udata) and NAME_frule1(arena, dargs, args, nargs, y,
- * dy); then the function value cr_fn_NAME named STR (CR__ARRAY_FN). */
-#define CR__LA_RULES(NAME, STR, ARITY)                                                            \
-    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,       \
-                                  const cr_value *args, size_t nargs, cr_value *y,                \
-                                  cr_pullback *pb, const void *udata)                             \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        return NAME##_rrule1(arena, args, nargs, y, pb, udata);                                   \
-    }                                                                                             \
-    static cr_status NAME##_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, \
-                                  const cr_value *f, const cr_value *args, size_t nargs,          \
-                                  cr_value *y, cr_tangent *dy, const void *udata)                 \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        (void)udata;                                                                              \
-        return NAME##_frule1(arena, dargs, args, nargs, y, dy);                                   \
-    }                                                                                             \
-    CR__ARRAY_FN(NAME, STR, ARITY)
+/* The rrule and frule of NAME and its function value cr_fn_NAME (CR__PARAM_RULES, the
+ * parameter the function's name): NAME_rrule1(arena, who, args, nargs, y, pb, udata) and
+ * NAME_frule1(arena, who, dargs, args, nargs, y, dy). */
+#define CR__LA_RULES(NAME, ARITY) CR__PARAM_RULES(NAME, NAME##_rrule1, NAME##_frule1, #NAME, ARITY)
 
 /* Defines NAME_rrule1 (for CR__LA_RULES) of a function of args[0] whose environment ENV
  * keeps args[0]'s projector in pA: PRIMAL(arena, args, nargs, e, y) computes the result into
  * the new environment e, then the pullback PULLBACK on e (cr__rrule_tail1). */
-#define CR__LA_RRULE1(NAME, ENV, PRIMAL, PULLBACK)                                              \
-    static cr_status NAME##_rrule1(cr_arena *arena, const cr_value *args, size_t nargs,         \
-                                   cr_value *y, cr_pullback *pb, const void *udata)             \
-    {                                                                                           \
-        CR__LA_ENV(arena, ENV, e);                                                              \
-        cr_status st = PRIMAL(arena, args, nargs, e, y);                                        \
-        return st != CR_OK ? st                                                                 \
-                           : cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,                \
-                                             (cr_pullback){PULLBACK, e, #PULLBACK, nargs + 1}); \
+#define CR__LA_RRULE1(NAME, ENV, PRIMAL, PULLBACK)                                                \
+    static cr_status NAME##_rrule1(cr_arena *arena, const char *who, const cr_value *args,        \
+                                   size_t nargs, cr_value *y, cr_pullback *pb, const void *udata) \
+    {                                                                                             \
+        (void)who;                                                                                \
+        CR__LA_ENV(arena, ENV, e);                                                                \
+        cr_status st = PRIMAL(arena, args, nargs, e, y);                                          \
+        return st != CR_OK ? st                                                                   \
+                           : cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,                  \
+                                             (cr_pullback){PULLBACK, e, #PULLBACK, nargs + 1});   \
     }
 
 /* ---- Pullbacks ---------------------------------------------------------------------------- */

@@ -412,11 +412,14 @@ static cr_status matinv_forward(cr_arena *arena, const cr_value *args, size_t na
     return lu_inverse(arena, "inv", &f, Y);
 }
 
-static cr_status matinv_rrule1(cr_arena *arena, const cr_value *args, size_t nargs, cr_value *y,
-                               cr_pullback *pb, const void *udata)
+static cr_status matinv_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
+                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                              const void *udata)
 {
-    const cr_array *A;
     CR__LA_ENV(arena, inv_env, e);
+    (void)cfg;
+    (void)f;
+    const cr_array *A;
     cr_status st = matinv_forward(arena, args, nargs, &A, &e->Y);
     if (st != CR_OK)
         return st;
@@ -425,11 +428,15 @@ static cr_status matinv_rrule1(cr_arena *arena, const cr_value *args, size_t nar
 }
 
 /* frule: Ẏ = -Y Ȧ Y. */
-static cr_status matinv_frule1(cr_arena *arena, const cr_tangent *dargs, const cr_value *args,
-                               size_t nargs, cr_value *y, cr_tangent *dy)
+static cr_status matinv_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
+                              const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
+                              cr_tangent *dy, const void *udata)
 {
     const cr_array *A;
     cr__cmat Y, dA, T, R;
+    (void)cfg;
+    (void)f;
+    (void)udata;
     cr_status st = matinv_forward(arena, args, nargs, &A, &Y);
     if (st == CR_OK)
         st = cr__frule_out1(arena, "inv", &Y, (cr_dtype)A->dtype, dargs, args, y, &dA, dy);
@@ -440,7 +447,7 @@ static cr_status matinv_frule1(cr_arena *arena, const cr_tangent *dargs, const c
         st = cr__cmat_mul(arena, 'N', 'N', -1.0, &T, &Y, &R);
     return st != CR_OK ? st : cr__cmat_project(arena, y, &R, dy);
 }
-CR__LA_RULES(matinv, "inv", 1)
+CR__ARRAY_FN(matinv, "inv", 1)
 
 /* ---- solve ------------------------------------------------------------------------------ */
 
@@ -607,9 +614,10 @@ static cr_status solve_forward(cr_arena *arena, const cr_value *args, size_t nar
 }
 
 /* solve(A, B) = A \ B. */
-static cr_status solve_rrule1(cr_arena *arena, const cr_value *args, size_t nargs, cr_value *y,
-                              cr_pullback *pb, const void *udata)
+static cr_status solve_rrule1(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                              cr_value *y, cr_pullback *pb, const void *udata)
 {
+    (void)who;
     CR__LA_ENV(arena, solve_env, e);
     cr_dtype dt = CR_DT_F64;
     cr_status st = solve_forward(arena, args, nargs, e, &dt);
@@ -623,9 +631,10 @@ static cr_status solve_rrule1(cr_arena *arena, const cr_value *args, size_t narg
 }
 
 /* frule: Ẏ = A⁻¹ (Ḃ - Ȧ Y). */
-static cr_status solve_frule1(cr_arena *arena, const cr_tangent *dargs, const cr_value *args,
-                              size_t nargs, cr_value *y, cr_tangent *dy)
+static cr_status solve_frule1(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                              const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
 {
+    (void)who;
     solve_env e;
     cr_dtype dt = CR_DT_F64;
     cr_status st = solve_forward(arena, args, nargs, &e, &dt);
@@ -653,7 +662,7 @@ static cr_status solve_frule1(cr_arena *arena, const cr_tangent *dargs, const cr
         st = cr__cmat_to_array(arena, &R, e.B->ndim == 1, &r);
     return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
 }
-CR__LA_RULES(solve, "solve", 2)
+CR__LA_RULES(solve, 2)
 
 /* ---- rdiv: B / A ------------------------------------------------------------------------- */
 
@@ -770,9 +779,10 @@ static cr_status rdiv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
 }
 
 /* rdiv(B, A) = B / A = B A⁻¹. */
-static cr_status rdiv_rrule1(cr_arena *arena, const cr_value *args, size_t nargs, cr_value *y,
-                             cr_pullback *pb, const void *udata)
+static cr_status rdiv_rrule1(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                             cr_value *y, cr_pullback *pb, const void *udata)
 {
+    (void)who;
     CR__LA_ENV(arena, rdiv_env, e);
     cr_dtype dt = CR_DT_F64;
     cr_status st = rdiv_forward(arena, args, nargs, e, &dt);
@@ -786,9 +796,10 @@ static cr_status rdiv_rrule1(cr_arena *arena, const cr_value *args, size_t nargs
 }
 
 /* frule: Ẏ = (Ḃ - Y Ȧ) A⁻¹. */
-static cr_status rdiv_frule1(cr_arena *arena, const cr_tangent *dargs, const cr_value *args,
-                             size_t nargs, cr_value *y, cr_tangent *dy)
+static cr_status rdiv_frule1(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                             const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
 {
+    (void)who;
     rdiv_env e;
     memset(&e, 0, sizeof e);
     cr_dtype dt = CR_DT_F64;
@@ -824,7 +835,7 @@ static cr_status rdiv_frule1(cr_arena *arena, const cr_tangent *dargs, const cr_
         st = rdiv_out(arena, &R, vec, e.cplx ? CR_DT_C128 : CR_DT_F64, &r);
     return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
 }
-CR__LA_RULES(rdiv, "rdiv", 2)
+CR__LA_RULES(rdiv, 2)
 
 /* ---- Test registrations ---------------------------------------------------------------- */
 
