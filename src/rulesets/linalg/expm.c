@@ -382,10 +382,7 @@ typedef struct expm_state {
  */
 static cr_status expm_init(const cr_form_point *p, void **state)
 {
-    cr_status st = cr__form_state(p, sizeof(expm_state), 0, NULL, state);
-    expm_state *z = *state;
-    if (st != CR_OK)
-        return st;
+    CR__LA_FORM_STATE(p, state, expm_state, 0, z);
     const cr_array *x = z->F.x;
     if (x->ndim != 2 || x->shape[0] != x->shape[1])
         return CR_NOTHING; /* a matrix that is not square: the rule refused it when recorded */

@@ -1484,10 +1484,7 @@ typedef struct pinv_state {
 static cr_status pinv_init(const cr_form_point *p, void **state)
 {
     const double *Yb, *Y;
-    cr_status st = cr__form_state(p, sizeof(pinv_state), 0, NULL, state);
-    pinv_state *z = *state;
-    if (st != CR_OK)
-        return st;
+    CR__LA_FORM_STATE(p, state, pinv_state, 0, z);
     const cr__form *F = &z->F;
     if (F->x->ndim != 2)
         return CR_NOTHING;
@@ -1627,10 +1624,7 @@ typedef struct qr_state {
  */
 static cr_status qr_init(const cr_form_point *p, void **state)
 {
-    cr_status st = cr__form_state(p, sizeof(qr_state), 0, NULL, state);
-    qr_state *z = *state;
-    if (st != CR_OK)
-        return st;
+    CR__LA_FORM_STATE(p, state, qr_state, 0, z);
     const cr__form *F = &z->F;
     if (F->x->ndim != 2 || F->x->shape[0] < F->x->shape[1])
         return CR_NOTHING; /* the rule refused it when recorded */

@@ -875,10 +875,7 @@ static cr_status sylvester_init(const cr_form_point *p, void **state)
     bool ly = p->nargs == 2; /* lyap(A, C) */
     if (!p->var[0] && (ly || !p->var[1]))
         return CR_NOTHING;
-    cr_status st = cr__form_state(p, sizeof(sylv_state), 0, NULL, state);
-    sylv_state *g = *state;
-    if (st != CR_OK)
-        return st;
+    CR__LA_FORM_STATE(p, state, sylv_state, 0, g);
     g->ia = 0;
     g->ib = 1;
     g->ic = ly ? 1 : 2;

@@ -488,4 +488,12 @@ static inline void *cr__pb_start(cr_tangent *dx, size_t nx, bool all, void *env)
     return env;
 }
 
+/* Declares cr_status st and TYPE *Z, the state of a second-order form's init (cr__form_state
+ * of P with argument XJ into *STATE); the init returns st when it fails. */
+#define CR__LA_FORM_STATE(P, STATE, TYPE, XJ, Z)                           \
+    cr_status st = cr__form_state((P), sizeof(TYPE), (XJ), NULL, (STATE)); \
+    if (st != CR_OK)                                                       \
+        return st;                                                         \
+    TYPE *Z = *(STATE)
+
 #endif /* CR_LINALG_IMPL_H */

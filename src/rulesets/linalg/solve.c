@@ -991,10 +991,7 @@ static cr_status logdet_init(const cr_form_point *p, void **state)
     cr_tangent ybar = p->ybar;
     if (p->y->kind == CR_KIND_STRUCT && cr_tangent_is_zero(ybar = cr_tangent_field(ybar, 0)))
         return CR_NOTHING;
-    cr_status st = cr__form_state(p, sizeof(logdet_state), 0, NULL, state);
-    logdet_state *w = *state;
-    if (st != CR_OK)
-        return st;
+    CR__LA_FORM_STATE(p, state, logdet_state, 0, w);
     w->yb = cr__form_scalar(ybar);
     return CR_OK;
 }

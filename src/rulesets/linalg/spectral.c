@@ -973,10 +973,7 @@ static cr_status spectral_dir(const cr_form_point *p, void *state, const cr_tang
 static cr_status spectral_values_init(const cr_form_point *p, void **state, const cr_value *fact,
                                       size_t wi, size_t zi)
 {
-    cr_status st = cr__form_state(p, sizeof(spectral_state), 0, NULL, state);
-    spectral_state *z = *state;
-    if (st != CR_OK)
-        return st;
+    CR__LA_FORM_STATE(p, state, spectral_state, 0, z);
     if (z->F.x->ndim != 2)
         return CR_NOTHING;
     const cr_array *yv = p->y->u.arr, *Yb;
@@ -1073,10 +1070,7 @@ typedef struct eigen_state {
  */
 static cr_status eigen_init(const cr_form_point *p, void **state)
 {
-    cr_status st = cr__form_state(p, sizeof(eigen_state), 0, NULL, state);
-    eigen_state *z = *state;
-    if (st != CR_OK)
-        return st;
+    CR__LA_FORM_STATE(p, state, eigen_state, 0, z);
     const cr__form *F = &z->F;
     if (F->x->ndim != 2 || F->x->shape[0] != F->x->shape[1])
         return CR_NOTHING;
@@ -1245,10 +1239,7 @@ typedef struct svd_state {
  */
 static cr_status svd_init(const cr_form_point *p, void **state)
 {
-    cr_status st = cr__form_state(p, sizeof(svd_state), 0, NULL, state);
-    svd_state *z = *state;
-    if (st != CR_OK)
-        return st;
+    CR__LA_FORM_STATE(p, state, svd_state, 0, z);
     const cr__form *F = &z->F;
     if (F->x->ndim != 2)
         return CR_NOTHING;
@@ -1465,10 +1456,7 @@ typedef struct matfun_state {
 static cr_status matfun_init(const cr_form_point *p, void **state)
 {
     const double *yb;
-    cr_status st = cr__form_state(p, sizeof(matfun_state), 1, NULL, state);
-    matfun_state *w = *state;
-    if (st != CR_OK)
-        return st;
+    CR__LA_FORM_STATE(p, state, matfun_state, 1, w);
     const cr__form *F = &w->F;
     if (F->x->ndim != 2 || F->x->shape[0] != F->x->shape[1])
         return CR_NOTHING;
@@ -1629,10 +1617,7 @@ typedef struct geig_state {
  */
 static cr_status geig_init(const cr_form_point *p, void **state, cr_tangent lbt, cr_tangent vbt)
 {
-    cr_status st = cr__form_state(p, sizeof(geig_state), 0, NULL, state);
-    geig_state *w = *state;
-    if (st != CR_OK)
-        return st;
+    CR__LA_FORM_STATE(p, state, geig_state, 0, w);
     const cr__form *F = &w->F;
     if (F->x->ndim != 2 || F->x->shape[0] != F->x->shape[1] || F->x->shape[0] == 0)
         return CR_NOTHING; /* the rule refused it when recorded, or nothing to add */
