@@ -665,10 +665,6 @@ CR__NO_LAPACK_FN(cholesky_det, "cholesky_det")
 CR__NO_LAPACK_FN(cholesky_logdet, "cholesky_logdet")
 CR__NO_LAPACK_FN(cholesky_rdiv, "cholesky_rdiv")
 
-cr_status cr__linalg_register_cholesky(cr_registry *reg)
-{
-    (void)reg;
-    return CR_OK;
-}
+CR__NO_LAPACK_REGISTER(cholesky)
 
 #endif /* CR_HAVE_LAPACKE */

@@ -331,11 +331,7 @@ cr_status cr__linalg_register_expm(cr_registry *reg)
 /* Without LAPACKE: the function value exists; calling it reports CR_EUNIMPL. */
 CR__NO_LAPACK_FN(expm, "expm")
 
-cr_status cr__linalg_register_expm(cr_registry *reg)
-{
-    (void)reg;
-    return CR_OK;
-}
+CR__NO_LAPACK_REGISTER(expm)
 
 #endif /* CR_HAVE_LAPACKE */
 

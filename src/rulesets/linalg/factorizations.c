@@ -1439,11 +1439,7 @@ CR__NO_LAPACK_FN(pinv_ex, "pinv_ex")
 CR__NO_LAPACK_FN(sylvester, "sylvester")
 CR__NO_LAPACK_FN(lyap, "lyap")
 
-cr_status cr__linalg_register_fact(cr_registry *reg)
-{
-    (void)reg;
-    return CR_OK;
-}
+CR__NO_LAPACK_REGISTER(fact)
 
 #endif /* CR_HAVE_LAPACKE */
 

@@ -496,4 +496,15 @@ static inline void *cr__pb_start(cr_tangent *dx, size_t nx, bool all, void *env)
         return st;                                                         \
     TYPE *Z = *(STATE)
 
+#if !defined(CR_HAVE_LAPACKE)
+/* cr__linalg_register_FAMILY of a LAPACK rule file in a build without LAPACKE: it registers
+ * nothing (the function values exist and report CR_EUNIMPL, CR__NO_LAPACK_FN). */
+#define CR__NO_LAPACK_REGISTER(FAMILY)                       \
+    cr_status cr__linalg_register_##FAMILY(cr_registry *reg) \
+    {                                                        \
+        (void)reg;                                           \
+        return CR_OK;                                        \
+    }
+#endif
+
 #endif /* CR_LINALG_IMPL_H */

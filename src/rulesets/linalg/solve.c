@@ -892,11 +892,7 @@ CR__NO_LAPACK_FN(matinv, "inv")
 CR__NO_LAPACK_FN(solve, "solve")
 CR__NO_LAPACK_FN(rdiv, "rdiv")
 
-cr_status cr__linalg_register_lapack(cr_registry *reg)
-{
-    (void)reg;
-    return CR_OK;
-}
+CR__NO_LAPACK_REGISTER(lapack)
 
 #endif /* CR_HAVE_LAPACKE */
 

@@ -867,11 +867,7 @@ CR__NO_LAPACK_FN(svdvals, "svdvals")
 CR__NO_LAPACK_FN(matfun_herm, "matfun_herm")
 CR__NO_LAPACK_FN(sincos_herm, "sincos_herm")
 
-cr_status cr__linalg_register_spectral(cr_registry *reg)
-{
-    (void)reg;
-    return CR_OK;
-}
+CR__NO_LAPACK_REGISTER(spectral)
 
 #endif /* CR_HAVE_LAPACKE */
 
