@@ -190,12 +190,20 @@ typedef struct project_thunk_env {
 
 static cr_status project_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 {
-    project_thunk_env *e = env;
+    const project_thunk_env *e = env;
     cr_tangent v;
     cr_status st = cr_tangent_unthunk(e->inner, &v);
-    if (st != CR_OK)
-        return st;
-    return cr_project_apply(arena, e->p, v, out);
+    return st != CR_OK ? st : cr_project_apply(arena, e->p, v, out);
+}
+
+/* dx, a thunk, projected when it is evaluated. */
+static cr_status project_later(cr_arena *arena, const cr_project *p, cr_tangent dx, cr_tangent *out)
+{
+    project_thunk_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(project_thunk_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    *e = (project_thunk_env){p, dx};
+    return cr_tangent_thunk(arena, project_thunk_fn, e, "ProjectTo", out);
 }
 
 /* The array tangent dx (of pnumel(p) elements) brought to p's shape, dtype, structure. */
@@ -246,6 +254,7 @@ static cr_status project_array(cr_arena *arena, const cr_project *p, const cr_ar
         return CR_OK;
     }
     size_t m = p->shape[0];
+    bool herm = cr__struct_herm(p->structure);
     switch ((cr_matstruct)p->structure) {
     case CR_MAT_DIAGONAL: {
         /* Keep the diagonal: r's data already holds the dense matrix; compact it. */
@@ -262,7 +271,6 @@ static cr_status project_array(cr_arena *arena, const cr_project *p, const cr_ar
     case CR_MAT_SYMTRIDIAGONAL: {
         /* (dx + dxᵀ)/2, or (dx + dxᴴ)/2 with a real diagonal; SymTridiagonal then keeps
          * its band (the off-diagonal symmetrised, as Julia's projection does). */
-        bool herm = cr__struct_herm(p->structure);
         for (size_t i = 0; i < m; i++)
             for (size_t j = i; j < m; j++) {
                 cr_complex a = cr__load(r, (ptrdiff_t)(i * m + j));
@@ -338,26 +346,14 @@ cr_status cr_project_apply(cr_arena *arena, const cr_project *p, cr_tangent dx, 
         *out = cr_tangent_none();
         return CR_OK;
     }
-    switch ((cr_tag)dx.tag) {
-    case CR_TAN_ZERO:
-    case CR_TAN_NONE:
-    case CR_TAN_NOTIMPL:
-        *out = dx;
+    /* The zeros and NotImplemented pass through (an absent field reads as a zero). */
+    if (dx.tag == CR_TAN_ZERO || dx.tag == CR_TAN_NONE || dx.tag == CR_TAN_NOTIMPL ||
+        dx.tag == CR_TAN_ABSENT) {
+        *out = dx.tag == CR_TAN_ABSENT ? cr_tangent_zero() : dx;
         return CR_OK;
-    case CR_TAN_ABSENT:
-        *out = cr_tangent_zero();
-        return CR_OK;
-    case CR_TAN_THUNK: {
-        project_thunk_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(project_thunk_env));
-        if (e == NULL)
-            return CR__ALLOC_STATUS(arena);
-        e->p = p;
-        e->inner = dx;
-        return cr_tangent_thunk(arena, project_thunk_fn, e, "ProjectTo", out);
     }
-    default:
-        break;
-    }
+    if (dx.tag == CR_TAN_THUNK)
+        return project_later(arena, p, dx, out);
     switch (p->kind) {
     case P_F64:
     case P_F32:

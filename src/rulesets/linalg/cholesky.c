@@ -19,10 +19,8 @@
 static cr_status cholesky_forward(cr_arena *arena, const cr_value *args, size_t nargs,
                                   const cr_array **A, cr__cmat *U)
 {
-    bool cplx = false;
-    cr_status st = cr__nargs(arena, "cholesky", nargs, 1, 1);
-    if (st == CR_OK)
-        st = cr__square_arg(arena, "cholesky", args, nargs, 0, A, &cplx);
+    bool cplx;
+    cr_status st = cr__square_arg1(arena, "cholesky", args, nargs, A, &cplx);
     if (st == CR_OK)
         st = cr__herm_upper(arena, *A, cplx, U);
     if (st != CR_OK)
@@ -86,14 +84,11 @@ static cr_status cholesky_pullback(const cr_tangent *dy, cr_tangent *dx, size_t 
 {
     (void)nx;
     chol_env *e = env;
-    dx[0] = cr_tangent_none();
-    size_t n = e->U.r, shape[2] = {n, n};
+    size_t n = e->U.r;
     cr__cmat Ub, P, X;
-    cr_status st = cr__cmat_tan(arena, "cholesky_pullback", *dy, 2, shape, e->U.cplx, &Ub);
-    if (st != CR_OK || Ub.p == NULL) {
-        dx[1] = cr_tangent_zero();
+    cr_status st = cr__pull_matrix(arena, "cholesky_pullback", dy, n, n, e->U.cplx, dx, &Ub);
+    if (st != CR_OK || Ub.p == NULL)
         return st;
-    }
     for (size_t j = 0; j < n; j++)
         for (size_t i = j + 1; i < n; i++)
             cr__cmat_set(&Ub, i, j, 0.0);
@@ -140,9 +135,9 @@ static cr_status scalar_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
 {
     (void)nx;
     const cr_value *y = env;
+    dx[0] = cr_tangent_none();
     cr_complex g;
     bool nz;
-    dx[0] = cr_tangent_none();
     cr_status st = cr__tan_scalar(arena, "cholesky_pullback", *dy, &g, &nz);
     dx[1] = st == CR_OK && nz
                 ? cr__scalar_tangent(cr__value_dtype(y), creal(g) / (2 * creal(cr__scalar_of(y))))
@@ -168,17 +163,13 @@ static cr_status scalar_rrule(cr_arena *arena, const cr_value *args, size_t narg
     return CR_OK;
 }
 
-static cr_status cholesky_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                                const void *udata)
+static cr_status cholesky_rrule1(cr_arena *arena, const char *who, const cr_value *args,
+                                 size_t nargs, cr_value *y, cr_pullback *pb, const void *udata)
 {
-    (void)cfg;
-    (void)f;
+    (void)who;
     if (nargs == 1 && args[0].kind != CR_KIND_ARRAY)
         return scalar_rrule(arena, args, nargs, y, pb, udata);
-    chol_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(chol_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__LA_ENV(arena, chol_env, e);
     cr_status st = cholesky_forward(arena, args, nargs, &e->A, &e->U);
     if (st == CR_OK)
         st = cholesky_output(arena, e->A, &e->U, y);
@@ -187,17 +178,13 @@ static cr_status cholesky_rrule(const cr_config *cfg, cr_arena *arena, const cr_
     return cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,
                            (cr_pullback){cholesky_pullback, e, "cholesky_pullback", nargs + 1});
 }
-CR__ARRAY_FN(cholesky, "cholesky", 1)
 
 /* frule: with Ḣ the Hermitian matrix read from Ȧ's upper triangle, S = U⁻ᴴ Ḣ U⁻¹,
  * U̇ = Φ(S) U where Φ keeps the upper triangle and halves the diagonal. */
-static cr_status cholesky_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                                const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                                cr_tangent *dy, const void *udata)
+static cr_status cholesky_frule1(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                                 const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
+    (void)who;
     if (nargs == 1 && args[0].kind != CR_KIND_ARRAY) {
         double u;
         cr_dtype dt;
@@ -242,11 +229,9 @@ static cr_status cholesky_frule(const cr_config *cfg, cr_arena *arena, const cr_
             cr__cmat_set(&S, i, j, 0.0);
     }
     st = cr__cmat_mul(arena, 'N', 'N', 1.0, &S, &U, &R);
-    cr_array *r = NULL;
-    if (st == CR_OK)
-        st = cr__cmat_to_array(arena, &R, false, &r);
-    return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
+    return st != CR_OK ? st : cr__cmat_project(arena, y, &R, dy);
 }
+CR__LA_RULES(cholesky, 1)
 
 /* ---- cholesky_solve, cholesky_det and cholesky_logdet ------------------------------------ */
 
@@ -351,19 +336,14 @@ static cr_status csolve_out(cr_arena *arena, const csolve_env *e, cr_dtype dt, c
     return st != CR_OK ? st : cr__cmat_out(arena, &Y, e->B->ndim == 1, dt, o);
 }
 
-typedef struct csolve_thunk {
-    const csolve_env *e;
-    cr__cmat Bbar;
-} csolve_thunk;
-
 /* Ū = triu(U (Ā + Āᴴ)) with Ā = -B̄ Yᴴ, the cotangent of A = Uᴴ U. */
 static cr_status csolve_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 {
-    csolve_thunk *t = env;
+    const cr__la_thunk *t = env;
     const csolve_env *e = t->e;
     size_t n = e->Um.r;
     cr__cmat S, R;
-    cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, &t->Bbar, &e->Y, &S);
+    cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, &t->g, &e->Y, &S);
     if (st != CR_OK)
         return st;
     for (size_t j = 0; j < n; j++)
@@ -383,9 +363,7 @@ static cr_status csolve_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 static cr_status csolve_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                                  void *env)
 {
-    csolve_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    csolve_env *e = cr__pb_start(dx, nx, true, env);
     const cr_array *B = e->B;
     size_t iu = e->right ? 2 : 1, ib = e->right ? 1 : 2;
     const char *who = e->right ? "cholesky_rdiv_pullback" : "cholesky_solve_pullback";
@@ -408,21 +386,15 @@ static cr_status csolve_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
         st = cr__cmat_give(arena, e->pB, &Bb, B->ndim == 1, &dx[ib]);
     if (st != CR_OK)
         return st;
-    csolve_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(csolve_thunk));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
-    *t = (csolve_thunk){e, G};
-    return cr__thunk(arena, csolve_thunk_fn, NULL, t,
-                     e->right ? "cholesky_rdiv_pullback_thunk" : "cholesky_solve_pullback_thunk",
-                     &dx[iu]);
+    return cr__la_thunk_new(
+        arena, csolve_thunk_fn, e, &G,
+        e->right ? "cholesky_rdiv_pullback_thunk" : "cholesky_solve_pullback_thunk", &dx[iu]);
 }
 
 static cr_status csolve_rrule(cr_arena *arena, bool right, const cr_value *args, size_t nargs,
                               cr_value *y, cr_pullback *pb, const void *udata)
 {
-    csolve_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(csolve_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__LA_ENV(arena, csolve_env, e);
     cr_dtype dt = CR_DT_F64;
     cr_status st = csolve_forward(arena, right, args, nargs, e, &dt);
     cr_array *o;
@@ -528,9 +500,7 @@ static cr_status cdet_forward(cr_arena *arena, bool lg, const cr_value *args, si
 {
     const char *who = cdet_name(lg);
     const cr_array *U;
-    cr_status st = cr__nargs(arena, who, nargs, 1, 1);
-    if (st == CR_OK)
-        st = cr__square_arg(arena, who, args, nargs, 0, &U, NULL);
+    cr_status st = cr__square_arg1(arena, who, args, nargs, &U, NULL);
     if (st == CR_OK)
         st = factor_arg(arena, who, args, nargs, 0, U->dtype == CR_DT_C128, lg, &U, Um);
     if (st != CR_OK)
@@ -551,9 +521,7 @@ static cr_status cdet_forward(cr_arena *arena, bool lg, const cr_value *args, si
 static cr_status cdet_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                                void *env)
 {
-    (void)nx;
-    cdet_env *e = env;
-    dx[0] = cr_tangent_none();
+    cdet_env *e = cr__pb_start(dx, nx, false, env);
     cr_complex c;
     bool nz;
     cr_status st = cr__tan_scalar(arena, cdet_name(e->lg), *dy, &c, &nz);
@@ -579,9 +547,7 @@ static cr_status cdet_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
 static cr_status cdet_rrule(cr_arena *arena, bool lg, const cr_value *args, size_t nargs,
                             cr_value *y, cr_pullback *pb, const void *udata)
 {
-    cdet_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(cdet_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__LA_ENV(arena, cdet_env, e);
     e->lg = lg;
     cr_status st = cdet_forward(arena, lg, args, nargs, &e->Um, y);
     if (st != CR_OK)
@@ -599,11 +565,9 @@ static cr_status cdet_frule(cr_arena *arena, bool lg, const cr_tangent *dargs, c
     cr__cmat Um, dU;
     cr_status st = cdet_forward(arena, lg, args, nargs, &Um, y);
     if (st == CR_OK)
-        st = cr__cmat_dx(arena, cdet_name(lg), dargs, args, 0, Um.cplx, &dU);
-    if (st != CR_OK || dU.p == NULL) {
-        *dy = cr_tangent_zero();
+        st = cr__frule_dx0(arena, cdet_name(lg), dargs, args, Um.cplx, &dU, dy);
+    if (st != CR_OK || dU.p == NULL)
         return st;
-    }
     double *others = NULL;
     if (!lg && (st = cdet_others(arena, &Um, &others)) != CR_OK)
         return st;
@@ -701,10 +665,6 @@ CR__NO_LAPACK_FN(cholesky_det, "cholesky_det")
 CR__NO_LAPACK_FN(cholesky_logdet, "cholesky_logdet")
 CR__NO_LAPACK_FN(cholesky_rdiv, "cholesky_rdiv")
 
-cr_status cr__linalg_register_cholesky(cr_registry *reg)
-{
-    (void)reg;
-    return CR_OK;
-}
+CR__NO_LAPACK_REGISTER(cholesky)
 
 #endif /* CR_HAVE_LAPACKE */

@@ -32,6 +32,13 @@ cr_status cr__square_arg(cr_arena *arena, const char *who, const cr_value *args,
     return CR_OK;
 }
 
+cr_status cr__square_arg1(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                          const cr_array **A, bool *cplx)
+{
+    cr_status st = cr__nargs(arena, who, nargs, 1, 1);
+    return st != CR_OK ? st : cr__square_arg(arena, who, args, nargs, 0, A, cplx);
+}
+
 /* The Hermitian matrix whose upper triangle is that of A (the diagonal's real part), as
  * LAPACK's syev/heev/potrf read it. */
 cr_status cr__herm_upper(cr_arena *arena, const cr_array *A, bool cplx, cr__cmat *m)

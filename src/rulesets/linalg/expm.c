@@ -63,6 +63,21 @@ static double mat_norm1(const cr__cmat *M)
     return best;
 }
 
+/* Two new zero n x n work matrices. */
+static cr_status zeros2(cr_arena *arena, bool cplx, size_t n, cr__cmat *X, cr__cmat *Y)
+{
+    cr_status st = cr__cmat_new(arena, cplx, n, n, true, X);
+    return st != CR_OK ? st : cr__cmat_new(arena, cplx, n, n, true, Y);
+}
+
+/* W += b[hi] P[0] + b[hi - 2] P[1] + ... over np terms: the sums of the degree-13 Padé
+ * approximant, with P = (A⁶, A⁴, A², I). */
+static void pade13_terms(cr__cmat *W, const double *b, int hi, const cr__cmat *const *P, int np)
+{
+    for (int k = 0; k < np; k++)
+        mat_axpy(W, b[hi - 2 * k], P[k]);
+}
+
 /* exp(A) by scaling and squaring with a Padé approximant (A is not modified). */
 static cr_status expm_of(cr_arena *arena, const cr__cmat *A0, cr__cmat *out)
 {
@@ -103,9 +118,7 @@ static cr_status expm_of(cr_arena *arena, const cr__cmat *A0, cr__cmat *out)
     }
     st = cr__cmat_mul(arena, 'N', 'N', 1.0, &A, &A, &A2);
     if (st == CR_OK)
-        st = cr__cmat_new(arena, cplx, n, n, true, &U);
-    if (st == CR_OK)
-        st = cr__cmat_new(arena, cplx, n, n, true, &V);
+        st = zeros2(arena, cplx, n, &U, &V);
     if (st != CR_OK)
         return st;
     if (m < 13) {
@@ -135,19 +148,13 @@ static cr_status expm_of(cr_arena *arena, const cr__cmat *A0, cr__cmat *out)
         if (st == CR_OK)
             st = cr__cmat_mul(arena, 'N', 'N', 1.0, &A4, &A2, &A6);
         if (st == CR_OK)
-            st = cr__cmat_new(arena, cplx, n, n, true, &W1);
-        if (st == CR_OK)
-            st = cr__cmat_new(arena, cplx, n, n, true, &W2);
+            st = zeros2(arena, cplx, n, &W1, &W2);
         if (st != CR_OK)
             return st;
         /* U = A [A6 (b13 A6 + b11 A4 + b9 A2) + b7 A6 + b5 A4 + b3 A2 + b1 I] */
-        mat_axpy(&W1, b[13], &A6);
-        mat_axpy(&W1, b[11], &A4);
-        mat_axpy(&W1, b[9], &A2);
-        mat_axpy(&W2, b[7], &A6);
-        mat_axpy(&W2, b[5], &A4);
-        mat_axpy(&W2, b[3], &A2);
-        mat_axpy(&W2, b[1], &Id);
+        const cr__cmat *P[4] = {&A6, &A4, &A2, &Id};
+        pade13_terms(&W1, b, 13, P, 3);
+        pade13_terms(&W2, b, 7, P, 4);
         cr__cmat_gemm('N', 'N', 1.0, &A6, &W1, 1.0, &W2);
         cr__cmat_gemm('N', 'N', 1.0, &A, &W2, 0.0, &U);
         /* V = A6 (b12 A6 + b10 A4 + b8 A2) + b6 A6 + b4 A4 + b2 A2 + b0 I */
@@ -155,13 +162,8 @@ static cr_status expm_of(cr_arena *arena, const cr__cmat *A0, cr__cmat *out)
         st = cr__cmat_new(arena, cplx, n, n, true, &Z1);
         if (st != CR_OK)
             return st;
-        mat_axpy(&Z1, b[12], &A6);
-        mat_axpy(&Z1, b[10], &A4);
-        mat_axpy(&Z1, b[8], &A2);
-        mat_axpy(&V, b[6], &A6);
-        mat_axpy(&V, b[4], &A4);
-        mat_axpy(&V, b[2], &A2);
-        mat_axpy(&V, b[0], &Id);
+        pade13_terms(&Z1, b, 12, P, 3);
+        pade13_terms(&V, b, 6, P, 4);
         cr__cmat_gemm('N', 'N', 1.0, &A6, &Z1, 1.0, &V);
     }
     /* (V - U) R = (V + U) */
@@ -239,10 +241,8 @@ typedef struct expm_env {
 static cr_status expm_forward(cr_arena *arena, const cr_value *args, size_t nargs,
                               const cr_array **A, cr__cmat *Am, cr__cmat *Y)
 {
-    bool cplx = false;
-    cr_status st = cr__nargs(arena, "expm", nargs, 1, 1);
-    if (st == CR_OK)
-        st = cr__square_arg(arena, "expm", args, nargs, 0, A, &cplx);
+    bool cplx;
+    cr_status st = cr__square_arg1(arena, "expm", args, nargs, A, &cplx);
     if (st == CR_OK)
         st = cr__cmat_from(arena, *A, cplx, Am);
     if (st == CR_OK)
@@ -256,74 +256,47 @@ static cr_status expm_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
 {
     (void)nx;
     expm_env *e = env;
-    dx[0] = cr_tangent_none();
-    size_t n = e->Am.r, shape[2] = {n, n};
     cr__cmat G, Ah, L;
-    cr_status st = cr__cmat_tan(arena, "expm_pullback", *dy, 2, shape, e->Am.cplx, &G);
-    if (st != CR_OK || G.p == NULL) {
-        dx[1] = cr_tangent_zero();
+    cr_status st =
+        cr__pull_matrix(arena, "expm_pullback", dy, e->Am.r, e->Am.r, e->Am.cplx, dx, &G);
+    if (st != CR_OK || G.p == NULL)
         return st;
-    }
     st = cr__cmat_adj(arena, &e->Am, &Ah);
     if (st == CR_OK)
         st = expm_frechet(arena, &Ah, &G, NULL, &L);
-    cr_array *r = NULL;
-    if (st == CR_OK)
-        st = cr__cmat_to_array(arena, &L, false, &r);
-    return st != CR_OK ? st : cr__give(arena, e->pA, r, &dx[1]);
+    return st != CR_OK ? st : cr__cmat_give(arena, e->pA, &L, false, &dx[1]);
 }
 
 /* expm(A) = exp(A) of a general square matrix. */
-static cr_status expm_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+static cr_status expm_rrule1(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                             cr_value *y, cr_pullback *pb, const void *udata)
 {
-    (void)cfg;
-    (void)f;
-    expm_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(expm_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    (void)who;
+    CR__LA_ENV(arena, expm_env, e);
     cr__cmat Y;
     cr_status st = expm_forward(arena, args, nargs, &e->A, &e->Am, &Y);
-    cr_array *o;
-    if (st == CR_OK)
-        st = cr__cmat_out(arena, &Y, false, (cr_dtype)e->A->dtype, &o);
     if (st != CR_OK)
         return st;
-    *y = cr_value_array(o);
-    return cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,
-                           (cr_pullback){expm_pullback, e, "expm_pullback", nargs + 1});
+    return cr__rrule_out1(arena, &Y, (cr_dtype)e->A->dtype, args, udata, &e->pA, y, pb,
+                          (cr_pullback){expm_pullback, e, "expm_pullback", nargs + 1});
 }
-CR__ARRAY_FN(expm, "expm", 1)
 
 /* frule: Ẏ = L(A, Ȧ). */
-static cr_status expm_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+static cr_status expm_frule1(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                             const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
+    (void)who;
     const cr_array *A;
     cr__cmat Am, Y, dA, L;
     cr_status st = expm_forward(arena, args, nargs, &A, &Am, &Y);
-    cr_array *o;
     if (st == CR_OK)
-        st = cr__cmat_out(arena, &Y, false, (cr_dtype)A->dtype, &o);
-    if (st != CR_OK)
+        st = cr__frule_out1(arena, "expm", &Y, (cr_dtype)A->dtype, dargs, args, y, &dA, dy);
+    if (st != CR_OK || dA.p == NULL)
         return st;
-    *y = cr_value_array(o);
-    st = cr__cmat_dx(arena, "expm", dargs, args, 0, Am.cplx, &dA);
-    if (st != CR_OK || dA.p == NULL) {
-        *dy = cr_tangent_zero();
-        return st;
-    }
     st = expm_frechet(arena, &Am, &dA, NULL, &L);
-    cr_array *r = NULL;
-    if (st == CR_OK)
-        st = cr__cmat_to_array(arena, &L, false, &r);
-    return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
+    return st != CR_OK ? st : cr__cmat_project(arena, y, &L, dy);
 }
+CR__LA_RULES(expm, 1)
 
 /* ---- Test registrations ---------------------------------------------------------------- */
 
@@ -358,11 +331,7 @@ cr_status cr__linalg_register_expm(cr_registry *reg)
 /* Without LAPACKE: the function value exists; calling it reports CR_EUNIMPL. */
 CR__NO_LAPACK_FN(expm, "expm")
 
-cr_status cr__linalg_register_expm(cr_registry *reg)
-{
-    (void)reg;
-    return CR_OK;
-}
+CR__NO_LAPACK_REGISTER(expm)
 
 #endif /* CR_HAVE_LAPACKE */
 
@@ -409,24 +378,21 @@ typedef struct expm_state {
  */
 static cr_status expm_init(const cr_form_point *p, void **state)
 {
-    cr_status st = cr__form_state(p, sizeof(expm_state), 0, NULL, state);
-    expm_state *z = *state;
-    if (st == CR_OK && (st = cr__form_like_x(&z->F, p->ybar, &z->yb)) == CR_OK && z->yb == NULL)
-        return CR_NOTHING;
-    if (st != CR_OK)
-        return st;
-    if (z->F.x->ndim != 2 || z->F.x->shape[0] != z->F.x->shape[1])
+    CR__LA_FORM_STATE(p, state, expm_state, 0, z);
+    const cr_array *x = z->F.x;
+    if (x->ndim != 2 || x->shape[0] != x->shape[1])
         return CR_NOTHING; /* a matrix that is not square: the rule refused it when recorded */
-    return CR_OK;
+    st = cr__form_like_x(&z->F, p->ybar, &z->yb);
+    return st == CR_OK && z->yb == NULL ? CR_NOTHING : st;
 }
 
 static cr_status expm_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
                           cr_tangent ydot, cr_tangent *S)
 {
-    (void)p;
-    (void)ydot;
     const expm_state *z = state;
     const cr__form *F = &z->F;
+    (void)p;
+    (void)ydot;
     size_t n = F->x->shape[0], w = 4 * n, shape[2] = {w, w};
     const double *a = F->x->data, *yb = z->yb, *xd;
     cr_status st = cr__form_like_x(F, xdot[0], &xd);

@@ -36,33 +36,6 @@ static cr_status matrix_arg(cr_arena *arena, const char *who, const cr_value *ar
     return CR_OK;
 }
 
-/* ---- Tuples ----------------------------------------------------------------------------- */
-
-typedef struct tup2 {
-    cr_array a, b;
-} tup2;
-typedef struct tup3 {
-    cr_array a, b, c;
-} tup3;
-static const cr_field k_tup2_fields[2] = {{NULL, offsetof(tup2, a), CR_KIND_ARRAY, NULL},
-                                          {NULL, offsetof(tup2, b), CR_KIND_ARRAY, NULL}};
-static const cr_field k_tup3_fields[3] = {{NULL, offsetof(tup3, a), CR_KIND_ARRAY, NULL},
-                                          {NULL, offsetof(tup3, b), CR_KIND_ARRAY, NULL},
-                                          {NULL, offsetof(tup3, c), CR_KIND_ARRAY, NULL}};
-static const cr_type k_tup2 = {"tuple(array,array)", sizeof(tup2), 2, k_tup2_fields};
-static const cr_type k_tup3 = {"tuple(array,array,array)", sizeof(tup3), 3, k_tup3_fields};
-
-static cr_status make_tup2(cr_arena *arena, const cr_array *a, const cr_array *b, cr_value *y)
-{
-    tup2 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(tup2));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
-    t->a = *a;
-    t->b = *b;
-    *y = cr_value_struct(&k_tup2, t);
-    return CR_OK;
-}
-
 /* ---- lu ------------------------------------------------------------------------------------ */
 
 typedef struct lu_env {
@@ -86,11 +59,11 @@ static cr_status lu_forward(cr_arena *arena, const cr_value *args, size_t nargs,
     bool cplx = e->A->dtype == CR_DT_C128;
     size_t m = e->A->shape[0], n = e->A->shape[1], k = m < n ? m : n;
     cr__cmat F;
-    st = cr__cmat_from(arena, e->A, cplx, &F);
-    if (st == CR_OK)
-        st = cr__cmat_new(arena, cplx, m, k, true, &e->L);
+    st = cr__cmat_new(arena, cplx, m, k, true, &e->L);
     if (st == CR_OK)
         st = cr__cmat_new(arena, cplx, k, n, true, &e->U);
+    if (st == CR_OK)
+        st = cr__cmat_from(arena, e->A, cplx, &F);
     if (st != CR_OK)
         return st;
     lapack_int *ipiv = cr__arena_array(arena, "lu", k, sizeof *ipiv, _Alignof(lapack_int));
@@ -144,14 +117,15 @@ static cr_status lu_output(cr_arena *arena, lu_env *e, cr_value *y)
         e->oL->structure = CR_MAT_LOWER;
         e->oU->structure = CR_MAT_UPPER;
     }
-    tup3 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(tup3));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
-    t->a = *e->oL;
-    t->b = *e->oU;
-    t->c = *op;
-    *y = cr_value_struct(&k_tup3, t);
-    return CR_OK;
+    return cr__tuple_value(arena, 3, (const cr_array *const[]){e->oL, e->oU, op}, y);
+}
+
+/* lu's result *y, its factors kept in e. */
+static cr_status lu_primal(cr_arena *arena, const cr_value *args, size_t nargs, lu_env *e,
+                           cr_value *y)
+{
+    cr_status st = lu_forward(arena, args, nargs, e);
+    return st != CR_OK ? st : lu_output(arena, e, y);
 }
 
 /* With P A = L U: Ā = Pᵀ L⁻ᴴ (tril(Lᴴ L̄, -1) + triu(Ū Uᴴ)) U⁻ᴴ for a square A (only the
@@ -160,28 +134,18 @@ static cr_status lu_output(cr_arena *arena, lu_env *e, cr_value *y)
 static cr_status lu_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                              void *env)
 {
-    (void)nx;
-    lu_env *e = env;
+    lu_env *e = cr__pb_start(dx, nx, false, env);
     const char *who = "lu_pullback";
-    dx[0] = cr_tangent_none();
-    size_t m = e->L.r, n = e->U.c, sl[2] = {m, e->L.c}, su[2] = {e->U.r, n};
-    bool cplx = e->L.cplx;
-    cr_tangent tl, tu;
-    cr__cmat Lb, Ub, G, T;
-    cr_status st = cr__tuple_field(arena, who, *dy, 0, &tl);
-    if (st == CR_OK)
-        st = cr__tuple_field(arena, who, *dy, 1, &tu);
-    if (st == CR_OK)
-        st = cr__cmat_tan(arena, who, tl, 2, sl, cplx, &Lb);
-    if (st == CR_OK)
-        st = cr__cmat_tan(arena, who, tu, 2, su, cplx, &Ub);
-    if (st != CR_OK)
-        return st;
-    if (Lb.p == NULL && Ub.p == NULL) {
+    size_t m = e->L.r, n = e->U.c;
+    bool cplx = e->L.cplx, zero;
+    const cr__field_spec spec[2] = {{2, {m, e->L.c}, cplx}, {2, {e->U.r, n}, cplx}};
+    cr__cmat LU[2], G, T;
+    cr_status st = cr__tuple_cmats(arena, who, *dy, 2, CR__TUPLE, spec, LU, &zero);
+    if (st != CR_OK || zero) {
         dx[1] = cr_tangent_zero();
-        return CR_OK;
+        return st;
     }
-    st = cr__lu_pullback(arena, who, &e->L, &e->U, &Lb, &Ub, &G);
+    st = cr__lu_pullback(arena, who, &e->L, &e->U, &LU[0], &LU[1], &G);
     if (st == CR_OK)
         st = cr__cmat_new(arena, cplx, m, n, false, &T);
     if (st != CR_OK)
@@ -192,49 +156,25 @@ static cr_status lu_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr
     return cr__cmat_give(arena, e->pA, &T, false, &dx[1]);
 }
 
-static cr_status lu_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                          const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                          const void *udata)
-{
-    (void)cfg;
-    (void)f;
-    lu_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(lu_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
-    cr_status st = lu_forward(arena, args, nargs, e);
-    if (st == CR_OK)
-        st = lu_output(arena, e, y);
-    if (st != CR_OK)
-        return st;
-    return cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,
-                           (cr_pullback){lu_pullback, e, "lu_pullback", nargs + 1});
-}
-CR__ARRAY_FN(lu, "lu", 1)
+CR__LA_RRULE1(lu, lu_env, lu_primal, lu_pullback)
 
 /* frule: with P Ȧ, cr__lu_tangent (square: F = L⁻¹ P Ȧ U⁻¹, L̇ = L tril(F, -1),
  * U̇ = triu(F) U); ṗ is NoTangent. */
-static cr_status lu_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                          const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                          cr_tangent *dy, const void *udata)
+static cr_status lu_frule1(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                           const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
+    (void)who;
     lu_env e;
     memset(&e, 0, sizeof e);
-    cr_status st = lu_forward(arena, args, nargs, &e);
-    if (st == CR_OK)
-        st = lu_output(arena, &e, y);
+    cr_status st = lu_primal(arena, args, nargs, &e, y);
     if (st != CR_OK)
         return st;
     size_t m = e.L.r, n = e.U.c;
     bool cplx = e.L.cplx;
     cr__cmat dA, F, dL, dU;
-    st = cr__cmat_dx(arena, "lu", dargs, args, 0, cplx, &dA);
-    if (st != CR_OK || dA.p == NULL) {
-        *dy = cr_tangent_zero();
+    st = cr__frule_dx0(arena, "lu", dargs, args, cplx, &dA, dy);
+    if (st != CR_OK || dA.p == NULL)
         return st;
-    }
     st = cr__cmat_new(arena, cplx, m, n, false, &F);
     if (st != CR_OK)
         return st;
@@ -247,8 +187,9 @@ static cr_status lu_frule(const cr_config *cfg, cr_arena *arena, const cr_tangen
         st = cr__tangent_like(arena, e.oL, &dL, false, &t[0]);
     if (st == CR_OK)
         st = cr__tangent_like(arena, e.oU, &dU, false, &t[1]);
-    return st != CR_OK ? st : cr_tangent_struct(arena, &k_tup3, NULL, t, 3, dy);
+    return st != CR_OK ? st : cr_tangent_struct(arena, &cr__k_tup3, NULL, t, 3, dy);
 }
+CR__LA_RULES(lu, 1)
 
 /* ---- qr ------------------------------------------------------------------------------------ */
 
@@ -334,7 +275,15 @@ static cr_status qr_output(cr_arena *arena, qr_env *e, cr_value *y)
         return st;
     if (e->R.r == e->R.c) /* a wide A's R is a dense upper trapezoid, as Julia's */
         e->oR->structure = CR_MAT_UPPER;
-    return make_tup2(arena, e->oQ, e->oR, y);
+    return cr__tuple_value(arena, 2, (const cr_array *const[]){e->oQ, e->oR}, y);
+}
+
+/* qr's result *y, its factors kept in e. */
+static cr_status qr_primal(cr_arena *arena, const cr_value *args, size_t nargs, qr_env *e,
+                           cr_value *y)
+{
+    cr_status st = qr_forward(arena, args, nargs, e);
+    return st != CR_OK ? st : qr_output(arena, e, y);
 }
 
 /* Whether a triangular factor is numerically singular: a diagonal entry at or below
@@ -379,27 +328,18 @@ static cr__cmat cols_of(const cr__cmat *M, size_t j0, size_t c)
 static cr_status qr_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                              void *env)
 {
-    (void)nx;
-    qr_env *e = env;
+    qr_env *e = cr__pb_start(dx, nx, false, env);
     const char *who = "qr_pullback";
-    dx[0] = cr_tangent_none();
-    size_t m = e->Q.r, n = e->Q.c, nn = e->R.c, sq[2] = {m, n}, sr[2] = {n, nn};
-    bool cplx = e->Q.cplx;
-    cr_tangent tq, tr;
-    cr__cmat Qb, Rb, M, G, Rs = cols_of(&e->R, 0, n), V = cols_of(&e->R, n, nn - n), Vb, YVb, Ga;
-    cr_status st = cr__tuple_field(arena, who, *dy, 0, &tq);
-    if (st == CR_OK)
-        st = cr__tuple_field(arena, who, *dy, 1, &tr);
-    if (st == CR_OK)
-        st = cr__cmat_tan(arena, who, tq, 2, sq, cplx, &Qb);
-    if (st == CR_OK)
-        st = cr__cmat_tan(arena, who, tr, 2, sr, cplx, &Rb);
-    if (st != CR_OK)
-        return st;
-    if (Qb.p == NULL && Rb.p == NULL) {
+    size_t m = e->Q.r, n = e->Q.c, nn = e->R.c;
+    bool cplx = e->Q.cplx, zero;
+    const cr__field_spec spec[2] = {{2, {m, n}, cplx}, {2, {n, nn}, cplx}};
+    cr__cmat QR[2], M, G, Rs = cols_of(&e->R, 0, n), V = cols_of(&e->R, n, nn - n), Vb, YVb, Ga;
+    cr_status st = cr__tuple_cmats(arena, who, *dy, 2, CR__TUPLE, spec, QR, &zero);
+    if (st != CR_OK || zero) {
         dx[1] = cr_tangent_zero();
-        return CR_OK;
+        return st;
     }
+    cr__cmat Qb = QR[0], Rb = QR[1];
     st = qr_check_rank(arena, &Rs);
     if (st == CR_OK)
         st = cr__cmat_new(arena, cplx, m, nn, true, &Ga);
@@ -448,50 +388,26 @@ static cr_status qr_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr
     return cr__cmat_give(arena, e->pA, &Ga, false, &dx[1]);
 }
 
-static cr_status qr_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                          const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                          const void *udata)
-{
-    (void)cfg;
-    (void)f;
-    qr_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(qr_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
-    cr_status st = qr_forward(arena, args, nargs, e);
-    if (st == CR_OK)
-        st = qr_output(arena, e, y);
-    if (st != CR_OK)
-        return st;
-    return cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,
-                           (cr_pullback){qr_pullback, e, "qr_pullback", nargs + 1});
-}
-CR__ARRAY_FN(qr, "qr", 1)
+CR__LA_RRULE1(qr, qr_env, qr_primal, qr_pullback)
 
 /* frule: E = Ȧ R⁻¹, C = Qᴴ E; Qᴴ Q̇ = Ω is skew-Hermitian with Ω's strictly lower part
  * that of C and an imaginary diagonal, Ṙ R⁻¹ = Ψ is upper triangular with a real
  * diagonal: Ω + Ψ = C. Q̇ = E + Q (Ω - C), Ṙ = Ψ R. */
-static cr_status qr_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                          const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                          cr_tangent *dy, const void *udata)
+static cr_status qr_frule1(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                           const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
+    (void)who;
     qr_env e;
     memset(&e, 0, sizeof e);
-    cr_status st = qr_forward(arena, args, nargs, &e);
-    if (st == CR_OK)
-        st = qr_output(arena, &e, y);
+    cr_status st = qr_primal(arena, args, nargs, &e, y);
     if (st != CR_OK)
         return st;
     size_t n = e.Q.c, nn = e.R.c;
     bool cplx = e.Q.cplx;
     cr__cmat E, dA, C, W, Psi, dR, Rs = cols_of(&e.R, 0, n);
-    st = cr__cmat_dx(arena, "qr", dargs, args, 0, cplx, &dA);
-    if (st != CR_OK || dA.p == NULL) {
-        *dy = cr_tangent_zero();
+    st = cr__frule_dx0(arena, "qr", dargs, args, cplx, &dA, dy);
+    if (st != CR_OK || dA.p == NULL)
         return st;
-    }
     E = cols_of(&dA, 0, n); /* Ẋ; a wide A's Ẏ = the other columns */
     st = qr_check_rank(arena, &Rs);
     if (st == CR_OK)
@@ -529,8 +445,9 @@ static cr_status qr_frule(const cr_config *cfg, cr_arena *arena, const cr_tangen
         st = cr__tangent_like(arena, e.oQ, &E, false, &t[0]);
     if (st == CR_OK)
         st = cr__tangent_like(arena, e.oR, &dR, false, &t[1]);
-    return st != CR_OK ? st : cr_tangent_struct(arena, &k_tup2, NULL, t, 2, dy);
+    return st != CR_OK ? st : cr_tangent_struct(arena, &cr__k_tup2, NULL, t, 2, dy);
 }
+CR__LA_RULES(qr, 1)
 
 /* ---- eigen and eigvals of general matrices ------------------------------------------------ */
 
@@ -557,9 +474,7 @@ static bool eig_before(cr_complex a, cr_complex b)
 static cr_status geig_forward(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
                               geig_env *e)
 {
-    cr_status st = cr__nargs(arena, who, nargs, 1, 1);
-    if (st == CR_OK)
-        st = cr__square_arg(arena, who, args, nargs, 0, &e->A, NULL);
+    cr_status st = cr__square_arg1(arena, who, args, nargs, &e->A, NULL);
     if (st != CR_OK)
         return st;
     bool cplx = e->A->dtype == CR_DT_C128;
@@ -729,7 +644,7 @@ static cr_status geig_output(cr_arena *arena, const geig_env *e, cr_value *y)
         return CR_OK;
     }
     st = cr__cmat_to_array(arena, &e->V, false, &vo);
-    return st != CR_OK ? st : make_tup2(arena, lo, vo, y);
+    return st != CR_OK ? st : cr__tuple_value(arena, 2, (const cr_array *const[]){lo, vo}, y);
 }
 
 /* Ā = V⁻ᴴ G Vᴴ with G = diag(λ̄) + conj(F) ∘ H off the diagonal, F_ij = 1/(λ_j - λ_i) and
@@ -740,29 +655,18 @@ static cr_status geig_output(cr_arena *arena, const geig_env *e, cr_value *y)
 static cr_status geig_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                                void *env)
 {
-    (void)nx;
-    geig_env *e = env;
+    geig_env *e = cr__pb_start(dx, nx, false, env);
     const char *who = e->vectors ? "eigen_general_pullback" : "eigvals_general_pullback";
-    dx[0] = cr_tangent_none();
-    size_t n = e->V.r, shape[2] = {n, n};
-    cr_tangent tl = *dy, tv = cr_tangent_zero();
-    cr_status st = CR_OK;
-    if (e->vectors) {
-        st = cr__tuple_field(arena, who, *dy, 0, &tl);
-        if (st == CR_OK)
-            st = cr__tuple_field(arena, who, *dy, 1, &tv);
-    }
-    cr__cmat Lb, Vb, G, K, VhV, T;
-    if (st == CR_OK)
-        st = cr__cmat_tan(arena, who, tl, 1, &n, true, &Lb);
-    if (st == CR_OK)
-        st = cr__cmat_tan(arena, who, tv, 2, shape, true, &Vb);
-    if (st != CR_OK)
-        return st;
-    if (Lb.p == NULL && Vb.p == NULL) {
+    size_t n = e->V.r;
+    const cr__field_spec spec[2] = {{1, {n, 1}, true}, {2, {n, n}, true}};
+    cr__cmat LV[2], G, K, VhV, T;
+    bool zero;
+    cr_status st = cr__tuple_cmats(arena, who, *dy, 2, e->vectors ? CR__TUPLE : 0, spec, LV, &zero);
+    if (st != CR_OK || zero) {
         dx[1] = cr_tangent_zero();
-        return CR_OK;
+        return st;
     }
+    const cr__cmat Lb = LV[0], Vb = LV[1];
     st = cr__cmat_new(arena, true, n, n, true, &G);
     if (st != CR_OK)
         return st;
@@ -802,9 +706,7 @@ static cr_status geig_rrule(cr_arena *arena, bool vectors, const cr_value *args,
                             cr_value *y, cr_pullback *pb, const void *udata)
 {
     const char *who = vectors ? "eigen_general" : "eigvals_general";
-    geig_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(geig_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__LA_ENV(arena, geig_env, e);
     e->vectors = vectors;
     cr_status st = geig_forward(arena, who, args, nargs, e);
     if (st == CR_OK)
@@ -834,11 +736,9 @@ static cr_status geig_frule(cr_arena *arena, bool vectors, const cr_tangent *dar
         return st;
     size_t n = e.V.r;
     cr__cmat dA, P, dl, VK;
-    st = cr__cmat_dx(arena, who, dargs, args, 0, true, &dA);
-    if (st != CR_OK || dA.p == NULL) {
-        *dy = cr_tangent_zero();
+    st = cr__frule_dx0(arena, who, dargs, args, true, &dA, dy);
+    if (st != CR_OK || dA.p == NULL)
         return st;
-    }
     st = cr__cmat_mul(arena, 'N', 'N', 1.0, &dA, &e.V, &P);
     if (st == CR_OK)
         st = geig_solve(arena, who, &e, 'N', &P);
@@ -880,7 +780,7 @@ static cr_status geig_frule(cr_arena *arena, bool vectors, const cr_tangent *dar
     if (st != CR_OK)
         return st;
     cr_tangent t[2] = {cr_tangent_array(dlo), cr_tangent_array(dvo)};
-    return cr_tangent_struct(arena, &k_tup2, NULL, t, 2, dy);
+    return cr_tangent_struct(arena, &cr__k_tup2, NULL, t, 2, dy);
 }
 
 #define GEIG_RULES(NAME, VEC) CR__PARAM_RULES(NAME, geig_rrule, geig_frule, VEC, 1)
@@ -949,16 +849,11 @@ static cr_status pinv_forward(cr_arena *arena, bool ex, const cr_value *args, si
     st = cr__cmat_from(arena, *A, cplx, &F);
     if (st == CR_OK)
         st = cr__lapack_finite(arena, who, &F);
-    if (st == CR_OK)
-        st = cr__cmat_new(arena, cplx, m, k, false, &U);
-    if (st == CR_OK)
-        st = cr__cmat_new(arena, cplx, k, n, false, &Vt);
-    if (st == CR_OK)
-        st = cr__cmat_new(arena, cplx, n, m, true, &e->Y);
-    if (st == CR_OK)
-        st = cr__cmat_new(arena, cplx, m, m, true, &e->P);
-    if (st == CR_OK)
-        st = cr__cmat_new(arena, cplx, n, n, true, &e->Q);
+    /* U, Vt (written by LAPACK), then Y, P and Q, zeroed */
+    const size_t dims[5][2] = {{m, k}, {k, n}, {n, m}, {m, m}, {n, n}};
+    cr__cmat *mats[5] = {&U, &Vt, &e->Y, &e->P, &e->Q};
+    for (size_t i = 0; i < 5 && st == CR_OK; i++)
+        st = cr__cmat_new(arena, cplx, dims[i][0], dims[i][1], i >= 2, mats[i]);
     if (st != CR_OK)
         return st;
     double *s = cr__arena_array(arena, who, k, sizeof *s, _Alignof(double));
@@ -1026,18 +921,13 @@ static cr_status pinv_forward(cr_arena *arena, bool ex, const cr_value *args, si
 static cr_status pinv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                                void *env)
 {
-    (void)nx;
-    pinv_env *e = env;
-    dx[0] = cr_tangent_none();
+    pinv_env *e = cr__pb_start(dx, nx, false, env);
     for (size_t i = 2; i < nx; i++)
         dx[i] = e->diff[i - 1] ? cr_tangent_zero() : cr_tangent_none();
-    size_t shape[2] = {e->Y.r, e->Y.c};
     cr__cmat G, T1, T2, YYh, YhY, R;
-    cr_status st = cr__cmat_tan(arena, "pinv_pullback", *dy, 2, shape, e->Y.cplx, &G);
-    if (st != CR_OK || G.p == NULL) {
-        dx[1] = cr_tangent_zero();
+    cr_status st = cr__pull_matrix(arena, "pinv_pullback", dy, e->Y.r, e->Y.c, e->Y.cplx, dx, &G);
+    if (st != CR_OK || G.p == NULL)
         return st;
-    }
     st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e->Y, &G, &T1); /* Yᴴ Ȳ */
     if (st == CR_OK)
         st = cr__cmat_mul(arena, 'N', 'C', -1.0, &T1, &e->Y, &R); /* -Yᴴ Ȳ Yᴴ */
@@ -1059,19 +949,13 @@ static cr_status pinv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
 static cr_status pinv_rrule_common(cr_arena *arena, bool ex, const cr_value *args, size_t nargs,
                                    cr_value *y, cr_pullback *pb, const void *udata)
 {
-    pinv_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(pinv_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__LA_ENV(arena, pinv_env, e);
     const cr_array *A;
-    cr_array *o;
     cr_status st = pinv_forward(arena, ex, args, nargs, &A, e);
-    if (st == CR_OK)
-        st = cr__cmat_out(arena, &e->Y, false, (cr_dtype)A->dtype, &o);
     if (st != CR_OK)
         return st;
-    *y = cr_value_array(o);
-    return cr__rrule_tail1(
-        arena, &args[0], udata, &e->pA, pb,
+    return cr__rrule_out1(
+        arena, &e->Y, (cr_dtype)A->dtype, args, udata, &e->pA, y, pb,
         (cr_pullback){pinv_pullback, e, ex ? "pinv_ex_pullback" : "pinv_pullback", nargs + 1});
 }
 
@@ -1081,19 +965,13 @@ static cr_status pinv_frule_common(cr_arena *arena, bool ex, const cr_tangent *d
 {
     pinv_env e;
     const cr_array *A;
-    cr_array *o;
+    cr__cmat dA, T, R, YYh, YhY;
     cr_status st = pinv_forward(arena, ex, args, nargs, &A, &e);
     if (st == CR_OK)
-        st = cr__cmat_out(arena, &e.Y, false, (cr_dtype)A->dtype, &o);
-    if (st != CR_OK)
+        st = cr__frule_out1(arena, ex ? "pinv_ex" : "pinv", &e.Y, (cr_dtype)A->dtype, dargs, args,
+                            y, &dA, dy);
+    if (st != CR_OK || dA.p == NULL)
         return st;
-    *y = cr_value_array(o);
-    cr__cmat dA, T, R, YYh, YhY;
-    st = cr__cmat_dx(arena, ex ? "pinv_ex" : "pinv", dargs, args, 0, e.Y.cplx, &dA);
-    if (st != CR_OK || dA.p == NULL) {
-        *dy = cr_tangent_zero();
-        return st;
-    }
     st = cr__cmat_mul(arena, 'N', 'N', 1.0, &e.Y, &dA, &T);
     if (st == CR_OK)
         st = cr__cmat_mul(arena, 'N', 'N', -1.0, &T, &e.Y, &R);
@@ -1110,7 +988,7 @@ static cr_status pinv_frule_common(cr_arena *arena, bool ex, const cr_tangent *d
     if (st != CR_OK)
         return st;
     cr__cmat_gemm('N', 'N', 1.0, &T, &YhY, 1.0, &R);
-    return cr__tangent_like(arena, o, &R, false, dy);
+    return cr__tangent_like(arena, y->u.arr, &R, false, dy);
 }
 
 #define PINV_RULES(NAME, EX) CR__PARAM_RULES(NAME, pinv_rrule_common, pinv_frule_common, EX, -1)
@@ -1316,9 +1194,7 @@ static cr_status sylv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
 static cr_status sylv_rrule(cr_arena *arena, int kind, const cr_value *args, size_t nargs,
                             cr_value *y, cr_pullback *pb, const void *udata)
 {
-    sylv_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(sylv_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__LA_ENV(arena, sylv_env, e);
     cr_status st = sylv_forward(arena, kind, args, nargs, e);
     if (st != CR_OK)
         return st;
@@ -1563,11 +1439,7 @@ CR__NO_LAPACK_FN(pinv_ex, "pinv_ex")
 CR__NO_LAPACK_FN(sylvester, "sylvester")
 CR__NO_LAPACK_FN(lyap, "lyap")
 
-cr_status cr__linalg_register_fact(cr_registry *reg)
-{
-    (void)reg;
-    return CR_OK;
-}
+CR__NO_LAPACK_REGISTER(fact)
 
 #endif /* CR_HAVE_LAPACKE */
 
@@ -1608,10 +1480,7 @@ typedef struct pinv_state {
 static cr_status pinv_init(const cr_form_point *p, void **state)
 {
     const double *Yb, *Y;
-    cr_status st = cr__form_state(p, sizeof(pinv_state), 0, NULL, state);
-    pinv_state *z = *state;
-    if (st != CR_OK)
-        return st;
+    CR__LA_FORM_STATE(p, state, pinv_state, 0, z);
     const cr__form *F = &z->F;
     if (F->x->ndim != 2)
         return CR_NOTHING;
@@ -1751,10 +1620,7 @@ typedef struct qr_state {
  */
 static cr_status qr_init(const cr_form_point *p, void **state)
 {
-    cr_status st = cr__form_state(p, sizeof(qr_state), 0, NULL, state);
-    qr_state *z = *state;
-    if (st != CR_OK)
-        return st;
+    CR__LA_FORM_STATE(p, state, qr_state, 0, z);
     const cr__form *F = &z->F;
     if (F->x->ndim != 2 || F->x->shape[0] < F->x->shape[1])
         return CR_NOTHING; /* the rule refused it when recorded */
@@ -1782,15 +1648,7 @@ static cr_status qr_init(const cr_form_point *p, void **state)
     if (Qb != NULL)
         cr__form_mm(-1.0, Qb, m, n, 1, Q, m, n, 0, 1.0, C);
     copyltu(C, n);
-    z->m = m;
-    z->n = n;
-    z->Q = Q;
-    z->R = R;
-    z->Qb = Qb;
-    z->Rb = Rb;
-    z->C = C;
-    z->Md = Md;
-    z->W = W;
+    *z = (qr_state){z->F, m, n, Q, R, Qb, Rb, z->G, C, Md, W};
     return CR_OK;
 }
 

@@ -246,12 +246,7 @@ static cr_status chol_dir(const cr_form_point *p, void *state, const cr_tangent 
 }
 
 /* One variable matrix argument first. */
-static const char *one_check(const cr_value *args, size_t nargs, const bool *var,
-                             uint32_t *linearity)
-{
-    (void)linearity;
-    return cr__form_check_leading(args, nargs, var, 1);
-}
+CR__LA_FORM_CHECK(one_check, 1, NULL)
 
 const cr_rule_form cr__form_cholesky = {one_check, cholesky_init, chol_dir};
 
@@ -403,13 +398,8 @@ static cr_status chol_solve_dir(const cr_form_point *p, void *state, const cr_ta
 
 /* cholesky_solve(U, B): U dense or Upper (its upper triangle read; the rule's cotangent of
  * U lives there), B dense; the form covers those. */
-static const char *cholesky_solve_check(const cr_value *args, size_t nargs, const bool *var,
-                                        uint32_t *linearity)
+static const char *cholesky_solve_covers(const cr_value *args, size_t nargs)
 {
-    (void)linearity;
-    const char *why = cr__form_check_leading(args, nargs, var, 2);
-    if (why != NULL)
-        return why;
     uint8_t s = args[0].u.arr != NULL ? args[0].u.arr->structure : CR_MAT_DENSE;
     if (s != CR_MAT_DENSE && s != CR_MAT_UPPER)
         return "U is Diagonal, Lower, Symmetric or Hermitian; the form covers a dense or Upper "
@@ -419,6 +409,7 @@ static const char *cholesky_solve_check(const cr_value *args, size_t nargs, cons
         return "B has a structure; the form covers dense B only";
     return NULL;
 }
+CR__LA_FORM_CHECK(cholesky_solve_check, 2, cholesky_solve_covers(args, nargs))
 
 const cr_rule_form cr__form_cholesky_solve = {cholesky_solve_check, cholesky_solve_init,
                                               chol_solve_dir};
@@ -884,10 +875,7 @@ static cr_status sylvester_init(const cr_form_point *p, void **state)
     bool ly = p->nargs == 2; /* lyap(A, C) */
     if (!p->var[0] && (ly || !p->var[1]))
         return CR_NOTHING;
-    cr_status st = cr__form_state(p, sizeof(sylv_state), 0, NULL, state);
-    sylv_state *g = *state;
-    if (st != CR_OK)
-        return st;
+    CR__LA_FORM_STATE(p, state, sylv_state, 0, g);
     g->ia = 0;
     g->ib = 1;
     g->ic = ly ? 1 : 2;
@@ -1025,21 +1013,9 @@ static const char *real_dense(const cr_value *vals, size_t nargs)
     return NULL;
 }
 
-static const char *sylvester_check(const cr_value *args, size_t nargs, const bool *var,
-                                   uint32_t *linearity)
-{
-    (void)linearity;
-    const char *why = cr__form_check_leading(args, nargs, var, 3);
-    return why != NULL ? why : real_dense(args, nargs);
-}
+CR__LA_FORM_CHECK(sylvester_check, 3, real_dense(args, nargs))
 
-static const char *lyap_check(const cr_value *args, size_t nargs, const bool *var,
-                              uint32_t *linearity)
-{
-    (void)linearity;
-    const char *why = cr__form_check_leading(args, nargs, var, 2);
-    return why != NULL ? why : real_dense(args, nargs);
-}
+CR__LA_FORM_CHECK(lyap_check, 2, real_dense(args, nargs))
 
 const cr_rule_form cr__form_sylvester = {sylvester_check, sylvester_init, sylv_dir};
 const cr_rule_form cr__form_lyap = {lyap_check, sylvester_init, sylv_dir};
@@ -1414,33 +1390,9 @@ static const char *lapack_real(const cr_value *vals, size_t nargs)
     return NULL;
 }
 
-/* The leading array argument and the first nvar arguments variable at most; real matrices. */
-static const char *lapack_check(const cr_value *args, size_t nargs, const bool *var, size_t nvar)
-{
-    const char *why = cr__form_check_leading(args, nargs, var, nvar);
-    return why != NULL ? why : lapack_real(args, nargs);
-}
-
-static const char *lapack1_check(const cr_value *args, size_t nargs, const bool *var,
-                                 uint32_t *linearity)
-{
-    (void)linearity;
-    return lapack_check(args, nargs, var, 1);
-}
-
-static const char *lapack3_check(const cr_value *args, size_t nargs, const bool *var,
-                                 uint32_t *linearity)
-{
-    (void)linearity;
-    return lapack_check(args, nargs, var, 3);
-}
-
-static const char *trtrs_check(const cr_value *args, size_t nargs, const bool *var,
-                               uint32_t *linearity)
-{
-    (void)linearity;
-    return lapack_check(args, nargs, var, 5);
-}
+CR__LA_FORM_CHECK(lapack1_check, 1, lapack_real(args, nargs))
+CR__LA_FORM_CHECK(lapack3_check, 3, lapack_real(args, nargs))
+CR__LA_FORM_CHECK(trtrs_check, 5, lapack_real(args, nargs))
 
 /* trsyl(transa, transb, isgn, A, B, C): the flags and the sign are constants. */
 static const char *trsyl_check(const cr_value *args, size_t nargs, const bool *var,

@@ -430,5 +430,166 @@ static inline cr_status cr__pb_thunk_new(cr_arena *arena, cr_thunk_fn fn, cr_thu
  * when `square`, cr__matrix32_arg). */
 CR_INTERNAL cr_status cr__nargs_matrix32(cr_arena *arena, const char *who, const cr_value *args,
                                          size_t nargs, size_t n, bool square, const cr_array **A);
+/* ---- Tuple results and cotangents (tuples.c) -------------------------------------------- */
+
+/* The tuples of two and three arrays that factorizations return, and their types. */
+typedef struct cr__tup2 {
+    cr_array a, b;
+} cr__tup2;
+typedef struct cr__tup3 {
+    cr_array a, b, c;
+} cr__tup3;
+CR_INTERNAL extern const cr_type cr__k_tup2;
+CR_INTERNAL extern const cr_type cr__k_tup3;
+
+/* *y = the tuple (a[0], ..., a[n - 1]) of n = 2 or 3 arrays (copied into the arena; any n
+ * other than 2 is taken as 3). */
+CR_INTERNAL cr_status cr__tuple_value(cr_arena *arena, size_t n, const cr_array *const *a,
+                                      cr_value *y);
+
+/* How a field of a tuple cotangent is read as a work matrix (cr__cmat_tan). */
+typedef struct cr__field_spec {
+    size_t ndim;
+    size_t shape[2];
+    bool cplx;
+} cr__field_spec;
+
+/* `only` for a cotangent that is a tuple (cr__tuple_cmats). */
+#define CR__TUPLE SIZE_MAX
+
+/* Fields 0..n-1 of the cotangent dy as work matrices out[i] of spec[i] (p NULL for a zero
+ * one): dy is a tuple when only is CR__TUPLE, else the cotangent of field `only` alone (the
+ * others zero, as for eigvals against eigen). *zero: all of them are zero. */
+CR_INTERNAL cr_status cr__tuple_cmats(cr_arena *arena, const char *who, cr_tangent dy, size_t n,
+                                      size_t only, const cr__field_spec *spec, cr__cmat *out,
+                                      bool *zero);
+
+/* ---- Rule environments ------------------------------------------------------------------- */
+
+/* Declares TYPE *E, a new zeroed TYPE in the arena; the enclosing rule returns the arena's
+ * status when it is out of memory. */
+#define CR__LA_ENV(ARENA, TYPE, E)                                       \
+    TYPE *E = cr_arena_calloc((ARENA), 1, sizeof(TYPE), _Alignof(TYPE)); \
+    if (E == NULL)                                                       \
+    return CR__ALLOC_STATUS(ARENA)
+
+/* ---- Lazy cotangents (work_matrix.c) ----------------------------------------------------- */
+
+/* A lazy cotangent's environment: the rule's environment e and the work matrix g the
+ * pullback computed (solve's B̄, ...). */
+typedef struct cr__la_thunk {
+    const void *e;
+    cr__cmat g;
+} cr__la_thunk;
+
+/* *out = a thunk of fn on a new cr__la_thunk {e, *g} (cr__thunk, named name). */
+CR_INTERNAL cr_status cr__la_thunk_new(cr_arena *arena, cr_thunk_fn fn, const void *e,
+                                       const cr__cmat *g, const char *name, cr_tangent *out);
+
+/* *out = the cotangent -op(X) op(Y) (ops as cr__cmat_mul), projected by p (cr__cmat_give). */
+CR_INTERNAL cr_status cr__give_neg_product(cr_arena *arena, char tx, const cr__cmat *X, char ty,
+                                           const cr__cmat *Y, const cr_project *p, cr_tangent *out);
+
+/* ---- One-matrix rules (work_matrix.c) ---------------------------------------------------- */
+
+/* The start of the pullback of a function of one matrix: dx[0] = NoTangent, *G = the r x c
+ * cotangent dy as a work matrix; for a zero one G->p = NULL and dx[1] = ZeroTangent. */
+CR_INTERNAL cr_status cr__pull_matrix(cr_arena *arena, const char *who, const cr_tangent *dy,
+                                      size_t r, size_t c, bool cplx, cr_tangent *dx, cr__cmat *G);
+
+/* The end of the rrule of a function of args[0] whose result is the work matrix Y: *y = Y
+ * as an array of dtype dt, then cr__rrule_tail1. */
+CR_INTERNAL cr_status cr__rrule_out1(cr_arena *arena, const cr__cmat *Y, cr_dtype dt,
+                                     const cr_value *args, const void *udata, cr_project **p,
+                                     cr_value *y, cr_pullback *pb, cr_pullback pbv);
+
+/* The start of the frule of a function of args[0] after its forward pass: *y = Y as an array
+ * of dtype dt, *dA = the tangent of args[0] (cr__cmat_dx, Y's element type); for a zero one
+ * dA->p = NULL and *dy = ZeroTangent. */
+CR_INTERNAL cr_status cr__frule_out1(cr_arena *arena, const char *who, const cr__cmat *Y,
+                                     cr_dtype dt, const cr_tangent *dargs, const cr_value *args,
+                                     cr_value *y, cr__cmat *dA, cr_tangent *dy);
+
+/* *dy = the tangent of the output y from the work matrix m (cr_project_tangent). */
+CR_INTERNAL cr_status cr__cmat_project(cr_arena *arena, const cr_value *y, const cr__cmat *m,
+                                       cr_tangent *dy);
+
+/* *dA = the tangent of args[0] of an frule (cr__cmat_dx); for a zero one dA->p = NULL and
+ * *dy = ZeroTangent. */
+CR_INTERNAL cr_status cr__frule_dx0(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                                    const cr_value *args, bool cplx, cr__cmat *dA, cr_tangent *dy);
+
+#if defined(CR_HAVE_LAPACKE)
+/* The only argument, a square float matrix (cr__nargs for one argument, then cr__square_arg
+ * of argument 0, which sets *cplx). */
+CR_INTERNAL cr_status cr__square_arg1(cr_arena *arena, const char *who, const cr_value *args,
+                                      size_t nargs, const cr_array **A, bool *cplx);
+#endif
+
+/* ---- Second-order forms ------------------------------------------------------------------ */
+
+/* Defines the static form check NAME (cr_rule_form.check): the leading array argument and
+ * the first NVAR arguments variable at most (cr__form_check_leading), then MORE, an
+ * expression of args and nargs: why the form does not cover the call, or NULL. */
+#define CR__LA_FORM_CHECK(NAME, NVAR, MORE)                                      \
+    static const char *NAME(const cr_value *args, size_t nargs, const bool *var, \
+                            uint32_t *linearity)                                 \
+    {                                                                            \
+        (void)linearity;                                                         \
+        const char *why = cr__form_check_leading(args, nargs, var, (NVAR));      \
+        return why != NULL ? why : (MORE);                                       \
+    }
+
+/* ---- Rules of a fixed arity -------------------------------------------------------------- */
+
+/* The rrule and frule of NAME and its function value cr_fn_NAME (CR__PARAM_RULES, the
+ * parameter the function's name): NAME_rrule1(arena, who, args, nargs, y, pb, udata) and
+ * NAME_frule1(arena, who, dargs, args, nargs, y, dy). */
+#define CR__LA_RULES(NAME, ARITY) CR__PARAM_RULES(NAME, NAME##_rrule1, NAME##_frule1, #NAME, ARITY)
+
+/* Defines NAME_rrule1 (for CR__LA_RULES) of a function of args[0] whose environment ENV
+ * keeps args[0]'s projector in pA: PRIMAL(arena, args, nargs, e, y) computes the result into
+ * the new environment e, then the pullback PULLBACK on e (cr__rrule_tail1). */
+#define CR__LA_RRULE1(NAME, ENV, PRIMAL, PULLBACK)                                                \
+    static cr_status NAME##_rrule1(cr_arena *arena, const char *who, const cr_value *args,        \
+                                   size_t nargs, cr_value *y, cr_pullback *pb, const void *udata) \
+    {                                                                                             \
+        (void)who;                                                                                \
+        CR__LA_ENV(arena, ENV, e);                                                                \
+        cr_status st = PRIMAL(arena, args, nargs, e, y);                                          \
+        return st != CR_OK ? st                                                                   \
+                           : cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,                  \
+                                             (cr_pullback){PULLBACK, e, #PULLBACK, nargs + 1});   \
+    }
+
+/* ---- Pullbacks ---------------------------------------------------------------------------- */
+
+/* The start of a pullback: dx[0] = NoTangent (the function's cotangent), or every one of the
+ * nx cotangents when all; returns the pullback's environment env. */
+static inline void *cr__pb_start(cr_tangent *dx, size_t nx, bool all, void *env)
+{
+    for (size_t i = 0; i < (all ? nx : 1); i++)
+        dx[i] = cr_tangent_none();
+    return env;
+}
+
+/* Declares cr_status st and TYPE *Z, the state of a second-order form's init (cr__form_state
+ * of P with argument XJ into *STATE); the init returns st when it fails. */
+#define CR__LA_FORM_STATE(P, STATE, TYPE, XJ, Z)                           \
+    cr_status st = cr__form_state((P), sizeof(TYPE), (XJ), NULL, (STATE)); \
+    if (st != CR_OK)                                                       \
+        return st;                                                         \
+    TYPE *Z = *(STATE)
+
+#if !defined(CR_HAVE_LAPACKE)
+/* cr__linalg_register_FAMILY of a LAPACK rule file in a build without LAPACKE: it registers
+ * nothing (the function values exist and report CR_EUNIMPL, CR__NO_LAPACK_FN). */
+#define CR__NO_LAPACK_REGISTER(FAMILY)                       \
+    cr_status cr__linalg_register_##FAMILY(cr_registry *reg) \
+    {                                                        \
+        (void)reg;                                           \
+        return CR_OK;                                        \
+    }
+#endif
 
 #endif /* CR_LINALG_IMPL_H */

@@ -108,15 +108,24 @@ typedef struct sd_c128 {
     double l;
     cr_complex s;
 } sd_c128;
-static const cr_field k_sd_f64_fields[2] = {{NULL, offsetof(sd_f64, l), CR_KIND_F64, NULL},
-                                            {NULL, offsetof(sd_f64, s), CR_KIND_F64, NULL}};
-static const cr_field k_sd_f32_fields[2] = {{NULL, offsetof(sd_f32, l), CR_KIND_F32, NULL},
-                                            {NULL, offsetof(sd_f32, s), CR_KIND_F32, NULL}};
-static const cr_field k_sd_c128_fields[2] = {{NULL, offsetof(sd_c128, l), CR_KIND_F64, NULL},
-                                             {NULL, offsetof(sd_c128, s), CR_KIND_C128, NULL}};
-static const cr_type k_sd_f64 = {"tuple(f64,f64)", sizeof(sd_f64), 2, k_sd_f64_fields};
-static const cr_type k_sd_f32 = {"tuple(f32,f32)", sizeof(sd_f32), 2, k_sd_f32_fields};
-static const cr_type k_sd_c128 = {"tuple(f64,c128)", sizeof(sd_c128), 2, k_sd_c128_fields};
+/* The fields (l, s) of the tuple type T of kinds KL and KS. */
+#define SD_FIELDS(T, KL, KS)               \
+    {                                      \
+        {NULL, offsetof(T, l), KL, NULL},  \
+        {                                  \
+            NULL, offsetof(T, s), KS, NULL \
+        }                                  \
+    }
+static const cr_field k_sd_f64_fields[2] = SD_FIELDS(sd_f64, CR_KIND_F64, CR_KIND_F64);
+static const cr_field k_sd_f32_fields[2] = SD_FIELDS(sd_f32, CR_KIND_F32, CR_KIND_F32);
+static const cr_field k_sd_c128_fields[2] = SD_FIELDS(sd_c128, CR_KIND_F64, CR_KIND_C128);
+#define SD_TYPE(T, NAME)                   \
+    {                                      \
+        NAME, sizeof(T), 2, k_##T##_fields \
+    }
+static const cr_type k_sd_f64 = SD_TYPE(sd_f64, "tuple(f64,f64)");
+static const cr_type k_sd_f32 = SD_TYPE(sd_f32, "tuple(f32,f32)");
+static const cr_type k_sd_c128 = SD_TYPE(sd_c128, "tuple(f64,c128)");
 
 /* The adjugate of a singular A through its SVD A = U S Vᴴ:
  * adj(A) = det(U) det(Vᴴ) V diag(Π_{j≠i} s_j) Uᴴ (no division by a zero singular value). */
@@ -206,10 +215,8 @@ static const char *const k_det_names[3] = {"det", "logdet", "logabsdet"};
 static cr_status det_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                               void *env)
 {
-    (void)nx;
-    det_env *e = env;
+    det_env *e = cr__pb_start(dx, nx, false, env);
     const char *who = k_det_names[e->kind];
-    dx[0] = cr_tangent_none();
     cr_complex c;
     bool nz;
     cr_status st;
@@ -253,9 +260,7 @@ static cr_status det_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
     for (size_t j = 0; j < n; j++)
         for (size_t i = 0; i < n; i++)
             cr__cmat_set(&G, i, j, c * conj(cr__cmat_get(&M, j, i)));
-    cr_array *r = NULL;
-    st = cr__cmat_to_array(arena, &G, false, &r);
-    return st != CR_OK ? st : cr__give(arena, e->pA, r, &dx[1]);
+    return cr__cmat_give(arena, e->pA, &G, false, &dx[1]);
 }
 
 static cr_status det_value(cr_arena *arena, int kind, const cr_array *A, const lu *f, cr_value *y)
@@ -301,15 +306,11 @@ static cr_status det_rrule_common(cr_arena *arena, int kind, const cr_value *arg
 {
     const char *who = k_det_names[kind];
     const cr_array *A;
-    bool cplx = false;
-    cr_status st = cr__nargs(arena, who, nargs, 1, 1);
-    if (st == CR_OK)
-        st = cr__square_arg(arena, who, args, nargs, 0, &A, &cplx);
+    bool cplx;
+    cr_status st = cr__square_arg1(arena, who, args, nargs, &A, &cplx);
     if (st != CR_OK)
         return st;
-    det_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(det_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__LA_ENV(arena, det_env, e);
     st = lu_factor(arena, who, A, cplx, &e->f);
     if (st == CR_OK)
         st = det_value(arena, kind, A, &e->f, y);
@@ -376,8 +377,8 @@ DET_RULES(logabsdet, 2)
 /* ---- inv ---------------------------------------------------------------------------------- */
 
 typedef struct inv_env {
-    cr_project *pA;
     cr__cmat Y;
+    cr_project *pA;
 } inv_env;
 
 /* Ā = -Yᴴ Ȳ Yᴴ */
@@ -386,30 +387,21 @@ static cr_status matinv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
 {
     (void)nx;
     inv_env *e = env;
-    dx[0] = cr_tangent_none();
-    size_t shape[2] = {e->Y.r, e->Y.c};
     cr__cmat G, T, R;
-    cr_status st = cr__cmat_tan(arena, "matinv_pullback", *dy, 2, shape, e->Y.cplx, &G);
-    if (st != CR_OK || G.p == NULL) {
-        dx[1] = cr_tangent_zero();
+    cr_status st = cr__pull_matrix(arena, "matinv_pullback", dy, e->Y.r, e->Y.c, e->Y.cplx, dx, &G);
+    if (st != CR_OK || G.p == NULL)
         return st;
-    }
     st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e->Y, &G, &T);
     if (st == CR_OK)
         st = cr__cmat_mul(arena, 'N', 'C', -1.0, &T, &e->Y, &R);
-    cr_array *r = NULL;
-    if (st == CR_OK)
-        st = cr__cmat_to_array(arena, &R, false, &r);
-    return st != CR_OK ? st : cr__give(arena, e->pA, r, &dx[1]);
+    return st != CR_OK ? st : cr__cmat_give(arena, e->pA, &R, false, &dx[1]);
 }
 
 static cr_status matinv_forward(cr_arena *arena, const cr_value *args, size_t nargs,
                                 const cr_array **A, cr__cmat *Y)
 {
-    bool cplx = false;
-    cr_status st = cr__nargs(arena, "inv", nargs, 1, 1);
-    if (st == CR_OK)
-        st = cr__square_arg(arena, "inv", args, nargs, 0, A, &cplx);
+    bool cplx;
+    cr_status st = cr__square_arg1(arena, "inv", args, nargs, A, &cplx);
     lu f;
     if (st == CR_OK)
         st = lu_factor(arena, "inv", *A, cplx, &f);
@@ -424,54 +416,38 @@ static cr_status matinv_rrule(const cr_config *cfg, cr_arena *arena, const cr_va
                               const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
                               const void *udata)
 {
+    CR__LA_ENV(arena, inv_env, e);
     (void)cfg;
     (void)f;
     const cr_array *A;
-    inv_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(inv_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
     cr_status st = matinv_forward(arena, args, nargs, &A, &e->Y);
-    cr_array *o;
-    if (st == CR_OK)
-        st = cr__cmat_out(arena, &e->Y, false, (cr_dtype)A->dtype, &o);
     if (st != CR_OK)
         return st;
-    *y = cr_value_array(o);
-    return cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,
-                           (cr_pullback){matinv_pullback, e, "matinv_pullback", nargs + 1});
+    return cr__rrule_out1(arena, &e->Y, (cr_dtype)A->dtype, args, udata, &e->pA, y, pb,
+                          (cr_pullback){matinv_pullback, e, "matinv_pullback", nargs + 1});
 }
-CR__ARRAY_FN(matinv, "inv", 1)
 
 /* frule: Ẏ = -Y Ȧ Y. */
 static cr_status matinv_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
                               const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
                               cr_tangent *dy, const void *udata)
 {
+    const cr_array *A;
+    cr__cmat Y, dA, T, R;
     (void)cfg;
     (void)f;
     (void)udata;
-    const cr_array *A;
-    cr__cmat Y, dA, T, R;
     cr_status st = matinv_forward(arena, args, nargs, &A, &Y);
-    cr_array *o;
     if (st == CR_OK)
-        st = cr__cmat_out(arena, &Y, false, (cr_dtype)A->dtype, &o);
-    if (st != CR_OK)
+        st = cr__frule_out1(arena, "inv", &Y, (cr_dtype)A->dtype, dargs, args, y, &dA, dy);
+    if (st != CR_OK || dA.p == NULL)
         return st;
-    *y = cr_value_array(o);
-    st = cr__cmat_dx(arena, "inv", dargs, args, 0, Y.cplx, &dA);
-    if (st != CR_OK || dA.p == NULL) {
-        *dy = cr_tangent_zero();
-        return st;
-    }
     st = cr__cmat_mul(arena, 'N', 'N', 1.0, &Y, &dA, &T);
     if (st == CR_OK)
         st = cr__cmat_mul(arena, 'N', 'N', -1.0, &T, &Y, &R);
-    cr_array *r = NULL;
-    if (st == CR_OK)
-        st = cr__cmat_to_array(arena, &R, false, &r);
-    return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
+    return st != CR_OK ? st : cr__cmat_project(arena, y, &R, dy);
 }
+CR__ARRAY_FN(matinv, "inv", 1)
 
 /* ---- solve ------------------------------------------------------------------------------ */
 
@@ -566,30 +542,19 @@ typedef struct solve_env {
     bool dA, dB, cplx;
 } solve_env;
 
-typedef struct solve_thunk {
-    const solve_env *e;
-    cr__cmat Bbar;
-} solve_thunk;
-
 /* Ā = -B̄ Yᴴ */
 static cr_status solve_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 {
-    solve_thunk *t = env;
-    cr__cmat R;
-    cr_status st = cr__cmat_mul(arena, 'N', 'C', -1.0, &t->Bbar, &t->e->Y, &R);
-    cr_array *r = NULL;
-    if (st == CR_OK)
-        st = cr__cmat_to_array(arena, &R, false, &r);
-    return st != CR_OK ? st : cr__give(arena, t->e->pA, r, out);
+    const cr__la_thunk *t = env;
+    const solve_env *e = t->e;
+    return cr__give_neg_product(arena, 'N', &t->g, 'C', &e->Y, e->pA, out);
 }
 
 /* B̄ = A⁻ᴴ Ȳ, Ā = -B̄ Yᴴ (a thunk). */
 static cr_status solve_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                                 void *env)
 {
-    solve_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    solve_env *e = cr__pb_start(dx, nx, true, env);
     const cr_array *B = e->B;
     cr__cmat G;
     cr_status st = cr__cmat_tan(arena, "solve_pullback", *dy, B->ndim, B->shape, e->cplx, &G);
@@ -612,11 +577,7 @@ static cr_status solve_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
             return st;
     }
     if (e->dA) {
-        solve_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(solve_thunk));
-        if (t == NULL)
-            return CR__ALLOC_STATUS(arena);
-        *t = (solve_thunk){e, G};
-        st = cr__thunk(arena, solve_thunk_fn, NULL, t, "solve_pullback_thunk", &dx[1]);
+        st = cr__la_thunk_new(arena, solve_thunk_fn, e, &G, "solve_pullback_thunk", &dx[1]);
     }
     return st;
 }
@@ -653,15 +614,11 @@ static cr_status solve_forward(cr_arena *arena, const cr_value *args, size_t nar
 }
 
 /* solve(A, B) = A \ B. */
-static cr_status solve_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                             const void *udata)
+static cr_status solve_rrule1(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                              cr_value *y, cr_pullback *pb, const void *udata)
 {
-    (void)cfg;
-    (void)f;
-    solve_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(solve_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    (void)who;
+    CR__LA_ENV(arena, solve_env, e);
     cr_dtype dt = CR_DT_F64;
     cr_status st = solve_forward(arena, args, nargs, e, &dt);
     cr_array *o;
@@ -672,16 +629,12 @@ static cr_status solve_rrule(const cr_config *cfg, cr_arena *arena, const cr_val
     return cr__rrule_tail2(arena, args, udata, &e->pA, &e->pB, o, y, pb,
                            (cr_pullback){solve_pullback, e, "solve_pullback", nargs + 1});
 }
-CR__ARRAY_FN(solve, "solve", 2)
 
 /* frule: Ẏ = A⁻¹ (Ḃ - Ȧ Y). */
-static cr_status solve_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                             cr_tangent *dy, const void *udata)
+static cr_status solve_frule1(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                              const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
+    (void)who;
     solve_env e;
     cr_dtype dt = CR_DT_F64;
     cr_status st = solve_forward(arena, args, nargs, &e, &dt);
@@ -709,6 +662,7 @@ static cr_status solve_frule(const cr_config *cfg, cr_arena *arena, const cr_tan
         st = cr__cmat_to_array(arena, &R, e.B->ndim == 1, &r);
     return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
 }
+CR__LA_RULES(solve, 2)
 
 /* ---- rdiv: B / A ------------------------------------------------------------------------- */
 
@@ -785,30 +739,19 @@ static cr_status rdiv_forward(cr_arena *arena, const cr_value *args, size_t narg
     return st;
 }
 
-typedef struct rdiv_thunk {
-    const rdiv_env *e;
-    cr__cmat Bbar;
-} rdiv_thunk;
-
 /* Ā = -Yᴴ B̄ */
 static cr_status rdiv_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 {
-    rdiv_thunk *t = env;
-    cr__cmat R;
-    cr_status st = cr__cmat_mul(arena, 'C', 'N', -1.0, &t->e->Y, &t->Bbar, &R);
-    cr_array *r = NULL;
-    if (st == CR_OK)
-        st = cr__cmat_to_array(arena, &R, false, &r);
-    return st != CR_OK ? st : cr__give(arena, t->e->pA, r, out);
+    const cr__la_thunk *t = env;
+    const rdiv_env *e = t->e;
+    return cr__give_neg_product(arena, 'C', &e->Y, 'N', &t->g, e->pA, out);
 }
 
 /* Y = B A⁻¹: B̄ = Ȳ A⁻ᴴ, Ā = -Yᴴ B̄ (a thunk). */
 static cr_status rdiv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                                void *env)
 {
-    rdiv_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    rdiv_env *e = cr__pb_start(dx, nx, true, env);
     const cr_array *g;
     size_t shape[2] = {e->Y.r, e->Y.c};
     bool vec = e->B->ndim == 1;
@@ -832,23 +775,15 @@ static cr_status rdiv_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
         st = cr__give(arena, e->pB, r, &dx[1]);
     if (st != CR_OK)
         return st;
-    rdiv_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(rdiv_thunk));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
-    *t = (rdiv_thunk){e, G};
-    return cr__thunk(arena, rdiv_thunk_fn, NULL, t, "rdiv_pullback_thunk", &dx[2]);
+    return cr__la_thunk_new(arena, rdiv_thunk_fn, e, &G, "rdiv_pullback_thunk", &dx[2]);
 }
 
 /* rdiv(B, A) = B / A = B A⁻¹. */
-static cr_status rdiv_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+static cr_status rdiv_rrule1(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                             cr_value *y, cr_pullback *pb, const void *udata)
 {
-    (void)cfg;
-    (void)f;
-    rdiv_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(rdiv_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    (void)who;
+    CR__LA_ENV(arena, rdiv_env, e);
     cr_dtype dt = CR_DT_F64;
     cr_status st = rdiv_forward(arena, args, nargs, e, &dt);
     cr_array *o;
@@ -859,16 +794,12 @@ static cr_status rdiv_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
     return cr__rrule_tail2(arena, args, udata, &e->pB, &e->pA, o, y, pb,
                            (cr_pullback){rdiv_pullback, e, "rdiv_pullback", nargs + 1});
 }
-CR__ARRAY_FN(rdiv, "rdiv", 2)
 
 /* frule: Ẏ = (Ḃ - Y Ȧ) A⁻¹. */
-static cr_status rdiv_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+static cr_status rdiv_frule1(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                             const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
+    (void)who;
     rdiv_env e;
     memset(&e, 0, sizeof e);
     cr_dtype dt = CR_DT_F64;
@@ -904,6 +835,7 @@ static cr_status rdiv_frule(const cr_config *cfg, cr_arena *arena, const cr_tang
         st = rdiv_out(arena, &R, vec, e.cplx ? CR_DT_C128 : CR_DT_F64, &r);
     return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
 }
+CR__LA_RULES(rdiv, 2)
 
 /* ---- Test registrations ---------------------------------------------------------------- */
 
@@ -960,11 +892,7 @@ CR__NO_LAPACK_FN(matinv, "inv")
 CR__NO_LAPACK_FN(solve, "solve")
 CR__NO_LAPACK_FN(rdiv, "rdiv")
 
-cr_status cr__linalg_register_lapack(cr_registry *reg)
-{
-    (void)reg;
-    return CR_OK;
-}
+CR__NO_LAPACK_REGISTER(lapack)
 
 #endif /* CR_HAVE_LAPACKE */
 
@@ -1059,10 +987,7 @@ static cr_status logdet_init(const cr_form_point *p, void **state)
     cr_tangent ybar = p->ybar;
     if (p->y->kind == CR_KIND_STRUCT && cr_tangent_is_zero(ybar = cr_tangent_field(ybar, 0)))
         return CR_NOTHING;
-    cr_status st = cr__form_state(p, sizeof(logdet_state), 0, NULL, state);
-    logdet_state *w = *state;
-    if (st != CR_OK)
-        return st;
+    CR__LA_FORM_STATE(p, state, logdet_state, 0, w);
     w->yb = cr__form_scalar(ybar);
     return CR_OK;
 }
@@ -1113,29 +1038,11 @@ static const char *real_a_b(const cr_value *args, size_t nargs, size_t a)
     return NULL;
 }
 
-static const char *inv_check(const cr_value *args, size_t nargs, const bool *var,
-                             uint32_t *linearity)
-{
-    (void)linearity;
-    const char *why = cr__form_check_leading(args, nargs, var, 1);
-    return why != NULL ? why : real_a_b(args, nargs, 0);
-}
+CR__LA_FORM_CHECK(inv_check, 1, real_a_b(args, nargs, 0))
 
-static const char *solve_check(const cr_value *args, size_t nargs, const bool *var,
-                               uint32_t *linearity)
-{
-    (void)linearity;
-    const char *why = cr__form_check_leading(args, nargs, var, 2);
-    return why != NULL ? why : real_a_b(args, nargs, 0);
-}
+CR__LA_FORM_CHECK(solve_check, 2, real_a_b(args, nargs, 0))
 
-static const char *rdiv_check(const cr_value *args, size_t nargs, const bool *var,
-                              uint32_t *linearity)
-{
-    (void)linearity;
-    const char *why = cr__form_check_leading(args, nargs, var, 2);
-    return why != NULL ? why : real_a_b(args, nargs, 1);
-}
+CR__LA_FORM_CHECK(rdiv_check, 2, real_a_b(args, nargs, 1))
 
 typedef struct inv_state {
     cr__form F;
@@ -1174,10 +1081,10 @@ static cr_status inv_dir(const cr_form_point *p, void *state, const cr_tangent *
     const inv_state *w = state;
     const cr__form *F = &w->F;
     size_t n = F->x->shape[0];
-    const double *xd, *yd;
     cr_array *Sa;
-    cr_status st;
-    if ((st = cr__form_like_x(F, xdot[0], &xd)) != CR_OK || xd == NULL)
+    const double *xd, *yd;
+    cr_status st = cr__form_like_x(F, xdot[0], &xd);
+    if (st != CR_OK || xd == NULL)
         return st;
     if ((st = cr__form_y_dot_arr(F, ydot, &yd)) != CR_OK || yd == NULL)
         return st;

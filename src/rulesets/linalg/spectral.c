@@ -19,22 +19,6 @@
 #if defined(CR_HAVE_LAPACKE)
 #include <lapacke.h>
 
-/* ---- Tuples ------------------------------------------------------------------------------ */
-
-typedef struct tup2 {
-    cr_array a, b;
-} tup2;
-typedef struct tup3 {
-    cr_array a, b, c;
-} tup3;
-static const cr_field k_tup2_fields[2] = {{NULL, offsetof(tup2, a), CR_KIND_ARRAY, NULL},
-                                          {NULL, offsetof(tup2, b), CR_KIND_ARRAY, NULL}};
-static const cr_field k_tup3_fields[3] = {{NULL, offsetof(tup3, a), CR_KIND_ARRAY, NULL},
-                                          {NULL, offsetof(tup3, b), CR_KIND_ARRAY, NULL},
-                                          {NULL, offsetof(tup3, c), CR_KIND_ARRAY, NULL}};
-static const cr_type k_tup2 = {"tuple(array,array)", sizeof(tup2), 2, k_tup2_fields};
-static const cr_type k_tup3 = {"tuple(array,array,array)", sizeof(tup3), 3, k_tup3_fields};
-
 /* ---- eigen and eigvals of Hermitian matrices ---------------------------------------------- */
 
 typedef struct eig_env {
@@ -48,10 +32,8 @@ typedef struct eig_env {
 static cr_status eig_forward(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
                              const cr_array **A, cr__cmat *V, double **w)
 {
-    bool cplx = false;
-    cr_status st = cr__nargs(arena, who, nargs, 1, 1);
-    if (st == CR_OK)
-        st = cr__square_arg(arena, who, args, nargs, 0, A, &cplx);
+    bool cplx;
+    cr_status st = cr__square_arg1(arena, who, args, nargs, A, &cplx);
     if (st == CR_OK)
         st = cr__herm_upper(arena, *A, cplx, V);
     if (st == CR_OK)
@@ -81,13 +63,7 @@ static cr_status eig_output(cr_arena *arena, const cr_array *A, const cr__cmat *
     st = cr__cmat_out(arena, V, false, (cr_dtype)A->dtype, &vo);
     if (st != CR_OK)
         return st;
-    tup2 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(tup2));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
-    t->a = *lo;
-    t->b = *vo;
-    *y = cr_value_struct(&k_tup2, t);
-    return CR_OK;
+    return cr__tuple_value(arena, 2, (const cr_array *const[]){lo, vo}, y);
 }
 
 /* S = V (diag(λ̄) + F ∘ (Vᴴ V̄)) Vᴴ, Hermitised; F_ij = 1/(λ_j - λ_i), 0 on the diagonal
@@ -95,29 +71,18 @@ static cr_status eig_output(cr_arena *arena, const cr_array *A, const cr__cmat *
 static cr_status eig_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                               void *env)
 {
-    (void)nx;
-    eig_env *e = env;
+    eig_env *e = cr__pb_start(dx, nx, false, env);
     const char *who = e->vectors ? "eigen_pullback" : "eigvals_pullback";
-    dx[0] = cr_tangent_none();
-    size_t n = e->V.r, shape[2] = {n, n};
-    cr_tangent tl = *dy, tv = cr_tangent_zero();
-    cr_status st = CR_OK;
-    if (e->vectors) {
-        st = cr__tuple_field(arena, who, *dy, 0, &tl);
-        if (st == CR_OK)
-            st = cr__tuple_field(arena, who, *dy, 1, &tv);
-    }
-    cr__cmat L, Vb, K, T, S;
-    if (st == CR_OK)
-        st = cr__cmat_tan(arena, who, tl, 1, &n, false, &L);
-    if (st == CR_OK)
-        st = cr__cmat_tan(arena, who, tv, 2, shape, e->V.cplx, &Vb);
-    if (st != CR_OK)
-        return st;
-    if (L.p == NULL && Vb.p == NULL) {
+    size_t n = e->V.r;
+    const cr__field_spec spec[2] = {{1, {n, 1}, false}, {2, {n, n}, e->V.cplx}};
+    cr__cmat LV[2], K, T, S;
+    bool zero;
+    cr_status st = cr__tuple_cmats(arena, who, *dy, 2, e->vectors ? CR__TUPLE : 0, spec, LV, &zero);
+    if (st != CR_OK || zero) {
         dx[1] = cr_tangent_zero();
-        return CR_OK;
+        return st;
     }
+    const cr__cmat L = LV[0], Vb = LV[1];
     if (Vb.p != NULL) {
         st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e->V, &Vb, &K);
         if (st != CR_OK)
@@ -153,21 +118,16 @@ static cr_status eig_rrule(cr_arena *arena, bool vectors, const cr_value *args, 
                            cr_value *y, cr_pullback *pb, const void *udata)
 {
     const char *who = vectors ? "eigen" : "eigvals";
-    eig_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(eig_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__LA_ENV(arena, eig_env, e);
+    e->vectors = vectors;
     cr_status st = eig_forward(arena, who, args, nargs, &e->A, &e->V, &e->w);
     if (st == CR_OK)
         st = eig_output(arena, e->A, &e->V, e->w, vectors, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    e->vectors = vectors;
-    st = cr_project_new(arena, &args[0], &e->pA);
     if (st != CR_OK)
         return st;
-    *pb =
-        (cr_pullback){eig_pullback, e, vectors ? "eigen_pullback" : "eigvals_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(
+        arena, &args[0], udata, &e->pA, pb,
+        (cr_pullback){eig_pullback, e, vectors ? "eigen_pullback" : "eigvals_pullback", nargs + 1});
 }
 
 /* frule: P = Vᴴ Ḣ V; λ̇_i = re P_ii; V̇ = V (F ∘ P). */
@@ -225,7 +185,7 @@ static cr_status eig_frule(cr_arena *arena, bool vectors, const cr_tangent *darg
     if (st != CR_OK)
         return st;
     cr_tangent f[2] = {cr_tangent_array(dlo), cr_tangent_array(dvo)};
-    return cr_tangent_struct(arena, &k_tup2, NULL, f, 2, dy);
+    return cr_tangent_struct(arena, &cr__k_tup2, NULL, f, 2, dy);
 }
 
 #define EIG_RULES(NAME, VEC) CR__PARAM_RULES(NAME, eig_rrule, eig_frule, VEC, 1)
@@ -324,14 +284,7 @@ static cr_status svd_output(cr_arena *arena, const svd_env *e, bool vectors, cr_
         st = cr__cmat_out(arena, &e->V, false, (cr_dtype)e->A->dtype, &vo);
     if (st != CR_OK)
         return st;
-    tup3 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(tup3));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
-    t->a = *uo;
-    t->b = *so;
-    t->c = *vo;
-    *y = cr_value_struct(&k_tup3, t);
-    return CR_OK;
+    return cr__tuple_value(arena, 3, (const cr_array *const[]){uo, so, vo}, y);
 }
 
 /* svd: Ā = [U (F∘(UᴴŪ - ŪᴴU)) S + (I - UUᴴ) Ū S⁻¹ + U diag(s̄)
@@ -343,36 +296,21 @@ static cr_status svd_output(cr_arena *arena, const svd_env *e, bool vectors, cr_
 static cr_status svd_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                               void *env)
 {
-    (void)nx;
-    svd_env *e = env;
+    svd_env *e = cr__pb_start(dx, nx, false, env);
     const char *who = e->vectors ? "svd_pullback" : "svdvals_pullback";
-    dx[0] = cr_tangent_none();
     const cr__svd *f = &e->f;
     size_t m = f->m, n = f->n, k = f->k;
     bool cplx = f->U.cplx;
-    cr_tangent tu = cr_tangent_zero(), ts = *dy, tv = cr_tangent_zero();
-    cr_status st = CR_OK;
-    if (e->vectors) {
-        st = cr__tuple_field(arena, who, *dy, 0, &tu);
-        if (st == CR_OK)
-            st = cr__tuple_field(arena, who, *dy, 1, &ts);
-        if (st == CR_OK)
-            st = cr__tuple_field(arena, who, *dy, 2, &tv);
-    }
-    size_t su[2] = {m, k}, sv[2] = {n, k};
-    cr__cmat Ub, Sb, Vb;
-    if (st == CR_OK)
-        st = cr__cmat_tan(arena, who, tu, 2, su, cplx, &Ub);
-    if (st == CR_OK)
-        st = cr__cmat_tan(arena, who, ts, 1, &k, false, &Sb);
-    if (st == CR_OK)
-        st = cr__cmat_tan(arena, who, tv, 2, sv, cplx, &Vb);
-    if (st != CR_OK)
-        return st;
-    if (Ub.p == NULL && Sb.p == NULL && Vb.p == NULL) {
+    const cr__field_spec spec[3] = {{2, {m, k}, cplx}, {1, {k, 1}, false}, {2, {n, k}, cplx}};
+    cr__cmat USV[3];
+    bool zero;
+    cr_status st =
+        cr__tuple_cmats(arena, who, *dy, 3, e->vectors ? CR__TUPLE : 1, spec, USV, &zero);
+    if (st != CR_OK || zero) {
         dx[1] = cr_tangent_zero();
-        return CR_OK;
+        return st;
     }
+    cr__cmat Ub = USV[0], Sb = USV[1], Vb = USV[2];
     double smax = k > 0 ? f->s[0] : 0;
     if (cplx && e->vectors) {
         /* The gauge's share (svd_gauge): with c_k = u_kᴴ ū_k + v_kᴴ v̄_k, a loss that depends
@@ -467,29 +405,23 @@ static cr_status svd_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
         cr__cmat_gemm('N', 'N', -1.0, &e->V, &W, 1.0, &Q);
         cr__cmat_gemm('N', 'C', 1.0, &f->U, &Q, 1.0, &Abar);
     }
-    cr_array *r = NULL;
-    st = cr__cmat_to_array(arena, &Abar, false, &r);
-    return st != CR_OK ? st : cr__give(arena, e->pA, r, &dx[1]);
+    return cr__cmat_give(arena, e->pA, &Abar, false, &dx[1]);
 }
 
 static cr_status svd_rrule_common(cr_arena *arena, bool vectors, const cr_value *args, size_t nargs,
                                   cr_value *y, cr_pullback *pb, const void *udata)
 {
     const char *who = vectors ? "svd" : "svdvals";
-    svd_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(svd_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__LA_ENV(arena, svd_env, e);
+    e->vectors = vectors;
     cr_status st = svd_forward(arena, who, args, nargs, vectors, e);
     if (st == CR_OK)
         st = svd_output(arena, e, vectors, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    e->vectors = vectors;
-    st = cr_project_new(arena, &args[0], &e->pA);
     if (st != CR_OK)
         return st;
-    *pb = (cr_pullback){svd_pullback, e, vectors ? "svd_pullback" : "svdvals_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_tail1(
+        arena, &args[0], udata, &e->pA, pb,
+        (cr_pullback){svd_pullback, e, vectors ? "svd_pullback" : "svdvals_pullback", nargs + 1});
 }
 
 /* frule: dP = Uᴴ Ȧ V; ṡ = re diag(dP); for svd
@@ -511,11 +443,9 @@ static cr_status svd_frule_common(cr_arena *arena, bool vectors, const cr_tangen
     size_t m = f->m, n = f->n, k = f->k;
     bool cplx = f->U.cplx;
     cr__cmat dA, T, dP;
-    st = cr__cmat_dx(arena, who, dargs, args, 0, cplx, &dA);
-    if (st != CR_OK || dA.p == NULL) {
-        *dy = cr_tangent_zero();
+    st = cr__frule_dx0(arena, who, dargs, args, cplx, &dA, dy);
+    if (st != CR_OK || dA.p == NULL)
         return st;
-    }
     st = cr__cmat_mul(arena, 'C', 'N', 1.0, &f->U, &dA, &T);
     if (st == CR_OK)
         st = cr__cmat_mul(arena, 'N', 'N', 1.0, &T, &e.V, &dP);
@@ -611,7 +541,7 @@ static cr_status svd_frule_common(cr_arena *arena, bool vectors, const cr_tangen
     if (st != CR_OK)
         return st;
     cr_tangent fl[3] = {cr_tangent_array(duo), cr_tangent_array(dso), cr_tangent_array(dvo)};
-    return cr_tangent_struct(arena, &k_tup3, NULL, fl, 3, dy);
+    return cr_tangent_struct(arena, &cr__k_tup3, NULL, fl, 3, dy);
 }
 
 #define SVD_RULES(NAME, VEC) CR__PARAM_RULES(NAME, svd_rrule_common, svd_frule_common, VEC, 1)
@@ -725,13 +655,7 @@ static cr_status matfun_output(cr_arena *arena, const mf_env *e, const cr__cmat 
         *y = cr_value_array(o[0]);
         return CR_OK;
     }
-    tup2 *t = cr_arena_alloc(arena, sizeof *t, _Alignof(tup2));
-    if (t == NULL)
-        return CR__ALLOC_STATUS(arena);
-    t->a = *o[0];
-    t->b = *o[1];
-    *y = cr_value_struct(&k_tup2, t);
-    return CR_OK;
+    return cr__tuple_value(arena, 2, (const cr_array *const *)o, y);
 }
 
 /* out (+)= V (F ∘ (Vᴴ X V)) Vᴴ, Hermitised (added to out when add). */
@@ -798,9 +722,7 @@ static cr_status matfun_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
 static cr_status mf_rrule(cr_arena *arena, bool pair, const cr_value *args, size_t nargs,
                           cr_value *y, cr_pullback *pb, const void *udata)
 {
-    mf_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(mf_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__LA_ENV(arena, mf_env, e);
     cr__cmat Y[2];
     cr_status st =
         pair ? sincos_forward(arena, args, nargs, e, Y) : matfun_forward(arena, args, nargs, e, Y);
@@ -848,11 +770,11 @@ static cr_status mf_frule(cr_arena *arena, bool pair, const cr_tangent *dargs, c
         return st;
     if (!pair)
         return cr_project_tangent(arena, y, d[0], dy);
-    const tup2 *o = y->u.obj.ptr; /* each field projected onto its output */
+    const cr__tup2 *o = y->u.obj.ptr; /* each field projected onto its output */
     cr_value yk[2] = {cr_value_array((cr_array *)&o->a), cr_value_array((cr_array *)&o->b)};
     for (size_t k = 0; k < 2 && st == CR_OK; k++)
         st = cr_project_tangent(arena, &yk[k], d[k], &d[k]);
-    return st != CR_OK ? st : cr_tangent_struct(arena, &k_tup2, NULL, d, 2, dy);
+    return st != CR_OK ? st : cr_tangent_struct(arena, &cr__k_tup2, NULL, d, 2, dy);
 }
 
 CR__PARAM_RULES(matfun_herm, mf_rrule, mf_frule, false, 2)
@@ -945,11 +867,7 @@ CR__NO_LAPACK_FN(svdvals, "svdvals")
 CR__NO_LAPACK_FN(matfun_herm, "matfun_herm")
 CR__NO_LAPACK_FN(sincos_herm, "sincos_herm")
 
-cr_status cr__linalg_register_spectral(cr_registry *reg)
-{
-    (void)reg;
-    return CR_OK;
-}
+CR__NO_LAPACK_REGISTER(spectral)
 
 #endif /* CR_HAVE_LAPACKE */
 
@@ -1051,10 +969,7 @@ static cr_status spectral_dir(const cr_form_point *p, void *state, const cr_tang
 static cr_status spectral_values_init(const cr_form_point *p, void **state, const cr_value *fact,
                                       size_t wi, size_t zi)
 {
-    cr_status st = cr__form_state(p, sizeof(spectral_state), 0, NULL, state);
-    spectral_state *z = *state;
-    if (st != CR_OK)
-        return st;
+    CR__LA_FORM_STATE(p, state, spectral_state, 0, z);
     if (z->F.x->ndim != 2)
         return CR_NOTHING;
     const cr_array *yv = p->y->u.arr, *Yb;
@@ -1151,10 +1066,7 @@ typedef struct eigen_state {
  */
 static cr_status eigen_init(const cr_form_point *p, void **state)
 {
-    cr_status st = cr__form_state(p, sizeof(eigen_state), 0, NULL, state);
-    eigen_state *z = *state;
-    if (st != CR_OK)
-        return st;
+    CR__LA_FORM_STATE(p, state, eigen_state, 0, z);
     const cr__form *F = &z->F;
     if (F->x->ndim != 2 || F->x->shape[0] != F->x->shape[1])
         return CR_NOTHING;
@@ -1323,10 +1235,7 @@ typedef struct svd_state {
  */
 static cr_status svd_init(const cr_form_point *p, void **state)
 {
-    cr_status st = cr__form_state(p, sizeof(svd_state), 0, NULL, state);
-    svd_state *z = *state;
-    if (st != CR_OK)
-        return st;
+    CR__LA_FORM_STATE(p, state, svd_state, 0, z);
     const cr__form *F = &z->F;
     if (F->x->ndim != 2)
         return CR_NOTHING;
@@ -1494,6 +1403,13 @@ static double dd2(const cr_scalar_rule *row, double a, double b, double c, doubl
     return (dd1(row, b, c, tol) - dd1(row, a, b, tol)) / (c - a);
 }
 
+/* Why a real-matrix form does not cover A: A is complex (or NULL when it is covered). */
+static const char *real_a(const cr_array *A)
+{
+    return A != NULL && A->dtype == CR_DT_C128 ? "A is complex; the form covers real matrices only"
+                                               : NULL;
+}
+
 /* matfun_herm(f, A): f a scalar-table function of one argument; A real, of any structure
  * (the rule reads the symmetric matrix of the logical matrix's upper triangle and projects its
  * cotangent onto A's structure; the engine projects S the same way). */
@@ -1507,9 +1423,7 @@ static const char *matfun_check(const cr_value *args, size_t nargs, const bool *
                                   : cr_scalar_rule_of(args[0].u.func.fn);
     if (r == NULL || r->nin != 1 || r->nout != 1 || args[1].kind != CR_KIND_ARRAY)
         return "f is not a scalar-table function of one argument";
-    const cr_array *A = args[1].u.arr;
-    return A != NULL && A->dtype == CR_DT_C128 ? "A is complex; the form covers real matrices only"
-                                               : NULL;
+    return real_a(args[1].u.arr);
 }
 
 typedef struct matfun_state {
@@ -1538,10 +1452,7 @@ typedef struct matfun_state {
 static cr_status matfun_init(const cr_form_point *p, void **state)
 {
     const double *yb;
-    cr_status st = cr__form_state(p, sizeof(matfun_state), 1, NULL, state);
-    matfun_state *w = *state;
-    if (st != CR_OK)
-        return st;
+    CR__LA_FORM_STATE(p, state, matfun_state, 1, w);
     const cr__form *F = &w->F;
     if (F->x->ndim != 2 || F->x->shape[0] != F->x->shape[1])
         return CR_NOTHING;
@@ -1575,15 +1486,8 @@ static cr_status matfun_init(const cr_form_point *p, void **state)
     mul_nn(n, v, true, T, false, At);
     mul_nn(n, At, false, v, false, G);
     uint8_t as = p->args[1].u.arr->structure; /* F->x is A's logical dense matrix */
-    w->fold = as != CR_MAT_SYMMETRIC && as != CR_MAT_HERMITIAN;
-    w->n = n;
-    w->v = v;
-    w->D2 = D2;
-    w->G = G;
-    w->Ad = Ad;
-    w->T = T;
-    w->At = At;
-    w->St = St;
+    bool fold = as != CR_MAT_SYMMETRIC && as != CR_MAT_HERMITIAN;
+    *w = (matfun_state){w->F, n, fold, v, D2, G, Ad, T, At, St};
     return CR_OK;
 }
 
@@ -1633,12 +1537,11 @@ const cr_rule_form cr__form_matfun_herm = {matfun_check, matfun_init, matfun_dir
 /* Element e of the tuple value y (a c128 array of ndim dimensions) as a work matrix. */
 static cr_status geig_part(const cr__form *F, const cr_value *y, size_t e, size_t ndim, cr__cmat *m)
 {
-    cr_value v;
-    if (y->kind != CR_KIND_STRUCT ||
-        cr_type_field_value(y->u.obj.type, y->u.obj.ptr, e, &v) != CR_OK ||
-        v.kind != CR_KIND_ARRAY || v.u.arr == NULL || v.u.arr->ndim != ndim)
-        return CR_EINVAL;
-    return cr__cmat_from(F->arena, v.u.arr, true, m);
+    cr_value v = {.kind = CR_KIND_F64};
+    bool got = y->kind == CR_KIND_STRUCT &&
+               cr_type_field_value(y->u.obj.type, y->u.obj.ptr, e, &v) == CR_OK;
+    bool fits = got && v.kind == CR_KIND_ARRAY && v.u.arr != NULL && v.u.arr->ndim == ndim;
+    return fits ? cr__cmat_from(F->arena, v.u.arr, true, m) : CR_EINVAL;
 }
 
 /* A tangent of a c128 array of `shape` (ndim 1 or 2) as a complex work matrix, zeros when it
@@ -1672,17 +1575,7 @@ static size_t geig_gauge_row(const cr__cmat *V, size_t j)
 /* eigen_general, eigvals_general: a real A, of any structure (the rule reads a structured A
  * as its logical dense matrix and projects its cotangent, as the engine projects S); a
  * complex A is not a real matrix. */
-static const char *geig_check(const cr_value *args, size_t nargs, const bool *var,
-                              uint32_t *linearity)
-{
-    (void)linearity;
-    const char *why = cr__form_check_leading(args, nargs, var, 1);
-    if (why != NULL)
-        return why;
-    const cr_array *A = args[0].u.arr;
-    return A != NULL && A->dtype == CR_DT_C128 ? "A is complex; the form covers real matrices only"
-                                               : NULL;
-}
+CR__LA_FORM_CHECK(geig_check, 1, real_a(args[0].u.arr))
 
 typedef struct geig_state {
     cr__form F;
@@ -1720,10 +1613,7 @@ typedef struct geig_state {
  */
 static cr_status geig_init(const cr_form_point *p, void **state, cr_tangent lbt, cr_tangent vbt)
 {
-    cr_status st = cr__form_state(p, sizeof(geig_state), 0, NULL, state);
-    geig_state *w = *state;
-    if (st != CR_OK)
-        return st;
+    CR__LA_FORM_STATE(p, state, geig_state, 0, w);
     const cr__form *F = &w->F;
     if (F->x->ndim != 2 || F->x->shape[0] != F->x->shape[1] || F->x->shape[0] == 0)
         return CR_NOTHING; /* the rule refused it when recorded, or nothing to add */

@@ -311,20 +311,84 @@ cr_status cr__frule_pair_cmat(cr_arena *arena, const char *who, const cr_tangent
 cr_status cr__tuple_field(cr_arena *arena, const char *who, cr_tangent dy, size_t i,
                           cr_tangent *out)
 {
-    cr_status st = cr_tangent_unthunk(dy, &dy);
+    cr_status st = cr__tuple_cotangent(arena, who, "a tuple", dy, &dy);
+    if (st == CR_OK)
+        *out = cr_tangent_is_zero(dy) ? cr_tangent_zero() : cr_tangent_field(dy, i);
+    return st;
+}
+
+cr_status cr__la_thunk_new(cr_arena *arena, cr_thunk_fn fn, const void *e, const cr__cmat *g,
+                           const char *name, cr_tangent *out)
+{
+    cr__la_thunk *t = cr_arena_alloc(arena, sizeof *t, _Alignof(cr__la_thunk));
+    if (t == NULL)
+        return CR__ALLOC_STATUS(arena);
+    *t = (cr__la_thunk){e, *g};
+    return cr__thunk(arena, fn, NULL, t, name, out);
+}
+
+cr_status cr__give_neg_product(cr_arena *arena, char tx, const cr__cmat *X, char ty,
+                               const cr__cmat *Y, const cr_project *p, cr_tangent *out)
+{
+    cr__cmat R;
+    cr_status st = cr__cmat_mul(arena, tx, ty, -1.0, X, Y, &R);
+    return st != CR_OK ? st : cr__cmat_give(arena, p, &R, false, out);
+}
+
+cr_status cr__pull_matrix(cr_arena *arena, const char *who, const cr_tangent *dy, size_t r,
+                          size_t c, bool cplx, cr_tangent *dx, cr__cmat *G)
+{
+    size_t shape[2] = {r, c};
+    dx[0] = cr_tangent_none();
+    cr_status st = cr__cmat_tan(arena, who, *dy, 2, shape, cplx, G);
+    if (st != CR_OK || G->p == NULL) {
+        G->p = NULL;
+        dx[1] = cr_tangent_zero();
+    }
+    return st;
+}
+
+cr_status cr__rrule_out1(cr_arena *arena, const cr__cmat *Y, cr_dtype dt, const cr_value *args,
+                         const void *udata, cr_project **p, cr_value *y, cr_pullback *pb,
+                         cr_pullback pbv)
+{
+    cr_array *o;
+    cr_status st = cr__cmat_out(arena, Y, false, dt, &o);
     if (st != CR_OK)
         return st;
-    if (cr_tangent_is_zero(dy)) {
-        *out = cr_tangent_zero();
-        return CR_OK;
+    *y = cr_value_array(o);
+    return cr__rrule_tail1(arena, &args[0], udata, p, pb, pbv);
+}
+
+cr_status cr__frule_out1(cr_arena *arena, const char *who, const cr__cmat *Y, cr_dtype dt,
+                         const cr_tangent *dargs, const cr_value *args, cr_value *y, cr__cmat *dA,
+                         cr_tangent *dy)
+{
+    cr_array *o;
+    dA->p = NULL;
+    cr_status st = cr__cmat_out(arena, Y, false, dt, &o);
+    if (st != CR_OK)
+        return st;
+    *y = cr_value_array(o);
+    return cr__frule_dx0(arena, who, dargs, args, Y->cplx, dA, dy);
+}
+
+cr_status cr__frule_dx0(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                        const cr_value *args, bool cplx, cr__cmat *dA, cr_tangent *dy)
+{
+    cr_status st = cr__cmat_dx(arena, who, dargs, args, 0, cplx, dA);
+    if (st != CR_OK || dA->p == NULL) {
+        dA->p = NULL;
+        *dy = cr_tangent_zero();
     }
-    if (dy.tag != CR_TAN_STRUCT)
-        return CR__FAIL(arena, CR_ETANGENT,
-                        "%s: the output is a tuple, its cotangent must be a structural tangent "
-                        "(got %s)",
-                        who, cr_tag_name((cr_tag)dy.tag));
-    *out = cr_tangent_field(dy, i);
-    return CR_OK;
+    return st;
+}
+
+cr_status cr__cmat_project(cr_arena *arena, const cr_value *y, const cr__cmat *m, cr_tangent *dy)
+{
+    cr_array *r;
+    cr_status st = cr__cmat_to_array(arena, m, false, &r);
+    return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(r), dy);
 }
 
 /* ---- LAPACK ------------------------------------------------------------------------------ */
