@@ -206,6 +206,26 @@ static void point_str(const cr_value *args, size_t nargs, char *at, size_t size)
     }
 }
 
+/* The frule (random input tangents), rrule and consistency testers of a rule at vals
+ * (nv values), each that the rule has, until one fails. */
+static cr_status run_general(cr__tester *t, cr_arena *arena, cr_value *vals, size_t nv)
+{
+    cr_status st = CR_OK;
+    if (!t->no_frule) {
+        cr_tangent *d = cr_arena_calloc(arena, nv, sizeof *d, _Alignof(cr_tangent));
+        st = d == NULL ? CR__ALLOC_STATUS(arena) : CR_OK;
+        for (size_t i = 0; i < nv && st == CR_OK; i++)
+            st = cr_rand_tangent(arena, &t->rng, &vals[i], &d[i]);
+        if (st == CR_OK)
+            st = cr__run_frule(t, vals, d, NULL);
+    }
+    if (st == CR_OK && !t->no_rrule)
+        st = cr__run_rrule(t, vals, NULL, NULL);
+    if (st == CR_OK && !t->no_frule && !t->no_rrule)
+        st = cr__run_consistency(t, vals, NULL, NULL);
+    return st;
+}
+
 /* Runs one variant at point x (imaginary parts xi for complex variants). */
 static void run_point(point_ctx *p, const cr_value *f, const cr_value *args)
 {
@@ -250,37 +270,9 @@ static void run_point(point_ctx *p, const cr_value *f, const cr_value *args)
                                 args[j].kind == CR_KIND_BOOL || args[j].kind == CR_KIND_I32);
         if (rule->non_differentiable) {
             st = cr__run_nondiff(&t, vals);
-        } else if (scalar) {
-            st = cr__run_scalar(&t, vals);
-            if (st == CR_EINVAL && r.nchecks == 0) {
-                /* The output is not scalar: the general testers. */
-                st = CR_OK;
-                if (!t.no_frule) {
-                    cr_tangent *d = cr_arena_calloc(p->arena, nv, sizeof *d, _Alignof(cr_tangent));
-                    st = d == NULL ? CR__ALLOC_STATUS(p->arena) : CR_OK;
-                    for (size_t i = 0; i < nv && st == CR_OK; i++)
-                        st = cr_rand_tangent(p->arena, &t.rng, &vals[i], &d[i]);
-                    if (st == CR_OK)
-                        st = cr__run_frule(&t, vals, d, NULL);
-                }
-                if (st == CR_OK && !t.no_rrule)
-                    st = cr__run_rrule(&t, vals, NULL, NULL);
-                if (st == CR_OK && !t.no_frule && !t.no_rrule)
-                    st = cr__run_consistency(&t, vals, NULL, NULL);
-            }
-        } else {
-            if (!t.no_frule) {
-                cr_tangent *d = cr_arena_calloc(p->arena, nv, sizeof *d, _Alignof(cr_tangent));
-                st = d == NULL ? CR__ALLOC_STATUS(p->arena) : CR_OK;
-                for (size_t i = 0; i < nv && st == CR_OK; i++)
-                    st = cr_rand_tangent(p->arena, &t.rng, &vals[i], &d[i]);
-                if (st == CR_OK)
-                    st = cr__run_frule(&t, vals, d, NULL);
-            }
-            if (st == CR_OK && !t.no_rrule)
-                st = cr__run_rrule(&t, vals, NULL, NULL);
-            if (st == CR_OK && !t.no_frule && !t.no_rrule)
-                st = cr__run_consistency(&t, vals, NULL, NULL);
+        } else if (!scalar || ((st = cr__run_scalar(&t, vals)) == CR_EINVAL && r.nchecks == 0)) {
+            /* Not scalar, or the output is not: the general testers. */
+            st = run_general(&t, p->arena, vals, nv);
         }
     }
     /* A point the primal refuses (CR_EINVAL: a sampler's combination outside what f

@@ -89,10 +89,11 @@ DEFINE_FN(cube, "cube", 1)
 /* sign(x) (Julia: ±1, ±0 at ±0, NaN at NaN): 0, also at 0 (ChainRules) */
 static const double sign_lo[] = {0.2}, sign_hi[] = {3};
 static const double sign_pts[] = {-2, -1e300, 1e-300};
-CR_SCALAR_EVALS_REAL(sign, 1, 1, Y[0] = x[0] > 0 ? 1 : x[0] < 0 ? -1 : x[0], D[0] = 0)
-static const cr_scalar_rule sign_row = CR_SCALAR_ROW_REAL_EX(
-    sign, TESTREG(sign), .notes = "derivative 0 everywhere, the jump at 0 included (ChainRules)");
-DEFINE_FN(sign, "sign", 1)
+REAL_ROW1(sign,
+          x[0] > 0   ? 1
+          : x[0] < 0 ? -1
+                     : x[0],
+          0, TESTREG(sign), .notes = "derivative 0 everywhere, the jump at 0 included (ChainRules)")
 
 /* muladd(x, y, z) = xy + z: (y, x, 1) */
 static const double k_box3_lo[] = {-3, -3, -3}, k_box3_hi[] = {3, 3, 3};

@@ -57,7 +57,7 @@ static cr_complex expm1_c(cr_complex z)
 {
     double x = creal(z), y = cimag(z);
     double s = sin(y / 2);
-    return cr__cplx(expm1(x) * cos(y) - 2 * s * s, exp(x) * sin(y));
+    return cr__c(expm1(x) * cos(y) - 2 * s * s, exp(x) * sin(y));
 }
 
 LIBM_DF(expm1)
@@ -71,7 +71,7 @@ static cr_complex log1p_c(cr_complex z)
         re = 0.5 * log1p(x * (2 + x) + y * y);
     else
         re = log(hypot(1 + x, y));
-    return cr__cplx(re, atan2(y, 1 + x));
+    return cr__c(re, atan2(y, 1 + x));
 }
 
 LIBM_DF(log1p)
@@ -348,44 +348,32 @@ DEFINE_FN(pow, "pow", 2)
 /* cbrt(x): 1/(3Ω²); +inf at x = ±0 */
 static const double cbrt_lo[] = {-3}, cbrt_hi[] = {3};
 static const double cbrt_pts[] = {-1e300, 27, -1.7e308, 1e-300, 0x1p-1074};
-CR_SCALAR_EVALS_REAL(cbrt, 1, 1, Y[0] = cbrt(x[0]), D[0] = 1 / (3 * Y[0] * Y[0]))
-static const cr_scalar_rule cbrt_row =
-    CR_SCALAR_ROW_REAL_EX(cbrt, TESTREG(cbrt), .notes = "derivative +inf at x = ±0");
-DEFINE_FN(cbrt, "cbrt", 1)
+REAL_ROW1(cbrt, cbrt(x[0]), 1 / (3 * Y[0] * Y[0]), TESTREG(cbrt),
+          .notes = "derivative +inf at x = ±0")
 
 /* erf(x): (2/sqrt(pi)) exp(-x²), with x² split exactly (see derf_d) */
 static const double erf_lo[] = {-3}, erf_hi[] = {3};
 static const double erf_pts[] = {5, 26, -26.5, 1e-300, 0.5};
-CR_SCALAR_EVALS_REAL(erf, 1, 1, Y[0] = erf(x[0]), D[0] = GENR(derf, x[0])(x[0]))
-static const cr_scalar_rule erf_row = CR_SCALAR_ROW_REAL_EX(erf, TESTREG(erf));
-DEFINE_FN(erf, "erf", 1)
+REAL_ROW1(erf, erf(x[0]), GENR(derf, x[0])(x[0]), TESTREG(erf))
 
 /* erfc(x): -(2/sqrt(pi)) exp(-x²) */
 static const double erfc_lo[] = {-3}, erfc_hi[] = {3};
 static const double erfc_pts[] = {5, 26, -26.5, 1e-300, 27.2};
-CR_SCALAR_EVALS_REAL(erfc, 1, 1, Y[0] = erfc(x[0]), D[0] = -GENR(derf, x[0])(x[0]))
-static const cr_scalar_rule erfc_row = CR_SCALAR_ROW_REAL_EX(erfc, TESTREG(erfc));
-DEFINE_FN(erfc, "erfc", 1)
+REAL_ROW1(erfc, erfc(x[0]), -GENR(derf, x[0])(x[0]), TESTREG(erfc))
 
 /* tgamma(x): Ω digamma(x); the sign of Ω carries over at negative non-integers */
 static const double tgamma_lo[] = {0.2}, tgamma_hi[] = {4};
 static const double tgamma_pts[] = {-0.5, -1.5, -2.5,   -3.7,  0x1.762d86356be3fp+0,
                                     0.7,  2.2,  -170.3, 171.5, 1e-5};
-CR_SCALAR_EVALS_REAL(tgamma, 1, 1, Y[0] = GENR(tgamma, x[0])(x[0]),
-                     D[0] = Y[0] * GENR(digamma, x[0])(x[0]))
-static const cr_scalar_rule tgamma_row = CR_SCALAR_ROW_REAL_EX(
-    tgamma, TESTREG(tgamma), .notes = "poles at 0, -1, -2, ... (NaN derivative there)");
-DEFINE_FN(tgamma, "tgamma", 1)
+REAL_ROW1(tgamma, GENR(tgamma, x[0])(x[0]), Y[0] * GENR(digamma, x[0])(x[0]), TESTREG(tgamma),
+          .notes = "poles at 0, -1, -2, ... (NaN derivative there)")
 
 /* lgamma(x) = log|Γ(x)|: digamma(x), also at negative non-integers */
 static const double lgamma_lo[] = {0.2}, lgamma_hi[] = {4};
 static const double lgamma_pts[] = {-0.5,  -1.5, -2.5, -3.7,  0x1.762d86356be3fp+0, 1e5, 2.0, 1.0,
                                     1e300, 9.99, 10.0, 1e-300};
-CR_SCALAR_EVALS_REAL(lgamma, 1, 1, Y[0] = GENR(lgamma, x[0])(x[0]),
-                     D[0] = GENR(digamma, x[0])(x[0]))
-static const cr_scalar_rule lgamma_row = CR_SCALAR_ROW_REAL_EX(
-    lgamma, TESTREG(lgamma), .notes = "log|Γ(x)|; poles at 0, -1, -2, ... (NaN derivative there)");
-DEFINE_FN(lgamma, "lgamma", 1)
+REAL_ROW1(lgamma, GENR(lgamma, x[0])(x[0]), GENR(digamma, x[0])(x[0]), TESTREG(lgamma),
+          .notes = "log|Γ(x)|; poles at 0, -1, -2, ... (NaN derivative there)")
 
 /* log_base(b, x) = log(x)/log(b) (Julia's log(b, x)): -Ω/(b log b), 1/(x log b) */
 static const double log_base_lo[] = {1.5, 0.2}, log_base_hi[] = {6.0, 6.0};
@@ -463,12 +451,9 @@ FLOAT_VIA_DOUBLE2(dlogaddexp)
 /* logistic(x) = 1/(1 + e^-x): logistic(x) logistic(-x) (not Ω(1 - Ω), which rounds to 0) */
 static const double ml_lo[] = {-3}, ml_hi[] = {3};
 static const double logistic_pts[] = {40, -40, 700, -745, 1e-300, 0.5};
-CR_SCALAR_EVALS_REAL(logistic, 1, 1, Y[0] = GENR(logistic, x[0])(x[0]),
-                     D[0] = GENR(dlogistic, x[0])(x[0]))
-static const cr_scalar_rule logistic_row = CR_SCALAR_ROW_REAL_EX(
-    logistic,
-    .test = {.lo = ml_lo, .hi = ml_hi, .npoints = NPTS(logistic_pts, 1), .points = logistic_pts});
-DEFINE_FN(logistic, "logistic", 1)
+REAL_ROW1(logistic, GENR(logistic, x[0])(x[0]), GENR(dlogistic, x[0])(x[0]),
+          .test = {
+              .lo = ml_lo, .hi = ml_hi, .npoints = NPTS(logistic_pts, 1), .points = logistic_pts})
 
 /* sigmoid: another name of logistic */
 ALIAS_ROW(sigmoid, logistic, 1, "another name of logistic",
@@ -478,12 +463,9 @@ DEFINE_FN(sigmoid, "sigmoid", 1)
 
 /* log1pexp(x) = log(1 + e^x): logistic(x) */
 static const double log1pexp_pts[] = {40, -40, 800, -745, 1e-300, 18.5};
-CR_SCALAR_EVALS_REAL(log1pexp, 1, 1, Y[0] = GENR(log1pexp, x[0])(x[0]),
-                     D[0] = GENR(logistic, x[0])(x[0]))
-static const cr_scalar_rule log1pexp_row = CR_SCALAR_ROW_REAL_EX(
-    log1pexp,
-    .test = {.lo = ml_lo, .hi = ml_hi, .npoints = NPTS(log1pexp_pts, 1), .points = log1pexp_pts});
-DEFINE_FN(log1pexp, "log1pexp", 1)
+REAL_ROW1(log1pexp, GENR(log1pexp, x[0])(x[0]), GENR(logistic, x[0])(x[0]),
+          .test = {
+              .lo = ml_lo, .hi = ml_hi, .npoints = NPTS(log1pexp_pts, 1), .points = log1pexp_pts})
 
 /* softplus: another name of log1pexp */
 ALIAS_ROW(softplus, log1pexp, 1, "another name of log1pexp",
@@ -528,11 +510,9 @@ DEFINE_FN(xlog1py, "xlog1py", 2)
 /* relu(x) = max(x, 0): 1 if x > 0, else 0 (also at 0) */
 static const double relu_lo[] = {0.1}, relu_hi[] = {3};
 static const double relu_pts[] = {-1, 1e300, -1e-300, 0x1p-1074};
-CR_SCALAR_EVALS_REAL(relu, 1, 1,
-                     Y[0] = x[0] > 0       ? x[0]
-                            : x[0] == x[0] ? 0
-                                           : x[0],
-                     D[0] = x[0] > 0 ? 1 : 0)
-static const cr_scalar_rule relu_row = CR_SCALAR_ROW_REAL_EX(
-    relu, TESTREG(relu), .notes = "derivative 0 at the kink x = 0; relu(NaN) = NaN");
-DEFINE_FN(relu, "relu", 1)
+REAL_ROW1(relu,
+          x[0] > 0       ? x[0]
+          : x[0] == x[0] ? 0
+                         : x[0],
+          x[0] > 0 ? 1 : 0, TESTREG(relu),
+          .notes = "derivative 0 at the kink x = 0; relu(NaN) = NaN")

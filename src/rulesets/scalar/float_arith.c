@@ -134,7 +134,7 @@ static float fma_f(float x, float y, float z)
 static cr_complex fma_c(cr_complex x, cr_complex y, cr_complex z)
 {
     double xr = creal(x), xi = cimag(x), yr = creal(y), yi = cimag(y);
-    return cr__cplx(fma(xr, yr, fma(-xi, yi, creal(z))), fma(xr, yi, fma(xi, yr, cimag(z))));
+    return cr__c(fma(xr, yr, fma(-xi, yi, creal(z))), fma(xr, yi, fma(xi, yr, cimag(z))));
 }
 
 #define FMA_G(X, Y, Z) _Generic((X), float : fma_f, double : fma_d, default : fma_c)(X, Y, Z)
@@ -239,14 +239,12 @@ DEFINE_FN(copysign, "copysign", 2)
 /* fabs(x): sign(x), 0 at x = 0 (ChainRules' abs) */
 static const double fabs_lo[] = {0.2}, fabs_hi[] = {3};
 static const double fabs_pts[] = {-1.5, 1e300, -1e-300, 0x1p-1074};
-CR_SCALAR_EVALS_REAL(fabs, 1, 1, Y[0] = fabs(x[0]),
-                     D[0] = x[0] > 0    ? 1
-                            : x[0] < 0  ? -1
-                            : x[0] == 0 ? 0
-                                        : x[0])
-static const cr_scalar_rule fabs_row = CR_SCALAR_ROW_REAL_EX(
-    fabs, TESTREG(fabs), .notes = "derivative sign(x): 0 at x = ±0 (ChainRules' abs)");
-DEFINE_FN(fabs, "fabs", 1)
+REAL_ROW1(fabs, fabs(x[0]),
+          x[0] > 0    ? 1
+          : x[0] < 0  ? -1
+          : x[0] == 0 ? 0
+                      : x[0],
+          TESTREG(fabs), .notes = "derivative sign(x): 0 at x = ±0 (ChainRules' abs)")
 
 /* ldexp(x, n) = x 2^n: (2^n, 0); n is an integer (NoTangent when passed as one) */
 static const double ldexp_lo[] = {-3, -4.5}, ldexp_hi[] = {3, 4.5};

@@ -586,20 +586,14 @@ DEFINE_FN(acoth, "acoth", 1)
 /* sinpi(x) = sin(pi x), exactly reduced: pi cospi(x) */
 static const double sinpi_lo[] = {-3}, sinpi_hi[] = {3};
 static const double sinpi_pts[] = {1e15 + 0.5, 0.5, 1.0, -2.25, 1e-300, 123456.75, 1e300};
-CR_SCALAR_EVALS_REAL(sinpi, 1, 1, Y[0] = GENR(sinpi, x[0])(x[0]),
-                     D[0] = GENR(pimul, x[0])(GENR(cospi, x[0])(x[0])))
-static const cr_scalar_rule sinpi_row = CR_SCALAR_ROW_REAL_EX(
-    sinpi, TESTREG(sinpi), .notes = "exact zeros at integers; the argument is reduced exactly");
-DEFINE_FN(sinpi, "sinpi", 1)
+REAL_ROW1(sinpi, GENR(sinpi, x[0])(x[0]), GENR(pimul, x[0])(GENR(cospi, x[0])(x[0])),
+          TESTREG(sinpi), .notes = "exact zeros at integers; the argument is reduced exactly")
 
 /* cospi(x) = cos(pi x): -pi sinpi(x) */
 static const double cospi_lo[] = {-3}, cospi_hi[] = {3};
 static const double cospi_pts[] = {0.5, 1.0, -2.25, 1e-300, 123456.75, 1e300, 1e15 + 0.5};
-CR_SCALAR_EVALS_REAL(cospi, 1, 1, Y[0] = GENR(cospi, x[0])(x[0]),
-                     D[0] = -GENR(pimul, x[0])(GENR(sinpi, x[0])(x[0])))
-static const cr_scalar_rule cospi_row =
-    CR_SCALAR_ROW_REAL_EX(cospi, TESTREG(cospi), .notes = "exact zeros at half-integers");
-DEFINE_FN(cospi, "cospi", 1)
+REAL_ROW1(cospi, GENR(cospi, x[0])(x[0]), -GENR(pimul, x[0])(GENR(sinpi, x[0])(x[0])),
+          TESTREG(cospi), .notes = "exact zeros at half-integers")
 
 /* sincospi(x) = (sinpi(x), cospi(x)): (pi cospi(x), -pi sinpi(x)) */
 static const double sincospi_lo[] = {-3}, sincospi_hi[] = {3};
@@ -613,120 +607,86 @@ DEFINE_FN(sincospi, "sincospi", 1)
 /* sinc(x) = sinpi(x)/(pi x): cosc(x) (see cosc_d) */
 static const double sinc_lo[] = {-3}, sinc_hi[] = {3};
 static const double sinc_pts[] = {1e-8, 1e-300, 0.49, 0.51, 100.5, -3.0, 1e10 + 0.25};
-CR_SCALAR_EVALS_REAL(sinc, 1, 1, Y[0] = GENR(sinc, x[0])(x[0]), D[0] = GENR(cosc, x[0])(x[0]))
-static const cr_scalar_rule sinc_row = CR_SCALAR_ROW_REAL_EX(
-    sinc, TESTREG(sinc),
-    .notes = "sinc(0) = 1, derivative 0 there; near the zeros of cosc (±1.43, ±2.46, ...) the "
-             "derivative has absolute, not relative, accuracy");
-DEFINE_FN(sinc, "sinc", 1)
+REAL_ROW1(sinc, GENR(sinc, x[0])(x[0]), GENR(cosc, x[0])(x[0]), TESTREG(sinc),
+          .notes =
+              "sinc(0) = 1, derivative 0 there; near the zeros of cosc (±1.43, ±2.46, ...) the "
+              "derivative has absolute, not relative, accuracy")
 
 /* sind(x) = sin(x°), exactly reduced: (pi/180) cosd(x) */
 static const double deg_lo[] = {-400}, deg_hi[] = {400};
 static const double sind_pts[] = {180, 90, 3.6e10 + 30, 1e-300, -45, 1e22};
-CR_SCALAR_EVALS_REAL(sind, 1, 1, Y[0] = GENR(sind, x[0])(x[0]),
-                     D[0] = GENR(deg2rad, x[0])(GENR(cosd, x[0])(x[0])))
-static const cr_scalar_rule sind_row = CR_SCALAR_ROW_REAL_EX(
-    sind, .test = {.lo = deg_lo, .hi = deg_hi, .npoints = NPTS(sind_pts, 1), .points = sind_pts},
-    .notes = "exact zeros at multiples of 180");
-DEFINE_FN(sind, "sind", 1)
+REAL_ROW1(sind, GENR(sind, x[0])(x[0]), GENR(deg2rad, x[0])(GENR(cosd, x[0])(x[0])),
+          .test = {.lo = deg_lo, .hi = deg_hi, .npoints = NPTS(sind_pts, 1), .points = sind_pts},
+          .notes = "exact zeros at multiples of 180")
 
 /* cosd(x): -(pi/180) sind(x) */
 static const double cosd_pts[] = {180, 90, 3.6e10 + 30, 1e-300, -45, 1e22};
-CR_SCALAR_EVALS_REAL(cosd, 1, 1, Y[0] = GENR(cosd, x[0])(x[0]),
-                     D[0] = -GENR(deg2rad, x[0])(GENR(sind, x[0])(x[0])))
-static const cr_scalar_rule cosd_row = CR_SCALAR_ROW_REAL_EX(
-    cosd, .test = {.lo = deg_lo, .hi = deg_hi, .npoints = NPTS(cosd_pts, 1), .points = cosd_pts},
-    .notes = "exact zeros at odd multiples of 90");
-DEFINE_FN(cosd, "cosd", 1)
+REAL_ROW1(cosd, GENR(cosd, x[0])(x[0]), -GENR(deg2rad, x[0])(GENR(sind, x[0])(x[0])),
+          .test = {.lo = deg_lo, .hi = deg_hi, .npoints = NPTS(cosd_pts, 1), .points = cosd_pts},
+          .notes = "exact zeros at odd multiples of 90")
 
 /* tand(x): (pi/180)(1 + Ω²) */
 static const double tand_lo[] = {-80}, tand_hi[] = {80};
 static const double tand_pts[] = {180, 45, 1e-300, -135, 1e22, 89.99999};
-CR_SCALAR_EVALS_REAL(tand, 1, 1, Y[0] = GENR(tand, x[0])(x[0]),
-                     D[0] = GENR(deg2rad, x[0])(1 + Y[0] * Y[0]))
-static const cr_scalar_rule tand_row = CR_SCALAR_ROW_REAL_EX(
-    tand, TESTREG(tand), .notes = "tand(±90) = ±inf (exact reduction), derivative +inf");
-DEFINE_FN(tand, "tand", 1)
+REAL_ROW1(tand, GENR(tand, x[0])(x[0]), GENR(deg2rad, x[0])(1 + Y[0] * Y[0]), TESTREG(tand),
+          .notes = "tand(±90) = ±inf (exact reduction), derivative +inf")
 
 /* secd(x) = 1/cosd(x): (pi/180) Ω tand(x) */
 static const double secd_lo[] = {-80}, secd_hi[] = {80};
 static const double secd_pts[] = {180, 45, 1e-300, 1e22, 89.99999};
-CR_SCALAR_EVALS_REAL(secd, 1, 1, Y[0] = 1 / GENR(cosd, x[0])(x[0]),
-                     D[0] = GENR(deg2rad, x[0])(Y[0] * GENR(tand, x[0])(x[0])))
-static const cr_scalar_rule secd_row = CR_SCALAR_ROW_REAL_EX(secd, TESTREG(secd));
-DEFINE_FN(secd, "secd", 1)
+REAL_ROW1(secd, 1 / GENR(cosd, x[0])(x[0]), GENR(deg2rad, x[0])(Y[0] * GENR(tand, x[0])(x[0])),
+          TESTREG(secd))
 
 /* cscd(x) = 1/sind(x): -(pi/180) Ω cotd(x) */
 static const double cscd_lo[] = {10}, cscd_hi[] = {170};
 static const double cscd_pts[] = {90, 45, -135, 1e22, 0.00001};
-CR_SCALAR_EVALS_REAL(cscd, 1, 1, Y[0] = 1 / GENR(sind, x[0])(x[0]),
-                     D[0] = -GENR(deg2rad, x[0])(Y[0] * GENR(cotd, x[0])(x[0])))
-static const cr_scalar_rule cscd_row = CR_SCALAR_ROW_REAL_EX(cscd, TESTREG(cscd));
-DEFINE_FN(cscd, "cscd", 1)
+REAL_ROW1(cscd, 1 / GENR(sind, x[0])(x[0]), -GENR(deg2rad, x[0])(Y[0] * GENR(cotd, x[0])(x[0])),
+          TESTREG(cscd))
 
 /* cotd(x) = cosd(x)/sind(x): -(pi/180)(1 + Ω²) */
 static const double cotd_lo[] = {10}, cotd_hi[] = {170};
 static const double cotd_pts[] = {90, 45, -135, 1e22, 0.00001};
-CR_SCALAR_EVALS_REAL(cotd, 1, 1, Y[0] = GENR(cotd, x[0])(x[0]),
-                     D[0] = -GENR(deg2rad, x[0])(1 + Y[0] * Y[0]))
-static const cr_scalar_rule cotd_row = CR_SCALAR_ROW_REAL_EX(cotd, TESTREG(cotd));
-DEFINE_FN(cotd, "cotd", 1)
+REAL_ROW1(cotd, GENR(cotd, x[0])(x[0]), -GENR(deg2rad, x[0])(1 + Y[0] * Y[0]), TESTREG(cotd))
 
 /* asind(x) = asin(x) 180/pi: (180/pi)/sqrt((1 - x)(1 + x)) */
 static const double unit_lo[] = {-0.99}, unit_hi[] = {0.99};
 static const double asind_pts[] = {0.9999999999, -0x1.fffffffffffffp-1, 1e-300, 0.5};
-CR_SCALAR_EVALS_REAL(asind, 1, 1, Y[0] = GENR(rad2deg, x[0])(asin(x[0])),
-                     D[0] = GENR(rad2deg, x[0])(1 / sqrt((1 - x[0]) * (1 + x[0]))))
-static const cr_scalar_rule asind_row = CR_SCALAR_ROW_REAL_EX(
-    asind,
+REAL_ROW1(
+    asind, GENR(rad2deg, x[0])(asin(x[0])), GENR(rad2deg, x[0])(1 / sqrt((1 - x[0]) * (1 + x[0]))),
     .test = {.lo = unit_lo, .hi = unit_hi, .npoints = NPTS(asind_pts, 1), .points = asind_pts},
-    .notes = "-1 < x < 1");
-DEFINE_FN(asind, "asind", 1)
+    .notes = "-1 < x < 1")
 
 /* acosd(x): -(180/pi)/sqrt((1 - x)(1 + x)) */
 static const double acosd_pts[] = {0.9999999999, -0x1.fffffffffffffp-1, 1e-300, 0.5};
-CR_SCALAR_EVALS_REAL(acosd, 1, 1, Y[0] = GENR(rad2deg, x[0])(acos(x[0])),
-                     D[0] = -GENR(rad2deg, x[0])(1 / sqrt((1 - x[0]) * (1 + x[0]))))
-static const cr_scalar_rule acosd_row = CR_SCALAR_ROW_REAL_EX(
-    acosd,
+REAL_ROW1(
+    acosd, GENR(rad2deg, x[0])(acos(x[0])), -GENR(rad2deg, x[0])(1 / sqrt((1 - x[0]) * (1 + x[0]))),
     .test = {.lo = unit_lo, .hi = unit_hi, .npoints = NPTS(acosd_pts, 1), .points = acosd_pts},
-    .notes = "-1 < x < 1");
-DEFINE_FN(acosd, "acosd", 1)
+    .notes = "-1 < x < 1")
 
 /* atand(x): (180/pi)/(1 + x²) */
 static const double atand_lo[] = {-3}, atand_hi[] = {3};
 static const double atand_pts[] = {1e200, -1e300, 1e-200, 1e8};
-CR_SCALAR_EVALS_REAL(atand, 1, 1, Y[0] = GENR(rad2deg, x[0])(atan(x[0])),
-                     D[0] = GENR(rad2deg, x[0])(GENR(inv1px2, x[0])(x[0])))
-static const cr_scalar_rule atand_row = CR_SCALAR_ROW_REAL_EX(atand, TESTREG(atand));
-DEFINE_FN(atand, "atand", 1)
+REAL_ROW1(atand, GENR(rad2deg, x[0])(atan(x[0])), GENR(rad2deg, x[0])(GENR(inv1px2, x[0])(x[0])),
+          TESTREG(atand))
 
 /* asecd(x): (180/pi)/(|x| sqrt(x² - 1)) */
 static const double asecd_lo[] = {1.05}, asecd_hi[] = {4};
 static const double asecd_pts[] = {1 + 0x1p-40, -1.0000000001, 1e300};
-CR_SCALAR_EVALS_REAL(asecd, 1, 1, Y[0] = GENR(rad2deg, x[0])(GENR(asec, x[0])(x[0])),
-                     D[0] = GENR(rad2deg, x[0])(GENR(dasec, x[0])(x[0])))
-static const cr_scalar_rule asecd_row =
-    CR_SCALAR_ROW_REAL_EX(asecd, TESTREG(asecd), .notes = "|x| > 1");
-DEFINE_FN(asecd, "asecd", 1)
+REAL_ROW1(asecd, GENR(rad2deg, x[0])(GENR(asec, x[0])(x[0])),
+          GENR(rad2deg, x[0])(GENR(dasec, x[0])(x[0])), TESTREG(asecd), .notes = "|x| > 1")
 
 /* acscd(x): -(180/pi)/(|x| sqrt(x² - 1)) */
 static const double acscd_lo[] = {1.05}, acscd_hi[] = {4};
 static const double acscd_pts[] = {1 + 0x1p-40, -1.0000000001, 1e300};
-CR_SCALAR_EVALS_REAL(acscd, 1, 1, Y[0] = GENR(rad2deg, x[0])(GENR(acsc, x[0])(x[0])),
-                     D[0] = -GENR(rad2deg, x[0])(GENR(dasec, x[0])(x[0])))
-static const cr_scalar_rule acscd_row =
-    CR_SCALAR_ROW_REAL_EX(acscd, TESTREG(acscd), .notes = "|x| > 1");
-DEFINE_FN(acscd, "acscd", 1)
+REAL_ROW1(acscd, GENR(rad2deg, x[0])(GENR(acsc, x[0])(x[0])),
+          -GENR(rad2deg, x[0])(GENR(dasec, x[0])(x[0])), TESTREG(acscd), .notes = "|x| > 1")
 
 /* acotd(x): -(180/pi)/(1 + x²) */
 static const double acotd_lo[] = {0.2}, acotd_hi[] = {3};
 static const double acotd_pts[] = {1e200, -1e300, 1e-200};
-CR_SCALAR_EVALS_REAL(acotd, 1, 1, Y[0] = GENR(rad2deg, x[0])(atan(1 / x[0])),
-                     D[0] = -GENR(rad2deg, x[0])(GENR(inv1px2, x[0])(x[0])))
-static const cr_scalar_rule acotd_row =
-    CR_SCALAR_ROW_REAL_EX(acotd, TESTREG(acotd), .notes = "acotd(±0) = ±90 (jump at 0)");
-DEFINE_FN(acotd, "acotd", 1)
+REAL_ROW1(acotd, GENR(rad2deg, x[0])(atan(1 / x[0])),
+          -GENR(rad2deg, x[0])(GENR(inv1px2, x[0])(x[0])), TESTREG(acotd),
+          .notes = "acotd(±0) = ±90 (jump at 0)")
 
 /* deg2rad(x) = x pi/180: pi/180 */
 static const double d2r_lo[] = {-400}, d2r_hi[] = {400};
@@ -765,11 +725,8 @@ FLOAT_VIA_DOUBLE(tanpi)
 /* tanpi(x): pi (1 + Ω²) */
 static const double tanpi_lo[] = {-0.45}, tanpi_hi[] = {0.45};
 static const double tanpi_pts[] = {0.0, 0.25, -0.75, 1e-300, 3.375, 1e15 + 0.25};
-CR_SCALAR_EVALS_REAL(tanpi, 1, 1, Y[0] = GENR(tanpi, x[0])(x[0]),
-                     D[0] = GENR(pimul, x[0])(1 + Y[0] * Y[0]))
-static const cr_scalar_rule tanpi_row = CR_SCALAR_ROW_REAL_EX(
-    tanpi, TESTREG(tanpi), .notes = "exact zeros at integers, ±inf at half-integers");
-DEFINE_FN(tanpi, "tanpi", 1)
+REAL_ROW1(tanpi, GENR(tanpi, x[0])(x[0]), GENR(pimul, x[0])(1 + Y[0] * Y[0]), TESTREG(tanpi),
+          .notes = "exact zeros at integers, ±inf at half-integers")
 
 /* sincosd(x) = (sind(x), cosd(x)): ((pi/180) cosd(x), -(pi/180) sind(x)) */
 static const double sincosd_lo[] = {-400}, sincosd_hi[] = {400};
@@ -842,12 +799,9 @@ FLOAT_VIA_DOUBLE2(rem2pi)
 /* mod2pi(x) = rem2pi(x, RoundDown), in [0, 2 pi): 1 (ChainRules: the jumps included) */
 static const double mod2pi_lo[] = {0.1}, mod2pi_hi[] = {6.1};
 static const double mod2pi_pts[] = {-1.0, 100.3, -100.3, 1e6 + 0.5, 3.0};
-CR_SCALAR_EVALS_REAL(mod2pi, 1, 1, Y[0] = GENR(mod2pi, x[0])(x[0]), D[0] = 1)
-static const cr_scalar_rule mod2pi_row =
-    CR_SCALAR_ROW_REAL_EX(mod2pi, TESTREG(mod2pi),
-                          .notes = "in [0, 2 pi); derivative 1, also at the jumps (ChainRules); "
-                                   "|x| < 2^50 (NaN beyond)");
-DEFINE_FN(mod2pi, "mod2pi", 1)
+REAL_ROW1(mod2pi, GENR(mod2pi, x[0])(x[0]), 1, TESTREG(mod2pi),
+          .notes = "in [0, 2 pi); derivative 1, also at the jumps (ChainRules); "
+                   "|x| < 2^50 (NaN beyond)")
 
 /* rem2pi(x, mode): (1, 0); the mode is a CR_ROUND_* value (an integer gets NoTangent) */
 static const double rem2pi_lo[] = {-3.0, 0.0}, rem2pi_hi[] = {3.0, 0.3};
