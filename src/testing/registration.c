@@ -123,29 +123,15 @@ static bool variant_ok(const cr_rule_info *rule, variant v, const double *x, con
                        const double *hi)
 {
     size_t n = rule->nargs;
-    for (size_t j = 0; j < n; j++) {
-        uint32_t need;
-        switch (v) {
-        case V_F64:
-            need = CR_M_F64;
-            break;
-        case V_C128:
-            need = CR_M_C128;
-            break;
-        case V_MIX:
-            need = j == 0 ? CR_M_F64 : CR_M_C128;
-            break;
-        case V_INT:
-            need = j == 0 ? CR_M_INT : CR_M_F64;
-            break;
-        case V_F32:
-        default:
-            need = CR_M_F32;
-            break;
-        }
-        if (!allows(rule, j, need))
+    /* The kind each variant gives the first argument and the others. */
+    static const uint32_t k_need[][2] = {[V_F64] = {CR_M_F64, CR_M_F64},
+                                         [V_C128] = {CR_M_C128, CR_M_C128},
+                                         [V_MIX] = {CR_M_F64, CR_M_C128},
+                                         [V_INT] = {CR_M_INT, CR_M_F64},
+                                         [V_F32] = {CR_M_F32, CR_M_F32}};
+    for (size_t j = 0; j < n; j++)
+        if (!allows(rule, j, k_need[v][j == 0 ? 0 : 1]))
             return false;
-    }
     if ((v == V_MIX && n < 2) || (n == 0 && v != V_F64))
         return false; /* without arguments every variant is the same */
     if (v == V_INT) {

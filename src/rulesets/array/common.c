@@ -517,20 +517,20 @@ cr_status cr__add_into(cr_arena *arena, cr_array *dest, cr_tangent t)
     if (dest->structure != CR_MAT_DENSE)
         return CR__FAIL(arena, CR_EINVAL, "add!: a structured destination");
     if (dest->dtype == v->dtype && cr__is_contig_dense(dest) && cr__is_contig_dense(v)) {
-        if (dest->dtype == CR_DT_F64) {
-            double *d = dest->data;
-            const double *s = v->data;
-            for (size_t i = 0; i < n; i++)
-                d[i] += s[i];
-            return CR_OK;
-        }
-        if (dest->dtype == CR_DT_C128) {
-            cr_complex *d = dest->data;
-            const cr_complex *s = v->data;
-            for (size_t i = 0; i < n; i++)
-                d[i] += s[i];
-            return CR_OK;
-        }
+        /* dest += v element by element, both contiguous arrays of T */
+#define ADD_CONTIG(T)                  \
+    do {                               \
+        T *d = dest->data;             \
+        const T *s = v->data;          \
+        for (size_t i = 0; i < n; i++) \
+            d[i] += s[i];              \
+        return CR_OK;                  \
+    } while (0)
+        if (dest->dtype == CR_DT_F64)
+            ADD_CONTIG(double);
+        if (dest->dtype == CR_DT_C128)
+            ADD_CONTIG(cr_complex);
+#undef ADD_CONTIG
     }
     const cr_array *arrs[2] = {dest, v};
     cr__iter it;
@@ -814,6 +814,15 @@ void cr__broadcast_into(cr_array *dst, const cr_array *src, cr_complex s)
     broadcast_run(dst, src, s, set_inner);
 }
 
+/* y[i] += A x[i] for the n elements of y and x, of type T (the loop without BLAS). */
+#define AXPY_LOOP(T, A)                \
+    do {                               \
+        const T *xs = x->data;         \
+        T *ys = y->data;               \
+        for (size_t i = 0; i < n; i++) \
+            ys[i] += (A)*xs[i];        \
+    } while (0)
+
 void cr__axpy(cr_complex s, const cr_array *x, cr_array *y)
 {
     size_t n = cr_array_numel(y);
@@ -824,10 +833,7 @@ void cr__axpy(cr_complex s, const cr_array *x, cr_array *y)
             return;
         }
 #endif
-        const cr_complex *xs = x->data;
-        cr_complex *ys = y->data;
-        for (size_t i = 0; i < n; i++)
-            ys[i] += s * xs[i];
+        AXPY_LOOP(cr_complex, s);
     } else {
         double a = creal(s);
 #if defined(CR_HAVE_CBLAS)
@@ -836,10 +842,7 @@ void cr__axpy(cr_complex s, const cr_array *x, cr_array *y)
             return;
         }
 #endif
-        const double *xs = x->data;
-        double *ys = y->data;
-        for (size_t i = 0; i < n; i++)
-            ys[i] += a * xs[i];
+        AXPY_LOOP(double, a);
     }
 }
 

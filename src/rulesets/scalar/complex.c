@@ -487,6 +487,18 @@ static cr_status zfun_rrule(CR__RRULE_PARAMS)
         .name = #NAME, .arity = 1, .primal = zfun_primal, .udata = &NAME##_fn};       \
     const cr_value cr_fn_##NAME = {.kind = CR_KIND_FUNC, .u.func = {&NAME##_function, NULL}};
 
+/* NAME_value(z) = F(z) and NAME_jvp(z, t) = F(t) for an R-linear F (J·ż is F itself). */
+#define LINEAR_ZFUN(NAME, F)                                 \
+    static cr_complex NAME##_value(cr_complex z)             \
+    {                                                        \
+        return F(z);                                         \
+    }                                                        \
+    static cr_complex NAME##_jvp(cr_complex z, cr_complex t) \
+    {                                                        \
+        (void)z;                                             \
+        return F(t);                                         \
+    }
+
 /* -- cabs: J = [x, y]/r; frule re(conj(z)ż)/r; pullback z re(ȳ)/r; zero at z = 0. -- */
 
 static cr_complex cabs_value(cr_complex z)
@@ -531,43 +543,19 @@ ZFUN(carg, true, NULL)
 
 /* -- conj: J = diag(1, -1); frule conj(ż); pullback conj(ȳ). -- */
 
-static cr_complex conj_value(cr_complex z)
-{
-    return conj(z);
-}
-static cr_complex conj_jvp(cr_complex z, cr_complex t)
-{
-    (void)z;
-    return conj(t);
-}
+LINEAR_ZFUN(conj, conj)
 #define conj_vjp conj_jvp
 ZFUN(conj, false, NULL)
 
 /* -- creal: J = [1, 0]; frule re ż; pullback re ȳ (+ 0i). -- */
 
-static cr_complex creal_value(cr_complex z)
-{
-    return creal(z);
-}
-static cr_complex creal_jvp(cr_complex z, cr_complex t)
-{
-    (void)z;
-    return creal(t);
-}
+LINEAR_ZFUN(creal, creal)
 #define creal_vjp creal_jvp
 ZFUN(creal, true, NULL)
 
 /* -- cimag: J = [0, 1]; frule im ż; pullback i re ȳ. -- */
 
-static cr_complex cimag_value(cr_complex z)
-{
-    return cimag(z);
-}
-static cr_complex cimag_jvp(cr_complex z, cr_complex t)
-{
-    (void)z;
-    return cimag(t);
-}
+LINEAR_ZFUN(cimag, cimag)
 static cr_complex cimag_vjp(cr_complex z, cr_complex g)
 {
     (void)z;

@@ -450,27 +450,22 @@ FLOAT_VIA_DOUBLE2(dlogaddexp)
 
 /* logistic(x) = 1/(1 + e^-x): logistic(x) logistic(-x) (not Ω(1 - Ω), which rounds to 0) */
 static const double ml_lo[] = {-3}, ml_hi[] = {3};
+/* The test registration of logistic, log1pexp and their other names: [-3, 3] and the hard
+ * points PTS. */
+#define ML_TEST(PTS) .test = {.lo = ml_lo, .hi = ml_hi, .npoints = NPTS(PTS, 1), .points = PTS}
 static const double logistic_pts[] = {40, -40, 700, -745, 1e-300, 0.5};
-REAL_ROW1(logistic, GENR(logistic, x[0])(x[0]), GENR(dlogistic, x[0])(x[0]),
-          .test = {
-              .lo = ml_lo, .hi = ml_hi, .npoints = NPTS(logistic_pts, 1), .points = logistic_pts})
+REAL_ROW1(logistic, GENR(logistic, x[0])(x[0]), GENR(dlogistic, x[0])(x[0]), ML_TEST(logistic_pts))
 
 /* sigmoid: another name of logistic */
-ALIAS_ROW(sigmoid, logistic, 1, "another name of logistic",
-          .test = {
-              .lo = ml_lo, .hi = ml_hi, .npoints = NPTS(logistic_pts, 1), .points = logistic_pts})
+ALIAS_ROW(sigmoid, logistic, 1, "another name of logistic", ML_TEST(logistic_pts))
 DEFINE_FN(sigmoid, "sigmoid", 1)
 
 /* log1pexp(x) = log(1 + e^x): logistic(x) */
 static const double log1pexp_pts[] = {40, -40, 800, -745, 1e-300, 18.5};
-REAL_ROW1(log1pexp, GENR(log1pexp, x[0])(x[0]), GENR(logistic, x[0])(x[0]),
-          .test = {
-              .lo = ml_lo, .hi = ml_hi, .npoints = NPTS(log1pexp_pts, 1), .points = log1pexp_pts})
+REAL_ROW1(log1pexp, GENR(log1pexp, x[0])(x[0]), GENR(logistic, x[0])(x[0]), ML_TEST(log1pexp_pts))
 
 /* softplus: another name of log1pexp */
-ALIAS_ROW(softplus, log1pexp, 1, "another name of log1pexp",
-          .test = {
-              .lo = ml_lo, .hi = ml_hi, .npoints = NPTS(log1pexp_pts, 1), .points = log1pexp_pts})
+ALIAS_ROW(softplus, log1pexp, 1, "another name of log1pexp", ML_TEST(log1pexp_pts))
 DEFINE_FN(softplus, "softplus", 1)
 
 /* logaddexp(x, y) = log(e^x + e^y): (logistic(x - y), logistic(y - x)) */

@@ -402,16 +402,29 @@ static cr_status frexp_primal(cr_arena *arena, const cr_value *f, const cr_value
     return real_int_value(arena, f32, m, e, out);
 }
 
+/* The primal of a rule of real arguments (frexp, remquo, hypot) at args into *y, and whether
+ * they make it f32 (real_args). */
+static cr_status real_primal(cr_status (*primal)(cr_arena *, const cr_value *, const cr_value *,
+                                                 size_t, cr_value *),
+                             cr_arena *arena, const cr_value *f, const cr_value *args, size_t nargs,
+                             cr_value *y, bool *f32)
+{
+    cr_status st = primal(arena, f, args, nargs, y);
+    *f32 = false;
+    if (st == CR_OK)
+        real_args(args, nargs, f32);
+    return st;
+}
+
 static const cr_function frexp_function = {.name = "frexp", .arity = 1, .primal = frexp_primal};
 const cr_value cr_fn_frexp = {.kind = CR_KIND_FUNC, .u.func = {&frexp_function, NULL}};
 
 static cr_status frexp_frule(CR__FRULE_PARAMS)
 {
-    cr_status st = frexp_primal(arena, f, args, nargs, y);
+    bool f32;
+    cr_status st = real_primal(frexp_primal, arena, f, args, nargs, y, &f32);
     if (st != CR_OK)
         return st;
-    bool f32 = false;
-    real_args(args, 1, &f32);
     double m, dm, dx;
     int e;
     frexp_eval(real_of(&args[0]), f32, &m, &e, &dm);
@@ -442,12 +455,11 @@ static cr_status frexp_pullback(CR__PULLBACK_PARAMS)
 
 static cr_status frexp_rrule(CR__RRULE_PARAMS)
 {
-    cr_status st = frexp_primal(arena, f, args, nargs, y);
+    bool f32;
+    cr_status st = real_primal(frexp_primal, arena, f, args, nargs, y, &f32);
     if (st != CR_OK)
         return st;
     CR__ARENA_NEW(arena, frexp_env, e);
-    bool f32 = false;
-    real_args(args, 1, &f32);
     double m;
     int ex;
     frexp_eval(real_of(&args[0]), f32, &m, &ex, &e->dm);
@@ -496,11 +508,10 @@ const cr_value cr_fn_remquo = {.kind = CR_KIND_FUNC, .u.func = {&remquo_function
 
 static cr_status remquo_frule(CR__FRULE_PARAMS)
 {
-    cr_status st = remquo_primal(arena, f, args, nargs, y);
+    bool f32;
+    cr_status st = real_primal(remquo_primal, arena, f, args, nargs, y, &f32);
     if (st != CR_OK)
         return st;
-    bool f32 = false;
-    real_args(args, 2, &f32);
     double r, D[2], acc = 0;
     int q;
     remquo_eval(real_of(&args[0]), real_of(&args[1]), f32, &r, &q, D);
@@ -535,12 +546,11 @@ static cr_status remquo_pullback(CR__PULLBACK_PARAMS)
 
 static cr_status remquo_rrule(CR__RRULE_PARAMS)
 {
-    cr_status st = remquo_primal(arena, f, args, nargs, y);
+    CR__ARENA_NEW(arena, remquo_env, e);
+    bool f32;
+    cr_status st = real_primal(remquo_primal, arena, f, args, nargs, y, &f32);
     if (st != CR_OK)
         return st;
-    CR__ARENA_NEW(arena, remquo_env, e);
-    bool f32 = false;
-    real_args(args, 2, &f32);
     double r;
     int q;
     remquo_eval(real_of(&args[0]), real_of(&args[1]), f32, &r, &q, e->D);
@@ -630,11 +640,10 @@ const cr_value cr_fn_hypot = {.kind = CR_KIND_FUNC, .u.func = {&hypot_function, 
 
 static cr_status hypot_n_frule(CR__FRULE_PARAMS)
 {
-    cr_status st = hypot_primal(arena, f, args, nargs, y);
+    bool f32;
+    cr_status st = real_primal(hypot_primal, arena, f, args, nargs, y, &f32);
     if (st != CR_OK)
         return st;
-    bool f32 = false;
-    real_args(args, nargs, &f32);
     int e;
     double sc, acc = 0;
     hypot_n(args, nargs, &e, &sc);

@@ -1250,15 +1250,21 @@ static double besselyx_value(double nu, double x)
 
 /* gamma(a, x) = Gamma(a) Q(a, x), the upper incomplete gamma function, for a > 0 (a <= 0:
  * special_gamma_erf.c). */
+/* Q(a, x) = Gamma(a, x)/Gamma(a), a > 0 (NaN where cr_sf_gamma_inc gives NaN). */
+static double gamma_q(double a, double x)
+{
+    double q;
+    cr_sf_gamma_inc(a, x, NULL, &q);
+    return q;
+}
+
 double cr_sf_gamma_upper(double a, double x)
 {
     if (a <= 0)
         return cr__sf_gamma_upper_nonpos(a, x);
-    double q;
-    cr_sf_gamma_inc(a, x, NULL, &q);
+    double q = gamma_q(a, x), g = tgamma(a);
     if (isnan(q))
         return q;
-    double g = tgamma(a);
     if (isfinite(g))
         return g * q;
     int s;
@@ -1270,12 +1276,9 @@ double cr_sf_loggamma_upper(double a, double x)
 {
     if (a <= 0)
         return cr__sf_loggamma_upper_nonpos(a, x);
-    double q;
-    cr_sf_gamma_inc(a, x, NULL, &q);
-    if (isnan(q))
-        return q;
+    double q = gamma_q(a, x);
     int s;
-    return lgamma_r(a, &s) + log(q);
+    return isnan(q) ? q : lgamma_r(a, &s) + log(q);
 }
 
 /* d Gamma(a, x)/dx = -x^(a-1) e^-x (DLMF 8.8.13) */
@@ -1292,9 +1295,7 @@ static double loggamma_upper_dx(double a, double x, double y)
 {
     if (a <= 0) /* y = log Gamma(a, x) */
         return -exp((a - 1) * log(x) - x - y);
-    double q;
-    cr_sf_gamma_inc(a, x, NULL, &q);
-    return -cr__sf_gamma_inc_dx(a, x) / q;
+    return -cr__sf_gamma_inc_dx(a, x) / gamma_q(a, x);
 }
 
 /* d E_nu(x)/dx = -E_(nu-1)(x) (DLMF 8.19.13) */
