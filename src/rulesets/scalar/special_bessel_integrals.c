@@ -1150,13 +1150,9 @@ double cr_sf_erf2(double x, double y)
 
 static const double k_erf2_lo[] = {-3.0, -3.0}, k_erf2_hi[] = {3.0, 3.0};
 static const double k_erf2_pts[] = {0.0, 0.0, 1.0, 2.0, -2.0, -1.0, 4.0, 4.5, 0.4, 0.6};
-CR_SCALAR_EVALS_REAL(erf2, 2, 1, Y[0] = cr_sf_erf2(x[0], x[1]),
-                     D[0] = -TWO_OVER_SQRT_PI / exp_sq(x[0]);
-                     D[1] = TWO_OVER_SQRT_PI / exp_sq(x[1]))
-static const cr_scalar_rule erf2_row =
-    CR_SCALAR_ROW_REAL_EX(erf2, ROW_TEST(k_erf2_lo, k_erf2_hi, k_erf2_pts),
-                          .notes = "SpecialFunctions' erf(x, y) = erf(y) - erf(x)");
-DEFINE_FN(erf2, "erf2", 2)
+REAL_ROW(erf2, 2, Y[0] = cr_sf_erf2(x[0], x[1]), D[0] = -TWO_OVER_SQRT_PI / exp_sq(x[0]);
+         D[1] = TWO_OVER_SQRT_PI / exp_sq(x[1]), ROW_TEST(k_erf2_lo, k_erf2_hi, k_erf2_pts),
+         .notes = "SpecialFunctions' erf(x, y) = erf(y) - erf(x)")
 
 /* Bi scaled by e^-|Re zeta| (e^-zeta for x > 0, 1 for x < 0): the scale's derivative is
  * -sqrt(x) e^-zeta for x > 0 and 0 for x < 0. */
@@ -1173,16 +1169,11 @@ REAL_ROW1(airybiprimex, cr_sf_airybiprimex(x[0]),
           .notes = "Bi'(x) e^-|Re zeta|: Bi'(x) itself for x < 0")
 
 static const cr__sf_row k_rows[] = {
-    {&airybix_function, &airybix_row},   {&airybiprimex_function, &airybiprimex_row},
-    {&airyai_function, &airyai_row},     {&airyaiprime_function, &airyaiprime_row},
-    {&airybi_function, &airybi_row},     {&airybiprime_function, &airybiprime_row},
-    {&airyaix_function, &airyaix_row},   {&airyaiprimex_function, &airyaiprimex_row},
-    {&dawson_function, &dawson_row},     {&erfi_function, &erfi_row},
-    {&logerfcx_function, &logerfcx_row}, {&invdigamma_function, &invdigamma_row},
-    {&expintx_function, &expintx_row},   {&expinti_function, &expinti_row},
-    {&sinint_function, &sinint_row},     {&cosint_function, &cosint_row},
-    {&ellipk_function, &ellipk_row},     {&ellipe_function, &ellipe_row},
-    {&erf2_function, &erf2_row},
+    FN_ROW(airybix), FN_ROW(airybiprimex), FN_ROW(airyai),   FN_ROW(airyaiprime),
+    FN_ROW(airybi),  FN_ROW(airybiprime),  FN_ROW(airyaix),  FN_ROW(airyaiprimex),
+    FN_ROW(dawson),  FN_ROW(erfi),         FN_ROW(logerfcx), FN_ROW(invdigamma),
+    FN_ROW(expintx), FN_ROW(expinti),      FN_ROW(sinint),   FN_ROW(cosint),
+    FN_ROW(ellipk),  FN_ROW(ellipe),       FN_ROW(erf2),
 };
 
 /* ---- Functions of an order (or a parameter) and an argument: f(nu, x) --------------------- */

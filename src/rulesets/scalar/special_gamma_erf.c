@@ -855,20 +855,12 @@ REAL_ROW1(logerfc, cr_sf_logerfc(x[0]), -TWO_OVER_SQRT_PI / cr_sf_erfcx(x[0]),
           .test = {.lo = k_erfcx_lo, .hi = k_erfcx_hi})
 
 /* beta(a, b): Ω(psi(a) - psi(a+b)), Ω(psi(b) - psi(a+b)) */
-CR_SCALAR_EVALS_REAL(beta, 2, 1, Y[0] = cr_sf_beta(x[0], x[1]),
-                     D[0] = Y[0] * digamma_diff(x[0], x[1]);
-                     D[1] = Y[0] * digamma_diff(x[1], x[0]))
-static const cr_scalar_rule beta_row =
-    CR_SCALAR_ROW_REAL_EX(beta, .test = {.lo = k_pos_lo, .hi = k_pos_hi});
-DEFINE_FN(beta, "beta", 2)
+REAL_ROW(beta, 2, Y[0] = cr_sf_beta(x[0], x[1]), D[0] = Y[0] * digamma_diff(x[0], x[1]);
+         D[1] = Y[0] * digamma_diff(x[1], x[0]), .test = {.lo = k_pos_lo, .hi = k_pos_hi})
 
 /* logbeta(a, b): psi(a) - psi(a+b), psi(b) - psi(a+b) */
-CR_SCALAR_EVALS_REAL(logbeta, 2, 1, Y[0] = cr_sf_logbeta(x[0], x[1]),
-                     D[0] = digamma_diff(x[0], x[1]);
-                     D[1] = digamma_diff(x[1], x[0]))
-static const cr_scalar_rule logbeta_row =
-    CR_SCALAR_ROW_REAL_EX(logbeta, .test = {.lo = k_pos_lo, .hi = k_pos_hi});
-DEFINE_FN(logbeta, "logbeta", 2)
+REAL_ROW(logbeta, 2, Y[0] = cr_sf_logbeta(x[0], x[1]), D[0] = digamma_diff(x[0], x[1]);
+         D[1] = digamma_diff(x[1], x[0]), .test = {.lo = k_pos_lo, .hi = k_pos_hi})
 
 /* loggamma(x): digamma(x) */
 REAL_ROW1(loggamma, cr_sf_loggamma(x[0]), cr_sf_digamma(x[0]),
@@ -886,11 +878,8 @@ DEFINE_FN(logabsgamma, "logabsgamma", 1)
  * complex instantiation (cr_sf_expint_complex), which also gives E1 at x < 0 as
  * expint(x ± 0i) = -Ei(-x) ∓ iπ. */
 #define EXPINT_G(X) _Generic((X), cr_complex : cr_sf_expint_complex, default : cr_sf_expint)(X)
-CR_SCALAR_EVALS(expint, 1, 1, Y[0] = EXPINT_G(x[0]), D[0] = -exp(-x[0]) / x[0])
-static const cr_scalar_rule expint_row = CR_SCALAR_ROW_EX(
-    expint, .test = {.lo = k_pos_lo, .hi = k_pos_hi},
-    .notes = "x > 0 for a real x; complex z: principal branch, cut on the negative real axis");
-DEFINE_FN(expint, "expint", 1)
+ROW1(expint, EXPINT_G(x[0]), -exp(-x[0]) / x[0], .test = {.lo = k_pos_lo, .hi = k_pos_hi},
+     .notes = "x > 0 for a real x; complex z: principal branch, cut on the negative real axis")
 
 /* Bessel functions of orders 0 and 1 (DLMF 10.6.2, 10.6.3): J0' = -J1,
  * J1' = (J0 - J2)/2 (finite at 0, unlike J0 - J1/x), and the same for Y. */
@@ -909,21 +898,9 @@ REAL_ROW1(y1, y1(x[0]), (y0(x[0]) - yn(2, x[0])) / 2,
           .test = {.lo = k_bessel_y_lo, .hi = k_bessel_y_hi}, .notes = "x > 0")
 
 static const cr__sf_row k_rows[] = {
-    {&digamma_function, &digamma_row},
-    {&trigamma_function, &trigamma_row},
-    {&erfinv_function, &erfinv_row},
-    {&erfcinv_function, &erfcinv_row},
-    {&erfcx_function, &erfcx_row},
-    {&logerfc_function, &logerfc_row},
-    {&beta_function, &beta_row},
-    {&logbeta_function, &logbeta_row},
-    {&loggamma_function, &loggamma_row},
-    {&logabsgamma_function, &logabsgamma_row},
-    {&expint_function, &expint_row},
-    {&j0_function, &j0_row},
-    {&j1_function, &j1_row},
-    {&y0_function, &y0_row},
-    {&y1_function, &y1_row},
+    FN_ROW(digamma), FN_ROW(trigamma), FN_ROW(erfinv),  FN_ROW(erfcinv),  FN_ROW(erfcx),
+    FN_ROW(logerfc), FN_ROW(beta),     FN_ROW(logbeta), FN_ROW(loggamma), FN_ROW(logabsgamma),
+    FN_ROW(expint),  FN_ROW(j0),       FN_ROW(j1),      FN_ROW(y0),       FN_ROW(y1),
 };
 
 /* ---- Shared pieces of the hand-written rules ---------------------------------------------- */

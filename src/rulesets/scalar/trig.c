@@ -378,16 +378,12 @@ FLOAT_VIA_DOUBLE2(atan2_dx)
 static const double sin_lo[] = {-3.5}, sin_hi[] = {3.5};
 static const double sin_pts[] = {3.141592653589793,  -1e-300, 0x1p-1074,
                                  1.5707963267948966, 1e22,    1e300};
-CR_SCALAR_EVALS(sin, 1, 1, Y[0] = sin(x[0]), D[0] = cos(x[0]))
-static const cr_scalar_rule sin_row = CR_SCALAR_ROW_EX(sin, TESTREG(sin));
-DEFINE_FN(sin, "sin", 1)
+ROW1(sin, sin(x[0]), cos(x[0]), TESTREG(sin))
 
 /* cos(x): -sin(x) */
 static const double cos_lo[] = {-3.5}, cos_hi[] = {3.5};
 static const double cos_pts[] = {3.141592653589793, 1.5707963267948966, 1e-300, 1e22, 1e300};
-CR_SCALAR_EVALS(cos, 1, 1, Y[0] = cos(x[0]), D[0] = -sin(x[0]))
-static const cr_scalar_rule cos_row = CR_SCALAR_ROW_EX(cos, TESTREG(cos));
-DEFINE_FN(cos, "cos", 1)
+ROW1(cos, cos(x[0]), -sin(x[0]), TESTREG(cos))
 
 /* sincos(x) = (sin x, cos x): partials (cos x, -sin x) */
 static const double sincos_lo[] = {-3.5}, sincos_hi[] = {3.5};
@@ -399,108 +395,81 @@ DEFINE_FN(sincos, "sincos", 1)
 /* tan(x): 1 + Ω² */
 static const double tan_lo[] = {-1.4}, tan_hi[] = {1.4};
 static const double tan_pts[] = {1e-300, 1e22, 1.5707963267948966, -1.5707963267948966, 1e300};
-CR_SCALAR_EVALS(tan, 1, 1, Y[0] = tan(x[0]), D[0] = 1 + Y[0] * Y[0])
-static const cr_scalar_rule tan_row = CR_SCALAR_ROW_EX(tan, TESTREG(tan));
-DEFINE_FN(tan, "tan", 1)
+ROW1(tan, tan(x[0]), 1 + Y[0] * Y[0], TESTREG(tan))
 
 /* asin(x): 1/sqrt((1 - x)(1 + x)); the product form keeps accuracy near |x| = 1 where
  * 1 - x*x cancels. */
 static const double asin_lo[] = {-0.99}, asin_hi[] = {0.99};
 static const double asin_pts[] = {0.9999999999,          -0.9999999999, 0x1.fffffffffffffp-1,
                                   -0x1.fffffffffffffp-1, 1 - 0x1p-30,   1e-300};
-CR_SCALAR_EVALS(asin, 1, 1, Y[0] = asin(x[0]), D[0] = 1 / sqrt((1 - x[0]) * (1 + x[0])))
-static const cr_scalar_rule asin_row =
-    CR_SCALAR_ROW_EX(asin, TESTREG(asin), .notes = "-1 < x < 1 for real x; ±inf at ±1");
-DEFINE_FN(asin, "asin", 1)
+ROW1(asin, asin(x[0]), 1 / sqrt((1 - x[0]) * (1 + x[0])), TESTREG(asin),
+     .notes = "-1 < x < 1 for real x; ±inf at ±1")
 
 /* acos(x): -1/sqrt((1 - x)(1 + x)) */
 static const double acos_lo[] = {-0.99}, acos_hi[] = {0.99};
 static const double acos_pts[] = {0.9999999999, -0.9999999999, 0x1.fffffffffffffp-1,
                                   -0x1.fffffffffffffp-1, 1e-300};
-CR_SCALAR_EVALS(acos, 1, 1, Y[0] = acos(x[0]), D[0] = -1 / sqrt((1 - x[0]) * (1 + x[0])))
-static const cr_scalar_rule acos_row =
-    CR_SCALAR_ROW_EX(acos, TESTREG(acos), .notes = "-1 < x < 1 for real x; -inf at ±1");
-DEFINE_FN(acos, "acos", 1)
+ROW1(acos, acos(x[0]), -1 / sqrt((1 - x[0]) * (1 + x[0])), TESTREG(acos),
+     .notes = "-1 < x < 1 for real x; -inf at ±1")
 
 /* atan(x): 1/(1 + x²), without overflow of x² for huge x */
 static const double atan_lo[] = {-3}, atan_hi[] = {3};
 static const double atan_pts[] = {1e200, -1e300, 1e154, 1e-200, 0x1p27, 1e8};
-CR_SCALAR_EVALS(atan, 1, 1, Y[0] = atan(x[0]), D[0] = GEN(inv1px2, x[0])(x[0]))
-static const cr_scalar_rule atan_row = CR_SCALAR_ROW_EX(atan, TESTREG(atan));
-DEFINE_FN(atan, "atan", 1)
+ROW1(atan, atan(x[0]), GEN(inv1px2, x[0])(x[0]), TESTREG(atan))
 
 /* atan2(y, x): (x, -y)/(x² + y²), scaled (see atan2_partials_d) */
 static const double atan2_lo[] = {0.2, 0.2}, atan2_hi[] = {3, 3};
 static const double atan2_pts[] = {1e200,   1e200, 1e300, 1.0,    1.0,    1e300,   1.0,
                                    -1e-300, 3.0,   -4.0,  1e-200, 1e-200, -1e-310, 5e-324};
-CR_SCALAR_EVALS_REAL(atan2, 2, 1, Y[0] = atan2(x[0], x[1]), D[0] = GENR(atan2_dy, x[0])(x[0], x[1]);
-                     D[1] = GENR(atan2_dx, x[0])(x[0], x[1]))
-static const cr_scalar_rule atan2_row = CR_SCALAR_ROW_REAL_EX(
-    atan2, TESTREG(atan2),
-    .notes = "partials computed after exact power-of-two scaling (no overflow of x²+y²); "
-             "NaN at (0, 0), where atan2 is discontinuous; 0 when an argument is infinite");
-DEFINE_FN(atan2, "atan2", 2)
+REAL_ROW(atan2, 2, Y[0] = atan2(x[0], x[1]), D[0] = GENR(atan2_dy, x[0])(x[0], x[1]);
+         D[1] = GENR(atan2_dx, x[0])(x[0], x[1]), TESTREG(atan2),
+         .notes = "partials computed after exact power-of-two scaling (no overflow of x²+y²); "
+                  "NaN at (0, 0), where atan2 is discontinuous; 0 when an argument is infinite")
 
 /* sec(x) = 1/cos(x): Ω tan(x) */
 static const double sec_lo[] = {-1.4}, sec_hi[] = {1.4};
 static const double sec_pts[] = {3.0, 1e22, 1.5707963267948966};
-CR_SCALAR_EVALS(sec, 1, 1, Y[0] = 1 / cos(x[0]), D[0] = Y[0] * tan(x[0]))
-static const cr_scalar_rule sec_row = CR_SCALAR_ROW_EX(sec, TESTREG(sec));
-DEFINE_FN(sec, "sec", 1)
+ROW1(sec, 1 / cos(x[0]), Y[0] * tan(x[0]), TESTREG(sec))
 
 /* csc(x) = 1/sin(x): -Ω cot(x) */
 static const double csc_lo[] = {0.2}, csc_hi[] = {3};
 static const double csc_pts[] = {-2.0, 1e22, 3.141592653589793, 1e-150};
-CR_SCALAR_EVALS(csc, 1, 1, Y[0] = 1 / sin(x[0]), D[0] = -Y[0] / tan(x[0]))
-static const cr_scalar_rule csc_row = CR_SCALAR_ROW_EX(csc, TESTREG(csc));
-DEFINE_FN(csc, "csc", 1)
+ROW1(csc, 1 / sin(x[0]), -Y[0] / tan(x[0]), TESTREG(csc))
 
 /* cot(x) = 1/tan(x): -(1 + Ω²) */
 static const double cot_lo[] = {0.2}, cot_hi[] = {3};
 static const double cot_pts[] = {-2.0, 1.5707963267948966, 1e22, 3.141592653589793, 1e-150};
-CR_SCALAR_EVALS(cot, 1, 1, Y[0] = 1 / tan(x[0]), D[0] = -(1 + Y[0] * Y[0]))
-static const cr_scalar_rule cot_row = CR_SCALAR_ROW_EX(cot, TESTREG(cot));
-DEFINE_FN(cot, "cot", 1)
+ROW1(cot, 1 / tan(x[0]), -(1 + Y[0] * Y[0]), TESTREG(cot))
 
 /* asec(x): 1/(|x| sqrt(x² - 1)) (see asec_d, dasec_d) */
 static const double asec_lo[] = {1.05}, asec_hi[] = {4};
 static const double asec_pts[] = {1 + 0x1p-40, -1 - 0x1p-40, 1e300, -1e200, 1.0000000001};
-CR_SCALAR_EVALS(asec, 1, 1, Y[0] = GEN(asec, x[0])(x[0]), D[0] = GEN(dasec, x[0])(x[0]))
-static const cr_scalar_rule asec_row =
-    CR_SCALAR_ROW_EX(asec, TESTREG(asec), .notes = "|x| > 1 for real x; +inf at ±1");
-DEFINE_FN(asec, "asec", 1)
+ROW1(asec, GEN(asec, x[0])(x[0]), GEN(dasec, x[0])(x[0]), TESTREG(asec),
+     .notes = "|x| > 1 for real x; +inf at ±1")
 
 /* acsc(x): -1/(|x| sqrt(x² - 1)) */
 static const double acsc_lo[] = {1.05}, acsc_hi[] = {4};
 static const double acsc_pts[] = {1 + 0x1p-40, -1 - 0x1p-40, 1e300, -1e200, 1.0000000001};
-CR_SCALAR_EVALS(acsc, 1, 1, Y[0] = GEN(acsc, x[0])(x[0]), D[0] = -GEN(dasec, x[0])(x[0]))
-static const cr_scalar_rule acsc_row =
-    CR_SCALAR_ROW_EX(acsc, TESTREG(acsc), .notes = "|x| > 1 for real x; -inf at ±1");
-DEFINE_FN(acsc, "acsc", 1)
+ROW1(acsc, GEN(acsc, x[0])(x[0]), -GEN(dasec, x[0])(x[0]), TESTREG(acsc),
+     .notes = "|x| > 1 for real x; -inf at ±1")
 
 /* acot(x) = atan(1/x): -1/(1 + x²) */
 static const double acot_lo[] = {0.2}, acot_hi[] = {3};
 static const double acot_pts[] = {1e200, -1e300, -0.5, 1e-200};
-CR_SCALAR_EVALS(acot, 1, 1, Y[0] = atan(1 / x[0]), D[0] = -GEN(inv1px2, x[0])(x[0]))
-static const cr_scalar_rule acot_row =
-    CR_SCALAR_ROW_EX(acot, TESTREG(acot), .notes = "acot(±0) = ±pi/2 (jump at 0)");
-DEFINE_FN(acot, "acot", 1)
+ROW1(acot, atan(1 / x[0]), -GEN(inv1px2, x[0])(x[0]), TESTREG(acot),
+     .notes = "acot(±0) = ±pi/2 (jump at 0)")
 
 /* ---- Hyperbolic ---- */
 
 /* sinh(x): cosh(x) */
 static const double sinh_lo[] = {-3}, sinh_hi[] = {3};
 static const double sinh_pts[] = {700, -700, 1e-300, 0.5};
-CR_SCALAR_EVALS(sinh, 1, 1, Y[0] = sinh(x[0]), D[0] = cosh(x[0]))
-static const cr_scalar_rule sinh_row = CR_SCALAR_ROW_EX(sinh, TESTREG(sinh));
-DEFINE_FN(sinh, "sinh", 1)
+ROW1(sinh, sinh(x[0]), cosh(x[0]), TESTREG(sinh))
 
 /* cosh(x): sinh(x) */
 static const double cosh_lo[] = {-3}, cosh_hi[] = {3};
 static const double cosh_pts[] = {700, -700, 1e-300, 0.5};
-CR_SCALAR_EVALS(cosh, 1, 1, Y[0] = cosh(x[0]), D[0] = sinh(x[0]))
-static const cr_scalar_rule cosh_row = CR_SCALAR_ROW_EX(cosh, TESTREG(cosh));
-DEFINE_FN(cosh, "cosh", 1)
+ROW1(cosh, cosh(x[0]), sinh(x[0]), TESTREG(cosh))
 
 /* tanh(x): sech²(x) = (1 - Ω)(1 + Ω) while |Ω| < 1/2 (no cancellation there: within two
  * ulps, and no second call), else (1/cosh x)²: 1 - Ω² would round to 0 once Ω rounds to ±1
@@ -516,40 +485,30 @@ DEFINE_FN(tanh, "tanh", 1)
 /* asinh(x): 1/sqrt(1 + x²) = 1/hypot(1, x) (no overflow of x² for huge x) */
 static const double asinh_lo[] = {-3}, asinh_hi[] = {3};
 static const double asinh_pts[] = {1e200, -1e300, 1e-300, 0x1p27};
-CR_SCALAR_EVALS(asinh, 1, 1, Y[0] = asinh(x[0]), D[0] = GEN(invsqrt1px2, x[0])(x[0]))
-static const cr_scalar_rule asinh_row = CR_SCALAR_ROW_EX(asinh, TESTREG(asinh));
-DEFINE_FN(asinh, "asinh", 1)
+ROW1(asinh, asinh(x[0]), GEN(invsqrt1px2, x[0])(x[0]), TESTREG(asinh))
 
 /* acosh(x): 1/(sqrt(x - 1) sqrt(x + 1)): x - 1 is exact near 1 and the product of square
  * roots does not overflow for huge x (x*x does); also the complex branch. */
 static const double acosh_lo[] = {1.05}, acosh_hi[] = {4};
 static const double acosh_pts[] = {1 + 0x1p-40, 1.0000000001, 1e300, 1.7e308, 1e154};
-CR_SCALAR_EVALS(acosh, 1, 1, Y[0] = acosh(x[0]), D[0] = 1 / (sqrt(x[0] - 1) * sqrt(x[0] + 1)))
-static const cr_scalar_rule acosh_row =
-    CR_SCALAR_ROW_EX(acosh, TESTREG(acosh), .notes = "x > 1 for real x; +inf at 1");
-DEFINE_FN(acosh, "acosh", 1)
+ROW1(acosh, acosh(x[0]), 1 / (sqrt(x[0] - 1) * sqrt(x[0] + 1)), TESTREG(acosh),
+     .notes = "x > 1 for real x; +inf at 1")
 
 /* atanh(x): 1/((1 - x)(1 + x)), exact factors near ±1 */
 static const double atanh_lo[] = {-0.95}, atanh_hi[] = {0.95};
 static const double atanh_pts[] = {1 - 0x1p-40, -0.9999999999, 0x1.fffffffffffffp-1, 1e-300};
-CR_SCALAR_EVALS(atanh, 1, 1, Y[0] = atanh(x[0]), D[0] = 1 / (1 - x[0]) / (1 + x[0]))
-static const cr_scalar_rule atanh_row =
-    CR_SCALAR_ROW_EX(atanh, TESTREG(atanh), .notes = "-1 < x < 1 for real x; +inf at ±1");
-DEFINE_FN(atanh, "atanh", 1)
+ROW1(atanh, atanh(x[0]), 1 / (1 - x[0]) / (1 + x[0]), TESTREG(atanh),
+     .notes = "-1 < x < 1 for real x; +inf at ±1")
 
 /* sech(x) = 1/cosh(x): -tanh(x) Ω */
 static const double sech_lo[] = {-3}, sech_hi[] = {3};
 static const double sech_pts[] = {40, -300, 700, 1e-300};
-CR_SCALAR_EVALS(sech, 1, 1, Y[0] = 1 / cosh(x[0]), D[0] = -tanh(x[0]) * Y[0])
-static const cr_scalar_rule sech_row = CR_SCALAR_ROW_EX(sech, TESTREG(sech));
-DEFINE_FN(sech, "sech", 1)
+ROW1(sech, 1 / cosh(x[0]), -tanh(x[0]) * Y[0], TESTREG(sech))
 
 /* csch(x) = 1/sinh(x): -Ω/tanh(x) */
 static const double csch_lo[] = {0.2}, csch_hi[] = {3};
 static const double csch_pts[] = {40, -300, 700, 1e-150};
-CR_SCALAR_EVALS(csch, 1, 1, Y[0] = 1 / sinh(x[0]), D[0] = -Y[0] / tanh(x[0]))
-static const cr_scalar_rule csch_row = CR_SCALAR_ROW_EX(csch, TESTREG(csch));
-DEFINE_FN(csch, "csch", 1)
+ROW1(csch, 1 / sinh(x[0]), -Y[0] / tanh(x[0]), TESTREG(csch))
 
 /* coth(x) = 1/tanh(x): -csch²(x) = -(1/sinh x)²; 1 - Ω² would cancel for large |x| */
 static const double coth_lo[] = {0.2}, coth_hi[] = {3};
@@ -561,25 +520,19 @@ DEFINE_FN(coth, "coth", 1)
 /* asech(x): -1/(x sqrt(1 - x²)) (see asech_d, dasech_d) */
 static const double asech_lo[] = {0.05}, asech_hi[] = {0.95};
 static const double asech_pts[] = {1 - 0x1p-40, 0.9999999999, 1e-300, 1e-150};
-CR_SCALAR_EVALS(asech, 1, 1, Y[0] = GEN(asech, x[0])(x[0]), D[0] = GEN(dasech, x[0])(x[0]))
-static const cr_scalar_rule asech_row =
-    CR_SCALAR_ROW_EX(asech, TESTREG(asech), .notes = "0 < x < 1 for real x; -inf at 1");
-DEFINE_FN(asech, "asech", 1)
+ROW1(asech, GEN(asech, x[0])(x[0]), GEN(dasech, x[0])(x[0]), TESTREG(asech),
+     .notes = "0 < x < 1 for real x; -inf at 1")
 
 /* acsch(x): -1/(|x| sqrt(1 + x²)) */
 static const double acsch_lo[] = {0.2}, acsch_hi[] = {3};
 static const double acsch_pts[] = {1e200, -1e300, -0.5, 1e-300};
-CR_SCALAR_EVALS(acsch, 1, 1, Y[0] = GEN(acsch, x[0])(x[0]), D[0] = GEN(dacsch, x[0])(x[0]))
-static const cr_scalar_rule acsch_row = CR_SCALAR_ROW_EX(acsch, TESTREG(acsch));
-DEFINE_FN(acsch, "acsch", 1)
+ROW1(acsch, GEN(acsch, x[0])(x[0]), GEN(dacsch, x[0])(x[0]), TESTREG(acsch))
 
 /* acoth(x): 1/((1 - x)(1 + x)), divided in turn so that nothing overflows */
 static const double acoth_lo[] = {1.05}, acoth_hi[] = {4};
 static const double acoth_pts[] = {1 + 0x1p-40, -1.0000000001, 1e200, -1e300};
-CR_SCALAR_EVALS(acoth, 1, 1, Y[0] = GEN(acoth, x[0])(x[0]), D[0] = 1 / (1 - x[0]) / (1 + x[0]))
-static const cr_scalar_rule acoth_row =
-    CR_SCALAR_ROW_EX(acoth, TESTREG(acoth), .notes = "|x| > 1 for real x; -inf at ±1");
-DEFINE_FN(acoth, "acoth", 1)
+ROW1(acoth, GEN(acoth, x[0])(x[0]), 1 / (1 - x[0]) / (1 + x[0]), TESTREG(acoth),
+     .notes = "|x| > 1 for real x; -inf at ±1")
 
 /* ---- Pi and degree variants (real arguments) ---- */
 
@@ -691,18 +644,13 @@ REAL_ROW1(acotd, GENR(rad2deg, x[0])(atan(1 / x[0])),
 /* deg2rad(x) = x pi/180: pi/180 */
 static const double d2r_lo[] = {-400}, d2r_hi[] = {400};
 static const double deg2rad_pts[] = {1e300, 1e-300};
-CR_SCALAR_EVALS(deg2rad, 1, 1, Y[0] = GEN(deg2rad, x[0])(x[0]), D[0] = D2R_HI)
-static const cr_scalar_rule deg2rad_row = CR_SCALAR_ROW_EX(
-    deg2rad,
-    .test = {.lo = d2r_lo, .hi = d2r_hi, .npoints = NPTS(deg2rad_pts, 1), .points = deg2rad_pts});
-DEFINE_FN(deg2rad, "deg2rad", 1)
+ROW1(deg2rad, GEN(deg2rad, x[0])(x[0]), D2R_HI,
+     .test = {.lo = d2r_lo, .hi = d2r_hi, .npoints = NPTS(deg2rad_pts, 1), .points = deg2rad_pts})
 
 /* rad2deg(x) = x 180/pi: 180/pi */
 static const double rad2deg_lo[] = {-7}, rad2deg_hi[] = {7};
 static const double rad2deg_pts[] = {1e300, 1e-300};
-CR_SCALAR_EVALS(rad2deg, 1, 1, Y[0] = GEN(rad2deg, x[0])(x[0]), D[0] = R2D_HI)
-static const cr_scalar_rule rad2deg_row = CR_SCALAR_ROW_EX(rad2deg, TESTREG(rad2deg));
-DEFINE_FN(rad2deg, "rad2deg", 1)
+ROW1(rad2deg, GEN(rad2deg, x[0])(x[0]), R2D_HI, TESTREG(rad2deg))
 
 /* ---- tanpi, sincosd, mod2pi, rem2pi, log(b, x) ------------------------------------------- */
 
@@ -807,9 +755,8 @@ REAL_ROW1(mod2pi, GENR(mod2pi, x[0])(x[0]), 1, TESTREG(mod2pi),
 static const double rem2pi_lo[] = {-3.0, 0.0}, rem2pi_hi[] = {3.0, 0.3};
 static const double rem2pi_pts[] = {100.3, 1.0, -100.3, 1.0,  7.0, 2.0,       -7.0,
                                     2.0,   7.0, 3.0,    -7.0, 3.0, 1e6 + 0.5, 0.0};
-CR_SCALAR_EVALS_REAL(rem2pi, 2, 1, Y[0] = GENR(rem2pi, x[0])(x[0], x[1]), D[0] = 1; D[1] = 0)
-static const cr_scalar_rule rem2pi_row = CR_SCALAR_ROW_REAL_EX(
-    rem2pi, TESTREG(rem2pi),
-    .notes = "mode CR_ROUND_NEAREST (0, result in [-pi, pi]), _TO_ZERO (1), _DOWN (2), _UP (3); "
-             "derivative 1 in x (ChainRules), 0 in the mode; |x| < 2^50");
-DEFINE_FN(rem2pi, "rem2pi", 2)
+REAL_ROW(rem2pi, 2, Y[0] = GENR(rem2pi, x[0])(x[0], x[1]), D[0] = 1;
+         D[1] = 0, TESTREG(rem2pi),
+         .notes =
+             "mode CR_ROUND_NEAREST (0, result in [-pi, pi]), _TO_ZERO (1), _DOWN (2), _UP (3); "
+             "derivative 1 in x (ChainRules), 0 in the mode; |x| < 2^50")
