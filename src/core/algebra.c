@@ -378,15 +378,25 @@ cr_status cr_tangent_conj(cr_arena *arena, cr_tangent x, cr_tangent *out)
     return unary(arena, UN_CONJ, 0.0, x, out);
 }
 
+/* The product-like operations (*, dot) of a and b where one side decides the result:
+ * ZeroTangent wins, then NoTangent, then NotImplemented. True with *out set when it does. */
+static bool absorbed(cr_tangent a, cr_tangent b, cr_tangent *out)
+{
+    static const uint8_t order[] = {CR_TAN_ZERO, CR_TAN_NONE, CR_TAN_NOTIMPL};
+    for (size_t k = 0; k < sizeof order; k++)
+        if (a.tag == order[k] || b.tag == order[k]) {
+            *out = order[k] != CR_TAN_NOTIMPL ? (cr_tangent){.tag = order[k]}
+                   : a.tag == order[k]        ? a
+                                              : b;
+            return true;
+        }
+    return false;
+}
+
 cr_status cr_tangent_mul(cr_arena *arena, cr_tangent a, cr_tangent b, cr_tangent *out)
 {
-    /* ZeroTangent wins *, then NoTangent, then NotImplemented. */
-    if (a.tag == CR_TAN_ZERO || b.tag == CR_TAN_ZERO)
-        return put(out, cr_tangent_zero());
-    if (a.tag == CR_TAN_NONE || b.tag == CR_TAN_NONE)
-        return put(out, cr_tangent_none());
-    if (a.tag == CR_TAN_NOTIMPL || b.tag == CR_TAN_NOTIMPL)
-        return put(out, a.tag == CR_TAN_NOTIMPL ? a : b);
+    if (absorbed(a, b, out))
+        return CR_OK;
     if (a.tag == CR_TAN_THUNK || b.tag == CR_TAN_THUNK) {
         cr_status st = unthunk_pair(&a, &b);
         if (st != CR_OK)
@@ -460,12 +470,8 @@ static cr_status dot_rec(cr_arena *arena, cr_tangent x, cr_tangent y, cr_complex
 
 cr_status cr_tangent_dot(cr_arena *arena, cr_tangent x, cr_tangent y, cr_tangent *out)
 {
-    if (x.tag == CR_TAN_ZERO || y.tag == CR_TAN_ZERO)
-        return put(out, cr_tangent_zero());
-    if (x.tag == CR_TAN_NONE || y.tag == CR_TAN_NONE)
-        return put(out, cr_tangent_none());
-    if (x.tag == CR_TAN_NOTIMPL || y.tag == CR_TAN_NOTIMPL)
-        return put(out, x.tag == CR_TAN_NOTIMPL ? x : y);
+    if (absorbed(x, y, out))
+        return CR_OK;
     cr_complex acc = 0.0;
     bool cplx = false;
     cr_status st = dot_rec(arena, x, y, &acc, &cplx);
@@ -739,11 +745,9 @@ static bool close_enough(cr_complex a, cr_complex b, double rtol, double atol)
 /* Whether every component of t is within atol of zero. */
 static bool near_zero(cr_tangent t, double atol)
 {
-    switch ((cr_tag)t.tag) {
-    case CR_TAN_ZERO:
-    case CR_TAN_NONE:
-    case CR_TAN_ABSENT:
+    if (cr_tangent_is_zero(t) || t.tag == CR_TAN_ABSENT)
         return true;
+    switch ((cr_tag)t.tag) {
     case CR_TAN_F64:
     case CR_TAN_F32:
     case CR_TAN_C128:

@@ -30,77 +30,46 @@
 #define CR__HAVE_BUILTIN_OVERFLOW 1
 #endif
 
-/* a * b in size_t. */
-static inline bool cr__mul_size(size_t a, size_t b, size_t *out)
-{
+/* static inline bool NAME(T a, T b, T *out): *out = a OP b, false when the exact result does
+ * not fit T. With the compiler's BUILTIN (__builtin_*_overflow); otherwise the portable
+ * test OVERFLOWS, of a and b, comes first and the operation runs only when it is false. */
 #ifdef CR__HAVE_BUILTIN_OVERFLOW
-    return !__builtin_mul_overflow(a, b, out);
+#define CR__CHECKED_OP(NAME, T, BUILTIN, OP, OVERFLOWS) \
+    static inline bool NAME(T a, T b, T *out)           \
+    {                                                   \
+        return !BUILTIN(a, b, out);                     \
+    }
 #else
-    if (a != 0 && b > SIZE_MAX / a)
-        return false;
-    *out = a * b;
-    return true;
+#define CR__CHECKED_OP(NAME, T, BUILTIN, OP, OVERFLOWS) \
+    static inline bool NAME(T a, T b, T *out)           \
+    {                                                   \
+        if (OVERFLOWS)                                  \
+            return false;                               \
+        *out = a OP b;                                  \
+        return true;                                    \
+    }
 #endif
-}
+
+/* a * b in size_t. */
+CR__CHECKED_OP(cr__mul_size, size_t, __builtin_mul_overflow, *, a != 0 && b > SIZE_MAX / a)
 
 /* a + b in size_t. */
-static inline bool cr__add_size(size_t a, size_t b, size_t *out)
-{
-#ifdef CR__HAVE_BUILTIN_OVERFLOW
-    return !__builtin_add_overflow(a, b, out);
-#else
-    if (b > SIZE_MAX - a)
-        return false;
-    *out = a + b;
-    return true;
-#endif
-}
+CR__CHECKED_OP(cr__add_size, size_t, __builtin_add_overflow, +, b > SIZE_MAX - a)
 
-/* a * b in int64_t. */
-static inline bool cr__mul_i64(int64_t a, int64_t b, int64_t *out)
-{
-#ifdef CR__HAVE_BUILTIN_OVERFLOW
-    return !__builtin_mul_overflow(a, b, out);
-#else
-    if (a == 0 || b == 0) {
-        *out = 0;
-        return true;
-    }
-    if ((a == -1 && b == INT64_MIN) || (b == -1 && a == INT64_MIN))
-        return false;
-    if (a > 0 ? (b > 0 ? a > INT64_MAX / b : b < INT64_MIN / a)
-              : (b > 0 ? a < INT64_MIN / b : a < INT64_MAX / b))
-        return false;
-    *out = a * b;
-    return true;
-#endif
-}
+/* a * b in int64_t (a zero operand never overflows; the quotients below are exact tests). */
+CR__CHECKED_OP(cr__mul_i64, int64_t, __builtin_mul_overflow, *,
+               a != 0 && b != 0 &&
+                   ((a == -1 && b == INT64_MIN) || (b == -1 && a == INT64_MIN) ||
+                    (a > 0 ? (b > 0 ? a > INT64_MAX / b : b < INT64_MIN / a)
+                           : (b > 0 ? a < INT64_MIN / b : a < INT64_MAX / b))))
 
 /* a + b in int64_t. */
-static inline bool cr__add_i64(int64_t a, int64_t b, int64_t *out)
-{
-#ifdef CR__HAVE_BUILTIN_OVERFLOW
-    return !__builtin_add_overflow(a, b, out);
-#else
-    if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b))
-        return false;
-    *out = a + b;
-    return true;
-#endif
-}
+CR__CHECKED_OP(cr__add_i64, int64_t, __builtin_add_overflow, +,
+               (b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b))
 
 /* a - b in int64_t. */
-static inline bool cr__sub_i64(int64_t a, int64_t b, int64_t *out)
-{
-#ifdef CR__HAVE_BUILTIN_OVERFLOW
-    return !__builtin_sub_overflow(a, b, out);
-#else
-    if ((b < 0 && a > INT64_MAX + b) || (b > 0 && a < INT64_MIN + b))
-        return false;
-    *out = a - b;
-    return true;
-#endif
-}
+CR__CHECKED_OP(cr__sub_i64, int64_t, __builtin_sub_overflow, -,
+               (b < 0 && a > INT64_MAX + b) || (b > 0 && a < INT64_MIN + b))
 
 /* -a in int64_t (false for INT64_MIN). */
 static inline bool cr__neg_i64(int64_t a, int64_t *out)

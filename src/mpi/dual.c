@@ -18,6 +18,7 @@
 #include <chainrules/mpi.h>
 
 #include "../core/checked.h"
+#include "mpi_impl.h"
 
 #define W(k) ((size_t)1 + (size_t)(k)) /* doubles per packed element */
 
@@ -447,19 +448,10 @@ typedef enum { V_GATHER, V_SCATTER, V_ALLGATHER } vkind;
 static cr_status check_blocks(cr_ctx *ctx, const char *who, const int *counts, const int *displs,
                               int p, size_t total, bool written)
 {
-    if (counts == NULL || displs == NULL)
-        return failf(ctx, CR_EINVAL, "%s: NULL counts or displacements", who);
-    for (int r = 0; r < p; r++) {
-        if (counts[r] < 0 || displs[r] < 0 || (size_t)displs[r] + (size_t)counts[r] > total)
-            return failf(ctx, CR_ESHAPE,
-                         "%s: block %d (%d elements at %d) is outside the buffer of %zu", who, r,
-                         counts[r], displs[r], total);
-        for (int s = 0; written && s < r; s++)
-            if (counts[r] > 0 && counts[s] > 0 && displs[r] < displs[s] + counts[s] &&
-                displs[s] < displs[r] + counts[r])
-                return failf(ctx, CR_EINVAL, "%s: blocks %d and %d overlap", who, s, r);
-    }
-    return CR_OK;
+    char msg[256];
+    cr_status st = cr__mpi_check_blocks(who, counts, displs, p, total, written ? CR_EINVAL : CR_OK,
+                                        msg, sizeof msg);
+    return st == CR_OK ? CR_OK : failf(ctx, st, "%s", msg);
 }
 
 /* One v variant. own: this rank's part (x for gatherv and allgatherv, y for scatterv) of n
@@ -600,18 +592,33 @@ struct cr_mpi_dual_req {
  * could not be made, so it is sent and its request freed (MPI completes it). */
 static double g_mark = -1.0;
 
+/* The start of cr_mpi_dual_isend and cr_mpi_dual_irecv: false, with *local the status, for a
+ * NULL context or request; otherwise *req cleared, the buffer's fault in *local (the call
+ * still takes part in the communication) and *q a new request, NULL when there is no memory. */
+static bool req_new(cr_ctx *ctx, const char *who, const cr_dual *buf, size_t n,
+                    cr_mpi_dual_request *req, cr_status *local, struct cr_mpi_dual_req **q)
+{
+    if (ctx == NULL || req == NULL) {
+        *local = ctx == NULL ? CR_EINVAL : failf(ctx, CR_EINVAL, "%s: NULL request", who);
+        return false;
+    }
+    *req = NULL;
+    *local = CR_OK;
+    if (bad_buffer(buf, n) || bad_count(n, 0))
+        *local = failf(ctx, CR_EINVAL,
+                       "%s: the buffer (%zu elements) has no storage or is too large", who, n);
+    *q = cr_ctx_alloc(ctx, sizeof **q);
+    return true;
+}
+
 cr_status cr_mpi_dual_isend(cr_ctx *ctx, const cr_dual *x, size_t n, int dest, int tag,
                             MPI_Comm comm, cr_mpi_dual_request *req)
 {
     const char *who = "cr_mpi_dual_isend";
-    if (ctx == NULL || req == NULL)
-        return ctx == NULL ? CR_EINVAL : failf(ctx, CR_EINVAL, "%s: NULL request", who);
-    *req = NULL;
-    cr_status local = CR_OK;
-    if (bad_buffer(x, n) || bad_count(n, 0))
-        local = failf(ctx, CR_EINVAL,
-                      "%s: the buffer (%zu elements) has no storage or is too large", who, n);
-    struct cr_mpi_dual_req *q = cr_ctx_alloc(ctx, sizeof *q);
+    cr_status local;
+    struct cr_mpi_dual_req *q;
+    if (!req_new(ctx, who, x, n, req, &local, &q))
+        return local;
     if (q == NULL) {
         MPI_Request lost;
         if (MPI_Isend(&g_mark, 1, MPI_DOUBLE, dest, tag, comm, &lost) == MPI_SUCCESS)
@@ -632,14 +639,10 @@ cr_status cr_mpi_dual_irecv(cr_ctx *ctx, cr_dual *y, size_t n, int source, int t
                             cr_mpi_dual_request *req)
 {
     const char *who = "cr_mpi_dual_irecv";
-    if (ctx == NULL || req == NULL)
-        return ctx == NULL ? CR_EINVAL : failf(ctx, CR_EINVAL, "%s: NULL request", who);
-    *req = NULL;
-    cr_status local = CR_OK;
-    if (bad_buffer(y, n) || bad_count(n, 0))
-        local = failf(ctx, CR_EINVAL,
-                      "%s: the buffer (%zu elements) has no storage or is too large", who, n);
-    struct cr_mpi_dual_req *q = cr_ctx_alloc(ctx, sizeof *q);
+    cr_status local;
+    struct cr_mpi_dual_req *q;
+    if (!req_new(ctx, who, y, n, req, &local, &q))
+        return local;
     if (q == NULL) { /* the message is taken and dropped, so that its sender completes */
         static double sink;
         MPI_Request lost;

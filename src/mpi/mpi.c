@@ -20,6 +20,7 @@
 #include <chainrules/mpi.h>
 
 #include "../core/checked.h"
+#include "mpi_impl.h"
 
 /* ---- Failures ------------------------------------------------------------------------------ */
 
@@ -302,6 +303,7 @@ typedef struct env {
     MPI_Comm comm;
     int rank, size;
     int peer, tag;   /* point to point: the partner (send: dest; recv: the actual source) */
+    bool recv;       /* point to point: a receive */
     int peer2, tag2; /* sendrecv: the source and its tag */
     int root;
     size_t nx, ny; /* elements recorded as input and output on this rank */
@@ -417,44 +419,37 @@ static cr_status recv_hdr(cr_tape *t, const char *who, double *v, size_t n, bool
     return CR_OK;
 }
 
-static cr_status send_rev(cr_tape *t, void *ev, const double *ybar, double *xbar)
+/* One step of a recorded send or receive: receive (in) the n values of into from the recorded
+ * peer, or send those of from to it; what names the step in messages. */
+static cr_status p2p(cr_tape *t, const char *what, const env *e, bool in, double *into,
+                     const double *from, size_t n)
 {
-    (void)ybar;
-    env *e = ev;
-    RC("MPI_Send adjoint", "MPI_Recv",
-       MPI_Recv(xbar, (int)e->nx, MPI_DOUBLE, e->peer, e->tag, e->comm, MPI_STATUS_IGNORE));
+    if (in)
+        RC(what, "MPI_Recv",
+           MPI_Recv(into, (int)n, MPI_DOUBLE, e->peer, e->tag, e->comm, MPI_STATUS_IGNORE));
+    else
+        RC(what, "MPI_Send", MPI_Send(from, (int)n, MPI_DOUBLE, e->peer, e->tag, e->comm));
     return CR_OK;
 }
 
-static cr_status send_fwd(cr_tape *t, void *ev, const double *xdot, double *ydot)
+/* The sweeps of a send (x̄ comes back from the destination, ẋ goes to it) and of a receive
+ * (ȳ goes back to the source, ẏ comes from it). */
+static cr_status p2p_rev(cr_tape *t, void *ev, const double *ybar, double *xbar)
 {
-    (void)ydot;
-    env *e = ev;
-    RC("MPI_Send tangent", "MPI_Send",
-       MPI_Send(xdot, (int)e->nx, MPI_DOUBLE, e->peer, e->tag, e->comm));
-    return CR_OK;
+    const env *e = ev;
+    return e->recv ? p2p(t, "MPI_Recv adjoint", e, false, NULL, ybar, e->ny)
+                   : p2p(t, "MPI_Send adjoint", e, true, xbar, NULL, e->nx);
 }
 
-static cr_status recv_rev(cr_tape *t, void *ev, const double *ybar, double *xbar)
+static cr_status p2p_fwd(cr_tape *t, void *ev, const double *xdot, double *ydot)
 {
-    (void)xbar;
-    env *e = ev;
-    RC("MPI_Recv adjoint", "MPI_Send",
-       MPI_Send(ybar, (int)e->ny, MPI_DOUBLE, e->peer, e->tag, e->comm));
-    return CR_OK;
+    const env *e = ev;
+    return e->recv ? p2p(t, "MPI_Recv tangent", e, true, ydot, NULL, e->ny)
+                   : p2p(t, "MPI_Send tangent", e, false, NULL, xdot, e->nx);
 }
 
-static cr_status recv_fwd(cr_tape *t, void *ev, const double *xdot, double *ydot)
-{
-    (void)xdot;
-    env *e = ev;
-    RC("MPI_Recv tangent", "MPI_Recv",
-       MPI_Recv(ydot, (int)e->ny, MPI_DOUBLE, e->peer, e->tag, e->comm, MPI_STATUS_IGNORE));
-    return CR_OK;
-}
-
-static const cr_tape_op op_send = {"MPI_Send", send_rev, send_fwd};
-static const cr_tape_op op_recv = {"MPI_Recv", recv_rev, recv_fwd};
+static const cr_tape_op op_send = {"MPI_Send", p2p_rev, p2p_fwd};
+static const cr_tape_op op_recv = {"MPI_Recv", p2p_rev, p2p_fwd};
 
 static cr_status check_rank(cr_tape *t, const char *who, const char *what, int r, MPI_Comm comm,
                             bool any)
@@ -523,6 +518,7 @@ cr_status cr_mpi_recv(cr_tape *t, cr_mpi_out y, int source, int tag, MPI_Comm co
     e->peer = st.MPI_SOURCE;
     e->tag = atag;
     e->ny = y.n;
+    e->recv = true;
     return record(t, who, &op_recv, e, NULL, &y, &o);
 }
 
@@ -780,19 +776,33 @@ static struct cr_mpi_req *req_new(cr_tape *t, const char *who, bool send, MPI_Co
     return q;
 }
 
+/* The start of cr_mpi_isend and cr_mpi_irecv: *req cleared; false, with *out the call's
+ * status, when nothing more is to be done (a NULL request, MPI_PROC_NULL as the peer (what), a
+ * peer not in comm, no tape). */
+static bool request_start(cr_tape *t, const char *who, cr_mpi_request *req, const char *what,
+                          int peer, MPI_Comm comm, bool any, cr_status *out)
+{
+    if (req != NULL)
+        *req = NULL;
+    if (req == NULL) {
+        *out = failf(t, CR_EINVAL, "%s: NULL request", who);
+        return false;
+    }
+    if (peer == MPI_PROC_NULL || check_rank(t, who, what, peer, comm, any) != CR_OK || t == NULL) {
+        *out = status_of(t);
+        return false;
+    }
+    return true;
+}
+
 cr_status cr_mpi_isend(cr_tape *t, cr_mpi_in x, int dest, int tag, MPI_Comm comm,
                        cr_mpi_request *req)
 {
     const char *who = "cr_mpi_isend";
+    cr_status out;
     t = tape_of(t);
-    if (req != NULL)
-        *req = NULL;
-    if (req == NULL)
-        return failf(t, CR_EINVAL, "%s: NULL request", who);
-    if (dest == MPI_PROC_NULL)
-        return status_of(t);
-    if (check_rank(t, who, "destination", dest, comm, false) != CR_OK || t == NULL)
-        return status_of(t);
+    if (!request_start(t, who, req, "destination", dest, comm, false, &out))
+        return out;
     bool ok = sound(t) && in_check(t, who, "the buffer", x) == CR_OK;
     const double *v = ok ? in_values(t, who, x) : NULL;
     ok = ok && (v != NULL || x.n == 0);
@@ -828,15 +838,10 @@ cr_status cr_mpi_irecv(cr_tape *t, cr_mpi_out y, int source, int tag, MPI_Comm c
                        cr_mpi_request *req)
 {
     const char *who = "cr_mpi_irecv";
+    cr_status out;
     t = tape_of(t);
-    if (req != NULL)
-        *req = NULL;
-    if (req == NULL)
-        return failf(t, CR_EINVAL, "%s: NULL request", who);
-    if (source == MPI_PROC_NULL)
-        return status_of(t);
-    if (check_rank(t, who, "source", source, comm, true) != CR_OK || t == NULL)
-        return status_of(t);
+    if (!request_start(t, who, req, "source", source, comm, true, &out))
+        return out;
     bool ok = sound(t) && out_check(t, who, "the buffer", y) == CR_OK;
     struct cr_mpi_req *q = req_new(t, who, false, comm, source, tag, y.n);
     env *e = q != NULL ? env_new(t, who, comm) : NULL;
@@ -1182,6 +1187,37 @@ typedef struct genv {
     bool v; /* the v variant */
 } genv;
 
+/* MPI_Gather(v) of n values of send on each rank into recv at the root, and MPI_Scatter(v) of
+ * the root's send into n values of recv on each rank: the blocks at the recorded counts and
+ * displacements for the v variants; who names the step in messages. */
+static cr_status gather_at(cr_tape *t, const char *who, const genv *g, const double *send,
+                           double *recv, int n)
+{
+    const env *e = &g->e;
+    if (g->v)
+        RC(who, "MPI_Gatherv",
+           MPI_Gatherv(send, n, MPI_DOUBLE, recv, e->counts, e->displs, MPI_DOUBLE, e->root,
+                       e->comm));
+    else
+        RC(who, "MPI_Gather",
+           MPI_Gather(send, n, MPI_DOUBLE, recv, n, MPI_DOUBLE, e->root, e->comm));
+    return CR_OK;
+}
+
+static cr_status scatter_to(cr_tape *t, const char *who, const genv *g, const double *send,
+                            double *recv, int n)
+{
+    const env *e = &g->e;
+    if (g->v)
+        RC(who, "MPI_Scatterv",
+           MPI_Scatterv(send, e->counts, e->displs, MPI_DOUBLE, recv, n, MPI_DOUBLE, e->root,
+                        e->comm));
+    else
+        RC(who, "MPI_Scatter",
+           MPI_Scatter(send, n, MPI_DOUBLE, recv, n, MPI_DOUBLE, e->root, e->comm));
+    return CR_OK;
+}
+
 static cr_status gather_rev(cr_tape *t, void *ev, const double *ybar, double *xbar)
 {
     genv *g = ev;
@@ -1190,23 +1226,9 @@ static cr_status gather_rev(cr_tape *t, void *ev, const double *ybar, double *xb
     const char *who = "MPI_Gather adjoint";
     switch (g->kind) {
     case G_GATHER:
-        if (g->v)
-            RC(who, "MPI_Scatterv",
-               MPI_Scatterv(ybar, e->counts, e->displs, MPI_DOUBLE, xbar, nx, MPI_DOUBLE, e->root,
-                            e->comm));
-        else
-            RC(who, "MPI_Scatter",
-               MPI_Scatter(ybar, nx, MPI_DOUBLE, xbar, nx, MPI_DOUBLE, e->root, e->comm));
-        break;
+        return scatter_to(t, who, g, ybar, xbar, nx);
     case G_SCATTER:
-        if (g->v)
-            RC("MPI_Scatter adjoint", "MPI_Gatherv",
-               MPI_Gatherv(ybar, ny, MPI_DOUBLE, xbar, e->counts, e->displs, MPI_DOUBLE, e->root,
-                           e->comm));
-        else
-            RC("MPI_Scatter adjoint", "MPI_Gather",
-               MPI_Gather(ybar, ny, MPI_DOUBLE, xbar, ny, MPI_DOUBLE, e->root, e->comm));
-        break;
+        return gather_at(t, "MPI_Scatter adjoint", g, ybar, xbar, ny);
     case G_ALLGATHER:
         if (g->v) { /* the blocks in rank order, then summed and scattered */
             double *s = e->scratch;
@@ -1238,23 +1260,9 @@ static cr_status gather_fwd(cr_tape *t, void *ev, const double *xdot, double *yd
     const char *who = "MPI collective tangent";
     switch (g->kind) {
     case G_GATHER:
-        if (g->v)
-            RC(who, "MPI_Gatherv",
-               MPI_Gatherv(xdot, nx, MPI_DOUBLE, ydot, e->counts, e->displs, MPI_DOUBLE, e->root,
-                           e->comm));
-        else
-            RC(who, "MPI_Gather",
-               MPI_Gather(xdot, nx, MPI_DOUBLE, ydot, nx, MPI_DOUBLE, e->root, e->comm));
-        break;
+        return gather_at(t, who, g, xdot, ydot, nx);
     case G_SCATTER:
-        if (g->v)
-            RC(who, "MPI_Scatterv",
-               MPI_Scatterv(xdot, e->counts, e->displs, MPI_DOUBLE, ydot, ny, MPI_DOUBLE, e->root,
-                            e->comm));
-        else
-            RC(who, "MPI_Scatter",
-               MPI_Scatter(xdot, ny, MPI_DOUBLE, ydot, ny, MPI_DOUBLE, e->root, e->comm));
-        break;
+        return scatter_to(t, who, g, xdot, ydot, ny);
     case G_ALLGATHER:
         if (g->v)
             RC(who, "MPI_Allgatherv",
@@ -1285,19 +1293,10 @@ static const cr_tape_op op_alltoall = {"MPI_Alltoall", gather_rev, gather_fwd};
 static cr_status check_blocks(cr_tape *t, const char *who, const int *counts, const int *displs,
                               int size, size_t total)
 {
-    if (counts == NULL || displs == NULL)
-        return failf(t, CR_EINVAL, "%s: NULL counts or displacements", who);
-    for (int r = 0; r < size; r++) {
-        if (counts[r] < 0 || displs[r] < 0 || (size_t)displs[r] + (size_t)counts[r] > total)
-            return failf(t, CR_ESHAPE,
-                         "%s: block %d (%d elements at %d) is outside the buffer of %zu", who, r,
-                         counts[r], displs[r], total);
-        for (int s = 0; s < r; s++)
-            if (counts[r] > 0 && counts[s] > 0 && displs[r] < displs[s] + counts[s] &&
-                displs[s] < displs[r] + counts[r])
-                return failf(t, CR_EUNIMPL, "%s: blocks %d and %d overlap", who, s, r);
-    }
-    return CR_OK;
+    char msg[256];
+    cr_status st =
+        cr__mpi_check_blocks(who, counts, displs, size, total, CR_EUNIMPL, msg, sizeof msg);
+    return st == CR_OK ? CR_OK : failf(t, st, "%s", msg);
 }
 
 static cr_status gather_any(cr_tape *t, const char *who, const cr_tape_op *op, int kind,

@@ -149,6 +149,14 @@ static inline cr_status cr__tuple_cotangent(cr_arena *arena, const char *who, co
     return st;
 }
 
+/* CR_EUNIMPL for the NotImplemented tangent t reaching the rule `who`, naming the file, line
+ * and message t carries. */
+static inline cr_status cr__notimpl_error(cr_arena *arena, const char *who, cr_tangent t)
+{
+    return CR__FAIL(arena, CR_EUNIMPL, "%s: tangent is NotImplemented (%s:%d: %s)", who,
+                    t.u.ni->file, t.u.ni->line, t.u.ni->msg);
+}
+
 /* What an unthunked tangent of a scalar carries: the zeros (ZeroTangent, NoTangent, an
  * absent field; *v = 0), a number (*v), NotImplemented (*v = 0) or anything else. */
 typedef enum cr__tan_number {
@@ -224,6 +232,11 @@ CR_INTERNAL double cr__fd_step(double x);
  * difference, or where the partial jumps within the step (a kink) the one-sided difference
  * of smaller magnitude. */
 CR_INTERNAL double cr__fd_second(double Dp, double D, double Dm, double hp, double hm);
+
+/* The random numbers of the rules' test samplers (splitmix64; src/rulesets/array/common.c):
+ * the next 64 bits of the stream *s, and a uniform double in [lo, hi) from its top 53. */
+CR_INTERNAL uint64_t cr__rng_next(uint64_t *s);
+CR_INTERNAL double cr__rng_unif(uint64_t *s, double lo, double hi);
 
 /* cr_registry_add of the rule with these fields, the others zero. */
 CR_INTERNAL cr_status cr__register(cr_registry *reg, const cr_function *fn, const cr_argspec *args,

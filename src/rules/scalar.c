@@ -188,8 +188,7 @@ cr_status cr__tangent_scalar(cr_arena *arena, const char *who, cr_tangent t, cr_
     case CR__TN_NUMBER:
         return CR_OK;
     case CR__TN_NOTIMPL:
-        return CR__FAIL(arena, CR_EUNIMPL, "%s: tangent is NotImplemented (%s:%d: %s)", who,
-                        t.u.ni->file, t.u.ni->line, t.u.ni->msg);
+        return cr__notimpl_error(arena, who, t);
     default:
         return CR__FAIL(arena, CR_ETANGENT, "%s: expected a scalar tangent, got %s", who,
                         cr_tag_name((cr_tag)t.tag));

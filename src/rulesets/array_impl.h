@@ -74,25 +74,19 @@ CR_INTERNAL cr_status cr__primal_via_rrule(cr_arena *arena, const cr_value *f, c
 /* The frule and rrule of NAME as calls of shared implementations that take one parameter
  * (a kind, a flag, a function): RIMPL(arena, PARAM, args, nargs, y, pb, udata) and
  * FIMPL(arena, PARAM, dargs, args, nargs, y, dy); then the function value (CR__ARRAY_FN). */
-#define CR__PARAM_RULES(NAME, RIMPL, FIMPL, PARAM, ARITY)                                         \
-    static cr_status NAME##_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,       \
-                                  const cr_value *args, size_t nargs, cr_value *y,                \
-                                  cr_pullback *pb, const void *udata)                             \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        return RIMPL(arena, PARAM, args, nargs, y, pb, udata);                                    \
-    }                                                                                             \
-    static cr_status NAME##_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs, \
-                                  const cr_value *f, const cr_value *args, size_t nargs,          \
-                                  cr_value *y, cr_tangent *dy, const void *udata)                 \
-    {                                                                                             \
-        (void)cfg;                                                                                \
-        (void)f;                                                                                  \
-        (void)udata;                                                                              \
-        return FIMPL(arena, PARAM, dargs, args, nargs, y, dy);                                    \
-    }                                                                                             \
+#define CR__PARAM_RULES(NAME, RIMPL, FIMPL, PARAM, ARITY) \
+    CR__PARAM_RULE_FNS(NAME, RIMPL, FIMPL, PARAM)         \
     CR__ARRAY_FN(NAME, #NAME, ARITY)
+/* The same two rules without the function value. */
+#define CR__PARAM_RULE_FNS(NAME, RIMPL, FIMPL, PARAM)          \
+    static cr_status NAME##_rrule(CR__RRULE_PARAMS)            \
+    {                                                          \
+        return RIMPL(arena, PARAM, args, nargs, y, pb, udata); \
+    }                                                          \
+    static cr_status NAME##_frule(CR__FRULE_PARAMS)            \
+    {                                                          \
+        return FIMPL(arena, PARAM, dargs, args, nargs, y, dy); \
+    }
 
 /* Register frule + rrule of fn for the signature args[0..n) (variadic: last repeats). */
 CR_INTERNAL cr_status cr__add_rule(cr_registry *reg, const cr_function *fn, const cr_argspec *args,
@@ -373,8 +367,7 @@ CR_INTERNAL cr_status cr__nargs(cr_arena *arena, const char *who, size_t nargs, 
 
 /* ---- Random arguments for the test registrations (splitmix64) ------------------------------ */
 
-CR_INTERNAL uint64_t cr__rng_next(uint64_t *s);
-CR_INTERNAL double cr__rng_unif(uint64_t *s, double lo, double hi);
+/* cr__rng_next and cr__rng_unif: rules_impl.h. */
 CR_INTERNAL size_t cr__rng_below(uint64_t *s, size_t n);
 /* f64 most of the time, sometimes f32 or c128. */
 CR_INTERNAL cr_dtype cr__rng_dtype(uint64_t *s);

@@ -60,47 +60,39 @@ static cr_status write_field(cr_arena *arena, const char *who, const cr_type *ty
     bool integer = x->kind == CR_KIND_I64 || x->kind == CR_KIND_I32 || x->kind == CR_KIND_BOOL;
     switch (f->kind) {
     case CR_KIND_F64:
+    case CR_KIND_F32: {
         if (!real)
             break;
-        {
-            double d = creal(z);
+        double d = creal(z);
+        float s = (float)d;
+        if (f->kind == CR_KIND_F64)
             memcpy(at, &d, sizeof d);
-        }
-        return CR_OK;
-    case CR_KIND_F32:
-        if (!real)
-            break;
-        {
-            float s = (float)creal(z);
+        else
             memcpy(at, &s, sizeof s);
-        }
         return CR_OK;
+    }
     case CR_KIND_C128:
         if (!number)
             break;
         memcpy(at, &z, sizeof z);
         return CR_OK;
     case CR_KIND_I64:
+    case CR_KIND_I32: {
         if (!integer)
             break;
-        {
-            int64_t v = x->kind == CR_KIND_BOOL ? (int64_t)x->u.b : x->u.i64;
+        int64_t v = x->kind == CR_KIND_BOOL ? (int64_t)x->u.b : x->u.i64;
+        if (f->kind == CR_KIND_I64) {
             memcpy(at, &v, sizeof v);
+            return CR_OK;
         }
+        if (v < INT_MIN || v > INT_MAX)
+            return CR__FAIL(arena, CR_EINVAL,
+                            "%s: %lld does not fit the int field '%s' of %s (InexactError)", who,
+                            (long long)v, field_name(type, i), type->name);
+        int w = (int)v;
+        memcpy(at, &w, sizeof w);
         return CR_OK;
-    case CR_KIND_I32:
-        if (!integer)
-            break;
-        {
-            int64_t v = x->kind == CR_KIND_BOOL ? (int64_t)x->u.b : x->u.i64;
-            if (v < INT_MIN || v > INT_MAX)
-                return CR__FAIL(arena, CR_EINVAL,
-                                "%s: %lld does not fit the int field '%s' of %s (InexactError)",
-                                who, (long long)v, field_name(type, i), type->name);
-            int w = (int)v;
-            memcpy(at, &w, sizeof w);
-        }
-        return CR_OK;
+    }
     case CR_KIND_BOOL:
         if (x->kind != CR_KIND_BOOL)
             break;
@@ -152,36 +144,22 @@ static cr_status project_kind(cr_arena *arena, const char *who, cr_kind xk, cr_t
     cr_status st;
     if (c.tag == CR_TAN_THUNK && (st = cr_tangent_unthunk(c, &c)) != CR_OK)
         return st;
-    switch ((cr_tag)c.tag) {
-    case CR_TAN_ZERO:
-    case CR_TAN_NONE:
-    case CR_TAN_ABSENT:
-        *out = cr_tangent_zero();
-        return CR_OK;
-    case CR_TAN_NOTIMPL:
-        *out = c;
-        return CR_OK;
-    case CR_TAN_F64:
-    case CR_TAN_F32:
-    case CR_TAN_C128: {
-        cr_complex z;
-        if ((st = cr__tangent_scalar(arena, who, c, &z, NULL)) != CR_OK)
-            return st;
-        if (xk == CR_KIND_F64)
-            *out = cr_tangent_f64(creal(z));
-        else if (xk == CR_KIND_F32)
-            *out = cr_tangent_f32((float)creal(z));
-        else if (xk == CR_KIND_C128)
-            *out = cr_tangent_c128(z);
-        else
-            return CR__FAIL(arena, CR_ETANGENT, "%s: a number cotangent for a %s", who,
-                            cr_kind_name(xk));
+    cr_complex z;
+    cr__tan_number k = cr__tangent_number(c, &z);
+    if (k != CR__TN_NUMBER) { /* the zeros become ZeroTangent; the rest is passed on */
+        *out = k == CR__TN_ZERO ? cr_tangent_zero() : c;
         return CR_OK;
     }
-    default:
-        *out = c;
-        return CR_OK;
-    }
+    if (xk == CR_KIND_F64)
+        *out = cr_tangent_f64(creal(z));
+    else if (xk == CR_KIND_F32)
+        *out = cr_tangent_f32((float)creal(z));
+    else if (xk == CR_KIND_C128)
+        *out = cr_tangent_c128(z);
+    else
+        return CR__FAIL(arena, CR_ETANGENT, "%s: a number cotangent for a %s", who,
+                        cr_kind_name(xk));
+    return CR_OK;
 }
 
 /* A new struct of the type, zero-filled. */
@@ -208,6 +186,59 @@ static cr_tangent *tangent_list(cr_arena *arena, const char *who, size_t n)
     return f;
 }
 
+/* The tangent (what = "tangent") or cotangent d of a struct of the type, unthunked: a
+ * structural tangent of that type or a zero (or NotImplemented, where notimpl is true);
+ * CR_ETANGENT naming the rule for anything else. */
+static cr_status struct_tangent_of(cr_arena *arena, const char *who, const char *what, bool notimpl,
+                                   const cr_type *type, cr_tangent *d)
+{
+    cr_status st;
+    if (d->tag == CR_TAN_THUNK && (st = cr_tangent_unthunk(*d, d)) != CR_OK)
+        return st;
+    if ((d->tag == CR_TAN_STRUCT && d->u.s.type != type) ||
+        (d->tag != CR_TAN_STRUCT && d->tag != CR_TAN_ZERO && d->tag != CR_TAN_NONE &&
+         !(notimpl && d->tag == CR_TAN_NOTIMPL)))
+        return CR__FAIL(arena, CR_ETANGENT, "%s: a %s %s for a %s", who,
+                        d->tag == CR_TAN_STRUCT ? d->u.s.type->name : cr_tag_name((cr_tag)d->tag),
+                        what, type->name);
+    return CR_OK;
+}
+
+/* A struct rule's pullback starts here: the cotangent *dy checked (struct_tangent_of) into *d,
+ * and NoTangent for the function (dx[0]). */
+static cr_status struct_pullback_start(cr_arena *arena, const char *who, const cr_type *type,
+                                       const cr_tangent *dy, cr_tangent *dx, cr_tangent *d)
+{
+    *d = *dy;
+    dx[0] = cr_tangent_none();
+    return struct_tangent_of(arena, who, "cotangent", false, type, d);
+}
+
+/* The arguments of getfield(obj, i) and setfield!(obj, i, x): `want` of them, a described
+ * struct first and the index *i of one of its fields second. */
+static cr_status field_args(cr_arena *arena, const char *who, size_t want, const cr_value *args,
+                            size_t nargs, size_t *i)
+{
+    cr_status st = nargs == want
+                       ? struct_arg(arena, who, &args[0])
+                       : CR__FAIL(arena, CR_EINVAL, "%s: %zu arguments, not %zu", who, want, nargs);
+    return st != CR_OK ? st : field_index(arena, who, args[0].u.obj.type, &args[1], i);
+}
+
+/* The function value cr_fn_VALUE of the function NAME (named STR) with its primal. */
+#define FIELD_FN(NAME, VALUE, STR, ARITY)                          \
+    static const cr_function NAME##_function = {                   \
+        .name = (STR), .arity = (ARITY), .primal = NAME##_primal}; \
+    const cr_value cr_fn_##VALUE = {.kind = CR_KIND_FUNC, .u.func = {&NAME##_function, NULL}}
+
+/* What the pullbacks of getfield and setfield! keep: the struct's type, the field and the
+ * kind of the value setfield! wrote. */
+typedef struct field_env {
+    const cr_type *type;
+    size_t i;
+    cr_kind xkind;
+} field_env;
+
 /* ---- getfield(obj, i) ------------------------------------------------------------------- */
 
 static cr_status getfield_primal(cr_arena *arena, const cr_value *f, const cr_value *args,
@@ -215,40 +246,24 @@ static cr_status getfield_primal(cr_arena *arena, const cr_value *f, const cr_va
 {
     (void)f;
     size_t i;
-    cr_status st = nargs == 2 ? struct_arg(arena, "getfield", &args[0])
-                              : CR__FAIL(arena, CR_EINVAL, "getfield: 2 arguments, not %zu", nargs);
-    if (st == CR_OK)
-        st = field_index(arena, "getfield", args[0].u.obj.type, &args[1], &i);
+    cr_status st = field_args(arena, "getfield", 2, args, nargs, &i);
     if (st == CR_OK && cr_type_field_value(args[0].u.obj.type, args[0].u.obj.ptr, i, out) != CR_OK)
         st = CR__FAIL(arena, CR_EINVAL, "getfield: the descriptor of %s is inconsistent",
                       args[0].u.obj.type->name);
     return st;
 }
 
-static const cr_function getfield_function = {
-    .name = "getfield", .arity = 2, .primal = getfield_primal};
-const cr_value cr_fn_getfield = {.kind = CR_KIND_FUNC, .u.func = {&getfield_function, NULL}};
+FIELD_FN(getfield, getfield, "getfield", 2);
 
-static cr_status getfield_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                                const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                                cr_tangent *dy, const void *udata)
+static cr_status getfield_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)udata;
+    cr_tangent d = dargs[1];
     cr_status st = getfield_primal(arena, f, args, nargs, y);
+    if (st == CR_OK)
+        st = struct_tangent_of(arena, "getfield", "tangent", true, args[0].u.obj.type, &d);
     if (st != CR_OK)
         return st;
     size_t i = (size_t)args[1].u.i64;
-    cr_tangent d = dargs[1];
-    if (d.tag == CR_TAN_THUNK && (st = cr_tangent_unthunk(d, &d)) != CR_OK)
-        return st;
-    if (d.tag == CR_TAN_STRUCT && d.u.s.type != args[0].u.obj.type)
-        return CR__FAIL(arena, CR_ETANGENT, "getfield: a Tangent{%s} for a %s", d.u.s.type->name,
-                        args[0].u.obj.type->name);
-    if (d.tag != CR_TAN_STRUCT && d.tag != CR_TAN_ZERO && d.tag != CR_TAN_NONE &&
-        d.tag != CR_TAN_NOTIMPL)
-        return CR__FAIL(arena, CR_ETANGENT, "getfield: a %s tangent for a struct",
-                        cr_tag_name((cr_tag)d.tag));
     cr_kind k = args[0].u.obj.type->fields[i].kind;
     *dy = !diff_kind(k) ? cr_tangent_none() : d.tag == CR_TAN_NOTIMPL ? d : cr_tangent_field(d, i);
     if (dy->tag == CR_TAN_NONE && diff_kind(k))
@@ -256,16 +271,9 @@ static cr_status getfield_frule(const cr_config *cfg, cr_arena *arena, const cr_
     return CR_OK;
 }
 
-typedef struct getfield_env {
-    const cr_type *type;
-    size_t i;
-} getfield_env;
-
-static cr_status getfield_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                   void *env)
+static cr_status getfield_pullback(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
-    const getfield_env *e = env;
+    const field_env *e = env;
     dx[0] = cr_tangent_none();
     dx[2] = cr_tangent_none();
     if (!diff_kind(e->type->fields[e->i].kind)) {
@@ -279,24 +287,6 @@ static cr_status getfield_pullback(const cr_tangent *dy, cr_tangent *dx, size_t 
     return make_struct_tangent(arena, e->type, f, &dx[1]);
 }
 
-static cr_status getfield_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                                const void *udata)
-{
-    (void)cfg;
-    (void)udata;
-    cr_status st = getfield_primal(arena, f, args, nargs, y);
-    if (st != CR_OK)
-        return st;
-    getfield_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(getfield_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
-    e->type = args[0].u.obj.type;
-    e->i = (size_t)args[1].u.i64;
-    *pb = (cr_pullback){getfield_pullback, e, "getfield_pullback", 3};
-    return CR_OK;
-}
-
 /* ---- setfield!(obj, i, x) -------------------------------------------------------------- */
 
 static cr_status setfield_primal(cr_arena *arena, const cr_value *f, const cr_value *args,
@@ -304,11 +294,7 @@ static cr_status setfield_primal(cr_arena *arena, const cr_value *f, const cr_va
 {
     (void)f;
     size_t i;
-    cr_status st = nargs == 3
-                       ? struct_arg(arena, "setfield!", &args[0])
-                       : CR__FAIL(arena, CR_EINVAL, "setfield!: 3 arguments, not %zu", nargs);
-    if (st == CR_OK)
-        st = field_index(arena, "setfield!", args[0].u.obj.type, &args[1], &i);
+    cr_status st = field_args(arena, "setfield!", 3, args, nargs, &i);
     if (st != CR_OK)
         return st;
     const cr_type *type = args[0].u.obj.type;
@@ -322,29 +308,18 @@ static cr_status setfield_primal(cr_arena *arena, const cr_value *f, const cr_va
     return CR_OK;
 }
 
-static const cr_function setfield_function = {
-    .name = "setfield!", .arity = 3, .primal = setfield_primal};
-const cr_value cr_fn_setfield_bang = {.kind = CR_KIND_FUNC, .u.func = {&setfield_function, NULL}};
+FIELD_FN(setfield, setfield_bang, "setfield!", 3);
 
-static cr_status setfield_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                                const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                                cr_tangent *dy, const void *udata)
+static cr_status setfield_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)udata;
     cr_status st = setfield_primal(arena, f, args, nargs, y);
     if (st != CR_OK)
         return st;
     const cr_type *type = args[0].u.obj.type;
     size_t i = (size_t)args[1].u.i64;
     cr_tangent d = dargs[1];
-    if (d.tag == CR_TAN_THUNK && (st = cr_tangent_unthunk(d, &d)) != CR_OK)
+    if ((st = struct_tangent_of(arena, "setfield!", "tangent", false, type, &d)) != CR_OK)
         return st;
-    if ((d.tag == CR_TAN_STRUCT && d.u.s.type != type) ||
-        (d.tag != CR_TAN_STRUCT && d.tag != CR_TAN_ZERO && d.tag != CR_TAN_NONE))
-        return CR__FAIL(arena, CR_ETANGENT, "setfield!: a %s tangent for a %s",
-                        d.tag == CR_TAN_STRUCT ? d.u.s.type->name : cr_tag_name((cr_tag)d.tag),
-                        type->name);
     cr_tangent *fl = tangent_list(arena, "setfield!", type->nfields);
     if (fl == NULL)
         return CR__ALLOC_STATUS(arena);
@@ -358,31 +333,16 @@ static cr_status setfield_frule(const cr_config *cfg, cr_arena *arena, const cr_
     return make_struct_tangent(arena, type, fl, dy);
 }
 
-typedef struct setfield_env {
-    const cr_type *type;
-    size_t i;
-    cr_kind xkind;
-} setfield_env;
-
-static cr_status setfield_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                   void *env)
+static cr_status setfield_pullback(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
-    const setfield_env *e = env;
-    cr_tangent d = *dy;
-    cr_status st;
-    if (d.tag == CR_TAN_THUNK && (st = cr_tangent_unthunk(d, &d)) != CR_OK)
+    const field_env *e = env;
+    cr_tangent d;
+    cr_status st = struct_pullback_start(arena, "setfield!", e->type, dy, dx, &d);
+    if (st == CR_OK)
+        st = project_kind(arena, "setfield!", e->xkind, cr_tangent_field(d, e->i), &dx[3]);
+    if (st != CR_OK)
         return st;
-    if ((d.tag == CR_TAN_STRUCT && d.u.s.type != e->type) ||
-        (d.tag != CR_TAN_STRUCT && d.tag != CR_TAN_ZERO && d.tag != CR_TAN_NONE))
-        return CR__FAIL(arena, CR_ETANGENT, "setfield!: a %s cotangent for a %s",
-                        d.tag == CR_TAN_STRUCT ? d.u.s.type->name : cr_tag_name((cr_tag)d.tag),
-                        e->type->name);
-    dx[0] = cr_tangent_none();
     dx[2] = cr_tangent_none();
-    if ((st = project_kind(arena, "setfield!", e->xkind, cr_tangent_field(d, e->i), &dx[3])) !=
-        CR_OK)
-        return st;
     /* the old value of field i never reaches the result: its cotangent is zero */
     cr_tangent *fl = tangent_list(arena, "setfield_pullback", e->type->nfields);
     if (fl == NULL)
@@ -394,23 +354,35 @@ static cr_status setfield_pullback(const cr_tangent *dy, cr_tangent *dx, size_t 
     return make_struct_tangent(arena, e->type, fl, &dx[1]);
 }
 
-static cr_status setfield_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                                const void *udata)
+/* The rrules of getfield (set false) and setfield! (set true): the primal, then the pullback
+ * over the struct's type, the field index and the kind of the value written. */
+static cr_status field_rrule(bool set, cr_arena *arena, const cr_value *f, const cr_value *args,
+                             size_t nargs, cr_value *y, cr_pullback *pb)
 {
-    (void)cfg;
-    (void)udata;
-    cr_status st = setfield_primal(arena, f, args, nargs, y);
+    cr_status st =
+        set ? setfield_primal(arena, f, args, nargs, y) : getfield_primal(arena, f, args, nargs, y);
     if (st != CR_OK)
         return st;
-    setfield_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(setfield_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_ZNEW(arena, field_env, e);
     e->type = args[0].u.obj.type;
     e->i = (size_t)args[1].u.i64;
-    e->xkind = args[2].kind;
-    *pb = (cr_pullback){setfield_pullback, e, "setfield!_pullback", 4};
+    if (set) {
+        e->xkind = args[2].kind;
+        *pb = (cr_pullback){setfield_pullback, e, "setfield!_pullback", 4};
+    } else {
+        *pb = (cr_pullback){getfield_pullback, e, "getfield_pullback", 3};
+    }
     return CR_OK;
+}
+
+static cr_status getfield_rrule(CR__RRULE_PARAMS)
+{
+    return field_rrule(false, arena, f, args, nargs, y, pb);
+}
+
+static cr_status setfield_rrule(CR__RRULE_PARAMS)
+{
+    return field_rrule(true, arena, f, args, nargs, y, pb);
 }
 
 /* ---- In place ------------------------------------------------------------------------------ */
@@ -488,16 +460,10 @@ static cr_status construct_primal(cr_arena *arena, const cr_value *f, const cr_v
     return CR_OK;
 }
 
-static const cr_function construct_function = {
-    .name = "construct", .arity = -1, .primal = construct_primal};
-const cr_value cr_fn_construct = {.kind = CR_KIND_FUNC, .u.func = {&construct_function, NULL}};
+FIELD_FN(construct, construct, "construct", -1);
 
-static cr_status construct_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                                 const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                                 cr_tangent *dy, const void *udata)
+static cr_status construct_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)udata;
     cr_status st = construct_primal(arena, f, args, nargs, y);
     if (st != CR_OK)
         return st;
@@ -515,43 +481,26 @@ typedef struct construct_env {
     cr_kind kinds[CR_SIG_MAX_ARGS];
 } construct_env;
 
-static cr_status construct_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                    cr_arena *arena, void *env)
+static cr_status construct_pullback(CR__PULLBACK_PARAMS)
 {
     const construct_env *e = env;
-    cr_tangent d = *dy;
-    cr_status st;
-    if (d.tag == CR_TAN_THUNK && (st = cr_tangent_unthunk(d, &d)) != CR_OK)
-        return st;
-    if ((d.tag == CR_TAN_STRUCT && d.u.s.type != e->type) ||
-        (d.tag != CR_TAN_STRUCT && d.tag != CR_TAN_ZERO && d.tag != CR_TAN_NONE))
-        return CR__FAIL(arena, CR_ETANGENT, "construct: a %s cotangent for a %s",
-                        d.tag == CR_TAN_STRUCT ? d.u.s.type->name : cr_tag_name((cr_tag)d.tag),
-                        e->type->name);
-    dx[0] = cr_tangent_none();
+    cr_tangent d;
+    cr_status st = struct_pullback_start(arena, "construct", e->type, dy, dx, &d);
     dx[1] = cr_tangent_none(); /* the type's witness: only its type is read */
-    for (size_t k = 0; k + 2 < nx; k++)
-        if ((st = project_kind(arena, "construct", e->kinds[k], cr_tangent_field(d, k),
-                               &dx[k + 2])) != CR_OK)
-            return st;
-    return CR_OK;
+    for (size_t k = 0; k + 2 < nx && st == CR_OK; k++)
+        st = project_kind(arena, "construct", e->kinds[k], cr_tangent_field(d, k), &dx[k + 2]);
+    return st;
 }
 
-static cr_status construct_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                 const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                                 const void *udata)
+static cr_status construct_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)udata;
     if (nargs > CR_SIG_MAX_ARGS)
         return CR__FAIL(arena, CR_EINVAL, "construct: %zu arguments, more than %d", nargs,
                         CR_SIG_MAX_ARGS);
     cr_status st = construct_primal(arena, f, args, nargs, y);
     if (st != CR_OK)
         return st;
-    construct_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(construct_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, construct_env, e);
     e->type = args[0].u.obj.type;
     for (size_t k = 0; k + 1 < nargs && k < CR_SIG_MAX_ARGS; k++)
         e->kinds[k] = args[k + 1].kind;
@@ -610,11 +559,8 @@ static sample_obj *sample_struct(cr_arena *arena, uint64_t *rng)
     return o;
 }
 
-static cr_status sample_getfield(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                                 void *env)
+static cr_status sample_getfield(CR__SAMPLE_PARAMS)
 {
-    (void)env;
-    (void)nargs;
     sample_obj *o = sample_struct(arena, rng);
     if (o == NULL)
         return CR__ALLOC_STATUS(arena);
@@ -623,11 +569,8 @@ static cr_status sample_getfield(cr_arena *arena, uint64_t *rng, cr_value *args,
     return CR_OK;
 }
 
-static cr_status sample_setfield(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                                 void *env)
+static cr_status sample_setfield(CR__SAMPLE_PARAMS)
 {
-    (void)env;
-    (void)nargs;
     sample_obj *o = sample_struct(arena, rng), *v = sample_struct(arena, rng);
     if (o == NULL || v == NULL)
         return CR__ALLOC_STATUS(arena);
@@ -652,11 +595,8 @@ static cr_status sample_setfield(cr_arena *arena, uint64_t *rng, cr_value *args,
     return CR_OK;
 }
 
-static cr_status sample_construct(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                                  void *env)
+static cr_status sample_construct(CR__SAMPLE_PARAMS)
 {
-    (void)env;
-    (void)nargs;
     sample_one *w = cr_arena_calloc(arena, 1, sizeof *w, _Alignof(sample_one));
     if (w == NULL)
         return CR__ALLOC_STATUS(arena);
@@ -692,16 +632,8 @@ cr_status cr__family_fields(cr_registry *reg)
          &k_test_construct},
     };
     for (size_t k = 0; k < sizeof defs / sizeof defs[0]; k++) {
-        cr_rule_def d = {0};
-        d.fn = defs[k].fn;
-        d.nargs = defs[k].n;
-        d.args = defs[k].sig;
-        d.variadic = defs[k].variadic;
-        d.frule = defs[k].frule;
-        d.rrule = defs[k].rrule;
-        d.test = defs[k].test;
-        d.linearity = CR_LINEAR;
-        cr_status st = cr_registry_add(reg, &d);
+        cr_status st = cr__add_rule_so(reg, defs[k].fn, defs[k].sig, defs[k].n, defs[k].variadic,
+                                       defs[k].frule, defs[k].rrule, defs[k].test, CR_LINEAR, NULL);
         if (st != CR_OK)
             return st;
     }

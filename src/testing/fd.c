@@ -250,12 +250,7 @@ cr_status cr_fdm_make(cr_fd_grid kind, int p, int q, unsigned flags, cr_fdm *out
         return CR_EINVAL;
     if (kind != CR_FD_GRID_CENTRAL && kind != CR_FD_GRID_FORWARD && kind != CR_FD_GRID_BACKWARD)
         return CR_EINVAL;
-    cr_fdm m;
-    memset(&m, 0, sizeof m);
-    m.p = p;
-    m.q = q;
-    m.kind = kind;
-    m.flags = flags;
+    cr_fdm m = {.p = p, .q = q, .kind = kind, .flags = flags};
     for (int i = 0; i < p; i++) {
         int g;
         if (kind == CR_FD_GRID_FORWARD)
@@ -302,12 +297,7 @@ cr_status cr_fdm_from_grid(const double *grid, int p, int q, cr_fdm *out)
             if (grid[i] == grid[j])
                 return CR_EINVAL;
     }
-    cr_fdm m;
-    memset(&m, 0, sizeof m);
-    m.p = p;
-    m.q = q;
-    m.kind = CR_FD_GRID_CUSTOM;
-    m.flags = 0u;
+    cr_fdm m = {.p = p, .q = q, .kind = CR_FD_GRID_CUSTOM, .flags = 0u};
     memcpy(m.grid, grid, (size_t)p * sizeof *grid);
     fdm_finish(&m);
     *out = m;
@@ -364,16 +354,27 @@ typedef struct fd_conf {
     double step;
 } fd_conf;
 
+/* A caller's options (src, NULL for the defaults) into o of `size` bytes, zero-filled: the first
+ * struct_size bytes of src (0: all), CR_EINVAL for a struct_size beyond `size` or shorter than
+ * the struct_size field (field bytes). */
+static cr_status opts_copy(void *o, size_t size, const void *src, size_t struct_size, size_t field)
+{
+    memset(o, 0, size);
+    size_t sz = struct_size == 0 ? size : struct_size;
+    if (src == NULL)
+        return CR_OK;
+    if (sz > size || sz < field)
+        return CR_EINVAL;
+    memcpy(o, src, sz);
+    return CR_OK;
+}
+
 static cr_status fd_conf_get(const cr_fd_opts *opts, fd_conf *c)
 {
     cr_fd_opts o;
-    memset(&o, 0, sizeof o);
-    if (opts != NULL) {
-        size_t sz = opts->struct_size == 0 ? sizeof o : (size_t)opts->struct_size;
-        if (sz > sizeof o || sz < sizeof o.struct_size)
-            return CR_EINVAL;
-        memcpy(&o, opts, sz);
-    }
+    if (opts_copy(&o, sizeof o, opts, opts ? (size_t)opts->struct_size : 0, sizeof o.struct_size) !=
+        CR_OK)
+        return CR_EINVAL;
     if (o.adapt < CR_FD_ADAPT_NONE)
         return CR_EINVAL;
     c->adapt = o.adapt == 0 ? CR_FD_DEFAULT_ADAPT : (o.adapt == CR_FD_ADAPT_NONE ? 0 : o.adapt);
@@ -666,27 +667,36 @@ cr_status cr__fd_check(const cr_fdm *method, const cr_fd_opts *opts)
     return fd_check(method, opts, &c);
 }
 
-/* Shared argument checks of the scalar entry points. */
-static cr_status fd_scalar_setup(const cr_fdm *method, const cr_fd_opts *opts, cr_fd_fn f,
-                                 void *env, double x, fd_conf *c, fd_eval *ev, double *y,
-                                 double *nb, cr_fdm *bounds)
+/* The state of an estimate: the configuration, the evaluation, the step bounds, the
+ * scratch's mark (the vector entry points) and the value and neighbours of a scalar f. */
+typedef struct fd_call {
+    fd_conf c;
+    fd_eval ev;
+    cr_fdm bounds[FD_MAX_ADAPT];
+    cr_arena_mark mark;
+    double y, nb[3];
+} fd_call;
+
+/* The step bounds of an adaptive method (q > 0) into bounds, and ev's view of them. */
+static void fd_bounds(const cr_fdm *method, const fd_conf *c, fd_eval *ev, cr_fdm *bounds)
 {
-    if (f == NULL || !isfinite(x))
-        return CR_EINVAL;
-    cr_status st = fd_check(method, opts, c);
-    if (st != CR_OK)
-        return st;
-    memset(ev, 0, sizeof *ev);
-    ev->dim = 1;
-    ev->y = y;
-    ev->nb = nb;
-    ev->env = env;
-    ev->sf = f;
-    ev->x0 = x;
     if (method->q > 0)
         fdm_bound_chain(method, c->adapt, bounds);
     ev->bounds = bounds;
     ev->adapt = c->adapt;
+}
+
+/* Shared argument checks of the scalar entry points. */
+static cr_status fd_scalar_setup(const cr_fdm *method, const cr_fd_opts *opts, cr_fd_fn f,
+                                 void *env, double x, fd_call *k)
+{
+    if (f == NULL || !isfinite(x))
+        return CR_EINVAL;
+    cr_status st = fd_check(method, opts, &k->c);
+    if (st != CR_OK)
+        return st;
+    k->ev = (fd_eval){.dim = 1, .y = &k->y, .nb = k->nb, .env = env, .sf = f, .x0 = x};
+    fd_bounds(method, &k->c, &k->ev, k->bounds);
     return CR_OK;
 }
 
@@ -699,15 +709,12 @@ cr_status cr_fd_derivative(const cr_fdm *method, const cr_fd_opts *opts, cr_fd_f
 {
     if (out == NULL)
         return CR_EINVAL;
-    fd_conf c;
-    fd_eval ev;
-    double y, nb[3];
-    cr_fdm bounds[FD_MAX_ADAPT];
-    cr_status st = fd_scalar_setup(method, opts, f, env, x, &c, &ev, &y, nb, bounds);
+    fd_call k;
+    cr_status st = fd_scalar_setup(method, opts, f, env, x, &k);
     if (st != CR_OK)
         return st;
     double d, e;
-    st = fd_run(method, &c, &ev, &d, err != NULL ? &e : NULL);
+    st = fd_run(method, &k.c, &k.ev, &d, err != NULL ? &e : NULL);
     if (st != CR_OK)
         return st;
     *out = d;
@@ -721,20 +728,17 @@ cr_status cr_fd_estimate_step(const cr_fdm *method, const cr_fd_opts *opts, cr_f
 {
     if (step == NULL || method == NULL || method->q == 0)
         return CR_EINVAL;
-    fd_conf c;
-    fd_eval ev;
-    double y, nb[3];
-    cr_fdm bounds[FD_MAX_ADAPT];
-    cr_status st = fd_scalar_setup(method, opts, f, env, x, &c, &ev, &y, nb, bounds);
+    fd_call k;
+    cr_status st = fd_scalar_setup(method, opts, f, env, x, &k);
     if (st != CR_OK)
         return st;
     double h, c1, c2;
-    if (c.step > 0.0) {
-        h = c.step;
+    if (k.c.step > 0.0) {
+        h = k.c.step;
         if (err != NULL)
-            st = fd_error_consts(method, &c, c.adapt, &ev, &c1, &c2);
+            st = fd_error_consts(method, &k.c, k.c.adapt, &k.ev, &c1, &c2);
     } else {
-        st = fd_estimate_step(method, &c, c.adapt, &ev, &h, &c1, &c2);
+        st = fd_estimate_step(method, &k.c, k.c.adapt, &k.ev, &h, &c1, &c2);
     }
     if (st != CR_OK)
         return st;
@@ -750,15 +754,8 @@ cr_status cr_fd_apply(const cr_fdm *method, cr_fd_fn f, void *env, double x, dou
     if (!fdm_valid(method) || f == NULL || out == NULL || !isfinite(x) || !(step > 0.0) ||
         !isfinite(step))
         return CR_EINVAL;
-    fd_eval ev;
-    double y;
-    memset(&ev, 0, sizeof ev);
-    ev.dim = 1;
-    ev.y = &y;
-    ev.env = env;
-    ev.sf = f;
-    ev.x0 = x;
-    double d;
+    double y, d;
+    fd_eval ev = {.dim = 1, .y = &y, .env = env, .sf = f, .x0 = x};
     cr_status st = fd_apply_core(method, &ev, step, &d);
     if (st == CR_OK)
         *out = d;
@@ -771,13 +768,9 @@ cr_status cr_fd_richardson(const cr_fdm *method, const cr_fd_richardson_opts *op
     if (!fdm_valid(method) || method->q == 0 || f == NULL || out == NULL || !isfinite(x))
         return CR_EINVAL;
     cr_fd_richardson_opts o;
-    memset(&o, 0, sizeof o);
-    if (opts != NULL) {
-        size_t sz = opts->struct_size == 0 ? sizeof o : (size_t)opts->struct_size;
-        if (sz > sizeof o || sz < sizeof o.struct_size)
-            return CR_EINVAL;
-        memcpy(&o, opts, sz);
-    }
+    if (opts_copy(&o, sizeof o, opts, opts ? (size_t)opts->struct_size : 0, sizeof o.struct_size) !=
+        CR_OK)
+        return CR_EINVAL;
     if (!(o.initial_step >= 0.0) || !isfinite(o.initial_step) || !(o.contract >= 0.0) ||
         !(o.contract < 1.0) || !(o.power >= 0.0) || !isfinite(o.power) || !(o.atol >= 0.0) ||
         !(o.rtol >= 0.0) || !(o.breaktol >= 0.0) || !(o.max_range >= 0.0) ||
@@ -795,14 +788,8 @@ cr_status cr_fd_richardson(const cr_fdm *method, const cr_fd_richardson_opts *op
     if (o.max_range > 0.0)
         h = fmin(h, o.max_range / grid_max_abs(method));
 
-    fd_eval ev;
     double y;
-    memset(&ev, 0, sizeof ev);
-    ev.dim = 1;
-    ev.y = &y;
-    ev.env = env;
-    ev.sf = f;
-    ev.x0 = x;
+    fd_eval ev = {.dim = 1, .y = &y, .env = env, .sf = f, .x0 = x};
 
     /* Neville tableau: nev[i] extrapolates the estimates i..len-1 to h = 0. */
     double nev[CR_FD_RICHARDSON_MAX];
@@ -876,12 +863,10 @@ static cr_status fd_scratch(cr_arena *scratch, const char *fn, size_t n, size_t 
 {
     cr_ctx *ctx = cr_arena_ctx(scratch);
     size_t count;
-    cr_status st = cr__ck_mul(ctx, fn, k, m, &count);
-    if (st == CR_OK)
-        st = cr__ck_add(ctx, fn, count, n, &count);
-    if (st == CR_OK)
-        st = cr__ck_add(ctx, fn, count, extra, &count);
-    if (st != CR_OK)
+    cr_status st;
+    if ((st = cr__ck_mul(ctx, fn, k, m, &count)) != CR_OK ||
+        (st = cr__ck_add(ctx, fn, count, n, &count)) != CR_OK ||
+        (st = cr__ck_add(ctx, fn, count, extra, &count)) != CR_OK)
         return st;
     *buf = cr__arena_array(scratch, fn, count, sizeof(double), sizeof(double));
     if (*buf == NULL) {
@@ -910,18 +895,59 @@ static cr_status fd_vec_setup(const cr_fdm *method, const cr_fd_opts *opts, cr_f
         return st;
     if (!all_finite(x, n))
         return CR_EINVAL;
-    memset(ev, 0, sizeof *ev);
-    ev->dim = m;
-    ev->env = env;
-    ev->vf = f;
-    ev->x = x;
-    ev->n = n;
-    ev->bad_index = SIZE_MAX; /* set when a non-finite output is detected */
-    if (method->q > 0)
-        fdm_bound_chain(method, c->adapt, bounds);
-    ev->bounds = bounds;
-    ev->adapt = c->adapt;
+    /* bad_index is set when a non-finite output is detected */
+    *ev = (fd_eval){.dim = m, .env = env, .vf = f, .x = x, .n = n, .bad_index = SIZE_MAX};
+    fd_bounds(method, c, ev, bounds);
     return CR_OK;
+}
+
+/* The start of cr_fd_jvp, cr_fd_jacobian and cr_fd_jtvp: fd_vec_setup, then the caller's own
+ * argument test (bad: CR_EINVAL) and, for an empty result (done), *err = 0. False when the
+ * call ends there, with *st its status. */
+static bool fd_vec_begin(const cr_fdm *method, const cr_fd_opts *opts, cr_fd_vec_fn f, void *env,
+                         const double *x, size_t n, size_t m, cr_arena *scratch, const char *name,
+                         bool bad, bool done, fd_call *k, double *err, cr_status *st)
+{
+    *st = fd_vec_setup(method, opts, f, env, x, n, m, scratch, &k->c, &k->ev, k->bounds);
+    if (*st == CR_OK && bad)
+        *st = CR_EINVAL;
+    if (*st != CR_OK) {
+        *st = fd_vec_fail(scratch, name, *st, NULL);
+        return false;
+    }
+    if (done && err != NULL)
+        *err = 0.0;
+    return !done;
+}
+
+/* The scratch of an estimate (fd_scratch of nx, m and extra), laid out in k->ev as x(t) (n), y
+ * (m) and the rows nb that follow; k->mark is where to rewind to. */
+static cr_status fd_vec_buffers(cr_arena *scratch, const char *name, size_t nx, size_t m,
+                                size_t extra, fd_call *k)
+{
+    k->mark = cr_arena_get_mark(scratch);
+    double *buf;
+    cr_status st = fd_scratch(scratch, name, nx, m, 5, extra, &buf);
+    if (st == CR_OK) {
+        k->ev.xt = buf;
+        k->ev.y = buf + k->ev.n;
+        k->ev.nb = k->ev.y + m;
+    }
+    return st;
+}
+
+/* The end of an estimate: on success its k results from src into dst and the error bound e
+ * into *err (when asked); the scratch rewound to k->mark; a failure reported (fd_vec_fail). */
+static cr_status fd_vec_end(cr_arena *scratch, const char *name, cr_status st, fd_call *k,
+                            double *dst, const double *src, size_t cnt, double *err, double e)
+{
+    if (st == CR_OK) {
+        memcpy(dst, src, cnt * sizeof *dst);
+        if (err != NULL)
+            *err = e;
+    }
+    cr_arena_rewind(scratch, k->mark);
+    return st == CR_OK ? st : fd_vec_fail(scratch, name, st, &k->ev);
 }
 
 cr_status cr_fd_jvp(const cr_fdm *method, const cr_fd_opts *opts, cr_fd_vec_fn f, void *env,
@@ -929,38 +955,18 @@ cr_status cr_fd_jvp(const cr_fdm *method, const cr_fd_opts *opts, cr_fd_vec_fn f
                     double *jv, double *err)
 {
     static const char *const name = "cr_fd_jvp";
-    fd_conf c;
-    fd_eval ev;
-    cr_fdm bounds[FD_MAX_ADAPT];
-    cr_status st = fd_vec_setup(method, opts, f, env, x, n, m, scratch, &c, &ev, bounds);
-    if (st == CR_OK && ((v == NULL && n > 0) || (jv == NULL && m > 0) || !all_finite(v, n)))
-        st = CR_EINVAL;
-    if (st != CR_OK)
-        return fd_vec_fail(scratch, name, st, NULL);
-    if (m == 0) {
-        if (err != NULL)
-            *err = 0.0;
-        return CR_OK;
-    }
-    cr_arena_mark mark = cr_arena_get_mark(scratch);
-    double *buf;
-    st = fd_scratch(scratch, name, n, m, 5, 0, &buf);
-    if (st != CR_OK)
+    fd_call k;
+    cr_status st;
+    bool bad = (v == NULL && n > 0) || (jv == NULL && m > 0) || !all_finite(v, n);
+    if (!fd_vec_begin(method, opts, f, env, x, n, m, scratch, name, bad, m == 0, &k, err, &st))
         return st;
-    ev.xt = buf;
-    ev.y = buf + n;
-    ev.nb = ev.y + m;
-    double *res = ev.nb + 3 * m;
-    ev.v = v;
-    double e;
-    st = fd_run(method, &c, &ev, res, &e);
-    if (st == CR_OK) {
-        memcpy(jv, res, m * sizeof *jv);
-        if (err != NULL)
-            *err = e;
-    }
-    cr_arena_rewind(scratch, mark);
-    return st == CR_OK ? st : fd_vec_fail(scratch, name, st, &ev);
+    if ((st = fd_vec_buffers(scratch, name, n, m, 0, &k)) != CR_OK)
+        return st;
+    double *res = k.ev.nb + 3 * m;
+    k.ev.v = v;
+    double e = 0.0;
+    st = fd_run(method, &k.c, &k.ev, res, &e);
+    return fd_vec_end(scratch, name, st, &k, jv, res, m, err, e);
 }
 
 /*
@@ -1001,90 +1007,43 @@ cr_status cr_fd_jacobian(const cr_fdm *method, const cr_fd_opts *opts, cr_fd_vec
                          double *err)
 {
     static const char *const name = "cr_fd_jacobian";
-    fd_conf c;
-    fd_eval ev;
-    cr_fdm bounds[FD_MAX_ADAPT];
-    cr_status st = fd_vec_setup(method, opts, f, env, x, n, m, scratch, &c, &ev, bounds);
-    if (st == CR_OK && jac == NULL && m > 0 && n > 0)
-        st = CR_EINVAL;
-    if (st != CR_OK)
-        return fd_vec_fail(scratch, name, st, NULL);
-    if (m == 0 || n == 0) {
-        if (err != NULL)
-            *err = 0.0;
-        return CR_OK;
-    }
+    fd_call k;
+    cr_status st;
+    if (!fd_vec_begin(method, opts, f, env, x, n, m, scratch, name, jac == NULL && m > 0 && n > 0,
+                      m == 0 || n == 0, &k, err, &st))
+        return st;
     size_t mn;
-    if ((st = cr__ck_mul(cr_arena_ctx(scratch), name, m, n, &mn)) != CR_OK)
+    if ((st = cr__ck_mul(cr_arena_ctx(scratch), name, m, n, &mn)) != CR_OK ||
+        (st = fd_vec_buffers(scratch, name, n, m, mn, &k)) != CR_OK)
         return st;
-    cr_arena_mark mark = cr_arena_get_mark(scratch);
-    double *buf;
-    st = fd_scratch(scratch, name, n, m, 5, mn, &buf);
-    if (st != CR_OK)
-        return st;
-    ev.xt = buf;
-    ev.y = buf + n;
-    ev.nb = ev.y + m;
-    double *stage = ev.nb + 4 * m; /* after nb (3m) and col (m) */
-    double e;
-    st = fd_columns(method, &c, &ev, NULL, stage, &e);
-    if (st == CR_OK) {
-        memcpy(jac, stage, mn * sizeof *jac);
-        if (err != NULL)
-            *err = e;
-    }
-    cr_arena_rewind(scratch, mark);
-    return st == CR_OK ? st : fd_vec_fail(scratch, name, st, &ev);
+    double *stage = k.ev.nb + 4 * m; /* after nb (3m) and col (m) */
+    double e = 0.0;
+    st = fd_columns(method, &k.c, &k.ev, NULL, stage, &e);
+    return fd_vec_end(scratch, name, st, &k, jac, stage, mn, err, e);
 }
 
 cr_status cr_fd_jtvp(const cr_fdm *method, const cr_fd_opts *opts, cr_fd_vec_fn f, void *env,
                      const double *x, size_t n, const double *ybar, size_t m, cr_arena *scratch,
                      double *jtv, double *err)
 {
+    bool bad = (jtv == NULL && n > 0) || (ybar == NULL && m > 0) || !all_finite(ybar, m);
     static const char *const name = "cr_fd_jtvp";
-    fd_conf c;
-    fd_eval ev;
-    cr_fdm bounds[FD_MAX_ADAPT];
-    cr_status st = fd_vec_setup(method, opts, f, env, x, n, m, scratch, &c, &ev, bounds);
-    if (st == CR_OK && ((jtv == NULL && n > 0) || (ybar == NULL && m > 0) || !all_finite(ybar, m)))
-        st = CR_EINVAL;
-    if (st != CR_OK)
-        return fd_vec_fail(scratch, name, st, NULL);
-    if (n == 0) {
-        if (err != NULL)
-            *err = 0.0;
-        return CR_OK;
-    }
-    if (m == 0) {
-        for (size_t j = 0; j < n; j++)
+    fd_call k;
+    cr_status st;
+    if (!fd_vec_begin(method, opts, f, env, x, n, m, scratch, name, bad, n == 0 || m == 0, &k, err,
+                      &st)) {
+        for (size_t j = 0; st == CR_OK && j < n; j++) /* m == 0: a zero result */
             jtv[j] = 0.0;
-        if (err != NULL)
-            *err = 0.0;
-        return CR_OK;
+        return st;
     }
     size_t n2;
-    if ((st = cr__ck_add(cr_arena_ctx(scratch), name, n, n, &n2)) != CR_OK)
+    if ((st = cr__ck_add(cr_arena_ctx(scratch), name, n, n, &n2)) != CR_OK ||
+        (st = fd_vec_buffers(scratch, name, n2, m, 0, &k)) != CR_OK)
         return st;
-    cr_arena_mark mark = cr_arena_get_mark(scratch);
-    double *buf;
-    st = fd_scratch(scratch, name, n2, m, 5, 0, &buf);
-    if (st != CR_OK)
-        return st;
-    ev.xt = buf;
-    ev.y = buf + n;
-    ev.nb = ev.y + m;
-    double *stage = ev.nb + 4 * m;
-    double e;
-    st = fd_columns(method, &c, &ev, ybar, stage, &e);
-    if (st == CR_OK) {
-        memcpy(jtv, stage, n * sizeof *jtv);
-        if (err != NULL) {
-            double s = 0.0;
-            for (size_t i = 0; i < m; i++)
-                s += fabs(ybar[i]);
-            *err = e * s;
-        }
-    }
-    cr_arena_rewind(scratch, mark);
-    return st == CR_OK ? st : fd_vec_fail(scratch, name, st, &ev);
+    double *stage = k.ev.nb + 4 * m;
+    double e = 0.0, s = 0.0;
+    st = fd_columns(method, &k.c, &k.ev, ybar, stage, &e);
+    for (size_t i = 0; i < m; i++)
+        s += fabs(ybar[i]);
+    return fd_vec_end(scratch, name, st, &k, jtv, stage, n, err, e * s);
 }

@@ -311,9 +311,7 @@ size_t cr_test_flat_size(const cr_value *v)
 {
     if (v == NULL)
         return 0;
-    walker w;
-    memset(&w, 0, sizeof w);
-    w.leaf = size_leaf;
+    walker w = {.leaf = size_leaf};
     if (walk(&w, v, cr_tangent_zero()) != CR_OK)
         return 0;
     return w.k;
@@ -368,13 +366,7 @@ static cr_status read_coords(const cr_value *v, cr_tangent t, bool with_tangent,
 {
     if (v == NULL || (x == NULL && n > 0))
         return CR_EINVAL;
-    walker w;
-    memset(&w, 0, sizeof w);
-    w.leaf = read_leaf;
-    w.with_tangent = with_tangent;
-    w.flag = dual;
-    w.out = x;
-    w.n = n;
+    walker w = {.leaf = read_leaf, .with_tangent = with_tangent, .flag = dual, .out = x, .n = n};
     cr_status st = walk(&w, v, t);
     if (st != CR_OK)
         return st;
@@ -416,11 +408,7 @@ static cr_status weight_leaf(walker *w, const cr_value *v, cr_tangent t)
 
 void cr__test_weights(const cr_value *v, double *wts, size_t n)
 {
-    walker w;
-    memset(&w, 0, sizeof w);
-    w.leaf = weight_leaf;
-    w.out = wts;
-    w.n = n;
+    walker w = {.leaf = weight_leaf, .out = wts, .n = n};
     walk(&w, v, cr_tangent_zero());
     for (size_t i = w.k; i < n; i++)
         wts[i] = 1.0;
@@ -538,27 +526,32 @@ static void *copy_bytes(cr_arena *arena, const void *src, size_t size)
     return p;
 }
 
+/* The next number of x[*k..n) (two for a complex one) into the field of v->u for the kind
+ * (f64, f32, c128); CR_EINVAL when x has too few left. */
+static cr_status take_number(cr_kind kind, const double *x, size_t n, size_t *k, cr_value *v)
+{
+    size_t w = kind == CR_KIND_C128 ? 2 : 1;
+    if (*k + w > n)
+        return CR_EINVAL;
+    if (kind == CR_KIND_F64)
+        v->u.f64 = x[*k];
+    else if (kind == CR_KIND_F32)
+        v->u.f32 = (float)x[*k];
+    else
+        v->u.c128 = cr__cplx(x[*k], x[*k + 1]);
+    *k += w;
+    return CR_OK;
+}
+
 static cr_status unflatten_rec(cr_arena *arena, const cr_value *like, const double *x, size_t n,
                                size_t *k, cr_value *out)
 {
     *out = *like;
     switch (like->kind) {
     case CR_KIND_F64:
-        if (*k + 1 > n)
-            return CR_EINVAL;
-        out->u.f64 = x[(*k)++];
-        return CR_OK;
     case CR_KIND_F32:
-        if (*k + 1 > n)
-            return CR_EINVAL;
-        out->u.f32 = (float)x[(*k)++];
-        return CR_OK;
     case CR_KIND_C128:
-        if (*k + 2 > n)
-            return CR_EINVAL;
-        out->u.c128 = cr__cplx(x[*k], x[*k + 1]);
-        *k += 2;
-        return CR_OK;
+        return take_number(like->kind, x, n, k, out);
     case CR_KIND_ARRAY: {
         if (like->u.arr == NULL)
             return CR_EINVAL;
@@ -599,13 +592,11 @@ static cr_status unflatten_rec(cr_arena *arena, const cr_value *like, const doub
 cr_status cr_test_unflatten(cr_arena *arena, const cr_value *like, const double *x, size_t n,
                             cr_value *out)
 {
-    if (arena == NULL || like == NULL || out == NULL || (x == NULL && n > 0))
-        return CR_EINVAL;
     size_t k = 0;
-    cr_status st = unflatten_rec(arena, like, x, n, &k, out);
-    if (st != CR_OK)
-        return st;
-    return k == n ? CR_OK : CR_EINVAL;
+    cr_status st = arena == NULL || like == NULL || out == NULL || (x == NULL && n > 0)
+                       ? CR_EINVAL
+                       : unflatten_rec(arena, like, x, n, &k, out);
+    return st != CR_OK || k == n ? st : CR_EINVAL; /* every number used */
 }
 
 static cr_status tangent_unflatten_rec(cr_arena *arena, const cr_value *primal, const double *x,
@@ -645,26 +636,19 @@ static cr_status tangent_unflatten_rec(cr_arena *arena, const cr_value *primal, 
     *out = cr_tangent_none();
     switch (primal->kind) {
     case CR_KIND_F64:
-        if (*k + 1 > n)
-            return CR_EINVAL;
-        *out = cr_tangent_f64(x[(*k)++]);
-        return CR_OK;
     case CR_KIND_F32:
-        if (*k + 1 > n)
-            return CR_EINVAL;
-        *out = cr_tangent_f32((float)x[(*k)++]);
-        return CR_OK;
-    case CR_KIND_C128:
-        if (*k + 2 > n)
-            return CR_EINVAL;
-        *out = cr_tangent_c128(cr__cplx(x[*k], x[*k + 1]));
-        *k += 2;
-        return CR_OK;
+    case CR_KIND_C128: {
+        cr_value v = *primal;
+        cr_status st = take_number(primal->kind, x, n, k, &v);
+        *out = st != CR_OK             ? cr_tangent_none()
+               : v.kind == CR_KIND_F64 ? cr_tangent_f64(v.u.f64)
+               : v.kind == CR_KIND_F32 ? cr_tangent_f32(v.u.f32)
+                                       : cr_tangent_c128(v.u.c128);
+        return st;
+    }
     case CR_KIND_ARRAY: {
-        if (primal->u.arr == NULL)
-            return CR_EINVAL;
-        if (!cr_dtype_is_float((cr_dtype)primal->u.arr->dtype))
-            return CR_OK;
+        if (primal->u.arr == NULL || !cr_dtype_is_float((cr_dtype)primal->u.arr->dtype))
+            return primal->u.arr == NULL ? CR_EINVAL : CR_OK; /* no coordinates: NoTangent */
         cr_tangent z;
         cr_status st = cr_tangent_zero_of(arena, primal, &z);
         if (st != CR_OK)
@@ -693,13 +677,11 @@ static cr_status tangent_unflatten_rec(cr_arena *arena, const cr_value *primal, 
 cr_status cr_test_tangent_unflatten(cr_arena *arena, const cr_value *primal, const double *x,
                                     size_t n, cr_tangent *out)
 {
-    if (arena == NULL || primal == NULL || out == NULL || (x == NULL && n > 0))
-        return CR_EINVAL;
     size_t k = 0;
-    cr_status st = tangent_unflatten_rec(arena, primal, x, n, &k, out);
-    if (st != CR_OK)
-        return st;
-    return k == n ? CR_OK : CR_EINVAL;
+    cr_status st = arena == NULL || primal == NULL || out == NULL || (x == NULL && n > 0)
+                       ? CR_EINVAL
+                       : tangent_unflatten_rec(arena, primal, x, n, &k, out);
+    return st != CR_OK || k == n ? st : CR_EINVAL; /* every number used */
 }
 
 /* ---- Logical components --------------------------------------------------------------- */
@@ -720,9 +702,7 @@ static cr_status ncomps_leaf(walker *w, const cr_value *v, cr_tangent t)
 
 size_t cr__test_ncomps(const cr_value *v)
 {
-    walker w;
-    memset(&w, 0, sizeof w);
-    w.leaf = ncomps_leaf;
+    walker w = {.leaf = ncomps_leaf};
     if (walk(&w, v, cr_tangent_zero()) != CR_OK)
         return 0;
     return w.k;
@@ -752,13 +732,8 @@ static cr_status expand_leaf(walker *w, const cr_value *v, cr_tangent t)
 cr_status cr__test_expand(const cr_value *primal, cr_tangent t, double *out, size_t n, double *imag,
                           char *msg, size_t msgsize)
 {
-    walker w;
-    memset(&w, 0, sizeof w);
-    w.leaf = expand_leaf;
-    w.with_tangent = true;
-    w.out = out;
-    w.n = n;
-    w.msg = msg;
+    walker w = {.leaf = expand_leaf, .with_tangent = true, .out = out, .n = n};
+    w.msg = msg; /* why a tangent does not fit */
     w.msgsize = msgsize;
     if (msg != NULL && msgsize > 0)
         msg[0] = '\0';
@@ -772,11 +747,7 @@ cr_status cr__test_expand(const cr_value *primal, cr_tangent t, double *out, siz
 
 cr_status cr__test_expand_value(const cr_value *v, double *out, size_t n)
 {
-    walker w;
-    memset(&w, 0, sizeof w);
-    w.leaf = expand_leaf;
-    w.out = out;
-    w.n = n;
+    walker w = {.leaf = expand_leaf, .out = out, .n = n};
     cr_status st = walk(&w, v, cr_tangent_zero());
     if (st == CR_OK && w.k != n)
         st = CR_EINVAL;
@@ -827,12 +798,7 @@ void cr__test_comp_name(const cr_value *v, size_t k, char *buf, size_t size)
     if (buf == NULL || size == 0)
         return;
     buf[0] = '\0';
-    walker w;
-    memset(&w, 0, sizeof w);
-    w.leaf = name_leaf;
-    w.target = k;
-    w.name = buf;
-    w.namesize = size;
+    walker w = {.leaf = name_leaf, .target = k, .name = buf, .namesize = size};
     walk(&w, v, cr_tangent_zero());
     if (!w.flag)
         snprintf(buf, size, "component %zu", k);
@@ -916,22 +882,14 @@ static cr_status hash_other(walker *w, const cr_value *v)
 
 uint64_t cr__test_hash_value(const cr_value *v, uint64_t h)
 {
-    walker w;
-    memset(&w, 0, sizeof w);
-    w.leaf = hash_leaf;
-    w.other = hash_other;
-    w.hash = h ? h : FNV_SEED;
+    walker w = {.leaf = hash_leaf, .other = hash_other, .hash = h ? h : FNV_SEED};
     walk(&w, v, cr_tangent_zero());
     return w.hash;
 }
 
 uint64_t cr__test_hash_discrete(const cr_value *v)
 {
-    walker w;
-    memset(&w, 0, sizeof w);
-    w.leaf = ncomps_leaf;
-    w.other = hash_other;
-    w.hash = FNV_SEED;
+    walker w = {.leaf = ncomps_leaf, .other = hash_other, .hash = FNV_SEED};
     walk(&w, v, cr_tangent_zero());
     return w.hash;
 }
@@ -981,9 +939,7 @@ static cr_status f32_leaf(walker *w, const cr_value *v, cr_tangent t)
 
 bool cr__test_has_f32(const cr_value *v)
 {
-    walker w;
-    memset(&w, 0, sizeof w);
-    w.leaf = f32_leaf;
+    walker w = {.leaf = f32_leaf};
     walk(&w, v, cr_tangent_zero());
     return w.flag;
 }
@@ -1008,9 +964,7 @@ static cr_status finite_leaf(walker *w, const cr_value *v, cr_tangent t)
 
 bool cr__test_is_finite(const cr_value *v)
 {
-    walker w;
-    memset(&w, 0, sizeof w);
-    w.leaf = finite_leaf;
+    walker w = {.leaf = finite_leaf};
     if (walk(&w, v, cr_tangent_zero()) != CR_OK)
         return false;
     return !w.flag;

@@ -123,29 +123,15 @@ static bool variant_ok(const cr_rule_info *rule, variant v, const double *x, con
                        const double *hi)
 {
     size_t n = rule->nargs;
-    for (size_t j = 0; j < n; j++) {
-        uint32_t need;
-        switch (v) {
-        case V_F64:
-            need = CR_M_F64;
-            break;
-        case V_C128:
-            need = CR_M_C128;
-            break;
-        case V_MIX:
-            need = j == 0 ? CR_M_F64 : CR_M_C128;
-            break;
-        case V_INT:
-            need = j == 0 ? CR_M_INT : CR_M_F64;
-            break;
-        case V_F32:
-        default:
-            need = CR_M_F32;
-            break;
-        }
-        if (!allows(rule, j, need))
+    /* The kind each variant gives the first argument and the others. */
+    static const uint32_t k_need[][2] = {[V_F64] = {CR_M_F64, CR_M_F64},
+                                         [V_C128] = {CR_M_C128, CR_M_C128},
+                                         [V_MIX] = {CR_M_F64, CR_M_C128},
+                                         [V_INT] = {CR_M_INT, CR_M_F64},
+                                         [V_F32] = {CR_M_F32, CR_M_F32}};
+    for (size_t j = 0; j < n; j++)
+        if (!allows(rule, j, k_need[v][j == 0 ? 0 : 1]))
             return false;
-    }
     if ((v == V_MIX && n < 2) || (n == 0 && v != V_F64))
         return false; /* without arguments every variant is the same */
     if (v == V_INT) {
@@ -206,6 +192,26 @@ static void point_str(const cr_value *args, size_t nargs, char *at, size_t size)
     }
 }
 
+/* The frule (random input tangents), rrule and consistency testers of a rule at vals
+ * (nv values), each that the rule has, until one fails. */
+static cr_status run_general(cr__tester *t, cr_arena *arena, cr_value *vals, size_t nv)
+{
+    cr_status st = CR_OK;
+    if (!t->no_frule) {
+        cr_tangent *d = cr_arena_calloc(arena, nv, sizeof *d, _Alignof(cr_tangent));
+        st = d == NULL ? CR__ALLOC_STATUS(arena) : CR_OK;
+        for (size_t i = 0; i < nv && st == CR_OK; i++)
+            st = cr_rand_tangent(arena, &t->rng, &vals[i], &d[i]);
+        if (st == CR_OK)
+            st = cr__run_frule(t, vals, d, NULL);
+    }
+    if (st == CR_OK && !t->no_rrule)
+        st = cr__run_rrule(t, vals, NULL, NULL);
+    if (st == CR_OK && !t->no_frule && !t->no_rrule)
+        st = cr__run_consistency(t, vals, NULL, NULL);
+    return st;
+}
+
 /* Runs one variant at point x (imaginary parts xi for complex variants). */
 static void run_point(point_ctx *p, const cr_value *f, const cr_value *args)
 {
@@ -250,37 +256,9 @@ static void run_point(point_ctx *p, const cr_value *f, const cr_value *args)
                                 args[j].kind == CR_KIND_BOOL || args[j].kind == CR_KIND_I32);
         if (rule->non_differentiable) {
             st = cr__run_nondiff(&t, vals);
-        } else if (scalar) {
-            st = cr__run_scalar(&t, vals);
-            if (st == CR_EINVAL && r.nchecks == 0) {
-                /* The output is not scalar: the general testers. */
-                st = CR_OK;
-                if (!t.no_frule) {
-                    cr_tangent *d = cr_arena_calloc(p->arena, nv, sizeof *d, _Alignof(cr_tangent));
-                    st = d == NULL ? CR__ALLOC_STATUS(p->arena) : CR_OK;
-                    for (size_t i = 0; i < nv && st == CR_OK; i++)
-                        st = cr_rand_tangent(p->arena, &t.rng, &vals[i], &d[i]);
-                    if (st == CR_OK)
-                        st = cr__run_frule(&t, vals, d, NULL);
-                }
-                if (st == CR_OK && !t.no_rrule)
-                    st = cr__run_rrule(&t, vals, NULL, NULL);
-                if (st == CR_OK && !t.no_frule && !t.no_rrule)
-                    st = cr__run_consistency(&t, vals, NULL, NULL);
-            }
-        } else {
-            if (!t.no_frule) {
-                cr_tangent *d = cr_arena_calloc(p->arena, nv, sizeof *d, _Alignof(cr_tangent));
-                st = d == NULL ? CR__ALLOC_STATUS(p->arena) : CR_OK;
-                for (size_t i = 0; i < nv && st == CR_OK; i++)
-                    st = cr_rand_tangent(p->arena, &t.rng, &vals[i], &d[i]);
-                if (st == CR_OK)
-                    st = cr__run_frule(&t, vals, d, NULL);
-            }
-            if (st == CR_OK && !t.no_rrule)
-                st = cr__run_rrule(&t, vals, NULL, NULL);
-            if (st == CR_OK && !t.no_frule && !t.no_rrule)
-                st = cr__run_consistency(&t, vals, NULL, NULL);
+        } else if (!scalar || ((st = cr__run_scalar(&t, vals)) == CR_EINVAL && r.nchecks == 0)) {
+            /* Not scalar, or the output is not: the general testers. */
+            st = run_general(&t, p->arena, vals, nv);
         }
     }
     /* A point the primal refuses (CR_EINVAL: a sampler's combination outside what f

@@ -9,34 +9,28 @@
 
 #include "testing_impl.h"
 
+/* Each verdict's name and rank (BROKEN ranks below FAIL). */
+static const struct {
+    const char *name;
+    int rank;
+} k_verdicts[] = {[CR_VERDICT_PASS] = {"PASS", 0},
+                  [CR_VERDICT_MARGINAL] = {"MARGINAL", 1},
+                  [CR_VERDICT_FAIL] = {"FAIL", 3},
+                  [CR_VERDICT_BROKEN] = {"BROKEN", 2}};
+
+static bool verdict_known(cr_verdict v)
+{
+    return (unsigned)v < sizeof k_verdicts / sizeof k_verdicts[0];
+}
+
 const char *cr_verdict_name(cr_verdict v)
 {
-    switch (v) {
-    case CR_VERDICT_PASS:
-        return "PASS";
-    case CR_VERDICT_MARGINAL:
-        return "MARGINAL";
-    case CR_VERDICT_FAIL:
-        return "FAIL";
-    case CR_VERDICT_BROKEN:
-        return "BROKEN";
-    }
-    return "?";
+    return verdict_known(v) ? k_verdicts[v].name : "?";
 }
 
 int cr_verdict_rank(cr_verdict v)
 {
-    switch (v) {
-    case CR_VERDICT_PASS:
-        return 0;
-    case CR_VERDICT_MARGINAL:
-        return 1;
-    case CR_VERDICT_BROKEN:
-        return 2;
-    case CR_VERDICT_FAIL:
-        return 3;
-    }
-    return 3;
+    return verdict_known(v) ? k_verdicts[v].rank : 3;
 }
 
 void cr_test_report_init(cr_test_report *r)

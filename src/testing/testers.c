@@ -386,6 +386,43 @@ static cr_status compare_values(cr__tester *t, const char *check, const cr_value
     return CR_OK;
 }
 
+/* The tangent a test uses for the value v: the caller's (given), or a random one of v. */
+static cr_status given_or_random(cr__tester *t, const cr_tangent *given, const cr_value *v,
+                                 cr_tangent *out)
+{
+    if (given == NULL)
+        return cr_rand_tangent(t->arena, &t->rng, v, out);
+    *out = *given;
+    return CR_OK;
+}
+
+/* After the frule or rrule (which) returned st: true to go on; false, with *out the tester's
+ * status, when no such rule applies (a failure; CR_ENORULE) or the rule failed (rule_error). */
+static bool rule_called(cr__tester *t, const char *which, const cr_value *vals, cr_status st,
+                        cr_status *out)
+{
+    char the[16];
+    snprintf(the, sizeof the, "the %s", which);
+    if (st == CR_NOTHING) {
+        char sig[160];
+        call_sig(vals, t->nargs, sig, sizeof sig);
+        NOTE(t, CR_VERDICT_FAIL, HUGE_VAL, which, "no %s applies to %s", which, sig);
+        *out = CR_ENORULE;
+    } else {
+        *out = st == CR_OK ? CR_OK : rule_error(t, which, the, st);
+    }
+    return st == CR_OK;
+}
+
+/* The rule's primal y compared with y0 (check), then the output tangent the test uses: the
+ * caller's (given) or a random one of y0. */
+static cr_status primal_and_tangent(cr__tester *t, const char *check, const cr_value *y,
+                                    const cr_value *y0, const cr_tangent *given, cr_tangent *out)
+{
+    cr_status st = compare_values(t, check, y, y0);
+    return st != CR_OK ? st : given_or_random(t, given, y0, out);
+}
+
 /* add!!(copy(acc), val) == acc + val (accumulation first, so an InplaceableThunk's add!
  * is exercised before anything evaluates it). */
 static cr_status check_accum(cr__tester *t, const char *check, const cr_value *tmpl, cr_tangent acc,
@@ -511,11 +548,11 @@ static cr_status fd_fn(const double *tp, size_t one, double *y, size_t m, void *
 static cr_status fd_setup(cr__tester *t, const cr_value *vals, const bool *perturbed, fd_env *e)
 {
     size_t nv = t->nargs + 1;
-    memset(e, 0, sizeof *e);
+    *e = (fd_env){.t = t, .vals = vals, .perturbed = perturbed};
     size_t *off = cr_arena_calloc(t->arena, nv, sizeof *off, _Alignof(size_t));
     size_t *nc = cr_arena_calloc(t->arena, nv, sizeof *nc, _Alignof(size_t));
-    cr_value *work = cr_arena_calloc(t->arena, nv, sizeof *work, _Alignof(cr_value));
-    if (off == NULL || nc == NULL || work == NULL)
+    e->work = cr_arena_calloc(t->arena, nv, sizeof *e->work, _Alignof(cr_value));
+    if (off == NULL || nc == NULL || e->work == NULL)
         return CR__ALLOC_STATUS(t->arena);
     size_t total = 0;
     for (size_t i = 0; i < nv; i++) {
@@ -523,21 +560,17 @@ static cr_status fd_setup(cr__tester *t, const cr_value *vals, const bool *pertu
         nc[i] = perturbed[i] ? cr_test_flat_size(&vals[i]) : 0;
         total += nc[i];
     }
-    double *xs = alloc_doubles(t, total), *xt = alloc_doubles(t, total);
-    if (xs == NULL || xt == NULL)
+    double *xs = alloc_doubles(t, total);
+    e->xt = alloc_doubles(t, total);
+    if (xs == NULL || e->xt == NULL)
         return CR__ALLOC_STATUS(t->arena);
     for (size_t i = 0; i < nv; i++)
         if (perturbed[i] && cr_test_flatten(&vals[i], xs + off[i], nc[i]) != CR_OK)
             return CR_EINVAL;
-    e->t = t;
-    e->vals = vals;
-    e->perturbed = perturbed;
     e->off = off;
     e->nc = nc;
-    e->work = work;
     e->n = total;
     e->x = xs;
-    e->xt = xt;
     return CR_OK;
 }
 
@@ -795,30 +828,15 @@ cr_status cr__run_frule(cr__tester *t, const cr_value *vals, const cr_tangent *d
 
     cr_value y;
     cr_tangent dy;
-    st = call_frule(t, vals, dargs, &y, &dy);
-    if (st == CR_NOTHING) {
-        char sig[160];
-        call_sig(vals, t->nargs, sig, sizeof sig);
-        NOTE(t, CR_VERDICT_FAIL, HUGE_VAL, "frule", "no frule applies to %s", sig);
-        return CR_ENORULE;
-    }
-    if (st != CR_OK)
-        return rule_error(t, "frule", "the frule", st);
+    if (!rule_called(t, "frule", vals, call_frule(t, vals, dargs, &y, &dy), &st))
+        return st;
     check_unmutated(t, "frule: inputs not mutated", "the frule", vals, nv, h, dargs, nv, ht,
                     "tangent");
 
-    st = compare_values(t, "frule: primal value", &y, &y0);
+    cr_tangent accum;
+    st = primal_and_tangent(t, "frule: primal value", &y, &y0, acc, &accum);
     if (st != CR_OK)
         return st;
-
-    cr_tangent accum;
-    if (acc != NULL) {
-        accum = *acc;
-    } else {
-        st = cr_rand_tangent(t->arena, &t->rng, &y0, &accum);
-        if (st != CR_OK)
-            return st;
-    }
     st = check_accum(t, "frule: add!! of the output tangent", &y0, accum, dy);
     if (st != CR_OK)
         return st;
@@ -916,27 +934,12 @@ cr_status cr__run_rrule(cr__tester *t, const cr_value *vals, const cr_tangent *y
 
     cr_value y;
     cr_pullback pb;
-    st = call_rrule(t, vals, &y, &pb);
-    if (st == CR_NOTHING) {
-        char sig[160];
-        call_sig(vals, t->nargs, sig, sizeof sig);
-        NOTE(t, CR_VERDICT_FAIL, HUGE_VAL, "rrule", "no rrule applies to %s", sig);
-        return CR_ENORULE;
-    }
-    if (st != CR_OK)
-        return rule_error(t, "rrule", "the rrule", st);
-    st = compare_values(t, "rrule: primal value", &y, &y0);
+    if (!rule_called(t, "rrule", vals, call_rrule(t, vals, &y, &pb), &st))
+        return st;
+    cr_tangent yb;
+    st = primal_and_tangent(t, "rrule: primal value", &y, &y0, ybar, &yb);
     if (st != CR_OK)
         return st;
-
-    cr_tangent yb;
-    if (ybar != NULL) {
-        yb = *ybar;
-    } else {
-        st = cr_rand_tangent(t->arena, &t->rng, &y0, &yb);
-        if (st != CR_OK)
-            return st;
-    }
     uint64_t hy = cr__test_hash_tangent(yb, 0);
 
     if (pb.nx != nv) {
@@ -958,15 +961,9 @@ cr_status cr__run_rrule(cr__tester *t, const cr_value *vals, const cr_tangent *y
     check_unmutated(t, "rrule: inputs not mutated", "the rrule or its pullback", vals, nv, h, &yb,
                     1, &hy, "seed (output cotangent)");
 
-    for (size_t i = 0; i < nv; i++) {
-        if (accs != NULL) {
-            acc[i] = accs[i];
-        } else {
-            st = cr_rand_tangent(t->arena, &t->rng, &vals[i], &acc[i]);
-            if (st != CR_OK)
-                return st;
-        }
-    }
+    for (size_t i = 0; i < nv; i++)
+        if ((st = given_or_random(t, accs ? &accs[i] : NULL, &vals[i], &acc[i])) != CR_OK)
+            return st;
 
     /* Per argument: NoTangent for what cannot be perturbed; accumulation for the rest. */
     bool *pert = cr_arena_calloc(t->arena, nv, sizeof *pert, _Alignof(bool));
@@ -1188,23 +1185,12 @@ cr_status cr__run_consistency(cr__tester *t, const cr_value *vals, const cr_tang
     if (xd == NULL)
         return CR__ALLOC_STATUS(t->arena);
     cr_tangent *dx = xd + nv;
-    for (size_t i = 0; i < nv; i++) {
-        if (dargs != NULL) {
-            xd[i] = dargs[i];
-        } else {
-            st = cr_rand_tangent(t->arena, &t->rng, &vals[i], &xd[i]);
-            if (st != CR_OK)
-                return st;
-        }
-    }
-    cr_tangent yb;
-    if (ybar != NULL) {
-        yb = *ybar;
-    } else {
-        st = cr_rand_tangent(t->arena, &t->rng, &y0, &yb);
-        if (st != CR_OK)
+    for (size_t i = 0; i < nv; i++)
+        if ((st = given_or_random(t, dargs ? &dargs[i] : NULL, &vals[i], &xd[i])) != CR_OK)
             return st;
-    }
+    cr_tangent yb;
+    if ((st = given_or_random(t, ybar, &y0, &yb)) != CR_OK)
+        return st;
     cr_value y1, y2;
     cr_tangent dy;
     const char *missing = NULL;
@@ -1481,11 +1467,11 @@ out:
 
 cr_status cr__run_nondiff(cr__tester *t, const cr_value *vals)
 {
-    size_t nv = t->nargs + 1;
     cr_value y0;
     cr_status st;
     if (!primal_ok(t, vals, &y0, &st))
         return st;
+    size_t nv = t->nargs + 1;
     cr_tangent *d = cr_arena_calloc(t->arena, nv, sizeof *d, _Alignof(cr_tangent));
     if (d == NULL)
         return CR__ALLOC_STATUS(t->arena);
@@ -1631,26 +1617,15 @@ done:
     return st;
 }
 
-cr_status cr_test_frule(cr_arena *scratch, const cr_test_opts *opts, const cr_value *f,
-                        const cr_value *args, size_t nargs, cr_test_report *out)
-{
-    return run_public(scratch, opts, f, args, nargs, out, T_FRULE);
-}
+/* cr_test_NAME: run_public of the tester KIND. */
+#define PUBLIC_TESTER(NAME, KIND)                                                            \
+    cr_status cr_test_##NAME(cr_arena *scratch, const cr_test_opts *opts, const cr_value *f, \
+                             const cr_value *args, size_t nargs, cr_test_report *out)        \
+    {                                                                                        \
+        return run_public(scratch, opts, f, args, nargs, out, KIND);                         \
+    }
 
-cr_status cr_test_rrule(cr_arena *scratch, const cr_test_opts *opts, const cr_value *f,
-                        const cr_value *args, size_t nargs, cr_test_report *out)
-{
-    return run_public(scratch, opts, f, args, nargs, out, T_RRULE);
-}
-
-cr_status cr_test_consistency(cr_arena *scratch, const cr_test_opts *opts, const cr_value *f,
-                              const cr_value *args, size_t nargs, cr_test_report *out)
-{
-    return run_public(scratch, opts, f, args, nargs, out, T_CONSISTENCY);
-}
-
-cr_status cr_test_scalar(cr_arena *scratch, const cr_test_opts *opts, const cr_value *f,
-                         const cr_value *args, size_t nargs, cr_test_report *out)
-{
-    return run_public(scratch, opts, f, args, nargs, out, T_SCALAR);
-}
+PUBLIC_TESTER(frule, T_FRULE)
+PUBLIC_TESTER(rrule, T_RRULE)
+PUBLIC_TESTER(consistency, T_CONSISTENCY)
+PUBLIC_TESTER(scalar, T_SCALAR)

@@ -134,11 +134,7 @@ static cr_status fd_call_init(fd_call *c, cr_arena *arena, const cr_value *f, co
 {
     if (nargs > CR_SIG_MAX_ARGS)
         return CR_EINVAL;
-    c->f = f;
-    c->args = args;
-    c->nargs = nargs;
-    c->arena = arena;
-    c->y = y;
+    *c = (fd_call){.f = f, .args = args, .nargs = nargs, .arena = arena, .y = y};
     c->m = cr_test_flat_size(y);
     c->sizes = cr_arena_alloc(arena, (nargs ? nargs : 1) * sizeof *c->sizes, 0);
     if (!c->sizes)

@@ -96,6 +96,15 @@ cr_status cr__nargs_array(cr_arena *arena, const char *who, const cr_value *args
     return st == CR_OK ? cr__array_arg(arena, who, args, nargs, 0, A) : st;
 }
 
+cr_status cr__nargs_float_array(cr_arena *arena, const char *who, const cr_value *args,
+                                size_t nargs, size_t lo, size_t hi, const cr_array **A)
+{
+    cr_status st = cr__nargs_array(arena, who, args, nargs, lo, hi, A);
+    if (st == CR_OK && !cr_dtype_is_float((cr_dtype)(*A)->dtype))
+        return CR__FAIL(arena, CR_EINVAL, "%s: expected an f64, f32 or c128 array", who);
+    return st;
+}
+
 void cr__sort_index(int64_t *ix, int64_t *tmp, size_t n, const double *v,
                     bool (*less)(double, double))
 {
@@ -378,14 +387,11 @@ cr_status cr__tan_array(cr_arena *arena, const char *who, cr_tangent t, size_t n
     if (st != CR_OK)
         return st;
     size_t n = numel_of(ndim, shape);
-    switch ((cr_tag)t.tag) {
-    case CR_TAN_ZERO:
-    case CR_TAN_NONE:
-    case CR_TAN_ABSENT:
+    if (cr_tangent_is_zero(t) || t.tag == CR_TAN_ABSENT)
         return CR_OK;
+    switch ((cr_tag)t.tag) {
     case CR_TAN_NOTIMPL:
-        return CR__FAIL(arena, CR_EUNIMPL, "%s: the tangent is NotImplemented (%s:%d: %s)", who,
-                        t.u.ni->file, t.u.ni->line, t.u.ni->msg);
+        return cr__notimpl_error(arena, who, t);
     case CR_TAN_F64:
     case CR_TAN_F32:
     case CR_TAN_C128: {
@@ -511,20 +517,20 @@ cr_status cr__add_into(cr_arena *arena, cr_array *dest, cr_tangent t)
     if (dest->structure != CR_MAT_DENSE)
         return CR__FAIL(arena, CR_EINVAL, "add!: a structured destination");
     if (dest->dtype == v->dtype && cr__is_contig_dense(dest) && cr__is_contig_dense(v)) {
-        if (dest->dtype == CR_DT_F64) {
-            double *d = dest->data;
-            const double *s = v->data;
-            for (size_t i = 0; i < n; i++)
-                d[i] += s[i];
-            return CR_OK;
-        }
-        if (dest->dtype == CR_DT_C128) {
-            cr_complex *d = dest->data;
-            const cr_complex *s = v->data;
-            for (size_t i = 0; i < n; i++)
-                d[i] += s[i];
-            return CR_OK;
-        }
+        /* dest += v element by element, both contiguous arrays of T */
+#define ADD_CONTIG(T)                  \
+    do {                               \
+        T *d = dest->data;             \
+        const T *s = v->data;          \
+        for (size_t i = 0; i < n; i++) \
+            d[i] += s[i];              \
+        return CR_OK;                  \
+    } while (0)
+        if (dest->dtype == CR_DT_F64)
+            ADD_CONTIG(double);
+        if (dest->dtype == CR_DT_C128)
+            ADD_CONTIG(cr_complex);
+#undef ADD_CONTIG
     }
     const cr_array *arrs[2] = {dest, v};
     cr__iter it;
@@ -678,18 +684,22 @@ typedef struct acc_ctx {
     bool cplx;
 } acc_ctx;
 
+/* d and s: the destination and the source of an inner loop over the acc_ctx c, at the
+ * offsets off, as arrays of T. */
+#define ACC_PTRS(T)              \
+    T *d = (T *)c->dst + off[0]; \
+    const T *s = (const T *)c->src + off[1]
+
 /* dst[o] += src[i] (dst may have stride 0: a reduction). */
 static void acc_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, void *vctx)
 {
     acc_ctx *c = vctx;
     if (c->cplx) {
-        cr_complex *d = (cr_complex *)c->dst + off[0];
-        const cr_complex *s = (const cr_complex *)c->src + off[1];
+        ACC_PTRS(cr_complex);
         for (size_t i = 0; i < n; i++)
             d[(ptrdiff_t)i * step[0]] += s[(ptrdiff_t)i * step[1]];
     } else {
-        double *d = (double *)c->dst + off[0];
-        const double *s = (const double *)c->src + off[1];
+        ACC_PTRS(double);
         if (step[0] == 0) {
             double acc = 0;
             for (size_t i = 0; i < n; i++)
@@ -710,13 +720,11 @@ static void axpy_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, vo
 {
     acc_ctx *c = vctx;
     if (c->cplx) {
-        cr_complex *d = (cr_complex *)c->dst + off[0];
-        const cr_complex *s = (const cr_complex *)c->src + off[1];
+        ACC_PTRS(cr_complex);
         for (size_t i = 0; i < n; i++)
             d[(ptrdiff_t)i * step[0]] += c->s * s[(ptrdiff_t)i * step[1]];
     } else {
-        double *d = (double *)c->dst + off[0];
-        const double *s = (const double *)c->src + off[1];
+        ACC_PTRS(double);
         double sc = creal(c->s);
         if (step[0] == 1 && step[1] == 1) { /* contiguous: a loop that vectorizes */
             for (size_t i = 0; i < n; i++)
@@ -732,15 +740,23 @@ static void axpy_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, vo
     }
 }
 
-/* fn over dst and src broadcast to dst's shape, with the factor s. */
-static void broadcast_run(cr_array *dst, const cr_array *src, cr_complex s, cr__inner_fn fn)
+/* fn over dst and src broadcast to the shape of `over` (dst's, or src's for a reduction into
+ * dst), with the factor s. */
+static void pair_run(const cr_array *over, cr_array *dst, const cr_array *src, cr_complex s,
+                     cr__inner_fn fn)
 {
     cr__nd nd;
-    cr__nd_init(&nd, dst->ndim, dst->shape);
+    cr__nd_init(&nd, over->ndim, over->shape);
     cr__nd_add(&nd, dst);
     cr__nd_add(&nd, src);
     acc_ctx c = {dst->data, src->data, s, dst->dtype == CR_DT_C128};
     cr__nd_run(&nd, fn, &c);
+}
+
+/* fn over dst and src broadcast to dst's shape, with the factor s. */
+static void broadcast_run(cr_array *dst, const cr_array *src, cr_complex s, cr__inner_fn fn)
+{
+    pair_run(dst, dst, src, s, fn);
 }
 
 void cr__broadcast_axpy(cr_array *dst, const cr_array *src, cr_complex s)
@@ -765,13 +781,11 @@ static void set_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, voi
 {
     acc_ctx *c = vctx;
     if (c->cplx) {
-        cr_complex *d = (cr_complex *)c->dst + off[0];
-        const cr_complex *s = (const cr_complex *)c->src + off[1];
+        ACC_PTRS(cr_complex);
         for (size_t i = 0; i < n; i++)
             d[(ptrdiff_t)i * step[0]] = c->s * s[(ptrdiff_t)i * step[1]];
     } else {
-        double *d = (double *)c->dst + off[0];
-        const double *s = (const double *)c->src + off[1];
+        ACC_PTRS(double);
         double sc = creal(c->s);
         if (step[0] == 1 && step[1] == 1) { /* contiguous: a loop that vectorizes */
             for (size_t i = 0; i < n; i++)
@@ -790,12 +804,7 @@ cr_status cr__unbroadcast(cr_arena *arena, const cr_array *full, size_t ndim, co
     cr_status st = cr__new(arena, (cr_dtype)full->dtype, ndim, shape, true, &r);
     if (st != CR_OK)
         return st;
-    cr__nd nd;
-    cr__nd_init(&nd, full->ndim, full->shape);
-    cr__nd_add(&nd, r);
-    cr__nd_add(&nd, full);
-    acc_ctx c = {r->data, full->data, 1.0, full->dtype == CR_DT_C128};
-    cr__nd_run(&nd, acc_inner, &c);
+    pair_run(full, r, full, 1.0, acc_inner);
     *out = r;
     return CR_OK;
 }
@@ -804,6 +813,15 @@ void cr__broadcast_into(cr_array *dst, const cr_array *src, cr_complex s)
 {
     broadcast_run(dst, src, s, set_inner);
 }
+
+/* y[i] += A x[i] for the n elements of y and x, of type T (the loop without BLAS). */
+#define AXPY_LOOP(T, A)                \
+    do {                               \
+        const T *xs = x->data;         \
+        T *ys = y->data;               \
+        for (size_t i = 0; i < n; i++) \
+            ys[i] += (A)*xs[i];        \
+    } while (0)
 
 void cr__axpy(cr_complex s, const cr_array *x, cr_array *y)
 {
@@ -815,10 +833,7 @@ void cr__axpy(cr_complex s, const cr_array *x, cr_array *y)
             return;
         }
 #endif
-        const cr_complex *xs = x->data;
-        cr_complex *ys = y->data;
-        for (size_t i = 0; i < n; i++)
-            ys[i] += s * xs[i];
+        AXPY_LOOP(cr_complex, s);
     } else {
         double a = creal(s);
 #if defined(CR_HAVE_CBLAS)
@@ -827,10 +842,7 @@ void cr__axpy(cr_complex s, const cr_array *x, cr_array *y)
             return;
         }
 #endif
-        const double *xs = x->data;
-        double *ys = y->data;
-        for (size_t i = 0; i < n; i++)
-            ys[i] += a * xs[i];
+        AXPY_LOOP(double, a);
     }
 }
 
@@ -1101,6 +1113,14 @@ uint64_t cr__rng_next(uint64_t *s)
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
+}
+
+size_t cr__rng_shape3(uint64_t *rng, size_t max, size_t shape[3])
+{
+    size_t nd = 1 + cr__rng_below(rng, 3);
+    for (size_t k = 0; k < 3; k++)
+        shape[k] = 1 + cr__rng_below(rng, max);
+    return nd;
 }
 
 double cr__rng_unif(uint64_t *s, double lo, double hi)

@@ -24,6 +24,24 @@ typedef struct cr__array_rule {
     bool lapack;
 } cr__array_rule;
 
+/* `static const cr_type NAME`, named STR: the tuple (A, B) held by the struct S, of fields A
+ * (kind KA) and B (kind KB), with its field table NAME_fields. */
+#define CR__TUPLE2_TYPE(NAME, STR, S, A, KA, B, KB)                              \
+    static const cr_field NAME##_fields[2] = {{NULL, offsetof(S, A), KA, NULL},  \
+                                              {NULL, offsetof(S, B), KB, NULL}}; \
+    static const cr_type NAME = {STR, sizeof(S), 2, NAME##_fields}
+
+/* Rows of a table of cr__array_rule for NAME (NAME_function, NAME_rrule and the frule FR):
+ * CR__ROW for the signature S of N arguments; CR__ROWS2 for S1, one argument (A), and S2, two
+ * (A, dims), with the test registrations T1 and T2. LIN is the linearity class, FORM the
+ * second-order form (or NULL), LAPACK whether the row needs LAPACK. */
+#define CR__ROW(NAME, FR, S, N, T, LIN, FORM, LAPACK)                  \
+    {                                                                  \
+        &NAME##_function, S, N, FR, NAME##_rrule, T, LIN, FORM, LAPACK \
+    }
+#define CR__ROWS2(NAME, FR, S1, S2, T1, T2, LIN, FORM) \
+    CR__ROW(NAME, FR, S1, 1, T1, LIN, FORM, false), CR__ROW(NAME, FR, S2, 2, T2, LIN, FORM, false)
+
 /* *y = a struct value of `type` holding a copy, in the arena, of the `size` bytes at src
  * (alignment align). */
 CR_INTERNAL cr_status cr__struct_copy(cr_arena *arena, const cr_type *type, const void *src,
@@ -96,6 +114,14 @@ CR_INTERNAL void cr__fill_distinct(uint64_t *rng, cr_array *A, double base);
  * order less; tmp has n entries. */
 CR_INTERNAL void cr__sort_index(int64_t *ix, int64_t *tmp, size_t n, const double *v,
                                 bool (*less)(double, double));
+
+/* cr__nargs_array, then CR_EINVAL unless *A holds floats (f64, f32 or c128). */
+CR_INTERNAL cr_status cr__nargs_float_array(cr_arena *arena, const char *who, const cr_value *args,
+                                            size_t nargs, size_t lo, size_t hi, const cr_array **A);
+
+/* A random shape for a test sampler: 1 to 3 dimensions (the returned count, one draw), then
+ * three extents of 1 to max (three draws, whatever the count). */
+CR_INTERNAL size_t cr__rng_shape3(uint64_t *rng, size_t max, size_t shape[3]);
 
 /* Register the rows k[0..n) in order (cr__add_rule_so, never variadic). */
 CR_INTERNAL cr_status cr__add_rules(cr_registry *reg, const cr__array_rule *k, size_t n);

@@ -339,11 +339,8 @@ static cr_status index_rrule(cr_arena *arena, bool view, const cr_value *args, s
     e->A = A;
     e->ix = ix;
     e->wdt = cr__work((cr_dtype)A->dtype);
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){index_pullback, e, view ? "view_pullback" : "getindex_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_end(arena, CR_OK, udata, &args[0], &e->pA, index_pullback, e,
+                         view ? "view_pullback" : "getindex_pullback", nargs + 1, pb);
 }
 
 /* getindex(A, I...) = A[I...]: Ā = scatter-add of Ȳ. */

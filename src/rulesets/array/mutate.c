@@ -172,34 +172,47 @@ static cr_status bang_pullback_body(CR__PULLBACK_PARAMS)
     return CR_OK;
 }
 
+/* A call of a mutating function: its definition, the destination and the wrapped
+ * function's ni arguments (bang_prep). */
+typedef struct bang_call {
+    const bang_def *d;
+    const cr_array *dest;
+    size_t ni;
+    cr_value iargs[CR_SIG_MAX_ARGS];
+} bang_call;
+
+static cr_status bang_begin(cr_arena *arena, const cr_value *f, const cr_value *args, size_t nargs,
+                            bang_call *c)
+{
+    c->d = def_of(f);
+    return bang_prep(arena, c->d, args, nargs, &c->dest, c->iargs, &c->ni);
+}
+
 CR__MASKED_PULLBACK(bang, bang_env)
 
 static cr_status bang_rrule(CR__RRULE_PARAMS)
 {
-    const bang_def *d = def_of(f);
-    const cr_array *dest;
-    cr_value iargs[CR_SIG_MAX_ARGS];
-    size_t ni;
-    cr_status st = bang_prep(arena, d, args, nargs, &dest, iargs, &ni);
+    bang_call c;
+    cr_value yi;
+    cr_status st = bang_begin(arena, f, args, nargs, &c);
+    if (st == CR_OK && udata == CR__PRIMAL_ONLY) {
+        st = cr_function_call(arena, c.d->inner, c.iargs, c.ni, &yi);
+        return st == CR_OK ? bang_store(arena, c.d, c.dest, &yi, y) : st;
+    }
     if (st != CR_OK)
         return st;
-    cr_value yi;
-    if (udata == CR__PRIMAL_ONLY) {
-        st = cr_function_call(arena, d->inner, iargs, ni, &yi);
-        return st == CR_OK ? bang_store(arena, d, dest, &yi, y) : st;
-    }
     CR__ARENA_ZNEW(arena, bang_env, e);
-    e->d = d;
-    e->ni = ni;
-    e->shift = d->prep == PREP_SELF ? 0 : 1;
-    e->nodiff = d->prep == PREP_FILL && !cr__is_diff(&args[1]);
-    st = cr_rrule(cfg, arena, d->inner, iargs, ni, &yi, &e->inner);
+    e->d = c.d;
+    e->ni = c.ni;
+    e->shift = c.d->prep == PREP_SELF ? 0 : 1;
+    e->nodiff = c.d->prep == PREP_FILL && !cr__is_diff(&args[1]);
+    st = cr_rrule(cfg, arena, c.d->inner, c.iargs, c.ni, &yi, &e->inner);
     if (st == CR_OK)
-        st = bang_store(arena, d, dest, &yi, y);
+        st = bang_store(arena, c.d, c.dest, &yi, y);
     if (st != CR_OK)
         return st;
     e->nd = cr__nondiff_mask(args, nargs, cr__arg_perturbable);
-    *pb = (cr_pullback){bang_pullback, e, d->name, nargs + 1};
+    *pb = (cr_pullback){bang_pullback, e, c.d->name, nargs + 1};
     return CR_OK;
 }
 
@@ -207,30 +220,26 @@ static cr_status bang_rrule(CR__RRULE_PARAMS)
  * tangent is overwritten (not read) unless it is also the input. */
 static cr_status bang_frule(CR__FRULE_PARAMS)
 {
-    const bang_def *d = def_of(f);
-    const cr_array *dest;
-    cr_value iargs[CR_SIG_MAX_ARGS];
-    size_t ni;
-    cr_status st = bang_prep(arena, d, args, nargs, &dest, iargs, &ni);
+    bang_call c;
+    cr_status st = bang_begin(arena, f, args, nargs, &c);
     if (st != CR_OK)
         return st;
-    cr_tangent id[CR_SIG_MAX_ARGS + 1];
-    id[0] = cr_tangent_zero();
-    for (size_t k = 1; k <= ni; k++)
+    cr_tangent id[CR_SIG_MAX_ARGS + 1] = {cr_tangent_zero()};
+    for (size_t k = 1; k <= c.ni; k++)
         id[k] = cr_tangent_none();
-    if (d->prep == PREP_SELF)
-        for (size_t k = 1; k <= ni; k++)
+    if (c.d->prep == PREP_SELF)
+        for (size_t k = 1; k <= c.ni; k++)
             id[k] = dargs[k];
-    else if (d->prep == PREP_REST)
-        for (size_t k = 1; k <= ni; k++)
+    else if (c.d->prep == PREP_REST)
+        for (size_t k = 1; k <= c.ni; k++)
             id[k] = dargs[k + 1];
     else
         id[1] = dargs[2];
     cr_value yi;
     cr_tangent dyi;
-    st = cr_frule(cfg, arena, id, d->inner, iargs, ni, &yi, &dyi);
+    st = cr_frule(cfg, arena, id, c.d->inner, c.iargs, c.ni, &yi, &dyi);
     if (st == CR_OK)
-        st = bang_store(arena, d, dest, &yi, y);
+        st = bang_store(arena, c.d, c.dest, &yi, y);
     if (st != CR_OK)
         return st;
     return cr_project_tangent(arena, y, dyi, dy);
@@ -441,9 +450,7 @@ static cr_status part_rrule(cr_arena *arena, const char *who, const cr_value *ar
 static cr_status part_frule(cr_arena *arena, const char *who, const cr_tangent *dargs,
                             const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
 {
-    part_env e;
-    memset(&e, 0, sizeof e);
-    e.who = who;
+    part_env e = {.who = who};
     cr_status st = part_forward(arena, &e, args, nargs, y);
     const cr_array *dd = NULL, *ds = NULL;
     if (st == CR_OK)
@@ -470,18 +477,8 @@ static cr_status part_frule(cr_arena *arena, const char *who, const cr_tangent *
     return CR_OK;
 }
 
-#define PART_RULES(NAME, STR)                                     \
-    static cr_status NAME##_rrule(CR__RRULE_PARAMS)               \
-    {                                                             \
-        return part_rrule(arena, STR, args, nargs, y, pb, udata); \
-    }                                                             \
-    static cr_status NAME##_frule(CR__FRULE_PARAMS)               \
-    {                                                             \
-        return part_frule(arena, STR, dargs, args, nargs, y, dy); \
-    }
-
-PART_RULES(copyto, "copyto!")
-PART_RULES(setindex, "setindex!")
+CR__PARAM_RULE_FNS(copyto, part_rrule, part_frule, "copyto!")
+CR__PARAM_RULE_FNS(setindex, part_rrule, part_frule, "setindex!")
 
 static const cr__op copyto_op = {copyto_rrule};
 static const cr__op setindex_op = {setindex_rrule};
@@ -535,8 +532,10 @@ static cr_status write_over(cr_arena *arena, const char *who, cr_array *dst, con
     return CR_OK;
 }
 
+/* The checks of cr_mutate_frule and cr_mutate_rrule: a mutating function, a dense destination
+ * and the caller's out (the tangents or the pullback; CR_EINVAL "no <missing>" when NULL). */
 static cr_status mutate_check(cr_arena *arena, const cr_value *f, const cr_value *args,
-                              size_t nargs, const char **who)
+                              size_t nargs, const void *out, const char *missing, const char **who)
 {
     if (arena == NULL)
         return CR_EINVAL;
@@ -553,6 +552,8 @@ static cr_status mutate_check(cr_arena *arena, const cr_value *f, const cr_value
         args[0].u.arr->structure != CR_MAT_DENSE)
         return CR__FAIL(arena, CR_EINVAL,
                         "%s: the destination must be a dense array (a buffer to overwrite)", *who);
+    if (out == NULL)
+        return CR__FAIL(arena, CR_EINVAL, "%s: no %s", *who, missing);
     return CR_OK;
 }
 
@@ -560,13 +561,9 @@ cr_status cr_mutate_frule(const cr_config *cfg, cr_arena *arena, const cr_value 
                           const cr_value *args, const cr_tangent *dargs, size_t nargs)
 {
     const char *who = "mutate";
-    cr_status st = mutate_check(arena, f, args, nargs, &who);
-    if (st != CR_OK)
-        return st;
-    if (dargs == NULL)
-        return CR__FAIL(arena, CR_EINVAL, "%s: no tangents", who);
     cr_tangent dd;
-    if ((st = cr_tangent_unthunk(dargs[1], &dd)) != CR_OK)
+    cr_status st = mutate_check(arena, f, args, nargs, dargs, "tangents", &who);
+    if (st != CR_OK || (st = cr_tangent_unthunk(dargs[1], &dd)) != CR_OK)
         return st;
     if (dd.tag != CR_TAN_ARRAY || dd.u.arr == NULL ||
         cr_array_numel(dd.u.arr) != cr_array_numel(args[0].u.arr) ||
@@ -606,14 +603,10 @@ cr_status cr_mutate_rrule(const cr_config *cfg, cr_arena *arena, const cr_value 
                           const cr_value *args, size_t nargs, cr_pullback *pb)
 {
     const char *who = "mutate";
-    cr_status st = mutate_check(arena, f, args, nargs, &who);
-    if (st != CR_OK)
-        return st;
-    if (pb == NULL)
-        return CR__FAIL(arena, CR_EINVAL, "%s: no pullback given", who);
     cr_value y;
     cr_array *yc;
-    if ((st = cr_rrule(cfg, arena, f, args, nargs, &y, pb)) != CR_OK)
+    cr_status st = mutate_check(arena, f, args, nargs, pb, "pullback given", &who);
+    if (st != CR_OK || (st = cr_rrule(cfg, arena, f, args, nargs, &y, pb)) != CR_OK)
         return st;
     if ((st = cr_array_copy(arena, y.u.arr, &yc)) != CR_OK)
         return st;
@@ -660,9 +653,7 @@ static cr_status sample_mutate(CR__SAMPLE_PARAMS)
 {
     int what = *(const int *)env;
     cr_dtype dt = cr__rng_dtype(rng);
-    size_t nd = 1 + cr__rng_below(rng, 3), shape[3];
-    for (size_t k = 0; k < 3; k++)
-        shape[k] = 1 + cr__rng_below(rng, 3);
+    size_t shape[3], nd = cr__rng_shape3(rng, 3, shape);
     cr_array *D = NULL, *A = NULL;
     cr_status st;
     switch (what) {
@@ -834,32 +825,28 @@ cr_status cr__array_register_mutate(cr_registry *reg)
 #undef DIMS
 #undef NUM
 #undef IA
+    /* NAME! for the signature S of N arguments: its own rules (PART, copyto! and setindex!)
+     * or those of the function it wraps (WRAPPED). */
+#define PART(NAME, S, N)                                                                       \
+    {                                                                                          \
+        &NAME##_bang_function, S, N, NAME##_frule, NAME##_rrule, &k_t_##NAME, CR_LINEAR, NULL, \
+            false                                                                              \
+    }
+#define WRAPPED(NAME, S, N, LIN, LAPACK)                                                    \
+    {                                                                                       \
+        &NAME##_bang_function, S, N, bang_frule, bang_rrule, &k_t_##NAME, LIN, NULL, LAPACK \
+    }
     static const cr__array_rule k[] = {
-        {&copyto_bang_function, a_ff, 2, copyto_frule, copyto_rrule, &k_t_copyto, CR_LINEAR, NULL,
-         false},
-        {&setindex_bang_function, a_set_lin, 3, setindex_frule, setindex_rrule, &k_t_setindex,
-         CR_LINEAR, NULL, false},
-        {&setindex_bang_function, a_set2, 4, setindex_frule, setindex_rrule, &k_t_setindex,
-         CR_LINEAR, NULL, false},
-        {&setindex_bang_function, a_set3, 5, setindex_frule, setindex_rrule, &k_t_setindex,
-         CR_LINEAR, NULL, false},
-        {&fill_bang_function, a_fn, 2, bang_frule, bang_rrule, &k_t_fill, CR_LINEAR, NULL, false},
-        {&sum_bang_function, a_ff, 2, bang_frule, bang_rrule, &k_t_sum, CR_LINEAR, NULL, false},
-        {&cumsum_bang_function, a_ff, 2, bang_frule, bang_rrule, &k_t_cumsum, CR_LINEAR, NULL,
-         false},
-        {&cumsum_bang_function, a_ffi, 3, bang_frule, bang_rrule, &k_t_cumsum, CR_LINEAR, NULL,
-         false},
-        {&permutedims_bang_function, a_ffia, 3, bang_frule, bang_rrule, &k_t_permutedims, CR_LINEAR,
-         NULL, false},
-        {&reverse_bang_function, a_f, 1, bang_frule, bang_rrule, &k_t_reverse, CR_LINEAR, NULL,
-         false},
-        {&reverse_bang_function, a_fd, 2, bang_frule, bang_rrule, &k_t_reverse, CR_LINEAR, NULL,
-         false},
-        {&circshift_bang_function, a_ffd, 3, bang_frule, bang_rrule, &k_t_circshift, CR_LINEAR,
-         NULL, false},
+        PART(copyto, a_ff, 2), PART(setindex, a_set_lin, 3), PART(setindex, a_set2, 4),
+        PART(setindex, a_set3, 5), WRAPPED(fill, a_fn, 2, CR_LINEAR, false),
+        WRAPPED(sum, a_ff, 2, CR_LINEAR, false), WRAPPED(cumsum, a_ff, 2, CR_LINEAR, false),
+        WRAPPED(cumsum, a_ffi, 3, CR_LINEAR, false),
+        WRAPPED(permutedims, a_ffia, 3, CR_LINEAR, false),
+        WRAPPED(reverse, a_f, 1, CR_LINEAR, false), WRAPPED(reverse, a_fd, 2, CR_LINEAR, false),
+        WRAPPED(circshift, a_ffd, 3, CR_LINEAR, false),
         /* inv! and exp!: the LAPACK functions, nonlinear (no second-order form here) */
-        {&inv_bang_function, a_f, 1, bang_frule, bang_rrule, &k_t_inv, CR_NONLINEAR, NULL, true},
-        {&exp_bang_function, a_f, 1, bang_frule, bang_rrule, &k_t_exp, CR_NONLINEAR, NULL, true},
-    };
+        WRAPPED(inv, a_f, 1, CR_NONLINEAR, true), WRAPPED(exp, a_f, 1, CR_NONLINEAR, true)};
+#undef PART
+#undef WRAPPED
     return cr__add_rules(reg, k, sizeof k / sizeof k[0]);
 }

@@ -21,14 +21,10 @@ typedef struct norm_env {
  * neither overflows nor underflows; p = Inf gives m. */
 static cr_status norm_forward(cr_arena *arena, const cr_value *args, size_t nargs, norm_env *e)
 {
-    cr_status st = cr__nargs(arena, "norm", nargs, 1, 2);
     const cr_array *A;
-    if (st == CR_OK)
-        st = cr__array_arg(arena, "norm", args, nargs, 0, &A);
+    cr_status st = cr__nargs_float_array(arena, "norm", args, nargs, 1, 2, &A);
     if (st != CR_OK)
         return st;
-    if (!cr_dtype_is_float((cr_dtype)A->dtype))
-        return CR__FAIL(arena, CR_EINVAL, "norm: expected an f64, f32 or c128 array");
     e->p = 2;
     if (nargs == 2) {
         cr_kind k = args[1].kind;
@@ -184,23 +180,17 @@ static cr_status norm_rrule(CR__RRULE_PARAMS)
     cr_status st = norm_forward(arena, args, nargs, e);
     if (st == CR_OK)
         st = norm_value(e, y);
-    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
-        return st;
-    st = cr_project_new(arena, &args[0], &e->pA);
-    if (st == CR_OK && nargs == 2)
+    if (st == CR_OK && udata != CR__PRIMAL_ONLY && nargs == 2)
         st = cr_project_new(arena, &args[1], &e->pp);
-    if (st != CR_OK)
-        return st;
-    *pb = (cr_pullback){norm_pullback, e, "norm_pullback", nargs + 1};
-    return CR_OK;
+    return cr__rrule_end(arena, st, udata, &args[0], &e->pA, norm_pullback, e, "norm_pullback",
+                         nargs + 1, pb);
 }
 CR__ARRAY_FN(norm, "norm", -1)
 
 /* frule: ẏ = Σ re(conj(∂y/∂x_i) ẋ_i) + ∂y/∂p ṗ. */
 static cr_status norm_frule(CR__FRULE_PARAMS)
 {
-    norm_env e;
-    memset(&e, 0, sizeof e);
+    norm_env e = {0};
     cr_status st = norm_forward(arena, args, nargs, &e);
     if (st == CR_OK)
         st = norm_value(&e, y);
@@ -252,16 +242,16 @@ static cr_status sample_norm(CR__SAMPLE_PARAMS)
 }
 static const cr_rule_test k_t_norm = {.sample = sample_norm, .env = (void *)&cr__so_red_all};
 
+/* The signatures of norm, opnorm and normalize: (A) and (A, p). */
+static const cr_argspec k_sig_a[1] = {{CR__M_FARRAY, NULL}};
+static const cr_argspec k_sig_ap[2] = {{CR__M_FARRAY, NULL},
+                                       {CR_M_F64 | CR_M_F32 | CR_M_INT, NULL}};
+
 cr_status cr__array_register_norm(cr_registry *reg)
 {
-    static const cr_argspec f1[1] = {{CR__M_FARRAY, NULL}};
-    static const cr_argspec fp[2] = {{CR__M_FARRAY, NULL}, {CR_M_F64 | CR_M_F32 | CR_M_INT, NULL}};
-    static const cr__array_rule k[] = {
-        {&norm_function, f1, 1, norm_frule, norm_rrule, &cr__t_red_all, CR_NONLINEAR,
-         &cr__form_norm, false},
-        {&norm_function, fp, 2, norm_frule, norm_rrule, &k_t_norm, CR_NONLINEAR, &cr__form_norm,
-         false},
-    };
+    static const cr__array_rule k[] = {CR__ROWS2(norm, norm_frule, k_sig_a, k_sig_ap,
+                                                 &cr__t_red_all, &k_t_norm, CR_NONLINEAR,
+                                                 &cr__form_norm)};
     return cr__add_rules(reg, k, sizeof k / sizeof k[0]);
 }
 
@@ -459,8 +449,7 @@ CR__ARRAY_FN(opnorm, "opnorm", -1)
  * first component of svdvals' frule, re(u₁ᴴ Ȧ v₁). p itself has no tangent. */
 static cr_status opnorm_frule(CR__FRULE_PARAMS)
 {
-    opn_env e;
-    memset(&e, 0, sizeof e);
+    opn_env e = {0};
     cr_status st = opn_parse(arena, args, nargs, &e);
     if (st != CR_OK)
         return st;
@@ -546,10 +535,7 @@ static cr_status nz_forward(cr_arena *arena, const cr_value *args, size_t nargs,
 static cr_status nz_check(cr_arena *arena, const cr_value *args, size_t nargs)
 {
     const cr_array *A;
-    cr_status st = cr__nargs_array(arena, "normalize", args, nargs, 1, 2, &A);
-    if (st == CR_OK && !cr_dtype_is_float((cr_dtype)A->dtype))
-        return CR__FAIL(arena, CR_EINVAL, "normalize: expected an f64, f32 or c128 array");
-    return st;
+    return cr__nargs_float_array(arena, "normalize", args, nargs, 1, 2, &A);
 }
 
 /* Ā = Ȳ / n + norm's pullback at n̄ = -re⟨y, Ȳ⟩ / n (which also gives p̄ for a float p). */
@@ -606,8 +592,7 @@ CR__ARRAY_FN(normalize, "normalize", -1)
 /* frule: ẏ = (Ȧ - y ṅ) / n with ṅ from norm's frule (which includes ṗ for a float p). */
 static cr_status normalize_frule(CR__FRULE_PARAMS)
 {
-    nz_env e;
-    memset(&e, 0, sizeof e);
+    nz_env e = {0};
     cr_value nv;
     cr_tangent dn = cr_tangent_zero();
     cr_status st = nz_check(arena, args, nargs);
@@ -707,17 +692,13 @@ static const cr_rule_test k_t_normalize = {.sample = sample_normalize};
 
 cr_status cr__array_register_opnorm(cr_registry *reg)
 {
-    static const cr_argspec f1[1] = {{CR__M_FARRAY, NULL}};
-    static const cr_argspec fp[2] = {{CR__M_FARRAY, NULL}, {CR_M_F64 | CR_M_F32 | CR_M_INT, NULL}};
     static const cr__array_rule k[] = {
-        {&opnorm_function, f1, 1, opnorm_frule, opnorm_rrule, &k_t_opnorm, CR_NONLINEAR,
-         &cr__form_opnorm, true},
-        {&opnorm_function, fp, 2, opnorm_frule, opnorm_rrule, &k_t_opnorm, CR_NONLINEAR,
-         &cr__form_opnorm, false},
-        {&normalize_function, f1, 1, normalize_frule, normalize_rrule, &k_t_normalize, CR_NONLINEAR,
-         &cr__form_normalize, false},
-        {&normalize_function, fp, 2, normalize_frule, normalize_rrule, &k_t_normalize, CR_NONLINEAR,
-         &cr__form_normalize, false},
+        CR__ROW(opnorm, opnorm_frule, k_sig_a, 1, &k_t_opnorm, CR_NONLINEAR, &cr__form_opnorm,
+                true),
+        CR__ROW(opnorm, opnorm_frule, k_sig_ap, 2, &k_t_opnorm, CR_NONLINEAR, &cr__form_opnorm,
+                false),
+        CR__ROWS2(normalize, normalize_frule, k_sig_a, k_sig_ap, &k_t_normalize, &k_t_normalize,
+                  CR_NONLINEAR, &cr__form_normalize),
     };
     return cr__add_rules(reg, k, sizeof k / sizeof k[0]);
 }

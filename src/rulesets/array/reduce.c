@@ -413,29 +413,28 @@ typedef struct line_ctx {
     void *dst;
 } line_ctx;
 
+/* The running sum of one line of T, from src + os into dst + od. */
+#define CUMSUM_LINE(T)                                   \
+    do {                                                 \
+        const T *s = (const T *)c->src + os;             \
+        T *d = (T *)c->dst + od, acc = 0;                \
+        for (size_t k = 0; k < c->len; k++) {            \
+            size_t kk = c->reverse ? c->len - 1 - k : k; \
+            acc += s[(ptrdiff_t)kk * c->s_src];          \
+            d[(ptrdiff_t)kk * c->s_dst] = acc;           \
+        }                                                \
+    } while (0)
+
 /* Running sums along a line: forward dst[k] = Σ_{j<=k} src[j]; reverse Σ_{j>=k}. */
 static void cumsum_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, void *vctx)
 {
     line_ctx *c = vctx;
     for (size_t i = 0; i < n; i++) {
         ptrdiff_t os = CR__AT(0), od = CR__AT(1);
-        if (c->cplx) {
-            const cr_complex *s = (const cr_complex *)c->src + os;
-            cr_complex *d = (cr_complex *)c->dst + od, acc = 0;
-            for (size_t k = 0; k < c->len; k++) {
-                size_t kk = c->reverse ? c->len - 1 - k : k;
-                acc += s[(ptrdiff_t)kk * c->s_src];
-                d[(ptrdiff_t)kk * c->s_dst] = acc;
-            }
-        } else {
-            const double *s = (const double *)c->src + os;
-            double *d = (double *)c->dst + od, acc = 0;
-            for (size_t k = 0; k < c->len; k++) {
-                size_t kk = c->reverse ? c->len - 1 - k : k;
-                acc += s[(ptrdiff_t)kk * c->s_src];
-                d[(ptrdiff_t)kk * c->s_dst] = acc;
-            }
-        }
+        if (c->cplx)
+            CUMSUM_LINE(cr_complex);
+        else
+            CUMSUM_LINE(double);
     }
 }
 
@@ -559,15 +558,9 @@ typedef struct fm_arr {
     cr_array v;
     cr_array i;
 } fm_arr;
-static const cr_field k_fm_f64_fields[2] = {{NULL, offsetof(fm_f64, v), CR_KIND_F64, NULL},
-                                            {NULL, offsetof(fm_f64, i), CR_KIND_I64, NULL}};
-static const cr_field k_fm_f32_fields[2] = {{NULL, offsetof(fm_f32, v), CR_KIND_F32, NULL},
-                                            {NULL, offsetof(fm_f32, i), CR_KIND_I64, NULL}};
-static const cr_field k_fm_arr_fields[2] = {{NULL, offsetof(fm_arr, v), CR_KIND_ARRAY, NULL},
-                                            {NULL, offsetof(fm_arr, i), CR_KIND_ARRAY, NULL}};
-static const cr_type k_fm_f64 = {"tuple(f64,i64)", sizeof(fm_f64), 2, k_fm_f64_fields};
-static const cr_type k_fm_f32 = {"tuple(f32,i64)", sizeof(fm_f32), 2, k_fm_f32_fields};
-static const cr_type k_fm_arr = {"tuple(array,array)", sizeof(fm_arr), 2, k_fm_arr_fields};
+CR__TUPLE2_TYPE(k_fm_f64, "tuple(f64,i64)", fm_f64, v, CR_KIND_F64, i, CR_KIND_I64);
+CR__TUPLE2_TYPE(k_fm_f32, "tuple(f32,i64)", fm_f32, v, CR_KIND_F32, i, CR_KIND_I64);
+CR__TUPLE2_TYPE(k_fm_arr, "tuple(array,array)", fm_arr, v, CR_KIND_ARRAY, i, CR_KIND_ARRAY);
 
 typedef enum { EXT_MAXIMUM, EXT_MINIMUM, EXT_FINDMAX, EXT_FINDMIN } ext_kind;
 static const char *const k_ext_names[4] = {"maximum", "minimum", "findmax", "findmin"};
@@ -659,20 +652,10 @@ static cr_status ext_value_cot(cr_arena *arena, const char *who, bool tuple, cr_
         *out = dy;
         return CR_OK;
     }
-    cr_status st = cr_tangent_unthunk(dy, &dy);
-    if (st != CR_OK)
-        return st;
-    if (cr_tangent_is_zero(dy)) {
-        *out = cr_tangent_zero();
-        return CR_OK;
-    }
-    if (dy.tag != CR_TAN_STRUCT)
-        return CR__FAIL(arena, CR_ETANGENT,
-                        "%s: the output is a tuple, its cotangent must be a structural tangent "
-                        "(got %s)",
-                        who, cr_tag_name((cr_tag)dy.tag));
-    *out = cr_tangent_field(dy, 0);
-    return CR_OK;
+    cr_status st = cr__tuple_cotangent(arena, who, "a tuple", dy, &dy);
+    if (st == CR_OK)
+        *out = cr_tangent_is_zero(dy) ? cr_tangent_zero() : cr_tangent_field(dy, 0);
+    return st;
 }
 
 typedef struct ext_env {
@@ -722,6 +705,26 @@ static cr_status ext_rrule(cr_arena *arena, ext_kind k, const cr_value *args, si
     return CR_OK;
 }
 
+/* The frule's tangent of a selecting reduction: dA (real) at the linear indices idx, one per
+ * output element, shaped like r's output (a number for a full reduction). */
+static cr_status tangent_at(cr_arena *arena, const cr__red *r, const cr_array *dA,
+                            const cr_array *idx, cr_tangent *out)
+{
+    cr_array *o;
+    cr_value vo;
+    cr_status st = cr__new(arena, r->wdt, r->ndim, r->oshape, false, &o);
+    if (st != CR_OK)
+        return st;
+    size_t n = cr_array_numel(o);
+    for (size_t i = 0; i < n; i++)
+        ((double *)o->data)[i] = ((const double *)dA->data)[((const int64_t *)idx->data)[i]];
+    if ((st = cr__red_output(arena, r, o, &vo)) != CR_OK)
+        return st;
+    *out = vo.kind == CR_KIND_ARRAY ? cr_tangent_array(vo.u.arr)
+                                    : cr__scalar_tangent(cr__value_dtype(&vo), cr__scalar_of(&vo));
+    return CR_OK;
+}
+
 /* frule: Ẏ = Ẋ at the extremal indices. */
 static cr_status ext_frule(cr_arena *arena, ext_kind k, const cr_tangent *dargs,
                            const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
@@ -735,22 +738,8 @@ static cr_status ext_frule(cr_arena *arena, ext_kind k, const cr_tangent *dargs,
     if (st != CR_OK)
         return st;
     cr_tangent dv = cr_tangent_zero();
-    if (dA != NULL) {
-        cr_array *o;
-        st = cr__new(arena, r.wdt, r.ndim, r.oshape, false, &o);
-        if (st != CR_OK)
-            return st;
-        size_t n = cr_array_numel(o);
-        for (size_t i = 0; i < n; i++)
-            ((double *)o->data)[i] = ((const double *)dA->data)[((int64_t *)idx->data)[i]];
-        cr_value vo;
-        st = cr__red_output(arena, &r, o, &vo);
-        if (st != CR_OK)
-            return st;
-        dv = vo.kind == CR_KIND_ARRAY
-                 ? cr_tangent_array(vo.u.arr)
-                 : cr__scalar_tangent(cr__value_dtype(&vo), cr__scalar_of(&vo));
-    }
+    if (dA != NULL && (st = tangent_at(arena, &r, dA, idx, &dv)) != CR_OK)
+        return st;
     if (k == EXT_MAXIMUM || k == EXT_MINIMUM || cr_tangent_is_zero(dv)) {
         *dy = dv;
         return CR_OK;
@@ -774,12 +763,8 @@ typedef struct xt_f64 {
 typedef struct xt_f32 {
     float lo, hi;
 } xt_f32;
-static const cr_field k_xt_f64_fields[2] = {{NULL, offsetof(xt_f64, lo), CR_KIND_F64, NULL},
-                                            {NULL, offsetof(xt_f64, hi), CR_KIND_F64, NULL}};
-static const cr_field k_xt_f32_fields[2] = {{NULL, offsetof(xt_f32, lo), CR_KIND_F32, NULL},
-                                            {NULL, offsetof(xt_f32, hi), CR_KIND_F32, NULL}};
-static const cr_type k_xt_f64 = {"tuple(f64,f64)", sizeof(xt_f64), 2, k_xt_f64_fields};
-static const cr_type k_xt_f32 = {"tuple(f32,f32)", sizeof(xt_f32), 2, k_xt_f32_fields};
+CR__TUPLE2_TYPE(k_xt_f64, "tuple(f64,f64)", xt_f64, lo, CR_KIND_F64, hi, CR_KIND_F64);
+CR__TUPLE2_TYPE(k_xt_f32, "tuple(f32,f32)", xt_f32, lo, CR_KIND_F32, hi, CR_KIND_F32);
 
 typedef struct extrema_env {
     red_env lo, hi;
@@ -870,23 +855,9 @@ static cr_status extrema_frule(CR__FRULE_PARAMS)
         return st;
     }
     cr_tangent fl[2];
-    for (size_t k = 0; k < 2; k++) {
-        const cr_array *idx = k == 0 ? ilo : ihi;
-        cr_array *o;
-        st = cr__new(arena, r.wdt, r.ndim, r.oshape, false, &o);
-        if (st != CR_OK)
+    for (size_t k = 0; k < 2; k++)
+        if ((st = tangent_at(arena, &r, dA, k == 0 ? ilo : ihi, &fl[k])) != CR_OK)
             return st;
-        size_t n = cr_array_numel(o);
-        for (size_t i = 0; i < n; i++)
-            ((double *)o->data)[i] = ((const double *)dA->data)[((const int64_t *)idx->data)[i]];
-        cr_value vo;
-        st = cr__red_output(arena, &r, o, &vo);
-        if (st != CR_OK)
-            return st;
-        fl[k] = vo.kind == CR_KIND_ARRAY
-                    ? cr_tangent_array(vo.u.arr)
-                    : cr__scalar_tangent(cr__value_dtype(&vo), cr__scalar_of(&vo));
-    }
     return cr_tangent_struct(arena, y->u.obj.type, NULL, fl, 2, dy);
 }
 
@@ -1171,49 +1142,29 @@ cr_status cr__array_register_reduce(cr_registry *reg)
     static const cr_argspec fi[2] = {{CR__M_FARRAY, NULL}, {CR_M_INT, NULL}};
     static const cr_argspec r1[1] = {{CR__M_RARRAY, NULL}};
     static const cr_argspec r2[2] = {{CR__M_RARRAY, NULL}, {CR_M_INT | CR_M_A_INT, NULL}};
+    /* The linear reductions over all of A or dims; the piecewise linear ones of real A. */
+#define LIN_RED(NAME) \
+    CR__ROWS2(NAME, cr__linear_frule, f1, f2, &cr__t_red_all, &cr__t_red_dims, CR_LINEAR, NULL)
+#define REAL_RED(NAME)                                                           \
+    CR__ROWS2(NAME, NAME##_frule, r1, r2, &cr__t_red_real, &cr__t_red_real_dims, \
+              CR_PIECEWISE_LINEAR, NULL)
     static const cr__array_rule k[] = {
-        {&sum_function, f1, 1, cr__linear_frule, sum_rrule, &cr__t_red_all, CR_LINEAR, NULL, false},
-        {&sum_function, f2, 2, cr__linear_frule, sum_rrule, &cr__t_red_dims, CR_LINEAR, NULL,
-         false},
-        {&mean_function, f1, 1, cr__linear_frule, mean_rrule, &cr__t_red_all, CR_LINEAR, NULL,
-         false},
-        {&mean_function, f2, 2, cr__linear_frule, mean_rrule, &cr__t_red_dims, CR_LINEAR, NULL,
-         false},
-        {&prod_function, f1, 1, prod_frule, prod_rrule, &k_t_prod, CR_NONLINEAR, &cr__form_prod,
-         false},
-        {&prod_function, f2, 2, prod_frule, prod_rrule, &k_t_prod_dims, CR_NONLINEAR,
-         &cr__form_prod, false},
-        {&cumsum_function, f1, 1, cr__linear_frule, cumsum_rrule, &k_t_vector, CR_LINEAR, NULL,
-         false},
-        {&cumsum_function, fi, 2, cr__linear_frule, cumsum_rrule, &k_t_cumsum, CR_LINEAR, NULL,
-         false},
-        {&maximum_function, r1, 1, maximum_frule, maximum_rrule, &cr__t_red_real,
-         CR_PIECEWISE_LINEAR, NULL, false},
-        {&maximum_function, r2, 2, maximum_frule, maximum_rrule, &cr__t_red_real_dims,
-         CR_PIECEWISE_LINEAR, NULL, false},
-        {&minimum_function, r1, 1, minimum_frule, minimum_rrule, &cr__t_red_real,
-         CR_PIECEWISE_LINEAR, NULL, false},
-        {&minimum_function, r2, 2, minimum_frule, minimum_rrule, &cr__t_red_real_dims,
-         CR_PIECEWISE_LINEAR, NULL, false},
-        {&findmax_function, r1, 1, findmax_frule, findmax_rrule, &cr__t_red_real,
-         CR_PIECEWISE_LINEAR, NULL, false},
-        {&findmax_function, r2, 2, findmax_frule, findmax_rrule, &cr__t_red_real_dims,
-         CR_PIECEWISE_LINEAR, NULL, false},
-        {&findmin_function, r1, 1, findmin_frule, findmin_rrule, &cr__t_red_real,
-         CR_PIECEWISE_LINEAR, NULL, false},
-        {&findmin_function, r2, 2, findmin_frule, findmin_rrule, &cr__t_red_real_dims,
-         CR_PIECEWISE_LINEAR, NULL, false},
-    };
+        LIN_RED(sum),
+        LIN_RED(mean),
+        CR__ROWS2(prod, prod_frule, f1, f2, &k_t_prod, &k_t_prod_dims, CR_NONLINEAR,
+                  &cr__form_prod),
+        CR__ROWS2(cumsum, cr__linear_frule, f1, fi, &k_t_vector, &k_t_cumsum, CR_LINEAR, NULL),
+        REAL_RED(maximum),
+        REAL_RED(minimum),
+        REAL_RED(findmax),
+        REAL_RED(findmin)};
     static const cr__array_rule k2[] = {
-        {&extrema_function, r1, 1, extrema_frule, extrema_rrule, &cr__t_red_real,
-         CR_PIECEWISE_LINEAR, NULL, false},
-        {&extrema_function, r2, 2, extrema_frule, extrema_rrule, &cr__t_red_real_dims,
-         CR_PIECEWISE_LINEAR, NULL, false},
-        {&cumprod_function, f1, 1, cumprod_frule, cumprod_rrule, &k_t_vector, CR_NONLINEAR,
-         &cr__form_cumprod, false},
-        {&cumprod_function, fi, 2, cumprod_frule, cumprod_rrule, &k_t_cumprod, CR_NONLINEAR,
-         &cr__form_cumprod, false},
+        REAL_RED(extrema),
+        CR__ROWS2(cumprod, cumprod_frule, f1, fi, &k_t_vector, &k_t_cumprod, CR_NONLINEAR,
+                  &cr__form_cumprod),
     };
+#undef LIN_RED
+#undef REAL_RED
     /* The order of docs/rules-index.md: sum ... findmin, softmax, logsoftmax, logsumexp, var,
      * std, extrema, cumprod, norm. */
     cr_status st = cr__add_rules(reg, k, sizeof k / sizeof k[0]);

@@ -360,15 +360,24 @@ static cr_status norm_init(const cr_form_point *p, void **state)
     return st;
 }
 
+/* The start of a direction: ẋ (xdot) as an f64 array like x, the output's tangent ẏ as an
+ * array (when yd is not NULL) and a new S of x's shape. False when there is nothing more to
+ * do: *st a failure, or CR_OK for a zero ẋ (S stays zero). */
+static bool dir_start(const cr__form *F, cr_tangent xdot, cr_tangent ydot, const double **yd,
+                      const double **xd, cr_array **Sa, cr_status *st)
+{
+    return (*st = cr__form_like_x(F, xdot, xd)) == CR_OK && *xd != NULL &&
+           (yd == NULL || (*st = cr__form_y_dot_arr(F, ydot, yd)) == CR_OK) &&
+           (*st = cr__form_new_s(F, Sa)) == CR_OK;
+}
+
 static cr_status norm_dir(CR__FORM_DIR_PARAMS)
 {
     norm_state *w = state;
     const double *xd;
     cr_array *Sa;
     cr_status st;
-    if ((st = cr__form_like_x(&w->F, xdot[0], &xd)) != CR_OK || xd == NULL)
-        return st;
-    if ((st = cr__form_new_s(&w->F, &Sa)) != CR_OK)
+    if (!dir_start(&w->F, xdot[0], ydot, NULL, &xd, &Sa, &st))
         return st;
     norm_hdir(w->F.x->data, w->F.N, w->p, w->y, w->yb[0], w->G, xd, cr__form_scalar(ydot),
               Sa->data);
@@ -433,9 +442,7 @@ static cr_status normalize_dir(CR__FORM_DIR_PARAMS)
     const double *xd, *yd, *g = w->g, *yb = w->yb;
     cr_array *Sa;
     cr_status st;
-    if ((st = cr__form_like_x(F, xdot[0], &xd)) != CR_OK || xd == NULL)
-        return st;
-    if ((st = cr__form_y_dot_arr(F, ydot, &yd)) != CR_OK || (st = cr__form_new_s(F, &Sa)) != CR_OK)
+    if (!dir_start(F, xdot[0], ydot, &yd, &xd, &Sa, &st))
         return st;
     double nd_ = 0.0, yy = 0.0, n = w->n; /* ṅ, ⟨ẏ, Ȳ⟩ */
     for (size_t e = 0; e < F->N; e++) {
@@ -668,9 +675,7 @@ static cr_status cumprod_dir(CR__FORM_DIR_PARAMS)
     size_t L = w->L, inner = w->inner;
     cr_array *Sa;
     cr_status st;
-    if ((st = cr__form_like_x(F, xdot[0], &xd)) != CR_OK || xd == NULL)
-        return st;
-    if ((st = cr__form_y_dot_arr(F, ydot, &yd)) != CR_OK || (st = cr__form_new_s(F, &Sa)) != CR_OK)
+    if (!dir_start(F, xdot[0], ydot, &yd, &xd, &Sa, &st))
         return st;
     double *s = Sa->data;
     for (size_t l = 0; l < w->nlines; l++) {
@@ -754,13 +759,11 @@ static cr_status sum_f_init(const cr_form_point *p, void **state)
 
 static cr_status sum_f_dir(CR__FORM_DIR_PARAMS)
 {
-    sum_f_state *w = state;
     const double *xd;
     cr_array *Sa;
     cr_status st;
-    if ((st = cr__form_like_x(&w->F, xdot[1], &xd)) != CR_OK || xd == NULL)
-        return st;
-    if ((st = cr__form_new_s(&w->F, &Sa)) != CR_OK)
+    sum_f_state *w = state;
+    if (!dir_start(&w->F, xdot[1], ydot, NULL, &xd, &Sa, &st))
         return st;
     double *s = Sa->data;
     for (size_t e = 0; e < w->F.N; e++)

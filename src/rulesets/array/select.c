@@ -210,13 +210,19 @@ static cr_status choose_filter(cr_arena *arena, const cr_value *args, size_t nar
     return CR_OK;
 }
 
-/* The array argument of `who` (real when `real`) and its slices along the dims args[1]. */
+/* The array argument of `who` (real when `real`), its slices along the dims args[1] and a
+ * list *idx of as many slice indices (uninitialised). */
 static cr_status sel_slices(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
-                            bool real, size_t *d, slices *s)
+                            bool real, size_t *d, slices *s, size_t **idx)
 {
     const cr_array *A;
     cr_status st = sel_array(arena, who, args, nargs, 0, real, &A);
-    return st == CR_OK ? slices_of(arena, who, A, &args[1], d, s) : st;
+    if (st == CR_OK)
+        st = slices_of(arena, who, A, &args[1], d, s);
+    if (st == CR_OK &&
+        (*idx = cr_arena_calloc(arena, s->n ? s->n : 1, sizeof **idx, _Alignof(size_t))) == NULL)
+        st = CR__ALLOC_STATUS(arena);
+    return st;
 }
 
 /* sortslices(A, dims): the slices along dims in lexicographic isless order (stable). */
@@ -224,14 +230,13 @@ static cr_status choose_sortslices(cr_arena *arena, const cr_value *args, size_t
                                    cr_value *gargs, size_t *ng)
 {
     slices s;
-    size_t d;
-    cr_status st = sel_slices(arena, "sortslices", args, nargs, true, &d, &s);
+    size_t d, *perm, *tmp = NULL;
+    cr_status st = sel_slices(arena, "sortslices", args, nargs, true, &d, &s, &perm);
+    if (st == CR_OK &&
+        (tmp = cr_arena_calloc(arena, s.n ? s.n : 1, sizeof *tmp, _Alignof(size_t))) == NULL)
+        st = CR__ALLOC_STATUS(arena);
     if (st != CR_OK)
         return st;
-    size_t *perm = cr_arena_calloc(arena, s.n ? s.n : 1, sizeof *perm, _Alignof(size_t));
-    size_t *tmp = cr_arena_calloc(arena, s.n ? s.n : 1, sizeof *tmp, _Alignof(size_t));
-    if (perm == NULL || tmp == NULL)
-        return CR__ALLOC_STATUS(arena);
     for (size_t i = 0; i < s.n; i++)
         perm[i] = i;
     merge_sort(perm, tmp, s.n, slice_cmp, &s, false);
@@ -243,14 +248,10 @@ static cr_status choose_unique(cr_arena *arena, const cr_value *args, size_t nar
                                size_t *ng)
 {
     slices s;
-    size_t d;
-    cr_status st = sel_slices(arena, "unique_ex", args, nargs, false, &d, &s);
+    size_t d, *first, m = 0;
+    cr_status st = sel_slices(arena, "unique_ex", args, nargs, false, &d, &s, &first);
     if (st != CR_OK)
         return st;
-    size_t *first = cr_arena_calloc(arena, s.n ? s.n : 1, sizeof *first, _Alignof(size_t));
-    if (first == NULL)
-        return CR__ALLOC_STATUS(arena);
-    size_t m = 0;
     for (size_t i = 0; i < s.n; i++) {
         bool seen = false;
         for (size_t k = 0; k < m && !seen; k++)
@@ -468,30 +469,25 @@ static cr_status sel_rrule(CR__RRULE_PARAMS)
 {
     sel_call c;
     cr_status st = sel_prepare(arena, f, args, nargs, &c);
-    if (st != CR_OK)
-        return st;
-    const sel_def *d = c.d;
-    if (udata == CR__PRIMAL_ONLY)
-        return cr_function_call(arena, &cr_fn_getindex, c.gargs, c.ng, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
+        return st == CR_OK ? cr_function_call(arena, &cr_fn_getindex, c.gargs, c.ng, y) : st;
     CR__ARENA_ZNEW(arena, sel_env, e);
-    e->ai = d->ai;
+    e->ai = c.d->ai;
     e->nd = cr__nondiff_mask(args, nargs, cr__arg_perturbable);
     if ((st = cr_rrule(cfg, arena, &cr_fn_getindex, c.gargs, c.ng, y, &e->inner)) != CR_OK)
         return st;
-    *pb = (cr_pullback){sel_pullback, e, d->name, nargs + 1};
+    *pb = (cr_pullback){sel_pullback, e, c.d->name, nargs + 1};
     return CR_OK;
 }
 
 static cr_status sel_frule(CR__FRULE_PARAMS)
 {
     sel_call c;
+    cr_tangent gd[CR_SIG_MAX_ARGS + 1] = {cr_tangent_zero()};
     cr_status st = sel_prepare(arena, f, args, nargs, &c);
     if (st != CR_OK)
         return st;
-    const sel_def *d = c.d;
-    cr_tangent gd[CR_SIG_MAX_ARGS + 1];
-    gd[0] = cr_tangent_zero();
-    gd[1] = dargs[d->ai + 1];
+    gd[1] = dargs[c.d->ai + 1];
     for (size_t k = 2; k <= c.ng; k++)
         gd[k] = cr_tangent_none();
     return cr_frule(cfg, arena, gd, &cr_fn_getindex, c.gargs, c.ng, y, dy);
@@ -675,9 +671,7 @@ static cr_status sample_select(CR__SAMPLE_PARAMS)
 {
     int what = *(const int *)env;
     cr_dtype dt = cr__rng_dtype(rng);
-    size_t nd = 1 + cr__rng_below(rng, 3), shape[3];
-    for (size_t k = 0; k < 3; k++)
-        shape[k] = 1 + cr__rng_below(rng, 4);
+    size_t shape[3], nd = cr__rng_shape3(rng, 4, shape);
     cr_array *A;
     cr_status st;
     switch (what) {
@@ -838,20 +832,17 @@ cr_status cr__array_register_select(cr_registry *reg)
         const cr_rule_test *test;
         uint32_t lin;
     } k[] = {
-        {&filter_function, a_filter, 2, false, sel_frule, sel_rrule, &k_t_filter,
-         CR_PIECEWISE_LINEAR},
-        {&sortslices_function, a_slices, 2, false, sel_frule, sel_rrule, &k_t_sortslices,
-         CR_PIECEWISE_LINEAR},
-        {&unique_ex_function, a_unique, 2, false, sel_frule, sel_rrule, &k_t_unique,
-         CR_PIECEWISE_LINEAR},
-        {&sort_ex_function, a_sort2, 2, false, sel_frule, sel_rrule, &k_t_sort,
-         CR_PIECEWISE_LINEAR},
-        {&sort_ex_function, a_sort3, 3, false, sel_frule, sel_rrule, &k_t_sort,
-         CR_PIECEWISE_LINEAR},
-        {&partialsort_ex_function, a_ps3, 3, false, sel_frule, sel_rrule, &k_t_partialsort,
-         CR_PIECEWISE_LINEAR},
-        {&partialsort_ex_function, a_ps4, 4, false, sel_frule, sel_rrule, &k_t_partialsort,
-         CR_PIECEWISE_LINEAR},
+    /* The selections (piecewise linear): FN for the signature S of N arguments. */
+#define SELECTION(FN, S, N, TEST) \
+    {&FN##_function, S, N, false, sel_frule, sel_rrule, &k_t_##TEST, CR_PIECEWISE_LINEAR}
+        SELECTION(filter, a_filter, 2, filter),
+        SELECTION(sortslices, a_slices, 2, sortslices),
+        SELECTION(unique_ex, a_unique, 2, unique),
+        SELECTION(sort_ex, a_sort2, 2, sort),
+        SELECTION(sort_ex, a_sort3, 3, sort),
+        SELECTION(partialsort_ex, a_ps3, 3, partialsort),
+        SELECTION(partialsort_ex, a_ps4, 4, partialsort),
+#undef SELECTION
         {&repeat_ex_function, a_repeat, 3, false, sel_frule, sel_rrule, &k_t_repeat, CR_LINEAR},
         {&hvcat_function, a_hv, 2, true, hvcat_frule, hvcat_rrule, &k_t_hvcat, CR_LINEAR},
         {&hvcat_function, a_hv5, 5, false, hvcat_frule, hvcat_rrule, &k_t_hvcat, CR_LINEAR},

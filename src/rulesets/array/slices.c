@@ -361,12 +361,9 @@ cr_status cr__array_register_slices(cr_registry *reg)
     static const cr_argspec f1[1] = {{CR__M_FARRAY, NULL}};
     static const cr_argspec fd[2] = {{CR__M_FARRAY, NULL}, {CR_M_INT | CR_M_A_INT, NULL}};
     static const cr__array_rule k[] = {
-        {&eachrow_function, f1, 1, eachrow_frule, eachrow_rrule, &k_t_eachrow, CR_NONLINEAR, NULL,
-         false},
-        {&eachcol_function, f1, 1, eachcol_frule, eachcol_rrule, &k_t_eachcol, CR_NONLINEAR, NULL,
-         false},
-        {&eachslice_function, fd, 2, eachslice_frule, eachslice_rrule, &k_t_eachslice, CR_NONLINEAR,
-         NULL, false},
+        CR__ROW(eachrow, eachrow_frule, f1, 1, &k_t_eachrow, CR_NONLINEAR, NULL, false),
+        CR__ROW(eachcol, eachcol_frule, f1, 1, &k_t_eachcol, CR_NONLINEAR, NULL, false),
+        CR__ROW(eachslice, eachslice_frule, fd, 2, &k_t_eachslice, CR_NONLINEAR, NULL, false),
     };
     return cr__add_rules(reg, k, sizeof k / sizeof k[0]);
 }

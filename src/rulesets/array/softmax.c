@@ -301,19 +301,10 @@ cr_status cr__array_register_softmax(cr_registry *reg)
 {
     static const cr_argspec r1[1] = {{CR__M_RARRAY, NULL}};
     static const cr_argspec r2[2] = {{CR__M_RARRAY, NULL}, {CR_M_INT | CR_M_A_INT, NULL}};
-    static const cr__array_rule k[] = {
-        {&softmax_function, r1, 1, softmax_frule, softmax_rrule, &cr__t_red_real, CR_NONLINEAR,
-         &cr__form_softmax, false},
-        {&softmax_function, r2, 2, softmax_frule, softmax_rrule, &cr__t_red_real_dims, CR_NONLINEAR,
-         &cr__form_softmax, false},
-        {&logsoftmax_function, r1, 1, logsoftmax_frule, logsoftmax_rrule, &cr__t_red_real,
-         CR_NONLINEAR, &cr__form_logsoftmax, false},
-        {&logsoftmax_function, r2, 2, logsoftmax_frule, logsoftmax_rrule, &cr__t_red_real_dims,
-         CR_NONLINEAR, &cr__form_logsoftmax, false},
-        {&logsumexp_function, r1, 1, logsumexp_frule, logsumexp_rrule, &cr__t_red_real,
-         CR_NONLINEAR, &cr__form_logsumexp, false},
-        {&logsumexp_function, r2, 2, logsumexp_frule, logsumexp_rrule, &cr__t_red_real_dims,
-         CR_NONLINEAR, &cr__form_logsumexp, false},
-    };
+#define SM_ROWS(NAME)                                                                          \
+    CR__ROWS2(NAME, NAME##_frule, r1, r2, &cr__t_red_real, &cr__t_red_real_dims, CR_NONLINEAR, \
+              &cr__form_##NAME)
+    static const cr__array_rule k[] = {SM_ROWS(softmax), SM_ROWS(logsoftmax), SM_ROWS(logsumexp)};
+#undef SM_ROWS
     return cr__add_rules(reg, k, sizeof k / sizeof k[0]);
 }

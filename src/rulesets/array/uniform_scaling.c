@@ -395,27 +395,16 @@ cr_status cr__array_register_uniform(cr_registry *reg)
     static const cr_argspec al[2] = {{CR__M_FARRAY, NULL}, {U_NUM, NULL}};
     static const cr_argspec la[2] = {{U_NUM, NULL}, {CR__M_FARRAY, NULL}};
 #undef U_NUM
+    /* OP(A, λ) and OP(λ, A), in the order S1 (A, λ: al; λ, A: la) then S2, the second row
+     * needing LAPACK where LAPACK2 is set. */
+#define US_ROWS(OP, S1, S2, LIN, LAPACK2)                                                 \
+    CR__ROW(OP##_uniform, OP##_uniform_frule, S1, 2, &k_t_##OP##_##S1, LIN, NULL, false), \
+        CR__ROW(OP##_uniform, OP##_uniform_frule, S2, 2, &k_t_##OP##_##S2, LIN, NULL, LAPACK2)
     static const cr__array_rule k[] = {
-        {&add_uniform_function, al, 2, add_uniform_frule, add_uniform_rrule, &k_t_add_al, CR_LINEAR,
-         NULL, false},
-        {&add_uniform_function, la, 2, add_uniform_frule, add_uniform_rrule, &k_t_add_la, CR_LINEAR,
-         NULL, false},
-        {&sub_uniform_function, al, 2, sub_uniform_frule, sub_uniform_rrule, &k_t_sub_al, CR_LINEAR,
-         NULL, false},
-        {&sub_uniform_function, la, 2, sub_uniform_frule, sub_uniform_rrule, &k_t_sub_la, CR_LINEAR,
-         NULL, false},
-        {&mul_uniform_function, al, 2, mul_uniform_frule, mul_uniform_rrule, &k_t_mul_al,
-         CR_MULTILINEAR, NULL, false},
-        {&mul_uniform_function, la, 2, mul_uniform_frule, mul_uniform_rrule, &k_t_mul_la,
-         CR_MULTILINEAR, NULL, false},
-        {&ldiv_uniform_function, la, 2, ldiv_uniform_frule, ldiv_uniform_rrule, &k_t_ldiv_la,
-         CR_NONLINEAR, NULL, false},
-        {&ldiv_uniform_function, al, 2, ldiv_uniform_frule, ldiv_uniform_rrule, &k_t_ldiv_al,
-         CR_NONLINEAR, NULL, true},
-        {&rdiv_uniform_function, al, 2, rdiv_uniform_frule, rdiv_uniform_rrule, &k_t_rdiv_al,
-         CR_NONLINEAR, NULL, false},
-        {&rdiv_uniform_function, la, 2, rdiv_uniform_frule, rdiv_uniform_rrule, &k_t_rdiv_la,
-         CR_NONLINEAR, NULL, true},
+        US_ROWS(add, al, la, CR_LINEAR, false),      US_ROWS(sub, al, la, CR_LINEAR, false),
+        US_ROWS(mul, al, la, CR_MULTILINEAR, false), US_ROWS(ldiv, la, al, CR_NONLINEAR, true),
+        US_ROWS(rdiv, al, la, CR_NONLINEAR, true),
     };
+#undef US_ROWS
     return cr__add_rules(reg, k, sizeof k / sizeof k[0]);
 }

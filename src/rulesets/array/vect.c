@@ -23,25 +23,27 @@ static cr_dtype vect_dtype(const cr_value *args, size_t nargs)
     return d == 0 ? CR_DT_F64 : d;
 }
 
-static cr_status vect_values(cr_arena *arena, const cr_value *args, size_t nargs, cr_dtype dt,
-                             cr_array **out)
+/* The primal: the vector *y of the arguments, of element type *dt (vect_dtype). */
+static cr_status vect_values(cr_arena *arena, const cr_value *args, size_t nargs, cr_dtype *dt,
+                             cr_value *y)
 {
+    *dt = vect_dtype(args, nargs);
     if (nargs == 0)
         return CR__FAIL(arena, CR_EINVAL, "vect: no arguments");
-    cr_status st = cr__new(arena, dt, 1, &nargs, false, out);
+    cr_array *o;
+    cr_status st = cr__new(arena, *dt, 1, &nargs, false, &o);
     if (st != CR_OK)
         return st;
     for (size_t k = 0; k < nargs; k++)
-        cr__store(*out, (ptrdiff_t)k, cr__scalar_of(&args[k]));
+        cr__store(o, (ptrdiff_t)k, cr__scalar_of(&args[k]));
+    *y = cr_value_array(o);
     return CR_OK;
 }
 
-static cr_status vect_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                               void *env)
+static cr_status vect_pullback(CR__PULLBACK_PARAMS)
 {
     const vect_env *e = env;
-    for (size_t i = 0; i < nx; i++)
-        dx[i] = cr_tangent_none();
+    cr__dx_none(dx, nx);
     const cr_array *g;
     cr_status st = cr__tan_array(arena, "vect_pullback", *dy, 1, &e->n, e->wdt, &g);
     if (st != CR_OK)
@@ -55,20 +57,12 @@ static cr_status vect_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, 
     return CR_OK;
 }
 
-static cr_status vect_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                            const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                            const void *udata)
+static cr_status vect_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    cr_dtype dt = vect_dtype(args, nargs);
-    cr_array *o;
-    cr_status st = vect_values(arena, args, nargs, dt, &o);
-    if (st != CR_OK)
+    cr_dtype dt;
+    cr_status st = vect_values(arena, args, nargs, &dt, y);
+    if (st != CR_OK || udata == CR__PRIMAL_ONLY)
         return st;
-    *y = cr_value_array(o);
-    if (udata == CR__PRIMAL_ONLY)
-        return CR_OK;
     size_t bytes;
     if ((st = cr__ck_mul(cr_arena_ctx(arena), "vect", nargs, sizeof(cr_dtype), &bytes)) != CR_OK ||
         (st = cr__ck_add(cr_arena_ctx(arena), "vect", bytes, sizeof(vect_env), &bytes)) != CR_OK)
@@ -85,26 +79,19 @@ static cr_status vect_rrule(const cr_config *cfg, cr_arena *arena, const cr_valu
 }
 
 /* frule: ẏ = [ẋ1, ..., ẋn]. */
-static cr_status vect_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                            const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                            cr_tangent *dy, const void *udata)
+static cr_status vect_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
-    cr_dtype dt = vect_dtype(args, nargs);
-    cr_array *o, *t = NULL;
-    cr_status st = vect_values(arena, args, nargs, dt, &o);
+    cr_dtype dt;
+    cr_array *t = NULL;
+    cr_status st = vect_values(arena, args, nargs, &dt, y);
     if (st != CR_OK)
         return st;
-    *y = cr_value_array(o);
     for (size_t k = 0; k < nargs; k++) {
         if (cr__value_dtype(&args[k]) == 0)
             continue;
         cr_complex v;
         bool nz;
-        st = cr__tan_scalar(arena, "vect", dargs[k + 1], &v, &nz);
-        if (st != CR_OK)
+        if ((st = cr__tan_scalar(arena, "vect", dargs[k + 1], &v, &nz)) != CR_OK)
             return st;
         if (!nz)
             continue;
@@ -123,11 +110,8 @@ CR__ARRAY_FN(vect, "vect", -1)
 
 /* Numbers: f64 mostly, sometimes f32, c128, an integer or a bool (the tester draws as many as
  * the signature lists; tests/rulesets/test_rules_einsum.c tests other counts). */
-static cr_status sample_vect(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                             void *env)
+static cr_status sample_vect(CR__SAMPLE_PARAMS)
 {
-    (void)arena;
-    (void)env;
     for (size_t k = 0; k < nargs; k++) {
         double re = cr__rng_unif(rng, -2, 2), im = cr__rng_unif(rng, -2, 2);
         switch (cr__rng_below(rng, 12)) {

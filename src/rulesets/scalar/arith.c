@@ -50,32 +50,25 @@ DEFINE_FN(neg, "neg", 1)
 
 /* identity(x) = x: 1 */
 static const double identity_pts[] = {1e300, -1e-300};
-CR_SCALAR_EVALS(identity, 1, 1, Y[0] = x[0], D[0] = 1)
-static const cr_scalar_rule identity_row =
-    CR_SCALAR_ROW_EX(identity, .test = {.lo = k_box1_lo,
-                                        .hi = k_box1_hi,
-                                        .npoints = NPTS(identity_pts, 1),
-                                        .points = identity_pts});
-DEFINE_FN(identity, "identity", 1)
+ROW1(identity, x[0], 1,
+     .test = {.lo = k_box1_lo,
+              .hi = k_box1_hi,
+              .npoints = NPTS(identity_pts, 1),
+              .points = identity_pts})
 
 /* inv(x) = 1/x: -Ω² */
 static const double inv_lo[] = {0.2}, inv_hi[] = {3};
 static const double inv_pts[] = {-1e150, 1e300, -3, 1e-150};
-CR_SCALAR_EVALS(inv, 1, 1, Y[0] = 1 / x[0], D[0] = -(Y[0] * Y[0]))
-static const cr_scalar_rule inv_row = CR_SCALAR_ROW_EX(inv, TESTREG(inv), .notes = "x != 0");
-DEFINE_FN(inv, "inv", 1)
+ROW1(inv, 1 / x[0], -(Y[0] * Y[0]), TESTREG(inv), .notes = "x != 0")
 
 /* square(x) = x^2 (Julia's literal x^2): 2x */
 static const double square_pts[] = {1e150, -1e-150, 3};
-CR_SCALAR_EVALS(square, 1, 1, Y[0] = x[0] * x[0], D[0] = 2 * x[0])
-static const cr_scalar_rule square_row =
-    CR_SCALAR_ROW_EX(square,
-                     .test = {.lo = k_box1_lo,
-                              .hi = k_box1_hi,
-                              .npoints = NPTS(square_pts, 1),
-                              .points = square_pts},
-                     .notes = "Julia's x^2 (Base.literal_pow)");
-DEFINE_FN(square, "square", 1)
+ROW1(square, x[0] * x[0], 2 * x[0],
+     .test = {.lo = k_box1_lo,
+              .hi = k_box1_hi,
+              .npoints = NPTS(square_pts, 1),
+              .points = square_pts},
+     .notes = "Julia's x^2 (Base.literal_pow)")
 
 /* cube(x) = x^3 (Julia's literal x^3): 3x² */
 static const double cube_pts[] = {1e100, -1e-100, 3};
@@ -89,10 +82,11 @@ DEFINE_FN(cube, "cube", 1)
 /* sign(x) (Julia: ±1, ±0 at ±0, NaN at NaN): 0, also at 0 (ChainRules) */
 static const double sign_lo[] = {0.2}, sign_hi[] = {3};
 static const double sign_pts[] = {-2, -1e300, 1e-300};
-CR_SCALAR_EVALS_REAL(sign, 1, 1, Y[0] = x[0] > 0 ? 1 : x[0] < 0 ? -1 : x[0], D[0] = 0)
-static const cr_scalar_rule sign_row = CR_SCALAR_ROW_REAL_EX(
-    sign, TESTREG(sign), .notes = "derivative 0 everywhere, the jump at 0 included (ChainRules)");
-DEFINE_FN(sign, "sign", 1)
+REAL_ROW1(sign,
+          x[0] > 0   ? 1
+          : x[0] < 0 ? -1
+                     : x[0],
+          0, TESTREG(sign), .notes = "derivative 0 everywhere, the jump at 0 included (ChainRules)")
 
 /* muladd(x, y, z) = xy + z: (y, x, 1) */
 static const double k_box3_lo[] = {-3, -3, -3}, k_box3_hi[] = {3, 3, 3};
@@ -108,46 +102,38 @@ DEFINE_FN(muladd, "muladd", 3)
  * x == lo or x == hi the derivative goes to x (ChainRules) */
 static const double clamp_lo[] = {-1, -3, 2}, clamp_hi[] = {1, -2, 3};
 static const double clamp_pts[] = {-2.5, -2, 2, 2.5, -2, 2, 1e-300, -1, 1};
-CR_SCALAR_EVALS_REAL(clamp, 3, 1,
-                     Y[0] = x[0] > x[2]   ? x[2]
-                            : x[0] < x[1] ? x[1]
-                                          : x[0],
-                     D[1] = x[0] < x[1];
-                     D[2] = x[2] < x[0]; D[0] = !(D[1] != 0 || D[2] != 0))
-static const cr_scalar_rule clamp_row = CR_SCALAR_ROW_REAL_EX(
-    clamp, TESTREG(clamp),
-    .notes = "at x == lo or x == hi the derivative goes to x: (1, 0, 0) (ChainRules)");
-DEFINE_FN(clamp, "clamp", 3)
+REAL_ROW(clamp, 3,
+         Y[0] = x[0] > x[2]   ? x[2]
+                : x[0] < x[1] ? x[1]
+                              : x[0],
+         D[1] = x[0] < x[1];
+         D[2] = x[2] < x[0];
+         D[0] = !(D[1] != 0 || D[2] != 0), TESTREG(clamp),
+         .notes = "at x == lo or x == hi the derivative goes to x: (1, 0, 0) (ChainRules)")
 
 /* max(x, y) (Julia: NaN if either is NaN, max(-0.0, 0.0) = 0.0): (x > y, !(x > y)) */
 static const double max_lo[] = {0.5, -2}, max_hi[] = {2, 0};
 static const double max_pts[] = {1, 2, 3, -1, -1e300, 1e300};
-CR_SCALAR_EVALS_REAL(max, 2, 1,
-                     Y[0] = isnan(x[0]) || isnan(x[1]) ? x[0] + x[1]
-                            : (x[1] > x[0] || (signbit(x[1]) == 0 && signbit(x[0]) != 0)) ? x[1]
-                                                                                          : x[0],
-                     D[0] = x[0] > x[1];
-                     D[1] = !(x[0] > x[1]))
-static const cr_scalar_rule max_row = CR_SCALAR_ROW_REAL_EX(
-    max, TESTREG(max),
-    .notes = "tie x == y: (0, 1) (ChainRules); NaN arguments give NaN and the partials of the "
-             "comparison, (0, 1)");
-DEFINE_FN(max, "max", 2)
+REAL_ROW(max, 2,
+         Y[0] = isnan(x[0]) || isnan(x[1])                                    ? x[0] + x[1]
+                : (x[1] > x[0] || (signbit(x[1]) == 0 && signbit(x[0]) != 0)) ? x[1]
+                                                                              : x[0],
+         D[0] = x[0] > x[1];
+         D[1] = !(x[0] > x[1]), TESTREG(max),
+         .notes = "tie x == y: (0, 1) (ChainRules); NaN arguments give NaN and the partials of the "
+                  "comparison, (0, 1)")
 
 /* min(x, y) (Julia: NaN if either is NaN, min(-0.0, 0.0) = -0.0): (!(x > y), x > y) */
 static const double min_lo[] = {-2, 0.5}, min_hi[] = {0, 2};
 static const double min_pts[] = {1, 2, 3, -1, -1e300, 1e300};
-CR_SCALAR_EVALS_REAL(min, 2, 1,
-                     Y[0] = isnan(x[0]) || isnan(x[1]) ? x[0] + x[1]
-                            : (x[1] < x[0] || (signbit(x[1]) != 0 && signbit(x[0]) == 0)) ? x[1]
-                                                                                          : x[0],
-                     D[0] = !(x[0] > x[1]);
-                     D[1] = x[0] > x[1])
-static const cr_scalar_rule min_row = CR_SCALAR_ROW_REAL_EX(
-    min, TESTREG(min),
-    .notes = "tie x == y: (1, 0) (ChainRules); NaN arguments give NaN and the partials of the "
-             "comparison, (1, 0)");
-DEFINE_FN(min, "min", 2)
+REAL_ROW(min, 2,
+         Y[0] = isnan(x[0]) || isnan(x[1])                                    ? x[0] + x[1]
+                : (x[1] < x[0] || (signbit(x[1]) != 0 && signbit(x[0]) == 0)) ? x[1]
+                                                                              : x[0],
+         D[0] = !(x[0] > x[1]);
+         D[1] = x[0] > x[1], TESTREG(min),
+         .notes = "tie x == y: (1, 0) (ChainRules); NaN arguments give NaN and the partials of the "
+                  "comparison, (1, 0)")
 
 const cr_value cr_fn_ignore_derivatives = {.kind = CR_KIND_FUNC,
                                            .u.func = {&cr_function_ignore_derivatives, NULL}};
@@ -541,13 +527,9 @@ static const struct fn_row {
     const cr_function *fn;
     const cr_scalar_rule *row;
 } k_rows[] = {
-    {&add_function, &add_row},       {&sub_function, &sub_row},
-    {&mul_function, &mul_row},       {&div_function, &div_row},
-    {&neg_function, &neg_row},       {&identity_function, &identity_row},
-    {&inv_function, &inv_row},       {&square_function, &square_row},
-    {&cube_function, &cube_row},     {&sign_function, &sign_row},
-    {&muladd_function, &muladd_row}, {&clamp_function, &clamp_row},
-    {&max_function, &max_row},       {&min_function, &min_row},
+    FN_ROW(add),      FN_ROW(sub),   FN_ROW(mul),    FN_ROW(div),  FN_ROW(neg),
+    FN_ROW(identity), FN_ROW(inv),   FN_ROW(square), FN_ROW(cube), FN_ROW(sign),
+    FN_ROW(muladd),   FN_ROW(clamp), FN_ROW(max),    FN_ROW(min),
 };
 
 cr_status cr__family_basic(cr_registry *reg)

@@ -17,18 +17,18 @@
  * which loses the sign of a zero imaginary part, and the sign chooses the branch. */
 static inline cr_complex one_minus(cr_complex z)
 {
-    return cr__cplx(1.0 - creal(z), -cimag(z));
+    return cr__c(1.0 - creal(z), -cimag(z));
 }
 
 static inline cr_complex one_plus(cr_complex z)
 {
-    return cr__cplx(1.0 + creal(z), cimag(z));
+    return cr__c(1.0 + creal(z), cimag(z));
 }
 
 /* i·z, exactly. */
 static inline cr_complex times_i(cr_complex z)
 {
-    return cr__cplx(-cimag(z), creal(z));
+    return cr__c(-cimag(z), creal(z));
 }
 
 /* An argument converted to double complex, as C converts it; CR_EINVAL for non-numbers. */
@@ -131,7 +131,7 @@ static cr_status complex_sample(CR__SAMPLE_PARAMS)
     for (size_t j = 0; j < nargs; j++) {
         cr_complex z;
         do {
-            z = cr__cplx(sample_uniform(rng, -2, 2), sample_uniform(rng, -2, 2));
+            z = cr__c(sample_uniform(rng, -2, 2), sample_uniform(rng, -2, 2));
         } while (j == 0 && near_cut(c, z));
         args[j] = cr_value_c128(z);
     }
@@ -292,7 +292,7 @@ COMPLEX_ROW(ctan, 1, Y[0] = ctan(x[0]), cr_complex c = ccos(x[0]); D[0] = 1 / (c
 COMPLEX_ROW(casin, 1, Y[0] = casin(x[0]), D[0] = 1 / csqrt(one_minus(x[0]) * one_plus(x[0])))
 COMPLEX_ROW(cacos, 1, Y[0] = cacos(x[0]), D[0] = -1 / csqrt(one_minus(x[0]) * one_plus(x[0])))
 COMPLEX_ROW(catan, 1, Y[0] = catan(x[0]),
-            D[0] = 1 / ((x[0] - cr__cplx(0.0, 1.0)) * (x[0] + cr__cplx(0.0, 1.0))))
+            D[0] = 1 / ((x[0] - cr__c(0.0, 1.0)) * (x[0] + cr__c(0.0, 1.0))))
 
 /* Hyperbolic; tanh' = 1/cosh² for the same reason as tan. */
 COMPLEX_ROW(csinh, 1, Y[0] = csinh(x[0]), D[0] = ccosh(x[0]))
@@ -306,8 +306,8 @@ COMPLEX_ROW(ctanh, 1, Y[0] = ctanh(x[0]), cr_complex c = ccosh(x[0]); D[0] = 1 /
 COMPLEX_ROW(casinh, 1, Y[0] = casinh(x[0]), cr_complex w = times_i(x[0]);
             D[0] = 1 / csqrt(one_minus(w) * one_plus(w)))
 COMPLEX_ROW(cacosh, 1, Y[0] = cacosh(x[0]),
-            D[0] = 1 / (csqrt(cr__cplx(creal(x[0]) - 1.0, cimag(x[0]))) *
-                        csqrt(cr__cplx(creal(x[0]) + 1.0, cimag(x[0])))))
+            D[0] = 1 / (csqrt(cr__c(creal(x[0]) - 1.0, cimag(x[0]))) *
+                        csqrt(cr__c(creal(x[0]) + 1.0, cimag(x[0])))))
 COMPLEX_ROW(catanh, 1, Y[0] = catanh(x[0]), D[0] = 1 / (one_minus(x[0]) * one_plus(x[0])))
 
 /* Exponential, logarithm, roots, powers. */
@@ -487,6 +487,18 @@ static cr_status zfun_rrule(CR__RRULE_PARAMS)
         .name = #NAME, .arity = 1, .primal = zfun_primal, .udata = &NAME##_fn};       \
     const cr_value cr_fn_##NAME = {.kind = CR_KIND_FUNC, .u.func = {&NAME##_function, NULL}};
 
+/* NAME_value(z) = F(z) and NAME_jvp(z, t) = F(t) for an R-linear F (J·ż is F itself). */
+#define LINEAR_ZFUN(NAME, F)                                 \
+    static cr_complex NAME##_value(cr_complex z)             \
+    {                                                        \
+        return F(z);                                         \
+    }                                                        \
+    static cr_complex NAME##_jvp(cr_complex z, cr_complex t) \
+    {                                                        \
+        (void)z;                                             \
+        return F(t);                                         \
+    }
+
 /* -- cabs: J = [x, y]/r; frule re(conj(z)ż)/r; pullback z re(ȳ)/r; zero at z = 0. -- */
 
 static cr_complex cabs_value(cr_complex z)
@@ -531,47 +543,23 @@ ZFUN(carg, true, NULL)
 
 /* -- conj: J = diag(1, -1); frule conj(ż); pullback conj(ȳ). -- */
 
-static cr_complex conj_value(cr_complex z)
-{
-    return conj(z);
-}
-static cr_complex conj_jvp(cr_complex z, cr_complex t)
-{
-    (void)z;
-    return conj(t);
-}
+LINEAR_ZFUN(conj, conj)
 #define conj_vjp conj_jvp
 ZFUN(conj, false, NULL)
 
 /* -- creal: J = [1, 0]; frule re ż; pullback re ȳ (+ 0i). -- */
 
-static cr_complex creal_value(cr_complex z)
-{
-    return creal(z);
-}
-static cr_complex creal_jvp(cr_complex z, cr_complex t)
-{
-    (void)z;
-    return creal(t);
-}
+LINEAR_ZFUN(creal, creal)
 #define creal_vjp creal_jvp
 ZFUN(creal, true, NULL)
 
 /* -- cimag: J = [0, 1]; frule im ż; pullback i re ȳ. -- */
 
-static cr_complex cimag_value(cr_complex z)
-{
-    return cimag(z);
-}
-static cr_complex cimag_jvp(cr_complex z, cr_complex t)
-{
-    (void)z;
-    return cimag(t);
-}
+LINEAR_ZFUN(cimag, cimag)
 static cr_complex cimag_vjp(cr_complex z, cr_complex g)
 {
     (void)z;
-    return cr__cplx(0.0, creal(g));
+    return cr__c(0.0, creal(g));
 }
 ZFUN(cimag, true, NULL)
 
@@ -618,9 +606,9 @@ static cr_complex csign_value(cr_complex z)
 {
     double r = cabs(z);
     if (isinf(r)) /* the direction of an infinite z: its infinite parts as ±1 */
-        return unit_of(cr__cplx(isinf(creal(z)) ? copysign(1.0, creal(z)) : 0.0,
-                                isinf(cimag(z)) ? copysign(1.0, cimag(z)) : 0.0),
-                       cabs(cr__cplx(isinf(creal(z)) ? 1.0 : 0.0, isinf(cimag(z)) ? 1.0 : 0.0)));
+        return unit_of(cr__c(isinf(creal(z)) ? copysign(1.0, creal(z)) : 0.0,
+                             isinf(cimag(z)) ? copysign(1.0, cimag(z)) : 0.0),
+                       cabs(cr__c(isinf(creal(z)) ? 1.0 : 0.0, isinf(cimag(z)) ? 1.0 : 0.0)));
     return unit_of(z, r);
 }
 

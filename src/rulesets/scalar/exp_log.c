@@ -57,7 +57,7 @@ static cr_complex expm1_c(cr_complex z)
 {
     double x = creal(z), y = cimag(z);
     double s = sin(y / 2);
-    return cr__cplx(expm1(x) * cos(y) - 2 * s * s, exp(x) * sin(y));
+    return cr__c(expm1(x) * cos(y) - 2 * s * s, exp(x) * sin(y));
 }
 
 LIBM_DF(expm1)
@@ -71,7 +71,7 @@ static cr_complex log1p_c(cr_complex z)
         re = 0.5 * log1p(x * (2 + x) + y * y);
     else
         re = log(hypot(1 + x, y));
-    return cr__cplx(re, atan2(y, 1 + x));
+    return cr__c(re, atan2(y, 1 + x));
 }
 
 LIBM_DF(log1p)
@@ -264,27 +264,21 @@ LIBM_DF(tgamma)
 /* exp(x): Ω */
 static const double exp_lo[] = {-3}, exp_hi[] = {3};
 static const double exp_pts[] = {-745, -708.5, 1e-300, 0.5, 709.7};
-CR_SCALAR_EVALS(exp, 1, 1, Y[0] = exp(x[0]), D[0] = Y[0])
-static const cr_scalar_rule exp_row = CR_SCALAR_ROW_EX(exp, TESTREG(exp));
-DEFINE_FN(exp, "exp", 1)
+ROW1(exp, exp(x[0]), Y[0], TESTREG(exp))
 
 /* log(x): 1/x */
 static const double pos_lo[] = {0.05}, pos_hi[] = {4.0};
 static const double log_pts[] = {1e-310, 1 + 0x1p-52, 1e300, 0.999999, 0x1p-1074};
-CR_SCALAR_EVALS(log, 1, 1, Y[0] = log(x[0]), D[0] = 1 / x[0])
-static const cr_scalar_rule log_row = CR_SCALAR_ROW_EX(
-    log, .test = {.lo = pos_lo, .hi = pos_hi, .npoints = NPTS(log_pts, 1), .points = log_pts},
-    .notes = "x > 0 for real x");
-DEFINE_FN(log, "log", 1)
+ROW1(log, log(x[0]), 1 / x[0],
+     .test = {.lo = pos_lo, .hi = pos_hi, .npoints = NPTS(log_pts, 1), .points = log_pts},
+     .notes = "x > 0 for real x")
 
 /* sqrt(x): 1/(2Ω). Adding 0 turns Ω = -0 (sqrt(-0)) into +0, so the derivative is +inf at
  * both signed zeros. */
 static const double sqrt_pts[] = {1e-310, 1e300, 0x1p-1074, 2.0, 1.7e308};
-CR_SCALAR_EVALS(sqrt, 1, 1, Y[0] = sqrt(x[0]), D[0] = 1 / (2 * Y[0] + 0))
-static const cr_scalar_rule sqrt_row = CR_SCALAR_ROW_EX(
-    sqrt, .test = {.lo = pos_lo, .hi = pos_hi, .npoints = NPTS(sqrt_pts, 1), .points = sqrt_pts},
-    .notes = "x >= 0 for real x; the derivative at ±0 is +inf");
-DEFINE_FN(sqrt, "sqrt", 1)
+ROW1(sqrt, sqrt(x[0]), 1 / (2 * Y[0] + 0),
+     .test = {.lo = pos_lo, .hi = pos_hi, .npoints = NPTS(sqrt_pts, 1), .points = sqrt_pts},
+     .notes = "x >= 0 for real x; the derivative at ±0 is +inf")
 
 /* exp2(x): log(2) Ω */
 static const double exp2_lo[] = {-3}, exp2_hi[] = {3};
@@ -303,33 +297,24 @@ DEFINE_FN(exp10, "exp10", 1)
 /* expm1(x): exp(x); Ω + 1 would round to 0 for x < -37 */
 static const double expm1_lo[] = {-3}, expm1_hi[] = {3};
 static const double expm1_pts[] = {-40, -700, 1e-300, -1e-10, 709};
-CR_SCALAR_EVALS(expm1, 1, 1, Y[0] = GEN(expm1, x[0])(x[0]), D[0] = exp(x[0]))
-static const cr_scalar_rule expm1_row = CR_SCALAR_ROW_EX(expm1, TESTREG(expm1));
-DEFINE_FN(expm1, "expm1", 1)
+ROW1(expm1, GEN(expm1, x[0])(x[0]), exp(x[0]), TESTREG(expm1))
 
 /* log2(x): 1/(x log 2) */
 static const double log2_pts[] = {1e-310, 1e300, 1 + 0x1p-52, 0.75};
-CR_SCALAR_EVALS(log2, 1, 1, Y[0] = GEN(log2, x[0])(x[0]), D[0] = (1 / LN2) / x[0])
-static const cr_scalar_rule log2_row = CR_SCALAR_ROW_EX(
-    log2, .test = {.lo = pos_lo, .hi = pos_hi, .npoints = NPTS(log2_pts, 1), .points = log2_pts},
-    .notes = "x > 0 for real x");
-DEFINE_FN(log2, "log2", 1)
+ROW1(log2, GEN(log2, x[0])(x[0]), (1 / LN2) / x[0],
+     .test = {.lo = pos_lo, .hi = pos_hi, .npoints = NPTS(log2_pts, 1), .points = log2_pts},
+     .notes = "x > 0 for real x")
 
 /* log10(x): 1/(x log 10) */
 static const double log10_pts[] = {1e-310, 1e300, 1 + 0x1p-52, 0.75};
-CR_SCALAR_EVALS(log10, 1, 1, Y[0] = GEN(log10, x[0])(x[0]), D[0] = (1 / LN10) / x[0])
-static const cr_scalar_rule log10_row = CR_SCALAR_ROW_EX(
-    log10, .test = {.lo = pos_lo, .hi = pos_hi, .npoints = NPTS(log10_pts, 1), .points = log10_pts},
-    .notes = "x > 0 for real x");
-DEFINE_FN(log10, "log10", 1)
+ROW1(log10, GEN(log10, x[0])(x[0]), (1 / LN10) / x[0],
+     .test = {.lo = pos_lo, .hi = pos_hi, .npoints = NPTS(log10_pts, 1), .points = log10_pts},
+     .notes = "x > 0 for real x")
 
 /* log1p(x): 1/(1 + x); 1 + x is exact near -1 */
 static const double log1p_lo[] = {-0.9}, log1p_hi[] = {3};
 static const double log1p_pts[] = {-0.999999999, -0x1.fffffffffffffp-1, 1e-300, 1e300};
-CR_SCALAR_EVALS(log1p, 1, 1, Y[0] = GEN(log1p, x[0])(x[0]), D[0] = 1 / (1 + x[0]))
-static const cr_scalar_rule log1p_row =
-    CR_SCALAR_ROW_EX(log1p, TESTREG(log1p), .notes = "x > -1 for real x");
-DEFINE_FN(log1p, "log1p", 1)
+ROW1(log1p, GEN(log1p, x[0])(x[0]), 1 / (1 + x[0]), TESTREG(log1p), .notes = "x > -1 for real x")
 
 /* pow(x, y) = x^y: (y x^(y-1), x^y log x), see pow_dx_d and pow_dy_d */
 static const double pow_lo[] = {0.1, -3}, pow_hi[] = {4, 3};
@@ -348,44 +333,32 @@ DEFINE_FN(pow, "pow", 2)
 /* cbrt(x): 1/(3Ω²); +inf at x = ±0 */
 static const double cbrt_lo[] = {-3}, cbrt_hi[] = {3};
 static const double cbrt_pts[] = {-1e300, 27, -1.7e308, 1e-300, 0x1p-1074};
-CR_SCALAR_EVALS_REAL(cbrt, 1, 1, Y[0] = cbrt(x[0]), D[0] = 1 / (3 * Y[0] * Y[0]))
-static const cr_scalar_rule cbrt_row =
-    CR_SCALAR_ROW_REAL_EX(cbrt, TESTREG(cbrt), .notes = "derivative +inf at x = ±0");
-DEFINE_FN(cbrt, "cbrt", 1)
+REAL_ROW1(cbrt, cbrt(x[0]), 1 / (3 * Y[0] * Y[0]), TESTREG(cbrt),
+          .notes = "derivative +inf at x = ±0")
 
 /* erf(x): (2/sqrt(pi)) exp(-x²), with x² split exactly (see derf_d) */
 static const double erf_lo[] = {-3}, erf_hi[] = {3};
 static const double erf_pts[] = {5, 26, -26.5, 1e-300, 0.5};
-CR_SCALAR_EVALS_REAL(erf, 1, 1, Y[0] = erf(x[0]), D[0] = GENR(derf, x[0])(x[0]))
-static const cr_scalar_rule erf_row = CR_SCALAR_ROW_REAL_EX(erf, TESTREG(erf));
-DEFINE_FN(erf, "erf", 1)
+REAL_ROW1(erf, erf(x[0]), GENR(derf, x[0])(x[0]), TESTREG(erf))
 
 /* erfc(x): -(2/sqrt(pi)) exp(-x²) */
 static const double erfc_lo[] = {-3}, erfc_hi[] = {3};
 static const double erfc_pts[] = {5, 26, -26.5, 1e-300, 27.2};
-CR_SCALAR_EVALS_REAL(erfc, 1, 1, Y[0] = erfc(x[0]), D[0] = -GENR(derf, x[0])(x[0]))
-static const cr_scalar_rule erfc_row = CR_SCALAR_ROW_REAL_EX(erfc, TESTREG(erfc));
-DEFINE_FN(erfc, "erfc", 1)
+REAL_ROW1(erfc, erfc(x[0]), -GENR(derf, x[0])(x[0]), TESTREG(erfc))
 
 /* tgamma(x): Ω digamma(x); the sign of Ω carries over at negative non-integers */
 static const double tgamma_lo[] = {0.2}, tgamma_hi[] = {4};
 static const double tgamma_pts[] = {-0.5, -1.5, -2.5,   -3.7,  0x1.762d86356be3fp+0,
                                     0.7,  2.2,  -170.3, 171.5, 1e-5};
-CR_SCALAR_EVALS_REAL(tgamma, 1, 1, Y[0] = GENR(tgamma, x[0])(x[0]),
-                     D[0] = Y[0] * GENR(digamma, x[0])(x[0]))
-static const cr_scalar_rule tgamma_row = CR_SCALAR_ROW_REAL_EX(
-    tgamma, TESTREG(tgamma), .notes = "poles at 0, -1, -2, ... (NaN derivative there)");
-DEFINE_FN(tgamma, "tgamma", 1)
+REAL_ROW1(tgamma, GENR(tgamma, x[0])(x[0]), Y[0] * GENR(digamma, x[0])(x[0]), TESTREG(tgamma),
+          .notes = "poles at 0, -1, -2, ... (NaN derivative there)")
 
 /* lgamma(x) = log|Γ(x)|: digamma(x), also at negative non-integers */
 static const double lgamma_lo[] = {0.2}, lgamma_hi[] = {4};
 static const double lgamma_pts[] = {-0.5,  -1.5, -2.5, -3.7,  0x1.762d86356be3fp+0, 1e5, 2.0, 1.0,
                                     1e300, 9.99, 10.0, 1e-300};
-CR_SCALAR_EVALS_REAL(lgamma, 1, 1, Y[0] = GENR(lgamma, x[0])(x[0]),
-                     D[0] = GENR(digamma, x[0])(x[0]))
-static const cr_scalar_rule lgamma_row = CR_SCALAR_ROW_REAL_EX(
-    lgamma, TESTREG(lgamma), .notes = "log|Γ(x)|; poles at 0, -1, -2, ... (NaN derivative there)");
-DEFINE_FN(lgamma, "lgamma", 1)
+REAL_ROW1(lgamma, GENR(lgamma, x[0])(x[0]), GENR(digamma, x[0])(x[0]), TESTREG(lgamma),
+          .notes = "log|Γ(x)|; poles at 0, -1, -2, ... (NaN derivative there)")
 
 /* log_base(b, x) = log(x)/log(b) (Julia's log(b, x)): -Ω/(b log b), 1/(x log b) */
 static const double log_base_lo[] = {1.5, 0.2}, log_base_hi[] = {6.0, 6.0};
@@ -462,77 +435,55 @@ FLOAT_VIA_DOUBLE2(dlogaddexp)
 
 /* logistic(x) = 1/(1 + e^-x): logistic(x) logistic(-x) (not Ω(1 - Ω), which rounds to 0) */
 static const double ml_lo[] = {-3}, ml_hi[] = {3};
+/* The test registration of logistic, log1pexp and their other names: [-3, 3] and the hard
+ * points PTS. */
+#define ML_TEST(PTS) .test = {.lo = ml_lo, .hi = ml_hi, .npoints = NPTS(PTS, 1), .points = PTS}
 static const double logistic_pts[] = {40, -40, 700, -745, 1e-300, 0.5};
-CR_SCALAR_EVALS_REAL(logistic, 1, 1, Y[0] = GENR(logistic, x[0])(x[0]),
-                     D[0] = GENR(dlogistic, x[0])(x[0]))
-static const cr_scalar_rule logistic_row = CR_SCALAR_ROW_REAL_EX(
-    logistic,
-    .test = {.lo = ml_lo, .hi = ml_hi, .npoints = NPTS(logistic_pts, 1), .points = logistic_pts});
-DEFINE_FN(logistic, "logistic", 1)
+REAL_ROW1(logistic, GENR(logistic, x[0])(x[0]), GENR(dlogistic, x[0])(x[0]), ML_TEST(logistic_pts))
 
 /* sigmoid: another name of logistic */
-ALIAS_ROW(sigmoid, logistic, 1, "another name of logistic",
-          .test = {
-              .lo = ml_lo, .hi = ml_hi, .npoints = NPTS(logistic_pts, 1), .points = logistic_pts})
+ALIAS_ROW(sigmoid, logistic, 1, "another name of logistic", ML_TEST(logistic_pts))
 DEFINE_FN(sigmoid, "sigmoid", 1)
 
 /* log1pexp(x) = log(1 + e^x): logistic(x) */
 static const double log1pexp_pts[] = {40, -40, 800, -745, 1e-300, 18.5};
-CR_SCALAR_EVALS_REAL(log1pexp, 1, 1, Y[0] = GENR(log1pexp, x[0])(x[0]),
-                     D[0] = GENR(logistic, x[0])(x[0]))
-static const cr_scalar_rule log1pexp_row = CR_SCALAR_ROW_REAL_EX(
-    log1pexp,
-    .test = {.lo = ml_lo, .hi = ml_hi, .npoints = NPTS(log1pexp_pts, 1), .points = log1pexp_pts});
-DEFINE_FN(log1pexp, "log1pexp", 1)
+REAL_ROW1(log1pexp, GENR(log1pexp, x[0])(x[0]), GENR(logistic, x[0])(x[0]), ML_TEST(log1pexp_pts))
 
 /* softplus: another name of log1pexp */
-ALIAS_ROW(softplus, log1pexp, 1, "another name of log1pexp",
-          .test = {
-              .lo = ml_lo, .hi = ml_hi, .npoints = NPTS(log1pexp_pts, 1), .points = log1pexp_pts})
+ALIAS_ROW(softplus, log1pexp, 1, "another name of log1pexp", ML_TEST(log1pexp_pts))
 DEFINE_FN(softplus, "softplus", 1)
 
 /* logaddexp(x, y) = log(e^x + e^y): (logistic(x - y), logistic(y - x)) */
 static const double logaddexp_lo[] = {-3, -3}, logaddexp_hi[] = {3, 3};
 static const double logaddexp_pts[] = {-1000, 0, 0.1,   700.3, -700, -745,
                                        3,     3, -30.7, 5.2,   1e10, 1e10 + 1};
-CR_SCALAR_EVALS_REAL(logaddexp, 2, 1, Y[0] = GENR(logaddexp, x[0])(x[0], x[1]),
-                     D[0] = GENR(dlogaddexp, x[0])(x[0], x[1]);
-                     D[1] = GENR(dlogaddexp, x[0])(x[1], x[0]))
-static const cr_scalar_rule logaddexp_row = CR_SCALAR_ROW_REAL_EX(
-    logaddexp, TESTREG(logaddexp), .notes = "(1/2, 1/2) at x == y, also for equal infinities");
-DEFINE_FN(logaddexp, "logaddexp", 2)
+REAL_ROW(logaddexp, 2, Y[0] = GENR(logaddexp, x[0])(x[0], x[1]),
+         D[0] = GENR(dlogaddexp, x[0])(x[0], x[1]);
+         D[1] = GENR(dlogaddexp, x[0])(x[1], x[0]), TESTREG(logaddexp),
+         .notes = "(1/2, 1/2) at x == y, also for equal infinities")
 
 /* xlogy(x, y) = x log(y), 0 when x == 0: (log y, x/y), with ∂/∂y = 0 at x == 0 */
 static const double xlogy_lo[] = {-3, 0.1}, xlogy_hi[] = {3, 4};
 static const double xlogy_pts[] = {2, 1e-300, 1e-300, 1e300, -3, 1 + 0x1p-52};
-CR_SCALAR_EVALS_REAL(xlogy, 2, 1, Y[0] = x[0] == 0 && !isnan(x[1]) ? 0 : x[0] * log(x[1]),
-                     D[0] = log(x[1]);
-                     D[1] = x[0] == 0 ? 0 : x[0] / x[1])
-static const cr_scalar_rule xlogy_row = CR_SCALAR_ROW_REAL_EX(
-    xlogy, TESTREG(xlogy),
-    .notes = "y > 0; at x == 0: Ω = 0 and ∂/∂y = 0 (a strong zero: xlogy(0, y) is 0 for "
-             "every y), ∂/∂x = log y (-inf at y = 0)");
-DEFINE_FN(xlogy, "xlogy", 2)
+REAL_ROW(xlogy, 2, Y[0] = x[0] == 0 && !isnan(x[1]) ? 0 : x[0] * log(x[1]), D[0] = log(x[1]);
+         D[1] = x[0] == 0 ? 0 : x[0] / x[1], TESTREG(xlogy),
+         .notes = "y > 0; at x == 0: Ω = 0 and ∂/∂y = 0 (a strong zero: xlogy(0, y) is 0 for "
+                  "every y), ∂/∂x = log y (-inf at y = 0)")
 
 /* xlog1py(x, y) = x log1p(y), 0 when x == 0: (log1p y, x/(1 + y)) */
 static const double xlog1py_lo[] = {-3, -0.9}, xlog1py_hi[] = {3, 3};
 static const double xlog1py_pts[] = {2, 1e-300, 1e-300, 1e300, -3, -0.999999999};
-CR_SCALAR_EVALS_REAL(xlog1py, 2, 1,
-                     Y[0] = x[0] == 0 && !isnan(x[1]) ? 0 : x[0] * GENR(log1p, x[1])(x[1]),
-                     D[0] = GENR(log1p, x[1])(x[1]);
-                     D[1] = x[0] == 0 ? 0 : x[0] / (1 + x[1]))
-static const cr_scalar_rule xlog1py_row = CR_SCALAR_ROW_REAL_EX(
-    xlog1py, TESTREG(xlog1py), .notes = "y > -1; at x == 0: Ω = 0 and ∂/∂y = 0 (as xlogy)");
-DEFINE_FN(xlog1py, "xlog1py", 2)
+REAL_ROW(xlog1py, 2, Y[0] = x[0] == 0 && !isnan(x[1]) ? 0 : x[0] * GENR(log1p, x[1])(x[1]),
+         D[0] = GENR(log1p, x[1])(x[1]);
+         D[1] = x[0] == 0 ? 0 : x[0] / (1 + x[1]), TESTREG(xlog1py),
+         .notes = "y > -1; at x == 0: Ω = 0 and ∂/∂y = 0 (as xlogy)")
 
 /* relu(x) = max(x, 0): 1 if x > 0, else 0 (also at 0) */
 static const double relu_lo[] = {0.1}, relu_hi[] = {3};
 static const double relu_pts[] = {-1, 1e300, -1e-300, 0x1p-1074};
-CR_SCALAR_EVALS_REAL(relu, 1, 1,
-                     Y[0] = x[0] > 0       ? x[0]
-                            : x[0] == x[0] ? 0
-                                           : x[0],
-                     D[0] = x[0] > 0 ? 1 : 0)
-static const cr_scalar_rule relu_row = CR_SCALAR_ROW_REAL_EX(
-    relu, TESTREG(relu), .notes = "derivative 0 at the kink x = 0; relu(NaN) = NaN");
-DEFINE_FN(relu, "relu", 1)
+REAL_ROW1(relu,
+          x[0] > 0       ? x[0]
+          : x[0] == x[0] ? 0
+                         : x[0],
+          x[0] > 0 ? 1 : 0, TESTREG(relu),
+          .notes = "derivative 0 at the kink x = 0; relu(NaN) = NaN")

@@ -134,7 +134,7 @@ static float fma_f(float x, float y, float z)
 static cr_complex fma_c(cr_complex x, cr_complex y, cr_complex z)
 {
     double xr = creal(x), xi = cimag(x), yr = creal(y), yi = cimag(y);
-    return cr__cplx(fma(xr, yr, fma(-xi, yi, creal(z))), fma(xr, yi, fma(xi, yr, cimag(z))));
+    return cr__c(fma(xr, yr, fma(-xi, yi, creal(z))), fma(xr, yi, fma(xi, yr, cimag(z))));
 }
 
 #define FMA_G(X, Y, Z) _Generic((X), float : fma_f, double : fma_d, default : fma_c)(X, Y, Z)
@@ -150,14 +150,10 @@ DEFINE_FN(fma, "fma", 3)
 /* fmod(x, y) = x - trunc(x/y) y: (1, -trunc(x/y)); jumps where x/y is a nonzero integer */
 static const double fmod_lo[] = {3.1, 1.2}, fmod_hi[] = {3.4, 1.4};
 static const double fmod_pts[] = {5.3, 1.7, -7.1, 2, 1e-300, 1, 1e17, 3, 12345.678, 0.001};
-CR_SCALAR_EVALS_REAL(fmod, 2, 1, Y[0] = fmod(x[0], x[1]),
-                     D[0] = REM_PARTIAL(REM_FMOD, 0, x[0], x[1], Y[0]);
-                     D[1] = REM_PARTIAL(REM_FMOD, 1, x[0], x[1], Y[0]))
-static const cr_scalar_rule fmod_row = CR_SCALAR_ROW_REAL_EX(
-    fmod, TESTREG(fmod),
-    .notes = "jumps where x/y is a nonzero integer: NaN partials there (ChainRules' rem); at "
-             "x = 0, where fmod is smooth, (1, 0)");
-DEFINE_FN(fmod, "fmod", 2)
+REAL_ROW(fmod, 2, Y[0] = fmod(x[0], x[1]), D[0] = REM_PARTIAL(REM_FMOD, 0, x[0], x[1], Y[0]);
+         D[1] = REM_PARTIAL(REM_FMOD, 1, x[0], x[1], Y[0]), TESTREG(fmod),
+         .notes = "jumps where x/y is a nonzero integer: NaN partials there (ChainRules' rem); at "
+                  "x = 0, where fmod is smooth, (1, 0)")
 
 /* rem(x, y): Julia's name for fmod; the same row under another name. */
 ALIAS_ROW(rem, fmod, 2, "Julia's rem: the fmod row (same partials and conventions)", TESTREG(fmod))
@@ -167,117 +163,84 @@ DEFINE_FN(rem, "rem", 2)
  * a half-integer */
 static const double remainder_lo[] = {3.1, 1.45}, remainder_hi[] = {3.4, 1.6};
 static const double remainder_pts[] = {5.3, 1.7, -7.1, 2, 1e-300, 1, 2, 3, 1e17, 3};
-CR_SCALAR_EVALS_REAL(remainder, 2, 1, Y[0] = remainder(x[0], x[1]),
-                     D[0] = REM_PARTIAL(REM_REMAINDER, 0, x[0], x[1], Y[0]);
-                     D[1] = REM_PARTIAL(REM_REMAINDER, 1, x[0], x[1], Y[0]))
-static const cr_scalar_rule remainder_row = CR_SCALAR_ROW_REAL_EX(
-    remainder, TESTREG(remainder),
-    .notes = "jumps where x/y is a half-integer (|Ω| = |y|/2): NaN partials there");
-DEFINE_FN(remainder, "remainder", 2)
+REAL_ROW(remainder, 2, Y[0] = remainder(x[0], x[1]),
+         D[0] = REM_PARTIAL(REM_REMAINDER, 0, x[0], x[1], Y[0]);
+         D[1] = REM_PARTIAL(REM_REMAINDER, 1, x[0], x[1], Y[0]), TESTREG(remainder),
+         .notes = "jumps where x/y is a half-integer (|Ω| = |y|/2): NaN partials there")
 
 /* mod(x, y) = x - floor(x/y) y (Julia): (1, -floor(x/y)); jumps where x/y is an integer */
 static const double mod_lo[] = {-3.4, 1.2}, mod_hi[] = {-3.1, 1.4};
 static const double mod_pts[] = {5.3, -1.7, -7.1, 2, 1e17, 3, 1e-300, 1};
-CR_SCALAR_EVALS_REAL(mod, 2, 1, Y[0] = GENR(mod, x[0])(x[0], x[1]),
-                     D[0] = REM_PARTIAL(REM_MOD, 0, x[0], x[1], Y[0]);
-                     D[1] = REM_PARTIAL(REM_MOD, 1, x[0], x[1], Y[0]))
-static const cr_scalar_rule mod_row = CR_SCALAR_ROW_REAL_EX(
-    mod, TESTREG(mod),
-    .notes = "the remainder with the sign of y; jumps where x/y is an integer, x = 0 "
-             "included: NaN partials there (ChainRules)");
-DEFINE_FN(mod, "mod", 2)
+REAL_ROW(mod, 2, Y[0] = GENR(mod, x[0])(x[0], x[1]),
+         D[0] = REM_PARTIAL(REM_MOD, 0, x[0], x[1], Y[0]);
+         D[1] = REM_PARTIAL(REM_MOD, 1, x[0], x[1], Y[0]), TESTREG(mod),
+         .notes = "the remainder with the sign of y; jumps where x/y is an integer, x = 0 "
+                  "included: NaN partials there (ChainRules)")
 
 /* fdim(x, y) = max(x - y, 0): (1, -1) if x > y, else (0, 0) (also at the tie x == y) */
 static const double fdim_lo[] = {0.5, -2}, fdim_hi[] = {2, 0};
 static const double fdim_pts[] = {-1, 2, 1e300, -1e300, 1e-300, -1e-300};
-CR_SCALAR_EVALS_REAL(fdim, 2, 1, Y[0] = fdim(x[0], x[1]),
-                     D[0] = isnan(Y[0])   ? Y[0]
-                            : x[0] > x[1] ? 1
-                                          : 0;
-                     D[1] = -D[0])
-static const cr_scalar_rule fdim_row = CR_SCALAR_ROW_REAL_EX(
-    fdim, TESTREG(fdim),
-    .notes = "tie x == y: (0, 0) (the zero branch, as ChainRules' max(x - y, 0)); NaN "
-             "arguments: NaN partials");
-DEFINE_FN(fdim, "fdim", 2)
+REAL_ROW(fdim, 2, Y[0] = fdim(x[0], x[1]),
+         D[0] = isnan(Y[0])   ? Y[0]
+                : x[0] > x[1] ? 1
+                              : 0;
+         D[1] = -D[0], TESTREG(fdim),
+         .notes = "tie x == y: (0, 0) (the zero branch, as ChainRules' max(x - y, 0)); NaN "
+                  "arguments: NaN partials")
 
 /* fmax(x, y): (1, 0) when x is returned, (0, 1) when y is; a NaN argument is ignored. */
 static const double fmax_lo[] = {0.5, -2}, fmax_hi[] = {2, 0};
 static const double fmax_pts[] = {1, 2, 3, -1, -1e300, 1e300};
-CR_SCALAR_EVALS_REAL(fmax, 2, 1, Y[0] = fmax(x[0], x[1]), D[0] = isnan(x[1]) || x[0] > x[1] ? 1 : 0;
-                     D[1] = 1 - D[0])
-static const cr_scalar_rule fmax_row = CR_SCALAR_ROW_REAL_EX(
-    fmax, TESTREG(fmax),
-    .notes = "tie x == y: (0, 1), as ChainRules' max; a NaN argument is ignored, as fmax "
-             "ignores it: fmax(NaN, y) gives (0, 1), fmax(x, NaN) (1, 0)");
-DEFINE_FN(fmax, "fmax", 2)
+REAL_ROW(fmax, 2, Y[0] = fmax(x[0], x[1]), D[0] = isnan(x[1]) || x[0] > x[1] ? 1 : 0;
+         D[1] = 1 - D[0], TESTREG(fmax),
+         .notes = "tie x == y: (0, 1), as ChainRules' max; a NaN argument is ignored, as fmax "
+                  "ignores it: fmax(NaN, y) gives (0, 1), fmax(x, NaN) (1, 0)")
 
 /* fmin(x, y): (1, 0) when x is returned, (0, 1) when y is. */
 static const double fmin_lo[] = {-2, 0.5}, fmin_hi[] = {0, 2};
 static const double fmin_pts[] = {1, 2, 3, -1, -1e300, 1e300};
-CR_SCALAR_EVALS_REAL(fmin, 2, 1, Y[0] = fmin(x[0], x[1]),
-                     D[0] = isnan(x[1]) || (!isnan(x[0]) && !(x[0] > x[1])) ? 1 : 0;
-                     D[1] = 1 - D[0])
-static const cr_scalar_rule fmin_row = CR_SCALAR_ROW_REAL_EX(
-    fmin, TESTREG(fmin),
-    .notes = "tie x == y: (1, 0), as ChainRules' min; a NaN argument is ignored: "
-             "fmin(NaN, y) gives (0, 1), fmin(x, NaN) (1, 0)");
-DEFINE_FN(fmin, "fmin", 2)
+REAL_ROW(fmin, 2, Y[0] = fmin(x[0], x[1]),
+         D[0] = isnan(x[1]) || (!isnan(x[0]) && !(x[0] > x[1])) ? 1 : 0;
+         D[1] = 1 - D[0], TESTREG(fmin),
+         .notes = "tie x == y: (1, 0), as ChainRules' min; a NaN argument is ignored: "
+                  "fmin(NaN, y) gives (0, 1), fmin(x, NaN) (1, 0)")
 
 /* copysign(x, y) = |x| sign(y): (±1, 0), -1 when the sign bits differ (ChainRules) */
 static const double copysign_lo[] = {0.5, -3}, copysign_hi[] = {3, -0.5};
 static const double copysign_pts[] = {2, 3, -2, -1, 1e300, -1e-300};
-CR_SCALAR_EVALS_REAL(copysign, 2, 1, Y[0] = copysign(x[0], x[1]),
-                     D[0] = !signbit(x[0]) != !signbit(x[1]) ? -1 : 1;
-                     D[1] = 0)
-static const cr_scalar_rule copysign_row = CR_SCALAR_ROW_REAL_EX(
-    copysign, TESTREG(copysign),
-    .notes = "∂/∂x = -1 when the sign bits of x and y differ, else 1 (so ±1 at x = ±0); "
-             "∂/∂y = 0 (y's sign is not differentiable; ChainRules' NoTangent)");
-DEFINE_FN(copysign, "copysign", 2)
+REAL_ROW(copysign, 2, Y[0] = copysign(x[0], x[1]), D[0] = !signbit(x[0]) != !signbit(x[1]) ? -1 : 1;
+         D[1] = 0, TESTREG(copysign),
+         .notes = "∂/∂x = -1 when the sign bits of x and y differ, else 1 (so ±1 at x = ±0); "
+                  "∂/∂y = 0 (y's sign is not differentiable; ChainRules' NoTangent)")
 
 /* fabs(x): sign(x), 0 at x = 0 (ChainRules' abs) */
 static const double fabs_lo[] = {0.2}, fabs_hi[] = {3};
 static const double fabs_pts[] = {-1.5, 1e300, -1e-300, 0x1p-1074};
-CR_SCALAR_EVALS_REAL(fabs, 1, 1, Y[0] = fabs(x[0]),
-                     D[0] = x[0] > 0    ? 1
-                            : x[0] < 0  ? -1
-                            : x[0] == 0 ? 0
-                                        : x[0])
-static const cr_scalar_rule fabs_row = CR_SCALAR_ROW_REAL_EX(
-    fabs, TESTREG(fabs), .notes = "derivative sign(x): 0 at x = ±0 (ChainRules' abs)");
-DEFINE_FN(fabs, "fabs", 1)
+REAL_ROW1(fabs, fabs(x[0]),
+          x[0] > 0    ? 1
+          : x[0] < 0  ? -1
+          : x[0] == 0 ? 0
+                      : x[0],
+          TESTREG(fabs), .notes = "derivative sign(x): 0 at x = ±0 (ChainRules' abs)")
 
 /* ldexp(x, n) = x 2^n: (2^n, 0); n is an integer (NoTangent when passed as one) */
 static const double ldexp_lo[] = {-3, -4.5}, ldexp_hi[] = {3, 4.5};
 static const double ldexp_pts[] = {1e-300, 1100.5, 1e300, -1100.5, 3, 1};
-CR_SCALAR_EVALS_REAL(ldexp, 2, 1, Y[0] = ldexp(x[0], to_int(x[1])),
-                     D[0] = ldexp((T)1, to_int(x[1]));
-                     D[1] = 0)
-static const cr_scalar_rule ldexp_row = CR_SCALAR_ROW_REAL_EX(
-    ldexp, TESTREG(ldexp),
-    .notes = "n is an integer: NoTangent for an int n, 0 for a real one (truncated to int)");
-DEFINE_FN(ldexp, "ldexp", 2)
+REAL_ROW(ldexp, 2, Y[0] = ldexp(x[0], to_int(x[1])), D[0] = ldexp((T)1, to_int(x[1]));
+         D[1] = 0, TESTREG(ldexp),
+         .notes = "n is an integer: NoTangent for an int n, 0 for a real one (truncated to int)")
 
 /* scalbn(x, n) = x 2^n (FLT_RADIX is 2): (2^n, 0) */
 static const double scalbn_lo[] = {-3, -4.5}, scalbn_hi[] = {3, 4.5};
 static const double scalbn_pts[] = {1e-300, 1100.5, 1e300, -1100.5, 3, 1};
-CR_SCALAR_EVALS_REAL(scalbn, 2, 1, Y[0] = scalbn(x[0], to_int(x[1])),
-                     D[0] = scalbn((T)1, to_int(x[1]));
-                     D[1] = 0)
-static const cr_scalar_rule scalbn_row =
-    CR_SCALAR_ROW_REAL_EX(scalbn, TESTREG(scalbn), .notes = "n is an integer (see ldexp)");
-DEFINE_FN(scalbn, "scalbn", 2)
+REAL_ROW(scalbn, 2, Y[0] = scalbn(x[0], to_int(x[1])), D[0] = scalbn((T)1, to_int(x[1]));
+         D[1] = 0, TESTREG(scalbn), .notes = "n is an integer (see ldexp)")
 
 /* scalbln(x, n) = x 2^n with a long n: (2^n, 0) */
 static const double scalbln_lo[] = {-3, -4.5}, scalbln_hi[] = {3, 4.5};
 static const double scalbln_pts[] = {1e-300, 1100.5, 1e300, -1100.5, 3, 1};
-CR_SCALAR_EVALS_REAL(scalbln, 2, 1, Y[0] = scalbln(x[0], to_long(x[1])),
-                     D[0] = scalbln((T)1, to_long(x[1]));
-                     D[1] = 0)
-static const cr_scalar_rule scalbln_row =
-    CR_SCALAR_ROW_REAL_EX(scalbln, TESTREG(scalbln), .notes = "n is an integer (see ldexp)");
-DEFINE_FN(scalbln, "scalbln", 2)
+REAL_ROW(scalbln, 2, Y[0] = scalbln(x[0], to_long(x[1])), D[0] = scalbln((T)1, to_long(x[1]));
+         D[1] = 0, TESTREG(scalbln), .notes = "n is an integer (see ldexp)")
 
 /* modf(x) = (fractional part, integral part), both real: (1, 0) */
 static const double modf_lo[] = {0.1}, modf_hi[] = {0.9};
@@ -404,16 +367,29 @@ static cr_status frexp_primal(cr_arena *arena, const cr_value *f, const cr_value
     return real_int_value(arena, f32, m, e, out);
 }
 
+/* The primal of a rule of real arguments (frexp, remquo, hypot) at args into *y, and whether
+ * they make it f32 (real_args). */
+static cr_status real_primal(cr_status (*primal)(cr_arena *, const cr_value *, const cr_value *,
+                                                 size_t, cr_value *),
+                             cr_arena *arena, const cr_value *f, const cr_value *args, size_t nargs,
+                             cr_value *y, bool *f32)
+{
+    cr_status st = primal(arena, f, args, nargs, y);
+    *f32 = false;
+    if (st == CR_OK)
+        real_args(args, nargs, f32);
+    return st;
+}
+
 static const cr_function frexp_function = {.name = "frexp", .arity = 1, .primal = frexp_primal};
 const cr_value cr_fn_frexp = {.kind = CR_KIND_FUNC, .u.func = {&frexp_function, NULL}};
 
 static cr_status frexp_frule(CR__FRULE_PARAMS)
 {
-    cr_status st = frexp_primal(arena, f, args, nargs, y);
+    bool f32;
+    cr_status st = real_primal(frexp_primal, arena, f, args, nargs, y, &f32);
     if (st != CR_OK)
         return st;
-    bool f32 = false;
-    real_args(args, 1, &f32);
     double m, dm, dx;
     int e;
     frexp_eval(real_of(&args[0]), f32, &m, &e, &dm);
@@ -444,12 +420,11 @@ static cr_status frexp_pullback(CR__PULLBACK_PARAMS)
 
 static cr_status frexp_rrule(CR__RRULE_PARAMS)
 {
-    cr_status st = frexp_primal(arena, f, args, nargs, y);
+    bool f32;
+    cr_status st = real_primal(frexp_primal, arena, f, args, nargs, y, &f32);
     if (st != CR_OK)
         return st;
     CR__ARENA_NEW(arena, frexp_env, e);
-    bool f32 = false;
-    real_args(args, 1, &f32);
     double m;
     int ex;
     frexp_eval(real_of(&args[0]), f32, &m, &ex, &e->dm);
@@ -498,11 +473,10 @@ const cr_value cr_fn_remquo = {.kind = CR_KIND_FUNC, .u.func = {&remquo_function
 
 static cr_status remquo_frule(CR__FRULE_PARAMS)
 {
-    cr_status st = remquo_primal(arena, f, args, nargs, y);
+    bool f32;
+    cr_status st = real_primal(remquo_primal, arena, f, args, nargs, y, &f32);
     if (st != CR_OK)
         return st;
-    bool f32 = false;
-    real_args(args, 2, &f32);
     double r, D[2], acc = 0;
     int q;
     remquo_eval(real_of(&args[0]), real_of(&args[1]), f32, &r, &q, D);
@@ -537,12 +511,11 @@ static cr_status remquo_pullback(CR__PULLBACK_PARAMS)
 
 static cr_status remquo_rrule(CR__RRULE_PARAMS)
 {
-    cr_status st = remquo_primal(arena, f, args, nargs, y);
+    CR__ARENA_NEW(arena, remquo_env, e);
+    bool f32;
+    cr_status st = real_primal(remquo_primal, arena, f, args, nargs, y, &f32);
     if (st != CR_OK)
         return st;
-    CR__ARENA_NEW(arena, remquo_env, e);
-    bool f32 = false;
-    real_args(args, 2, &f32);
     double r;
     int q;
     remquo_eval(real_of(&args[0]), real_of(&args[1]), f32, &r, &q, e->D);
@@ -632,11 +605,10 @@ const cr_value cr_fn_hypot = {.kind = CR_KIND_FUNC, .u.func = {&hypot_function, 
 
 static cr_status hypot_n_frule(CR__FRULE_PARAMS)
 {
-    cr_status st = hypot_primal(arena, f, args, nargs, y);
+    bool f32;
+    cr_status st = real_primal(hypot_primal, arena, f, args, nargs, y, &f32);
     if (st != CR_OK)
         return st;
-    bool f32 = false;
-    real_args(args, nargs, &f32);
     int e;
     double sc, acc = 0;
     hypot_n(args, nargs, &e, &sc);
@@ -715,32 +687,14 @@ static const cr_rule_test hypot4_test = {
 
 cr_status cr__math_register_hand(cr_registry *reg)
 {
-    static const cr_rule_def k_hand[] = {
-        {.fn = &frexp_function,
-         .nargs = 1,
-         .args = k_real_args,
-         .frule = frexp_frule,
-         .rrule = frexp_rrule,
-         .test = &frexp_test},
-        {.fn = &remquo_function,
-         .nargs = 2,
-         .args = k_real_args,
-         .frule = remquo_frule,
-         .rrule = remquo_rrule,
-         .test = &remquo_test},
-        /* hypot(x, y, z, w...): three or more arguments (the last matcher repeats). */
-        {.fn = &hypot_function,
-         .nargs = 4,
-         .args = k_real_args,
-         .variadic = true,
-         .frule = hypot_n_frule,
-         .rrule = hypot_n_rrule,
-         .test = &hypot4_test},
-    };
-    for (size_t i = 0; i < sizeof k_hand / sizeof k_hand[0]; i++) {
-        cr_status st = cr_registry_add(reg, &k_hand[i]);
-        if (st != CR_OK)
-            return st;
-    }
-    return CR_OK;
+    cr_status st = cr__register(reg, &frexp_function, k_real_args, 1, false, frexp_frule,
+                                frexp_rrule, NULL, &frexp_test);
+    if (st == CR_OK)
+        st = cr__register(reg, &remquo_function, k_real_args, 2, false, remquo_frule, remquo_rrule,
+                          NULL, &remquo_test);
+    /* hypot(x, y, z, w...): three or more arguments (the last matcher repeats). */
+    if (st == CR_OK)
+        st = cr__register(reg, &hypot_function, k_real_args, 4, true, hypot_n_frule, hypot_n_rrule,
+                          NULL, &hypot4_test);
+    return st;
 }

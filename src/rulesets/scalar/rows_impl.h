@@ -1,30 +1,51 @@
 /*
  * Private to the scalar rule families (src/rulesets/scalar/): the macros that declare a
- * row's function value and its test registration, the making of a complex number, and the
- * projection of a real argument's cotangent.
+ * row's function value and its test registration, and the projection of a real argument's
+ * cotangent (complex numbers are made by cr__c, rules_impl.h).
  */
 #ifndef CR_SCALAR_ROWS_IMPL_H
 #define CR_SCALAR_ROWS_IMPL_H
 
-#include <string.h>
-
 #include "../../rules/rules_impl.h"
-
-/* re + i im, keeping the signs of zeros (C11's CMPLX is missing from some compilers: clang
- * with glibc). C11 lays a complex out as two doubles, real part first. */
-static inline cr_complex cr__cplx(double re, double im)
-{
-    double parts[2] = {re, im};
-    cr_complex z;
-    memcpy(&z, parts, sizeof z);
-    return z;
-}
 
 /* Declares the cr_function of row NAME_row, named STR with NIN arguments, and its exported
  * function value cr_fn_NAME. */
 #define DEFINE_FN(NAME, STR, NIN)                                                        \
     static const cr_function NAME##_function = CR_SCALAR_FUNCTION(STR, NAME##_row, NIN); \
     const cr_value cr_fn_##NAME = {.kind = CR_KIND_FUNC, .u.func = {&NAME##_function, NULL}};
+
+/* Row NAME of NIN real arguments and one output: the evaluations of CR_SCALAR_EVALS_REAL, the
+ * statements PRIMAL (Y[0] = ...) and PARTIALS (D[0] = ...; D[1] = ...), with those texts as the
+ * row's sources (stringified here, before any macro in them is expanded), the row with the
+ * designated initialisers that follow (.test, .notes) and its function value cr_fn_NAME. */
+#define REAL_ROW(NAME, NIN, PRIMAL, PARTIALS, ...)                                     \
+    CR__SCALAR_EVAL(NAME##_f64, double, NIN, 1, PRIMAL, PARTIALS)                      \
+    CR__SCALAR_EVAL_F32(NAME##_f32, NIN, 1, PRIMAL, PARTIALS)                          \
+    CR__SCALAR_SRC(NAME, NIN, 1, #PRIMAL, #PARTIALS)                                   \
+    static const cr_scalar_rule NAME##_row = CR_SCALAR_ROW_REAL_EX(NAME, __VA_ARGS__); \
+    DEFINE_FN(NAME, #NAME, NIN)
+/* Row NAME of one argument (real or complex: CR_SCALAR_EVALS) and one output, Y[0] = VALUE and
+ * D[0] = DERIV, as REAL_ROW1 does for real rows. */
+#define ROW1(NAME, VALUE, DERIV, ...)                                             \
+    CR__SCALAR_EVAL(NAME##_f64, double, 1, 1, Y[0] = VALUE, D[0] = DERIV)         \
+    CR__SCALAR_EVAL_F32(NAME##_f32, 1, 1, Y[0] = VALUE, D[0] = DERIV)             \
+    CR__SCALAR_EVAL(NAME##_c128, cr_complex, 1, 1, Y[0] = VALUE, D[0] = DERIV)    \
+    CR__SCALAR_SRC(NAME, 1, 1, "Y[0] = " #VALUE, "D[0] = " #DERIV)                \
+    static const cr_scalar_rule NAME##_row = CR_SCALAR_ROW_EX(NAME, __VA_ARGS__); \
+    DEFINE_FN(NAME, #NAME, 1)
+/* The same for one argument, Y[0] = VALUE and D[0] = DERIV. */
+#define REAL_ROW1(NAME, VALUE, DERIV, ...)                                             \
+    CR__SCALAR_EVAL(NAME##_f64, double, 1, 1, Y[0] = VALUE, D[0] = DERIV)              \
+    CR__SCALAR_EVAL_F32(NAME##_f32, 1, 1, Y[0] = VALUE, D[0] = DERIV)                  \
+    CR__SCALAR_SRC(NAME, 1, 1, "Y[0] = " #VALUE, "D[0] = " #DERIV)                     \
+    static const cr_scalar_rule NAME##_row = CR_SCALAR_ROW_REAL_EX(NAME, __VA_ARGS__); \
+    DEFINE_FN(NAME, #NAME, 1)
+
+/* The entry {function, row} of row NAME in a table of the family's rows. */
+#define FN_ROW(NAME)                  \
+    {                                 \
+        &NAME##_function, &NAME##_row \
+    }
 
 /* Number of points of a hard-point array of NIN coordinates each. */
 #define NPTS(PTS, NIN) (sizeof(PTS) / sizeof(PTS)[0] / (NIN))

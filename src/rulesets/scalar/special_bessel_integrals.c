@@ -265,7 +265,7 @@ double cr_sf_expinti(double x)
  * (DLMF 6.9.1 even form: E1(z) = e^-z / (z + 1 - 1²/(z + 3 - 2²/(z + 5 - ...)))). */
 static cr_complex e1_imag_cf(double y, int n)
 {
-    cr_complex z = cr__cplx(0.0, y);
+    cr_complex z = cr__c(0.0, y);
     cr_complex t = z + (2.0 * n + 1);
     for (int k = n; k >= 1; k--)
         t = z + (2.0 * (k - 1) + 1) - (double)k * (double)k / t;
@@ -278,10 +278,10 @@ static cr_complex e1_imag(double y)
     for (int n = 64; n <= (1 << 16); n *= 2) {
         cr_complex g = e1_imag_cf(y, n);
         if (cabs(g - f) <= 1e-17 * cabs(g))
-            return g * cr__cplx(cos(y), -sin(y));
+            return g * cr__c(cos(y), -sin(y));
         f = g;
     }
-    return f * cr__cplx(cos(y), -sin(y));
+    return f * cr__c(cos(y), -sin(y));
 }
 
 #define SICI_SWITCH 4.0
@@ -466,6 +466,22 @@ static void temme_gammas(double mu, double *g1, double *g2, double *gp, double *
 /* The most continued-fraction terms before giving up (CF1 needs about x of them). */
 #define BESSEL_CF_MAX 2000000
 
+/* The start of Temme's series (the order mu in [-1/2, 1/2], x below the series' limit):
+ * returns g1 cosh(sigma) + g2 sinh(sigma)/sigma ln(2/x), sigma = mu ln(2/x), with *fct =
+ * pi mu / sin(pi mu), *es = e^sigma and the Gamma factors *gp, *gm (temme_gammas). */
+static double temme_start(double mu, double x, double *fct, double *es, double *gp, double *gm)
+{
+    double x2 = 0.5 * x, pimu = PI * mu;
+    *fct = fabs(pimu) < 1e-16 ? 1 : pimu / sin(pimu);
+    double d = -log(x2);
+    double e = mu * d;
+    double fct2 = fabs(e) < 1e-16 ? 1 : sinh(e) / e;
+    double g1, g2;
+    temme_gammas(mu, &g1, &g2, gp, gm);
+    *es = exp(e);
+    return g1 * cosh(e) + g2 * fct2 * d;
+}
+
 /* Hankel's expansion (DLMF 10.17.3, 10.17.4): J and Y of order nu >= 0 for large x. */
 static void bessel_jy_asymptotic(double nu, double x, double *j, double *y)
 {
@@ -578,15 +594,9 @@ static bool bessel_jy(double nu, double x, double *jv, double *yv)
         jl = DBL_EPSILON;
     double f = jpl / jl, jmu, ymu, ymup, y1;
     if (x < JY_SERIES_MAX) {
-        double x2 = 0.5 * x, pimu = PI * mu;
-        double fct = fabs(pimu) < 1e-16 ? 1 : pimu / sin(pimu);
-        d = -log(x2);
-        double e = mu * d;
-        double fct2 = fabs(e) < 1e-16 ? 1 : sinh(e) / e;
-        double g1, g2, gp, gm;
-        temme_gammas(mu, &g1, &g2, &gp, &gm);
-        double ff = 2 / PI * fct * (g1 * cosh(e) + g2 * fct2 * d);
-        e = exp(e);
+        double x2 = 0.5 * x, pimu = PI * mu, fct, e, gp, gm;
+        double br = temme_start(mu, x, &fct, &e, &gp, &gm);
+        double ff = 2 / PI * fct * br;
         double p = e / (gp * PI), q = 1 / (e * PI * gm);
         double pimu2 = 0.5 * pimu;
         double fct3 = fabs(pimu2) < 1e-16 ? 1 : sin(pimu2) / pimu2;
@@ -612,10 +622,10 @@ static bool bessel_jy(double nu, double x, double *jv, double *yv)
         jmu = w / (ymup - f * ymu);
     } else {
         /* CF2: p + iq = J'/J-like ratio of H1 (Steed), by modified Lentz in complex form */
-        cr_complex t = cr__cplx(tiny, 0), cc2 = t, dd = 0;
+        cr_complex t = cr__c(tiny, 0), cc2 = t, dd = 0;
         for (i = 1; i <= 100000; i++) {
             double ai = (i - 0.5) * (i - 0.5) - mu2;
-            cr_complex bi = cr__cplx(2 * x, 2.0 * i);
+            cr_complex bi = cr__c(2 * x, 2.0 * i);
             dd = bi + ai * dd;
             if (cabs(dd) < tiny)
                 dd = tiny;
@@ -628,7 +638,7 @@ static bool bessel_jy(double nu, double x, double *jv, double *yv)
             if (cabs(del - 1) < 1e-16)
                 break;
         }
-        cr_complex pq = cr__cplx(-0.5 * xi, 1.0) + cr__cplx(0.0, xi) * t;
+        cr_complex pq = cr__c(-0.5 * xi, 1.0) + cr__c(0.0, xi) * t;
         double p = creal(pq), q = cimag(pq);
         double gam = (p - f) / q;
         jmu = sqrt(w / ((p - f) * gam + q));
@@ -690,16 +700,10 @@ static bool bessel_ik_scaled(double nu, double x, double *iv, double *kv)
     }
     double f = ipl / il, kmu, k1;
     if (x < IK_SERIES_MAX) {
-        double x2 = 0.5 * x, pimu = PI * mu;
-        double fct = fabs(pimu) < 1e-16 ? 1 : pimu / sin(pimu);
-        d = -log(x2);
-        double e = mu * d;
-        double fct2 = fabs(e) < 1e-16 ? 1 : sinh(e) / e;
-        double g1, g2, gp, gm;
-        temme_gammas(mu, &g1, &g2, &gp, &gm);
-        double ff = fct * (g1 * cosh(e) + g2 * fct2 * d);
+        double x2 = 0.5 * x, fct, e, gp, gm;
+        double br = temme_start(mu, x, &fct, &e, &gp, &gm);
+        double ff = fct * br;
         double sum = ff;
-        e = exp(e);
         double p = 0.5 * e / gp, q = 0.5 / (e * gm), sum1 = p;
         c = 1;
         d = x2 * x2;
@@ -774,35 +778,34 @@ static void bessel_jy_any(double nu, double x, double *j, double *y)
     *y = (c == 0 ? s * ja : s * ja + c * ya);
 }
 
-double cr_sf_besselj(double nu, double x)
+/* A Bessel function of real order at real x from one of the pair routines (bessel_jy_any:
+ * J and Y; bessel_ik_any: I e^-|x| and K e^x), both taken at x > 0: the first kind (second
+ * false; at x < 0, (-1)^nu C(nu, -x) for an integer order, complex otherwise) or the second
+ * (x >= 0 only, at0 at x = 0). */
+static double bessel_of_pair(void (*pair)(double, double, double *, double *), bool second,
+                             double at0, double nu, double x)
 {
-    if (isnan(nu) || isnan(x) || isinf(nu))
+    if (isnan(nu) || isnan(x) || isinf(nu) || (second && x < 0))
         return NAN_D;
-    if (x < 0) {
-        if (!is_integer(nu))
-            return NAN_D; /* complex */
-        return parity(nu) * cr_sf_besselj(nu, -x);
-    }
+    if (x < 0) /* complex for a non-integer order */
+        return is_integer(nu) ? parity(nu) * bessel_of_pair(pair, false, 0, nu, -x) : NAN_D;
     if (x == 0)
-        return nu == 0 ? 1 : nu > 0 || is_integer(nu) ? 0 : NAN_D;
+        return second ? at0 : nu == 0 ? 1 : nu > 0 || is_integer(nu) ? 0 : NAN_D;
     if (isinf(x))
         return 0;
-    double j, y;
-    bessel_jy_any(nu, x, &j, &y);
-    return j;
+    double c1, c2;
+    pair(nu, x, &c1, &c2);
+    return second ? c2 : c1;
+}
+
+double cr_sf_besselj(double nu, double x)
+{
+    return bessel_of_pair(bessel_jy_any, false, 0, nu, x);
 }
 
 double cr_sf_bessely(double nu, double x)
 {
-    if (isnan(nu) || isnan(x) || isinf(nu) || x < 0)
-        return NAN_D;
-    if (x == 0)
-        return -INF;
-    if (isinf(x))
-        return 0;
-    double j, y;
-    bessel_jy_any(nu, x, &j, &y);
-    return y;
+    return bessel_of_pair(bessel_jy_any, true, -INF, nu, x);
 }
 
 /* I_nu(x) e^-|x| and K_nu(x) e^x of any real order, x > 0 (DLMF 10.27.2, 10.27.3). */
@@ -826,20 +829,7 @@ static void bessel_ik_any(double nu, double x, double *ix, double *kx)
 
 double cr_sf_besselix(double nu, double x)
 {
-    if (isnan(nu) || isnan(x) || isinf(nu))
-        return NAN_D;
-    if (x < 0) {
-        if (!is_integer(nu))
-            return NAN_D;
-        return parity(nu) * cr_sf_besselix(nu, -x);
-    }
-    if (x == 0)
-        return nu == 0 ? 1 : nu > 0 || is_integer(nu) ? 0 : NAN_D;
-    if (isinf(x))
-        return 0;
-    double i, k;
-    bessel_ik_any(nu, x, &i, &k);
-    return i;
+    return bessel_of_pair(bessel_ik_any, false, 0, nu, x);
 }
 
 double cr_sf_besseli(double nu, double x)
@@ -854,15 +844,7 @@ double cr_sf_besseli(double nu, double x)
 
 double cr_sf_besselkx(double nu, double x)
 {
-    if (isnan(nu) || isnan(x) || isinf(nu) || x < 0)
-        return NAN_D;
-    if (x == 0)
-        return INF;
-    if (isinf(x))
-        return 0;
-    double i, k;
-    bessel_ik_any(nu, x, &i, &k);
-    return k;
+    return bessel_of_pair(bessel_ik_any, true, INF, nu, x);
 }
 
 double cr_sf_besselk(double nu, double x)
@@ -876,22 +858,22 @@ double cr_sf_besselk(double nu, double x)
 
 cr_complex cr_sf_hankelh1(double nu, double x)
 {
-    return cr__cplx(cr_sf_besselj(nu, x), cr_sf_bessely(nu, x));
+    return cr__c(cr_sf_besselj(nu, x), cr_sf_bessely(nu, x));
 }
 
 cr_complex cr_sf_hankelh2(double nu, double x)
 {
-    return cr__cplx(cr_sf_besselj(nu, x), -cr_sf_bessely(nu, x));
+    return cr__c(cr_sf_besselj(nu, x), -cr_sf_bessely(nu, x));
 }
 
 cr_complex cr_sf_hankelh1x(double nu, double x)
 {
-    return cr_sf_hankelh1(nu, x) * cr__cplx(cos(x), -sin(x));
+    return cr_sf_hankelh1(nu, x) * cr__c(cos(x), -sin(x));
 }
 
 cr_complex cr_sf_hankelh2x(double nu, double x)
 {
-    return cr_sf_hankelh2(nu, x) * cr__cplx(cos(x), sin(x));
+    return cr_sf_hankelh2(nu, x) * cr__c(cos(x), sin(x));
 }
 
 /* ---- Airy functions (DLMF 9.4, 9.6) ----------------------------------------------------- */
@@ -988,45 +970,20 @@ static double airy_one(double x, bool scaled, int k)
     return o[k];
 }
 
-double cr_sf_airyai(double x)
-{
-    return airy_one(x, false, 0);
-}
-
-double cr_sf_airyaiprime(double x)
-{
-    return airy_one(x, false, 1);
-}
-
-double cr_sf_airybi(double x)
-{
-    return airy_one(x, false, 2);
-}
-
-double cr_sf_airybiprime(double x)
-{
-    return airy_one(x, false, 3);
-}
-
-double cr_sf_airyaix(double x)
-{
-    return airy_one(x, true, 0);
-}
-
-double cr_sf_airyaiprimex(double x)
-{
-    return airy_one(x, true, 1);
-}
-
-double cr_sf_airybix(double x)
-{
-    return airy_one(x, true, 2);
-}
-
-double cr_sf_airybiprimex(double x)
-{
-    return airy_one(x, true, 3);
-}
+/* cr_sf_NAME(x): Airy function K (Ai, Ai', Bi, Bi'), scaled or not (airy_one). */
+#define AIRY_FN(NAME, SCALED, K)           \
+    double cr_sf_##NAME(double x)          \
+    {                                      \
+        return airy_one(x, (SCALED), (K)); \
+    }
+AIRY_FN(airyai, false, 0)
+AIRY_FN(airyaiprime, false, 1)
+AIRY_FN(airybi, false, 2)
+AIRY_FN(airybiprime, false, 3)
+AIRY_FN(airyaix, true, 0)
+AIRY_FN(airyaiprimex, true, 1)
+AIRY_FN(airybix, true, 2)
+AIRY_FN(airybiprimex, true, 3)
 
 /* ---- expint of a complex argument (DLMF 6.6.2, 6.9.1) ----------------------------------- */
 
@@ -1074,16 +1031,16 @@ cr_complex cr_sf_expint_complex(cr_complex z)
 {
     double x = creal(z), y = cimag(z), r = cabs(z);
     if (isnan(x) || isnan(y))
-        return cr__cplx(NAN_D, NAN_D);
+        return cr__c(NAN_D, NAN_D);
     if (r == 0)
-        return cr__cplx(INF, 0.0);
+        return cr__c(INF, 0.0);
     if (y == 0 && x > 0)
-        return cr__cplx(cr_sf_expint(x), y); /* keeps the sign of the zero */
+        return cr__c(cr_sf_expint(x), y); /* keeps the sign of the zero */
     /* The series where its terms (about e^|z|) do not cancel much against the result
      * (about e^-Re z/|z|): |z| <= 1, or left of 0 near the negative axis (y² <= 6|x|: at
      * most a factor e^3 cancels); the continued fraction elsewhere (away from the cut). */
     if (r <= 1 || (x < 0 && y * y <= 6 * -x))
-        return r > 740 ? cr__cplx(-INF, -copysign(PI, y)) : e1_series(z);
+        return r > 740 ? cr__c(-INF, -copysign(PI, y)) : e1_series(z);
     return e1_cf(z);
 }
 
@@ -1100,50 +1057,31 @@ cr_complex cr_sf_expint_complex(cr_complex z)
 /* Airy functions: Ai' = Ai', (Ai')' = x Ai, and the same for Bi (DLMF 9.2.1). */
 static const double k_airy_lo[] = {-6.0}, k_airy_hi[] = {4.0};
 static const double k_airy_pts[] = {0.0, 1.0, -1.0, 1.0001, -2.338107410459767, 3.5, -5.5};
-CR_SCALAR_EVALS_REAL(airyai, 1, 1, Y[0] = cr_sf_airyai(x[0]), D[0] = cr_sf_airyaiprime(x[0]))
-static const cr_scalar_rule airyai_row =
-    CR_SCALAR_ROW_REAL_EX(airyai, ROW_TEST(k_airy_lo, k_airy_hi, k_airy_pts));
-DEFINE_FN(airyai, "airyai", 1)
+REAL_ROW1(airyai, cr_sf_airyai(x[0]), cr_sf_airyaiprime(x[0]),
+          ROW_TEST(k_airy_lo, k_airy_hi, k_airy_pts))
 
-CR_SCALAR_EVALS_REAL(airyaiprime, 1, 1, Y[0] = cr_sf_airyaiprime(x[0]),
-                     D[0] = x[0] * cr_sf_airyai(x[0]))
-static const cr_scalar_rule airyaiprime_row =
-    CR_SCALAR_ROW_REAL_EX(airyaiprime, ROW_TEST(k_airy_lo, k_airy_hi, k_airy_pts));
-DEFINE_FN(airyaiprime, "airyaiprime", 1)
+REAL_ROW1(airyaiprime, cr_sf_airyaiprime(x[0]), x[0] * cr_sf_airyai(x[0]),
+          ROW_TEST(k_airy_lo, k_airy_hi, k_airy_pts))
 
-CR_SCALAR_EVALS_REAL(airybi, 1, 1, Y[0] = cr_sf_airybi(x[0]), D[0] = cr_sf_airybiprime(x[0]))
-static const cr_scalar_rule airybi_row =
-    CR_SCALAR_ROW_REAL_EX(airybi, ROW_TEST(k_airy_lo, k_airy_hi, k_airy_pts));
-DEFINE_FN(airybi, "airybi", 1)
+REAL_ROW1(airybi, cr_sf_airybi(x[0]), cr_sf_airybiprime(x[0]),
+          ROW_TEST(k_airy_lo, k_airy_hi, k_airy_pts))
 
-CR_SCALAR_EVALS_REAL(airybiprime, 1, 1, Y[0] = cr_sf_airybiprime(x[0]),
-                     D[0] = x[0] * cr_sf_airybi(x[0]))
-static const cr_scalar_rule airybiprime_row =
-    CR_SCALAR_ROW_REAL_EX(airybiprime, ROW_TEST(k_airy_lo, k_airy_hi, k_airy_pts));
-DEFINE_FN(airybiprime, "airybiprime", 1)
+REAL_ROW1(airybiprime, cr_sf_airybiprime(x[0]), x[0] * cr_sf_airybi(x[0]),
+          ROW_TEST(k_airy_lo, k_airy_hi, k_airy_pts))
 
 /* Scaled by e^zeta, zeta = 2/3 x^(3/2), x >= 0: d e^zeta/dx = sqrt(x) e^zeta. */
 static const double k_airyx_lo[] = {0.05}, k_airyx_hi[] = {30.0};
 static const double k_airyx_pts[] = {0.5, 1.0, 1.0001, 50.0};
-CR_SCALAR_EVALS_REAL(airyaix, 1, 1, Y[0] = cr_sf_airyaix(x[0]),
-                     D[0] = cr_sf_airyaiprimex(x[0]) + sqrt(x[0]) * Y[0])
-static const cr_scalar_rule airyaix_row = CR_SCALAR_ROW_REAL_EX(
-    airyaix, ROW_TEST(k_airyx_lo, k_airyx_hi, k_airyx_pts), .notes = "x >= 0");
-DEFINE_FN(airyaix, "airyaix", 1)
+REAL_ROW1(airyaix, cr_sf_airyaix(x[0]), cr_sf_airyaiprimex(x[0]) + sqrt(x[0]) * Y[0],
+          ROW_TEST(k_airyx_lo, k_airyx_hi, k_airyx_pts), .notes = "x >= 0")
 
-CR_SCALAR_EVALS_REAL(airyaiprimex, 1, 1, Y[0] = cr_sf_airyaiprimex(x[0]),
-                     D[0] = x[0] * cr_sf_airyaix(x[0]) + sqrt(x[0]) * Y[0])
-static const cr_scalar_rule airyaiprimex_row = CR_SCALAR_ROW_REAL_EX(
-    airyaiprimex, ROW_TEST(k_airyx_lo, k_airyx_hi, k_airyx_pts), .notes = "x >= 0");
-DEFINE_FN(airyaiprimex, "airyaiprimex", 1)
+REAL_ROW1(airyaiprimex, cr_sf_airyaiprimex(x[0]), x[0] * cr_sf_airyaix(x[0]) + sqrt(x[0]) * Y[0],
+          ROW_TEST(k_airyx_lo, k_airyx_hi, k_airyx_pts), .notes = "x >= 0")
 
 /* dawson(x) = F(x): 1 - 2xΩ (DLMF 7.10.1 through 7.5.1) */
 static const double k_daw_lo[] = {-10.0}, k_daw_hi[] = {10.0};
 static const double k_daw_pts[] = {0.0, 0.9241388730, 6.999, 7.001, -3.0, 40.0};
-CR_SCALAR_EVALS_REAL(dawson, 1, 1, Y[0] = cr_sf_dawson(x[0]), D[0] = 1 - 2 * x[0] * Y[0])
-static const cr_scalar_rule dawson_row =
-    CR_SCALAR_ROW_REAL_EX(dawson, ROW_TEST(k_daw_lo, k_daw_hi, k_daw_pts));
-DEFINE_FN(dawson, "dawson", 1)
+REAL_ROW1(dawson, cr_sf_dawson(x[0]), 1 - 2 * x[0] * Y[0], ROW_TEST(k_daw_lo, k_daw_hi, k_daw_pts))
 
 /* erfi(x) = -i erf(ix): 2/sqrt(pi) exp(x²) */
 static const double k_erfi_lo[] = {-5.0}, k_erfi_hi[] = {5.0};
@@ -1156,66 +1094,48 @@ DEFINE_FN(erfi, "erfi", 1)
 /* logerfcx(x) = log(erfcx(x)): erfcx'(x)/erfcx(x) = 2x - 2/(sqrt(pi) erfcx(x)) */
 static const double k_lex_lo[] = {-8.0}, k_lex_hi[] = {20.0};
 static const double k_lex_pts[] = {0.0, -6.001, -5.999, 1.99, 2.01, 100.0, -30.0};
-CR_SCALAR_EVALS_REAL(logerfcx, 1, 1, Y[0] = cr_sf_logerfcx(x[0]), D[0] = logerfcx_dx(x[0]))
-static const cr_scalar_rule logerfcx_row =
-    CR_SCALAR_ROW_REAL_EX(logerfcx, ROW_TEST(k_lex_lo, k_lex_hi, k_lex_pts));
-DEFINE_FN(logerfcx, "logerfcx", 1)
+REAL_ROW1(logerfcx, cr_sf_logerfcx(x[0]), logerfcx_dx(x[0]),
+          ROW_TEST(k_lex_lo, k_lex_hi, k_lex_pts))
 
 /* invdigamma(y), the inverse of digamma on x > 0: 1/trigamma(Ω) */
 static const double k_invdg_lo[] = {-5.0}, k_invdg_hi[] = {5.0};
 static const double k_invdg_pts[] = {-2.22, -2.21, 0.0, -0.5772156649015329, -30.0, 20.0};
-CR_SCALAR_EVALS_REAL(invdigamma, 1, 1, Y[0] = cr_sf_invdigamma(x[0]),
-                     D[0] = 1 / cr_sf_trigamma(Y[0]))
-static const cr_scalar_rule invdigamma_row = CR_SCALAR_ROW_REAL_EX(
-    invdigamma, ROW_TEST(k_invdg_lo, k_invdg_hi, k_invdg_pts), .notes = "the branch x > 0");
-DEFINE_FN(invdigamma, "invdigamma", 1)
+REAL_ROW1(invdigamma, cr_sf_invdigamma(x[0]), 1 / cr_sf_trigamma(Y[0]),
+          ROW_TEST(k_invdg_lo, k_invdg_hi, k_invdg_pts), .notes = "the branch x > 0")
 
 /* expintx(x) = e^x E1(x): Ω - 1/x */
 static const double k_pos_lo[] = {0.1}, k_pos_hi[] = {8.0};
 static const double k_expintx_pts[] = {0.999, 1.001, 0.01, 50.0, 699.0, 701.0};
-CR_SCALAR_EVALS_REAL(expintx, 1, 1, Y[0] = cr_sf_expintx(x[0]), D[0] = Y[0] - 1 / x[0])
-static const cr_scalar_rule expintx_row =
-    CR_SCALAR_ROW_REAL_EX(expintx, ROW_TEST(k_pos_lo, k_pos_hi, k_expintx_pts), .notes = "x > 0");
-DEFINE_FN(expintx, "expintx", 1)
+REAL_ROW1(expintx, cr_sf_expintx(x[0]), Y[0] - 1 / x[0],
+          ROW_TEST(k_pos_lo, k_pos_hi, k_expintx_pts), .notes = "x > 0")
 
 /* expinti(x) = Ei(x): e^x/x */
 static const double k_ei_lo[] = {-8.0}, k_ei_hi[] = {8.0};
 static const double k_ei_pts[] = {
     0.3725074107813666, 0.1999, 0.2001, 0.5999, 0.6001, 49.999, 50.001, -1.0, -40.0};
-CR_SCALAR_EVALS_REAL(expinti, 1, 1, Y[0] = cr_sf_expinti(x[0]), D[0] = exp(x[0]) / x[0])
-static const cr_scalar_rule expinti_row =
-    CR_SCALAR_ROW_REAL_EX(expinti, ROW_TEST(k_ei_lo, k_ei_hi, k_ei_pts), .notes = "x != 0");
-DEFINE_FN(expinti, "expinti", 1)
+REAL_ROW1(expinti, cr_sf_expinti(x[0]), exp(x[0]) / x[0], ROW_TEST(k_ei_lo, k_ei_hi, k_ei_pts),
+          .notes = "x != 0")
 
 /* sinint(x) = Si(x): sin(x)/x (1 at 0) */
 static const double k_sici_lo[] = {0.1}, k_sici_hi[] = {20.0};
 static const double k_si_pts[] = {0.0, 3.999, 4.001, -4.001, 1e3, -25.0};
-CR_SCALAR_EVALS_REAL(sinint, 1, 1, Y[0] = cr_sf_sinint(x[0]),
-                     D[0] = x[0] == 0 ? (T)1 : sin(x[0]) / x[0])
-static const cr_scalar_rule sinint_row =
-    CR_SCALAR_ROW_REAL_EX(sinint, ROW_TEST(k_sici_lo, k_sici_hi, k_si_pts));
-DEFINE_FN(sinint, "sinint", 1)
+REAL_ROW1(sinint, cr_sf_sinint(x[0]), x[0] == 0 ? (T)1 : sin(x[0]) / x[0],
+          ROW_TEST(k_sici_lo, k_sici_hi, k_si_pts))
 
 /* cosint(x) = Ci(x), x > 0: cos(x)/x */
 static const double k_ci_pts[] = {0.6165054856207162, 3.999, 4.001, 1e3, 0.01};
-CR_SCALAR_EVALS_REAL(cosint, 1, 1, Y[0] = cr_sf_cosint(x[0]), D[0] = cos(x[0]) / x[0])
-static const cr_scalar_rule cosint_row =
-    CR_SCALAR_ROW_REAL_EX(cosint, ROW_TEST(k_sici_lo, k_sici_hi, k_ci_pts), .notes = "x > 0");
-DEFINE_FN(cosint, "cosint", 1)
+REAL_ROW1(cosint, cr_sf_cosint(x[0]), cos(x[0]) / x[0], ROW_TEST(k_sici_lo, k_sici_hi, k_ci_pts),
+          .notes = "x > 0")
 
 /* ellipk(m) = K(m): (E - (1-m)K)/(2m(1-m)); ellipe(m) = E(m): (E - K)/(2m) (DLMF 19.4.1,
  * 19.4.2), both from their power series below |m| = 0.1 (pi/8 and -pi/8 at 0). */
 static const double k_ellip_lo[] = {-3.0}, k_ellip_hi[] = {0.95};
 static const double k_ellip_pts[] = {0.0, 0.0999, 0.1001, -0.1001, 0.5, 0.999999, -50.0};
-CR_SCALAR_EVALS_REAL(ellipk, 1, 1, Y[0] = cr_sf_ellipk(x[0]), D[0] = ellipk_dm(x[0], Y[0]))
-static const cr_scalar_rule ellipk_row =
-    CR_SCALAR_ROW_REAL_EX(ellipk, ROW_TEST(k_ellip_lo, k_ellip_hi, k_ellip_pts), .notes = "m < 1");
-DEFINE_FN(ellipk, "ellipk", 1)
+REAL_ROW1(ellipk, cr_sf_ellipk(x[0]), ellipk_dm(x[0], Y[0]),
+          ROW_TEST(k_ellip_lo, k_ellip_hi, k_ellip_pts), .notes = "m < 1")
 
-CR_SCALAR_EVALS_REAL(ellipe, 1, 1, Y[0] = cr_sf_ellipe(x[0]), D[0] = ellipe_dm(x[0], Y[0]))
-static const cr_scalar_rule ellipe_row =
-    CR_SCALAR_ROW_REAL_EX(ellipe, ROW_TEST(k_ellip_lo, k_ellip_hi, k_ellip_pts), .notes = "m < 1");
-DEFINE_FN(ellipe, "ellipe", 1)
+REAL_ROW1(ellipe, cr_sf_ellipe(x[0]), ellipe_dm(x[0], Y[0]),
+          ROW_TEST(k_ellip_lo, k_ellip_hi, k_ellip_pts), .notes = "m < 1")
 
 /* erf(x, y) = erf(y) - erf(x), as a difference of erfc where both are large and of one sign
  * (no cancellation): -2/sqrt(pi) exp(-x²), 2/sqrt(pi) exp(-y²). */
@@ -1230,46 +1150,30 @@ double cr_sf_erf2(double x, double y)
 
 static const double k_erf2_lo[] = {-3.0, -3.0}, k_erf2_hi[] = {3.0, 3.0};
 static const double k_erf2_pts[] = {0.0, 0.0, 1.0, 2.0, -2.0, -1.0, 4.0, 4.5, 0.4, 0.6};
-CR_SCALAR_EVALS_REAL(erf2, 2, 1, Y[0] = cr_sf_erf2(x[0], x[1]),
-                     D[0] = -TWO_OVER_SQRT_PI / exp_sq(x[0]);
-                     D[1] = TWO_OVER_SQRT_PI / exp_sq(x[1]))
-static const cr_scalar_rule erf2_row =
-    CR_SCALAR_ROW_REAL_EX(erf2, ROW_TEST(k_erf2_lo, k_erf2_hi, k_erf2_pts),
-                          .notes = "SpecialFunctions' erf(x, y) = erf(y) - erf(x)");
-DEFINE_FN(erf2, "erf2", 2)
+REAL_ROW(erf2, 2, Y[0] = cr_sf_erf2(x[0], x[1]), D[0] = -TWO_OVER_SQRT_PI / exp_sq(x[0]);
+         D[1] = TWO_OVER_SQRT_PI / exp_sq(x[1]), ROW_TEST(k_erf2_lo, k_erf2_hi, k_erf2_pts),
+         .notes = "SpecialFunctions' erf(x, y) = erf(y) - erf(x)")
 
 /* Bi scaled by e^-|Re zeta| (e^-zeta for x > 0, 1 for x < 0): the scale's derivative is
  * -sqrt(x) e^-zeta for x > 0 and 0 for x < 0. */
 static const double k_airybx_lo[] = {-6.0}, k_airybx_hi[] = {30.0};
 static const double k_airybx_pts[] = {0.0, 1.0, -1.0, 1.0001, 50.0, -5.5};
-CR_SCALAR_EVALS_REAL(airybix, 1, 1, Y[0] = cr_sf_airybix(x[0]),
-                     D[0] = cr_sf_airybiprimex(x[0]) - (x[0] > 0 ? sqrt(x[0]) * Y[0] : 0))
-static const cr_scalar_rule airybix_row =
-    CR_SCALAR_ROW_REAL_EX(airybix, ROW_TEST(k_airybx_lo, k_airybx_hi, k_airybx_pts),
-                          .notes = "Bi(x) e^-|Re zeta|: Bi(x) itself for x < 0");
-DEFINE_FN(airybix, "airybix", 1)
+REAL_ROW1(airybix, cr_sf_airybix(x[0]),
+          cr_sf_airybiprimex(x[0]) - (x[0] > 0 ? sqrt(x[0]) * Y[0] : 0),
+          ROW_TEST(k_airybx_lo, k_airybx_hi, k_airybx_pts),
+          .notes = "Bi(x) e^-|Re zeta|: Bi(x) itself for x < 0")
 
-CR_SCALAR_EVALS_REAL(airybiprimex, 1, 1, Y[0] = cr_sf_airybiprimex(x[0]),
-                     D[0] = x[0] * cr_sf_airybix(x[0]) - (x[0] > 0 ? sqrt(x[0]) * Y[0] : 0))
-static const cr_scalar_rule airybiprimex_row =
-    CR_SCALAR_ROW_REAL_EX(airybiprimex, ROW_TEST(k_airybx_lo, k_airybx_hi, k_airybx_pts),
-                          .notes = "Bi'(x) e^-|Re zeta|: Bi'(x) itself for x < 0");
-DEFINE_FN(airybiprimex, "airybiprimex", 1)
+REAL_ROW1(airybiprimex, cr_sf_airybiprimex(x[0]),
+          x[0] * cr_sf_airybix(x[0]) - (x[0] > 0 ? sqrt(x[0]) * Y[0] : 0),
+          ROW_TEST(k_airybx_lo, k_airybx_hi, k_airybx_pts),
+          .notes = "Bi'(x) e^-|Re zeta|: Bi'(x) itself for x < 0")
 
-static const struct {
-    const cr_function *fn;
-    const cr_scalar_rule *row;
-} k_rows[] = {
-    {&airybix_function, &airybix_row},   {&airybiprimex_function, &airybiprimex_row},
-    {&airyai_function, &airyai_row},     {&airyaiprime_function, &airyaiprime_row},
-    {&airybi_function, &airybi_row},     {&airybiprime_function, &airybiprime_row},
-    {&airyaix_function, &airyaix_row},   {&airyaiprimex_function, &airyaiprimex_row},
-    {&dawson_function, &dawson_row},     {&erfi_function, &erfi_row},
-    {&logerfcx_function, &logerfcx_row}, {&invdigamma_function, &invdigamma_row},
-    {&expintx_function, &expintx_row},   {&expinti_function, &expinti_row},
-    {&sinint_function, &sinint_row},     {&cosint_function, &cosint_row},
-    {&ellipk_function, &ellipk_row},     {&ellipe_function, &ellipe_row},
-    {&erf2_function, &erf2_row},
+static const cr__sf_row k_rows[] = {
+    FN_ROW(airybix), FN_ROW(airybiprimex), FN_ROW(airyai),   FN_ROW(airyaiprime),
+    FN_ROW(airybi),  FN_ROW(airybiprime),  FN_ROW(airyaix),  FN_ROW(airyaiprimex),
+    FN_ROW(dawson),  FN_ROW(erfi),         FN_ROW(logerfcx), FN_ROW(invdigamma),
+    FN_ROW(expintx), FN_ROW(expinti),      FN_ROW(sinint),   FN_ROW(cosint),
+    FN_ROW(ellipk),  FN_ROW(ellipe),       FN_ROW(erf2),
 };
 
 /* ---- Functions of an order (or a parameter) and an argument: f(nu, x) --------------------- */
@@ -1304,42 +1208,25 @@ typedef struct order2_fn {
 
 /* (C(nu-1) - C(nu+1))/2 for J, Y (DLMF 10.6.1), (I(nu-1) + I(nu+1))/2 and
  * -(K(nu-1) + K(nu+1))/2 (DLMF 10.29.1); the scaled forms add the derivative of the scale. */
-static double besselj_dx(double nu, double x, double y)
-{
-    (void)y;
-    return (cr_sf_besselj(nu - 1, x) - cr_sf_besselj(nu + 1, x)) / 2;
-}
-
-static double bessely_dx(double nu, double x, double y)
-{
-    (void)y;
-    return (cr_sf_bessely(nu - 1, x) - cr_sf_bessely(nu + 1, x)) / 2;
-}
-
-static double besseli_dx(double nu, double x, double y)
-{
-    (void)y;
-    return (cr_sf_besseli(nu - 1, x) + cr_sf_besseli(nu + 1, x)) / 2;
-}
-
-static double besselk_dx(double nu, double x, double y)
-{
-    (void)y;
-    return -(cr_sf_besselk(nu - 1, x) + cr_sf_besselk(nu + 1, x)) / 2;
-}
-
+#define ORDER_DX(T, NAME, SIGN, OP, EXTRA)                                         \
+    static T NAME##_dx(double nu, double x, T y)                                   \
+    {                                                                              \
+        (void)y;                                                                   \
+        return SIGN(cr_sf_##NAME(nu - 1, x) OP cr_sf_##NAME(nu + 1, x)) / 2 EXTRA; \
+    }
+ORDER_DX(double, besselj, +, -, )
+ORDER_DX(double, bessely, +, -, )
+ORDER_DX(double, besseli, +, +, )
+ORDER_DX(double, besselk, -, +, )
 /* besselix = I e^-|x|: (Ix(nu-1) + Ix(nu+1))/2 - sign(x) Ω */
-static double besselix_dx(double nu, double x, double y)
-{
-    double s = x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0;
-    return (cr_sf_besselix(nu - 1, x) + cr_sf_besselix(nu + 1, x)) / 2 - s * y;
-}
-
+ORDER_DX(double, besselix, +, +, -(x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0) * y)
 /* besselkx = K e^x: -(Kx(nu-1) + Kx(nu+1))/2 + Ω */
-static double besselkx_dx(double nu, double x, double y)
-{
-    return -(cr_sf_besselkx(nu - 1, x) + cr_sf_besselkx(nu + 1, x)) / 2 + y;
-}
+ORDER_DX(double, besselkx, -, +, +y)
+ORDER_DX(cr_complex, hankelh1, +, -, )
+ORDER_DX(cr_complex, hankelh2, +, -, )
+/* hankelh1x = H1 e^-ix: (H1x(nu-1) - H1x(nu+1))/2 - iΩ; hankelh2x = H2 e^ix: ... + iΩ */
+ORDER_DX(cr_complex, hankelh1x, +, -, -cr__c(0.0, 1.0) * y)
+ORDER_DX(cr_complex, hankelh2x, +, -, +cr__c(0.0, 1.0) * y)
 
 /* For real x, besseljx = besselj and besselyx = bessely (the scale e^-|Im x| is 1). */
 static double besseljx_value(double nu, double x)
@@ -1352,40 +1239,23 @@ static double besselyx_value(double nu, double x)
     return cr_sf_bessely(nu, x);
 }
 
-static cr_complex hankelh1_dx(double nu, double x, cr_complex y)
-{
-    (void)y;
-    return (cr_sf_hankelh1(nu - 1, x) - cr_sf_hankelh1(nu + 1, x)) / 2;
-}
-
-static cr_complex hankelh2_dx(double nu, double x, cr_complex y)
-{
-    (void)y;
-    return (cr_sf_hankelh2(nu - 1, x) - cr_sf_hankelh2(nu + 1, x)) / 2;
-}
-
-/* hankelh1x = H1 e^-ix: (H1x(nu-1) - H1x(nu+1))/2 - iΩ; hankelh2x = H2 e^ix: ... + iΩ */
-static cr_complex hankelh1x_dx(double nu, double x, cr_complex y)
-{
-    return (cr_sf_hankelh1x(nu - 1, x) - cr_sf_hankelh1x(nu + 1, x)) / 2 - cr__cplx(0.0, 1.0) * y;
-}
-
-static cr_complex hankelh2x_dx(double nu, double x, cr_complex y)
-{
-    return (cr_sf_hankelh2x(nu - 1, x) - cr_sf_hankelh2x(nu + 1, x)) / 2 + cr__cplx(0.0, 1.0) * y;
-}
-
 /* gamma(a, x) = Gamma(a) Q(a, x), the upper incomplete gamma function, for a > 0 (a <= 0:
  * special_gamma_erf.c). */
+/* Q(a, x) = Gamma(a, x)/Gamma(a), a > 0 (NaN where cr_sf_gamma_inc gives NaN). */
+static double gamma_q(double a, double x)
+{
+    double q;
+    cr_sf_gamma_inc(a, x, NULL, &q);
+    return q;
+}
+
 double cr_sf_gamma_upper(double a, double x)
 {
     if (a <= 0)
         return cr__sf_gamma_upper_nonpos(a, x);
-    double q;
-    cr_sf_gamma_inc(a, x, NULL, &q);
+    double q = gamma_q(a, x), g = tgamma(a);
     if (isnan(q))
         return q;
-    double g = tgamma(a);
     if (isfinite(g))
         return g * q;
     int s;
@@ -1397,12 +1267,9 @@ double cr_sf_loggamma_upper(double a, double x)
 {
     if (a <= 0)
         return cr__sf_loggamma_upper_nonpos(a, x);
-    double q;
-    cr_sf_gamma_inc(a, x, NULL, &q);
-    if (isnan(q))
-        return q;
+    double q = gamma_q(a, x);
     int s;
-    return lgamma_r(a, &s) + log(q);
+    return isnan(q) ? q : lgamma_r(a, &s) + log(q);
 }
 
 /* d Gamma(a, x)/dx = -x^(a-1) e^-x (DLMF 8.8.13) */
@@ -1419,9 +1286,7 @@ static double loggamma_upper_dx(double a, double x, double y)
 {
     if (a <= 0) /* y = log Gamma(a, x) */
         return -exp((a - 1) * log(x) - x - y);
-    double q;
-    cr_sf_gamma_inc(a, x, NULL, &q);
-    return -cr__sf_gamma_inc_dx(a, x) / q;
+    return -cr__sf_gamma_inc_dx(a, x) / gamma_q(a, x);
 }
 
 /* d E_nu(x)/dx = -E_(nu-1)(x) (DLMF 8.19.13) */
@@ -1547,12 +1412,8 @@ static cr_status order2_primal(cr_arena *arena, const cr_value *f, const cr_valu
 
 /* Ω̇ = NotImplemented·ν̇ + ∂f/∂x ẋ: NotImplemented when ν̇ is nonzero (ChainRules' algebra),
  * an integer order is not perturbed. */
-static cr_status order2_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                              const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                              cr_tangent *dy, const void *udata)
+static cr_status order2_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
     const order2_fn *of = udata;
     double nu, x;
     cr_complex nd, xd;
@@ -1592,10 +1453,8 @@ typedef struct order2_env {
 
 /* (NoTangent, NotImplemented (NoTangent for an integer order), real(conj(∂f/∂x) ȳ)): the
  * complex convention of ChainRules for a real argument and a complex output. */
-static cr_status order2_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                 void *env)
+static cr_status order2_pullback(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     const order2_env *e = env;
     cr_complex g;
     bool nz, ni;
@@ -1620,37 +1479,25 @@ static cr_status order2_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx
     return CR_OK;
 }
 
-static cr_status order2_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                              const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                              const void *udata)
+static cr_status order2_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
     const order2_fn *of = udata;
     double nu, x;
     cr_status st = order2_args(arena, of, args, nargs, &nu, &x);
     if (st != CR_OK)
         return st;
-    order2_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(order2_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, order2_env, e);
     cr_complex v;
     order2_eval(of, nu, x, &v, &e->d);
     e->of = of;
     e->nkind = (uint8_t)args[0].kind;
     e->xkind = (uint8_t)args[1].kind;
     *y = order2_value(of, &args[1], v);
-    pb->fn = order2_pullback;
-    pb->env = e;
-    pb->name = of->pullback_name;
-    pb->nx = 3;
+    *pb = (cr_pullback){order2_pullback, e, of->pullback_name, 3};
     return CR_OK;
 }
 
-#define ORDER2_FUNCTION(NAME, I)                                                    \
-    static const cr_function NAME##_function = {                                    \
-        .name = #NAME, .arity = 2, .primal = order2_primal, .udata = &k_order2[I]}; \
-    const cr_value cr_fn_##NAME = {.kind = CR_KIND_FUNC, .u.func = {&NAME##_function, NULL}};
+#define ORDER2_FUNCTION(NAME, I) SF_ORDER_FUNCTION(NAME, order2_primal, &k_order2[I])
 
 ORDER2_FUNCTION(besselj, 0)
 ORDER2_FUNCTION(bessely, 1)
@@ -1707,26 +1554,13 @@ static const cr_rule_test k_en_test = {.lo = k_en_lo,
 
 cr_status cr__special_register_bessel_integrals(cr_registry *reg)
 {
-    for (size_t i = 0; i < sizeof k_rows / sizeof k_rows[0]; i++) {
-        cr_status st = cr_scalar_rule_register(reg, k_rows[i].fn, k_rows[i].row);
-        if (st != CR_OK)
-            return st;
-    }
+    cr_status st = cr__sf_register_rows(reg, k_rows, sizeof k_rows / sizeof k_rows[0]);
     const cr_argspec real2[2] = {CR_ARG_REAL, CR_ARG_REAL};
-    for (size_t i = 0; i < N_ORDER2; i++) {
-        cr_rule_def d = {0};
-        d.fn = k_order2_fns[i];
-        d.nargs = 2;
-        d.args = real2;
-        d.frule = order2_frule;
-        d.rrule = order2_rrule;
-        d.udata = &k_order2[i];
-        d.test = k_order2[i].bessel                            ? &k_bes_test
-                 : strncmp(k_order2[i].name, "expint", 6) == 0 ? &k_en_test
-                                                               : &k_gu_test;
-        cr_status st = cr_registry_add(reg, &d);
-        if (st != CR_OK)
-            return st;
-    }
-    return CR_OK;
+    for (size_t i = 0; i < N_ORDER2 && st == CR_OK; i++)
+        st = cr__register(reg, k_order2_fns[i], real2, 2, false, order2_frule, order2_rrule,
+                          &k_order2[i],
+                          k_order2[i].bessel                            ? &k_bes_test
+                          : strncmp(k_order2[i].name, "expint", 6) == 0 ? &k_en_test
+                                                                        : &k_gu_test);
+    return st;
 }

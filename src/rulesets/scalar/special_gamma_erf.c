@@ -594,13 +594,10 @@ static double gamma_q_cf(double a, double x)
     return gamma_prefix(a, x) / cf_backward(x + 1 - a, gamma_cf_an, a, 32);
 }
 
-/* Q(a, x) for a < 1 and x <= 1 without forming 1 - P (DiDonato and Morris 1986, sec. 3):
- * Q = -expm1(a ln x - lnGamma(1 + a)) - x^a/Gamma(1 + a) · a · sum_(n>=1) (-x)^n/(n!(a+n)),
- * two terms of the same sign for x <= 1 (they cancel beyond). */
-static double gamma_q_small_a(double a, double x)
+/* sum_(n>=1) (-x)^n / (n! (a + n)) for |x| <= 1 (a > -1), to full precision: the series of
+ * gamma(a, x) (DLMF 8.7.1) without its n = 0 term, and with a = 0 that of E1 (DLMF 6.6.2). */
+static double power_series(double a, double x)
 {
-    double lg = lgamma1p(a);
-    double u = -expm1(a * log(x) - lg);
     double s = 0, t = 1;
     for (int n = 1; n < 200; n++) {
         t *= -x / n;
@@ -609,7 +606,17 @@ static double gamma_q_small_a(double a, double x)
         if (fabs(term) < 1e-17 * fabs(s))
             break;
     }
-    double v = exp(a * log(x) - lg) * a * s;
+    return s;
+}
+
+/* Q(a, x) for a < 1 and x <= 1 without forming 1 - P (DiDonato and Morris 1986, sec. 3):
+ * Q = -expm1(a ln x - lnGamma(1 + a)) - x^a/Gamma(1 + a) · a · sum_(n>=1) (-x)^n/(n!(a+n)),
+ * two terms of the same sign for x <= 1 (they cancel beyond). */
+static double gamma_q_small_a(double a, double x)
+{
+    double lg = lgamma1p(a);
+    double u = -expm1(a * log(x) - lg);
+    double v = exp(a * log(x) - lg) * a * power_series(a, x);
     return u - v;
 }
 
@@ -661,15 +668,7 @@ double cr_sf_expint(double x)
         return INF;
     if (x <= 1) {
         /* DLMF 6.6.2: E1(x) = -gamma - ln x - sum_(k>=1) (-x)^k / (k k!). */
-        double s = 0, t = 1;
-        for (int k = 1; k < 60; k++) {
-            t *= -x / k;
-            double term = t / k;
-            s += term;
-            if (fabs(term) < 1e-17 * fabs(s))
-                break;
-        }
-        return -EULER_GAMMA - log(x) - s;
+        return -EULER_GAMMA - log(x) - power_series(0, x);
     }
     /* DLMF 6.9.1 (even form): E1(x) = e^-x / (x + 1 + a_1/(x + 3 + a_2/(...))),
      * a_n = -n². */
@@ -697,15 +696,7 @@ static double upper_small(double a, double x)
 {
     double lg = lgamma1p(a), l = a * log(x);
     double u = -expm1(l - lg);
-    double s = 0, t = 1;
-    for (int n = 1; n < 200; n++) {
-        t *= -x / n;
-        double term = t / (a + n);
-        s += term;
-        if (fabs(term) < 1e-17 * fabs(s))
-            break;
-    }
-    return exp(lg) * (u / a) - exp(l) * s;
+    return exp(lg) * (u / a) - exp(l) * power_series(a, x);
 }
 
 double cr__sf_gamma_upper_nonpos(double a, double x)
@@ -833,16 +824,12 @@ static const double k_erfcx_lo[] = {-3.0}, k_erfcx_hi[] = {6.0};
 static const double k_bessel_y_lo[] = {0.2}, k_bessel_y_hi[] = {10.0};
 
 /* digamma(x): trigamma(x) */
-CR_SCALAR_EVALS_REAL(digamma, 1, 1, Y[0] = cr_sf_digamma(x[0]), D[0] = cr_sf_trigamma(x[0]))
-static const cr_scalar_rule digamma_row = CR_SCALAR_ROW_REAL_EX(
-    digamma, .test = {.lo = k_pos_lo, .hi = k_pos_hi}, .notes = "poles at 0, -1, -2, ...");
-DEFINE_FN(digamma, "digamma", 1)
+REAL_ROW1(digamma, cr_sf_digamma(x[0]), cr_sf_trigamma(x[0]),
+          .test = {.lo = k_pos_lo, .hi = k_pos_hi}, .notes = "poles at 0, -1, -2, ...")
 
 /* trigamma(x): polygamma(2, x) */
-CR_SCALAR_EVALS_REAL(trigamma, 1, 1, Y[0] = cr_sf_trigamma(x[0]), D[0] = cr_sf_polygamma(2, x[0]))
-static const cr_scalar_rule trigamma_row = CR_SCALAR_ROW_REAL_EX(
-    trigamma, .test = {.lo = k_pos_lo, .hi = k_pos_hi}, .notes = "poles at 0, -1, -2, ...");
-DEFINE_FN(trigamma, "trigamma", 1)
+REAL_ROW1(trigamma, cr_sf_trigamma(x[0]), cr_sf_polygamma(2, x[0]),
+          .test = {.lo = k_pos_lo, .hi = k_pos_hi}, .notes = "poles at 0, -1, -2, ...")
 
 /* erfinv(x): sqrt(pi)/2 exp(Ω²), with Ω² split exactly (exp_sq) because exp amplifies the
  * rounding of Ω² (up to 7e-14 relative in the tails). */
@@ -859,40 +846,25 @@ static const cr_scalar_rule erfcinv_row =
 DEFINE_FN(erfcinv, "erfcinv", 1)
 
 /* erfcx(x): 2xΩ - 2/sqrt(pi), from the continued fraction for x >= 2 (no cancellation) */
-CR_SCALAR_EVALS_REAL(erfcx, 1, 1, Y[0] = cr_sf_erfcx(x[0]), D[0] = erfcx_deriv(x[0], Y[0]))
-static const cr_scalar_rule erfcx_row =
-    CR_SCALAR_ROW_REAL_EX(erfcx, .test = {.lo = k_erfcx_lo, .hi = k_erfcx_hi});
-DEFINE_FN(erfcx, "erfcx", 1)
+REAL_ROW1(erfcx, cr_sf_erfcx(x[0]), erfcx_deriv(x[0], Y[0]),
+          .test = {.lo = k_erfcx_lo, .hi = k_erfcx_hi})
 
 /* logerfc(x): -2 exp(-x² - Ω)/sqrt(pi) = -2/(sqrt(pi) erfcx(x)); the second form has no
  * cancellation in the exponent for large x. */
-CR_SCALAR_EVALS_REAL(logerfc, 1, 1, Y[0] = cr_sf_logerfc(x[0]),
-                     D[0] = -TWO_OVER_SQRT_PI / cr_sf_erfcx(x[0]))
-static const cr_scalar_rule logerfc_row =
-    CR_SCALAR_ROW_REAL_EX(logerfc, .test = {.lo = k_erfcx_lo, .hi = k_erfcx_hi});
-DEFINE_FN(logerfc, "logerfc", 1)
+REAL_ROW1(logerfc, cr_sf_logerfc(x[0]), -TWO_OVER_SQRT_PI / cr_sf_erfcx(x[0]),
+          .test = {.lo = k_erfcx_lo, .hi = k_erfcx_hi})
 
 /* beta(a, b): Ω(psi(a) - psi(a+b)), Ω(psi(b) - psi(a+b)) */
-CR_SCALAR_EVALS_REAL(beta, 2, 1, Y[0] = cr_sf_beta(x[0], x[1]),
-                     D[0] = Y[0] * digamma_diff(x[0], x[1]);
-                     D[1] = Y[0] * digamma_diff(x[1], x[0]))
-static const cr_scalar_rule beta_row =
-    CR_SCALAR_ROW_REAL_EX(beta, .test = {.lo = k_pos_lo, .hi = k_pos_hi});
-DEFINE_FN(beta, "beta", 2)
+REAL_ROW(beta, 2, Y[0] = cr_sf_beta(x[0], x[1]), D[0] = Y[0] * digamma_diff(x[0], x[1]);
+         D[1] = Y[0] * digamma_diff(x[1], x[0]), .test = {.lo = k_pos_lo, .hi = k_pos_hi})
 
 /* logbeta(a, b): psi(a) - psi(a+b), psi(b) - psi(a+b) */
-CR_SCALAR_EVALS_REAL(logbeta, 2, 1, Y[0] = cr_sf_logbeta(x[0], x[1]),
-                     D[0] = digamma_diff(x[0], x[1]);
-                     D[1] = digamma_diff(x[1], x[0]))
-static const cr_scalar_rule logbeta_row =
-    CR_SCALAR_ROW_REAL_EX(logbeta, .test = {.lo = k_pos_lo, .hi = k_pos_hi});
-DEFINE_FN(logbeta, "logbeta", 2)
+REAL_ROW(logbeta, 2, Y[0] = cr_sf_logbeta(x[0], x[1]), D[0] = digamma_diff(x[0], x[1]);
+         D[1] = digamma_diff(x[1], x[0]), .test = {.lo = k_pos_lo, .hi = k_pos_hi})
 
 /* loggamma(x): digamma(x) */
-CR_SCALAR_EVALS_REAL(loggamma, 1, 1, Y[0] = cr_sf_loggamma(x[0]), D[0] = cr_sf_digamma(x[0]))
-static const cr_scalar_rule loggamma_row = CR_SCALAR_ROW_REAL_EX(
-    loggamma, .test = {.lo = k_pos_lo, .hi = k_pos_hi}, .notes = "NaN where Gamma(x) < 0");
-DEFINE_FN(loggamma, "loggamma", 1)
+REAL_ROW1(loggamma, cr_sf_loggamma(x[0]), cr_sf_digamma(x[0]),
+          .test = {.lo = k_pos_lo, .hi = k_pos_hi}, .notes = "NaN where Gamma(x) < 0")
 
 /* logabsgamma(x) = (log|Gamma(x)|, sign): (digamma(x), 0) */
 CR_SCALAR_EVALS_REAL(logabsgamma, 1, 2, int sg = 1; Y[0] = cr_sf_logabsgamma(x[0], &sg);
@@ -906,11 +878,8 @@ DEFINE_FN(logabsgamma, "logabsgamma", 1)
  * complex instantiation (cr_sf_expint_complex), which also gives E1 at x < 0 as
  * expint(x ± 0i) = -Ei(-x) ∓ iπ. */
 #define EXPINT_G(X) _Generic((X), cr_complex : cr_sf_expint_complex, default : cr_sf_expint)(X)
-CR_SCALAR_EVALS(expint, 1, 1, Y[0] = EXPINT_G(x[0]), D[0] = -exp(-x[0]) / x[0])
-static const cr_scalar_rule expint_row = CR_SCALAR_ROW_EX(
-    expint, .test = {.lo = k_pos_lo, .hi = k_pos_hi},
-    .notes = "x > 0 for a real x; complex z: principal branch, cut on the negative real axis");
-DEFINE_FN(expint, "expint", 1)
+ROW1(expint, EXPINT_G(x[0]), -exp(-x[0]) / x[0], .test = {.lo = k_pos_lo, .hi = k_pos_hi},
+     .notes = "x > 0 for a real x; complex z: principal branch, cut on the negative real axis")
 
 /* Bessel functions of orders 0 and 1 (DLMF 10.6.2, 10.6.3): J0' = -J1,
  * J1' = (J0 - J2)/2 (finite at 0, unlike J0 - J1/x), and the same for Y. */
@@ -922,35 +891,16 @@ CR_SCALAR_EVALS_REAL(j1, 1, 1, Y[0] = j1(x[0]), D[0] = (j0(x[0]) - jn(2, x[0])) 
 static const cr_scalar_rule j1_row = CR_SCALAR_ROW_REAL(j1);
 DEFINE_FN(j1, "j1", 1)
 
-CR_SCALAR_EVALS_REAL(y0, 1, 1, Y[0] = y0(x[0]), D[0] = -y1(x[0]))
-static const cr_scalar_rule y0_row =
-    CR_SCALAR_ROW_REAL_EX(y0, .test = {.lo = k_bessel_y_lo, .hi = k_bessel_y_hi}, .notes = "x > 0");
-DEFINE_FN(y0, "y0", 1)
+REAL_ROW1(y0, y0(x[0]), -y1(x[0]), .test = {.lo = k_bessel_y_lo, .hi = k_bessel_y_hi},
+          .notes = "x > 0")
 
-CR_SCALAR_EVALS_REAL(y1, 1, 1, Y[0] = y1(x[0]), D[0] = (y0(x[0]) - yn(2, x[0])) / 2)
-static const cr_scalar_rule y1_row =
-    CR_SCALAR_ROW_REAL_EX(y1, .test = {.lo = k_bessel_y_lo, .hi = k_bessel_y_hi}, .notes = "x > 0");
-DEFINE_FN(y1, "y1", 1)
+REAL_ROW1(y1, y1(x[0]), (y0(x[0]) - yn(2, x[0])) / 2,
+          .test = {.lo = k_bessel_y_lo, .hi = k_bessel_y_hi}, .notes = "x > 0")
 
-static const struct {
-    const cr_function *fn;
-    const cr_scalar_rule *row;
-} k_rows[] = {
-    {&digamma_function, &digamma_row},
-    {&trigamma_function, &trigamma_row},
-    {&erfinv_function, &erfinv_row},
-    {&erfcinv_function, &erfcinv_row},
-    {&erfcx_function, &erfcx_row},
-    {&logerfc_function, &logerfc_row},
-    {&beta_function, &beta_row},
-    {&logbeta_function, &logbeta_row},
-    {&loggamma_function, &loggamma_row},
-    {&logabsgamma_function, &logabsgamma_row},
-    {&expint_function, &expint_row},
-    {&j0_function, &j0_row},
-    {&j1_function, &j1_row},
-    {&y0_function, &y0_row},
-    {&y1_function, &y1_row},
+static const cr__sf_row k_rows[] = {
+    FN_ROW(digamma), FN_ROW(trigamma), FN_ROW(erfinv),  FN_ROW(erfcinv),  FN_ROW(erfcx),
+    FN_ROW(logerfc), FN_ROW(beta),     FN_ROW(logbeta), FN_ROW(loggamma), FN_ROW(logabsgamma),
+    FN_ROW(expint),  FN_ROW(j0),       FN_ROW(j1),      FN_ROW(y0),       FN_ROW(y1),
 };
 
 /* ---- Shared pieces of the hand-written rules ---------------------------------------------- */
@@ -987,8 +937,7 @@ static cr_status tangent_real(cr_arena *arena, const char *who, cr_tangent t, do
         return CR_OK;
     }
     if (k == CR__TN_NOTIMPL)
-        return CR__FAIL(arena, CR_EUNIMPL, "%s: tangent is NotImplemented (%s:%d: %s)", who,
-                        t.u.ni->file, t.u.ni->line, t.u.ni->msg);
+        return cr__notimpl_error(arena, who, t);
     if (k == CR__TN_OTHER)
         return CR__FAIL(arena, CR_ETANGENT, "%s: expected a real tangent, got %s", who,
                         cr_tag_name((cr_tag)t.tag));
@@ -1097,12 +1046,8 @@ static cr_status order_primal(cr_arena *arena, const cr_value *f, const cr_value
     return CR_OK;
 }
 
-static cr_status order_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                             const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                             cr_tangent *dy, const void *udata)
+static cr_status order_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
     const order_fn *of = udata;
     int n = 0;
     double x, xd;
@@ -1130,10 +1075,8 @@ typedef struct order_env {
 } order_env;
 
 /* (NoTangent, NoTangent for the order, ∂f/∂x · ȳ) */
-static cr_status order_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
-                                void *env)
+static cr_status order_pullback(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     const order_env *e = env;
     double g;
     bool nz;
@@ -1148,41 +1091,26 @@ static cr_status order_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
     return CR_OK;
 }
 
-static cr_status order_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                             const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                             const void *udata)
+static cr_status order_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
     const order_fn *of = udata;
     int n = 0;
     double x = 0;
     cr_status st = order_args(arena, of, args, nargs, &n, &x);
     if (st != CR_OK)
         return st;
-    order_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(order_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, order_env, e);
     double v = of->f(n, x);
     e->d = order_d(of, n, x, v);
     e->xkind = (uint8_t)args[1].kind;
     *y = order_value(&args[1], v);
-    pb->fn = order_pullback;
-    pb->env = e;
-    pb->name = of->pullback_name;
-    pb->nx = 3;
+    *pb = (cr_pullback){order_pullback, e, of->pullback_name, 3};
     return CR_OK;
 }
 
-static const cr_function polygamma_function = {
-    .name = "polygamma", .arity = 2, .primal = order_primal, .udata = &k_polygamma};
-const cr_value cr_fn_polygamma = {.kind = CR_KIND_FUNC, .u.func = {&polygamma_function, NULL}};
-static const cr_function jn_function = {
-    .name = "jn", .arity = 2, .primal = order_primal, .udata = &k_jn};
-const cr_value cr_fn_jn = {.kind = CR_KIND_FUNC, .u.func = {&jn_function, NULL}};
-static const cr_function yn_function = {
-    .name = "yn", .arity = 2, .primal = order_primal, .udata = &k_yn};
-const cr_value cr_fn_yn = {.kind = CR_KIND_FUNC, .u.func = {&yn_function, NULL}};
+SF_ORDER_FUNCTION(polygamma, order_primal, &k_polygamma)
+SF_ORDER_FUNCTION(jn, order_primal, &k_jn)
+SF_ORDER_FUNCTION(yn, order_primal, &k_yn)
 
 /* ---- gamma_inc(a, x) = (P, Q) ------------------------------------------------------------ */
 
@@ -1249,13 +1177,8 @@ static cr_status gamma_inc_primal(cr_arena *arena, const cr_value *f, const cr_v
 /* (ΔP, ΔQ) = (NotImplemented·Δa + z Δx, NotImplemented·Δa - z Δx), z = ∂P/∂x: with
  * ChainRules' algebra a zero Δa drops the NotImplemented term, and a nonzero one makes
  * both components NotImplemented. An integer a is not perturbed at all. */
-static cr_status gamma_inc_frule(const cr_config *cfg, cr_arena *arena, const cr_tangent *dargs,
-                                 const cr_value *f, const cr_value *args, size_t nargs, cr_value *y,
-                                 cr_tangent *dy, const void *udata)
+static cr_status gamma_inc_frule(CR__FRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     double a, x, ad, xd;
     bool anz, xnz;
     const cr_notimpl *ani;
@@ -1294,10 +1217,8 @@ typedef struct gamma_inc_env {
 } gamma_inc_env;
 
 /* (NoTangent, NotImplemented, z (P̄ - Q̄)) */
-static cr_status gamma_inc_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx,
-                                    cr_arena *arena, void *env)
+static cr_status gamma_inc_pullback(CR__PULLBACK_PARAMS)
 {
-    (void)nx;
     const gamma_inc_env *e = env;
     cr_tangent d;
     cr_status st = cr__tuple_cotangent(arena, "gamma_inc_pullback", "a tuple (P, Q)", *dy, &d);
@@ -1327,29 +1248,19 @@ static cr_status gamma_inc_pullback(const cr_tangent *dy, cr_tangent *dx, size_t
     return CR_OK;
 }
 
-static cr_status gamma_inc_rrule(const cr_config *cfg, cr_arena *arena, const cr_value *f,
-                                 const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
-                                 const void *udata)
+static cr_status gamma_inc_rrule(CR__RRULE_PARAMS)
 {
-    (void)cfg;
-    (void)f;
-    (void)udata;
     double a = 0, x = 0;
     cr_status st = gamma_inc_args(arena, args, nargs, &a, &x);
     if (st == CR_OK)
         st = gamma_inc_output(arena, a, x, y);
     if (st != CR_OK)
         return st;
-    gamma_inc_env *e = cr_arena_alloc(arena, sizeof *e, _Alignof(gamma_inc_env));
-    if (e == NULL)
-        return CR__ALLOC_STATUS(arena);
+    CR__ARENA_NEW(arena, gamma_inc_env, e);
     e->z = gamma_inc_dx(a, x);
     e->akind = (uint8_t)args[0].kind;
     e->xkind = (uint8_t)args[1].kind;
-    pb->fn = gamma_inc_pullback;
-    pb->env = e;
-    pb->name = "gamma_inc_pullback";
-    pb->nx = nargs + 1;
+    *pb = (cr_pullback){gamma_inc_pullback, e, "gamma_inc_pullback", nargs + 1};
     return CR_OK;
 }
 
@@ -1361,18 +1272,11 @@ const cr_value cr_fn_gamma_inc = {.kind = CR_KIND_FUNC, .u.func = {&gamma_inc_fu
 
 /* Arguments of the order functions for the rule tester: an integer order 0..4 and
  * x in [0.5, 8] (positive: the domain of yn and where polygamma has no poles). */
-static cr_status order_sample(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                              void *env)
+static cr_status order_sample(CR__SAMPLE_PARAMS)
 {
-    (void)arena;
-    (void)env;
     if (nargs != 2)
         return CR_EINVAL;
-    /* splitmix64 */
-    uint64_t s = (*rng += 0x9E3779B97F4A7C15u);
-    s = (s ^ (s >> 30)) * 0xBF58476D1CE4E5B9u;
-    s = (s ^ (s >> 27)) * 0x94D049BB133111EBu;
-    s ^= s >> 31;
+    uint64_t s = cr__rng_next(rng);
     args[0] = cr_value_i64((int64_t)(s % 5));
     args[1] = cr_value_f64(0.5 + 7.5 * ((double)(s >> 11) * 0x1.0p-53));
     return CR_OK;
@@ -1383,23 +1287,13 @@ static const double k_gamma_inc_lo[] = {0.3, 0.1}, k_gamma_inc_hi[] = {6.0, 8.0}
 static const cr_rule_test k_gamma_inc_test = {.lo = k_gamma_inc_lo, .hi = k_gamma_inc_hi};
 
 /* gamma_inc(a, x, IND): a and x as above, IND = 0, 1 or 2. */
-static cr_status gamma_inc3_sample(cr_arena *arena, uint64_t *rng, cr_value *args, size_t nargs,
-                                   void *env)
+static cr_status gamma_inc3_sample(CR__SAMPLE_PARAMS)
 {
-    (void)arena;
-    (void)env;
     if (nargs != 3)
         return CR_EINVAL;
-    double u[3];
-    for (int k = 0; k < 3; k++) { /* splitmix64 */
-        uint64_t z = (*rng += 0x9E3779B97F4A7C15u);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
-        u[k] = (double)((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
-    }
-    args[0] = cr_value_f64(k_gamma_inc_lo[0] + u[0] * (k_gamma_inc_hi[0] - k_gamma_inc_lo[0]));
-    args[1] = cr_value_f64(k_gamma_inc_lo[1] + u[1] * (k_gamma_inc_hi[1] - k_gamma_inc_lo[1]));
-    args[2] = cr_value_i64((int64_t)(u[2] * 3));
+    for (int k = 0; k < 2; k++)
+        args[k] = cr_value_f64(cr__rng_unif(rng, k_gamma_inc_lo[k], k_gamma_inc_hi[k]));
+    args[2] = cr_value_i64((int64_t)cr__rng_unif(rng, 0, 3));
     return CR_OK;
 }
 
@@ -1415,44 +1309,29 @@ double cr__sf_gamma_inc_dx(double a, double x)
     return gamma_inc_dx(a, x);
 }
 
+cr_status cr__sf_register_rows(cr_registry *reg, const cr__sf_row *k, size_t n)
+{
+    cr_status st = CR_OK;
+    for (size_t i = 0; i < n && st == CR_OK; i++)
+        st = cr_scalar_rule_register(reg, k[i].fn, k[i].row);
+    return st;
+}
+
 cr_status cr__family_special(cr_registry *reg)
 {
-    for (size_t i = 0; i < sizeof k_rows / sizeof k_rows[0]; i++) {
-        cr_status st = cr_scalar_rule_register(reg, k_rows[i].fn, k_rows[i].row);
-        if (st != CR_OK)
-            return st;
-    }
+    cr_status st = cr__sf_register_rows(reg, k_rows, sizeof k_rows / sizeof k_rows[0]);
     const cr_argspec int_real[2] = {CR_ARG_INT, CR_ARG_REAL};
     const cr_function *order_fns[] = {&polygamma_function, &jn_function, &yn_function};
-    for (size_t i = 0; i < sizeof order_fns / sizeof order_fns[0]; i++) {
-        cr_rule_def d = {0};
-        d.fn = order_fns[i];
-        d.nargs = 2;
-        d.args = int_real;
-        d.frule = order_frule;
-        d.rrule = order_rrule;
-        d.udata = order_fns[i]->udata;
-        d.test = &k_order_test;
-        cr_status st = cr_registry_add(reg, &d);
-        if (st != CR_OK)
-            return st;
-    }
-    const cr_argspec real2[2] = {CR_ARG_REAL, CR_ARG_REAL};
-    cr_rule_def d = {0};
-    d.fn = &gamma_inc_function;
-    d.nargs = 2;
-    d.args = real2;
-    d.frule = gamma_inc_frule;
-    d.rrule = gamma_inc_rrule;
-    d.test = &k_gamma_inc_test;
-    cr_status st = cr_registry_add(reg, &d);
-    if (st != CR_OK)
-        return st;
-    /* gamma_inc(a, x, IND) */
+    for (size_t i = 0; i < sizeof order_fns / sizeof order_fns[0] && st == CR_OK; i++)
+        st = cr__register(reg, order_fns[i], int_real, 2, false, order_frule, order_rrule,
+                          order_fns[i]->udata, &k_order_test);
+    /* gamma_inc(a, x) and gamma_inc(a, x, IND) */
     const cr_argspec real2_int[3] = {CR_ARG_REAL, CR_ARG_REAL, CR_ARG_INT};
-    d.nargs = 3;
-    d.args = real2_int;
-    d.test = &k_gamma_inc3_test;
-    st = cr_registry_add(reg, &d);
+    if (st == CR_OK)
+        st = cr__register(reg, &gamma_inc_function, real2_int, 2, false, gamma_inc_frule,
+                          gamma_inc_rrule, NULL, &k_gamma_inc_test);
+    if (st == CR_OK)
+        st = cr__register(reg, &gamma_inc_function, real2_int, 3, false, gamma_inc_frule,
+                          gamma_inc_rrule, NULL, &k_gamma_inc3_test);
     return st == CR_OK ? cr__special_register_bessel_integrals(reg) : st;
 }

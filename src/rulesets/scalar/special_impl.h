@@ -43,6 +43,22 @@ CR_INTERNAL double cr__sf_loggamma_upper_nonpos(double a, double x);
 CR_INTERNAL cr_status cr__sf_arg_real(cr_arena *arena, const char *name, const cr_value *v,
                                       size_t j, double *x);
 
+/* The function value cr_fn_NAME of a function of an order and an argument (primal PRIMAL, udata
+ * UDATA). */
+#define SF_ORDER_FUNCTION(NAME, PRIMAL, UDATA)                            \
+    static const cr_function NAME##_function = {                          \
+        .name = #NAME, .arity = 2, .primal = (PRIMAL), .udata = (UDATA)}; \
+    const cr_value cr_fn_##NAME = {.kind = CR_KIND_FUNC, .u.func = {&NAME##_function, NULL}};
+
+/* A function of the family and its scalar rule row. */
+typedef struct cr__sf_row {
+    const cr_function *fn;
+    const cr_scalar_rule *row;
+} cr__sf_row;
+
+/* cr_scalar_rule_register of the rows k[0..n), in order; the first failure is returned. */
+CR_INTERNAL cr_status cr__sf_register_rows(cr_registry *reg, const cr__sf_row *k, size_t n);
+
 /* Registers the rules of special_bessel_integrals.c. */
 CR_INTERNAL cr_status cr__special_register_bessel_integrals(cr_registry *reg);
 

@@ -378,16 +378,12 @@ FLOAT_VIA_DOUBLE2(atan2_dx)
 static const double sin_lo[] = {-3.5}, sin_hi[] = {3.5};
 static const double sin_pts[] = {3.141592653589793,  -1e-300, 0x1p-1074,
                                  1.5707963267948966, 1e22,    1e300};
-CR_SCALAR_EVALS(sin, 1, 1, Y[0] = sin(x[0]), D[0] = cos(x[0]))
-static const cr_scalar_rule sin_row = CR_SCALAR_ROW_EX(sin, TESTREG(sin));
-DEFINE_FN(sin, "sin", 1)
+ROW1(sin, sin(x[0]), cos(x[0]), TESTREG(sin))
 
 /* cos(x): -sin(x) */
 static const double cos_lo[] = {-3.5}, cos_hi[] = {3.5};
 static const double cos_pts[] = {3.141592653589793, 1.5707963267948966, 1e-300, 1e22, 1e300};
-CR_SCALAR_EVALS(cos, 1, 1, Y[0] = cos(x[0]), D[0] = -sin(x[0]))
-static const cr_scalar_rule cos_row = CR_SCALAR_ROW_EX(cos, TESTREG(cos));
-DEFINE_FN(cos, "cos", 1)
+ROW1(cos, cos(x[0]), -sin(x[0]), TESTREG(cos))
 
 /* sincos(x) = (sin x, cos x): partials (cos x, -sin x) */
 static const double sincos_lo[] = {-3.5}, sincos_hi[] = {3.5};
@@ -399,108 +395,81 @@ DEFINE_FN(sincos, "sincos", 1)
 /* tan(x): 1 + Ω² */
 static const double tan_lo[] = {-1.4}, tan_hi[] = {1.4};
 static const double tan_pts[] = {1e-300, 1e22, 1.5707963267948966, -1.5707963267948966, 1e300};
-CR_SCALAR_EVALS(tan, 1, 1, Y[0] = tan(x[0]), D[0] = 1 + Y[0] * Y[0])
-static const cr_scalar_rule tan_row = CR_SCALAR_ROW_EX(tan, TESTREG(tan));
-DEFINE_FN(tan, "tan", 1)
+ROW1(tan, tan(x[0]), 1 + Y[0] * Y[0], TESTREG(tan))
 
 /* asin(x): 1/sqrt((1 - x)(1 + x)); the product form keeps accuracy near |x| = 1 where
  * 1 - x*x cancels. */
 static const double asin_lo[] = {-0.99}, asin_hi[] = {0.99};
 static const double asin_pts[] = {0.9999999999,          -0.9999999999, 0x1.fffffffffffffp-1,
                                   -0x1.fffffffffffffp-1, 1 - 0x1p-30,   1e-300};
-CR_SCALAR_EVALS(asin, 1, 1, Y[0] = asin(x[0]), D[0] = 1 / sqrt((1 - x[0]) * (1 + x[0])))
-static const cr_scalar_rule asin_row =
-    CR_SCALAR_ROW_EX(asin, TESTREG(asin), .notes = "-1 < x < 1 for real x; ±inf at ±1");
-DEFINE_FN(asin, "asin", 1)
+ROW1(asin, asin(x[0]), 1 / sqrt((1 - x[0]) * (1 + x[0])), TESTREG(asin),
+     .notes = "-1 < x < 1 for real x; ±inf at ±1")
 
 /* acos(x): -1/sqrt((1 - x)(1 + x)) */
 static const double acos_lo[] = {-0.99}, acos_hi[] = {0.99};
 static const double acos_pts[] = {0.9999999999, -0.9999999999, 0x1.fffffffffffffp-1,
                                   -0x1.fffffffffffffp-1, 1e-300};
-CR_SCALAR_EVALS(acos, 1, 1, Y[0] = acos(x[0]), D[0] = -1 / sqrt((1 - x[0]) * (1 + x[0])))
-static const cr_scalar_rule acos_row =
-    CR_SCALAR_ROW_EX(acos, TESTREG(acos), .notes = "-1 < x < 1 for real x; -inf at ±1");
-DEFINE_FN(acos, "acos", 1)
+ROW1(acos, acos(x[0]), -1 / sqrt((1 - x[0]) * (1 + x[0])), TESTREG(acos),
+     .notes = "-1 < x < 1 for real x; -inf at ±1")
 
 /* atan(x): 1/(1 + x²), without overflow of x² for huge x */
 static const double atan_lo[] = {-3}, atan_hi[] = {3};
 static const double atan_pts[] = {1e200, -1e300, 1e154, 1e-200, 0x1p27, 1e8};
-CR_SCALAR_EVALS(atan, 1, 1, Y[0] = atan(x[0]), D[0] = GEN(inv1px2, x[0])(x[0]))
-static const cr_scalar_rule atan_row = CR_SCALAR_ROW_EX(atan, TESTREG(atan));
-DEFINE_FN(atan, "atan", 1)
+ROW1(atan, atan(x[0]), GEN(inv1px2, x[0])(x[0]), TESTREG(atan))
 
 /* atan2(y, x): (x, -y)/(x² + y²), scaled (see atan2_partials_d) */
 static const double atan2_lo[] = {0.2, 0.2}, atan2_hi[] = {3, 3};
 static const double atan2_pts[] = {1e200,   1e200, 1e300, 1.0,    1.0,    1e300,   1.0,
                                    -1e-300, 3.0,   -4.0,  1e-200, 1e-200, -1e-310, 5e-324};
-CR_SCALAR_EVALS_REAL(atan2, 2, 1, Y[0] = atan2(x[0], x[1]), D[0] = GENR(atan2_dy, x[0])(x[0], x[1]);
-                     D[1] = GENR(atan2_dx, x[0])(x[0], x[1]))
-static const cr_scalar_rule atan2_row = CR_SCALAR_ROW_REAL_EX(
-    atan2, TESTREG(atan2),
-    .notes = "partials computed after exact power-of-two scaling (no overflow of x²+y²); "
-             "NaN at (0, 0), where atan2 is discontinuous; 0 when an argument is infinite");
-DEFINE_FN(atan2, "atan2", 2)
+REAL_ROW(atan2, 2, Y[0] = atan2(x[0], x[1]), D[0] = GENR(atan2_dy, x[0])(x[0], x[1]);
+         D[1] = GENR(atan2_dx, x[0])(x[0], x[1]), TESTREG(atan2),
+         .notes = "partials computed after exact power-of-two scaling (no overflow of x²+y²); "
+                  "NaN at (0, 0), where atan2 is discontinuous; 0 when an argument is infinite")
 
 /* sec(x) = 1/cos(x): Ω tan(x) */
 static const double sec_lo[] = {-1.4}, sec_hi[] = {1.4};
 static const double sec_pts[] = {3.0, 1e22, 1.5707963267948966};
-CR_SCALAR_EVALS(sec, 1, 1, Y[0] = 1 / cos(x[0]), D[0] = Y[0] * tan(x[0]))
-static const cr_scalar_rule sec_row = CR_SCALAR_ROW_EX(sec, TESTREG(sec));
-DEFINE_FN(sec, "sec", 1)
+ROW1(sec, 1 / cos(x[0]), Y[0] * tan(x[0]), TESTREG(sec))
 
 /* csc(x) = 1/sin(x): -Ω cot(x) */
 static const double csc_lo[] = {0.2}, csc_hi[] = {3};
 static const double csc_pts[] = {-2.0, 1e22, 3.141592653589793, 1e-150};
-CR_SCALAR_EVALS(csc, 1, 1, Y[0] = 1 / sin(x[0]), D[0] = -Y[0] / tan(x[0]))
-static const cr_scalar_rule csc_row = CR_SCALAR_ROW_EX(csc, TESTREG(csc));
-DEFINE_FN(csc, "csc", 1)
+ROW1(csc, 1 / sin(x[0]), -Y[0] / tan(x[0]), TESTREG(csc))
 
 /* cot(x) = 1/tan(x): -(1 + Ω²) */
 static const double cot_lo[] = {0.2}, cot_hi[] = {3};
 static const double cot_pts[] = {-2.0, 1.5707963267948966, 1e22, 3.141592653589793, 1e-150};
-CR_SCALAR_EVALS(cot, 1, 1, Y[0] = 1 / tan(x[0]), D[0] = -(1 + Y[0] * Y[0]))
-static const cr_scalar_rule cot_row = CR_SCALAR_ROW_EX(cot, TESTREG(cot));
-DEFINE_FN(cot, "cot", 1)
+ROW1(cot, 1 / tan(x[0]), -(1 + Y[0] * Y[0]), TESTREG(cot))
 
 /* asec(x): 1/(|x| sqrt(x² - 1)) (see asec_d, dasec_d) */
 static const double asec_lo[] = {1.05}, asec_hi[] = {4};
 static const double asec_pts[] = {1 + 0x1p-40, -1 - 0x1p-40, 1e300, -1e200, 1.0000000001};
-CR_SCALAR_EVALS(asec, 1, 1, Y[0] = GEN(asec, x[0])(x[0]), D[0] = GEN(dasec, x[0])(x[0]))
-static const cr_scalar_rule asec_row =
-    CR_SCALAR_ROW_EX(asec, TESTREG(asec), .notes = "|x| > 1 for real x; +inf at ±1");
-DEFINE_FN(asec, "asec", 1)
+ROW1(asec, GEN(asec, x[0])(x[0]), GEN(dasec, x[0])(x[0]), TESTREG(asec),
+     .notes = "|x| > 1 for real x; +inf at ±1")
 
 /* acsc(x): -1/(|x| sqrt(x² - 1)) */
 static const double acsc_lo[] = {1.05}, acsc_hi[] = {4};
 static const double acsc_pts[] = {1 + 0x1p-40, -1 - 0x1p-40, 1e300, -1e200, 1.0000000001};
-CR_SCALAR_EVALS(acsc, 1, 1, Y[0] = GEN(acsc, x[0])(x[0]), D[0] = -GEN(dasec, x[0])(x[0]))
-static const cr_scalar_rule acsc_row =
-    CR_SCALAR_ROW_EX(acsc, TESTREG(acsc), .notes = "|x| > 1 for real x; -inf at ±1");
-DEFINE_FN(acsc, "acsc", 1)
+ROW1(acsc, GEN(acsc, x[0])(x[0]), -GEN(dasec, x[0])(x[0]), TESTREG(acsc),
+     .notes = "|x| > 1 for real x; -inf at ±1")
 
 /* acot(x) = atan(1/x): -1/(1 + x²) */
 static const double acot_lo[] = {0.2}, acot_hi[] = {3};
 static const double acot_pts[] = {1e200, -1e300, -0.5, 1e-200};
-CR_SCALAR_EVALS(acot, 1, 1, Y[0] = atan(1 / x[0]), D[0] = -GEN(inv1px2, x[0])(x[0]))
-static const cr_scalar_rule acot_row =
-    CR_SCALAR_ROW_EX(acot, TESTREG(acot), .notes = "acot(±0) = ±pi/2 (jump at 0)");
-DEFINE_FN(acot, "acot", 1)
+ROW1(acot, atan(1 / x[0]), -GEN(inv1px2, x[0])(x[0]), TESTREG(acot),
+     .notes = "acot(±0) = ±pi/2 (jump at 0)")
 
 /* ---- Hyperbolic ---- */
 
 /* sinh(x): cosh(x) */
 static const double sinh_lo[] = {-3}, sinh_hi[] = {3};
 static const double sinh_pts[] = {700, -700, 1e-300, 0.5};
-CR_SCALAR_EVALS(sinh, 1, 1, Y[0] = sinh(x[0]), D[0] = cosh(x[0]))
-static const cr_scalar_rule sinh_row = CR_SCALAR_ROW_EX(sinh, TESTREG(sinh));
-DEFINE_FN(sinh, "sinh", 1)
+ROW1(sinh, sinh(x[0]), cosh(x[0]), TESTREG(sinh))
 
 /* cosh(x): sinh(x) */
 static const double cosh_lo[] = {-3}, cosh_hi[] = {3};
 static const double cosh_pts[] = {700, -700, 1e-300, 0.5};
-CR_SCALAR_EVALS(cosh, 1, 1, Y[0] = cosh(x[0]), D[0] = sinh(x[0]))
-static const cr_scalar_rule cosh_row = CR_SCALAR_ROW_EX(cosh, TESTREG(cosh));
-DEFINE_FN(cosh, "cosh", 1)
+ROW1(cosh, cosh(x[0]), sinh(x[0]), TESTREG(cosh))
 
 /* tanh(x): sech²(x) = (1 - Ω)(1 + Ω) while |Ω| < 1/2 (no cancellation there: within two
  * ulps, and no second call), else (1/cosh x)²: 1 - Ω² would round to 0 once Ω rounds to ±1
@@ -516,40 +485,30 @@ DEFINE_FN(tanh, "tanh", 1)
 /* asinh(x): 1/sqrt(1 + x²) = 1/hypot(1, x) (no overflow of x² for huge x) */
 static const double asinh_lo[] = {-3}, asinh_hi[] = {3};
 static const double asinh_pts[] = {1e200, -1e300, 1e-300, 0x1p27};
-CR_SCALAR_EVALS(asinh, 1, 1, Y[0] = asinh(x[0]), D[0] = GEN(invsqrt1px2, x[0])(x[0]))
-static const cr_scalar_rule asinh_row = CR_SCALAR_ROW_EX(asinh, TESTREG(asinh));
-DEFINE_FN(asinh, "asinh", 1)
+ROW1(asinh, asinh(x[0]), GEN(invsqrt1px2, x[0])(x[0]), TESTREG(asinh))
 
 /* acosh(x): 1/(sqrt(x - 1) sqrt(x + 1)): x - 1 is exact near 1 and the product of square
  * roots does not overflow for huge x (x*x does); also the complex branch. */
 static const double acosh_lo[] = {1.05}, acosh_hi[] = {4};
 static const double acosh_pts[] = {1 + 0x1p-40, 1.0000000001, 1e300, 1.7e308, 1e154};
-CR_SCALAR_EVALS(acosh, 1, 1, Y[0] = acosh(x[0]), D[0] = 1 / (sqrt(x[0] - 1) * sqrt(x[0] + 1)))
-static const cr_scalar_rule acosh_row =
-    CR_SCALAR_ROW_EX(acosh, TESTREG(acosh), .notes = "x > 1 for real x; +inf at 1");
-DEFINE_FN(acosh, "acosh", 1)
+ROW1(acosh, acosh(x[0]), 1 / (sqrt(x[0] - 1) * sqrt(x[0] + 1)), TESTREG(acosh),
+     .notes = "x > 1 for real x; +inf at 1")
 
 /* atanh(x): 1/((1 - x)(1 + x)), exact factors near ±1 */
 static const double atanh_lo[] = {-0.95}, atanh_hi[] = {0.95};
 static const double atanh_pts[] = {1 - 0x1p-40, -0.9999999999, 0x1.fffffffffffffp-1, 1e-300};
-CR_SCALAR_EVALS(atanh, 1, 1, Y[0] = atanh(x[0]), D[0] = 1 / (1 - x[0]) / (1 + x[0]))
-static const cr_scalar_rule atanh_row =
-    CR_SCALAR_ROW_EX(atanh, TESTREG(atanh), .notes = "-1 < x < 1 for real x; +inf at ±1");
-DEFINE_FN(atanh, "atanh", 1)
+ROW1(atanh, atanh(x[0]), 1 / (1 - x[0]) / (1 + x[0]), TESTREG(atanh),
+     .notes = "-1 < x < 1 for real x; +inf at ±1")
 
 /* sech(x) = 1/cosh(x): -tanh(x) Ω */
 static const double sech_lo[] = {-3}, sech_hi[] = {3};
 static const double sech_pts[] = {40, -300, 700, 1e-300};
-CR_SCALAR_EVALS(sech, 1, 1, Y[0] = 1 / cosh(x[0]), D[0] = -tanh(x[0]) * Y[0])
-static const cr_scalar_rule sech_row = CR_SCALAR_ROW_EX(sech, TESTREG(sech));
-DEFINE_FN(sech, "sech", 1)
+ROW1(sech, 1 / cosh(x[0]), -tanh(x[0]) * Y[0], TESTREG(sech))
 
 /* csch(x) = 1/sinh(x): -Ω/tanh(x) */
 static const double csch_lo[] = {0.2}, csch_hi[] = {3};
 static const double csch_pts[] = {40, -300, 700, 1e-150};
-CR_SCALAR_EVALS(csch, 1, 1, Y[0] = 1 / sinh(x[0]), D[0] = -Y[0] / tanh(x[0]))
-static const cr_scalar_rule csch_row = CR_SCALAR_ROW_EX(csch, TESTREG(csch));
-DEFINE_FN(csch, "csch", 1)
+ROW1(csch, 1 / sinh(x[0]), -Y[0] / tanh(x[0]), TESTREG(csch))
 
 /* coth(x) = 1/tanh(x): -csch²(x) = -(1/sinh x)²; 1 - Ω² would cancel for large |x| */
 static const double coth_lo[] = {0.2}, coth_hi[] = {3};
@@ -561,45 +520,33 @@ DEFINE_FN(coth, "coth", 1)
 /* asech(x): -1/(x sqrt(1 - x²)) (see asech_d, dasech_d) */
 static const double asech_lo[] = {0.05}, asech_hi[] = {0.95};
 static const double asech_pts[] = {1 - 0x1p-40, 0.9999999999, 1e-300, 1e-150};
-CR_SCALAR_EVALS(asech, 1, 1, Y[0] = GEN(asech, x[0])(x[0]), D[0] = GEN(dasech, x[0])(x[0]))
-static const cr_scalar_rule asech_row =
-    CR_SCALAR_ROW_EX(asech, TESTREG(asech), .notes = "0 < x < 1 for real x; -inf at 1");
-DEFINE_FN(asech, "asech", 1)
+ROW1(asech, GEN(asech, x[0])(x[0]), GEN(dasech, x[0])(x[0]), TESTREG(asech),
+     .notes = "0 < x < 1 for real x; -inf at 1")
 
 /* acsch(x): -1/(|x| sqrt(1 + x²)) */
 static const double acsch_lo[] = {0.2}, acsch_hi[] = {3};
 static const double acsch_pts[] = {1e200, -1e300, -0.5, 1e-300};
-CR_SCALAR_EVALS(acsch, 1, 1, Y[0] = GEN(acsch, x[0])(x[0]), D[0] = GEN(dacsch, x[0])(x[0]))
-static const cr_scalar_rule acsch_row = CR_SCALAR_ROW_EX(acsch, TESTREG(acsch));
-DEFINE_FN(acsch, "acsch", 1)
+ROW1(acsch, GEN(acsch, x[0])(x[0]), GEN(dacsch, x[0])(x[0]), TESTREG(acsch))
 
 /* acoth(x): 1/((1 - x)(1 + x)), divided in turn so that nothing overflows */
 static const double acoth_lo[] = {1.05}, acoth_hi[] = {4};
 static const double acoth_pts[] = {1 + 0x1p-40, -1.0000000001, 1e200, -1e300};
-CR_SCALAR_EVALS(acoth, 1, 1, Y[0] = GEN(acoth, x[0])(x[0]), D[0] = 1 / (1 - x[0]) / (1 + x[0]))
-static const cr_scalar_rule acoth_row =
-    CR_SCALAR_ROW_EX(acoth, TESTREG(acoth), .notes = "|x| > 1 for real x; -inf at ±1");
-DEFINE_FN(acoth, "acoth", 1)
+ROW1(acoth, GEN(acoth, x[0])(x[0]), 1 / (1 - x[0]) / (1 + x[0]), TESTREG(acoth),
+     .notes = "|x| > 1 for real x; -inf at ±1")
 
 /* ---- Pi and degree variants (real arguments) ---- */
 
 /* sinpi(x) = sin(pi x), exactly reduced: pi cospi(x) */
 static const double sinpi_lo[] = {-3}, sinpi_hi[] = {3};
 static const double sinpi_pts[] = {1e15 + 0.5, 0.5, 1.0, -2.25, 1e-300, 123456.75, 1e300};
-CR_SCALAR_EVALS_REAL(sinpi, 1, 1, Y[0] = GENR(sinpi, x[0])(x[0]),
-                     D[0] = GENR(pimul, x[0])(GENR(cospi, x[0])(x[0])))
-static const cr_scalar_rule sinpi_row = CR_SCALAR_ROW_REAL_EX(
-    sinpi, TESTREG(sinpi), .notes = "exact zeros at integers; the argument is reduced exactly");
-DEFINE_FN(sinpi, "sinpi", 1)
+REAL_ROW1(sinpi, GENR(sinpi, x[0])(x[0]), GENR(pimul, x[0])(GENR(cospi, x[0])(x[0])),
+          TESTREG(sinpi), .notes = "exact zeros at integers; the argument is reduced exactly")
 
 /* cospi(x) = cos(pi x): -pi sinpi(x) */
 static const double cospi_lo[] = {-3}, cospi_hi[] = {3};
 static const double cospi_pts[] = {0.5, 1.0, -2.25, 1e-300, 123456.75, 1e300, 1e15 + 0.5};
-CR_SCALAR_EVALS_REAL(cospi, 1, 1, Y[0] = GENR(cospi, x[0])(x[0]),
-                     D[0] = -GENR(pimul, x[0])(GENR(sinpi, x[0])(x[0])))
-static const cr_scalar_rule cospi_row =
-    CR_SCALAR_ROW_REAL_EX(cospi, TESTREG(cospi), .notes = "exact zeros at half-integers");
-DEFINE_FN(cospi, "cospi", 1)
+REAL_ROW1(cospi, GENR(cospi, x[0])(x[0]), -GENR(pimul, x[0])(GENR(sinpi, x[0])(x[0])),
+          TESTREG(cospi), .notes = "exact zeros at half-integers")
 
 /* sincospi(x) = (sinpi(x), cospi(x)): (pi cospi(x), -pi sinpi(x)) */
 static const double sincospi_lo[] = {-3}, sincospi_hi[] = {3};
@@ -613,136 +560,97 @@ DEFINE_FN(sincospi, "sincospi", 1)
 /* sinc(x) = sinpi(x)/(pi x): cosc(x) (see cosc_d) */
 static const double sinc_lo[] = {-3}, sinc_hi[] = {3};
 static const double sinc_pts[] = {1e-8, 1e-300, 0.49, 0.51, 100.5, -3.0, 1e10 + 0.25};
-CR_SCALAR_EVALS_REAL(sinc, 1, 1, Y[0] = GENR(sinc, x[0])(x[0]), D[0] = GENR(cosc, x[0])(x[0]))
-static const cr_scalar_rule sinc_row = CR_SCALAR_ROW_REAL_EX(
-    sinc, TESTREG(sinc),
-    .notes = "sinc(0) = 1, derivative 0 there; near the zeros of cosc (±1.43, ±2.46, ...) the "
-             "derivative has absolute, not relative, accuracy");
-DEFINE_FN(sinc, "sinc", 1)
+REAL_ROW1(sinc, GENR(sinc, x[0])(x[0]), GENR(cosc, x[0])(x[0]), TESTREG(sinc),
+          .notes =
+              "sinc(0) = 1, derivative 0 there; near the zeros of cosc (±1.43, ±2.46, ...) the "
+              "derivative has absolute, not relative, accuracy")
 
 /* sind(x) = sin(x°), exactly reduced: (pi/180) cosd(x) */
 static const double deg_lo[] = {-400}, deg_hi[] = {400};
 static const double sind_pts[] = {180, 90, 3.6e10 + 30, 1e-300, -45, 1e22};
-CR_SCALAR_EVALS_REAL(sind, 1, 1, Y[0] = GENR(sind, x[0])(x[0]),
-                     D[0] = GENR(deg2rad, x[0])(GENR(cosd, x[0])(x[0])))
-static const cr_scalar_rule sind_row = CR_SCALAR_ROW_REAL_EX(
-    sind, .test = {.lo = deg_lo, .hi = deg_hi, .npoints = NPTS(sind_pts, 1), .points = sind_pts},
-    .notes = "exact zeros at multiples of 180");
-DEFINE_FN(sind, "sind", 1)
+REAL_ROW1(sind, GENR(sind, x[0])(x[0]), GENR(deg2rad, x[0])(GENR(cosd, x[0])(x[0])),
+          .test = {.lo = deg_lo, .hi = deg_hi, .npoints = NPTS(sind_pts, 1), .points = sind_pts},
+          .notes = "exact zeros at multiples of 180")
 
 /* cosd(x): -(pi/180) sind(x) */
 static const double cosd_pts[] = {180, 90, 3.6e10 + 30, 1e-300, -45, 1e22};
-CR_SCALAR_EVALS_REAL(cosd, 1, 1, Y[0] = GENR(cosd, x[0])(x[0]),
-                     D[0] = -GENR(deg2rad, x[0])(GENR(sind, x[0])(x[0])))
-static const cr_scalar_rule cosd_row = CR_SCALAR_ROW_REAL_EX(
-    cosd, .test = {.lo = deg_lo, .hi = deg_hi, .npoints = NPTS(cosd_pts, 1), .points = cosd_pts},
-    .notes = "exact zeros at odd multiples of 90");
-DEFINE_FN(cosd, "cosd", 1)
+REAL_ROW1(cosd, GENR(cosd, x[0])(x[0]), -GENR(deg2rad, x[0])(GENR(sind, x[0])(x[0])),
+          .test = {.lo = deg_lo, .hi = deg_hi, .npoints = NPTS(cosd_pts, 1), .points = cosd_pts},
+          .notes = "exact zeros at odd multiples of 90")
 
 /* tand(x): (pi/180)(1 + Ω²) */
 static const double tand_lo[] = {-80}, tand_hi[] = {80};
 static const double tand_pts[] = {180, 45, 1e-300, -135, 1e22, 89.99999};
-CR_SCALAR_EVALS_REAL(tand, 1, 1, Y[0] = GENR(tand, x[0])(x[0]),
-                     D[0] = GENR(deg2rad, x[0])(1 + Y[0] * Y[0]))
-static const cr_scalar_rule tand_row = CR_SCALAR_ROW_REAL_EX(
-    tand, TESTREG(tand), .notes = "tand(±90) = ±inf (exact reduction), derivative +inf");
-DEFINE_FN(tand, "tand", 1)
+REAL_ROW1(tand, GENR(tand, x[0])(x[0]), GENR(deg2rad, x[0])(1 + Y[0] * Y[0]), TESTREG(tand),
+          .notes = "tand(±90) = ±inf (exact reduction), derivative +inf")
 
 /* secd(x) = 1/cosd(x): (pi/180) Ω tand(x) */
 static const double secd_lo[] = {-80}, secd_hi[] = {80};
 static const double secd_pts[] = {180, 45, 1e-300, 1e22, 89.99999};
-CR_SCALAR_EVALS_REAL(secd, 1, 1, Y[0] = 1 / GENR(cosd, x[0])(x[0]),
-                     D[0] = GENR(deg2rad, x[0])(Y[0] * GENR(tand, x[0])(x[0])))
-static const cr_scalar_rule secd_row = CR_SCALAR_ROW_REAL_EX(secd, TESTREG(secd));
-DEFINE_FN(secd, "secd", 1)
+REAL_ROW1(secd, 1 / GENR(cosd, x[0])(x[0]), GENR(deg2rad, x[0])(Y[0] * GENR(tand, x[0])(x[0])),
+          TESTREG(secd))
 
 /* cscd(x) = 1/sind(x): -(pi/180) Ω cotd(x) */
 static const double cscd_lo[] = {10}, cscd_hi[] = {170};
 static const double cscd_pts[] = {90, 45, -135, 1e22, 0.00001};
-CR_SCALAR_EVALS_REAL(cscd, 1, 1, Y[0] = 1 / GENR(sind, x[0])(x[0]),
-                     D[0] = -GENR(deg2rad, x[0])(Y[0] * GENR(cotd, x[0])(x[0])))
-static const cr_scalar_rule cscd_row = CR_SCALAR_ROW_REAL_EX(cscd, TESTREG(cscd));
-DEFINE_FN(cscd, "cscd", 1)
+REAL_ROW1(cscd, 1 / GENR(sind, x[0])(x[0]), -GENR(deg2rad, x[0])(Y[0] * GENR(cotd, x[0])(x[0])),
+          TESTREG(cscd))
 
 /* cotd(x) = cosd(x)/sind(x): -(pi/180)(1 + Ω²) */
 static const double cotd_lo[] = {10}, cotd_hi[] = {170};
 static const double cotd_pts[] = {90, 45, -135, 1e22, 0.00001};
-CR_SCALAR_EVALS_REAL(cotd, 1, 1, Y[0] = GENR(cotd, x[0])(x[0]),
-                     D[0] = -GENR(deg2rad, x[0])(1 + Y[0] * Y[0]))
-static const cr_scalar_rule cotd_row = CR_SCALAR_ROW_REAL_EX(cotd, TESTREG(cotd));
-DEFINE_FN(cotd, "cotd", 1)
+REAL_ROW1(cotd, GENR(cotd, x[0])(x[0]), -GENR(deg2rad, x[0])(1 + Y[0] * Y[0]), TESTREG(cotd))
 
 /* asind(x) = asin(x) 180/pi: (180/pi)/sqrt((1 - x)(1 + x)) */
 static const double unit_lo[] = {-0.99}, unit_hi[] = {0.99};
 static const double asind_pts[] = {0.9999999999, -0x1.fffffffffffffp-1, 1e-300, 0.5};
-CR_SCALAR_EVALS_REAL(asind, 1, 1, Y[0] = GENR(rad2deg, x[0])(asin(x[0])),
-                     D[0] = GENR(rad2deg, x[0])(1 / sqrt((1 - x[0]) * (1 + x[0]))))
-static const cr_scalar_rule asind_row = CR_SCALAR_ROW_REAL_EX(
-    asind,
+REAL_ROW1(
+    asind, GENR(rad2deg, x[0])(asin(x[0])), GENR(rad2deg, x[0])(1 / sqrt((1 - x[0]) * (1 + x[0]))),
     .test = {.lo = unit_lo, .hi = unit_hi, .npoints = NPTS(asind_pts, 1), .points = asind_pts},
-    .notes = "-1 < x < 1");
-DEFINE_FN(asind, "asind", 1)
+    .notes = "-1 < x < 1")
 
 /* acosd(x): -(180/pi)/sqrt((1 - x)(1 + x)) */
 static const double acosd_pts[] = {0.9999999999, -0x1.fffffffffffffp-1, 1e-300, 0.5};
-CR_SCALAR_EVALS_REAL(acosd, 1, 1, Y[0] = GENR(rad2deg, x[0])(acos(x[0])),
-                     D[0] = -GENR(rad2deg, x[0])(1 / sqrt((1 - x[0]) * (1 + x[0]))))
-static const cr_scalar_rule acosd_row = CR_SCALAR_ROW_REAL_EX(
-    acosd,
+REAL_ROW1(
+    acosd, GENR(rad2deg, x[0])(acos(x[0])), -GENR(rad2deg, x[0])(1 / sqrt((1 - x[0]) * (1 + x[0]))),
     .test = {.lo = unit_lo, .hi = unit_hi, .npoints = NPTS(acosd_pts, 1), .points = acosd_pts},
-    .notes = "-1 < x < 1");
-DEFINE_FN(acosd, "acosd", 1)
+    .notes = "-1 < x < 1")
 
 /* atand(x): (180/pi)/(1 + x²) */
 static const double atand_lo[] = {-3}, atand_hi[] = {3};
 static const double atand_pts[] = {1e200, -1e300, 1e-200, 1e8};
-CR_SCALAR_EVALS_REAL(atand, 1, 1, Y[0] = GENR(rad2deg, x[0])(atan(x[0])),
-                     D[0] = GENR(rad2deg, x[0])(GENR(inv1px2, x[0])(x[0])))
-static const cr_scalar_rule atand_row = CR_SCALAR_ROW_REAL_EX(atand, TESTREG(atand));
-DEFINE_FN(atand, "atand", 1)
+REAL_ROW1(atand, GENR(rad2deg, x[0])(atan(x[0])), GENR(rad2deg, x[0])(GENR(inv1px2, x[0])(x[0])),
+          TESTREG(atand))
 
 /* asecd(x): (180/pi)/(|x| sqrt(x² - 1)) */
 static const double asecd_lo[] = {1.05}, asecd_hi[] = {4};
 static const double asecd_pts[] = {1 + 0x1p-40, -1.0000000001, 1e300};
-CR_SCALAR_EVALS_REAL(asecd, 1, 1, Y[0] = GENR(rad2deg, x[0])(GENR(asec, x[0])(x[0])),
-                     D[0] = GENR(rad2deg, x[0])(GENR(dasec, x[0])(x[0])))
-static const cr_scalar_rule asecd_row =
-    CR_SCALAR_ROW_REAL_EX(asecd, TESTREG(asecd), .notes = "|x| > 1");
-DEFINE_FN(asecd, "asecd", 1)
+REAL_ROW1(asecd, GENR(rad2deg, x[0])(GENR(asec, x[0])(x[0])),
+          GENR(rad2deg, x[0])(GENR(dasec, x[0])(x[0])), TESTREG(asecd), .notes = "|x| > 1")
 
 /* acscd(x): -(180/pi)/(|x| sqrt(x² - 1)) */
 static const double acscd_lo[] = {1.05}, acscd_hi[] = {4};
 static const double acscd_pts[] = {1 + 0x1p-40, -1.0000000001, 1e300};
-CR_SCALAR_EVALS_REAL(acscd, 1, 1, Y[0] = GENR(rad2deg, x[0])(GENR(acsc, x[0])(x[0])),
-                     D[0] = -GENR(rad2deg, x[0])(GENR(dasec, x[0])(x[0])))
-static const cr_scalar_rule acscd_row =
-    CR_SCALAR_ROW_REAL_EX(acscd, TESTREG(acscd), .notes = "|x| > 1");
-DEFINE_FN(acscd, "acscd", 1)
+REAL_ROW1(acscd, GENR(rad2deg, x[0])(GENR(acsc, x[0])(x[0])),
+          -GENR(rad2deg, x[0])(GENR(dasec, x[0])(x[0])), TESTREG(acscd), .notes = "|x| > 1")
 
 /* acotd(x): -(180/pi)/(1 + x²) */
 static const double acotd_lo[] = {0.2}, acotd_hi[] = {3};
 static const double acotd_pts[] = {1e200, -1e300, 1e-200};
-CR_SCALAR_EVALS_REAL(acotd, 1, 1, Y[0] = GENR(rad2deg, x[0])(atan(1 / x[0])),
-                     D[0] = -GENR(rad2deg, x[0])(GENR(inv1px2, x[0])(x[0])))
-static const cr_scalar_rule acotd_row =
-    CR_SCALAR_ROW_REAL_EX(acotd, TESTREG(acotd), .notes = "acotd(±0) = ±90 (jump at 0)");
-DEFINE_FN(acotd, "acotd", 1)
+REAL_ROW1(acotd, GENR(rad2deg, x[0])(atan(1 / x[0])),
+          -GENR(rad2deg, x[0])(GENR(inv1px2, x[0])(x[0])), TESTREG(acotd),
+          .notes = "acotd(±0) = ±90 (jump at 0)")
 
 /* deg2rad(x) = x pi/180: pi/180 */
 static const double d2r_lo[] = {-400}, d2r_hi[] = {400};
 static const double deg2rad_pts[] = {1e300, 1e-300};
-CR_SCALAR_EVALS(deg2rad, 1, 1, Y[0] = GEN(deg2rad, x[0])(x[0]), D[0] = D2R_HI)
-static const cr_scalar_rule deg2rad_row = CR_SCALAR_ROW_EX(
-    deg2rad,
-    .test = {.lo = d2r_lo, .hi = d2r_hi, .npoints = NPTS(deg2rad_pts, 1), .points = deg2rad_pts});
-DEFINE_FN(deg2rad, "deg2rad", 1)
+ROW1(deg2rad, GEN(deg2rad, x[0])(x[0]), D2R_HI,
+     .test = {.lo = d2r_lo, .hi = d2r_hi, .npoints = NPTS(deg2rad_pts, 1), .points = deg2rad_pts})
 
 /* rad2deg(x) = x 180/pi: 180/pi */
 static const double rad2deg_lo[] = {-7}, rad2deg_hi[] = {7};
 static const double rad2deg_pts[] = {1e300, 1e-300};
-CR_SCALAR_EVALS(rad2deg, 1, 1, Y[0] = GEN(rad2deg, x[0])(x[0]), D[0] = R2D_HI)
-static const cr_scalar_rule rad2deg_row = CR_SCALAR_ROW_EX(rad2deg, TESTREG(rad2deg));
-DEFINE_FN(rad2deg, "rad2deg", 1)
+ROW1(rad2deg, GEN(rad2deg, x[0])(x[0]), R2D_HI, TESTREG(rad2deg))
 
 /* ---- tanpi, sincosd, mod2pi, rem2pi, log(b, x) ------------------------------------------- */
 
@@ -765,11 +673,8 @@ FLOAT_VIA_DOUBLE(tanpi)
 /* tanpi(x): pi (1 + Ω²) */
 static const double tanpi_lo[] = {-0.45}, tanpi_hi[] = {0.45};
 static const double tanpi_pts[] = {0.0, 0.25, -0.75, 1e-300, 3.375, 1e15 + 0.25};
-CR_SCALAR_EVALS_REAL(tanpi, 1, 1, Y[0] = GENR(tanpi, x[0])(x[0]),
-                     D[0] = GENR(pimul, x[0])(1 + Y[0] * Y[0]))
-static const cr_scalar_rule tanpi_row = CR_SCALAR_ROW_REAL_EX(
-    tanpi, TESTREG(tanpi), .notes = "exact zeros at integers, ±inf at half-integers");
-DEFINE_FN(tanpi, "tanpi", 1)
+REAL_ROW1(tanpi, GENR(tanpi, x[0])(x[0]), GENR(pimul, x[0])(1 + Y[0] * Y[0]), TESTREG(tanpi),
+          .notes = "exact zeros at integers, ±inf at half-integers")
 
 /* sincosd(x) = (sind(x), cosd(x)): ((pi/180) cosd(x), -(pi/180) sind(x)) */
 static const double sincosd_lo[] = {-400}, sincosd_hi[] = {400};
@@ -842,20 +747,16 @@ FLOAT_VIA_DOUBLE2(rem2pi)
 /* mod2pi(x) = rem2pi(x, RoundDown), in [0, 2 pi): 1 (ChainRules: the jumps included) */
 static const double mod2pi_lo[] = {0.1}, mod2pi_hi[] = {6.1};
 static const double mod2pi_pts[] = {-1.0, 100.3, -100.3, 1e6 + 0.5, 3.0};
-CR_SCALAR_EVALS_REAL(mod2pi, 1, 1, Y[0] = GENR(mod2pi, x[0])(x[0]), D[0] = 1)
-static const cr_scalar_rule mod2pi_row =
-    CR_SCALAR_ROW_REAL_EX(mod2pi, TESTREG(mod2pi),
-                          .notes = "in [0, 2 pi); derivative 1, also at the jumps (ChainRules); "
-                                   "|x| < 2^50 (NaN beyond)");
-DEFINE_FN(mod2pi, "mod2pi", 1)
+REAL_ROW1(mod2pi, GENR(mod2pi, x[0])(x[0]), 1, TESTREG(mod2pi),
+          .notes = "in [0, 2 pi); derivative 1, also at the jumps (ChainRules); "
+                   "|x| < 2^50 (NaN beyond)")
 
 /* rem2pi(x, mode): (1, 0); the mode is a CR_ROUND_* value (an integer gets NoTangent) */
 static const double rem2pi_lo[] = {-3.0, 0.0}, rem2pi_hi[] = {3.0, 0.3};
 static const double rem2pi_pts[] = {100.3, 1.0, -100.3, 1.0,  7.0, 2.0,       -7.0,
                                     2.0,   7.0, 3.0,    -7.0, 3.0, 1e6 + 0.5, 0.0};
-CR_SCALAR_EVALS_REAL(rem2pi, 2, 1, Y[0] = GENR(rem2pi, x[0])(x[0], x[1]), D[0] = 1; D[1] = 0)
-static const cr_scalar_rule rem2pi_row = CR_SCALAR_ROW_REAL_EX(
-    rem2pi, TESTREG(rem2pi),
-    .notes = "mode CR_ROUND_NEAREST (0, result in [-pi, pi]), _TO_ZERO (1), _DOWN (2), _UP (3); "
-             "derivative 1 in x (ChainRules), 0 in the mode; |x| < 2^50");
-DEFINE_FN(rem2pi, "rem2pi", 2)
+REAL_ROW(rem2pi, 2, Y[0] = GENR(rem2pi, x[0])(x[0], x[1]), D[0] = 1;
+         D[1] = 0, TESTREG(rem2pi),
+         .notes =
+             "mode CR_ROUND_NEAREST (0, result in [-pi, pi]), _TO_ZERO (1), _DOWN (2), _UP (3); "
+             "derivative 1 in x (ChainRules), 0 in the mode; |x| < 2^50")
