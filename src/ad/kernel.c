@@ -1,12 +1,12 @@
 /*
  * Fused elementwise kernels on the reverse tape (kernel.h). A kernel call is one K_ARRAY
- * record whose node carries its own reverse step (cr__anode.pull): the forward pass runs the
+ * record whose node carries its own reverse step (cr__anode_ops.pull): the forward pass runs the
  * kernel's primal loop, and the reverse step runs its dual loop again block by block and adds
  * the partials, scaled by the result's cotangent, straight into the arguments' shadows and
  * into the adjoints of scalar arguments. No rule lookup, no tangent values, no closure.
  *
- * Forward sweeps (cr__kernel_forward) push the arguments' tangents through the dual loop's
- * partials; second-order sweeps (cr__kernel_pull2) run the hyper-dual loop once per
+ * Forward sweeps (kernel_forward) push the arguments' tangents through the dual loop's
+ * partials; second-order sweeps (kernel_pull2) run the hyper-dual loop once per
  * direction, which gives the partials g and their derivatives ġ along the tangents, and add
  * x̄ += ȳ g and x̄̇ += ẏ̄ g + ȳ ġ.
  */
@@ -513,9 +513,16 @@ static ALWAYS_INLINE void run_primal(const knode *nd, double *y, double *sum)
 }
 
 static cr_status kernel_pull(cr_tape *t, const cr__anode *an, const double *g, double *adj);
+static cr_status kernel_forward(cr_tape *t, const cr__anode *an, double *tan, size_t k, size_t i);
+static cr_status kernel_pull2(cr_tape *t, const cr__anode *an, size_t i, double *adj, double *adjd,
+                              const double *tan, size_t k);
+static cr_status kernel_rerun(cr_tape *t, cr__anode *an, const cr__rule_ref *rule, double *v,
+                              uint32_t res, cr_value *ynew);
 
-/* The steps of a fused kernel's record (cr__anode_ops). */
-static const cr__anode_ops k_kernel_ops = {kernel_pull, cr__kernel_forward, cr__kernel_pull2};
+/* The steps of a fused kernel's record (cr__anode_ops): its forward step may be left out
+ * when nothing reads its results' tangents (its second-order step reads its arguments'). */
+static const cr__anode_ops k_kernel_ops = {kernel_pull, kernel_forward, kernel_pull2, kernel_rerun,
+                                           .tail_free = true};
 
 /* Record a kernel call: the result is the array *ya (of like's shape, or of n elements in
  * one dimension when like is NULL), or the sum *ys when ya is NULL; *idx is its slot or
@@ -579,10 +586,8 @@ static ALWAYS_INLINE cr_status record(cr_tape *t, const char *who, const cr_kern
     b->fv = zero_value;
     b->y = sum ? zero_value : cr_value_array(y); /* the recording's result: its shape */
     b->vals = NULL;
-    b->pull = kernel_pull;
     b->ops = &k_kernel_ops;
     b->ext = NULL;
-    b->custom = 0;
     set_readers(nd);
     unsigned nv = sum ? 1u : 0u;
     uint64_t h = hdr_make(K_ARRAY, nv, 0);
@@ -590,7 +595,7 @@ static ALWAYS_INLINE cr_status record(cr_tape *t, const char *who, const cr_kern
     if (t->pre)
         (w++)->u = h;
     if (t->pre > 1)
-        (w++)->cp = NULL; /* a replay tape's information: the node itself (cr__kernel_rerun) */
+        (w++)->cp = NULL; /* a replay tape's information: the node itself (kernel_rerun) */
     (w++)->cp = &nd->base;
     (w++)->u = h;
     t->cur = w;
@@ -817,8 +822,13 @@ cr_status cr__kernel_sum(cr_tape *t, const cr_targ *args, size_t nargs, cr_targ 
 
 /* ---- Replay (prepared gradients) -------------------------------------------------------- */
 
-cr_status cr__kernel_rerun(cr_tape *t, cr__anode *an, double *v, uint32_t res)
+/* The rerun step (cr__anode_ops): the loops run again, no rule (rule and ynew unused: a
+ * kernel gives no new result value). */
+static cr_status kernel_rerun(cr_tape *t, cr__anode *an, const cr__rule_ref *rule, double *v,
+                              uint32_t res, cr_value *ynew)
 {
+    (void)rule;
+    (void)ynew;
     knode *nd = (knode *)(void *)an;
     bool direct = true;
     for (unsigned j = 0; j < nd->k->nargs; j++) {
@@ -1348,7 +1358,7 @@ static cr_status arg_tangents(cr_tape *t, const knode *nd, const double *tan, si
  * for cr_av_kernel, the sum over the elements for cr_av_kernel_sum (added to tan[i * k + d],
  * which holds a seed or zero).
  */
-cr_status cr__kernel_forward(cr_tape *t, const cr__anode *an, double *tan, size_t k, size_t i)
+static cr_status kernel_forward(cr_tape *t, const cr__anode *an, double *tan, size_t k, size_t i)
 {
     const knode *nd = (const knode *)(const void *)an;
     const unsigned m = nd->k->nargs;
@@ -1504,8 +1514,8 @@ static double axpy2(double *out, size_t nb, const double *a, double av, const do
  * result's adjoint and its derivatives: adj[i] and adjd[i * k + d] for a sum, the slot's
  * shadow and its derivatives for an array result (consumed).
  */
-cr_status cr__kernel_pull2(cr_tape *t, const cr__anode *an, size_t i, double *adj, double *adjd,
-                           const double *tan, size_t k)
+static cr_status kernel_pull2(cr_tape *t, const cr__anode *an, size_t i, double *adj, double *adjd,
+                              const double *tan, size_t k)
 {
     const knode *nd = (const knode *)(const void *)an;
     const unsigned m = nd->k->nargs;
