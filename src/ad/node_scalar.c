@@ -501,7 +501,7 @@ static NOINLINE cr_var op2_slow(cr_tape *t, const cr_value *f, cr_var a, cr_var 
  * constant, of this recording on a first-order tape). As op1, the row writes its two
  * partials into the record. When compact, the kind is picked from their values (ADD, SUB,
  * COPY, NEG for partials of exactly +-1); mul and div, whose partials are the operands,
- * always make UNARY and BINARY records, as their inline forms in tape.h do.
+ * always make UNARY and BINARY records, as their inline forms in tape_inline.h do.
  */
 static inline cr_var op2e(cr_tape *t, const cr_value *f, cr_scalar_eval_f64 ev, cr__hcol_fn hcol,
                           cr_var a, cr_var b, bool compact)
@@ -746,7 +746,7 @@ cr_status cr_tape_inputs(cr_tape *t, const double *x, size_t n, cr_var *out)
         if (k > n - j)
             k = n - j;
         uint32_t v = t->nvars, id = t->id;
-        if (t->fast_id == id) { /* keys work (tape.h): (idx, tape) written as one word */
+        if (t->fast_id == id) { /* keys work (tape_inline.h): (idx, tape) written as one word */
             cr__tape_kvar u;
             u.v.v = 0.0;
             u.v.idx = v;

@@ -5,8 +5,9 @@
 #ifndef CR_TAPE_IMPL_H
 #define CR_TAPE_IMPL_H
 
-/* The library's files call the exported operations, not the inline ones of tape.h: no file
- * reads a tape's fields both through struct cr_tape and through cr__tape_hot. */
+/* The library's files call the exported operations, not the inline ones of tape_inline.h
+ * (whose record format and cr__tape_hot layout they use): no file reads a tape's fields both
+ * through struct cr_tape and through cr__tape_hot. */
 #ifndef CR_TAPE_NO_INLINE
 #define CR_TAPE_NO_INLINE
 #endif
@@ -15,10 +16,12 @@
 
 #include <chainrules/engine.h>
 #include <chainrules/tape.h>
+#include <chainrules/tape_inline.h>
 
 #include "../rules/rules_impl.h"
 
-/* A file that included tape.h before this header got the inline operations: take them back. */
+/* A file that included tape_inline.h before this header got the inline operations: take them
+ * back. */
 #undef cr_add
 #undef cr_sub
 #undef cr_mul
@@ -99,7 +102,7 @@ typedef struct cr__rinfo {
     double c[CR_SCALAR_MAX_IN];   /* the arguments' values when recorded (constants kept) */
 } cr__rinfo;
 
-/* cr__word, the stream's 8-byte word, is defined in tape.h (its inline operations write
+/* cr__word, the stream's 8-byte word, is defined in tape.h (tape_inline.h's operations write
  * records). */
 
 #define IDX_MASK ((uint64_t)0x3FFFFFFF)
@@ -115,7 +118,7 @@ typedef struct cr__rinfo {
 
 static inline uint64_t hdr_make(unsigned kind, uint32_t a, uint32_t b)
 {
-    return cr__tape_hdr(kind, a, b); /* the encoding the inline operations of tape.h use */
+    return cr__tape_hdr(kind, a, b); /* the encoding the inline operations of tape_inline.h use */
 }
 static inline unsigned hdr_kind(uint64_t h)
 {
@@ -481,7 +484,7 @@ CR_INTERNAL cr_tangent *cr__asweep_slot(cr_tape *t, uint32_t slot, size_t d, boo
 
 struct cr_tape {
     /* Hot fields first: the write cursor and what every operation checks. The inline
-     * operations of tape.h see them as cr__tape_hot (same fields, same order); fast_id is
+     * operations of tape_inline.h see them as cr__tape_hot (same fields, same order); fast_id is
      * kept by tape.c (set_fast). */
     union {
         cr__tape_hot hot;
@@ -490,7 +493,7 @@ struct cr_tape {
             cr__word *lim;    /* end of the current chunk */
             uint32_t nvars;   /* as a cr_var's idx: hot.vt.key is the next variable's key */
             uint32_t fast_id; /* id while the inline operations may record, else CR__TAPE_NO_ID */
-            cr__word *rlim;   /* the open cursor's chunk end, or NULL (tape.h, cr__tape_hot) */
+            cr__word *rlim; /* the open cursor's chunk end, or NULL (tape_inline.h, cr__tape_hot) */
         };
     };
     uint32_t id; /* id of the current recording, never 0 nor CR__TAPE_NO_ID */
