@@ -93,6 +93,25 @@ static cr_var emit_replay(cr_tape *t, double y, size_t m, const uint32_t *vm, co
     return new_var(t, y);
 }
 
+/* A record of the given kind and operands a, b whose payload is the n doubles pay (n a
+ * constant where it is inlined): room made, the leading copy of the header on forward
+ * tapes, the payload, the header; then the new variable of value y. */
+static ALWAYS_INLINE cr_var emit_payload(cr_tape *t, double y, unsigned kind, uint32_t a,
+                                         uint32_t b, const double *pay, size_t n)
+{
+    if (!cr__tape_room(t, n + 1 + t->pre) && cr__tape_grow(t, n + 1 + t->pre) != CR_OK)
+        return cr__nan_const();
+    uint64_t h = hdr_make(kind, a, b);
+    cr__word *w = t->cur;
+    if (t->pre)
+        (w++)->u = h;
+    for (size_t j = 0; j < n; j++)
+        (w++)->d = pay[j];
+    (w++)->u = h;
+    t->cur = w;
+    return new_var(t, y);
+}
+
 /* A linear record of one operand with partial p (first order, or zero Hessian). */
 static inline cr_var emit_unary(cr_tape *t, double y, double p, uint32_t a)
 {
@@ -100,16 +119,8 @@ static inline cr_var emit_unary(cr_tape *t, double y, double p, uint32_t a)
         return emit0(t, y, K_COPY, a, 0);
     if (p == -1.0)
         return emit0(t, y, K_NEG, a, 0);
-    if (!cr__tape_room(t, 2 + t->pre) && cr__tape_grow(t, 2 + t->pre) != CR_OK)
-        return cr__nan_const();
-    uint64_t h = hdr_make(K_UNARY, a, 0);
-    cr__word *w = t->cur;
-    if (t->pre)
-        (w++)->u = h;
-    (w++)->d = p;
-    (w++)->u = h;
-    t->cur = w;
-    return new_var(t, y);
+    const double pay[1] = {p};
+    return emit_payload(t, y, K_UNARY, a, 0, pay, 1);
 }
 
 /* A record of two operands with partials p0, p1 and no second derivatives, or the MUL
@@ -123,17 +134,8 @@ static inline cr_var emit_binary(cr_tape *t, double y, double p0, double p1, uin
         if (p1 == -1.0)
             return emit0(t, y, K_SUB, a, b);
     }
-    if (!cr__tape_room(t, 3 + t->pre) && cr__tape_grow(t, 3 + t->pre) != CR_OK)
-        return cr__nan_const();
-    uint64_t h = hdr_make(kind, a, b);
-    cr__word *w = t->cur;
-    if (t->pre)
-        (w++)->u = h;
-    (w++)->d = p0;
-    (w++)->d = p1;
-    (w++)->u = h;
-    t->cur = w;
-    return new_var(t, y);
+    const double pay[2] = {p0, p1};
+    return emit_payload(t, y, kind, a, b, pay, 2);
 }
 
 /* The record of one operand v with partial p and second derivative h (second-order tapes;
@@ -142,17 +144,8 @@ static inline cr_var emit_one2(cr_tape *t, double y, double p, double h2, uint32
 {
     if (h2 == 0.0)
         return emit_unary(t, y, p, v);
-    if (!cr__tape_room(t, 3 + t->pre) && cr__tape_grow(t, 3 + t->pre) != CR_OK)
-        return cr__nan_const();
-    uint64_t h = hdr_make(K_UNARY2, v, 0);
-    cr__word *w = t->cur;
-    if (t->pre)
-        (w++)->u = h;
-    (w++)->d = h2;
-    (w++)->d = p;
-    (w++)->u = h;
-    t->cur = w;
-    return new_var(t, y);
+    const double pay[2] = {h2, p};
+    return emit_payload(t, y, K_UNARY2, v, 0, pay, 2);
 }
 
 /* The record of two distinct operands v0, v1 with partials p0, p1 and the 2 x 2 Hessian H
@@ -164,20 +157,8 @@ static inline cr_var emit_two2(cr_tape *t, double y, double p0, double p1, uint3
         return emit_binary(t, y, p0, p1, v0, v1, K_BINARY);
     if (H[0] == 0.0 && H[3] == 0.0 && H[1] == 1.0 && H[2] == 1.0)
         return emit_binary(t, y, p0, p1, v0, v1, K_MUL);
-    if (!cr__tape_room(t, 6 + t->pre) && cr__tape_grow(t, 6 + t->pre) != CR_OK)
-        return cr__nan_const();
-    uint64_t h = hdr_make(K_BINARY2, v0, v1);
-    cr__word *w = t->cur;
-    if (t->pre)
-        (w++)->u = h;
-    (w++)->d = H[0];
-    (w++)->d = 0.5 * (H[1] + H[2]);
-    (w++)->d = H[3];
-    (w++)->d = p0;
-    (w++)->d = p1;
-    (w++)->u = h;
-    t->cur = w;
-    return new_var(t, y);
+    const double pay[5] = {H[0], 0.5 * (H[1] + H[2]), H[3], p0, p1};
+    return emit_payload(t, y, K_BINARY2, v0, v1, pay, 5);
 }
 
 /*
@@ -589,35 +570,19 @@ cr_var cr_neg(cr_tape *t, cr_var a)
     return op1e(t, &cr_fn_neg, neg_f64, cr__hcol_neg, a);
 }
 
-cr_var cr_sin(cr_tape *t, cr_var a)
-{
-    return op1(t, &cr_fn_sin, a);
-}
-
-cr_var cr_cos(cr_tape *t, cr_var a)
-{
-    return op1(t, &cr_fn_cos, a);
-}
-
-cr_var cr_exp(cr_tape *t, cr_var a)
-{
-    return op1(t, &cr_fn_exp, a);
-}
-
-cr_var cr_log(cr_tape *t, cr_var a)
-{
-    return op1(t, &cr_fn_log, a);
-}
-
-cr_var cr_sqrt(cr_tape *t, cr_var a)
-{
-    return op1(t, &cr_fn_sqrt, a);
-}
-
-cr_var cr_asin(cr_tape *t, cr_var a)
-{
-    return op1(t, &cr_fn_asin, a);
-}
+/* The named operations tape.h declares itself (HAND 1 in CR_TAPE_SCALAR_OPS). */
+#define OP1_HAND(NAME)                     \
+    cr_var cr_##NAME(cr_tape *t, cr_var a) \
+    {                                      \
+        return op1(t, &cr_fn_##NAME, a);   \
+    }
+OP1_HAND(sin)
+OP1_HAND(cos)
+OP1_HAND(exp)
+OP1_HAND(log)
+OP1_HAND(sqrt)
+OP1_HAND(asin)
+#undef OP1_HAND
 
 /* The named operations of the other scalar rows (tape_ops.h, generated from the registry):
  * rows of one and two inputs through the paths of cr_sin() and the arithmetic (the others go

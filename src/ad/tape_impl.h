@@ -611,25 +611,27 @@ static inline bool cr__var_ours(const cr_tape *t, cr_var a)
 }
 
 /* CR_OK when each of v[0..n) is a constant or a variable of t's current recording, else the
- * error of cr__foreign_var for the first that is not. Inline: the small calls' entry points
- * check their inputs on every call. */
+ * error of cr__foreign_var for the first that is not; cr__check_avars the same for array
+ * variables (a slot below the recording's). Inline: the small calls' entry points check
+ * their inputs on every call. */
+#define CR__CHECK_IDS(T, WHO, V, N, ROLE, HAVE, ARR)                                               \
+    do {                                                                                           \
+        for (size_t j_ = 0; j_ < (N); j_++)                                                        \
+            if ((V)[j_].idx != CR_VAR_CONST && ((V)[j_].tape != (T)->id || (V)[j_].idx >= (HAVE))) \
+                return cr__foreign_var((T), (WHO), (ROLE), j_, (V)[j_].idx, (ARR));                \
+        return CR_OK;                                                                              \
+    } while (0)
+
 static inline cr_status cr__check_vars(cr_tape *t, const char *who, const cr_var *v, size_t n,
                                        const char *role)
 {
-    for (size_t j = 0; j < n; j++)
-        if (v[j].idx != CR_VAR_CONST && (v[j].tape != t->id || v[j].idx >= t->nvars))
-            return cr__foreign_var(t, who, role, j, v[j].idx, false);
-    return CR_OK;
+    CR__CHECK_IDS(t, who, v, n, role, t->nvars, false);
 }
 
-/* The same for array variables. */
 static inline cr_status cr__check_avars(cr_tape *t, const char *who, const cr_avar *as, size_t na,
                                         const char *role)
 {
-    for (size_t j = 0; j < na; j++)
-        if (as[j].idx != CR_VAR_CONST && (as[j].tape != t->id || as[j].idx >= t->naslots))
-            return cr__foreign_var(t, who, role, j, as[j].idx, true);
-    return CR_OK;
+    CR__CHECK_IDS(t, who, as, na, role, t->naslots, true);
 }
 
 /* ---- Engine (engine.c) ------------------------------------------------------------------ */
