@@ -1509,6 +1509,18 @@ static cr_status sweep_entry(cr_tape *t, const char *who, uint32_t flag, const c
     return CR_OK;
 }
 
+/* check_dir for each of the na direction arrays dirs of the array variables as. */
+static cr_status check_dirs(cr_tape *t, const char *who, const char *what, const cr_avar *as,
+                            size_t na, const cr_array *const *dirs)
+{
+    for (size_t j = 0; j < na; j++) {
+        cr_status st = check_dir(t, who, what, j, dirs[j], as[j].a);
+        if (st != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
 cr_status cr_tape_ajvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t n,
                        const cr_avar *as, const cr_array *const *adot, size_t na, const cr_var *ys,
                        size_t m, double *ydot, const cr_avar *bs, size_t nb, cr_array *const *bdot)
@@ -1534,9 +1546,8 @@ cr_status cr_tape_ajvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t 
         (st = cr__check_avars(t, who, bs, nb, "array output")) != CR_OK ||
         (st = cr__check_finite(t, who, xdot, n, "tangent")) != CR_OK)
         return st;
-    for (size_t j = 0; j < na; j++)
-        if ((st = check_dir(t, who, "tangent array", j, adot[j], as[j].a)) != CR_OK)
-            return st;
+    if ((st = check_dirs(t, who, "tangent array", as, na, adot)) != CR_OK)
+        return st;
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
     size_t top = t->nvars;
     double *tan = cr__sweep_workspace(t, top, &st);
@@ -1584,9 +1595,8 @@ cr_status cr_tape_ahvp(cr_tape *t, cr_var y, const cr_var *xs, size_t n, const d
         (st = cr__check_avars(t, who, as, na, "array input")) != CR_OK ||
         (st = cr__check_finite(t, who, v, n, "direction")) != CR_OK)
         return st;
-    for (size_t j = 0; j < na; j++)
-        if ((st = check_dir(t, who, "direction array", j, av[j], as[j].a)) != CR_OK)
-            return st;
+    if ((st = check_dirs(t, who, "direction array", as, na, av)) != CR_OK)
+        return st;
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
     size_t top = y.idx == CR_VAR_CONST ? 0 : cr__sweep_top(t, (size_t)y.idx + 1);
     double *adj = cr__sweep_workspace(t, top, &st), *tan = NULL, *adjd = NULL;

@@ -135,7 +135,7 @@ typedef struct knode {
     cr__anode base;
     const cr_kernel *k;
     /* A broadcast of a scalar-table function (cr__kernel_broadcast): its row, whose f64
-     * instantiation the loops call element by element (row_map, ...); NULL for a kernel of
+     * instantiation the loops call element by element (row_loop, ...); NULL for a kernel of
      * CR_KERNEL, whose own loops run. */
     const cr_scalar_rule *row;
     size_t n; /* elements (an array result's shape is its recording's, base.y: n in one
@@ -172,27 +172,19 @@ static inline cr_tape *tape_or_current(cr_tape *t)
  * element for the value and the partials, and cr__row_hessian for the second derivatives
  * (as the scalar second-order tape takes them). */
 
-static void row_map(const cr_scalar_rule *row, unsigned m, size_t n, const double *const *q,
-                    double *y)
+/* The row at each element i < n of the m arguments q: its values into y (when not NULL),
+ * its partials into P (when not NULL; P[j * CR_K_BLOCK + i]). */
+static void row_loop(const cr_scalar_rule *row, unsigned m, size_t n, const double *const *q,
+                     double *y, double *P)
 {
     double x[CR_K_MAX_ARGS], Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
     for (size_t i = 0; i < n; i++) {
         for (unsigned j = 0; j < m; j++)
             x[j] = q[j][i];
         row->f64(x, Y, D);
-        y[i] = Y[0];
-    }
-}
-
-static void row_partials(const cr_scalar_rule *row, unsigned m, size_t n, const double *const *q,
-                         double *P)
-{
-    double x[CR_K_MAX_ARGS], Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
-    for (size_t i = 0; i < n; i++) {
-        for (unsigned j = 0; j < m; j++)
-            x[j] = q[j][i];
-        row->f64(x, Y, D);
-        for (unsigned j = 0; j < m; j++)
+        if (y != NULL)
+            y[i] = Y[0];
+        for (unsigned j = 0; j < m && P != NULL; j++)
             P[(size_t)j * CR_K_BLOCK + i] = D[j];
     }
 }
@@ -223,7 +215,7 @@ static void row_second(const cr_scalar_rule *row, unsigned m, size_t n, const do
 static inline void k_map(const knode *nd, size_t n, const double *const *q, double *y)
 {
     if (nd->k->map == NULL)
-        row_map(nd->row, nd->k->nargs, n, q, y);
+        row_loop(nd->row, nd->k->nargs, n, q, y, NULL);
     else
         nd->k->map(n, q, y);
 }
@@ -231,7 +223,7 @@ static inline void k_map(const knode *nd, size_t n, const double *const *q, doub
 static inline void k_partials(const knode *nd, size_t n, const double *const *q, double *P)
 {
     if (nd->k->partials == NULL)
-        row_partials(nd->row, nd->k->nargs, n, q, P);
+        row_loop(nd->row, nd->k->nargs, n, q, NULL, P);
     else
         nd->k->partials(n, q, P);
 }
@@ -527,9 +519,9 @@ static const cr__anode_ops k_kernel_ops = {kernel_pull, kernel_forward, kernel_p
 /* Record a kernel call: the result is the array *ya (of like's shape, or of n elements in
  * one dimension when like is NULL), or the sum *ys when ya is NULL; *idx is its slot or
  * variable (CR_VAR_CONST for a call of constants). row is NULL for a kernel's own loops, or
- * a scalar-table row whose loops (row_map, ...) take the call; name, when not NULL, names the call.
- * The callers build the cr_var / cr_avar: written here field by field, the 16-byte struct would be
- * read back as one load that waits for the separate stores. */
+ * a scalar-table row whose loops (row_loop, ...) take the call; name, when not NULL, names the
+ * call. The callers build the cr_var / cr_avar: written here field by field, the 16-byte struct
+ * would be read back as one load that waits for the separate stores. */
 static ALWAYS_INLINE cr_status record(cr_tape *t, const char *who, const cr_kernel *k,
                                       const cr_scalar_rule *row, const char *name,
                                       const cr_kin *args, size_t nargs, size_t n,
