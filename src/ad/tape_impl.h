@@ -1,6 +1,7 @@
 /*
  * Private layout of the tape: the record stream, the record kinds and the helpers shared
- * by the recording (tape.c), the sweeps (sweep.c) and the engine (engine.c).
+ * by the tape (tape.c), the node kinds (node_scalar.c, rule_call.c, node_array.c, ...), the
+ * sweeps (sweep.c) and the engine (engine.c).
  */
 #ifndef CR_TAPE_IMPL_H
 #define CR_TAPE_IMPL_H
