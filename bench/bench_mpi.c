@@ -22,6 +22,7 @@
 
 #include <chainrules.h>
 #include <chainrules/mpi.h>
+#include <chainrules/tape_inline.h>
 
 enum {
     B_SENDRECV,

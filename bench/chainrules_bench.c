@@ -78,6 +78,7 @@
 
 #include <chainrules.h>
 #include <chainrules/kernel.h>
+#include <chainrules/tape_inline.h>
 
 #include "bench_util.h"
 

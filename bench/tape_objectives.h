@@ -9,6 +9,7 @@
 #define CR_BENCH_TAPE_OBJECTIVES_H
 
 #include <chainrules.h>
+#include <chainrules/tape_inline.h>
 
 /* The constants and working storage of the taped gmm. The input vector (n of the cr_ad_fn)
  * is alphas (k), means (k d), q (k d), l (k d (d - 1) / 2), the order of GradBench's

@@ -3,8 +3,9 @@
  * @brief Umbrella header: includes every chainrules module except the opt-in ones.
  *
  * Opt-in headers, included by name where they are used: chainrules/kernel.h (the fused
- * kernel macro language, CR_KERNEL and the cr_k_* operations) and chainrules/mpi.h
- * (chainrules-mpi, which needs <mpi.h>).
+ * kernel macro language, CR_KERNEL and the cr_k_* operations), chainrules/tape_inline.h (the
+ * tape's arithmetic and recording cursors inline in the caller, and the record format they
+ * write) and chainrules/mpi.h (chainrules-mpi, which needs <mpi.h>).
  *
  * chainrules is the ChainRules differentiation system in C11: tangent types and their
  * algebra, projection, rules (frule / rrule with pullbacks), rule testing with finite

@@ -15,7 +15,8 @@
  * (cr_rule_def.linearity and .form, docs/second-order-forms.md): zero for linear and
  * piecewise-linear functions, calls of the same rrule at tangents for multilinear ones, and
  * the rule's form otherwise, run here once per direction.
- * The sweeps (sweep.c) and prepared replays reach the three steps through cr__array_call_ops.
+ * Replay: a prepared gradient calls the rrule again at the new values (call_rerun). The sweeps
+ * (sweep.c) and the prepared replays reach the four steps through the node's ops (k_call_ops).
  * Also the gradient, vjp, jvp and hvp entry points of tapes with array variables.
  */
 #include <complex.h>
@@ -33,6 +34,9 @@
 #include "prepared_impl.h"
 
 #define MAX_ARGS 16
+
+/* The steps of an array call's record (end of the file). */
+static const cr__anode_ops k_call_ops;
 
 /* Scalar variables whose adjoints a sweep keeps on the stack. */
 #define SMALL_WS 64
@@ -382,9 +386,7 @@ static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const
     memcpy(ai, codes, nargs * sizeof *ai);
     memcpy(ai + nargs, outs, (tuple ? nout : 0) * sizeof *ai);
     nd->pb = pb;
-    nd->pull = NULL;
-    nd->custom = 0;
-    nd->ops = &cr__array_call_ops;
+    nd->ops = &k_call_ops;
     nd->fname = fname;
     nd->nargs = (uint32_t)nargs;
     nd->out = aslot;
@@ -536,10 +538,8 @@ cr_status cr__tuple_cot(cr_tape *t, const cr__anode *nd, const double *g, size_t
     return cr_tangent_struct(t->arena, nd->y.u.obj.type, NULL, f, nd->nout, dy);
 }
 
-cr_status cr__array_pull(cr_tape *t, const cr__anode *nd, const double *g, double *adj)
+static cr_status call_pull(cr_tape *t, const cr__anode *nd, const double *g, double *adj)
 {
-    if (nd->pull != NULL)
-        return nd->pull(t, nd, g, adj);
     cr_arena *arena = t->arena;
     cr_tangent dy;
     if (nd->nout > 0) {
@@ -1131,7 +1131,7 @@ static cr_status tuple_tangents(cr_tape *t, const cr__anode *nd, cr_tangent dy, 
     return CR_OK;
 }
 
-cr_status cr__array_forward(cr_tape *t, const cr__anode *nd, double *tan, size_t k, size_t i)
+static cr_status call_forward(cr_tape *t, const cr__anode *nd, double *tan, size_t k, size_t i)
 {
     const cr__aext *e = nd->ext;
     if (e == NULL)
@@ -1383,8 +1383,8 @@ static cr_status result_cots(cr_tape *t, const cr__anode *nd, size_t i, double *
     return CR_OK;
 }
 
-cr_status cr__array_pull2(cr_tape *t, const cr__anode *nd, size_t i, double *adj, double *adjd,
-                          const double *tan, size_t k)
+static cr_status call_pull2(cr_tape *t, const cr__anode *nd, size_t i, double *adj, double *adjd,
+                            const double *tan, size_t k)
 {
     const cr__aext *e = nd->ext;
     cr__asweep *w = t->asw;
@@ -1407,7 +1407,7 @@ cr_status cr__array_pull2(cr_tape *t, const cr__anode *nd, size_t i, double *adj
             st = second_form(t, nd, i, ybar, adjd, tan, k);
         /* the ordinary reverse step: x̄ += pullback(ȳ) */
         if (st == CR_OK)
-            st = cr__array_pull(t, nd, scalar ? &adj[i] : NULL, adj);
+            st = call_pull(t, nd, scalar ? &adj[i] : NULL, adj);
     }
     for (size_t d = 0; d < k && anyd && st == CR_OK; d++)
         if (!cr_tangent_is_zero(ybd[d]))
@@ -1509,6 +1509,18 @@ static cr_status sweep_entry(cr_tape *t, const char *who, uint32_t flag, const c
     return CR_OK;
 }
 
+/* check_dir for each of the na direction arrays dirs of the array variables as. */
+static cr_status check_dirs(cr_tape *t, const char *who, const char *what, const cr_avar *as,
+                            size_t na, const cr_array *const *dirs)
+{
+    for (size_t j = 0; j < na; j++) {
+        cr_status st = check_dir(t, who, what, j, dirs[j], as[j].a);
+        if (st != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
 cr_status cr_tape_ajvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t n,
                        const cr_avar *as, const cr_array *const *adot, size_t na, const cr_var *ys,
                        size_t m, double *ydot, const cr_avar *bs, size_t nb, cr_array *const *bdot)
@@ -1534,9 +1546,8 @@ cr_status cr_tape_ajvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t 
         (st = cr__check_avars(t, who, bs, nb, "array output")) != CR_OK ||
         (st = cr__check_finite(t, who, xdot, n, "tangent")) != CR_OK)
         return st;
-    for (size_t j = 0; j < na; j++)
-        if ((st = check_dir(t, who, "tangent array", j, adot[j], as[j].a)) != CR_OK)
-            return st;
+    if ((st = check_dirs(t, who, "tangent array", as, na, adot)) != CR_OK)
+        return st;
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
     size_t top = t->nvars;
     double *tan = cr__sweep_workspace(t, top, &st);
@@ -1584,9 +1595,8 @@ cr_status cr_tape_ahvp(cr_tape *t, cr_var y, const cr_var *xs, size_t n, const d
         (st = cr__check_avars(t, who, as, na, "array input")) != CR_OK ||
         (st = cr__check_finite(t, who, v, n, "direction")) != CR_OK)
         return st;
-    for (size_t j = 0; j < na; j++)
-        if ((st = check_dir(t, who, "direction array", j, av[j], as[j].a)) != CR_OK)
-            return st;
+    if ((st = check_dirs(t, who, "direction array", as, na, av)) != CR_OK)
+        return st;
     cr_arena_mark mk = cr_arena_get_mark(t->arena);
     size_t top = y.idx == CR_VAR_CONST ? 0 : cr__sweep_top(t, (size_t)y.idx + 1);
     double *adj = cr__sweep_workspace(t, top, &st), *tan = NULL, *adjd = NULL;
@@ -1662,15 +1672,14 @@ static bool same_ints(const cr_array *a, const cr_array *b)
 
 /* Install element k (-1: the only result) of a new result yn, recorded as yr, encoded as
  * code (cr__anode.outs, or for the only result: its slot or CR_VAR_CONST for a scalar). */
-static cr_status install(cr_prepared *p, const cr__anode *nd, long k, const cr_value *yr,
+static cr_status install(cr_tape *t, const cr__anode *nd, long k, const cr_value *yr,
                          const cr_value *yn, uint32_t code, double *v, uint32_t first)
 {
-    cr_tape *t = p->tape;
     char el[48] = "";
     if (k >= 0)
         snprintf(el, sizeof el, " (tuple element %ld)", k);
     if (yr->kind != yn->kind)
-        return cr_ctx_error(p->ctx, CR_ESHAPE,
+        return cr_ctx_error(t->ctx, CR_ESHAPE,
                             "prepared gradient: %s gives a %s%s at these inputs, a %s when "
                             "recorded; prepare it again",
                             nd->fname, cr_kind_name(yn->kind), el, cr_kind_name(yr->kind));
@@ -1684,7 +1693,7 @@ static cr_status install(cr_prepared *p, const cr__anode *nd, long k, const cr_v
         const cr_array *a = yn->u.arr, *b = yr->u.arr;
         if (a == NULL || !same_shape(a, b)) {
             char s1[96], s2[96];
-            return cr_ctx_error(p->ctx, CR_ESHAPE,
+            return cr_ctx_error(t->ctx, CR_ESHAPE,
                                 "prepared gradient: %s gives a %s array%s at these inputs, a %s "
                                 "array when recorded; prepare it again",
                                 nd->fname, a ? cr__dtype_shape_str(a, s1, sizeof s1) : "NULL", el,
@@ -1702,7 +1711,7 @@ static cr_status install(cr_prepared *p, const cr__anode *nd, long k, const cr_v
     case CR_KIND_I32:
         if (yn->u.i64 == yr->u.i64)
             return CR_OK;
-        return cr_ctx_error(p->ctx, CR_EDOMAIN,
+        return cr_ctx_error(t->ctx, CR_EDOMAIN,
                             "prepared gradient: %s%s is %lld at these inputs and was %lld when "
                             "recorded; the function may use it as a constant (an index): "
                             "prepare it again at these inputs",
@@ -1714,19 +1723,19 @@ static cr_status install(cr_prepared *p, const cr__anode *nd, long k, const cr_v
     default:
         break;
     }
-    return cr_ctx_error(p->ctx, CR_EDOMAIN,
+    return cr_ctx_error(t->ctx, CR_EDOMAIN,
                         "prepared gradient: %s%s (integers) differs from its value when "
                         "recorded; the function may use it as a constant: prepare it again at "
                         "these inputs",
                         nd->fname, el);
 }
 
-cr_status cr__prepared_rerun(cr_prepared *p, const cr__rop *r, double *v, cr_value *ynew)
+/* The rerun step (cr__anode_ops): the rrule called again at the current values (the rule
+ * looked up when preparing: the arguments' kinds are those of the recording), the new result
+ * checked against the recorded one and installed. */
+static cr_status call_rerun(cr_tape *t, cr__anode *nd, const cr__rule_ref *rule, double *v,
+                            uint32_t res, cr_value *ynew)
 {
-    cr_tape *t = p->tape;
-    cr__anode *nd = r->ptr;
-    if (nd->pull != NULL) /* a fused kernel: its loops, not a rule */
-        return cr__kernel_rerun(t, nd, v, r->res);
     for (size_t j = 0; j < nd->nargs; j++) {
         uint32_t c = nd->args[j];
         if (c == CR_VAR_CONST)
@@ -1738,26 +1747,25 @@ cr_status cr__prepared_rerun(cr_prepared *p, const cr__rop *r, double *v, cr_val
     }
     cr_value y;
     cr_pullback pb;
-    /* The rule looked up when preparing (the arguments' kinds are those of the recording). */
-    cr_status st = r->rule.rrule != NULL
-                       ? cr__rrule_with(t->config, t->arena, r->rule.rrule, r->rule.udata, &nd->fv,
+    cr_status st = rule->rrule != NULL
+                       ? cr__rrule_with(t->config, t->arena, rule->rrule, rule->udata, &nd->fv,
                                         nd->vals, nd->nargs, &y, &pb)
                        : cr_rrule(t->config, t->arena, &nd->fv, nd->vals, nd->nargs, &y, &pb);
     if (st != CR_OK) {
         char msg[256];
-        snprintf(msg, sizeof msg, "%s", cr_ctx_errmsg(p->ctx));
+        snprintf(msg, sizeof msg, "%s", cr_ctx_errmsg(t->ctx));
         if (st == CR_NOTHING)
             st = CR_ENORULE;
-        return cr_ctx_error(p->ctx, st, "prepared gradient: %s failed at these inputs: %s",
+        return cr_ctx_error(t->ctx, st, "prepared gradient: %s failed at these inputs: %s",
                             nd->fname,
                             msg[0] != '\0' ? cr__after_name(msg, nd->fname) : cr_status_str(st));
     }
     if (nd->nout == 0) {
-        st = install(p, nd, -1, &nd->y, &y, nd->out, v, r->res);
+        st = install(t, nd, -1, &nd->y, &y, nd->out, v, res);
     } else {
         const cr_type *ty = y.kind == CR_KIND_STRUCT ? y.u.obj.type : NULL;
         if (ty == NULL || ty->nfields != nd->nout)
-            return cr_ctx_error(p->ctx, CR_ESHAPE,
+            return cr_ctx_error(t->ctx, CR_ESHAPE,
                                 "prepared gradient: %s gives a %s at these inputs, a tuple of %u "
                                 "elements when recorded",
                                 nd->fname, ty ? ty->name : cr_kind_name(y.kind),
@@ -1766,10 +1774,10 @@ cr_status cr__prepared_rerun(cr_prepared *p, const cr__rop *r, double *v, cr_val
             cr_value en, er;
             if (cr_type_field_value(ty, y.u.obj.ptr, k, &en) != CR_OK ||
                 cr_type_field_value(nd->y.u.obj.type, nd->y.u.obj.ptr, k, &er) != CR_OK)
-                return cr_ctx_error(p->ctx, CR_EINVAL,
+                return cr_ctx_error(t->ctx, CR_EINVAL,
                                     "prepared gradient: %s: unreadable tuple element %zu",
                                     nd->fname, k);
-            st = install(p, nd, (long)k, &er, &en, nd->outs[k], v, r->res);
+            st = install(t, nd, (long)k, &er, &en, nd->outs[k], v, res);
         }
     }
     if (st == CR_OK) {
@@ -1783,4 +1791,5 @@ cr_status cr__prepared_rerun(cr_prepared *p, const cr__rop *r, double *v, cr_val
 /* ---- Array inputs ----------------------------------------------------------------------- */
 
 /* The steps of an array call's record, as the sweeps and prepared replays call them. */
-const cr__anode_ops cr__array_call_ops = {cr__array_pull, cr__array_forward, cr__array_pull2};
+static const cr__anode_ops k_call_ops = {call_pull, call_forward, call_pull2, call_rerun,
+                                         .calls_rule = true};

@@ -257,26 +257,26 @@ cr_status cr_av_unpack(cr_tape *t, cr_avar x, cr_var *out, size_t n)
     return CR_OK;
 }
 
-cr_avar cr_av_reshape(cr_tape *t, cr_avar x, const int64_t *shape, size_t ndim)
+/* fn(x, ints) with the n integers as a constant array (who names the call). */
+static cr_avar with_ints(cr_tape *t, const char *who, const cr_value *fn, cr_avar x,
+                         const int64_t *ints, size_t n)
 {
     cr_tape *tt = cr__tape_or_current(t);
     cr_array *s;
-    if (tt == NULL || tt->status != CR_OK ||
-        ints_array(tt, "cr_av_reshape", shape, ndim, &s) != CR_OK)
+    if (tt == NULL || tt->status != CR_OK || ints_array(tt, who, ints, n, &s) != CR_OK)
         return cr__bad_avar(NULL);
     cr_targ a[2] = {cr_targ_arr(x), cr_targ_value(cr_value_array(s))};
-    return cr_tape_acall_a(tt, &cr_fn_reshape, a, 2);
+    return cr_tape_acall_a(tt, fn, a, 2);
+}
+
+cr_avar cr_av_reshape(cr_tape *t, cr_avar x, const int64_t *shape, size_t ndim)
+{
+    return with_ints(t, "cr_av_reshape", &cr_fn_reshape, x, shape, ndim);
 }
 
 cr_avar cr_av_sum_dims(cr_tape *t, cr_avar x, const int64_t *dims, size_t ndims)
 {
-    cr_tape *tt = cr__tape_or_current(t);
-    cr_array *s;
-    if (tt == NULL || tt->status != CR_OK ||
-        ints_array(tt, "cr_av_sum_dims", dims, ndims, &s) != CR_OK)
-        return cr__bad_avar(NULL);
-    cr_targ a[2] = {cr_targ_arr(x), cr_targ_value(cr_value_array(s))};
-    return cr_tape_acall_a(tt, &cr_fn_sum, a, 2);
+    return with_ints(t, "cr_av_sum_dims", &cr_fn_sum, x, dims, ndims);
 }
 
 /* einsum(spec, xs...) of n = 1 or 2 arrays: the spec copied into the tape's arena, so that

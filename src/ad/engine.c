@@ -70,22 +70,30 @@ void cr_engine_free(cr_engine *eng)
     cr_ctx_dealloc(eng->ctx, eng, sizeof *eng);
 }
 
+/* A full table *p of n elements of size sz, capacity *cap, made twice as large (first when
+ * empty); the elements copied. CR_ENOMEM leaves it as it was. */
+static cr_status grow_table(cr_ctx *ctx, void **p, size_t *cap, size_t n, size_t sz, size_t first)
+{
+    size_t c = *cap ? 2 * *cap : first;
+    void *q = cr_ctx_alloc(ctx, c * sz);
+    if (q == NULL)
+        return CR_ENOMEM;
+    if (n > 0)
+        memcpy(q, *p, n * sz);
+    cr_ctx_dealloc(ctx, *p, *cap * sz);
+    *p = q;
+    *cap = c;
+    return CR_OK;
+}
+
 static cr_status set_impl(cr_engine *eng, const cr_function *fn, int kind, cr_ad_fn impl,
                           size_t nout, void *env)
 {
     cr__impl *slot = (cr__impl *)cr__engine_find(eng, fn);
     if (slot == NULL) {
-        if (eng->nimpls == eng->cap) {
-            size_t cap = eng->cap ? 2 * eng->cap : 8;
-            cr__impl *n = cr_ctx_alloc(eng->ctx, cap * sizeof *n);
-            if (n == NULL)
-                return CR_ENOMEM;
-            if (eng->nimpls > 0)
-                memcpy(n, eng->impls, eng->nimpls * sizeof *n);
-            cr_ctx_dealloc(eng->ctx, eng->impls, eng->cap * sizeof *eng->impls);
-            eng->impls = n;
-            eng->cap = cap;
-        }
+        if (eng->nimpls == eng->cap && grow_table(eng->ctx, (void **)&eng->impls, &eng->cap,
+                                                  eng->nimpls, sizeof *eng->impls, 8) != CR_OK)
+            return CR_ENOMEM;
         slot = &eng->impls[eng->nimpls++];
         memset(slot, 0, sizeof *slot);
         slot->fn = fn;
@@ -115,17 +123,10 @@ cr_status cr_engine_friendly(cr_engine *eng, const cr_type *type, cr_friendly_fn
         return st;
     cr__friendly *slot = (cr__friendly *)cr__engine_friendly_of(eng, type);
     if (slot == NULL) {
-        if (eng->nfriendly == eng->cap_friendly) {
-            size_t cap = eng->cap_friendly ? 2 * eng->cap_friendly : 4;
-            cr__friendly *n = cr_ctx_alloc(eng->ctx, cap * sizeof *n);
-            if (n == NULL)
-                return CR_ENOMEM;
-            if (eng->nfriendly > 0)
-                memcpy(n, eng->friendly, eng->nfriendly * sizeof *n);
-            cr_ctx_dealloc(eng->ctx, eng->friendly, eng->cap_friendly * sizeof *eng->friendly);
-            eng->friendly = n;
-            eng->cap_friendly = cap;
-        }
+        if (eng->nfriendly == eng->cap_friendly &&
+            grow_table(eng->ctx, (void **)&eng->friendly, &eng->cap_friendly, eng->nfriendly,
+                       sizeof *eng->friendly, 4) != CR_OK)
+            return CR_ENOMEM;
         slot = &eng->friendly[eng->nfriendly++];
         slot->type = type;
     }

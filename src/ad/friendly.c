@@ -62,26 +62,32 @@ static cr_status inputs_check(cr_tape **tp, const char *who, const cr_type *type
     return CR_OK;
 }
 
-cr_status cr_tape_struct_inputs(cr_tape *t, const cr_type *type, const void *obj, cr_var *vars,
-                                size_t n)
+/* The struct's real fields as scalar inputs (arrays false) or its array fields as array
+ * inputs, into out. */
+static cr_status struct_inputs(cr_tape *t, const char *who, const cr_type *type, const void *obj,
+                               void *out, size_t n, bool arrays)
 {
-    cr_status st = inputs_check(&t, "cr_tape_struct_inputs", type, obj, vars, n, false);
+    cr_status st = inputs_check(&t, who, type, obj, out, n, arrays);
     if (st != CR_OK)
         return st;
     size_t k = 0;
-    inputs_walk(t, type, obj, vars, &k);
+    if (arrays)
+        array_inputs_walk(t, type, obj, out, &k);
+    else
+        inputs_walk(t, type, obj, out, &k);
     return t->status;
+}
+
+cr_status cr_tape_struct_inputs(cr_tape *t, const cr_type *type, const void *obj, cr_var *vars,
+                                size_t n)
+{
+    return struct_inputs(t, "cr_tape_struct_inputs", type, obj, vars, n, false);
 }
 
 cr_status cr_tape_struct_array_inputs(cr_tape *t, const cr_type *type, const void *obj,
                                       cr_avar *avars, size_t na)
 {
-    cr_status st = inputs_check(&t, "cr_tape_struct_array_inputs", type, obj, avars, na, true);
-    if (st != CR_OK)
-        return st;
-    size_t k = 0;
-    array_inputs_walk(t, type, obj, avars, &k);
-    return t->status;
+    return struct_inputs(t, "cr_tape_struct_array_inputs", type, obj, avars, na, true);
 }
 
 /* The index (in the depth-first order of the group's fields) of the field named by path. */

@@ -1,12 +1,12 @@
 /*
  * Fused elementwise kernels on the reverse tape (kernel.h). A kernel call is one K_ARRAY
- * record whose node carries its own reverse step (cr__anode.pull): the forward pass runs the
+ * record whose node carries its own reverse step (cr__anode_ops.pull): the forward pass runs the
  * kernel's primal loop, and the reverse step runs its dual loop again block by block and adds
  * the partials, scaled by the result's cotangent, straight into the arguments' shadows and
  * into the adjoints of scalar arguments. No rule lookup, no tangent values, no closure.
  *
- * Forward sweeps (cr__kernel_forward) push the arguments' tangents through the dual loop's
- * partials; second-order sweeps (cr__kernel_pull2) run the hyper-dual loop once per
+ * Forward sweeps (kernel_forward) push the arguments' tangents through the dual loop's
+ * partials; second-order sweeps (kernel_pull2) run the hyper-dual loop once per
  * direction, which gives the partials g and their derivatives ġ along the tangents, and add
  * x̄ += ȳ g and x̄̇ += ẏ̄ g + ȳ ġ.
  */
@@ -135,7 +135,7 @@ typedef struct knode {
     cr__anode base;
     const cr_kernel *k;
     /* A broadcast of a scalar-table function (cr__kernel_broadcast): its row, whose f64
-     * instantiation the loops call element by element (row_map, ...); NULL for a kernel of
+     * instantiation the loops call element by element (row_loop, ...); NULL for a kernel of
      * CR_KERNEL, whose own loops run. */
     const cr_scalar_rule *row;
     size_t n; /* elements (an array result's shape is its recording's, base.y: n in one
@@ -172,27 +172,19 @@ static inline cr_tape *tape_or_current(cr_tape *t)
  * element for the value and the partials, and cr__row_hessian for the second derivatives
  * (as the scalar second-order tape takes them). */
 
-static void row_map(const cr_scalar_rule *row, unsigned m, size_t n, const double *const *q,
-                    double *y)
+/* The row at each element i < n of the m arguments q: its values into y (when not NULL),
+ * its partials into P (when not NULL; P[j * CR_K_BLOCK + i]). */
+static void row_loop(const cr_scalar_rule *row, unsigned m, size_t n, const double *const *q,
+                     double *y, double *P)
 {
     double x[CR_K_MAX_ARGS], Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
     for (size_t i = 0; i < n; i++) {
         for (unsigned j = 0; j < m; j++)
             x[j] = q[j][i];
         row->f64(x, Y, D);
-        y[i] = Y[0];
-    }
-}
-
-static void row_partials(const cr_scalar_rule *row, unsigned m, size_t n, const double *const *q,
-                         double *P)
-{
-    double x[CR_K_MAX_ARGS], Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
-    for (size_t i = 0; i < n; i++) {
-        for (unsigned j = 0; j < m; j++)
-            x[j] = q[j][i];
-        row->f64(x, Y, D);
-        for (unsigned j = 0; j < m; j++)
+        if (y != NULL)
+            y[i] = Y[0];
+        for (unsigned j = 0; j < m && P != NULL; j++)
             P[(size_t)j * CR_K_BLOCK + i] = D[j];
     }
 }
@@ -223,7 +215,7 @@ static void row_second(const cr_scalar_rule *row, unsigned m, size_t n, const do
 static inline void k_map(const knode *nd, size_t n, const double *const *q, double *y)
 {
     if (nd->k->map == NULL)
-        row_map(nd->row, nd->k->nargs, n, q, y);
+        row_loop(nd->row, nd->k->nargs, n, q, y, NULL);
     else
         nd->k->map(n, q, y);
 }
@@ -231,7 +223,7 @@ static inline void k_map(const knode *nd, size_t n, const double *const *q, doub
 static inline void k_partials(const knode *nd, size_t n, const double *const *q, double *P)
 {
     if (nd->k->partials == NULL)
-        row_partials(nd->row, nd->k->nargs, n, q, P);
+        row_loop(nd->row, nd->k->nargs, n, q, NULL, P);
     else
         nd->k->partials(n, q, P);
 }
@@ -513,16 +505,23 @@ static ALWAYS_INLINE void run_primal(const knode *nd, double *y, double *sum)
 }
 
 static cr_status kernel_pull(cr_tape *t, const cr__anode *an, const double *g, double *adj);
+static cr_status kernel_forward(cr_tape *t, const cr__anode *an, double *tan, size_t k, size_t i);
+static cr_status kernel_pull2(cr_tape *t, const cr__anode *an, size_t i, double *adj, double *adjd,
+                              const double *tan, size_t k);
+static cr_status kernel_rerun(cr_tape *t, cr__anode *an, const cr__rule_ref *rule, double *v,
+                              uint32_t res, cr_value *ynew);
 
-/* The steps of a fused kernel's record (cr__anode_ops). */
-static const cr__anode_ops k_kernel_ops = {kernel_pull, cr__kernel_forward, cr__kernel_pull2};
+/* The steps of a fused kernel's record (cr__anode_ops): its forward step may be left out
+ * when nothing reads its results' tangents (its second-order step reads its arguments'). */
+static const cr__anode_ops k_kernel_ops = {kernel_pull, kernel_forward, kernel_pull2, kernel_rerun,
+                                           .tail_free = true};
 
 /* Record a kernel call: the result is the array *ya (of like's shape, or of n elements in
  * one dimension when like is NULL), or the sum *ys when ya is NULL; *idx is its slot or
  * variable (CR_VAR_CONST for a call of constants). row is NULL for a kernel's own loops, or
- * a scalar-table row whose loops (row_map, ...) take the call; name, when not NULL, names the call.
- * The callers build the cr_var / cr_avar: written here field by field, the 16-byte struct would be
- * read back as one load that waits for the separate stores. */
+ * a scalar-table row whose loops (row_loop, ...) take the call; name, when not NULL, names the
+ * call. The callers build the cr_var / cr_avar: written here field by field, the 16-byte struct
+ * would be read back as one load that waits for the separate stores. */
 static ALWAYS_INLINE cr_status record(cr_tape *t, const char *who, const cr_kernel *k,
                                       const cr_scalar_rule *row, const char *name,
                                       const cr_kin *args, size_t nargs, size_t n,
@@ -579,10 +578,8 @@ static ALWAYS_INLINE cr_status record(cr_tape *t, const char *who, const cr_kern
     b->fv = zero_value;
     b->y = sum ? zero_value : cr_value_array(y); /* the recording's result: its shape */
     b->vals = NULL;
-    b->pull = kernel_pull;
     b->ops = &k_kernel_ops;
     b->ext = NULL;
-    b->custom = 0;
     set_readers(nd);
     unsigned nv = sum ? 1u : 0u;
     uint64_t h = hdr_make(K_ARRAY, nv, 0);
@@ -590,7 +587,7 @@ static ALWAYS_INLINE cr_status record(cr_tape *t, const char *who, const cr_kern
     if (t->pre)
         (w++)->u = h;
     if (t->pre > 1)
-        (w++)->cp = NULL; /* a replay tape's information: the node itself (cr__kernel_rerun) */
+        (w++)->cp = NULL; /* a replay tape's information: the node itself (kernel_rerun) */
     (w++)->cp = &nd->base;
     (w++)->u = h;
     t->cur = w;
@@ -817,8 +814,13 @@ cr_status cr__kernel_sum(cr_tape *t, const cr_targ *args, size_t nargs, cr_targ 
 
 /* ---- Replay (prepared gradients) -------------------------------------------------------- */
 
-cr_status cr__kernel_rerun(cr_tape *t, cr__anode *an, double *v, uint32_t res)
+/* The rerun step (cr__anode_ops): the loops run again, no rule (rule and ynew unused: a
+ * kernel gives no new result value). */
+static cr_status kernel_rerun(cr_tape *t, cr__anode *an, const cr__rule_ref *rule, double *v,
+                              uint32_t res, cr_value *ynew)
 {
+    (void)rule;
+    (void)ynew;
     knode *nd = (knode *)(void *)an;
     bool direct = true;
     for (unsigned j = 0; j < nd->k->nargs; j++) {
@@ -1348,7 +1350,7 @@ static cr_status arg_tangents(cr_tape *t, const knode *nd, const double *tan, si
  * for cr_av_kernel, the sum over the elements for cr_av_kernel_sum (added to tan[i * k + d],
  * which holds a seed or zero).
  */
-cr_status cr__kernel_forward(cr_tape *t, const cr__anode *an, double *tan, size_t k, size_t i)
+static cr_status kernel_forward(cr_tape *t, const cr__anode *an, double *tan, size_t k, size_t i)
 {
     const knode *nd = (const knode *)(const void *)an;
     const unsigned m = nd->k->nargs;
@@ -1504,8 +1506,8 @@ static double axpy2(double *out, size_t nb, const double *a, double av, const do
  * result's adjoint and its derivatives: adj[i] and adjd[i * k + d] for a sum, the slot's
  * shadow and its derivatives for an array result (consumed).
  */
-cr_status cr__kernel_pull2(cr_tape *t, const cr__anode *an, size_t i, double *adj, double *adjd,
-                           const double *tan, size_t k)
+static cr_status kernel_pull2(cr_tape *t, const cr__anode *an, size_t i, double *adj, double *adjd,
+                              const double *tan, size_t k)
 {
     const knode *nd = (const knode *)(const void *)an;
     const unsigned m = nd->k->nargs;

@@ -124,7 +124,7 @@ static cr_status walk(cr_prepared *p, cr__rop *prog, size_t *nrec, size_t *ncons
                 r.nv = (uint8_t)hdr_a(h);
                 r.ptr = pl[0].p;
                 if (fill) {
-                    if (nd->pull == NULL) /* an rrule (not a fused kernel) */
+                    if (nd->ops->calls_rule) /* an rrule (not a fused kernel) */
                         cr__prepared_resolve(p, &r, &nd->fv, nd->vals, nd->nargs);
                     p->has_arrays = true;
                     p->nres_slots += nd->out != CR_VAR_CONST;
@@ -509,24 +509,16 @@ cr_status cr__prepared_guard(cr_prepared *p, const cr__rop *r, const double *v)
 #define REPLAY_OPT
 #endif
 
-/* An array function or a GENERIC record, forwards: its rule (or kernel) called again. */
+/* An array function or a GENERIC record, forwards: evaluated again by its node kind. */
 static NOINLINE cr_status call_forward(cr_prepared *p, const cr__rop *r, double *v)
 {
-    if (r->code == CR__ROP_GENERIC)
-        return cr__prepared_grerun(p, r, v);
-    cr__anode *nd = r->ptr;
-    return nd->pull != NULL ? cr__kernel_rerun(p->tape, nd, v, r->res) /* loops */
-                            : cr__prepared_rerun(p, r, v, NULL);
+    return cr__rop_kind(r)->rerun(p, r, v);
 }
 
-/* An array function or a GENERIC record, backwards: its pullback (or kernel). */
+/* An array function or a GENERIC record, backwards: its node kind's reverse step. */
 static NOINLINE cr_status call_reverse(cr_prepared *p, const cr__rop *r, double *adj)
 {
-    if (r->code == CR__ROP_GENERIC)
-        return cr__prepared_gpull(p, r, adj);
-    const cr__anode *nd = r->ptr;
-    const double *g = r->nv ? &adj[r->res] : NULL;
-    return nd->ops->pull(p->tape, nd, g, adj);
+    return cr__rop_kind(r)->replay_pull(p, r, adj);
 }
 
 /* Each arithmetic row once as two functions: its value, and its partials at given

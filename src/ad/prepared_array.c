@@ -1,7 +1,7 @@
 /*
  * Prepared gradients of functions of arrays: preparing (the recording on a replay tape),
  * checking the new inputs against the recorded ones, and the value-and-gradient calls. Each
- * array function's record is replayed by array_call.c (cr__prepared_rerun).
+ * array function's record is replayed by its node's rerun step (node_array.c).
  */
 #include <stdio.h>
 #include <string.h>

@@ -41,29 +41,6 @@
 
 /* ---- The passes -------------------------------------------------------------------------- */
 
-/* An array function or a kernel, forwards: its rule (or loops) again for the values, then
- * its forward step for the tangents of its results (added to zeros for scalar ones). The
- * result of a rule goes into its node for the second-order forms, which read it
- * (restore_results() puts the recorded one back after the call). A kernel that is the
- * program's last operation (usually the one making the output) takes no forward step, as
- * on the tape (sweep.c's forward_k): its second-order step reads its arguments' tangents
- * only, and no operation after it reads its result's. */
-static cr_status array_forward(cr_prepared *p, const cr__rop *r, double *v, double *vd, bool last)
-{
-    cr__anode *nd = r->ptr;
-    cr_value y = p->yrec[r - p->prog]; /* (a kernel gives no new result) */
-    nd->y = y;                         /* new results are checked against the recording's */
-    cr_status st = cr__prepared_rerun(p, r, v, &y);
-    if (st != CR_OK)
-        return st;
-    nd->y = y;
-    for (size_t o = 0; o < r->nv; o++)
-        vd[r->res + o] = 0.0;
-    if (last && nd->pull != NULL)
-        return CR_OK;
-    return nd->ops->forward(p->tape, nd, vd, 1, r->res);
-}
-
 /* The recorded results back in the nodes of the rules (which the first-order replay and the
  * next call check new results against). */
 static void restore_results(cr_prepared *p)
@@ -127,26 +104,10 @@ static cr_status forward2(cr_prepared *p, const double *in, const double *dir)
                 return st;
             break;
         }
-        case CR__ROP_ARRAY: {
-            cr_status st = array_forward(p, r, v, vd, r + 1 == end);
+        default: { /* CR__ROP_ARRAY, CR__ROP_GENERIC: through their node kind */
+            cr_status st = cr__rop_kind(r)->rerun2(p, r, v, vd, r + 1 == end);
             if (st != CR_OK)
                 return st;
-            break;
-        }
-        default: { /* CR__ROP_GENERIC */
-            const cr__greplay *g = r->ptr;
-            if (g->so != NULL) { /* a rule kept as a pullback: its partials and Hessian */
-                cr_status st = cr__prepared_grerun2(p, r, v, vd);
-                if (st != CR_OK)
-                    return st;
-                break;
-            }
-            /* evaluated through its primal (or its rule, for a constant result): no derivative */
-            cr_status st = cr__prepared_grerun(p, r, v);
-            if (st != CR_OK)
-                return st;
-            for (size_t o = 0; o < r->nv; o++)
-                vd[r->res + o] = 0.0;
             break;
         }
         }
@@ -223,35 +184,11 @@ static cr_status reverse2(cr_prepared *p)
             }
             break;
         }
-        case CR__ROP_ARRAY: {
-            const cr__anode *nd = r->ptr;
-            cr_status st = nd->ops->pull2(p->tape, nd, r->res, adj, adjd, vd, 1);
+        case CR__ROP_ARRAY:
+        case CR__ROP_GENERIC: {
+            cr_status st = cr__rop_kind(r)->replay_pull2(p, r, adj, adjd, vd);
             if (st != CR_OK)
                 return st;
-            break;
-        }
-        case CR__ROP_GENERIC: {
-            /* A rule kept as a pullback: the partials and second derivatives of this
-             * evaluation (cr__prepared_grerun2), per result o and variable argument q. */
-            const cr__greplay *g = r->ptr;
-            if (g->so == NULL) /* no derivative */
-                break;
-            uint32_t a[CR__MAX_GENERIC_ARGS];
-            size_t k = 0, nres = r->nv;
-            for (size_t j = 0; j < g->node.nargs; j++)
-                if (g->node.args[j] != CR_VAR_CONST)
-                    a[k++] = g->node.args[j];
-            const double *P = g->so, *H = P + nres * k;
-            for (size_t o = 0; o < nres; o++) {
-                double gy = adj[r->res + o], gyd = adjd[r->res + o];
-                for (size_t q = 0; q < k; q++) {
-                    double hd = 0.0;
-                    for (size_t l = 0; l < k; l++)
-                        hd += H[(o * k + q) * k + l] * vd[a[l]];
-                    adj[a[q]] += P[o * k + q] * gy;
-                    adjd[a[q]] += P[o * k + q] * gyd + gy * hd;
-                }
-            }
             break;
         }
         default: /* inputs, comparisons, functions of no derivative */

@@ -41,10 +41,7 @@ typedef struct cr__rop {
         };
         /* An array function's or a GENERIC record's rrule, looked up once when preparing
          * (rrule NULL: none kept, cr_rrule() finds it at each call). */
-        struct {
-            cr_rrule_fn rrule;
-            const void *udata;
-        } rule;
+        cr__rule_ref rule;
     };
     void *ptr; /* the row's replay information (rows, guards); the node (arrays); the
                   cr__greplay (GENERIC) */
@@ -172,28 +169,12 @@ static inline bool cr__same_extents(const cr_array *a, const cr_array *b)
     return true;
 }
 
-/* Call an array function's rrule again at the current values (instruction r): new pullback,
- * new result, checked against the recorded one (nd->y), and given in *ynew when ynew is not
- * NULL (a fused kernel's is not). Errors go to the context. */
-CR_INTERNAL cr_status cr__prepared_rerun(cr_prepared *p, const cr__rop *r, double *v,
-                                         cr_value *ynew);
-
-/* Evaluate a GENERIC record again at the current values v (instruction r): its results into
- * v, a new pullback kept for the reverse step; a result of another kind or structure than
- * when recorded, an integer result that changed, or a failing rule stop the replay (errors
- * on the context; rule_call.c). */
-CR_INTERNAL cr_status cr__prepared_grerun(cr_prepared *p, const cr__rop *r, double *v);
-
-/* A GENERIC instruction of RRULE mode with results, forwards, in a prepared H·v: its rule
- * called again at the current values v as a second-order tape records it (cr__rrule_second:
- * the partials from the pullback, their central differences from the rule at x ± h), the
- * results into v and their tangents along the direction into vd (tangents of the variables
- * in vd), the partials and second derivatives into g->so for the reverse pass. The rules'
- * memory is given back before it returns. Errors as cr__prepared_grerun (on the context). */
-CR_INTERNAL cr_status cr__prepared_grerun2(cr_prepared *p, const cr__rop *r, double *v, double *vd);
-
-/* The reverse step of a GENERIC instruction: its pullback's cotangents added to adj. */
-CR_INTERNAL cr_status cr__prepared_gpull(cr_prepared *p, const cr__rop *r, double *adj);
+/* The node kind of an array or GENERIC instruction, whose steps replay it (tape_impl.h,
+ * cr__node_kind). */
+static inline const cr__node_kind *cr__rop_kind(const cr__rop *r)
+{
+    return r->code == CR__ROP_GENERIC ? &cr__generic_kind : &cr__array_kind;
+}
 
 /* Look up, once, the rrule an array or GENERIC instruction calls at each replay: the
  * arguments' kinds cannot change between calls (array inputs are checked for dtype and

@@ -53,7 +53,7 @@ static cr_tangent *pullback_dx(cr_arena *arena, size_t nx)
 
 /* Call a GENERIC record's pullback with the results' cotangents g and add what it gives
  * to the arguments' adjoints. */
-cr_status cr__generic_pull(cr_tape *t, const cr__gen_node *nd, const double *g, double *adj)
+static cr_status generic_pull(cr_tape *t, const cr__gen_node *nd, const double *g, double *adj)
 {
     cr_arena *arena = t->arena;
     cr_tangent dy;
@@ -76,7 +76,7 @@ cr_status cr__generic_pull(cr_tape *t, const cr__gen_node *nd, const double *g, 
  * pullback once per result: J[o * nargs + j]. A constant argument's column is 0 and its
  * cotangent is not read (as in the reverse sweep): it may be NotImplemented (gamma_inc's
  * order). */
-cr_status cr__generic_jacobian(cr_tape *t, const cr__gen_node *nd, double *J)
+static cr_status generic_jacobian(cr_tape *t, const cr__gen_node *nd, double *J)
 {
     cr_arena *arena = t->arena;
     size_t nx = (size_t)nd->nargs + 1;
@@ -100,6 +100,66 @@ cr_status cr__generic_jacobian(cr_tape *t, const cr__gen_node *nd, double *J)
             return st;
     }
     return CR_OK;
+}
+
+/* ---- The sweeps' steps (cr__generic_kind) ------------------------------------------------ */
+
+static cr_status generic_failed(cr_tape *t, const cr__gen_node *nd, cr_status st)
+{
+    const char *msg = cr_ctx_errmsg(t->ctx);
+    return cr__tape_fail(t, st, "pullback %s (of %s) failed: %s", nd->pb.name, nd->fname,
+                         msg[0] != '\0' ? cr__after_name(msg, nd->fname) : cr_status_str(st));
+}
+
+/* Reverse: the pullback called with the results' adjoints. */
+static cr_status generic_reverse(cr_tape *t, cr__rev *s)
+{
+    const cr__gen_node *nd = s->p[-2].p;
+    s->general = true;
+    s->i -= nd->nout;
+    cr_status st = generic_pull(t, nd, &s->adj[s->i], s->adj);
+    if (st != CR_OK)
+        return generic_failed(t, nd, st);
+    s->p -= 2 + s->pre;
+    return CR_OK;
+}
+
+/* Forward: the results' tangents from the Jacobian, the pullback called once per result. */
+static cr_status generic_forward(cr_tape *t, cr__fwd *s)
+{
+    const cr__gen_node *nd = s->p[s->pre].p;
+    size_t k = s->k;
+    double *ti = s->tan + s->i * k;
+    cr_arena_mark mk = cr_arena_get_mark(t->arena);
+    double *J = cr_arena_alloc(t->arena, (size_t)nd->nout * (nd->nargs ? nd->nargs : 1) * sizeof *J,
+                               _Alignof(double));
+    cr_status st = J == NULL ? CR__ALLOC_STATUS(t->arena) : generic_jacobian(t, nd, J);
+    if (st != CR_OK) {
+        cr_arena_rewind(t->arena, mk);
+        return generic_failed(t, nd, st);
+    }
+    for (size_t o = 0; o < nd->nout; o++)
+        for (size_t j = 0; j < nd->nargs; j++) {
+            if (nd->args[j] == CR_VAR_CONST)
+                continue;
+            const double *tj = s->tan + (size_t)nd->args[j] * k;
+            double Jo = J[o * nd->nargs + j];
+            for (size_t d = 0; d < k; d++)
+                ti[o * k + d] += Jo * tj[d];
+        }
+    cr_arena_rewind(t->arena, mk);
+    uint64_t h = s->p[0].u;
+    s->i += rec_vars(h);
+    s->p += s->pre + rec_words(h);
+    return CR_OK;
+}
+
+/* Second order: never reached (a second-order tape keeps a rule's partials and their
+ * differences as a row's record, cr__rrule_second). */
+static cr_status generic_second(cr_tape *t, cr__sec *s)
+{
+    (void)s;
+    return cr__tape_fail(t, CR_EINVAL, "tape: pullback record on a second-order tape");
 }
 
 cr_status cr__unpack_result(cr_ctx *ctx, const char *fname, const cr_value *y, double *vals,
@@ -319,7 +379,7 @@ static cr_status rrule_partials(cr_tape *t, const cr__rrule2 *q, const cr_value 
     if (st == CR_OK && (constant || k != nd->nout))
         return cr_ctx_error(t->ctx, CR_EINVAL, "%s gives another kind of result at a nearby point",
                             nd->fname);
-    return st != CR_OK ? st : cr__generic_jacobian(t, nd, J);
+    return st != CR_OK ? st : generic_jacobian(t, nd, J);
 }
 
 /* A failure whose message (if any, for this status) is on the context: "name: message". */
@@ -362,7 +422,7 @@ cr_status cr__rrule_second(cr_tape *t, cr__rrule2 *q)
     if (J == NULL)
         return named_failure(t->ctx, CR__ALLOC_STATUS(t->arena), name);
     double *Jp = J + nj, *Jm = Jp + nj;
-    if ((st = cr__generic_jacobian(t, &nd, J)) != CR_OK)
+    if ((st = generic_jacobian(t, &nd, J)) != CR_OK)
         return named_failure(t->ctx, st, name);
     for (size_t o = 0; o < nres; o++)
         for (size_t c = 0; c < k; c++)
@@ -852,7 +912,11 @@ static void load_args(cr__greplay *g, const double *v)
             g->vals[j] = cr_value_f64(v[ai[j]]);
 }
 
-cr_status cr__prepared_grerun(cr_prepared *p, const cr__rop *r, double *v)
+/* The first-order replay's forward step (cr__node_kind.rerun): the call evaluated again at
+ * the current values v, its results into v, a new pullback kept for the reverse step; a
+ * result of another kind or structure than when recorded, an integer result that changed,
+ * or a failing rule stop the replay (errors on the context). */
+static cr_status generic_rerun(cr_prepared *p, const cr__rop *r, double *v)
 {
     cr_tape *t = p->tape;
     cr__greplay *g = r->ptr;
@@ -874,12 +938,13 @@ cr_status cr__prepared_grerun(cr_prepared *p, const cr__rop *r, double *v)
     return CR_OK;
 }
 
-cr_status cr__prepared_gpull(cr_prepared *p, const cr__rop *r, double *adj)
+/* Its reverse step (cr__node_kind.replay_pull): the pullback's cotangents added to adj. */
+static cr_status generic_replay_pull(cr_prepared *p, const cr__rop *r, double *adj)
 {
     const cr__greplay *g = r->ptr;
     if (g->mode != CR__GREPLAY_RRULE || r->nv == 0) /* no derivative flows through it */
         return CR_OK;
-    cr_status st = cr__generic_pull(p->tape, &g->node, &adj[r->res], adj);
+    cr_status st = generic_pull(p->tape, &g->node, &adj[r->res], adj);
     if (st == CR_OK)
         return CR_OK;
     char msg[256];
@@ -913,7 +978,13 @@ static cr_status grerun2_check(const cr__rrule2 *q)
     return st;
 }
 
-cr_status cr__prepared_grerun2(cr_prepared *p, const cr__rop *r, double *v, double *vd)
+/* A GENERIC instruction of RRULE mode with results, forwards, in a prepared H·v: its rule
+ * called again at the current values v as a second-order tape records it (cr__rrule_second:
+ * the partials from the pullback, their central differences from the rule at x ± h), the
+ * results into v and their tangents along the direction into vd (tangents of the variables
+ * in vd), the partials and second derivatives into g->so for the reverse pass. The rules'
+ * memory is given back before it returns. Errors as generic_rerun's (on the context). */
+static cr_status grerun2(cr_prepared *p, const cr__rop *r, double *v, double *vd)
 {
     cr_tape *t = p->tape;
     cr__greplay *g = r->ptr;
@@ -957,6 +1028,55 @@ cr_status cr__prepared_grerun2(cr_prepared *p, const cr__rop *r, double *v, doub
     }
     return CR_OK;
 }
+
+/* The H·v replay's forward step (cr__node_kind.rerun2): a rule kept as a pullback gives its
+ * partials and Hessian (grerun2); a call evaluated through its primal (or its rule, for a
+ * constant result) passes no derivative, and its results' tangents are zero. */
+static cr_status generic_rerun2(cr_prepared *p, const cr__rop *r, double *v, double *vd, bool last)
+{
+    (void)last;
+    const cr__greplay *g = r->ptr;
+    if (g->so != NULL)
+        return grerun2(p, r, v, vd);
+    cr_status st = generic_rerun(p, r, v);
+    if (st != CR_OK)
+        return st;
+    for (size_t o = 0; o < r->nv; o++)
+        vd[r->res + o] = 0.0;
+    return CR_OK;
+}
+
+/* The H·v replay's reverse step (cr__node_kind.replay_pull2): the partials and second
+ * derivatives of this evaluation (grerun2), per result o and variable argument q. */
+static cr_status generic_replay_pull2(cr_prepared *p, const cr__rop *r, double *adj, double *adjd,
+                                      const double *vd)
+{
+    (void)p;
+    const cr__greplay *g = r->ptr;
+    if (g->so == NULL) /* no derivative */
+        return CR_OK;
+    uint32_t a[CR__MAX_GENERIC_ARGS];
+    size_t k = 0, nres = r->nv;
+    for (size_t j = 0; j < g->node.nargs; j++)
+        if (g->node.args[j] != CR_VAR_CONST)
+            a[k++] = g->node.args[j];
+    const double *P = g->so, *H = P + nres * k;
+    for (size_t o = 0; o < nres; o++) {
+        double gy = adj[r->res + o], gyd = adjd[r->res + o];
+        for (size_t q = 0; q < k; q++) {
+            double hd = 0.0;
+            for (size_t l = 0; l < k; l++)
+                hd += H[(o * k + q) * k + l] * vd[a[l]];
+            adj[a[q]] += P[o * k + q] * gy;
+            adjd[a[q]] += P[o * k + q] * gyd + gy * hd;
+        }
+    }
+    return CR_OK;
+}
+
+const cr__node_kind cr__generic_kind = {generic_reverse,     generic_forward,     generic_second,
+                                        generic_rerun,       generic_replay_pull, generic_rerun2,
+                                        generic_replay_pull2};
 
 /* ---- Named operations of the rows of three inputs or two results (tape_ops.h) ------------- */
 

@@ -1,182 +1,74 @@
 /*
  * The tape's sweeps: reverse (gradients, vector-Jacobian products, Jacobians), forward
  * (Jacobian-vector products) and second order (Hessian-vector products: a forward sweep of
- * tangents, then a reverse sweep of adjoints and their tangents). The record layout is
- * described in tape_impl.h.
+ * tangents, then a reverse sweep of adjoints and their tangents), and their entry points.
+ * The sweeps walk the chunks and hand each record to its node kind's step (cr__node_kind:
+ * node_scalar.c, rule_call.c, node_array.c), which knows the record; this file knows none.
+ * The record layout is described in tape_impl.h.
  */
 #include <string.h>
 
 #include "tape_impl.h"
 
-/* Operand j of an n-ary record whose packed operands start at ops. */
-static inline uint32_t nary_op(const cr__word *ops, size_t j)
+/* The record kinds of the stream, each through its node kind's steps (tape_impl.h). */
+static cr_status corrupt_reverse(cr_tape *t, cr__rev *s)
 {
-    uint64_t w = ops[j / 2].u;
-    return (uint32_t)((j & 1) ? (w >> 32) : (w & 0xFFFFFFFFu));
+    return cr__tape_fail(t, CR_EINVAL, "tape: corrupt record (kind %u)", hdr_kind(s->p[-1].u));
 }
-
-static cr_status generic_failed(cr_tape *t, const cr__gen_node *nd, cr_status st)
+static cr_status corrupt_forward(cr_tape *t, cr__fwd *s)
 {
-    const char *msg = cr_ctx_errmsg(t->ctx);
-    return cr__tape_fail(t, st, "pullback %s (of %s) failed: %s", nd->pb.name, nd->fname,
-                         msg[0] != '\0' ? cr__after_name(msg, nd->fname) : cr_status_str(st));
+    return cr__tape_fail(t, CR_EINVAL, "tape: corrupt record (kind %u)", hdr_kind(s->p[0].u));
 }
+static cr_status corrupt_second(cr_tape *t, cr__sec *s)
+{
+    return cr__tape_fail(t, CR_EINVAL, "tape: corrupt record (kind %u)", hdr_kind(s->p[-1].u));
+}
+static const cr__node_kind k_corrupt = {
+    corrupt_reverse, corrupt_forward, corrupt_second, NULL, NULL, NULL, NULL};
 
-/* ---- First-order tapes: the scalar kinds in a tight loop --------------------------------- */
+static const cr__node_kind *const k_kinds[16] = {
+    [K_INPUT] = &cr__scalar_kind,  [K_UNARY] = &cr__scalar_kind,   [K_BINARY] = &cr__scalar_kind,
+    [K_ADD] = &cr__scalar_kind,    [K_SUB] = &cr__scalar_kind,     [K_COPY] = &cr__scalar_kind,
+    [K_NEG] = &cr__scalar_kind,    [K_NARY] = &cr__scalar_kind,    [K_GENERIC] = &cr__generic_kind,
+    [K_UNARY2] = &cr__scalar_kind, [K_BINARY2] = &cr__scalar_kind, [K_MUL] = &cr__scalar_kind,
+    [K_NARY2] = &cr__scalar_kind,  [K_GUARD] = &cr__scalar_kind,   [K_ARRAY] = &cr__array_kind,
+    [K_STOP] = &k_corrupt};
 
-/*
- * Dispatch of the scalar loop. With GCC and Clang each step ends with its own indirect
- * jump through a table of label addresses (threaded code, as CPython's ceval and Lua's
- * lvm.c do): one taken branch per record instead of three (the switch's jump, the jump
- * back to the loop's test and the jump to its top), and one branch history per kind, so
- * that the jump to the next record's step is predicted from the step that precedes it.
- * Elsewhere the same steps are the cases of a switch. On Rosenbrock's scalar loop the
- * threaded form takes about a quarter less time per record.
- */
-#if defined(__GNUC__) && !defined(CR_SWEEP_SWITCH)
-#define SWEEP_THREADED 1
-#else
-#define SWEEP_THREADED 0
-#endif
-
-/* sweep_scalar, and sweep_scalar_consume which leaves the adjoints it reads at zero
- * (sweep_scalar.h). */
-#define SWEEP_NAME    sweep_scalar
-#define SWEEP_CONSUME 0
-#include "sweep_scalar.h"
-#undef SWEEP_NAME
-#undef SWEEP_CONSUME
-#define SWEEP_NAME    sweep_scalar_consume
-#define SWEEP_CONSUME 1
-#include "sweep_scalar.h"
-#undef SWEEP_NAME
-#undef SWEEP_CONSUME
+/* The node kind of the record whose header is h. */
+static inline const cr__node_kind *kind_of(uint64_t h)
+{
+    return k_kinds[hdr_kind(h)];
+}
 
 /* cr__sweep_reverse; with consume, the scalar loop leaves the adjoints it reads at zero
- * (sweep_scalar_consume: *in_hi, 0 on entry, receives the end of the highest input record's
- * variables) and *general tells whether any record went through the general loop, whose
- * adjoints are left as they are. */
+ * (*in_hi, 0 on entry, receives the end of the highest input record's variables) and
+ * *general tells whether any record's adjoints were left as they are (cr__rev). */
 static cr_status sweep_reverse(cr_tape *t, double *adj, size_t top, bool consume, size_t *in_hi,
                                bool *general)
 {
-    size_t i = t->nvars;
-    const size_t pre = t->pre;
+    cr__rev s = {.adj = adj, .i = t->nvars, .pre = t->pre, .consume = consume, .in_hi = *in_hi};
+    cr_status st = CR_OK;
     if (t->naslots != 0 && !t->aseeded)
         cr__array_clear(t);
-    for (cr__chunk *c = t->chunk; c != NULL; c = c->prev) {
+    for (cr__chunk *c = t->chunk; c != NULL && st == CR_OK; c = c->prev) {
         const cr__word *p = c == t->chunk ? t->cur : c->end;
         const cr__word *base = c->base;
         /* Records of variables at or above top cannot reach the seeds. */
-        while (p > base && i > top) {
+        while (p > base && s.i > top) {
             uint64_t h = p[-1].u;
-            if (i - rec_vars(h) < top)
+            if (s.i - rec_vars(h) < top)
                 break;
-            i -= rec_vars(h);
-            p -= rec_words(h) + pre;
+            s.i -= rec_vars(h);
+            p -= rec_words(h) + s.pre;
         }
-        while (p > base) {
-            if (pre == 0 && (p = consume ? sweep_scalar_consume(p, base, adj, &i, in_hi)
-                                         : sweep_scalar(p, base, adj, &i, in_hi)) == base)
-                break;
-            uint64_t h = p[-1].u;
-            uint32_t a = hdr_a(h);
-            if (hdr_kind(h) != K_INPUT && hdr_kind(h) != K_GUARD)
-                *general = true;
-            switch (hdr_kind(h)) {
-            case K_INPUT:
-                if (consume && *in_hi == 0)
-                    *in_hi = i;
-                i -= a;
-                p -= 1 + pre;
-                break;
-            case K_GUARD:
-                p -= 1 + pre;
-                break;
-            case K_UNARY: {
-                double g = adj[--i];
-                adj[a] += p[-2].d * g;
-                p -= 2 + pre;
-                break;
-            }
-            case K_UNARY2: {
-                double g = adj[--i];
-                adj[a] += p[-2].d * g;
-                p -= 3 + pre;
-                break;
-            }
-            case K_BINARY:
-            case K_MUL: {
-                double g = adj[--i];
-                adj[a] += p[-3].d * g;
-                adj[hdr_b(h)] += p[-2].d * g;
-                p -= 3 + pre;
-                break;
-            }
-            case K_BINARY2: {
-                double g = adj[--i];
-                adj[a] += p[-3].d * g;
-                adj[hdr_b(h)] += p[-2].d * g;
-                p -= 6 + pre;
-                break;
-            }
-            case K_ADD: {
-                double g = adj[--i];
-                adj[a] += g;
-                adj[hdr_b(h)] += g;
-                p -= 1 + pre;
-                break;
-            }
-            case K_SUB: {
-                double g = adj[--i];
-                adj[a] += g;
-                adj[hdr_b(h)] -= g;
-                p -= 1 + pre;
-                break;
-            }
-            case K_COPY:
-                adj[a] += adj[--i];
-                p -= 1 + pre;
-                break;
-            case K_NEG:
-                adj[a] -= adj[--i];
-                p -= 1 + pre;
-                break;
-            case K_NARY:
-            case K_NARY2: {
-                double g = adj[--i];
-                size_t k = a, nops = (k + 1) / 2;
-                const cr__word *ops = p - 1 - nops, *pp = ops - k;
-                for (size_t j = 0; j < k; j++)
-                    adj[nary_op(ops, j)] += pp[j].d * g;
-                p -= rec_words(h) + pre;
-                break;
-            }
-            case K_GENERIC: {
-                const cr__gen_node *nd = p[-2].p;
-                i -= nd->nout;
-                cr_status st = cr__generic_pull(t, nd, &adj[i], adj);
-                if (st != CR_OK)
-                    return generic_failed(t, nd, st);
-                p -= 2 + pre;
-                break;
-            }
-            case K_ARRAY: {
-                const cr__anode *nd = p[-2].p;
-                i -= a;
-                /* a record with its own reverse step (a fused kernel) is called directly */
-                const double *g = a ? &adj[i] : NULL;
-                cr_status st = nd->ops->pull(t, nd, g, adj);
-                if (st != CR_OK)
-                    return st;
-                p -= 2 + pre;
-                break;
-            }
-            default:
-                return cr__tape_fail(t, CR_EINVAL, "tape: corrupt record (kind %u)", hdr_kind(h));
-            }
-        }
+        s.p = p;
+        s.base = base;
+        while (s.p > base && st == CR_OK)
+            st = kind_of(s.p[-1].u)->reverse(t, &s);
     }
-    return CR_OK;
+    *in_hi = s.in_hi;
+    *general = s.general;
+    return st;
 }
 
 cr_status cr__sweep_reverse(cr_tape *t, double *adj, size_t top)
@@ -186,297 +78,43 @@ cr_status cr__sweep_reverse(cr_tape *t, double *adj, size_t top)
     return sweep_reverse(t, adj, top, false, &in_hi, &general);
 }
 
-static ALWAYS_INLINE cr_status forward_k(cr_tape *t, double *tan, size_t k, size_t top,
-                                         bool out_unread)
-{
-    size_t i = 0;
-    const size_t pre = t->pre;
-    for (cr__chunk *c = t->first; c != NULL && i < top; c = c->next) {
-        const cr__word *p = c->base;
-        const cr__word *end = c == t->chunk ? t->cur : c->end;
-        while (p < end && i < top) {
-            uint64_t h = p[0].u;
-            const cr__word *pl = p + pre; /* payload */
-            size_t a = hdr_a(h), b = hdr_b(h);
-            double *ti = tan + i * k;
-            const double *ta = tan + a * k, *tb = tan + b * k;
-            switch (hdr_kind(h)) {
-            case K_INPUT:
-            case K_GUARD:
-                break;
-            case K_UNARY:
-                for (size_t d = 0; d < k; d++)
-                    ti[d] += pl[0].d * ta[d];
-                break;
-            case K_UNARY2:
-                for (size_t d = 0; d < k; d++)
-                    ti[d] += pl[1].d * ta[d];
-                break;
-            case K_BINARY:
-            case K_MUL:
-                for (size_t d = 0; d < k; d++)
-                    ti[d] += pl[0].d * ta[d] + pl[1].d * tb[d];
-                break;
-            case K_BINARY2:
-                for (size_t d = 0; d < k; d++)
-                    ti[d] += pl[3].d * ta[d] + pl[4].d * tb[d];
-                break;
-            case K_ADD:
-                for (size_t d = 0; d < k; d++)
-                    ti[d] += ta[d] + tb[d];
-                break;
-            case K_SUB:
-                for (size_t d = 0; d < k; d++)
-                    ti[d] += ta[d] - tb[d];
-                break;
-            case K_COPY:
-                for (size_t d = 0; d < k; d++)
-                    ti[d] += ta[d];
-                break;
-            case K_NEG:
-                for (size_t d = 0; d < k; d++)
-                    ti[d] -= ta[d];
-                break;
-            case K_NARY:
-            case K_NARY2: {
-                size_t n = a, ntri = hdr_kind(h) == K_NARY2 ? n * (n + 1) / 2 : 0;
-                const cr__word *pp = pl + ntri, *ops = pp + n;
-                for (size_t j = 0; j < n; j++) {
-                    const double *tj = tan + (size_t)nary_op(ops, j) * k;
-                    for (size_t d = 0; d < k; d++)
-                        ti[d] += pp[j].d * tj[d];
-                }
-                break;
-            }
-            case K_GENERIC: {
-                const cr__gen_node *nd = pl[0].p;
-                cr_arena_mark mk = cr_arena_get_mark(t->arena);
-                double *J = cr_arena_alloc(
-                    t->arena, (size_t)nd->nout * (nd->nargs ? nd->nargs : 1) * sizeof *J,
-                    _Alignof(double));
-                cr_status st =
-                    J == NULL ? CR__ALLOC_STATUS(t->arena) : cr__generic_jacobian(t, nd, J);
-                if (st != CR_OK) {
-                    cr_arena_rewind(t->arena, mk);
-                    return generic_failed(t, nd, st);
-                }
-                for (size_t o = 0; o < nd->nout; o++)
-                    for (size_t j = 0; j < nd->nargs; j++) {
-                        if (nd->args[j] == CR_VAR_CONST)
-                            continue;
-                        const double *tj = tan + (size_t)nd->args[j] * k;
-                        double Jo = J[o * nd->nargs + j];
-                        for (size_t d = 0; d < k; d++)
-                            ti[o * k + d] += Jo * tj[d];
-                    }
-                cr_arena_rewind(t->arena, mk);
-                break;
-            }
-            case K_ARRAY: {
-                /* The output's record, when its tangents go unread (out_unread), is left
-                 * out if it is a fused kernel: its second-order step reads its arguments'
-                 * tangents only, and the records that read its results come after top
-                 * (it makes variables: i < top). */
-                if (out_unread && i + rec_vars(h) == top &&
-                    ((const cr__anode *)pl[0].p)->pull != NULL)
-                    break;
-                const cr__anode *nd = pl[0].p;
-                cr_status st = nd->ops->forward(t, nd, tan, k, i);
-                if (st != CR_OK)
-                    return st;
-                break;
-            }
-            default:
-                return cr__tape_fail(t, CR_EINVAL, "tape: corrupt record (kind %u)", hdr_kind(h));
-            }
-            i += rec_vars(h);
-            p += pre + rec_words(h);
-        }
-    }
-    return CR_OK;
-}
-
 cr_status cr__sweep_forward(cr_tape *t, double *tan, size_t k, size_t top, bool out_unread)
 {
-    /* One direction (jvp, hvp) gets its own copy of the loop, without the inner loops. */
-    if (k == 1)
-        return forward_k(t, tan, 1, top, out_unread);
-    return forward_k(t, tan, k, top, out_unread);
+    cr__fwd s = {.tan = tan, .k = k, .i = 0, .top = top, .pre = t->pre, .out_unread = out_unread};
+    cr_status st = CR_OK;
+    for (cr__chunk *c = t->first; c != NULL && s.i < top && st == CR_OK; c = c->next) {
+        s.p = c->base;
+        s.end = c == t->chunk ? t->cur : c->end;
+        while (s.p < s.end && s.i < top && st == CR_OK)
+            st = kind_of(s.p[0].u)->forward(t, &s);
+    }
+    return st;
 }
 
 /*
  * The second-order reverse sweep (forward-over-reverse): with the tangents tan of every
  * variable along k directions (from cr__sweep_forward), propagate the adjoints adj and
- * their directional derivatives adjd. For a record r = f(x) with partials p and Hessian H:
- *     adj[x_j]  += p_j g
- *     adjd[x_j] += p_j gd + g * sum_l H_jl tan[x_l]
- * Second-order tapes hold no GENERIC records (refused when recording); K_ARRAY records
- * are handed to the record kind's steps (cr__anode_ops).
+ * their directional derivatives adjd, record by record through the node kinds' steps.
  */
-static ALWAYS_INLINE cr_status sweep_second_k(cr_tape *t, double *adj, double *adjd,
-                                              const double *tan, size_t k, size_t top)
-{
-    size_t i = t->nvars;
-    for (cr__chunk *c = t->chunk; c != NULL; c = c->prev) {
-        const cr__word *p = c == t->chunk ? t->cur : c->end;
-        const cr__word *base = c->base;
-        while (p > base && i > top) {
-            uint64_t h = p[-1].u;
-            i -= rec_vars(h);
-            p -= rec_words(h) + 1;
-        }
-        while (p > base) {
-            uint64_t h = p[-1].u;
-            size_t a = hdr_a(h), b = hdr_b(h);
-            unsigned kind = hdr_kind(h);
-            if (kind == K_GENERIC)
-                return cr__tape_fail(t, CR_EINVAL, "tape: pullback record on a second-order tape");
-            if (kind == K_INPUT) { /* a inputs (one per record on these tapes) */
-                i -= a;
-                p -= 1 + 1;
-                continue;
-            }
-            if (kind == K_ARRAY) {
-                i -= a;
-                const cr__anode *nd = p[-2].p;
-                cr_status st = nd->ops->pull2(t, nd, i, adj, adjd, tan, k);
-                if (st != CR_OK)
-                    return st;
-                p -= rec_words(h) + 1;
-                continue;
-            }
-            i--;
-            double g = adj[i];
-            const double *gd = adjd + i * k;
-            const double *ta = tan + a * k, *tb = tan + b * k;
-            double *da = adjd + a * k, *db = adjd + b * k;
-            switch (kind) {
-            case K_UNARY: {
-                double p0 = p[-2].d;
-                adj[a] += p0 * g;
-                for (size_t d = 0; d < k; d++)
-                    da[d] += p0 * gd[d];
-                break;
-            }
-            case K_UNARY2: {
-                double p0 = p[-2].d, h00 = p[-3].d * g;
-                adj[a] += p0 * g;
-                for (size_t d = 0; d < k; d++)
-                    da[d] += p0 * gd[d] + h00 * ta[d];
-                break;
-            }
-            case K_BINARY: {
-                double p0 = p[-3].d, p1 = p[-2].d;
-                adj[a] += p0 * g;
-                adj[b] += p1 * g;
-                for (size_t d = 0; d < k; d++) {
-                    da[d] += p0 * gd[d];
-                    db[d] += p1 * gd[d];
-                }
-                break;
-            }
-            case K_MUL: {
-                double p0 = p[-3].d, p1 = p[-2].d;
-                adj[a] += p0 * g;
-                adj[b] += p1 * g;
-                for (size_t d = 0; d < k; d++) {
-                    double ta_d = ta[d], tb_d = tb[d];
-                    da[d] += p0 * gd[d] + g * tb_d;
-                    db[d] += p1 * gd[d] + g * ta_d;
-                }
-                break;
-            }
-            case K_BINARY2: {
-                double p0 = p[-3].d, p1 = p[-2].d;
-                double h00 = p[-6].d * g, h01 = p[-5].d * g, h11 = p[-4].d * g;
-                adj[a] += p0 * g;
-                adj[b] += p1 * g;
-                for (size_t d = 0; d < k; d++) {
-                    double ta_d = ta[d], tb_d = tb[d];
-                    da[d] += p0 * gd[d] + h00 * ta_d + h01 * tb_d;
-                    db[d] += p1 * gd[d] + h01 * ta_d + h11 * tb_d;
-                }
-                break;
-            }
-            case K_ADD:
-                adj[a] += g;
-                adj[b] += g;
-                for (size_t d = 0; d < k; d++) {
-                    da[d] += gd[d];
-                    db[d] += gd[d];
-                }
-                break;
-            case K_SUB:
-                adj[a] += g;
-                adj[b] -= g;
-                for (size_t d = 0; d < k; d++) {
-                    da[d] += gd[d];
-                    db[d] -= gd[d];
-                }
-                break;
-            case K_COPY:
-                adj[a] += g;
-                for (size_t d = 0; d < k; d++)
-                    da[d] += gd[d];
-                break;
-            case K_NEG:
-                adj[a] -= g;
-                for (size_t d = 0; d < k; d++)
-                    da[d] -= gd[d];
-                break;
-            case K_NARY:
-            case K_NARY2: {
-                size_t n = a, nops = (n + 1) / 2;
-                const cr__word *ops = p - 1 - nops, *pp = ops - n;
-                for (size_t j = 0; j < n; j++) {
-                    size_t xj = nary_op(ops, j);
-                    adj[xj] += pp[j].d * g;
-                    for (size_t d = 0; d < k; d++)
-                        adjd[xj * k + d] += pp[j].d * gd[d];
-                }
-                if (kind == K_NARY2) {
-                    /* the upper triangle, row by row */
-                    const cr__word *tri = pp - n * (n + 1) / 2;
-                    size_t q = 0;
-                    for (size_t j = 0; j < n; j++)
-                        for (size_t l = j; l < n; l++, q++) {
-                            double hjl = tri[q].d * g;
-                            size_t xj = nary_op(ops, j), xl = nary_op(ops, l);
-                            for (size_t d = 0; d < k; d++) {
-                                adjd[xj * k + d] += hjl * tan[xl * k + d];
-                                if (l != j)
-                                    adjd[xl * k + d] += hjl * tan[xj * k + d];
-                            }
-                        }
-                }
-                break;
-            }
-            default:
-                return cr__tape_fail(t, CR_EINVAL, "tape: corrupt record (kind %u)", kind);
-            }
-            p -= rec_words(h) + 1;
-        }
-    }
-    return CR_OK;
-}
-
-static cr_status sweep_second_1(cr_tape *t, double *adj, double *adjd, const double *tan,
-                                size_t top)
-{
-    return sweep_second_k(t, adj, adjd, tan, 1, top);
-}
-
-static cr_status sweep_second_n(cr_tape *t, double *adj, double *adjd, const double *tan, size_t k,
-                                size_t top)
-{
-    return sweep_second_k(t, adj, adjd, tan, k, top);
-}
-
 cr_status cr__sweep_second(cr_tape *t, double *adj, double *adjd, const double *tan, size_t k,
                            size_t top)
 {
-    return k == 1 ? sweep_second_1(t, adj, adjd, tan, top)
-                  : sweep_second_n(t, adj, adjd, tan, k, top);
+    cr__sec s = {.adj = adj, .adjd = adjd, .tan = tan, .k = k, .i = t->nvars};
+    cr_status st = CR_OK;
+    for (cr__chunk *c = t->chunk; c != NULL && st == CR_OK; c = c->prev) {
+        const cr__word *p = c == t->chunk ? t->cur : c->end;
+        const cr__word *base = c->base;
+        while (p > base && s.i > top) {
+            uint64_t h = p[-1].u;
+            s.i -= rec_vars(h);
+            p -= rec_words(h) + 1;
+        }
+        s.p = p;
+        s.base = base;
+        while (s.p > base && st == CR_OK)
+            st = kind_of(s.p[-1].u)->second(t, &s);
+    }
+    return st;
 }
 
 /* ---- Public sweeps ----------------------------------------------------------------------- */
@@ -822,7 +460,7 @@ static cr_status second_order(cr_tape *t, const char *who, bool hess, cr_var y, 
             st = cr__sweep_forward(t, tan, 1, top, true);
         adj[y.idx] = 1.0;
         if (st == CR_OK)
-            st = sweep_second_1(t, adj, adjd, tan, top);
+            st = cr__sweep_second(t, adj, adjd, tan, 1, top);
         if (st == CR_OK) {
             gather(adjd, top, xs, n, 1, 0, hv);
             if (grad != NULL)
@@ -845,7 +483,7 @@ static cr_status second_order(cr_tape *t, const char *who, bool hess, cr_var y, 
                 st = cr__sweep_forward(t, tan, k, top, true);
             adj[y.idx] = 1.0;
             if (st == CR_OK)
-                st = sweep_second_n(t, adj, adjd, tan, k, top);
+                st = cr__sweep_second(t, adj, adjd, tan, k, top);
             for (size_t d = 0; d < kk && st == CR_OK; d++) {
                 double col[1];
                 for (size_t j = 0; j < n; j++) {

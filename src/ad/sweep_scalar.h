@@ -1,5 +1,5 @@
 /*
- * The first-order sweep's scalar loop, included twice by sweep.c (a template): with
+ * The first-order sweep's scalar loop, included twice by node_scalar.c (a template): with
  * SWEEP_NAME the function's name and SWEEP_CONSUME 0 or 1.
  *
  * Sweep back from p over the records of a first-order tape (no words in front of the

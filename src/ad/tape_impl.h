@@ -1,12 +1,14 @@
 /*
  * Private layout of the tape: the record stream, the record kinds and the helpers shared
- * by the recording (tape.c), the sweeps (sweep.c) and the engine (engine.c).
+ * by the tape (tape.c), the node kinds (node_scalar.c, rule_call.c, node_array.c, ...), the
+ * sweeps (sweep.c) and the engine (engine.c).
  */
 #ifndef CR_TAPE_IMPL_H
 #define CR_TAPE_IMPL_H
 
-/* The library's files call the exported operations, not the inline ones of tape.h: no file
- * reads a tape's fields both through struct cr_tape and through cr__tape_hot. */
+/* The library's files call the exported operations, not the inline ones of tape_inline.h
+ * (whose record format and cr__tape_hot layout they use): no file reads a tape's fields both
+ * through struct cr_tape and through cr__tape_hot. */
 #ifndef CR_TAPE_NO_INLINE
 #define CR_TAPE_NO_INLINE
 #endif
@@ -15,10 +17,12 @@
 
 #include <chainrules/engine.h>
 #include <chainrules/tape.h>
+#include <chainrules/tape_inline.h>
 
 #include "../rules/rules_impl.h"
 
-/* A file that included tape.h before this header got the inline operations: take them back. */
+/* A file that included tape_inline.h before this header got the inline operations: take them
+ * back. */
 #undef cr_add
 #undef cr_sub
 #undef cr_mul
@@ -99,7 +103,7 @@ typedef struct cr__rinfo {
     double c[CR_SCALAR_MAX_IN];   /* the arguments' values when recorded (constants kept) */
 } cr__rinfo;
 
-/* cr__word, the stream's 8-byte word, is defined in tape.h (its inline operations write
+/* cr__word, the stream's 8-byte word, is defined in tape.h (tape_inline.h's operations write
  * records). */
 
 #define IDX_MASK ((uint64_t)0x3FFFFFFF)
@@ -115,7 +119,7 @@ typedef struct cr__rinfo {
 
 static inline uint64_t hdr_make(unsigned kind, uint32_t a, uint32_t b)
 {
-    return cr__tape_hdr(kind, a, b); /* the encoding the inline operations of tape.h use */
+    return cr__tape_hdr(kind, a, b); /* the encoding the inline operations of tape_inline.h use */
 }
 static inline unsigned hdr_kind(uint64_t h)
 {
@@ -182,16 +186,6 @@ typedef struct cr__gen_node {
     const cr_type *tuple; /* output tuple type when nout > 1 */
     const char *fname;    /* function name, for messages */
 } cr__gen_node;
-
-/* The reverse step of a GENERIC record: its pullback called with the results' adjoints g,
- * the cotangents added to the arguments' adjoints (rule_call.c). Errors go to the context. */
-CR_INTERNAL cr_status cr__generic_pull(cr_tape *t, const cr__gen_node *nd, const double *g,
-                                       double *adj);
-
-/* The Jacobian of a GENERIC record's results in its arguments, by calling the pullback once
- * per result: J[o * nargs + j], 0 for the constant arguments (rule_call.c). Errors go to the
- * context. */
-CR_INTERNAL cr_status cr__generic_jacobian(cr_tape *t, const cr__gen_node *nd, double *J);
 
 struct cr__impl; /* a user implementation of the engine (below) */
 
@@ -310,19 +304,37 @@ typedef struct cr__aext cr__aext;
 
 struct cr__anode;
 
-/* The steps of a K_ARRAY record's kind, which the sweeps (sweep.c) and the prepared replays
- * call: each node kind (an array function's call, array_call.c; a fused kernel, kernel.c;
- * an operation with its own steps, tape_op.c) defines one table and points its records
- * at it, so that the sweeps depend on no kind. pull: the reverse step (g the adjoints of
- * the record's scalar results from the first, NULL when it makes none; an array result's
- * cotangent is its slot's shadow); forward: the result's tangents (tan[i * k + d] for a
- * scalar result i, k directions); pull2: the second-order reverse step. Failures are
- * recorded on the tape. */
+/* A rule as looked up once when preparing (cr_prepared's instructions): the rrule and its
+ * udata, or rrule NULL (cr_rrule() finds it at each call). */
+typedef struct cr__rule_ref {
+    cr_rrule_fn rrule;
+    const void *udata;
+} cr__rule_ref;
+
+/* The steps of a K_ARRAY record's kind, which the sweeps (sweep.c, through cr__array_kind)
+ * and the prepared replays call: each node kind (an array function's call, array_call.c; a
+ * fused kernel, kernel.c; an operation with its own steps, tape_op.c) defines one table and
+ * points its records at it, so that the sweeps and the replays depend on no kind. pull: the
+ * reverse step (g the adjoints of the record's scalar results from the first, NULL when it
+ * makes none; an array result's cotangent is its slot's shadow); forward: the result's
+ * tangents (tan[i * k + d] for a scalar result i, k directions); pull2: the second-order
+ * reverse step; rerun: a prepared replay's "compute again" step, the record evaluated at the
+ * current values (scalar variables v, array slots), its scalar results into v from res, its
+ * array results into their slots, the new result in *ynew when ynew is not NULL (rule: the
+ * rule looked up when preparing); NULL for a kind never on replay tapes. Failures of the
+ * sweeps' steps are recorded on the tape, those of rerun on the context. */
 typedef struct cr__anode_ops {
     cr_status (*pull)(cr_tape *t, const struct cr__anode *nd, const double *g, double *adj);
     cr_status (*forward)(cr_tape *t, const struct cr__anode *nd, double *tan, size_t k, size_t i);
     cr_status (*pull2)(cr_tape *t, const struct cr__anode *nd, size_t i, double *adj, double *adjd,
                        const double *tan, size_t k);
+    cr_status (*rerun)(cr_tape *t, struct cr__anode *nd, const cr__rule_ref *rule, double *v,
+                       uint32_t res, cr_value *ynew);
+    /* The record calls a rule that a prepared replay looks up once (cr__prepared_resolve). */
+    bool calls_rule;
+    /* The forward step may be left out when no record reads the results' tangents: the
+     * second-order step reads the arguments' tangents only (fused kernels). */
+    bool tail_free;
 } cr__anode_ops;
 
 /* A recorded array function (kind K_ARRAY). A tuple result (nout > 0) makes one variable
@@ -341,26 +353,10 @@ typedef struct cr__anode {
     cr_value fv;    /* the function */
     cr_value *vals; /* the argument values the rrule was called with (the tape's arena) */
     cr_value y;     /* the result when recorded */
-    /* NULL for an rrule's pullback (pb). Otherwise the record's own reverse step, called by
-     * cr__array_pull instead of pb (fused kernels, kernel.c: pb is unused; their forward and
-     * second-order steps are cr__kernel_forward and cr__kernel_pull2). */
-    cr_status (*pull)(cr_tape *t, const struct cr__anode *nd, const double *g, double *adj);
     const cr__aext
         *ext; /* forward and second-order tapes only (not tuples, not kernels), else NULL */
-    /* 1: an operation with its own steps (tape_op.c, cr_tape_op_record): pull is its
-     * reverse step, cr__custom_forward its forward step; never on second-order or replay
-     * tapes. 0 otherwise. */
-    unsigned char custom;
     const cr__anode_ops *ops; /* the steps of the record's kind */
 } cr__anode;
-
-/* The steps of an array function's call (array_call.c). */
-CR_INTERNAL extern const cr__anode_ops cr__array_call_ops;
-
-/* The reverse step of a K_ARRAY record: g is the adjoint of its first scalar result (NULL
- * when it makes none; an array result's cotangent is its slot's accumulator). Failures are
- * recorded on the tape. */
-CR_INTERNAL cr_status cr__array_pull(cr_tape *t, const cr__anode *nd, const double *g, double *adj);
 
 /* The cotangent of a tuple result, as the structural tangent its pullback takes: the
  * adjoints of its scalar elements (element c's is g[c * gs]), the shadows of its array
@@ -370,12 +366,6 @@ CR_INTERNAL cr_status cr__array_pull(cr_tape *t, const cr__anode *nd, const doub
 CR_INTERNAL cr_status cr__tuple_cot(cr_tape *t, const cr__anode *nd, const double *g, size_t gs,
                                     cr_tangent *accd, size_t k, size_t d, cr_tangent *dy,
                                     bool *zero);
-
-/* A fused kernel's record replayed by a prepared gradient (kernel.c): its arguments read
- * again from the current array slots and scalar values v, its result computed again (the
- * sum into v[res], or a new array into its slot). CR_ESHAPE, on the context, when a new
- * array cannot be read as recorded. */
-CR_INTERNAL cr_status cr__kernel_rerun(cr_tape *t, cr__anode *nd, double *v, uint32_t res);
 
 /* broadcast(f, args...) (or map, named by who), sum(x) and dot(x, y) recorded as fused
  * kernels (kernel.c), for f64 arrays of one shape (contiguous, or 1-d of any stride) and,
@@ -470,15 +460,6 @@ CR_INTERNAL cr_status cr__array_ext(cr_tape *t, const cr_value *f, const cr_valu
 CR_INTERNAL cr_status cr__array_sweep_begin(cr_tape *t, size_t k, bool second);
 CR_INTERNAL void cr__array_sweep_end(cr_tape *t);
 
-/* The forward step of a K_ARRAY record: its result's tangents (tan[i * k + d] for a scalar
- * result i) through the function's frule. */
-CR_INTERNAL cr_status cr__array_forward(cr_tape *t, const cr__anode *nd, double *tan, size_t k,
-                                        size_t i);
-
-/* The second-order reverse step of a K_ARRAY record whose scalar result (if any) is i. */
-CR_INTERNAL cr_status cr__array_pull2(cr_tape *t, const cr__anode *nd, size_t i, double *adj,
-                                      double *adjd, const double *tan, size_t k);
-
 /* CR_EINVAL / CR_ESHAPE / CR_EDOMAIN (on the context, naming who, what and j) unless v is
  * a float array of like's shape (any layout; like NULL: any shape) with finite elements. */
 CR_INTERNAL cr_status cr__array_check_dir(cr_tape *t, const char *who, const char *what, size_t j,
@@ -494,17 +475,6 @@ CR_INTERNAL cr_status cr__array_seed(cr_tape *t, const cr_avar *as, size_t na,
  * the sweep keeps none. */
 CR_INTERNAL cr_tangent *cr__asweep_slot(cr_tape *t, uint32_t slot, size_t d, bool deriv);
 
-/* The forward step of an operation with its own steps (tape_op.c; nd->custom set). */
-CR_INTERNAL cr_status cr__custom_forward(cr_tape *t, const cr__anode *nd, double *tan, size_t k,
-                                         size_t i);
-
-/* The forward and second-order steps of a fused kernel's record (kernel.c; nd->pull set),
- * as cr__array_forward and cr__array_pull2. */
-CR_INTERNAL cr_status cr__kernel_forward(cr_tape *t, const cr__anode *nd, double *tan, size_t k,
-                                         size_t i);
-CR_INTERNAL cr_status cr__kernel_pull2(cr_tape *t, const cr__anode *nd, size_t i, double *adj,
-                                       double *adjd, const double *tan, size_t k);
-
 #define CR__TAPE_MSG 512
 
 /* An internal flag of cr_tape.flags (above the public CR_TAPE_* bits): array functions and
@@ -515,7 +485,7 @@ CR_INTERNAL cr_status cr__kernel_pull2(cr_tape *t, const cr__anode *nd, size_t i
 
 struct cr_tape {
     /* Hot fields first: the write cursor and what every operation checks. The inline
-     * operations of tape.h see them as cr__tape_hot (same fields, same order); fast_id is
+     * operations of tape_inline.h see them as cr__tape_hot (same fields, same order); fast_id is
      * kept by tape.c (set_fast). */
     union {
         cr__tape_hot hot;
@@ -524,7 +494,7 @@ struct cr_tape {
             cr__word *lim;    /* end of the current chunk */
             uint32_t nvars;   /* as a cr_var's idx: hot.vt.key is the next variable's key */
             uint32_t fast_id; /* id while the inline operations may record, else CR__TAPE_NO_ID */
-            cr__word *rlim;   /* the open cursor's chunk end, or NULL (tape.h, cr__tape_hot) */
+            cr__word *rlim; /* the open cursor's chunk end, or NULL (tape_inline.h, cr__tape_hot) */
         };
     };
     uint32_t id; /* id of the current recording, never 0 nor CR__TAPE_NO_ID */
@@ -642,25 +612,27 @@ static inline bool cr__var_ours(const cr_tape *t, cr_var a)
 }
 
 /* CR_OK when each of v[0..n) is a constant or a variable of t's current recording, else the
- * error of cr__foreign_var for the first that is not. Inline: the small calls' entry points
- * check their inputs on every call. */
+ * error of cr__foreign_var for the first that is not; cr__check_avars the same for array
+ * variables (a slot below the recording's). Inline: the small calls' entry points check
+ * their inputs on every call. */
+#define CR__CHECK_IDS(T, WHO, V, N, ROLE, HAVE, ARR)                                               \
+    do {                                                                                           \
+        for (size_t j_ = 0; j_ < (N); j_++)                                                        \
+            if ((V)[j_].idx != CR_VAR_CONST && ((V)[j_].tape != (T)->id || (V)[j_].idx >= (HAVE))) \
+                return cr__foreign_var((T), (WHO), (ROLE), j_, (V)[j_].idx, (ARR));                \
+        return CR_OK;                                                                              \
+    } while (0)
+
 static inline cr_status cr__check_vars(cr_tape *t, const char *who, const cr_var *v, size_t n,
                                        const char *role)
 {
-    for (size_t j = 0; j < n; j++)
-        if (v[j].idx != CR_VAR_CONST && (v[j].tape != t->id || v[j].idx >= t->nvars))
-            return cr__foreign_var(t, who, role, j, v[j].idx, false);
-    return CR_OK;
+    CR__CHECK_IDS(t, who, v, n, role, t->nvars, false);
 }
 
-/* The same for array variables. */
 static inline cr_status cr__check_avars(cr_tape *t, const char *who, const cr_avar *as, size_t na,
                                         const char *role)
 {
-    for (size_t j = 0; j < na; j++)
-        if (as[j].idx != CR_VAR_CONST && (as[j].tape != t->id || as[j].idx >= t->naslots))
-            return cr__foreign_var(t, who, role, j, as[j].idx, true);
-    return CR_OK;
+    CR__CHECK_IDS(t, who, as, na, role, t->naslots, true);
 }
 
 /* ---- Engine (engine.c) ------------------------------------------------------------------ */
@@ -957,6 +929,84 @@ static inline size_t cr__rrule2_vars(const uint32_t *args, size_t nargs)
     for (size_t j = 0; j < nargs; j++)
         k += args[j] != CR_VAR_CONST;
     return k;
+}
+
+/* ---- Node kinds: the steps the sweeps drive -------------------------------------------- */
+
+/* The position of a reverse sweep in a chunk: the record ending at p (base: the chunk's
+ * first word) makes the variables below i, down to i minus its count; adjoints adj; pre
+ * words lead each payload. consume (first-order tapes over the kept workspace): the scalar
+ * loop leaves each adjoint it reads at zero and the first INPUT record met sets in_hi to the
+ * end of its variables; general: a record whose adjoints stay as they are was swept. */
+typedef struct cr__rev {
+    const cr__word *p;
+    const cr__word *base;
+    double *adj;
+    size_t i;
+    size_t pre;
+    bool consume;
+    bool general;
+    size_t in_hi;
+} cr__rev;
+
+/* The position of a forward sweep in a chunk: the record starting at p (end: the chunk's
+ * last word) makes variable i and the next; tangents tan (k directions), records up to top;
+ * out_unread as cr__sweep_forward's. */
+typedef struct cr__fwd {
+    const cr__word *p;
+    const cr__word *end;
+    double *tan;
+    size_t k, i, top, pre;
+    bool out_unread;
+} cr__fwd;
+
+/* The position of a second-order reverse sweep (forward tapes: one leading word): as
+ * cr__rev, with the adjoints' directional derivatives adjd and the tangents tan. */
+typedef struct cr__sec {
+    const cr__word *p;
+    const cr__word *base;
+    double *adj, *adjd;
+    const double *tan;
+    size_t k, i;
+} cr__sec;
+
+struct cr__rop; /* an instruction of a prepared program (prepared_impl.h) */
+
+/* The steps of a record kind of the stream. The sweeps call reverse, forward and second
+ * through the table of kinds (sweep.c): each sweeps at least the record at the position and
+ * moves the position past what it swept (the scalar kinds sweep every record of a scalar
+ * kind that follows, in their own loops); failures are recorded on the tape. The prepared
+ * replays call the others on the record's instruction r (prepared.c, prepared_hvp.c):
+ * rerun, the record evaluated again at the current values v (the first-order replay's
+ * forward step); replay_pull, its reverse step on the adjoints adj; rerun2, the H·v
+ * replay's forward step (values v and tangents vd along the direction; last: the program's
+ * last instruction, whose results' tangents nothing reads); replay_pull2, its second-order
+ * reverse step (adjoints adj, their tangents adjd). Their failures go to the context. The
+ * scalar kinds have none of these: the prepared program compiles their records into its own
+ * instructions (prepared.c). */
+typedef struct cr__node_kind {
+    cr_status (*reverse)(cr_tape *t, cr__rev *s);
+    cr_status (*forward)(cr_tape *t, cr__fwd *s);
+    cr_status (*second)(cr_tape *t, cr__sec *s);
+    cr_status (*rerun)(cr_prepared *p, const struct cr__rop *r, double *v);
+    cr_status (*replay_pull)(cr_prepared *p, const struct cr__rop *r, double *adj);
+    cr_status (*rerun2)(cr_prepared *p, const struct cr__rop *r, double *v, double *vd, bool last);
+    cr_status (*replay_pull2)(cr_prepared *p, const struct cr__rop *r, double *adj, double *adjd,
+                              const double *vd);
+} cr__node_kind;
+
+/* The scalar rows' records (INPUT, UNARY, BINARY, ADD, SUB, COPY, NEG, NARY, their
+ * second-order forms and GUARD; node_scalar.c), a rule kept as a pullback (GENERIC;
+ * rule_call.c) and the K_ARRAY records, through their node's cr__anode_ops (node_array.c). */
+CR_INTERNAL extern const cr__node_kind cr__scalar_kind;
+CR_INTERNAL extern const cr__node_kind cr__generic_kind;
+CR_INTERNAL extern const cr__node_kind cr__array_kind;
+
+/* Operand j of an n-ary record whose packed operands start at ops. */
+static inline uint32_t cr__nary_op(const cr__word *ops, size_t j)
+{
+    uint64_t w = ops[j / 2].u;
+    return (uint32_t)((j & 1) ? (w >> 32) : (w & 0xFFFFFFFFu));
 }
 
 /* ---- Sweeps (sweep.c) ------------------------------------------------------------------- */

@@ -1,6 +1,6 @@
 /*
  * Operations whose steps are the caller's (tape.h, cr_tape_op_record): a K_ARRAY record whose
- * own reverse step (cr__anode.pull) gathers the outputs' cotangents into one dense buffer,
+ * own reverse step (cr__anode_ops.pull) gathers the outputs' cotangents into one dense buffer,
  * calls the operation's reverse step, and adds what it gives to the inputs' adjoints and
  * shadows. Unlike a pullback it runs whatever the cotangents: the operations it is made for
  * (the adjoint of a message-passing call) have effects other processes wait for.
@@ -79,7 +79,7 @@ static double *zeroed(cr_tape *t, size_t n)
     return b;
 }
 
-/* The reverse step (cr__anode.pull): g holds the record's scalar results' adjoints. */
+/* The reverse step (cr__anode_ops.pull): g holds the record's scalar results' adjoints. */
 static cr_status custom_pull(cr_tape *t, const cr__anode *an, const double *g, double *adj)
 {
     const cnode *nd = (const cnode *)(const void *)an;
@@ -121,7 +121,7 @@ static cr_status custom_pull(cr_tape *t, const cr__anode *an, const double *g, d
     return st == CR_OK ? CR_OK : step_failed(t, nd, "the reverse step", st);
 }
 
-cr_status cr__custom_forward(cr_tape *t, const cr__anode *an, double *tan, size_t k, size_t i)
+static cr_status custom_forward(cr_tape *t, const cr__anode *an, double *tan, size_t k, size_t i)
 {
     const cnode *nd = (const cnode *)(const void *)an;
     if (nd->op->forward == NULL)
@@ -189,7 +189,8 @@ static cr_status custom_pull2(cr_tape *t, const cr__anode *an, size_t i, double 
 }
 
 /* The steps of an operation's record (cr__anode_ops). */
-static const cr__anode_ops k_custom_ops = {custom_pull, cr__custom_forward, custom_pull2};
+static const cr__anode_ops k_custom_ops = {custom_pull, custom_forward, custom_pull2,
+                                           NULL,        false,          false};
 
 static void set_nan(cr_targ *out, size_t n)
 {
@@ -312,10 +313,8 @@ cr_status cr_tape_op_record(cr_tape *t, const cr_tape_op *op, void *env, const c
     nd->base.pb.name = name;
     nd->base.fname = name;
     nd->base.out = CR_VAR_CONST;
-    nd->base.pull = custom_pull;
     nd->base.ops = &k_custom_ops;
     nd->base.ext = NULL;
-    nd->base.custom = 1;
     nd->op = op;
     nd->env = env;
     nd->nin = (uint32_t)nin;

@@ -36,6 +36,7 @@
 
 #include <chainrules.h>
 #include <chainrules/kernel.h>
+#include <chainrules/tape_inline.h>
 
 #define CR_TEST_OWN_FIXTURE
 #include "test_util.h"

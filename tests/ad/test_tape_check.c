@@ -17,6 +17,8 @@
 #include <stdio.h>
 
 #define CR_TEST_OWN_FIXTURE
+#include <chainrules/tape_inline.h>
+
 #include "test_util.h"
 
 typedef struct fixture {

@@ -13,6 +13,8 @@
 #include <math.h>
 #include <stdio.h>
 
+#include <chainrules/tape_inline.h>
+
 #include "test_rosen.h"
 #include "test_util.h"
 

@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <chainrules/tape_inline.h>
+
 #include "test_polar.h" /* polar(x, y) = (r, theta): a user rule with a tuple result */
 #include "test_random.h"
 #include "test_util.h"

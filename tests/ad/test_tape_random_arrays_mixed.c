@@ -39,6 +39,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <chainrules/tape_inline.h>
+
 #include "test_random.h"
 #include "test_util.h"
 

@@ -38,6 +38,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <chainrules/tape_inline.h>
+
 #include "test_random.h"
 #include "test_util.h"
 

@@ -6,6 +6,8 @@
  */
 #include <stdint.h>
 
+#include <chainrules/tape_inline.h>
+
 #include "test_util.h"
 
 static cr_status square(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t m, void *env)

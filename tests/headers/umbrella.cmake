@@ -1,5 +1,6 @@
 # Checks that the umbrella header includes every module header (STYLE.md §3) but the
-# opt-in ones (mpi.h, kernel.h), which it must not include.
+# opt-in ones (mpi.h, kernel.h, tape_inline.h), which neither it nor any header it includes
+# may include.
 # cmake -DUMBRELLA=<include/chainrules.h> -DDIRS=<dir>[,<dir>...] -P umbrella.cmake
 # DIRS are the directories holding chainrules/*.h (the source tree's and the build's).
 file(READ "${UMBRELLA}" text)
@@ -10,14 +11,21 @@ foreach(d IN LISTS dirs)
   file(GLOB hs "${d}/*.h")
   foreach(h IN LISTS hs)
     get_filename_component(name "${h}" NAME)
-    # Opt-in headers (named in chainrules.h): chainrules-mpi's own header (it needs <mpi.h>)
-    # and the fused kernel macro language.
-    if(name STREQUAL "mpi.h" OR name STREQUAL "kernel.h")
+    # Opt-in headers (named in chainrules.h): chainrules-mpi's own header (it needs <mpi.h>),
+    # the fused kernel macro language and the tape's inline record writer.
+    if(name STREQUAL "mpi.h" OR name STREQUAL "kernel.h" OR name STREQUAL "tape_inline.h")
       if(text MATCHES "#[ \t]*include[ \t]*[<\"]chainrules/${name}[>\"]")
         list(APPEND extra "chainrules/${name}")
       endif()
       continue()
     endif()
+    # A module header pulls in no opt-in header (the umbrella would then include it).
+    file(READ "${h}" htext)
+    foreach(opt IN ITEMS mpi.h kernel.h tape_inline.h)
+      if(htext MATCHES "#[ \t]*include[ \t]*(\"|<chainrules/)${opt}[>\"]")
+        list(APPEND extra "chainrules/${opt} (through chainrules/${name})")
+      endif()
+    endforeach()
     string(REPLACE "." "\\." pat "${name}")
     if(NOT text MATCHES "#[ \t]*include[ \t]*[<\"]chainrules/${pat}[>\"]")
       list(APPEND missing "chainrules/${name}")
