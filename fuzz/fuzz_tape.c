@@ -24,6 +24,7 @@
  */
 #include "fuzz_common.h"
 
+#include <chainrules/tape_inline.h> /* the inline recording path, as fast programs use it */
 #include <stdio.h>
 
 #define NV       32  /* scalar variable pool */

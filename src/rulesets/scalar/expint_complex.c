@@ -50,7 +50,7 @@ static double lgamma1p_small(double e)
 static cr_complex cexpm1_(cr_complex w)
 {
     double a = creal(w), b = cimag(w), sb = sin(b / 2);
-    return cr__cplx(expm1(a) * cos(b) - 2 * sb * sb, exp(a) * sin(b));
+    return cr__c(expm1(a) * cos(b) - 2 * sb * sb, exp(a) * sin(b));
 }
 
 /* E_ν(z) = Γ(1-ν) z^(ν-1) - Σ_(k>=0) (-z)^k / (k! (1-ν+k)). For ν within 1/4 of an integer
@@ -111,15 +111,15 @@ cr_complex cr_sf_expint2_complex(double nu, cr_complex z)
 {
     double x = creal(z), y = cimag(z), r = cabs(z);
     if (isnan(nu) || isnan(x) || isnan(y) || fabs(nu) > 100000)
-        return cr__cplx((double)NAN, (double)NAN);
+        return cr__c((double)NAN, (double)NAN);
     if (r == 0) /* E_ν(0) = 1/(ν-1) for ν > 1; the integral diverges otherwise */
-        return cr__cplx(nu > 1 ? 1 / (nu - 1) : (double)INFINITY, 0.0);
+        return cr__c(nu > 1 ? 1 / (nu - 1) : (double)INFINITY, 0.0);
     /* The series where its terms (about e^|z|) do not cancel much against the result:
      * |z| <= 1, or left of 0 near the cut (y² <= 6|x|: at most a factor e^3 cancels); the
      * continued fraction elsewhere, away from the cut. As for E1, beyond |z| = 740 on the
      * series' side the terms overflow: E_ν(z) is then infinite in double. */
     if (r <= 1 || (x < 0 && y * y <= 6 * -x))
-        return r > 740 ? cr__cplx(-(double)INFINITY, -copysign(3.14159265358979323846, y))
+        return r > 740 ? cr__c(-(double)INFINITY, -copysign(3.14159265358979323846, y))
                        : ev_series(nu, z);
     return ev_cf(nu, z);
 }
