@@ -11,6 +11,8 @@
 
 #include <complex.h>
 
+#include <chainrules/rules_sparse.h>
+
 #include "../array_impl.h"
 
 #if defined(CR_HAVE_LAPACKE)
@@ -591,5 +593,21 @@ static inline void *cr__pb_start(cr_tangent *dx, size_t nx, bool all, void *env)
         return CR_OK;                                        \
     }
 #endif
+
+/* ---- Sparse matrices (sparse.c) ---------------------------------------------------------- */
+
+/* The validated pattern of a cr_sparse argument: its sizes and its index arrays (contiguous
+ * copies in the arena; colptr from 0 to nnz, non-decreasing; each column's row indices in
+ * 0..m-1, strictly increasing). */
+typedef struct cr__sparse_pat {
+    const cr_sparse *S;
+    size_t m, n, nnz;
+    int64_t *colptr, *rowval;
+} cr__sparse_pat;
+
+/* *s = the pattern of the sparse matrix v, whose nzval must be a 1-d float array of nnz
+ * values. CR_EINVAL (on the arena, messages naming who) for anything else. */
+CR_INTERNAL cr_status cr__sparse_pattern(cr_arena *arena, const char *who, const cr_value *v,
+                                         cr__sparse_pat *s);
 
 #endif /* CR_LINALG_IMPL_H */

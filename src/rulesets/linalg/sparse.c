@@ -46,7 +46,7 @@ typedef struct spm {
     cr_dtype dt;         /* nzval's dtype */
 } spm;
 
-static cr_status sp_read(cr_arena *arena, const char *who, const cr_value *v, spm *s)
+cr_status cr__sparse_pattern(cr_arena *arena, const char *who, const cr_value *v, cr__sparse_pat *s)
 {
     if (v->kind != CR_KIND_STRUCT || v->u.obj.type != &cr_sparse_type || v->u.obj.ptr == NULL)
         return CR__FAIL(arena, CR_EINVAL, "%s: expected a cr_sparse matrix, got a %s", who,
@@ -99,8 +99,23 @@ static cr_status sp_read(cr_arena *arena, const char *who, const cr_value *v, sp
         }
     }
     s->nnz = nrv;
-    s->dt = (cr_dtype)nz->dtype;
-    return cr__dense(arena, nz, cr__work(s->dt), &s->val);
+    return CR_OK;
+}
+
+static cr_status sp_read(cr_arena *arena, const char *who, const cr_value *v, spm *s)
+{
+    cr__sparse_pat pat;
+    cr_status st = cr__sparse_pattern(arena, who, v, &pat);
+    if (st != CR_OK)
+        return st;
+    s->S = pat.S;
+    s->m = pat.m;
+    s->n = pat.n;
+    s->nnz = pat.nnz;
+    s->colptr = pat.colptr;
+    s->rowval = pat.rowval;
+    s->dt = (cr_dtype)pat.S->nzval.dtype;
+    return cr__dense(arena, &pat.S->nzval, cr__work(s->dt), &s->val);
 }
 
 /* A new sparse matrix m x n from sorted, distinct triplets (col-major order: colptr built by

@@ -11,7 +11,7 @@
 #include <chainrules/rules_sparse.h>
 
 #include "../../core/checked.h"
-#include "../array_impl.h"
+#include "linalg_impl.h"
 
 enum { NZVAL = 4 }; /* nzval's field in cr_sparse_type */
 
@@ -26,60 +26,22 @@ typedef struct spp {
 
 static cr_status spp_read(cr_arena *arena, const char *who, const cr_value *v, spp *s)
 {
-    if (v->kind != CR_KIND_STRUCT || v->u.obj.type != &cr_sparse_type || v->u.obj.ptr == NULL)
-        return CR__FAIL(arena, CR_EINVAL, "%s: expected a cr_sparse matrix, got a %s", who,
-                        v->kind == CR_KIND_STRUCT && v->u.obj.type != NULL &&
-                                v->u.obj.type->name != NULL
-                            ? v->u.obj.type->name
-                            : cr_kind_name(v->kind));
-    const cr_sparse *S = v->u.obj.ptr;
-    s->S = S;
-    if (S->m < 0 || S->n < 0 || S->n == INT64_MAX)
-        return CR__FAIL(arena, CR_EINVAL, "%s: a sparse matrix of size %lld x %lld", who,
-                        (long long)S->m, (long long)S->n);
-    s->m = (size_t)S->m;
-    s->n = (size_t)S->n;
-    cr_value cp = cr_value_array((cr_array *)&S->colptr);
-    cr_value rv = cr_value_array((cr_array *)&S->rowval);
-    size_t ncp, nrv;
-    cr_status st = cr__int_list(arena, who, &cp, &s->colptr, &ncp);
-    if (st == CR_OK)
-        st = cr__int_list(arena, who, &rv, &s->rowval, &nrv);
+    cr__sparse_pat pat;
+    cr_status st = cr__sparse_pattern(arena, who, v, &pat);
     if (st != CR_OK)
         return st;
-    if (ncp != s->n + 1)
-        return CR__FAIL(arena, CR_EINVAL, "%s: colptr has %zu entries, %zu expected (n + 1)", who,
-                        ncp, s->n + 1);
-    const cr_array *nz = &S->nzval;
-    if (!cr_dtype_is_float((cr_dtype)nz->dtype) || nz->ndim != 1 || nz->structure != CR_MAT_DENSE)
-        return CR__FAIL(arena, CR_EINVAL, "%s: nzval must be a 1-d f64, f32 or c128 array", who);
-    if (nz->shape[0] != nrv)
-        return CR__FAIL(arena, CR_EINVAL, "%s: %zu values (nzval) for %zu row indices (rowval)",
-                        who, nz->shape[0], nrv);
-    if (s->colptr[0] != 0 || s->colptr[s->n] < 0 || (uint64_t)s->colptr[s->n] != nrv)
-        return CR__FAIL(arena, CR_EINVAL,
-                        "%s: colptr must start at 0 and end at the number of entries (%zu)", who,
-                        nrv);
-    for (size_t j = 0; j < s->n; j++)
-        if (s->colptr[j + 1] < s->colptr[j])
-            return CR__FAIL(arena, CR_EINVAL, "%s: colptr decreases at column %zu", who, j);
-    for (size_t j = 0; j < s->n; j++)
-        for (int64_t p = s->colptr[j]; p < s->colptr[j + 1]; p++) {
-            int64_t r = s->rowval[p];
-            if (r < 0 || (uint64_t)r >= s->m)
-                return CR__FAIL(arena, CR_EINVAL, "%s: row index %lld outside 0..%zu (column %zu)",
-                                who, (long long)r, s->m, j);
-            if (p > s->colptr[j] && r <= s->rowval[p - 1])
-                return CR__FAIL(arena, CR_EINVAL,
-                                "%s: row indices of column %zu are not strictly increasing", who,
-                                j);
-        }
-    s->nnz = nrv;
+    s->S = pat.S;
+    s->m = pat.m;
+    s->n = pat.n;
+    s->nnz = pat.nnz;
+    s->colptr = pat.colptr;
+    s->rowval = pat.rowval;
+    const cr_array *nz = &pat.S->nzval;
     s->dt = (cr_dtype)nz->dtype;
-    s->val = cr__arena_array(arena, who, nrv, sizeof *s->val, _Alignof(cr_complex));
+    s->val = cr__arena_array(arena, who, s->nnz, sizeof *s->val, _Alignof(cr_complex));
     if (s->val == NULL)
         return CR__ALLOC_STATUS(arena);
-    for (size_t p = 0; p < nrv; p++)
+    for (size_t p = 0; p < s->nnz; p++)
         s->val[p] = cr_array_get_linear(nz, p);
     return CR_OK;
 }
