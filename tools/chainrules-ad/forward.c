@@ -47,6 +47,20 @@ static bool ranged_place(const ad_expr *e)
     return x->kind == EX_VAR && ranged_var(x->var) && ad_type_is_real(e->type);
 }
 
+static bool has_cond(const ad_expr *e)
+{
+    if (!e || !e->active)
+        return false;
+    if (e->kind == EX_COND)
+        return true;
+    if (has_cond(e->a) || has_cond(e->b) || has_cond(e->c))
+        return true;
+    for (int i = 0; i < e->nargs; i++)
+        if (has_cond(e->args[i]))
+            return true;
+    return false;
+}
+
 static bool ranges_on(const fw *w)
 {
     return w->vector && w->u->lane_ranges;
@@ -404,6 +418,46 @@ static void ranged_assign(fw *w, ad_expr *place, ad_expr *value, int n, const ch
     }
 }
 
+/* An element of a caller's array assigned, with lane ranges: every lane is written (zero),
+ * then each place read adds its partial times its tangent over its own lanes. False
+ * (nothing written) when the value has no such sum or reads the same array. */
+static bool param_assign(fw *w, ad_expr *place, ad_expr *value, int n, const char *ind)
+{
+    enum { MAXP = 16 };
+    ad_expr *leaves[MAXP];
+    const char *J[MAXP];
+    const ad_var *root = ad_root(place);
+    if (has_cond(value) || !root)
+        return false;
+    int np = lin_partials(&w->l, value, leaves, J, MAXP);
+    if (np < 0)
+        return false;
+    for (int j = 0; j < np; j++)
+        if (ad_root(leaves[j]) == root)
+            return false;
+    const char *dst = lin_place_tangent(&w->l, place);
+    ad_buf_printf(w->out, "%sfor (int k_ = 0; k_ < w_; k_++)\n%s    %s = 0;\n", ind, ind, dst);
+    for (int j = 0; j < np; j++) {
+        const ad_expr *x = leaves[j];
+        const ad_var *v = ad_root(x);
+        const char *lj, *hj;
+        if (ranged_place(x)) {
+            lj = place_sfx(x, "_dlo_");
+            hj = place_sfx(x, "_dhi_");
+        } else if (v && v->kind == VAR_PARAM && ad_type_is_real(v->type)) {
+            lj = ad_fmt("%s_dlo_", v->cname);
+            hj = ad_fmt("%s_dhi_", v->cname);
+        } else {
+            lj = ad_fmt("lo%d_%d", n, j);
+            hj = ad_fmt("hi%d_%d", n, j);
+            range_of(w, x, lj, hj, ind);
+        }
+        ad_buf_printf(w->out, "%sfor (int k_ = %s; k_ < %s; k_++)\n%s    %s += %s * %s;\n", ind, lj,
+                      hj, ind, dst, J[j], lin_place_tangent(&w->l, x));
+    }
+    return true;
+}
+
 static void tan_assign(fw *w, ad_expr *place, ad_expr *value, const char *ind)
 {
     if (value->kind == EX_CALL && value->callee) {
@@ -426,6 +480,8 @@ static void tan_assign(fw *w, ad_expr *place, ad_expr *value, const char *ind)
     bool local = root && !(root->kind == VAR_PARAM && root->type->kind == TY_PTR);
     if (ranges_on(w) && ranged_place(place)) {
         ranged_assign(w, place, value, n, T, ind2);
+    } else if (ranges_on(w) && !local && param_assign(w, place, value, n, ind2)) {
+        /* every lane written: zeros, then each place read over its own lanes */
     } else if (w->vector &&
                lin_tangent_lanes(&w->l, value, lin_place_tangent(&w->l, place), local)) {
         /* each direction reads only its own lane: the place's tangent is written in place */
