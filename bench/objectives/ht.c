@@ -6,10 +6,9 @@
  * given by barycentric coordinates us on the model's triangles (complicated).
  *
  * Matrices are row-major 4 x 4 (M[r*4 + c]); the vertex positions are vertex-major. Both
- * variants are one function, ht_errors(): the bones' transforms, the skinned positions of
- * every vertex (in a local array of HT_MAX_VERTS x 3 values, 240 KB), then the global
- * rotation and translation, applied to the points the errors use only (it is linear: the
- * same errors as posing every vertex, as GradBench's reference does).
+ * variants are one function, ht_errors(): the bones' transforms, the global rotation, then
+ * the posed position of every vertex (skinned, rotated and translated; in a local array of
+ * HT_MAX_VERTS x 3 values, 240 KB), then the errors at the correspondences.
  */
 #include <math.h>
 #include <stddef.h>
@@ -108,6 +107,31 @@ static void ht_errors(int nbones, int nverts, int npts, const int *parents,
         }
     }
 
+    /* apply_global_transform: R(angle axis theta[0..2]) (times the unit scale), then the
+     * translation, applied to every vertex after its skinning. */
+    double g00 = 1.0, g01 = 0.0, g02 = 0.0;
+    double g10 = 0.0, g11 = 1.0, g12 = 0.0;
+    double g20 = 0.0, g21 = 0.0, g22 = 1.0;
+    double norm = sqrt(pose[0] * pose[0] + pose[1] * pose[1] + pose[2] * pose[2]);
+    if (norm >= 0.0001) {
+        double ax = pose[0] / norm;
+        double ay = pose[1] / norm;
+        double az = pose[2] / norm;
+        double s = sin(norm);
+        double c = cos(norm);
+        g00 = ax * ax + (1 - ax * ax) * c;
+        g01 = ax * ay * (1 - c) - az * s;
+        g02 = ax * az * (1 - c) + ay * s;
+        g10 = ax * ay * (1 - c) + az * s;
+        g11 = ay * ay + (1 - ay * ay) * c;
+        g12 = ay * az * (1 - c) - ax * s;
+        g20 = ax * az * (1 - c) - ay * s;
+        g21 = az * ay * (1 - c) + ax * s;
+        g22 = az * az + (1 - az * az) * c;
+    }
+    double t0 = pose[6];
+    double t1 = pose[7];
+    double t2 = pose[8];
     /* Skinning: position = sum_b weight(v, b) (transform_b * base_position(v))[0..2]. */
     for (int v = 0; v < nverts; v++) {
         double p0 = 0.0;
@@ -132,38 +156,12 @@ static void ht_errors(int nbones, int nverts, int npts, const int *parents,
         }
         if (is_mirrored)
             p0 = -p0;
-        positions[v * 3] = p0;
-        positions[v * 3 + 1] = p1;
-        positions[v * 3 + 2] = p2;
+        positions[v * 3] = g00 * p0 + g01 * p1 + g02 * p2 + t0;
+        positions[v * 3 + 1] = g10 * p0 + g11 * p1 + g12 * p2 + t1;
+        positions[v * 3 + 2] = g20 * p0 + g21 * p1 + g22 * p2 + t2;
     }
 
-    /* apply_global_transform: R(angle axis theta[0..2]) (times the unit scale), then the
-     * translation, at the points the errors use. */
-    double g00 = 1.0, g01 = 0.0, g02 = 0.0;
-    double g10 = 0.0, g11 = 1.0, g12 = 0.0;
-    double g20 = 0.0, g21 = 0.0, g22 = 1.0;
-    double norm = sqrt(pose[0] * pose[0] + pose[1] * pose[1] + pose[2] * pose[2]);
-    if (norm >= 0.0001) {
-        double ax = pose[0] / norm;
-        double ay = pose[1] / norm;
-        double az = pose[2] / norm;
-        double s = sin(norm);
-        double c = cos(norm);
-        g00 = ax * ax + (1 - ax * ax) * c;
-        g01 = ax * ay * (1 - c) - az * s;
-        g02 = ax * az * (1 - c) + ay * s;
-        g10 = ax * ay * (1 - c) + az * s;
-        g11 = ay * ay + (1 - ay * ay) * c;
-        g12 = ay * az * (1 - c) - ax * s;
-        g20 = ax * az * (1 - c) - ay * s;
-        g21 = az * ay * (1 - c) + ax * s;
-        g22 = az * az + (1 - az * az) * c;
-    }
-    double t0 = pose[6];
-    double t1 = pose[7];
-    double t2 = pose[8];
     for (int i = 0; i < npts; i++) {
-        double q0, q1, q2;
         if (triangles) {
             /* the point of triangle correspondences[i] at barycentric coordinates us[i] */
             int t = correspondences[i];
@@ -173,20 +171,15 @@ static void ht_errors(int nbones, int nverts, int npts, const int *parents,
             double u0 = us[i * 2];
             double u1 = us[i * 2 + 1];
             double u2 = 1.0 - u0 - u1;
-            q0 = u0 * positions[v0 * 3] + u1 * positions[v1 * 3] + u2 * positions[v2 * 3];
-            q1 = u0 * positions[v0 * 3 + 1] + u1 * positions[v1 * 3 + 1] +
-                 u2 * positions[v2 * 3 + 1];
-            q2 = u0 * positions[v0 * 3 + 2] + u1 * positions[v1 * 3 + 2] +
-                 u2 * positions[v2 * 3 + 2];
+            for (int j = 0; j < 3; j++)
+                err[i * 3 + j] =
+                    points[i * 3 + j] - (u0 * positions[v0 * 3 + j] + u1 * positions[v1 * 3 + j] +
+                                         u2 * positions[v2 * 3 + j]);
         } else {
             int v = correspondences[i];
-            q0 = positions[v * 3];
-            q1 = positions[v * 3 + 1];
-            q2 = positions[v * 3 + 2];
+            for (int j = 0; j < 3; j++)
+                err[i * 3 + j] = points[i * 3 + j] - positions[v * 3 + j];
         }
-        err[i * 3] = points[i * 3] - (g00 * q0 + g01 * q1 + g02 * q2 + t0);
-        err[i * 3 + 1] = points[i * 3 + 1] - (g10 * q0 + g11 * q1 + g12 * q2 + t1);
-        err[i * 3 + 2] = points[i * 3 + 2] - (g20 * q0 + g21 * q1 + g22 * q2 + t2);
     }
 }
 
