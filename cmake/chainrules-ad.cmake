@@ -5,7 +5,7 @@
 #                            [REVERSE f ...] [FORWARD g ...] [VECTOR h ...] [WRT x ...]
 #                            [JACOBIAN j ...] [DIMS a=N ...]
 #                            [EMIT_RULES f ...] [RULES_FUNCTION name] [RULES lib.so ...]
-#                            [OUTPUT model_ad.c] [FLAGS -DX=1 ...])
+#                            [OUTPUT model_ad.c] [FLAGS -DX=1 ...] [LANE_RANGES])
 #
 # runs `chainrules-ad` on SOURCE whenever it changes and adds the generated file to TARGET
 # (which must also compile SOURCE itself, and link chainrules). The input is parsed with the
@@ -13,7 +13,7 @@
 # in-tree target `chainrules-ad` when there is one, else CHAINRULES_AD_EXECUTABLE (found
 # next to the installed package).
 function(chainrules_differentiate)
-  cmake_parse_arguments(CRD "" "TARGET;SOURCE;OUTPUT;RULES_FUNCTION"
+  cmake_parse_arguments(CRD "LANE_RANGES" "TARGET;SOURCE;OUTPUT;RULES_FUNCTION"
                         "REVERSE;FORWARD;VECTOR;JACOBIAN;DIMS;WRT;EMIT_RULES;RULES;FLAGS" ${ARGN})
   if(NOT CRD_TARGET OR NOT CRD_SOURCE)
     message(FATAL_ERROR "chainrules_differentiate: TARGET and SOURCE are required")
@@ -49,6 +49,9 @@ function(chainrules_differentiate)
       list(APPEND args "--${opt}" "${names}")
     endif()
   endforeach()
+  if(CRD_LANE_RANGES)
+    list(APPEND args --lane-ranges)
+  endif()
   if(CRD_RULES_FUNCTION)
     list(APPEND args --rules-function "${CRD_RULES_FUNCTION}")
   endif()

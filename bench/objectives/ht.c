@@ -5,20 +5,24 @@
  * differences between measured points and the posed model's vertices (simple) or points
  * given by barycentric coordinates us on the model's triangles (complicated).
  *
- * Matrices are row-major 4 x 4 (M[r*4 + c]); the vertex positions are vertex-major. The
- * pose is computed in the static helper ht_vertex_positions() into the caller's local
- * array of HT_MAX_VERTS x 3 values (240 KB).
+ * Matrices are row-major 4 x 4 (M[r*4 + c]); the vertex positions are vertex-major. Both
+ * variants are one function, ht_errors(): the bones' transforms, the global rotation, then
+ * the posed position of every vertex (skinned, rotated and translated; in a local array of
+ * HT_MAX_VERTS x 3 values, 240 KB), then the errors at the correspondences.
  */
 #include <math.h>
+#include <stddef.h>
 
 #include "objectives.h"
 
-/* The posed, skinned vertex positions: positions[v*3 + r], v < nverts. */
-static void ht_vertex_positions(int nbones, int nverts, const int *parents,
-                                const double *base_relatives, const double *inverse_base_absolutes,
-                                const double *base_positions, const double *weights,
-                                int is_mirrored, const double *theta, double *positions)
+/* The errors of both variants: the simple one when triangles and us are NULL. */
+static void ht_errors(int nbones, int nverts, int npts, const int *parents,
+                      const double *base_relatives, const double *inverse_base_absolutes,
+                      const double *base_positions, const double *weights, int is_mirrored,
+                      const int *correspondences, const int *triangles, const double *points,
+                      const double *theta, const double *us, double *err)
 {
+    double positions[3 * HT_MAX_VERTS];  /* skinned, before the global transform */
     double pose[3 * (HT_MAX_BONES + 3)]; /* pose[col*3 + row] */
     double rel[16];
     double absolutes[16 * HT_MAX_BONES];
@@ -103,6 +107,31 @@ static void ht_vertex_positions(int nbones, int nverts, const int *parents,
         }
     }
 
+    /* apply_global_transform: R(angle axis theta[0..2]) (times the unit scale), then the
+     * translation, applied to every vertex after its skinning. */
+    double g00 = 1.0, g01 = 0.0, g02 = 0.0;
+    double g10 = 0.0, g11 = 1.0, g12 = 0.0;
+    double g20 = 0.0, g21 = 0.0, g22 = 1.0;
+    double norm = sqrt(pose[0] * pose[0] + pose[1] * pose[1] + pose[2] * pose[2]);
+    if (norm >= 0.0001) {
+        double ax = pose[0] / norm;
+        double ay = pose[1] / norm;
+        double az = pose[2] / norm;
+        double s = sin(norm);
+        double c = cos(norm);
+        g00 = ax * ax + (1 - ax * ax) * c;
+        g01 = ax * ay * (1 - c) - az * s;
+        g02 = ax * az * (1 - c) + ay * s;
+        g10 = ax * ay * (1 - c) + az * s;
+        g11 = ay * ay + (1 - ay * ay) * c;
+        g12 = ay * az * (1 - c) - ax * s;
+        g20 = ax * az * (1 - c) - ay * s;
+        g21 = az * ay * (1 - c) + ax * s;
+        g22 = az * az + (1 - az * az) * c;
+    }
+    double t0 = pose[6];
+    double t1 = pose[7];
+    double t2 = pose[8];
     /* Skinning: position = sum_b weight(v, b) (transform_b * base_position(v))[0..2]. */
     for (int v = 0; v < nverts; v++) {
         double p0 = 0.0;
@@ -127,40 +156,30 @@ static void ht_vertex_positions(int nbones, int nverts, const int *parents,
         }
         if (is_mirrored)
             p0 = -p0;
-        positions[v * 3] = p0;
-        positions[v * 3 + 1] = p1;
-        positions[v * 3 + 2] = p2;
+        positions[v * 3] = g00 * p0 + g01 * p1 + g02 * p2 + t0;
+        positions[v * 3 + 1] = g10 * p0 + g11 * p1 + g12 * p2 + t1;
+        positions[v * 3 + 2] = g20 * p0 + g21 * p1 + g22 * p2 + t2;
     }
 
-    /* apply_global_transform: R(angle axis theta[0..2]) (times the unit scale), then the
-     * translation. */
-    double g00 = 1.0, g01 = 0.0, g02 = 0.0;
-    double g10 = 0.0, g11 = 1.0, g12 = 0.0;
-    double g20 = 0.0, g21 = 0.0, g22 = 1.0;
-    double norm = sqrt(pose[0] * pose[0] + pose[1] * pose[1] + pose[2] * pose[2]);
-    if (norm >= 0.0001) {
-        double ax = pose[0] / norm;
-        double ay = pose[1] / norm;
-        double az = pose[2] / norm;
-        double s = sin(norm);
-        double c = cos(norm);
-        g00 = ax * ax + (1 - ax * ax) * c;
-        g01 = ax * ay * (1 - c) - az * s;
-        g02 = ax * az * (1 - c) + ay * s;
-        g10 = ax * ay * (1 - c) + az * s;
-        g11 = ay * ay + (1 - ay * ay) * c;
-        g12 = ay * az * (1 - c) - ax * s;
-        g20 = ax * az * (1 - c) - ay * s;
-        g21 = az * ay * (1 - c) + ax * s;
-        g22 = az * az + (1 - az * az) * c;
-    }
-    for (int v = 0; v < nverts; v++) {
-        double p0 = positions[v * 3];
-        double p1 = positions[v * 3 + 1];
-        double p2 = positions[v * 3 + 2];
-        positions[v * 3] = g00 * p0 + g01 * p1 + g02 * p2 + pose[6];
-        positions[v * 3 + 1] = g10 * p0 + g11 * p1 + g12 * p2 + pose[7];
-        positions[v * 3 + 2] = g20 * p0 + g21 * p1 + g22 * p2 + pose[8];
+    for (int i = 0; i < npts; i++) {
+        if (triangles) {
+            /* the point of triangle correspondences[i] at barycentric coordinates us[i] */
+            int t = correspondences[i];
+            int v0 = triangles[t * 3];
+            int v1 = triangles[t * 3 + 1];
+            int v2 = triangles[t * 3 + 2];
+            double u0 = us[i * 2];
+            double u1 = us[i * 2 + 1];
+            double u2 = 1.0 - u0 - u1;
+            for (int j = 0; j < 3; j++)
+                err[i * 3 + j] =
+                    points[i * 3 + j] - (u0 * positions[v0 * 3 + j] + u1 * positions[v1 * 3 + j] +
+                                         u2 * positions[v2 * 3 + j]);
+        } else {
+            int v = correspondences[i];
+            for (int j = 0; j < 3; j++)
+                err[i * 3 + j] = points[i * 3 + j] - positions[v * 3 + j];
+        }
     }
 }
 
@@ -170,19 +189,13 @@ void ht_objective(int nbones, int nverts, int npts, const int *parents,
                   const int *correspondences, const double *points, const double *theta,
                   double *err)
 {
-    double positions[3 * HT_MAX_VERTS];
     if (nbones < HT_MIN_BONES || nbones > HT_MAX_BONES || nverts < 1 || nverts > HT_MAX_VERTS) {
         for (int i = 0; i < 3 * npts; i++)
             err[i] = 0.0 / 0.0;
         return;
     }
-    ht_vertex_positions(nbones, nverts, parents, base_relatives, inverse_base_absolutes,
-                        base_positions, weights, is_mirrored, theta, positions);
-    for (int i = 0; i < npts; i++) {
-        int v = correspondences[i];
-        for (int j = 0; j < 3; j++)
-            err[i * 3 + j] = points[i * 3 + j] - positions[v * 3 + j];
-    }
+    ht_errors(nbones, nverts, npts, parents, base_relatives, inverse_base_absolutes, base_positions,
+              weights, is_mirrored, correspondences, NULL, points, theta, NULL, err);
 }
 
 void ht_objective_complicated(int nbones, int nverts, int npts, const int *parents,
@@ -192,25 +205,11 @@ void ht_objective_complicated(int nbones, int nverts, int npts, const int *paren
                               const double *points, const double *theta, const double *us,
                               double *err)
 {
-    double positions[3 * HT_MAX_VERTS];
     if (nbones < HT_MIN_BONES || nbones > HT_MAX_BONES || nverts < 1 || nverts > HT_MAX_VERTS) {
         for (int i = 0; i < 3 * npts; i++)
             err[i] = 0.0 / 0.0;
         return;
     }
-    ht_vertex_positions(nbones, nverts, parents, base_relatives, inverse_base_absolutes,
-                        base_positions, weights, is_mirrored, theta, positions);
-    for (int i = 0; i < npts; i++) {
-        int t = correspondences[i];
-        int v0 = triangles[t * 3];
-        int v1 = triangles[t * 3 + 1];
-        int v2 = triangles[t * 3 + 2];
-        double u0 = us[i * 2];
-        double u1 = us[i * 2 + 1];
-        for (int j = 0; j < 3; j++) {
-            double hp = u0 * positions[v0 * 3 + j] + u1 * positions[v1 * 3 + j] +
-                        (1.0 - u0 - u1) * positions[v2 * 3 + j];
-            err[i * 3 + j] = points[i * 3 + j] - hp;
-        }
-    }
+    ht_errors(nbones, nverts, npts, parents, base_relatives, inverse_base_absolutes, base_positions,
+              weights, is_mirrored, correspondences, triangles, points, theta, us, err);
 }

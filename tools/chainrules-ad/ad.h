@@ -279,6 +279,8 @@ typedef struct ad_unit {
      * writes as a rule (rule is NULL) */
     struct ad_prim_pragma *arrays;
     int narrays, caparrays;
+    /* --lane-ranges: the vector forward mode tracks each local tangent's nonzero lanes */
+    bool lane_ranges;
 } ad_unit;
 
 ad_func *ad_unit_find(const ad_unit *u, const char *name);

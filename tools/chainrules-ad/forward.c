@@ -24,6 +24,147 @@ static bool active_place(const ad_expr *l)
     return v && v->active && ad_type_is_real(l->type);
 }
 
+/* ---- Lane ranges (--lane-ranges) ---------------------------------------------------------- */
+
+/* A local whose tangent carries a lane range: a real scalar or an array of reals (any rank):
+ * its ranges are `v_dlo_` and `v_dhi_`, of its shape. */
+static bool ranged_var(const ad_var *v)
+{
+    if (!v || v->kind != VAR_LOCAL || !v->active)
+        return false;
+    const ad_type *t = v->type;
+    while (t->kind == TY_ARRAY)
+        t = t->elem;
+    return ad_type_is_real(t);
+}
+
+/* A place with a lane range: such a local, or one of its elements (indexed to a scalar). */
+static bool ranged_place(const ad_expr *e)
+{
+    const ad_expr *x = e;
+    while (x->kind == EX_INDEX)
+        x = x->a;
+    return x->kind == EX_VAR && ranged_var(x->var) && ad_type_is_real(e->type);
+}
+
+static bool has_cond(const ad_expr *e)
+{
+    if (!e || !e->active)
+        return false;
+    if (e->kind == EX_COND)
+        return true;
+    if (has_cond(e->a) || has_cond(e->b) || has_cond(e->c))
+        return true;
+    for (int i = 0; i < e->nargs; i++)
+        if (has_cond(e->args[i]))
+            return true;
+    return false;
+}
+
+static bool ranges_on(const fw *w)
+{
+    return w->vector && w->u->lane_ranges;
+}
+
+static const char *place_sfx(const ad_expr *e, const char *sfx)
+{
+    ad_buf b = {0};
+    ad_emit_shadow(&b, e, sfx);
+    char *r = ad_strdup(b.p);
+    ad_buf_free(&b);
+    return r;
+}
+
+/* The active places e reads, each once (by text). */
+static void range_leaves(const ad_expr *e, const ad_expr **out, const char **text, int *n, int max)
+{
+    if (!e || !e->active || *n < 0)
+        return;
+    if (ad_is_place(e)) {
+        const char *t = ad_expr_text(e);
+        for (int i = 0; i < *n; i++)
+            if (!strcmp(text[i], t))
+                return;
+        if (*n == max) {
+            *n = -1;
+            return;
+        }
+        text[*n] = t;
+        out[(*n)++] = e;
+        return;
+    }
+    range_leaves(e->a, out, text, n, max);
+    range_leaves(e->b, out, text, n, max);
+    range_leaves(e->c, out, text, n, max);
+    for (int i = 0; i < e->nargs; i++)
+        range_leaves(e->args[i], out, text, n, max);
+}
+
+/* Writes `lo = w_, hi = 0` grown by the lane ranges of the places e reads: a ranged local's
+ * range, the nonzero lanes of a parameter's tangent (scanned), else every lane. */
+static void range_of(fw *w, const ad_expr *e, const char *lo, const char *hi, const char *ind)
+{
+    enum { MAXL = 64 };
+    const ad_expr *lv[MAXL];
+    const char *tx[MAXL];
+    int n = 0;
+    range_leaves(e, lv, tx, &n, MAXL);
+    ad_buf_printf(w->out, "%sint %s = w_, %s = 0;\n", ind, lo, hi);
+    if (n < 0) {
+        ad_buf_printf(w->out, "%s%s = 0;\n%s%s = w_;\n", ind, lo, ind, hi);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        const ad_expr *x = lv[i];
+        const ad_var *v = ad_root(x);
+        if (ranged_place(x)) {
+            ad_buf_printf(w->out, "%scr_ad_lr_grow_(&%s, &%s, %s, %s);\n", ind, lo, hi,
+                          place_sfx(x, "_dlo_"), place_sfx(x, "_dhi_"));
+        } else if (v && v->kind == VAR_PARAM && ad_type_is_real(v->type)) {
+            ad_buf_printf(w->out, "%scr_ad_lr_grow_(&%s, &%s, %s_dlo_, %s_dhi_);\n", ind, lo, hi,
+                          v->cname, v->cname);
+        } else if (v && v->kind == VAR_PARAM && v->type->kind == TY_PTR && x->kind == EX_INDEX &&
+                   x->a->kind == EX_VAR) {
+            ad_buf b = {0};
+            ad_emit_expr(&b, x->b);
+            ad_buf_printf(w->out, "%scr_ad_lr_scan_(&%s, &%s, %s_d + (size_t)(%s) * %s_ds_, w_);\n",
+                          ind, lo, hi, v->cname, b.p, v->cname);
+            ad_buf_free(&b);
+        } else if (v && v->kind == VAR_PARAM && v->type->kind == TY_PTR && x->kind == EX_DEREF &&
+                   x->a->kind == EX_VAR) {
+            ad_buf_printf(w->out, "%scr_ad_lr_scan_(&%s, &%s, %s_d, w_);\n", ind, lo, hi, v->cname);
+        } else {
+            ad_buf_printf(w->out, "%scr_ad_lr_grow_(&%s, &%s, 0, w_);\n", ind, lo, hi);
+        }
+    }
+}
+
+/* After a call: the ranged locals the callee may write through its pointer arguments get
+ * every lane (the callee's tangent kernel writes all of them). */
+static void range_after_call(fw *w, const ad_expr *c, const char *ind)
+{
+    const ad_func *g = c->callee;
+    for (int i = 0; i < c->nargs; i++) {
+        const ad_expr *a = c->args[i];
+        if (a->type->kind != TY_PTR && a->type->kind != TY_ARRAY)
+            continue;
+        if (g && i < g->nparams && g->params[i]->type->kind == TY_PTR &&
+            g->params[i]->type->is_const)
+            continue;
+        ad_var *v = ad_root(a);
+        if (!ranged_var(v))
+            continue;
+        ad_expr *ve = ad_expr_var(v);
+        const char *lo = place_sfx(ve, "_dlo_"), *hi = place_sfx(ve, "_dhi_");
+        if (v->type->kind == TY_ARRAY)
+            ad_buf_printf(w->out,
+                          "%scr_ad_lr_fill_((int *)%s, (int *)%s, sizeof %s / sizeof(int), w_);\n",
+                          ind, lo, hi, lo);
+        else
+            ad_buf_printf(w->out, "%scr_ad_lr_fill_(&%s, &%s, 1, w_);\n", ind, lo, hi);
+    }
+}
+
 /* The tangent storage of a place, for assignment (vector mode: without the [k_]). */
 static const char *tangent_dst(fw *w, const ad_expr *place)
 {
@@ -52,7 +193,10 @@ static void tan_call(fw *w, ad_expr *place, ad_expr *c, const char *ind)
             if (w->vector)
                 ad_buf_printf(w->out, "%sfor (int k_ = 0; k_ < w_; k_++)\n%s    %s = 0;\n", ind,
                               ind, lin_place_tangent(&w->l, place));
-            else
+            if (ranges_on(w) && ranged_place(place))
+                ad_buf_printf(w->out, "%s%s = 0;\n%s%s = 0;\n", ind, place_sfx(place, "_dlo_"), ind,
+                              place_sfx(place, "_dhi_"));
+            if (!w->vector)
                 ad_buf_printf(w->out, "%s%s = 0;\n", ind, tangent_dst(w, place));
         }
         return;
@@ -139,8 +283,179 @@ static void tan_call(fw *w, ad_expr *place, ad_expr *c, const char *ind)
                           ind2, lin_place_tangent(&w->l, place), rt);
         else
             ad_buf_printf(w->out, "%s%s = %s;\n", ind2, tangent_dst(w, place), rt);
+        if (ranges_on(w) && ranged_place(place))
+            ad_buf_printf(w->out, "%s%s = 0;\n%s%s = w_;\n", ind2, place_sfx(place, "_dlo_"), ind2,
+                          place_sfx(place, "_dhi_"));
     }
+    if (ranges_on(w))
+        range_after_call(w, c, ind2);
     ad_buf_printf(w->out, "%s}\n", ind);
+}
+
+/* A ranged local assigned (after lin_value): the tangent over the union of the ranges the
+ * value reads; `x = x + e` and `x = x - e` update only e's lanes. */
+static void ranged_assign(fw *w, ad_expr *place, ad_expr *value, int n, const char *T,
+                          const char *ind)
+{
+    const char *pt = ad_expr_text(place);
+    const ad_expr *acc = NULL;
+    if (value->kind == EX_BIN && value->op &&
+        (!strcmp(value->op, "+") || !strcmp(value->op, "-")) && ad_is_place(value->a) &&
+        !strcmp(ad_expr_text(value->a), pt)) {
+        enum { MAXL = 64 };
+        const ad_expr *lv[MAXL];
+        const char *tx[MAXL];
+        int k = 0;
+        range_leaves(value->b, lv, tx, &k, MAXL);
+        bool reads_place = k < 0;
+        for (int i = 0; i < k; i++)
+            reads_place = reads_place || !strcmp(tx[i], pt);
+        if (!reads_place)
+            acc = value->b;
+    }
+    const char *lo = ad_fmt("lo%d_", n), *hi = ad_fmt("hi%d_", n);
+    const char *plo = place_sfx(place, "_dlo_"), *phi = place_sfx(place, "_dhi_");
+    const char *pd = place_sfx(place, "_d");
+    /* a sum of the places read times their partials: each over its own range */
+    enum { MAXP = 16 };
+    ad_expr *leaves[MAXP];
+    const char *J[MAXP];
+    ad_expr *src = acc ? (ad_expr *)acc : value;
+    int np = lin_partials(&w->l, src, leaves, J, MAXP);
+    if (np >= 0) {
+        /* the place itself among the leaves, or an element of its array (the same element
+         * at run time, perhaps): the sum goes to a temporary first */
+        bool dst_leaf = false;
+        const ad_var *proot = ad_root(place);
+        for (int j = 0; j < np && !acc; j++)
+            dst_leaf = dst_leaf || !strcmp(ad_expr_text(leaves[j]), pt) ||
+                       (place->kind == EX_INDEX && ad_root(leaves[j]) == proot);
+        if (!acc)
+            ad_buf_printf(w->out, "%sint %s = w_, %s = 0;\n", ind, lo, hi);
+        const char *tgt = pd;
+        if (dst_leaf) {
+            tgt = ad_fmt("e%d_", n);
+            ad_buf_printf(w->out, "%s%s %s[CR_AD_VMAX];\n", ind, T, tgt);
+        } else if (!acc) {
+            ad_buf_printf(w->out, "%scr_ad_lr_clear_(%s, %s, %s, w_, 0);\n", ind, pd, plo, phi);
+        }
+        const char *sign = acc && !strcmp(value->op, "-") ? "-" : "+";
+        const char *lj[MAXP], *hj[MAXP];
+        for (int j = 0; j < np; j++) {
+            const ad_expr *x = leaves[j];
+            const ad_var *v = ad_root(x);
+            if (ranged_place(x)) {
+                lj[j] = place_sfx(x, "_dlo_");
+                hj[j] = place_sfx(x, "_dhi_");
+            } else if (v && v->kind == VAR_PARAM && ad_type_is_real(v->type)) {
+                lj[j] = ad_fmt("%s_dlo_", v->cname);
+                hj[j] = ad_fmt("%s_dhi_", v->cname);
+            } else {
+                lj[j] = ad_fmt("lo%d_%d", n, j);
+                hj[j] = ad_fmt("hi%d_%d", n, j);
+                range_of(w, x, lj[j], hj[j], ind);
+            }
+        }
+        const char *ind2 = ind;
+        if (np > 1 && !dst_leaf) {
+            /* the same range for every place read (a transform's row, say): one loop */
+            ad_buf_printf(w->out, "%sif (", ind);
+            for (int j = 1; j < np; j++)
+                ad_buf_printf(w->out, "%s%s == %s && %s == %s", j > 1 ? " && " : "", lj[j], lj[0],
+                              hj[j], hj[0]);
+            ad_buf_printf(w->out,
+                          ") {\n%s    for (int k_ = %s; k_ < %s; k_++)\n%s        %s[k_] %s= ", ind,
+                          lj[0], hj[0], ind, tgt, acc ? sign : "");
+            for (int j = 0; j < np; j++)
+                ad_buf_printf(w->out, "%s%s * %s", j ? " + " : "", J[j],
+                              lin_place_tangent(&w->l, leaves[j]));
+            ad_buf_printf(w->out, ";\n%s    cr_ad_lr_grow_(&%s, &%s, %s, %s);\n%s} else {\n", ind,
+                          acc ? plo : lo, acc ? phi : hi, lj[0], hj[0], ind);
+            ind2 = ad_fmt("%s    ", ind);
+        }
+        for (int j = 0; j < np; j++) {
+            if (dst_leaf)
+                /* the temporary's lanes that the union gains: zeroed */
+                ad_buf_printf(w->out, "%scr_ad_lr_widen_(%s, %s, %s, %s, %s);\n", ind2, tgt, lo, hi,
+                              lj[j], hj[j]);
+            ad_buf_printf(w->out, "%sfor (int k_ = %s; k_ < %s; k_++)\n%s    %s[k_] %s= %s * %s;\n",
+                          ind2, lj[j], hj[j], ind2, tgt, sign, J[j],
+                          lin_place_tangent(&w->l, leaves[j]));
+            ad_buf_printf(w->out, "%scr_ad_lr_grow_(&%s, &%s, %s, %s);\n", ind2, acc ? plo : lo,
+                          acc ? phi : hi, lj[j], hj[j]);
+        }
+        if (ind2 != ind)
+            ad_buf_printf(w->out, "%s}\n", ind);
+        if (!acc) {
+            if (dst_leaf)
+                ad_buf_printf(w->out,
+                              "%scr_ad_lr_clear_(%s, %s, %s, w_, 0);\n"
+                              "%sfor (int k_ = %s; k_ < %s; k_++)\n%s    %s[k_] = %s[k_];\n",
+                              ind, pd, plo, phi, ind, lo, hi, ind, pd, tgt);
+            ad_buf_printf(w->out, "%s%s = %s;\n%s%s = %s;\n", ind, plo, lo, ind, phi, hi);
+        }
+        return;
+    }
+    range_of(w, acc ? acc : value, lo, hi, ind);
+    if (!acc)
+        ad_buf_printf(w->out, "%scr_ad_lr_clear_(%s, %s, %s, %s, %s);\n", ind,
+                      place_sfx(place, "_d"), plo, phi, lo, hi);
+    w->l.klo = lo;
+    w->l.khi = hi;
+    bool lanes = lin_tangent_lanes(&w->l, value, lin_place_tangent(&w->l, place), true);
+    w->l.klo = w->l.khi = NULL;
+    if (!lanes) {
+        /* an active conditional expression: every lane */
+        ad_buf_printf(w->out, "%s%s e%d_[CR_AD_VMAX];\n", ind, T, n);
+        lin_tangent_assign(&w->l, value, ad_fmt("e%d_", n));
+        ad_buf_printf(w->out, "%sfor (int k_ = 0; k_ < w_; k_++)\n%s    %s = e%d_[k_];\n", ind, ind,
+                      lin_place_tangent(&w->l, place), n);
+        ad_buf_printf(w->out, "%s%s = 0;\n%s%s = w_;\n", ind, plo, ind, phi);
+    } else if (acc) {
+        ad_buf_printf(w->out, "%scr_ad_lr_grow_(&%s, &%s, %s, %s);\n", ind, plo, phi, lo, hi);
+    } else {
+        ad_buf_printf(w->out, "%s%s = %s;\n%s%s = %s;\n", ind, plo, lo, ind, phi, hi);
+    }
+}
+
+/* An element of a caller's array assigned, with lane ranges: every lane is written (zero),
+ * then each place read adds its partial times its tangent over its own lanes. False
+ * (nothing written) when the value has no such sum or reads the same array. */
+static bool param_assign(fw *w, ad_expr *place, ad_expr *value, int n, const char *ind)
+{
+    enum { MAXP = 16 };
+    ad_expr *leaves[MAXP];
+    const char *J[MAXP];
+    const ad_var *root = ad_root(place);
+    if (has_cond(value) || !root)
+        return false;
+    int np = lin_partials(&w->l, value, leaves, J, MAXP);
+    if (np < 0)
+        return false;
+    for (int j = 0; j < np; j++)
+        if (ad_root(leaves[j]) == root)
+            return false;
+    const char *dst = lin_place_tangent(&w->l, place);
+    ad_buf_printf(w->out, "%sfor (int k_ = 0; k_ < w_; k_++)\n%s    %s = 0;\n", ind, ind, dst);
+    for (int j = 0; j < np; j++) {
+        const ad_expr *x = leaves[j];
+        const ad_var *v = ad_root(x);
+        const char *lj, *hj;
+        if (ranged_place(x)) {
+            lj = place_sfx(x, "_dlo_");
+            hj = place_sfx(x, "_dhi_");
+        } else if (v && v->kind == VAR_PARAM && ad_type_is_real(v->type)) {
+            lj = ad_fmt("%s_dlo_", v->cname);
+            hj = ad_fmt("%s_dhi_", v->cname);
+        } else {
+            lj = ad_fmt("lo%d_%d", n, j);
+            hj = ad_fmt("hi%d_%d", n, j);
+            range_of(w, x, lj, hj, ind);
+        }
+        ad_buf_printf(w->out, "%sfor (int k_ = %s; k_ < %s; k_++)\n%s    %s += %s * %s;\n", ind, lj,
+                      hj, ind, dst, J[j], lin_place_tangent(&w->l, x));
+    }
+    return true;
 }
 
 static void tan_assign(fw *w, ad_expr *place, ad_expr *value, const char *ind)
@@ -163,7 +478,12 @@ static void tan_assign(fw *w, ad_expr *place, ad_expr *value, const char *ind)
     ad_buf_printf(w->out, "%sconst %s v%d_ = %s;\n", ind2, T, n, v);
     const ad_var *root = ad_root(place);
     bool local = root && !(root->kind == VAR_PARAM && root->type->kind == TY_PTR);
-    if (w->vector && lin_tangent_lanes(&w->l, value, lin_place_tangent(&w->l, place), local)) {
+    if (ranges_on(w) && ranged_place(place)) {
+        ranged_assign(w, place, value, n, T, ind2);
+    } else if (ranges_on(w) && !local && param_assign(w, place, value, n, ind2)) {
+        /* every lane written: zeros, then each place read over its own lanes */
+    } else if (w->vector &&
+               lin_tangent_lanes(&w->l, value, lin_place_tangent(&w->l, place), local)) {
         /* each direction reads only its own lane: the place's tangent is written in place */
     } else if (w->vector) {
         ad_buf_printf(w->out, "%s%s e%d_[CR_AD_VMAX];\n", ind2, T, n);
@@ -284,6 +604,14 @@ static void tan_locals(fw *w, ad_buf *b)
                 ad_buf_put(b, "[CR_AD_VMAX]");
             ad_buf_put(b, agg || w->vector ? " = {0};\n" : " = 0;\n");
             ad_buf_printf(b, "    (void)%s_d;\n", v->cname);
+            if (ranges_on(w) && ranged_var(v)) {
+                const char *dims = "";
+                for (const ad_type *t = v->type; t->kind == TY_ARRAY; t = t->elem)
+                    dims = ad_fmt("%s[%lld]", dims, t->len);
+                ad_buf_printf(b, "    int %s_dlo_%s = {0};\n    int %s_dhi_%s = {0};\n", v->cname,
+                              dims, v->cname, dims);
+                ad_buf_printf(b, "    (void)%s_dlo_;\n    (void)%s_dhi_;\n", v->cname, v->cname);
+            }
         }
     }
     for (int i = 0; i < f->nparams; i++) {
@@ -293,6 +621,11 @@ static void tan_locals(fw *w, ad_buf *b)
                           "    %s %s_dv[CR_AD_VMAX] = {0};\n    for (int k_ = 0; k_ < w_; k_++)\n"
                           "        %s_dv[k_] = %s_d[k_];\n",
                           ad_type_real_name(p->type), p->cname, p->cname, p->cname);
+            if (ranges_on(w))
+                ad_buf_printf(b,
+                              "    int %s_dlo_ = w_, %s_dhi_ = 0;\n"
+                              "    cr_ad_lr_scan_(&%s_dlo_, &%s_dhi_, %s_dv, w_);\n",
+                              p->cname, p->cname, p->cname, p->cname, p->cname);
         }
     }
 }

@@ -339,7 +339,10 @@ bool lin_tangent_lanes(lin *l, ad_expr *e, const char *lane_dst, bool dst_local)
         return false;
     const char *ind = l->ind;
     size_t head = l->out->len;
-    ad_buf_printf(l->out, "%sfor (int k_ = 0; k_ < w_; k_++) {\n", ind);
+    if (l->klo)
+        ad_buf_printf(l->out, "%sfor (int k_ = %s; k_ < %s; k_++) {\n", ind, l->klo, l->khi);
+    else
+        ad_buf_printf(l->out, "%sfor (int k_ = 0; k_ < w_; k_++) {\n", ind);
     l->ind = ad_fmt("%s    ", ind);
     l->lane = true;
     l->param_lane = false;
@@ -348,7 +351,7 @@ bool lin_tangent_lanes(lin *l, ad_expr *e, const char *lane_dst, bool dst_local)
     ad_buf_printf(l->out, "%s%s = %s;\n", l->ind, lane_dst, d);
     l->ind = ind;
     ad_buf_printf(l->out, "%s}\n", ind);
-    if (dst_local && !l->param_lane) {
+    if (dst_local && !l->param_lane && !l->klo) {
         /* every lane: the loop's text again, with the constant count */
         char *text = ad_strdup(l->out->p + head);
         char *w = strstr(text, "k_ < w_;");

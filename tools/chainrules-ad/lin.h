@@ -14,6 +14,8 @@ typedef struct lin {
     bool unsupported; /* a construct the vector mode cannot write */
     bool param_lane;  /* a tangent of a pointer parameter was written (its lanes past w_ are
                          not the caller's to touch) */
+    const char *klo;  /* lane ranges: lin_tangent_lanes loops over [klo, khi) (else [0, w_)) */
+    const char *khi;
 } lin;
 
 /* Pass 1: writes the values and partials of e's active nodes; returns e's value as text. */

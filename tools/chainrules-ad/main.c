@@ -19,6 +19,7 @@
 static void usage(FILE *fp)
 {
     fputs("usage: chainrules-ad [--reverse f[,g...]] [--forward h[,...]] [--vector h[,...]]\n"
+          "                     [--lane-ranges]\n"
           "                     [--jacobian j[,...] [--dims a=N,...]]\n"
           "                     [--wrt a,b] [--rules lib.so] [--emit-rules f[,...]\n"
           "                     [--rules-function name]]\n"
@@ -28,6 +29,64 @@ static void usage(FILE *fp)
           "functions of input.c; see docs/source-transformation.md.\n",
           fp);
 }
+
+/* --lane-ranges: the helpers of the vector forward mode's lane ranges. A local tangent's
+ * lanes outside its range [lo, hi) are zero; the range is empty when hi <= lo. */
+static const char lane_range_helpers[] =
+    "/* lane ranges (--lane-ranges): [lo, hi) holds a tangent's nonzero lanes, empty when\n"
+    " * hi <= lo; the lanes outside it are zero */\n"
+    "static inline void cr_ad_lr_grow_(int *lo, int *hi, int a, int b)\n"
+    "{\n"
+    "    if (b <= a)\n"
+    "        return;\n"
+    "    if (*hi <= *lo) {\n"
+    "        *lo = a;\n"
+    "        *hi = b;\n"
+    "        return;\n"
+    "    }\n"
+    "    if (a < *lo)\n"
+    "        *lo = a;\n"
+    "    if (b > *hi)\n"
+    "        *hi = b;\n"
+    "}\n"
+    "/* grows [lo, hi) by the nonzero lanes of d[0..w) (a caller's tangent, not tracked) */\n"
+    "static inline void cr_ad_lr_scan_(int *lo, int *hi, const double *d, int w)\n"
+    "{\n"
+    "    int a = 0;\n"
+    "    while (a < w && d[a] == 0)\n"
+    "        a++;\n"
+    "    if (a == w)\n"
+    "        return;\n"
+    "    int b = w;\n"
+    "    while (d[b - 1] == 0)\n"
+    "        b--;\n"
+    "    cr_ad_lr_grow_(lo, hi, a, b);\n"
+    "}\n"
+    "/* zeroes the lanes of [olo, ohi) outside [lo, hi) */\n"
+    "static inline void cr_ad_lr_clear_(double *d, int olo, int ohi, int lo, int hi)\n"
+    "{\n"
+    "    for (int k = olo; k < ohi; k++)\n"
+    "        if (hi <= lo || k < lo || k >= hi)\n"
+    "            d[k] = 0;\n"
+    "}\n"
+    "/* zeroes the lanes that [lo, hi) grown by [a, b) gains */\n"
+    "static inline void cr_ad_lr_widen_(double *d, int lo, int hi, int a, int b)\n"
+    "{\n"
+    "    if (b <= a)\n"
+    "        return;\n"
+    "    int s = hi <= lo || a < lo ? a : lo, e = hi <= lo || b > hi ? b : hi;\n"
+    "    for (int k = s; k < e; k++)\n"
+    "        if (hi <= lo || k < lo || k >= hi)\n"
+    "            d[k] = 0;\n"
+    "}\n"
+    "/* n ranges made [0, w) (an array a callee wrote) */\n"
+    "static inline void cr_ad_lr_fill_(int *lo, int *hi, size_t n, int w)\n"
+    "{\n"
+    "    for (size_t i = 0; i < n; i++) {\n"
+    "        lo[i] = 0;\n"
+    "        hi[i] = w;\n"
+    "    }\n"
+    "}\n\n";
 
 /* Splits "a,b,c" into *list (appended). */
 static void split_names(const char *s, const char ***list, int *n)
@@ -183,6 +242,7 @@ int main(int argc, char **argv)
     int nrule_libs = 0;
     const char **flags = NULL;
     int nflags = 0;
+    bool lane_ranges = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--")) {
@@ -192,6 +252,8 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
+        } else if (!strcmp(a, "--lane-ranges")) {
+            lane_ranges = true;
         } else if (!strcmp(a, "--rules") && i + 1 < argc) {
             split_names(argv[++i], &rule_libs, &nrule_libs);
         } else if (!strcmp(a, "--emit-rules") && i + 1 < argc) {
@@ -274,6 +336,7 @@ int main(int argc, char **argv)
         ad_pool_free();
         return 1;
     }
+    u.lane_ranges = lane_ranges;
     ad_prepare(&u);
     int rc = 0;
     /* the requested functions */
@@ -429,6 +492,8 @@ int main(int argc, char **argv)
         ad_emit_preamble(&u, &out);
         ad_buf_put(&out, "#ifndef CR_AD_VMAX\n#define CR_AD_VMAX 16 /* directions per sweep of "
                          "the vector forward mode */\n#endif\n\n");
+        if (u.lane_ranges)
+            ad_buf_put(&out, lane_range_helpers);
         ad_rows_emit(&out);
         ad_buf_put(&out, protos.p ? protos.p : "");
         ad_buf_put(&out, "\n");

@@ -1,0 +1,100 @@
+/*
+ * Programs for the vector forward mode with lane ranges (chainrules-ad --lane-ranges,
+ * test_ad_lanes.c): local arrays indexed by run-time values, accumulations, a place read
+ * by its own value, elements that are the same at run time, conditional expressions, a
+ * callee writing the caller's array, a scalar parameter. Each maps x (L_N values, and s
+ * for l_scalar) to y (L_M values).
+ */
+#include <math.h>
+
+#include "lanes_input.h"
+
+/* Gathers and scatters through run-time indices: each element of a carries the lanes of the
+ * inputs it was made from; idx[0] and idx[1] may be equal. */
+void l_gather(const int *idx, const double *x, double *y)
+{
+    double a[8];
+    double s = 0.0;
+    for (int i = 0; i < 8; i++)
+        a[i] = 0.0;
+    a[idx[0]] = sin(x[0]) * x[1];
+    a[idx[1]] = x[2] * x[2] + a[idx[1]];
+    a[idx[2]] = a[idx[0]] * x[3]; /* the same element as idx[0] when they are equal */
+    for (int i = 0; i < 5; i++) {
+        s += a[idx[i % 3]] * cos(x[4] + 0.1 * i);
+        s = s * (1.0 + 0.1 * x[5]);
+    }
+    y[0] = s;
+    y[1] = a[idx[1]] - a[idx[0]] * s;
+    y[2] = a[idx[2]] * a[idx[2]];
+    y[3] = a[7];
+}
+
+/* Blocks of a transform each made from two inputs, then a weighted sum over all of them per
+ * output (the structure of GradBench's skinning): the terms' lanes differ by block. */
+void l_blocks(const int *idx, const double *x, double *y)
+{
+    double m[3 * 4];
+    for (int b = 0; b < 3; b++) {
+        double c = cos(x[2 * b]);
+        double s = sin(x[2 * b + 1]);
+        m[b * 4] = c * s;
+        m[b * 4 + 1] = c - s;
+        m[b * 4 + 2] = exp(0.1 * x[2 * b]);
+        m[b * 4 + 3] = 1.0;
+    }
+    for (int v = 0; v < 4; v++) {
+        double p = 0.0;
+        double q = 0.0;
+        for (int b = 0; b < 3; b++) {
+            double w = 0.25 * (1 + ((v + b + idx[v]) % 3));
+            p += (m[b * 4] * 0.5 + m[b * 4 + 1] * 0.25 + m[b * 4 + 3]) * w;
+            q -= m[b * 4 + 2] * w;
+        }
+        y[v] = p * q;
+    }
+}
+
+/* Conditional expressions and a branch on values. */
+void l_cond(const int *idx, const double *x, double *y)
+{
+    double t[L_N];
+    for (int i = 0; i < L_N; i++)
+        t[i] = x[i] * x[(i + 1) % L_N];
+    double m = t[idx[0]] > t[idx[1]] ? t[idx[0]] : t[idx[1]];
+    if (x[5] > 0)
+        m = m * x[5];
+    y[0] = m;
+    y[1] = t[idx[2]] < 0.5 ? 2.0 * t[idx[2]] : t[idx[2]] * t[3];
+    y[2] = m + t[0];
+    y[3] = 0.0;
+}
+
+/* Not inlined (a loop): writes the caller's local array through a pointer. */
+static void fill(int n, const double *x, double *out)
+{
+    for (int i = 0; i < n; i++)
+        out[i] = x[i] * x[(i + 1) % n];
+}
+
+void l_call(const int *idx, const double *x, double *y)
+{
+    double a[L_N];
+    double b[L_N];
+    for (int i = 0; i < L_N; i++)
+        b[i] = x[i];
+    fill(L_N, x, a);
+    for (int i = 0; i < 4; i++)
+        y[i] = a[idx[i]] + b[(i + 2) % L_N] * a[0];
+}
+
+/* A scalar parameter with a tangent. */
+void l_scalar(const int *idx, const double *x, double s, double *y)
+{
+    double u = s * s;
+    double v = x[idx[0]] * u;
+    y[0] = v;
+    y[1] = u;
+    y[2] = v + x[1];
+    y[3] = v * s;
+}
