@@ -130,6 +130,219 @@ static cr_status cot_mat(cr_arena *arena, const char *who, cr_tangent dy, const 
     return cr__as_mat(arena, *g, wdt, A->ndim == 1, gm);
 }
 
+/* ---- matmul of a band matrix ------------------------------------------------------------ */
+
+/* matmul reads a Tridiagonal, SymTridiagonal or Bidiagonal operand through its three central
+ * diagonals (in the work dtype: dl[i] = T(i+1, i), d[i] = T(i, i), du[i] = T(i, i+1); the
+ * structure's logical zeros and SymTridiagonal's mirror applied), so that the product, the
+ * other operand's cotangent and the tangent cost O(n) per column, and the band operand's
+ * cotangent is formed on the three diagonals only before its projection. */
+typedef struct band {
+    size_t n;
+    void *dl, *d, *du; /* n elements each of the work dtype (dl, du: n - 1 used) */
+} band;
+
+static bool is_band(unsigned s)
+{
+    return s == CR_MAT_TRIDIAGONAL || s == CR_MAT_SYMTRIDIAGONAL || s == CR_MAT_BIDIAG_UPPER ||
+           s == CR_MAT_BIDIAG_LOWER;
+}
+
+/* The three diagonals of the n x n array a (any dtype and strides; a band tag, so that the
+ * entries off the three diagonals are logically zero) in the work dtype. */
+static cr_status band_of(cr_arena *arena, cr_dtype wdt, const cr_array *a, band *b)
+{
+    size_t n = a->shape[0], m = n ? n : 1, es = cr_dtype_size(wdt);
+    b->n = n;
+    b->dl = cr__arena_array(arena, "band", m, es, _Alignof(cr_complex));
+    b->d = cr__arena_array(arena, "band", m, es, _Alignof(cr_complex));
+    b->du = cr__arena_array(arena, "band", m, es, _Alignof(cr_complex));
+    if (b->dl == NULL || b->d == NULL || b->du == NULL)
+        return CR__ALLOC_STATUS(arena);
+    for (size_t i = 0; i < n; i++) {
+        size_t ii = i * n + i;
+        cr_complex v[3] = {i + 1 < n ? cr_array_get_linear(a, ii + n) : 0,
+                           cr_array_get_linear(a, ii),
+                           i + 1 < n ? cr_array_get_linear(a, ii + 1) : 0};
+        void *dst[3] = {b->dl, b->d, b->du};
+        for (int k = 0; k < 3; k++) {
+            if (wdt == CR_DT_C128)
+                ((cr_complex *)dst[k])[i] = v[k];
+            else
+                ((double *)dst[k])[i] = creal(v[k]);
+        }
+    }
+    return CR_OK;
+}
+
+/* The band of a tangent array t of the band operand a when t carries a band tag (its
+ * three diagonals, read in O(n)); *ok false when t is of another form. */
+static cr_status band_of_tangent(cr_arena *arena, cr_dtype wdt, const cr_array *a, cr_tangent t,
+                                 band *b, bool *ok)
+{
+    *ok = false;
+    cr_status st = cr_tangent_unthunk(t, &t);
+    if (st != CR_OK || t.tag != CR_TAN_ARRAY)
+        return st;
+    const cr_array *d = t.u.arr;
+    if (d->ndim != 2 || !is_band(d->structure) || d->shape[0] != a->shape[0] ||
+        d->shape[1] != a->shape[1] || !cr_dtype_is_float((cr_dtype)d->dtype))
+        return CR_OK;
+    *ok = true;
+    return band_of(arena, wdt, d, b);
+}
+
+/* op(m) as a row step and a column step: op(m)(i, j) = data[i rs + j cs], conjugated when
+ * m->trans is 2. */
+static void mat_steps(const cr__mat *m, size_t *rs, size_t *cs)
+{
+    *rs = m->trans ? 1 : m->ld;
+    *cs = m->trans ? m->ld : 1;
+}
+
+/* BAND_KERNELS(T, SFX, CJ): for the element type T (CJ its conjugation)
+ * - band_left: Y = alpha op(T) X + beta Y, op(T) T or Tᴴ (adj), X = op(x) n x p;
+ * - band_right: Y = alpha X op(T) + beta Y, X = op(x) m x n;
+ * - band_cot: out(i, j) = s (op(L) op(R))(i, j) on the three central diagonals of the n x n
+ *   row-major out, the other entries left as they are.
+ * Y is row-major with leading dimension ldc. */
+#define BAND_KERNELS(T, SFX, CJ)                                                                   \
+    static void band_left_##SFX(const band *b, bool adj, const cr__mat *x, T alpha, T beta, T *Y,  \
+                                size_t ldc)                                                        \
+    {                                                                                              \
+        const T *dl = b->dl, *d = b->d, *du = b->du, *X = x->data;                                 \
+        size_t n = b->n, p = cr__mat_cols(x), rs, cs;                                              \
+        mat_steps(x, &rs, &cs);                                                                    \
+        bool cx = x->trans == 2;                                                                   \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            T lo = i > 0 ? (adj ? CJ(du[i - 1]) : dl[i - 1]) : 0;                                  \
+            T di = adj ? CJ(d[i]) : d[i];                                                          \
+            T up = i + 1 < n ? (adj ? CJ(dl[i]) : du[i]) : 0;                                      \
+            const T *x0 = X + i * rs;                                                              \
+            for (size_t c = 0; c < p; c++) {                                                       \
+                const T *xc = x0 + c * cs;                                                         \
+                T v = di * (cx ? CJ(xc[0]) : xc[0]);                                               \
+                if (i > 0)                                                                         \
+                    v += lo * (cx ? CJ(xc[-(ptrdiff_t)rs]) : xc[-(ptrdiff_t)rs]);                  \
+                if (i + 1 < n)                                                                     \
+                    v += up * (cx ? CJ(xc[rs]) : xc[rs]);                                          \
+                T *yc = Y + i * ldc + c;                                                           \
+                *yc = alpha * v + (beta == 0 ? 0 : beta * *yc);                                    \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
+    static void band_right_##SFX(const cr__mat *x, const band *b, bool adj, T alpha, T beta, T *Y, \
+                                 size_t ldc)                                                       \
+    {                                                                                              \
+        const T *dl = b->dl, *d = b->d, *du = b->du, *X = x->data;                                 \
+        size_t n = b->n, m = cr__mat_rows(x), rs, cs;                                              \
+        mat_steps(x, &rs, &cs);                                                                    \
+        bool cx = x->trans == 2;                                                                   \
+        for (size_t r = 0; r < m; r++) {                                                           \
+            const T *x0 = X + r * rs;                                                              \
+            for (size_t j = 0; j < n; j++) {                                                       \
+                const T *xj = x0 + j * cs;                                                         \
+                T x1 = cx ? CJ(xj[0]) : xj[0], t1 = adj ? CJ(d[j]) : d[j];                         \
+                T v = x1 * t1;                                                                     \
+                if (j > 0) {                                                                       \
+                    T x0v = cx ? CJ(xj[-(ptrdiff_t)cs]) : xj[-(ptrdiff_t)cs];                      \
+                    T t0 = adj ? CJ(dl[j - 1]) : du[j - 1];                                        \
+                    v += x0v * t0;                                                                 \
+                }                                                                                  \
+                if (j + 1 < n) {                                                                   \
+                    T x2 = cx ? CJ(xj[cs]) : xj[cs], t2 = adj ? CJ(du[j]) : dl[j];                 \
+                    v += x2 * t2;                                                                  \
+                }                                                                                  \
+                T *yc = Y + r * ldc + j;                                                           \
+                *yc = alpha * v + (beta == 0 ? 0 : beta * *yc);                                    \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
+    static void band_cot_##SFX(const cr__mat *L, const cr__mat *R, T s, T *out)                    \
+    {                                                                                              \
+        const T *l = L->data, *r = R->data;                                                        \
+        size_t n = cr__mat_rows(L), k = cr__mat_cols(L), lr, lc, rr, rc;                           \
+        mat_steps(L, &lr, &lc);                                                                    \
+        mat_steps(R, &rr, &rc);                                                                    \
+        bool cl = L->trans == 2, cq = R->trans == 2;                                               \
+        for (size_t i = 0; i < n; i++)                                                             \
+            for (size_t j = i > 0 ? i - 1 : 0; j < n && j <= i + 1; j++) {                         \
+                T acc = 0;                                                                         \
+                for (size_t q = 0; q < k; q++) {                                                   \
+                    T a = l[i * lr + q * lc], c = r[q * rr + j * rc];                              \
+                    T fa = cl ? CJ(a) : a, fc = cq ? CJ(c) : c;                                    \
+                    acc += fa * fc;                                                                \
+                }                                                                                  \
+                out[i * n + j] = s * acc;                                                          \
+            }                                                                                      \
+    }
+
+#define BAND_ID(x) (x)
+BAND_KERNELS(double, f64, BAND_ID)
+BAND_KERNELS(cr_complex, c128, conj)
+#undef BAND_ID
+#undef BAND_KERNELS
+
+static void band_left(cr_dtype wdt, const band *b, bool adj, const cr__mat *x, cr_complex alpha,
+                      cr_complex beta, void *Y, size_t ldc)
+{
+    if (wdt == CR_DT_C128)
+        band_left_c128(b, adj, x, alpha, beta, Y, ldc);
+    else
+        band_left_f64(b, adj, x, creal(alpha), creal(beta), Y, ldc);
+}
+
+static void band_right(cr_dtype wdt, const cr__mat *x, const band *b, bool adj, cr_complex alpha,
+                       cr_complex beta, void *Y, size_t ldc)
+{
+    if (wdt == CR_DT_C128)
+        band_right_c128(x, b, adj, alpha, beta, Y, ldc);
+    else
+        band_right_f64(x, b, adj, creal(alpha), creal(beta), Y, ldc);
+}
+
+/* The cotangent of an operand of a product with a band operand, lazily: kind 0 the band
+ * operand's (s op(L) op(R) on the band, zero elsewhere), kind 1 the right operand's
+ * (s Tᴴ G, band_left), kind 2 the left operand's (s G Tᴴ, band_right). */
+typedef struct band_thunk {
+    const cr_array *like; /* the argument */
+    cr_project *p;
+    cr_dtype wdt;
+    int kind;
+    cr__mat L, R; /* kind 0: the factors; kinds 1, 2: L is G */
+    const band *b;
+    cr_complex s;
+} band_thunk;
+
+static cr_status band_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
+{
+    band_thunk *t = env;
+    cr_array *r = NULL;
+    cr_status st = cr__new_like(arena, t->wdt, t->like, t->kind == 0, &r);
+    if (st != CR_OK)
+        return st;
+    if (t->kind == 0) {
+        if (t->wdt == CR_DT_C128)
+            band_cot_c128(&t->L, &t->R, t->s, r->data);
+        else
+            band_cot_f64(&t->L, &t->R, creal(t->s), r->data);
+    } else if (t->kind == 1) {
+        band_left(t->wdt, t->b, true, &t->L, t->s, 0.0, r->data, cr__mat_cols(&t->L));
+    } else {
+        band_right(t->wdt, &t->L, t->b, true, t->s, 0.0, r->data, t->b->n);
+    }
+    return cr__give(arena, t->p, r, out);
+}
+
+static cr_status band_thunk_new(cr_arena *arena, const band_thunk *v, cr_tangent *out)
+{
+    CR__ARENA_NEW(arena, band_thunk, t);
+    *t = *v;
+    return cr__thunk(arena, band_thunk_fn, NULL, t, "band_product_pullback_thunk", out);
+}
+
 /* ---- matmul ---------------------------------------------------------------------------- */
 
 typedef struct matmul_env {
@@ -138,6 +351,8 @@ typedef struct matmul_env {
     cr_dtype wdt;
     size_t ndim;
     size_t shape[2];
+    int band_side; /* 0; 1: A is a band matrix read as bd (A.m unset); 2: B is */
+    band bd;
 } matmul_env;
 
 /* Ā = Ȳ Bᴴ, B̄ = Aᴴ Ȳ (thunks; add! accumulates with gemm). */
@@ -146,8 +361,24 @@ typedef struct matmul_env {
 static cr_status operand_cots(cr_arena *arena, const matmul_env *m, const cr__mat *G, cr_complex s,
                               cr_tangent *dA, cr_tangent *dB)
 {
-    cr__mat h;
+    cr__mat h = {0};
     cr_status st = CR_OK;
+    if (m->band_side != 0) {
+        bool left = m->band_side == 1;
+        const operand *o = left ? &m->B : &m->A; /* the dense operand */
+        if (left ? m->A.diff : m->B.diff) {      /* the band operand: on its band */
+            st = cr__mat_adj(arena, m->wdt, &o->m, &h);
+            band_thunk v = {left ? m->A.a : m->B.a, left ? m->pA : m->pB, m->wdt, 0,
+                            left ? *G : h,          left ? h : *G,        &m->bd, s};
+            if (st == CR_OK)
+                st = band_thunk_new(arena, &v, left ? dA : dB);
+        }
+        if (st == CR_OK && o->diff) { /* B̄ = s Tᴴ Ȳ or Ā = s Ȳ Tᴴ */
+            band_thunk v = {o->a, left ? m->pB : m->pA, m->wdt, left ? 1 : 2, *G, {0}, &m->bd, s};
+            st = band_thunk_new(arena, &v, left ? dB : dA);
+        }
+        return st;
+    }
     if (m->A.diff) {
         st = cr__mat_adj(arena, m->wdt, &m->B.m, &h);
         if (st == CR_OK)
@@ -181,7 +412,8 @@ static cr_status matmul_pullback(CR__PULLBACK_PARAMS)
 
 /* Parse and compute Y = A B (work dtype). */
 static cr_status matmul_forward(cr_arena *arena, const char *who, const cr_value *args,
-                                size_t nargs, matmul_env *e, cr_dtype *dt, cr_array **w)
+                                size_t nargs, bool band_ok, matmul_env *e, cr_dtype *dt,
+                                cr_array **w)
 {
     const cr_array *A, *B;
     cr_status st = two_arrays(arena, who, args, nargs, &A, &B);
@@ -198,14 +430,23 @@ static cr_status matmul_forward(cr_arena *arena, const char *who, const cr_value
         return st;
     e->A = (operand){A, {0}, cr__is_diff(&args[0])};
     e->B = (operand){B, {0}, cr__is_diff(&args[1])};
-    st = cr__as_mat(arena, A, e->wdt, true, &e->A.m);
-    if (st == CR_OK)
+    e->band_side = !band_ok ? 0 : is_band(A->structure) ? 1 : is_band(B->structure) ? 2 : 0;
+    if (e->band_side != 1)
+        st = cr__as_mat(arena, A, e->wdt, true, &e->A.m);
+    if (st == CR_OK && e->band_side != 2)
         st = cr__as_mat(arena, B, e->wdt, false, &e->B.m);
+    if (st == CR_OK && e->band_side != 0)
+        st = band_of(arena, e->wdt, e->band_side == 1 ? A : B, &e->bd);
     if (st == CR_OK)
         st = cr__new(arena, e->wdt, e->ndim, e->shape, false, w);
     if (st != CR_OK)
         return st;
-    cr__gemm(e->wdt, &e->A.m, &e->B.m, 1.0, 0.0, (*w)->data, cr__mat_cols(&e->B.m));
+    if (e->band_side == 1)
+        band_left(e->wdt, &e->bd, false, &e->B.m, 1.0, 0.0, (*w)->data, cr__mat_cols(&e->B.m));
+    else if (e->band_side == 2)
+        band_right(e->wdt, &e->A.m, &e->bd, false, 1.0, 0.0, (*w)->data, e->bd.n);
+    else
+        cr__gemm(e->wdt, &e->A.m, &e->B.m, 1.0, 0.0, (*w)->data, cr__mat_cols(&e->B.m));
     return CR_OK;
 }
 
@@ -244,7 +485,7 @@ static cr_status prod_primal(cr_arena *arena, const cr_value *args, size_t nargs
     cr_dtype dt = CR_DT_F64;
     cr_array *w, *o;
     cr_status st = g != NULL ? gemm_forward(arena, args, nargs, g, &dt, &w)
-                             : matmul_forward(arena, "matmul", args, nargs, e, &dt, &w);
+                             : matmul_forward(arena, "matmul", args, nargs, true, e, &dt, &w);
     if (st == CR_OK)
         st = cr__cast(arena, w, dt, &o);
     if (st == CR_OK)
@@ -264,6 +505,55 @@ static cr_status matmul_rrule(CR__RRULE_PARAMS)
 }
 CR__ARRAY_FN(matmul, "matmul", 2)
 
+/* t = Ȧ B + A Ḃ with the band operand's tangent read on its band when it carries a band tag
+ * (densified and through gemm otherwise), the other's applied to the band operand. */
+static cr_status band_tangent(cr_arena *arena, const matmul_env *e, const cr_tangent *dargs,
+                              const cr_value *args, void *t, bool *none)
+{
+    bool left = e->band_side == 1;
+    size_t ib = left ? 0 : 1, io = 1 - ib; /* the band and the other argument */
+    const cr_array *bt = NULL, *ot = NULL;
+    band tb;
+    bool have_b = false;
+    cr_status st = CR_OK;
+    if (cr__is_diff(&args[ib])) {
+        st = band_of_tangent(arena, e->wdt, args[ib].u.arr, dargs[ib + 1], &tb, &have_b);
+        if (st == CR_OK && !have_b)
+            st = cr__dx_array(arena, "matmul", dargs, args, ib, e->wdt, &bt);
+    }
+    if (st == CR_OK)
+        st = cr__dx_array(arena, "matmul", dargs, args, io, e->wdt, &ot);
+    *none = st == CR_OK && !have_b && bt == NULL && ot == NULL;
+    if (st != CR_OK || *none)
+        return st;
+    size_t ldc = left ? cr__mat_cols(&e->B.m) : e->bd.n;
+    cr_complex beta = 0.0;
+    cr__mat d = {0};
+    if (have_b || bt != NULL) { /* the band operand's tangent times the other operand */
+        if (bt != NULL)
+            st = cr__as_mat(arena, bt, e->wdt, left, &d);
+        if (st != CR_OK)
+            return st;
+        if (have_b && left)
+            band_left(e->wdt, &tb, false, &e->B.m, 1.0, beta, t, ldc);
+        else if (have_b)
+            band_right(e->wdt, &e->A.m, &tb, false, 1.0, beta, t, ldc);
+        else
+            cr__gemm(e->wdt, left ? &d : &e->A.m, left ? &e->B.m : &d, 1.0, beta, t, ldc);
+        beta = 1.0;
+    }
+    if (ot != NULL) { /* the band operand times the other's tangent */
+        st = cr__as_mat(arena, ot, e->wdt, !left, &d);
+        if (st != CR_OK)
+            return st;
+        if (left)
+            band_left(e->wdt, &e->bd, false, &d, 1.0, beta, t, ldc);
+        else
+            band_right(e->wdt, &d, &e->bd, false, 1.0, beta, t, ldc);
+    }
+    return CR_OK;
+}
+
 /* frule: Ẏ = Ȧ B + A Ḃ. */
 static cr_status matmul_frule(CR__FRULE_PARAMS)
 {
@@ -272,6 +562,19 @@ static cr_status matmul_frule(CR__FRULE_PARAMS)
     const cr_array *dA, *dB;
     bool none = false;
     cr_status st = prod_primal(arena, args, nargs, &e, NULL, y);
+    if (st == CR_OK && e.band_side != 0) {
+        cr_array *t;
+        st = cr__new(arena, e.wdt, e.ndim, e.shape, false, &t);
+        if (st == CR_OK)
+            st = band_tangent(arena, &e, dargs, args, t->data, &none);
+        if (st != CR_OK)
+            return st;
+        if (none) {
+            *dy = cr_tangent_zero();
+            return CR_OK;
+        }
+        return cr_project_tangent(arena, y, cr_tangent_array(t), dy);
+    }
     if (st == CR_OK)
         st = cr__frule_pair(arena, "matmul", dargs, args, e.wdt, y->u.arr, y, &dA, &dB, dy, &none);
     if (st != CR_OK || none)
@@ -316,7 +619,7 @@ static cr_status gemm_forward(cr_arena *arena, const cr_value *args, size_t narg
     cr_value ab[2] = {args[1], args[2]};
     cr_array *P;
     cr_dtype pdt;
-    st = matmul_forward(arena, "gemm", ab, 2, &e->mm, &pdt, &P);
+    st = matmul_forward(arena, "gemm", ab, 2, false, &e->mm, &pdt, &P);
     if (st != CR_OK)
         return st;
     if (C->ndim != e->mm.ndim || C->shape[0] != e->mm.shape[0] ||

@@ -1,0 +1,251 @@
+/*
+ * Tests of matmul with a band operand (Tridiagonal, SymTridiagonal, Bidiagonal upper and
+ * lower), which reads the band only: for each structure, on either side, with a matrix or a
+ * vector as the other operand, f64 and c128 entries, orders 1, 2, 3 and 6, and the band or
+ * the other operand given as a transposed (column-major) view,
+ * - the rule tester (frule and rrule against finite differences, and their consistency);
+ * - the primal, both cotangents and the tangent against matmul of the dense equivalent
+ *   written out here from the storage convention (the band operand's cotangent against the
+ *   dense one projected onto its structure), with a tangent of the band operand that carries
+ *   its tag and with an untagged dense one;
+ * - an f32 band operand against its dense equivalent.
+ * The storage off the band holds values that must not be read.
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "test_util.h"
+
+static const cr_matstruct k_bands[] = {CR_MAT_TRIDIAGONAL, CR_MAT_SYMTRIDIAGONAL,
+                                       CR_MAT_BIDIAG_UPPER, CR_MAT_BIDIAG_LOWER};
+#define NBANDS (sizeof k_bands / sizeof k_bands[0])
+
+static void expect_pass(fixture *fx, cr_status st, const cr_test_report *r, const char *what)
+{
+    if (st != CR_OK || r->verdict == CR_VERDICT_FAIL) {
+        char buf[1200];
+        cr_test_report_format(r, buf, sizeof buf);
+        print_error("%s: %s (%s; %s)\n", what, buf, cr_status_name(st), cr_ctx_errmsg(fx->ctx));
+        fail();
+    }
+}
+
+static void check_point(fixture *fx, const cr_value *args, const char *what)
+{
+    cr_test_report r;
+    expect_pass(fx, cr_test_frule(fx->arena, NULL, &cr_fn_matmul, args, 2, &r), &r, what);
+    expect_pass(fx, cr_test_rrule(fx->arena, NULL, &cr_fn_matmul, args, 2, &r), &r, what);
+    expect_pass(fx, cr_test_consistency(fx->arena, NULL, &cr_fn_matmul, args, 2, &r), &r, what);
+}
+
+/* A rows x cols array of dtype dt filled from a seed, stored row-major or (colmajor) as the
+ * transposed view of column-major memory. */
+static cr_array *filled(fixture *fx, cr_dtype dt, size_t ndim, size_t rows, size_t cols,
+                        unsigned seed, bool colmajor)
+{
+    size_t shape[2] = {rows, cols}, n = rows * cols;
+    cr_array *a;
+    assert_int_equal(cr_array_new(fx->arena, dt, ndim, shape, &a), CR_OK);
+    for (size_t k = 0; k < n; k++) {
+        double re = sin(1.3 * (double)k + 0.7 * (double)seed + 0.2);
+        double im = cos(0.9 * (double)k + 1.1 * (double)seed);
+        if (dt == CR_DT_C128)
+            ((cr_complex *)a->data)[k] = CMPLX(re, im);
+        else if (dt == CR_DT_F32)
+            ((float *)a->data)[k] = (float)re;
+        else
+            ((double *)a->data)[k] = re;
+    }
+    if (colmajor && ndim == 2) {
+        a->strides[0] = 1;
+        a->strides[1] = (ptrdiff_t)rows;
+    }
+    return a;
+}
+
+/* The logical value of a as a new dense row-major array of dtype dt. */
+static cr_array *dense_of(fixture *fx, const cr_array *a, cr_dtype dt)
+{
+    cr_array *d;
+    assert_int_equal(cr_array_new(fx->arena, dt, a->ndim, a->shape, &d), CR_OK);
+    for (size_t k = 0; k < cr_array_numel(a); k++) {
+        cr_complex v = cr_array_get_linear(a, k);
+        if (dt == CR_DT_C128)
+            ((cr_complex *)d->data)[k] = v;
+        else if (dt == CR_DT_F32)
+            ((float *)d->data)[k] = (float)creal(v);
+        else
+            ((double *)d->data)[k] = creal(v);
+    }
+    return d;
+}
+
+/* Two tangents (arrays, possibly thunks) have the same logical elements. */
+static void expect_same(cr_tangent a, cr_tangent b, double tol, const char *what, const char *part)
+{
+    assert_int_equal(cr_tangent_unthunk(a, &a), CR_OK);
+    assert_int_equal(cr_tangent_unthunk(b, &b), CR_OK);
+    assert_int_equal(a.tag, CR_TAN_ARRAY);
+    assert_int_equal(b.tag, CR_TAN_ARRAY);
+    size_t n = cr_array_numel(a.u.arr);
+    assert_int_equal(n, cr_array_numel(b.u.arr));
+    assert_int_equal(a.u.arr->structure, b.u.arr->structure);
+    for (size_t k = 0; k < n; k++) {
+        cr_complex x = cr_array_get_linear(a.u.arr, k), y = cr_array_get_linear(b.u.arr, k);
+        if (!(cabs(x - y) <= tol * (1 + cabs(y)))) {
+            print_error("%s: %s element %zu: %g%+gi, dense %g%+gi\n", what, part, k, creal(x),
+                        cimag(x), creal(y), cimag(y));
+            fail();
+        }
+    }
+}
+
+/* matmul(args) with args[ib] a band matrix against matmul with its dense equivalent D
+ * there: the primal; the cotangents for a cotangent dY (the band operand's against the dense
+ * one projected onto its structure); the tangent for a tangent of the band operand tagged
+ * with its structure, and for an untagged dense one. */
+static void same_as_dense(fixture *fx, cr_value *args, size_t ib, cr_array *D, double tol,
+                          const char *what)
+{
+    cr_value dargs[2] = {args[0], args[1]};
+    dargs[ib] = cr_value_array(D);
+    cr_value ys, yd;
+    cr_pullback ps, pd;
+    assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_matmul, args, 2, &ys, &ps), CR_OK);
+    assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_matmul, dargs, 2, &yd, &pd), CR_OK);
+    expect_same(cr_tangent_array(ys.u.arr), cr_tangent_array(yd.u.arr), tol, what, "primal");
+    if (ys.u.arr->dtype == CR_DT_F32)
+        return;
+    const cr_array *Y = ys.u.arr;
+    cr_array *G = filled(fx, (cr_dtype)Y->dtype, Y->ndim, Y->shape[0],
+                         Y->ndim == 2 ? Y->shape[1] : 1, 11, false);
+    cr_tangent dy = cr_tangent_array(G), xs[3], xd[3];
+    assert_int_equal(cr_pullback_call(fx->arena, &ps, &dy, xs, 3), CR_OK);
+    assert_int_equal(cr_pullback_call(fx->arena, &pd, &dy, xd, 3), CR_OK);
+    cr_project *p;
+    assert_int_equal(cr_project_new(fx->arena, &args[ib], &p), CR_OK);
+    cr_tangent proj;
+    assert_int_equal(cr_project_apply(fx->arena, p, xd[1 + ib], &proj), CR_OK);
+    expect_same(xs[1 + ib], proj, tol, what, "band cotangent");
+    expect_same(xs[2 - ib], xd[2 - ib], tol, what, "other cotangent");
+
+    /* Tangents: the band operand's tagged with its structure (storage off the band filled),
+     * then untagged and dense; the other operand's dense. */
+    const cr_array *A = args[ib].u.arr, *O = args[1 - ib].u.arr;
+    for (int tagged = 0; tagged < 2; tagged++) {
+        cr_array *tb = filled(fx, (cr_dtype)A->dtype, 2, A->shape[0], A->shape[1], 5, false);
+        if (tagged)
+            tb->structure = A->structure;
+        cr_array *to = filled(fx, (cr_dtype)O->dtype, O->ndim, O->shape[0],
+                              O->ndim == 2 ? O->shape[1] : 1, 7, false);
+        cr_tangent ts[3] = {cr_tangent_none()}, td[3] = {cr_tangent_none()};
+        ts[1 + ib] = cr_tangent_array(tb);
+        ts[2 - ib] = cr_tangent_array(to);
+        td[1 + ib] = cr_tangent_array(tagged ? dense_of(fx, tb, (cr_dtype)tb->dtype) : tb);
+        td[2 - ib] = ts[2 - ib];
+        cr_value y1, y2;
+        cr_tangent e1, e2;
+        assert_int_equal(cr_frule(NULL, fx->arena, ts, &cr_fn_matmul, args, 2, &y1, &e1), CR_OK);
+        assert_int_equal(cr_frule(NULL, fx->arena, td, &cr_fn_matmul, dargs, 2, &y2, &e2), CR_OK);
+        expect_same(e1, e2, tol, what, tagged ? "tangent (band-tagged)" : "tangent (dense)");
+        /* Only the band operand perturbed. */
+        ts[2 - ib] = cr_tangent_zero();
+        td[2 - ib] = cr_tangent_zero();
+        assert_int_equal(cr_frule(NULL, fx->arena, ts, &cr_fn_matmul, args, 2, &y1, &e1), CR_OK);
+        assert_int_equal(cr_frule(NULL, fx->arena, td, &cr_fn_matmul, dargs, 2, &y2, &e2), CR_OK);
+        expect_same(e1, e2, tol, what, "tangent of the band operand alone");
+    }
+}
+
+static void test_band_products(void **state)
+{
+    fixture *fx = *state;
+    cr_ctx_set_debug(fx->ctx, true);
+    static const size_t k_orders[] = {1, 2, 3, 6};
+    for (size_t t = 0; t < NBANDS; t++)
+        for (int c = 0; c < 2; c++)
+            for (size_t o = 0; o < sizeof k_orders / sizeof k_orders[0]; o++)
+                for (int view = 0; view < 4; view++) {
+                    cr_dtype dt = c ? CR_DT_C128 : CR_DT_F64;
+                    size_t n = k_orders[o], p = 2;
+                    bool tb = view & 1, to = view & 2;
+                    cr_array *A = filled(fx, dt, 2, n, n, (unsigned)(t + 3 * o), tb);
+                    A->structure = (uint8_t)k_bands[t];
+                    cr_array *D = dense_of(fx, A, dt);
+                    cr_array *M = filled(fx, dt, 2, n, p, 2, to),
+                             *L = filled(fx, dt, 2, p, n, 4, to);
+                    cr_array *v = filled(fx, dt, 1, n, 1, 6, false);
+                    cr_value a = cr_value_array(A);
+                    cr_value cases[4][2] = {{a, cr_value_array(M)},
+                                            {a, cr_value_array(v)},
+                                            {cr_value_array(L), a},
+                                            {cr_value_array(v), a}};
+                    for (size_t k = 0; k < 4; k++) {
+                        char what[128];
+                        snprintf(what, sizeof what, "%s %s n=%zu %s%s%s",
+                                 cr_matstruct_name(k_bands[t]), cr_dtype_name(dt), n,
+                                 k == 0   ? "T X"
+                                 : k == 1 ? "T v"
+                                 : k == 2 ? "X T"
+                                          : "v' T",
+                                 tb ? ", band transposed view" : "",
+                                 to && (k == 0 || k == 2) ? ", other transposed view" : "");
+                        size_t ib = k < 2 ? 0 : 1;
+                        same_as_dense(fx, cases[k], ib, D, 1e-12, what);
+                        if (n != 3 || view == 3 || view == 0)
+                            check_point(fx, cases[k], what);
+                    }
+                    cr_arena_reset(fx->arena);
+                }
+}
+
+/* An f32 band operand: the primal of f32 against the dense f32 equivalent. */
+static void test_band_f32(void **state)
+{
+    fixture *fx = *state;
+    for (size_t t = 0; t < NBANDS; t++) {
+        cr_array *A = filled(fx, CR_DT_F32, 2, 5, 5, (unsigned)t, t % 2 == 1);
+        A->structure = (uint8_t)k_bands[t];
+        cr_array *D = dense_of(fx, A, CR_DT_F32);
+        cr_array *M = filled(fx, CR_DT_F32, 2, 5, 3, 2, false),
+                 *L = filled(fx, CR_DT_F32, 2, 3, 5, 4, false);
+        cr_value m1[2] = {cr_value_array(A), cr_value_array(M)};
+        cr_value m2[2] = {cr_value_array(L), cr_value_array(A)};
+        same_as_dense(fx, m1, 0, D, 1e-6, cr_matstruct_name(k_bands[t]));
+        same_as_dense(fx, m2, 1, D, 1e-6, cr_matstruct_name(k_bands[t]));
+        cr_value y;
+        assert_int_equal(cr_function_call(fx->arena, &cr_fn_matmul, m1, 2, &y), CR_OK);
+        assert_int_equal(y.u.arr->dtype, CR_DT_F32);
+    }
+}
+
+/* A large band product against the product written out here (O(n) per column). */
+static void test_band_large(void **state)
+{
+    fixture *fx = *state;
+    enum { N = 500 };
+    cr_array *A = filled(fx, CR_DT_F64, 2, N, N, 1, false);
+    A->structure = CR_MAT_TRIDIAGONAL;
+    cr_array *x = filled(fx, CR_DT_F64, 1, N, 1, 2, false);
+    cr_value args[2] = {cr_value_array(A), cr_value_array(x)}, y;
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_matmul, args, 2, &y), CR_OK);
+    const double *a = A->data, *xv = x->data;
+    for (size_t i = 0; i < N; i++) {
+        double want = a[i * N + i] * xv[i];
+        if (i > 0)
+            want += a[i * N + i - 1] * xv[i - 1];
+        if (i + 1 < N)
+            want += a[i * N + i + 1] * xv[i + 1];
+        assert_true(fabs(creal(cr_array_get_linear(y.u.arr, i)) - want) < 1e-13);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_band_products, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_band_f32, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_band_large, fixture_setup, fixture_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
