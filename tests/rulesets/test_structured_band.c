@@ -8,7 +8,7 @@
  *   written out here from the storage convention (the band operand's cotangent against the
  *   dense one projected onto its structure), with a tangent of the band operand that carries
  *   its tag and with an untagged dense one;
- * - an f32 band operand against its dense equivalent.
+ * - an f32 band operand against its dense equivalent; two band operands; order 0.
  * The storage off the band holds values that must not be read.
  */
 #include <math.h>
@@ -219,6 +219,40 @@ static void test_band_f32(void **state)
     }
 }
 
+/* Two band operands (the left read as a band, the right densified), and order 0. */
+static void test_band_pairs(void **state)
+{
+    fixture *fx = *state;
+    cr_ctx_set_debug(fx->ctx, true);
+    for (size_t t = 0; t < NBANDS; t++)
+        for (int c = 0; c < 2; c++) {
+            cr_dtype dt = c ? CR_DT_C128 : CR_DT_F64;
+            cr_array *A = filled(fx, dt, 2, 4, 4, (unsigned)t, false);
+            cr_array *B = filled(fx, dt, 2, 4, 4, (unsigned)t + 9, c == 1);
+            A->structure = (uint8_t)k_bands[t];
+            B->structure = (uint8_t)k_bands[(t + 1) % NBANDS];
+            cr_value ab[2] = {cr_value_array(A), cr_value_array(B)};
+            char what[96];
+            snprintf(what, sizeof what, "%s times %s %s", cr_matstruct_name(k_bands[t]),
+                     cr_matstruct_name(k_bands[(t + 1) % NBANDS]), cr_dtype_name(dt));
+            check_point(fx, ab, what);
+            same_as_dense(fx, ab, 0, dense_of(fx, A, dt), 1e-12, what);
+            same_as_dense(fx, ab, 1, dense_of(fx, B, dt), 1e-12, what);
+
+            size_t s0[2] = {0, 0}, s1[2] = {0, 3};
+            cr_array *Z, *X;
+            assert_int_equal(cr_array_new(fx->arena, dt, 2, s0, &Z), CR_OK);
+            assert_int_equal(cr_array_new(fx->arena, dt, 2, s1, &X), CR_OK);
+            Z->structure = (uint8_t)k_bands[t];
+            cr_value zx[2] = {cr_value_array(Z), cr_value_array(X)}, y;
+            assert_int_equal(cr_function_call(fx->arena, &cr_fn_matmul, zx, 2, &y), CR_OK);
+            assert_int_equal(y.u.arr->shape[0], 0);
+            assert_int_equal(y.u.arr->shape[1], 3);
+            cr_pullback pb;
+            assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_matmul, zx, 2, &y, &pb), CR_OK);
+        }
+}
+
 /* A large band product against the product written out here (O(n) per column). */
 static void test_band_large(void **state)
 {
@@ -245,6 +279,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_band_products, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_band_f32, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_band_pairs, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_band_large, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1433,7 +1433,7 @@ static cr_status rand_mat(cr_arena *arena, uint64_t *rng, cr_dtype dt, size_t nd
 
 static cr_status sample_matmul(CR__SAMPLE_PARAMS)
 {
-    size_t k = cr__rng_below(rng, 5);
+    size_t k = cr__rng_below(rng, 6);
     cr_dtype da = cr__rng_dtype(rng), db = cr__rng_below(rng, 2) ? da : cr__rng_dtype(rng);
     cr_array *A, *B;
     size_t off = nargs == 5 ? 1 : 0;
@@ -1452,8 +1452,10 @@ static cr_status sample_matmul(CR__SAMPLE_PARAMS)
     case 2: /* a structured left operand */
         st = rand_mat(arena, rng, da, 2, 3, 3, &A);
         if (st == CR_OK) {
-            static const cr_matstruct s[3] = {CR_MAT_UPPER, CR_MAT_SYMMETRIC, CR_MAT_DIAGONAL};
-            A->structure = (uint8_t)s[cr__rng_below(rng, 3)];
+            static const cr_matstruct s[7] = {
+                CR_MAT_UPPER,          CR_MAT_SYMMETRIC,    CR_MAT_DIAGONAL,    CR_MAT_TRIDIAGONAL,
+                CR_MAT_SYMTRIDIAGONAL, CR_MAT_BIDIAG_UPPER, CR_MAT_BIDIAG_LOWER};
+            A->structure = (uint8_t)s[cr__rng_below(rng, 7)];
             if (A->structure == CR_MAT_SYMMETRIC && da == CR_DT_C128)
                 A->structure = CR_MAT_HERMITIAN;
             if (A->structure == CR_MAT_DIAGONAL) {
@@ -1461,6 +1463,19 @@ static cr_status sample_matmul(CR__SAMPLE_PARAMS)
                 A->strides[1] = 0;
             }
             st = rand_mat(arena, rng, db, 2, 3, 2, &B);
+        }
+        break;
+    case 3: /* a band right operand, after a matrix or a vector */
+        if (cr__rng_below(rng, 2))
+            st = rand_mat(arena, rng, da, 2, 2, 3, &A);
+        else
+            st = rand_mat(arena, rng, da, 1, 3, 1, &A);
+        if (st == CR_OK)
+            st = rand_mat(arena, rng, db, 2, 3, 3, &B);
+        if (st == CR_OK) {
+            static const cr_matstruct s[4] = {CR_MAT_TRIDIAGONAL, CR_MAT_SYMTRIDIAGONAL,
+                                              CR_MAT_BIDIAG_UPPER, CR_MAT_BIDIAG_LOWER};
+            B->structure = (uint8_t)s[cr__rng_below(rng, 4)];
         }
         break;
     default:
