@@ -12,9 +12,12 @@
 #
 #   run_random.sh --gen G --tool T --cc CC --cflags "..." --incs "dir|dir" --libs "lib|-lm"
 #                 --work DIR --regressions DIR [--files N] [--funcs F] [--seed S] [--jobs J]
+#                 [--toolflags "..."]
 #
 # Environment (overrides): ST_RANDOM_FILES, ST_RANDOM_FUNCS, ST_RANDOM_SEED (the first seed),
 # ST_RANDOM_JOBS, ST_RANDOM_CFLAGS (the flags of the program and its derivatives),
+# ST_RANDOM_TOOLFLAGS (more chainrules-ad options for the reverse/forward/vector file, e.g.
+# --lane-ranges),
 # ST_RANDOM_GENFLAGS (more generator options: --checkpoint, --calls-in-conditions), ST_KEEP=1
 # (keep the work files of passing seeds too). The long run (docs/source-transformation-testing.md):
 #   ST_RANDOM_FILES=250 ST_RANDOM_FUNCS=40 ST_RANDOM_SEED=1000 ST_RANDOM_JOBS=1 \
@@ -24,7 +27,7 @@
 # Exit: 0 all passed, 1 a failure, 77 the tool is not built (CTest's SKIP_RETURN_CODE).
 set -u
 
-gen="" tool="" cc="cc" cflags="" incs="" libs="" work="" regdir=""
+gen="" tool="" cc="cc" cflags="" incs="" libs="" work="" regdir="" toolflags=""
 files=8 funcs=20 seed=1 jobs=2
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -40,6 +43,7 @@ while [ $# -gt 0 ]; do
     --funcs) funcs="$2"; shift 2 ;;
     --seed) seed="$2"; shift 2 ;;
     --jobs) jobs="$2"; shift 2 ;;
+    --toolflags) toolflags="$2"; shift 2 ;;
     *) echo "run_random.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -48,6 +52,12 @@ funcs="${ST_RANDOM_FUNCS:-$funcs}"
 seed="${ST_RANDOM_SEED:-$seed}"
 jobs="${ST_RANDOM_JOBS:-$jobs}"
 cflags="${ST_RANDOM_CFLAGS:-$cflags}"
+toolflags="${ST_RANDOM_TOOLFLAGS:-$toolflags}"
+# shellcheck disable=SC2206
+tool_flags=($toolflags)
+# the harness draws sparse directions for f_fwdv when the tool is given options (lane ranges)
+sparse_dirs=0
+[ -n "$toolflags" ] && sparse_dirs=1
 # shellcheck disable=SC2206
 genflags=(${ST_RANDOM_GENFLAGS:-})
 
@@ -96,7 +106,7 @@ run_case() {
     local log="$dir/log"
     : >"$log"
     step() { echo "+ $*" >>"$log"; "$@" >>"$log" 2>&1; }
-    if ! step "$tool" --reverse "$names" --forward "$names" --vector "$names" \
+    if ! step "$tool" "${tool_flags[@]}" --reverse "$names" --forward "$names" --vector "$names" \
         -o "$dir/prog_ad.c" "$dir/prog.c" \
         -- -std=c11 "${inc_flags[@]}"; then
         echo "TOOL-ERROR $dir: chainrules-ad failed (see $log)" >"$dir/result"
@@ -143,7 +153,7 @@ run_case() {
         echo "COMPILE-ERROR $dir: the program or its derivatives do not compile (see $log)" >"$dir/result"
         return
     fi
-    if ! step "$cc" -std=c11 -O0 -DST_FWDV=$fwdv -DST_JAC=1 "${jdefs[@]}" "${inc_flags[@]}" \
+    if ! step "$cc" -std=c11 -O0 -DST_FWDV=$fwdv -DST_SPARSE_DIRECTIONS=$sparse_dirs -DST_JAC=1 "${jdefs[@]}" "${inc_flags[@]}" \
         -c "$dir/harness.c" -o "$dir/harness.o" ||
         ! step "$cc" "${flags[@]}" -o "$dir/check" "$dir/harness.o" "$dir/prog.o" "$dir/prog_ad.o" \
             "${jobj[@]}" "${lib_list[@]}"; then

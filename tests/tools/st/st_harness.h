@@ -55,6 +55,9 @@
 #undef ST_FWDV
 #define ST_FWDV 0
 #endif
+#ifndef ST_SPARSE_DIRECTIONS
+#define ST_SPARSE_DIRECTIONS 0 /* 1: f_fwdv's directions sparse (run_random.sh --toolflags) */
+#endif
 #ifndef ST_FWDV
 #define ST_FWDV 1
 #endif
@@ -421,6 +424,17 @@ static inline void st_check_fn(st_run *r, cr_tape *tp, const st_fn *f)
     st_cmp(r, "f_fwd: primal", out, out0, NULL, nout, 1e-12, fmax(1, st_maxabs(out0, nout)));
 
     if (f->fwdv) {
+#if ST_SPARSE_DIRECTIONS
+        /* Each input's tangent nonzero on a short random window of the directions only (or
+         * on none), so that a vector mode that tracks nonzero lanes (chainrules-ad
+         * --lane-ranges) meets narrow, disjoint and empty ranges. */
+        for (int i = 0; i < nin; i++) {
+            int lo = (int)(st_unit() * ST_NDMAX),
+                len = st_unit() < 0.2 ? 0 : 1 + (int)(st_unit() * 4);
+            for (int k = 0; k < ST_NDMAX; k++)
+                du[k * nin + i] = k >= lo && k < lo + len ? 2 * st_unit() - 1 : 0;
+        }
+#endif
         f->fwdv(u, n, du, ST_NDMAX, out, dout);
         for (int k = 0; k < ST_NDMAX; k++)
             st_matvec(Jref, Eref, nout, nin, du + k * nin, wantf + k * nout,
