@@ -1,7 +1,8 @@
 /*
- * The ba objective (GradBench's bundle adjustment, bench/objectives/ba.c) written on a
- * 15-direction CR_DUALN_DEFINE type, as chainrules-bench's dual_ba_ratio evaluates it: the
- * 2 x 15 Jacobian of a reprojection block in one evaluation, checked column by column
+ * The ba objective (GradBench's bundle adjustment, bench/objectives/ba.c) on the
+ * 15-direction CR_DUALN_DEFINE type of bench/objectives/ba_dual.h, the code that
+ * chainrules-bench's dual_ba_ratio times: the 2 x 15 Jacobian of a reprojection block in one
+ * evaluation, checked column by column
  * against central finite differences (cr_fd_derivative) of the plain C ba_project, on
  * blocks shaped as ba1's and on a block of zero rotation (the objective's other branch);
  * with the lane past the 15th direction still zero and the tangents visible as d[].
@@ -10,57 +11,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ba_dual.h"
 #include "objectives.h"
 #include "test_util.h"
-
-/* 11 camera parameters, 3 point coordinates, the weight. */
-CR_DUALN_DEFINE(ba15, 15);
-
-/* ba_project (bench/objectives/ba.c) on duals, operation for operation. */
-static void ba_project_dual(const ba15 *cam, const ba15 *X, ba15 w, const double *feat, ba15 *err)
-{
-    ba15 xo[3], xc[3];
-    for (int i = 0; i < 3; i++)
-        xo[i] = ba15_sub(X[i], cam[3 + i]);
-    ba15 sqtheta = ba15_add(ba15_add(ba15_mul(cam[0], cam[0]), ba15_mul(cam[1], cam[1])),
-                            ba15_mul(cam[2], cam[2]));
-    if (sqtheta.v != 0.0) {
-        ba15 theta = ba15_sqrt(sqtheta);
-        ba15 costheta = ba15_cos(theta);
-        ba15 sintheta = ba15_sin(theta);
-        ba15 theta_inverse = ba15_div(ba15_const(1.0), theta);
-        ba15 w0 = ba15_mul(cam[0], theta_inverse);
-        ba15 w1 = ba15_mul(cam[1], theta_inverse);
-        ba15 w2 = ba15_mul(cam[2], theta_inverse);
-        ba15 c0 = ba15_sub(ba15_mul(w1, xo[2]), ba15_mul(w2, xo[1]));
-        ba15 c1 = ba15_sub(ba15_mul(w2, xo[0]), ba15_mul(w0, xo[2]));
-        ba15 c2 = ba15_sub(ba15_mul(w0, xo[1]), ba15_mul(w1, xo[0]));
-        ba15 tmp = ba15_mul(
-            ba15_add(ba15_add(ba15_mul(w0, xo[0]), ba15_mul(w1, xo[1])), ba15_mul(w2, xo[2])),
-            ba15_sub(ba15_const(1.0), costheta));
-        xc[0] = ba15_add(ba15_add(ba15_mul(xo[0], costheta), ba15_mul(c0, sintheta)),
-                         ba15_mul(w0, tmp));
-        xc[1] = ba15_add(ba15_add(ba15_mul(xo[1], costheta), ba15_mul(c1, sintheta)),
-                         ba15_mul(w1, tmp));
-        xc[2] = ba15_add(ba15_add(ba15_mul(xo[2], costheta), ba15_mul(c2, sintheta)),
-                         ba15_mul(w2, tmp));
-    } else {
-        xc[0] = ba15_add(xo[0], ba15_sub(ba15_mul(cam[1], xo[2]), ba15_mul(cam[2], xo[1])));
-        xc[1] = ba15_add(xo[1], ba15_sub(ba15_mul(cam[2], xo[0]), ba15_mul(cam[0], xo[2])));
-        xc[2] = ba15_add(xo[2], ba15_sub(ba15_mul(cam[0], xo[1]), ba15_mul(cam[1], xo[0])));
-    }
-    ba15 p0 = ba15_div(xc[0], xc[2]);
-    ba15 p1 = ba15_div(xc[1], xc[2]);
-    ba15 rsq = ba15_add(ba15_mul(p0, p0), ba15_mul(p1, p1));
-    ba15 lr = ba15_add(ba15_add(ba15_const(1.0), ba15_mul(cam[9], rsq)),
-                       ba15_mul(ba15_mul(cam[10], rsq), rsq));
-    p0 = ba15_mul(p0, lr);
-    p1 = ba15_mul(p1, lr);
-    ba15 proj0 = ba15_add(ba15_mul(p0, cam[6]), cam[7]);
-    ba15 proj1 = ba15_add(ba15_mul(p1, cam[6]), cam[8]);
-    err[0] = ba15_mul(w, ba15_sub(proj0, ba15_const(feat[0])));
-    err[1] = ba15_mul(w, ba15_sub(proj1, ba15_const(feat[1])));
-}
 
 /* One block: its 15 inputs (camera, point, weight) and its feature. */
 typedef struct block {
@@ -69,14 +22,14 @@ typedef struct block {
 } block;
 
 /* The errors and the 2 x 15 Jacobian (row-major) on duals, one evaluation. */
-static void block_jac(const block *b, double *err, double *J, ba15 *e)
+static void block_jac(const block *b, double *err, double *J, ba_dual *e)
 {
-    ba15 c[11], x[3];
+    ba_dual c[11], x[3];
     for (size_t i = 0; i < 11; i++)
-        c[i] = ba15_var(b->in[i], i);
+        c[i] = ba_dual_var(b->in[i], i);
     for (size_t i = 0; i < 3; i++)
-        x[i] = ba15_var(b->in[11 + i], 11 + i);
-    ba_project_dual(c, x, ba15_var(b->in[14], 14), b->feat, e);
+        x[i] = ba_dual_var(b->in[11 + i], 11 + i);
+    ba_project_dual(c, x, ba_dual_var(b->in[14], 14), b->feat, e);
     for (int r = 0; r < 2; r++) {
         err[r] = e[r].v;
         for (int j = 0; j < 15; j++)
@@ -106,7 +59,7 @@ static void check_block(const block *b, size_t *checked)
     cr_fdm m;
     assert_int_equal(cr_fdm_central(5, 1, &m), CR_OK);
     double err[2], J[30], want[2];
-    ba15 e[2];
+    ba_dual e[2];
     block_jac(b, err, J, e);
     ba_project(b->in, b->in + 11, b->in + 14, b->feat, want);
     for (int r = 0; r < 2; r++) {
@@ -161,17 +114,17 @@ static void test_ba_zero_rotation_against_fd(void **state)
 static void test_layout(void **state)
 {
     (void)state;
-    ba15 a = ba15_var(2.0, 13);
+    ba_dual a = ba_dual_var(2.0, 13);
     assert_int_equal(sizeof a.d / sizeof a.d[0], 16);
     /* 16 lanes and the value, aligned to 16 bytes whatever the target's vector width */
     assert_int_equal(sizeof a, 144);
-    assert_int_equal(_Alignof(ba15), 16);
+    assert_int_equal(_Alignof(ba_dual), 16);
     for (size_t i = 0; i < 16; i++)
         assert_true(a.d[i] == (i == 13 ? 1.0 : 0.0));
     double t[15];
     for (int i = 0; i < 15; i++)
         t[i] = (double)i - 7.0;
-    ba15 b = ba15_mul(ba15_make(3.0, t), a);
+    ba_dual b = ba_dual_mul(ba_dual_make(3.0, t), a);
     for (size_t i = 0; i < 15; i++)
         assert_true(b.d[i] == 2.0 * t[i] + (i == 13 ? 3.0 : 0.0));
     assert_true(b.d[15] == 0.0);
