@@ -149,7 +149,7 @@ static cr_status scalar_rrule(cr_arena *arena, const cr_value *args, size_t narg
                               cr_pullback *pb, const void *udata)
 {
     double u;
-    cr_dtype dt;
+    cr_dtype dt = CR_DT_F64;
     cr_status st = scalar_forward(arena, args, nargs, &u, &dt);
     if (st == CR_OK)
         *y = cr__scalar_value(dt, u);
@@ -187,7 +187,7 @@ static cr_status cholesky_frule1(cr_arena *arena, const char *who, const cr_tang
     (void)who;
     if (nargs == 1 && args[0].kind != CR_KIND_ARRAY) {
         double u;
-        cr_dtype dt;
+        cr_dtype dt = CR_DT_F64;
         cr_complex dx = 0;
         bool nz = false;
         cr_status st = scalar_forward(arena, args, nargs, &u, &dt);

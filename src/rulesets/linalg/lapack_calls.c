@@ -441,7 +441,7 @@ static cr_status solve_run(cr_arena *arena, const solve_ops *ops, const cr_value
 static cr_status solve_rrule(cr_arena *arena, const solve_ops *ops, const cr_value *args,
                              size_t nargs, cr_value *y, cr_pullback *pb, const void *udata)
 {
-    solve_core *c;
+    solve_core *c = NULL;
     cr_array *o;
     cr_status st = solve_run(arena, ops, args, nargs, &c, &o);
     if (st != CR_OK)
@@ -453,7 +453,7 @@ static cr_status solve_rrule(cr_arena *arena, const solve_ops *ops, const cr_val
 static cr_status solve_frule(cr_arena *arena, const solve_ops *ops, const cr_tangent *dargs,
                              const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
 {
-    solve_core *c;
+    solve_core *c = NULL;
     cr_array *o;
     cr_status st = solve_run(arena, ops, args, nargs, &c, &o);
     if (st != CR_OK)

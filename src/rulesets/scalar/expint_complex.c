@@ -174,8 +174,8 @@ static cr_status cexpint2_primal(cr_arena *arena, const cr_value *f, const cr_va
                                  size_t nargs, cr_value *out)
 {
     (void)f;
-    double nu;
-    cr_complex z;
+    double nu = 0;
+    cr_complex z = 0;
     cr_status st = cexpint2_args(arena, args, nargs, &nu, &z);
     if (st == CR_OK)
         *out = cr_value_c128(cr_sf_expint2_complex(nu, z));
@@ -204,7 +204,7 @@ static cr_status tan_number(cr_arena *arena, cr_tangent t, cr_complex *v, bool *
 /* ẏ = -E_(ν-1)(z) ż; NotImplemented when ν̇ is nonzero (an integer order has none). */
 static cr_status cexpint2_frule(CR__FRULE_PARAMS)
 {
-    double nu;
+    double nu = 0;
     cr_complex z, nd, zd;
     bool nnz, nni, znz, zni;
     cr_status st = cexpint2_args(arena, args, nargs, &nu, &z);
@@ -265,8 +265,8 @@ static cr_status cexpint2_pullback(CR__PULLBACK_PARAMS)
 
 static cr_status cexpint2_rrule(CR__RRULE_PARAMS)
 {
-    double nu;
-    cr_complex z;
+    double nu = 0;
+    cr_complex z = 0;
     cr_status st = cexpint2_args(arena, args, nargs, &nu, &z);
     if (st != CR_OK)
         return st;
