@@ -2,7 +2,7 @@
 # (docs/source-transformation.md, "Build integration").
 #
 #   chainrules_differentiate(TARGET app SOURCE model.c
-#                            [REVERSE f ...] [FORWARD g ...] [VECTOR h ...] [WRT x ...]
+#                            [REVERSE f ...] [REVERSE_SET f ...] [FORWARD g ...] [VECTOR h ...] [WRT x ...]
 #                            [JACOBIAN j ...] [DIMS a=N ...]
 #                            [EMIT_RULES f ...] [RULES_FUNCTION name] [RULES lib.so ...]
 #                            [OUTPUT model_ad.c] [FLAGS -DX=1 ...] [LANE_RANGES])
@@ -14,11 +14,11 @@
 # next to the installed package).
 function(chainrules_differentiate)
   cmake_parse_arguments(CRD "LANE_RANGES" "TARGET;SOURCE;OUTPUT;RULES_FUNCTION"
-                        "REVERSE;FORWARD;VECTOR;JACOBIAN;DIMS;WRT;EMIT_RULES;RULES;FLAGS" ${ARGN})
+                        "REVERSE;REVERSE_SET;FORWARD;VECTOR;JACOBIAN;DIMS;WRT;EMIT_RULES;RULES;FLAGS" ${ARGN})
   if(NOT CRD_TARGET OR NOT CRD_SOURCE)
     message(FATAL_ERROR "chainrules_differentiate: TARGET and SOURCE are required")
   endif()
-  if(NOT CRD_REVERSE AND NOT CRD_FORWARD AND NOT CRD_VECTOR AND NOT CRD_JACOBIAN AND
+  if(NOT CRD_REVERSE AND NOT CRD_REVERSE_SET AND NOT CRD_FORWARD AND NOT CRD_VECTOR AND NOT CRD_JACOBIAN AND
      NOT CRD_EMIT_RULES)
     message(FATAL_ERROR
             "chainrules_differentiate: name functions with REVERSE, FORWARD, VECTOR or JACOBIAN")
@@ -41,7 +41,7 @@ function(chainrules_differentiate)
                         "CHAINRULES_AD_EXECUTABLE)")
   endif()
   set(args)
-  foreach(mode REVERSE FORWARD VECTOR JACOBIAN DIMS WRT EMIT_RULES)
+  foreach(mode REVERSE REVERSE_SET FORWARD VECTOR JACOBIAN DIMS WRT EMIT_RULES)
     if(CRD_${mode})
       string(TOLOWER "${mode}" opt)
       string(REPLACE "_" "-" opt "${opt}")

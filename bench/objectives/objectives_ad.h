@@ -84,6 +84,8 @@ void ht_objective_complicated_fwdv(int nbones, int nverts, int npts, const int *
 double hello_square_rev(double x, double *x_b, double hello_square_b);
 /** Reverse mode of lse_objective(). */
 double lse_objective_rev(const double *x, double *x_b, long n, double lse_objective_b);
+/** The same, x_b[i] assigned (not added): no clearing before the call (--reverse-set). */
+double lse_objective_rev_set(const double *x, double *x_b, long n, double lse_objective_b);
 /** Reverse mode of llsq_objective(). */
 double llsq_objective_rev(const double *x, double *x_b, long m, long n, double llsq_objective_b);
 /** Reverse mode of det_objective() with respect to a (r and c: working storage). */

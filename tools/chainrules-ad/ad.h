@@ -110,6 +110,7 @@ typedef struct ad_var {
     int loop_depth; /* loops enclosing its declaration */
     bool counter;   /* the counter of a canonical for loop (restored, not stored) */
     bool inlined;   /* an array an inlined helper reads or declares (inline.c) */
+    bool set_once;  /* parameter: f_rev_set assigns its shadow's elements (reverse.c) */
 } ad_var;
 
 /* ---- Expressions -------------------------------------------------------------------------- */
@@ -381,7 +382,7 @@ void ad_emit_local(ad_buf *b, const ad_type *t, const char *name);
 /* The same for a parameter of a generated definition: pointers are restrict (the
  * transformer assumes that pointer parameters do not alias). */
 void ad_emit_param(ad_buf *b, const ad_type *t, const char *name);
-/* The generated signature of f's derivative (mode 'r', 'f' or 'v') without the body. */
+/* The generated signature of f's derivative (mode 'r', 's' f_rev_set, 'f' or 'v'), no body. */
 void ad_emit_signature(ad_buf *b, const ad_func *f, char mode);
 
 /* prim.c: a `#pragma chainrules primitive(...)` line (the text after "chainrules"); nonzero

@@ -290,7 +290,12 @@ static void shadow_param(ad_buf *b, const ad_var *p, char mode)
 
 void ad_emit_signature(ad_buf *b, const ad_func *f, char mode)
 {
-    const char *sfx = mode == 'r' ? "_rev" : mode == 'f' ? "_fwd" : "_fwdv";
+    const char *sfx = mode == 'r'   ? "_rev"
+                      : mode == 's' ? "_rev_set"
+                      : mode == 'f' ? "_fwd"
+                                    : "_fwdv";
+    if (mode == 's') /* f_rev_set: f_rev's parameters */
+        mode = 'r';
     bool real_ret = ad_type_is_real(f->ret);
     ad_buf_printf(b, "%s %s%s(", f->ret->spelling, f->name, sfx);
     bool first = true;

@@ -84,9 +84,14 @@ void lin_add_place(lin *l, const ad_expr *e, const char *A)
 {
     ad_buf b = {0};
     ad_emit_shadow(&b, e, "_b");
+    const ad_var *v = ad_root(e);
     if (l->zero && !strcmp(l->zero, b.p)) {
         ad_buf_printf(l->out, "%s%s = %s;\n", l->ind, b.p, A);
         l->zero = NULL;
+    } else if (v && v->set_once && e->kind == EX_INDEX) {
+        /* f_rev_set: the element's one contribution (reverse.c) */
+        lin_flush_zero(l);
+        ad_buf_printf(l->out, "%s%s = %s;\n", l->ind, b.p, A);
     } else {
         lin_flush_zero(l);
         ad_buf_printf(l->out, "%s%s += %s;\n", l->ind, b.p, A);

@@ -1,7 +1,8 @@
 /*
  * chainrules-ad: differentiates plain C with the rules of chainrules-c.
  *
- *   chainrules-ad --reverse f[,g...] [--wrt a,b] [--forward h[,...]] [--vector h[,...]]
+ *   chainrules-ad --reverse f[,g...] [--reverse-set f[,...]] [--wrt a,b] [--forward h[,...]]
+ *                 [--vector h[,...]]
  *                 [--jacobian j[,...] [--dims a=N,...]] [-o out.c] input.c [-- cflags...]
  *
  * docs/source-transformation.md is the reference: the generated signatures, the supported
@@ -18,15 +19,16 @@
 
 static void usage(FILE *fp)
 {
-    fputs("usage: chainrules-ad [--reverse f[,g...]] [--forward h[,...]] [--vector h[,...]]\n"
-          "                     [--lane-ranges]\n"
+    fputs("usage: chainrules-ad [--reverse f[,g...]] [--reverse-set f[,...]] [--forward h[,...]]\n"
+          "                     [--vector h[,...]] [--lane-ranges]\n"
           "                     [--jacobian j[,...] [--dims a=N,...]]\n"
           "                     [--wrt a,b] [--rules lib.so] [--emit-rules f[,...]\n"
           "                     [--rules-function name]]\n"
           "                     [-o out.c] input.c [-- cflags...]\n"
-          "Writes f_rev (reverse mode), h_fwd (forward mode), h_fwdv (vector forward mode)\n"
-          "and j_jacfwd (the Jacobian by the forward mode with static lane sparsity) for\n"
-          "functions of input.c; see docs/source-transformation.md.\n",
+          "Writes f_rev (reverse mode), f_rev_set (the same, assigning the gradient),\n"
+          "h_fwd (forward mode), h_fwdv (vector forward mode) and j_jacfwd (the Jacobian by\n"
+          "the forward mode with static lane sparsity) for functions of input.c; see\n"
+          "docs/source-transformation.md.\n",
           fp);
 }
 
@@ -230,7 +232,8 @@ static void add_static(ad_buf *protos, ad_buf *bodies, ad_buf *fn)
 int main(int argc, char **argv)
 {
     const char **rev = NULL, **fwd = NULL, **vec = NULL, **jacs = NULL, **dimv = NULL;
-    int nrev = 0, nfwd = 0, nvec = 0, njac = 0, ndimv = 0;
+    const char **revset = NULL;
+    int nrev = 0, nfwd = 0, nvec = 0, njac = 0, ndimv = 0, nrevset = 0;
     ad_jac_dims dims = {0};
     ad_options opt = {0};
     const char *out_path = NULL, *in_path = NULL;
@@ -262,6 +265,8 @@ int main(int argc, char **argv)
             rules_fn = argv[++i];
         } else if (!strcmp(a, "--jacobian") && i + 1 < argc) {
             split_names(argv[++i], &jacs, &njac);
+        } else if (!strcmp(a, "--reverse-set") && i + 1 < argc) {
+            split_names(argv[++i], &revset, &nrevset);
         } else if (!strcmp(a, "--dims") && i + 1 < argc) {
             split_names(argv[++i], &dimv, &ndimv);
         } else if ((!strcmp(a, "--reverse") || !strcmp(a, "--forward") || !strcmp(a, "--vector") ||
@@ -294,7 +299,7 @@ int main(int argc, char **argv)
         split_names(rules[i], &rev, &nrev);
         split_names(rules[i], &fwd, &nfwd);
     }
-    if (!in_path || (nrev + nfwd + nvec + njac) == 0) {
+    if (!in_path || (nrev + nfwd + nvec + njac + nrevset) == 0) {
         usage(stderr);
         return 2;
     }
@@ -340,10 +345,10 @@ int main(int argc, char **argv)
     ad_prepare(&u);
     int rc = 0;
     /* the requested functions */
-    const char **lists[4] = {rev, fwd, vec, jacs};
-    int counts[4] = {nrev, nfwd, nvec, njac};
-    ad_req_kind kinds[4] = {REQ_REV, REQ_FWD, REQ_FWDV, REQ_JAC};
-    for (int m = 0; m < 4; m++)
+    const char **lists[5] = {rev, fwd, vec, jacs, revset};
+    int counts[5] = {nrev, nfwd, nvec, njac, nrevset};
+    ad_req_kind kinds[5] = {REQ_REV, REQ_FWD, REQ_FWDV, REQ_JAC, REQ_RSET};
+    for (int m = 0; m < 5; m++)
         for (int i = 0; i < counts[m]; i++) {
             ad_func *f = ad_unit_find(&u, lists[m][i]);
             if (f && f->prim) {
@@ -371,7 +376,7 @@ int main(int argc, char **argv)
         }
     for (int i = 0; i < opt.nwrt; i++) {
         bool found = false;
-        for (int m = 0; m < 4; m++)
+        for (int m = 0; m < 5; m++)
             for (int k = 0; k < counts[m]; k++) {
                 ad_func *f = ad_unit_find(&u, lists[m][k]);
                 for (int j = 0; f && j < f->nparams; j++)
@@ -416,15 +421,20 @@ int main(int argc, char **argv)
         ad_buf fn = {0};
         switch (kind) {
         case REQ_REV:
+        case REQ_RSET:
         case REQ_FWD:
         case REQ_FWDV: {
             /* a public function, declared first (the generated signature) */
             ad_buf sig = {0};
-            ad_emit_signature(&sig, f, kind == REQ_REV ? 'r' : kind == REQ_FWD ? 'f' : 'v');
+            ad_emit_signature(&sig, f,
+                              kind == REQ_REV    ? 'r'
+                              : kind == REQ_RSET ? 's'
+                              : kind == REQ_FWD  ? 'f'
+                                                 : 'v');
             ad_buf_printf(&protos, "%s;\n", sig.p);
             ad_buf_free(&sig);
-            if (kind == REQ_REV)
-                ad_emit_reverse_public(&publics, &u, f);
+            if (kind == REQ_REV || kind == REQ_RSET)
+                ad_emit_reverse_public(&publics, &u, f, kind == REQ_RSET);
             else
                 ad_emit_forward_fn(&publics, &u, f, mn, kind == REQ_FWDV, true);
             break;

@@ -6,6 +6,7 @@
 
 typedef enum ad_req_kind {
     REQ_REV,   /* public f_rev */
+    REQ_RSET,  /* public f_rev_set (its input shadows assigned) */
     REQ_FWD,   /* public f_fwd */
     REQ_FWDV,  /* public f_fwdv */
     REQ_SPLIT, /* cr_ad_f_fw<mask> + cr_ad_f_bw<mask> */
@@ -21,7 +22,9 @@ const char *ad_request(ad_unit *u, ad_func *f, uint64_t mask, ad_req_kind kind);
 /* Takes the next request not yet written, or returns 0. */
 int ad_next_request(ad_func **f, uint64_t *mask, ad_req_kind *kind);
 
-void ad_emit_reverse_public(ad_buf *out, ad_unit *u, ad_func *f);
+/* f_rev, or with `set` f_rev_set (nothing written, errors reported, when its shadows cannot
+ * be assigned). */
+void ad_emit_reverse_public(ad_buf *out, ad_unit *u, ad_func *f, bool set);
 void ad_emit_reverse_split(ad_buf *out, ad_unit *u, ad_func *f, const char *mname);
 void ad_emit_forward_fn(ad_buf *out, ad_unit *u, ad_func *f, const char *mname, bool vector,
                         bool public_fn);

@@ -111,6 +111,211 @@ static bool rev_stmt(const ad_stmt *s)
     }
 }
 
+/* ---- Assign-once shadows (f_rev_set) --------------------------------------------------------
+ *
+ * f_rev_set writes the shadows of its pointer inputs instead of adding into them. A pointer
+ * parameter x gets `x_b[i] = ...` (no zeroing, no addition) when its shadow receives exactly
+ * one contribution per element the function reads through its arithmetic, which holds when:
+ * x is only ever written `x[index]`, never assigned, never passed to a call of the file; the
+ * adjoint has one contribution site for x (lin_adjoint's leaves, counted syntactically); that
+ * site runs at most once per element: outside every loop, or in exactly one canonical loop
+ * whose counter is the index; and unconditionally (no `if`, no `?:`, no break, continue or
+ * return between it and the function's entry, no checkpointed loop). Anything else is
+ * refused with the reason. A scalar input's shadow is cleared on entry instead. */
+
+typedef struct once {
+    const ad_var *x;
+    int sites;
+    const char *why; /* the first reason to refuse, or NULL */
+    ad_loc where;
+} once;
+
+static void once_refuse(once *o, ad_loc loc, const char *why)
+{
+    if (!o->why) {
+        o->why = why;
+        o->where = loc;
+    }
+}
+
+/* Every occurrence of x in e: only as the base of an element, never passed to a call of the
+ * file, never assigned. */
+static void once_uses(once *o, const ad_expr *e, bool indexed)
+{
+    if (!e)
+        return;
+    if (e->kind == EX_VAR) {
+        if (e->var == o->x && !indexed)
+            once_refuse(o, e->loc,
+                        "its pointer is used other than as x[i] (an alias, "
+                        "arithmetic or a call's argument)");
+        return;
+    }
+    if (e->kind == EX_ASSIGN || e->kind == EX_INCDEC) {
+        if (ad_root(e->a) == o->x)
+            once_refuse(o, e->loc, "the function writes it");
+    }
+    if (e->kind == EX_CALL && e->callee) {
+        for (int i = 0; i < e->nargs; i++)
+            if (ad_root(e->args[i]) == o->x)
+                once_refuse(o, e->loc, "it is passed to a function of the file");
+    }
+    if (e->kind == EX_INDEX) {
+        const ad_expr *b = e->a;
+        while (b->kind == EX_CAST)
+            b = b->a;
+        once_uses(o, e->a, b->kind == EX_VAR);
+        once_uses(o, e->b, false);
+        return;
+    }
+    once_uses(o, e->a, false);
+    once_uses(o, e->b, false);
+    once_uses(o, e->c, false);
+    for (int i = 0; i < e->nargs; i++)
+        once_uses(o, e->args[i], false);
+}
+
+/* The contributions lin_adjoint makes to x's shadow from e (the same walk). `loop` is the
+ * one canonical loop around the site (NULL outside loops), `ok` false where the site is
+ * conditional or repeated. */
+static void once_sites(once *o, const ad_expr *e, const ad_stmt *loop, bool ok)
+{
+    if (!e || !e->active)
+        return;
+    if (ad_is_place(e)) {
+        if (ad_root(e) != o->x)
+            return;
+        o->sites++;
+        if (o->sites > 1) {
+            once_refuse(o, e->loc, "its shadow has more than one contribution");
+            return;
+        }
+        if (!ok) {
+            once_refuse(o, e->loc,
+                        "its contribution is conditional or repeated (an if, ?:, an exit, "
+                        "a nested or checkpointed loop)");
+            return;
+        }
+        if (loop) {
+            const ad_expr *i = e->kind == EX_INDEX ? e->b : NULL;
+            while (i && i->kind == EX_CAST)
+                i = i->a;
+            if (!i || i->kind != EX_VAR || i->var != loop->canon)
+                once_refuse(o, e->loc, "its element is not indexed by the loop's counter");
+        } else if (e->kind != EX_INDEX) {
+            once_refuse(o, e->loc, "its contribution is not to one element");
+        }
+        return;
+    }
+    if (e->kind == EX_CAST) {
+        once_sites(o, e->a, loop, ok);
+        return;
+    }
+    if (e->kind == EX_COND) {
+        once_sites(o, e->b, loop, false);
+        once_sites(o, e->c, loop, false);
+        return;
+    }
+    if (!e->row)
+        return;
+    once_sites(o, e->a, loop, ok);
+    once_sites(o, e->b, loop, ok);
+    once_sites(o, e->c, loop, ok);
+    for (int i = 0; i < e->nargs; i++)
+        once_sites(o, e->args[i], loop, ok);
+}
+
+static void once_stmt(once *o, const ad_func *f, const ad_stmt *s, const ad_stmt *loop, int depth,
+                      bool ok)
+{
+    if (!s)
+        return;
+    switch (s->kind) {
+    case ST_BLOCK:
+        for (int i = 0; i < s->n; i++)
+            once_stmt(o, f, s->body[i], loop, depth, ok && !s->has_exit);
+        return;
+    case ST_DECL:
+        once_uses(o, s->e, false);
+        for (int i = 0; i < s->ninits; i++)
+            once_uses(o, s->inits[i], false);
+        if (s->var->active && ad_type_has_real(s->var->type)) {
+            if (s->e && !(s->e->kind == EX_CALL && s->e->callee))
+                once_sites(o, s->e, loop, ok);
+            for (int i = 0; i < s->ninits; i++)
+                once_sites(o, s->inits[i], loop, ok);
+        }
+        return;
+    case ST_EXPR:
+        once_uses(o, s->e, false);
+        if (s->e->kind == EX_ASSIGN && assign_active(s->e->a) &&
+            !(s->e->b->kind == EX_CALL && s->e->b->callee))
+            once_sites(o, s->e->b, loop, ok);
+        return;
+    case ST_RETURN:
+        once_uses(o, s->e, false);
+        if (s->e && ad_type_is_real(f->ret))
+            once_sites(o, s->e, loop, ok);
+        return;
+    case ST_IF:
+        once_uses(o, s->e, false);
+        once_stmt(o, f, s->then, loop, depth, false);
+        once_stmt(o, f, s->els, loop, depth, false);
+        return;
+    case ST_FOR:
+    case ST_WHILE:
+    case ST_DO: {
+        once_uses(o, s->e, false);
+        once_uses(o, s->inc, false);
+        once_stmt(o, f, s->init, loop, depth, ok);
+        bool in = ok && depth == 0 && s->kind == ST_FOR && s->canon && !s->checkpoint &&
+                  !s->has_exit && !ad_leaves_loop(s->then, false);
+        once_stmt(o, f, s->then, s, depth + 1, in);
+        return;
+    }
+    default:
+        return;
+    }
+}
+
+/* Marks the pointer inputs of f whose shadows f_rev_set assigns; false (errors reported)
+ * when one cannot be. */
+static bool once_mark(ad_func *f)
+{
+    bool good = true;
+    for (int i = 0; i < f->nparams; i++) {
+        ad_var *p = f->params[i];
+        p->set_once = false;
+        /* an output or an array updated in place keeps f_rev's meaning */
+        if (!p->shadowed || ad_type_is_real(p->type) || p->output || p->written)
+            continue;
+        once o = {.x = p};
+        if ((p->type->kind != TY_PTR && p->type->kind != TY_ARRAY) ||
+            !ad_type_is_real(p->type->elem))
+            once_refuse(&o, p->loc,
+                        "it is not a pointer to numbers (a struct, an array of arrays)");
+        else
+            once_stmt(&o, f, f->body, NULL, 0, !f->body->has_exit);
+        if (o.why) {
+            ad_error(o.where,
+                     "'%s_rev_set' (--reverse-set): cannot assign the shadow of '%s' once per "
+                     "element: %s (use '%s_rev', which adds into it)",
+                     f->name, p->name, o.why, f->name);
+            good = false;
+        } else {
+            p->set_once = true;
+        }
+    }
+    return good;
+}
+
+/* Whether a place is an element of an assign-once shadow. */
+static bool once_place(const ad_expr *e)
+{
+    const ad_var *v = ad_root(e);
+    return v && v->set_once && e->kind == EX_INDEX;
+}
+
 /* ---- Forward sweep -------------------------------------------------------------------------- */
 
 static void fw_stmt(rv *r, ad_stmt *s, const char *ind);
@@ -266,10 +471,22 @@ static void fw_preacc(rv *r, ad_stmt *st, ad_expr *place, ad_expr *value, int ke
         return;
     }
     st->preacc_slot = 0;
+    /* f_rev_set: the partial of an element of an assign-once shadow waits in that element
+     * (its one contribution, which the adjoint makes from it) */
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (once_place(leaves[i]))
+            ad_buf_printf(r->fw, "%s%s = %s;\n", ind2, ad_shadow_text(leaves[i], "_b"), J[i]);
+        else
+            J[m++] = J[i];
+    }
+    n = m;
     /* the partials, then the old value if it is kept, in one push */
     if (keep == KEEP_PUSH)
         J[n++] = ad_expr_text(place);
-    if (n == 1) {
+    if (n == 0) {
+        /* nothing stored */
+    } else if (n == 1) {
         ad_buf_printf(r->fw, "%scr_adstack_push_f64(&st_, %s);\n", ind2, J[0]);
     } else {
         int p = ++r->l.tmp;
@@ -338,13 +555,23 @@ static void bw_assign(rv *r, ad_expr *place, ad_expr *value, int keep, ad_stmt *
         const char *ind2 = ad_fmt("%s    ", ind);
         ad_expr *leaves[PREACC_MAX];
         int n = lin_partials(&r->l, value, leaves, NULL, PREACC_MAX);
-        int m = n + (keep == KEEP_PUSH), q = ++r->l.tmp;
+        /* in the stack's form, the partials of assign-once elements are in those elements */
+        const char *Jt[PREACC_MAX];
+        int ns = 0;
+        for (int i = 0; i < n; i++) {
+            Jt[i] = pa->preacc_slot == 0 && once_place(leaves[i]) ? ad_shadow_text(leaves[i], "_b")
+                                                                  : NULL;
+            ns += !Jt[i];
+        }
+        int m = ns + (keep == KEEP_PUSH), q = ++r->l.tmp;
         /* the partials' array: the forward sweep's locals pa<n>_ (read as they are, no local
          * pointer: the output stays readable by the tool), or q<n>_ popped here */
         const char *qn = ad_fmt("q%d_", q);
         if (pa->preacc_slot > 0) {
             restore_place(r, place, value, keep, ind2);
             qn = ad_fmt("pa%d_", pa->preacc_slot);
+        } else if (m == 0) {
+            /* nothing stored */
         } else if (m == 1) {
             ad_buf_printf(r->bw, "%sconst double q%d_[1] = {cr_adstack_pop_f64(&st_)};\n", ind2, q);
         } else {
@@ -352,15 +579,17 @@ static void bw_assign(rv *r, ad_expr *place, ad_expr *value, int keep, ad_stmt *
                           ind2, q, m, ind2, q, m);
         }
         if (keep == KEEP_PUSH && pa->preacc_slot == 0)
-            ad_buf_printf(r->bw, "%s%s = q%d_[%d];\n", ind2, ad_expr_text(place), q, n);
+            ad_buf_printf(r->bw, "%s%s = q%d_[%d];\n", ind2, ad_expr_text(place), q, ns);
         int a = ++r->l.tmp;
         const char *sh = ad_shadow_text(place, "_b");
         ad_buf_printf(r->bw, "%sconst double a%d_ = %s;\n", ind2, a, sh);
         r->l.out = r->bw;
         r->l.ind = ind2;
         r->l.zero = sh;
-        for (int i = 0; i < n; i++)
-            lin_add_place(&r->l, leaves[i], ad_fmt("a%d_ * %s[%d]", a, qn, i));
+        for (int i = 0, k = 0; i < n; i++)
+            lin_add_place(&r->l, leaves[i],
+                          Jt[i] ? ad_fmt("a%d_ * %s", a, Jt[i])
+                                : ad_fmt("a%d_ * %s[%d]", a, qn, k++));
         lin_flush_zero(&r->l);
         ad_buf_printf(r->bw, "%s}\n", ind);
         return;
@@ -1241,8 +1470,13 @@ static void emit_fused(rv *r, int iL)
             bw_stmt(r, b->body[i], ind);
 }
 
-void ad_emit_reverse_public(ad_buf *out, ad_unit *u, ad_func *f)
+void ad_emit_reverse_public(ad_buf *out, ad_unit *u, ad_func *f, bool set)
 {
+    if (set && !once_mark(f)) {
+        for (int i = 0; i < f->nparams; i++)
+            f->params[i]->set_once = false;
+        return;
+    }
     rv r = {.u = u, .f = f};
     ad_buf fw = {0}, bw = {0};
     r.fw = &fw;
@@ -1255,7 +1489,7 @@ void ad_emit_reverse_public(ad_buf *out, ad_unit *u, ad_func *f)
         bw_stmt(&r, f->body, "    ");
     }
     ad_buf sig = {0};
-    ad_emit_signature(&sig, f, 'r');
+    ad_emit_signature(&sig, f, set ? 's' : 'r');
     /* a function that stores nothing (mse, Rosenbrock) has no value stack */
     bool stack = (fw.p && (strstr(fw.p, "(&st_") || strstr(fw.p, ", &st_"))) ||
                  (bw.p && (strstr(bw.p, "(&st_") || strstr(bw.p, ", &st_")));
@@ -1267,6 +1501,12 @@ void ad_emit_reverse_public(ad_buf *out, ad_unit *u, ad_func *f)
     emit_locals(&r, out);
     ad_buf_put(out, r.decls.p ? r.decls.p : "");
     silence_unused(&r, out);
+    if (set) {
+        /* f_rev_set: a scalar input's shadow is written, its contributions added to a zero */
+        for (int i = 0; i < f->nparams; i++)
+            if (f->params[i]->shadowed && ad_type_is_real(f->params[i]->type))
+                ad_buf_printf(out, "    *%s_b = 0;\n", f->params[i]->cname);
+    }
     ad_buf_put(out, "    /* forward sweep */\n");
     /* Without a value stack, a forward sweep whose only exit is its last statement (a
      * straight-line function) needs no label: the output is then plain C that the tool
@@ -1313,6 +1553,8 @@ void ad_emit_reverse_public(ad_buf *out, ad_unit *u, ad_func *f)
     ad_buf_free(&bw);
     ad_buf_free(&r.decls);
     ad_buf_free(&sig);
+    for (int i = 0; i < f->nparams; i++)
+        f->params[i]->set_once = false;
 }
 
 /* The split pair of a callee under `mask`. */
