@@ -5,7 +5,9 @@
  *
  * The identity holds for every a, so a needs no derivative: floor's is zero, and the
  * generated gradient is that of the sum alone, exp(x_i - a) / s, storing one value per
- * term (the partial of `e`, the exponential itself). With a = max x (GradBench's form)
+ * term (the partial of `e`, the exponential itself): in lse_objective_rev_set
+ * (--reverse-set), whose x_b[i] has this one contribution, in x_b[i] itself, so that no
+ * value stack is used and the gradient needs no clearing. With a = max x (GradBench's form)
  * the derivative would also carry a's path, whose contributions cancel: three values
  * stored per term and an adjoint for a.
  */
