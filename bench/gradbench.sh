@@ -19,7 +19,8 @@
 # --quick runs the smallest size of every eval only. A tool runs only the evals it implements
 # (GradBench's tools/TOOL/evals.txt: adol-c all but particle and saddle, pytorch gmm, hello,
 # kmeans, lse and lstm; its ba answers fail and its ht times out in GradBench's own runs).
-# TASKSET (e.g. "taskset -c 1") prefixes every tool's command.
+# TASKSET (e.g. "taskset -c 1") prefixes every tool's command. The load average at the start
+# and the end of every eval is appended to $OUT/load.txt.
 #
 # The copy holds GradBench's python/, cpp/, tools/manual/ and evals/ (with their data files
 # as the repository stores them; files absent from the clone are left out, and the evals
@@ -145,6 +146,13 @@ table() {
     cat "$OUT/table.md"
 }
 
+# one line of $OUT/load.txt: the time (UTC), what starts or ends, the load averages (1, 5, 15
+# minutes) and the cores; the table reports their range per eval
+load() {
+    echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) $1 | load $(cut -d' ' -f1-3 /proc/loadavg) | cores $(nproc)" \
+        >>"$OUT/load.txt"
+}
+
 quick=0
 case "${1:-}" in
     --setup) setup; exit 0 ;;
@@ -158,6 +166,7 @@ while read -r name args; do
     if [ $# -gt 0 ]; then
         case " $* " in *" $name "*) ;; *) continue ;; esac
     fi
+    load "start $name${args:+ $args}"
     for tool in $TOOLS; do
         implements "$tool" "$name" || continue
         tag=$(echo "$name $args" | tr ' ' '_' | tr -s '_' | sed 's/_$//; s/--//g')
@@ -167,6 +176,7 @@ while read -r name args; do
             --log "$OUT/$tool.$tag.jsonl" --summary "$OUT/$tool.$tag.summary" \
             -- $args --min-runs "$MIN_RUNS" --min-seconds "$MIN_SECONDS" || status=1
     done
+    load "end $name${args:+ $args}"
 done <"$OUT/configs"
 table
 exit $status
