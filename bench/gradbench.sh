@@ -20,7 +20,12 @@
 # (GradBench's tools/TOOL/evals.txt: adol-c all but particle and saddle, pytorch gmm, hello,
 # kmeans, lse and lstm; its ba answers fail and its ht times out in GradBench's own runs).
 # TASKSET (e.g. "taskset -c 1") prefixes every tool's command. The load average at the start
-# and the end of every eval is appended to $OUT/load.txt.
+# and the end of every eval is appended to $OUT/load.txt. The table (written to OUT) is made
+# of the results in RESULTS (default OUT; several directories separated by spaces, e.g. two
+# streams of evals run on two cores: a tool's eval found in several is a repeat, shown as its
+# median and range), with the evals of REPLACE (directories) replacing those of RESULTS:
+#   OUT=build/gb-new TOOLS="chainrules-c manual" bench/gradbench.sh lse
+#   RESULTS="build/gb-core0 build/gb-core1" REPLACE=build/gb-new bench/gradbench.sh --table
 #
 # The copy holds GradBench's python/, cpp/, tools/manual/ and evals/ (with their data files
 # as the repository stores them; files absent from the clone are left out, and the evals
@@ -139,9 +144,11 @@ tool_cmd() {
 }
 
 table() {
-    # shellcheck disable=SC2086 # one word per tool
-    "$PY" "$here/bench/gradbench_table.py" --results "$OUT" --tools $TOOLS \
-        ${GRADBENCH_REPO:+--nightly "$GRADBENCH_REPO"} --plot-data "$OUT/plot.json" >"$OUT/table.md"
+    mkdir -p "$OUT"
+    # shellcheck disable=SC2086 # TOOLS, RESULTS and REPLACE: one word per tool or directory
+    "$PY" "$here/bench/gradbench_table.py" --results ${RESULTS:-"$OUT"} ${REPLACE:+--replace $REPLACE} \
+        --tools $TOOLS ${GRADBENCH_REPO:+--nightly "$GRADBENCH_REPO"} --plot-data "$OUT/plot.json" \
+        >"$OUT/table.md"
     "$PY" "$here/bench/gradbench_plot.py" "$OUT/plot.json" "$OUT/gradbench.svg"
     cat "$OUT/table.md"
 }
