@@ -19,7 +19,13 @@
 # --quick runs the smallest size of every eval only. A tool runs only the evals it implements
 # (GradBench's tools/TOOL/evals.txt: adol-c all but particle and saddle, pytorch gmm, hello,
 # kmeans, lse and lstm; its ba answers fail and its ht times out in GradBench's own runs).
-# TASKSET (e.g. "taskset -c 1") prefixes every tool's command.
+# TASKSET (e.g. "taskset -c 1") prefixes every tool's command. The load average at the start
+# and the end of every eval is appended to $OUT/load.txt. The table (written to OUT) is made
+# of the results in RESULTS (default OUT; several directories separated by spaces, e.g. two
+# streams of evals run on two cores: a tool's eval found in several is a repeat, shown as its
+# median and range), with the evals of REPLACE (directories) replacing those of RESULTS:
+#   OUT=build/gb-new TOOLS="chainrules-c manual" bench/gradbench.sh lse
+#   RESULTS="build/gb-core0 build/gb-core1" REPLACE=build/gb-new bench/gradbench.sh --table
 #
 # The copy holds GradBench's python/, cpp/, tools/manual/ and evals/ (with their data files
 # as the repository stores them; files absent from the clone are left out, and the evals
@@ -138,11 +144,20 @@ tool_cmd() {
 }
 
 table() {
-    # shellcheck disable=SC2086 # one word per tool
-    "$PY" "$here/bench/gradbench_table.py" --results "$OUT" --tools $TOOLS \
-        ${GRADBENCH_REPO:+--nightly "$GRADBENCH_REPO"} --plot-data "$OUT/plot.json" >"$OUT/table.md"
+    mkdir -p "$OUT"
+    # shellcheck disable=SC2086 # TOOLS, RESULTS and REPLACE: one word per tool or directory
+    "$PY" "$here/bench/gradbench_table.py" --results ${RESULTS:-"$OUT"} ${REPLACE:+--replace $REPLACE} \
+        --tools $TOOLS ${GRADBENCH_REPO:+--nightly "$GRADBENCH_REPO"} --plot-data "$OUT/plot.json" \
+        >"$OUT/table.md"
     "$PY" "$here/bench/gradbench_plot.py" "$OUT/plot.json" "$OUT/gradbench.svg"
     cat "$OUT/table.md"
+}
+
+# one line of $OUT/load.txt: the time (UTC), what starts or ends, the load averages (1, 5, 15
+# minutes) and the cores; the table reports their range per eval
+load() {
+    echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) $1 | load $(cut -d' ' -f1-3 /proc/loadavg) | cores $(nproc)" \
+        >>"$OUT/load.txt"
 }
 
 quick=0
@@ -158,6 +173,7 @@ while read -r name args; do
     if [ $# -gt 0 ]; then
         case " $* " in *" $name "*) ;; *) continue ;; esac
     fi
+    load "start $name${args:+ $args}"
     for tool in $TOOLS; do
         implements "$tool" "$name" || continue
         tag=$(echo "$name $args" | tr ' ' '_' | tr -s '_' | sed 's/_$//; s/--//g')
@@ -167,6 +183,7 @@ while read -r name args; do
             --log "$OUT/$tool.$tag.jsonl" --summary "$OUT/$tool.$tag.summary" \
             -- $args --min-runs "$MIN_RUNS" --min-seconds "$MIN_SECONDS" || status=1
     done
+    load "end $name${args:+ $args}"
 done <"$OUT/configs"
 table
 exit $status

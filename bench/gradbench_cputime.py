@@ -3,15 +3,17 @@
 
     gradbench_cputime.py --log RUN.jsonl --size DESCRIPTION --primal F --derivative G
                          [--gradbench build/gradbench] [--tool build/tools/gradbench/chainrules-gradbench]
-                         [--runs-primal N] [--runs-derivative M] [--repeat R] [--taskset CPU]
+                         [--manual BIN] [--runs-primal N] [--runs-derivative M] [--repeat R]
+                         [--taskset CPU]
 
 On a loaded machine a long evaluation waits for the processor more often than a short one,
 so wall-clock ratios of derivative to primal time are inflated; the processor time a
 process used (its user time) is not. RUN.jsonl is the log of tools/gradbench/run.py (the
 eval's messages); the evaluate messages of the size named DESCRIPTION (e.g. "n=40000",
 "hand1_t26_c100") are sent again with min_runs N (or M) and min_seconds 0: to
-chainrules-gradbench on standard input, to `manual`'s binary (tools/manual/bin/EVAL) as
-cpp.py runs it. A function's time per evaluation is the difference between the user times
+chainrules-gradbench on standard input, to `manual`'s binary (tools/manual/bin/EVAL, or
+--manual BIN: a copy, which a concurrent eval's `define` does not rebuild) as cpp.py runs
+it. A function's time per evaluation is the difference between the user times
 of the process evaluating it N times and once, divided by N - 1: reading and converting the
 input, and converting the answer (a Jacobian of millions of numbers), cancel. The tools
 alternate, R times; the output is each tool's primal and derivative time per evaluation and
@@ -41,6 +43,7 @@ def main():
     ap.add_argument("--derivative", required=True)
     ap.add_argument("--gradbench", default="build/gradbench")
     ap.add_argument("--tool", default="build/tools/gradbench/chainrules-gradbench")
+    ap.add_argument("--manual", help="manual's binary (default GRADBENCH/tools/manual/bin/EVAL)")
     ap.add_argument("--runs-primal", type=int, default=200)
     ap.add_argument("--runs-derivative", type=int, default=50)
     ap.add_argument("--repeat", type=int, default=3)
@@ -55,7 +58,8 @@ def main():
         raise SystemExit(f"no evaluate messages for {a.size} in {a.log}")
     name = ev[a.primal]["module"]
     tool = os.path.abspath(a.tool)
-    manual = os.path.join(os.path.abspath(a.gradbench), "tools", "manual", "bin", name)
+    manual = os.path.abspath(a.manual) if a.manual else os.path.join(
+        os.path.abspath(a.gradbench), "tools", "manual", "bin", name)
     pin = ["taskset", "-c", a.taskset]
     tmp = tempfile.mkdtemp()
 

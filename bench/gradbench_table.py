@@ -1,18 +1,27 @@
 #!/usr/bin/env python3
 """The GradBench results table and plot (bench/gradbench.sh, docs/gradbench.md).
 
-    gradbench_table.py --results DIR [--tools chainrules-c chainrules-c-tape manual]
-                       [--nightly GIT_DIR]
-                       [--plot-data FILE]
+    gradbench_table.py --results DIR [DIR ...] [--replace DIR ...]
+                       [--tools chainrules-c chainrules-c-tape manual]
+                       [--nightly GIT_DIR] [--plot-data FILE]
 
-Reads DIR/TOOL.TAG.summary (tools/gradbench/run.py --summary) and prints Markdown: for
-every eval and size, each tool's primal and derivative time (the mean of the evaluate
-timings of the message, as GradBench's scorer computes them) and their ratio; then per
-eval the median ratio over the sizes, beside GradBench's published nightly ratios (read
-from the nightly branch of the clone GIT_DIR: evals/EVAL/summary.json). The per-size table
-ends with each tool's ratio over the reference's (`manual` when it is among the tools, else
-the last one). --plot-data writes the medians and ranges as JSON for
-bench/gradbench_plot.py.
+Reads DIR/TOOL.TAG.summary (tools/gradbench/run.py --summary) of every results directory
+and prints Markdown: for every eval and size, each tool's primal and derivative time (the
+mean of the evaluate timings of the message, as GradBench's scorer computes them) and
+their ratio; then per eval the median ratio over the sizes, beside GradBench's published
+nightly ratios (read from the nightly branch of the clone GIT_DIR:
+evals/EVAL/summary.json). The per-size table ends with each tool's ratio over the
+reference's (`manual` when it is among the tools, else the last one). --plot-data writes
+the medians and ranges as JSON for bench/gradbench_plot.py.
+
+Several directories: the tools and evals of each are combined (e.g. two streams of evals
+run on two cores). A tool's eval found in more than one --results directory (the same
+TOOL.TAG.summary) is a repeat: a size's times are the median over the repeats, its ratio
+the median of the repeats' ratios, followed by their range in parentheses. A tool's eval
+found in a --replace directory is taken from the --replace directories only (a newer run
+of some evals, e.g. after a change of their objective, replacing the older rows). When a
+directory holds load.txt (bench/gradbench.sh), the table ends with the load averages at
+the start and the end of every eval.
 """
 
 import argparse
@@ -48,17 +57,35 @@ def label_of(tag):
     return name
 
 
-def load(results, tools):
-    """{(label, eval): {desc: {tool: {function: mean_ns}}}}, in file order."""
+def summaries(results, replace, tools):
+    """[(tool, tag, [path, ...])]: every tool's eval, with its repeats' summary files."""
+    def found(dirs, tool):
+        out = {}
+        for d in dirs:
+            for path in sorted(glob.glob(os.path.join(d, f"{tool}.*.summary"))):
+                tag = os.path.basename(path)[len(tool) + 1 : -len(".summary")]
+                out.setdefault(tag, []).append(path)
+        return out
+
+    out = []
+    for tool in tools:
+        base, new = found(results, tool), found(replace or [], tool)
+        base.update(new)
+        out += [(tool, tag, base[tag]) for tag in sorted(base)]
+    return out
+
+
+def load(files):
+    """({label: {desc: {tool: [{function: mean_ns}, one per repeat]}}}, labels in order)."""
     data = {}
     order = []
-    for tool in tools:
-        for path in sorted(glob.glob(os.path.join(results, f"{tool}.*.summary"))):
-            tag = os.path.basename(path)[len(tool) + 1 : -len(".summary")]
-            label = label_of(tag)
-            if label not in data:
-                data[label] = {}
-                order.append(label)
+    for tool, tag, paths in files:
+        label = label_of(tag)
+        if label not in data:
+            data[label] = {}
+            order.append(label)
+        for path in paths:
+            runs = {}
             with open(path) as f:
                 for line in f:
                     r = json.loads(line)
@@ -66,18 +93,19 @@ def load(results, tools):
                         continue
                     mean = sum(r["evaluate_ns"]) / len(r["evaluate_ns"])
                     desc = r["description"] or "-"
-                    data[label].setdefault(desc, {}).setdefault(tool, {})[r["function"]] = mean
+                    runs.setdefault(desc, {})[r["function"]] = mean
+            for desc, fns in runs.items():
+                data[label].setdefault(desc, {}).setdefault(tool, []).append(fns)
     return data, order
 
 
-def validation(results, tools):
+def validation(files):
     """Markdown lines: per tool and eval, the evaluations valid, invalid and failed."""
     lines = ["| tool | eval | sizes | valid | invalid | failed (function) |", "|---|---|---|---|---|---|"]
-    for tool in tools:
-        for path in sorted(glob.glob(os.path.join(results, f"{tool}.*.summary"))):
-            tag = os.path.basename(path)[len(tool) + 1 : -len(".summary")]
-            ok = bad = 0
-            failed, sizes = [], []
+    for tool, tag, paths in files:
+        ok = bad = 0
+        failed, sizes = [], []
+        for path in paths:
             with open(path) as f:
                 for line in f:
                     r = json.loads(line)
@@ -89,9 +117,41 @@ def validation(results, tools):
                         ok += 1
                     else:
                         bad += 1
-            fl = f"{len(failed)} ({', '.join(sorted(set(failed)))})" if failed else "0"
-            lines.append(f"| {tool} | {label_of(tag)} | {len(sizes)} | {ok} | {bad} | {fl} |")
+        fl = f"{len(failed)} ({', '.join(sorted(set(failed)))})" if failed else "0"
+        rep = f" ({len(paths)} runs)" if len(paths) > 1 else ""
+        lines.append(f"| {tool} | {label_of(tag)}{rep} | {len(sizes)} | {ok} | {bad} | {fl} |")
     return lines
+
+
+def loads(dirs):
+    """Markdown lines: per results directory and eval, the time and the load averages (1, 5,
+    15 minutes) at its start and end (DIR/load.txt), or [] when no directory has one."""
+    rows = []
+    for d in dirs:
+        path = os.path.join(d, "load.txt")
+        if not os.path.exists(path):
+            continue
+        begun = {}
+        with open(path) as f:
+            for line in f:
+                parts = [p.strip() for p in line.split("|")]
+                if len(parts) < 2 or len(parts[0].split(" ", 2)) < 3:
+                    continue
+                when, what, name = parts[0].split(" ", 2)
+                avg = parts[1].removeprefix("load ").strip()
+                if what == "start":
+                    begun[name] = (when, avg)
+                elif what == "end" and name in begun:
+                    t0, a0 = begun.pop(name)
+                    rows.append(f"| {name} | {os.path.basename(os.path.normpath(d))} | "
+                                f"{t0} | {when} | {a0} | {avg} |")
+        for name, (t0, a0) in begun.items():
+            rows.append(f"| {name} | {os.path.basename(os.path.normpath(d))} | {t0} | "
+                        f"(not ended) | {a0} | - |")
+    if not rows:
+        return []
+    return ["| eval | results | start (UTC) | end (UTC) | load at start | load at end |",
+            "|---|---|---|---|---|---|"] + rows
 
 
 def nightly(git_dir):
@@ -139,14 +199,29 @@ def fmt_r(r):
     return "-" if r is None else f"{r:.3g}"
 
 
+def fmt_rr(rs):
+    """The median of a size's repeated ratios, and their range when repeated."""
+    if not rs:
+        return "-"
+    if len(rs) == 1:
+        return fmt_r(rs[0])
+    return f"{fmt_r(statistics.median(rs))} ({fmt_r(min(rs))} - {fmt_r(max(rs))})"
+
+
+def med(v):
+    return statistics.median(v) if v else None
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--results", required=True)
+    ap.add_argument("--results", required=True, nargs="+")
+    ap.add_argument("--replace", nargs="*", default=[])
     ap.add_argument("--tools", nargs="+", default=["chainrules-c", "chainrules-c-tape", "manual"])
     ap.add_argument("--nightly", help="GradBench clone with the nightly branch")
     ap.add_argument("--plot-data", help="JSON file for bench/gradbench_plot.py")
     args = ap.parse_args()
-    data, order = load(args.results, args.tools)
+    files = summaries(args.results, args.replace, args.tools)
+    data, order = load(files)
     night, commit = nightly(args.nightly)
 
     medians = {}  # label -> {column: median ratio}
@@ -168,19 +243,19 @@ def main():
         ratios = {t: [] for t in args.tools}
         for desc, per_tool in data[label].items():
             row = [label, desc]
-            rs = []
+            rs = {}
             for t in args.tools:
-                f = per_tool.get(t, {})
-                p, d = f.get(pf), f.get(df)
-                r = d / p if p and d else None
+                reps = per_tool.get(t, [])
+                ps = [f[pf] for f in reps if f.get(pf)]
+                ds = [f[df] for f in reps if f.get(df)]
+                rr = [f[df] / f[pf] for f in reps if f.get(pf) and f.get(df)]
+                r = med(rr)
                 if r is not None:
                     ratios[t].append(r)
-                rs.append(r)
-                row += [fmt_t(p), fmt_t(d), fmt_r(r)]
-            rr = rs[args.tools.index(ref)]
+                rs[t] = r
+                row += [fmt_t(med(ps)), fmt_t(med(ds)), fmt_rr(rr)]
             for t in others:
-                r = rs[args.tools.index(t)]
-                row.append(fmt_r(r / rr) if r and rr else "-")
+                row.append(fmt_r(rs[t] / rs[ref]) if rs[t] and rs[ref] else "-")
             print("| " + " | ".join(row) + " |")
         medians[label] = {f"{t} (here)": statistics.median(v) for t, v in ratios.items() if v}
         ranges[label] = {f"{t} (here)": [min(v), max(v)] for t, v in ratios.items() if v}
@@ -209,11 +284,17 @@ def main():
         print("|---|---|---|---|---|---|")
         for label in nested:
             for desc, per_tool in data[label].items():
-                for t, f in per_tool.items():
-                    print(f"| {label} | {t} | " +
-                          " | ".join(fmt_t(f.get(v)) for v in ("ff", "rf", "fr", "rr")) + " |")
+                for t, reps in per_tool.items():
+                    cells = []
+                    for v in ("ff", "rf", "fr", "rr"):
+                        ts = [f[v] for f in reps if f.get(v)]
+                        c = fmt_t(med(ts))
+                        if len(ts) > 1:
+                            c += f" ({fmt_t(min(ts))} - {fmt_t(max(ts))})"
+                        cells.append(c)
+                    print(f"| {label} | {t} | " + " | ".join(cells) + " |")
     print("\n## Validation\n")
-    print("\n".join(validation(args.results, args.tools)))
+    print("\n".join(validation(files)))
     print("\n## Range of the ratio over the sizes\n")
     here = [f"{t} (here)" for t in args.tools]
     print("| eval | " + " | ".join(here) + " |")
@@ -225,6 +306,10 @@ def main():
                 r = ranges[label].get(c)
                 cells.append(f"{fmt_r(r[0])} - {fmt_r(r[1])}" if r else "-")
             print(f"| {label} | " + " | ".join(cells) + " |")
+    lo = loads(args.results + args.replace)
+    if lo:
+        print("\n## Load average (1, 5, 15 minutes) at the start and the end of each eval\n")
+        print("\n".join(lo))
     if args.plot_data:
         labels = [l for l in order if medians.get(l)]
         with open(args.plot_data, "w") as f:
