@@ -29,6 +29,10 @@
  * and the symmetrised second derivatives (cr__greplay.so), the reverse pass applies them. The
  * replay tape refuses, when recording, the array functions and kernels without a
  * second-order form (CR__TAPE_SO_CHECK).
+ *
+ * This file drives the two passes run by run (prepared_impl.h): the scalar instructions' steps
+ * are the scalar kind's (forward2, reverse2 in node_scalar_replay.c), the others' their node
+ * kind's rerun2 and replay_pull2.
  */
 #include <math.h>
 #include <string.h>
