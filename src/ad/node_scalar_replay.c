@@ -373,15 +373,17 @@ static cr_status guard(cr_prepared *p, const cr__rop *r, const double *v)
                ? CR_OK
                : guard_failed(p, r->o, (unsigned)r->res, info->outcome, a, b);
 }
+
 /*
- * The first-order replay runs the compact program (cr__fop): 16 bytes per instruction
+ * The first-order replay runs the compact program (cr__fop): 8 bytes per instruction
  * instead of 64, and no partials of the arithmetic rows stored or loaded. The forward pass
  * evaluates only their primals; the reverse pass evaluates their partials again from the
  * same row (CR__ARITH_ROWS, the one definition) at the stored values of the arguments and
  * the result: those of add, sub and neg are constants and fold away, mul's are its
- * arguments, div's cost the two divisions the forward pass no longer makes. Rows through
- * their function pointers keep their partials in their 64-byte instruction, and comparisons,
- * array functions and GENERIC records are read from there too.
+ * arguments, div's cost the two divisions the forward pass no longer makes. Rows of one
+ * result and at most two arguments and comparisons read their entries (cr__lrow,
+ * cr__lguard); other rows keep their partials in their 64-byte instruction. Array functions
+ * and GENERIC records end a run: the passes return to the driver there.
  *
  * Dispatch: with GCC and Clang each step ends with its own indirect jump through a table of
  * label addresses (threaded code, as sweep_scalar in sweep.c); elsewhere (or with

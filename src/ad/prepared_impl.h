@@ -56,7 +56,7 @@ typedef struct cr__rop {
  * result follows from its position. The arithmetic rows keep no partials: the reverse pass
  * evaluates the row's partials again at the stored values (constant ones fold away). An
  * arithmetic row's code also says where its operands are read (forward) or their adjoints
- * sent (reverse), memory or one of two registers (prepared.c). Rows of one result and at
+ * sent (reverse), memory or one of two registers (node_scalar_replay.c). Rows of one result and at
  * most two arguments and comparisons read their entries (cr__lrow, cr__lguard); every other
  * code reads its 64-byte instruction prog[k]. */
 typedef struct cr__fop {
