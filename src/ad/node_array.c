@@ -92,6 +92,6 @@ static cr_status array_replay_pull2(cr_prepared *p, const cr__rop *r, double *ad
     return nd->ops->pull2(p->tape, nd, r->res, adj, adjd, vd, 1);
 }
 
-const cr__node_kind cr__array_kind = {array_reverse,     array_forward,     array_second,
-                                      array_rerun,       array_replay_pull, array_rerun2,
-                                      array_replay_pull2};
+const cr__node_kind cr__array_kind = {
+    array_reverse,     array_forward, array_second,       array_rerun,
+    array_replay_pull, array_rerun2,  array_replay_pull2, NULL};

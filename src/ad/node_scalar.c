@@ -4,9 +4,9 @@
  * the general record of a row's results, recording cursors and recorded user functions),
  * the reverse step (the first-order threaded loop of sweep_scalar.h and the other scalar
  * kinds), the forward step and the second-order reverse step, which the sweeps (sweep.c)
- * call through cr__scalar_kind. Scalar records are replayed by the prepared program, which
- * compiles them (prepared.c, prepared_hvp.c). The record layout is described in
- * tape_impl.h.
+ * call through cr__scalar_kind. Their prepared replay (the compiler of scalar records into
+ * the prepared program and its interpreters) is the kind's replay steps, in
+ * node_scalar_replay.c. The record layout is described in tape_impl.h.
  */
 #include <stddef.h>
 #include <string.h>
@@ -15,7 +15,7 @@
 #include <chainrules/rules_special.h>
 
 #include "../rules/array_rule_impl.h"
-#include "tape_impl.h"
+#include "prepared_impl.h"
 
 /* The arithmetic rows, instantiated here too (their float and complex variants and source
  * strings are unused in this file). */
@@ -1118,9 +1118,11 @@ static cr_status scalar_second(cr_tape *t, cr__sec *s)
     return second_k(t, s, s->k);
 }
 
-/* No replay steps: the prepared program compiles scalar records into its own instructions. */
-const cr__node_kind cr__scalar_kind = {scalar_reverse, scalar_forward, scalar_second, NULL,
-                                       NULL,           NULL,           NULL};
+/* No replay steps of one instruction: the kind compiles its records into the prepared
+ * program and replays whole runs of them in its own loops (cr__scalar_replay,
+ * node_scalar_replay.c). */
+const cr__node_kind cr__scalar_kind = {
+    scalar_reverse, scalar_forward, scalar_second, NULL, NULL, NULL, NULL, &cr__scalar_replay};
 
 /* ---- Recording cursors (tape.h, cr_rec) ------------------------------------------------- */
 

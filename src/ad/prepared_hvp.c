@@ -29,14 +29,15 @@
  * and the symmetrised second derivatives (cr__greplay.so), the reverse pass applies them. The
  * replay tape refuses, when recording, the array functions and kernels without a
  * second-order form (CR__TAPE_SO_CHECK).
+ *
+ * This file drives the two passes run by run (prepared_impl.h): the scalar instructions' steps
+ * are the scalar kind's (forward2, reverse2 in node_scalar_replay.c), the others' their node
+ * kind's rerun2 and replay_pull2.
  */
 #include <math.h>
 #include <string.h>
 
-#include <chainrules/rules_math.h>
-
 #include "../rules/array_rule_impl.h"
-#include "arith_second.h"
 #include "prepared_impl.h"
 
 /* ---- The passes -------------------------------------------------------------------------- */
@@ -52,147 +53,55 @@ static void restore_results(cr_prepared *p)
             ((cr__anode *)p->prog[k].ptr)->y = p->yrec[k];
 }
 
-/* Forward: values, partials and tangents at the inputs in (dir: the direction, per input). Tangents
- * of constant slots stay zero. */
+/* Forward: values, partials and tangents at the inputs in (dir: the direction, per input),
+ * run by run: a compiled run by its kind's forward2 (the scalar rows'), another kind's
+ * instruction by its rerun2 step. */
 static cr_status forward2(cr_prepared *p, const double *in, const double *dir)
 {
-    double *v = p->vals, *vd = p->tan;
-    cr__rop *r = p->prog + p->nlead, *end = p->prog + p->nprog;
-    if (p->nlead > 0) {
-        memcpy(v, in, p->nlead * sizeof *v);
-        memcpy(vd, dir, p->nlead * sizeof *vd);
-    }
-    for (; r < end; r++) {
-        switch (r->code) {
-#define ARITH(NAME, NIN, NOUT, PRIMAL, ...)             \
-    case CR__ROP_##NAME: {                              \
-        double x_[2], Y[1], D[2];                       \
-        x_[0] = v[r->src[0]];                           \
-        x_[1] = (NIN) > 1 ? v[r->src[1]] : 0.0;         \
-        {                                               \
-            const double *x = x_;                       \
-            PRIMAL;                                     \
-            __VA_ARGS__;                                \
-        }                                               \
-        v[r->res] = Y[0];                               \
-        r->p[0] = D[0];                                 \
-        double t_ = D[0] * vd[r->src[0]];               \
-        if ((NIN) > 1) {                                \
-            r->p[1] = D[1];                             \
-            t_ += D[(NIN) > 1 ? 1 : 0] * vd[r->src[1]]; \
-        }                                               \
-        vd[r->res] = t_;                                \
-        break;                                          \
-    }
-            CR__ARITH_ROWS(ARITH)
-#undef ARITH
-        case CR__ROP_ROW: {
-            cr__row_forward(r, v);
-            double t = 0.0;
-            for (size_t j = 0; j < r->nin; j++)
-                t += r->p[j] * vd[r->src[j]];
-            vd[r->res] = t;
-            break;
+    for (size_t j = 0; j < p->nruns; j++) {
+        const cr__prun *run = &p->runs[j];
+        size_t end = j + 1 < p->nruns ? p->runs[j + 1].first : p->nprog;
+        cr_status st;
+        if (run->kind->replay != NULL) {
+            st = run->kind->replay->forward2(p, run->first, end, in, dir);
+        } else {
+            const cr__rop *r = &p->prog[run->first];
+            st = run->kind->rerun2(p, r, p->vals, p->tan, run->first + 1 == p->nprog);
         }
-        case CR__ROP_INPUT:
-            v[r->res] = in[r->src[0]];
-            vd[r->res] = dir[r->src[0]];
-            break;
-        case CR__ROP_GUARD: {
-            cr_status st = cr__prepared_guard(p, r, v);
-            if (st != CR_OK)
-                return st;
-            break;
-        }
-        default: { /* CR__ROP_ARRAY, CR__ROP_GENERIC: through their node kind */
-            cr_status st = cr__rop_kind(r)->rerun2(p, r, v, vd, r + 1 == end);
-            if (st != CR_OK)
-                return st;
-            break;
-        }
-        }
+        if (st != CR_OK)
+            return st;
     }
     return CR_OK;
 }
 
 /* Reverse: adjoints and their tangents, from y (array records: the shadows and their
- * derivatives in the tape's sweep state). */
+ * derivatives in the tape's sweep state), run by run from the one making y. */
 static cr_status reverse2(cr_prepared *p)
 {
     size_t nv = p->nws / 2;
-    const double *v = p->vals, *vd = p->tan;
+    const double *vd = p->tan;
     double *adj = p->adj, *adjd = p->tan + nv;
-    uint32_t nvar = p->tape->nvars; /* sources at or above are constant slots */
     memset(adj, 0, nv * sizeof *adj);
     memset(adjd, 0, nv * sizeof *adjd);
     adj[p->y.idx] = 1.0;
-    const cr__rop *first = p->prog + (p->nlead < p->ntop ? p->nlead : p->ntop);
-    for (const cr__rop *r = p->prog + p->ntop; r-- > first;) {
-        switch (r->code) {
-#define ARITH2(NAME, NIN, NOUT, PRIMAL, ...)                                      \
-    case CR__ROP_##NAME: {                                                        \
-        double g = adj[r->res], gd = adjd[r->res];                                \
-        double xr[2], hd[2] = {0.0, 0.0};                                         \
-        uint32_t s0 = r->src[0], s1 = (NIN) > 1 ? r->src[1] : s0;                 \
-        xr[0] = v[s0];                                                            \
-        xr[1] = v[s1];                                                            \
-        for (size_t l = 0; l < (NIN); l++) {                                      \
-            uint32_t sl = l == 0 ? s0 : s1;                                       \
-            if (sl >= nvar) /* a constant: not a column */                        \
-                continue;                                                         \
-            cr__hcol_##NAME(xr, l, vd[sl], hd);                                   \
-        }                                                                         \
-        adj[s0] += r->p[0] * g;                                                   \
-        adjd[s0] += r->p[0] * gd + g * hd[0];                                     \
-        if ((NIN) > 1) {                                                          \
-            adj[s1] += r->p[(NIN) > 1 ? 1 : 0] * g;                               \
-            adjd[s1] += r->p[(NIN) > 1 ? 1 : 0] * gd + g * hd[(NIN) > 1 ? 1 : 0]; \
-        }                                                                         \
-        break;                                                                    \
-    }
-            CR__ARITH_ROWS(ARITH2)
-#undef ARITH2
-        case CR__ROP_ROW: {
-            const cr__rinfo *info = r->ptr;
-            const cr_scalar_rule *row = info->row;
-            size_t nin = r->nin, o = r->o;
-            double g = adj[r->res], gd = adjd[r->res];
-            double xin[CR_SCALAR_MAX_IN], Y[CR_SCALAR_MAX_OUT];
-            double D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
-            double H[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN * CR_SCALAR_MAX_IN];
-            unsigned cols = 0;
-            for (size_t j = 0; j < nin; j++) {
-                xin[j] = v[r->src[j]];
-                if (info->map[j] >= 0)
-                    cols |= 1u << j;
-            }
-            /* All the partials at x (cr__row_hessian starts from them). */
-            row->f64(xin, Y, D);
-            cr__row_hessian(row, xin, D, H, cols);
-            /* The symmetric part, as the second-order tape keeps it (central differences
-             * give the two mixed partials to about ten digits each). */
-            const double *Ho = H + o * nin * nin;
-            for (size_t j = 0; j < nin; j++) {
-                double hd = 0.0;
-                for (size_t l = 0; l < nin; l++)
-                    if (cols & (1u << l))
-                        hd += ((cols & (1u << j)) ? 0.5 * (Ho[j * nin + l] + Ho[l * nin + j])
-                                                  : Ho[j * nin + l]) *
-                              vd[r->src[l]];
-                adj[r->src[j]] += r->p[j] * g;
-                adjd[r->src[j]] += r->p[j] * gd + g * hd;
-            }
-            break;
-        }
-        case CR__ROP_ARRAY:
-        case CR__ROP_GENERIC: {
-            cr_status st = cr__rop_kind(r)->replay_pull2(p, r, adj, adjd, vd);
+    size_t first = p->nlead < p->ntop ? p->nlead : p->ntop; /* (leading inputs: no step) */
+    for (size_t j = p->nruns; j-- > 0;) {
+        const cr__prun *run = &p->runs[j];
+        size_t lo = run->first > first ? run->first : first;
+        size_t hi = j + 1 < p->nruns ? p->runs[j + 1].first : p->nprog;
+        hi = hi < p->ntop ? hi : p->ntop;
+        if (lo >= hi)
+            continue;
+        if (run->kind->replay != NULL) {
+            cr_status st = run->kind->replay->reverse2(p, lo, hi);
             if (st != CR_OK)
                 return st;
-            break;
+            continue;
         }
-        default: /* inputs, comparisons, functions of no derivative */
-            break;
+        for (size_t k = hi; k-- > lo;) {
+            cr_status st = run->kind->replay_pull2(p, &p->prog[k], adj, adjd, vd);
+            if (st != CR_OK)
+                return st;
         }
     }
     return CR_OK;

@@ -1,8 +1,11 @@
 /*
- * Private layout of prepared gradients (prepared.c, prepared_array.c): the replay tape's
- * records are turned once into a flat program of instructions, which each call evaluates
- * forwards (rows inline or through their function pointers, array functions and scalar
- * rules kept as pullbacks through their rrules) and sweeps back.
+ * Private layout of prepared gradients (prepared.c, prepared_array.c, prepared_hvp.c, and the
+ * scalar kind's replay, node_scalar_replay.c): the replay tape's records are turned once into
+ * a flat program of instructions, which each call evaluates forwards and sweeps back. The
+ * program is a sequence of *runs*, instructions of one node kind in a row: a kind that
+ * compiles its records (the scalar rows, cr__replay_steps) runs a whole run in its own loops;
+ * the others (array functions, rules kept as pullbacks) are called instruction by instruction
+ * through their node kind's rerun and replay_pull steps (tape_impl.h).
  */
 #ifndef CR_PREPARED_IMPL_H
 #define CR_PREPARED_IMPL_H
@@ -53,7 +56,7 @@ typedef struct cr__rop {
  * result follows from its position. The arithmetic rows keep no partials: the reverse pass
  * evaluates the row's partials again at the stored values (constant ones fold away). An
  * arithmetic row's code also says where its operands are read (forward) or their adjoints
- * sent (reverse), memory or one of two registers (prepared.c). Rows of one result and at
+ * sent (reverse), memory or one of two registers (node_scalar_replay.c). Rows of one result and at
  * most two arguments and comparisons read their entries (cr__lrow, cr__lguard); every other
  * code reads its 64-byte instruction prog[k]. */
 typedef struct cr__fop {
@@ -100,6 +103,58 @@ typedef struct cr__greplay {
     double *so;
 } cr__greplay;
 
+/* Where a first-order pass stands between two runs (prepared.c hands it from one to the
+ * next). Forwards: k is the next instruction and res the first variable it makes; backwards:
+ * k is one past the next instruction to sweep and res one past the variables it makes. cur:
+ * the compiled kind's cursors in its own arrays (the scalar kind's: its rows' entries and
+ * its comparisons'), 0 at the start of a forward pass, rtop's at the start of a reverse one. */
+typedef struct cr__rpos {
+    size_t k;
+    uint32_t res;
+    uint32_t cur[2];
+} cr__rpos;
+
+/* A run of the program: instructions first up to the next run's first (or the end), all of
+ * one node kind. */
+typedef struct cr__prun {
+    const cr__node_kind *kind;
+    size_t first;
+} cr__prun;
+
+/* Where a record is compiled (cr__replay_steps.compile): the record at w (its header w[0],
+ * its replay information w[1], its payload from w + 2), the variable it makes first (i), its
+ * number (k), the inputs compiled before it (kin) and the constant slots so far (nc), which
+ * the step advances; fill: write the constants' values into the workspace (the second walk),
+ * else only count them. */
+typedef struct cr__cpos {
+    const cr__word *w;
+    size_t i, k, kin, nc;
+    bool fill;
+} cr__cpos;
+
+/* The steps of a node kind that compiles its records into the prepared program and replays
+ * them in its own loops (cr__node_kind.replay; the scalar rows', node_scalar_replay.c).
+ * compile: the record at s into instruction r. link: once the program of nrec instructions
+ * is compiled (p->prog, p->runs), build what the passes read (the compact program, its codes, its
+ * entries, rtop, nlead, compact). forward: the first-order forward pass from s over the run that
+ * starts there (the inputs x), up to the first instruction of another kind (or the end), where s is
+ * left; reverse: the reverse pass from s down over the run, up to the first instruction of
+ * another kind or the reverse pass's first one. forward2 and reverse2: the H·v passes over
+ * instructions [first, end) of p->prog (in: the inputs and dir the direction, when first is
+ * 0). Failures go to the context. */
+typedef struct cr__replay_steps {
+    cr_status (*compile)(cr_prepared *p, cr__cpos *s, struct cr__rop *r);
+    cr_status (*link)(cr_prepared *p, size_t nrec);
+    cr_status (*forward)(cr_prepared *p, const double *x);
+    cr_status (*reverse)(cr_prepared *p);
+    cr_status (*forward2)(cr_prepared *p, size_t first, size_t end, const double *in,
+                          const double *dir);
+    cr_status (*reverse2)(cr_prepared *p, size_t first, size_t end);
+} cr__replay_steps;
+
+/* The scalar rows' (node_scalar_replay.c; cr__scalar_kind.replay). */
+CR_INTERNAL extern const cr__replay_steps cr__scalar_replay;
+
 struct cr_prepared {
     cr_ctx *ctx;
     cr_tape *tape; /* the replay tape; NULL once a lean program no longer needs it (below) */
@@ -114,6 +169,11 @@ struct cr_prepared {
      * the workspace. */
     cr__rop *prog;
     size_t nprog;
+    cr__prun *runs; /* the program's runs (a lean program: one), in order */
+    size_t nruns;   /* their number (0: an empty program; at least one allocated) */
+    /* A program of one run of a compiled kind: that kind's steps, which the passes call
+     * directly; else NULL. */
+    const cr__replay_steps *solo;
     cr__fop *fops; /* the same program, compact, between two ends (first-order replay) */
     size_t nfops;  /* its allocated length */
     /* Their codes, one byte each: the forward pass's (fcodes), then the reverse pass's
@@ -123,8 +183,9 @@ struct cr_prepared {
     size_t nlead;        /* leading inputs in order: variable j is input j */
     cr__lrow *lrows;     /* rows of the compact program (cr__lrow), in program order */
     size_t nlrows;       /* their number */
-    size_t nlrows_top;   /* those among the instructions up to the one that makes y */
-    uint32_t res_top;    /* the variables those instructions make */
+    cr__rpos rtop;       /* where the reverse pass starts: after the instruction making y */
+    cr__rpos pos;        /* where a pass stands between two runs (kept here: no register) */
+    bool compact;        /* the compact program holds every compiled instruction (lean) */
     bool lean;           /* a lean program (prog above) */
     uint32_t nvar;       /* the recording's variables (constant slots follow them) */
     cr__lguard *lguards; /* comparisons of the compact program, in program order */
@@ -212,30 +273,11 @@ CR_INTERNAL cr_status cr__prepared_check_arrays(cr_prepared *p, const char *who,
                                                 const cr_array *const *xs, size_t n,
                                                 cr_array *const *outs, const char *what);
 
-/* A guard instruction r at the values v: CR_OK when its comparison comes out as recorded,
- * else CR_EDOMAIN with the message on the context. */
-CR_INTERNAL cr_status cr__prepared_guard(cr_prepared *p, const cr__rop *r, const double *v);
-
 /* Start a call: clear the tape's error, rewind its arena. */
 CR_INTERNAL void cr__prepared_begin(cr_prepared *p);
 
 /* Replay forwards (x: the scalar inputs, NULL for array inputs) and sweep back from y:
  * p->adj holds the scalar adjoints, the array slots' accumulators the array ones. */
 CR_INTERNAL cr_status cr__prepared_run(cr_prepared *p, const double *x);
-
-/* A row through its function pointer, forwards: its value and its partials (kept in r). */
-static inline void cr__row_forward(cr__rop *r, double *v)
-{
-    const cr__rinfo *info = r->ptr;
-    size_t nin = r->nin;
-    double xin[CR_SCALAR_MAX_IN], Y[CR_SCALAR_MAX_OUT];
-    double D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
-    for (size_t j = 0; j < nin; j++)
-        xin[j] = v[r->src[j]];
-    info->row->f64(xin, Y, D);
-    v[r->res] = Y[r->o];
-    for (size_t j = 0; j < nin; j++)
-        r->p[j] = D[r->o * nin + j];
-}
 
 #endif /* CR_PREPARED_IMPL_H */

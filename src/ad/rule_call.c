@@ -1074,9 +1074,9 @@ static cr_status generic_replay_pull2(cr_prepared *p, const cr__rop *r, double *
     return CR_OK;
 }
 
-const cr__node_kind cr__generic_kind = {generic_reverse,     generic_forward,     generic_second,
-                                        generic_rerun,       generic_replay_pull, generic_rerun2,
-                                        generic_replay_pull2};
+const cr__node_kind cr__generic_kind = {
+    generic_reverse,     generic_forward, generic_second,       generic_rerun,
+    generic_replay_pull, generic_rerun2,  generic_replay_pull2, NULL};
 
 /* ---- Named operations of the rows of three inputs or two results (tape_ops.h) ------------- */
 

@@ -24,7 +24,7 @@ static cr_status corrupt_second(cr_tape *t, cr__sec *s)
     return cr__tape_fail(t, CR_EINVAL, "tape: corrupt record (kind %u)", hdr_kind(s->p[-1].u));
 }
 static const cr__node_kind k_corrupt = {
-    corrupt_reverse, corrupt_forward, corrupt_second, NULL, NULL, NULL, NULL};
+    corrupt_reverse, corrupt_forward, corrupt_second, NULL, NULL, NULL, NULL, NULL};
 
 static const cr__node_kind *const k_kinds[16] = {
     [K_INPUT] = &cr__scalar_kind,  [K_UNARY] = &cr__scalar_kind,   [K_BINARY] = &cr__scalar_kind,

@@ -981,9 +981,11 @@ struct cr__rop; /* an instruction of a prepared program (prepared_impl.h) */
  * forward step); replay_pull, its reverse step on the adjoints adj; rerun2, the H·v
  * replay's forward step (values v and tangents vd along the direction; last: the program's
  * last instruction, whose results' tangents nothing reads); replay_pull2, its second-order
- * reverse step (adjoints adj, their tangents adjd). Their failures go to the context. The
- * scalar kinds have none of these: the prepared program compiles their records into its own
- * instructions (prepared.c). */
+ * reverse step (adjoints adj, their tangents adjd). Their failures go to the context. A kind
+ * that compiles its records into the prepared program instead (the scalar rows') has none of
+ * these but replay, its compiler and the interpreters of what it compiled, which run a whole
+ * run of its instructions per call (prepared_impl.h; NULL for the other kinds). */
+struct cr__replay_steps;
 typedef struct cr__node_kind {
     cr_status (*reverse)(cr_tape *t, cr__rev *s);
     cr_status (*forward)(cr_tape *t, cr__fwd *s);
@@ -993,6 +995,7 @@ typedef struct cr__node_kind {
     cr_status (*rerun2)(cr_prepared *p, const struct cr__rop *r, double *v, double *vd, bool last);
     cr_status (*replay_pull2)(cr_prepared *p, const struct cr__rop *r, double *adj, double *adjd,
                               const double *vd);
+    const struct cr__replay_steps *replay;
 } cr__node_kind;
 
 /* The scalar rows' records (INPUT, UNARY, BINARY, ADD, SUB, COPY, NEG, NARY, their
