@@ -1519,10 +1519,11 @@ static void test_check_main(void **state)
     assert_int_equal(cr_check_main(2, argv_badpts, NULL), 2);
 }
 
-/* The testers under a context whose allocator fails the n-th allocation, for n = 1, 2, ...
- * (builtin rules over numbers, arrays and a tuple output): every failing run reports
- * CR_ENOMEM with a message and leaks nothing, and the first run that is not refused gives
- * the verdict and the number of points of a run with memory to spare. */
+/* The testers short of memory (builtin rules over numbers, arrays and a tuple output): in
+ * scratch arenas of growing size every run short of room reports CR_EARENA with a message;
+ * under a context whose allocator fails the n-th allocation, for n = 1, 2, ..., every failing
+ * run reports CR_ENOMEM with a message and leaks nothing. The first run that fits gives the
+ * verdict and the number of points of a run with memory to spare. */
 typedef cr_status (*tester_fn)(cr_arena *scratch, const cr_test_opts *opts, const cr_value *f,
                                const cr_value *args, size_t nargs, cr_test_report *r);
 
@@ -1532,8 +1533,36 @@ static void sweep_tester(fixture *f, tester_fn test, const char *name, const cr_
     cr_test_report want, got;
     assert_int_equal(test(f->arena, NULL, fn, args, nargs, &want), CR_OK);
     assert_int_equal(want.verdict, CR_VERDICT_PASS);
+    /* the testers' scratch arena too small: CR_EARENA */
+    size_t failed = 0, size;
+    for (size = 32;; size += 64) {
+        void *buf = malloc(size);
+        assert_non_null(buf);
+        cr_arena_params ap = {.struct_size = sizeof ap, .buffer = buf, .buffer_size = size};
+        cr_arena *a;
+        assert_int_equal(cr_arena_new(f->ctx, &ap, &a), CR_OK);
+        cr_ctx_clear_error(f->ctx);
+        cr_status st = test(a, NULL, fn, args, nargs, &got);
+        cr_arena_free(a);
+        free(buf);
+        if (st == CR_OK) {
+            assert_int_equal(got.verdict, want.verdict);
+            assert_int_equal(got.npoints, want.npoints);
+            break;
+        }
+        if (st != CR_EARENA || cr_ctx_errmsg(f->ctx)[0] == '\0') {
+            print_error("%s of %s in a %zu-byte scratch: %s (%s)\n", name, fn->u.func.fn->name,
+                        size, cr_status_name(st), cr_ctx_errmsg(f->ctx));
+            fail();
+        }
+        failed++;
+    }
+    assert_true(failed > 0);
+    cr_ctx_clear_error(f->ctx);
+    /* the context's allocator failing */
     fault *fl = new_tracker();
-    size_t failed = 0, n;
+    size_t n;
+    failed = 0;
     for (n = 1; n < 100000; n++) {
         arm(fl, n);
         cr_ctx_params p = {.realloc_fn = fault_realloc, .alloc_env = fl};
