@@ -1693,6 +1693,31 @@ static void test_arena_sweeps(void **state)
     assert_arena_sweep_rules(fx, &cr_fn_hcat, aa, 2);
     assert_arena_sweep_rules(fx, &cr_fn_vcat, aa, 2);
     assert_arena_sweep_rules(fx, &cr_fn_stack, aa, 2);
+    /* indexing: linear indices with a repeat, a range and an index list per dimension */
+    int64_t lin[4] = {1, 7, 1, 11}, cols[2] = {3, 0};
+    size_t four = 4;
+    cr_array Lin, Cols;
+    cr_array_view_init(&Lin, lin, CR_DT_I64, 1, &four, NULL);
+    cr_array_view_init(&Cols, cols, CR_DT_I64, 1, &two, NULL);
+    cr_range rows = {0, 2, 2};
+    cr_value gl[2] = {va, cr_value_array(&Lin)},
+             gd[3] = {va, cr_value_struct(&cr_range_type, &rows), cr_value_array(&Cols)};
+    assert_arena_sweep_rules(fx, &cr_fn_getindex, gl, 2);
+    assert_arena_sweep_rules(fx, &cr_fn_getindex, gd, 3);
+    assert_arena_sweep_rules(fx, &cr_fn_view, gd, 3);
+    gd[0] = vc;
+    assert_arena_sweep_rules(fx, &cr_fn_getindex, gd, 3);
+    /* var_ex and std_ex, uncorrected, along a dimension; opnorm and norm with p */
+    cr_value ve[4] = {va, cr_value_bool(false), (cr_value){.kind = CR_KIND_NOTHING},
+                      cr_value_i64(0)};
+    assert_arena_sweep_rules(fx, &cr_fn_var_ex, ve, 4);
+    assert_arena_sweep_rules(fx, &cr_fn_std_ex, ve, 4);
+    cr_value on[2] = {va, cr_value_f64(1)};
+    assert_arena_sweep_rules(fx, &cr_fn_opnorm, on, 2);
+    on[1] = cr_value_f64(3);
+    assert_arena_sweep_rules(fx, &cr_fn_norm, on, 2);
+    on[0] = vc;
+    assert_arena_sweep_rules(fx, &cr_fn_norm, on, 2);
 }
 
 static int run_array_layouts(void)
