@@ -202,7 +202,7 @@ static inline void assert_arena_sweep_rules_(void *fxp, const cr_value *f, const
 {
     fixture *fx = fxp;
     uint64_t rng = 12345;
-    cr_tangent dargs[CR_SIG_MAX_ARGS + 1], dy, want_t[CR_SIG_MAX_ARGS + 1];
+    cr_tangent dargs[CR_SIG_MAX_ARGS + 1], dy = cr_tangent_none(), want_t[CR_SIG_MAX_ARGS + 1];
     cr_value want;
     if (nargs > CR_SIG_MAX_ARGS)
         sweep_fail_(f, __LINE__, file, line);
