@@ -167,6 +167,103 @@ static inline void assert_arena_sweep_(void *fxp, const cr_value *f, const cr_va
 #define assert_arena_sweep(fx, f, args, nargs) \
     assert_arena_sweep_((fx), (f), (args), (nargs), __FILE__, __LINE__)
 
+/* One run of f(args) in arena a: the rrule, its pullback at the cotangent dy and every
+ * cotangent unthunked (rule != 0), or the frule at the tangents dargs (rule == 0). */
+static inline cr_status sweep_run_(cr_arena *a, int rule, const cr_value *f, const cr_value *args,
+                                   size_t nargs, const cr_tangent *dargs, cr_tangent dy,
+                                   cr_value *y, cr_tangent *out)
+{
+    if (!rule)
+        return cr_frule(NULL, a, dargs, f, args, nargs, y, out);
+    cr_pullback pb;
+    cr_status st = cr_rrule(NULL, a, f, args, nargs, y, &pb);
+    if (st == CR_OK)
+        st = cr_pullback_call(a, &pb, &dy, out, nargs + 1);
+    for (size_t k = 1; st == CR_OK && k <= nargs; k++)
+        st = cr_tangent_unthunk(out[k], &out[k]);
+    return st;
+}
+
+/* The failure of a sweep: the function's name and the helper's line that failed. */
+static inline void sweep_fail_(const cr_value *f, int at, const char *file, int line)
+{
+    print_error("arena sweep of %s failed (test_util.h:%d)\n",
+                f->kind == CR_KIND_FUNC && f->u.func.fn ? f->u.func.fn->name : "?", at);
+    _fail(file, line);
+}
+
+/* f(args) through both rules in fixed arenas of growing size: the rrule, its pullback (at a
+ * random cotangent of the output) with every cotangent unthunked, and the frule when f has
+ * one (at random tangents of the arguments). Every run short of room fails with CR_EARENA and a
+ * message; the first run that fits gives the output and the (co)tangents of a run in a growable
+ * arena. */
+static inline void assert_arena_sweep_rules_(void *fxp, const cr_value *f, const cr_value *args,
+                                             size_t nargs, const char *file, int line)
+{
+    fixture *fx = fxp;
+    uint64_t rng = 12345;
+    cr_tangent dargs[CR_SIG_MAX_ARGS + 1], dy = cr_tangent_none(), want_t[CR_SIG_MAX_ARGS + 1];
+    cr_value want;
+    if (nargs > CR_SIG_MAX_ARGS)
+        sweep_fail_(f, __LINE__, file, line);
+    dargs[0] = cr_tangent_none();
+    for (size_t k = 0; k < nargs; k++)
+        if (cr_rand_tangent(fx->arena, &rng, &args[k], &dargs[k + 1]) != CR_OK)
+            sweep_fail_(f, __LINE__, file, line);
+    for (int rule = 0; rule < 2; rule++) {
+        cr_status st0 = sweep_run_(fx->arena, rule, f, args, nargs, dargs, dy, &want, want_t);
+        if (st0 == CR_NOTHING && rule == 0) { /* no frule: the cotangent from the primal */
+            if (cr_function_call(fx->arena, f, args, nargs, &want) != CR_OK ||
+                cr_rand_tangent(fx->arena, &rng, &want, &dy) != CR_OK)
+                sweep_fail_(f, __LINE__, file, line);
+            continue;
+        }
+        if (st0 != CR_OK) {
+            print_error("%s: %s: %s\n", rule ? "rrule" : "frule", cr_status_name(st0),
+                        cr_ctx_errmsg(fx->ctx));
+            sweep_fail_(f, __LINE__, file, line);
+        }
+        if (rule == 0 && cr_rand_tangent(fx->arena, &rng, &want, &dy) != CR_OK)
+            sweep_fail_(f, __LINE__, file, line);
+        for (size_t size = 64;; size += 64) {
+            void *buf = malloc(size);
+            cr_arena *a;
+            cr_arena_params ap = {.struct_size = sizeof ap, .buffer = buf, .buffer_size = size};
+            if (buf == NULL || cr_arena_new(fx->ctx, &ap, &a) != CR_OK)
+                sweep_fail_(f, __LINE__, file, line);
+            cr_value y;
+            cr_tangent got[CR_SIG_MAX_ARGS + 1];
+            cr_ctx_clear_error(fx->ctx);
+            cr_status st = sweep_run_(a, rule, f, args, nargs, dargs, dy, &y, got);
+            bool same = true;
+            char where[256] = "";
+            if (st == CR_OK && rule == 0)
+                same = cr_test_approx(&want, got[0], want_t[0], 1e-13, 1e-13, where, sizeof where);
+            for (size_t k = 1; st == CR_OK && rule && k <= nargs; k++)
+                same = same && cr_test_approx(&args[k - 1], got[k], want_t[k], 1e-13, 1e-13, where,
+                                              sizeof where);
+            cr_arena_free(a);
+            free(buf);
+            if (st == CR_OK) {
+                if (!same) {
+                    print_error("%s in %zu bytes: %s\n", rule ? "rrule" : "frule", size, where);
+                    sweep_fail_(f, __LINE__, file, line);
+                }
+                break;
+            }
+            const char *msg = cr_ctx_errmsg(fx->ctx);
+            if (st != CR_EARENA || msg == NULL || *msg == '\0') {
+                print_error("%s in %zu bytes: %s (%s) instead of CR_EARENA\n",
+                            rule ? "rrule" : "frule", size, cr_status_name(st), msg ? msg : "");
+                sweep_fail_(f, __LINE__, file, line);
+            }
+        }
+    }
+    cr_ctx_clear_error(fx->ctx);
+}
+#define assert_arena_sweep_rules(fx, f, args, nargs) \
+    assert_arena_sweep_rules_((fx), (f), (args), (nargs), __FILE__, __LINE__)
+
 #endif /* CR_TEST_OWN_FIXTURE */
 
 /* a and b are the same double, bit for bit. */

@@ -375,6 +375,57 @@ static void test_rect_lu(void **state)
     }
 }
 
+/* The rank-k updates, the Cholesky solves and determinants, pinv_ex, the functions of a
+ * Hermitian matrix and the rectangular factorizations, real and complex, in arenas too
+ * small for them: CR_EARENA at every size short of room, the results once it fits. */
+static void test_arena_sweep(void **state)
+{
+    fixture *fx = *state;
+    double a[9] = {4, 1, 0.5, 1, 3, 0.25, 0.5, 0.25, 2}, w[6] = {1, 2, 3, -1, 0.5, 2};
+    double c[4] = {1, 2, 3, 4}, b[6] = {1, -2, 0.5, 3, -1, 2};
+    cr_complex ca[9], cw[6];
+    for (int i = 0; i < 9; i++)
+        ca[i] = CMPLX(a[i], i % 3 == i / 3 ? 0 : (i % 3 > i / 3 ? 0.125 : -0.125));
+    for (int i = 0; i < 6; i++)
+        cw[i] = CMPLX(w[i], 0.25 * i - 0.5);
+    cr_array A = cr_array_matrix(a, 3, 3), W = cr_array_matrix(w, 2, 3),
+             C = cr_array_matrix(c, 2, 2), B = cr_array_matrix(b, 3, 2), CA = cmat(ca, 3, 3),
+             CW = cmat(cw, 2, 3);
+    cr_value av = cr_value_array(&A), wv = cr_value_array(&W), cav = cr_value_array(&CA),
+             cwv = cr_value_array(&CW), bv = cr_value_array(&B);
+    cr_value rk[6] = {cr_value_i64('U'), cr_value_i64('N'), cr_value_f64(2), wv,
+                      cr_value_f64(-1),  cr_value_array(&C)};
+    assert_arena_sweep_rules(fx, &cr_fn_syrk, rk, 6);
+    assert_arena_sweep_rules(fx, &cr_fn_syrk, rk, 4);
+    rk[1] = cr_value_i64('C');
+    rk[3] = cwv;
+    rk[5] = cav;
+    assert_arena_sweep_rules(fx, &cr_fn_herk, rk, 6);
+    assert_arena_sweep_rules(fx, &cr_fn_herk, rk, 4);
+    cr_value U;
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_cholesky, &av, 1, &U), CR_OK);
+    cr_value ub[2] = {U, bv}, bt[2] = {cr_value_array(&W), U};
+    assert_arena_sweep_rules(fx, &cr_fn_cholesky_solve, ub, 2);
+    assert_arena_sweep_rules(fx, &cr_fn_cholesky_rdiv, bt, 2);
+    assert_arena_sweep_rules(fx, &cr_fn_cholesky_det, &U, 1);
+    assert_arena_sweep_rules(fx, &cr_fn_cholesky_logdet, &U, 1);
+    cr_value pe[3] = {wv, cr_value_f64(1e-3), cr_value_f64(1e-8)};
+    assert_arena_sweep_rules(fx, &cr_fn_pinv_ex, pe, 3);
+    pe[0] = cwv;
+    assert_arena_sweep_rules(fx, &cr_fn_pinv_ex, pe, 3);
+    for (int k = 0; k < 2; k++) {
+        cr_value h = k ? cav : av, S;
+        assert_int_equal(
+            cr_function_call(fx->arena, k ? &cr_fn_hermitian : &cr_fn_symmetric, &h, 1, &S), CR_OK);
+        assert_arena_sweep_rules(fx, &cr_fn_sincos_herm, &S, 1);
+        cr_value mf[2] = {cr_fn_exp, S};
+        assert_arena_sweep_rules(fx, &cr_fn_matfun_herm, mf, 2);
+        assert_arena_sweep_rules(fx, &cr_fn_qr, k ? &cwv : &wv, 1);
+        assert_arena_sweep_rules(fx, &cr_fn_lu, k ? &cwv : &wv, 1);
+        assert_arena_sweep_rules(fx, &cr_fn_getrf, k ? &cwv : &wv, 1);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -386,6 +437,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sincos, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_wide_qr, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_rect_lu, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_arena_sweep, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1632,6 +1632,94 @@ static void test_errors_hof_broadcast_extra(void **state)
                CR_EINVAL, "expected an f64, f32 or c128 array");
 }
 
+/* The array rules in arenas too small for them (f64 and c128, whole arrays and along dims):
+ * CR_EARENA at every size short of room, and the rule's results once it fits. */
+static void test_arena_sweeps(void **state)
+{
+    fixture *fx = *state;
+    double a[12], ca[24], v[5] = {0.5, -1.25, 2, 0.75, -3};
+    for (int i = 0; i < 12; i++) {
+        a[i] = 0.25 + 0.5 * i * (i % 2 ? -1 : 1) / (1 + i % 5);
+        ca[2 * i] = a[i];
+        ca[2 * i + 1] = 0.125 * (i % 4) - 0.2;
+    }
+    cr_array A = cr_array_matrix(a, 3, 4), CA = cr_array_matrix(ca, 3, 4),
+             V = cr_array_vector(v, 5);
+    CA.dtype = CR_DT_C128;
+    int64_t dd[2] = {0, 1}, sh[2] = {4, 3}, perm[2] = {1, 0}, rep[2] = {2, 1}, sft[2] = {1, -1};
+    size_t two = 2;
+    cr_array Dims, Sh, Perm, Rep, Sft;
+    cr_array_view_init(&Dims, dd, CR_DT_I64, 1, &two, NULL);
+    cr_array_view_init(&Sh, sh, CR_DT_I64, 1, &two, NULL);
+    cr_array_view_init(&Perm, perm, CR_DT_I64, 1, &two, NULL);
+    cr_array_view_init(&Rep, rep, CR_DT_I64, 1, &two, NULL);
+    cr_array_view_init(&Sft, sft, CR_DT_I64, 1, &two, NULL);
+    cr_value va = cr_value_array(&A), vc = cr_value_array(&CA), vv = cr_value_array(&V);
+    const cr_value *whole[] = {
+        &cr_fn_sum,       &cr_fn_prod,    &cr_fn_mean,       &cr_fn_var,       &cr_fn_std,
+        &cr_fn_logsumexp, &cr_fn_softmax, &cr_fn_logsoftmax, &cr_fn_normalize, &cr_fn_reverse,
+        &cr_fn_transpose, &cr_fn_adjoint, &cr_fn_tril,       &cr_fn_triu,      &cr_fn_maximum,
+        &cr_fn_minimum,   &cr_fn_extrema, &cr_fn_findmax,    &cr_fn_findmin};
+    const cr_value *along[] = {&cr_fn_sum,     &cr_fn_prod,       &cr_fn_mean,    &cr_fn_var,
+                               &cr_fn_std,     &cr_fn_cumsum,     &cr_fn_cumprod, &cr_fn_logsumexp,
+                               &cr_fn_softmax, &cr_fn_logsoftmax, &cr_fn_reverse, &cr_fn_maximum,
+                               &cr_fn_minimum, &cr_fn_findmax,    &cr_fn_extrema};
+    for (size_t k = 0; k < sizeof whole / sizeof whole[0]; k++) {
+        assert_arena_sweep_rules(fx, whole[k], &va, 1);
+    }
+    const cr_value *cplx[] = {&cr_fn_sum,     &cr_fn_prod,      &cr_fn_mean,    &cr_fn_var,
+                              &cr_fn_std,     &cr_fn_normalize, &cr_fn_reverse, &cr_fn_transpose,
+                              &cr_fn_adjoint, &cr_fn_tril,      &cr_fn_triu};
+    for (size_t k = 0; k < sizeof cplx / sizeof cplx[0]; k++)
+        assert_arena_sweep_rules(fx, cplx[k], &vc, 1);
+    for (size_t k = 0; k < sizeof along / sizeof along[0]; k++) {
+        cr_value args[2] = {va, cr_value_i64(1)};
+        assert_arena_sweep_rules(fx, along[k], args, 2);
+        args[1] = cr_value_array(&Dims);
+        if (along[k] != &cr_fn_cumsum && along[k] != &cr_fn_cumprod)
+            assert_arena_sweep_rules(fx, along[k], args, 2);
+    }
+    assert_arena_sweep_rules(fx, &cr_fn_cumsum, &vv, 1);
+    assert_arena_sweep_rules(fx, &cr_fn_cumprod, &vv, 1);
+    assert_arena_sweep_rules(fx, &cr_fn_sort, &vv, 1);
+    assert_arena_sweep_rules(fx, &cr_fn_diagm, &vv, 1);
+    cr_value rs[2] = {va, cr_value_array(&Sh)}, pd[2] = {va, cr_value_array(&Perm)},
+             rp[2] = {va, cr_value_array(&Rep)}, cs[2] = {va, cr_value_array(&Sft)},
+             aa[2] = {va, va};
+    assert_arena_sweep_rules(fx, &cr_fn_reshape, rs, 2);
+    assert_arena_sweep_rules(fx, &cr_fn_permutedims, pd, 2);
+    assert_arena_sweep_rules(fx, &cr_fn_repeat, rp, 2);
+    assert_arena_sweep_rules(fx, &cr_fn_circshift, cs, 2);
+    assert_arena_sweep_rules(fx, &cr_fn_hcat, aa, 2);
+    assert_arena_sweep_rules(fx, &cr_fn_vcat, aa, 2);
+    assert_arena_sweep_rules(fx, &cr_fn_stack, aa, 2);
+    /* indexing: linear indices with a repeat, a range and an index list per dimension */
+    int64_t lin[4] = {1, 7, 1, 11}, cols[2] = {3, 0};
+    size_t four = 4;
+    cr_array Lin, Cols;
+    cr_array_view_init(&Lin, lin, CR_DT_I64, 1, &four, NULL);
+    cr_array_view_init(&Cols, cols, CR_DT_I64, 1, &two, NULL);
+    cr_range rows = {0, 2, 2};
+    cr_value gl[2] = {va, cr_value_array(&Lin)},
+             gd[3] = {va, cr_value_struct(&cr_range_type, &rows), cr_value_array(&Cols)};
+    assert_arena_sweep_rules(fx, &cr_fn_getindex, gl, 2);
+    assert_arena_sweep_rules(fx, &cr_fn_getindex, gd, 3);
+    assert_arena_sweep_rules(fx, &cr_fn_view, gd, 3);
+    gd[0] = vc;
+    assert_arena_sweep_rules(fx, &cr_fn_getindex, gd, 3);
+    /* var_ex and std_ex, uncorrected, along a dimension; opnorm and norm with p */
+    cr_value ve[4] = {va, cr_value_bool(false), (cr_value){.kind = CR_KIND_NOTHING},
+                      cr_value_i64(0)};
+    assert_arena_sweep_rules(fx, &cr_fn_var_ex, ve, 4);
+    assert_arena_sweep_rules(fx, &cr_fn_std_ex, ve, 4);
+    cr_value on[2] = {va, cr_value_f64(1)};
+    assert_arena_sweep_rules(fx, &cr_fn_opnorm, on, 2);
+    on[1] = cr_value_f64(3);
+    assert_arena_sweep_rules(fx, &cr_fn_norm, on, 2);
+    on[0] = vc;
+    assert_arena_sweep_rules(fx, &cr_fn_norm, on, 2);
+}
+
 static int run_array_layouts(void)
 {
     const struct CMUnitTest array_layouts[] = {
@@ -1658,6 +1746,7 @@ static int run_array_layouts(void)
         cmocka_unit_test_setup_teardown(test_errors_reduce, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_errors_hof_broadcast_extra, fixture_setup,
                                         fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_arena_sweeps, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(array_layouts, NULL, NULL);
 }

@@ -298,17 +298,23 @@ static void test_arena_full(void **state)
     cr_value v[5] = {cr_value_i64('L'), cr_value_i64('T'), cr_value_i64('N'), cr_value_array(&A),
                      cr_value_array(&X)};
     assert_arena_sweep(fx, &cr_fn_trmv, v, 5);
+    assert_arena_sweep_rules(fx, &cr_fn_trmv, v, 5);
     assert_arena_sweep(fx, &cr_fn_trsv, v, 5);
+    assert_arena_sweep_rules(fx, &cr_fn_trsv, v, 5);
     cr_value m[7] = {cr_value_i64('R'), cr_value_i64('U'),  cr_value_i64('C'), cr_value_i64('N'),
                      cr_value_f64(2),   cr_value_array(&A), cr_value_array(&B)};
     assert_arena_sweep(fx, &cr_fn_trmm, m, 7);
+    assert_arena_sweep_rules(fx, &cr_fn_trmm, m, 7);
     assert_arena_sweep(fx, &cr_fn_trsm, m, 7);
+    assert_arena_sweep_rules(fx, &cr_fn_trsm, m, 7);
     cr_value s[2] = {cr_value_c128(CMPLX(1, 2)), cr_value_array(&B)};
     assert_arena_sweep(fx, &cr_fn_scal, s, 2);
+    assert_arena_sweep_rules(fx, &cr_fn_scal, s, 2);
     double c[4] = {0, 0, 0, 0};
     cr_array C = cr_array_matrix(c, 2, 2);
     cr_value l[3] = {cr_value_array(&C), cr_value_array(&A), cr_value_i64('L')};
     assert_arena_sweep(fx, &cr_fn_lacpy, l, 3);
+    assert_arena_sweep_rules(fx, &cr_fn_lacpy, l, 3);
 }
 
 int main(void)

@@ -318,16 +318,22 @@ static void test_arena_full(void **state)
     cr_einsum_spec s[6];
     cr_value a[3] = {spec_value(&s[0], "ij,jk->ik"), cr_value_array(A), cr_value_array(B)};
     assert_arena_sweep(fx, &cr_fn_einsum, a, 3);
+    assert_arena_sweep_rules(fx, &cr_fn_einsum, a, 3);
     cr_value b[3] = {spec_value(&s[1], "bij,bkj->kbi"), cr_value_array(X), cr_value_array(X)};
     assert_arena_sweep(fx, &cr_fn_einsum, b, 3);
+    assert_arena_sweep_rules(fx, &cr_fn_einsum, b, 3);
     cr_value c[3] = {spec_value(&s[2], "bij,bjk->bik"), cr_value_array(X), cr_value_array(Y)};
     assert_arena_sweep(fx, &cr_fn_einsum, c, 3);
+    assert_arena_sweep_rules(fx, &cr_fn_einsum, c, 3);
     cr_value d[3] = {spec_value(&s[3], "ij,ji->i"), cr_value_array(Z), cr_value_array(B)};
     assert_arena_sweep(fx, &cr_fn_einsum, d, 3);
+    assert_arena_sweep_rules(fx, &cr_fn_einsum, d, 3);
     cr_value e[2] = {spec_value(&s[4], "bij->jb"), cr_value_array(X)};
     assert_arena_sweep(fx, &cr_fn_einsum, e, 2);
+    assert_arena_sweep_rules(fx, &cr_fn_einsum, e, 2);
     cr_value g[2] = {spec_value(&s[5], "ij->jii"), cr_value_array(Z)};
     assert_arena_sweep(fx, &cr_fn_einsum, g, 2);
+    assert_arena_sweep_rules(fx, &cr_fn_einsum, g, 2);
 }
 
 int main(void)

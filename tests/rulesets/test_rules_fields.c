@@ -166,6 +166,83 @@ static void test_bad_input(void **state)
     cr_ctx_clear_error(fx->ctx);
 }
 
+/* A struct with a field of every other kind: int, bool, array and function. */
+typedef struct wide {
+    int k;
+    bool on;
+    double w;
+    cr_array v;
+    const cr_function *fn;
+} wide;
+static const cr_field wide_fields[] = {{"k", offsetof(wide, k), CR_KIND_I32, NULL},
+                                       {"on", offsetof(wide, on), CR_KIND_BOOL, NULL},
+                                       {"w", offsetof(wide, w), CR_KIND_F64, NULL},
+                                       {"v", offsetof(wide, v), CR_KIND_ARRAY, NULL},
+                                       {"fn", offsetof(wide, fn), CR_KIND_FUNC, NULL}};
+static const cr_type wide_type = {"wide", sizeof(wide), 5, wide_fields};
+
+/* construct and setfield! on int, bool, array and function fields: the values are stored,
+ * the derivatives pass the rule tester, and values of the wrong kind or out of an int's
+ * range are refused with a message naming the field. */
+static void test_field_kinds(void **state)
+{
+    fixture *fx = *state;
+    double v[3] = {0.5, -1.5, 2};
+    cr_array V = cr_array_vector(v, 3);
+    wide w0;
+    memset(&w0, 0, sizeof w0);
+    cr_value ca[6] = {cr_value_struct(&wide_type, &w0),
+                      cr_value_i64(-7),
+                      cr_value_bool(true),
+                      cr_value_f64(0.25),
+                      cr_value_array(&V),
+                      cr_fn_sin},
+             y;
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_construct, ca, 6, &y), CR_OK);
+    const wide *wy = y.u.obj.ptr;
+    assert_int_equal(wy->k, -7);
+    assert_true(wy->on);
+    ASSERT_DBL(wy->w, 0.25);
+    assert_ptr_equal(wy->v.data, v);
+    assert_ptr_equal(wy->fn, cr_fn_sin.u.func.fn);
+    /* a bool into the int field is 0 or 1 */
+    ca[1] = cr_value_bool(true);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_construct, ca, 6, &y), CR_OK);
+    assert_int_equal(((const wide *)y.u.obj.ptr)->k, 1);
+    cr_test_report r;
+    assert_int_equal(cr_test_rrule(fx->arena, NULL, &cr_fn_construct, ca, 6, &r), CR_OK);
+    expect_pass(fx, CR_OK, &r, "construct rrule (wide)");
+    assert_int_equal(cr_test_frule(fx->arena, NULL, &cr_fn_construct, ca, 6, &r), CR_OK);
+    expect_pass(fx, CR_OK, &r, "construct frule (wide)");
+    /* getfield of the float field from a struct of every kind, against differences */
+    cr_value ga[2] = {y, cr_value_i64(2)};
+    assert_int_equal(cr_test_rrule(fx->arena, NULL, &cr_fn_getfield, ga, 2, &r), CR_OK);
+    expect_pass(fx, CR_OK, &r, "getfield rrule (wide)");
+    /* refusals */
+    cr_value sa[3] = {y, cr_value_i64(0), cr_value_i64((int64_t)1 << 40)};
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_setfield_bang, sa, 3, &y), CR_EINVAL);
+    assert_contains(cr_ctx_errmsg(fx->ctx), "1099511627776 does not fit the int field 'k' of wide");
+    sa[1] = cr_value_i64(1);
+    sa[2] = cr_value_f64(1);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_setfield_bang, sa, 3, &y), CR_EINVAL);
+    assert_contains(cr_ctx_errmsg(fx->ctx), "field 'on' of wide");
+    sa[1] = cr_value_i64(3);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_setfield_bang, sa, 3, &y), CR_EINVAL);
+    assert_contains(cr_ctx_errmsg(fx->ctx), "field 'v' of wide");
+    sa[1] = cr_value_i64(4);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_setfield_bang, sa, 3, &y), CR_EINVAL);
+    assert_contains(cr_ctx_errmsg(fx->ctx), "field 'fn' of wide");
+    /* a field index that is not an integer, a value that is not a struct */
+    ga[1] = cr_value_f64(1);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_getfield, ga, 2, &y), CR_EINVAL);
+    assert_contains(cr_ctx_errmsg(fx->ctx), "getfield: the field index is a");
+    ga[0] = cr_value_f64(1);
+    ga[1] = cr_value_i64(0);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_getfield, ga, 2, &y), CR_EINVAL);
+    assert_contains(cr_ctx_errmsg(fx->ctx), "is not a described struct");
+    cr_ctx_clear_error(fx->ctx);
+}
+
 /* ---- MutableTangent -----------------------------------------------------------------------------
  */
 
@@ -469,6 +546,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_registrations, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_rules_at_points, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_bad_input, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_field_kinds, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_mutable_tangent, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_program_forward, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_program_reverse, fixture_setup, fixture_teardown),

@@ -221,6 +221,42 @@ static void test_refusals(void **state)
     assert_int_equal(cr_function_call(fx->arena, &cr_fn_reduce, args, 4, &y), CR_OK);
     assert_int_equal(y.u.arr->shape[0], 2);
     assert_close(creal(cr_array_get_linear(y.u.arr, 1)), 2.0, 0);
+    /* an integer array, and too few arguments */
+    int64_t ia[6] = {1, 2, 3, 4, 5, 6};
+    size_t s23[2] = {2, 3};
+    cr_array Ia;
+    assert_int_equal(cr_array_view_init(&Ia, ia, CR_DT_I64, 2, s23, NULL), CR_OK);
+    args[1] = cr_value_array(&Ia);
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_reduce, args, 3, &y), CR_EINVAL);
+    assert_contains(cr_ctx_errmsg(fx->ctx), "takes an f64, f32 or c128 array, not");
+    assert_int_equal(cr_function_call(fx->arena, &cr_fn_accumulate_ex, args, 2, &y), CR_EINVAL);
+    assert_contains(cr_ctx_errmsg(fx->ctx), "accumulate_ex");
+}
+
+/* reduce and accumulate_ex along dims, with and without init, real and complex, in arenas
+ * too small for them: CR_EARENA at every size short of room, the results once it fits. */
+static void test_arena_sweep(void **state)
+{
+    fixture *fx = *state;
+    double a[6] = {0.6, 1.2, 0.8, 1.4, 0.5, 1.1}, ca[12];
+    for (int i = 0; i < 6; i++) {
+        ca[2 * i] = a[i];
+        ca[2 * i + 1] = 0.1 * (i - 2);
+    }
+    cr_array A = cr_array_matrix(a, 2, 3), CA = cr_array_matrix(ca, 2, 3);
+    CA.dtype = CR_DT_C128;
+    for (int c = 0; c < 2; c++) {
+        cr_value args[4] = {cr_fn_mul, cr_value_array(c ? &CA : &A), cr_value_i64(1),
+                            cr_value_f64(0.75)};
+        assert_arena_sweep_rules(fx, &cr_fn_reduce, args, 3);
+        assert_arena_sweep_rules(fx, &cr_fn_reduce, args, 4);
+        assert_arena_sweep_rules(fx, &cr_fn_accumulate_ex, args, 3);
+        assert_arena_sweep_rules(fx, &cr_fn_accumulate_ex, args, 4);
+        args[0] = cr_fn_add;
+        args[2] = cr_value_i64(0);
+        assert_arena_sweep_rules(fx, &cr_fn_reduce, args, 3);
+        assert_arena_sweep_rules(fx, &cr_fn_accumulate_ex, args, 4);
+    }
 }
 
 int main(void)
@@ -230,6 +266,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rules, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_init_cotangent, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_refusals, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_arena_sweep, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

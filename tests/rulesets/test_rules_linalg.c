@@ -1308,11 +1308,125 @@ static int run_linalg_bad_seeds(void)
     return cmocka_run_group_tests(linalg_bad_seeds, NULL, NULL);
 }
 
+/* ---- Arena exhaustion -------------------------------------------------------------------- */
+
+/* Real and complex operands shared by the sweeps: A symmetric positive definite (3 x 3), B
+ * 3 x 2, x a 3-vector, C 3 x 2 (for gemm), and their complex counterparts. */
+typedef struct sweep_ops {
+    double a[9], b[6], c[6], x[3], y[3], ca[18], cb[12];
+    cr_array A, B, C, X, Y, CA, CB;
+} sweep_ops;
+
+static void sweep_ops_init(sweep_ops *o)
+{
+    const double a[9] = {4, 1, 0.5, 1, 3, 0.25, 0.5, 0.25, 2};
+    const double b[6] = {1, -2, 0.5, 3, -1, 2}, c[6] = {0.5, 1, -1, 2, 0.25, -0.5};
+    const double x[3] = {1, -0.5, 2}, y[3] = {0.25, 2, -1};
+    memcpy(o->a, a, sizeof a);
+    memcpy(o->b, b, sizeof b);
+    memcpy(o->c, c, sizeof c);
+    memcpy(o->x, x, sizeof x);
+    memcpy(o->y, y, sizeof y);
+    for (int i = 0; i < 9; i++) {
+        o->ca[2 * i] = a[i];
+        o->ca[2 * i + 1] = (i % 3 == i / 3) ? 0 : 0.125 * (i % 3 > i / 3 ? 1 : -1);
+    }
+    for (int i = 0; i < 6; i++) {
+        o->cb[2 * i] = b[i];
+        o->cb[2 * i + 1] = c[i];
+    }
+    o->A = cr_array_matrix(o->a, 3, 3);
+    o->B = cr_array_matrix(o->b, 3, 2);
+    o->C = cr_array_matrix(o->c, 3, 2);
+    o->X = cr_array_vector(o->x, 3);
+    o->Y = cr_array_vector(o->y, 3);
+    o->CA = cmatrix(o->ca, 3, 3);
+    o->CB = cmatrix(o->cb, 3, 2);
+}
+
+/* The products, the structured views and the reductions in arenas too small for them:
+ * CR_EARENA at every size short of room, and the rule's results once it fits. */
+static void test_arena_products(void **state)
+{
+    fixture *fx = *state;
+    sweep_ops o;
+    sweep_ops_init(&o);
+    cr_value A = cr_value_array(&o.A), B = cr_value_array(&o.B), X = cr_value_array(&o.X),
+             Y = cr_value_array(&o.Y), C = cr_value_array(&o.C), CA = cr_value_array(&o.CA),
+             CB = cr_value_array(&o.CB);
+    cr_value ab[2] = {A, B}, ax[2] = {A, X}, xa[2] = {X, A}, xy[2] = {X, Y}, cc[2] = {CA, CB};
+    assert_arena_sweep_rules(fx, &cr_fn_matmul, ab, 2);
+    assert_arena_sweep_rules(fx, &cr_fn_matmul, ax, 2);
+    assert_arena_sweep_rules(fx, &cr_fn_matmul, xa, 2);
+    assert_arena_sweep_rules(fx, &cr_fn_matmul, cc, 2);
+    cr_value g[5] = {cr_value_f64(0.5), A, B, cr_value_f64(-2), C};
+    assert_arena_sweep_rules(fx, &cr_fn_gemm, g, 5);
+    cr_value gv[6] = {cr_value_i64('T'), cr_value_f64(1.5), A, X, cr_value_f64(0.5), Y};
+    assert_arena_sweep_rules(fx, &cr_fn_gemv, gv, 6);
+    assert_arena_sweep_rules(fx, &cr_fn_dot, xy, 2);
+    cr_value xay[3] = {X, A, Y};
+    assert_arena_sweep_rules(fx, &cr_fn_dot, xay, 3);
+    assert_arena_sweep_rules(fx, &cr_fn_kron, ab, 2);
+    assert_arena_sweep_rules(fx, &cr_fn_cross, xy, 2);
+    assert_arena_sweep_rules(fx, &cr_fn_tr, &A, 1);
+    assert_arena_sweep_rules(fx, &cr_fn_asum, &X, 1);
+    assert_arena_sweep_rules(fx, &cr_fn_symmetric, &A, 1);
+    assert_arena_sweep_rules(fx, &cr_fn_hermitian, &CA, 1);
+    assert_arena_sweep_rules(fx, &cr_fn_diagonal, &A, 1);
+    assert_arena_sweep_rules(fx, &cr_fn_norm, &B, 1);
+    cr_value np[2] = {B, cr_value_f64(3)};
+    assert_arena_sweep_rules(fx, &cr_fn_norm, np, 2);
+}
+
+#if defined(CR_HAVE_LAPACKE)
+/* The factorizations and solves likewise, real and complex. */
+static void test_arena_lapack(void **state)
+{
+    fixture *fx = *state;
+    sweep_ops o;
+    sweep_ops_init(&o);
+    cr_value A = cr_value_array(&o.A), B = cr_value_array(&o.B), X = cr_value_array(&o.X),
+             CA = cr_value_array(&o.CA), CB = cr_value_array(&o.CB);
+    const cr_value *fns1[] = {&cr_fn_det,      &cr_fn_logdet, &cr_fn_logabsdet, &cr_fn_matinv,
+                              &cr_fn_cholesky, &cr_fn_lu,     &cr_fn_qr,        &cr_fn_svdvals,
+                              &cr_fn_expm,     &cr_fn_pinv};
+    for (size_t k = 0; k < sizeof fns1 / sizeof fns1[0]; k++) {
+        assert_arena_sweep_rules(fx, fns1[k], &A, 1);
+        if (fns1[k] != &cr_fn_cholesky && fns1[k] != &cr_fn_logdet)
+            assert_arena_sweep_rules(fx, fns1[k], &CA, 1);
+    }
+    cr_value ab[2] = {A, B}, ax[2] = {A, X}, cc[2] = {CA, CB};
+    assert_arena_sweep_rules(fx, &cr_fn_solve, ab, 2);
+    assert_arena_sweep_rules(fx, &cr_fn_solve, ax, 2);
+    assert_arena_sweep_rules(fx, &cr_fn_solve, cc, 2);
+    double bt[6] = {1, -2, 0.5, 3, -1, 2};
+    cr_array Bt = cr_array_matrix(bt, 2, 3);
+    cr_value ba[2] = {cr_value_array(&Bt), A};
+    assert_arena_sweep_rules(fx, &cr_fn_rdiv, ba, 2);
+    cr_value syl[3] = {A, A, cr_value_array(&o.A)};
+    assert_arena_sweep_rules(fx, &cr_fn_sylvester, syl, 3);
+    cr_value ly[2] = {A, A};
+    assert_arena_sweep_rules(fx, &cr_fn_lyap, ly, 2);
+}
+#endif
+
+static int run_linalg_arena(void)
+{
+    const struct CMUnitTest linalg_arena[] = {
+        cmocka_unit_test_setup_teardown(test_arena_products, fixture_setup, fixture_teardown),
+#if defined(CR_HAVE_LAPACKE)
+        cmocka_unit_test_setup_teardown(test_arena_lapack, fixture_setup, fixture_teardown),
+#endif
+    };
+    return cmocka_run_group_tests(linalg_arena, NULL, NULL);
+}
+
 int main(void)
 {
     int failed = 0;
     failed += run_rules_linalg();
     failed += run_linalg_edges();
     failed += run_linalg_bad_seeds();
+    failed += run_linalg_arena();
     return failed;
 }

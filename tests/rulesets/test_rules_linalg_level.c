@@ -695,6 +695,47 @@ static void test_svd_complex(void **state)
     cr_registry_free(reg);
 }
 
+/* The LAPACK-level rules in arenas too small for them, real and complex: CR_EARENA at every
+ * size short of room, and the rule's results once it fits. */
+static void test_arena_level(void **state)
+{
+    fixture *fx = *state;
+    double a[9] = {4, 1, 0.5, 1, 3, 0.25, 0.5, 0.25, 2}, b[6] = {1, -2, 0.5, 3, -1, 2};
+    double ca[18], cb[12];
+    for (int i = 0; i < 9; i++) {
+        ca[2 * i] = a[i];
+        ca[2 * i + 1] = i % 3 == i / 3 ? 0 : (i % 3 > i / 3 ? 0.125 : -0.125);
+    }
+    for (int i = 0; i < 6; i++) {
+        cb[2 * i] = b[i];
+        cb[2 * i + 1] = 0.25 * i - 0.5;
+    }
+    cr_array R[2] = {cr_array_matrix(a, 3, 3), cmatrix(ca, 3, 3)};
+    cr_array B[2] = {cr_array_matrix(b, 3, 2), cmatrix(cb, 3, 2)};
+    for (int c = 0; c < 2; c++) {
+        cr_value av = cr_value_array(&R[c]), bv = cr_value_array(&B[c]), lu, F, P, U;
+        assert_arena_sweep_rules(fx, &cr_fn_getrf, &av, 1);
+        assert_int_equal(cr_function_call(fx->arena, &cr_fn_getrf, &av, 1, &lu), CR_OK);
+        assert_int_equal(cr_type_field_value(lu.u.obj.type, lu.u.obj.ptr, 0, &F), CR_OK);
+        assert_int_equal(cr_type_field_value(lu.u.obj.type, lu.u.obj.ptr, 1, &P), CR_OK);
+        cr_value rs[4] = {F, P, bv, cr_value_i64(c ? 'C' : 'T')}, ri[2] = {F, P};
+        assert_arena_sweep_rules(fx, &cr_fn_getrs, rs, 4);
+        assert_arena_sweep_rules(fx, &cr_fn_getri, ri, 2);
+        cr_value po[2] = {av, cr_value_i64(c ? 'L' : 'U')};
+        assert_arena_sweep_rules(fx, &cr_fn_potrf, po, 2);
+        assert_int_equal(cr_function_call(fx->arena, &cr_fn_potrf, po, 2, &U), CR_OK);
+        cr_value ps[3] = {U, po[1], bv};
+        assert_arena_sweep_rules(fx, &cr_fn_potrs, ps, 3);
+        cr_value tr[5] = {av, cr_value_i64(c ? 'L' : 'U'), cr_value_i64(c ? 'C' : 'N'),
+                          cr_value_i64('N'), bv};
+        assert_arena_sweep_rules(fx, &cr_fn_trtrs, tr, 5);
+        cr_array T = R[c];
+        T.structure = CR_MAT_UPPER;
+        cr_value sy[6] = {cr_value_i64('N'),  cr_value_i64(c ? 'C' : 'N'), cr_value_i64(1),
+                          cr_value_array(&T), cr_value_array(&T),          av};
+        assert_arena_sweep_rules(fx, &cr_fn_trsyl, sy, 6);
+    }
+}
 #endif /* CR_HAVE_LAPACKE */
 
 int main(void)
@@ -709,6 +750,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_trtrs, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_trsyl, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_svd_complex, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_arena_level, fixture_setup, fixture_teardown),
 #endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

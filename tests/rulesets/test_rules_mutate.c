@@ -477,14 +477,19 @@ static void test_arena_full(void **state)
              A = cr_array_matrix(a, 2, 2), R = cr_array_matrix(d, 1, 2);
     cr_value c[2] = {cr_value_array(&D), cr_value_array(&S)};
     assert_arena_sweep(fx, &cr_fn_copyto_bang, c, 2);
+    assert_arena_sweep_rules(fx, &cr_fn_copyto_bang, c, 2);
     cr_value x[3] = {cr_value_array(&D), cr_value_array(&S), cr_value_array(&Ix)};
     assert_arena_sweep(fx, &cr_fn_setindex_bang, x, 3);
+    assert_arena_sweep_rules(fx, &cr_fn_setindex_bang, x, 3);
     cr_value f[2] = {cr_value_array(&D), cr_value_f64(3)};
     assert_arena_sweep(fx, &cr_fn_fill_bang, f, 2);
+    assert_arena_sweep_rules(fx, &cr_fn_fill_bang, f, 2);
     cr_value u[2] = {cr_value_array(&R), cr_value_array(&A)};
     assert_arena_sweep(fx, &cr_fn_sum_bang, u, 2);
+    assert_arena_sweep_rules(fx, &cr_fn_sum_bang, u, 2);
     cr_value r[1] = {cr_value_array(&D)};
     assert_arena_sweep(fx, &cr_fn_reverse_bang, r, 1);
+    assert_arena_sweep_rules(fx, &cr_fn_reverse_bang, r, 1);
 }
 
 int main(void)

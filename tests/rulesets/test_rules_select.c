@@ -418,18 +418,24 @@ static void test_arena_full(void **state)
     cr_array B = cr_array_vector(b, 4), M = cr_array_matrix(b, 2, 2);
     cr_value f[2] = {cr_value_function(&positive_fn, NULL), cr_value_array(&B)};
     assert_arena_sweep(fx, &cr_fn_filter, f, 2);
+    assert_arena_sweep_rules(fx, &cr_fn_filter, f, 2);
     cr_value s[3] = {cr_value_array(&B), cr_value_bool(true), cr_fn_fabs};
     assert_arena_sweep(fx, &cr_fn_sort_ex, s, 3);
+    assert_arena_sweep_rules(fx, &cr_fn_sort_ex, s, 3);
     cr_range r = {1, 3, 1};
     cr_value p[3] = {cr_value_array(&B), cr_value_struct(&cr_range_type, &r), cr_value_bool(false)};
     assert_arena_sweep(fx, &cr_fn_partialsort_ex, p, 3);
+    assert_arena_sweep_rules(fx, &cr_fn_partialsort_ex, p, 3);
     cr_value u[2] = {cr_value_array(&M), cr_value_i64(0)};
     assert_arena_sweep(fx, &cr_fn_sortslices, u, 2);
+    assert_arena_sweep_rules(fx, &cr_fn_sortslices, u, 2);
     cr_value rp[3] = {cr_value_array(&B), cr_value_i64(2), cr_value_i64(2)};
     assert_arena_sweep(fx, &cr_fn_repeat_ex, rp, 3);
+    assert_arena_sweep_rules(fx, &cr_fn_repeat_ex, rp, 3);
     cr_value h[5] = {cr_value_i64(2), cr_value_array(&M), cr_value_array(&M), cr_value_array(&M),
                      cr_value_array(&M)};
     assert_arena_sweep(fx, &cr_fn_hvcat, h, 5);
+    assert_arena_sweep_rules(fx, &cr_fn_hvcat, h, 5);
 }
 
 int main(void)

@@ -682,7 +682,8 @@ static void test_f32_flags(void **state)
     check_point(fx, &cr_fn_sparse_rmul, r, 2, "sparse_rmul complex B, real S");
 }
 
-/* every allocation of the rules failing in turn: CR_EARENA, then the same output */
+/* every allocation of the rules failing in turn: CR_EARENA, then the same output; the
+ * same for the frules and the unthunked cotangents */
 static void test_arena_full(void **state)
 {
     fixture *fx = *state;
@@ -693,23 +694,33 @@ static void test_arena_full(void **state)
     cr_value a = cr_value_struct(&cr_sparse_type, &S);
     cr_value m[3] = {a, cr_value_array(&B), cr_value_i64('T')};
     assert_arena_sweep(fx, &cr_fn_sparse_mul, m, 3);
+    assert_arena_sweep_rules(fx, &cr_fn_sparse_mul, m, 3);
     cr_value r[3] = {cr_value_array(&B), a, cr_value_i64('C')};
     assert_arena_sweep(fx, &cr_fn_sparse_rmul, r, 3);
+    assert_arena_sweep_rules(fx, &cr_fn_sparse_rmul, r, 3);
     r[0] = cr_value_array(&Bv);
     assert_arena_sweep(fx, &cr_fn_sparse_rmul, r, 2);
+    assert_arena_sweep_rules(fx, &cr_fn_sparse_rmul, r, 2);
     assert_arena_sweep(fx, &cr_fn_sparse_dense, &a, 1);
+    assert_arena_sweep_rules(fx, &cr_fn_sparse_dense, &a, 1);
     assert_arena_sweep(fx, &cr_fn_findnz, &a, 1);
+    assert_arena_sweep_rules(fx, &cr_fn_findnz, &a, 1);
     cr_value d = cr_value_array(&B);
     assert_arena_sweep(fx, &cr_fn_sparse, &d, 1);
+    assert_arena_sweep_rules(fx, &cr_fn_sparse, &d, 1);
     cr_value v[2] = {cr_value_i64(1), cr_value_array(&Bv)};
     assert_arena_sweep(fx, &cr_fn_spdiagm, v, 2);
+    assert_arena_sweep_rules(fx, &cr_fn_spdiagm, v, 2);
     int64_t Ix[3] = {0, 1, 0}, J[3] = {1, 0, 1};
     cr_array Ia = i64v(Ix, 3), Ja = i64v(J, 3), Va = cr_array_vector(b, 3);
     cr_value t[3] = {cr_value_array(&Ia), cr_value_array(&Ja), cr_value_array(&Va)};
     assert_arena_sweep(fx, &cr_fn_sparse, t, 3);
+    assert_arena_sweep_rules(fx, &cr_fn_sparse, t, 3);
 #if defined(CR_HAVE_LAPACKE)
     assert_arena_sweep(fx, &cr_fn_sparse_det, &a, 1);
+    assert_arena_sweep_rules(fx, &cr_fn_sparse_det, &a, 1);
     assert_arena_sweep(fx, &cr_fn_sparse_logabsdet, &a, 1);
+    assert_arena_sweep_rules(fx, &cr_fn_sparse_logabsdet, &a, 1);
 #endif
 }
 

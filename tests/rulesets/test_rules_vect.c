@@ -130,7 +130,9 @@ static void test_arena_full(void **state)
     cr_value a[5] = {cr_value_f64(1.5), cr_value_f32(2.5f), cr_value_i64(3),
                      cr_value_c128(CMPLX(1, 2)), cr_value_bool(true)};
     assert_arena_sweep(fx, &cr_fn_vect, a, 5);
+    assert_arena_sweep_rules(fx, &cr_fn_vect, a, 5);
     assert_arena_sweep(fx, &cr_fn_vect, a, 1);
+    assert_arena_sweep_rules(fx, &cr_fn_vect, a, 1);
 }
 
 int main(void)

@@ -591,6 +591,56 @@ static void test_hvp(void **state)
     }
 }
 
+/* The constructors, the views, Matrix and solves with a structured matrix, real and complex,
+ * in arenas too small for them: CR_EARENA at every size short of room, and the rule's results
+ * once it fits. */
+static void test_arena_sweep(void **state)
+{
+    fixture *fx = *state;
+    double d[4] = {4, 3.5, 5, 4.5}, e[3] = {0.5, -1, 0.25}, f3[3] = {1, 0.75, -0.5};
+    double b[4] = {1, -2, 0.5, 3}, a[16], cd[8], ce[6], cf[6], cb[8];
+    for (int i = 0; i < 16; i++)
+        a[i] = i % 5 == 0 ? 4 + i / 5 : 0.125 * (i % 7) - 0.25;
+    for (int i = 0; i < 4; i++) {
+        cd[2 * i] = d[i], cd[2 * i + 1] = 0.25 * i;
+        cb[2 * i] = b[i], cb[2 * i + 1] = -0.5;
+    }
+    for (int i = 0; i < 3; i++) {
+        ce[2 * i] = e[i], ce[2 * i + 1] = 0.5;
+        cf[2 * i] = f3[i], cf[2 * i + 1] = -0.25 * i;
+    }
+    cr_array D[2] = {cr_array_vector(d, 4), cr_array_vector(cd, 4)};
+    cr_array E[2] = {cr_array_vector(e, 3), cr_array_vector(ce, 3)};
+    cr_array F[2] = {cr_array_vector(f3, 3), cr_array_vector(cf, 3)};
+    cr_array B[2] = {cr_array_vector(b, 4), cr_array_vector(cb, 4)};
+    D[1].dtype = E[1].dtype = F[1].dtype = B[1].dtype = CR_DT_C128;
+    cr_array A = cr_array_matrix(a, 4, 4);
+    cr_value av = cr_value_array(&A);
+    for (int c = 0; c < 2; c++) {
+        cr_value tri[3] = {cr_value_array(&E[c]), cr_value_array(&D[c]), cr_value_array(&F[c])};
+        cr_value st2[2] = {cr_value_array(&D[c]), cr_value_array(&E[c])};
+        cr_value bi[3] = {st2[0], st2[1], cr_value_i64(c ? 'L' : 'U')};
+        assert_arena_sweep_rules(fx, &cr_fn_tridiagonal, tri, 3);
+        assert_arena_sweep_rules(fx, &cr_fn_symtridiagonal, st2, 2);
+        assert_arena_sweep_rules(fx, &cr_fn_bidiagonal, bi, 3);
+        cr_value T;
+        assert_int_equal(cr_function_call(fx->arena, &cr_fn_tridiagonal, tri, 3, &T), CR_OK);
+        assert_arena_sweep_rules(fx, &cr_fn_matrix, &T, 1);
+        cr_value sv[2] = {T, cr_value_array(&B[c])};
+        assert_arena_sweep_rules(fx, &cr_fn_solve, sv, 2);
+    }
+    const cr_value *views[] = {&cr_fn_upper_triangular, &cr_fn_lower_triangular,
+                               &cr_fn_unit_upper_triangular, &cr_fn_unit_lower_triangular};
+    for (size_t k = 0; k < sizeof views / sizeof views[0]; k++) {
+        assert_arena_sweep_rules(fx, views[k], &av, 1);
+        cr_value V;
+        assert_int_equal(cr_function_call(fx->arena, views[k], &av, 1, &V), CR_OK);
+        assert_arena_sweep_rules(fx, &cr_fn_matrix, &V, 1);
+        cr_value sv[2] = {V, cr_value_array(&B[0])};
+        assert_arena_sweep_rules(fx, &cr_fn_solve, sv, 2);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -603,6 +653,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_generic_rules, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_singular_solve, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_hvp, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_arena_sweep, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -26,6 +26,8 @@
 #include "test_testing_util.h"
 #include "testing/testing_impl.h"
 
+#include "test_fault_hook.h"
+
 /* The imaginary unit as a double complex (I alone is a float complex). */
 #define CI ((cr_complex)I)
 
@@ -1517,6 +1519,97 @@ static void test_check_main(void **state)
     assert_int_equal(cr_check_main(2, argv_badpts, NULL), 2);
 }
 
+/* The testers short of memory (builtin rules over numbers, arrays and a tuple output): in
+ * scratch arenas of growing size every run short of room reports CR_EARENA with a message;
+ * under a context whose allocator fails the n-th allocation, for n = 1, 2, ..., every failing
+ * run reports CR_ENOMEM with a message and leaks nothing. The first run that fits gives the
+ * verdict and the number of points of a run with memory to spare. */
+typedef cr_status (*tester_fn)(cr_arena *scratch, const cr_test_opts *opts, const cr_value *f,
+                               const cr_value *args, size_t nargs, cr_test_report *r);
+
+static void sweep_tester(fixture *f, tester_fn test, const char *name, const cr_value *fn,
+                         const cr_value *args, size_t nargs)
+{
+    cr_test_report want, got;
+    assert_int_equal(test(f->arena, NULL, fn, args, nargs, &want), CR_OK);
+    assert_int_equal(want.verdict, CR_VERDICT_PASS);
+    /* the testers' scratch arena too small: CR_EARENA */
+    size_t failed = 0, size;
+    for (size = 32;; size += 64) {
+        void *buf = malloc(size);
+        assert_non_null(buf);
+        cr_arena_params ap = {.struct_size = sizeof ap, .buffer = buf, .buffer_size = size};
+        cr_arena *a;
+        assert_int_equal(cr_arena_new(f->ctx, &ap, &a), CR_OK);
+        cr_ctx_clear_error(f->ctx);
+        cr_status st = test(a, NULL, fn, args, nargs, &got);
+        cr_arena_free(a);
+        free(buf);
+        if (st == CR_OK) {
+            assert_int_equal(got.verdict, want.verdict);
+            assert_int_equal(got.npoints, want.npoints);
+            break;
+        }
+        if (st != CR_EARENA || cr_ctx_errmsg(f->ctx)[0] == '\0') {
+            print_error("%s of %s in a %zu-byte scratch: %s (%s)\n", name, fn->u.func.fn->name,
+                        size, cr_status_name(st), cr_ctx_errmsg(f->ctx));
+            fail();
+        }
+        failed++;
+    }
+    assert_true(failed > 0);
+    cr_ctx_clear_error(f->ctx);
+    /* the context's allocator failing */
+    fault *fl = new_tracker();
+    size_t n;
+    failed = 0;
+    for (n = 1; n < 100000; n++) {
+        arm(fl, n);
+        cr_ctx_params p = {.realloc_fn = fault_realloc, .alloc_env = fl};
+        cr_ctx *ctx = NULL;
+        cr_arena *a = NULL;
+        cr_status st = cr_ctx_new(&p, &ctx);
+        if (st == CR_OK && (st = cr_arena_new(ctx, NULL, &a)) == CR_OK)
+            st = test(a, NULL, fn, args, nargs, &got);
+        bool msg = ctx != NULL && cr_ctx_errmsg(ctx)[0] != '\0';
+        cr_arena_free(a);
+        cr_ctx_free(ctx);
+        if (fl->live_blocks != 0 || fl->bad_frees != 0) {
+            print_error("%s of %s, allocation %zu failing: %zu blocks leaked, %zu bad frees\n",
+                        name, fn->u.func.fn->name, n, fl->live_blocks, fl->bad_frees);
+            fail();
+        }
+        if (st == CR_OK && fl->failures == 0) {
+            assert_int_equal(got.verdict, want.verdict);
+            assert_int_equal(got.npoints, want.npoints);
+            break;
+        }
+        if (st != CR_ENOMEM || (ctx != NULL && !msg)) {
+            print_error("%s of %s, allocation %zu failing: %s\n", name, fn->u.func.fn->name, n,
+                        cr_status_name(st));
+            fail();
+        }
+        failed++;
+    }
+    assert_true(failed > 0);
+}
+
+static void test_testers_out_of_memory(void **state)
+{
+    fixture *f = *state;
+    double a[4] = {1.5, -0.5, 0.25, 2}, b[4] = {0.5, 1, -1, 0.75};
+    cr_array A = cr_array_matrix(a, 2, 2), B = cr_array_matrix(b, 2, 2);
+    cr_value ab[2] = {cr_value_array(&A), cr_value_array(&B)}, x = cr_value_f64(0.7);
+    const tester_fn testers[] = {cr_test_rrule, cr_test_frule, cr_test_consistency};
+    const char *const names[] = {"cr_test_rrule", "cr_test_frule", "cr_test_consistency"};
+    for (size_t k = 0; k < 3; k++) {
+        sweep_tester(f, testers[k], names[k], &cr_fn_matmul, ab, 2);
+        sweep_tester(f, testers[k], names[k], &cr_fn_sum, ab, 1);
+        sweep_tester(f, testers[k], names[k], &cr_fn_sin, &x, 1);
+        sweep_tester(f, testers[k], names[k], &cr_fn_findmax, ab, 1);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1542,6 +1635,7 @@ int main(void)
         cmocka_unit_test(test_reports),
         cmocka_unit_test_setup_teardown(test_registrations_and_completeness, setup, teardown),
         cmocka_unit_test_setup_teardown(test_check_main, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_testers_out_of_memory, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
