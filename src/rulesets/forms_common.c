@@ -20,6 +20,7 @@ cr_status cr__form_init(cr__form *F, const cr_form_point *p, size_t xj, const cr
     F->sl = NULL;
     F->fact = NULL;
     F->step = NULL;
+    F->ydot = false;
     cr_status st = cr__dense(p->arena, p->args[xj].u.arr, CR_DT_F64, &F->x);
     if (st != CR_OK)
         return st;
@@ -186,10 +187,9 @@ cr_status cr__form_frule_dir(const cr_form_point *p, void *state, const cr_tange
                              cr_tangent ydot, cr_tangent *S)
 {
     (void)p;
-    (void)ydot;
     const cr__form *F = state;
     cr_value y;
-    cr__form_along d = {NULL, NULL, cr_tangent_zero()};
+    cr__form_along d = {NULL, NULL, cr_tangent_zero(), NULL};
     cr_array *Sa;
     cr_status st = cr__form_like_x(F, xdot[F->xj], &d.xd);
     if (st != CR_OK || d.xd == NULL)
@@ -199,6 +199,8 @@ cr_status cr__form_frule_dir(const cr_form_point *p, void *state, const cr_tange
             return st;
         d.y = &y;
     }
+    if (F->ydot && (st = cr__form_y_dot_arr(F, ydot, &d.yd)) != CR_OK)
+        return st;
     if ((st = cr__form_new_s(F, &Sa)) != CR_OK || (st = F->step(state, &d, Sa->data)) != CR_OK)
         return st;
     S[F->xj] = cr_tangent_array(Sa);

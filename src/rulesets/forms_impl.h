@@ -19,6 +19,7 @@ typedef struct cr__form_along {
     const double *xd;  /* ẋ, never zero */
     const cr_value *y; /* the factorization's value at x (NULL without one) */
     cr_tangent dy;     /* its tangent along ẋ (ZeroTangent without one) */
+    const double *yd;  /* with F.ydot, the result's tangent ẏ (NULL when zero or without) */
 } cr__form_along;
 
 /* The per-direction step of a form whose dir is cr__form_frule_dir: S (zeros, of x's shape)
@@ -39,6 +40,7 @@ typedef struct cr__form {
      * derivatives along a direction (NULL: none), and the form's step. */
     const cr_value *fact;
     cr__form_step step;
+    bool ydot; /* the step reads the result's tangent ẏ (of an array result) */
 } cr__form;
 
 /* Set up F for argument xj of the call at p; dims (or NULL) are the reduced dimensions. */
@@ -99,8 +101,8 @@ CR_INTERNAL cr_status cr__form_dir_xy(const cr__form *F, cr_tangent xdot, cr_tan
                                       const double **xd, const double **yd, cr_array **S);
 
 /* The dir of a form whose state starts with F (its fact and step set): nothing along a zero
- * ẋ of argument F.xj; else fact's frule at x along ẋ (cr__form_frule_along) and F.step, which
- * writes S[F.xj]. */
+ * ẋ of argument F.xj; else fact's frule at x along ẋ (cr__form_frule_along), with F.ydot the
+ * result's tangent ydot, and F.step, which writes S[F.xj]. */
 CR_INTERNAL cr_status cr__form_frule_dir(const cr_form_point *p, void *state,
                                          const cr_tangent *xdot, cr_tangent ydot, cr_tangent *S);
 

@@ -1465,6 +1465,33 @@ typedef struct pinv_state {
     double *P, *Q, *W1, *W2, *W3, *W4, *W5, *W6, *Pd, *Fd, *Qd, *Ed, *Yz, *Sd;
 } pinv_state;
 
+/* pinv along Ȧ, with Ẏ (the derivation below). */
+static cr_status pinv_step(const void *state, const cr__form_along *d, double *s)
+{
+    const pinv_state *z = state;
+    size_t m = z->m, n = z->n;
+    const double *Ad = d->xd, *Yd = d->yd != NULL ? d->yd : z->Yz, *A = z->F.x->data, *Y = z->Y;
+    double *Pd = z->Pd, *Qd = z->Qd, *Ed = z->Ed, *Fd = z->Fd, *Sd = z->Sd;
+    /* Ṗ, Q̇, Ė, Ḟ */
+    cr__form_mm(-1.0, Ad, m, n, 0, Y, n, m, 0, 0.0, Pd);
+    cr__form_mm(-1.0, A, m, n, 0, Yd, n, m, 0, 1.0, Pd);
+    cr__form_mm(-1.0, Yd, n, m, 0, A, m, n, 0, 0.0, Qd);
+    cr__form_mm(-1.0, Y, n, m, 0, Ad, m, n, 0, 1.0, Qd);
+    cr__form_mm(1.0, Yd, n, m, 0, Y, n, m, 1, 0.0, Ed);
+    cr__form_mm(1.0, Y, n, m, 0, Yd, n, m, 1, 1.0, Ed);
+    cr__form_mm(1.0, Yd, n, m, 1, Y, n, m, 0, 0.0, Fd);
+    cr__form_mm(1.0, Y, n, m, 1, Yd, n, m, 0, 1.0, Fd);
+    /* the six terms of S */
+    cr__form_mm(-1.0, Yd, n, m, 1, z->W5, n, n, 0, 0.0, Sd);
+    cr__form_mm(-1.0, z->W6, m, m, 0, Yd, n, m, 1, 1.0, Sd);
+    cr__form_mm(1.0, Pd, m, m, 0, z->W1, m, n, 0, 1.0, Sd);
+    cr__form_mm(1.0, z->W4, m, n, 0, Ed, n, n, 0, 1.0, Sd);
+    cr__form_mm(1.0, Fd, m, m, 0, z->W2, m, n, 0, 1.0, Sd);
+    cr__form_mm(1.0, z->W3, m, n, 0, Qd, n, n, 0, 1.0, Sd);
+    memcpy(s, Sd, m * n * sizeof *Sd);
+    return CR_OK;
+}
+
 /*
  * pinv(A) = Y, A m x n of full rank (Y n x m). The rule's pullback (Golub and Pereyra) is
  *     Ā = -Yᵀ Ȳ Yᵀ + P Ȳᵀ Y Yᵀ + Yᵀ Y Ȳᵀ Q,   P = I - A Y (m x m), Q = I - Y A (n x n).
@@ -1531,46 +1558,8 @@ static cr_status pinv_init(const cr_form_point *p, void **state)
     cr__form_mm(1.0, Fd, m, m, 0, Yb, n, m, 1, 0.0, W3);
     cr__form_mm(1.0, P, m, m, 0, Yb, n, m, 1, 0.0, W4);
     *z = (pinv_state){z->F, m, n, Y, P, Q, W1, W2, W3, W4, W5, W6, Pd, Fd, Qd, Ed, Yz, Sd};
-    return CR_OK;
-}
-
-static cr_status pinv_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
-                          cr_tangent ydot, cr_tangent *S)
-{
-    (void)p;
-    const pinv_state *z = state;
-    const cr__form *F = &z->F;
-    size_t m = z->m, n = z->n;
-    const double *Ad, *Yd, *A = F->x->data, *Y = z->Y;
-    double *Pd = z->Pd, *Qd = z->Qd, *Ed = z->Ed, *Fd = z->Fd, *Sd = z->Sd;
-    cr_status st = cr__form_like_x(F, xdot[0], &Ad);
-    if (st != CR_OK || Ad == NULL)
-        return st;
-    if ((st = cr__form_y_dot_arr(F, ydot, &Yd)) != CR_OK)
-        return st;
-    if (Yd == NULL)
-        Yd = z->Yz;
-    /* Ṗ, Q̇, Ė, Ḟ */
-    cr__form_mm(-1.0, Ad, m, n, 0, Y, n, m, 0, 0.0, Pd);
-    cr__form_mm(-1.0, A, m, n, 0, Yd, n, m, 0, 1.0, Pd);
-    cr__form_mm(-1.0, Yd, n, m, 0, A, m, n, 0, 0.0, Qd);
-    cr__form_mm(-1.0, Y, n, m, 0, Ad, m, n, 0, 1.0, Qd);
-    cr__form_mm(1.0, Yd, n, m, 0, Y, n, m, 1, 0.0, Ed);
-    cr__form_mm(1.0, Y, n, m, 0, Yd, n, m, 1, 1.0, Ed);
-    cr__form_mm(1.0, Yd, n, m, 1, Y, n, m, 0, 0.0, Fd);
-    cr__form_mm(1.0, Y, n, m, 1, Yd, n, m, 0, 1.0, Fd);
-    /* the six terms of S */
-    cr__form_mm(-1.0, Yd, n, m, 1, z->W5, n, n, 0, 0.0, Sd);
-    cr__form_mm(-1.0, z->W6, m, m, 0, Yd, n, m, 1, 1.0, Sd);
-    cr__form_mm(1.0, Pd, m, m, 0, z->W1, m, n, 0, 1.0, Sd);
-    cr__form_mm(1.0, z->W4, m, n, 0, Ed, n, n, 0, 1.0, Sd);
-    cr__form_mm(1.0, Fd, m, m, 0, z->W2, m, n, 0, 1.0, Sd);
-    cr__form_mm(1.0, z->W3, m, n, 0, Qd, n, n, 0, 1.0, Sd);
-    cr_array *Sa;
-    if ((st = cr__form_new_s(F, &Sa)) != CR_OK)
-        return st;
-    memcpy(Sa->data, Sd, m * n * sizeof *Sd);
-    S[0] = cr_tangent_array(Sa);
+    z->F.step = pinv_step;
+    z->F.ydot = true;
     return CR_OK;
 }
 
@@ -1584,7 +1573,7 @@ static const char *pinv_check(const cr_value *args, size_t nargs, const bool *va
     return why;
 }
 
-const cr_rule_form cr__form_pinv = {pinv_check, pinv_init, pinv_dir};
+const cr_rule_form cr__form_pinv = {pinv_check, pinv_init, cr__form_frule_dir};
 
 /* ---- qr ---------------------------------------------------------------------------------------
  */
@@ -1603,6 +1592,36 @@ typedef struct qr_state {
     const double *Q, *R, *Qb, *Rb, *G;
     double *C, *Md, *W;
 } qr_state;
+
+/* qr along Ȧ, with Q̇ and Ṙ from qr's frule (the derivation below). */
+static cr_status qr_step(const void *state, const cr__form_along *d, double *s)
+{
+    const qr_state *z = state;
+    const cr__form *F = &z->F;
+    size_t m = z->m, n = z->n;
+    const double *Qd, *Rd, *Q = z->Q, *Qb = z->Qb, *Rb = z->Rb;
+    double *Md = z->Md, *W = z->W;
+    cr_status st;
+    if ((st = cr__form_field_mat(F, d->dy, 0, m, n, &Qd)) != CR_OK ||
+        (st = cr__form_field_mat(F, d->dy, 1, n, n, &Rd)) != CR_OK)
+        return st;
+    /* Ṁ = Ṙ R̄ᵀ - Q̄ᵀ Q̇, then copyltu */
+    memset(Md, 0, n * n * sizeof *Md);
+    if (Rd != NULL && Rb != NULL)
+        cr__form_mm(1.0, Rd, n, n, 0, Rb, n, n, 1, 0.0, Md);
+    if (Qd != NULL && Qb != NULL)
+        cr__form_mm(-1.0, Qb, m, n, 1, Qd, m, n, 0, 1.0, Md);
+    copyltu(Md, n);
+    /* W = Q̇ C + Q Ṁ - G Ṙᵀ, then S = W R⁻ᵀ */
+    cr__form_mm(1.0, Q, m, n, 0, Md, n, n, 0, 0.0, W);
+    if (Qd != NULL)
+        cr__form_mm(1.0, Qd, m, n, 0, z->C, n, n, 0, 1.0, W);
+    if (Rd != NULL)
+        cr__form_mm(-1.0, z->G, m, n, 0, Rd, n, n, 1, 1.0, W);
+    memcpy(s, W, m * n * sizeof *W);
+    cr__form_right_solve_upper_t(z->R, n, s, m);
+    return CR_OK;
+}
 
 /*
  * qr(A) = (Q, R), A m x n with m >= n, of full rank. With the cotangent (Q̄, R̄), the pullback
@@ -1649,47 +1668,8 @@ static cr_status qr_init(const cr_form_point *p, void **state)
         cr__form_mm(-1.0, Qb, m, n, 1, Q, m, n, 0, 1.0, C);
     copyltu(C, n);
     *z = (qr_state){z->F, m, n, Q, R, Qb, Rb, z->G, C, Md, W};
-    return CR_OK;
-}
-
-static cr_status qr_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
-                        cr_tangent ydot, cr_tangent *S)
-{
-    (void)p;
-    (void)ydot;
-    const qr_state *z = state;
-    const cr__form *F = &z->F;
-    size_t m = z->m, n = z->n;
-    const double *xd, *Qd, *Rd, *Q = z->Q, *Qb = z->Qb, *Rb = z->Rb;
-    double *Md = z->Md, *W = z->W;
-    cr_tangent dy;
-    cr_value y;
-    cr_status st = cr__form_like_x(F, xdot[0], &xd);
-    if (st != CR_OK || xd == NULL)
-        return st;
-    if ((st = cr__form_frule_along(F, &cr_fn_qr, xdot[0], &y, &dy)) != CR_OK ||
-        (st = cr__form_field_mat(F, dy, 0, m, n, &Qd)) != CR_OK ||
-        (st = cr__form_field_mat(F, dy, 1, n, n, &Rd)) != CR_OK)
-        return st;
-    /* Ṁ = Ṙ R̄ᵀ - Q̄ᵀ Q̇, then copyltu */
-    memset(Md, 0, n * n * sizeof *Md);
-    if (Rd != NULL && Rb != NULL)
-        cr__form_mm(1.0, Rd, n, n, 0, Rb, n, n, 1, 0.0, Md);
-    if (Qd != NULL && Qb != NULL)
-        cr__form_mm(-1.0, Qb, m, n, 1, Qd, m, n, 0, 1.0, Md);
-    copyltu(Md, n);
-    /* W = Q̇ C + Q Ṁ - G Ṙᵀ, then S = W R⁻ᵀ */
-    cr__form_mm(1.0, Q, m, n, 0, Md, n, n, 0, 0.0, W);
-    if (Qd != NULL)
-        cr__form_mm(1.0, Qd, m, n, 0, z->C, n, n, 0, 1.0, W);
-    if (Rd != NULL)
-        cr__form_mm(-1.0, z->G, m, n, 0, Rd, n, n, 1, 1.0, W);
-    cr_array *Sa;
-    if ((st = cr__form_new_s(F, &Sa)) != CR_OK)
-        return st;
-    memcpy(Sa->data, W, m * n * sizeof *W);
-    cr__form_right_solve_upper_t(z->R, n, Sa->data, m);
-    S[0] = cr_tangent_array(Sa);
+    z->F.fact = &cr_fn_qr;
+    z->F.step = qr_step;
     return CR_OK;
 }
 
@@ -1704,4 +1684,4 @@ static const char *qr_check(const cr_value *args, size_t nargs, const bool *var,
     return why;
 }
 
-const cr_rule_form cr__form_qr = {qr_check, qr_init, qr_dir};
+const cr_rule_form cr__form_qr = {qr_check, qr_init, cr__form_frule_dir};
