@@ -158,36 +158,42 @@ static cr_status lu_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr
 
 CR__LA_RRULE1(lu, lu_env, lu_primal, lu_pullback)
 
+/* *dy = the tuple tangent of a factorization's two matrix factors, d0 and d1 like the outputs
+ * o0 and o1 (cr__tangent_like), and NoTangent for a third field (lu's permutation) when nf is
+ * 3. */
+static cr_status factors_tangent(cr_arena *arena, cr_array *o0, const cr__cmat *d0, cr_array *o1,
+                                 const cr__cmat *d1, size_t nf, cr_tangent *dy)
+{
+    cr_tangent t[3] = {cr_tangent_zero(), cr_tangent_zero(), cr_tangent_none()};
+    cr_status st = cr__tangent_like(arena, o0, d0, false, &t[0]);
+    if (st == CR_OK)
+        st = cr__tangent_like(arena, o1, d1, false, &t[1]);
+    return st != CR_OK
+               ? st
+               : cr_tangent_struct(arena, nf == 3 ? &cr__k_tup3 : &cr__k_tup2, NULL, t, nf, dy);
+}
+
 /* frule: with P Ȧ, cr__lu_tangent (square: F = L⁻¹ P Ȧ U⁻¹, L̇ = L tril(F, -1),
  * U̇ = triu(F) U); ṗ is NoTangent. */
 static cr_status lu_frule1(cr_arena *arena, const char *who, const cr_tangent *dargs,
                            const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
 {
-    (void)who;
-    lu_env e;
-    memset(&e, 0, sizeof e);
-    cr_status st = lu_primal(arena, args, nargs, &e, y);
-    if (st != CR_OK)
-        return st;
-    size_t m = e.L.r, n = e.U.c;
-    bool cplx = e.L.cplx;
+    lu_env e = {0};
     cr__cmat dA, F, dL, dU;
-    st = cr__frule_dx0(arena, "lu", dargs, args, cplx, &dA, dy);
+    cr_status st = lu_primal(arena, args, nargs, &e, y);
+    if (st == CR_OK)
+        st = cr__frule_dx0(arena, who, dargs, args, e.L.cplx, &dA, dy);
     if (st != CR_OK || dA.p == NULL)
         return st;
-    st = cr__cmat_new(arena, cplx, m, n, false, &F);
+    size_t m = e.L.r, n = e.U.c;
+    st = cr__cmat_new(arena, e.L.cplx, m, n, false, &F);
     if (st != CR_OK)
         return st;
     for (size_t i = 0; i < m; i++)
         for (size_t j = 0; j < n; j++)
             cr__cmat_set(&F, i, j, cr__cmat_get(&dA, (size_t)e.p[i], j));
-    st = cr__lu_tangent(arena, "lu", &e.L, &e.U, &F, &dL, &dU);
-    cr_tangent t[3] = {cr_tangent_zero(), cr_tangent_zero(), cr_tangent_none()};
-    if (st == CR_OK)
-        st = cr__tangent_like(arena, e.oL, &dL, false, &t[0]);
-    if (st == CR_OK)
-        st = cr__tangent_like(arena, e.oU, &dU, false, &t[1]);
-    return st != CR_OK ? st : cr_tangent_struct(arena, &cr__k_tup3, NULL, t, 3, dy);
+    st = cr__lu_tangent(arena, who, &e.L, &e.U, &F, &dL, &dU);
+    return st != CR_OK ? st : factors_tangent(arena, e.oL, &dL, e.oU, &dU, 3, dy);
 }
 CR__LA_RULES(lu, 1)
 
@@ -396,22 +402,20 @@ CR__LA_RRULE1(qr, qr_env, qr_primal, qr_pullback)
 static cr_status qr_frule1(cr_arena *arena, const char *who, const cr_tangent *dargs,
                            const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
 {
-    (void)who;
-    qr_env e;
-    memset(&e, 0, sizeof e);
+    qr_env e = {0};
+    cr__cmat E, dA, C, W, Psi, dR;
     cr_status st = qr_primal(arena, args, nargs, &e, y);
-    if (st != CR_OK)
-        return st;
-    size_t n = e.Q.c, nn = e.R.c;
-    bool cplx = e.Q.cplx;
-    cr__cmat E, dA, C, W, Psi, dR, Rs = cols_of(&e.R, 0, n);
-    st = cr__frule_dx0(arena, "qr", dargs, args, cplx, &dA, dy);
+    if (st == CR_OK)
+        st = cr__frule_dx0(arena, who, dargs, args, e.Q.cplx, &dA, dy);
     if (st != CR_OK || dA.p == NULL)
         return st;
+    bool cplx = e.Q.cplx;
+    size_t n = e.Q.c, nn = e.R.c;
+    cr__cmat Rs = cols_of(&e.R, 0, n);
     E = cols_of(&dA, 0, n); /* Ẋ; a wide A's Ẏ = the other columns */
     st = qr_check_rank(arena, &Rs);
     if (st == CR_OK)
-        st = cr__tri_right(arena, "qr", &Rs, 'U', 'N', 'N', &E);
+        st = cr__tri_right(arena, who, &Rs, 'U', 'N', 'N', &E);
     if (st == CR_OK)
         st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e.Q, &E, &C);
     if (st == CR_OK)
@@ -440,12 +444,7 @@ static cr_status qr_frule1(cr_arena *arena, const char *who, const cr_tangent *d
             for (size_t i = 0; i < n; i++)
                 cr__cmat_set(&dR, i, n + j, cr__cmat_get(&dV, i, j));
     }
-    cr_tangent t[2];
-    if (st == CR_OK)
-        st = cr__tangent_like(arena, e.oQ, &E, false, &t[0]);
-    if (st == CR_OK)
-        st = cr__tangent_like(arena, e.oR, &dR, false, &t[1]);
-    return st != CR_OK ? st : cr_tangent_struct(arena, &cr__k_tup2, NULL, t, 2, dy);
+    return st != CR_OK ? st : factors_tangent(arena, e.oQ, &E, e.oR, &dR, 2, dy);
 }
 CR__LA_RULES(qr, 1)
 
@@ -1424,7 +1423,7 @@ cr_status cr__linalg_register_fact(cr_registry *reg)
          &cr__form_sylvester},
         {&lyap_function, cr__linalg_fa, 2, lyap_frule, lyap_rrule, &k_t_sylv, &cr__form_lyap},
     };
-    return cr__linalg_add_rules(reg, k, sizeof k / sizeof k[0]);
+    return cr__linalg_add_rules(reg, k, sizeof k / sizeof *k);
 }
 
 #else /* !CR_HAVE_LAPACKE */
