@@ -18,6 +18,9 @@ cr_status cr__form_init(cr__form *F, const cr_form_point *p, size_t xj, const cr
     F->xj = xj;
     F->ns = 1;
     F->sl = NULL;
+    F->fact = NULL;
+    F->step = NULL;
+    F->ydot = false;
     cr_status st = cr__dense(p->arena, p->args[xj].u.arr, CR_DT_F64, &F->x);
     if (st != CR_OK)
         return st;
@@ -166,6 +169,42 @@ cr_status cr__form_frule_along(const cr__form *F, const cr_value *fn, cr_tangent
     return cr__form_fail(F, st == CR_NOTHING ? CR_EUNIMPL : st,
                          "%s: the second-order form needs %s's frule: %s", F->who,
                          fn->u.func.fn->name, buf);
+}
+
+cr_status cr__form_dir_xy(const cr__form *F, cr_tangent xdot, cr_tangent ydot, const double **xd,
+                          const double **yd, cr_array **S)
+{
+    *S = NULL;
+    cr_status st = cr__form_like_x(F, xdot, xd);
+    if (st == CR_OK)
+        st = cr__form_y_dot_arr(F, ydot, yd);
+    if (st != CR_OK || (*xd == NULL && *yd == NULL))
+        return st;
+    return cr__form_new_s(F, S);
+}
+
+cr_status cr__form_frule_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
+                             cr_tangent ydot, cr_tangent *S)
+{
+    (void)p;
+    const cr__form *F = state;
+    cr_value y;
+    cr__form_along d = {NULL, NULL, cr_tangent_zero(), NULL};
+    cr_array *Sa;
+    cr_status st = cr__form_like_x(F, xdot[F->xj], &d.xd);
+    if (st != CR_OK || d.xd == NULL)
+        return st;
+    if (F->fact != NULL) {
+        if ((st = cr__form_frule_along(F, F->fact, xdot[F->xj], &y, &d.dy)) != CR_OK)
+            return st;
+        d.y = &y;
+    }
+    if (F->ydot && (st = cr__form_y_dot_arr(F, ydot, &d.yd)) != CR_OK)
+        return st;
+    if ((st = cr__form_new_s(F, &Sa)) != CR_OK || (st = F->step(state, &d, Sa->data)) != CR_OK)
+        return st;
+    S[F->xj] = cr_tangent_array(Sa);
+    return CR_OK;
 }
 
 cr_status cr__form_fail(const cr__form *F, cr_status st, const char *fmt, ...)

@@ -14,6 +14,18 @@
 
 #define CR__FORM_MAX_ARGS 16 /* as the tape's array records */
 
+/* What cr__form_frule_dir hands a form's step along one direction. */
+typedef struct cr__form_along {
+    const double *xd;  /* ẋ, never zero */
+    const cr_value *y; /* the factorization's value at x (NULL without one) */
+    cr_tangent dy;     /* its tangent along ẋ (ZeroTangent without one) */
+    const double *yd;  /* with F.ydot, the result's tangent ẏ (NULL when zero or without) */
+} cr__form_along;
+
+/* The per-direction step of a form whose dir is cr__form_frule_dir: S (zeros, of x's shape)
+ * from the form's state and the direction d. */
+typedef cr_status (*cr__form_step)(const void *state, const cr__form_along *d, double *s);
+
 /* A call's array argument xj as the forms read it. */
 typedef struct cr__form {
     const cr_form_point *p;
@@ -24,6 +36,11 @@ typedef struct cr__form {
     size_t N;          /* its elements */
     size_t ns;         /* slices (1 without dims) */
     size_t *sl;        /* the slice of each element; NULL when ns == 1 */
+    /* For cr__form_frule_dir (NULL otherwise): the factorization whose frule gives the first
+     * derivatives along a direction (NULL: none), and the form's step. */
+    const cr_value *fact;
+    cr__form_step step;
+    bool ydot; /* the step reads the result's tangent ẏ (of an array result) */
 } cr__form;
 
 /* Set up F for argument xj of the call at p; dims (or NULL) are the reduced dimensions. */
@@ -76,6 +93,18 @@ CR_INTERNAL cr_status cr__form_pulled(const cr__form *F, const double **G);
  * frule: ..."). */
 CR_INTERNAL cr_status cr__form_frule_along(const cr__form *F, const cr_value *fn, cr_tangent raw,
                                            cr_value *y, cr_tangent *dy);
+
+/* The start of a dir that reads the tangent xdot of F's argument and the result's tangent
+ * ydot: both as f64 in *xd and *yd (NULL when zero) and *S a new zero S of x's shape, or
+ * NULL when both are zero (S = 0). */
+CR_INTERNAL cr_status cr__form_dir_xy(const cr__form *F, cr_tangent xdot, cr_tangent ydot,
+                                      const double **xd, const double **yd, cr_array **S);
+
+/* The dir of a form whose state starts with F (its fact and step set): nothing along a zero
+ * ẋ of argument F.xj; else fact's frule at x along ẋ (cr__form_frule_along), with F.ydot the
+ * result's tangent ydot, and F.step, which writes S[F.xj]. */
+CR_INTERNAL cr_status cr__form_frule_dir(const cr_form_point *p, void *state,
+                                         const cr_tangent *xdot, cr_tangent ydot, cr_tangent *S);
 
 /* A form's failure: the message "who: ..." on the arena's context (kept by the engine). */
 CR_INTERNAL cr_status cr__form_fail(const cr__form *F, cr_status st, const char *fmt, ...);

@@ -529,7 +529,6 @@ static cr_status lacpy_rrule(CR__RRULE_PARAMS)
     return cr__rrule_end(arena, st, udata, &args[1], &e->pA, lacpy_pullback, e, "lacpy_pullback",
                          nargs + 1, pb);
 }
-CR__ARRAY_FN(lacpy, "lacpy", 3)
 
 /* ẏ = Ȧ on the copied part, Ḃ elsewhere. */
 static cr_status lacpy_frule(CR__FRULE_PARAMS)
@@ -557,6 +556,7 @@ static cr_status lacpy_frule(CR__FRULE_PARAMS)
     *dy = cr_tangent_array(o);
     return CR_OK;
 }
+CR__ARRAY_FN(lacpy, "lacpy", 3)
 
 /* ---- Test registrations ------------------------------------------------------------------- */
 

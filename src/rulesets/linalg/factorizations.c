@@ -158,36 +158,42 @@ static cr_status lu_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr
 
 CR__LA_RRULE1(lu, lu_env, lu_primal, lu_pullback)
 
+/* *dy = the tuple tangent of a factorization's two matrix factors, d0 and d1 like the outputs
+ * o0 and o1 (cr__tangent_like), and NoTangent for a third field (lu's permutation) when nf is
+ * 3. */
+static cr_status factors_tangent(cr_arena *arena, cr_array *o0, const cr__cmat *d0, cr_array *o1,
+                                 const cr__cmat *d1, size_t nf, cr_tangent *dy)
+{
+    cr_tangent t[3] = {cr_tangent_zero(), cr_tangent_zero(), cr_tangent_none()};
+    cr_status st = cr__tangent_like(arena, o0, d0, false, &t[0]);
+    if (st == CR_OK)
+        st = cr__tangent_like(arena, o1, d1, false, &t[1]);
+    return st != CR_OK
+               ? st
+               : cr_tangent_struct(arena, nf == 3 ? &cr__k_tup3 : &cr__k_tup2, NULL, t, nf, dy);
+}
+
 /* frule: with P Ȧ, cr__lu_tangent (square: F = L⁻¹ P Ȧ U⁻¹, L̇ = L tril(F, -1),
  * U̇ = triu(F) U); ṗ is NoTangent. */
 static cr_status lu_frule1(cr_arena *arena, const char *who, const cr_tangent *dargs,
                            const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
 {
-    (void)who;
-    lu_env e;
-    memset(&e, 0, sizeof e);
-    cr_status st = lu_primal(arena, args, nargs, &e, y);
-    if (st != CR_OK)
-        return st;
-    size_t m = e.L.r, n = e.U.c;
-    bool cplx = e.L.cplx;
+    lu_env e = {0};
     cr__cmat dA, F, dL, dU;
-    st = cr__frule_dx0(arena, "lu", dargs, args, cplx, &dA, dy);
+    cr_status st = lu_primal(arena, args, nargs, &e, y);
+    if (st == CR_OK)
+        st = cr__frule_dx0(arena, who, dargs, args, e.L.cplx, &dA, dy);
     if (st != CR_OK || dA.p == NULL)
         return st;
-    st = cr__cmat_new(arena, cplx, m, n, false, &F);
+    size_t m = e.L.r, n = e.U.c;
+    st = cr__cmat_new(arena, e.L.cplx, m, n, false, &F);
     if (st != CR_OK)
         return st;
     for (size_t i = 0; i < m; i++)
         for (size_t j = 0; j < n; j++)
             cr__cmat_set(&F, i, j, cr__cmat_get(&dA, (size_t)e.p[i], j));
-    st = cr__lu_tangent(arena, "lu", &e.L, &e.U, &F, &dL, &dU);
-    cr_tangent t[3] = {cr_tangent_zero(), cr_tangent_zero(), cr_tangent_none()};
-    if (st == CR_OK)
-        st = cr__tangent_like(arena, e.oL, &dL, false, &t[0]);
-    if (st == CR_OK)
-        st = cr__tangent_like(arena, e.oU, &dU, false, &t[1]);
-    return st != CR_OK ? st : cr_tangent_struct(arena, &cr__k_tup3, NULL, t, 3, dy);
+    st = cr__lu_tangent(arena, who, &e.L, &e.U, &F, &dL, &dU);
+    return st != CR_OK ? st : factors_tangent(arena, e.oL, &dL, e.oU, &dU, 3, dy);
 }
 CR__LA_RULES(lu, 1)
 
@@ -396,22 +402,20 @@ CR__LA_RRULE1(qr, qr_env, qr_primal, qr_pullback)
 static cr_status qr_frule1(cr_arena *arena, const char *who, const cr_tangent *dargs,
                            const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
 {
-    (void)who;
-    qr_env e;
-    memset(&e, 0, sizeof e);
+    qr_env e = {0};
+    cr__cmat E, dA, C, W, Psi, dR;
     cr_status st = qr_primal(arena, args, nargs, &e, y);
-    if (st != CR_OK)
-        return st;
-    size_t n = e.Q.c, nn = e.R.c;
-    bool cplx = e.Q.cplx;
-    cr__cmat E, dA, C, W, Psi, dR, Rs = cols_of(&e.R, 0, n);
-    st = cr__frule_dx0(arena, "qr", dargs, args, cplx, &dA, dy);
+    if (st == CR_OK)
+        st = cr__frule_dx0(arena, who, dargs, args, e.Q.cplx, &dA, dy);
     if (st != CR_OK || dA.p == NULL)
         return st;
+    bool cplx = e.Q.cplx;
+    size_t n = e.Q.c, nn = e.R.c;
+    cr__cmat Rs = cols_of(&e.R, 0, n);
     E = cols_of(&dA, 0, n); /* Ẋ; a wide A's Ẏ = the other columns */
     st = qr_check_rank(arena, &Rs);
     if (st == CR_OK)
-        st = cr__tri_right(arena, "qr", &Rs, 'U', 'N', 'N', &E);
+        st = cr__tri_right(arena, who, &Rs, 'U', 'N', 'N', &E);
     if (st == CR_OK)
         st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e.Q, &E, &C);
     if (st == CR_OK)
@@ -440,12 +444,7 @@ static cr_status qr_frule1(cr_arena *arena, const char *who, const cr_tangent *d
             for (size_t i = 0; i < n; i++)
                 cr__cmat_set(&dR, i, n + j, cr__cmat_get(&dV, i, j));
     }
-    cr_tangent t[2];
-    if (st == CR_OK)
-        st = cr__tangent_like(arena, e.oQ, &E, false, &t[0]);
-    if (st == CR_OK)
-        st = cr__tangent_like(arena, e.oR, &dR, false, &t[1]);
-    return st != CR_OK ? st : cr_tangent_struct(arena, &cr__k_tup2, NULL, t, 2, dy);
+    return st != CR_OK ? st : factors_tangent(arena, e.oQ, &E, e.oR, &dR, 2, dy);
 }
 CR__LA_RULES(qr, 1)
 
@@ -1424,7 +1423,7 @@ cr_status cr__linalg_register_fact(cr_registry *reg)
          &cr__form_sylvester},
         {&lyap_function, cr__linalg_fa, 2, lyap_frule, lyap_rrule, &k_t_sylv, &cr__form_lyap},
     };
-    return cr__linalg_add_rules(reg, k, sizeof k / sizeof k[0]);
+    return cr__linalg_add_rules(reg, k, sizeof k / sizeof *k);
 }
 
 #else /* !CR_HAVE_LAPACKE */
@@ -1464,6 +1463,33 @@ typedef struct pinv_state {
     const double *Y;
     double *P, *Q, *W1, *W2, *W3, *W4, *W5, *W6, *Pd, *Fd, *Qd, *Ed, *Yz, *Sd;
 } pinv_state;
+
+/* pinv along Ȧ, with Ẏ (the derivation below). */
+static cr_status pinv_step(const void *state, const cr__form_along *d, double *s)
+{
+    const pinv_state *z = state;
+    size_t m = z->m, n = z->n;
+    const double *Ad = d->xd, *Yd = d->yd != NULL ? d->yd : z->Yz, *A = z->F.x->data, *Y = z->Y;
+    double *Pd = z->Pd, *Qd = z->Qd, *Ed = z->Ed, *Fd = z->Fd, *Sd = z->Sd;
+    /* Ṗ, Q̇, Ė, Ḟ */
+    cr__form_mm(-1.0, Ad, m, n, 0, Y, n, m, 0, 0.0, Pd);
+    cr__form_mm(-1.0, A, m, n, 0, Yd, n, m, 0, 1.0, Pd);
+    cr__form_mm(-1.0, Yd, n, m, 0, A, m, n, 0, 0.0, Qd);
+    cr__form_mm(-1.0, Y, n, m, 0, Ad, m, n, 0, 1.0, Qd);
+    cr__form_mm(1.0, Yd, n, m, 0, Y, n, m, 1, 0.0, Ed);
+    cr__form_mm(1.0, Y, n, m, 0, Yd, n, m, 1, 1.0, Ed);
+    cr__form_mm(1.0, Yd, n, m, 1, Y, n, m, 0, 0.0, Fd);
+    cr__form_mm(1.0, Y, n, m, 1, Yd, n, m, 0, 1.0, Fd);
+    /* the six terms of S */
+    cr__form_mm(-1.0, Yd, n, m, 1, z->W5, n, n, 0, 0.0, Sd);
+    cr__form_mm(-1.0, z->W6, m, m, 0, Yd, n, m, 1, 1.0, Sd);
+    cr__form_mm(1.0, Pd, m, m, 0, z->W1, m, n, 0, 1.0, Sd);
+    cr__form_mm(1.0, z->W4, m, n, 0, Ed, n, n, 0, 1.0, Sd);
+    cr__form_mm(1.0, Fd, m, m, 0, z->W2, m, n, 0, 1.0, Sd);
+    cr__form_mm(1.0, z->W3, m, n, 0, Qd, n, n, 0, 1.0, Sd);
+    memcpy(s, Sd, m * n * sizeof *Sd);
+    return CR_OK;
+}
 
 /*
  * pinv(A) = Y, A m x n of full rank (Y n x m). The rule's pullback (Golub and Pereyra) is
@@ -1531,46 +1557,8 @@ static cr_status pinv_init(const cr_form_point *p, void **state)
     cr__form_mm(1.0, Fd, m, m, 0, Yb, n, m, 1, 0.0, W3);
     cr__form_mm(1.0, P, m, m, 0, Yb, n, m, 1, 0.0, W4);
     *z = (pinv_state){z->F, m, n, Y, P, Q, W1, W2, W3, W4, W5, W6, Pd, Fd, Qd, Ed, Yz, Sd};
-    return CR_OK;
-}
-
-static cr_status pinv_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
-                          cr_tangent ydot, cr_tangent *S)
-{
-    (void)p;
-    const pinv_state *z = state;
-    const cr__form *F = &z->F;
-    size_t m = z->m, n = z->n;
-    const double *Ad, *Yd, *A = F->x->data, *Y = z->Y;
-    double *Pd = z->Pd, *Qd = z->Qd, *Ed = z->Ed, *Fd = z->Fd, *Sd = z->Sd;
-    cr_status st = cr__form_like_x(F, xdot[0], &Ad);
-    if (st != CR_OK || Ad == NULL)
-        return st;
-    if ((st = cr__form_y_dot_arr(F, ydot, &Yd)) != CR_OK)
-        return st;
-    if (Yd == NULL)
-        Yd = z->Yz;
-    /* Ṗ, Q̇, Ė, Ḟ */
-    cr__form_mm(-1.0, Ad, m, n, 0, Y, n, m, 0, 0.0, Pd);
-    cr__form_mm(-1.0, A, m, n, 0, Yd, n, m, 0, 1.0, Pd);
-    cr__form_mm(-1.0, Yd, n, m, 0, A, m, n, 0, 0.0, Qd);
-    cr__form_mm(-1.0, Y, n, m, 0, Ad, m, n, 0, 1.0, Qd);
-    cr__form_mm(1.0, Yd, n, m, 0, Y, n, m, 1, 0.0, Ed);
-    cr__form_mm(1.0, Y, n, m, 0, Yd, n, m, 1, 1.0, Ed);
-    cr__form_mm(1.0, Yd, n, m, 1, Y, n, m, 0, 0.0, Fd);
-    cr__form_mm(1.0, Y, n, m, 1, Yd, n, m, 0, 1.0, Fd);
-    /* the six terms of S */
-    cr__form_mm(-1.0, Yd, n, m, 1, z->W5, n, n, 0, 0.0, Sd);
-    cr__form_mm(-1.0, z->W6, m, m, 0, Yd, n, m, 1, 1.0, Sd);
-    cr__form_mm(1.0, Pd, m, m, 0, z->W1, m, n, 0, 1.0, Sd);
-    cr__form_mm(1.0, z->W4, m, n, 0, Ed, n, n, 0, 1.0, Sd);
-    cr__form_mm(1.0, Fd, m, m, 0, z->W2, m, n, 0, 1.0, Sd);
-    cr__form_mm(1.0, z->W3, m, n, 0, Qd, n, n, 0, 1.0, Sd);
-    cr_array *Sa;
-    if ((st = cr__form_new_s(F, &Sa)) != CR_OK)
-        return st;
-    memcpy(Sa->data, Sd, m * n * sizeof *Sd);
-    S[0] = cr_tangent_array(Sa);
+    z->F.step = pinv_step;
+    z->F.ydot = true;
     return CR_OK;
 }
 
@@ -1584,7 +1572,7 @@ static const char *pinv_check(const cr_value *args, size_t nargs, const bool *va
     return why;
 }
 
-const cr_rule_form cr__form_pinv = {pinv_check, pinv_init, pinv_dir};
+const cr_rule_form cr__form_pinv = {pinv_check, pinv_init, cr__form_frule_dir};
 
 /* ---- qr ---------------------------------------------------------------------------------------
  */
@@ -1603,6 +1591,36 @@ typedef struct qr_state {
     const double *Q, *R, *Qb, *Rb, *G;
     double *C, *Md, *W;
 } qr_state;
+
+/* qr along Ȧ, with Q̇ and Ṙ from qr's frule (the derivation below). */
+static cr_status qr_step(const void *state, const cr__form_along *d, double *s)
+{
+    const qr_state *z = state;
+    const cr__form *F = &z->F;
+    size_t m = z->m, n = z->n;
+    const double *Qd, *Rd, *Q = z->Q, *Qb = z->Qb, *Rb = z->Rb;
+    double *Md = z->Md, *W = z->W;
+    cr_status st;
+    if ((st = cr__form_field_mat(F, d->dy, 0, m, n, &Qd)) != CR_OK ||
+        (st = cr__form_field_mat(F, d->dy, 1, n, n, &Rd)) != CR_OK)
+        return st;
+    /* Ṁ = Ṙ R̄ᵀ - Q̄ᵀ Q̇, then copyltu */
+    memset(Md, 0, n * n * sizeof *Md);
+    if (Rd != NULL && Rb != NULL)
+        cr__form_mm(1.0, Rd, n, n, 0, Rb, n, n, 1, 0.0, Md);
+    if (Qd != NULL && Qb != NULL)
+        cr__form_mm(-1.0, Qb, m, n, 1, Qd, m, n, 0, 1.0, Md);
+    copyltu(Md, n);
+    /* W = Q̇ C + Q Ṁ - G Ṙᵀ, then S = W R⁻ᵀ */
+    cr__form_mm(1.0, Q, m, n, 0, Md, n, n, 0, 0.0, W);
+    if (Qd != NULL)
+        cr__form_mm(1.0, Qd, m, n, 0, z->C, n, n, 0, 1.0, W);
+    if (Rd != NULL)
+        cr__form_mm(-1.0, z->G, m, n, 0, Rd, n, n, 1, 1.0, W);
+    memcpy(s, W, m * n * sizeof *W);
+    cr__form_right_solve_upper_t(z->R, n, s, m);
+    return CR_OK;
+}
 
 /*
  * qr(A) = (Q, R), A m x n with m >= n, of full rank. With the cotangent (Q̄, R̄), the pullback
@@ -1649,47 +1667,8 @@ static cr_status qr_init(const cr_form_point *p, void **state)
         cr__form_mm(-1.0, Qb, m, n, 1, Q, m, n, 0, 1.0, C);
     copyltu(C, n);
     *z = (qr_state){z->F, m, n, Q, R, Qb, Rb, z->G, C, Md, W};
-    return CR_OK;
-}
-
-static cr_status qr_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
-                        cr_tangent ydot, cr_tangent *S)
-{
-    (void)p;
-    (void)ydot;
-    const qr_state *z = state;
-    const cr__form *F = &z->F;
-    size_t m = z->m, n = z->n;
-    const double *xd, *Qd, *Rd, *Q = z->Q, *Qb = z->Qb, *Rb = z->Rb;
-    double *Md = z->Md, *W = z->W;
-    cr_tangent dy;
-    cr_value y;
-    cr_status st = cr__form_like_x(F, xdot[0], &xd);
-    if (st != CR_OK || xd == NULL)
-        return st;
-    if ((st = cr__form_frule_along(F, &cr_fn_qr, xdot[0], &y, &dy)) != CR_OK ||
-        (st = cr__form_field_mat(F, dy, 0, m, n, &Qd)) != CR_OK ||
-        (st = cr__form_field_mat(F, dy, 1, n, n, &Rd)) != CR_OK)
-        return st;
-    /* Ṁ = Ṙ R̄ᵀ - Q̄ᵀ Q̇, then copyltu */
-    memset(Md, 0, n * n * sizeof *Md);
-    if (Rd != NULL && Rb != NULL)
-        cr__form_mm(1.0, Rd, n, n, 0, Rb, n, n, 1, 0.0, Md);
-    if (Qd != NULL && Qb != NULL)
-        cr__form_mm(-1.0, Qb, m, n, 1, Qd, m, n, 0, 1.0, Md);
-    copyltu(Md, n);
-    /* W = Q̇ C + Q Ṁ - G Ṙᵀ, then S = W R⁻ᵀ */
-    cr__form_mm(1.0, Q, m, n, 0, Md, n, n, 0, 0.0, W);
-    if (Qd != NULL)
-        cr__form_mm(1.0, Qd, m, n, 0, z->C, n, n, 0, 1.0, W);
-    if (Rd != NULL)
-        cr__form_mm(-1.0, z->G, m, n, 0, Rd, n, n, 1, 1.0, W);
-    cr_array *Sa;
-    if ((st = cr__form_new_s(F, &Sa)) != CR_OK)
-        return st;
-    memcpy(Sa->data, W, m * n * sizeof *W);
-    cr__form_right_solve_upper_t(z->R, n, Sa->data, m);
-    S[0] = cr_tangent_array(Sa);
+    z->F.fact = &cr_fn_qr;
+    z->F.step = qr_step;
     return CR_OK;
 }
 
@@ -1704,4 +1683,4 @@ static const char *qr_check(const cr_value *args, size_t nargs, const bool *var,
     return why;
 }
 
-const cr_rule_form cr__form_qr = {qr_check, qr_init, qr_dir};
+const cr_rule_form cr__form_qr = {qr_check, qr_init, cr__form_frule_dir};

@@ -103,6 +103,163 @@ static cr_status square(const cr__form *F, size_t *n)
     return CR_OK;
 }
 
+/* Whether the form's call is one of fn (forms shared by several functions). */
+static bool calls(const cr_form_point *p, const cr_value *fn)
+{
+    return p->f->kind == CR_KIND_FUNC && p->f->u.func.fn == fn->u.func.fn;
+}
+
+/* C <- C + Cᵀ for the n x n C. */
+static void sym_add(double *C, size_t n)
+{
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = a; b < n; b++)
+            C[a * n + b] = C[b * n + a] = C[a * n + b] + C[b * n + a];
+}
+
+/* out = op⁻¹(T) for the n x n T: T for op 'N', else Tᵀ. */
+static void op_inv(const double *T, size_t n, char op, double *out)
+{
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = 0; b < n; b++)
+            out[a * n + b] = op == 'N' ? T[a * n + b] : T[b * n + a];
+}
+
+/* The rule's pullback with argument j's cotangent unprojected (cr__form_pullback_dense, kept in
+ * *pb) applied to ȳ: argument j's cotangent in *gj. */
+static cr_status pull_dense(const cr__form *F, size_t j, cr_pullback *pb, cr_tangent *gj)
+{
+    cr_tangent dx[CR__FORM_MAX_ARGS + 1];
+    size_t nx = F->p->nargs + 1;
+    if (nx > sizeof dx / sizeof dx[0])
+        return CR_EINVAL;
+    cr_status st = cr__form_pullback_dense(F, j, pb);
+    if (st == CR_OK)
+        st = cr_pullback_call(F->arena, pb, &F->p->ybar, dx, nx);
+    if (st == CR_OK)
+        *gj = dx[j + 1];
+    return st;
+}
+
+/* G, argument 0's cotangent from the pullback unprojected (pull_dense) at ȳ, zeros when it is
+ * zero. */
+static cr_status pulled_x0(const cr__form *F, const double **G)
+{
+    cr_pullback pb;
+    cr_tangent g;
+    cr_status st = pull_dense(F, 0, &pb, &g);
+    return st != CR_OK ? st : cr__form_like_x0(F, g, G);
+}
+
+/* The pullback pb applied to W: argument 0's cotangent (x's shape, over which F is) copied into
+ * s, which is left as it is when that is zero; argument j's cotangent in *sj (j > 0). */
+static cr_status pull_into(const cr__form *F, const cr_pullback *pb, cr_array *W, double *s,
+                           size_t j, cr_tangent *sj)
+{
+    cr_tangent dw[CR__FORM_MAX_ARGS + 1], wt = cr_tangent_array(W);
+    const double *s0;
+    size_t nx = F->p->nargs + 1;
+    if (nx > sizeof dw / sizeof dw[0])
+        return CR_EINVAL;
+    cr_status st = cr_pullback_call(F->arena, pb, &wt, dw, nx);
+    if (st == CR_OK)
+        st = cr__form_like_x(F, dw[1], &s0);
+    if (st != CR_OK)
+        return st;
+    if (s0 != NULL)
+        memcpy(s, s0, F->N * sizeof *s);
+    if (j > 0)
+        *sj = dw[j + 1];
+    return CR_OK;
+}
+
+typedef struct lapack_state lapack_state;
+
+/* A solve with a factored (or triangular) matrix, X = M⁻¹ B: B's position jb, the setup of the
+ * state from the result X, and the steps along a direction (solve_like_dir): W = −Ṁᵀ G from ẋ,
+ * what the pullback at W leaves out of S along ẋ (or NULL), and the term of Ẋ, both added
+ * into s. */
+typedef struct solve_kind {
+    size_t jb;
+    cr_status (*setup)(lapack_state *w, const double *X);
+    cr_status (*w_of)(lapack_state *w, const double *xd, double *W);
+    void (*curv)(const lapack_state *w, double *s);
+    void (*xdot)(const lapack_state *w, const double *yd, double *s);
+} solve_kind;
+
+/* The state of the forms of the solves (cholesky_solve, potrs, getrs, trtrs) and of getri. */
+struct lapack_state {
+    cr__form F; /* over the factors (cholesky_solve, potrs, getri, getrs) or A (trtrs) */
+    size_t n, m, jb;
+    char op, uplo;
+    bool unit;
+    cr_pullback pb; /* with B̄ unprojected */
+    const cr_array *Bv;
+    const double *G, *Q, *Pm, *Ab; /* G = B̄; getri: Yᵀ Ȳ, Ȳ Yᵀ; Ā */
+    const size_t *p;
+    double *L, *U, *C, *Ad, *E, *T, *ws; /* C: cholesky_solve's Ā + Āᵀ; ws: 2 n² */
+    double *Ld, *Ud;                     /* along the direction: the factors' tangents */
+    const solve_kind *k;
+};
+
+/* The start of a solve's form: the factor (argument 0) square and a variable, B at k->jb,
+ * G = B̄ unprojected (CR_NOTHING when zero); then k's setup with the result X. */
+static cr_status solve_like_init(const cr_form_point *p, void **state, const solve_kind *k)
+{
+    if (!p->var[0])
+        return CR_NOTHING;
+    cr_status st = cr__form_state(p, sizeof(lapack_state), 0, NULL, state);
+    lapack_state *w = *state;
+    if (st != CR_OK || (st = square(&w->F, &w->n)) != CR_OK)
+        return st;
+    cr__form *F = &w->F;
+    const cr_array *Gb;
+    const double *X;
+    cr_tangent gb;
+    size_t jb = k->jb;
+    w->k = k;
+    w->jb = jb;
+    w->Bv = p->args[jb].u.arr;
+    w->m = w->Bv->ndim == 1 ? 1 : w->Bv->shape[1];
+    if ((st = pull_dense(F, jb, &w->pb, &gb)) != CR_OK ||
+        (st = cr__tan_array(F->arena, F->who, gb, w->Bv->ndim, w->Bv->shape, CR_DT_F64, &Gb)) !=
+            CR_OK)
+        return st;
+    if (Gb == NULL)
+        return CR_NOTHING; /* X̄ = 0 */
+    w->G = Gb->data;
+    return (st = cr__form_y_array(F, &X)) != CR_OK ? st : k->setup(w, X);
+}
+
+/* A solve's S along one direction (the derivations of cholesky_solve, getrs and trtrs below):
+ * W = −Ṁᵀ G and the pullback at W give S_B and most of S over the factor; w's steps add the
+ * rest. */
+static cr_status solve_like_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
+                                cr_tangent ydot, cr_tangent *S)
+{
+    (void)p;
+    lapack_state *w = state;
+    cr_tangent SB = cr_tangent_zero();
+    const double *xd, *yd;
+    cr_array *Sa, *W;
+    cr_status st = cr__form_dir_xy(&w->F, xdot[0], ydot, &xd, &yd, &Sa);
+    if (st != CR_OK || Sa == NULL)
+        return st;
+    if (xd != NULL) {
+        if ((st = cr__new(w->F.arena, CR_DT_F64, w->Bv->ndim, w->Bv->shape, false, &W)) != CR_OK ||
+            (st = w->k->w_of(w, xd, W->data)) != CR_OK ||
+            (st = pull_into(&w->F, &w->pb, W, Sa->data, w->jb, &SB)) != CR_OK)
+            return st;
+        if (w->k->curv != NULL)
+            w->k->curv(w, Sa->data);
+    }
+    if (yd != NULL)
+        w->k->xdot(w, yd, Sa->data);
+    S[0] = cr_tangent_array(Sa);
+    S[w->jb] = SB;
+    return CR_OK;
+}
+
 /* ---- cholesky -------------------------------------------------------------------------------
  */
 
@@ -273,126 +430,68 @@ const cr_rule_form cr__form_cholesky = {one_check, cholesky_init, chol_dir};
  * for 'L'; B̄ is taken unprojected (cr__form_pullback_dense: B of any structure). potrs is
  * linear in B: with F a constant, S = 0.
  */
-typedef struct chol_solve_state {
-    cr__form F; /* over the factor */
-    size_t jb, n, m;
-    char uplo;
-    cr_pullback pb; /* the pullback with B̄ unprojected */
-    const cr_array *Bv;
-    const double *bb, *U; /* B̄, the upper factor */
-    double *C, *Ad, *E, *T;
-} chol_solve_state;
 
-static cr_status chol_solve_init(const cr_form_point *p, void **state, size_t jb, bool dense)
+/* s += T on the factor's triangle (T upper: transposed for 'L'). */
+static void chol_add_triu(const lapack_state *w, const double *T, double *s)
 {
-    if (!p->var[0])
-        return CR_NOTHING;
-    cr_status st = cr__form_state(p, sizeof(chol_solve_state), 0, NULL, state);
-    chol_solve_state *w = *state;
-    if (st != CR_OK || (st = square(&w->F, &w->n)) != CR_OK)
+    size_t n = w->n;
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = a; b < n; b++)
+            s[w->uplo == 'U' ? a * n + b : b * n + a] += T[a * n + b];
+}
+
+/* W = −Ȧ B̄, Ȧ = U̇ᵀ U + Uᵀ U̇ (symmetric: Ṁᵀ = Ȧ). */
+static cr_status chol_solve_w(lapack_state *w, const double *xd, double *W)
+{
+    size_t n = w->n;
+    cr_array *Udc;
+    cr_status st = chol_factor(w->F.arena, xd, n, w->uplo, &Udc);
+    if (st != CR_OK)
         return st;
+    w->Ud = Udc->data;
+    cr__form_mm(1.0, w->Ud, n, n, 1, w->U, n, n, 0, 0.0, w->Ad);
+    cr__form_mm(1.0, w->U, n, n, 1, w->Ud, n, n, 0, 1.0, w->Ad);
+    cr__form_mm(-1.0, w->Ad, n, n, 0, w->G, n, w->m, 0, 0.0, W);
+    return CR_OK;
+}
+
+/* + triu(U̇ C). */
+static void chol_solve_curv(const lapack_state *w, double *s)
+{
+    size_t n = w->n;
+    cr__form_mm(1.0, w->Ud, n, n, 0, w->C, n, n, 0, 0.0, w->T);
+    chol_add_triu(w, w->T, s);
+}
+
+/* + triu(U (E + Eᵀ)), E = −B̄ Ẏᵀ. */
+static void chol_solve_xdot(const lapack_state *w, const double *yd, double *s)
+{
+    size_t n = w->n, m = w->m;
+    cr__form_mm(-1.0, w->G, n, m, 0, yd, n, m, 1, 0.0, w->E);
+    sym_add(w->E, n);
+    cr__form_mm(1.0, w->U, n, n, 0, w->E, n, n, 0, 0.0, w->T);
+    chol_add_triu(w, w->T, s);
+}
+
+/* C = Ā + Āᵀ, Ā = −B̄ Yᵀ, and the upper factor U read through uplo ('U' for
+ * cholesky_solve). */
+static cr_status chol_solve_setup(lapack_state *w, const double *y)
+{
     cr__form *F = &w->F;
-    w->jb = jb;
-    w->uplo = 'U';
-    if (jb == 2) /* potrs(F, uplo, B) */
-        w->uplo = flag_of(F, &p->args[1]);
-    w->Bv = p->args[jb].u.arr;
-    size_t n = w->n, nn = n * n, nx = p->nargs + 1;
-    w->m = w->Bv->ndim == 1 ? 1 : w->Bv->shape[1];
-    cr_tangent dx[CR__FORM_MAX_ARGS + 1];
-    const cr_array *Bb;
-    const double *y;
-    if (nx > sizeof dx / sizeof dx[0])
-        return CR_EINVAL;
-    if (dense)
-        st = cr__form_pullback_dense(F, jb, &w->pb);
-    else
-        w->pb = *p->pb;
-    if (st != CR_OK || (st = cr_pullback_call(F->arena, &w->pb, &p->ybar, dx, nx)) != CR_OK ||
-        (st = cr__tan_array(F->arena, F->who, dx[jb + 1], w->Bv->ndim, w->Bv->shape, CR_DT_F64,
-                            &Bb)) != CR_OK)
-        return st;
-    if (Bb == NULL)
-        return CR_NOTHING; /* Ȳ = 0 */
+    size_t n = w->n, nn = n * n;
     cr_array *Uc;
     double *ws;
-    if ((st = cr__form_y_array(F, &y)) != CR_OK || (st = new_mat(F, 4, nn, &ws)) != CR_OK ||
-        (st = chol_factor(F->arena, F->x->data, n, w->uplo, &Uc)) != CR_OK)
+    w->uplo = w->jb == 2 ? flag_of(F, &F->p->args[1]) : 'U'; /* potrs(F, uplo, B) */
+    cr_status st = new_mat(F, 4, nn, &ws);
+    if (st != CR_OK || (st = chol_factor(F->arena, F->x->data, n, w->uplo, &Uc)) != CR_OK)
         return st;
-    w->bb = Bb->data;
     w->U = Uc->data;
     w->C = ws;
     w->Ad = ws + nn;
     w->E = ws + 2 * nn;
     w->T = ws + 3 * nn;
-    double *C = w->C;
-    cr__form_mm(-1.0, w->bb, n, w->m, 0, y, n, w->m, 1, 0.0, C); /* Ā = −B̄ Yᵀ */
-    for (size_t a = 0; a < n; a++)
-        for (size_t b = a; b < n; b++)
-            C[a * n + b] = C[b * n + a] = C[a * n + b] + C[b * n + a];
-    return CR_OK;
-}
-
-static cr_status cholesky_solve_init(const cr_form_point *p, void **state)
-{
-    return chol_solve_init(p, state, 1, false);
-}
-
-static cr_status potrs_init(const cr_form_point *p, void **state)
-{
-    return chol_solve_init(p, state, 2, true);
-}
-
-static cr_status chol_solve_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
-                                cr_tangent ydot, cr_tangent *S)
-{
-    chol_solve_state *w = state;
-    cr__form *F = &w->F;
-    size_t n = w->n, m = w->m, nn = n * n, jb = w->jb, nx = p->nargs + 1;
-    const double *xd, *yd, *Su, *U = w->U, *bb = w->bb;
-    double *T = w->T, *Ad = w->Ad, *E = w->E;
-    cr_tangent SB = cr_tangent_zero(), dw[CR__FORM_MAX_ARGS + 1];
-    cr_array *SU, *Udc, *W;
-    cr_status st;
-    if ((st = cr__form_like_x(F, xdot[0], &xd)) != CR_OK ||
-        (st = cr__form_y_dot_arr(F, ydot, &yd)) != CR_OK)
-        return st;
-    if (xd == NULL && yd == NULL)
-        return CR_OK;
-    if ((st = cr__form_new_s(F, &SU)) != CR_OK)
-        return st;
-    double *su = SU->data;
-    if (xd != NULL) {
-        if ((st = chol_factor(F->arena, xd, n, w->uplo, &Udc)) != CR_OK ||
-            (st = cr__new(F->arena, CR_DT_F64, w->Bv->ndim, w->Bv->shape, false, &W)) != CR_OK)
-            return st;
-        const double *ud = Udc->data;
-        cr__form_mm(1.0, ud, n, n, 1, U, n, n, 0, 0.0, Ad); /* Ȧ = U̇ᵀ U + Uᵀ U̇ */
-        cr__form_mm(1.0, U, n, n, 1, ud, n, n, 0, 1.0, Ad);
-        cr__form_mm(-1.0, Ad, n, n, 0, bb, n, m, 0, 0.0, W->data); /* W = −Ȧ B̄ */
-        cr_tangent wt = cr_tangent_array(W);
-        if ((st = cr_pullback_call(F->arena, &w->pb, &wt, dw, nx)) != CR_OK ||
-            (st = cr__form_like_x(F, dw[1], &Su)) != CR_OK)
-            return st;
-        if (Su != NULL)
-            memcpy(su, Su, nn * sizeof *su);
-        SB = dw[jb + 1];
-        cr__form_mm(1.0, ud, n, n, 0, w->C, n, n, 0, 0.0, T); /* U̇ C */
-    } else {
-        memset(T, 0, nn * sizeof *T);
-    }
-    if (yd != NULL) {
-        cr__form_mm(-1.0, bb, n, m, 0, yd, n, m, 1, 0.0, E); /* E = −B̄ Ẏᵀ */
-        for (size_t a = 0; a < n; a++)
-            for (size_t b = a; b < n; b++)
-                E[a * n + b] = E[b * n + a] = E[a * n + b] + E[b * n + a];
-        cr__form_mm(1.0, U, n, n, 0, E, n, n, 0, 1.0, T); /* + U (E + Eᵀ) */
-    }
-    for (size_t a = 0; a < n; a++)
-        for (size_t b = a; b < n; b++)
-            su[w->uplo == 'U' ? a * n + b : b * n + a] += T[a * n + b];
-    S[0] = cr_tangent_array(SU);
-    S[jb] = SB;
+    cr__form_mm(-1.0, w->G, n, w->m, 0, y, n, w->m, 1, 0.0, w->C); /* Ā = −B̄ Yᵀ */
+    sym_add(w->C, n);
     return CR_OK;
 }
 
@@ -410,9 +509,6 @@ static const char *cholesky_solve_covers(const cr_value *args, size_t nargs)
     return NULL;
 }
 CR__LA_FORM_CHECK(cholesky_solve_check, 2, cholesky_solve_covers(args, nargs))
-
-const cr_rule_form cr__form_cholesky_solve = {cholesky_solve_check, cholesky_solve_init,
-                                              chol_solve_dir};
 
 /* ---- cholesky_det, cholesky_logdet ------------------------------------------------------------
  */
@@ -435,8 +531,9 @@ typedef struct chol_det_state {
     double *pv; /* 4 n + 1: prefix and suffix duals */
 } chol_det_state;
 
-static cr_status chol_det_init(const cr_form_point *p, void **state, bool lg)
+static cr_status chol_det_init(const cr_form_point *p, void **state)
 {
+    bool lg = calls(p, &cr_fn_cholesky_logdet);
     cr_status st = cr__form_state(p, sizeof(chol_det_state), 0, NULL, state);
     chol_det_state *w = *state;
     if (st != CR_OK || (st = cr__form_ybar_slices(&w->F, &w->yb)) != CR_OK ||
@@ -445,16 +542,6 @@ static cr_status chol_det_init(const cr_form_point *p, void **state, bool lg)
         return st;
     w->lg = lg;
     return new_mat(&w->F, 4 * w->n + 1, 1, &w->pv);
-}
-
-static cr_status cholesky_logdet_init(const cr_form_point *p, void **state)
-{
-    return chol_det_init(p, state, true);
-}
-
-static cr_status cholesky_det_init(const cr_form_point *p, void **state)
-{
-    return chol_det_init(p, state, false);
 }
 
 static cr_status chol_det_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
@@ -501,8 +588,8 @@ static cr_status chol_det_dir(const cr_form_point *p, void *state, const cr_tang
     return CR_OK;
 }
 
-const cr_rule_form cr__form_cholesky_logdet = {one_check, cholesky_logdet_init, chol_det_dir};
-const cr_rule_form cr__form_cholesky_det = {one_check, cholesky_det_init, chol_det_dir};
+const cr_rule_form cr__form_cholesky_logdet = {one_check, chol_det_init, chol_det_dir};
+const cr_rule_form cr__form_cholesky_det = {one_check, chol_det_init, chol_det_dir};
 
 /* ---- lu, getrf ------------------------------------------------------------------------------
  */
@@ -547,26 +634,6 @@ typedef struct lu_state {
     const size_t *p;
     double *X, *XUt, *LtX, *W, *T;
 } lu_state;
-
-/* The rest of z from the factors, p, the cotangents and G. */
-static cr_status lu_s_init(lu_state *z, const double *G)
-{
-    size_t n = z->n, nn = n * n;
-    double *w;
-    cr_status st = new_mat(&z->F, 5, nn, &w);
-    if (st != CR_OK)
-        return st;
-    z->X = w;
-    z->XUt = w + nn;
-    z->LtX = w + 2 * nn;
-    z->W = w + 3 * nn;
-    z->T = w + 4 * nn;
-    for (size_t a = 0; a < n; a++) /* X = P G */
-        memcpy(z->X + a * n, G + z->p[a] * n, n * sizeof *z->X);
-    cr__form_mm(1.0, z->X, n, n, 0, z->U, n, n, 1, 0.0, z->XUt);
-    cr__form_mm(1.0, z->L, n, n, 1, z->X, n, n, 0, 0.0, z->LtX);
-    return CR_OK;
-}
 
 /* lu's S along (L̇, U̇) (L̇ strictly lower, U̇ upper; NULL: zero) into s (n x n). */
 static void lu_s_dir(const lu_state *z, const double *Ld, const double *Ud, double *s)
@@ -645,29 +712,19 @@ static cr_status lu_unpack(const cr__form *F, const double *f, size_t n, bool un
     return CR_OK;
 }
 
-static cr_status lu_init(const cr_form_point *p, void **state)
+/* lu's factors L, U, p and cotangents L̄, Ū from its tuple (L, U, p). */
+static cr_status lu_factors(lu_state *z)
 {
-    cr_status st = cr__form_state(p, sizeof(lu_state), 0, NULL, state);
-    lu_state *z = *state;
-    if (st != CR_OK || (st = square(&z->F, &z->n)) != CR_OK)
-        return st;
     cr__form *F = &z->F;
+    const cr_form_point *p = F->p;
     size_t n = z->n;
     const cr_array *La, *Ua, *pa;
-    const double *G;
+    cr_status st;
     if ((st = cr__form_factor_of(F, p->y, 0, 2, &La)) != CR_OK ||
         (st = cr__form_factor_of(F, p->y, 1, 2, &Ua)) != CR_OK ||
         (st = cr__form_factor_of(F, p->y, 2, 1, &pa)) != CR_OK ||
         (st = cr__form_field_mat(F, p->ybar, 0, n, n, &z->Lb)) != CR_OK ||
         (st = cr__form_field_mat(F, p->ybar, 1, n, n, &z->Ub)) != CR_OK)
-        return st;
-    cr_pullback pb;
-    cr_tangent dx[CR__FORM_MAX_ARGS + 1];
-    if (p->nargs + 1 > sizeof dx / sizeof dx[0])
-        return CR_EINVAL;
-    if ((st = cr__form_pullback_dense(F, 0, &pb)) != CR_OK ||
-        (st = cr_pullback_call(F->arena, &pb, &p->ybar, dx, p->nargs + 1)) != CR_OK ||
-        (st = cr__form_like_x0(F, dx[1], &G)) != CR_OK)
         return st;
     const double *pv = pa->data;
     size_t *pp = cr__arena_array(F->arena, F->who, n, sizeof *pp, _Alignof(size_t));
@@ -681,79 +738,85 @@ static cr_status lu_init(const cr_form_point *p, void **state)
     z->L = La->data;
     z->U = Ua->data;
     z->p = pp;
-    return lu_s_init(z, G);
+    return CR_OK;
 }
 
-static cr_status getrf_init(const cr_form_point *p, void **state)
+/* getrf's: L, U unpacked from F, p from ipiv, and F̄ as both L̄ and Ū (CR_NOTHING when zero). */
+static cr_status getrf_factors(lu_state *z)
 {
-    cr_status st = cr__form_state(p, sizeof(lu_state), 0, NULL, state);
-    lu_state *z = *state;
-    if (st != CR_OK || (st = square(&z->F, &z->n)) != CR_OK)
-        return st;
-    cr__form *F = &z->F;
-    size_t n = z->n;
+    const cr_form_point *p = z->F.p;
     const cr_array *Fa;
-    const double *Fb, *G;
-    double *L, *U;
     size_t *pp;
+    double *L, *U;
     cr_value ipiv;
-    if ((st = cr__form_factor_of(F, p->y, 0, 2, &Fa)) != CR_OK ||
+    cr_status st;
+    if ((st = cr__form_factor_of(&z->F, p->y, 0, 2, &Fa)) != CR_OK ||
         (st = cr_type_field_value(p->y->u.obj.type, p->y->u.obj.ptr, 1, &ipiv)) != CR_OK ||
-        (st = perm_of(F, &ipiv, n, &pp)) != CR_OK ||
-        (st = cr__form_field_mat(F, p->ybar, 0, n, n, &Fb)) != CR_OK)
+        (st = perm_of(&z->F, &ipiv, z->n, &pp)) != CR_OK ||
+        (st = cr__form_field_mat(&z->F, p->ybar, 0, z->n, z->n, &z->Lb)) != CR_OK)
         return st;
-    if (Fb == NULL)
+    if (z->Lb == NULL)
         return CR_NOTHING; /* F̄ = 0 */
-    cr_pullback pb;
-    cr_tangent dx[CR__FORM_MAX_ARGS + 1];
-    if (p->nargs + 1 > sizeof dx / sizeof dx[0])
-        return CR_EINVAL;
-    if ((st = cr__form_pullback_dense(F, 0, &pb)) != CR_OK ||
-        (st = cr_pullback_call(F->arena, &pb, &p->ybar, dx, p->nargs + 1)) != CR_OK ||
-        (st = cr__form_like_x0(F, dx[1], &G)) != CR_OK ||
-        (st = lu_unpack(F, Fa->data, n, true, &L, &U)) != CR_OK)
+    if ((st = lu_unpack(&z->F, Fa->data, z->n, true, &L, &U)) != CR_OK)
         return st;
-    z->packed = true;
+    z->Ub = z->Lb;
     z->L = L;
     z->U = U;
-    z->Lb = z->Ub = Fb;
     z->p = pp;
-    return lu_s_init(z, G);
+    return CR_OK;
 }
 
-/* lu and getrf along one direction: (L̇, U̇) from the function's frule. */
-static cr_status lu_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
-                        cr_tangent ydot, cr_tangent *S)
+/* lu and getrf along one direction: (L̇, U̇) from the function's frule (cr__form_frule_dir). */
+static cr_status lu_step(const void *state, const cr__form_along *d, double *s)
 {
-    (void)ydot;
-    lu_state *z = state;
-    cr__form *F = &z->F;
+    const lu_state *z = state;
+    const cr__form *F = &z->F;
     size_t n = z->n;
-    const double *xd, *Ld, *Ud;
-    cr_tangent dy;
-    cr_value y;
-    cr_array *Sa;
+    const double *Ld, *Ud;
     cr_status st;
-    if ((st = cr__form_like_x(F, xdot[0], &xd)) != CR_OK || xd == NULL)
-        return st;
-    if ((st = cr__form_frule_along(F, p->f, xdot[0], &y, &dy)) != CR_OK)
-        return st;
     if (z->packed) {
         const double *Fd;
         double *Lm, *Um;
-        if ((st = cr__form_field_mat(F, dy, 0, n, n, &Fd)) != CR_OK ||
+        if ((st = cr__form_field_mat(F, d->dy, 0, n, n, &Fd)) != CR_OK ||
             (st = lu_unpack(F, Fd, n, false, &Lm, &Um)) != CR_OK)
             return st;
         Ld = Lm;
         Ud = Um;
-    } else if ((st = cr__form_field_mat(F, dy, 0, n, n, &Ld)) != CR_OK ||
-               (st = cr__form_field_mat(F, dy, 1, n, n, &Ud)) != CR_OK) {
+    } else if ((st = cr__form_field_mat(F, d->dy, 0, n, n, &Ld)) != CR_OK ||
+               (st = cr__form_field_mat(F, d->dy, 1, n, n, &Ud)) != CR_OK) {
         return st;
     }
-    if ((st = cr__form_new_s(F, &Sa)) != CR_OK)
+    lu_s_dir(z, Ld, Ud, s);
+    return CR_OK;
+}
+
+/* lu's and getrf's init: the factors (getrf's packed), then X = P G from G, the pullback
+ * applied to the cotangent, unprojected, X Uᵀ and Lᵀ X. */
+static cr_status lu_like_init(const cr_form_point *p, void **state)
+{
+    bool packed = calls(p, &cr_fn_getrf);
+    cr_status st = cr__form_state(p, sizeof(lu_state), 0, NULL, state);
+    lu_state *z = *state;
+    if (st != CR_OK || (st = square(&z->F, &z->n)) != CR_OK)
         return st;
-    lu_s_dir(z, Ld, Ud, Sa->data);
-    S[0] = cr_tangent_array(Sa);
+    size_t n = z->n, nn = n * n;
+    const double *G;
+    double *w;
+    z->packed = packed;
+    z->F.fact = p->f;
+    z->F.step = lu_step;
+    if ((st = packed ? getrf_factors(z) : lu_factors(z)) != CR_OK ||
+        (st = pulled_x0(&z->F, &G)) != CR_OK || (st = new_mat(&z->F, 5, nn, &w)) != CR_OK)
+        return st;
+    z->X = w;
+    z->XUt = w + nn;
+    z->LtX = w + 2 * nn;
+    z->W = w + 3 * nn;
+    z->T = w + 4 * nn;
+    for (size_t a = 0; a < n; a++) /* X = P G */
+        memcpy(z->X + a * n, G + z->p[a] * n, n * sizeof *z->X);
+    cr__form_mm(1.0, z->X, n, n, 0, z->U, n, n, 1, 0.0, z->XUt);
+    cr__form_mm(1.0, z->L, n, n, 1, z->X, n, n, 0, 0.0, z->LtX);
     return CR_OK;
 }
 
@@ -772,7 +835,7 @@ static const char *lu_check(const cr_value *args, size_t nargs, const bool *var,
     return square_check(one_check(args, nargs, var, linearity), args);
 }
 
-const cr_rule_form cr__form_lu = {lu_check, lu_init, lu_dir};
+const cr_rule_form cr__form_lu = {lu_check, lu_like_init, cr__form_frule_dir};
 
 /* ---- sylvester, lyap, trsyl -------------------------------------------------------------------
  */
@@ -1047,18 +1110,10 @@ static cr_status potrf_init(const cr_form_point *p, void **state)
     chol_state *w = *state;
     if (st != CR_OK || (st = square(&w->F, &w->n)) != CR_OK)
         return st;
-    cr__form *F = &w->F;
-    size_t n = w->n, nx = p->nargs + 1;
-    char uplo = flag_of(F, &p->args[1]);
-    cr_pullback pb;
-    cr_tangent dx[CR__FORM_MAX_ARGS + 1];
+    size_t n = w->n;
+    char uplo = flag_of(&w->F, &p->args[1]);
     const double *G;
-    if (nx > sizeof dx / sizeof dx[0])
-        return CR_EINVAL;
-    if ((st = chol_state_init(w, uplo)) != CR_OK ||
-        (st = cr__form_pullback_dense(F, 0, &pb)) != CR_OK ||
-        (st = cr_pullback_call(F->arena, &pb, &p->ybar, dx, nx)) != CR_OK ||
-        (st = cr__form_like_x0(F, dx[1], &G)) != CR_OK)
+    if ((st = chol_state_init(w, uplo)) != CR_OK || (st = pulled_x0(&w->F, &G)) != CR_OK)
         return st;
     w->fold = true;
     for (size_t a = 0; a < n; a++)
@@ -1097,29 +1152,6 @@ static void lu_adj_add(size_t n, const size_t *p, const double *Lx, const double
         for (size_t b = a; b < n; b++)
             out[a * n + b] += T[a * n + b];
 }
-
-/* The pullback pb applied to v: argument j's cotangent (r x c, f64, NULL when zero) and, in
- * *dx, all of them. */
-static cr_status pull_at(const cr__form *F, const cr_pullback *pb, cr_tangent v, cr_tangent *dx,
-                         size_t j, size_t r, size_t c, const double **out)
-{
-    *out = NULL;
-    cr_status st = cr_pullback_call(F->arena, pb, &v, dx, F->p->nargs + 1);
-    return st == CR_OK && j < F->p->nargs ? mat_of(F, dx[j + 1], r, c, out) : st;
-}
-
-/* getri's, getrs's and trtrs's state. */
-typedef struct lapack_state {
-    cr__form F; /* over the factors (getri, getrs) or A (trtrs) */
-    size_t n, m, jb;
-    char op, uplo;
-    bool unit;
-    cr_pullback pb; /* with B̄ unprojected (getrs, trtrs) */
-    const cr_array *Bv;
-    const double *G, *Q, *Pm, *Ab; /* getrs, trtrs: G; getri: Yᵀ Ȳ, Ȳ Yᵀ; Ā */
-    const size_t *p;
-    double *L, *U, *Ad, *E, *T, *ws; /* ws: 2 n² */
-} lapack_state;
 
 /*
  * getri(F, ipiv) = Y = A⁻¹, A = P L U from the packed factors (L = I + tril₋(F), U = triu(F)).
@@ -1173,9 +1205,8 @@ static cr_status getri_dir(const cr_form_point *p, void *state, const cr_tangent
     (void)ydot;
     lapack_state *w = state;
     cr__form *F = &w->F;
-    size_t n = w->n, nn = n * n;
-    cr_tangent dw[CR__FORM_MAX_ARGS + 1];
-    const double *xd, *Sw;
+    size_t n = w->n;
+    const double *xd;
     double *Ld, *Ud;
     cr_array *Sa, *W;
     cr_status st;
@@ -1187,42 +1218,11 @@ static cr_status getri_dir(const cr_form_point *p, void *state, const cr_tangent
     lu_tan(n, w->p, w->L, w->U, Ld, Ud, w->ws, w->Ad);
     cr__form_mm(-1.0, w->Ad, n, n, 1, w->Q, n, n, 0, 0.0, W->data); /* W = −(Ȧᵀ Q + P Ȧᵀ) */
     cr__form_mm(-1.0, w->Pm, n, n, 0, w->Ad, n, n, 1, 1.0, W->data);
-    if ((st = pull_at(F, p->pb, cr_tangent_array(W), dw, 0, n, n, &Sw)) != CR_OK)
+    if ((st = pull_into(F, p->pb, W, Sa->data, 0, NULL)) != CR_OK)
         return st;
-    if (Sw != NULL)
-        memcpy(Sa->data, Sw, nn * sizeof *Sw);
     lu_adj_add(n, w->p, Ld, Ud, w->Ab, w->ws, Sa->data); /* + T_Ḟ(Ā) */
     S[0] = cr_tangent_array(Sa);
     return CR_OK;
-}
-
-/* getrs's and trtrs's common start: B at jb, G = B̄ unprojected (CR_NOTHING when zero), X. */
-static cr_status solve_like_init(const cr_form_point *p, void **state, size_t jb, const double **X)
-{
-    if (!p->var[0])
-        return CR_NOTHING;
-    cr_status st = cr__form_state(p, sizeof(lapack_state), 0, NULL, state);
-    lapack_state *w = *state;
-    if (st != CR_OK || (st = square(&w->F, &w->n)) != CR_OK)
-        return st;
-    cr__form *F = &w->F;
-    size_t nx = p->nargs + 1;
-    cr_tangent dx[CR__FORM_MAX_ARGS + 1];
-    const cr_array *Gb;
-    if (nx > sizeof dx / sizeof dx[0])
-        return CR_EINVAL;
-    w->jb = jb;
-    w->Bv = p->args[jb].u.arr;
-    w->m = w->Bv->ndim == 1 ? 1 : w->Bv->shape[1];
-    if ((st = cr__form_pullback_dense(F, jb, &w->pb)) != CR_OK ||
-        (st = cr_pullback_call(F->arena, &w->pb, &p->ybar, dx, nx)) != CR_OK ||
-        (st = cr__tan_array(F->arena, F->who, dx[jb + 1], w->Bv->ndim, w->Bv->shape, CR_DT_F64,
-                            &Gb)) != CR_OK)
-        return st;
-    if (Gb == NULL)
-        return CR_NOTHING; /* X̄ = 0 */
-    w->G = Gb->data;
-    return cr__form_y_array(F, X);
 }
 
 /*
@@ -1238,19 +1238,42 @@ static cr_status solve_like_init(const cr_form_point *p, void **state, size_t jb
  * rule's at B's dense matrix: cr__form_pullback_dense, G unprojected). getrs is linear in B:
  * with F a constant, S = 0.
  */
-static cr_status getrs_init(const cr_form_point *p, void **state)
+/* W = −Ṁᵀ G, Ṁ = op(Ȧ), Ȧ = P (L̇ U + L U̇) with (L̇, U̇) from Ḟ. */
+static cr_status getrs_w(lapack_state *w, const double *xd, double *W)
 {
-    const double *X;
-    cr_status st = solve_like_init(p, state, 2, &X);
+    size_t n = w->n;
+    cr_status st = lu_unpack(&w->F, xd, n, false, &w->Ld, &w->Ud);
     if (st != CR_OK)
         return st;
-    lapack_state *w = *state;
+    lu_tan(n, w->p, w->L, w->U, w->Ld, w->Ud, w->ws, w->Ad);
+    cr__form_mm(-1.0, w->Ad, n, n, w->op == 'N', w->G, n, w->m, 0, 0.0, W);
+    return CR_OK;
+}
+
+/* + T_Ḟ(Ā), the packing's curvature. */
+static void getrs_curv(const lapack_state *w, double *s)
+{
+    lu_adj_add(w->n, w->p, w->Ld, w->Ud, w->Ab, w->ws, s);
+}
+
+/* + T_F(op⁻¹(−G Ẋᵀ)). */
+static void getrs_xdot(const lapack_state *w, const double *yd, double *s)
+{
+    size_t n = w->n, m = w->m;
+    cr__form_mm(-1.0, w->G, n, m, 0, yd, n, m, 1, 0.0, w->T);
+    op_inv(w->T, n, w->op, w->E);
+    lu_adj_add(n, w->p, w->L, w->U, w->E, w->ws, s);
+}
+
+static cr_status getrs_setup(lapack_state *w, const double *X)
+{
     cr__form *F = &w->F;
     size_t n = w->n, m = w->m, nn = n * n;
     size_t *pp;
     double *ws;
-    w->op = flag_of(F, &p->args[3]);
-    if ((st = perm_of(F, &p->args[1], n, &pp)) != CR_OK ||
+    cr_status st;
+    w->op = flag_of(F, &F->p->args[3]);
+    if ((st = perm_of(F, &F->p->args[1], n, &pp)) != CR_OK ||
         (st = lu_unpack(F, F->x->data, n, true, &w->L, &w->U)) != CR_OK ||
         (st = new_mat(F, 6, nn, &ws)) != CR_OK)
         return st;
@@ -1262,9 +1285,7 @@ static cr_status getrs_init(const cr_form_point *p, void **state)
     w->T = T;
     w->ws = ws + 4 * nn;
     cr__form_mm(-1.0, w->G, n, m, 0, X, n, m, 1, 0.0, T); /* Ā = op⁻¹(−G Xᵀ) */
-    for (size_t a = 0; a < n; a++)
-        for (size_t b = 0; b < n; b++)
-            Ab[a * n + b] = w->op == 'N' ? T[a * n + b] : T[b * n + a];
+    op_inv(T, n, w->op, Ab);
     return CR_OK;
 }
 
@@ -1288,86 +1309,42 @@ static void tri_keep(double *a, size_t n, char uplo, bool strict)
  * G(W) and Ā(W) from one call of the pullback at W (cr__form_pullback_dense for a structured
  * B). trtrs is linear in B: with A a constant, S = 0.
  */
-static cr_status trtrs_init(const cr_form_point *p, void **state)
+/* W = −Ṁᵀ G, Ṁ = op(Ṫ), Ṫ = tri(Ȧ). */
+static cr_status trtrs_w(lapack_state *w, const double *xd, double *W)
 {
-    const double *X;
-    cr_status st = solve_like_init(p, state, 4, &X);
-    if (st != CR_OK)
-        return st;
-    lapack_state *w = *state;
-    cr__form *F = &w->F;
-    w->uplo = flag_of(F, &p->args[1]);
-    w->op = flag_of(F, &p->args[2]);
-    w->unit = flag_of(F, &p->args[3]) == 'U';
-    double *ws;
-    if ((st = new_mat(F, 3, w->n * w->n, &ws)) != CR_OK)
-        return st;
-    w->Ad = ws;
-    w->T = ws + w->n * w->n;
-    w->E = ws + 2 * w->n * w->n;
+    size_t n = w->n;
+    memcpy(w->Ad, xd, n * n * sizeof *w->Ad);
+    tri_keep(w->Ad, n, w->uplo, w->unit);
+    cr__form_mm(-1.0, w->Ad, n, n, w->op == 'N', w->G, n, w->m, 0, 0.0, W);
     return CR_OK;
 }
 
-/* getrs and trtrs along one direction (their derivations above): Ṁ from Ḟ (getrs: op(P (L̇ U +
- * L U̇))) or from Ȧ (trtrs: op(tri(Ȧ))), W = −Ṁᵀ G and the pullback at W; the term of Ẋ,
- * op⁻¹(−G Ẋᵀ), through the packing's adjoint T_F (getrs) or onto the triangle (trtrs); getrs's
- * curvature T_Ḟ(Ā). */
-static cr_status solve_like_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
-                                cr_tangent ydot, cr_tangent *S)
+/* + tri(op⁻¹(−G Ẋᵀ)). */
+static void trtrs_xdot(const lapack_state *w, const double *yd, double *s)
 {
-    (void)p;
-    lapack_state *w = state;
-    cr__form *F = &w->F;
-    size_t n = w->n, m = w->m, nn = n * n;
-    bool lu = w->jb == 2; /* getrs(F, ipiv, B, trans); else trtrs(A, uplo, trans, diag, B) */
-    cr_tangent SB = cr_tangent_zero(), dw[CR__FORM_MAX_ARGS + 1];
-    const double *xd, *yd, *Sw, *G = w->G;
-    double *Ld = NULL, *Ud = NULL, *T = w->T, *E = w->E;
-    cr_array *Sa, *W;
-    cr_status st;
-    if ((st = cr__form_like_x(F, xdot[0], &xd)) != CR_OK ||
-        (st = cr__form_y_dot_arr(F, ydot, &yd)) != CR_OK)
-        return st;
-    if (xd == NULL && yd == NULL)
-        return CR_OK;
-    if ((st = cr__form_new_s(F, &Sa)) != CR_OK)
-        return st;
-    double *s = Sa->data;
-    if (xd != NULL) {
-        if ((lu && (st = lu_unpack(F, xd, n, false, &Ld, &Ud)) != CR_OK) ||
-            (st = cr__new(F->arena, CR_DT_F64, w->Bv->ndim, w->Bv->shape, false, &W)) != CR_OK)
-            return st;
-        if (lu) {
-            lu_tan(n, w->p, w->L, w->U, Ld, Ud, w->ws, w->Ad); /* Ȧ */
-        } else {
-            memcpy(w->Ad, xd, nn * sizeof *w->Ad);
-            tri_keep(w->Ad, n, w->uplo, w->unit); /* Ṫ */
-        }
-        cr__form_mm(-1.0, w->Ad, n, n, w->op == 'N', G, n, m, 0, 0.0, W->data); /* W = −Ṁᵀ G */
-        if ((st = pull_at(F, &w->pb, cr_tangent_array(W), dw, 0, n, n, &Sw)) != CR_OK)
-            return st;
-        if (Sw != NULL)
-            memcpy(s, Sw, nn * sizeof *s);
-        SB = dw[w->jb + 1];
-        if (lu)
-            lu_adj_add(n, w->p, Ld, Ud, w->Ab, w->ws, s); /* + T_Ḟ(Ā) */
+    size_t n = w->n, m = w->m;
+    cr__form_mm(-1.0, w->G, n, m, 0, yd, n, m, 1, 0.0, w->T);
+    op_inv(w->T, n, w->op, w->E);
+    tri_keep(w->E, n, w->uplo, w->unit);
+    for (size_t q = 0; q < n * n; q++)
+        s[q] += w->E[q];
+}
+
+static cr_status trtrs_setup(lapack_state *w, const double *X)
+{
+    (void)X;
+    const cr_value *args = w->F.p->args;
+    double *ws;
+    w->uplo = flag_of(&w->F, &args[1]);
+    w->op = flag_of(&w->F, &args[2]);
+    w->unit = flag_of(&w->F, &args[3]) == 'U';
+    cr_status st = new_mat(&w->F, 3, w->n * w->n, &ws);
+    if (st == CR_OK) {
+        w->Ad = ws;
+        w->T = ws + w->n * w->n;
+        w->E = ws + 2 * w->n * w->n;
     }
-    if (yd != NULL) {
-        cr__form_mm(-1.0, G, n, m, 0, yd, n, m, 1, 0.0, T); /* op⁻¹(−G Ẋᵀ) */
-        for (size_t a = 0; a < n; a++)
-            for (size_t b = 0; b < n; b++)
-                E[a * n + b] = w->op == 'N' ? T[a * n + b] : T[b * n + a];
-        if (lu) {
-            lu_adj_add(n, w->p, w->L, w->U, E, w->ws, s); /* + T_F(op⁻¹(−G Ẋᵀ)) */
-        } else {
-            tri_keep(E, n, w->uplo, w->unit);
-            for (size_t q = 0; q < nn; q++)
-                s[q] += E[q];
-        }
-    }
-    S[0] = cr_tangent_array(Sa);
-    S[w->jb] = SB;
-    return CR_OK;
+    return st;
 }
 
 /* The LAPACK-level functions: real matrices (a complex constant would make the result
@@ -1406,15 +1383,35 @@ static const char *trsyl_check(const cr_value *args, size_t nargs, const bool *v
 }
 
 const cr_rule_form cr__form_potrf = {lapack1_check, potrf_init, chol_dir};
-const cr_rule_form cr__form_potrs = {lapack3_check, potrs_init, chol_solve_dir};
+/* The solves, by function: B's position and the steps (their derivations above). */
+static const solve_kind k_cholesky_solve = {1, chol_solve_setup, chol_solve_w, chol_solve_curv,
+                                            chol_solve_xdot};
+static const solve_kind k_potrs = {2, chol_solve_setup, chol_solve_w, chol_solve_curv,
+                                   chol_solve_xdot};
+static const solve_kind k_getrs = {2, getrs_setup, getrs_w, getrs_curv, getrs_xdot};
+static const solve_kind k_trtrs = {4, trtrs_setup, trtrs_w, NULL, trtrs_xdot};
+
+/* cholesky_solve(U, B), potrs(F, uplo, B), getrs(F, ipiv, B, trans), trtrs(A, uplo, trans,
+ * diag, B). */
+static cr_status solve_init(const cr_form_point *p, void **state)
+{
+    const solve_kind *k = calls(p, &cr_fn_cholesky_solve) ? &k_cholesky_solve
+                          : calls(p, &cr_fn_potrs)        ? &k_potrs
+                          : calls(p, &cr_fn_getrs)        ? &k_getrs
+                                                          : &k_trtrs;
+    return solve_like_init(p, state, k);
+}
+
+const cr_rule_form cr__form_cholesky_solve = {cholesky_solve_check, solve_init, solve_like_dir};
+const cr_rule_form cr__form_potrs = {lapack3_check, solve_init, solve_like_dir};
 static const char *getrf_check(const cr_value *args, size_t nargs, const bool *var,
                                uint32_t *linearity)
 {
     return square_check(lapack1_check(args, nargs, var, linearity), args);
 }
 
-const cr_rule_form cr__form_getrf = {getrf_check, getrf_init, lu_dir};
+const cr_rule_form cr__form_getrf = {getrf_check, lu_like_init, cr__form_frule_dir};
 const cr_rule_form cr__form_getri = {lapack1_check, getri_init, getri_dir};
-const cr_rule_form cr__form_getrs = {lapack3_check, getrs_init, solve_like_dir};
-const cr_rule_form cr__form_trtrs = {trtrs_check, trtrs_init, solve_like_dir};
+const cr_rule_form cr__form_getrs = {lapack3_check, solve_init, solve_like_dir};
+const cr_rule_form cr__form_trtrs = {trtrs_check, solve_init, solve_like_dir};
 const cr_rule_form cr__form_trsyl = {trsyl_check, trsyl_init, sylv_dir};

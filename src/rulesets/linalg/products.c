@@ -236,7 +236,7 @@ static void mat_steps(const cr__mat *m, size_t *rs, size_t *cs)
                                  size_t ldc)                                                       \
     {                                                                                              \
         const T *dl = b->dl, *d = b->d, *du = b->du, *X = x->data;                                 \
-        size_t n = b->n, m = cr__mat_rows(x), rs, cs;                                              \
+        size_t m = cr__mat_rows(x), n = b->n, rs, cs;                                              \
         mat_steps(x, &rs, &cs);                                                                    \
         bool cx = x->trans == 2;                                                                   \
         for (size_t r = 0; r < m; r++) {                                                           \

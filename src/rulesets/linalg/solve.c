@@ -982,6 +982,20 @@ typedef struct logdet_state {
  * same, Ā = ȳ₁ A⁻ᵀ with ȳ₁ the cotangent of the first element (the sign is piecewise
  * constant: its cotangent adds nothing), so its S is the same with ȳ₁ for ȳ.
  */
+/* logdet along Ȧ: S = ȳ (d inv)ᵀ from matinv's frule (the derivation above). */
+static cr_status logdet_step(const void *state, const cr__form_along *d, double *s)
+{
+    const logdet_state *w = state;
+    const cr__form *F = &w->F;
+    size_t n = F->x->ndim == 2 ? F->x->shape[0] : 0;
+    const double *Yd;
+    cr_status st = cr__form_like_x(F, d->dy, &Yd);
+    for (size_t r = 0; r < n && Yd != NULL && st == CR_OK; r++)
+        for (size_t c = 0; c < n; c++)
+            s[r * n + c] = w->yb * Yd[c * n + r];
+    return st;
+}
+
 static cr_status logdet_init(const cr_form_point *p, void **state)
 {
     cr_tangent ybar = p->ybar;
@@ -989,37 +1003,12 @@ static cr_status logdet_init(const cr_form_point *p, void **state)
         return CR_NOTHING;
     CR__LA_FORM_STATE(p, state, logdet_state, 0, w);
     w->yb = cr__form_scalar(ybar);
+    w->F.fact = &cr_fn_matinv;
+    w->F.step = logdet_step;
     return CR_OK;
 }
 
-static cr_status logdet_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
-                            cr_tangent ydot, cr_tangent *S)
-{
-    (void)p;
-    (void)ydot;
-    const logdet_state *w = state;
-    const cr__form *F = &w->F;
-    size_t n = F->x->ndim == 2 ? F->x->shape[0] : 0;
-    const double *xd, *Yd;
-    cr_array *Sa;
-    cr_value inv;
-    cr_tangent dinv;
-    cr_status st;
-    if ((st = cr__form_like_x(F, xdot[0], &xd)) != CR_OK || xd == NULL)
-        return st;
-    if ((st = cr__form_frule_along(F, &cr_fn_matinv, xdot[0], &inv, &dinv)) != CR_OK)
-        return st;
-    if ((st = cr__form_like_x(F, dinv, &Yd)) != CR_OK || (st = cr__form_new_s(F, &Sa)) != CR_OK)
-        return st;
-    double *s = Sa->data;
-    for (size_t r = 0; r < n && Yd != NULL; r++)
-        for (size_t c = 0; c < n; c++)
-            s[r * n + c] = w->yb * Yd[c * n + r];
-    S[0] = cr_tangent_array(Sa);
-    return CR_OK;
-}
-
-const cr_rule_form cr__form_logdet = {cr__form_check_matrix, logdet_init, logdet_dir};
+const cr_rule_form cr__form_logdet = {cr__form_check_matrix, logdet_init, cr__form_frule_dir};
 
 /* ---- inv, solve, rdiv -------------------------------------------------------------------------
  */
@@ -1055,11 +1044,27 @@ typedef struct inv_state {
  * the product rule:
  *     S = -(Ẏᵀ Ȳ Yᵀ + Yᵀ Ȳ Ẏᵀ) = -(Ẏᵀ P + Q Ẏᵀ),   P = Ȳ Yᵀ, Q = Yᵀ Ȳ (once per record).
  */
+/* inv along Ȧ, from Ẏ (the derivation above). */
+static cr_status inv_step(const void *state, const cr__form_along *d, double *s)
+{
+    const inv_state *w = state;
+    size_t n = w->F.x->shape[0];
+    if (d->yd != NULL) {
+        cr__form_mm(-1.0, d->yd, n, n, 1, w->P->data, n, n, 0, 0.0, s);
+        cr__form_mm(-1.0, w->Q->data, n, n, 0, d->yd, n, n, 1, 1.0, s);
+    }
+    return CR_OK;
+}
+
 static cr_status inv_init(const cr_form_point *p, void **state)
 {
     const double *yb, *y;
     cr_status st = cr__form_state(p, sizeof(inv_state), 0, NULL, state);
     inv_state *w = *state;
+    if (st == CR_OK) {
+        w->F.step = inv_step;
+        w->F.ydot = true;
+    }
     if (st == CR_OK && (st = cr__form_like_x(&w->F, p->ybar, &yb)) == CR_OK && yb == NULL)
         return CR_NOTHING;
     if (st == CR_OK)
@@ -1074,29 +1079,7 @@ static cr_status inv_init(const cr_form_point *p, void **state)
     return CR_OK;
 }
 
-static cr_status inv_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
-                         cr_tangent ydot, cr_tangent *S)
-{
-    (void)p;
-    const inv_state *w = state;
-    const cr__form *F = &w->F;
-    size_t n = F->x->shape[0];
-    cr_array *Sa;
-    const double *xd, *yd;
-    cr_status st = cr__form_like_x(F, xdot[0], &xd);
-    if (st != CR_OK || xd == NULL)
-        return st;
-    if ((st = cr__form_y_dot_arr(F, ydot, &yd)) != CR_OK || yd == NULL)
-        return st;
-    if ((st = cr__form_new_s(F, &Sa)) != CR_OK)
-        return st;
-    cr__form_mm(-1.0, yd, n, n, 1, w->P->data, n, n, 0, 0.0, Sa->data);
-    cr__form_mm(-1.0, w->Q->data, n, n, 0, yd, n, n, 1, 1.0, Sa->data);
-    S[0] = cr_tangent_array(Sa);
-    return CR_OK;
-}
-
-const cr_rule_form cr__form_inv = {inv_check, inv_init, inv_dir};
+const cr_rule_form cr__form_inv = {inv_check, inv_init, cr__form_frule_dir};
 
 /* solve's and rdiv's state: B's position, the pullback with B̄ unprojected, and B̄ = G. */
 typedef struct solve_state {

@@ -125,6 +125,26 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The rows of column j of C = A B (those of A's columns k over the rows k of B's column j),
+ * each once: marked with j in mark, written to rv (NULL: only counted); returns how many. */
+static size_t spp_col_rows(const spp *A, const spp *B, size_t j, size_t *mark, int64_t *rv)
+{
+    size_t cnt = 0;
+    for (int64_t p = B->colptr[j]; p < B->colptr[j + 1]; p++) {
+        size_t k = (size_t)B->rowval[p];
+        for (int64_t q = A->colptr[k]; q < A->colptr[k + 1]; q++) {
+            size_t i = (size_t)A->rowval[q];
+            if (mark[i] != j) {
+                mark[i] = j;
+                if (rv != NULL)
+                    rv[cnt] = (int64_t)i;
+                cnt++;
+            }
+        }
+    }
+    return cnt;
+}
+
 /* The pattern of C = A B: colptr (n + 1) and sorted row indices, from a marker pass. */
 static cr_status spp_pattern(cr_arena *arena, const char *who, const spp *A, const spp *B,
                              int64_t **colptr, int64_t **rowval, size_t *nnz)
@@ -141,18 +161,7 @@ static cr_status spp_pattern(cr_arena *arena, const char *who, const spp *A, con
     cp[0] = 0;
     /* first pass: the number of rows of each column */
     for (size_t j = 0; j < n && st == CR_OK; j++) {
-        size_t cnt = 0;
-        for (int64_t p = B->colptr[j]; p < B->colptr[j + 1]; p++) {
-            size_t k = (size_t)B->rowval[p];
-            for (int64_t q = A->colptr[k]; q < A->colptr[k + 1]; q++) {
-                size_t i = (size_t)A->rowval[q];
-                if (mark[i] != j) {
-                    mark[i] = j;
-                    cnt++;
-                }
-            }
-        }
-        st = cr__ck_add(cr_arena_ctx(arena), who, total, cnt, &total);
+        st = cr__ck_add(cr_arena_ctx(arena), who, total, spp_col_rows(A, B, j, mark, NULL), &total);
         cp[j + 1] = (int64_t)total;
     }
     if (st != CR_OK)
@@ -165,17 +174,7 @@ static cr_status spp_pattern(cr_arena *arena, const char *who, const spp *A, con
     /* second pass: the rows, sorted in each column (a counting pass over the marks would
      * cost m per column; the columns' rows are sorted instead) */
     for (size_t j = 0; j < n; j++) {
-        size_t at = (size_t)cp[j];
-        for (int64_t p = B->colptr[j]; p < B->colptr[j + 1]; p++) {
-            size_t k = (size_t)B->rowval[p];
-            for (int64_t q = A->colptr[k]; q < A->colptr[k + 1]; q++) {
-                size_t i = (size_t)A->rowval[q];
-                if (mark[i] != j) {
-                    mark[i] = j;
-                    rv[at++] = (int64_t)i;
-                }
-            }
-        }
+        spp_col_rows(A, B, j, mark, rv + cp[j]);
         qsort(rv + cp[j], (size_t)(cp[j + 1] - cp[j]), sizeof *rv, cmp_i64);
     }
     *colptr = cp;

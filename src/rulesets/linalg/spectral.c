@@ -19,51 +19,284 @@
 #if defined(CR_HAVE_LAPACKE)
 #include <lapacke.h>
 
-/* ---- eigen and eigvals of Hermitian matrices ---------------------------------------------- */
+/* ---- eigen, eigvals, svd and svdvals --------------------------------------------------------
+ *
+ * Both factor A = W diag(d) Zᴴ: eigen of the Hermitian matrix of A's upper triangle with
+ * W = Z = V and d = λ (ascending), svd with W = U, Z = V and d = s (descending). Their rules
+ * share the steps written once below: the values and the vectors as a tuple, the cotangent's
+ * fields, the rotation P = Wᴴ Ȧ Z of a tangent into the factors' bases, the values' tangent
+ * re diag(P), the gaps F_ij = 1/(d_j − d_i) (eigen) or 1/(d_j² − d_i²) (svd) and the
+ * back-rotation W X Zᴴ of a cotangent; the kind gives the factorization, how Ȧ is read, the
+ * vectors' tangents and the pullback.
+ */
 
-typedef struct eig_env {
+typedef struct spec_kind spec_kind;
+
+/* eigen, eigvals, svd or svdvals: the kind and whether the vectors are returned. */
+typedef struct spec_variant {
+    const spec_kind *k;
+    bool vectors;
+    const char *name, *pb_name;
+} spec_variant;
+
+typedef struct spec_env {
+    const spec_variant *v;
     const cr_array *A;
     cr_project *pA;
-    cr__cmat V;
-    double *w;
-    bool vectors;
-} eig_env;
+    cr__cmat W, Z;      /* m x k, n x k */
+    const cr__cmat *Zr; /* the back-rotation's right factor: Z (op zop 'C') or svd's Vᴴ ('N') */
+    char zop;
+    double *d; /* the k values */
+    size_t m, n, k;
+    bool sq;      /* the gaps are those of d² (svd) */
+    double scale; /* of cr__inv_gap */
+    cr__svd f;    /* svd: the factorization */
+    size_t *piv;  /* svd of a complex A: the row of each column of U made real positive */
+} spec_env;
 
-static cr_status eig_forward(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
-                             const cr_array **A, cr__cmat *V, double **w)
+struct spec_kind {
+    const char *layout; /* the tuple's fields: 'W', 'd' (the values) and 'Z' */
+    cr_status (*forward)(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                         spec_env *e);
+    /* The tangent of A as the factorization reads it (dA->p NULL when zero). */
+    cr_status (*dx)(cr_arena *arena, const char *who, const cr_tangent *dargs, const cr_value *args,
+                    const spec_env *e, cr__cmat *dA);
+    /* The vectors' tangents from dA and P = Wᴴ dA Z (P may be overwritten). */
+    cr_status (*dvec)(cr_arena *arena, const spec_env *e, const cr__cmat *dA, cr__cmat *P,
+                      cr__cmat *dW, cr__cmat *dZ);
+    cr_pullback_fn pullback;
+};
+
+/* F_ij = 1/(d_j − d_i), or 1/(d_j² − d_i²) when sq; 0 on the diagonal and between values equal
+ * to working precision relative to scale (cr__inv_gap, spec_gap_scale). */
+static double spec_gap(const double *d, size_t i, size_t j, bool sq, double scale)
 {
-    bool cplx;
-    cr_status st = cr__square_arg1(arena, who, args, nargs, A, &cplx);
-    if (st == CR_OK)
-        st = cr__herm_upper(arena, *A, cplx, V);
-    if (st == CR_OK)
-        st = cr__eigh(arena, who, V, w);
+    if (i == j)
+        return 0.0;
+    return sq ? cr__inv_gap(d[j] * d[j], d[i] * d[i], scale) : cr__inv_gap(d[j], d[i], scale);
+}
+
+/* The scale of spec_gap for k values d: max |d_i|, or d_0² for descending singular values. */
+static double spec_gap_scale(const double *d, size_t k, bool sq)
+{
+    return sq ? (k > 0 ? d[0] * d[0] : 0.0) : cr__spectrum_scale(d, k);
+}
+
+/* M <- F ∘ M for the k x k matrix M (a zero diagonal). */
+static void spec_gap_apply(const spec_env *e, cr__cmat *M)
+{
+    for (size_t j = 0; j < e->k; j++)
+        for (size_t i = 0; i < e->k; i++)
+            cr__cmat_set(M, i, j,
+                         i == j ? 0.0
+                                : cr__cmat_get(M, i, j) * spec_gap(e->d, i, j, e->sq, e->scale));
+}
+
+/* P = Wᴴ X Z: X (m x n) rotated into the factors' bases. */
+static cr_status spec_rotate(cr_arena *arena, const spec_env *e, const cr__cmat *X, cr__cmat *P)
+{
+    cr__cmat T;
+    cr_status st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e->W, X, &T);
+    return st != CR_OK ? st : cr__cmat_mul(arena, 'N', 'N', 1.0, &T, &e->Z, P);
+}
+
+/* out = W X Zᴴ: X (k x k) rotated back. */
+static cr_status spec_back(cr_arena *arena, const spec_env *e, const cr__cmat *X, cr__cmat *out)
+{
+    cr__cmat T;
+    cr_status st = cr__cmat_mul(arena, 'N', 'N', 1.0, &e->W, X, &T);
+    return st != CR_OK ? st : cr__cmat_mul(arena, 'N', e->zop, 1.0, &T, e->Zr, out);
+}
+
+/* S <- (S + Sᴴ) / 2 for a square S. */
+static void herm_sym(cr__cmat *S)
+{
+    for (size_t j = 0; j < S->r; j++)
+        for (size_t i = 0; i <= j; i++) {
+            cr_complex h = 0.5 * (cr__cmat_get(S, i, j) + conj(cr__cmat_get(S, j, i)));
+            cr__cmat_set(S, i, j, h);
+            cr__cmat_set(S, j, i, conj(h));
+        }
+}
+
+/* The k values v (f64) as an array of A's real dtype. */
+static cr_status spec_values(cr_arena *arena, const spec_env *e, const double *v, cr_array **out)
+{
+    cr_dtype rdt = e->A->dtype == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64;
+    cr_array *a;
+    size_t k = e->k;
+    cr_status st = cr__new(arena, CR_DT_F64, 1, &k, false, &a);
+    if (st != CR_OK)
+        return st;
+    if (k > 0)
+        memcpy(a->data, v, k * sizeof *v);
+    return cr__cast(arena, a, rdt, out);
+}
+
+/* The tuple's fields in the kind's layout: the values' array d and the vectors W, Z as arrays
+ * of A's dtype. */
+static cr_status spec_fields(cr_arena *arena, const spec_env *e, const cr__cmat *W, cr_array *d,
+                             const cr__cmat *Z, cr_array **o)
+{
+    const char *lay = e->v->k->layout;
+    cr_status st = CR_OK;
+    for (size_t i = 0; lay[i] != '\0' && st == CR_OK; i++) {
+        o[i] = d;
+        if (lay[i] != 'd')
+            st = cr__cmat_out(arena, lay[i] == 'W' ? W : Z, false, (cr_dtype)e->A->dtype, &o[i]);
+    }
     return st;
 }
 
-static cr_status eig_output(cr_arena *arena, const cr_array *A, const cr__cmat *V, const double *w,
-                            bool vectors, cr_value *y)
+/* The factorization at args and the result y (the values, or the tuple). */
+static cr_status spec_primal(cr_arena *arena, spec_env *e, const cr_value *args, size_t nargs,
+                             cr_value *y)
 {
-    size_t n = V->r;
-    cr_dtype rdt = A->dtype == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64;
-    cr_array *lw, *lo;
-    cr_status st = cr__new(arena, CR_DT_F64, 1, &n, false, &lw);
+    const spec_variant *v = e->v;
+    cr_array *o[3], *d;
+    cr_status st = v->k->forward(arena, v->name, args, nargs, e);
+    if (st == CR_OK)
+        st = spec_values(arena, e, e->d, &d);
     if (st != CR_OK)
         return st;
-    if (n > 0)
-        memcpy(lw->data, w, n * sizeof *w);
-    st = cr__cast(arena, lw, rdt, &lo);
-    if (st != CR_OK)
-        return st;
-    if (!vectors) {
-        *y = cr_value_array(lo);
+    e->scale = spec_gap_scale(e->d, e->k, e->sq);
+    if (!v->vectors) {
+        *y = cr_value_array(d);
         return CR_OK;
     }
-    cr_array *vo;
-    st = cr__cmat_out(arena, V, false, (cr_dtype)A->dtype, &vo);
+    st = spec_fields(arena, e, &e->W, d, &e->Z, o);
+    return st != CR_OK
+               ? st
+               : cr__tuple_value(arena, strlen(v->k->layout), (const cr_array *const *)o, y);
+}
+
+/* The cotangent's fields W̄, d̄ (k x 1, real) and Z̄ as work matrices (p NULL when zero or not
+ * in the layout); eigvals' and svdvals' cotangent is d̄ alone. When all are zero (or on a
+ * failure) dx[1] = ZeroTangent and *zero. */
+static cr_status spec_cotangent(cr_arena *arena, const spec_env *e, const cr_tangent *dy,
+                                cr_tangent *dx, cr__cmat *Wb, cr__cmat *db, cr__cmat *Zb,
+                                bool *zero)
+{
+    const char *lay = e->v->k->layout;
+    size_t nf = strlen(lay), only = 0;
+    cr__field_spec spec[3];
+    cr__cmat out[3];
+    for (size_t i = 0; i < nf; i++) {
+        bool vals = lay[i] == 'd';
+        spec[i] = (cr__field_spec){vals ? 1 : 2,
+                                   {vals            ? e->k
+                                    : lay[i] == 'W' ? e->m
+                                                    : e->n,
+                                    vals ? 1 : e->k},
+                                   !vals && e->W.cplx};
+        only = vals ? i : only;
+    }
+    cr_status st = cr__tuple_cmats(arena, e->v->pb_name, *dy, nf, e->v->vectors ? CR__TUPLE : only,
+                                   spec, out, zero);
+    if (st != CR_OK || *zero) {
+        dx[1] = cr_tangent_zero();
+        *zero = true;
+        return st;
+    }
+    Wb->p = NULL;
+    for (size_t i = 0; i < nf; i++) {
+        cr__cmat *dst = lay[i] == 'W' ? Wb : lay[i] == 'd' ? db : Zb;
+        *dst = out[i];
+    }
+    return CR_OK;
+}
+
+static cr_status spec_rrule(cr_arena *arena, const spec_variant *v, const cr_value *args,
+                            size_t nargs, cr_value *y, cr_pullback *pb, const void *udata)
+{
+    CR__LA_ENV(arena, spec_env, e);
+    e->v = v;
+    cr_status st = spec_primal(arena, e, args, nargs, y);
     if (st != CR_OK)
         return st;
-    return cr__tuple_value(arena, 2, (const cr_array *const[]){lo, vo}, y);
+    return cr__rrule_tail1(arena, &args[0], udata, &e->pA, pb,
+                           (cr_pullback){v->k->pullback, e, v->pb_name, nargs + 1});
+}
+
+/* frule: P = Wᴴ Ȧ Z, ḋ = re diag(P), the vectors' tangents from the kind. */
+static cr_status spec_frule(cr_arena *arena, const spec_variant *v, const cr_tangent *dargs,
+                            const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
+{
+    spec_env e;
+    memset(&e, 0, sizeof e);
+    e.v = v;
+    cr__cmat dA, P, dd, dW = {.p = NULL}, dZ;
+    cr_status st = spec_primal(arena, &e, args, nargs, y);
+    if (st != CR_OK)
+        return st;
+    st = v->k->dx(arena, v->name, dargs, args, &e, &dA);
+    if (st != CR_OK || dA.p == NULL) {
+        *dy = cr_tangent_zero();
+        return st;
+    }
+    st = spec_rotate(arena, &e, &dA, &P);
+    if (st == CR_OK)
+        st = cr__cmat_new(arena, false, e.k, 1, false, &dd);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < e.k; i++)
+        cr__cmat_set(&dd, i, 0, creal(cr__cmat_get(&P, i, i)));
+    cr_dtype rdt = e.A->dtype == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64;
+    cr_array *ddo, *o[3];
+    if ((st = cr__cmat_out(arena, &dd, true, rdt, &ddo)) != CR_OK)
+        return st;
+    if (!v->vectors) {
+        *dy = cr_tangent_array(ddo);
+        return CR_OK;
+    }
+    st = v->k->dvec(arena, &e, &dA, &P, &dW, &dZ);
+    if (st == CR_OK)
+        st = spec_fields(arena, &e, &dW, ddo, &dZ, o);
+    if (st != CR_OK)
+        return st;
+    cr_tangent f[3];
+    size_t nf = strlen(v->k->layout);
+    for (size_t i = 0; i < nf; i++)
+        f[i] = cr_tangent_array(o[i]);
+    return cr_tangent_struct(arena, nf == 2 ? &cr__k_tup2 : &cr__k_tup3, NULL, f, nf, dy);
+}
+
+/* ---- eigen and eigvals of Hermitian matrices ---------------------------------------------- */
+
+static cr_status eig_forward(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                             spec_env *e)
+{
+    bool cplx;
+    cr_status st = cr__square_arg1(arena, who, args, nargs, &e->A, &cplx);
+    if (st == CR_OK)
+        st = cr__herm_upper(arena, e->A, cplx, &e->W);
+    if (st == CR_OK)
+        st = cr__eigh(arena, who, &e->W, &e->d);
+    e->Z = e->W;
+    e->Zr = &e->Z;
+    e->zop = 'C';
+    e->m = e->n = e->k = e->W.r;
+    return st;
+}
+
+/* Ḣ, the Hermitian matrix of Ȧ's upper triangle. */
+static cr_status eig_dx(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                        const cr_value *args, const spec_env *e, cr__cmat *dA)
+{
+    const cr_array *t;
+    cr_status st = cr__dx_array(arena, who, dargs, args, 0, e->W.cplx ? CR_DT_C128 : CR_DT_F64, &t);
+    dA->p = NULL;
+    return st != CR_OK || t == NULL ? st : cr__herm_upper(arena, t, e->W.cplx, dA);
+}
+
+/* V̇ = V (F ∘ P). */
+static cr_status eig_dvec(cr_arena *arena, const spec_env *e, const cr__cmat *dA, cr__cmat *P,
+                          cr__cmat *dW, cr__cmat *dZ)
+{
+    (void)dA;
+    (void)dW;
+    spec_gap_apply(e, P);
+    return cr__cmat_mul(arena, 'N', 'N', 1.0, &e->W, P, dZ);
 }
 
 /* S = V (diag(λ̄) + F ∘ (Vᴴ V̄)) Vᴴ, Hermitised; F_ij = 1/(λ_j - λ_i), 0 on the diagonal
@@ -71,144 +304,37 @@ static cr_status eig_output(cr_arena *arena, const cr_array *A, const cr__cmat *
 static cr_status eig_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                               void *env)
 {
-    eig_env *e = cr__pb_start(dx, nx, false, env);
-    const char *who = e->vectors ? "eigen_pullback" : "eigvals_pullback";
-    size_t n = e->V.r;
-    const cr__field_spec spec[2] = {{1, {n, 1}, false}, {2, {n, n}, e->V.cplx}};
-    cr__cmat LV[2], K, T, S;
+    spec_env *e = cr__pb_start(dx, nx, false, env);
+    size_t n = e->k;
+    cr__cmat Wb, L, Vb, K, S;
     bool zero;
-    cr_status st = cr__tuple_cmats(arena, who, *dy, 2, e->vectors ? CR__TUPLE : 0, spec, LV, &zero);
-    if (st != CR_OK || zero) {
-        dx[1] = cr_tangent_zero();
+    cr_status st = spec_cotangent(arena, e, dy, dx, &Wb, &L, &Vb, &zero);
+    if (st != CR_OK || zero)
         return st;
-    }
-    const cr__cmat L = LV[0], Vb = LV[1];
     if (Vb.p != NULL) {
-        st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e->V, &Vb, &K);
-        if (st != CR_OK)
-            return st;
-        double scale = cr__spectrum_scale(e->w, n);
-        for (size_t j = 0; j < n; j++)
-            for (size_t i = 0; i < n; i++)
-                cr__cmat_set(
-                    &K, i, j,
-                    i == j ? 0.0 : cr__cmat_get(&K, i, j) * cr__inv_gap(e->w[j], e->w[i], scale));
+        st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e->W, &Vb, &K);
+        if (st == CR_OK)
+            spec_gap_apply(e, &K);
     } else {
-        st = cr__cmat_new(arena, e->V.cplx, n, n, true, &K);
-        if (st != CR_OK)
-            return st;
+        st = cr__cmat_new(arena, e->W.cplx, n, n, true, &K);
     }
-    for (size_t i = 0; i < n && L.p != NULL; i++)
+    for (size_t i = 0; i < n && L.p != NULL && st == CR_OK; i++)
         cr__cmat_set(&K, i, i, creal(cr__cmat_get(&L, i, 0)));
-    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &e->V, &K, &T);
     if (st == CR_OK)
-        st = cr__cmat_mul(arena, 'N', 'C', 1.0, &T, &e->V, &S);
+        st = spec_back(arena, e, &K, &S);
     if (st != CR_OK)
         return st;
-    for (size_t j = 0; j < n; j++)
-        for (size_t i = 0; i <= j; i++) {
-            cr_complex h = 0.5 * (cr__cmat_get(&S, i, j) + conj(cr__cmat_get(&S, j, i)));
-            cr__cmat_set(&S, i, j, h);
-            cr__cmat_set(&S, j, i, conj(h));
-        }
+    herm_sym(&S);
     return cr__herm_give(arena, e->A, e->pA, &S, &dx[1]);
 }
 
-static cr_status eig_rrule(cr_arena *arena, bool vectors, const cr_value *args, size_t nargs,
-                           cr_value *y, cr_pullback *pb, const void *udata)
-{
-    const char *who = vectors ? "eigen" : "eigvals";
-    CR__LA_ENV(arena, eig_env, e);
-    e->vectors = vectors;
-    cr_status st = eig_forward(arena, who, args, nargs, &e->A, &e->V, &e->w);
-    if (st == CR_OK)
-        st = eig_output(arena, e->A, &e->V, e->w, vectors, y);
-    if (st != CR_OK)
-        return st;
-    return cr__rrule_tail1(
-        arena, &args[0], udata, &e->pA, pb,
-        (cr_pullback){eig_pullback, e, vectors ? "eigen_pullback" : "eigvals_pullback", nargs + 1});
-}
-
-/* frule: P = Vᴴ Ḣ V; λ̇_i = re P_ii; V̇ = V (F ∘ P). */
-static cr_status eig_frule(cr_arena *arena, bool vectors, const cr_tangent *dargs,
-                           const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
-{
-    const char *who = vectors ? "eigen" : "eigvals";
-    const cr_array *A;
-    cr__cmat V, dH, T, P;
-    double *w;
-    cr_status st = eig_forward(arena, who, args, nargs, &A, &V, &w);
-    if (st == CR_OK)
-        st = eig_output(arena, A, &V, w, vectors, y);
-    if (st != CR_OK)
-        return st;
-    const cr_array *t;
-    st = cr__dx_array(arena, who, dargs, args, 0, V.cplx ? CR_DT_C128 : CR_DT_F64, &t);
-    if (st != CR_OK || t == NULL) {
-        *dy = cr_tangent_zero();
-        return st;
-    }
-    st = cr__herm_upper(arena, t, V.cplx, &dH);
-    if (st == CR_OK)
-        st = cr__cmat_mul(arena, 'C', 'N', 1.0, &V, &dH, &T);
-    if (st == CR_OK)
-        st = cr__cmat_mul(arena, 'N', 'N', 1.0, &T, &V, &P);
-    if (st != CR_OK)
-        return st;
-    size_t n = V.r;
-    cr__cmat dl;
-    st = cr__cmat_new(arena, false, n, 1, false, &dl);
-    if (st != CR_OK)
-        return st;
-    for (size_t i = 0; i < n; i++)
-        cr__cmat_set(&dl, i, 0, creal(cr__cmat_get(&P, i, i)));
-    cr_dtype rdt = A->dtype == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64;
-    cr_array *dlo;
-    st = cr__cmat_out(arena, &dl, true, rdt, &dlo);
-    if (st != CR_OK)
-        return st;
-    if (!vectors) {
-        *dy = cr_tangent_array(dlo);
-        return CR_OK;
-    }
-    double scale = cr__spectrum_scale(w, n);
-    for (size_t j = 0; j < n; j++)
-        for (size_t i = 0; i < n; i++)
-            cr__cmat_set(&P, i, j,
-                         i == j ? 0.0 : cr__cmat_get(&P, i, j) * cr__inv_gap(w[j], w[i], scale));
-    cr__cmat dV;
-    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &V, &P, &dV);
-    cr_array *dvo;
-    if (st == CR_OK)
-        st = cr__cmat_out(arena, &dV, false, (cr_dtype)A->dtype, &dvo);
-    if (st != CR_OK)
-        return st;
-    cr_tangent f[2] = {cr_tangent_array(dlo), cr_tangent_array(dvo)};
-    return cr_tangent_struct(arena, &cr__k_tup2, NULL, f, 2, dy);
-}
-
-#define EIG_RULES(NAME, VEC) CR__PARAM_RULES(NAME, eig_rrule, eig_frule, VEC, 1)
-
-EIG_RULES(eigen, true)
-EIG_RULES(eigvals, false)
-
 /* ---- svd and svdvals ------------------------------------------------------------------- */
-
-typedef struct svd_env {
-    const cr_array *A;
-    cr_project *pA;
-    cr__svd f;
-    cr__cmat V;  /* n x k */
-    size_t *piv; /* complex: the row of each column of U made real positive (the gauge) */
-    bool vectors;
-} svd_env;
 
 /* The gauge of a complex SVD: each pair (u_k, v_k) is multiplied by the phase that makes
  * the largest-magnitude entry of u_k (the first of equal ones) real positive; u_k v_kᴴ is
  * unchanged. Records that entry's row in e->piv. Locally (while the largest entry stays
  * the largest) this is a smooth choice, so U and V are differentiable functions of A. */
-static cr_status svd_gauge(cr_arena *arena, svd_env *e)
+static cr_status svd_gauge(cr_arena *arena, spec_env *e)
 {
     cr__svd *f = &e->f;
     e->piv = cr__arena_array(arena, "svd", f->k, sizeof *e->piv, _Alignof(size_t));
@@ -239,7 +365,7 @@ static cr_status svd_gauge(cr_arena *arena, svd_env *e)
 }
 
 static cr_status svd_forward(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
-                             bool vectors, svd_env *e)
+                             spec_env *e)
 {
     const cr_array *A;
     cr_status st = cr__array_arg1(arena, who, args, nargs, &A);
@@ -248,7 +374,6 @@ static cr_status svd_forward(cr_arena *arena, const char *who, const cr_value *a
     if (A->ndim != 2 || !cr_dtype_is_float((cr_dtype)A->dtype) ||
         !cr__lapack_size_ok(A->shape[0] * A->shape[1]))
         return CR__FAIL(arena, CR_ESHAPE, "%s: expected a float matrix", who);
-    (void)vectors;
     cr__cmat Am;
     e->A = A;
     st = cr__cmat_from(arena, A, A->dtype == CR_DT_C128, &Am);
@@ -257,34 +382,97 @@ static cr_status svd_forward(cr_arena *arena, const char *who, const cr_value *a
     if (st == CR_OK && A->dtype == CR_DT_C128)
         st = svd_gauge(arena, e);
     if (st == CR_OK)
-        st = cr__cmat_adj(arena, &e->f.Vt, &e->V);
+        st = cr__cmat_adj(arena, &e->f.Vt, &e->Z);
+    e->W = e->f.U;
+    e->Zr = &e->f.Vt;
+    e->zop = 'N';
+    e->d = e->f.s;
+    e->m = e->f.m;
+    e->n = e->f.n;
+    e->k = e->f.k;
+    e->sq = true;
     return st;
 }
 
-static cr_status svd_output(cr_arena *arena, const svd_env *e, bool vectors, cr_value *y)
+static cr_status svd_dx(cr_arena *arena, const char *who, const cr_tangent *dargs,
+                        const cr_value *args, const spec_env *e, cr__cmat *dA)
 {
-    size_t k = e->f.k;
-    cr_dtype rdt = e->A->dtype == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64;
-    cr_array *sw, *so;
-    cr_status st = cr__new(arena, CR_DT_F64, 1, &k, false, &sw);
-    if (st != CR_OK)
-        return st;
-    if (k > 0)
-        memcpy(sw->data, e->f.s, k * sizeof(double));
-    st = cr__cast(arena, sw, rdt, &so);
-    if (st != CR_OK)
-        return st;
-    if (!vectors) {
-        *y = cr_value_array(so);
-        return CR_OK;
-    }
-    cr_array *uo, *vo;
-    st = cr__cmat_out(arena, &e->f.U, false, (cr_dtype)e->A->dtype, &uo);
+    cr_tangent dy;
+    return cr__frule_dx0(arena, who, dargs, args, e->W.cplx, dA, &dy);
+}
+
+/* Q <- (I - X Xᴴ) Q Σ⁻¹ for X (r x k) of orthonormal columns and Q (r x k): the part of
+ * Q Σ⁻¹ outside X's columns, 1/s = 0 for a zero s (cr__inv_sval). */
+static cr_status svd_perp(cr_arena *arena, const spec_env *e, const cr__cmat *X, cr__cmat *Q)
+{
+    double smax = e->k > 0 ? e->d[0] : 0;
+    cr__cmat W;
+    for (size_t j = 0; j < e->k; j++)
+        for (size_t i = 0; i < Q->r; i++)
+            cr__cmat_set(Q, i, j, cr__cmat_get(Q, i, j) * cr__inv_sval(e->d[j], smax));
+    cr_status st = cr__cmat_mul(arena, 'C', 'N', 1.0, X, Q, &W);
     if (st == CR_OK)
-        st = cr__cmat_out(arena, &e->V, false, (cr_dtype)e->A->dtype, &vo);
+        cr__cmat_gemm('N', 'N', -1.0, X, &W, 1.0, Q);
+    return st;
+}
+
+/* out += Y for out, Y of the same shape. */
+static void cmat_add(cr__cmat *out, const cr__cmat *Y)
+{
+    for (size_t j = 0; j < out->c; j++)
+        for (size_t i = 0; i < out->r; i++)
+            cr__cmat_set(out, i, j, cr__cmat_get(out, i, j) + cr__cmat_get(Y, i, j));
+}
+
+/* U̇ = U (F ∘ (dP S + S dPᴴ)) + (I - UUᴴ) Ȧ V S⁻¹,
+ * V̇ = V (F ∘ (S dP + dPᴴ S) - i diag(im dP / s)) + (I - VVᴴ) Ȧᴴ U S⁻¹,
+ * then for complex A the gauge's turn i w_k of both k-th vectors (svd_gauge). */
+static cr_status svd_dvec(cr_arena *arena, const spec_env *e, const cr__cmat *dA, cr__cmat *dP,
+                          cr__cmat *dU, cr__cmat *dV)
+{
+    const double *s = e->d;
+    size_t m = e->m, n = e->n, k = e->k;
+    bool cplx = e->W.cplx;
+    double smax = k > 0 ? s[0] : 0;
+    cr__cmat Cu, Cv, Q;
+    cr_status st = cr__cmat_new(arena, cplx, k, k, false, &Cu);
+    if (st == CR_OK)
+        st = cr__cmat_new(arena, cplx, k, k, false, &Cv);
     if (st != CR_OK)
         return st;
-    return cr__tuple_value(arena, 3, (const cr_array *const[]){uo, so, vo}, y);
+    for (size_t j = 0; j < k; j++)
+        for (size_t i = 0; i < k; i++) {
+            double F = spec_gap(s, i, j, true, e->scale);
+            cr_complex pij = cr__cmat_get(dP, i, j), pji = conj(cr__cmat_get(dP, j, i));
+            cr__cmat_set(&Cu, i, j, F * (pij * s[j] + s[i] * pji));
+            cr__cmat_set(&Cv, i, j, F * (s[i] * pij + pji * s[j]));
+        }
+    /* Complex: Uᴴ U̇ has a zero diagonal before the gauge fix, Vᴴ V̇ then has
+     * -i Im(dP_ii) / s_i (so that the diagonal of Uᴴ Ȧ V comes out right). */
+    for (size_t i = 0; i < k && cplx; i++)
+        cr__cmat_set(&Cv, i, i,
+                     cr__c(0, -cimag(cr__cmat_get(dP, i, i)) * cr__inv_sval(s[i], smax)));
+    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &e->W, &Cu, dU);
+    if (st == CR_OK)
+        st = cr__cmat_mul(arena, 'N', 'N', 1.0, &e->Z, &Cv, dV);
+    if (st == CR_OK && m > k && (st = cr__cmat_mul(arena, 'N', 'N', 1.0, dA, &e->Z, &Q)) == CR_OK &&
+        (st = svd_perp(arena, e, &e->W, &Q)) == CR_OK)
+        cmat_add(dU, &Q);
+    if (st == CR_OK && n > k && (st = cr__cmat_mul(arena, 'C', 'N', 1.0, dA, &e->W, &Q)) == CR_OK &&
+        (st = svd_perp(arena, e, &e->Z, &Q)) == CR_OK)
+        cmat_add(dV, &Q);
+    for (size_t j = 0; j < k && cplx && st == CR_OK; j++) {
+        /* The gauge keeps U[r_j, j] real: both vectors turn by i w_j. */
+        size_t r = e->piv[j];
+        double w = -cimag(cr__cmat_get(dU, r, j)) / creal(cr__cmat_get(&e->W, r, j));
+        for (size_t i = 0; i < m; i++)
+            cr__cmat_set(dU, i, j,
+                         cr__cmat_get(dU, i, j) + cr__c(0, w) * cr__cmat_get(&e->W, i, j));
+        for (size_t i = 0; i < n; i++)
+            cr__cmat_set(dV, i, j,
+                         cr__cmat_get(dV, i, j) + cr__c(0, w) * cr__cmat_get(&e->Z, i, j));
+    }
+    return st;
 }
 
 /* svd: Ā = [U (F∘(UᴴŪ - ŪᴴU)) S + (I - UUᴴ) Ū S⁻¹ + U diag(s̄)
@@ -296,32 +484,25 @@ static cr_status svd_output(cr_arena *arena, const svd_env *e, bool vectors, cr_
 static cr_status svd_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, cr_arena *arena,
                               void *env)
 {
-    svd_env *e = cr__pb_start(dx, nx, false, env);
-    const char *who = e->vectors ? "svd_pullback" : "svdvals_pullback";
-    const cr__svd *f = &e->f;
-    size_t m = f->m, n = f->n, k = f->k;
-    bool cplx = f->U.cplx;
-    const cr__field_spec spec[3] = {{2, {m, k}, cplx}, {1, {k, 1}, false}, {2, {n, k}, cplx}};
-    cr__cmat USV[3];
-    bool zero;
-    cr_status st =
-        cr__tuple_cmats(arena, who, *dy, 3, e->vectors ? CR__TUPLE : 1, spec, USV, &zero);
-    if (st != CR_OK || zero) {
-        dx[1] = cr_tangent_zero();
+    spec_env *e = cr__pb_start(dx, nx, false, env);
+    const double *s = e->d;
+    size_t m = e->m, n = e->n, k = e->k;
+    bool cplx = e->W.cplx, zero;
+    cr__cmat Ub, Sb, Vb;
+    cr_status st = spec_cotangent(arena, e, dy, dx, &Ub, &Sb, &Vb, &zero);
+    if (st != CR_OK || zero)
         return st;
-    }
-    cr__cmat Ub = USV[0], Sb = USV[1], Vb = USV[2];
-    double smax = k > 0 ? f->s[0] : 0;
-    if (cplx && e->vectors) {
+    double smax = k > 0 ? s[0] : 0;
+    if (cplx && e->v->vectors) {
         /* The gauge's share (svd_gauge): with c_k = u_kᴴ ū_k + v_kᴴ v̄_k, a loss that depends
          * on the phases (Im c_k != 0) sees u_k's pivot entry move: Ū[r_k, k] -= i Im c_k /
          * U[r_k, k]. Phase-invariant losses have Im c_k = 0 and skip this. */
         for (size_t j = 0; j < k; j++) {
             cr_complex c = 0;
             for (size_t i = 0; i < m && Ub.p != NULL; i++)
-                c += conj(cr__cmat_get(&f->U, i, j)) * cr__cmat_get(&Ub, i, j);
+                c += conj(cr__cmat_get(&e->W, i, j)) * cr__cmat_get(&Ub, i, j);
             for (size_t i = 0; i < n && Vb.p != NULL; i++)
-                c += conj(cr__cmat_get(&e->V, i, j)) * cr__cmat_get(&Vb, i, j);
+                c += conj(cr__cmat_get(&e->Z, i, j)) * cr__cmat_get(&Vb, i, j);
             if (cimag(c) == 0)
                 continue;
             if (Ub.p == NULL) {
@@ -332,17 +513,17 @@ static cr_status svd_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
             size_t r = e->piv[j];
             cr__cmat_set(&Ub, r, j,
                          cr__cmat_get(&Ub, r, j) -
-                             cr__c(0, cimag(c) / creal(cr__cmat_get(&f->U, r, j))));
+                             cr__c(0, cimag(c) / creal(cr__cmat_get(&e->W, r, j))));
         }
     }
     /* inner = Jf S + diag(s̄) + S Kf (k x k) */
-    cr__cmat inner, T, Abar, J;
+    cr__cmat inner, Abar, J, Q;
     st = cr__cmat_new(arena, cplx, k, k, true, &inner);
     if (st != CR_OK)
         return st;
     for (int w = 0; w < 2; w++) {
         const cr__cmat *Xb = w == 0 ? &Ub : &Vb;
-        const cr__cmat *X = w == 0 ? &f->U : &e->V;
+        const cr__cmat *X = w == 0 ? &e->W : &e->Z;
         if (Xb->p == NULL)
             continue;
         st = cr__cmat_mul(arena, 'C', 'N', 1.0, X, Xb, &J);
@@ -357,197 +538,41 @@ static cr_status svd_pullback(const cr_tangent *dy, cr_tangent *dx, size_t nx, c
                         cr__cmat_set(&inner, i, i,
                                      cr__cmat_get(&inner, i, i) +
                                          cr__c(0, -cimag(cr__cmat_get(&J, i, i)) *
-                                                      cr__inv_sval(f->s[i], smax)));
+                                                      cr__inv_sval(s[i], smax)));
                     continue;
                 }
-                double F = cr__inv_gap(f->s[j] * f->s[j], f->s[i] * f->s[i], smax * smax);
+                double F = spec_gap(s, i, j, true, e->scale);
                 cr_complex a = F * (cr__cmat_get(&J, i, j) - conj(cr__cmat_get(&J, j, i)));
                 /* U-term: (F∘(UᵀŪ - ŪᵀU)) S scales column j by s_j; V-term: S (F∘...) scales
                  * row i by s_i. */
-                cr_complex add = w == 0 ? a * f->s[j] : a * f->s[i];
+                cr_complex add = w == 0 ? a * s[j] : a * s[i];
                 cr__cmat_set(&inner, i, j, cr__cmat_get(&inner, i, j) + add);
             }
     }
     for (size_t i = 0; i < k && Sb.p != NULL; i++)
         cr__cmat_set(&inner, i, i, cr__cmat_get(&inner, i, i) + cr__cmat_get(&Sb, i, 0));
-    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &f->U, &inner, &T);
-    if (st == CR_OK)
-        st = cr__cmat_mul(arena, 'N', 'N', 1.0, &T, &f->Vt, &Abar);
-    if (st != CR_OK)
-        return st;
-    if (Ub.p != NULL && m > k) {
-        /* (I - UUᵀ) Ū S⁻¹ Vᵀ */
-        cr__cmat Q, W;
-        st = cr__cmat_copy(arena, &Ub, &Q);
-        if (st != CR_OK)
-            return st;
-        for (size_t j = 0; j < k; j++)
-            for (size_t i = 0; i < m; i++)
-                cr__cmat_set(&Q, i, j, cr__cmat_get(&Q, i, j) * cr__inv_sval(f->s[j], smax));
-        st = cr__cmat_mul(arena, 'C', 'N', 1.0, &f->U, &Q, &W);
-        if (st != CR_OK)
-            return st;
-        cr__cmat_gemm('N', 'N', -1.0, &f->U, &W, 1.0, &Q);
-        cr__cmat_gemm('N', 'N', 1.0, &Q, &f->Vt, 1.0, &Abar);
-    }
-    if (Vb.p != NULL && n > k) {
-        /* U S⁻¹ V̄ᵀ (I - VVᵀ) = U ((I - VVᵀ) V̄ S⁻¹)ᵀ */
-        cr__cmat Q, W;
-        st = cr__cmat_copy(arena, &Vb, &Q);
-        if (st != CR_OK)
-            return st;
-        for (size_t j = 0; j < k; j++)
-            for (size_t i = 0; i < n; i++)
-                cr__cmat_set(&Q, i, j, cr__cmat_get(&Q, i, j) * cr__inv_sval(f->s[j], smax));
-        st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e->V, &Q, &W);
-        if (st != CR_OK)
-            return st;
-        cr__cmat_gemm('N', 'N', -1.0, &e->V, &W, 1.0, &Q);
-        cr__cmat_gemm('N', 'C', 1.0, &f->U, &Q, 1.0, &Abar);
-    }
-    return cr__cmat_give(arena, e->pA, &Abar, false, &dx[1]);
+    st = spec_back(arena, e, &inner, &Abar);
+    /* (I - UUᵀ) Ū S⁻¹ Vᵀ, and U S⁻¹ V̄ᵀ (I - VVᵀ) = U ((I - VVᵀ) V̄ S⁻¹)ᵀ */
+    if (st == CR_OK && Ub.p != NULL && m > k && (st = cr__cmat_copy(arena, &Ub, &Q)) == CR_OK &&
+        (st = svd_perp(arena, e, &e->W, &Q)) == CR_OK)
+        cr__cmat_gemm('N', 'N', 1.0, &Q, &e->f.Vt, 1.0, &Abar);
+    if (st == CR_OK && Vb.p != NULL && n > k && (st = cr__cmat_copy(arena, &Vb, &Q)) == CR_OK &&
+        (st = svd_perp(arena, e, &e->Z, &Q)) == CR_OK)
+        cr__cmat_gemm('N', 'C', 1.0, &e->W, &Q, 1.0, &Abar);
+    return st != CR_OK ? st : cr__cmat_give(arena, e->pA, &Abar, false, &dx[1]);
 }
 
-static cr_status svd_rrule_common(cr_arena *arena, bool vectors, const cr_value *args, size_t nargs,
-                                  cr_value *y, cr_pullback *pb, const void *udata)
-{
-    const char *who = vectors ? "svd" : "svdvals";
-    CR__LA_ENV(arena, svd_env, e);
-    e->vectors = vectors;
-    cr_status st = svd_forward(arena, who, args, nargs, vectors, e);
-    if (st == CR_OK)
-        st = svd_output(arena, e, vectors, y);
-    if (st != CR_OK)
-        return st;
-    return cr__rrule_tail1(
-        arena, &args[0], udata, &e->pA, pb,
-        (cr_pullback){svd_pullback, e, vectors ? "svd_pullback" : "svdvals_pullback", nargs + 1});
-}
+static const spec_kind k_eig = {"dZ", eig_forward, eig_dx, eig_dvec, eig_pullback};
+static const spec_kind k_svd = {"WdZ", svd_forward, svd_dx, svd_dvec, svd_pullback};
+static const spec_variant k_eigen = {&k_eig, true, "eigen", "eigen_pullback"};
+static const spec_variant k_eigvals = {&k_eig, false, "eigvals", "eigvals_pullback"};
+static const spec_variant k_svd_v = {&k_svd, true, "svd", "svd_pullback"};
+static const spec_variant k_svdvals = {&k_svd, false, "svdvals", "svdvals_pullback"};
 
-/* frule: dP = Uᴴ Ȧ V; ṡ = re diag(dP); for svd
- * U̇ = U (F ∘ (dP S + S dPᴴ)) + (I - UUᴴ) Ȧ V S⁻¹,
- * V̇ = V (F ∘ (S dP + dPᴴ S) - i diag(im dP / s)) + (I - VVᴴ) Ȧᴴ U S⁻¹,
- * then for complex A the gauge's turn i w_k of both k-th vectors (svd_gauge). */
-static cr_status svd_frule_common(cr_arena *arena, bool vectors, const cr_tangent *dargs,
-                                  const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
-{
-    const char *who = vectors ? "svd" : "svdvals";
-    svd_env e;
-    memset(&e, 0, sizeof e);
-    cr_status st = svd_forward(arena, who, args, nargs, vectors, &e);
-    if (st == CR_OK)
-        st = svd_output(arena, &e, vectors, y);
-    if (st != CR_OK)
-        return st;
-    const cr__svd *f = &e.f;
-    size_t m = f->m, n = f->n, k = f->k;
-    bool cplx = f->U.cplx;
-    cr__cmat dA, T, dP;
-    st = cr__frule_dx0(arena, who, dargs, args, cplx, &dA, dy);
-    if (st != CR_OK || dA.p == NULL)
-        return st;
-    st = cr__cmat_mul(arena, 'C', 'N', 1.0, &f->U, &dA, &T);
-    if (st == CR_OK)
-        st = cr__cmat_mul(arena, 'N', 'N', 1.0, &T, &e.V, &dP);
-    if (st != CR_OK)
-        return st;
-    cr__cmat ds;
-    st = cr__cmat_new(arena, false, k, 1, false, &ds);
-    if (st != CR_OK)
-        return st;
-    for (size_t i = 0; i < k; i++)
-        cr__cmat_set(&ds, i, 0, creal(cr__cmat_get(&dP, i, i)));
-    cr_dtype rdt = e.A->dtype == CR_DT_F32 ? CR_DT_F32 : CR_DT_F64;
-    cr_array *dso;
-    st = cr__cmat_out(arena, &ds, true, rdt, &dso);
-    if (st != CR_OK)
-        return st;
-    if (!vectors) {
-        *dy = cr_tangent_array(dso);
-        return CR_OK;
-    }
-    double smax = k > 0 ? f->s[0] : 0;
-    cr__cmat Cu, Cv, dU, dV;
-    st = cr__cmat_new(arena, cplx, k, k, false, &Cu);
-    if (st == CR_OK)
-        st = cr__cmat_new(arena, cplx, k, k, false, &Cv);
-    if (st != CR_OK)
-        return st;
-    for (size_t j = 0; j < k; j++)
-        for (size_t i = 0; i < k; i++) {
-            double F =
-                i == j ? 0.0 : cr__inv_gap(f->s[j] * f->s[j], f->s[i] * f->s[i], smax * smax);
-            cr_complex pij = cr__cmat_get(&dP, i, j), pji = conj(cr__cmat_get(&dP, j, i));
-            cr__cmat_set(&Cu, i, j, F * (pij * f->s[j] + f->s[i] * pji));
-            cr__cmat_set(&Cv, i, j, F * (f->s[i] * pij + pji * f->s[j]));
-        }
-    /* Complex: Uᴴ U̇ has a zero diagonal before the gauge fix, Vᴴ V̇ then has
-     * -i Im(dP_ii) / s_i (so that the diagonal of Uᴴ Ȧ V comes out right). */
-    for (size_t i = 0; i < k && cplx; i++)
-        cr__cmat_set(&Cv, i, i,
-                     cr__c(0, -cimag(cr__cmat_get(&dP, i, i)) * cr__inv_sval(f->s[i], smax)));
-    st = cr__cmat_mul(arena, 'N', 'N', 1.0, &f->U, &Cu, &dU);
-    if (st == CR_OK)
-        st = cr__cmat_mul(arena, 'N', 'N', 1.0, &e.V, &Cv, &dV);
-    if (st != CR_OK)
-        return st;
-    if (m > k) {
-        cr__cmat Q, W;
-        st = cr__cmat_mul(arena, 'N', 'N', 1.0, &dA, &e.V, &Q);
-        if (st != CR_OK)
-            return st;
-        for (size_t j = 0; j < k; j++)
-            for (size_t i = 0; i < m; i++)
-                cr__cmat_set(&Q, i, j, cr__cmat_get(&Q, i, j) * cr__inv_sval(f->s[j], smax));
-        st = cr__cmat_mul(arena, 'C', 'N', 1.0, &f->U, &Q, &W);
-        if (st != CR_OK)
-            return st;
-        cr__cmat_gemm('N', 'N', -1.0, &f->U, &W, 1.0, &Q);
-        for (size_t j = 0; j < k; j++)
-            for (size_t i = 0; i < m; i++)
-                cr__cmat_set(&dU, i, j, cr__cmat_get(&dU, i, j) + cr__cmat_get(&Q, i, j));
-    }
-    if (n > k) {
-        cr__cmat Q, W;
-        st = cr__cmat_mul(arena, 'C', 'N', 1.0, &dA, &f->U, &Q);
-        if (st != CR_OK)
-            return st;
-        for (size_t j = 0; j < k; j++)
-            for (size_t i = 0; i < n; i++)
-                cr__cmat_set(&Q, i, j, cr__cmat_get(&Q, i, j) * cr__inv_sval(f->s[j], smax));
-        st = cr__cmat_mul(arena, 'C', 'N', 1.0, &e.V, &Q, &W);
-        if (st != CR_OK)
-            return st;
-        cr__cmat_gemm('N', 'N', -1.0, &e.V, &W, 1.0, &Q);
-        for (size_t j = 0; j < k; j++)
-            for (size_t i = 0; i < n; i++)
-                cr__cmat_set(&dV, i, j, cr__cmat_get(&dV, i, j) + cr__cmat_get(&Q, i, j));
-    }
-    for (size_t j = 0; j < k && cplx; j++) {
-        /* The gauge keeps U[r_j, j] real: both vectors turn by i w_j. */
-        size_t r = e.piv[j];
-        double w = -cimag(cr__cmat_get(&dU, r, j)) / creal(cr__cmat_get(&f->U, r, j));
-        for (size_t i = 0; i < m; i++)
-            cr__cmat_set(&dU, i, j,
-                         cr__cmat_get(&dU, i, j) + cr__c(0, w) * cr__cmat_get(&f->U, i, j));
-        for (size_t i = 0; i < n; i++)
-            cr__cmat_set(&dV, i, j,
-                         cr__cmat_get(&dV, i, j) + cr__c(0, w) * cr__cmat_get(&e.V, i, j));
-    }
-    cr_array *duo, *dvo;
-    st = cr__cmat_out(arena, &dU, false, (cr_dtype)e.A->dtype, &duo);
-    if (st == CR_OK)
-        st = cr__cmat_out(arena, &dV, false, (cr_dtype)e.A->dtype, &dvo);
-    if (st != CR_OK)
-        return st;
-    cr_tangent fl[3] = {cr_tangent_array(duo), cr_tangent_array(dso), cr_tangent_array(dvo)};
-    return cr_tangent_struct(arena, &cr__k_tup3, NULL, fl, 3, dy);
-}
-
-#define SVD_RULES(NAME, VEC) CR__PARAM_RULES(NAME, svd_rrule_common, svd_frule_common, VEC, 1)
-
-SVD_RULES(svd, true)
-SVD_RULES(svdvals, false)
+CR__PARAM_RULES(eigen, spec_rrule, spec_frule, &k_eigen, 1)
+CR__PARAM_RULES(eigvals, spec_rrule, spec_frule, &k_eigvals, 1)
+CR__PARAM_RULES(svd, spec_rrule, spec_frule, &k_svd_v, 1)
+CR__PARAM_RULES(svdvals, spec_rrule, spec_frule, &k_svdvals, 1)
 
 /* ---- Functions of Hermitian matrices ----------------------------------------------------- */
 
@@ -679,12 +704,7 @@ static cr_status dk_apply(cr_arena *arena, const mf_env *e, const cr__cmat *F, c
         cr__cmat_gemm('N', 'C', 1.0, &R, &e->V, 1.0, out);
     else if ((st = cr__cmat_mul(arena, 'N', 'C', 1.0, &R, &e->V, out)) != CR_OK)
         return st;
-    for (size_t j = 0; j < n; j++)
-        for (size_t i = 0; i <= j; i++) {
-            cr_complex h = 0.5 * (cr__cmat_get(out, i, j) + conj(cr__cmat_get(out, j, i)));
-            cr__cmat_set(out, i, j, h);
-            cr__cmat_set(out, j, i, conj(h));
-        }
+    herm_sym(out);
     return CR_OK;
 }
 
@@ -889,8 +909,7 @@ CR__NO_LAPACK_REGISTER(spectral)
 /* A spectral function's state: the factorization fact whose factors W, Z are elements wi and
  * zi of its tuple, the cotangent's coefficients c (nc of them), and whether to fold. */
 typedef struct spectral_state {
-    cr__form F;
-    const cr_value *fact;
+    cr__form F; /* F.fact: the factorization */
     size_t wi, zi, nc;
     const double *c;
     bool fold;
@@ -912,40 +931,27 @@ typedef struct spectral_state {
  * its cotangent lives there, S_ij + S_ji above the diagonal, as the rule gives it (the engine
  * then projects it onto A's structure).
  */
-static cr_status spectral_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
-                              cr_tangent ydot, cr_tangent *S)
+static cr_status spectral_step(const void *state, const cr__form_along *d, double *sd)
 {
-    (void)p;
-    (void)ydot;
     const spectral_state *z = state;
     const cr__form *F = &z->F;
     size_t m = F->x->shape[0], n = F->x->shape[1], nc = z->nc;
-    const double *xd, *c = z->c;
-    cr_status st = cr__form_like_x(F, xdot[0], &xd);
-    if (st != CR_OK || xd == NULL)
-        return st;
-    cr_tangent dy;
-    cr_value y;
-    if ((st = cr__form_frule_along(F, z->fact, xdot[0], &y, &dy)) != CR_OK)
-        return st;
+    const double *c = z->c;
     const cr_array *W, *Z, *Wd = NULL, *Zd = NULL;
-    if ((st = cr__form_factor_of(F, &y, z->wi, 2, &W)) != CR_OK ||
-        (st = cr__form_factor_of(F, &y, z->zi, 2, &Z)) != CR_OK)
+    cr_status st;
+    if ((st = cr__form_factor_of(F, d->y, z->wi, 2, &W)) != CR_OK ||
+        (st = cr__form_factor_of(F, d->y, z->zi, 2, &Z)) != CR_OK)
         return st;
     if (W->shape[0] != m || Z->shape[0] != n || W->shape[1] < nc || Z->shape[1] < nc)
         return CR_EINVAL;
-    if ((st = cr__tan_array(F->arena, F->who, cr_tangent_field(dy, z->wi), 2, W->shape, CR_DT_F64,
-                            &Wd)) != CR_OK ||
-        (st = cr__tan_array(F->arena, F->who, cr_tangent_field(dy, z->zi), 2, Z->shape, CR_DT_F64,
-                            &Zd)) != CR_OK)
-        return st;
-    cr_array *Sa;
-    if ((st = cr__form_new_s(F, &Sa)) != CR_OK)
+    if ((st = cr__tan_array(F->arena, F->who, cr_tangent_field(d->dy, z->wi), 2, W->shape,
+                            CR_DT_F64, &Wd)) != CR_OK ||
+        (st = cr__tan_array(F->arena, F->who, cr_tangent_field(d->dy, z->zi), 2, Z->shape,
+                            CR_DT_F64, &Zd)) != CR_OK)
         return st;
     const double *w = W->data, *zz = Z->data;
     const double *wd = Wd != NULL ? Wd->data : NULL, *zd = Zd != NULL ? Zd->data : NULL;
     size_t rw = W->shape[1], rz = Z->shape[1];
-    double *sd = Sa->data;
     for (size_t a = 0; a < m; a++)
         for (size_t b = 0; b < n; b++) {
             double acc = 0.0;
@@ -961,7 +967,6 @@ static cr_status spectral_dir(const cr_form_point *p, void *state, const cr_tang
         }
     if (z->fold)
         cr__form_fold_upper(sd, n);
-    S[0] = cr_tangent_array(Sa);
     return CR_OK;
 }
 
@@ -979,7 +984,8 @@ static cr_status spectral_values_init(const cr_form_point *p, void **state, cons
     if (Yb == NULL)
         return CR_NOTHING;
     const cr_array *A = p->args[0].u.arr;
-    z->fact = fact;
+    z->F.fact = fact;
+    z->F.step = spectral_step;
     z->wi = wi;
     z->zi = zi;
     z->c = Yb->data;
@@ -1022,7 +1028,8 @@ static cr_status opnorm_init(const cr_form_point *p, void **state)
         return st;
     if (z->F.x->ndim != 2)
         return CR_NOTHING;
-    z->fact = &cr_fn_svd;
+    z->F.fact = &cr_fn_svd;
+    z->F.step = spectral_step;
     z->wi = 0;
     z->zi = 2;
     z->nc = 1;
@@ -1030,12 +1037,21 @@ static cr_status opnorm_init(const cr_form_point *p, void **state)
     return CR_OK;
 }
 
-const cr_rule_form cr__form_svdvals = {cr__form_check_matrix, svdvals_init, spectral_dir};
-const cr_rule_form cr__form_eigvals = {cr__form_check_matrix, eigvals_init, spectral_dir};
-const cr_rule_form cr__form_opnorm = {cr__form_check_matrix, opnorm_init, spectral_dir};
+const cr_rule_form cr__form_svdvals = {cr__form_check_matrix, svdvals_init, cr__form_frule_dir};
+const cr_rule_form cr__form_eigvals = {cr__form_check_matrix, eigvals_init, cr__form_frule_dir};
+const cr_rule_form cr__form_opnorm = {cr__form_check_matrix, opnorm_init, cr__form_frule_dir};
 
 /* ---- eigen (a tuple result) -------------------------------------------------------------------
  */
+
+/* The r x r matrix Fm_ab = spec_gap(d, a, b) of the rules (eigen's gaps of d, svd's of d²). */
+static void gap_matrix(const double *d, size_t r, bool sq, double *Fm)
+{
+    double scale = spec_gap_scale(d, r, sq);
+    for (size_t a = 0; a < r; a++)
+        for (size_t b = 0; b < r; b++)
+            Fm[a * r + b] = spec_gap(d, a, b, sq, scale);
+}
 
 /* C = op(X) op(Y) of n x n row-major matrices, op transposing when tx (ty). */
 static void mul_nn(size_t n, const double *X, bool tx, const double *Y, bool ty, double *C)
@@ -1053,85 +1069,19 @@ typedef struct eigen_state {
     double *K, *B, *Fm, *Bd, *Kd, *T, *Sd;
 } eigen_state;
 
-/*
- * eigen(A) = (λ, V) of a symmetric A. The rule's pullback of (λ̄, V̄) is
- *     Ā = sym(V K Vᵀ),  K = diag(λ̄) + F ∘ (Vᵀ V̄),  F_ij = 1/(λ_j − λ_i) (0 on the diagonal),
- * sym(X) = (X + Xᵀ)/2, folded onto the upper triangle for a dense, Diagonal or triangular A
- * (the rule reads the symmetric matrix of the logical matrix's upper triangle). Along Ȧ, with
- * λ̇ and V̇ from eigen's frule (λ̄, V̄ fixed: they are the cotangent), the product rule gives
- *     S = sym(V̇ K Vᵀ + V K̇ Vᵀ + V K V̇ᵀ),  K̇ = F ∘ (V̇ᵀ V̄) + Ḟ ∘ (Vᵀ V̄),
- *     Ḟ_ij = −(λ̇_j − λ̇_i) F_ij².
- * F takes the rule's gaps (cr__inv_gap): 0 between eigenvalues equal to working precision,
- * where no second derivative exists in general.
- */
-static cr_status eigen_init(const cr_form_point *p, void **state)
+/* eigen along one direction (the derivation below). */
+static cr_status eigen_step(const void *state, const cr__form_along *d, double *s)
 {
-    CR__LA_FORM_STATE(p, state, eigen_state, 0, z);
-    const cr__form *F = &z->F;
-    if (F->x->ndim != 2 || F->x->shape[0] != F->x->shape[1])
-        return CR_NOTHING;
-    size_t n = F->x->shape[0], nn = n * n, sh[2] = {n, n};
-    const cr_array *lb, *L, *V;
-    if ((st = cr__tan_array(F->arena, F->who, cr_tangent_field(p->ybar, 0), 1, sh, CR_DT_F64,
-                            &lb)) != CR_OK ||
-        (st = cr__tan_array(F->arena, F->who, cr_tangent_field(p->ybar, 1), 2, sh, CR_DT_F64,
-                            &z->Vb)) != CR_OK ||
-        (st = cr__form_factor_of(F, p->y, 0, 1, &L)) != CR_OK ||
-        (st = cr__form_factor_of(F, p->y, 1, 2, &V)) != CR_OK)
-        return st;
-    const cr_array *A = p->args[0].u.arr;
-    z->fold = A->structure != CR_MAT_SYMMETRIC && A->structure != CR_MAT_HERMITIAN;
-    /* K, B = Vᵀ V̄ and F, once per record; then per direction K̇ and S. */
-    double *w;
-    if ((st = cr__form_work(F, 1, &(cr__form_term){7, n, n}, &w)) != CR_OK)
-        return st;
-    double *K = w, *B = K + nn, *Fm = B + nn;
-    z->K = K;
-    z->B = B;
-    z->Fm = Fm;
-    z->Bd = Fm + nn;
-    z->Kd = z->Bd + nn;
-    z->T = z->Kd + nn;
-    z->Sd = z->T + nn;
-    const double *lam = L->data, *v = V->data;
-    double scale = cr__spectrum_scale(lam, n);
-    for (size_t a = 0; a < n; a++)
-        for (size_t b = 0; b < n; b++)
-            Fm[a * n + b] = a == b ? 0.0 : cr__inv_gap(lam[b], lam[a], scale);
-    if (z->Vb != NULL)
-        mul_nn(n, v, true, z->Vb->data, false, B);
-    for (size_t q = 0; q < nn; q++)
-        K[q] = z->Vb != NULL ? Fm[q] * B[q] : 0.0;
-    for (size_t a = 0; a < n && lb != NULL; a++)
-        K[a * n + a] = ((const double *)lb->data)[a];
-    z->n = n;
-    z->lam = lam;
-    z->v = v;
-    return CR_OK;
-}
-
-static cr_status eigen_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
-                           cr_tangent ydot, cr_tangent *S)
-{
-    (void)p;
-    (void)ydot;
     const eigen_state *z = state;
     const cr__form *F = &z->F;
     size_t n = z->n, nn = n * n, sh[2] = {n, n};
-    const double *xd, *v = z->v, *K = z->K, *B = z->B, *Fm = z->Fm;
+    const double *v = z->v, *K = z->K, *B = z->B, *Fm = z->Fm;
     double *Bd = z->Bd, *Kd = z->Kd, *T = z->T, *Sd = z->Sd;
-    const cr_array *Vb = z->Vb;
-    cr_tangent dy;
-    cr_status st = cr__form_like_x(F, xdot[0], &xd);
-    if (st != CR_OK || xd == NULL)
-        return st;
-    cr_value y;
-    if ((st = cr__form_frule_along(F, &cr_fn_eigen, xdot[0], &y, &dy)) != CR_OK)
-        return st;
-    const cr_array *ld, *Vd;
-    if ((st = cr__tan_array(F->arena, F->who, cr_tangent_field(dy, 0), 1, sh, CR_DT_F64, &ld)) !=
+    const cr_array *Vb = z->Vb, *ld, *Vd;
+    cr_status st;
+    if ((st = cr__tan_array(F->arena, F->who, cr_tangent_field(d->dy, 0), 1, sh, CR_DT_F64, &ld)) !=
             CR_OK ||
-        (st = cr__tan_array(F->arena, F->who, cr_tangent_field(dy, 1), 2, sh, CR_DT_F64, &Vd)) !=
+        (st = cr__tan_array(F->arena, F->who, cr_tangent_field(d->dy, 1), 2, sh, CR_DT_F64, &Vd)) !=
             CR_OK)
         return st;
     /* K̇ = F ∘ (V̇ᵀ V̄) + Ḟ ∘ (Vᵀ V̄) */
@@ -1159,20 +1109,71 @@ static cr_status eigen_dir(const cr_form_point *p, void *state, const cr_tangent
     }
     mul_nn(n, v, false, Kd, false, T); /* V K̇ */
     mul_nn(n, T, false, v, true, Bd);  /* (V K̇) Vᵀ */
-    cr_array *Sa;
-    if ((st = cr__form_new_s(F, &Sa)) != CR_OK)
-        return st;
-    double *s = Sa->data;
     for (size_t a = 0; a < n; a++)
         for (size_t b = 0; b < n; b++)
             s[a * n + b] = 0.5 * (Sd[a * n + b] + Bd[a * n + b] + Sd[b * n + a] + Bd[b * n + a]);
     if (z->fold)
         cr__form_fold_upper(s, n);
-    S[0] = cr_tangent_array(Sa);
     return CR_OK;
 }
 
-const cr_rule_form cr__form_eigen = {cr__form_check_matrix, eigen_init, eigen_dir};
+/*
+ * eigen(A) = (λ, V) of a symmetric A. The rule's pullback of (λ̄, V̄) is
+ *     Ā = sym(V K Vᵀ),  K = diag(λ̄) + F ∘ (Vᵀ V̄),  F_ij = 1/(λ_j − λ_i) (0 on the diagonal),
+ * sym(X) = (X + Xᵀ)/2, folded onto the upper triangle for a dense, Diagonal or triangular A
+ * (the rule reads the symmetric matrix of the logical matrix's upper triangle). Along Ȧ, with
+ * λ̇ and V̇ from eigen's frule (λ̄, V̄ fixed: they are the cotangent), the product rule gives
+ *     S = sym(V̇ K Vᵀ + V K̇ Vᵀ + V K V̇ᵀ),  K̇ = F ∘ (V̇ᵀ V̄) + Ḟ ∘ (Vᵀ V̄),
+ *     Ḟ_ij = −(λ̇_j − λ̇_i) F_ij².
+ * F takes the rule's gaps (cr__inv_gap): 0 between eigenvalues equal to working precision,
+ * where no second derivative exists in general.
+ */
+static cr_status eigen_init(const cr_form_point *p, void **state)
+{
+    CR__LA_FORM_STATE(p, state, eigen_state, 0, z);
+    z->F.fact = &cr_fn_eigen;
+    z->F.step = eigen_step;
+    const cr__form *F = &z->F;
+    if (F->x->ndim != 2 || F->x->shape[0] != F->x->shape[1])
+        return CR_NOTHING;
+    size_t n = F->x->shape[0], nn = n * n, sh[2] = {n, n};
+    const cr_array *lb, *L, *V;
+    if ((st = cr__tan_array(F->arena, F->who, cr_tangent_field(p->ybar, 0), 1, sh, CR_DT_F64,
+                            &lb)) != CR_OK ||
+        (st = cr__tan_array(F->arena, F->who, cr_tangent_field(p->ybar, 1), 2, sh, CR_DT_F64,
+                            &z->Vb)) != CR_OK ||
+        (st = cr__form_factor_of(F, p->y, 0, 1, &L)) != CR_OK ||
+        (st = cr__form_factor_of(F, p->y, 1, 2, &V)) != CR_OK)
+        return st;
+    const cr_array *A = p->args[0].u.arr;
+    z->fold = A->structure != CR_MAT_SYMMETRIC && A->structure != CR_MAT_HERMITIAN;
+    /* K, B = Vᵀ V̄ and F, once per record; then per direction K̇ and S. */
+    double *w;
+    if ((st = cr__form_work(F, 1, &(cr__form_term){7, n, n}, &w)) != CR_OK)
+        return st;
+    double *K = w, *B = K + nn, *Fm = B + nn;
+    z->K = K;
+    z->B = B;
+    z->Fm = Fm;
+    z->Bd = Fm + nn;
+    z->Kd = z->Bd + nn;
+    z->T = z->Kd + nn;
+    z->Sd = z->T + nn;
+    const double *lam = L->data, *v = V->data;
+    gap_matrix(lam, n, false, Fm);
+    if (z->Vb != NULL)
+        mul_nn(n, v, true, z->Vb->data, false, B);
+    for (size_t q = 0; q < nn; q++)
+        K[q] = z->Vb != NULL ? Fm[q] * B[q] : 0.0;
+    for (size_t a = 0; a < n && lb != NULL; a++)
+        K[a * n + a] = ((const double *)lb->data)[a];
+    z->n = n;
+    z->lam = lam;
+    z->v = v;
+    return CR_OK;
+}
+
+const cr_rule_form cr__form_eigen = {cr__form_check_matrix, eigen_init, cr__form_frule_dir};
 
 /* ---- svd (a tuple result) ---------------------------------------------------------------------
  */
@@ -1206,6 +1207,57 @@ typedef struct svd_state {
     const double *U, *s, *V, *Ub, *Vb;
     double *Fm, *Ku, *Kv, *C, *Ju, *Jv, *Jud, *Jvd, *Pu, *P2, *P1, *Pv, *PvS, *Rd, *si, *sid, *W;
 } svd_state;
+
+/* svd along one direction (the derivation below). */
+static cr_status svd_step(const void *state, const cr__form_along *d, double *sm)
+{
+    const svd_state *z = state;
+    const cr__form *F = &z->F;
+    size_t m = z->m, n = z->n, r = z->r, su[2] = {m, r}, sv[2] = {n, r};
+    const double *U = z->U, *s = z->s, *V = z->V, *Ub = z->Ub, *Vb = z->Vb;
+    const double *Fm = z->Fm, *Ku = z->Ku, *Kv = z->Kv, *C = z->C, *Ju = z->Ju, *Jv = z->Jv;
+    const double *Pu = z->Pu, *P2 = z->P2, *Pv = z->Pv, *PvS = z->PvS, *si = z->si;
+    double *Jud = z->Jud, *Jvd = z->Jvd, *P1 = z->P1, *Rd = z->Rd, *sid = z->sid, *W = z->W;
+    const double *Ud, *sd, *Vd;
+    cr_status st;
+    if ((st = tuple_part(F, d->dy, 0, 2, su, &Ud)) != CR_OK ||
+        (st = tuple_part(F, d->dy, 1, 1, &r, &sd)) != CR_OK ||
+        (st = tuple_part(F, d->dy, 2, 2, sv, &Vd)) != CR_OK)
+        return st;
+    for (size_t a = 0; a < r; a++)
+        sid[a] = -sd[a] * si[a] * si[a]; /* (Σ⁻¹)˙ */
+    cr__form_mm(1.0, Ud, m, r, 1, Ub, m, r, 0, 0.0, Jud);
+    cr__form_mm(1.0, Vd, n, r, 1, Vb, n, r, 0, 0.0, Jvd);
+    double *Cd = W; /* Ċ (r x r; W holds max(m, n) x r) */
+    for (size_t a = 0; a < r; a++)
+        for (size_t b = 0; b < r; b++) {
+            size_t q = a * r + b, pp = b * r + a;
+            double Fd = -2.0 * (s[b] * sd[b] - s[a] * sd[a]) * Fm[q] * Fm[q];
+            double Kud = Jud[q] - Jud[pp], Kvd = Jvd[q] - Jvd[pp];
+            Cd[q] = (Fd * Ku[q] + Fm[q] * Kud) * s[b] + Fm[q] * Ku[q] * sd[b] +
+                    sd[a] * Fm[q] * Kv[q] + s[a] * (Fd * Kv[q] + Fm[q] * Kvd);
+        }
+    /* P1 = U̇ C + U Ċ + Ṗu Σ⁻¹ + Pu (Σ⁻¹)˙ */
+    cr__form_mm(1.0, Ud, m, r, 0, C, r, r, 0, 0.0, P1);
+    cr__form_mm(1.0, U, m, r, 0, Cd, r, r, 0, 1.0, P1);
+    if (z->pu) {
+        cr__form_mm(1.0, Ud, m, r, 0, Ju, r, r, 0, 0.0, W); /* W = U̇ Ju + U J̇u = −Ṗu */
+        cr__form_mm(1.0, U, m, r, 0, Jud, r, r, 0, 1.0, W);
+        for (size_t e = 0; e < m * r; e++)
+            P1[e] += -W[e] * si[e % r] + Pu[e] * sid[e % r];
+    }
+    cr__form_mm(1.0, P1, m, r, 0, V, n, r, 1, 0.0, sm);  /* P1 Vᵀ */
+    cr__form_mm(1.0, P2, m, r, 0, Vd, n, r, 1, 1.0, sm); /* (U C + Pu Σ⁻¹) V̇ᵀ */
+    if (z->pv) {
+        cr__form_mm(1.0, Vd, n, r, 0, Jv, r, r, 0, 0.0, W); /* W = V̇ Jv + V J̇v = −Ṗv */
+        cr__form_mm(1.0, V, n, r, 0, Jvd, r, r, 0, 1.0, W);
+        for (size_t e = 0; e < n * r; e++)
+            Rd[e] = -W[e] * si[e % r] + Pv[e] * sid[e % r];   /* Ṗv Σ⁻¹ + Pv (Σ⁻¹)˙ */
+        cr__form_mm(1.0, Ud, m, r, 0, PvS, n, r, 1, 1.0, sm); /* U̇ (Pv Σ⁻¹)ᵀ */
+        cr__form_mm(1.0, U, m, r, 0, Rd, n, r, 1, 1.0, sm); /* U (Ṗv Σ⁻¹ + Pv (Σ⁻¹)˙)ᵀ */
+    }
+    return CR_OK;
+}
 
 /*
  * svd(A) = (U, s, V), the thin SVD of a real m x n A, r = min(m, n): U m x r, V n x r. With
@@ -1267,11 +1319,9 @@ static cr_status svd_init(const cr_form_point *p, void **state)
            *Pv = P1 + m * r, *PvS = Pv + n * r, *Rd = PvS + n * r, *si = Rd + n * r, *sid = si + r,
            *W = sid + r;
     double smax = r > 0 ? s[0] : 0.0;
-    for (size_t a = 0; a < r; a++) {
+    for (size_t a = 0; a < r; a++)
         si[a] = cr__inv_sval(s[a], smax);
-        for (size_t b = 0; b < r; b++)
-            Fm[a * r + b] = a == b ? 0.0 : cr__inv_gap(s[b] * s[b], s[a] * s[a], smax * smax);
-    }
+    gap_matrix(s, r, true, Fm);
     cr__form_mm(1.0, U, m, r, 1, Ub, m, r, 0, 0.0, Ju);
     cr__form_mm(1.0, V, n, r, 1, Vb, n, r, 0, 0.0, Jv);
     for (size_t a = 0; a < r; a++)
@@ -1296,73 +1346,12 @@ static cr_status svd_init(const cr_form_point *p, void **state)
     }
     *z = (svd_state){z->F, m,  n,  r,   pu,  pv, U,  s,  V,  Ub,  Vb, Fm, Ku,  Kv,
                      C,    Ju, Jv, Jud, Jvd, Pu, P2, P1, Pv, PvS, Rd, si, sid, W};
+    z->F.fact = &cr_fn_svd;
+    z->F.step = svd_step;
     return CR_OK;
 }
 
-static cr_status svd_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
-                         cr_tangent ydot, cr_tangent *S)
-{
-    (void)p;
-    (void)ydot;
-    const svd_state *z = state;
-    const cr__form *F = &z->F;
-    size_t m = z->m, n = z->n, r = z->r, su[2] = {m, r}, sv[2] = {n, r};
-    const double *U = z->U, *s = z->s, *V = z->V, *Ub = z->Ub, *Vb = z->Vb;
-    const double *Fm = z->Fm, *Ku = z->Ku, *Kv = z->Kv, *C = z->C, *Ju = z->Ju, *Jv = z->Jv;
-    const double *Pu = z->Pu, *P2 = z->P2, *Pv = z->Pv, *PvS = z->PvS, *si = z->si;
-    double *Jud = z->Jud, *Jvd = z->Jvd, *P1 = z->P1, *Rd = z->Rd, *sid = z->sid, *W = z->W;
-    cr_tangent dy;
-    const double *xd, *Ud, *sd, *Vd;
-    cr_value y;
-    cr_status st = cr__form_like_x(F, xdot[0], &xd);
-    if (st != CR_OK || xd == NULL)
-        return st;
-    if ((st = cr__form_frule_along(F, &cr_fn_svd, xdot[0], &y, &dy)) != CR_OK ||
-        (st = tuple_part(F, dy, 0, 2, su, &Ud)) != CR_OK ||
-        (st = tuple_part(F, dy, 1, 1, &r, &sd)) != CR_OK ||
-        (st = tuple_part(F, dy, 2, 2, sv, &Vd)) != CR_OK)
-        return st;
-    for (size_t a = 0; a < r; a++)
-        sid[a] = -sd[a] * si[a] * si[a]; /* (Σ⁻¹)˙ */
-    cr__form_mm(1.0, Ud, m, r, 1, Ub, m, r, 0, 0.0, Jud);
-    cr__form_mm(1.0, Vd, n, r, 1, Vb, n, r, 0, 0.0, Jvd);
-    double *Cd = W; /* Ċ (r x r; W holds max(m, n) x r) */
-    for (size_t a = 0; a < r; a++)
-        for (size_t b = 0; b < r; b++) {
-            size_t q = a * r + b, pp = b * r + a;
-            double Fd = -2.0 * (s[b] * sd[b] - s[a] * sd[a]) * Fm[q] * Fm[q];
-            double Kud = Jud[q] - Jud[pp], Kvd = Jvd[q] - Jvd[pp];
-            Cd[q] = (Fd * Ku[q] + Fm[q] * Kud) * s[b] + Fm[q] * Ku[q] * sd[b] +
-                    sd[a] * Fm[q] * Kv[q] + s[a] * (Fd * Kv[q] + Fm[q] * Kvd);
-        }
-    /* P1 = U̇ C + U Ċ + Ṗu Σ⁻¹ + Pu (Σ⁻¹)˙ */
-    cr__form_mm(1.0, Ud, m, r, 0, C, r, r, 0, 0.0, P1);
-    cr__form_mm(1.0, U, m, r, 0, Cd, r, r, 0, 1.0, P1);
-    if (z->pu) {
-        cr__form_mm(1.0, Ud, m, r, 0, Ju, r, r, 0, 0.0, W); /* W = U̇ Ju + U J̇u = −Ṗu */
-        cr__form_mm(1.0, U, m, r, 0, Jud, r, r, 0, 1.0, W);
-        for (size_t e = 0; e < m * r; e++)
-            P1[e] += -W[e] * si[e % r] + Pu[e] * sid[e % r];
-    }
-    cr_array *Sa;
-    if ((st = cr__form_new_s(F, &Sa)) != CR_OK)
-        return st;
-    double *sm = Sa->data;
-    cr__form_mm(1.0, P1, m, r, 0, V, n, r, 1, 0.0, sm);  /* P1 Vᵀ */
-    cr__form_mm(1.0, P2, m, r, 0, Vd, n, r, 1, 1.0, sm); /* (U C + Pu Σ⁻¹) V̇ᵀ */
-    if (z->pv) {
-        cr__form_mm(1.0, Vd, n, r, 0, Jv, r, r, 0, 0.0, W); /* W = V̇ Jv + V J̇v = −Ṗv */
-        cr__form_mm(1.0, V, n, r, 0, Jvd, r, r, 0, 1.0, W);
-        for (size_t e = 0; e < n * r; e++)
-            Rd[e] = -W[e] * si[e % r] + Pv[e] * sid[e % r];   /* Ṗv Σ⁻¹ + Pv (Σ⁻¹)˙ */
-        cr__form_mm(1.0, Ud, m, r, 0, PvS, n, r, 1, 1.0, sm); /* U̇ (Pv Σ⁻¹)ᵀ */
-        cr__form_mm(1.0, U, m, r, 0, Rd, n, r, 1, 1.0, sm); /* U (Ṗv Σ⁻¹ + Pv (Σ⁻¹)˙)ᵀ */
-    }
-    S[0] = cr_tangent_array(Sa);
-    return CR_OK;
-}
-
-const cr_rule_form cr__form_svd = {cr__form_check_matrix, svd_init, svd_dir};
+const cr_rule_form cr__form_svd = {cr__form_check_matrix, svd_init, cr__form_frule_dir};
 
 /* ---- matfun_herm ------------------------------------------------------------------------------
  */
@@ -1434,6 +1423,35 @@ typedef struct matfun_state {
     double *D2, *G, *Ad, *T, *At, *St;
 } matfun_state;
 
+/* matfun_herm along Ȧ (the derivation below; no frule: λ and V are fixed by the state). */
+static cr_status matfun_step(const void *state, const cr__form_along *d, double *s)
+{
+    const double *xd = d->xd;
+    const matfun_state *w = state;
+    size_t n = w->n;
+    const double *v = w->v, *D2 = w->D2, *G = w->G;
+    double *Ad = w->Ad, *T = w->T, *At = w->At, *St = w->St;
+    /* Ã = Vᵀ Ȧ V, Ȧ mirrored from its upper triangle */
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = 0; b < n; b++)
+            Ad[a * n + b] = a <= b ? xd[a * n + b] : xd[b * n + a];
+    mul_nn(n, v, true, Ad, false, T);
+    mul_nn(n, T, false, v, false, At);
+    for (size_t a = 0; a < n; a++)
+        for (size_t c = 0; c < n; c++) {
+            double acc = 0.0;
+            for (size_t b = 0; b < n; b++)
+                acc += D2[(a * n + c) * n + b] *
+                       (At[a * n + b] * G[b * n + c] + G[a * n + b] * At[b * n + c]);
+            St[a * n + c] = acc;
+        }
+    mul_nn(n, v, false, St, false, T);
+    mul_nn(n, T, false, v, true, s);
+    if (w->fold)
+        cr__form_fold_upper(s, n);
+    return CR_OK;
+}
+
 /*
  * matfun_herm(f, A) = f(A) = V diag(f(λ)) Vᵀ of a symmetric A (its upper triangle read, or a
  * Symmetric view). The pullback is the Daleckii-Krein derivative applied to Ḡ = sym(Ȳ):
@@ -1488,48 +1506,11 @@ static cr_status matfun_init(const cr_form_point *p, void **state)
     uint8_t as = p->args[1].u.arr->structure; /* F->x is A's logical dense matrix */
     bool fold = as != CR_MAT_SYMMETRIC && as != CR_MAT_HERMITIAN;
     *w = (matfun_state){w->F, n, fold, v, D2, G, Ad, T, At, St};
+    w->F.step = matfun_step;
     return CR_OK;
 }
 
-static cr_status matfun_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
-                            cr_tangent ydot, cr_tangent *S)
-{
-    (void)p;
-    (void)ydot;
-    const matfun_state *w = state;
-    const cr__form *F = &w->F;
-    size_t n = w->n;
-    const double *xd, *v = w->v, *D2 = w->D2, *G = w->G;
-    double *Ad = w->Ad, *T = w->T, *At = w->At, *St = w->St;
-    cr_status st = cr__form_like_x(F, xdot[1], &xd);
-    if (st != CR_OK || xd == NULL)
-        return st;
-    /* Ã = Vᵀ Ȧ V, Ȧ mirrored from its upper triangle */
-    for (size_t a = 0; a < n; a++)
-        for (size_t b = 0; b < n; b++)
-            Ad[a * n + b] = a <= b ? xd[a * n + b] : xd[b * n + a];
-    mul_nn(n, v, true, Ad, false, T);
-    mul_nn(n, T, false, v, false, At);
-    for (size_t a = 0; a < n; a++)
-        for (size_t c = 0; c < n; c++) {
-            double acc = 0.0;
-            for (size_t b = 0; b < n; b++)
-                acc += D2[(a * n + c) * n + b] *
-                       (At[a * n + b] * G[b * n + c] + G[a * n + b] * At[b * n + c]);
-            St[a * n + c] = acc;
-        }
-    cr_array *Sa;
-    if ((st = cr__form_new_s(F, &Sa)) != CR_OK)
-        return st;
-    mul_nn(n, v, false, St, false, T);
-    mul_nn(n, T, false, v, true, Sa->data);
-    if (w->fold)
-        cr__form_fold_upper(Sa->data, n);
-    S[1] = cr_tangent_array(Sa);
-    return CR_OK;
-}
-
-const cr_rule_form cr__form_matfun_herm = {matfun_check, matfun_init, matfun_dir};
+const cr_rule_form cr__form_matfun_herm = {matfun_check, matfun_init, cr__form_frule_dir};
 
 /* ---- eigen_general, eigvals_general (complex results of a real matrix) ------------------------
  */
@@ -1583,6 +1564,59 @@ typedef struct geig_state {
     cr__cmat V, Vi, Vb, Q, G, H, Fc;
     cr_complex *z, *g;
 } geig_state;
+
+/* eigen_general along Ȧ (the derivation below), with λ̇ and V̇ from its frule. */
+static cr_status geig_step(const void *state, const cr__form_along *d, double *s)
+{
+    const geig_state *w = state;
+    const cr__form *F = &w->F;
+    size_t n = w->n, sh[2] = {n, n};
+    const size_t *kr = w->kr;
+    const cr_complex *z = w->z, *g = w->g;
+    const cr__cmat *V = &w->V, *Vb = &w->Vb;
+    cr__cmat Ld, Vd, M, T, Kd, Qd, U, Sm;
+    cr_status st;
+    if ((st = geig_tan(F, cr_tangent_field(d->dy, 0), 1, &n, &Ld)) != CR_OK ||
+        (st = geig_tan(F, cr_tangent_field(d->dy, 1), 2, sh, &Vd)) != CR_OK ||
+        (st = cr__cmat_mul(F->arena, 'N', 'N', 1.0, &w->Vi, &Vd, &M)) != CR_OK ||
+        (st = cr__cmat_new(F->arena, true, n, n, true, &T)) != CR_OK)
+        return st;
+    /* T = Ġ off the diagonal */
+    if (Vb->p != NULL) {
+        if ((st = cr__cmat_mul(F->arena, 'C', 'N', 1.0, &Vd, Vb, &Kd)) != CR_OK ||
+            (st = cr__cmat_mul(F->arena, 'C', 'N', 1.0, &Vd, V, &Qd)) != CR_OK)
+            return st;
+        cr__cmat_gemm('C', 'N', 1.0, V, &Vd, 1.0, &Qd); /* Q̇ = V̇ᴴ V + Vᴴ V̇ */
+        const cr_complex *ld = Ld.p;
+        for (size_t j = 0; j < n; j++) {
+            size_t kj = kr[j];
+            cr_complex gd = cr__cmat_get(&Kd, j, j), vk = cr__cmat_get(V, kj, j);
+            cr_complex zd = cr__c(0, -cimag(gd)) / vk +
+                            cr__c(0, cimag(g[j])) * cr__cmat_get(&Vd, kj, j) / (vk * vk);
+            for (size_t a = 0; a < n; a++) {
+                if (a == j)
+                    continue;
+                cr_complex fc = cr__cmat_get(&w->Fc, a, j);
+                cr_complex hd = cr__cmat_get(&Kd, a, j) - cr__cmat_get(&Qd, a, j) * creal(g[j]) -
+                                cr__cmat_get(&w->Q, a, j) * creal(gd) +
+                                zd * conj(cr__cmat_get(V, kj, a)) +
+                                z[j] * conj(cr__cmat_get(&Vd, kj, a));
+                cr_complex fcd = -conj(ld[j] - ld[a]) * fc * fc;
+                cr__cmat_set(&T, a, j, fcd * cr__cmat_get(&w->H, a, j) + fc * hd);
+            }
+        }
+    }
+    /* T += G Mᴴ − Mᴴ G; S = re(W T Vᴴ), W = V⁻ᴴ */
+    cr__cmat_gemm('N', 'C', 1.0, &w->G, &M, 1.0, &T);
+    cr__cmat_gemm('C', 'N', -1.0, &M, &w->G, 1.0, &T);
+    if ((st = cr__cmat_mul(F->arena, 'C', 'N', 1.0, &w->Vi, &T, &U)) != CR_OK ||
+        (st = cr__cmat_mul(F->arena, 'N', 'C', 1.0, &U, V, &Sm)) != CR_OK)
+        return st;
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = 0; b < n; b++)
+            s[a * n + b] = creal(cr__cmat_get(&Sm, a, b));
+    return CR_OK;
+}
 
 /*
  * eigen_general(A) = (λ, V) of a real n x n A (complex λ and V; each column of V of unit
@@ -1679,67 +1713,8 @@ static cr_status geig_init(const cr_form_point *p, void **state, cr_tangent lbt,
     w->kr = kr;
     w->z = z;
     w->g = g;
-    return CR_OK;
-}
-
-static cr_status geig_dir(const cr_form_point *p, void *state, const cr_tangent *xdot,
-                          cr_tangent ydot, cr_tangent *S)
-{
-    (void)p;
-    (void)ydot;
-    const geig_state *w = state;
-    const cr__form *F = &w->F;
-    size_t n = w->n, sh[2] = {n, n};
-    const size_t *kr = w->kr;
-    const cr_complex *z = w->z, *g = w->g;
-    const cr__cmat *V = &w->V, *Vb = &w->Vb;
-    cr_tangent dy;
-    const double *xd;
-    cr_value y;
-    cr_status st = cr__form_like_x(F, xdot[0], &xd);
-    if (st != CR_OK || xd == NULL)
-        return st;
-    cr__cmat Ld, Vd, M, T, Kd, Qd, U, Sm;
-    if ((st = cr__form_frule_along(F, &cr_fn_eigen_general, xdot[0], &y, &dy)) != CR_OK ||
-        (st = geig_tan(F, cr_tangent_field(dy, 0), 1, &n, &Ld)) != CR_OK ||
-        (st = geig_tan(F, cr_tangent_field(dy, 1), 2, sh, &Vd)) != CR_OK ||
-        (st = cr__cmat_mul(F->arena, 'N', 'N', 1.0, &w->Vi, &Vd, &M)) != CR_OK ||
-        (st = cr__cmat_new(F->arena, true, n, n, true, &T)) != CR_OK)
-        return st;
-    /* T = Ġ off the diagonal */
-    if (Vb->p != NULL) {
-        if ((st = cr__cmat_mul(F->arena, 'C', 'N', 1.0, &Vd, Vb, &Kd)) != CR_OK ||
-            (st = cr__cmat_mul(F->arena, 'C', 'N', 1.0, &Vd, V, &Qd)) != CR_OK)
-            return st;
-        cr__cmat_gemm('C', 'N', 1.0, V, &Vd, 1.0, &Qd); /* Q̇ = V̇ᴴ V + Vᴴ V̇ */
-        const cr_complex *ld = Ld.p;
-        for (size_t j = 0; j < n; j++) {
-            size_t kj = kr[j];
-            cr_complex gd = cr__cmat_get(&Kd, j, j), vk = cr__cmat_get(V, kj, j);
-            cr_complex zd = cr__c(0, -cimag(gd)) / vk +
-                            cr__c(0, cimag(g[j])) * cr__cmat_get(&Vd, kj, j) / (vk * vk);
-            for (size_t a = 0; a < n; a++) {
-                if (a == j)
-                    continue;
-                cr_complex fc = cr__cmat_get(&w->Fc, a, j);
-                cr_complex hd = cr__cmat_get(&Kd, a, j) - cr__cmat_get(&Qd, a, j) * creal(g[j]) -
-                                cr__cmat_get(&w->Q, a, j) * creal(gd) +
-                                zd * conj(cr__cmat_get(V, kj, a)) +
-                                z[j] * conj(cr__cmat_get(&Vd, kj, a));
-                cr_complex fcd = -conj(ld[j] - ld[a]) * fc * fc;
-                cr__cmat_set(&T, a, j, fcd * cr__cmat_get(&w->H, a, j) + fc * hd);
-            }
-        }
-    }
-    /* T += G Mᴴ − Mᴴ G; S = re(W T Vᴴ), W = V⁻ᴴ */
-    cr__cmat_gemm('N', 'C', 1.0, &w->G, &M, 1.0, &T);
-    cr__cmat_gemm('C', 'N', -1.0, &M, &w->G, 1.0, &T);
-    cr_array *Sa;
-    if ((st = cr__cmat_mul(F->arena, 'C', 'N', 1.0, &w->Vi, &T, &U)) != CR_OK ||
-        (st = cr__cmat_mul(F->arena, 'N', 'C', 1.0, &U, V, &Sm)) != CR_OK ||
-        (st = cr__cmat_out(F->arena, &Sm, false, CR_DT_F64, &Sa)) != CR_OK)
-        return st;
-    S[0] = cr_tangent_array(Sa);
+    w->F.fact = &cr_fn_eigen_general;
+    w->F.step = geig_step;
     return CR_OK;
 }
 
@@ -1759,5 +1734,6 @@ static cr_status eigen_general_init(const cr_form_point *p, void **state)
     return st != CR_OK ? st : geig_init(p, state, lb, vb);
 }
 
-const cr_rule_form cr__form_eigen_general = {geig_check, eigen_general_init, geig_dir};
-const cr_rule_form cr__form_eigvals_general = {geig_check, eigvals_general_init, geig_dir};
+const cr_rule_form cr__form_eigen_general = {geig_check, eigen_general_init, cr__form_frule_dir};
+const cr_rule_form cr__form_eigvals_general = {geig_check, eigvals_general_init,
+                                               cr__form_frule_dir};

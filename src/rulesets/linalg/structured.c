@@ -241,15 +241,9 @@ static cr_status band_frule_common(cr_arena *arena, band_kind k, const cr_tangen
     return st != CR_OK ? st : cr_project_tangent(arena, y, cr_tangent_array(t), dy);
 }
 
-#define BAND_RULE(NAME, STR, KIND, ARITY)                                 \
-    static cr_status NAME##_rrule(CR__RRULE_PARAMS)                       \
-    {                                                                     \
-        return band_rrule_common(arena, KIND, args, nargs, y, pb, udata); \
-    }                                                                     \
-    static cr_status NAME##_frule(CR__FRULE_PARAMS)                       \
-    {                                                                     \
-        return band_frule_common(arena, KIND, dargs, args, nargs, y, dy); \
-    }                                                                     \
+/* The rules of a band constructor (the name STR in messages) through band_*_common. */
+#define BAND_RULE(NAME, STR, KIND, ARITY)                                \
+    CR__PARAM_RULE_FNS(NAME, band_rrule_common, band_frule_common, KIND) \
     CR__ARRAY_FN(NAME, STR, ARITY)
 
 BAND_RULE(tridiagonal, "Tridiagonal", BAND_TRI, 3)
