@@ -618,8 +618,8 @@ static inline void cr__tape_no_rinfo(cr_tape *t)
  * recording's sweep calls it once per gradient. */
 static inline void cr__array_clear(cr_tape *t)
 {
-    for (uint32_t s = 0; s < t->naslots; s++)
-        t->aslots[s].acc = cr__tzero();
+    for (uint32_t s = 0; s < t->avars.n; s++)
+        t->avars.slots[s].acc = cr__tzero();
 }
 
 /* magic of a tape freed under CR_CTX_CHECK_FREED. */
@@ -634,7 +634,7 @@ CR_INTERNAL bool cr__tape_check(cr_tape *t);
  * changes unless t's context checks (cr_ctx_params.checks). */
 static inline bool cr__tape_misused(cr_tape *t)
 {
-    return t->checks != 0 && cr__tape_check(t);
+    return t->misuse.checks != 0 && cr__tape_check(t);
 }
 
 /* The tape of a call (NULL: the current one); NULL too when a checked tape refuses the call
@@ -691,7 +691,7 @@ static inline cr_status cr__check_vars(cr_tape *t, const char *who, const cr_var
 static inline cr_status cr__check_avars(cr_tape *t, const char *who, const cr_avar *as, size_t na,
                                         const char *role)
 {
-    CR__CHECK_IDS(t, who, as, na, role, t->naslots, true);
+    CR__CHECK_IDS(t, who, as, na, role, t->avars.n, true);
 }
 
 /* ---- Engine (engine.c) ------------------------------------------------------------------ */
@@ -780,17 +780,17 @@ static inline cr_avar cr__bad_avar(const cr_array *a)
 static ALWAYS_INLINE cr_status cr__new_aslot(cr_tape *t, const cr_array *val, bool input,
                                              uint32_t *idx)
 {
-    if (t->naslots == t->aslot_cap) {
+    if (t->avars.n == t->avars.cap) {
         cr_status st = cr__more_aslots(t);
         if (st != CR_OK)
             return st;
     }
-    cr__aslot *s = &t->aslots[t->naslots];
+    cr__aslot *s = &t->avars.slots[t->avars.n];
     s->val = val;
     s->acc = cr__tzero();
     s->dest = NULL;
     s->input = input;
-    *idx = t->naslots++;
+    *idx = t->avars.n++;
     return CR_OK;
 }
 

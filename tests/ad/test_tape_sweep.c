@@ -136,12 +136,12 @@ static void test_sequence(void **state)
         point(x, seq[k].n, 0.3 * (double)k);
         check_call(ctx, t, &seq[k], x);
         /* kept, and clean after a scalar program; dirty after a general record */
-        assert_non_null(t->ws);
-        assert_true(t->ws_cap >= seq[k].n);
+        assert_non_null(t->kept.ws);
+        assert_true(t->kept.cap >= seq[k].n);
         if (seq[k].general)
-            assert_true(t->ws_dirty > 0);
+            assert_true(t->kept.dirty > 0);
         else
-            assert_int_equal(t->ws_dirty, 0);
+            assert_int_equal(t->kept.dirty, 0);
     }
     cr_tape_free(t);
 }
@@ -187,7 +187,7 @@ static void test_other_variables(void **state)
     assert_ok(t, cr_tape_gradient(t, s, xs, 2, g2));
     ASSERT_DBL(g2[0], g[2]);
     assert_close(g2[1], g[0] * x0[0], 1e-15);
-    assert_int_equal(t->ws_dirty, 0);
+    assert_int_equal(t->kept.dirty, 0);
     /* and the same twice more: nothing left behind */
     assert_ok(t, cr_tape_gradient(t, s, xs, 2, g2));
     ASSERT_DBL(g2[0], g[2]);
@@ -211,7 +211,7 @@ static void test_vjp_seeded_input(void **state)
         ys[0] = xs[3];
         const double ybar[2] = {2.5, -0.75};
         assert_ok(t, cr_tape_vjp(t, ys, ybar, 2, xs, p.n, xbar));
-        assert_int_equal(t->ws_dirty, 0);
+        assert_int_equal(t->kept.dirty, 0);
         fd_grad(&p, x, fd);
         for (size_t i = 0; i < p.n; i++)
             assert_close(xbar[i], -0.75 * fd[i] + (i == 3 ? 2.5 : 0.0), 1e-7);
@@ -298,7 +298,7 @@ static void test_failing_pullback(void **state)
         touchy_env bad = {p, 20.0};
         assert_int_equal(cr_tape_value_and_gradient(t, touchy_t, &bad, x, 200, &y, g), CR_EDOMAIN);
         assert_contains(cr_tape_errmsg(t), "touchy");
-        assert_true(t->ws_dirty > 0);
+        assert_true(t->kept.dirty > 0);
         /* the next sweeps are right: a failing-free call of the same program, then the plain
          * loop, each against a buffer tape */
         touchy_env good = {p, 3.0};
@@ -341,11 +341,11 @@ static void test_memory(void **state)
     c.fail_at = c.allocs + 1; /* the kept workspace */
     assert_ok(t, cr_tape_gradient(t, out, xs, p.n, g0));
     assert_int_equal(cr_ctx_errcode(ctx), CR_OK);
-    assert_null(t->ws);
+    assert_null(t->kept.ws);
     c.fail_at = 0;
     assert_ok(t, cr_tape_gradient(t, out, xs, p.n, g));
     assert_memory_equal(g, g0, p.n * sizeof *g);
-    assert_non_null(t->ws);
+    assert_non_null(t->kept.ws);
     assert_ok(t, cr_tape_value_and_gradient(t, prog_t, (void *)&p, x, p.n, &y, g));
     size_t allocs = c.allocs;
     for (int round = 0; round < 3; round++) {
