@@ -37,7 +37,7 @@ NOINLINE cr_status cr__more_aslots(cr_tape *t)
         t->avars.cap = CR__ASLOT_FEW;
         return CR_OK;
     }
-    if (t->avars.cap >= CR__ASLOT_BIT / 4) /* before 4 * aslot_cap could wrap a uint32_t */
+    if (t->avars.cap >= CR__ASLOT_BIT / 4) /* before 4 * avars.cap could wrap a uint32_t */
         return cr__tape_fail(t, CR_EOVERFLOW, "tape: too many array variables");
     uint32_t cap = 4 * t->avars.cap;
     cr__aslot *s = cr_arena_alloc(t->arena, cap * sizeof *s, _Alignof(cr__aslot));

@@ -325,6 +325,16 @@ cr_status cr__tape_new_in(cr_arena *arena, const cr_engine *eng, const cr_config
     return CR_OK;
 }
 
+/* Give back a first-order tape's kept workspace (sweep.c, kept_ws) and clear the union it
+ * shares with the other tapes' state (tape_impl.h): on a tape of another kind it holds no
+ * memory of the context. */
+static void drop_kept(cr_tape *t)
+{
+    if (t->pre == 0)
+        cr_ctx_dealloc(t->ctx, t->kept.ws, t->kept.cap * sizeof *t->kept.ws);
+    memset(&t->kept, 0, sizeof t->kept > sizeof t->fwd ? sizeof t->kept : sizeof t->fwd);
+}
+
 void cr_tape_free(cr_tape *t)
 {
     if (t == NULL || (t->misuse.checks != 0 && t->misuse.magic == CR__TAPE_FREED))
@@ -341,10 +351,8 @@ void cr_tape_free(cr_tape *t)
         cr_ctx *ctx = t->ctx;
         size_t bytes = tape_bytes(t->store.own != NULL);
         cr_arena_free(t->arena);
-        cr_ctx_dealloc(ctx, t->kept.ws, t->kept.cap * sizeof *t->kept.ws);
+        drop_kept(t);
         t->arena = NULL;
-        t->kept.ws = NULL;
-        t->kept.cap = t->kept.dirty = 0;
         t->store.chunk = t->store.first = t->store.own = NULL;
         t->cur = t->lim = &t->store.dummy;
         t->rlim = NULL;
@@ -359,7 +367,7 @@ void cr_tape_free(cr_tape *t)
     }
     if (t->own_arena) {
         cr_arena_free(t->arena);
-        cr_ctx_dealloc(t->ctx, t->kept.ws, t->kept.cap * sizeof *t->kept.ws);
+        drop_kept(t);
         cr_ctx_dealloc(t->ctx, t, tape_bytes(t->store.own != NULL));
     }
 }
@@ -385,6 +393,7 @@ void cr_tape_reset(cr_tape *t)
 
 void cr__tape_make_replay(cr_tape *t)
 {
+    drop_kept(t); /* a first-order tape's until now: fwd from here on */
     t->flags |= CR_TAPE_FORWARD;
     t->pre = 2;
     t->slow = 1;

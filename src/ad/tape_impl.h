@@ -281,7 +281,7 @@ static inline cr_tangent cr__tarray(cr_array *a)
  * CR__ASLOT_BIT set, or CR_VAR_CONST. */
 #define CR__ASLOT_BIT ((uint32_t)1 << 31)
 
-/* Array variables a tape holds without allocating (struct cr_tape's aslot_few). */
+/* Array variables a tape holds without allocating (struct cr_tape's avars.few). */
 #define CR__ASLOT_FEW 4
 
 /* An array variable: its value and, during a reverse sweep, its accumulated cotangent
