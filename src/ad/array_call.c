@@ -70,7 +70,7 @@ static cr_status arg_of(cr_tape *t, const char *fname, const cr_targ *a, size_t 
             *code = CR_VAR_CONST;
             return CR_OK;
         }
-        if (a->u.a.tape != t->id || a->u.a.idx >= t->naslots)
+        if (a->u.a.tape != t->id || a->u.a.idx >= t->avars.n)
             return cr__tape_fail(t, CR_ETAPE,
                                  "%s: argument %zu (array variable %u) belongs to another tape, "
                                  "or to this tape before its last reset",
@@ -149,7 +149,7 @@ static cr_status tuple_of(cr_tape *t, const char *fname, const cr_value *y, cr_t
                              "%s returns a tuple of %zu element%s, %zu result%s expected "
                              "(cr_tape_acall_n gives one per element)",
                              fname, nf, CR__S(nf), nout, CR__S(nout));
-    uint32_t slot0 = t->naslots;
+    uint32_t slot0 = t->avars.n;
     *ns = 0;
     for (size_t k = 0; k < nf; k++) {
         cr_value e;
@@ -174,7 +174,7 @@ static cr_status tuple_of(cr_tape *t, const char *fname, const cr_value *y, cr_t
                 if (is_var) {
                     uint32_t idx;
                     if (cr__new_aslot(t, e.u.arr, false, &idx) != CR_OK) {
-                        t->naslots = slot0;
+                        t->avars.n = slot0;
                         return t->status;
                     }
                     r.idx = idx;
@@ -198,7 +198,7 @@ static cr_status tuple_of(cr_tape *t, const char *fname, const cr_value *y, cr_t
             break;
         }
         if (!ok) {
-            t->naslots = slot0;
+            t->avars.n = slot0;
             return cr__tape_fail(t, CR_EUNIMPL,
                                  "%s returns a tuple whose element %zu is a %s: the tape records "
                                  "float scalars and arrays and integer constants",
@@ -282,7 +282,7 @@ static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const
                                  CR__S(cr_array_numel(args[j].u.a.a)));
     /* Broadcasts and maps of scalar functions, sums and dot products over f64 arrays: fused
      * kernels (no rule, no pullback, no tangent values). */
-    if (nout == 1 && nargs >= 2 && nargs <= MAX_ARGS && !t->check_finite &&
+    if (nout == 1 && nargs >= 2 && nargs <= MAX_ARGS && !t->check.finite &&
         (f->u.func.fn == cr_fn_broadcast.u.func.fn ||
          (f->u.func.fn == cr_fn_map.u.func.fn && arrays_only(args + 1, nargs - 1))) &&
         args[0].kind == CR_TARG_VALUE && args[0].u.v.kind == CR_KIND_FUNC &&
@@ -291,7 +291,7 @@ static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const
                                             nargs - 1, out);
         if (st != CR_NOTHING)
             return st;
-    } else if (nout == 1 && !t->check_finite &&
+    } else if (nout == 1 && !t->check.finite &&
                ((nargs == 1 && f->u.func.fn == cr_fn_sum.u.func.fn) ||
                 (nargs == 2 && f->u.func.fn == cr_fn_dot.u.func.fn)) &&
                builtin_rule(t, f, args, nargs)) {
@@ -326,11 +326,11 @@ static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const
         cr_status st = cr_function_call(t->arena, f, vals, nargs, &y);
         if (st != CR_OK)
             return cr__tape_fail_ctx(t, st, fname);
-        if (t->check_finite && cr__tape_check_finite_values(t, fname, vals, nargs, &y, 1) != CR_OK)
+        if (t->check.finite && cr__tape_check_finite_values(t, fname, vals, nargs, &y, 1) != CR_OK)
             return t->status;
         if (y.kind == CR_KIND_STRUCT) {
             st = tuple_of(t, fname, &y, out, nout, false, outs, &ns);
-            if (st == CR_OK && t->check_finite)
+            if (st == CR_OK && t->check.finite)
                 st = check_tuple(t, fname, vals, nargs, out, nout);
         } else if (nout != 1)
             st = cr__tape_fail(t, CR_EINVAL, "%s returns one value, %zu result%s expected", fname,
@@ -355,15 +355,15 @@ static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const
     }
     if (st != CR_OK)
         return cr__tape_fail_ctx(t, st, fname);
-    if (t->check_finite && cr__tape_check_finite_values(t, fname, vals, nargs, &y, 1) != CR_OK)
+    if (t->check.finite && cr__tape_check_finite_values(t, fname, vals, nargs, &y, 1) != CR_OK)
         return t->status;
     cr_targ res[CR_TAPE_MAX_TUPLE];
-    uint32_t slot0 = t->naslots;
+    uint32_t slot0 = t->avars.n;
     bool tuple = y.kind == CR_KIND_STRUCT;
     if (tuple) {
         if (tuple_of(t, fname, &y, res, nout, true, outs, &ns) != CR_OK ||
-            (t->check_finite && check_tuple(t, fname, vals, nargs, res, nout) != CR_OK)) {
-            t->naslots = slot0;
+            (t->check.finite && check_tuple(t, fname, vals, nargs, res, nout) != CR_OK)) {
+            t->avars.n = slot0;
             return t->status;
         }
     } else if (nout != 1) {
@@ -379,7 +379,7 @@ static cr_status acall_any(cr_tape *t, const char *who, const cr_value *f, const
     size_t need = 2 + t->pre;
     if (nd == NULL || ai == NULL ||
         ((size_t)(t->lim - t->cur) < need && cr__tape_grow(t, need) != CR_OK)) {
-        t->naslots = slot0;
+        t->avars.n = slot0;
         return nd == NULL || ai == NULL ? cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), fname)
                                         : t->status;
     }
@@ -521,7 +521,7 @@ cr_status cr__tuple_cot(cr_tape *t, const cr__anode *nd, const double *g, size_t
         if (c & CR__ASLOT_BIT) {
             size_t s = c & ~CR__ASLOT_BIT;
             if (accd == NULL) {
-                f[o] = t->aslots[s].acc;
+                f[o] = t->avars.slots[s].acc;
             } else {
                 f[o] = accd[s * k + d];
                 accd[s * k + d] = cr__tzero(); /* consumed */
@@ -554,7 +554,7 @@ static cr_status call_pull(cr_tape *t, const cr__anode *nd, const double *g, dou
             return CR_OK;
         dy = cr_tangent_f64(*g);
     } else {
-        dy = t->aslots[nd->out].acc;
+        dy = t->avars.slots[nd->out].acc;
         if (cr__tis_zero(dy))
             return CR_OK;
     }
@@ -566,7 +566,7 @@ static cr_status call_pull(cr_tape *t, const cr__anode *nd, const double *g, dou
         if (c == CR_VAR_CONST)
             continue;
         if (c & CR__ASLOT_BIT) {
-            cr__aslot *s = &t->aslots[c & ~CR__ASLOT_BIT];
+            cr__aslot *s = &t->avars.slots[c & ~CR__ASLOT_BIT];
             st = cr__guard_alias(arena, &dy, dx, nx, j + 1);
             if (st == CR_OK)
                 st = cr__shadow_accum(arena, s, dx[j + 1]);
@@ -577,9 +577,9 @@ static cr_status call_pull(cr_tape *t, const cr__anode *nd, const double *g, dou
     if (nd->nout > 0) { /* consumed: its record made them */
         for (size_t k = 0; k < nd->nout; k++)
             if (nd->outs[k] != CR_VAR_CONST && (nd->outs[k] & CR__ASLOT_BIT))
-                t->aslots[nd->outs[k] & ~CR__ASLOT_BIT].acc = cr__tzero();
+                t->avars.slots[nd->outs[k] & ~CR__ASLOT_BIT].acc = cr__tzero();
     } else if (g == NULL) {
-        t->aslots[nd->out].acc = cr__tzero();
+        t->avars.slots[nd->out].acc = cr__tzero();
     }
     return st == CR_OK ? CR_OK : pull_failed(t, nd, st);
 }
@@ -711,7 +711,7 @@ static ALWAYS_INLINE void gradient_dests(cr_tape *t, const cr_avar *as, size_t n
         cr_array *g = agrad[j];
         if (as[j].idx == CR_VAR_CONST || g == NULL || g->data == NULL)
             continue;
-        cr__aslot *s = &t->aslots[as[j].idx];
+        cr__aslot *s = &t->avars.slots[as[j].idx];
         const cr_array *v = s->val;
         size_t nd = v->ndim;
         if (!s->input || s->dest != NULL || !cr__tis_zero(s->acc) || g->dtype != CR_DT_F64 ||
@@ -731,8 +731,9 @@ static ALWAYS_INLINE void gradient_dests(cr_tape *t, const cr_avar *as, size_t n
         if (!ok)
             continue;
         uintptr_t glo = (uintptr_t)g->data, ghi = glo + numel * sizeof(double);
-        for (uint32_t k = 0; k < t->naslots && ok; k++)
-            ok = (inputs_only && !t->aslots[k].input) || !overlaps(glo, ghi, t->aslots[k].val);
+        for (uint32_t k = 0; k < t->avars.n && ok; k++)
+            ok = (inputs_only && !t->avars.slots[k].input) ||
+                 !overlaps(glo, ghi, t->avars.slots[k].val);
         for (size_t i = 0; i < na && ok; i++)
             ok = i == j || agrad[i] == NULL || agrad[i]->data == NULL ||
                  !overlaps(glo, ghi, agrad[i]);
@@ -764,7 +765,7 @@ static ALWAYS_INLINE cr_status sweep_mixed(cr_tape *t, const char *who, cr_var y
         return CR_EINVAL;
     if (t->status != CR_OK)
         return t->status;
-    if (t->rec_open) /* the cursor's records since it last left the library are not counted */
+    if (t->rec.open) /* the cursor's records since it last left the library are not counted */
         return cr_ctx_error(t->ctx, CR_EMISUSE,
                             "%s: a recording cursor is open on the tape (close it first: "
                             "cr_rec_close)",
@@ -779,7 +780,7 @@ static ALWAYS_INLINE cr_status sweep_mixed(cr_tape *t, const char *who, cr_var y
     for (size_t j = 0; j < na && !own; j++) {
         /* The sweep hands an intermediate's cotangent on to what made it (its buffer may
          * become an argument's): it is not there to read afterwards. */
-        if (as[j].idx != CR_VAR_CONST && !t->aslots[as[j].idx].input)
+        if (as[j].idx != CR_VAR_CONST && !t->avars.slots[as[j].idx].input)
             return cr_ctx_error(t->ctx, CR_EINVAL,
                                 "%s: array variable %zu is not an input of the tape but the "
                                 "result of an operation: array gradients are taken with respect "
@@ -807,37 +808,37 @@ static ALWAYS_INLINE cr_status sweep_mixed(cr_tape *t, const char *who, cr_var y
     if (ybar == NULL && (st = cr__check_vars(t, who, &y, 1, "output")) == CR_OK &&
         y.idx != CR_VAR_CONST)
         adj[y.idx] = 1.0;
-    /* The accumulators are cleared here rather than by cr__sweep_reverse (t->aseeded), so
+    /* The accumulators are cleared here rather than by cr__sweep_reverse (t->avars.seeded), so
      * that the gradient destinations see them clear; an array seed goes into its
      * accumulator after that. */
     cr__array_clear(t);
-    t->aseeded = true;
+    t->avars.seeded = true;
     if (st == CR_OK && ybar != NULL) {
         cr_array *seed;
         if ((st = cr__view_of(t->arena, ybar, &seed)) == CR_OK)
-            t->aslots[ay.idx].acc = cr__tarray(seed);
+            t->avars.slots[ay.idx].acc = cr__tarray(seed);
     }
     if (st == CR_OK)
         gradient_dests(t, as, na, agrad, false);
     if (st == CR_OK)
         st = cr__sweep_reverse(t, adj, top);
-    t->aseeded = false;
+    t->avars.seeded = false;
     for (size_t j = 0; j < n && st == CR_OK; j++)
         grad[j] = xs[j].idx == CR_VAR_CONST ? 0.0 : adj[xs[j].idx];
     for (size_t j = 0; j < na && st == CR_OK; j++) {
         /* The shadow is the destination (gradient_dests): tested on the fields, since a copy
          * of the whole accumulator would be one 16-byte load of its tag and pointer, which
          * waits for the reverse step's separate stores of the two. */
-        const cr_tangent *acc = as[j].idx == CR_VAR_CONST ? NULL : &t->aslots[as[j].idx].acc;
+        const cr_tangent *acc = as[j].idx == CR_VAR_CONST ? NULL : &t->avars.slots[as[j].idx].acc;
         if (acc != NULL && acc->tag == CR_TAN_ARRAY && acc->u.arr == agrad[j])
             continue;
         st = cr__array_write_out(t, who, "gradient array", j, acc != NULL ? *acc : cr__tzero(),
                                  agrad[j], as[j].a);
     }
     /* Accumulators cleared and destinations forgotten, in one pass. */
-    for (uint32_t k = 0; k < t->naslots; k++) {
-        t->aslots[k].acc = cr__tzero();
-        t->aslots[k].dest = NULL;
+    for (uint32_t k = 0; k < t->avars.n; k++) {
+        t->avars.slots[k].acc = cr__tzero();
+        t->avars.slots[k].dest = NULL;
     }
     cr_arena_rewind(t->arena, mk);
     return st;
@@ -908,7 +909,7 @@ cr_status cr_tape_avjp(cr_tape *t, cr_avar y, const cr_array *ybar, const cr_var
         return t->status;
     if (ybar == NULL || y.a == NULL)
         return cr_ctx_error(t->ctx, CR_EINVAL, "%s: NULL output or seed", who);
-    if (t->rec_open) /* checked before the seed is read against the output's shape */
+    if (t->rec.open) /* checked before the seed is read against the output's shape */
         return sweep_mixed(t, who, cr_const(0.0), y, ybar, xs, n, xbar, as, na, abar, false);
     cr_status cst = cr__check_avars(t, who, &y, 1, "array output");
     if (cst != CR_OK)
@@ -1071,7 +1072,7 @@ static cr_tangent arg_tangent(const cr_tape *t, uint32_t code, const double *tan
     if (code == CR_VAR_CONST)
         return cr_tangent_zero();
     if (code & CR__ASLOT_BIT) {
-        const cr__asweep *w = t->asw;
+        const cr__asweep *w = t->fwd.asw;
         return w == NULL ? cr_tangent_zero() : w->tan[(size_t)(code & ~CR__ASLOT_BIT) * k + d];
     }
     double v = tan[(size_t)code * k + d];
@@ -1106,7 +1107,7 @@ static cr_status tuple_tangents(cr_tape *t, const cr__anode *nd, cr_tangent dy, 
     if (dy.tag != CR_TAN_STRUCT)
         return cr__tape_fail(t, CR_EINVAL, "%s: its frule gave a %s tangent for a tuple result",
                              nd->fname, cr_tag_name((cr_tag)dy.tag));
-    cr__asweep *w = t->asw;
+    cr__asweep *w = t->fwd.asw;
     for (size_t o = 0; o < nd->nout; o++) {
         uint32_t c = nd->outs[o];
         cr_tangent e = cr_tangent_field(dy, o);
@@ -1136,7 +1137,7 @@ static cr_status call_forward(cr_tape *t, const cr__anode *nd, double *tan, size
     const cr__aext *e = nd->ext;
     if (e == NULL)
         return no_form(t, nd, "forward");
-    cr__asweep *w = t->asw;
+    cr__asweep *w = t->fwd.asw;
     size_t nargs = nd->nargs;
     bool scalar = nd->out == CR_VAR_CONST;
     if (!scalar && nd->nout == 0 && w == NULL)
@@ -1192,9 +1193,9 @@ static cr_status add_d(cr_tape *t, const cr__anode *nd, size_t j, cr_tangent dx,
     if (!(c & CR__ASLOT_BIT))
         return cr__accum_real(t->arena, nd->pb.name, dx, &adjd[(size_t)c * k + d]);
     size_t s = c & ~CR__ASLOT_BIT;
-    cr__aslot tmp = {t->aslots[s].val, t->asw->accd[s * k + d], NULL, false};
+    cr__aslot tmp = {t->avars.slots[s].val, t->fwd.asw->accd[s * k + d], NULL, false};
     cr_status st = cr__shadow_accum(t->arena, &tmp, dx);
-    t->asw->accd[s * k + d] = tmp.acc;
+    t->fwd.asw->accd[s * k + d] = tmp.acc;
     return st;
 }
 
@@ -1351,7 +1352,7 @@ static cr_status pull_d(cr_tape *t, const cr__anode *nd, cr_tangent dy, double *
 static cr_status result_cots(cr_tape *t, const cr__anode *nd, size_t i, double *adj, double *adjd,
                              size_t k, cr_tangent *ybar, cr_tangent *ybd, bool *anyd)
 {
-    cr__asweep *w = t->asw;
+    cr__asweep *w = t->fwd.asw;
     *anyd = false;
     if (nd->nout > 0) {
         bool zero;
@@ -1369,7 +1370,7 @@ static cr_status result_cots(cr_tape *t, const cr__anode *nd, size_t i, double *
     }
     bool scalar = nd->out == CR_VAR_CONST;
     *ybar = scalar ? (adj[i] == 0.0 ? cr_tangent_zero() : cr_tangent_f64(adj[i]))
-                   : t->aslots[nd->out].acc;
+                   : t->avars.slots[nd->out].acc;
     for (size_t d = 0; d < k; d++) {
         if (scalar) {
             double g = adjd[i * k + d];
@@ -1387,7 +1388,7 @@ static cr_status call_pull2(cr_tape *t, const cr__anode *nd, size_t i, double *a
                             const double *tan, size_t k)
 {
     const cr__aext *e = nd->ext;
-    cr__asweep *w = t->asw;
+    cr__asweep *w = t->fwd.asw;
     bool scalar = nd->out == CR_VAR_CONST; /* one scalar, or a tuple's scalars from i on */
     bool arrays = !scalar;                 /* an array result or a tuple's array element */
     for (size_t o = 0; o < nd->nout; o++)
@@ -1461,7 +1462,7 @@ static cr_status seed_arrays(cr_tape *t, const cr_avar *as, size_t na, const cr_
     for (size_t j = 0; j < na; j++) {
         if (as[j].idx == CR_VAR_CONST)
             continue;
-        const cr_array *like = t->aslots[as[j].idx].val;
+        const cr_array *like = t->avars.slots[as[j].idx].val;
         const cr_array *w;
         cr_array *c;
         cr_dtype dt = (cr_dtype)like->dtype;
@@ -1484,7 +1485,7 @@ static cr_status seed_arrays(cr_tape *t, const cr_avar *as, size_t na, const cr_
             st = cr__view_of(t->arena, c, &r); /* never written through */
         if (st != CR_OK)
             return cr__tape_fail(t, st, "array tangents: %s", cr_ctx_errmsg(t->ctx));
-        cr_tangent *slot = &t->asw->tan[as[j].idx];
+        cr_tangent *slot = &t->fwd.asw->tan[as[j].idx];
         st = cr_tangent_is_zero(*slot) ? (*slot = cr_tangent_array(r), CR_OK)
                                        : cr_tangent_add(t->arena, *slot, cr_tangent_array(r), slot);
         if (st != CR_OK)
@@ -1565,7 +1566,7 @@ cr_status cr_tape_ajvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t 
     for (size_t j = 0; j < m && st == CR_OK; j++)
         ydot[j] = ys[j].idx == CR_VAR_CONST ? 0.0 : tan[ys[j].idx];
     for (size_t j = 0; j < nb && st == CR_OK; j++) {
-        cr_tangent v = bs[j].idx == CR_VAR_CONST ? cr_tangent_zero() : t->asw->tan[bs[j].idx];
+        cr_tangent v = bs[j].idx == CR_VAR_CONST ? cr_tangent_zero() : t->fwd.asw->tan[bs[j].idx];
         st = cr__array_write_out(t, who, "output tangent array", j, v, bdot[j], bs[j].a);
     }
     cr__array_sweep_end(t);
@@ -1624,7 +1625,7 @@ cr_status cr_tape_ahvp(cr_tape *t, cr_var y, const cr_var *xs, size_t n, const d
     for (size_t j = 0; j < n && st == CR_OK; j++)
         hv[j] = xs[j].idx == CR_VAR_CONST || xs[j].idx >= top ? 0.0 : adjd[xs[j].idx];
     for (size_t j = 0; j < na && st == CR_OK; j++) {
-        cr_tangent a = as[j].idx == CR_VAR_CONST ? cr_tangent_zero() : t->asw->accd[as[j].idx];
+        cr_tangent a = as[j].idx == CR_VAR_CONST ? cr_tangent_zero() : t->fwd.asw->accd[as[j].idx];
         st = cr__array_write_out(t, who, "result array", j, a, ahv[j], as[j].a);
     }
     cr__array_sweep_end(t);
@@ -1700,7 +1701,7 @@ static cr_status install(cr_tape *t, const cr__anode *nd, long k, const cr_value
                                 cr__dtype_shape_str(b, s2, sizeof s2));
         }
         if (code != CR_VAR_CONST) {
-            t->aslots[code & ~CR__ASLOT_BIT].val = a;
+            t->avars.slots[code & ~CR__ASLOT_BIT].val = a;
             return CR_OK;
         }
         if (same_ints(a, b))
@@ -1741,7 +1742,8 @@ static cr_status call_rerun(cr_tape *t, cr__anode *nd, const cr__rule_ref *rule,
         if (c == CR_VAR_CONST)
             continue;
         if (c & CR__ASLOT_BIT)
-            nd->vals[j] = cr_value_array((cr_array *)(uintptr_t)t->aslots[c & ~CR__ASLOT_BIT].val);
+            nd->vals[j] =
+                cr_value_array((cr_array *)(uintptr_t)t->avars.slots[c & ~CR__ASLOT_BIT].val);
         else
             nd->vals[j] = cr_value_f64(v[c]);
     }

@@ -32,21 +32,21 @@ cr_targ cr_targ_value(cr_value v)
  * small recording never takes it after its first reset. */
 NOINLINE cr_status cr__more_aslots(cr_tape *t)
 {
-    if (t->aslot_cap == 0) {
-        t->aslots = t->aslot_few;
-        t->aslot_cap = CR__ASLOT_FEW;
+    if (t->avars.cap == 0) {
+        t->avars.slots = t->avars.few;
+        t->avars.cap = CR__ASLOT_FEW;
         return CR_OK;
     }
-    if (t->aslot_cap >= CR__ASLOT_BIT / 4) /* before 4 * aslot_cap could wrap a uint32_t */
+    if (t->avars.cap >= CR__ASLOT_BIT / 4) /* before 4 * avars.cap could wrap a uint32_t */
         return cr__tape_fail(t, CR_EOVERFLOW, "tape: too many array variables");
-    uint32_t cap = 4 * t->aslot_cap;
+    uint32_t cap = 4 * t->avars.cap;
     cr__aslot *s = cr_arena_alloc(t->arena, cap * sizeof *s, _Alignof(cr__aslot));
     if (s == NULL)
         return cr__tape_fail_ctx(t, CR__ALLOC_STATUS(t->arena), "tape: array variables");
-    if (t->naslots)
-        memcpy(s, t->aslots, t->naslots * sizeof *s);
-    t->aslots = s;
-    t->aslot_cap = cap;
+    if (t->avars.n)
+        memcpy(s, t->avars.slots, t->avars.n * sizeof *s);
+    t->avars.slots = s;
+    t->avars.cap = cap;
     return CR_OK;
 }
 
@@ -158,7 +158,7 @@ cr_status cr__shadow_accum(cr_arena *arena, cr__aslot *s, cr_tangent d)
 
 cr_status cr__array_sweep_begin(cr_tape *t, size_t k, bool second)
 {
-    size_t n = (size_t)t->naslots * k;
+    size_t n = (size_t)t->avars.n * k;
     cr__asweep *w = cr_arena_alloc(t->arena, sizeof *w, _Alignof(cr__asweep));
     cr_tangent *tan =
         w == NULL ? NULL : cr_arena_calloc(t->arena, n ? n : 1, sizeof *tan, _Alignof(cr_tangent));
@@ -168,12 +168,12 @@ cr_status cr__array_sweep_begin(cr_tape *t, size_t k, bool second)
     if (tan == NULL || (second && accd == NULL))
         return cr__tape_fail(t, CR__ALLOC_STATUS(t->arena),
                              "tape: no room for the tangents of %u array variables",
-                             (unsigned)t->naslots);
+                             (unsigned)t->avars.n);
     /* calloc'd tangents are ZeroTangent (tag 0) */
     w->k = k;
     w->tan = tan;
     w->accd = accd;
-    t->asw = w;
+    t->fwd.asw = w;
     if (second)
         cr__array_clear(t);
     return CR_OK;
@@ -181,14 +181,14 @@ cr_status cr__array_sweep_begin(cr_tape *t, size_t k, bool second)
 
 void cr__array_sweep_end(cr_tape *t)
 {
-    if (t->asw != NULL && t->asw->accd != NULL)
+    if (t->fwd.asw != NULL && t->fwd.asw->accd != NULL)
         cr__array_clear(t);
-    t->asw = NULL;
+    t->fwd.asw = NULL;
 }
 
 cr_tangent *cr__asweep_slot(cr_tape *t, uint32_t slot, size_t d, bool deriv)
 {
-    cr__asweep *w = t->asw;
+    cr__asweep *w = t->fwd.asw;
     if (w == NULL || (deriv && w->accd == NULL))
         return NULL;
     return &(deriv ? w->accd : w->tan)[(size_t)slot * w->k + d];

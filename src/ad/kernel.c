@@ -368,7 +368,7 @@ static ALWAYS_INLINE cr_status read_args(cr_tape *t, const char *kn, const cr_ke
             if (v == NULL)
                 return cr__tape_fail(t, CR_EINVAL, "kernel %s: argument %zu is a NULL array", kn,
                                      j);
-            if (in->a.idx != CR_VAR_CONST && (in->a.tape != t->id || in->a.idx >= t->naslots))
+            if (in->a.idx != CR_VAR_CONST && (in->a.tape != t->id || in->a.idx >= t->avars.n))
                 return cr__tape_fail(t, CR_ETAPE,
                                      "kernel %s: argument %zu (array variable %u) belongs to "
                                      "another tape, or to this tape before its last reset",
@@ -741,8 +741,8 @@ static bool kernel_arg(const cr_tape *t, const cr_targ *a, cr_kin *in, const cr_
         const cr_array *v = a->u.a.a;
         /* (a variable's descriptor is the one its slot holds: the shadow has its shape) */
         if (!kernel_array(v) ||
-            (a->u.a.idx != CR_VAR_CONST &&
-             (a->u.a.tape != t->id || a->u.a.idx >= t->naslots || t->aslots[a->u.a.idx].val != v)))
+            (a->u.a.idx != CR_VAR_CONST && (a->u.a.tape != t->id || a->u.a.idx >= t->avars.n ||
+                                            t->avars.slots[a->u.a.idx].val != v)))
             return false;
         if (*like != NULL && !cr_array_same_shape(v, *like))
             return false;
@@ -832,7 +832,7 @@ static cr_status kernel_rerun(cr_tape *t, cr__anode *an, const cr__rule_ref *rul
             direct &= in_place(a);
             continue;
         }
-        const cr_array *x = t->aslots[a->code & ~CR__ASLOT_BIT].val;
+        const cr_array *x = t->avars.slots[a->code & ~CR__ASLOT_BIT].val;
         int b = bind_array(a, x, a->off, nd->n);
         /* A broadcast or sum reads a matrix (or more) that is no longer contiguous from a
          * dense copy, as the rules it stands in for would read it (kernels of CR_KERNEL
@@ -867,7 +867,7 @@ static cr_status kernel_rerun(cr_tape *t, cr__anode *an, const cr__rule_ref *rul
     if (st != CR_OK)
         return st; /* the arena put the message on the context */
     run_primal(nd, y->data, NULL);
-    t->aslots[an->out].val = y;
+    t->avars.slots[an->out].val = y;
     return CR_OK;
 }
 
@@ -927,7 +927,7 @@ static void slot_owners(const knode *nd, unsigned *own)
  * copy of the accumulator's value. */
 static ALWAYS_INLINE cr_status shadow_of(cr_tape *t, uint32_t s, size_t numel, kshadow *sh)
 {
-    cr__aslot *slot = &t->aslots[s];
+    cr__aslot *slot = &t->avars.slots[s];
     const cr_array *v = slot->val;
     sh->numel = numel;
     /* The caller's gradient array (dense row-major f64 of v's shape, cr__gradient_dests) is
@@ -1101,7 +1101,7 @@ static bool fused_pull(cr_tape *t, const knode *nd, double gs, cr_status *st)
     const uint32_t *code = nd->codes;
     for (unsigned j = 0; j < m; j++)
         if (code[j] != CR_VAR_CONST &&
-            (nd->readers[j] != 1 || !cr__tis_zero(t->aslots[code[j] & ~CR__ASLOT_BIT].acc)))
+            (nd->readers[j] != 1 || !cr__tis_zero(t->avars.slots[code[j] & ~CR__ASLOT_BIT].acc)))
             return false;
     const double *q[CR_K_MAX_ARGS];
     double *out[CR_K_MAX_ARGS];
@@ -1147,7 +1147,7 @@ static NOINLINE cr_status block_pull(cr_tape *t, const knode *nd, const double *
     if (g != NULL) {
         gs = *g;
     } else {
-        cr_tangent acc = t->aslots[an->out].acc;
+        cr_tangent acc = t->avars.slots[an->out].acc;
         if (cr__tis_zero(acc))
             return CR_OK;
         if ((st = result_cotangent(t, acc, n, &gy)) != CR_OK)
@@ -1247,7 +1247,7 @@ static NOINLINE cr_status block_pull(cr_tape *t, const knode *nd, const double *
             memset(sh[j].d + sh[j].z, 0, (sh[j].numel - sh[j].z) * sizeof(double));
     }
     if (g == NULL)
-        t->aslots[an->out].acc = cr__tzero(); /* consumed: its record made it */
+        t->avars.slots[an->out].acc = cr__tzero(); /* consumed: its record made it */
     return CR_OK;
 }
 
@@ -1329,7 +1329,7 @@ static cr_status arg_tangents(cr_tape *t, const knode *nd, const double *tan, si
             cr_tangent *tp = cr__asweep_slot(t, s, d, false);
             if (tp == NULL || cr_tangent_is_zero(*tp))
                 continue;
-            const cr_array *v = t->aslots[s].val, *ta;
+            const cr_array *v = t->avars.slots[s].val, *ta;
             cr_status st =
                 cr__tan_array(t->arena, nd->base.fname, *tp, v->ndim, v->shape, CR_DT_F64, &ta);
             if (st != CR_OK)
@@ -1449,7 +1449,7 @@ static cr_status dshadow_of(cr_tape *t, uint32_t s, size_t d, size_t numel, doub
         return CR_OK;
     }
     cr_array *buf = NULL;
-    cr_status st = dense_buffer(t, t->aslots[s].val, numel, &buf);
+    cr_status st = dense_buffer(t, t->avars.slots[s].val, numel, &buf);
     if (st != CR_OK)
         return st;
     memset(buf->data, 0, numel * sizeof(double));
@@ -1531,7 +1531,7 @@ static cr_status kernel_pull2(cr_tape *t, const cr__anode *an, size_t i, double 
         gs = adj[i];
         ybar = gs != 0.0;
     } else {
-        cr_tangent acc = t->aslots[an->out].acc;
+        cr_tangent acc = t->avars.slots[an->out].acc;
         ybar = !cr_tangent_is_zero(acc);
         if (ybar && (st = result_cotangent(t, acc, n, &gy)) != CR_OK)
             return step_failed(t, nd, "the second-order step", st);
@@ -1669,7 +1669,7 @@ static cr_status kernel_pull2(cr_tape *t, const cr__anode *an, size_t i, double 
             adj[c] += sacc[j];
     }
     if (arr && ybar)
-        t->aslots[an->out].acc = cr_tangent_zero(); /* consumed: its record made it */
+        t->avars.slots[an->out].acc = cr_tangent_zero(); /* consumed: its record made it */
     cr_arena_rewind(t->arena, scratch);
     return CR_OK;
 }

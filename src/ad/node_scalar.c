@@ -47,13 +47,13 @@ static inline cr_var new_var(cr_tape *t, double v)
 }
 
 /* The words in front of a record's payload: on forward tapes a copy of the header, on
- * replay tapes also the replay information (t->rinfo). */
+ * replay tapes also the replay information (t->fwd.rinfo). */
 static inline cr__word *lead(const cr_tape *t, cr__word *w, uint64_t h)
 {
     if (t->pre) {
         (w++)->u = h;
         if (t->pre > 1)
-            (w++)->cp = t->rinfo;
+            (w++)->cp = t->fwd.rinfo;
     }
     return w;
 }
@@ -73,7 +73,7 @@ static cr_var emit0(cr_tape *t, double y, unsigned kind, uint32_t a, uint32_t b)
 }
 
 /* A replay tape's record of m variable operands vm with partials pm: never compacted
- * (the partials change when it is replayed), the row and constants in t->rinfo. */
+ * (the partials change when it is replayed), the row and constants in t->fwd.rinfo. */
 static cr_var emit_replay(cr_tape *t, double y, size_t m, const uint32_t *vm, const double *pm)
 {
     size_t nops = m > 2 ? (m + 1) / 2 : 0;
@@ -232,7 +232,7 @@ cr_var cr__emit_general(cr_tape *t, double y, size_t k, const uint32_t *vi, cons
 
 cr_var cr__tape_foreign(cr_tape *t, const char *fname, cr_var x)
 {
-    if (t->rec_open && x.tape == t->id) { /* a variable the open cursor made */
+    if (t->rec.open && x.tape == t->id) { /* a variable the open cursor made */
         cr__tape_fail(t, CR_EMISUSE,
                       "tape: a record made on the tape while a recording cursor is open "
                       "(record through the cursor, cr_rec_call1/2, or close it first)");
@@ -287,7 +287,7 @@ static cr_status record_replay(cr_tape *t, const cr_scalar_rule *row, const cr_v
             if (map[j] >= 0)
                 pm[map[j]] += D[o * nin + j];
         }
-        t->rinfo = info;
+        t->fwd.rinfo = info;
         out[o] = emit_replay(t, Y[o], m, vm, pm);
     }
     return t->status;
@@ -363,7 +363,7 @@ static inline cr_tape *tape_or_current(cr_tape *t)
 static inline bool second_fast(const cr_tape *t)
 {
     return (t->flags & CR_TAPE_SECOND_ORDER) != 0 && t->status == CR_OK && t->pre <= 1 &&
-           !t->check_finite;
+           !t->check.finite;
 }
 
 /*
@@ -411,7 +411,7 @@ static NOINLINE cr_var op1_slow(cr_tape *t, const cr_value *f, cr_var a)
         return cr__nan_const();
     double Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
     row_of(f)->f64(&a.v, Y, D);
-    if (t->check_finite &&
+    if (t->check.finite &&
         cr__tape_check_finite(t, f->u.func.fn->name, &a.v, 1, Y, row_of(f)->nout) != CR_OK)
         return cr__nan_const();
     if (a.idx == CR_VAR_CONST)
@@ -466,7 +466,7 @@ static NOINLINE cr_var op2_slow(cr_tape *t, const cr_value *f, cr_var a, cr_var 
         return cr__nan_const();
     double x[2] = {a.v, b.v}, Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
     row_of(f)->f64(x, Y, D);
-    if (t->check_finite &&
+    if (t->check.finite &&
         cr__tape_check_finite(t, f->u.func.fn->name, x, 2, Y, row_of(f)->nout) != CR_OK)
         return cr__nan_const();
     if (a.idx == CR_VAR_CONST && b.idx == CR_VAR_CONST)
@@ -610,10 +610,10 @@ cr_var cr_tape_input(cr_tape *t, double v)
 {
     if ((t = tape_or_current(t)) == NULL || t->status != CR_OK)
         return cr__nan_const();
-    t->rinfo = NULL;
+    cr__tape_no_rinfo(t);
     /* On a first-order tape, an input right after an input record joins it (not while a
      * cursor holds the write position: emit0 refuses the record then). */
-    if (t->pre == 0 && !t->rec_open && t->chunk != NULL && t->cur > t->chunk->base) {
+    if (t->pre == 0 && !t->rec.open && t->store.chunk != NULL && t->cur > t->store.chunk->base) {
         uint64_t h = t->cur[-1].u;
         if (hdr_kind(h) == K_INPUT && hdr_a(h) < IDX_MASK && t->nvars + 1 < CR_TAPE_MAX_VARS) {
             t->cur[-1].u = h + 1; /* a + 1 */
@@ -678,7 +678,7 @@ bool cr_tape_cmp(cr_tape *t, cr_var a, cr_cmp op, cr_var b)
     info->c[0] = a.v;
     info->c[1] = b.v;
     info->outcome = r;
-    t->rinfo = info;
+    t->fwd.rinfo = info;
     emit0(t, 0.0, K_GUARD, ca ? 0 : a.idx, cb ? 0 : b.idx);
     return r;
 }
@@ -1144,10 +1144,10 @@ static uint64_t rec_dead_key(void)
  * cursor may write up to the chunk's end unless the tape has failed. */
 static void rec_lend(cr_tape *t)
 {
-    t->rec_open = true;
-    t->rec_lim = t->lim;
+    t->rec.open = true;
+    t->rec.lim = t->lim;
     t->lim = t->cur;
-    t->rlim = t->status == CR_OK ? t->rec_lim : NULL;
+    t->rlim = t->status == CR_OK ? t->rec.lim : NULL;
 }
 
 /* Take the write position back from the open cursor (cur, and the variables counted in
@@ -1158,8 +1158,8 @@ static void rec_return(cr_tape *t, cr__word *cur, uint64_t key)
     u.k.key = key;
     t->cur = cur;
     t->nvars = u.v.idx;
-    t->lim = t->rec_lim;
-    t->rec_open = false;
+    t->lim = t->rec.lim;
+    t->rec.open = false;
     t->rlim = NULL;
 }
 
@@ -1183,14 +1183,14 @@ cr_rec cr_rec_begin(cr_tape *t)
     r.lim = &rec_nolim;
     if (t == NULL)
         return r;
-    if (t->rec_open) {
+    if (t->rec.open) {
         cr__tape_fail(t, CR_EMISUSE, "cr_rec_open: a recording cursor is already open on the tape");
         return r;
     }
-    if (++t->rec_gen == 0)
-        t->rec_gen = 1;
+    if (++t->rec.gen == 0)
+        t->rec.gen = 1;
     rec_lend(t);
-    r.gen = t->rec_gen;
+    r.gen = t->rec.gen;
     r.cur = t->cur;
     r.key = t->hot.vt.key;
     r.lim = &t->rlim;
@@ -1199,7 +1199,7 @@ cr_rec cr_rec_begin(cr_tape *t)
 
 void cr_rec_end(cr_rec r)
 {
-    if (r.t != NULL && r.t->rec_open && r.t->rec_gen == r.gen)
+    if (r.t != NULL && r.t->rec.open && r.t->rec.gen == r.gen)
         rec_return(r.t, r.cur, r.key);
 }
 
@@ -1208,7 +1208,7 @@ void cr_rec_end(cr_rec r)
  * and a key that keeps it on this path. */
 static bool rec_before(cr_tape *t, uint32_t gen, cr__word *cur, uint64_t key)
 {
-    if (t == NULL || !t->rec_open || t->rec_gen != gen)
+    if (t == NULL || !t->rec.open || t->rec.gen != gen)
         return false;
     rec_return(t, cur, key);
     return true;
@@ -1218,13 +1218,13 @@ static cr_rec_result rec_after(cr_tape *t, uint32_t gen, bool open, cr_var v)
 {
     if (!open)
         return rec_step(v, NULL, rec_dead_key());
-    if (t->rec_open) { /* f opened a cursor of its own and left it open */
-        t->rec_open = false;
-        t->lim = t->rec_lim;
+    if (t->rec.open) { /* f opened a cursor of its own and left it open */
+        t->rec.open = false;
+        t->lim = t->rec.lim;
         cr__tape_fail(t, CR_EMISUSE,
                       "cr_rec_call: the function returned with a recording cursor open");
     }
-    t->rec_gen = gen;
+    t->rec.gen = gen;
     rec_lend(t);
     return rec_step(v, t->cur, t->hot.vt.key);
 }
@@ -1343,11 +1343,11 @@ cr_status cr__tape_record(cr_tape *t, cr_ad_fn f, void *env, const double *x, si
             ys[i] = cr__nan_const();
         st = f(t, in, n, ys, m, env);
     }
-    if (t->rec_open) {
+    if (t->rec.open) {
         /* The cursor's position is lost with it: the records it made after its last call
          * into the library are not the tape's. */
-        t->rec_open = false;
-        t->lim = t->rec_lim;
+        t->rec.open = false;
+        t->lim = t->rec.lim;
         cr__tape_fail(t, CR_EMISUSE,
                       "the recorded function returned with a recording cursor open "
                       "(cr_rec_open without cr_rec_close)");

@@ -94,9 +94,9 @@ static cr_status walk(cr_prepared *p, cr__rop *prog, size_t *nrec, size_t *ncons
     cr__cpos s = {.fill = prog != NULL};
     const cr__node_kind *last = NULL;
     size_t nr = 0;
-    for (cr__chunk *c = t->first; c != NULL; c = c->next) {
+    for (cr__chunk *c = t->store.first; c != NULL; c = c->next) {
         cr__word *w = c->base;
-        cr__word *end = c == t->chunk ? t->cur : c->end;
+        cr__word *end = c == t->store.chunk ? t->cur : c->end;
         while (w < end) {
             uint64_t h = w[0].u;
             const cr__node_kind *kind = record_kind(h);
@@ -331,12 +331,12 @@ cr_status cr__prepare_scalar(cr_ctx *ctx, const cr_engine *eng, cr_ad_fn f, void
                           who, p->tape->ninputs - n, CR__S(p->tape->ninputs - n));
     if (st == CR_OK)
         st = cr__prepared_build(p);
-    if (st == CR_OK && p->tape->naslots != p->nres_slots)
+    if (st == CR_OK && p->tape->avars.n != p->nres_slots)
         st = cr_ctx_error(ctx, CR_EINVAL,
                           "%s: the function made %zu array input%s of its own; "
                           "a prepared gradient replays with the given inputs only",
-                          who, (size_t)(p->tape->naslots - p->nres_slots),
-                          CR__S(p->tape->naslots - p->nres_slots));
+                          who, (size_t)(p->tape->avars.n - p->nres_slots),
+                          CR__S(p->tape->avars.n - p->nres_slots));
     if (st != CR_OK) {
         cr_prepared_free(p);
         return st;

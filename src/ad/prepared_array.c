@@ -66,12 +66,12 @@ cr_status cr__prepare_arrays(cr_ctx *ctx, const cr_engine *eng, cr_ad_array_fn f
                           who, t->ninputs, CR__S(t->ninputs));
     if (st == CR_OK)
         st = cr__prepared_build(p);
-    if (st == CR_OK && t->naslots != n + p->nres_slots)
+    if (st == CR_OK && t->avars.n != n + p->nres_slots)
         st = cr_ctx_error(ctx, CR_EINVAL,
                           "%s: the function made %zu array input%s of its own; a prepared "
                           "gradient replays with the given inputs only",
-                          who, (size_t)t->naslots - n - p->nres_slots,
-                          CR__S((size_t)t->naslots - n - p->nres_slots));
+                          who, (size_t)t->avars.n - n - p->nres_slots,
+                          CR__S((size_t)t->avars.n - n - p->nres_slots));
     if (st != CR_OK) {
         cr_prepared_free(p);
         return st;
@@ -148,7 +148,7 @@ cr_status cr_prepared_value_and_gradient_arrays(cr_prepared *p, const cr_array *
     cr_tape *t = p->tape;
     cr__prepared_begin(p);
     for (size_t j = 0; j < n; j++)
-        t->aslots[p->aidx[j]].val = xs[j];
+        t->avars.slots[p->aidx[j]].val = xs[j];
     double yv = p->y.v;
     if (p->y.idx != CR_VAR_CONST) {
         /* The shadows may live in the gradient arrays (as in cr_tape_gradient_arrays). */
@@ -175,16 +175,16 @@ cr_status cr_prepared_value_and_gradient_arrays(cr_prepared *p, const cr_array *
         /* The shadow is the gradient array (cr__gradient_dests): tested on the fields, as
          * cr_tape_gradient_arrays does (a copy of the accumulator would load its tag and
          * pointer as one word that waits for the reverse step's two stores). */
-        const cr_tangent *acc = &t->aslots[p->aidx[j]].acc;
+        const cr_tangent *acc = &t->avars.slots[p->aidx[j]].acc;
         if (acc->tag == CR_TAN_ARRAY && acc->u.arr == grads[j])
             continue;
         st = cr__array_write_out(t, who, "gradient array", j, *acc, grads[j], xs[j]);
     }
     /* Accumulators cleared and destinations forgotten, in one pass: the next call finds
      * them clear (cr__prepared_run need not clear them again). */
-    for (uint32_t k = 0; k < t->naslots; k++) {
-        t->aslots[k].acc = cr__tzero();
-        t->aslots[k].dest = NULL;
+    for (uint32_t k = 0; k < t->avars.n; k++) {
+        t->avars.slots[k].acc = cr__tzero();
+        t->avars.slots[k].dest = NULL;
     }
     if (st == CR_OK && y != NULL)
         *y = yv;

@@ -314,7 +314,7 @@ cr_status cr_prepared_hvp_arrays(cr_prepared *p, const cr_array *const *xs, size
             return st;
     cr__prepared_begin(p);
     for (size_t j = 0; j < n; j++)
-        t->aslots[p->aidx[j]].val = xs[j];
+        t->avars.slots[p->aidx[j]].val = xs[j];
     /* A constant y made from variables (all come from array records) may have been chosen
      * by comparisons: run2 checks them. */
     if (p->y.idx != CR_VAR_CONST || p->has_arrays)
@@ -336,8 +336,8 @@ cr_status cr_prepared_hvp_arrays(cr_prepared *p, const cr_array *const *xs, size
         st = cr__array_write_out(t, who, "H v array", j, *cr__asweep_slot(t, s, 0, true), hvs[j],
                                  xs[j]);
         if (st == CR_OK && grads != NULL)
-            st =
-                cr__array_write_out(t, who, "gradient array", j, t->aslots[s].acc, grads[j], xs[j]);
+            st = cr__array_write_out(t, who, "gradient array", j, t->avars.slots[s].acc, grads[j],
+                                     xs[j]);
     }
     if (st == CR_OK && y != NULL)
         *y = p->vals[p->y.idx];

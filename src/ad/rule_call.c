@@ -603,7 +603,7 @@ cr_status cr__tape_call_any(cr_tape *t, const cr_value *f, const cr_var *args, s
     if ((t = cr__tape_or_current(t)) == NULL)
         return CR_EMISUSE;
     cr_status st = tape_call(t, f, args, nargs, out, nout, got);
-    if (st != CR_OK || !t->check_finite)
+    if (st != CR_OK || !t->check.finite)
         return st;
     /* The checking mode: the values of the arguments and of the results. */
     double x[CR__MAX_GENERIC_ARGS], y[CR__MAX_TUPLE];

@@ -48,10 +48,10 @@ static cr_status sweep_reverse(cr_tape *t, double *adj, size_t top, bool consume
 {
     cr__rev s = {.adj = adj, .i = t->nvars, .pre = t->pre, .consume = consume, .in_hi = *in_hi};
     cr_status st = CR_OK;
-    if (t->naslots != 0 && !t->aseeded)
+    if (t->avars.n != 0 && !t->avars.seeded)
         cr__array_clear(t);
-    for (cr__chunk *c = t->chunk; c != NULL && st == CR_OK; c = c->prev) {
-        const cr__word *p = c == t->chunk ? t->cur : c->end;
+    for (cr__chunk *c = t->store.chunk; c != NULL && st == CR_OK; c = c->prev) {
+        const cr__word *p = c == t->store.chunk ? t->cur : c->end;
         const cr__word *base = c->base;
         /* Records of variables at or above top cannot reach the seeds. */
         while (p > base && s.i > top) {
@@ -82,9 +82,9 @@ cr_status cr__sweep_forward(cr_tape *t, double *tan, size_t k, size_t top, bool 
 {
     cr__fwd s = {.tan = tan, .k = k, .i = 0, .top = top, .pre = t->pre, .out_unread = out_unread};
     cr_status st = CR_OK;
-    for (cr__chunk *c = t->first; c != NULL && s.i < top && st == CR_OK; c = c->next) {
+    for (cr__chunk *c = t->store.first; c != NULL && s.i < top && st == CR_OK; c = c->next) {
         s.p = c->base;
-        s.end = c == t->chunk ? t->cur : c->end;
+        s.end = c == t->store.chunk ? t->cur : c->end;
         while (s.p < s.end && s.i < top && st == CR_OK)
             st = kind_of(s.p[0].u)->forward(t, &s);
     }
@@ -101,8 +101,8 @@ cr_status cr__sweep_second(cr_tape *t, double *adj, double *adjd, const double *
 {
     cr__sec s = {.adj = adj, .adjd = adjd, .tan = tan, .k = k, .i = t->nvars};
     cr_status st = CR_OK;
-    for (cr__chunk *c = t->chunk; c != NULL && st == CR_OK; c = c->prev) {
-        const cr__word *p = c == t->chunk ? t->cur : c->end;
+    for (cr__chunk *c = t->store.chunk; c != NULL && st == CR_OK; c = c->prev) {
+        const cr__word *p = c == t->store.chunk ? t->cur : c->end;
         const cr__word *base = c->base;
         while (p > base && s.i > top) {
             uint64_t h = p[-1].u;
@@ -130,9 +130,9 @@ static cr_status cursor_open(cr_tape *t, const char *who)
 cr_status cr__foreign_var(cr_tape *t, const char *who, const char *role, size_t j, uint32_t idx,
                           bool arr)
 {
-    if (t->rec_open) /* the variable may be the cursor's, made since it last left the library */
+    if (t->rec.open) /* the variable may be the cursor's, made since it last left the library */
         return cursor_open(t, who);
-    size_t have = arr ? t->naslots : t->nvars;
+    size_t have = arr ? t->avars.n : t->nvars;
     if (idx >= have)
         return cr_ctx_error(t->ctx, CR_ETAPE,
                             "%s: %s %zu (%svariable %u) is past this recording's %zu %svariables "
@@ -184,21 +184,21 @@ double *cr__sweep_workspace(cr_tape *t, size_t n, cr_status *st)
  */
 static double *kept_ws(cr_tape *t, size_t top)
 {
-    if (t->own_chunk == NULL || t->pre != 0)
+    if (t->store.own == NULL || t->pre != 0)
         return NULL;
-    if (top > t->ws_cap) {
+    if (top > t->kept.cap) {
         double *w = cr__alloc_quiet(t->ctx, top * sizeof *w);
         if (w == NULL)
             return NULL;
-        cr_ctx_dealloc(t->ctx, t->ws, t->ws_cap * sizeof *t->ws);
-        t->ws = w;
-        t->ws_cap = top;
-        t->ws_dirty = top;
+        cr_ctx_dealloc(t->ctx, t->kept.ws, t->kept.cap * sizeof *t->kept.ws);
+        t->kept.ws = w;
+        t->kept.cap = top;
+        t->kept.dirty = top;
     }
-    memset(t->ws, 0, t->ws_dirty * sizeof *t->ws);
+    memset(t->kept.ws, 0, t->kept.dirty * sizeof *t->kept.ws);
     /* Whatever happens next may leave it dirty; kept_ws_done says otherwise. */
-    t->ws_dirty = top;
-    return t->ws;
+    t->kept.dirty = top;
+    return t->kept.ws;
 }
 
 /* After a consuming sweep over the kept workspace w (kept_ws) that succeeded and whose
@@ -209,15 +209,15 @@ static void kept_ws_done(cr_tape *t, double *w, size_t in_hi, bool general)
     if (general)
         return;
     memset(w, 0, in_hi * sizeof *w);
-    t->ws_dirty = 0;
+    t->kept.dirty = 0;
 }
 
 /* Whether every variable of v[0..n) is a constant or one of the inputs of the recording's
  * first record: those are the adjoints a consuming sweep keeps. */
 static bool first_inputs(const cr_tape *t, const cr_var *v, size_t n)
 {
-    const cr__chunk *c = t->first;
-    if (c == NULL || t->pre != 0 || (c == t->chunk && t->cur == c->base) ||
+    const cr__chunk *c = t->store.first;
+    if (c == NULL || t->pre != 0 || (c == t->store.chunk && t->cur == c->base) ||
         hdr_kind(c->base[0].u) != K_INPUT)
         return false;
     uint32_t nin = hdr_a(c->base[0].u);
@@ -239,8 +239,8 @@ static size_t top_of(const cr_var *v, size_t n)
 size_t cr__sweep_top_slow(const cr_tape *t, size_t top)
 {
     size_t i = t->nvars;
-    for (const cr__chunk *c = t->chunk; c != NULL && i > top; c = c->prev) {
-        const cr__word *p = c == t->chunk ? t->cur : c->end;
+    for (const cr__chunk *c = t->store.chunk; c != NULL && i > top; c = c->prev) {
+        const cr__word *p = c == t->store.chunk ? t->cur : c->end;
         while (p > c->base && i > top) {
             uint64_t h = p[-1].u;
             size_t nv = rec_vars(h);
@@ -269,7 +269,7 @@ static cr_status sweep_entry(cr_tape *t, const char *who)
         return CR_EMISUSE;
     if (t->status != CR_OK)
         return t->status;
-    if (t->rec_open)
+    if (t->rec.open)
         return cursor_open(t, who);
     return CR_OK;
 }
@@ -389,7 +389,7 @@ cr_status cr_tape_jvp(cr_tape *t, const cr_var *xs, const double *xdot, size_t n
     for (size_t j = 0; j < n; j++)
         if (xs[j].idx != CR_VAR_CONST && xs[j].idx < top)
             tan[xs[j].idx] += xdot[j];
-    if (t->naslots != 0) /* array variables' tangents (array_slots.c) */
+    if (t->avars.n != 0) /* array variables' tangents (array_slots.c) */
         st = cr__array_sweep_begin(t, 1, false);
     if (st == CR_OK)
         st = cr__sweep_forward(t, tan, 1, top, false);
@@ -454,7 +454,7 @@ static cr_status second_order(cr_tape *t, const char *who, bool hess, cr_var y, 
         for (size_t j = 0; j < n; j++) /* variables at or above top do not reach y */
             if (xs[j].idx != CR_VAR_CONST && xs[j].idx < top)
                 tan[xs[j].idx] += v[j];
-        if (t->naslots != 0) /* array variables (array_slots.c) */
+        if (t->avars.n != 0) /* array variables (array_slots.c) */
             st = cr__array_sweep_begin(t, 1, true);
         if (st == CR_OK)
             st = cr__sweep_forward(t, tan, 1, top, true);
@@ -477,7 +477,7 @@ static cr_status second_order(cr_tape *t, const char *who, bool hess, cr_var y, 
             for (size_t d = 0; d < kk; d++)
                 if (xs[c0 + d].idx != CR_VAR_CONST && xs[c0 + d].idx < top)
                     tan[(size_t)xs[c0 + d].idx * k + d] += 1.0;
-            if (t->naslots != 0)
+            if (t->avars.n != 0)
                 st = cr__array_sweep_begin(t, k, true);
             if (st == CR_OK)
                 st = cr__sweep_forward(t, tan, k, top, true);

@@ -31,17 +31,17 @@ static atomic_uint g_next_block = 1;
 
 static uint32_t new_id(cr_tape *t)
 {
-    if (t->id_left == 0) {
+    if (t->ids.left == 0) {
         uint32_t b;
         do
             b = (uint32_t)atomic_fetch_add_explicit(&g_next_block, 1u, memory_order_relaxed);
         /* id 0 is never used (constants carry it), nor the block of CR__TAPE_NO_ID */
         while ((uint32_t)(b * ID_BLOCK) == 0 || (uint32_t)(b * ID_BLOCK) == 0u - ID_BLOCK);
-        t->id_next = b * ID_BLOCK;
-        t->id_left = ID_BLOCK;
+        t->ids.next = b * ID_BLOCK;
+        t->ids.left = ID_BLOCK;
     }
-    t->id_left--;
-    return t->id_next++;
+    t->ids.left--;
+    return t->ids.next++;
 }
 
 /* The inline operations of tape.h write these records and read these fields. */
@@ -99,8 +99,8 @@ static void set_fast(cr_tape *t)
  * checking mode take the exported functions. */
 static uint32_t slow_base(const cr_tape *t)
 {
-    return (t->flags & CR_TAPE_SECOND_ORDER) != 0 || t->pre > 1 || t->checks != 0 ||
-           t->check_finite;
+    return (t->flags & CR_TAPE_SECOND_ORDER) != 0 || t->pre > 1 || t->misuse.checks != 0 ||
+           t->check.finite;
 }
 
 static _Thread_local cr_tape *g_current;
@@ -124,20 +124,20 @@ cr_tape *cr_tape_current(void)
 
 bool cr__tape_check(cr_tape *t)
 {
-    if (t->magic == CR__TAPE_FREED)
+    if (t->misuse.magic == CR__TAPE_FREED)
         return true; /* failed with its message when it was freed */
-    if ((t->checks & CR_CTX_CHECK_THREAD) && t->owner != &g_thread_tag) {
+    if ((t->misuse.checks & CR_CTX_CHECK_THREAD) && t->misuse.owner != &g_thread_tag) {
         /* Another thread's tape: nothing of it is written here but the flag its owner
          * reads at its next call. */
-        atomic_store_explicit(&t->foreign_use, 1, memory_order_relaxed);
+        atomic_store_explicit(&t->misuse.foreign_use, 1, memory_order_relaxed);
         return true;
     }
     if (t->ctx->dead) {
         cr__tape_fail(t, CR_EMISUSE, "tape used after cr_ctx_free of its context");
         return true;
     }
-    if (atomic_load_explicit(&t->foreign_use, memory_order_relaxed) != 0) {
-        atomic_store_explicit(&t->foreign_use, 0, memory_order_relaxed);
+    if (atomic_load_explicit(&t->misuse.foreign_use, memory_order_relaxed) != 0) {
+        atomic_store_explicit(&t->misuse.foreign_use, 0, memory_order_relaxed);
         cr__tape_fail(t, CR_EMISUSE,
                       "tape used from a thread other than its owner (tapes are thread-confined; "
                       "a tape handed over is adopted with cr_tape_adopt)");
@@ -150,11 +150,11 @@ cr_status cr_tape_adopt(cr_tape *t)
 {
     if (t == NULL)
         return CR_EINVAL;
-    if (t->checks == 0)
+    if (t->misuse.checks == 0)
         return CR_OK;
-    if (t->magic == CR__TAPE_FREED)
+    if (t->misuse.magic == CR__TAPE_FREED)
         return CR_EMISUSE;
-    t->owner = &g_thread_tag;
+    t->misuse.owner = &g_thread_tag;
     return CR_OK;
 }
 
@@ -209,23 +209,23 @@ void cr_tape_clear_error(cr_tape *t)
  * each reset), else none until the first record. Sets the inline operations' fast path. */
 static void start_stream(cr_tape *t)
 {
-    cr__chunk *c = t->own_chunk;
-    t->record_words = 0;
-    t->next_words = t->first_words;
+    cr__chunk *c = t->store.own;
+    t->store.record_words = 0;
+    t->store.next_words = t->store.first_words;
     if (c != NULL) {
         c->prev = c->next = NULL;
         c->end = c->base;
-        t->chunk = t->first = c;
+        t->store.chunk = t->store.first = c;
         t->cur = c->base;
         t->lim = c->base + FIRST_CHUNK_WORDS;
-        t->next_words *= 2; /* as grow() leaves it after a first chunk */
+        t->store.next_words *= 2; /* as grow() leaves it after a first chunk */
     } else {
-        t->chunk = t->first = NULL;
-        t->cur = t->lim = &t->dummy;
+        t->store.chunk = t->store.first = NULL;
+        t->cur = t->lim = &t->store.dummy;
     }
     /* A cursor open before (on the old recording) records through the exported functions
      * from now on (cr_rec_apply2: not open). */
-    t->rec_open = false;
+    t->rec.open = false;
     t->rlim = NULL;
     set_fast(t);
 }
@@ -252,7 +252,7 @@ static void tape_init(cr_tape *t, cr_ctx *ctx, cr_arena *arena, bool own, const 
     t->flags = flags;
     t->pre = (flags & CR_TAPE_FORWARD) ? 1u : 0u;
     t->slow = (flags & CR_TAPE_SECOND_ORDER) != 0;
-    t->first_words = FIRST_CHUNK_WORDS;
+    t->store.first_words = FIRST_CHUNK_WORDS;
     t->id = new_id(t);
     start_stream(t);
 }
@@ -291,13 +291,13 @@ cr_status cr__tape_open(cr_ctx *ctx, const cr_tape_params *params, cr__config_of
     tape_init(t, ctx, arena, true, p.engine, config_of(p.engine),
               p.flags & ~(uint32_t)CR_TAPE_CHECK_FINITE);
     if ((p.flags & CR_TAPE_CHECK_FINITE) || (ctx->checks & CR_CTX_CHECK_FINITE)) {
-        t->check_finite = true;
+        t->check.finite = true;
         t->slow = 1;
         set_fast(t);
     }
     if ((ctx->checks & CR_CTX_CHECK_TAPES) != 0) { /* every operation through the library */
-        t->checks = ctx->checks & CR_CTX_CHECK_TAPES;
-        t->owner = &g_thread_tag;
+        t->misuse.checks = ctx->checks & CR_CTX_CHECK_TAPES;
+        t->misuse.owner = &g_thread_tag;
         t->slow = 1;
         set_fast(t);
         if (ctx->checks & CR_CTX_CHECK_FREED)
@@ -307,7 +307,7 @@ cr_status cr__tape_open(cr_ctx *ctx, const cr_tape_params *params, cr__config_of
         cr__chunk *c = (cr__chunk *)(void *)(t + 1);
         c->base = (cr__word *)(void *)(c + 1);
         c->stop = hdr_make(K_STOP, 0, 0);
-        t->own_chunk = c;
+        t->store.own = c;
         start_stream(t);
     }
     *out = t;
@@ -325,42 +325,50 @@ cr_status cr__tape_new_in(cr_arena *arena, const cr_engine *eng, const cr_config
     return CR_OK;
 }
 
+/* Give back a first-order tape's kept workspace (sweep.c, kept_ws) and clear the union it
+ * shares with the other tapes' state (tape_impl.h): on a tape of another kind it holds no
+ * memory of the context. */
+static void drop_kept(cr_tape *t)
+{
+    if (t->pre == 0)
+        cr_ctx_dealloc(t->ctx, t->kept.ws, t->kept.cap * sizeof *t->kept.ws);
+    memset(&t->kept, 0, sizeof t->kept > sizeof t->fwd ? sizeof t->kept : sizeof t->fwd);
+}
+
 void cr_tape_free(cr_tape *t)
 {
-    if (t == NULL || (t->checks != 0 && t->magic == CR__TAPE_FREED))
+    if (t == NULL || (t->misuse.checks != 0 && t->misuse.magic == CR__TAPE_FREED))
         return;
-    if ((t->checks & CR_CTX_CHECK_THREAD) && t->owner != &g_thread_tag) {
+    if ((t->misuse.checks & CR_CTX_CHECK_THREAD) && t->misuse.owner != &g_thread_tag) {
         (void)cr__tape_check(t); /* another thread's: flagged for its owner, not freed */
         return;
     }
     if (g_current == t)
         g_current = NULL;
-    if (t->checks & CR_CTX_CHECK_FREED) {
+    if (t->misuse.checks & CR_CTX_CHECK_FREED) {
         /* Release what the tape holds, keep its struct poisoned: a failed tape whose every
          * call stops at cr__tape_check, in the context's quarantine. */
         cr_ctx *ctx = t->ctx;
-        size_t bytes = tape_bytes(t->own_chunk != NULL);
+        size_t bytes = tape_bytes(t->store.own != NULL);
         cr_arena_free(t->arena);
-        cr_ctx_dealloc(ctx, t->ws, t->ws_cap * sizeof *t->ws);
+        drop_kept(t);
         t->arena = NULL;
-        t->ws = NULL;
-        t->ws_cap = t->ws_dirty = 0;
-        t->chunk = t->first = t->own_chunk = NULL;
-        t->cur = t->lim = &t->dummy;
+        t->store.chunk = t->store.first = t->store.own = NULL;
+        t->cur = t->lim = &t->store.dummy;
         t->rlim = NULL;
-        t->rec_open = false;
+        t->rec.open = false;
         t->nvars = 0;
-        t->naslots = 0;
+        t->avars.n = 0;
         t->status = CR_OK;
         cr__tape_fail(t, CR_EMISUSE, "tape used after cr_tape_free");
-        t->magic = CR__TAPE_FREED;
-        cr__ctx_quarantine(ctx, &t->qnode, t, bytes);
+        t->misuse.magic = CR__TAPE_FREED;
+        cr__ctx_quarantine(ctx, &t->misuse.qnode, t, bytes);
         return;
     }
     if (t->own_arena) {
         cr_arena_free(t->arena);
-        cr_ctx_dealloc(t->ctx, t->ws, t->ws_cap * sizeof *t->ws);
-        cr_ctx_dealloc(t->ctx, t, tape_bytes(t->own_chunk != NULL));
+        drop_kept(t);
+        cr_ctx_dealloc(t->ctx, t, tape_bytes(t->store.own != NULL));
     }
 }
 
@@ -372,19 +380,20 @@ void cr_tape_reset(cr_tape *t)
         cr_arena_reset(t->arena);
     t->nvars = 0;
     t->ninputs = 0;
-    t->aslots = t->aslot_few; /* the first array variables' slots (array_slots.c) */
-    t->aslot_cap = CR__ASLOT_FEW;
-    t->naslots = 0;
+    t->avars.slots = t->avars.few; /* the first array variables' slots (array_slots.c) */
+    t->avars.cap = CR__ASLOT_FEW;
+    t->avars.n = 0;
     t->status = CR_OK;
     t->slow = slow_base(t);
     t->errmsg[0] = '\0';
-    t->nlabels = 0;
+    t->check.nlabels = 0;
     t->id = new_id(t);
     start_stream(t);
 }
 
 void cr__tape_make_replay(cr_tape *t)
 {
+    drop_kept(t); /* a first-order tape's until now: fwd from here on */
     t->flags |= CR_TAPE_FORWARD;
     t->pre = 2;
     t->slow = 1;
@@ -397,7 +406,7 @@ void cr_tape_set_check_finite(cr_tape *t, bool on)
 {
     if (t == NULL || cr__tape_misused(t))
         return;
-    t->check_finite = on;
+    t->check.finite = on;
     if (t->status == CR_OK)
         t->slow = slow_base(t);
     set_fast(t);
@@ -405,25 +414,25 @@ void cr_tape_set_check_finite(cr_tape *t, bool on)
 
 bool cr_tape_check_finite(const cr_tape *t)
 {
-    return t != NULL && t->check_finite;
+    return t != NULL && t->check.finite;
 }
 
 void cr_tape_push_label(cr_tape *t, const char *label)
 {
     if (t == NULL || cr__tape_misused(t))
         return;
-    if (t->nlabels < CR_TAPE_MAX_LABELS)
-        t->labels[t->nlabels] = label != NULL ? label : "?";
-    if (t->nlabels < UINT32_MAX)
-        t->nlabels++;
+    if (t->check.nlabels < CR_TAPE_MAX_LABELS)
+        t->check.labels[t->check.nlabels] = label != NULL ? label : "?";
+    if (t->check.nlabels < UINT32_MAX)
+        t->check.nlabels++;
 }
 
 void cr_tape_pop_label(cr_tape *t)
 {
     if (t == NULL || cr__tape_misused(t))
         return;
-    if (t->nlabels > 0)
-        t->nlabels--;
+    if (t->check.nlabels > 0)
+        t->check.nlabels--;
 }
 
 /* A text buffer that truncates. */
@@ -467,21 +476,21 @@ static void mb_num(msgbuf *b, double v)
 /* " (in a > b > c)", from the labels pushed. */
 static void mb_labels(msgbuf *b, const cr_tape *t)
 {
-    if (t->nlabels == 0)
+    if (t->check.nlabels == 0)
         return;
-    size_t kept = t->nlabels < CR_TAPE_MAX_LABELS ? t->nlabels : CR_TAPE_MAX_LABELS;
+    size_t kept = t->check.nlabels < CR_TAPE_MAX_LABELS ? t->check.nlabels : CR_TAPE_MAX_LABELS;
     mb_put(b, " (in ");
     for (size_t i = 0; i < kept; i++)
-        mb_put(b, "%s%s", i > 0 ? " > " : "", t->labels[i]);
-    if (t->nlabels > kept)
-        mb_put(b, " > %lu more", (unsigned long)(t->nlabels - kept));
+        mb_put(b, "%s%s", i > 0 ? " > " : "", t->check.labels[i]);
+    if (t->check.nlabels > kept)
+        mb_put(b, " > %lu more", (unsigned long)(t->check.nlabels - kept));
     mb_put(b, ")");
 }
 
 cr_status cr__tape_check_finite(cr_tape *t, const char *what, const double *x, size_t nx,
                                 const double *y, size_t n)
 {
-    if (!t->check_finite || t->status != CR_OK)
+    if (!t->check.finite || t->status != CR_OK)
         return t->status;
     size_t o = 0;
     while (o < n && isfinite(y[o]))
@@ -643,7 +652,7 @@ static void mb_value(msgbuf *b, const cr_value *v)
 cr_status cr__tape_check_finite_values(cr_tape *t, const char *what, const cr_value *in, size_t nin,
                                        const cr_value *out, size_t nout)
 {
-    if (!t->check_finite || t->status != CR_OK)
+    if (!t->check.finite || t->status != CR_OK)
         return t->status;
     size_t o = 0;
     find_bad bad = {0, SIZE_MAX, 0.0, 0.0, false};
@@ -694,18 +703,18 @@ cr_status cr_tape_stats_get(const cr_tape *t, cr_tape_stats *out)
 {
     if (t == NULL || out == NULL)
         return CR_EINVAL;
-    if (t->rec_open) /* the cursor's records since it last left the library are not counted */
+    if (t->rec.open) /* the cursor's records since it last left the library are not counted */
         return cr_ctx_error(t->ctx, CR_EMISUSE,
                             "cr_tape_stats_get: a recording cursor is open on the tape (close it "
                             "first: cr_rec_close)");
-    size_t words = t->record_words;
-    if (t->chunk != NULL)
-        words += (size_t)(t->cur - t->chunk->base);
+    size_t words = t->store.record_words;
+    if (t->store.chunk != NULL)
+        words += (size_t)(t->cur - t->store.chunk->base);
     out->nvars = t->nvars;
     out->ninputs = t->ninputs;
     size_t nrec = 0;
-    for (const cr__chunk *c = t->chunk; c != NULL; c = c->prev) {
-        const cr__word *p = c == t->chunk ? t->cur : c->end;
+    for (const cr__chunk *c = t->store.chunk; c != NULL; c = c->prev) {
+        const cr__word *p = c == t->store.chunk ? t->cur : c->end;
         while (p > c->base) {
             uint64_t h = p[-1].u;
             p -= rec_words(h) + t->pre;
@@ -730,11 +739,11 @@ static NOINLINE cr_status grow(cr_tape *t, size_t need)
 {
     if (t->status != CR_OK)
         return t->status;
-    if (t->rec_open) /* lim is cur while a cursor is open: every other record comes here */
+    if (t->rec.open) /* lim is cur while a cursor is open: every other record comes here */
         return cr__tape_fail(t, CR_EMISUSE,
                              "tape: a record made on the tape while a recording cursor is open "
                              "(record through the cursor, cr_rec_call1/2, or close it first)");
-    size_t words = t->next_words;
+    size_t words = t->store.next_words;
     if (words < need)
         words = need;
     /* Each record takes at least one word and makes one variable (GENERIC records check
@@ -758,24 +767,24 @@ static NOINLINE cr_status grow(cr_tape *t, size_t need)
         cr_status st = CR__ALLOC_STATUS(t->arena);
         return cr__tape_fail_ctx(t, st == CR_OK ? CR_ENOMEM : st, "tape: no room for records");
     }
-    if (t->chunk != NULL) {
-        t->chunk->end = t->cur;
-        t->record_words += (size_t)(t->cur - t->chunk->base);
+    if (t->store.chunk != NULL) {
+        t->store.chunk->end = t->cur;
+        t->store.record_words += (size_t)(t->cur - t->store.chunk->base);
     }
-    c->prev = t->chunk;
+    c->prev = t->store.chunk;
     c->next = NULL;
-    if (t->chunk != NULL)
-        t->chunk->next = c;
+    if (t->store.chunk != NULL)
+        t->store.chunk->next = c;
     else
-        t->first = c;
+        t->store.first = c;
     c->base = (cr__word *)(void *)(c + 1);
     c->stop = hdr_make(K_STOP, 0, 0);
     c->end = c->base;
-    t->chunk = c;
+    t->store.chunk = c;
     t->cur = c->base;
     t->lim = c->base + words;
-    if (t->next_words < MAX_CHUNK_WORDS)
-        t->next_words *= 2;
+    if (t->store.next_words < MAX_CHUNK_WORDS)
+        t->store.next_words *= 2;
     return CR_OK;
 }
 

@@ -281,7 +281,7 @@ static inline cr_tangent cr__tarray(cr_array *a)
  * CR__ASLOT_BIT set, or CR_VAR_CONST. */
 #define CR__ASLOT_BIT ((uint32_t)1 << 31)
 
-/* Array variables a tape holds without allocating (struct cr_tape's aslot_few). */
+/* Array variables a tape holds without allocating (struct cr_tape's avars.few). */
 #define CR__ASLOT_FEW 4
 
 /* An array variable: its value and, during a reverse sweep, its accumulated cotangent
@@ -483,6 +483,84 @@ CR_INTERNAL cr_tangent *cr__asweep_slot(cr_tape *t, uint32_t slot, size_t d, boo
  * replay tape of cr_prepare_hvp and cr_prepare_hvp_arrays). */
 #define CR__TAPE_SO_CHECK (1u << 31)
 
+/*
+ * struct cr_tape, by concern. The hot prefix (cr__tape_hot) and the common core serve every
+ * tape; the groups after them each belong to one file or one phase (docs/internals.md, "The
+ * tape's state"). Which kind of tape it is shows in flags and pre: pre is 0 on a first-order
+ * tape, 1 on a forward or second-order one (CR_TAPE_FORWARD, CR_TAPE_SECOND_ORDER), 2 on a
+ * replay tape (prepared gradients); only first-order tapes keep a reverse sweep's workspace
+ * and only the others a forward sweep's array tangents and replay information, so the two
+ * share their memory (kept and fwd).
+ */
+
+/* The record stream's chunks (tape.c: start_stream, grow; walked by the sweeps). */
+typedef struct cr__tape_store {
+    cr__chunk *chunk;    /* current chunk, or NULL */
+    cr__chunk *first;    /* first chunk, or NULL */
+    cr__chunk *own;      /* a first chunk allocated with the tape and reused at each reset
+                            (tapes that own their arena and have no caller buffer), or NULL */
+    size_t next_words;   /* size of the next chunk */
+    size_t first_words;  /* size of the first chunk */
+    size_t record_words; /* words in chunks before the current one */
+    cr__word dummy;      /* cur and lim point here before the first chunk */
+} cr__tape_store;
+
+/* A recording cursor (tape.h, cr_rec; node_scalar.c): open while one holds the write
+ * position; gen numbers the openings (never 0); lim keeps the chunk's end while the hot
+ * lim is cur. */
+typedef struct cr__tape_cursor {
+    bool open;
+    uint32_t gen;
+    cr__word *lim;
+} cr__tape_cursor;
+
+/* The array variables of the recording (array_slots.c): slots[0..n) of cap, which are few
+ * (the first array variables of a recording live in the tape: a small function of arrays
+ * allocates nothing for them) or in the arena; seeded: the next reverse sweep keeps the
+ * accumulators (an array seed, array_call.c). */
+typedef struct cr__tape_avars {
+    cr__aslot *slots;
+    uint32_t n, cap;
+    bool seeded;
+    cr__aslot few[CR__ASLOT_FEW];
+} cr__tape_avars;
+
+/* First-order tapes only (pre 0): the reverse sweeps' kept workspace (sweep.c, kept_ws): cap
+ * doubles from the context's allocator, kept across sweeps and recordings on tapes with their
+ * own chunk (store.own), freed with the tape; its first dirty doubles may be nonzero, the
+ * rest are zero. */
+typedef struct cr__tape_kept_ws {
+    double *ws;
+    size_t cap, dirty;
+} cr__tape_kept_ws;
+
+/* Forward, second-order and replay tapes only (pre 1 or 2): the array tangents of a forward
+ * or second-order sweep (array_slots.c; NULL between sweeps) and, on replay tapes, the replay
+ * information of the record being written (node_scalar.c, cr__tape_no_rinfo). */
+typedef struct cr__tape_fwd_state {
+    cr__asweep *asw;
+    const cr__rinfo *rinfo;
+} cr__tape_fwd_state;
+
+/* The checking mode (cr_tape_set_check_finite; it keeps slow set) and the labels of
+ * cr_tape_push_label: nlabels pushed, the first CR_TAPE_MAX_LABELS of them kept (tape.c). */
+typedef struct cr__tape_checking {
+    bool finite;
+    uint32_t nlabels;
+    const char *labels[CR_TAPE_MAX_LABELS];
+} cr__tape_checking;
+
+/* Misuse checks (CR_CTX_CHECK_*, the context's at cr_tape_new; 0 otherwise, and then nothing
+ * else here is read; tape.c): the owning thread, a use from another thread (set by that
+ * thread, seen by the owner), the poison of a freed tape and its quarantine node. */
+typedef struct cr__tape_misuse_checks {
+    uint32_t checks;
+    uint32_t magic;
+    const void *owner;
+    atomic_int foreign_use;
+    cr__qnode qnode;
+} cr__tape_misuse_checks;
+
 struct cr_tape {
     /* Hot fields first: the write cursor and what every operation checks. The inline
      * operations of tape_inline.h see them as cr__tape_hot (same fields, same order); fast_id is
@@ -497,70 +575,51 @@ struct cr_tape {
             cr__word *rlim; /* the open cursor's chunk end, or NULL (tape_inline.h, cr__tape_hot) */
         };
     };
+    /* The common core: every tape. */
     uint32_t id; /* id of the current recording, never 0 nor CR__TAPE_NO_ID */
     cr_status status;
-    uint32_t flags;         /* CR_TAPE_* */
-    unsigned pre;           /* words in front of a payload: 1 on forward tapes (a copy of the
-                               header), 2 on replay tapes (and the replay information), else 0 */
-    const cr__rinfo *rinfo; /* replay information of the record being written */
-    cr__chunk *chunk;       /* current chunk, or NULL */
-    cr__chunk *first;       /* first chunk, or NULL */
+    uint32_t flags; /* CR_TAPE_* */
+    unsigned pre;   /* words in front of a payload: 1 on forward tapes (a copy of the
+                       header), 2 on replay tapes (and the replay information), else 0 */
+    uint32_t slow;  /* nonzero: operations take the slow path (failed, second order) */
     cr_ctx *ctx;
     cr_arena *arena;
     bool own_arena;
     const cr_engine *engine;
     const cr_config *config;
-    size_t next_words;  /* size of the next chunk */
-    size_t first_words; /* size of the first chunk */
-    uint32_t id_next;   /* next recording id of the tape's block */
-    uint32_t id_left;   /* ids left in the block */
-    uint32_t slow;      /* nonzero: operations take the slow path (failed, second order) */
     size_t ninputs;
-    size_t record_words;  /* words in chunks before the current one */
-    cr__word dummy;       /* cur and lim point here before the first chunk */
-    cr__chunk *own_chunk; /* a first chunk allocated with the tape and reused at each reset
-                             (tapes that own their arena and have no caller buffer), or NULL */
-    cr__aslot *aslots;    /* array variables (array_slots.c): aslot_few, or in the arena */
-    uint32_t naslots, aslot_cap;
-    bool aseeded;    /* the next reverse sweep keeps the accumulators (an array seed) */
-    cr__asweep *asw; /* array tangents during a forward or second-order sweep, else NULL */
-    /* The first-order reverse sweeps' kept workspace (sweep.c, kept_ws): ws_cap doubles from
-     * the context's allocator, kept across sweeps and recordings on tapes with their own
-     * chunk (own_chunk), freed with the tape; its first ws_dirty doubles may be nonzero,
-     * the rest are zero. */
-    double *ws;
-    size_t ws_cap, ws_dirty;
-    /* A recording cursor (tape.h, cr_rec): rec_open while one holds the write position;
-     * rec_gen numbers the openings (never 0), rec_lim keeps the chunk's end while lim is
-     * cur. */
-    bool rec_open;
-    uint32_t rec_gen;
-    cr__word *rec_lim;
+    struct {
+        uint32_t next; /* next recording id of the tape's block */
+        uint32_t left; /* ids left in the block */
+    } ids;
+    cr__tape_store store;
+    cr__tape_cursor rec;
+    /* The state of one kind of tape: a first-order tape's (pre 0) or the others' (pre != 0);
+     * pre tells which member is in use. */
+    union {
+        cr__tape_kept_ws kept;
+        cr__tape_fwd_state fwd;
+    };
+    cr__tape_avars avars;
     char errmsg[CR__TAPE_MSG];
-    /* The checking mode (cr_tape_set_check_finite; it keeps slow set) and the labels of
-     * cr_tape_push_label: nlabels pushed, the first CR_TAPE_MAX_LABELS of them kept. */
-    bool check_finite;
-    uint32_t nlabels;
-    const char *labels[CR_TAPE_MAX_LABELS];
-    /* The first array variables of a recording live here, the rest in the arena: a small
-     * function of arrays allocates nothing for them. */
-    cr__aslot aslot_few[CR__ASLOT_FEW];
-    /* Misuse checks (CR_CTX_CHECK_*, the context's at cr_tape_new; 0 otherwise, and then
-     * nothing below is read): the owning thread, a use from another thread (set by that
-     * thread, seen by the owner), the poison of a freed tape and its quarantine node. */
-    uint32_t checks;
-    uint32_t magic;
-    const void *owner;
-    atomic_int foreign_use;
-    cr__qnode qnode;
+    cr__tape_checking check;
+    cr__tape_misuse_checks misuse;
 };
+
+/* Clear the replay information of the next record (cr_tape_input: an input has none). A
+ * first-order tape has none: its union member is the kept workspace. */
+static inline void cr__tape_no_rinfo(cr_tape *t)
+{
+    if (t->pre != 0)
+        t->fwd.rinfo = NULL;
+}
 
 /* Clear every array variable's accumulator (start of a reverse sweep). Inline: a small
  * recording's sweep calls it once per gradient. */
 static inline void cr__array_clear(cr_tape *t)
 {
-    for (uint32_t s = 0; s < t->naslots; s++)
-        t->aslots[s].acc = cr__tzero();
+    for (uint32_t s = 0; s < t->avars.n; s++)
+        t->avars.slots[s].acc = cr__tzero();
 }
 
 /* magic of a tape freed under CR_CTX_CHECK_FREED. */
@@ -575,7 +634,7 @@ CR_INTERNAL bool cr__tape_check(cr_tape *t);
  * changes unless t's context checks (cr_ctx_params.checks). */
 static inline bool cr__tape_misused(cr_tape *t)
 {
-    return t->checks != 0 && cr__tape_check(t);
+    return t->misuse.checks != 0 && cr__tape_check(t);
 }
 
 /* The tape of a call (NULL: the current one); NULL too when a checked tape refuses the call
@@ -632,7 +691,7 @@ static inline cr_status cr__check_vars(cr_tape *t, const char *who, const cr_var
 static inline cr_status cr__check_avars(cr_tape *t, const char *who, const cr_avar *as, size_t na,
                                         const char *role)
 {
-    CR__CHECK_IDS(t, who, as, na, role, t->naslots, true);
+    CR__CHECK_IDS(t, who, as, na, role, t->avars.n, true);
 }
 
 /* ---- Engine (engine.c) ------------------------------------------------------------------ */
@@ -721,17 +780,17 @@ static inline cr_avar cr__bad_avar(const cr_array *a)
 static ALWAYS_INLINE cr_status cr__new_aslot(cr_tape *t, const cr_array *val, bool input,
                                              uint32_t *idx)
 {
-    if (t->naslots == t->aslot_cap) {
+    if (t->avars.n == t->avars.cap) {
         cr_status st = cr__more_aslots(t);
         if (st != CR_OK)
             return st;
     }
-    cr__aslot *s = &t->aslots[t->naslots];
+    cr__aslot *s = &t->avars.slots[t->avars.n];
     s->val = val;
     s->acc = cr__tzero();
     s->dest = NULL;
     s->input = input;
-    *idx = t->naslots++;
+    *idx = t->avars.n++;
     return CR_OK;
 }
 

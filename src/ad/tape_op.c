@@ -91,7 +91,7 @@ static cr_status custom_pull(cr_tape *t, const cr__anode *an, const double *g, d
     for (uint32_t k = 0; k < nd->nout && st == CR_OK; k++) {
         uint32_t c = nd->out[k];
         if (c & CR__ASLOT_BIT) {
-            cr__aslot *s = &t->aslots[c & ~CR__ASLOT_BIT];
+            cr__aslot *s = &t->avars.slots[c & ~CR__ASLOT_BIT];
             st = tangent_into(t, nd->op->name, s->acc, s->val, ybar + off, nd->out_len[k]);
             s->acc = cr__tzero(); /* consumed: its record made it */
         } else {
@@ -108,7 +108,7 @@ static cr_status custom_pull(cr_tape *t, const cr__anode *an, const double *g, d
         uint32_t c = nd->in[j];
         if (c == CR_VAR_CONST) {
         } else if (c & CR__ASLOT_BIT) {
-            cr__aslot *s = &t->aslots[c & ~CR__ASLOT_BIT];
+            cr__aslot *s = &t->avars.slots[c & ~CR__ASLOT_BIT];
             cr_array *a;
             st = dense_over(t, s->val, xbar + off, &a);
             if (st == CR_OK)
@@ -140,7 +140,7 @@ static cr_status custom_forward(cr_tape *t, const cr__anode *an, double *tan, si
                 uint32_t s = c & ~CR__ASLOT_BIT;
                 cr_tangent *tp = cr__asweep_slot(t, s, d, false);
                 if (tp != NULL)
-                    st = tangent_into(t, nd->op->name, *tp, t->aslots[s].val, xdot + off,
+                    st = tangent_into(t, nd->op->name, *tp, t->avars.slots[s].val, xdot + off,
                                       nd->in_len[j]);
             } else {
                 xdot[off] = tan[(size_t)c * k + d];
@@ -160,7 +160,7 @@ static cr_status custom_forward(cr_tape *t, const cr__anode *an, double *tan, si
                     return cr__tape_fail(t, CR_EINVAL,
                                          "tape: %s: forward sweep without array tangents",
                                          nd->op->name);
-                st = dense_over(t, t->aslots[s].val, ydot + off, &a);
+                st = dense_over(t, t->avars.slots[s].val, ydot + off, &a);
                 if (st == CR_OK)
                     st = cr__tis_zero(*tp) ? (*tp = cr__tarray(a), CR_OK)
                                            : cr_tangent_add(t->arena, *tp, cr__tarray(a), tp);
@@ -255,7 +255,7 @@ cr_status cr_tape_op_record(cr_tape *t, const cr_tape_op *op, void *env, const c
             cr_avar v = a->u.a;
             if (f64_array(t, name, "input", j, v.a, &lens[j]) != CR_OK)
                 return t->status;
-            if (v.idx != CR_VAR_CONST && (v.tape != t->id || v.idx >= t->naslots))
+            if (v.idx != CR_VAR_CONST && (v.tape != t->id || v.idx >= t->avars.n))
                 return cr__tape_fail(t, CR_ETAPE,
                                      "%s: input %zu (array variable %u) belongs to another tape, "
                                      "or to this tape before its last reset",
@@ -287,12 +287,12 @@ cr_status cr_tape_op_record(cr_tape *t, const cr_tape_op *op, void *env, const c
     if ((size_t)(t->lim - t->cur) < need && cr__tape_grow(t, need) != CR_OK)
         return t->status;
     /* The outputs: scalar variables numbered from nvars, array variables in new slots. */
-    uint32_t slot0 = t->naslots, ns = 0;
+    uint32_t slot0 = t->avars.n, ns = 0;
     for (size_t k = 0; k < nout; k++) {
         if (vals[k].kind == CR_TARG_ARR) {
             uint32_t idx;
             if (cr__array_slot(t, vals[k].u.a.a, &idx) != CR_OK) {
-                t->naslots = slot0;
+                t->avars.n = slot0;
                 set_nan(out, nout);
                 return t->status;
             }

@@ -10,7 +10,9 @@
  * gradients with respect to an intermediate variable and to an input made inside the
  * function (not the first record's inputs: the cleared workspace serves); a pullback failing
  * in the middle of a sweep; vector-Jacobian products seeded at an input; the workspace's
- * allocation failing (the arena's serves, no error is left); no allocation once it is kept.
+ * allocation failing (the arena's serves, no error is left); no allocation once it is kept,
+ * also when the function makes inputs one at a time (the workspace shares its memory with
+ * the forward and replay tapes' state).
  */
 #include <math.h>
 #include <stdio.h>
@@ -136,12 +138,12 @@ static void test_sequence(void **state)
         point(x, seq[k].n, 0.3 * (double)k);
         check_call(ctx, t, &seq[k], x);
         /* kept, and clean after a scalar program; dirty after a general record */
-        assert_non_null(t->ws);
-        assert_true(t->ws_cap >= seq[k].n);
+        assert_non_null(t->kept.ws);
+        assert_true(t->kept.cap >= seq[k].n);
         if (seq[k].general)
-            assert_true(t->ws_dirty > 0);
+            assert_true(t->kept.dirty > 0);
         else
-            assert_int_equal(t->ws_dirty, 0);
+            assert_int_equal(t->kept.dirty, 0);
     }
     cr_tape_free(t);
 }
@@ -187,7 +189,7 @@ static void test_other_variables(void **state)
     assert_ok(t, cr_tape_gradient(t, s, xs, 2, g2));
     ASSERT_DBL(g2[0], g[2]);
     assert_close(g2[1], g[0] * x0[0], 1e-15);
-    assert_int_equal(t->ws_dirty, 0);
+    assert_int_equal(t->kept.dirty, 0);
     /* and the same twice more: nothing left behind */
     assert_ok(t, cr_tape_gradient(t, s, xs, 2, g2));
     ASSERT_DBL(g2[0], g[2]);
@@ -211,7 +213,7 @@ static void test_vjp_seeded_input(void **state)
         ys[0] = xs[3];
         const double ybar[2] = {2.5, -0.75};
         assert_ok(t, cr_tape_vjp(t, ys, ybar, 2, xs, p.n, xbar));
-        assert_int_equal(t->ws_dirty, 0);
+        assert_int_equal(t->kept.dirty, 0);
         fd_grad(&p, x, fd);
         for (size_t i = 0; i < p.n; i++)
             assert_close(xbar[i], -0.75 * fd[i] + (i == 3 ? 2.5 : 0.0), 1e-7);
@@ -298,7 +300,7 @@ static void test_failing_pullback(void **state)
         touchy_env bad = {p, 20.0};
         assert_int_equal(cr_tape_value_and_gradient(t, touchy_t, &bad, x, 200, &y, g), CR_EDOMAIN);
         assert_contains(cr_tape_errmsg(t), "touchy");
-        assert_true(t->ws_dirty > 0);
+        assert_true(t->kept.dirty > 0);
         /* the next sweeps are right: a failing-free call of the same program, then the plain
          * loop, each against a buffer tape */
         touchy_env good = {p, 3.0};
@@ -341,11 +343,11 @@ static void test_memory(void **state)
     c.fail_at = c.allocs + 1; /* the kept workspace */
     assert_ok(t, cr_tape_gradient(t, out, xs, p.n, g0));
     assert_int_equal(cr_ctx_errcode(ctx), CR_OK);
-    assert_null(t->ws);
+    assert_null(t->kept.ws);
     c.fail_at = 0;
     assert_ok(t, cr_tape_gradient(t, out, xs, p.n, g));
     assert_memory_equal(g, g0, p.n * sizeof *g);
-    assert_non_null(t->ws);
+    assert_non_null(t->kept.ws);
     assert_ok(t, cr_tape_value_and_gradient(t, prog_t, (void *)&p, x, p.n, &y, g));
     size_t allocs = c.allocs;
     for (int round = 0; round < 3; round++) {
@@ -358,6 +360,82 @@ static void test_memory(void **state)
     assert_int_equal(c.live, 0);
 }
 
+/* Inputs made one at a time inside the function (cr_tape_input, which clears the replay
+ * information of the next record on the tapes that keep one, whose memory a first-order
+ * tape's kept workspace shares) leave the workspace as it is: the calls after the first
+ * allocate nothing and keep its size. A forward tape recording such an input, a prepared
+ * gradient's replay tape (made from a first-order tape) and a prepared H v give back all
+ * they allocated. */
+static void test_memory_inputs(void **state)
+{
+    (void)state;
+    counter c = {0};
+    cr_ctx *ctx;
+    cr_ctx_params cp = {.struct_size = sizeof cp, .realloc_fn = counting_realloc, .alloc_env = &c};
+    assert_int_equal(cr_ctx_new(&cp, &ctx), CR_OK);
+    cr_tape *t;
+    assert_int_equal(cr_tape_new(ctx, NULL, &t), CR_OK);
+    const prog p = {300, false, true};
+    double x[MAXN], y, g[MAXN], y2, g2[MAXN];
+    point(x, p.n, 0.2);
+    check_call(ctx, t, &p, x);
+    check_call(ctx, t, &p, x);
+    assert_non_null(t->kept.ws);
+    size_t cap = t->kept.cap;
+    assert_true(cap >= p.n);
+    size_t allocs = c.allocs;
+    for (int round = 0; round < 3; round++)
+        assert_ok(t, cr_tape_value_and_gradient(t, prog_t, (void *)&p, x, p.n, &y, g));
+    assert_int_equal(c.allocs, allocs);
+    assert_int_equal(t->kept.cap, cap);
+    cr_tape_free(t);
+
+    cr_tape_params fp = {.struct_size = sizeof fp, .flags = CR_TAPE_FORWARD};
+    assert_int_equal(cr_tape_new(ctx, &fp, &t), CR_OK);
+    for (int round = 0; round < 2; round++) {
+        assert_ok(t, cr_tape_value_and_gradient(t, prog_t, (void *)&p, x, p.n, &y2, g2));
+        ASSERT_DBL(y2, y);
+        assert_memory_equal(g2, g, p.n * sizeof *g);
+    }
+    cr_tape_free(t);
+
+    /* The prepared replays refuse inputs made inside the function: their inputs, made one
+     * record each by cr_tape_inputs through cr_tape_input, are the ones cleared. */
+    const prog q = {300, false, false};
+    assert_int_equal(cr_tape_new(ctx, NULL, &t), CR_OK);
+    assert_ok(t, cr_tape_value_and_gradient(t, prog_t, (void *)&q, x, q.n, &y, g));
+    cr_tape_free(t);
+    cr_prepared *pr;
+    assert_int_equal(cr_prepare_gradient(ctx, NULL, prog_t, (void *)&q, x, q.n, &pr), CR_OK);
+    for (int round = 0; round < 2; round++) {
+        assert_int_equal(cr_prepared_value_and_gradient(pr, x, q.n, &y2, g2), CR_OK);
+        assert_close(y2, y, 1e-12);
+        for (size_t i = 0; i < q.n; i++)
+            assert_close(g2[i], g[i], 1e-12);
+    }
+    cr_prepared_free(pr);
+    double v[MAXN], hv[MAXN];
+    for (size_t i = 0; i < q.n; i++)
+        v[i] = 1.0;
+    assert_int_equal(cr_prepare_hvp(ctx, NULL, prog_t, (void *)&q, x, q.n, &pr), CR_OK);
+    assert_int_equal(cr_prepared_hvp(pr, x, q.n, v, hv, &y2, g2), CR_OK);
+    assert_close(y2, y, 1e-12);
+    /* H v against central differences of the gradient along v */
+    double xp[MAXN], xm[MAXN], gp[MAXN], gm[MAXN], hd[MAXN];
+    const double h = 1e-5;
+    for (size_t i = 0; i < q.n; i++) {
+        xp[i] = x[i] + h * v[i];
+        xm[i] = x[i] - h * v[i];
+    }
+    assert_int_equal(cr_prepared_hvp(pr, xp, q.n, v, hd, NULL, gp), CR_OK);
+    assert_int_equal(cr_prepared_hvp(pr, xm, q.n, v, hd, NULL, gm), CR_OK);
+    for (size_t i = 0; i < q.n; i++)
+        assert_close(hv[i], (gp[i] - gm[i]) / (2 * h), 1e-6);
+    cr_prepared_free(pr);
+    cr_ctx_free(ctx);
+    assert_int_equal(c.live, 0);
+}
+
 static int run_kept_workspace(void)
 {
     const struct CMUnitTest kept_workspace[] = {
@@ -366,6 +444,7 @@ static int run_kept_workspace(void)
         cmocka_unit_test_setup_teardown(test_vjp_seeded_input, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_failing_pullback, fixture_setup, fixture_teardown),
         cmocka_unit_test(test_memory),
+        cmocka_unit_test(test_memory_inputs),
     };
     return cmocka_run_group_tests(kept_workspace, NULL, NULL);
 }
