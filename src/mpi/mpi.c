@@ -678,7 +678,7 @@ static cr_status isend_fwd(cr_tape *t, void *ev, const double *xdot, double *ydo
 {
     (void)ydot;
     struct cr_mpi_req *q = ((env *)ev)->req;
-    fmsg *m;
+    fmsg *m = NULL;
     if (req_push(t, q, &m) != CR_OK)
         return status_of(t);
     RC("MPI_Isend tangent", "MPI_Isend",
@@ -702,7 +702,7 @@ static cr_status irecv_fwd(cr_tape *t, void *ev, const double *xdot, double *ydo
     (void)xdot;
     (void)ydot;
     struct cr_mpi_req *q = ((env *)ev)->req;
-    fmsg *m;
+    fmsg *m = NULL;
     if (req_push(t, q, &m) != CR_OK)
         return status_of(t);
     if ((m->buf = arena_alloc(t, q->n, sizeof *m->buf)) == NULL)
