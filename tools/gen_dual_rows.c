@@ -496,7 +496,8 @@ static bool read_file(const char *path, buf *out)
     return ok;
 }
 
-/* Is name a part, dual_inline_rows_K.h with K > nparts (or not a number in range)? */
+/* Is name a stale part: dual_inline_rows_K.h with K > nparts, K = 0 or K written with a
+ * leading zero? */
 static bool stale_part(const char *name, size_t nparts)
 {
     static const char prefix[] = "dual_inline_rows_";
@@ -530,8 +531,9 @@ static int stale_parts(const char *dir, size_t nparts, bool write)
             continue;
         if (!write) {
             fprintf(stderr,
-                    "gen-dual-rows: %s/%s is a part beyond the last (dual_inline_rows_%zu.h); "
-                    "regenerate with `cmake --build <build dir> --target dual-rows`\n",
+                    "gen-dual-rows: %s/%s is not one of the parts (the last is "
+                    "dual_inline_rows_%zu.h); regenerate with `cmake --build <build dir> "
+                    "--target dual-rows`, which removes it\n",
                     dir, e->d_name, nparts);
             rc = 1;
             continue;
@@ -586,8 +588,12 @@ int main(int argc, char **argv)
             }
             buf have = {0};
             if (!read_file(path, &have)) {
-                fprintf(stderr, "gen-dual-rows: cannot read %s\n", path);
-                rc = 2;
+                fprintf(stderr,
+                        "gen-dual-rows: %s is missing or unreadable; regenerate it with "
+                        "`cmake --build <build dir> --target dual-rows`\n",
+                        path);
+                if (rc == 0)
+                    rc = 1;
             } else if (have.n != want->n || memcmp(have.p, want->p, want->n) != 0) {
                 fprintf(stderr,
                         "gen-dual-rows: %s is out of date with the built-in rows; regenerate "
