@@ -431,6 +431,10 @@ static void gen_head(buf *b, size_t nparts)
  * filled with whole rows while they fit. */
 static bool generate(void)
 {
+    if (g_nrows == 0) {
+        fputs("gen-dual-rows: the built-in registry has no scalar row\n", stderr);
+        return false;
+    }
     buf rows = {0};
     static size_t at[MAX_ROWS + 1];
     for (size_t i = 0; i < g_nrows; i++) {
