@@ -1,6 +1,6 @@
-# Checks that the umbrella header includes every module header (STYLE.md §3) but the
-# opt-in ones (mpi.h, kernel.h, tape_inline.h), which neither it nor any header it includes
-# may include.
+# Checks that the umbrella header includes every module header (STYLE.md §3), a generated
+# part NAME_K.h through its header NAME.h, but the opt-in ones (mpi.h, kernel.h,
+# tape_inline.h), which neither it nor any header it includes may include.
 # cmake -DUMBRELLA=<include/chainrules.h> -DDIRS=<dir>[,<dir>...] -P umbrella.cmake
 # DIRS are the directories holding chainrules/*.h (the source tree's and the build's).
 file(READ "${UMBRELLA}" text)
@@ -27,6 +27,19 @@ foreach(d IN LISTS dirs)
       endif()
     endforeach()
     string(REPLACE "." "\\." pat "${name}")
+    # A generated part NAME_K.h of a header NAME.h (dual_inline_rows_1.h, ...) is included
+    # through NAME.h, which must include it (and which the umbrella must include).
+    set(head "")
+    if(name MATCHES "^(.+)_[0-9]+\\.h$")
+      set(head "${CMAKE_MATCH_1}.h")
+    endif()
+    if(head AND EXISTS "${d}/${head}")
+      file(READ "${d}/${head}" headtext)
+      if(NOT headtext MATCHES "#[ \t]*include[ \t]*(\"|<chainrules/)${pat}[>\"]")
+        list(APPEND missing "chainrules/${name} (through chainrules/${head})")
+      endif()
+      continue()
+    endif()
     if(NOT text MATCHES "#[ \t]*include[ \t]*[<\"]chainrules/${pat}[>\"]")
       list(APPEND missing "chainrules/${name}")
     endif()

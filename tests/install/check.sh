@@ -69,6 +69,11 @@ check_prefix() {
     [ -n "$pc" ] || fail "$kind: no chainrules.pc under $prefix"
     [ -f "$prefix/include/chainrules.h" ] || fail "$kind: include/chainrules.h not installed"
     [ -f "$prefix/include/chainrules/version.h" ] || fail "$kind: generated version.h not installed"
+    # every public header of the tree, the generated parts dual_inline_rows_K.h among them
+    local h
+    for h in "$src"/include/chainrules/*.h; do
+        [ -f "$prefix/include/chainrules/${h##*/}" ] || fail "$kind: chainrules/${h##*/} not installed"
+    done
     cmp -s "$src/LICENSE" "$prefix/share/doc/chainrules/LICENSE" ||
         fail "$kind: LICENSE not installed as share/doc/chainrules/LICENSE"
     if find "$prefix/include" -name '*_impl.h' | grep -q .; then
