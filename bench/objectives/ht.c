@@ -6,9 +6,10 @@
  * given by barycentric coordinates us on the model's triangles (complicated).
  *
  * Matrices are row-major 4 x 4 (M[r*4 + c]); the vertex positions are vertex-major. Both
- * variants are one function, ht_errors(): the bones' transforms, the global rotation, then
- * the posed position of every vertex (skinned, rotated and translated; in a local array of
- * HT_MAX_VERTS x 3 values, 240 KB), then the errors at the correspondences.
+ * variants are one function, ht_errors(): the bones' transforms, the global rotation, then,
+ * point by point, the skinned positions of the vertices the point reads (over the bones
+ * whose weight is nonzero), their blend, the global transform and the error. No array of
+ * the whole posed model: a vertex read by several points is skinned again for each.
  */
 #include <math.h>
 #include <stddef.h>
@@ -16,13 +17,12 @@
 #include "objectives.h"
 
 /* The errors of both variants: the simple one when triangles and us are NULL. */
-static void ht_errors(int nbones, int nverts, int npts, const int *parents,
-                      const double *base_relatives, const double *inverse_base_absolutes,
-                      const double *base_positions, const double *weights, int is_mirrored,
-                      const int *correspondences, const int *triangles, const double *points,
-                      const double *theta, const double *us, double *err)
+static void ht_errors(int nbones, int npts, const int *parents, const double *base_relatives,
+                      const double *inverse_base_absolutes, const double *base_positions,
+                      const double *weights, int is_mirrored, const int *correspondences,
+                      const int *triangles, const double *points, const double *theta,
+                      const double *us, double *err)
 {
-    double positions[3 * HT_MAX_VERTS];  /* skinned, before the global transform */
     double pose[3 * (HT_MAX_BONES + 3)]; /* pose[col*3 + row] */
     double rel[16];
     double absolutes[16 * HT_MAX_BONES];
@@ -108,7 +108,7 @@ static void ht_errors(int nbones, int nverts, int npts, const int *parents,
     }
 
     /* apply_global_transform: R(angle axis theta[0..2]) (times the unit scale), then the
-     * translation, applied to every vertex after its skinning. */
+     * translation. */
     double g00 = 1.0, g01 = 0.0, g02 = 0.0;
     double g10 = 0.0, g11 = 1.0, g12 = 0.0;
     double g20 = 0.0, g21 = 0.0, g22 = 1.0;
@@ -132,54 +132,70 @@ static void ht_errors(int nbones, int nverts, int npts, const int *parents,
     double t0 = pose[6];
     double t1 = pose[7];
     double t2 = pose[8];
-    /* Skinning: position = sum_b weight(v, b) (transform_b * base_position(v))[0..2]. */
-    for (int v = 0; v < nverts; v++) {
-        double p0 = 0.0;
-        double p1 = 0.0;
-        double p2 = 0.0;
-        double x0 = base_positions[v * 4];
-        double x1 = base_positions[v * 4 + 1];
-        double x2 = base_positions[v * 4 + 2];
-        double x3 = base_positions[v * 4 + 3];
-        for (int b = 0; b < nbones; b++) {
-            int bb = b * 16;
-            double wv = weights[v * nbones + b];
-            p0 += (transforms[bb] * x0 + transforms[bb + 1] * x1 + transforms[bb + 2] * x2 +
-                   transforms[bb + 3] * x3) *
-                  wv;
-            p1 += (transforms[bb + 4] * x0 + transforms[bb + 5] * x1 + transforms[bb + 6] * x2 +
-                   transforms[bb + 7] * x3) *
-                  wv;
-            p2 += (transforms[bb + 8] * x0 + transforms[bb + 9] * x1 + transforms[bb + 10] * x2 +
-                   transforms[bb + 11] * x3) *
-                  wv;
+
+    /* The errors read the posed model at one vertex (simple) or at a point of a triangle
+     * (complicated) each: only those vertices are skinned, when a point reads them. A
+     * vertex's position is sum_b weight(v, b) (transform_b * base_position(v))[0..2] over
+     * the bones that move it (a few of the model's weights are nonzero); the point's is
+     * u0 p(v0) + u1 p(v1) + u2 p(v2), and the global transform, linear, applies to it once:
+     * sum_j u_j (G p_j + t) = G (sum_j u_j p_j) + t as u0 + u1 + u2 = 1. */
+    int nv = triangles ? 3 : 1;
+    for (int i = 0; i < npts; i++) {
+        double q0 = 0.0;
+        double q1 = 0.0;
+        double q2 = 0.0;
+        double u0 = 0.0;
+        double u1 = 0.0;
+        double u2 = 0.0;
+        if (triangles) {
+            u0 = us[i * 2];
+            u1 = us[i * 2 + 1];
+            u2 = 1.0 - u0 - u1;
+        }
+        for (int j = 0; j < nv; j++) {
+            int v = triangles ? triangles[correspondences[i] * 3 + j] : correspondences[i];
+            double p0 = 0.0;
+            double p1 = 0.0;
+            double p2 = 0.0;
+            double x0 = base_positions[v * 4];
+            double x1 = base_positions[v * 4 + 1];
+            double x2 = base_positions[v * 4 + 2];
+            double x3 = base_positions[v * 4 + 3];
+            for (int b = 0; b < nbones; b++) {
+                double wv = weights[v * nbones + b];
+                if (wv != 0.0) {
+                    int bb = b * 16;
+                    p0 += (transforms[bb] * x0 + transforms[bb + 1] * x1 + transforms[bb + 2] * x2 +
+                           transforms[bb + 3] * x3) *
+                          wv;
+                    p1 += (transforms[bb + 4] * x0 + transforms[bb + 5] * x1 +
+                           transforms[bb + 6] * x2 + transforms[bb + 7] * x3) *
+                          wv;
+                    p2 += (transforms[bb + 8] * x0 + transforms[bb + 9] * x1 +
+                           transforms[bb + 10] * x2 + transforms[bb + 11] * x3) *
+                          wv;
+                }
+            }
+            if (!triangles) {
+                q0 = p0;
+                q1 = p1;
+                q2 = p2;
+            } else {
+                double u = u2;
+                if (j == 0)
+                    u = u0;
+                else if (j == 1)
+                    u = u1;
+                q0 += u * p0;
+                q1 += u * p1;
+                q2 += u * p2;
+            }
         }
         if (is_mirrored)
-            p0 = -p0;
-        positions[v * 3] = g00 * p0 + g01 * p1 + g02 * p2 + t0;
-        positions[v * 3 + 1] = g10 * p0 + g11 * p1 + g12 * p2 + t1;
-        positions[v * 3 + 2] = g20 * p0 + g21 * p1 + g22 * p2 + t2;
-    }
-
-    for (int i = 0; i < npts; i++) {
-        if (triangles) {
-            /* the point of triangle correspondences[i] at barycentric coordinates us[i] */
-            int t = correspondences[i];
-            int v0 = triangles[t * 3];
-            int v1 = triangles[t * 3 + 1];
-            int v2 = triangles[t * 3 + 2];
-            double u0 = us[i * 2];
-            double u1 = us[i * 2 + 1];
-            double u2 = 1.0 - u0 - u1;
-            for (int j = 0; j < 3; j++)
-                err[i * 3 + j] =
-                    points[i * 3 + j] - (u0 * positions[v0 * 3 + j] + u1 * positions[v1 * 3 + j] +
-                                         u2 * positions[v2 * 3 + j]);
-        } else {
-            int v = correspondences[i];
-            for (int j = 0; j < 3; j++)
-                err[i * 3 + j] = points[i * 3 + j] - positions[v * 3 + j];
-        }
+            q0 = -q0;
+        err[i * 3] = points[i * 3] - (g00 * q0 + g01 * q1 + g02 * q2 + t0);
+        err[i * 3 + 1] = points[i * 3 + 1] - (g10 * q0 + g11 * q1 + g12 * q2 + t1);
+        err[i * 3 + 2] = points[i * 3 + 2] - (g20 * q0 + g21 * q1 + g22 * q2 + t2);
     }
 }
 
@@ -194,7 +210,7 @@ void ht_objective(int nbones, int nverts, int npts, const int *parents,
             err[i] = 0.0 / 0.0;
         return;
     }
-    ht_errors(nbones, nverts, npts, parents, base_relatives, inverse_base_absolutes, base_positions,
+    ht_errors(nbones, npts, parents, base_relatives, inverse_base_absolutes, base_positions,
               weights, is_mirrored, correspondences, NULL, points, theta, NULL, err);
 }
 
@@ -210,6 +226,6 @@ void ht_objective_complicated(int nbones, int nverts, int npts, const int *paren
             err[i] = 0.0 / 0.0;
         return;
     }
-    ht_errors(nbones, nverts, npts, parents, base_relatives, inverse_base_absolutes, base_positions,
+    ht_errors(nbones, npts, parents, base_relatives, inverse_base_absolutes, base_positions,
               weights, is_mirrored, correspondences, triangles, points, theta, us, err);
 }
