@@ -6,22 +6,100 @@
  * given by barycentric coordinates us on the model's triangles (complicated).
  *
  * Matrices are row-major 4 x 4 (M[r*4 + c]); the vertex positions are vertex-major. Both
- * variants are one function, ht_errors(): the bones' transforms, the global rotation, then,
- * point by point, the skinned positions of the vertices the point reads (over the bones
- * whose weight is nonzero), their blend, the global transform and the error. No array of
- * the whole posed model: a vertex read by several points is skinned again for each.
+ * variants are one function, ht_errors(): the bones' transforms, the global rotation, then
+ * the errors, by one of two paths. When the points read more vertex instances than the
+ * model has vertices (npts * (triangles ? 3 : 1) > nverts), every vertex is skinned (over
+ * the bones whose weight is nonzero) and posed once (ht_errors_posed()); otherwise point by
+ * point only the vertices the point reads are skinned, blended, and the global transform
+ * applied to the blend (ht_errors_per_point()), so that a small set of points does not pay
+ * for the whole model and a large one does not skin a vertex again for each point.
  */
 #include <math.h>
 #include <stddef.h>
 
 #include "objectives.h"
 
+/* HT_SKIN_VERTEX(v, p0, p1, p2): the skinned position (p0, p1, p2) of vertex v before the
+ * global transform, sum_b weight(v, b) (transform_b * base_position(v))[0..2] over the
+ * bones that move it (a few of the model's weights are nonzero: 1.7 of 22 on average in
+ * GradBench's models): statements that declare p0, p1 and p2 (and, in the loop, b, wv, bb
+ * and x0..x3) and read nbones, base_positions, weights and transforms. A macro, not a
+ * function: the forward modes run a call of a function of the file on full tangents (every
+ * lane of the arrays it reads and writes), which made the Jacobian 3-4 times slower here; the
+ * expanded statements keep their lane ranges. (A while loop: chainrules-ad reads a for
+ * statement's parts from its tokens, which a macro's expansion does not give.) */
+#define HT_SKIN_VERTEX(v, p0, p1, p2)                                                             \
+    double p0 = 0.0;                                                                              \
+    double p1 = 0.0;                                                                              \
+    double p2 = 0.0;                                                                              \
+    int b = 0;                                                                                    \
+    while (b < nbones) {                                                                          \
+        double wv = weights[(v)*nbones + b];                                                      \
+        if (wv != 0.0) {                                                                          \
+            int bb = b * 16;                                                                      \
+            double x0 = base_positions[(v)*4];                                                    \
+            double x1 = base_positions[(v)*4 + 1];                                                \
+            double x2 = base_positions[(v)*4 + 2];                                                \
+            double x3 = base_positions[(v)*4 + 3];                                                \
+            p0 += (transforms[bb] * x0 + transforms[bb + 1] * x1 + transforms[bb + 2] * x2 +      \
+                   transforms[bb + 3] * x3) *                                                     \
+                  wv;                                                                             \
+            p1 += (transforms[bb + 4] * x0 + transforms[bb + 5] * x1 + transforms[bb + 6] * x2 +  \
+                   transforms[bb + 7] * x3) *                                                     \
+                  wv;                                                                             \
+            p2 += (transforms[bb + 8] * x0 + transforms[bb + 9] * x1 + transforms[bb + 10] * x2 + \
+                   transforms[bb + 11] * x3) *                                                    \
+                  wv;                                                                             \
+        }                                                                                         \
+        b++;                                                                                      \
+    }
+
+/* The errors when the points read more vertex instances than the model has vertices: every
+ * vertex is skinned once and globally transformed into a local array of the posed model
+ * (HT_MAX_VERTS x 3 values, 240 KB), which the points then read. The array is this
+ * function's own: the forward modes clear its tangents only when this path runs. */
+static void ht_errors_posed(int nbones, int nverts, int npts, const double *base_positions,
+                            const double *weights, const double *transforms, const double *g,
+                            int is_mirrored, const int *correspondences, const int *triangles,
+                            const double *points, const double *us, double *err)
+{
+    double positions[3 * HT_MAX_VERTS];
+    for (int v = 0; v < nverts; v++) {
+        HT_SKIN_VERTEX(v, p0, p1, p2)
+        if (is_mirrored)
+            p0 = -p0;
+        for (int r = 0; r < 3; r++)
+            positions[v * 3 + r] =
+                g[r * 4] * p0 + g[r * 4 + 1] * p1 + g[r * 4 + 2] * p2 + g[r * 4 + 3];
+    }
+    for (int i = 0; i < npts; i++) {
+        if (triangles) {
+            /* the point of triangle correspondences[i] at barycentric coordinates us[i] */
+            int t = correspondences[i];
+            int v0 = triangles[t * 3];
+            int v1 = triangles[t * 3 + 1];
+            int v2 = triangles[t * 3 + 2];
+            double u0 = us[i * 2];
+            double u1 = us[i * 2 + 1];
+            double u2 = 1.0 - u0 - u1;
+            for (int r = 0; r < 3; r++)
+                err[i * 3 + r] =
+                    points[i * 3 + r] - (u0 * positions[v0 * 3 + r] + u1 * positions[v1 * 3 + r] +
+                                         u2 * positions[v2 * 3 + r]);
+        } else {
+            int v = correspondences[i];
+            for (int r = 0; r < 3; r++)
+                err[i * 3 + r] = points[i * 3 + r] - positions[v * 3 + r];
+        }
+    }
+}
+
 /* The errors of both variants: the simple one when triangles and us are NULL. */
-static void ht_errors(int nbones, int npts, const int *parents, const double *base_relatives,
-                      const double *inverse_base_absolutes, const double *base_positions,
-                      const double *weights, int is_mirrored, const int *correspondences,
-                      const int *triangles, const double *points, const double *theta,
-                      const double *us, double *err)
+static void ht_errors(int nbones, int nverts, int npts, const int *parents,
+                      const double *base_relatives, const double *inverse_base_absolutes,
+                      const double *base_positions, const double *weights, int is_mirrored,
+                      const int *correspondences, const int *triangles, const double *points,
+                      const double *theta, const double *us, double *err)
 {
     double pose[3 * (HT_MAX_BONES + 3)]; /* pose[col*3 + row] */
     double rel[16];
@@ -129,58 +207,47 @@ static void ht_errors(int nbones, int npts, const int *parents, const double *ba
         g21 = az * ay * (1 - c) + ax * s;
         g22 = az * az + (1 - az * az) * c;
     }
-    double t0 = pose[6];
-    double t1 = pose[7];
-    double t2 = pose[8];
 
-    /* The errors read the posed model at one vertex (simple) or at a point of a triangle
-     * (complicated) each: only those vertices are skinned, when a point reads them. A
-     * vertex's position is sum_b weight(v, b) (transform_b * base_position(v))[0..2] over
-     * the bones that move it (a few of the model's weights are nonzero); the point's is
-     * u0 p(v0) + u1 p(v1) + u2 p(v2), and the global transform, linear, applies to it once:
-     * sum_j u_j (G p_j + t) = G (sum_j u_j p_j) + t as u0 + u1 + u2 = 1. */
+    double g[12]; /* rows [G t] */
+    g[0] = g00;
+    g[1] = g01;
+    g[2] = g02;
+    g[3] = pose[6];
+    g[4] = g10;
+    g[5] = g11;
+    g[6] = g12;
+    g[7] = pose[7];
+    g[8] = g20;
+    g[9] = g21;
+    g[10] = g22;
+    g[11] = pose[8];
+
+    /* The points read one vertex (simple) or a triangle's three (complicated) each. When
+     * they read more vertex instances than the model has vertices, every vertex is posed
+     * once (ht_errors_posed). Otherwise only the read ones are skinned, point by point, and
+     * blended (u0 p(v0) + u1 p(v1) + u2 p(v2), or p(v)); the global transform, linear,
+     * applies once to the blend: sum_j u_j (G p_j + t) = G (sum_j u_j p_j) + t as
+     * u0 + u1 + u2 = 1. A vertex read by several points is then skinned again for each. */
     int nv = triangles ? 3 : 1;
-    for (int i = 0; i < npts; i++) {
-        double q0 = 0.0;
-        double q1 = 0.0;
-        double q2 = 0.0;
-        double u0 = 0.0;
-        double u1 = 0.0;
-        double u2 = 0.0;
-        if (triangles) {
-            u0 = us[i * 2];
-            u1 = us[i * 2 + 1];
-            u2 = 1.0 - u0 - u1;
-        }
-        for (int j = 0; j < nv; j++) {
-            int v = triangles ? triangles[correspondences[i] * 3 + j] : correspondences[i];
-            double p0 = 0.0;
-            double p1 = 0.0;
-            double p2 = 0.0;
-            double x0 = base_positions[v * 4];
-            double x1 = base_positions[v * 4 + 1];
-            double x2 = base_positions[v * 4 + 2];
-            double x3 = base_positions[v * 4 + 3];
-            for (int b = 0; b < nbones; b++) {
-                double wv = weights[v * nbones + b];
-                if (wv != 0.0) {
-                    int bb = b * 16;
-                    p0 += (transforms[bb] * x0 + transforms[bb + 1] * x1 + transforms[bb + 2] * x2 +
-                           transforms[bb + 3] * x3) *
-                          wv;
-                    p1 += (transforms[bb + 4] * x0 + transforms[bb + 5] * x1 +
-                           transforms[bb + 6] * x2 + transforms[bb + 7] * x3) *
-                          wv;
-                    p2 += (transforms[bb + 8] * x0 + transforms[bb + 9] * x1 +
-                           transforms[bb + 10] * x2 + transforms[bb + 11] * x3) *
-                          wv;
-                }
+    if (npts > nverts / nv) {
+        ht_errors_posed(nbones, nverts, npts, base_positions, weights, transforms, g, is_mirrored,
+                        correspondences, triangles, points, us, err);
+    } else {
+        for (int i = 0; i < npts; i++) {
+            double q0 = 0.0;
+            double q1 = 0.0;
+            double q2 = 0.0;
+            double u0 = 1.0;
+            double u1 = 0.0;
+            double u2 = 0.0;
+            if (triangles) {
+                u0 = us[i * 2];
+                u1 = us[i * 2 + 1];
+                u2 = 1.0 - u0 - u1;
             }
-            if (!triangles) {
-                q0 = p0;
-                q1 = p1;
-                q2 = p2;
-            } else {
+            for (int j = 0; j < nv; j++) {
+                int v = triangles ? triangles[correspondences[i] * 3 + j] : correspondences[i];
+                HT_SKIN_VERTEX(v, p0, p1, p2)
                 double u = u2;
                 if (j == 0)
                     u = u0;
@@ -190,12 +257,12 @@ static void ht_errors(int nbones, int npts, const int *parents, const double *ba
                 q1 += u * p1;
                 q2 += u * p2;
             }
+            if (is_mirrored)
+                q0 = -q0;
+            for (int r = 0; r < 3; r++)
+                err[i * 3 + r] = points[i * 3 + r] - (g[r * 4] * q0 + g[r * 4 + 1] * q1 +
+                                                      g[r * 4 + 2] * q2 + g[r * 4 + 3]);
         }
-        if (is_mirrored)
-            q0 = -q0;
-        err[i * 3] = points[i * 3] - (g00 * q0 + g01 * q1 + g02 * q2 + t0);
-        err[i * 3 + 1] = points[i * 3 + 1] - (g10 * q0 + g11 * q1 + g12 * q2 + t1);
-        err[i * 3 + 2] = points[i * 3 + 2] - (g20 * q0 + g21 * q1 + g22 * q2 + t2);
     }
 }
 
@@ -210,7 +277,7 @@ void ht_objective(int nbones, int nverts, int npts, const int *parents,
             err[i] = 0.0 / 0.0;
         return;
     }
-    ht_errors(nbones, npts, parents, base_relatives, inverse_base_absolutes, base_positions,
+    ht_errors(nbones, nverts, npts, parents, base_relatives, inverse_base_absolutes, base_positions,
               weights, is_mirrored, correspondences, NULL, points, theta, NULL, err);
 }
 
@@ -226,6 +293,6 @@ void ht_objective_complicated(int nbones, int nverts, int npts, const int *paren
             err[i] = 0.0 / 0.0;
         return;
     }
-    ht_errors(nbones, npts, parents, base_relatives, inverse_base_absolutes, base_positions,
+    ht_errors(nbones, nverts, npts, parents, base_relatives, inverse_base_absolutes, base_positions,
               weights, is_mirrored, correspondences, triangles, points, theta, us, err);
 }
