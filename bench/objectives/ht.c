@@ -7,13 +7,93 @@
  *
  * Matrices are row-major 4 x 4 (M[r*4 + c]); the vertex positions are vertex-major. Both
  * variants are one function, ht_errors(): the bones' transforms, the global rotation, then
- * the posed position of every vertex (skinned, rotated and translated; in a local array of
- * HT_MAX_VERTS x 3 values, 240 KB), then the errors at the correspondences.
+ * the errors, by one of two paths. When the points read more vertex instances than the
+ * model has vertices (npts * (triangles ? 3 : 1) > nverts), every vertex is skinned (over
+ * the bones whose weight is nonzero) and posed once (ht_errors_posed()); otherwise point by
+ * point only the vertices the point reads are skinned, blended, and the global transform
+ * applied to the blend (ht_errors_per_point()), so that a small set of points does not pay
+ * for the whole model and a large one does not skin a vertex again for each point.
  */
 #include <math.h>
 #include <stddef.h>
 
 #include "objectives.h"
+
+/* HT_SKIN_VERTEX(v, p0, p1, p2): the skinned position (p0, p1, p2) of vertex v before the
+ * global transform, sum_b weight(v, b) (transform_b * base_position(v))[0..2] over the
+ * bones that move it (a few of the model's weights are nonzero: 1.7 of 22 on average in
+ * GradBench's models): statements that declare p0, p1 and p2 (and, in the loop, b, wv, bb
+ * and x0..x3) and read nbones, base_positions, weights and transforms. A macro, not a
+ * function: the forward modes run a call of a function of the file on full tangents (every
+ * lane of the arrays it reads and writes), which made the Jacobian 2-3 times slower here; the
+ * expanded statements keep their lane ranges. (A while loop: chainrules-ad reads a for
+ * statement's parts from its tokens, which a macro's expansion does not give.) */
+#define HT_SKIN_VERTEX(v, p0, p1, p2)                                                             \
+    double p0 = 0.0;                                                                              \
+    double p1 = 0.0;                                                                              \
+    double p2 = 0.0;                                                                              \
+    int b = 0;                                                                                    \
+    while (b < nbones) {                                                                          \
+        double wv = weights[(v)*nbones + b];                                                      \
+        if (wv != 0.0) {                                                                          \
+            int bb = b * 16;                                                                      \
+            double x0 = base_positions[(v)*4];                                                    \
+            double x1 = base_positions[(v)*4 + 1];                                                \
+            double x2 = base_positions[(v)*4 + 2];                                                \
+            double x3 = base_positions[(v)*4 + 3];                                                \
+            p0 += (transforms[bb] * x0 + transforms[bb + 1] * x1 + transforms[bb + 2] * x2 +      \
+                   transforms[bb + 3] * x3) *                                                     \
+                  wv;                                                                             \
+            p1 += (transforms[bb + 4] * x0 + transforms[bb + 5] * x1 + transforms[bb + 6] * x2 +  \
+                   transforms[bb + 7] * x3) *                                                     \
+                  wv;                                                                             \
+            p2 += (transforms[bb + 8] * x0 + transforms[bb + 9] * x1 + transforms[bb + 10] * x2 + \
+                   transforms[bb + 11] * x3) *                                                    \
+                  wv;                                                                             \
+        }                                                                                         \
+        b++;                                                                                      \
+    }
+
+/* The errors when the points read more vertex instances than the model has vertices: every
+ * vertex is skinned once and globally transformed into a local array of the posed model
+ * (HT_MAX_VERTS x 3 values, 240 KB), which the points then read. The array is this
+ * function's own: the vector forward mode clears its tangent (x 28 lanes, 6.7 MB) only
+ * when this path runs. */
+static void ht_errors_posed(int nbones, int nverts, int npts, const double *base_positions,
+                            const double *weights, const double *transforms, const double *g,
+                            int is_mirrored, const int *correspondences, const int *triangles,
+                            const double *points, const double *us, double *err)
+{
+    double positions[3 * HT_MAX_VERTS];
+    for (int v = 0; v < nverts; v++) {
+        HT_SKIN_VERTEX(v, p0, p1, p2)
+        if (is_mirrored)
+            p0 = -p0;
+        for (int r = 0; r < 3; r++)
+            positions[v * 3 + r] =
+                g[r * 4] * p0 + g[r * 4 + 1] * p1 + g[r * 4 + 2] * p2 + g[r * 4 + 3];
+    }
+    for (int i = 0; i < npts; i++) {
+        if (triangles) {
+            /* the point of triangle correspondences[i] at barycentric coordinates us[i] */
+            int t = correspondences[i];
+            int v0 = triangles[t * 3];
+            int v1 = triangles[t * 3 + 1];
+            int v2 = triangles[t * 3 + 2];
+            double u0 = us[i * 2];
+            double u1 = us[i * 2 + 1];
+            double u2 = 1.0 - u0 - u1;
+            for (int r = 0; r < 3; r++)
+                err[i * 3 + r] =
+                    points[i * 3 + r] - (u0 * positions[v0 * 3 + r] + u1 * positions[v1 * 3 + r] +
+                                         u2 * positions[v2 * 3 + r]);
+        } else {
+            int v = correspondences[i];
+            for (int r = 0; r < 3; r++)
+                err[i * 3 + r] = points[i * 3 + r] - positions[v * 3 + r];
+        }
+    }
+}
 
 /* The errors of both variants: the simple one when triangles and us are NULL. */
 static void ht_errors(int nbones, int nverts, int npts, const int *parents,
@@ -22,7 +102,6 @@ static void ht_errors(int nbones, int nverts, int npts, const int *parents,
                       const int *correspondences, const int *triangles, const double *points,
                       const double *theta, const double *us, double *err)
 {
-    double positions[3 * HT_MAX_VERTS];  /* skinned, before the global transform */
     double pose[3 * (HT_MAX_BONES + 3)]; /* pose[col*3 + row] */
     double rel[16];
     double absolutes[16 * HT_MAX_BONES];
@@ -108,7 +187,7 @@ static void ht_errors(int nbones, int nverts, int npts, const int *parents,
     }
 
     /* apply_global_transform: R(angle axis theta[0..2]) (times the unit scale), then the
-     * translation, applied to every vertex after its skinning. */
+     * translation. */
     double g00 = 1.0, g01 = 0.0, g02 = 0.0;
     double g10 = 0.0, g11 = 1.0, g12 = 0.0;
     double g20 = 0.0, g21 = 0.0, g22 = 1.0;
@@ -129,56 +208,61 @@ static void ht_errors(int nbones, int nverts, int npts, const int *parents,
         g21 = az * ay * (1 - c) + ax * s;
         g22 = az * az + (1 - az * az) * c;
     }
-    double t0 = pose[6];
-    double t1 = pose[7];
-    double t2 = pose[8];
-    /* Skinning: position = sum_b weight(v, b) (transform_b * base_position(v))[0..2]. */
-    for (int v = 0; v < nverts; v++) {
-        double p0 = 0.0;
-        double p1 = 0.0;
-        double p2 = 0.0;
-        double x0 = base_positions[v * 4];
-        double x1 = base_positions[v * 4 + 1];
-        double x2 = base_positions[v * 4 + 2];
-        double x3 = base_positions[v * 4 + 3];
-        for (int b = 0; b < nbones; b++) {
-            int bb = b * 16;
-            double wv = weights[v * nbones + b];
-            p0 += (transforms[bb] * x0 + transforms[bb + 1] * x1 + transforms[bb + 2] * x2 +
-                   transforms[bb + 3] * x3) *
-                  wv;
-            p1 += (transforms[bb + 4] * x0 + transforms[bb + 5] * x1 + transforms[bb + 6] * x2 +
-                   transforms[bb + 7] * x3) *
-                  wv;
-            p2 += (transforms[bb + 8] * x0 + transforms[bb + 9] * x1 + transforms[bb + 10] * x2 +
-                   transforms[bb + 11] * x3) *
-                  wv;
-        }
-        if (is_mirrored)
-            p0 = -p0;
-        positions[v * 3] = g00 * p0 + g01 * p1 + g02 * p2 + t0;
-        positions[v * 3 + 1] = g10 * p0 + g11 * p1 + g12 * p2 + t1;
-        positions[v * 3 + 2] = g20 * p0 + g21 * p1 + g22 * p2 + t2;
-    }
 
-    for (int i = 0; i < npts; i++) {
-        if (triangles) {
-            /* the point of triangle correspondences[i] at barycentric coordinates us[i] */
-            int t = correspondences[i];
-            int v0 = triangles[t * 3];
-            int v1 = triangles[t * 3 + 1];
-            int v2 = triangles[t * 3 + 2];
-            double u0 = us[i * 2];
-            double u1 = us[i * 2 + 1];
-            double u2 = 1.0 - u0 - u1;
-            for (int j = 0; j < 3; j++)
-                err[i * 3 + j] =
-                    points[i * 3 + j] - (u0 * positions[v0 * 3 + j] + u1 * positions[v1 * 3 + j] +
-                                         u2 * positions[v2 * 3 + j]);
-        } else {
-            int v = correspondences[i];
-            for (int j = 0; j < 3; j++)
-                err[i * 3 + j] = points[i * 3 + j] - positions[v * 3 + j];
+    double g[12]; /* rows [G t] */
+    g[0] = g00;
+    g[1] = g01;
+    g[2] = g02;
+    g[3] = pose[6];
+    g[4] = g10;
+    g[5] = g11;
+    g[6] = g12;
+    g[7] = pose[7];
+    g[8] = g20;
+    g[9] = g21;
+    g[10] = g22;
+    g[11] = pose[8];
+
+    /* The points read one vertex (simple) or a triangle's three (complicated) each. When
+     * they read more vertex instances than the model has vertices, every vertex is posed
+     * once (ht_errors_posed). Otherwise only the read ones are skinned, point by point, and
+     * blended (u0 p(v0) + u1 p(v1) + u2 p(v2), or p(v)); the global transform, linear,
+     * applies once to the blend: sum_j u_j (G p_j + t) = G (sum_j u_j p_j) + t as
+     * u0 + u1 + u2 = 1. A vertex read by several points is then skinned again for each. */
+    int nv = triangles ? 3 : 1;
+    if (npts > nverts / nv) {
+        ht_errors_posed(nbones, nverts, npts, base_positions, weights, transforms, g, is_mirrored,
+                        correspondences, triangles, points, us, err);
+    } else {
+        for (int i = 0; i < npts; i++) {
+            double q0 = 0.0;
+            double q1 = 0.0;
+            double q2 = 0.0;
+            double u0 = 1.0;
+            double u1 = 0.0;
+            double u2 = 0.0;
+            if (triangles) {
+                u0 = us[i * 2];
+                u1 = us[i * 2 + 1];
+                u2 = 1.0 - u0 - u1;
+            }
+            for (int j = 0; j < nv; j++) {
+                int v = triangles ? triangles[correspondences[i] * 3 + j] : correspondences[i];
+                HT_SKIN_VERTEX(v, p0, p1, p2)
+                double u = u2;
+                if (j == 0)
+                    u = u0;
+                else if (j == 1)
+                    u = u1;
+                q0 += u * p0;
+                q1 += u * p1;
+                q2 += u * p2;
+            }
+            if (is_mirrored)
+                q0 = -q0;
+            for (int r = 0; r < 3; r++)
+                err[i * 3 + r] = points[i * 3 + r] - (g[r * 4] * q0 + g[r * 4 + 1] * q1 +
+                                                      g[r * 4 + 2] * q2 + g[r * 4 + 3]);
         }
     }
 }

@@ -735,6 +735,15 @@ static void test_ht(void **state)
     ht_make_model(HV, 21, md.parents, md.rel, md.inv, md.pos, md.w);
     ht_make_input(HV, 0, HP, 22, theta, corr, pts, NULL, NULL);
     ht_make_input(HV, HTRI, HP, 23, theta, ctri, pts, tri, us);
+    /* ht.c poses every vertex once when the points read more vertex instances than the
+     * model has vertices, else only the read ones: the simple variant with HV vertices and
+     * the complicated one with HT_MAX_VERTS (only the first HV read) take the second path,
+     * the simple one on the model's first HV_FEW vertices and the complicated one with HV
+     * the first. */
+    enum { HV_FEW = 10 };
+    double theta_few[HT_NTHETA], pts_few[HP * 3];
+    int corr_few[HP];
+    ht_make_input(HV_FEW, 0, HP, 24, theta_few, corr_few, pts_few, NULL, NULL);
     for (int mirrored = 0; mirrored < 2; mirrored++) {
         ht_objective(HB, HV, HP, md.parents, md.rel, md.inv, md.pos, md.w, mirrored, corr, pts,
                      theta, err);
@@ -743,15 +752,24 @@ static void test_ht(void **state)
             for (int j = 0; j < 3; j++)
                 assert_close(err[i * 3 + j],
                              (double)((long double)pts[i * 3 + j] - pos[j][corr[i]]), 1e-13);
-        ht_objective_complicated(HB, HV, HP, md.parents, md.rel, md.inv, md.pos, md.w, mirrored,
-                                 ctri, tri, pts, theta, us, err);
-        for (int i = 0; i < HP; i++) {
-            const int *t = tri + 3 * ctri[i];
-            long double u0 = (long double)us[2 * i], u1 = (long double)us[2 * i + 1];
-            for (int j = 0; j < 3; j++) {
-                long double hp =
-                    u0 * pos[j][t[0]] + u1 * pos[j][t[1]] + (1.0L - u0 - u1) * pos[j][t[2]];
-                assert_close(err[i * 3 + j], (double)((long double)pts[i * 3 + j] - hp), 1e-13);
+        ht_objective(HB, HV_FEW, HP, md.parents, md.rel, md.inv, md.pos, md.w, mirrored, corr_few,
+                     pts_few, theta, err);
+        for (int i = 0; i < HP; i++)
+            for (int j = 0; j < 3; j++)
+                assert_close(err[i * 3 + j],
+                             (double)((long double)pts_few[i * 3 + j] - pos[j][corr_few[i]]),
+                             1e-13);
+        for (int nverts = HV; nverts <= HT_MAX_VERTS; nverts += HT_MAX_VERTS - HV) {
+            ht_objective_complicated(HB, nverts, HP, md.parents, md.rel, md.inv, md.pos, md.w,
+                                     mirrored, ctri, tri, pts, theta, us, err);
+            for (int i = 0; i < HP; i++) {
+                const int *t = tri + 3 * ctri[i];
+                long double u0 = (long double)us[2 * i], u1 = (long double)us[2 * i + 1];
+                for (int j = 0; j < 3; j++) {
+                    long double hp =
+                        u0 * pos[j][t[0]] + u1 * pos[j][t[1]] + (1.0L - u0 - u1) * pos[j][t[2]];
+                    assert_close(err[i * 3 + j], (double)((long double)pts[i * 3 + j] - hp), 1e-13);
+                }
             }
         }
     }

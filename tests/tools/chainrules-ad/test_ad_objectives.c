@@ -188,7 +188,10 @@ static void test_ode(void **state)
 
 /* ---- ht: against central differences ---------------------------------------------------- */
 
-enum { HV = 40, HP = 6, HTRI = 30 };
+/* HV vertices: the HP points (3 HP vertex reads when complicated) read fewer vertex
+ * instances than the model has, and ht.c skins them point by point; HV_FEW: more, and it
+ * poses every vertex once. */
+enum { HV = 40, HV_FEW = 5, HP = 6, HTRI = 30 };
 
 typedef struct ht_case {
     int parents[HT_MIN_BONES];
@@ -196,7 +199,7 @@ typedef struct ht_case {
     double pts[HP * 3];
     int corr[HP], tri[HTRI * 3];
     double us[HP * 2];
-    int complicated;
+    int nverts, complicated, mirrored;
 } ht_case;
 
 static cr_status ht_map(const double *x, size_t n, double *y, size_t m, void *env)
@@ -205,11 +208,11 @@ static cr_status ht_map(const double *x, size_t n, double *y, size_t m, void *en
     (void)m;
     const ht_case *c = env;
     if (c->complicated)
-        ht_objective_complicated(HT_MIN_BONES, HV, HP, c->parents, c->rel, c->inv, c->pos, c->w, 0,
-                                 c->corr, c->tri, c->pts, x, x + HT_NTHETA, y);
+        ht_objective_complicated(HT_MIN_BONES, c->nverts, HP, c->parents, c->rel, c->inv, c->pos,
+                                 c->w, c->mirrored, c->corr, c->tri, c->pts, x, x + HT_NTHETA, y);
     else
-        ht_objective(HT_MIN_BONES, HV, HP, c->parents, c->rel, c->inv, c->pos, c->w, 0, c->corr,
-                     c->pts, x, y);
+        ht_objective(HT_MIN_BONES, c->nverts, HP, c->parents, c->rel, c->inv, c->pos, c->w,
+                     c->mirrored, c->corr, c->pts, x, y);
     return CR_OK;
 }
 
@@ -219,9 +222,18 @@ static void test_ht(void **state)
     static ht_case c;
     enum { NIN = HT_NTHETA + 2 * HP, NOUT = 3 * HP };
     double x[NIN], fd[NOUT * NIN], Jr[NOUT * NIN], Jv[NOUT * NIN];
-    ht_make_model(HV, 31, c.parents, c.rel, c.inv, c.pos, c.w);
-    ht_make_input(HV, HTRI, HP, 32, x, c.corr, c.pts, c.tri, x + HT_NTHETA);
-    for (c.complicated = 0; c.complicated < 2; c.complicated++) {
+    /* both model sizes (both paths of ht_errors), both variants, the model mirrored or not:
+     * every case of ht_errors' branches */
+    for (int k = 0; k < 8; k++) {
+        c.complicated = k & 1;
+        c.mirrored = (k >> 1) & 1;
+        c.nverts = k >> 2 ? HV_FEW : HV;
+        ht_make_model(c.nverts, 31, c.parents, c.rel, c.inv, c.pos, c.w);
+        /* simple: the correspondences are vertices; complicated: triangles */
+        if (c.complicated)
+            ht_make_input(c.nverts, HTRI, HP, 32, x, c.corr, c.pts, c.tri, x + HT_NTHETA);
+        else
+            ht_make_input(c.nverts, 0, HP, 32, x, c.corr, c.pts, NULL, NULL);
         size_t nin = c.complicated ? NIN : HT_NTHETA;
         cr_fdm method;
         assert_int_equal(cr_fdm_central(5, 1, &method), CR_OK);
@@ -233,12 +245,12 @@ static void test_ht(void **state)
             double xb[NIN] = {0}, eb[NOUT] = {0};
             eb[i] = 1;
             if (c.complicated)
-                ht_objective_complicated_rev(HT_MIN_BONES, HV, HP, c.parents, c.rel, c.inv, c.pos,
-                                             c.w, 0, c.corr, c.tri, c.pts, x, xb, x + HT_NTHETA,
-                                             xb + HT_NTHETA, err, eb);
+                ht_objective_complicated_rev(HT_MIN_BONES, c.nverts, HP, c.parents, c.rel, c.inv,
+                                             c.pos, c.w, c.mirrored, c.corr, c.tri, c.pts, x, xb,
+                                             x + HT_NTHETA, xb + HT_NTHETA, err, eb);
             else
-                ht_objective_rev(HT_MIN_BONES, HV, HP, c.parents, c.rel, c.inv, c.pos, c.w, 0,
-                                 c.corr, c.pts, x, xb, err, eb);
+                ht_objective_rev(HT_MIN_BONES, c.nverts, HP, c.parents, c.rel, c.inv, c.pos, c.w,
+                                 c.mirrored, c.corr, c.pts, x, xb, err, eb);
             for (size_t j = 0; j < nin; j++)
                 Jr[i * nin + j] = xb[j];
         }
@@ -248,12 +260,12 @@ static void test_ht(void **state)
         for (size_t j = 0; j < nin; j++)
             xd[j * nin + j] = 1;
         if (c.complicated)
-            ht_objective_complicated_fwdv(HT_MIN_BONES, HV, HP, c.parents, c.rel, c.inv, c.pos, c.w,
-                                          0, c.corr, c.tri, c.pts, x, xd, x + HT_NTHETA,
-                                          xd + HT_NTHETA * nin, err, ed, (int)nin);
+            ht_objective_complicated_fwdv(HT_MIN_BONES, c.nverts, HP, c.parents, c.rel, c.inv,
+                                          c.pos, c.w, c.mirrored, c.corr, c.tri, c.pts, x, xd,
+                                          x + HT_NTHETA, xd + HT_NTHETA * nin, err, ed, (int)nin);
         else
-            ht_objective_fwdv(HT_MIN_BONES, HV, HP, c.parents, c.rel, c.inv, c.pos, c.w, 0, c.corr,
-                              c.pts, x, xd, err, ed, (int)nin);
+            ht_objective_fwdv(HT_MIN_BONES, c.nverts, HP, c.parents, c.rel, c.inv, c.pos, c.w,
+                              c.mirrored, c.corr, c.pts, x, xd, err, ed, (int)nin);
         memcpy(Jv, ed, NOUT * nin * sizeof *Jv);
         assert_all_close("ht rev", Jr, fd, NOUT * nin, 1e-7);
         assert_all_close("ht fwdv", Jv, fd, NOUT * nin, 1e-7);
