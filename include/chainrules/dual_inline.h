@@ -53,7 +53,7 @@
  * Rows whose text calls private helpers of the library (near hard points, or special
  * functions: atan, pow, erf, digamma, ...) call the library's instantiation of the row, an
  * out-of-line call; the rest of their operation, and every other row, is inline.
- * dual_inline_rows.h says which rows are which.
+ * The parts of dual_inline_rows.h (dual_inline_rows_1.h, ...) say which rows are which.
  *
  * For Jacobians through function values and registered frules, see dual.h (cr_dual,
  * cr_dual_call(), cr_dual_jacobian()).
