@@ -629,32 +629,13 @@ cr_var cr_tape_input(cr_tape *t, double v)
 
 bool cr_tape_cmp(cr_tape *t, cr_var a, cr_cmp op, cr_var b)
 {
-    bool r;
-    switch (op) {
-    case CR_CMP_LT:
-        r = a.v < b.v;
-        break;
-    case CR_CMP_LE:
-        r = a.v <= b.v;
-        break;
-    case CR_CMP_GT:
-        r = a.v > b.v;
-        break;
-    case CR_CMP_GE:
-        r = a.v >= b.v;
-        break;
-    case CR_CMP_EQ:
-        r = a.v == b.v;
-        break;
-    case CR_CMP_NE:
-        r = a.v != b.v;
-        break;
-    default: /* not a cr_cmp: refused, never compared as some other comparison */
+    if ((unsigned)op > CR_CMP_NE) { /* not a cr_cmp: refused, never read as another one */
         if ((t = tape_or_current(t)) != NULL)
             cr__tape_fail(t, CR_EINVAL, "cr_tape_cmp: invalid comparison %d (CR_CMP_LT..NE)",
                           (int)op);
         return false;
     }
+    bool r = cr__cmp_holds(op, a.v, b.v);
     if ((t = tape_or_current(t)) == NULL || t->status != CR_OK || t->pre < 2)
         return r;
     bool ca = a.idx == CR_VAR_CONST, cb = b.idx == CR_VAR_CONST;

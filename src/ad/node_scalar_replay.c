@@ -332,24 +332,6 @@ static inline void row_forward(cr__rop *r, double *v)
         r->p[j] = D[r->o * nin + j];
 }
 
-static bool compare(cr_cmp op, double a, double b)
-{
-    switch (op) {
-    case CR_CMP_LT:
-        return a < b;
-    case CR_CMP_LE:
-        return a <= b;
-    case CR_CMP_GT:
-        return a > b;
-    case CR_CMP_GE:
-        return a >= b;
-    case CR_CMP_EQ:
-        return a == b;
-    default:
-        return a != b;
-    }
-}
-
 static const char *const k_cmp_names[] = {"<", "<=", ">", ">=", "==", "!="};
 
 static NOINLINE cr_status guard_failed(cr_prepared *p, unsigned cmp, unsigned rec, bool outcome,
@@ -369,7 +351,7 @@ static cr_status guard(cr_prepared *p, const cr__rop *r, const double *v)
 {
     const cr__rinfo *info = r->ptr;
     double a = v[r->src[0]], b = v[r->src[1]];
-    return compare((cr_cmp)r->o, a, b) == info->outcome
+    return cr__cmp_holds((cr_cmp)r->o, a, b) == info->outcome
                ? CR_OK
                : guard_failed(p, r->o, (unsigned)r->res, info->outcome, a, b);
 }
@@ -541,7 +523,7 @@ static REPLAY_OPT cr_status replay_forward(cr_prepared *p, const double *inputs)
     NEXT;
     STEP(FC_LGUARD, f_lguard) {
         double a = v[r->src[0]], b = v[r->src[1]];
-        if (compare((cr_cmp)lg->cmp, a, b) != (bool)lg->outcome)
+        if (cr__cmp_holds((cr_cmp)lg->cmp, a, b) != (bool)lg->outcome)
             return guard_failed(p, lg->cmp, lg->rec, lg->outcome, a, b);
         lg++;
     }

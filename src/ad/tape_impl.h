@@ -220,6 +220,26 @@ CR_INTERNAL cr_status cr__unpack_result(cr_ctx *ctx, const char *fname, const cr
 CR_INTERNAL cr_status cr__check_nout(cr_tape *t, const char *fname, size_t k, size_t nout,
                                      size_t *got);
 
+/* Whether a op b holds, op one of CR_CMP_LT..CR_CMP_NE: the one reading of a comparison, for
+ * cr_tape_cmp when recording and for the prepared replay's guards, which must agree. */
+static inline bool cr__cmp_holds(cr_cmp op, double a, double b)
+{
+    switch (op) {
+    case CR_CMP_LT:
+        return a < b;
+    case CR_CMP_LE:
+        return a <= b;
+    case CR_CMP_GT:
+        return a > b;
+    case CR_CMP_GE:
+        return a >= b;
+    case CR_CMP_EQ:
+        return a == b;
+    default:
+        return a != b;
+    }
+}
+
 /* fn's scalar row when a call of nargs arguments may take it: always for a function of fixed
  * arity (a call of another count is refused with the row's "takes n arguments"); for a
  * variadic function (arity -1, such as hypot(x, y, ...), whose row is hypot(x, y)) only
