@@ -390,6 +390,37 @@ int main(int argc, char **argv)
             rc = 1;
         }
     }
+    /* --dims: each name is a parameter of a --jacobian function ("f.a": of f, a --jacobian
+     * function); a name matching nothing would be ignored */
+    for (int i = 0; i < dims.n; i++) {
+        const char *name = dims.names[i], *dot = strchr(name, '.');
+        bool found = false;
+        for (int k = 0; k < njac && !found; k++) {
+            const char *pname = name;
+            if (dot) {
+                size_t fl = (size_t)(dot - name);
+                if (strlen(jacs[k]) != fl || strncmp(jacs[k], name, fl))
+                    continue;
+                pname = dot + 1;
+            }
+            ad_func *jf = ad_unit_find(&u, jacs[k]);
+            for (int j = 0; jf && j < jf->nparams && !found; j++)
+                found = !strcmp(jf->params[j]->name, pname);
+        }
+        if (!found) {
+            if (dot)
+                fprintf(stderr,
+                        "%s: error: --dims names '%s': '%.*s' is not a function of --jacobian "
+                        "with a parameter '%s'\n",
+                        in_path, name, (int)(dot - name), name, dot + 1);
+            else
+                fprintf(stderr,
+                        "%s: error: --dims names '%s', which is not a parameter of the "
+                        "functions of --jacobian\n",
+                        in_path, name);
+            rc = 1;
+        }
+    }
     ad_buf publics = {0}, protos = {0}, bodies = {0};
     ad_func *f;
     uint64_t mask;

@@ -117,17 +117,18 @@ run_case() {
     local jnames="$names" jdefs=() jobj=() try
     for try in 1 2 3 4; do
         [ -n "$jnames" ] || break
-        local wrt="x" p
+        local wrt="x" dims="x=6" p
         for p in a b y; do
             local fn
             for fn in ${jnames//,/ }; do
                 if grep -Eq "^(double|void) $fn\(.*[ *]$p[,)]" "$dir/prog.c"; then
                     wrt="$wrt,$p"
+                    [ "$p" = y ] && dims="$dims,y=3"
                     break
                 fi
             done
         done
-        if step "$tool" --jacobian "$jnames" --dims x=6,y=3 --wrt "$wrt" -o "$dir/prog_jac.c" \
+        if step "$tool" --jacobian "$jnames" --dims "$dims" --wrt "$wrt" -o "$dir/prog_jac.c" \
             "$dir/prog.c" -- -std=c11 "${inc_flags[@]}"; then
             local fn
             for fn in ${jnames//,/ }; do jdefs+=("-DST_JAC_$fn"); done
