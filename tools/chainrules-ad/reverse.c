@@ -1371,7 +1371,7 @@ static bool carried(const ad_var *v)
     return v->type->kind != TY_PTR && v->type->kind != TY_ARRAY;
 }
 
-static void silence_unused(rv *r, ad_buf *b)
+static void silence_unused(rv *r, ad_buf *b, bool shadows)
 {
     ad_func *f = r->f;
     for (int i = 0; i < f->nlocals; i++) {
@@ -1381,6 +1381,10 @@ static void silence_unused(rv *r, ad_buf *b)
     }
     for (int i = 0; i < f->nparams; i++) {
         ad_buf_printf(b, "    (void)%s;\n", f->params[i]->cname);
+        /* a shadow the adjoint never reaches (an input of a function that returns an
+         * integer and writes no real output) stays in the signature, receiving nothing */
+        if (shadows && f->params[i]->shadowed)
+            ad_buf_printf(b, "    (void)%s_b;\n", f->params[i]->cname);
     }
 }
 
@@ -1500,7 +1504,7 @@ void ad_emit_reverse_public(ad_buf *out, ad_unit *u, ad_func *f, bool set)
                    "    cr_adstack_init_buf(&st_, stbuf_, sizeof stbuf_);\n");
     emit_locals(&r, out);
     ad_buf_put(out, r.decls.p ? r.decls.p : "");
-    silence_unused(&r, out);
+    silence_unused(&r, out, true);
     if (set) {
         /* f_rev_set: a scalar input's shadow is written, its contributions added to a zero */
         for (int i = 0; i < f->nparams; i++)
@@ -1574,7 +1578,7 @@ void ad_emit_reverse_split(ad_buf *out, ad_unit *u, ad_func *f, const char *mnam
     }
     ad_buf_put(out, "cr_adstack *stp_)\n{\n#define st_ (*stp_)\n    (void)stp_;\n");
     emit_locals(&r, out);
-    silence_unused(&r, out);
+    silence_unused(&r, out, false);
     ad_buf_put(out, fw.p ? fw.p : "");
     ad_buf_put(out, "    goto fw_end_;\nfw_end_:\n");
     /* the values the adjoint reads, as the forward sweep leaves them */
@@ -1613,7 +1617,7 @@ void ad_emit_reverse_split(ad_buf *out, ad_unit *u, ad_func *f, const char *mnam
         ad_buf_printf(out, ", %s %s_b", f->ret->spelling, f->name);
     ad_buf_put(out, ")\n{\n#define st_ (*stp_)\n    (void)stp_;\n");
     emit_locals(&r, out);
-    silence_unused(&r, out);
+    silence_unused(&r, out, true);
     for (int i = f->nparams - 1; i >= 0; i--)
         if (carried(f->params[i]))
             var_stack(out, f->params[i], NULL, false, "    ");

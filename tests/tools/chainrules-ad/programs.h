@@ -37,7 +37,9 @@ struct p_model {
     X(p_part_array)      \
     X(p_whole_break)     \
     X(p_fused_tail)      \
-    X(p_unfused_tail)
+    X(p_unfused_tail)    \
+    X(p_macro_for)       \
+    X(p_macro_stmts)
 
 P_ARRAY_FNS(P_ARRAY_FN)
 
@@ -63,7 +65,9 @@ P_ARRAY_FNS(P_ARRAY_FN)
     X(p_part_array)      \
     X(p_whole_break)     \
     X(p_fused_tail)      \
-    X(p_unfused_tail)
+    X(p_unfused_tail)    \
+    X(p_macro_for)       \
+    X(p_macro_stmts)
 #define P_JAC_FN(name) double name##_jacfwd(const double *x, int n, double *J);
 P_JAC_FNS(P_JAC_FN)
 /* J 1 x 2 (a, b); 5 x 6 (y by x, scale; --dims p_outputs.x=5,y=5); 4 x 5 (u on exit by u on
