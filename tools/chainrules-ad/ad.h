@@ -416,6 +416,9 @@ bool ad_mpi_fw_shadows(const ad_expr *c, uint64_t mask, bool split);
 /* mpi.c: the text that ends a public reverse function's adjoint sweep: its stack failed
  * when an MPI derivative failed during the sweep (nothing where MPI is not used). */
 const char *ad_mpi_sweep_end(void);
+/* mpi.c: the text that begins a public reverse function: the MPI failure flag cleared, so
+ * that a call reports only the failures of its own sweep (nothing where MPI is not used). */
+const char *ad_mpi_sweep_begin(void);
 /* mpi.c: whether a call names an MPI function the tool does not cover (then an error at
  * its line, reported). */
 bool ad_mpi_refused(const ad_expr *call);

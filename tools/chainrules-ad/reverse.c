@@ -1505,6 +1505,8 @@ void ad_emit_reverse_public(ad_buf *out, ad_unit *u, ad_func *f, bool set)
     emit_locals(&r, out);
     ad_buf_put(out, r.decls.p ? r.decls.p : "");
     silence_unused(&r, out, true);
+    if (stack)
+        ad_buf_put(out, ad_mpi_sweep_begin());
     if (set) {
         /* f_rev_set: a scalar input's shadow is written, its contributions added to a zero */
         for (int i = 0; i < f->nparams; i++)
