@@ -343,6 +343,12 @@ int main(int argc, char **argv)
     }
     u.lane_ranges = lane_ranges;
     ad_prepare(&u);
+    /* --reverse-set: an element read twice by one statement is read once into a local */
+    for (int i = 0; i < nrevset; i++) {
+        ad_func *f = ad_unit_find(&u, revset[i]);
+        if (f && f->has_body && !f->prim && !f->nerrors)
+            ad_share_element_reads(f);
+    }
     int rc = 0;
     /* the requested functions */
     const char **lists[5] = {rev, fwd, vec, jacs, revset};

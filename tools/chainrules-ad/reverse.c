@@ -14,6 +14,7 @@
  * `cr_ad_g_bw<mask>` (its adjoint sweep), specialised to the arguments that are active at
  * the call (mask bit i: parameter i has a shadow).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "ad.h"
@@ -128,7 +129,77 @@ typedef struct once {
     int sites;
     const char *why; /* the first reason to refuse, or NULL */
     ad_loc where;
+    /* sites outside every loop at constant indices: distinct elements, one each */
+    long long consts[64];
+    int nconsts;
 } once;
+
+/* The integer value of a constant index (casts of an integer literal), in *v. */
+static bool const_index(const ad_expr *e, long long *v)
+{
+    while (e && e->kind == EX_CAST)
+        e = e->a;
+    if (!e || e->kind != EX_NUM || ad_type_is_real(e->type))
+        return false;
+    char *end = NULL;
+    *v = strtoll(e->text, &end, 0);
+    return end && end != e->text && (*end == '\0' || strspn(end, "uUlL") == strlen(end));
+}
+
+/* Whether e is c * i + d, with i the counter of `loop`, c a nonzero integer constant and d
+ * unchanged by the loop: distinct iterations then index distinct elements. *c receives c
+ * (0: e does not depend on i). */
+static bool affine_index(ad_stmt *loop, ad_expr *e, long long *c)
+{
+    while (e->kind == EX_CAST && !ad_type_is_real(e->type))
+        e = e->a;
+    if (ad_type_is_real(e->type))
+        return false;
+    const long long lim = 1LL << 30;
+    long long ca = 0, cb = 0, k = 0;
+    switch (e->kind) {
+    case EX_VAR:
+        if (e->var == loop->canon) {
+            *c = 1;
+            return true;
+        }
+        break;
+    case EX_UN:
+        if ((!strcmp(e->op, "-") || !strcmp(e->op, "+")) && affine_index(loop, e->a, &ca)) {
+            *c = e->op[0] == '-' ? -ca : ca;
+            return true;
+        }
+        break;
+    case EX_BIN:
+        if ((!strcmp(e->op, "+") || !strcmp(e->op, "-")) && affine_index(loop, e->a, &ca) &&
+            affine_index(loop, e->b, &cb) && ca > -lim && ca < lim && cb > -lim && cb < lim) {
+            *c = e->op[0] == '+' ? ca + cb : ca - cb;
+            return true;
+        }
+        if (!strcmp(e->op, "*")) {
+            /* a constant times an affine index */
+            if (const_index(e->a, &k) && affine_index(loop, e->b, &cb) && k > -lim && k < lim &&
+                cb > -lim && cb < lim) {
+                *c = k * cb; /* |k|, |cb| < 2^30 */
+                return true;
+            }
+            if (const_index(e->b, &k) && affine_index(loop, e->a, &ca) && k > -lim && k < lim &&
+                ca > -lim && ca < lim) {
+                *c = k * ca; /* |k|, |ca| < 2^30 */
+                return true;
+            }
+        }
+        break;
+    default:
+        break;
+    }
+    /* anything else: unchanged by the loop (the counter included in what it reads) */
+    if (ad_loop_invariant(loop, e)) {
+        *c = 0;
+        return true;
+    }
+    return false;
+}
 
 static void once_refuse(once *o, ad_loc loc, const char *why)
 {
@@ -186,7 +257,17 @@ static void once_sites(once *o, const ad_expr *e, const ad_stmt *loop, bool ok)
         if (ad_root(e) != o->x)
             return;
         o->sites++;
-        if (o->sites > 1) {
+        long long k = 0;
+        /* outside loops, elements at distinct constant indices have one contribution each */
+        bool distinct = !loop && e->kind == EX_INDEX && const_index(e->b, &k) &&
+                        o->nconsts == o->sites - 1 && o->nconsts < 64;
+        for (int j = 0; distinct && j < o->nconsts; j++)
+            distinct = o->consts[j] != k;
+        if (distinct)
+            o->consts[o->nconsts++] = k;
+        else
+            o->nconsts = -1;
+        if (o->sites > 1 && !distinct) {
             once_refuse(o, e->loc, "its shadow has more than one contribution");
             return;
         }
@@ -197,11 +278,11 @@ static void once_sites(once *o, const ad_expr *e, const ad_stmt *loop, bool ok)
             return;
         }
         if (loop) {
-            const ad_expr *i = e->kind == EX_INDEX ? e->b : NULL;
-            while (i && i->kind == EX_CAST)
-                i = i->a;
-            if (!i || i->kind != EX_VAR || i->var != loop->canon)
-                once_refuse(o, e->loc, "its element is not indexed by the loop's counter");
+            long long c = 0;
+            if (e->kind != EX_INDEX || !affine_index((ad_stmt *)loop, e->b, &c) || c == 0)
+                once_refuse(o, e->loc,
+                            "its element is not indexed by c * i + d, with i the loop's "
+                            "counter, c a nonzero constant and d unchanged by the loop");
         } else if (e->kind != EX_INDEX) {
             once_refuse(o, e->loc, "its contribution is not to one element");
         }

@@ -366,6 +366,41 @@ double p_whole_break(const double *x, int n)
     return s;
 }
 
+/* Forms --reverse-set accepts (f_rev_set, test_ad_programs.c): one element read twice by one
+ * statement, an index counted downwards (n - 1 - i) and by a stride (2 i + 1), elements at
+ * distinct constant indices outside loops. */
+double p_set_square(const double *x, int n)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        s += x[i] * x[i] + sin(x[i]) * (i + 1);
+    return s;
+}
+
+double p_set_mirror(const double *x, int n)
+{
+    double s = 1;
+    for (int i = 0; i < n; i++)
+        s = s * 0.9 + x[n - 1 - i] * cos(x[n - 1 - i]) * (i + 1);
+    return s;
+}
+
+double p_set_stride(const double *x, int n)
+{
+    double s = 1;
+    for (int i = n / 2 - 1; i >= 0; i--)
+        s = s * (1 + 0.1 * exp(0.3 * x[2 * i + 1])) + 0.01 * i;
+    return s;
+}
+
+double p_set_consts(const double *x, int n)
+{
+    double a = x[0] * x[0] - x[1];
+    double b = exp(x[2]) * a + x[4];
+    double c = b * b / (1 + x[3] * x[3]);
+    return a * c + n;
+}
+
 /* Statement macros as numerical C writes them: a for statement written by a macro (its
  * header in the macro's definition, in a macro argument, with parts left out), nested
  * macros, do { } while (0) with a local, an if, a while and a switch from macros. The
