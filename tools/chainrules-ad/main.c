@@ -431,7 +431,8 @@ int main(int argc, char **argv)
     ad_func *f;
     uint64_t mask;
     ad_req_kind kind;
-    /* a Jacobian entry that fails does not stop the others: each reports its errors */
+    /* a Jacobian entry or an f_rev_set that fails does not stop the others: each reports
+     * its errors */
     int jac_rc = 0;
     while (!rc && ad_next_request(&f, &mask, &kind)) {
         int errors0 = ad_errors();
@@ -499,6 +500,11 @@ int main(int argc, char **argv)
         }
         add_static(&protos, &bodies, &fn);
         ad_buf_free(&fn);
+        /* an f_rev_set refused (its message given) does not stop the others either */
+        if (kind == REQ_RSET && !report(f) && ad_errors() > errors0) {
+            jac_rc = 1;
+            continue;
+        }
         if (report(f) || ad_errors() > errors0) {
             rc = 1;
             break;
