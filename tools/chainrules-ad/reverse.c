@@ -497,7 +497,8 @@ static void bw_call(rv *r, ad_expr *lhs, ad_expr *c, const char *ind)
     for (int i = 0; i < c->nargs && i < 64; i++)
         if ((mask >> i & 1) && ad_type_is_real(g->params[i]->type)) {
             adj[i] = ad_fmt("s%d_", ++r->l.tmp);
-            ad_buf_printf(r->bw, "%s%s %s = 0;\n", ind2, g->params[i]->type->spelling, adj[i]);
+            ad_buf_printf(r->bw, "%s%s %s = 0;\n", ind2, ad_type_real_name(g->params[i]->type),
+                          adj[i]);
         }
     const char *seed = NULL;
     if (ad_type_is_real(g->ret)) {
@@ -1644,6 +1645,19 @@ void ad_emit_reverse_public(ad_buf *out, ad_unit *u, ad_func *f, bool set)
         f->params[i]->set_once = false;
 }
 
+/* A parameter of the adjoint sweep function, which restores it from the stack: a const
+ * scalar (`const double v`) is declared without its const. */
+static void bw_param(ad_buf *out, const ad_var *p)
+{
+    const ad_type *t = p->type;
+    if (t->kind != TY_PTR && t->kind != TY_ARRAY && t->is_const &&
+        !strncmp(t->spelling, "const ", 6)) {
+        ad_buf_printf(out, "%s %s", t->spelling + 6, p->cname);
+        return;
+    }
+    ad_emit_decl(out, p->type, p->cname);
+}
+
 /* The split pair of a callee under `mask`. */
 void ad_emit_reverse_split(ad_buf *out, ad_unit *u, ad_func *f, const char *mname)
 {
@@ -1678,11 +1692,11 @@ void ad_emit_reverse_split(ad_buf *out, ad_unit *u, ad_func *f, const char *mnam
     ad_buf_printf(out, "static void cr_ad_%s_bw%s(", f->name, mname);
     for (int i = 0; i < f->nparams; i++) {
         ad_var *p = f->params[i];
-        ad_emit_decl(out, p->type, p->cname);
+        bw_param(out, p);
         ad_buf_put(out, ", ");
         if (p->shadowed) {
             if (ad_type_is_real(p->type))
-                ad_buf_printf(out, "%s *%s_b, ", p->type->spelling, p->cname);
+                ad_buf_printf(out, "%s *%s_b, ", ad_type_real_name(p->type), p->cname);
             else {
                 ad_buf dummy = {0};
                 const ad_type *e = p->type->elem;

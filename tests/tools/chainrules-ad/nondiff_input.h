@@ -15,4 +15,8 @@ double n_partial_rev(double a, double *a_b, double b, double *b_b, const double 
 double n_partial_rev_set(double a, double *a_b, double b, double *b_b, const double *z, double *z_b,
                          double n_partial_b);
 
+double n_const(const double a, const double *const x, const int n);
+double n_const_rev(const double a, double *a_b, const double *const x, double *restrict x_b,
+                   const int n, double n_const_b);
+
 #endif

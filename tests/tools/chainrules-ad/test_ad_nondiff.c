@@ -3,7 +3,8 @@
  * seed parameter for an integer result, the gradient of the real outputs against central
  * differences (cr_fd_jacobian, five points), and the shadows of parameters that reach no
  * real output left as they were (f_rev) or set to zero (f_rev_set, whose shadows are filled
- * with NaN first). The generated file compiles with -Werror -Wunused-parameter.
+ * with NaN first); const-qualified scalar parameters. The generated file compiles with
+ * -Werror -Wunused-parameter.
  */
 #include <math.h>
 #include <string.h>
@@ -93,12 +94,33 @@ static void test_partial(void **state)
     }
 }
 
+static cr_status const_map(const double *v, size_t n, double *out, size_t m, void *env)
+{
+    (void)m;
+    (void)env;
+    out[0] = n_const(v[0], v + 1, (int)n - 1);
+    return CR_OK;
+}
+
+/* const double a, const double *const x, const int n, and helpers taking const scalars */
+static void test_const(void **state)
+{
+    fixture *fx = *state;
+    const double v[N + 1] = {0.8, 0.3, -0.6, 1.1, 0.2, -1.4};
+    double fd[N + 1], g[N + 1] = {0};
+    fd_gradient(fx, const_map, v, N + 1, fd);
+    assert_close(n_const_rev(v[0], &g[0], v + 1, g + 1, N, 1.0), n_const(v[0], v + 1, N), 1e-15);
+    for (int i = 0; i <= N; i++)
+        assert_near_(g[i], fd[i], 1e-8 * (1 + fabs(fd[i])), "n_const", __FILE__, __LINE__);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_count, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_sign, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_partial, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_const, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
