@@ -403,7 +403,8 @@ double p_set_consts(const double *x, int n)
 
 /* Statement macros as numerical C writes them: a for statement written by a macro (its
  * header in the macro's definition, in a macro argument, with parts left out), nested
- * macros, do { } while (0) with a local, an if, a while and a switch from macros. The
+ * macros (a for header built by a macro calling another), do { } while (0) with a local, an
+ * if, a while and a switch from macros. The
  * tool reads a for statement's parts where they are spelled, not at the macro's call. */
 #define SUM(acc, a, n)               \
     for (int i_ = 0; i_ < (n); i_++) \
@@ -431,7 +432,9 @@ double p_set_consts(const double *x, int n)
             (b) = t_w;        \
         }                     \
     } while (0)
-#define REPEAT(stmt) stmt
+#define REPEAT(stmt)          stmt
+#define LOOP(init, cond, inc) for (init; cond; inc)
+#define FOREACH(i, n)         LOOP(int i = 0, i < (n), i++)
 #define COUNTDOWN(k, acc, a) \
     while ((k) > 0) {        \
         (k)--;               \
@@ -475,6 +478,8 @@ double p_macro_stmts(const double *x, int n)
     CLAMP_BELOW(b, -1.5);
     int k = n;
     COUNTDOWN(k, v, x);
+    FOREACH(m, n) v = v * 0.75 + x[m] * a;
+    LOOP(int j = n - 1, j >= 1, j -= 2) v += sin(x[j] * b);
     for (int j = 0; j < n; j++) {
         PICK(j, v, x);
     }
