@@ -404,8 +404,8 @@ double p_set_consts(const double *x, int n)
 /* Statement macros as numerical C writes them: a for statement written by a macro (its
  * header in the macro's definition, in a macro argument, with parts left out), nested
  * macros (a for header built by a macro calling another), do { } while (0) with a local, an
- * if, a while and a switch from macros. The
- * tool reads a for statement's parts where they are spelled, not at the macro's call. */
+ * if, a while and a switch from macros. The tool reads a for statement's parts where they
+ * are spelled, not at the macro's call. */
 #define SUM(acc, a, n)               \
     for (int i_ = 0; i_ < (n); i_++) \
     acc += (a)[i_]
