@@ -416,6 +416,15 @@ bool ad_mpi_fw_shadows(const ad_expr *c, uint64_t mask, bool split);
 /* mpi.c: the text that ends a public reverse function's adjoint sweep: its stack failed
  * when an MPI derivative failed during the sweep (nothing where MPI is not used). */
 const char *ad_mpi_sweep_end(void);
+/* mpi.c: the text that begins a public reverse function: the MPI failure flag cleared, so
+ * that a call reports only the failures of its own sweep (nothing where MPI is not used). */
+const char *ad_mpi_sweep_begin(void);
+/* normalize.c: an element of a const real pointer parameter read more than once by one
+ * statement is read once into a new local before it (for --reverse-set: one contribution
+ * to the element's shadow per statement). */
+void ad_share_element_reads(ad_func *f);
+/* analysis.c: whether the loop `loop` leaves every variable e reads unchanged. */
+bool ad_loop_invariant(ad_stmt *loop, ad_expr *e);
 /* mpi.c: whether a call names an MPI function the tool does not cover (then an error at
  * its line, reported). */
 bool ad_mpi_refused(const ad_expr *call);

@@ -592,6 +592,11 @@ static bool changes_any(ad_stmt *loop, ad_expr *e)
     return c.changed;
 }
 
+bool ad_loop_invariant(ad_stmt *loop, ad_expr *e)
+{
+    return !changes_any(loop, e);
+}
+
 /* for (i = a; i <op> b; i++ | i-- | i += c | i -= c) with i an integer not assigned in the
  * body: the adjoint recomputes i from its first value and the trip count. */
 static void find_canonical(ad_stmt *s, void *env)

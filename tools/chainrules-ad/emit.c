@@ -267,8 +267,8 @@ static void shadow_param(ad_buf *b, const ad_var *p, char mode)
 {
     const ad_type *t = p->type;
     if (ad_type_is_real(t)) {
-        if (mode == 'r')
-            ad_buf_printf(b, "%s *%s_b", t->spelling, p->cname);
+        if (mode == 'r') /* (not const: `const double a` gives `double *a_b`) */
+            ad_buf_printf(b, "%s *%s_b", ad_type_real_name(t), p->cname);
         else if (mode == 'f')
             ad_buf_printf(b, "%s %s_d", ad_type_real_name(t), p->cname);
         else

@@ -650,34 +650,122 @@ static ad_stmt *decl_stmt(fe *s, CXCursor c, ctx *x)
     return block_of(items, n, loc_of(c));
 }
 
-/* The parts of a for statement: libclang leaves the missing ones out of the children, so
- * they are placed by the offsets of the two semicolons in the parentheses. */
-static ad_stmt *for_stmt(fe *s, CXCursor c, ctx *x)
+/* Whether any part of c's extent comes from a macro expansion (a location whose spelling
+ * is not where it is expanded): its tokens are then not those of the file at its offsets. */
+static bool from_macro(CXCursor c)
 {
+    CXSourceRange r = clang_getCursorExtent(c);
+    CXSourceLocation ends[2] = {clang_getRangeStart(r), clang_getRangeEnd(r)};
+    for (int i = 0; i < 2; i++) {
+        CXFile f1, f2;
+        unsigned o1, o2;
+        clang_getExpansionLocation(ends[i], &f1, NULL, NULL, &o1);
+        clang_getSpellingLocation(ends[i], &f2, NULL, NULL, &o2);
+        if (o1 != o2 || !clang_File_isEqual(f1, f2))
+            return true;
+    }
+    return false;
+}
+
+/* Which of a for statement's init, condition and increment are present (bits 0, 1, 2),
+ * for a statement from a macro: read from the text where its `for` is spelled (the macro's
+ * definition, or a macro argument), the tokens between "for (" and the two semicolons at
+ * the parentheses' level; -1 if that text is not a for statement's header. */
+static int for_parts_spelled(fe *s, CXCursor c)
+{
+    CXFile file;
+    unsigned off;
+    clang_getSpellingLocation(clang_getRangeStart(clang_getCursorExtent(c)), &file, NULL, NULL,
+                              &off);
+    size_t size = 0;
+    if (!file || !clang_getFileContents(s->tu, file, &size) || off >= size)
+        return -1;
+    size_t end = size - off > 65536 ? off + 65536 : size;
+    CXSourceRange r = clang_getRange(clang_getLocationForOffset(s->tu, file, off),
+                                     clang_getLocationForOffset(s->tu, file, (unsigned)end));
     CXToken *toks;
     unsigned ntok;
-    clang_tokenize(s->tu, clang_getCursorExtent(c), &toks, &ntok);
-    size_t semi[2] = {0, 0};
-    int nsemi = 0, depth = 0;
-    for (unsigned i = 0; i < ntok && nsemi < 2; i++) {
+    clang_tokenize(s->tu, r, &toks, &ntok);
+    int parts = -1, depth = 0, seg = 0, present = 0, ntoks_seg = 0;
+    for (unsigned i = 0; i < ntok; i++) {
         CXString ts = clang_getTokenSpelling(s->tu, toks[i]);
         const char *t = clang_getCString(ts);
-        if (strcmp(t, "(") == 0)
+        bool stop = false;
+        if (i == 0 || i == 1) {
+            stop = strcmp(t, i == 0 ? "for" : "(") != 0;
+        } else if (!strcmp(t, "(") || !strcmp(t, "[") || !strcmp(t, "{")) {
             depth++;
-        else if (strcmp(t, ")") == 0)
+            ntoks_seg++;
+        } else if ((!strcmp(t, ")") || !strcmp(t, "]") || !strcmp(t, "}")) && depth > 0) {
             depth--;
-        else if (strcmp(t, ";") == 0 && depth == 1)
-            semi[nsemi++] = offset_of(clang_getTokenLocation(s->tu, toks[i]));
+            ntoks_seg++;
+        } else if (depth == 0 && (!strcmp(t, ";") || !strcmp(t, ")"))) {
+            present |= (ntoks_seg > 0) << seg;
+            ntoks_seg = 0;
+            if (*t == ')') {
+                parts = seg == 2 ? present : -1;
+                stop = true;
+            } else if (++seg > 2) {
+                stop = true;
+            }
+        } else {
+            ntoks_seg++;
+        }
         clang_disposeString(ts);
+        if (stop)
+            break;
     }
     clang_disposeTokens(s->tu, toks, ntok);
-    if (nsemi != 2)
-        return (ad_stmt *)unsupported(c, "for statement", "could not read its parts");
+    return parts;
+}
+
+/* The parts of a for statement: libclang leaves the missing ones out of the children, so
+ * they are placed by the offsets of the two semicolons in the parentheses; a for statement
+ * written by a macro (whose tokens in the file are the macro's call) by its printed text. */
+static ad_stmt *for_stmt(fe *s, CXCursor c, ctx *x)
+{
     kids ch = children(c);
+    size_t semi[2] = {0, 0};
+    int parts = -1; /* from the printed text: the roles of the children in order */
+    if (from_macro(c)) {
+        parts = for_parts_spelled(s, c);
+        int np = (parts & 1) + (parts >> 1 & 1) + (parts >> 2 & 1);
+        if (parts < 0 || np != ch.n - 1)
+            return (ad_stmt *)unsupported(c, "for statement", "could not read its parts");
+    } else {
+        CXToken *toks;
+        unsigned ntok;
+        clang_tokenize(s->tu, clang_getCursorExtent(c), &toks, &ntok);
+        int nsemi = 0, depth = 0;
+        for (unsigned i = 0; i < ntok && nsemi < 2; i++) {
+            CXString ts = clang_getTokenSpelling(s->tu, toks[i]);
+            const char *t = clang_getCString(ts);
+            if (strcmp(t, "(") == 0)
+                depth++;
+            else if (strcmp(t, ")") == 0)
+                depth--;
+            else if (strcmp(t, ";") == 0 && depth == 1)
+                semi[nsemi++] = offset_of(clang_getTokenLocation(s->tu, toks[i]));
+            clang_disposeString(ts);
+        }
+        clang_disposeTokens(s->tu, toks, ntok);
+        if (nsemi != 2)
+            return (ad_stmt *)unsupported(c, "for statement", "could not read its parts");
+    }
     ad_stmt *st = new_stmt(ST_FOR, c);
     CXCursor body = ch.c[ch.n - 1];
-    for (int i = 0; i < ch.n - 1; i++) {
-        size_t off = offset_of(clang_getRangeStart(clang_getCursorExtent(ch.c[i])));
+    for (int i = 0, role = 0; i < ch.n - 1; i++, role++) {
+        size_t off;
+        if (parts >= 0) {
+            /* the i-th child has the i-th present role: 0 init, 1 condition, 2 increment */
+            while (!(parts >> role & 1))
+                role++;
+            semi[0] = 1;
+            semi[1] = 2;
+            off = (size_t)role;
+        } else {
+            off = offset_of(clang_getRangeStart(clang_getCursorExtent(ch.c[i])));
+        }
         if (off < semi[0]) {
             if (clang_getCursorKind(ch.c[i]) == CXCursor_DeclStmt)
                 st->init = decl_stmt(s, ch.c[i], x);

@@ -343,6 +343,12 @@ int main(int argc, char **argv)
     }
     u.lane_ranges = lane_ranges;
     ad_prepare(&u);
+    /* --reverse-set: an element read twice by one statement is read once into a local */
+    for (int i = 0; i < nrevset; i++) {
+        ad_func *f = ad_unit_find(&u, revset[i]);
+        if (f && f->has_body && !f->prim && !f->nerrors)
+            ad_share_element_reads(f);
+    }
     int rc = 0;
     /* the requested functions */
     const char **lists[5] = {rev, fwd, vec, jacs, revset};
@@ -390,11 +396,43 @@ int main(int argc, char **argv)
             rc = 1;
         }
     }
+    /* --dims: each name is a parameter of a --jacobian function ("f.a": of f, a --jacobian
+     * function); a name matching nothing would be ignored */
+    for (int i = 0; i < dims.n; i++) {
+        const char *name = dims.names[i], *dot = strchr(name, '.');
+        bool found = false;
+        for (int k = 0; k < njac && !found; k++) {
+            const char *pname = name;
+            if (dot) {
+                size_t fl = (size_t)(dot - name);
+                if (strlen(jacs[k]) != fl || strncmp(jacs[k], name, fl))
+                    continue;
+                pname = dot + 1;
+            }
+            ad_func *jf = ad_unit_find(&u, jacs[k]);
+            for (int j = 0; jf && j < jf->nparams && !found; j++)
+                found = !strcmp(jf->params[j]->name, pname);
+        }
+        if (!found) {
+            if (dot)
+                fprintf(stderr,
+                        "%s: error: --dims names '%s': '%.*s' is not a function of --jacobian "
+                        "with a parameter '%s'\n",
+                        in_path, name, (int)(dot - name), name, dot + 1);
+            else
+                fprintf(stderr,
+                        "%s: error: --dims names '%s', which is not a parameter of the "
+                        "functions of --jacobian\n",
+                        in_path, name);
+            rc = 1;
+        }
+    }
     ad_buf publics = {0}, protos = {0}, bodies = {0};
     ad_func *f;
     uint64_t mask;
     ad_req_kind kind;
-    /* a Jacobian entry that fails does not stop the others: each reports its errors */
+    /* a Jacobian entry or an f_rev_set that fails does not stop the others: each reports
+     * its errors */
     int jac_rc = 0;
     while (!rc && ad_next_request(&f, &mask, &kind)) {
         int errors0 = ad_errors();
@@ -462,6 +500,11 @@ int main(int argc, char **argv)
         }
         add_static(&protos, &bodies, &fn);
         ad_buf_free(&fn);
+        /* an f_rev_set refused (its message given) does not stop the others either */
+        if (kind == REQ_RSET && !report(f) && ad_errors() > errors0) {
+            jac_rc = 1;
+            continue;
+        }
         if (report(f) || ad_errors() > errors0) {
             rc = 1;
             break;

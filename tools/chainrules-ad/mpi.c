@@ -465,6 +465,13 @@ static void winners_reduce(ad_buf *o, const char *comm)
                   comm);
 }
 
+const char *ad_mpi_sweep_begin(void)
+{
+    if (!g_bound)
+        return "";
+    return "#ifdef CR_AD_MPI_FAILED_\n    cr_ad_mpi_failed_ = 0;\n#endif\n";
+}
+
 const char *ad_mpi_sweep_end(void)
 {
     if (!g_bound)

@@ -436,12 +436,14 @@ bool mpi_agreed_kind(int k)
  * request completed elsewhere than it was posted) sets this flag instead of failing the value
  * stack there: a failed stack gives the rest of the sweep nothing (no partners, tags or trip
  * counts), and the ranks' remaining adjoint messages would no longer match. The public
- * reverse function fails its stack when its sweep is over (reverse.c). */
+ * reverse function clears it on entry and fails its stack when its sweep is over
+ * (reverse.c); it is per thread, so that two threads' sweeps do not report each other's
+ * failures. */
 static const char k_flag[] =
     "/* chainrules-ad: an MPI derivative failed in the adjoint sweep (the sweep goes on, so\n"
     " * that every adjoint message is matched; the stack is failed at its end) */\n"
     "#define CR_AD_MPI_FAILED_ 1\n"
-    "static int cr_ad_mpi_failed_;\n\n";
+    "static _Thread_local int cr_ad_mpi_failed_; /* each thread's sweeps their own */\n\n";
 
 /* MPI_Test, MPI_Testall, MPI_Waitany, MPI_Testany, MPI_Waitsome, MPI_Testsome: the primal,
  * then each request it completed as at a wait: done(key, status, rc) is

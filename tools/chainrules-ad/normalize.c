@@ -324,3 +324,146 @@ void ad_normalize(ad_func *f)
     hoist h = {.f = f};
     f->body = norm_stmt(&h, f->body);
 }
+
+/* ---- One read per element and statement (--reverse-set) --------------------------------
+ *
+ * `s += x[i] * x[i]` reads one element twice: its adjoint makes two contributions to the
+ * element's shadow, which f_rev_set could not assign. The element is read once into a new
+ * local before the statement (`x_r4_ = x[i]; s += x_r4_ * x_r4_;`), whose adjoint collects
+ * both partials and then makes the element's one contribution. Only elements of pointer
+ * parameters to const reals (the function cannot write them), read outside the operands of
+ * &&, || and ?: (which may guard the read), with an index free of calls. */
+
+typedef struct share {
+    ad_func *f;
+    const ad_expr **seen; /* the element reads of the statement, in order */
+    int nseen, capseen;
+    ad_var **vars; /* the local of each repeated text, or NULL */
+    const char **texts;
+    int ntexts, captexts, capvars;
+} share;
+
+static bool shareable(const ad_expr *e)
+{
+    if (e->kind != EX_INDEX || !ad_type_is_real(e->type))
+        return false;
+    const ad_expr *b = e->a;
+    while (b->kind == EX_CAST)
+        b = b->a;
+    if (b->kind != EX_VAR || b->var->kind != VAR_PARAM || b->var->type->kind != TY_PTR ||
+        !b->var->type->is_const || !ad_type_is_real(b->var->type->elem))
+        return false;
+    return !has_local_call(e->b);
+}
+
+static bool guarded(const ad_expr *e)
+{
+    return e->kind == EX_COND ||
+           (e->kind == EX_BIN && (!strcmp(e->op, "&&") || !strcmp(e->op, "||")));
+}
+
+/* Counts the texts of the shareable element reads of e (mode 0), or replaces those whose
+ * text is read more than once by their local (mode 1). */
+static ad_expr *share_walk(share *sh, ad_expr *e, int mode)
+{
+    if (!e || guarded(e))
+        return e;
+    if (shareable(e)) {
+        const char *t = ad_expr_text(e);
+        int k = 0;
+        while (k < sh->ntexts && strcmp(sh->texts[k], t))
+            k++;
+        if (mode == 0) {
+            if (k == sh->ntexts) {
+                sh->texts = ad_grow(sh->texts, sh->ntexts, &sh->captexts, sizeof *sh->texts);
+                sh->vars = ad_grow(sh->vars, sh->ntexts, &sh->capvars, sizeof *sh->vars);
+                sh->texts[sh->ntexts] = t;
+                sh->vars[sh->ntexts++] = NULL;
+                sh->seen = ad_grow(sh->seen, sh->nseen, &sh->capseen, sizeof *sh->seen);
+                sh->seen[sh->nseen++] = e;
+            } else {
+                sh->vars[k] = (ad_var *)1; /* repeated */
+            }
+            return e;
+        }
+        return k < sh->ntexts && sh->vars[k] ? var_expr(sh->vars[k], e->loc) : e;
+    }
+    e->a = share_walk(sh, e->a, mode);
+    e->b = share_walk(sh, e->b, mode);
+    e->c = share_walk(sh, e->c, mode);
+    for (int i = 0; i < e->nargs; i++)
+        e->args[i] = share_walk(sh, e->args[i], mode);
+    return e;
+}
+
+/* The statement s (its expression *pe) with its repeated element reads shared: a block of
+ * the reads, then s; or s unchanged. */
+static ad_stmt *share_one(ad_func *f, ad_stmt *s, ad_expr **pe, int depth)
+{
+    share sh = {.f = f};
+    ad_expr *e = *pe;
+    /* the left side of an assignment is written, not read */
+    bool assign = e->kind == EX_ASSIGN;
+    share_walk(&sh, assign ? e->b : e, 0);
+    ad_stmt **items = NULL;
+    int n = 0, cap = 0;
+    for (int k = 0; k < sh.ntexts; k++) {
+        if (!sh.vars[k])
+            continue;
+        const ad_expr *read = sh.seen[k];
+        sh.vars[k] = new_local(f, read->type, "x", read->loc, depth);
+        items = ad_grow(items, n, &cap, sizeof *items);
+        ad_expr *copy = ad_alloc(sizeof *copy);
+        *copy = *read;
+        items[n++] = assign_stmt(sh.vars[k], copy);
+    }
+    if (!n)
+        return s;
+    if (assign)
+        e->b = share_walk(&sh, e->b, 1);
+    else
+        *pe = share_walk(&sh, e, 1);
+    items = ad_grow(items, n, &cap, sizeof *items);
+    items[n++] = s;
+    ad_stmt *b = ad_alloc(sizeof *b);
+    b->kind = ST_BLOCK;
+    b->loc = s->loc;
+    b->body = items;
+    b->n = n;
+    return b;
+}
+
+static ad_stmt *share_stmt(ad_func *f, ad_stmt *s, int depth)
+{
+    if (!s)
+        return s;
+    switch (s->kind) {
+    case ST_BLOCK:
+        for (int i = 0; i < s->n; i++)
+            s->body[i] = share_stmt(f, s->body[i], depth);
+        return s;
+    case ST_DECL:
+        return s->e && !s->ninits ? share_one(f, s, &s->e, depth) : s;
+    case ST_EXPR:
+        return share_one(f, s, &s->e, depth);
+    case ST_RETURN:
+        return s->e ? share_one(f, s, &s->e, depth) : s;
+    case ST_IF:
+        s->then = share_stmt(f, s->then, depth);
+        s->els = share_stmt(f, s->els, depth);
+        return s;
+    case ST_FOR:
+    case ST_WHILE:
+    case ST_DO:
+        s->then = share_stmt(f, s->then, depth + 1);
+        return s;
+    default:
+        return s;
+    }
+}
+
+void ad_share_element_reads(ad_func *f)
+{
+    if (f->body)
+        f->body = share_stmt(f, f->body, 0);
+}

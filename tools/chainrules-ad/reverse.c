@@ -14,6 +14,7 @@
  * `cr_ad_g_bw<mask>` (its adjoint sweep), specialised to the arguments that are active at
  * the call (mask bit i: parameter i has a shadow).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "ad.h"
@@ -128,7 +129,77 @@ typedef struct once {
     int sites;
     const char *why; /* the first reason to refuse, or NULL */
     ad_loc where;
+    /* sites outside every loop at constant indices: distinct elements, one each */
+    long long consts[64];
+    int nconsts;
 } once;
+
+/* The integer value of a constant index (casts of an integer literal), in *v. */
+static bool const_index(const ad_expr *e, long long *v)
+{
+    while (e && e->kind == EX_CAST)
+        e = e->a;
+    if (!e || e->kind != EX_NUM || ad_type_is_real(e->type))
+        return false;
+    char *end = NULL;
+    *v = strtoll(e->text, &end, 0);
+    return end && end != e->text && (*end == '\0' || strspn(end, "uUlL") == strlen(end));
+}
+
+/* Whether e is c * i + d, with i the counter of `loop`, c a nonzero integer constant and d
+ * unchanged by the loop: distinct iterations then index distinct elements. *c receives c
+ * (0: e does not depend on i). */
+static bool affine_index(ad_stmt *loop, ad_expr *e, long long *c)
+{
+    while (e->kind == EX_CAST && !ad_type_is_real(e->type))
+        e = e->a;
+    if (ad_type_is_real(e->type))
+        return false;
+    const long long lim = 1LL << 30;
+    long long ca = 0, cb = 0, k = 0;
+    switch (e->kind) {
+    case EX_VAR:
+        if (e->var == loop->canon) {
+            *c = 1;
+            return true;
+        }
+        break;
+    case EX_UN:
+        if ((!strcmp(e->op, "-") || !strcmp(e->op, "+")) && affine_index(loop, e->a, &ca)) {
+            *c = e->op[0] == '-' ? -ca : ca;
+            return true;
+        }
+        break;
+    case EX_BIN:
+        if ((!strcmp(e->op, "+") || !strcmp(e->op, "-")) && affine_index(loop, e->a, &ca) &&
+            affine_index(loop, e->b, &cb) && ca > -lim && ca < lim && cb > -lim && cb < lim) {
+            *c = e->op[0] == '+' ? ca + cb : ca - cb;
+            return true;
+        }
+        if (!strcmp(e->op, "*")) {
+            /* a constant times an affine index */
+            if (const_index(e->a, &k) && affine_index(loop, e->b, &cb) && k > -lim && k < lim &&
+                cb > -lim && cb < lim) {
+                *c = k * cb; /* |k|, |cb| < 2^30 */
+                return true;
+            }
+            if (const_index(e->b, &k) && affine_index(loop, e->a, &ca) && k > -lim && k < lim &&
+                ca > -lim && ca < lim) {
+                *c = k * ca; /* |k|, |ca| < 2^30 */
+                return true;
+            }
+        }
+        break;
+    default:
+        break;
+    }
+    /* anything else: unchanged by the loop (the counter included in what it reads) */
+    if (ad_loop_invariant(loop, e)) {
+        *c = 0;
+        return true;
+    }
+    return false;
+}
 
 static void once_refuse(once *o, ad_loc loc, const char *why)
 {
@@ -186,7 +257,17 @@ static void once_sites(once *o, const ad_expr *e, const ad_stmt *loop, bool ok)
         if (ad_root(e) != o->x)
             return;
         o->sites++;
-        if (o->sites > 1) {
+        long long k = 0;
+        /* outside loops, elements at distinct constant indices have one contribution each */
+        bool distinct = !loop && e->kind == EX_INDEX && const_index(e->b, &k) &&
+                        o->nconsts == o->sites - 1 && o->nconsts < 64;
+        for (int j = 0; distinct && j < o->nconsts; j++)
+            distinct = o->consts[j] != k;
+        if (distinct)
+            o->consts[o->nconsts++] = k;
+        else
+            o->nconsts = -1;
+        if (o->sites > 1 && !distinct) {
             once_refuse(o, e->loc, "its shadow has more than one contribution");
             return;
         }
@@ -197,11 +278,11 @@ static void once_sites(once *o, const ad_expr *e, const ad_stmt *loop, bool ok)
             return;
         }
         if (loop) {
-            const ad_expr *i = e->kind == EX_INDEX ? e->b : NULL;
-            while (i && i->kind == EX_CAST)
-                i = i->a;
-            if (!i || i->kind != EX_VAR || i->var != loop->canon)
-                once_refuse(o, e->loc, "its element is not indexed by the loop's counter");
+            long long c = 0;
+            if (e->kind != EX_INDEX || !affine_index((ad_stmt *)loop, e->b, &c) || c == 0)
+                once_refuse(o, e->loc,
+                            "its element is not indexed by c * i + d, with i the loop's "
+                            "counter, c a nonzero constant and d unchanged by the loop");
         } else if (e->kind != EX_INDEX) {
             once_refuse(o, e->loc, "its contribution is not to one element");
         }
@@ -416,7 +497,8 @@ static void bw_call(rv *r, ad_expr *lhs, ad_expr *c, const char *ind)
     for (int i = 0; i < c->nargs && i < 64; i++)
         if ((mask >> i & 1) && ad_type_is_real(g->params[i]->type)) {
             adj[i] = ad_fmt("s%d_", ++r->l.tmp);
-            ad_buf_printf(r->bw, "%s%s %s = 0;\n", ind2, g->params[i]->type->spelling, adj[i]);
+            ad_buf_printf(r->bw, "%s%s %s = 0;\n", ind2, ad_type_real_name(g->params[i]->type),
+                          adj[i]);
         }
     const char *seed = NULL;
     if (ad_type_is_real(g->ret)) {
@@ -1371,7 +1453,7 @@ static bool carried(const ad_var *v)
     return v->type->kind != TY_PTR && v->type->kind != TY_ARRAY;
 }
 
-static void silence_unused(rv *r, ad_buf *b)
+static void silence_unused(rv *r, ad_buf *b, bool shadows)
 {
     ad_func *f = r->f;
     for (int i = 0; i < f->nlocals; i++) {
@@ -1381,6 +1463,10 @@ static void silence_unused(rv *r, ad_buf *b)
     }
     for (int i = 0; i < f->nparams; i++) {
         ad_buf_printf(b, "    (void)%s;\n", f->params[i]->cname);
+        /* a shadow the adjoint never reaches (an input of a function that returns an
+         * integer and writes no real output) stays in the signature, receiving nothing */
+        if (shadows && f->params[i]->shadowed)
+            ad_buf_printf(b, "    (void)%s_b;\n", f->params[i]->cname);
     }
 }
 
@@ -1500,7 +1586,9 @@ void ad_emit_reverse_public(ad_buf *out, ad_unit *u, ad_func *f, bool set)
                    "    cr_adstack_init_buf(&st_, stbuf_, sizeof stbuf_);\n");
     emit_locals(&r, out);
     ad_buf_put(out, r.decls.p ? r.decls.p : "");
-    silence_unused(&r, out);
+    silence_unused(&r, out, true);
+    if (stack)
+        ad_buf_put(out, ad_mpi_sweep_begin());
     if (set) {
         /* f_rev_set: a scalar input's shadow is written, its contributions added to a zero */
         for (int i = 0; i < f->nparams; i++)
@@ -1557,6 +1645,19 @@ void ad_emit_reverse_public(ad_buf *out, ad_unit *u, ad_func *f, bool set)
         f->params[i]->set_once = false;
 }
 
+/* A parameter of the adjoint sweep function, which restores it from the stack: a const
+ * scalar (`const double v`) is declared without its const. */
+static void bw_param(ad_buf *out, const ad_var *p)
+{
+    const ad_type *t = p->type;
+    if (t->kind != TY_PTR && t->kind != TY_ARRAY && t->is_const &&
+        !strncmp(t->spelling, "const ", 6)) {
+        ad_buf_printf(out, "%s %s", t->spelling + 6, p->cname);
+        return;
+    }
+    ad_emit_decl(out, p->type, p->cname);
+}
+
 /* The split pair of a callee under `mask`. */
 void ad_emit_reverse_split(ad_buf *out, ad_unit *u, ad_func *f, const char *mname)
 {
@@ -1574,7 +1675,7 @@ void ad_emit_reverse_split(ad_buf *out, ad_unit *u, ad_func *f, const char *mnam
     }
     ad_buf_put(out, "cr_adstack *stp_)\n{\n#define st_ (*stp_)\n    (void)stp_;\n");
     emit_locals(&r, out);
-    silence_unused(&r, out);
+    silence_unused(&r, out, false);
     ad_buf_put(out, fw.p ? fw.p : "");
     ad_buf_put(out, "    goto fw_end_;\nfw_end_:\n");
     /* the values the adjoint reads, as the forward sweep leaves them */
@@ -1591,11 +1692,11 @@ void ad_emit_reverse_split(ad_buf *out, ad_unit *u, ad_func *f, const char *mnam
     ad_buf_printf(out, "static void cr_ad_%s_bw%s(", f->name, mname);
     for (int i = 0; i < f->nparams; i++) {
         ad_var *p = f->params[i];
-        ad_emit_decl(out, p->type, p->cname);
+        bw_param(out, p);
         ad_buf_put(out, ", ");
         if (p->shadowed) {
             if (ad_type_is_real(p->type))
-                ad_buf_printf(out, "%s *%s_b, ", p->type->spelling, p->cname);
+                ad_buf_printf(out, "%s *%s_b, ", ad_type_real_name(p->type), p->cname);
             else {
                 ad_buf dummy = {0};
                 const ad_type *e = p->type->elem;
@@ -1613,7 +1714,7 @@ void ad_emit_reverse_split(ad_buf *out, ad_unit *u, ad_func *f, const char *mnam
         ad_buf_printf(out, ", %s %s_b", f->ret->spelling, f->name);
     ad_buf_put(out, ")\n{\n#define st_ (*stp_)\n    (void)stp_;\n");
     emit_locals(&r, out);
-    silence_unused(&r, out);
+    silence_unused(&r, out, true);
     for (int i = f->nparams - 1; i >= 0; i--)
         if (carried(f->params[i]))
             var_stack(out, f->params[i], NULL, false, "    ");

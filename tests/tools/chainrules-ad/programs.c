@@ -366,6 +366,126 @@ double p_whole_break(const double *x, int n)
     return s;
 }
 
+/* Forms --reverse-set accepts (f_rev_set, test_ad_programs.c): one element read twice by one
+ * statement, an index counted downwards (n - 1 - i) and by a stride (2 i + 1), elements at
+ * distinct constant indices outside loops. */
+double p_set_square(const double *x, int n)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        s += x[i] * x[i] + sin(x[i]) * (i + 1);
+    return s;
+}
+
+double p_set_mirror(const double *x, int n)
+{
+    double s = 1;
+    for (int i = 0; i < n; i++)
+        s = s * 0.9 + x[n - 1 - i] * cos(x[n - 1 - i]) * (i + 1);
+    return s;
+}
+
+double p_set_stride(const double *x, int n)
+{
+    double s = 1;
+    for (int i = n / 2 - 1; i >= 0; i--)
+        s = s * (1 + 0.1 * exp(0.3 * x[2 * i + 1])) + 0.01 * i;
+    return s;
+}
+
+double p_set_consts(const double *x, int n)
+{
+    double a = x[0] * x[0] - x[1];
+    double b = exp(x[2]) * a + x[4];
+    double c = b * b / (1 + x[3] * x[3]);
+    return a * c + n;
+}
+
+/* Statement macros as numerical C writes them: a for statement written by a macro (its
+ * header in the macro's definition, in a macro argument, with parts left out), nested
+ * macros (a for header built by a macro calling another), do { } while (0) with a local, an
+ * if, a while and a switch from macros. The tool reads a for statement's parts where they
+ * are spelled, not at the macro's call. */
+#define SUM(acc, a, n)               \
+    for (int i_ = 0; i_ < (n); i_++) \
+    acc += (a)[i_]
+#define SQ(v) ((v) * (v))
+#define SUMSQ(acc, a, n)             \
+    for (int j_ = 0; j_ < (n); j_++) \
+    acc += SQ((a)[j_])
+#define FOR_RANGE(i, lo, hi) for (i = (lo); i < (hi); i++)
+#define UNTIL(i, n)          for (; (i) < (n); (i)++)
+#define STEP2(i, n)          for (i = 0; (i) < (n);)
+#define SCALE_BY(v, s)           \
+    do {                         \
+        double t_s = (s);        \
+        (v) = (v)*t_s + SQ(t_s); \
+    } while (0)
+#define CLAMP_BELOW(v, lo) \
+    if ((v) < (lo))        \
+    (v) = (lo)
+#define SWAP_IF_GT(a, b)      \
+    do {                      \
+        if ((a) > (b)) {      \
+            double t_w = (a); \
+            (a) = (b);        \
+            (b) = t_w;        \
+        }                     \
+    } while (0)
+#define REPEAT(stmt)          stmt
+#define LOOP(init, cond, inc) for (init; cond; inc)
+#define FOREACH(i, n)         LOOP(int i = 0, i < (n), i++)
+#define COUNTDOWN(k, acc, a) \
+    while ((k) > 0) {        \
+        (k)--;               \
+        acc += sin((a)[k]);  \
+    }
+#define PICK(k, v, a)  \
+    switch ((k) % 3) { \
+    case 0:            \
+        v += (a)[0];   \
+        break;         \
+    case 1:            \
+        v *= (a)[1];   \
+        break;         \
+    default:           \
+        v -= (a)[2];   \
+    }
+
+double p_macro_for(const double *x, int n)
+{
+    double s = 0, q = 0;
+    SUM(s, x, n);
+    SUMSQ(q, x, n);
+    int i;
+    FOR_RANGE(i, 1, n) s += x[i] * x[i - 1];
+    i = 2;
+    UNTIL(i, n) q += cos(x[i]);
+    STEP2(i, n)
+    {
+        q += x[i] * s;
+        i += 2;
+    }
+    REPEAT(for (int k = 0; k < n; k++) s += SQ(x[k] - x[0]);)
+    return s * q;
+}
+
+double p_macro_stmts(const double *x, int n)
+{
+    double a = x[0], b = x[1], v = 0;
+    SCALE_BY(a, x[2]);
+    SWAP_IF_GT(a, b);
+    CLAMP_BELOW(b, -1.5);
+    int k = n;
+    COUNTDOWN(k, v, x);
+    FOREACH(m, n) v = v * 0.75 + x[m] * a;
+    LOOP(int j = n - 1, j >= 1, j -= 2) v += sin(x[j] * b);
+    for (int j = 0; j < n; j++) {
+        PICK(j, v, x);
+    }
+    return a * b + v;
+}
+
 /* ---- Other signatures ------------------------------------------------------------------ */
 
 /* Scalars in, a scalar out. */

@@ -37,9 +37,26 @@ struct p_model {
     X(p_part_array)      \
     X(p_whole_break)     \
     X(p_fused_tail)      \
-    X(p_unfused_tail)
+    X(p_unfused_tail)    \
+    X(p_macro_for)       \
+    X(p_macro_stmts)     \
+    X(p_set_square)      \
+    X(p_set_mirror)      \
+    X(p_set_stride)      \
+    X(p_set_consts)
 
 P_ARRAY_FNS(P_ARRAY_FN)
+
+/* The functions above whose gradient --reverse-set can assign (f_rev_set); the others are
+ * refused with the documented message (check_reverse_set.cmake). */
+#define P_SET_FNS(X) \
+    X(p_nested)      \
+    X(p_set_square)  \
+    X(p_set_mirror)  \
+    X(p_set_stride)  \
+    X(p_set_consts)
+#define P_SET_FN(name) double name##_rev_set(const double *x, double *x_b, int n, double name##_b);
+P_SET_FNS(P_SET_FN)
 
 /* The Jacobian entries (--jacobian, --dims x=6) of the functions above. J is 1 x 6. */
 #define P_JAC_FNS(X)     \
@@ -63,7 +80,13 @@ P_ARRAY_FNS(P_ARRAY_FN)
     X(p_part_array)      \
     X(p_whole_break)     \
     X(p_fused_tail)      \
-    X(p_unfused_tail)
+    X(p_unfused_tail)    \
+    X(p_macro_for)       \
+    X(p_macro_stmts)     \
+    X(p_set_square)      \
+    X(p_set_mirror)      \
+    X(p_set_stride)      \
+    X(p_set_consts)
 #define P_JAC_FN(name) double name##_jacfwd(const double *x, int n, double *J);
 P_JAC_FNS(P_JAC_FN)
 /* J 1 x 2 (a, b); 5 x 6 (y by x, scale; --dims p_outputs.x=5,y=5); 4 x 5 (u on exit by u on

@@ -1228,6 +1228,32 @@ static void emit_wrappers(FILE *h, const fninfo *f, int with_tape)
         fprintf(h, "    out[%d] = y[%d];\n", f->ret + j, j);
     fprintf(h, "}\n#endif\n#endif\n");
 
+    /* rev_set (chainrules-ad --reverse-set, for the functions ST_SET_<name> names: those it
+     * accepts): the gradient assigned into g whatever it held; an in-out y's shadow keeps
+     * f_rev's meaning (the seed on entry, the cotangent of its values on exit) */
+    fprintf(h, "#if ST_AD && ST_SET && defined(ST_SET_%s)\n", N);
+    fprintf(h, "%s %s_rev_set(const double *x, double *x_b, int n", f->ret ? "double" : "void", N);
+    for (int s = 0; s < f->ns; s++)
+        fprintf(h, ", double %s, double *%s_b", sn[s], sn[s]);
+    fprintf(h, "%s%s);\n", f->m ? ", double *y, double *y_b" : "", f->ret ? ", double f_b" : "");
+    fprintf(h,
+            "static void %s_set_call(const double *u, int n, const double *w, double *g, double "
+            "*out)\n{\n",
+            N);
+    fprintf(h, "    double y[3] = {ST_YFILL, ST_YFILL, ST_YFILL}, y_b[3] = {0, 0, 0};\n");
+    fprintf(h, "    (void)y;\n    (void)y_b;\n    (void)w;\n");
+    for (int j = 0; j < f->m; j++)
+        fprintf(h, "    y_b[%d] = w[%d];\n", j, f->ret + j);
+    for (int j = 0; f->io && j < f->m; j++)
+        fprintf(h, "    y[%d] = u[n + %d];\n", j, f->ns + j);
+    fprintf(h, "    %s%s_rev_set(u, g, n", f->ret ? "out[0] = " : "", N);
+    for (int s = 0; s < f->ns; s++)
+        fprintf(h, ", u[n + %d], &g[n + %d]", s, s);
+    fprintf(h, "%s%s);\n", f->m ? ", y, y_b" : "", f->ret ? ", w[0]" : "");
+    for (int j = 0; f->io && j < f->m; j++)
+        fprintf(h, "    g[n + %d] = y_b[%d];\n", f->ns + j, j);
+    fprintf(h, "}\n#define %s_SET %s_set_call\n#else\n#define %s_SET NULL\n#endif\n", N, N, N);
+
     /* jacfwd (chainrules-ad --jacobian with --dims x=6,y=3 --wrt x,a,b[,y]): J of
      * (y[0..2], return) by (x[0..5], scalars, y[0..2] on entry), mapped to the harness's
      * layout; returns the number of entries outside it that are not what they must be: zero
@@ -1306,9 +1332,9 @@ static void emit_table(FILE *h, int nf, const fninfo *fs, int with_tape)
         fprintf(h,
                 "    {\"%s\", %d, %d, %d, %s_call, ST_AD_FN(%s_rev_call), ST_AD_FN(%s_fwd_call), "
                 "ST_FWDV_FN(%s_fwdv_call), "
-                "%s, %s_JAC},\n",
+                "%s, %s_JAC, %s_SET},\n",
                 f->name, f->ns + f->io * f->m, f->m, f->ret, f->name, f->name, f->name, f->name,
-                with_tape ? fmt("%s_tape_call", f->name) : "NULL", f->name);
+                with_tape ? fmt("%s_tape_call", f->name) : "NULL", f->name, f->name);
     }
     fprintf(h, "};\n\nST_MAIN(st_fns)\n");
 }

@@ -117,17 +117,18 @@ run_case() {
     local jnames="$names" jdefs=() jobj=() try
     for try in 1 2 3 4; do
         [ -n "$jnames" ] || break
-        local wrt="x" p
+        local wrt="x" dims="x=6" p
         for p in a b y; do
             local fn
             for fn in ${jnames//,/ }; do
                 if grep -Eq "^(double|void) $fn\(.*[ *]$p[,)]" "$dir/prog.c"; then
                     wrt="$wrt,$p"
+                    [ "$p" = y ] && dims="$dims,y=3"
                     break
                 fi
             done
         done
-        if step "$tool" --jacobian "$jnames" --dims x=6,y=3 --wrt "$wrt" -o "$dir/prog_jac.c" \
+        if step "$tool" --jacobian "$jnames" --dims "$dims" --wrt "$wrt" -o "$dir/prog_jac.c" \
             "$dir/prog.c" -- -std=c11 "${inc_flags[@]}"; then
             local fn
             for fn in ${jnames//,/ }; do jdefs+=("-DST_JAC_$fn"); done
@@ -148,15 +149,49 @@ run_case() {
         echo "COMPILE-ERROR $dir: the Jacobian entries do not compile (see $log)" >"$dir/result"
         return
     fi
+    # f_rev_set: the functions --reverse-set accepts (prog_set.c); each refusal must be the
+    # documented message, and the others are written in the same run
+    local snames="$names" sdefs=() sobj=()
+    for try in 1 2; do
+        [ -n "$snames" ] || break
+        echo "+ $tool --reverse-set $snames -o $dir/prog_set.c $dir/prog.c" >>"$log"
+        if "$tool" --reverse-set "$snames" -o "$dir/prog_set.c" "$dir/prog.c" \
+            -- -std=c11 "${inc_flags[@]}" >>"$log" 2>"$dir/set_err"; then
+            cat "$dir/set_err" >>"$log"
+            local fn
+            for fn in ${snames//,/ }; do sdefs+=("-DST_SET_$fn"); done
+            sobj=("$dir/prog_set.o")
+            break
+        fi
+        cat "$dir/set_err" >>"$log"
+        local bad_msg
+        bad_msg="$(grep 'error:' "$dir/set_err" | grep -Ev "error: '([A-Za-z0-9_]+)_rev_set' \(--reverse-set\): cannot assign the shadow of '[A-Za-z0-9_]+' once per element: .+ \(use '\1_rev', which adds into it\)$")"
+        if [ -n "$bad_msg" ] || [ "$try" = 2 ]; then
+            echo "SET-ERROR $dir: --reverse-set failed other than by its documented refusal (see $log)" >"$dir/result"
+            return
+        fi
+        local refused keep="" fn
+        refused="$(grep -o "'[A-Za-z0-9_]*_rev_set' (--reverse-set)" "$dir/set_err" | sed "s/'\(.*\)_rev_set'.*/\1/" | sort -u)"
+        for fn in ${snames//,/ }; do
+            grep -qx "$fn" <<<"$refused" || keep="$keep${keep:+,}$fn"
+        done
+        snames="$keep"
+    done
+    if [ ${#sobj[@]} -gt 0 ] &&
+        ! step "$cc" -std=c11 "${flags[@]}" "${inc_flags[@]}" -c "$dir/prog_set.c" -o "$dir/prog_set.o"; then
+        echo "COMPILE-ERROR $dir: the f_rev_set file does not compile (see $log)" >"$dir/result"
+        return
+    fi
     if ! step "$cc" -std=c11 "${flags[@]}" "${inc_flags[@]}" -c "$dir/prog.c" -o "$dir/prog.o" ||
         ! step "$cc" -std=c11 "${flags[@]}" "${inc_flags[@]}" -c "$dir/prog_ad.c" -o "$dir/prog_ad.o"; then
         echo "COMPILE-ERROR $dir: the program or its derivatives do not compile (see $log)" >"$dir/result"
         return
     fi
-    if ! step "$cc" -std=c11 -O0 -DST_FWDV=$fwdv -DST_SPARSE_DIRECTIONS=$sparse_dirs -DST_JAC=1 "${jdefs[@]}" "${inc_flags[@]}" \
+    if ! step "$cc" -std=c11 -O0 -DST_FWDV=$fwdv -DST_SPARSE_DIRECTIONS=$sparse_dirs -DST_JAC=1 "${jdefs[@]}" \
+        -DST_SET=1 "${sdefs[@]}" "${inc_flags[@]}" \
         -c "$dir/harness.c" -o "$dir/harness.o" ||
         ! step "$cc" "${flags[@]}" -o "$dir/check" "$dir/harness.o" "$dir/prog.o" "$dir/prog_ad.o" \
-            "${jobj[@]}" "${lib_list[@]}"; then
+            "${jobj[@]}" "${sobj[@]}" "${lib_list[@]}"; then
         echo "COMPILE-ERROR $dir: the harness does not compile or link (see $log)" >"$dir/result"
         return
     fi
@@ -227,7 +262,7 @@ wait
 elapsed=$(($(date +%s) - start))
 
 # Summary over the cases.
-nfiles=0 fns=0 checked=0 tonly=0 skipped=0 failed=0 broken=0 nofwdv=0 jac=0
+nfiles=0 fns=0 checked=0 tonly=0 skipped=0 failed=0 broken=0 nofwdv=0 jac=0 rset=0
 for r in "$work"/seed-*/result "$work"/regression-*/result; do
     [ -e "$r" ] || continue
     dir="$(dirname "$r")"
@@ -251,6 +286,7 @@ for r in "$work"/seed-*/result "$work"/regression-*/result; do
             failed=*) f=${kv#*=}; failed=$((failed + f)) ;;
             nofwdv=*) nofwdv=$((nofwdv + 1)) ;;
             jac_checked=*) jac=$((jac + ${kv#*=})) ;;
+            set_checked=*) rset=$((rset + ${kv#*=})) ;;
             esac
         done
         if [ "$f" != 0 ]; then
@@ -269,6 +305,7 @@ for r in "$work"/seed-*/result "$work"/regression-*/result; do
 done
 echo "st_random: cases=$nfiles functions=$fns checked=$checked tape_only=$tonly skipped=$skipped" \
     "failed=$failed broken_cases=$broken no_fwdv_cases=$nofwdv jacfwd_checked=$jac" \
+    "rev_set_checked=$rset" \
     "seconds=$elapsed" \
     "seeds=$seed..$((seed + files - 1))"
 [ "$failed" = 0 ] && [ "$broken" = 0 ]

@@ -66,6 +66,11 @@
 #ifndef ST_JAC
 #define ST_JAC 0
 #endif
+/* ST_SET=1: f_rev_set (--reverse-set) is checked for the functions ST_SET_<name> names (those
+ * it accepts). */
+#ifndef ST_SET
+#define ST_SET 0
+#endif
 #if ST_FWDV
 #define ST_FWDV_FN(f) f
 #else
@@ -91,6 +96,8 @@ typedef struct st_fn {
     /* f_jacfwd: out and J (nout x nin); returns the count of entries outside the harness's
      * layout that are not zero */
     int (*jac)(const double *u, int n, double *out, double *J);
+    /* f_rev_set: the gradient w^T J assigned into g */
+    void (*set)(const double *u, int n, const double *w, double *g, double *out);
 } st_fn;
 
 /* ---- Distance to the kinks met by the tape version ----------------------------------------- */
@@ -188,7 +195,7 @@ static inline double st_unit(void)
 typedef struct st_run {
     const char *prog;
     uint64_t seed;
-    int checked, skipped, failed, verbose, tape_only, jac_checked;
+    int checked, skipped, failed, verbose, tape_only, jac_checked, set_checked;
     const st_fn *f;
     int n;
     const double *u;
@@ -413,6 +420,32 @@ static inline void st_check_fn(st_run *r, cr_tape *tp, const st_fn *f)
         r->fn_failed++;
     }
 
+    /* f_rev_set: the same gradient assigned into shadows filled with NaN; an element it
+     * leaves NaN must have a zero gradient in f_rev (an element the function never reads) */
+    if (f->set) {
+        double gs[ST_INMAX], gz[ST_INMAX], outs[ST_OUTMAX];
+        for (int i = 0; i < nin; i++)
+            gs[i] = NAN;
+        f->set(u, n, w, gs, outs);
+        int unread_bad = 0;
+        for (int i = 0; i < nin; i++) {
+            gz[i] = isnan(gs[i]) ? 0 : gs[i];
+            unread_bad += isnan(gs[i]) && g[i] != 0;
+        }
+        st_cmp(r, "f_rev_set: gradient", gz, g, NULL, nin, 1e-12, scale * fmax(ws, 1));
+        st_cmp(r, "f_rev_set: against the reference", gz, want, Eref ? ew : NULL, nin, rtol,
+               scale * fmax(ws, 1));
+        if (f->ret)
+            st_cmp(r, "f_rev_set: primal", outs, out0, NULL, 1, 1e-12, fmax(1, fabs(out0[0])));
+        if (unread_bad) {
+            printf("FAIL %s %s: f_rev_set left %d elements of nonzero gradient unwritten (seed "
+                   "%#llx)\n",
+                   r->prog, f->name, unread_bad, (unsigned long long)r->seed);
+            r->fn_failed++;
+        }
+        r->set_checked++;
+    }
+
     /* forward: J d */
     double du[ST_INMAX * ST_NDMAX], dout[ST_OUTMAX * ST_NDMAX], wantf[ST_OUTMAX * ST_NDMAX],
         ef[ST_OUTMAX * ST_NDMAX];
@@ -488,17 +521,18 @@ static inline int st_main(const st_fn *fns, int nf, int argc, char **argv)
 #if ST_FORK
         if (use_fork) {
             /* the child reports its counts in its exit status: 64 (its mark: a sanitizer
-             * exits with 1) + 1 checked, 2 tape only, 4 skipped, 8 failed, 16 f_jacfwd
-             * checked */
+             * exits with 1) + 1 checked, 2 tape only, 4 skipped, 8 failed, 16 f_jacfwd, 32
+             * f_rev_set checked */
             fflush(stdout);
             pid_t pid = fork();
             if (pid == 0) {
                 st_run c = r;
                 c.checked = c.tape_only = c.skipped = c.failed = c.jac_checked = 0;
+                c.set_checked = 0;
                 st_check_fn(&c, tp, &fns[i]);
                 fflush(stdout);
                 _exit(64 | (c.checked ? 1 : 0) | (c.tape_only ? 2 : 0) | (c.skipped ? 4 : 0) |
-                      (c.failed ? 8 : 0) | (c.jac_checked ? 16 : 0));
+                      (c.failed ? 8 : 0) | (c.jac_checked ? 16 : 0) | (c.set_checked ? 32 : 0));
             }
             int status = 0;
             if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
@@ -515,6 +549,7 @@ static inline int st_main(const st_fn *fns, int nf, int argc, char **argv)
                 r.skipped += (code >> 2) & 1;
                 r.failed += (code >> 3) & 1;
                 r.jac_checked += (code >> 4) & 1;
+                r.set_checked += (code >> 5) & 1;
             }
             continue;
         }
@@ -525,8 +560,8 @@ static inline int st_main(const st_fn *fns, int nf, int argc, char **argv)
     cr_tape_free(tp);
     cr_ctx_free(ctx);
     printf("st-random: %s functions=%d checked=%d tape_only=%d skipped=%d failed=%d "
-           "jac_checked=%d\n",
-           r.prog, nf, r.checked, r.tape_only, r.skipped, r.failed, r.jac_checked);
+           "jac_checked=%d set_checked=%d\n",
+           r.prog, nf, r.checked, r.tape_only, r.skipped, r.failed, r.jac_checked, r.set_checked);
     return r.failed ? 1 : 0;
 }
 
