@@ -4,9 +4,12 @@
  *
  *   dual_ba_ratio     the 2 x 15 Jacobians of all reprojection blocks and the 1 x 1 ones of
  *                     all weight errors of a problem shaped as GradBench's ba1 (49 cameras,
- *                     7776 points, 31843 observations), each block in one evaluation on a
- *                     15-direction dual (CR_DUALN_DEFINE) / ba_project and ba_weight_error
- *                     of bench/objectives on every block
+ *                     7776 points, 31843 observations), each block in one evaluation of
+ *                     ba_project_jac_staged (ba_dual.h: three stages on duals of 3, 8 and
+ *                     9 directions composed by TYPE_chain) / ba_project and
+ *                     ba_weight_error of bench/objectives on every block
+ *   dual_ba_dense_ratio  the same with each block in one evaluation on a 15-direction dual
+ *                     (ba_project_dual)
  *   dual_chain_ratio  one direction (cr_dual1) through the chain workload (250000 steps of
  *                     t + x[k % 1000] exp(sin t)) / chain() of bench/objectives
  *

@@ -1,7 +1,9 @@
 /*
- * ba_project (bench/objectives/ba.c) on a 15-direction dual type (CR_DUALN_DEFINE): the
- * 2 x 15 Jacobian of a reprojection block in one evaluation. chainrules-bench's
- * dual_ba_ratio times it (bench/bench_dual.c) and tests/ad/test_dual_ba.c checks it against
+ * The 2 x 15 Jacobian of a reprojection block of ba_project (bench/objectives/ba.c) in one
+ * evaluation, written two ways: on one 15-direction dual type (CR_DUALN_DEFINE,
+ * ba_project_dual) and in three stages on narrower types composed by TYPE_chain
+ * (ba_project_jac_staged). chainrules-bench times them (dual_ba_dense_ratio and
+ * dual_ba_ratio, bench/bench_dual.c) and tests/ad/test_dual_ba.c checks them against
  * finite differences of ba_project, so both read this one copy.
  */
 #ifndef CR_BENCH_BA_DUAL_H

@@ -29,6 +29,11 @@
  * Functions of several results (sincos, sincospi, modf, logabsgamma) write their results
  * to an array instead of returning them.
  *
+ * A function made of stages that each depend on few variables can be differentiated stage
+ * by stage on narrower types, the stages' Jacobians composed by `TYPE_chain` (the chain
+ * rule through intermediates), so that no operation carries the directions its stage does
+ * not depend on (docs/forward-mode.md, "Stages on narrower duals").
+ *
  * @code
  * // d/dx asin(0.2 + sin(x)) at x = 3
  * cr_dual1 x = cr_dual1_var(3.0);
