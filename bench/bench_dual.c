@@ -4,9 +4,12 @@
  *
  *   dual_ba_ratio     the 2 x 15 Jacobians of all reprojection blocks and the 1 x 1 ones of
  *                     all weight errors of a problem shaped as GradBench's ba1 (49 cameras,
- *                     7776 points, 31843 observations), each block in one evaluation on a
- *                     15-direction dual (CR_DUALN_DEFINE) / ba_project and ba_weight_error
- *                     of bench/objectives on every block
+ *                     7776 points, 31843 observations), each block in one evaluation of
+ *                     ba_project_jac_staged (ba_dual.h: three stages on duals of 3, 8 and
+ *                     9 directions composed by TYPE_chain) / ba_project and
+ *                     ba_weight_error of bench/objectives on every block
+ *   dual_ba_dense_ratio  the same with each block in one evaluation on a 15-direction dual
+ *                     (ba_project_dual)
  *   dual_chain_ratio  one direction (cr_dual1) through the chain workload (250000 steps of
  *                     t + x[k % 1000] exp(sin t)) / chain() of bench/objectives
  *
@@ -77,6 +80,18 @@ static double ba_primal(void *env)
     return e->err[0] + e->werr[BA_P - 1];
 }
 
+/* The same Jacobians in stages on narrower duals (ba_project_jac_staged: ba_dual.h). */
+static double ba_staged_jacobian(void *env)
+{
+    ba_env *e = env;
+    for (int i = 0; i < BA_P; i++)
+        ba_project_jac_staged(e->cams + 11 * e->obs[2 * i], e->X + 3 * e->obs[2 * i + 1], e->w + i,
+                              e->feats + 2 * i, e->err + 2 * i, e->J + 30 * (size_t)i);
+    for (int i = 0; i < BA_P; i++)
+        ba_weight_jac(e->w + i, e->werr + i, e->wJ + i);
+    return e->J[0] + e->wJ[BA_P - 1];
+}
+
 static double ba_dual_jacobian(void *env)
 {
     ba_env *e = env;
@@ -89,9 +104,9 @@ static double ba_dual_jacobian(void *env)
 }
 
 /* Every block's Jacobian against the hand-written one (ba_project_jac). */
-static int ba_check(ba_env *e)
+static int ba_check(ba_env *e, work_fn jacobian)
 {
-    ba_dual_jacobian(e);
+    jacobian(e);
     for (int i = 0; i < BA_P; i++) {
         double err[2], J[30], werr, wJ;
         ba_project_jac(e->cams + 11 * e->obs[2 * i], e->X + 3 * e->obs[2 * i + 1], e->w + i,
@@ -114,7 +129,7 @@ static int ba_check(ba_env *e)
     return 0;
 }
 
-static int fig_ba(void)
+static int fig_ba(int staged, int dense)
 {
     size_t nd = 11 * BA_N + 3 * BA_M + BA_P * (1 + 2 + 2 + 30 + 1 + 1);
     double *buf = malloc(nd * sizeof(double));
@@ -136,9 +151,18 @@ static int fig_ba(void)
     e.wJ = e.werr + BA_P;
     e.obs = obs;
     ba_make_problem(BA_N, BA_M, BA_P, 1, e.cams, e.X, e.w, obs, e.feats);
-    int rc = ba_check(&e);
-    if (rc == 0)
-        printf("dual_ba_ratio %.2f x\n", bench_median_ratio(ba_dual_jacobian, ba_primal, &e));
+    int rc = 0;
+    if (staged) {
+        rc = ba_check(&e, ba_staged_jacobian);
+        if (rc == 0)
+            printf("dual_ba_ratio %.2f x\n", bench_median_ratio(ba_staged_jacobian, ba_primal, &e));
+    }
+    if (dense && rc == 0) {
+        rc = ba_check(&e, ba_dual_jacobian);
+        if (rc == 0)
+            printf("dual_ba_dense_ratio %.2f x\n",
+                   bench_median_ratio(ba_dual_jacobian, ba_primal, &e));
+    }
     free(buf);
     free(obs);
     return rc;
@@ -211,7 +235,9 @@ static int wanted(int argc, char **argv, const char *name)
 
 int bench_dual(int argc, char **argv)
 {
-    if (wanted(argc, argv, "dual_ba_ratio") && fig_ba() != 0)
+    int staged = wanted(argc, argv, "dual_ba_ratio"),
+        dense = wanted(argc, argv, "dual_ba_dense_ratio");
+    if ((staged || dense) && fig_ba(staged, dense) != 0)
         return 1;
     if (wanted(argc, argv, "dual_chain_ratio") && fig_chain() != 0)
         return 1;

@@ -65,7 +65,8 @@
  * prepared_gmm_mem_ratio, and the same for lstm (tape_lstm_ratio, ...).
  *
  * Forward-mode figures (bench_dual.c): dual_ba_ratio (the Jacobians of all ba1 blocks on
- * inline duals / primal) and dual_chain_ratio (one direction through the chain / primal).
+ * inline duals, in stages / primal), dual_ba_dense_ratio (the same on one 15-direction type)
+ * and dual_chain_ratio (one direction through the chain / primal).
  *
  * Usage: chainrules-bench [figure...]   (no argument: all figures)
  */

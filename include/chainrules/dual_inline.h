@@ -29,6 +29,11 @@
  * Functions of several results (sincos, sincospi, modf, logabsgamma) write their results
  * to an array instead of returning them.
  *
+ * A function made of stages that each depend on few variables can be differentiated stage
+ * by stage on narrower types, the stages' Jacobians composed by `TYPE_chain` (the chain
+ * rule through intermediates), so that no operation carries the directions its stage does
+ * not depend on (docs/forward-mode.md, "Stages on narrower duals").
+ *
  * @code
  * // d/dx asin(0.2 + sin(x)) at x = 3
  * cr_dual1 x = cr_dual1_var(3.0);
@@ -307,42 +312,63 @@ CR__DUAL_INLINE double cr__dualn_seed(size_t k, size_t dir)
  * - `TYPE TYPE_var(double v, size_t dir)`: tangent 1 along dir, 0 along the others (a
  *   constant when dir >= N);
  * - `TYPE TYPE_make(double v, const double *d)`: the tangents d[0..N);
+ * - `TYPE TYPE_chain(double v, size_t n, const double *dv_du, const TYPE *u)`: the value v
+ *   of a function of n intermediates u[0..n), whose partials with respect to them are
+ *   dv_du[0..n), with the tangents of the chain rule, Σ_k dv_du[k] u[k].d (IEEE products,
+ *   in the order of k). It composes Jacobians evaluated on different dual types: evaluate
+ *   a stage of a function on a type with one direction per input of the stage (seeded
+ *   with TYPE_var), and TYPE_chain carries the tangents of its results, dv_du being their
+ *   d[], back to the directions of the type on which those inputs were computed
+ *   (docs/forward-mode.md, "Stages on narrower duals");
  * - `TYPE TYPE_NAME(TYPE a, ...)` for every row NAME of one result (TYPE_add, TYPE_sin,
  *   TYPE_atan2, TYPE_muladd, ...) and `void TYPE_NAME(TYPE a, TYPE *y)` for the rows of
  *   several results (TYPE_sincos writes y[0], y[1]).
  */
-#define CR_DUALN_DEFINE(TYPE, N)                                               \
-    typedef struct CR__DUALN_ALIGNED TYPE {                                    \
-        CR__DUALN_STORAGE(N);                                                  \
-        double v;                                                              \
-    } TYPE;                                                                    \
-    CR__DUALN_INLINE TYPE TYPE##_const(double v)                               \
-    {                                                                          \
-        TYPE cr__r;                                                            \
-        cr__r.v = v;                                                           \
-        for (size_t cr__i = 0; cr__i < CR__DUALN_UNITS(N); cr__i++)            \
-            CR__DUALN_U(cr__r)[cr__i] = cr__dualn_zero();                      \
-        return cr__r;                                                          \
-    }                                                                          \
-    CR__DUALN_INLINE TYPE TYPE##_var(double v, size_t dir)                     \
-    {                                                                          \
-        TYPE cr__r;                                                            \
-        cr__r.v = v;                                                           \
-        if (dir >= (size_t)(N))                                                \
-            dir = CR__DUALN_LANES(N);                                          \
-        for (size_t cr__i = 0; cr__i < CR__DUALN_UNITS(N); cr__i++)            \
-            CR__DUALN_U(cr__r)[cr__i] = cr__dualn_seed(cr__i, dir);            \
-        return cr__r;                                                          \
-    }                                                                          \
-    CR__DUALN_INLINE TYPE TYPE##_make(double v, const double *d)               \
-    {                                                                          \
-        TYPE cr__r;                                                            \
-        cr__r.v = v;                                                           \
-        for (size_t cr__i = 0; cr__i < CR__DUALN_UNITS(N); cr__i++)            \
-            CR__DUALN_U(cr__r)[cr__i] = cr__dualn_load(d, cr__i, (size_t)(N)); \
-        return cr__r;                                                          \
-    }                                                                          \
-    CR__DUAL_ROWS(CR__DUALN_1, CR__DUALN_2, CR__DUALN_3, CR__DUALN_M, TYPE, N) \
+#define CR_DUALN_DEFINE(TYPE, N)                                                               \
+    typedef struct CR__DUALN_ALIGNED TYPE {                                                    \
+        CR__DUALN_STORAGE(N);                                                                  \
+        double v;                                                                              \
+    } TYPE;                                                                                    \
+    CR__DUALN_INLINE TYPE TYPE##_const(double v)                                               \
+    {                                                                                          \
+        TYPE cr__r;                                                                            \
+        cr__r.v = v;                                                                           \
+        for (size_t cr__i = 0; cr__i < CR__DUALN_UNITS(N); cr__i++)                            \
+            CR__DUALN_U(cr__r)[cr__i] = cr__dualn_zero();                                      \
+        return cr__r;                                                                          \
+    }                                                                                          \
+    CR__DUALN_INLINE TYPE TYPE##_var(double v, size_t dir)                                     \
+    {                                                                                          \
+        TYPE cr__r;                                                                            \
+        cr__r.v = v;                                                                           \
+        if (dir >= (size_t)(N))                                                                \
+            dir = CR__DUALN_LANES(N);                                                          \
+        for (size_t cr__i = 0; cr__i < CR__DUALN_UNITS(N); cr__i++)                            \
+            CR__DUALN_U(cr__r)[cr__i] = cr__dualn_seed(cr__i, dir);                            \
+        return cr__r;                                                                          \
+    }                                                                                          \
+    CR__DUALN_INLINE TYPE TYPE##_make(double v, const double *d)                               \
+    {                                                                                          \
+        TYPE cr__r;                                                                            \
+        cr__r.v = v;                                                                           \
+        for (size_t cr__i = 0; cr__i < CR__DUALN_UNITS(N); cr__i++)                            \
+            CR__DUALN_U(cr__r)[cr__i] = cr__dualn_load(d, cr__i, (size_t)(N));                 \
+        return cr__r;                                                                          \
+    }                                                                                          \
+    CR__DUALN_INLINE TYPE TYPE##_chain(double v, size_t n, const double *dv_du, const TYPE *u) \
+    {                                                                                          \
+        TYPE cr__r;                                                                            \
+        cr__r.v = v;                                                                           \
+        CR__DUALN_UNROLL for (size_t cr__i = 0; cr__i < CR__DUALN_UNITS(N); cr__i++)           \
+            CR__DUALN_U(cr__r)[cr__i] = cr__dualn_zero();                                      \
+        for (size_t cr__k = 0; cr__k < n; cr__k++) {                                           \
+            double cr__p = dv_du[cr__k];                                                       \
+            CR__DUALN_UNROLL for (size_t cr__i = 0; cr__i < CR__DUALN_UNITS(N); cr__i++)       \
+                CR__DUALN_U(cr__r)[cr__i] += cr__p * CR__DUALN_U(u[cr__k])[cr__i];             \
+        }                                                                                      \
+        return cr__r;                                                                          \
+    }                                                                                          \
+    CR__DUAL_ROWS(CR__DUALN_1, CR__DUALN_2, CR__DUALN_3, CR__DUALN_M, TYPE, N)                 \
     typedef int TYPE##_cr__dualn_end
 
 CR_END_DECLS

@@ -1,11 +1,12 @@
 /*
- * The ba objective (GradBench's bundle adjustment, bench/objectives/ba.c) on the
- * 15-direction CR_DUALN_DEFINE type of bench/objectives/ba_dual.h, the code that
- * chainrules-bench's dual_ba_ratio times: the 2 x 15 Jacobian of a reprojection block in one
- * evaluation, checked column by column
- * against central finite differences (cr_fd_derivative) of the plain C ba_project, on
- * blocks shaped as ba1's and on a block of zero rotation (the objective's other branch);
- * with the lane past the 15th direction still zero and the tangents visible as d[].
+ * The ba objective (GradBench's bundle adjustment, bench/objectives/ba.c) differentiated as
+ * bench/objectives/ba_dual.h writes it, the code that chainrules-bench times: the 2 x 15
+ * Jacobian of a reprojection block in one evaluation on the 15-direction CR_DUALN_DEFINE
+ * type (dual_ba_dense_ratio) and in stages on narrower types composed by TYPE_chain
+ * (ba_project_jac_staged, dual_ba_ratio), each checked entry by entry against central
+ * finite differences (cr_fd_derivative) of the plain C ba_project, on blocks shaped as
+ * ba1's and on a block of zero rotation (the objective's other branch); with the lane past
+ * the 15th direction still zero and the tangents visible as d[].
  */
 #include <math.h>
 #include <stdio.h>
@@ -54,19 +55,26 @@ static cr_status primal_j(double xj, double *y, void *env_)
     return CR_OK;
 }
 
-static void check_block(const block *b, size_t *checked)
+/* The errors and the Jacobian of b in the form `staged` (0: one 15-direction type,
+ * ba_project_dual; 1: the stages of ba_project_jac_staged), checked against the plain C
+ * errors and, entry by entry, against central differences. */
+static void check_block_form(const block *b, int staged, size_t *checked)
 {
     cr_fdm m;
     assert_int_equal(cr_fdm_central(5, 1, &m), CR_OK);
     double err[2], J[30], want[2];
     ba_dual e[2];
-    block_jac(b, err, J, e);
-    ba_project(b->in, b->in + 11, b->in + 14, b->feat, want);
-    for (int r = 0; r < 2; r++) {
-        assert_true(fabs(err[r] - want[r]) <= 1e-12 * (1.0 + fabs(want[r])));
+    if (staged) {
+        ba_project_jac_staged(b->in, b->in + 11, b->in + 14, b->feat, err, J);
+    } else {
+        block_jac(b, err, J, e);
         /* the lane past the 15 directions stays zero */
-        assert_true(e[r].d[15] == 0.0);
+        for (int r = 0; r < 2; r++)
+            assert_true(e[r].d[15] == 0.0);
     }
+    ba_project(b->in, b->in + 11, b->in + 14, b->feat, want);
+    for (int r = 0; r < 2; r++)
+        assert_true(fabs(err[r] - want[r]) <= 1e-12 * (1.0 + fabs(want[r])));
     for (int r = 0; r < 2; r++)
         for (int j = 0; j < 15; j++) {
             fd_env env = {b, j, r};
@@ -75,12 +83,18 @@ static void check_block(const block *b, size_t *checked)
                              CR_OK);
             double got = J[15 * r + j];
             if (!(fabs(got - d) <= 1e-6 * (fabs(d) + 1e-3) + 10 * derr)) {
-                print_error("J[%d][%d] = %.17g, central difference %.17g (error %.3g)\n", r, j, got,
-                            d, derr);
+                print_error("%s: J[%d][%d] = %.17g, central difference %.17g (error %.3g)\n",
+                            staged ? "staged" : "one type", r, j, got, d, derr);
                 fail();
             }
             (*checked)++;
         }
+}
+
+static void check_block(const block *b, size_t *checked)
+{
+    check_block_form(b, 0, checked);
+    check_block_form(b, 1, checked);
 }
 
 /* Blocks shaped as ba1's (ba_make_block), each Jacobian against differences. */
@@ -93,7 +107,7 @@ static void test_ba_blocks_against_fd(void **state)
         ba_make_block(seed, b.in, b.in + 11, b.in + 14, b.feat);
         check_block(&b, &checked);
     }
-    assert_int_equal(checked, 8 * 30);
+    assert_int_equal(checked, 2 * 8 * 30);
 }
 
 /* A camera of zero rotation: the objective's linearised branch, whose Jacobian along the
@@ -106,7 +120,7 @@ static void test_ba_zero_rotation_against_fd(void **state)
     b.in[0] = b.in[1] = b.in[2] = 0.0;
     size_t checked = 0;
     check_block(&b, &checked);
-    assert_int_equal(checked, 30);
+    assert_int_equal(checked, 2 * 30);
 }
 
 /* The tangents as doubles: d[] holds N lanes rounded up to 4, the value after them, and a

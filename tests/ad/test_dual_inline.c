@@ -8,7 +8,8 @@
  *     (CR_DUALN_DEFINE, 3 and 16 directions) give, direction by direction, what the
  *     one-direction mode gives for the same tangents;
  * and the table covers every row of the built-in registry; the IEEE products at infinite
- * partials; the constructors; a composite function's gradient against differences.
+ * partials; the constructors; a composite function's gradient against differences, and
+ * the same gradient in two stages on different types composed by TYPE_chain.
  */
 #include <math.h>
 #include <stdio.h>
@@ -403,6 +404,68 @@ static void test_composite_gradient(void **state)
     }
 }
 
+/* The same f in two stages: u = (asin(0.2 + sin x0) tanh x1, hypot(x2, logistic(x0 x1)),
+ * atan2(x1, x2)) on dual16 (x along directions 0..2, the others zero), then f = u0 / u1 + u2
+ * on dual3 seeded on u; dual16_chain carries f's tangents back to x. Against differences
+ * of f_plain; the directions no input was seeded on stay zero. */
+static void test_chain_stages(void **state)
+{
+    (void)state;
+    const double x0[3] = {0.4, -0.7, 1.3};
+    dual16 x[3], u[3];
+    for (int j = 0; j < 3; j++)
+        x[j] = dual16_var(x0[j], (size_t)j);
+    u[0] =
+        dual16_mul(dual16_asin(dual16_add(dual16_const(0.2), dual16_sin(x[0]))), dual16_tanh(x[1]));
+    u[1] = dual16_hypot(x[2], dual16_logistic(dual16_mul(x[0], x[1])));
+    u[2] = dual16_atan2(x[1], x[2]);
+    dual3 v[3];
+    for (int k = 0; k < 3; k++)
+        v[k] = dual3_var(u[k].v, (size_t)k);
+    dual3 f = dual3_add(dual3_div(v[0], v[1]), v[2]);
+    dual16 g = dual16_chain(f.v, 3, f.d, u);
+    assert_true(g.v == f.v);
+    assert_true(fabs(g.v - f_plain(x0)) <= 1e-15);
+    cr_fdm m;
+    assert_int_equal(cr_fdm_central(5, 1, &m), CR_OK);
+    for (int j = 0; j < 3; j++) {
+        fenv e = {{x0[0], x0[1], x0[2]}, j};
+        double d;
+        assert_int_equal(cr_fd_derivative(&m, NULL, f_j, &e, x0[j], &d, NULL), CR_OK);
+        assert_true(fabs(g.d[j] - d) <= 1e-8 * (1 + fabs(d)));
+    }
+    for (int j = 3; j < 16; j++)
+        assert_true(g.d[j] == 0.0);
+}
+
+/* TYPE_chain's sum: no intermediate gives zero tangents; one intermediate of partial p
+ * gives p times its tangents; the partials of several add up, in every lane. */
+static void test_chain_sums(void **state)
+{
+    (void)state;
+    dual16 u[2];
+    double t0[16], t1[16];
+    for (int i = 0; i < 16; i++) {
+        t0[i] = (double)i - 5.5;
+        t1[i] = 0.25 * (double)(i * i);
+    }
+    u[0] = dual16_make(1.0, t0);
+    u[1] = dual16_make(2.0, t1);
+    const double p[2] = {3.0, -0.5};
+    dual16 z = dual16_chain(7.0, 0, p, u);
+    dual16 one = dual16_chain(7.0, 1, p, u);
+    dual16 two = dual16_chain(7.0, 2, p, u);
+    assert_true(z.v == 7.0 && one.v == 7.0 && two.v == 7.0);
+    for (int i = 0; i < 16; i++) {
+        assert_true(z.d[i] == 0.0);
+        assert_true(one.d[i] == 3.0 * t0[i]);
+        assert_true(two.d[i] == 3.0 * t0[i] - 0.5 * t1[i]);
+    }
+    dual3 w = dual3_var(0.0, 1);
+    dual3 y = dual3_chain(-1.0, 1, p + 1, &w);
+    assert_true(y.d[0] == 0.0 && y.d[1] == -0.5 && y.d[2] == 0.0 && y.d[3] == 0.0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -412,6 +475,8 @@ int main(void)
         cmocka_unit_test(test_ieee_products),
         cmocka_unit_test(test_constructors),
         cmocka_unit_test(test_composite_gradient),
+        cmocka_unit_test(test_chain_stages),
+        cmocka_unit_test(test_chain_sums),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

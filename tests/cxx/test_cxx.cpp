@@ -138,11 +138,16 @@ int main()
     check(a == CR_REVOLVE_DONE && next == -1, "revolve done");
     check(forward == cr_revolve_forward_steps(1000, 5), "revolve forward steps");
     /* Inline duals compiled as C++: the gradient of x0 tanh(x1) + hypot(x0, x1) against
-     * central differences, on the compile-time and the one-direction forms. */
+     * central differences, on the compile-time form (in one evaluation and in two stages)
+     * and the one-direction form. */
     {
         const double p[2] = {0.7, -1.3};
         cxx_dual2 a = cxx_dual2_var(p[0], 0), b = cxx_dual2_var(p[1], 1);
         cxx_dual2 r = cxx_dual2_add(cxx_dual2_mul(a, cxx_dual2_tanh(b)), cxx_dual2_hypot(a, b));
+        /* the same in two stages composed by cxx_dual2_chain */
+        cxx_dual2 u[2] = {cxx_dual2_mul(a, cxx_dual2_tanh(b)), cxx_dual2_hypot(a, b)};
+        cxx_dual2 s = cxx_dual2_add(cxx_dual2_var(u[0].v, 0), cxx_dual2_var(u[1].v, 1));
+        cxx_dual2 g = cxx_dual2_chain(s.v, 2, s.d, u);
         const double e = 1e-6;
         for (int j = 0; j < 2; j++) {
             double pp[2] = {p[0], p[1]}, pm[2] = {p[0], p[1]};
@@ -152,6 +157,7 @@ int main()
             double fm = pm[0] * std::tanh(pm[1]) + std::hypot(pm[0], pm[1]);
             double fd = (fp - fm) / (2 * e);
             check(close(r.d[j], fd, 1e-8), "inline dual gradient");
+            check(close(g.d[j], fd, 1e-8), "inline dual gradient in stages");
             cr_dual1 a1 = cr_dual1_make(p[0], j == 0), b1 = cr_dual1_make(p[1], j == 1);
             cr_dual1 r1 = cr_dual1_add(cr_dual1_mul(a1, cr_dual1_tanh(b1)), cr_dual1_hypot(a1, b1));
             check(close(r1.d, fd, 1e-8), "inline dual1 derivative");
