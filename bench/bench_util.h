@@ -1,4 +1,4 @@
-/* The benchmarks' clock and medians (bench/*.c): header-only, static inline. */
+/* The benchmarks' clock and medians (every benchmark of bench/): header-only, static inline. */
 #ifndef CR_BENCH_UTIL_H
 #define CR_BENCH_UTIL_H
 

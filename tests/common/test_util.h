@@ -137,7 +137,7 @@ static inline void assert_arena_sweep_(void *fxp, const cr_value *f, const cr_va
     bool arr = want.kind == CR_KIND_ARRAY;
     for (size_t size = 64;; size += 64) {
         void *buf = malloc(size);
-        cr_arena *a;
+        cr_arena *a = NULL;
         cr_arena_params ap = {.struct_size = sizeof ap, .buffer = buf, .buffer_size = size};
         if (buf == NULL || cr_arena_new(fx->ctx, &ap, &a) != CR_OK)
             _fail(file, line);
@@ -227,7 +227,7 @@ static inline void assert_arena_sweep_rules_(void *fxp, const cr_value *f, const
             sweep_fail_(f, __LINE__, file, line);
         for (size_t size = 64;; size += 64) {
             void *buf = malloc(size);
-            cr_arena *a;
+            cr_arena *a = NULL;
             cr_arena_params ap = {.struct_size = sizeof ap, .buffer = buf, .buffer_size = size};
             if (buf == NULL || cr_arena_new(fx->ctx, &ap, &a) != CR_OK)
                 sweep_fail_(f, __LINE__, file, line);
