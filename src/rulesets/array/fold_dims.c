@@ -7,6 +7,7 @@
  * The pullback runs each slice's pullback and scatters its cotangent back into Ā.
  */
 #include "hof_impl.h"
+#include "reduce_impl.h"
 
 #include <chainrules/rules_math.h>
 
@@ -399,14 +400,90 @@ static cr_status fd_frule(const cr_config *cfg, cr_arena *arena, bool acc, const
     return cr_project_tangent(arena, y, tt, dy);
 }
 
+/* ---- reduce by a reduction ---------------------------------------------------------------
+ * reduce(op, A[, dims]) without init, for op +, *, max or min (max and min of a real A), of
+ * an A with elements: the rules of sum, prod, maximum or minimum over (A[, dims]), which make
+ * one strided pass over A where the slices cost a rule call, a gather and a scatter each.
+ * Their values are the left fold's in row-major order over each slice (sum's differs only in
+ * association when the reduced dimensions include the last and another one not next to it,
+ * and by the sign of an all-(-0.0) sum); maximum's cotangent goes to the first of tied
+ * elements, the fold's to the last. */
+
+/* *op: the reduction of reduce(args) when it has one; *n: the reduction's arguments (A, or
+ * A and dims). False when the slices' folds are needed. */
+static bool fd_by_reduction(cr_arena *arena, const cr_value *args, size_t nargs, cr__red_op *op,
+                            size_t *n, cr_status *st)
+{
+    *st = CR_OK;
+    if (nargs < 2 || nargs > 3 || args[0].kind != CR_KIND_FUNC || args[1].kind != CR_KIND_ARRAY)
+        return false;
+    const cr_function *fn = args[0].u.func.fn;
+    const cr_array *A = args[1].u.arr;
+    bool real = A->dtype == CR_DT_F64 || A->dtype == CR_DT_F32;
+    if (fn == cr_fn_add.u.func.fn)
+        *op = CR__RED_OP_SUM;
+    else if (fn == cr_fn_mul.u.func.fn)
+        *op = CR__RED_OP_PROD;
+    else if (fn == cr_fn_max.u.func.fn && real)
+        *op = CR__RED_OP_MAX;
+    else if (fn == cr_fn_min.u.func.fn && real)
+        *op = CR__RED_OP_MIN;
+    else
+        return false;
+    if (!cr_dtype_is_float((cr_dtype)A->dtype) || cr_array_numel(A) == 0)
+        return false; /* refused, or empty slices: the folds say which */
+    *n = nargs == 3 && args[2].kind != CR_KIND_NOTHING ? 2 : 1;
+    if (*n == 2) {
+        bool mask[CR_ARRAY_MAX_DIMS];
+        *st = cr__dims_arg(arena, "reduce", &args[2], A->ndim, mask);
+    }
+    return true;
+}
+
+/* The pullback of reduce by a reduction: the reduction's, its cotangent of A moved to A's
+ * place. */
+static cr_status reduce_by_pullback(CR__PULLBACK_PARAMS)
+{
+    const cr_pullback *inner = env;
+    cr_tangent d[3];
+    cr_status st = cr_pullback_call(arena, inner, dy, d, inner->nx);
+    cr__dx_none(dx, nx);
+    if (st == CR_OK)
+        dx[2] = d[1];
+    return st;
+}
+
 static cr_status reduce_rrule(CR__RRULE_PARAMS)
 {
-    return fd_rrule(cfg, arena, false, args, nargs, y, pb, udata);
+    cr__red_op op;
+    size_t n;
+    cr_status st;
+    if (!fd_by_reduction(arena, args, nargs, &op, &n, &st))
+        return fd_rrule(cfg, arena, false, args, nargs, y, pb, udata);
+    if (st != CR_OK)
+        return st;
+    if (udata == CR__PRIMAL_ONLY)
+        return cr__red_op_rrule(op, cfg, arena, args + 1, n, y, NULL, udata);
+    cr_pullback *inner = cr_arena_alloc(arena, sizeof *inner, _Alignof(cr_pullback));
+    if (inner == NULL)
+        return CR__ALLOC_STATUS(arena);
+    st = cr__red_op_rrule(op, cfg, arena, args + 1, n, y, inner, udata);
+    if (st == CR_OK)
+        *pb = (cr_pullback){reduce_by_pullback, inner, "reduce_pullback", nargs + 1};
+    return st;
 }
 CR__ARRAY_FN(reduce, "reduce", -1)
 static cr_status reduce_frule(CR__FRULE_PARAMS)
 {
-    return fd_frule(cfg, arena, false, dargs, args, nargs, y, dy);
+    cr__red_op op;
+    size_t n;
+    cr_status st;
+    if (!fd_by_reduction(arena, args, nargs, &op, &n, &st))
+        return fd_frule(cfg, arena, false, dargs, args, nargs, y, dy);
+    if (st != CR_OK)
+        return st;
+    /* the reduction's tangents: dargs[1] (op's) stands for its self */
+    return cr__red_op_frule(op, cfg, arena, dargs + 1, args + 1, n, y, dy);
 }
 
 static cr_status accumulate_ex_rrule(CR__RRULE_PARAMS)
