@@ -87,35 +87,60 @@ static cr_status fd_parse(cr_arena *arena, const char *who, bool acc, const cr_v
     F->lin = cr_arena_calloc(arena, n ? n : 1, sizeof *F->lin, _Alignof(size_t));
     if (F->lin == NULL)
         return CR__ALLOC_STATUS(arena);
-    /* Element i of A (row-major, index idx) is element `in` of slice `out`: both counted
-     * row-major, over the reduced dimensions and over the others. */
-    size_t idx[CR_ARRAY_MAX_DIMS] = {0};
+    /* Element i of A (row-major, index idx) is element `in` of slice `out`, both counted
+     * row-major over the reduced dimensions and over the others: it goes to position
+     * out * count + in, which moves by w[d] when idx[d] grows by one. */
+    size_t w[CR_ARRAY_MAX_DIMS], win = 1, wout = F->count;
+    for (size_t d = F->ndim; d-- > 0;) {
+        size_t *wk = mask[d] ? &win : &wout;
+        w[d] = *wk;
+        *wk *= F->A->shape[d]; /* <= n: the size invariant */
+    }
+    size_t idx[CR_ARRAY_MAX_DIMS] = {0}, pos = 0;
     for (size_t i = 0; i < n; i++) {
-        size_t out = 0, in = 0;
-        for (size_t d = 0; d < F->ndim; d++) {
-            if (mask[d])
-                in = in * F->A->shape[d] + idx[d];
-            else
-                out = out * F->A->shape[d] + idx[d];
-        }
-        F->lin[out * F->count + in] = i; /* < n: the size invariant */
+        F->lin[pos] = i;
         for (size_t d = F->ndim; d-- > 0;) {
-            if (++idx[d] < F->A->shape[d])
+            if (++idx[d] < F->A->shape[d]) {
+                pos += w[d];
                 break;
+            }
+            pos -= (F->A->shape[d] - 1) * w[d]; /* back to idx[d] = 0: within [0, n) */
             idx[d] = 0;
         }
     }
     return CR_OK;
 }
 
-/* Slice s of A as a new vector of A's dtype. */
+/* Slice s of A as a new vector of A's dtype: copied element by element from a contiguous
+ * row-major A (the row-major index is the offset), read logically from any other. */
 static cr_status fd_gather(cr_arena *arena, const fdims *F, size_t s, cr_array **v)
 {
     size_t c = F->count;
     cr_status st = cr__new(arena, F->dt, 1, &c, false, v);
-    for (size_t i = 0; i < c && st == CR_OK; i++)
-        cr__store(*v, (ptrdiff_t)i, cr_array_get_linear(F->A, F->lin[s * c + i]));
-    return st;
+    if (st != CR_OK)
+        return st;
+    const size_t *lin = F->lin + s * c;
+    const cr_array *A = F->A;
+    if (A->structure != CR_MAT_DENSE || !cr_array_is_contiguous(A)) {
+        for (size_t i = 0; i < c; i++)
+            cr__store(*v, (ptrdiff_t)i, cr_array_get_linear(A, lin[i]));
+        return CR_OK;
+    }
+#define FD_COPY(T)                     \
+    do {                               \
+        const T *a = A->data;          \
+        T *o = (*v)->data;             \
+        for (size_t i = 0; i < c; i++) \
+            o[i] = a[lin[i]];          \
+    } while (0)
+    if (F->dt == CR_DT_C128)
+        FD_COPY(cr_complex);
+    else if (F->dt == CR_DT_F32)
+        FD_COPY(float);
+    else
+        FD_COPY(double);
+#undef FD_COPY
+    return CR_OK;
 }
 
 /* The arguments of slice s's fold: (op, v[, init]), kept in the arena (the fold's pullback
@@ -225,13 +250,16 @@ static cr_status fd_pullback(CR__PULLBACK_PARAMS)
     }
     cr_array *acc, *seedv = NULL;
     size_t c = F->count;
-    st = cr__new(arena, CR_DT_C128, F->ndim, F->A->shape, true, &acc);
+    bool cplx = e->odt == CR_DT_C128;
+    /* Ā accumulates in f64 when A and the output are real (no conversion of the slices'
+     * cotangents), in c128 otherwise */
+    cr_dtype adt = cplx || F->dt == CR_DT_C128 ? CR_DT_C128 : CR_DT_F64;
+    st = cr__new(arena, adt, F->ndim, F->A->shape, true, &acc);
     if (st == CR_OK && F->acc)
         st = cr__new(arena, CR_DT_C128, 1, &c, false, &seedv);
     if (st != CR_OK)
         return st;
     cr_complex dinit = 0;
-    bool cplx = e->odt == CR_DT_C128;
     for (size_t s = 0; s < F->nslices; s++) {
         cr_tangent seed, d[4];
         if (F->acc) {
@@ -249,9 +277,13 @@ static cr_status fd_pullback(CR__PULLBACK_PARAMS)
             st = cr_tangent_add(arena, dx[1], d[1], &dx[1]);
         const cr_array *gv = NULL;
         if (st == CR_OK)
-            st = cr__tan_array(arena, who, d[2], 1, &c, CR_DT_C128, &gv);
-        for (size_t i = 0; st == CR_OK && gv != NULL && i < c; i++)
-            ((cr_complex *)acc->data)[F->lin[s * c + i]] += ((const cr_complex *)gv->data)[i];
+            st = cr__tan_array(arena, who, d[2], 1, &c, adt, &gv);
+        for (size_t i = 0; st == CR_OK && gv != NULL && i < c; i++) {
+            if (adt == CR_DT_C128)
+                ((cr_complex *)acc->data)[F->lin[s * c + i]] += ((const cr_complex *)gv->data)[i];
+            else
+                ((double *)acc->data)[F->lin[s * c + i]] += ((const double *)gv->data)[i];
+        }
         if (st == CR_OK && e->dinit) {
             cr_complex v;
             st = cr__tan_scalar(arena, who, d[3], &v, &nz);
