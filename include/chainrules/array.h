@@ -20,8 +20,10 @@
  * UnitUpperTriangular, UnitLowerTriangular) and the lower-triangle Symmetric/Hermitian
  * (`Symmetric(A, :L)`) follow the same convention: a full n x n matrix with any strides, of
  * which only the entries named below are read; every other entry is logically zero (or
- * mirrored) whatever the memory holds. The band is thus addressed as A(i, j), with no
- * compact storage:
+ * mirrored) whatever the memory holds. The band is thus addressed as A(i, j); strides that
+ * overlap give a compact store (strides {2, 1} put the three central diagonals of an n x n
+ * band in 3n - 2 elements, as the band cotangents of matmul are stored; such an array is
+ * never an in-place destination of the tangent algebra):
  * - CR_MAT_TRIDIAGONAL reads the entries with |i - j| <= 1 (dl = A(i+1, i), d = A(i, i),
  *   du = A(i, i+1)).
  * - CR_MAT_SYMTRIDIAGONAL reads the diagonal and A(i, i+1); A(i+1, i) is A(i, i+1) (a

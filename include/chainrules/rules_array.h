@@ -446,9 +446,13 @@ CR_API extern const cr_value cr_fn_accumulate;
  * row-major order (Julia leaves the association unspecified; this is one of its choices).
  * dims is an integer, an i64 array or nothing (every element: the result is a number);
  * with dims the result keeps the reduced dimensions with extent 1. A of any shape (f64,
- * f32 or c128), init a number. Each slice goes through foldl's rules (a row keeps its
- * partials, another op its steps' pullbacks); the pullback scatters each slice's cotangent
- * back, init's cotangent is the sum over the slices.
+ * f32 or c128), init a number. Without init, op `+`, `*` (cr_fn_add, cr_fn_mul), `max` or
+ * `min` (cr_fn_max, cr_fn_min; real A) over a non-empty A run the rules of sum, prod,
+ * maximum or minimum: one pass over A, the same values (bit for bit over one reduced
+ * dimension), maximum's convention at ties (the first element). Otherwise each slice goes
+ * through foldl's rules (a row keeps its partials, another op its steps' pullbacks); the
+ * pullback scatters each slice's cotangent back, init's cotangent is the sum over the
+ * slices.
  */
 CR_API extern const cr_value cr_fn_reduce;
 

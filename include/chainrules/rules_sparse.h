@@ -102,12 +102,17 @@ CR_API extern const cr_value cr_fn_sparse_logdet;
 CR_API extern const cr_value cr_fn_sparse_logabsdet;
 
 /**
- * `sparse_spmul(A, B)`: the sparse product A B of two sparse matrices (Julia's `A * B` of
- * two SparseMatrixCSC), on the structural pattern of the product: (i, j) is stored when some
- * k has A[i, k] and B[k, j] stored, even where the terms cancel. The values have the
- * promoted type of A's and B's. Pullback: Ā = C̄ Bᴴ at A's stored entries, B̄ = Aᴴ C̄ at B's
- * (the cotangents keep the arguments' patterns); C̄ a structural tangent or a dense m x n
- * array, read on C's pattern. frule: Ȧ B + A Ḃ on C's pattern.
+ * `sparse_spmul(A, B)`, `sparse_spmul(A, B, ta, tb)`: the sparse product op(A) op(B) of two
+ * sparse matrices (Julia's `A * B`, `A' * B`, `transpose(A) * B`, ... of two
+ * SparseMatrixCSC), op by the flags ta and tb (i64 character codes, both or neither): 'N'
+ * the matrix, 'T' its transpose, 'C' its adjoint (lower case accepted; CR_EINVAL for
+ * another). The result lies on the structural pattern of the product: (i, j) is stored when
+ * some k has op(A)[i, k] and op(B)[k, j] stored, even where the terms cancel. The values
+ * have the promoted type of A's and B's. Pullback: op(A)'s cotangent C̄ op(B)ᴴ and op(B)'s
+ * op(A)ᴴ C̄, computed at the stored entries and carried back through op (transposed,
+ * conjugated for 'C'), so that Ā and B̄ keep the arguments' patterns; C̄ a structural tangent
+ * or a dense m x n array, read on C's pattern. frule: op(Ȧ) op(B) + op(A) op(Ḃ) on C's
+ * pattern. A transposed operand costs one counting pass over its entries.
  */
 CR_API extern const cr_value cr_fn_sparse_spmul;
 

@@ -278,8 +278,11 @@ cr_status cr_adcall_forward(const cr_value *fn, const cr_rule_def *def, const cr
         if (c.ctx)
             end(&c);
         if (st != CR_EINVAL && out && out->x)
-            for (size_t k = 0; k < c.nout; k++)
+            for (size_t k = 0; k < c.nout; k++) {
                 out->x[k] = (double)NAN;
+                if (out->dx) /* the tangent too, as after a failure of the rule */
+                    out->dx[(ptrdiff_t)k * (out->dinc ? out->dinc : 1)] = (double)NAN;
+            }
         return st;
     }
     cr_tangent dargs[CR_SIG_MAX_ARGS + 1];

@@ -7,6 +7,7 @@
  * The pullback runs each slice's pullback and scatters its cotangent back into Ā.
  */
 #include "hof_impl.h"
+#include "reduce_impl.h"
 
 #include <chainrules/rules_math.h>
 
@@ -86,35 +87,60 @@ static cr_status fd_parse(cr_arena *arena, const char *who, bool acc, const cr_v
     F->lin = cr_arena_calloc(arena, n ? n : 1, sizeof *F->lin, _Alignof(size_t));
     if (F->lin == NULL)
         return CR__ALLOC_STATUS(arena);
-    /* Element i of A (row-major, index idx) is element `in` of slice `out`: both counted
-     * row-major, over the reduced dimensions and over the others. */
-    size_t idx[CR_ARRAY_MAX_DIMS] = {0};
+    /* Element i of A (row-major, index idx) is element `in` of slice `out`, both counted
+     * row-major over the reduced dimensions and over the others: it goes to position
+     * out * count + in, which moves by w[d] when idx[d] grows by one. */
+    size_t w[CR_ARRAY_MAX_DIMS], win = 1, wout = F->count;
+    for (size_t d = F->ndim; d-- > 0;) {
+        size_t *wk = mask[d] ? &win : &wout;
+        w[d] = *wk;
+        *wk *= F->A->shape[d]; /* <= n: the size invariant */
+    }
+    size_t idx[CR_ARRAY_MAX_DIMS] = {0}, pos = 0;
     for (size_t i = 0; i < n; i++) {
-        size_t out = 0, in = 0;
-        for (size_t d = 0; d < F->ndim; d++) {
-            if (mask[d])
-                in = in * F->A->shape[d] + idx[d];
-            else
-                out = out * F->A->shape[d] + idx[d];
-        }
-        F->lin[out * F->count + in] = i; /* < n: the size invariant */
+        F->lin[pos] = i;
         for (size_t d = F->ndim; d-- > 0;) {
-            if (++idx[d] < F->A->shape[d])
+            if (++idx[d] < F->A->shape[d]) {
+                pos += w[d];
                 break;
+            }
+            pos -= (F->A->shape[d] - 1) * w[d]; /* back to idx[d] = 0: within [0, n) */
             idx[d] = 0;
         }
     }
     return CR_OK;
 }
 
-/* Slice s of A as a new vector of A's dtype. */
+/* Slice s of A as a new vector of A's dtype: copied element by element from a contiguous
+ * row-major A (the row-major index is the offset), read logically from any other. */
 static cr_status fd_gather(cr_arena *arena, const fdims *F, size_t s, cr_array **v)
 {
     size_t c = F->count;
     cr_status st = cr__new(arena, F->dt, 1, &c, false, v);
-    for (size_t i = 0; i < c && st == CR_OK; i++)
-        cr__store(*v, (ptrdiff_t)i, cr_array_get_linear(F->A, F->lin[s * c + i]));
-    return st;
+    if (st != CR_OK)
+        return st;
+    const size_t *lin = F->lin + s * c;
+    const cr_array *A = F->A;
+    if (A->structure != CR_MAT_DENSE || !cr_array_is_contiguous(A)) {
+        for (size_t i = 0; i < c; i++)
+            cr__store(*v, (ptrdiff_t)i, cr_array_get_linear(A, lin[i]));
+        return CR_OK;
+    }
+#define FD_COPY(T)                     \
+    do {                               \
+        const T *a = A->data;          \
+        T *o = (*v)->data;             \
+        for (size_t i = 0; i < c; i++) \
+            o[i] = a[lin[i]];          \
+    } while (0)
+    if (F->dt == CR_DT_C128)
+        FD_COPY(cr_complex);
+    else if (F->dt == CR_DT_F32)
+        FD_COPY(float);
+    else
+        FD_COPY(double);
+#undef FD_COPY
+    return CR_OK;
 }
 
 /* The arguments of slice s's fold: (op, v[, init]), kept in the arena (the fold's pullback
@@ -224,13 +250,16 @@ static cr_status fd_pullback(CR__PULLBACK_PARAMS)
     }
     cr_array *acc, *seedv = NULL;
     size_t c = F->count;
-    st = cr__new(arena, CR_DT_C128, F->ndim, F->A->shape, true, &acc);
+    bool cplx = e->odt == CR_DT_C128;
+    /* Ā accumulates in f64 when A and the output are real (no conversion of the slices'
+     * cotangents), in c128 otherwise */
+    cr_dtype adt = cplx || F->dt == CR_DT_C128 ? CR_DT_C128 : CR_DT_F64;
+    st = cr__new(arena, adt, F->ndim, F->A->shape, true, &acc);
     if (st == CR_OK && F->acc)
         st = cr__new(arena, CR_DT_C128, 1, &c, false, &seedv);
     if (st != CR_OK)
         return st;
     cr_complex dinit = 0;
-    bool cplx = e->odt == CR_DT_C128;
     for (size_t s = 0; s < F->nslices; s++) {
         cr_tangent seed, d[4];
         if (F->acc) {
@@ -248,9 +277,13 @@ static cr_status fd_pullback(CR__PULLBACK_PARAMS)
             st = cr_tangent_add(arena, dx[1], d[1], &dx[1]);
         const cr_array *gv = NULL;
         if (st == CR_OK)
-            st = cr__tan_array(arena, who, d[2], 1, &c, CR_DT_C128, &gv);
-        for (size_t i = 0; st == CR_OK && gv != NULL && i < c; i++)
-            ((cr_complex *)acc->data)[F->lin[s * c + i]] += ((const cr_complex *)gv->data)[i];
+            st = cr__tan_array(arena, who, d[2], 1, &c, adt, &gv);
+        for (size_t i = 0; st == CR_OK && gv != NULL && i < c; i++) {
+            if (adt == CR_DT_C128)
+                ((cr_complex *)acc->data)[F->lin[s * c + i]] += ((const cr_complex *)gv->data)[i];
+            else
+                ((double *)acc->data)[F->lin[s * c + i]] += ((const double *)gv->data)[i];
+        }
         if (st == CR_OK && e->dinit) {
             cr_complex v;
             st = cr__tan_scalar(arena, who, d[3], &v, &nz);
@@ -399,14 +432,90 @@ static cr_status fd_frule(const cr_config *cfg, cr_arena *arena, bool acc, const
     return cr_project_tangent(arena, y, tt, dy);
 }
 
+/* ---- reduce by a reduction ---------------------------------------------------------------
+ * reduce(op, A[, dims]) without init, for op +, *, max or min (max and min of a real A), of
+ * an A with elements: the rules of sum, prod, maximum or minimum over (A[, dims]), which make
+ * one strided pass over A where the slices cost a rule call, a gather and a scatter each.
+ * Their values are the left fold's in row-major order over each slice (sum's differs only in
+ * association when the reduced dimensions include the last and another one not next to it,
+ * and by the sign of an all-(-0.0) sum); maximum's cotangent goes to the first of tied
+ * elements, the fold's to the last. */
+
+/* *op: the reduction of reduce(args) when it has one; *n: the reduction's arguments (A, or
+ * A and dims). False when the slices' folds are needed. */
+static bool fd_by_reduction(cr_arena *arena, const cr_value *args, size_t nargs, cr__red_op *op,
+                            size_t *n, cr_status *st)
+{
+    *st = CR_OK;
+    if (nargs < 2 || nargs > 3 || args[0].kind != CR_KIND_FUNC || args[1].kind != CR_KIND_ARRAY)
+        return false;
+    const cr_function *fn = args[0].u.func.fn;
+    const cr_array *A = args[1].u.arr;
+    bool real = A->dtype == CR_DT_F64 || A->dtype == CR_DT_F32;
+    if (fn == cr_fn_add.u.func.fn)
+        *op = CR__RED_OP_SUM;
+    else if (fn == cr_fn_mul.u.func.fn)
+        *op = CR__RED_OP_PROD;
+    else if (fn == cr_fn_max.u.func.fn && real)
+        *op = CR__RED_OP_MAX;
+    else if (fn == cr_fn_min.u.func.fn && real)
+        *op = CR__RED_OP_MIN;
+    else
+        return false;
+    if (!cr_dtype_is_float((cr_dtype)A->dtype) || cr_array_numel(A) == 0)
+        return false; /* refused, or empty slices: the folds say which */
+    *n = nargs == 3 && args[2].kind != CR_KIND_NOTHING ? 2 : 1;
+    if (*n == 2) {
+        bool mask[CR_ARRAY_MAX_DIMS];
+        *st = cr__dims_arg(arena, "reduce", &args[2], A->ndim, mask);
+    }
+    return true;
+}
+
+/* The pullback of reduce by a reduction: the reduction's, its cotangent of A moved to A's
+ * place. */
+static cr_status reduce_by_pullback(CR__PULLBACK_PARAMS)
+{
+    const cr_pullback *inner = env;
+    cr_tangent d[3];
+    cr_status st = cr_pullback_call(arena, inner, dy, d, inner->nx);
+    cr__dx_none(dx, nx);
+    if (st == CR_OK)
+        dx[2] = d[1];
+    return st;
+}
+
 static cr_status reduce_rrule(CR__RRULE_PARAMS)
 {
-    return fd_rrule(cfg, arena, false, args, nargs, y, pb, udata);
+    cr__red_op op;
+    size_t n;
+    cr_status st;
+    if (!fd_by_reduction(arena, args, nargs, &op, &n, &st))
+        return fd_rrule(cfg, arena, false, args, nargs, y, pb, udata);
+    if (st != CR_OK)
+        return st;
+    if (udata == CR__PRIMAL_ONLY)
+        return cr__red_op_rrule(op, cfg, arena, args + 1, n, y, NULL, udata);
+    cr_pullback *inner = cr_arena_alloc(arena, sizeof *inner, _Alignof(cr_pullback));
+    if (inner == NULL)
+        return CR__ALLOC_STATUS(arena);
+    st = cr__red_op_rrule(op, cfg, arena, args + 1, n, y, inner, udata);
+    if (st == CR_OK)
+        *pb = (cr_pullback){reduce_by_pullback, inner, "reduce_pullback", nargs + 1};
+    return st;
 }
 CR__ARRAY_FN(reduce, "reduce", -1)
 static cr_status reduce_frule(CR__FRULE_PARAMS)
 {
-    return fd_frule(cfg, arena, false, dargs, args, nargs, y, dy);
+    cr__red_op op;
+    size_t n;
+    cr_status st;
+    if (!fd_by_reduction(arena, args, nargs, &op, &n, &st))
+        return fd_frule(cfg, arena, false, dargs, args, nargs, y, dy);
+    if (st != CR_OK)
+        return st;
+    /* the reduction's tangents: dargs[1] (op's) stands for its self */
+    return cr__red_op_frule(op, cfg, arena, dargs + 1, args + 1, n, y, dy);
 }
 
 static cr_status accumulate_ex_rrule(CR__RRULE_PARAMS)

@@ -755,6 +755,42 @@ EXT_RULES(minimum, EXT_MINIMUM)
 EXT_RULES(findmax, EXT_FINDMAX)
 EXT_RULES(findmin, EXT_FINDMIN)
 
+/* ---- The reductions as reduce's operators ----------------------------------------------- */
+
+cr_status cr__red_op_rrule(cr__red_op op, const cr_config *cfg, cr_arena *arena,
+                           const cr_value *args, size_t nargs, cr_value *y, cr_pullback *pb,
+                           const void *udata)
+{
+    switch (op) {
+    case CR__RED_OP_SUM:
+        return sum_rrule(cfg, arena, &cr_fn_sum, args, nargs, y, pb, udata);
+    case CR__RED_OP_PROD:
+        return prod_rrule(cfg, arena, &cr_fn_prod, args, nargs, y, pb, udata);
+    case CR__RED_OP_MAX:
+        return ext_rrule(arena, EXT_MAXIMUM, args, nargs, y, pb, udata);
+    case CR__RED_OP_MIN:
+        return ext_rrule(arena, EXT_MINIMUM, args, nargs, y, pb, udata);
+    }
+    return CR__FAIL(arena, CR_EINVAL, "reduce: no reduction %d", (int)op);
+}
+
+cr_status cr__red_op_frule(cr__red_op op, const cr_config *cfg, cr_arena *arena,
+                           const cr_tangent *dargs, const cr_value *args, size_t nargs, cr_value *y,
+                           cr_tangent *dy)
+{
+    switch (op) {
+    case CR__RED_OP_SUM:
+        return cr__linear_frule(cfg, arena, dargs, &cr_fn_sum, args, nargs, y, dy, NULL);
+    case CR__RED_OP_PROD:
+        return prod_frule(cfg, arena, dargs, &cr_fn_prod, args, nargs, y, dy, NULL);
+    case CR__RED_OP_MAX:
+        return ext_frule(arena, EXT_MAXIMUM, dargs, args, nargs, y, dy);
+    case CR__RED_OP_MIN:
+        return ext_frule(arena, EXT_MINIMUM, dargs, args, nargs, y, dy);
+    }
+    return CR__FAIL(arena, CR_EINVAL, "reduce: no reduction %d", (int)op);
+}
+
 /* ---- extrema ------------------------------------------------------------------------------ */
 
 typedef struct xt_f64 {

@@ -34,6 +34,24 @@ CR_INTERNAL cr_status cr__red_output(cr_arena *arena, const cr__red *r, const cr
 CR_INTERNAL cr_status cr__red_cot(cr_arena *arena, const char *who, const cr__red *r, cr_tangent dy,
                                   const cr_array **g);
 
+/* The reductions that reduce(op, A[, dims]) hands its operator to (array/fold_dims.c):
+ * sum for +, prod for *, maximum for max, minimum for min. */
+typedef enum cr__red_op {
+    CR__RED_OP_SUM,
+    CR__RED_OP_PROD,
+    CR__RED_OP_MAX,
+    CR__RED_OP_MIN
+} cr__red_op;
+
+/* The rrule (frule) of the reduction op over (A[, dims]): args, dargs and the pullback's
+ * cotangents are those of the reduction (no operator). */
+CR_INTERNAL cr_status cr__red_op_rrule(cr__red_op op, const cr_config *cfg, cr_arena *arena,
+                                       const cr_value *args, size_t nargs, cr_value *y,
+                                       cr_pullback *pb, const void *udata);
+CR_INTERNAL cr_status cr__red_op_frule(cr__red_op op, const cr_config *cfg, cr_arena *arena,
+                                       const cr_tangent *dargs, const cr_value *args, size_t nargs,
+                                       cr_value *y, cr_tangent *dy);
+
 /* ---- Test registrations ---- */
 
 typedef struct cr__red_sample_opts {

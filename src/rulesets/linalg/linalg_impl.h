@@ -610,4 +610,9 @@ typedef struct cr__sparse_pat {
 CR_INTERNAL cr_status cr__sparse_pattern(cr_arena *arena, const char *who, const cr_value *v,
                                          cr__sparse_pat *s);
 
+/* A trans flag of the sparse products: the integer v, 'N', 'T' or 'C' (lower case accepted),
+ * into *trans; CR_EINVAL otherwise. */
+CR_INTERNAL cr_status cr__sparse_trans(cr_arena *arena, const char *who, const cr_value *v,
+                                       char *trans);
+
 #endif /* CR_LINALG_IMPL_H */

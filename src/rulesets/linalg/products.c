@@ -203,8 +203,8 @@ static void mat_steps(const cr__mat *m, size_t *rs, size_t *cs)
 /* BAND_KERNELS(T, SFX, CJ): for the element type T (CJ its conjugation)
  * - band_left: Y = alpha op(T) X + beta Y, op(T) T or Tᴴ (adj), X = op(x) n x p;
  * - band_right: Y = alpha X op(T) + beta Y, X = op(x) m x n;
- * - band_cot: out(i, j) = s (op(L) op(R))(i, j) on the three central diagonals of the n x n
- *   row-major out, the other entries left as they are.
+ * - band_cot: out(i, j) = s (op(L) op(R))(i, j) on the three central diagonals, out holding
+ *   them compactly: (i, j) at 2 i + j (band_cot_new).
  * Y is row-major with leading dimension ldc. */
 #define BAND_KERNELS(T, SFX, CJ)                                                                   \
     static void band_left_##SFX(const band *b, bool adj, const cr__mat *x, T alpha, T beta, T *Y,  \
@@ -275,7 +275,7 @@ static void mat_steps(const cr__mat *m, size_t *rs, size_t *cs)
                     T fa = cl ? CJ(a) : a, fc = cq ? CJ(c) : c;                                    \
                     acc += fa * fc;                                                                \
                 }                                                                                  \
-                out[i * n + j] = s * acc;                                                          \
+                out[i + i + j] = s * acc;                                                          \
             }                                                                                      \
     }
 
@@ -316,19 +316,64 @@ typedef struct band_thunk {
     cr_complex s;
 } band_thunk;
 
+/* The band operand's cotangent s op(L) op(R), already projected onto the operand a: an
+ * n x n array of a's structure and dtype whose strides (2, 1) put (i, i) at 3i, (i, i+1) at
+ * 3i + 1 and (i+1, i) at 3i + 2, so that its 3n - 2 stored elements are the three central
+ * diagonals (the entries off the band, logically zero, alias them: the array is never an
+ * in-place destination). SymTridiagonal's off-diagonal is symmetrised, the diagonal a
+ * Bidiagonal does not read is zero, a real operand's entries are real: ProjectTo's result in
+ * O(n) memory and O(n k) time, k the inner extent. */
+static cr_status band_cot_new(cr_arena *arena, const band_thunk *t, cr_tangent *out)
+{
+    const cr_array *a = t->like;
+    size_t n = a->shape[0], m = n > 0 ? n + (n - 1) + (n - 1) : 1;
+    cr_dtype dt = (cr_dtype)a->dtype;
+    cr_array *w, *r;
+    cr_status st = cr__new(arena, t->wdt, 1, &m, false, &w);
+    if (st != CR_OK)
+        return st;
+    if (t->wdt == CR_DT_C128)
+        band_cot_c128(&t->L, &t->R, t->s, w->data);
+    else
+        band_cot_f64(&t->L, &t->R, creal(t->s), w->data);
+    r = w;
+    if (dt != t->wdt && (st = cr__new(arena, dt, 1, &m, false, &r)) != CR_OK)
+        return st;
+    bool cplx = dt == CR_DT_C128;
+    for (size_t i = 0, k = 0; i < n; i++, k += 3) {
+        cr_complex v[3] = {cr__load(w, (ptrdiff_t)k), 0, 0};
+        if (i + 1 < n) {
+            v[1] = cr__load(w, (ptrdiff_t)k + 1);
+            v[2] = cr__load(w, (ptrdiff_t)k + 2);
+        }
+        if (a->structure == CR_MAT_SYMTRIDIAGONAL)
+            v[1] = v[2] = 0.5 * (v[1] + v[2]);
+        else if (a->structure == CR_MAT_BIDIAG_UPPER)
+            v[2] = 0;
+        else if (a->structure == CR_MAT_BIDIAG_LOWER)
+            v[1] = 0;
+        for (size_t q = 0; q < 3 && k + q < m; q++)
+            cr__store(r, (ptrdiff_t)(k + q), cplx ? v[q] : creal(v[q]));
+    }
+    r->ndim = 2;
+    r->shape[0] = r->shape[1] = n;
+    r->strides[0] = 2;
+    r->strides[1] = 1;
+    r->structure = a->structure;
+    r->flags = 0; /* aliased storage: never written in place */
+    return cr__give(arena, t->p, r, out);
+}
+
 static cr_status band_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 {
     band_thunk *t = env;
+    if (t->kind == 0)
+        return band_cot_new(arena, t, out);
     cr_array *r = NULL;
-    cr_status st = cr__new_like(arena, t->wdt, t->like, t->kind == 0, &r);
+    cr_status st = cr__new_like(arena, t->wdt, t->like, false, &r);
     if (st != CR_OK)
         return st;
-    if (t->kind == 0) {
-        if (t->wdt == CR_DT_C128)
-            band_cot_c128(&t->L, &t->R, t->s, r->data);
-        else
-            band_cot_f64(&t->L, &t->R, creal(t->s), r->data);
-    } else if (t->kind == 1) {
+    if (t->kind == 1) {
         band_left(t->wdt, t->b, true, &t->L, t->s, 0.0, r->data, cr__mat_cols(&t->L));
     } else {
         band_right(t->wdt, &t->L, t->b, true, t->s, 0.0, r->data, t->b->n);

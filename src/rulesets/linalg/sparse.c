@@ -717,16 +717,10 @@ static void spmm(const spm *s, const cr_array *val, bool tr, bool cj, const cr_a
         }
 }
 
-/* The optional trans flag of sparse_mul and sparse_rmul (argument 3): 'N', 'T' or 'C' (lower
- * case accepted), 'N' when absent. */
-static cr_status sp_trans(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
-                          char *trans)
+cr_status cr__sparse_trans(cr_arena *arena, const char *who, const cr_value *v, char *trans)
 {
-    *trans = 'N';
-    if (nargs < 3)
-        return CR_OK;
     int64_t t;
-    cr_status st = cr__int_arg(arena, who, &args[2], &t);
+    cr_status st = cr__int_arg(arena, who, v, &t);
     if (st != CR_OK)
         return st;
     if (t >= 'a' && t <= 'z')
@@ -735,6 +729,14 @@ static cr_status sp_trans(cr_arena *arena, const char *who, const cr_value *args
         return CR__FAIL(arena, CR_EINVAL, "%s: trans must be 'N', 'T' or 'C'", who);
     *trans = (char)t;
     return CR_OK;
+}
+
+/* The optional trans flag of sparse_mul and sparse_rmul (argument 3), 'N' when absent. */
+static cr_status sp_trans(cr_arena *arena, const char *who, const cr_value *args, size_t nargs,
+                          char *trans)
+{
+    *trans = 'N';
+    return nargs < 3 ? CR_OK : cr__sparse_trans(arena, who, &args[2], trans);
 }
 
 /* *dt the dtype of the product of s and the dense B, *wdt its work dtype; s's values converted

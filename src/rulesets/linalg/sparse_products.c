@@ -1,10 +1,13 @@
 /*
  * The product of two compressed-column sparse matrices (cr_sparse, rules_sparse.h):
- * sparse_spmul(A, B) = A B, a sparse matrix on the structural pattern of the product (entry
- * (i, j) stored when some k has A[i, k] and B[k, j] stored, whatever their values), computed
- * column by column (Gustavson). The cotangents keep the arguments' patterns (ChainRules'
- * ProjectTo of a SparseMatrixCSC): Ā = C̄ Bᴴ and B̄ = Aᴴ C̄ are computed only at A's and B's
- * stored entries, in one pass over the product's terms.
+ * sparse_spmul(A, B[, ta, tb]) = op(A) op(B), op by the flags 'N', 'T' (transpose) or 'C'
+ * (adjoint): a sparse matrix on the structural pattern of the product (entry (i, j) stored
+ * when some k has op(A)[i, k] and op(B)[k, j] stored, whatever their values), computed column
+ * by column (Gustavson) after a transposed operand is rearranged into the columns of op(A)
+ * (a counting pass, O(nnz + n)). The cotangents keep the arguments' patterns (ChainRules'
+ * ProjectTo of a SparseMatrixCSC): op(A)'s cotangent C̄ op(B)ᴴ and op(B)'s op(A)ᴴ C̄ are
+ * computed only at the stored entries, in one pass over the product's terms, and carried back
+ * through op (moved to their entries, conjugated for 'C').
  */
 #include <stdlib.h>
 
@@ -22,6 +25,12 @@ typedef struct spp {
     int64_t *colptr, *rowval;
     cr_complex *val;
     cr_dtype dt; /* nzval's dtype */
+    /* op(S) for a flag 'T' or 'C' (spp_op): the fields above describe op(S); entry q of op(S)
+     * is entry perm[q] of S (conjugated when conj); S's own pattern is m0 x n0, cp0, rv0 */
+    int64_t *perm;
+    bool conj;
+    size_t m0, n0;
+    int64_t *cp0, *rv0;
 } spp;
 
 static cr_status spp_read(cr_arena *arena, const char *who, const cr_value *v, spp *s)
@@ -34,8 +43,12 @@ static cr_status spp_read(cr_arena *arena, const char *who, const cr_value *v, s
     s->m = pat.m;
     s->n = pat.n;
     s->nnz = pat.nnz;
-    s->colptr = pat.colptr;
-    s->rowval = pat.rowval;
+    s->colptr = s->cp0 = pat.colptr;
+    s->rowval = s->rv0 = pat.rowval;
+    s->m0 = pat.m;
+    s->n0 = pat.n;
+    s->perm = NULL;
+    s->conj = false;
     const cr_array *nz = &pat.S->nzval;
     s->dt = (cr_dtype)nz->dtype;
     s->val = cr__arena_array(arena, who, s->nnz, sizeof *s->val, _Alignof(cr_complex));
@@ -82,6 +95,89 @@ static cr_status spp_tan(cr_arena *arena, const char *who, cr_tangent t, const s
     if (st == CR_OK && a != NULL)
         *out = a->data;
     return st;
+}
+
+/* s becomes op(s) for the flag trans: for 'T' and 'C' the columns of sᵀ (a counting pass
+ * over s's rows; each column's rows increasing, as s's columns are visited in order), the
+ * values moved (and conjugated for 'C'), perm recording where each came from. */
+static cr_status spp_op(cr_arena *arena, const char *who, spp *s, char trans)
+{
+    if (trans == 'N')
+        return CR_OK;
+    size_t m = s->n, n = s->m, nnz = s->nnz;
+    int64_t *cp = cr__arena_array(arena, who, n + 1, sizeof *cp, _Alignof(int64_t));
+    int64_t *next = cr__arena_array(arena, who, n + 1, sizeof *next, _Alignof(int64_t));
+    int64_t *rv = cr__arena_array(arena, who, nnz, sizeof *rv, _Alignof(int64_t));
+    int64_t *perm = cr__arena_array(arena, who, nnz, sizeof *perm, _Alignof(int64_t));
+    cr_complex *val = cr__arena_array(arena, who, nnz, sizeof *val, _Alignof(cr_complex));
+    if (cp == NULL || next == NULL || rv == NULL || perm == NULL || val == NULL)
+        return CR__ALLOC_STATUS(arena);
+    for (size_t i = 0; i <= n; i++)
+        cp[i] = 0;
+    for (size_t p = 0; p < nnz; p++)
+        cp[s->rowval[p] + 1]++;
+    for (size_t i = 0; i < n; i++)
+        cp[i + 1] += cp[i];
+    for (size_t i = 0; i <= n; i++)
+        next[i] = cp[i];
+    bool cj = trans == 'C';
+    for (size_t k = 0; k < s->n; k++)
+        for (int64_t p = s->colptr[k]; p < s->colptr[k + 1]; p++) {
+            int64_t q = next[s->rowval[p]]++;
+            rv[q] = (int64_t)k;
+            perm[q] = p;
+            val[q] = cj ? conj(s->val[p]) : s->val[p];
+        }
+    s->m = m;
+    s->n = n;
+    s->colptr = cp;
+    s->rowval = rv;
+    s->val = val;
+    s->perm = perm;
+    s->conj = cj;
+    return CR_OK;
+}
+
+/* The stored values of the tangent t of the argument of s, in op(s)'s order (op applied);
+ * NULL for a zero. */
+static cr_status spp_tan_op(cr_arena *arena, const char *who, cr_tangent t, const spp *s,
+                            const cr_complex **out)
+{
+    spp o = *s;
+    o.m = s->m0;
+    o.n = s->n0;
+    o.colptr = s->cp0;
+    o.rowval = s->rv0;
+    const cr_complex *v;
+    cr_status st = spp_tan(arena, who, t, &o, &v);
+    if (st != CR_OK || v == NULL || s->perm == NULL) {
+        *out = v;
+        return st;
+    }
+    cr_complex *w = cr__arena_array(arena, who, s->nnz, sizeof *w, _Alignof(cr_complex));
+    if (w == NULL)
+        return CR__ALLOC_STATUS(arena);
+    for (size_t q = 0; q < s->nnz; q++)
+        w[q] = s->conj ? conj(v[s->perm[q]]) : v[s->perm[q]];
+    *out = w;
+    return CR_OK;
+}
+
+/* The cotangent of op(s)'s stored values g (op(s)'s order) carried back to s's entries:
+ * moved by perm, conjugated for 'C' (in place when op is the identity). */
+static cr_status spp_back(cr_arena *arena, const char *who, const spp *s, cr_complex *g,
+                          cr_complex **out)
+{
+    *out = g;
+    if (s->perm == NULL)
+        return CR_OK;
+    cr_complex *w = cr__arena_array(arena, who, s->nnz, sizeof *w, _Alignof(cr_complex));
+    if (w == NULL)
+        return CR__ALLOC_STATUS(arena);
+    for (size_t q = 0; q < s->nnz; q++)
+        w[s->perm[q]] = s->conj ? conj(g[q]) : g[q];
+    *out = w;
+    return CR_OK;
 }
 
 /* The structural tangent of a sparse matrix whose nzval is `raw` (nnz complex values, or
@@ -213,17 +309,29 @@ static cr_status spmul_forward(cr_arena *arena, const cr_value *args, size_t nar
                                cr_complex **cv, cr_complex **w)
 {
     const char *who = "sparse_spmul";
-    cr_status st = cr__nargs(arena, who, nargs, 2, 2);
+    char ta = 'N', tb = 'N';
+    cr_status st = cr__nargs(arena, who, nargs, 2, 4);
+    if (st == CR_OK && nargs == 3)
+        st = CR__FAIL(arena, CR_EINVAL, "%s: takes both trans flags or neither", who);
+    if (st == CR_OK && nargs == 4)
+        st = cr__sparse_trans(arena, who, &args[2], &ta);
+    if (st == CR_OK && nargs == 4)
+        st = cr__sparse_trans(arena, who, &args[3], &tb);
     if (st == CR_OK)
         st = spp_read(arena, who, &args[0], &P->A);
     if (st == CR_OK)
         st = spp_read(arena, who, &args[1], &P->B);
+    if (st == CR_OK)
+        st = spp_op(arena, who, &P->A, ta);
+    if (st == CR_OK)
+        st = spp_op(arena, who, &P->B, tb);
     if (st != CR_OK)
         return st;
     if (P->A.n != P->B.m)
         return CR__FAIL(arena, CR_ESHAPE,
-                        "%s: A is %zu x %zu, B %zu x %zu (A's columns must be B's rows)", who,
-                        P->A.m, P->A.n, P->B.m, P->B.n);
+                        "%s: op(A) is %zu x %zu, op(B) %zu x %zu (op(A)'s columns must be "
+                        "op(B)'s rows)",
+                        who, P->A.m, P->A.n, P->B.m, P->B.n);
     P->dt = cr__promote(P->A.dt, P->B.dt);
     st = spp_pattern(arena, who, &P->A, &P->B, &P->colptr, &P->rowval, &P->nnz);
     if (st != CR_OK)
@@ -311,9 +419,9 @@ static cr_status spmul_pullback(CR__PULLBACK_PARAMS)
         for (int64_t r = P->colptr[j]; r < P->colptr[j + 1]; r++)
             w[P->rowval[r]] = 0;
     }
-    if (da)
+    if (da && (st = spp_back(arena, who, A, abar, &abar)) == CR_OK)
         st = spp_give(arena, &A->S->nzval, abar, A->nnz, &dx[1]);
-    if (st == CR_OK && db)
+    if (st == CR_OK && db && (st = spp_back(arena, who, B, bbar, &bbar)) == CR_OK)
         st = spp_give(arena, &B->S->nzval, bbar, B->nnz, &dx[2]);
     return st;
 }
@@ -330,10 +438,10 @@ static cr_status sparse_spmul_rrule(CR__RRULE_PARAMS)
     *pb = (cr_pullback){spmul_pullback, e, "sparse_spmul_pullback", nargs + 1};
     return CR_OK;
 }
-CR__ARRAY_FN(sparse_spmul, "sparse_spmul", 2)
+CR__ARRAY_FN(sparse_spmul, "sparse_spmul", -1)
 
-/* frule: Ċ = Ȧ B + A Ḃ on C's pattern (Ȧ and Ḃ live on A's and B's patterns, so their
- * products fall inside it). */
+/* frule: Ċ = op(Ȧ) op(B) + op(A) op(Ḃ) on C's pattern (Ȧ and Ḃ live on A's and B's
+ * patterns, so their products fall inside it). */
 static cr_status sparse_spmul_frule(CR__FRULE_PARAMS)
 {
     spmul P;
@@ -343,9 +451,9 @@ static cr_status sparse_spmul_frule(CR__FRULE_PARAMS)
         st = spmul_output(arena, &P, cv, y);
     const cr_complex *ta = NULL, *tb = NULL;
     if (st == CR_OK)
-        st = spp_tan(arena, "sparse_spmul", dargs[1], &P.A, &ta);
+        st = spp_tan_op(arena, "sparse_spmul", dargs[1], &P.A, &ta);
     if (st == CR_OK)
-        st = spp_tan(arena, "sparse_spmul", dargs[2], &P.B, &tb);
+        st = spp_tan_op(arena, "sparse_spmul", dargs[2], &P.B, &tb);
     if (st != CR_OK || (ta == NULL && tb == NULL)) {
         *dy = cr_tangent_zero();
         return st;
@@ -399,19 +507,31 @@ static cr_status rand_sp(cr_arena *arena, uint64_t *rng, cr_dtype dt, size_t m, 
     return CR_OK;
 }
 
+/* (A, B) or (A, B, ta, tb): op(A) m x k, op(B) k x n, the flags drawn from 'N', 'T', 'C'. */
 static cr_status sample_spmul(CR__SAMPLE_PARAMS)
 {
     size_t m = 1 + cr__rng_below(rng, 4), k = cr__rng_below(rng, 5), n = 1 + cr__rng_below(rng, 4);
     k = k == 0 && cr__rng_below(rng, 2) ? 1 : k; /* an inner dimension 0 now and then */
     /* each factor: a random pattern mostly, full or empty one time in eight */
     size_t fa = cr__rng_below(rng, 8), fb = cr__rng_below(rng, 8);
-    cr_status st = rand_sp(arena, rng, cr__rng_dtype(rng), m, k,
+    static const char k_flags[3] = {'N', 'T', 'C'};
+    char ta = nargs == 4 ? k_flags[cr__rng_below(rng, 3)] : 'N';
+    char tb = nargs == 4 ? k_flags[cr__rng_below(rng, 3)] : 'N';
+    cr_status st = rand_sp(arena, rng, cr__rng_dtype(rng), ta == 'N' ? m : k, ta == 'N' ? k : m,
                            fa == 0   ? 0
                            : fa == 1 ? 1
                                      : 2,
                            &args[0]);
     if (st == CR_OK)
-        st = rand_sp(arena, rng, cr__rng_dtype(rng), k, n, fb == 0 ? 0 : fb == 1 ? 1 : 2, &args[1]);
+        st = rand_sp(arena, rng, cr__rng_dtype(rng), tb == 'N' ? k : n, tb == 'N' ? n : k,
+                     fb == 0   ? 0
+                     : fb == 1 ? 1
+                               : 2,
+                     &args[1]);
+    if (nargs == 4) {
+        args[2] = cr_value_i64(ta);
+        args[3] = cr_value_i64(tb);
+    }
     return st;
 }
 
@@ -421,7 +541,14 @@ static const cr_rule_test k_t_spmul = {.sample = sample_spmul};
 CR_INTERNAL cr_status cr__family_spmul(cr_registry *reg);
 cr_status cr__family_spmul(cr_registry *reg)
 {
-    static const cr_argspec a[2] = {{CR_M_STRUCT, &cr_sparse_type}, {CR_M_STRUCT, &cr_sparse_type}};
-    return cr__add_rule_so(reg, &sparse_spmul_function, a, 2, false, sparse_spmul_frule,
-                           sparse_spmul_rrule, &k_t_spmul, CR_NONLINEAR, NULL);
+    static const cr_argspec a[4] = {{CR_M_STRUCT, &cr_sparse_type},
+                                    {CR_M_STRUCT, &cr_sparse_type},
+                                    {CR_M_INT, NULL},
+                                    {CR_M_INT, NULL}};
+    cr_status st = cr__add_rule_so(reg, &sparse_spmul_function, a, 2, false, sparse_spmul_frule,
+                                   sparse_spmul_rrule, &k_t_spmul, CR_NONLINEAR, NULL);
+    if (st == CR_OK)
+        st = cr__add_rule_so(reg, &sparse_spmul_function, a, 4, false, sparse_spmul_frule,
+                             sparse_spmul_rrule, &k_t_spmul, CR_NONLINEAR, NULL);
+    return st;
 }
