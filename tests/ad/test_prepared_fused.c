@@ -9,7 +9,8 @@
  * product with itself (not fused), rows between pairs, a comparison on an accumulated sum
  * that fails at some inputs, a pair whose product makes the output and whose sum is after
  * it (fused forwards only), and the same loop with an array function in it (the reverse pass
- * of a program with array functions keeps memory everywhere: fused forwards only).
+ * of a program with array functions keeps memory everywhere: fused forwards only); the
+ * first-order call and H·v of an object prepared for H·v.
  * Gradients at several points against central differences of the same function in plain C
  * and against recording again on an ordinary tape; allocation failures at every allocation
  * of preparing and of the first call.
@@ -108,7 +109,7 @@ static cr_status fused_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_
 {
     (void)n;
     (void)m;
-    bool arrays = *(const bool *)env;
+    bool arrays = env != NULL && *(const bool *)env; /* (NULL: the scalar form) */
     cr_array B = cr_array_vector((double *)k_B, 3);
     cr_var h12 = cr_add(t, cr_mul(t, x[0], x[4]), x[2]);
     cr_var f12 = cr_mul(t, x[3], x[3]);
@@ -245,6 +246,36 @@ static void test_gradient_arrays(void **state)
     check_gradients(*state, true);
 }
 
+/* Prepared for H·v, the same object's first-order call (the fused steps, on a program that
+ * keeps its recording) against recording again, and H·v against differences of recorded
+ * gradients. */
+static void test_hvp_object(void **state)
+{
+    fixture *f = *state;
+    cr_prepared *p;
+    assert_int_equal(cr_prepare_hvp(f->ctx, NULL, fused_t, NULL, k_pts[0], NX, &p), CR_OK);
+    cr_tape *u;
+    assert_int_equal(cr_tape_new(f->ctx, NULL, &u), CR_OK);
+    const double v[NX] = {0.4, -1.0, 0.3, 0.2, -0.6, 0.9};
+    for (size_t k = 0; k < 5; k++) {
+        if (k == 3)
+            continue;
+        double hv[NX], g[NX], g1[NX], y, y1, yr, gr[NX];
+        assert_int_equal(cr_prepared_value_and_gradient(p, k_pts[k], NX, &y1, g1), CR_OK);
+        assert_int_equal(cr_prepared_hvp(p, k_pts[k], NX, v, hv, &y, g), CR_OK);
+        rerecord(f->ctx, k_pts[k], false, &yr, gr);
+        assert_close(y1, yr, 1e-14);
+        assert_close(y, yr, 1e-14);
+        for (size_t j = 0; j < NX; j++) {
+            assert_close(g1[j], gr[j], 1e-13);
+            assert_close(g[j], gr[j], 1e-13);
+        }
+        assert_hvp_by_gradients(u, fused_t, k_pts[k], v, NX, hv);
+    }
+    cr_tape_free(u);
+    cr_prepared_free(p);
+}
+
 /* Every allocation of preparing and of the first call fails in turn: CR_ENOMEM, nothing
  * leaked, and a prepared gradient whose first call failed is right at the next call. */
 static void test_fault_injection(void **state)
@@ -296,6 +327,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_gradient, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_gradient_arrays, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_hvp_object, fixture_setup, fixture_teardown),
         cmocka_unit_test(test_fault_injection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
