@@ -207,7 +207,7 @@ static int bench_gmm(int argc, char **argv)
     size_t nin = tape_gmm_nin(GD, GK);
     int gn = gmm_points();
     tape_gmm_env e = {.d = GD, .k = GK, .n = gn, .gamma = 1.0, .m = 0};
-    double *pts = malloc((size_t)GD * gn * sizeof *pts);
+    double *pts = malloc((size_t)GD * (size_t)gn * sizeof *pts);
     double *x = malloc(nin * sizeof *x), *g = malloc(nin * sizeof *g);
     double *want = calloc(nin, sizeof *want);
     cr_var *work = malloc(tape_gmm_work(GD, GK) * sizeof *work);
