@@ -32,8 +32,17 @@ static double fused_c(const double *x, bool arrays)
 {
     double h12 = x[0] * x[4] + x[2]; /* S is free: kept there forwards */
     double f12 = x[3] * x[3];
-    double g12 = f12 - h12;
-    double acc = 0.0, out = 0.01 * g12;
+    double g12 = sin(f12 - h12); /* (a row: S is free again) */
+    /* Differences times an operand, with S free: the difference kept in S (read twice), or
+     * the product (read two steps on); rows take the results (a row keeps nothing in S). */
+    double dA = x[0] - x[1], mA = x[2] * dA, nA = dA * x[3], rA = sin(mA + nA);
+    double dA2 = x[3] - x[4], mA2 = dA2 * x[5], nA2 = dA2 * x[0], rA2 = sin(mA2 + nA2);
+    double dB = x[1] - x[3], mB = dB * x[4], eB = x[2] + x[5], rB = sin(mB * eB);
+    double dB2 = x[5] - x[2], mB2 = x[1] * dB2, eB2 = x[0] + x[4], rB2 = sin(eB2 * mB2);
+    double dC = x[2] - x[5], mC = x[0] * dC, eC = x[1] + x[4], kC = eC * mC;
+    double rC = sin(kC + dC); /* (mC's adjoint in S backwards) */
+    double pre = rA + rA2 + rB + rB2 + rC;
+    double acc = 0.0, out = 0.01 * g12 + 0.1 * pre;
     for (int i = 0; i < STEPS; i++) {
         double a = x[i % NX], b = x[(i + 1) % NX], c = x[(i + 2) % NX], d = x[(i + 3) % NX];
         acc = acc + a * b;           /* an accumulator: S, the product second */
@@ -85,6 +94,16 @@ static double fused_c(const double *x, bool arrays)
         double f11 = a + b;
         double g11 = f11 * h11;
         pp = pp + 0.1 * (g1 + g2 + g3 + g4 + g5) + 0.01 * (g6 + g8 + g9 + g10 + g11);
+        double dd1 = c - a;   /* a difference read again, times an operand */
+        double mm1 = b * dd1; /* read twice: its adjoint in memory */
+        double dd2 = d - b;
+        double mm2 = dd2 * a;
+        double kk2 = mm2 * c; /* mm2 read by the next step: P */
+        double dd3 = a - d;
+        double mm3 = c * dd3;
+        double ee3 = b + c;
+        double kk3 = ee3 * mm3; /* mm3 read once, further on: S */
+        pp = pp + 0.01 * ((mm1 + mm1 * d + kk2 + kk3) + dd1 * dd2 * dd3);
         if (arrays) {
             double sb = 0.0;
             for (int j = 0; j < 3; j++)
@@ -113,8 +132,21 @@ static cr_status fused_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_
     cr_array B = cr_array_vector((double *)k_B, 3);
     cr_var h12 = cr_add(t, cr_mul(t, x[0], x[4]), x[2]);
     cr_var f12 = cr_mul(t, x[3], x[3]);
-    cr_var g12 = cr_sub(t, f12, h12);
-    cr_var acc = cr_const(0.0), out = cr_mul(t, cr_const(0.01), g12);
+    cr_var g12 = cr_sin(t, cr_sub(t, f12, h12));
+    cr_var dA = cr_sub(t, x[0], x[1]), mA = cr_mul(t, x[2], dA), nA = cr_mul(t, dA, x[3]);
+    cr_var rA = cr_sin(t, cr_add(t, mA, nA));
+    cr_var dA2 = cr_sub(t, x[3], x[4]), mA2 = cr_mul(t, dA2, x[5]), nA2 = cr_mul(t, dA2, x[0]);
+    cr_var rA2 = cr_sin(t, cr_add(t, mA2, nA2));
+    cr_var dB = cr_sub(t, x[1], x[3]), mB = cr_mul(t, dB, x[4]), eB = cr_add(t, x[2], x[5]);
+    cr_var rB = cr_sin(t, cr_mul(t, mB, eB));
+    cr_var dB2 = cr_sub(t, x[5], x[2]), mB2 = cr_mul(t, x[1], dB2), eB2 = cr_add(t, x[0], x[4]);
+    cr_var rB2 = cr_sin(t, cr_mul(t, eB2, mB2));
+    cr_var dC = cr_sub(t, x[2], x[5]), mC = cr_mul(t, x[0], dC), eC = cr_add(t, x[1], x[4]);
+    cr_var kC = cr_mul(t, eC, mC);
+    cr_var rC = cr_sin(t, cr_add(t, kC, dC));
+    cr_var pre = cr_add(t, cr_add(t, cr_add(t, cr_add(t, rA, rA2), rB), rB2), rC);
+    cr_var acc = cr_const(0.0);
+    cr_var out = cr_add(t, cr_mul(t, cr_const(0.01), g12), cr_mul(t, cr_const(0.1), pre));
     for (int i = 0; i < STEPS; i++) {
         cr_var a = x[i % NX], b = x[(i + 1) % NX], c = x[(i + 2) % NX], d = x[(i + 3) % NX];
         acc = cr_add(t, acc, cr_mul(t, a, b));
@@ -168,6 +200,18 @@ static cr_status fused_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_
         cr_var gs = cr_add(t, cr_add(t, cr_add(t, cr_add(t, g1, g2), g3), g4), g5);
         cr_var gt = cr_add(t, cr_add(t, cr_add(t, cr_add(t, g6, g8), g9), g10), g11);
         pp = cr_add(t, cr_add(t, pp, cr_mul(t, cr_const(0.1), gs)), cr_mul(t, cr_const(0.01), gt));
+        cr_var dd1 = cr_sub(t, c, a);
+        cr_var mm1 = cr_mul(t, b, dd1);
+        cr_var dd2 = cr_sub(t, d, b);
+        cr_var mm2 = cr_mul(t, dd2, a);
+        cr_var kk2 = cr_mul(t, mm2, c);
+        cr_var dd3 = cr_sub(t, a, d);
+        cr_var mm3 = cr_mul(t, c, dd3);
+        cr_var ee3 = cr_add(t, b, c);
+        cr_var kk3 = cr_mul(t, ee3, mm3);
+        cr_var m4 = cr_add(t, cr_add(t, cr_add(t, mm1, cr_mul(t, mm1, d)), kk2), kk3);
+        cr_var d4 = cr_mul(t, cr_mul(t, dd1, dd2), dd3);
+        pp = cr_add(t, pp, cr_mul(t, cr_const(0.01), cr_add(t, m4, d4)));
         if (arrays) {
             cr_var sb = cr_av_sum(
                 t, cr_av_broadcast1(
