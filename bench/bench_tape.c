@@ -13,6 +13,8 @@
  *   tape_lstm_ratio, prepared_lstm_ratio, prepared_lstm_vs_tape, prepared_lstm_mem_ratio
  *                           the same for lstm
  *
+ * CR_BENCH_GMM_N=n in the environment times gmm at n points instead of 1000.
+ *
  * Each first checks its gradient against the hand-written one of bench/objectives/hand.
  */
 #define _POSIX_C_SOURCE 199309L
@@ -26,7 +28,16 @@
 #include "objectives.h"
 #include "tape_objectives.h"
 
-enum { GD = 10, GK = 25, GN = 1000, LL = 2, LC = 1024, LB = 14 };
+enum { GD = 10, GK = 25, LL = 2, LC = 1024, LB = 14 };
+
+/* gmm's points: 1000, or CR_BENCH_GMM_N (1 to 100000) from the environment, to time the
+ * same objective with every array in the caches (n = 10: about 1 MB) and out of them. */
+static int gmm_points(void)
+{
+    const char *s = getenv("CR_BENCH_GMM_N");
+    long n = s != NULL ? strtol(s, NULL, 10) : 1000;
+    return n >= 1 && n <= 100000 ? (int)n : 1000;
+}
 
 /* A context whose allocations are counted: bytes held now and at most. */
 typedef struct counter {
@@ -194,8 +205,9 @@ static double gmm_primal(const obj *o)
 static int bench_gmm(int argc, char **argv)
 {
     size_t nin = tape_gmm_nin(GD, GK);
-    tape_gmm_env e = {.d = GD, .k = GK, .n = GN, .gamma = 1.0, .m = 0};
-    double *pts = malloc((size_t)GD * GN * sizeof *pts);
+    int gn = gmm_points();
+    tape_gmm_env e = {.d = GD, .k = GK, .n = gn, .gamma = 1.0, .m = 0};
+    double *pts = malloc((size_t)GD * (size_t)gn * sizeof *pts);
     double *x = malloc(nin * sizeof *x), *g = malloc(nin * sizeof *g);
     double *want = calloc(nin, sizeof *want);
     cr_var *work = malloc(tape_gmm_work(GD, GK) * sizeof *work);
@@ -203,8 +215,8 @@ static int bench_gmm(int argc, char **argv)
     if (!err) {
         e.x = pts;
         e.work = work;
-        gmm_make_input(GD, GK, GN, 21, x, x + GK, x + GK + GD * GK, x + GK + 2 * GD * GK, pts);
-        gmm_objective_grad(GD, GK, GN, x, want, x + GK, want + GK, x + GK + GD * GK,
+        gmm_make_input(GD, GK, gn, 21, x, x + GK, x + GK + GD * GK, x + GK + 2 * GD * GK, pts);
+        gmm_objective_grad(GD, GK, gn, x, want, x + GK, want + GK, x + GK + GD * GK,
                            want + GK + GD * GK, x + GK + 2 * GD * GK, want + GK + 2 * GD * GK, pts,
                            1.0, 0, 1.0);
         obj o = {.name = "gmm",

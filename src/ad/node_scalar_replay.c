@@ -126,9 +126,31 @@ enum {
     FC_LROW1,
     FC_LROW2,
     FC_LGUARD,
-    FC_END
+    FC_MA,             /* a product and the sum that reads it: 8 codes (FMA_CODE) */
+    FC_SM = FC_MA + 8, /* a difference and the product that reads it: 6 codes (FSM_CODE) */
+    FC_END = FC_SM + 6
 };
-enum { RC_ROW = CR__ARITH_NROWS * 27, RC_SKIP, RC_CALL, RC_LROW1, RC_LROW2, RC_INPUT, RC_END };
+enum {
+    RC_ROW = CR__ARITH_NROWS * 27,
+    RC_SKIP,
+    RC_CALL,
+    RC_LROW1,
+    RC_LROW2,
+    RC_INPUT,
+    RC_MA,              /* the same pair swept back: 12 codes (RMA_CODE) */
+    RC_SM = RC_MA + 12, /* a difference and a product swept back: 3 codes (RSM_CODE) */
+    RC_END = RC_SM + 3
+};
+/* The fused pair's codes: the sum's other operand (C: LOC_M or LOC_S) is its argument J;
+ * forwards, W: the sum kept in S; backwards, G: where the sum's adjoint is. */
+#define FMA_CODE(C, W, J) (FC_MA + ((int)(C) == (int)LOC_S) * 4 + (W)*2 + (J))
+#define RMA_CODE(G, C, J) (RC_MA + (int)(G)*4 + ((int)(C) == (int)LOC_S) * 2 + (J))
+/* A difference of two operands in memory, then a product of it (in P) and an operand in
+ * memory (its argument J): forwards, WS and WM: the difference and the product kept in S
+ * (never both: a difference kept in S holds it past the product); backwards (every
+ * operand's adjoint in memory), G: where the product's adjoint is. */
+#define FSM_CODE(WS, WM, J) (FC_SM + (WS)*4 + (WM)*2 + (J))
+#define RSM_CODE(G)         (RC_SM + (int)(G))
 /* No variable (an enum constant must fit an int: UINT32_MAX does not). */
 #define NONE UINT32_MAX
 
@@ -222,6 +244,76 @@ static void reverse_codes(cr_prepared *p, size_t first, uint32_t *n, uint32_t *m
     }
 }
 
+/* A product of two operands in memory read only by the sum just after it (x * y, then
+ * c + that or that + c, c in memory or S): one step of each pass instead of two (FMA_CODE
+ * at the product forwards, RMA_CODE at the sum backwards), the same operations in the same
+ * order. Forwards the product is in P and not kept in S; backwards the sum passes the
+ * product's adjoint in P and the product's operands take theirs in memory. Only pairs that
+ * the reverse pass sweeps whole are fused backwards: it starts at a product that makes y
+ * (a sum after y reading it is not swept) with the product's own step. */
+static void fuse_pairs(cr_prepared *p, size_t nrec, size_t first)
+{
+    uint8_t *fc = p->fcodes + 1, *rc = p->rcodes + 1;
+    enum { MUL = CR__ROP_mul, ADD = CR__ROP_add };
+    for (size_t k = p->nlead; k + 1 < nrec; k++) {
+        if (p->prog[k].code != MUL || p->prog[k + 1].code != ADD ||
+            fc[k] != FCODE(MUL, LOC_M, LOC_M, 0))
+            continue;
+        int f = fc[k + 1] - ADD * 18, f0 = f / 6, f1 = f % 6 / 2, w = f % 2;
+        if ((f0 == LOC_P) == (f1 == LOC_P)) /* (c + c, or no product in P) */
+            continue;
+        int j = f0 == LOC_P ? 1 : 0;
+        fc[k] = (uint8_t)FMA_CODE(j == 0 ? f0 : f1, w, j);
+    }
+    if (p->has_arrays) /* (reverse_codes left memory everywhere) */
+        return;
+    for (size_t k = first; k + 1 < p->ntop; k++) {
+        if (p->prog[k].code != MUL || p->prog[k + 1].code != ADD ||
+            rc[k] != RCODE(MUL, LOC_P, LOC_M, LOC_M))
+            continue;
+        int f = rc[k + 1] - ADD * 27, g = f / 9, d0 = f % 9 / 3, d1 = f % 3;
+        if ((d0 == LOC_P) == (d1 == LOC_P))
+            continue;
+        int j = d0 == LOC_P ? 1 : 0;
+        rc[k + 1] = (uint8_t)RMA_CODE(g, j == 0 ? d0 : d1, j);
+    }
+}
+
+/* A difference of two operands in memory and the product just after it of that difference
+ * (in P) and an operand in memory (x - m, then q * that: gmm's centred point times the
+ * diagonal): one step of each pass (FSM_CODE at the difference forwards, RSM_CODE at the
+ * product backwards), after fuse_pairs, leaving alone a product it fused (a product fused
+ * with its sum backwards is swept by the sum's step). Backwards the two steps need not read
+ * each other: every adjoint but the product's is in memory. */
+static void fuse_differences(cr_prepared *p, size_t nrec, size_t first)
+{
+    uint8_t *fc = p->fcodes + 1, *rc = p->rcodes + 1;
+    enum { SUB = CR__ROP_sub, MUL = CR__ROP_mul };
+    for (size_t k = p->nlead; k + 1 < nrec; k++) {
+        if (p->prog[k].code != SUB || p->prog[k + 1].code != MUL ||
+            (fc[k] != FCODE(SUB, LOC_M, LOC_M, 0) && fc[k] != FCODE(SUB, LOC_M, LOC_M, 1)) ||
+            fc[k + 1] >= FCODE(MUL + 1, 0, 0, 0)) /* (a product fused with its sum) */
+            continue;
+        int f = fc[k + 1] - MUL * 18, f0 = f / 6, f1 = f % 6 / 2, w = f % 2;
+        int ws = fc[k] - FCODE(SUB, LOC_M, LOC_M, 0);
+        if (!((f0 == LOC_P && f1 == LOC_M) || (f0 == LOC_M && f1 == LOC_P)) || (ws && w))
+            continue;
+        fc[k] = (uint8_t)FSM_CODE(ws, w, f0 == LOC_P ? 1 : 0);
+    }
+    if (p->has_arrays)
+        return;
+    for (size_t k = first; k + 1 < p->ntop; k++) {
+        if (p->prog[k].code != SUB || p->prog[k + 1].code != MUL ||
+            rc[k] != RCODE(SUB, LOC_M, LOC_M, LOC_M) ||
+            (k + 2 < p->ntop && rc[k + 2] >= RC_MA && rc[k + 2] < RC_SM))
+            continue;
+        int f = rc[k + 1] - MUL * 27, g = f / 9;
+        if (f < 0 || f >= 27 || f % 9 != RCODE(0, 0, LOC_M, LOC_M))
+            continue;
+        rc[k + 1] = (uint8_t)RSM_CODE(g);
+    }
+}
+
 /* The compact program of the first-order replay (p->fops + 1): prog's nrec instructions,
  * then an end, where the forward pass stops. The reverse pass stops at the end just before
  * the first instruction it sweeps (p->fops[0], or the last of the leading inputs, which the
@@ -300,6 +392,8 @@ static cr_status scalar_link(cr_prepared *p, size_t nrec)
     forward_codes(p, nrec, scratch);
     if (!p->has_arrays)
         reverse_codes(p, first, scratch, scratch + nvars);
+    fuse_pairs(p, nrec, first);
+    fuse_differences(p, nrec, first);
     cr_ctx_dealloc(p->ctx, scratch, 2 * nvars * sizeof *scratch);
     /* The variables made before the reverse pass's first step, where its count starts. */
     if (p->ntop > 0) {
@@ -419,6 +513,17 @@ CR__ARITH_ROWS(ROW_FNS)
 #define VAR2(LEAF, NAME, A, B) LEAF(NAME, A, B, M) LEAF(NAME, A, B, P)
 #define VAR3(LEAF, NAME, A, B) LEAF(NAME, A, B, M) LEAF(NAME, A, B, P) LEAF(NAME, A, B, S)
 enum { L_M = LOC_M, L_P = LOC_P, L_S = LOC_S };
+/* The fused pair's steps: FMA_VARIANTS(LEAF) expands LEAF(C, W, J) for C in M, S and W, J in
+ * 0, 1; RMA_VARIANTS(LEAF) LEAF(G, C, J) for G in M, P, S, C in M, S and J in 0, 1. */
+#define FMA_VARIANTS(LEAF) FMA_C(LEAF, M) FMA_C(LEAF, S)
+#define FMA_C(LEAF, C)     LEAF(C, 0, 0) LEAF(C, 0, 1) LEAF(C, 1, 0) LEAF(C, 1, 1)
+#define RMA_VARIANTS(LEAF) RMA_G(LEAF, M) RMA_G(LEAF, P) RMA_G(LEAF, S)
+#define RMA_G(LEAF, G)     LEAF(G, M, 0) LEAF(G, M, 1) LEAF(G, S, 0) LEAF(G, S, 1)
+/* FSM_VARIANTS(LEAF): LEAF(WS, WM, J) for WS, WM in 0, 1 (not both 1) and J in 0, 1;
+ * RSM_VARIANTS(LEAF): LEAF(G), G in M, P, S. */
+#define FSM_VARIANTS(LEAF) \
+    LEAF(0, 0, 0) LEAF(0, 0, 1) LEAF(0, 1, 0) LEAF(0, 1, 1) LEAF(1, 0, 0) LEAF(1, 0, 1)
+#define RSM_VARIANTS(LEAF) LEAF(M) LEAF(P) LEAF(S)
 
 // clang-format off
 /* Evaluate a run forwards from p->pos (s): new values, the partials of the rows called through
@@ -458,13 +563,18 @@ static REPLAY_OPT cr_status replay_forward(cr_prepared *p, const double *inputs)
     } while (0)
 #define LABEL(NAME, A, B, W) [FCODE(CR__ROP_##NAME, L_##A, L_##B, L_##W == L_P)] = &&f_##NAME##A##B##W,
 #define LABELS(NAME, NIN, NOUT, PRIMAL, ...) FVARIANTS(LABEL, NAME)
+#define FMA_LABEL(C, W, J) [FMA_CODE(L_##C, W, J)] = &&f_ma##C##W##J,
+#define FSM_LABEL(WS, WM, J) [FSM_CODE(WS, WM, J)] = &&f_sm##WS##WM##J,
     static const void *const step[FC_END + 1] = {
         CR__ARITH_ROWS(LABELS)
         [FC_ROW] = &&f_row, [FC_INPUT] = &&f_input, [FC_GUARD] = &&f_guard,
         [FC_CALL] = &&out, [FC_LROW1] = &&f_lrow1, [FC_LROW2] = &&f_lrow2,
-        [FC_LGUARD] = &&f_lguard, [FC_END] = &&done};
+        [FC_LGUARD] = &&f_lguard, FMA_VARIANTS(FMA_LABEL) FSM_VARIANTS(FSM_LABEL)
+        [FC_END] = &&done};
 #undef LABEL
 #undef LABELS
+#undef FMA_LABEL
+#undef FSM_LABEL
     goto *step[*c];
     {
 #else
@@ -487,6 +597,42 @@ static REPLAY_OPT cr_status replay_forward(cr_prepared *p, const double *inputs)
     CR__ARITH_ROWS(FSTEPS)
 #undef FSTEP
 #undef FSTEPS
+    /* A product, then the sum reading it (r + 1; its other operand c is argument J). */
+#define FMASTEP(C, W, J)                                                           \
+    STEP(FMA_CODE(L_##C, W, J), f_ma##C##W##J) {                                   \
+        double y_ = value_mul(v[r->src[0]], v[r->src[1]]);                         \
+        *vr++ = y_;                                                                \
+        double c_ = L_##C == L_M ? v[r[1].src[J]] : S;                             \
+        double z_ = (J) == 0 ? value_add(c_, y_) : value_add(y_, c_);              \
+        *vr++ = z_;                                                                \
+        P = z_;                                                                    \
+        if (W)                                                                     \
+            S = z_;                                                                \
+        r++;                                                                       \
+        c++;                                                                       \
+    }                                                                              \
+    NEXT;
+    FMA_VARIANTS(FMASTEP)
+#undef FMASTEP
+    /* A difference, then the product reading it (r + 1; its other operand is argument J). */
+#define FSMSTEP(WS, WM, J)                                                         \
+    STEP(FSM_CODE(WS, WM, J), f_sm##WS##WM##J) {                                   \
+        double y_ = value_sub(v[r->src[0]], v[r->src[1]]);                         \
+        *vr++ = y_;                                                                \
+        if (WS)                                                                    \
+            S = y_;                                                                \
+        double c_ = v[r[1].src[J]];                                                \
+        double z_ = (J) == 0 ? value_mul(c_, y_) : value_mul(y_, c_);              \
+        *vr++ = z_;                                                                \
+        P = z_;                                                                    \
+        if (WM)                                                                    \
+            S = z_;                                                                \
+        r++;                                                                       \
+        c++;                                                                       \
+    }                                                                              \
+    NEXT;
+    FSM_VARIANTS(FSMSTEP)
+#undef FSMSTEP
     STEP(FC_ROW, f_row)
         row_forward(&p->prog[r - fops], v);
         vr++;
@@ -598,13 +744,17 @@ static REPLAY_OPT cr_status replay_reverse(cr_prepared *p)
     } while (0)
 #define LABEL(NAME, G, A, B) [RCODE(CR__ROP_##NAME, L_##G, L_##A, L_##B)] = &&r_##NAME##G##A##B,
 #define LABELS(NAME, NIN, NOUT, PRIMAL, ...) VARIANTS(LABEL, NAME)
+#define RMA_LABEL(G, C, J) [RMA_CODE(L_##G, L_##C, J)] = &&r_ma##G##C##J,
+#define RSM_LABEL(G) [RSM_CODE(L_##G)] = &&r_sm##G,
     static const void *const step[RC_END + 1] = {
         CR__ARITH_ROWS(LABELS)
         [RC_ROW] = &&r_row, [RC_SKIP] = &&r_skip, [RC_CALL] = &&out,
         [RC_LROW1] = &&r_lrow1, [RC_LROW2] = &&r_lrow2, [RC_INPUT] = &&r_input,
-        [RC_END] = &&done};
+        RMA_VARIANTS(RMA_LABEL) RSM_VARIANTS(RSM_LABEL) [RC_END] = &&done};
 #undef LABEL
 #undef LABELS
+#undef RMA_LABEL
+#undef RSM_LABEL
     NEXT;
     {
 #else
@@ -635,6 +785,48 @@ static REPLAY_OPT cr_status replay_reverse(cr_prepared *p)
     CR__ARITH_ROWS(RSTEPS)
 #undef RSTEP
 #undef RSTEPS
+    /* The sum (r; its other operand c is argument J), then the product before it, whose
+     * adjoint the sum passes as the unfused steps do in P. */
+#define RMASTEP(G, C, J)                                                           \
+    STEP(RMA_CODE(L_##G, L_##C, J), r_ma##G##C##J) {                               \
+        res--;                                                                     \
+        double g = GET_##G, D[2];                                                  \
+        CLEAR_##G;                                                                 \
+        partials_add(v[r->src[0]], v[r->src[1]], v[res], D);                       \
+        PUT_##C(J, D[J] * g);                                                      \
+        double t_ = 0.0 + D[1 - (J)] * g;                                          \
+        r--;                                                                       \
+        c--;                                                                       \
+        res--;                                                                     \
+        partials_mul(v[r->src[0]], v[r->src[1]], v[res], D);                       \
+        adj[r->src[0]] += D[0] * t_;                                               \
+        adj[r->src[1]] += D[1] * t_;                                               \
+    }                                                                              \
+    NEXT;
+    RMA_VARIANTS(RMASTEP)
+#undef RMASTEP
+    /* The product (r; its adjoint in G, its operands' in memory), then the difference
+     * before it (its adjoint and its operands' in memory). */
+#define RSMSTEP(G)                                                                 \
+    STEP(RSM_CODE(L_##G), r_sm##G) {                                               \
+        res--;                                                                     \
+        double g = GET_##G, D[2];                                                  \
+        CLEAR_##G;                                                                 \
+        partials_mul(v[r->src[0]], v[r->src[1]], v[res], D);                       \
+        adj[r->src[0]] += D[0] * g;                                                \
+        adj[r->src[1]] += D[1] * g;                                                \
+        r--;                                                                       \
+        c--;                                                                       \
+        res--;                                                                     \
+        double g2_ = adj[res];                                                     \
+        adj[res] = 0.0;                                                            \
+        partials_sub(v[r->src[0]], v[r->src[1]], v[res], D);                       \
+        adj[r->src[0]] += D[0] * g2_;                                              \
+        adj[r->src[1]] += D[1] * g2_;                                              \
+    }                                                                              \
+    NEXT;
+    RSM_VARIANTS(RSMSTEP)
+#undef RSMSTEP
     STEP(RC_ROW, r_row) {
         const cr__rop *q = &p->prog[r - fops];
         res--;
