@@ -54,46 +54,84 @@
         b++;                                                                                      \
     }
 
-/* The errors when the points read more vertex instances than the model has vertices: every
+/* HT_ERRORS_POSED(name, maxv): defines the function `name` computing the errors when the
+ * points read more vertex instances than the model has vertices (nverts <= maxv): every
  * vertex is skinned once and globally transformed into a local array of the posed model
- * (HT_MAX_VERTS x 3 values, 240 KB), which the points then read. The array is this
- * function's own: the vector forward mode clears its tangent (x 28 lanes, 6.7 MB) only
- * when this path runs. */
-static void ht_errors_posed(int nbones, int nverts, int npts, const double *base_positions,
-                            const double *weights, const double *transforms, const double *g,
-                            int is_mirrored, const int *correspondences, const int *triangles,
-                            const double *points, const double *us, double *err)
-{
-    double positions[3 * HT_MAX_VERTS];
-    for (int v = 0; v < nverts; v++) {
-        HT_SKIN_VERTEX(v, p0, p1, p2)
-        if (is_mirrored)
-            p0 = -p0;
-        for (int r = 0; r < 3; r++)
-            positions[v * 3 + r] =
-                g[r * 4] * p0 + g[r * 4 + 1] * p1 + g[r * 4 + 2] * p2 + g[r * 4 + 3];
+ * (maxv x 3 values), which the points then read. Two sizes are defined: models of at most
+ * HT_POSED_SMALL vertices (GradBench's small model has 544) pose into the smaller array, as
+ * the vector forward mode zero-initialises a local array's tangent and its lane ranges on
+ * every call: 3 x HT_MAX_VERTS x 28 values (6.7 MB, 0.2 ms here) for the large one,
+ * 3 x HT_POSED_SMALL x 28 (0.69 MB) for the small. The bones' transforms and the global
+ * transform are first copied into local arrays: a parameter's tangent carries no lane
+ * range in the vector forward mode, so every read of one would search its nonzero lanes
+ * (28 per element, for each of 12 elements per bone a vertex reads and 12 per vertex),
+ * while a local's range is kept beside it. A macro, so that the two sizes are written once
+ * (while loops: chainrules-ad reads a for statement's parts from its tokens, which a
+ * macro's expansion does not give). */
+#define HT_ERRORS_POSED(name, maxv)                                                             \
+    static void name(int nbones, int nverts, int npts, const double *base_positions,            \
+                     const double *weights, const double *transforms_in, const double *g_in,    \
+                     int is_mirrored, const int *correspondences, const int *triangles,         \
+                     const double *points, const double *us, double *err)                       \
+    {                                                                                           \
+        double positions[3 * (maxv)];                                                           \
+        double transforms[16 * HT_MAX_BONES];                                                   \
+        double g[12];                                                                           \
+        int k = 0;                                                                              \
+        while (k < 16 * nbones) {                                                               \
+            transforms[k] = transforms_in[k];                                                   \
+            k++;                                                                                \
+        }                                                                                       \
+        k = 0;                                                                                  \
+        while (k < 12) {                                                                        \
+            g[k] = g_in[k];                                                                     \
+            k++;                                                                                \
+        }                                                                                       \
+        int v = 0;                                                                              \
+        while (v < nverts) {                                                                    \
+            HT_SKIN_VERTEX(v, p0, p1, p2)                                                       \
+            if (is_mirrored)                                                                    \
+                p0 = -p0;                                                                       \
+            int r = 0;                                                                          \
+            while (r < 3) {                                                                     \
+                positions[v * 3 + r] =                                                          \
+                    g[r * 4] * p0 + g[r * 4 + 1] * p1 + g[r * 4 + 2] * p2 + g[r * 4 + 3];       \
+                r++;                                                                            \
+            }                                                                                   \
+            v++;                                                                                \
+        }                                                                                       \
+        int i = 0;                                                                              \
+        while (i < npts) {                                                                      \
+            if (triangles) {                                                                    \
+                /* the point of triangle correspondences[i] at barycentric coordinates us[i] */ \
+                int t = correspondences[i];                                                     \
+                int v0 = triangles[t * 3];                                                      \
+                int v1 = triangles[t * 3 + 1];                                                  \
+                int v2 = triangles[t * 3 + 2];                                                  \
+                double u0 = us[i * 2];                                                          \
+                double u1 = us[i * 2 + 1];                                                      \
+                double u2 = 1.0 - u0 - u1;                                                      \
+                int r = 0;                                                                      \
+                while (r < 3) {                                                                 \
+                    err[i * 3 + r] = points[i * 3 + r] -                                        \
+                                     (u0 * positions[v0 * 3 + r] + u1 * positions[v1 * 3 + r] + \
+                                      u2 * positions[v2 * 3 + r]);                              \
+                    r++;                                                                        \
+                }                                                                               \
+            } else {                                                                            \
+                int vi = correspondences[i];                                                    \
+                int r = 0;                                                                      \
+                while (r < 3) {                                                                 \
+                    err[i * 3 + r] = points[i * 3 + r] - positions[vi * 3 + r];                 \
+                    r++;                                                                        \
+                }                                                                               \
+            }                                                                                   \
+            i++;                                                                                \
+        }                                                                                       \
     }
-    for (int i = 0; i < npts; i++) {
-        if (triangles) {
-            /* the point of triangle correspondences[i] at barycentric coordinates us[i] */
-            int t = correspondences[i];
-            int v0 = triangles[t * 3];
-            int v1 = triangles[t * 3 + 1];
-            int v2 = triangles[t * 3 + 2];
-            double u0 = us[i * 2];
-            double u1 = us[i * 2 + 1];
-            double u2 = 1.0 - u0 - u1;
-            for (int r = 0; r < 3; r++)
-                err[i * 3 + r] =
-                    points[i * 3 + r] - (u0 * positions[v0 * 3 + r] + u1 * positions[v1 * 3 + r] +
-                                         u2 * positions[v2 * 3 + r]);
-        } else {
-            int v = correspondences[i];
-            for (int r = 0; r < 3; r++)
-                err[i * 3 + r] = points[i * 3 + r] - positions[v * 3 + r];
-        }
-    }
-}
+
+HT_ERRORS_POSED(ht_errors_posed_small, HT_POSED_SMALL)
+HT_ERRORS_POSED(ht_errors_posed, HT_MAX_VERTS)
 
 /* The errors of both variants: the simple one when triangles and us are NULL. */
 static void ht_errors(int nbones, int nverts, int npts, const int *parents,
@@ -231,8 +269,12 @@ static void ht_errors(int nbones, int nverts, int npts, const int *parents,
      * u0 + u1 + u2 = 1. A vertex read by several points is then skinned again for each. */
     int nv = triangles ? 3 : 1;
     if (npts > nverts / nv) {
-        ht_errors_posed(nbones, nverts, npts, base_positions, weights, transforms, g, is_mirrored,
-                        correspondences, triangles, points, us, err);
+        if (nverts <= HT_POSED_SMALL)
+            ht_errors_posed_small(nbones, nverts, npts, base_positions, weights, transforms, g,
+                                  is_mirrored, correspondences, triangles, points, us, err);
+        else
+            ht_errors_posed(nbones, nverts, npts, base_positions, weights, transforms, g,
+                            is_mirrored, correspondences, triangles, points, us, err);
     } else {
         for (int i = 0; i < npts; i++) {
             double q0 = 0.0;

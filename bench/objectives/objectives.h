@@ -42,6 +42,10 @@ extern "C" {
 #define HT_MAX_BONES 32
 /** Largest number of vertices accepted by ht_objective() (GradBench's big model: 10000). */
 #define HT_MAX_VERTS 10000
+/** Largest number of vertices of a model that ht.c poses into its smaller array of the
+ *  posed model (when the points read more vertex instances than the model has vertices;
+ *  GradBench's small model: 544). */
+#define HT_POSED_SMALL 1024
 /** Number of pose parameters theta of the hand model. */
 #define HT_NTHETA 26
 /** Number of camera parameters of a bundle-adjustment camera. */

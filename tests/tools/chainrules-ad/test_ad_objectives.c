@@ -272,6 +272,98 @@ static void test_ht(void **state)
     }
 }
 
+/* A model of more than HT_POSED_SMALL vertices (test_ht_posed_large). */
+enum { HTL_V = HT_POSED_SMALL + 76, HTL_P = HTL_V + 30, HTL_TRI = 700 };
+typedef struct ht_case_large {
+    int parents[HT_MIN_BONES];
+    double rel[16 * HT_MIN_BONES], inv[16 * HT_MIN_BONES], pos[4 * HTL_V], w[HTL_V * HT_MIN_BONES];
+    double pts[HTL_P * 3];
+    int corr[HTL_P], tri[HTL_TRI * 3];
+    int npts, complicated;
+} ht_case_large;
+
+static void ht_map_large(const ht_case_large *c, const double *x, double *y)
+{
+    if (c->complicated)
+        ht_objective_complicated(HT_MIN_BONES, HTL_V, c->npts, c->parents, c->rel, c->inv, c->pos,
+                                 c->w, 0, c->corr, c->tri, c->pts, x, x + HT_NTHETA, y);
+    else
+        ht_objective(HT_MIN_BONES, HTL_V, c->npts, c->parents, c->rel, c->inv, c->pos, c->w, 0,
+                     c->corr, c->pts, x, y);
+}
+
+/* ht with a model of more than HT_POSED_SMALL vertices and more vertex reads than vertices:
+ * ht.c poses every vertex into its larger array of the posed model. The vector forward mode
+ * against central differences, both variants. */
+static void test_ht_posed_large(void **state)
+{
+    (void)state;
+    enum { NV = HTL_V, NTRI = HTL_TRI };
+    static ht_case_large c;
+    for (int k = 0; k < 2; k++) {
+        c.complicated = k;
+        c.npts = k ? NV / 3 + 40 : NV + 30; /* 3 npts (complicated), npts > NV */
+        ht_make_model(NV, 41, c.parents, c.rel, c.inv, c.pos, c.w);
+        double x[HT_NTHETA + 2 * HTL_P];
+        if (c.complicated)
+            ht_make_input(NV, NTRI, c.npts, 42, x, c.corr, c.pts, c.tri, x + HT_NTHETA);
+        else
+            ht_make_input(NV, 0, c.npts, 42, x, c.corr, c.pts, NULL, NULL);
+        /* the directions: theta's, and (u0, u1) of every point as two (as GradBench's) */
+        int nd = HT_NTHETA + (c.complicated ? 2 : 0);
+        size_t nout = 3 * (size_t)c.npts;
+        double *fd = calloc(nout * (size_t)nd, sizeof *fd);
+        double *ed = calloc(nout * (size_t)nd, sizeof *ed);
+        double *err = calloc(nout, sizeof *err);
+        double *td = calloc((size_t)HT_NTHETA * (size_t)nd, sizeof *td);
+        double *ud = calloc(2 * (size_t)c.npts * (size_t)nd, sizeof *ud);
+        double *yp = calloc(nout, sizeof *yp), *ym = calloc(nout, sizeof *ym);
+        assert_non_null(fd && ed && err && td && ud && yp && ym);
+        int off = c.complicated ? 2 : 0;
+        for (int i = 0; i < HT_NTHETA; i++)
+            td[i * nd + off + i] = 1;
+        for (int i = 0; i < c.npts && c.complicated; i++) {
+            ud[(2 * i) * nd] = 1;
+            ud[(2 * i + 1) * nd + 1] = 1;
+        }
+        /* central differences along each direction (all us together for the first two) */
+        for (int j = 0; j < nd; j++) {
+            double h = 1e-6;
+            for (int s = 0; s < 2; s++) {
+                double sg = s ? -h : h;
+                for (int i = 0; i < HT_NTHETA; i++)
+                    x[i] += sg * td[i * nd + j];
+                for (int i = 0; i < 2 * c.npts && c.complicated; i++)
+                    x[HT_NTHETA + i] += sg * ud[i * nd + j];
+                ht_map_large(&c, x, s ? ym : yp);
+                for (int i = 0; i < HT_NTHETA; i++)
+                    x[i] -= sg * td[i * nd + j];
+                for (int i = 0; i < 2 * c.npts && c.complicated; i++)
+                    x[HT_NTHETA + i] -= sg * ud[i * nd + j];
+            }
+            for (size_t i = 0; i < nout; i++)
+                fd[i * (size_t)nd + (size_t)j] = (yp[i] - ym[i]) / (2 * h);
+        }
+        if (c.complicated)
+            ht_objective_complicated_fwdv(HT_MIN_BONES, NV, c.npts, c.parents, c.rel, c.inv, c.pos,
+                                          c.w, 0, c.corr, c.tri, c.pts, x, td, x + HT_NTHETA, ud,
+                                          err, ed, nd);
+        else
+            ht_objective_fwdv(HT_MIN_BONES, NV, c.npts, c.parents, c.rel, c.inv, c.pos, c.w, 0,
+                              c.corr, c.pts, x, td, err, ed, nd);
+        ht_map_large(&c, x, yp);
+        assert_all_close("ht posed large, err", err, yp, nout, 1e-14);
+        assert_all_close("ht posed large, fwdv", ed, fd, nout * (size_t)nd, 1e-6);
+        free(fd);
+        free(ed);
+        free(err);
+        free(td);
+        free(ud);
+        free(yp);
+        free(ym);
+    }
+}
+
 /* Central difference of f at x along coordinate i. */
 #define CENTRAL(expr_at, x, i, h)     \
     do {                              \
@@ -425,6 +517,7 @@ int main(void)
         cmocka_unit_test(test_nested_outer),
         cmocka_unit_test(test_nested_outer_over_reverse),
         cmocka_unit_test_setup_teardown(test_ht, fixture_setup, fixture_teardown),
+        cmocka_unit_test(test_ht_posed_large),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
