@@ -212,14 +212,16 @@ static void tan_call(fw *w, ad_expr *place, ad_expr *c, const char *ind)
         if ((mask >> i & 1) && ad_type_is_real(g->params[i]->type)) {
             lin_value(&w->l, c->args[i]);
             targ[i] = ad_fmt("s%d_", ++w->l.tmp);
-            ad_buf_printf(w->out, "%s%s %s%s;\n", ind2, g->params[i]->type->spelling, targ[i],
-                          w->vector ? "[CR_AD_VMAX]" : "");
+            /* the real type without its qualifiers: the temporary is written (a callee's
+             * `const double v` takes a `double` tangent) */
+            ad_buf_printf(w->out, "%s%s %s%s;\n", ind2, ad_type_real_name(g->params[i]->type),
+                          targ[i], w->vector ? "[CR_AD_VMAX]" : "");
             lin_tangent_assign(&w->l, c->args[i], targ[i]);
         }
     const char *rt = NULL;
     if (ad_type_is_real(g->ret)) {
         rt = ad_fmt("r%d_", ++w->l.tmp);
-        ad_buf_printf(w->out, "%s%s %s%s;\n", ind2, g->ret->spelling, rt,
+        ad_buf_printf(w->out, "%s%s %s%s;\n", ind2, ad_type_real_name(g->ret), rt,
                       w->vector ? "[CR_AD_VMAX]" : "");
     }
     ad_buf b = {0};
@@ -728,8 +730,20 @@ void ad_emit_forward_fn(ad_buf *out, ad_unit *u, ad_func *f, const char *mname, 
         ad_buf_printf(out, "%s)\n{\n", first ? "void" : "");
     }
     tan_locals(&w, out);
-    for (int i = 0; i < f->nparams; i++)
-        ad_buf_printf(out, "    (void)%s;\n", f->params[i]->cname);
+    for (int i = 0; i < f->nparams; i++) {
+        const ad_var *p = f->params[i];
+        ad_buf_printf(out, "    (void)%s;\n", p->cname);
+        /* a tangent no statement reads (an input of a function that returns an integer and
+         * writes no real output) stays in the signature, which follows the declaration */
+        if (!p->shadowed)
+            continue;
+        if (!vector)
+            ad_buf_printf(out, "    (void)%s_d;\n", p->cname);
+        else if (ad_type_is_real(p->type))
+            ad_buf_printf(out, "    (void)%s_dv;\n", p->cname);
+        else
+            ad_buf_printf(out, "    (void)%s_d;\n    (void)%s_ds_;\n", p->cname, p->cname);
+    }
     ad_buf_put(out, body.p ? body.p : "");
     if (f->ret->kind != TY_VOID)
         ad_buf_printf(out, "    return (%s)0;\n", f->ret->spelling);
