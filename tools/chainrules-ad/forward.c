@@ -501,6 +501,31 @@ static void tan_assign(fw *w, ad_expr *place, ad_expr *value, const char *ind)
     ad_buf_printf(w->out, "%s}\n", ind);
 }
 
+/* The elements an initialiser list leaves out are zero each time the declaration runs: in a
+ * loop's body, where the local (declared once, zeroed on entry) may hold the last
+ * iteration's values, they are zeroed again, with their tangents. */
+static void tan_zero_rest(fw *w, const ad_stmt *s, const char *ind)
+{
+    const ad_var *v = s->var;
+    const char *n = v->cname;
+    if (v->type->kind != TY_ARRAY || s->ninits >= v->type->len)
+        return;
+    ad_buf_printf(w->out, "%sfor (int z_ = %d; z_ < %lld; z_++) {\n%s    %s[z_] = 0;\n", ind,
+                  s->ninits, v->type->len, ind, n);
+    if (v->active && !w->vector)
+        ad_buf_printf(w->out, "%s    %s_d[z_] = 0;\n", ind, n);
+    else if (v->active && ranges_on(w) && ranged_var(v))
+        ad_buf_printf(w->out,
+                      "%s    cr_ad_lr_clear_(%s_d[z_], %s_dlo_[z_], %s_dhi_[z_], w_, 0);\n"
+                      "%s    %s_dlo_[z_] = 0;\n%s    %s_dhi_[z_] = 0;\n",
+                      ind, n, n, n, ind, n, ind, n);
+    else if (v->active)
+        ad_buf_printf(w->out,
+                      "%s    for (int k_ = 0; k_ < w_; k_++)\n%s        %s_d[z_][k_] = 0;\n", ind,
+                      ind, n);
+    ad_buf_printf(w->out, "%s}\n", ind);
+}
+
 static void tan_stmt(fw *w, ad_stmt *s, const char *ind)
 {
     const char *ind2 = ad_fmt("%s    ", ind);
@@ -514,6 +539,8 @@ static void tan_stmt(fw *w, ad_stmt *s, const char *ind)
             tan_assign(w, ad_expr_var(s->var), s->e, ind);
         for (int i = 0; i < s->ninits; i++)
             tan_assign(w, ad_expr_elem(s->var, i), s->inits[i], ind);
+        if (s->inits && s->var->loop_depth > 0)
+            tan_zero_rest(w, s, ind);
         return;
     case ST_EXPR:
         if (s->e->kind == EX_ASSIGN)
@@ -589,30 +616,68 @@ static void tan_stmt(fw *w, ad_stmt *s, const char *ind)
     }
 }
 
+/* 1 when s declares v with no initialiser, -1 when with one, 0 when s does not declare v. */
+static int decl_uninit(const ad_stmt *s, const ad_var *v)
+{
+    if (!s)
+        return 0;
+    if (s->kind == ST_DECL && s->var == v)
+        return s->e || s->inits ? -1 : 1; /* inits: an initialiser list, even `{}` */
+    for (int i = 0; i < s->n; i++) {
+        int r = decl_uninit(s->body[i], v);
+        if (r)
+            return r;
+    }
+    int r = decl_uninit(s->init, v);
+    if (!r)
+        r = decl_uninit(s->then, v);
+    if (!r)
+        r = decl_uninit(s->els, v);
+    return r;
+}
+
+/* A ranged local array declared with no initialiser: its elements are written before they are
+ * read, so neither its values nor its tangent are zeroed; every element's range starts as every
+ * lane instead (the lanes are unknown), and the first assignment of an element zeroes the lanes
+ * outside its new range (cr_ad_lr_clear_). A large local array then costs nothing for the elements
+ * a call does not use. */
+static bool lazy_tangent(const fw *w, const ad_var *v)
+{
+    return ranges_on(w) && ranged_var(v) && v->type->kind == TY_ARRAY && !v->inlined &&
+           decl_uninit(w->f->body, v) == 1;
+}
+
 static void tan_locals(fw *w, ad_buf *b)
 {
     ad_func *f = w->f;
     for (int i = 0; i < f->nlocals; i++) {
         ad_var *v = f->locals[i];
         bool agg = v->type->kind == TY_ARRAY || v->type->kind == TY_STRUCT;
+        bool lazy = v->active && lazy_tangent(w, v);
         ad_buf_put(b, "    ");
         ad_emit_local(b, v->type, v->cname);
-        ad_buf_put(b, agg ? " = {0};\n" : " = 0;\n");
+        ad_buf_put(b, lazy ? ";\n" : agg ? " = {0};\n" : " = 0;\n");
         ad_buf_printf(b, "    (void)%s;\n", v->cname);
         if (v->active) {
             ad_buf_put(b, "    ");
             ad_emit_local(b, v->type, ad_fmt("%s_d", v->cname));
             if (w->vector)
                 ad_buf_put(b, "[CR_AD_VMAX]");
-            ad_buf_put(b, agg || w->vector ? " = {0};\n" : " = 0;\n");
+            ad_buf_put(b, lazy ? ";\n" : agg || w->vector ? " = {0};\n" : " = 0;\n");
             ad_buf_printf(b, "    (void)%s_d;\n", v->cname);
             if (ranges_on(w) && ranged_var(v)) {
                 const char *dims = "";
                 for (const ad_type *t = v->type; t->kind == TY_ARRAY; t = t->elem)
                     dims = ad_fmt("%s[%lld]", dims, t->len);
-                ad_buf_printf(b, "    int %s_dlo_%s = {0};\n    int %s_dhi_%s = {0};\n", v->cname,
-                              dims, v->cname, dims);
+                const char *zero = lazy ? "" : " = {0}";
+                ad_buf_printf(b, "    int %s_dlo_%s%s;\n    int %s_dhi_%s%s;\n", v->cname, dims,
+                              zero, v->cname, dims, zero);
                 ad_buf_printf(b, "    (void)%s_dlo_;\n    (void)%s_dhi_;\n", v->cname, v->cname);
+                if (lazy)
+                    ad_buf_printf(b,
+                                  "    cr_ad_lr_fill_((int *)%s_dlo_, (int *)%s_dhi_, "
+                                  "sizeof %s_dlo_ / sizeof(int), w_);\n",
+                                  v->cname, v->cname, v->cname);
             }
         }
     }

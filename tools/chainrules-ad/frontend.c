@@ -639,6 +639,10 @@ static ad_stmt *decl_stmt(fe *s, CXCursor c, ctx *x)
                              v->name);
                     return NULL;
                 }
+                if (!il.n) { /* `= {}`: every element zero, as `= {0}` */
+                    st->inits[0] = ad_expr_zero(ad_expr_elem(v, 0));
+                    st->ninits = 1;
+                }
             } else if (!(st->e = expr(s, init))) {
                 return NULL;
             }

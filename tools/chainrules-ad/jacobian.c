@@ -828,6 +828,11 @@ static void jac_stmt(jac *J, ad_stmt *s, const char *ind)
             jac_assign(J, ad_expr_var(s->var), s->e, ind);
         for (int i = 0; i < s->ninits; i++)
             jac_assign(J, ad_expr_elem(s->var, i), s->inits[i], ind);
+        /* the elements the list leaves out are zero each time the declaration runs (in a
+         * loop's body the local may hold the last iteration's values) */
+        if (s->inits && s->var->loop_depth > 0 && s->var->type->kind == TY_ARRAY)
+            for (long long i = s->ninits; i < s->var->type->len; i++)
+                jac_assign(J, ad_expr_elem(s->var, i), ad_expr_zero(ad_expr_elem(s->var, 0)), ind);
         return;
     case ST_EXPR:
         if (s->e->kind == EX_ASSIGN)

@@ -98,3 +98,33 @@ void l_scalar(const int *idx, const double *x, double s, double *y)
     y[2] = v + x[1];
     y[3] = v * s;
 }
+
+/* Local arrays with no initialiser (their tangents start unknown: every lane in range, the
+ * first assignment of an element clears the lanes outside its new range): an element
+ * assigned twice with different lanes, an array declared in a loop's body, `+=` after the
+ * first assignment; beside them arrays with a partial initialiser (zeros after), one in the
+ * loop's body whose last element the previous iteration set. */
+void l_lazy(const int *idx, const double *x, double *y)
+{
+    double big[64];
+    double z[4] = {x[0]};
+    for (int i = 0; i < L_N; i++)
+        big[i] = x[i] * x[i];
+    big[idx[0]] = x[idx[1]] + 1.0;
+    for (int i = 0; i < L_N; i++)
+        big[i] += x[(i + 3) % L_N];
+    for (int r = 0; r < 2; r++) {
+        double t[3];
+        double u[3] = {x[r]};
+        z[0] += u[1] + u[2] * x[1];
+        u[2] = x[r + 1];
+        t[0] = big[idx[r]] * x[r] + u[0] * u[2];
+        t[1] = sin(x[r + 2]);
+        t[2] = t[0] * t[1];
+        z[r + 1] += t[2];
+    }
+    y[0] = big[idx[2]];
+    y[1] = z[0] + z[1];
+    y[2] = z[2] * big[0];
+    y[3] = z[3] + big[idx[3]];
+}

@@ -486,6 +486,22 @@ double p_macro_stmts(const double *x, int n)
     return a * b + v;
 }
 
+/* Initialiser lists in a loop's body: the elements a list leaves out, and every element of
+ * `= {}`, are zero each time the declaration runs, whatever the last iteration left there. */
+double p_loop_inits(const double *x, int n)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++) {
+        double a[3] = {x[i], x[i] * x[i]};
+        double b[2] = {};
+        s += a[2] * x[0] + b[1];
+        a[2] = x[i] * x[(i + 1) % n];
+        b[1] = sin(x[i]);
+        s += a[0] * a[2] + a[1] * b[1];
+    }
+    return s;
+}
+
 /* ---- Other signatures ------------------------------------------------------------------ */
 
 /* Scalars in, a scalar out. */

@@ -40,6 +40,7 @@ struct p_model {
     X(p_unfused_tail)    \
     X(p_macro_for)       \
     X(p_macro_stmts)     \
+    X(p_loop_inits)      \
     X(p_set_square)      \
     X(p_set_mirror)      \
     X(p_set_stride)      \
@@ -83,6 +84,7 @@ P_SET_FNS(P_SET_FN)
     X(p_unfused_tail)    \
     X(p_macro_for)       \
     X(p_macro_stmts)     \
+    X(p_loop_inits)      \
     X(p_set_square)      \
     X(p_set_mirror)      \
     X(p_set_stride)      \

@@ -4,7 +4,9 @@
  * against the plain forward mode of the same programs (f_fwd, one direction per call, no
  * lane ranges): with sparse seeds (the identity's columns, one lane each, so that tangents
  * carry few lanes), dense random seeds, 20 directions (two sweeps, the second of 4 lanes)
- * and run-time indices that make two elements the same.
+ * and run-time indices that make two elements the same. The stack is filled with NaN
+ * before each call, so that a local array's tangent lanes the generated code reads before
+ * writing them (it does not zero the tangents of arrays declared with no initialiser) show.
  */
 #include "lanes_input.h"
 #include "test_util.h"
@@ -22,7 +24,8 @@ typedef struct prog {
     {                            \
 #n, n, n##_fwd, n##_fwdv \
     }
-static const prog k_progs[] = {PROG(l_gather), PROG(l_blocks), PROG(l_cond), PROG(l_call)};
+static const prog k_progs[] = {PROG(l_gather), PROG(l_blocks), PROG(l_cond), PROG(l_call),
+                               PROG(l_lazy)};
 
 /* run-time indices: distinct, then idx[0] == idx[1] == idx[2] */
 static const int k_idx[2][4] = {{2, 5, 1, 3}, {4, 4, 4, 0}};
@@ -44,6 +47,14 @@ static cr_status call_prog(const double *x, size_t n, double *y, size_t m, void 
     else
         l_scalar(v->idx, x, x[L_N], y);
     return CR_OK;
+}
+
+/* Fills the stack below the caller with NaN (where the next call's locals will live). */
+static __attribute__((noinline)) void paint_stack(void)
+{
+    volatile double junk[1 << 14];
+    for (size_t i = 0; i < sizeof junk / sizeof junk[0]; i++)
+        junk[i] = NAN;
 }
 
 /* jac (L_M x n) by central differences */
@@ -71,6 +82,7 @@ static void check_prog(fixture *fx, const prog *p, int c, bool sparse)
     make_seeds(seeds, L_N, sparse);
     for (int i = 0; i < L_M * ND; i++)
         yd[i] = NAN;
+    paint_stack();
     p->fwdv(k_idx[c], k_x[c], seeds, y, yd, ND);
     p->f(k_idx[c], k_x[c], y0);
     for (int r = 0; r < L_M; r++) {
@@ -110,6 +122,7 @@ static void test_scalar_parameter(void **state)
             env e = {NULL, k_idx[c]};
             fd_jac(fx, &e, x, NIN, jac);
             make_seeds(seeds, NIN, sparse);
+            paint_stack();
             l_scalar_fwdv(k_idx[c], x, seeds, x[L_N], seeds + L_N * ND, y, yd, ND);
             for (int r = 0; r < L_M; r++)
                 for (int k = 0; k < ND; k++) {
