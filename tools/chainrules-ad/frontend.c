@@ -1093,7 +1093,15 @@ static ad_func *read_function(fe *s, CXCursor c)
     ad_func *f = ad_alloc(sizeof *f);
     f->name = spelling(c);
     f->loc = loc_of(c);
-    f->ret = convert_type(clang_getResultType(clang_getCursorType(c)));
+    /* a function returns the unqualified version of its declared type (C17, DR 423): the
+     * qualifiers, also those a typedef carries, are dropped, so that no generated
+     * declaration or local spells them (`const double f_fwd(...)` draws
+     * -Wignored-qualifiers) */
+    CXType rt = clang_getUnqualifiedType(clang_getResultType(clang_getCursorType(c)));
+    CXType canon = clang_getCanonicalType(rt);
+    if (clang_isConstQualifiedType(canon) || clang_isVolatileQualifiedType(canon))
+        rt = clang_getUnqualifiedType(canon);
+    f->ret = convert_type(rt);
     f->is_static = clang_Cursor_getStorageClass(c) == CX_SC_Static;
     int np = clang_Cursor_getNumArguments(c);
     f->nparams = np;

@@ -1,0 +1,22 @@
+/* The programs of cforms_input.c and the derivatives chainrules-ad writes for them (every
+ * mode, x of four elements for the Jacobian entries). */
+#ifndef CR_TEST_CFORMS_INPUT_H
+#define CR_TEST_CFORMS_INPUT_H
+
+/* the declarations spell return types as the definitions do: the qualifiers are ignored */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wignored-qualifiers"
+const double c_ret(const double *x, int n);
+extern const double c_ret2(const double *x, int n);
+#pragma GCC diagnostic pop
+
+double c_ret_rev(const double *x, double *x_b, int n, double c_ret_b);
+double c_ret_fwd(const double *x, const double *x_d, int n, double *c_ret_d);
+double c_ret_fwdv(const double *x, const double *x_d, int n, double *c_ret_d, int nd);
+double c_ret_jacfwd(const double *x, int n, double *J);
+double c_ret2_rev(const double *x, double *x_b, int n, double c_ret2_b);
+double c_ret2_fwd(const double *x, const double *x_d, int n, double *c_ret2_d);
+double c_ret2_fwdv(const double *x, const double *x_d, int n, double *c_ret2_d, int nd);
+double c_ret2_jacfwd(const double *x, int n, double *J);
+
+#endif
