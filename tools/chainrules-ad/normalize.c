@@ -258,6 +258,202 @@ static void no_calls(ad_expr *e, const char *where)
         no_calls(e->args[i], where);
 }
 
+/* ---- Loop conditions with side effects ---------------------------------------------------
+ *
+ * `while (i++ < n) B` becomes `while (1) { t = i; i = i + 1; if (!(t < n)) break; B }`: the
+ * condition's assignments, ++/-- and calls of functions of the file are statements at the
+ * top of the body, in their order of evaluation, and the condition reads their results
+ * (a postfix ++/-- the value before, through a new local). `for (I; C; N) B` keeps I and N
+ * (a `continue` still runs N, then the condition); `do B while (C)` puts them at the end
+ * of its body, and is refused when B continues it (the `continue` would skip them). A side
+ * effect in an operand of &&, || or ?: (evaluated or not) is refused. */
+
+static ad_expr *copy_expr(const ad_expr *e)
+{
+    if (!e)
+        return NULL;
+    ad_expr *c = ad_alloc(sizeof *c);
+    *c = *e;
+    c->a = copy_expr(e->a);
+    c->b = copy_expr(e->b);
+    c->c = copy_expr(e->c);
+    if (e->nargs) {
+        c->args = ad_alloc((size_t)e->nargs * sizeof *c->args);
+        for (int i = 0; i < e->nargs; i++)
+            c->args[i] = copy_expr(e->args[i]);
+    }
+    return c;
+}
+
+static bool has_effect(const ad_expr *e)
+{
+    if (!e)
+        return false;
+    if (e->kind == EX_ASSIGN || e->kind == EX_INCDEC || (e->kind == EX_CALL && e->callee))
+        return true;
+    if (has_effect(e->a) || has_effect(e->b) || has_effect(e->c))
+        return true;
+    for (int i = 0; i < e->nargs; i++)
+        if (has_effect(e->args[i]))
+            return true;
+    return false;
+}
+
+typedef struct lift {
+    hoist *h;
+    ad_stmt **items;
+    int n, cap;
+    bool failed;
+} lift;
+
+static void lift_add(lift *l, ad_stmt *st)
+{
+    l->items = ad_grow(l->items, l->n, &l->cap, sizeof *l->items);
+    l->items[l->n++] = st;
+}
+
+static ad_stmt *expr_stmt(ad_expr *e)
+{
+    ad_stmt *st = ad_alloc(sizeof *st);
+    st->kind = ST_EXPR;
+    st->loc = e->loc;
+    st->e = e;
+    return st;
+}
+
+/* The assignments and ++/-- of e moved to statements of l (their operands' first), e
+ * rewritten to read their values; guarded: an operand that may not be evaluated. */
+static ad_expr *lift_effects(lift *l, ad_expr *e, bool guarded)
+{
+    if (!e)
+        return e;
+    bool lazy =
+        e->kind == EX_COND || (e->kind == EX_BIN && (!strcmp(e->op, "&&") || !strcmp(e->op, "||")));
+    if (e->kind == EX_ASSIGN)
+        e->b = lift_effects(l, e->b, guarded); /* the value, then the place */
+    else
+        e->a = lift_effects(l, e->a, guarded);
+    e->b = e->kind == EX_ASSIGN ? e->b : lift_effects(l, e->b, guarded || lazy);
+    e->c = lift_effects(l, e->c, guarded || lazy);
+    for (int i = 0; i < e->nargs; i++)
+        e->args[i] = lift_effects(l, e->args[i], guarded);
+    if (e->kind != EX_ASSIGN && e->kind != EX_INCDEC && !(e->kind == EX_CALL && e->callee))
+        return e;
+    if (guarded) {
+        if (!l->failed)
+            ad_error(e->loc,
+                     "unsupported construct: %s in an operand of &&, || or ?: of a "
+                     "loop condition (test it in the loop's body)",
+                     e->kind == EX_CALL ? "a call of a function of the file"
+                                        : "an assignment or ++/--");
+        l->failed = true;
+        return e;
+    }
+    if (e->kind == EX_ASSIGN && e->a->kind != EX_VAR && e->a->kind != EX_INDEX &&
+        e->a->kind != EX_MEMBER) {
+        ad_error(e->loc, "unsupported construct: this assignment in a loop condition");
+        l->failed = true;
+        return e;
+    }
+    if (e->kind == EX_CALL) {
+        if (e->type->kind == TY_VOID)
+            return e;
+        ad_var *r = new_local(l->h->f, e->type, e->text, e->loc, l->h->depth + 1);
+        lift_add(l, assign_stmt(r, e));
+        return var_expr(r, e->loc);
+    }
+    ad_expr *place = copy_expr(e->a);
+    if (e->kind == EX_INCDEC && !e->prefix) {
+        ad_var *old = new_local(l->h->f, e->a->type, "old", e->loc, l->h->depth + 1);
+        lift_add(l, assign_stmt(old, copy_expr(e->a)));
+        lift_add(l, expr_stmt(e));
+        return var_expr(old, e->loc);
+    }
+    lift_add(l, expr_stmt(e));
+    return place;
+}
+
+static bool continues(const ad_stmt *s)
+{
+    if (!s)
+        return false;
+    switch (s->kind) {
+    case ST_CONTINUE:
+        return true;
+    case ST_BLOCK:
+        for (int i = 0; i < s->n; i++)
+            if (continues(s->body[i]))
+                return true;
+        return false;
+    case ST_IF:
+        return continues(s->then) || continues(s->els);
+    default:
+        return false; /* a nested loop's continue is its own */
+    }
+}
+
+/* The loop s rewritten as above when its condition has an effect; false on an error. */
+static bool lower_condition(hoist *h, ad_stmt *s)
+{
+    if (!s->e || !has_effect(s->e))
+        return true;
+    if (s->checkpoint) {
+        ad_error(s->loc, "unsupported construct: a checkpointed loop whose condition has a "
+                         "side effect (count it with a for loop)");
+        return false;
+    }
+    if (s->kind == ST_DO && continues(s->then)) {
+        ad_error(s->loc, "unsupported construct: `continue` in a do loop whose condition has "
+                         "a side effect (test the condition in the body)");
+        return false;
+    }
+    lift l = {.h = h};
+    ad_expr *cond = lift_effects(&l, s->e, false);
+    if (l.failed)
+        return false;
+    ad_type *it = ad_alloc(sizeof *it);
+    it->kind = TY_INT;
+    it->spelling = it->unq = "int";
+    ad_expr *neg = ad_alloc(sizeof *neg);
+    neg->kind = EX_UN;
+    neg->op = "!";
+    neg->a = cond;
+    neg->type = it;
+    neg->loc = cond->loc;
+    neg->tmp = -1;
+    ad_stmt *brk = ad_alloc(sizeof *brk);
+    brk->kind = ST_BREAK;
+    brk->loc = s->loc;
+    ad_stmt *test = ad_alloc(sizeof *test);
+    test->kind = ST_IF;
+    test->loc = s->loc;
+    test->e = neg;
+    test->then = brk;
+    lift_add(&l, test);
+    ad_stmt **items = ad_alloc((size_t)(l.n + 1) * sizeof *items);
+    if (s->kind == ST_DO) {
+        items[0] = s->then;
+        memcpy(items + 1, l.items, (size_t)l.n * sizeof *items);
+    } else {
+        memcpy(items, l.items, (size_t)l.n * sizeof *items);
+        items[l.n] = s->then;
+    }
+    ad_stmt *b = ad_alloc(sizeof *b);
+    b->kind = ST_BLOCK;
+    b->loc = s->then->loc;
+    b->body = items;
+    b->n = l.n + 1;
+    s->then = b;
+    ad_expr *one = ad_alloc(sizeof *one);
+    one->kind = EX_NUM;
+    one->text = "1";
+    one->type = it;
+    one->loc = s->e->loc;
+    one->tmp = -1;
+    s->e = one;
+    return true;
+}
+
 static ad_stmt *norm_stmt(hoist *h, ad_stmt *s)
 {
     if (!s)
@@ -297,6 +493,8 @@ static ad_stmt *norm_stmt(hoist *h, ad_stmt *s)
     case ST_FOR:
     case ST_WHILE:
     case ST_DO:
+        if (!lower_condition(h, s))
+            return s;
         nested_side_effect(s->e, false);
         no_calls(s->e, "a loop condition");
         if (s->init) {

@@ -10,6 +10,10 @@ const double c_ret(const double *x, int n);
 extern const double c_ret2(const double *x, int n);
 #pragma GCC diagnostic pop
 
+double c_post(const double *x, int n);
+double c_down(const double *x, int n);
+double c_iter(const double *x, int n);
+
 double c_ret_rev(const double *x, double *x_b, int n, double c_ret_b);
 double c_ret_fwd(const double *x, const double *x_d, int n, double *c_ret_d);
 double c_ret_fwdv(const double *x, const double *x_d, int n, double *c_ret_d, int nd);
@@ -18,5 +22,17 @@ double c_ret2_rev(const double *x, double *x_b, int n, double c_ret2_b);
 double c_ret2_fwd(const double *x, const double *x_d, int n, double *c_ret2_d);
 double c_ret2_fwdv(const double *x, const double *x_d, int n, double *c_ret2_d, int nd);
 double c_ret2_jacfwd(const double *x, int n, double *J);
+double c_post_rev(const double *x, double *x_b, int n, double c_post_b);
+double c_post_fwd(const double *x, const double *x_d, int n, double *c_post_d);
+double c_post_fwdv(const double *x, const double *x_d, int n, double *c_post_d, int nd);
+double c_post_jacfwd(const double *x, int n, double *J);
+double c_down_rev(const double *x, double *x_b, int n, double c_down_b);
+double c_down_fwd(const double *x, const double *x_d, int n, double *c_down_d);
+double c_down_fwdv(const double *x, const double *x_d, int n, double *c_down_d, int nd);
+double c_down_jacfwd(const double *x, int n, double *J);
+double c_iter_rev(const double *x, double *x_b, int n, double c_iter_b);
+double c_iter_fwd(const double *x, const double *x_d, int n, double *c_iter_d);
+double c_iter_fwdv(const double *x, const double *x_d, int n, double *c_iter_d, int nd);
+double c_iter_jacfwd(const double *x, int n, double *J);
 
 #endif

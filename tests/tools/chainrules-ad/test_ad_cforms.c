@@ -1,6 +1,6 @@
 /*
  * Ordinary C forms through chainrules-ad (cforms_input.c): qualified return types and
- * storage classes. Each program's
+ * storage classes, loop conditions with side effects. Each program's
  * gradient in every mode it is written in (f_rev, f_rev_set, f_fwd along each unit
  * vector, f_fwdv with all of them at once, f_jacfwd) against central differences
  * (cr_fd_jacobian, five points), and the primal value each mode returns against the
@@ -90,10 +90,22 @@ static void test_return_types(void **state)
     check_all(state, progs, sizeof progs / sizeof *progs);
 }
 
+/* i++ < n, (j += 2) < n, i-- > 0, ++j < n of a do loop, (t = next(t)) < c && k < m */
+static void test_loop_conditions(void **state)
+{
+    const prog progs[] = {
+        {"c_post", c_post, c_post_rev, NULL, c_post_fwd, c_post_fwdv, c_post_jacfwd},
+        {"c_down", c_down, c_down_rev, NULL, c_down_fwd, c_down_fwdv, c_down_jacfwd},
+        {"c_iter", c_iter, c_iter_rev, NULL, c_iter_fwd, c_iter_fwdv, c_iter_jacfwd},
+    };
+    check_all(state, progs, sizeof progs / sizeof *progs);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_return_types, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_loop_conditions, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
