@@ -454,6 +454,117 @@ static bool lower_condition(hoist *h, ad_stmt *s)
     return true;
 }
 
+/* ---- Structs copied as a whole --------------------------------------------------------
+ *
+ * `q = r` and `struct s q = r` of local structs holding real data become one assignment per
+ * field (per element of an array field, through nested structs), whose derivatives the
+ * modes write as for any assignment. Another source (a call, *p) is refused. */
+
+static ad_expr *member_of(ad_expr *base, const ad_field *f)
+{
+    ad_expr *m = ad_alloc(sizeof *m);
+    m->kind = EX_MEMBER;
+    m->type = f->type;
+    m->loc = base->loc;
+    m->a = base;
+    m->text = f->name;
+    m->tmp = -1;
+    return m;
+}
+
+static ad_expr *element_of(ad_expr *base, long long k)
+{
+    ad_type *it = ad_alloc(sizeof *it);
+    it->kind = TY_INT;
+    it->spelling = it->unq = "int";
+    ad_expr *i = ad_alloc(sizeof *i);
+    i->kind = EX_NUM;
+    i->type = it;
+    i->loc = base->loc;
+    i->text = ad_fmt("%lld", k);
+    i->tmp = -1;
+    ad_expr *e = ad_alloc(sizeof *e);
+    e->kind = EX_INDEX;
+    e->type = base->type->elem;
+    e->loc = base->loc;
+    e->a = base;
+    e->b = i;
+    e->tmp = -1;
+    return e;
+}
+
+static void copy_fields(lift *l, ad_expr *dst, ad_expr *src)
+{
+    const ad_type *t = dst->type;
+    if (t->kind == TY_STRUCT) {
+        for (const ad_field *f = t->fields; f; f = f->next)
+            copy_fields(l, member_of(copy_expr(dst), f), member_of(copy_expr(src), f));
+        return;
+    }
+    if (t->kind == TY_ARRAY) {
+        for (long long k = 0; k < t->len; k++)
+            copy_fields(l, element_of(copy_expr(dst), k), element_of(copy_expr(src), k));
+        return;
+    }
+    ad_expr *as = ad_alloc(sizeof *as);
+    as->kind = EX_ASSIGN;
+    as->op = "=";
+    as->a = dst;
+    as->b = src;
+    as->type = dst->type;
+    as->loc = dst->loc;
+    as->tmp = -1;
+    lift_add(l, expr_stmt(as));
+}
+
+static bool plain_struct(const ad_type *t, long long *slots)
+{
+    if (t->kind == TY_STRUCT) {
+        if (t->is_union)
+            return false;
+        for (const ad_field *f = t->fields; f; f = f->next)
+            if (!plain_struct(f->type, slots))
+                return false;
+        return true;
+    }
+    if (t->kind == TY_ARRAY) {
+        long long n = 0;
+        if (!plain_struct(t->elem, &n) || t->len > 65536 || n > 65536)
+            return false;
+        *slots += n * t->len;
+        return *slots <= 65536;
+    }
+    *slots += 1;
+    return t->kind == TY_INT || t->kind == TY_FLOAT || t->kind == TY_DOUBLE;
+}
+
+/* The statement assigning src to the struct dst field by field (a block), or NULL after an
+ * error; decl: the declaration of dst to keep first, or NULL. */
+static ad_stmt *struct_copy(hoist *h, ad_stmt *decl, ad_expr *dst, ad_expr *src, ad_loc loc)
+{
+    long long slots = 0;
+    if (dst->kind != EX_VAR || src->kind != EX_VAR || !plain_struct(dst->type, &slots)) {
+        ad_error(loc, "unsupported construct: a struct holding real data assigned as a whole, "
+                      "other than a local copied from a local (assign its fields)");
+        return NULL;
+    }
+    lift l = {.h = h};
+    if (decl)
+        lift_add(&l, decl);
+    copy_fields(&l, dst, src);
+    ad_stmt *b = ad_alloc(sizeof *b);
+    b->kind = ST_BLOCK;
+    b->loc = loc;
+    b->body = l.items;
+    b->n = l.n;
+    return b;
+}
+
+static bool struct_with_reals(const ad_type *t)
+{
+    return t && t->kind == TY_STRUCT && ad_type_has_real(t);
+}
+
 static ad_stmt *norm_stmt(hoist *h, ad_stmt *s)
 {
     if (!s)
@@ -466,6 +577,12 @@ static ad_stmt *norm_stmt(hoist *h, ad_stmt *s)
         return s;
     }
     case ST_DECL:
+        if (s->e && struct_with_reals(s->var->type)) {
+            ad_expr *src = s->e;
+            s->e = NULL;
+            ad_stmt *b = struct_copy(h, s, ad_expr_var(s->var), src, s->loc);
+            return b ? b : s;
+        }
         if (s->e) {
             nested_side_effect(s->e, false);
             s->e = hoist_calls(h, s->e, false);
@@ -476,6 +593,10 @@ static ad_stmt *norm_stmt(hoist *h, ad_stmt *s)
         }
         return with_pre(h, s, mark);
     case ST_EXPR:
+        if (s->e->kind == EX_ASSIGN && !strcmp(s->e->op, "=") && struct_with_reals(s->e->type)) {
+            ad_stmt *b = struct_copy(h, NULL, s->e->a, s->e->b, s->loc);
+            return b ? b : s;
+        }
         s->e = norm_top_expr(h, s->e);
         return with_pre(h, s, mark);
     case ST_RETURN:

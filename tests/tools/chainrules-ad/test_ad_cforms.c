@@ -1,6 +1,6 @@
 /*
  * Ordinary C forms through chainrules-ad (cforms_input.c): qualified return types and
- * storage classes, loop conditions with side effects. Each program's
+ * storage classes, compound literals, loop conditions with side effects. Each program's
  * gradient in every mode it is written in (f_rev, f_rev_set, f_fwd along each unit
  * vector, f_fwdv with all of them at once, f_jacfwd) against central differences
  * (cr_fd_jacobian, five points), and the primal value each mode returns against the
@@ -90,6 +90,21 @@ static void test_return_types(void **state)
     check_all(state, progs, sizeof progs / sizeof *progs);
 }
 
+/* array and struct literals; the vector forward mode refuses struct literals, the
+ * Jacobian entries a struct passed by address */
+static void test_literals(void **state)
+{
+    const prog progs[] = {
+        {"c_once", (prog_fn)c_once, c_once_rev, c_once_rev_set, c_once_fwd, NULL, c_once_jacfwd},
+        {"c_lit_array", c_lit_array, c_lit_array_rev, NULL, c_lit_array_fwd, c_lit_array_fwdv,
+         c_lit_array_jacfwd},
+        {"c_lit_struct", c_lit_struct, c_lit_struct_rev, NULL, c_lit_struct_fwd, NULL, NULL},
+        {"c_lit_member", c_lit_member, c_lit_member_rev, NULL, c_lit_member_fwd, NULL,
+         c_lit_member_jacfwd},
+    };
+    check_all(state, progs, sizeof progs / sizeof *progs);
+}
+
 /* i++ < n, (j += 2) < n, i-- > 0, ++j < n of a do loop, (t = next(t)) < c && k < m */
 static void test_loop_conditions(void **state)
 {
@@ -105,6 +120,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_return_types, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_literals, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_loop_conditions, fixture_setup, fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
