@@ -111,6 +111,7 @@ typedef struct ad_var {
     bool counter;   /* the counter of a canonical for loop (restored, not stored) */
     bool inlined;   /* an array an inlined helper reads or declares (inline.c) */
     bool set_once;  /* parameter: f_rev_set assigns its shadow's elements (reverse.c) */
+    bool literal;   /* the local of a compound literal (frontend.c) */
 } ad_var;
 
 /* ---- Expressions -------------------------------------------------------------------------- */

@@ -723,6 +723,26 @@ void ad_emit_forward_fn(ad_buf *out, ad_unit *u, ad_func *f, const char *mname, 
 {
     fw w = {.u = u, .f = f, .vector = vector};
     w.l.vector = vector;
+    if (vector) {
+        /* a local struct's tangents would be a struct of lanes, which is not written */
+        bool refused = false;
+        for (int i = 0; i < f->nlocals; i++) {
+            const ad_var *v = f->locals[i];
+            if (v->active && ad_type_scalar_of(v->type)->kind == TY_STRUCT) {
+                ad_error(v->loc,
+                         "unsupported construct in the vector forward mode of '%s': %s of "
+                         "type '%s' holding active values (use the forward mode, or locals "
+                         "of numbers and arrays)",
+                         f->name, v->literal ? "a compound literal" : "a local struct",
+                         v->type->spelling);
+                refused = true;
+            }
+        }
+        if (refused) {
+            f->nerrors++;
+            return;
+        }
+    }
     ad_buf body = {0};
     w.out = &body;
     tan_stmt(&w, f->body, "    ");

@@ -22,6 +22,16 @@ typedef struct fe {
         ad_var *var;
     } * vars;
     int nvars, capvars;
+    /* compound literals (compound_literal): the declarations of their locals, put before
+     * the statement being read; the loop depth of that statement; where a literal cannot be
+     * lowered (a loop condition or increment, evaluated more than once), else NULL; the
+     * depth of operands of ?:, && and || (evaluated conditionally) */
+    ad_stmt **pre;
+    int npre, cappre;
+    int depth;
+    const char *no_literal;
+    int guarded;
+    int nliterals;
 } fe;
 
 static ad_loc loc_of(CXCursor c)
@@ -334,6 +344,8 @@ static ad_expr *unsupported(CXCursor c, const char *what, const char *hint)
     return NULL;
 }
 
+static ad_expr *compound_literal(fe *s, CXCursor c);
+
 static ad_expr *expr(fe *s, CXCursor c)
 {
     enum CXCursorKind k = clang_getCursorKind(c);
@@ -425,7 +437,11 @@ static ad_expr *expr(fe *s, CXCursor c)
             return unsupported(c, "binary operator", "not understood");
         if (strcmp(op, ",") == 0)
             return unsupported(c, "the comma operator", "write two statements");
-        ad_expr *l = expr(s, ch.c[0]), *r = expr(s, ch.c[1]);
+        bool lazy = !strcmp(op, "&&") || !strcmp(op, "||");
+        ad_expr *l = expr(s, ch.c[0]);
+        s->guarded += lazy;
+        ad_expr *r = expr(s, ch.c[1]);
+        s->guarded -= lazy;
         if (!l || !r)
             return NULL;
         bool assign = op[strlen(op) - 1] == '=' && strcmp(op, "==") && strcmp(op, "<=") &&
@@ -486,8 +502,10 @@ static ad_expr *expr(fe *s, CXCursor c)
             return unsupported(c, "conditional operator", "malformed");
         ad_expr *e = new_expr(EX_COND, c);
         e->a = expr(s, ch.c[0]);
+        s->guarded++;
         e->b = expr(s, ch.c[1]);
         e->c = expr(s, ch.c[2]);
+        s->guarded--;
         return e->a && e->b && e->c ? e : NULL;
     }
     case CXCursor_ArraySubscriptExpr: {
@@ -532,7 +550,7 @@ static ad_expr *expr(fe *s, CXCursor c)
     case CXCursor_StringLiteral:
         return unsupported(c, "a string literal", "only numbers are supported");
     case CXCursor_CompoundLiteralExpr:
-        return unsupported(c, "a compound literal", "declare a local variable");
+        return compound_literal(s, c);
     case CXCursor_InitListExpr:
         return unsupported(c, "an initialiser list", "only for local arrays");
     default: {
@@ -781,10 +799,17 @@ static ad_stmt *for_stmt(fe *s, CXCursor c, ctx *x)
             if (!st->init)
                 return NULL;
         } else if (off < semi[1]) {
-            if (!(st->e = expr(s, ch.c[i])))
+            s->no_literal = "a loop condition";
+            st->e = expr(s, ch.c[i]);
+            s->no_literal = NULL;
+            if (!st->e)
                 return NULL;
-        } else if (!(st->inc = expr(s, ch.c[i]))) {
-            return NULL;
+        } else {
+            s->no_literal = "a for loop's increment";
+            st->inc = expr(s, ch.c[i]);
+            s->no_literal = NULL;
+            if (!st->inc)
+                return NULL;
         }
     }
     x->loop_depth++;
@@ -862,6 +887,227 @@ static ad_stmt *mk_assign(ad_var *v, ad_expr *val, ad_loc loc)
     as->b = val;
     st->e = as;
     return st;
+}
+
+/* ---- Compound literals ------------------------------------------------------------------ */
+
+/* A compound literal is an unnamed local initialised where it appears: it becomes a new
+ * local `litN_` declared (with its initialiser) before the statement that holds it, and the
+ * literal reads that local. Its initialisers are then evaluated before the rest of the
+ * statement, which is what C does when nothing else in the statement has an effect (an
+ * assignment inside an expression is refused, normalize.c). A literal evaluated more than
+ * once per statement (in a loop's condition or increment) or maybe not at all (an operand
+ * of ?:, && or ||) is refused. */
+
+enum { LITERAL_MAX = 65536 }; /* elements of an array literal */
+
+static bool literal_scalar(const ad_type *t)
+{
+    return t->kind == TY_INT || t->kind == TY_FLOAT || t->kind == TY_DOUBLE;
+}
+
+static bool literal_array(const ad_type *t)
+{
+    return t->kind == TY_ARRAY && literal_scalar(t->elem) && t->len > 0 && t->len <= LITERAL_MAX;
+}
+
+/* Whether c is a designated initialiser (`.f = v`, `[k] = v`): libclang shows it as an
+ * unexposed expression of type void whose children are the designator and the value. */
+static bool designated(CXCursor c, kids *parts)
+{
+    if (clang_getCursorKind(c) != CXCursor_UnexposedExpr ||
+        clang_getCursorType(c).kind != CXType_Void)
+        return false;
+    *parts = children(c);
+    return true;
+}
+
+/* The elements of an array of type t from its initialiser list il into vals (len NULLs
+ * first; an element left out stays NULL, a zero). */
+static bool literal_elements(fe *s, CXCursor il, const ad_type *t, ad_expr **vals)
+{
+    kids ch = children(il);
+    long long pos = 0;
+    for (int i = 0; i < ch.n; i++) {
+        CXCursor v = ch.c[i];
+        kids parts;
+        if (designated(v, &parts)) {
+            char *k = parts.n == 2 ? constant_text(parts.c[0]) : NULL;
+            if (!k) {
+                ad_error(loc_of(v), "unsupported construct: this designator in a compound "
+                                    "literal (use one constant index, `[k] = v`)");
+                return false;
+            }
+            pos = strtoll(k, NULL, 10);
+            v = parts.c[1];
+        }
+        if (pos < 0 || pos >= t->len) {
+            ad_error(loc_of(v), "unsupported construct: an element of a compound literal "
+                                "outside its array");
+            return false;
+        }
+        if (clang_getCursorKind(v) == CXCursor_InitListExpr) {
+            ad_error(loc_of(v), "unsupported construct: a nested initialiser list in a "
+                                "compound literal (only arrays of numbers, and structs of "
+                                "numbers and such arrays)");
+            return false;
+        }
+        if (!(vals[pos++] = expr(s, v)))
+            return false;
+    }
+    return true;
+}
+
+static ad_stmt *literal_set(ad_expr *lhs, ad_expr *val, ad_loc loc)
+{
+    ad_stmt *st = ad_alloc(sizeof *st);
+    st->kind = ST_EXPR;
+    st->loc = loc;
+    ad_expr *as = mk(EX_ASSIGN, lhs->type, loc);
+    as->op = "=";
+    as->a = lhs;
+    as->b = val ? val : mk_num(lhs->type->kind == TY_INT ? "0" : "0.0", lhs->type, loc);
+    st->e = as;
+    return st;
+}
+
+static void literal_pre(fe *s, ad_stmt *st)
+{
+    s->pre = ad_grow(s->pre, s->npre, &s->cappre, sizeof *s->pre);
+    s->pre[s->npre++] = st;
+}
+
+/* A struct literal: the local declared, then every field assigned (zero where the list
+ * leaves it out). */
+static bool literal_struct(fe *s, CXCursor il, ad_var *v, ad_loc loc)
+{
+    int nf = 0;
+    for (const ad_field *f = v->type->fields; f; f = f->next, nf++)
+        if (!literal_scalar(f->type) && !literal_array(f->type)) {
+            ad_error(loc,
+                     "unsupported construct: a compound literal of type '%s', whose "
+                     "field '%s' is neither a number nor an array of numbers",
+                     v->type->spelling, f->name);
+            return false;
+        }
+    ad_field **fields = ad_alloc((size_t)(nf ? nf : 1) * sizeof *fields);
+    ad_expr ***vals = ad_alloc((size_t)(nf ? nf : 1) * sizeof *vals);
+    int k = 0;
+    for (ad_field *f = v->type->fields; f; f = f->next, k++) {
+        fields[k] = f;
+        long long n = f->type->kind == TY_ARRAY ? f->type->len : 1;
+        vals[k] = ad_alloc((size_t)n * sizeof **vals);
+    }
+    kids ch = children(il);
+    int pos = 0;
+    for (int i = 0; i < ch.n; i++) {
+        CXCursor c = ch.c[i];
+        kids parts;
+        if (designated(c, &parts)) {
+            if (parts.n != 2 || clang_getCursorKind(parts.c[0]) != CXCursor_MemberRef) {
+                ad_error(loc_of(c), "unsupported construct: this designator in a compound "
+                                    "literal (use one field name, `.f = v`)");
+                return false;
+            }
+            char *name = spelling(parts.c[0]);
+            for (pos = 0; pos < nf && strcmp(fields[pos]->name, name); pos++)
+                ;
+            c = parts.c[1];
+        }
+        if (pos >= nf) {
+            ad_error(loc_of(c), "unsupported construct: a compound literal's initialiser "
+                                "past its last field");
+            return false;
+        }
+        const ad_type *ft = fields[pos]->type;
+        if (ft->kind == TY_ARRAY) {
+            if (clang_getCursorKind(c) != CXCursor_InitListExpr) {
+                ad_error(loc_of(c),
+                         "unsupported construct: the array field '%s' of a "
+                         "compound literal set without braces (write `{...}`)",
+                         fields[pos]->name);
+                return false;
+            }
+            if (!literal_elements(s, c, ft, vals[pos]))
+                return false;
+        } else if (clang_getCursorKind(c) == CXCursor_InitListExpr ||
+                   !(vals[pos][0] = expr(s, c))) {
+            if (clang_getCursorKind(c) == CXCursor_InitListExpr)
+                ad_error(loc_of(c),
+                         "unsupported construct: braces around the number field "
+                         "'%s' of a compound literal",
+                         fields[pos]->name);
+            return false;
+        }
+        pos++;
+    }
+    ad_stmt *decl = ad_alloc(sizeof *decl);
+    decl->kind = ST_DECL;
+    decl->loc = loc;
+    decl->var = v;
+    literal_pre(s, decl);
+    for (k = 0; k < nf; k++) {
+        ad_expr *m = mk(EX_MEMBER, fields[k]->type, loc);
+        m->a = mk_var(v, loc);
+        m->text = fields[k]->name;
+        if (fields[k]->type->kind != TY_ARRAY) {
+            literal_pre(s, literal_set(m, vals[k][0], loc));
+            continue;
+        }
+        for (long long j = 0; j < fields[k]->type->len; j++) {
+            ad_expr *el = mk(EX_INDEX, fields[k]->type->elem, loc);
+            el->a = m;
+            el->b = mk_num(ad_fmt("%lld", j), int_type(), loc);
+            literal_pre(s, literal_set(el, vals[k][j], loc));
+        }
+    }
+    return true;
+}
+
+static ad_expr *compound_literal(fe *s, CXCursor c)
+{
+    if (s->no_literal)
+        return unsupported(c, ad_fmt("a compound literal in %s", s->no_literal),
+                           "declare a local before the loop, or assign it in the body");
+    if (s->guarded)
+        return unsupported(c, "a compound literal in an operand of ?:, && or ||",
+                           "declare a local before the statement");
+    kids ch = children(c);
+    CXCursor il = ch.n ? ch.c[ch.n - 1] : c;
+    if (clang_getCursorKind(il) != CXCursor_InitListExpr)
+        return unsupported(c, "a compound literal", "malformed");
+    ad_type *t = convert_type(clang_getUnqualifiedType(clang_getCursorType(c)));
+    ad_loc loc = loc_of(c);
+    ad_var *v = ad_func_new_local(s->f, t, ad_fmt("lit%d_", ++s->nliterals), loc, s->depth);
+    v->literal = true;
+    if (t->kind == TY_STRUCT && !t->is_union)
+        return literal_struct(s, il, v, loc) ? mk_var(v, loc) : NULL;
+    ad_stmt *decl = ad_alloc(sizeof *decl);
+    decl->kind = ST_DECL;
+    decl->loc = loc;
+    decl->var = v;
+    if (literal_array(t)) {
+        ad_expr **vals = ad_alloc((size_t)t->len * sizeof *vals);
+        if (!literal_elements(s, il, t, vals))
+            return NULL;
+        for (long long j = 0; j < t->len; j++)
+            if (!vals[j])
+                vals[j] = mk_num(t->elem->kind == TY_INT ? "0" : "0.0", t->elem, loc);
+        decl->inits = vals;
+        decl->ninits = (int)t->len;
+    } else if (literal_scalar(t)) {
+        kids one = children(il);
+        if (one.n != 1 || clang_getCursorKind(one.c[0]) == CXCursor_InitListExpr)
+            return unsupported(c, "a compound literal of a number", "give one value");
+        if (!(decl->e = expr(s, one.c[0])))
+            return NULL;
+    } else {
+        return unsupported(c, ad_fmt("a compound literal of type '%s'", t->spelling),
+                           "only numbers, arrays of numbers, and structs of numbers and "
+                           "such arrays");
+    }
+    literal_pre(s, decl);
+    return mk_var(v, loc);
 }
 
 static ad_var *switch_var(fe *s, const char *base, ad_loc loc, int depth)
@@ -998,7 +1244,28 @@ static ad_stmt *switch_stmt(fe *s, CXCursor c, ctx *x)
     return block_of(out, 4, loc);
 }
 
+/* A statement, after the declarations of the compound literals its own expressions hold
+ * (a block of them and it; blocks open no scope in the generated code). */
+static ad_stmt *stmt_read(fe *s, CXCursor c, ctx *x);
+
 static ad_stmt *stmt(fe *s, CXCursor c, ctx *x)
+{
+    int mark = s->npre, depth = s->depth;
+    s->depth = x->loop_depth;
+    ad_stmt *st = stmt_read(s, c, x);
+    s->depth = depth;
+    if (st && s->npre > mark) {
+        int n = s->npre - mark + 1;
+        ad_stmt **items = ad_alloc((size_t)n * sizeof *items);
+        memcpy(items, s->pre + mark, (size_t)(n - 1) * sizeof *items);
+        items[n - 1] = st;
+        st = block_of(items, n, st->loc);
+    }
+    s->npre = mark;
+    return st;
+}
+
+static ad_stmt *stmt_read(fe *s, CXCursor c, ctx *x)
 {
     enum CXCursorKind k = clang_getCursorKind(c);
     kids ch;
@@ -1006,14 +1273,27 @@ static ad_stmt *stmt(fe *s, CXCursor c, ctx *x)
     switch (k) {
     case CXCursor_CompoundStmt: {
         ch = children(c);
-        ad_stmt **items = ad_alloc((size_t)(ch.n ? ch.n : 1) * sizeof *items);
-        int n = 0;
+        ad_stmt **items = NULL;
+        int n = 0, cap = 0;
         for (int i = 0; i < ch.n; i++) {
-            ad_stmt *it = stmt(s, ch.c[i], x);
+            /* the declarations of a statement's compound literals are items of the block
+             * (a return stays at its level) */
+            int mark = s->npre, depth = s->depth;
+            s->depth = x->loop_depth;
+            ad_stmt *it = stmt_read(s, ch.c[i], x);
+            s->depth = depth;
             if (!it)
                 return NULL;
+            for (int j = mark; j < s->npre; j++) {
+                items = ad_grow(items, n, &cap, sizeof *items);
+                items[n++] = s->pre[j];
+            }
+            s->npre = mark;
+            items = ad_grow(items, n, &cap, sizeof *items);
             items[n++] = it;
         }
+        if (!items)
+            items = ad_alloc(sizeof *items);
         return block_of(items, n, loc_of(c));
     }
     case CXCursor_DeclStmt:
@@ -1037,7 +1317,10 @@ static ad_stmt *stmt(fe *s, CXCursor c, ctx *x)
         if (ch.n != 2)
             return (ad_stmt *)unsupported(c, "while statement", "declarations in the condition");
         st = new_stmt(ST_WHILE, c);
-        if (!(st->e = expr(s, ch.c[0])))
+        s->no_literal = "a loop condition";
+        st->e = expr(s, ch.c[0]);
+        s->no_literal = NULL;
+        if (!st->e)
             return NULL;
         x->loop_depth++;
         st->then = stmt(s, ch.c[1], x);
@@ -1051,9 +1334,12 @@ static ad_stmt *stmt(fe *s, CXCursor c, ctx *x)
         x->loop_depth++;
         st->then = stmt(s, ch.c[0], x);
         x->loop_depth--;
-        if (!st->then || !(st->e = expr(s, ch.c[1])))
+        if (!st->then)
             return NULL;
-        return st;
+        s->no_literal = "a loop condition";
+        st->e = expr(s, ch.c[1]);
+        s->no_literal = NULL;
+        return st->e ? st : NULL;
     case CXCursor_BreakStmt:
         return new_stmt(ST_BREAK, c);
     case CXCursor_ContinueStmt:
@@ -1097,7 +1383,15 @@ static ad_func *read_function(fe *s, CXCursor c)
     ad_func *f = ad_alloc(sizeof *f);
     f->name = spelling(c);
     f->loc = loc_of(c);
-    f->ret = convert_type(clang_getResultType(clang_getCursorType(c)));
+    /* a function returns the unqualified version of its declared type (C17, DR 423): the
+     * qualifiers, also those a typedef carries, are dropped, so that no generated
+     * declaration or local spells them (`const double f_fwd(...)` draws
+     * -Wignored-qualifiers) */
+    CXType rt = clang_getUnqualifiedType(clang_getResultType(clang_getCursorType(c)));
+    CXType canon = clang_getCanonicalType(rt);
+    if (clang_isConstQualifiedType(canon) || clang_isVolatileQualifiedType(canon))
+        rt = clang_getUnqualifiedType(canon);
+    f->ret = convert_type(rt);
     f->is_static = clang_Cursor_getStorageClass(c) == CX_SC_Static;
     int np = clang_Cursor_getNumArguments(c);
     f->nparams = np;

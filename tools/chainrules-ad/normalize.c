@@ -258,6 +258,313 @@ static void no_calls(ad_expr *e, const char *where)
         no_calls(e->args[i], where);
 }
 
+/* ---- Loop conditions with side effects ---------------------------------------------------
+ *
+ * `while (i++ < n) B` becomes `while (1) { t = i; i = i + 1; if (!(t < n)) break; B }`: the
+ * condition's assignments, ++/-- and calls of functions of the file are statements at the
+ * top of the body, in their order of evaluation, and the condition reads their results
+ * (a postfix ++/-- the value before, through a new local). `for (I; C; N) B` keeps I and N
+ * (a `continue` still runs N, then the condition); `do B while (C)` puts them at the end
+ * of its body, and is refused when B continues it (the `continue` would skip them). A side
+ * effect in an operand of &&, || or ?: (evaluated or not) is refused. */
+
+static ad_expr *copy_expr(const ad_expr *e)
+{
+    if (!e)
+        return NULL;
+    ad_expr *c = ad_alloc(sizeof *c);
+    *c = *e;
+    c->a = copy_expr(e->a);
+    c->b = copy_expr(e->b);
+    c->c = copy_expr(e->c);
+    if (e->nargs) {
+        c->args = ad_alloc((size_t)e->nargs * sizeof *c->args);
+        for (int i = 0; i < e->nargs; i++)
+            c->args[i] = copy_expr(e->args[i]);
+    }
+    return c;
+}
+
+static bool has_effect(const ad_expr *e)
+{
+    if (!e)
+        return false;
+    if (e->kind == EX_ASSIGN || e->kind == EX_INCDEC || (e->kind == EX_CALL && e->callee))
+        return true;
+    if (has_effect(e->a) || has_effect(e->b) || has_effect(e->c))
+        return true;
+    for (int i = 0; i < e->nargs; i++)
+        if (has_effect(e->args[i]))
+            return true;
+    return false;
+}
+
+typedef struct lift {
+    hoist *h;
+    ad_stmt **items;
+    int n, cap;
+    bool failed;
+} lift;
+
+static void lift_add(lift *l, ad_stmt *st)
+{
+    l->items = ad_grow(l->items, l->n, &l->cap, sizeof *l->items);
+    l->items[l->n++] = st;
+}
+
+static ad_stmt *expr_stmt(ad_expr *e)
+{
+    ad_stmt *st = ad_alloc(sizeof *st);
+    st->kind = ST_EXPR;
+    st->loc = e->loc;
+    st->e = e;
+    return st;
+}
+
+/* The assignments and ++/-- of e moved to statements of l (their operands' first), e
+ * rewritten to read their values; guarded: an operand that may not be evaluated. */
+static ad_expr *lift_effects(lift *l, ad_expr *e, bool guarded)
+{
+    if (!e)
+        return e;
+    bool lazy =
+        e->kind == EX_COND || (e->kind == EX_BIN && (!strcmp(e->op, "&&") || !strcmp(e->op, "||")));
+    if (e->kind == EX_ASSIGN)
+        e->b = lift_effects(l, e->b, guarded); /* the value, then the place */
+    else
+        e->a = lift_effects(l, e->a, guarded);
+    e->b = e->kind == EX_ASSIGN ? e->b : lift_effects(l, e->b, guarded || lazy);
+    e->c = lift_effects(l, e->c, guarded || lazy);
+    for (int i = 0; i < e->nargs; i++)
+        e->args[i] = lift_effects(l, e->args[i], guarded);
+    if (e->kind != EX_ASSIGN && e->kind != EX_INCDEC && !(e->kind == EX_CALL && e->callee))
+        return e;
+    if (guarded) {
+        if (!l->failed)
+            ad_error(e->loc,
+                     "unsupported construct: %s in an operand of &&, || or ?: of a "
+                     "loop condition (test it in the loop's body)",
+                     e->kind == EX_CALL ? "a call of a function of the file"
+                                        : "an assignment or ++/--");
+        l->failed = true;
+        return e;
+    }
+    if (e->kind == EX_ASSIGN && e->a->kind != EX_VAR && e->a->kind != EX_INDEX &&
+        e->a->kind != EX_MEMBER) {
+        ad_error(e->loc, "unsupported construct: this assignment in a loop condition");
+        l->failed = true;
+        return e;
+    }
+    if (e->kind == EX_CALL) {
+        if (e->type->kind == TY_VOID)
+            return e;
+        ad_var *r = new_local(l->h->f, e->type, e->text, e->loc, l->h->depth + 1);
+        lift_add(l, assign_stmt(r, e));
+        return var_expr(r, e->loc);
+    }
+    ad_expr *place = copy_expr(e->a);
+    if (e->kind == EX_INCDEC && !e->prefix) {
+        ad_var *old = new_local(l->h->f, e->a->type, "old", e->loc, l->h->depth + 1);
+        lift_add(l, assign_stmt(old, copy_expr(e->a)));
+        lift_add(l, expr_stmt(e));
+        return var_expr(old, e->loc);
+    }
+    lift_add(l, expr_stmt(e));
+    return place;
+}
+
+static bool continues(const ad_stmt *s)
+{
+    if (!s)
+        return false;
+    switch (s->kind) {
+    case ST_CONTINUE:
+        return true;
+    case ST_BLOCK:
+        for (int i = 0; i < s->n; i++)
+            if (continues(s->body[i]))
+                return true;
+        return false;
+    case ST_IF:
+        return continues(s->then) || continues(s->els);
+    default:
+        return false; /* a nested loop's continue is its own */
+    }
+}
+
+/* The loop s rewritten as above when its condition has an effect; false on an error. */
+static bool lower_condition(hoist *h, ad_stmt *s)
+{
+    if (!s->e || !has_effect(s->e))
+        return true;
+    if (s->checkpoint) {
+        ad_error(s->loc, "unsupported construct: a checkpointed loop whose condition has a "
+                         "side effect (count it with a for loop)");
+        return false;
+    }
+    if (s->kind == ST_DO && continues(s->then)) {
+        ad_error(s->loc, "unsupported construct: `continue` in a do loop whose condition has "
+                         "a side effect (test the condition in the body)");
+        return false;
+    }
+    lift l = {.h = h};
+    ad_expr *cond = lift_effects(&l, s->e, false);
+    if (l.failed)
+        return false;
+    ad_type *it = ad_alloc(sizeof *it);
+    it->kind = TY_INT;
+    it->spelling = it->unq = "int";
+    ad_expr *neg = ad_alloc(sizeof *neg);
+    neg->kind = EX_UN;
+    neg->op = "!";
+    neg->a = cond;
+    neg->type = it;
+    neg->loc = cond->loc;
+    neg->tmp = -1;
+    ad_stmt *brk = ad_alloc(sizeof *brk);
+    brk->kind = ST_BREAK;
+    brk->loc = s->loc;
+    ad_stmt *test = ad_alloc(sizeof *test);
+    test->kind = ST_IF;
+    test->loc = s->loc;
+    test->e = neg;
+    test->then = brk;
+    lift_add(&l, test);
+    ad_stmt **items = ad_alloc((size_t)(l.n + 1) * sizeof *items);
+    if (s->kind == ST_DO) {
+        items[0] = s->then;
+        memcpy(items + 1, l.items, (size_t)l.n * sizeof *items);
+    } else {
+        memcpy(items, l.items, (size_t)l.n * sizeof *items);
+        items[l.n] = s->then;
+    }
+    ad_stmt *b = ad_alloc(sizeof *b);
+    b->kind = ST_BLOCK;
+    b->loc = s->then->loc;
+    b->body = items;
+    b->n = l.n + 1;
+    s->then = b;
+    ad_expr *one = ad_alloc(sizeof *one);
+    one->kind = EX_NUM;
+    one->text = "1";
+    one->type = it;
+    one->loc = s->e->loc;
+    one->tmp = -1;
+    s->e = one;
+    return true;
+}
+
+/* ---- Structs copied as a whole --------------------------------------------------------
+ *
+ * `q = r` and `struct s q = r` of local structs holding real data become one assignment per
+ * field (per element of an array field, through nested structs), whose derivatives the
+ * modes write as for any assignment. Another source (a call, *p) is refused. */
+
+static ad_expr *member_of(ad_expr *base, const ad_field *f)
+{
+    ad_expr *m = ad_alloc(sizeof *m);
+    m->kind = EX_MEMBER;
+    m->type = f->type;
+    m->loc = base->loc;
+    m->a = base;
+    m->text = f->name;
+    m->tmp = -1;
+    return m;
+}
+
+static ad_expr *element_of(ad_expr *base, long long k)
+{
+    ad_type *it = ad_alloc(sizeof *it);
+    it->kind = TY_INT;
+    it->spelling = it->unq = "int";
+    ad_expr *i = ad_alloc(sizeof *i);
+    i->kind = EX_NUM;
+    i->type = it;
+    i->loc = base->loc;
+    i->text = ad_fmt("%lld", k);
+    i->tmp = -1;
+    ad_expr *e = ad_alloc(sizeof *e);
+    e->kind = EX_INDEX;
+    e->type = base->type->elem;
+    e->loc = base->loc;
+    e->a = base;
+    e->b = i;
+    e->tmp = -1;
+    return e;
+}
+
+static void copy_fields(lift *l, ad_expr *dst, ad_expr *src)
+{
+    const ad_type *t = dst->type;
+    if (t->kind == TY_STRUCT) {
+        for (const ad_field *f = t->fields; f; f = f->next)
+            copy_fields(l, member_of(copy_expr(dst), f), member_of(copy_expr(src), f));
+        return;
+    }
+    if (t->kind == TY_ARRAY) {
+        for (long long k = 0; k < t->len; k++)
+            copy_fields(l, element_of(copy_expr(dst), k), element_of(copy_expr(src), k));
+        return;
+    }
+    ad_expr *as = ad_alloc(sizeof *as);
+    as->kind = EX_ASSIGN;
+    as->op = "=";
+    as->a = dst;
+    as->b = src;
+    as->type = dst->type;
+    as->loc = dst->loc;
+    as->tmp = -1;
+    lift_add(l, expr_stmt(as));
+}
+
+static bool plain_struct(const ad_type *t, long long *slots)
+{
+    if (t->kind == TY_STRUCT) {
+        if (t->is_union)
+            return false;
+        for (const ad_field *f = t->fields; f; f = f->next)
+            if (!plain_struct(f->type, slots))
+                return false;
+        return true;
+    }
+    if (t->kind == TY_ARRAY) {
+        long long n = 0;
+        if (!plain_struct(t->elem, &n) || t->len > 65536 || n > 65536)
+            return false;
+        *slots += n * t->len;
+        return *slots <= 65536;
+    }
+    *slots += 1;
+    return t->kind == TY_INT || t->kind == TY_FLOAT || t->kind == TY_DOUBLE;
+}
+
+/* The statement assigning src to the struct dst field by field (a block), or NULL after an
+ * error; decl: the declaration of dst to keep first, or NULL. */
+static ad_stmt *struct_copy(hoist *h, ad_stmt *decl, ad_expr *dst, ad_expr *src, ad_loc loc)
+{
+    long long slots = 0;
+    if (dst->kind != EX_VAR || src->kind != EX_VAR || !plain_struct(dst->type, &slots)) {
+        ad_error(loc, "unsupported construct: a struct holding real data assigned as a whole, "
+                      "other than a local copied from a local (assign its fields)");
+        return NULL;
+    }
+    lift l = {.h = h};
+    if (decl)
+        lift_add(&l, decl);
+    copy_fields(&l, dst, src);
+    ad_stmt *b = ad_alloc(sizeof *b);
+    b->kind = ST_BLOCK;
+    b->loc = loc;
+    b->body = l.items;
+    b->n = l.n;
+    return b;
+}
+
+static bool struct_with_reals(const ad_type *t)
+{
+    return t && t->kind == TY_STRUCT && ad_type_has_real(t);
+}
+
 static ad_stmt *norm_stmt(hoist *h, ad_stmt *s)
 {
     if (!s)
@@ -270,6 +577,12 @@ static ad_stmt *norm_stmt(hoist *h, ad_stmt *s)
         return s;
     }
     case ST_DECL:
+        if (s->e && struct_with_reals(s->var->type)) {
+            ad_expr *src = s->e;
+            s->e = NULL;
+            ad_stmt *b = struct_copy(h, s, ad_expr_var(s->var), src, s->loc);
+            return b ? b : s;
+        }
         if (s->e) {
             nested_side_effect(s->e, false);
             s->e = hoist_calls(h, s->e, false);
@@ -280,6 +593,10 @@ static ad_stmt *norm_stmt(hoist *h, ad_stmt *s)
         }
         return with_pre(h, s, mark);
     case ST_EXPR:
+        if (s->e->kind == EX_ASSIGN && !strcmp(s->e->op, "=") && struct_with_reals(s->e->type)) {
+            ad_stmt *b = struct_copy(h, NULL, s->e->a, s->e->b, s->loc);
+            return b ? b : s;
+        }
         s->e = norm_top_expr(h, s->e);
         return with_pre(h, s, mark);
     case ST_RETURN:
@@ -297,6 +614,8 @@ static ad_stmt *norm_stmt(hoist *h, ad_stmt *s)
     case ST_FOR:
     case ST_WHILE:
     case ST_DO:
+        if (!lower_condition(h, s))
+            return s;
         nested_side_effect(s->e, false);
         no_calls(s->e, "a loop condition");
         if (s->init) {
