@@ -59,9 +59,9 @@
  * vertex is skinned once and globally transformed into a local array of the posed model
  * (maxv x 3 values), which the points then read. Two sizes are defined: models of at most
  * HT_POSED_SMALL vertices (GradBench's small model has 544) pose into the smaller array, as
- * the vector forward mode zero-initialises a local array's tangent and its lane ranges on
- * every call: 3 x HT_MAX_VERTS x 28 values (6.7 MB, 0.2 ms here) for the large one,
- * 3 x HT_POSED_SMALL x 28 (0.69 MB) for the small. The bones' transforms and the global
+ * the vector forward mode sets the lane ranges of every element of a local array on every
+ * call (its tangent, declared with no initialiser, is not zeroed): 3 x HT_MAX_VERTS pairs
+ * of ints for the large one, 3 x HT_POSED_SMALL for the small. The bones' transforms and the global
  * transform are first copied into local arrays: a parameter's tangent carries no lane
  * range in the vector forward mode, so every read of one would search its nonzero lanes
  * (28 per element, for each of 12 elements per bone a vertex reads and 12 per vertex),
