@@ -22,8 +22,8 @@
  * - **Pullbacks** keep references to the arguments (no copies, like Julia's closures):
  *   keep them alive and unmodified until the pullback and the thunks it returned have
  *   run. Cotangents of large arguments are InplaceableThunks where a cheaper in-place
- *   add! exists (getindex scatters into the accumulator; prod accumulates without
- *   allocating).
+ *   add! exists (getindex scatters into the accumulator; prod accumulates into it
+ *   through one scratch array of the prefix products).
  *
  * @code
  * double w[6] = {1, 2, 3, 4, 5, 6};
@@ -180,9 +180,11 @@ CR_API extern const cr_value cr_fn_sum;
 CR_API extern const cr_value cr_fn_mean;
 
 /**
- * `prod(A)`, `prod(A, dims)`. The pullback never divides by zero: with one zero among the
- * reduced elements only its cotangent is nonzero (the product of the others); with two
- * or more zeros every cotangent of that slice is zero (ChainRules' ∇prod).
+ * `prod(A)`, `prod(A, dims)`. Nothing is divided: each partial (the product of the other
+ * elements of the slice) is a prefix product times a suffix product, O(n) and exact with
+ * zeros: with one zero among the reduced elements only its cotangent is nonzero (the
+ * product of the others); with two or more zeros every cotangent of that slice is zero
+ * (ChainRules' ∇prod). The frule multiplies dual numbers.
  */
 CR_API extern const cr_value cr_fn_prod;
 
