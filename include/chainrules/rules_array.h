@@ -22,8 +22,8 @@
  * - **Pullbacks** keep references to the arguments (no copies, like Julia's closures):
  *   keep them alive and unmodified until the pullback and the thunks it returned have
  *   run. Cotangents of large arguments are InplaceableThunks where a cheaper in-place
- *   add! exists (getindex scatters into the accumulator; prod accumulates without
- *   allocating).
+ *   add! exists (getindex scatters into the accumulator; prod accumulates into it
+ *   through one scratch array of the prefix products).
  *
  * @code
  * double w[6] = {1, 2, 3, 4, 5, 6};
@@ -180,9 +180,11 @@ CR_API extern const cr_value cr_fn_sum;
 CR_API extern const cr_value cr_fn_mean;
 
 /**
- * `prod(A)`, `prod(A, dims)`. The pullback never divides by zero: with one zero among the
- * reduced elements only its cotangent is nonzero (the product of the others); with two
- * or more zeros every cotangent of that slice is zero (ChainRules' ∇prod).
+ * `prod(A)`, `prod(A, dims)`. Nothing is divided: each partial (the product of the other
+ * elements of the slice) is a prefix product times a suffix product, O(n) and exact with
+ * zeros: with one zero among the reduced elements only its cotangent is nonzero (the
+ * product of the others); with two or more zeros every cotangent of that slice is zero
+ * (ChainRules' ∇prod). The frule multiplies dual numbers.
  */
 CR_API extern const cr_value cr_fn_prod;
 
@@ -446,10 +448,13 @@ CR_API extern const cr_value cr_fn_accumulate;
  * row-major order (Julia leaves the association unspecified; this is one of its choices).
  * dims is an integer, an i64 array or nothing (every element: the result is a number);
  * with dims the result keeps the reduced dimensions with extent 1. A of any shape (f64,
- * f32 or c128), init a number. Without init, op `+`, `*` (cr_fn_add, cr_fn_mul), `max` or
- * `min` (cr_fn_max, cr_fn_min; real A) over a non-empty A run the rules of sum, prod,
+ * f32 or c128), init a number. Op `+`, `*` (cr_fn_add, cr_fn_mul), `max` or `min`
+ * (cr_fn_max, cr_fn_min; real A and init) over a non-empty A run the rules of sum, prod,
  * maximum or minimum: one pass over A, the same values (bit for bit over one reduced
- * dimension), maximum's convention at ties (the first element). Otherwise each slice goes
+ * dimension), maximum's convention at ties (the first element); an init is then combined
+ * with each value m as op(init, m) (one rule call for all slices; + and * equal to the fold
+ * up to rounding; a tie of init and m goes to m for max, to init for min, as the scalar
+ * rows' partials give it). Otherwise each slice goes
  * through foldl's rules (a row keeps its partials, another op its steps' pullbacks); the
  * pullback scatters each slice's cotangent back, init's cotangent is the sum over the
  * slices.

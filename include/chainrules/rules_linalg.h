@@ -129,9 +129,10 @@ CR_API extern const cr_value cr_fn_matinv;
 
 /**
  * `solve(A, B)` (A \ B): A square, B a vector or matrix. Dense, Symmetric and Hermitian A
- * use LU (getrf/getrs), Upper/Lower A a triangular solve (trtrs), Diagonal A a division.
- * A singular A gives CR_EDOMAIN. Pullback: B̄ = A⁻ᴴ Ȳ, Ā = -B̄ Yᴴ (a thunk, projected onto
- * A's structure).
+ * use LU (getrf/getrs), Upper/Lower A a triangular solve (trtrs), Tridiagonal,
+ * SymTridiagonal and Bidiagonal A gttrf/gttrs, Diagonal A a division. A singular A gives
+ * CR_EDOMAIN. Pullback: B̄ = A⁻ᴴ Ȳ, Ā = -B̄ Yᴴ (a thunk, projected onto A's structure; for
+ * a Diagonal or band A formed on the entries A reads only, in O(n) memory).
  */
 CR_API extern const cr_value cr_fn_solve;
 

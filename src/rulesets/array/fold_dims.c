@@ -4,8 +4,11 @@
  * (the elements of A that one output reduces, in row-major order; a line along dim for
  * accumulate_ex) is gathered into a vector and folded by foldl's or accumulate's rules
  * (higher_order.c): a scalar-table op keeps its partials, any other op its steps' pullbacks.
- * The pullback runs each slice's pullback and scatters its cotangent back into Ā.
+ * The pullback runs each slice's pullback and scatters its cotangent back into Ā. reduce with
+ * op +, *, max or min runs the reduction's rules instead, with or without init (below).
  */
+#include <math.h>
+
 #include "hof_impl.h"
 #include "reduce_impl.h"
 
@@ -485,11 +488,253 @@ static cr_status reduce_by_pullback(CR__PULLBACK_PARAMS)
     return st;
 }
 
+/* ---- reduce with init by a reduction -----------------------------------------------------
+ * reduce(op, A, dims, init) for op +, *, max or min (max and min of a real A and a real
+ * init), of an A with elements: the rule of sum, prod, maximum or minimum over (A[, dims]),
+ * then init combined with each of its values m by op(init, m), the fold's first step moved
+ * last (one rule call for every slice). Values: init + Σ and init Π associate differently
+ * from the fold (equal up to rounding); max and min are the fold's exactly. Ties: between
+ * elements, the reduction's (the first element); between init and m, the scalar rows' (max:
+ * to m, min: to init), where the fold gives them to the last tied element and to init
+ * (max) or the first (min). */
+
+/* A reduce with init that a reduction serves. */
+typedef struct rinit_env {
+    cr_pullback inner; /* the reduction's pullback */
+    cr__red_op op;
+    cr_complex init;
+    const cr_complex *m; /* the reduction's values (nout, row-major) */
+    size_t nout;
+    bool all;
+    size_t ndim;
+    size_t oshape[CR_ARRAY_MAX_DIMS];
+    cr_dtype adt; /* A's work dtype: the reduction's cotangent */
+    bool dinit;   /* init is a float number */
+    cr_project *pinit;
+} rinit_env;
+
+/* Whether reduce(args) with init (four arguments) goes by a reduction: *op and *n as
+ * fd_by_reduction's. */
+static bool fd_init_by_reduction(cr_arena *arena, const cr_value *args, size_t nargs,
+                                 cr__red_op *op, size_t *n, cr_status *st)
+{
+    *st = CR_OK;
+    if (nargs != 4)
+        return false;
+    cr_kind k = (cr_kind)args[3].kind;
+    bool real = k == CR_KIND_F64 || k == CR_KIND_F32 || k == CR_KIND_I64 || k == CR_KIND_I32 ||
+                k == CR_KIND_BOOL;
+    if (!real && k != CR_KIND_C128)
+        return false; /* fd_parse refuses it */
+    if (!fd_by_reduction(arena, args, 3, op, n, st))
+        return false;
+    if (*st == CR_OK && !real && (*op == CR__RED_OP_MAX || *op == CR__RED_OP_MIN))
+        return false; /* max of a complex init: the fold refuses it */
+    return true;
+}
+
+/* op(init, m) (Julia's max and min: NaN when either is, max(-0.0, 0.0) = 0.0) and its
+ * partials *pi (∂/∂init) and *pm (∂/∂m), the scalar rows'. */
+static cr_complex rinit_combine(cr__red_op op, cr_complex init, cr_complex m, cr_complex *pi,
+                                cr_complex *pm)
+{
+    double a = creal(init), b = creal(m);
+    bool gt = a > b;
+    switch (op) {
+    case CR__RED_OP_SUM:
+        *pi = *pm = 1;
+        return init + m;
+    case CR__RED_OP_PROD:
+        *pi = m;
+        *pm = init;
+        return init * m;
+    case CR__RED_OP_MAX:
+        *pi = gt;
+        *pm = !gt;
+        if (isnan(a) || isnan(b))
+            return a + b;
+        return b > a || (signbit(b) == 0 && signbit(a) != 0) ? b : a;
+    case CR__RED_OP_MIN:
+        *pi = !gt;
+        *pm = gt;
+        if (isnan(a) || isnan(b))
+            return a + b;
+        return b < a || (signbit(b) != 0 && signbit(a) == 0) ? b : a;
+    }
+    return 0;
+}
+
+/* The reduction's values m of its output r, and y = op(init, m) of dtype odt. */
+static cr_status rinit_output(cr_arena *arena, rinit_env *e, const cr_value *r, cr_dtype odt,
+                              cr_value *y)
+{
+    cr_complex *m = cr_arena_calloc(arena, e->nout ? e->nout : 1, sizeof *m, _Alignof(cr_complex));
+    if (m == NULL)
+        return CR__ALLOC_STATUS(arena);
+    for (size_t s = 0; s < e->nout; s++)
+        m[s] = e->all ? cr__scalar_of(r) : cr_array_get_linear(r->u.arr, s);
+    e->m = m;
+    cr_complex pi, pm;
+    if (e->all) {
+        *y = cr__scalar_value(odt, rinit_combine(e->op, e->init, m[0], &pi, &pm));
+        return CR_OK;
+    }
+    cr_array *o;
+    cr_status st = cr__new(arena, odt, e->ndim, e->oshape, false, &o);
+    if (st != CR_OK)
+        return st;
+    for (size_t s = 0; s < e->nout; s++)
+        cr__store(o, (ptrdiff_t)s, rinit_combine(e->op, e->init, m[s], &pi, &pm));
+    *y = cr_value_array(o);
+    return CR_OK;
+}
+
+/* The environment of reduce(args) by the reduction op over args[1..n] with init args[3]:
+ * the reduction's value r, its output shape, and y. */
+static cr_status rinit_start(cr_arena *arena, cr__red_op op, const cr_value *args, size_t n,
+                             const cr_value *r, rinit_env *e, cr_value *y)
+{
+    const cr_array *A = args[1].u.arr;
+    e->op = op;
+    e->init = cr__scalar_of(&args[3]);
+    e->all = n == 1;
+    e->ndim = A->ndim;
+    e->adt = cr__work((cr_dtype)A->dtype);
+    e->nout = 1;
+    if (!e->all) {
+        e->nout = cr_array_numel(r->u.arr);
+        for (size_t d = 0; d < e->ndim; d++)
+            e->oshape[d] = r->u.arr->shape[d];
+    }
+    cr_dtype odt = cr__promote((cr_dtype)A->dtype, cr__value_dtype(&args[3]));
+    return rinit_output(arena, e, r, odt, y);
+}
+
+/* m̄ = conj(∂y/∂m) Ȳ into the reduction's pullback (its Ā is reduce's), init's cotangent
+ * Σ conj(∂y/∂init) Ȳ. */
+static cr_status rinit_pullback(CR__PULLBACK_PARAMS)
+{
+    const rinit_env *e = env;
+    const char *who = "reduce_pullback";
+    cr__dx_none(dx, nx);
+    const cr_array *g = NULL;
+    cr_complex g0 = 0;
+    bool nz = true;
+    cr_status st = e->all ? cr__tan_scalar(arena, who, *dy, &g0, &nz)
+                          : cr__tan_array(arena, who, *dy, e->ndim, e->oshape, CR_DT_C128, &g);
+    if (st != CR_OK)
+        return st;
+    if ((e->all && !nz) || (!e->all && g == NULL)) {
+        dx[2] = cr_tangent_zero();
+        if (e->dinit)
+            dx[4] = cr_tangent_zero();
+        return CR_OK;
+    }
+    cr_array *gm = NULL;
+    if (!e->all) {
+        st = cr__new(arena, e->adt, e->ndim, e->oshape, false, &gm);
+        if (st != CR_OK)
+            return st;
+    }
+    cr_complex dinit = 0, v = 0;
+    for (size_t s = 0; s < e->nout; s++) {
+        cr_complex pi, pm, gs = e->all ? g0 : ((const cr_complex *)g->data)[s];
+        rinit_combine(e->op, e->init, e->m[s], &pi, &pm);
+        dinit += conj(pi) * gs;
+        v = conj(pm) * gs;
+        if (gm != NULL)
+            cr__store(gm, (ptrdiff_t)s, e->adt == CR_DT_C128 ? v : creal(v));
+    }
+    cr_tangent t = gm != NULL             ? cr_tangent_array(gm)
+                   : e->adt == CR_DT_C128 ? cr_tangent_c128(v)
+                                          : cr_tangent_f64(creal(v));
+    cr_tangent d[3];
+    st = cr_pullback_call(arena, &e->inner, &t, d, e->inner.nx);
+    if (st == CR_OK)
+        dx[2] = d[1];
+    if (st == CR_OK && e->dinit)
+        st = cr_project_apply(arena, e->pinit, cr_tangent_c128(dinit), &dx[4]);
+    return st;
+}
+
+static cr_status rinit_rrule(const cr_config *cfg, cr_arena *arena, cr__red_op op,
+                             const cr_value *args, size_t nargs, size_t n, cr_value *y,
+                             cr_pullback *pb, const void *udata)
+{
+    bool primal = udata == CR__PRIMAL_ONLY;
+    rinit_env *e = cr_arena_calloc(arena, 1, sizeof *e, _Alignof(rinit_env));
+    if (e == NULL)
+        return CR__ALLOC_STATUS(arena);
+    cr_value r;
+    cr_status st =
+        cr__red_op_rrule(op, cfg, arena, args + 1, n, &r, primal ? NULL : &e->inner, udata);
+    if (st == CR_OK)
+        st = rinit_start(arena, op, args, n, &r, e, y);
+    if (st != CR_OK || primal)
+        return st;
+    e->dinit = cr__is_diff(&args[3]);
+    if (e->dinit)
+        st = cr_project_new(arena, &args[3], &e->pinit);
+    if (st == CR_OK)
+        *pb = (cr_pullback){rinit_pullback, e, "reduce_pullback", nargs + 1};
+    return st;
+}
+
+/* frule: Ẏ = (∂y/∂m) ṁ + (∂y/∂init) init̊, ṁ the reduction's tangent. */
+static cr_status rinit_frule(const cr_config *cfg, cr_arena *arena, cr__red_op op,
+                             const cr_tangent *dargs, const cr_value *args, size_t n, cr_value *y,
+                             cr_tangent *dy)
+{
+    const char *who = "reduce";
+    rinit_env e;
+    memset(&e, 0, sizeof e);
+    cr_value r;
+    cr_tangent dm;
+    cr_status st = cr__red_op_frule(op, cfg, arena, dargs + 1, args + 1, n, &r, &dm);
+    if (st == CR_OK)
+        st = rinit_start(arena, op, args, n, &r, &e, y);
+    cr_complex di = 0, m0 = 0;
+    bool nzi = false, nzm = true;
+    const cr_array *tm = NULL;
+    if (st == CR_OK && cr__is_diff(&args[3]))
+        st = cr__tan_scalar(arena, who, dargs[4], &di, &nzi);
+    if (st == CR_OK)
+        st = e.all ? cr__tan_scalar(arena, who, dm, &m0, &nzm)
+                   : cr__tan_array(arena, who, dm, e.ndim, e.oshape, CR_DT_C128, &tm);
+    if (st != CR_OK)
+        return st;
+    if (!nzi && (e.all ? !nzm : tm == NULL)) {
+        *dy = cr_tangent_zero();
+        return CR_OK;
+    }
+    cr_dtype odt = cr__value_dtype(y);
+    cr_tangent tt;
+    cr_complex pi, pm;
+    if (e.all) {
+        rinit_combine(op, e.init, e.m[0], &pi, &pm);
+        tt = cr__scalar_tangent(odt, pm * m0 + pi * di);
+    } else {
+        cr_array *o;
+        st = cr__new(arena, odt, e.ndim, e.oshape, false, &o);
+        if (st != CR_OK)
+            return st;
+        for (size_t s = 0; s < e.nout; s++) {
+            rinit_combine(op, e.init, e.m[s], &pi, &pm);
+            cr_complex t = tm != NULL ? ((const cr_complex *)tm->data)[s] : 0;
+            cr__store(o, (ptrdiff_t)s, pm * t + pi * di);
+        }
+        tt = cr_tangent_array(o);
+    }
+    return cr_project_tangent(arena, y, tt, dy);
+}
+
 static cr_status reduce_rrule(CR__RRULE_PARAMS)
 {
     cr__red_op op;
     size_t n;
     cr_status st;
+    if (fd_init_by_reduction(arena, args, nargs, &op, &n, &st))
+        return st != CR_OK ? st : rinit_rrule(cfg, arena, op, args, nargs, n, y, pb, udata);
     if (!fd_by_reduction(arena, args, nargs, &op, &n, &st))
         return fd_rrule(cfg, arena, false, args, nargs, y, pb, udata);
     if (st != CR_OK)
@@ -510,6 +755,8 @@ static cr_status reduce_frule(CR__FRULE_PARAMS)
     cr__red_op op;
     size_t n;
     cr_status st;
+    if (fd_init_by_reduction(arena, args, nargs, &op, &n, &st))
+        return st != CR_OK ? st : rinit_frule(cfg, arena, op, dargs, args, n, y, dy);
     if (!fd_by_reduction(arena, args, nargs, &op, &n, &st))
         return fd_frule(cfg, arena, false, dargs, args, nargs, y, dy);
     if (st != CR_OK)

@@ -83,7 +83,6 @@ typedef struct red_env {
     cr__red r;
     cr_project *pA;
     cr_complex scale;   /* sum, mean */
-    const cr_array *y;  /* prod: the output (work dtype, oshape) */
     const int64_t *idx; /* maximum...: linear indices into A (oshape) */
     size_t dim;         /* cumsum */
 } red_env;
@@ -197,82 +196,133 @@ CR__ARRAY_FN(mean, "mean", -1)
 
 /* ---- prod ------------------------------------------------------------------------------ */
 
+/* The walks of prod over A's shape. The partial ∂y/∂x_i = Π_{j≠i} x_j of a slice is the
+ * product of the slice's elements before x_i times that of the elements after it, in one
+ * walk order: a forward walk leaves each element's prefix product, the same walk reversed
+ * multiplies in the suffix product. No division: exact with no, one or several zeros, and
+ * O(n) with one running product per slice. */
+typedef enum prod_mode {
+    PROD_FWD,    /* 0 run, 1 x: run *= x */
+    PROD_PREFIX, /* 0 run, 1 x, 2 p: p = run (the product before x); run *= x */
+    PROD_SUFFIX, /* 0 run, 1 x, 2 p, 3 dst, 4 g, reversed: dst (+)= conj(p run) g; run *= x */
+    PROD_DUAL    /* 0 run, 1 x, 2 ẋ, 3 ẏ: ẏ = ẏ x + run ẋ (dual numbers); run *= x */
+} prod_mode;
+
+#define PROD_NARR 5
+
 typedef struct prod_ctx {
-    bool cplx;
-    int mode;      /* 0: forward product; 1: zero counts; 2: ∂ (pullback write); 3: ∂ (add!);
-                      4: frule dy += ∂ dx */
-    void *o;       /* output / accumulator of oshape */
-    const void *x; /* A */
-    double *nz;    /* zero counts (oshape) */
-    void *pnz;     /* products of the nonzero elements (oshape) */
-    const void *y; /* the product (oshape) */
-    const void *g; /* cotangent (oshape) or tangent (A shape, mode 4) */
-    void *dx;      /* A-shaped result */
+    prod_mode mode;
+    bool add;           /* PROD_SUFFIX: accumulate into dst */
+    void *a[PROD_NARR]; /* each array at the element its walk starts from */
 } prod_ctx;
 
-/* Arrays of the loop: 0 o-mapped, 1 x, 2 A-shaped (dx or the frule's tangent). */
-static void prod_inner(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, void *vctx)
-{
-    prod_ctx *c = vctx;
-    for (size_t i = 0; i < n; i++) {
-        ptrdiff_t io = CR__AT(0), ix = CR__AT(1), id = CR__AT(2);
-        cr_complex x = c->cplx ? ((const cr_complex *)c->x)[ix] : ((const double *)c->x)[ix];
-        if (c->mode == 0) {
-            if (c->cplx)
-                ((cr_complex *)c->o)[io] *= x;
-            else
-                ((double *)c->o)[io] *= creal(x);
-            continue;
-        }
-        if (c->mode == 1) {
-            if (x == 0)
-                c->nz[io] += 1;
-            else if (c->cplx)
-                ((cr_complex *)c->pnz)[io] *= x;
-            else
-                ((double *)c->pnz)[io] *= creal(x);
-            continue;
-        }
-        /* ∂y/∂x without dividing by zero (ChainRules' ∇prod). */
-        cr_complex p = 0;
-        double z = c->nz[io];
-        if (z == 0) {
-            cr_complex y = c->cplx ? ((const cr_complex *)c->y)[io] : ((const double *)c->y)[io];
-            p = y / x;
-        } else if (z == 1 && x == 0) {
-            p = c->cplx ? ((const cr_complex *)c->pnz)[io] : ((const double *)c->pnz)[io];
-        }
-        if (c->mode == 4) {
-            cr_complex t = c->cplx ? ((const cr_complex *)c->g)[id] : ((const double *)c->g)[id];
-            if (c->cplx)
-                ((cr_complex *)c->o)[io] += p * t;
-            else
-                ((double *)c->o)[io] += creal(p * t);
-            continue;
-        }
-        cr_complex g = c->cplx ? ((const cr_complex *)c->g)[io] : ((const double *)c->g)[io];
-        cr_complex d = conj(p) * g;
-        if (c->cplx) {
-            cr_complex *dst = (cr_complex *)c->dx + id;
-            *dst = c->mode == 3 ? *dst + d : d;
-        } else {
-            double *dst = (double *)c->dx + id;
-            *dst = c->mode == 3 ? *dst + creal(d) : creal(d);
-        }
+/* The inner loops of the walks in element type T (conj: CONJ). The o-mapped arrays (run,
+ * g, ẏ) advance together: with step 0 (a line along a reduced dimension) the running
+ * product stays in a register. */
+#define PROD_INNER(NAME, T, CONJ, MUL)                                                  \
+    static void NAME(size_t n, const ptrdiff_t *off, const ptrdiff_t *step, void *vctx) \
+    {                                                                                   \
+        const prod_ctx *c = vctx;                                                       \
+        T *run = (T *)c->a[0] + off[0];                                                 \
+        const T *x = (const T *)c->a[1] + off[1];                                       \
+        ptrdiff_t so = step[0], sx = step[1];                                           \
+        const bool add = c->add;                                                        \
+        T acc = *run;                                                                   \
+        switch (c->mode) {                                                              \
+        case PROD_FWD:                                                                  \
+            for (size_t i = 0; i < n && so == 0; i++, x += sx)                          \
+                acc = MUL(acc, *x);                                                     \
+            for (size_t i = 0; i < n && so != 0; i++, x += sx, run += so)               \
+                *run = MUL(*run, *x);                                                   \
+            break;                                                                      \
+        case PROD_PREFIX: {                                                             \
+            T *p = (T *)c->a[2] + off[2];                                               \
+            ptrdiff_t sp = step[2];                                                     \
+            for (size_t i = 0; i < n && so == 0; i++, x += sx, p += sp) {               \
+                *p = acc;                                                               \
+                acc = MUL(acc, *x);                                                     \
+            }                                                                           \
+            for (size_t i = 0; i < n && so != 0; i++, x += sx, p += sp, run += so) {    \
+                *p = *run;                                                              \
+                *run = MUL(*run, *x);                                                   \
+            }                                                                           \
+            break;                                                                      \
+        }                                                                               \
+        case PROD_SUFFIX: {                                                             \
+            const T *p = (const T *)c->a[2] + off[2], *g = (const T *)c->a[4] + off[4]; \
+            T *dst = (T *)c->a[3] + off[3];                                             \
+            ptrdiff_t sp = step[2], sd = step[3], sg = step[4];                         \
+            bool line = so == 0 && sg == 0;                                             \
+            T gv = *g;                                                                  \
+            for (size_t i = 0; i < n && line; i++, x += sx, p += sp, dst += sd) {       \
+                T d = MUL(CONJ(MUL(*p, acc)), gv);                                      \
+                *dst = add ? *dst + d : d;                                              \
+                acc = MUL(acc, *x);                                                     \
+            }                                                                           \
+            for (size_t i = 0; i < n && !line; i++, x += sx, p += sp, dst += sd) {      \
+                T d = MUL(CONJ(MUL(*p, *run)), *g);                                     \
+                *dst = add ? *dst + d : d;                                              \
+                *run = MUL(*run, *x);                                                   \
+                run += so;                                                              \
+                g += sg;                                                                \
+            }                                                                           \
+            if (!line)                                                                  \
+                return;                                                                 \
+            break;                                                                      \
+        }                                                                               \
+        case PROD_DUAL: {                                                               \
+            const T *dx = (const T *)c->a[2] + off[2];                                  \
+            T *dy = (T *)c->a[3] + off[3];                                              \
+            ptrdiff_t sdx = step[2], sdy = step[3];                                     \
+            for (size_t i = 0; i < n; i++, x += sx, dx += sdx, dy += sdy, run += so) {  \
+                *dy = MUL(*dy, *x) + MUL(*run, *dx);                                    \
+                *run = MUL(*run, *x);                                                   \
+            }                                                                           \
+            return;                                                                     \
+        }                                                                               \
+        }                                                                               \
+        if (so == 0)                                                                    \
+            *run = acc;                                                                 \
     }
+
+/* The textbook complex product (no recovery of infinities from NaN parts, as Julia's). */
+static inline cr_complex prod_cmul(cr_complex a, cr_complex b)
+{
+    double ar = creal(a), ai = cimag(a), br = creal(b), bi = cimag(b);
+    return cr__c(ar * br - ai * bi, ar * bi + ai * br);
 }
 
-/* Loop over A's shape: o-mapped array, x, and an A-shaped array (strides of `a3`). */
-static void prod_run(const cr__red *r, prod_ctx *c, const cr_array *omap, const cr_array *a3)
+#define PROD_ID(v)      (v)
+#define PROD_RMUL(a, b) ((a) * (b))
+PROD_INNER(prod_inner_f64, double, PROD_ID, PROD_RMUL)
+PROD_INNER(prod_inner_c128, cr_complex, conj, prod_cmul)
+
+/* Walk A's shape with the arrays of c (in the order of prod_mode; NULL ends the list), in
+ * row-major order or, with reverse, in exactly the opposite order (every stride negated,
+ * every array entered at the element the forward walk ends on). */
+static void prod_run(const cr__red *r, prod_ctx *c, const cr_array *const *arrs, bool reverse)
 {
     cr__nd nd;
     cr__nd_init(&nd, r->ndim, r->A->shape);
-    cr__nd_add(&nd, omap);
-    cr__nd_add(&nd, r->Aw);
-    cr__nd_add(&nd, a3 != NULL ? a3 : r->Aw);
-    cr__nd_run(&nd, prod_inner, c);
+    bool cplx = r->wdt == CR_DT_C128;
+    for (size_t d = 0; d < r->ndim; d++)
+        if (r->A->shape[d] == 0)
+            return;
+    for (size_t k = 0; k < PROD_NARR && arrs[k] != NULL; k++) {
+        cr__nd_add(&nd, arrs[k]);
+        ptrdiff_t last = 0; /* the offset of the walk's last element: within the array */
+        for (size_t d = 0; reverse && d < r->ndim; d++) {
+            for (size_t e = 1; e < r->A->shape[d]; e++)
+                last += nd.strides[k][d];
+            nd.strides[k][d] = -nd.strides[k][d];
+        }
+        c->a[k] = cplx ? (void *)((cr_complex *)arrs[k]->data + last)
+                       : (void *)((double *)arrs[k]->data + last);
+    }
+    cr__nd_run(&nd, cplx ? prod_inner_c128 : prod_inner_f64, c);
 }
 
+/* A new array of shape oshape with every element 1. */
 static cr_status fill_ones(cr_arena *arena, const cr__red *r, cr_array **out)
 {
     cr_status st = cr__new(arena, r->wdt, r->ndim, r->oshape, false, out);
@@ -284,34 +334,24 @@ static cr_status fill_ones(cr_arena *arena, const cr__red *r, cr_array **out)
     return CR_OK;
 }
 
-/* Zero counts and products of the nonzero elements of each slice. */
-static cr_status prod_counts(cr_arena *arena, const cr__red *r, prod_ctx *c)
-{
-    cr_array *nz, *pnz;
-    cr_status st = cr__new(arena, CR_DT_F64, r->ndim, r->oshape, true, &nz);
-    if (st == CR_OK)
-        st = fill_ones(arena, r, &pnz);
-    if (st != CR_OK)
-        return st;
-    c->mode = 1;
-    c->nz = nz->data;
-    c->pnz = pnz->data;
-    prod_run(r, c, nz, NULL);
-    return CR_OK;
-}
-
+/* Ā (dx, or added into dx with add) = conj(∂y/∂x) Ȳ by a prefix and a suffix walk. Without
+ * add, dx holds the prefix products; with add, they go to a scratch array. */
 static cr_status prod_fill(cr_arena *arena, red_thunk *t, cr_array *dx, bool add)
 {
     const cr__red *r = &t->e->r;
-    prod_ctx c = {r->wdt == CR_DT_C128, 1,          NULL,    r->Aw->data, NULL, NULL,
-                  t->e->y->data,        t->g->data, dx->data};
-    cr_status st = prod_counts(arena, r, &c);
+    cr_array *run, *p = dx;
+    cr_status st = fill_ones(arena, r, &run);
+    if (st == CR_OK && add)
+        st = cr__new_like(arena, r->wdt, r->A, false, &p);
     if (st != CR_OK)
         return st;
-    c.mode = add ? 3 : 2;
-    cr_array omap;
-    cr_array_view_init(&omap, t->e->y->data, r->wdt, r->ndim, r->oshape, NULL);
-    prod_run(r, &c, &omap, dx);
+    prod_ctx c = {PROD_PREFIX, add, {NULL}};
+    prod_run(r, &c, (const cr_array *[]){run, r->Aw, p, NULL}, false);
+    size_t n = cr_array_numel(run);
+    for (size_t i = 0; i < n; i++)
+        cr__store(run, (ptrdiff_t)i, 1.0);
+    c.mode = PROD_SUFFIX;
+    prod_run(r, &c, (const cr_array *[]){run, r->Aw, p, dx, t->g}, true);
     return CR_OK;
 }
 
@@ -334,24 +374,18 @@ static cr_status prod_pullback(CR__PULLBACK_PARAMS)
                               "prod_pullback_thunk");
 }
 
-static cr_status prod_forward(cr_arena *arena, const cr__red *r, cr_array **w)
-{
-    cr_status st = fill_ones(arena, r, w);
-    if (st != CR_OK)
-        return st;
-    prod_ctx c = {r->wdt == CR_DT_C128, 0, (*w)->data, r->Aw->data, NULL, NULL, NULL, NULL, NULL};
-    prod_run(r, &c, *w, NULL);
-    return CR_OK;
-}
-
 /* The reduction r, the work products w and the output y of prod(args). */
 static cr_status prod_primal(cr_arena *arena, const cr_value *args, size_t nargs, cr__red *r,
                              cr_array **w, cr_value *y)
 {
     cr_status st = cr__red_parse(arena, "prod", args, nargs, 2, false, r);
     if (st == CR_OK)
-        st = prod_forward(arena, r, w);
-    return st == CR_OK ? cr__red_output(arena, r, *w, y) : st;
+        st = fill_ones(arena, r, w);
+    if (st != CR_OK)
+        return st;
+    prod_ctx c = {PROD_FWD, false, {NULL}};
+    prod_run(r, &c, (const cr_array *[]){*w, r->Aw, NULL}, false);
+    return cr__red_output(arena, r, *w, y);
 }
 
 /* prod(A; dims): ∂y/∂x_i = Π_{j≠i} x_j over the slice; Ā_i = conj(∂y/∂x_i) Ȳ. */
@@ -361,14 +395,12 @@ static cr_status prod_rrule(CR__RRULE_PARAMS)
     cr_array *w = NULL;
     cr_status st = prod_primal(arena, args, nargs, &r, &w, y);
     red_env *e;
-    st = red_rrule_end(arena, st, udata, &r, args, nargs, prod_pullback, "prod_pullback", pb, &e);
-    if (e != NULL)
-        e->y = w;
-    return st;
+    return red_rrule_end(arena, st, udata, &r, args, nargs, prod_pullback, "prod_pullback", pb, &e);
 }
 CR__ARRAY_FN(prod, "prod", -1)
 
-/* frule of prod: Ẏ = Σ_i (∂y/∂x_i) Ẋ_i over each slice, with the same zero-safe partials. */
+/* frule of prod: Ẏ = Σ_i (∂y/∂x_i) Ẋ_i over each slice, as the product of the dual numbers
+ * x_i + Ẋ_i ε (no division, exact with zeros). */
 static cr_status prod_frule(CR__FRULE_PARAMS)
 {
     cr__red r;
@@ -383,16 +415,14 @@ static cr_status prod_frule(CR__FRULE_PARAMS)
         *dy = cr_tangent_zero();
         return CR_OK;
     }
-    cr_array *o;
+    cr_array *o, *run;
     st = cr__new(arena, r.wdt, r.ndim, r.oshape, true, &o);
+    if (st == CR_OK)
+        st = fill_ones(arena, &r, &run);
     if (st != CR_OK)
         return st;
-    prod_ctx c = {r.wdt == CR_DT_C128, 1, o->data, r.Aw->data, NULL, NULL, w->data, dA->data, NULL};
-    st = prod_counts(arena, &r, &c);
-    if (st != CR_OK)
-        return st;
-    c.mode = 4;
-    prod_run(&r, &c, o, dA);
+    prod_ctx c = {PROD_DUAL, false, {NULL}};
+    prod_run(&r, &c, (const cr_array *[]){run, r.Aw, dA, o, NULL}, false);
     cr_value yo;
     st = cr__red_output(arena, &r, o, &yo);
     if (st != CR_OK)

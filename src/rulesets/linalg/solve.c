@@ -478,14 +478,15 @@ static cr_status fac_new(cr_arena *arena, const char *who, const cr_array *A, bo
         }
         return CR_OK;
     }
-    if (cr__gt_structure(A->structure)) {
+    if (cr__gt_structure(A->structure) || A->structure == CR_MAT_BIDIAG_UPPER ||
+        A->structure == CR_MAT_BIDIAG_LOWER) { /* gttrf on the band: O(n) */
         F->kind = FAC_GT;
         return cr__gt_factor(arena, who, A, cplx, &F->gt);
     }
     uint8_t s = A->structure;
-    bool up = s == CR_MAT_UPPER || s == CR_MAT_BIDIAG_UPPER || s == CR_MAT_UNIT_UPPER;
-    if (up || s == CR_MAT_LOWER || s == CR_MAT_BIDIAG_LOWER || s == CR_MAT_UNIT_LOWER) {
-        F->kind = FAC_TRI; /* the dense value: a band's zeros, a unit diagonal's ones */
+    bool up = s == CR_MAT_UPPER || s == CR_MAT_UNIT_UPPER;
+    if (up || s == CR_MAT_LOWER || s == CR_MAT_UNIT_LOWER) {
+        F->kind = FAC_TRI; /* the dense value: a unit diagonal's ones */
         F->uplo = up ? 'U' : 'L';
         cr_status st = cr__cmat_from(arena, A, cplx, &F->a);
         if (st != CR_OK)
@@ -542,11 +543,76 @@ typedef struct solve_env {
     bool dA, dB, cplx;
 } solve_env;
 
+/* Entry (i, j) of -G Yᴴ. */
+static cr_complex neg_gyh(const cr__cmat *G, const cr__cmat *Y, size_t i, size_t j)
+{
+    cr_complex acc = 0;
+    for (size_t q = 0; q < G->c; q++)
+        acc += cr__cmat_get(G, i, q) * conj(cr__cmat_get(Y, j, q));
+    return -acc;
+}
+
+/* Ā = -G Yᴴ for a Diagonal or band (Tridiagonal, SymTridiagonal, Bidiagonal) A, formed on
+ * what A reads only and already projected onto it, in O(n) memory and O(n k) time (k the
+ * columns of B): a Diagonal of n entries, or an n x n array of A's structure whose strides
+ * (2, 1) put (i, i) at 3i, (i, i+1) at 3i + 1 and (i+1, i) at 3i + 2 (its 3n - 2 stored
+ * elements are the three central diagonals; the entries off the band, logically zero,
+ * alias them, so the array is never an in-place destination), as matmul's band cotangent.
+ * SymTridiagonal's off-diagonal is symmetrised, the diagonal a Bidiagonal does not read is
+ * zero, a real A's entries are real. */
+static cr_status solve_band_cot(cr_arena *arena, const solve_env *e, const cr__cmat *G,
+                                cr_tangent *out)
+{
+    const cr_array *a = e->A;
+    size_t n = a->shape[0];
+    bool diag = a->structure == CR_MAT_DIAGONAL;
+    size_t m = diag ? n : (n > 0 ? n + (n - 1) + (n - 1) : 1);
+    cr_dtype dt = (cr_dtype)a->dtype;
+    bool cplx = dt == CR_DT_C128;
+    cr_array *r;
+    cr_status st = cr__new(arena, dt, 1, &m, false, &r);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0, k = 0; i < n; i++, k += diag ? 1 : 3) {
+        cr_complex v[3] = {neg_gyh(G, &e->Y, i, i), 0, 0};
+        if (!diag && i + 1 < n) {
+            v[1] = neg_gyh(G, &e->Y, i, i + 1);
+            v[2] = neg_gyh(G, &e->Y, i + 1, i);
+        }
+        if (a->structure == CR_MAT_SYMTRIDIAGONAL)
+            v[1] = v[2] = 0.5 * (v[1] + v[2]);
+        else if (a->structure == CR_MAT_BIDIAG_UPPER)
+            v[2] = 0;
+        else if (a->structure == CR_MAT_BIDIAG_LOWER)
+            v[1] = 0;
+        for (size_t q = 0; q < (diag ? 1 : 3) && k + q < m; q++)
+            cr__store(r, (ptrdiff_t)(k + q), cplx ? v[q] : creal(v[q]));
+    }
+    r->ndim = 2;
+    r->shape[0] = r->shape[1] = n;
+    r->strides[0] = diag ? 1 : 2;
+    r->strides[1] = diag ? 0 : 1;
+    r->structure = a->structure;
+    if (!diag)
+        r->flags = 0; /* aliased storage: never written in place */
+    return cr__give(arena, e->pA, r, out);
+}
+
+/* Whether solve's A is read on its diagonal or band only (solve_band_cot). */
+static bool solve_band_operand(const cr_array *a)
+{
+    uint8_t s = a->structure;
+    return s == CR_MAT_DIAGONAL || s == CR_MAT_TRIDIAGONAL || s == CR_MAT_SYMTRIDIAGONAL ||
+           s == CR_MAT_BIDIAG_UPPER || s == CR_MAT_BIDIAG_LOWER;
+}
+
 /* Ā = -B̄ Yᴴ */
 static cr_status solve_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 {
     const cr__la_thunk *t = env;
     const solve_env *e = t->e;
+    if (solve_band_operand(e->A))
+        return solve_band_cot(arena, e, &t->g, out);
     return cr__give_neg_product(arena, 'N', &t->g, 'C', &e->Y, e->pA, out);
 }
 
