@@ -657,6 +657,18 @@ static inline bool cr__tape_misused(cr_tape *t)
     return t->misuse.checks != 0 && cr__tape_check(t);
 }
 
+/* The status a call that reads t's recording starts from: CR_EINVAL without a tape,
+ * CR_EMISUSE when a checked tape refuses the call (cr__tape_misused), else t's sticky
+ * status. */
+static inline cr_status cr__tape_entry_status(cr_tape *t)
+{
+    if (t == NULL)
+        return CR_EINVAL;
+    if (cr__tape_misused(t))
+        return CR_EMISUSE;
+    return t->status;
+}
+
 /* The tape of a call (NULL: the current one); NULL too when a checked tape refuses the call
  * (cr__tape_misused). */
 static inline cr_tape *cr__tape_or_current(cr_tape *t)
