@@ -209,6 +209,11 @@ CR_INTERNAL cr_status cr__overlay_values(cr_tape *t, const struct cr__impl *im, 
  * recorded on the tape as "what: message" (tape.c). */
 CR_INTERNAL cr_status cr__tape_fail_ctx(cr_tape *t, cr_status st, const char *what);
 
+/* The fields of the tuple value y into v[0..nfields) as doubles, while they are real (f64
+ * or f32): returns the index of the first field of another kind, nfields when there is none
+ * (rule_call.c). */
+CR_INTERNAL size_t cr__tuple_reals(const cr_value *y, double *v);
+
 /* The real results of a rule's or function's value y: one real (*k = 1), an integer or bool
  * (*k = 1, *constant: it is a constant, not a variable), or a tuple of up to cap reals (*k
  * its fields). CR_EUNIMPL (message on ctx) for anything else (tape.c). */
