@@ -901,19 +901,15 @@ cr_status cr_tape_avjp(cr_tape *t, cr_avar y, const cr_array *ybar, const cr_var
                        double *xbar, const cr_avar *as, size_t na, cr_array *const *abar)
 {
     const char *who = "cr_tape_avjp";
-    if (t == NULL)
-        return CR_EINVAL;
-    if (cr__tape_misused(t))
-        return CR_EMISUSE;
-    if (t->status != CR_OK)
-        return t->status;
+    cr_status st = cr__tape_entry_status(t);
+    if (st != CR_OK)
+        return st;
     if (ybar == NULL || y.a == NULL)
         return cr_ctx_error(t->ctx, CR_EINVAL, "%s: NULL output or seed", who);
     if (t->rec.open) /* checked before the seed is read against the output's shape */
         return sweep_mixed(t, who, cr_const(0.0), y, ybar, xs, n, xbar, as, na, abar, false);
-    cr_status cst = cr__check_avars(t, who, &y, 1, "array output");
-    if (cst != CR_OK)
-        return cst;
+    if ((st = cr__check_avars(t, who, &y, 1, "array output")) != CR_OK)
+        return st;
     if (cr_array_numel(ybar) != cr_array_numel(y.a) || ybar->ndim != y.a->ndim) {
         char b1[64], b2[64];
         return cr_ctx_error(t->ctx, CR_ESHAPE, "%s: the seed is %s, the output %s", who,
@@ -1498,12 +1494,9 @@ static cr_status seed_arrays(cr_tape *t, const cr_avar *as, size_t na, const cr_
  * created with `flag` (named flag_name in the message). */
 static cr_status sweep_entry(cr_tape *t, const char *who, uint32_t flag, const char *flag_name)
 {
-    if (t == NULL)
-        return CR_EINVAL;
-    if (cr__tape_misused(t))
-        return CR_EMISUSE;
-    if (t->status != CR_OK)
-        return t->status;
+    cr_status st = cr__tape_entry_status(t);
+    if (st != CR_OK)
+        return st;
     if (!(t->flags & flag))
         return cr_ctx_error(t->ctx, CR_EMISUSE, "%s: the tape was not created with %s", who,
                             flag_name);

@@ -154,19 +154,10 @@ static cr_status result_reals(cr_arena *arena, const char *fname, const cr_value
         const cr_type *ty = y->u.obj.type;
         if (ty->nfields > cap)
             break;
-        for (size_t i = 0; i < ty->nfields; i++) {
-            const unsigned char *p = (const unsigned char *)y->u.obj.ptr + ty->fields[i].offset;
-            if (ty->fields[i].kind == CR_KIND_F64) {
-                memcpy(&v[i], p, sizeof(double));
-            } else if (ty->fields[i].kind == CR_KIND_F32) {
-                float fl;
-                memcpy(&fl, p, sizeof fl);
-                v[i] = (double)fl;
-            } else {
-                return CR__FAIL(arena, CR_EUNIMPL, "%s: result field %zu is a %s, not real", fname,
-                                i, cr_kind_name(ty->fields[i].kind));
-            }
-        }
+        size_t i = cr__tuple_reals(y, v);
+        if (i < ty->nfields)
+            return CR__FAIL(arena, CR_EUNIMPL, "%s: result field %zu is a %s, not real", fname, i,
+                            cr_kind_name(ty->fields[i].kind));
         *k = ty->nfields;
         return CR_OK;
     }

@@ -162,6 +162,24 @@ static cr_status generic_second(cr_tape *t, cr__sec *s)
     return cr__tape_fail(t, CR_EINVAL, "tape: pullback record on a second-order tape");
 }
 
+size_t cr__tuple_reals(const cr_value *y, double *v)
+{
+    const cr_type *ty = y->u.obj.type;
+    for (size_t i = 0; i < ty->nfields; i++) {
+        const unsigned char *p = (const unsigned char *)y->u.obj.ptr + ty->fields[i].offset;
+        if (ty->fields[i].kind == CR_KIND_F64) {
+            memcpy(&v[i], p, sizeof(double));
+        } else if (ty->fields[i].kind == CR_KIND_F32) {
+            float f;
+            memcpy(&f, p, sizeof f);
+            v[i] = (double)f;
+        } else {
+            return i;
+        }
+    }
+    return ty->nfields;
+}
+
 cr_status cr__unpack_result(cr_ctx *ctx, const char *fname, const cr_value *y, double *vals,
                             size_t cap, size_t *k, bool *constant)
 {
@@ -190,21 +208,12 @@ cr_status cr__unpack_result(cr_ctx *ctx, const char *fname, const cr_value *y, d
         const cr_type *ty = y->u.obj.type;
         if (ty == NULL || ty->nfields == 0 || ty->nfields > cap)
             break;
-        for (size_t i = 0; i < ty->nfields; i++) {
-            const unsigned char *p = (const unsigned char *)y->u.obj.ptr + ty->fields[i].offset;
-            if (ty->fields[i].kind == CR_KIND_F64) {
-                memcpy(&vals[i], p, sizeof(double));
-            } else if (ty->fields[i].kind == CR_KIND_F32) {
-                float f;
-                memcpy(&f, p, sizeof f);
-                vals[i] = (double)f;
-            } else {
-                return cr_ctx_error(ctx, CR_EUNIMPL,
-                                    "%s returns a %s whose field %zu is a %s: the scalar tape "
-                                    "holds real results only",
-                                    fname, ty->name, i, cr_kind_name(ty->fields[i].kind));
-            }
-        }
+        size_t i = cr__tuple_reals(y, vals);
+        if (i < ty->nfields)
+            return cr_ctx_error(ctx, CR_EUNIMPL,
+                                "%s returns a %s whose field %zu is a %s: the scalar tape "
+                                "holds real results only",
+                                fname, ty->name, i, cr_kind_name(ty->fields[i].kind));
         *k = ty->nfields;
         return CR_OK;
     }

@@ -263,12 +263,9 @@ static void gather(const double *w, size_t top, const cr_var *xs, size_t n, size
 
 static cr_status sweep_entry(cr_tape *t, const char *who)
 {
-    if (t == NULL)
-        return CR_EINVAL;
-    if (cr__tape_misused(t))
-        return CR_EMISUSE;
-    if (t->status != CR_OK)
-        return t->status;
+    cr_status st = cr__tape_entry_status(t);
+    if (st != CR_OK)
+        return st;
     if (t->rec.open)
         return cursor_open(t, who);
     return CR_OK;

@@ -265,13 +265,10 @@ cr_status cr__tape_open(cr_ctx *ctx, const cr_tape_params *params, cr__config_of
     *out = NULL;
     if (ctx == NULL)
         return CR_EINVAL;
-    cr_tape_params p = {0};
-    if (params != NULL) {
-        size_t n = params->struct_size == 0 ? sizeof p : params->struct_size;
-        if (n != sizeof p) /* one version so far: a smaller size cuts a field */
-            return cr_ctx_error(ctx, CR_EINVAL, "cr_tape_new: unknown struct_size %zu", n);
-        memcpy(&p, params, n);
-    }
+    cr_tape_params p;
+    cr_status st = cr__params_copy(ctx, "cr_tape_new", params, &p, sizeof p);
+    if (st != CR_OK)
+        return st;
     if (p.flags & ~(uint32_t)(CR_TAPE_FORWARD | CR_TAPE_SECOND_ORDER | CR_TAPE_CHECK_FINITE))
         return cr_ctx_error(ctx, CR_EINVAL, "cr_tape_new: unknown flags 0x%x", p.flags);
     cr_arena *arena;
@@ -279,8 +276,7 @@ cr_status cr__tape_open(cr_ctx *ctx, const cr_tape_params *params, cr__config_of
                           .buffer = p.buffer,
                           .buffer_size = p.buffer_size,
                           .block_size = p.block_size};
-    cr_status st = cr_arena_new(ctx, &ap, &arena);
-    if (st != CR_OK)
+    if ((st = cr_arena_new(ctx, &ap, &arena)) != CR_OK)
         return st;
     bool own_chunk = p.buffer == NULL;
     cr_tape *t = cr_ctx_alloc(ctx, tape_bytes(own_chunk));

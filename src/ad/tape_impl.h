@@ -209,6 +209,11 @@ CR_INTERNAL cr_status cr__overlay_values(cr_tape *t, const struct cr__impl *im, 
  * recorded on the tape as "what: message" (tape.c). */
 CR_INTERNAL cr_status cr__tape_fail_ctx(cr_tape *t, cr_status st, const char *what);
 
+/* The fields of the tuple value y into v[0..nfields) as doubles, while they are real (f64
+ * or f32): returns the index of the first field of another kind, nfields when there is none
+ * (rule_call.c). */
+CR_INTERNAL size_t cr__tuple_reals(const cr_value *y, double *v);
+
 /* The real results of a rule's or function's value y: one real (*k = 1), an integer or bool
  * (*k = 1, *constant: it is a constant, not a variable), or a tuple of up to cap reals (*k
  * its fields). CR_EUNIMPL (message on ctx) for anything else (tape.c). */
@@ -655,6 +660,18 @@ CR_INTERNAL bool cr__tape_check(cr_tape *t);
 static inline bool cr__tape_misused(cr_tape *t)
 {
     return t->misuse.checks != 0 && cr__tape_check(t);
+}
+
+/* The status a call that reads t's recording starts from: CR_EINVAL without a tape,
+ * CR_EMISUSE when a checked tape refuses the call (cr__tape_misused), else t's sticky
+ * status. */
+static inline cr_status cr__tape_entry_status(cr_tape *t)
+{
+    if (t == NULL)
+        return CR_EINVAL;
+    if (cr__tape_misused(t))
+        return CR_EMISUSE;
+    return t->status;
 }
 
 /* The tape of a call (NULL: the current one); NULL too when a checked tape refuses the call

@@ -21,13 +21,10 @@ cr_status cr_arena_new(cr_ctx *ctx, const cr_arena_params *params, cr_arena **ou
     *out = NULL;
     if (ctx == NULL)
         return CR_EINVAL;
-    cr_arena_params p = {0};
-    if (params != NULL) {
-        size_t n = params->struct_size == 0 ? sizeof p : params->struct_size;
-        if (n != sizeof p) /* one version so far: a smaller size cuts a field */
-            return cr_ctx_error(ctx, CR_EINVAL, "cr_arena_new: unknown struct_size %zu", n);
-        memcpy(&p, params, n);
-    }
+    cr_arena_params p;
+    cr_status st = cr__params_copy(ctx, "cr_arena_new", params, &p, sizeof p);
+    if (st != CR_OK)
+        return st;
     if (p.buffer != NULL && p.buffer_size == 0)
         return cr_ctx_error(ctx, CR_EINVAL, "cr_arena_new: buffer given with size 0");
     cr_arena *a = cr__alloc(ctx, sizeof *a);

@@ -53,6 +53,12 @@ CR_INTERNAL void cr__free(cr_ctx *ctx, void *ptr, size_t size);
  * a workspace it can take elsewhere). */
 CR_INTERNAL void *cr__alloc_quiet(cr_ctx *ctx, size_t size);
 
+/* Copies a caller's parameter struct (params, NULL for the defaults) into *out of size bytes,
+ * zeroed first. The struct starts with its uint32_t struct_size, 0 meaning this version;
+ * any other size than `size` is refused with CR_EINVAL and a message naming who. */
+CR_INTERNAL cr_status cr__params_copy(cr_ctx *ctx, const char *who, const void *params, void *out,
+                                      size_t size);
+
 /* ---- Checked arithmetic (checked.h; these record the error, checked.c) --------------- */
 
 #include "checked.h"

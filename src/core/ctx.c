@@ -56,6 +56,20 @@ static void *default_realloc(void *env, void *ptr, size_t old_size, size_t new_s
     return realloc(ptr, new_size);
 }
 
+cr_status cr__params_copy(cr_ctx *ctx, const char *who, const void *params, void *out, size_t size)
+{
+    memset(out, 0, size);
+    if (params == NULL)
+        return CR_OK;
+    uint32_t struct_size;
+    memcpy(&struct_size, params, sizeof struct_size);
+    size_t n = struct_size == 0 ? size : struct_size;
+    if (n != size) /* one version so far: a smaller size cuts a field */
+        return cr_ctx_error(ctx, CR_EINVAL, "%s: unknown struct_size %zu", who, n);
+    memcpy(out, params, n);
+    return CR_OK;
+}
+
 void *cr__alloc(cr_ctx *ctx, size_t size)
 {
     void *p = ctx->realloc_fn(ctx->alloc_env, NULL, 0, size == 0 ? 1 : size);

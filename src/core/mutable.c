@@ -63,6 +63,14 @@ static cr_status check_value(cr_arena *arena, const char *who, cr_tangent mt, si
     return CR_OK;
 }
 
+/* v may be written into field i of the MutableTangent mt (check_mutable, then check_value). */
+static cr_status check_field_write(cr_arena *arena, const char *who, cr_tangent mt, size_t i,
+                                   cr_tangent v)
+{
+    cr_status st = check_mutable(arena, who, mt);
+    return st != CR_OK ? st : check_value(arena, who, mt, i, v);
+}
+
 cr_status cr_mutable_tangent(cr_arena *arena, const cr_type *type, const char *const *names,
                              const cr_tangent *values, size_t n, cr_tangent *out)
 {
@@ -107,9 +115,7 @@ cr_status cr_mutable_tangent_zero_of(cr_arena *arena, const cr_value *primal, cr
 
 cr_status cr_mutable_tangent_setfield(cr_arena *arena, cr_tangent mt, size_t i, cr_tangent v)
 {
-    cr_status st = check_mutable(arena, "setproperty!", mt);
-    if (st == CR_OK)
-        st = check_value(arena, "setproperty!", mt, i, v);
+    cr_status st = check_field_write(arena, "setproperty!", mt, i, v);
     if (st != CR_OK)
         return st;
     mt.u.s.fields[i] = v.tag == CR_TAN_ABSENT ? cr_tangent_zero() : v;
@@ -131,9 +137,7 @@ cr_status cr_mutable_tangent_setproperty(cr_arena *arena, cr_tangent mt, const c
 
 cr_status cr_mutable_tangent_accumfield(cr_arena *arena, cr_tangent mt, size_t i, cr_tangent v)
 {
-    cr_status st = check_mutable(arena, "MutableTangent accumulation", mt);
-    if (st == CR_OK)
-        st = check_value(arena, "MutableTangent accumulation", mt, i, v);
+    cr_status st = check_field_write(arena, "MutableTangent accumulation", mt, i, v);
     if (st != CR_OK)
         return st;
     cr_tangent sum;

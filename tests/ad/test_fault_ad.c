@@ -1872,38 +1872,29 @@ static cr_status a2_f(cr_tape *t, const cr_avar *xs, size_t n, cr_var *y, void *
 /* Preparing H v of a program with array functions fails at each of its allocations in turn:
  * CR_ENOMEM, no prepared object, nothing live and no free of a wrong size. (The workspace of
  * tangents was freed with size 0 when the allocation after it failed.) */
+typedef struct a2_env {
+    double z[12];
+    cr_array Aa, ba;
+} a2_env;
+
+static cr_status a2_prepare(cr_ctx *ctx, void *env, cr_prepared **p)
+{
+    a2_env *e = env;
+    const cr_array *xs[2] = {&e->Aa, &e->ba};
+    return cr_prepare_hvp_arrays(ctx, NULL, a2_f, NULL, xs, 2, p);
+}
+
 static void test_prepare_hvp_arrays_each_failure(void **state)
 {
     (void)state;
-    fault *fl = new_tracker();
-    double z[12];
-    a2_point(z);
-    cr_array Aa = cr_array_matrix(z, 3, 3), ba = cr_array_vector(z + 9, 3);
-    const cr_array *xs[2] = {&Aa, &ba};
-    size_t n, failed = 0;
-    for (n = 1; n < 1000; n++) {
-        arm(fl, n);
-        cr_ctx_params p = {.struct_size = sizeof p, .realloc_fn = fault_realloc, .alloc_env = fl};
-        cr_ctx *ctx;
-        if (cr_ctx_new(&p, &ctx) != CR_OK)
-            continue;
-        cr_prepared *pr = NULL;
-        cr_status st = cr_prepare_hvp_arrays(ctx, NULL, a2_f, NULL, xs, 2, &pr);
-        cr_prepared_free(pr);
-        cr_ctx_free(ctx);
-        if (fl->live_blocks != 0 || fl->bad_frees != 0) {
-            print_error("allocation %zu failing: %zu blocks live, %zu bad frees\n", n,
-                        fl->live_blocks, fl->bad_frees);
-            fail();
-        }
-        if (st == CR_OK && fl->failures == 0)
-            break;
-        assert_int_equal(st, CR_ENOMEM);
-        assert_null(pr);
-        failed++;
-    }
-    assert_true(n < 1000);
-    assert_true(failed >= 3);
+    a2_env e;
+    a2_point(e.z);
+    e.Aa = cr_array_matrix(e.z, 3, 3);
+    e.ba = cr_array_vector(e.z + 9, 3);
+    const fault_case fc = {.prepare = a2_prepare, .max_runs = 999};
+    fault_tally n = fault_each_allocation(&fc, &e);
+    assert_int_equal(n.fallbacks, 0);
+    assert_true(n.failed_prepare >= 3);
 }
 
 /* ---- the scenarios ----------------------------------------------------------------------- */

@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "test_alloc.h"
+#include "test_fault_hook.h"
 #include "test_util.h"
 
 #define FD_RTOL 1e-7
@@ -709,58 +710,63 @@ static void test_refusals(void **state)
     assert_null(p);
 }
 
-/* Allocation failures while preparing and during the first call: CR_ENOMEM, nothing
- * leaks, and a prepared gradient whose first call failed works at the next one. */
 /* Allocation failures at every point of preparing f and of its first call at N = 2000
  * points: CR_ENOMEM, nothing leaks, and a failed call is followed by a good one. The value
  * and gradient are the plain function's and recording's again (fc, in a context that does
  * not fail). */
+enum { FAULT_N = 2000 }; /* the first call needs arena blocks of its own */
+
+typedef struct fault_env {
+    cr_ad_array_fn f;
+    double (*fc)(const double *, size_t);
+    double x[FAULT_N], g[FAULT_N], want[FAULT_N], y;
+    cr_array xa, ga;
+} fault_env;
+
+static cr_status fault_prepare(cr_ctx *ctx, void *env, cr_prepared **p)
+{
+    fault_env *e = env;
+    const cr_array *xs[1] = {&e->xa};
+    return cr_prepare_gradient_arrays(ctx, NULL, e->f, NULL, xs, 1, p);
+}
+
+static cr_status fault_call(cr_prepared *p, void *env)
+{
+    fault_env *e = env;
+    const cr_array *xs[1] = {&e->xa};
+    cr_array *gs[1] = {&e->ga};
+    return cr_prepared_value_and_gradient_arrays(p, xs, 1, &e->y, gs);
+}
+
+static void fault_check(void *env)
+{
+    fault_env *e = env;
+    assert_close(e->y, e->fc(e->x, FAULT_N), 1e-12);
+    for (size_t i = 0; i < FAULT_N; i++)
+        assert_close(e->g[i], e->want[i], 1e-13);
+}
+
 static void fault_loop(cr_ad_array_fn f, double (*fc)(const double *, size_t))
 {
-    enum { N = 2000 }; /* the first call needs arena blocks of its own */
-    static double x[N], g[N], want[N];
-    for (size_t i = 0; i < N; i++)
-        x[i] = 0.6 * cos((double)i);
-    cr_array xa = cr_array_vector(x, N), ga = cr_array_vector(g, N), wa = cr_array_vector(want, N);
-    const cr_array *xs[1] = {&xa};
-    cr_array *gs[1] = {&ga}, *ws[1] = {&wa};
-    double y, yw;
+    static fault_env e;
+    e.f = f;
+    e.fc = fc;
+    for (size_t i = 0; i < FAULT_N; i++)
+        e.x[i] = 0.6 * cos((double)i);
+    e.xa = cr_array_vector(e.x, FAULT_N);
+    e.ga = cr_array_vector(e.g, FAULT_N);
+    cr_array wa = cr_array_vector(e.want, FAULT_N);
+    const cr_array *xs[1] = {&e.xa};
+    cr_array *ws[1] = {&wa};
+    double yw;
     cr_ctx *clean;
     assert_int_equal(cr_ctx_new(NULL, &clean), CR_OK);
     rerecord(clean, f, NULL, xs, 1, &yw, ws);
     cr_ctx_free(clean);
-    bool prepared = false, failed_call = false;
-    for (size_t k = 1; k < 400 && !prepared; k++) {
-        counter c = {.fail_at = k};
-        cr_ctx *ctx;
-        cr_ctx_params cp = {
-            .struct_size = sizeof cp, .realloc_fn = counting_realloc, .alloc_env = &c};
-        if (cr_ctx_new(&cp, &ctx) != CR_OK)
-            continue;
-        cr_prepared *p;
-        cr_status st = cr_prepare_gradient_arrays(ctx, NULL, f, NULL, xs, 1, &p);
-        if (st == CR_OK) {
-            st = cr_prepared_value_and_gradient_arrays(p, xs, 1, &y, gs);
-            if (st != CR_OK) {
-                assert_int_equal(st, CR_ENOMEM);
-                failed_call = true;
-                assert_int_equal(cr_prepared_value_and_gradient_arrays(p, xs, 1, &y, gs), CR_OK);
-            } else {
-                prepared = true;
-            }
-            assert_close(y, fc(x, N), 1e-12);
-            for (size_t i = 0; i < N; i++)
-                assert_close(g[i], want[i], 1e-13);
-            cr_prepared_free(p);
-        } else {
-            assert_int_equal(st, CR_ENOMEM);
-            assert_null(p);
-        }
-        cr_ctx_free(ctx);
-        assert_int_equal(c.live, 0);
-    }
-    assert_true(prepared);
-    assert_true(failed_call);
+    const fault_case fc_ = {
+        .prepare = fault_prepare, .call = fault_call, .check = fault_check, .max_runs = 399};
+    fault_tally n = fault_each_allocation(&fc_, &e);
+    assert_true(n.failed_call > 0);
 }
 
 static void test_fault_injection(void **state)

@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include "test_alloc.h"
+#include "test_fault_hook.h"
 #include "test_polar.h"
 #include "test_util.h"
 #include "test_variadic.h"
@@ -967,68 +968,75 @@ static cr_status big_t(cr_tape *t, const cr_var *x, size_t n, cr_var *y, size_t 
 /* Allocation failures at every point of preparing big_t and of its first call: CR_ENOMEM,
  * nothing leaks, and a failed call is followed by a good one, which gives the value and
  * gradient of a recording in a context that does not fail. */
+typedef struct fault_env {
+    double x[BIG_N], g[BIG_N], want[BIG_N], b[BIG_M], y, yw;
+    cr_array B;
+    cr_registry *reg;
+    cr_engine *eng;
+} fault_env;
+
+static void fault_setup(cr_ctx *ctx, void *env)
+{
+    fault_env *e = env;
+    make_engine(ctx, &e->reg, &e->eng);
+}
+
+static cr_status fault_prepare(cr_ctx *ctx, void *env, cr_prepared **p)
+{
+    fault_env *e = env;
+    return cr_prepare_gradient(ctx, e->eng, big_t, &e->B, e->x, BIG_N, p);
+}
+
+static cr_status fault_call(cr_prepared *p, void *env)
+{
+    fault_env *e = env;
+    return cr_prepared_value_and_gradient(p, e->x, BIG_N, &e->y, e->g);
+}
+
+static void fault_check(void *env)
+{
+    fault_env *e = env;
+    assert_true(e->y == e->yw);
+    for (size_t i = 0; i < BIG_N; i++)
+        assert_close(e->g[i], e->want[i], 1e-15);
+}
+
+static void fault_teardown(void *env)
+{
+    fault_env *e = env;
+    cr_engine_free(e->eng);
+    cr_registry_free(e->reg);
+}
+
 static void test_fault_injection(void **state)
 {
     (void)state;
-    static double x[BIG_N], g[BIG_N], want[BIG_N], b[BIG_M];
+    static fault_env e;
     for (size_t i = 0; i < BIG_M; i++)
-        b[i] = 0.01 * sin((double)i);
-    cr_array B = cr_array_vector(b, BIG_M);
+        e.b[i] = 0.01 * sin((double)i);
+    e.B = cr_array_vector(e.b, BIG_M);
     for (size_t i = 0; i < BIG_N; i++)
-        x[i] = 0.3 + 0.6 * cos((double)i);
-    double y, yw;
+        e.x[i] = 0.3 + 0.6 * cos((double)i);
     {
         cr_ctx *clean;
-        cr_registry *reg;
-        cr_engine *eng;
         assert_int_equal(cr_ctx_new(NULL, &clean), CR_OK);
-        make_engine(clean, &reg, &eng);
+        fault_setup(clean, &e);
         cr_tape *t;
-        cr_tape_params tp = {.struct_size = sizeof tp, .engine = eng};
+        cr_tape_params tp = {.struct_size = sizeof tp, .engine = e.eng};
         assert_int_equal(cr_tape_new(clean, &tp, &t), CR_OK);
-        assert_ok(t, cr_tape_value_and_gradient(t, big_t, &B, x, BIG_N, &yw, want));
+        assert_ok(t, cr_tape_value_and_gradient(t, big_t, &e.B, e.x, BIG_N, &e.yw, e.want));
         cr_tape_free(t);
-        cr_engine_free(eng);
-        cr_registry_free(reg);
+        fault_teardown(&e);
         cr_ctx_free(clean);
     }
-    bool prepared = false, failed_call = false;
-    for (size_t k = 1; k < 400 && !prepared; k++) {
-        counter c = {0};
-        cr_ctx *ctx;
-        cr_ctx_params cp = {
-            .struct_size = sizeof cp, .realloc_fn = counting_realloc, .alloc_env = &c};
-        assert_int_equal(cr_ctx_new(&cp, &ctx), CR_OK);
-        cr_registry *reg;
-        cr_engine *eng;
-        make_engine(ctx, &reg, &eng);
-        c.fail_at = c.allocs + k;
-        cr_prepared *p;
-        cr_status st = cr_prepare_gradient(ctx, eng, big_t, &B, x, BIG_N, &p);
-        if (st == CR_OK) {
-            st = cr_prepared_value_and_gradient(p, x, BIG_N, &y, g);
-            if (st != CR_OK) {
-                assert_int_equal(st, CR_ENOMEM);
-                failed_call = true;
-                assert_int_equal(cr_prepared_value_and_gradient(p, x, BIG_N, &y, g), CR_OK);
-            } else {
-                prepared = true;
-            }
-            assert_true(y == yw);
-            for (size_t i = 0; i < BIG_N; i++)
-                assert_close(g[i], want[i], 1e-15);
-            cr_prepared_free(p);
-        } else {
-            assert_int_equal(st, CR_ENOMEM);
-            assert_null(p);
-        }
-        cr_engine_free(eng);
-        cr_registry_free(reg);
-        cr_ctx_free(ctx);
-        assert_int_equal(c.live, 0);
-    }
-    assert_true(prepared);
-    assert_true(failed_call);
+    const fault_case fc = {.setup = fault_setup,
+                           .prepare = fault_prepare,
+                           .call = fault_call,
+                           .check = fault_check,
+                           .teardown = fault_teardown,
+                           .max_runs = 399};
+    fault_tally n = fault_each_allocation(&fc, &e);
+    assert_true(n.failed_call > 0);
 }
 
 int main(void)

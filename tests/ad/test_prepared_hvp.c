@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "test_alloc.h"
+#include "test_fault_hook.h"
 #include "test_fdhvp.h"
 #include "test_polar.h"
 #include "test_rosen.h"
@@ -619,61 +620,68 @@ static void test_no_allocation(void **state)
  * leaks, and a failed call is followed by a good one, which agrees with a context that does
  * not fail. (The zero-adjoint sin is evaluated through its row, which needs no memory: here
  * the first call allocates nothing.) */
+typedef struct fault_env {
+    double x[BIG_N], v[BIG_N], hv[BIG_N], g[BIG_N], want[BIG_N], gw[BIG_N], y, yw;
+    cr_engine *eng;
+} fault_env;
+
+static void fault_setup(cr_ctx *ctx, void *env)
+{
+    fault_env *e = env;
+    assert_int_equal(cr_engine_new(ctx, NULL, &e->eng), CR_OK);
+    assert_int_equal(cr_engine_zero_adjoint(e->eng, cr_fn_sin.u.func.fn), CR_OK);
+}
+
+static cr_status fault_prepare(cr_ctx *ctx, void *env, cr_prepared **p)
+{
+    fault_env *e = env;
+    return cr_prepare_hvp(ctx, e->eng, big_t, NULL, e->x, BIG_N, p);
+}
+
+static cr_status fault_call(cr_prepared *p, void *env)
+{
+    fault_env *e = env;
+    return cr_prepared_hvp(p, e->x, BIG_N, e->v, e->hv, &e->y, e->g);
+}
+
+static void fault_check(void *env)
+{
+    fault_env *e = env;
+    assert_true(e->y == e->yw);
+    for (size_t i = 0; i < BIG_N; i++)
+        assert_true(e->hv[i] == e->want[i] && e->g[i] == e->gw[i]);
+}
+
+static void fault_teardown(void *env)
+{
+    cr_engine_free(((fault_env *)env)->eng);
+}
+
 static void test_fault_injection(void **state)
 {
     (void)state;
-    static double x[BIG_N], v[BIG_N], hv[BIG_N], g[BIG_N], want[BIG_N], gw[BIG_N];
-    double y, yw;
-    big_point(x, v, 2);
+    static fault_env e;
+    big_point(e.x, e.v, 2);
     {
         cr_ctx *clean;
         assert_int_equal(cr_ctx_new(NULL, &clean), CR_OK);
-        cr_engine *eng;
-        assert_int_equal(cr_engine_new(clean, NULL, &eng), CR_OK);
-        assert_int_equal(cr_engine_zero_adjoint(eng, cr_fn_sin.u.func.fn), CR_OK);
+        fault_setup(clean, &e);
         cr_prepared *p;
-        assert_int_equal(cr_prepare_hvp(clean, eng, big_t, NULL, x, BIG_N, &p), CR_OK);
-        assert_int_equal(cr_prepared_hvp(p, x, BIG_N, v, want, &yw, gw), CR_OK);
+        assert_int_equal(cr_prepare_hvp(clean, e.eng, big_t, NULL, e.x, BIG_N, &p), CR_OK);
+        assert_int_equal(cr_prepared_hvp(p, e.x, BIG_N, e.v, e.want, &e.yw, e.gw), CR_OK);
         cr_prepared_free(p);
-        cr_engine_free(eng);
+        fault_teardown(&e);
         cr_ctx_free(clean);
     }
-    bool prepared = false, failed_prepare = false;
-    for (size_t k = 1; k < 400 && !prepared; k++) {
-        counter c = {0};
-        cr_ctx *ctx;
-        cr_ctx_params cp = {
-            .struct_size = sizeof cp, .realloc_fn = counting_realloc, .alloc_env = &c};
-        assert_int_equal(cr_ctx_new(&cp, &ctx), CR_OK);
-        cr_engine *eng;
-        assert_int_equal(cr_engine_new(ctx, NULL, &eng), CR_OK);
-        assert_int_equal(cr_engine_zero_adjoint(eng, cr_fn_sin.u.func.fn), CR_OK);
-        c.fail_at = c.allocs + k;
-        cr_prepared *p;
-        cr_status st = cr_prepare_hvp(ctx, eng, big_t, NULL, x, BIG_N, &p);
-        if (st == CR_OK) {
-            st = cr_prepared_hvp(p, x, BIG_N, v, hv, &y, g);
-            if (st != CR_OK) {
-                assert_int_equal(st, CR_ENOMEM); /* a primal's memory, when it needs any */
-                assert_int_equal(cr_prepared_hvp(p, x, BIG_N, v, hv, &y, g), CR_OK);
-            } else {
-                prepared = true;
-            }
-            assert_true(y == yw);
-            for (size_t i = 0; i < BIG_N; i++)
-                assert_true(hv[i] == want[i] && g[i] == gw[i]);
-            cr_prepared_free(p);
-        } else {
-            assert_true(st == CR_ENOMEM || st == CR_EARENA);
-            assert_null(p);
-            failed_prepare = true;
-        }
-        cr_engine_free(eng);
-        cr_ctx_free(ctx);
-        assert_int_equal(c.live, 0);
-    }
-    assert_true(prepared);
-    assert_true(failed_prepare);
+    const fault_case fc = {.setup = fault_setup,
+                           .prepare = fault_prepare,
+                           .call = fault_call,
+                           .check = fault_check,
+                           .teardown = fault_teardown,
+                           .prepare_earena = true,
+                           .max_runs = 399};
+    fault_tally n = fault_each_allocation(&fc, &e);
+    assert_true(n.failed_prepare > 0);
 }
 
 int main(void)

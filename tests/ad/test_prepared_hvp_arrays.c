@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "test_alloc.h"
+#include "test_fault_hook.h"
 #include "test_fdhvp.h"
 #include "test_util.h"
 
@@ -615,59 +616,61 @@ static void test_no_allocation(void **state)
 /* Allocation failures at every point of preparing and of the first call: CR_ENOMEM or
  * CR_EARENA, nothing leaks, and a failed call is followed by a good one, which agrees with a
  * context that does not fail. */
+typedef struct fault_env {
+    prog g;
+    double z[MAXZ], v[MAXZ], want[MAXZ], gw[MAXZ], yw, hv[MAXZ], gr[MAXZ], y;
+    cr_array xa[2];
+    const cr_array *xp[2];
+} fault_env;
+
+static cr_status fault_prepare(cr_ctx *ctx, void *env, cr_prepared **p)
+{
+    fault_env *e = env;
+    return cr_prepare_hvp_arrays(ctx, NULL, mixed, NULL, e->xp, 2, p);
+}
+
+static cr_status fault_call(cr_prepared *p, void *env)
+{
+    fault_env *e = env;
+    return call(p, &e->g, e->z, e->v, e->hv, &e->y, e->gr);
+}
+
+static void fault_check(void *env)
+{
+    fault_env *e = env;
+    assert_true(e->y == e->yw);
+    for (size_t i = 0; i < 10; i++)
+        assert_true(e->hv[i] == e->want[i] && e->gr[i] == e->gw[i]);
+}
+
 static void test_fault_injection(void **state)
 {
     (void)state;
-    prog g = {mixed, mixed_c, 2, {5, 5}};
-    const double z[MAXZ] = {0.4, -0.7, 1.1, 0.2, -0.3, 0.9, 0.5, -1.2, 0.3, 0.8};
-    double v[MAXZ], want[MAXZ], gw[MAXZ], yw, hv[MAXZ], gr[MAXZ], y;
-    direction(10, 1, v);
-    cr_array xa[2] = {cr_array_vector((double *)(uintptr_t)z, 5),
-                      cr_array_vector((double *)(uintptr_t)(z + 5), 5)};
-    const cr_array *xp[2] = {&xa[0], &xa[1]};
+    fault_env e = {.g = {mixed, mixed_c, 2, {5, 5}},
+                   .z = {0.4, -0.7, 1.1, 0.2, -0.3, 0.9, 0.5, -1.2, 0.3, 0.8}};
+    direction(10, 1, e.v);
+    e.xa[0] = cr_array_vector(e.z, 5);
+    e.xa[1] = cr_array_vector(e.z + 5, 5);
+    e.xp[0] = &e.xa[0];
+    e.xp[1] = &e.xa[1];
     {
         cr_ctx *clean;
         assert_int_equal(cr_ctx_new(NULL, &clean), CR_OK);
         cr_prepared *p;
-        assert_int_equal(cr_prepare_hvp_arrays(clean, NULL, mixed, NULL, xp, 2, &p), CR_OK);
-        assert_int_equal(call(p, &g, z, v, want, &yw, gw), CR_OK);
+        assert_int_equal(fault_prepare(clean, &e, &p), CR_OK);
+        assert_int_equal(call(p, &e.g, e.z, e.v, e.want, &e.yw, e.gw), CR_OK);
         cr_prepared_free(p);
         cr_ctx_free(clean);
     }
-    bool done = false, failed_prepare = false, failed_call = false;
-    for (size_t k = 1; k < 1000 && !done; k++) {
-        counter c = {0};
-        cr_ctx *ctx;
-        cr_ctx_params cp = {
-            .struct_size = sizeof cp, .realloc_fn = counting_realloc, .alloc_env = &c};
-        assert_int_equal(cr_ctx_new(&cp, &ctx), CR_OK);
-        c.fail_at = c.allocs + k;
-        cr_prepared *p;
-        cr_status st = cr_prepare_hvp_arrays(ctx, NULL, mixed, NULL, xp, 2, &p);
-        if (st == CR_OK) {
-            st = call(p, &g, z, v, hv, &y, gr);
-            if (st != CR_OK) {
-                assert_true(st == CR_ENOMEM || st == CR_EARENA);
-                failed_call = true;
-                assert_int_equal(call(p, &g, z, v, hv, &y, gr), CR_OK);
-            } else {
-                done = c.allocs < c.fail_at; /* nothing failed */
-            }
-            assert_true(y == yw);
-            for (size_t i = 0; i < 10; i++)
-                assert_true(hv[i] == want[i] && gr[i] == gw[i]);
-            cr_prepared_free(p);
-        } else {
-            assert_true(st == CR_ENOMEM || st == CR_EARENA);
-            assert_null(p);
-            failed_prepare = true;
-        }
-        cr_ctx_free(ctx);
-        assert_int_equal(c.live, 0);
-    }
-    assert_true(done);
-    assert_true(failed_prepare);
-    (void)failed_call; /* the first call may find all it needs in the arena's blocks */
+    const fault_case fc = {.prepare = fault_prepare,
+                           .call = fault_call,
+                           .check = fault_check,
+                           .prepare_earena = true,
+                           .call_earena = true,
+                           .max_runs = 999};
+    fault_tally n = fault_each_allocation(&fc, &e);
+    /* (The first call may find all it needs in the arena's blocks: it need not fail.) */
+    assert_true(n.failed_prepare > 0);
 }
 
 int main(void)

@@ -16,6 +16,7 @@
 #include <math.h>
 
 #include "test_alloc.h"
+#include "test_fault_hook.h"
 #include "test_forms.h"
 
 static cr_var mixm(cr_tape *t, cr_avar M)
@@ -862,57 +863,57 @@ static const int k_big[6] = {E_SVD, E_EIGEN, E_EXPM, E_LU, E_CSOLVE, E_EIGG};
 /* 12 x 12 matrices (the sweeps outgrow the arena's first block): allocation failures at every
  * point of preparing and of the first call give CR_ENOMEM or CR_EARENA, leak nothing, and
  * the next call gives what a context that does not fail gives, bit for bit. */
+typedef struct fault_env {
+    int c;
+    size_t L;
+    double z[MAXL], v[MAXL], want[MAXL], gw[MAXL], h[MAXL], g[MAXL], yw, y;
+} fault_env;
+
+static cr_status fault_prepare(cr_ctx *ctx, void *env, cr_prepared **p)
+{
+    return prep(ctx, ((fault_env *)env)->c, p);
+}
+
+static cr_status fault_call(cr_prepared *p, void *env)
+{
+    fault_env *e = env;
+    return call2(p, e->z, e->v, e->h, e->g, &e->y);
+}
+
+static void fault_check(void *env)
+{
+    fault_env *e = env;
+    assert_true(e->y == e->yw);
+    for (size_t i = 0; i < e->L; i++)
+        assert_true(e->h[i] == e->want[i] && e->g[i] == e->gw[i]);
+}
+
 static void test_fault_injection(void **state)
 {
     (void)state;
     g_n = 12;
-    size_t L = 2 * g_n * g_n;
+    static fault_env e;
+    e.L = 2 * g_n * g_n;
     for (int q = 0; q < 6; q++) {
-        int c = k_big[q];
-        static double z[MAXL], v[MAXL], want[MAXL], gw[MAXL], h[MAXL], g[MAXL];
-        double yw, y;
-        pt(1, z);
-        direction(L, 3, v);
+        e.c = k_big[q];
+        pt(1, e.z);
+        direction(e.L, 3, e.v);
         {
             cr_ctx *clean;
             assert_int_equal(cr_ctx_new(NULL, &clean), CR_OK);
-            cr_prepared *p = prep_ok(clean, c);
-            assert_int_equal(call2(p, z, v, want, gw, &yw), CR_OK);
+            cr_prepared *p = prep_ok(clean, e.c);
+            assert_int_equal(call2(p, e.z, e.v, e.want, e.gw, &e.yw), CR_OK);
             cr_prepared_free(p);
             cr_ctx_free(clean);
         }
-        bool done = false, failed_call = false;
-        for (size_t k = 1; k < 1000 && !done; k++) {
-            counter cn = {0};
-            cr_ctx *ctx;
-            cr_ctx_params cp = {
-                .struct_size = sizeof cp, .realloc_fn = counting_realloc, .alloc_env = &cn};
-            assert_int_equal(cr_ctx_new(&cp, &ctx), CR_OK);
-            cn.fail_at = cn.allocs + k;
-            cr_prepared *p = NULL;
-            cr_status st = prep(ctx, c, &p);
-            if (st == CR_OK) {
-                st = call2(p, z, v, h, g, &y);
-                if (st != CR_OK) {
-                    assert_true(st == CR_ENOMEM || st == CR_EARENA);
-                    failed_call = true;
-                    assert_int_equal(call2(p, z, v, h, g, &y), CR_OK);
-                } else {
-                    done = cn.allocs < cn.fail_at;
-                }
-                assert_true(y == yw);
-                for (size_t i = 0; i < L; i++)
-                    assert_true(h[i] == want[i] && g[i] == gw[i]);
-                cr_prepared_free(p);
-            } else {
-                assert_true(st == CR_ENOMEM || st == CR_EARENA);
-                assert_null(p);
-            }
-            cr_ctx_free(ctx);
-            assert_int_equal(cn.live, 0);
-        }
-        assert_true(done);
-        assert_true(failed_call);
+        const fault_case fc = {.prepare = fault_prepare,
+                               .call = fault_call,
+                               .check = fault_check,
+                               .prepare_earena = true,
+                               .call_earena = true,
+                               .max_runs = 999};
+        fault_tally n = fault_each_allocation(&fc, &e);
+        assert_true(n.failed_call > 0);
     }
     g_n = 3;
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "test_alloc.h"
+#include "test_fault_hook.h"
 #include "test_pullback_rules.h"
 
 #define MAXN WIDE_N
@@ -487,51 +488,65 @@ static void test_no_allocation(void **state)
 
 /* Allocation failures at every point of preparing and of the first call: CR_ENOMEM, nothing
  * leaks, and a failed call is followed by a good one, equal to a context that does not fail. */
+typedef struct fault_env {
+    fixt f;
+    double x[3], v[3], hv[3], g[3], y, want[3], gw[3], yw;
+} fault_env;
+
+static void fault_setup(cr_ctx *ctx, void *env)
+{
+    fault_env *e = env;
+    e->f.ctx = ctx;
+    assert_int_equal(env_setup_in(&e->f), 0);
+    assert_int_equal(add_via(&e->f), CR_OK);
+}
+
+static cr_status fault_prepare(cr_ctx *ctx, void *env, cr_prepared **p)
+{
+    fault_env *e = env;
+    return cr_prepare_hvp(ctx, e->f.eng, mix_t, NULL, e->x, 3, p);
+}
+
+static cr_status fault_call(cr_prepared *p, void *env)
+{
+    fault_env *e = env;
+    return cr_prepared_hvp(p, e->x, 3, e->v, e->hv, &e->y, e->g);
+}
+
+static void fault_check(void *env)
+{
+    fault_env *e = env;
+    assert_true(e->y == e->yw);
+    for (size_t j = 0; j < 3; j++)
+        assert_true(e->hv[j] == e->want[j] && e->g[j] == e->gw[j]);
+}
+
+static void fault_teardown(void *env)
+{
+    cr_engine_free(((fault_env *)env)->f.eng);
+}
+
 static void test_fault_injection(void **state)
 {
-    fixt *e = *state;
-    assert_int_equal(add_via(e), CR_OK);
-    const double x[3] = {0.7, -0.4, 0.9}, v[3] = {0.3, 1.0, -0.6};
-    double want[3], gw[3], yw;
+    fixt *f = *state;
+    assert_int_equal(add_via(f), CR_OK);
+    fault_env e = {.x = {0.7, -0.4, 0.9}, .v = {0.3, 1.0, -0.6}};
     {
         cr_prepared *p = NULL;
-        assert_int_equal(cr_prepare_hvp(e->ctx, e->eng, mix_t, NULL, x, 3, &p), CR_OK);
-        assert_int_equal(cr_prepared_hvp(p, x, 3, v, want, &yw, gw), CR_OK);
+        assert_int_equal(cr_prepare_hvp(f->ctx, f->eng, mix_t, NULL, e.x, 3, &p), CR_OK);
+        assert_int_equal(cr_prepared_hvp(p, e.x, 3, e.v, e.want, &e.yw, e.gw), CR_OK);
         cr_prepared_free(p);
     }
-    bool done = false, failed_prepare = false, failed_call = false;
-    for (size_t k = 1; k < 2000 && !done; k++) {
-        counter c = {0};
-        fixt f;
-        counted(&c, &f);
-        c.fail_at = c.allocs + k;
-        cr_prepared *p = NULL;
-        cr_status st = cr_prepare_hvp(f.ctx, f.eng, mix_t, NULL, x, 3, &p);
-        if (st == CR_OK) {
-            double hv[3], g[3], y;
-            st = cr_prepared_hvp(p, x, 3, v, hv, &y, g);
-            if (st != CR_OK) {
-                assert_int_equal(st, CR_ENOMEM);
-                failed_call = true;
-                assert_int_equal(cr_prepared_hvp(p, x, 3, v, hv, &y, g), CR_OK);
-            } else {
-                done = true;
-            }
-            assert_true(y == yw);
-            for (size_t j = 0; j < 3; j++)
-                assert_true(hv[j] == want[j] && g[j] == gw[j]);
-            cr_prepared_free(p);
-        } else {
-            assert_true(st == CR_ENOMEM || st == CR_EARENA);
-            assert_null(p);
-            failed_prepare = true;
-        }
-        env_teardown_in(&f);
-        assert_int_equal(c.live, 0);
-    }
-    assert_true(done);
-    assert_true(failed_prepare);
-    assert_true(failed_call);
+    const fault_case fc = {.setup = fault_setup,
+                           .prepare = fault_prepare,
+                           .call = fault_call,
+                           .check = fault_check,
+                           .teardown = fault_teardown,
+                           .prepare_earena = true,
+                           .max_runs = 1999};
+    fault_tally n = fault_each_allocation(&fc, &e);
+    assert_true(n.failed_prepare > 0);
+    assert_true(n.failed_call > 0);
 }
 
 int main(void)

@@ -12,7 +12,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "test_alloc.h"
+#include "test_fault_hook.h"
 #include "test_util.h"
 
 #define FD_RTOL 1e-7
@@ -162,47 +162,42 @@ static void test_hvp(void **state)
 
 /* Every allocation of preparing and of the first call fails in turn: CR_ENOMEM, nothing
  * leaked, and a prepared gradient whose first call failed is right at the next call. */
+typedef struct fault_env {
+    double y, g[3], yw, want[3];
+} fault_env;
+
+static cr_status fault_prepare(cr_ctx *ctx, void *env, cr_prepared **p)
+{
+    (void)env;
+    return cr_prepare_gradient(ctx, NULL, runs_t, NULL, k_pts[0], 3, p);
+}
+
+static cr_status fault_call(cr_prepared *p, void *env)
+{
+    fault_env *e = env;
+    return cr_prepared_value_and_gradient(p, k_pts[1], 3, &e->y, e->g);
+}
+
+static void fault_check(void *env)
+{
+    fault_env *e = env;
+    assert_close(e->y, e->yw, 1e-14);
+    for (size_t j = 0; j < 3; j++)
+        assert_close(e->g[j], e->want[j], 1e-13);
+}
+
 static void test_fault_injection(void **state)
 {
     (void)state;
-    double yw, want[3];
+    fault_env e;
     cr_ctx *clean;
     assert_int_equal(cr_ctx_new(NULL, &clean), CR_OK);
-    rerecord(clean, k_pts[1], &yw, want);
+    rerecord(clean, k_pts[1], &e.yw, e.want);
     cr_ctx_free(clean);
-    bool prepared = false, failed_prep = false;
-    for (size_t k = 1; k < 400 && !prepared; k++) {
-        counter c = {.fail_at = k};
-        cr_ctx *ctx;
-        cr_ctx_params cp = {
-            .struct_size = sizeof cp, .realloc_fn = counting_realloc, .alloc_env = &c};
-        if (cr_ctx_new(&cp, &ctx) != CR_OK)
-            continue;
-        cr_prepared *p;
-        double y, g[3];
-        cr_status st = cr_prepare_gradient(ctx, NULL, runs_t, NULL, k_pts[0], 3, &p);
-        if (st == CR_OK) {
-            st = cr_prepared_value_and_gradient(p, k_pts[1], 3, &y, g);
-            if (st != CR_OK) {
-                assert_int_equal(st, CR_ENOMEM);
-                assert_int_equal(cr_prepared_value_and_gradient(p, k_pts[1], 3, &y, g), CR_OK);
-            } else {
-                prepared = true;
-            }
-            assert_close(y, yw, 1e-14);
-            for (size_t j = 0; j < 3; j++)
-                assert_close(g[j], want[j], 1e-13);
-            cr_prepared_free(p);
-        } else {
-            assert_int_equal(st, CR_ENOMEM);
-            assert_null(p);
-            failed_prep = true;
-        }
-        cr_ctx_free(ctx);
-        assert_int_equal(c.live, 0);
-    }
-    assert_true(prepared);
-    assert_true(failed_prep);
+    const fault_case fc = {
+        .prepare = fault_prepare, .call = fault_call, .check = fault_check, .max_runs = 399};
+    fault_tally n = fault_each_allocation(&fc, &e);
+    assert_true(n.failed_prepare > 0);
 }
 
 int main(void)
