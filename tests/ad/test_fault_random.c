@@ -20,7 +20,8 @@
  * block is live and no free had a wrong size. A prepared object's second call allocates
  * nothing. The numbers themselves are checked by the other random tests (against central
  * differences); here the oracle is the run without failure.
- * CR_RANDOM_PROGRAMS=<count> runs more, CR_RANDOM_SEED=<seed> replays one, CR_RANDOM_DUMP=1
+ * CR_RANDOM_PROGRAMS=<count> runs more (CTest runs 600 as three tests of 200, from
+ * CR_RANDOM_FROM=0, 200 and 400), CR_RANDOM_SEED=<seed> replays one, CR_RANDOM_DUMP=1
  * prints it.
  */
 #include <math.h>
