@@ -132,14 +132,17 @@ CR_API extern const cr_value cr_fn_matinv;
  * use LU (getrf/getrs), Upper/Lower A a triangular solve (trtrs), Tridiagonal,
  * SymTridiagonal and Bidiagonal A gttrf/gttrs, Diagonal A a division. A singular A gives
  * CR_EDOMAIN. Pullback: B̄ = A⁻ᴴ Ȳ, Ā = -B̄ Yᴴ (a thunk, projected onto A's structure; for
- * a Diagonal or band A formed on the entries A reads only, in O(n) memory).
+ * a Diagonal or band A formed on the entries A reads only, in O(n) memory). Frule:
+ * Ẏ = A⁻¹ (Ḃ - Ȧ Y), a Diagonal- or band-tagged Ȧ applied on its band in O(n) per column.
  */
 CR_API extern const cr_value cr_fn_solve;
 
 /**
  * `rdiv(B, A)` (B / A = B A⁻¹): A square, B a matrix with as many columns as A, or a
  * vector (a row; the result is a vector). Uses A's structure as solve does. Pullback:
- * B̄ = Ȳ A⁻ᴴ, Ā = -Yᴴ B̄ (a thunk).
+ * B̄ = Ȳ A⁻ᴴ, Ā = -Yᴴ B̄ (a thunk, projected onto A's structure; for a Diagonal or band A
+ * formed on the entries A reads only, in O(n) memory). Frule: Ẏ = (Ḃ - Y Ȧ) A⁻¹, a
+ * Diagonal- or band-tagged Ȧ applied on its band in O(n) per row.
  */
 CR_API extern const cr_value cr_fn_rdiv;
 

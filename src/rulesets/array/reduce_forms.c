@@ -174,22 +174,23 @@ const cr_rule_form cr__form_softmax = {softmax_check, softmax_init, softmax_dir}
 
 typedef struct prod_state {
     cr__form F;
-    const double *yb, *G;
-    size_t *z, *za, *zb; /* per slice: its zeros, the first two of them */
-    double *Q, *T;       /* per slice: Π of the nonzero elements; the direction's Σ ẋ/x */
+    const double *yb; /* ȳ per slice */
+    double *P;        /* N: per element, the prefix product of its slice (its value; the ε
+                       * part waits in S) */
+    double *av, *ad;  /* ns each: per slice, the running product (value, ε part) */
 } prod_state;
 
 /*
- * prod(x[, dims]): per slice, y = Π x_j and the pullback is x̄_i = ȳ Π_{j≠i} x_j = G_i
- * (G: the recorded pullback applied to ȳ, which never divides by zero). Its derivative:
- *     S_i = ȳ Σ_{k≠i} ẋ_k Π_{j∉{i,k}} x_j,
- * by the number of zeros z of the slice:
- *   z = 0: Π_{j∉{i,k}} x_j = y / (x_i x_k), so S_i = G_i (T - ẋ_i / x_i), T = Σ_k ẋ_k / x_k;
- *   z = 1, x_a = 0: G_a = ȳ Π_{j≠a} x_j and the other G are 0; only the terms without x_a
- *          remain: S_a = G_a T (T over the nonzero elements), S_i = ẋ_a G_a / x_i (i ≠ a);
- *   z = 2, x_a = x_b = 0: G = 0; S_a = ȳ ẋ_b Q, S_b = ȳ ẋ_a Q with Q = Π_{j∉{a,b}} x_j, the
- *          other S are 0;
- *   z ≥ 3: every product has a zero factor: S = 0.
+ * prod(x[, dims]): per slice, y = Π x_j and the pullback is x̄_i = ȳ Π_{j≠i} x_j (the
+ * recorded pullback, by prefix and suffix products). Its derivative along ẋ is
+ *     S_i = ȳ Σ_{k≠i} ẋ_k Π_{j∉{i,k}} x_j = ȳ ε-part of Π_{j≠i} (x_j + ε ẋ_j),
+ * the dual numbers' product (ε² = 0). It is taken as the pullback takes its products: the
+ * prefix product p_i + ε p'_i of the slice before i (a forward walk) times the suffix
+ * product q_i + ε q'_i after i (a backward walk), S_i = ȳ (p_i q'_i + p'_i q_i), in O(N)
+ * per direction with no division:
+ * exact where x has zeros (one zero a: S_a = ȳ Σ_{k≠a} ẋ_k Π_{j∉{a,k}} x_j and
+ * S_i = ȳ ẋ_a Π_{j∉{a,i}} x_j; two: S nonzero at the two zeros only; three or more: S = 0)
+ * and where y underflows or ẋ_k / x_k would overflow.
  */
 static cr_status prod_init(const cr_form_point *p, void **state)
 {
@@ -197,47 +198,31 @@ static cr_status prod_init(const cr_form_point *p, void **state)
     prod_state *w = *state;
     if (st == CR_OK)
         st = cr__form_ybar_slices(&w->F, &w->yb);
-    if (st == CR_OK)
-        st = cr__form_pulled(&w->F, &w->G);
     if (st != CR_OK)
         return st;
     const cr__form *F = &w->F;
-    size_t ns = F->ns, N = F->N;
-    const double *x = F->x->data;
-    size_t *z = cr_arena_calloc(F->arena, 3 * ns, sizeof *z, _Alignof(size_t));
-    double *Q = cr_arena_alloc(F->arena, 2 * ns * sizeof *Q, _Alignof(double));
-    if (z == NULL || Q == NULL)
-        return CR__ALLOC_STATUS(F->arena);
-    size_t *za = z + ns, *zb = z + 2 * ns; /* the first two zeros of each slice */
-    for (size_t q = 0; q < ns; q++)
-        Q[q] = 1.0;
-    for (size_t e = 0; e < N; e++) {
-        size_t q = cr__form_slice(F, e);
-        if (x[e] != 0.0) {
-            Q[q] *= x[e];
-            continue;
-        }
-        if (z[q] == 0)
-            za[q] = e;
-        else if (z[q] == 1)
-            zb[q] = e;
-        z[q]++;
+    size_t N = F->N ? F->N : 1, ns = F->ns ? F->ns : 1;
+    w->P = cr_arena_calloc(F->arena, N, sizeof *w->P, _Alignof(double));
+    w->av = cr_arena_calloc(F->arena, ns, sizeof *w->av, _Alignof(double));
+    w->ad = cr_arena_calloc(F->arena, ns, sizeof *w->ad, _Alignof(double));
+    return w->P == NULL || w->av == NULL || w->ad == NULL ? CR__ALLOC_STATUS(F->arena) : CR_OK;
+}
+
+/* The running products of every slice := 1 + 0 ε. */
+static void prod_acc_one(double *av, double *ad, size_t ns)
+{
+    for (size_t q = 0; q < ns; q++) {
+        av[q] = 1.0;
+        ad[q] = 0.0;
     }
-    w->z = z;
-    w->za = za;
-    w->zb = zb;
-    w->Q = Q;
-    w->T = Q + ns;
-    return CR_OK;
 }
 
 static cr_status prod_dir(CR__FORM_DIR_PARAMS)
 {
     prod_state *w = state;
     const cr__form *F = &w->F;
-    const double *xd, *x = F->x->data, *G = w->G, *yb = w->yb;
-    const size_t *z = w->z, *za = w->za, *zb = w->zb;
-    double *T = w->T;
+    const double *xd, *x = F->x->data, *yb = w->yb;
+    double *P = w->P, *av = w->av, *ad = w->ad;
     cr_array *Sa;
     cr_status st;
     if ((st = cr__form_like_x(F, xdot[0], &xd)) != CR_OK || xd == NULL)
@@ -245,23 +230,20 @@ static cr_status prod_dir(CR__FORM_DIR_PARAMS)
     if ((st = cr__form_new_s(F, &Sa)) != CR_OK)
         return st;
     double *s = Sa->data;
-    memset(T, 0, F->ns * sizeof *T);
-    for (size_t e = 0; e < F->N; e++)
-        if (x[e] != 0.0)
-            T[cr__form_slice(F, e)] += xd[e] / x[e];
-    for (size_t e = 0; e < F->N; e++) {
+    prod_acc_one(av, ad, F->ns);
+    for (size_t e = 0; e < F->N; e++) { /* P_e + ε s_e: Π of the slice's elements before e */
         size_t q = cr__form_slice(F, e);
-        if (z[q] == 0) {
-            s[e] = G[e] * (T[q] - xd[e] / x[e]);
-        } else if (z[q] == 1) {
-            size_t a = za[q];
-            s[e] = e == a ? G[a] * T[q] : xd[a] * G[a] / x[e];
-        } else if (z[q] == 2) {
-            if (e == za[q])
-                s[e] = yb[q] * xd[zb[q]] * w->Q[q];
-            else if (e == zb[q])
-                s[e] = yb[q] * xd[za[q]] * w->Q[q];
-        }
+        P[e] = av[q];
+        s[e] = ad[q];
+        ad[q] = ad[q] * x[e] + av[q] * xd[e];
+        av[q] *= x[e];
+    }
+    prod_acc_one(av, ad, F->ns);
+    for (size_t e = F->N; e-- > 0;) { /* av, ad: Π of the slice's elements after e */
+        size_t q = cr__form_slice(F, e);
+        s[e] = yb[q] * (P[e] * ad[q] + s[e] * av[q]);
+        ad[q] = ad[q] * x[e] + av[q] * xd[e];
+        av[q] *= x[e];
     }
     S[0] = cr_tangent_array(Sa);
     return CR_OK;

@@ -543,27 +543,40 @@ typedef struct solve_env {
     bool dA, dB, cplx;
 } solve_env;
 
-/* Entry (i, j) of -G Yᴴ. */
-static cr_complex neg_gyh(const cr__cmat *G, const cr__cmat *Y, size_t i, size_t j)
+/* Entry (i, j) of -L Rᴴ (solve: L = G, R = Y, both n x k). */
+static cr_complex neg_gyh(const cr__cmat *L, const cr__cmat *R, size_t i, size_t j)
 {
     cr_complex acc = 0;
-    for (size_t q = 0; q < G->c; q++)
-        acc += cr__cmat_get(G, i, q) * conj(cr__cmat_get(Y, j, q));
+    for (size_t q = 0; q < L->c; q++)
+        acc += cr__cmat_get(L, i, q) * conj(cr__cmat_get(R, j, q));
     return -acc;
 }
 
-/* Ā = -G Yᴴ for a Diagonal or band (Tridiagonal, SymTridiagonal, Bidiagonal) A, formed on
- * what A reads only and already projected onto it, in O(n) memory and O(n k) time (k the
- * columns of B): a Diagonal of n entries, or an n x n array of A's structure whose strides
- * (2, 1) put (i, i) at 3i, (i, i+1) at 3i + 1 and (i+1, i) at 3i + 2 (its 3n - 2 stored
- * elements are the three central diagonals; the entries off the band, logically zero,
- * alias them, so the array is never an in-place destination), as matmul's band cotangent.
- * SymTridiagonal's off-diagonal is symmetrised, the diagonal a Bidiagonal does not read is
- * zero, a real A's entries are real. */
-static cr_status solve_band_cot(cr_arena *arena, const solve_env *e, const cr__cmat *G,
-                                cr_tangent *out)
+/* Entry (i, j) of -Lᴴ R (rdiv: L = Y, R = G, both m x n). */
+static cr_complex neg_yhg(const cr__cmat *L, const cr__cmat *R, size_t i, size_t j)
 {
-    const cr_array *a = e->A;
+    cr_complex acc = 0;
+    for (size_t q = 0; q < L->r; q++)
+        acc += conj(cr__cmat_get(L, q, i)) * cr__cmat_get(R, q, j);
+    return -acc;
+}
+
+/* Entry (i, j) of a product of two work matrices (neg_gyh, neg_yhg). */
+typedef cr_complex (*band_entry_fn)(const cr__cmat *L, const cr__cmat *R, size_t i, size_t j);
+
+/* Ā = entry(L, R) (-G Yᴴ for solve, -Yᴴ G for rdiv) for a Diagonal or band (Tridiagonal,
+ * SymTridiagonal, Bidiagonal) A, formed on what A reads only and already projected onto it
+ * (pA), in O(n) memory and O(n k) time (k the right-hand sides): a Diagonal of n entries,
+ * or an n x n array of A's structure whose strides (2, 1) put (i, i) at 3i, (i, i+1) at
+ * 3i + 1 and (i+1, i) at 3i + 2 (its 3n - 2 stored elements are the three central
+ * diagonals; the entries off the band, logically zero, alias them, so the array is never an
+ * in-place destination), as matmul's band cotangent. SymTridiagonal's off-diagonal is
+ * symmetrised, the diagonal a Bidiagonal does not read is zero, a real A's entries are
+ * real. */
+static cr_status band_cot(cr_arena *arena, const cr_array *a, const cr_project *pA,
+                          band_entry_fn entry, const cr__cmat *L, const cr__cmat *R,
+                          cr_tangent *out)
+{
     size_t n = a->shape[0];
     bool diag = a->structure == CR_MAT_DIAGONAL;
     size_t m = diag ? n : (n > 0 ? n + (n - 1) + (n - 1) : 1);
@@ -574,10 +587,10 @@ static cr_status solve_band_cot(cr_arena *arena, const solve_env *e, const cr__c
     if (st != CR_OK)
         return st;
     for (size_t i = 0, k = 0; i < n; i++, k += diag ? 1 : 3) {
-        cr_complex v[3] = {neg_gyh(G, &e->Y, i, i), 0, 0};
+        cr_complex v[3] = {entry(L, R, i, i), 0, 0};
         if (!diag && i + 1 < n) {
-            v[1] = neg_gyh(G, &e->Y, i, i + 1);
-            v[2] = neg_gyh(G, &e->Y, i + 1, i);
+            v[1] = entry(L, R, i, i + 1);
+            v[2] = entry(L, R, i + 1, i);
         }
         if (a->structure == CR_MAT_SYMTRIDIAGONAL)
             v[1] = v[2] = 0.5 * (v[1] + v[2]);
@@ -595,15 +608,81 @@ static cr_status solve_band_cot(cr_arena *arena, const solve_env *e, const cr__c
     r->structure = a->structure;
     if (!diag)
         r->flags = 0; /* aliased storage: never written in place */
-    return cr__give(arena, e->pA, r, out);
+    return cr__give(arena, pA, r, out);
 }
 
-/* Whether solve's A is read on its diagonal or band only (solve_band_cot). */
-static bool solve_band_operand(const cr_array *a)
+/* Whether a is read on its diagonal or band only: a Diagonal, Tridiagonal, SymTridiagonal or
+ * Bidiagonal tag (band_cot, band_tangent). */
+static bool band_operand(const cr_array *a)
 {
     uint8_t s = a->structure;
     return s == CR_MAT_DIAGONAL || s == CR_MAT_TRIDIAGONAL || s == CR_MAT_SYMTRIDIAGONAL ||
            s == CR_MAT_BIDIAG_UPPER || s == CR_MAT_BIDIAG_LOWER;
+}
+
+/* The tangent t of the square argument *arg read on its band when t is an n x n array with a
+ * Diagonal or band tag (its entries off the three central diagonals logically zero), in
+ * O(n): T n x 3, T(i, 0) = Ṫ(i, i-1), T(i, 1) = Ṫ(i, i), T(i, 2) = Ṫ(i, i+1) (zero outside
+ * the matrix). *ok false, nothing read, when arg is not differentiable or t is of another
+ * form (then densified by the caller), or complex for real work. */
+static cr_status band_tangent(cr_arena *arena, const cr_value *arg, cr_tangent t, bool cplx,
+                              cr__cmat *T, bool *ok)
+{
+    *ok = false;
+    if (arg->kind != CR_KIND_ARRAY || !cr__is_diff(arg))
+        return CR_OK;
+    cr_status st = cr_tangent_unthunk(t, &t);
+    if (st != CR_OK || t.tag != CR_TAN_ARRAY)
+        return st;
+    const cr_array *d = t.u.arr;
+    size_t n = arg->u.arr->shape[0];
+    if (d->ndim != 2 || !band_operand(d) || d->shape[0] != n || d->shape[1] != n ||
+        !cr_dtype_is_float((cr_dtype)d->dtype) || (d->dtype == CR_DT_C128 && !cplx))
+        return CR_OK;
+    st = cr__cmat_new(arena, cplx, n, 3, true, T);
+    if (st != CR_OK)
+        return st;
+    for (size_t i = 0; i < n; i++) {
+        size_t ii = i * n + i; /* n ≥ 1 here, and i * n + i < n * n, A's element count */
+        if (i > 0)
+            cr__cmat_set(T, i, 0, cr_array_get_linear(d, ii - 1));
+        cr__cmat_set(T, i, 1, cr_array_get_linear(d, ii));
+        if (i + 1 < n)
+            cr__cmat_set(T, i, 2, cr_array_get_linear(d, ii + 1));
+    }
+    *ok = true;
+    return CR_OK;
+}
+
+/* R := R - T Y (solve's frule), T the band tangent (band_tangent) n x n, Y n x k: O(n k). */
+static void band_sub_left(const cr__cmat *T, const cr__cmat *Y, cr__cmat *R)
+{
+    size_t n = Y->r;
+    for (size_t q = 0; q < Y->c; q++)
+        for (size_t i = 0; i < n; i++) {
+            cr_complex v = cr__cmat_get(T, i, 1) * cr__cmat_get(Y, i, q);
+            if (i > 0)
+                v += cr__cmat_get(T, i, 0) * cr__cmat_get(Y, i - 1, q);
+            if (i + 1 < n)
+                v += cr__cmat_get(T, i, 2) * cr__cmat_get(Y, i + 1, q);
+            cr__cmat_set(R, i, q, cr__cmat_get(R, i, q) - v);
+        }
+}
+
+/* R := R - Y T (rdiv's frule), Y m x n, T the band tangent n x n: O(m n). */
+static void band_sub_right(const cr__cmat *Y, const cr__cmat *T, cr__cmat *R)
+{
+    size_t n = Y->c;
+    for (size_t j = 0; j < n; j++)
+        for (size_t p = 0; p < Y->r; p++) {
+            /* (Y T)(p, j) = Y(p, j-1) T(j-1, j) + Y(p, j) T(j, j) + Y(p, j+1) T(j+1, j) */
+            cr_complex v = cr__cmat_get(Y, p, j) * cr__cmat_get(T, j, 1);
+            if (j > 0)
+                v += cr__cmat_get(Y, p, j - 1) * cr__cmat_get(T, j - 1, 2);
+            if (j + 1 < n)
+                v += cr__cmat_get(Y, p, j + 1) * cr__cmat_get(T, j + 1, 0);
+            cr__cmat_set(R, p, j, cr__cmat_get(R, p, j) - v);
+        }
 }
 
 /* Ā = -B̄ Yᴴ */
@@ -611,8 +690,8 @@ static cr_status solve_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 {
     const cr__la_thunk *t = env;
     const solve_env *e = t->e;
-    if (solve_band_operand(e->A))
-        return solve_band_cot(arena, e, &t->g, out);
+    if (band_operand(e->A))
+        return band_cot(arena, e->A, e->pA, neg_gyh, &t->g, &e->Y, out);
     return cr__give_neg_product(arena, 'N', &t->g, 'C', &e->Y, e->pA, out);
 }
 
@@ -696,7 +775,8 @@ static cr_status solve_rrule1(cr_arena *arena, const char *who, const cr_value *
                            (cr_pullback){solve_pullback, e, "solve_pullback", nargs + 1});
 }
 
-/* frule: Ẏ = A⁻¹ (Ḃ - Ȧ Y). */
+/* frule: Ẏ = A⁻¹ (Ḃ - Ȧ Y); Ȧ read on its band in O(n) when it has a Diagonal or band tag
+ * (band_tangent), densified otherwise. */
 static cr_status solve_frule1(cr_arena *arena, const char *who, const cr_tangent *dargs,
                               const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
 {
@@ -707,11 +787,17 @@ static cr_status solve_frule1(cr_arena *arena, const char *who, const cr_tangent
     cr_array *o;
     if (st == CR_OK)
         st = cr__cmat_out(arena, &e.Y, e.B->ndim == 1, dt, &o);
-    cr__cmat dA, dB, R;
-    bool none = false;
+    cr__cmat dA = {0}, dB, R, T;
+    bool none = false, band = false;
     if (st == CR_OK)
+        st = band_tangent(arena, &args[0], dargs[1], e.cplx, &T, &band);
+    if (st == CR_OK && band) {
+        *y = cr_value_array(o);
+        st = cr__cmat_dx(arena, "solve", dargs, args, 1, e.cplx, &dB);
+    } else if (st == CR_OK) {
         st = cr__frule_pair_cmat(arena, "solve", dargs, args, 0, 1, e.cplx, o, y, &dA, &dB, dy,
                                  &none);
+    }
     if (st != CR_OK || none)
         return st;
     if (dB.p != NULL)
@@ -720,7 +806,9 @@ static cr_status solve_frule1(cr_arena *arena, const char *who, const cr_tangent
         st = cr__cmat_new(arena, e.cplx, e.Y.r, e.Y.c, true, &R);
     if (st != CR_OK)
         return st;
-    if (dA.p != NULL)
+    if (band)
+        band_sub_left(&T, &e.Y, &R);
+    else if (dA.p != NULL)
         cr__cmat_gemm('N', 'N', -1.0, &dA, &e.Y, 1.0, &R);
     st = fac_solve(arena, "solve", &e.F, 'N', &R);
     cr_array *r = NULL;
@@ -810,6 +898,8 @@ static cr_status rdiv_thunk_fn(cr_arena *arena, cr_tangent *out, void *env)
 {
     const cr__la_thunk *t = env;
     const rdiv_env *e = t->e;
+    if (band_operand(e->A))
+        return band_cot(arena, e->A, e->pA, neg_yhg, &e->Y, &t->g, out);
     return cr__give_neg_product(arena, 'C', &e->Y, 'N', &t->g, e->pA, out);
 }
 
@@ -861,7 +951,8 @@ static cr_status rdiv_rrule1(cr_arena *arena, const char *who, const cr_value *a
                            (cr_pullback){rdiv_pullback, e, "rdiv_pullback", nargs + 1});
 }
 
-/* frule: Ẏ = (Ḃ - Y Ȧ) A⁻¹. */
+/* frule: Ẏ = (Ḃ - Y Ȧ) A⁻¹; Ȧ read on its band in O(n) when it has a Diagonal or band tag
+ * (band_tangent), densified otherwise. */
 static cr_status rdiv_frule1(cr_arena *arena, const char *who, const cr_tangent *dargs,
                              const cr_value *args, size_t nargs, cr_value *y, cr_tangent *dy)
 {
@@ -874,11 +965,18 @@ static cr_status rdiv_frule1(cr_arena *arena, const char *who, const cr_tangent 
     bool vec = e.B != NULL && e.B->ndim == 1;
     if (st == CR_OK)
         st = rdiv_out(arena, &e.Y, vec, dt, &o);
-    const cr_array *tb, *ta;
-    bool none = false;
+    const cr_array *tb = NULL, *ta = NULL;
+    cr__cmat T;
+    bool none = false, band = false;
     if (st == CR_OK)
+        st = band_tangent(arena, &args[1], dargs[2], e.cplx, &T, &band);
+    if (st == CR_OK && band) {
+        *y = cr_value_array(o);
+        st = cr__dx_array(arena, "rdiv", dargs, args, 0, e.cplx ? CR_DT_C128 : CR_DT_F64, &tb);
+    } else if (st == CR_OK) {
         st = cr__frule_pair(arena, "rdiv", dargs, args, e.cplx ? CR_DT_C128 : CR_DT_F64, o, y, &tb,
                             &ta, dy, &none);
+    }
     if (st != CR_OK || none)
         return st;
     cr__cmat R;
@@ -888,6 +986,8 @@ static cr_status rdiv_frule1(cr_arena *arena, const char *who, const cr_tangent 
         st = cr__cmat_new(arena, e.cplx, e.Y.r, e.Y.c, true, &R);
     if (st != CR_OK)
         return st;
+    if (band)
+        band_sub_right(&e.Y, &T, &R);
     if (ta != NULL) {
         cr__cmat dA;
         st = cr__cmat_from(arena, ta, e.cplx, &dA);
