@@ -46,6 +46,7 @@ double c_iter_fwdv(const double *x, const double *x_d, int n, double *c_iter_d, 
 double c_iter_jacfwd(const double *x, int n, double *J);
 double c_lit_member_rev(const double *x, double *x_b, int n, double c_lit_member_b);
 double c_lit_member_fwd(const double *x, const double *x_d, int n, double *c_lit_member_d);
+double c_lit_member_fwdv(const double *x, const double *x_d, int n, double *c_lit_member_d, int nd);
 double c_lit_member_jacfwd(const double *x, int n, double *J);
 double c_once_rev(const double *x, double *x_b, int n, double c_once_b);
 double c_once_rev_set(const double *x, double *x_b, int n, double c_once_b);

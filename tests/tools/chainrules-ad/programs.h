@@ -44,7 +44,9 @@ struct p_model {
     X(p_set_square)      \
     X(p_set_mirror)      \
     X(p_set_stride)      \
-    X(p_set_consts)
+    X(p_set_consts)      \
+    X(p_struct_local)    \
+    X(p_struct_nested)
 
 P_ARRAY_FNS(P_ARRAY_FN)
 
@@ -88,7 +90,9 @@ P_SET_FNS(P_SET_FN)
     X(p_set_square)      \
     X(p_set_mirror)      \
     X(p_set_stride)      \
-    X(p_set_consts)
+    X(p_set_consts)      \
+    X(p_struct_local)    \
+    X(p_struct_nested)
 #define P_JAC_FN(name) double name##_jacfwd(const double *x, int n, double *J);
 P_JAC_FNS(P_JAC_FN)
 /* J 1 x 2 (a, b); 5 x 6 (y by x, scale; --dims p_outputs.x=5,y=5); 4 x 5 (u on exit by u on

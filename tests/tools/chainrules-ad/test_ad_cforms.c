@@ -90,8 +90,8 @@ static void test_return_types(void **state)
     check_all(state, progs, sizeof progs / sizeof *progs);
 }
 
-/* array and struct literals; the vector forward mode refuses struct literals, the
- * Jacobian entries a struct passed by address */
+/* array and struct literals; the vector forward mode and the Jacobian entries refuse a
+ * struct passed by address (c_lit_struct) */
 static void test_literals(void **state)
 {
     const prog progs[] = {
@@ -99,7 +99,7 @@ static void test_literals(void **state)
         {"c_lit_array", c_lit_array, c_lit_array_rev, NULL, c_lit_array_fwd, c_lit_array_fwdv,
          c_lit_array_jacfwd},
         {"c_lit_struct", c_lit_struct, c_lit_struct_rev, NULL, c_lit_struct_fwd, NULL, NULL},
-        {"c_lit_member", c_lit_member, c_lit_member_rev, NULL, c_lit_member_fwd, NULL,
+        {"c_lit_member", c_lit_member, c_lit_member_rev, NULL, c_lit_member_fwd, c_lit_member_fwdv,
          c_lit_member_jacfwd},
     };
     check_all(state, progs, sizeof progs / sizeof *progs);

@@ -91,8 +91,15 @@ static void check_array_fn(fixture *fx, const array_fn *a, const double *x)
         }
     }
     assert_close(a->fwdv(x, v, N, jv, 20), y, 1e-14);
-    for (int k = 0; k < 20; k++)
+    for (int k = 0; k < 20; k++) {
         assert_near_(jv[k], fdv[k], 1e-7, a->name, __FILE__, __LINE__);
+        /* lane k against f_fwd in the same direction */
+        double dir[N], d = NAN;
+        for (int i = 0; i < N; i++)
+            dir[i] = v[i * 20 + k];
+        a->fwd(x, dir, N, &d);
+        assert_near_(jv[k], d, 1e-13, a->name, __FILE__, __LINE__);
+    }
 }
 
 static void test_array_functions(void **state)
