@@ -265,16 +265,9 @@ static void tan_call(fw *w, ad_expr *place, ad_expr *c, const char *ind)
                     w->l.unsupported = true;
                 }
                 ad_buf_printf(&b, ", %s_ds_", v->cname);
-            } else if (ad_type_scalar_of(v->type)->kind == TY_STRUCT) {
-                /* its tangent is an array of structs, one a direction, which the callee's
-                 * kernel (a block of numbers with a stride) does not take */
-                ad_error(c->loc,
-                         "unsupported construct in the vector forward mode of '%s': %s passed "
-                         "by address to '%s' (pass its fields, or use the forward mode)",
-                         w->f->name,
-                         v->literal ? "a struct literal" : ad_fmt("the local struct '%s'", v->name),
-                         g->name);
-                w->f->nerrors++;
+            } else if (a->kind == EX_ADDR && a->a->kind == EX_VAR && v->type->kind == TY_STRUCT) {
+                /* &q of a local struct: its CR_AD_VMAX structs of tangents, element 0 */
+                ad_buf_printf(&b, ", %s_d, CR_AD_VMAX", v->cname);
             } else {
                 ad_buf_printf(&b, ", &%s_d", v->cname);
                 if (a->kind == EX_ADDR && a->a->kind == EX_INDEX) {
@@ -724,7 +717,9 @@ static void tanv_params(ad_buf *b, const ad_func *f)
         const ad_var *p = f->params[i];
         ad_emit_decl(b, p->type, p->cname);
         if (p->shadowed) {
-            const char *T = ad_type_real_name(ad_type_scalar_of(p->type));
+            const ad_type *e = ad_type_scalar_of(p->type);
+            /* a pointer to structs: one struct of tangents per element and direction */
+            const char *T = e->kind == TY_STRUCT ? e->name : ad_type_real_name(e);
             if (ad_type_is_real(p->type))
                 ad_buf_printf(b, ", const %s *%s_d", T, p->cname);
             else

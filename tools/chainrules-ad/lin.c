@@ -248,6 +248,37 @@ static bool lane_shadow(ad_buf *b, const ad_expr *e)
     }
 }
 
+/* The tangent of a field of a struct parameter's element (vector mode): element i of `p`
+ * in direction k_ is the struct p_d[i * p_ds_ + k_]; `p->f`, `(*p).f` and `p[i].f`, then
+ * fields and indices below. False when e has another form. */
+static bool param_field(ad_buf *b, const ad_var *v, const ad_expr *e)
+{
+    if (e->kind == EX_INDEX) {
+        if (!param_field(b, v, e->a))
+            return false;
+        ad_buf_put(b, "[");
+        ad_emit_expr(b, e->b);
+        ad_buf_put(b, "]");
+        return true;
+    }
+    if (e->kind != EX_MEMBER)
+        return false;
+    const ad_expr *a = e->a;
+    if (e->arrow && a->kind == EX_VAR && a->var == v) {
+        ad_buf_printf(b, "%s_d[k_]", v->cname);
+    } else if (!e->arrow && a->kind == EX_DEREF && a->a->kind == EX_VAR && a->a->var == v) {
+        ad_buf_printf(b, "%s_d[k_]", v->cname);
+    } else if (!e->arrow && a->kind == EX_INDEX && a->a->kind == EX_VAR && a->a->var == v) {
+        ad_buf_printf(b, "%s_d[(size_t)(", v->cname);
+        ad_emit_expr(b, a->b);
+        ad_buf_printf(b, ") * %s_ds_ + (size_t)k_]", v->cname);
+    } else if (e->arrow || !param_field(b, v, a)) {
+        return false;
+    }
+    ad_buf_printf(b, ".%s", e->text);
+    return true;
+}
+
 /* The tangent of a place: its shadow (vector mode: element k_ of its direction block). */
 static const char *place_tangent(lin *l, const ad_expr *e)
 {
@@ -263,7 +294,13 @@ static const char *place_tangent(lin *l, const ad_expr *e)
                 ad_buf_printf(&b, ") * %s_ds_ + (size_t)k_]", v->cname);
             } else if (e->kind == EX_DEREF && e->a->kind == EX_VAR) {
                 ad_buf_printf(&b, "%s_d[k_]", v->cname);
+            } else if (param_field(&b, v, e)) {
+                /* a field of a struct parameter's element */
             } else {
+                if (b.p) { /* what param_field wrote before it failed */
+                    b.len = 0;
+                    b.p[0] = '\0';
+                }
                 ad_buf_put(&b, "0 /* unsupported */");
                 l->unsupported = true;
             }

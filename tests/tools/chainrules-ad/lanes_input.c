@@ -134,18 +134,26 @@ struct l_pt {
     double w[4];
 };
 
-/* a callee with a local struct (its vector kernel with lane ranges) */
-static double l_norm(double a, double b)
+/* callees with a local struct (their vector kernels with lane ranges), one reading a struct
+ * by address, one writing it */
+static double l_norm(const struct l_pt *q, int c, double b)
 {
     struct l_pt p;
-    p.x = a;
-    p.y = b * a;
+    p.x = q->w[c];
+    p.y = b * q->x;
     return sqrt(p.x * p.x + p.y * p.y + 1.0);
 }
 
+static void l_shift(struct l_pt *q, double d)
+{
+    q->x = q->x + d;
+    q->w[0] = q->w[0] * d;
+}
+
 /* Local structs (every lane of their tangents) among ranged locals: fields read and written,
- * an array field indexed at run time, a copy, a struct literal, a ranged array declared with
- * no initialiser read into a field and a field read into it. */
+ * an array field indexed at run time, a copy, a struct literal, structs passed by address to
+ * callees, a ranged array declared with no initialiser read into a field and a field read
+ * into it. */
 void l_struct(const int *idx, const double *x, double *y)
 {
     double big[16];
@@ -160,8 +168,9 @@ void l_struct(const int *idx, const double *x, double *y)
     q.w[a] = big[idx[1]] + sin(x[2]);
     q.w[b] += x[3] * q.x;
     struct l_pt r = q;
-    r.y = l_norm(r.w[c], x[4]);
+    r.y = l_norm(&r, c, x[4]);
     struct l_pt t = (struct l_pt){.x = x[5], .w = {x[2], 0.0, cos(x[1]), 1.0}};
+    l_shift(&t, x[0]);
     big[idx[2]] = r.y * t.x + q.w[a];
     double s = 0.0;
     for (int i = 0; i < 4; i++)

@@ -569,6 +569,45 @@ double p_struct_nested(const double *x, int n)
     return s + sg[0].a.y * sg[1].len;
 }
 
+/* Local structs passed by address to callees that read them and write them (f_fwdv: the
+ * struct's tangents, one struct per direction, are the callee's block of structs). */
+static double p_pt_len(const struct p_pt *p)
+{
+    return sqrt(p->x * p->x + p->y * p->y + 1) + p->w[p->k % 3] * p->w[0];
+}
+
+static void p_pt_move(struct p_pt *p, double d)
+{
+    p->x = p->x + d * p->y;
+    for (int j = 0; j < 3; j++)
+        p->w[j] = p->w[j] * cos(d) + p->x;
+}
+
+double p_struct_calls(const double *x, int n)
+{
+    struct p_pt q;
+    q.x = x[0];
+    q.y = x[1] * x[2];
+    q.k = n;
+    for (int j = 0; j < 3; j++)
+        q.w[j] = x[j + 3];
+    struct p_pt pts[2];
+    for (int i = 0; i < 2; i++) {
+        pts[i].x = q.x * (i + 1);
+        pts[i].y = i ? exp(0.2 * x[5]) : q.y;
+        pts[i].k = i;
+        for (int j = 0; j < 3; j++)
+            pts[i].w[j] = q.w[(i + j) % 3];
+    }
+    double s = 0;
+    for (int i = 0; i < n; i++) {
+        p_pt_move(&pts[i % 2], x[i]);
+        s += p_pt_len(&pts[(i + 1) % 2]) * x[i];
+    }
+    p_pt_move(&q, s * 0.01);
+    return s + p_pt_len(&q) + p_pt_len(pts);
+}
+
 /* ---- Other signatures ------------------------------------------------------------------ */
 
 /* Scalars in, a scalar out. */
