@@ -148,6 +148,7 @@ static void l_shift(struct l_pt *q, double d)
 {
     q->x = q->x + d;
     q->w[0] = q->w[0] * d;
+    q->w[1] = d * d + sin(d);
 }
 
 /* Local structs (every lane of their tangents) among ranged locals: fields read and written,
