@@ -497,9 +497,9 @@ static void tan_assign(fw *w, ad_expr *place, ad_expr *value, const char *ind)
         /* every lane written: zeros, then each place read over its own lanes */
     } else if (w->vector && lin_tangent_lanes(&w->l, value, lin_place_tangent(&w->l, place),
                                               local && !(ranges_on(w) && struct_place(place)))) {
-        /* (with lane ranges, a struct's field gets the lanes [0, w_) only: past w_, a ranged
+        /* each direction reads only its own lane: the place's tangent is written in place
+         * (with lane ranges, a struct's field on the lanes [0, w_) only: past w_, a ranged
          * array declared with no initialiser holds what the stack held) */
-        /* each direction reads only its own lane: the place's tangent is written in place */
     } else if (w->vector) {
         ad_buf_printf(w->out, "%s%s e%d_[CR_AD_VMAX];\n", ind2, T, n);
         lin_tangent_assign(&w->l, value, ad_fmt("e%d_", n));
