@@ -26,6 +26,14 @@ static bool active_place(const ad_expr *l)
 
 /* ---- Lane ranges (--lane-ranges) ---------------------------------------------------------- */
 
+/* A field of a local struct (or of an element of a local array of structs): its tangent has
+ * no lane range of its own, every lane [0, w_) is written and read. */
+static bool struct_place(const ad_expr *e)
+{
+    const ad_var *v = ad_root(e);
+    return v && v->kind == VAR_LOCAL && ad_type_scalar_of(v->type)->kind == TY_STRUCT;
+}
+
 /* A local whose tangent carries a lane range: a real scalar or an array of reals (any rank):
  * its ranges are `v_dlo_` and `v_dhi_`, of its shape. */
 static bool ranged_var(const ad_var *v)
@@ -257,6 +265,9 @@ static void tan_call(fw *w, ad_expr *place, ad_expr *c, const char *ind)
                     w->l.unsupported = true;
                 }
                 ad_buf_printf(&b, ", %s_ds_", v->cname);
+            } else if (a->kind == EX_ADDR && a->a->kind == EX_VAR && v->type->kind == TY_STRUCT) {
+                /* &q of a local struct: its CR_AD_VMAX structs of tangents, element 0 */
+                ad_buf_printf(&b, ", %s_d, CR_AD_VMAX", v->cname);
             } else {
                 ad_buf_printf(&b, ", &%s_d", v->cname);
                 if (a->kind == EX_ADDR && a->a->kind == EX_INDEX) {
@@ -484,9 +495,11 @@ static void tan_assign(fw *w, ad_expr *place, ad_expr *value, const char *ind)
         ranged_assign(w, place, value, n, T, ind2);
     } else if (ranges_on(w) && !local && param_assign(w, place, value, n, ind2)) {
         /* every lane written: zeros, then each place read over its own lanes */
-    } else if (w->vector &&
-               lin_tangent_lanes(&w->l, value, lin_place_tangent(&w->l, place), local)) {
-        /* each direction reads only its own lane: the place's tangent is written in place */
+    } else if (w->vector && lin_tangent_lanes(&w->l, value, lin_place_tangent(&w->l, place),
+                                              local && !(ranges_on(w) && struct_place(place)))) {
+        /* each direction reads only its own lane: the place's tangent is written in place
+         * (with lane ranges, a struct's field on the lanes [0, w_) only: past w_, a ranged
+         * array declared with no initialiser holds what the stack held) */
     } else if (w->vector) {
         ad_buf_printf(w->out, "%s%s e%d_[CR_AD_VMAX];\n", ind2, T, n);
         lin_tangent_assign(&w->l, value, ad_fmt("e%d_", n));
@@ -704,7 +717,9 @@ static void tanv_params(ad_buf *b, const ad_func *f)
         const ad_var *p = f->params[i];
         ad_emit_decl(b, p->type, p->cname);
         if (p->shadowed) {
-            const char *T = ad_type_real_name(ad_type_scalar_of(p->type));
+            const ad_type *e = ad_type_scalar_of(p->type);
+            /* a pointer to structs: one struct of tangents per element and direction */
+            const char *T = e->kind == TY_STRUCT ? e->name : ad_type_real_name(e);
             if (ad_type_is_real(p->type))
                 ad_buf_printf(b, ", const %s *%s_d", T, p->cname);
             else
@@ -723,26 +738,6 @@ void ad_emit_forward_fn(ad_buf *out, ad_unit *u, ad_func *f, const char *mname, 
 {
     fw w = {.u = u, .f = f, .vector = vector};
     w.l.vector = vector;
-    if (vector) {
-        /* a local struct's tangents would be a struct of lanes, which is not written */
-        bool refused = false;
-        for (int i = 0; i < f->nlocals; i++) {
-            const ad_var *v = f->locals[i];
-            if (v->active && ad_type_scalar_of(v->type)->kind == TY_STRUCT) {
-                ad_error(v->loc,
-                         "unsupported construct in the vector forward mode of '%s': %s of "
-                         "type '%s' holding active values (use the forward mode, or locals "
-                         "of numbers and arrays)",
-                         f->name, v->literal ? "a compound literal" : "a local struct",
-                         v->type->spelling);
-                refused = true;
-            }
-        }
-        if (refused) {
-            f->nerrors++;
-            return;
-        }
-    }
     ad_buf body = {0};
     w.out = &body;
     tan_stmt(&w, f->body, "    ");

@@ -218,6 +218,67 @@ int lin_partials(lin *l, ad_expr *e, ad_expr **leaves, const char **J, int max)
 
 /* ---- Tangents ------------------------------------------------------------------------------- */
 
+/* The shadow of a local's place with the direction index k_ where its tangent has it: after
+ * the array dimensions of a local of numbers (`a_d[i][k_]`); at the struct, before its first
+ * field, for a local struct or array of structs, whose tangent is an array of CR_AD_VMAX
+ * structs (`q_d[k_].w[j]`, `qs_d[i][k_].x`). True when the index was written. */
+static bool lane_shadow(ad_buf *b, const ad_expr *e)
+{
+    switch (e->kind) {
+    case EX_VAR:
+        ad_emit_shadow(b, e, "_d");
+        return false;
+    case EX_INDEX: {
+        bool in = lane_shadow(b, e->a);
+        ad_buf_put(b, "[");
+        ad_emit_expr(b, e->b);
+        ad_buf_put(b, "]");
+        return in;
+    }
+    case EX_MEMBER: {
+        bool in = lane_shadow(b, e->a);
+        if (!in && !e->arrow)
+            ad_buf_put(b, "[k_]");
+        ad_buf_printf(b, "%s%s", e->arrow ? "->" : ".", e->text);
+        return in || !e->arrow;
+    }
+    default:
+        ad_emit_shadow(b, e, "_d");
+        return false;
+    }
+}
+
+/* The tangent of a field of a struct parameter's element (vector mode): element i of `p`
+ * in direction k_ is the struct p_d[i * p_ds_ + k_]; `p->f`, `(*p).f` and `p[i].f`, then
+ * fields and indices below. False when e has another form. */
+static bool param_field(ad_buf *b, const ad_var *v, const ad_expr *e)
+{
+    if (e->kind == EX_INDEX) {
+        if (!param_field(b, v, e->a))
+            return false;
+        ad_buf_put(b, "[");
+        ad_emit_expr(b, e->b);
+        ad_buf_put(b, "]");
+        return true;
+    }
+    if (e->kind != EX_MEMBER)
+        return false;
+    const ad_expr *a = e->a;
+    if (e->arrow && a->kind == EX_VAR && a->var == v) {
+        ad_buf_printf(b, "%s_d[k_]", v->cname);
+    } else if (!e->arrow && a->kind == EX_DEREF && a->a->kind == EX_VAR && a->a->var == v) {
+        ad_buf_printf(b, "%s_d[k_]", v->cname);
+    } else if (!e->arrow && a->kind == EX_INDEX && a->a->kind == EX_VAR && a->a->var == v) {
+        ad_buf_printf(b, "%s_d[(size_t)(", v->cname);
+        ad_emit_expr(b, a->b);
+        ad_buf_printf(b, ") * %s_ds_ + (size_t)k_]", v->cname);
+    } else if (e->arrow || !param_field(b, v, a)) {
+        return false;
+    }
+    ad_buf_printf(b, ".%s", e->text);
+    return true;
+}
+
 /* The tangent of a place: its shadow (vector mode: element k_ of its direction block). */
 static const char *place_tangent(lin *l, const ad_expr *e)
 {
@@ -233,16 +294,23 @@ static const char *place_tangent(lin *l, const ad_expr *e)
                 ad_buf_printf(&b, ") * %s_ds_ + (size_t)k_]", v->cname);
             } else if (e->kind == EX_DEREF && e->a->kind == EX_VAR) {
                 ad_buf_printf(&b, "%s_d[k_]", v->cname);
+            } else if (param_field(&b, v, e)) {
+                /* a field of a struct parameter's element */
             } else {
+                if (b.p) { /* what param_field wrote before it failed */
+                    b.len = 0;
+                    b.p[0] = '\0';
+                }
                 ad_buf_put(&b, "0 /* unsupported */");
                 l->unsupported = true;
             }
         } else if (v && v->kind == VAR_PARAM) {
             ad_buf_printf(&b, "%s_dv[k_]", v->cname);
         } else {
-            /* a local: its tangent has a trailing direction dimension */
-            ad_emit_shadow(&b, e, "_d");
-            ad_buf_put(&b, "[k_]");
+            /* a local: its tangent has a trailing direction dimension (a struct's: before
+             * its fields) */
+            if (!lane_shadow(&b, e))
+                ad_buf_put(&b, "[k_]");
         }
     } else {
         ad_emit_shadow(&b, e, "_d");

@@ -32,6 +32,7 @@ double c_lit_array_fwdv(const double *x, const double *x_d, int n, double *c_lit
 double c_lit_array_jacfwd(const double *x, int n, double *J);
 double c_lit_struct_rev(const double *x, double *x_b, int n, double c_lit_struct_b);
 double c_lit_struct_fwd(const double *x, const double *x_d, int n, double *c_lit_struct_d);
+double c_lit_struct_fwdv(const double *x, const double *x_d, int n, double *c_lit_struct_d, int nd);
 double c_post_rev(const double *x, double *x_b, int n, double c_post_b);
 double c_post_fwd(const double *x, const double *x_d, int n, double *c_post_d);
 double c_post_fwdv(const double *x, const double *x_d, int n, double *c_post_d, int nd);
@@ -46,6 +47,7 @@ double c_iter_fwdv(const double *x, const double *x_d, int n, double *c_iter_d, 
 double c_iter_jacfwd(const double *x, int n, double *J);
 double c_lit_member_rev(const double *x, double *x_b, int n, double c_lit_member_b);
 double c_lit_member_fwd(const double *x, const double *x_d, int n, double *c_lit_member_d);
+double c_lit_member_fwdv(const double *x, const double *x_d, int n, double *c_lit_member_d, int nd);
 double c_lit_member_jacfwd(const double *x, int n, double *J);
 double c_once_rev(const double *x, double *x_b, int n, double c_once_b);
 double c_once_rev_set(const double *x, double *x_b, int n, double c_once_b);

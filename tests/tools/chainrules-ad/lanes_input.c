@@ -128,3 +128,56 @@ void l_lazy(const int *idx, const double *x, double *y)
     y[2] = z[2] * big[0];
     y[3] = z[3] + big[idx[3]];
 }
+
+struct l_pt {
+    double x, y;
+    double w[4];
+};
+
+/* callees with a local struct (their vector kernels with lane ranges), one reading a struct
+ * by address, one writing it */
+static double l_norm(const struct l_pt *q, int c, double b)
+{
+    struct l_pt p;
+    p.x = q->w[c];
+    p.y = b * q->x;
+    return sqrt(p.x * p.x + p.y * p.y + 1.0);
+}
+
+static void l_shift(struct l_pt *q, double d)
+{
+    q->x = q->x + d;
+    q->w[0] = q->w[0] * d;
+    q->w[1] = d * d + sin(d);
+}
+
+/* Local structs (every lane of their tangents) among ranged locals: fields read and written,
+ * an array field indexed at run time, a copy, a struct literal, structs passed by address to
+ * callees, a ranged array declared with no initialiser read into a field and a field read
+ * into it. */
+void l_struct(const int *idx, const double *x, double *y)
+{
+    double big[16];
+    const int a = idx[0] % 4, b = idx[1] % 4, c = idx[2] % 4;
+    struct l_pt q;
+    q.x = x[0] * x[1];
+    q.y = 0.0;
+    for (int i = 0; i < 4; i++)
+        q.w[i] = 0.0;
+    for (int i = 0; i < L_N; i++)
+        big[i] = x[i] * x[i];
+    q.w[a] = big[idx[1]] + sin(x[2]);
+    q.w[b] += x[3] * q.x;
+    struct l_pt r = q;
+    r.y = l_norm(&r, c, x[4]);
+    struct l_pt t = (struct l_pt){.x = x[5], .w = {x[2], 0.0, cos(x[1]), 1.0}};
+    l_shift(&t, x[0]);
+    big[idx[2]] = r.y * t.x + q.w[a];
+    double s = 0.0;
+    for (int i = 0; i < 4; i++)
+        s += r.w[i] * t.w[(i + idx[3]) % 4];
+    y[0] = s;
+    y[1] = big[idx[2]] * r.x;
+    y[2] = r.y + t.w[2] * q.w[b];
+    y[3] = big[idx[3]];
+}

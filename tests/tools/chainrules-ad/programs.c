@@ -502,6 +502,112 @@ double p_loop_inits(const double *x, int n)
     return s;
 }
 
+/* ---- Local structs holding real data ---------------------------------------------------- */
+
+struct p_pt {
+    double x, y;
+    double w[3];
+    int k;
+};
+
+struct p_seg {
+    struct p_pt a;
+    double len;
+};
+
+/* A local struct's fields read and written, an array field indexed at run time, a struct
+ * copied (field by field), a struct literal. */
+double p_struct_local(const double *x, int n)
+{
+    struct p_pt q;
+    q.x = x[0];
+    q.y = x[1] * x[2];
+    q.k = n;
+    for (int j = 0; j < 3; j++)
+        q.w[j] = sin(x[j + 3]) + q.x * j;
+    struct p_pt r = q;
+    r.x = r.x * q.y + cos(r.w[1]);
+    struct p_pt t = (struct p_pt){x[1] * x[0], exp(0.3 * x[4]), {x[5], 0.5, x[2]}, 1};
+    double s = 0;
+    for (int i = 0; i < n; i++) {
+        int k = (2 * i + r.k) % 3;
+        s += r.w[k] * x[i] + t.w[(i + 1) % 3] * q.x;
+        r.w[k] = r.w[k] * 0.5 + t.y * x[i];
+        q = r;
+    }
+    return s + r.x * t.x + q.y + (struct p_pt){.y = x[3] * x[3]}.y;
+}
+
+/* A static callee with a local struct (its vector kernel), a nested struct and a local array
+ * of structs indexed at run time. */
+static double p_seg_len(double a, double b)
+{
+    struct p_seg g;
+    g.a.x = a;
+    g.a.w[1] = b * b;
+    g.len = sqrt(g.a.x * g.a.x + g.a.w[1] + 1);
+    return g.len;
+}
+
+double p_struct_nested(const double *x, int n)
+{
+    struct p_seg sg[2];
+    for (int i = 0; i < 2; i++) {
+        sg[i].a.x = x[i];
+        sg[i].a.y = x[i + 2] * x[i];
+        sg[i].len = 0;
+        for (int j = 0; j < 3; j++)
+            sg[i].a.w[j] = x[(i + j) % n];
+    }
+    double s = 0;
+    for (int i = 0; i < n; i++) {
+        int m = i % 2;
+        sg[m].len += p_seg_len(sg[m].a.x, x[i]) * sg[1 - m].a.w[i % 3];
+        sg[m].a.w[(i + 1) % 3] = sg[m].a.y * x[i];
+        s += sg[m].len * 0.1;
+    }
+    return s + sg[0].a.y * sg[1].len;
+}
+
+/* Local structs passed by address to callees that read them and write them (f_fwdv: the
+ * struct's tangents, one struct per direction, are the callee's block of structs). */
+static double p_pt_len(const struct p_pt *p)
+{
+    return sqrt(p->x * p->x + p->y * p->y + 1) + p->w[p->k % 3] * p->w[0];
+}
+
+static void p_pt_move(struct p_pt *p, double d)
+{
+    p->x = p->x + d * p->y;
+    for (int j = 0; j < 3; j++)
+        p->w[j] = p->w[j] * cos(d) + p->x;
+}
+
+double p_struct_calls(const double *x, int n)
+{
+    struct p_pt q;
+    q.x = x[0];
+    q.y = x[1] * x[2];
+    q.k = n;
+    for (int j = 0; j < 3; j++)
+        q.w[j] = x[j + 3];
+    struct p_pt pts[2];
+    for (int i = 0; i < 2; i++) {
+        pts[i].x = q.x * (i + 1);
+        pts[i].y = i ? exp(0.2 * x[5]) : q.y;
+        pts[i].k = i;
+        for (int j = 0; j < 3; j++)
+            pts[i].w[j] = q.w[(i + j) % 3];
+    }
+    double s = 0;
+    for (int i = 0; i < n; i++) {
+        p_pt_move(&pts[i % 2], x[i]);
+        s += p_pt_len(&pts[(i + 1) % 2]) * x[i];
+    }
+    p_pt_move(&q, s * 0.01);
+    return s + p_pt_len(&q) + p_pt_len(pts);
+}
+
 /* ---- Other signatures ------------------------------------------------------------------ */
 
 /* Scalars in, a scalar out. */

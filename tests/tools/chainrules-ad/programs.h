@@ -44,7 +44,10 @@ struct p_model {
     X(p_set_square)      \
     X(p_set_mirror)      \
     X(p_set_stride)      \
-    X(p_set_consts)
+    X(p_set_consts)      \
+    X(p_struct_local)    \
+    X(p_struct_nested)   \
+    X(p_struct_calls)
 
 P_ARRAY_FNS(P_ARRAY_FN)
 
@@ -88,7 +91,9 @@ P_SET_FNS(P_SET_FN)
     X(p_set_square)      \
     X(p_set_mirror)      \
     X(p_set_stride)      \
-    X(p_set_consts)
+    X(p_set_consts)      \
+    X(p_struct_local)    \
+    X(p_struct_nested)
 #define P_JAC_FN(name) double name##_jacfwd(const double *x, int n, double *J);
 P_JAC_FNS(P_JAC_FN)
 /* J 1 x 2 (a, b); 5 x 6 (y by x, scale; --dims p_outputs.x=5,y=5); 4 x 5 (u on exit by u on
@@ -125,6 +130,9 @@ double p_struct_rev(const struct p_model *m, struct p_model *m_b, const double *
                     int n, double p_struct_b);
 double p_struct_fwd(const struct p_model *m, const struct p_model *m_d, const double *x,
                     const double *x_d, int n, double *p_struct_d);
+/* m_d[k]: the tangents of m's fields in direction k (one struct per direction) */
+double p_struct_fwdv(const struct p_model *m, const struct p_model *m_d, const double *x,
+                     const double *x_d, int n, double *p_struct_d, int nd);
 
 float p_float(const float *x, int n);
 float p_float_rev(const float *x, float *x_b, int n, float p_float_b);

@@ -90,16 +90,17 @@ static void test_return_types(void **state)
     check_all(state, progs, sizeof progs / sizeof *progs);
 }
 
-/* array and struct literals; the vector forward mode refuses struct literals, the
- * Jacobian entries a struct passed by address */
+/* array and struct literals; the Jacobian entries refuse a struct passed by address
+ * (c_lit_struct) */
 static void test_literals(void **state)
 {
     const prog progs[] = {
         {"c_once", (prog_fn)c_once, c_once_rev, c_once_rev_set, c_once_fwd, NULL, c_once_jacfwd},
         {"c_lit_array", c_lit_array, c_lit_array_rev, NULL, c_lit_array_fwd, c_lit_array_fwdv,
          c_lit_array_jacfwd},
-        {"c_lit_struct", c_lit_struct, c_lit_struct_rev, NULL, c_lit_struct_fwd, NULL, NULL},
-        {"c_lit_member", c_lit_member, c_lit_member_rev, NULL, c_lit_member_fwd, NULL,
+        {"c_lit_struct", c_lit_struct, c_lit_struct_rev, NULL, c_lit_struct_fwd, c_lit_struct_fwdv,
+         NULL},
+        {"c_lit_member", c_lit_member, c_lit_member_rev, NULL, c_lit_member_fwd, c_lit_member_fwdv,
          c_lit_member_jacfwd},
     };
     check_all(state, progs, sizeof progs / sizeof *progs);

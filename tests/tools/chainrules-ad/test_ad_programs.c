@@ -91,8 +91,15 @@ static void check_array_fn(fixture *fx, const array_fn *a, const double *x)
         }
     }
     assert_close(a->fwdv(x, v, N, jv, 20), y, 1e-14);
-    for (int k = 0; k < 20; k++)
+    for (int k = 0; k < 20; k++) {
         assert_near_(jv[k], fdv[k], 1e-7, a->name, __FILE__, __LINE__);
+        /* lane k against f_fwd in the same direction */
+        double dir[N], d = NAN;
+        for (int i = 0; i < N; i++)
+            dir[i] = v[i * 20 + k];
+        a->fwd(x, dir, N, &d);
+        assert_near_(jv[k], d, 1e-13, a->name, __FILE__, __LINE__);
+    }
 }
 
 static void test_array_functions(void **state)
@@ -331,6 +338,29 @@ static void test_struct_parameter(void **state)
     for (int j = 0; j < 4; j++)
         want += fd[5 + j] * xd[j];
     ASSERT_CLOSE(d, want, 1e-7);
+    /* f_fwdv, 20 directions (two blocks): mdv[k] holds the struct's tangents in direction k;
+     * each lane against central differences and f_fwd in its direction */
+    enum { ND = 20 };
+    struct p_model mdv[ND];
+    double xdv[4 * ND], dv[ND];
+    for (int k = 0; k < ND; k++) {
+        mdv[k] = (struct p_model){-1, sin(k + 1.0), {cos(k + 2.0), sin(3.0 * k), 0.1 * k}, 1.5};
+        for (int j = 0; j < 4; j++)
+            xdv[j * ND + k] = cos(1.0 + k + 5.0 * j);
+    }
+    ASSERT_CLOSE(p_struct_fwdv(&m, mdv, v + 5, xdv, 4, dv, ND), p_struct(&m, v + 5, 4), 1e-14);
+    for (int k = 0; k < ND; k++) {
+        const double in[9] = {mdv[k].bias, mdv[k].w[0],     mdv[k].w[1],
+                              mdv[k].w[2], mdv[k].scale,    xdv[k],
+                              xdv[ND + k], xdv[2 * ND + k], xdv[3 * ND + k]};
+        double wk = 0;
+        for (int j = 0; j < 9; j++)
+            wk += fd[j] * in[j];
+        ASSERT_CLOSE(dv[k], wk, 1e-7);
+        double dk = NAN;
+        p_struct_fwd(&m, &mdv[k], v + 5, in + 5, 4, &dk);
+        ASSERT_CLOSE(dv[k], dk, 1e-13);
+    }
 }
 
 static void float_map(const double *x, size_t n, double *y, size_t m, void *env)
