@@ -346,14 +346,7 @@ static cr_status band_cot_new(cr_arena *arena, const band_thunk *t, cr_tangent *
             v[1] = cr__load(w, (ptrdiff_t)k + 1);
             v[2] = cr__load(w, (ptrdiff_t)k + 2);
         }
-        if (a->structure == CR_MAT_SYMTRIDIAGONAL)
-            v[1] = v[2] = 0.5 * (v[1] + v[2]);
-        else if (a->structure == CR_MAT_BIDIAG_UPPER)
-            v[2] = 0;
-        else if (a->structure == CR_MAT_BIDIAG_LOWER)
-            v[1] = 0;
-        for (size_t q = 0; q < 3 && k + q < m; q++)
-            cr__store(r, (ptrdiff_t)(k + q), cplx ? v[q] : creal(v[q]));
+        cr__band_store(r, k, m, a->structure, v, 3, cplx);
     }
     r->ndim = 2;
     r->shape[0] = r->shape[1] = n;

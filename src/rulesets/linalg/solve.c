@@ -592,14 +592,7 @@ static cr_status band_cot(cr_arena *arena, const cr_array *a, const cr_project *
             v[1] = entry(L, R, i, i + 1);
             v[2] = entry(L, R, i + 1, i);
         }
-        if (a->structure == CR_MAT_SYMTRIDIAGONAL)
-            v[1] = v[2] = 0.5 * (v[1] + v[2]);
-        else if (a->structure == CR_MAT_BIDIAG_UPPER)
-            v[2] = 0;
-        else if (a->structure == CR_MAT_BIDIAG_LOWER)
-            v[1] = 0;
-        for (size_t q = 0; q < (diag ? 1 : 3) && k + q < m; q++)
-            cr__store(r, (ptrdiff_t)(k + q), cplx ? v[q] : creal(v[q]));
+        cr__band_store(r, k, m, a->structure, v, diag ? 1 : 3, cplx);
     }
     r->ndim = 2;
     r->shape[0] = r->shape[1] = n;

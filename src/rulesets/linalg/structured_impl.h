@@ -31,6 +31,25 @@ static inline bool cr__gt_structure(uint8_t s)
     return s == CR_MAT_TRIDIAGONAL || s == CR_MAT_SYMTRIDIAGONAL;
 }
 
+/* Stores a band cotangent's entries at row i of a band array r (matmul's, solve's and rdiv's
+ * band cotangents: strides (2, 1), (i, i) at k = 3i, (i, i+1) at 3i + 1, (i+1, i) at 3i + 2,
+ * m stored elements), projected onto the structure s of the operand: v holds (i, i),
+ * (i, i+1) and (i+1, i) (the last two zero in the last row); SymTridiagonal's off-diagonal
+ * is symmetrised, the diagonal a Bidiagonal does not read zeroed, and only real parts are
+ * kept unless cplx. A Diagonal's array (nq = 1) stores (i, i) only, at k = i. */
+static inline void cr__band_store(cr_array *r, size_t k, size_t m, uint8_t s, cr_complex v[3],
+                                  size_t nq, bool cplx)
+{
+    if (s == CR_MAT_SYMTRIDIAGONAL)
+        v[1] = v[2] = 0.5 * (v[1] + v[2]);
+    else if (s == CR_MAT_BIDIAG_UPPER)
+        v[2] = 0;
+    else if (s == CR_MAT_BIDIAG_LOWER)
+        v[1] = 0;
+    for (size_t q = 0; q < nq && k + q < m; q++)
+        cr__store(r, (ptrdiff_t)(k + q), cplx ? v[q] : creal(v[q]));
+}
+
 #if defined(CR_HAVE_LAPACKE)
 
 /* The LU factorization with partial pivoting of a tridiagonal matrix (gttrf). */
