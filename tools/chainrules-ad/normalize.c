@@ -107,6 +107,20 @@ static bool has_local_call(const ad_expr *e)
 
 static ad_expr *hoist_calls(hoist *h, ad_expr *e, bool top);
 
+/* The expression `a = b` (of a's type). */
+static ad_expr *assign_expr(ad_expr *a, ad_expr *b, ad_loc loc)
+{
+    ad_expr *as = ad_alloc(sizeof *as);
+    as->kind = EX_ASSIGN;
+    as->op = "=";
+    as->a = a;
+    as->b = b;
+    as->type = a->type;
+    as->loc = loc;
+    as->tmp = -1;
+    return as;
+}
+
 static ad_expr *var_expr(ad_var *v, ad_loc loc)
 {
     ad_expr *ref = ad_expr_var(v);
@@ -119,15 +133,7 @@ static ad_stmt *assign_stmt(ad_var *v, ad_expr *value)
     ad_stmt *s = ad_alloc(sizeof *s);
     s->kind = ST_EXPR;
     s->loc = value->loc;
-    ad_expr *as = ad_alloc(sizeof *as);
-    as->kind = EX_ASSIGN;
-    as->op = "=";
-    as->a = var_expr(v, value->loc);
-    as->b = value;
-    as->type = v->type;
-    as->loc = value->loc;
-    as->tmp = -1;
-    s->e = as;
+    s->e = assign_expr(var_expr(v, value->loc), value, value->loc);
     return s;
 }
 
@@ -196,15 +202,7 @@ static ad_expr *hoist_calls(hoist *h, ad_expr *e, bool top)
     ad_stmt *s = ad_alloc(sizeof *s);
     s->kind = ST_EXPR;
     s->loc = e->loc;
-    ad_expr *as = ad_alloc(sizeof *as);
-    as->kind = EX_ASSIGN;
-    as->op = "=";
-    as->a = ref;
-    as->b = e;
-    as->type = e->type;
-    as->loc = e->loc;
-    as->tmp = -1;
-    s->e = as;
+    s->e = assign_expr(ref, e, e->loc);
     add_pre(h, s);
     return ref;
 }
@@ -506,15 +504,7 @@ static void copy_fields(lift *l, ad_expr *dst, ad_expr *src)
             copy_fields(l, element_of(copy_expr(dst), k), element_of(copy_expr(src), k));
         return;
     }
-    ad_expr *as = ad_alloc(sizeof *as);
-    as->kind = EX_ASSIGN;
-    as->op = "=";
-    as->a = dst;
-    as->b = src;
-    as->type = dst->type;
-    as->loc = dst->loc;
-    as->tmp = -1;
-    lift_add(l, expr_stmt(as));
+    lift_add(l, expr_stmt(assign_expr(dst, src, dst->loc)));
 }
 
 static bool plain_struct(const ad_type *t, long long *slots)
