@@ -2,8 +2,8 @@
  * Programs for the vector forward mode with lane ranges (chainrules-ad --lane-ranges,
  * test_ad_lanes.c): local arrays indexed by run-time values, accumulations, a place read
  * by its own value, elements that are the same at run time, conditional expressions, a
- * callee writing the caller's array, a scalar parameter. Each maps x (L_N values, and s
- * for l_scalar) to y (L_M values).
+ * callee writing the caller's array, a scalar parameter, outputs written from narrow
+ * ranges. Each maps x (L_N values, and s for l_scalar) to y (L_M values).
  */
 #include <math.h>
 
@@ -127,6 +127,24 @@ void l_lazy(const int *idx, const double *x, double *y)
     y[1] = z[0] + z[1];
     y[2] = z[2] * big[0];
     y[3] = z[3] + big[idx[3]];
+}
+
+/* Elements of the caller's array written from locals whose ranges are empty, in the middle
+ * of the lanes (the sparse seeds give x[i] lane i only) or apart from each other: each
+ * element's every lane is written once, the first place read's lanes and zeros around them,
+ * then the other places' lanes added (the caller fills y's tangent with NaN first). */
+void l_rows(const int *idx, const double *x, double *y)
+{
+    double none = 0.0; /* active, but with no lane unless idx[3] > 8 (never) */
+    if (idx[3] > 8)
+        none = x[0];
+    double mid = sin(x[2]) * x[3];
+    double lo = x[0] * x[1];
+    double hi = exp(x[5]);
+    y[0] = none * 2.0;
+    y[1] = mid - 1.0;
+    y[2] = none + lo * hi;
+    y[3] = mid * hi + lo + x[idx[0]];
 }
 
 struct l_pt {

@@ -13,6 +13,7 @@ void l_call(const int *idx, const double *x, double *y);
 void l_scalar(const int *idx, const double *x, double s, double *y);
 void l_lazy(const int *idx, const double *x, double *y);
 void l_struct(const int *idx, const double *x, double *y);
+void l_rows(const int *idx, const double *x, double *y);
 
 #define L_DECL(name)                                                                             \
     void name##_fwd(const int *idx, const double *x, const double *x_d, double *y, double *y_d); \
@@ -24,6 +25,7 @@ L_DECL(l_cond)
 L_DECL(l_call)
 L_DECL(l_lazy)
 L_DECL(l_struct)
+L_DECL(l_rows)
 #undef L_DECL
 void l_scalar_fwd(const int *idx, const double *x, const double *x_d, double s, double s_d,
                   double *y, double *y_d);

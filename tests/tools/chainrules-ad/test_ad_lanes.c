@@ -24,8 +24,8 @@ typedef struct prog {
     {                            \
 #n, n, n##_fwd, n##_fwdv \
     }
-static const prog k_progs[] = {PROG(l_gather), PROG(l_blocks), PROG(l_cond),
-                               PROG(l_call),   PROG(l_lazy),   PROG(l_struct)};
+static const prog k_progs[] = {PROG(l_gather), PROG(l_blocks), PROG(l_cond), PROG(l_call),
+                               PROG(l_lazy),   PROG(l_struct), PROG(l_rows)};
 
 /* run-time indices: distinct, then idx[0] == idx[1] == idx[2] */
 static const int k_idx[2][4] = {{2, 5, 1, 3}, {4, 4, 4, 0}};
