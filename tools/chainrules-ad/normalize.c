@@ -10,28 +10,46 @@
 
 static int g_tmp;
 
-static ad_expr *num_one(const ad_expr *like)
+/* A new expression node of the kind, operator, operands, type and place given. */
+static ad_expr *node(ad_ekind kind, const char *op, ad_expr *a, ad_expr *b, ad_type *type,
+                     ad_loc loc)
 {
     ad_expr *e = ad_alloc(sizeof *e);
-    e->kind = EX_NUM;
-    e->type = like->type;
-    e->loc = like->loc;
-    e->text = ad_type_is_real(like->type) ? "1.0" : "1";
+    e->kind = kind;
+    e->op = op;
+    e->a = a;
+    e->b = b;
+    e->type = type;
+    e->loc = loc;
     e->tmp = -1;
     return e;
 }
 
+/* The constant `text` of type t. */
+static ad_expr *num(const char *text, ad_type *t, ad_loc loc)
+{
+    ad_expr *e = node(EX_NUM, NULL, NULL, NULL, t, loc);
+    e->text = text;
+    return e;
+}
+
+/* The type int, for the integer constants and conditions the rewrites make. */
+static ad_type *int_type(void)
+{
+    ad_type *it = ad_alloc(sizeof *it);
+    it->kind = TY_INT;
+    it->spelling = it->unq = "int";
+    return it;
+}
+
+static ad_expr *num_one(const ad_expr *like)
+{
+    return num(ad_type_is_real(like->type) ? "1.0" : "1", like->type, like->loc);
+}
+
 static ad_expr *bin(const char *op, ad_expr *a, ad_expr *b, ad_type *t)
 {
-    ad_expr *e = ad_alloc(sizeof *e);
-    e->kind = EX_BIN;
-    e->op = op;
-    e->a = a;
-    e->b = b;
-    e->type = t;
-    e->loc = a->loc;
-    e->tmp = -1;
-    return e;
+    return node(EX_BIN, op, a, b, t, a->loc);
 }
 
 /* x op= e -> x = x op e; x++ -> x = x + 1. */
@@ -110,15 +128,7 @@ static ad_expr *hoist_calls(hoist *h, ad_expr *e, bool top);
 /* The expression `a = b` (of a's type). */
 static ad_expr *assign_expr(ad_expr *a, ad_expr *b, ad_loc loc)
 {
-    ad_expr *as = ad_alloc(sizeof *as);
-    as->kind = EX_ASSIGN;
-    as->op = "=";
-    as->a = a;
-    as->b = b;
-    as->type = a->type;
-    as->loc = loc;
-    as->tmp = -1;
-    return as;
+    return node(EX_ASSIGN, "=", a, b, a->type, loc);
 }
 
 static ad_expr *var_expr(ad_var *v, ad_loc loc)
@@ -193,12 +203,7 @@ static ad_expr *hoist_calls(hoist *h, ad_expr *e, bool top)
     if (e->type->kind == TY_VOID)
         return e;
     ad_var *v = new_local(h->f, e->type, e->text, e->loc, h->depth);
-    ad_expr *ref = ad_alloc(sizeof *ref);
-    ref->kind = EX_VAR;
-    ref->var = v;
-    ref->type = e->type;
-    ref->loc = e->loc;
-    ref->tmp = -1;
+    ad_expr *ref = var_expr(v, e->loc);
     ad_stmt *s = ad_alloc(sizeof *s);
     s->kind = ST_EXPR;
     s->loc = e->loc;
@@ -409,16 +414,8 @@ static bool lower_condition(hoist *h, ad_stmt *s)
     ad_expr *cond = lift_effects(&l, s->e, false);
     if (l.failed)
         return false;
-    ad_type *it = ad_alloc(sizeof *it);
-    it->kind = TY_INT;
-    it->spelling = it->unq = "int";
-    ad_expr *neg = ad_alloc(sizeof *neg);
-    neg->kind = EX_UN;
-    neg->op = "!";
-    neg->a = cond;
-    neg->type = it;
-    neg->loc = cond->loc;
-    neg->tmp = -1;
+    ad_type *it = int_type();
+    ad_expr *neg = node(EX_UN, "!", cond, NULL, it, cond->loc);
     ad_stmt *brk = ad_alloc(sizeof *brk);
     brk->kind = ST_BREAK;
     brk->loc = s->loc;
@@ -442,13 +439,7 @@ static bool lower_condition(hoist *h, ad_stmt *s)
     b->body = items;
     b->n = l.n + 1;
     s->then = b;
-    ad_expr *one = ad_alloc(sizeof *one);
-    one->kind = EX_NUM;
-    one->text = "1";
-    one->type = it;
-    one->loc = s->e->loc;
-    one->tmp = -1;
-    s->e = one;
+    s->e = num("1", it, s->e->loc);
     return true;
 }
 
@@ -460,35 +451,15 @@ static bool lower_condition(hoist *h, ad_stmt *s)
 
 static ad_expr *member_of(ad_expr *base, const ad_field *f)
 {
-    ad_expr *m = ad_alloc(sizeof *m);
-    m->kind = EX_MEMBER;
-    m->type = f->type;
-    m->loc = base->loc;
-    m->a = base;
+    ad_expr *m = node(EX_MEMBER, NULL, base, NULL, f->type, base->loc);
     m->text = f->name;
-    m->tmp = -1;
     return m;
 }
 
 static ad_expr *element_of(ad_expr *base, long long k)
 {
-    ad_type *it = ad_alloc(sizeof *it);
-    it->kind = TY_INT;
-    it->spelling = it->unq = "int";
-    ad_expr *i = ad_alloc(sizeof *i);
-    i->kind = EX_NUM;
-    i->type = it;
-    i->loc = base->loc;
-    i->text = ad_fmt("%lld", k);
-    i->tmp = -1;
-    ad_expr *e = ad_alloc(sizeof *e);
-    e->kind = EX_INDEX;
-    e->type = base->type->elem;
-    e->loc = base->loc;
-    e->a = base;
-    e->b = i;
-    e->tmp = -1;
-    return e;
+    ad_expr *i = num(ad_fmt("%lld", k), int_type(), base->loc);
+    return node(EX_INDEX, NULL, base, i, base->type->elem, base->loc);
 }
 
 static void copy_fields(lift *l, ad_expr *dst, ad_expr *src)
