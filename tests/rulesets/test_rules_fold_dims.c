@@ -5,7 +5,7 @@
  * rows, a complex array, an f32 array, every kind of init and an op without a rule (through
  * the finite-difference configuration), and the refusals.
  */
-#include "test_util.h"
+#include "test_rule_points.h"
 
 static const cr_value k_nothing = {.kind = CR_KIND_NOTHING};
 
@@ -102,23 +102,6 @@ static void test_values(void **state)
     }
 }
 
-static void check_both(fixture *fx, const cr_test_opts *opts, const cr_value *fn,
-                       const cr_value *args, size_t n, const char *what)
-{
-    cr_test_report rep;
-    cr_status st = cr_test_rrule(fx->arena, opts, fn, args, n, &rep);
-    if (st != CR_OK)
-        print_error("%s: %s\n", what, cr_ctx_errmsg(fx->ctx));
-    assert_int_equal(st, CR_OK);
-    if (rep.verdict != CR_VERDICT_PASS)
-        print_error("%s rrule: %s: %s\n", what, rep.where, rep.message);
-    assert_int_equal(rep.verdict, CR_VERDICT_PASS);
-    assert_int_equal(cr_test_frule(fx->arena, opts, fn, args, n, &rep), CR_OK);
-    if (rep.verdict != CR_VERDICT_PASS)
-        print_error("%s frule: %s: %s\n", what, rep.where, rep.message);
-    assert_int_equal(rep.verdict, CR_VERDICT_PASS);
-}
-
 static void test_rules(void **state)
 {
     fixture *fx = *state;
@@ -144,12 +127,14 @@ static void test_rules(void **state)
                 cr_value args[4] = {ops[o], cr_value_array((cr_array *)xs[k]), cr_value_i64(1),
                                     inits[in]};
                 size_t n = in == 0 ? 3 : 4;
-                check_both(fx, NULL, &cr_fn_reduce, args, n, "reduce dims 1");
-                check_both(fx, NULL, &cr_fn_accumulate_ex, args, n, "accumulate_ex dim 1");
+                check_point_strict(fx, NULL, &cr_fn_reduce, args, n, false, "reduce dims 1");
+                check_point_strict(fx, NULL, &cr_fn_accumulate_ex, args, n, false,
+                                   "accumulate_ex dim 1");
                 args[2] = cr_value_i64(0);
-                check_both(fx, NULL, &cr_fn_accumulate_ex, args, n, "accumulate_ex dim 0");
+                check_point_strict(fx, NULL, &cr_fn_accumulate_ex, args, n, false,
+                                   "accumulate_ex dim 0");
                 args[2] = k_nothing;
-                check_both(fx, NULL, &cr_fn_reduce, args, n, "reduce all");
+                check_point_strict(fx, NULL, &cr_fn_reduce, args, n, false, "reduce all");
             }
         }
     /* an op without a rule, through the finite-difference configuration */
@@ -159,9 +144,9 @@ static void test_rules(void **state)
     cr_test_opts opts = {.cfg = &cfg};
     cr_value args[4] = {cr_value_function(&skew_fn, NULL), cr_value_array(&A), cr_value_i64(0),
                         cr_value_f64(0.4)};
-    check_both(fx, &opts, &cr_fn_reduce, args, 4, "reduce skew");
-    check_both(fx, &opts, &cr_fn_accumulate_ex, args, 4, "accumulate_ex skew");
-    check_both(fx, &opts, &cr_fn_reduce, args, 2, "reduce skew all");
+    check_point_strict(fx, &opts, &cr_fn_reduce, args, 4, false, "reduce skew");
+    check_point_strict(fx, &opts, &cr_fn_accumulate_ex, args, 4, false, "accumulate_ex skew");
+    check_point_strict(fx, &opts, &cr_fn_reduce, args, 2, false, "reduce skew all");
 }
 
 /* The cotangent of init: the sum over the slices, here against central differences. */
@@ -320,16 +305,20 @@ static void test_by_reduction(void **state)
                 else
                     ASSERT_CLOSE(got, want, 1e-14);
             }
-            check_both(fx, NULL, &cr_fn_reduce, args, 3, "reduce by a reduction (f64)");
+            check_point_strict(fx, NULL, &cr_fn_reduce, args, 3, false,
+                               "reduce by a reduction (f64)");
             args[1] = cr_value_array(&Af);
-            check_both(fx, NULL, &cr_fn_reduce, args, 3, "reduce by a reduction (f32)");
+            check_point_strict(fx, NULL, &cr_fn_reduce, args, 3, false,
+                               "reduce by a reduction (f32)");
             if (o < 2) {
                 args[1] = cr_value_array(&Az);
-                check_both(fx, NULL, &cr_fn_reduce, args, 3, "reduce by a reduction (c128)");
+                check_point_strict(fx, NULL, &cr_fn_reduce, args, 3, false,
+                                   "reduce by a reduction (c128)");
             }
             /* without dims: reduce(op, A) */
             args[1] = cr_value_array(&A);
-            check_both(fx, NULL, &cr_fn_reduce, args, 2, "reduce by a reduction (all)");
+            check_point_strict(fx, NULL, &cr_fn_reduce, args, 2, false,
+                               "reduce by a reduction (all)");
         }
 }
 
@@ -373,22 +362,6 @@ static void test_by_reduction_ties(void **state)
     args[2] = cr_value_i64(2);
     assert_int_equal(cr_function_call(fx->arena, &cr_fn_reduce, args, 3, &y), CR_EINVAL);
     assert_contains(cr_ctx_errmsg(fx->ctx), "reduce");
-}
-
-/* Bytes of arena that the rrule, the pullback and the unthunked cotangent of f(args) take. */
-static size_t rule_bytes(fixture *fx, const cr_value *f, const cr_value *args, size_t n,
-                         const cr_array *G, size_t ia)
-{
-    cr_arena_reset(fx->arena);
-    size_t before = cr_arena_used(fx->arena);
-    cr_value y;
-    cr_pullback pb;
-    cr_tangent dy = cr_tangent_array((cr_array *)G), dx[4], t;
-    assert_int_equal(cr_rrule(NULL, fx->arena, f, args, n, &y, &pb), CR_OK);
-    assert_int_equal(cr_pullback_call(fx->arena, &pb, &dy, dx, n + 1), CR_OK);
-    assert_int_equal(cr_tangent_unthunk(dx[ia], &t), CR_OK);
-    assert_int_equal(t.tag, CR_TAN_ARRAY);
-    return cr_arena_used(fx->arena) - before;
 }
 
 /* reduce(+, A, 0) costs what sum(A, 0) costs, not a vector, a fold and its partials per

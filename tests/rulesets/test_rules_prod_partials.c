@@ -8,41 +8,20 @@
  * product are also compared with the products of the other elements, multiplied out here
  * one by one.
  */
-#include "test_util.h"
-
-static void check_rules(fixture *fx, const cr_value *fn, const cr_value *args, size_t n,
-                        const char *what)
-{
-    cr_test_report rep;
-    cr_status st = cr_test_rrule(fx->arena, NULL, fn, args, n, &rep);
-    if (st != CR_OK)
-        print_error("%s: %s\n", what, cr_ctx_errmsg(fx->ctx));
-    assert_int_equal(st, CR_OK);
-    if (rep.verdict != CR_VERDICT_PASS)
-        print_error("%s rrule: %s: %s\n", what, rep.where, rep.message);
-    assert_int_equal(rep.verdict, CR_VERDICT_PASS);
-    assert_int_equal(cr_test_frule(fx->arena, NULL, fn, args, n, &rep), CR_OK);
-    if (rep.verdict != CR_VERDICT_PASS)
-        print_error("%s frule: %s: %s\n", what, rep.where, rep.message);
-    assert_int_equal(rep.verdict, CR_VERDICT_PASS);
-    assert_int_equal(cr_test_consistency(fx->arena, NULL, fn, args, n, &rep), CR_OK);
-    if (rep.verdict != CR_VERDICT_PASS)
-        print_error("%s consistency: %s: %s\n", what, rep.where, rep.message);
-    assert_int_equal(rep.verdict, CR_VERDICT_PASS);
-}
+#include "test_rule_points.h"
 
 /* prod(A), prod(A, d) for every d and for dims (0, nd-1), reduce(*, A) and reduce(*, A, d). */
 static void check_all_dims(fixture *fx, cr_array *A, const char *what)
 {
     cr_value a = cr_value_array(A);
-    check_rules(fx, &cr_fn_prod, &a, 1, what);
+    check_point_strict(fx, NULL, &cr_fn_prod, &a, 1, true, what);
     cr_value r2[2] = {cr_fn_mul, a};
-    check_rules(fx, &cr_fn_reduce, r2, 2, what);
+    check_point_strict(fx, NULL, &cr_fn_reduce, r2, 2, true, what);
     for (size_t d = 0; d < A->ndim; d++) {
         cr_value args[2] = {a, cr_value_i64((int64_t)d)};
-        check_rules(fx, &cr_fn_prod, args, 2, what);
+        check_point_strict(fx, NULL, &cr_fn_prod, args, 2, true, what);
         cr_value r3[3] = {cr_fn_mul, a, cr_value_i64((int64_t)d)};
-        check_rules(fx, &cr_fn_reduce, r3, 3, what);
+        check_point_strict(fx, NULL, &cr_fn_reduce, r3, 3, true, what);
     }
     if (A->ndim > 1) {
         int64_t ends[2] = {0, (int64_t)A->ndim - 1};
@@ -50,9 +29,9 @@ static void check_all_dims(fixture *fx, cr_array *A, const char *what)
         cr_array D;
         assert_int_equal(cr_array_view_init(&D, ends, CR_DT_I64, 1, &two, NULL), CR_OK);
         cr_value args[2] = {a, cr_value_array(&D)};
-        check_rules(fx, &cr_fn_prod, args, 2, what);
+        check_point_strict(fx, NULL, &cr_fn_prod, args, 2, true, what);
         cr_value r3[3] = {cr_fn_mul, a, cr_value_array(&D)};
-        check_rules(fx, &cr_fn_reduce, r3, 3, what);
+        check_point_strict(fx, NULL, &cr_fn_reduce, r3, 3, true, what);
     }
 }
 

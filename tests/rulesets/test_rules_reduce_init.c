@@ -6,31 +6,11 @@
  * differences (the rule testers) for f64, f32 and c128 arrays and every kind of init, the
  * conventions at ties, and the arena bytes of one reduction instead of a fold per slice.
  */
-#include "test_util.h"
+#include "test_rule_points.h"
 
 #include <chainrules/rules_math.h>
 
 static const cr_value k_nothing = {.kind = CR_KIND_NOTHING};
-
-static void check_rules(fixture *fx, const cr_value *args, size_t n, const char *what)
-{
-    cr_test_report rep;
-    cr_status st = cr_test_rrule(fx->arena, NULL, &cr_fn_reduce, args, n, &rep);
-    if (st != CR_OK)
-        print_error("%s: %s\n", what, cr_ctx_errmsg(fx->ctx));
-    assert_int_equal(st, CR_OK);
-    if (rep.verdict != CR_VERDICT_PASS)
-        print_error("%s rrule: %s: %s\n", what, rep.where, rep.message);
-    assert_int_equal(rep.verdict, CR_VERDICT_PASS);
-    assert_int_equal(cr_test_frule(fx->arena, NULL, &cr_fn_reduce, args, n, &rep), CR_OK);
-    if (rep.verdict != CR_VERDICT_PASS)
-        print_error("%s frule: %s: %s\n", what, rep.where, rep.message);
-    assert_int_equal(rep.verdict, CR_VERDICT_PASS);
-    assert_int_equal(cr_test_consistency(fx->arena, NULL, &cr_fn_reduce, args, n, &rep), CR_OK);
-    if (rep.verdict != CR_VERDICT_PASS)
-        print_error("%s consistency: %s: %s\n", what, rep.where, rep.message);
-    assert_int_equal(rep.verdict, CR_VERDICT_PASS);
-}
 
 enum { R = 4, C = 5 };
 
@@ -133,7 +113,7 @@ static void test_against_fold_and_fd(void **state)
                                   : d == 2 ? cr_value_array(&D)
                                            : k_nothing;
                     cr_value args[4] = {*ops[o], cr_value_array(xs[k]), dv, inits[in]};
-                    check_rules(fx, args, 4, "reduce with init");
+                    check_point_strict(fx, NULL, &cr_fn_reduce, args, 4, true, "reduce with init");
                 }
             }
 }
@@ -191,22 +171,6 @@ static void test_ties(void **state)
     args[2] = cr_value_i64(3);
     assert_int_equal(cr_function_call(fx->arena, &cr_fn_reduce, args, 4, &y), CR_EINVAL);
     assert_contains(cr_ctx_errmsg(fx->ctx), "reduce");
-}
-
-/* Bytes of arena that the rrule, the pullback and the unthunked cotangent of f(args) take. */
-static size_t rule_bytes(fixture *fx, const cr_value *f, const cr_value *args, size_t n,
-                         const cr_array *G, size_t ia)
-{
-    cr_arena_reset(fx->arena);
-    size_t before = cr_arena_used(fx->arena);
-    cr_value y;
-    cr_pullback pb;
-    cr_tangent dy = cr_tangent_array((cr_array *)G), dx[5], t;
-    assert_int_equal(cr_rrule(NULL, fx->arena, f, args, n, &y, &pb), CR_OK);
-    assert_int_equal(cr_pullback_call(fx->arena, &pb, &dy, dx, n + 1), CR_OK);
-    assert_int_equal(cr_tangent_unthunk(dx[ia], &t), CR_OK);
-    assert_int_equal(t.tag, CR_TAN_ARRAY);
-    return cr_arena_used(fx->arena) - before;
 }
 
 /* reduce(op, A, 0, init) costs what the reduction costs and the output's size again, not a

@@ -117,79 +117,45 @@ static void test_rdiv_against_fd(void **state)
     fd_all(*state, &cr_fn_rdiv, true);
 }
 
-/* Bytes of arena that solve(A, B)'s rrule, its pullback and Ā unthunked take, A n x n of
- * structure st (made before counting), B n x 2; *cot Ā. */
-static size_t solve_bytes(fixture *fx, cr_matstruct st, size_t n, cr_tangent *cot)
+/* Bytes of arena that the rrule of solve(A, B) (rdiv false) or rdiv(B, A), its pullback and
+ * Ā unthunked take, A n x n of structure st, B n x 2 (solve) or 2 x n (rdiv), all made before
+ * counting; *cot Ā. */
+static size_t pullback_bytes(fixture *fx, bool rdiv, cr_matstruct st, size_t n, cr_tangent *cot)
 {
     cr_arena_reset(fx->arena);
     cr_array *A = band_matrix(fx, st, CR_DT_F64, n, 3);
-    cr_array *B = dense(fx, CR_DT_F64, 2, n, 2, 5);
-    cr_array *G = dense(fx, CR_DT_F64, 2, n, 2, 7);
-    cr_value args[2] = {cr_value_array(A), cr_value_array(B)}, y;
+    cr_array *B = dense(fx, CR_DT_F64, 2, rdiv ? 2 : n, rdiv ? n : 2, 5);
+    cr_array *G = dense(fx, CR_DT_F64, 2, rdiv ? 2 : n, rdiv ? n : 2, 7);
+    cr_value args[2] = {cr_value_array(rdiv ? B : A), cr_value_array(rdiv ? A : B)}, y;
     cr_pullback pb;
     cr_tangent dy = cr_tangent_array(G), dx[3];
     size_t before = cr_arena_used(fx->arena);
-    assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_solve, args, 2, &y, &pb), CR_OK);
+    assert_int_equal(cr_rrule(NULL, fx->arena, rdiv ? &cr_fn_rdiv : &cr_fn_solve, args, 2, &y, &pb),
+                     CR_OK);
     assert_int_equal(cr_pullback_call(fx->arena, &pb, &dy, dx, 3), CR_OK);
-    assert_int_equal(cr_tangent_unthunk(dx[1], cot), CR_OK);
+    assert_int_equal(cr_tangent_unthunk(dx[rdiv ? 2 : 1], cot), CR_OK);
     return cr_arena_used(fx->arena) - before;
 }
 
-/* Ā takes O(n) memory: from n = 100 to 400 the rule's arena bytes grow about 4 times, not
- * 16 (the n x n product -B̄ Yᴴ and its projection took 2 n² doubles: 2.6 MB at n = 400, and
- * a Bidiagonal's triangular solve a dense copy of A). */
+/* Ā takes O(n) memory, for solve and rdiv: from n = 100 to 400 the rule's arena bytes grow
+ * about 4 times, not 16 (the n x n product -B̄ Yᴴ, or -Yᴴ B̄, and its projection took 2 n²
+ * doubles: 2.6 MB at n = 400, and a Bidiagonal's triangular solve a dense copy of A). */
 static void test_bytes_linear(void **state)
 {
     fixture *fx = *state;
-    for (size_t t = 0; t < NSTRUCTS; t++) {
-        cr_tangent c;
-        size_t b100 = solve_bytes(fx, k_structs[t], 100, &c);
-        size_t b400 = solve_bytes(fx, k_structs[t], 400, &c);
-        if (b400 > 5 * b100 || b400 > 400 * 400 * sizeof(double))
-            print_error("%s: %zu bytes at n = 100, %zu at n = 400\n",
-                        cr_matstruct_name(k_structs[t]), b100, b400);
-        assert_true(b400 <= 5 * b100);
-        assert_true(b400 < 400 * 400 * sizeof(double));
-        assert_int_equal(c.tag, CR_TAN_ARRAY);
-        assert_int_equal(c.u.arr->structure, k_structs[t]);
-    }
-}
-
-/* Bytes of arena that rdiv(B, A)'s rrule, its pullback and Ā unthunked take, A n x n of
- * structure st, B 2 x n; *cot Ā. */
-static size_t rdiv_bytes(fixture *fx, cr_matstruct st, size_t n, cr_tangent *cot)
-{
-    cr_arena_reset(fx->arena);
-    cr_array *A = band_matrix(fx, st, CR_DT_F64, n, 3);
-    cr_array *B = dense(fx, CR_DT_F64, 2, 2, n, 5);
-    cr_array *G = dense(fx, CR_DT_F64, 2, 2, n, 7);
-    cr_value args[2] = {cr_value_array(B), cr_value_array(A)}, y;
-    cr_pullback pb;
-    cr_tangent dy = cr_tangent_array(G), dx[3];
-    size_t before = cr_arena_used(fx->arena);
-    assert_int_equal(cr_rrule(NULL, fx->arena, &cr_fn_rdiv, args, 2, &y, &pb), CR_OK);
-    assert_int_equal(cr_pullback_call(fx->arena, &pb, &dy, dx, 3), CR_OK);
-    assert_int_equal(cr_tangent_unthunk(dx[2], cot), CR_OK);
-    return cr_arena_used(fx->arena) - before;
-}
-
-/* rdiv's Ā takes O(n) memory as solve's (the n x n product -Yᴴ B̄ and its projection took
- * 2 n² doubles). */
-static void test_rdiv_bytes_linear(void **state)
-{
-    fixture *fx = *state;
-    for (size_t t = 0; t < NSTRUCTS; t++) {
-        cr_tangent c;
-        size_t b100 = rdiv_bytes(fx, k_structs[t], 100, &c);
-        size_t b400 = rdiv_bytes(fx, k_structs[t], 400, &c);
-        if (b400 > 5 * b100 || b400 > 400 * 400 * sizeof(double))
-            print_error("rdiv %s: %zu bytes at n = 100, %zu at n = 400\n",
-                        cr_matstruct_name(k_structs[t]), b100, b400);
-        assert_true(b400 <= 5 * b100);
-        assert_true(b400 < 400 * 400 * sizeof(double));
-        assert_int_equal(c.tag, CR_TAN_ARRAY);
-        assert_int_equal(c.u.arr->structure, k_structs[t]);
-    }
+    for (int rdiv = 0; rdiv < 2; rdiv++)
+        for (size_t t = 0; t < NSTRUCTS; t++) {
+            cr_tangent c;
+            size_t b100 = pullback_bytes(fx, rdiv, k_structs[t], 100, &c);
+            size_t b400 = pullback_bytes(fx, rdiv, k_structs[t], 400, &c);
+            if (b400 > 5 * b100 || b400 > 400 * 400 * sizeof(double))
+                print_error("%s %s: %zu bytes at n = 100, %zu at n = 400\n",
+                            rdiv ? "rdiv" : "solve", cr_matstruct_name(k_structs[t]), b100, b400);
+            assert_true(b400 <= 5 * b100);
+            assert_true(b400 < 400 * 400 * sizeof(double));
+            assert_int_equal(c.tag, CR_TAN_ARRAY);
+            assert_int_equal(c.u.arr->structure, k_structs[t]);
+        }
 }
 
 /* Bytes of arena that the frule of solve(A, B) (rdiv false) or rdiv(B, A) takes, A n x n of
@@ -311,7 +277,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bytes_linear, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_singular, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_rdiv_against_fd, fixture_setup, fixture_teardown),
-        cmocka_unit_test_setup_teardown(test_rdiv_bytes_linear, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_frule_bytes_linear, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(test_frule_band_equals_dense, fixture_setup,
                                         fixture_teardown),
