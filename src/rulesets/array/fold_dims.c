@@ -7,8 +7,6 @@
  * The pullback runs each slice's pullback and scatters its cotangent back into Ā. reduce with
  * op +, *, max or min runs the reduction's rules instead, with or without init (below).
  */
-#include <math.h>
-
 #include "hof_impl.h"
 #include "reduce_impl.h"
 
@@ -500,8 +498,8 @@ static cr_status reduce_by_pullback(CR__PULLBACK_PARAMS)
 
 /* A reduce with init that a reduction serves. */
 typedef struct rinit_env {
-    cr_pullback inner; /* the reduction's pullback */
-    cr__red_op op;
+    cr_pullback inner;         /* the reduction's pullback */
+    const cr_scalar_rule *row; /* op's scalar row */
     cr_complex init;
     const cr_complex *m; /* the reduction's values (nout, row-major) */
     size_t nout;
@@ -528,40 +526,31 @@ static bool fd_init_by_reduction(cr_arena *arena, const cr_value *args, size_t n
         return false; /* fd_parse refuses it */
     if (!fd_by_reduction(arena, args, 3, op, n, st))
         return false;
+    if (*st == CR_OK && cr_scalar_rule_of(args[0].u.func.fn) == NULL)
+        return false; /* no scalar row to combine init with: the fold */
     if (*st == CR_OK && !real && (*op == CR__RED_OP_MAX || *op == CR__RED_OP_MIN))
         return false; /* max of a complex init: the fold refuses it */
     return true;
 }
 
-/* op(init, m) (Julia's max and min: NaN when either is, max(-0.0, 0.0) = 0.0) and its
- * partials *pi (∂/∂init) and *pm (∂/∂m), the scalar rows'. */
-static cr_complex rinit_combine(cr__red_op op, cr_complex init, cr_complex m, cr_complex *pi,
-                                cr_complex *pm)
+/* op(init, m) and its partials *pi (∂/∂init) and *pm (∂/∂m), from op's scalar row: its
+ * complex instantiation, or its real one (max and min, whose init and m are real). */
+static cr_complex rinit_combine(const cr_scalar_rule *row, cr_complex init, cr_complex m,
+                                cr_complex *pi, cr_complex *pm)
 {
-    double a = creal(init), b = creal(m);
-    bool gt = a > b;
-    switch (op) {
-    case CR__RED_OP_SUM:
-        *pi = *pm = 1;
-        return init + m;
-    case CR__RED_OP_PROD:
-        *pi = m;
-        *pm = init;
-        return init * m;
-    case CR__RED_OP_MAX:
-        *pi = gt;
-        *pm = !gt;
-        if (isnan(a) || isnan(b))
-            return a + b;
-        return b > a || (signbit(b) == 0 && signbit(a) != 0) ? b : a;
-    case CR__RED_OP_MIN:
-        *pi = !gt;
-        *pm = gt;
-        if (isnan(a) || isnan(b))
-            return a + b;
-        return b < a || (signbit(b) != 0 && signbit(a) == 0) ? b : a;
+    if (row->c128 != NULL) {
+        cr_complex x[2] = {init, m}, Y[CR_SCALAR_MAX_OUT], D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+        row->c128(x, Y, D);
+        *pi = D[0];
+        *pm = D[1];
+        return Y[0];
     }
-    return 0;
+    double x[2] = {creal(init), creal(m)}, Y[CR_SCALAR_MAX_OUT],
+           D[CR_SCALAR_MAX_OUT * CR_SCALAR_MAX_IN];
+    row->f64(x, Y, D);
+    *pi = D[0];
+    *pm = D[1];
+    return Y[0];
 }
 
 /* The reduction's values m of its output r, and y = op(init, m) of dtype odt. */
@@ -576,7 +565,7 @@ static cr_status rinit_output(cr_arena *arena, rinit_env *e, const cr_value *r, 
     e->m = m;
     cr_complex pi, pm;
     if (e->all) {
-        *y = cr__scalar_value(odt, rinit_combine(e->op, e->init, m[0], &pi, &pm));
+        *y = cr__scalar_value(odt, rinit_combine(e->row, e->init, m[0], &pi, &pm));
         return CR_OK;
     }
     cr_array *o;
@@ -584,18 +573,18 @@ static cr_status rinit_output(cr_arena *arena, rinit_env *e, const cr_value *r, 
     if (st != CR_OK)
         return st;
     for (size_t s = 0; s < e->nout; s++)
-        cr__store(o, (ptrdiff_t)s, rinit_combine(e->op, e->init, m[s], &pi, &pm));
+        cr__store(o, (ptrdiff_t)s, rinit_combine(e->row, e->init, m[s], &pi, &pm));
     *y = cr_value_array(o);
     return CR_OK;
 }
 
 /* The environment of reduce(args) by the reduction op over args[1..n] with init args[3]:
  * the reduction's value r, its output shape, and y. */
-static cr_status rinit_start(cr_arena *arena, cr__red_op op, const cr_value *args, size_t n,
-                             const cr_value *r, rinit_env *e, cr_value *y)
+static cr_status rinit_start(cr_arena *arena, const cr_value *args, size_t n, const cr_value *r,
+                             rinit_env *e, cr_value *y)
 {
     const cr_array *A = args[1].u.arr;
-    e->op = op;
+    e->row = cr_scalar_rule_of(args[0].u.func.fn);
     e->init = cr__scalar_of(&args[3]);
     e->all = n == 1;
     e->ndim = A->ndim;
@@ -639,7 +628,7 @@ static cr_status rinit_pullback(CR__PULLBACK_PARAMS)
     cr_complex dinit = 0, v = 0;
     for (size_t s = 0; s < e->nout; s++) {
         cr_complex pi, pm, gs = e->all ? g0 : ((const cr_complex *)g->data)[s];
-        rinit_combine(e->op, e->init, e->m[s], &pi, &pm);
+        rinit_combine(e->row, e->init, e->m[s], &pi, &pm);
         dinit += conj(pi) * gs;
         v = conj(pm) * gs;
         if (gm != NULL)
@@ -669,7 +658,7 @@ static cr_status rinit_rrule(const cr_config *cfg, cr_arena *arena, cr__red_op o
     cr_status st =
         cr__red_op_rrule(op, cfg, arena, args + 1, n, &r, primal ? NULL : &e->inner, udata);
     if (st == CR_OK)
-        st = rinit_start(arena, op, args, n, &r, e, y);
+        st = rinit_start(arena, args, n, &r, e, y);
     if (st != CR_OK || primal)
         return st;
     e->dinit = cr__is_diff(&args[3]);
@@ -692,7 +681,7 @@ static cr_status rinit_frule(const cr_config *cfg, cr_arena *arena, cr__red_op o
     cr_tangent dm;
     cr_status st = cr__red_op_frule(op, cfg, arena, dargs + 1, args + 1, n, &r, &dm);
     if (st == CR_OK)
-        st = rinit_start(arena, op, args, n, &r, &e, y);
+        st = rinit_start(arena, args, n, &r, &e, y);
     cr_complex di = 0, m0 = 0;
     bool nzi = false, nzm = true;
     const cr_array *tm = NULL;
@@ -711,7 +700,7 @@ static cr_status rinit_frule(const cr_config *cfg, cr_arena *arena, cr__red_op o
     cr_tangent tt;
     cr_complex pi, pm;
     if (e.all) {
-        rinit_combine(op, e.init, e.m[0], &pi, &pm);
+        rinit_combine(e.row, e.init, e.m[0], &pi, &pm);
         tt = cr__scalar_tangent(odt, pm * m0 + pi * di);
     } else {
         cr_array *o;
@@ -719,7 +708,7 @@ static cr_status rinit_frule(const cr_config *cfg, cr_arena *arena, cr__red_op o
         if (st != CR_OK)
             return st;
         for (size_t s = 0; s < e.nout; s++) {
-            rinit_combine(op, e.init, e.m[s], &pi, &pm);
+            rinit_combine(e.row, e.init, e.m[s], &pi, &pm);
             cr_complex t = tm != NULL ? ((const cr_complex *)tm->data)[s] : 0;
             cr__store(o, (ptrdiff_t)s, pm * t + pi * di);
         }
